@@ -1,0 +1,28 @@
+/**
+ * The whole HTTP contract of `svc`. It imports nothing from the server, so
+ * the typed client (`svc/client`) and outside tools can use it alone. Each
+ * capability adds its group here.
+ */
+import { HttpApi, OpenApi } from "effect/http-api"
+import { SystemApi } from "./System.ts"
+import { DatasetsApi, TasksApi } from "./Tasks.ts"
+import { RequestValidation } from "./Validation.ts"
+
+export class Api extends HttpApi.make("svc")
+  .add(SystemApi)
+  .add(TasksApi)
+  .add(DatasetsApi)
+  .middleware(RequestValidation)
+  // Report every problem of a request at once, and refuse unknown body and
+  // query members (a misspelt optional field is a 400, not silently ignored).
+  // Responses decode leniently so older clients survive new fields.
+  .annotate(HttpApi.ParseOptions, { errors: "all" })
+  .annotate(HttpApi.PayloadParseOptions, { errors: "all", onExcessProperty: "error" })
+  .annotate(HttpApi.QueryParseOptions, { errors: "all", onExcessProperty: "error" })
+  .annotate(HttpApi.HeadersParseOptions, {})
+  .annotateMerge(OpenApi.annotations({
+    title: "svc",
+    version: "1",
+    description: "Feedback on task answers, telemetry export and approval notifications."
+  }))
+{}

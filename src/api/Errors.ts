@@ -1,0 +1,95 @@
+/**
+ * The typed errors every part of the API shares. Each one is an RFC 9457
+ * problem (`application/problem+json`) carrying the spec's `code` and, where
+ * one field is at fault, `field` (a JSON path such as `correction.items[2]`).
+ * Capability-specific errors live beside their group (e.g. `Feedback.ts`).
+ */
+import { Schema } from "effect"
+import { HttpApiError } from "effect/http-api"
+
+/** The problem `type` URI for a code: `urn:svc:problem:invalid-request`. */
+export const problemType = <const Code extends string>(code: Code) =>
+  `urn:svc:problem:${code.toLowerCase().replaceAll("_", "-")}` as `urn:svc:problem:${string}`
+
+/** One decode issue: the JSON path of the value at fault and what was expected. */
+export const FieldIssue = Schema.Struct({
+  field: Schema.String,
+  message: Schema.String
+})
+
+export class InvalidRequest extends HttpApiError.Problem<InvalidRequest>()("InvalidRequest", {
+  type: problemType("INVALID_REQUEST"),
+  status: 400,
+  title: "The request is invalid"
+}, {
+  code: Schema.tag("INVALID_REQUEST"),
+  field: Schema.optionalKey(Schema.String),
+  errors: Schema.optionalKey(Schema.Array(FieldIssue))
+}) {}
+
+export class Unauthenticated extends HttpApiError.Problem<Unauthenticated>()("Unauthenticated", {
+  type: problemType("UNAUTHENTICATED"),
+  status: 401,
+  title: "Missing, unknown or revoked API key"
+}, {
+  code: Schema.tag("UNAUTHENTICATED")
+}) {}
+
+export class InsufficientScope extends HttpApiError.Problem<InsufficientScope>()("InsufficientScope", {
+  type: problemType("INSUFFICIENT_SCOPE"),
+  status: 403,
+  title: "The API key lacks the scope this operation needs"
+}, {
+  code: Schema.tag("INSUFFICIENT_SCOPE"),
+  required_scope: Schema.String
+}) {}
+
+export class NotFound extends HttpApiError.Problem<NotFound>()("NotFound", {
+  type: problemType("NOT_FOUND"),
+  status: 404,
+  title: "Not found"
+}, {
+  code: Schema.tag("NOT_FOUND")
+}) {}
+
+export class InvalidTransition extends HttpApiError.Problem<InvalidTransition>()("InvalidTransition", {
+  type: problemType("INVALID_TRANSITION"),
+  status: 409,
+  title: "The resource is not in a state that allows this"
+}, {
+  code: Schema.tag("INVALID_TRANSITION"),
+  status_now: Schema.optionalKey(Schema.String)
+}) {}
+
+export class PayloadTooLarge extends HttpApiError.Problem<PayloadTooLarge>()("PayloadTooLarge", {
+  type: problemType("PAYLOAD_TOO_LARGE"),
+  status: 413,
+  title: "The request body is over the limit"
+}, {
+  code: Schema.tag("PAYLOAD_TOO_LARGE"),
+  limit_bytes: Schema.optionalKey(Schema.Number)
+}) {}
+
+export class UnsupportedMediaType extends HttpApiError.Problem<UnsupportedMediaType>()("UnsupportedMediaType", {
+  type: problemType("UNSUPPORTED_MEDIA_TYPE"),
+  status: 415,
+  title: "The request body must be application/json"
+}, {
+  code: Schema.tag("UNSUPPORTED_MEDIA_TYPE")
+}) {}
+
+export class InternalError extends HttpApiError.Problem<InternalError>()("InternalError", {
+  type: problemType("INTERNAL"),
+  status: 500,
+  title: "Internal error"
+}, {
+  code: Schema.tag("INTERNAL")
+}) {}
+
+export class ServiceUnavailable extends HttpApiError.Problem<ServiceUnavailable>()("ServiceUnavailable", {
+  type: problemType("UNAVAILABLE"),
+  status: 503,
+  title: "The service is not ready"
+}, {
+  code: Schema.tag("UNAVAILABLE")
+}) {}

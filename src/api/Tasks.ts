@@ -1,0 +1,119 @@
+/**
+ * Tasks, logged runs and dataset versions (DESIGN.md, "Tasks and runs",
+ * "Datasets").
+ */
+import { Schema } from "effect"
+import { HttpApiEndpoint, HttpApiGroup, HttpApiSchema, OpenApi } from "effect/http-api"
+import { Cursor, JsonObject, JsonValue, Limit, NextCursor, Timestamp, TraceId, Uuid } from "./Common.ts"
+import { NotFound } from "./Errors.ts"
+import { Authentication, requireScope } from "./Security.ts"
+
+export const Task = Schema.Struct({
+  id: Uuid,
+  name: Schema.String,
+  answer_schema: JsonObject,
+  created_at: Timestamp
+})
+export type Task = typeof Task.Type
+
+export const CreateTask = Schema.Struct({
+  name: Schema.String.check(Schema.isMinLength(1), Schema.isMaxLength(200)),
+  answer_schema: JsonObject.annotate({
+    description: "JSON Schema (draft 2020-12 by default; draft-07 when `$schema` says so) of the task's answer"
+  })
+})
+
+export const Run = Schema.Struct({
+  trace_id: TraceId,
+  task_id: Uuid,
+  input: JsonValue,
+  answer: JsonValue,
+  created_at: Timestamp
+})
+export type Run = typeof Run.Type
+
+export const LogRun = Schema.Struct({
+  input: JsonValue,
+  answer: JsonValue
+})
+
+export const DatasetSummary = Schema.Struct({
+  id: Uuid,
+  task_id: Uuid,
+  version: Schema.Int,
+  created_at: Timestamp,
+  example_count: Schema.Int
+})
+export type DatasetSummary = typeof DatasetSummary.Type
+
+export const Example = Schema.Struct({
+  input: JsonValue,
+  answer: JsonValue,
+  feedback_id: Schema.optionalKey(Uuid)
+})
+export type Example = typeof Example.Type
+
+export const Dataset = Schema.Struct({
+  ...DatasetSummary.fields,
+  examples: Schema.Array(Example)
+})
+export type Dataset = typeof Dataset.Type
+
+const TaskIdParams = { task_id: Uuid }
+
+export class TasksApi extends HttpApiGroup.make("tasks")
+  .add(
+    HttpApiEndpoint.post("create", "/v1/tasks", {
+      payload: CreateTask,
+      success: Task.pipe(HttpApiSchema.status(201))
+    }).pipe(requireScope("tasks.write", "Creates a task and its first, empty dataset version.")),
+    HttpApiEndpoint.get("list", "/v1/tasks", {
+      query: { limit: Limit, cursor: Cursor },
+      success: Schema.Struct({ tasks: Schema.Array(Task), next_cursor: NextCursor })
+    }).pipe(requireScope("tasks.read", "Lists tasks, newest first.")),
+    HttpApiEndpoint.get("get", "/v1/tasks/:task_id", {
+      params: TaskIdParams,
+      success: Task,
+      error: NotFound
+    }).pipe(requireScope("tasks.read")),
+    HttpApiEndpoint.post("logRun", "/v1/tasks/:task_id/runs", {
+      params: TaskIdParams,
+      payload: LogRun,
+      success: Run.pipe(HttpApiSchema.status(201)),
+      error: NotFound
+    }).pipe(requireScope(
+      "tasks.write",
+      "Logs a run of the task. The answer's `trace_id` is also sent in the `x-svc-trace-id` header; it is the `inference_log_id` of feedback."
+    )),
+    HttpApiEndpoint.get("listRuns", "/v1/tasks/:task_id/runs", {
+      params: TaskIdParams,
+      query: { limit: Limit, cursor: Cursor },
+      success: Schema.Struct({ runs: Schema.Array(Run), next_cursor: NextCursor }),
+      error: NotFound
+    }).pipe(requireScope("tasks.read", "Lists the task's runs, newest first.")),
+    HttpApiEndpoint.get("getRun", "/v1/runs/:trace_id", {
+      params: { trace_id: TraceId },
+      success: Run,
+      error: NotFound
+    }).pipe(requireScope("tasks.read"))
+  )
+  .middleware(Authentication)
+  .annotate(OpenApi.Title, "Tasks and runs")
+{}
+
+export class DatasetsApi extends HttpApiGroup.make("datasets")
+  .add(
+    HttpApiEndpoint.get("listForTask", "/v1/tasks/:task_id/datasets", {
+      params: TaskIdParams,
+      success: Schema.Struct({ datasets: Schema.Array(DatasetSummary) }),
+      error: NotFound
+    }).pipe(requireScope("datasets.read", "Lists the task's dataset versions, oldest first.")),
+    HttpApiEndpoint.get("get", "/v1/datasets/:dataset_id", {
+      params: { dataset_id: Uuid },
+      success: Dataset,
+      error: NotFound
+    }).pipe(requireScope("datasets.read", "One dataset version with its examples. Versions never change."))
+  )
+  .middleware(Authentication)
+  .annotate(OpenApi.Title, "Datasets")
+{}

@@ -1,0 +1,56 @@
+/**
+ * `svc/client`: the typed client of the `svc` HTTP API, generated from the
+ * HttpApi definition. It imports no server code and runs wherever `fetch`
+ * does.
+ *
+ * ```ts
+ * import { SvcClient } from "svc/client"
+ *
+ * const program = Effect.gen(function*() {
+ *   const svc = yield* SvcClient
+ *   const task = yield* svc.tasks.create({ payload: { name: "triage", answer_schema: { type: "object" } } })
+ * }).pipe(Effect.provide(SvcClient.layer({ baseUrl: "http://127.0.0.1:8080", apiKey: process.env.SVC_API_KEY })))
+ * ```
+ *
+ * Failures are the API's typed problems (`NotFound`, `InvalidRequest`, ...),
+ * matched with `Effect.catchTag`.
+ */
+import { Context, Effect, Layer, Redacted } from "effect"
+import { FetchHttpClient, HttpClient, HttpClientRequest } from "effect/http"
+import { HttpApiClient, HttpApiMiddleware } from "effect/http-api"
+import { Api } from "./api/Api.ts"
+import { Authentication } from "./api/Security.ts"
+
+export { Api } from "./api/Api.ts"
+export * from "./api/Errors.ts"
+export { Scopes, type ScopeName } from "./api/Security.ts"
+
+export type SvcApiClient = HttpApiClient.ForApi<typeof Api>
+
+export interface ClientOptions {
+  /** e.g. `http://127.0.0.1:8080` */
+  readonly baseUrl: string | URL
+  /** The API key; sent as `Authorization: Bearer <key>`. */
+  readonly apiKey?: string | Redacted.Redacted<string> | undefined
+  /** Extra behaviour for the underlying `HttpClient` (retries, headers). */
+  readonly transformClient?: ((client: HttpClient.HttpClient) => HttpClient.HttpClient) | undefined
+}
+
+const authentication = (apiKey: ClientOptions["apiKey"]) =>
+  HttpApiMiddleware.layerClient(Authentication, ({ next, request }) =>
+    apiKey === undefined
+      ? next(request)
+      : next(HttpClientRequest.bearerToken(request, typeof apiKey === "string" ? apiKey : Redacted.value(apiKey))))
+
+/** Builds a client; needs an `HttpClient` (e.g. `FetchHttpClient.layer`). */
+export const make = (options: ClientOptions): Effect.Effect<SvcApiClient, never, HttpClient.HttpClient> =>
+  HttpApiClient.make(Api, {
+    baseUrl: options.baseUrl,
+    ...(options.transformClient === undefined ? {} : { transformClient: options.transformClient })
+  }).pipe(Effect.provide(authentication(options.apiKey)))
+
+export class SvcClient extends Context.Service<SvcClient, SvcApiClient>()("svc/client/SvcClient") {
+  /** A client over `fetch`. */
+  static readonly layer = (options: ClientOptions): Layer.Layer<SvcClient> =>
+    Layer.effect(SvcClient, make(options)).pipe(Layer.provide(FetchHttpClient.layer))
+}

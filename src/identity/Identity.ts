@@ -1,0 +1,177 @@
+/**
+ * Organizations and API keys. A key is shown once, at creation; only its
+ * SHA-256 is stored (keys carry 256 random bits, so a slow hash adds
+ * nothing) and looked up on every request, so a revocation takes effect at
+ * once in every process.
+ */
+import { Context, Data, Effect, Layer, Option } from "effect"
+import { SqlClient } from "effect/sql"
+import type { Principal, ScopeName } from "../api/Security.ts"
+import { randomToken, sha256Hex } from "../platform/Crypto.ts"
+import { newId } from "../platform/Ids.ts"
+import { iso, isoOrNull } from "../platform/Time.ts"
+
+/** Every key starts with this, so secret scanners (ours included) recognize it. */
+export const KEY_PREFIX = "svc_"
+/** The pattern of a key, for scanners. */
+export const KEY_PATTERN = /svc_[A-Za-z0-9_-]{43}/g
+
+export interface Org {
+  readonly id: string
+  readonly name: string
+  readonly created_at: string
+}
+
+export interface CreatedKey {
+  readonly id: string
+  readonly org_id: string
+  readonly name: string | null
+  readonly key: string
+  readonly scopes: ReadonlyArray<ScopeName>
+  readonly created_at: string
+}
+
+export interface KeyInfo {
+  readonly id: string
+  readonly org_id: string
+  readonly name: string | null
+  readonly key_prefix: string
+  readonly scopes: ReadonlyArray<ScopeName>
+  readonly created_at: string
+  readonly revoked_at: string | null
+}
+
+export class OrgNotFound extends Data.TaggedError("OrgNotFound")<{ readonly orgId: string }> {}
+export class KeyNotFound extends Data.TaggedError("KeyNotFound")<{ readonly keyId: string }> {}
+
+interface KeyRow {
+  readonly id: string
+  readonly org_id: string
+  readonly name: string | null
+  readonly key_prefix: string
+  readonly scopes: ReadonlyArray<ScopeName>
+  readonly created_at: Date
+  readonly revoked_at: Date | null
+}
+
+const keyInfo = (row: KeyRow): KeyInfo => ({
+  id: row.id,
+  org_id: row.org_id,
+  name: row.name,
+  key_prefix: row.key_prefix,
+  scopes: row.scopes,
+  created_at: iso(row.created_at),
+  revoked_at: isoOrNull(row.revoked_at)
+})
+
+export class Identity extends Context.Service<Identity, {
+  readonly createOrg: (name: string) => Effect.Effect<Org>
+  readonly listOrgs: Effect.Effect<ReadonlyArray<Org>>
+  readonly getOrg: (orgId: string) => Effect.Effect<Org, OrgNotFound>
+  readonly createKey: (input: {
+    readonly orgId: string
+    readonly scopes: ReadonlyArray<ScopeName>
+    readonly name?: string | undefined
+  }) => Effect.Effect<CreatedKey, OrgNotFound>
+  readonly listKeys: (orgId: string) => Effect.Effect<ReadonlyArray<KeyInfo>, OrgNotFound>
+  readonly revokeKey: (keyId: string) => Effect.Effect<KeyInfo, KeyNotFound>
+  /** The principal for a presented key; `None` when unknown or revoked. */
+  readonly authenticate: (key: string) => Effect.Effect<Option.Option<Principal>>
+  /** Hashes of the organization's live keys (for the feedback scrubber). */
+  readonly keyHashes: (orgId: string) => Effect.Effect<ReadonlySet<string>>
+}>()("svc/identity/Identity") {
+  static readonly layer = Layer.effect(
+    Identity,
+    Effect.gen(function*() {
+      const sql = yield* SqlClient.SqlClient
+
+      const getOrg = Effect.fn("Identity.getOrg")(function*(orgId: string) {
+        const rows = yield* sql<{ id: string; name: string; created_at: Date }>`
+          SELECT id, name, created_at FROM orgs WHERE id = ${orgId}
+        `.pipe(Effect.orDie)
+        const row = rows[0]
+        if (row === undefined) return yield* new OrgNotFound({ orgId })
+        return { id: row.id, name: row.name, created_at: iso(row.created_at) }
+      })
+
+      const createOrg = Effect.fn("Identity.createOrg")(function*(name: string) {
+        const id = newId()
+        const rows = yield* sql<{ created_at: Date }>`
+          INSERT INTO orgs (id, name) VALUES (${id}, ${name}) RETURNING created_at
+        `.pipe(Effect.orDie)
+        return { id, name, created_at: iso(rows[0]!.created_at) }
+      })
+
+      const listOrgs = sql<{ id: string; name: string; created_at: Date }>`
+        SELECT id, name, created_at FROM orgs ORDER BY created_at, id
+      `.pipe(
+        Effect.map((rows) => rows.map((row) => ({ id: row.id, name: row.name, created_at: iso(row.created_at) }))),
+        Effect.orDie,
+        Effect.withSpan("Identity.listOrgs")
+      )
+
+      const createKey = Effect.fn("Identity.createKey")(function*(input: {
+        readonly orgId: string
+        readonly scopes: ReadonlyArray<ScopeName>
+        readonly name?: string | undefined
+      }) {
+        yield* getOrg(input.orgId)
+        const id = newId()
+        const key = randomToken(KEY_PREFIX)
+        const scopes = [...new Set(input.scopes)]
+        const rows = yield* sql<{ created_at: Date }>`
+          INSERT INTO api_keys (id, org_id, name, key_hash, key_prefix, scopes)
+          VALUES (${id}, ${input.orgId}, ${input.name ?? null}, ${sha256Hex(key)}, ${key.slice(0, 12)}, ${scopes})
+          RETURNING created_at
+        `.pipe(Effect.orDie)
+        return {
+          id,
+          org_id: input.orgId,
+          name: input.name ?? null,
+          key,
+          scopes,
+          created_at: iso(rows[0]!.created_at)
+        }
+      })
+
+      const listKeys = Effect.fn("Identity.listKeys")(function*(orgId: string) {
+        yield* getOrg(orgId)
+        const rows = yield* sql<KeyRow>`
+          SELECT id, org_id, name, key_prefix, scopes, created_at, revoked_at
+          FROM api_keys WHERE org_id = ${orgId} ORDER BY created_at, id
+        `.pipe(Effect.orDie)
+        return rows.map(keyInfo)
+      })
+
+      const revokeKey = Effect.fn("Identity.revokeKey")(function*(keyId: string) {
+        const rows = yield* sql<KeyRow>`
+          UPDATE api_keys SET revoked_at = coalesce(revoked_at, now()) WHERE id = ${keyId}
+          RETURNING id, org_id, name, key_prefix, scopes, created_at, revoked_at
+        `.pipe(Effect.orDie)
+        const row = rows[0]
+        if (row === undefined) return yield* new KeyNotFound({ keyId })
+        return keyInfo(row)
+      })
+
+      const authenticate = Effect.fn("Identity.authenticate")(function*(key: string) {
+        if (!key.startsWith(KEY_PREFIX) || key.length > 200) return Option.none<Principal>()
+        const rows = yield* sql<{ id: string; org_id: string; scopes: ReadonlyArray<ScopeName> }>`
+          SELECT id, org_id, scopes FROM api_keys WHERE key_hash = ${sha256Hex(key)} AND revoked_at IS NULL
+        `.pipe(Effect.orDie)
+        const row = rows[0]
+        return row === undefined
+          ? Option.none<Principal>()
+          : Option.some<Principal>({ orgId: row.org_id, keyId: row.id, scopes: new Set(row.scopes) })
+      })
+
+      const keyHashes = Effect.fn("Identity.keyHashes")(function*(orgId: string) {
+        const rows = yield* sql<{ key_hash: string }>`
+          SELECT key_hash FROM api_keys WHERE org_id = ${orgId}
+        `.pipe(Effect.orDie)
+        return new Set(rows.map((row) => row.key_hash))
+      })
+
+      return Identity.of({ createOrg, listOrgs, getOrg, createKey, listKeys, revokeKey, authenticate, keyHashes })
+    })
+  )
+}

@@ -1,0 +1,104 @@
+/**
+ * The service's configuration, read once from the environment
+ * (DESIGN.md, "Configuration"). Secrets stay `Redacted`.
+ */
+import { Config, ConfigProvider, Context, Duration, Effect, Layer, Option, Redacted } from "effect"
+
+export interface SvcConfigShape {
+  readonly port: number
+  readonly host: string
+  /** PostgreSQL server; `None` means the embedded PGlite database. */
+  readonly databaseUrl: Option.Option<Redacted.Redacted<string>>
+  readonly dataDir: string
+  /** 32 bytes, base64. Embedded mode generates one into `dataDir` when unset. */
+  readonly masterKey: Option.Option<Redacted.Redacted<string>>
+  /** CIDRs that outbound URL checks accept although not public. */
+  readonly allowedTargetCidrs: ReadonlyArray<string>
+  /** PEM bundle trusted for outbound TLS beside the system store. */
+  readonly extraCaFile: Option.Option<string>
+  /** Delays before each webhook retry. */
+  readonly webhookRetrySchedule: ReadonlyArray<Duration.Duration>
+  /** Share of traces exported to an organization's collector. */
+  readonly telemetrySampleRatio: number
+  readonly smtpUrl: Option.Option<Redacted.Redacted<string>>
+  /** Largest accepted request body. */
+  readonly maxBodyBytes: number
+}
+
+const list = (name: string) =>
+  Config.String(name).pipe(
+    Config.withDefault(""),
+    Config.map((raw) => raw.split(",").map((part) => part.trim()).filter((part) => part.length > 0))
+  )
+
+const durationList = (name: string, fallback: string) =>
+  Config.String(name).pipe(
+    Config.withDefault(fallback),
+    Config.mapEffect((raw) => parseDurations(name, raw))
+  )
+
+const invalid = (message: string) => new Config.ConfigError(new ConfigProvider.SourceError({ message }))
+
+/** `5s,5m,30m,2h` → durations; anything else is a configuration error naming the variable. */
+export const parseDurations = (
+  name: string,
+  raw: string
+): Effect.Effect<ReadonlyArray<Duration.Duration>, Config.ConfigError> => {
+  const parts = raw.split(",").map((part) => part.trim()).filter((part) => part.length > 0)
+  const out: Array<Duration.Duration> = []
+  for (const part of parts) {
+    const match = /^(\d+(?:\.\d+)?)(ms|s|m|h|d)$/.exec(part)
+    if (match === null) {
+      return Effect.fail(invalid(`${name}: "${part}" is not a duration such as 500ms, 5s, 5m, 2h or 1d`))
+    }
+    const amount = Number(match[1])
+    const unit = match[2] as "ms" | "s" | "m" | "h" | "d"
+    out.push(
+      unit === "ms"
+        ? Duration.millis(amount)
+        : unit === "s"
+        ? Duration.seconds(amount)
+        : unit === "m"
+        ? Duration.minutes(amount)
+        : unit === "h"
+        ? Duration.hours(amount)
+        : Duration.days(amount)
+    )
+  }
+  return Effect.succeed(out)
+}
+
+export const svcConfig: Config.Config<SvcConfigShape> = Config.all({
+  port: Config.Port("PORT").pipe(Config.withDefault(8080)),
+  host: Config.String("HOST").pipe(Config.withDefault("127.0.0.1")),
+  databaseUrl: Config.option(Config.Redacted("DATABASE_URL")).pipe(
+    Config.map(Option.filter((url) => Redacted.value(url).length > 0))
+  ),
+  dataDir: Config.String("SVC_DATA_DIR").pipe(Config.withDefault("./.data")),
+  masterKey: Config.option(Config.Redacted("SVC_MASTER_KEY")),
+  allowedTargetCidrs: list("SVC_ALLOWED_TARGET_CIDRS"),
+  extraCaFile: Config.option(Config.String("SVC_EXTRA_CA_FILE")),
+  webhookRetrySchedule: durationList("SVC_WEBHOOK_RETRY_SCHEDULE", "5s,5m,30m,2h,5h,10h,10h"),
+  telemetrySampleRatio: Config.Finite("SVC_TELEMETRY_SAMPLE_RATIO").pipe(
+    Config.withDefault(1),
+    Config.mapEffect((ratio) =>
+      ratio >= 0 && ratio <= 1
+        ? Effect.succeed(ratio)
+        : Effect.fail(invalid("SVC_TELEMETRY_SAMPLE_RATIO must be between 0 and 1"))
+    )
+  ),
+  smtpUrl: Config.option(Config.Redacted("SVC_SMTP_URL")),
+  maxBodyBytes: Config.Int("SVC_MAX_BODY_BYTES").pipe(Config.withDefault(1024 * 1024))
+})
+
+export class SvcConfig extends Context.Service<SvcConfig, SvcConfigShape>()("svc/platform/SvcConfig") {
+  /** Reads the environment once. */
+  static readonly layer = Layer.effect(SvcConfig, svcConfig)
+
+  /** A fixed configuration, for tests and for embedding `svc` in another program. */
+  static readonly layerWith = (overrides: Partial<SvcConfigShape> = {}) =>
+    Layer.effect(
+      SvcConfig,
+      Effect.map(svcConfig, (fromEnv) => ({ ...fromEnv, ...overrides }))
+    )
+}

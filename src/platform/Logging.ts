@@ -1,0 +1,47 @@
+/**
+ * Logs are JSON lines on stdout: `time`, `level`, `message`, then the
+ * request id, organization id and trace id when known, then any other
+ * annotations. Annotation keys that name credentials are masked as a last
+ * line of defence; the code never logs them on purpose.
+ */
+import { Cause, Context, Logger, References } from "effect"
+
+const SENSITIVE_KEY = /authorization|secret|password|passwd|api[-_]?key|token|cookie|credential|signature/i
+
+const plain = (value: unknown): unknown => {
+  if (value instanceof Error) return value.message
+  if (typeof value === "bigint") return value.toString()
+  return value
+}
+
+/** Per-request facts that inner layers learn (the organization) and the request log line reports. */
+export class RequestFacts extends Context.Reference<{ orgId?: string } | undefined>("svc/platform/RequestFacts", {
+  defaultValue: () => undefined
+}) {}
+
+/** A JSON-lines logger writing each line to `write`. */
+export const makeJsonLogger = (write: (line: string) => void) =>
+  Logger.make<unknown, void>(({ cause, date, fiber, logLevel, message }) => {
+  const entry: Record<string, unknown> = {
+    time: date.toISOString(),
+    level: logLevel.toUpperCase()
+  }
+  const messages = Array.isArray(message) ? message : [message]
+  entry.message = messages.length === 1 ? plain(messages[0]) : messages.map(plain)
+  const annotations = fiber.getRef(References.CurrentLogAnnotations)
+  for (const [key, value] of Object.entries(annotations)) {
+    entry[key] = SENSITIVE_KEY.test(key) ? "[redacted]" : plain(value)
+  }
+  const span = fiber.cache.span
+  if (span !== undefined && entry.trace_id === undefined) {
+    entry.trace_id = span.traceId
+    entry.span_id = span.spanId
+  }
+  if (cause.reasons.length > 0) entry.cause = Cause.pretty(cause)
+  write(JSON.stringify(entry))
+})
+
+export const jsonLogger = makeJsonLogger((line) => process.stdout.write(line + "\n"))
+
+/** Replaces the default logger with JSON lines. */
+export const LoggingLive = Logger.layer([jsonLogger])

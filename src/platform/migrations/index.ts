@@ -1,0 +1,16 @@
+/**
+ * Every migration, in order. Ids are never reused or reordered; a new
+ * migration takes the next free id. Capabilities own ranges so parallel work
+ * does not collide: 0001-0099 foundation, 0100 feedback, 0200 approvals,
+ * 0300 outbound and webhooks, 0400 telemetry.
+ */
+import { Migrator } from "effect/sql"
+import m0001 from "./0001_identity.ts"
+import m0002 from "./0002_tasks.ts"
+import m0003 from "./0003_shared.ts"
+
+export const migrations = Migrator.fromRecord({
+  "0001_identity": m0001,
+  "0002_tasks": m0002,
+  "0003_shared": m0003
+})

@@ -1,0 +1,75 @@
+/**
+ * The composition of `svc`: services, HTTP routes and background workers,
+ * over a database and a configuration. Each capability adds its layers to
+ * the lists below and nothing else here changes.
+ */
+import { ByteSize, Effect, Layer } from "effect"
+import { HttpRouter, HttpServerRequest } from "effect/http"
+import { HttpApiBuilder, HttpApiScalar } from "effect/http-api"
+import { Api } from "../api/Api.ts"
+import { AuthenticationLive } from "../identity/Http.ts"
+import { Identity } from "../identity/Identity.ts"
+import { SvcConfig } from "../platform/Config.ts"
+import { SecretBox } from "../platform/Crypto.ts"
+import { Migrations } from "../platform/Migrations.ts"
+import { Wakeups } from "../platform/Wakeups.ts"
+import { SecretStore } from "../secrets/SecretStore.ts"
+import { AnswerSchemas } from "../tasks/AnswerSchema.ts"
+import { DatasetsHandlers, TasksHandlers } from "../tasks/Http.ts"
+import { Tasks } from "../tasks/Tasks.ts"
+import { RequestMiddleware } from "./Middleware.ts"
+import { SystemHandlers } from "./System.ts"
+import { RequestValidationLive } from "./Validation.ts"
+
+/** Domain services. They need a migrated database, `SvcConfig` and `SecretBox`. */
+export const ServicesLive = Layer.mergeAll(
+  Identity.layer,
+  Tasks.layer
+).pipe(
+  Layer.provideMerge(Layer.mergeAll(AnswerSchemas.layer, SecretStore.layer, Wakeups.layer))
+)
+
+/** Handlers of every HttpApi group. */
+const HandlersLive = Layer.mergeAll(
+  SystemHandlers,
+  TasksHandlers,
+  DatasetsHandlers
+)
+
+/** Background workers (fibers that live as long as the server). */
+export const WorkersLive = Layer.empty
+
+const ApiRoutes = HttpApiBuilder.layer(Api, { openapiPath: "/openapi.json" }).pipe(
+  Layer.provide(HandlersLive),
+  Layer.provide(AuthenticationLive),
+  Layer.provide(RequestValidationLive)
+)
+
+const DocsRoute = HttpApiScalar.layer(Api, { path: "/docs" })
+
+const MaxBodySizeLive = Layer.effect(
+  HttpServerRequest.MaxBodySize,
+  Effect.map(SvcConfig, (config) => ByteSize.bytes(config.maxBodyBytes))
+)
+
+/**
+ * The HTTP application: routes, docs and router-wide middleware. Needs an
+ * `HttpServer` (Node's, or a test one), the services and the database.
+ */
+export const HttpLive = HttpRouter.serve(
+  Layer.mergeAll(ApiRoutes, DocsRoute, RequestMiddleware),
+  { disableLogger: true, disableListenLog: true }
+).pipe(Layer.provide(MaxBodySizeLive))
+
+/**
+ * Everything but the listening socket and the platform: give it an
+ * `HttpServer`, a database (`Database.*`), `SvcConfig` and `SecretBox`.
+ * Migrations run before any service starts.
+ */
+export const AppLive = Layer.mergeAll(HttpLive, WorkersLive).pipe(
+  Layer.provide(ServicesLive),
+  Layer.provide(Migrations.layer)
+)
+
+/** The platform pieces every deployment needs beside the database. */
+export const PlatformLive = Layer.mergeAll(SecretBox.layer).pipe(Layer.provideMerge(SvcConfig.layer))

@@ -1,0 +1,81 @@
+/**
+ * Router-wide middleware: request ids, the request log line, and problem
+ * details for every error answer, including those the framework makes itself
+ * (unknown route, body too large, wrong content type, defects).
+ */
+import { Effect, Exit, type Types } from "effect"
+import { HttpRouter, HttpServerError, HttpServerRequest, HttpServerResponse } from "effect/http"
+import { problemType } from "../api/Errors.ts"
+import { newId } from "../platform/Ids.ts"
+import { RequestFacts } from "../platform/Logging.ts"
+
+const PROBLEM_JSON = "application/problem+json"
+
+const problems: Record<number, { code: string; title: string }> = {
+  400: { code: "INVALID_REQUEST", title: "The request is invalid" },
+  401: { code: "UNAUTHENTICATED", title: "Missing, unknown or revoked API key" },
+  403: { code: "FORBIDDEN", title: "Forbidden" },
+  404: { code: "NOT_FOUND", title: "Not found" },
+  405: { code: "NOT_FOUND", title: "Not found" },
+  406: { code: "NOT_ACCEPTABLE", title: "Not acceptable" },
+  408: { code: "REQUEST_TIMEOUT", title: "Request timeout" },
+  413: { code: "PAYLOAD_TOO_LARGE", title: "The request body is over the limit" },
+  415: { code: "UNSUPPORTED_MEDIA_TYPE", title: "The request body must be application/json" },
+  500: { code: "INTERNAL", title: "Internal error" },
+  503: { code: "UNAVAILABLE", title: "The service is not ready" }
+}
+
+/** An error answer that is not already problem+json becomes one, keeping status and headers. */
+const asProblem = (response: HttpServerResponse.HttpServerResponse, requestId: string) => {
+  if (response.status < 400) return response
+  const contentType = response.headers["content-type"] ?? (response.body._tag === "Uint8Array" || response.body._tag === "Raw" ? response.body.contentType : undefined)
+  if (contentType?.startsWith(PROBLEM_JSON)) return response
+  const status = response.status === 405 ? 404 : response.status
+  const known = problems[status] ?? { code: status >= 500 ? "INTERNAL" : "INVALID_REQUEST", title: "Error" }
+  const { ["content-type"]: _ct, ["content-length"]: _cl, ...headers } = response.headers
+  return HttpServerResponse.jsonUnsafe(
+    { type: problemType(known.code), status, title: known.title, code: known.code, request_id: requestId },
+    { status, headers, contentType: PROBLEM_JSON }
+  )
+}
+
+const REQUEST_ID = /^[A-Za-z0-9._-]{1,128}$/
+
+export const RequestMiddleware = HttpRouter.middleware<{ handles: unknown }>()((httpEffect) =>
+  // Every failure is answered here; the cast keeps the router's
+  // "unhandled" marker, which only a partial handler would need.
+  Effect.gen(function*() {
+    const request = yield* HttpServerRequest.HttpServerRequest
+    const incoming = request.headers["x-request-id"]
+    const requestId = incoming !== undefined && REQUEST_ID.test(incoming) ? incoming : newId()
+    const facts: { orgId?: string } = {}
+    const started = performance.now()
+    const exit = yield* httpEffect.pipe(
+      Effect.provideService(RequestFacts, facts),
+      Effect.annotateLogs({ request_id: requestId }),
+      Effect.exit
+    )
+    let response: HttpServerResponse.HttpServerResponse
+    if (Exit.isSuccess(exit)) {
+      response = exit.value
+    } else {
+      const [failed] = yield* HttpServerError.causeResponse(exit.cause)
+      response = failed
+      if (failed.status >= 500) {
+        yield* Effect.logError("request failed", exit.cause).pipe(Effect.annotateLogs({ request_id: requestId }))
+      }
+    }
+    response = HttpServerResponse.setHeader(asProblem(response, requestId), "x-request-id", requestId)
+    const path = request.url.split("?")[0]
+    yield* Effect.logInfo("request").pipe(Effect.annotateLogs({
+      request_id: requestId,
+      ...(facts.orgId === undefined ? {} : { org_id: facts.orgId }),
+      "http.request.method": request.method,
+      "url.path": path,
+      "http.response.status_code": response.status,
+      duration_ms: Math.round((performance.now() - started) * 10) / 10
+    }))
+    return response
+  }) as Effect.Effect<HttpServerResponse.HttpServerResponse, Types.unhandled, HttpServerRequest.HttpServerRequest>, {
+  global: true
+})

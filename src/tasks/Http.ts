@@ -1,0 +1,46 @@
+import { Effect } from "effect"
+import { HttpEffect, HttpServerResponse } from "effect/http"
+import { HttpApiBuilder } from "effect/http-api"
+import { Api } from "../api/Api.ts"
+import { CurrentPrincipal } from "../api/Security.ts"
+import { Tasks } from "./Tasks.ts"
+
+export const TasksHandlers = HttpApiBuilder.group(
+  Api,
+  "tasks",
+  Effect.fn(function*(handlers) {
+    const tasks = yield* Tasks
+    return handlers.handleAll({
+      create: ({ payload }) => CurrentPrincipal.use((p) => tasks.create(p.orgId, payload)),
+      list: ({ query }) => CurrentPrincipal.use((p) => tasks.list(p.orgId, query)),
+      get: ({ params }) => CurrentPrincipal.use((p) => tasks.get(p.orgId, params.task_id)),
+      logRun: ({ params, payload }) =>
+        Effect.gen(function*() {
+          const principal = yield* CurrentPrincipal
+          const run = yield* tasks.logRun(principal.orgId, params.task_id, payload)
+          yield* HttpEffect.appendPreResponseHandler((_request, response) =>
+            Effect.succeed(HttpServerResponse.setHeader(response, "x-svc-trace-id", run.trace_id))
+          )
+          return run
+        }),
+      listRuns: ({ params, query }) =>
+        CurrentPrincipal.use((p) => tasks.listRuns(p.orgId, params.task_id, query)),
+      getRun: ({ params }) => CurrentPrincipal.use((p) => tasks.getRun(p.orgId, params.trace_id))
+    })
+  })
+)
+
+export const DatasetsHandlers = HttpApiBuilder.group(
+  Api,
+  "datasets",
+  Effect.fn(function*(handlers) {
+    const tasks = yield* Tasks
+    return handlers.handleAll({
+      listForTask: ({ params }) =>
+        CurrentPrincipal.use((p) => tasks.listDatasets(p.orgId, params.task_id)).pipe(
+          Effect.map((datasets) => ({ datasets }))
+        ),
+      get: ({ params }) => CurrentPrincipal.use((p) => tasks.getDataset(p.orgId, params.dataset_id))
+    })
+  })
+)

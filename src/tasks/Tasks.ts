@@ -1,0 +1,215 @@
+/**
+ * Tasks, their logged runs and their dataset versions. Creating a task
+ * creates its first, empty dataset version in the same transaction.
+ */
+import { PgClient } from "@effect/sql-pg"
+import { Context, Effect, Layer, Option, Result } from "effect"
+import { InvalidRequest, NotFound } from "../api/Errors.ts"
+import type { Dataset, DatasetSummary, Run, Task } from "../api/Tasks.ts"
+import { randomTraceId } from "../platform/Crypto.ts"
+import { decodeCursor, page } from "../platform/Cursor.ts"
+import { newId } from "../platform/Ids.ts"
+import { iso } from "../platform/Time.ts"
+import { AnswerSchemas } from "./AnswerSchema.ts"
+
+type Json = typeof Run.Type["input"]
+
+interface TaskRow {
+  readonly id: string
+  readonly seq: string
+  readonly name: string
+  readonly answer_schema: Record<string, Json>
+  readonly created_at: Date
+}
+
+interface RunRow {
+  readonly trace_id: string
+  readonly seq: string
+  readonly task_id: string
+  readonly input: Json
+  readonly answer: Json
+  readonly created_at: Date
+}
+
+interface DatasetRow {
+  readonly id: string
+  readonly task_id: string
+  readonly version: number
+  readonly example_count: number
+  readonly created_at: Date
+}
+
+const toTask = (row: TaskRow): Task => ({
+  id: row.id,
+  name: row.name,
+  answer_schema: row.answer_schema,
+  created_at: iso(row.created_at)
+})
+
+const toRun = (row: RunRow): Run => ({
+  trace_id: row.trace_id,
+  task_id: row.task_id,
+  input: row.input,
+  answer: row.answer,
+  created_at: iso(row.created_at)
+})
+
+const toDatasetSummary = (row: DatasetRow): DatasetSummary => ({
+  id: row.id,
+  task_id: row.task_id,
+  version: row.version,
+  example_count: row.example_count,
+  created_at: iso(row.created_at)
+})
+
+export interface PageRequest {
+  readonly limit?: number | undefined
+  readonly cursor?: string | undefined
+}
+
+const DEFAULT_LIMIT = 50
+
+/** The `seq` bound of a page request; a cursor we did not issue is a 400 naming `cursor`. */
+const seqBound = (cursor: string | undefined) => {
+  if (cursor === undefined) return Effect.succeed(Option.none<string>())
+  return Option.match(decodeCursor(cursor), {
+    onNone: () => Effect.fail(new InvalidRequest({ field: "cursor", detail: "cursor is not one this service issued" })),
+    onSome: (seq) => Effect.succeed(Option.some(seq))
+  })
+}
+
+export class Tasks extends Context.Service<Tasks, {
+  readonly create: (orgId: string, input: { readonly name: string; readonly answer_schema: Record<string, Json> }) => Effect.Effect<Task, InvalidRequest>
+  readonly list: (orgId: string, request: PageRequest) => Effect.Effect<{ readonly tasks: ReadonlyArray<Task>; readonly next_cursor: string | null }, InvalidRequest>
+  readonly get: (orgId: string, taskId: string) => Effect.Effect<Task, NotFound>
+  readonly logRun: (orgId: string, taskId: string, input: { readonly input: Json; readonly answer: Json }) => Effect.Effect<Run, NotFound>
+  readonly listRuns: (orgId: string, taskId: string, request: PageRequest) => Effect.Effect<{ readonly runs: ReadonlyArray<Run>; readonly next_cursor: string | null }, NotFound | InvalidRequest>
+  readonly getRun: (orgId: string, traceId: string) => Effect.Effect<Run, NotFound>
+  readonly listDatasets: (orgId: string, taskId: string) => Effect.Effect<ReadonlyArray<DatasetSummary>, NotFound>
+  readonly getDataset: (orgId: string, datasetId: string) => Effect.Effect<Dataset, NotFound>
+}>()("svc/tasks/Tasks") {
+  static readonly layer = Layer.effect(
+    Tasks,
+    Effect.gen(function*() {
+      const sql = yield* PgClient.PgClient
+      const schemas = yield* AnswerSchemas
+
+      const create = Effect.fn("Tasks.create")(function*(
+        orgId: string,
+        input: { readonly name: string; readonly answer_schema: Record<string, Json> }
+      ) {
+        const checked = schemas.check(input.answer_schema)
+        if (Result.isFailure(checked)) {
+          return yield* new InvalidRequest({
+            field: "answer_schema",
+            detail: `answer_schema is not a valid JSON Schema: ${checked.failure}`
+          })
+        }
+        const id = newId()
+        const row = yield* sql.withTransaction(Effect.gen(function*() {
+          const [task] = yield* sql<TaskRow>`
+            INSERT INTO tasks (id, org_id, name, answer_schema)
+            VALUES (${id}, ${orgId}, ${input.name}, ${sql.json(input.answer_schema)})
+            RETURNING id, seq, name, answer_schema, created_at
+          `
+          yield* sql`
+            INSERT INTO datasets (id, org_id, task_id, version, example_count)
+            VALUES (${newId()}, ${orgId}, ${id}, 1, 0)
+          `
+          return task!
+        })).pipe(Effect.orDie)
+        return toTask(row)
+      })
+
+      const list = Effect.fn("Tasks.list")(function*(orgId: string, request: PageRequest) {
+        const limit = request.limit ?? DEFAULT_LIMIT
+        const below = yield* seqBound(request.cursor)
+        const rows = yield* sql<TaskRow>`
+          SELECT id, seq, name, answer_schema, created_at FROM tasks
+          WHERE org_id = ${orgId} ${Option.isSome(below) ? sql`AND seq < ${below.value}` : sql``}
+          ORDER BY seq DESC LIMIT ${limit + 1}
+        `.pipe(Effect.orDie)
+        const { items, next_cursor } = page(rows, limit)
+        return { tasks: items.map(toTask), next_cursor }
+      })
+
+      const get = Effect.fn("Tasks.get")(function*(orgId: string, taskId: string) {
+        const [row] = yield* sql<TaskRow>`
+          SELECT id, seq, name, answer_schema, created_at FROM tasks WHERE id = ${taskId} AND org_id = ${orgId}
+        `.pipe(Effect.orDie)
+        if (row === undefined) return yield* new NotFound({ detail: "No such task." })
+        return toTask(row)
+      })
+
+      const logRun = Effect.fn("Tasks.logRun")(function*(
+        orgId: string,
+        taskId: string,
+        input: { readonly input: Json; readonly answer: Json }
+      ) {
+        const traceId = randomTraceId()
+        const [row] = yield* sql<RunRow>`
+          INSERT INTO runs (trace_id, org_id, task_id, input, answer)
+          SELECT ${traceId}, ${orgId}, id, ${sql.json(input.input)}, ${sql.json(input.answer)}
+          FROM tasks WHERE id = ${taskId} AND org_id = ${orgId}
+          RETURNING trace_id, seq, task_id, input, answer, created_at
+        `.pipe(Effect.orDie)
+        if (row === undefined) return yield* new NotFound({ detail: "No such task." })
+        yield* Effect.annotateCurrentSpan({ "svc.task_id": taskId, "svc.trace_id": traceId })
+        return toRun(row)
+      })
+
+      const listRuns = Effect.fn("Tasks.listRuns")(function*(orgId: string, taskId: string, request: PageRequest) {
+        yield* get(orgId, taskId)
+        const limit = request.limit ?? DEFAULT_LIMIT
+        const below = yield* seqBound(request.cursor)
+        const rows = yield* sql<RunRow>`
+          SELECT trace_id, seq, task_id, input, answer, created_at FROM runs
+          WHERE task_id = ${taskId} AND org_id = ${orgId}
+          ${Option.isSome(below) ? sql`AND seq < ${below.value}` : sql``}
+          ORDER BY seq DESC LIMIT ${limit + 1}
+        `.pipe(Effect.orDie)
+        const { items, next_cursor } = page(rows, limit)
+        return { runs: items.map(toRun), next_cursor }
+      })
+
+      const getRun = Effect.fn("Tasks.getRun")(function*(orgId: string, traceId: string) {
+        const [row] = yield* sql<RunRow>`
+          SELECT trace_id, seq, task_id, input, answer, created_at FROM runs
+          WHERE trace_id = ${traceId} AND org_id = ${orgId}
+        `.pipe(Effect.orDie)
+        if (row === undefined) return yield* new NotFound({ detail: "No such run." })
+        return toRun(row)
+      })
+
+      const listDatasets = Effect.fn("Tasks.listDatasets")(function*(orgId: string, taskId: string) {
+        yield* get(orgId, taskId)
+        const rows = yield* sql<DatasetRow>`
+          SELECT id, task_id, version, example_count, created_at FROM datasets
+          WHERE task_id = ${taskId} AND org_id = ${orgId} ORDER BY version
+        `.pipe(Effect.orDie)
+        return rows.map(toDatasetSummary)
+      })
+
+      const getDataset = Effect.fn("Tasks.getDataset")(function*(orgId: string, datasetId: string) {
+        const [row] = yield* sql<DatasetRow>`
+          SELECT id, task_id, version, example_count, created_at FROM datasets
+          WHERE id = ${datasetId} AND org_id = ${orgId}
+        `.pipe(Effect.orDie)
+        if (row === undefined) return yield* new NotFound({ detail: "No such dataset." })
+        const examples = yield* sql<{ input: Json; answer: Json; feedback_id: string | null }>`
+          SELECT input, answer, feedback_id FROM dataset_examples WHERE dataset_id = ${datasetId} ORDER BY position
+        `.pipe(Effect.orDie)
+        return {
+          ...toDatasetSummary(row),
+          examples: examples.map((example) =>
+            example.feedback_id === null
+              ? { input: example.input, answer: example.answer }
+              : { input: example.input, answer: example.answer, feedback_id: example.feedback_id }
+          )
+        }
+      })
+
+      return Tasks.of({ create, list, get, logRun, listRuns, getRun, listDatasets, getDataset })
+    })
+  )
+}

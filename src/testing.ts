@@ -1,0 +1,138 @@
+/**
+ * `svc/testing`: start the whole service in-process for `@effect/vitest`
+ * tests, on an in-memory PGlite database (or, when `TEST_DATABASE_URL` is
+ * set, on a fresh database of that PostgreSQL server, dropped afterwards),
+ * listening on an ephemeral loopback port.
+ *
+ * ```ts
+ * import { layer } from "@effect/vitest"
+ * import { SvcTest } from "svc/testing"
+ *
+ * layer(SvcTest.layer(), { excludeTestServices: true })("my integration", (it) => {
+ *   it.effect("creates a task", () =>
+ *     Effect.gen(function*() {
+ *       const org = yield* SvcTest.org({ scopes: ["tasks.write"] })
+ *       const task = yield* org.client.tasks.create({ payload: { name: "t", answer_schema: { type: "object" } } })
+ *     }))
+ * })
+ * ```
+ */
+import { NodeHttpServer } from "@effect/platform-node"
+import { PgClient } from "@effect/sql-pg"
+import { Context, Effect, Layer, Logger, Redacted, References } from "effect"
+import { FetchHttpClient, HttpServer } from "effect/http"
+import { SqlClient } from "effect/sql"
+import { createServer } from "node:http"
+import type { ScopeName } from "./api/Security.ts"
+import { Scopes } from "./api/Security.ts"
+import { make as makeClient, type SvcApiClient } from "./client.ts"
+import { Identity } from "./identity/Identity.ts"
+import { SvcConfig, type SvcConfigShape } from "./platform/Config.ts"
+import { SecretBox } from "./platform/Crypto.ts"
+import { Database, DatabaseInfo } from "./platform/Database.ts"
+import { makeJsonLogger } from "./platform/Logging.ts"
+import { AppLive } from "./server/App.ts"
+
+export { Scopes, type ScopeName } from "./api/Security.ts"
+export type { SvcApiClient } from "./client.ts"
+
+/** A provisioned API key and a typed client that sends it. */
+export interface TestKey {
+  readonly keyId: string
+  readonly key: string
+  readonly scopes: ReadonlyArray<ScopeName>
+  readonly client: SvcApiClient
+}
+
+/** A provisioned organization with one key (`client`) and a way to make more. */
+export interface TestOrg extends TestKey {
+  readonly orgId: string
+  readonly newKey: (scopes: ReadonlyArray<ScopeName>) => Effect.Effect<TestKey>
+}
+
+export interface SvcTestOptions {
+  /** Configuration overrides (e.g. `allowedTargetCidrs`). */
+  readonly config?: Partial<SvcConfigShape> | undefined
+  /** `memory` (default unless `TEST_DATABASE_URL` is set) or `server`. */
+  readonly database?: "memory" | "server" | undefined
+}
+
+export class SvcTest extends Context.Service<SvcTest, {
+  /** `http://127.0.0.1:<port>` of the running service. */
+  readonly baseUrl: string
+  readonly database: "memory" | "server" | "embedded"
+  /** A typed client with `apiKey` (or none). */
+  readonly client: (apiKey?: string) => Effect.Effect<SvcApiClient>
+  /** A new organization with a key holding `scopes` (default: all). */
+  readonly provisionOrg: (options?: {
+    readonly name?: string
+    readonly scopes?: ReadonlyArray<ScopeName>
+  }) => Effect.Effect<TestOrg>
+  /** Every log line the service wrote so far (JSON strings). */
+  readonly logLines: () => ReadonlyArray<string>
+  /** Direct SQL on the service's database, for assertions on stored data. */
+  readonly sql: SqlClient.SqlClient
+}>()("svc/testing/SvcTest") {
+  /** Shortcut: `SvcTest.provisionOrg(options)` of the current `SvcTest`. */
+  static readonly org = (options?: { readonly name?: string; readonly scopes?: ReadonlyArray<ScopeName> }) =>
+    SvcTest.use((svc) => svc.provisionOrg(options))
+
+  /** The whole service, in-process, with its typed client. */
+  static readonly layer = (options: SvcTestOptions = {}): Layer.Layer<SvcTest | SqlClient.SqlClient | PgClient.PgClient | DatabaseInfo | SvcConfig | SecretBox, unknown> => {
+    const serverUrl = process.env.TEST_DATABASE_URL
+    const wantServer = options.database === "server" || (options.database === undefined && serverUrl !== undefined && serverUrl !== "")
+    const DatabaseLive = wantServer
+      ? Database.scratch(Redacted.make(serverUrl ?? "postgres://postgres@127.0.0.1:5432/test"))
+      : Database.memory
+    const lines: Array<string> = []
+    const LoggerLive = Logger.layer([makeJsonLogger((line) => lines.push(line))])
+
+    const Harness = Layer.effect(
+      SvcTest,
+      Effect.gen(function*() {
+        const server = yield* HttpServer.HttpServer
+        const identity = yield* Identity
+        const sql = yield* SqlClient.SqlClient
+        const info = yield* DatabaseInfo
+        const address = server.address
+        const baseUrl = address._tag === "UnixPathAddress"
+          ? address.path
+          : `http://127.0.0.1:${address.port}`
+        const client = (apiKey?: string) =>
+          makeClient({ baseUrl, apiKey }).pipe(Effect.provide(FetchHttpClient.layer))
+        const newKey = (orgId: string) => (scopes: ReadonlyArray<ScopeName>) =>
+          Effect.gen(function*() {
+            const created = yield* identity.createKey({ orgId, scopes }).pipe(Effect.orDie)
+            return { keyId: created.id, key: created.key, scopes, client: yield* client(created.key) }
+          })
+        const provisionOrg = (opts?: { readonly name?: string; readonly scopes?: ReadonlyArray<ScopeName> }) =>
+          Effect.gen(function*() {
+            const org = yield* identity.createOrg(opts?.name ?? "test-org")
+            const key = yield* newKey(org.id)(opts?.scopes ?? Scopes)
+            return { orgId: org.id, ...key, newKey: newKey(org.id) }
+          })
+        return SvcTest.of({
+          baseUrl,
+          database: info.kind,
+          client,
+          provisionOrg,
+          logLines: () => lines,
+          sql
+        })
+      })
+    )
+
+    const ConfigLive = SvcConfig.layerWith({ ...options.config })
+    return Harness.pipe(
+      Layer.provideMerge(Identity.layer),
+      Layer.provideMerge(AppLive),
+      Layer.provide(NodeHttpServer.layer(createServer, { port: 0, host: "127.0.0.1" })),
+      Layer.provideMerge(DatabaseLive),
+      Layer.provideMerge(SecretBox.layerEphemeral),
+      Layer.provideMerge(ConfigLive),
+      Layer.provide(LoggerLive),
+      Layer.provide(Layer.succeed(References.MinimumLogLevel, "Info"))
+    )
+  }
+}
+
