@@ -112,19 +112,20 @@ const keys = Command.make("keys").pipe(
   Command.withSubcommands([keysCreate, keysList, keysRevoke])
 )
 
-export const cli = Command.make("svc").pipe(
-  Command.withDescription("Administer svc: organizations and API keys"),
-  Command.withSubcommands([orgs, keys])
-)
-
+// Commands open the database only when they run, so `--help` is instant.
 const ServicesLive = Identity.layer.pipe(
   Layer.provide(CliDatabaseLive),
   Layer.provide(SvcConfig.layer)
 )
 
+export const cli = Command.make("svc").pipe(
+  Command.withDescription("Administer svc: organizations and API keys"),
+  Command.withSubcommands([orgs, keys]),
+  Command.provide(ServicesLive)
+)
+
 cli.pipe(
   Command.run({ version: "0.1.0" }),
-  Effect.provide(ServicesLive),
   Effect.provide(NodeServices.layer),
   // Diagnostics go to stderr so stdout holds only the answer.
   Effect.provide(Logger.layer([Logger.withConsoleError(Logger.formatLogFmt)])),

@@ -69,7 +69,13 @@ export const parseDurations = (
 }
 
 export const svcConfig: Config.Config<SvcConfigShape> = Config.all({
-  port: Config.Port("PORT").pipe(Config.withDefault(8080)),
+  // 0 asks the system for a free port (tests, several local instances).
+  port: Config.Int("PORT").pipe(
+    Config.withDefault(8080),
+    Config.mapEffect((port) =>
+      port >= 0 && port <= 65535 ? Effect.succeed(port) : Effect.fail(invalid("PORT must be between 0 and 65535"))
+    )
+  ),
   host: Config.String("HOST").pipe(Config.withDefault("127.0.0.1")),
   databaseUrl: Config.option(Config.Redacted("DATABASE_URL")).pipe(
     Config.map(Option.filter((url) => Redacted.value(url).length > 0))

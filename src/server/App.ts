@@ -58,7 +58,16 @@ const MaxBodySizeLive = Layer.effect(
  */
 export const HttpLive = HttpRouter.serve(
   Layer.mergeAll(ApiRoutes, DocsRoute, RequestMiddleware),
-  { disableLogger: true, disableListenLog: true }
+  {
+    // Our RequestMiddleware writes the request log line.
+    disableLogger: true,
+    disableListenLog: true,
+    // With no server middleware and Effect's native tracer, the server skips
+    // request spans altogether; a pass-through middleware keeps them, so
+    // every request has a trace id (from `traceparent` or new) for logs and
+    // telemetry.
+    middleware: (app) => app
+  }
 ).pipe(Layer.provide(MaxBodySizeLive))
 
 /**

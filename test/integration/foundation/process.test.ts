@@ -1,0 +1,173 @@
+/**
+ * The service and the CLI as a user runs them: real processes on an
+ * embedded data directory (and on the PostgreSQL server when
+ * TEST_DATABASE_URL is set).
+ */
+import { PgClient } from "@effect/sql-pg"
+import { assert, describe, it } from "@effect/vitest"
+import { Effect, Layer, Redacted } from "effect"
+import { SqlClient } from "effect/sql"
+import { createHash } from "node:crypto"
+import * as fs from "node:fs"
+import * as http from "node:http"
+import * as os from "node:os"
+import * as path from "node:path"
+import { Database } from "../../../src/platform/Database.ts"
+import { cli, startServer } from "../../support/process.ts"
+
+const sha256 = (value: string) => createHash("sha256").update(value).digest("hex")
+
+const json = (stdout: string) => {
+  const lines = stdout.trim().split("\n")
+  assert.strictEqual(lines.length, 1, `expected one JSON line, got: ${stdout}`)
+  return JSON.parse(lines[0]!)
+}
+
+/** A POST whose body arrives slowly, so it is in flight when the server is told to stop. */
+const slowPost = (url: string, key: string, body: string, chunks: number, gapMs: number) =>
+  new Promise<{ status: number; body: string }>((resolve, reject) => {
+    const request = http.request(url, {
+      method: "POST",
+      headers: { authorization: `Bearer ${key}`, "content-type": "application/json", "content-length": Buffer.byteLength(body) }
+    }, (response) => {
+      let text = ""
+      response.on("data", (chunk) => (text += chunk))
+      response.on("end", () => resolve({ status: response.statusCode ?? 0, body: text }))
+    })
+    request.on("error", reject)
+    const size = Math.ceil(body.length / chunks)
+    let i = 0
+    const next = () => {
+      if (i >= body.length) return request.end()
+      request.write(body.slice(i, i + size))
+      i += size
+      setTimeout(next, gapMs)
+    }
+    next()
+  })
+
+describe("the CLI and the server on the embedded database", () => {
+  const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), "svc-process-"))
+  const env = { SVC_DATA_DIR: dataDir, DATABASE_URL: "" }
+
+  it("prints --help for every command", async () => {
+    for (const command of [[], ["orgs"], ["orgs", "create"], ["orgs", "list"], ["keys"], ["keys", "create"], ["keys", "list"], ["keys", "revoke"]]) {
+      const result = await cli([...command, "--help"], env)
+      assert.strictEqual(result.code, 0, result.stderr)
+      assert.include(result.stdout, "USAGE")
+    }
+  })
+
+  it("issues organizations and keys without a server; the key is shown once and stored as a hash", async () => {
+    const org = json((await cli(["orgs", "create", "--name", "acme", "--json"], env)).stdout)
+    assert.deepStrictEqual(Object.keys(org).sort(), ["created_at", "id", "name"])
+    assert.strictEqual(org.name, "acme")
+    const created = await cli(["keys", "create", "--org", org.id, "--scopes", "tasks.write,tasks.read", "--json"], env)
+    assert.strictEqual(created.code, 0, created.stderr)
+    const key = json(created.stdout)
+    assert.deepStrictEqual(Object.keys(key).sort(), ["id", "key", "org_id", "scopes"])
+    assert.match(key.key, /^svc_[A-Za-z0-9_-]{43}$/)
+    assert.deepStrictEqual(key.scopes, ["tasks.write", "tasks.read"])
+
+    const listed = await cli(["keys", "list", "--org", org.id, "--json"], env)
+    assert.notInclude(listed.stdout, key.key)
+    assert.strictEqual(json(listed.stdout).keys[0].id, key.id)
+
+    const bad = await cli(["keys", "create", "--org", org.id, "--scopes", "tasks.write,root", "--json"], env)
+    assert.notStrictEqual(bad.code, 0)
+    assert.include(bad.stdout + bad.stderr, "unknown scope root")
+
+    // What is stored: the hash, never the key.
+    await Effect.runPromise(Effect.gen(function*() {
+      const sql = yield* SqlClient.SqlClient
+      const rows = yield* sql<{ key_hash: string; dump: string }>`SELECT key_hash, row_to_json(api_keys)::text AS dump FROM api_keys`
+      assert.strictEqual(rows.length, 1)
+      assert.strictEqual(rows[0]!.key_hash, sha256(key.key))
+      assert.notInclude(rows[0]!.dump, key.key.slice(4))
+    }).pipe(Effect.provide(Database.embedded(dataDir)), Effect.scoped))
+  })
+
+  it("serves on the data dir; the CLI goes through the running server's socket; SIGTERM drains and exits 0; data survives a restart", async () => {
+    const server = await startServer(env)
+    try {
+      const orgs = json((await cli(["orgs", "list", "--json"], env)).stdout).orgs
+      assert.strictEqual(orgs.length, 1)
+      const key = json((await cli(["keys", "create", "--org", orgs[0].id, "--scopes", "tasks.write,tasks.read", "--json"], env)).stdout)
+      const created = await fetch(`${server.baseUrl}/v1/tasks`, {
+        method: "POST",
+        headers: { authorization: `Bearer ${key.key}`, "content-type": "application/json" },
+        body: JSON.stringify({ name: "kept", answer_schema: { type: "object" } })
+      })
+      assert.strictEqual(created.status, 201)
+
+      const revoked = await cli(["keys", "revoke", "--id", key.id, "--json"], env)
+      assert.isString(json(revoked.stdout).revoked_at)
+      assert.strictEqual((await fetch(`${server.baseUrl}/v1/tasks`, { headers: { authorization: `Bearer ${key.key}` } })).status, 401)
+
+      const live = json((await cli(["keys", "create", "--org", orgs[0].id, "--scopes", "tasks.write,tasks.read", "--json"], env)).stdout)
+      const body = JSON.stringify({ name: "in flight", answer_schema: { type: "object", description: "x".repeat(20_000) } })
+      const inFlight = slowPost(`${server.baseUrl}/v1/tasks`, live.key, body, 10, 150)
+      await new Promise((resolve) => setTimeout(resolve, 400))
+      server.child.kill("SIGTERM")
+      const answer = await inFlight
+      assert.strictEqual(answer.status, 201, answer.body)
+      assert.strictEqual(await server.exited, 0)
+      assert.isFalse(fs.existsSync(path.join(dataDir, "svc.lock")))
+
+      const again = await startServer(env)
+      try {
+        const list = await fetch(`${again.baseUrl}/v1/tasks`, { headers: { authorization: `Bearer ${live.key}` } })
+        const names = ((await list.json()) as { tasks: Array<{ name: string }> }).tasks.map((t) => t.name).sort()
+        assert.deepStrictEqual(names, ["in flight", "kept"])
+      } finally {
+        again.child.kill("SIGTERM")
+        assert.strictEqual(await again.exited, 0)
+      }
+    } finally {
+      server.child.kill("SIGKILL")
+    }
+  })
+
+  it("a second server refuses a data dir another server holds, saying which process", async () => {
+    const first = await startServer(env)
+    try {
+      const second = await startServer(env).then(
+        () => assert.fail("second server started"),
+        (error: Error) => error.message
+      )
+      assert.include(second, "held by process")
+    } finally {
+      first.child.kill("SIGTERM")
+      await first.exited
+    }
+  })
+})
+
+describe.runIf(process.env.TEST_DATABASE_URL)("the CLI and the server on a PostgreSQL server", () => {
+  it.effect("migrate an empty database, then start again on the migrated one", () =>
+    Effect.gen(function*() {
+      const admin = process.env.TEST_DATABASE_URL!
+      const name = `svc_proc_${Date.now().toString(36)}`
+      const sql = yield* SqlClient.SqlClient
+      yield* sql.unsafe(`CREATE DATABASE ${name}`)
+      try {
+        const url = new URL(admin)
+        url.pathname = `/${name}`
+        const env = { DATABASE_URL: url.toString(), SVC_MASTER_KEY: Buffer.alloc(32, 7).toString("base64") }
+        const org = json((yield* Effect.promise(() => cli(["orgs", "create", "--name", "pg", "--json"], env))).stdout)
+        for (let round = 0; round < 2; round++) {
+          const server = yield* Effect.promise(() => startServer(env))
+          const ready = yield* Effect.promise(() => fetch(`${server.baseUrl}/ready`))
+          assert.strictEqual(ready.status, 200)
+          server.child.kill("SIGTERM")
+          assert.strictEqual(yield* Effect.promise(() => server.exited), 0)
+        }
+        const orgs = json((yield* Effect.promise(() => cli(["orgs", "list", "--json"], env))).stdout).orgs
+        assert.deepStrictEqual(orgs.map((o: { id: string }) => o.id), [org.id])
+      } finally {
+        yield* sql.unsafe(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`)
+      }
+    }).pipe(Effect.provide(Layer.orDie(Layer.suspend(() =>
+      PgClient.layer({ url: Redacted.make(process.env.TEST_DATABASE_URL!), maxConnections: 1 })
+    )))), 120_000)
+})
