@@ -77,6 +77,8 @@ export const DEFAULT_MAX_RESPONSE_BYTES = 4096
 const POOL_IDLE_TTL = Duration.minutes(1)
 /** Connections per pool; the callers (delivery workers) bound their own concurrency. */
 const POOL_CONNECTIONS = 32
+/** How long `check` waits for DNS before refusing the URL as unresolvable. */
+const CHECK_RESOLVE_TIMEOUT = Duration.seconds(5)
 
 // ---------------------------------------------------------------------------
 // Resolving and judging a target
@@ -255,8 +257,8 @@ const exchange = async (
     signal,
     // Backstops only: the deadline over the whole exchange is enforced by
     // `send` and interrupts (aborts) this request.
-    headersTimeout: timeoutMs,
-    bodyTimeout: timeoutMs
+    headersTimeout: Number.isFinite(timeoutMs) ? timeoutMs : 0,
+    bodyTimeout: Number.isFinite(timeoutMs) ? timeoutMs : 0
   })
   const chunks: Array<Uint8Array> = []
   let size = 0
@@ -353,6 +355,10 @@ export class OutboundHttp extends Context.Service<OutboundHttp, {
         const parsed = parseTarget(raw)
         if (parsed._tag === "Refused") return yield* new UnsafeUrl({ message: parsed.message })
         yield* resolveTarget(parsed.target, allowed, resolver).pipe(
+          Effect.timeoutOrElse({
+            duration: CHECK_RESOLVE_TIMEOUT,
+            orElse: () => Effect.fail<Unresolved>({ _tag: "Unresolved", code: "ETIMEOUT" })
+          }),
           Effect.mapError((problem) =>
             new UnsafeUrl({
               message: problem._tag === "Refused" ? problem.message : `the host name does not resolve (${problem.code})`
@@ -365,13 +371,21 @@ export class OutboundHttp extends Context.Service<OutboundHttp, {
       const send = Effect.fn("OutboundHttp.send")(function*(request: OutboundRequest) {
         const started = performance.now()
         const timeoutMs = Duration.toMillis(request.timeout)
+        if (!(timeoutMs > 0)) {
+          return yield* new OutboundFailure({ reason: "timeout", message: "the deadline had passed before sending" })
+        }
         const maxBytes = request.maxResponseBytes ?? DEFAULT_MAX_RESPONSE_BYTES
         const parsed = parseTarget(request.url)
         if (parsed._tag === "Refused") {
           return yield* new OutboundFailure({ reason: "unsafe_target", message: parsed.message })
         }
         const target = parsed.target
-        yield* Effect.annotateCurrentSpan({ "url.hint": target.hint })
+        yield* Effect.annotateCurrentSpan({
+          "http.request.method": request.method,
+          "server.address": target.url.hostname,
+          "server.port": target.port,
+          "svc.url_hint": target.hint
+        })
         const result = yield* Effect.gen(function*() {
           const addresses = yield* resolveTarget(target, allowed, resolver).pipe(
             Effect.mapError((problem) =>
@@ -396,6 +410,7 @@ export class OutboundHttp extends Context.Service<OutboundHttp, {
               )
           })
         )
+        yield* Effect.annotateCurrentSpan({ "http.response.status_code": result.status })
         return { ...result, elapsedMs: Math.round(performance.now() - started) } satisfies OutboundResponse
       })
 

@@ -104,6 +104,11 @@ export class HttpsReceiver extends Context.Service<HttpsReceiver, {
   readonly requests: () => ReadonlyArray<ReceivedRequest>
   /** Waits until at least `count` requests arrived (default deadline 10 s, then a defect). */
   readonly waitForRequests: (count: number, timeout?: Duration.Input) => Effect.Effect<ReadonlyArray<ReceivedRequest>>
+  /** Waits until some recorded request satisfies `predicate` (default deadline 10 s, then a defect). */
+  readonly waitFor: (
+    predicate: (request: ReceivedRequest) => boolean,
+    timeout?: Duration.Input
+  ) => Effect.Effect<ReceivedRequest>
   /** Replies for the next requests, in order; afterwards the `respond` handler answers. */
   readonly enqueue: (...replies: ReadonlyArray<Reply>) => void
   /** Replaces the handler for requests the queue has no reply for. */
@@ -249,12 +254,27 @@ export class HttpsReceiver extends Context.Service<HttpsReceiver, {
           })
         )
 
+      const waitFor = (predicate: (request: ReceivedRequest) => boolean, timeout: Duration.Input = Duration.seconds(10)) =>
+        Effect.gen(function*() {
+          while (true) {
+            const found = received.find(predicate)
+            if (found !== undefined) return found
+            yield* Effect.sleep(Duration.millis(20))
+          }
+        }).pipe(
+          Effect.timeoutOrElse({
+            duration: timeout,
+            orElse: () => Effect.die(new Error(`HttpsReceiver: no matching request among ${received.length}`))
+          })
+        )
+
       return HttpsReceiver.of({
         port,
         host: hosts[0],
         url,
         requests: () => [...received],
         waitForRequests,
+        waitFor,
         enqueue: (...replies) => {
           queue.push(...replies)
         },

@@ -66,6 +66,33 @@ describe("send: real HTTPS to a receiver verified against the extra CA", () => {
       assert.strictEqual((yield* receiver.waitForRequests(1))[0].localAddress, "::1")
     }).pipe(Effect.scoped, Effect.provide(outbound())))
 
+  it.live("an IPv4-mapped literal reaches the IPv4 address it maps", () =>
+    Effect.gen(function*() {
+      const receiver = yield* HttpsReceiver.make()
+      const response = yield* post(`https://[::ffff:127.0.0.1]:${receiver.port}/mapped`)
+      assert.strictEqual(response.status, 200)
+      assert.strictEqual((yield* receiver.waitForRequests(1))[0].localAddress, "127.0.0.1")
+    }).pipe(Effect.scoped, Effect.provide(outbound())))
+
+  it.live("a name that resolves to IPv6 loopback is reached over IPv6", () =>
+    Effect.gen(function*() {
+      const receiver = yield* HttpsReceiver.make({ hosts: ["::1"] })
+      const response = yield* post(`https://six.svc.test:${receiver.port}/v6`)
+      assert.strictEqual(response.status, 200)
+      const request = yield* receiver.waitFor((request) => request.path === "/v6")
+      assert.strictEqual(request.localAddress, "::1")
+      assert.strictEqual(request.servername, "six.svc.test")
+    }).pipe(Effect.scoped, Effect.provide(outbound({ resolver: fixedResolver({ "six.svc.test": ["::1"] }) }))))
+
+  it.live("a header the HTTP client refuses fails as network without echoing it", () =>
+    Effect.gen(function*() {
+      const receiver = yield* HttpsReceiver.make()
+      const failure = yield* Effect.flip(post(receiver.url("/bad"), { headers: { "x-token": "s3cr3t\r\nx-injected: 1" } }))
+      assert.strictEqual(failure.reason, "network")
+      assert.notInclude(failure.message, "s3cr3t")
+      assert.lengthOf(receiver.requests(), 0)
+    }).pipe(Effect.scoped, Effect.provide(outbound())))
+
   it.live("GET without a body works", () =>
     Effect.gen(function*() {
       const receiver = yield* HttpsReceiver.make()

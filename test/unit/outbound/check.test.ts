@@ -1,5 +1,6 @@
 import { assert, describe, it } from "@effect/vitest"
-import { Cause, Effect, Exit, Layer, Option } from "effect"
+import { Cause, Effect, Exit, Fiber, Layer, Option } from "effect"
+import { TestClock } from "effect/testing"
 import { readFileSync } from "node:fs"
 import { OutboundHttp } from "../../../src/outbound/OutboundHttp.ts"
 import { fixedResolver, Resolver, type ResolverShape } from "../../../src/outbound/Resolver.ts"
@@ -11,7 +12,8 @@ import { blockedNameUrls, encodedLoopbackUrls, nonPublicCorpus } from "../../sup
 const outbound = (resolver: ResolverShape, allowedTargetCidrs: ReadonlyArray<string> = []) =>
   OutboundHttp.layer.pipe(
     Layer.provide(SvcConfig.layerWith({ allowedTargetCidrs, extraCaFile: Option.none() })),
-    Layer.provide(Layer.succeed(Resolver, resolver))
+    Layer.provide(Layer.succeed(Resolver, resolver)),
+    Layer.orDie
   )
 
 const dns = fixedResolver({
@@ -151,6 +153,28 @@ describe("check: a host name must resolve to public addresses only", () => {
     Effect.gen(function*() {
       const error = yield* refusal("https://nowhere.example.com/")
       assert.include(error.message, "does not resolve")
+    }))
+
+  it.effect("refuses a name whose resolution does not answer within 5 s", () =>
+    Effect.gen(function*() {
+      const silent: ResolverShape = { resolve: () => Effect.never }
+      const fiber = yield* Effect.forkChild(refusal("https://silent.example.com/", silent))
+      yield* TestClock.adjust("6 seconds")
+      const error = yield* Fiber.join(fiber)
+      assert.include(error.message, "does not resolve")
+    }))
+
+  it.effect("send counts resolution inside its deadline: a silent resolver fails as timeout", () =>
+    Effect.gen(function*() {
+      const silent: ResolverShape = { resolve: () => Effect.never }
+      const fiber = yield* Effect.forkChild(Effect.flip(
+        OutboundHttp.use((http) =>
+          http.send({ url: "https://silent.example.com/", method: "POST", headers: {}, timeout: "5 seconds" })
+        ).pipe(Effect.provide(outbound(silent)))
+      ))
+      yield* TestClock.adjust("5 seconds")
+      const failure = yield* Fiber.join(fiber)
+      assert.strictEqual(failure.reason, "timeout")
     }))
 
   it.effect("IDN host names are checked (and kept) in their punycode form", () =>
