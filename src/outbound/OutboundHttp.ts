@@ -295,8 +295,8 @@ const exchange = async (
 // ---------------------------------------------------------------------------
 // Trust
 
-/** The CA certificates outbound TLS trusts: Node's default store plus the extra PEM bundle. */
-const trustedCas = (extraCaFile: string | undefined): Effect.Effect<ReadonlyArray<string>> =>
+/** The CA certificates outbound TLS trusts: Node's default store plus the extra PEM bundle (exported for tests). */
+export const trustedCas = (extraCaFile: string | undefined): Effect.Effect<ReadonlyArray<string>> =>
   Effect.gen(function*() {
     // `getCACertificates("default")` is what Node itself trusts (bundled
     // Mozilla roots, plus NODE_EXTRA_CA_CERTS and the OS store when Node is

@@ -2,11 +2,13 @@ import { assert, describe, it } from "@effect/vitest"
 import { Cause, Effect, Exit, Fiber, Layer, Option } from "effect"
 import { TestClock } from "effect/testing"
 import { readFileSync } from "node:fs"
-import { OutboundHttp } from "../../../src/outbound/OutboundHttp.ts"
+import * as tls from "node:tls"
+import { OutboundHttp, trustedCas } from "../../../src/outbound/OutboundHttp.ts"
 import { fixedResolver, Resolver, type ResolverShape } from "../../../src/outbound/Resolver.ts"
 import { urlHint } from "../../../src/outbound/TargetUrl.ts"
 import { SvcConfig } from "../../../src/platform/Config.ts"
 import { blockedNameUrls, encodedLoopbackUrls, nonPublicCorpus } from "../../support/ssrfCorpus.ts"
+import { writePemFile } from "../../support/tls.ts"
 
 /** `OutboundHttp` with a fixed resolver and the given allow-list (no CA file). */
 const outbound = (resolver: ResolverShape, allowedTargetCidrs: ReadonlyArray<string> = []) =>
@@ -269,5 +271,26 @@ describe("check: the normalised URL and its url_hint", () => {
       const checked = yield* accepted("https://hooks.example.com/t/0123456789abcdef?token=s3cr3t")
       assert.strictEqual(checked.urlHint, "https://hooks.example.com/…/cdef")
       assert.notInclude(checked.urlHint, "s3cr3t")
+    }))
+})
+
+describe("trust: the system roots stay trusted beside SVC_EXTRA_CA_FILE", () => {
+  it.effect("the extra bundle is added to Node's root certificates, not put in their place", () =>
+    Effect.gen(function*() {
+      const extra = "-----BEGIN CERTIFICATE-----\nMIIBfake\n-----END CERTIFICATE-----"
+      const file = writePemFile(`# a bundle\n${extra}\n${extra.replace("fake", "fak2")}\n`)
+      const cas = yield* trustedCas(file)
+      const roots = new Set(tls.rootCertificates)
+      assert.isAtLeast(tls.rootCertificates.length, 50)
+      for (const root of roots) assert.include(cas, root)
+      assert.include(cas, extra)
+      assert.strictEqual(cas.length - (yield* trustedCas(undefined)).length, 2)
+    }))
+
+  it.effect("a file without any PEM certificate stops the service from starting", () =>
+    Effect.gen(function*() {
+      const exit = yield* Effect.exit(trustedCas(writePemFile("not a certificate")))
+      assert.isTrue(Exit.isFailure(exit))
+      if (Exit.isFailure(exit)) assert.include(Cause.pretty(exit.cause), "holds no PEM certificate")
     }))
 })
