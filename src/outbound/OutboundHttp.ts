@@ -1,7 +1,7 @@
 /**
- * CONTRACT (implementation pending in this folder): the one guarded client
- * for every outbound request of `svc` (webhook deliveries, telemetry
- * export, collector tests).
+ * The one guarded client for every outbound request of `svc` (webhook
+ * deliveries, telemetry export, collector tests). Nothing else in `svc`
+ * opens an outbound connection.
  *
  * - `check(url)` on create: `https` only, no credentials, host (after WHATWG
  *   URL normalisation: decimal/octal/hex/short IPv4, IDN) not a metadata
@@ -13,46 +13,408 @@
  *   DNS lookup), TLS verified against the system store plus
  *   `SVC_EXTRA_CA_FILE` with SNI/hostname of the URL, redirects never
  *   followed (a 3xx is just a status), one deadline over the whole exchange
- *   (connect, headers, body), response body read up to `maxResponseBytes`.
+ *   (resolution, connect, TLS, headers, body), response body read up to
+ *   `maxResponseBytes`.
+ *
+ * Address classes: `AddressPolicy.ts`. URL rules and names: `TargetUrl.ts`.
+ * Name resolution (replaceable in tests): `Resolver.ts`.
  */
-import { Context, Data, type Duration, type Effect } from "effect"
+import { Context, Data, Duration, Effect, Layer, RcMap } from "effect"
+import { readFileSync } from "node:fs"
+import * as tls from "node:tls"
+import { buildConnector, Pool } from "undici"
+import { SvcConfig } from "../platform/Config.ts"
+import { type Address, type Cidr, judge, parseAddress, parseCidrs, unmap } from "./AddressPolicy.ts"
+import { Resolver, type ResolverShape } from "./Resolver.ts"
+import { parseTarget, type Target } from "./TargetUrl.ts"
 
 export interface CheckedUrl {
-  /** The URL as the WHATWG parser normalised it. */
+  /** The URL as the WHATWG parser normalised it (fragment removed). Store this one. */
   readonly url: string
-  /** Safe to show: `https://hooks.example.com/…/abcd` style, never credentials or the full path. */
+  /** Safe to show: `https://hooks.example.com/…/abcd` style, never credentials, the query or the full path. */
   readonly urlHint: string
 }
 
-/** Why a URL is refused; `message` never echoes credentials. */
+/** Why a URL is refused; `message` never echoes the URL or its credentials. */
 export class UnsafeUrl extends Data.TaggedError("UnsafeUrl")<{ readonly message: string }> {}
 
 export interface OutboundRequest {
   readonly url: string
   readonly method: "POST" | "GET"
+  /** Sent as given, except `accept-encoding`, which is always `identity` (we never decompress). */
   readonly headers: Readonly<Record<string, string>>
   readonly body?: Uint8Array | string | undefined
-  /** Deadline for the whole exchange. */
+  /** Deadline for the whole exchange: resolution, connect, TLS, headers and body. */
   readonly timeout: Duration.Input
-  /** How much of the response body to keep (default 4 KiB). */
+  /** How much of the response body to keep (default 4 KiB); reading stops there. */
   readonly maxResponseBytes?: number | undefined
 }
 
 export interface OutboundResponse {
   readonly status: number
+  /** Lower-case names; repeated headers joined with `, `. */
   readonly headers: Readonly<Record<string, string>>
   /** The first `maxResponseBytes` of the body. */
   readonly body: Uint8Array
+  /** True when the body was longer than `maxResponseBytes` (or its end was not awaited). */
+  readonly truncated: boolean
   readonly elapsedMs: number
 }
 
-/** A request that got no HTTP answer: refused target, timeout, network or TLS failure. */
+/**
+ * A request that got no (complete) HTTP answer: refused target, timeout,
+ * network or TLS failure. `message` never contains URL credentials, the
+ * URL's path or query, request headers or bodies.
+ */
 export class OutboundFailure extends Data.TaggedError("OutboundFailure")<{
   readonly reason: "unsafe_target" | "timeout" | "network" | "tls"
   readonly message: string
 }> {}
 
+export const DEFAULT_MAX_RESPONSE_BYTES = 4096
+
+/** How long an idle connection pool for one (origin, checked addresses) pair is kept. */
+const POOL_IDLE_TTL = Duration.minutes(1)
+/** Connections per pool; the callers (delivery workers) bound their own concurrency. */
+const POOL_CONNECTIONS = 32
+/** How long `check` waits for DNS before refusing the URL as unresolvable. */
+const CHECK_RESOLVE_TIMEOUT = Duration.seconds(5)
+
+// ---------------------------------------------------------------------------
+// Resolving and judging a target
+
+type Refusal = { readonly _tag: "Refused"; readonly message: string }
+type Unresolved = { readonly _tag: "Unresolved"; readonly code: string }
+
+/**
+ * The addresses to connect to, every one of them checked; or why not.
+ * One resolution, never more: the caller connects to exactly these.
+ */
+const resolveTarget = (
+  target: Target,
+  allowed: ReadonlyArray<Cidr>,
+  resolver: ResolverShape
+): Effect.Effect<ReadonlyArray<Address>, Refusal | Unresolved> => {
+  const host = target.host
+  if (host._tag === "Ip") {
+    const verdict = judge(host.address, allowed)
+    return verdict.public
+      ? Effect.succeed([unmap(host.address)])
+      : Effect.fail({ _tag: "Refused", message: `the host is a non-public address (${verdict.range})` })
+  }
+  return resolver.resolve(host.name).pipe(
+    Effect.mapError((failure): Unresolved => ({ _tag: "Unresolved", code: failure.code })),
+    Effect.flatMap((answers): Effect.Effect<ReadonlyArray<Address>, Refusal | Unresolved> => {
+      const addresses: Array<Address> = []
+      for (const answer of answers) {
+        const address = parseAddress(answer)
+        // Every answer must be public: connecting to "one of them" would let a
+        // name with one public and one private address reach the private one.
+        if (address === undefined || !judge(address, allowed).public) {
+          return Effect.fail({ _tag: "Refused", message: "the host resolves to a non-public address" })
+        }
+        addresses.push(unmap(address))
+      }
+      return addresses.length === 0
+        ? Effect.fail({ _tag: "Unresolved", code: "ENODATA" })
+        : Effect.succeed(addresses)
+    })
+  )
+}
+
+// ---------------------------------------------------------------------------
+// Connection pools pinned to checked addresses
+
+interface PoolKey {
+  /** `https://host[:port]`, what the Host header and SNI come from. */
+  readonly origin: string
+  /** The checked addresses, the only ones this pool's sockets connect to. */
+  readonly addresses: ReadonlyArray<string>
+}
+
+const familyOf = (address: string) => (address.includes(":") ? 6 : 4)
+
+/**
+ * A `lookup` for `net.connect` that answers the checked addresses instead of
+ * asking DNS again. Node calls it with `all: true` when it races address
+ * families (happy eyeballs), with a single answer expected otherwise.
+ */
+const pinnedLookup = (addresses: ReadonlyArray<string>) =>
+(
+  _hostname: string,
+  options: unknown,
+  callback: (error: Error | null, address: string | Array<{ address: string; family: number }>, family?: number) => void
+) => {
+  const all = typeof options === "object" && options !== null && "all" in options && options.all === true
+  if (all) {
+    callback(null, addresses.map((address) => ({ address, family: familyOf(address) })))
+  } else {
+    callback(null, addresses[0], familyOf(addresses[0]))
+  }
+}
+
+const makePool = (key: PoolKey, ca: ReadonlyArray<string>) => {
+  const url = new URL(key.origin)
+  const literal = parseAddress(url.hostname)
+  const connector = buildConnector({
+    ca: [...ca],
+    rejectUnauthorized: true,
+    // HTTP/1.1 only: one well-understood framing, no h2 stream multiplexing
+    // surprises across deliveries.
+    allowH2: false,
+    lookup: pinnedLookup(key.addresses)
+  })
+  return new Pool(key.origin, {
+    connections: POOL_CONNECTIONS,
+    allowH2: false,
+    keepAliveTimeout: 10_000,
+    keepAliveMaxTimeout: 60_000,
+    connect: (options, callback) =>
+      // An IP literal is never looked up by Node, so the pinned lookup does not
+      // apply: connect to the checked form of it (an IPv4-mapped literal to
+      // its IPv4 address). A name keeps its hostname (SNI and certificate
+      // hostname come from it) and reaches the address through the lookup.
+      connector(literal === undefined ? options : { ...options, hostname: key.addresses[0] }, callback)
+  })
+}
+
+// ---------------------------------------------------------------------------
+// Failures
+
+const errorCodes = (error: unknown): ReadonlyArray<string> => {
+  const codes: Array<string> = []
+  const seen = new Set<unknown>()
+  const visit = (value: unknown, depth: number) => {
+    if (depth > 5 || typeof value !== "object" || value === null || seen.has(value)) return
+    seen.add(value)
+    if ("code" in value && typeof value.code === "string") codes.push(value.code)
+    if ("cause" in value) visit(value.cause, depth + 1)
+    if (value instanceof AggregateError) for (const inner of value.errors) visit(inner, depth + 1)
+  }
+  visit(error, 0)
+  return codes
+}
+
+const tlsCode = /^(ERR_TLS_|ERR_SSL_|ERR_OSSL_|CERT_|UNABLE_TO_|DEPTH_ZERO_SELF_SIGNED_CERT|SELF_SIGNED_CERT_IN_CHAIN|HOSTNAME_MISMATCH|INVALID_CA|INVALID_PURPOSE|PATH_LENGTH_EXCEEDED|ERR_TLS)/
+const timeoutCode = /^(UND_ERR_CONNECT_TIMEOUT|UND_ERR_HEADERS_TIMEOUT|UND_ERR_BODY_TIMEOUT|ETIMEDOUT)$/
+
+/**
+ * Maps what undici or Node threw to our failure. Only error codes are kept:
+ * the libraries' messages may contain host names, addresses or header text.
+ */
+const toFailure = (error: unknown): OutboundFailure => {
+  const codes = errorCodes(error)
+  const tlsFailure = codes.find((code) => tlsCode.test(code))
+  if (tlsFailure !== undefined) {
+    return new OutboundFailure({ reason: "tls", message: `TLS verification or handshake failed (${tlsFailure})` })
+  }
+  const timeout = codes.find((code) => timeoutCode.test(code))
+  if (timeout !== undefined) {
+    return new OutboundFailure({ reason: "timeout", message: `the exchange timed out (${timeout})` })
+  }
+  if (codes.includes("UND_ERR_INVALID_ARG")) {
+    return new OutboundFailure({ reason: "network", message: "the request was refused before sending (invalid method, header or body)" })
+  }
+  return new OutboundFailure({
+    reason: "network",
+    message: `the connection failed (${codes[0] ?? "unknown error"})`
+  })
+}
+
+// ---------------------------------------------------------------------------
+// The exchange
+
+const joinHeaders = (headers: Record<string, string | Array<string> | undefined>): Record<string, string> => {
+  const out: Record<string, string> = {}
+  for (const [name, value] of Object.entries(headers)) {
+    if (value !== undefined) out[name.toLowerCase()] = Array.isArray(value) ? value.join(", ") : value
+  }
+  return out
+}
+
+const requestHeaders = (headers: Readonly<Record<string, string>>): Record<string, string> => {
+  const out: Record<string, string> = { "user-agent": "svc-outbound/1" }
+  for (const [name, value] of Object.entries(headers)) out[name.toLowerCase()] = value
+  // We never decompress, so a compressed answer can never expand beyond what
+  // we read; asking for identity keeps the kept snippet readable.
+  out["accept-encoding"] = "identity"
+  return out
+}
+
+const exchange = async (
+  pool: Pool,
+  url: URL,
+  request: OutboundRequest,
+  timeoutMs: number,
+  maxBytes: number,
+  signal: AbortSignal
+) => {
+  const response = await pool.request({
+    path: `${url.pathname}${url.search}`,
+    method: request.method,
+    headers: requestHeaders(request.headers),
+    body: request.body ?? null,
+    signal,
+    // Backstops only: the deadline over the whole exchange is enforced by
+    // `send` and interrupts (aborts) this request.
+    headersTimeout: Number.isFinite(timeoutMs) ? timeoutMs : 0,
+    bodyTimeout: Number.isFinite(timeoutMs) ? timeoutMs : 0
+  })
+  const chunks: Array<Uint8Array> = []
+  let size = 0
+  let truncated = false
+  if (maxBytes <= 0) {
+    truncated = true
+    // We abandon the body: the abort error the stream then reports is the
+    // one we caused, and nothing is waiting for it.
+    response.body.once("error", () => undefined)
+    response.body.destroy()
+  } else {
+    for await (const chunk of response.body as AsyncIterable<Buffer>) {
+      const room = maxBytes - size
+      if (chunk.length >= room) {
+        chunks.push(chunk.subarray(0, room))
+        size += room
+        truncated = chunk.length > room || !response.body.readableEnded
+        // Leaving the loop destroys the body: the rest is never read.
+        break
+      }
+      chunks.push(chunk)
+      size += chunk.length
+    }
+  }
+  const body = new Uint8Array(size)
+  let offset = 0
+  for (const chunk of chunks) {
+    body.set(chunk, offset)
+    offset += chunk.length
+  }
+  return { status: response.statusCode, headers: joinHeaders(response.headers), body, truncated }
+}
+
+// ---------------------------------------------------------------------------
+// Trust
+
+/** The CA certificates outbound TLS trusts: Node's default store plus the extra PEM bundle (exported for tests). */
+export const trustedCas = (extraCaFile: string | undefined): Effect.Effect<ReadonlyArray<string>> =>
+  Effect.gen(function*() {
+    // `getCACertificates("default")` is what Node itself trusts (bundled
+    // Mozilla roots, plus NODE_EXTRA_CA_CERTS and the OS store when Node is
+    // told to use them); `rootCertificates` is the bundled set alone.
+    const base = typeof tls.getCACertificates === "function"
+      ? tls.getCACertificates("default")
+      : [...tls.rootCertificates]
+    if (extraCaFile === undefined) return base
+    const pem = yield* Effect.try({
+      try: () => readFileSync(extraCaFile, "utf8"),
+      catch: () => new Error(`SVC_EXTRA_CA_FILE: cannot read ${extraCaFile}`)
+    }).pipe(Effect.orDie)
+    const certificates = pem.match(/-----BEGIN CERTIFICATE-----[\s\S]+?-----END CERTIFICATE-----/g) ?? []
+    if (certificates.length === 0) {
+      return yield* Effect.die(new Error(`SVC_EXTRA_CA_FILE: ${extraCaFile} holds no PEM certificate`))
+    }
+    return [...base, ...certificates]
+  })
+
+// ---------------------------------------------------------------------------
+// The service
+
 export class OutboundHttp extends Context.Service<OutboundHttp, {
   readonly check: (url: string) => Effect.Effect<CheckedUrl, UnsafeUrl>
   readonly send: (request: OutboundRequest) => Effect.Effect<OutboundResponse, OutboundFailure>
-}>()("svc/outbound/OutboundHttp") {}
+}>()("svc/outbound/OutboundHttp") {
+  /**
+   * Reads `allowedTargetCidrs` and `extraCaFile` from `SvcConfig` once (an
+   * invalid CIDR or an unreadable CA file stops the service from starting).
+   * Uses the `Resolver` reference (the system resolver unless replaced).
+   * Connection pools live as long as the layer.
+   */
+  static readonly layer = Layer.effect(
+    OutboundHttp,
+    Effect.gen(function*() {
+      const config = yield* SvcConfig
+      const resolver = yield* Resolver
+      const { cidrs: allowed, invalid } = parseCidrs(config.allowedTargetCidrs)
+      if (invalid.length > 0) {
+        return yield* Effect.die(new Error(`SVC_ALLOWED_TARGET_CIDRS: not a CIDR: ${invalid.join(", ")}`))
+      }
+      const ca = yield* trustedCas(config.extraCaFile._tag === "Some" ? config.extraCaFile.value : undefined)
+
+      const pools = yield* RcMap.make({
+        lookup: (key: string) =>
+          Effect.acquireRelease(
+            Effect.sync(() => makePool(JSON.parse(key) as PoolKey, ca)),
+            // Destroy, not close: nothing uses an idle pool, and at shutdown an
+            // exchange still in flight must not hold the layer open.
+            (pool) => Effect.promise(() => pool.destroy())
+          ),
+        idleTimeToLive: POOL_IDLE_TTL
+      })
+
+      const check = Effect.fn("OutboundHttp.check")(function*(raw: string) {
+        const parsed = parseTarget(raw)
+        if (parsed._tag === "Refused") return yield* new UnsafeUrl({ message: parsed.message })
+        yield* resolveTarget(parsed.target, allowed, resolver).pipe(
+          Effect.timeoutOrElse({
+            duration: CHECK_RESOLVE_TIMEOUT,
+            orElse: () => Effect.fail<Unresolved>({ _tag: "Unresolved", code: "ETIMEOUT" })
+          }),
+          Effect.mapError((problem) =>
+            new UnsafeUrl({
+              message: problem._tag === "Refused" ? problem.message : `the host name does not resolve (${problem.code})`
+            })
+          )
+        )
+        return { url: parsed.target.url.href, urlHint: parsed.target.hint }
+      })
+
+      const send = Effect.fn("OutboundHttp.send")(function*(request: OutboundRequest) {
+        const started = performance.now()
+        const timeoutMs = Duration.toMillis(request.timeout)
+        if (!(timeoutMs > 0)) {
+          return yield* new OutboundFailure({ reason: "timeout", message: "the deadline had passed before sending" })
+        }
+        const maxBytes = request.maxResponseBytes ?? DEFAULT_MAX_RESPONSE_BYTES
+        const parsed = parseTarget(request.url)
+        if (parsed._tag === "Refused") {
+          return yield* new OutboundFailure({ reason: "unsafe_target", message: parsed.message })
+        }
+        const target = parsed.target
+        yield* Effect.annotateCurrentSpan({
+          "http.request.method": request.method,
+          "server.address": target.url.hostname,
+          "server.port": target.port,
+          "svc.url_hint": target.hint
+        })
+        const result = yield* Effect.gen(function*() {
+          const addresses = yield* resolveTarget(target, allowed, resolver).pipe(
+            Effect.mapError((problem) =>
+              problem._tag === "Refused"
+                ? new OutboundFailure({ reason: "unsafe_target", message: problem.message })
+                : new OutboundFailure({ reason: "network", message: `the host name did not resolve (${problem.code})` })
+            )
+          )
+          const key: PoolKey = { origin: target.url.origin, addresses: addresses.map((address) => address.toString()) }
+          const pool = yield* RcMap.get(pools, JSON.stringify(key))
+          return yield* Effect.tryPromise({
+            try: (signal) => exchange(pool, target.url, request, timeoutMs, maxBytes, signal),
+            catch: toFailure
+          })
+        }).pipe(
+          Effect.scoped,
+          Effect.timeoutOrElse({
+            duration: timeoutMs,
+            orElse: () =>
+              Effect.fail(
+                new OutboundFailure({ reason: "timeout", message: `no complete answer within ${timeoutMs} ms` })
+              )
+          })
+        )
+        yield* Effect.annotateCurrentSpan({ "http.response.status_code": result.status })
+        return { ...result, elapsedMs: Math.round(performance.now() - started) } satisfies OutboundResponse
+      })
+
+      return { check, send }
+    })
+  )
+}
