@@ -13,6 +13,7 @@ import { SvcConfig } from "../platform/Config.ts"
 import { SecretBox } from "../platform/Crypto.ts"
 import { Migrations } from "../platform/Migrations.ts"
 import { Wakeups } from "../platform/Wakeups.ts"
+import { OutboundHttp } from "../outbound/OutboundHttp.ts"
 import { SecretStore } from "../secrets/SecretStore.ts"
 import { AnswerSchemas } from "../tasks/AnswerSchema.ts"
 import { DatasetsHandlers, TasksHandlers } from "../tasks/Http.ts"
@@ -26,7 +27,7 @@ export const ServicesLive = Layer.mergeAll(
   Identity.layer,
   Tasks.layer
 ).pipe(
-  Layer.provideMerge(Layer.mergeAll(AnswerSchemas.layer, SecretStore.layer, Wakeups.layer))
+  Layer.provideMerge(Layer.mergeAll(AnswerSchemas.layer, SecretStore.layer, Wakeups.layer, OutboundHttp.layer))
 )
 
 /** Handlers of every HttpApi group. */
