@@ -7,6 +7,7 @@ import { ByteSize, Effect, Layer } from "effect"
 import { HttpRouter, HttpServerRequest } from "effect/http"
 import { HttpApiBuilder, HttpApiScalar } from "effect/http-api"
 import { Api } from "../api/Api.ts"
+import { DeliveryQueue } from "../deliveries/DeliveryQueue.ts"
 import { AuthenticationLive } from "../identity/Http.ts"
 import { Identity } from "../identity/Identity.ts"
 import { SvcConfig } from "../platform/Config.ts"
@@ -27,6 +28,7 @@ export const ServicesLive = Layer.mergeAll(
   Identity.layer,
   Tasks.layer
 ).pipe(
+  Layer.provideMerge(DeliveryQueue.layer),
   Layer.provideMerge(Layer.mergeAll(AnswerSchemas.layer, SecretStore.layer, Wakeups.layer, OutboundHttp.layer))
 )
 

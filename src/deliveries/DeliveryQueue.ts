@@ -1,0 +1,517 @@
+/**
+ * The shared delivery queue: webhook deliveries and telemetry batches are
+ * both "deliveries" to a target (a notification endpoint or a telemetry
+ * destination), kept in PostgreSQL and claimed with leases, so any `svc`
+ * process may send them and none is lost when a process dies.
+ *
+ * Life of a delivery:
+ *
+ *   queued ──claim──▶ sending ──settle──▶ delivered | partial | failed
+ *                        │   ▲                                  │
+ *                 Retry  ▼   │ claim (due)            replay    │
+ *                     retrying                  queued ◀────────┘
+ *
+ * A `sending` row whose lease expired (its process died between claiming
+ * and settling) is claimable again: at least once, never silently dropped.
+ *
+ * Target health (`delivery_targets`) drives cooldowns: consecutive failed
+ * attempts put a target in a capped exponential cooldown during which
+ * nothing is claimed for it, replays included. The queue is the only place
+ * that knows these rules; capabilities map statuses to their own API.
+ */
+import { PgClient } from "@effect/sql-pg"
+import { Context, Duration, Effect, Layer, Option } from "effect"
+import { NotFound } from "../api/Errors.ts"
+import { NotReplayable, QueueFull } from "../api/Deliveries.ts"
+import { newId } from "../platform/Ids.ts"
+import { Wakeups } from "../platform/Wakeups.ts"
+
+export type DeliveryKind = "webhook" | "telemetry"
+
+export type DeliveryStatus = "queued" | "sending" | "retrying" | "delivered" | "failed" | "partial"
+
+/** Statuses that still occupy the target's queue. */
+export const UNDELIVERED: ReadonlyArray<DeliveryStatus> = ["queued", "sending", "retrying"]
+
+export type DeliveryMeta = Readonly<Record<string, string | number | boolean | null>>
+
+export interface Delivery {
+  readonly id: string
+  readonly seq: string
+  readonly orgId: string
+  readonly kind: DeliveryKind
+  readonly targetId: string
+  readonly status: DeliveryStatus
+  readonly label: string | null
+  readonly eventId: string | null
+  /** Opaque to the queue; whoever enqueued it knows how to open it. */
+  readonly payload: string | null
+  readonly meta: DeliveryMeta
+  readonly attempts: number
+  readonly replays: number
+  readonly lastError: string | null
+  readonly nextAttemptAt: Date
+  readonly createdAt: Date
+  readonly finishedAt: Date | null
+}
+
+/** A delivery this process holds the lease of; `attempts` already counts the attempt being made. */
+export interface Claimed extends Delivery {
+  readonly leaseOwner: string
+  /** The target's consecutive failures when claimed. */
+  readonly targetFailures: number
+}
+
+export interface Attempt {
+  readonly attempt: number
+  readonly at: Date
+  readonly statusCode: number | null
+  readonly error: string | null
+  readonly responseSnippet: string | null
+  readonly durationMs: number
+}
+
+export type Outcome =
+  | { readonly _tag: "Delivered"; readonly meta?: DeliveryMeta | undefined }
+  | { readonly _tag: "Partial"; readonly error: string; readonly meta?: DeliveryMeta | undefined }
+  | { readonly _tag: "Retry"; readonly at: Date; readonly error: string; readonly meta?: DeliveryMeta | undefined }
+  | { readonly _tag: "Failed"; readonly error: string; readonly meta?: DeliveryMeta | undefined }
+
+export const Outcome = {
+  delivered: (meta?: DeliveryMeta): Outcome => ({ _tag: "Delivered", meta }),
+  partial: (error: string, meta?: DeliveryMeta): Outcome => ({ _tag: "Partial", error, meta }),
+  retry: (at: Date, error: string, meta?: DeliveryMeta): Outcome => ({ _tag: "Retry", at, error, meta }),
+  failed: (error: string, meta?: DeliveryMeta): Outcome => ({ _tag: "Failed", error, meta })
+}
+
+/** What one attempt looked like on the wire; stored per attempt, never the payload. */
+export interface AttemptRecord {
+  readonly statusCode?: number | undefined
+  readonly error?: string | undefined
+  /** Already truncated by the caller. */
+  readonly responseSnippet?: string | undefined
+  readonly durationMs: number
+}
+
+/**
+ * Cooldown after failed attempts: from the `after`-th consecutive failure on,
+ * `base * 2^(failures - after)`, at most `cap`.
+ */
+export interface CooldownPolicy {
+  readonly after: number
+  readonly base: Duration.Input
+  readonly cap: Duration.Input
+}
+
+export interface EnqueueInput {
+  readonly orgId: string
+  readonly kind: DeliveryKind
+  readonly targetId: string
+  readonly label?: string | undefined
+  readonly eventId?: string | undefined
+  readonly payload?: string | undefined
+  readonly meta?: DeliveryMeta | undefined
+  /** Most undelivered rows the target may hold; a new one past it is stored as `failed`. */
+  readonly capacity: number
+}
+
+export interface ClaimOptions {
+  readonly limit: number
+  readonly leaseFor: Duration.Input
+  /** Most deliveries of one target under live leases at once (all processes together). */
+  readonly perTarget: number
+}
+
+export interface ReplayInput {
+  readonly orgId: string
+  readonly kind: DeliveryKind
+  /** When given, the delivery must belong to this target (path `/:id/deliveries/:delivery`). */
+  readonly targetId?: string | undefined
+  readonly deliveryId: string
+  readonly capacity: number
+  /** Beyond `status = failed`, whether this delivery can be sent again (e.g. its payload is still kept). */
+  readonly replayable?: ((delivery: Delivery) => boolean) | undefined
+}
+
+interface Row {
+  readonly id: string
+  readonly seq: string
+  readonly org_id: string
+  readonly kind: DeliveryKind
+  readonly target_id: string
+  readonly status: DeliveryStatus
+  readonly label: string | null
+  readonly event_id: string | null
+  readonly payload: string | null
+  readonly meta: DeliveryMeta
+  readonly attempts: number
+  readonly replays: number
+  readonly last_error: string | null
+  readonly next_attempt_at: Date
+  readonly created_at: Date
+  readonly finished_at: Date | null
+}
+
+interface ClaimedRow extends Row {
+  readonly lease_owner: string
+  readonly target_failures: number
+}
+
+const toDelivery = (row: Row): Delivery => ({
+  id: row.id,
+  seq: String(row.seq),
+  orgId: row.org_id,
+  kind: row.kind,
+  targetId: row.target_id,
+  status: row.status,
+  label: row.label,
+  eventId: row.event_id,
+  payload: row.payload,
+  meta: row.meta ?? {},
+  attempts: row.attempts,
+  replays: row.replays,
+  lastError: row.last_error,
+  nextAttemptAt: row.next_attempt_at,
+  createdAt: row.created_at,
+  finishedAt: row.finished_at
+})
+
+const COLUMNS = `id, seq, org_id, kind, target_id, status, label, event_id, payload, meta, attempts, replays,
+  last_error, next_attempt_at, created_at, finished_at`
+
+/** `Wakeups` topic of a kind's workers. */
+export const wakeTopic = (kind: DeliveryKind) => `deliveries:${kind}`
+
+const millis = (input: Duration.Input) => Duration.toMillis(input)
+
+export class DeliveryQueue extends Context.Service<DeliveryQueue, {
+  /** Adds a delivery (in the caller's transaction, if any). Past `capacity` it is recorded as `failed`, never dropped. */
+  readonly enqueue: (input: EnqueueInput) => Effect.Effect<Delivery>
+  /** Takes leases on due deliveries of `kind`; any process may call it. */
+  readonly claim: (kind: DeliveryKind, options: ClaimOptions) => Effect.Effect<ReadonlyArray<Claimed>>
+  /**
+   * Records the attempt and its outcome. Only the lease holder can: answers
+   * false when the lease was lost (expired and claimed elsewhere, or the
+   * target was removed meanwhile).
+   */
+  readonly settle: (
+    claimed: Claimed,
+    outcome: Outcome,
+    attempt: AttemptRecord,
+    cooldown?: CooldownPolicy | undefined
+  ) => Effect.Effect<boolean>
+  /** Queues a `failed` delivery again, keeping its row and event id; respects the target's cooldown. */
+  readonly replay: (input: ReplayInput) => Effect.Effect<{ readonly queued: true; readonly id: string }, NotFound | NotReplayable | QueueFull>
+  /** The target's latest deliveries, newest first. */
+  readonly list: (input: { readonly orgId: string; readonly kind: DeliveryKind; readonly targetId: string; readonly limit?: number | undefined }) => Effect.Effect<ReadonlyArray<Delivery>>
+  readonly get: (input: { readonly orgId: string; readonly kind: DeliveryKind; readonly deliveryId: string }) => Effect.Effect<Option.Option<Delivery>>
+  /** Every attempt of a delivery, oldest first. */
+  readonly attempts: (deliveryId: string) => Effect.Effect<ReadonlyArray<Attempt>>
+  /** Fails every undelivered delivery of the target with `reason` (target deleted or deactivated); answers how many. */
+  readonly failUndelivered: (kind: DeliveryKind, targetId: string, reason: string) => Effect.Effect<number>
+  /** How many deliveries of the target are still to be delivered. */
+  readonly undelivered: (kind: DeliveryKind, targetId: string) => Effect.Effect<number>
+  /** When the next delivery of `kind` becomes claimable (due, out of cooldown, or lease expired), if any is waiting. */
+  readonly nextDue: (kind: DeliveryKind) => Effect.Effect<Option.Option<Date>>
+  /** The target's cooldown end, if it is cooling down now. */
+  readonly cooldownUntil: (targetId: string) => Effect.Effect<Option.Option<Date>>
+  /** Wakes this kind's workers here and (on a server) in other processes. Call after the enqueueing transaction commits. */
+  readonly wake: (kind: DeliveryKind) => Effect.Effect<void>
+}>()("svc/deliveries/DeliveryQueue") {
+  static readonly layer = Layer.effect(
+    DeliveryQueue,
+    Effect.gen(function*() {
+      const sql = yield* PgClient.PgClient
+      const wakeups = yield* Wakeups
+      const undeliveredList = sql.in(UNDELIVERED as Array<string>)
+
+      const enqueue = Effect.fn("DeliveryQueue.enqueue")(function*(input: EnqueueInput) {
+        // The count stops at `capacity`, so a long queue costs no more than a full one.
+        const [row] = yield* sql<Row>`
+          WITH waiting AS (
+            SELECT count(*)::int AS n FROM (
+              SELECT 1 FROM deliveries
+              WHERE target_id = ${input.targetId} AND status IN ${undeliveredList}
+              LIMIT ${input.capacity}
+            ) w
+          )
+          INSERT INTO deliveries (id, org_id, kind, target_id, status, label, event_id, payload, meta, last_error, finished_at)
+          SELECT ${newId()}, ${input.orgId}, ${input.kind}, ${input.targetId},
+                 CASE WHEN waiting.n >= ${input.capacity} THEN 'failed' ELSE 'queued' END,
+                 ${input.label ?? null}, ${input.eventId ?? null}, ${input.payload ?? null}, ${sql.json(input.meta ?? {})},
+                 CASE WHEN waiting.n >= ${input.capacity}
+                   THEN ${`queue full: the target already has ${input.capacity} undelivered deliveries`} END,
+                 CASE WHEN waiting.n >= ${input.capacity} THEN now() END
+          FROM waiting
+          RETURNING ${sql.literal(COLUMNS)}
+        `.pipe(Effect.orDie)
+        return toDelivery(row!)
+      })
+
+      // Claimable: due queued/retrying rows, or sending rows whose lease
+      // expired, of targets not cooling down. Ranking per target (counting
+      // leases already live) keeps one busy target from taking every slot.
+      const claim = Effect.fn("DeliveryQueue.claim")(function*(kind: DeliveryKind, options: ClaimOptions) {
+        const rows = yield* sql<ClaimedRow>`
+          WITH busy AS (
+            SELECT target_id, count(*)::int AS n FROM deliveries
+            WHERE kind = ${kind} AND status = 'sending' AND lease_until > now()
+            GROUP BY target_id
+          ),
+          ranked AS (
+            SELECT d.id, d.target_id, d.next_attempt_at, d.seq,
+                   row_number() OVER (PARTITION BY d.target_id ORDER BY d.next_attempt_at, d.seq) + coalesce(b.n, 0) AS slot
+            FROM deliveries d
+            LEFT JOIN delivery_targets t ON t.id = d.target_id
+            LEFT JOIN busy b ON b.target_id = d.target_id
+            WHERE d.kind = ${kind}
+              AND ((d.status IN ('queued', 'retrying') AND d.next_attempt_at <= now())
+                OR (d.status = 'sending' AND d.lease_until <= now()))
+              AND (t.cooldown_until IS NULL OR t.cooldown_until <= now())
+          ),
+          picked AS (
+            SELECT d.id, d.target_id FROM deliveries d JOIN ranked r ON r.id = d.id
+            WHERE r.slot <= ${options.perTarget}
+            ORDER BY r.next_attempt_at, r.seq
+            LIMIT ${options.limit}
+            FOR UPDATE OF d SKIP LOCKED
+          )
+          UPDATE deliveries d
+          SET status = 'sending', lease_owner = ${newId()},
+              lease_until = now() + make_interval(secs => ${millis(options.leaseFor) / 1000}),
+              attempts = d.attempts + 1
+          FROM picked p LEFT JOIN delivery_targets t ON t.id = p.target_id
+          WHERE d.id = p.id
+            AND ((d.status IN ('queued', 'retrying') AND d.next_attempt_at <= now())
+              OR (d.status = 'sending' AND d.lease_until <= now()))
+          RETURNING d.id, d.seq, d.org_id, d.kind, d.target_id, d.status, d.label, d.event_id, d.payload, d.meta,
+                    d.attempts, d.replays, d.last_error, d.next_attempt_at, d.created_at, d.finished_at,
+                    d.lease_owner, coalesce(t.consecutive_failures, 0) AS target_failures
+        `.pipe(Effect.orDie)
+        return rows
+          .map((row): Claimed => ({ ...toDelivery(row), leaseOwner: row.lease_owner, targetFailures: row.target_failures }))
+          .sort((a, b) => a.nextAttemptAt.getTime() - b.nextAttemptAt.getTime() || Number(BigInt(a.seq) - BigInt(b.seq)))
+      })
+
+      const settle = Effect.fn("DeliveryQueue.settle")(function*(
+        claimed: Claimed,
+        outcome: Outcome,
+        attempt: AttemptRecord,
+        cooldown?: CooldownPolicy
+      ) {
+        const status: DeliveryStatus = outcome._tag === "Delivered"
+          ? "delivered"
+          : outcome._tag === "Partial"
+          ? "partial"
+          : outcome._tag === "Retry"
+          ? "retrying"
+          : "failed"
+        const error = outcome._tag === "Delivered" ? null : outcome.error
+        const finished = outcome._tag !== "Retry"
+        const nextAttemptAt = outcome._tag === "Retry" ? outcome.at : null
+        // The row update and the attempt record are one statement: both or neither.
+        const settled = yield* sql<{ delivery_id: string }>`
+          WITH settled AS (
+            UPDATE deliveries
+            SET status = ${status}, last_error = ${error},
+                meta = meta || ${sql.json(outcome.meta ?? {})},
+                next_attempt_at = coalesce(${nextAttemptAt}::timestamptz, next_attempt_at),
+                finished_at = ${finished ? sql`now()` : sql`NULL`},
+                lease_owner = NULL, lease_until = NULL
+            WHERE id = ${claimed.id} AND lease_owner = ${claimed.leaseOwner} AND status = 'sending'
+            RETURNING id, attempts
+          )
+          INSERT INTO delivery_attempts (delivery_id, attempt, status_code, error, response_snippet, duration_ms)
+          SELECT id, attempts, ${attempt.statusCode ?? null}, ${attempt.error ?? null},
+                 ${attempt.responseSnippet ?? null}, ${Math.max(0, Math.round(attempt.durationMs))}
+          FROM settled
+          ON CONFLICT (delivery_id, attempt) DO NOTHING
+          RETURNING delivery_id
+        `.pipe(Effect.orDie)
+        const held = settled.length > 0
+        if (!held) return false
+
+        const failedAttempt = outcome._tag === "Retry" || outcome._tag === "Failed"
+        if (failedAttempt) {
+          const policy = cooldown === undefined
+            ? null
+            : { after: cooldown.after, base: millis(cooldown.base) / 1000, cap: millis(cooldown.cap) / 1000 }
+          yield* sql`
+            INSERT INTO delivery_targets (id, org_id, kind, consecutive_failures, cooldown_until)
+            VALUES (${claimed.targetId}, ${claimed.orgId}, ${claimed.kind}, 1, NULL)
+            ON CONFLICT (id) DO UPDATE SET consecutive_failures = delivery_targets.consecutive_failures + 1
+          `.pipe(Effect.orDie)
+          if (policy !== null) {
+            yield* sql`
+              UPDATE delivery_targets
+              SET cooldown_until = now() + make_interval(secs => least(
+                ${policy.cap}::float8,
+                ${policy.base}::float8 * power(2, consecutive_failures - ${policy.after})
+              ))
+              WHERE id = ${claimed.targetId} AND consecutive_failures >= ${policy.after}
+            `.pipe(Effect.orDie)
+          }
+        } else if (claimed.targetFailures > 0) {
+          yield* sql`
+            UPDATE delivery_targets SET consecutive_failures = 0, cooldown_until = NULL WHERE id = ${claimed.targetId}
+          `.pipe(Effect.orDie)
+        }
+        return true
+      })
+
+      const replay = Effect.fn("DeliveryQueue.replay")(function*(input: ReplayInput) {
+        const result = yield* sql.withTransaction(Effect.gen(function*() {
+          const [row] = yield* sql<Row & { readonly cooldown_until: Date | null }>`
+            SELECT ${sql.literal(COLUMNS.split(",").map((c) => `d.${c.trim()}`).join(", "))}, t.cooldown_until
+            FROM deliveries d LEFT JOIN delivery_targets t ON t.id = d.target_id
+            WHERE d.id = ${input.deliveryId} AND d.org_id = ${input.orgId} AND d.kind = ${input.kind}
+            ${input.targetId === undefined ? sql`` : sql`AND d.target_id = ${input.targetId}`}
+            FOR UPDATE OF d
+          `
+          if (row === undefined) return { _tag: "NotFound" } as const
+          const delivery = toDelivery(row)
+          if (delivery.status !== "failed" || (input.replayable !== undefined && !input.replayable(delivery))) {
+            return { _tag: "NotReplayable", status: delivery.status } as const
+          }
+          const [waiting] = yield* sql<{ n: number }>`
+            SELECT count(*)::int AS n FROM (
+              SELECT 1 FROM deliveries
+              WHERE target_id = ${delivery.targetId} AND status IN ${undeliveredList}
+              LIMIT ${input.capacity}
+            ) w
+          `
+          if (waiting!.n >= input.capacity) return { _tag: "QueueFull" } as const
+          yield* sql`
+            UPDATE deliveries
+            SET status = 'queued', replays = replays + 1, finished_at = NULL, lease_owner = NULL, lease_until = NULL,
+                next_attempt_at = greatest(now(), coalesce(${row.cooldown_until}::timestamptz, now()))
+            WHERE id = ${delivery.id}
+          `
+          return { _tag: "Queued", id: delivery.id } as const
+        })).pipe(Effect.orDie)
+        switch (result._tag) {
+          case "NotFound":
+            return yield* new NotFound({ detail: "No such delivery." })
+          case "NotReplayable":
+            return yield* new NotReplayable({
+              delivery_status: result.status,
+              detail: result.status === "failed"
+                ? "This delivery can no longer be sent again."
+                : `Only a failed delivery can be replayed; this one is ${result.status}.`
+            })
+          case "QueueFull":
+            return yield* new QueueFull({ detail: "The target's delivery queue is full; replay once it drains." })
+          case "Queued":
+            yield* wakeups.signal(wakeTopic(input.kind))
+            return { queued: true as const, id: result.id }
+        }
+      })
+
+      const list = Effect.fn("DeliveryQueue.list")(function*(input: {
+        readonly orgId: string
+        readonly kind: DeliveryKind
+        readonly targetId: string
+        readonly limit?: number | undefined
+      }) {
+        const rows = yield* sql<Row>`
+          SELECT ${sql.literal(COLUMNS)} FROM deliveries
+          WHERE target_id = ${input.targetId} AND org_id = ${input.orgId} AND kind = ${input.kind}
+          ORDER BY seq DESC LIMIT ${input.limit ?? 50}
+        `.pipe(Effect.orDie)
+        return rows.map(toDelivery)
+      })
+
+      const get = Effect.fn("DeliveryQueue.get")(function*(input: {
+        readonly orgId: string
+        readonly kind: DeliveryKind
+        readonly deliveryId: string
+      }) {
+        const [row] = yield* sql<Row>`
+          SELECT ${sql.literal(COLUMNS)} FROM deliveries
+          WHERE id = ${input.deliveryId} AND org_id = ${input.orgId} AND kind = ${input.kind}
+        `.pipe(Effect.orDie)
+        return Option.map(Option.fromNullishOr(row), toDelivery)
+      })
+
+      const attempts = Effect.fn("DeliveryQueue.attempts")(function*(deliveryId: string) {
+        const rows = yield* sql<{
+          attempt: number
+          at: Date
+          status_code: number | null
+          error: string | null
+          response_snippet: string | null
+          duration_ms: number
+        }>`
+          SELECT attempt, at, status_code, error, response_snippet, duration_ms FROM delivery_attempts
+          WHERE delivery_id = ${deliveryId} ORDER BY attempt
+        `.pipe(Effect.orDie)
+        return rows.map((row): Attempt => ({
+          attempt: row.attempt,
+          at: row.at,
+          statusCode: row.status_code,
+          error: row.error,
+          responseSnippet: row.response_snippet,
+          durationMs: row.duration_ms
+        }))
+      })
+
+      // `sending` rows are failed too: their settle then finds the lease gone
+      // (a request already in flight may still arrive, as the spec allows).
+      const failUndelivered = Effect.fn("DeliveryQueue.failUndelivered")(function*(
+        kind: DeliveryKind,
+        targetId: string,
+        reason: string
+      ) {
+        const rows = yield* sql<{ id: string }>`
+          UPDATE deliveries
+          SET status = 'failed', last_error = ${reason}, finished_at = now(), lease_owner = NULL, lease_until = NULL
+          WHERE kind = ${kind} AND target_id = ${targetId} AND status IN ${undeliveredList}
+          RETURNING id
+        `.pipe(Effect.orDie)
+        return rows.length
+      })
+
+      const undelivered = Effect.fn("DeliveryQueue.undelivered")(function*(kind: DeliveryKind, targetId: string) {
+        const [row] = yield* sql<{ n: number }>`
+          SELECT count(*)::int AS n FROM deliveries
+          WHERE kind = ${kind} AND target_id = ${targetId} AND status IN ${undeliveredList}
+        `.pipe(Effect.orDie)
+        return row!.n
+      })
+
+      const nextDue = Effect.fn("DeliveryQueue.nextDue")(function*(kind: DeliveryKind) {
+        const [row] = yield* sql<{ at: Date | null }>`
+          SELECT least(
+            (SELECT min(greatest(d.next_attempt_at, coalesce(t.cooldown_until, d.next_attempt_at)))
+             FROM deliveries d LEFT JOIN delivery_targets t ON t.id = d.target_id
+             WHERE d.kind = ${kind} AND d.status IN ('queued', 'retrying')),
+            (SELECT min(lease_until) FROM deliveries WHERE kind = ${kind} AND status = 'sending')
+          ) AS at
+        `.pipe(Effect.orDie)
+        return Option.fromNullishOr(row?.at ?? null)
+      })
+
+      const cooldownUntil = Effect.fn("DeliveryQueue.cooldownUntil")(function*(targetId: string) {
+        const [row] = yield* sql<{ cooldown_until: Date | null }>`
+          SELECT cooldown_until FROM delivery_targets WHERE id = ${targetId} AND cooldown_until > now()
+        `.pipe(Effect.orDie)
+        return Option.fromNullishOr(row?.cooldown_until ?? null)
+      })
+
+      return DeliveryQueue.of({
+        enqueue,
+        claim,
+        settle,
+        replay,
+        list,
+        get,
+        attempts,
+        failUndelivered,
+        undelivered,
+        nextDue,
+        cooldownUntil,
+        wake: (kind) => wakeups.signal(wakeTopic(kind))
+      })
+    })
+  )
+}

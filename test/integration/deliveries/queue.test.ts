@@ -1,0 +1,277 @@
+import { assert, describe, layer } from "@effect/vitest"
+import { Deferred, Effect, Exit, Layer, Option, Redacted, Scope } from "effect"
+import { SqlClient } from "effect/sql"
+import { DeliveryQueue, Outcome } from "../../../src/deliveries/DeliveryQueue.ts"
+import { runWorker } from "../../../src/deliveries/DeliveryWorker.ts"
+import { Database } from "../../../src/platform/Database.ts"
+import { newId } from "../../../src/platform/Ids.ts"
+import { Migrations } from "../../../src/platform/Migrations.ts"
+import { Wakeups } from "../../../src/platform/Wakeups.ts"
+import { eventually } from "../../support/http.ts"
+
+const serverUrl = process.env.TEST_DATABASE_URL
+const DatabaseLive = serverUrl ? Database.scratch(Redacted.make(serverUrl)) : Database.memory
+
+const QueueLive = DeliveryQueue.layer.pipe(
+  Layer.provideMerge(Wakeups.layer),
+  Layer.provideMerge(Migrations.layer),
+  Layer.provideMerge(DatabaseLive)
+)
+
+const newOrg = Effect.gen(function*() {
+  const sql = yield* SqlClient.SqlClient
+  const id = newId()
+  yield* sql`INSERT INTO orgs (id, name) VALUES (${id}, 'queue-test')`
+  return id
+})
+
+const base = (orgId: string, targetId: string) => ({ orgId, kind: "webhook" as const, targetId, capacity: 100 })
+const ok = { durationMs: 1 }
+
+layer(QueueLive, { excludeTestServices: true })("the shared delivery queue", (it) => {
+  describe("claiming with leases", () => {
+    it.effect("a claimed delivery is sending under one lease; nobody else can claim it meanwhile", () =>
+      Effect.gen(function*() {
+        const queue = yield* DeliveryQueue
+        const org = yield* newOrg
+        const target = newId()
+        const created = yield* queue.enqueue({ ...base(org, target), label: "approval.requested a1" })
+        assert.strictEqual(created.status, "queued")
+        const claimed = yield* queue.claim("webhook", { limit: 10, leaseFor: "1 minute", perTarget: 10 })
+        const mine = claimed.filter((d) => d.targetId === target)
+        assert.strictEqual(mine.length, 1)
+        assert.strictEqual(mine[0]!.status, "sending")
+        assert.strictEqual(mine[0]!.attempts, 1)
+        const again = yield* queue.claim("webhook", { limit: 10, leaseFor: "1 minute", perTarget: 10 })
+        assert.isFalse(again.some((d) => d.targetId === target))
+        assert.isTrue(yield* queue.settle(mine[0]!, Outcome.delivered(), { statusCode: 204, durationMs: 12 }))
+        const [record] = yield* queue.list({ orgId: org, kind: "webhook", targetId: target })
+        assert.strictEqual(record!.status, "delivered")
+        assert.isNotNull(record!.finishedAt)
+        const attempts = yield* queue.attempts(created.id)
+        assert.deepStrictEqual(attempts.map((a) => [a.attempt, a.statusCode]), [[1, 204]])
+      }))
+
+    it.effect("a lease that runs out (the process died) lets another claim it; the old holder can no longer settle", () =>
+      Effect.gen(function*() {
+        const queue = yield* DeliveryQueue
+        const org = yield* newOrg
+        const target = newId()
+        yield* queue.enqueue(base(org, target))
+        const [first] = (yield* queue.claim("webhook", { limit: 50, leaseFor: "150 millis", perTarget: 10 }))
+          .filter((d) => d.targetId === target)
+        const second = yield* eventually(
+          queue.claim("webhook", { limit: 50, leaseFor: "1 minute", perTarget: 10 }).pipe(
+            Effect.map((rows) => rows.find((d) => d.targetId === target))
+          ),
+          { what: "the expired lease to be claimable" }
+        )
+        assert.strictEqual(second.id, first!.id)
+        assert.strictEqual(second.attempts, 2)
+        assert.isFalse(yield* queue.settle(first!, Outcome.delivered(), ok))
+        assert.isTrue(yield* queue.settle(second, Outcome.delivered(), ok))
+      }))
+
+    it.effect("a retry waits until its time, then is claimable again", () =>
+      Effect.gen(function*() {
+        const queue = yield* DeliveryQueue
+        const org = yield* newOrg
+        const target = newId()
+        yield* queue.enqueue(base(org, target))
+        const [claimed] = (yield* queue.claim("webhook", { limit: 50, leaseFor: "1 minute", perTarget: 10 }))
+          .filter((d) => d.targetId === target)
+        const at = new Date(Date.now() + 400)
+        yield* queue.settle(claimed!, Outcome.retry(at, "HTTP 503"), { statusCode: 503, durationMs: 3 })
+        const [waiting] = yield* queue.list({ orgId: org, kind: "webhook", targetId: target })
+        assert.strictEqual(waiting!.status, "retrying")
+        assert.strictEqual(waiting!.lastError, "HTTP 503")
+        const early = yield* queue.claim("webhook", { limit: 50, leaseFor: "1 minute", perTarget: 10 })
+        assert.isFalse(early.some((d) => d.targetId === target))
+        const later = yield* eventually(
+          queue.claim("webhook", { limit: 50, leaseFor: "1 minute", perTarget: 10 }).pipe(
+            Effect.map((rows) => rows.find((d) => d.targetId === target))
+          )
+        )
+        assert.isAtLeast(Date.now(), at.getTime())
+        assert.strictEqual(later.attempts, 2)
+      }))
+
+    it.effect("one busy target takes at most perTarget slots; other targets are claimed beside it", () =>
+      Effect.gen(function*() {
+        const queue = yield* DeliveryQueue
+        const org = yield* newOrg
+        const busy = newId()
+        const other = newId()
+        for (let i = 0; i < 5; i++) yield* queue.enqueue(base(org, busy))
+        yield* queue.enqueue(base(org, other))
+        const claimed = yield* queue.claim("webhook", { limit: 50, leaseFor: "1 minute", perTarget: 2 })
+        assert.strictEqual(claimed.filter((d) => d.targetId === busy).length, 2)
+        assert.strictEqual(claimed.filter((d) => d.targetId === other).length, 1)
+        const more = yield* queue.claim("webhook", { limit: 50, leaseFor: "1 minute", perTarget: 2 })
+        assert.strictEqual(more.filter((d) => d.targetId === busy).length, 0, "live leases count against perTarget")
+      }))
+  })
+
+  describe("bounded queues", () => {
+    it.effect("a delivery past capacity is recorded as failed saying the queue was full, never dropped", () =>
+      Effect.gen(function*() {
+        const queue = yield* DeliveryQueue
+        const org = yield* newOrg
+        const target = newId()
+        yield* queue.enqueue({ ...base(org, target), capacity: 2 })
+        yield* queue.enqueue({ ...base(org, target), capacity: 2 })
+        const third = yield* queue.enqueue({ ...base(org, target), capacity: 2, eventId: newId() })
+        assert.strictEqual(third.status, "failed")
+        assert.match(third.lastError ?? "", /queue full/)
+        assert.strictEqual(yield* queue.undelivered("webhook", target), 2)
+        assert.strictEqual((yield* queue.list({ orgId: org, kind: "webhook", targetId: target })).length, 3)
+      }))
+  })
+
+  describe("replay", () => {
+    it.effect("only a failed delivery is replayable; it keeps its id and event id and counts replays", () =>
+      Effect.gen(function*() {
+        const queue = yield* DeliveryQueue
+        const org = yield* newOrg
+        const target = newId()
+        const eventId = newId()
+        const created = yield* queue.enqueue({ ...base(org, target), eventId })
+        const queued = yield* Effect.flip(queue.replay({ ...base(org, target), deliveryId: created.id }))
+        assert.strictEqual(queued._tag, "NotReplayable")
+        const [claimed] = (yield* queue.claim("webhook", { limit: 50, leaseFor: "1 minute", perTarget: 10 }))
+          .filter((d) => d.targetId === target)
+        yield* queue.settle(claimed!, Outcome.failed("HTTP 500 after the last retry"), { statusCode: 500, durationMs: 2 })
+        const replayed = yield* queue.replay({ ...base(org, target), deliveryId: created.id })
+        assert.deepStrictEqual(replayed, { queued: true, id: created.id })
+        const row = Option.getOrThrow(yield* queue.get({ orgId: org, kind: "webhook", deliveryId: created.id }))
+        assert.strictEqual(row.status, "queued")
+        assert.strictEqual(row.replays, 1)
+        assert.strictEqual(row.eventId, eventId)
+        assert.isNull(row.finishedAt)
+      }))
+
+    it.effect("a partial delivery, or one the caller says cannot be sent again, is not replayable", () =>
+      Effect.gen(function*() {
+        const queue = yield* DeliveryQueue
+        const org = yield* newOrg
+        const target = newId()
+        const a = yield* queue.enqueue({ ...base(org, target), kind: "telemetry" })
+        const b = yield* queue.enqueue({ ...base(org, target), kind: "telemetry" })
+        const claimed = (yield* queue.claim("telemetry", { limit: 50, leaseFor: "1 minute", perTarget: 10 }))
+          .filter((d) => d.targetId === target)
+        yield* queue.settle(claimed.find((d) => d.id === a.id)!, Outcome.partial("2 spans rejected", { rejected_spans: 2 }), ok)
+        yield* queue.settle(claimed.find((d) => d.id === b.id)!, Outcome.failed("HTTP 400"), ok)
+        const partial = yield* Effect.flip(queue.replay({ ...base(org, target), kind: "telemetry", deliveryId: a.id }))
+        assert.strictEqual(partial._tag, "NotReplayable")
+        const expired = yield* Effect.flip(
+          queue.replay({ ...base(org, target), kind: "telemetry", deliveryId: b.id, replayable: (d) => d.payload !== null })
+        )
+        assert.strictEqual(expired._tag, "NotReplayable")
+        const row = Option.getOrThrow(yield* queue.get({ orgId: org, kind: "telemetry", deliveryId: a.id }))
+        assert.strictEqual(row.meta.rejected_spans, 2)
+      }))
+
+    it.effect("replay into a full queue is QueueFull; another organization's delivery is NotFound", () =>
+      Effect.gen(function*() {
+        const queue = yield* DeliveryQueue
+        const org = yield* newOrg
+        const stranger = yield* newOrg
+        const target = newId()
+        yield* queue.enqueue({ ...base(org, target), capacity: 1 })
+        const overflow = yield* queue.enqueue({ ...base(org, target), capacity: 1 })
+        assert.strictEqual(overflow.status, "failed")
+        const full = yield* Effect.flip(queue.replay({ ...base(org, target), capacity: 1, deliveryId: overflow.id }))
+        assert.strictEqual(full._tag, "QueueFull")
+        const foreign = yield* Effect.flip(queue.replay({ ...base(stranger, target), deliveryId: overflow.id }))
+        assert.strictEqual(foreign._tag, "NotFound")
+        const wrongTarget = yield* Effect.flip(queue.replay({ ...base(org, newId()), deliveryId: overflow.id }))
+        assert.strictEqual(wrongTarget._tag, "NotFound")
+      }))
+  })
+
+  describe("cooldown", () => {
+    it.effect("consecutive failures cool the target down: nothing of it is claimed, a replay waits for the end; success resets", () =>
+      Effect.gen(function*() {
+        const queue = yield* DeliveryQueue
+        const org = yield* newOrg
+        const target = newId()
+        const policy = { after: 1, base: "1 second", cap: "1 second" } as const
+        const first = yield* queue.enqueue(base(org, target))
+        yield* queue.enqueue(base(org, target))
+        const [claimed] = (yield* queue.claim("webhook", { limit: 50, leaseFor: "1 minute", perTarget: 1 }))
+          .filter((d) => d.targetId === target)
+        assert.strictEqual(claimed!.id, first.id)
+        yield* queue.settle(claimed!, Outcome.failed("HTTP 500"), ok, policy)
+        const until = Option.getOrThrow(yield* queue.cooldownUntil(target))
+        const during = yield* queue.claim("webhook", { limit: 50, leaseFor: "1 minute", perTarget: 1 })
+        assert.isFalse(during.some((d) => d.targetId === target), "nothing is claimed while cooling down")
+        yield* queue.replay({ ...base(org, target), deliveryId: first.id })
+        const replayed = Option.getOrThrow(yield* queue.get({ orgId: org, kind: "webhook", deliveryId: first.id }))
+        assert.isAtLeast(replayed.nextAttemptAt.getTime(), until.getTime() - 1, "the replay waits for the cooldown")
+        const after = yield* eventually(
+          queue.claim("webhook", { limit: 50, leaseFor: "1 minute", perTarget: 1 }).pipe(
+            Effect.map((rows) => rows.find((d) => d.targetId === target))
+          ),
+          { what: "the cooldown to end" }
+        )
+        assert.isAtLeast(Date.now(), until.getTime())
+        assert.strictEqual(after.targetFailures, 1)
+        yield* queue.settle(after, Outcome.delivered(), ok, policy)
+        assert.isTrue(Option.isNone(yield* queue.cooldownUntil(target)))
+      }))
+  })
+
+  describe("removing a target", () => {
+    it.effect("fails every undelivered delivery with the reason; an in-flight one can no longer settle", () =>
+      Effect.gen(function*() {
+        const queue = yield* DeliveryQueue
+        const org = yield* newOrg
+        const target = newId()
+        yield* queue.enqueue(base(org, target))
+        yield* queue.enqueue(base(org, target))
+        const [inFlight] = (yield* queue.claim("webhook", { limit: 50, leaseFor: "1 minute", perTarget: 1 }))
+          .filter((d) => d.targetId === target)
+        assert.strictEqual(yield* queue.failUndelivered("webhook", target, "endpoint deleted"), 2)
+        assert.isFalse(yield* queue.settle(inFlight!, Outcome.delivered(), ok))
+        const rows = yield* queue.list({ orgId: org, kind: "webhook", targetId: target })
+        assert.deepStrictEqual(rows.map((r) => [r.status, r.lastError]), [["failed", "endpoint deleted"], ["failed", "endpoint deleted"]])
+      }))
+  })
+
+  describe("the worker loop", () => {
+    it.effect("a target whose sends hang holds only its own slots; other targets' deliveries all go out", () =>
+      Effect.gen(function*() {
+        const queue = yield* DeliveryQueue
+        const org = yield* newOrg
+        const slow = newId()
+        const fast = newId()
+        const release = yield* Deferred.make<void>()
+        for (let i = 0; i < 3; i++) yield* queue.enqueue({ ...base(org, slow), kind: "telemetry" })
+        for (let i = 0; i < 10; i++) yield* queue.enqueue({ ...base(org, fast), kind: "telemetry" })
+        const scope = yield* Scope.make()
+        yield* runWorker({
+          kind: "telemetry",
+          concurrency: 4,
+          perTarget: 1,
+          leaseFor: "1 minute",
+          pollEvery: "200 millis",
+          handle: (delivery) =>
+            Effect.as(
+              delivery.targetId === slow ? Deferred.await(release) : Effect.void,
+              { outcome: Outcome.delivered(), attempt: ok }
+            )
+        }).pipe(Scope.provide(scope))
+        yield* eventually(
+          Effect.map(queue.undelivered("telemetry", fast), (n) => n === 0 ? true : undefined),
+          { what: "the fast target to drain" }
+        )
+        assert.strictEqual(yield* queue.undelivered("telemetry", slow), 3, "the hanging target is still held")
+        yield* Deferred.succeed(release, undefined)
+        yield* eventually(
+          Effect.map(queue.undelivered("telemetry", slow), (n) => n === 0 ? true : undefined),
+          { what: "the slow target to drain once released" }
+        )
+        yield* Scope.close(scope, Exit.void)
+      }))
+  })
+})
