@@ -6,12 +6,14 @@
 import { HttpApi, OpenApi } from "effect/http-api"
 import { SystemApi } from "./System.ts"
 import { DatasetsApi, TasksApi } from "./Tasks.ts"
+import { TelemetryApi } from "./Telemetry.ts"
 import { RequestValidation } from "./Validation.ts"
 
 export class Api extends HttpApi.make("svc")
   .add(SystemApi)
   .add(TasksApi)
   .add(DatasetsApi)
+  .add(TelemetryApi)
   .middleware(RequestValidation)
   // Report every problem of a request at once, and refuse unknown body and
   // query members (a misspelt optional field is a 400, not silently ignored).

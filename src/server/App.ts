@@ -19,6 +19,11 @@ import { SecretStore } from "../secrets/SecretStore.ts"
 import { AnswerSchemas } from "../tasks/AnswerSchema.ts"
 import { DatasetsHandlers, TasksHandlers } from "../tasks/Http.ts"
 import { Tasks } from "../tasks/Tasks.ts"
+import { SpanBuffers, TracerLive } from "../telemetry/Capture.ts"
+import { TelemetryDestinations } from "../telemetry/Destinations.ts"
+import { TelemetryExportLive } from "../telemetry/Export.ts"
+import { TelemetryHandlers } from "../telemetry/Http.ts"
+import { DestinationsRepo } from "../telemetry/Repository.ts"
 import { RequestMiddleware } from "./Middleware.ts"
 import { SystemHandlers } from "./System.ts"
 import { RequestValidationLive } from "./Validation.ts"
@@ -26,9 +31,15 @@ import { RequestValidationLive } from "./Validation.ts"
 /** Domain services. They need a migrated database, `SvcConfig` and `SecretBox`. */
 export const ServicesLive = Layer.mergeAll(
   Identity.layer,
-  Tasks.layer
+  Tasks.layer,
+  TelemetryDestinations.layer
 ).pipe(
+  Layer.provideMerge(DestinationsRepo.layer),
   Layer.provideMerge(DeliveryQueue.layer),
+  // The capturing tracer: every span created on top of these services (request
+  // spans included) is offered to its organization's telemetry buffer.
+  Layer.provideMerge(TracerLive),
+  Layer.provideMerge(SpanBuffers.layer),
   Layer.provideMerge(Layer.mergeAll(AnswerSchemas.layer, SecretStore.layer, Wakeups.layer, OutboundHttp.layer))
 )
 
@@ -36,11 +47,12 @@ export const ServicesLive = Layer.mergeAll(
 const HandlersLive = Layer.mergeAll(
   SystemHandlers,
   TasksHandlers,
-  DatasetsHandlers
+  DatasetsHandlers,
+  TelemetryHandlers
 )
 
 /** Background workers (fibers that live as long as the server). */
-export const WorkersLive = Layer.empty
+export const WorkersLive = Layer.mergeAll(TelemetryExportLive)
 
 const ApiRoutes = HttpApiBuilder.layer(Api, { openapiPath: "/openapi.json" }).pipe(
   Layer.provide(HandlersLive),
