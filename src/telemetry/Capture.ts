@@ -28,8 +28,6 @@ import * as crypto from "node:crypto"
 import { SvcConfig } from "../platform/Config.ts"
 import { attributeValue, type KeyValue, type OtlpSpan, SpanKind, StatusCode } from "./Otlp.ts"
 
-/** Spans held in memory per destination before overflow drops them. */
-export const BUFFER_SPANS = 4096
 /** Spans per export batch (the OTLP exporters' usual maximum). */
 export const BATCH_SPANS = 512
 /** Children a span holds for its parent to decide (spans that ended before their organization was known). */
@@ -97,7 +95,8 @@ export class SpanBuffers extends Context.Service<SpanBuffers, {
   /** Opens when some buffer holds a full batch. */
   readonly batchReady: Latch.Latch
 }>()("svc/telemetry/SpanBuffers") {
-  static readonly layer = Layer.sync(SpanBuffers, () => {
+  /** `capacity`: spans held per destination before overflow drops them. */
+  static readonly make = (capacity: number): SpanBuffers["Service"] => {
     const byOrg = new Map<string, Buffer>()
     const byDestination = new Map<string, Buffer>()
     const batchReady = Latch.makeUnsafe(false)
@@ -121,7 +120,7 @@ export class SpanBuffers extends Context.Service<SpanBuffers, {
       offer: (orgId, span) => {
         const buffer = byOrg.get(orgId)
         if (buffer === undefined) return
-        if (buffer.spans.length >= BUFFER_SPANS) {
+        if (buffer.spans.length >= capacity) {
           buffer.unsavedDropped += 1
           return
         }
@@ -169,7 +168,10 @@ export class SpanBuffers extends Context.Service<SpanBuffers, {
         })),
       batchReady
     })
-  })
+  }
+
+  /** Capacity from `SVC_TELEMETRY_BUFFER_SPANS`. */
+  static readonly layer = Layer.effect(SpanBuffers, Effect.map(SvcConfig, (config) => SpanBuffers.make(config.telemetryBufferSpans)))
 }
 
 // ---------------------------------------------------------------------------

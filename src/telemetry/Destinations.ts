@@ -16,6 +16,7 @@ import {
   type TelemetryDestination
 } from "../api/Telemetry.ts"
 import { type Delivery, DeliveryQueue } from "../deliveries/DeliveryQueue.ts"
+import { SvcConfig } from "../platform/Config.ts"
 import { newId } from "../platform/Ids.ts"
 import { iso, isoOrNull } from "../platform/Time.ts"
 import { OutboundHttp } from "../outbound/OutboundHttp.ts"
@@ -26,8 +27,6 @@ import { checkHeaders } from "./HeaderRules.ts"
 import { encodeRequest, type OtlpSpan, serviceResource, SpanKind, StatusCode } from "./Otlp.ts"
 import { type DestinationRow, DestinationsRepo } from "./Repository.ts"
 
-/** Undelivered batches a destination may hold in the queue; past it, flushed spans are dropped and counted. */
-export const QUEUE_BATCHES = 20
 /** How long a failed batch stays kept (sealed) for replay. */
 export const KEEP_FAILED_HOURS = 24
 
@@ -84,6 +83,7 @@ export class TelemetryDestinations extends Context.Service<TelemetryDestinations
       const outbound = yield* OutboundHttp
       const queue = yield* DeliveryQueue
       const buffers = yield* SpanBuffers
+      const config = yield* SvcConfig
 
       const notFound = () => new NotFound({ detail: "No such telemetry destination." })
 
@@ -212,7 +212,7 @@ export class TelemetryDestinations extends Context.Service<TelemetryDestinations
           kind: "telemetry",
           targetId: id,
           deliveryId,
-          capacity: QUEUE_BATCHES,
+          capacity: config.telemetryQueueBatches,
           // The batch is kept (sealed) for a bounded time only.
           replayable: (delivery) => delivery.payload !== null
         })

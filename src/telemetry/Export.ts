@@ -7,7 +7,7 @@
  * - flush: at least every `FLUSH_EVERY` (at once when a buffer holds a full
  *   batch) each buffer becomes batches of at most 512 spans, stored gzipped
  *   and sealed as `telemetry` deliveries of the shared queue. When the
- *   destination already has `QUEUE_BATCHES` undelivered batches (a collector
+ *   destination already has `SVC_TELEMETRY_QUEUE_BATCHES` undelivered batches (a collector
  *   that is down or hangs), the spans are dropped and counted instead;
  * - send: the shared delivery worker claims batches (any process may) and
  *   exports them, retrying 429/502/503/504 and network failures with
@@ -22,10 +22,11 @@ import { Duration, Effect, Layer, Option, Redacted } from "effect"
 import { gunzipSync } from "node:zlib"
 import { type Claimed, DeliveryQueue, Outcome } from "../deliveries/DeliveryQueue.ts"
 import { runWorker, type Settlement } from "../deliveries/DeliveryWorker.ts"
+import { SvcConfig } from "../platform/Config.ts"
 import { SecretBox } from "../platform/Crypto.ts"
-import { BATCH_SPANS, BUFFER_SPANS, SpanBuffers } from "./Capture.ts"
+import { BATCH_SPANS, SpanBuffers } from "./Capture.ts"
 import { compress, exportBody } from "./Collector.ts"
-import { batchContext, KEEP_FAILED_HOURS, QUEUE_BATCHES, TelemetryDestinations } from "./Destinations.ts"
+import { batchContext, KEEP_FAILED_HOURS, TelemetryDestinations } from "./Destinations.ts"
 import { encodeRequest, serviceResource } from "./Otlp.ts"
 import { DestinationsRepo } from "./Repository.ts"
 
@@ -54,6 +55,8 @@ export const TelemetryExportLive = Layer.effectDiscard(Effect.gen(function*() {
   const destinations = yield* TelemetryDestinations
   const queue = yield* DeliveryQueue
   const box = yield* SecretBox
+  const config = yield* SvcConfig
+  const queueBatches = config.telemetryQueueBatches
 
   const refresh = Effect.gen(function*() {
     const rows = yield* repo.active()
@@ -63,11 +66,11 @@ export const TelemetryExportLive = Layer.effectDiscard(Effect.gen(function*() {
   const flushOne = (destinationId: string, orgId: string) =>
     Effect.gen(function*() {
       let enqueued = false
-      let room = QUEUE_BATCHES - (yield* queue.undelivered("telemetry", destinationId))
+      let room = queueBatches - (yield* queue.undelivered("telemetry", destinationId))
       while (buffers.size(destinationId) > 0) {
         if (room <= 0) {
           // The collector is not keeping up: drop rather than grow without bound.
-          buffers.addDropped(destinationId, buffers.take(destinationId, BUFFER_SPANS).length)
+          buffers.addDropped(destinationId, buffers.take(destinationId, Number.MAX_SAFE_INTEGER).length)
           break
         }
         const spans = buffers.take(destinationId, BATCH_SPANS)
@@ -78,7 +81,7 @@ export const TelemetryExportLive = Layer.effectDiscard(Effect.gen(function*() {
           targetId: destinationId,
           payload: box.seal(Buffer.from(body.gzipped).toString("base64"), batchContext(destinationId)),
           meta: { span_count: spans.length, bytes: body.bytes },
-          capacity: QUEUE_BATCHES
+          capacity: queueBatches
         })
         enqueued = true
         room -= 1
