@@ -169,8 +169,10 @@ export const TelemetryExportLive = Layer.effectDiscard(Effect.gen(function*() {
   )
   yield* runWorker({
     kind: "telemetry",
-    concurrency: 4,
-    perTarget: 2,
+    // One batch in flight per destination (a hanging collector holds one
+    // slot, and batches arrive in order); many destinations in parallel.
+    concurrency: 16,
+    perTarget: 1,
     leaseFor: Duration.seconds(60),
     pollEvery: Duration.seconds(5),
     handle

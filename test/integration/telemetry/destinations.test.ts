@@ -7,6 +7,7 @@ import { invalidNameCorpus, invalidValueCorpus, refusedNameCorpus } from "../../
 import { HttpsReceiver, Reply } from "../../support/HttpsReceiver.ts"
 import { raw } from "../../support/http.ts"
 import { decodeOtlp } from "../../support/Otlp.ts"
+import { waitForDeliveries } from "../../support/telemetry.ts"
 import { loopbackTargets, TestTls } from "../../support/tls.ts"
 
 const Svc = Layer.unwrap(Effect.map(TestTls.shared, (tls) => SvcTest.layer({ config: loopbackTargets(tls) })))
@@ -286,19 +287,3 @@ layer(SecretStore.layer.pipe(Layer.provideMerge(Svc)), { excludeTestServices: tr
       }).pipe(Effect.scoped))
   })
 })
-
-/** Polls the destination's delivery records until `done` holds. */
-export const waitForDeliveries = (
-  org: TestOrg,
-  id: string,
-  done: (list: ReadonlyArray<{ readonly status: string; readonly attempts: number }>) => boolean
-) =>
-  Effect.gen(function*() {
-    const deadline = Date.now() + 20_000
-    for (;;) {
-      const result = yield* org.client.telemetry.deliveries({ params: { id } })
-      if (done(result.deliveries)) return result
-      if (Date.now() > deadline) return yield* Effect.die(new Error(`deliveries never matched: ${JSON.stringify(result)}`))
-      yield* Effect.sleep(50)
-    }
-  })
