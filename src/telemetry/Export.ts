@@ -25,7 +25,7 @@ import { runWorker, type Settlement } from "../deliveries/DeliveryWorker.ts"
 import { SvcConfig } from "../platform/Config.ts"
 import { SecretBox } from "../platform/Crypto.ts"
 import { BATCH_SPANS, SpanBuffers } from "./Capture.ts"
-import { compress, exportBody } from "./Collector.ts"
+import { type CollectorTarget, compress, exportBody } from "./Collector.ts"
 import { batchContext, KEEP_FAILED_HOURS, TelemetryDestinations } from "./Destinations.ts"
 import { encodeRequest, serviceResource } from "./Otlp.ts"
 import { DestinationsRepo } from "./Repository.ts"
@@ -37,6 +37,8 @@ export const PRUNE_EVERY = Duration.minutes(1)
 export const MAX_ATTEMPTS = 5
 const BACKOFF_BASE_MS = 1000
 const BACKOFF_CAP_MS = 30_000
+const TARGET_CACHE_MS = 1000
+const SUCCESS_WRITE_MS = 1000
 
 /** Delay before retry `n` (1 = after the first attempt): 1 s, 2 s, 4 s... at most 30 s, ±20 % jitter. */
 export const backoff = (n: number, random: number = Math.random()): Duration.Duration => {
@@ -98,9 +100,37 @@ export const TelemetryExportLive = Layer.effectDiscard(Effect.gen(function*() {
 
   const settle = (outcome: Outcome, attempt: Settlement["attempt"]): Settlement => ({ outcome, attempt })
 
+  // Per-batch database work kept small: the collector (URL and opened
+  // headers) is cached for a second, and a run of successes updates
+  // `last_delivered_at` at most once a second. A deleted destination's
+  // batches are failed at once and never claimed again, so the cache can
+  // only serve a batch claimed just before the delete (in flight anyway).
+  const targets = new Map<string, { readonly at: number; readonly target: Option.Option<CollectorTarget> }>()
+  const targetOf = (id: string) =>
+    Effect.gen(function*() {
+      const cached = targets.get(id)
+      if (cached !== undefined && Date.now() - cached.at < TARGET_CACHE_MS) return cached.target
+      const target = yield* destinations.target(id)
+      targets.set(id, { at: Date.now(), target })
+      return target
+    })
+  const lastSuccess = new Map<string, number>()
+  const recordSuccess = (id: string, error: string | null) =>
+    Effect.suspend(() => {
+      const previous = lastSuccess.get(id)
+      if (error === null && previous !== undefined && Date.now() - previous < SUCCESS_WRITE_MS) return Effect.void
+      lastSuccess.set(id, Date.now())
+      return repo.recordSuccess(id, error)
+    })
+  const recordError = (id: string, error: string) =>
+    Effect.suspend(() => {
+      lastSuccess.delete(id)
+      return repo.recordError(id, error)
+    })
+
   const handle = (delivery: Claimed) =>
     Effect.gen(function*() {
-      const target = yield* destinations.target(delivery.targetId)
+      const target = yield* targetOf(delivery.targetId)
       if (Option.isNone(target)) {
         return settle(Outcome.failed("destination deleted"), { error: "destination deleted", durationMs: 0 })
       }
@@ -124,16 +154,16 @@ export const TelemetryExportLive = Layer.effectDiscard(Effect.gen(function*() {
       }
       switch (result._tag) {
         case "Accepted":
-          yield* repo.recordSuccess(delivery.targetId, null)
+          yield* recordSuccess(delivery.targetId, null)
           return settle(Outcome.delivered(result.warning === undefined ? {} : { warning: result.warning }), attempt)
         case "Partial":
-          yield* repo.recordSuccess(delivery.targetId, result.error)
+          yield* recordSuccess(delivery.targetId, result.error)
           return settle(Outcome.partial(result.error, { rejected_spans: result.rejected }), attempt)
         case "Rejected":
-          yield* repo.recordError(delivery.targetId, result.error)
+          yield* recordError(delivery.targetId, result.error)
           return settle(Outcome.failed(result.error), attempt)
         case "Retryable": {
-          yield* repo.recordError(delivery.targetId, result.error)
+          yield* recordError(delivery.targetId, result.error)
           const round = delivery.attempts - MAX_ATTEMPTS * delivery.replays
           if (round >= MAX_ATTEMPTS) {
             return settle(Outcome.failed(`${result.error} (gave up after ${MAX_ATTEMPTS} attempts)`), attempt)
@@ -169,10 +199,11 @@ export const TelemetryExportLive = Layer.effectDiscard(Effect.gen(function*() {
   )
   yield* runWorker({
     kind: "telemetry",
-    // One batch in flight per destination (a hanging collector holds one
-    // slot, and batches arrive in order); many destinations in parallel.
-    concurrency: 16,
-    perTarget: 1,
+    // A few batches in flight per destination (OTLP does not need order),
+    // many destinations in parallel: a hanging collector holds at most
+    // `perTarget` of the slots.
+    concurrency: 32,
+    perTarget: 4,
     leaseFor: Duration.seconds(60),
     pollEvery: Duration.seconds(5),
     handle
