@@ -144,6 +144,33 @@ layer(SecretStore.layer.pipe(Layer.provideMerge(Svc)), { excludeTestServices: tr
       }).pipe(Effect.scoped))
   })
 
+  describe("rule 8: the latest 50 delivery records", () => {
+    it.effect("newest first, at most 50, queue statuses shown as pending, never payloads", () =>
+      Effect.gen(function*() {
+        const svc = yield* SvcTest
+        const org = yield* SvcTest.org()
+        const collector = yield* HttpsReceiver.make({ respond: () => Reply.hang() })
+        const { id } = yield* create(org, collector.url("/v1/traces"))
+        const statuses = ["queued", "sending", "retrying", "delivered", "failed", "partial"]
+        for (let i = 0; i < 60; i++) {
+          // Rows written directly (far in the future, so no worker claims them).
+          yield* svc.sql`
+            INSERT INTO deliveries (id, org_id, kind, target_id, status, payload, meta, next_attempt_at)
+            VALUES (gen_random_uuid(), ${org.orgId}, 'telemetry', ${id}, ${statuses[i % 6]!}, 'sealed-payload',
+                    ${JSON.stringify({ span_count: i })}::jsonb, now() + interval '1 day')
+          `
+        }
+        const { deliveries } = yield* org.client.telemetry.deliveries({ params: { id } })
+        assert.strictEqual(deliveries.length, 50)
+        assert.strictEqual(deliveries[0]!.span_count, 59)
+        assert.deepStrictEqual(
+          [...new Set(deliveries.map((d) => d.status))].sort(),
+          ["delivered", "failed", "partial", "pending"]
+        )
+        assert.notInclude(JSON.stringify(deliveries), "sealed-payload")
+      }).pipe(Effect.scoped))
+  })
+
   describe("rule 2: the URL is public HTTPS through the outbound guard", () => {
     it.effect("http, credentials in the URL, and non-public addresses: 400 INVALID_URL, never echoing credentials", () =>
       Effect.gen(function*() {
