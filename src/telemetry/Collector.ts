@@ -9,7 +9,7 @@
  * failure, a refused target).
  */
 import { Duration, Effect, Redacted } from "effect"
-import { gunzipSync, gzipSync } from "node:zlib"
+import { gunzip, gzip, gzipSync } from "node:zlib"
 import { type OutboundFailure, OutboundHttp, type OutboundResponse } from "../outbound/OutboundHttp.ts"
 import { readExportAnswer } from "./Otlp.ts"
 
@@ -37,6 +37,15 @@ export const compress = (json: string): StoredBody => {
   const raw = Buffer.from(json, "utf8")
   return { gzipped: new Uint8Array(gzipSync(raw)), bytes: raw.length }
 }
+
+/** `compress` on libuv's thread pool, so a large batch does not hold the event loop (and requests) up. */
+export const compressAsync = (json: string): Effect.Effect<StoredBody> =>
+  Effect.callback<StoredBody>((resume) => {
+    const raw = Buffer.from(json, "utf8")
+    gzip(raw, (error, out) => {
+      resume(error === null ? Effect.succeed({ gzipped: new Uint8Array(out), bytes: raw.length }) : Effect.die(error))
+    })
+  })
 
 export type ExportResult =
   | { readonly _tag: "Accepted"; readonly status: number; readonly warning: string | undefined }
@@ -96,6 +105,11 @@ export const classifyFailure = (failure: OutboundFailure): ExportResult =>
     ? { _tag: "Retryable", status: undefined, retryAfter: undefined, error: `collector unreachable: ${failure.message}` }
     : { _tag: "Rejected", status: undefined, error: `collector refused: ${failure.message}` }
 
+const gunzipAsync = (bytes: Uint8Array): Effect.Effect<Uint8Array> =>
+  Effect.callback<Uint8Array>((resume) => {
+    gunzip(bytes, (error, out) => resume(error === null ? Effect.succeed(new Uint8Array(out)) : Effect.die(error)))
+  })
+
 /** POSTs one OTLP/HTTP JSON body and says what the answer means. Never fails. */
 export const exportBody = Effect.fn("TelemetryCollector.export")(function*(
   target: CollectorTarget,
@@ -103,17 +117,17 @@ export const exportBody = Effect.fn("TelemetryCollector.export")(function*(
   spanCount: number
 ) {
   const http = yield* OutboundHttp
-  const gzip = body.bytes >= GZIP_MIN_BYTES
+  const useGzip = body.bytes >= GZIP_MIN_BYTES
   const headers: Record<string, string> = {}
   for (const [name, value] of target.headers) headers[name] = Redacted.value(value)
   headers["content-type"] = "application/json"
-  if (gzip) headers["content-encoding"] = "gzip"
+  if (useGzip) headers["content-encoding"] = "gzip"
   const started = performance.now()
   const result = yield* http.send({
     url: target.url,
     method: "POST",
     headers,
-    body: gzip ? body.gzipped : new Uint8Array(gunzipSync(body.gzipped)),
+    body: useGzip ? body.gzipped : yield* gunzipAsync(body.gzipped),
     timeout: EXPORT_TIMEOUT,
     maxResponseBytes: 16 * 1024
   }).pipe(

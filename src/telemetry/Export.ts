@@ -19,13 +19,12 @@
  * exported (which would feed export with its own spans).
  */
 import { Duration, Effect, Layer, Option, Redacted } from "effect"
-import { gunzipSync } from "node:zlib"
 import { type Claimed, DeliveryQueue, Outcome } from "../deliveries/DeliveryQueue.ts"
 import { runWorker, type Settlement } from "../deliveries/DeliveryWorker.ts"
 import { SvcConfig } from "../platform/Config.ts"
 import { SecretBox } from "../platform/Crypto.ts"
 import { BATCH_SPANS, SpanBuffers } from "./Capture.ts"
-import { type CollectorTarget, compress, exportBody } from "./Collector.ts"
+import { type CollectorTarget, compressAsync, exportBody } from "./Collector.ts"
 import { batchContext, KEEP_FAILED_HOURS, TelemetryDestinations } from "./Destinations.ts"
 import { encodeRequest, serviceResource } from "./Otlp.ts"
 import { DestinationsRepo } from "./Repository.ts"
@@ -76,7 +75,7 @@ export const TelemetryExportLive = Layer.effectDiscard(Effect.gen(function*() {
           break
         }
         const spans = buffers.take(destinationId, BATCH_SPANS)
-        const body = compress(encodeRequest(spans, resource))
+        const body = yield* compressAsync(encodeRequest(spans, resource))
         yield* queue.enqueue({
           orgId,
           kind: "telemetry",
@@ -140,7 +139,7 @@ export const TelemetryExportLive = Layer.effectDiscard(Effect.gen(function*() {
       const sealed = yield* box.open(delivery.payload, batchContext(delivery.targetId)).pipe(Effect.orDie)
       const bytes = Buffer.from(Redacted.value(sealed), "base64")
       const spanCount = Number(delivery.meta.span_count ?? 0)
-      const size = Number(delivery.meta.bytes ?? gunzipSync(bytes).length)
+      const size = Number(delivery.meta.bytes ?? 0)
       const { result, response, durationMs } = yield* exportBody(
         target.value,
         { gzipped: new Uint8Array(bytes), bytes: size },

@@ -125,7 +125,10 @@ layer(Svc, { excludeTestServices: true })("telemetry export", (it) => {
         const [span] = decoded.spans
         assert.match(span!.traceId, /^[0-9a-f]{32}$/)
         assert.match(span!.spanId, /^[0-9a-f]{16}$/)
-        assert.isString(decoded.json.resourceSpans[0].scopeSpans[0].spans[0].startTimeUnixNano)
+        const start = decoded.json.resourceSpans[0].scopeSpans[0].spans[0].startTimeUnixNano
+        assert.isString(start)
+        // Unix nanoseconds of now (within a minute).
+        assert.isBelow(Math.abs(Number(BigInt(start) / 1_000_000n) - Date.now()), 60_000)
         assert.isNumber(decoded.json.resourceSpans[0].scopeSpans[0].spans[0].kind)
       }).pipe(Effect.scoped))
   })
