@@ -11,6 +11,8 @@
  * - Sampling is parent-based trace-id-ratio: a root span (or one under a
  *   remote parent that was sampled) is kept when the low 56 bits of its trace
  *   id fall under `SVC_TELEMETRY_SAMPLE_RATIO`; children follow their parent.
+ * - Spans of svc's own infrastructure (database client spans) are never
+ *   exported.
  * - Attributes pass an allowlist: the semantic-convention names below and
  *   `svc.*` (never names that look like credentials). Failure messages and
  *   stack traces are never exported, only `error.type`.
@@ -301,7 +303,10 @@ export const makeTracer = (buffers: SpanBuffers["Service"], ratio: number): Trac
     }
   }
   const onEnd = (span: CapturedSpan) => {
-    if (!span.sampled) return
+    // Database client spans describe svc's own infrastructure (its database
+    // host and name, statements), not the organization's work: never
+    // exported. They are also half of all spans.
+    if (!span.sampled || span._attributes?.has("db.system.name") === true) return
     const orgId = orgOf(span)
     if (orgId !== undefined) {
       if (buffers.wants(orgId)) route(orgId, span)

@@ -74,6 +74,17 @@ describe("span capture", () => {
       assert.isAbove(span!.droppedAttributesCount ?? 0, 0)
     }))
 
+  it.effect("database client spans (svc's own infrastructure) are never exported", () =>
+    Effect.gen(function*() {
+      const { tracer, taken } = setup()
+      yield* Effect.void.pipe(
+        Effect.withSpan("postgres", { kind: "client", attributes: { "db.system.name": "postgresql", "db.query.text": "SELECT 1" } }),
+        Effect.withSpan("Tasks.list", { attributes: { "svc.org_id": ORG } }),
+        Effect.withTracer(tracer)
+      )
+      assert.deepStrictEqual(taken().map((s) => s.name), ["Tasks.list"])
+    }))
+
   it.effect("a server span fails on 5xx only, with error.type the status code", () =>
     Effect.gen(function*() {
       const { tracer, taken } = setup()
