@@ -45,8 +45,18 @@ export const backoff = (n: number, random: number = Math.random()): Duration.Dur
   return Duration.millis(Math.round(base * (0.8 + 0.4 * random)))
 }
 
-const snippet = (body: Uint8Array | undefined) =>
-  body === undefined || body.length === 0 ? undefined : new TextDecoder().decode(body.subarray(0, 200))
+/**
+ * Collector-provided text (a `partialSuccess.errorMessage`) with our header
+ * values masked, in case a collector echoes what it was sent.
+ */
+export const scrub = (text: string, target: CollectorTarget): string => {
+  let out = text
+  for (const [, value] of target.headers) {
+    const secret = Redacted.value(value)
+    if (secret.length >= 4) out = out.split(secret).join("[redacted]")
+  }
+  return out
+}
 
 const resource = serviceResource()
 
@@ -140,15 +150,18 @@ export const TelemetryExportLive = Layer.effectDiscard(Effect.gen(function*() {
       const bytes = Buffer.from(Redacted.value(sealed), "base64")
       const spanCount = Number(delivery.meta.span_count ?? 0)
       const size = Number(delivery.meta.bytes ?? 0)
-      const { result, response, durationMs } = yield* exportBody(
+      const { result: answered, durationMs } = yield* exportBody(
         target.value,
         { gzipped: new Uint8Array(bytes), bytes: size },
         spanCount
       )
+      const result = answered._tag === "Accepted"
+        ? { ...answered, warning: answered.warning === undefined ? undefined : scrub(answered.warning, target.value) }
+        : { ...answered, error: scrub(answered.error, target.value) }
+      // No response snippet is kept: a collector's body may echo what it was sent.
       const attempt = {
         statusCode: result.status,
         error: result._tag === "Accepted" ? undefined : result.error,
-        responseSnippet: snippet(response?.body),
         durationMs
       }
       switch (result._tag) {

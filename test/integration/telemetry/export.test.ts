@@ -11,11 +11,12 @@ const Svc = Layer.unwrap(Effect.map(TestTls.shared, (tls) => SvcTest.layer({ con
 const schema = { type: "object" }
 
 /** An organization with a destination on a fresh collector. */
-const withCollector = (respond?: (request: ReceivedRequest) => Reply) =>
+const withCollector = (respond?: (request: ReceivedRequest) => Reply, headers?: Record<string, string>) =>
   Effect.gen(function*() {
     const org = yield* SvcTest.org()
     const collector = yield* HttpsReceiver.make(respond === undefined ? {} : { respond })
-    const { id } = yield* org.client.telemetry.create({ payload: { url: collector.url("/v1/traces") } })
+    const url = collector.url("/v1/traces")
+    const { id } = yield* org.client.telemetry.create({ payload: headers === undefined ? { url } : { url, headers } })
     return { org, collector, id }
   })
 
@@ -239,8 +240,9 @@ layer(Svc, { excludeTestServices: true })("telemetry export", (it) => {
 
     it.effect("200 with partialSuccess.rejectedSpans > 0 is partial, counted, never retried, not replayable", () =>
       Effect.gen(function*() {
-        const { org, collector, id } = yield* withCollector(() =>
-          Reply.json({ partialSuccess: { rejectedSpans: "2", errorMessage: "spans too old" } })
+        const { org, collector, id } = yield* withCollector(
+          () => Reply.json({ partialSuccess: { rejectedSpans: "2", errorMessage: "spans too old for key echo-secret-123" } }),
+          { "X-Api-Key": "echo-secret-123" }
         )
         yield* traffic(org)
         const { deliveries } = yield* waitForDeliveries(org, id, (list) => list.some((d) => d.status === "partial"))
@@ -248,6 +250,8 @@ layer(Svc, { excludeTestServices: true })("telemetry export", (it) => {
         assert.strictEqual(partial.rejected_spans, 2)
         assert.strictEqual(partial.attempts, 1)
         assert.include(partial.last_error ?? "", "rejected 2")
+        assert.include(partial.last_error ?? "", "spans too old")
+        assert.notInclude(partial.last_error ?? "", "echo-secret-123", "a collector echoing a header value is masked")
         const ids = collector.requests().map(spanIds)
         assert.strictEqual(new Set(ids).size, ids.length, "never retried")
         const replay = yield* Effect.flip(org.client.telemetry.replay({ params: { id, delivery: partial.id } }))
@@ -255,6 +259,7 @@ layer(Svc, { excludeTestServices: true })("telemetry export", (it) => {
         const now = yield* destination(org)
         assert.isNotNull(now.last_delivered_at)
         assert.include(now.last_error ?? "", "rejected")
+        assert.notInclude(now.last_error ?? "", "echo-secret-123")
       }).pipe(Effect.scoped))
 
     it.effect("rejectedSpans 0 with a message is delivered with a warning", () =>
