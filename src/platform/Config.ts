@@ -23,6 +23,10 @@ export interface SvcConfigShape {
   readonly smtpUrl: Option.Option<Redacted.Redacted<string>>
   /** Largest accepted request body. */
   readonly maxBodyBytes: number
+  /** Silence after which a session event stream sends a keep-alive comment. */
+  readonly sseKeepAliveMs: number
+  /** Longest an idle session stream waits before re-reading (events of other processes). */
+  readonly ssePollMs: number
 }
 
 const list = (name: string) =>
@@ -94,7 +98,9 @@ export const svcConfig: Config.Config<SvcConfigShape> = Config.all({
     )
   ),
   smtpUrl: Config.option(Config.Redacted("SVC_SMTP_URL")),
-  maxBodyBytes: Config.Int("SVC_MAX_BODY_BYTES").pipe(Config.withDefault(1024 * 1024))
+  maxBodyBytes: Config.Int("SVC_MAX_BODY_BYTES").pipe(Config.withDefault(1024 * 1024)),
+  sseKeepAliveMs: Config.Int("SVC_SSE_KEEPALIVE_MS").pipe(Config.withDefault(15_000)),
+  ssePollMs: Config.Int("SVC_SSE_POLL_MS").pipe(Config.withDefault(10_000))
 })
 
 export class SvcConfig extends Context.Service<SvcConfig, SvcConfigShape>()("svc/platform/SvcConfig") {

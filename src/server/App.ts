@@ -7,6 +7,12 @@ import { ByteSize, Effect, Layer } from "effect"
 import { HttpRouter, HttpServerRequest } from "effect/http"
 import { HttpApiBuilder, HttpApiScalar } from "effect/http-api"
 import { Api } from "../api/Api.ts"
+import { AgentSessionsHandlers } from "../agents/Http.ts"
+import { SessionHub } from "../agents/SessionEvents.ts"
+import { AgentSessions } from "../agents/Sessions.ts"
+import { Approvals } from "../approvals/Approvals.ts"
+import { ApprovalPoliciesHandlers, ApprovalsHandlers } from "../approvals/Http.ts"
+import { ApprovalScheduler } from "../approvals/Scheduler.ts"
 import { AuthenticationLive } from "../identity/Http.ts"
 import { Identity } from "../identity/Identity.ts"
 import { SvcConfig } from "../platform/Config.ts"
@@ -25,7 +31,8 @@ import { RequestValidationLive } from "./Validation.ts"
 /** Domain services. They need a migrated database, `SvcConfig` and `SecretBox`. */
 export const ServicesLive = Layer.mergeAll(
   Identity.layer,
-  Tasks.layer
+  Tasks.layer,
+  AgentSessions.layer.pipe(Layer.provideMerge(Approvals.layer), Layer.provideMerge(SessionHub.layer))
 ).pipe(
   Layer.provideMerge(Layer.mergeAll(AnswerSchemas.layer, SecretStore.layer, Wakeups.layer, OutboundHttp.layer))
 )
@@ -34,11 +41,14 @@ export const ServicesLive = Layer.mergeAll(
 const HandlersLive = Layer.mergeAll(
   SystemHandlers,
   TasksHandlers,
-  DatasetsHandlers
+  DatasetsHandlers,
+  AgentSessionsHandlers,
+  ApprovalPoliciesHandlers,
+  ApprovalsHandlers
 )
 
 /** Background workers (fibers that live as long as the server). */
-export const WorkersLive = Layer.empty
+export const WorkersLive = Layer.mergeAll(ApprovalScheduler.layer)
 
 const ApiRoutes = HttpApiBuilder.layer(Api, { openapiPath: "/openapi.json" }).pipe(
   Layer.provide(HandlersLive),

@@ -1,0 +1,171 @@
+/**
+ * The recorded events of an agent session and their Server-Sent Events
+ * stream. Each session numbers its events 1, 2, 3, ... (the SSE `id:`);
+ * appending bumps the session's counter, which holds the session row lock to
+ * commit, so a session's events become visible in id order and a reader that
+ * resumes after id N misses nothing and sees nothing twice.
+ *
+ * Idle streams cost no database queries: a stream reads when this process
+ * appended to its session (`SessionHub`), when another process signals it
+ * (`Wakeups`, NOTIFY on a PostgreSQL server), or after a slow poll.
+ */
+import { Clock, Context, Deferred, Duration, Effect, Layer, Option, Stream } from "effect"
+import type { SqlClient } from "effect/sql"
+import { Wakeups } from "../platform/Wakeups.ts"
+
+export type SessionEventName = "step:governed" | "tool:succeeded" | "tool:failed" | "approval:decided" | "approval:expired"
+
+/**
+ * Records a session event. Call inside the transaction of the change it
+ * reports, then `SessionHub.notify(sessionId)` after commit.
+ */
+export const appendSessionEvent = (
+  sql: SqlClient.SqlClient,
+  event: { readonly sessionId: string; readonly orgId: string; readonly name: SessionEventName; readonly data: unknown }
+) =>
+  Effect.gen(function*() {
+    const [bumped] = yield* sql<{ event_seq: string }>`
+      UPDATE agent_sessions SET event_seq = event_seq + 1 WHERE id = ${event.sessionId} RETURNING event_seq
+    `
+    yield* sql`
+      INSERT INTO session_events (session_id, seq, org_id, name, data)
+      VALUES (${event.sessionId}, ${bumped!.event_seq}, ${event.orgId}, ${event.name}, ${JSON.stringify(event.data)})
+    `
+  })
+
+/** The topic other processes signal when a session has new events. */
+export const sessionTopic = (sessionId: string) => `session:${sessionId}`
+
+/**
+ * In-process wake-ups of session streams. Versioned, so a stream that was
+ * reading when an event arrived still sees it: it waits only while the
+ * version it read at is the current one.
+ */
+export class SessionHub extends Context.Service<SessionHub, {
+  /** Wake streams of `sessionId` here and in other processes. Call after commit. */
+  readonly notify: (sessionId: string) => Effect.Effect<void>
+  /** The current version of `sessionId`, taken before reading. */
+  readonly version: (sessionId: string) => Effect.Effect<number>
+  /** Returns once `sessionId` moves past `seen`, or after `atMost`. */
+  readonly wait: (sessionId: string, seen: number, atMost: Duration.Input) => Effect.Effect<void>
+}>()("svc/agents/SessionHub") {
+  static readonly layer = Layer.effect(
+    SessionHub,
+    Effect.gen(function*() {
+      const wakeups = yield* Wakeups
+      // Entries live while a stream waits on them; `notify` for a session
+      // nobody watches here only signals other processes.
+      const entries = new Map<string, { version: number; changed: Deferred.Deferred<void>; waiters: number }>()
+      const versions = new Map<string, number>()
+
+      const notify = (sessionId: string) =>
+        Effect.gen(function*() {
+          versions.set(sessionId, (versions.get(sessionId) ?? 0) + 1)
+          const entry = entries.get(sessionId)
+          if (entry !== undefined) {
+            entry.version++
+            const changed = entry.changed
+            entry.changed = Deferred.makeUnsafe<void>()
+            yield* Deferred.succeed(changed, undefined)
+          }
+          yield* wakeups.signal(sessionTopic(sessionId))
+        })
+
+      const version = (sessionId: string) => Effect.sync(() => entries.get(sessionId)?.version ?? versions.get(sessionId) ?? 0)
+
+      const wait = (sessionId: string, seen: number, atMost: Duration.Input) =>
+        Effect.acquireUseRelease(
+          Effect.sync(() => {
+            let entry = entries.get(sessionId)
+            if (entry === undefined) {
+              entry = { version: versions.get(sessionId) ?? 0, changed: Deferred.makeUnsafe<void>(), waiters: 0 }
+              entries.set(sessionId, entry)
+            }
+            entry.waiters++
+            return entry
+          }),
+          (entry) =>
+            entry.version !== seen
+              ? Effect.void
+              : Effect.raceFirst(
+                Deferred.await(entry.changed),
+                wakeups.wait(sessionTopic(sessionId), atMost)
+              ),
+          (entry) =>
+            Effect.sync(() => {
+              entry.waiters--
+              if (entry.waiters === 0) {
+                entries.delete(sessionId)
+                versions.set(sessionId, entry.version)
+              }
+            })
+        )
+
+      // `versions` only needs to outlive a read-then-wait gap; forget it
+      // when it grows large instead of keeping one number per session ever.
+      const trimmed = (effect: Effect.Effect<void>) =>
+        Effect.andThen(effect, Effect.sync(() => {
+          if (versions.size > 10_000) {
+            for (const key of versions.keys()) if (!entries.has(key)) versions.delete(key)
+          }
+        }))
+
+      return SessionHub.of({ notify: (id) => trimmed(notify(id)), version, wait })
+    })
+  )
+}
+
+export interface StoredEvent {
+  readonly seq: string
+  readonly name: string
+  readonly data: string
+}
+
+/** One SSE frame. `data` is single-line JSON, so it needs one `data:` line. */
+export const sseFrame = (event: StoredEvent) => `id: ${event.seq}\nevent: ${event.name}\ndata: ${event.data}\n\n`
+
+export const KEEP_ALIVE = ": keep-alive\n\n"
+
+/**
+ * The frames of a session stream after event id `after`: stored events in
+ * order, then live ones as they come, with a keep-alive comment after
+ * `keepAliveMs` of silence. `read` runs at start, after each wake-up, and at
+ * most every `pollMs` (or `keepAliveMs`) while idle.
+ */
+export const sessionFrames = (options: {
+  readonly after: string
+  readonly read: (after: string) => Effect.Effect<ReadonlyArray<StoredEvent>>
+  /** Resolves when there may be new events, or after `ms`. `seen` comes from `version`. */
+  readonly wait: (seen: number, ms: number) => Effect.Effect<void>
+  readonly version: Effect.Effect<number>
+  readonly keepAliveMs: number
+  readonly pollMs: number
+}): Stream.Stream<string> => {
+  interface State {
+    readonly after: string
+    readonly lastWrite: number
+    readonly read: boolean
+  }
+  return Stream.unwrap(Effect.map(Clock.currentTimeMillis, (start) =>
+    Stream.concat(
+      Stream.make(": connected\n\n"),
+      Stream.paginate<State, string>({ after: options.after, lastWrite: start, read: true }, (state) =>
+        Effect.gen(function*() {
+          const seen = yield* options.version
+          if (state.read) {
+            const rows = yield* options.read(state.after)
+            if (rows.length > 0) {
+              const now = yield* Clock.currentTimeMillis
+              return [rows.map(sseFrame), Option.some({ after: rows[rows.length - 1]!.seq, lastWrite: now, read: true })] as const
+            }
+          }
+          const now = yield* Clock.currentTimeMillis
+          const silent = now - state.lastWrite
+          if (silent >= options.keepAliveMs) {
+            return [[KEEP_ALIVE], Option.some({ ...state, lastWrite: now, read: false })] as const
+          }
+          yield* options.wait(seen, Math.min(options.keepAliveMs - silent, options.pollMs))
+          return [[], Option.some({ ...state, read: true })] as const
+        }))
+    )))
+}
