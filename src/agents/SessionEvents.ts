@@ -140,6 +140,8 @@ export const sessionFrames = (options: {
   readonly version: Effect.Effect<number>
   readonly keepAliveMs: number
   readonly pollMs: number
+  /** Most rows `read` returns at once; a full batch is followed by another read at once. */
+  readonly batch: number
 }): Stream.Stream<string> => {
   interface State {
     readonly after: string
@@ -156,7 +158,10 @@ export const sessionFrames = (options: {
             const rows = yield* options.read(state.after)
             if (rows.length > 0) {
               const now = yield* Clock.currentTimeMillis
-              return [rows.map(sseFrame), Option.some({ after: rows[rows.length - 1]!.seq, lastWrite: now, read: true })] as const
+              // A short batch was everything up to `seen`; anything newer moved
+              // the version, so the wait below returns at once.
+              const more = rows.length >= options.batch
+              return [rows.map(sseFrame), Option.some({ after: rows[rows.length - 1]!.seq, lastWrite: now, read: more })] as const
             }
           }
           const now = yield* Clock.currentTimeMillis

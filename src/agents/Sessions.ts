@@ -261,7 +261,8 @@ export class AgentSessions extends Context.Service<AgentSessions, {
           version: hub.version(sessionId),
           wait: (seen, ms) => hub.wait(sessionId, seen, ms),
           keepAliveMs,
-          pollMs
+          pollMs,
+          batch: STREAM_BATCH
         })
       })
 
