@@ -48,7 +48,20 @@ export class SessionHub extends Context.Service<SessionHub, {
   readonly version: (sessionId: string) => Effect.Effect<number>
   /** Returns once `sessionId` moves past `seen`, or after `atMost`. */
   readonly wait: (sessionId: string, seen: number, atMost: Duration.Input) => Effect.Effect<void>
+  /** Completes when the service begins to stop: open streams end so the server can drain. */
+  readonly closing: Effect.Effect<void>
+  readonly close: Effect.Effect<void>
 }>()("svc/agents/SessionHub") {
+  /**
+   * Ends every open session stream when the service stops. It belongs with
+   * the workers (stopped beside the HTTP server), not with the services
+   * (stopped after it): an open stream would otherwise hold the server's
+   * drain until its grace period ends. Clients resume with `Last-Event-ID`.
+   */
+  static readonly closeOnShutdown = Layer.effectDiscard(
+    Effect.flatMap(SessionHub, (hub) => Effect.addFinalizer(() => hub.close))
+  )
+
   static readonly layer = Layer.effect(
     SessionHub,
     Effect.gen(function*() {
@@ -110,7 +123,15 @@ export class SessionHub extends Context.Service<SessionHub, {
           }
         }))
 
-      return SessionHub.of({ notify: (id) => trimmed(notify(id)), version, wait })
+      const closed = Deferred.makeUnsafe<void>()
+
+      return SessionHub.of({
+        notify: (id) => trimmed(notify(id)),
+        version,
+        wait,
+        closing: Deferred.await(closed),
+        close: Effect.asVoid(Deferred.succeed(closed, undefined))
+      })
     })
   )
 }

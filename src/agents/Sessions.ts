@@ -263,7 +263,7 @@ export class AgentSessions extends Context.Service<AgentSessions, {
           keepAliveMs,
           pollMs,
           batch: STREAM_BATCH
-        })
+        }).pipe(Stream.interruptWhen(hub.closing))
       })
 
       return AgentSessions.of({ create, get, governStep, reportOutcome, stream })

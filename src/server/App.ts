@@ -48,7 +48,7 @@ const HandlersLive = Layer.mergeAll(
 )
 
 /** Background workers (fibers that live as long as the server). */
-export const WorkersLive = Layer.mergeAll(ApprovalScheduler.layer)
+export const WorkersLive = Layer.mergeAll(ApprovalScheduler.layer, SessionHub.closeOnShutdown)
 
 const ApiRoutes = HttpApiBuilder.layer(Api, { openapiPath: "/openapi.json" }).pipe(
   Layer.provide(HandlersLive),

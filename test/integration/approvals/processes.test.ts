@@ -54,7 +54,7 @@ const eventTypes = (sql: SqlClient.SqlClient) =>
   `.pipe(Effect.orDie, Effect.map((rows) => new Map(rows.map((r) => [r.approval_id, r.types]))))
 
 describe("deadlines across restarts (embedded database)", () => {
-  it("deadlines that came due while the service was down fire after restart, once each", async () => {
+  it("deadlines that came due while the service was down fire after restart, once each; open streams end at shutdown", async () => {
     const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), "svc-deadlines-"))
     const env = { SVC_DATA_DIR: dataDir, DATABASE_URL: "" }
     const key = await provision(env)
@@ -76,6 +76,17 @@ describe("deadlines across restarts (embedded database)", () => {
         arguments: {}
       })
       approval = await call(first, key, "GET", `/v1/agent-approvals/${answer.approval_id}`)
+      // An open session stream does not hold the shutdown: it ends cleanly (the client resumes elsewhere).
+      const stream = await fetch(`${first.baseUrl}/v1/agent-sessions/${session.id}/events/stream`, {
+        headers: { authorization: `Bearer ${key}` }
+      })
+      const reader = stream.body!.getReader()
+      await reader.read()
+      first.child.kill("SIGTERM")
+      for (;;) {
+        const chunk = await reader.read()
+        if (chunk.done) break
+      }
     } finally {
       first.child.kill("SIGTERM")
       assert.strictEqual(await first.exited, 0)
