@@ -20,17 +20,26 @@ export const POLL_CAP_MS = 1000
 /** Deadlines fired per round before the scheduler re-reads its next sleep. */
 const ROUND = 100
 
+/** Pause when due rows are all claimed by another process. */
+const CONTENDED_MS = 50
+
 export const ApprovalScheduler = {
   layer: Layer.effectDiscard(Effect.gen(function*() {
     const approvals = yield* Approvals
     const wakeups = yield* Wakeups
 
     const round = Effect.gen(function*() {
-      for (let i = 0; i < ROUND; i++) {
-        if (!(yield* approvals.fireNextDue)) break
-      }
       const earliest = yield* approvals.earliestDue
       const now = yield* Clock.currentTimeMillis
+      if (earliest !== null && earliest <= now) {
+        let fired = 0
+        while (fired < ROUND && (yield* approvals.fireNextDue)) fired++
+        // Nothing claimable although due: another process holds those rows
+        // for a moment. Look again shortly rather than spin.
+        if (fired === 0) yield* wakeups.wait("approvals", CONTENDED_MS)
+        return
+      }
+      // Idle: one query per round, and no transaction.
       yield* wakeups.wait("approvals", sleepMillis(earliest, now, POLL_CAP_MS))
     })
 

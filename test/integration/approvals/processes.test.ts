@@ -13,6 +13,7 @@ import * as os from "node:os"
 import * as path from "node:path"
 import { Database } from "../../../src/platform/Database.ts"
 import { cli, type RunningServer, startServer } from "../../support/process.ts"
+import { openSse } from "../../support/sse.ts"
 
 const SCOPES = "org_config.write,agents.write,agents.read,approvals.decide"
 
@@ -122,14 +123,15 @@ describe("deadlines across restarts (embedded database)", () => {
 })
 
 describe.runIf(process.env.TEST_DATABASE_URL)("deadlines with two service processes on one PostgreSQL server", () => {
-  it.live("every deadline fires exactly once", () =>
+  it.live("every deadline fires exactly once; a decision through one process wakes a stream on the other", () =>
     Effect.gen(function*() {
       const admin = yield* SqlClient.SqlClient
       const name = `svc_deadlines_${Date.now().toString(36)}`
       yield* admin.unsafe(`CREATE DATABASE ${name}`)
       const url = new URL(process.env.TEST_DATABASE_URL!)
       url.pathname = `/${name}`
-      const env = { DATABASE_URL: url.toString(), SVC_MASTER_KEY: Buffer.alloc(32, 9).toString("base64") }
+      // Streams re-read only every minute: a live event from the other process can only come through NOTIFY.
+      const env = { DATABASE_URL: url.toString(), SVC_MASTER_KEY: Buffer.alloc(32, 9).toString("base64"), SVC_SSE_POLL_MS: "60000" }
       const servers: Array<RunningServer> = []
       try {
         const key = yield* Effect.promise(() => provision(env))
@@ -171,6 +173,26 @@ describe.runIf(process.env.TEST_DATABASE_URL)("deadlines with two service proces
         }
         const steps = yield* sql<{ resolution: string }>`SELECT DISTINCT resolution FROM agent_steps`.pipe(Effect.orDie)
         assert.deepStrictEqual(steps.map((s) => s.resolution), ["reject"])
+
+        // A decision taken through one process reaches a stream open on the other at once.
+        const live = yield* Effect.promise(async () => {
+          const session = await call(a, key, "POST", "/v1/agent-sessions", {})
+          const answer = await call(a, key, "POST", `/v1/agent-sessions/${session.id}/steps`, {
+            step_id: "manual",
+            tool: "kubectl",
+            action_class: "manual",
+            arguments: {}
+          })
+          const sse = await openSse(`${a.baseUrl}/v1/agent-sessions/${session.id}/events/stream`, { key })
+          try {
+            await sse.events(1)
+            await call(b, key, "POST", `/v1/agent-approvals/${answer.approval_id}/decision`, { decision: "approve" })
+            return await sse.events(1, 8_000)
+          } finally {
+            sse.close()
+          }
+        })
+        assert.strictEqual(live[0]!.event, "approval:decided")
       } finally {
         for (const server of servers) server.child.kill("SIGTERM")
         yield* Effect.promise(() => Promise.all(servers.map((s) => s.exited)))
