@@ -72,6 +72,12 @@ export const parseDurations = (
   return Effect.succeed(out)
 }
 
+const positiveMillis = (name: string, fallback: number) =>
+  Config.Int(name).pipe(
+    Config.withDefault(fallback),
+    Config.mapEffect((ms) => ms >= 10 ? Effect.succeed(ms) : Effect.fail(invalid(`${name} must be at least 10 (milliseconds)`)))
+  )
+
 export const svcConfig: Config.Config<SvcConfigShape> = Config.all({
   // 0 asks the system for a free port (tests, several local instances).
   port: Config.Int("PORT").pipe(
@@ -99,8 +105,8 @@ export const svcConfig: Config.Config<SvcConfigShape> = Config.all({
   ),
   smtpUrl: Config.option(Config.Redacted("SVC_SMTP_URL")),
   maxBodyBytes: Config.Int("SVC_MAX_BODY_BYTES").pipe(Config.withDefault(1024 * 1024)),
-  sseKeepAliveMs: Config.Int("SVC_SSE_KEEPALIVE_MS").pipe(Config.withDefault(15_000)),
-  ssePollMs: Config.Int("SVC_SSE_POLL_MS").pipe(Config.withDefault(10_000))
+  sseKeepAliveMs: positiveMillis("SVC_SSE_KEEPALIVE_MS", 15_000),
+  ssePollMs: positiveMillis("SVC_SSE_POLL_MS", 10_000)
 })
 
 export class SvcConfig extends Context.Service<SvcConfig, SvcConfigShape>()("svc/platform/SvcConfig") {
