@@ -5,13 +5,15 @@
  * commit, so a session's events become visible in id order and a reader that
  * resumes after id N misses nothing and sees nothing twice.
  *
- * Idle streams cost no database queries: a stream reads when this process
- * appended to its session (`SessionHub`), when another process signals it
- * (`Wakeups`, NOTIFY on a PostgreSQL server), or after a slow poll.
+ * Idle streams cost no database queries: a stream reads when its session
+ * has new events (`SessionHub`: in-process, and NOTIFY from other processes
+ * on a PostgreSQL server), for a keep-alive, or after a slow poll.
  */
-import { Clock, Context, Deferred, Duration, Effect, Layer, Option, Stream } from "effect"
+import { PgClient } from "@effect/sql-pg"
+import { Clock, Context, Deferred, Duration, Effect, Layer, Option, Queue, type Scope, Stream } from "effect"
 import type { SqlClient } from "effect/sql"
-import { Wakeups } from "../platform/Wakeups.ts"
+import { DatabaseInfo } from "../platform/Database.ts"
+import { newId } from "../platform/Ids.ts"
 
 export type SessionEventName = "step:governed" | "tool:succeeded" | "tool:failed" | "approval:decided" | "approval:expired"
 
@@ -33,21 +35,29 @@ export const appendSessionEvent = (
     `
   })
 
-/** The topic other processes signal when a session has new events. */
-export const sessionTopic = (sessionId: string) => `session:${sessionId}`
+/** The NOTIFY channel that carries "session X has new events" between processes on a server. */
+const CHANNEL = "svc_session_events"
+
+/** What a stream of one session watches while it is open. */
+export interface SessionWatch {
+  /** The session's version here; take it before reading. */
+  readonly version: Effect.Effect<number>
+  /** Returns once the version moved past `seen`, or after `atMost`. */
+  readonly wait: (seen: number, atMost: Duration.Input) => Effect.Effect<void>
+}
 
 /**
- * In-process wake-ups of session streams. Versioned, so a stream that was
- * reading when an event arrived still sees it: it waits only while the
- * version it read at is the current one.
+ * Wake-ups of session streams. Versioned, so a stream that was reading when
+ * an event arrived still sees it: it waits only while the version it read at
+ * is the current one. State exists only for sessions with an open stream in
+ * this process. On a PostgreSQL server, `notify` also reaches the other
+ * processes through NOTIFY; PGlite serves one process, so in-process is all.
  */
 export class SessionHub extends Context.Service<SessionHub, {
   /** Wake streams of `sessionId` here and in other processes. Call after commit. */
   readonly notify: (sessionId: string) => Effect.Effect<void>
-  /** The current version of `sessionId`, taken before reading. */
-  readonly version: (sessionId: string) => Effect.Effect<number>
-  /** Returns once `sessionId` moves past `seen`, or after `atMost`. */
-  readonly wait: (sessionId: string, seen: number, atMost: Duration.Input) => Effect.Effect<void>
+  /** Watch `sessionId` for the life of the scope (a stream). */
+  readonly watch: (sessionId: string) => Effect.Effect<SessionWatch, never, Scope.Scope>
   /** Completes when the service begins to stop: open streams end so the server can drain. */
   readonly closing: Effect.Effect<void>
   readonly close: Effect.Effect<void>
@@ -65,70 +75,78 @@ export class SessionHub extends Context.Service<SessionHub, {
   static readonly layer = Layer.effect(
     SessionHub,
     Effect.gen(function*() {
-      const wakeups = yield* Wakeups
-      // Entries live while a stream waits on them; `notify` for a session
-      // nobody watches here only signals other processes.
-      const entries = new Map<string, { version: number; changed: Deferred.Deferred<void>; waiters: number }>()
-      const versions = new Map<string, number>()
+      const info = yield* DatabaseInfo
+      const sql = yield* PgClient.PgClient
+      const entries = new Map<string, { version: number; changed: Deferred.Deferred<void>; watchers: number }>()
+      // Our own notifications come back to us; this tag tells them apart.
+      const origin = newId()
 
-      const notify = (sessionId: string) =>
-        Effect.gen(function*() {
-          versions.set(sessionId, (versions.get(sessionId) ?? 0) + 1)
+      const bump = (sessionId: string) =>
+        Effect.suspend(() => {
           const entry = entries.get(sessionId)
-          if (entry !== undefined) {
-            entry.version++
-            const changed = entry.changed
-            entry.changed = Deferred.makeUnsafe<void>()
-            yield* Deferred.succeed(changed, undefined)
-          }
-          yield* wakeups.signal(sessionTopic(sessionId))
+          if (entry === undefined) return Effect.void
+          entry.version++
+          const changed = entry.changed
+          entry.changed = Deferred.makeUnsafe<void>()
+          return Effect.asVoid(Deferred.succeed(changed, undefined))
         })
 
-      const version = (sessionId: string) => Effect.sync(() => entries.get(sessionId)?.version ?? versions.get(sessionId) ?? 0)
-
-      const wait = (sessionId: string, seen: number, atMost: Duration.Input) =>
-        Effect.acquireUseRelease(
-          Effect.sync(() => {
-            let entry = entries.get(sessionId)
-            if (entry === undefined) {
-              entry = { version: versions.get(sessionId) ?? 0, changed: Deferred.makeUnsafe<void>(), waiters: 0 }
-              entries.set(sessionId, entry)
-            }
-            entry.waiters++
-            return entry
+      if (info.supportsNotify) {
+        const notifications = yield* sql.listen(CHANNEL)
+        yield* Queue.take(notifications).pipe(
+          Effect.flatMap((notification) => {
+            const [from, sessionId] = notification.payload.split(" ")
+            return from === origin || sessionId === undefined ? Effect.void : bump(sessionId)
           }),
-          (entry) =>
-            entry.version !== seen
-              ? Effect.void
-              : Effect.raceFirst(
-                Deferred.await(entry.changed),
-                wakeups.wait(sessionTopic(sessionId), atMost)
-              ),
-          (entry) =>
-            Effect.sync(() => {
-              entry.waiters--
-              if (entry.waiters === 0) {
-                entries.delete(sessionId)
-                versions.set(sessionId, entry.version)
-              }
-            })
+          Effect.forever,
+          Effect.catch((error) => Effect.logWarning("session event listener stopped; streams fall back to polling", error)),
+          Effect.forkScoped
+        )
+      }
+
+      const notify = (sessionId: string) =>
+        Effect.andThen(
+          bump(sessionId),
+          info.supportsNotify
+            ? sql.notify(CHANNEL, `${origin} ${sessionId}`).pipe(
+              Effect.catch((error) => Effect.logWarning("session event notify failed; other processes will poll", error))
+            )
+            : Effect.void
         )
 
-      // `versions` only needs to outlive a read-then-wait gap; forget it
-      // when it grows large instead of keeping one number per session ever.
-      const trimmed = (effect: Effect.Effect<void>) =>
-        Effect.andThen(effect, Effect.sync(() => {
-          if (versions.size > 10_000) {
-            for (const key of versions.keys()) if (!entries.has(key)) versions.delete(key)
-          }
-        }))
+      const watch = (sessionId: string) =>
+        Effect.map(
+          Effect.acquireRelease(
+            Effect.sync(() => {
+              let entry = entries.get(sessionId)
+              if (entry === undefined) {
+                entry = { version: 0, changed: Deferred.makeUnsafe<void>(), watchers: 0 }
+                entries.set(sessionId, entry)
+              }
+              entry.watchers++
+              return entry
+            }),
+            (entry) =>
+              Effect.sync(() => {
+                if (--entry.watchers === 0) entries.delete(sessionId)
+              })
+          ),
+          (entry): SessionWatch => ({
+            version: Effect.sync(() => entry.version),
+            wait: (seen, atMost) =>
+              Effect.suspend(() =>
+                entry.version !== seen
+                  ? Effect.void
+                  : Effect.asVoid(Effect.timeoutOption(Deferred.await(entry.changed), atMost))
+              )
+          })
+        )
 
       const closed = Deferred.makeUnsafe<void>()
 
       return SessionHub.of({
-        notify: (id) => trimmed(notify(id)),
-        version,
-        wait,
+        notify,
+        watch,
         closing: Deferred.await(closed),
         close: Effect.asVoid(Deferred.succeed(closed, undefined))
       })

@@ -251,19 +251,20 @@ export class AgentSessions extends Context.Service<AgentSessions, {
       const stream = Effect.fn("AgentSessions.stream")(function*(orgId: string, sessionId: string, after: string) {
         yield* Effect.annotateCurrentSpan({ "svc.session_id": sessionId })
         yield* findSession(orgId, sessionId)
-        return sessionFrames({
-          after,
-          read: (from) =>
-            sql<StoredEvent>`
-              SELECT seq::text AS seq, name, data FROM session_events
-              WHERE session_id = ${sessionId} AND seq > ${from} ORDER BY seq LIMIT ${STREAM_BATCH}
-            `.pipe(Effect.orDie),
-          version: hub.version(sessionId),
-          wait: (seen, ms) => hub.wait(sessionId, seen, ms),
-          keepAliveMs,
-          pollMs,
-          batch: STREAM_BATCH
-        }).pipe(Stream.interruptWhen(hub.closing))
+        return Stream.unwrap(Effect.map(hub.watch(sessionId), (watch) =>
+          sessionFrames({
+            after,
+            read: (from) =>
+              sql<StoredEvent>`
+                SELECT seq::text AS seq, name, data FROM session_events
+                WHERE session_id = ${sessionId} AND seq > ${from} ORDER BY seq LIMIT ${STREAM_BATCH}
+              `.pipe(Effect.orDie),
+            version: watch.version,
+            wait: watch.wait,
+            keepAliveMs,
+            pollMs,
+            batch: STREAM_BATCH
+          }))).pipe(Stream.interruptWhen(hub.closing))
       })
 
       return AgentSessions.of({ create, get, governStep, reportOutcome, stream })
