@@ -127,7 +127,7 @@ export class AgentSessions extends Context.Service<AgentSessions, {
       const get = Effect.fn("AgentSessions.get")(function*(orgId: string, sessionId: string) {
         const session = yield* findSession(orgId, sessionId)
         const steps = yield* sql<StepRow>`
-          SELECT ${sql.literal(STEP_COLUMNS)} FROM agent_steps WHERE session_id = ${sessionId} ORDER BY created_at, step_id
+          SELECT ${sql.literal(STEP_COLUMNS)} FROM agent_steps WHERE session_id = ${sessionId} ORDER BY seq
         `.pipe(Effect.orDie)
         return { ...toSession(session), steps: steps.map(toStep) }
       })

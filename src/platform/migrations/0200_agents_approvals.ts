@@ -40,6 +40,7 @@ export default Effect.gen(function*() {
     CREATE TABLE agent_steps (
       session_id uuid NOT NULL REFERENCES agent_sessions (id) ON DELETE CASCADE,
       step_id text NOT NULL,
+      seq bigint GENERATED ALWAYS AS IDENTITY,
       org_id uuid NOT NULL,
       tool text NOT NULL,
       action_class text NOT NULL,
