@@ -12,10 +12,11 @@
 import { PgClient } from "@effect/sql-pg"
 import { Clock, Context, Deferred, Duration, Effect, Layer, Option, Queue, type Scope, Stream } from "effect"
 import type { SqlClient } from "effect/sql"
+import type { SessionEventNames } from "../api/Agents.ts"
 import { DatabaseInfo } from "../platform/Database.ts"
 import { newId } from "../platform/Ids.ts"
 
-export type SessionEventName = "step:governed" | "tool:succeeded" | "tool:failed" | "approval:decided" | "approval:expired"
+export type SessionEventName = typeof SessionEventNames[number]
 
 /**
  * Records a session event. Call inside the transaction of the change it

@@ -75,6 +75,16 @@ export const EventId = Schema.String.check(
   Schema.isPattern(/^\d{1,18}$/, { message: "Expected an event id (a non-negative integer)" })
 )
 
+export const SessionEventNames = ["step:governed", "tool:succeeded", "tool:failed", "approval:decided", "approval:expired"] as const
+
+/** One event of the session stream, as the typed client yields it. */
+export const SessionStreamEvent = Schema.Struct({
+  id: EventId,
+  event: Schema.Literals(SessionEventNames),
+  data: Schema.fromJsonString(JsonValue)
+})
+export type SessionStreamEvent = typeof SessionStreamEvent.Type
+
 const SessionParams = { session_id: Uuid }
 
 export class AgentSessionsApi extends HttpApiGroup.make("agentSessions")
@@ -112,7 +122,7 @@ export class AgentSessionsApi extends HttpApiGroup.make("agentSessions")
       query: {
         after: Schema.optionalKey(EventId.annotate({ description: "Replay the events after this id (same as `Last-Event-ID`)" }))
       },
-      success: HttpApiSchema.StreamSse({ data: JsonValue }),
+      success: HttpApiSchema.StreamSse({ events: SessionStreamEvent }),
       error: [NotFound, InvalidRequest]
     }).pipe(requireScope(
       "agents.read",

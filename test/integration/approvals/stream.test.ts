@@ -3,7 +3,7 @@
  * a real HTTP client, resumed by `Last-Event-ID` and by `after`.
  */
 import { assert, describe, layer } from "@effect/vitest"
-import { Effect } from "effect"
+import { Effect, Stream } from "effect"
 import { SvcTest, type TestOrg } from "../../../src/testing.ts"
 import { raw } from "../../support/http.ts"
 import { openSse, type SseEvent } from "../../support/sse.ts"
@@ -125,6 +125,20 @@ layer(SvcTest.layer({ config: { sseKeepAliveMs: KEEP_ALIVE_MS, ssePollMs: 5_000 
         const [ninth] = yield* Effect.promise(() => atEnd.events(1))
         atEnd.close()
         assert.strictEqual(ninth!.id, "9")
+      }))
+
+    it.effect("the typed client reads the stream as decoded events with ids, resuming with after", () =>
+      Effect.gen(function*() {
+        const org = yield* SvcTest.org()
+        const session = yield* setup(org)
+        const params = { session_id: session.id }
+        for (const id of ["a", "b", "c"]) yield* org.client.agentSessions.governStep({ params, payload: step(id, "read") })
+        const stream = yield* org.client.agentSessions.stream({ params, query: { after: "1" } })
+        const events = yield* Stream.runCollect(Stream.take(stream, 2))
+        assert.deepStrictEqual(events.map((e) => [e.id, e.event, (e.data as { step_id: string }).step_id]), [
+          ["2", "step:governed", "b"],
+          ["3", "step:governed", "c"]
+        ])
       }))
 
     it.effect("the expiry outcome is a stream event: approval:expired with the timeout action", () =>
