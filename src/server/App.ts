@@ -8,6 +8,12 @@ import { HttpRouter, HttpServerRequest } from "effect/http"
 import { HttpApiBuilder, HttpApiScalar } from "effect/http-api"
 import { Api } from "../api/Api.ts"
 import { DeliveryQueue } from "../deliveries/DeliveryQueue.ts"
+import { AgentSessionsHandlers } from "../agents/Http.ts"
+import { SessionHub } from "../agents/SessionEvents.ts"
+import { AgentSessions } from "../agents/Sessions.ts"
+import { Approvals } from "../approvals/Approvals.ts"
+import { ApprovalPoliciesHandlers, ApprovalsHandlers } from "../approvals/Http.ts"
+import { ApprovalScheduler } from "../approvals/Scheduler.ts"
 import { AuthenticationLive } from "../identity/Http.ts"
 import { Identity } from "../identity/Identity.ts"
 import { SvcConfig } from "../platform/Config.ts"
@@ -26,7 +32,8 @@ import { RequestValidationLive } from "./Validation.ts"
 /** Domain services. They need a migrated database, `SvcConfig` and `SecretBox`. */
 export const ServicesLive = Layer.mergeAll(
   Identity.layer,
-  Tasks.layer
+  Tasks.layer,
+  AgentSessions.layer.pipe(Layer.provideMerge(Approvals.layer), Layer.provideMerge(SessionHub.layer))
 ).pipe(
   Layer.provideMerge(DeliveryQueue.layer),
   Layer.provideMerge(Layer.mergeAll(AnswerSchemas.layer, SecretStore.layer, Wakeups.layer, OutboundHttp.layer))
@@ -36,11 +43,14 @@ export const ServicesLive = Layer.mergeAll(
 const HandlersLive = Layer.mergeAll(
   SystemHandlers,
   TasksHandlers,
-  DatasetsHandlers
+  DatasetsHandlers,
+  AgentSessionsHandlers,
+  ApprovalPoliciesHandlers,
+  ApprovalsHandlers
 )
 
 /** Background workers (fibers that live as long as the server). */
-export const WorkersLive = Layer.empty
+export const WorkersLive = Layer.mergeAll(ApprovalScheduler.layer, SessionHub.closeOnShutdown)
 
 const ApiRoutes = HttpApiBuilder.layer(Api, { openapiPath: "/openapi.json" }).pipe(
   Layer.provide(HandlersLive),
