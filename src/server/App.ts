@@ -7,6 +7,8 @@ import { ByteSize, Effect, Layer } from "effect"
 import { HttpRouter, HttpServerRequest } from "effect/http"
 import { HttpApiBuilder, HttpApiScalar } from "effect/http-api"
 import { Api } from "../api/Api.ts"
+import { Feedback } from "../feedback/Feedback.ts"
+import { FeedbackHandlers } from "../feedback/Http.ts"
 import { AuthenticationLive } from "../identity/Http.ts"
 import { Identity } from "../identity/Identity.ts"
 import { SvcConfig } from "../platform/Config.ts"
@@ -25,7 +27,8 @@ import { RequestValidationLive } from "./Validation.ts"
 /** Domain services. They need a migrated database, `SvcConfig` and `SecretBox`. */
 export const ServicesLive = Layer.mergeAll(
   Identity.layer,
-  Tasks.layer
+  Tasks.layer,
+  Feedback.layer.pipe(Layer.provide(Identity.layer))
 ).pipe(
   Layer.provideMerge(Layer.mergeAll(AnswerSchemas.layer, SecretStore.layer, Wakeups.layer, OutboundHttp.layer))
 )
@@ -34,7 +37,8 @@ export const ServicesLive = Layer.mergeAll(
 const HandlersLive = Layer.mergeAll(
   SystemHandlers,
   TasksHandlers,
-  DatasetsHandlers
+  DatasetsHandlers,
+  FeedbackHandlers
 )
 
 /** Background workers (fibers that live as long as the server). */

@@ -8,9 +8,11 @@ import { Migrator } from "effect/sql"
 import m0001 from "./0001_identity.ts"
 import m0002 from "./0002_tasks.ts"
 import m0003 from "./0003_shared.ts"
+import m0100 from "./0100_feedback.ts"
 
 export const migrations = Migrator.fromRecord({
   "0001_identity": m0001,
   "0002_tasks": m0002,
-  "0003_shared": m0003
+  "0003_shared": m0003,
+  "0100_feedback": m0100
 })
