@@ -29,7 +29,7 @@ import { SecretStore } from "../secrets/SecretStore.ts"
 import { AnswerSchemas, type SchemaViolation } from "../tasks/AnswerSchema.ts"
 import { Redacted } from "effect"
 import { SqlError } from "effect/sql"
-import { type Json, scrub } from "./Scrubber.ts"
+import { type Json, REDACTION_MARKER, scrub } from "./Scrubber.ts"
 
 type JsonObject = { readonly [key: string]: Json }
 
@@ -162,7 +162,7 @@ export class Feedback extends Context.Service<Feedback, {
               return yield* new CorrectionContainsSecret({
                 field: first.field,
                 errors: all,
-                detail: `${first.field} held a protected value; without it the correction ${first.message.startsWith("is ") ? "" : "would "}${first.message}. Send a safe example value instead.`
+                detail: `${first.field} held a protected value; replaced by ${REDACTION_MARKER} it no longer fits the answer schema (${first.message}). Send a safe example value instead.`
               })
             }
           }
