@@ -29,7 +29,7 @@ import { SecretStore } from "../secrets/SecretStore.ts"
 import { AnswerSchemas, type SchemaViolation } from "../tasks/AnswerSchema.ts"
 import { Redacted } from "effect"
 import { SqlError } from "effect/sql"
-import { type Json, REDACTION_MARKER, scrub } from "./Scrubber.ts"
+import { type Json, type KnownCredentials, REDACTION_MARKER, scrub } from "./Scrubber.ts"
 
 type JsonObject = { readonly [key: string]: Json }
 
@@ -89,7 +89,8 @@ export class Feedback extends Context.Service<Feedback, {
     { readonly feedback: ReadonlyArray<FeedbackItem>; readonly next_cursor: string | null },
     InvalidRequest
   >
-  readonly decide: (orgId: string, feedbackId: string, to: "staged" | "rejected") => Effect.Effect<FeedbackItem, NotFound | InvalidTransition>
+  readonly stage: (orgId: string, feedbackId: string) => Effect.Effect<FeedbackItem, NotFound | InvalidTransition>
+  readonly reject: (orgId: string, feedbackId: string) => Effect.Effect<FeedbackItem, NotFound | InvalidTransition>
   readonly preview: (orgId: string, taskId: string) => Effect.Effect<{
     readonly base_dataset_id: string
     readonly expected_feedback_revision: string
@@ -111,11 +112,81 @@ export class Feedback extends Context.Service<Feedback, {
       const identity = yield* Identity
       const secrets = yield* SecretStore
 
-      const knownCredentials = Effect.fn("Feedback.knownCredentials")(function*(orgId: string) {
+      // The fingerprint of an organization's known credentials: count and
+      // newest creation time of its API keys and stored secrets. Any new key
+      // or secret changes it (revocation and expiry do not matter: revoked
+      // keys and expired secrets are scrubbed too).
+      const fingerprintSql = (orgId: string) => sql`
+        (SELECT count(*) || '/' || coalesce(max(created_at)::text, '') FROM api_keys WHERE org_id = ${orgId})
+        || ';' ||
+        (SELECT count(*) || '/' || coalesce(max(created_at)::text, '') FROM org_secrets WHERE org_id = ${orgId})`
+
+      // Known credentials per organization, labelled with the fingerprint
+      // read BEFORE they were loaded (a label never claims more than the
+      // content holds). The INSERT only happens while the fingerprint still
+      // matches (see `submit`), so a key or secret created a moment ago, by
+      // this process or another, is always scrubbed.
+      const credentialCache = new Map<string, { readonly fingerprint: string; readonly known: KnownCredentials }>()
+      const CACHE_LIMIT = 1000
+      const remember = <V>(map: Map<string, V>, key: string, value: V) => {
+        map.delete(key)
+        if (map.size >= CACHE_LIMIT) map.delete(map.keys().next().value!)
+        map.set(key, value)
+      }
+      const loadCredentials = Effect.fn("Feedback.loadCredentials")(function*(orgId: string, fingerprint: string) {
         const [keyHashes, values] = yield* Effect.all([identity.keyHashes(orgId), secrets.orgValues(orgId)], {
           concurrency: "unbounded"
         })
-        return { keyHashes, values: values.map(Redacted.value) }
+        const entry = { fingerprint, known: { keyHashes, values: values.map(Redacted.value) } }
+        remember(credentialCache, orgId, entry)
+        return entry
+      })
+
+      // A run never changes once logged, nor does its task's schema: cache
+      // what submit needs of it.
+      interface RunContext {
+        readonly task_id: string
+        readonly answer_schema: unknown
+      }
+      const runCache = new Map<string, RunContext>()
+      const lookupRun = (orgId: string, traceId: string) =>
+        sql<RunContext & { fingerprint: string }>`
+          SELECT r.task_id, t.answer_schema, ${fingerprintSql(orgId)} AS fingerprint
+          FROM runs r JOIN tasks t ON t.id = r.task_id
+          WHERE r.trace_id = ${traceId} AND r.org_id = ${orgId}
+        `.pipe(
+          Effect.orDie,
+          Effect.flatMap(([row]) => {
+            if (row === undefined) return Effect.fail(new NotFound({ detail: "No logged run of this organization has this inference_log_id." }))
+            remember(runCache, `${orgId}:${traceId}`, { task_id: row.task_id, answer_schema: row.answer_schema })
+            return Effect.succeed(row)
+          })
+        )
+
+      /** The scrubbed correction, or the 422 when scrubbing leaves it unfit. */
+      const scrubbed = Effect.fn("Feedback.scrub")(function*(run: RunContext, correction: JsonObject, known: KnownCredentials) {
+        const result = yield* Effect.promise(() => scrub(correction, known, "correction"))
+        if (result.fields.length > 0) {
+          if (result.collisions.length > 0) {
+            return yield* new CorrectionContainsSecret({
+              field: result.collisions[0]!,
+              errors: result.collisions.map((field) => ({ field, message: "two member names became the same once protected values were removed" })),
+              detail: `${result.collisions[0]!}: member names hold protected values; send safe example values instead.`
+            })
+          }
+          const after = schemas.validate(run.task_id, run.answer_schema, result.value)
+          if (after.length > 0) {
+            const all = issues(after)
+            // Name a field the redaction touched when the schema complains about it.
+            const first = all.find((issue) => result.fields.some((f) => issue.field === f || issue.field.startsWith(f) || f.startsWith(issue.field))) ?? all[0]!
+            return yield* new CorrectionContainsSecret({
+              field: first.field,
+              errors: all,
+              detail: `${first.field} held a protected value; replaced by ${REDACTION_MARKER} it no longer fits the answer schema (${first.message}). Send a safe example value instead.`
+            })
+          }
+        }
+        return { value: result.value as JsonObject, fields: result.fields }
       })
 
       const submit = Effect.fn("Feedback.submit")(function*(orgId: string, input: {
@@ -123,62 +194,50 @@ export class Feedback extends Context.Service<Feedback, {
         readonly score: number
         readonly correction?: JsonObject | undefined
       }) {
-        const [run] = yield* sql<{ task_id: string; answer_schema: unknown }>`
-          SELECT r.task_id, t.answer_schema FROM runs r JOIN tasks t ON t.id = r.task_id
-          WHERE r.trace_id = ${input.inference_log_id} AND r.org_id = ${orgId}
-        `.pipe(Effect.orDie)
-        if (run === undefined) {
-          return yield* new NotFound({ detail: "No logged run of this organization has this inference_log_id." })
-        }
+        let fresh: (RunContext & { fingerprint: string }) | undefined
+        let run = runCache.get(`${orgId}:${input.inference_log_id}`)
+        if (run === undefined) run = fresh = yield* lookupRun(orgId, input.inference_log_id)
         yield* Effect.annotateCurrentSpan({ "svc.task_id": run.task_id })
 
-        let correction: JsonObject | null = null
-        let redacted: ReadonlyArray<string> = []
-        if (input.correction !== undefined) {
-          const violations = schemas.validate(run.task_id, run.answer_schema, input.correction)
-          if (violations.length > 0) {
-            const all = issues(violations)
-            return yield* new CorrectionShapeMismatch({
-              field: all[0]!.field,
-              errors: all,
-              detail: `${all[0]!.field} ${all[0]!.message}`
-            })
-          }
-          const known = yield* knownCredentials(orgId)
-          const result = yield* Effect.promise(() => scrub(input.correction!, known, "correction"))
-          if (result.fields.length > 0) {
-            if (result.collisions.length > 0) {
-              return yield* new CorrectionContainsSecret({
-                field: result.collisions[0]!,
-                errors: result.collisions.map((field) => ({ field, message: "two member names became the same once protected values were removed" })),
-                detail: `${result.collisions[0]!}: member names hold protected values; send safe example values instead.`
-              })
-            }
-            const after = schemas.validate(run.task_id, run.answer_schema, result.value)
-            if (after.length > 0) {
-              const all = issues(after)
-              // Name a field the redaction touched when the schema complains about it.
-              const first = all.find((issue) => result.fields.some((f) => issue.field === f || issue.field.startsWith(f) || f.startsWith(issue.field))) ?? all[0]!
-              return yield* new CorrectionContainsSecret({
-                field: first.field,
-                errors: all,
-                detail: `${first.field} held a protected value; replaced by ${REDACTION_MARKER} it no longer fits the answer schema (${first.message}). Send a safe example value instead.`
-              })
-            }
-          }
-          correction = result.value as JsonObject
-          redacted = result.fields
+        const insert = (correction: JsonObject | null, redacted: ReadonlyArray<string>, fingerprint: string | null) =>
+          sql<FeedbackRow>`
+            INSERT INTO feedback (id, org_id, task_id, inference_log_id, score, correction, redacted_fields, status)
+            SELECT ${newId()}, ${orgId}, r.task_id, r.trace_id, ${input.score},
+                   ${correction === null ? null : sql.json(correction)},
+                   ${redacted.length === 0 ? null : sql.json(redacted)},
+                   ${correction === null ? "recorded" : "pending"}
+            FROM runs r WHERE r.trace_id = ${input.inference_log_id} AND r.org_id = ${orgId}
+            ${fingerprint === null ? sql`` : sql`AND ${fingerprintSql(orgId)} = ${fingerprint}`}
+            RETURNING ${sql.unsafe(COLUMNS)}
+          `.pipe(Effect.orDie)
+
+        if (input.correction === undefined) {
+          const [row] = yield* insert(null, [], null)
+          if (row === undefined) return yield* new NotFound({ detail: "No logged run of this organization has this inference_log_id." })
+          return toItem(row)
         }
 
-        const [row] = yield* sql<FeedbackRow>`
-          INSERT INTO feedback (id, org_id, task_id, inference_log_id, score, correction, redacted_fields, status)
-          VALUES (${newId()}, ${orgId}, ${run.task_id}, ${input.inference_log_id}, ${input.score},
-                  ${correction === null ? null : sql.json(correction)},
-                  ${redacted.length === 0 ? null : sql.json(redacted)},
-                  ${correction === null ? "recorded" : "pending"})
-          RETURNING ${sql.unsafe(COLUMNS)}
-        `.pipe(Effect.orDie)
-        return toItem(row!)
+        const violations = schemas.validate(run.task_id, run.answer_schema, input.correction)
+        if (violations.length > 0) {
+          const all = issues(violations)
+          return yield* new CorrectionShapeMismatch({ field: all[0]!.field, errors: all, detail: `${all[0]!.field} ${all[0]!.message}` })
+        }
+
+        // Optimistic: scrub with the cached credentials and insert only if
+        // their fingerprint still holds; otherwise reload and try again.
+        for (let attempt = 0;; attempt++) {
+          let entry = credentialCache.get(orgId)
+          if (entry === undefined || (fresh !== undefined && entry.fingerprint !== fresh.fingerprint)) {
+            if (fresh === undefined) fresh = yield* lookupRun(orgId, input.inference_log_id)
+            entry = yield* loadCredentials(orgId, fresh.fingerprint)
+          }
+          const { value, fields } = yield* scrubbed(run, input.correction, entry.known)
+          const [row] = yield* insert(value, fields, entry.fingerprint)
+          if (row !== undefined) return toItem(row)
+          if (attempt >= 5) return yield* Effect.die(new Error("organization credentials kept changing during feedback submission"))
+          // The fingerprint moved (or the run is gone: lookupRun says 404).
+          fresh = yield* lookupRun(orgId, input.inference_log_id)
+        }
       })
 
       const list = Effect.fn("Feedback.list")(function*(orgId: string, request: ListRequest) {
@@ -202,8 +261,8 @@ export class Feedback extends Context.Service<Feedback, {
         return { feedback: items.map(toItem), next_cursor }
       })
 
-      const decide = Effect.fn("Feedback.decide")(function*(orgId: string, feedbackId: string, to: "staged" | "rejected") {
-        yield* Effect.annotateCurrentSpan({ "svc.feedback_id": feedbackId, "svc.feedback_to": to })
+      const decide = Effect.fnUntraced(function*(orgId: string, feedbackId: string, to: "staged" | "rejected") {
+        yield* Effect.annotateCurrentSpan({ "svc.feedback_id": feedbackId })
         const [updated] = yield* sql<FeedbackRow>`
           UPDATE feedback SET status = ${to}, updated_at = now()
           WHERE id = ${feedbackId} AND org_id = ${orgId} AND status = 'pending'
@@ -308,7 +367,10 @@ export class Feedback extends Context.Service<Feedback, {
         return result
       })
 
-      return Feedback.of({ submit, list, decide, preview, promote })
+      const stage = Effect.fn("Feedback.stage")((orgId: string, feedbackId: string) => decide(orgId, feedbackId, "staged"))
+      const reject = Effect.fn("Feedback.reject")((orgId: string, feedbackId: string) => decide(orgId, feedbackId, "rejected"))
+
+      return Feedback.of({ submit, list, stage, reject, preview, promote })
     })
   )
 }

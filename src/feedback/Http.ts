@@ -12,8 +12,8 @@ export const FeedbackHandlers = HttpApiBuilder.group(
     return handlers.handleAll({
       submit: ({ payload }) => CurrentPrincipal.use((p) => feedback.submit(p.orgId, payload)),
       list: ({ query }) => CurrentPrincipal.use((p) => feedback.list(p.orgId, query)),
-      stage: ({ params }) => CurrentPrincipal.use((p) => feedback.decide(p.orgId, params.feedback_id, "staged")),
-      reject: ({ params }) => CurrentPrincipal.use((p) => feedback.decide(p.orgId, params.feedback_id, "rejected")),
+      stage: ({ params }) => CurrentPrincipal.use((p) => feedback.stage(p.orgId, params.feedback_id)),
+      reject: ({ params }) => CurrentPrincipal.use((p) => feedback.reject(p.orgId, params.feedback_id)),
       promotePreview: ({ params }) => CurrentPrincipal.use((p) => feedback.preview(p.orgId, params.task_id)),
       promote: ({ params, payload }) => CurrentPrincipal.use((p) => feedback.promote(p.orgId, params.task_id, payload))
     })

@@ -20,6 +20,7 @@
  * below, modelled on gitleaks' default rules (rule ids cited per rule).
  */
 import { lintSource } from "@secretlint/core"
+import { secretLintProfiler } from "@secretlint/profiler"
 import { rules as presetRules } from "@secretlint/secretlint-rule-preset-recommend"
 import type { SecretLintCoreConfig } from "@secretlint/types"
 
@@ -85,6 +86,10 @@ export const patternRules: ReadonlyArray<PatternRule> = [
     group: 0
   }
 ]
+
+// secretlint profiles every run by default: a `performance.mark` per rule
+// and file, kept in memory for good. A long-running service must not.
+secretLintProfiler.setEnabled(false)
 
 const FILTER_COMMENTS = "@secretlint/secretlint-rule-filter-comments"
 const AWS = "@secretlint/secretlint-rule-aws"
