@@ -26,10 +26,30 @@ export interface LoadResult {
   readonly p99ms: number
 }
 
+export interface RawLoad {
+  readonly errors: number
+  readonly seconds: number
+  readonly latencies: ReadonlyArray<number>
+}
+
+/** One summary of several runs (rounds interleaved with another variant to even out a busy machine). */
+export const summarize = (runs: ReadonlyArray<RawLoad>): LoadResult => {
+  const latencies = runs.flatMap((r) => r.latencies).sort((a, b) => a - b)
+  const seconds = runs.reduce((sum, r) => sum + r.seconds, 0)
+  return {
+    requests: latencies.length,
+    errors: runs.reduce((sum, r) => sum + r.errors, 0),
+    seconds: Number(seconds.toFixed(2)),
+    rps: Math.round(latencies.length / seconds),
+    p50ms: Number(percentile(latencies, 0.5).toFixed(2)),
+    p99ms: Number(percentile(latencies, 0.99).toFixed(2))
+  }
+}
+
 const percentile = (sorted: ReadonlyArray<number>, p: number) =>
   sorted.length === 0 ? 0 : sorted[Math.min(sorted.length - 1, Math.floor(sorted.length * p))]!
 
-const runLoad = async (spec: LoadSpec): Promise<LoadResult> => {
+const runLoad = async (spec: LoadSpec): Promise<RawLoad> => {
   const url = new URL(spec.url)
   if (url.hostname !== "127.0.0.1") throw new Error("load goes to loopback only")
   const agent = new Agent({ keepAlive: true, maxSockets: spec.concurrency })
@@ -57,22 +77,14 @@ const runLoad = async (spec: LoadSpec): Promise<LoadResult> => {
   }))
   const seconds = (performance.now() - started) / 1000
   agent.destroy()
-  latencies.sort((a, b) => a - b)
-  return {
-    requests: spec.count,
-    errors,
-    seconds: Number(seconds.toFixed(2)),
-    rps: Math.round(spec.count / seconds),
-    p50ms: Number(percentile(latencies, 0.5).toFixed(2)),
-    p99ms: Number(percentile(latencies, 0.99).toFixed(2))
-  }
+  return { errors, seconds, latencies }
 }
 
 /** Runs `spec` in a worker thread. */
-export const load = (spec: LoadSpec): Promise<LoadResult> =>
+export const load = (spec: LoadSpec): Promise<RawLoad> =>
   new Promise((resolve, reject) => {
     const worker = new Worker(new URL(import.meta.url), { workerData: spec })
-    worker.once("message", (result: LoadResult) => {
+    worker.once("message", (result: RawLoad) => {
       resolve(result)
       void worker.terminate()
     })

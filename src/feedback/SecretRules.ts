@@ -34,6 +34,11 @@ export interface PatternRule {
   readonly pattern: RegExp
   /** The capture group holding the secret (0: the whole match). */
   readonly group: number
+  /**
+   * Lower-case strings every match contains; the pattern only runs on text
+   * holding one of them (gitleaks' `keywords` prefilter).
+   */
+  readonly keywords: ReadonlyArray<string>
 }
 
 /**
@@ -46,14 +51,16 @@ export const patternRules: ReadonlyArray<PatternRule> = [
     source: "gitleaks:jwt",
     // gitleaks `jwt`: ey[a-zA-Z0-9]{17,}\.ey[a-zA-Z0-9\/\\_-]{17,}\.(?:[a-zA-Z0-9\/\\_-]{10,}={0,2})?
     pattern: /\bey[a-zA-Z0-9]{17,}\.ey[a-zA-Z0-9/\\_-]{17,}\.(?:[a-zA-Z0-9/\\_-]{10,}={0,2})?/g,
-    group: 0
+    group: 0,
+    keywords: [".ey"]
   },
   {
     id: "private-key",
     source: "gitleaks:private-key",
     // gitleaks `private-key`: (?i)-----BEGIN[ A-Z0-9_-]{0,100}PRIVATE KEY(?: BLOCK)?-----[\s\S-]{64,}?KEY(?: BLOCK)?-----
     pattern: /-----BEGIN[ A-Z0-9_-]{0,100}PRIVATE KEY(?: BLOCK)?-----[\s\S-]{64,}?KEY(?: BLOCK)?-----/gi,
-    group: 0
+    group: 0,
+    keywords: ["private key"]
   },
   {
     id: "bearer-credential",
@@ -62,28 +69,32 @@ export const patternRules: ReadonlyArray<PatternRule> = [
     // curl commands; here any "Bearer <token>" in a string, where the token
     // is an RFC 6750 b64token of 16+ characters. Only the token is removed.
     pattern: /\b[Bb]earer\s+([A-Za-z0-9\-._~+/]{16,}=*)/g,
-    group: 1
+    group: 1,
+    keywords: ["bearer"]
   },
   {
     id: "basic-credential",
     source: "gitleaks:curl-auth-header",
     // "Authorization: Basic <base64 user:pass>"; only the credential is removed.
     pattern: /\bBasic\s+([A-Za-z0-9+/]{12,}={0,2})(?![A-Za-z0-9+/=])/g,
-    group: 1
+    group: 1,
+    keywords: ["basic"]
   },
   {
     id: "gcp-api-key",
     source: "gitleaks:gcp-api-key",
     // gitleaks `gcp-api-key`: \b(AIza[\w-]{35})(?:[\x60'"\s;]|\\[nr]|$)
     pattern: /\b(AIza[\w-]{35})(?![\w-])/g,
-    group: 1
+    group: 1,
+    keywords: ["aiza"]
   },
   {
     id: "slack-webhook-url",
     source: "gitleaks:slack-webhook-url",
     // gitleaks `slack-webhook-url`: (?:https?://)?hooks.slack.com/(?:services|workflows|triggers)/[A-Za-z0-9+/]{43,56}
     pattern: /(?:https?:\/\/)?hooks\.slack\.com\/(?:services|workflows|triggers)\/[A-Za-z0-9+/]{43,56}/g,
-    group: 0
+    group: 0,
+    keywords: ["hooks.slack.com"]
   }
 ]
 
@@ -118,7 +129,9 @@ export interface Finding {
 /** Findings of the hand-written rules in `text`. */
 export const scanPatterns = (text: string): Array<Finding> => {
   const out: Array<Finding> = []
+  const lower = text.toLowerCase()
   for (const rule of patternRules) {
+    if (!rule.keywords.some((keyword) => lower.includes(keyword))) continue
     for (const match of text.matchAll(rule.pattern)) {
       const secret = match[rule.group]
       if (secret === undefined || secret === "") continue
