@@ -19,7 +19,7 @@ import { SvcTest } from "../../src/testing.ts"
 import type { ScenarioResult } from "../run.ts"
 import { load, type RawLoad, summarize } from "../support/load.ts"
 
-const COUNT = Number(process.env.BENCH_FEEDBACK_REQUESTS ?? 3000)
+const COUNT = Number(process.env.BENCH_FEEDBACK_REQUESTS ?? 2400)
 const CONCURRENCY = Number(process.env.BENCH_FEEDBACK_CONCURRENCY ?? 16)
 const WARMUP = 300
 const ROUNDS = 4
@@ -110,6 +110,11 @@ export default async (): Promise<ScenarioResult> => {
     await new Promise<void>((resolve) => baseline.listen(0, "127.0.0.1", resolve))
     const baselineUrl = `http://127.0.0.1:${(baseline.address() as AddressInfo).port}/v1/feedback`
     const svcUrl = `${svc.baseUrl}/v1/feedback`
+    // A reference point: the foundation's cheapest comparable write (key
+    // authentication + one INSERT of a run with the same JSON), without any
+    // feedback work. The gap between it and the baseline is the framework's.
+    const floorUrl = `${svc.baseUrl}/v1/tasks/${task.id}/runs`
+    const floorBodies = Array.from({ length: 64 }, (_, i) => JSON.stringify({ input: { ticket: "where is my refund" }, answer: correction(i) }))
 
     const spec = (url: string, count: number) => ({ url, headers, bodies, count, concurrency: CONCURRENCY, expectStatus: 201 })
     await load(spec(svcUrl, WARMUP))
@@ -117,24 +122,30 @@ export default async (): Promise<ScenarioResult> => {
     // Interleaved rounds, so a burst of other work on the machine hits both.
     const svcRuns: Array<RawLoad> = []
     const baseRuns: Array<RawLoad> = []
+    const floorRuns: Array<RawLoad> = []
+    await load({ ...spec(floorUrl, WARMUP), bodies: floorBodies })
     for (let round = 0; round < ROUNDS; round++) {
       svcRuns.push(await load(spec(svcUrl, Math.ceil(COUNT / ROUNDS))))
       baseRuns.push(await load(spec(baselineUrl, Math.ceil(COUNT / ROUNDS))))
+      floorRuns.push(await load({ ...spec(floorUrl, Math.ceil(COUNT / ROUNDS)), bodies: floorBodies }))
     }
     baseline.close()
     const svcResult = summarize(svcRuns)
     const baseResult = summarize(baseRuns)
+    const floorResult = summarize(floorRuns)
 
     const ratio = svcResult.rps / baseResult.rps
     return {
       name: "feedback",
       rows: [
         { variant: "svc POST /v1/feedback", ...svcResult },
-        { variant: "baseline node:http + INSERT", ...baseResult }
+        { variant: "baseline node:http + INSERT", ...baseResult },
+        { variant: "reference: svc POST /v1/tasks/:id/runs", ...floorResult }
       ],
       notes: [
         `database: ${svc.database}; ${COUNT} requests each at concurrency ${CONCURRENCY} in ${ROUNDS} interleaved rounds, after ${WARMUP} warm-up requests each`,
-        `throughput ratio svc/baseline: ${ratio.toFixed(2)} (aim: >= 0.50)`
+        `throughput ratio svc/baseline: ${ratio.toFixed(2)} (aim: >= 0.50)`,
+        `feedback work's own cost: svc feedback/runs reference ${(svcResult.rps / floorResult.rps).toFixed(2)}; reference/baseline ${(floorResult.rps / baseResult.rps).toFixed(2)}`
       ]
     }
   } finally {
