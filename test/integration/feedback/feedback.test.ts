@@ -220,6 +220,27 @@ layer(SvcTest.layer(), { excludeTestServices: true })("feedback on task answers"
         assert.deepStrictEqual(listed.feedback[0]!.redaction_warning, item.redaction_warning)
       }))
 
+    it.effect("a key or secret created after earlier feedback is scrubbed from the very next correction", () =>
+      Effect.gen(function*() {
+        const org = yield* SvcTest.org()
+        const { run } = yield* setup(org)
+        const submit = (notes: string) =>
+          org.client.feedback.submit({ payload: { inference_log_id: run.trace_id, score: -1, correction: { ...goodCorrection, notes } } })
+        yield* submit("first, to warm any cache")
+        const fresh = yield* org.newKey(["feedback.read"])
+        const afterKey = yield* submit(`new key ${fresh.key}`)
+        assert.notInclude(JSON.stringify(afterKey), fresh.key)
+        const store = yield* Effect.gen(function*() {
+          return yield* SecretStore
+        }).pipe(Effect.provide(SecretStore.layer))
+        const secret = chars("abcdefghijklmnopqrstuvwxyz", 24, 9)
+        yield* store.put({ orgId: org.orgId, kind: "notification_endpoint", id: newId() }, "signing_secret", Redacted.make(secret))
+        const afterSecret = yield* submit(`secret ${secret}`)
+        assert.deepStrictEqual(afterSecret.redaction_warning?.fields, ["correction.notes"])
+        assert.notInclude(JSON.stringify(afterSecret), secret)
+        assert.notInclude(JSON.stringify(yield* storedCorrections(org.orgId)), secret)
+      }))
+
     it.effect("recognizable secrets are removed; only the secret substring is replaced", () =>
       Effect.gen(function*() {
         const org = yield* SvcTest.org()
