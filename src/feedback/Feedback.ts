@@ -219,7 +219,14 @@ export class Feedback extends Context.Service<Feedback, {
 
         const violations = schemas.validate(run.task_id, run.answer_schema, input.correction)
         if (violations.length > 0) {
-          const all = issues(violations)
+          // A member name in a path can itself be a pasted secret (e.g. under
+          // `additionalProperties: false`): the problem never repeats one.
+          if (fresh === undefined) fresh = yield* lookupRun(orgId, input.inference_log_id)
+          const cached = credentialCache.get(orgId)
+          const entry = cached !== undefined && cached.fingerprint === fresh.fingerprint
+            ? cached
+            : yield* loadCredentials(orgId, fresh.fingerprint)
+          const all = (yield* Effect.promise(() => scrub(issues(violations), entry.known))).value as ReturnType<typeof issues>
           return yield* new CorrectionShapeMismatch({ field: all[0]!.field, errors: all, detail: `${all[0]!.field} ${all[0]!.message}` })
         }
 

@@ -157,6 +157,19 @@ layer(SvcTest.layer(), { excludeTestServices: true })("feedback on task answers"
         assert.strictEqual((yield* storedCorrections(org.orgId)).length, 0)
       }))
 
+    it.effect("a secret used as an unexpected member name is not repeated in the 422", () =>
+      Effect.gen(function*() {
+        const org = yield* SvcTest.org()
+        const { run } = yield* setup(org, { type: "object", additionalProperties: false, properties: { a: { type: "string" } } })
+        const github = secretSamples().find((s) => s.rule === "@secretlint/secretlint-rule-github")!.secret
+        for (const name of [github, org.key]) {
+          const error = yield* org.client.feedback.submit({ payload: { inference_log_id: run.trace_id, score: -1, correction: { [name]: "x" } } }).pipe(Effect.flip)
+          assert.strictEqual(error._tag, "CorrectionShapeMismatch")
+          if (error._tag === "CorrectionShapeMismatch") assert.strictEqual(error.field, `correction.${REDACTION_MARKER}`)
+          assert.notInclude(JSON.stringify(error), name)
+        }
+      }))
+
     it.effect("draft-07 schemas work too (definitions, $ref)", () =>
       Effect.gen(function*() {
         const org = yield* SvcTest.org()
