@@ -228,6 +228,8 @@ layer(SvcTest.layer(), { excludeTestServices: true })("feedback on task answers"
         }
         assert.strictEqual((item.correction as { label: string }).label, REDACTION_MARKER)
         assert.include(stored, REDACTION_MARKER)
+        const logs = svc.logLines().join("\n")
+        for (const secret of [revoked.key, signing, collector]) assert.notInclude(logs, secret)
         // The warning is kept with the record.
         const listed = yield* org.client.feedback.list({ query: { task_id: item.task_id } })
         assert.deepStrictEqual(listed.feedback[0]!.redaction_warning, item.redaction_warning)
