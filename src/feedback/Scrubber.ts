@@ -15,6 +15,7 @@
  */
 import { sha256Hex } from "../platform/Crypto.ts"
 import { KEY_PATTERN } from "../identity/Identity.ts"
+import { appendPath } from "../tasks/AnswerSchema.ts"
 import { type Range, scanPatterns, scanSecretlint } from "./SecretRules.ts"
 
 export const REDACTION_MARKER = "[REDACTED]"
@@ -39,19 +40,12 @@ export interface ScrubResult {
   readonly collisions: ReadonlyArray<string>
 }
 
-const IDENTIFIER = /^[A-Za-z_$][A-Za-z0-9_$]*$/
-
 /**
- * Path convention (the same as the API's `field`): identifiers as `.name`,
- * array indexes as `[2]`, any other key as a JSON string in brackets
- * (`["two words"]`, `["a.b"]`).
+ * Paths use the API's `field` convention (see `appendPath`): identifiers as
+ * `.name`, array indexes as `[2]`, any other name as a JSON string in
+ * brackets (`["two words"]`, `["a.b"]`).
  */
-export const childPath = (parent: string, key: string | number): string =>
-  typeof key === "number"
-    ? `${parent}[${key}]`
-    : IDENTIFIER.test(key)
-    ? parent === "" ? key : `${parent}.${key}`
-    : `${parent}[${JSON.stringify(key)}]`
+export const childPath = appendPath
 
 /** The literal values to look for: each value, and the credential after an auth scheme. */
 export const knownNeedles = (values: ReadonlyArray<string>): ReadonlyArray<string> => {
