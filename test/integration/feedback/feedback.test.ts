@@ -165,7 +165,7 @@ layer(SvcTest.layer(), { excludeTestServices: true })("feedback on task answers"
         for (const name of [github, org.key]) {
           const error = yield* org.client.feedback.submit({ payload: { inference_log_id: run.trace_id, score: -1, correction: { [name]: "x" } } }).pipe(Effect.flip)
           assert.strictEqual(error._tag, "CorrectionShapeMismatch")
-          if (error._tag === "CorrectionShapeMismatch") assert.strictEqual(error.field, `correction.${REDACTION_MARKER}`)
+          if (error._tag === "CorrectionShapeMismatch") assert.include(error.field, REDACTION_MARKER)
           assert.notInclude(JSON.stringify(error), name)
         }
       }))
