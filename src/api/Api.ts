@@ -6,6 +6,7 @@
 import { HttpApi, OpenApi } from "effect/http-api"
 import { AgentSessionsApi } from "./Agents.ts"
 import { ApprovalPoliciesApi, ApprovalsApi } from "./Approvals.ts"
+import { FeedbackApi } from "./Feedback.ts"
 import { SystemApi } from "./System.ts"
 import { DatasetsApi, TasksApi } from "./Tasks.ts"
 import { RequestValidation } from "./Validation.ts"
@@ -17,6 +18,7 @@ export class Api extends HttpApi.make("svc")
   .add(AgentSessionsApi)
   .add(ApprovalPoliciesApi)
   .add(ApprovalsApi)
+  .add(FeedbackApi)
   .middleware(RequestValidation)
   // Report every problem of a request at once, and refuse unknown body and
   // query members (a misspelt optional field is a 400, not silently ignored).

@@ -14,6 +14,8 @@ import { AgentSessions } from "../agents/Sessions.ts"
 import { Approvals } from "../approvals/Approvals.ts"
 import { ApprovalPoliciesHandlers, ApprovalsHandlers } from "../approvals/Http.ts"
 import { ApprovalScheduler } from "../approvals/Scheduler.ts"
+import { Feedback } from "../feedback/Feedback.ts"
+import { FeedbackHandlers } from "../feedback/Http.ts"
 import { AuthenticationLive } from "../identity/Http.ts"
 import { Identity } from "../identity/Identity.ts"
 import { SvcConfig } from "../platform/Config.ts"
@@ -33,7 +35,8 @@ import { RequestValidationLive } from "./Validation.ts"
 export const ServicesLive = Layer.mergeAll(
   Identity.layer,
   Tasks.layer,
-  AgentSessions.layer.pipe(Layer.provideMerge(Approvals.layer), Layer.provideMerge(SessionHub.layer))
+  AgentSessions.layer.pipe(Layer.provideMerge(Approvals.layer), Layer.provideMerge(SessionHub.layer)),
+  Feedback.layer.pipe(Layer.provide(Identity.layer))
 ).pipe(
   Layer.provideMerge(DeliveryQueue.layer),
   Layer.provideMerge(Layer.mergeAll(AnswerSchemas.layer, SecretStore.layer, Wakeups.layer, OutboundHttp.layer))
@@ -46,7 +49,8 @@ const HandlersLive = Layer.mergeAll(
   DatasetsHandlers,
   AgentSessionsHandlers,
   ApprovalPoliciesHandlers,
-  ApprovalsHandlers
+  ApprovalsHandlers,
+  FeedbackHandlers
 )
 
 /** Background workers (fibers that live as long as the server). */
