@@ -4,6 +4,9 @@
  * capability adds its group here.
  */
 import { HttpApi, OpenApi } from "effect/http-api"
+import { AgentSessionsApi } from "./Agents.ts"
+import { ApprovalPoliciesApi, ApprovalsApi } from "./Approvals.ts"
+import { FeedbackApi } from "./Feedback.ts"
 import { SystemApi } from "./System.ts"
 import { DatasetsApi, TasksApi } from "./Tasks.ts"
 import { TelemetryApi } from "./Telemetry.ts"
@@ -13,6 +16,10 @@ export class Api extends HttpApi.make("svc")
   .add(SystemApi)
   .add(TasksApi)
   .add(DatasetsApi)
+  .add(AgentSessionsApi)
+  .add(ApprovalPoliciesApi)
+  .add(ApprovalsApi)
+  .add(FeedbackApi)
   .add(TelemetryApi)
   .middleware(RequestValidation)
   // Report every problem of a request at once, and refuse unknown body and

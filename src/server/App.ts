@@ -8,6 +8,14 @@ import { HttpRouter, HttpServerRequest } from "effect/http"
 import { HttpApiBuilder, HttpApiScalar } from "effect/http-api"
 import { Api } from "../api/Api.ts"
 import { DeliveryQueue } from "../deliveries/DeliveryQueue.ts"
+import { AgentSessionsHandlers } from "../agents/Http.ts"
+import { SessionHub } from "../agents/SessionEvents.ts"
+import { AgentSessions } from "../agents/Sessions.ts"
+import { Approvals } from "../approvals/Approvals.ts"
+import { ApprovalPoliciesHandlers, ApprovalsHandlers } from "../approvals/Http.ts"
+import { ApprovalScheduler } from "../approvals/Scheduler.ts"
+import { Feedback } from "../feedback/Feedback.ts"
+import { FeedbackHandlers } from "../feedback/Http.ts"
 import { AuthenticationLive } from "../identity/Http.ts"
 import { Identity } from "../identity/Identity.ts"
 import { SvcConfig } from "../platform/Config.ts"
@@ -32,6 +40,8 @@ import { RequestValidationLive } from "./Validation.ts"
 export const ServicesLive = Layer.mergeAll(
   Identity.layer,
   Tasks.layer,
+  AgentSessions.layer.pipe(Layer.provideMerge(Approvals.layer), Layer.provideMerge(SessionHub.layer)),
+  Feedback.layer.pipe(Layer.provide(Identity.layer)),
   TelemetryDestinations.layer
 ).pipe(
   Layer.provideMerge(DestinationsRepo.layer),
@@ -48,11 +58,15 @@ const HandlersLive = Layer.mergeAll(
   SystemHandlers,
   TasksHandlers,
   DatasetsHandlers,
+  AgentSessionsHandlers,
+  ApprovalPoliciesHandlers,
+  ApprovalsHandlers,
+  FeedbackHandlers,
   TelemetryHandlers
 )
 
 /** Background workers (fibers that live as long as the server). */
-export const WorkersLive = Layer.mergeAll(TelemetryExportLive)
+export const WorkersLive = Layer.mergeAll(ApprovalScheduler.layer, SessionHub.closeOnShutdown, TelemetryExportLive)
 
 const ApiRoutes = HttpApiBuilder.layer(Api, { openapiPath: "/openapi.json" }).pipe(
   Layer.provide(HandlersLive),

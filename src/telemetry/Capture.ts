@@ -198,12 +198,14 @@ const randomTraceId = (): string => {
 // ---------------------------------------------------------------------------
 // Spans
 
-type SpanOptions = Parameters<Tracer.Tracer["span"]>[0]
-
 const orgOf = (span: Tracer.AnySpan): string | undefined => {
   let current: Tracer.AnySpan | undefined = span
   while (current !== undefined && current._tag === "Span") {
-    const attributes = (current as Tracer.NativeSpan)._attributes
+    const attributes = current instanceof CapturedSpan
+      ? current.ownAttributes
+      : current instanceof Tracer.NativeSpan
+      ? current._attributes
+      : current.attributes
     const org = attributes?.get("svc.org_id")
     if (typeof org === "string") return org
     current = Option.getOrUndefined(current.parent)
@@ -231,7 +233,7 @@ export const toOtlpSpan = (span: Tracer.Span): OtlpSpan => {
   let dropped = 0
   let httpStatus: number | undefined
   let hasErrorType = false
-  const source = (span as Tracer.NativeSpan)._attributes
+  const source = span instanceof CapturedSpan ? span.ownAttributes : span.attributes
   if (source !== undefined) {
     for (const [key, raw] of source) {
       if (!isExportedAttribute(key)) {
@@ -273,28 +275,79 @@ export const toOtlpSpan = (span: Tracer.Span): OtlpSpan => {
   }
 }
 
-class CapturedSpan extends Tracer.NativeSpan {
+/**
+ * A span of the tracer installed beneath ours (Effect's native one unless
+ * the deployment or a test installed another), plus capture on end. Every
+ * call goes to the inner span; only `sampled` is ours, so the ratio can
+ * leave a trace out of export without the inner tracer knowing.
+ */
+class CapturedSpan implements Tracer.Span {
+  readonly _tag = "Span"
   deferred: Array<CapturedSpan> | undefined = undefined
+  readonly inner: Tracer.Span
+  readonly sampled: boolean
   readonly onEnd: (span: CapturedSpan) => void
-
-  constructor(options: SpanOptions, traceId: string | undefined, onEnd: (span: CapturedSpan) => void) {
-    super(options)
-    if (traceId !== undefined) this._traceId = traceId
+  constructor(inner: Tracer.Span, sampled: boolean, onEnd: (span: CapturedSpan) => void) {
+    this.inner = inner
+    this.sampled = sampled
     this.onEnd = onEnd
   }
-
-  override end(endTime: bigint, exit: Exit.Exit<unknown, unknown>): void {
-    if (this.status._tag === "Ended") return
-    super.end(endTime, exit)
+  get name() {
+    return this.inner.name
+  }
+  get spanId() {
+    return this.inner.spanId
+  }
+  get traceId() {
+    return this.inner.traceId
+  }
+  get parent() {
+    return this.inner.parent
+  }
+  get annotations() {
+    return this.inner.annotations
+  }
+  get status() {
+    return this.inner.status
+  }
+  get attributes() {
+    return this.inner.attributes
+  }
+  get links() {
+    return this.inner.links
+  }
+  get kind() {
+    return this.inner.kind
+  }
+  /** The attribute map when it exists, without creating one. */
+  get ownAttributes(): ReadonlyMap<string, unknown> | undefined {
+    return this.inner instanceof Tracer.NativeSpan ? this.inner._attributes : this.inner.attributes
+  }
+  end(endTime: bigint, exit: Exit.Exit<unknown, unknown>): void {
+    if (this.inner.status._tag === "Ended") return
+    this.inner.end(endTime, exit)
     this.onEnd(this)
+  }
+  attribute(key: string, value: unknown): void {
+    this.inner.attribute(key, value)
+  }
+  event(name: string, startTime: bigint, attributes?: Record<string, unknown>): void {
+    this.inner.event(name, startTime, attributes)
+  }
+  addLinks(links: ReadonlyArray<Tracer.SpanLink>): void {
+    this.inner.addLinks(links)
   }
 }
 
 /**
- * The tracer: native spans plus capture on end. `ratio` is the sample
- * ratio; `buffers` receives the spans.
+ * The tracer: the `inner` tracer's spans plus capture on end. `ratio` is
+ * the sample ratio; `buffers` receives the spans.
  */
-export const makeTracer = (buffers: SpanBuffers["Service"], ratio: number): Tracer.Tracer => {
+export const makeTracer = (
+  buffers: SpanBuffers["Service"],
+  ratio: number,
+  inner: Tracer.Tracer = Tracer.nativeTracer
+): Tracer.Tracer => {
   const route = (orgId: string, span: CapturedSpan) => {
     buffers.offer(orgId, toOtlpSpan(span))
     if (span.deferred !== undefined) {
@@ -306,7 +359,7 @@ export const makeTracer = (buffers: SpanBuffers["Service"], ratio: number): Trac
     // Database client spans describe svc's own infrastructure (its database
     // host and name, statements), not the organization's work: never
     // exported. They are also half of all spans.
-    if (!span.sampled || span._attributes?.has("db.system.name") === true) return
+    if (!span.sampled || span.ownAttributes?.has("db.system.name") === true) return
     const orgId = orgOf(span)
     if (orgId !== undefined) {
       if (buffers.wants(orgId)) route(orgId, span)
@@ -327,26 +380,31 @@ export const makeTracer = (buffers: SpanBuffers["Service"], ratio: number): Trac
   }
   return Tracer.make({
     span: (options) => {
-      const parent = Option.getOrUndefined(options.parent)
-      if (parent === undefined) {
-        // A new trace: our own random trace id, and the ratio decides.
-        const traceId = randomTraceId()
-        const sampled = options.sampled && sampledByRatio(traceId, ratio)
-        return new CapturedSpan(sampled === options.sampled ? options : { ...options, sampled }, traceId, onEnd)
+      const created = inner.span(options)
+      if (Option.isNone(options.parent)) {
+        // A new trace: a random trace id from the system's CSPRNG (it becomes
+        // e.g. a logged run's trace_id), and the ratio decides.
+        if (created instanceof Tracer.NativeSpan && created._traceId === undefined) created._traceId = randomTraceId()
+        return new CapturedSpan(created, options.sampled && sampledByRatio(created.traceId, ratio), onEnd)
       }
       // Parent-based: a local or remote parent's decision is inherited (Effect
       // already passes `sampled: false` under an unsampled parent).
-      return new CapturedSpan(options, undefined, onEnd)
-    }
+      return new CapturedSpan(created, options.sampled, onEnd)
+    },
+    ...(inner.context === undefined ? {} : { context: inner.context })
   })
 }
 
-/** Installs the capturing tracer for everything built on top of this layer. */
+/**
+ * Installs the capturing tracer for everything built on top of this layer,
+ * wrapping the tracer installed beneath it (Effect's native one by default).
+ */
 export const TracerLive = Layer.effect(
   Tracer.Tracer,
   Effect.gen(function*() {
     const config = yield* SvcConfig
     const buffers = yield* SpanBuffers
-    return makeTracer(buffers, config.telemetrySampleRatio)
+    const inner = yield* Effect.tracer
+    return makeTracer(buffers, config.telemetrySampleRatio, inner)
   })
 )

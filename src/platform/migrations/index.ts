@@ -9,6 +9,8 @@ import m0001 from "./0001_identity.ts"
 import m0002 from "./0002_tasks.ts"
 import m0003 from "./0003_shared.ts"
 import m0010 from "./0010_deliveries.ts"
+import m0100 from "./0100_feedback.ts"
+import m0200 from "./0200_agents_approvals.ts"
 import m0400 from "./0400_telemetry.ts"
 
 export const migrations = Migrator.fromRecord({
@@ -16,5 +18,7 @@ export const migrations = Migrator.fromRecord({
   "0002_tasks": m0002,
   "0003_shared": m0003,
   "0010_deliveries": m0010,
+  "0100_feedback": m0100,
+  "0200_agents_approvals": m0200,
   "0400_telemetry": m0400
 })
