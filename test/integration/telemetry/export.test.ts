@@ -89,6 +89,40 @@ layer(Svc, { excludeTestServices: true })("telemetry export", (it) => {
         assert.strictEqual(span.links?.[0]?.traceId, logRun.traceId)
       }).pipe(Effect.scoped))
 
+    it.effect("governed steps, approval transitions (background deadlines included) and feedback review reach the collector", () =>
+      Effect.gen(function*() {
+        const { org, collector } = yield* withCollector()
+        yield* org.client.approvalPolicies.put({
+          params: { action_class: "quick" },
+          payload: { mode: "require_approval", review_seconds: 1, expiring_notice_seconds: 0, timeout_action: "reject" }
+        })
+        const session = yield* org.client.agentSessions.create({ payload: {} })
+        const step = yield* org.client.agentSessions.governStep({
+          params: { session_id: session.id },
+          payload: { step_id: "s1", tool: "t", action_class: "quick", arguments: { secret_arg: "argument-never-exported" } }
+        })
+        const task = yield* org.client.tasks.create({ payload: { name: "t", answer_schema: schema } })
+        const run = yield* org.client.tasks.logRun({ params: { task_id: task.id }, payload: { input: 1, answer: {} } })
+        const feedback = yield* org.client.feedback.submit({
+          payload: { inference_log_id: run.trace_id, score: -1, correction: { fix: "correction-never-exported" } }
+        })
+        yield* org.client.feedback.stage({ params: { feedback_id: feedback.id } })
+        const names = (wanted: string) => (r: ReceivedRequest) => decodeOtlp(r).spans.some((s) => s.name === wanted)
+        for (const name of ["AgentSessions.governStep", "Feedback.submit", "Feedback.stage"]) {
+          yield* collector.waitFor(names(name), "20 seconds")
+        }
+        // The expiry fires in a background scheduler, outside any request.
+        const expired = yield* collector.waitFor((r) =>
+          decodeOtlp(r).spans.some((s) => s.name === "Approvals.fireDeadline" && s.attributes["svc.approval_id"] === step.approval_id)
+        , "30 seconds")
+        const deadline = decodeOtlp(expired).spans.find((s) => s.name === "Approvals.fireDeadline")!
+        assert.strictEqual(deadline.attributes["svc.org_id"], org.orgId)
+        const everything = collector.requests().map((r) => JSON.stringify(decodeOtlp(r).json)).join("\n")
+        assert.notInclude(everything, "argument-never-exported")
+        assert.notInclude(everything, "correction-never-exported")
+        for (const request of collector.requests()) assert.deepStrictEqual(decodeOtlp(request).problems, [])
+      }).pipe(Effect.scoped))
+
     it.effect("only the organization's own spans reach its collector", () =>
       Effect.gen(function*() {
         const a = yield* withCollector()
