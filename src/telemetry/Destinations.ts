@@ -29,6 +29,8 @@ import { type DestinationRow, DestinationsRepo } from "./Repository.ts"
 
 /** How long a failed batch stays kept (sealed) for replay. */
 export const KEEP_FAILED_HOURS = 24
+/** How long finished delivery records stay (the API lists the latest 50). */
+export const KEEP_RECORDS_DAYS = 7
 
 const owner = (orgId: string, id: string) => ({ orgId, kind: "telemetry_destination" as const, id })
 

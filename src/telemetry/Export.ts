@@ -13,7 +13,7 @@
  *   exports them, retrying 429/502/503/504 and network failures with
  *   backoff and `Retry-After`, at most `MAX_ATTEMPTS` times per round;
  * - prune: payloads of delivered and partial batches are forgotten, failed
- *   ones after `KEEP_FAILED_HOURS`.
+ *   ones after `KEEP_FAILED_HOURS`; finished records after `KEEP_RECORDS_DAYS`.
  *
  * None of this work belongs to an organization, so none of its spans is
  * exported (which would feed export with its own spans).
@@ -25,7 +25,7 @@ import { SvcConfig } from "../platform/Config.ts"
 import { SecretBox } from "../platform/Crypto.ts"
 import { BATCH_SPANS, SpanBuffers } from "./Capture.ts"
 import { type CollectorTarget, compressAsync, exportBody } from "./Collector.ts"
-import { batchContext, KEEP_FAILED_HOURS, TelemetryDestinations } from "./Destinations.ts"
+import { batchContext, KEEP_FAILED_HOURS, KEEP_RECORDS_DAYS, TelemetryDestinations } from "./Destinations.ts"
 import { encodeRequest, serviceResource } from "./Otlp.ts"
 import { DestinationsRepo } from "./Repository.ts"
 
@@ -199,7 +199,11 @@ export const TelemetryExportLive = Layer.effectDiscard(Effect.gen(function*() {
 
   yield* refresh.pipe(Effect.catchCause((cause) => Effect.logWarning("telemetry refresh failed", cause)))
   yield* every(REFRESH_EVERY, refresh, "refresh")
-  yield* every(PRUNE_EVERY, Effect.asVoid(repo.prunePayloads(KEEP_FAILED_HOURS)), "prune")
+  yield* every(
+    PRUNE_EVERY,
+    Effect.asVoid(Effect.andThen(repo.prunePayloads(KEEP_FAILED_HOURS), repo.pruneRecords(KEEP_RECORDS_DAYS))),
+    "prune"
+  )
   // Closing the latch before flushing keeps a "batch ready" that arrives
   // during the flush for the next round.
   yield* Effect.sync(() => buffers.batchReady.closeUnsafe()).pipe(

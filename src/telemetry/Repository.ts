@@ -36,6 +36,8 @@ export class DestinationsRepo extends Context.Service<DestinationsRepo, {
   readonly queuedSpans: (id: string) => Effect.Effect<number>
   /** Forgets batch payloads that are no longer needed: delivered/partial ones, failed ones after `keepFailedHours`, those of deleted destinations. */
   readonly prunePayloads: (keepFailedHours: number) => Effect.Effect<number>
+  /** Deletes finished delivery records older than `keepDays` (the API shows the latest 50). */
+  readonly pruneRecords: (keepDays: number) => Effect.Effect<number>
 }>()("svc/telemetry/DestinationsRepo") {
   static readonly layer = Layer.effect(
     DestinationsRepo,
@@ -93,6 +95,12 @@ export class DestinationsRepo extends Context.Service<DestinationsRepo, {
               OR (status = 'failed' AND finished_at < now() - make_interval(hours => ${keepFailedHours}))
               OR NOT EXISTS (SELECT 1 FROM telemetry_destinations t WHERE t.id = deliveries.target_id)
             )
+            RETURNING id
+          `.pipe(Effect.map((rows) => rows.length), Effect.orDie),
+        pruneRecords: (keepDays) =>
+          sql<{ id: string }>`
+            DELETE FROM deliveries
+            WHERE kind = 'telemetry' AND finished_at < now() - make_interval(days => ${keepDays})
             RETURNING id
           `.pipe(Effect.map((rows) => rows.length), Effect.orDie)
       })

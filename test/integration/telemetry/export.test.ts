@@ -335,20 +335,33 @@ layer(Svc, { excludeTestServices: true })("telemetry export", (it) => {
         assert.strictEqual(unknown._tag, "NotFound")
       }).pipe(Effect.scoped))
 
-    it.effect("a failed batch whose payload is no longer kept is not replayable", () =>
+    it.effect("a failed batch is kept, sealed, for 24 hours; after that it is not replayable", () =>
       Effect.gen(function*() {
         const svc = yield* SvcTest
-        const { org, id } = yield* withCollector(() => Reply.status(400))
-        yield* traffic(org)
-        const { deliveries } = yield* waitForDeliveries(org, id, (list) => list.some((d) => d.status === "failed"))
-        const failed = deliveries.find((d) => d.status === "failed")!
-        const [kept] = yield* svc.sql<{ payload: string | null }>`SELECT payload FROM deliveries WHERE id = ${failed.id}`
-        assert.isNotNull(kept!.payload, "a failed batch is kept, sealed")
-        assert.notInclude(kept!.payload!, "resourceSpans")
-        // What the retention sweep does after 24 hours.
-        yield* svc.sql`UPDATE deliveries SET payload = NULL WHERE id = ${failed.id}`
-        const replay = yield* Effect.flip(org.client.telemetry.replay({ params: { id, delivery: failed.id } }))
+        const young = yield* withCollector(() => Reply.status(400))
+        const old = yield* withCollector(() => Reply.status(400))
+        yield* traffic(young.org)
+        yield* traffic(old.org)
+        const failedOf = (org: TestOrg, id: string) =>
+          Effect.map(
+            waitForDeliveries(org, id, (list) => list.some((d) => d.status === "failed")),
+            ({ deliveries }) => deliveries.find((d) => d.status === "failed")!
+          )
+        const youngFailed = yield* failedOf(young.org, young.id)
+        const oldFailed = yield* failedOf(old.org, old.id)
+        const [kept] = yield* svc.sql<{ payload: string | null }>`SELECT payload FROM deliveries WHERE id = ${oldFailed.id}`
+        assert.isNotNull(kept!.payload, "a failed batch is kept")
+        assert.notInclude(kept!.payload!, "resourceSpans", "sealed")
+        yield* svc.sql`UPDATE deliveries SET finished_at = now() - interval '23 hours' WHERE id = ${youngFailed.id}`
+        yield* svc.sql`UPDATE deliveries SET finished_at = now() - interval '25 hours' WHERE id = ${oldFailed.id}`
+        // The retention sweep runs every minute and after every delete; a delete elsewhere triggers it now.
+        const other = yield* SvcTest.org()
+        const scratch = yield* other.client.telemetry.create({ payload: { url: young.collector.url("/other") } })
+        yield* other.client.telemetry.remove({ params: { id: scratch.id } })
+        const replay = yield* Effect.flip(old.org.client.telemetry.replay({ params: { id: old.id, delivery: oldFailed.id } }))
         assert.strictEqual(replay._tag, "NotReplayable")
+        const replayed = yield* young.org.client.telemetry.replay({ params: { id: young.id, delivery: youngFailed.id } })
+        assert.deepStrictEqual(replayed, { queued: true, id: youngFailed.id })
       }).pipe(Effect.scoped))
   })
 
