@@ -77,7 +77,9 @@ export const TelemetryExportLive = Layer.effectDiscard(Effect.gen(function*() {
   const flushOne = (destinationId: string, orgId: string) =>
     Effect.gen(function*() {
       let enqueued = false
-      let room = queueBatches - (yield* queue.undelivered("telemetry", destinationId))
+      let room = buffers.size(destinationId) === 0
+        ? 0
+        : queueBatches - (yield* queue.undelivered("telemetry", destinationId))
       while (buffers.size(destinationId) > 0) {
         if (room <= 0) {
           // The collector is not keeping up: drop rather than grow without bound.
