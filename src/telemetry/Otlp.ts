@@ -92,6 +92,23 @@ export const exportRequest = (spans: ReadonlyArray<OtlpSpan>, resource: Readonly
 export const encodeRequest = (spans: ReadonlyArray<OtlpSpan>, resource: ReadonlyArray<KeyValue>): string =>
   JSON.stringify(exportRequest(spans, resource))
 
+/**
+ * The same text as `encodeRequest`, built from the spans encoded one at a
+ * time, so a caller can pause between slices (a 512-span batch is a few
+ * milliseconds of `JSON.stringify`, which would otherwise hold the event
+ * loop, and the requests waiting on it, in one piece).
+ */
+export const encodeRequestParts = (
+  resource: ReadonlyArray<KeyValue>
+): { readonly head: string; readonly span: (span: OtlpSpan) => string; readonly tail: string } => {
+  const marker = "\u0000spans\u0000"
+  const template = JSON.stringify({
+    resourceSpans: [{ resource: { attributes: resource }, scopeSpans: [{ scope: SCOPE, spans: marker }] }]
+  })
+  const [head, tail] = template.split(JSON.stringify(marker)) as [string, string]
+  return { head: `${head}[`, span: (span) => JSON.stringify(span), tail: `]${tail}` }
+}
+
 export const serviceResource = (extra: Readonly<Record<string, string>> = {}): ReadonlyArray<KeyValue> => [
   { key: "service.name", value: { stringValue: "svc" } },
   ...Object.entries(extra).map(([key, value]) => ({ key, value: { stringValue: value } }))

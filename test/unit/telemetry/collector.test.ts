@@ -48,3 +48,24 @@ describe("what a collector's answer means (issue rules 7 and 8)", () => {
     }))
   })
 })
+
+describe("OTLP encoding in slices", () => {
+  it("encodeRequestParts builds exactly encodeRequest's text", async () => {
+    const { encodeRequest, encodeRequestParts, serviceResource } = await import("../../../src/telemetry/Otlp.ts")
+    const spans = Array.from({ length: 3 }, (_, i) => ({
+      traceId: "4bf92f3577b34da6a3ce929d0e0e4736",
+      spanId: `00f067aa0ba902b${i}`,
+      name: `s${i}`,
+      kind: 1,
+      startTimeUnixNano: "1",
+      endTimeUnixNano: "2",
+      attributes: [{ key: "svc.org_id", value: { stringValue: "o" } }],
+      status: { code: 0 }
+    }))
+    const parts = encodeRequestParts(serviceResource())
+    for (const n of [0, 1, 3]) {
+      const sliced = `${parts.head}${spans.slice(0, n).map(parts.span).join(",")}${parts.tail}`
+      assert.strictEqual(sliced, encodeRequest(spans.slice(0, n), serviceResource()))
+    }
+  })
+})
