@@ -213,8 +213,13 @@ export const TelemetryExportLive = Layer.effectDiscard(Effect.gen(function*() {
       Effect.forkScoped
     )
 
+  // The per-destination caches hold only what is recent: emptied at each refresh.
+  const forget = Effect.sync(() => {
+    targets.clear()
+    lastSuccess.clear()
+  })
   yield* refresh.pipe(Effect.catchCause((cause) => Effect.logWarning("telemetry refresh failed", cause)))
-  yield* every(REFRESH_EVERY, refresh, "refresh")
+  yield* every(REFRESH_EVERY, Effect.andThen(refresh, forget), "refresh")
   yield* every(
     PRUNE_EVERY,
     Effect.asVoid(Effect.andThen(repo.prunePayloads(KEEP_FAILED_HOURS), repo.pruneRecords(KEEP_RECORDS_DAYS))),
