@@ -32,6 +32,7 @@ import { DestinationsRepo } from "./Repository.ts"
 export const FLUSH_EVERY = Duration.seconds(2)
 export const REFRESH_EVERY = Duration.seconds(5)
 export const PRUNE_EVERY = Duration.minutes(1)
+const SHUTDOWN_FLUSH = Duration.seconds(3)
 /** Attempts per round (a replay starts a new round). */
 export const MAX_ATTEMPTS = 5
 const BACKOFF_BASE_MS = 1000
@@ -224,6 +225,14 @@ export const TelemetryExportLive = Layer.effectDiscard(Effect.gen(function*() {
     PRUNE_EVERY,
     Effect.asVoid(Effect.andThen(repo.prunePayloads(KEEP_FAILED_HOURS), repo.pruneRecords(KEEP_RECORDS_DAYS))),
     "prune"
+  )
+  // At shutdown, what is buffered becomes batches in the queue (any process
+  // sends them later), within a bounded time.
+  yield* Effect.addFinalizer(() =>
+    flush.pipe(
+      Effect.timeout(SHUTDOWN_FLUSH),
+      Effect.catchCause((cause) => Effect.logWarning("telemetry flush at shutdown did not finish", cause))
+    )
   )
   // Closing the latch before flushing keeps a "batch ready" that arrives
   // during the flush for the next round.
