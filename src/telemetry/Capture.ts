@@ -16,6 +16,8 @@
  * - Attributes pass an allowlist: the semantic-convention names below and
  *   `svc.*` (never names that look like credentials). Failure messages and
  *   stack traces are never exported, only `error.type`.
+ * - A captured span is kept as its OTLP/JSON text (compact, and a batch is
+ *   then a string join).
  * - The buffer is bounded per destination: a full buffer drops the span and
  *   counts it (`dropped_spans`). Nothing here waits, allocates much or
  *   touches the database: the request path only pays for a map lookup, and
@@ -58,7 +60,8 @@ export const isExportedAttribute = (key: string): boolean =>
 interface Buffer {
   readonly destinationId: string
   readonly orgId: string
-  spans: Array<OtlpSpan>
+  /** Each span already encoded as its OTLP/JSON text: a few hundred bytes instead of a tree of objects. */
+  spans: Array<string>
   /** Dropped since the destination became active here, not yet added to its row. */
   unsavedDropped: number
 }
@@ -77,7 +80,7 @@ export class SpanBuffers extends Context.Service<SpanBuffers, {
   /** Whether spans of `orgId` are wanted at all (it has a destination). */
   readonly wants: (orgId: string) => boolean
   /** Adds a span to the organization's buffer, or drops and counts it when full. */
-  readonly offer: (orgId: string, span: OtlpSpan) => void
+  readonly offer: (orgId: string, span: string) => void
   /** Starts buffering for a destination (idempotent). */
   readonly activate: (orgId: string, destinationId: string) => void
   /** Stops buffering for the organization and drops what it buffered. */
@@ -85,7 +88,7 @@ export class SpanBuffers extends Context.Service<SpanBuffers, {
   /** Makes the active set exactly `active` (the database's view). */
   readonly sync: (active: ReadonlyArray<{ readonly orgId: string; readonly destinationId: string }>) => void
   /** Removes and returns up to `max` spans of the destination, oldest first. */
-  readonly take: (destinationId: string, max: number) => ReadonlyArray<OtlpSpan>
+  readonly take: (destinationId: string, max: number) => ReadonlyArray<string>
   /** Returns and resets the drops not yet saved. */
   readonly takeDropped: (destinationId: string) => number
   /** Adds drops decided elsewhere (e.g. a full delivery queue). */
@@ -359,9 +362,9 @@ export const makeTracer = (
   inner: Tracer.Tracer = Tracer.nativeTracer
 ): Tracer.Tracer => {
   const route = (orgId: string, span: CapturedSpan) => {
-    buffers.offer(orgId, toOtlpSpan(span))
+    buffers.offer(orgId, JSON.stringify(toOtlpSpan(span)))
     if (span.deferred !== undefined) {
-      for (const child of span.deferred) buffers.offer(orgId, toOtlpSpan(child))
+      for (const child of span.deferred) buffers.offer(orgId, JSON.stringify(toOtlpSpan(child)))
       span.deferred = undefined
     }
   }

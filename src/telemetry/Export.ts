@@ -26,7 +26,7 @@ import { SecretBox } from "../platform/Crypto.ts"
 import { BATCH_SPANS, SpanBuffers } from "./Capture.ts"
 import { type CollectorTarget, compressAsync, exportBody } from "./Collector.ts"
 import { batchContext, KEEP_FAILED_HOURS, KEEP_RECORDS_DAYS, TelemetryDestinations } from "./Destinations.ts"
-import { encodeRequestParts, type OtlpSpan, serviceResource } from "./Otlp.ts"
+import { encodeRequestParts, serviceResource } from "./Otlp.ts"
 import { DestinationsRepo } from "./Repository.ts"
 
 export const FLUSH_EVERY = Duration.seconds(2)
@@ -61,19 +61,9 @@ export const scrub = (text: string, target: CollectorTarget): string => {
 
 const resource = serviceResource()
 const parts = encodeRequestParts(resource)
-/** Spans encoded between two pauses of the flush. */
-const ENCODE_SLICE = 64
 
-/** `encodeRequest(spans)`, yielding to other fibers (requests) every `ENCODE_SLICE` spans. */
-const encodeSliced = (spans: ReadonlyArray<OtlpSpan>) =>
-  Effect.gen(function*() {
-    const pieces: Array<string> = []
-    for (let i = 0; i < spans.length; i += ENCODE_SLICE) {
-      if (i > 0) yield* Effect.yieldNow
-      for (const span of spans.slice(i, i + ENCODE_SLICE)) pieces.push(parts.span(span))
-    }
-    return `${parts.head}${pieces.join(",")}${parts.tail}`
-  })
+/** The request body around spans already encoded one by one (as captured). */
+const encodeBatch = (spans: ReadonlyArray<string>) => `${parts.head}${spans.join(",")}${parts.tail}`
 
 export const TelemetryExportLive = Layer.effectDiscard(Effect.gen(function*() {
   const buffers = yield* SpanBuffers
@@ -102,7 +92,7 @@ export const TelemetryExportLive = Layer.effectDiscard(Effect.gen(function*() {
           break
         }
         const spans = buffers.take(destinationId, BATCH_SPANS)
-        const body = yield* compressAsync(yield* encodeSliced(spans))
+        const body = yield* compressAsync(encodeBatch(spans))
         yield* queue.enqueue({
           orgId,
           kind: "telemetry",

@@ -93,10 +93,10 @@ export const encodeRequest = (spans: ReadonlyArray<OtlpSpan>, resource: Readonly
   JSON.stringify(exportRequest(spans, resource))
 
 /**
- * The same text as `encodeRequest`, built from the spans encoded one at a
- * time, so a caller can pause between slices (a 512-span batch is a few
- * milliseconds of `JSON.stringify`, which would otherwise hold the event
- * loop, and the requests waiting on it, in one piece).
+ * The same text as `encodeRequest`, built from spans encoded one at a time
+ * (`head + spans.join(",") + tail`): captured spans are kept encoded, so a
+ * batch costs a string join instead of one long `JSON.stringify` holding
+ * the event loop.
  */
 export const encodeRequestParts = (
   resource: ReadonlyArray<KeyValue>

@@ -10,7 +10,7 @@ const setup = (ratio = 1, capacity = 100) => {
   const buffers = SpanBuffers.make(capacity)
   buffers.activate(ORG, "dest-1")
   const tracer = makeTracer(buffers, ratio)
-  const taken = () => buffers.take("dest-1", 10_000)
+  const taken = (): Array<OtlpSpan> => buffers.take("dest-1", 10_000).map((json) => JSON.parse(json))
   return { buffers, tracer, taken }
 }
 
