@@ -9,6 +9,7 @@ import { ApprovalPoliciesApi, ApprovalsApi } from "./Approvals.ts"
 import { FeedbackApi } from "./Feedback.ts"
 import { SystemApi } from "./System.ts"
 import { DatasetsApi, TasksApi } from "./Tasks.ts"
+import { TelemetryApi } from "./Telemetry.ts"
 import { RequestValidation } from "./Validation.ts"
 
 export class Api extends HttpApi.make("svc")
@@ -19,6 +20,7 @@ export class Api extends HttpApi.make("svc")
   .add(ApprovalPoliciesApi)
   .add(ApprovalsApi)
   .add(FeedbackApi)
+  .add(TelemetryApi)
   .middleware(RequestValidation)
   // Report every problem of a request at once, and refuse unknown body and
   // query members (a misspelt optional field is a 400, not silently ignored).

@@ -20,6 +20,10 @@ export interface SvcConfigShape {
   readonly webhookRetrySchedule: ReadonlyArray<Duration.Duration>
   /** Share of traces exported to an organization's collector. */
   readonly telemetrySampleRatio: number
+  /** Spans each telemetry destination buffers in memory per process before dropping. */
+  readonly telemetryBufferSpans: number
+  /** Undelivered export batches a telemetry destination may hold before new spans are dropped. */
+  readonly telemetryQueueBatches: number
   readonly smtpUrl: Option.Option<Redacted.Redacted<string>>
   /** Largest accepted request body. */
   readonly maxBodyBytes: number
@@ -102,6 +106,14 @@ export const svcConfig: Config.Config<SvcConfigShape> = Config.all({
         ? Effect.succeed(ratio)
         : Effect.fail(invalid("SVC_TELEMETRY_SAMPLE_RATIO must be between 0 and 1"))
     )
+  ),
+  telemetryBufferSpans: Config.Int("SVC_TELEMETRY_BUFFER_SPANS").pipe(
+    Config.withDefault(4096),
+    Config.mapEffect((n) => n >= 1 ? Effect.succeed(n) : Effect.fail(invalid("SVC_TELEMETRY_BUFFER_SPANS must be at least 1")))
+  ),
+  telemetryQueueBatches: Config.Int("SVC_TELEMETRY_QUEUE_BATCHES").pipe(
+    Config.withDefault(20),
+    Config.mapEffect((n) => n >= 1 ? Effect.succeed(n) : Effect.fail(invalid("SVC_TELEMETRY_QUEUE_BATCHES must be at least 1")))
   ),
   smtpUrl: Config.option(Config.Redacted("SVC_SMTP_URL")),
   maxBodyBytes: Config.Int("SVC_MAX_BODY_BYTES").pipe(Config.withDefault(1024 * 1024)),

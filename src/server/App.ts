@@ -27,6 +27,11 @@ import { SecretStore } from "../secrets/SecretStore.ts"
 import { AnswerSchemas } from "../tasks/AnswerSchema.ts"
 import { DatasetsHandlers, TasksHandlers } from "../tasks/Http.ts"
 import { Tasks } from "../tasks/Tasks.ts"
+import { SpanBuffers, TracerLive } from "../telemetry/Capture.ts"
+import { TelemetryDestinations } from "../telemetry/Destinations.ts"
+import { TelemetryExportLive } from "../telemetry/Export.ts"
+import { TelemetryHandlers } from "../telemetry/Http.ts"
+import { DestinationsRepo } from "../telemetry/Repository.ts"
 import { RequestMiddleware } from "./Middleware.ts"
 import { SystemHandlers } from "./System.ts"
 import { RequestValidationLive } from "./Validation.ts"
@@ -36,9 +41,15 @@ export const ServicesLive = Layer.mergeAll(
   Identity.layer,
   Tasks.layer,
   AgentSessions.layer.pipe(Layer.provideMerge(Approvals.layer), Layer.provideMerge(SessionHub.layer)),
-  Feedback.layer.pipe(Layer.provide(Identity.layer))
+  Feedback.layer.pipe(Layer.provide(Identity.layer)),
+  TelemetryDestinations.layer
 ).pipe(
+  Layer.provideMerge(DestinationsRepo.layer),
   Layer.provideMerge(DeliveryQueue.layer),
+  // The capturing tracer: every span created on top of these services (request
+  // spans included) is offered to its organization's telemetry buffer.
+  Layer.provideMerge(TracerLive),
+  Layer.provideMerge(SpanBuffers.layer),
   Layer.provideMerge(Layer.mergeAll(AnswerSchemas.layer, SecretStore.layer, Wakeups.layer, OutboundHttp.layer))
 )
 
@@ -50,11 +61,12 @@ const HandlersLive = Layer.mergeAll(
   AgentSessionsHandlers,
   ApprovalPoliciesHandlers,
   ApprovalsHandlers,
-  FeedbackHandlers
+  FeedbackHandlers,
+  TelemetryHandlers
 )
 
 /** Background workers (fibers that live as long as the server). */
-export const WorkersLive = Layer.mergeAll(ApprovalScheduler.layer, SessionHub.closeOnShutdown)
+export const WorkersLive = Layer.mergeAll(ApprovalScheduler.layer, SessionHub.closeOnShutdown, TelemetryExportLive)
 
 const ApiRoutes = HttpApiBuilder.layer(Api, { openapiPath: "/openapi.json" }).pipe(
   Layer.provide(HandlersLive),

@@ -146,7 +146,17 @@ export class Tasks extends Context.Service<Tasks, {
         taskId: string,
         input: { readonly input: Json; readonly answer: Json }
       ) {
-        const traceId = randomTraceId()
+        // The run is a trace of its own: its span's trace id is the run's
+        // trace_id (the feedback `inference_log_id`), and the request span
+        // links to it. A fresh trace, not the request's, so two runs logged
+        // under one caller `traceparent` keep distinct ids.
+        const request = yield* Effect.option(Effect.currentSpan)
+        const runSpan = yield* Effect.makeSpanScoped("Tasks.run", {
+          root: true,
+          links: Option.isSome(request) ? [{ span: request.value, attributes: {} }] : [],
+          attributes: { "svc.org_id": orgId, "svc.task_id": taskId }
+        })
+        const traceId = /^(?!0{32})[0-9a-f]{32}$/.test(runSpan.traceId) ? runSpan.traceId : randomTraceId()
         const [row] = yield* sql<RunRow>`
           INSERT INTO runs (trace_id, org_id, task_id, input, answer)
           SELECT ${traceId}, ${orgId}, id, ${sql.json(input.input)}, ${sql.json(input.answer)}
@@ -156,7 +166,7 @@ export class Tasks extends Context.Service<Tasks, {
         if (row === undefined) return yield* new NotFound({ detail: "No such task." })
         yield* Effect.annotateCurrentSpan({ "svc.task_id": taskId, "svc.trace_id": traceId })
         return toRun(row)
-      })
+      }, Effect.scoped)
 
       const listRuns = Effect.fn("Tasks.listRuns")(function*(orgId: string, taskId: string, request: PageRequest) {
         yield* get(orgId, taskId)

@@ -11,6 +11,7 @@ import m0003 from "./0003_shared.ts"
 import m0010 from "./0010_deliveries.ts"
 import m0100 from "./0100_feedback.ts"
 import m0200 from "./0200_agents_approvals.ts"
+import m0400 from "./0400_telemetry.ts"
 
 export const migrations = Migrator.fromRecord({
   "0001_identity": m0001,
@@ -18,5 +19,6 @@ export const migrations = Migrator.fromRecord({
   "0003_shared": m0003,
   "0010_deliveries": m0010,
   "0100_feedback": m0100,
-  "0200_agents_approvals": m0200
+  "0200_agents_approvals": m0200,
+  "0400_telemetry": m0400
 })

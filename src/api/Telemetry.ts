@@ -1,0 +1,120 @@
+/**
+ * Telemetry destinations: one OTLP/HTTP JSON trace collector per
+ * organization (spec "Telemetry destinations", DESIGN.md "Telemetry
+ * delivery record").
+ */
+import { Schema } from "effect"
+import { HttpApiEndpoint, HttpApiError, HttpApiGroup, HttpApiSchema, OpenApi } from "effect/http-api"
+import { Timestamp, Uuid } from "./Common.ts"
+import { InvalidUrl, NotReplayable, QueueFull, Replayed } from "./Deliveries.ts"
+import { NotFound, problemType } from "./Errors.ts"
+import { Authentication, requireScope } from "./Security.ts"
+
+export class DestinationExists extends HttpApiError.Problem<DestinationExists>()("DestinationExists", {
+  type: problemType("DESTINATION_EXISTS"),
+  status: 409,
+  title: "The organization already has a telemetry destination"
+}, {
+  code: Schema.tag("DESTINATION_EXISTS")
+}) {}
+
+/** A collector header breaks a create rule; `field` names the header (never its value). */
+export class InvalidHeaders extends HttpApiError.Problem<InvalidHeaders>()("InvalidHeaders", {
+  type: problemType("INVALID_HEADERS"),
+  status: 400,
+  title: "The collector headers are not accepted"
+}, {
+  code: Schema.tag("INVALID_HEADERS"),
+  field: Schema.optionalKey(Schema.String)
+}) {}
+
+/** The collector did not accept the test span; names its status, never its body. */
+export class ExportFailed extends HttpApiError.Problem<ExportFailed>()("ExportFailed", {
+  type: problemType("EXPORT_FAILED"),
+  status: 502,
+  title: "The collector did not accept the span"
+}, {
+  code: Schema.tag("EXPORT_FAILED"),
+  collector_status: Schema.optionalKey(Schema.Int)
+}) {}
+
+export const TelemetryDestination = Schema.Struct({
+  id: Uuid,
+  url_hint: Schema.String,
+  created_at: Timestamp,
+  last_delivered_at: Schema.NullOr(Timestamp),
+  last_error: Schema.NullOr(Schema.String),
+  pending_spans: Schema.Int,
+  dropped_spans: Schema.Int
+})
+export type TelemetryDestination = typeof TelemetryDestination.Type
+
+export const CreateTelemetryDestination = Schema.Struct({
+  url: Schema.String.annotate({ description: "Public HTTPS URL of the collector's OTLP/HTTP traces endpoint (e.g. `https://collector.example.com/v1/traces`)" }),
+  headers: Schema.optionalKey(
+    Schema.Record(Schema.String, Schema.String).annotate({
+      description: "Headers sent with every export (e.g. `Authorization`), at most 10. Values are encrypted at rest and never returned."
+    })
+  )
+})
+
+export const CreatedTelemetryDestination = Schema.Struct({ id: Uuid, url_hint: Schema.String })
+
+export const TelemetryDeliveryStatus = Schema.Literals(["pending", "delivered", "failed", "partial"])
+
+export const TelemetryDelivery = Schema.Struct({
+  id: Uuid,
+  status: TelemetryDeliveryStatus,
+  span_count: Schema.Int,
+  rejected_spans: Schema.Int,
+  attempts: Schema.Int,
+  last_error: Schema.NullOr(Schema.String),
+  /** Set when the collector accepted everything but said something (`partialSuccess.errorMessage`). */
+  warning: Schema.optionalKey(Schema.String),
+  created_at: Timestamp,
+  finished_at: Schema.NullOr(Timestamp)
+})
+export type TelemetryDelivery = typeof TelemetryDelivery.Type
+
+const DestinationParams = { id: Uuid }
+
+export class TelemetryApi extends HttpApiGroup.make("telemetry")
+  .add(
+    HttpApiEndpoint.get("list", "/v1/telemetry-destinations", {
+      success: Schema.Struct({ destinations: Schema.Array(TelemetryDestination) })
+    }).pipe(requireScope("org_config.read", "The organization's telemetry destination (at most one).")),
+    HttpApiEndpoint.post("create", "/v1/telemetry-destinations", {
+      payload: CreateTelemetryDestination,
+      success: CreatedTelemetryDestination.pipe(HttpApiSchema.status(201)),
+      error: [InvalidUrl, InvalidHeaders, DestinationExists]
+    }).pipe(requireScope(
+      "org_config.write",
+      "Configures the organization's one OTLP/HTTP JSON trace collector. A second one is refused with 409 `DESTINATION_EXISTS`."
+    )),
+    HttpApiEndpoint.post("test", "/v1/telemetry-destinations/:id/test", {
+      params: DestinationParams,
+      success: Schema.Struct({ delivered: Schema.Boolean }),
+      error: [NotFound, ExportFailed]
+    }).pipe(requireScope("org_config.write", "Exports one test span at once.")),
+    HttpApiEndpoint.delete("remove", "/v1/telemetry-destinations/:id", {
+      params: DestinationParams,
+      success: HttpApiSchema.NoContent,
+      error: NotFound
+    }).pipe(requireScope("org_config.write", "Removes the destination: export stops at once and buffered spans are dropped.")),
+    HttpApiEndpoint.get("deliveries", "/v1/telemetry-destinations/:id/deliveries", {
+      params: DestinationParams,
+      success: Schema.Struct({ deliveries: Schema.Array(TelemetryDelivery) }),
+      error: NotFound
+    }).pipe(requireScope("org_config.read", "The latest 50 delivery records (batches), newest first.")),
+    HttpApiEndpoint.post("replay", "/v1/telemetry-destinations/:id/deliveries/:delivery/replay", {
+      params: { id: Uuid, delivery: Uuid },
+      success: Replayed,
+      error: [NotFound, NotReplayable, QueueFull]
+    }).pipe(requireScope(
+      "org_config.write",
+      "Sends a failed batch again. A partially accepted batch is not replayable (OTLP does not say which spans were rejected)."
+    ))
+  )
+  .middleware(Authentication)
+  .annotate(OpenApi.Title, "Telemetry destinations")
+{}

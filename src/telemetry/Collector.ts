@@ -1,0 +1,138 @@
+/**
+ * One export to a collector: the request (OTLP/HTTP JSON, gzip when it
+ * pays, the destination's headers) and what its answer means. Shared by
+ * the test endpoint and the export worker.
+ *
+ * Retried: 429, 502, 503, 504 and network failures (the OTLP/HTTP
+ * specification's retryable set), honouring `Retry-After`. Everything else
+ * fails the batch at once (400, 401, 403, 404, 413, 500, a redirect, a TLS
+ * failure, a refused target).
+ */
+import { Duration, Effect, Redacted } from "effect"
+import { gunzip, gzip, gzipSync } from "node:zlib"
+import { type OutboundFailure, OutboundHttp, type OutboundResponse } from "../outbound/OutboundHttp.ts"
+import { readExportAnswer } from "./Otlp.ts"
+
+/** Bodies at least this long (uncompressed) are sent gzipped. */
+export const GZIP_MIN_BYTES = 1024
+/** Deadline of one export request. */
+export const EXPORT_TIMEOUT = Duration.seconds(10)
+/** Longest `Retry-After` we honour; a longer one waits this long. */
+export const MAX_RETRY_AFTER = Duration.minutes(5)
+
+export const RETRYABLE_STATUSES: ReadonlySet<number> = new Set([429, 502, 503, 504])
+
+export interface CollectorTarget {
+  readonly url: string
+  readonly headers: ReadonlyArray<readonly [name: string, value: Redacted.Redacted<string>]>
+}
+
+/** A batch as stored: gzipped OTLP JSON, plus its uncompressed size. */
+export interface StoredBody {
+  readonly gzipped: Uint8Array
+  readonly bytes: number
+}
+
+export const compress = (json: string): StoredBody => {
+  const raw = Buffer.from(json, "utf8")
+  return { gzipped: new Uint8Array(gzipSync(raw)), bytes: raw.length }
+}
+
+/** `compress` on libuv's thread pool, so a large batch does not hold the event loop (and requests) up. */
+export const compressAsync = (json: string): Effect.Effect<StoredBody> =>
+  Effect.callback<StoredBody>((resume) => {
+    const raw = Buffer.from(json, "utf8")
+    gzip(raw, (error, out) => {
+      resume(error === null ? Effect.succeed({ gzipped: new Uint8Array(out), bytes: raw.length }) : Effect.die(error))
+    })
+  })
+
+export type ExportResult =
+  | { readonly _tag: "Accepted"; readonly status: number; readonly warning: string | undefined }
+  | { readonly _tag: "Partial"; readonly status: number; readonly rejected: number; readonly error: string }
+  | {
+    readonly _tag: "Retryable"
+    readonly status: number | undefined
+    readonly retryAfter: Duration.Duration | undefined
+    readonly error: string
+  }
+  | { readonly _tag: "Rejected"; readonly status: number | undefined; readonly error: string }
+
+/** `Retry-After` as seconds or an HTTP date; capped; `undefined` when absent or unreadable. */
+export const parseRetryAfter = (value: string | undefined, now: number): Duration.Duration | undefined => {
+  if (value === undefined) return undefined
+  const trimmed = value.trim()
+  let millis: number
+  if (/^\d+$/.test(trimmed)) {
+    millis = Number(trimmed) * 1000
+  } else {
+    const at = Date.parse(trimmed)
+    if (Number.isNaN(at)) return undefined
+    millis = Math.max(0, at - now)
+  }
+  return Duration.millis(Math.min(millis, Duration.toMillis(MAX_RETRY_AFTER)))
+}
+
+export const classify = (response: OutboundResponse, spanCount: number, now: number): ExportResult => {
+  const status = response.status
+  if (status >= 200 && status < 300) {
+    const answer = readExportAnswer(response.body)
+    if (answer.rejectedSpans > 0) {
+      return {
+        _tag: "Partial",
+        status,
+        rejected: answer.rejectedSpans,
+        error: `collector rejected ${answer.rejectedSpans} of ${spanCount} spans${
+          answer.errorMessage === undefined ? "" : `: ${answer.errorMessage.slice(0, 200)}`
+        }`
+      }
+    }
+    return { _tag: "Accepted", status, warning: answer.errorMessage }
+  }
+  if (RETRYABLE_STATUSES.has(status)) {
+    return {
+      _tag: "Retryable",
+      status,
+      retryAfter: parseRetryAfter(response.headers["retry-after"], now),
+      error: `collector answered ${status}`
+    }
+  }
+  return { _tag: "Rejected", status, error: `collector answered ${status}` }
+}
+
+export const classifyFailure = (failure: OutboundFailure): ExportResult =>
+  failure.reason === "network" || failure.reason === "timeout"
+    ? { _tag: "Retryable", status: undefined, retryAfter: undefined, error: `collector unreachable: ${failure.message}` }
+    : { _tag: "Rejected", status: undefined, error: `collector refused: ${failure.message}` }
+
+const gunzipAsync = (bytes: Uint8Array): Effect.Effect<Uint8Array> =>
+  Effect.callback<Uint8Array>((resume) => {
+    gunzip(bytes, (error, out) => resume(error === null ? Effect.succeed(new Uint8Array(out)) : Effect.die(error)))
+  })
+
+/** POSTs one OTLP/HTTP JSON body and says what the answer means. Never fails. */
+export const exportBody = Effect.fn("TelemetryCollector.export")(function*(
+  target: CollectorTarget,
+  body: StoredBody,
+  spanCount: number
+) {
+  const http = yield* OutboundHttp
+  const useGzip = body.bytes >= GZIP_MIN_BYTES
+  const headers: Record<string, string> = {}
+  for (const [name, value] of target.headers) headers[name] = Redacted.value(value)
+  headers["content-type"] = "application/json"
+  if (useGzip) headers["content-encoding"] = "gzip"
+  const started = performance.now()
+  const result = yield* http.send({
+    url: target.url,
+    method: "POST",
+    headers,
+    body: useGzip ? body.gzipped : yield* gunzipAsync(body.gzipped),
+    timeout: EXPORT_TIMEOUT,
+    maxResponseBytes: 16 * 1024
+  }).pipe(
+    Effect.map((response) => ({ result: classify(response, spanCount, Date.now()), response })),
+    Effect.catchTag("OutboundFailure", (failure) => Effect.succeed({ result: classifyFailure(failure), response: undefined }))
+  )
+  return { ...result, durationMs: performance.now() - started }
+})

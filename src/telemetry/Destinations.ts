@@ -1,0 +1,242 @@
+/**
+ * Telemetry destinations: the organization's one OTLP/HTTP JSON collector
+ * (create, list, test, delete) and its delivery records (list, replay).
+ * Batches travel through the shared delivery queue (`src/deliveries`) as
+ * kind `telemetry`; `Export.ts` fills and drains it.
+ */
+import { PgClient } from "@effect/sql-pg"
+import { Context, Effect, Layer, Option, Redacted } from "effect"
+import { InvalidUrl, type NotReplayable, type QueueFull } from "../api/Deliveries.ts"
+import { NotFound } from "../api/Errors.ts"
+import {
+  DestinationExists,
+  ExportFailed,
+  InvalidHeaders,
+  type TelemetryDelivery,
+  type TelemetryDestination
+} from "../api/Telemetry.ts"
+import { type Delivery, DeliveryQueue } from "../deliveries/DeliveryQueue.ts"
+import { SvcConfig } from "../platform/Config.ts"
+import { newId } from "../platform/Ids.ts"
+import { iso, isoOrNull } from "../platform/Time.ts"
+import { OutboundHttp } from "../outbound/OutboundHttp.ts"
+import { SecretStore } from "../secrets/SecretStore.ts"
+import { SpanBuffers } from "./Capture.ts"
+import { type CollectorTarget, compress, exportBody } from "./Collector.ts"
+import { checkHeaders } from "./HeaderRules.ts"
+import { encodeRequest, type OtlpSpan, serviceResource, SpanKind, StatusCode } from "./Otlp.ts"
+import { type DestinationRow, DestinationsRepo } from "./Repository.ts"
+
+/** How long a failed batch stays kept (sealed) for replay. */
+export const KEEP_FAILED_HOURS = 24
+/** How long finished delivery records stay (the API lists the latest 50). */
+export const KEEP_RECORDS_DAYS = 7
+
+const owner = (orgId: string, id: string) => ({ orgId, kind: "telemetry_destination" as const, id })
+
+const toStatus = (delivery: Delivery): TelemetryDelivery["status"] =>
+  delivery.status === "delivered" || delivery.status === "failed" || delivery.status === "partial"
+    ? delivery.status
+    : "pending"
+
+const num = (value: unknown) => (typeof value === "number" ? value : typeof value === "string" ? Number(value) || 0 : 0)
+
+export const toDeliveryRecord = (delivery: Delivery): TelemetryDelivery => {
+  const warning = delivery.meta.warning
+  return {
+    id: delivery.id,
+    status: toStatus(delivery),
+    span_count: num(delivery.meta.span_count),
+    rejected_spans: num(delivery.meta.rejected_spans),
+    attempts: delivery.attempts,
+    last_error: delivery.lastError,
+    ...(typeof warning === "string" ? { warning } : {}),
+    created_at: iso(delivery.createdAt),
+    finished_at: isoOrNull(delivery.finishedAt)
+  }
+}
+
+/** The sealing context of a destination's batches: a sealed batch copied to another destination does not open. */
+export const batchContext = (destinationId: string) => `telemetry_batch:${destinationId}`
+
+export class TelemetryDestinations extends Context.Service<TelemetryDestinations, {
+  readonly create: (
+    orgId: string,
+    input: { readonly url: string; readonly headers?: Readonly<Record<string, string>> | undefined }
+  ) => Effect.Effect<{ readonly id: string; readonly url_hint: string }, InvalidUrl | InvalidHeaders | DestinationExists>
+  readonly list: (orgId: string) => Effect.Effect<ReadonlyArray<TelemetryDestination>>
+  readonly test: (orgId: string, id: string) => Effect.Effect<{ readonly delivered: boolean }, NotFound | ExportFailed>
+  readonly remove: (orgId: string, id: string) => Effect.Effect<void, NotFound>
+  readonly deliveries: (orgId: string, id: string) => Effect.Effect<ReadonlyArray<TelemetryDelivery>, NotFound>
+  readonly replay: (
+    orgId: string,
+    id: string,
+    deliveryId: string
+  ) => Effect.Effect<{ readonly queued: true; readonly id: string }, NotFound | NotReplayable | QueueFull>
+  /** The collector of a destination (URL and opened header values), for the export worker. */
+  readonly target: (id: string) => Effect.Effect<Option.Option<CollectorTarget & { readonly orgId: string }>>
+}>()("svc/telemetry/TelemetryDestinations") {
+  static readonly layer = Layer.effect(
+    TelemetryDestinations,
+    Effect.gen(function*() {
+      const sql = yield* PgClient.PgClient
+      const repo = yield* DestinationsRepo
+      const secrets = yield* SecretStore
+      const outbound = yield* OutboundHttp
+      const queue = yield* DeliveryQueue
+      const buffers = yield* SpanBuffers
+      const config = yield* SvcConfig
+
+      const notFound = () => new NotFound({ detail: "No such telemetry destination." })
+
+      const find = (orgId: string, id: string) =>
+        Effect.flatMap(repo.get(orgId, id), Option.match({
+          onNone: () => Effect.fail(notFound()),
+          onSome: Effect.succeed
+        }))
+
+      const targetOf = (row: DestinationRow) =>
+        Effect.map(secrets.list(owner(row.org_id, row.id)), (stored) => ({
+          orgId: row.org_id,
+          url: row.url,
+          headers: stored.map((secret) => [secret.name, secret.value] as const)
+        }))
+
+      const create = Effect.fn("TelemetryDestinations.create")(function*(
+        orgId: string,
+        input: { readonly url: string; readonly headers?: Readonly<Record<string, string>> | undefined }
+      ) {
+        const verdict = checkHeaders(input.headers ?? {})
+        if (verdict._tag === "Refused") {
+          return yield* new InvalidHeaders({ field: verdict.field, detail: `${verdict.field}: ${verdict.message}.` })
+        }
+        const checked = yield* outbound.check(input.url).pipe(
+          Effect.mapError((unsafe) => new InvalidUrl({ field: "url", detail: `url: ${unsafe.message}.` }))
+        )
+        const id = newId()
+        const inserted = yield* sql.withTransaction(Effect.gen(function*() {
+          const row = yield* repo.insert({ id, orgId, url: checked.url, urlHint: checked.urlHint })
+          if (Option.isNone(row)) return false
+          for (const [name, value] of verdict.headers) {
+            yield* secrets.put(owner(orgId, id), name, Redacted.make(value))
+          }
+          return true
+        })).pipe(Effect.orDie)
+        if (!inserted) {
+          return yield* new DestinationExists({
+            detail: "The organization already has a telemetry destination; delete it before configuring another."
+          })
+        }
+        buffers.activate(orgId, id)
+        yield* Effect.annotateCurrentSpan({ "svc.telemetry_destination_id": id })
+        return { id, url_hint: checked.urlHint }
+      })
+
+      const list = Effect.fn("TelemetryDestinations.list")(function*(orgId: string) {
+        const rows = yield* repo.forOrg(orgId)
+        return yield* Effect.forEach(rows, (row) =>
+          Effect.map(repo.queuedSpans(row.id), (queued): TelemetryDestination => ({
+            id: row.id,
+            url_hint: row.url_hint,
+            created_at: iso(row.created_at),
+            last_delivered_at: isoOrNull(row.last_delivered_at),
+            last_error: row.last_error,
+            pending_spans: queued + buffers.size(row.id),
+            dropped_spans: Number(row.dropped_spans) + buffers.unsavedDropped(row.id)
+          })))
+      })
+
+      const test = Effect.fn("TelemetryDestinations.test")(function*(orgId: string, id: string) {
+        const row = yield* find(orgId, id)
+        const target = yield* targetOf(row)
+        const now = BigInt(Date.now()) * 1_000_000n
+        const span: OtlpSpan = {
+          traceId: randomHex(16),
+          spanId: randomHex(8),
+          name: "svc.telemetry.test",
+          kind: SpanKind.internal,
+          startTimeUnixNano: now.toString(),
+          endTimeUnixNano: now.toString(),
+          attributes: [
+            { key: "svc.org_id", value: { stringValue: orgId } },
+            { key: "svc.telemetry_destination_id", value: { stringValue: id } }
+          ],
+          status: { code: StatusCode.Unset }
+        }
+        const body = compress(encodeRequest([span], serviceResource()))
+        const { result } = yield* exportBody(target, body, 1).pipe(Effect.provideService(OutboundHttp, outbound))
+        switch (result._tag) {
+          case "Accepted":
+            yield* repo.recordSuccess(id, null)
+            return { delivered: true }
+          case "Partial":
+            yield* repo.recordError(id, result.error)
+            return yield* new ExportFailed({
+              collector_status: result.status,
+              detail: `The collector answered ${result.status} but rejected the test span.`
+            })
+          default:
+            yield* repo.recordError(id, result.error)
+            return yield* new ExportFailed({
+              ...(result.status === undefined ? {} : { collector_status: result.status }),
+              detail: result.status === undefined
+                ? `The collector could not be reached (${result.error}).`
+                : `The collector answered ${result.status}.`
+            })
+        }
+      })
+
+      const remove = Effect.fn("TelemetryDestinations.remove")(function*(orgId: string, id: string) {
+        const removed = yield* sql.withTransaction(Effect.gen(function*() {
+          const gone = yield* repo.remove(orgId, id)
+          if (!gone) return false
+          yield* secrets.removeOwner(owner(orgId, id))
+          yield* queue.failUndelivered("telemetry", id, "destination deleted")
+          return true
+        })).pipe(Effect.orDie)
+        if (!removed) return yield* notFound()
+        // Export stops at once here; other processes stop at their next
+        // refresh, and their worker finds the destination gone before sending.
+        buffers.deactivate(orgId)
+        yield* repo.prunePayloads(KEEP_FAILED_HOURS)
+      })
+
+      const deliveries = Effect.fn("TelemetryDestinations.deliveries")(function*(orgId: string, id: string) {
+        yield* find(orgId, id)
+        const rows = yield* queue.list({ orgId, kind: "telemetry", targetId: id, limit: 50 })
+        return rows.map(toDeliveryRecord)
+      })
+
+      const replay = Effect.fn("TelemetryDestinations.replay")(function*(orgId: string, id: string, deliveryId: string) {
+        yield* find(orgId, id)
+        return yield* queue.replay({
+          orgId,
+          kind: "telemetry",
+          targetId: id,
+          deliveryId,
+          capacity: config.telemetryQueueBatches,
+          // The batch is kept (sealed) for a bounded time only.
+          replayable: (delivery) => delivery.payload !== null
+        })
+      })
+
+      const target = Effect.fn("TelemetryDestinations.target")(function*(id: string) {
+        const row = yield* repo.byId(id)
+        if (Option.isNone(row)) return Option.none()
+        return Option.some(yield* targetOf(row.value))
+      })
+
+      return TelemetryDestinations.of({ create, list, test, remove, deliveries, replay, target })
+    })
+  )
+}
+
+const randomHex = (bytes: number) => {
+  for (;;) {
+    const hex = globalThis.crypto.getRandomValues(new Uint8Array(bytes)).reduce(
+      (out, byte) => out + byte.toString(16).padStart(2, "0"),
+      ""
+    )
+    if (!/^0+$/.test(hex)) return hex
+  }
+}

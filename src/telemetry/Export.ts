@@ -1,0 +1,251 @@
+/**
+ * The background half of telemetry export, one set of fibers per process:
+ *
+ * - refresh: which organizations have a destination (the database's view;
+ *   in-process creates and deletes apply at once, other processes' within
+ *   `REFRESH_EVERY`);
+ * - flush: at least every `FLUSH_EVERY` (at once when a buffer holds a full
+ *   batch) each buffer becomes batches of at most 512 spans, stored gzipped
+ *   and sealed as `telemetry` deliveries of the shared queue. When the
+ *   destination already has `SVC_TELEMETRY_QUEUE_BATCHES` undelivered batches (a collector
+ *   that is down or hangs), the spans are dropped and counted instead;
+ * - send: the shared delivery worker claims batches (any process may) and
+ *   exports them, retrying 429/502/503/504 and network failures with
+ *   backoff and `Retry-After`, at most `MAX_ATTEMPTS` times per round;
+ * - prune: payloads of delivered and partial batches are forgotten, failed
+ *   ones after `KEEP_FAILED_HOURS`; finished records after `KEEP_RECORDS_DAYS`.
+ *
+ * None of this work belongs to an organization, so none of its spans is
+ * exported (which would feed export with its own spans).
+ */
+import { Duration, Effect, Layer, Option, Redacted } from "effect"
+import { type Claimed, DeliveryQueue, Outcome } from "../deliveries/DeliveryQueue.ts"
+import { runWorker, type Settlement } from "../deliveries/DeliveryWorker.ts"
+import { SvcConfig } from "../platform/Config.ts"
+import { SecretBox } from "../platform/Crypto.ts"
+import { BATCH_SPANS, SpanBuffers } from "./Capture.ts"
+import { type CollectorTarget, compressAsync, exportBody } from "./Collector.ts"
+import { batchContext, KEEP_FAILED_HOURS, KEEP_RECORDS_DAYS, TelemetryDestinations } from "./Destinations.ts"
+import { encodeRequestParts, serviceResource } from "./Otlp.ts"
+import { DestinationsRepo } from "./Repository.ts"
+
+export const FLUSH_EVERY = Duration.seconds(2)
+export const REFRESH_EVERY = Duration.seconds(5)
+export const PRUNE_EVERY = Duration.minutes(1)
+const SHUTDOWN_FLUSH = Duration.seconds(3)
+/** Attempts per round (a replay starts a new round). */
+export const MAX_ATTEMPTS = 5
+const BACKOFF_BASE_MS = 1000
+const BACKOFF_CAP_MS = 30_000
+const TARGET_CACHE_MS = 1000
+const SUCCESS_WRITE_MS = 1000
+
+/** Delay before retry `n` (1 = after the first attempt): 1 s, 2 s, 4 s... at most 30 s, ±20 % jitter. */
+export const backoff = (n: number, random: number = Math.random()): Duration.Duration => {
+  const base = Math.min(BACKOFF_CAP_MS, BACKOFF_BASE_MS * 2 ** Math.max(0, n - 1))
+  return Duration.millis(Math.round(base * (0.8 + 0.4 * random)))
+}
+
+/**
+ * Collector-provided text (a `partialSuccess.errorMessage`) with our header
+ * values masked, in case a collector echoes what it was sent.
+ */
+export const scrub = (text: string, target: CollectorTarget): string => {
+  let out = text
+  for (const [, value] of target.headers) {
+    const secret = Redacted.value(value)
+    if (secret.length >= 4) out = out.split(secret).join("[redacted]")
+  }
+  return out
+}
+
+const resource = serviceResource()
+const parts = encodeRequestParts(resource)
+
+/** The request body around spans already encoded one by one (as captured). */
+const encodeBatch = (spans: ReadonlyArray<string>) => `${parts.head}${spans.join(",")}${parts.tail}`
+
+export const TelemetryExportLive = Layer.effectDiscard(Effect.gen(function*() {
+  const buffers = yield* SpanBuffers
+  const repo = yield* DestinationsRepo
+  const destinations = yield* TelemetryDestinations
+  const queue = yield* DeliveryQueue
+  const box = yield* SecretBox
+  const config = yield* SvcConfig
+  const queueBatches = config.telemetryQueueBatches
+
+  const refresh = Effect.gen(function*() {
+    const rows = yield* repo.active()
+    buffers.sync(rows.map((row) => ({ orgId: row.org_id, destinationId: row.id })))
+  })
+
+  const flushOne = (destinationId: string, orgId: string) =>
+    Effect.gen(function*() {
+      let enqueued = false
+      let room = buffers.size(destinationId) === 0
+        ? 0
+        : queueBatches - (yield* queue.undelivered("telemetry", destinationId))
+      while (buffers.size(destinationId) > 0) {
+        if (room <= 0) {
+          // The collector is not keeping up: drop rather than grow without bound.
+          buffers.addDropped(destinationId, buffers.take(destinationId, Number.MAX_SAFE_INTEGER).length)
+          break
+        }
+        const spans = buffers.take(destinationId, BATCH_SPANS)
+        const body = yield* compressAsync(encodeBatch(spans))
+        yield* queue.enqueue({
+          orgId,
+          kind: "telemetry",
+          targetId: destinationId,
+          payload: box.seal(Buffer.from(body.gzipped).toString("base64"), batchContext(destinationId)),
+          meta: { span_count: spans.length, bytes: body.bytes },
+          capacity: queueBatches
+        })
+        enqueued = true
+        room -= 1
+      }
+      const dropped = buffers.takeDropped(destinationId)
+      if (dropped > 0) yield* repo.addDropped(destinationId, dropped)
+      if (enqueued) yield* queue.wake("telemetry")
+    })
+
+  // Suspended: the set of buffers is read at each round, not once.
+  const flush = Effect.suspend(() =>
+    Effect.forEach(buffers.states(), (state) => flushOne(state.destinationId, state.orgId), { discard: true })
+  )
+
+  const settle = (outcome: Outcome, attempt: Settlement["attempt"]): Settlement => ({ outcome, attempt })
+
+  // Per-batch database work kept small: the collector (URL and opened
+  // headers) is cached for a second, and a run of successes updates
+  // `last_delivered_at` at most once a second. A deleted destination's
+  // batches are failed at once and never claimed again, so the cache can
+  // only serve a batch claimed just before the delete (in flight anyway).
+  const targets = new Map<string, { readonly at: number; readonly target: Option.Option<CollectorTarget> }>()
+  const targetOf = (id: string) =>
+    Effect.gen(function*() {
+      const cached = targets.get(id)
+      if (cached !== undefined && Date.now() - cached.at < TARGET_CACHE_MS) return cached.target
+      const target = yield* destinations.target(id)
+      targets.set(id, { at: Date.now(), target })
+      return target
+    })
+  const lastSuccess = new Map<string, number>()
+  const recordSuccess = (id: string, error: string | null) =>
+    Effect.suspend(() => {
+      const previous = lastSuccess.get(id)
+      if (error === null && previous !== undefined && Date.now() - previous < SUCCESS_WRITE_MS) return Effect.void
+      lastSuccess.set(id, Date.now())
+      return repo.recordSuccess(id, error)
+    })
+  const recordError = (id: string, error: string) =>
+    Effect.suspend(() => {
+      lastSuccess.delete(id)
+      return repo.recordError(id, error)
+    })
+
+  const handle = (delivery: Claimed) =>
+    Effect.gen(function*() {
+      const target = yield* targetOf(delivery.targetId)
+      if (Option.isNone(target)) {
+        return settle(Outcome.failed("destination deleted"), { error: "destination deleted", durationMs: 0 })
+      }
+      if (delivery.payload === null) {
+        return settle(Outcome.failed("batch no longer kept"), { error: "batch no longer kept", durationMs: 0 })
+      }
+      const sealed = yield* box.open(delivery.payload, batchContext(delivery.targetId)).pipe(Effect.orDie)
+      const bytes = Buffer.from(Redacted.value(sealed), "base64")
+      const spanCount = Number(delivery.meta.span_count ?? 0)
+      const size = Number(delivery.meta.bytes ?? 0)
+      const { result: answered, durationMs } = yield* exportBody(
+        target.value,
+        { gzipped: new Uint8Array(bytes), bytes: size },
+        spanCount
+      )
+      const result = answered._tag === "Accepted"
+        ? { ...answered, warning: answered.warning === undefined ? undefined : scrub(answered.warning, target.value) }
+        : { ...answered, error: scrub(answered.error, target.value) }
+      // No response snippet is kept: a collector's body may echo what it was sent.
+      const attempt = {
+        statusCode: result.status,
+        error: result._tag === "Accepted" ? undefined : result.error,
+        durationMs
+      }
+      switch (result._tag) {
+        case "Accepted":
+          yield* recordSuccess(delivery.targetId, null)
+          return settle(Outcome.delivered(result.warning === undefined ? {} : { warning: result.warning }), attempt)
+        case "Partial":
+          yield* recordSuccess(delivery.targetId, result.error)
+          return settle(Outcome.partial(result.error, { rejected_spans: result.rejected }), attempt)
+        case "Rejected":
+          yield* recordError(delivery.targetId, result.error)
+          return settle(Outcome.failed(result.error), attempt)
+        case "Retryable": {
+          yield* recordError(delivery.targetId, result.error)
+          const round = delivery.attempts - MAX_ATTEMPTS * delivery.replays
+          if (round >= MAX_ATTEMPTS) {
+            return settle(Outcome.failed(`${result.error} (gave up after ${MAX_ATTEMPTS} attempts)`), attempt)
+          }
+          const wait = Math.max(
+            Duration.toMillis(backoff(round)),
+            result.retryAfter === undefined ? 0 : Duration.toMillis(result.retryAfter)
+          )
+          return settle(Outcome.retry(new Date(Date.now() + wait), result.error), attempt)
+        }
+      }
+    })
+
+  const every = (period: Duration.Input, work: Effect.Effect<void>, what: string) =>
+    work.pipe(
+      Effect.catchCause((cause) => Effect.logWarning(`telemetry ${what} failed; trying again`, cause)),
+      Effect.andThen(Effect.sleep(period)),
+      Effect.forever,
+      Effect.forkScoped
+    )
+
+  // The per-destination caches hold only what is recent: emptied at each refresh.
+  const forget = Effect.sync(() => {
+    targets.clear()
+    lastSuccess.clear()
+  })
+  yield* refresh.pipe(Effect.catchCause((cause) => Effect.logWarning("telemetry refresh failed", cause)))
+  yield* every(REFRESH_EVERY, Effect.andThen(refresh, forget), "refresh")
+  yield* every(
+    PRUNE_EVERY,
+    Effect.asVoid(Effect.andThen(repo.prunePayloads(KEEP_FAILED_HOURS), repo.pruneRecords(KEEP_RECORDS_DAYS))),
+    "prune"
+  )
+  // At shutdown, what is buffered becomes batches in the queue (any process
+  // sends them later), within a bounded time.
+  yield* Effect.addFinalizer(() =>
+    flush.pipe(
+      Effect.timeout(SHUTDOWN_FLUSH),
+      Effect.catchCause((cause) => Effect.logWarning("telemetry flush at shutdown did not finish", cause))
+    )
+  )
+  // Closing the latch before flushing keeps a "batch ready" that arrives
+  // during the flush for the next round.
+  yield* Effect.sync(() => buffers.batchReady.closeUnsafe()).pipe(
+    Effect.andThen(flush),
+    Effect.catchCause((cause) => Effect.logWarning("telemetry flush failed; trying again", cause)),
+    Effect.andThen(buffers.batchReady.await.pipe(Effect.timeoutOption(FLUSH_EVERY))),
+    Effect.forever,
+    Effect.forkScoped
+  )
+  yield* runWorker({
+    kind: "telemetry",
+    // A few batches in flight per destination (OTLP does not need order),
+    // many destinations in parallel: a hanging collector holds at most
+    // `perTarget` of the slots.
+    concurrency: 32,
+    perTarget: 4,
+    leaseFor: Duration.seconds(60),
+    pollEvery: Duration.seconds(5),
+    handle
+  })
+}).pipe(
+  // Export work belongs to no organization: keep its spans (SQL, HTTP) out
+  // of the tracer altogether.
+  Effect.withTracerEnabled(false)
+))

@@ -1,0 +1,102 @@
+/**
+ * The create rules for collector headers (spec "Telemetry destinations",
+ * create rules 2 and 3; issue rule 3). Pure: tested on its own, with a
+ * property test.
+ *
+ * Refused: more than 10 headers; names that differ only in case; transport
+ * and hop-by-hop headers (we frame the request ourselves), trace-context
+ * headers (the export must not join or fake a trace), cookies; names that
+ * are not RFC 9110 tokens; values with control characters (CR, LF, NUL...)
+ * or over 4 KiB. A refusal names the header, never its value.
+ */
+
+export const MAX_HEADERS = 10
+export const MAX_VALUE_BYTES = 4096
+
+/** Refused by exact (case-insensitive) name. */
+export const refusedNames: ReadonlySet<string> = new Set([
+  // transport and hop-by-hop
+  "host",
+  "connection",
+  "keep-alive",
+  "te",
+  "trailer",
+  "transfer-encoding",
+  "upgrade",
+  "content-length",
+  "expect",
+  "content-type",
+  "content-encoding",
+  // trace context
+  "traceparent",
+  "tracestate",
+  "baggage",
+  "b3",
+  "uber-trace-id",
+  "x-amzn-trace-id",
+  "x-cloud-trace-context",
+  // cookies
+  "cookie",
+  "set-cookie"
+])
+
+/** Refused by (case-insensitive) prefix. */
+export const refusedPrefixes: ReadonlyArray<string> = ["proxy-", "x-b3-", "uberctx-", "ot-tracer-"]
+
+/** RFC 9110 `token`: the only characters a field name may have. */
+const TOKEN = /^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$/
+
+export type HeaderVerdict =
+  | { readonly _tag: "Ok"; readonly headers: ReadonlyArray<readonly [name: string, value: string]> }
+  | { readonly _tag: "Refused"; readonly field: string; readonly message: string }
+
+const IDENTIFIER = /^[A-Za-z_$][A-Za-z0-9_$-]*$/
+
+/** `headers.Authorization`, or `headers["odd name"]` when the name is not identifier-like. */
+export const headerField = (name: string): string =>
+  IDENTIFIER.test(name) ? `headers.${name}` : `headers[${JSON.stringify(name)}]`
+
+export const isRefusedName = (name: string): boolean => {
+  const lower = name.toLowerCase()
+  return refusedNames.has(lower) || refusedPrefixes.some((prefix) => lower.startsWith(prefix))
+}
+
+/**
+ * A value may hold visible characters, spaces, tabs and obs-text (RFC 9110
+ * `field-value`); anything else (CR, LF, NUL, other C0 controls, DEL, or a
+ * character a header cannot carry) is refused.
+ */
+export const isAcceptedValue = (value: string): boolean => {
+  for (let i = 0; i < value.length; i++) {
+    const code = value.charCodeAt(i)
+    if (code === 0x09) continue
+    if (code < 0x20 || code === 0x7f || code > 0xff) return false
+  }
+  return Buffer.byteLength(value, "utf8") <= MAX_VALUE_BYTES
+}
+
+const refuse = (name: string, message: string): HeaderVerdict => ({ _tag: "Refused", field: headerField(name), message })
+
+export const checkHeaders = (headers: Readonly<Record<string, string>>): HeaderVerdict => {
+  const entries = Object.entries(headers)
+  if (entries.length > MAX_HEADERS) {
+    return { _tag: "Refused", field: "headers", message: `at most ${MAX_HEADERS} headers are accepted` }
+  }
+  const seen = new Set<string>()
+  for (const [name, value] of entries) {
+    if (!TOKEN.test(name)) return refuse(name, "the header name is not a valid HTTP field name")
+    const lower = name.toLowerCase()
+    if (seen.has(lower)) return refuse(name, "the header is given twice (names are case-insensitive)")
+    seen.add(lower)
+    if (isRefusedName(name)) {
+      return refuse(name, "transport, hop-by-hop, trace-context and cookie headers are not accepted")
+    }
+    if (typeof value !== "string" || !isAcceptedValue(value)) {
+      return refuse(
+        name,
+        `the header value must be at most ${MAX_VALUE_BYTES} bytes without line breaks or other control characters`
+      )
+    }
+  }
+  return { _tag: "Ok", headers: entries }
+}

@@ -1,0 +1,398 @@
+import { assert, describe, layer } from "@effect/vitest"
+import { Effect, Layer } from "effect"
+import { SvcTest, type TestOrg } from "../../../src/testing.ts"
+import { HttpsReceiver, type ReceivedRequest, Reply } from "../../support/HttpsReceiver.ts"
+import { decodeOtlp, type DecodedSpan } from "../../support/Otlp.ts"
+import { loopbackTargets, TestTls } from "../../support/tls.ts"
+import { waitForDeliveries } from "../../support/telemetry.ts"
+
+const Svc = Layer.unwrap(Effect.map(TestTls.shared, (tls) => SvcTest.layer({ config: loopbackTargets(tls) })))
+
+const schema = { type: "object" }
+
+/** An organization with a destination on a fresh collector. */
+const withCollector = (respond?: (request: ReceivedRequest) => Reply, headers?: Record<string, string>) =>
+  Effect.gen(function*() {
+    const org = yield* SvcTest.org()
+    const collector = yield* HttpsReceiver.make(respond === undefined ? {} : { respond })
+    const url = collector.url("/v1/traces")
+    const { id } = yield* org.client.telemetry.create({ payload: headers === undefined ? { url } : { url, headers } })
+    return { org, collector, id }
+  })
+
+const spansOf = (requests: ReadonlyArray<ReceivedRequest>): ReadonlyArray<DecodedSpan> =>
+  requests.flatMap((request) => decodeOtlp(request).spans)
+
+const spanIds = (request: ReceivedRequest) => decodeOtlp(request).spans.map((s) => s.spanId).sort().join(",")
+
+/** Some API traffic of the organization. */
+const traffic = (org: TestOrg) => Effect.asVoid(org.client.tasks.list({ query: {} }))
+
+const destination = (org: TestOrg) => Effect.map(org.client.telemetry.list(), (list) => list.destinations[0]!)
+
+layer(Svc, { excludeTestServices: true })("telemetry export", (it) => {
+  describe("rule 5: what is exported", () => {
+    it.effect("each API request as a server span with semantic-convention and svc.* attributes, never secrets or payloads", () =>
+      Effect.gen(function*() {
+        const svc = yield* SvcTest
+        const { org, collector } = yield* withCollector()
+        const task = yield* org.client.tasks.create({ payload: { name: "secret-task-name", answer_schema: schema } })
+        yield* org.client.tasks.logRun({
+          params: { task_id: task.id },
+          payload: { input: { q: "payload-input-text" }, answer: { a: "payload-answer-text" } }
+        })
+        yield* org.client.tasks.get({ params: { task_id: "01900000-0000-7000-8000-00000000dead" } }).pipe(Effect.flip)
+        yield* collector.waitFor((r) =>
+          decodeOtlp(r).spans.some((s) => s.kind === 2 && s.attributes["http.response.status_code"] === 404)
+        , "20 seconds")
+        const requests = collector.requests()
+        for (const request of requests) assert.deepStrictEqual(decodeOtlp(request).problems, [])
+        const spans = spansOf(requests)
+        const server = spans.filter((s) => s.kind === 2)
+        const created = server.find((s) => s.attributes["url.path"] === "/v1/tasks" && s.attributes["http.request.method"] === "POST")!
+        assert.isDefined(created)
+        assert.strictEqual(created.attributes["http.response.status_code"], 201)
+        assert.strictEqual(created.attributes["server.address"], "127.0.0.1")
+        assert.strictEqual(created.attributes["svc.org_id"], org.orgId)
+        assert.strictEqual(created.attributes["http.route"], "/v1/tasks")
+        assert.strictEqual(created.status.code ?? 0, 0)
+        const missing = server.find((s) => s.attributes["http.response.status_code"] === 404)!
+        assert.isUndefined(missing.attributes["error.type"], "a 4xx is not a server error")
+        // Inner spans of the same requests come along, in the same trace.
+        const inner = spans.find((s) => s.name === "Tasks.create")!
+        assert.strictEqual(inner.traceId, created.traceId)
+        const allowed = /^(http\.request\.method|http\.response\.status_code|http\.route|url\.path|url\.scheme|server\.address|server\.port|error\.type|svc\..+)$/
+        for (const span of spans) {
+          for (const key of Object.keys(span.attributes)) assert.match(key, allowed)
+        }
+        const everything = requests.map((r) => JSON.stringify(decodeOtlp(r).json)).join("\n")
+        for (const secret of ["payload-input-text", "payload-answer-text", "secret-task-name", org.key]) {
+          assert.notInclude(everything, secret)
+        }
+        assert.isFalse(svc.logLines().length === 0)
+      }).pipe(Effect.scoped))
+
+    it.effect("a logged run has a span whose trace id is the run's trace_id", () =>
+      Effect.gen(function*() {
+        const { org, collector } = yield* withCollector()
+        const task = yield* org.client.tasks.create({ payload: { name: "t", answer_schema: schema } })
+        const run = yield* org.client.tasks.logRun({ params: { task_id: task.id }, payload: { input: 1, answer: {} } })
+        const request = yield* collector.waitFor((r) => decodeOtlp(r).spans.some((s) => s.traceId === run.trace_id), "20 seconds")
+        const span = decodeOtlp(request).spans.find((s) => s.traceId === run.trace_id)!
+        assert.strictEqual(span.name, "Tasks.run")
+        assert.strictEqual(span.attributes["svc.org_id"], org.orgId)
+        assert.strictEqual(span.attributes["svc.task_id"], task.id)
+        // The request that logged it (its own trace) links to the run's trace.
+        yield* collector.waitFor((r) => decodeOtlp(r).spans.some((s) => s.name === "Tasks.logRun"), "20 seconds")
+        const logRun = spansOf(collector.requests()).find((s) => s.name === "Tasks.logRun")!
+        assert.notStrictEqual(logRun.traceId, run.trace_id)
+        assert.strictEqual(span.links?.[0]?.traceId, logRun.traceId)
+      }).pipe(Effect.scoped))
+
+    it.effect("governed steps, approval transitions (background deadlines included) and feedback review reach the collector", () =>
+      Effect.gen(function*() {
+        const { org, collector } = yield* withCollector()
+        yield* org.client.approvalPolicies.put({
+          params: { action_class: "quick" },
+          payload: { mode: "require_approval", review_seconds: 1, expiring_notice_seconds: 0, timeout_action: "reject" }
+        })
+        const session = yield* org.client.agentSessions.create({ payload: {} })
+        const step = yield* org.client.agentSessions.governStep({
+          params: { session_id: session.id },
+          payload: { step_id: "s1", tool: "t", action_class: "quick", arguments: { secret_arg: "argument-never-exported" } }
+        })
+        const task = yield* org.client.tasks.create({ payload: { name: "t", answer_schema: schema } })
+        const run = yield* org.client.tasks.logRun({ params: { task_id: task.id }, payload: { input: 1, answer: {} } })
+        const feedback = yield* org.client.feedback.submit({
+          payload: { inference_log_id: run.trace_id, score: -1, correction: { fix: "correction-never-exported" } }
+        })
+        yield* org.client.feedback.stage({ params: { feedback_id: feedback.id } })
+        const names = (wanted: string) => (r: ReceivedRequest) => decodeOtlp(r).spans.some((s) => s.name === wanted)
+        for (const name of ["AgentSessions.governStep", "Feedback.submit", "Feedback.stage"]) {
+          yield* collector.waitFor(names(name), "20 seconds")
+        }
+        // The expiry fires in a background scheduler, outside any request.
+        const expired = yield* collector.waitFor((r) =>
+          decodeOtlp(r).spans.some((s) => s.name === "Approvals.fireDeadline" && s.attributes["svc.approval_id"] === step.approval_id)
+        , "30 seconds")
+        const deadline = decodeOtlp(expired).spans.find((s) => s.name === "Approvals.fireDeadline")!
+        assert.strictEqual(deadline.attributes["svc.org_id"], org.orgId)
+        const everything = collector.requests().map((r) => JSON.stringify(decodeOtlp(r).json)).join("\n")
+        assert.notInclude(everything, "argument-never-exported")
+        assert.notInclude(everything, "correction-never-exported")
+        for (const request of collector.requests()) assert.deepStrictEqual(decodeOtlp(request).problems, [])
+      }).pipe(Effect.scoped))
+
+    it.effect("only the organization's own spans reach its collector", () =>
+      Effect.gen(function*() {
+        const a = yield* withCollector()
+        const b = yield* withCollector()
+        const quiet = yield* SvcTest.org()
+        for (let i = 0; i < 3; i++) {
+          yield* traffic(a.org)
+          yield* traffic(b.org)
+          yield* traffic(quiet)
+        }
+        yield* waitForDeliveries(a.org, a.id, (list) => list.some((d) => d.status === "delivered"))
+        yield* waitForDeliveries(b.org, b.id, (list) => list.some((d) => d.status === "delivered"))
+        yield* a.collector.waitFor((r) => decodeOtlp(r).spans.some((s) => s.attributes["url.path"] === "/v1/tasks"), "20 seconds")
+        yield* b.collector.waitFor((r) => decodeOtlp(r).spans.some((s) => s.attributes["url.path"] === "/v1/tasks"), "20 seconds")
+        const orgsOf = (requests: ReadonlyArray<ReceivedRequest>) =>
+          new Set(spansOf(requests).map((s) => s.attributes["svc.org_id"]).filter((o) => o !== undefined))
+        assert.deepStrictEqual([...orgsOf(a.collector.requests())], [a.org.orgId])
+        assert.deepStrictEqual([...orgsOf(b.collector.requests())], [b.org.orgId])
+      }).pipe(Effect.scoped))
+  })
+
+  describe("rule 6: OTLP/HTTP JSON exactly, gzip when it pays", () => {
+    it.effect("batches decode with the official definitions; a large one is gzipped", () =>
+      Effect.gen(function*() {
+        const { org, collector } = yield* withCollector()
+        for (let i = 0; i < 5; i++) yield* traffic(org)
+        const request = yield* collector.waitFor((r) => r.headers["content-encoding"] === "gzip", "20 seconds")
+        assert.strictEqual(request.method, "POST")
+        assert.strictEqual(request.path, "/v1/traces")
+        assert.strictEqual(request.headers["content-type"], "application/json")
+        assert.isBelow(request.body.length, JSON.stringify(decodeOtlp(request).json).length, "gzip paid")
+        const decoded = decodeOtlp(request)
+        assert.deepStrictEqual(decoded.problems, [])
+        assert.strictEqual(decoded.resource["service.name"], "svc")
+        const [span] = decoded.spans
+        assert.match(span!.traceId, /^[0-9a-f]{32}$/)
+        assert.match(span!.spanId, /^[0-9a-f]{16}$/)
+        const start = decoded.json.resourceSpans[0].scopeSpans[0].spans[0].startTimeUnixNano
+        assert.isString(start)
+        // Unix nanoseconds of now (within a minute).
+        assert.isBelow(Math.abs(Number(BigInt(start) / 1_000_000n) - Date.now()), 60_000)
+        assert.isNumber(decoded.json.resourceSpans[0].scopeSpans[0].spans[0].kind)
+      }).pipe(Effect.scoped))
+  })
+
+  describe("rule 7: retries only on 429, 502, 503, 504 and network errors", () => {
+    it.effect("each retryable answer, then 200: the same batch is sent again and delivered", () =>
+      Effect.forEach([
+        Reply.status(429),
+        Reply.status(502),
+        Reply.status(503),
+        Reply.status(504),
+        Reply.drop()
+      ], (first) =>
+        Effect.gen(function*() {
+          const { org, collector, id } = yield* withCollector()
+          collector.enqueue(first)
+          yield* traffic(org)
+          const { deliveries } = yield* waitForDeliveries(org, id, (list) =>
+            list.some((d) => d.status === "delivered" && d.attempts === 2)
+          )
+          const retried = deliveries.find((d) => d.attempts === 2)!
+          assert.isNotNull(retried.finished_at)
+          const requests = collector.requests()
+          const again = requests.slice(1).filter((r) => spanIds(r) === spanIds(requests[0]!))
+          assert.strictEqual(again.length, 1, "the retry carries the same spans")
+          assert.isNotNull((yield* destination(org)).last_delivered_at)
+        }), { concurrency: "unbounded", discard: true }).pipe(Effect.scoped))
+
+    it.effect("400, 401, 403, 404, 413 and 500 fail the batch at once; the destination's last_error follows", () =>
+      Effect.forEach([400, 401, 403, 404, 413, 500], (status) =>
+        Effect.gen(function*() {
+          const { org, collector, id } = yield* withCollector(() => Reply.status(status, { body: "nope" }))
+          yield* traffic(org)
+          const { deliveries } = yield* waitForDeliveries(org, id, (list) => list.some((d) => d.status === "failed"))
+          const failed = deliveries.find((d) => d.status === "failed")!
+          assert.strictEqual(failed.attempts, 1)
+          assert.include(failed.last_error ?? "", String(status))
+          assert.isNotNull(failed.finished_at)
+          assert.isAbove(failed.span_count, 0)
+          const now = yield* destination(org)
+          assert.include(now.last_error ?? "", String(status))
+          assert.isNull(now.last_delivered_at)
+          // One request per batch, never a second one for the failed batch.
+          const ids = collector.requests().map(spanIds)
+          assert.strictEqual(new Set(ids).size, ids.length)
+        }), { concurrency: "unbounded", discard: true }).pipe(Effect.scoped))
+
+    it.effect("Retry-After is honoured before the next attempt", () =>
+      Effect.gen(function*() {
+        const { org, collector, id } = yield* withCollector()
+        collector.enqueue(Reply.status(503, { headers: { "retry-after": "2" } }))
+        yield* traffic(org)
+        yield* waitForDeliveries(org, id, (list) => list.some((d) => d.status === "delivered" && d.attempts === 2))
+        const [first, ...rest] = collector.requests()
+        const second = rest.find((r) => spanIds(r) === spanIds(first!))
+        // A lower bound only: the retry waited at least what the collector asked.
+        assert.isAtLeast(second!.receivedAt - first!.completedAt, 1900)
+      }).pipe(Effect.scoped))
+
+    it.effect("retries are bounded: a collector that keeps answering 503 fails the batch after 5 attempts", () =>
+      Effect.gen(function*() {
+        const { org, collector, id } = yield* withCollector(() => Reply.status(503))
+        yield* traffic(org)
+        const { deliveries } = yield* waitForDeliveries(org, id, (list) => list.some((d) => d.status === "failed"))
+        const failed = deliveries.find((d) => d.status === "failed")!
+        assert.strictEqual(failed.attempts, 5)
+        assert.include(failed.last_error ?? "", "503")
+        assert.isAtLeast(collector.requests().length, 5)
+      }).pipe(Effect.scoped), { timeout: 60_000 })
+  })
+
+  describe("rule 8: delivery records", () => {
+    it.effect("pending then delivered, with span_count, attempts and times; last_delivered_at follows", () =>
+      Effect.gen(function*() {
+        const { org, id } = yield* withCollector()
+        yield* traffic(org)
+        const { deliveries } = yield* waitForDeliveries(org, id, (list) => list.some((d) => d.status === "delivered"))
+        const record = deliveries.find((d) => d.status === "delivered")!
+        assert.deepStrictEqual(Object.keys(record).sort(), [
+          "attempts",
+          "created_at",
+          "finished_at",
+          "id",
+          "last_error",
+          "rejected_spans",
+          "span_count",
+          "status"
+        ])
+        assert.isAbove(record.span_count, 0)
+        assert.isAtMost(record.span_count, 512)
+        assert.strictEqual(record.rejected_spans, 0)
+        assert.strictEqual(record.attempts, 1)
+        assert.isNull(record.last_error)
+        const now = yield* destination(org)
+        assert.isNotNull(now.last_delivered_at)
+        assert.isNull(now.last_error)
+      }).pipe(Effect.scoped))
+
+    it.effect("a hanging collector leaves the batch pending", () =>
+      Effect.gen(function*() {
+        const { org, id } = yield* withCollector(() => Reply.hang())
+        yield* traffic(org)
+        const { deliveries } = yield* waitForDeliveries(org, id, (list) => list.length > 0)
+        assert.strictEqual(deliveries[0]!.status, "pending")
+        const now = yield* destination(org)
+        assert.isAbove(now.pending_spans, 0)
+      }).pipe(Effect.scoped))
+
+    it.effect("200 with partialSuccess.rejectedSpans > 0 is partial, counted, never retried, not replayable", () =>
+      Effect.gen(function*() {
+        const { org, collector, id } = yield* withCollector(
+          () => Reply.json({ partialSuccess: { rejectedSpans: "2", errorMessage: "spans too old for key echo-secret-123" } }),
+          { "X-Api-Key": "echo-secret-123" }
+        )
+        yield* traffic(org)
+        const { deliveries } = yield* waitForDeliveries(org, id, (list) => list.some((d) => d.status === "partial"))
+        const partial = deliveries.find((d) => d.status === "partial")!
+        assert.strictEqual(partial.rejected_spans, 2)
+        assert.strictEqual(partial.attempts, 1)
+        assert.include(partial.last_error ?? "", "rejected 2")
+        assert.include(partial.last_error ?? "", "spans too old")
+        assert.notInclude(partial.last_error ?? "", "echo-secret-123", "a collector echoing a header value is masked")
+        const ids = collector.requests().map(spanIds)
+        assert.strictEqual(new Set(ids).size, ids.length, "never retried")
+        const replay = yield* Effect.flip(org.client.telemetry.replay({ params: { id, delivery: partial.id } }))
+        assert.strictEqual(replay._tag, "NotReplayable")
+        const now = yield* destination(org)
+        assert.isNotNull(now.last_delivered_at)
+        assert.include(now.last_error ?? "", "rejected")
+        assert.notInclude(now.last_error ?? "", "echo-secret-123")
+      }).pipe(Effect.scoped))
+
+    it.effect("rejectedSpans 0 with a message is delivered with a warning", () =>
+      Effect.gen(function*() {
+        const { org, id } = yield* withCollector(() =>
+          Reply.json({ partialSuccess: { rejectedSpans: 0, errorMessage: "consider batching less" } })
+        )
+        yield* traffic(org)
+        const { deliveries } = yield* waitForDeliveries(org, id, (list) => list.some((d) => d.status === "delivered"))
+        const delivered = deliveries.find((d) => d.status === "delivered")!
+        assert.strictEqual((delivered as { warning?: string }).warning, "consider batching less")
+        assert.strictEqual(delivered.rejected_spans, 0)
+      }).pipe(Effect.scoped))
+  })
+
+  describe("rule 9: replay", () => {
+    it.effect("failed → {queued: true, id} and the same batch is sent again; delivered → 409 NOT_REPLAYABLE", () =>
+      Effect.gen(function*() {
+        let accept = false
+        const { org, collector, id } = yield* withCollector(() => accept ? Reply.ok("{}") : Reply.status(500))
+        yield* traffic(org)
+        const { deliveries } = yield* waitForDeliveries(org, id, (list) => list.some((d) => d.status === "failed"))
+        const failed = deliveries.find((d) => d.status === "failed")!
+        accept = true
+        const replayed = yield* org.client.telemetry.replay({ params: { id, delivery: failed.id } })
+        assert.deepStrictEqual(replayed, { queued: true, id: failed.id })
+        const after = yield* waitForDeliveries(org, id, (list) =>
+          list.some((d) => d.id === failed.id && d.status === "delivered")
+        )
+        assert.strictEqual(after.deliveries.find((d) => d.id === failed.id)!.attempts, 2)
+        // Exactly one batch went out twice: the replayed one (other failed batches stay failed).
+        const counts = new Map<string, number>()
+        for (const request of collector.requests()) counts.set(spanIds(request), (counts.get(spanIds(request)) ?? 0) + 1)
+        assert.deepStrictEqual([...counts.values()].filter((n) => n > 1), [2], "the replay carried the failed batch")
+        const again = yield* Effect.flip(org.client.telemetry.replay({ params: { id, delivery: failed.id } }))
+        assert.strictEqual(again._tag, "NotReplayable")
+        const unknown = yield* Effect.flip(
+          org.client.telemetry.replay({ params: { id, delivery: "01900000-0000-7000-8000-00000000beef" } })
+        )
+        assert.strictEqual(unknown._tag, "NotFound")
+      }).pipe(Effect.scoped))
+
+    it.effect("a failed batch is kept, sealed, for 24 hours; after that it is not replayable", () =>
+      Effect.gen(function*() {
+        const svc = yield* SvcTest
+        const young = yield* withCollector(() => Reply.status(400))
+        const old = yield* withCollector(() => Reply.status(400))
+        yield* traffic(young.org)
+        yield* traffic(old.org)
+        const failedOf = (org: TestOrg, id: string) =>
+          Effect.map(
+            waitForDeliveries(org, id, (list) => list.some((d) => d.status === "failed")),
+            ({ deliveries }) => deliveries.find((d) => d.status === "failed")!
+          )
+        const youngFailed = yield* failedOf(young.org, young.id)
+        const oldFailed = yield* failedOf(old.org, old.id)
+        const [kept] = yield* svc.sql<{ payload: string | null }>`SELECT payload FROM deliveries WHERE id = ${oldFailed.id}`
+        assert.isNotNull(kept!.payload, "a failed batch is kept")
+        assert.notInclude(kept!.payload!, "resourceSpans", "sealed")
+        yield* svc.sql`UPDATE deliveries SET finished_at = now() - interval '23 hours' WHERE id = ${youngFailed.id}`
+        yield* svc.sql`UPDATE deliveries SET finished_at = now() - interval '25 hours' WHERE id = ${oldFailed.id}`
+        // The retention sweep runs every minute and after every delete; a delete elsewhere triggers it now.
+        const other = yield* SvcTest.org()
+        const scratch = yield* other.client.telemetry.create({ payload: { url: young.collector.url("/other") } })
+        yield* other.client.telemetry.remove({ params: { id: scratch.id } })
+        const replay = yield* Effect.flip(old.org.client.telemetry.replay({ params: { id: old.id, delivery: oldFailed.id } }))
+        assert.strictEqual(replay._tag, "NotReplayable")
+        const replayed = yield* young.org.client.telemetry.replay({ params: { id: young.id, delivery: youngFailed.id } })
+        assert.deepStrictEqual(replayed, { queued: true, id: youngFailed.id })
+      }).pipe(Effect.scoped))
+  })
+
+  describe("rule 10: deleting the destination stops export at once", () => {
+    it.effect("undelivered batches fail, buffered spans are dropped, nothing more reaches the old collector", () =>
+      Effect.gen(function*() {
+        const svc = yield* SvcTest
+        const { org, collector, id } = yield* withCollector(() => Reply.hang())
+        yield* traffic(org)
+        yield* waitForDeliveries(org, id, (list) => list.length > 0)
+        yield* org.client.telemetry.remove({ params: { id } })
+        const deletedAt = BigInt(Date.now()) * 1_000_000n
+        const rows = yield* svc.sql<{ status: string; payload: string | null }>`
+          SELECT status, payload FROM deliveries WHERE target_id = ${id}
+        `
+        assert.isTrue(rows.every((row) => row.status === "failed" && row.payload === null))
+        // Traffic after the delete goes nowhere; a new destination gets only new spans.
+        yield* traffic(org)
+        const next = yield* HttpsReceiver.make()
+        const created = yield* org.client.telemetry.create({ payload: { url: next.url("/v1/traces") } })
+        yield* org.client.tasks.get({ params: { task_id: "01900000-0000-7000-8000-0000000f1a65" } }).pipe(Effect.flip)
+        yield* next.waitFor((r) =>
+          decodeOtlp(r).spans.some((s) => s.attributes["url.path"] === "/v1/tasks/01900000-0000-7000-8000-0000000f1a65")
+        , "20 seconds")
+        // A request already in flight may still arrive; nothing begun after the delete does.
+        const late = spansOf(collector.requests()).filter((s) => BigInt(s.startTimeUnixNano) > deletedAt)
+        assert.deepStrictEqual(late, [])
+        const newSpans = spansOf(next.requests())
+        assert.isFalse(newSpans.some((s) => s.attributes["url.path"] === `/v1/telemetry-destinations/${id}`))
+        void created
+      }).pipe(Effect.scoped))
+  })
+})

@@ -1,0 +1,19 @@
+import { Effect } from "effect"
+import type { TelemetryDelivery } from "../../src/api/Telemetry.ts"
+import type { TestOrg } from "../../src/testing.ts"
+
+/** Polls the destination's delivery records until `done` holds. */
+export const waitForDeliveries = (
+  org: TestOrg,
+  id: string,
+  done: (list: ReadonlyArray<TelemetryDelivery>) => boolean
+) =>
+  Effect.gen(function*() {
+    const deadline = Date.now() + 20_000
+    for (;;) {
+      const result = yield* org.client.telemetry.deliveries({ params: { id } })
+      if (done(result.deliveries)) return result
+      if (Date.now() > deadline) return yield* Effect.die(new Error(`deliveries never matched: ${JSON.stringify(result)}`))
+      yield* Effect.sleep(50)
+    }
+  })

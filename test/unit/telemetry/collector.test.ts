@@ -1,0 +1,71 @@
+import { assert, describe, it } from "@effect/vitest"
+import { Duration } from "effect"
+import fc from "fast-check"
+import { classify, parseRetryAfter } from "../../../src/telemetry/Collector.ts"
+import { backoff } from "../../../src/telemetry/Export.ts"
+
+const answer = (status: number, body = "", headers: Record<string, string> = {}) => ({
+  status,
+  headers,
+  body: new TextEncoder().encode(body),
+  truncated: false,
+  elapsedMs: 1
+})
+
+describe("what a collector's answer means (issue rules 7 and 8)", () => {
+  it("retries only 429, 502, 503 and 504", () => {
+    for (const status of [429, 502, 503, 504]) assert.strictEqual(classify(answer(status), 3, 0)._tag, "Retryable")
+    for (const status of [400, 401, 403, 404, 413, 500, 301, 418, 501]) {
+      assert.strictEqual(classify(answer(status), 3, 0)._tag, "Rejected")
+    }
+  })
+
+  it("a 200 with partialSuccess.rejectedSpans > 0 is partial with the count; 0 with a message is accepted with a warning", () => {
+    const partial = classify(answer(200, JSON.stringify({ partialSuccess: { rejectedSpans: "2", errorMessage: "too old" } })), 5, 0)
+    assert.deepInclude(partial, { _tag: "Partial", rejected: 2 })
+    const warned = classify(answer(200, JSON.stringify({ partialSuccess: { rejectedSpans: 0, errorMessage: "slow down" } })), 5, 0)
+    assert.deepStrictEqual(warned, { _tag: "Accepted", status: 200, warning: "slow down" })
+    assert.deepStrictEqual(classify(answer(200, "{}"), 5, 0), { _tag: "Accepted", status: 200, warning: undefined })
+    assert.deepStrictEqual(classify(answer(202, "not json"), 5, 0), { _tag: "Accepted", status: 202, warning: undefined })
+  })
+
+  it("Retry-After in seconds or as an HTTP date, capped at 5 minutes", () => {
+    assert.strictEqual(Duration.toMillis(parseRetryAfter("2", 0)!), 2000)
+    assert.strictEqual(Duration.toMillis(parseRetryAfter(new Date(10_000).toUTCString(), 4000)!), 6000)
+    assert.strictEqual(Duration.toMillis(parseRetryAfter("86400", 0)!), 300_000)
+    assert.isUndefined(parseRetryAfter("soon", 0))
+    assert.isUndefined(parseRetryAfter(undefined, 0))
+    const retry = classify(answer(503, "", { "retry-after": "7" }), 1, 0)
+    assert.strictEqual(retry._tag === "Retryable" ? Duration.toMillis(retry.retryAfter!) : -1, 7000)
+  })
+
+  it("property: backoff grows, stays within ±20 % of 1 s·2^(n-1), never over 36 s", () => {
+    fc.assert(fc.property(fc.integer({ min: 1, max: 40 }), fc.double({ min: 0, max: 1, noNaN: true }), (n, random) => {
+      const ms = Duration.toMillis(backoff(n, random))
+      const base = Math.min(30_000, 1000 * 2 ** (n - 1))
+      assert.isAtLeast(ms, Math.floor(base * 0.8))
+      assert.isAtMost(ms, Math.ceil(base * 1.2))
+    }))
+  })
+})
+
+describe("OTLP encoding in slices", () => {
+  it("encodeRequestParts builds exactly encodeRequest's text", async () => {
+    const { encodeRequest, encodeRequestParts, serviceResource } = await import("../../../src/telemetry/Otlp.ts")
+    const spans = Array.from({ length: 3 }, (_, i) => ({
+      traceId: "4bf92f3577b34da6a3ce929d0e0e4736",
+      spanId: `00f067aa0ba902b${i}`,
+      name: `s${i}`,
+      kind: 1,
+      startTimeUnixNano: "1",
+      endTimeUnixNano: "2",
+      attributes: [{ key: "svc.org_id", value: { stringValue: "o" } }],
+      status: { code: 0 }
+    }))
+    const parts = encodeRequestParts(serviceResource())
+    for (const n of [0, 1, 3]) {
+      const sliced = `${parts.head}${spans.slice(0, n).map(parts.span).join(",")}${parts.tail}`
+      assert.strictEqual(sliced, encodeRequest(spans.slice(0, n), serviceResource()))
+    }
+  })
+})

@@ -1,0 +1,80 @@
+import { assert, describe, it } from "@effect/vitest"
+import fc from "fast-check"
+import { checkHeaders, headerField, MAX_HEADERS, MAX_VALUE_BYTES } from "../../../src/telemetry/HeaderRules.ts"
+import { invalidNameCorpus, invalidValueCorpus, refusedNameCorpus } from "../../support/headerCorpus.ts"
+
+const refused = (headers: Record<string, string>) => {
+  const verdict = checkHeaders(headers)
+  assert.strictEqual(verdict._tag, "Refused", JSON.stringify(Object.keys(headers)))
+  return verdict as Extract<typeof verdict, { _tag: "Refused" }>
+}
+
+describe("collector header rules (issue rule 3)", () => {
+  it("accepts ordinary authentication headers", () => {
+    const verdict = checkHeaders({ Authorization: "Bearer abc", "X-Honeycomb-Team": "k\tey", "DD-API-KEY": "v".repeat(MAX_VALUE_BYTES) })
+    assert.strictEqual(verdict._tag, "Ok")
+  })
+
+  it(`at most ${MAX_HEADERS} headers`, () => {
+    const ten = Object.fromEntries(Array.from({ length: 10 }, (_, i) => [`X-H${i}`, "v"]))
+    assert.strictEqual(checkHeaders(ten)._tag, "Ok")
+    const verdict = refused({ ...ten, "X-H10": "v" })
+    assert.strictEqual(verdict.field, "headers")
+  })
+
+  it("names differing only in case are duplicates and refused", () => {
+    const verdict = refused({ "X-Token": "a", "x-token": "b" })
+    assert.strictEqual(verdict.field, "headers.x-token")
+  })
+
+  for (const [label, names] of refusedNameCorpus) {
+    it(`refuses ${label}, naming the header and never its value`, () => {
+      for (const name of names) {
+        const verdict = refused({ [name]: "secret-value-1" })
+        assert.strictEqual(verdict.field, headerField(name))
+        assert.include(verdict.field, name)
+        assert.notInclude(verdict.message, "secret-value-1")
+      }
+    })
+  }
+
+  it("refuses invalid header names", () => {
+    for (const name of invalidNameCorpus) {
+      const verdict = refused({ [name]: "v" })
+      assert.strictEqual(verdict.field, headerField(name))
+    }
+  })
+
+  for (const [label, value] of invalidValueCorpus) {
+    it(`refuses a value with ${label}, naming the header and never its value`, () => {
+      const verdict = refused({ "X-Token": value })
+      assert.strictEqual(verdict.field, "headers.X-Token")
+      assert.notInclude(verdict.message, value)
+    })
+  }
+
+  it("property: any accepted set is at most 10 valid, distinct, allowed names with safe values", () => {
+    const name = fc.oneof(
+      fc.stringMatching(/^[A-Za-z][A-Za-z0-9-]{0,20}$/),
+      fc.constantFrom("Host", "cookie", "x-b3-x", "Proxy-A", "traceparent", "X Bad", "Content-Type")
+    )
+    const value = fc.oneof(fc.string({ maxLength: 50 }), fc.constantFrom("a\r\nb", "\u0000", "ok"))
+    fc.assert(fc.property(fc.dictionary(name, value, { maxKeys: 14 }), (headers) => {
+      const verdict = checkHeaders(headers)
+      const entries = Object.entries(headers)
+      if (verdict._tag === "Ok") {
+        assert.isAtMost(entries.length, 10)
+        assert.strictEqual(new Set(entries.map(([n]) => n.toLowerCase())).size, entries.length)
+        for (const [n, v] of entries) {
+          assert.match(n, /^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$/)
+          assert.notMatch(n.toLowerCase(), /^(host|cookie|traceparent|content-type|proxy-|x-b3-)/)
+          assert.notMatch(v, /[\u0000-\u0008\u000a-\u001f\u007f]/)
+        }
+      } else {
+        // A refusal names a header that is present (or the whole set), and never carries a value.
+        assert.isTrue(verdict.field === "headers" || entries.some(([n]) => verdict.field === headerField(n)))
+        for (const [, v] of entries) if (v.length > 3) assert.notInclude(verdict.message, v)
+      }
+    }))
+  })
+})
