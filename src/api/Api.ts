@@ -4,6 +4,7 @@
  * capability adds its group here.
  */
 import { HttpApi, OpenApi } from "effect/http-api"
+import { NotificationsApi } from "./Notifications.ts"
 import { SystemApi } from "./System.ts"
 import { DatasetsApi, TasksApi } from "./Tasks.ts"
 import { RequestValidation } from "./Validation.ts"
@@ -12,6 +13,7 @@ export class Api extends HttpApi.make("svc")
   .add(SystemApi)
   .add(TasksApi)
   .add(DatasetsApi)
+  .add(NotificationsApi)
   .middleware(RequestValidation)
   // Report every problem of a request at once, and refuse unknown body and
   // query members (a misspelt optional field is a 400, not silently ignored).

@@ -26,7 +26,8 @@ import { NotReplayable, QueueFull } from "../api/Deliveries.ts"
 import { newId } from "../platform/Ids.ts"
 import { Wakeups } from "../platform/Wakeups.ts"
 
-export type DeliveryKind = "webhook" | "telemetry"
+/** `email`: reviewer email notifications (target = the organization). */
+export type DeliveryKind = "webhook" | "telemetry" | "email"
 
 export type DeliveryStatus = "queued" | "sending" | "retrying" | "delivered" | "failed" | "partial"
 
@@ -208,7 +209,12 @@ export class DeliveryQueue extends Context.Service<DeliveryQueue, {
   /** Every attempt of a delivery, oldest first. */
   readonly attempts: (deliveryId: string) => Effect.Effect<ReadonlyArray<Attempt>>
   /** Fails every undelivered delivery of the target with `reason` (target deleted or deactivated); answers how many. */
-  readonly failUndelivered: (kind: DeliveryKind, targetId: string, reason: string) => Effect.Effect<number>
+  readonly failUndelivered: (
+    kind: DeliveryKind,
+    targetId: string,
+    reason: string,
+    options?: { readonly except?: string | undefined }
+  ) => Effect.Effect<number>
   /** How many deliveries of the target are still to be delivered. */
   readonly undelivered: (kind: DeliveryKind, targetId: string) => Effect.Effect<number>
   /** When the next delivery of `kind` becomes claimable (due, out of cooldown, or lease expired), if any is waiting. */
@@ -460,12 +466,15 @@ export class DeliveryQueue extends Context.Service<DeliveryQueue, {
       const failUndelivered = Effect.fn("DeliveryQueue.failUndelivered")(function*(
         kind: DeliveryKind,
         targetId: string,
-        reason: string
+        reason: string,
+        options?: { readonly except?: string | undefined }
       ) {
+        // `except`: the delivery whose handler decided this (it settles itself).
         const rows = yield* sql<{ id: string }>`
           UPDATE deliveries
           SET status = 'failed', last_error = ${reason}, finished_at = now(), lease_owner = NULL, lease_until = NULL
           WHERE kind = ${kind} AND target_id = ${targetId} AND status IN ${undeliveredList}
+          ${options?.except === undefined ? sql`` : sql`AND id <> ${options.except}`}
           RETURNING id
         `.pipe(Effect.orDie)
         return rows.length

@@ -10,6 +10,11 @@ import { Api } from "../api/Api.ts"
 import { DeliveryQueue } from "../deliveries/DeliveryQueue.ts"
 import { AuthenticationLive } from "../identity/Http.ts"
 import { Identity } from "../identity/Identity.ts"
+import { Dispatcher } from "../notifications/Dispatcher.ts"
+import { ReviewerEmail } from "../notifications/Email.ts"
+import { NotificationEndpoints } from "../notifications/Endpoints.ts"
+import { NotificationsHandlers } from "../notifications/Http.ts"
+import { WebhookSender } from "../notifications/Sender.ts"
 import { SvcConfig } from "../platform/Config.ts"
 import { SecretBox } from "../platform/Crypto.ts"
 import { Migrations } from "../platform/Migrations.ts"
@@ -26,7 +31,10 @@ import { RequestValidationLive } from "./Validation.ts"
 /** Domain services. They need a migrated database, `SvcConfig` and `SecretBox`. */
 export const ServicesLive = Layer.mergeAll(
   Identity.layer,
-  Tasks.layer
+  Tasks.layer,
+  Layer.mergeAll(Dispatcher.layer, WebhookSender.layer, ReviewerEmail.layer).pipe(
+    Layer.provideMerge(NotificationEndpoints.layer)
+  )
 ).pipe(
   Layer.provideMerge(DeliveryQueue.layer),
   Layer.provideMerge(Layer.mergeAll(AnswerSchemas.layer, SecretStore.layer, Wakeups.layer, OutboundHttp.layer))
@@ -36,11 +44,12 @@ export const ServicesLive = Layer.mergeAll(
 const HandlersLive = Layer.mergeAll(
   SystemHandlers,
   TasksHandlers,
-  DatasetsHandlers
+  DatasetsHandlers,
+  NotificationsHandlers
 )
 
 /** Background workers (fibers that live as long as the server). */
-export const WorkersLive = Layer.empty
+export const WorkersLive = Layer.mergeAll(Dispatcher.worker, WebhookSender.worker, ReviewerEmail.worker)
 
 const ApiRoutes = HttpApiBuilder.layer(Api, { openapiPath: "/openapi.json" }).pipe(
   Layer.provide(HandlersLive),

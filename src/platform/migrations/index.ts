@@ -9,10 +9,12 @@ import m0001 from "./0001_identity.ts"
 import m0002 from "./0002_tasks.ts"
 import m0003 from "./0003_shared.ts"
 import m0010 from "./0010_deliveries.ts"
+import m0300 from "./0300_notifications.ts"
 
 export const migrations = Migrator.fromRecord({
   "0001_identity": m0001,
   "0002_tasks": m0002,
   "0003_shared": m0003,
-  "0010_deliveries": m0010
+  "0010_deliveries": m0010,
+  "0300_notifications": m0300
 })
