@@ -8,6 +8,7 @@
  */
 import { PgClient } from "@effect/sql-pg"
 import { Context, Effect, Layer, Option, Redacted } from "effect"
+import { SqlClient } from "effect/sql"
 import { NotFound } from "../api/Errors.ts"
 import { InvalidUrl } from "../api/Deliveries.ts"
 import { type EventType, EventTypes, InvalidWebhookEvents, type NotificationEndpoint } from "../api/Notifications.ts"
@@ -66,6 +67,22 @@ export const checkEvents = (
   }
   return Effect.succeed([...new Set(events)] as ReadonlyArray<EventType>)
 }
+
+/**
+ * Sets (or, with null, clears) the organization's reviewer address; false
+ * when the organization does not exist. Shared by the API and the CLI.
+ */
+export const writeReviewerEmail = (orgId: string, email: string | null) =>
+  Effect.gen(function*() {
+    const sql = yield* SqlClient.SqlClient
+    const rows = yield* sql`
+      INSERT INTO notification_settings (org_id, reviewer_email, updated_at)
+      SELECT id, ${email}, now() FROM orgs WHERE id = ${orgId}
+      ON CONFLICT (org_id) DO UPDATE SET reviewer_email = EXCLUDED.reviewer_email, updated_at = now()
+      RETURNING org_id
+    `
+    return rows.length > 0
+  }).pipe(Effect.orDie)
 
 const DEFAULT_OVERLAP_SECONDS = 24 * 3600
 
@@ -208,10 +225,7 @@ export class NotificationEndpoints extends Context.Service<NotificationEndpoints
       })
 
       const setReviewerEmail = Effect.fn("NotificationEndpoints.setReviewerEmail")(function*(orgId: string, email: string | null) {
-        yield* sql`
-          INSERT INTO notification_settings (org_id, reviewer_email, updated_at) VALUES (${orgId}, ${email}, now())
-          ON CONFLICT (org_id) DO UPDATE SET reviewer_email = EXCLUDED.reviewer_email, updated_at = now()
-        `.pipe(Effect.orDie)
+        yield* writeReviewerEmail(orgId, email).pipe(Effect.provideService(SqlClient.SqlClient, sql))
         return email
       })
 
