@@ -255,31 +255,61 @@ export class DeliveryQueue extends Context.Service<DeliveryQueue, {
       })
 
       // Claimable: due queued/retrying rows, or sending rows whose lease
-      // expired, of targets not cooling down. Ranking per target (counting
-      // leases already live) keeps one busy target from taking every slot.
+      // expired, of targets not cooling down, at most `perTarget` per target
+      // counting leases already live (one busy target never takes every
+      // slot). Index-driven so a claim costs O(targets + claimed), not
+      // O(queue length): distinct waiting targets come from a skip scan of
+      // `deliveries_waiting_idx`, each target's next rows from a range scan
+      // of the same index.
       const claim = Effect.fn("DeliveryQueue.claim")(function*(kind: DeliveryKind, options: ClaimOptions) {
         const rows = yield* sql<ClaimedRow>`
-          WITH busy AS (
-            SELECT target_id, count(*)::int AS n FROM deliveries
-            WHERE kind = ${kind} AND status = 'sending' AND lease_until > now()
-            GROUP BY target_id
+          WITH RECURSIVE waiting AS (
+            -- Every kind's targets (ids never collide across kinds): a
+            -- kind condition here would steer the planner off the index.
+            (SELECT target_id FROM deliveries
+             WHERE status IN ('queued', 'retrying')
+             ORDER BY target_id LIMIT 1)
+            UNION ALL
+            SELECT (SELECT d.target_id FROM deliveries d
+                    WHERE d.status IN ('queued', 'retrying') AND d.target_id > w.target_id
+                    ORDER BY d.target_id LIMIT 1)
+            FROM waiting w WHERE w.target_id IS NOT NULL
           ),
-          ranked AS (
-            SELECT d.id, d.target_id, d.next_attempt_at, d.seq,
-                   row_number() OVER (PARTITION BY d.target_id ORDER BY d.next_attempt_at, d.seq) + coalesce(b.n, 0) AS slot
-            FROM deliveries d
-            LEFT JOIN delivery_targets t ON t.id = d.target_id
-            LEFT JOIN busy b ON b.target_id = d.target_id
-            WHERE d.kind = ${kind}
-              AND ((d.status IN ('queued', 'retrying') AND d.next_attempt_at <= now())
-                OR (d.status = 'sending' AND d.lease_until <= now()))
-              AND (t.cooldown_until IS NULL OR t.cooldown_until <= now())
+          targets AS (
+            SELECT target_id FROM waiting WHERE target_id IS NOT NULL
+            UNION
+            SELECT target_id FROM deliveries WHERE kind = ${kind} AND status = 'sending' AND lease_until <= now()
+          ),
+          room AS (
+            SELECT g.target_id, ${options.perTarget} - (
+              SELECT count(*)::int FROM deliveries b
+              WHERE b.kind = ${kind} AND b.status = 'sending' AND b.lease_until > now() AND b.target_id = g.target_id
+            ) AS free
+            FROM targets g LEFT JOIN delivery_targets t ON t.id = g.target_id
+            WHERE t.cooldown_until IS NULL OR t.cooldown_until <= now()
+          ),
+          candidates AS (
+            SELECT c.id, c.next_attempt_at, c.seq
+            FROM room r CROSS JOIN LATERAL (
+              SELECT x.id, x.next_attempt_at, x.seq FROM (
+                (SELECT d.id, d.next_attempt_at, d.seq FROM deliveries d
+                 WHERE d.target_id = r.target_id AND d.status IN ('queued', 'retrying') AND d.next_attempt_at <= now()
+                   AND d.kind = ${kind}
+                 ORDER BY d.target_id, d.next_attempt_at, d.seq LIMIT greatest(r.free, 0))
+                UNION ALL
+                (SELECT d.id, d.next_attempt_at, d.seq FROM deliveries d
+                 WHERE d.target_id = r.target_id AND d.kind = ${kind} AND d.status = 'sending' AND d.lease_until <= now()
+                 ORDER BY d.next_attempt_at, d.seq LIMIT greatest(r.free, 0))
+              ) x
+              ORDER BY x.next_attempt_at, x.seq LIMIT greatest(r.free, 0)
+            ) c
+            WHERE r.free > 0
+            ORDER BY c.next_attempt_at, c.seq
+            LIMIT ${options.limit}
           ),
           picked AS (
-            SELECT d.id, d.target_id FROM deliveries d JOIN ranked r ON r.id = d.id
-            WHERE r.slot <= ${options.perTarget}
-            ORDER BY r.next_attempt_at, r.seq
-            LIMIT ${options.limit}
+            SELECT d.id, d.target_id FROM deliveries d
+            WHERE d.id IN (SELECT id FROM candidates)
             FOR UPDATE OF d SKIP LOCKED
           )
           UPDATE deliveries d
@@ -489,11 +519,26 @@ export class DeliveryQueue extends Context.Service<DeliveryQueue, {
       })
 
       const nextDue = Effect.fn("DeliveryQueue.nextDue")(function*(kind: DeliveryKind) {
+        // Per waiting target (skip scan), its earliest row: O(targets), not O(queue).
         const [row] = yield* sql<{ at: Date | null }>`
+          WITH RECURSIVE waiting AS (
+            (SELECT target_id FROM deliveries WHERE status IN ('queued', 'retrying') ORDER BY target_id LIMIT 1)
+            UNION ALL
+            SELECT (SELECT d.target_id FROM deliveries d
+                    WHERE d.status IN ('queued', 'retrying') AND d.target_id > w.target_id
+                    ORDER BY d.target_id LIMIT 1)
+            FROM waiting w WHERE w.target_id IS NOT NULL
+          )
           SELECT least(
-            (SELECT min(greatest(d.next_attempt_at, coalesce(t.cooldown_until, d.next_attempt_at)))
-             FROM deliveries d LEFT JOIN delivery_targets t ON t.id = d.target_id
-             WHERE d.kind = ${kind} AND d.status IN ('queued', 'retrying')),
+            (SELECT min(greatest(f.next_attempt_at, coalesce(t.cooldown_until, f.next_attempt_at)))
+             FROM waiting w
+             CROSS JOIN LATERAL (
+               SELECT d.next_attempt_at FROM deliveries d
+               WHERE d.target_id = w.target_id AND d.status IN ('queued', 'retrying') AND d.kind = ${kind}
+               ORDER BY d.target_id, d.next_attempt_at, d.seq LIMIT 1
+             ) f
+             LEFT JOIN delivery_targets t ON t.id = w.target_id
+             WHERE w.target_id IS NOT NULL),
             (SELECT min(lease_until) FROM deliveries WHERE kind = ${kind} AND status = 'sending')
           ) AS at
         `.pipe(Effect.orDie)

@@ -37,6 +37,9 @@ export interface WorkerOptions<R> {
   readonly handle: (delivery: Claimed) => Effect.Effect<Settlement, never, R>
 }
 
+/** How often to look again when due work is blocked by per-target limits or other processes' locks. */
+const BLOCKED_RECHECK_MS = 200
+
 /** After a defect in `handle`, try the delivery again this much later. */
 const DEFECT_RETRY = Duration.seconds(30)
 
@@ -83,7 +86,17 @@ export const runWorker = <R>(options: WorkerOptions<R>) =>
         onNone: () => poll,
         onSome: (at) => Math.max(0, Math.min(poll, at.getTime() - Date.now()))
       })
-      if (untilDue === 0) return
+      // Work is due but the claim just made could not take it (its targets
+      // are at their per-target limit, or another process holds the rows):
+      // wait for one of our slots to free or a wakeup, briefly, instead of
+      // claiming again at once in a busy loop.
+      if (untilDue === 0) {
+        yield* Effect.raceFirst(
+          wakeups.wait(wakeTopic(options.kind), Duration.millis(Math.min(poll, BLOCKED_RECHECK_MS))),
+          slotFreed.await
+        )
+        return
+      }
       yield* Effect.raceFirst(
         wakeups.wait(wakeTopic(options.kind), Duration.millis(untilDue)),
         slotFreed.await

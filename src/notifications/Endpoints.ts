@@ -84,6 +84,21 @@ export const writeReviewerEmail = (orgId: string, email: string | null) =>
     return rows.length > 0
   }).pipe(Effect.orDie)
 
+export interface SendTarget {
+  readonly url: string
+  readonly active: boolean
+  readonly deactivatedReason: string | null
+  readonly secrets: ReadonlyArray<string>
+}
+
+/**
+ * How stale the sender's view of an endpoint changed by another process may
+ * be: a rotation reaches other processes' signatures, and a deletion or
+ * deactivation their sends, within this (the old secret keeps signing
+ * during the overlap anyway; deletion also fails pending deliveries at once).
+ */
+export const SEND_TARGET_TTL_MS = 1_000
+
 const DEFAULT_OVERLAP_SECONDS = 24 * 3600
 
 const columns = "id, org_id, url, url_hint, events, active, deactivated_at, deactivated_reason, created_at, created_by"
@@ -109,6 +124,12 @@ export class NotificationEndpoints extends Context.Service<NotificationEndpoints
   readonly deactivate: (orgId: string, id: string, reason: string) => Effect.Effect<void>
   /** The signing secrets in use now, newest first (several during a rotation overlap). */
   readonly signingSecrets: (orgId: string, id: string) => Effect.Effect<ReadonlyArray<string>>
+  /**
+   * What the sender needs for one endpoint (URL, state, secrets), or
+   * `undefined` when it is gone. Cached for at most `SEND_TARGET_TTL`;
+   * changes made through this process clear the entry at once.
+   */
+  readonly sendTarget: (orgId: string, id: string) => Effect.Effect<SendTarget | undefined>
   readonly reviewerEmail: (orgId: string) => Effect.Effect<string | null>
   readonly setReviewerEmail: (orgId: string, email: string | null) => Effect.Effect<string | null>
   /** `SVC_SMTP_URL` is set and the organization has a reviewer address. */
@@ -121,6 +142,8 @@ export class NotificationEndpoints extends Context.Service<NotificationEndpoints
       const outbound = yield* OutboundHttp
       const secrets = yield* SecretStore
       const config = yield* SvcConfig
+      const targets = new Map<string, { readonly at: number; readonly target: SendTarget | undefined }>()
+      const forget = (id: string) => Effect.sync(() => targets.delete(id))
 
       const create = Effect.fn("NotificationEndpoints.create")(function*(
         orgId: string,
@@ -168,6 +191,7 @@ export class NotificationEndpoints extends Context.Service<NotificationEndpoints
           WHERE id = ${id} AND org_id = ${orgId}
           RETURNING ${sql.literal(columns)}
         `.pipe(Effect.orDie)
+        yield* forget(id)
         if (row === undefined) return yield* new NotFound({ detail: "No such notification endpoint." })
         return toEndpoint(row)
       })
@@ -181,6 +205,7 @@ export class NotificationEndpoints extends Context.Service<NotificationEndpoints
           if (row !== undefined) yield* secrets.removeOwner(endpointOwner(orgId, id))
           return row
         })).pipe(Effect.orDie)
+        yield* forget(id)
         if (row === undefined) return yield* new NotFound({ detail: "No such notification endpoint." })
         return row
       })
@@ -202,6 +227,7 @@ export class NotificationEndpoints extends Context.Service<NotificationEndpoints
           }
           yield* secrets.put(owner, "signing", Redacted.make(secret))
         })).pipe(Effect.orDie)
+        yield* forget(id)
         return { endpoint: toEndpoint(row), secret, previous_secret_expires_at: iso(until) }
       })
 
@@ -210,12 +236,34 @@ export class NotificationEndpoints extends Context.Service<NotificationEndpoints
           UPDATE notification_endpoints SET active = false, deactivated_at = now(), deactivated_reason = ${reason}
           WHERE id = ${id} AND org_id = ${orgId} AND active
         `.pipe(Effect.orDie)
+        yield* forget(id)
       })
 
       const signingSecrets = Effect.fn("NotificationEndpoints.signingSecrets")(function*(orgId: string, id: string) {
         const stored = yield* secrets.list(endpointOwner(orgId, id))
         return stored.map((secret) => Redacted.value(secret.value))
       })
+
+      const sendTarget = (orgId: string, id: string) =>
+        Effect.suspend(() => {
+          const cached = targets.get(id)
+          if (cached !== undefined && Date.now() - cached.at < SEND_TARGET_TTL_MS) return Effect.succeed(cached.target)
+          return Effect.gen(function*() {
+            const at = Date.now()
+            const [row] = yield* sql<{ url: string; active: boolean; deactivated_reason: string | null }>`
+              SELECT url, active, deactivated_reason FROM notification_endpoints WHERE id = ${id} AND org_id = ${orgId}
+            `.pipe(Effect.orDie)
+            const target = row === undefined ? undefined : {
+              url: row.url,
+              active: row.active,
+              deactivatedReason: row.deactivated_reason,
+              secrets: yield* signingSecrets(orgId, id)
+            }
+            if (targets.size > 10_000) targets.clear()
+            targets.set(id, { at, target })
+            return target
+          })
+        })
 
       const reviewerEmail = Effect.fn("NotificationEndpoints.reviewerEmail")(function*(orgId: string) {
         const [row] = yield* sql<{ reviewer_email: string | null }>`
@@ -243,6 +291,7 @@ export class NotificationEndpoints extends Context.Service<NotificationEndpoints
         rotateSecret,
         deactivate,
         signingSecrets,
+        sendTarget,
         reviewerEmail,
         setReviewerEmail,
         emailNotifier

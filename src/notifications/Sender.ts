@@ -39,14 +39,6 @@ const RETRY_AFTER_MAX_MS = 3_600_000
 export const WORKER_CONCURRENCY = 64
 export const PER_ENDPOINT = 16
 
-interface Target {
-  readonly url: string
-  readonly active: boolean
-  readonly deactivated_reason: string | null
-  readonly type: string
-  readonly body: string
-}
-
 /** `Retry-After` as seconds or an HTTP date, in milliseconds from now; `undefined` when absent or unreadable. */
 export const parseRetryAfter = (value: string | undefined, now = Date.now()): number | undefined => {
   if (value === undefined) return undefined
@@ -100,21 +92,23 @@ export class WebhookSender extends Context.Service<WebhookSender, {
           "svc.event_id": delivery.eventId ?? "",
           "svc.attempt": delivery.attempts
         })
-        const [target] = yield* sql<Target>`
-          SELECT n.url, n.active, n.deactivated_reason, e.type, e.body
-          FROM notification_endpoints n JOIN events e ON e.id = ${delivery.eventId}
-          WHERE n.id = ${delivery.targetId} AND n.org_id = ${delivery.orgId}
-        `.pipe(Effect.orDie)
+        const target = yield* endpoints.sendTarget(delivery.orgId, delivery.targetId)
         if (target === undefined) {
           return { outcome: Outcome.failed("endpoint deleted"), attempt: { error: "endpoint deleted", durationMs: 0 } }
         }
         if (!target.active) {
-          const reason = `endpoint inactive: ${target.deactivated_reason ?? "deactivated"}`
+          const reason = `endpoint inactive: ${target.deactivatedReason ?? "deactivated"}`
           return { outcome: Outcome.failed(reason), attempt: { error: reason, durationMs: 0 } }
         }
-        yield* Effect.annotateCurrentSpan("svc.event_type", target.type)
-        const secrets = yield* endpoints.signingSecrets(delivery.orgId, delivery.targetId)
-        const body = Buffer.from(target.body, "utf8")
+        const [event] = yield* sql<{ type: string; body: string }>`
+          SELECT type, body FROM events WHERE id = ${delivery.eventId} AND org_id = ${delivery.orgId}
+        `.pipe(Effect.orDie)
+        if (event === undefined) {
+          return { outcome: Outcome.failed("event no longer stored"), attempt: { error: "event no longer stored", durationMs: 0 } }
+        }
+        yield* Effect.annotateCurrentSpan("svc.event_type", event.type)
+        const secrets = target.secrets
+        const body = Buffer.from(event.body, "utf8")
         const timestamp = Math.floor(Date.now() / 1000)
         const started = Date.now()
         const sent = yield* outbound.send({
@@ -123,7 +117,7 @@ export class WebhookSender extends Context.Service<WebhookSender, {
           headers: {
             "content-type": "application/json",
             "x-svc-event-id": delivery.eventId ?? "",
-            "x-svc-event-type": target.type,
+            "x-svc-event-type": event.type,
             "x-svc-signature": signatureHeader(secrets, timestamp, body)
           },
           body,
