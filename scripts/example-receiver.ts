@@ -39,10 +39,6 @@ import { constructEvent, type DedupStore, deduplicate, type WebhookEvent, Webhoo
 
 const env = process.env
 const secrets = (env.SVC_WEBHOOK_SECRET ?? "").split(",").map((s) => s.trim()).filter((s) => s.length > 0)
-if (secrets.length === 0) {
-  console.error("SVC_WEBHOOK_SECRET is required (the secret svc returned when the endpoint was created)")
-  process.exit(2)
-}
 const baseUrl = (env.SVC_BASE_URL ?? "http://127.0.0.1:8080").replace(/\/$/, "")
 const apiKey = env.SVC_API_KEY
 const expectedOrgId = env.SVC_ORG_ID
@@ -206,6 +202,13 @@ const tlsMaterial = async () => {
 }
 
 const tls = await tlsMaterial()
+if (secrets.length === 0) {
+  console.error([
+    "SVC_WEBHOOK_SECRET is required (the secret svc returned when the endpoint was created).",
+    ...("certFile" in tls ? [`This receiver's certificate (give it to svc as SVC_EXTRA_CA_FILE): ${tls.certFile}`] : [])
+  ].join("\n"))
+  process.exit(2)
+}
 const MAX_BODY = 256 * 1024
 
 const server = createServer({ cert: tls.cert, key: tls.key }, (req, res) => {
