@@ -44,6 +44,8 @@ export const parseRetryAfter = (value: string | undefined, now = Date.now()): nu
   if (value === undefined) return undefined
   const trimmed = value.trim()
   if (/^\d{1,10}$/.test(trimmed)) return Number(trimmed) * 1000
+  // An HTTP date (RFC 9110 IMF-fixdate and the obsolete forms all end in GMT).
+  if (!/^[A-Za-z]{3}.*\bGMT$/.test(trimmed)) return undefined
   const date = Date.parse(trimmed)
   return Number.isNaN(date) ? undefined : Math.max(0, date - now)
 }
