@@ -188,6 +188,8 @@ const millis = (input: Duration.Input) => Duration.toMillis(input)
 export class DeliveryQueue extends Context.Service<DeliveryQueue, {
   /** Adds a delivery (in the caller's transaction, if any). Past `capacity` it is recorded as `failed`, never dropped. */
   readonly enqueue: (input: EnqueueInput) => Effect.Effect<Delivery>
+  /** `enqueue` of each input in order, in one statement (same capacity rule, same order of rows). */
+  readonly enqueueMany: (inputs: ReadonlyArray<EnqueueInput>) => Effect.Effect<ReadonlyArray<Delivery>>
   /** Takes leases on due deliveries of `kind`; any process may call it. */
   readonly claim: (kind: DeliveryKind, options: ClaimOptions) => Effect.Effect<ReadonlyArray<Claimed>>
   /**
@@ -252,6 +254,58 @@ export class DeliveryQueue extends Context.Service<DeliveryQueue, {
           RETURNING ${sql.literal(COLUMNS)}
         `.pipe(Effect.orDie)
         return toDelivery(row!)
+      })
+
+      const enqueueMany = Effect.fn("DeliveryQueue.enqueueMany")(function*(inputs: ReadonlyArray<EnqueueInput>) {
+        if (inputs.length === 0) return []
+        const rows = inputs.map((input, ord) => ({
+          ord,
+          id: newId(),
+          org_id: input.orgId,
+          kind: input.kind,
+          target_id: input.targetId,
+          label: input.label ?? null,
+          event_id: input.eventId ?? null,
+          payload: input.payload ?? null,
+          meta: input.meta ?? {},
+          capacity: input.capacity
+        }))
+        // Row k of a target in this batch finds (undelivered before) + (k - 1)
+        // ahead of it: the same answer k single enqueues would give.
+        const inserted = yield* sql<Row & { readonly ord: number }>`
+          WITH input AS (
+            SELECT * FROM jsonb_to_recordset(${JSON.stringify(rows)}::jsonb) AS x(
+              ord int, id uuid, org_id uuid, kind text, target_id uuid, label text, event_id uuid,
+              payload text, meta jsonb, capacity int)
+          ),
+          waiting AS (
+            SELECT t.target_id, (
+              SELECT count(*)::int FROM (
+                SELECT 1 FROM deliveries d
+                WHERE d.target_id = t.target_id AND d.status IN ${undeliveredList}
+                LIMIT t.capacity
+              ) w
+            ) AS n
+            FROM (SELECT target_id, max(capacity) AS capacity FROM input GROUP BY target_id) t
+          ),
+          ranked AS (
+            SELECT i.*, w.n + row_number() OVER (PARTITION BY i.target_id ORDER BY i.ord) AS position
+            FROM input i JOIN waiting w ON w.target_id = i.target_id
+          ),
+          inserted AS (
+            INSERT INTO deliveries (id, org_id, kind, target_id, status, label, event_id, payload, meta, last_error, finished_at)
+            SELECT id, org_id, kind, target_id,
+                   CASE WHEN position > capacity THEN 'failed' ELSE 'queued' END,
+                   label, event_id, payload, coalesce(meta, '{}'::jsonb),
+                   CASE WHEN position > capacity
+                     THEN 'queue full: the target already has ' || capacity || ' undelivered deliveries' END,
+                   CASE WHEN position > capacity THEN now() END
+            FROM ranked ORDER BY ord
+            RETURNING ${sql.literal(COLUMNS)}
+          )
+          SELECT inserted.*, input.ord FROM inserted JOIN input ON input.id = inserted.id ORDER BY input.ord
+        `.pipe(Effect.orDie)
+        return inserted.map(toDelivery)
       })
 
       // Claimable: due queued/retrying rows, or sending rows whose lease
@@ -554,6 +608,7 @@ export class DeliveryQueue extends Context.Service<DeliveryQueue, {
 
       return DeliveryQueue.of({
         enqueue,
+        enqueueMany,
         claim,
         settle,
         replay,

@@ -10,9 +10,10 @@
 import { PgClient } from "@effect/sql-pg"
 import { Cause, Context, Duration, Effect, Layer, Option } from "effect"
 import { EmailedEventTypes, type EventType } from "../api/Notifications.ts"
-import { DeliveryQueue } from "../deliveries/DeliveryQueue.ts"
+import { DeliveryQueue, type EnqueueInput } from "../deliveries/DeliveryQueue.ts"
 import { SvcConfig } from "../platform/Config.ts"
 import { Wakeups } from "../platform/Wakeups.ts"
+import { EventBodies } from "./EventBodies.ts"
 
 /** `Wakeups` topic the event producer signals after committing events. */
 export const EVENTS_TOPIC = "events"
@@ -27,6 +28,7 @@ interface EventRow {
   readonly org_id: string
   readonly type: string
   readonly approval_id: string | null
+  readonly body: string
 }
 
 interface EndpointRow {
@@ -48,20 +50,21 @@ export class Dispatcher extends Context.Service<Dispatcher, {
       const sql = yield* PgClient.PgClient
       const queue = yield* DeliveryQueue
       const config = yield* SvcConfig
+      const bodies = yield* EventBodies
       const smtp = Option.isSome(config.smtpUrl)
       const emailed = new Set<string>(EmailedEventTypes)
 
       const dispatchOnce = Effect.gen(function*() {
         const result = yield* sql.withTransaction(Effect.gen(function*() {
           const [lock] = yield* sql<{ locked: boolean }>`SELECT pg_try_advisory_xact_lock(${DISPATCH_LOCK}) AS locked`
-          if (lock?.locked !== true) return { events: 0, webhooks: 0, emails: 0 }
+          if (lock?.locked !== true) return { events: 0, webhooks: 0, emails: 0, bodies: [] }
           const events = yield* sql<EventRow>`
-            SELECT seq, id, org_id, type, (body::jsonb -> 'approval' ->> 'approval_id') AS approval_id
+            SELECT seq, id, org_id, type, body, (body::jsonb -> 'approval' ->> 'approval_id') AS approval_id
             FROM events WHERE dispatched_at IS NULL
             ORDER BY seq LIMIT ${BATCH}
             FOR UPDATE SKIP LOCKED
           `
-          if (events.length === 0) return { events: 0, webhooks: 0, emails: 0 }
+          if (events.length === 0) return { events: 0, webhooks: 0, emails: 0, bodies: [] }
           const orgs = [...new Set(events.map((event) => event.org_id))]
           const endpoints = yield* sql<EndpointRow>`
             SELECT id, org_id, events FROM notification_endpoints
@@ -74,13 +77,14 @@ export class Dispatcher extends Context.Service<Dispatcher, {
                 WHERE reviewer_email IS NOT NULL AND org_id IN ${sql.in(orgs)}
               `).map((row) => row.org_id))
             : new Set<string>()
+          const deliveries: Array<EnqueueInput> = []
           let webhooks = 0
           let emails = 0
           for (const event of events) {
             const label = `${event.type} ${event.approval_id ?? ""}`.trim()
             for (const endpoint of endpoints) {
               if (endpoint.org_id !== event.org_id || !endpoint.events.includes(event.type)) continue
-              yield* queue.enqueue({
+              deliveries.push({
                 orgId: event.org_id,
                 kind: "webhook",
                 targetId: endpoint.id,
@@ -91,7 +95,7 @@ export class Dispatcher extends Context.Service<Dispatcher, {
               webhooks++
             }
             if (reviewers.has(event.org_id) && emailed.has(event.type as EventType)) {
-              yield* queue.enqueue({
+              deliveries.push({
                 orgId: event.org_id,
                 kind: "email",
                 targetId: event.org_id,
@@ -102,9 +106,11 @@ export class Dispatcher extends Context.Service<Dispatcher, {
               emails++
             }
           }
+          yield* queue.enqueueMany(deliveries)
           yield* sql`UPDATE events SET dispatched_at = now() WHERE seq IN ${sql.in(events.map((event) => event.seq))}`
-          return { events: events.length, webhooks, emails }
+          return { events: events.length, webhooks, emails, bodies: events }
         })).pipe(Effect.orDie)
+        for (const event of result.bodies) bodies.remember(event.id, { type: event.type, body: event.body })
         if (result.webhooks > 0) yield* queue.wake("webhook")
         if (result.emails > 0) yield* queue.wake("email")
         return result.events

@@ -27,6 +27,7 @@ import { runWorker, type Settlement } from "../deliveries/DeliveryWorker.ts"
 import { OutboundHttp } from "../outbound/OutboundHttp.ts"
 import { SvcConfig } from "../platform/Config.ts"
 import { NotificationEndpoints } from "./Endpoints.ts"
+import { EventBodies } from "./EventBodies.ts"
 import { signatureHeader } from "./Signing.ts"
 
 /** Receiver acknowledgement limit (spec "Limits"): the whole exchange. */
@@ -73,6 +74,7 @@ export class WebhookSender extends Context.Service<WebhookSender, {
       const endpoints = yield* NotificationEndpoints
       const queue = yield* DeliveryQueue
       const config = yield* SvcConfig
+      const bodies = yield* EventBodies
       const schedule = config.webhookRetrySchedule
 
       const failedAttempt = (delivery: Claimed, error: string, attempt: Settlement["attempt"], retryAfterMs?: number) => {
@@ -102,9 +104,9 @@ export class WebhookSender extends Context.Service<WebhookSender, {
           const reason = `endpoint inactive: ${target.deactivatedReason ?? "deactivated"}`
           return { outcome: Outcome.failed(reason), attempt: { error: reason, durationMs: 0 } }
         }
-        const [event] = yield* sql<{ type: string; body: string }>`
+        const event = bodies.get(delivery.eventId ?? "") ?? (yield* sql<{ type: string; body: string }>`
           SELECT type, body FROM events WHERE id = ${delivery.eventId} AND org_id = ${delivery.orgId}
-        `.pipe(Effect.orDie)
+        `.pipe(Effect.orDie))[0]
         if (event === undefined) {
           return { outcome: Outcome.failed("event no longer stored"), attempt: { error: "event no longer stored", durationMs: 0 } }
         }

@@ -13,6 +13,7 @@ import { Identity } from "../identity/Identity.ts"
 import { Dispatcher } from "../notifications/Dispatcher.ts"
 import { ReviewerEmail } from "../notifications/Email.ts"
 import { NotificationEndpoints } from "../notifications/Endpoints.ts"
+import { EventBodies } from "../notifications/EventBodies.ts"
 import { NotificationsHandlers } from "../notifications/Http.ts"
 import { WebhookSender } from "../notifications/Sender.ts"
 import { SvcConfig } from "../platform/Config.ts"
@@ -33,7 +34,7 @@ export const ServicesLive = Layer.mergeAll(
   Identity.layer,
   Tasks.layer,
   Layer.mergeAll(Dispatcher.layer, WebhookSender.layer, ReviewerEmail.layer).pipe(
-    Layer.provideMerge(NotificationEndpoints.layer)
+    Layer.provideMerge(Layer.mergeAll(NotificationEndpoints.layer, EventBodies.layer))
   )
 ).pipe(
   Layer.provideMerge(DeliveryQueue.layer),
