@@ -4,6 +4,8 @@
  * capability adds its group here.
  */
 import { HttpApi, OpenApi } from "effect/http-api"
+import { AgentSessionsApi } from "./Agents.ts"
+import { ApprovalPoliciesApi, ApprovalsApi } from "./Approvals.ts"
 import { NotificationsApi } from "./Notifications.ts"
 import { SystemApi } from "./System.ts"
 import { DatasetsApi, TasksApi } from "./Tasks.ts"
@@ -13,6 +15,9 @@ export class Api extends HttpApi.make("svc")
   .add(SystemApi)
   .add(TasksApi)
   .add(DatasetsApi)
+  .add(AgentSessionsApi)
+  .add(ApprovalPoliciesApi)
+  .add(ApprovalsApi)
   .add(NotificationsApi)
   .middleware(RequestValidation)
   // Report every problem of a request at once, and refuse unknown body and

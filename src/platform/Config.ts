@@ -32,6 +32,10 @@ export interface SvcConfigShape {
   readonly smtpUrl: Option.Option<Redacted.Redacted<string>>
   /** Largest accepted request body. */
   readonly maxBodyBytes: number
+  /** Silence after which a session event stream sends a keep-alive comment. */
+  readonly sseKeepAliveMs: number
+  /** Longest an idle session stream waits before re-reading (events of other processes). */
+  readonly ssePollMs: number
 }
 
 const list = (name: string) =>
@@ -77,6 +81,12 @@ export const parseDurations = (
   return Effect.succeed(out)
 }
 
+const positiveMillis = (name: string, fallback: number) =>
+  Config.Int(name).pipe(
+    Config.withDefault(fallback),
+    Config.mapEffect((ms) => ms >= 10 ? Effect.succeed(ms) : Effect.fail(invalid(`${name} must be at least 10 (milliseconds)`)))
+  )
+
 export const svcConfig: Config.Config<SvcConfigShape> = Config.all({
   // 0 asks the system for a free port (tests, several local instances).
   port: Config.Int("PORT").pipe(
@@ -114,7 +124,9 @@ export const svcConfig: Config.Config<SvcConfigShape> = Config.all({
     )
   ),
   smtpUrl: Config.option(Config.Redacted("SVC_SMTP_URL")),
-  maxBodyBytes: Config.Int("SVC_MAX_BODY_BYTES").pipe(Config.withDefault(1024 * 1024))
+  maxBodyBytes: Config.Int("SVC_MAX_BODY_BYTES").pipe(Config.withDefault(1024 * 1024)),
+  sseKeepAliveMs: positiveMillis("SVC_SSE_KEEPALIVE_MS", 15_000),
+  ssePollMs: positiveMillis("SVC_SSE_POLL_MS", 10_000)
 })
 
 export class SvcConfig extends Context.Service<SvcConfig, SvcConfigShape>()("svc/platform/SvcConfig") {

@@ -8,6 +8,12 @@ import { HttpRouter, HttpServerRequest } from "effect/http"
 import { HttpApiBuilder, HttpApiScalar } from "effect/http-api"
 import { Api } from "../api/Api.ts"
 import { DeliveryQueue } from "../deliveries/DeliveryQueue.ts"
+import { AgentSessionsHandlers } from "../agents/Http.ts"
+import { SessionHub } from "../agents/SessionEvents.ts"
+import { AgentSessions } from "../agents/Sessions.ts"
+import { Approvals } from "../approvals/Approvals.ts"
+import { ApprovalPoliciesHandlers, ApprovalsHandlers } from "../approvals/Http.ts"
+import { ApprovalScheduler } from "../approvals/Scheduler.ts"
 import { AuthenticationLive } from "../identity/Http.ts"
 import { Identity } from "../identity/Identity.ts"
 import { Dispatcher } from "../notifications/Dispatcher.ts"
@@ -33,6 +39,7 @@ import { RequestValidationLive } from "./Validation.ts"
 export const ServicesLive = Layer.mergeAll(
   Identity.layer,
   Tasks.layer,
+  AgentSessions.layer.pipe(Layer.provideMerge(Approvals.layer), Layer.provideMerge(SessionHub.layer)),
   Layer.mergeAll(Dispatcher.layer, WebhookSender.layer, ReviewerEmail.layer).pipe(
     Layer.provideMerge(Layer.mergeAll(NotificationEndpoints.layer, EventBodies.layer))
   )
@@ -46,11 +53,20 @@ const HandlersLive = Layer.mergeAll(
   SystemHandlers,
   TasksHandlers,
   DatasetsHandlers,
+  AgentSessionsHandlers,
+  ApprovalPoliciesHandlers,
+  ApprovalsHandlers,
   NotificationsHandlers
 )
 
 /** Background workers (fibers that live as long as the server). */
-export const WorkersLive = Layer.mergeAll(Dispatcher.worker, WebhookSender.worker, ReviewerEmail.worker)
+export const WorkersLive = Layer.mergeAll(
+  ApprovalScheduler.layer,
+  SessionHub.closeOnShutdown,
+  Dispatcher.worker,
+  WebhookSender.worker,
+  ReviewerEmail.worker
+)
 
 const ApiRoutes = HttpApiBuilder.layer(Api, { openapiPath: "/openapi.json" }).pipe(
   Layer.provide(HandlersLive),

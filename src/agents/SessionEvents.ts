@@ -1,0 +1,216 @@
+/**
+ * The recorded events of an agent session and their Server-Sent Events
+ * stream. Each session numbers its events 1, 2, 3, ... (the SSE `id:`);
+ * appending bumps the session's counter, which holds the session row lock to
+ * commit, so a session's events become visible in id order and a reader that
+ * resumes after id N misses nothing and sees nothing twice.
+ *
+ * Idle streams cost no database queries: a stream reads when its session
+ * has new events (`SessionHub`: in-process, and NOTIFY from other processes
+ * on a PostgreSQL server), for a keep-alive, or after a slow poll.
+ */
+import { PgClient } from "@effect/sql-pg"
+import { Clock, Context, Deferred, Duration, Effect, Layer, Option, Queue, type Scope, Stream } from "effect"
+import type { SqlClient } from "effect/sql"
+import type { SessionEventNames } from "../api/Agents.ts"
+import { DatabaseInfo } from "../platform/Database.ts"
+import { newId } from "../platform/Ids.ts"
+
+export type SessionEventName = typeof SessionEventNames[number]
+
+/**
+ * Records a session event. Call inside the transaction of the change it
+ * reports, then `SessionHub.notify(sessionId)` after commit.
+ */
+export const appendSessionEvent = (
+  sql: SqlClient.SqlClient,
+  event: { readonly sessionId: string; readonly orgId: string; readonly name: SessionEventName; readonly data: unknown }
+) =>
+  Effect.gen(function*() {
+    const [bumped] = yield* sql<{ event_seq: string }>`
+      UPDATE agent_sessions SET event_seq = event_seq + 1 WHERE id = ${event.sessionId} RETURNING event_seq
+    `
+    yield* sql`
+      INSERT INTO session_events (session_id, seq, org_id, name, data)
+      VALUES (${event.sessionId}, ${bumped!.event_seq}, ${event.orgId}, ${event.name}, ${JSON.stringify(event.data)})
+    `
+  })
+
+/** The NOTIFY channel that carries "session X has new events" between processes on a server. */
+const CHANNEL = "svc_session_events"
+
+/** What a stream of one session watches while it is open. */
+export interface SessionWatch {
+  /** The session's version here; take it before reading. */
+  readonly version: Effect.Effect<number>
+  /** Returns once the version moved past `seen`, or after `atMost`. */
+  readonly wait: (seen: number, atMost: Duration.Input) => Effect.Effect<void>
+}
+
+/**
+ * Wake-ups of session streams. Versioned, so a stream that was reading when
+ * an event arrived still sees it: it waits only while the version it read at
+ * is the current one. State exists only for sessions with an open stream in
+ * this process. On a PostgreSQL server, `notify` also reaches the other
+ * processes through NOTIFY; PGlite serves one process, so in-process is all.
+ */
+export class SessionHub extends Context.Service<SessionHub, {
+  /** Wake streams of `sessionId` here and in other processes. Call after commit. */
+  readonly notify: (sessionId: string) => Effect.Effect<void>
+  /** Watch `sessionId` for the life of the scope (a stream). */
+  readonly watch: (sessionId: string) => Effect.Effect<SessionWatch, never, Scope.Scope>
+  /** Completes when the service begins to stop: open streams end so the server can drain. */
+  readonly closing: Effect.Effect<void>
+  readonly close: Effect.Effect<void>
+}>()("svc/agents/SessionHub") {
+  /**
+   * Ends every open session stream when the service stops. It belongs with
+   * the workers (stopped beside the HTTP server), not with the services
+   * (stopped after it): an open stream would otherwise hold the server's
+   * drain until its grace period ends. Clients resume with `Last-Event-ID`.
+   */
+  static readonly closeOnShutdown = Layer.effectDiscard(
+    Effect.flatMap(SessionHub, (hub) => Effect.addFinalizer(() => hub.close))
+  )
+
+  static readonly layer = Layer.effect(
+    SessionHub,
+    Effect.gen(function*() {
+      const info = yield* DatabaseInfo
+      const sql = yield* PgClient.PgClient
+      const entries = new Map<string, { version: number; changed: Deferred.Deferred<void>; watchers: number }>()
+      // Our own notifications come back to us; this tag tells them apart.
+      const origin = newId()
+
+      const bump = (sessionId: string) =>
+        Effect.suspend(() => {
+          const entry = entries.get(sessionId)
+          if (entry === undefined) return Effect.void
+          entry.version++
+          const changed = entry.changed
+          entry.changed = Deferred.makeUnsafe<void>()
+          return Effect.asVoid(Deferred.succeed(changed, undefined))
+        })
+
+      if (info.supportsNotify) {
+        const notifications = yield* sql.listen(CHANNEL)
+        yield* Queue.take(notifications).pipe(
+          Effect.flatMap((notification) => {
+            const [from, sessionId] = notification.payload.split(" ")
+            return from === origin || sessionId === undefined ? Effect.void : bump(sessionId)
+          }),
+          Effect.forever,
+          Effect.catch((error) => Effect.logWarning("session event listener stopped; streams fall back to polling", error)),
+          Effect.forkScoped
+        )
+      }
+
+      const notify = (sessionId: string) =>
+        Effect.andThen(
+          bump(sessionId),
+          info.supportsNotify
+            ? sql.notify(CHANNEL, `${origin} ${sessionId}`).pipe(
+              Effect.catch((error) => Effect.logWarning("session event notify failed; other processes will poll", error))
+            )
+            : Effect.void
+        )
+
+      const watch = (sessionId: string) =>
+        Effect.map(
+          Effect.acquireRelease(
+            Effect.sync(() => {
+              let entry = entries.get(sessionId)
+              if (entry === undefined) {
+                entry = { version: 0, changed: Deferred.makeUnsafe<void>(), watchers: 0 }
+                entries.set(sessionId, entry)
+              }
+              entry.watchers++
+              return entry
+            }),
+            (entry) =>
+              Effect.sync(() => {
+                if (--entry.watchers === 0) entries.delete(sessionId)
+              })
+          ),
+          (entry): SessionWatch => ({
+            version: Effect.sync(() => entry.version),
+            wait: (seen, atMost) =>
+              Effect.suspend(() =>
+                entry.version !== seen
+                  ? Effect.void
+                  : Effect.asVoid(Effect.timeoutOption(Deferred.await(entry.changed), atMost))
+              )
+          })
+        )
+
+      const closed = Deferred.makeUnsafe<void>()
+
+      return SessionHub.of({
+        notify,
+        watch,
+        closing: Deferred.await(closed),
+        close: Effect.asVoid(Deferred.succeed(closed, undefined))
+      })
+    })
+  )
+}
+
+export interface StoredEvent {
+  readonly seq: string
+  readonly name: string
+  readonly data: string
+}
+
+/** One SSE frame. `data` is single-line JSON, so it needs one `data:` line. */
+export const sseFrame = (event: StoredEvent) => `id: ${event.seq}\nevent: ${event.name}\ndata: ${event.data}\n\n`
+
+export const KEEP_ALIVE = ": keep-alive\n\n"
+
+/**
+ * The frames of a session stream after event id `after`: stored events in
+ * order, then live ones as they come, with a keep-alive comment after
+ * `keepAliveMs` of silence. `read` runs at start, after each wake-up, and at
+ * most every `pollMs` (or `keepAliveMs`) while idle.
+ */
+export const sessionFrames = (options: {
+  readonly after: string
+  readonly read: (after: string) => Effect.Effect<ReadonlyArray<StoredEvent>>
+  /** Resolves when there may be new events, or after `ms`. `seen` comes from `version`. */
+  readonly wait: (seen: number, ms: number) => Effect.Effect<void>
+  readonly version: Effect.Effect<number>
+  readonly keepAliveMs: number
+  readonly pollMs: number
+  /** Most rows `read` returns at once; a full batch is followed by another read at once. */
+  readonly batch: number
+}): Stream.Stream<string> => {
+  interface State {
+    readonly after: string
+    readonly lastWrite: number
+    readonly read: boolean
+  }
+  return Stream.unwrap(Effect.map(Clock.currentTimeMillis, (start) =>
+    Stream.concat(
+      Stream.make(": connected\n\n"),
+      Stream.paginate<State, string>({ after: options.after, lastWrite: start, read: true }, (state) =>
+        Effect.gen(function*() {
+          const seen = yield* options.version
+          if (state.read) {
+            const rows = yield* options.read(state.after)
+            if (rows.length > 0) {
+              const now = yield* Clock.currentTimeMillis
+              // A short batch was everything up to `seen`; anything newer moved
+              // the version, so the wait below returns at once.
+              const more = rows.length >= options.batch
+              return [rows.map(sseFrame), Option.some({ after: rows[rows.length - 1]!.seq, lastWrite: now, read: more })] as const
+            }
+          }
+          const now = yield* Clock.currentTimeMillis
+          const silent = now - state.lastWrite
+          if (silent >= options.keepAliveMs) {
+            return [[KEEP_ALIVE], Option.some({ ...state, lastWrite: now, read: false })] as const
+          }
+          yield* options.wait(seen, Math.min(options.keepAliveMs - silent, options.pollMs))
+          return [[], Option.some({ ...state, read: true })] as const
+        }))
+    )))
+}

@@ -1,0 +1,273 @@
+/**
+ * Agent sessions and governed steps. A step is answered from the
+ * organization's policy for its action class: `allow` or `reject` at once,
+ * or `pending` with a new approval. Its `step_id` is the idempotency key
+ * within the session.
+ */
+import { PgClient } from "@effect/sql-pg"
+import { Clock, Context, Effect, Layer, Stream } from "effect"
+import type { GovernedStep, Session, SessionDetail, Step, StepAnswer, StepDecision, ToolOutcome } from "../api/Agents.ts"
+import { InvalidRequest, InvalidTransition, NotFound } from "../api/Errors.ts"
+import { Approvals } from "../approvals/Approvals.ts"
+import { SvcConfig } from "../platform/Config.ts"
+import { newId } from "../platform/Ids.ts"
+import { iso } from "../platform/Time.ts"
+import { Wakeups } from "../platform/Wakeups.ts"
+import { appendSessionEvent, SessionHub, sessionFrames, type StoredEvent } from "./SessionEvents.ts"
+
+type Json = GovernedStep["arguments"]
+
+interface SessionRow {
+  readonly id: string
+  readonly task_id: string | null
+  readonly created_at: Date
+}
+
+interface StepRow {
+  readonly step_id: string
+  readonly tool: string
+  readonly action_class: string
+  readonly arguments: Json
+  readonly decision: StepDecision
+  readonly approval_id: string | null
+  readonly resolution: StepDecision
+  readonly outcome: "succeeded" | "failed" | null
+  readonly outcome_body: { result?: Json; error?: string } | null
+  readonly outcome_at: Date | null
+  readonly created_at: Date
+}
+
+const STEP_COLUMNS = "step_id, tool, action_class, arguments, decision, approval_id, resolution, outcome, outcome_body, outcome_at, created_at"
+
+const toSession = (row: SessionRow): Session => ({ id: row.id, task_id: row.task_id, created_at: iso(row.created_at) })
+
+const toAnswer = (row: Pick<StepRow, "decision" | "approval_id">): StepAnswer =>
+  row.approval_id === null ? { decision: row.decision } : { decision: row.decision, approval_id: row.approval_id }
+
+const toStep = (row: StepRow): Step => ({
+  step_id: row.step_id,
+  tool: row.tool,
+  action_class: row.action_class,
+  arguments: row.arguments,
+  decision: row.decision,
+  ...(row.approval_id === null ? {} : { approval_id: row.approval_id }),
+  resolution: row.resolution,
+  ...(row.outcome === null ? {} : {
+    outcome: {
+      status: row.outcome,
+      ...(row.outcome_body?.result === undefined ? {} : { result: row.outcome_body.result }),
+      ...(row.outcome_body?.error === undefined ? {} : { error: row.outcome_body.error }),
+      reported_at: iso(row.outcome_at!)
+    }
+  }),
+  created_at: iso(row.created_at)
+})
+
+const sameJson = (a: unknown, b: unknown): boolean => {
+  if (a === b) return true
+  if (typeof a !== "object" || typeof b !== "object" || a === null || b === null) return false
+  if (Array.isArray(a) !== Array.isArray(b)) return false
+  if (Array.isArray(a)) {
+    const bb = b as Array<unknown>
+    return a.length === bb.length && a.every((value, i) => sameJson(value, bb[i]))
+  }
+  const ka = Object.keys(a).sort()
+  const kb = Object.keys(b).sort()
+  return ka.length === kb.length && ka.every((key, i) =>
+    key === kb[i] && sameJson((a as Record<string, unknown>)[key], (b as Record<string, unknown>)[key])
+  )
+}
+
+const STREAM_BATCH = 200
+
+export class AgentSessions extends Context.Service<AgentSessions, {
+  readonly create: (orgId: string, input: { readonly task_id?: string }) => Effect.Effect<Session, NotFound>
+  readonly get: (orgId: string, sessionId: string) => Effect.Effect<SessionDetail, NotFound>
+  readonly governStep: (orgId: string, sessionId: string, step: GovernedStep) => Effect.Effect<StepAnswer, NotFound | InvalidRequest>
+  readonly reportOutcome: (
+    orgId: string,
+    sessionId: string,
+    stepId: string,
+    outcome: ToolOutcome
+  ) => Effect.Effect<Step, NotFound | InvalidTransition>
+  /** SSE frames of the session after event id `after` (`"0"`: from the start), live until the client leaves. */
+  readonly stream: (orgId: string, sessionId: string, after: string) => Effect.Effect<Stream.Stream<string>, NotFound>
+}>()("svc/agents/AgentSessions") {
+  static readonly layer = Layer.effect(
+    AgentSessions,
+    Effect.gen(function*() {
+      const sql = yield* PgClient.PgClient
+      const approvals = yield* Approvals
+      const wakeups = yield* Wakeups
+      const hub = yield* SessionHub
+      const config = yield* SvcConfig
+
+      const findSession = (orgId: string, sessionId: string) =>
+        Effect.flatMap(
+          sql<SessionRow>`SELECT id, task_id, created_at FROM agent_sessions WHERE id = ${sessionId} AND org_id = ${orgId}`.pipe(
+            Effect.orDie
+          ),
+          ([row]) => row === undefined ? Effect.fail(new NotFound({ detail: "No such agent session." })) : Effect.succeed(row)
+        )
+
+      const create = Effect.fn("AgentSessions.create")(function*(orgId: string, input: { readonly task_id?: string }) {
+        const taskId = input.task_id ?? null
+        const id = newId()
+        const [row] = yield* sql<SessionRow>`
+          INSERT INTO agent_sessions (id, org_id, task_id)
+          SELECT ${id}, ${orgId}, ${taskId}
+          WHERE ${taskId}::uuid IS NULL OR EXISTS (SELECT 1 FROM tasks WHERE id = ${taskId} AND org_id = ${orgId})
+          RETURNING id, task_id, created_at
+        `.pipe(Effect.orDie)
+        if (row === undefined) return yield* new NotFound({ detail: "No such task." })
+        yield* Effect.annotateCurrentSpan({ "svc.session_id": id })
+        return toSession(row)
+      })
+
+      const get = Effect.fn("AgentSessions.get")(function*(orgId: string, sessionId: string) {
+        const session = yield* findSession(orgId, sessionId)
+        const steps = yield* sql<StepRow>`
+          SELECT ${sql.literal(STEP_COLUMNS)} FROM agent_steps WHERE session_id = ${sessionId} ORDER BY seq
+        `.pipe(Effect.orDie)
+        return { ...toSession(session), steps: steps.map(toStep) }
+      })
+
+      const findStep = (sessionId: string, stepId: string) =>
+        sql<StepRow>`SELECT ${sql.literal(STEP_COLUMNS)} FROM agent_steps WHERE session_id = ${sessionId} AND step_id = ${stepId}`.pipe(
+          Effect.map(([row]) => row)
+        )
+
+      /** The original answer to a re-sent step, or 400 when it is not the same step. */
+      const replay = (existing: StepRow, step: GovernedStep) =>
+        existing.tool === step.tool && existing.action_class === step.action_class && sameJson(existing.arguments, step.arguments)
+          ? Effect.succeed(toAnswer(existing))
+          : Effect.fail(new InvalidRequest({
+            field: "step_id",
+            detail: "This step_id was already sent in this session with another tool, action class or arguments."
+          }))
+
+      const governStep = Effect.fn("AgentSessions.governStep")(function*(orgId: string, sessionId: string, step: GovernedStep) {
+        yield* Effect.annotateCurrentSpan({ "svc.session_id": sessionId, "svc.action_class": step.action_class })
+        const session = yield* findSession(orgId, sessionId)
+        const earlier = yield* findStep(sessionId, step.step_id).pipe(Effect.orDie)
+        if (earlier !== undefined) return yield* replay(earlier, step)
+
+        const rule = yield* approvals.ruleFor(orgId, step.action_class)
+        const now = yield* Clock.currentTimeMillis
+        const result = yield* sql.withTransaction(Effect.gen(function*() {
+          // Lock the session first: a concurrent send of the same step_id
+          // has committed by the time we hold it, and we answer with its row.
+          yield* sql`SELECT 1 FROM agent_sessions WHERE id = ${sessionId} FOR UPDATE`
+          const raced = yield* findStep(sessionId, step.step_id)
+          if (raced !== undefined) return { kind: "existing" as const, row: raced }
+          const decision: StepDecision = rule.mode === "allow" ? "allow" : rule.mode === "reject" ? "reject" : "pending"
+          const approvalId = decision === "pending"
+            ? yield* approvals.requestInTransaction({
+              orgId,
+              sessionId,
+              stepId: step.step_id,
+              taskId: session.task_id,
+              rule,
+              now
+            })
+            : null
+          yield* sql`
+            INSERT INTO agent_steps (session_id, step_id, org_id, tool, action_class, arguments, decision, approval_id, resolution, created_at)
+            VALUES (${sessionId}, ${step.step_id}, ${orgId}, ${step.tool}, ${step.action_class}, ${sql.json(step.arguments)},
+              ${decision}, ${approvalId}, ${decision}, ${new Date(now).toISOString()}::timestamptz)
+          `
+          yield* appendSessionEvent(sql, {
+            sessionId,
+            orgId,
+            name: "step:governed",
+            data: {
+              step_id: step.step_id,
+              tool: step.tool,
+              action_class: step.action_class,
+              arguments: step.arguments,
+              decision,
+              ...(approvalId === null ? {} : { approval_id: approvalId })
+            }
+          })
+          return { kind: "new" as const, answer: toAnswer({ decision, approval_id: approvalId }) }
+        })).pipe(Effect.orDie)
+        if (result.kind === "existing") return yield* replay(result.row, step)
+        if (result.answer.approval_id !== undefined) {
+          yield* Effect.annotateCurrentSpan({ "svc.approval_id": result.answer.approval_id })
+          yield* wakeups.signal("events")
+          yield* wakeups.signal("approvals")
+        }
+        yield* hub.notify(sessionId)
+        return result.answer
+      })
+
+      const reportOutcome = Effect.fn("AgentSessions.reportOutcome")(function*(
+        orgId: string,
+        sessionId: string,
+        stepId: string,
+        outcome: ToolOutcome
+      ) {
+        yield* Effect.annotateCurrentSpan({ "svc.session_id": sessionId })
+        yield* findSession(orgId, sessionId)
+        const now = yield* Clock.currentTimeMillis
+        const body = {
+          ...(outcome.result === undefined ? {} : { result: outcome.result }),
+          ...(outcome.error === undefined ? {} : { error: outcome.error })
+        }
+        const result = yield* sql.withTransaction(Effect.gen(function*() {
+          const [row] = yield* sql<StepRow>`
+            UPDATE agent_steps SET outcome = ${outcome.status}, outcome_body = ${sql.json(body)},
+              outcome_at = ${new Date(now).toISOString()}::timestamptz
+            WHERE session_id = ${sessionId} AND step_id = ${stepId} AND resolution = 'allow' AND outcome IS NULL
+            RETURNING ${sql.literal(STEP_COLUMNS)}
+          `
+          if (row === undefined) return { recorded: false as const, row: yield* findStep(sessionId, stepId) }
+          yield* appendSessionEvent(sql, {
+            sessionId,
+            orgId,
+            name: outcome.status === "succeeded" ? "tool:succeeded" : "tool:failed",
+            data: { step_id: stepId, tool: row.tool, status: outcome.status, ...body, reported_at: iso(row.outcome_at!) }
+          })
+          return { recorded: true as const, row }
+        })).pipe(Effect.orDie)
+        if (result.row === undefined) return yield* new NotFound({ detail: "No such step in this session." })
+        if (result.recorded) {
+          yield* hub.notify(sessionId)
+          return toStep(result.row)
+        }
+        const existing = result.row
+        if (existing.outcome !== null && existing.outcome === outcome.status) return toStep(existing)
+        return yield* new InvalidTransition({
+          status_now: existing.outcome ?? existing.resolution,
+          detail: existing.outcome !== null
+            ? `The step's outcome was already reported as ${existing.outcome}.`
+            : `The step's resolution is ${existing.resolution}; only an allowed step has a tool outcome.`
+        })
+      })
+
+      const keepAliveMs = config.sseKeepAliveMs
+      const pollMs = config.ssePollMs
+
+      const stream = Effect.fn("AgentSessions.stream")(function*(orgId: string, sessionId: string, after: string) {
+        yield* Effect.annotateCurrentSpan({ "svc.session_id": sessionId })
+        yield* findSession(orgId, sessionId)
+        return Stream.unwrap(Effect.map(hub.watch(sessionId), (watch) =>
+          sessionFrames({
+            after,
+            read: (from) =>
+              sql<StoredEvent>`
+                SELECT seq::text AS seq, name, data FROM session_events
+                WHERE session_id = ${sessionId} AND seq > ${from} ORDER BY seq LIMIT ${STREAM_BATCH}
+              `.pipe(Effect.orDie),
+            version: watch.version,
+            wait: watch.wait,
+            keepAliveMs,
+            pollMs,
+            batch: STREAM_BATCH
+          }))).pipe(Stream.interruptWhen(hub.closing))
+      })
+
+      return AgentSessions.of({ create, get, governStep, reportOutcome, stream })
+    })
+  )
+}

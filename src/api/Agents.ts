@@ -1,0 +1,134 @@
+/**
+ * Agent sessions, governed steps, tool outcomes and the session event stream
+ * (DESIGN.md, "Agent sessions and approvals").
+ */
+import { Schema } from "effect"
+import { HttpApiEndpoint, HttpApiGroup, HttpApiSchema, OpenApi } from "effect/http-api"
+import { ActionClass } from "./Approvals.ts"
+import { JsonValue, Timestamp, Uuid } from "./Common.ts"
+import { InvalidRequest, InvalidTransition, NotFound } from "./Errors.ts"
+import { Authentication, requireScope } from "./Security.ts"
+
+export const StepId = Schema.String.check(Schema.isMinLength(1), Schema.isMaxLength(200))
+
+export const StepDecision = Schema.Literals(["allow", "reject", "pending"])
+export type StepDecision = typeof StepDecision.Type
+
+export const Session = Schema.Struct({
+  id: Uuid,
+  task_id: Schema.NullOr(Uuid),
+  created_at: Timestamp
+})
+export type Session = typeof Session.Type
+
+export const CreateSession = Schema.Struct({
+  task_id: Schema.optionalKey(Uuid)
+})
+
+export const GovernedStep = Schema.Struct({
+  step_id: StepId.annotate({ description: "The agent's id for the step; re-sending it returns the original answer" }),
+  tool: Schema.String.check(Schema.isMinLength(1), Schema.isMaxLength(200)),
+  action_class: ActionClass,
+  arguments: JsonValue
+})
+export type GovernedStep = typeof GovernedStep.Type
+
+/** The governed-step answer: `allow` or `reject` at once, or `pending` with the approval to wait for. */
+export const StepAnswer = Schema.Struct({
+  decision: StepDecision,
+  approval_id: Schema.optionalKey(Uuid)
+})
+export type StepAnswer = typeof StepAnswer.Type
+
+export const OutcomeStatus = Schema.Literals(["succeeded", "failed"])
+
+export const ToolOutcome = Schema.Struct({
+  status: OutcomeStatus,
+  result: Schema.optionalKey(JsonValue),
+  error: Schema.optionalKey(Schema.String.check(Schema.isMaxLength(4000)))
+})
+export type ToolOutcome = typeof ToolOutcome.Type
+
+export const Step = Schema.Struct({
+  step_id: Schema.String,
+  tool: Schema.String,
+  action_class: Schema.String,
+  arguments: JsonValue,
+  decision: StepDecision,
+  approval_id: Schema.optionalKey(Uuid),
+  resolution: StepDecision.annotate({
+    description: "Where the step stands now: `allow` or `reject` once decided (by policy, a person or the timeout action), else `pending`"
+  }),
+  outcome: Schema.optionalKey(Schema.Struct({ ...ToolOutcome.fields, reported_at: Timestamp })),
+  created_at: Timestamp
+})
+export type Step = typeof Step.Type
+
+export const SessionDetail = Schema.Struct({
+  ...Session.fields,
+  steps: Schema.Array(Step)
+})
+export type SessionDetail = typeof SessionDetail.Type
+
+/** A stream event id: the session's event sequence number (1, 2, 3, ...). */
+export const EventId = Schema.String.check(
+  Schema.isPattern(/^\d{1,18}$/, { message: "Expected an event id (a non-negative integer)" })
+)
+
+export const SessionEventNames = ["step:governed", "tool:succeeded", "tool:failed", "approval:decided", "approval:expired"] as const
+
+/** One event of the session stream, as the typed client yields it. */
+export const SessionStreamEvent = Schema.Struct({
+  id: EventId,
+  event: Schema.Literals(SessionEventNames),
+  data: Schema.fromJsonString(JsonValue)
+})
+export type SessionStreamEvent = typeof SessionStreamEvent.Type
+
+const SessionParams = { session_id: Uuid }
+
+export class AgentSessionsApi extends HttpApiGroup.make("agentSessions")
+  .add(
+    HttpApiEndpoint.post("create", "/v1/agent-sessions", {
+      payload: CreateSession,
+      success: Session.pipe(HttpApiSchema.status(201)),
+      error: NotFound
+    }).pipe(requireScope("agents.write", "Starts an agent session, optionally for a task.")),
+    HttpApiEndpoint.get("get", "/v1/agent-sessions/:session_id", {
+      params: SessionParams,
+      success: SessionDetail,
+      error: NotFound
+    }).pipe(requireScope("agents.read", "A session with its governed steps, oldest first.")),
+    HttpApiEndpoint.post("governStep", "/v1/agent-sessions/:session_id/steps", {
+      params: SessionParams,
+      payload: GovernedStep,
+      success: StepAnswer,
+      error: [NotFound, InvalidRequest]
+    }).pipe(requireScope(
+      "agents.write",
+      "Asks whether a step may run. The answer follows the organization's policy for the action class: `allow`, `reject`, or `pending` with an `approval_id`. Re-sending a `step_id` returns the original answer; re-sending it with another tool, action class or arguments is 400."
+    )),
+    HttpApiEndpoint.post("reportOutcome", "/v1/agent-sessions/:session_id/steps/:step_id/outcome", {
+      params: { ...SessionParams, step_id: StepId },
+      payload: ToolOutcome,
+      success: Step,
+      error: [NotFound, InvalidTransition]
+    }).pipe(requireScope(
+      "agents.write",
+      "Reports how an allowed step's tool run ended (`tool:succeeded` or `tool:failed` on the session stream). Only a step whose resolution is `allow` has an outcome; reporting the same status again returns the step."
+    )),
+    HttpApiEndpoint.get("stream", "/v1/agent-sessions/:session_id/events/stream", {
+      params: SessionParams,
+      query: {
+        after: Schema.optionalKey(EventId.annotate({ description: "Replay the events after this id (same as `Last-Event-ID`)" }))
+      },
+      success: HttpApiSchema.StreamSse({ events: SessionStreamEvent }),
+      error: [NotFound, InvalidRequest]
+    }).pipe(requireScope(
+      "agents.read",
+      "Server-sent events of the session: `step:governed`, `tool:succeeded`, `tool:failed`, `approval:decided`, `approval:expired`. Each has an `id:` (the session's event number) and JSON `data`. Resume with the `Last-Event-ID` header or `after`: exactly the later events are replayed, then live ones follow. Comment lines keep idle streams open."
+    ))
+  )
+  .middleware(Authentication)
+  .annotate(OpenApi.Title, "Agent sessions")
+{}

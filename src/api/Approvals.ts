@@ -1,0 +1,128 @@
+/**
+ * Approval policies, approvals and the approval lifecycle events
+ * (DESIGN.md, "Agent sessions and approvals", "Approval snapshot").
+ */
+import { Schema } from "effect"
+import { HttpApiEndpoint, HttpApiGroup, OpenApi } from "effect/http-api"
+import { Timestamp, Uuid } from "./Common.ts"
+import { InvalidRequest, InvalidTransition, NotFound } from "./Errors.ts"
+import { Authentication, requireScope } from "./Security.ts"
+
+export const PolicyMode = Schema.Literals(["allow", "reject", "require_approval"])
+export type PolicyMode = typeof PolicyMode.Type
+
+export const TimeoutAction = Schema.Literals(["reject", "allow"])
+export type TimeoutAction = typeof TimeoutAction.Type
+
+/** An action class names a kind of tool action, e.g. `payments.refund`. */
+export const ActionClass = Schema.String.check(
+  Schema.isPattern(/^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$/, {
+    message: "Expected 1 to 128 letters, digits, '.', '_', ':' or '-', starting with a letter or digit"
+  })
+)
+
+const Seconds = (minimum: number) =>
+  Schema.Int.check(Schema.isBetween({ minimum, maximum: 30 * 24 * 3600 }))
+
+export const PolicyInput = Schema.Struct({
+  mode: PolicyMode,
+  review_seconds: Seconds(1).annotate({ description: "Length of the first review window" }),
+  expiring_notice_seconds: Seconds(0).annotate({
+    description: "`approval.expiring` is sent this long before the approval expires (0: no notice)"
+  }),
+  escalation_seconds: Schema.optionalKey(Seconds(1).annotate({
+    description: "When set, the first deadline escalates and grants this much more review time"
+  })),
+  timeout_action: TimeoutAction
+})
+export type PolicyInput = typeof PolicyInput.Type
+
+export const Policy = Schema.Struct({
+  action_class: Schema.String,
+  ...PolicyInput.fields,
+  updated_at: Timestamp
+})
+export type Policy = typeof Policy.Type
+
+export const ApprovalStatus = Schema.Literals(["pending", "approved", "rejected", "expired"])
+export type ApprovalStatus = typeof ApprovalStatus.Type
+
+/** The approval snapshot: `GET /v1/agent-approvals/:id` and `approval` of every webhook event. */
+export const ApprovalSnapshot = Schema.Struct({
+  approval_id: Uuid,
+  session_id: Uuid,
+  step_id: Schema.String,
+  task_id: Schema.NullOr(Uuid),
+  status: ApprovalStatus,
+  deadline_at: Timestamp.annotate({ description: "End of the current review window" }),
+  expires_at: Timestamp.annotate({ description: "When the approval expires if nobody decides" }),
+  timeout_action: TimeoutAction,
+  decided_at: Schema.optionalKey(Timestamp),
+  decided_by: Schema.optionalKey(Uuid.annotate({ description: "Id of the API key that decided" }))
+})
+export type ApprovalSnapshot = typeof ApprovalSnapshot.Type
+
+export const ApprovalEventTypes = [
+  "approval.requested",
+  "approval.expiring",
+  "approval.escalated",
+  "approval.approved",
+  "approval.rejected",
+  "approval.expired"
+] as const
+export const ApprovalEventType = Schema.Literals(ApprovalEventTypes)
+export type ApprovalEventType = typeof ApprovalEventType.Type
+
+/** The webhook event body (spec, "Webhook event"). */
+export const ApprovalEvent = Schema.Struct({
+  id: Uuid,
+  type: ApprovalEventType,
+  org_id: Uuid,
+  occurred_at: Timestamp,
+  approval: ApprovalSnapshot
+})
+export type ApprovalEvent = typeof ApprovalEvent.Type
+
+export const Decision = Schema.Struct({
+  decision: Schema.Literals(["approve", "reject"])
+})
+
+export class ApprovalPoliciesApi extends HttpApiGroup.make("approvalPolicies")
+  .add(
+    HttpApiEndpoint.put("put", "/v1/approval-policies/:action_class", {
+      params: { action_class: ActionClass },
+      payload: PolicyInput,
+      success: Policy,
+      error: InvalidRequest
+    }).pipe(requireScope(
+      "org_config.write",
+      "Sets the organization's approval policy for an action class. An action class without a policy requires approval (review 900 s, expiring notice 300 s, no escalation, timeout action reject)."
+    )),
+    HttpApiEndpoint.get("list", "/v1/approval-policies", {
+      success: Schema.Struct({ policies: Schema.Array(Policy) })
+    }).pipe(requireScope("org_config.read", "Lists the organization's approval policies by action class."))
+  )
+  .middleware(Authentication)
+  .annotate(OpenApi.Title, "Approval policies")
+{}
+
+export class ApprovalsApi extends HttpApiGroup.make("approvals")
+  .add(
+    HttpApiEndpoint.get("get", "/v1/agent-approvals/:approval_id", {
+      params: { approval_id: Uuid },
+      success: ApprovalSnapshot,
+      error: NotFound
+    }).pipe(requireScope("agents.read", "The current snapshot of an approval.")),
+    HttpApiEndpoint.post("decide", "/v1/agent-approvals/:approval_id/decision", {
+      params: { approval_id: Uuid },
+      payload: Decision,
+      success: ApprovalSnapshot,
+      error: [NotFound, InvalidTransition]
+    }).pipe(requireScope(
+      "approvals.decide",
+      "A person approves or rejects a pending approval. A decision on a closed approval is 409 INVALID_TRANSITION."
+    ))
+  )
+  .middleware(Authentication)
+  .annotate(OpenApi.Title, "Approvals")
+{}

@@ -1,0 +1,303 @@
+/**
+ * Approval policies and the approval lifecycle: request, a person's
+ * decision, and the deadlines (expiring notice, escalation, expiry). Each
+ * transition writes its lifecycle event to the outbox in the same
+ * transaction; a decision or an expiry also settles the step and records a
+ * session event.
+ */
+import { PgClient } from "@effect/sql-pg"
+import { Clock, Context, Effect, Layer, Option } from "effect"
+import type { ApprovalEventType, ApprovalSnapshot, Policy, PolicyInput } from "../api/Approvals.ts"
+import { InvalidRequest, InvalidTransition, NotFound } from "../api/Errors.ts"
+import { appendSessionEvent, SessionHub } from "../agents/SessionEvents.ts"
+import { newId } from "../platform/Ids.ts"
+import { iso } from "../platform/Time.ts"
+import { Wakeups } from "../platform/Wakeups.ts"
+import { DEFAULT_POLICY, type DeadlineState, type DueKind, fire, nextDue, noticeFits, plan, type PolicyRule } from "./Deadlines.ts"
+import { type ApprovalRow, makeApprovalEvent, snapshotOf, writeToOutbox } from "./Events.ts"
+
+interface PolicyRow {
+  readonly action_class: string
+  readonly mode: PolicyRule["mode"]
+  readonly review_seconds: number
+  readonly expiring_notice_seconds: number
+  readonly escalation_seconds: number | null
+  readonly timeout_action: PolicyRule["timeout_action"]
+  readonly updated_at: Date
+}
+
+interface FullApprovalRow extends ApprovalRow {
+  readonly expiring_at: Date | null
+  readonly escalation_seconds: number | null
+  readonly expiring_sent: boolean
+  readonly escalated: boolean
+  readonly next_due_kind: DueKind | null
+}
+
+const toPolicy = (row: PolicyRow): Policy => ({
+  action_class: row.action_class,
+  mode: row.mode,
+  review_seconds: row.review_seconds,
+  expiring_notice_seconds: row.expiring_notice_seconds,
+  ...(row.escalation_seconds === null ? {} : { escalation_seconds: row.escalation_seconds }),
+  timeout_action: row.timeout_action,
+  updated_at: iso(row.updated_at)
+})
+
+const stateOf = (row: FullApprovalRow): DeadlineState => ({
+  deadlineAt: row.deadline_at.getTime(),
+  expiresAt: row.expires_at.getTime(),
+  expiringAt: row.expiring_at === null ? null : row.expiring_at.getTime(),
+  escalationSeconds: row.escalation_seconds,
+  expiringSent: row.expiring_sent,
+  escalated: row.escalated
+})
+
+const isoMs = (ms: number) => new Date(ms).toISOString()
+
+const COLUMNS = "id, org_id, session_id, step_id, task_id, status, deadline_at, expires_at, timeout_action, decided_at, decided_by, expiring_at, escalation_seconds, expiring_sent, escalated, next_due_kind"
+
+export interface ApprovalRequest {
+  readonly orgId: string
+  readonly sessionId: string
+  readonly stepId: string
+  readonly taskId: string | null
+  readonly rule: PolicyRule
+  readonly now: number
+}
+
+export class Approvals extends Context.Service<Approvals, {
+  readonly putPolicy: (orgId: string, actionClass: string, input: PolicyInput) => Effect.Effect<Policy, InvalidRequest>
+  readonly listPolicies: (orgId: string) => Effect.Effect<ReadonlyArray<Policy>>
+  /** The organization's rule for `actionClass`, or the default rule. */
+  readonly ruleFor: (orgId: string, actionClass: string) => Effect.Effect<PolicyRule>
+  /**
+   * Creates a pending approval and its `approval.requested` event. Runs in
+   * the caller's transaction; signal `"events"` and `"approvals"` after commit.
+   */
+  readonly requestInTransaction: (request: ApprovalRequest) => Effect.Effect<string>
+  readonly get: (orgId: string, approvalId: string) => Effect.Effect<ApprovalSnapshot, NotFound>
+  readonly decide: (
+    orgId: string,
+    keyId: string,
+    approvalId: string,
+    decision: "approve" | "reject"
+  ) => Effect.Effect<ApprovalSnapshot, NotFound | InvalidTransition>
+  /** Fires the most overdue deadline, if any is due; true when one fired. */
+  readonly fireNextDue: Effect.Effect<boolean>
+  /** The earliest deadline still to fire (epoch ms), for the scheduler's sleep. */
+  readonly earliestDue: Effect.Effect<number | null>
+}>()("svc/approvals/Approvals") {
+  static readonly layer = Layer.effect(
+    Approvals,
+    Effect.gen(function*() {
+      const sql = yield* PgClient.PgClient
+      const wakeups = yield* Wakeups
+      const hub = yield* SessionHub
+
+      const putPolicy = Effect.fn("Approvals.putPolicy")(function*(orgId: string, actionClass: string, input: PolicyInput) {
+        const escalation = input.escalation_seconds ?? null
+        if (input.mode === "require_approval" && !noticeFits({ ...input, escalation_seconds: escalation })) {
+          return yield* new InvalidRequest({
+            field: "expiring_notice_seconds",
+            detail: "expiring_notice_seconds must be shorter than review_seconds plus escalation_seconds."
+          })
+        }
+        const [row] = yield* sql<PolicyRow>`
+          INSERT INTO approval_policies (org_id, action_class, mode, review_seconds, expiring_notice_seconds, escalation_seconds, timeout_action)
+          VALUES (${orgId}, ${actionClass}, ${input.mode}, ${input.review_seconds}, ${input.expiring_notice_seconds}, ${escalation}, ${input.timeout_action})
+          ON CONFLICT (org_id, action_class) DO UPDATE SET
+            mode = EXCLUDED.mode, review_seconds = EXCLUDED.review_seconds,
+            expiring_notice_seconds = EXCLUDED.expiring_notice_seconds,
+            escalation_seconds = EXCLUDED.escalation_seconds, timeout_action = EXCLUDED.timeout_action,
+            updated_at = now()
+          RETURNING action_class, mode, review_seconds, expiring_notice_seconds, escalation_seconds, timeout_action, updated_at
+        `.pipe(Effect.orDie)
+        return toPolicy(row!)
+      })
+
+      const listPolicies = Effect.fn("Approvals.listPolicies")(function*(orgId: string) {
+        const rows = yield* sql<PolicyRow>`
+          SELECT action_class, mode, review_seconds, expiring_notice_seconds, escalation_seconds, timeout_action, updated_at
+          FROM approval_policies WHERE org_id = ${orgId} ORDER BY action_class
+        `.pipe(Effect.orDie)
+        return rows.map(toPolicy)
+      })
+
+      const ruleFor = Effect.fn("Approvals.ruleFor")(function*(orgId: string, actionClass: string) {
+        const [row] = yield* sql<PolicyRow>`
+          SELECT action_class, mode, review_seconds, expiring_notice_seconds, escalation_seconds, timeout_action, updated_at
+          FROM approval_policies WHERE org_id = ${orgId} AND action_class = ${actionClass}
+        `.pipe(Effect.orDie)
+        return row === undefined ? DEFAULT_POLICY : {
+          mode: row.mode,
+          review_seconds: row.review_seconds,
+          expiring_notice_seconds: row.expiring_notice_seconds,
+          escalation_seconds: row.escalation_seconds,
+          timeout_action: row.timeout_action
+        }
+      })
+
+      const emit = (type: ApprovalEventType, row: ApprovalRow, at: number) =>
+        writeToOutbox(sql, makeApprovalEvent(type, row.org_id, snapshotOf(row), new Date(at)))
+
+      const requestInTransaction = Effect.fn("Approvals.request")(function*(request: ApprovalRequest) {
+        const state = plan(request.rule, request.now)
+        const due = nextDue(state)
+        const id = newId()
+        const [row] = yield* sql<FullApprovalRow>`
+          INSERT INTO approvals (id, org_id, session_id, step_id, task_id, status, deadline_at, expires_at, timeout_action,
+            expiring_at, escalation_seconds, next_due_at, next_due_kind, created_at)
+          VALUES (${id}, ${request.orgId}, ${request.sessionId}, ${request.stepId}, ${request.taskId}, 'pending',
+            ${isoMs(state.deadlineAt)}::timestamptz, ${isoMs(state.expiresAt)}::timestamptz, ${request.rule.timeout_action},
+            ${state.expiringAt === null ? null : isoMs(state.expiringAt)}::timestamptz, ${state.escalationSeconds},
+            ${isoMs(due.at)}::timestamptz, ${due.kind}, ${isoMs(request.now)}::timestamptz)
+          RETURNING ${sql.literal(COLUMNS)}
+        `.pipe(Effect.orDie)
+        yield* emit("approval.requested", row!, request.now).pipe(Effect.orDie)
+        yield* Effect.annotateCurrentSpan({ "svc.approval_id": id })
+        return id
+      })
+
+      const get = Effect.fn("Approvals.get")(function*(orgId: string, approvalId: string) {
+        const [row] = yield* sql<FullApprovalRow>`
+          SELECT ${sql.literal(COLUMNS)} FROM approvals WHERE id = ${approvalId} AND org_id = ${orgId}
+        `.pipe(Effect.orDie)
+        if (row === undefined) return yield* new NotFound({ detail: "No such approval." })
+        return snapshotOf(row)
+      })
+
+      const decide = Effect.fn("Approvals.decide")(function*(
+        orgId: string,
+        keyId: string,
+        approvalId: string,
+        decision: "approve" | "reject"
+      ) {
+        yield* Effect.annotateCurrentSpan({ "svc.approval_id": approvalId })
+        const now = yield* Clock.currentTimeMillis
+        const status = decision === "approve" ? "approved" : "rejected"
+        const resolution = decision === "approve" ? "allow" : "reject"
+        const decided = yield* sql.withTransaction(Effect.gen(function*() {
+          // Only a pending approval moves: of two racing decisions, the second
+          // waits for the first's row lock, then finds it closed.
+          const [row] = yield* sql<FullApprovalRow>`
+            UPDATE approvals SET status = ${status}, decided_at = ${isoMs(now)}::timestamptz, decided_by = ${keyId},
+              next_due_at = NULL, next_due_kind = NULL
+            WHERE id = ${approvalId} AND org_id = ${orgId} AND status = 'pending'
+            RETURNING ${sql.literal(COLUMNS)}
+          `
+          if (row === undefined) return Option.none<FullApprovalRow>()
+          yield* sql`
+            UPDATE agent_steps SET resolution = ${resolution} WHERE session_id = ${row.session_id} AND step_id = ${row.step_id}
+          `
+          yield* emit(decision === "approve" ? "approval.approved" : "approval.rejected", row, now)
+          yield* appendSessionEvent(sql, {
+            sessionId: row.session_id,
+            orgId,
+            name: "approval:decided",
+            data: {
+              approval_id: row.id,
+              step_id: row.step_id,
+              decision: status,
+              resolution,
+              decided_at: iso(row.decided_at!),
+              decided_by: keyId
+            }
+          })
+          return Option.some(row)
+        })).pipe(Effect.orDie)
+        if (Option.isNone(decided)) {
+          const [current] = yield* sql<{ status: string }>`
+            SELECT status FROM approvals WHERE id = ${approvalId} AND org_id = ${orgId}
+          `.pipe(Effect.orDie)
+          if (current === undefined) return yield* new NotFound({ detail: "No such approval." })
+          return yield* new InvalidTransition({
+            status_now: current.status,
+            detail: `The approval is ${current.status}; only a pending approval can be decided.`
+          })
+        }
+        yield* wakeups.signal("events")
+        yield* wakeups.signal("approvals")
+        yield* hub.notify(decided.value.session_id)
+        return snapshotOf(decided.value)
+      })
+
+      /** Applies the due deadline of a claimed row (inside the claiming transaction). */
+      const fireDeadline = Effect.fn("Approvals.fireDeadline")(function*(row: FullApprovalRow, now: number) {
+        yield* Effect.annotateCurrentSpan({ "svc.org_id": row.org_id, "svc.approval_id": row.id })
+        const state = stateOf(row)
+        const due = nextDue(state)
+        yield* Effect.annotateCurrentSpan({ "svc.deadline": due.kind })
+        if (due.kind === "expire") {
+          const [expired] = yield* sql<FullApprovalRow>`
+            UPDATE approvals SET status = 'expired', next_due_at = NULL, next_due_kind = NULL
+            WHERE id = ${row.id} RETURNING ${sql.literal(COLUMNS)}
+          `
+          yield* sql`
+            UPDATE agent_steps SET resolution = ${row.timeout_action} WHERE session_id = ${row.session_id} AND step_id = ${row.step_id}
+          `
+          yield* emit("approval.expired", expired!, now)
+          yield* appendSessionEvent(sql, {
+            sessionId: row.session_id,
+            orgId: row.org_id,
+            name: "approval:expired",
+            data: {
+              approval_id: row.id,
+              step_id: row.step_id,
+              timeout_action: row.timeout_action,
+              resolution: row.timeout_action,
+              expired_at: isoMs(now)
+            }
+          })
+          return { sessionId: row.session_id as string | null }
+        }
+        const after = fire(state, due.kind)
+        const next = nextDue(after)
+        const [updated] = yield* sql<FullApprovalRow>`
+          UPDATE approvals SET expiring_sent = ${after.expiringSent}, escalated = ${after.escalated},
+            deadline_at = ${isoMs(after.deadlineAt)}::timestamptz,
+            next_due_at = ${isoMs(next.at)}::timestamptz, next_due_kind = ${next.kind}
+          WHERE id = ${row.id} RETURNING ${sql.literal(COLUMNS)}
+        `
+        yield* emit(due.kind === "expiring" ? "approval.expiring" : "approval.escalated", updated!, now)
+        return { sessionId: null }
+      })
+
+      const fireNextDue = Effect.gen(function*() {
+        const now = yield* Clock.currentTimeMillis
+        const fired = yield* sql.withTransaction(Effect.gen(function*() {
+          const [row] = yield* sql<FullApprovalRow>`
+            SELECT ${sql.literal(COLUMNS)} FROM approvals
+            WHERE next_due_at <= ${isoMs(now)}::timestamptz AND status = 'pending'
+            ORDER BY next_due_at LIMIT 1
+            FOR UPDATE SKIP LOCKED
+          `
+          if (row === undefined) return Option.none<{ sessionId: string | null }>()
+          return Option.some(yield* fireDeadline(row, now))
+        })).pipe(Effect.orDie)
+        if (Option.isNone(fired)) return false
+        yield* wakeups.signal("events")
+        if (fired.value.sessionId !== null) yield* hub.notify(fired.value.sessionId)
+        return true
+      })
+
+      const earliestDue = sql<{ at: Date | null }>`
+        SELECT min(next_due_at) AS at FROM approvals WHERE next_due_at IS NOT NULL
+      `.pipe(
+        Effect.map(([row]) => (row?.at == null ? null : new Date(row.at).getTime())),
+        Effect.orDie
+      )
+
+      return Approvals.of({
+        putPolicy,
+        listPolicies,
+        ruleFor,
+        requestInTransaction,
+        get,
+        decide,
+        fireNextDue,
+        earliestDue
+      })
+    })
+  )
+}

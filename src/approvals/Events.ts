@@ -1,0 +1,98 @@
+/**
+ * The approval lifecycle events as receivers get them, and the outbox they
+ * are written to. The body is built once, with a fixed key order, and stored
+ * as text: every delivery, retry and replay sends the same bytes.
+ */
+import { Effect } from "effect"
+import type { SqlClient } from "effect/sql"
+import type { ApprovalEvent, ApprovalEventType, ApprovalSnapshot, ApprovalStatus, TimeoutAction } from "../api/Approvals.ts"
+import { newId } from "../platform/Ids.ts"
+import { iso } from "../platform/Time.ts"
+
+/** An `approvals` row as the snapshot needs it. */
+export interface ApprovalRow {
+  readonly id: string
+  readonly org_id: string
+  readonly session_id: string
+  readonly step_id: string
+  readonly task_id: string | null
+  readonly status: ApprovalStatus
+  readonly deadline_at: Date
+  readonly expires_at: Date
+  readonly timeout_action: TimeoutAction
+  readonly decided_at: Date | null
+  readonly decided_by: string | null
+}
+
+/** The approval snapshot in its fixed key order; `decided_at`/`decided_by` only for a person's decision. */
+export const snapshotOf = (row: ApprovalRow): ApprovalSnapshot => {
+  const snapshot: {
+    -readonly [K in keyof ApprovalSnapshot]: ApprovalSnapshot[K]
+  } = {
+    approval_id: row.id,
+    session_id: row.session_id,
+    step_id: row.step_id,
+    task_id: row.task_id,
+    status: row.status,
+    deadline_at: iso(row.deadline_at),
+    expires_at: iso(row.expires_at),
+    timeout_action: row.timeout_action
+  }
+  if (row.decided_at !== null && row.decided_by !== null) {
+    snapshot.decided_at = iso(row.decided_at)
+    snapshot.decided_by = row.decided_by
+  }
+  return snapshot
+}
+
+/** A new lifecycle event (its `id` is the receivers' deduplication key). */
+export const makeApprovalEvent = (
+  type: ApprovalEventType,
+  orgId: string,
+  approval: ApprovalSnapshot,
+  occurredAt: Date
+): ApprovalEvent => ({
+  id: newId(),
+  type,
+  org_id: orgId,
+  occurred_at: iso(occurredAt),
+  approval
+})
+
+/**
+ * The exact JSON a webhook receiver gets for `event`:
+ * `{"id","type","org_id","occurred_at","approval":{...}}` in that order.
+ */
+export const approvalEventBody = (event: ApprovalEvent): string => {
+  const a = event.approval
+  const approval = {
+    approval_id: a.approval_id,
+    session_id: a.session_id,
+    step_id: a.step_id,
+    task_id: a.task_id,
+    status: a.status,
+    deadline_at: a.deadline_at,
+    expires_at: a.expires_at,
+    timeout_action: a.timeout_action,
+    ...(a.decided_at !== undefined ? { decided_at: a.decided_at } : {}),
+    ...(a.decided_by !== undefined ? { decided_by: a.decided_by } : {})
+  }
+  return JSON.stringify({
+    id: event.id,
+    type: event.type,
+    org_id: event.org_id,
+    occurred_at: event.occurred_at,
+    approval
+  })
+}
+
+/**
+ * Appends a lifecycle event to the outbox (`events`). Call it inside the
+ * transaction that makes the state change, and signal `Wakeups` topic
+ * `"events"` after commit.
+ */
+export const writeToOutbox = (sql: SqlClient.SqlClient, event: ApprovalEvent) =>
+  sql`
+    INSERT INTO events (id, org_id, type, occurred_at, body)
+    VALUES (${event.id}, ${event.org_id}, ${event.type}, ${event.occurred_at}::timestamptz, ${approvalEventBody(event)})
+  `.pipe(Effect.asVoid)

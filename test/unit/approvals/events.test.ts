@@ -1,0 +1,56 @@
+import { assert, describe, it } from "@effect/vitest"
+import { Schema } from "effect"
+import * as fc from "fast-check"
+import { ApprovalEvent, ApprovalEventTypes } from "../../../src/api/Approvals.ts"
+import { approvalEventBody, makeApprovalEvent, snapshotOf } from "../../../src/approvals/Events.ts"
+
+const uuid = fc.uuid({ version: 7 })
+const instant = fc.integer({ min: Date.UTC(2020, 0, 1), max: Date.UTC(2040, 0, 1) }).map((ms) => new Date(ms))
+
+const rows = fc.record({
+  id: uuid,
+  org_id: uuid,
+  session_id: uuid,
+  step_id: fc.string({ minLength: 1, maxLength: 40 }),
+  task_id: fc.option(uuid, { nil: null }),
+  status: fc.constantFrom("pending" as const, "approved" as const, "rejected" as const, "expired" as const),
+  deadline_at: instant,
+  expires_at: instant,
+  timeout_action: fc.constantFrom("allow" as const, "reject" as const),
+  decided: fc.option(fc.record({ at: instant, by: uuid }), { nil: null })
+}).map(({ decided, ...row }) => ({ ...row, decided_at: decided?.at ?? null, decided_by: decided?.by ?? null }))
+
+describe("the webhook event body", () => {
+  it("has a fixed key order, decodes as ApprovalEvent, and carries decided_at/decided_by only for a person's decision", () => {
+    fc.assert(fc.property(rows, fc.constantFrom(...ApprovalEventTypes), instant, (row, type, at) => {
+      const event = makeApprovalEvent(type, row.org_id, snapshotOf(row), at)
+      const body = approvalEventBody(event)
+      const parsed = JSON.parse(body)
+      assert.deepStrictEqual(Object.keys(parsed), ["id", "type", "org_id", "occurred_at", "approval"])
+      const keys = ["approval_id", "session_id", "step_id", "task_id", "status", "deadline_at", "expires_at", "timeout_action"]
+      assert.deepStrictEqual(Object.keys(parsed.approval), row.decided_at === null ? keys : [...keys, "decided_at", "decided_by"])
+      assert.deepStrictEqual(Schema.decodeUnknownSync(ApprovalEvent)(parsed), event)
+      // Built again from the decoded event: the same bytes (retries and replays send identical bodies).
+      assert.strictEqual(approvalEventBody(Schema.decodeUnknownSync(ApprovalEvent)(parsed)), body)
+    }))
+  })
+
+  it("each event gets its own id", () => {
+    const row = {
+      id: "0193a4b0-0000-7000-8000-000000000001",
+      org_id: "0193a4b0-0000-7000-8000-000000000002",
+      session_id: "0193a4b0-0000-7000-8000-000000000003",
+      step_id: "s",
+      task_id: null,
+      status: "pending" as const,
+      deadline_at: new Date(0),
+      expires_at: new Date(0),
+      timeout_action: "reject" as const,
+      decided_at: null,
+      decided_by: null
+    }
+    const a = makeApprovalEvent("approval.requested", row.org_id, snapshotOf(row), new Date())
+    const b = makeApprovalEvent("approval.requested", row.org_id, snapshotOf(row), new Date())
+    assert.notStrictEqual(a.id, b.id)
+  })
+})
