@@ -152,6 +152,11 @@ layer(webhookService({ webhookQueueCapacity: 5 }), { excludeTestServices: true }
         const [failed] = yield* waitForDeliveries(endpoint.id, (rows) => rows[0]?.status === "failed")
         assert.strictEqual(failed!.attempts, 4)
         assert.include(failed!.last_error!, "HTTP 502")
+        // Another organization cannot see or replay it, even through its own endpoint.
+        const other = yield* SvcTest.org()
+        const theirs = yield* endpointFor(other, receiver.url("/other"))
+        const foreign = yield* Effect.flip(other.client.notifications.replay({ params: { id: theirs.endpoint.id, delivery: failed!.id } }))
+        assert.strictEqual(foreign._tag, "NotFound")
         // Replay of a non-failed delivery: 409 NOT_REPLAYABLE.
         receiver.respond(() => Reply.ok())
         const replayed = yield* org.client.notifications.replay({ params: { id: endpoint.id, delivery: failed!.id } })

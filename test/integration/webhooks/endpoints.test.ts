@@ -11,7 +11,7 @@ import { fixedResolver, Resolver } from "../../../src/outbound/Resolver.ts"
 import { SvcTest } from "../../../src/testing.ts"
 import { raw } from "../../support/http.ts"
 import { blockedNameUrls, encodedLoopbackUrls, nonPublicCorpus } from "../../support/ssrfCorpus.ts"
-import { webhookService } from "./support.ts"
+import { eventBody, insertEvents, waitForDeliveries, webhookService } from "./support.ts"
 
 const hookUrl = "https://127.0.0.1:9/hooks/secret-path-token?sig=abc"
 
@@ -196,7 +196,9 @@ const guarded = webhookService({ allowedTargetCidrs: [] }).pipe(
   Layer.provide(Layer.succeed(Resolver, fixedResolver({
     "loopback.example.com": ["127.0.0.1"],
     "mixed.example.com": ["93.184.215.14", "10.0.0.1"],
-    "rebind.example.com": ["169.254.169.254"]
+    "rebind.example.com": ["169.254.169.254"],
+    // Public when the endpoint is created, metadata at send time (DNS rebinding).
+    "rebinding.example.com": (call) => (call === 1 ? ["93.184.215.14"] : ["169.254.169.254"])
   })))
 )
 
@@ -236,6 +238,18 @@ layer(guarded, { excludeTestServices: true })("public HTTPS address checks on cr
       yield* refuse("https://loopback.example.com/hook")
       yield* refuse("https://mixed.example.com/hook")
       yield* refuse("https://rebind.example.com/hook")
+    }))
+
+  it.effect("the address is checked again at every send: a name that now resolves to a metadata address is a failed attempt", () =>
+    Effect.gen(function*() {
+      const org = yield* SvcTest.org()
+      const { endpoint } = yield* org.client.notifications.create({ payload: { url: "https://rebinding.example.com/hook" } })
+      yield* insertEvents([eventBody(org.orgId, "approval.requested")])
+      const [row] = yield* waitForDeliveries(endpoint.id, (rows) => (rows[0]?.attempts ?? 0) >= 1 && rows[0]!.status !== "sending")
+      assert.include(row!.last_error!, "non-public")
+      const sql = yield* SqlClient.SqlClient
+      const attempts = yield* sql<{ status_code: number | null; error: string }>`SELECT status_code, error FROM delivery_attempts WHERE delivery_id = ${row!.id}`
+      assert.isNull(attempts[0]!.status_code)
     }))
 
   it.effect("accepts a public HTTPS address", () =>
