@@ -27,8 +27,17 @@ interface EventRow {
   readonly id: string
   readonly org_id: string
   readonly type: string
-  readonly approval_id: string | null
   readonly body: string
+}
+
+/** The approval id for the delivery label; a body we cannot read still gets delivered (and labelled by type). */
+const approvalIdOf = (body: string): string | undefined => {
+  try {
+    const parsed = JSON.parse(body) as { approval?: { approval_id?: unknown } }
+    return typeof parsed.approval?.approval_id === "string" ? parsed.approval.approval_id : undefined
+  } catch {
+    return undefined
+  }
 }
 
 interface EndpointRow {
@@ -59,7 +68,7 @@ export class Dispatcher extends Context.Service<Dispatcher, {
           const [lock] = yield* sql<{ locked: boolean }>`SELECT pg_try_advisory_xact_lock(${DISPATCH_LOCK}) AS locked`
           if (lock?.locked !== true) return { events: 0, webhooks: 0, emails: 0, bodies: [] }
           const events = yield* sql<EventRow>`
-            SELECT seq, id, org_id, type, body, (body::jsonb -> 'approval' ->> 'approval_id') AS approval_id
+            SELECT seq, id, org_id, type, body
             FROM events WHERE dispatched_at IS NULL
             ORDER BY seq LIMIT ${BATCH}
             FOR UPDATE SKIP LOCKED
@@ -81,7 +90,7 @@ export class Dispatcher extends Context.Service<Dispatcher, {
           let webhooks = 0
           let emails = 0
           for (const event of events) {
-            const label = `${event.type} ${event.approval_id ?? ""}`.trim()
+            const label = `${event.type} ${approvalIdOf(event.body) ?? ""}`.trim()
             for (const endpoint of endpoints) {
               if (endpoint.org_id !== event.org_id || !endpoint.events.includes(event.type)) continue
               deliveries.push({
