@@ -11,9 +11,10 @@
  *   same organization never answers (every attempt runs into the 5 s
  *   deadline); the healthy endpoint's latency is what counts.
  *
- * Embedded PGlite (the default deployment); figures are reported, never asserted.
+ * Embedded PGlite (the default deployment), or a PostgreSQL server with
+ * BENCH_DATABASE_URL; figures are reported, never asserted.
  */
-import { Context, Duration, Effect, Layer, Option, References } from "effect"
+import { Context, Duration, Effect, Layer, Option, Redacted, References } from "effect"
 import { SqlClient } from "effect/sql"
 import { Pool } from "undici"
 import { Identity } from "../../src/identity/Identity.ts"
@@ -32,6 +33,8 @@ import { HttpsReceiver, type ReceivedRequest, Reply } from "../../test/support/H
 import { loopbackTargets, TestTls } from "../../test/support/tls.ts"
 import type { ScenarioResult } from "../run.ts"
 
+/** `BENCH_DATABASE_URL=postgres://…` runs the scenario on a scratch database of that server instead of embedded PGlite. */
+const databaseUrl = process.env.BENCH_DATABASE_URL
 const BURST = 2_000
 const PACED_RATE = 100 // events per second
 const PACED_SECONDS = 5
@@ -88,7 +91,7 @@ export default async (): Promise<ScenarioResult> =>
     const App = Layer.mergeAll(WorkersLive).pipe(
       Layer.provideMerge(ServicesLive),
       Layer.provideMerge(Migrations.layer),
-      Layer.provideMerge(Database.memory),
+      Layer.provideMerge(databaseUrl ? Database.scratch(Redacted.make(databaseUrl)) : Database.memory),
       Layer.provideMerge(SecretBox.layerEphemeral),
       Layer.provideMerge(config),
       Layer.provide(Layer.succeed(References.MinimumLogLevel, "Warn"))
@@ -226,7 +229,7 @@ export default async (): Promise<ScenarioResult> =>
         }
       ],
       notes: [
-        `burst of ${BURST} events; paced ${PACED_RATE} events/s for ${PACED_SECONDS} s; embedded PGlite; receiver answers 204 at once`,
+        `burst of ${BURST} events; paced ${PACED_RATE} events/s for ${PACED_SECONDS} s; ${databaseUrl ? "PostgreSQL server" : "embedded PGlite"}; receiver answers 204 at once`,
         `svc / bare throughput: ${round((svcRate / bareRate) * 100)} %`,
         `healthy endpoint p99 with a hanging endpoint beside it: ${percentile(svcWithHang, 99)} ms vs ${percentile(svcPaced, 99)} ms without (hanging endpoint got ${hangAttempts} attempts)`
       ]

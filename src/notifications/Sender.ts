@@ -126,7 +126,9 @@ export class WebhookSender extends Context.Service<WebhookSender, {
           },
           body,
           timeout: SEND_TIMEOUT,
-          maxResponseBytes: SNIPPET_BYTES + 1
+          maxResponseBytes: SNIPPET_BYTES + 1,
+          // Its own connections: another endpoint on the same host never waits behind this one.
+          partition: delivery.targetId
         }).pipe(Effect.result)
         if (sent._tag === "Failure") {
           const error = sent.failure.message

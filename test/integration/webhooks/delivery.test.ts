@@ -295,18 +295,26 @@ layer(webhookService({ webhookQueueCapacity: 5 }), { excludeTestServices: true }
   })
 
   describe("isolation (rule 6)", () => {
-    it.effect("a hanging endpoint does not hold back another endpoint's deliveries", () =>
+    it.effect("hanging endpoints on the same host do not hold back another endpoint's deliveries", () =>
       Effect.gen(function*() {
         const receiver = yield* HttpsReceiver.make({
-          respond: (request) => request.path === "/stuck" ? Reply.hang() : Reply.ok()
+          respond: (request) => request.path.startsWith("/stuck") ? Reply.hang() : Reply.ok()
         })
         const org = yield* SvcTest.org()
-        const stuck = yield* endpointFor(org, receiver.url("/stuck"))
+        // 7 endpoints × 5 events = 35 hanging requests: more than one
+        // connection pool to that host holds, were pools shared.
+        const stuck = yield* Effect.forEach([1, 2, 3, 4, 5, 6, 7], (n) => endpointFor(org, receiver.url(`/stuck-${n}`)))
         const healthy = yield* endpointFor(org, receiver.url("/healthy"))
-        yield* insertEvents(Array.from({ length: 3 }, () => eventBody(org.orgId, "approval.requested")))
-        yield* waitForDeliveries(healthy.endpoint.id, (rows) => rows.length === 3 && rows.every((r) => r.status === "delivered"))
-        const stuckRows = yield* deliveryRows(stuck.endpoint.id)
-        assert.isTrue(stuckRows.some((r) => r.status === "sending"), "the stuck endpoint's requests are still open")
+        yield* insertEvents(Array.from({ length: 5 }, () => eventBody(org.orgId, "approval.requested")))
+        yield* waitForDeliveries(healthy.endpoint.id, (rows) => rows.length === 5 && rows.every((r) => r.status === "delivered"))
+        // ...while not one stuck request has even timed out yet.
+        const sql = yield* SqlClient.SqlClient
+        const [finished] = yield* sql<{ n: number }>`
+          SELECT count(*)::int AS n FROM delivery_attempts a JOIN deliveries d ON d.id = a.delivery_id
+          WHERE d.target_id IN ${sql.in(stuck.map((s) => s.endpoint.id))}
+        `
+        assert.strictEqual(finished!.n, 0)
+        assert.strictEqual(byPath(receiver, "/stuck-1").length, 5)
       }).pipe(Effect.scoped))
   })
 
