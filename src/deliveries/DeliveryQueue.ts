@@ -104,6 +104,13 @@ export interface CooldownPolicy {
   readonly cap: Duration.Input
 }
 
+export interface SettleItem {
+  readonly claimed: Claimed
+  readonly outcome: Outcome
+  readonly attempt: AttemptRecord
+  readonly cooldown?: CooldownPolicy | undefined
+}
+
 export interface EnqueueInput {
   readonly orgId: string
   readonly kind: DeliveryKind
@@ -203,6 +210,8 @@ export class DeliveryQueue extends Context.Service<DeliveryQueue, {
     attempt: AttemptRecord,
     cooldown?: CooldownPolicy | undefined
   ) => Effect.Effect<boolean>
+  /** `settle` of many deliveries in one statement (plus target health updates where needed); answers each one's `held`. */
+  readonly settleMany: (items: ReadonlyArray<SettleItem>) => Effect.Effect<ReadonlyArray<boolean>>
   /** Queues a `failed` delivery again, keeping its row and event id; respects the target's cooldown. */
   readonly replay: (input: ReplayInput) => Effect.Effect<{ readonly queued: true; readonly id: string }, NotFound | NotReplayable | QueueFull>
   /** The target's latest deliveries, newest first. */
@@ -383,6 +392,37 @@ export class DeliveryQueue extends Context.Service<DeliveryQueue, {
           .sort((a, b) => a.nextAttemptAt.getTime() - b.nextAttemptAt.getTime() || Number(BigInt(a.seq) - BigInt(b.seq)))
       })
 
+      // Target health after a settled attempt: failures count up (and may
+      // start a cooldown), a success resets a target that had failures.
+      const health = Effect.fnUntraced(function*(claimed: Claimed, outcome: Outcome, cooldown?: CooldownPolicy) {
+
+        const failedAttempt = outcome._tag === "Retry" || outcome._tag === "Failed"
+        if (failedAttempt) {
+          const policy = cooldown === undefined
+            ? null
+            : { after: cooldown.after, base: millis(cooldown.base) / 1000, cap: millis(cooldown.cap) / 1000 }
+          yield* sql`
+            INSERT INTO delivery_targets (id, org_id, kind, consecutive_failures, cooldown_until)
+            VALUES (${claimed.targetId}, ${claimed.orgId}, ${claimed.kind}, 1, NULL)
+            ON CONFLICT (id) DO UPDATE SET consecutive_failures = delivery_targets.consecutive_failures + 1
+          `.pipe(Effect.orDie)
+          if (policy !== null) {
+            yield* sql`
+              UPDATE delivery_targets
+              SET cooldown_until = now() + make_interval(secs => least(
+                ${policy.cap}::float8,
+                ${policy.base}::float8 * power(2, consecutive_failures - ${policy.after})
+              ))
+              WHERE id = ${claimed.targetId} AND consecutive_failures >= ${policy.after}
+            `.pipe(Effect.orDie)
+          }
+        } else if (claimed.targetFailures > 0) {
+          yield* sql`
+            UPDATE delivery_targets SET consecutive_failures = 0, cooldown_until = NULL WHERE id = ${claimed.targetId}
+          `.pipe(Effect.orDie)
+        }
+      })
+
       const settle = Effect.fn("DeliveryQueue.settle")(function*(
         claimed: Claimed,
         outcome: Outcome,
@@ -420,33 +460,62 @@ export class DeliveryQueue extends Context.Service<DeliveryQueue, {
         `.pipe(Effect.orDie)
         const held = settled.length > 0
         if (!held) return false
-
-        const failedAttempt = outcome._tag === "Retry" || outcome._tag === "Failed"
-        if (failedAttempt) {
-          const policy = cooldown === undefined
-            ? null
-            : { after: cooldown.after, base: millis(cooldown.base) / 1000, cap: millis(cooldown.cap) / 1000 }
-          yield* sql`
-            INSERT INTO delivery_targets (id, org_id, kind, consecutive_failures, cooldown_until)
-            VALUES (${claimed.targetId}, ${claimed.orgId}, ${claimed.kind}, 1, NULL)
-            ON CONFLICT (id) DO UPDATE SET consecutive_failures = delivery_targets.consecutive_failures + 1
-          `.pipe(Effect.orDie)
-          if (policy !== null) {
-            yield* sql`
-              UPDATE delivery_targets
-              SET cooldown_until = now() + make_interval(secs => least(
-                ${policy.cap}::float8,
-                ${policy.base}::float8 * power(2, consecutive_failures - ${policy.after})
-              ))
-              WHERE id = ${claimed.targetId} AND consecutive_failures >= ${policy.after}
-            `.pipe(Effect.orDie)
-          }
-        } else if (claimed.targetFailures > 0) {
-          yield* sql`
-            UPDATE delivery_targets SET consecutive_failures = 0, cooldown_until = NULL WHERE id = ${claimed.targetId}
-          `.pipe(Effect.orDie)
-        }
+        yield* health(claimed, outcome, cooldown)
         return true
+      })
+
+      const settleMany = Effect.fn("DeliveryQueue.settleMany")(function*(
+        items: ReadonlyArray<SettleItem>
+      ) {
+        if (items.length === 0) return []
+        const rows = items.map(({ attempt, claimed, outcome }) => ({
+          id: claimed.id,
+          lease_owner: claimed.leaseOwner,
+          status: outcome._tag === "Delivered"
+            ? "delivered"
+            : outcome._tag === "Partial"
+            ? "partial"
+            : outcome._tag === "Retry"
+            ? "retrying"
+            : "failed",
+          last_error: outcome._tag === "Delivered" ? null : outcome.error,
+          meta: outcome.meta ?? {},
+          next_attempt_at: outcome._tag === "Retry" ? outcome.at.toISOString() : null,
+          finished: outcome._tag !== "Retry",
+          status_code: attempt.statusCode ?? null,
+          error: attempt.error ?? null,
+          snippet: attempt.responseSnippet ?? null,
+          duration_ms: Math.max(0, Math.round(attempt.durationMs))
+        }))
+        // The same row update and attempt record as `settle`, for many rows in one statement.
+        const settled = yield* sql<{ delivery_id: string }>`
+          WITH input AS (
+            SELECT * FROM jsonb_to_recordset(${JSON.stringify(rows)}::jsonb) AS x(
+              id uuid, lease_owner uuid, status text, last_error text, meta jsonb, next_attempt_at timestamptz,
+              finished boolean, status_code int, error text, snippet text, duration_ms int)
+          ),
+          settled AS (
+            UPDATE deliveries d
+            SET status = i.status, last_error = i.last_error,
+                meta = d.meta || coalesce(i.meta, '{}'::jsonb),
+                next_attempt_at = coalesce(i.next_attempt_at, d.next_attempt_at),
+                finished_at = CASE WHEN i.finished THEN now() END,
+                lease_owner = NULL, lease_until = NULL
+            FROM input i
+            WHERE d.id = i.id AND d.lease_owner = i.lease_owner AND d.status = 'sending'
+            RETURNING d.id, d.attempts
+          )
+          INSERT INTO delivery_attempts (delivery_id, attempt, status_code, error, response_snippet, duration_ms)
+          SELECT s.id, s.attempts, i.status_code, i.error, i.snippet, i.duration_ms
+          FROM settled s JOIN input i ON i.id = s.id
+          ON CONFLICT (delivery_id, attempt) DO NOTHING
+          RETURNING delivery_id
+        `.pipe(Effect.orDie)
+        const held = new Set(settled.map((row) => row.delivery_id))
+        for (const item of items) {
+          if (held.has(item.claimed.id)) yield* health(item.claimed, item.outcome, item.cooldown)
+        }
+        return items.map((item) => held.has(item.claimed.id))
       })
 
       const replay = Effect.fn("DeliveryQueue.replay")(function*(input: ReplayInput) {
@@ -611,6 +680,7 @@ export class DeliveryQueue extends Context.Service<DeliveryQueue, {
         enqueueMany,
         claim,
         settle,
+        settleMany,
         replay,
         list,
         get,

@@ -5,7 +5,7 @@
  * the next due instant, or the poll interval. The database is the source of
  * truth, so any number of processes can run this loop for the same kind.
  */
-import { Cause, Duration, Effect, FiberSet, Latch, Option } from "effect"
+import { Cause, Deferred, Duration, Effect, FiberSet, Latch, Option } from "effect"
 import { Wakeups } from "../platform/Wakeups.ts"
 import {
   type AttemptRecord,
@@ -14,6 +14,7 @@ import {
   type DeliveryKind,
   DeliveryQueue,
   Outcome,
+  type SettleItem,
   wakeTopic
 } from "./DeliveryQueue.ts"
 
@@ -37,6 +38,9 @@ export interface WorkerOptions<R> {
   readonly handle: (delivery: Claimed) => Effect.Effect<Settlement, never, R>
 }
 
+/** Most settlements written in one statement. */
+const SETTLE_BATCH = 256
+
 /** How often to look again when due work is blocked by per-target limits or other processes' locks. */
 const BLOCKED_RECHECK_MS = 200
 
@@ -52,6 +56,32 @@ export const runWorker = <R>(options: WorkerOptions<R>) =>
     const slotFreed = Latch.makeUnsafe(false)
     let inFlight = 0
 
+    // Settlements are written in batches: whatever finished while the last
+    // batch was being written goes in the next statement. Under load that is
+    // one statement for many deliveries instead of one each.
+    const settling: Array<{ readonly item: SettleItem; readonly done: Deferred.Deferred<boolean> }> = []
+    const settleWanted = Latch.makeUnsafe(false)
+    yield* Effect.gen(function*() {
+      yield* settleWanted.await
+      settleWanted.closeUnsafe()
+      while (settling.length > 0) {
+        const batch = settling.splice(0, SETTLE_BATCH)
+        yield* queue.settleMany(batch.map((entry) => entry.item)).pipe(
+          Effect.matchCause({
+            onSuccess: (held) => batch.forEach((entry, i) => Deferred.doneUnsafe(entry.done, Effect.succeed(held[i] ?? false))),
+            onFailure: (cause) => batch.forEach((entry) => Deferred.doneUnsafe(entry.done, Effect.failCause(cause)))
+          })
+        )
+      }
+    }).pipe(Effect.forever, Effect.forkScoped)
+    const settle = (item: SettleItem) =>
+      Effect.suspend(() => {
+        const done = Deferred.makeUnsafe<boolean>()
+        settling.push({ item, done })
+        settleWanted.openUnsafe()
+        return Deferred.await(done)
+      })
+
     const process = (delivery: Claimed) =>
       options.handle(delivery).pipe(
         Effect.catchCause((cause) =>
@@ -65,7 +95,7 @@ export const runWorker = <R>(options: WorkerOptions<R>) =>
             } satisfies Settlement
           )
         ),
-        Effect.flatMap(({ attempt, outcome }) => queue.settle(delivery, outcome, attempt, options.cooldown)),
+        Effect.flatMap(({ attempt, outcome }) => settle({ claimed: delivery, outcome, attempt, cooldown: options.cooldown })),
         Effect.flatMap((held) =>
           held
             ? Effect.void
