@@ -7,7 +7,7 @@
  * the secret is answered once, at creation or rotation.
  */
 import { PgClient } from "@effect/sql-pg"
-import { Context, Effect, Layer, Option, Redacted } from "effect"
+import { Cache, Context, Duration, Effect, Layer, Option, Redacted } from "effect"
 import { SqlClient } from "effect/sql"
 import { NotFound } from "../api/Errors.ts"
 import { InvalidUrl } from "../api/Deliveries.ts"
@@ -142,8 +142,27 @@ export class NotificationEndpoints extends Context.Service<NotificationEndpoints
       const outbound = yield* OutboundHttp
       const secrets = yield* SecretStore
       const config = yield* SvcConfig
-      const targets = new Map<string, { readonly at: number; readonly target: SendTarget | undefined }>()
-      const forget = (id: string) => Effect.sync(() => targets.delete(id))
+      // Concurrent sends to one endpoint share one lookup (no stampede when the entry expires).
+      const targetCache = yield* Cache.make<string, SendTarget | undefined>({
+        capacity: 10_000,
+        timeToLive: Duration.millis(SEND_TARGET_TTL_MS),
+        lookup: (key: string) =>
+          Effect.gen(function*() {
+            const [orgId, id] = key.split(":") as [string, string]
+            const [row] = yield* sql<{ url: string; active: boolean; deactivated_reason: string | null }>`
+              SELECT url, active, deactivated_reason FROM notification_endpoints WHERE id = ${id} AND org_id = ${orgId}
+            `.pipe(Effect.orDie)
+            if (row === undefined) return undefined
+            return {
+              url: row.url,
+              active: row.active,
+              deactivatedReason: row.deactivated_reason,
+              secrets: yield* signingSecrets(orgId, id)
+            } satisfies SendTarget
+          })
+      })
+      // Changes made through this process drop the endpoint's entry at once.
+      const forget = (orgId: string, id: string) => Cache.invalidate(targetCache, `${orgId}:${id}`)
 
       const create = Effect.fn("NotificationEndpoints.create")(function*(
         orgId: string,
@@ -191,7 +210,7 @@ export class NotificationEndpoints extends Context.Service<NotificationEndpoints
           WHERE id = ${id} AND org_id = ${orgId}
           RETURNING ${sql.literal(columns)}
         `.pipe(Effect.orDie)
-        yield* forget(id)
+        yield* forget(orgId, id)
         if (row === undefined) return yield* new NotFound({ detail: "No such notification endpoint." })
         return toEndpoint(row)
       })
@@ -205,7 +224,7 @@ export class NotificationEndpoints extends Context.Service<NotificationEndpoints
           if (row !== undefined) yield* secrets.removeOwner(endpointOwner(orgId, id))
           return row
         })).pipe(Effect.orDie)
-        yield* forget(id)
+        yield* forget(orgId, id)
         if (row === undefined) return yield* new NotFound({ detail: "No such notification endpoint." })
         return row
       })
@@ -227,7 +246,7 @@ export class NotificationEndpoints extends Context.Service<NotificationEndpoints
           }
           yield* secrets.put(owner, "signing", Redacted.make(secret))
         })).pipe(Effect.orDie)
-        yield* forget(id)
+        yield* forget(orgId, id)
         return { endpoint: toEndpoint(row), secret, previous_secret_expires_at: iso(until) }
       })
 
@@ -236,7 +255,7 @@ export class NotificationEndpoints extends Context.Service<NotificationEndpoints
           UPDATE notification_endpoints SET active = false, deactivated_at = now(), deactivated_reason = ${reason}
           WHERE id = ${id} AND org_id = ${orgId} AND active
         `.pipe(Effect.orDie)
-        yield* forget(id)
+        yield* forget(orgId, id)
       })
 
       const signingSecrets = Effect.fn("NotificationEndpoints.signingSecrets")(function*(orgId: string, id: string) {
@@ -244,26 +263,7 @@ export class NotificationEndpoints extends Context.Service<NotificationEndpoints
         return stored.map((secret) => Redacted.value(secret.value))
       })
 
-      const sendTarget = (orgId: string, id: string) =>
-        Effect.suspend(() => {
-          const cached = targets.get(id)
-          if (cached !== undefined && Date.now() - cached.at < SEND_TARGET_TTL_MS) return Effect.succeed(cached.target)
-          return Effect.gen(function*() {
-            const at = Date.now()
-            const [row] = yield* sql<{ url: string; active: boolean; deactivated_reason: string | null }>`
-              SELECT url, active, deactivated_reason FROM notification_endpoints WHERE id = ${id} AND org_id = ${orgId}
-            `.pipe(Effect.orDie)
-            const target = row === undefined ? undefined : {
-              url: row.url,
-              active: row.active,
-              deactivatedReason: row.deactivated_reason,
-              secrets: yield* signingSecrets(orgId, id)
-            }
-            if (targets.size > 10_000) targets.clear()
-            targets.set(id, { at, target })
-            return target
-          })
-        })
+      const sendTarget = (orgId: string, id: string) => Cache.get(targetCache, `${orgId}:${id}`)
 
       const reviewerEmail = Effect.fn("NotificationEndpoints.reviewerEmail")(function*(orgId: string) {
         const [row] = yield* sql<{ reviewer_email: string | null }>`
