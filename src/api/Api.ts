@@ -6,6 +6,7 @@
 import { HttpApi, OpenApi } from "effect/http-api"
 import { AgentSessionsApi } from "./Agents.ts"
 import { ApprovalPoliciesApi, ApprovalsApi } from "./Approvals.ts"
+import { FeedbackApi } from "./Feedback.ts"
 import { NotificationsApi } from "./Notifications.ts"
 import { SystemApi } from "./System.ts"
 import { DatasetsApi, TasksApi } from "./Tasks.ts"
@@ -18,6 +19,7 @@ export class Api extends HttpApi.make("svc")
   .add(AgentSessionsApi)
   .add(ApprovalPoliciesApi)
   .add(ApprovalsApi)
+  .add(FeedbackApi)
   .add(NotificationsApi)
   .middleware(RequestValidation)
   // Report every problem of a request at once, and refuse unknown body and

@@ -14,6 +14,8 @@ import { AgentSessions } from "../agents/Sessions.ts"
 import { Approvals } from "../approvals/Approvals.ts"
 import { ApprovalPoliciesHandlers, ApprovalsHandlers } from "../approvals/Http.ts"
 import { ApprovalScheduler } from "../approvals/Scheduler.ts"
+import { Feedback } from "../feedback/Feedback.ts"
+import { FeedbackHandlers } from "../feedback/Http.ts"
 import { AuthenticationLive } from "../identity/Http.ts"
 import { Identity } from "../identity/Identity.ts"
 import { Dispatcher } from "../notifications/Dispatcher.ts"
@@ -40,6 +42,7 @@ export const ServicesLive = Layer.mergeAll(
   Identity.layer,
   Tasks.layer,
   AgentSessions.layer.pipe(Layer.provideMerge(Approvals.layer), Layer.provideMerge(SessionHub.layer)),
+  Feedback.layer.pipe(Layer.provide(Identity.layer)),
   Layer.mergeAll(Dispatcher.layer, WebhookSender.layer, ReviewerEmail.layer).pipe(
     Layer.provideMerge(Layer.mergeAll(NotificationEndpoints.layer, EventBodies.layer))
   )
@@ -56,6 +59,7 @@ const HandlersLive = Layer.mergeAll(
   AgentSessionsHandlers,
   ApprovalPoliciesHandlers,
   ApprovalsHandlers,
+  FeedbackHandlers,
   NotificationsHandlers
 )
 

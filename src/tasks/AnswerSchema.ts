@@ -35,15 +35,25 @@ export interface SchemaViolation {
   readonly keyword: string
 }
 
+/**
+ * One more segment on a JSON path: identifiers dotted (`items.price`), array
+ * indexes in brackets (`items[2]`), any other member name as a JSON string in
+ * brackets (`["unit price"]`, `["a.b"]`).
+ */
+export const appendPath = (path: string, segment: string | number): string =>
+  typeof segment === "number"
+    ? `${path}[${segment}]`
+    : /^[A-Za-z_$][A-Za-z0-9_$]*$/.test(segment)
+    ? path === "" ? segment : `${path}.${segment}`
+    : `${path}[${JSON.stringify(segment)}]`
+
 /** A JSON Pointer (`/items/2/price`) as a JSON path (`items[2].price`). */
 export const pointerToPath = (pointer: string): string => {
   if (pointer === "") return ""
   let out = ""
   for (const raw of pointer.split("/").slice(1)) {
     const segment = raw.replaceAll("~1", "/").replaceAll("~0", "~")
-    if (/^\d+$/.test(segment)) out += `[${segment}]`
-    else if (/^[A-Za-z_$][A-Za-z0-9_$]*$/.test(segment)) out += out === "" ? segment : `.${segment}`
-    else out += `[${JSON.stringify(segment)}]`
+    out = /^\d+$/.test(segment) ? `${out}[${segment}]` : appendPath(out, segment)
   }
   return out
 }
@@ -53,10 +63,10 @@ const describe = (error: ErrorObject): SchemaViolation => {
   let message = error.message ?? "is invalid"
   const params = error.params as Record<string, unknown>
   if (error.keyword === "required" && typeof params.missingProperty === "string") {
-    path = path === "" ? String(params.missingProperty) : `${path}.${String(params.missingProperty)}`
+    path = appendPath(path, params.missingProperty)
     message = "is required"
   } else if (error.keyword === "additionalProperties" && typeof params.additionalProperty === "string") {
-    path = path === "" ? String(params.additionalProperty) : `${path}.${String(params.additionalProperty)}`
+    path = appendPath(path, params.additionalProperty)
     message = "is not allowed by the schema"
   } else if (error.keyword === "enum" && Array.isArray(params.allowedValues)) {
     message = `must be one of ${JSON.stringify(params.allowedValues)}`

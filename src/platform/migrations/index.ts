@@ -9,6 +9,7 @@ import m0001 from "./0001_identity.ts"
 import m0002 from "./0002_tasks.ts"
 import m0003 from "./0003_shared.ts"
 import m0010 from "./0010_deliveries.ts"
+import m0100 from "./0100_feedback.ts"
 import m0200 from "./0200_agents_approvals.ts"
 import m0300 from "./0300_notifications.ts"
 import m0301 from "./0301_delivery_claim_index.ts"
@@ -18,6 +19,7 @@ export const migrations = Migrator.fromRecord({
   "0002_tasks": m0002,
   "0003_shared": m0003,
   "0010_deliveries": m0010,
+  "0100_feedback": m0100,
   "0200_agents_approvals": m0200,
   "0300_notifications": m0300,
   "0301_delivery_claim_index": m0301

@@ -34,6 +34,8 @@ describe("answer schemas are checked as JSON Schema", () => {
     assert.deepStrictEqual(violations.map((v) => v.path), ["items[2].price"])
     const missing = schemas.validate("t1", schema, { items: [{}] })
     assert.deepStrictEqual(missing.map((v) => v.path), ["items[0].price"])
+    const odd = { type: "object", required: ["unit price"], additionalProperties: false, properties: { "unit price": { type: "number" } } }
+    assert.deepStrictEqual(schemas.validate("t3", odd, { "a.b": 1 }).map((v) => v.path).sort(), ['["a.b"]', '["unit price"]'])
   })
 
   it("applies formats (ajv-formats) and patterns", () => {

@@ -1,0 +1,152 @@
+/**
+ * Feedback on logged task answers, its review and its promotion into dataset
+ * versions (spec "Feedback", DESIGN.md "Open parts of the spec, closed").
+ */
+import { Schema } from "effect"
+import { HttpApiEndpoint, HttpApiError, HttpApiGroup, HttpApiSchema, OpenApi } from "effect/http-api"
+import { Cursor, JsonObject, Limit, NextCursor, Timestamp, TraceId, Uuid } from "./Common.ts"
+import { FieldIssue, InvalidRequest, InvalidTransition, NotFound, problemType } from "./Errors.ts"
+import { Authentication, requireScope } from "./Security.ts"
+
+export const FeedbackStatus = Schema.Literals(["recorded", "pending", "staged", "rejected", "promoted"])
+export type FeedbackStatus = typeof FeedbackStatus.Type
+
+export const RedactionWarning = Schema.Struct({
+  fields: Schema.Array(Schema.String).annotate({ description: "JSON paths of the changed strings, e.g. `correction.notes`" }),
+  message: Schema.String
+})
+
+export const FeedbackItem = Schema.Struct({
+  id: Uuid,
+  inference_log_id: TraceId,
+  task_id: Uuid,
+  score: Schema.Int,
+  correction: Schema.NullOr(JsonObject),
+  status: FeedbackStatus,
+  created_at: Timestamp,
+  redaction_warning: Schema.optionalKey(RedactionWarning)
+})
+export type FeedbackItem = typeof FeedbackItem.Type
+
+export const SubmitFeedback = Schema.Struct({
+  inference_log_id: TraceId.annotate({ description: "The run's `trace_id` (also its `x-svc-trace-id` header)" }),
+  score: Schema.Literals([1, 0, -1]).annotate({ description: "1 right, 0 neutral, -1 wrong" }),
+  correction: Schema.optionalKey(JsonObject.annotate({ description: "The answer that should have been returned, in the task's answer shape" }))
+})
+
+export const PromotePreview = Schema.Struct({
+  base_dataset_id: Uuid,
+  expected_feedback_revision: Schema.String,
+  staged: Schema.Array(FeedbackItem)
+})
+
+export const Promote = Schema.Struct({
+  base_dataset_id: Uuid,
+  expected_feedback_revision: Schema.String.check(Schema.isMaxLength(200))
+})
+
+export const Promoted = Schema.Struct({
+  dataset_id: Uuid,
+  version: Schema.Int,
+  promoted_count: Schema.Int
+})
+
+export class CorrectionShapeMismatch extends HttpApiError.Problem<CorrectionShapeMismatch>()("CorrectionShapeMismatch", {
+  type: problemType("CORRECTION_SHAPE_MISMATCH"),
+  status: 422,
+  title: "The correction does not fit the task's answer shape"
+}, {
+  code: Schema.tag("CORRECTION_SHAPE_MISMATCH"),
+  field: Schema.String,
+  errors: Schema.Array(FieldIssue)
+}) {}
+
+export class CorrectionContainsSecret extends HttpApiError.Problem<CorrectionContainsSecret>()("CorrectionContainsSecret", {
+  type: problemType("CORRECTION_CONTAINS_SECRET"),
+  status: 422,
+  title: "Removing protected values left the correction unfit for the answer shape"
+}, {
+  code: Schema.tag("CORRECTION_CONTAINS_SECRET"),
+  field: Schema.String,
+  errors: Schema.Array(FieldIssue)
+}) {}
+
+export class DatasetBaseChanged extends HttpApiError.Problem<DatasetBaseChanged>()("DatasetBaseChanged", {
+  type: problemType("DATASET_BASE_CHANGED"),
+  status: 409,
+  title: "The dataset changed since the preview"
+}, {
+  code: Schema.tag("DATASET_BASE_CHANGED"),
+  current_base_dataset_id: Schema.optionalKey(Uuid)
+}) {}
+
+export class FeedbackChanged extends HttpApiError.Problem<FeedbackChanged>()("FeedbackChanged", {
+  type: problemType("FEEDBACK_CHANGED"),
+  status: 409,
+  title: "The accepted correction set changed since the preview"
+}, {
+  code: Schema.tag("FEEDBACK_CHANGED")
+}) {}
+
+export class NothingStaged extends HttpApiError.Problem<NothingStaged>()("NothingStaged", {
+  type: problemType("NOTHING_STAGED"),
+  status: 409,
+  title: "The task has no staged corrections to promote"
+}, {
+  code: Schema.tag("NOTHING_STAGED")
+}) {}
+
+const FeedbackIdParams = { feedback_id: Uuid }
+const TaskIdParams = { task_id: Uuid }
+
+export class FeedbackApi extends HttpApiGroup.make("feedback")
+  .add(
+    HttpApiEndpoint.post("submit", "/v1/feedback", {
+      payload: SubmitFeedback,
+      success: FeedbackItem.pipe(HttpApiSchema.status(201)),
+      error: [NotFound, CorrectionShapeMismatch, CorrectionContainsSecret]
+    }).pipe(requireScope(
+      "feedback.write",
+      "Records feedback on a logged run. A correction is checked against the task's answer schema and scrubbed of protected values (`redaction_warning` says which fields changed); it starts `pending`, feedback without one is `recorded`."
+    )),
+    HttpApiEndpoint.get("list", "/v1/feedback", {
+      query: {
+        task_id: Schema.optionalKey(Uuid),
+        status: Schema.optionalKey(FeedbackStatus),
+        limit: Limit,
+        cursor: Cursor
+      },
+      success: Schema.Struct({ feedback: Schema.Array(FeedbackItem), next_cursor: NextCursor }),
+      error: InvalidRequest
+    }).pipe(requireScope("feedback.read", "Lists feedback, newest first.")),
+    HttpApiEndpoint.post("stage", "/v1/feedback/:feedback_id/stage", {
+      params: FeedbackIdParams,
+      success: FeedbackItem,
+      error: [NotFound, InvalidTransition]
+    }).pipe(requireScope("feedback.write", "Moves a pending correction to `staged`.")),
+    HttpApiEndpoint.post("reject", "/v1/feedback/:feedback_id/reject", {
+      params: FeedbackIdParams,
+      success: FeedbackItem,
+      error: [NotFound, InvalidTransition]
+    }).pipe(requireScope("feedback.write", "Moves a pending correction to `rejected`.")),
+    HttpApiEndpoint.get("promotePreview", "/v1/tasks/:task_id/feedback/promote/preview", {
+      params: TaskIdParams,
+      success: PromotePreview,
+      error: NotFound
+    }).pipe(requireScope(
+      "feedback.read",
+      "The task's current dataset version and the revision of its staged corrections, to pass to promote."
+    )),
+    HttpApiEndpoint.post("promote", "/v1/tasks/:task_id/feedback/promote", {
+      params: TaskIdParams,
+      payload: Promote,
+      success: Promoted.pipe(HttpApiSchema.status(201)),
+      error: [NotFound, DatasetBaseChanged, FeedbackChanged, NothingStaged]
+    }).pipe(requireScope(
+      "datasets.write",
+      "Creates the next dataset version: the base examples plus every staged correction (the run's input with the corrected answer); those corrections become `promoted`."
+    ))
+  )
+  .middleware(Authentication)
+  .annotate(OpenApi.Title, "Feedback")
+{}

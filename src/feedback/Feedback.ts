@@ -1,0 +1,383 @@
+/**
+ * Feedback on logged task answers: submission (shape check, then removal of
+ * protected values), review (stage / reject), and promotion of the staged
+ * corrections into the task's next dataset version.
+ *
+ * The revision of a task's staged set is a digest of the staged ids. A
+ * correction only leaves `staged` by being promoted, and promotion also
+ * creates a new dataset version, so together with `base_dataset_id` the
+ * digest can never come back to an earlier value meaning something else.
+ */
+import { PgClient } from "@effect/sql-pg"
+import { Context, Effect, Layer, Option } from "effect"
+import {
+  CorrectionContainsSecret,
+  CorrectionShapeMismatch,
+  DatasetBaseChanged,
+  type FeedbackItem,
+  FeedbackChanged,
+  type FeedbackStatus,
+  NothingStaged
+} from "../api/Feedback.ts"
+import { InvalidRequest, InvalidTransition, NotFound } from "../api/Errors.ts"
+import { Identity } from "../identity/Identity.ts"
+import { sha256Hex } from "../platform/Crypto.ts"
+import { decodeCursor, page } from "../platform/Cursor.ts"
+import { newId } from "../platform/Ids.ts"
+import { iso } from "../platform/Time.ts"
+import { SecretStore } from "../secrets/SecretStore.ts"
+import { AnswerSchemas, type SchemaViolation } from "../tasks/AnswerSchema.ts"
+import { Redacted } from "effect"
+import { SqlError } from "effect/sql"
+import { type Json, type KnownCredentials, REDACTION_MARKER, scrub } from "./Scrubber.ts"
+
+type JsonObject = { readonly [key: string]: Json }
+
+interface FeedbackRow {
+  readonly id: string
+  readonly seq: string
+  readonly task_id: string
+  readonly inference_log_id: string
+  readonly score: number
+  readonly correction: JsonObject | null
+  readonly redacted_fields: ReadonlyArray<string> | null
+  readonly status: FeedbackStatus
+  readonly created_at: Date
+}
+
+const COLUMNS = "id, seq, task_id, inference_log_id, score, correction, redacted_fields, status, created_at"
+
+export const REDACTION_MESSAGE =
+  "Protected values (credentials or recognizable secrets) were removed from these fields of the correction before it was saved."
+
+const toItem = (row: FeedbackRow): FeedbackItem => ({
+  id: row.id,
+  inference_log_id: row.inference_log_id,
+  task_id: row.task_id,
+  score: Number(row.score),
+  correction: row.correction as FeedbackItem["correction"],
+  status: row.status,
+  created_at: iso(row.created_at),
+  ...(row.redacted_fields !== null && row.redacted_fields.length > 0
+    ? { redaction_warning: { fields: row.redacted_fields, message: REDACTION_MESSAGE } }
+    : {})
+})
+
+/** A violation's path inside the request body: `correction.items[2].price`. */
+const correctionPath = (path: string) => path === "" ? "correction" : path.startsWith("[") ? `correction${path}` : `correction.${path}`
+
+const issues = (violations: ReadonlyArray<SchemaViolation>) =>
+  violations.map((v) => ({ field: correctionPath(v.path), message: v.message }))
+
+/** The revision of a staged set: a digest of its ids (order-independent). */
+export const revisionOf = (ids: ReadonlyArray<string>) => sha256Hex([...ids].sort().join(",")).slice(0, 32)
+
+export interface ListRequest {
+  readonly task_id?: string | undefined
+  readonly status?: FeedbackStatus | undefined
+  readonly limit?: number | undefined
+  readonly cursor?: string | undefined
+}
+
+export class Feedback extends Context.Service<Feedback, {
+  readonly submit: (orgId: string, input: {
+    readonly inference_log_id: string
+    readonly score: number
+    readonly correction?: JsonObject | undefined
+  }) => Effect.Effect<FeedbackItem, NotFound | CorrectionShapeMismatch | CorrectionContainsSecret>
+  readonly list: (orgId: string, request: ListRequest) => Effect.Effect<
+    { readonly feedback: ReadonlyArray<FeedbackItem>; readonly next_cursor: string | null },
+    InvalidRequest
+  >
+  readonly stage: (orgId: string, feedbackId: string) => Effect.Effect<FeedbackItem, NotFound | InvalidTransition>
+  readonly reject: (orgId: string, feedbackId: string) => Effect.Effect<FeedbackItem, NotFound | InvalidTransition>
+  readonly preview: (orgId: string, taskId: string) => Effect.Effect<{
+    readonly base_dataset_id: string
+    readonly expected_feedback_revision: string
+    readonly staged: ReadonlyArray<FeedbackItem>
+  }, NotFound>
+  readonly promote: (orgId: string, taskId: string, input: {
+    readonly base_dataset_id: string
+    readonly expected_feedback_revision: string
+  }) => Effect.Effect<
+    { readonly dataset_id: string; readonly version: number; readonly promoted_count: number },
+    NotFound | DatasetBaseChanged | FeedbackChanged | NothingStaged
+  >
+}>()("svc/feedback/Feedback") {
+  static readonly layer = Layer.effect(
+    Feedback,
+    Effect.gen(function*() {
+      const sql = yield* PgClient.PgClient
+      const schemas = yield* AnswerSchemas
+      const identity = yield* Identity
+      const secrets = yield* SecretStore
+
+      // The fingerprint of an organization's known credentials: count and
+      // newest creation time of its API keys and stored secrets. Any new key
+      // or secret changes it (revocation and expiry do not matter: revoked
+      // keys and expired secrets are scrubbed too).
+      const fingerprintSql = (orgId: string) => sql`
+        (SELECT count(*) || '/' || coalesce(max(created_at)::text, '') FROM api_keys WHERE org_id = ${orgId})
+        || ';' ||
+        (SELECT count(*) || '/' || coalesce(max(created_at)::text, '') FROM org_secrets WHERE org_id = ${orgId})`
+
+      // Known credentials per organization, labelled with the fingerprint
+      // read BEFORE they were loaded (a label never claims more than the
+      // content holds). The INSERT only happens while the fingerprint still
+      // matches (see `submit`), so a key or secret created a moment ago, by
+      // this process or another, is always scrubbed.
+      const credentialCache = new Map<string, { readonly fingerprint: string; readonly known: KnownCredentials }>()
+      const CACHE_LIMIT = 1000
+      const remember = <V>(map: Map<string, V>, key: string, value: V) => {
+        map.delete(key)
+        if (map.size >= CACHE_LIMIT) map.delete(map.keys().next().value!)
+        map.set(key, value)
+      }
+      const loadCredentials = Effect.fn("Feedback.loadCredentials")(function*(orgId: string, fingerprint: string) {
+        const [keyHashes, values] = yield* Effect.all([identity.keyHashes(orgId), secrets.orgValues(orgId)], {
+          concurrency: "unbounded"
+        })
+        const entry = { fingerprint, known: { keyHashes, values: values.map(Redacted.value) } }
+        remember(credentialCache, orgId, entry)
+        return entry
+      })
+
+      // A run never changes once logged, nor does its task's schema: cache
+      // what submit needs of it.
+      interface RunContext {
+        readonly task_id: string
+        readonly answer_schema: unknown
+      }
+      const runCache = new Map<string, RunContext>()
+      const lookupRun = (orgId: string, traceId: string) =>
+        sql<RunContext & { fingerprint: string }>`
+          SELECT r.task_id, t.answer_schema, ${fingerprintSql(orgId)} AS fingerprint
+          FROM runs r JOIN tasks t ON t.id = r.task_id
+          WHERE r.trace_id = ${traceId} AND r.org_id = ${orgId}
+        `.pipe(
+          Effect.orDie,
+          Effect.flatMap(([row]) => {
+            if (row === undefined) return Effect.fail(new NotFound({ detail: "No logged run of this organization has this inference_log_id." }))
+            remember(runCache, `${orgId}:${traceId}`, { task_id: row.task_id, answer_schema: row.answer_schema })
+            return Effect.succeed(row)
+          })
+        )
+
+      /** The scrubbed correction, or the 422 when scrubbing leaves it unfit. */
+      const scrubbed = Effect.fn("Feedback.scrub")(function*(run: RunContext, correction: JsonObject, known: KnownCredentials) {
+        const result = yield* Effect.promise(() => scrub(correction, known, "correction"))
+        if (result.fields.length > 0) {
+          if (result.collisions.length > 0) {
+            return yield* new CorrectionContainsSecret({
+              field: result.collisions[0]!,
+              errors: result.collisions.map((field) => ({ field, message: "two member names became the same once protected values were removed" })),
+              detail: `${result.collisions[0]!}: member names hold protected values; send safe example values instead.`
+            })
+          }
+          const after = schemas.validate(run.task_id, run.answer_schema, result.value)
+          if (after.length > 0) {
+            const all = issues(after)
+            // Name a field the redaction touched when the schema complains about it.
+            const first = all.find((issue) => result.fields.some((f) => issue.field === f || issue.field.startsWith(f) || f.startsWith(issue.field))) ?? all[0]!
+            return yield* new CorrectionContainsSecret({
+              field: first.field,
+              errors: all,
+              detail: `${first.field} held a protected value; replaced by ${REDACTION_MARKER} it no longer fits the answer schema (${first.message}). Send a safe example value instead.`
+            })
+          }
+        }
+        return { value: result.value as JsonObject, fields: result.fields }
+      })
+
+      const submit = Effect.fn("Feedback.submit")(function*(orgId: string, input: {
+        readonly inference_log_id: string
+        readonly score: number
+        readonly correction?: JsonObject | undefined
+      }) {
+        let fresh: (RunContext & { fingerprint: string }) | undefined
+        let run = runCache.get(`${orgId}:${input.inference_log_id}`)
+        if (run === undefined) run = fresh = yield* lookupRun(orgId, input.inference_log_id)
+        yield* Effect.annotateCurrentSpan({ "svc.task_id": run.task_id })
+
+        const insert = (correction: JsonObject | null, redacted: ReadonlyArray<string>, fingerprint: string | null) =>
+          sql<FeedbackRow>`
+            INSERT INTO feedback (id, org_id, task_id, inference_log_id, score, correction, redacted_fields, status)
+            SELECT ${newId()}, ${orgId}, r.task_id, r.trace_id, ${input.score},
+                   ${correction === null ? null : sql.json(correction)},
+                   ${redacted.length === 0 ? null : sql.json(redacted)},
+                   ${correction === null ? "recorded" : "pending"}
+            FROM runs r WHERE r.trace_id = ${input.inference_log_id} AND r.org_id = ${orgId}
+            ${fingerprint === null ? sql`` : sql`AND ${fingerprintSql(orgId)} = ${fingerprint}`}
+            RETURNING ${sql.unsafe(COLUMNS)}
+          `.pipe(Effect.orDie)
+
+        if (input.correction === undefined) {
+          const [row] = yield* insert(null, [], null)
+          if (row === undefined) return yield* new NotFound({ detail: "No logged run of this organization has this inference_log_id." })
+          return toItem(row)
+        }
+
+        const violations = schemas.validate(run.task_id, run.answer_schema, input.correction)
+        if (violations.length > 0) {
+          // A member name in a path can itself be a pasted secret (e.g. under
+          // `additionalProperties: false`): the problem never repeats one.
+          if (fresh === undefined) fresh = yield* lookupRun(orgId, input.inference_log_id)
+          const cached = credentialCache.get(orgId)
+          const entry = cached !== undefined && cached.fingerprint === fresh.fingerprint
+            ? cached
+            : yield* loadCredentials(orgId, fresh.fingerprint)
+          const all = (yield* Effect.promise(() => scrub(issues(violations), entry.known))).value as ReturnType<typeof issues>
+          return yield* new CorrectionShapeMismatch({ field: all[0]!.field, errors: all, detail: `${all[0]!.field} ${all[0]!.message}` })
+        }
+
+        // Optimistic: scrub with the cached credentials and insert only if
+        // their fingerprint still holds; otherwise reload and try again.
+        for (let attempt = 0;; attempt++) {
+          let entry = credentialCache.get(orgId)
+          if (entry === undefined || (fresh !== undefined && entry.fingerprint !== fresh.fingerprint)) {
+            if (fresh === undefined) fresh = yield* lookupRun(orgId, input.inference_log_id)
+            entry = yield* loadCredentials(orgId, fresh.fingerprint)
+          }
+          const { value, fields } = yield* scrubbed(run, input.correction, entry.known)
+          const [row] = yield* insert(value, fields, entry.fingerprint)
+          if (row !== undefined) return toItem(row)
+          if (attempt >= 5) return yield* Effect.die(new Error("organization credentials kept changing during feedback submission"))
+          // The fingerprint moved (or the run is gone: lookupRun says 404).
+          fresh = yield* lookupRun(orgId, input.inference_log_id)
+        }
+      })
+
+      const list = Effect.fn("Feedback.list")(function*(orgId: string, request: ListRequest) {
+        const limit = request.limit ?? 50
+        let below = Option.none<string>()
+        if (request.cursor !== undefined) {
+          below = decodeCursor(request.cursor)
+          if (Option.isNone(below)) {
+            return yield* new InvalidRequest({ field: "cursor", detail: "cursor is not one this service issued" })
+          }
+        }
+        const rows = yield* sql<FeedbackRow>`
+          SELECT ${sql.unsafe(COLUMNS)} FROM feedback
+          WHERE org_id = ${orgId}
+          ${request.task_id !== undefined ? sql`AND task_id = ${request.task_id}` : sql``}
+          ${request.status !== undefined ? sql`AND status = ${request.status}` : sql``}
+          ${Option.isSome(below) ? sql`AND seq < ${below.value}` : sql``}
+          ORDER BY seq DESC LIMIT ${limit + 1}
+        `.pipe(Effect.orDie)
+        const { items, next_cursor } = page(rows, limit)
+        return { feedback: items.map(toItem), next_cursor }
+      })
+
+      const decide = Effect.fnUntraced(function*(orgId: string, feedbackId: string, to: "staged" | "rejected") {
+        yield* Effect.annotateCurrentSpan({ "svc.feedback_id": feedbackId })
+        const [updated] = yield* sql<FeedbackRow>`
+          UPDATE feedback SET status = ${to}, updated_at = now()
+          WHERE id = ${feedbackId} AND org_id = ${orgId} AND status = 'pending'
+          RETURNING ${sql.unsafe(COLUMNS)}
+        `.pipe(Effect.orDie)
+        if (updated !== undefined) return toItem(updated)
+        const [current] = yield* sql<{ status: string }>`
+          SELECT status FROM feedback WHERE id = ${feedbackId} AND org_id = ${orgId}
+        `.pipe(Effect.orDie)
+        if (current === undefined) return yield* new NotFound({ detail: "No such feedback." })
+        return yield* new InvalidTransition({
+          status_now: current.status,
+          detail: current.status === "recorded"
+            ? "Feedback without a correction cannot be staged or rejected."
+            : `Only pending corrections can be ${to}; this one is ${current.status}.`
+        })
+      })
+
+      const currentDataset = (orgId: string, taskId: string, lock: boolean) =>
+        Effect.gen(function*() {
+          // Locking the task row serializes promotions of one task.
+          const [task] = lock
+            ? yield* sql<{ id: string }>`SELECT id FROM tasks WHERE id = ${taskId} AND org_id = ${orgId} FOR UPDATE`
+            : yield* sql<{ id: string }>`SELECT id FROM tasks WHERE id = ${taskId} AND org_id = ${orgId}`
+          if (task === undefined) return Option.none()
+          const [dataset] = yield* sql<{ id: string; version: number; example_count: number }>`
+            SELECT id, version, example_count FROM datasets WHERE task_id = ${taskId} ORDER BY version DESC LIMIT 1
+          `
+          return Option.fromUndefinedOr(dataset)
+        }).pipe(Effect.orDie)
+
+      const stagedRows = (orgId: string, taskId: string, lock: boolean) =>
+        (lock
+          ? sql<FeedbackRow>`
+              SELECT ${sql.unsafe(COLUMNS)} FROM feedback
+              WHERE task_id = ${taskId} AND org_id = ${orgId} AND status = 'staged' ORDER BY seq FOR UPDATE`
+          : sql<FeedbackRow>`
+              SELECT ${sql.unsafe(COLUMNS)} FROM feedback
+              WHERE task_id = ${taskId} AND org_id = ${orgId} AND status = 'staged' ORDER BY seq`).pipe(Effect.orDie)
+
+      const preview = Effect.fn("Feedback.preview")(function*(orgId: string, taskId: string) {
+        yield* Effect.annotateCurrentSpan({ "svc.task_id": taskId })
+        const [dataset, staged] = yield* sql.withTransaction(
+          Effect.all([currentDataset(orgId, taskId, false), stagedRows(orgId, taskId, false)])
+        ).pipe(Effect.orDie)
+        if (Option.isNone(dataset)) return yield* new NotFound({ detail: "No such task." })
+        return {
+          base_dataset_id: dataset.value.id,
+          expected_feedback_revision: revisionOf(staged.map((row) => row.id)),
+          staged: staged.map(toItem)
+        }
+      })
+
+      const promote = Effect.fn("Feedback.promote")(function*(orgId: string, taskId: string, input: {
+        readonly base_dataset_id: string
+        readonly expected_feedback_revision: string
+      }) {
+        yield* Effect.annotateCurrentSpan({ "svc.task_id": taskId })
+        const result = yield* sql.withTransaction(Effect.gen(function*() {
+          const dataset = yield* currentDataset(orgId, taskId, true)
+          if (Option.isNone(dataset)) return yield* new NotFound({ detail: "No such task." })
+          const base = dataset.value
+          if (base.id !== input.base_dataset_id) {
+            return yield* new DatasetBaseChanged({
+              current_base_dataset_id: base.id,
+              detail: "The task has a newer dataset version than the previewed one; preview again and review."
+            })
+          }
+          const staged = yield* stagedRows(orgId, taskId, true)
+          if (staged.length === 0) {
+            return yield* new NothingStaged({ detail: "Stage corrections before promoting them." })
+          }
+          if (revisionOf(staged.map((row) => row.id)) !== input.expected_feedback_revision) {
+            return yield* new FeedbackChanged({
+              detail: "The staged corrections changed since the preview; preview again and review."
+            })
+          }
+          const datasetId = newId()
+          const version = base.version + 1
+          const ids = staged.map((row) => row.id)
+          yield* sql`
+            INSERT INTO datasets (id, org_id, task_id, version, example_count)
+            VALUES (${datasetId}, ${orgId}, ${taskId}, ${version}, ${base.example_count + staged.length})
+          `
+          yield* sql`
+            INSERT INTO dataset_examples (dataset_id, position, input, answer, feedback_id)
+            SELECT ${datasetId}, position, input, answer, feedback_id FROM dataset_examples WHERE dataset_id = ${base.id}
+          `
+          yield* sql`
+            INSERT INTO dataset_examples (dataset_id, position, input, answer, feedback_id)
+            SELECT ${datasetId}, ${base.example_count} + (row_number() OVER (ORDER BY f.seq))::int - 1, r.input, f.correction, f.id
+            FROM feedback f JOIN runs r ON r.trace_id = f.inference_log_id
+            WHERE f.id IN ${sql.in(ids)}
+          `
+          yield* sql`
+            UPDATE feedback SET status = 'promoted', promoted_dataset_id = ${datasetId}, updated_at = now()
+            WHERE id IN ${sql.in(ids)} AND status = 'staged'
+          `
+          return { dataset_id: datasetId, version, promoted_count: staged.length }
+        })).pipe(Effect.catch((error) => SqlError.isSqlError(error) ? Effect.die(error) : Effect.fail(error)))
+        yield* Effect.annotateCurrentSpan({ "svc.dataset_id": result.dataset_id, "svc.promoted_count": result.promoted_count })
+        return result
+      })
+
+      const stage = Effect.fn("Feedback.stage")((orgId: string, feedbackId: string) => decide(orgId, feedbackId, "staged"))
+      const reject = Effect.fn("Feedback.reject")((orgId: string, feedbackId: string) => decide(orgId, feedbackId, "rejected"))
+
+      return Feedback.of({ submit, list, stage, reject, preview, promote })
+    })
+  )
+}

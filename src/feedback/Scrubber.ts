@@ -1,0 +1,178 @@
+/**
+ * Removes protected values from a correction before it is saved:
+ * - the organization's known credentials: API keys (found by their shape,
+ *   `svc_` + 43 characters, then hashed and compared with the stored
+ *   SHA-256 of every key of the organization, revoked ones included) and
+ *   the secret store's values (webhook signing secrets, collector header
+ *   values; for a header value like `Bearer <token>` the token alone too),
+ *   whole or embedded in a longer string;
+ * - recognizable secrets: the ruleset in `SecretRules.ts`.
+ *
+ * Only the secret substring is replaced, by `REDACTION_MARKER`. Object keys
+ * are scanned like values (a secret used as a key is still a secret); a key
+ * NAME such as `token` or `password_hint` never triggers removal by itself.
+ * The result lists the JSON paths of the changed strings, never the values.
+ */
+import { sha256Hex } from "../platform/Crypto.ts"
+import { KEY_PATTERN } from "../identity/Identity.ts"
+import { appendPath } from "../tasks/AnswerSchema.ts"
+import { type Range, scanPatterns, scanSecretlint } from "./SecretRules.ts"
+
+export const REDACTION_MARKER = "[REDACTED]"
+
+/** Known values shorter than this are ignored: they would remove ordinary text. */
+export const MIN_KNOWN_VALUE_LENGTH = 8
+
+export type Json = null | boolean | number | string | ReadonlyArray<Json> | { readonly [key: string]: Json }
+
+export interface KnownCredentials {
+  /** SHA-256 (hex) of every API key of the organization. */
+  readonly keyHashes: ReadonlySet<string>
+  /** Plain secret values of the organization (signing secrets, header values). */
+  readonly values: ReadonlyArray<string>
+}
+
+export interface ScrubResult {
+  readonly value: Json
+  /** JSON paths (rooted at `root`) of every string that changed, in document order. */
+  readonly fields: ReadonlyArray<string>
+  /** Paths of objects where two keys became the same after redaction. */
+  readonly collisions: ReadonlyArray<string>
+}
+
+/**
+ * Paths use the API's `field` convention (see `appendPath`): identifiers as
+ * `.name`, array indexes as `[2]`, any other name as a JSON string in
+ * brackets (`["two words"]`, `["a.b"]`).
+ */
+export const childPath = appendPath
+
+/** The literal values to look for: each value, and the credential after an auth scheme. */
+export const knownNeedles = (values: ReadonlyArray<string>): ReadonlyArray<string> => {
+  const needles = new Set<string>()
+  for (const value of values) {
+    if (value.length >= MIN_KNOWN_VALUE_LENGTH) needles.add(value)
+    const scheme = /^[A-Za-z][A-Za-z0-9_-]*\s+(\S.*)$/.exec(value)
+    if (scheme?.[1] !== undefined && scheme[1].length >= MIN_KNOWN_VALUE_LENGTH) needles.add(scheme[1])
+  }
+  // Longest first, so a value that contains another is removed whole.
+  return [...needles].sort((a, b) => b.length - a.length)
+}
+
+const knownRanges = (text: string, needles: ReadonlyArray<string>, keyHashes: ReadonlySet<string>): Array<Range> => {
+  const out: Array<Range> = []
+  for (const needle of needles) {
+    let from = 0
+    for (;;) {
+      const at = text.indexOf(needle, from)
+      if (at < 0) break
+      out.push([at, at + needle.length])
+      from = at + 1
+    }
+  }
+  if (keyHashes.size > 0 && text.includes("svc_")) {
+    for (const match of text.matchAll(new RegExp(KEY_PATTERN.source, "g"))) {
+      if (keyHashes.has(sha256Hex(match[0]))) out.push([match.index, match.index + match[0].length])
+    }
+  }
+  return out
+}
+
+/** Replaces the union of `ranges` in `text` by the marker (overlapping ranges merge). */
+export const redactRanges = (text: string, ranges: ReadonlyArray<Range>): string => {
+  if (ranges.length === 0) return text
+  const sorted = [...ranges].sort((a, b) => a[0] - b[0])
+  const merged: Array<[number, number]> = []
+  for (const [start, end] of sorted) {
+    const last = merged[merged.length - 1]
+    if (last !== undefined && start <= last[1]) last[1] = Math.max(last[1], end)
+    else merged.push([start, end])
+  }
+  let out = ""
+  let at = 0
+  for (const [start, end] of merged) {
+    out += text.slice(at, start) + REDACTION_MARKER
+    at = end
+  }
+  return out + text.slice(at)
+}
+
+/** Every string of the document (keys and values), in a fixed traversal order. */
+const collectStrings = (value: Json, out: Array<string>): void => {
+  if (typeof value === "string") out.push(value)
+  else if (Array.isArray(value)) for (const item of value) collectStrings(item, out)
+  else if (value !== null && typeof value === "object") {
+    for (const [key, item] of Object.entries(value)) {
+      out.push(key)
+      collectStrings(item, out)
+    }
+  }
+}
+
+// Strings are scanned by secretlint in one pass, joined by a separator no
+// rule matches across; findings are then split back per string.
+const SEPARATOR = "\n\n"
+
+export const scrub = async (document: Json, known: KnownCredentials, root = ""): Promise<ScrubResult> => {
+  const strings: Array<string> = []
+  collectStrings(document, strings)
+  if (strings.length === 0) return { value: document, fields: [], collisions: [] }
+
+  const ranges: Array<Array<Range>> = strings.map(() => [])
+  const starts: Array<number> = []
+  let offset = 0
+  for (const text of strings) {
+    starts.push(offset)
+    offset += text.length + SEPARATOR.length
+  }
+  const joined = strings.join(SEPARATOR)
+  for (const finding of await scanSecretlint(joined)) {
+    const [start, end] = finding.range
+    // Findings rarely span strings; clip each to the strings it touches.
+    for (let i = 0; i < strings.length; i++) {
+      const s = starts[i]!
+      const e = s + strings[i]!.length
+      if (end <= s) break
+      if (start >= e) continue
+      ranges[i]!.push([Math.max(start, s) - s, Math.min(end, e) - s])
+    }
+  }
+  const needles = knownNeedles(known.values)
+  strings.forEach((text, i) => {
+    for (const finding of scanPatterns(text)) ranges[i]!.push(finding.range)
+    ranges[i]!.push(...knownRanges(text, needles, known.keyHashes))
+  })
+
+  const fields: Array<string> = []
+  const collisions: Array<string> = []
+  let index = 0
+  const next = () => {
+    const i = index++
+    const original = strings[i]!
+    const redacted = redactRanges(original, ranges[i]!)
+    return { redacted, changed: redacted !== original }
+  }
+  const rebuild = (value: Json, path: string): Json => {
+    if (typeof value === "string") {
+      const { redacted, changed } = next()
+      if (changed) fields.push(path)
+      return redacted
+    }
+    if (Array.isArray(value)) return value.map((item, i) => rebuild(item, childPath(path, i)))
+    if (value !== null && typeof value === "object") {
+      const out: Record<string, Json> = {}
+      for (const item of Object.values(value)) {
+        const { redacted: name, changed } = next()
+        const itemPath = childPath(path, name)
+        if (changed) fields.push(itemPath)
+        if (Object.hasOwn(out, name)) collisions.push(path)
+        // defineProperty: a `__proto__` member stays a plain member.
+        Object.defineProperty(out, name, { value: rebuild(item, itemPath), enumerable: true, writable: true, configurable: true })
+      }
+      return out
+    }
+    return value
+  }
+  const value = rebuild(document, root)
+  return { value, fields: [...new Set(fields)], collisions: [...new Set(collisions)] }
+}

@@ -1,0 +1,158 @@
+/**
+ * The ruleset of recognizable secret formats the feedback scrubber removes.
+ *
+ * Most of it is secretlint's maintained recommended preset
+ * (`@secretlint/secretlint-rule-preset-recommend`: AWS, GCP service
+ * accounts, private keys, npm, basic auth in URLs, Slack, SendGrid, Shopify,
+ * Stripe, GitHub, GitLab, Grafana, OpenAI, Anthropic, Groq, Hugging Face,
+ * Linear, Notion, 1Password, database connection strings, HashiCorp Vault,
+ * Vercel, Databricks, Docker, Figma, Cloudflare, Tailscale), run through
+ * `@secretlint/core`. Two adjustments:
+ * - the AWS rule's access key id scan (`enableIDScanRule`) is on: an
+ *   `AKIA...` id alone is worth removing from a training example;
+ * - `secretlint-rule-filter-comments` is left out: it honours
+ *   `secretlint-disable` comments, and a correction must not be able to
+ *   switch the scanner off.
+ *
+ * The formats the preset does not cover (JWTs, bearer and basic
+ * credentials in header-like strings, Google API keys, Slack webhook URLs,
+ * PEM private keys whose body secretlint cannot parse) are the extra rules
+ * below, modelled on gitleaks' default rules (rule ids cited per rule).
+ */
+import { lintSource } from "@secretlint/core"
+import { secretLintProfiler } from "@secretlint/profiler"
+import { rules as presetRules } from "@secretlint/secretlint-rule-preset-recommend"
+import type { SecretLintCoreConfig } from "@secretlint/types"
+
+/** A half-open range `[start, end)` of a string that holds a secret. */
+export type Range = readonly [number, number]
+
+export interface PatternRule {
+  readonly id: string
+  /** Where the rule comes from (gitleaks rule id it is modelled on). */
+  readonly source: string
+  readonly pattern: RegExp
+  /** The capture group holding the secret (0: the whole match). */
+  readonly group: number
+  /**
+   * Lower-case strings every match contains; the pattern only runs on text
+   * holding one of them (gitleaks' `keywords` prefilter).
+   */
+  readonly keywords: ReadonlyArray<string>
+}
+
+/**
+ * Hand-written rules for formats the secretlint preset does not cover.
+ * Patterns are global and use only the JavaScript regex dialect.
+ */
+export const patternRules: ReadonlyArray<PatternRule> = [
+  {
+    id: "jwt",
+    source: "gitleaks:jwt",
+    // gitleaks `jwt`: ey[a-zA-Z0-9]{17,}\.ey[a-zA-Z0-9\/\\_-]{17,}\.(?:[a-zA-Z0-9\/\\_-]{10,}={0,2})?
+    pattern: /\bey[a-zA-Z0-9]{17,}\.ey[a-zA-Z0-9/\\_-]{17,}\.(?:[a-zA-Z0-9/\\_-]{10,}={0,2})?/g,
+    group: 0,
+    keywords: [".ey"]
+  },
+  {
+    id: "private-key",
+    source: "gitleaks:private-key",
+    // gitleaks `private-key`: (?i)-----BEGIN[ A-Z0-9_-]{0,100}PRIVATE KEY(?: BLOCK)?-----[\s\S-]{64,}?KEY(?: BLOCK)?-----
+    pattern: /-----BEGIN[ A-Z0-9_-]{0,100}PRIVATE KEY(?: BLOCK)?-----[\s\S-]{64,}?KEY(?: BLOCK)?-----/gi,
+    group: 0,
+    keywords: ["private key"]
+  },
+  {
+    id: "bearer-credential",
+    source: "gitleaks:curl-auth-header",
+    // gitleaks `curl-auth-header` finds `Authorization: Bearer <token>` in
+    // curl commands; here any "Bearer <token>" in a string, where the token
+    // is an RFC 6750 b64token of 16+ characters. Only the token is removed.
+    pattern: /\b[Bb]earer\s+([A-Za-z0-9\-._~+/]{16,}=*)/g,
+    group: 1,
+    keywords: ["bearer"]
+  },
+  {
+    id: "basic-credential",
+    source: "gitleaks:curl-auth-header",
+    // "Authorization: Basic <base64 user:pass>"; only the credential is removed.
+    pattern: /\bBasic\s+([A-Za-z0-9+/]{12,}={0,2})(?![A-Za-z0-9+/=])/g,
+    group: 1,
+    keywords: ["basic"]
+  },
+  {
+    id: "gcp-api-key",
+    source: "gitleaks:gcp-api-key",
+    // gitleaks `gcp-api-key`: \b(AIza[\w-]{35})(?:[\x60'"\s;]|\\[nr]|$)
+    pattern: /\b(AIza[\w-]{35})(?![\w-])/g,
+    group: 1,
+    keywords: ["aiza"]
+  },
+  {
+    id: "slack-webhook-url",
+    source: "gitleaks:slack-webhook-url",
+    // gitleaks `slack-webhook-url`: (?:https?://)?hooks.slack.com/(?:services|workflows|triggers)/[A-Za-z0-9+/]{43,56}
+    pattern: /(?:https?:\/\/)?hooks\.slack\.com\/(?:services|workflows|triggers)\/[A-Za-z0-9+/]{43,56}/g,
+    group: 0,
+    keywords: ["hooks.slack.com"]
+  }
+]
+
+// secretlint profiles every run by default: a `performance.mark` per rule
+// and file, kept in memory for good. A long-running service must not.
+secretLintProfiler.setEnabled(false)
+
+const FILTER_COMMENTS = "@secretlint/secretlint-rule-filter-comments"
+const AWS = "@secretlint/secretlint-rule-aws"
+
+const secretlintConfig: SecretLintCoreConfig = {
+  rules: presetRules
+    .filter((rule) => rule.meta.id !== FILTER_COMMENTS)
+    .map((rule) => ({
+      id: rule.meta.id,
+      rule: rule as never,
+      ...(rule.meta.id === AWS ? { options: { enableIDScanRule: true } } : {})
+    }))
+}
+
+/** The ids of every rule in the ruleset (secretlint's and ours). */
+export const ruleIds: ReadonlyArray<string> = [
+  ...presetRules.filter((rule) => rule.meta.id !== FILTER_COMMENTS).map((rule) => rule.meta.id),
+  ...patternRules.map((rule) => rule.id)
+]
+
+export interface Finding {
+  readonly ruleId: string
+  readonly range: Range
+}
+
+/** Findings of the hand-written rules in `text`. */
+export const scanPatterns = (text: string): Array<Finding> => {
+  const out: Array<Finding> = []
+  const lower = text.toLowerCase()
+  for (const rule of patternRules) {
+    if (!rule.keywords.some((keyword) => lower.includes(keyword))) continue
+    for (const match of text.matchAll(rule.pattern)) {
+      const secret = match[rule.group]
+      if (secret === undefined || secret === "") continue
+      const start = match.index + (rule.group === 0 ? 0 : match[0].indexOf(secret))
+      out.push({ ruleId: rule.id, range: [start, start + secret.length] })
+    }
+  }
+  return out
+}
+
+/** Findings of secretlint's preset in `text` (one scan of the whole text). */
+export const scanSecretlint = async (text: string): Promise<Array<Finding>> => {
+  const result = await lintSource({
+    source: { content: text, filePath: "/correction.txt", contentType: "text" },
+    options: { config: secretlintConfig, noPhysicFilePath: true }
+  })
+  return result.messages.map((message) => ({ ruleId: message.ruleId, range: [message.range[0], message.range[1]] as const }))
+}
+
+/** Every finding of the whole ruleset in `text`. */
+export const scanText = async (text: string): Promise<Array<Finding>> => [
+  ...(await scanSecretlint(text)),
+  ...scanPatterns(text)
+]

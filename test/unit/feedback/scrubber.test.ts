@@ -1,0 +1,163 @@
+import { assert, describe, it } from "@effect/vitest"
+import * as fc from "fast-check"
+import { KEY_PREFIX } from "../../../src/identity/Identity.ts"
+import { randomToken, sha256Hex } from "../../../src/platform/Crypto.ts"
+import { childPath, type Json, knownNeedles, REDACTION_MARKER, redactRanges, scrub } from "../../../src/feedback/Scrubber.ts"
+import { secretSamples } from "../../support/secretSamples.ts"
+
+const liveKey = randomToken(KEY_PREFIX)
+const revokedKey = randomToken(KEY_PREFIX)
+const strangerKey = randomToken(KEY_PREFIX)
+const signingSecret = randomToken("whsec_")
+const collectorToken = randomToken("", 24)
+const known = {
+  keyHashes: new Set([sha256Hex(liveKey), sha256Hex(revokedKey)]),
+  values: [signingSecret, `Bearer ${collectorToken}`, "x1"]
+}
+
+/** Every string of a document: values and member names. */
+const strings = (value: Json, out: Array<string> = []): Array<string> => {
+  if (typeof value === "string") out.push(value)
+  else if (Array.isArray(value)) for (const item of value) strings(item, out)
+  else if (value !== null && typeof value === "object") {
+    for (const [key, item] of Object.entries(value)) {
+      out.push(key)
+      strings(item, out)
+    }
+  }
+  return out
+}
+
+describe("known organization credentials are removed, whole or embedded", () => {
+  it("this organization's API keys (revoked ones too) are found by hash; other key-shaped text is kept", async () => {
+    const doc = { a: liveKey, b: `curl -H "Authorization: Bearer ${revokedKey}" ...`, c: strangerKey }
+    const { value, fields } = await scrub(doc, known, "correction")
+    assert.deepStrictEqual(value, { a: REDACTION_MARKER, b: `curl -H "Authorization: ${REDACTION_MARKER}" ...`.replace(`${REDACTION_MARKER}"`, `Bearer ${REDACTION_MARKER}"`), c: strangerKey })
+    assert.deepStrictEqual(fields, ["correction.a", "correction.b"])
+  })
+
+  it("signing secrets and collector header values, and the token of a `Bearer <token>` header", async () => {
+    const doc = { list: [`secret=${signingSecret};`, { deep: { x: `token ${collectorToken} here` } }] }
+    const { value, fields } = await scrub(doc, known, "correction")
+    assert.deepStrictEqual(value, { list: [`secret=${REDACTION_MARKER};`, { deep: { x: `token ${REDACTION_MARKER} here` } }] })
+    assert.deepStrictEqual(fields, ["correction.list[0]", "correction.list[1].deep.x"])
+  })
+
+  it("known values shorter than 8 characters are ignored (they would remove ordinary text)", () => {
+    assert.notInclude(knownNeedles(["x1", "Bearer ab"]), "x1")
+    assert.include(knownNeedles(["Bearer abcdefgh"]), "abcdefgh")
+  })
+})
+
+describe("the key name alone never triggers removal; keys holding secrets are scrubbed", () => {
+  it("token, session, secret_word, password_hint keep ordinary values", async () => {
+    const doc = { token: "abc", session: "s-1", secret_word: "banana", password_hint: "first pet", api_key: "see docs" }
+    const { value, fields } = await scrub(doc, known)
+    assert.deepStrictEqual(value, doc)
+    assert.deepStrictEqual(fields, [])
+  })
+
+  it("a secret used as a member name is replaced in the name; the path names the new member", async () => {
+    const { value, fields, collisions } = await scrub({ m: { [liveKey]: 1, ok: 2 } }, known, "correction")
+    assert.deepStrictEqual(value, { m: { [REDACTION_MARKER]: 1, ok: 2 } })
+    assert.deepStrictEqual(fields, ['correction.m["[REDACTED]"]'])
+    assert.deepStrictEqual(collisions, [])
+  })
+
+  it("two member names that become the same are reported as a collision", async () => {
+    const { collisions } = await scrub({ m: { [liveKey]: 1, [revokedKey]: 2 } }, known, "correction")
+    assert.deepStrictEqual(collisions, ["correction.m"])
+  })
+
+  it("a __proto__ member stays a plain member", async () => {
+    const doc = JSON.parse(`{"__proto__": {"x": "${liveKey}"}}`) as Json
+    const { value } = await scrub(doc, known)
+    assert.strictEqual(JSON.stringify(value), `{"__proto__":{"x":"${REDACTION_MARKER}"}}`)
+  })
+})
+
+describe("paths and ranges", () => {
+  it("paths: identifiers dotted, indexes bracketed, other names as JSON strings in brackets", () => {
+    assert.strictEqual(childPath("correction", "items"), "correction.items")
+    assert.strictEqual(childPath("correction.items", 2), "correction.items[2]")
+    assert.strictEqual(childPath("correction", "two words"), 'correction["two words"]')
+    assert.strictEqual(childPath("correction", "a.b"), 'correction["a.b"]')
+    assert.strictEqual(childPath("", "x"), "x")
+  })
+
+  it("overlapping ranges merge into one marker", () => {
+    assert.strictEqual(redactRanges("abcdefgh", [[1, 4], [3, 6]]), `a${REDACTION_MARKER}gh`)
+    assert.strictEqual(redactRanges("abcdefgh", [[0, 2], [6, 8]]), `${REDACTION_MARKER}cdef${REDACTION_MARKER}`)
+  })
+})
+
+// Generated documents: arbitrary JSON with planted secrets at random depths.
+const plainString = fc.string({ maxLength: 12 }).filter((s) => !s.includes(" ") && s.length < 12)
+const plainJson: fc.Arbitrary<Json> = fc.letrec<{ value: Json }>((tie) => ({
+  value: fc.oneof(
+    { depthSize: "small", withCrossShrink: true },
+    fc.constant(null),
+    fc.boolean(),
+    fc.integer(),
+    plainString,
+    fc.array(tie("value"), { maxLength: 4 }),
+    fc.dictionary(plainString, tie("value"), { maxKeys: 4 })
+  )
+})).value
+
+/** [what is planted, the secret in it that must disappear] */
+const plantedSecrets: ReadonlyArray<readonly [string, string]> = [
+  ...secretSamples(11).map((s) => [s.text, s.secret] as const),
+  ...[liveKey, revokedKey, signingSecret, collectorToken].map((s) => [s, s] as const)
+]
+
+/** Puts `secret` (embedded in text, or as a member name) at a random place of `doc`. */
+const plant = (doc: Json, secret: string, path: ReadonlyArray<number>, asKey: boolean, prefix: string): Json => {
+  const text = `${prefix} ${secret} tail`
+  const [step, ...rest] = path
+  if (Array.isArray(doc) && doc.length > 0 && step !== undefined) {
+    const i = step % doc.length
+    return doc.map((item, j) => j === i ? plant(item, secret, rest, asKey, prefix) : item)
+  }
+  if (doc !== null && typeof doc === "object" && !Array.isArray(doc)) {
+    const keys = Object.keys(doc)
+    if (keys.length > 0 && step !== undefined && step % 3 !== 0) {
+      const key = keys[step % keys.length]!
+      return Object.fromEntries(Object.entries(doc).map(([k, v]) => [k, k === key ? plant(v, secret, rest, asKey, prefix) : v]))
+    }
+    return asKey ? { ...doc, [text]: 1 } : { ...doc, planted: text }
+  }
+  return asKey ? { [text]: doc } : { wrapped: doc, planted: text }
+}
+
+describe("property: planted secrets never survive; documents without secrets pass through unchanged", () => {
+  it("no planted value (ruleset or the org's own credentials) survives, at any depth", async () => {
+    await fc.assert(
+      fc.asyncProperty(
+        plainJson,
+        fc.array(fc.tuple(fc.constantFrom(...plantedSecrets), fc.array(fc.nat(), { maxLength: 5 }), fc.boolean(), fc.constantFrom("", "see:", "note", "x=")), { minLength: 1, maxLength: 4 }),
+        async (base, plants) => {
+          let doc = base
+          for (const [[planted], path, asKey, prefix] of plants) doc = plant(doc, planted, path, asKey, prefix)
+          const { value, fields } = await scrub(doc, known, "correction")
+          for (const text of strings(value)) {
+            for (const [[, secret]] of plants) assert.notInclude(text, secret)
+          }
+          assert.isAbove(fields.length, 0)
+        }
+      ),
+      { numRuns: 150 }
+    )
+  })
+
+  it("documents without secrets come back identical, with no warning", async () => {
+    await fc.assert(
+      fc.asyncProperty(plainJson, async (doc) => {
+        const { value, fields } = await scrub(doc, known, "correction")
+        assert.deepStrictEqual(value, doc)
+        assert.deepStrictEqual(fields, [])
+      }),
+      { numRuns: 200 }
+    )
+  })
+})
