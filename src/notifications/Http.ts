@@ -1,6 +1,7 @@
 import { Effect } from "effect"
 import { HttpApiBuilder } from "effect/http-api"
 import { Api } from "../api/Api.ts"
+import { NotReplayable } from "../api/Deliveries.ts"
 import type { NotificationDelivery } from "../api/Notifications.ts"
 import { CurrentPrincipal } from "../api/Security.ts"
 import { type Delivery, DeliveryQueue } from "../deliveries/DeliveryQueue.ts"
@@ -55,7 +56,14 @@ export const NotificationsHandlers = HttpApiBuilder.group(
       replay: ({ params }) =>
         CurrentPrincipal.use((p) =>
           Effect.gen(function*() {
-            yield* endpoints.find(p.orgId, params.id)
+            const endpoint = yield* endpoints.find(p.orgId, params.id)
+            if (!endpoint.active) {
+              return yield* new NotReplayable({
+                delivery_status: "failed",
+                detail: "The endpoint is inactive (" + (endpoint.deactivated_reason ?? "deactivated") +
+                  "); PATCH it to reactivate, then replay."
+              })
+            }
             return yield* queue.replay({
               orgId: p.orgId,
               kind: "webhook",

@@ -259,13 +259,18 @@ layer(webhookService({ webhookQueueCapacity: 5 }), { excludeTestServices: true }
           (r) => r[0]!.n === 0 ? true : undefined
         ))
         assert.strictEqual((yield* deliveryRows(endpoint.id)).length, 2)
-        // PATCH reactivates; new events flow again.
+        // Replay waits for reactivation: 409 NOT_REPLAYABLE saying so.
+        const early = yield* Effect.flip(org.client.notifications.replay({ params: { id: endpoint.id, delivery: rows[0]!.id } }))
+        assert.strictEqual(early._tag, "NotReplayable")
+        // PATCH reactivates; new events flow again, and the failed ones can be replayed.
         receiver.respond(() => Reply.ok())
         const patched = yield* org.client.notifications.update({ params: { id: endpoint.id }, payload: { events: ["approval.rejected"] } })
         assert.strictEqual(patched.active, true)
         assert.isUndefined(patched.deactivated_reason)
         yield* insertEvents([eventBody(org.orgId, "approval.rejected")])
         yield* waitForDeliveries(endpoint.id, (rows) => rows.length === 3 && rows[2]!.status === "delivered")
+        yield* org.client.notifications.replay({ params: { id: endpoint.id, delivery: rows[0]!.id } })
+        yield* waitForDeliveries(endpoint.id, (rows) => rows[0]!.status === "delivered")
         assert.isAtLeast(receiver.requests().length, sent + 1)
       }).pipe(Effect.scoped))
   })
