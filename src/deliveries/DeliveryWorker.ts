@@ -149,8 +149,17 @@ export const runWorker = <R>(options: WorkerOptions<R>) =>
         inFlight++
         yield* FiberSet.run(fibers, process(delivery))
       }
-      // A full claim may leave more behind; otherwise wait for something to change.
-      if (claimed.length < free) yield* waitForWork
+      // A full claim may leave more behind; otherwise wait for something to
+      // change. While deliveries are in flight, one of them finishing (or a
+      // short recheck) is the next event: no need to ask when work is due.
+      if (claimed.length < free) {
+        yield* inFlight > 0
+          ? Effect.raceFirst(
+            wakeups.wait(wakeTopic(options.kind), Duration.millis(Math.min(Duration.toMillis(options.pollEvery), BLOCKED_RECHECK_MS))),
+            slotFreed.await
+          )
+          : waitForWork
+      }
     })
 
     yield* step.pipe(
