@@ -5,6 +5,7 @@
  */
 import { assert, describe, it } from "@effect/vitest"
 import { Effect } from "effect"
+import { HttpServerRequest } from "effect/http"
 import * as fc from "fast-check"
 import { readFileSync } from "node:fs"
 import { EventTypes } from "../../../src/api/Notifications.ts"
@@ -150,5 +151,15 @@ describe("svc/receiver", () => {
       const rejected = yield* Effect.flip(SvcWebhooks.constructEvent(body, signatureHeader([secret], now + 1000, body), secret, at(now)))
       assert.strictEqual(rejected._tag, "WebhookRejected")
       assert.strictEqual(rejected.reason, "timestamp_outside_tolerance")
+      // In an Effect HTTP handler: the raw body and header of the current request.
+      const request = HttpServerRequest.fromWeb(new Request("https://receiver.example/hook", {
+        method: "POST",
+        headers: { "x-svc-signature": signatureHeader([secret], now, body) },
+        body
+      }))
+      const fromRequest = yield* SvcWebhooks.fromRequest({ secret, ...at(now), expectedOrgId: orgId }).pipe(
+        Effect.provideService(HttpServerRequest.HttpServerRequest, request)
+      )
+      assert.strictEqual(fromRequest.id, JSON.parse(body).id)
     }))
 })
