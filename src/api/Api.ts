@@ -7,6 +7,7 @@ import { HttpApi, OpenApi } from "effect/http-api"
 import { AgentSessionsApi } from "./Agents.ts"
 import { ApprovalPoliciesApi, ApprovalsApi } from "./Approvals.ts"
 import { FeedbackApi } from "./Feedback.ts"
+import { NotificationsApi } from "./Notifications.ts"
 import { SystemApi } from "./System.ts"
 import { DatasetsApi, TasksApi } from "./Tasks.ts"
 import { TelemetryApi } from "./Telemetry.ts"
@@ -21,6 +22,7 @@ export class Api extends HttpApi.make("svc")
   .add(ApprovalsApi)
   .add(FeedbackApi)
   .add(TelemetryApi)
+  .add(NotificationsApi)
   .middleware(RequestValidation)
   // Report every problem of a request at once, and refuse unknown body and
   // query members (a misspelt optional field is a 400, not silently ignored).

@@ -6,6 +6,7 @@
  *   keys create --org <org id> --scopes tasks.write,tasks.read [--name ci] --json
  *   keys list --org <org id> --json
  *   keys revoke --id <key id> --json
+ *   notifications reviewer-email --org <org id> (--email reviewers@example.com | --clear) --json
  */
 import { NodeRuntime, NodeServices } from "@effect/platform-node"
 import { Console, Effect, Layer, Logger, Option, Schema } from "effect"
@@ -13,6 +14,7 @@ import { Command, Flag } from "effect/cli"
 import { CliError } from "effect/cli"
 import { Scopes, type ScopeName } from "../api/Security.ts"
 import { Identity } from "../identity/Identity.ts"
+import { writeReviewerEmail } from "../notifications/Endpoints.ts"
 import { SvcConfig } from "../platform/Config.ts"
 import { CliDatabaseLive } from "./Database.ts"
 
@@ -112,15 +114,46 @@ const keys = Command.make("keys").pipe(
   Command.withSubcommands([keysCreate, keysList, keysRevoke])
 )
 
+const emailPattern = /^[^\s@<>",;:()\\[\]]+@[^\s@<>",;:()\\[\]]+\.[^\s@<>",;:()\\[\]]+$/
+
+const reviewerEmail = Command.make(
+  "reviewer-email",
+  {
+    org: Flag.String("org").pipe(Flag.withDescription("Organization id"), Flag.withSchema(Uuid)),
+    email: Flag.String("email").pipe(Flag.withDescription("Reviewer address for approval requests and deadline notices"), Flag.optional),
+    clear: Flag.Boolean("clear").pipe(Flag.withDescription("Remove the reviewer address"), Flag.withDefault(false)),
+    json
+  },
+  Effect.fn(function*({ org, email, clear, json }) {
+    if (clear === Option.isSome(email)) return yield* fail("give exactly one of --email ADDRESS or --clear")
+    const address = Option.getOrNull(email)
+    if (address !== null && (address.length > 254 || !emailPattern.test(address))) {
+      return yield* fail(`not an email address: ${address}`)
+    }
+    const found = yield* writeReviewerEmail(org, address)
+    if (!found) return yield* fail(`no organization ${org}`)
+    yield* print(
+      json,
+      { org_id: org, reviewer_email: address },
+      address === null ? `cleared the reviewer address of ${org}` : `reviewer address of ${org}: ${address}`
+    )
+  })
+).pipe(Command.withDescription("Set or clear the organization's reviewer email address (mailed when SVC_SMTP_URL is set)"))
+
+const notifications = Command.make("notifications").pipe(
+  Command.withDescription("Notification settings"),
+  Command.withSubcommands([reviewerEmail])
+)
+
 // Commands open the database only when they run, so `--help` is instant.
 const ServicesLive = Identity.layer.pipe(
-  Layer.provide(CliDatabaseLive),
+  Layer.provideMerge(CliDatabaseLive),
   Layer.provide(SvcConfig.layer)
 )
 
 export const cli = Command.make("svc").pipe(
   Command.withDescription("Administer svc: organizations and API keys"),
-  Command.withSubcommands([orgs, keys]),
+  Command.withSubcommands([orgs, keys, notifications]),
   Command.provide(ServicesLive)
 )
 

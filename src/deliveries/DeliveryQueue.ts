@@ -26,7 +26,8 @@ import { NotReplayable, QueueFull } from "../api/Deliveries.ts"
 import { newId } from "../platform/Ids.ts"
 import { Wakeups } from "../platform/Wakeups.ts"
 
-export type DeliveryKind = "webhook" | "telemetry"
+/** `email`: reviewer email notifications (target = the organization). */
+export type DeliveryKind = "webhook" | "telemetry" | "email"
 
 export type DeliveryStatus = "queued" | "sending" | "retrying" | "delivered" | "failed" | "partial"
 
@@ -101,6 +102,13 @@ export interface CooldownPolicy {
   readonly after: number
   readonly base: Duration.Input
   readonly cap: Duration.Input
+}
+
+export interface SettleItem {
+  readonly claimed: Claimed
+  readonly outcome: Outcome
+  readonly attempt: AttemptRecord
+  readonly cooldown?: CooldownPolicy | undefined
 }
 
 export interface EnqueueInput {
@@ -187,6 +195,8 @@ const millis = (input: Duration.Input) => Duration.toMillis(input)
 export class DeliveryQueue extends Context.Service<DeliveryQueue, {
   /** Adds a delivery (in the caller's transaction, if any). Past `capacity` it is recorded as `failed`, never dropped. */
   readonly enqueue: (input: EnqueueInput) => Effect.Effect<Delivery>
+  /** `enqueue` of each input in order, in one statement (same capacity rule, same order of rows). */
+  readonly enqueueMany: (inputs: ReadonlyArray<EnqueueInput>) => Effect.Effect<ReadonlyArray<Delivery>>
   /** Takes leases on due deliveries of `kind`; any process may call it. */
   readonly claim: (kind: DeliveryKind, options: ClaimOptions) => Effect.Effect<ReadonlyArray<Claimed>>
   /**
@@ -200,6 +210,8 @@ export class DeliveryQueue extends Context.Service<DeliveryQueue, {
     attempt: AttemptRecord,
     cooldown?: CooldownPolicy | undefined
   ) => Effect.Effect<boolean>
+  /** `settle` of many deliveries in one statement (plus target health updates where needed); answers each one's `held`. */
+  readonly settleMany: (items: ReadonlyArray<SettleItem>) => Effect.Effect<ReadonlyArray<boolean>>
   /** Queues a `failed` delivery again, keeping its row and event id; respects the target's cooldown. */
   readonly replay: (input: ReplayInput) => Effect.Effect<{ readonly queued: true; readonly id: string }, NotFound | NotReplayable | QueueFull>
   /** The target's latest deliveries, newest first. */
@@ -208,7 +220,12 @@ export class DeliveryQueue extends Context.Service<DeliveryQueue, {
   /** Every attempt of a delivery, oldest first. */
   readonly attempts: (deliveryId: string) => Effect.Effect<ReadonlyArray<Attempt>>
   /** Fails every undelivered delivery of the target with `reason` (target deleted or deactivated); answers how many. */
-  readonly failUndelivered: (kind: DeliveryKind, targetId: string, reason: string) => Effect.Effect<number>
+  readonly failUndelivered: (
+    kind: DeliveryKind,
+    targetId: string,
+    reason: string,
+    options?: { readonly except?: string | undefined }
+  ) => Effect.Effect<number>
   /** How many deliveries of the target are still to be delivered. */
   readonly undelivered: (kind: DeliveryKind, targetId: string) => Effect.Effect<number>
   /** When the next delivery of `kind` becomes claimable (due, out of cooldown, or lease expired), if any is waiting. */
@@ -248,32 +265,114 @@ export class DeliveryQueue extends Context.Service<DeliveryQueue, {
         return toDelivery(row!)
       })
 
-      // Claimable: due queued/retrying rows, or sending rows whose lease
-      // expired, of targets not cooling down. Ranking per target (counting
-      // leases already live) keeps one busy target from taking every slot.
-      const claim = Effect.fn("DeliveryQueue.claim")(function*(kind: DeliveryKind, options: ClaimOptions) {
-        const rows = yield* sql<ClaimedRow>`
-          WITH busy AS (
-            SELECT target_id, count(*)::int AS n FROM deliveries
-            WHERE kind = ${kind} AND status = 'sending' AND lease_until > now()
-            GROUP BY target_id
+      const enqueueMany = Effect.fn("DeliveryQueue.enqueueMany")(function*(inputs: ReadonlyArray<EnqueueInput>) {
+        if (inputs.length === 0) return []
+        const rows = inputs.map((input, ord) => ({
+          ord,
+          id: newId(),
+          org_id: input.orgId,
+          kind: input.kind,
+          target_id: input.targetId,
+          label: input.label ?? null,
+          event_id: input.eventId ?? null,
+          payload: input.payload ?? null,
+          meta: input.meta ?? {},
+          capacity: input.capacity
+        }))
+        // Row k of a target in this batch finds (undelivered before) + (k - 1)
+        // ahead of it: the same answer k single enqueues would give.
+        const inserted = yield* sql<Row & { readonly ord: number }>`
+          WITH input AS (
+            SELECT * FROM jsonb_to_recordset(${JSON.stringify(rows)}::jsonb) AS x(
+              ord int, id uuid, org_id uuid, kind text, target_id uuid, label text, event_id uuid,
+              payload text, meta jsonb, capacity int)
+          ),
+          waiting AS (
+            SELECT t.target_id, (
+              SELECT count(*)::int FROM (
+                SELECT 1 FROM deliveries d
+                WHERE d.target_id = t.target_id AND d.status IN ${undeliveredList}
+                LIMIT t.capacity
+              ) w
+            ) AS n
+            FROM (SELECT target_id, max(capacity) AS capacity FROM input GROUP BY target_id) t
           ),
           ranked AS (
-            SELECT d.id, d.target_id, d.next_attempt_at, d.seq,
-                   row_number() OVER (PARTITION BY d.target_id ORDER BY d.next_attempt_at, d.seq) + coalesce(b.n, 0) AS slot
-            FROM deliveries d
-            LEFT JOIN delivery_targets t ON t.id = d.target_id
-            LEFT JOIN busy b ON b.target_id = d.target_id
-            WHERE d.kind = ${kind}
-              AND ((d.status IN ('queued', 'retrying') AND d.next_attempt_at <= now())
-                OR (d.status = 'sending' AND d.lease_until <= now()))
-              AND (t.cooldown_until IS NULL OR t.cooldown_until <= now())
+            SELECT i.*, w.n + row_number() OVER (PARTITION BY i.target_id ORDER BY i.ord) AS position
+            FROM input i JOIN waiting w ON w.target_id = i.target_id
+          ),
+          inserted AS (
+            INSERT INTO deliveries (id, org_id, kind, target_id, status, label, event_id, payload, meta, last_error, finished_at)
+            SELECT id, org_id, kind, target_id,
+                   CASE WHEN position > capacity THEN 'failed' ELSE 'queued' END,
+                   label, event_id, payload, coalesce(meta, '{}'::jsonb),
+                   CASE WHEN position > capacity
+                     THEN 'queue full: the target already has ' || capacity || ' undelivered deliveries' END,
+                   CASE WHEN position > capacity THEN now() END
+            FROM ranked ORDER BY ord
+            RETURNING ${sql.literal(COLUMNS)}
+          )
+          SELECT inserted.*, input.ord FROM inserted JOIN input ON input.id = inserted.id ORDER BY input.ord
+        `.pipe(Effect.orDie)
+        return inserted.map(toDelivery)
+      })
+
+      // Claimable: due queued/retrying rows, or sending rows whose lease
+      // expired, of targets not cooling down, at most `perTarget` per target
+      // counting leases already live (one busy target never takes every
+      // slot). Index-driven so a claim costs O(targets + claimed), not
+      // O(queue length): distinct waiting targets come from a skip scan of
+      // `deliveries_waiting_idx`, each target's next rows from a range scan
+      // of the same index.
+      const claim = Effect.fn("DeliveryQueue.claim")(function*(kind: DeliveryKind, options: ClaimOptions) {
+        const rows = yield* sql<ClaimedRow>`
+          WITH RECURSIVE waiting AS (
+            -- Every kind's targets (ids never collide across kinds): a
+            -- kind condition here would steer the planner off the index.
+            (SELECT target_id FROM deliveries
+             WHERE status IN ('queued', 'retrying')
+             ORDER BY target_id LIMIT 1)
+            UNION ALL
+            SELECT (SELECT d.target_id FROM deliveries d
+                    WHERE d.status IN ('queued', 'retrying') AND d.target_id > w.target_id
+                    ORDER BY d.target_id LIMIT 1)
+            FROM waiting w WHERE w.target_id IS NOT NULL
+          ),
+          targets AS (
+            SELECT target_id FROM waiting WHERE target_id IS NOT NULL
+            UNION
+            SELECT target_id FROM deliveries WHERE kind = ${kind} AND status = 'sending' AND lease_until <= now()
+          ),
+          room AS (
+            SELECT g.target_id, ${options.perTarget} - (
+              SELECT count(*)::int FROM deliveries b
+              WHERE b.kind = ${kind} AND b.status = 'sending' AND b.lease_until > now() AND b.target_id = g.target_id
+            ) AS free
+            FROM targets g LEFT JOIN delivery_targets t ON t.id = g.target_id
+            WHERE t.cooldown_until IS NULL OR t.cooldown_until <= now()
+          ),
+          candidates AS (
+            SELECT c.id, c.next_attempt_at, c.seq
+            FROM room r CROSS JOIN LATERAL (
+              SELECT x.id, x.next_attempt_at, x.seq FROM (
+                (SELECT d.id, d.next_attempt_at, d.seq FROM deliveries d
+                 WHERE d.target_id = r.target_id AND d.status IN ('queued', 'retrying') AND d.next_attempt_at <= now()
+                   AND d.kind = ${kind}
+                 ORDER BY d.target_id, d.next_attempt_at, d.seq LIMIT greatest(r.free, 0))
+                UNION ALL
+                (SELECT d.id, d.next_attempt_at, d.seq FROM deliveries d
+                 WHERE d.target_id = r.target_id AND d.kind = ${kind} AND d.status = 'sending' AND d.lease_until <= now()
+                 ORDER BY d.next_attempt_at, d.seq LIMIT greatest(r.free, 0))
+              ) x
+              ORDER BY x.next_attempt_at, x.seq LIMIT greatest(r.free, 0)
+            ) c
+            WHERE r.free > 0
+            ORDER BY c.next_attempt_at, c.seq
+            LIMIT ${options.limit}
           ),
           picked AS (
-            SELECT d.id, d.target_id FROM deliveries d JOIN ranked r ON r.id = d.id
-            WHERE r.slot <= ${options.perTarget}
-            ORDER BY r.next_attempt_at, r.seq
-            LIMIT ${options.limit}
+            SELECT d.id, d.target_id FROM deliveries d
+            WHERE d.id IN (SELECT id FROM candidates)
             FOR UPDATE OF d SKIP LOCKED
           )
           UPDATE deliveries d
@@ -291,6 +390,37 @@ export class DeliveryQueue extends Context.Service<DeliveryQueue, {
         return rows
           .map((row): Claimed => ({ ...toDelivery(row), leaseOwner: row.lease_owner, targetFailures: row.target_failures }))
           .sort((a, b) => a.nextAttemptAt.getTime() - b.nextAttemptAt.getTime() || Number(BigInt(a.seq) - BigInt(b.seq)))
+      })
+
+      // Target health after a settled attempt: failures count up (and may
+      // start a cooldown), a success resets a target that had failures.
+      const health = Effect.fnUntraced(function*(claimed: Claimed, outcome: Outcome, cooldown?: CooldownPolicy) {
+
+        const failedAttempt = outcome._tag === "Retry" || outcome._tag === "Failed"
+        if (failedAttempt) {
+          const policy = cooldown === undefined
+            ? null
+            : { after: cooldown.after, base: millis(cooldown.base) / 1000, cap: millis(cooldown.cap) / 1000 }
+          yield* sql`
+            INSERT INTO delivery_targets (id, org_id, kind, consecutive_failures, cooldown_until)
+            VALUES (${claimed.targetId}, ${claimed.orgId}, ${claimed.kind}, 1, NULL)
+            ON CONFLICT (id) DO UPDATE SET consecutive_failures = delivery_targets.consecutive_failures + 1
+          `.pipe(Effect.orDie)
+          if (policy !== null) {
+            yield* sql`
+              UPDATE delivery_targets
+              SET cooldown_until = now() + make_interval(secs => least(
+                ${policy.cap}::float8,
+                ${policy.base}::float8 * power(2, consecutive_failures - ${policy.after})
+              ))
+              WHERE id = ${claimed.targetId} AND consecutive_failures >= ${policy.after}
+            `.pipe(Effect.orDie)
+          }
+        } else if (claimed.targetFailures > 0) {
+          yield* sql`
+            UPDATE delivery_targets SET consecutive_failures = 0, cooldown_until = NULL WHERE id = ${claimed.targetId}
+          `.pipe(Effect.orDie)
+        }
       })
 
       const settle = Effect.fn("DeliveryQueue.settle")(function*(
@@ -330,33 +460,62 @@ export class DeliveryQueue extends Context.Service<DeliveryQueue, {
         `.pipe(Effect.orDie)
         const held = settled.length > 0
         if (!held) return false
-
-        const failedAttempt = outcome._tag === "Retry" || outcome._tag === "Failed"
-        if (failedAttempt) {
-          const policy = cooldown === undefined
-            ? null
-            : { after: cooldown.after, base: millis(cooldown.base) / 1000, cap: millis(cooldown.cap) / 1000 }
-          yield* sql`
-            INSERT INTO delivery_targets (id, org_id, kind, consecutive_failures, cooldown_until)
-            VALUES (${claimed.targetId}, ${claimed.orgId}, ${claimed.kind}, 1, NULL)
-            ON CONFLICT (id) DO UPDATE SET consecutive_failures = delivery_targets.consecutive_failures + 1
-          `.pipe(Effect.orDie)
-          if (policy !== null) {
-            yield* sql`
-              UPDATE delivery_targets
-              SET cooldown_until = now() + make_interval(secs => least(
-                ${policy.cap}::float8,
-                ${policy.base}::float8 * power(2, consecutive_failures - ${policy.after})
-              ))
-              WHERE id = ${claimed.targetId} AND consecutive_failures >= ${policy.after}
-            `.pipe(Effect.orDie)
-          }
-        } else if (claimed.targetFailures > 0) {
-          yield* sql`
-            UPDATE delivery_targets SET consecutive_failures = 0, cooldown_until = NULL WHERE id = ${claimed.targetId}
-          `.pipe(Effect.orDie)
-        }
+        yield* health(claimed, outcome, cooldown)
         return true
+      })
+
+      const settleMany = Effect.fn("DeliveryQueue.settleMany")(function*(
+        items: ReadonlyArray<SettleItem>
+      ) {
+        if (items.length === 0) return []
+        const rows = items.map(({ attempt, claimed, outcome }) => ({
+          id: claimed.id,
+          lease_owner: claimed.leaseOwner,
+          status: outcome._tag === "Delivered"
+            ? "delivered"
+            : outcome._tag === "Partial"
+            ? "partial"
+            : outcome._tag === "Retry"
+            ? "retrying"
+            : "failed",
+          last_error: outcome._tag === "Delivered" ? null : outcome.error,
+          meta: outcome.meta ?? {},
+          next_attempt_at: outcome._tag === "Retry" ? outcome.at.toISOString() : null,
+          finished: outcome._tag !== "Retry",
+          status_code: attempt.statusCode ?? null,
+          error: attempt.error ?? null,
+          snippet: attempt.responseSnippet ?? null,
+          duration_ms: Math.max(0, Math.round(attempt.durationMs))
+        }))
+        // The same row update and attempt record as `settle`, for many rows in one statement.
+        const settled = yield* sql<{ delivery_id: string }>`
+          WITH input AS (
+            SELECT * FROM jsonb_to_recordset(${JSON.stringify(rows)}::jsonb) AS x(
+              id uuid, lease_owner uuid, status text, last_error text, meta jsonb, next_attempt_at timestamptz,
+              finished boolean, status_code int, error text, snippet text, duration_ms int)
+          ),
+          settled AS (
+            UPDATE deliveries d
+            SET status = i.status, last_error = i.last_error,
+                meta = d.meta || coalesce(i.meta, '{}'::jsonb),
+                next_attempt_at = coalesce(i.next_attempt_at, d.next_attempt_at),
+                finished_at = CASE WHEN i.finished THEN now() END,
+                lease_owner = NULL, lease_until = NULL
+            FROM input i
+            WHERE d.id = i.id AND d.lease_owner = i.lease_owner AND d.status = 'sending'
+            RETURNING d.id, d.attempts
+          )
+          INSERT INTO delivery_attempts (delivery_id, attempt, status_code, error, response_snippet, duration_ms)
+          SELECT s.id, s.attempts, i.status_code, i.error, i.snippet, i.duration_ms
+          FROM settled s JOIN input i ON i.id = s.id
+          ON CONFLICT (delivery_id, attempt) DO NOTHING
+          RETURNING delivery_id
+        `.pipe(Effect.orDie)
+        const held = new Set(settled.map((row) => row.delivery_id))
+        for (const item of items) {
+          if (held.has(item.claimed.id)) yield* health(item.claimed, item.outcome, item.cooldown)
+        }
+        return items.map((item) => held.has(item.claimed.id))
       })
 
       const replay = Effect.fn("DeliveryQueue.replay")(function*(input: ReplayInput) {
@@ -460,12 +619,15 @@ export class DeliveryQueue extends Context.Service<DeliveryQueue, {
       const failUndelivered = Effect.fn("DeliveryQueue.failUndelivered")(function*(
         kind: DeliveryKind,
         targetId: string,
-        reason: string
+        reason: string,
+        options?: { readonly except?: string | undefined }
       ) {
+        // `except`: the delivery whose handler decided this (it settles itself).
         const rows = yield* sql<{ id: string }>`
           UPDATE deliveries
           SET status = 'failed', last_error = ${reason}, finished_at = now(), lease_owner = NULL, lease_until = NULL
           WHERE kind = ${kind} AND target_id = ${targetId} AND status IN ${undeliveredList}
+          ${options?.except === undefined ? sql`` : sql`AND id <> ${options.except}`}
           RETURNING id
         `.pipe(Effect.orDie)
         return rows.length
@@ -480,11 +642,26 @@ export class DeliveryQueue extends Context.Service<DeliveryQueue, {
       })
 
       const nextDue = Effect.fn("DeliveryQueue.nextDue")(function*(kind: DeliveryKind) {
+        // Per waiting target (skip scan), its earliest row: O(targets), not O(queue).
         const [row] = yield* sql<{ at: Date | null }>`
+          WITH RECURSIVE waiting AS (
+            (SELECT target_id FROM deliveries WHERE status IN ('queued', 'retrying') ORDER BY target_id LIMIT 1)
+            UNION ALL
+            SELECT (SELECT d.target_id FROM deliveries d
+                    WHERE d.status IN ('queued', 'retrying') AND d.target_id > w.target_id
+                    ORDER BY d.target_id LIMIT 1)
+            FROM waiting w WHERE w.target_id IS NOT NULL
+          )
           SELECT least(
-            (SELECT min(greatest(d.next_attempt_at, coalesce(t.cooldown_until, d.next_attempt_at)))
-             FROM deliveries d LEFT JOIN delivery_targets t ON t.id = d.target_id
-             WHERE d.kind = ${kind} AND d.status IN ('queued', 'retrying')),
+            (SELECT min(greatest(f.next_attempt_at, coalesce(t.cooldown_until, f.next_attempt_at)))
+             FROM waiting w
+             CROSS JOIN LATERAL (
+               SELECT d.next_attempt_at FROM deliveries d
+               WHERE d.target_id = w.target_id AND d.status IN ('queued', 'retrying') AND d.kind = ${kind}
+               ORDER BY d.target_id, d.next_attempt_at, d.seq LIMIT 1
+             ) f
+             LEFT JOIN delivery_targets t ON t.id = w.target_id
+             WHERE w.target_id IS NOT NULL),
             (SELECT min(lease_until) FROM deliveries WHERE kind = ${kind} AND status = 'sending')
           ) AS at
         `.pipe(Effect.orDie)
@@ -500,8 +677,10 @@ export class DeliveryQueue extends Context.Service<DeliveryQueue, {
 
       return DeliveryQueue.of({
         enqueue,
+        enqueueMany,
         claim,
         settle,
+        settleMany,
         replay,
         list,
         get,

@@ -5,7 +5,7 @@
  * the next due instant, or the poll interval. The database is the source of
  * truth, so any number of processes can run this loop for the same kind.
  */
-import { Cause, Duration, Effect, FiberSet, Latch, Option } from "effect"
+import { Cause, Deferred, Duration, Effect, FiberSet, Latch, Option } from "effect"
 import { Wakeups } from "../platform/Wakeups.ts"
 import {
   type AttemptRecord,
@@ -14,6 +14,7 @@ import {
   type DeliveryKind,
   DeliveryQueue,
   Outcome,
+  type SettleItem,
   wakeTopic
 } from "./DeliveryQueue.ts"
 
@@ -37,6 +38,12 @@ export interface WorkerOptions<R> {
   readonly handle: (delivery: Claimed) => Effect.Effect<Settlement, never, R>
 }
 
+/** Most settlements written in one statement. */
+const SETTLE_BATCH = 256
+
+/** How often to look again when due work is blocked by per-target limits or other processes' locks. */
+const BLOCKED_RECHECK_MS = 200
+
 /** After a defect in `handle`, try the delivery again this much later. */
 const DEFECT_RETRY = Duration.seconds(30)
 
@@ -48,6 +55,32 @@ export const runWorker = <R>(options: WorkerOptions<R>) =>
     const fibers = yield* FiberSet.make()
     const slotFreed = Latch.makeUnsafe(false)
     let inFlight = 0
+
+    // Settlements are written in batches: whatever finished while the last
+    // batch was being written goes in the next statement. Under load that is
+    // one statement for many deliveries instead of one each.
+    const settling: Array<{ readonly item: SettleItem; readonly done: Deferred.Deferred<boolean> }> = []
+    const settleWanted = Latch.makeUnsafe(false)
+    yield* Effect.gen(function*() {
+      yield* settleWanted.await
+      settleWanted.closeUnsafe()
+      while (settling.length > 0) {
+        const batch = settling.splice(0, SETTLE_BATCH)
+        yield* queue.settleMany(batch.map((entry) => entry.item)).pipe(
+          Effect.matchCause({
+            onSuccess: (held) => batch.forEach((entry, i) => Deferred.doneUnsafe(entry.done, Effect.succeed(held[i] ?? false))),
+            onFailure: (cause) => batch.forEach((entry) => Deferred.doneUnsafe(entry.done, Effect.failCause(cause)))
+          })
+        )
+      }
+    }).pipe(Effect.forever, Effect.forkScoped)
+    const settle = (item: SettleItem) =>
+      Effect.suspend(() => {
+        const done = Deferred.makeUnsafe<boolean>()
+        settling.push({ item, done })
+        settleWanted.openUnsafe()
+        return Deferred.await(done)
+      })
 
     const process = (delivery: Claimed) =>
       options.handle(delivery).pipe(
@@ -62,7 +95,7 @@ export const runWorker = <R>(options: WorkerOptions<R>) =>
             } satisfies Settlement
           )
         ),
-        Effect.flatMap(({ attempt, outcome }) => queue.settle(delivery, outcome, attempt, options.cooldown)),
+        Effect.flatMap(({ attempt, outcome }) => settle({ claimed: delivery, outcome, attempt, cooldown: options.cooldown })),
         Effect.flatMap((held) =>
           held
             ? Effect.void
@@ -83,7 +116,17 @@ export const runWorker = <R>(options: WorkerOptions<R>) =>
         onNone: () => poll,
         onSome: (at) => Math.max(0, Math.min(poll, at.getTime() - Date.now()))
       })
-      if (untilDue === 0) return
+      // Work is due but the claim just made could not take it (its targets
+      // are at their per-target limit, or another process holds the rows):
+      // wait for one of our slots to free or a wakeup, briefly, instead of
+      // claiming again at once in a busy loop.
+      if (untilDue === 0) {
+        yield* Effect.raceFirst(
+          wakeups.wait(wakeTopic(options.kind), Duration.millis(Math.min(poll, BLOCKED_RECHECK_MS))),
+          slotFreed.await
+        )
+        return
+      }
       yield* Effect.raceFirst(
         wakeups.wait(wakeTopic(options.kind), Duration.millis(untilDue)),
         slotFreed.await
@@ -106,8 +149,17 @@ export const runWorker = <R>(options: WorkerOptions<R>) =>
         inFlight++
         yield* FiberSet.run(fibers, process(delivery))
       }
-      // A full claim may leave more behind; otherwise wait for something to change.
-      if (claimed.length < free) yield* waitForWork
+      // A full claim may leave more behind; otherwise wait for something to
+      // change. While deliveries are in flight, one of them finishing (or a
+      // short recheck) is the next event: no need to ask when work is due.
+      if (claimed.length < free) {
+        yield* inFlight > 0
+          ? Effect.raceFirst(
+            wakeups.wait(wakeTopic(options.kind), Duration.millis(Math.min(Duration.toMillis(options.pollEvery), BLOCKED_RECHECK_MS))),
+            slotFreed.await
+          )
+          : waitForWork
+      }
     })
 
     yield* step.pipe(

@@ -48,6 +48,13 @@ export interface OutboundRequest {
   readonly timeout: Duration.Input
   /** How much of the response body to keep (default 4 KiB); reading stops there. */
   readonly maxResponseBytes?: number | undefined
+  /**
+   * Connections are pooled per origin, checked addresses and partition.
+   * Callers whose targets must not hold up each other (two webhook endpoints
+   * on one host, one of them hanging) pass the target's id: each gets its
+   * own pool, so one target's stuck requests never queue another's.
+   */
+  readonly partition?: string | undefined
 }
 
 export interface OutboundResponse {
@@ -130,6 +137,7 @@ interface PoolKey {
   readonly origin: string
   /** The checked addresses, the only ones this pool's sockets connect to. */
   readonly addresses: ReadonlyArray<string>
+  readonly partition: string
 }
 
 const familyOf = (address: string) => (address.includes(":") ? 6 : 4)
@@ -394,7 +402,11 @@ export class OutboundHttp extends Context.Service<OutboundHttp, {
                 : new OutboundFailure({ reason: "network", message: `the host name did not resolve (${problem.code})` })
             )
           )
-          const key: PoolKey = { origin: target.url.origin, addresses: addresses.map((address) => address.toString()) }
+          const key: PoolKey = {
+            origin: target.url.origin,
+            addresses: addresses.map((address) => address.toString()),
+            partition: request.partition ?? ""
+          }
           const pool = yield* RcMap.get(pools, JSON.stringify(key))
           return yield* Effect.tryPromise({
             try: (signal) => exchange(pool, target.url, request, timeoutMs, maxBytes, signal),

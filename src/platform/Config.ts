@@ -18,6 +18,15 @@ export interface SvcConfigShape {
   readonly extraCaFile: Option.Option<string>
   /** Delays before each webhook retry. */
   readonly webhookRetrySchedule: ReadonlyArray<Duration.Duration>
+  /** Undelivered webhook deliveries an endpoint may have before new events are recorded as failed. */
+  readonly webhookQueueCapacity: number
+  /** First cooldown of a failing endpoint; it doubles with each further failure up to `webhookCooldownMax`. */
+  readonly webhookCooldownBase: Duration.Duration
+  readonly webhookCooldownMax: Duration.Duration
+  /** Consecutive failed attempts before an endpoint cools down. */
+  readonly webhookCooldownAfter: number
+  /** How long a process holds a claimed webhook delivery; after a crash it is sent again once this runs out. */
+  readonly webhookLease: Duration.Duration
   /** Share of traces exported to an organization's collector. */
   readonly telemetrySampleRatio: number
   /** Spans each telemetry destination buffers in memory per process before dropping. */
@@ -99,6 +108,17 @@ export const svcConfig: Config.Config<SvcConfigShape> = Config.all({
   allowedTargetCidrs: list("SVC_ALLOWED_TARGET_CIDRS"),
   extraCaFile: Config.option(Config.String("SVC_EXTRA_CA_FILE")),
   webhookRetrySchedule: durationList("SVC_WEBHOOK_RETRY_SCHEDULE", "5s,5m,30m,2h,5h,10h,10h"),
+  webhookQueueCapacity: Config.Int("SVC_WEBHOOK_QUEUE_CAPACITY").pipe(
+    Config.withDefault(10_000),
+    Config.mapEffect((n) => n >= 1 ? Effect.succeed(n) : Effect.fail(invalid("SVC_WEBHOOK_QUEUE_CAPACITY must be at least 1")))
+  ),
+  webhookCooldownBase: durationList("SVC_WEBHOOK_COOLDOWN_BASE", "1m").pipe(Config.map((list) => list[0] ?? Duration.minutes(1))),
+  webhookCooldownMax: durationList("SVC_WEBHOOK_COOLDOWN_MAX", "1h").pipe(Config.map((list) => list[0] ?? Duration.hours(1))),
+  webhookCooldownAfter: Config.Int("SVC_WEBHOOK_COOLDOWN_AFTER").pipe(
+    Config.withDefault(3),
+    Config.mapEffect((n) => n >= 1 ? Effect.succeed(n) : Effect.fail(invalid("SVC_WEBHOOK_COOLDOWN_AFTER must be at least 1")))
+  ),
+  webhookLease: durationList("SVC_WEBHOOK_LEASE", "30s").pipe(Config.map((list) => list[0] ?? Duration.seconds(30))),
   telemetrySampleRatio: Config.Finite("SVC_TELEMETRY_SAMPLE_RATIO").pipe(
     Config.withDefault(1),
     Config.mapEffect((ratio) =>

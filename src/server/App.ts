@@ -18,6 +18,12 @@ import { Feedback } from "../feedback/Feedback.ts"
 import { FeedbackHandlers } from "../feedback/Http.ts"
 import { AuthenticationLive } from "../identity/Http.ts"
 import { Identity } from "../identity/Identity.ts"
+import { Dispatcher } from "../notifications/Dispatcher.ts"
+import { ReviewerEmail } from "../notifications/Email.ts"
+import { NotificationEndpoints } from "../notifications/Endpoints.ts"
+import { EventBodies } from "../notifications/EventBodies.ts"
+import { NotificationsHandlers } from "../notifications/Http.ts"
+import { WebhookSender } from "../notifications/Sender.ts"
 import { SvcConfig } from "../platform/Config.ts"
 import { SecretBox } from "../platform/Crypto.ts"
 import { Migrations } from "../platform/Migrations.ts"
@@ -42,7 +48,10 @@ export const ServicesLive = Layer.mergeAll(
   Tasks.layer,
   AgentSessions.layer.pipe(Layer.provideMerge(Approvals.layer), Layer.provideMerge(SessionHub.layer)),
   Feedback.layer.pipe(Layer.provide(Identity.layer)),
-  TelemetryDestinations.layer
+  TelemetryDestinations.layer,
+  Layer.mergeAll(Dispatcher.layer, WebhookSender.layer, ReviewerEmail.layer).pipe(
+    Layer.provideMerge(Layer.mergeAll(NotificationEndpoints.layer, EventBodies.layer))
+  )
 ).pipe(
   Layer.provideMerge(DestinationsRepo.layer),
   Layer.provideMerge(DeliveryQueue.layer),
@@ -62,11 +71,19 @@ const HandlersLive = Layer.mergeAll(
   ApprovalPoliciesHandlers,
   ApprovalsHandlers,
   FeedbackHandlers,
-  TelemetryHandlers
+  TelemetryHandlers,
+  NotificationsHandlers
 )
 
 /** Background workers (fibers that live as long as the server). */
-export const WorkersLive = Layer.mergeAll(ApprovalScheduler.layer, SessionHub.closeOnShutdown, TelemetryExportLive)
+export const WorkersLive = Layer.mergeAll(
+  ApprovalScheduler.layer,
+  SessionHub.closeOnShutdown,
+  TelemetryExportLive,
+  Dispatcher.worker,
+  WebhookSender.worker,
+  ReviewerEmail.worker
+)
 
 const ApiRoutes = HttpApiBuilder.layer(Api, { openapiPath: "/openapi.json" }).pipe(
   Layer.provide(HandlersLive),

@@ -11,6 +11,8 @@ import m0003 from "./0003_shared.ts"
 import m0010 from "./0010_deliveries.ts"
 import m0100 from "./0100_feedback.ts"
 import m0200 from "./0200_agents_approvals.ts"
+import m0300 from "./0300_notifications.ts"
+import m0301 from "./0301_delivery_claim_index.ts"
 import m0400 from "./0400_telemetry.ts"
 
 export const migrations = Migrator.fromRecord({
@@ -20,5 +22,7 @@ export const migrations = Migrator.fromRecord({
   "0010_deliveries": m0010,
   "0100_feedback": m0100,
   "0200_agents_approvals": m0200,
+  "0300_notifications": m0300,
+  "0301_delivery_claim_index": m0301,
   "0400_telemetry": m0400
 })

@@ -1,0 +1,301 @@
+/**
+ * Notification endpoints: the organization's webhook receivers, their
+ * signing secrets (in the secret store, sealed with the master key) and the
+ * organization's notification settings (reviewer email address).
+ *
+ * The full URL and the secrets never leave this service through the API:
+ * the secret is answered once, at creation or rotation.
+ */
+import { PgClient } from "@effect/sql-pg"
+import { Cache, Context, Duration, Effect, Layer, Option, Redacted } from "effect"
+import { SqlClient } from "effect/sql"
+import { NotFound } from "../api/Errors.ts"
+import { InvalidUrl } from "../api/Deliveries.ts"
+import { type EventType, EventTypes, InvalidWebhookEvents, type NotificationEndpoint } from "../api/Notifications.ts"
+import { OutboundHttp } from "../outbound/OutboundHttp.ts"
+import { SvcConfig } from "../platform/Config.ts"
+import { newId } from "../platform/Ids.ts"
+import { iso } from "../platform/Time.ts"
+import { SecretStore, type SecretOwner } from "../secrets/SecretStore.ts"
+import { newSigningSecret } from "./Signing.ts"
+
+export interface EndpointRow {
+  readonly id: string
+  readonly org_id: string
+  readonly url: string
+  readonly url_hint: string
+  readonly events: ReadonlyArray<string>
+  readonly active: boolean
+  readonly deactivated_at: Date | null
+  readonly deactivated_reason: string | null
+  readonly created_at: Date
+  readonly created_by: string
+}
+
+export const toEndpoint = (row: EndpointRow): NotificationEndpoint => ({
+  id: row.id,
+  url_hint: row.url_hint,
+  events: [...row.events],
+  active: row.active,
+  created_at: iso(row.created_at),
+  created_by: row.created_by,
+  ...(row.deactivated_at === null ? {} : { deactivated_at: iso(row.deactivated_at) }),
+  ...(row.deactivated_reason === null ? {} : { deactivated_reason: row.deactivated_reason })
+})
+
+export const endpointOwner = (orgId: string, id: string): SecretOwner => ({ orgId, kind: "notification_endpoint", id })
+
+/** `undefined` → all six; empty or unknown → `INVALID_WEBHOOK_EVENTS`; duplicates collapse. */
+export const checkEvents = (
+  events: ReadonlyArray<string> | undefined
+): Effect.Effect<ReadonlyArray<EventType>, InvalidWebhookEvents> => {
+  if (events === undefined) return Effect.succeed(EventTypes)
+  if (events.length === 0) {
+    return Effect.fail(new InvalidWebhookEvents({
+      field: "events",
+      detail: "events must name at least one event type",
+      supported: [...EventTypes]
+    }))
+  }
+  const unknown = events.findIndex((event) => !(EventTypes as ReadonlyArray<string>).includes(event))
+  if (unknown >= 0) {
+    return Effect.fail(new InvalidWebhookEvents({
+      field: `events[${unknown}]`,
+      detail: `unknown event type ${JSON.stringify(events[unknown]!.slice(0, 100))}`,
+      supported: [...EventTypes]
+    }))
+  }
+  return Effect.succeed([...new Set(events)] as ReadonlyArray<EventType>)
+}
+
+/**
+ * Sets (or, with null, clears) the organization's reviewer address; false
+ * when the organization does not exist. Shared by the API and the CLI.
+ */
+export const writeReviewerEmail = (orgId: string, email: string | null) =>
+  Effect.gen(function*() {
+    const sql = yield* SqlClient.SqlClient
+    const rows = yield* sql`
+      INSERT INTO notification_settings (org_id, reviewer_email, updated_at)
+      SELECT id, ${email}, now() FROM orgs WHERE id = ${orgId}
+      ON CONFLICT (org_id) DO UPDATE SET reviewer_email = EXCLUDED.reviewer_email, updated_at = now()
+      RETURNING org_id
+    `
+    return rows.length > 0
+  }).pipe(Effect.orDie)
+
+export interface SendTarget {
+  readonly url: string
+  readonly active: boolean
+  readonly deactivatedReason: string | null
+  readonly secrets: ReadonlyArray<string>
+}
+
+/**
+ * How stale the sender's view of an endpoint changed by another process may
+ * be: a rotation reaches other processes' signatures, and a deletion or
+ * deactivation their sends, within this (the old secret keeps signing
+ * during the overlap anyway; deletion also fails pending deliveries at once).
+ */
+export const SEND_TARGET_TTL_MS = 1_000
+
+const DEFAULT_OVERLAP_SECONDS = 24 * 3600
+
+const columns = "id, org_id, url, url_hint, events, active, deactivated_at, deactivated_reason, created_at, created_by"
+
+export class NotificationEndpoints extends Context.Service<NotificationEndpoints, {
+  readonly create: (
+    orgId: string,
+    keyId: string,
+    input: { readonly url: string; readonly events?: ReadonlyArray<string> | undefined }
+  ) => Effect.Effect<{ readonly endpoint: NotificationEndpoint; readonly secret: string }, InvalidUrl | InvalidWebhookEvents>
+  readonly list: (orgId: string) => Effect.Effect<ReadonlyArray<NotificationEndpoint>>
+  /** The row, or `NotFound` when absent in this organization. */
+  readonly find: (orgId: string, id: string) => Effect.Effect<EndpointRow, NotFound>
+  readonly update: (orgId: string, id: string, events: ReadonlyArray<string>) => Effect.Effect<NotificationEndpoint, NotFound | InvalidWebhookEvents>
+  /** Deletes the row and its secrets; answers the deleted row (the caller ends its pending deliveries). */
+  readonly remove: (orgId: string, id: string) => Effect.Effect<EndpointRow, NotFound>
+  readonly rotateSecret: (orgId: string, id: string, overlapSeconds: number | undefined) => Effect.Effect<{
+    readonly endpoint: NotificationEndpoint
+    readonly secret: string
+    readonly previous_secret_expires_at: string
+  }, NotFound>
+  /** Marks the endpoint inactive with a reason (the receiver answered 410 Gone). */
+  readonly deactivate: (orgId: string, id: string, reason: string) => Effect.Effect<void>
+  /** The signing secrets in use now, newest first (several during a rotation overlap). */
+  readonly signingSecrets: (orgId: string, id: string) => Effect.Effect<ReadonlyArray<string>>
+  /**
+   * What the sender needs for one endpoint (URL, state, secrets), or
+   * `undefined` when it is gone. Cached for at most `SEND_TARGET_TTL`;
+   * changes made through this process clear the entry at once.
+   */
+  readonly sendTarget: (orgId: string, id: string) => Effect.Effect<SendTarget | undefined>
+  readonly reviewerEmail: (orgId: string) => Effect.Effect<string | null>
+  readonly setReviewerEmail: (orgId: string, email: string | null) => Effect.Effect<string | null>
+  /** `SVC_SMTP_URL` is set and the organization has a reviewer address. */
+  readonly emailNotifier: (orgId: string) => Effect.Effect<boolean>
+}>()("svc/notifications/NotificationEndpoints") {
+  static readonly layer = Layer.effect(
+    NotificationEndpoints,
+    Effect.gen(function*() {
+      const sql = yield* PgClient.PgClient
+      const outbound = yield* OutboundHttp
+      const secrets = yield* SecretStore
+      const config = yield* SvcConfig
+      // Concurrent sends to one endpoint share one lookup (no stampede when the entry expires).
+      const targetCache = yield* Cache.make<string, SendTarget | undefined>({
+        capacity: 10_000,
+        timeToLive: Duration.millis(SEND_TARGET_TTL_MS),
+        lookup: (key: string) =>
+          Effect.gen(function*() {
+            const [orgId, id] = key.split(":") as [string, string]
+            const [row] = yield* sql<{ url: string; active: boolean; deactivated_reason: string | null }>`
+              SELECT url, active, deactivated_reason FROM notification_endpoints WHERE id = ${id} AND org_id = ${orgId}
+            `.pipe(Effect.orDie)
+            if (row === undefined) return undefined
+            return {
+              url: row.url,
+              active: row.active,
+              deactivatedReason: row.deactivated_reason,
+              secrets: yield* signingSecrets(orgId, id)
+            } satisfies SendTarget
+          })
+      })
+      // Changes made through this process drop the endpoint's entry at once.
+      const forget = (orgId: string, id: string) => Cache.invalidate(targetCache, `${orgId}:${id}`)
+
+      const create = Effect.fn("NotificationEndpoints.create")(function*(
+        orgId: string,
+        keyId: string,
+        input: { readonly url: string; readonly events?: ReadonlyArray<string> | undefined }
+      ) {
+        const events = yield* checkEvents(input.events)
+        const checked = yield* outbound.check(input.url).pipe(
+          Effect.mapError((unsafe) => new InvalidUrl({ field: "url", detail: unsafe.message }))
+        )
+        const id = newId()
+        const secret = newSigningSecret()
+        const row = yield* sql.withTransaction(Effect.gen(function*() {
+          const [row] = yield* sql<EndpointRow>`
+            INSERT INTO notification_endpoints (id, org_id, url, url_hint, events, created_by)
+            VALUES (${id}, ${orgId}, ${checked.url}, ${checked.urlHint}, ${sql.json(events)}, ${keyId})
+            RETURNING ${sql.literal(columns)}
+          `
+          yield* secrets.put(endpointOwner(orgId, id), "signing", Redacted.make(secret))
+          return row!
+        })).pipe(Effect.orDie)
+        return { endpoint: toEndpoint(row), secret }
+      })
+
+      const list = Effect.fn("NotificationEndpoints.list")(function*(orgId: string) {
+        const rows = yield* sql<EndpointRow>`
+          SELECT ${sql.literal(columns)} FROM notification_endpoints WHERE org_id = ${orgId} ORDER BY seq
+        `.pipe(Effect.orDie)
+        return rows.map(toEndpoint)
+      })
+
+      const find = Effect.fn("NotificationEndpoints.find")(function*(orgId: string, id: string) {
+        const [row] = yield* sql<EndpointRow>`
+          SELECT ${sql.literal(columns)} FROM notification_endpoints WHERE id = ${id} AND org_id = ${orgId}
+        `.pipe(Effect.orDie)
+        if (row === undefined) return yield* new NotFound({ detail: "No such notification endpoint." })
+        return row
+      })
+
+      const update = Effect.fn("NotificationEndpoints.update")(function*(orgId: string, id: string, events: ReadonlyArray<string>) {
+        const selection = yield* checkEvents(events)
+        const [row] = yield* sql<EndpointRow>`
+          UPDATE notification_endpoints
+          SET events = ${sql.json(selection)}, active = true, deactivated_at = NULL, deactivated_reason = NULL
+          WHERE id = ${id} AND org_id = ${orgId}
+          RETURNING ${sql.literal(columns)}
+        `.pipe(Effect.orDie)
+        yield* forget(orgId, id)
+        if (row === undefined) return yield* new NotFound({ detail: "No such notification endpoint." })
+        return toEndpoint(row)
+      })
+
+      const remove = Effect.fn("NotificationEndpoints.remove")(function*(orgId: string, id: string) {
+        const row = yield* sql.withTransaction(Effect.gen(function*() {
+          const [row] = yield* sql<EndpointRow>`
+            DELETE FROM notification_endpoints WHERE id = ${id} AND org_id = ${orgId}
+            RETURNING ${sql.literal(columns)}
+          `
+          if (row !== undefined) yield* secrets.removeOwner(endpointOwner(orgId, id))
+          return row
+        })).pipe(Effect.orDie)
+        yield* forget(orgId, id)
+        if (row === undefined) return yield* new NotFound({ detail: "No such notification endpoint." })
+        return row
+      })
+
+      const rotateSecret = Effect.fn("NotificationEndpoints.rotateSecret")(function*(
+        orgId: string,
+        id: string,
+        overlapSeconds: number | undefined
+      ) {
+        const row = yield* find(orgId, id)
+        const owner = endpointOwner(orgId, id)
+        const secret = newSigningSecret()
+        const until = new Date(Date.now() + (overlapSeconds ?? DEFAULT_OVERLAP_SECONDS) * 1000)
+        yield* sql.withTransaction(Effect.gen(function*() {
+          const current = yield* secrets.list(owner)
+          for (const old of current) {
+            // Shorten, never lengthen, the life of a secret already expiring.
+            if (old.expires_at === null || new Date(old.expires_at) > until) yield* secrets.expire(owner, old.id, until)
+          }
+          yield* secrets.put(owner, "signing", Redacted.make(secret))
+        })).pipe(Effect.orDie)
+        yield* forget(orgId, id)
+        return { endpoint: toEndpoint(row), secret, previous_secret_expires_at: iso(until) }
+      })
+
+      const deactivate = Effect.fn("NotificationEndpoints.deactivate")(function*(orgId: string, id: string, reason: string) {
+        yield* sql`
+          UPDATE notification_endpoints SET active = false, deactivated_at = now(), deactivated_reason = ${reason}
+          WHERE id = ${id} AND org_id = ${orgId} AND active
+        `.pipe(Effect.orDie)
+        yield* forget(orgId, id)
+      })
+
+      const signingSecrets = Effect.fn("NotificationEndpoints.signingSecrets")(function*(orgId: string, id: string) {
+        const stored = yield* secrets.list(endpointOwner(orgId, id))
+        return stored.map((secret) => Redacted.value(secret.value))
+      })
+
+      const sendTarget = (orgId: string, id: string) => Cache.get(targetCache, `${orgId}:${id}`)
+
+      const reviewerEmail = Effect.fn("NotificationEndpoints.reviewerEmail")(function*(orgId: string) {
+        const [row] = yield* sql<{ reviewer_email: string | null }>`
+          SELECT reviewer_email FROM notification_settings WHERE org_id = ${orgId}
+        `.pipe(Effect.orDie)
+        return row?.reviewer_email ?? null
+      })
+
+      const setReviewerEmail = Effect.fn("NotificationEndpoints.setReviewerEmail")(function*(orgId: string, email: string | null) {
+        yield* writeReviewerEmail(orgId, email).pipe(Effect.provideService(SqlClient.SqlClient, sql))
+        return email
+      })
+
+      const emailNotifier = Effect.fn("NotificationEndpoints.emailNotifier")(function*(orgId: string) {
+        if (Option.isNone(config.smtpUrl)) return false
+        return (yield* reviewerEmail(orgId)) !== null
+      })
+
+      return NotificationEndpoints.of({
+        create,
+        list,
+        find,
+        update,
+        remove,
+        rotateSecret,
+        deactivate,
+        signingSecrets,
+        sendTarget,
+        reviewerEmail,
+        setReviewerEmail,
+        emailNotifier
+      })
+    })
+  )
+}

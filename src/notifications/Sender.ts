@@ -1,0 +1,189 @@
+/**
+ * Sends webhook deliveries: the `DeliveryWorker` handler for kind `webhook`.
+ *
+ * Each attempt POSTs the event's stored body bytes (never re-encoded, so
+ * every retry and replay carries the same bytes and event id) with a fresh
+ * `t` and one `v1=` per signing secret in use, through the outbound guard
+ * (address checked again, pinned connection, no redirects, one 5 s deadline
+ * over the whole exchange). What happened is decided here:
+ *
+ * - 2xx: delivered.
+ * - 410 Gone: the endpoint is deactivated (reason visible on the endpoint)
+ *   and its pending deliveries fail; PATCH reactivates it.
+ * - 429 / 503 with `Retry-After`: the next try waits that long, within
+ *   [1 s, 1 h], instead of the schedule's delay.
+ * - anything else (3xx included, timeouts, network and TLS failures): retried
+ *   after the next delay of `SVC_WEBHOOK_RETRY_SCHEDULE` (±10 % jitter);
+ *   failed when the schedule is used up.
+ *
+ * The attempt record keeps the status and a truncated response snippet,
+ * never the payload.
+ */
+import { PgClient } from "@effect/sql-pg"
+import { Context, Duration, Effect, Layer } from "effect"
+import type { Claimed, CooldownPolicy } from "../deliveries/DeliveryQueue.ts"
+import { DeliveryQueue, Outcome } from "../deliveries/DeliveryQueue.ts"
+import { runWorker, type Settlement } from "../deliveries/DeliveryWorker.ts"
+import { OutboundHttp } from "../outbound/OutboundHttp.ts"
+import { SvcConfig } from "../platform/Config.ts"
+import { NotificationEndpoints } from "./Endpoints.ts"
+import { EventBodies } from "./EventBodies.ts"
+import { signatureHeader } from "./Signing.ts"
+
+/** Receiver acknowledgement limit (spec "Limits"): the whole exchange. */
+export const SEND_TIMEOUT = Duration.seconds(5)
+const SNIPPET_BYTES = 512
+const RETRY_AFTER_MIN_MS = 1_000
+const RETRY_AFTER_MAX_MS = 3_600_000
+
+/** Deliveries in flight per process, and per endpoint across processes. */
+export const WORKER_CONCURRENCY = 64
+export const PER_ENDPOINT = 16
+
+/** `Retry-After` as seconds or an HTTP date, in milliseconds from now; `undefined` when absent or unreadable. */
+export const parseRetryAfter = (value: string | undefined, now = Date.now()): number | undefined => {
+  if (value === undefined) return undefined
+  const trimmed = value.trim()
+  if (/^\d{1,10}$/.test(trimmed)) return Number(trimmed) * 1000
+  // An HTTP date (RFC 9110 IMF-fixdate and the obsolete forms all end in GMT).
+  if (!/^[A-Za-z]{3}.*\bGMT$/.test(trimmed)) return undefined
+  const date = Date.parse(trimmed)
+  return Number.isNaN(date) ? undefined : Math.max(0, date - now)
+}
+
+/** Delay before retry number `attempt` (1-based), jittered ±10 %; `undefined` when the schedule is used up. */
+export const retryDelay = (schedule: ReadonlyArray<Duration.Duration>, attempt: number, random = Math.random) => {
+  const base = schedule[attempt - 1]
+  if (base === undefined) return undefined
+  return Math.round(Duration.toMillis(base) * (0.9 + 0.2 * random()))
+}
+
+const snippet = (body: Uint8Array, truncated: boolean) => {
+  const text = new TextDecoder("utf-8", { fatal: false }).decode(body.subarray(0, SNIPPET_BYTES))
+  return truncated || body.length > SNIPPET_BYTES ? `${text}…` : text
+}
+
+export class WebhookSender extends Context.Service<WebhookSender, {
+  readonly deliver: (delivery: Claimed) => Effect.Effect<Settlement>
+}>()("svc/notifications/WebhookSender") {
+  static readonly layer = Layer.effect(
+    WebhookSender,
+    Effect.gen(function*() {
+      const sql = yield* PgClient.PgClient
+      const outbound = yield* OutboundHttp
+      const endpoints = yield* NotificationEndpoints
+      const queue = yield* DeliveryQueue
+      const config = yield* SvcConfig
+      const bodies = yield* EventBodies
+      const schedule = config.webhookRetrySchedule
+
+      const failedAttempt = (delivery: Claimed, error: string, attempt: Settlement["attempt"], retryAfterMs?: number) => {
+        const delay = retryDelay(schedule, delivery.attempts)
+        if (delay === undefined) {
+          return { outcome: Outcome.failed(`${error}; no retries left`), attempt }
+        }
+        const wait = retryAfterMs === undefined
+          ? delay
+          : Math.min(RETRY_AFTER_MAX_MS, Math.max(RETRY_AFTER_MIN_MS, retryAfterMs))
+        return { outcome: Outcome.retry(new Date(Date.now() + wait), error), attempt }
+      }
+
+      const deliver = Effect.fn("Notifications.deliver")(function*(delivery: Claimed) {
+        yield* Effect.annotateCurrentSpan({
+          "svc.org_id": delivery.orgId,
+          "svc.delivery_id": delivery.id,
+          "svc.endpoint_id": delivery.targetId,
+          "svc.event_id": delivery.eventId ?? "",
+          "svc.attempt": delivery.attempts
+        })
+        const target = yield* endpoints.sendTarget(delivery.orgId, delivery.targetId)
+        if (target === undefined) {
+          return { outcome: Outcome.failed("endpoint deleted"), attempt: { error: "endpoint deleted", durationMs: 0 } }
+        }
+        if (!target.active) {
+          const reason = `endpoint inactive: ${target.deactivatedReason ?? "deactivated"}`
+          return { outcome: Outcome.failed(reason), attempt: { error: reason, durationMs: 0 } }
+        }
+        const event = bodies.get(delivery.eventId ?? "") ?? (yield* sql<{ type: string; body: string }>`
+          SELECT type, body FROM events WHERE id = ${delivery.eventId} AND org_id = ${delivery.orgId}
+        `.pipe(Effect.orDie))[0]
+        if (event === undefined) {
+          return { outcome: Outcome.failed("event no longer stored"), attempt: { error: "event no longer stored", durationMs: 0 } }
+        }
+        yield* Effect.annotateCurrentSpan("svc.event_type", event.type)
+        const secrets = target.secrets
+        const body = Buffer.from(event.body, "utf8")
+        const timestamp = Math.floor(Date.now() / 1000)
+        const started = Date.now()
+        const sent = yield* outbound.send({
+          url: target.url,
+          method: "POST",
+          headers: {
+            "content-type": "application/json",
+            "x-svc-event-id": delivery.eventId ?? "",
+            "x-svc-event-type": event.type,
+            "x-svc-signature": signatureHeader(secrets, timestamp, body)
+          },
+          body,
+          timeout: SEND_TIMEOUT,
+          maxResponseBytes: SNIPPET_BYTES + 1,
+          // Its own connections: another endpoint on the same host never waits behind this one.
+          partition: delivery.targetId
+        }).pipe(Effect.result)
+        if (sent._tag === "Failure") {
+          const error = sent.failure.message
+          return failedAttempt(delivery, error, { error, durationMs: Date.now() - started })
+        }
+        const response = sent.success
+        const attempt = {
+          statusCode: response.status,
+          responseSnippet: snippet(response.body, response.truncated),
+          durationMs: response.elapsedMs
+        }
+        yield* Effect.annotateCurrentSpan("http.response.status_code", response.status)
+        if (response.status >= 200 && response.status < 300) return { outcome: Outcome.delivered(), attempt }
+        if (response.status === 410) {
+          const reason = "the receiver answered 410 Gone"
+          yield* endpoints.deactivate(delivery.orgId, delivery.targetId, reason)
+          yield* queue.failUndelivered("webhook", delivery.targetId, `endpoint deactivated: ${reason}`, {
+            except: delivery.id
+          })
+          return { outcome: Outcome.failed(`410 Gone: endpoint deactivated`), attempt: { ...attempt, error: reason } }
+        }
+        const error = response.status >= 300 && response.status < 400
+          ? `HTTP ${response.status} (redirects are not followed)`
+          : `HTTP ${response.status}`
+        const retryAfter = response.status === 429 || response.status === 503
+          ? parseRetryAfter(response.headers["retry-after"])
+          : undefined
+        return failedAttempt(delivery, error, { ...attempt, error }, retryAfter)
+      })
+
+      return WebhookSender.of({ deliver })
+    })
+  )
+
+  /** The cooldown policy of webhook endpoints, from configuration. */
+  static readonly cooldown = (config: SvcConfig["Service"]): CooldownPolicy => ({
+    after: config.webhookCooldownAfter,
+    base: config.webhookCooldownBase,
+    cap: config.webhookCooldownMax
+  })
+
+  /** The delivery loop of kind `webhook`, as long as the layer lives. */
+  static readonly worker = Layer.effectDiscard(Effect.gen(function*() {
+    const sender = yield* WebhookSender
+    const config = yield* SvcConfig
+    yield* runWorker({
+      kind: "webhook",
+      concurrency: WORKER_CONCURRENCY,
+      perTarget: PER_ENDPOINT,
+      // Longer than a send (5 s) plus its bookkeeping; a crashed process's
+      // deliveries are sent again after this.
+      leaseFor: config.webhookLease,
+      pollEvery: Duration.seconds(2),
+      cooldown: WebhookSender.cooldown(config),
+      handle: sender.deliver
+    })
+  }))
+}

@@ -1,0 +1,330 @@
+/**
+ * `svc/receiver`: verify and decode `svc` webhook deliveries.
+ *
+ * No dependency on the server and nothing at run time beyond the platform's
+ * Web Crypto (`crypto.subtle`), so it runs on Node, Deno, Bun and edge
+ * runtimes. Named after Stripe's verifier:
+ *
+ * ```ts
+ * import { constructEvent, WebhookVerificationError } from "svc/receiver"
+ * const raw = await request.text()                      // the raw body, before any JSON parsing
+ * const event = await constructEvent(raw, request.headers.get("x-svc-signature"), secret, {
+ *   expectedOrgId: "0193..."                            // optional
+ * })
+ * ```
+ *
+ * The signature is checked on the raw bytes before anything is parsed:
+ * HMAC-SHA256 over `${t}.${rawBody}` keyed with the secret string as
+ * returned, compared in constant time (`crypto.subtle.verify`), any of
+ * several `v1=` values (secret rotation), timestamp within
+ * `toleranceSeconds` (300) of the receiver's clock in both directions.
+ * Never log the secret or full payloads.
+ */
+
+/** The six approval event types. A receiver refuses any other type. */
+export const EVENT_TYPES = [
+  "approval.requested",
+  "approval.expiring",
+  "approval.escalated",
+  "approval.approved",
+  "approval.rejected",
+  "approval.expired"
+] as const
+export type WebhookEventType = typeof EVENT_TYPES[number]
+
+export const DEFAULT_TOLERANCE_SECONDS = 300
+
+/** The approval as it was when the event was recorded (DESIGN.md "Approval snapshot"). */
+export interface ApprovalSnapshot {
+  readonly approval_id: string
+  readonly session_id: string
+  readonly step_id: string
+  readonly task_id: string | null
+  readonly status: "pending" | "approved" | "rejected" | "expired" | (string & {})
+  readonly deadline_at: string | null
+  readonly expires_at: string | null
+  readonly timeout_action?: string
+  readonly decided_at?: string | null
+  readonly decided_by?: string | null
+  readonly [field: string]: unknown
+}
+
+/** The body of a delivery. `id` is the deduplication key. */
+export interface WebhookEvent {
+  readonly id: string
+  readonly type: WebhookEventType
+  readonly org_id: string
+  readonly occurred_at: string
+  readonly approval: ApprovalSnapshot
+}
+
+export type WebhookVerificationReason =
+  /** The header is missing or not `t=<unix>,v1=<hex>...`. */
+  | "malformed_header"
+  /** No `v1=` value matches any of the secrets. */
+  | "bad_signature"
+  /** `t` is more than `toleranceSeconds` from the receiver's clock (either direction). */
+  | "timestamp_outside_tolerance"
+  /** Verified, but the body is not a JSON event object. */
+  | "invalid_body"
+  /** Verified, but the event type is not one of `EVENT_TYPES`. */
+  | "unknown_event_type"
+  /** Verified, but `org_id` is not `expectedOrgId`. */
+  | "unexpected_org"
+
+/** Why a delivery was refused. The message never contains the secret or the body. */
+export class WebhookVerificationError extends Error {
+  readonly reason: WebhookVerificationReason
+  constructor(reason: WebhookVerificationReason, message: string) {
+    super(message)
+    this.name = "WebhookVerificationError"
+    this.reason = reason
+  }
+}
+
+export interface VerifyOptions {
+  /** Largest accepted distance between `t` and now, in seconds (default 300). */
+  readonly toleranceSeconds?: number
+  /** The receiver's clock: a `Date`, milliseconds, or a function returning milliseconds (default `Date.now()`). */
+  readonly now?: Date | number | (() => number)
+  /** When set, an event of another organization is refused (`unexpected_org`). */
+  readonly expectedOrgId?: string
+}
+
+export type RawBody = string | Uint8Array | ArrayBuffer
+
+/** One secret, or several while you roll a secret on your side. */
+export type Secrets = string | ReadonlyArray<string>
+
+const encoder = new TextEncoder()
+
+const bytesOf = (body: RawBody): Uint8Array<ArrayBuffer> => {
+  if (typeof body === "string") return encoder.encode(body)
+  if (body instanceof ArrayBuffer) return new Uint8Array(body)
+  const copy = new Uint8Array(body.byteLength)
+  copy.set(body)
+  return copy
+}
+
+const nowMillis = (now: VerifyOptions["now"]): number =>
+  now === undefined ? Date.now() : typeof now === "function" ? now() : now instanceof Date ? now.getTime() : now
+
+const hexToBytes = (hex: string): Uint8Array<ArrayBuffer> | undefined => {
+  if (!/^[0-9a-fA-F]{64}$/.test(hex)) return undefined
+  const out = new Uint8Array(32)
+  for (let i = 0; i < 32; i++) out[i] = parseInt(hex.slice(i * 2, i * 2 + 2), 16)
+  return out
+}
+
+export interface ParsedSignatureHeader {
+  readonly timestamp: number
+  /** The `v1=` values, as given. */
+  readonly signatures: ReadonlyArray<string>
+}
+
+/** Parses `t=<unix>,v1=<hex>[,v1=<hex>...]`; unknown schemes (`v0=`, ...) are ignored as Stripe does. */
+export const parseSignatureHeader = (header: string | null | undefined): ParsedSignatureHeader => {
+  if (typeof header !== "string" || header.length === 0 || header.length > 4096) {
+    throw new WebhookVerificationError("malformed_header", "missing X-Svc-Signature header")
+  }
+  let timestamp: number | undefined
+  const signatures: Array<string> = []
+  for (const part of header.split(",")) {
+    const index = part.indexOf("=")
+    if (index <= 0) continue
+    const key = part.slice(0, index).trim()
+    const value = part.slice(index + 1).trim()
+    if (key === "t") {
+      if (!/^\d{1,12}$/.test(value)) {
+        throw new WebhookVerificationError("malformed_header", "the t= value is not a unix time in seconds")
+      }
+      timestamp = Number(value)
+    } else if (key === "v1") {
+      signatures.push(value)
+    }
+  }
+  if (timestamp === undefined) throw new WebhookVerificationError("malformed_header", "no t= value in X-Svc-Signature")
+  if (signatures.length === 0) throw new WebhookVerificationError("malformed_header", "no v1= signature in X-Svc-Signature")
+  return { timestamp, signatures }
+}
+
+const importKey = (secret: string) =>
+  crypto.subtle.importKey("raw", encoder.encode(secret), { name: "HMAC", hash: "SHA-256" }, false, ["sign", "verify"])
+
+/**
+ * Checks the signature and the timestamp of a delivery, on the raw body,
+ * without parsing it. Resolves to the verified timestamp; rejects with a
+ * `WebhookVerificationError` (`malformed_header`, `bad_signature`,
+ * `timestamp_outside_tolerance`).
+ */
+export const verifySignature = async (
+  rawBody: RawBody,
+  signatureHeader: string | null | undefined,
+  secret: Secrets,
+  options: VerifyOptions = {}
+): Promise<{ readonly timestamp: number }> => {
+  const parsed = parseSignatureHeader(signatureHeader)
+  const secrets = typeof secret === "string" ? [secret] : [...secret]
+  if (secrets.length === 0 || secrets.some((s) => typeof s !== "string" || s.length === 0)) {
+    throw new TypeError("verifySignature: the signing secret is empty")
+  }
+  const body = bytesOf(rawBody)
+  const prefix = encoder.encode(`${parsed.timestamp}.`)
+  const signed = new Uint8Array(prefix.length + body.length)
+  signed.set(prefix)
+  signed.set(body, prefix.length)
+  let matched = false
+  for (const value of secrets) {
+    const key = await importKey(value)
+    for (const candidate of parsed.signatures) {
+      const digest = hexToBytes(candidate)
+      // `subtle.verify` compares in constant time; every candidate is checked
+      // so the time taken does not say which one matched.
+      if (digest !== undefined && await crypto.subtle.verify("HMAC", key, digest, signed)) matched = true
+    }
+  }
+  if (!matched) throw new WebhookVerificationError("bad_signature", "no v1= signature matches the signing secret")
+  const tolerance = options.toleranceSeconds ?? DEFAULT_TOLERANCE_SECONDS
+  const skew = Math.abs(nowMillis(options.now) / 1000 - parsed.timestamp)
+  if (tolerance > 0 && skew > tolerance) {
+    throw new WebhookVerificationError(
+      "timestamp_outside_tolerance",
+      `the signature timestamp is ${Math.round(skew)} s away from this receiver's clock (tolerance ${tolerance} s)`
+    )
+  }
+  return { timestamp: parsed.timestamp }
+}
+
+const isObject = (value: unknown): value is Record<string, unknown> =>
+  typeof value === "object" && value !== null && !Array.isArray(value)
+
+/**
+ * Decodes and validates an already verified body: a JSON object with `id`,
+ * a known `type`, `org_id` (equal to `expectedOrgId` when given),
+ * `occurred_at` and an `approval` object.
+ */
+export const decodeEvent = (rawBody: RawBody, options: Pick<VerifyOptions, "expectedOrgId"> = {}): WebhookEvent => {
+  let value: unknown
+  try {
+    value = JSON.parse(typeof rawBody === "string" ? rawBody : new TextDecoder().decode(bytesOf(rawBody)))
+  } catch {
+    throw new WebhookVerificationError("invalid_body", "the body is not JSON")
+  }
+  if (
+    !isObject(value) || typeof value.id !== "string" || typeof value.type !== "string" ||
+    typeof value.org_id !== "string" || typeof value.occurred_at !== "string" || !isObject(value.approval) ||
+    typeof value.approval.approval_id !== "string"
+  ) {
+    throw new WebhookVerificationError("invalid_body", "the body is not an svc event (id, type, org_id, occurred_at, approval)")
+  }
+  if (!(EVENT_TYPES as ReadonlyArray<string>).includes(value.type)) {
+    throw new WebhookVerificationError("unknown_event_type", `unknown event type ${JSON.stringify(value.type.slice(0, 64))}`)
+  }
+  if (options.expectedOrgId !== undefined && value.org_id !== options.expectedOrgId) {
+    throw new WebhookVerificationError("unexpected_org", "the event belongs to another organization")
+  }
+  return value as unknown as WebhookEvent
+}
+
+/**
+ * Verifies the signature on the raw body, then decodes and validates the
+ * event. Resolves to the event or rejects with a `WebhookVerificationError`
+ * saying why.
+ */
+export const constructEvent = async (
+  rawBody: RawBody,
+  signatureHeader: string | null | undefined,
+  secret: Secrets,
+  options: VerifyOptions = {}
+): Promise<WebhookEvent> => {
+  await verifySignature(rawBody, signatureHeader, secret, options)
+  return decodeEvent(rawBody, options)
+}
+
+// ---------------------------------------------------------------------------
+// Deduplication
+
+/**
+ * Where a receiver remembers the event ids it has accepted. Deliveries are
+ * at least once and may be duplicated or delayed: `add` must be atomic and
+ * durable (a unique key in your database, `SETNX` in Redis, a KV put with a
+ * precondition...).
+ */
+export interface DedupStore {
+  /** Records `eventId`; resolves `true` when it was not recorded before, `false` for a duplicate. */
+  readonly add: (eventId: string, event: WebhookEvent) => Promise<boolean>
+  /** Forgets `eventId` (e.g. when saving the event failed after `add`). Optional. */
+  readonly remove?: (eventId: string) => Promise<void>
+}
+
+/** An in-memory store, for tests and single-process demos only: it forgets on restart. */
+export const memoryDedupStore = (maxEntries = 100_000): DedupStore & { readonly size: () => number } => {
+  const seen = new Set<string>()
+  return {
+    size: () => seen.size,
+    add: async (eventId) => {
+      if (seen.has(eventId)) return false
+      seen.add(eventId)
+      if (seen.size > maxEntries) seen.delete(seen.values().next().value as string)
+      return true
+    },
+    remove: async (eventId) => {
+      seen.delete(eventId)
+    }
+  }
+}
+
+/**
+ * Runs `handle` once per event id: a duplicate resolves `{ duplicate: true }`
+ * without calling it. When `handle` throws, the id is forgotten (if the
+ * store can) so the sender's retry is processed.
+ */
+export const deduplicate = async <A>(
+  store: DedupStore,
+  event: WebhookEvent,
+  handle: (event: WebhookEvent) => Promise<A>
+): Promise<{ readonly duplicate: true } | { readonly duplicate: false; readonly value: A }> => {
+  if (!(await store.add(event.id, event))) return { duplicate: true }
+  try {
+    return { duplicate: false, value: await handle(event) }
+  } catch (error) {
+    await store.remove?.(event.id)
+    throw error
+  }
+}
+
+// ---------------------------------------------------------------------------
+// Fetch-style handler (Deno, Bun, Cloudflare Workers, Node's Request)
+
+export interface HandlerOptions extends VerifyOptions {
+  readonly secret: Secrets
+  /** Remembers accepted event ids; duplicates are acknowledged without calling `onEvent`. */
+  readonly dedup?: DedupStore
+  /** Save the event durably and queue the work; answer quickly (the sender waits at most 5 s). */
+  readonly onEvent: (event: WebhookEvent) => Promise<void>
+}
+
+/**
+ * A complete `(Request) => Response` receiver: 400 for an unverifiable
+ * delivery (saying why, never echoing the body), 2xx once `onEvent` saved it,
+ * 200 `{"duplicate":true}` for a repeat.
+ */
+export const handleRequest = async (request: Request, options: HandlerOptions): Promise<Response> => {
+  if (request.method !== "POST") return new Response(null, { status: 405, headers: { allow: "POST" } })
+  const raw = new Uint8Array(await request.arrayBuffer())
+  let event: WebhookEvent
+  try {
+    event = await constructEvent(raw, request.headers.get("x-svc-signature"), options.secret, options)
+  } catch (error) {
+    if (error instanceof WebhookVerificationError) {
+      return Response.json({ error: error.reason, message: error.message }, { status: 400 })
+    }
+    throw error
+  }
+  if (options.dedup === undefined) {
+    await options.onEvent(event)
+    return Response.json({ received: true }, { status: 202 })
+  }
+  const outcome = await deduplicate(options.dedup, event, options.onEvent)
+  return Response.json({ received: true, duplicate: outcome.duplicate }, { status: outcome.duplicate ? 200 : 202 })
+}

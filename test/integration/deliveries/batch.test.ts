@@ -1,0 +1,78 @@
+/** Batch forms of the queue (added for webhook throughput): same answers as their single forms. */
+import { assert, layer } from "@effect/vitest"
+import { Effect, Layer, Redacted } from "effect"
+import { SqlClient } from "effect/sql"
+import { DeliveryQueue, Outcome } from "../../../src/deliveries/DeliveryQueue.ts"
+import { Database } from "../../../src/platform/Database.ts"
+import { newId } from "../../../src/platform/Ids.ts"
+import { Migrations } from "../../../src/platform/Migrations.ts"
+import { Wakeups } from "../../../src/platform/Wakeups.ts"
+
+const serverUrl = process.env.TEST_DATABASE_URL
+const QueueLive = DeliveryQueue.layer.pipe(
+  Layer.provideMerge(Wakeups.layer),
+  Layer.provideMerge(Migrations.layer),
+  Layer.provideMerge(serverUrl ? Database.scratch(Redacted.make(serverUrl)) : Database.memory)
+)
+
+const newOrg = Effect.gen(function*() {
+  const sql = yield* SqlClient.SqlClient
+  const id = newId()
+  yield* sql`INSERT INTO orgs (id, name) VALUES (${id}, 'batch-test')`
+  return id
+}).pipe(Effect.orDie)
+
+layer(QueueLive, { excludeTestServices: true })("batch enqueue and settle", (it) => {
+  it.effect("enqueueMany keeps order and applies capacity per target as repeated enqueue would", () =>
+    Effect.gen(function*() {
+      const queue = yield* DeliveryQueue
+      const org = yield* newOrg
+      const a = newId()
+      const b = newId()
+      yield* queue.enqueue({ orgId: org, kind: "webhook", targetId: a, capacity: 3 })
+      const rows = yield* queue.enqueueMany([
+        { orgId: org, kind: "webhook", targetId: a, label: "a1", capacity: 3 },
+        { orgId: org, kind: "webhook", targetId: b, label: "b1", capacity: 3 },
+        { orgId: org, kind: "webhook", targetId: a, label: "a2", capacity: 3 },
+        { orgId: org, kind: "webhook", targetId: a, label: "a3", capacity: 3 }
+      ])
+      assert.deepStrictEqual(rows.map((r) => [r.label, r.status]), [["a1", "queued"], ["b1", "queued"], ["a2", "queued"], ["a3", "failed"]])
+      assert.include(rows[3]!.lastError!, "queue full")
+      assert.isTrue(BigInt(rows[0]!.seq) < BigInt(rows[1]!.seq) && BigInt(rows[2]!.seq) < BigInt(rows[3]!.seq))
+      assert.deepStrictEqual(yield* queue.enqueueMany([]), [])
+    }))
+
+  it.effect("settleMany records each attempt, reports lost leases, and counts failures toward the target's cooldown", () =>
+    Effect.gen(function*() {
+      const queue = yield* DeliveryQueue
+      const sql = yield* SqlClient.SqlClient
+      const org = yield* newOrg
+      const target = newId()
+      yield* queue.enqueueMany([1, 2, 3].map(() => ({ orgId: org, kind: "webhook" as const, targetId: target, capacity: 10 })))
+      const claimed = (yield* queue.claim("webhook", { limit: 10, leaseFor: "1 minute", perTarget: 10 })).filter((d) => d.targetId === target)
+      assert.strictEqual(claimed.length, 3)
+      const stale = { ...claimed[2]!, leaseOwner: newId() }
+      const held = yield* queue.settleMany([
+        { claimed: claimed[0]!, outcome: Outcome.delivered(), attempt: { statusCode: 204, durationMs: 3 } },
+        {
+          claimed: claimed[1]!,
+          outcome: Outcome.retry(new Date(Date.now() + 60_000), "HTTP 500"),
+          attempt: { statusCode: 500, error: "HTTP 500", responseSnippet: "boom", durationMs: 4 },
+          cooldown: { after: 1, base: "10 seconds", cap: "1 minute" }
+        },
+        { claimed: stale, outcome: Outcome.delivered(), attempt: { durationMs: 1 } }
+      ])
+      assert.deepStrictEqual(held, [true, true, false])
+      const list = yield* queue.list({ orgId: org, kind: "webhook", targetId: target })
+      const byId = new Map(list.map((d) => [d.id, d]))
+      assert.strictEqual(byId.get(claimed[0]!.id)!.status, "delivered")
+      assert.isNotNull(byId.get(claimed[0]!.id)!.finishedAt)
+      assert.strictEqual(byId.get(claimed[1]!.id)!.status, "retrying")
+      assert.strictEqual(byId.get(claimed[2]!.id)!.status, "sending")
+      assert.deepStrictEqual((yield* queue.attempts(claimed[1]!.id)).map((a) => [a.statusCode, a.responseSnippet]), [[500, "boom"]])
+      const [health] = yield* sql<{ consecutive_failures: number; cooling: boolean }>`
+        SELECT consecutive_failures, cooldown_until > now() AS cooling FROM delivery_targets WHERE id = ${target}
+      `
+      assert.deepStrictEqual(health, { consecutive_failures: 1, cooling: true })
+    }))
+})

@@ -1,0 +1,180 @@
+/**
+ * Durability (issue 5 rule 8) with real `svc` processes: `kill -9` during
+ * delivery and a restart lose nothing; several processes on one PostgreSQL
+ * server share the work with no duplicate outside a crash. Also the CLI's
+ * reviewer-email command (rule 10).
+ */
+import { assert, describe, it } from "@effect/vitest"
+import { Effect, Layer, Option, Redacted } from "effect"
+import { SqlClient } from "effect/sql"
+import { PgClient } from "@effect/sql-pg"
+import * as fs from "node:fs"
+import * as os from "node:os"
+import * as path from "node:path"
+import { Database, readLiveLock } from "../../../src/platform/Database.ts"
+import { eventually } from "../../support/http.ts"
+import { HttpsReceiver, Reply } from "../../support/HttpsReceiver.ts"
+import { cli, type RunningServer, startServer } from "../../support/process.ts"
+import { TestTls } from "../../support/tls.ts"
+import { eventBody, type EventBody } from "./support.ts"
+
+const json = (stdout: string) => JSON.parse(stdout.trim().split("\n").at(-1)!)
+
+const api = (server: RunningServer, key: string, route: string, init: { method?: string; body?: unknown } = {}) =>
+  Effect.promise(async () => {
+    const response = await fetch(`${server.baseUrl}${route}`, {
+      method: init.method ?? "GET",
+      headers: { authorization: `Bearer ${key}`, "content-type": "application/json" },
+      ...(init.body === undefined ? {} : { body: JSON.stringify(init.body) })
+    })
+    return { status: response.status, json: await response.json().catch(() => undefined) as any }
+  })
+
+/** Writes events in chunks, as the approvals capability would, through `sql`. */
+const writeEvents = (events: ReadonlyArray<EventBody>) =>
+  Effect.gen(function*() {
+    const sql = yield* SqlClient.SqlClient
+    for (let i = 0; i < events.length; i += 500) {
+      const rows = events.slice(i, i + 500).map((event): Record<string, unknown> => ({
+        id: event.id,
+        org_id: event.org_id,
+        type: event.type,
+        occurred_at: event.occurred_at,
+        body: JSON.stringify(event)
+      }))
+      yield* sql`INSERT INTO events ${sql.insert(rows as [Record<string, unknown>, ...Array<Record<string, unknown>>])}`
+    }
+  }).pipe(Effect.orDie)
+
+const deliveryStatus = Effect.gen(function*() {
+  const sql = yield* SqlClient.SqlClient
+  const [row] = yield* sql<{ total: number; delivered: number; events: number; undispatched: number }>`
+    SELECT (SELECT count(*)::int FROM deliveries WHERE kind = 'webhook') AS total,
+           (SELECT count(*)::int FROM deliveries WHERE kind = 'webhook' AND status = 'delivered') AS delivered,
+           (SELECT count(DISTINCT event_id)::int FROM deliveries WHERE kind = 'webhook') AS events,
+           (SELECT count(*)::int FROM events WHERE dispatched_at IS NULL) AS undispatched
+  `
+  return row!
+}).pipe(Effect.orDie)
+
+const countIds = (requests: ReadonlyArray<{ headers: Readonly<Record<string, string>> }>) => {
+  const counts = new Map<string, number>()
+  for (const request of requests) {
+    const id = request.headers["x-svc-event-id"]!
+    counts.set(id, (counts.get(id) ?? 0) + 1)
+  }
+  return counts
+}
+
+const stop = (server: RunningServer) =>
+  Effect.promise(async () => {
+    server.child.kill("SIGTERM")
+    await server.exited.catch(() => undefined)
+  })
+
+const fastEnv = (caFile: string) => ({
+  SVC_ALLOWED_TARGET_CIDRS: "127.0.0.0/8",
+  SVC_EXTRA_CA_FILE: caFile,
+  SVC_WEBHOOK_LEASE: "3s",
+  SVC_WEBHOOK_RETRY_SCHEDULE: "200ms,200ms,200ms,200ms,200ms"
+})
+
+describe("the service as processes on an embedded data directory", () => {
+  it.live("the CLI sets the reviewer address; kill -9 during delivery and a restart lose no event", () =>
+    Effect.gen(function*() {
+      const tls = yield* TestTls.shared
+      const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), "svc-webhooks-"))
+      const env = { SVC_DATA_DIR: dataDir, DATABASE_URL: "", ...fastEnv(tls.caFile) }
+      const org = json((yield* Effect.promise(() => cli(["orgs", "create", "--name", "durable", "--json"], env))).stdout)
+      const key = json((yield* Effect.promise(() => cli(["keys", "create", "--org", org.id, "--scopes", "org_config.read,org_config.write", "--json"], env))).stdout).key
+
+      const set = yield* Effect.promise(() => cli(["notifications", "reviewer-email", "--org", org.id, "--email", "reviewers@example.com", "--json"], env))
+      assert.strictEqual(set.code, 0, set.stderr)
+      assert.deepStrictEqual(json(set.stdout), { org_id: org.id, reviewer_email: "reviewers@example.com" })
+      const bad = yield* Effect.promise(() => cli(["notifications", "reviewer-email", "--org", org.id, "--email", "nope", "--json"], env))
+      assert.notStrictEqual(bad.code, 0)
+
+      // Slow-ish answers keep deliveries in flight when the process dies.
+      const receiver = yield* HttpsReceiver.make({ respond: () => Reply.delayed(40) })
+      let server = yield* Effect.promise(() => startServer(env))
+      try {
+        const settings = yield* api(server, key, "/v1/notification-settings")
+        assert.deepStrictEqual(settings.json, { reviewer_email: "reviewers@example.com", email_notifier: false })
+        const created = yield* api(server, key, "/v1/notification-endpoints", { method: "POST", body: { url: receiver.url("/durable") } })
+        assert.strictEqual(created.status, 201)
+
+        const events = Array.from({ length: 300 }, () => eventBody(org.id, "approval.requested"))
+        const attached = Database.attached(Option.getOrThrow(readLiveLock(dataDir)))
+        yield* writeEvents(events).pipe(Effect.provide(attached))
+        yield* receiver.waitForRequests(60, "30 seconds")
+        server.child.kill("SIGKILL")
+        yield* Effect.promise(() => server.exited.catch(() => undefined))
+        const beforeRestart = receiver.requests().length
+        assert.isBelow(beforeRestart, 300, "the kill came during delivery")
+
+        server = yield* Effect.promise(() => startServer(env))
+        const again = Database.attached(Option.getOrThrow(readLiveLock(dataDir)))
+        const status = yield* eventually(
+          Effect.map(deliveryStatus, (s) => s.delivered === 300 ? s : undefined).pipe(Effect.provide(again)),
+          { timeoutMs: 90_000, intervalMs: 250, what: "all 300 deliveries delivered after the restart" }
+        )
+        // Each event fanned out exactly once, none left behind.
+        assert.deepStrictEqual(status, { total: 300, delivered: 300, events: 300, undispatched: 0 })
+        const counts = countIds(receiver.requests())
+        assert.sameMembers([...counts.keys()], events.map((e) => e.id))
+        // At least once: only deliveries in flight at the kill may arrive twice.
+        const twice = [...counts.values()].filter((n) => n > 1).length
+        assert.isAtMost(twice, 16)
+      } finally {
+        yield* stop(server)
+      }
+    }).pipe(Effect.scoped), 180_000)
+})
+
+const serverUrl = process.env.TEST_DATABASE_URL
+
+describe.skipIf(!serverUrl)("several processes on one PostgreSQL server", () => {
+  it.live("three processes deliver 5 000 events with no loss and no duplicate", () =>
+    Effect.gen(function*() {
+      const tls = yield* TestTls.shared
+      const admin = yield* SqlClient.SqlClient
+      const name = `svc_webhooks_${Date.now().toString(36)}`
+      yield* admin.unsafe(`CREATE DATABASE ${name}`)
+      yield* Effect.addFinalizer(() => admin.unsafe(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`).pipe(Effect.orDie))
+      const url = new URL(serverUrl!)
+      url.pathname = `/${name}`
+      const env = { DATABASE_URL: url.toString(), SVC_MASTER_KEY: Buffer.alloc(32, 9).toString("base64"), ...fastEnv(tls.caFile) }
+      const org = json((yield* Effect.promise(() => cli(["orgs", "create", "--name", "pg", "--json"], env))).stdout)
+      const key = json((yield* Effect.promise(() => cli(["keys", "create", "--org", org.id, "--scopes", "org_config.read,org_config.write", "--json"], env))).stdout).key
+      const receiver = yield* HttpsReceiver.make()
+      const servers: Array<RunningServer> = []
+      try {
+        servers.push(yield* Effect.promise(() => startServer(env)))
+        servers.push(...(yield* Effect.promise(() => Promise.all([startServer(env), startServer(env)]))))
+        const created = yield* api(servers[0]!, key, "/v1/notification-endpoints", { method: "POST", body: { url: receiver.url("/pg") } })
+        assert.strictEqual(created.status, 201)
+        const db = PgClient.layer({ url: Redacted.make(url.toString()), maxConnections: 2 })
+        const events = Array.from({ length: 5_000 }, () => eventBody(org.id, "approval.requested"))
+        yield* writeEvents(events).pipe(Effect.provide(db))
+        const status = yield* eventually(
+          Effect.map(deliveryStatus, (s) => s.delivered === 5_000 ? s : undefined).pipe(Effect.provide(db)),
+          { timeoutMs: 150_000, intervalMs: 500, what: "5 000 deliveries" }
+        )
+        assert.deepStrictEqual(status, { total: 5_000, delivered: 5_000, events: 5_000, undispatched: 0 })
+        const counts = countIds(receiver.requests())
+        assert.strictEqual(counts.size, 5_000)
+        assert.strictEqual(receiver.requests().length, 5_000, "no duplicate without a crash")
+        // The work was shared.
+        const attempts = yield* Effect.gen(function*() {
+          const sql = yield* SqlClient.SqlClient
+          return yield* sql<{ n: number }>`SELECT count(*)::int AS n FROM delivery_attempts`
+        }).pipe(Effect.provide(db), Effect.orDie)
+        assert.strictEqual(attempts[0]!.n, 5_000)
+      } finally {
+        for (const server of servers) yield* stop(server)
+      }
+    }).pipe(
+      Effect.scoped,
+      Effect.provide(Layer.orDie(Layer.suspend(() => PgClient.layer({ url: Redacted.make(serverUrl!), maxConnections: 1 }))))
+    ), 240_000)
+})

@@ -1,0 +1,115 @@
+/**
+ * Reviewer email (issue 5 rule 10): with SVC_SMTP_URL set and a reviewer
+ * address, requests and deadline notices are mailed through a real SMTP
+ * client to a local SMTP server; final decisions are for webhooks only.
+ */
+import { assert, describe, layer } from "@effect/vitest"
+import { Effect, Layer, Option, Redacted } from "effect"
+import type { AddressInfo } from "node:net"
+import { SMTPServer } from "smtp-server"
+import { SvcTest } from "../../../src/testing.ts"
+import { eventually } from "../../support/http.ts"
+import { HttpsReceiver } from "../../support/HttpsReceiver.ts"
+import { eventBody, type EventType, insertEvents, waitForDeliveries, webhookService } from "./support.ts"
+
+interface Mail {
+  readonly to: ReadonlyArray<string>
+  readonly from: string
+  readonly data: string
+}
+
+const mails: Array<Mail> = []
+
+const WithSmtp = Layer.unwrap(Effect.gen(function*() {
+  const server = new SMTPServer({
+    authOptional: true,
+    disabledCommands: ["STARTTLS", "AUTH"],
+    logger: false,
+    onData(stream, session, callback) {
+      const chunks: Array<Buffer> = []
+      stream.on("data", (chunk: Buffer) => chunks.push(chunk))
+      stream.on("end", () => {
+        mails.push({
+          to: session.envelope.rcptTo.map((r) => r.address),
+          from: session.envelope.mailFrom ? session.envelope.mailFrom.address : "",
+          data: Buffer.concat(chunks).toString("utf8")
+        })
+        callback()
+      })
+    }
+  })
+  const port = yield* Effect.acquireRelease(
+    Effect.callback<number>((resume) => {
+      server.listen(0, "127.0.0.1", () => resume(Effect.succeed((server.server.address() as AddressInfo).port)))
+    }),
+    () => Effect.callback<void>((resume) => server.close(() => resume(Effect.void)))
+  )
+  return webhookService({
+    smtpUrl: Option.some(Redacted.make(`smtp://127.0.0.1:${port}/?from=approvals%40svc.test`))
+  })
+}))
+
+layer(WithSmtp, { excludeTestServices: true })("reviewer email", (it) => {
+  describe("email_notifier", () => {
+    it.effect("is true exactly when SVC_SMTP_URL is set and the organization has a reviewer address", () =>
+      Effect.gen(function*() {
+        const org = yield* SvcTest.org()
+        assert.strictEqual((yield* org.client.notifications.list()).email_notifier, false)
+        const set = yield* org.client.notifications.updateSettings({ payload: { reviewer_email: "reviewers@example.com" } })
+        assert.isTrue(set.email_notifier)
+        assert.isTrue((yield* org.client.notifications.list()).email_notifier)
+        assert.deepStrictEqual(yield* org.client.notifications.getSettings(), { reviewer_email: "reviewers@example.com", email_notifier: true })
+        yield* org.client.notifications.updateSettings({ payload: { reviewer_email: null } })
+        assert.isFalse((yield* org.client.notifications.list()).email_notifier)
+      }))
+  })
+
+  describe("mail", () => {
+    it.effect("requested, expiring and escalated are mailed to the reviewer; approved, rejected and expired are not; webhooks get all six", () =>
+      Effect.gen(function*() {
+        const receiver = yield* HttpsReceiver.make()
+        const org = yield* SvcTest.org()
+        const { endpoint } = yield* org.client.notifications.create({ payload: { url: receiver.url("/all") } })
+        yield* org.client.notifications.updateSettings({ payload: { reviewer_email: "team-reviewers@example.com" } })
+        const types: ReadonlyArray<EventType> = [
+          "approval.requested",
+          "approval.expiring",
+          "approval.escalated",
+          "approval.approved",
+          "approval.rejected",
+          "approval.expired"
+        ]
+        const events = types.map((type) => eventBody(org.orgId, type))
+        yield* insertEvents(events)
+        yield* waitForDeliveries(endpoint.id, (rows) => rows.length === 6 && rows.every((r) => r.status === "delivered"))
+        const mine = yield* eventually(Effect.sync(() => {
+          const found = mails.filter((mail) => mail.to.includes("team-reviewers@example.com"))
+          return found.length >= 3 ? found : undefined
+        }), { what: "three mails" })
+        const ids = mine.map((mail) => /X-Svc-Event-Id: (\S+)/i.exec(mail.data)?.[1])
+        assert.sameMembers(ids, events.slice(0, 3).map((e) => e.id))
+        assert.strictEqual(mine[0]!.from, "approvals@svc.test")
+        const requested = mine.find((mail) => mail.data.includes(events[0]!.id))!
+        assert.include(requested.data, "Approval requested")
+        assert.include(requested.data, events[0]!.approval.approval_id)
+        const sql = (yield* SvcTest).sql
+        const emailRows = yield* sql<{ status: string }>`SELECT status FROM deliveries WHERE kind = 'email' AND org_id = ${org.orgId}`
+        assert.deepStrictEqual(emailRows.map((r) => r.status), ["delivered", "delivered", "delivered"])
+      }).pipe(Effect.scoped))
+
+    it.effect("an organization without a reviewer address gets no mail", () =>
+      Effect.gen(function*() {
+        const org = yield* SvcTest.org()
+        const event = eventBody(org.orgId, "approval.requested")
+        yield* insertEvents([event])
+        const sql = (yield* SvcTest).sql
+        yield* eventually(Effect.map(
+          sql<{ n: number }>`SELECT count(*)::int AS n FROM events WHERE id = ${event.id} AND dispatched_at IS NOT NULL`,
+          (rows) => rows[0]!.n === 1 ? true : undefined
+        ))
+        const rows = yield* sql`SELECT 1 FROM deliveries WHERE kind = 'email' AND org_id = ${org.orgId}`
+        assert.strictEqual(rows.length, 0)
+        assert.isFalse(mails.some((mail) => mail.data.includes(event.id)))
+      }))
+  })
+})

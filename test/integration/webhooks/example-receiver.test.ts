@@ -1,0 +1,103 @@
+/**
+ * `scripts/example-receiver.ts` (issue 5 rule 12) as a real process: svc
+ * delivers to it, it verifies, saves the event to its inbox, answers 2xx at
+ * once, then works the event off by reading the approval's current status.
+ */
+import { assert, layer } from "@effect/vitest"
+import { Effect } from "effect"
+import { spawn } from "node:child_process"
+import * as fs from "node:fs"
+import * as https from "node:https"
+import * as os from "node:os"
+import * as path from "node:path"
+import { SvcTest } from "../../../src/testing.ts"
+import { eventually } from "../../support/http.ts"
+import { root } from "../../support/process.ts"
+import { TestTls } from "../../support/tls.ts"
+import { eventBody, insertEvents, waitForDeliveries, webhookService } from "./support.ts"
+
+const startReceiver = (env: Record<string, string>) =>
+  Effect.acquireRelease(
+    Effect.callback<{ url: string; output: () => string }>((resume) => {
+      const child = spawn(process.execPath, [path.join(root, "scripts/example-receiver.ts")], {
+        cwd: root,
+        env: { ...process.env, ...env, NODE_NO_WARNINGS: "1" },
+        stdio: ["ignore", "pipe", "pipe"]
+      })
+      let output = ""
+      const onData = (chunk: Buffer) => {
+        output += chunk.toString()
+        const match = /"message":"example receiver listening","url":"([^"]+)"/.exec(output)
+        if (match) resume(Effect.succeed({ url: match[1]!, output: () => output, child }))
+      }
+      child.stdout.on("data", onData)
+      child.stderr.on("data", (chunk: Buffer) => (output += chunk.toString()))
+      child.on("exit", (code) => resume(Effect.die(new Error(`receiver exited ${code}: ${output}`))))
+    }).pipe(Effect.timeout("30 seconds"), Effect.orDie),
+    (started) => Effect.sync(() => (started as unknown as { child: { kill: (s: string) => void } }).child.kill("SIGTERM"))
+  )
+
+layer(webhookService(), { excludeTestServices: true })("the example receiver", (it) => {
+  it.effect("verifies, saves durably and answers 202 at once, then works the event off; refuses a bad signature", () =>
+    Effect.gen(function*() {
+      const tls = yield* TestTls.shared
+      const dir = fs.mkdtempSync(path.join(os.tmpdir(), "svc-example-receiver-"))
+      fs.writeFileSync(path.join(dir, "cert.pem"), tls.cert)
+      fs.writeFileSync(path.join(dir, "key.pem"), tls.key)
+      const svc = yield* SvcTest
+      const org = yield* SvcTest.org()
+      const reader = yield* org.newKey(["agents.read"])
+      // The endpoint is created first so the receiver knows its secret; its URL is fixed by a free port.
+      const probe = yield* Effect.promise(() => import("node:net").then((net) => new Promise<number>((resolve) => {
+        const s = net.createServer().listen(0, "127.0.0.1", () => {
+          const port = (s.address() as { port: number }).port
+          s.close(() => resolve(port))
+        })
+      })))
+      const { endpoint, secret } = yield* org.client.notifications.create({
+        payload: { url: `https://127.0.0.1:${probe}/webhooks/svc` }
+      })
+      const receiver = yield* startReceiver({
+        SVC_WEBHOOK_SECRET: secret,
+        SVC_BASE_URL: svc.baseUrl,
+        SVC_API_KEY: reader.key,
+        SVC_ORG_ID: org.orgId,
+        PORT: String(probe),
+        RECEIVER_DATA: path.join(dir, "data"),
+        RECEIVER_TLS_CERT: path.join(dir, "cert.pem"),
+        RECEIVER_TLS_KEY: path.join(dir, "key.pem")
+      })
+      const event = eventBody(org.orgId, "approval.requested")
+      yield* insertEvents([event])
+      yield* waitForDeliveries(endpoint.id, (rows) => rows[0]?.status === "delivered")
+      const sql = svc.sql
+      const [attempt] = yield* sql<{ status_code: number }>`
+        SELECT a.status_code FROM delivery_attempts a JOIN deliveries d ON d.id = a.delivery_id WHERE d.target_id = ${endpoint.id}
+      `
+      assert.strictEqual(attempt!.status_code, 202)
+      const inbox = fs.readFileSync(path.join(dir, "data", "inbox.jsonl"), "utf8")
+      assert.strictEqual(JSON.parse(inbox.trim()).id, event.id)
+      // Worked off after reading the approval's current status.
+      yield* eventually(Effect.sync(() => {
+        const file = path.join(dir, "data", "done.jsonl")
+        return fs.existsSync(file) && fs.readFileSync(file, "utf8").includes(event.id) ? true : undefined
+      }), { what: "the event worked off", timeoutMs: 20_000 })
+      assert.notInclude(receiver.output(), secret)
+
+      const bad = yield* Effect.promise(() =>
+        new Promise<number>((resolve, reject) => {
+          const request = https.request(receiver.url, {
+            method: "POST",
+            ca: tls.caCert,
+            headers: { "x-svc-signature": `t=${Math.floor(Date.now() / 1000)},v1=${"0".repeat(64)}` }
+          }, (response) => {
+            response.resume()
+            resolve(response.statusCode ?? 0)
+          })
+          request.on("error", reject)
+          request.end(JSON.stringify(event))
+        })
+      )
+      assert.strictEqual(bad, 400)
+    }).pipe(Effect.scoped), 60_000)
+})
