@@ -488,7 +488,7 @@ export class DeliveryQueue extends Context.Service<DeliveryQueue, {
           duration_ms: Math.max(0, Math.round(attempt.durationMs))
         }))
         // The same row update and attempt record as `settle`, for many rows in one statement.
-        const settled = yield* sql<{ delivery_id: string }>`
+        const settled = yield* sql<{ delivery_id: string; lease_owner: string }>`
           WITH input AS (
             SELECT * FROM jsonb_to_recordset(${JSON.stringify(rows)}::jsonb) AS x(
               id uuid, lease_owner uuid, status text, last_error text, meta jsonb, next_attempt_at timestamptz,
@@ -503,19 +503,26 @@ export class DeliveryQueue extends Context.Service<DeliveryQueue, {
                 lease_owner = NULL, lease_until = NULL
             FROM input i
             WHERE d.id = i.id AND d.lease_owner = i.lease_owner AND d.status = 'sending'
-            RETURNING d.id, d.attempts
+            RETURNING d.id, d.attempts, i.lease_owner
+          ),
+          recorded AS (
+            INSERT INTO delivery_attempts (delivery_id, attempt, status_code, error, response_snippet, duration_ms)
+            SELECT s.id, s.attempts, i.status_code, i.error, i.snippet, i.duration_ms
+            FROM settled s JOIN input i ON i.id = s.id AND i.lease_owner = s.lease_owner
+            ON CONFLICT (delivery_id, attempt) DO NOTHING
+            RETURNING delivery_id
           )
-          INSERT INTO delivery_attempts (delivery_id, attempt, status_code, error, response_snippet, duration_ms)
-          SELECT s.id, s.attempts, i.status_code, i.error, i.snippet, i.duration_ms
-          FROM settled s JOIN input i ON i.id = s.id
-          ON CONFLICT (delivery_id, attempt) DO NOTHING
-          RETURNING delivery_id
+          SELECT s.id AS delivery_id, s.lease_owner FROM settled s JOIN recorded r ON r.delivery_id = s.id
         `.pipe(Effect.orDie)
-        const held = new Set(settled.map((row) => row.delivery_id))
+        // Keyed by lease, not only by delivery: one batch may hold the same
+        // delivery twice (a lease that ran out while its send was still in
+        // flight, and the claim that took it over); only the holder's counts.
+        const held = new Set(settled.map((row) => `${row.delivery_id}:${row.lease_owner}`))
+        const holds = (item: SettleItem) => held.has(`${item.claimed.id}:${item.claimed.leaseOwner}`)
         for (const item of items) {
-          if (held.has(item.claimed.id)) yield* health(item.claimed, item.outcome, item.cooldown)
+          if (holds(item)) yield* health(item.claimed, item.outcome, item.cooldown)
         }
-        return items.map((item) => held.has(item.claimed.id))
+        return items.map(holds)
       })
 
       const replay = Effect.fn("DeliveryQueue.replay")(function*(input: ReplayInput) {
