@@ -1,9 +1,10 @@
 import { assert, describe, layer } from "@effect/vitest"
-import { Deferred, Effect, Exit, Layer, Option, Redacted, Scope } from "effect"
+import { Deferred, Effect, Exit, Layer, Logger, Option, Redacted, Scope } from "effect"
 import { SqlClient } from "effect/sql"
 import { DeliveryQueue, Outcome } from "../../../src/deliveries/DeliveryQueue.ts"
 import { runWorker } from "../../../src/deliveries/DeliveryWorker.ts"
 import { Database } from "../../../src/platform/Database.ts"
+import { makeJsonLogger } from "../../../src/platform/Logging.ts"
 import { newId } from "../../../src/platform/Ids.ts"
 import { Migrations } from "../../../src/platform/Migrations.ts"
 import { Wakeups } from "../../../src/platform/Wakeups.ts"
@@ -272,6 +273,40 @@ layer(QueueLive, { excludeTestServices: true })("the shared delivery queue", (it
           { what: "the slow target to drain once released" }
         )
         yield* Scope.close(scope, Exit.void)
+      }))
+
+    it.effect("a settle that fails is logged, not lost silently; the delivery stays leased and is sent again later", () =>
+      Effect.gen(function*() {
+        const queue = yield* DeliveryQueue
+        const org = yield* newOrg
+        const target = newId()
+        const delivery = yield* queue.enqueue({ ...base(org, target), kind: "email" })
+        const lines: Array<string> = []
+        const scope = yield* Scope.make()
+        yield* runWorker({
+          kind: "email",
+          concurrency: 2,
+          perTarget: 1,
+          leaseFor: "1 minute",
+          pollEvery: "200 millis",
+          handle: () => Effect.succeed({ outcome: Outcome.delivered(), attempt: ok })
+        }).pipe(
+          Effect.provideService(DeliveryQueue, {
+            ...queue,
+            settleMany: () => Effect.die(new Error("database unreachable"))
+          }),
+          Effect.provide(Logger.layer([makeJsonLogger((line) => lines.push(line))])),
+          Scope.provide(scope)
+        )
+        const logged = yield* eventually(
+          Effect.sync(() => lines.find((line) => line.includes(delivery.id))),
+          { what: "the failed settle to be logged" }
+        )
+        assert.include(logged, "ERROR")
+        assert.include(logged, "database unreachable")
+        yield* Scope.close(scope, Exit.void)
+        const row = Option.getOrThrow(yield* queue.get({ orgId: org, kind: "email", deliveryId: delivery.id }))
+        assert.strictEqual(row.status, "sending")
       }))
   })
 })
