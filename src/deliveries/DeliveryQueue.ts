@@ -401,10 +401,16 @@ export class DeliveryQueue extends Context.Service<DeliveryQueue, {
           const policy = cooldown === undefined
             ? null
             : { after: cooldown.after, base: millis(cooldown.base) / 1000, cap: millis(cooldown.cap) / 1000 }
+          // A failure that lands while the target already cools down was an
+          // attempt in flight when the cooldown began (up to `perTarget` of
+          // them): it belongs to the round that started the cooldown, so it
+          // neither counts again nor extends it. Otherwise one burst of
+          // concurrent failures would jump straight to the capped cooldown.
           yield* sql`
             INSERT INTO delivery_targets (id, org_id, kind, consecutive_failures, cooldown_until)
             VALUES (${claimed.targetId}, ${claimed.orgId}, ${claimed.kind}, 1, NULL)
-            ON CONFLICT (id) DO UPDATE SET consecutive_failures = delivery_targets.consecutive_failures + 1
+            ON CONFLICT (id) DO UPDATE SET consecutive_failures = delivery_targets.consecutive_failures +
+              CASE WHEN delivery_targets.cooldown_until > now() THEN 0 ELSE 1 END
           `.pipe(Effect.orDie)
           if (policy !== null) {
             yield* sql`
@@ -414,6 +420,7 @@ export class DeliveryQueue extends Context.Service<DeliveryQueue, {
                 ${policy.base}::float8 * power(2, consecutive_failures - ${policy.after})
               ))
               WHERE id = ${claimed.targetId} AND consecutive_failures >= ${policy.after}
+                AND (cooldown_until IS NULL OR cooldown_until <= now())
             `.pipe(Effect.orDie)
           }
         } else if (claimed.targetFailures > 0) {

@@ -114,4 +114,31 @@ layer(QueueLive, { excludeTestServices: true })("batch enqueue and settle", (it)
       `
       assert.deepStrictEqual(health, [])
     }))
+
+  it.effect("failures of attempts in flight when a cooldown began neither count again nor extend it", () =>
+    Effect.gen(function*() {
+      const queue = yield* DeliveryQueue
+      const sql = yield* SqlClient.SqlClient
+      const org = yield* newOrg
+      const target = newId()
+      yield* queue.enqueueMany(Array.from({ length: 8 }, () => ({ orgId: org, kind: "webhook" as const, targetId: target, capacity: 10 })))
+      const claimed = (yield* queue.claim("webhook", { limit: 10, leaseFor: "1 minute", perTarget: 10 })).filter((d) => d.targetId === target)
+      assert.strictEqual(claimed.length, 8)
+      // The receiver went down: every send in flight fails at once.
+      const cooldown = { after: 1, base: "1 minute", cap: "1 hour" } as const
+      yield* queue.settleMany(claimed.map((d) => ({
+        claimed: d,
+        outcome: Outcome.retry(new Date(Date.now() + 5_000), "HTTP 500"),
+        attempt: { statusCode: 500, error: "HTTP 500", durationMs: 2 },
+        cooldown
+      })))
+      const [health] = yield* sql<{ consecutive_failures: number; seconds: number }>`
+        SELECT consecutive_failures, extract(epoch FROM cooldown_until - now())::float8 AS seconds
+        FROM delivery_targets WHERE id = ${target}
+      `
+      // One round: the base cooldown (1 min), not 1 min × 2^7 capped at an hour.
+      assert.strictEqual(health!.consecutive_failures, 1)
+      assert.isAtMost(health!.seconds, 61)
+      assert.isAbove(health!.seconds, 30)
+    }))
 })
