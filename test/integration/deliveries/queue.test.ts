@@ -81,18 +81,20 @@ layer(QueueLive, { excludeTestServices: true })("the shared delivery queue", (it
         yield* queue.enqueue(base(org, target))
         const [claimed] = (yield* queue.claim("webhook", { limit: 50, leaseFor: "1 minute", perTarget: 10 }))
           .filter((d) => d.targetId === target)
-        const at = new Date(Date.now() + 400)
+        const at = new Date(Date.now() + 1_000)
         yield* queue.settle(claimed!, Outcome.retry(at, "HTTP 503"), { statusCode: 503, durationMs: 3 })
         const [waiting] = yield* queue.list({ orgId: org, kind: "webhook", targetId: target })
         assert.strictEqual(waiting!.status, "retrying")
         assert.strictEqual(waiting!.lastError, "HTTP 503")
-        const early = yield* queue.claim("webhook", { limit: 50, leaseFor: "1 minute", perTarget: 10 })
-        assert.isFalse(early.some((d) => d.targetId === target))
-        const later = yield* eventually(
+        const early = (yield* queue.claim("webhook", { limit: 50, leaseFor: "1 minute", perTarget: 10 }))
+          .find((d) => d.targetId === target)
+        // Only a machine too busy to claim within the second may see it claimed here, and then it was due.
+        if (early !== undefined) assert.isAtLeast(Date.now(), at.getTime(), "claimed before its time")
+        const later = early ?? (yield* eventually(
           queue.claim("webhook", { limit: 50, leaseFor: "1 minute", perTarget: 10 }).pipe(
             Effect.map((rows) => rows.find((d) => d.targetId === target))
           )
-        )
+        ))
         assert.isAtLeast(Date.now(), at.getTime())
         assert.strictEqual(later.attempts, 2)
       }))
@@ -196,7 +198,8 @@ layer(QueueLive, { excludeTestServices: true })("the shared delivery queue", (it
         const queue = yield* DeliveryQueue
         const org = yield* newOrg
         const target = newId()
-        const policy = { after: 1, base: "1 second", cap: "1 second" } as const
+        // Long enough that a busy machine still reads the cooldown before it ends.
+        const policy = { after: 1, base: "3 seconds", cap: "3 seconds" } as const
         const first = yield* queue.enqueue(base(org, target))
         yield* queue.enqueue(base(org, target))
         const [claimed] = (yield* queue.claim("webhook", { limit: 50, leaseFor: "1 minute", perTarget: 1 }))
