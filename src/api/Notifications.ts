@@ -5,22 +5,16 @@
  */
 import { Schema } from "effect"
 import { HttpApiEndpoint, HttpApiGroup, HttpApiSchema, OpenApi } from "effect/http-api"
+import { type ApprovalEventType, ApprovalEventTypes } from "./Approvals.ts"
 import { Timestamp, Uuid } from "./Common.ts"
 import { InvalidUrl, NotReplayable, QueueFull, Replayed } from "./Deliveries.ts"
 import { NotFound, problemType } from "./Errors.ts"
 import { HttpApiError } from "effect/http-api"
 import { Authentication, requireScope } from "./Security.ts"
 
-/** The six approval event types (spec "Events"). Order is the lifecycle order. */
-export const EventTypes = [
-  "approval.requested",
-  "approval.expiring",
-  "approval.escalated",
-  "approval.approved",
-  "approval.rejected",
-  "approval.expired"
-] as const
-export type EventType = typeof EventTypes[number]
+/** The six approval event types (spec "Events"), in lifecycle order: the approvals contract's list. */
+export const EventTypes = ApprovalEventTypes
+export type EventType = ApprovalEventType
 
 /** Event types that are also mailed to the reviewer address (spec, delivery rule 6). */
 export const EmailedEventTypes: ReadonlyArray<EventType> = ["approval.requested", "approval.expiring", "approval.escalated"]

@@ -180,46 +180,67 @@ export class Approvals extends Context.Service<Approvals, {
         const decided = yield* sql.withTransaction(Effect.gen(function*() {
           // Only a pending approval moves: of two racing decisions, the second
           // waits for the first's row lock, then finds it closed.
+          const [current] = yield* sql<FullApprovalRow>`
+            SELECT ${sql.literal(COLUMNS)} FROM approvals WHERE id = ${approvalId} AND org_id = ${orgId} FOR UPDATE
+          `
+          if (current === undefined) return { _tag: "missing" as const }
+          if (current.status !== "pending") return { _tag: "closed" as const, status: current.status }
+          if (current.expires_at.getTime() <= now) {
+            // The final deadline lapsed before the scheduler fired it (a
+            // process down or busy): the approval closed without a decision.
+            // Fire what is due, in order, here under the row lock.
+            let row: FullApprovalRow | undefined = current
+            let sessionId: string | null = null
+            while (row !== undefined && row.status === "pending") {
+              sessionId = (yield* fireDeadline(row, now)).sessionId ?? sessionId
+              ;[row] = yield* sql<FullApprovalRow>`SELECT ${sql.literal(COLUMNS)} FROM approvals WHERE id = ${approvalId}`
+            }
+            return { _tag: "lapsed" as const, sessionId }
+          }
           const [row] = yield* sql<FullApprovalRow>`
             UPDATE approvals SET status = ${status}, decided_at = ${isoMs(now)}::timestamptz, decided_by = ${keyId},
               next_due_at = NULL, next_due_kind = NULL
-            WHERE id = ${approvalId} AND org_id = ${orgId} AND status = 'pending'
+            WHERE id = ${approvalId}
             RETURNING ${sql.literal(COLUMNS)}
           `
-          if (row === undefined) return Option.none<FullApprovalRow>()
           yield* sql`
-            UPDATE agent_steps SET resolution = ${resolution} WHERE session_id = ${row.session_id} AND step_id = ${row.step_id}
+            UPDATE agent_steps SET resolution = ${resolution} WHERE session_id = ${row!.session_id} AND step_id = ${row!.step_id}
           `
-          yield* emit(decision === "approve" ? "approval.approved" : "approval.rejected", row, now)
+          yield* emit(decision === "approve" ? "approval.approved" : "approval.rejected", row!, now)
           yield* appendSessionEvent(sql, {
-            sessionId: row.session_id,
+            sessionId: row!.session_id,
             orgId,
             name: "approval:decided",
             data: {
-              approval_id: row.id,
-              step_id: row.step_id,
+              approval_id: row!.id,
+              step_id: row!.step_id,
               decision: status,
               resolution,
-              decided_at: iso(row.decided_at!),
+              decided_at: iso(row!.decided_at!),
               decided_by: keyId
             }
           })
-          return Option.some(row)
+          return { _tag: "decided" as const, row: row! }
         })).pipe(Effect.orDie)
-        if (Option.isNone(decided)) {
-          const [current] = yield* sql<{ status: string }>`
-            SELECT status FROM approvals WHERE id = ${approvalId} AND org_id = ${orgId}
-          `.pipe(Effect.orDie)
-          if (current === undefined) return yield* new NotFound({ detail: "No such approval." })
+        if (decided._tag === "missing") return yield* new NotFound({ detail: "No such approval." })
+        if (decided._tag === "closed") {
           return yield* new InvalidTransition({
-            status_now: current.status,
-            detail: `The approval is ${current.status}; only a pending approval can be decided.`
+            status_now: decided.status,
+            detail: `The approval is ${decided.status}; only a pending approval can be decided.`
+          })
+        }
+        if (decided._tag === "lapsed") {
+          yield* wakeups.signal("events")
+          if (decided.sessionId !== null) yield* hub.notify(decided.sessionId)
+          return yield* new InvalidTransition({
+            status_now: "expired",
+            detail: "The approval expired before this decision: its final deadline had passed. Its timeout action applies."
           })
         }
         yield* wakeups.signal("events")
         yield* wakeups.signal("approvals")
-        yield* hub.notify(decided.value.session_id)
-        return snapshotOf(decided.value)
+        yield* hub.notify(decided.row.session_id)
+        return snapshotOf(decided.row)
       })
 
       /** Applies the due deadline of a claimed row (inside the claiming transaction). */

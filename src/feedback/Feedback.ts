@@ -112,14 +112,17 @@ export class Feedback extends Context.Service<Feedback, {
       const identity = yield* Identity
       const secrets = yield* SecretStore
 
-      // The fingerprint of an organization's known credentials: count and
-      // newest creation time of its API keys and stored secrets. Any new key
-      // or secret changes it (revocation and expiry do not matter: revoked
-      // keys and expired secrets are scrubbed too).
+      // The fingerprint of an organization's known credentials. API keys are
+      // never deleted, so their count and newest creation time change with
+      // any new key. Secrets are deleted with their owner, so a replacement
+      // can restore the count, and its created_at (the start of its
+      // transaction) need not be the newest: they are fingerprinted by the
+      // exact set of their ids. Revocation and expiry do not matter: revoked
+      // keys and expired secrets are scrubbed too.
       const fingerprintSql = (orgId: string) => sql`
         (SELECT count(*) || '/' || coalesce(max(created_at)::text, '') FROM api_keys WHERE org_id = ${orgId})
         || ';' ||
-        (SELECT count(*) || '/' || coalesce(max(created_at)::text, '') FROM org_secrets WHERE org_id = ${orgId})`
+        (SELECT count(*) || '/' || md5(coalesce(string_agg(id::text, ',' ORDER BY id), '')) FROM org_secrets WHERE org_id = ${orgId})`
 
       // Known credentials per organization, labelled with the fingerprint
       // read BEFORE they were loaded (a label never claims more than the

@@ -14,7 +14,7 @@
  * The result lists the JSON paths of the changed strings, never the values.
  */
 import { sha256Hex } from "../platform/Crypto.ts"
-import { KEY_PATTERN } from "../identity/Identity.ts"
+import { KEY_PATTERN, KEY_PREFIX } from "../identity/Identity.ts"
 import { appendPath } from "../tasks/AnswerSchema.ts"
 import { type Range, scanPatterns, scanSecretlint } from "./SecretRules.ts"
 
@@ -59,6 +59,10 @@ export const knownNeedles = (values: ReadonlyArray<string>): ReadonlyArray<strin
   return [...needles].sort((a, b) => b.length - a.length)
 }
 
+/** An API key: `svc_` + 43 base64url characters (`KEY_PATTERN`), tested on one candidate. */
+const KEY_SHAPE = new RegExp(`^${KEY_PATTERN.source}$`)
+const KEY_LENGTH = KEY_PREFIX.length + 43
+
 const knownRanges = (text: string, needles: ReadonlyArray<string>, keyHashes: ReadonlySet<string>): Array<Range> => {
   const out: Array<Range> = []
   for (const needle of needles) {
@@ -70,9 +74,13 @@ const knownRanges = (text: string, needles: ReadonlyArray<string>, keyHashes: Re
       from = at + 1
     }
   }
-  if (keyHashes.size > 0 && text.includes("svc_")) {
-    for (const match of text.matchAll(new RegExp(KEY_PATTERN.source, "g"))) {
-      if (keyHashes.has(sha256Hex(match[0]))) out.push([match.index, match.index + match[0].length])
+  if (keyHashes.size > 0) {
+    // Every `svc_` starts a candidate, overlapping ones included: in
+    // `svc_<key>` a non-overlapping scan would take `svc_svc_...` as the
+    // match and never test the key itself.
+    for (let at = text.indexOf(KEY_PREFIX); at >= 0; at = text.indexOf(KEY_PREFIX, at + 1)) {
+      const candidate = text.slice(at, at + KEY_LENGTH)
+      if (KEY_SHAPE.test(candidate) && keyHashes.has(sha256Hex(candidate))) out.push([at, at + KEY_LENGTH])
     }
   }
   return out

@@ -1,8 +1,13 @@
 /**
- * Every migration, in order. Ids are never reused or reordered; a new
- * migration takes the next free id. Capabilities own ranges so parallel work
- * does not collide: 0001-0099 foundation, 0100 feedback, 0200 approvals,
- * 0300 outbound and webhooks, 0400 telemetry.
+ * Every migration, in order. Ids are never reused or reordered, and a new
+ * migration always takes an id ABOVE the highest one here (the next is
+ * 0401, whatever capability it belongs to): Effect's migrator only runs ids
+ * greater than the latest applied one, so a new id in a gap below it would
+ * be silently skipped on every database that is already migrated. The
+ * ranges below were how the first capabilities were built in parallel on
+ * empty databases; they are history, not a place to add to.
+ *   0001-0010 foundation and shared pieces, 0100 feedback, 0200 approvals,
+ *   0300 webhooks, 0400 telemetry.
  */
 import { Migrator } from "effect/sql"
 import m0001 from "./0001_identity.ts"

@@ -346,6 +346,38 @@ layer(SvcTest.layer(), { excludeTestServices: true })("approvals lifecycle", (it
         assert.strictEqual(detail.steps[0]!.resolution, "reject")
       }))
 
+    it.effect("a decision after the final deadline, before the scheduler got to it, is 409: the approval expires with its timeout action", () =>
+      Effect.gen(function*() {
+        const svc = yield* SvcTest
+        const org = yield* SvcTest.org()
+        yield* org.client.approvalPolicies.put({
+          params: { action_class: "late" },
+          payload: { mode: "require_approval", review_seconds: 600, expiring_notice_seconds: 60, escalation_seconds: 60, timeout_action: "allow" }
+        })
+        const session = yield* org.client.agentSessions.create({ payload: {} })
+        const answer = yield* org.client.agentSessions.governStep({ params: { session_id: session.id }, payload: step("late", "late") })
+        const approvalId = answer.approval_id!
+        // Every deadline lapsed, but the scheduler has not fired them yet
+        // (a process that was down, or busy): its next due instant is still ahead.
+        yield* svc.sql`
+          UPDATE approvals SET deadline_at = now() - interval '2 minutes', expires_at = now() - interval '1 minute',
+            expiring_at = now() - interval '2 minutes', next_due_at = now() + interval '1 hour'
+          WHERE id = ${approvalId}`
+        const error = yield* org.client.approvals.decide({ params: { approval_id: approvalId }, payload: { decision: "reject" } }).pipe(Effect.flip)
+        assert.strictEqual(error._tag, "InvalidTransition")
+        if (error._tag === "InvalidTransition") assert.strictEqual(error.status_now, "expired")
+        const snapshot = yield* org.client.approvals.get({ params: { approval_id: approvalId } })
+        assert.strictEqual(snapshot.status, "expired")
+        assert.isUndefined(snapshot.decided_by)
+        const events = yield* outboxOf(svc.sql, approvalId)
+        assert.deepStrictEqual(events.map((e) => e.type), ["approval.requested", "approval.expiring", "approval.escalated", "approval.expired"])
+        assert.deepStrictEqual(events[3]!.json.approval, snapshot)
+        const detail = yield* org.client.agentSessions.get({ params: { session_id: session.id } })
+        assert.strictEqual(detail.steps[0]!.resolution, "allow")
+        const sessionEvents = yield* svc.sql<{ name: string }>`SELECT name FROM session_events WHERE session_id = ${session.id} ORDER BY seq`
+        assert.deepStrictEqual(sessionEvents.map((e) => e.name), ["step:governed", "approval:expired"])
+      }))
+
     it.effect("a decided approval's deadlines never fire", () =>
       Effect.gen(function*() {
         const svc = yield* SvcTest

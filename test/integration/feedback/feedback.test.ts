@@ -256,6 +256,32 @@ layer(SvcTest.layer(), { excludeTestServices: true })("feedback on task answers"
         assert.notInclude(JSON.stringify(yield* storedCorrections(org.orgId)), secret)
       }))
 
+    it.effect("a secret that replaces a removed one is scrubbed, even when it was written in a transaction that began earlier", () =>
+      Effect.gen(function*() {
+        const svc = yield* SvcTest
+        const org = yield* SvcTest.org()
+        const { run } = yield* setup(org)
+        const store = yield* Effect.gen(function*() {
+          return yield* SecretStore
+        }).pipe(Effect.provide(SecretStore.layer))
+        const submit = (notes: string) =>
+          org.client.feedback.submit({ payload: { inference_log_id: run.trace_id, score: -1, correction: { ...goodCorrection, notes } } })
+        const oldOwner = { orgId: org.orgId, kind: "notification_endpoint" as const, id: newId() }
+        const oldSecretId = yield* store.put(oldOwner, "signing_secret", Redacted.make(chars("abcdefghijklmnopqrstuvwxyz", 24, 11)))
+        yield* submit("warm any credential cache")
+        // The endpoint is deleted and another created in a transaction that
+        // started before the old secret was written (its created_at, now(),
+        // is the older instant): same count, same newest created_at.
+        const [old] = yield* svc.sql<{ created_at: Date }>`SELECT created_at FROM org_secrets WHERE id = ${oldSecretId}`
+        yield* store.removeOwner(oldOwner)
+        const secret = chars("abcdefghijklmnopqrstuvwxyz", 24, 12)
+        const newSecretId = yield* store.put({ orgId: org.orgId, kind: "notification_endpoint", id: newId() }, "signing_secret", Redacted.make(secret))
+        yield* svc.sql`UPDATE org_secrets SET created_at = ${old!.created_at} WHERE id = ${newSecretId}`
+        const item = yield* submit(`sign with ${secret}`)
+        assert.notInclude(JSON.stringify(item), secret)
+        assert.notInclude(JSON.stringify(yield* storedCorrections(org.orgId)), secret)
+      }))
+
     it.effect("recognizable secrets are removed; only the secret substring is replaced", () =>
       Effect.gen(function*() {
         const org = yield* SvcTest.org()

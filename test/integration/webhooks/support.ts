@@ -56,16 +56,21 @@ export const eventBody = (orgId: string, type: EventType, approvalId: string = n
 
 export type EventBody = ReturnType<typeof eventBody>
 
-/** Writes events into the outbox as the approvals capability does (the dispatcher picks them up by polling). */
+/**
+ * Writes events into the outbox as the approvals capability does (the
+ * dispatcher picks them up by polling). One transaction, so the dispatcher
+ * sees all of them at once: otherwise it may fan out the first before the
+ * rest exist, and a test whose first delivery changes the endpoint (410)
+ * would race its own inserts.
+ */
 export const insertEvents = (events: ReadonlyArray<EventBody>) =>
   Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
-    for (const event of events) {
-      yield* sql`
+    yield* sql.withTransaction(Effect.forEach(events, (event) =>
+      sql`
         INSERT INTO events (id, org_id, type, occurred_at, body)
         VALUES (${event.id}, ${event.org_id}, ${event.type}, ${event.occurred_at}, ${JSON.stringify(event)})
-      `
-    }
+      `, { discard: true }))
     return events.map((event) => JSON.stringify(event))
   }).pipe(Effect.orDie)
 

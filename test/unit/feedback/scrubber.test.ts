@@ -36,6 +36,16 @@ describe("known organization credentials are removed, whole or embedded", () => 
     assert.deepStrictEqual(fields, ["correction.a", "correction.b"])
   })
 
+  it("an API key right after other `svc_`-shaped text is still found (matches may overlap)", async () => {
+    // `svc_<key>` or `my_svc_token_<key>`: a scan that only takes
+    // non-overlapping `svc_` + 43 matches swallows the key's start into the
+    // first match and never sees the key itself.
+    const doc = { a: `svc_${liveKey}`, b: `my_svc_token_${revokedKey}.`, c: `${liveKey}${liveKey}` }
+    const { value, fields } = await scrub(doc, known, "correction")
+    assert.deepStrictEqual(value, { a: `svc_${REDACTION_MARKER}`, b: `my_svc_token_${REDACTION_MARKER}.`, c: REDACTION_MARKER })
+    assert.deepStrictEqual(fields, ["correction.a", "correction.b", "correction.c"])
+  })
+
   it("signing secrets and collector header values, and the token of a `Bearer <token>` header", async () => {
     const doc = { list: [`secret=${signingSecret};`, { deep: { x: `token ${collectorToken} here` } }] }
     const { value, fields } = await scrub(doc, known, "correction")
