@@ -81,7 +81,21 @@ const appendDurably = (file: string, value: unknown) => {
 
 const pending = new Map<string, WebhookEvent>()
 const seen = new Set<string>()
-const done = new Set(readLines(doneFile).map((line: { id: string }) => line.id))
+/** A line of the done file: the event, and the approval whose final status it acted on, if any. */
+interface Done {
+  readonly id: string
+  readonly approval_id?: string
+  readonly acted_on?: string
+}
+const doneLines = readLines(doneFile) as Array<Done>
+const done = new Set(doneLines.map((line) => line.id))
+/**
+ * Approvals already acted on (resumed or abandoned). Several events of one
+ * approval (requested, expiring, approved...) may be waiting when it is
+ * decided, and each reads the same current status: the step is resumed
+ * once, not once per event.
+ */
+const actedOn = new Map(doneLines.flatMap((line) => line.approval_id !== undefined && line.acted_on !== undefined ? [[line.approval_id, line.acted_on] as const] : []))
 for (const event of readLines(inboxFile) as Array<WebhookEvent>) {
   seen.add(event.id)
   if (!done.has(event.id)) pending.set(event.id, event)
@@ -124,13 +138,19 @@ const readApproval = async (approvalId: string): Promise<Approval | "gone" | "re
   }
 }
 
-const work = async (event: WebhookEvent) => {
+/** Works one event off; answers the line for the done file, or `undefined` to try again later. */
+const work = async (event: WebhookEvent): Promise<Done | undefined> => {
   const approvalId = event.approval.approval_id
   const current = await readApproval(approvalId)
-  if (current === "retry") return false
+  if (current === "retry") return undefined
   if (current === "gone") {
     log("approval unknown to svc; nothing to do", { event_id: event.id, approval_id: approvalId })
-    return true
+    return { id: event.id }
+  }
+  const final = current.status === "approved" || current.status === "rejected" || current.status === "expired"
+  if (final && actedOn.has(approvalId)) {
+    log("approval already acted on; nothing more to do", { event_id: event.id, approval_id: approvalId, status: current.status })
+    return { id: event.id }
   }
   switch (current.status) {
     case "pending":
@@ -141,19 +161,21 @@ const work = async (event: WebhookEvent) => {
         approval_id: approvalId,
         deadline_at: current.deadline_at ?? null
       })
-      return true
+      return { id: event.id }
     case "approved":
       // Resume the saved step with its original session, step id, tool,
       // action class and arguments; svc's governed-step check decides again.
+      // (Make the resume itself idempotent too: a crash after it and before
+      // the done line is written runs it again after the restart.)
       log("approved: resuming the saved step", { approval_id: approvalId, session_id: current.session_id, step_id: current.step_id })
-      return true
+      return { id: event.id, approval_id: approvalId, acted_on: current.status }
     case "rejected":
     case "expired":
       log(`${current.status}: abandoning the saved step`, { approval_id: approvalId, step_id: current.step_id })
-      return true
+      return { id: event.id, approval_id: approvalId, acted_on: current.status }
     default:
       log("unknown approval status; will look again", { approval_id: approvalId, status: current.status })
-      return false
+      return undefined
   }
 }
 
@@ -163,8 +185,12 @@ const drain = async () => {
   working = true
   try {
     for (const [id, event] of [...pending]) {
-      if (await work(event)) {
-        appendDurably(doneFile, { id })
+      const finished = await work(event)
+      if (finished !== undefined) {
+        appendDurably(doneFile, finished)
+        if (finished.approval_id !== undefined && finished.acted_on !== undefined) {
+          actedOn.set(finished.approval_id, finished.acted_on)
+        }
         pending.delete(id)
       }
     }

@@ -401,10 +401,16 @@ export class DeliveryQueue extends Context.Service<DeliveryQueue, {
           const policy = cooldown === undefined
             ? null
             : { after: cooldown.after, base: millis(cooldown.base) / 1000, cap: millis(cooldown.cap) / 1000 }
+          // A failure that lands while the target already cools down was an
+          // attempt in flight when the cooldown began (up to `perTarget` of
+          // them): it belongs to the round that started the cooldown, so it
+          // neither counts again nor extends it. Otherwise one burst of
+          // concurrent failures would jump straight to the capped cooldown.
           yield* sql`
             INSERT INTO delivery_targets (id, org_id, kind, consecutive_failures, cooldown_until)
             VALUES (${claimed.targetId}, ${claimed.orgId}, ${claimed.kind}, 1, NULL)
-            ON CONFLICT (id) DO UPDATE SET consecutive_failures = delivery_targets.consecutive_failures + 1
+            ON CONFLICT (id) DO UPDATE SET consecutive_failures = delivery_targets.consecutive_failures +
+              CASE WHEN delivery_targets.cooldown_until > now() THEN 0 ELSE 1 END
           `.pipe(Effect.orDie)
           if (policy !== null) {
             yield* sql`
@@ -414,6 +420,7 @@ export class DeliveryQueue extends Context.Service<DeliveryQueue, {
                 ${policy.base}::float8 * power(2, consecutive_failures - ${policy.after})
               ))
               WHERE id = ${claimed.targetId} AND consecutive_failures >= ${policy.after}
+                AND (cooldown_until IS NULL OR cooldown_until <= now())
             `.pipe(Effect.orDie)
           }
         } else if (claimed.targetFailures > 0) {
@@ -488,7 +495,7 @@ export class DeliveryQueue extends Context.Service<DeliveryQueue, {
           duration_ms: Math.max(0, Math.round(attempt.durationMs))
         }))
         // The same row update and attempt record as `settle`, for many rows in one statement.
-        const settled = yield* sql<{ delivery_id: string }>`
+        const settled = yield* sql<{ delivery_id: string; lease_owner: string }>`
           WITH input AS (
             SELECT * FROM jsonb_to_recordset(${JSON.stringify(rows)}::jsonb) AS x(
               id uuid, lease_owner uuid, status text, last_error text, meta jsonb, next_attempt_at timestamptz,
@@ -503,19 +510,26 @@ export class DeliveryQueue extends Context.Service<DeliveryQueue, {
                 lease_owner = NULL, lease_until = NULL
             FROM input i
             WHERE d.id = i.id AND d.lease_owner = i.lease_owner AND d.status = 'sending'
-            RETURNING d.id, d.attempts
+            RETURNING d.id, d.attempts, i.lease_owner
+          ),
+          recorded AS (
+            INSERT INTO delivery_attempts (delivery_id, attempt, status_code, error, response_snippet, duration_ms)
+            SELECT s.id, s.attempts, i.status_code, i.error, i.snippet, i.duration_ms
+            FROM settled s JOIN input i ON i.id = s.id AND i.lease_owner = s.lease_owner
+            ON CONFLICT (delivery_id, attempt) DO NOTHING
+            RETURNING delivery_id
           )
-          INSERT INTO delivery_attempts (delivery_id, attempt, status_code, error, response_snippet, duration_ms)
-          SELECT s.id, s.attempts, i.status_code, i.error, i.snippet, i.duration_ms
-          FROM settled s JOIN input i ON i.id = s.id
-          ON CONFLICT (delivery_id, attempt) DO NOTHING
-          RETURNING delivery_id
+          SELECT s.id AS delivery_id, s.lease_owner FROM settled s JOIN recorded r ON r.delivery_id = s.id
         `.pipe(Effect.orDie)
-        const held = new Set(settled.map((row) => row.delivery_id))
+        // Keyed by lease, not only by delivery: one batch may hold the same
+        // delivery twice (a lease that ran out while its send was still in
+        // flight, and the claim that took it over); only the holder's counts.
+        const held = new Set(settled.map((row) => `${row.delivery_id}:${row.lease_owner}`))
+        const holds = (item: SettleItem) => held.has(`${item.claimed.id}:${item.claimed.leaseOwner}`)
         for (const item of items) {
-          if (held.has(item.claimed.id)) yield* health(item.claimed, item.outcome, item.cooldown)
+          if (holds(item)) yield* health(item.claimed, item.outcome, item.cooldown)
         }
-        return items.map((item) => held.has(item.claimed.id))
+        return items.map(holds)
       })
 
       const replay = Effect.fn("DeliveryQueue.replay")(function*(input: ReplayInput) {

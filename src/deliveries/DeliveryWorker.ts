@@ -103,6 +103,15 @@ export const runWorker = <R>(options: WorkerOptions<R>) =>
               Effect.annotateLogs({ delivery_id: delivery.id })
             )
         ),
+        // A failed settle (the database is unreachable) leaves the delivery
+        // `sending` until its lease runs out, then it is sent again: say so
+        // instead of letting the fiber die unseen in the FiberSet.
+        Effect.catchCause((cause) =>
+          Cause.hasInterruptsOnly(cause)
+            ? Effect.failCause(cause)
+            : Effect.logError("recording a delivery outcome failed; it is retried once its lease runs out", Cause.squash(cause))
+              .pipe(Effect.annotateLogs({ delivery_id: delivery.id, org_id: delivery.orgId }))
+        ),
         Effect.ensuring(Effect.sync(() => {
           inFlight--
           slotFreed.openUnsafe()

@@ -45,6 +45,9 @@ export const toEndpoint = (row: EndpointRow): NotificationEndpoint => ({
 
 export const endpointOwner = (orgId: string, id: string): SecretOwner => ({ orgId, kind: "notification_endpoint", id })
 
+/** Most entries an events list may have (duplicates collapse; there are six types). */
+const MAX_EVENT_ENTRIES = 20
+
 /** `undefined` → all six; empty or unknown → `INVALID_WEBHOOK_EVENTS`; duplicates collapse. */
 export const checkEvents = (
   events: ReadonlyArray<string> | undefined
@@ -54,6 +57,13 @@ export const checkEvents = (
     return Effect.fail(new InvalidWebhookEvents({
       field: "events",
       detail: "events must name at least one event type",
+      supported: [...EventTypes]
+    }))
+  }
+  if (events.length > MAX_EVENT_ENTRIES) {
+    return Effect.fail(new InvalidWebhookEvents({
+      field: "events",
+      detail: `events may list at most ${MAX_EVENT_ENTRIES} entries`,
       supported: [...EventTypes]
     }))
   }

@@ -1,7 +1,8 @@
-import { Effect } from "effect"
+import { Effect, Option } from "effect"
 import { HttpApiBuilder } from "effect/http-api"
 import { Api } from "../api/Api.ts"
 import { NotReplayable } from "../api/Deliveries.ts"
+import { NotFound } from "../api/Errors.ts"
 import type { NotificationDelivery } from "../api/Notifications.ts"
 import { CurrentPrincipal } from "../api/Security.ts"
 import { type Delivery, DeliveryQueue } from "../deliveries/DeliveryQueue.ts"
@@ -58,6 +59,19 @@ export const NotificationsHandlers = HttpApiBuilder.group(
           Effect.gen(function*() {
             const endpoint = yield* endpoints.find(p.orgId, params.id)
             if (!endpoint.active) {
+              // An absent or unfinished delivery answers as it would on an active endpoint.
+              const delivery = Option.filter(
+                yield* queue.get({ orgId: p.orgId, kind: "webhook", deliveryId: params.delivery }),
+                (d) => d.targetId === endpoint.id
+              )
+              if (Option.isNone(delivery)) return yield* new NotFound({ detail: "No such delivery." })
+              const status = toDelivery(delivery.value).status
+              if (status !== "failed") {
+                return yield* new NotReplayable({
+                  delivery_status: status,
+                  detail: `Only a failed delivery can be replayed; this one is ${status}.`
+                })
+              }
               return yield* new NotReplayable({
                 delivery_status: "failed",
                 detail: "The endpoint is inactive (" + (endpoint.deactivated_reason ?? "deactivated") +

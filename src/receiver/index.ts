@@ -83,7 +83,11 @@ export class WebhookVerificationError extends Error {
 }
 
 export interface VerifyOptions {
-  /** Largest accepted distance between `t` and now, in seconds (default 300). */
+  /**
+   * Largest accepted distance between `t` and now, in seconds (default 300).
+   * 0 or less turns the timestamp check off (as Stripe's `tolerance` does):
+   * replayed deliveries are then accepted at any age.
+   */
   readonly toleranceSeconds?: number
   /** The receiver's clock: a `Date`, milliseconds, or a function returning milliseconds (default `Date.now()`). */
   readonly now?: Date | number | (() => number)

@@ -3,6 +3,7 @@ import { assert, layer } from "@effect/vitest"
 import { Effect, Layer, Redacted } from "effect"
 import { SqlClient } from "effect/sql"
 import { DeliveryQueue, Outcome } from "../../../src/deliveries/DeliveryQueue.ts"
+import { eventually } from "../../support/http.ts"
 import { Database } from "../../../src/platform/Database.ts"
 import { newId } from "../../../src/platform/Ids.ts"
 import { Migrations } from "../../../src/platform/Migrations.ts"
@@ -74,5 +75,70 @@ layer(QueueLive, { excludeTestServices: true })("batch enqueue and settle", (it)
         SELECT consecutive_failures, cooldown_until > now() AS cooling FROM delivery_targets WHERE id = ${target}
       `
       assert.deepStrictEqual(health, { consecutive_failures: 1, cooling: true })
+    }))
+
+  it.effect("settleMany with an expired lease and its successor in one batch records only the holder's outcome", () =>
+    Effect.gen(function*() {
+      const queue = yield* DeliveryQueue
+      const sql = yield* SqlClient.SqlClient
+      const org = yield* newOrg
+      const target = newId()
+      yield* queue.enqueue({ orgId: org, kind: "webhook", targetId: target, capacity: 10 })
+      const [first] = (yield* queue.claim("webhook", { limit: 50, leaseFor: "150 millis", perTarget: 10 }))
+        .filter((d) => d.targetId === target)
+      // The first send is still in flight when its lease runs out and the delivery is claimed again.
+      const second = yield* eventually(
+        queue.claim("webhook", { limit: 50, leaseFor: "1 minute", perTarget: 10 }).pipe(
+          Effect.map((rows) => rows.find((d) => d.targetId === target))
+        ),
+        { what: "the expired lease to be claimable" }
+      )
+      assert.strictEqual(second.id, first!.id)
+      // Both finish and land in the same settle batch, the lost lease first.
+      const held = yield* queue.settleMany([
+        {
+          claimed: first!,
+          outcome: Outcome.failed("HTTP 500"),
+          attempt: { statusCode: 500, error: "HTTP 500", durationMs: 5 },
+          cooldown: { after: 1, base: "1 minute", cap: "1 minute" }
+        },
+        { claimed: second, outcome: Outcome.delivered(), attempt: { statusCode: 204, durationMs: 3 } }
+      ])
+      assert.deepStrictEqual(held, [false, true])
+      const [row] = yield* queue.list({ orgId: org, kind: "webhook", targetId: target })
+      assert.strictEqual(row!.status, "delivered")
+      assert.deepStrictEqual((yield* queue.attempts(second.id)).map((a) => [a.attempt, a.statusCode]), [[2, 204]])
+      // The lost lease's failure counts nowhere: no failure, no cooldown.
+      const health = yield* sql<{ consecutive_failures: number }>`
+        SELECT consecutive_failures FROM delivery_targets WHERE id = ${target}
+      `
+      assert.deepStrictEqual(health, [])
+    }))
+
+  it.effect("failures of attempts in flight when a cooldown began neither count again nor extend it", () =>
+    Effect.gen(function*() {
+      const queue = yield* DeliveryQueue
+      const sql = yield* SqlClient.SqlClient
+      const org = yield* newOrg
+      const target = newId()
+      yield* queue.enqueueMany(Array.from({ length: 8 }, () => ({ orgId: org, kind: "webhook" as const, targetId: target, capacity: 10 })))
+      const claimed = (yield* queue.claim("webhook", { limit: 10, leaseFor: "1 minute", perTarget: 10 })).filter((d) => d.targetId === target)
+      assert.strictEqual(claimed.length, 8)
+      // The receiver went down: every send in flight fails at once.
+      const cooldown = { after: 1, base: "1 minute", cap: "1 hour" } as const
+      yield* queue.settleMany(claimed.map((d) => ({
+        claimed: d,
+        outcome: Outcome.retry(new Date(Date.now() + 5_000), "HTTP 500"),
+        attempt: { statusCode: 500, error: "HTTP 500", durationMs: 2 },
+        cooldown
+      })))
+      const [health] = yield* sql<{ consecutive_failures: number; seconds: number }>`
+        SELECT consecutive_failures, extract(epoch FROM cooldown_until - now())::float8 AS seconds
+        FROM delivery_targets WHERE id = ${target}
+      `
+      // One round: the base cooldown (1 min), not 1 min × 2^7 capped at an hour.
+      assert.strictEqual(health!.consecutive_failures, 1)
+      assert.isAtMost(health!.seconds, 61)
+      assert.isAbove(health!.seconds, 30)
     }))
 })

@@ -1,9 +1,10 @@
 import { assert, describe, layer } from "@effect/vitest"
-import { Deferred, Effect, Exit, Layer, Option, Redacted, Scope } from "effect"
+import { Deferred, Effect, Exit, Layer, Logger, Option, Redacted, Scope } from "effect"
 import { SqlClient } from "effect/sql"
 import { DeliveryQueue, Outcome } from "../../../src/deliveries/DeliveryQueue.ts"
 import { runWorker } from "../../../src/deliveries/DeliveryWorker.ts"
 import { Database } from "../../../src/platform/Database.ts"
+import { makeJsonLogger } from "../../../src/platform/Logging.ts"
 import { newId } from "../../../src/platform/Ids.ts"
 import { Migrations } from "../../../src/platform/Migrations.ts"
 import { Wakeups } from "../../../src/platform/Wakeups.ts"
@@ -80,18 +81,20 @@ layer(QueueLive, { excludeTestServices: true })("the shared delivery queue", (it
         yield* queue.enqueue(base(org, target))
         const [claimed] = (yield* queue.claim("webhook", { limit: 50, leaseFor: "1 minute", perTarget: 10 }))
           .filter((d) => d.targetId === target)
-        const at = new Date(Date.now() + 400)
+        const at = new Date(Date.now() + 1_000)
         yield* queue.settle(claimed!, Outcome.retry(at, "HTTP 503"), { statusCode: 503, durationMs: 3 })
         const [waiting] = yield* queue.list({ orgId: org, kind: "webhook", targetId: target })
         assert.strictEqual(waiting!.status, "retrying")
         assert.strictEqual(waiting!.lastError, "HTTP 503")
-        const early = yield* queue.claim("webhook", { limit: 50, leaseFor: "1 minute", perTarget: 10 })
-        assert.isFalse(early.some((d) => d.targetId === target))
-        const later = yield* eventually(
+        const early = (yield* queue.claim("webhook", { limit: 50, leaseFor: "1 minute", perTarget: 10 }))
+          .find((d) => d.targetId === target)
+        // Only a machine too busy to claim within the second may see it claimed here, and then it was due.
+        if (early !== undefined) assert.isAtLeast(Date.now(), at.getTime(), "claimed before its time")
+        const later = early ?? (yield* eventually(
           queue.claim("webhook", { limit: 50, leaseFor: "1 minute", perTarget: 10 }).pipe(
             Effect.map((rows) => rows.find((d) => d.targetId === target))
           )
-        )
+        ))
         assert.isAtLeast(Date.now(), at.getTime())
         assert.strictEqual(later.attempts, 2)
       }))
@@ -195,7 +198,8 @@ layer(QueueLive, { excludeTestServices: true })("the shared delivery queue", (it
         const queue = yield* DeliveryQueue
         const org = yield* newOrg
         const target = newId()
-        const policy = { after: 1, base: "1 second", cap: "1 second" } as const
+        // Long enough that a busy machine still reads the cooldown before it ends.
+        const policy = { after: 1, base: "3 seconds", cap: "3 seconds" } as const
         const first = yield* queue.enqueue(base(org, target))
         yield* queue.enqueue(base(org, target))
         const [claimed] = (yield* queue.claim("webhook", { limit: 50, leaseFor: "1 minute", perTarget: 1 }))
@@ -272,6 +276,40 @@ layer(QueueLive, { excludeTestServices: true })("the shared delivery queue", (it
           { what: "the slow target to drain once released" }
         )
         yield* Scope.close(scope, Exit.void)
+      }))
+
+    it.effect("a settle that fails is logged, not lost silently; the delivery stays leased and is sent again later", () =>
+      Effect.gen(function*() {
+        const queue = yield* DeliveryQueue
+        const org = yield* newOrg
+        const target = newId()
+        const delivery = yield* queue.enqueue({ ...base(org, target), kind: "email" })
+        const lines: Array<string> = []
+        const scope = yield* Scope.make()
+        yield* runWorker({
+          kind: "email",
+          concurrency: 2,
+          perTarget: 1,
+          leaseFor: "1 minute",
+          pollEvery: "200 millis",
+          handle: () => Effect.succeed({ outcome: Outcome.delivered(), attempt: ok })
+        }).pipe(
+          Effect.provideService(DeliveryQueue, {
+            ...queue,
+            settleMany: () => Effect.die(new Error("database unreachable"))
+          }),
+          Effect.provide(Logger.layer([makeJsonLogger((line) => lines.push(line))])),
+          Scope.provide(scope)
+        )
+        const logged = yield* eventually(
+          Effect.sync(() => lines.find((line) => line.includes(delivery.id))),
+          { what: "the failed settle to be logged" }
+        )
+        assert.include(logged, "ERROR")
+        assert.include(logged, "database unreachable")
+        yield* Scope.close(scope, Exit.void)
+        const row = Option.getOrThrow(yield* queue.get({ orgId: org, kind: "email", deliveryId: delivery.id }))
+        assert.strictEqual(row.status, "sending")
       }))
   })
 })

@@ -262,6 +262,11 @@ layer(webhookService({ webhookQueueCapacity: 5 }), { excludeTestServices: true }
         // Replay waits for reactivation: 409 NOT_REPLAYABLE saying so.
         const early = yield* Effect.flip(org.client.notifications.replay({ params: { id: endpoint.id, delivery: rows[0]!.id } }))
         assert.strictEqual(early._tag, "NotReplayable")
+        // ...but an absent delivery is still 404, not 409.
+        const absent = yield* Effect.flip(
+          org.client.notifications.replay({ params: { id: endpoint.id, delivery: "0193a0a0-0000-7000-8000-000000000002" } })
+        )
+        assert.strictEqual(absent._tag, "NotFound")
         // PATCH reactivates; new events flow again, and the failed ones can be replayed.
         receiver.respond(() => Reply.ok())
         const patched = yield* org.client.notifications.update({ params: { id: endpoint.id }, payload: { events: ["approval.rejected"] } })
@@ -380,7 +385,8 @@ layer(
     webhookRetrySchedule: [Duration.millis(100), Duration.millis(100)],
     webhookCooldownAfter: 2,
     webhookCooldownBase: Duration.seconds(2),
-    webhookCooldownMax: Duration.seconds(3)
+    // The third failure cools for 4 s: the test reads and replays within that on a busy machine.
+    webhookCooldownMax: Duration.seconds(4)
   }),
   { excludeTestServices: true }
 )("cooldown (rule 6)", (it) => {

@@ -75,7 +75,10 @@ const stop = (server: RunningServer) =>
 const fastEnv = (caFile: string) => ({
   SVC_ALLOWED_TARGET_CIDRS: "127.0.0.0/8",
   SVC_EXTRA_CA_FILE: caFile,
-  SVC_WEBHOOK_LEASE: "3s",
+  // Longer than a send may take (5 s) plus its bookkeeping, as the lease
+  // must be: a shorter one expires under a busy machine while the send is
+  // still in flight, and the same process sends the delivery again.
+  SVC_WEBHOOK_LEASE: "10s",
   SVC_WEBHOOK_RETRY_SCHEDULE: "200ms,200ms,200ms,200ms,200ms"
 })
 

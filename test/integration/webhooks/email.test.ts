@@ -93,7 +93,11 @@ layer(WithSmtp, { excludeTestServices: true })("reviewer email", (it) => {
         assert.include(requested.data, "Approval requested")
         assert.include(requested.data, events[0]!.approval.approval_id)
         const sql = (yield* SvcTest).sql
-        const emailRows = yield* sql<{ status: string }>`SELECT status FROM deliveries WHERE kind = 'email' AND org_id = ${org.orgId}`
+        // The mail server has the mails before the sender records them: poll for the records.
+        const emailRows = yield* eventually(Effect.map(
+          sql<{ status: string }>`SELECT status FROM deliveries WHERE kind = 'email' AND org_id = ${org.orgId}`,
+          (rows) => rows.every((r) => r.status === "delivered") ? rows : undefined
+        ), { what: "the email deliveries recorded" })
         assert.deepStrictEqual(emailRows.map((r) => r.status), ["delivered", "delivered", "delivered"])
       }).pipe(Effect.scoped))
 

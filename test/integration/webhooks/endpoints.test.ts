@@ -70,6 +70,22 @@ layer(webhookService(), { excludeTestServices: true })("notification endpoints",
         }
         assert.strictEqual((yield* org.client.notifications.list()).endpoints.length, 1)
       }))
+
+    it.effect("a long unknown event name or an oversized list is INVALID_WEBHOOK_EVENTS too, not a generic decode error", () =>
+      Effect.gen(function*() {
+        const svc = yield* SvcTest
+        const org = yield* SvcTest.org()
+        for (const events of [["approval." + "x".repeat(200)], Array.from({ length: 21 }, () => "approval.requested")]) {
+          const response = yield* raw(`${svc.baseUrl}/v1/notification-endpoints`, {
+            method: "POST",
+            headers: { authorization: `Bearer ${org.key}`, "content-type": "application/json" },
+            body: JSON.stringify({ url: hookUrl, events })
+          })
+          assert.strictEqual(response.status, 400)
+          assert.strictEqual(response.json.code, "INVALID_WEBHOOK_EVENTS")
+        }
+        assert.deepStrictEqual((yield* org.client.notifications.list()).endpoints, [])
+      }))
   })
 
   describe("PATCH, DELETE and rotation", () => {

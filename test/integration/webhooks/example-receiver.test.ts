@@ -4,7 +4,7 @@
  * once, then works the event off by reading the approval's current status.
  */
 import { assert, layer } from "@effect/vitest"
-import { Effect } from "effect"
+import { Effect, Exit, Scope } from "effect"
 import { spawn } from "node:child_process"
 import * as fs from "node:fs"
 import * as https from "node:https"
@@ -34,8 +34,30 @@ const startReceiver = (env: Record<string, string>) =>
       child.stderr.on("data", (chunk: Buffer) => (output += chunk.toString()))
       child.on("exit", (code) => resume(Effect.die(new Error(`receiver exited ${code}: ${output}`))))
     }).pipe(Effect.timeout("30 seconds"), Effect.orDie),
-    (started) => Effect.sync(() => (started as unknown as { child: { kill: (s: string) => void } }).child.kill("SIGTERM"))
+    // Stopped and awaited, so a restart can listen on the same port.
+    (started) =>
+      Effect.callback<void>((resume) => {
+        const child = (started as unknown as { child: import("node:child_process").ChildProcess }).child
+        if (child.exitCode !== null || child.signalCode !== null) return resume(Effect.void)
+        const timer = setTimeout(() => child.kill("SIGKILL"), 10_000)
+        child.once("exit", () => {
+          clearTimeout(timer)
+          resume(Effect.void)
+        })
+        child.kill("SIGTERM")
+      })
   )
+
+const freePort = Effect.promise(() =>
+  import("node:net").then((net) =>
+    new Promise<number>((resolve) => {
+      const s = net.createServer().listen(0, "127.0.0.1", () => {
+        const port = (s.address() as { port: number }).port
+        s.close(() => resolve(port))
+      })
+    })
+  )
+)
 
 layer(webhookService(), { excludeTestServices: true })("the example receiver", (it) => {
   it.effect("verifies, saves durably and answers 202 at once, then works the event off; refuses a bad signature", () =>
@@ -99,5 +121,54 @@ layer(webhookService(), { excludeTestServices: true })("the example receiver", (
         })
       )
       assert.strictEqual(bad, 400)
+    }).pipe(Effect.scoped), 60_000)
+
+  it.effect("several events of one approval waiting when it is decided: the step is resumed once, not once per event", () =>
+    Effect.gen(function*() {
+      const tls = yield* TestTls.shared
+      const dir = fs.mkdtempSync(path.join(os.tmpdir(), "svc-example-receiver-"))
+      fs.writeFileSync(path.join(dir, "cert.pem"), tls.cert)
+      fs.writeFileSync(path.join(dir, "key.pem"), tls.key)
+      const svc = yield* SvcTest
+      const org = yield* SvcTest.org()
+      const port = yield* freePort
+      const { endpoint, secret } = yield* org.client.notifications.create({
+        payload: { url: `https://127.0.0.1:${port}/webhooks/svc` }
+      })
+      const env = {
+        SVC_WEBHOOK_SECRET: secret,
+        SVC_BASE_URL: svc.baseUrl,
+        SVC_ORG_ID: org.orgId,
+        PORT: String(port),
+        RECEIVER_DATA: path.join(dir, "data"),
+        RECEIVER_TLS_CERT: path.join(dir, "cert.pem"),
+        RECEIVER_TLS_KEY: path.join(dir, "key.pem")
+      }
+      // First without a key that may read approvals: events are saved but stay pending.
+      const unread = yield* org.newKey(["tasks.read"])
+      const first = yield* Scope.make()
+      yield* startReceiver({ ...env, SVC_API_KEY: unread.key }).pipe(Scope.provide(first))
+      yield* org.client.approvalPolicies.put({
+        params: { action_class: "payments.refund" },
+        payload: { mode: "require_approval", review_seconds: 600, expiring_notice_seconds: 0, timeout_action: "reject" }
+      })
+      const session = yield* org.client.agentSessions.create({ payload: {} })
+      const step = yield* org.client.agentSessions.governStep({
+        params: { session_id: session.id },
+        payload: { step_id: "refund-1", tool: "stripe.refund", action_class: "payments.refund", arguments: { amount: 5 } }
+      })
+      yield* org.client.approvals.decide({ params: { approval_id: step.approval_id! }, payload: { decision: "approve" } })
+      yield* waitForDeliveries(endpoint.id, (rows) => rows.length === 2 && rows.every((r) => r.status === "delivered"))
+      yield* Scope.close(first, Exit.void)
+
+      // Restarted with a key that reads approvals: both waiting events read "approved".
+      const reader = yield* org.newKey(["agents.read"])
+      const receiver = yield* startReceiver({ ...env, SVC_API_KEY: reader.key })
+      yield* eventually(Effect.sync(() => {
+        const file = path.join(dir, "data", "done.jsonl")
+        return fs.existsSync(file) && fs.readFileSync(file, "utf8").trim().split("\n").length === 2 ? true : undefined
+      }), { what: "both events worked off", timeoutMs: 20_000 })
+      const resumed = receiver.output().split("\n").filter((line) => line.includes("approved: resuming the saved step"))
+      assert.strictEqual(resumed.length, 1, receiver.output())
     }).pipe(Effect.scoped), 60_000)
 })
