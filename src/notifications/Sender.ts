@@ -30,8 +30,6 @@ import { NotificationEndpoints } from "./Endpoints.ts"
 import { EventBodies } from "./EventBodies.ts"
 import { signatureHeader } from "./Signing.ts"
 
-/** Receiver acknowledgement limit (spec "Limits"): the whole exchange. */
-export const SEND_TIMEOUT = Duration.seconds(5)
 const SNIPPET_BYTES = 512
 const RETRY_AFTER_MIN_MS = 1_000
 const RETRY_AFTER_MAX_MS = 3_600_000
@@ -125,7 +123,7 @@ export class WebhookSender extends Context.Service<WebhookSender, {
             "x-svc-signature": signatureHeader(secrets, timestamp, body)
           },
           body,
-          timeout: SEND_TIMEOUT,
+          timeout: config.webhookSendTimeout,
           maxResponseBytes: SNIPPET_BYTES + 1,
           // Its own connections: another endpoint on the same host never waits behind this one.
           partition: delivery.targetId

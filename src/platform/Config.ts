@@ -27,6 +27,8 @@ export interface SvcConfigShape {
   readonly webhookCooldownAfter: number
   /** How long a process holds a claimed webhook delivery; after a crash it is sent again once this runs out. */
   readonly webhookLease: Duration.Duration
+  /** The whole exchange of one webhook attempt must end within this (the spec's 5 s acknowledgement limit). */
+  readonly webhookSendTimeout: Duration.Duration
   /** Share of traces exported to an organization's collector. */
   readonly telemetrySampleRatio: number
   /** Spans each telemetry destination buffers in memory per process before dropping. */
@@ -119,6 +121,7 @@ export const svcConfig: Config.Config<SvcConfigShape> = Config.all({
     Config.mapEffect((n) => n >= 1 ? Effect.succeed(n) : Effect.fail(invalid("SVC_WEBHOOK_COOLDOWN_AFTER must be at least 1")))
   ),
   webhookLease: durationList("SVC_WEBHOOK_LEASE", "30s").pipe(Config.map((list) => list[0] ?? Duration.seconds(30))),
+  webhookSendTimeout: durationList("SVC_WEBHOOK_TIMEOUT", "5s").pipe(Config.map((list) => list[0] ?? Duration.seconds(5))),
   telemetrySampleRatio: Config.Finite("SVC_TELEMETRY_SAMPLE_RATIO").pipe(
     Config.withDefault(1),
     Config.mapEffect((ratio) =>
