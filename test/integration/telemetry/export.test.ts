@@ -381,6 +381,17 @@ layer(Svc, { excludeTestServices: true })("telemetry export", (it) => {
         assert.isTrue(rows.every((row) => row.status === "failed" && row.payload === null))
         // Traffic after the delete goes nowhere; a new destination gets only new spans.
         yield* traffic(org)
+        // Buffered spans are dropped, not flushed into batches for the deleted
+        // destination (the DELETE request's own span ends after the delete).
+        // Another organization's span, captured now, marks a flush round: once
+        // it reaches its collector, every buffer of that round was flushed.
+        const clock = yield* withCollector()
+        yield* clock.org.client.tasks.get({ params: { task_id: "01900000-0000-7000-8000-00000000c10c" } }).pipe(Effect.flip)
+        yield* clock.collector.waitFor((r) =>
+          decodeOtlp(r).spans.some((s) => s.attributes["url.path"] === "/v1/tasks/01900000-0000-7000-8000-00000000c10c")
+        , "20 seconds")
+        const [after] = yield* svc.sql<{ n: number }>`SELECT count(*)::int AS n FROM deliveries WHERE target_id = ${id}`
+        assert.strictEqual(after!.n, rows.length, "no batch was made of the deleted destination's buffered spans")
         const next = yield* HttpsReceiver.make()
         const created = yield* org.client.telemetry.create({ payload: { url: next.url("/v1/traces") } })
         yield* org.client.tasks.get({ params: { task_id: "01900000-0000-7000-8000-0000000f1a65" } }).pipe(Effect.flip)
