@@ -142,6 +142,22 @@ layer(Svc, { excludeTestServices: true })("telemetry export", (it) => {
         assert.deepStrictEqual([...orgsOf(a.collector.requests())], [a.org.orgId])
         assert.deepStrictEqual([...orgsOf(b.collector.requests())], [b.org.orgId])
       }).pipe(Effect.scoped))
+
+    it.effect("the export's own work (flush, queue, sending to the collector) is never exported: no feedback loop", () =>
+      Effect.gen(function*() {
+        const { org, collector, id } = yield* withCollector()
+        yield* traffic(org)
+        yield* waitForDeliveries(org, id, (list) => list.some((d) => d.status === "delivered"))
+        // Captured after a batch was sent: anything that send produced was
+        // buffered before this marker, and buffers are first in, first out.
+        const marker = "01900000-0000-7000-8000-0000000100b0"
+        yield* org.client.tasks.get({ params: { task_id: marker } }).pipe(Effect.flip)
+        yield* collector.waitFor((r) => decodeOtlp(r).spans.some((s) => s.attributes["url.path"] === `/v1/tasks/${marker}`), "20 seconds")
+        const names = new Set(spansOf(collector.requests()).map((s) => s.name))
+        for (const name of names) {
+          assert.notMatch(name, /^(TelemetryCollector\.|OutboundHttp\.send|DeliveryQueue\.(claim|settle|enqueue))/, name)
+        }
+      }).pipe(Effect.scoped))
   })
 
   describe("rule 6: OTLP/HTTP JSON exactly, gzip when it pays", () => {
