@@ -46,19 +46,6 @@ export const backoff = (n: number, random: number = Math.random()): Duration.Dur
   return Duration.millis(Math.round(base * (0.8 + 0.4 * random)))
 }
 
-/**
- * Collector-provided text (a `partialSuccess.errorMessage`) with our header
- * values masked, in case a collector echoes what it was sent.
- */
-export const scrub = (text: string, target: CollectorTarget): string => {
-  let out = text
-  for (const [, value] of target.headers) {
-    const secret = Redacted.value(value)
-    if (secret.length >= 4) out = out.split(secret).join("[redacted]")
-  }
-  return out
-}
-
 const resource = serviceResource()
 const parts = encodeRequestParts(resource)
 
@@ -157,14 +144,12 @@ export const TelemetryExportLive = Layer.effectDiscard(Effect.gen(function*() {
       const bytes = Buffer.from(Redacted.value(sealed), "base64")
       const spanCount = Number(delivery.meta.span_count ?? 0)
       const size = Number(delivery.meta.bytes ?? 0)
-      const { result: answered, durationMs } = yield* exportBody(
+      // The collector's messages come back with the header values masked.
+      const { result, durationMs } = yield* exportBody(
         target.value,
         { gzipped: new Uint8Array(bytes), bytes: size },
         spanCount
       )
-      const result = answered._tag === "Accepted"
-        ? { ...answered, warning: answered.warning === undefined ? undefined : scrub(answered.warning, target.value) }
-        : { ...answered, error: scrub(answered.error, target.value) }
       // No response snippet is kept: a collector's body may echo what it was sent.
       const attempt = {
         statusCode: result.status,

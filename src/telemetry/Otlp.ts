@@ -139,6 +139,7 @@ export const readExportAnswer = (body: Uint8Array): ExportAnswer => {
   const rejected = typeof rejectedSpans === "string" || typeof rejectedSpans === "number" ? Number(rejectedSpans) : 0
   return {
     rejectedSpans: Number.isFinite(rejected) && rejected > 0 ? Math.floor(rejected) : 0,
-    errorMessage: typeof errorMessage === "string" && errorMessage.length > 0 ? errorMessage.slice(0, 500) : undefined
+    // Not cut here: secrets are masked first (the body is at most 16 KiB).
+    errorMessage: typeof errorMessage === "string" && errorMessage.length > 0 ? errorMessage : undefined
   }
 }

@@ -29,6 +29,18 @@ describe("what a collector's answer means (issue rules 7 and 8)", () => {
     assert.deepStrictEqual(classify(answer(202, "not json"), 5, 0), { _tag: "Accepted", status: 202, warning: undefined })
   })
 
+  it("a collector's message is masked of the destination's header values before it is cut short", () => {
+    const secret = "h".repeat(30)
+    const clean = (text: string) => text.split(secret).join("[redacted]")
+    // The value straddles the 200-character cut of last_error.
+    const message = `${"m".repeat(185)}${secret} and more`
+    const partial = classify(answer(200, JSON.stringify({ partialSuccess: { rejectedSpans: 1, errorMessage: message } })), 5, 0, clean)
+    assert.strictEqual(partial._tag, "Partial")
+    assert.notInclude(partial._tag === "Partial" ? partial.error : "", "hhhhhhhh")
+    const warned = classify(answer(200, JSON.stringify({ partialSuccess: { rejectedSpans: 0, errorMessage: `x${secret}` } })), 5, 0, clean)
+    assert.deepStrictEqual(warned, { _tag: "Accepted", status: 200, warning: "x[redacted]" })
+  })
+
   it("Retry-After in seconds or as an HTTP date, capped at 5 minutes", () => {
     assert.strictEqual(Duration.toMillis(parseRetryAfter("2", 0)!), 2000)
     assert.strictEqual(Duration.toMillis(parseRetryAfter(new Date(10_000).toUTCString(), 4000)!), 6000)
