@@ -69,16 +69,24 @@ export const TelemetryExportLive = Layer.effectDiscard(Effect.gen(function*() {
   const flushOne = (destinationId: string, orgId: string) =>
     Effect.gen(function*() {
       let enqueued = false
-      let room = buffers.size(destinationId) === 0
+      // Only what is buffered now: spans captured while this round compresses
+      // and stores its batches wait for the next round (or the next full
+      // batch). Draining until the buffer is empty would, under steady
+      // traffic, cut a stream of tiny batches and then count the rest as
+      // dropped once `room` ran out, with a healthy collector.
+      let left = buffers.size(destinationId)
+      let room = left === 0
         ? 0
         : queueBatches - (yield* queue.undelivered("telemetry", destinationId))
-      while (buffers.size(destinationId) > 0) {
+      while (left > 0) {
         if (room <= 0) {
           // The collector is not keeping up: drop rather than grow without bound.
-          buffers.addDropped(destinationId, buffers.take(destinationId, Number.MAX_SAFE_INTEGER).length)
+          buffers.addDropped(destinationId, buffers.take(destinationId, left).length)
           break
         }
-        const spans = buffers.take(destinationId, BATCH_SPANS)
+        const spans = buffers.take(destinationId, Math.min(BATCH_SPANS, left))
+        if (spans.length === 0) break
+        left -= spans.length
         const body = yield* compressAsync(encodeBatch(spans))
         yield* queue.enqueue({
           orgId,

@@ -2,6 +2,7 @@ import { assert, describe, layer } from "@effect/vitest"
 import { Effect, Layer } from "effect"
 import { SvcTest, type TestOrg } from "../../../src/testing.ts"
 import { HttpsReceiver, type ReceivedRequest, Reply } from "../../support/HttpsReceiver.ts"
+import { raw } from "../../support/http.ts"
 import { decodeOtlp, type DecodedSpan } from "../../support/Otlp.ts"
 import { loopbackTargets, TestTls } from "../../support/tls.ts"
 import { waitForDeliveries } from "../../support/telemetry.ts"
@@ -181,6 +182,25 @@ layer(Svc, { excludeTestServices: true })("telemetry export", (it) => {
         // Unix nanoseconds of now (within a minute).
         assert.isBelow(Math.abs(Number(BigInt(start) / 1_000_000n) - Date.now()), 60_000)
         assert.isNumber(decoded.json.resourceSpans[0].scopeSpans[0].spans[0].kind)
+      }).pipe(Effect.scoped))
+  })
+
+  describe("rule 7: batches of at most 512 spans", () => {
+    it.effect("a burst of spans goes out in batches of 512 (a full batch is sent without waiting for the period)", () =>
+      Effect.gen(function*() {
+        const svc = yield* SvcTest
+        const { org, collector, id } = yield* withCollector()
+        const list = () => raw(`${svc.baseUrl}/v1/tasks`, { headers: { authorization: `Bearer ${org.key}` } })
+        // Each request is a few spans: well over 512 in all.
+        yield* Effect.forEach(Array.from({ length: 400 }), list, { concurrency: 10, discard: true })
+        const { deliveries } = yield* waitForDeliveries(org, id, (list) => list.some((d) => d.status === "delivered" && d.span_count === 512))
+        assert.isTrue(deliveries.every((d) => d.span_count <= 512))
+        for (const request of collector.requests()) assert.isAtMost(decodeOtlp(request).spans.length, 512)
+        // A healthy collector and a buffer far from full: nothing is dropped.
+        yield* Effect.forEach(Array.from({ length: 400 }), list, { concurrency: 10, discard: true })
+        yield* waitForDeliveries(org, id, (list) => list.filter((d) => d.span_count === 512).length >= 2)
+        const after = yield* destination(org)
+        assert.strictEqual(after.dropped_spans, 0)
       }).pipe(Effect.scoped))
   })
 
