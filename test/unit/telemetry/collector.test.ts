@@ -61,6 +61,25 @@ describe("what a collector's answer means (issue rules 7 and 8)", () => {
   })
 })
 
+describe("OTLP attribute values", () => {
+  it("strings are cut at 256 characters and always well-formed UTF-16 (no unpaired surrogate escapes)", async () => {
+    const { attributeValue, MAX_STRING } = await import("../../../src/telemetry/Otlp.ts")
+    // An emoji (a surrogate pair) straddling the cut.
+    const cut = attributeValue(`${"a".repeat(MAX_STRING - 1)}\u{1F600}tail`)!.stringValue!
+    assert.isAtMost(cut.length, MAX_STRING)
+    assert.isTrue(cut.isWellFormed())
+    assert.notMatch(JSON.stringify(cut), /\\ud[89a-f]/i)
+    // A lone surrogate, as JSON.parse accepts it from a client's body.
+    const lone = attributeValue(JSON.parse('"x\\ud800y"'))!.stringValue!
+    assert.isTrue(lone.isWellFormed())
+    assert.deepStrictEqual(attributeValue(7), { intValue: "7" })
+    assert.deepStrictEqual(attributeValue(1.5), { doubleValue: 1.5 })
+    assert.deepStrictEqual(attributeValue(2n ** 63n - 1n), { intValue: "9223372036854775807" })
+    assert.isUndefined(attributeValue(2n ** 63n))
+    assert.isUndefined(attributeValue(Number.NaN))
+  })
+})
+
 describe("OTLP encoding in slices", () => {
   it("encodeRequestParts builds exactly encodeRequest's text", async () => {
     const { encodeRequest, encodeRequestParts, serviceResource } = await import("../../../src/telemetry/Otlp.ts")
