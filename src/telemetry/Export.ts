@@ -40,6 +40,18 @@ const BACKOFF_CAP_MS = 30_000
 const TARGET_CACHE_MS = 1000
 const SUCCESS_WRITE_MS = 1000
 
+/**
+ * Which attempt of its round a claimed batch is on. A round begins at
+ * enqueue (`round_start` 0) and again at each replay: every failure records
+ * `round_start` = the attempts made so far, so a replay gets a full
+ * `MAX_ATTEMPTS` whether the batch failed after one attempt (a 400) or after
+ * exhausting its retries. (Rows without it: the old `replays` arithmetic.)
+ */
+export const attemptInRound = (delivery: Pick<Claimed, "attempts" | "replays" | "meta">): number => {
+  const start = Number(delivery.meta.round_start)
+  return delivery.attempts - (Number.isFinite(start) ? start : MAX_ATTEMPTS * delivery.replays)
+}
+
 /** Delay before retry `n` (1 = after the first attempt): 1 s, 2 s, 4 s... at most 30 s, ±20 % jitter. */
 export const backoff = (n: number, random: number = Math.random()): Duration.Duration => {
   const base = Math.min(BACKOFF_CAP_MS, BACKOFF_BASE_MS * 2 ** Math.max(0, n - 1))
@@ -93,7 +105,7 @@ export const TelemetryExportLive = Layer.effectDiscard(Effect.gen(function*() {
           kind: "telemetry",
           targetId: destinationId,
           payload: box.seal(Buffer.from(body.gzipped).toString("base64"), batchContext(destinationId)),
-          meta: { span_count: spans.length, bytes: body.bytes },
+          meta: { span_count: spans.length, bytes: body.bytes, round_start: 0 },
           capacity: queueBatches
         })
         enqueued = true
@@ -141,12 +153,14 @@ export const TelemetryExportLive = Layer.effectDiscard(Effect.gen(function*() {
 
   const handle = (delivery: Claimed) =>
     Effect.gen(function*() {
+      // A failure ends the round: a replay starts the next one from here.
+      const fail = (error: string) => Outcome.failed(error, { round_start: delivery.attempts })
       const target = yield* targetOf(delivery.targetId)
       if (Option.isNone(target)) {
-        return settle(Outcome.failed("destination deleted"), { error: "destination deleted", durationMs: 0 })
+        return settle(fail("destination deleted"), { error: "destination deleted", durationMs: 0 })
       }
       if (delivery.payload === null) {
-        return settle(Outcome.failed("batch no longer kept"), { error: "batch no longer kept", durationMs: 0 })
+        return settle(fail("batch no longer kept"), { error: "batch no longer kept", durationMs: 0 })
       }
       const sealed = yield* box.open(delivery.payload, batchContext(delivery.targetId)).pipe(Effect.orDie)
       const bytes = Buffer.from(Redacted.value(sealed), "base64")
@@ -173,12 +187,12 @@ export const TelemetryExportLive = Layer.effectDiscard(Effect.gen(function*() {
           return settle(Outcome.partial(result.error, { rejected_spans: result.rejected }), attempt)
         case "Rejected":
           yield* recordError(delivery.targetId, result.error)
-          return settle(Outcome.failed(result.error), attempt)
+          return settle(fail(result.error), attempt)
         case "Retryable": {
           yield* recordError(delivery.targetId, result.error)
-          const round = delivery.attempts - MAX_ATTEMPTS * delivery.replays
+          const round = attemptInRound(delivery)
           if (round >= MAX_ATTEMPTS) {
-            return settle(Outcome.failed(`${result.error} (gave up after ${MAX_ATTEMPTS} attempts)`), attempt)
+            return settle(fail(`${result.error} (gave up after ${MAX_ATTEMPTS} attempts)`), attempt)
           }
           const wait = Math.max(
             Duration.toMillis(backoff(round)),

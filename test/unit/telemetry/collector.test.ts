@@ -2,7 +2,7 @@ import { assert, describe, it } from "@effect/vitest"
 import { Duration } from "effect"
 import fc from "fast-check"
 import { classify, parseRetryAfter } from "../../../src/telemetry/Collector.ts"
-import { backoff } from "../../../src/telemetry/Export.ts"
+import { attemptInRound, backoff, MAX_ATTEMPTS } from "../../../src/telemetry/Export.ts"
 
 const answer = (status: number, body = "", headers: Record<string, string> = {}) => ({
   status,
@@ -49,6 +49,18 @@ describe("what a collector's answer means (issue rules 7 and 8)", () => {
     assert.isUndefined(parseRetryAfter(undefined, 0))
     const retry = classify(answer(503, "", { "retry-after": "7" }), 1, 0)
     assert.strictEqual(retry._tag === "Retryable" ? Duration.toMillis(retry.retryAfter!) : -1, 7000)
+  })
+
+  it("a replay starts a fresh round of attempts, however many the batch used before it failed", () => {
+    // Never replayed: attempts count from the enqueue.
+    assert.strictEqual(attemptInRound({ attempts: 3, replays: 0, meta: { round_start: 0 } }), 3)
+    // Failed at once (a 400) on attempt 1, then replayed: the replay's first attempt is attempt 1 of its round.
+    assert.strictEqual(attemptInRound({ attempts: 2, replays: 1, meta: { round_start: 1 } }), 1)
+    assert.strictEqual(attemptInRound({ attempts: 1 + MAX_ATTEMPTS, replays: 1, meta: { round_start: 1 } }), MAX_ATTEMPTS)
+    // Gave up after 5, replayed twice.
+    assert.strictEqual(attemptInRound({ attempts: 12, replays: 2, meta: { round_start: 10 } }), 2)
+    // Failed at enqueue (queue full), then replayed.
+    assert.strictEqual(attemptInRound({ attempts: 1, replays: 1, meta: { round_start: 0 } }), 1)
   })
 
   it("property: backoff grows, stays within ±20 % of 1 s·2^(n-1), never over 36 s", () => {
