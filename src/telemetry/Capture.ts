@@ -95,6 +95,8 @@ export class SpanBuffers extends Context.Service<SpanBuffers, {
   /** Adds drops decided elsewhere (e.g. a full delivery queue). */
   readonly addDropped: (destinationId: string, count: number) => void
   readonly size: (destinationId: string) => number
+  /** Whether this process buffers for the destination (false once it learnt of a delete). */
+  readonly isActive: (destinationId: string) => boolean
   /** Drops counted here and not yet saved. */
   readonly unsavedDropped: (destinationId: string) => number
   readonly states: () => ReadonlyArray<BufferState>
@@ -165,6 +167,7 @@ export class SpanBuffers extends Context.Service<SpanBuffers, {
         if (buffer !== undefined) buffer.unsavedDropped += count
       },
       size: (destinationId) => byDestination.get(destinationId)?.spans.length ?? 0,
+      isActive: (destinationId) => byDestination.has(destinationId),
       unsavedDropped: (destinationId) => byDestination.get(destinationId)?.unsavedDropped ?? 0,
       states: () =>
         [...byDestination.values()].map((buffer) => ({

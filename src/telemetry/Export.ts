@@ -126,13 +126,15 @@ export const TelemetryExportLive = Layer.effectDiscard(Effect.gen(function*() {
   // Per-batch database work kept small: the collector (URL and opened
   // headers) is cached for a second, and a run of successes updates
   // `last_delivered_at` at most once a second. A deleted destination's
-  // batches are failed at once and never claimed again, so the cache can
-  // only serve a batch claimed just before the delete (in flight anyway).
+  // batches are failed at once and never claimed again; a batch stored just
+  // after the delete (a flush round that had already taken its spans) is
+  // not sent from the cache once this process knows of the delete (it
+  // stopped buffering for it): it is looked up, and failed.
   const targets = new Map<string, { readonly at: number; readonly target: Option.Option<CollectorTarget> }>()
   const targetOf = (id: string) =>
     Effect.gen(function*() {
       const cached = targets.get(id)
-      if (cached !== undefined && Date.now() - cached.at < TARGET_CACHE_MS) return cached.target
+      if (cached !== undefined && Date.now() - cached.at < TARGET_CACHE_MS && buffers.isActive(id)) return cached.target
       const target = yield* destinations.target(id)
       targets.set(id, { at: Date.now(), target })
       return target
