@@ -88,6 +88,14 @@ layer(Svc, { excludeTestServices: true })("telemetry export", (it) => {
         const logRun = spansOf(collector.requests()).find((s) => s.name === "Tasks.logRun")!
         assert.notStrictEqual(logRun.traceId, run.trace_id)
         assert.strictEqual(span.links?.[0]?.traceId, logRun.traceId)
+        // A log refused (unknown task) is no run: no Tasks.run span for it.
+        const missing = "01900000-0000-7000-8000-0000000000aa"
+        yield* org.client.tasks.logRun({ params: { task_id: missing }, payload: { input: 1, answer: {} } }).pipe(Effect.flip)
+        const marker = "01900000-0000-7000-8000-0000000000ab"
+        yield* org.client.tasks.get({ params: { task_id: marker } }).pipe(Effect.flip)
+        yield* collector.waitFor((r) => decodeOtlp(r).spans.some((s) => s.attributes["url.path"] === `/v1/tasks/${marker}`), "20 seconds")
+        const runs = spansOf(collector.requests()).filter((s) => s.name === "Tasks.run")
+        assert.deepStrictEqual(runs.map((s) => s.attributes["svc.task_id"]), [task.id])
       }).pipe(Effect.scoped))
 
     it.effect("governed steps, approval transitions (background deadlines included) and feedback review reach the collector", () =>
