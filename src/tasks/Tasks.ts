@@ -3,7 +3,7 @@
  * creates its first, empty dataset version in the same transaction.
  */
 import { PgClient } from "@effect/sql-pg"
-import { Context, Effect, Layer, Option, Result } from "effect"
+import { Clock, Context, Effect, Exit, Layer, Option, Result } from "effect"
 import { InvalidRequest, NotFound } from "../api/Errors.ts"
 import type { Dataset, DatasetSummary, Run, Task } from "../api/Tasks.ts"
 import { randomTraceId } from "../platform/Crypto.ts"
@@ -151,7 +151,9 @@ export class Tasks extends Context.Service<Tasks, {
         // links to it. A fresh trace, not the request's, so two runs logged
         // under one caller `traceparent` keep distinct ids.
         const request = yield* Effect.option(Effect.currentSpan)
-        const runSpan = yield* Effect.makeSpanScoped("Tasks.run", {
+        // Ended only once the run exists: a log refused (unknown task) is not
+        // a run, and its span, never ended, is never exported.
+        const runSpan = yield* Effect.makeSpan("Tasks.run", {
           root: true,
           links: Option.isSome(request) ? [{ span: request.value, attributes: {} }] : [],
           attributes: { "svc.org_id": orgId, "svc.task_id": taskId }
@@ -164,9 +166,10 @@ export class Tasks extends Context.Service<Tasks, {
           RETURNING trace_id, seq, task_id, input, answer, created_at
         `.pipe(Effect.orDie)
         if (row === undefined) return yield* new NotFound({ detail: "No such task." })
+        runSpan.end(yield* Clock.currentTimeNanos, Exit.void)
         yield* Effect.annotateCurrentSpan({ "svc.task_id": taskId, "svc.trace_id": traceId })
         return toRun(row)
-      }, Effect.scoped)
+      })
 
       const listRuns = Effect.fn("Tasks.listRuns")(function*(orgId: string, taskId: string, request: PageRequest) {
         yield* get(orgId, taskId)

@@ -8,9 +8,10 @@
  *   span; background work annotates its per-item span). A span that ends
  *   before any ancestor knows its organization (e.g. the key lookup inside
  *   the request) is handed to its parent and decided when the parent ends.
- * - Sampling is parent-based trace-id-ratio: a root span (or one under a
- *   remote parent that was sampled) is kept when the low 56 bits of its trace
- *   id fall under `SVC_TELEMETRY_SAMPLE_RATIO`; children follow their parent.
+ * - Sampling is parent-based trace-id-ratio: a root span is kept when the
+ *   low 56 bits of its trace id reach the rejection threshold
+ *   (1 - `SVC_TELEMETRY_SAMPLE_RATIO`) * 2^56; children follow their parent
+ *   (a remote one included: a caller's sampled flag is honoured).
  * - Spans of svc's own infrastructure (database client spans) are never
  *   exported.
  * - Attributes pass an allowlist: the semantic-convention names below and
@@ -94,6 +95,8 @@ export class SpanBuffers extends Context.Service<SpanBuffers, {
   /** Adds drops decided elsewhere (e.g. a full delivery queue). */
   readonly addDropped: (destinationId: string, count: number) => void
   readonly size: (destinationId: string) => number
+  /** Whether this process buffers for the destination (false once it learnt of a delete). */
+  readonly isActive: (destinationId: string) => boolean
   /** Drops counted here and not yet saved. */
   readonly unsavedDropped: (destinationId: string) => number
   readonly states: () => ReadonlyArray<BufferState>
@@ -164,6 +167,7 @@ export class SpanBuffers extends Context.Service<SpanBuffers, {
         if (buffer !== undefined) buffer.unsavedDropped += count
       },
       size: (destinationId) => byDestination.get(destinationId)?.spans.length ?? 0,
+      isActive: (destinationId) => byDestination.has(destinationId),
       unsavedDropped: (destinationId) => byDestination.get(destinationId)?.unsavedDropped ?? 0,
       states: () =>
         [...byDestination.values()].map((buffer) => ({
@@ -183,12 +187,27 @@ export class SpanBuffers extends Context.Service<SpanBuffers, {
 // Sampling
 
 const TWO_TO_56 = 2 ** 56
+const TWO_TO_28 = 2 ** 28
 
-/** Trace-id-ratio decision on the low 56 bits of the trace id (the W3C random part). */
+/**
+ * Trace-id-ratio decision on the low 56 bits of the trace id (the W3C
+ * random part), as OpenTelemetry's consistent probability sampling defines
+ * it: keep when the randomness R >= the rejection threshold
+ * T = (1 - ratio) * 2^56. The same rule in a collector's probabilistic
+ * sampler then keeps every trace we kept at a lower ratio (keeping
+ * R < ratio * 2^56 instead would be the complementary set: a collector
+ * sampling at 50% would drop every trace we sampled at 10%).
+ */
 export const sampledByRatio = (traceId: string, ratio: number): boolean => {
   if (ratio >= 1) return true
   if (ratio <= 0) return false
-  return Number.parseInt(traceId.slice(-14), 16) < ratio * TWO_TO_56
+  // Compared exactly in two 28-bit halves (a 56-bit integer does not fit a double).
+  const threshold = Math.round((1 - ratio) * TWO_TO_56)
+  const thresholdHigh = Math.floor(threshold / TWO_TO_28)
+  const thresholdLow = threshold - thresholdHigh * TWO_TO_28
+  const high = Number.parseInt(traceId.slice(-14, -7), 16)
+  const low = Number.parseInt(traceId.slice(-7), 16)
+  return high > thresholdHigh || (high === thresholdHigh && low >= thresholdLow)
 }
 
 // Random bytes drawn 4 KiB at a time: one `randomBytes` call per new trace

@@ -73,21 +73,46 @@ export const parseRetryAfter = (value: string | undefined, now: number): Duratio
   return Duration.millis(Math.min(millis, Duration.toMillis(MAX_RETRY_AFTER)))
 }
 
-export const classify = (response: OutboundResponse, spanCount: number, now: number): ExportResult => {
+/**
+ * Collector-provided text (a `partialSuccess.errorMessage`) with the
+ * destination's header values masked, in case a collector echoes what it
+ * was sent.
+ */
+export const scrub = (text: string, target: CollectorTarget): string => {
+  let out = text
+  for (const [, value] of target.headers) {
+    const secret = Redacted.value(value)
+    if (secret.length >= 4) out = out.split(secret).join("[redacted]")
+  }
+  return out
+}
+
+/**
+ * What an answer means. `clean` masks secrets in the collector's message;
+ * it runs before the message is cut short, so a cut never leaves part of a
+ * secret behind.
+ */
+export const classify = (
+  response: OutboundResponse,
+  spanCount: number,
+  now: number,
+  clean: (text: string) => string = (text) => text
+): ExportResult => {
   const status = response.status
   if (status >= 200 && status < 300) {
     const answer = readExportAnswer(response.body)
+    const message = answer.errorMessage === undefined ? undefined : clean(answer.errorMessage)
     if (answer.rejectedSpans > 0) {
       return {
         _tag: "Partial",
         status,
         rejected: answer.rejectedSpans,
         error: `collector rejected ${answer.rejectedSpans} of ${spanCount} spans${
-          answer.errorMessage === undefined ? "" : `: ${answer.errorMessage.slice(0, 200)}`
+          message === undefined ? "" : `: ${message.slice(0, 200)}`
         }`
       }
     }
-    return { _tag: "Accepted", status, warning: answer.errorMessage }
+    return { _tag: "Accepted", status, warning: message?.slice(0, 500) }
   }
   if (RETRYABLE_STATUSES.has(status)) {
     return {
@@ -131,7 +156,7 @@ export const exportBody = Effect.fn("TelemetryCollector.export")(function*(
     timeout: EXPORT_TIMEOUT,
     maxResponseBytes: 16 * 1024
   }).pipe(
-    Effect.map((response) => ({ result: classify(response, spanCount, Date.now()), response })),
+    Effect.map((response) => ({ result: classify(response, spanCount, Date.now(), (text) => scrub(text, target)), response })),
     Effect.catchTag("OutboundFailure", (failure) => Effect.succeed({ result: classifyFailure(failure), response: undefined }))
   )
   return { ...result, durationMs: performance.now() - started }

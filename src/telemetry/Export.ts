@@ -40,23 +40,22 @@ const BACKOFF_CAP_MS = 30_000
 const TARGET_CACHE_MS = 1000
 const SUCCESS_WRITE_MS = 1000
 
+/**
+ * Which attempt of its round a claimed batch is on. A round begins at
+ * enqueue (`round_start` 0) and again at each replay: every failure records
+ * `round_start` = the attempts made so far, so a replay gets a full
+ * `MAX_ATTEMPTS` whether the batch failed after one attempt (a 400) or after
+ * exhausting its retries. (Rows without it: the old `replays` arithmetic.)
+ */
+export const attemptInRound = (delivery: Pick<Claimed, "attempts" | "replays" | "meta">): number => {
+  const start = Number(delivery.meta.round_start)
+  return delivery.attempts - (Number.isFinite(start) ? start : MAX_ATTEMPTS * delivery.replays)
+}
+
 /** Delay before retry `n` (1 = after the first attempt): 1 s, 2 s, 4 s... at most 30 s, ±20 % jitter. */
 export const backoff = (n: number, random: number = Math.random()): Duration.Duration => {
   const base = Math.min(BACKOFF_CAP_MS, BACKOFF_BASE_MS * 2 ** Math.max(0, n - 1))
   return Duration.millis(Math.round(base * (0.8 + 0.4 * random)))
-}
-
-/**
- * Collector-provided text (a `partialSuccess.errorMessage`) with our header
- * values masked, in case a collector echoes what it was sent.
- */
-export const scrub = (text: string, target: CollectorTarget): string => {
-  let out = text
-  for (const [, value] of target.headers) {
-    const secret = Redacted.value(value)
-    if (secret.length >= 4) out = out.split(secret).join("[redacted]")
-  }
-  return out
 }
 
 const resource = serviceResource()
@@ -82,23 +81,31 @@ export const TelemetryExportLive = Layer.effectDiscard(Effect.gen(function*() {
   const flushOne = (destinationId: string, orgId: string) =>
     Effect.gen(function*() {
       let enqueued = false
-      let room = buffers.size(destinationId) === 0
+      // Only what is buffered now: spans captured while this round compresses
+      // and stores its batches wait for the next round (or the next full
+      // batch). Draining until the buffer is empty would, under steady
+      // traffic, cut a stream of tiny batches and then count the rest as
+      // dropped once `room` ran out, with a healthy collector.
+      let left = buffers.size(destinationId)
+      let room = left === 0
         ? 0
         : queueBatches - (yield* queue.undelivered("telemetry", destinationId))
-      while (buffers.size(destinationId) > 0) {
+      while (left > 0) {
         if (room <= 0) {
           // The collector is not keeping up: drop rather than grow without bound.
-          buffers.addDropped(destinationId, buffers.take(destinationId, Number.MAX_SAFE_INTEGER).length)
+          buffers.addDropped(destinationId, buffers.take(destinationId, left).length)
           break
         }
-        const spans = buffers.take(destinationId, BATCH_SPANS)
+        const spans = buffers.take(destinationId, Math.min(BATCH_SPANS, left))
+        if (spans.length === 0) break
+        left -= spans.length
         const body = yield* compressAsync(encodeBatch(spans))
         yield* queue.enqueue({
           orgId,
           kind: "telemetry",
           targetId: destinationId,
           payload: box.seal(Buffer.from(body.gzipped).toString("base64"), batchContext(destinationId)),
-          meta: { span_count: spans.length, bytes: body.bytes },
+          meta: { span_count: spans.length, bytes: body.bytes, round_start: 0 },
           capacity: queueBatches
         })
         enqueued = true
@@ -119,13 +126,15 @@ export const TelemetryExportLive = Layer.effectDiscard(Effect.gen(function*() {
   // Per-batch database work kept small: the collector (URL and opened
   // headers) is cached for a second, and a run of successes updates
   // `last_delivered_at` at most once a second. A deleted destination's
-  // batches are failed at once and never claimed again, so the cache can
-  // only serve a batch claimed just before the delete (in flight anyway).
+  // batches are failed at once and never claimed again; a batch stored just
+  // after the delete (a flush round that had already taken its spans) is
+  // not sent from the cache once this process knows of the delete (it
+  // stopped buffering for it): it is looked up, and failed.
   const targets = new Map<string, { readonly at: number; readonly target: Option.Option<CollectorTarget> }>()
   const targetOf = (id: string) =>
     Effect.gen(function*() {
       const cached = targets.get(id)
-      if (cached !== undefined && Date.now() - cached.at < TARGET_CACHE_MS) return cached.target
+      if (cached !== undefined && Date.now() - cached.at < TARGET_CACHE_MS && buffers.isActive(id)) return cached.target
       const target = yield* destinations.target(id)
       targets.set(id, { at: Date.now(), target })
       return target
@@ -146,25 +155,25 @@ export const TelemetryExportLive = Layer.effectDiscard(Effect.gen(function*() {
 
   const handle = (delivery: Claimed) =>
     Effect.gen(function*() {
+      // A failure ends the round: a replay starts the next one from here.
+      const fail = (error: string) => Outcome.failed(error, { round_start: delivery.attempts })
       const target = yield* targetOf(delivery.targetId)
       if (Option.isNone(target)) {
-        return settle(Outcome.failed("destination deleted"), { error: "destination deleted", durationMs: 0 })
+        return settle(fail("destination deleted"), { error: "destination deleted", durationMs: 0 })
       }
       if (delivery.payload === null) {
-        return settle(Outcome.failed("batch no longer kept"), { error: "batch no longer kept", durationMs: 0 })
+        return settle(fail("batch no longer kept"), { error: "batch no longer kept", durationMs: 0 })
       }
       const sealed = yield* box.open(delivery.payload, batchContext(delivery.targetId)).pipe(Effect.orDie)
       const bytes = Buffer.from(Redacted.value(sealed), "base64")
       const spanCount = Number(delivery.meta.span_count ?? 0)
       const size = Number(delivery.meta.bytes ?? 0)
-      const { result: answered, durationMs } = yield* exportBody(
+      // The collector's messages come back with the header values masked.
+      const { result, durationMs } = yield* exportBody(
         target.value,
         { gzipped: new Uint8Array(bytes), bytes: size },
         spanCount
       )
-      const result = answered._tag === "Accepted"
-        ? { ...answered, warning: answered.warning === undefined ? undefined : scrub(answered.warning, target.value) }
-        : { ...answered, error: scrub(answered.error, target.value) }
       // No response snippet is kept: a collector's body may echo what it was sent.
       const attempt = {
         statusCode: result.status,
@@ -180,12 +189,12 @@ export const TelemetryExportLive = Layer.effectDiscard(Effect.gen(function*() {
           return settle(Outcome.partial(result.error, { rejected_spans: result.rejected }), attempt)
         case "Rejected":
           yield* recordError(delivery.targetId, result.error)
-          return settle(Outcome.failed(result.error), attempt)
+          return settle(fail(result.error), attempt)
         case "Retryable": {
           yield* recordError(delivery.targetId, result.error)
-          const round = delivery.attempts - MAX_ATTEMPTS * delivery.replays
+          const round = attemptInRound(delivery)
           if (round >= MAX_ATTEMPTS) {
-            return settle(Outcome.failed(`${result.error} (gave up after ${MAX_ATTEMPTS} attempts)`), attempt)
+            return settle(fail(`${result.error} (gave up after ${MAX_ATTEMPTS} attempts)`), attempt)
           }
           const wait = Math.max(
             Duration.toMillis(backoff(round)),

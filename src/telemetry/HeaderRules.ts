@@ -62,15 +62,16 @@ export const isRefusedName = (name: string): boolean => {
 }
 
 /**
- * A value may hold visible characters, spaces, tabs and obs-text (RFC 9110
- * `field-value`); anything else (CR, LF, NUL, other C0 controls, DEL, or a
- * character a header cannot carry) is refused.
+ * A value may hold visible characters, spaces, tabs and the Latin-1 part of
+ * obs-text (RFC 9110 `field-value`); anything else (CR, LF, NUL, other C0
+ * controls, DEL, the C1 controls U+0080-U+009F, or a character a header
+ * cannot carry) is refused.
  */
 export const isAcceptedValue = (value: string): boolean => {
   for (let i = 0; i < value.length; i++) {
     const code = value.charCodeAt(i)
     if (code === 0x09) continue
-    if (code < 0x20 || code === 0x7f || code > 0xff) return false
+    if (code < 0x20 || (code >= 0x7f && code <= 0x9f) || code > 0xff) return false
   }
   return Buffer.byteLength(value, "utf8") <= MAX_VALUE_BYTES
 }

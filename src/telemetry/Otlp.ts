@@ -63,7 +63,11 @@ export const StatusCode = { Unset: 0, Ok: 1, Error: 2 } as const
 export const attributeValue = (value: unknown): AnyValue | undefined => {
   switch (typeof value) {
     case "string":
-      return { stringValue: value.length > MAX_STRING ? value.slice(0, MAX_STRING) : value }
+      // Well-formed UTF-16 only: a cut through a surrogate pair, or a lone
+      // surrogate from a client's JSON ("\ud800"), would be written as an
+      // unpaired `\ud8xx` escape, which protobuf JSON parsers (the
+      // Collector's) refuse, failing the whole batch.
+      return { stringValue: (value.length > MAX_STRING ? value.slice(0, MAX_STRING) : value).toWellFormed() }
     case "boolean":
       return { boolValue: value }
     case "number":
@@ -139,6 +143,7 @@ export const readExportAnswer = (body: Uint8Array): ExportAnswer => {
   const rejected = typeof rejectedSpans === "string" || typeof rejectedSpans === "number" ? Number(rejectedSpans) : 0
   return {
     rejectedSpans: Number.isFinite(rejected) && rejected > 0 ? Math.floor(rejected) : 0,
-    errorMessage: typeof errorMessage === "string" && errorMessage.length > 0 ? errorMessage.slice(0, 500) : undefined
+    // Not cut here: secrets are masked first (the body is at most 16 KiB).
+    errorMessage: typeof errorMessage === "string" && errorMessage.length > 0 ? errorMessage : undefined
   }
 }

@@ -39,6 +39,8 @@ export const invalidValueCorpus: ReadonlyArray<readonly [string, string]> = [
   ["other control (BEL)", "abc\u0007"],
   ["other control (ESC)", "\u001b[31m"],
   ["DEL", "abc\u007f"],
+  ["C1 control (NEL)", "abc\u0085def"],
+  ["C1 control (CSI)", "\u009b31m"],
   ["over 4 KiB", "a".repeat(MAX_VALUE_BYTES + 1)],
   ["a character a header cannot carry", "p\u2028q"]
 ]

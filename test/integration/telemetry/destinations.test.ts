@@ -303,6 +303,17 @@ layer(SecretStore.layer.pipe(Layer.provideMerge(Svc)), { excludeTestServices: tr
         assert.strictEqual(rejected._tag, "ExportFailed")
         const [destination] = (yield* org.client.telemetry.list()).destinations
         assert.isString(destination!.last_error)
+        // A collector echoing a header value in its partialSuccess message:
+        // the destination's last_error masks it, as the export worker does.
+        const echoing = yield* SvcTest.org()
+        const echoed = yield* create(echoing, collector.url("/v1/traces"), { "X-Api-Key": "echoed-header-value-77" })
+        collector.enqueue(Reply.json({ partialSuccess: { rejectedSpans: "1", errorMessage: "bad key echoed-header-value-77" } }))
+        const echoFailure = yield* post(`/v1/telemetry-destinations/${echoed.id}/test`, echoing.key, undefined)
+        assert.strictEqual(echoFailure.status, 502)
+        assert.notInclude(echoFailure.text, "echoed-header-value-77")
+        const [echoedDestination] = (yield* echoing.client.telemetry.list()).destinations
+        assert.include(echoedDestination!.last_error ?? "", "rejected 1")
+        assert.notInclude(echoedDestination!.last_error ?? "", "echoed-header-value-77")
         // Unreachable collector: still 502, with no status to name.
         const other = yield* SvcTest.org()
         const unreachable = yield* create(other, "https://127.0.0.1:1/v1/traces")

@@ -2,6 +2,7 @@ import { assert, describe, layer } from "@effect/vitest"
 import { Effect, Layer } from "effect"
 import { SvcTest, type TestOrg } from "../../../src/testing.ts"
 import { HttpsReceiver, type ReceivedRequest, Reply } from "../../support/HttpsReceiver.ts"
+import { raw } from "../../support/http.ts"
 import { decodeOtlp, type DecodedSpan } from "../../support/Otlp.ts"
 import { loopbackTargets, TestTls } from "../../support/tls.ts"
 import { waitForDeliveries } from "../../support/telemetry.ts"
@@ -87,6 +88,14 @@ layer(Svc, { excludeTestServices: true })("telemetry export", (it) => {
         const logRun = spansOf(collector.requests()).find((s) => s.name === "Tasks.logRun")!
         assert.notStrictEqual(logRun.traceId, run.trace_id)
         assert.strictEqual(span.links?.[0]?.traceId, logRun.traceId)
+        // A log refused (unknown task) is no run: no Tasks.run span for it.
+        const missing = "01900000-0000-7000-8000-0000000000aa"
+        yield* org.client.tasks.logRun({ params: { task_id: missing }, payload: { input: 1, answer: {} } }).pipe(Effect.flip)
+        const marker = "01900000-0000-7000-8000-0000000000ab"
+        yield* org.client.tasks.get({ params: { task_id: marker } }).pipe(Effect.flip)
+        yield* collector.waitFor((r) => decodeOtlp(r).spans.some((s) => s.attributes["url.path"] === `/v1/tasks/${marker}`), "20 seconds")
+        const runs = spansOf(collector.requests()).filter((s) => s.name === "Tasks.run")
+        assert.deepStrictEqual(runs.map((s) => s.attributes["svc.task_id"]), [task.id])
       }).pipe(Effect.scoped))
 
     it.effect("governed steps, approval transitions (background deadlines included) and feedback review reach the collector", () =>
@@ -142,6 +151,22 @@ layer(Svc, { excludeTestServices: true })("telemetry export", (it) => {
         assert.deepStrictEqual([...orgsOf(a.collector.requests())], [a.org.orgId])
         assert.deepStrictEqual([...orgsOf(b.collector.requests())], [b.org.orgId])
       }).pipe(Effect.scoped))
+
+    it.effect("the export's own work (flush, queue, sending to the collector) is never exported: no feedback loop", () =>
+      Effect.gen(function*() {
+        const { org, collector, id } = yield* withCollector()
+        yield* traffic(org)
+        yield* waitForDeliveries(org, id, (list) => list.some((d) => d.status === "delivered"))
+        // Captured after a batch was sent: anything that send produced was
+        // buffered before this marker, and buffers are first in, first out.
+        const marker = "01900000-0000-7000-8000-0000000100b0"
+        yield* org.client.tasks.get({ params: { task_id: marker } }).pipe(Effect.flip)
+        yield* collector.waitFor((r) => decodeOtlp(r).spans.some((s) => s.attributes["url.path"] === `/v1/tasks/${marker}`), "20 seconds")
+        const names = new Set(spansOf(collector.requests()).map((s) => s.name))
+        for (const name of names) {
+          assert.notMatch(name, /^(TelemetryCollector\.|OutboundHttp\.send|DeliveryQueue\.(claim|settle|enqueue))/, name)
+        }
+      }).pipe(Effect.scoped))
   })
 
   describe("rule 6: OTLP/HTTP JSON exactly, gzip when it pays", () => {
@@ -165,6 +190,25 @@ layer(Svc, { excludeTestServices: true })("telemetry export", (it) => {
         // Unix nanoseconds of now (within a minute).
         assert.isBelow(Math.abs(Number(BigInt(start) / 1_000_000n) - Date.now()), 60_000)
         assert.isNumber(decoded.json.resourceSpans[0].scopeSpans[0].spans[0].kind)
+      }).pipe(Effect.scoped))
+  })
+
+  describe("rule 7: batches of at most 512 spans", () => {
+    it.effect("a burst of spans goes out in batches of 512 (a full batch is sent without waiting for the period)", () =>
+      Effect.gen(function*() {
+        const svc = yield* SvcTest
+        const { org, collector, id } = yield* withCollector()
+        const list = () => raw(`${svc.baseUrl}/v1/tasks`, { headers: { authorization: `Bearer ${org.key}` } })
+        // Each request is a few spans: well over 512 in all.
+        yield* Effect.forEach(Array.from({ length: 400 }), list, { concurrency: 10, discard: true })
+        const { deliveries } = yield* waitForDeliveries(org, id, (list) => list.some((d) => d.status === "delivered" && d.span_count === 512))
+        assert.isTrue(deliveries.every((d) => d.span_count <= 512))
+        for (const request of collector.requests()) assert.isAtMost(decodeOtlp(request).spans.length, 512)
+        // A healthy collector and a buffer far from full: nothing is dropped.
+        yield* Effect.forEach(Array.from({ length: 400 }), list, { concurrency: 10, discard: true })
+        yield* waitForDeliveries(org, id, (list) => list.filter((d) => d.span_count === 512).length >= 2)
+        const after = yield* destination(org)
+        assert.strictEqual(after.dropped_spans, 0)
       }).pipe(Effect.scoped))
   })
 
@@ -381,6 +425,17 @@ layer(Svc, { excludeTestServices: true })("telemetry export", (it) => {
         assert.isTrue(rows.every((row) => row.status === "failed" && row.payload === null))
         // Traffic after the delete goes nowhere; a new destination gets only new spans.
         yield* traffic(org)
+        // Buffered spans are dropped, not flushed into batches for the deleted
+        // destination (the DELETE request's own span ends after the delete).
+        // Another organization's span, captured now, marks a flush round: once
+        // it reaches its collector, every buffer of that round was flushed.
+        const clock = yield* withCollector()
+        yield* clock.org.client.tasks.get({ params: { task_id: "01900000-0000-7000-8000-00000000c10c" } }).pipe(Effect.flip)
+        yield* clock.collector.waitFor((r) =>
+          decodeOtlp(r).spans.some((s) => s.attributes["url.path"] === "/v1/tasks/01900000-0000-7000-8000-00000000c10c")
+        , "20 seconds")
+        const [after] = yield* svc.sql<{ n: number }>`SELECT count(*)::int AS n FROM deliveries WHERE target_id = ${id}`
+        assert.strictEqual(after!.n, rows.length, "no batch was made of the deleted destination's buffered spans")
         const next = yield* HttpsReceiver.make()
         const created = yield* org.client.telemetry.create({ payload: { url: next.url("/v1/traces") } })
         yield* org.client.tasks.get({ params: { task_id: "01900000-0000-7000-8000-0000000f1a65" } }).pipe(Effect.flip)

@@ -23,7 +23,8 @@ layer(Svc, { excludeTestServices: true })("telemetry under a collector that hang
         const org = yield* SvcTest.org()
         const collector = yield* HttpsReceiver.make({ respond: () => Reply.hang() })
         const { id } = yield* org.client.telemetry.create({ payload: { url: collector.url("/v1/traces") } })
-        const bound = BUFFER + QUEUE * 512
+        // The buffer, plus the undelivered batches (each cut from a buffer of at most BUFFER spans).
+        const bound = BUFFER + QUEUE * BUFFER
         let worstPending = 0
         for (let round = 0; round < 6; round++) {
           const statuses = yield* Effect.forEach(

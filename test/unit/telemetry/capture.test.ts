@@ -1,5 +1,6 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Tracer } from "effect"
+import fc from "fast-check"
 import { makeTracer, sampledByRatio, SpanBuffers } from "../../../src/telemetry/Capture.ts"
 import type { OtlpSpan } from "../../../src/telemetry/Otlp.ts"
 
@@ -119,18 +120,40 @@ describe("span capture", () => {
       const { buffers, tracer } = setup()
       yield* Effect.void.pipe(Effect.withSpan("s", { attributes: { "svc.org_id": ORG } }), Effect.withTracer(tracer))
       assert.strictEqual(buffers.size("dest-1"), 1)
+      assert.isTrue(buffers.isActive("dest-1"))
       buffers.deactivate(ORG)
       assert.strictEqual(buffers.size("dest-1"), 0)
+      assert.isFalse(buffers.isActive("dest-1"))
       yield* Effect.void.pipe(Effect.withSpan("s", { attributes: { "svc.org_id": ORG } }), Effect.withTracer(tracer))
       assert.isFalse(buffers.wants(ORG))
     }))
 
   describe("parent-based trace-id-ratio sampling", () => {
-    it("the ratio decides on the trace id's low 56 bits", () => {
+    it("the ratio decides on the trace id's low 56 bits: kept when R >= (1 - ratio) * 2^56 (OpenTelemetry's rejection threshold)", () => {
       assert.isTrue(sampledByRatio("f".repeat(32), 1))
       assert.isFalse(sampledByRatio("0".repeat(31) + "1", 0))
-      assert.isTrue(sampledByRatio("ffffffffffffffffff00000000000001", 0.5))
-      assert.isFalse(sampledByRatio("0000000000000000008fffffffffffff", 0.5))
+      // Only the low 56 bits count; the high 72 bits do not.
+      assert.isFalse(sampledByRatio("ffffffffffffffffff00000000000001", 0.5))
+      assert.isTrue(sampledByRatio("0000000000000000008fffffffffffff", 0.5))
+      // Threshold for 50 %: 0x80000000000000; for 1 %: 0xfd70a3d70a3d70 (the spec's example th=fd70a4).
+      assert.isTrue(sampledByRatio("00000000000000000080000000000000", 0.5))
+      assert.isFalse(sampledByRatio("0000000000000000007fffffffffffff", 0.5))
+      assert.isTrue(sampledByRatio("000000000000000000ffffffffffffff", 0.01))
+      assert.isFalse(sampledByRatio("000000000000000000fd700000000000", 0.01))
+    })
+
+    it("property: consistent with a collector's probabilistic sampler (kept at p implies kept at every p' >= p, and R >= T)", () => {
+      const hex = fc.uint8Array({ minLength: 16, maxLength: 16 }).map((bytes) => Buffer.from(bytes).toString("hex"))
+      const ratio = fc.double({ min: 0, max: 1, noNaN: true })
+      fc.assert(fc.property(hex, ratio, ratio, (traceId, a, b) => {
+        const [low, high] = a <= b ? [a, b] : [b, a]
+        if (sampledByRatio(traceId, low)) assert.isTrue(sampledByRatio(traceId, high))
+        if (low > 0 && low < 1) {
+          const r = BigInt(`0x${traceId.slice(-14)}`)
+          const threshold = BigInt(Math.round((1 - low) * 2 ** 56))
+          assert.strictEqual(sampledByRatio(traceId, low), r >= threshold)
+        }
+      }))
     })
 
     it.effect("ratio 0 keeps nothing; children follow their root", () =>

@@ -2,7 +2,7 @@ import { assert, describe, it } from "@effect/vitest"
 import { Duration } from "effect"
 import fc from "fast-check"
 import { classify, parseRetryAfter } from "../../../src/telemetry/Collector.ts"
-import { backoff } from "../../../src/telemetry/Export.ts"
+import { attemptInRound, backoff, MAX_ATTEMPTS } from "../../../src/telemetry/Export.ts"
 
 const answer = (status: number, body = "", headers: Record<string, string> = {}) => ({
   status,
@@ -29,6 +29,18 @@ describe("what a collector's answer means (issue rules 7 and 8)", () => {
     assert.deepStrictEqual(classify(answer(202, "not json"), 5, 0), { _tag: "Accepted", status: 202, warning: undefined })
   })
 
+  it("a collector's message is masked of the destination's header values before it is cut short", () => {
+    const secret = "h".repeat(30)
+    const clean = (text: string) => text.split(secret).join("[redacted]")
+    // The value straddles the 200-character cut of last_error.
+    const message = `${"m".repeat(185)}${secret} and more`
+    const partial = classify(answer(200, JSON.stringify({ partialSuccess: { rejectedSpans: 1, errorMessage: message } })), 5, 0, clean)
+    assert.strictEqual(partial._tag, "Partial")
+    assert.notInclude(partial._tag === "Partial" ? partial.error : "", "hhhhhhhh")
+    const warned = classify(answer(200, JSON.stringify({ partialSuccess: { rejectedSpans: 0, errorMessage: `x${secret}` } })), 5, 0, clean)
+    assert.deepStrictEqual(warned, { _tag: "Accepted", status: 200, warning: "x[redacted]" })
+  })
+
   it("Retry-After in seconds or as an HTTP date, capped at 5 minutes", () => {
     assert.strictEqual(Duration.toMillis(parseRetryAfter("2", 0)!), 2000)
     assert.strictEqual(Duration.toMillis(parseRetryAfter(new Date(10_000).toUTCString(), 4000)!), 6000)
@@ -39,6 +51,18 @@ describe("what a collector's answer means (issue rules 7 and 8)", () => {
     assert.strictEqual(retry._tag === "Retryable" ? Duration.toMillis(retry.retryAfter!) : -1, 7000)
   })
 
+  it("a replay starts a fresh round of attempts, however many the batch used before it failed", () => {
+    // Never replayed: attempts count from the enqueue.
+    assert.strictEqual(attemptInRound({ attempts: 3, replays: 0, meta: { round_start: 0 } }), 3)
+    // Failed at once (a 400) on attempt 1, then replayed: the replay's first attempt is attempt 1 of its round.
+    assert.strictEqual(attemptInRound({ attempts: 2, replays: 1, meta: { round_start: 1 } }), 1)
+    assert.strictEqual(attemptInRound({ attempts: 1 + MAX_ATTEMPTS, replays: 1, meta: { round_start: 1 } }), MAX_ATTEMPTS)
+    // Gave up after 5, replayed twice.
+    assert.strictEqual(attemptInRound({ attempts: 12, replays: 2, meta: { round_start: 10 } }), 2)
+    // Failed at enqueue (queue full), then replayed.
+    assert.strictEqual(attemptInRound({ attempts: 1, replays: 1, meta: { round_start: 0 } }), 1)
+  })
+
   it("property: backoff grows, stays within ±20 % of 1 s·2^(n-1), never over 36 s", () => {
     fc.assert(fc.property(fc.integer({ min: 1, max: 40 }), fc.double({ min: 0, max: 1, noNaN: true }), (n, random) => {
       const ms = Duration.toMillis(backoff(n, random))
@@ -46,6 +70,25 @@ describe("what a collector's answer means (issue rules 7 and 8)", () => {
       assert.isAtLeast(ms, Math.floor(base * 0.8))
       assert.isAtMost(ms, Math.ceil(base * 1.2))
     }))
+  })
+})
+
+describe("OTLP attribute values", () => {
+  it("strings are cut at 256 characters and always well-formed UTF-16 (no unpaired surrogate escapes)", async () => {
+    const { attributeValue, MAX_STRING } = await import("../../../src/telemetry/Otlp.ts")
+    // An emoji (a surrogate pair) straddling the cut.
+    const cut = attributeValue(`${"a".repeat(MAX_STRING - 1)}\u{1F600}tail`)!.stringValue!
+    assert.isAtMost(cut.length, MAX_STRING)
+    assert.isTrue(cut.isWellFormed())
+    assert.notMatch(JSON.stringify(cut), /\\ud[89a-f]/i)
+    // A lone surrogate, as JSON.parse accepts it from a client's body.
+    const lone = attributeValue(JSON.parse('"x\\ud800y"'))!.stringValue!
+    assert.isTrue(lone.isWellFormed())
+    assert.deepStrictEqual(attributeValue(7), { intValue: "7" })
+    assert.deepStrictEqual(attributeValue(1.5), { doubleValue: 1.5 })
+    assert.deepStrictEqual(attributeValue(2n ** 63n - 1n), { intValue: "9223372036854775807" })
+    assert.isUndefined(attributeValue(2n ** 63n))
+    assert.isUndefined(attributeValue(Number.NaN))
   })
 })
 
