@@ -77,7 +77,7 @@ export class Identity extends Context.Service<Identity, {
   readonly revokeKey: (keyId: string) => Effect.Effect<KeyInfo, KeyNotFound>
   /** The principal for a presented key; `None` when unknown or revoked. */
   readonly authenticate: (key: string) => Effect.Effect<Option.Option<Principal>>
-  /** Hashes of the organization's live keys (for the feedback scrubber). */
+  /** Hashes of every key the organization has had, revoked ones included (the feedback scrubber removes those too). */
   readonly keyHashes: (orgId: string) => Effect.Effect<ReadonlySet<string>>
 }>()("svc/identity/Identity") {
   static readonly layer = Layer.effect(
