@@ -11,8 +11,11 @@ import { PgClient } from "@effect/sql-pg"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
+import { randomBytes } from "node:crypto"
 import { Database, readLiveLock } from "../../../src/platform/Database.ts"
 import { eventually } from "../../support/http.ts"
+import { postgresBin, privatePostgres } from "../../support/privatePostgres.ts"
+import { PER_ENDPOINT } from "../../../src/notifications/Sender.ts"
 import { HttpsReceiver, Reply } from "../../support/HttpsReceiver.ts"
 import { cli, type RunningServer, startServer } from "../../support/process.ts"
 import { TestTls } from "../../support/tls.ts"
@@ -180,4 +183,41 @@ describe.skipIf(!serverUrl)("several processes on one PostgreSQL server", () => 
       Effect.scoped,
       Effect.provide(Layer.orDie(Layer.suspend(() => PgClient.layer({ url: Redacted.make(serverUrl!), maxConnections: 1 }))))
     ), 240_000)
+})
+
+// A server of the test's own, so crashing it never disturbs the shared one.
+describe.skipIf(!serverUrl || postgresBin === undefined)("a crash and restart of PostgreSQL", () => {
+  it.live("during delivery loses no event; only sends whose outcome the crash swallowed arrive twice", () =>
+    Effect.gen(function*() {
+      const tls = yield* TestTls.shared
+      const pg = yield* privatePostgres
+      const env = { DATABASE_URL: pg.url, SVC_MASTER_KEY: randomBytes(32).toString("base64"), ...fastEnv(tls.caFile) }
+      const receiver = yield* HttpsReceiver.make({ respond: () => Reply.delayed(40) })
+      const database = Database.server(Redacted.make(pg.url), 2)
+      const server = yield* Effect.promise(() => startServer(env))
+      try {
+        const org = json((yield* Effect.promise(() => cli(["orgs", "create", "--name", "pg-restart", "--json"], env))).stdout)
+        const key = json((yield* Effect.promise(() => cli(["keys", "create", "--org", org.id, "--scopes", "org_config.write", "--json"], env))).stdout).key
+        const created = yield* api(server, key, "/v1/notification-endpoints", { method: "POST", body: { url: receiver.url("/pg-restart") } })
+        assert.strictEqual(created.status, 201)
+
+        const events = Array.from({ length: 300 }, () => eventBody(org.id, "approval.requested"))
+        yield* writeEvents(events).pipe(Effect.provide(database))
+        yield* receiver.waitForRequests(60, "30 seconds")
+        yield* pg.crashAndRestart
+        assert.isBelow(receiver.requests().length, 300, "the crash came during delivery")
+
+        const status = yield* eventually(
+          Effect.map(deliveryStatus, (s) => s.delivered === 300 ? s : undefined).pipe(Effect.provide(database)),
+          { timeoutMs: 90_000, intervalMs: 500, what: "all 300 deliveries delivered after PostgreSQL came back" }
+        )
+        assert.deepStrictEqual(status, { total: 300, delivered: 300, events: 300, undispatched: 0 })
+        const counts = countIds(receiver.requests())
+        assert.sameMembers([...counts.keys()], events.map((e) => e.id))
+        // Sent, but the outcome was lost with the database: at most the endpoint's in-flight sends.
+        assert.isAtMost([...counts.values()].filter((n) => n > 1).length, PER_ENDPOINT)
+      } finally {
+        yield* stop(server)
+      }
+    }).pipe(Effect.scoped), 180_000)
 })
