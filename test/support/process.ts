@@ -1,4 +1,7 @@
 /** Run `svc` entry points as real child processes (the CLI, the server). */
+import { PgClient } from "@effect/sql-pg"
+import { Effect, Redacted } from "effect"
+import { SqlClient } from "effect/sql"
 import { spawn, type ChildProcess } from "node:child_process"
 import * as path from "node:path"
 import { fileURLToPath } from "node:url"
@@ -63,3 +66,40 @@ export const startServer = (env: Record<string, string>, timeoutMs = 60_000) =>
       reject(new Error(`server exited with ${code}:\n${output}`))
     })
   })
+
+/** Servers stopped with SIGTERM (and awaited) when the scope closes. Started together. */
+export const startServers = (env: Record<string, string>, count: number) =>
+  Effect.acquireRelease(
+    Effect.promise(() => Promise.all(Array.from({ length: count }, () => startServer(env)))),
+    (servers) =>
+      Effect.promise(async () => {
+        for (const server of servers) server.child.kill("SIGTERM")
+        await Promise.all(servers.map((server) => server.exited.catch(() => undefined)))
+      })
+  )
+
+const admin = <A, E>(effect: Effect.Effect<A, E, SqlClient.SqlClient>) =>
+  effect.pipe(
+    Effect.provide(PgClient.layer({ url: Redacted.make(process.env.TEST_DATABASE_URL!), maxConnections: 1 })),
+    Effect.orDie
+  )
+
+/**
+ * A fresh database on the PostgreSQL server of `TEST_DATABASE_URL` for
+ * service processes to share; answers its URL. Dropped, connections and
+ * all, when the scope closes.
+ */
+export const scratchDatabaseUrl = (prefix: string) =>
+  Effect.acquireRelease(
+    admin(Effect.gen(function*() {
+      const sql = yield* SqlClient.SqlClient
+      const name = `${prefix}_${Date.now().toString(36)}`
+      yield* sql.unsafe(`CREATE DATABASE ${name}`)
+      return name
+    })),
+    (name) => admin(SqlClient.SqlClient.use((sql) => sql.unsafe(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`)))
+  ).pipe(Effect.map((name) => {
+    const url = new URL(process.env.TEST_DATABASE_URL!)
+    url.pathname = `/${name}`
+    return url.toString()
+  }))

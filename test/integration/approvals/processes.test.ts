@@ -5,14 +5,14 @@
  */
 import { PgClient } from "@effect/sql-pg"
 import { assert, describe, it } from "@effect/vitest"
-import { Effect, Layer, Redacted } from "effect"
+import { Effect, Redacted } from "effect"
 import { Reactivity } from "effect/reactivity"
 import { SqlClient } from "effect/sql"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
 import { Database } from "../../../src/platform/Database.ts"
-import { cli, type RunningServer, startServer } from "../../support/process.ts"
+import { cli, type RunningServer, scratchDatabaseUrl, startServer, startServers } from "../../support/process.ts"
 import { openSse } from "../../support/sse.ts"
 
 const SCOPES = "org_config.write,agents.write,agents.read,approvals.decide"
@@ -125,83 +125,66 @@ describe("deadlines across restarts (embedded database)", () => {
 describe.runIf(process.env.TEST_DATABASE_URL)("deadlines with two service processes on one PostgreSQL server", () => {
   it.live("every deadline fires exactly once; a decision through one process wakes a stream on the other", () =>
     Effect.gen(function*() {
-      const admin = yield* SqlClient.SqlClient
-      const name = `svc_deadlines_${Date.now().toString(36)}`
-      yield* admin.unsafe(`CREATE DATABASE ${name}`)
-      const url = new URL(process.env.TEST_DATABASE_URL!)
-      url.pathname = `/${name}`
+      const url = yield* scratchDatabaseUrl("svc_deadlines")
       // Streams re-read only every minute: a live event from the other process can only come through NOTIFY.
-      const env = { DATABASE_URL: url.toString(), SVC_MASTER_KEY: Buffer.alloc(32, 9).toString("base64"), SVC_SSE_POLL_MS: "60000" }
-      const servers: Array<RunningServer> = []
-      try {
-        const key = yield* Effect.promise(() => provision(env))
-        servers.push(...(yield* Effect.promise(() => Promise.all([startServer(env), startServer(env)]))))
-        const [a, b] = servers as [RunningServer, RunningServer]
-        yield* Effect.promise(() =>
-          call(a, key, "PUT", "/v1/approval-policies/ops", {
-            mode: "require_approval",
-            review_seconds: 2,
-            expiring_notice_seconds: 1,
-            escalation_seconds: 1,
-            timeout_action: "reject"
-          })
-        )
-        const ids = yield* Effect.promise(async () => {
-          const out: Array<string> = []
-          for (let i = 0; i < 24; i++) {
-            const server = i % 2 === 0 ? a : b
-            const session = await call(server, key, "POST", "/v1/agent-sessions", {})
-            const answer = await call(server, key, "POST", `/v1/agent-sessions/${session.id}/steps`, {
-              step_id: `s${i}`,
-              tool: "kubectl",
-              action_class: "ops",
-              arguments: { i }
-            })
-            out.push(answer.approval_id)
-          }
-          return out
+      const env = { DATABASE_URL: url, SVC_MASTER_KEY: Buffer.alloc(32, 9).toString("base64"), SVC_SSE_POLL_MS: "60000" }
+      const key = yield* Effect.promise(() => provision(env))
+      const [a, b] = (yield* startServers(env, 2)) as [RunningServer, RunningServer]
+      yield* Effect.promise(() =>
+        call(a, key, "PUT", "/v1/approval-policies/ops", {
+          mode: "require_approval",
+          review_seconds: 2,
+          expiring_notice_seconds: 1,
+          escalation_seconds: 1,
+          timeout_action: "reject"
         })
-        const sql = yield* PgClient.makeClient({ url: Redacted.make(url.toString()) }).pipe(Effect.provide(Reactivity.layer))
-        const types = yield* Effect.promise(() =>
-          until(async () => {
-            const found = await Effect.runPromise(eventTypes(sql))
-            return ids.every((id) => found.get(id)?.endsWith("approval.expired")) ? found : undefined
-          }, "every approval expired")
-        )
-        for (const id of ids) {
-          assert.strictEqual(types.get(id), "approval.requested,approval.expiring,approval.escalated,approval.expired", id)
-        }
-        const steps = yield* sql<{ resolution: string }>`SELECT DISTINCT resolution FROM agent_steps`.pipe(Effect.orDie)
-        assert.deepStrictEqual(steps.map((s) => s.resolution), ["reject"])
-
-        // A decision taken through one process reaches a stream open on the other at once.
-        const live = yield* Effect.promise(async () => {
-          const session = await call(a, key, "POST", "/v1/agent-sessions", {})
-          const answer = await call(a, key, "POST", `/v1/agent-sessions/${session.id}/steps`, {
-            step_id: "manual",
+      )
+      const ids = yield* Effect.promise(async () => {
+        const out: Array<string> = []
+        for (let i = 0; i < 24; i++) {
+          const server = i % 2 === 0 ? a : b
+          const session = await call(server, key, "POST", "/v1/agent-sessions", {})
+          const answer = await call(server, key, "POST", `/v1/agent-sessions/${session.id}/steps`, {
+            step_id: `s${i}`,
             tool: "kubectl",
-            action_class: "manual",
-            arguments: {}
+            action_class: "ops",
+            arguments: { i }
           })
-          const sse = await openSse(`${a.baseUrl}/v1/agent-sessions/${session.id}/events/stream`, { key })
-          try {
-            await sse.events(1)
-            await call(b, key, "POST", `/v1/agent-approvals/${answer.approval_id}/decision`, { decision: "approve" })
-            return await sse.events(1, 8_000)
-          } finally {
-            sse.close()
-          }
-        })
-        assert.strictEqual(live[0]!.event, "approval:decided")
-      } finally {
-        for (const server of servers) server.child.kill("SIGTERM")
-        yield* Effect.promise(() => Promise.all(servers.map((s) => s.exited)))
-        yield* admin.unsafe(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`).pipe(Effect.orDie)
+          out.push(answer.approval_id)
+        }
+        return out
+      })
+      const sql = yield* PgClient.makeClient({ url: Redacted.make(url) }).pipe(Effect.provide(Reactivity.layer))
+      const types = yield* Effect.promise(() =>
+        until(async () => {
+          const found = await Effect.runPromise(eventTypes(sql))
+          return ids.every((id) => found.get(id)?.endsWith("approval.expired")) ? found : undefined
+        }, "every approval expired")
+      )
+      for (const id of ids) {
+        assert.strictEqual(types.get(id), "approval.requested,approval.expiring,approval.escalated,approval.expired", id)
       }
-    }).pipe(
-      Effect.scoped,
-      Effect.provide(Layer.orDie(Layer.suspend(() =>
-        PgClient.layer({ url: Redacted.make(process.env.TEST_DATABASE_URL!), maxConnections: 1 })
-      )))
-    ), 120_000)
+      const steps = yield* sql<{ resolution: string }>`SELECT DISTINCT resolution FROM agent_steps`.pipe(Effect.orDie)
+      assert.deepStrictEqual(steps.map((s) => s.resolution), ["reject"])
+
+      // A decision taken through one process reaches a stream open on the other at once.
+      const live = yield* Effect.promise(async () => {
+        const session = await call(a, key, "POST", "/v1/agent-sessions", {})
+        const answer = await call(a, key, "POST", `/v1/agent-sessions/${session.id}/steps`, {
+          step_id: "manual",
+          tool: "kubectl",
+          action_class: "manual",
+          arguments: {}
+        })
+        const sse = await openSse(`${a.baseUrl}/v1/agent-sessions/${session.id}/events/stream`, { key })
+        try {
+          await sse.events(1)
+          await call(b, key, "POST", `/v1/agent-approvals/${answer.approval_id}/decision`, { decision: "approve" })
+          return await sse.events(1, 8_000)
+        } finally {
+          sse.close()
+        }
+      })
+      assert.strictEqual(live[0]!.event, "approval:decided")
+    }).pipe(Effect.scoped), 120_000)
 })

@@ -5,7 +5,7 @@
  * reviewer-email command (rule 10).
  */
 import { assert, describe, it } from "@effect/vitest"
-import { Effect, Layer, Option, Redacted } from "effect"
+import { Effect, Option, Redacted } from "effect"
 import { SqlClient } from "effect/sql"
 import { PgClient } from "@effect/sql-pg"
 import * as fs from "node:fs"
@@ -17,7 +17,7 @@ import { eventually } from "../../support/http.ts"
 import { postgresBin, privatePostgres } from "../../support/privatePostgres.ts"
 import { PER_ENDPOINT } from "../../../src/notifications/Sender.ts"
 import { HttpsReceiver, Reply } from "../../support/HttpsReceiver.ts"
-import { cli, type RunningServer, startServer } from "../../support/process.ts"
+import { cli, type RunningServer, scratchDatabaseUrl, startServer, startServers } from "../../support/process.ts"
 import { TestTls } from "../../support/tls.ts"
 import { eventBody, type EventBody } from "./support.ts"
 
@@ -143,46 +143,33 @@ describe.skipIf(!serverUrl)("several processes on one PostgreSQL server", () => 
   it.live("three processes deliver 5 000 events with no loss and no duplicate", () =>
     Effect.gen(function*() {
       const tls = yield* TestTls.shared
-      const admin = yield* SqlClient.SqlClient
-      const name = `svc_webhooks_${Date.now().toString(36)}`
-      yield* admin.unsafe(`CREATE DATABASE ${name}`)
-      yield* Effect.addFinalizer(() => admin.unsafe(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`).pipe(Effect.orDie))
-      const url = new URL(serverUrl!)
-      url.pathname = `/${name}`
-      const env = { DATABASE_URL: url.toString(), SVC_MASTER_KEY: Buffer.alloc(32, 9).toString("base64"), ...fastEnv(tls.caFile) }
+      const url = yield* scratchDatabaseUrl("svc_webhooks")
+      const env = { DATABASE_URL: url, SVC_MASTER_KEY: Buffer.alloc(32, 9).toString("base64"), ...fastEnv(tls.caFile) }
       const org = json((yield* Effect.promise(() => cli(["orgs", "create", "--name", "pg", "--json"], env))).stdout)
       const key = json((yield* Effect.promise(() => cli(["keys", "create", "--org", org.id, "--scopes", "org_config.read,org_config.write", "--json"], env))).stdout).key
       const receiver = yield* HttpsReceiver.make()
-      const servers: Array<RunningServer> = []
-      try {
-        servers.push(yield* Effect.promise(() => startServer(env)))
-        servers.push(...(yield* Effect.promise(() => Promise.all([startServer(env), startServer(env)]))))
-        const created = yield* api(servers[0]!, key, "/v1/notification-endpoints", { method: "POST", body: { url: receiver.url("/pg") } })
-        assert.strictEqual(created.status, 201)
-        const db = PgClient.layer({ url: Redacted.make(url.toString()), maxConnections: 2 })
-        const events = Array.from({ length: 5_000 }, () => eventBody(org.id, "approval.requested"))
-        yield* writeEvents(events).pipe(Effect.provide(db))
-        const status = yield* eventually(
-          Effect.map(deliveryStatus, (s) => s.delivered === 5_000 ? s : undefined).pipe(Effect.provide(db)),
-          { timeoutMs: 150_000, intervalMs: 500, what: "5 000 deliveries" }
-        )
-        assert.deepStrictEqual(status, { total: 5_000, delivered: 5_000, events: 5_000, undispatched: 0 })
-        const counts = countIds(receiver.requests())
-        assert.strictEqual(counts.size, 5_000)
-        assert.strictEqual(receiver.requests().length, 5_000, "no duplicate without a crash")
-        // The work was shared.
-        const attempts = yield* Effect.gen(function*() {
-          const sql = yield* SqlClient.SqlClient
-          return yield* sql<{ n: number }>`SELECT count(*)::int AS n FROM delivery_attempts`
-        }).pipe(Effect.provide(db), Effect.orDie)
-        assert.strictEqual(attempts[0]!.n, 5_000)
-      } finally {
-        for (const server of servers) yield* stop(server)
-      }
-    }).pipe(
-      Effect.scoped,
-      Effect.provide(Layer.orDie(Layer.suspend(() => PgClient.layer({ url: Redacted.make(serverUrl!), maxConnections: 1 }))))
-    ), 240_000)
+      // One, then two more started together beside it.
+      const servers = [...(yield* startServers(env, 1)), ...(yield* startServers(env, 2))]
+      const created = yield* api(servers[0]!, key, "/v1/notification-endpoints", { method: "POST", body: { url: receiver.url("/pg") } })
+      assert.strictEqual(created.status, 201)
+      const db = PgClient.layer({ url: Redacted.make(url), maxConnections: 2 })
+      const events = Array.from({ length: 5_000 }, () => eventBody(org.id, "approval.requested"))
+      yield* writeEvents(events).pipe(Effect.provide(db))
+      const status = yield* eventually(
+        Effect.map(deliveryStatus, (s) => s.delivered === 5_000 ? s : undefined).pipe(Effect.provide(db)),
+        { timeoutMs: 150_000, intervalMs: 500, what: "5 000 deliveries" }
+      )
+      assert.deepStrictEqual(status, { total: 5_000, delivered: 5_000, events: 5_000, undispatched: 0 })
+      const counts = countIds(receiver.requests())
+      assert.strictEqual(counts.size, 5_000)
+      assert.strictEqual(receiver.requests().length, 5_000, "no duplicate without a crash")
+      // The work was shared.
+      const attempts = yield* Effect.gen(function*() {
+        const sql = yield* SqlClient.SqlClient
+        return yield* sql<{ n: number }>`SELECT count(*)::int AS n FROM delivery_attempts`
+      }).pipe(Effect.provide(db), Effect.orDie)
+      assert.strictEqual(attempts[0]!.n, 5_000)
+    }).pipe(Effect.scoped), 240_000)
 })
 
 // A server of the test's own, so crashing it never disturbs the shared one.
