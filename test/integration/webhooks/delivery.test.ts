@@ -412,11 +412,19 @@ layer(webhookService({ webhookSendTimeout: Duration.seconds(30) }), { excludeTes
       const org = yield* SvcTest.org()
       // 7 endpoints × 5 events = 35 hanging requests: more than one
       // connection pool to that host holds, were pools shared.
-      const stuck = yield* Effect.forEach([1, 2, 3, 4, 5, 6, 7], (n) => endpointFor(org, receiver.url(`/stuck-${n}`)))
-      const healthy = yield* endpointFor(org, receiver.url("/healthy"))
+      const stuck = yield* Effect.forEach(
+        [1, 2, 3, 4, 5, 6, 7],
+        (n) => endpointFor(org, receiver.url(`/stuck-${n}`), ["approval.requested"])
+      )
       yield* insertEvents(Array.from({ length: 5 }, () => eventBody(org.orgId, "approval.requested")))
+      // Every stuck request is hanging at the receiver before the healthy endpoint exists...
+      yield* eventually(Effect.sync(() =>
+        receiver.requests().filter((r) => r.path.startsWith("/stuck")).length === 35 ? true : undefined
+      ), { what: "35 hanging requests" })
+      const healthy = yield* endpointFor(org, receiver.url("/healthy"), ["approval.approved"])
+      yield* insertEvents(Array.from({ length: 5 }, () => eventBody(org.orgId, "approval.approved")))
       yield* waitForDeliveries(healthy.endpoint.id, (rows) => rows.length === 5 && rows.every((r) => r.status === "delivered"))
-      // ...while not one stuck request has even timed out yet.
+      // ...and it is served while not one of them has ended.
       const sql = yield* SqlClient.SqlClient
       const [finished] = yield* sql<{ n: number }>`
         SELECT count(*)::int AS n FROM delivery_attempts a JOIN deliveries d ON d.id = a.delivery_id
