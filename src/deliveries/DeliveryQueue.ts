@@ -61,6 +61,16 @@ export interface Claimed extends Delivery {
   readonly leaseOwner: string
   /** The target's consecutive failures when claimed. */
   readonly targetFailures: number
+  /** The status it had before this claim (`sending` when it is taken over from an expired lease). */
+  readonly claimedFrom: DeliveryStatus
+}
+
+/** What a batch of settlements did. */
+export interface Settled {
+  /** Per item, in order: whether its lease was still held (only then was the outcome recorded). */
+  readonly held: ReadonlyArray<boolean>
+  /** Targets of the batch that are cooling down now, and until when. */
+  readonly coolingUntil: ReadonlyMap<string, Date>
 }
 
 export interface Attempt {
@@ -163,6 +173,7 @@ interface Row {
 interface ClaimedRow extends Row {
   readonly lease_owner: string
   readonly target_failures: number
+  readonly claimed_from: DeliveryStatus
 }
 
 const toDelivery = (row: Row): Delivery => ({
@@ -197,6 +208,8 @@ export class DeliveryQueue extends Context.Service<DeliveryQueue, {
   readonly enqueue: (input: EnqueueInput) => Effect.Effect<Delivery>
   /** `enqueue` of each input in order, in one statement (same capacity rule, same order of rows). */
   readonly enqueueMany: (inputs: ReadonlyArray<EnqueueInput>) => Effect.Effect<ReadonlyArray<Delivery>>
+  /** `enqueueMany` without reading the new rows back (a fan-out of thousands need not parse them); answers how many. */
+  readonly enqueueAll: (inputs: ReadonlyArray<EnqueueInput>) => Effect.Effect<number>
   /** Takes leases on due deliveries of `kind`; any process may call it. */
   readonly claim: (kind: DeliveryKind, options: ClaimOptions) => Effect.Effect<ReadonlyArray<Claimed>>
   /**
@@ -210,8 +223,14 @@ export class DeliveryQueue extends Context.Service<DeliveryQueue, {
     attempt: AttemptRecord,
     cooldown?: CooldownPolicy | undefined
   ) => Effect.Effect<boolean>
-  /** `settle` of many deliveries in one statement (plus target health updates where needed); answers each one's `held`. */
-  readonly settleMany: (items: ReadonlyArray<SettleItem>) => Effect.Effect<ReadonlyArray<boolean>>
+  /** `settle` of many deliveries, in order, in one statement (target health included). */
+  readonly settleMany: (items: ReadonlyArray<SettleItem>) => Effect.Effect<Settled>
+  /**
+   * Gives claimed deliveries back unsent (a worker that took more than it
+   * could start in time, or whose target began to cool down): waiting again,
+   * the attempt not counted, nothing recorded. Answers how many it held.
+   */
+  readonly release: (claimed: ReadonlyArray<Claimed>) => Effect.Effect<number>
   /** Queues a `failed` delivery again, keeping its row and event id; respects the target's cooldown. */
   readonly replay: (input: ReplayInput) => Effect.Effect<{ readonly queued: true; readonly id: string }, NotFound | NotReplayable | QueueFull>
   /** The target's latest deliveries, newest first. */
@@ -243,14 +262,10 @@ export class DeliveryQueue extends Context.Service<DeliveryQueue, {
       const undeliveredList = sql.in(UNDELIVERED as Array<string>)
 
       const enqueue = Effect.fn("DeliveryQueue.enqueue")(function*(input: EnqueueInput) {
-        // The count stops at `capacity`, so a long queue costs no more than a full one.
+        // `undelivered` is kept by triggers (migration 0401): one row read, however long the queue.
         const [row] = yield* sql<Row>`
           WITH waiting AS (
-            SELECT count(*)::int AS n FROM (
-              SELECT 1 FROM deliveries
-              WHERE target_id = ${input.targetId} AND status IN ${undeliveredList}
-              LIMIT ${input.capacity}
-            ) w
+            SELECT coalesce((SELECT undelivered FROM delivery_targets WHERE id = ${input.targetId}), 0) AS n
           )
           INSERT INTO deliveries (id, org_id, kind, target_id, status, label, event_id, payload, meta, last_error, finished_at)
           SELECT ${newId()}, ${input.orgId}, ${input.kind}, ${input.targetId},
@@ -265,7 +280,8 @@ export class DeliveryQueue extends Context.Service<DeliveryQueue, {
         return toDelivery(row!)
       })
 
-      const enqueueMany = Effect.fn("DeliveryQueue.enqueueMany")(function*(inputs: ReadonlyArray<EnqueueInput>) {
+      // With `readBack` the new rows in input order; without, one row with their number.
+      const insertMany = Effect.fnUntraced(function*(inputs: ReadonlyArray<EnqueueInput>, readBack: boolean) {
         if (inputs.length === 0) return []
         const rows = inputs.map((input, ord) => ({
           ord,
@@ -281,21 +297,16 @@ export class DeliveryQueue extends Context.Service<DeliveryQueue, {
         }))
         // Row k of a target in this batch finds (undelivered before) + (k - 1)
         // ahead of it: the same answer k single enqueues would give.
-        const inserted = yield* sql<Row & { readonly ord: number }>`
+        const inserted = yield* sql<Partial<Row> & { readonly n?: number }>`
           WITH input AS (
             SELECT * FROM jsonb_to_recordset(${JSON.stringify(rows)}::jsonb) AS x(
               ord int, id uuid, org_id uuid, kind text, target_id uuid, label text, event_id uuid,
               payload text, meta jsonb, capacity int)
           ),
           waiting AS (
-            SELECT t.target_id, (
-              SELECT count(*)::int FROM (
-                SELECT 1 FROM deliveries d
-                WHERE d.target_id = t.target_id AND d.status IN ${undeliveredList}
-                LIMIT t.capacity
-              ) w
-            ) AS n
-            FROM (SELECT target_id, max(capacity) AS capacity FROM input GROUP BY target_id) t
+            SELECT t.target_id, coalesce(c.undelivered, 0) AS n
+            FROM (SELECT DISTINCT target_id FROM input) t
+            LEFT JOIN delivery_targets c ON c.id = t.target_id
           ),
           ranked AS (
             SELECT i.*, w.n + row_number() OVER (PARTITION BY i.target_id ORDER BY i.ord) AS position
@@ -310,11 +321,20 @@ export class DeliveryQueue extends Context.Service<DeliveryQueue, {
                      THEN 'queue full: the target already has ' || capacity || ' undelivered deliveries' END,
                    CASE WHEN position > capacity THEN now() END
             FROM ranked ORDER BY ord
-            RETURNING ${sql.literal(COLUMNS)}
+            RETURNING ${sql.literal(readBack ? COLUMNS : "id")}
           )
-          SELECT inserted.*, input.ord FROM inserted JOIN input ON input.id = inserted.id ORDER BY input.ord
+          ${readBack
+            ? sql`SELECT inserted.*, input.ord FROM inserted JOIN input ON input.id = inserted.id ORDER BY input.ord`
+            : sql`SELECT count(*)::int AS n FROM inserted`}
         `.pipe(Effect.orDie)
-        return inserted.map(toDelivery)
+        return inserted
+      })
+      const enqueueMany = Effect.fn("DeliveryQueue.enqueueMany")(function*(inputs: ReadonlyArray<EnqueueInput>) {
+        return (yield* insertMany(inputs, true)).map((row) => toDelivery(row as Row))
+      })
+      const enqueueAll = Effect.fn("DeliveryQueue.enqueueAll")(function*(inputs: ReadonlyArray<EnqueueInput>) {
+        const [counted] = yield* insertMany(inputs, false)
+        return counted?.n ?? 0
       })
 
       // Claimable: due queued/retrying rows, or sending rows whose lease
@@ -371,7 +391,7 @@ export class DeliveryQueue extends Context.Service<DeliveryQueue, {
             LIMIT ${options.limit}
           ),
           picked AS (
-            SELECT d.id, d.target_id FROM deliveries d
+            SELECT d.id, d.target_id, d.status AS claimed_from FROM deliveries d
             WHERE d.id IN (SELECT id FROM candidates)
             FOR UPDATE OF d SKIP LOCKED
           )
@@ -385,121 +405,72 @@ export class DeliveryQueue extends Context.Service<DeliveryQueue, {
               OR (d.status = 'sending' AND d.lease_until <= now()))
           RETURNING d.id, d.seq, d.org_id, d.kind, d.target_id, d.status, d.label, d.event_id, d.payload, d.meta,
                     d.attempts, d.replays, d.last_error, d.next_attempt_at, d.created_at, d.finished_at,
-                    d.lease_owner, coalesce(t.consecutive_failures, 0) AS target_failures
+                    d.lease_owner, coalesce(t.consecutive_failures, 0) AS target_failures, p.claimed_from
         `.pipe(Effect.orDie)
         return rows
-          .map((row): Claimed => ({ ...toDelivery(row), leaseOwner: row.lease_owner, targetFailures: row.target_failures }))
+          .map((row): Claimed => ({
+            ...toDelivery(row),
+            leaseOwner: row.lease_owner,
+            targetFailures: row.target_failures,
+            claimedFrom: row.claimed_from
+          }))
           .sort((a, b) => a.nextAttemptAt.getTime() - b.nextAttemptAt.getTime() || Number(BigInt(a.seq) - BigInt(b.seq)))
       })
 
-      // Target health after a settled attempt: failures count up (and may
-      // start a cooldown), a success resets a target that had failures.
-      const health = Effect.fnUntraced(function*(claimed: Claimed, outcome: Outcome, cooldown?: CooldownPolicy) {
-
-        const failedAttempt = outcome._tag === "Retry" || outcome._tag === "Failed"
-        if (failedAttempt) {
-          const policy = cooldown === undefined
-            ? null
-            : { after: cooldown.after, base: millis(cooldown.base) / 1000, cap: millis(cooldown.cap) / 1000 }
-          // A failure that lands while the target already cools down was an
-          // attempt in flight when the cooldown began (up to `perTarget` of
-          // them): it belongs to the round that started the cooldown, so it
-          // neither counts again nor extends it. Otherwise one burst of
-          // concurrent failures would jump straight to the capped cooldown.
-          yield* sql`
-            INSERT INTO delivery_targets (id, org_id, kind, consecutive_failures, cooldown_until)
-            VALUES (${claimed.targetId}, ${claimed.orgId}, ${claimed.kind}, 1, NULL)
-            ON CONFLICT (id) DO UPDATE SET consecutive_failures = delivery_targets.consecutive_failures +
-              CASE WHEN delivery_targets.cooldown_until > now() THEN 0 ELSE 1 END
-          `.pipe(Effect.orDie)
-          if (policy !== null) {
-            yield* sql`
-              UPDATE delivery_targets
-              SET cooldown_until = now() + make_interval(secs => least(
-                ${policy.cap}::float8,
-                ${policy.base}::float8 * power(2, consecutive_failures - ${policy.after})
-              ))
-              WHERE id = ${claimed.targetId} AND consecutive_failures >= ${policy.after}
-                AND (cooldown_until IS NULL OR cooldown_until <= now())
-            `.pipe(Effect.orDie)
-          }
-        } else if (claimed.targetFailures > 0) {
-          yield* sql`
-            UPDATE delivery_targets SET consecutive_failures = 0, cooldown_until = NULL WHERE id = ${claimed.targetId}
-          `.pipe(Effect.orDie)
-        }
-      })
-
-      const settle = Effect.fn("DeliveryQueue.settle")(function*(
-        claimed: Claimed,
-        outcome: Outcome,
-        attempt: AttemptRecord,
-        cooldown?: CooldownPolicy
-      ) {
-        const status: DeliveryStatus = outcome._tag === "Delivered"
+      const statusOf = (outcome: Outcome): DeliveryStatus =>
+        outcome._tag === "Delivered"
           ? "delivered"
           : outcome._tag === "Partial"
           ? "partial"
           : outcome._tag === "Retry"
           ? "retrying"
           : "failed"
-        const error = outcome._tag === "Delivered" ? null : outcome.error
-        const finished = outcome._tag !== "Retry"
-        const nextAttemptAt = outcome._tag === "Retry" ? outcome.at : null
-        // The row update and the attempt record are one statement: both or neither.
-        const settled = yield* sql<{ delivery_id: string }>`
-          WITH settled AS (
-            UPDATE deliveries
-            SET status = ${status}, last_error = ${error},
-                meta = meta || ${sql.json(outcome.meta ?? {})},
-                next_attempt_at = coalesce(${nextAttemptAt}::timestamptz, next_attempt_at),
-                finished_at = ${finished ? sql`now()` : sql`NULL`},
-                lease_owner = NULL, lease_until = NULL
-            WHERE id = ${claimed.id} AND lease_owner = ${claimed.leaseOwner} AND status = 'sending'
-            RETURNING id, attempts
-          )
-          INSERT INTO delivery_attempts (delivery_id, attempt, status_code, error, response_snippet, duration_ms)
-          SELECT id, attempts, ${attempt.statusCode ?? null}, ${attempt.error ?? null},
-                 ${attempt.responseSnippet ?? null}, ${Math.max(0, Math.round(attempt.durationMs))}
-          FROM settled
-          ON CONFLICT (delivery_id, attempt) DO NOTHING
-          RETURNING delivery_id
-        `.pipe(Effect.orDie)
-        const held = settled.length > 0
-        if (!held) return false
-        yield* health(claimed, outcome, cooldown)
-        return true
-      })
 
+      // One statement per batch: each delivery's row update, its attempt
+      // record, and the health of every target in the batch (see `health`).
       const settleMany = Effect.fn("DeliveryQueue.settleMany")(function*(
         items: ReadonlyArray<SettleItem>
       ) {
-        if (items.length === 0) return []
-        const rows = items.map(({ attempt, claimed, outcome }) => ({
+        if (items.length === 0) return { held: [], coolingUntil: new Map<string, Date>() } satisfies Settled
+        const rows = items.map(({ attempt, claimed, cooldown, outcome }, ord) => ({
+          ord,
           id: claimed.id,
           lease_owner: claimed.leaseOwner,
-          status: outcome._tag === "Delivered"
-            ? "delivered"
-            : outcome._tag === "Partial"
-            ? "partial"
-            : outcome._tag === "Retry"
-            ? "retrying"
-            : "failed",
+          target_id: claimed.targetId,
+          status: statusOf(outcome),
           last_error: outcome._tag === "Delivered" ? null : outcome.error,
           meta: outcome.meta ?? {},
           next_attempt_at: outcome._tag === "Retry" ? outcome.at.toISOString() : null,
           finished: outcome._tag !== "Retry",
+          failed_attempt: outcome._tag === "Retry" || outcome._tag === "Failed",
+          cooldown_after: cooldown?.after ?? null,
+          cooldown_base: cooldown === undefined ? null : millis(cooldown.base) / 1000,
+          cooldown_cap: cooldown === undefined ? null : millis(cooldown.cap) / 1000,
           status_code: attempt.statusCode ?? null,
           error: attempt.error ?? null,
           snippet: attempt.responseSnippet ?? null,
           duration_ms: Math.max(0, Math.round(attempt.durationMs))
         }))
-        // The same row update and attempt record as `settle`, for many rows in one statement.
-        const settled = yield* sql<{ delivery_id: string; lease_owner: string }>`
+        // Target health, as if the batch's outcomes were applied one by one in
+        // order: a success resets the count and ends any cooldown; a failed
+        // attempt counts one, and from the `after`-th on starts a cooldown
+        // of base * 2^(failures - after), at most cap. A failure that lands
+        // while the target already cools down was an attempt in flight when
+        // the cooldown began (up to the per-target limit of them): it belongs
+        // to the round that started the cooldown, so it neither counts again
+        // nor extends it. So f failures after the last success (or the start)
+        // move the count from f0 to min(f0 + f, max(f0 + 1, after)).
+        const counted = sql.literal(`CASE
+              WHEN r.failures = 0 THEN r.f0
+              WHEN r.cooldown_after IS NULL THEN r.f0 + r.failures
+              ELSE least(r.f0 + r.failures, greatest(r.f0 + 1, r.cooldown_after))
+            END`)
+        const settled = yield* sql<{ delivery_id: string; lease_owner: string; cooldown_until: Date | null; target_id: string }>`
           WITH input AS (
             SELECT * FROM jsonb_to_recordset(${JSON.stringify(rows)}::jsonb) AS x(
-              id uuid, lease_owner uuid, status text, last_error text, meta jsonb, next_attempt_at timestamptz,
-              finished boolean, status_code int, error text, snippet text, duration_ms int)
+              ord int, id uuid, lease_owner uuid, target_id uuid, status text, last_error text, meta jsonb,
+              next_attempt_at timestamptz, finished boolean, failed_attempt boolean, cooldown_after int,
+              cooldown_base float8, cooldown_cap float8, status_code int, error text, snippet text, duration_ms int)
           ),
           settled AS (
             UPDATE deliveries d
@@ -518,18 +489,87 @@ export class DeliveryQueue extends Context.Service<DeliveryQueue, {
             FROM settled s JOIN input i ON i.id = s.id AND i.lease_owner = s.lease_owner
             ON CONFLICT (delivery_id, attempt) DO NOTHING
             RETURNING delivery_id
+          ),
+          held AS (
+            SELECT i.* FROM input i
+            JOIN settled s ON s.id = i.id AND s.lease_owner = i.lease_owner
+            JOIN recorded r ON r.delivery_id = i.id
+          ),
+          rounds AS (
+            SELECT target_id,
+                   bool_or(NOT failed_attempt) AS succeeded,
+                   (count(*) FILTER (WHERE failed_attempt AND ord > last_success))::int AS failures,
+                   max(cooldown_after) AS cooldown_after, max(cooldown_base) AS cooldown_base,
+                   max(cooldown_cap) AS cooldown_cap
+            FROM (
+              SELECT h.*, coalesce(max(ord) FILTER (WHERE NOT failed_attempt) OVER (PARTITION BY target_id), -1) AS last_success
+              FROM held h
+            ) x
+            GROUP BY target_id
+          ),
+          health AS (
+            UPDATE delivery_targets t
+            SET consecutive_failures = CASE WHEN r.cooling THEN t.consecutive_failures ELSE ${counted} END,
+                cooldown_until = CASE
+                  WHEN r.cooling THEN t.cooldown_until
+                  WHEN r.failures > 0 AND r.cooldown_after IS NOT NULL AND ${counted} >= r.cooldown_after
+                    THEN now() + make_interval(secs => least(r.cooldown_cap, r.cooldown_base * power(2, ${counted} - r.cooldown_after)))
+                  WHEN r.succeeded THEN NULL
+                  ELSE t.cooldown_until
+                END
+            FROM (
+              SELECT rounds.*,
+                     CASE WHEN rounds.succeeded THEN 0 ELSE c.consecutive_failures END AS f0,
+                     (NOT rounds.succeeded AND coalesce(c.cooldown_until > now(), false)) AS cooling
+              FROM rounds JOIN delivery_targets c ON c.id = rounds.target_id
+            ) r
+            WHERE t.id = r.target_id AND (r.failures > 0 OR t.consecutive_failures <> 0 OR t.cooldown_until IS NOT NULL)
+            RETURNING t.id, t.cooldown_until
           )
-          SELECT s.id AS delivery_id, s.lease_owner FROM settled s JOIN recorded r ON r.delivery_id = s.id
+          SELECT h.id AS delivery_id, h.lease_owner, h.target_id, t.cooldown_until
+          FROM held h LEFT JOIN health t ON t.id = h.target_id
         `.pipe(Effect.orDie)
         // Keyed by lease, not only by delivery: one batch may hold the same
         // delivery twice (a lease that ran out while its send was still in
         // flight, and the claim that took it over); only the holder's counts.
         const held = new Set(settled.map((row) => `${row.delivery_id}:${row.lease_owner}`))
-        const holds = (item: SettleItem) => held.has(`${item.claimed.id}:${item.claimed.leaseOwner}`)
-        for (const item of items) {
-          if (holds(item)) yield* health(item.claimed, item.outcome, item.cooldown)
+        const coolingUntil = new Map<string, Date>()
+        for (const row of settled) {
+          if (row.cooldown_until !== null && row.cooldown_until.getTime() > Date.now()) {
+            coolingUntil.set(row.target_id, row.cooldown_until)
+          }
         }
-        return items.map(holds)
+        return {
+          held: items.map((item) => held.has(`${item.claimed.id}:${item.claimed.leaseOwner}`)),
+          coolingUntil
+        } satisfies Settled
+      })
+
+      const settle = Effect.fn("DeliveryQueue.settle")(function*(
+        claimed: Claimed,
+        outcome: Outcome,
+        attempt: AttemptRecord,
+        cooldown?: CooldownPolicy
+      ) {
+        const { held } = yield* settleMany([{ claimed, outcome, attempt, cooldown }])
+        return held[0] ?? false
+      })
+
+      // Back to waiting, as if never claimed: the attempt is not counted and
+      // nothing is recorded. Only the lease holder can.
+      const release = Effect.fn("DeliveryQueue.release")(function*(claimed: ReadonlyArray<Claimed>) {
+        if (claimed.length === 0) return 0
+        const rows = claimed.map((c) => ({ id: c.id, lease_owner: c.leaseOwner, status: c.claimedFrom }))
+        const released = yield* sql<{ id: string }>`
+          UPDATE deliveries d
+          SET status = CASE WHEN i.status IN ('queued', 'retrying') THEN i.status
+                            WHEN d.attempts > 1 THEN 'retrying' ELSE 'queued' END,
+              attempts = greatest(0, d.attempts - 1), lease_owner = NULL, lease_until = NULL
+          FROM jsonb_to_recordset(${JSON.stringify(rows)}::jsonb) AS i(id uuid, lease_owner uuid, status text)
+          WHERE d.id = i.id AND d.lease_owner = i.lease_owner AND d.status = 'sending'
+          RETURNING d.id
+        `.pipe(Effect.orDie)
+        return released.length
       })
 
       const replay = Effect.fn("DeliveryQueue.replay")(function*(input: ReplayInput) {
@@ -547,11 +587,7 @@ export class DeliveryQueue extends Context.Service<DeliveryQueue, {
             return { _tag: "NotReplayable", status: delivery.status } as const
           }
           const [waiting] = yield* sql<{ n: number }>`
-            SELECT count(*)::int AS n FROM (
-              SELECT 1 FROM deliveries
-              WHERE target_id = ${delivery.targetId} AND status IN ${undeliveredList}
-              LIMIT ${input.capacity}
-            ) w
+            SELECT coalesce((SELECT undelivered FROM delivery_targets WHERE id = ${delivery.targetId}), 0) AS n
           `
           if (waiting!.n >= input.capacity) return { _tag: "QueueFull" } as const
           yield* sql`
@@ -692,9 +728,11 @@ export class DeliveryQueue extends Context.Service<DeliveryQueue, {
       return DeliveryQueue.of({
         enqueue,
         enqueueMany,
+        enqueueAll,
         claim,
         settle,
         settleMany,
+        release,
         replay,
         list,
         get,

@@ -1,9 +1,24 @@
 /**
- * The loop that sends deliveries of one kind: claim while there are free
- * slots, handle each claimed delivery in its own fiber (a slow target holds
- * only its own slots), settle, and when nothing is due, sleep until a wakeup,
- * the next due instant, or the poll interval. The database is the source of
+ * The loop that sends deliveries of one kind. The database is the source of
  * truth, so any number of processes can run this loop for the same kind.
+ *
+ * - Claim: deliveries are taken with leases, a batch at a time. A busy
+ *   target may have up to `prefetch` deliveries claimed (across processes),
+ *   more than it may have in flight: they wait here, ready to start, so one
+ *   claim statement serves many sends instead of one claim per free slot.
+ * - Send: each delivery in its own fiber, at most `concurrency` in flight in
+ *   this process and `perTarget` per target (one, while the target's latest
+ *   attempt failed: a failing target is probed, not flooded). A slow target
+ *   holds only its own slots.
+ * - Settle: outcomes are written in batches (whatever finished while the
+ *   last batch was being written), and a finished send frees its slot before
+ *   its outcome is written.
+ * - Give back: a claimed delivery that waited here too long to still finish
+ *   within its lease, or whose target began to cool down, is released unsent
+ *   (its attempt not counted); so is everything waiting at shutdown.
+ *
+ * When nothing is due the loop sleeps until a wakeup, the next due instant,
+ * or the poll interval.
  */
 import { Cause, Deferred, Duration, Effect, FiberSet, Latch, Option } from "effect"
 import { Wakeups } from "../platform/Wakeups.ts"
@@ -27,10 +42,19 @@ export interface WorkerOptions<R> {
   readonly kind: DeliveryKind
   /** Deliveries in flight at once in this process. */
   readonly concurrency: number
-  /** Deliveries of one target in flight at once, across processes. */
+  /** Deliveries of one healthy target in flight at once in this process. */
   readonly perTarget: number
+  /**
+   * Most deliveries of one target claimed at once, all processes together
+   * (in flight, waiting here to start, or being recorded). Defaults to
+   * `perTarget`: then nothing waits here, and `perTarget` also bounds the
+   * target's sends across processes.
+   */
+  readonly prefetch?: number | undefined
   /** Longer than the slowest `handle`: a lease that runs out lets another process send again. */
   readonly leaseFor: Duration.Input
+  /** The longest a `handle` may take; a waiting delivery with less lease left than this (and a margin) is given back. */
+  readonly handleTimeout?: Duration.Input | undefined
   /** Longest sleep when nothing is due (the cross-process fallback when no wakeup arrives). */
   readonly pollEvery: Duration.Input
   readonly cooldown?: CooldownPolicy | undefined
@@ -41,37 +65,107 @@ export interface WorkerOptions<R> {
 /** Most settlements written in one statement. */
 const SETTLE_BATCH = 256
 
+/** How long a settle batch may wait for more outcomes while sends are finishing. */
+const SETTLE_LINGER = Duration.millis(5)
+
 /** How often to look again when due work is blocked by per-target limits or other processes' locks. */
 const BLOCKED_RECHECK_MS = 200
 
 /** After a defect in `handle`, try the delivery again this much later. */
 const DEFECT_RETRY = Duration.seconds(30)
 
+/** Sends of a target whose latest attempt failed. */
+const FAILING_TARGET_SENDS = 1
+
+/** Time kept back beyond `handleTimeout` for recording the outcome before the lease ends. */
+const SETTLE_MARGIN_MS = 2_000
+
+interface Waiting {
+  readonly delivery: Claimed
+  /** This process's clock, read before the claim was sent: the lease lasts at least `leaseFor` from here. */
+  readonly claimedAt: number
+}
+
 /** Runs the loop in a fiber of the current scope. */
 export const runWorker = <R>(options: WorkerOptions<R>) =>
   Effect.gen(function*() {
     const queue = yield* DeliveryQueue
     const wakeups = yield* Wakeups
-    const fibers = yield* FiberSet.make()
-    const slotFreed = Latch.makeUnsafe(false)
-    let inFlight = 0
+    const fork = yield* FiberSet.makeRuntime<R>()
+    const leaseMs = Duration.toMillis(options.leaseFor)
+    const pollMs = Duration.toMillis(options.pollEvery)
+    const handleMs = Duration.toMillis(options.handleTimeout ?? Duration.millis(leaseMs / 2))
+    // Waiting here only makes sense if a delivery can still start some time
+    // after its claim and finish within its lease. Otherwise the loop claims
+    // only what it can start at once, and a failing target is not held back.
+    const prefetching = handleMs + SETTLE_MARGIN_MS < leaseMs / 2 && (options.prefetch ?? 0) > options.perTarget
+    const prefetch = prefetching ? options.prefetch! : options.perTarget
+    /** The longest a delivery may wait here before it must be given back. */
+    const maxWaitMs = leaseMs - handleMs - SETTLE_MARGIN_MS
+    /** Claimed and not started, at most (beyond this the claim waits). */
+    const holdLimit = Math.max(options.concurrency, prefetch) * 2
+    /** Claim more for a busy target once fewer than this wait here. */
+    const lowWater = Math.max(1, Math.floor(prefetch / 4))
 
-    // Settlements are written in batches: whatever finished while the last
-    // batch was being written goes in the next statement. Under load that is
-    // one statement for many deliveries instead of one each.
+    // --- local state (this process's view; the database stays the truth)
+    const waiting = new Map<string, Array<Waiting>>() // per target, oldest first; insertion order = turn
+    let waitingCount = 0
+    let inFlight = 0
+    const inFlightOf = new Map<string, number>()
+    /** Whether the target's latest known attempt failed. */
+    const failing = new Map<string, boolean>()
+    /**
+     * Failed attempts not yet recorded, per target: until they are, a failing
+     * target gets nothing new (recording them may start its cooldown).
+     */
+    const unrecordedFailures = new Map<string, number>()
+    /** Targets cooling down, as learnt from settling (ms since epoch). */
+    const coolingUntil = new Map<string, number>()
+    let toRelease: Array<Claimed> = []
+    /** Something changed that may make a claim find more (new work, room freed, a claim that was full). */
+    let moreMayBeDue = true
+    /** Shutting down: nothing more starts. */
+    let closing = false
+    const changed = Latch.makeUnsafe(false)
+    const poke = () => changed.openUnsafe()
+
+    const forgetIfIdle = (target: string) => {
+      if (
+        (inFlightOf.get(target) ?? 0) === 0 && (waiting.get(target)?.length ?? 0) === 0 &&
+        (unrecordedFailures.get(target) ?? 0) === 0
+      ) {
+        waiting.delete(target)
+        inFlightOf.delete(target)
+        unrecordedFailures.delete(target)
+        failing.delete(target)
+        const until = coolingUntil.get(target)
+        if (until !== undefined && until <= Date.now()) coolingUntil.delete(target)
+      }
+    }
+
+    // --- settling in batches
     const settling: Array<{ readonly item: SettleItem; readonly done: Deferred.Deferred<boolean> }> = []
     const settleWanted = Latch.makeUnsafe(false)
     yield* Effect.gen(function*() {
       yield* settleWanted.await
       settleWanted.closeUnsafe()
+      // While sends are still finishing, let a few more join the batch: one
+      // statement for many outcomes leaves the database to the others.
+      if (inFlight > 0 && settling.length < SETTLE_BATCH / 4) yield* Effect.sleep(SETTLE_LINGER)
       while (settling.length > 0) {
         const batch = settling.splice(0, SETTLE_BATCH)
         yield* queue.settleMany(batch.map((entry) => entry.item)).pipe(
           Effect.matchCause({
-            onSuccess: (held) => batch.forEach((entry, i) => Deferred.doneUnsafe(entry.done, Effect.succeed(held[i] ?? false))),
+            onSuccess: (settled) => {
+              for (const [target, until] of settled.coolingUntil) coolingUntil.set(target, until.getTime())
+              batch.forEach((entry, i) => Deferred.doneUnsafe(entry.done, Effect.succeed(settled.held[i] ?? false)))
+            },
             onFailure: (cause) => batch.forEach((entry) => Deferred.doneUnsafe(entry.done, Effect.failCause(cause)))
           })
         )
+        // Settled leases no longer count against their targets' claim limits.
+        moreMayBeDue = true
+        poke()
       }
     }).pipe(Effect.forever, Effect.forkScoped)
     const settle = (item: SettleItem) =>
@@ -95,7 +189,32 @@ export const runWorker = <R>(options: WorkerOptions<R>) =>
             } satisfies Settlement
           )
         ),
-        Effect.flatMap(({ attempt, outcome }) => settle({ claimed: delivery, outcome, attempt, cooldown: options.cooldown })),
+        Effect.tap(({ outcome }) =>
+          Effect.sync(() => {
+            const failed = outcome._tag === "Retry" || outcome._tag === "Failed"
+            failing.set(delivery.targetId, failed)
+            if (failed) unrecordedFailures.set(delivery.targetId, (unrecordedFailures.get(delivery.targetId) ?? 0) + 1)
+          })
+        ),
+        Effect.onExit(() => Effect.sync(() => {
+          // The slot is free once the send is over (the outcome is written
+          // after), and the next waiting delivery starts at once, whatever
+          // the claim loop is doing.
+          inFlight--
+          inFlightOf.set(delivery.targetId, (inFlightOf.get(delivery.targetId) ?? 1) - 1)
+          pump()
+          poke()
+        })),
+        Effect.flatMap(({ attempt, outcome }) =>
+          settle({ claimed: delivery, outcome, attempt, cooldown: options.cooldown }).pipe(
+            Effect.ensuring(Effect.sync(() => {
+              if (outcome._tag === "Retry" || outcome._tag === "Failed") {
+                unrecordedFailures.set(delivery.targetId, (unrecordedFailures.get(delivery.targetId) ?? 1) - 1)
+                pump()
+              }
+            }))
+          )
+        ),
         Effect.flatMap((held) =>
           held
             ? Effect.void
@@ -112,64 +231,157 @@ export const runWorker = <R>(options: WorkerOptions<R>) =>
             : Effect.logError("recording a delivery outcome failed; it is retried once its lease runs out", Cause.squash(cause))
               .pipe(Effect.annotateLogs({ delivery_id: delivery.id, org_id: delivery.orgId }))
         ),
-        Effect.ensuring(Effect.sync(() => {
-          inFlight--
-          slotFreed.openUnsafe()
-        }))
+        Effect.ensuring(Effect.sync(() => forgetIfIdle(delivery.targetId)))
       )
 
-    const waitForWork = Effect.gen(function*() {
-      const next = yield* queue.nextDue(options.kind)
-      const poll = Duration.toMillis(options.pollEvery)
-      const untilDue = Option.match(next, {
-        onNone: () => poll,
-        onSome: (at) => Math.max(0, Math.min(poll, at.getTime() - Date.now()))
-      })
-      // Work is due but the claim just made could not take it (its targets
-      // are at their per-target limit, or another process holds the rows):
-      // wait for one of our slots to free or a wakeup, briefly, instead of
-      // claiming again at once in a busy loop.
-      if (untilDue === 0) {
-        yield* Effect.raceFirst(
-          wakeups.wait(wakeTopic(options.kind), Duration.millis(Math.min(poll, BLOCKED_RECHECK_MS))),
-          slotFreed.await
+    /** Starts what may start now, target by target in turn; sets aside what must be given back. */
+    const pump = () => {
+      if (closing) return
+      const now = Date.now()
+      const served: Array<string> = []
+      for (const [target, rows] of waiting) {
+        const until = coolingUntil.get(target)
+        if (until !== undefined && until <= now) coolingUntil.delete(target)
+        if (until !== undefined && until > now) {
+          // Nothing is sent to a target while it cools down.
+          for (const row of rows) toRelease.push(row.delivery)
+          waitingCount -= rows.length
+          rows.length = 0
+          forgetIfIdle(target)
+          continue
+        }
+        const probing = prefetching && failing.get(target) === true
+        const limit = probing ? Math.min(FAILING_TARGET_SENDS, options.perTarget) : options.perTarget
+        const busy = () => (inFlightOf.get(target) ?? 0) + (probing ? unrecordedFailures.get(target) ?? 0 : 0)
+        let started = false
+        while (rows.length > 0 && inFlight < options.concurrency && busy() < limit) {
+          const next = rows.shift()!
+          waitingCount--
+          if (prefetching && now - next.claimedAt > maxWaitMs) {
+            toRelease.push(next.delivery)
+            continue
+          }
+          inFlight++
+          inFlightOf.set(target, (inFlightOf.get(target) ?? 0) + 1)
+          fork(process(next.delivery))
+          started = true
+        }
+        if (rows.length === 0) forgetIfIdle(target)
+        else if (started) served.push(target)
+      }
+      // Their turn is over: they go behind the other targets.
+      for (const target of served) {
+        const rows = waiting.get(target)!
+        waiting.delete(target)
+        waiting.set(target, rows)
+      }
+    }
+
+    const releaseSetAside = Effect.suspend(() => {
+      if (toRelease.length === 0) return Effect.void
+      const batch = toRelease
+      toRelease = []
+      return queue.release(batch).pipe(Effect.andThen(Effect.sync(() => {
+        moreMayBeDue = true
+      })))
+    })
+
+    const claim = Effect.gen(function*() {
+      const limit = prefetching ? holdLimit - waitingCount : options.concurrency - inFlight - waitingCount
+      const claimedAt = Date.now()
+      moreMayBeDue = false
+      const claimed = yield* queue.claim(options.kind, { limit, leaseFor: options.leaseFor, perTarget: prefetch })
+      for (const delivery of claimed) {
+        let rows = waiting.get(delivery.targetId)
+        if (rows === undefined) {
+          rows = []
+          waiting.set(delivery.targetId, rows)
+        }
+        rows.push({ delivery, claimedAt })
+        waitingCount++
+        if (!failing.has(delivery.targetId)) failing.set(delivery.targetId, delivery.targetFailures > 0)
+        // Claimable means not cooling down (any more), whatever this process last heard.
+        coolingUntil.delete(delivery.targetId)
+      }
+      // A full claim may have left more behind.
+      if (claimed.length >= limit) moreMayBeDue = true
+      return claimed.length
+    })
+
+    // Claim when there is room to start something and reason to think a
+    // claim finds work: something changed (a wakeup, a settled or released
+    // delivery, a full claim) and what waits here is running low. A wakeup
+    // claims at once even when plenty waits: the new work may be another
+    // target's, blocked behind nothing.
+    let woken = true
+    const shouldClaim = () =>
+      inFlight + (prefetching ? 0 : waitingCount) < options.concurrency && waitingCount < holdLimit &&
+      (woken || (moreMayBeDue && waitingCount < lowWater))
+
+    const wake = wakeups.wait(wakeTopic(options.kind), Duration.infinity).pipe(
+      Effect.andThen(Effect.sync(() => {
+        woken = true
+      }))
+    )
+
+    const idle = Effect.gen(function*() {
+      if (inFlight > 0 || waitingCount > 0 || settling.length > 0) {
+        // Something is under way: its end (or new work, or a short recheck) is the next event.
+        yield* Effect.raceFirst(wake, changed.await).pipe(
+          Effect.timeoutOption(Duration.millis(Math.min(pollMs, BLOCKED_RECHECK_MS))),
+          Effect.andThen((result) =>
+            Effect.sync(() => {
+              if (Option.isNone(result)) woken = true
+            })
+          )
         )
         return
       }
-      yield* Effect.raceFirst(
-        wakeups.wait(wakeTopic(options.kind), Duration.millis(untilDue)),
-        slotFreed.await
+      const next = yield* queue.nextDue(options.kind)
+      const untilDue = Option.match(next, {
+        onNone: () => pollMs,
+        // Due now but the claim did not take it (other processes hold the
+        // rows, or its target is at its limit): look again shortly.
+        onSome: (at) => {
+          const wait = at.getTime() - Date.now()
+          return wait <= 0 ? BLOCKED_RECHECK_MS : Math.min(pollMs, wait)
+        }
+      })
+      yield* Effect.raceFirst(wake, changed.await).pipe(
+        Effect.timeoutOption(Duration.millis(untilDue)),
+        Effect.andThen(() =>
+          Effect.sync(() => {
+            woken = true
+          })
+        )
       )
     })
 
     const step = Effect.gen(function*() {
-      slotFreed.closeUnsafe()
-      const free = options.concurrency - inFlight
-      if (free <= 0) {
-        yield* slotFreed.await.pipe(Effect.timeoutOption(options.pollEvery))
-        return
+      changed.closeUnsafe()
+      pump()
+      yield* releaseSetAside
+      if (shouldClaim()) {
+        woken = false
+        const taken = yield* claim
+        pump()
+        yield* releaseSetAside
+        if (taken > 0) return
       }
-      const claimed = yield* queue.claim(options.kind, {
-        limit: free,
-        leaseFor: options.leaseFor,
-        perTarget: options.perTarget
-      })
-      for (const delivery of claimed) {
-        inFlight++
-        yield* FiberSet.run(fibers, process(delivery))
-      }
-      // A full claim may leave more behind; otherwise wait for something to
-      // change. While deliveries are in flight, one of them finishing (or a
-      // short recheck) is the next event: no need to ask when work is due.
-      if (claimed.length < free) {
-        yield* inFlight > 0
-          ? Effect.raceFirst(
-            wakeups.wait(wakeTopic(options.kind), Duration.millis(Math.min(Duration.toMillis(options.pollEvery), BLOCKED_RECHECK_MS))),
-            slotFreed.await
-          )
-          : waitForWork
-      }
+      yield* idle
     })
+
+    // At shutdown, what waits here goes back at once instead of after its lease.
+    yield* Effect.addFinalizer(() =>
+      Effect.suspend(() => {
+        closing = true
+        const rest = [...toRelease, ...[...waiting.values()].flat().map((row) => row.delivery)]
+        waiting.clear()
+        waitingCount = 0
+        toRelease = []
+        return queue.release(rest).pipe(Effect.timeout(Duration.seconds(2)), Effect.ignore)
+      })
+    )
 
     yield* step.pipe(
       Effect.catchCause((cause) =>

@@ -115,7 +115,7 @@ export class Dispatcher extends Context.Service<Dispatcher, {
               emails++
             }
           }
-          yield* queue.enqueueMany(deliveries)
+          yield* queue.enqueueAll(deliveries)
           yield* sql`UPDATE events SET dispatched_at = now() WHERE seq IN ${sql.in(events.map((event) => event.seq))}`
           return { events: events.length, webhooks, emails, bodies: events }
         })).pipe(Effect.orDie)

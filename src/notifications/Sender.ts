@@ -34,9 +34,19 @@ const SNIPPET_BYTES = 512
 const RETRY_AFTER_MIN_MS = 1_000
 const RETRY_AFTER_MAX_MS = 3_600_000
 
-/** Deliveries in flight per process, and per endpoint across processes. */
-export const WORKER_CONCURRENCY = 64
+/**
+ * Requests in flight per process, and per endpoint per process (a failing
+ * endpoint gets one at a time until it answers again). Hanging endpoints
+ * hold only their own slots, so a process has room for many of them.
+ */
+export const WORKER_CONCURRENCY = 256
 export const PER_ENDPOINT = 16
+/**
+ * Deliveries of one endpoint claimed at once across processes: a busy
+ * endpoint's next deliveries are already claimed when a slot frees, so a
+ * burst costs a claim statement per few hundred deliveries, not per slot.
+ */
+export const ENDPOINT_PREFETCH = 256
 
 /** `Retry-After` as seconds or an HTTP date, in milliseconds from now; `undefined` when absent or unreadable. */
 export const parseRetryAfter = (value: string | undefined, now = Date.now()): number | undefined => {
@@ -176,9 +186,11 @@ export class WebhookSender extends Context.Service<WebhookSender, {
       kind: "webhook",
       concurrency: WORKER_CONCURRENCY,
       perTarget: PER_ENDPOINT,
+      prefetch: ENDPOINT_PREFETCH,
       // Longer than a send (5 s) plus its bookkeeping; a crashed process's
       // deliveries are sent again after this.
       leaseFor: config.webhookLease,
+      handleTimeout: config.webhookSendTimeout,
       pollEvery: Duration.seconds(2),
       cooldown: WebhookSender.cooldown(config),
       handle: sender.deliver

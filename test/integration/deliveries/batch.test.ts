@@ -53,7 +53,7 @@ layer(QueueLive, { excludeTestServices: true })("batch enqueue and settle", (it)
       const claimed = (yield* queue.claim("webhook", { limit: 10, leaseFor: "1 minute", perTarget: 10 })).filter((d) => d.targetId === target)
       assert.strictEqual(claimed.length, 3)
       const stale = { ...claimed[2]!, leaseOwner: newId() }
-      const held = yield* queue.settleMany([
+      const { coolingUntil, held } = yield* queue.settleMany([
         { claimed: claimed[0]!, outcome: Outcome.delivered(), attempt: { statusCode: 204, durationMs: 3 } },
         {
           claimed: claimed[1]!,
@@ -64,6 +64,7 @@ layer(QueueLive, { excludeTestServices: true })("batch enqueue and settle", (it)
         { claimed: stale, outcome: Outcome.delivered(), attempt: { durationMs: 1 } }
       ])
       assert.deepStrictEqual(held, [true, true, false])
+      assert.deepStrictEqual([...coolingUntil.keys()], [target], "the batch says which targets now cool down")
       const list = yield* queue.list({ orgId: org, kind: "webhook", targetId: target })
       const byId = new Map(list.map((d) => [d.id, d]))
       assert.strictEqual(byId.get(claimed[0]!.id)!.status, "delivered")
@@ -95,7 +96,7 @@ layer(QueueLive, { excludeTestServices: true })("batch enqueue and settle", (it)
       )
       assert.strictEqual(second.id, first!.id)
       // Both finish and land in the same settle batch, the lost lease first.
-      const held = yield* queue.settleMany([
+      const { held } = yield* queue.settleMany([
         {
           claimed: first!,
           outcome: Outcome.failed("HTTP 500"),
@@ -109,10 +110,10 @@ layer(QueueLive, { excludeTestServices: true })("batch enqueue and settle", (it)
       assert.strictEqual(row!.status, "delivered")
       assert.deepStrictEqual((yield* queue.attempts(second.id)).map((a) => [a.attempt, a.statusCode]), [[2, 204]])
       // The lost lease's failure counts nowhere: no failure, no cooldown.
-      const health = yield* sql<{ consecutive_failures: number }>`
-        SELECT consecutive_failures FROM delivery_targets WHERE id = ${target}
+      const health = yield* sql<{ consecutive_failures: number; cooldown_until: Date | null }>`
+        SELECT consecutive_failures, cooldown_until FROM delivery_targets WHERE id = ${target}
       `
-      assert.deepStrictEqual(health, [])
+      assert.deepStrictEqual(health, [{ consecutive_failures: 0, cooldown_until: null }])
     }))
 
   it.effect("failures of attempts in flight when a cooldown began neither count again nor extend it", () =>

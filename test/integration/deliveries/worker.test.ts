@@ -1,0 +1,211 @@
+/**
+ * The worker loop's rules beyond claiming and settling: deliveries claimed
+ * ahead of their turn (prefetch) go back unsent when their target starts to
+ * cool down, when they waited too long to finish within their lease, and at
+ * shutdown; a failing target is probed one request at a time.
+ */
+import { assert, layer } from "@effect/vitest"
+import { Deferred, Effect, Exit, Layer, Option, Redacted, Scope } from "effect"
+import { SqlClient } from "effect/sql"
+import { type Claimed, DeliveryQueue, Outcome } from "../../../src/deliveries/DeliveryQueue.ts"
+import { runWorker } from "../../../src/deliveries/DeliveryWorker.ts"
+import { Database } from "../../../src/platform/Database.ts"
+import { newId } from "../../../src/platform/Ids.ts"
+import { Migrations } from "../../../src/platform/Migrations.ts"
+import { Wakeups } from "../../../src/platform/Wakeups.ts"
+import { eventually } from "../../support/http.ts"
+
+const serverUrl = process.env.TEST_DATABASE_URL
+const QueueLive = DeliveryQueue.layer.pipe(
+  Layer.provideMerge(Wakeups.layer),
+  Layer.provideMerge(Migrations.layer),
+  Layer.provideMerge(serverUrl ? Database.scratch(Redacted.make(serverUrl)) : Database.memory)
+)
+
+const newOrg = Effect.gen(function*() {
+  const sql = yield* SqlClient.SqlClient
+  const id = newId()
+  yield* sql`INSERT INTO orgs (id, name) VALUES (${id}, 'worker-test')`
+  return id
+}).pipe(Effect.orDie)
+
+const ok = { statusCode: 204, durationMs: 1 }
+const boom = { statusCode: 500, error: "HTTP 500", durationMs: 1 }
+
+/** Counts sends in flight per target and remembers the highest count. */
+const concurrencyMeter = () => {
+  const now = new Map<string, number>()
+  const peak = new Map<string, number>()
+  return {
+    around: <A>(target: string, effect: Effect.Effect<A>) =>
+      Effect.acquireUseRelease(
+        Effect.sync(() => {
+          const n = (now.get(target) ?? 0) + 1
+          now.set(target, n)
+          peak.set(target, Math.max(peak.get(target) ?? 0, n))
+        }),
+        () => effect,
+        () => Effect.sync(() => now.set(target, (now.get(target) ?? 1) - 1))
+      ),
+    peak: (target: string) => peak.get(target) ?? 0
+  }
+}
+
+layer(QueueLive, { excludeTestServices: true })("the delivery worker", (it) => {
+  it.effect("a target that starts to cool down gets nothing more: what waited for it goes back unsent", () =>
+    Effect.gen(function*() {
+      const queue = yield* DeliveryQueue
+      const org = yield* newOrg
+      const target = newId()
+      yield* queue.enqueueMany(Array.from({ length: 10 }, () => ({ orgId: org, kind: "email" as const, targetId: target, capacity: 50 })))
+      const sent: Array<string> = []
+      const scope = yield* Scope.make()
+      yield* runWorker({
+        kind: "email",
+        concurrency: 8,
+        perTarget: 2,
+        prefetch: 20,
+        leaseFor: "1 minute",
+        handleTimeout: "1 second",
+        pollEvery: "200 millis",
+        cooldown: { after: 1, base: "1 minute", cap: "1 minute" },
+        handle: (delivery) =>
+          Effect.sync(() => sent.push(delivery.id)).pipe(
+            Effect.andThen(Effect.sleep("50 millis")),
+            Effect.as({ outcome: Outcome.retry(new Date(), "HTTP 500"), attempt: boom })
+          )
+      }).pipe(Scope.provide(scope))
+      yield* eventually(
+        Effect.map(queue.cooldownUntil(target), Option.getOrUndefined),
+        { what: "the target to cool down" }
+      )
+      const rows = yield* eventually(
+        queue.list({ orgId: org, kind: "email", targetId: target }).pipe(
+          Effect.map((rows) => rows.every((d) => d.status !== "sending") ? rows : undefined)
+        ),
+        { what: "the waiting deliveries to be given back" }
+      )
+      yield* Effect.sleep("300 millis")
+      yield* Scope.close(scope, Exit.void)
+      assert.strictEqual(sent.length, 2, "only the first round (perTarget) was sent")
+      const untouched = rows.filter((d) => !sent.includes(d.id))
+      assert.strictEqual(untouched.length, 8)
+      assert.isTrue(untouched.every((d) => d.status === "queued" && d.attempts === 0), "given back, attempt not counted")
+      yield* queue.failUndelivered("email", target, "test over")
+    }))
+
+  it.effect("a failing target is probed one request at a time while a healthy one gets its full share", () =>
+    Effect.gen(function*() {
+      const queue = yield* DeliveryQueue
+      const sql = yield* SqlClient.SqlClient
+      const org = yield* newOrg
+      const failing = newId()
+      const healthy = newId()
+      for (const target of [failing, healthy]) {
+        yield* queue.enqueueMany(Array.from({ length: 6 }, () => ({ orgId: org, kind: "email" as const, targetId: target, capacity: 50 })))
+      }
+      // Its latest attempts failed (no cooldown policy here, so it is still claimable).
+      yield* sql`UPDATE delivery_targets SET consecutive_failures = 2 WHERE id = ${failing}`
+      const meter = concurrencyMeter()
+      const scope = yield* Scope.make()
+      yield* runWorker({
+        kind: "email",
+        concurrency: 16,
+        perTarget: 3,
+        prefetch: 12,
+        leaseFor: "1 minute",
+        handleTimeout: "1 second",
+        pollEvery: "200 millis",
+        handle: (delivery) =>
+          meter.around(delivery.targetId, Effect.sleep("40 millis")).pipe(
+            Effect.as(
+              delivery.targetId === failing
+                ? { outcome: Outcome.retry(new Date(), "HTTP 500"), attempt: boom }
+                : { outcome: Outcome.delivered(), attempt: ok }
+            )
+          )
+      }).pipe(Scope.provide(scope))
+      yield* eventually(
+        Effect.map(queue.undelivered("email", healthy), (n) => n === 0 ? true : undefined),
+        { what: "the healthy target to drain" }
+      )
+      yield* eventually(
+        queue.list({ orgId: org, kind: "email", targetId: failing }).pipe(
+          Effect.map((rows) => rows.filter((d) => d.attempts >= 2).length >= 6 ? true : undefined)
+        ),
+        { what: "every delivery of the failing target to be tried twice" }
+      )
+      yield* Scope.close(scope, Exit.void)
+      assert.strictEqual(meter.peak(failing), 1)
+      assert.strictEqual(meter.peak(healthy), 3)
+      yield* queue.failUndelivered("email", failing, "test over")
+    }))
+
+  it.effect("at shutdown the deliveries waiting here go back at once; the one in flight keeps its lease", () =>
+    Effect.gen(function*() {
+      const queue = yield* DeliveryQueue
+      const org = yield* newOrg
+      const target = newId()
+      yield* queue.enqueueMany(Array.from({ length: 5 }, () => ({ orgId: org, kind: "email" as const, targetId: target, capacity: 50 })))
+      const started = yield* Deferred.make<string>()
+      const scope = yield* Scope.make()
+      yield* runWorker({
+        kind: "email",
+        concurrency: 4,
+        perTarget: 1,
+        prefetch: 5,
+        leaseFor: "1 minute",
+        handleTimeout: "1 second",
+        pollEvery: "200 millis",
+        handle: (delivery) => Deferred.succeed(started, delivery.id).pipe(Effect.andThen(Effect.never))
+      }).pipe(Scope.provide(scope))
+      const inFlight = yield* Deferred.await(started)
+      yield* eventually(
+        queue.list({ orgId: org, kind: "email", targetId: target }).pipe(
+          Effect.map((rows) => rows.every((d) => d.status === "sending") ? true : undefined)
+        ),
+        { what: "all five to be claimed" }
+      )
+      yield* Scope.close(scope, Exit.void)
+      const rows = yield* queue.list({ orgId: org, kind: "email", targetId: target })
+      const [sending, rest] = [rows.filter((d) => d.id === inFlight), rows.filter((d) => d.id !== inFlight)]
+      assert.deepStrictEqual(sending.map((d) => d.status), ["sending"])
+      assert.deepStrictEqual(rest.map((d) => [d.status, d.attempts]), Array.from({ length: 4 }, () => ["queued", 0]))
+      yield* queue.failUndelivered("email", target, "test over")
+    }))
+
+  it.effect("a delivery that waited too long to finish within its lease is given back and claimed afresh, not sent late", () =>
+    Effect.gen(function*() {
+      const queue = yield* DeliveryQueue
+      const org = yield* newOrg
+      const target = newId()
+      yield* queue.enqueueMany(Array.from({ length: 3 }, () => ({ orgId: org, kind: "email" as const, targetId: target, capacity: 50 })))
+      const seen: Array<Claimed> = []
+      const scope = yield* Scope.make()
+      // Lease 6 s, sends take at most 0.5 s: a delivery may wait here 3.5 s.
+      yield* runWorker({
+        kind: "email",
+        concurrency: 4,
+        perTarget: 1,
+        prefetch: 3,
+        leaseFor: "6 seconds",
+        handleTimeout: "500 millis",
+        pollEvery: "200 millis",
+        handle: (delivery) =>
+          Effect.sync(() => seen.push(delivery)).pipe(
+            // The first send overstays its declared time and holds the only slot.
+            Effect.andThen(seen.length === 0 ? Effect.sleep("4 seconds") : Effect.void),
+            Effect.as({ outcome: Outcome.delivered(), attempt: ok })
+          )
+      }).pipe(Scope.provide(scope))
+      yield* eventually(
+        Effect.map(queue.undelivered("email", target), (n) => n === 0 ? true : undefined),
+        { what: "all three to be delivered", timeoutMs: 20_000 }
+      )
+      yield* Scope.close(scope, Exit.void)
+      assert.strictEqual(seen.length, 3)
+      const [first, ...later] = seen
+      assert.isTrue(later.every((d) => d.leaseOwner !== first!.leaseOwner), "sent under a new claim, not the stale one")
+      assert.isTrue(later.every((d) => d.attempts === 1), "giving back did not count an attempt")
+    }), { timeout: 30_000 })
+})
