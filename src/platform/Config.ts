@@ -93,6 +93,9 @@ const positiveMillis = (name: string, fallback: number) =>
     Config.mapEffect((ms) => ms >= 10 ? Effect.succeed(ms) : Effect.fail(invalid(`${name} must be at least 10 (milliseconds)`)))
   )
 
+/** What a webhook lease must leave beyond the send deadline, to record the outcome. */
+const LEASE_MARGIN_MS = 2_000
+
 export const svcConfig: Config.Config<SvcConfigShape> = Config.all({
   // 0 asks the system for a free port (tests, several local instances).
   port: Config.Int("PORT").pipe(
@@ -142,7 +145,15 @@ export const svcConfig: Config.Config<SvcConfigShape> = Config.all({
   maxBodyBytes: Config.Int("SVC_MAX_BODY_BYTES").pipe(Config.withDefault(1024 * 1024)),
   sseKeepAliveMs: positiveMillis("SVC_SSE_KEEPALIVE_MS", 15_000),
   ssePollMs: positiveMillis("SVC_SSE_POLL_MS", 10_000)
-})
+}).pipe(
+  // A lease that can run out while its send is still within its deadline
+  // would let another process send the same delivery at the same time.
+  Config.mapEffect((config) =>
+    Duration.toMillis(config.webhookLease) >= Duration.toMillis(config.webhookSendTimeout) + LEASE_MARGIN_MS
+      ? Effect.succeed(config)
+      : Effect.fail(invalid(`SVC_WEBHOOK_LEASE must be at least SVC_WEBHOOK_TIMEOUT plus ${LEASE_MARGIN_MS / 1000}s`))
+  )
+)
 
 export class SvcConfig extends Context.Service<SvcConfig, SvcConfigShape>()("svc/platform/SvcConfig") {
   /** Reads the environment once. */
