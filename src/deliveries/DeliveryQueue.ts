@@ -16,8 +16,10 @@
  *
  * Target health (`delivery_targets`) drives cooldowns: consecutive failed
  * attempts put a target in a capped exponential cooldown during which
- * nothing is claimed for it, replays included. The queue is the only place
- * that knows these rules; capabilities map statuses to their own API.
+ * nothing is claimed for it, replays included. The same row holds the
+ * target's undelivered count, kept by triggers (migration 0401), which the
+ * capacity rule reads instead of counting the queue. The queue is the only
+ * place that knows these rules; capabilities map statuses to their own API.
  */
 import { PgClient } from "@effect/sql-pg"
 import { Context, Duration, Effect, Layer, Option } from "effect"
@@ -245,6 +247,12 @@ export class DeliveryQueue extends Context.Service<DeliveryQueue, {
     reason: string,
     options?: { readonly except?: string | undefined }
   ) => Effect.Effect<number>
+  /**
+   * The target is gone (endpoint or destination deleted): `failUndelivered`
+   * with `reason`, and its health record (failures, cooldown, count) is
+   * dropped. Answers how many deliveries failed.
+   */
+  readonly removeTarget: (kind: DeliveryKind, targetId: string, reason: string) => Effect.Effect<number>
   /** How many deliveries of the target are still to be delivered. */
   readonly undelivered: (kind: DeliveryKind, targetId: string) => Effect.Effect<number>
   /** When the next delivery of `kind` becomes claimable (due, out of cooldown, or lease expired), if any is waiting. */
@@ -683,6 +691,28 @@ export class DeliveryQueue extends Context.Service<DeliveryQueue, {
         return rows.length
       })
 
+      // One statement: the count trigger then finds the target row gone and
+      // leaves it gone.
+      const removeTarget = Effect.fn("DeliveryQueue.removeTarget")(function*(
+        kind: DeliveryKind,
+        targetId: string,
+        reason: string
+      ) {
+        const [row] = yield* sql<{ n: number }>`
+          WITH failed AS (
+            UPDATE deliveries
+            SET status = 'failed', last_error = ${reason}, finished_at = now(), lease_owner = NULL, lease_until = NULL
+            WHERE kind = ${kind} AND target_id = ${targetId} AND status IN ${undeliveredList}
+            RETURNING id
+          ),
+          forgotten AS (
+            DELETE FROM delivery_targets WHERE id = ${targetId} AND kind = ${kind} RETURNING id
+          )
+          SELECT (SELECT count(*)::int FROM failed) AS n, (SELECT count(*) FROM forgotten) AS forgotten
+        `.pipe(Effect.orDie)
+        return row!.n
+      })
+
       const undelivered = Effect.fn("DeliveryQueue.undelivered")(function*(kind: DeliveryKind, targetId: string) {
         const [row] = yield* sql<{ n: number }>`
           SELECT count(*)::int AS n FROM deliveries
@@ -738,6 +768,7 @@ export class DeliveryQueue extends Context.Service<DeliveryQueue, {
         get,
         attempts,
         failUndelivered,
+        removeTarget,
         undelivered,
         nextDue,
         cooldownUntil,

@@ -41,7 +41,7 @@ export const NotificationsHandlers = HttpApiBuilder.group(
         CurrentPrincipal.use((p) =>
           Effect.gen(function*() {
             yield* endpoints.remove(p.orgId, params.id)
-            yield* queue.failUndelivered("webhook", params.id, "endpoint deleted")
+            yield* queue.removeTarget("webhook", params.id, "endpoint deleted")
           })
         ),
       rotateSecret: ({ params, payload }) =>

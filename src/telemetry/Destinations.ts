@@ -191,7 +191,7 @@ export class TelemetryDestinations extends Context.Service<TelemetryDestinations
           const gone = yield* repo.remove(orgId, id)
           if (!gone) return false
           yield* secrets.removeOwner(owner(orgId, id))
-          yield* queue.failUndelivered("telemetry", id, "destination deleted")
+          yield* queue.removeTarget("telemetry", id, "destination deleted")
           return true
         })).pipe(Effect.orDie)
         if (!removed) return yield* notFound()

@@ -242,6 +242,26 @@ layer(QueueLive, { excludeTestServices: true })("the shared delivery queue", (it
       }))
   })
 
+  describe("removing a target for good", () => {
+    it.effect("fails what was undelivered and drops the target's health record, which stays gone", () =>
+      Effect.gen(function*() {
+        const queue = yield* DeliveryQueue
+        const sql = yield* SqlClient.SqlClient
+        const org = yield* newOrg
+        const target = newId()
+        yield* queue.enqueue(base(org, target))
+        yield* queue.enqueue(base(org, target))
+        const [inFlight] = (yield* queue.claim("webhook", { limit: 50, leaseFor: "1 minute", perTarget: 1 }))
+          .filter((d) => d.targetId === target)
+        yield* queue.settle(inFlight!, Outcome.retry(new Date(), "HTTP 500"), ok, { after: 5, base: "1 minute", cap: "1 minute" })
+        assert.lengthOf(yield* sql`SELECT 1 FROM delivery_targets WHERE id = ${target}`, 1)
+        assert.strictEqual(yield* queue.removeTarget("webhook", target, "endpoint deleted"), 2)
+        assert.lengthOf(yield* sql`SELECT 1 FROM delivery_targets WHERE id = ${target}`, 0)
+        const rows = yield* queue.list({ orgId: org, kind: "webhook", targetId: target })
+        assert.deepStrictEqual(rows.map((r) => [r.status, r.lastError]), [["failed", "endpoint deleted"], ["failed", "endpoint deleted"]])
+      }))
+  })
+
   describe("the worker loop", () => {
     it.effect("a target whose sends hang holds only its own slots; other targets' deliveries all go out", () =>
       Effect.gen(function*() {
