@@ -138,6 +138,11 @@ export default async (): Promise<ScenarioResult> =>
     yield* waitUntil(() => received("/svc").length >= BURST, 120_000)
     const svcBurstSeconds = (Date.now() - burstStart) / 1000
     const svcRate = BURST / svcBurstSeconds
+    // Where the burst's time goes: until the first receipt (write, first
+    // fan-out, first claim, TLS handshakes), and the rate once under way.
+    const receipts = received("/svc").map((r) => r.completedAt).sort((a, b) => a - b)
+    const firstReceiptMs = receipts[0]! - burstStart
+    const lastQuarterRate = (BURST / 4) / ((receipts[BURST - 1]! - receipts[Math.floor((BURST * 3) / 4) - 1]!) / 1000)
 
     // --- svc paced
     const paced = (path: string) =>
@@ -231,6 +236,7 @@ export default async (): Promise<ScenarioResult> =>
       notes: [
         `burst of ${BURST} events; paced ${PACED_RATE} events/s for ${PACED_SECONDS} s; ${databaseUrl ? "PostgreSQL server" : "embedded PGlite"}; receiver answers 204 at once`,
         `svc / bare throughput: ${round((svcRate / bareRate) * 100)} %`,
+        `svc burst: first event received after ${firstReceiptMs} ms; last quarter of the burst at ${round(lastQuarterRate)} events/s (${round((lastQuarterRate / bareRate) * 100)} % of bare)`,
         `healthy endpoint p99 with a hanging endpoint beside it: ${percentile(svcWithHang, 99)} ms vs ${percentile(svcPaced, 99)} ms without (hanging endpoint got ${hangAttempts} attempts)`
       ]
     } satisfies ScenarioResult
