@@ -410,17 +410,18 @@ layer(webhookService({ webhookSendTimeout: Duration.seconds(30) }), { excludeTes
         respond: (request) => request.path.startsWith("/stuck") ? Reply.hang() : Reply.ok()
       })
       const org = yield* SvcTest.org()
-      // 7 endpoints × 5 events = 35 hanging requests: more than one
-      // connection pool to that host holds, were pools shared.
+      // 7 endpoints × 12 events = 84 hanging requests: more than one
+      // connection pool to that host holds, were pools shared, and more than
+      // a process had slots for when it kept 64.
       const stuck = yield* Effect.forEach(
         [1, 2, 3, 4, 5, 6, 7],
         (n) => endpointFor(org, receiver.url(`/stuck-${n}`), ["approval.requested"])
       )
-      yield* insertEvents(Array.from({ length: 5 }, () => eventBody(org.orgId, "approval.requested")))
+      yield* insertEvents(Array.from({ length: 12 }, () => eventBody(org.orgId, "approval.requested")))
       // Every stuck request is hanging at the receiver before the healthy endpoint exists...
       yield* eventually(Effect.sync(() =>
-        receiver.requests().filter((r) => r.path.startsWith("/stuck")).length === 35 ? true : undefined
-      ), { what: "35 hanging requests" })
+        receiver.requests().filter((r) => r.path.startsWith("/stuck")).length === 84 ? true : undefined
+      ), { what: "84 hanging requests" })
       const healthy = yield* endpointFor(org, receiver.url("/healthy"), ["approval.approved"])
       yield* insertEvents(Array.from({ length: 5 }, () => eventBody(org.orgId, "approval.approved")))
       yield* waitForDeliveries(healthy.endpoint.id, (rows) => rows.length === 5 && rows.every((r) => r.status === "delivered"))
@@ -431,6 +432,6 @@ layer(webhookService({ webhookSendTimeout: Duration.seconds(30) }), { excludeTes
         WHERE d.target_id IN ${sql.in(stuck.map((s) => s.endpoint.id))}
       `
       assert.strictEqual(finished!.n, 0)
-      assert.strictEqual(byPath(receiver, "/stuck-1").length, 5)
+      assert.strictEqual(byPath(receiver, "/stuck-1").length, 12)
     }).pipe(Effect.scoped))
 })
