@@ -26,6 +26,7 @@ import { Context, Duration, Effect, Layer, Option } from "effect"
 import { NotFound } from "../api/Errors.ts"
 import { NotReplayable, QueueFull } from "../api/Deliveries.ts"
 import { newId } from "../platform/Ids.ts"
+import { DatabaseInfo } from "../platform/Database.ts"
 import { Wakeups } from "../platform/Wakeups.ts"
 
 /** `email`: reviewer email notifications (target = the organization). */
@@ -267,6 +268,26 @@ export class DeliveryQueue extends Context.Service<DeliveryQueue, {
     Effect.gen(function*() {
       const sql = yield* PgClient.PgClient
       const wakeups = yield* Wakeups
+      const info = yield* DatabaseInfo
+
+      // Lock order. A statement that changes both deliveries and their
+      // targets' rows (health, and the count the triggers keep) takes the
+      // target rows first, in id order, then the deliveries: otherwise two
+      // processes settling overlapping targets, or a settle beside an
+      // endpoint's deletion, can deadlock, and an aborted settle means the
+      // deliveries are sent again once their leases run out. Enqueueing
+      // locks no existing delivery and its trigger takes targets in id
+      // order; claims and releases leave the counts alone. PGlite is one
+      // session, where nothing waits for a lock: there the extra statement
+      // and transaction are skipped.
+      const targetsFirst = <A, R>(targetIds: ReadonlyArray<string>, effect: Effect.Effect<A, never, R>) =>
+        info.kind !== "server" || targetIds.length === 0
+          ? effect
+          : sql.withTransaction(Effect.gen(function*() {
+            const ordered = [...new Set(targetIds)].sort()
+            yield* sql`SELECT id FROM delivery_targets WHERE id IN ${sql.in(ordered)} ORDER BY id FOR UPDATE`
+            return yield* effect
+          })).pipe(Effect.orDie)
       const undeliveredList = sql.in(UNDELIVERED as Array<string>)
 
       const enqueue = Effect.fn("DeliveryQueue.enqueue")(function*(input: EnqueueInput) {
@@ -473,7 +494,7 @@ export class DeliveryQueue extends Context.Service<DeliveryQueue, {
               WHEN r.cooldown_after IS NULL THEN r.f0 + r.failures
               ELSE least(r.f0 + r.failures, greatest(r.f0 + 1, r.cooldown_after))
             END`)
-        const settled = yield* sql<{ delivery_id: string; lease_owner: string; cooldown_until: Date | null; target_id: string }>`
+        const settled = yield* targetsFirst(items.map((item) => item.claimed.targetId), sql<{ delivery_id: string; lease_owner: string; cooldown_until: Date | null; target_id: string }>`
           WITH input AS (
             SELECT * FROM jsonb_to_recordset(${JSON.stringify(rows)}::jsonb) AS x(
               ord int, id uuid, lease_owner uuid, target_id uuid, status text, last_error text, meta jsonb,
@@ -536,7 +557,7 @@ export class DeliveryQueue extends Context.Service<DeliveryQueue, {
           )
           SELECT h.id AS delivery_id, h.lease_owner, h.target_id, t.cooldown_until
           FROM held h LEFT JOIN health t ON t.id = h.target_id
-        `.pipe(Effect.orDie)
+        `.pipe(Effect.orDie))
         // Keyed by lease, not only by delivery: one batch may hold the same
         // delivery twice (a lease that ran out while its send was still in
         // flight, and the claim that took it over); only the holder's counts.
@@ -681,13 +702,13 @@ export class DeliveryQueue extends Context.Service<DeliveryQueue, {
         options?: { readonly except?: string | undefined }
       ) {
         // `except`: the delivery whose handler decided this (it settles itself).
-        const rows = yield* sql<{ id: string }>`
+        const rows = yield* targetsFirst([targetId], sql<{ id: string }>`
           UPDATE deliveries
           SET status = 'failed', last_error = ${reason}, finished_at = now(), lease_owner = NULL, lease_until = NULL
           WHERE kind = ${kind} AND target_id = ${targetId} AND status IN ${undeliveredList}
           ${options?.except === undefined ? sql`` : sql`AND id <> ${options.except}`}
           RETURNING id
-        `.pipe(Effect.orDie)
+        `.pipe(Effect.orDie))
         return rows.length
       })
 
@@ -698,7 +719,7 @@ export class DeliveryQueue extends Context.Service<DeliveryQueue, {
         targetId: string,
         reason: string
       ) {
-        const [row] = yield* sql<{ n: number }>`
+        const [row] = yield* targetsFirst([targetId], sql<{ n: number }>`
           WITH failed AS (
             UPDATE deliveries
             SET status = 'failed', last_error = ${reason}, finished_at = now(), lease_owner = NULL, lease_until = NULL
@@ -709,7 +730,7 @@ export class DeliveryQueue extends Context.Service<DeliveryQueue, {
             DELETE FROM delivery_targets WHERE id = ${targetId} AND kind = ${kind} RETURNING id
           )
           SELECT (SELECT count(*)::int FROM failed) AS n, (SELECT count(*) FROM forgotten) AS forgotten
-        `.pipe(Effect.orDie)
+        `.pipe(Effect.orDie))
         return row!.n
       })
 
