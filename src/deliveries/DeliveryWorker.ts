@@ -115,10 +115,13 @@ export const runWorker = <R>(options: WorkerOptions<R>) =>
     /** Whether the target's latest known attempt failed. */
     const failing = new Map<string, boolean>()
     /**
-     * Failed attempts not yet recorded, per target: until they are, a failing
-     * target gets nothing new (recording them may start its cooldown).
+     * Sends that are over but whose outcome is not recorded yet, per target.
+     * Bounded (with those in flight) so that a crash leaves at most twice
+     * `perTarget` deliveries of a target to be sent again; and a failing
+     * target gets nothing new until its failures are recorded (recording them
+     * may start its cooldown).
      */
-    const unrecordedFailures = new Map<string, number>()
+    const unrecorded = new Map<string, number>()
     /** Targets cooling down, as learnt from settling (ms since epoch). */
     const coolingUntil = new Map<string, number>()
     let toRelease: Array<Claimed> = []
@@ -126,17 +129,23 @@ export const runWorker = <R>(options: WorkerOptions<R>) =>
     let moreMayBeDue = true
     /** Shutting down: nothing more starts. */
     let closing = false
+    /**
+     * The last outcome could not be written (the database is unreachable):
+     * nothing more starts, since what is sent now could not be recorded
+     * either and would be sent again. A statement that works clears it.
+     */
+    let recordingFails = false
     const changed = Latch.makeUnsafe(false)
     const poke = () => changed.openUnsafe()
 
     const forgetIfIdle = (target: string) => {
       if (
         (inFlightOf.get(target) ?? 0) === 0 && (waiting.get(target)?.length ?? 0) === 0 &&
-        (unrecordedFailures.get(target) ?? 0) === 0
+        (unrecorded.get(target) ?? 0) === 0
       ) {
         waiting.delete(target)
         inFlightOf.delete(target)
-        unrecordedFailures.delete(target)
+        unrecorded.delete(target)
         failing.delete(target)
         const until = coolingUntil.get(target)
         if (until !== undefined && until <= Date.now()) coolingUntil.delete(target)
@@ -157,10 +166,14 @@ export const runWorker = <R>(options: WorkerOptions<R>) =>
         yield* queue.settleMany(batch.map((entry) => entry.item)).pipe(
           Effect.matchCause({
             onSuccess: (settled) => {
+              recordingFails = false
               for (const [target, until] of settled.coolingUntil) coolingUntil.set(target, until.getTime())
               batch.forEach((entry, i) => Deferred.doneUnsafe(entry.done, Effect.succeed(settled.held[i] ?? false)))
             },
-            onFailure: (cause) => batch.forEach((entry) => Deferred.doneUnsafe(entry.done, Effect.failCause(cause)))
+            onFailure: (cause) => {
+              recordingFails = true
+              batch.forEach((entry) => Deferred.doneUnsafe(entry.done, Effect.failCause(cause)))
+            }
           })
         )
         // Settled leases no longer count against their targets' claim limits.
@@ -191,9 +204,8 @@ export const runWorker = <R>(options: WorkerOptions<R>) =>
         ),
         Effect.tap(({ outcome }) =>
           Effect.sync(() => {
-            const failed = outcome._tag === "Retry" || outcome._tag === "Failed"
-            failing.set(delivery.targetId, failed)
-            if (failed) unrecordedFailures.set(delivery.targetId, (unrecordedFailures.get(delivery.targetId) ?? 0) + 1)
+            failing.set(delivery.targetId, outcome._tag === "Retry" || outcome._tag === "Failed")
+            unrecorded.set(delivery.targetId, (unrecorded.get(delivery.targetId) ?? 0) + 1)
           })
         ),
         Effect.onExit(() => Effect.sync(() => {
@@ -208,10 +220,8 @@ export const runWorker = <R>(options: WorkerOptions<R>) =>
         Effect.flatMap(({ attempt, outcome }) =>
           settle({ claimed: delivery, outcome, attempt, cooldown: options.cooldown }).pipe(
             Effect.ensuring(Effect.sync(() => {
-              if (outcome._tag === "Retry" || outcome._tag === "Failed") {
-                unrecordedFailures.set(delivery.targetId, (unrecordedFailures.get(delivery.targetId) ?? 1) - 1)
-                pump()
-              }
+              unrecorded.set(delivery.targetId, (unrecorded.get(delivery.targetId) ?? 1) - 1)
+              pump()
             }))
           )
         ),
@@ -234,9 +244,29 @@ export const runWorker = <R>(options: WorkerOptions<R>) =>
         Effect.ensuring(Effect.sync(() => forgetIfIdle(delivery.targetId)))
       )
 
+    // A started fiber may run at once, and its end (or a settle it wakes)
+    // calls `pump` again from inside this one: such a call only asks for
+    // another pass, so one pass at a time walks the state.
+    let pumping = false
+    let pumpAgain = false
     /** Starts what may start now, target by target in turn; sets aside what must be given back. */
     const pump = () => {
-      if (closing) return
+      if (pumping) {
+        pumpAgain = true
+        return
+      }
+      pumping = true
+      try {
+        do {
+          pumpAgain = false
+          pumpOnce()
+        } while (pumpAgain)
+      } finally {
+        pumping = false
+      }
+    }
+    const pumpOnce = () => {
+      if (closing || recordingFails) return
       const now = Date.now()
       const served: Array<string> = []
       for (const [target, rows] of waiting) {
@@ -251,10 +281,15 @@ export const runWorker = <R>(options: WorkerOptions<R>) =>
           continue
         }
         const probing = prefetching && failing.get(target) === true
-        const limit = probing ? Math.min(FAILING_TARGET_SENDS, options.perTarget) : options.perTarget
-        const busy = () => (inFlightOf.get(target) ?? 0) + (probing ? unrecordedFailures.get(target) ?? 0 : 0)
+        const mayStart = () => {
+          const sending = inFlightOf.get(target) ?? 0
+          const unsettled = sending + (unrecorded.get(target) ?? 0)
+          return probing
+            ? unsettled < Math.min(FAILING_TARGET_SENDS, options.perTarget)
+            : sending < options.perTarget && unsettled < 2 * options.perTarget
+        }
         let started = false
-        while (rows.length > 0 && inFlight < options.concurrency && busy() < limit) {
+        while (rows.length > 0 && inFlight < options.concurrency && mayStart() && !closing && !recordingFails) {
           const next = rows.shift()!
           waitingCount--
           if (prefetching && now - next.claimedAt > maxWaitMs) {
@@ -271,7 +306,8 @@ export const runWorker = <R>(options: WorkerOptions<R>) =>
       }
       // Their turn is over: they go behind the other targets.
       for (const target of served) {
-        const rows = waiting.get(target)!
+        const rows = waiting.get(target)
+        if (rows === undefined) continue
         waiting.delete(target)
         waiting.set(target, rows)
       }
@@ -287,10 +323,14 @@ export const runWorker = <R>(options: WorkerOptions<R>) =>
     })
 
     const claim = Effect.gen(function*() {
-      const limit = prefetching ? holdLimit - waitingCount : options.concurrency - inFlight - waitingCount
+      const limit = Math.max(
+        0,
+        prefetching ? holdLimit - waitingCount : options.concurrency - inFlight - waitingCount
+      )
       const claimedAt = Date.now()
       moreMayBeDue = false
       const claimed = yield* queue.claim(options.kind, { limit, leaseFor: options.leaseFor, perTarget: prefetch })
+      recordingFails = false
       for (const delivery of claimed) {
         let rows = waiting.get(delivery.targetId)
         if (rows === undefined) {
@@ -304,7 +344,7 @@ export const runWorker = <R>(options: WorkerOptions<R>) =>
         coolingUntil.delete(delivery.targetId)
       }
       // A full claim may have left more behind.
-      if (claimed.length >= limit) moreMayBeDue = true
+      if (claimed.length >= limit && limit > 0) moreMayBeDue = true
       return claimed.length
     })
 
@@ -314,9 +354,12 @@ export const runWorker = <R>(options: WorkerOptions<R>) =>
     // claims at once even when plenty waits: the new work may be another
     // target's, blocked behind nothing.
     let woken = true
+    // While outcomes cannot be written, a claim (even of nothing) is the
+    // probe that says when the database is back.
     const shouldClaim = () =>
-      inFlight + (prefetching ? 0 : waitingCount) < options.concurrency && waitingCount < holdLimit &&
-      (woken || (moreMayBeDue && waitingCount < lowWater))
+      (recordingFails && woken) ||
+      (inFlight + (prefetching ? 0 : waitingCount) < options.concurrency && waitingCount < holdLimit &&
+        (woken || (moreMayBeDue && waitingCount < lowWater)))
 
     const wake = wakeups.wait(wakeTopic(options.kind), Duration.infinity).pipe(
       Effect.andThen(Effect.sync(() => {

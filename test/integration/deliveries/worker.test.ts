@@ -174,6 +174,43 @@ layer(QueueLive, { excludeTestServices: true })("the delivery worker", (it) => {
       yield* queue.failUndelivered("email", target, "test over")
     }))
 
+  it.effect("while outcomes cannot be recorded nothing more is sent; what was claimed waits for the database", () =>
+    Effect.gen(function*() {
+      const queue = yield* DeliveryQueue
+      const org = yield* newOrg
+      const target = newId()
+      yield* queue.enqueueMany(Array.from({ length: 10 }, () => ({ orgId: org, kind: "email" as const, targetId: target, capacity: 50 })))
+      const sent: Array<string> = []
+      let claims = 0
+      const scope = yield* Scope.make()
+      yield* runWorker({
+        kind: "email",
+        concurrency: 8,
+        perTarget: 2,
+        prefetch: 10,
+        leaseFor: "1 minute",
+        handleTimeout: "1 second",
+        pollEvery: "100 millis",
+        handle: (delivery) => Effect.sync(() => sent.push(delivery.id)).pipe(Effect.as({ outcome: Outcome.delivered(), attempt: ok }))
+      }).pipe(
+        // The database goes away after the first claim.
+        Effect.provideService(DeliveryQueue, {
+          ...queue,
+          claim: (kind, options) => claims++ === 0 ? queue.claim(kind, options) : Effect.die(new Error("database unreachable")),
+          nextDue: () => Effect.die(new Error("database unreachable")),
+          settleMany: () => Effect.die(new Error("database unreachable"))
+        }),
+        Scope.provide(scope)
+      )
+      yield* eventually(Effect.sync(() => claims > 2 ? true : undefined), { what: "the loop to keep probing" })
+      yield* Effect.sleep("300 millis")
+      yield* Scope.close(scope, Exit.void)
+      // Sent before the first failure to record came back: at most the
+      // target's limit of sends not yet recorded (twice perTarget).
+      assert.isAtMost(sent.length, 4, "nothing more went out once recording failed")
+      yield* queue.failUndelivered("email", target, "test over")
+    }))
+
   it.effect("a delivery that waited too long to finish within its lease is given back and claimed afresh, not sent late", () =>
     Effect.gen(function*() {
       const queue = yield* DeliveryQueue
