@@ -1,27 +1,11 @@
 /** Batch forms of the queue (added for webhook throughput): same answers as their single forms. */
 import { assert, layer } from "@effect/vitest"
-import { Effect, Layer, Redacted } from "effect"
+import { Effect } from "effect"
 import { SqlClient } from "effect/sql"
 import { DeliveryQueue, Outcome } from "../../../src/deliveries/DeliveryQueue.ts"
 import { eventually } from "../../support/http.ts"
-import { Database } from "../../../src/platform/Database.ts"
 import { newId } from "../../../src/platform/Ids.ts"
-import { Migrations } from "../../../src/platform/Migrations.ts"
-import { Wakeups } from "../../../src/platform/Wakeups.ts"
-
-const serverUrl = process.env.TEST_DATABASE_URL
-const QueueLive = DeliveryQueue.layer.pipe(
-  Layer.provideMerge(Wakeups.layer),
-  Layer.provideMerge(Migrations.layer),
-  Layer.provideMerge(serverUrl ? Database.scratch(Redacted.make(serverUrl)) : Database.memory)
-)
-
-const newOrg = Effect.gen(function*() {
-  const sql = yield* SqlClient.SqlClient
-  const id = newId()
-  yield* sql`INSERT INTO orgs (id, name) VALUES (${id}, 'batch-test')`
-  return id
-}).pipe(Effect.orDie)
+import { newOrg, QueueLive } from "./support.ts"
 
 layer(QueueLive, { excludeTestServices: true })("batch enqueue and settle", (it) => {
   it.effect("enqueueMany keeps order and applies capacity per target as repeated enqueue would", () =>

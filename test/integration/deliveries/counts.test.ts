@@ -4,31 +4,12 @@
  * health written once per settle batch, and giving claimed deliveries back.
  */
 import { assert, layer } from "@effect/vitest"
-import { Effect, Layer, Redacted } from "effect"
+import { Effect } from "effect"
 import { SqlClient } from "effect/sql"
 import fc from "fast-check"
 import { type Claimed, type CooldownPolicy, DeliveryQueue, Outcome } from "../../../src/deliveries/DeliveryQueue.ts"
-import { Database } from "../../../src/platform/Database.ts"
 import { newId } from "../../../src/platform/Ids.ts"
-import { Migrations } from "../../../src/platform/Migrations.ts"
-import { Wakeups } from "../../../src/platform/Wakeups.ts"
-
-const serverUrl = process.env.TEST_DATABASE_URL
-const QueueLive = DeliveryQueue.layer.pipe(
-  Layer.provideMerge(Wakeups.layer),
-  Layer.provideMerge(Migrations.layer),
-  Layer.provideMerge(serverUrl ? Database.scratch(Redacted.make(serverUrl)) : Database.memory)
-)
-
-const newOrg = Effect.gen(function*() {
-  const sql = yield* SqlClient.SqlClient
-  const id = newId()
-  yield* sql`INSERT INTO orgs (id, name) VALUES (${id}, 'counts-test')`
-  return id
-}).pipe(Effect.orDie)
-
-const ok = { statusCode: 204, durationMs: 1 }
-const boom = { statusCode: 500, error: "HTTP 500", durationMs: 1 }
+import { boom, newOrg, ok, QueueLive } from "./support.ts"
 
 type Op = "enqueue" | "enqueueMany" | "claim" | "deliver" | "retry" | "fail" | "release" | "failAll" | "replay" | "delete"
 const ops: ReadonlyArray<Op> = ["enqueue", "enqueueMany", "claim", "deliver", "retry", "fail", "release", "failAll", "replay", "delete"]

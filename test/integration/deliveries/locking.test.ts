@@ -6,24 +6,12 @@
  * their leases run out (a duplicate without a crash).
  */
 import { assert, layer } from "@effect/vitest"
-import { Effect, Layer, Redacted } from "effect"
+import { Effect } from "effect"
 import { SqlClient } from "effect/sql"
 import { type Claimed, DeliveryQueue, Outcome } from "../../../src/deliveries/DeliveryQueue.ts"
-import { Database } from "../../../src/platform/Database.ts"
 import { newId } from "../../../src/platform/Ids.ts"
-import { Migrations } from "../../../src/platform/Migrations.ts"
-import { Wakeups } from "../../../src/platform/Wakeups.ts"
+import { boom, ok, QueueLive, serverUrl } from "./support.ts"
 
-const serverUrl = process.env.TEST_DATABASE_URL
-
-const QueueLive = DeliveryQueue.layer.pipe(
-  Layer.provideMerge(Wakeups.layer),
-  Layer.provideMerge(Migrations.layer),
-  Layer.provideMerge(serverUrl ? Database.scratch(Redacted.make(serverUrl)) : Database.memory)
-)
-
-const boom = { statusCode: 500, error: "HTTP 500", durationMs: 1 }
-const ok = { statusCode: 204, durationMs: 1 }
 const cooldown = { after: 1000, base: "1 minute", cap: "1 minute" } as const
 
 layer(QueueLive, { excludeTestServices: true })("concurrent writers of one target set", (it) => {

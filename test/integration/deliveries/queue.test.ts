@@ -1,30 +1,12 @@
 import { assert, describe, layer } from "@effect/vitest"
-import { Deferred, Effect, Exit, Layer, Logger, Option, Redacted, Scope } from "effect"
+import { Deferred, Effect, Exit, Logger, Option, Scope } from "effect"
 import { SqlClient } from "effect/sql"
 import { DeliveryQueue, Outcome } from "../../../src/deliveries/DeliveryQueue.ts"
 import { runWorker } from "../../../src/deliveries/DeliveryWorker.ts"
-import { Database } from "../../../src/platform/Database.ts"
 import { makeJsonLogger } from "../../../src/platform/Logging.ts"
 import { newId } from "../../../src/platform/Ids.ts"
-import { Migrations } from "../../../src/platform/Migrations.ts"
-import { Wakeups } from "../../../src/platform/Wakeups.ts"
 import { eventually } from "../../support/http.ts"
-
-const serverUrl = process.env.TEST_DATABASE_URL
-const DatabaseLive = serverUrl ? Database.scratch(Redacted.make(serverUrl)) : Database.memory
-
-const QueueLive = DeliveryQueue.layer.pipe(
-  Layer.provideMerge(Wakeups.layer),
-  Layer.provideMerge(Migrations.layer),
-  Layer.provideMerge(DatabaseLive)
-)
-
-const newOrg = Effect.gen(function*() {
-  const sql = yield* SqlClient.SqlClient
-  const id = newId()
-  yield* sql`INSERT INTO orgs (id, name) VALUES (${id}, 'queue-test')`
-  return id
-})
+import { newOrg, QueueLive } from "./support.ts"
 
 const base = (orgId: string, targetId: string) => ({ orgId, kind: "webhook" as const, targetId, capacity: 100 })
 const ok = { durationMs: 1 }

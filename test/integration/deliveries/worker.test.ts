@@ -5,32 +5,13 @@
  * shutdown; a failing target is probed one request at a time.
  */
 import { assert, layer } from "@effect/vitest"
-import { Deferred, Effect, Exit, Layer, Option, Redacted, Scope } from "effect"
+import { Deferred, Effect, Exit, Option, Scope } from "effect"
 import { SqlClient } from "effect/sql"
 import { type Claimed, DeliveryQueue, Outcome } from "../../../src/deliveries/DeliveryQueue.ts"
 import { runWorker } from "../../../src/deliveries/DeliveryWorker.ts"
-import { Database } from "../../../src/platform/Database.ts"
 import { newId } from "../../../src/platform/Ids.ts"
-import { Migrations } from "../../../src/platform/Migrations.ts"
-import { Wakeups } from "../../../src/platform/Wakeups.ts"
 import { eventually } from "../../support/http.ts"
-
-const serverUrl = process.env.TEST_DATABASE_URL
-const QueueLive = DeliveryQueue.layer.pipe(
-  Layer.provideMerge(Wakeups.layer),
-  Layer.provideMerge(Migrations.layer),
-  Layer.provideMerge(serverUrl ? Database.scratch(Redacted.make(serverUrl)) : Database.memory)
-)
-
-const newOrg = Effect.gen(function*() {
-  const sql = yield* SqlClient.SqlClient
-  const id = newId()
-  yield* sql`INSERT INTO orgs (id, name) VALUES (${id}, 'worker-test')`
-  return id
-}).pipe(Effect.orDie)
-
-const ok = { statusCode: 204, durationMs: 1 }
-const boom = { statusCode: 500, error: "HTTP 500", durationMs: 1 }
+import { boom, newOrg, ok, QueueLive } from "./support.ts"
 
 /** Counts sends in flight per target and remembers the highest count. */
 const concurrencyMeter = () => {
@@ -51,13 +32,20 @@ const concurrencyMeter = () => {
   }
 }
 
+/** A new organization and target with `n` email deliveries waiting. */
+const targetWith = (n: number) =>
+  Effect.gen(function*() {
+    const queue = yield* DeliveryQueue
+    const org = yield* newOrg
+    const target = newId()
+    yield* queue.enqueueMany(Array.from({ length: n }, () => ({ orgId: org, kind: "email" as const, targetId: target, capacity: 50 })))
+    return { org, queue, target }
+  })
+
 layer(QueueLive, { excludeTestServices: true })("the delivery worker", (it) => {
   it.effect("a target that starts to cool down gets nothing more: what waited for it goes back unsent", () =>
     Effect.gen(function*() {
-      const queue = yield* DeliveryQueue
-      const org = yield* newOrg
-      const target = newId()
-      yield* queue.enqueueMany(Array.from({ length: 10 }, () => ({ orgId: org, kind: "email" as const, targetId: target, capacity: 50 })))
+      const { org, queue, target } = yield* targetWith(10)
       const sent: Array<string> = []
       const scope = yield* Scope.make()
       yield* runWorker({
@@ -143,10 +131,7 @@ layer(QueueLive, { excludeTestServices: true })("the delivery worker", (it) => {
 
   it.effect("at shutdown the deliveries waiting here go back at once; the one in flight keeps its lease", () =>
     Effect.gen(function*() {
-      const queue = yield* DeliveryQueue
-      const org = yield* newOrg
-      const target = newId()
-      yield* queue.enqueueMany(Array.from({ length: 5 }, () => ({ orgId: org, kind: "email" as const, targetId: target, capacity: 50 })))
+      const { org, queue, target } = yield* targetWith(5)
       const started = yield* Deferred.make<string>()
       const scope = yield* Scope.make()
       yield* runWorker({
@@ -176,10 +161,7 @@ layer(QueueLive, { excludeTestServices: true })("the delivery worker", (it) => {
 
   it.effect("while outcomes cannot be recorded nothing more is sent; what was claimed waits for the database", () =>
     Effect.gen(function*() {
-      const queue = yield* DeliveryQueue
-      const org = yield* newOrg
-      const target = newId()
-      yield* queue.enqueueMany(Array.from({ length: 10 }, () => ({ orgId: org, kind: "email" as const, targetId: target, capacity: 50 })))
+      const { queue, target } = yield* targetWith(10)
       const sent: Array<string> = []
       let claims = 0
       const scope = yield* Scope.make()
@@ -213,10 +195,7 @@ layer(QueueLive, { excludeTestServices: true })("the delivery worker", (it) => {
 
   it.effect("a delivery that waited too long to finish within its lease is given back and claimed afresh, not sent late", () =>
     Effect.gen(function*() {
-      const queue = yield* DeliveryQueue
-      const org = yield* newOrg
-      const target = newId()
-      yield* queue.enqueueMany(Array.from({ length: 3 }, () => ({ orgId: org, kind: "email" as const, targetId: target, capacity: 50 })))
+      const { queue, target } = yield* targetWith(3)
       const seen: Array<Claimed> = []
       const scope = yield* Scope.make()
       // Lease 6 s, sends take at most 0.5 s: a delivery may wait here 3.5 s.
