@@ -12,7 +12,9 @@
  *   holds only its own slots.
  * - Settle: outcomes are written in batches (whatever finished while the
  *   last batch was being written), and a finished send frees its slot before
- *   its outcome is written.
+ *   its outcome is written; sent-but-unrecorded deliveries of a target stay
+ *   within twice `perTarget` (what a crash can make arrive twice). While
+ *   outcomes cannot be written at all, nothing more starts.
  * - Give back: a claimed delivery that waited here too long to still finish
  *   within its lease, or whose target began to cool down, is released unsent
  *   (its attempt not counted); so is everything waiting at shutdown.
@@ -167,6 +169,10 @@ export const runWorker = <R>(options: WorkerOptions<R>) =>
           Effect.matchCause({
             onSuccess: (settled) => {
               recordingFails = false
+              if (coolingUntil.size > 1_000) {
+                const now = Date.now()
+                for (const [target, until] of coolingUntil) if (until <= now) coolingUntil.delete(target)
+              }
               for (const [target, until] of settled.coolingUntil) coolingUntil.set(target, until.getTime())
               batch.forEach((entry, i) => Deferred.doneUnsafe(entry.done, Effect.succeed(settled.held[i] ?? false)))
             },
