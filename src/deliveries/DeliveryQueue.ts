@@ -695,20 +695,26 @@ export class DeliveryQueue extends Context.Service<DeliveryQueue, {
 
       // `sending` rows are failed too: their settle then finds the lease gone
       // (a request already in flight may still arrive, as the spec allows).
+      // The target's undelivered rows as failed with `reason`, answering their
+      // ids; `except`: the delivery whose handler decided this (it settles itself).
+      const failTargetUndelivered = (kind: DeliveryKind, targetId: string, reason: string, except?: string) => sql`
+        UPDATE deliveries
+        SET status = 'failed', last_error = ${reason}, finished_at = now(), lease_owner = NULL, lease_until = NULL
+        WHERE kind = ${kind} AND target_id = ${targetId} AND status IN ${undeliveredList}
+        ${except === undefined ? sql`` : sql`AND id <> ${except}`}
+        RETURNING id
+      `
+
       const failUndelivered = Effect.fn("DeliveryQueue.failUndelivered")(function*(
         kind: DeliveryKind,
         targetId: string,
         reason: string,
         options?: { readonly except?: string | undefined }
       ) {
-        // `except`: the delivery whose handler decided this (it settles itself).
-        const rows = yield* targetsFirst([targetId], sql<{ id: string }>`
-          UPDATE deliveries
-          SET status = 'failed', last_error = ${reason}, finished_at = now(), lease_owner = NULL, lease_until = NULL
-          WHERE kind = ${kind} AND target_id = ${targetId} AND status IN ${undeliveredList}
-          ${options?.except === undefined ? sql`` : sql`AND id <> ${options.except}`}
-          RETURNING id
-        `.pipe(Effect.orDie))
+        const rows = yield* targetsFirst(
+          [targetId],
+          sql<{ id: string }>`${failTargetUndelivered(kind, targetId, reason, options?.except)}`.pipe(Effect.orDie)
+        )
         return rows.length
       })
 
@@ -720,12 +726,7 @@ export class DeliveryQueue extends Context.Service<DeliveryQueue, {
         reason: string
       ) {
         const [row] = yield* targetsFirst([targetId], sql<{ n: number }>`
-          WITH failed AS (
-            UPDATE deliveries
-            SET status = 'failed', last_error = ${reason}, finished_at = now(), lease_owner = NULL, lease_until = NULL
-            WHERE kind = ${kind} AND target_id = ${targetId} AND status IN ${undeliveredList}
-            RETURNING id
-          ),
+          WITH failed AS (${failTargetUndelivered(kind, targetId, reason)}),
           forgotten AS (
             DELETE FROM delivery_targets WHERE id = ${targetId} AND kind = ${kind} RETURNING id
           )

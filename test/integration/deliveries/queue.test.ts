@@ -208,39 +208,41 @@ layer(QueueLive, { excludeTestServices: true })("the shared delivery queue", (it
   })
 
   describe("removing a target", () => {
+    // Two waiting deliveries of a new target, one of them claimed (in flight).
+    const targetWithOneInFlight = Effect.gen(function*() {
+      const queue = yield* DeliveryQueue
+      const org = yield* newOrg
+      const target = newId()
+      yield* queue.enqueue(base(org, target))
+      yield* queue.enqueue(base(org, target))
+      const [inFlight] = (yield* queue.claim("webhook", { limit: 50, leaseFor: "1 minute", perTarget: 1 }))
+        .filter((d) => d.targetId === target)
+      return { queue, org, target, inFlight: inFlight! }
+    })
+    const allFailedWith = (org: string, target: string, reason: string) =>
+      Effect.gen(function*() {
+        const queue = yield* DeliveryQueue
+        const rows = yield* queue.list({ orgId: org, kind: "webhook", targetId: target })
+        assert.deepStrictEqual(rows.map((r) => [r.status, r.lastError]), [["failed", reason], ["failed", reason]])
+      })
+
     it.effect("fails every undelivered delivery with the reason; an in-flight one can no longer settle", () =>
       Effect.gen(function*() {
-        const queue = yield* DeliveryQueue
-        const org = yield* newOrg
-        const target = newId()
-        yield* queue.enqueue(base(org, target))
-        yield* queue.enqueue(base(org, target))
-        const [inFlight] = (yield* queue.claim("webhook", { limit: 50, leaseFor: "1 minute", perTarget: 1 }))
-          .filter((d) => d.targetId === target)
+        const { inFlight, org, queue, target } = yield* targetWithOneInFlight
         assert.strictEqual(yield* queue.failUndelivered("webhook", target, "endpoint deleted"), 2)
-        assert.isFalse(yield* queue.settle(inFlight!, Outcome.delivered(), ok))
-        const rows = yield* queue.list({ orgId: org, kind: "webhook", targetId: target })
-        assert.deepStrictEqual(rows.map((r) => [r.status, r.lastError]), [["failed", "endpoint deleted"], ["failed", "endpoint deleted"]])
+        assert.isFalse(yield* queue.settle(inFlight, Outcome.delivered(), ok))
+        yield* allFailedWith(org, target, "endpoint deleted")
       }))
-  })
 
-  describe("removing a target for good", () => {
-    it.effect("fails what was undelivered and drops the target's health record, which stays gone", () =>
+    it.effect("for good: also drops the target's health record, which stays gone", () =>
       Effect.gen(function*() {
-        const queue = yield* DeliveryQueue
+        const { inFlight, org, queue, target } = yield* targetWithOneInFlight
         const sql = yield* SqlClient.SqlClient
-        const org = yield* newOrg
-        const target = newId()
-        yield* queue.enqueue(base(org, target))
-        yield* queue.enqueue(base(org, target))
-        const [inFlight] = (yield* queue.claim("webhook", { limit: 50, leaseFor: "1 minute", perTarget: 1 }))
-          .filter((d) => d.targetId === target)
-        yield* queue.settle(inFlight!, Outcome.retry(new Date(), "HTTP 500"), ok, { after: 5, base: "1 minute", cap: "1 minute" })
+        yield* queue.settle(inFlight, Outcome.retry(new Date(), "HTTP 500"), ok, { after: 5, base: "1 minute", cap: "1 minute" })
         assert.lengthOf(yield* sql`SELECT 1 FROM delivery_targets WHERE id = ${target}`, 1)
         assert.strictEqual(yield* queue.removeTarget("webhook", target, "endpoint deleted"), 2)
         assert.lengthOf(yield* sql`SELECT 1 FROM delivery_targets WHERE id = ${target}`, 0)
-        const rows = yield* queue.list({ orgId: org, kind: "webhook", targetId: target })
-        assert.deepStrictEqual(rows.map((r) => [r.status, r.lastError]), [["failed", "endpoint deleted"], ["failed", "endpoint deleted"]])
+        yield* allFailedWith(org, target, "endpoint deleted")
       }))
   })
 
