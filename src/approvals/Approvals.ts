@@ -6,12 +6,12 @@
  * session event.
  */
 import { PgClient } from "@effect/sql-pg"
-import { Clock, Context, Effect, Layer, Option } from "effect"
+import { Context, Effect, Layer, Option } from "effect"
 import type { ApprovalEventType, ApprovalSnapshot, Policy, PolicyInput } from "../api/Approvals.ts"
 import { InvalidRequest, InvalidTransition, NotFound } from "../api/Errors.ts"
 import { appendSessionEvent, SessionHub } from "../agents/SessionEvents.ts"
 import { newId } from "../platform/Ids.ts"
-import { iso } from "../platform/Time.ts"
+import { databaseNow, iso } from "../platform/Time.ts"
 import { Wakeups } from "../platform/Wakeups.ts"
 import { DEFAULT_POLICY, type DeadlineState, type DueKind, fire, nextDue, noticeFits, plan, type PolicyRule } from "./Deadlines.ts"
 import { type ApprovalRow, makeApprovalEvent, snapshotOf, writeToOutbox } from "./Events.ts"
@@ -63,8 +63,10 @@ export interface ApprovalRequest {
   readonly stepId: string
   readonly taskId: string | null
   readonly rule: PolicyRule
+  /** When it was requested: the database's `now()` in the caller's transaction (`databaseNow`). */
   readonly now: number
 }
+
 
 export class Approvals extends Context.Service<Approvals, {
   readonly putPolicy: (orgId: string, actionClass: string, input: PolicyInput) => Effect.Effect<Policy, InvalidRequest>
@@ -85,8 +87,8 @@ export class Approvals extends Context.Service<Approvals, {
   ) => Effect.Effect<ApprovalSnapshot, NotFound | InvalidTransition>
   /** Fires the most overdue deadline, if any is due; true when one fired. */
   readonly fireNextDue: Effect.Effect<boolean>
-  /** The earliest deadline still to fire (epoch ms), for the scheduler's sleep. */
-  readonly earliestDue: Effect.Effect<number | null>
+  /** The earliest deadline still to fire and the database's time now (epoch ms), for the scheduler's sleep. */
+  readonly earliestDue: Effect.Effect<{ readonly at: number | null; readonly now: number }>
 }>()("svc/approvals/Approvals") {
   static readonly layer = Layer.effect(
     Approvals,
@@ -174,7 +176,6 @@ export class Approvals extends Context.Service<Approvals, {
         decision: "approve" | "reject"
       ) {
         yield* Effect.annotateCurrentSpan({ "svc.approval_id": approvalId })
-        const now = yield* Clock.currentTimeMillis
         const status = decision === "approve" ? "approved" : "rejected"
         const resolution = decision === "approve" ? "allow" : "reject"
         const decided = yield* sql.withTransaction(Effect.gen(function*() {
@@ -185,6 +186,7 @@ export class Approvals extends Context.Service<Approvals, {
           `
           if (current === undefined) return { _tag: "missing" as const }
           if (current.status !== "pending") return { _tag: "closed" as const, status: current.status }
+          const now = yield* databaseNow(sql)
           if (current.expires_at.getTime() <= now) {
             // The final deadline lapsed before the scheduler fired it (a
             // process down or busy): the approval closed without a decision.
@@ -285,16 +287,15 @@ export class Approvals extends Context.Service<Approvals, {
       })
 
       const fireNextDue = Effect.gen(function*() {
-        const now = yield* Clock.currentTimeMillis
         const fired = yield* sql.withTransaction(Effect.gen(function*() {
           const [row] = yield* sql<FullApprovalRow>`
             SELECT ${sql.literal(COLUMNS)} FROM approvals
-            WHERE next_due_at <= ${isoMs(now)}::timestamptz AND status = 'pending'
+            WHERE next_due_at <= now() AND status = 'pending'
             ORDER BY next_due_at LIMIT 1
             FOR UPDATE SKIP LOCKED
           `
           if (row === undefined) return Option.none<{ sessionId: string | null }>()
-          return Option.some(yield* fireDeadline(row, now))
+          return Option.some(yield* fireDeadline(row, yield* databaseNow(sql)))
         })).pipe(Effect.orDie)
         if (Option.isNone(fired)) return false
         yield* wakeups.signal("events")
@@ -302,10 +303,10 @@ export class Approvals extends Context.Service<Approvals, {
         return true
       })
 
-      const earliestDue = sql<{ at: Date | null }>`
-        SELECT min(next_due_at) AS at FROM approvals WHERE next_due_at IS NOT NULL
+      const earliestDue = sql<{ at: Date | null; now: Date }>`
+        SELECT min(next_due_at) AS at, clock_timestamp() AS now FROM approvals WHERE next_due_at IS NOT NULL
       `.pipe(
-        Effect.map(([row]) => (row?.at == null ? null : new Date(row.at).getTime())),
+        Effect.map(([row]) => ({ at: row?.at == null ? null : new Date(row.at).getTime(), now: new Date(row!.now).getTime() })),
         Effect.orDie
       )
 

@@ -9,7 +9,7 @@
  * Between rounds it sleeps until the earliest deadline, a `"approvals"`
  * wake-up (a new or decided approval), or the poll cap, whichever is first.
  */
-import { Clock, Effect, Layer } from "effect"
+import { Effect, Layer } from "effect"
 import { Wakeups } from "../platform/Wakeups.ts"
 import { Approvals } from "./Approvals.ts"
 import { sleepMillis } from "./Deadlines.ts"
@@ -29,8 +29,9 @@ export const ApprovalScheduler = {
     const wakeups = yield* Wakeups
 
     const round = Effect.gen(function*() {
-      const earliest = yield* approvals.earliestDue
-      const now = yield* Clock.currentTimeMillis
+      // Both instants are the database's: a process clock that is off does
+      // not move when a deadline fires.
+      const { at: earliest, now } = yield* approvals.earliestDue
       if (earliest !== null && earliest <= now) {
         let fired = 0
         while (fired < ROUND && (yield* approvals.fireNextDue)) fired++

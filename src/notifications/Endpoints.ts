@@ -15,7 +15,7 @@ import { type EventType, EventTypes, InvalidWebhookEvents, type NotificationEndp
 import { OutboundHttp } from "../outbound/OutboundHttp.ts"
 import { SvcConfig } from "../platform/Config.ts"
 import { newId } from "../platform/Ids.ts"
-import { iso } from "../platform/Time.ts"
+import { databaseNow, iso } from "../platform/Time.ts"
 import { SecretStore, type SecretOwner } from "../secrets/SecretStore.ts"
 import { newSigningSecret } from "./Signing.ts"
 
@@ -247,14 +247,16 @@ export class NotificationEndpoints extends Context.Service<NotificationEndpoints
         const row = yield* find(orgId, id)
         const owner = endpointOwner(orgId, id)
         const secret = newSigningSecret()
-        const until = new Date(Date.now() + (overlapSeconds ?? DEFAULT_OVERLAP_SECONDS) * 1000)
-        yield* sql.withTransaction(Effect.gen(function*() {
+        const until = yield* sql.withTransaction(Effect.gen(function*() {
+          // The overlap ends in the database's time: that is what `list` compares with.
+          const until = new Date((yield* databaseNow(sql)) + (overlapSeconds ?? DEFAULT_OVERLAP_SECONDS) * 1000)
           const current = yield* secrets.list(owner)
           for (const old of current) {
             // Shorten, never lengthen, the life of a secret already expiring.
             if (old.expires_at === null || new Date(old.expires_at) > until) yield* secrets.expire(owner, old.id, until)
           }
           yield* secrets.put(owner, "signing", Redacted.make(secret))
+          return until
         })).pipe(Effect.orDie)
         yield* forget(orgId, id)
         return { endpoint: toEndpoint(row), secret, previous_secret_expires_at: iso(until) }
