@@ -12,7 +12,8 @@ import * as fs from "node:fs"
 import * as http from "node:http"
 import * as os from "node:os"
 import * as path from "node:path"
-import { Database } from "../../../src/platform/Database.ts"
+import { Database, socketPath } from "../../../src/platform/Database.ts"
+import { isHeld } from "../../../src/platform/DataDir.ts"
 import { cli, startServer } from "../../support/process.ts"
 
 const sha256 = (value: string) => createHash("sha256").update(value).digest("hex")
@@ -50,13 +51,22 @@ describe("the CLI and the server on the embedded database", () => {
   const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), "svc-process-"))
   const env = { SVC_DATA_DIR: dataDir, DATABASE_URL: "" }
 
+  // Each is a whole process start (about a second of CPU on its own):
+  // several at once, each checked, with room for a loaded machine.
   it("prints --help for every command", async () => {
-    for (const command of [[], ["orgs"], ["orgs", "create"], ["orgs", "list"], ["keys"], ["keys", "create"], ["keys", "list"], ["keys", "revoke"]]) {
-      const result = await cli([...command, "--help"], env)
-      assert.strictEqual(result.code, 0, result.stderr)
-      assert.include(result.stdout, "USAGE")
-    }
-  })
+    const commands = [[], ["orgs"], ["orgs", "create"], ["orgs", "list"], ["keys"], ["keys", "create"], ["keys", "list"], ["keys", "revoke"], ["notifications"], ["notifications", "reviewer-email"]]
+    const pending = [...commands]
+    const checked: Array<string> = []
+    await Promise.all(Array.from({ length: 3 }, async () => {
+      for (let command = pending.shift(); command !== undefined; command = pending.shift()) {
+        const result = await cli([...command, "--help"], env)
+        assert.strictEqual(result.code, 0, `${command.join(" ")} --help: ${result.stderr}`)
+        assert.include(result.stdout, "USAGE", `${command.join(" ")} --help`)
+        checked.push(command.join(" "))
+      }
+    }))
+    assert.sameMembers(checked, commands.map((command) => command.join(" ")))
+  }, 180_000)
 
   it("issues organizations and keys without a server; the key is shown once and stored as a hash", async () => {
     const org = json((await cli(["orgs", "create", "--name", "acme", "--json"], env)).stdout)
@@ -112,7 +122,9 @@ describe("the CLI and the server on the embedded database", () => {
       const answer = await inFlight
       assert.strictEqual(answer.status, 201, answer.body)
       assert.strictEqual(await server.exited, 0)
-      assert.isFalse(fs.existsSync(path.join(dataDir, "svc.lock")))
+      // Stopped: the data dir is free and the socket gone.
+      assert.isFalse(isHeld(dataDir))
+      assert.isFalse(fs.existsSync(socketPath(dataDir)))
 
       const again = await startServer(env)
       try {
