@@ -1,0 +1,37 @@
+import { assert, describe, it } from "@effect/vitest"
+import { Cause, Option } from "effect"
+import { SqlError } from "effect/sql"
+import { databaseUnavailable } from "../../../src/server/Availability.ts"
+
+const pgError = (code: string) => Object.assign(new Error("server said no"), { code })
+
+const sqlError = (reason: SqlError.SqlErrorReason) => new SqlError.SqlError({ reason })
+
+describe("which failures mean the database is unavailable for now (503, not 500)", () => {
+  it("a connection that fails or drops, a statement timeout, a server shutting down or starting up", () => {
+    const unavailable = [
+      sqlError(new SqlError.ConnectionError({ cause: Object.assign(new Error("connect"), { code: "ECONNREFUSED" }) })),
+      sqlError(new SqlError.StatementTimeoutError({ cause: pgError("57014") })),
+      sqlError(new SqlError.UnknownError({ cause: pgError("57P01") })),
+      sqlError(new SqlError.UnknownError({ cause: pgError("57P03") })),
+      sqlError(new SqlError.UnknownError({ cause: pgError("53300") }))
+    ]
+    for (const error of unavailable) {
+      assert.isTrue(Option.isSome(databaseUnavailable(Cause.die(error))), error.reason._tag)
+      assert.isTrue(Option.isSome(databaseUnavailable(Cause.fail(error))), error.reason._tag)
+    }
+    const refused = databaseUnavailable(Cause.die(unavailable[0]!))
+    assert.deepStrictEqual(refused, Option.some("the database cannot be reached (ECONNREFUSED)"))
+  })
+
+  it("anything else stays what it is: bugs, constraint violations, other defects", () => {
+    const others = [
+      Cause.die(sqlError(new SqlError.SqlSyntaxError({ cause: pgError("42601") }))),
+      Cause.die(sqlError(new SqlError.UniqueViolation({ cause: pgError("23505"), constraint: "x" }))),
+      Cause.die(sqlError(new SqlError.UnknownError({ cause: pgError("22P02") }))),
+      Cause.die(new Error("a bug")),
+      Cause.fail("not found")
+    ]
+    for (const cause of others) assert.isTrue(Option.isNone(databaseUnavailable(cause)))
+  })
+})
