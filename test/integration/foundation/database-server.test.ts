@@ -6,13 +6,14 @@
  */
 import { PgClient } from "@effect/sql-pg"
 import { assert, describe, it } from "@effect/vitest"
-import { Cause, Duration, Effect, Exit, Fiber, Layer, Option, Redacted } from "effect"
+import { Cause, Context, Duration, Effect, Exit, Fiber, Layer, Option, Redacted } from "effect"
 import { SqlClient, SqlError } from "effect/sql"
 import { randomBytes } from "node:crypto"
 import * as fs from "node:fs"
 import { SvcConfig } from "../../../src/platform/Config.ts"
 import { Database } from "../../../src/platform/Database.ts"
 import { Migrations } from "../../../src/platform/Migrations.ts"
+import { Wakeups } from "../../../src/platform/Wakeups.ts"
 import { eventually } from "../../support/http.ts"
 import { postgresBin, privatePostgres } from "../../support/privatePostgres.ts"
 import { cli, type RunningServer, scratchDatabaseUrl, startServer } from "../../support/process.ts"
@@ -187,4 +188,29 @@ describe.skipIf(!serverUrl || postgresBin === undefined)("while the database is 
       const created = yield* api(server, key, "/v1/tasks", { method: "POST", body: { name: "after", answer_schema: { type: "object" } } })
       assert.strictEqual(created.status, 201)
     }).pipe(Effect.scoped), 180_000)
+
+  it.live("once the database is back, NOTIFY from other processes wakes this one's workers again", () =>
+    Effect.gen(function*() {
+      const pg = yield* privatePostgres
+      const url = Redacted.make(pg.url)
+      const wakeups = yield* Layer.build(Wakeups.layer.pipe(Layer.provide(Database.server(url, 2)))).pipe(
+        Effect.map((context) => Context.get(context, Wakeups))
+      )
+      const other = PgClient.layer({ url, maxConnections: 1 })
+      /** A wait on a new topic while another session signals it: true when the signal woke it. */
+      const heard = (topic: string) =>
+        Effect.gen(function*() {
+          const waiting = yield* Effect.forkChild(Effect.timed(wakeups.wait(topic, "3 seconds")))
+          yield* Effect.sleep("100 millis")
+          yield* SqlClient.SqlClient.use((sql) => sql`SELECT pg_notify('svc_wakeup', ${topic})`).pipe(Effect.provide(other))
+          const [elapsed] = yield* Fiber.join(waiting)
+          return Duration.toMillis(elapsed) < 2_500 ? true : undefined
+        }).pipe(Effect.orDie)
+      assert.isTrue(yield* heard("before"))
+
+      yield* pg.stop
+      yield* pg.start
+      let round = 0
+      assert.isTrue(yield* eventually(Effect.suspend(() => heard(`after-${round++}`)), { timeoutMs: 60_000, intervalMs: 0, what: "a notification heard after the restart" }))
+    }).pipe(Effect.scoped), 120_000)
 })
