@@ -44,10 +44,24 @@ export const ApprovalScheduler = {
       yield* wakeups.wait("approvals", sleepMillis(earliest, now, POLL_CAP_MS))
     })
 
+    // A failed round (database away) is retried every POLL_CAP_MS, so
+    // deadlines fire within about a second of the database's return; the
+    // log says so once per outage, not once a second.
+    let failing = false
     yield* round.pipe(
-      // A failed round (database briefly away) is logged and retried.
+      Effect.tap(() =>
+        Effect.suspend(() => {
+          if (!failing) return Effect.void
+          failing = false
+          return Effect.logInfo("approval scheduler runs again")
+        })
+      ),
       Effect.catchCause((cause) =>
-        Effect.andThen(Effect.logError("approval scheduler round failed", cause), Effect.sleep(POLL_CAP_MS))
+        Effect.suspend(() => {
+          const log = failing ? Effect.void : Effect.logError("approval scheduler round failed; retrying every second", cause)
+          failing = true
+          return Effect.andThen(log, Effect.sleep(POLL_CAP_MS))
+        })
       ),
       Effect.forever,
       Effect.forkScoped
