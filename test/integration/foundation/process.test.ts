@@ -68,6 +68,8 @@ describe("the CLI and the server on the embedded database", () => {
     assert.sameMembers(checked, commands.map((command) => command.join(" ")))
   }, 180_000)
 
+  // The tests below start several processes each (the first runs PGlite's
+  // initdb): minutes, not seconds, on a loaded machine.
   it("issues organizations and keys without a server; the key is shown once and stored as a hash", async () => {
     const org = json((await cli(["orgs", "create", "--name", "acme", "--json"], env)).stdout)
     assert.deepStrictEqual(Object.keys(org).sort(), ["created_at", "id", "name"])
@@ -95,10 +97,10 @@ describe("the CLI and the server on the embedded database", () => {
       assert.strictEqual(rows[0]!.key_hash, sha256(key.key))
       assert.notInclude(rows[0]!.dump, key.key.slice(4))
     }).pipe(Effect.provide(Database.embedded(dataDir)), Effect.scoped))
-  })
+  }, 300_000)
 
   it("serves on the data dir; the CLI goes through the running server's socket; SIGTERM drains and exits 0; data survives a restart", async () => {
-    const server = await startServer(env)
+    const server = await startServer(env, 150_000)
     try {
       const orgs = json((await cli(["orgs", "list", "--json"], env)).stdout).orgs
       assert.strictEqual(orgs.length, 1)
@@ -126,7 +128,7 @@ describe("the CLI and the server on the embedded database", () => {
       assert.isFalse(isHeld(dataDir))
       assert.isFalse(fs.existsSync(socketPath(dataDir)))
 
-      const again = await startServer(env)
+      const again = await startServer(env, 150_000)
       try {
         const list = await fetch(`${again.baseUrl}/v1/tasks`, { headers: { authorization: `Bearer ${live.key}` } })
         const names = ((await list.json()) as { tasks: Array<{ name: string }> }).tasks.map((t) => t.name).sort()
@@ -138,12 +140,12 @@ describe("the CLI and the server on the embedded database", () => {
     } finally {
       server.child.kill("SIGKILL")
     }
-  })
+  }, 300_000)
 
   it("a second server refuses a data dir another server holds, saying which process", async () => {
-    const first = await startServer(env)
+    const first = await startServer(env, 150_000)
     try {
-      const second = await startServer(env).then(
+      const second = await startServer(env, 150_000).then(
         () => assert.fail("second server started"),
         (error: Error) => error.message
       )
@@ -152,7 +154,7 @@ describe("the CLI and the server on the embedded database", () => {
       first.child.kill("SIGTERM")
       await first.exited
     }
-  })
+  }, 300_000)
 })
 
 describe.runIf(process.env.TEST_DATABASE_URL)("the CLI and the server on a PostgreSQL server", () => {

@@ -32,6 +32,11 @@ const mode = (file: string) => fs.statSync(file).mode & 0o777
 
 const linux = process.platform === "linux"
 
+// Every test here starts processes on a new data directory (PGlite's initdb
+// included): on a loaded machine that takes a while.
+const START_MS = 150_000
+const TEST_MS = 300_000
+
 /** Ports on which process `pid` listens for TCP (Linux: its socket inodes in /proc/net/tcp*). */
 const tcpListeners = (pid: number): Array<number> => {
   const inodes = new Set<string>()
@@ -82,7 +87,7 @@ describe("one process holds a data directory (item 6)", () => {
   it("two servers started at the same instant on an empty data directory: exactly one serves, the other says which process holds it", async () => {
     const dataDir = newDataDir()
     const env = envFor(dataDir)
-    const [a, b] = await Promise.allSettled([startServer(env), startServer(env)])
+    const [a, b] = await Promise.allSettled([startServer(env, START_MS), startServer(env, START_MS)])
     const started = [a, b].filter((r): r is PromiseFulfilledResult<RunningServer> => r.status === "fulfilled")
     const refused = [a, b].filter((r): r is PromiseRejectedResult => r.status === "rejected")
     try {
@@ -94,12 +99,12 @@ describe("one process holds a data directory (item 6)", () => {
     } finally {
       for (const server of started) assert.strictEqual(await stop(server.value), 0)
     }
-  }, 120_000)
+  }, TEST_MS)
 
   it("a restart right after kill -9 succeeds and loses nothing that was accepted", async () => {
     const dataDir = newDataDir()
     const env = envFor(dataDir)
-    const first = await startServer(env)
+    const first = await startServer(env, START_MS)
     let second: RunningServer | undefined
     try {
       const org = json((await cli(["orgs", "create", "--name", "crash", "--json"], env)).stdout)
@@ -115,7 +120,7 @@ describe("one process holds a data directory (item 6)", () => {
       }
       // No wait for the exit: the new server starts while the old one dies.
       first.child.kill("SIGKILL")
-      second = await startServer(env)
+      second = await startServer(env, START_MS)
       const listed = await fetch(`${second.baseUrl}/v1/tasks?limit=100`, { headers: { authorization: `Bearer ${key}` } })
       assert.strictEqual(listed.status, 200)
       const stored = ((await listed.json()) as { tasks: Array<{ name: string }> }).tasks.map((task) => task.name)
@@ -124,7 +129,7 @@ describe("one process holds a data directory (item 6)", () => {
       first.child.kill("SIGKILL")
       if (second !== undefined) assert.strictEqual(await stop(second), 0)
     }
-  }, 180_000)
+  }, TEST_MS)
 
   it.live.skipIf(!linux)("the lock is free only once the database has closed its files", () =>
     Effect.gen(function*() {
@@ -147,14 +152,14 @@ describe("one process holds a data directory (item 6)", () => {
       yield* Fiber.join(stopping)
       assert.strictEqual(openWhenFree ?? openFilesUnder(pgdata), 0)
       assert.isFalse(isHeld(dataDir))
-    }), 120_000)
+    }), TEST_MS)
 })
 
 describe("the embedded database is private (item 7)", () => {
   it.runIf(linux)("the data directory is created 0700, pgdata is not world-readable, the database listens on a socket inside it and on no TCP port", async () => {
     const dataDir = newDataDir()
     const env = envFor(dataDir)
-    const server = await startServer(env)
+    const server = await startServer(env, START_MS)
     try {
       assert.strictEqual(mode(dataDir), 0o700)
       assert.strictEqual(mode(path.join(dataDir, "pgdata")), 0o700)
@@ -169,14 +174,14 @@ describe("the embedded database is private (item 7)", () => {
     } finally {
       assert.strictEqual(await stop(server), 0)
     }
-  }, 120_000)
+  }, TEST_MS)
 
   it("an existing data directory that others can enter is made private, and says so", async () => {
     const dataDir = newDataDir()
     fs.mkdirSync(path.join(dataDir, "pgdata"), { recursive: true, mode: 0o755 })
     fs.chmodSync(dataDir, 0o755)
     fs.chmodSync(path.join(dataDir, "pgdata"), 0o755)
-    const server = await startServer(envFor(dataDir))
+    const server = await startServer(envFor(dataDir), START_MS)
     try {
       assert.strictEqual(mode(dataDir), 0o700)
       assert.strictEqual(mode(path.join(dataDir, "pgdata")), 0o700)
@@ -184,7 +189,7 @@ describe("the embedded database is private (item 7)", () => {
     } finally {
       assert.strictEqual(await stop(server), 0)
     }
-  }, 120_000)
+  }, TEST_MS)
 
   it.live.skipIf(!linux)("the in-memory database (svc/testing) is served on a socket in a private temporary directory, not on TCP", () =>
     Effect.gen(function*() {
@@ -202,19 +207,22 @@ describe("the embedded database is private (item 7)", () => {
       assert.strictEqual(path.basename(info.address), ".s.PGSQL.5432")
       // Removed with the database.
       assert.isFalse(fs.existsSync(path.dirname(info.address)))
-    }), 60_000)
+    }), TEST_MS)
 })
 
 describe("the HTTP port opens when the application is ready (item 14)", () => {
   it("a client connecting in a loop while the server starts is refused or fully answered, never left hanging", async () => {
     const dataDir = newDataDir()
     const port = await freePort()
-    const starting = startServer({ ...envFor(dataDir), PORT: String(port) })
+    const starting = startServer({ ...envFor(dataDir), PORT: String(port) }, START_MS)
+    let failedToStart: unknown
+    starting.catch((error) => (failedToStart = error))
     let refused = 0
     const answers: Array<number> = []
     try {
       // A fresh data directory: initdb and migrations make the start long.
       while (answers.length < 5) {
+        if (failedToStart !== undefined) throw failedToStart
         const outcome = await probe(port, answers.length % 2 === 0 ? "/v1/tasks" : "/ready", 20_000)
         if (outcome === "refused") {
           refused++
@@ -231,5 +239,5 @@ describe("the HTTP port opens when the application is ready (item 14)", () => {
       const server = await starting
       assert.strictEqual(await stop(server), 0)
     }
-  }, 120_000)
+  }, TEST_MS)
 })
