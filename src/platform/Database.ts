@@ -74,12 +74,15 @@ const startWorker = (dataDir: string | undefined, socket: string) =>
   )
 
 /**
- * One connection to PGlite: it is a single database session, so a pool
- * would only queue behind it. `prepare: false` for clients that share the
- * session with another process's named statements (the CLI).
+ * One connection to PGlite on `socket`: it is a single database session,
+ * so a pool would only queue behind it. `prepare: false` for clients that
+ * share the session with another process's named statements (the CLI).
  */
-const pgliteClient = (socket: string, prepare = true) =>
-  PgClient.makeClient({ path: socket, username: "postgres", database: "postgres", prepare })
+const pgliteClient = (socket: string, kind: "embedded" | "memory", prepare = true) =>
+  Layer.merge(
+    PgClient.layerFrom(PgClient.makeClient({ path: socket, username: "postgres", database: "postgres", prepare })),
+    Layer.succeed(DatabaseInfo, { kind, address: socket, supportsNotify: false })
+  )
 
 /** A fresh, empty database in memory, on a socket in a private temporary directory. */
 const memoryLayer = Layer.unwrap(Effect.gen(function*() {
@@ -90,10 +93,7 @@ const memoryLayer = Layer.unwrap(Effect.gen(function*() {
   )
   const socket = socketPath(dir)
   yield* startWorker(undefined, socket)
-  return Layer.merge(
-    PgClient.layerFrom(pgliteClient(socket)),
-    Layer.succeed(DatabaseInfo, { kind: "memory", address: socket, supportsNotify: false })
-  )
+  return pgliteClient(socket, "memory")
 }))
 
 /**
@@ -128,11 +128,7 @@ const HOLDER_EXIT_WAIT_MS = 2_000
 
 const embeddedLayer = (dataDir: string) =>
   Layer.unwrap(Effect.gen(function*() {
-    const socket = yield* openEmbedded(dataDir, { waitMs: HOLDER_EXIT_WAIT_MS })
-    return Layer.merge(
-      PgClient.layerFrom(pgliteClient(socket)),
-      Layer.succeed(DatabaseInfo, { kind: "embedded", address: socket, supportsNotify: false })
-    )
+    return pgliteClient(yield* openEmbedded(dataDir, { waitMs: HOLDER_EXIT_WAIT_MS }), "embedded")
   }))
 
 /**
@@ -207,13 +203,7 @@ const answers = (socket: string) =>
   })
 
 /** A client of the embedded database of a server running on `dataDir` (tests). */
-const attachedLayer = (dataDir: string) => {
-  const socket = socketPath(path.resolve(dataDir))
-  return Layer.merge(
-    PgClient.layerFrom(pgliteClient(socket, false)),
-    Layer.succeed(DatabaseInfo, { kind: "embedded", address: socket, supportsNotify: false })
-  )
-}
+const attachedLayer = (dataDir: string) => pgliteClient(socketPath(path.resolve(dataDir)), "embedded", false)
 
 /**
  * The CLI's embedded database: the running server's, through its socket
@@ -232,15 +222,7 @@ const shareOrOpen = (dataDir: string) =>
         Effect.map(Option.some),
         Effect.catchTag("DataDirHeld", (held) => Date.now() < deadline ? Effect.succeed(Option.none()) : Effect.fail(held))
       )
-      if (Option.isSome(opened)) {
-        return {
-          attached: false,
-          layer: Layer.merge(
-            PgClient.layerFrom(pgliteClient(opened.value)),
-            Layer.succeed(DatabaseInfo, { kind: "embedded", address: opened.value, supportsNotify: false })
-          )
-        }
-      }
+      if (Option.isSome(opened)) return { attached: false, layer: pgliteClient(opened.value, "embedded") }
       yield* Effect.sleep("100 millis")
     }
   }).pipe(
