@@ -14,7 +14,7 @@ import { SvcConfig } from "../../../src/platform/Config.ts"
 import { Database } from "../../../src/platform/Database.ts"
 import { Migrations } from "../../../src/platform/Migrations.ts"
 import { Wakeups } from "../../../src/platform/Wakeups.ts"
-import { eventually } from "../../support/http.ts"
+import { eventually, raw } from "../../support/http.ts"
 import { postgresBin, privatePostgres } from "../../support/privatePostgres.ts"
 import { cli, type RunningServer, scratchDatabaseUrl, startServer } from "../../support/process.ts"
 
@@ -134,13 +134,10 @@ describe.skipIf(!serverUrl)("sessions on a PostgreSQL server (item 12)", () => {
 })
 
 const api = (server: RunningServer, key: string, route: string, init: { method?: string; body?: unknown } = {}) =>
-  Effect.promise(async () => {
-    const response = await fetch(`${server.baseUrl}${route}`, {
-      method: init.method ?? "GET",
-      headers: { authorization: `Bearer ${key}`, "content-type": "application/json" },
-      ...(init.body === undefined ? {} : { body: JSON.stringify(init.body) })
-    })
-    return { status: response.status, headers: response.headers, json: await response.json().catch(() => undefined) as any }
+  raw(`${server.baseUrl}${route}`, {
+    method: init.method ?? "GET",
+    headers: { authorization: `Bearer ${key}`, "content-type": "application/json" },
+    ...(init.body === undefined ? {} : { body: JSON.stringify(init.body) })
   })
 
 const json = (stdout: string) => JSON.parse(stdout.trim().split("\n").at(-1)!)
