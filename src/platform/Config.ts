@@ -93,7 +93,7 @@ export const parseDurations = (
   return Effect.succeed(out)
 }
 
-/** One duration of at least `min` (whole seconds when `wholeSeconds`), named in the error. */
+/** One duration of at least `min`; anything else is refused at start, naming the variable. */
 const duration = (name: string, fallback: string, min: Duration.Duration) =>
   durationList(name, fallback).pipe(
     Config.mapEffect((list) =>

@@ -1,7 +1,9 @@
 import { assert, describe, it } from "@effect/vitest"
-import { Cause, Option } from "effect"
+import { Cause, Effect, Layer, Option } from "effect"
+import { HttpRouter } from "effect/http"
 import { SqlError } from "effect/sql"
-import { databaseUnavailable } from "../../../src/server/Availability.ts"
+import { databaseUnavailable, RETRY_AFTER_SECONDS } from "../../../src/server/Availability.ts"
+import { RequestMiddleware } from "../../../src/server/Middleware.ts"
 
 const pgError = (code: string) => Object.assign(new Error("server said no"), { code })
 
@@ -33,5 +35,32 @@ describe("which failures mean the database is unavailable for now (503, not 500)
       Cause.fail("not found")
     ]
     for (const cause of others) assert.isTrue(Option.isNone(databaseUnavailable(cause)))
+  })
+})
+
+describe("a database outage on a route outside the API is a 503 too", () => {
+  it("the router middleware answers 503 SERVICE_UNAVAILABLE with Retry-After, not 500", async () => {
+    const outage = sqlError(new SqlError.ConnectionError({ cause: Object.assign(new Error("connect"), { code: "ECONNREFUSED" }) }))
+    const { handler, dispose } = HttpRouter.toWebHandler(
+      Layer.mergeAll(
+        HttpRouter.add("GET", "/outage", Effect.die(outage)),
+        HttpRouter.add("GET", "/bug", Effect.die(new Error("a bug"))),
+        RequestMiddleware
+      ),
+      { disableLogger: true }
+    )
+    try {
+      const down = await handler(new Request("http://svc.test/outage"))
+      assert.strictEqual(down.status, 503)
+      assert.strictEqual(down.headers.get("retry-after"), String(RETRY_AFTER_SECONDS))
+      const body = await down.json() as { code: string; detail: string }
+      assert.strictEqual(body.code, "SERVICE_UNAVAILABLE")
+      assert.include(body.detail, "the database cannot be reached (ECONNREFUSED)")
+      const bug = await handler(new Request("http://svc.test/bug"))
+      assert.strictEqual(bug.status, 500)
+      assert.isNull(bug.headers.get("retry-after"))
+    } finally {
+      await dispose()
+    }
   })
 })
