@@ -43,6 +43,11 @@ export type SpanPipeline = "organizations" | "operator"
  */
 export type DropReason = "buffer_full" | "queue_full" | "export_failed" | "rejected_by_collector"
 
+const DROP_REASONS: Record<SpanPipeline, ReadonlyArray<DropReason>> = {
+  organizations: ["buffer_full", "queue_full", "export_failed", "rejected_by_collector"],
+  operator: ["buffer_full", "export_failed"]
+}
+
 export type DeadlineKind = "expiring" | "escalate" | "expire"
 
 /** OpenTelemetry's default bucket boundaries for `http.server.request.duration` (seconds). */
@@ -197,10 +202,18 @@ export const makeMetrics = (options: { readonly processMetrics?: boolean } = {})
       registers
     })
   }
+  // Every known series starts at 0, so a rate() sees its first increase.
   for (const stream of ["session"] as const) streams.set({ stream }, 0)
   for (const kind of DELIVERY_KINDS) {
     for (const outcome of ["delivered", "partial", "failed"]) deliveries.inc({ kind, outcome }, 0)
+    for (const outcome of Object.values(outcomeLabel)) attempts.inc({ kind, outcome }, 0)
+    attemptDuration.zero({ kind })
   }
+  for (const pipeline of ["organizations", "operator"] as const) {
+    exported.inc({ pipeline }, 0)
+    for (const reason of DROP_REASONS[pipeline]) dropped.inc({ pipeline, reason }, 0)
+  }
+  for (const deadline of ["expiring", "escalate", "expire"] as const) deadlines.inc({ deadline }, 0)
 
   return {
     registry,
