@@ -47,6 +47,15 @@ export interface Scrape {
 const untypedHistograms = (text: string) =>
   text.split("\n").filter((line) => !/^# TYPE \S+ histogram$/.test(line)).join("\n")
 
+/** Text already in hand (e.g. a registry rendered in-process), parsed. */
+export const fromText = (text: string): Scrape => ({
+  status: 200,
+  contentType: null,
+  text,
+  families: parseExposition(text),
+  samples: parseExposition(untypedHistograms(text))
+})
+
 /** GET the URL and parse the answer (when it is 200). */
 export const scrape = (url: string, token?: string) =>
   Effect.map(raw(url, token === undefined ? {} : { headers: { authorization: `Bearer ${token}` } }), (response): Scrape => ({
