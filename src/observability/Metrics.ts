@@ -24,8 +24,9 @@
  * private registry nobody reads); the application provides one registry
  * per running service (`Metrics.layer`), which its `/metrics` renders.
  */
-import { Context, Effect, Layer, type Scope } from "effect"
+import { Context, Effect, Layer, Option, type Scope } from "effect"
 import * as Prometheus from "prom-client"
+import { SvcConfig } from "../platform/Config.ts"
 
 /** Delivery kinds of the shared queue (`src/deliveries`). */
 export const DELIVERY_KINDS = ["webhook", "telemetry", "email"] as const
@@ -252,11 +253,31 @@ export const makeMetrics = (options: { readonly processMetrics?: boolean } = {})
   }
 }
 
+/**
+ * The same shape, recording nothing: with neither `SVC_METRICS_PORT` nor
+ * `SVC_METRICS_TOKEN` nobody can read the metrics, so requests do not pay
+ * for them.
+ */
+export const disabledMetrics = (): MetricsShape => ({
+  ...makeMetrics({ processMetrics: false }),
+  httpRequest: () => {},
+  deliveryAttempt: () => {},
+  spansExported: () => {},
+  spansDropped: () => {},
+  pendingSpans: () => {},
+  deadlineFired: () => {},
+  streamOpen: () => Effect.void
+})
+
 export class Metrics extends Context.Reference<MetricsShape>("svc/observability/Metrics", {
   // Not rendered anywhere: code built without `Metrics.layer` (a service
   // tested alone) records into this private registry.
   defaultValue: () => makeMetrics({ processMetrics: false })
 }) {
-  /** One registry for the running service, with the standard process metrics. */
-  static readonly layer = Layer.sync(Metrics, () => makeMetrics())
+  /** One registry for the running service, with the standard process metrics; nothing recorded when `/metrics` is off. */
+  static readonly layer = Layer.effect(
+    Metrics,
+    Effect.map(SvcConfig, (config) =>
+      Option.isSome(config.metricsPort) || Option.isSome(config.metricsToken) ? makeMetrics() : disabledMetrics())
+  )
 }
