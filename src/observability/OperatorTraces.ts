@@ -29,6 +29,7 @@
  * parameters) and the client's address and user agent.
  */
 import { Cause, Duration, Effect, Latch, Layer, type Tracer } from "effect"
+import { randomUUID } from "node:crypto"
 import * as tls from "node:tls"
 import { gzipSync } from "node:zlib"
 import { Agent, request } from "undici"
@@ -98,7 +99,12 @@ export const makeOperatorPipeline = (settings: OperatorTraceSettings, metrics: M
       }
     }
 
-    const resource: ReadonlyArray<KeyValue> = settings.resource.map(([key, value]) => ({ key, value: { stringValue: value } }))
+    // Several processes may export to one collector: each names itself
+    // (`service.instance.id`), unless the operator did.
+    const attributes = settings.resource.some(([key]) => key === "service.instance.id")
+      ? settings.resource
+      : [...settings.resource, ["service.instance.id", randomUUID()] as const]
+    const resource: ReadonlyArray<KeyValue> = attributes.map(([key, value]) => ({ key, value: { stringValue: value } }))
     const parts = encodeRequestParts(resource)
     const headers: Record<string, string> = { "user-agent": "svc-otlp/1" }
     for (const [name, value] of settings.headers) headers[name] = value

@@ -77,6 +77,7 @@ layer(Svc, { excludeTestServices: true })("the service's own traces", (it) => {
           assert.deepStrictEqual(decoded.problems, [])
           assert.strictEqual(decoded.resource["service.name"], "svc-operator-test")
           assert.strictEqual(decoded.resource["deployment.environment"], "test")
+          assert.match(String(decoded.resource["service.instance.id"]), /^[0-9a-f-]{36}$/)
         }
         const operatorSpans = spansOf(received)
         assert.isTrue(operatorSpans.some((s) => s.attributes["db.system.name"] === "postgresql" && typeof s.attributes["db.query.text"] === "string"), "database client spans")
