@@ -7,7 +7,7 @@
  */
 import { assert, describe, it } from "@effect/vitest"
 import { Context, Schema } from "effect"
-import { HttpApi, HttpApiEndpoint, HttpApiSchema, OpenApi } from "effect/http-api"
+import { HttpApi, HttpApiSchema, OpenApi } from "effect/http-api"
 import { Api } from "../../../src/api/Api.ts"
 import { OperationExamples, ProblemExamples } from "../../../src/api/Documentation.ts"
 
@@ -130,16 +130,17 @@ describe("the OpenAPI document", () => {
         const examples = Context.getOption(endpoint.annotations, OperationExamples)
         assert.isTrue(examples._tag === "Some", `${name}: documented(...)`)
         if (examples._tag !== "Some") return
-        const payloads = HttpApiEndpoint.getPayloadSchemas(endpoint).filter((schema) => !HttpApiSchema.isNoContent(schema.ast))
+        const payloads = [...endpoint.payload.values()].flatMap((entry: any) => entry.schemas as Array<Schema.Top>)
+          .filter((schema) => !HttpApiSchema.isNoContent(schema.ast))
         if (payloads.length > 0 && endpoint.method !== "GET") {
           assert.isDefined(examples.value.request, `${name}: request example`)
           Schema.decodeUnknownSync(payloads[0]! as Schema.Codec<unknown, unknown>)(examples.value.request, strict)
           checked++
         }
-        const [success] = HttpApiEndpoint.getSuccessSchemas(endpoint)
-        if (HttpApiSchema.isNoContent(success.ast)) return
+        const [success] = [...endpoint.success] as Array<Schema.Top & { readonly _tag?: string; readonly events?: Schema.Top }>
+        if (success === undefined || HttpApiSchema.isNoContent(success.ast)) return
         assert.isDefined(examples.value.response, `${name}: response example`)
-        const body = HttpApiSchema.isStreamSse(success as any) ? (success as any).events : success
+        const body = success._tag === "StreamSse" ? success.events! : success
         Schema.decodeUnknownSync(body as Schema.Codec<unknown, unknown>)(examples.value.response, strict)
         checked++
       }
