@@ -78,7 +78,7 @@ const suite :Workerd.Worker = (
     (name = "vectors.js", esModule = embed "vectors.js"),
     (name = "@svc/receiver", esModule = embed "node_modules/@svc/receiver/dist/index.js"),
   ],
-  compatibilityDate = "2026-11-01",
+  compatibilityDate = "2026-10-01",
 );
 `
 
