@@ -5,7 +5,7 @@
  */
 import { HttpApi, OpenApi } from "effect/http-api"
 import { AgentSessionsApi } from "./Agents.ts"
-import { ApiDocumentation } from "./Documentation.ts"
+import { apiDocumentation } from "./Documentation.ts"
 import { ApprovalPoliciesApi, ApprovalsApi } from "./Approvals.ts"
 import { FeedbackApi } from "./Feedback.ts"
 import { NotificationsApi } from "./Notifications.ts"
@@ -38,5 +38,6 @@ export class Api extends HttpApi.make("svc")
     description: "Feedback on task answers, telemetry export and approval notifications."
   }))
   // Servers, license, tag descriptions, problem examples (src/api/Documentation.ts).
-  .annotateMerge(ApiDocumentation)
+  // Other document-wide transforms go in as arguments: an API has one Transform.
+  .annotateMerge(apiDocumentation())
 {}

@@ -147,26 +147,35 @@ export class OperationExamples extends Context.Service<
   Pick<OperationDocs, "request" | "response">
 >()("svc/api/Documentation/OperationExamples") {}
 
-const scopeLine = (scope: string) => `Requires scope \`${scope}\`.`
-
 type Operation = Record<string, any>
+
+/** The scopes an endpoint needs: one, or any one of several. */
+const requiredScopes = (endpoint: HttpApiEndpoint.Top): ReadonlyArray<string> => {
+  const required: unknown = Option.getOrUndefined(Context.getOption(endpoint.annotations, RequiredScope))
+  return required === undefined ? [] : typeof required === "string" ? [required] : [...(required as ReadonlyArray<string>)]
+}
 
 /**
  * Documents an endpoint: summary, description, examples, and the scope it
  * needs as the scope of its security requirement (OpenAPI 3.1 allows role
- * names there for any scheme). Pipe it after `requireScope`.
+ * names there for any scheme; several alternative scopes are alternative
+ * requirements). Pipe it after `requireScope`, whose sentence about the
+ * scope is kept after a `description` given here.
  */
 export const documented = (docs: OperationDocs) => <E extends HttpApiEndpoint.Constraint>(endpoint: E): E => {
   const self = endpoint as unknown as HttpApiEndpoint.Top
-  const scope = Option.getOrUndefined(Context.getOption(self.annotations, RequiredScope))
+  const scopes = requiredScopes(self)
+  const scopeSentence = Option.getOrUndefined(Context.getOption(self.annotations, OpenApi.Description))
+    ?.split("\n\n")
+    .find((paragraph) => paragraph.startsWith("Requires "))
   const transform = (op: Operation): Operation => {
     const out: Operation = { ...op, summary: docs.summary }
     if (docs.description !== undefined) {
-      out.description = scope === undefined ? docs.description : `${docs.description}\n\n${scopeLine(scope)}`
+      out.description = scopeSentence === undefined ? docs.description : `${docs.description}\n\n${scopeSentence}`
     }
-    if (scope !== undefined) {
-      out.security = (op.security as Array<Record<string, Array<string>>>).map((requirement) =>
-        Object.fromEntries(Object.keys(requirement).map((name) => [name, [scope]]))
+    if (scopes.length > 0) {
+      out.security = (op.security as Array<Record<string, Array<string>>>).flatMap((requirement) =>
+        scopes.map((scope) => Object.fromEntries(Object.keys(requirement).map((name) => [name, [scope]])))
       )
     }
     if (docs.request !== undefined) {
@@ -332,9 +341,17 @@ export const completeDocument = (spec: Record<string, any>): Record<string, any>
   return spec
 }
 
-/** The document-wide annotations: merge into the HttpApi with `annotateMerge`. */
-export const ApiDocumentation = OpenApi.annotations({
-  license: ApiLicense,
-  servers: ApiServers,
-  transform: completeDocument
-})
+type DocumentTransform = (spec: Record<string, any>) => Record<string, any>
+
+/**
+ * The document-wide annotations, to merge into the HttpApi with
+ * `annotateMerge`. An API has one `OpenApi.Transform`: pass any other
+ * document-wide transform here (it runs before `completeDocument`) rather
+ * than annotating the API with it, which would replace this one.
+ */
+export const apiDocumentation = (...transforms: ReadonlyArray<DocumentTransform>) =>
+  OpenApi.annotations({
+    license: ApiLicense,
+    servers: ApiServers,
+    transform: (spec) => completeDocument(transforms.reduce((document, transform) => transform(document), spec))
+  })
