@@ -10,6 +10,7 @@ import { Context, Effect, Layer, Option } from "effect"
 import type { ApprovalEventType, ApprovalSnapshot, Policy, PolicyInput } from "../api/Approvals.ts"
 import { InvalidRequest, InvalidTransition, NotFound } from "../api/Errors.ts"
 import { appendSessionEvent, SessionHub } from "../agents/SessionEvents.ts"
+import { Metrics } from "../observability/Metrics.ts"
 import { newId } from "../platform/Ids.ts"
 import { databaseNow, iso } from "../platform/Time.ts"
 import { Wakeups } from "../platform/Wakeups.ts"
@@ -96,6 +97,7 @@ export class Approvals extends Context.Service<Approvals, {
       const sql = yield* PgClient.PgClient
       const wakeups = yield* Wakeups
       const hub = yield* SessionHub
+      const metrics = yield* Metrics
 
       const putPolicy = Effect.fn("Approvals.putPolicy")(function*(orgId: string, actionClass: string, input: PolicyInput) {
         const escalation = input.escalation_seconds ?? null
@@ -294,10 +296,13 @@ export class Approvals extends Context.Service<Approvals, {
             ORDER BY next_due_at LIMIT 1
             FOR UPDATE SKIP LOCKED
           `
-          if (row === undefined) return Option.none<{ sessionId: string | null }>()
-          return Option.some(yield* fireDeadline(row, yield* databaseNow(sql)))
+          if (row === undefined) return Option.none<{ sessionId: string | null; kind: DueKind; dueAt: number; now: number }>()
+          const due = nextDue(stateOf(row))
+          const now = yield* databaseNow(sql)
+          return Option.some({ ...(yield* fireDeadline(row, now)), kind: due.kind, dueAt: due.at, now })
         })).pipe(Effect.orDie)
         if (Option.isNone(fired)) return false
+        metrics.deadlineFired(fired.value.kind, (fired.value.now - fired.value.dueAt) / 1000)
         yield* wakeups.signal("events")
         if (fired.value.sessionId !== null) yield* hub.notify(fired.value.sessionId)
         return true
