@@ -12,11 +12,41 @@ export const TraceId = Schema.String.check(
   Schema.isPattern(/^(?!0{32})[0-9a-f]{32}$/, { message: "Expected a W3C trace id (32 lowercase hex characters)" })
 )
 
-/** Any JSON value. */
-export const JsonValue = Schema.Json
+/**
+ * How deeply arrays and objects may nest inside one JSON field of a request
+ * (the field itself is level 1). Deeper values are refused at decoding
+ * (`400 INVALID_REQUEST` naming the field): every later step that walks a
+ * value (the database driver's encoder, the scrubber, schema validation,
+ * copying it to a worker) recurses, and would otherwise overflow the stack
+ * on a value a few thousand levels deep. Part of the contract, not a
+ * setting: a client must be able to rely on it.
+ */
+export const MAX_JSON_DEPTH = 64
 
-/** A JSON object (not an array, not a scalar). */
-export const JsonObject = Schema.Record(Schema.String, Schema.Json)
+/** Whether `value` nests arrays and objects deeper than `max` levels (iterative: never recurses itself). */
+export const nestsDeeperThan = (value: unknown, max: number): boolean => {
+  const stack: Array<readonly [unknown, number]> = [[value, 1]]
+  while (stack.length > 0) {
+    const [current, depth] = stack.pop()!
+    if (typeof current !== "object" || current === null) continue
+    if (depth > max) return true
+    for (const child of Array.isArray(current) ? current : Object.values(current)) {
+      if (typeof child === "object" && child !== null) stack.push([child, depth + 1])
+    }
+  }
+  return false
+}
+
+const withinDepth = Schema.makeFilter<unknown>(
+  (value) => nestsDeeperThan(value, MAX_JSON_DEPTH) ? `nests arrays and objects deeper than ${MAX_JSON_DEPTH} levels` : undefined,
+  { description: `arrays and objects nest at most ${MAX_JSON_DEPTH} levels deep` }
+)
+
+/** Any JSON value, nested at most `MAX_JSON_DEPTH` levels. */
+export const JsonValue = Schema.Json.check(withinDepth)
+
+/** A JSON object (not an array, not a scalar), nested at most `MAX_JSON_DEPTH` levels. */
+export const JsonObject = Schema.Record(Schema.String, Schema.Json).check(withinDepth)
 
 export const Limit = Schema.optionalKey(
   Schema.NumberFromString.check(Schema.isInt(), Schema.isBetween({ minimum: 1, maximum: 100 }))

@@ -5,7 +5,7 @@
 import { Schema } from "effect"
 import { HttpApiEndpoint, HttpApiError, HttpApiGroup, HttpApiSchema, OpenApi } from "effect/http-api"
 import { Cursor, JsonObject, Limit, NextCursor, Timestamp, TraceId, Uuid } from "./Common.ts"
-import { FieldIssue, InvalidRequest, InvalidTransition, NotFound, problemType } from "./Errors.ts"
+import { CorrectionTooComplex, FieldIssue, InvalidRequest, InvalidTransition, NotFound, problemType, ValidationBusy } from "./Errors.ts"
 import { Authentication, requireScope } from "./Security.ts"
 
 export const FeedbackStatus = Schema.Literals(["recorded", "pending", "staged", "rejected", "promoted"])
@@ -104,7 +104,7 @@ export class FeedbackApi extends HttpApiGroup.make("feedback")
     HttpApiEndpoint.post("submit", "/v1/feedback", {
       payload: SubmitFeedback,
       success: FeedbackItem.pipe(HttpApiSchema.status(201)),
-      error: [NotFound, CorrectionShapeMismatch, CorrectionContainsSecret]
+      error: [NotFound, CorrectionShapeMismatch, CorrectionContainsSecret, CorrectionTooComplex, ValidationBusy]
     }).pipe(requireScope(
       "feedback.write",
       "Records feedback on a logged run. A correction is checked against the task's answer schema and scrubbed of protected values (`redaction_warning` says which fields changed); it starts `pending`, feedback without one is `recorded`."

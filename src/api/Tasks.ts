@@ -5,7 +5,7 @@
 import { Schema } from "effect"
 import { HttpApiEndpoint, HttpApiGroup, HttpApiSchema, OpenApi } from "effect/http-api"
 import { Cursor, JsonObject, JsonValue, Limit, NextCursor, Timestamp, TraceId, Uuid } from "./Common.ts"
-import { NotFound } from "./Errors.ts"
+import { AnswerSchemaTooComplex, LimitReached, NotFound, ValidationBusy } from "./Errors.ts"
 import { Authentication, requireScope } from "./Security.ts"
 
 export const Task = Schema.Struct({
@@ -65,8 +65,12 @@ export class TasksApi extends HttpApiGroup.make("tasks")
   .add(
     HttpApiEndpoint.post("create", "/v1/tasks", {
       payload: CreateTask,
-      success: Task.pipe(HttpApiSchema.status(201))
-    }).pipe(requireScope("tasks.write", "Creates a task and its first, empty dataset version.")),
+      success: Task.pipe(HttpApiSchema.status(201)),
+      error: [AnswerSchemaTooComplex, ValidationBusy, LimitReached]
+    }).pipe(requireScope(
+      "tasks.write",
+      "Creates a task and its first, empty dataset version. The answer schema must stay within the documented size and complexity limits (400 `ANSWER_SCHEMA_TOO_COMPLEX` names the one exceeded)."
+    )),
     HttpApiEndpoint.get("list", "/v1/tasks", {
       query: { limit: Limit, cursor: Cursor },
       success: Schema.Struct({ tasks: Schema.Array(Task), next_cursor: NextCursor })
