@@ -180,7 +180,7 @@ export class NotificationEndpoints extends Context.Service<NotificationEndpoints
         input: { readonly url: string; readonly events?: ReadonlyArray<string> | undefined }
       ) {
         const events = yield* checkEvents(input.events)
-        const checked = yield* outbound.check(input.url).pipe(
+        const checked = yield* outbound.check(input.url, orgId).pipe(
           Effect.mapError((unsafe) => new InvalidUrl({ field: "url", detail: unsafe.message }))
         )
         const id = newId()
