@@ -5,7 +5,7 @@
 import { Schema } from "effect"
 import { HttpApiEndpoint, HttpApiGroup, OpenApi } from "effect/http-api"
 import { Timestamp, Uuid } from "./Common.ts"
-import { InvalidRequest, InvalidTransition, NotFound } from "./Errors.ts"
+import { InvalidRequest, InvalidTransition, LimitReached, NotFound } from "./Errors.ts"
 import { Authentication, requireScope } from "./Security.ts"
 
 export const PolicyMode = Schema.Literals(["allow", "reject", "require_approval"])
@@ -93,7 +93,7 @@ export class ApprovalPoliciesApi extends HttpApiGroup.make("approvalPolicies")
       params: { action_class: ActionClass },
       payload: PolicyInput,
       success: Policy,
-      error: InvalidRequest
+      error: [InvalidRequest, LimitReached]
     }).pipe(requireScope(
       "org_config.write",
       "Sets the organization's approval policy for an action class. An action class without a policy requires approval (review 900 s, expiring notice 300 s, no escalation, timeout action reject)."

@@ -8,7 +8,7 @@ import { HttpApiEndpoint, HttpApiGroup, HttpApiSchema, OpenApi } from "effect/ht
 import { type ApprovalEventType, ApprovalEventTypes } from "./Approvals.ts"
 import { Timestamp, Uuid } from "./Common.ts"
 import { InvalidUrl, NotReplayable, QueueFull, Replayed } from "./Deliveries.ts"
-import { NotFound, problemType } from "./Errors.ts"
+import { LimitReached, NotFound, problemType } from "./Errors.ts"
 import { HttpApiError } from "effect/http-api"
 import { Authentication, requireScope } from "./Security.ts"
 
@@ -111,10 +111,10 @@ export class NotificationsApi extends HttpApiGroup.make("notifications")
     HttpApiEndpoint.post("create", "/v1/notification-endpoints", {
       payload: CreateEndpoint,
       success: Schema.Struct({ endpoint: NotificationEndpoint, secret: Schema.String }).pipe(HttpApiSchema.status(201)),
-      error: [InvalidUrl, InvalidWebhookEvents]
+      error: [InvalidUrl, InvalidWebhookEvents, LimitReached]
     }).pipe(requireScope(
       "org_config.write",
-      "Creates an endpoint. The signing `secret` is shown only in this answer. Omitted `events`: all six types."
+      "Creates an endpoint. The signing `secret` is shown only in this answer. Omitted `events`: all six types. An organization has at most `SVC_MAX_ENDPOINTS_PER_ORG` endpoints (default 50): one more is 409 `LIMIT_REACHED`."
     )),
     HttpApiEndpoint.patch("update", "/v1/notification-endpoints/:id", {
       params: EndpointId,
