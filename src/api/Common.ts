@@ -25,13 +25,29 @@ export const MAX_JSON_DEPTH = 64
 
 /** Whether `value` nests arrays and objects deeper than `max` levels (iterative: never recurses itself). */
 export const nestsDeeperThan = (value: unknown, max: number): boolean => {
-  const stack: Array<readonly [unknown, number]> = [[value, 1]]
-  while (stack.length > 0) {
-    const [current, depth] = stack.pop()!
-    if (typeof current !== "object" || current === null) continue
+  if (typeof value !== "object" || value === null) return false
+  // Containers only, with their depths beside them (no allocation per member).
+  const containers: Array<object> = [value]
+  const depths: Array<number> = [1]
+  while (containers.length > 0) {
+    const current = containers.pop()!
+    const depth = depths.pop()!
     if (depth > max) return true
-    for (const child of Array.isArray(current) ? current : Object.values(current)) {
-      if (typeof child === "object" && child !== null) stack.push([child, depth + 1])
+    if (Array.isArray(current)) {
+      for (const child of current) {
+        if (typeof child === "object" && child !== null) {
+          containers.push(child)
+          depths.push(depth + 1)
+        }
+      }
+    } else {
+      for (const key in current) {
+        const child = (current as Record<string, unknown>)[key]
+        if (typeof child === "object" && child !== null) {
+          containers.push(child)
+          depths.push(depth + 1)
+        }
+      }
     }
   }
   return false

@@ -29,9 +29,14 @@ import { SecretStore } from "../secrets/SecretStore.ts"
 import { AnswerSchemas, type OverLimit, type SchemaViolation, type ValidationQueueFull } from "../tasks/AnswerSchema.ts"
 import { Redacted } from "effect"
 import { SqlError } from "effect/sql"
-import { type Json, type KnownCredentials, REDACTION_MARKER, scrub } from "./Scrubber.ts"
+import { SvcConfig } from "../platform/Config.ts"
+import { makeWorkerPool, runInPool } from "../platform/WorkerPool.ts"
+import type { ScrubReply, ScrubRequest } from "./scrub-worker.ts"
+import { type Json, type KnownCredentials, REDACTION_MARKER, type ScrubResult } from "./Scrubber.ts"
 
 type JsonObject = { readonly [key: string]: Json }
+
+type DistributiveOmit<T, K extends PropertyKey> = T extends unknown ? Omit<T, K> : never
 
 interface FeedbackRow {
   readonly id: string
@@ -111,6 +116,49 @@ export class Feedback extends Context.Service<Feedback, {
       const schemas = yield* AnswerSchemas
       const identity = yield* Identity
       const secrets = yield* SecretStore
+      const config = yield* SvcConfig
+
+      // Scrubbing a correction near the body limit costs a tenth of a second
+      // and more of pattern matching: it runs in workers, with a deadline
+      // (SVC_SCRUB_TIMEOUT) and the same per-organization turns as schema checks.
+      const scrubPool = yield* Effect.acquireRelease(
+        Effect.sync(() =>
+          makeWorkerPool<DistributiveOmit<ScrubRequest, "id">, ScrubReply>(new URL("./scrub-worker.ts", import.meta.url), undefined, {
+            workers: config.answerValidationWorkers,
+            timeoutMs: config.scrubTimeoutMs,
+            heapMb: config.answerValidationHeapMb,
+            queuedPerOrg: config.answerValidationQueuePerOrg
+          })
+        ),
+        (pool) => Effect.sync(pool.close)
+      )
+      const scrub = (orgId: string, document: Json, known: KnownCredentials, root = "") =>
+        runInPool(scrubPool, orgId, { op: "scrub", document, keyHashes: [...known.keyHashes], values: known.values, root }).pipe(
+          Effect.mapError(() =>
+            new ValidationBusy({
+              limit: "SVC_ANSWER_VALIDATION_QUEUE_PER_ORG",
+              limit_value: config.answerValidationQueuePerOrg,
+              detail: `More than ${config.answerValidationQueuePerOrg} correction checks of this organization are waiting (SVC_ANSWER_VALIDATION_QUEUE_PER_ORG); retry later.`
+            })
+          ),
+          Effect.flatMap((outcome): Effect.Effect<ScrubResult, CorrectionTooComplex> => {
+            if (outcome._tag === "Reply") {
+              const reply = outcome.reply
+              return reply._tag === "Scrubbed"
+                ? Effect.succeed({ value: reply.value, fields: reply.fields, collisions: reply.collisions })
+                : Effect.die(new Error(`scrubbing failed: ${reply._tag === "Failed" ? reply.message : reply._tag}`))
+            }
+            const heap = outcome._tag === "Crashed" && outcome.outOfMemory
+            const limit = heap ? "SVC_ANSWER_VALIDATION_HEAP_MB" : "SVC_SCRUB_TIMEOUT"
+            const value = heap ? config.answerValidationHeapMb : config.scrubTimeoutMs
+            return Effect.fail(new CorrectionTooComplex({
+              field: "correction",
+              limit,
+              limit_value: value,
+              detail: `removing protected values from the correction ${heap ? `needed more than ${value} MB` : `took longer than ${value} ms`} (${limit}); send a smaller correction.`
+            }))
+          })
+        )
 
       // The fingerprint of an organization's known credentials. API keys are
       // never deleted, so their count and newest creation time change with
@@ -196,7 +244,7 @@ export class Feedback extends Context.Service<Feedback, {
 
       /** The scrubbed correction, or the 422 when scrubbing leaves it unfit. */
       const scrubbed = Effect.fn("Feedback.scrub")(function*(orgId: string, run: RunContext, correction: JsonObject, known: KnownCredentials) {
-        const result = yield* Effect.promise(() => scrub(correction, known, "correction"))
+        const result = yield* scrub(orgId, correction, known, "correction")
         if (result.fields.length > 0) {
           if (result.collisions.length > 0) {
             return yield* new CorrectionContainsSecret({
@@ -257,7 +305,7 @@ export class Feedback extends Context.Service<Feedback, {
           const entry = cached !== undefined && cached.fingerprint === fresh.fingerprint
             ? cached
             : yield* loadCredentials(orgId, fresh.fingerprint)
-          const all = (yield* Effect.promise(() => scrub(issues(violations), entry.known))).value as ReturnType<typeof issues>
+          const all = (yield* scrub(orgId, issues(violations), entry.known)).value as ReturnType<typeof issues>
           return yield* new CorrectionShapeMismatch({ field: all[0]!.field, errors: all, detail: `${all[0]!.field} ${all[0]!.message}` })
         }
 

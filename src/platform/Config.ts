@@ -53,6 +53,8 @@ export interface SvcConfigShape {
   readonly answerValidationWorkers: number
   /** Compiled answer schemas each validation worker keeps (least recently used dropped). */
   readonly answerValidationCacheEntries: number
+  /** Deadline of removing protected values from one correction (in a scrub worker). */
+  readonly scrubTimeoutMs: number
   /** Heap of each validation worker; a check that needs more is refused. */
   readonly answerValidationHeapMb: number
   /** Checks of one organization that may wait for a worker before more are refused with 429. */
@@ -209,6 +211,9 @@ export const svcConfig: Config.Config<SvcConfigShape> = Config.all({
   answerValidationWorkers: intAtLeast("SVC_ANSWER_VALIDATION_WORKERS", 2, 2, 64),
   answerValidationCacheEntries: intAtLeast("SVC_ANSWER_VALIDATION_CACHE", 256, 1),
   answerValidationHeapMb: intAtLeast("SVC_ANSWER_VALIDATION_HEAP_MB", 256, 32),
+  // Scrubbing a correction near the body limit takes a few hundred
+  // milliseconds on a busy machine: a deadline of its own, off the event loop.
+  scrubTimeoutMs: millisBetween("SVC_SCRUB_TIMEOUT", "5s", 100, 60_000),
   answerValidationQueuePerOrg: intAtLeast("SVC_ANSWER_VALIDATION_QUEUE_PER_ORG", 32, 1),
   dnsServers: list("SVC_DNS_SERVERS"),
   dnsTimeoutMs: millisBetween("SVC_DNS_TIMEOUT", "2s", 10, 30_000),

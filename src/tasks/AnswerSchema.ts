@@ -17,20 +17,17 @@
  *   terminated and replaced, and the request is refused naming the limit;
  * - one organization has at most one request in a worker at a time and at
  *   most `SVC_ANSWER_VALIDATION_QUEUE_PER_ORG` waiting (then 429); waiting
- *   organizations take turns. There are at least two workers, so one
- *   organization's expensive checks never hold up the others';
+ *   organizations take turns (`WorkerPool.ts`). There are at least two
+ *   workers, so one organization's expensive checks never hold up the
+ *   others';
  * - compiled validators live only in each worker's cache, bounded by count
  *   (`SVC_ANSWER_VALIDATION_CACHE`, least recently used dropped) and
  *   compiled again on demand: the worker asks for the schema when it does
  *   not hold the task's validator, so this process keeps no schemas either.
- *
- * The pool is written by hand: what it needs (a deadline that terminates a
- * worker mid-computation, one slot per organization, turns between
- * organizations) is what general worker-pool libraries leave out.
  */
 import { Context, Data, Effect, Layer } from "effect"
-import { Worker } from "node:worker_threads"
 import { SvcConfig } from "../platform/Config.ts"
+import { makeWorkerPool, type Outcome, type PoolSettings, runInPool } from "../platform/WorkerPool.ts"
 import { appendPath, type SchemaViolation } from "./SchemaCompiler.ts"
 import type { WorkerReply, WorkerRequest } from "./validation-worker.ts"
 
@@ -123,183 +120,21 @@ export const measureSchema = (schema: unknown, limits: SchemaLimits, root = "ans
 }
 
 // ---------------------------------------------------------------------------
-// The worker pool
-
-export interface PoolSettings {
-  readonly workers: number
-  readonly timeoutMs: number
-  readonly heapMb: number
-  readonly cacheEntries: number
-  readonly queuedPerOrg: number
-}
+// The validation workers
 
 type Request = WorkerRequest extends infer R ? R extends { readonly id: number } ? Omit<R, "id"> : never : never
 
-type Outcome =
-  | { readonly _tag: "Reply"; readonly reply: WorkerReply }
-  | { readonly _tag: "Timeout" }
-  | { readonly _tag: "Crashed"; readonly outOfMemory: boolean }
-
-interface Job {
-  readonly id: number
-  readonly orgId: string
-  readonly request: Request
-  readonly done: (outcome: Outcome) => void
-  timer?: ReturnType<typeof setTimeout>
-}
-
-interface Slot {
-  readonly worker: Worker
-  ready: boolean
-  job: Job | undefined
-  readonly stats: Map<number, (reply: WorkerReply) => void>
-}
-
 const WORKER_URL = new URL("./validation-worker.ts", import.meta.url)
 
-export const makePool = (settings: PoolSettings) => {
-  const slots: Array<Slot> = []
-  /** Waiting jobs per organization; the map's order is the order of turns. */
-  const queues = new Map<string, Array<Job>>()
-  /** Organizations with a job in a worker now. */
-  const running = new Set<string>()
-  let nextId = 1
-  let closed = false
-  let replaced = 0
-
-  const spawn = (index: number) => {
-    const worker = new Worker(WORKER_URL, {
-      workerData: { cacheEntries: settings.cacheEntries },
-      resourceLimits: { maxOldGenerationSizeMb: settings.heapMb },
-      stdout: false,
-      stderr: false
-    })
-    worker.unref()
-    const slot: Slot = { worker, ready: false, job: undefined, stats: new Map() }
-    slots[index] = slot
-    worker.on("message", (message: WorkerReply | "ready") => {
-      if (message === "ready") {
-        slot.ready = true
-        pump()
-        return
-      }
-      const statsWaiter = slot.stats.get(message.id)
-      if (statsWaiter !== undefined) {
-        slot.stats.delete(message.id)
-        statsWaiter(message)
-        return
-      }
-      if (slot.job !== undefined && slot.job.id === message.id) finish(slot, { _tag: "Reply", reply: message })
-    })
-    const lost = (outOfMemory: boolean) => {
-      if (slots[index] !== slot) return
-      const job = slot.job
-      slot.job = undefined
-      replace(index)
-      if (job !== undefined) settle(job, { _tag: "Crashed", outOfMemory })
-    }
-    worker.on("error", (error: Error & { code?: string }) => lost(error.code === "ERR_WORKER_OUT_OF_MEMORY"))
-    worker.on("exit", () => lost(false))
-  }
-
-  const replace = (index: number) => {
-    const old = slots[index]!
-    for (const waiter of old.stats.values()) waiter({ id: 0, _tag: "Stats", cached: 0, registered: 0 })
-    replaced += 1
-    if (closed) return
-    spawn(index)
-    void old.worker.terminate()
-  }
-
-  const settle = (job: Job, outcome: Outcome) => {
-    if (job.timer !== undefined) clearTimeout(job.timer)
-    running.delete(job.orgId)
-    job.done(outcome)
-    pump()
-  }
-
-  const finish = (slot: Slot, outcome: Outcome) => {
-    const job = slot.job!
-    slot.job = undefined
-    settle(job, outcome)
-  }
-
-  const nextJob = (): Job | undefined => {
-    for (const [orgId, queue] of queues) {
-      if (running.has(orgId)) continue
-      const job = queue.shift()!
-      // Its turn is used: the organization goes to the back of the line.
-      queues.delete(orgId)
-      if (queue.length > 0) queues.set(orgId, queue)
-      return job
-    }
-    return undefined
-  }
-
-  const pump = () => {
-    if (closed) return
-    slots.forEach((slot, index) => {
-      if (!slot.ready || slot.job !== undefined) return
-      const job = nextJob()
-      if (job === undefined) return
-      slot.job = job
-      running.add(job.orgId)
-      job.timer = setTimeout(() => {
-        if (slots[index] !== slot || slot.job !== job) return
-        // Terminating is the only way to stop a regular expression or a
-        // comparison loop that is running.
-        slot.job = undefined
-        replace(index)
-        settle(job, { _tag: "Timeout" })
-      }, settings.timeoutMs)
-      slot.worker.postMessage({ ...job.request, id: job.id })
-    })
-  }
-
-  /** Queues `request` for `orgId`; answers a way to withdraw it while it waits, or `undefined` when the queue is full. */
-  const submit = (orgId: string, request: Request, done: (outcome: Outcome) => void): (() => void) | undefined => {
-    const queue = queues.get(orgId) ?? []
-    if (queue.length >= settings.queuedPerOrg) return undefined
-    const job: Job = { id: nextId++, orgId, request, done }
-    queue.push(job)
-    if (!queues.has(orgId)) queues.set(orgId, queue)
-    pump()
-    return () => {
-      const waiting = queues.get(orgId)
-      const at = waiting?.indexOf(job) ?? -1
-      if (at < 0) return
-      waiting!.splice(at, 1)
-      if (waiting!.length === 0) queues.delete(orgId)
-    }
-  }
-
-  /** What each worker holds (for tests and operators): compiled validators kept, schemas in Ajv's registries. */
+/** The validation workers, each keeping at most `cacheEntries` compiled validators. */
+export const makeValidationPool = (settings: PoolSettings & { readonly cacheEntries: number }) => {
+  const pool = makeWorkerPool<Request, WorkerReply>(WORKER_URL, { cacheEntries: settings.cacheEntries }, settings)
+  /** What each worker holds: compiled validators kept, schemas in Ajv's registries. */
   const stats = () =>
-    Promise.all(slots.map((slot) =>
-      new Promise<{ cached: number; registered: number }>((resolve) => {
-        const id = nextId++
-        slot.stats.set(id, (reply) => resolve(reply._tag === "Stats" ? { cached: reply.cached, registered: reply.registered } : { cached: 0, registered: 0 }))
-        slot.worker.postMessage({ op: "stats", id } satisfies WorkerRequest)
-      })
-    ))
-
-  const close = () => {
-    closed = true
-    const pending = [...slots.flatMap((slot) => slot.job === undefined ? [] : [slot.job]), ...[...queues.values()].flat()]
-    queues.clear()
-    for (const slot of slots) {
-      slot.job = undefined
-      void slot.worker.terminate()
-    }
-    for (const job of pending) {
-      if (job.timer !== undefined) clearTimeout(job.timer)
-      job.done({ _tag: "Crashed", outOfMemory: false })
-    }
-  }
-
-  for (let index = 0; index < settings.workers; index++) spawn(index)
-
-  return { submit, stats, close, replacedWorkers: () => replaced }
+    pool.broadcast({ op: "stats" }).then((replies) =>
+      replies.map((reply) => reply?._tag === "Stats" ? { cached: reply.cached, registered: reply.registered } : { cached: 0, registered: 0 })
+    )
+  return { ...pool, stats }
 }
 
 // ---------------------------------------------------------------------------
@@ -340,7 +175,7 @@ export class AnswerSchemas extends Context.Service<AnswerSchemas, {
       }
       const pool = yield* Effect.acquireRelease(
         Effect.sync(() =>
-          makePool({
+          makeValidationPool({
             workers: config.answerValidationWorkers,
             timeoutMs: config.answerValidationTimeoutMs,
             heapMb: config.answerValidationHeapMb,
@@ -351,7 +186,7 @@ export class AnswerSchemas extends Context.Service<AnswerSchemas, {
         (pool) => Effect.sync(pool.close)
       )
 
-      const overBudget = (outcome: Outcome, field: string, what: string): OverLimit =>
+      const overBudget = (outcome: Outcome<WorkerReply>, field: string, what: string): OverLimit =>
         outcome._tag === "Crashed" && outcome.outOfMemory
           ? new OverLimit({
             limit: "SVC_ANSWER_VALIDATION_HEAP_MB",
@@ -367,17 +202,14 @@ export class AnswerSchemas extends Context.Service<AnswerSchemas, {
           })
 
       const run = (orgId: string, request: Request) =>
-        Effect.callback<Outcome, ValidationQueueFull>((resume) => {
-          const withdraw = pool.submit(orgId, request, (outcome) => resume(Effect.succeed(outcome)))
-          if (withdraw === undefined) {
-            resume(Effect.fail(new ValidationQueueFull({
+        runInPool(pool, orgId, request).pipe(
+          Effect.mapError(() =>
+            new ValidationQueueFull({
               limit: "SVC_ANSWER_VALIDATION_QUEUE_PER_ORG",
               value: config.answerValidationQueuePerOrg
-            })))
-            return
-          }
-          return Effect.sync(withdraw)
-        })
+            })
+          )
+        )
 
       const check = Effect.fn("AnswerSchemas.check")(function*(orgId: string, key: string, schema: unknown) {
         const exceeded = measureSchema(schema, limits)

@@ -1,7 +1,7 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Result } from "effect"
 import * as fc from "fast-check"
-import { makePool, measureSchema, type SchemaLimits } from "../../../src/tasks/AnswerSchema.ts"
+import { makeValidationPool, measureSchema, type SchemaLimits } from "../../../src/tasks/AnswerSchema.ts"
 import { makeSchemaCompiler, MAX_VIOLATIONS, pointerToPath } from "../../../src/tasks/SchemaCompiler.ts"
 
 const compiler = makeSchemaCompiler(100)
@@ -143,7 +143,7 @@ export const catastrophicValue = { s: "a".repeat(40) + "!" }
 
 describe("the validation pool: a deadline per check, one slot per organization, a bounded queue", () => {
   const settings = { workers: 2, timeoutMs: 300, heapMb: 64, cacheEntries: 4, queuedPerOrg: 3 }
-  const run = (pool: ReturnType<typeof makePool>, orgId: string, request: Parameters<ReturnType<typeof makePool>["submit"]>[1]) =>
+  const run = (pool: ReturnType<typeof makeValidationPool>, orgId: string, request: Parameters<ReturnType<typeof makeValidationPool>["submit"]>[1]) =>
     new Promise<{ tag: string; ms: number }>((resolve, reject) => {
       const started = performance.now()
       const withdraw = pool.submit(orgId, request, (outcome) =>
@@ -152,7 +152,7 @@ describe("the validation pool: a deadline per check, one slot per organization, 
     })
 
   it("a check over the deadline ends with Timeout once the deadline passes and its worker is replaced", async () => {
-    const pool = makePool(settings)
+    const pool = makeValidationPool(settings)
     try {
       const result = await run(pool, "org-a", { op: "validate", key: "t", schema: catastrophic, value: catastrophicValue })
       assert.strictEqual(result.tag, "Timeout")
@@ -166,9 +166,10 @@ describe("the validation pool: a deadline per check, one slot per organization, 
   })
 
   it("one organization's expensive checks never hold up another organization's", async () => {
-    const pool = makePool(settings)
+    const pool = makeValidationPool(settings)
     try {
-      await run(pool, "warm", { op: "validate", key: "w", schema: { type: "object" }, value: {} })
+      // Every worker is up (its warm-up done) once it answers.
+      await pool.stats()
       const hostile = [1, 2, 3].map(() => run(pool, "hostile", { op: "validate", key: "evil", schema: catastrophic, value: catastrophicValue }))
       const honest = await run(pool, "honest", { op: "validate", key: "fine", schema: { type: "object", properties: { a: { type: "number" } } }, value: { a: 1 } })
       assert.strictEqual(honest.tag, "Checked")
@@ -182,7 +183,7 @@ describe("the validation pool: a deadline per check, one slot per organization, 
   })
 
   it("more waiting checks of one organization than the queue allows are refused at once", async () => {
-    const pool = makePool(settings)
+    const pool = makeValidationPool(settings)
     try {
       await run(pool, "warm", { op: "validate", key: "w", schema: { type: "object" }, value: {} })
       // One running, three waiting: the queue is full.
@@ -201,7 +202,7 @@ describe("the validation pool: a deadline per check, one slot per organization, 
   })
 
   it("workers keep at most `cacheEntries` compiled validators however many tasks are checked", async () => {
-    const pool = makePool(settings)
+    const pool = makeValidationPool(settings)
     try {
       for (let i = 0; i < 60; i++) {
         const result = await run(pool, `org-${i % 3}`, { op: "check", key: `task-${i}`, schema: { type: "object", properties: { [`p${i}`]: { type: "string" } } } })
