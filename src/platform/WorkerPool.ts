@@ -14,7 +14,8 @@
  * mid-computation, one slot per organization, turns between organizations)
  * is what general worker-pool libraries leave out.
  *
- * The worker script answers each request `{ id, op, ... }` with one message
+ * Workers start on first use. The worker script answers each request
+ * `{ id, op, ... }` with one message
  * `{ id, _tag, ... }`, answers `{ op: "stats" }` too, and posts `"ready"`
  * once it can take requests (after any warm-up: no deadline pays for it).
  */
@@ -206,9 +207,27 @@ export const makeWorkerPool = <Request extends object, Reply extends PoolReply>(
     }
   }
 
-  for (let index = 0; index < settings.workers; index++) spawn(index)
+  // Workers start on first use: a process that never checks anything (the
+  // CLI, a process busy with deliveries only) never pays for them.
+  let started = false
+  const start = () => {
+    if (started || closed) return
+    started = true
+    for (let index = 0; index < settings.workers; index++) spawn(index)
+  }
 
-  return { submit, broadcast, close, replacedWorkers: () => replaced }
+  return {
+    submit: (orgId, request, done) => {
+      start()
+      return submit(orgId, request, done)
+    },
+    broadcast: (request) => {
+      start()
+      return broadcast(request)
+    },
+    close,
+    replacedWorkers: () => replaced
+  }
 }
 
 /** The organization already has `queuedPerOrg` requests waiting. */

@@ -4,11 +4,13 @@
  * and a bound on lookups in flight per organization.
  */
 import { assert, describe, it } from "@effect/vitest"
-import { Effect, Fiber } from "effect"
+import { Cause, Effect, Exit, Fiber, Layer, Option } from "effect"
 import { mkdtempSync, writeFileSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
+import { OutboundHttp } from "../../../src/outbound/OutboundHttp.ts"
 import { networkResolver, parseHosts } from "../../../src/outbound/Resolver.ts"
+import { SvcConfig } from "../../../src/platform/Config.ts"
 import { makeDnsServer } from "../../support/dns.ts"
 
 const hostsFile = () => {
@@ -86,4 +88,13 @@ describe("the network resolver", () => {
       dns.answer("h3.svc.test", ["127.0.0.3"])
       assert.deepStrictEqual(yield* resolver.resolve("h3.svc.test", "hostile"), ["127.0.0.3"])
     }).pipe(Effect.scoped), 30_000)
+
+  it.effect("SVC_DNS_SERVERS that are not IP addresses stop the service from starting, saying so", () =>
+    Effect.gen(function*() {
+      const exit = yield* Effect.exit(Layer.build(OutboundHttp.layer.pipe(
+        Layer.provide(SvcConfig.layerWith({ dnsServers: ["dns.example.com"], extraCaFile: Option.none() }))
+      )).pipe(Effect.scoped))
+      assert.isTrue(Exit.isFailure(exit))
+      if (Exit.isFailure(exit)) assert.include(Cause.pretty(exit.cause), "SVC_DNS_SERVERS")
+    }))
 })
