@@ -8,6 +8,8 @@ import { ActionClass } from "./Approvals.ts"
 import { JsonValue, Timestamp, Uuid } from "./Common.ts"
 import { InvalidRequest, InvalidTransition, NotFound } from "./Errors.ts"
 import { Authentication, requireScope } from "./Security.ts"
+import { documented, notFound } from "./Documentation.ts"
+import * as Examples from "./Examples.ts"
 
 export const StepId = Schema.String.check(Schema.isMinLength(1), Schema.isMaxLength(200))
 
@@ -93,30 +95,55 @@ export class AgentSessionsApi extends HttpApiGroup.make("agentSessions")
       payload: CreateSession,
       success: Session.pipe(HttpApiSchema.status(201)),
       error: NotFound
-    }).pipe(requireScope("agents.write", "Starts an agent session, optionally for a task.")),
+    }).pipe(
+      requireScope("agents.write", "Starts an agent session, optionally for a task."),
+      documented({
+        summary: "Start an agent session",
+        request: Examples.createSession,
+        response: Examples.session,
+        errors: { 404: "`task_id` names no task in your organization." }
+      })
+    ),
     HttpApiEndpoint.get("get", "/v1/agent-sessions/:session_id", {
       params: SessionParams,
       success: SessionDetail,
       error: NotFound
-    }).pipe(requireScope("agents.read", "A session with its governed steps, oldest first.")),
+    }).pipe(
+      requireScope("agents.read", "A session with its governed steps, oldest first."),
+      documented({
+        summary: "Get a session",
+        response: Examples.sessionDetail,
+        errors: { 404: notFound("session") }
+      })
+    ),
     HttpApiEndpoint.post("governStep", "/v1/agent-sessions/:session_id/steps", {
       params: SessionParams,
       payload: GovernedStep,
       success: StepAnswer,
       error: [NotFound, InvalidRequest]
-    }).pipe(requireScope(
-      "agents.write",
-      "Asks whether a step may run. The answer follows the organization's policy for the action class: `allow`, `reject`, or `pending` with an `approval_id`. Re-sending a `step_id` returns the original answer; re-sending it with another tool, action class or arguments is 400."
-    )),
+    }).pipe(
+      requireScope(
+        "agents.write",
+        "Asks whether a step may run. The answer follows the organization's policy for the action class: `allow`, `reject`, or `pending` with an `approval_id`. Re-sending a `step_id` returns the original answer; re-sending it with another tool, action class or arguments is 400."
+      ),
+      documented({
+        summary: "Ask to run a governed step",
+        request: Examples.governedStep,
+        response: Examples.stepAnswer
+      })
+    ),
     HttpApiEndpoint.post("reportOutcome", "/v1/agent-sessions/:session_id/steps/:step_id/outcome", {
       params: { ...SessionParams, step_id: StepId },
       payload: ToolOutcome,
       success: Step,
       error: [NotFound, InvalidTransition]
-    }).pipe(requireScope(
-      "agents.write",
-      "Reports how an allowed step's tool run ended (`tool:succeeded` or `tool:failed` on the session stream). Only a step whose resolution is `allow` has an outcome; reporting the same status again returns the step."
-    )),
+    }).pipe(
+      requireScope(
+        "agents.write",
+        "Reports how an allowed step's tool run ended (`tool:succeeded` or `tool:failed` on the session stream). Only a step whose resolution is `allow` has an outcome; reporting the same status again returns the step."
+      ),
+      documented({ summary: "Report a step's outcome", request: Examples.toolOutcome, response: Examples.step })
+    ),
     HttpApiEndpoint.get("stream", "/v1/agent-sessions/:session_id/events/stream", {
       params: SessionParams,
       query: {
@@ -124,10 +151,17 @@ export class AgentSessionsApi extends HttpApiGroup.make("agentSessions")
       },
       success: HttpApiSchema.StreamSse({ events: SessionStreamEvent }),
       error: [NotFound, InvalidRequest]
-    }).pipe(requireScope(
-      "agents.read",
-      "Server-sent events of the session: `step:governed`, `tool:succeeded`, `tool:failed`, `approval:decided`, `approval:expired`. Each has an `id:` (the session's event number) and JSON `data`. Resume with the `Last-Event-ID` header or `after`: exactly the later events are replayed, then live ones follow. Comment lines keep idle streams open."
-    ))
+    }).pipe(
+      requireScope(
+        "agents.read",
+        "Server-sent events of the session: `step:governed`, `tool:succeeded`, `tool:failed`, `approval:decided`, `approval:expired`. Each has an `id:` (the session's event number) and JSON `data`. Resume with the `Last-Event-ID` header or `after`: exactly the later events are replayed, then live ones follow. Comment lines keep idle streams open."
+      ),
+      documented({
+        summary: "Follow a session's events",
+        response: Examples.sessionEvent,
+        errors: { 404: notFound("session") }
+      })
+    )
   )
   .middleware(Authentication)
   .annotate(OpenApi.Title, "Agent sessions")

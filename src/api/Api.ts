@@ -5,6 +5,7 @@
  */
 import { HttpApi, OpenApi } from "effect/http-api"
 import { AgentSessionsApi } from "./Agents.ts"
+import { apiDocumentation } from "./Documentation.ts"
 import { ApprovalPoliciesApi, ApprovalsApi } from "./Approvals.ts"
 import { FeedbackApi } from "./Feedback.ts"
 import { NotificationsApi } from "./Notifications.ts"
@@ -36,4 +37,7 @@ export class Api extends HttpApi.make("svc")
     version: "1",
     description: "Feedback on task answers, telemetry export and approval notifications."
   }))
+  // Servers, license, tag descriptions, problem examples (src/api/Documentation.ts).
+  // Other document-wide transforms go in as arguments: an API has one Transform.
+  .annotateMerge(apiDocumentation())
 {}

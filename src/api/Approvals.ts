@@ -7,6 +7,8 @@ import { HttpApiEndpoint, HttpApiGroup, OpenApi } from "effect/http-api"
 import { Timestamp, Uuid } from "./Common.ts"
 import { InvalidRequest, InvalidTransition, LimitReached, NotFound } from "./Errors.ts"
 import { Authentication, requireScope } from "./Security.ts"
+import { documented, notFound } from "./Documentation.ts"
+import * as Examples from "./Examples.ts"
 
 export const PolicyMode = Schema.Literals(["allow", "reject", "require_approval"])
 export type PolicyMode = typeof PolicyMode.Type
@@ -94,13 +96,24 @@ export class ApprovalPoliciesApi extends HttpApiGroup.make("approvalPolicies")
       payload: PolicyInput,
       success: Policy,
       error: [InvalidRequest, LimitReached]
-    }).pipe(requireScope(
-      "org_config.write",
-      "Sets the organization's approval policy for an action class. An action class without a policy requires approval (review 900 s, expiring notice 300 s, no escalation, timeout action reject)."
-    )),
+    }).pipe(
+      requireScope(
+        "org_config.write",
+        "Sets the organization's approval policy for an action class. An action class without a policy requires approval (review 900 s, expiring notice 300 s, no escalation, timeout action reject). An organization has policies for at most `SVC_MAX_APPROVAL_POLICIES_PER_ORG` action classes (default 1000)."
+      ),
+      documented({
+        summary: "Set an approval policy",
+        request: Examples.policyInput,
+        response: Examples.policy,
+        errors: { 409: "A policy for one more action class than `SVC_MAX_APPROVAL_POLICIES_PER_ORG` allows (`LIMIT_REACHED`)." }
+      })
+    ),
     HttpApiEndpoint.get("list", "/v1/approval-policies", {
       success: Schema.Struct({ policies: Schema.Array(Policy) })
-    }).pipe(requireScope("org_config.read", "Lists the organization's approval policies by action class."))
+    }).pipe(
+      requireScope("org_config.read", "Lists the organization's approval policies by action class."),
+      documented({ summary: "List approval policies", response: Examples.policyList })
+    )
   )
   .middleware(Authentication)
   .annotate(OpenApi.Title, "Approval policies")
@@ -112,16 +125,31 @@ export class ApprovalsApi extends HttpApiGroup.make("approvals")
       params: { approval_id: Uuid },
       success: ApprovalSnapshot,
       error: NotFound
-    }).pipe(requireScope("agents.read", "The current snapshot of an approval.")),
+    }).pipe(
+      requireScope("agents.read", "The current snapshot of an approval."),
+      documented({
+        summary: "Get an approval",
+        response: Examples.approval,
+        errors: { 404: notFound("approval") }
+      })
+    ),
     HttpApiEndpoint.post("decide", "/v1/agent-approvals/:approval_id/decision", {
       params: { approval_id: Uuid },
       payload: Decision,
       success: ApprovalSnapshot,
       error: [NotFound, InvalidTransition]
-    }).pipe(requireScope(
-      "approvals.decide",
-      "A person approves or rejects a pending approval. A decision on a closed approval is 409 INVALID_TRANSITION."
-    ))
+    }).pipe(
+      requireScope(
+        "approvals.decide",
+        "A person approves or rejects a pending approval. A decision on a closed approval is 409 INVALID_TRANSITION."
+      ),
+      documented({
+        summary: "Approve or reject",
+        request: Examples.decision,
+        response: Examples.decidedApproval,
+        errors: { 409: "The approval is no longer pending (`INVALID_TRANSITION`)." }
+      })
+    )
   )
   .middleware(Authentication)
   .annotate(OpenApi.Title, "Approvals")

@@ -11,6 +11,12 @@ import { HttpApiError } from "effect/http-api"
 export const problemType = <const Code extends string>(code: Code) =>
   `urn:svc:problem:${code.toLowerCase().replaceAll("_", "-")}` as `urn:svc:problem:${string}`
 
+/**
+ * Problems the server makes itself (body over the limit, wrong content type,
+ * a defect) also carry the request id, as in the `x-request-id` header.
+ */
+const RequestIdMember = Schema.optionalKey(Schema.String.annotate({ description: "The request's id, also in the `x-request-id` header" }))
+
 /** One decode issue: the JSON path of the value at fault and what was expected. */
 export const FieldIssue = Schema.Struct({
   field: Schema.String,
@@ -67,7 +73,8 @@ export class PayloadTooLarge extends HttpApiError.Problem<PayloadTooLarge>()("Pa
   title: "The request body is over the limit"
 }, {
   code: Schema.tag("PAYLOAD_TOO_LARGE"),
-  limit_bytes: Schema.optionalKey(Schema.Number)
+  limit_bytes: Schema.optionalKey(Schema.Number),
+  request_id: RequestIdMember
 }) {}
 
 export class UnsupportedMediaType extends HttpApiError.Problem<UnsupportedMediaType>()("UnsupportedMediaType", {
@@ -75,7 +82,8 @@ export class UnsupportedMediaType extends HttpApiError.Problem<UnsupportedMediaT
   status: 415,
   title: "The request body must be application/json"
 }, {
-  code: Schema.tag("UNSUPPORTED_MEDIA_TYPE")
+  code: Schema.tag("UNSUPPORTED_MEDIA_TYPE"),
+  request_id: RequestIdMember
 }) {}
 
 export class InternalError extends HttpApiError.Problem<InternalError>()("InternalError", {
@@ -83,7 +91,8 @@ export class InternalError extends HttpApiError.Problem<InternalError>()("Intern
   status: 500,
   title: "Internal error"
 }, {
-  code: Schema.tag("INTERNAL")
+  code: Schema.tag("INTERNAL"),
+  request_id: RequestIdMember
 }) {}
 
 export class ServiceUnavailable extends HttpApiError.Problem<ServiceUnavailable>()("ServiceUnavailable", {

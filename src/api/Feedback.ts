@@ -7,6 +7,8 @@ import { HttpApiEndpoint, HttpApiError, HttpApiGroup, HttpApiSchema, OpenApi } f
 import { Cursor, JsonObject, Limit, NextCursor, Timestamp, TraceId, Uuid } from "./Common.ts"
 import { CorrectionTooComplex, FieldIssue, InvalidRequest, InvalidTransition, NotFound, problemType, ValidationBusy } from "./Errors.ts"
 import { Authentication, requireScope } from "./Security.ts"
+import { documented, notFound } from "./Documentation.ts"
+import * as Examples from "./Examples.ts"
 
 export const FeedbackStatus = Schema.Literals(["recorded", "pending", "staged", "rejected", "promoted"])
 export type FeedbackStatus = typeof FeedbackStatus.Type
@@ -105,10 +107,21 @@ export class FeedbackApi extends HttpApiGroup.make("feedback")
       payload: SubmitFeedback,
       success: FeedbackItem.pipe(HttpApiSchema.status(201)),
       error: [NotFound, CorrectionShapeMismatch, CorrectionContainsSecret, CorrectionTooComplex, ValidationBusy]
-    }).pipe(requireScope(
-      "feedback.write",
-      "Records feedback on a logged run. A correction is checked against the task's answer schema and scrubbed of protected values (`redaction_warning` says which fields changed); it starts `pending`, feedback without one is `recorded`."
-    )),
+    }).pipe(
+      requireScope(
+        "feedback.write",
+        "Records feedback on a logged run. A correction is checked against the task's answer schema and scrubbed of protected values (`redaction_warning` says which fields changed); it starts `pending`, feedback without one is `recorded`."
+      ),
+      documented({
+        summary: "Submit feedback",
+        request: Examples.submitFeedback,
+        response: Examples.feedbackItem,
+        errors: {
+          404: "`inference_log_id` names no run in your organization.",
+          429: "Too many checks of your organization's corrections are waiting (`VALIDATION_BUSY`, `limit` names the setting)."
+        }
+      })
+    ),
     HttpApiEndpoint.get("list", "/v1/feedback", {
       query: {
         task_id: Schema.optionalKey(Uuid),
@@ -118,34 +131,61 @@ export class FeedbackApi extends HttpApiGroup.make("feedback")
       },
       success: Schema.Struct({ feedback: Schema.Array(FeedbackItem), next_cursor: NextCursor }),
       error: InvalidRequest
-    }).pipe(requireScope("feedback.read", "Lists feedback, newest first.")),
+    }).pipe(
+      requireScope("feedback.read", "Lists feedback, newest first."),
+      documented({ summary: "List feedback", response: Examples.feedbackList })
+    ),
     HttpApiEndpoint.post("stage", "/v1/feedback/:feedback_id/stage", {
       params: FeedbackIdParams,
       success: FeedbackItem,
       error: [NotFound, InvalidTransition]
-    }).pipe(requireScope("feedback.write", "Moves a pending correction to `staged`.")),
+    }).pipe(
+      requireScope("feedback.write", "Moves a pending correction to `staged`."),
+      documented({
+        summary: "Stage a correction",
+        response: Examples.stagedFeedback,
+        errors: { 409: "The feedback is not pending (`INVALID_TRANSITION`)." }
+      })
+    ),
     HttpApiEndpoint.post("reject", "/v1/feedback/:feedback_id/reject", {
       params: FeedbackIdParams,
       success: FeedbackItem,
       error: [NotFound, InvalidTransition]
-    }).pipe(requireScope("feedback.write", "Moves a pending correction to `rejected`.")),
+    }).pipe(
+      requireScope("feedback.write", "Moves a pending correction to `rejected`."),
+      documented({
+        summary: "Reject a correction",
+        response: Examples.rejectedFeedback,
+        errors: { 409: "The feedback is not pending (`INVALID_TRANSITION`)." }
+      })
+    ),
     HttpApiEndpoint.get("promotePreview", "/v1/tasks/:task_id/feedback/promote/preview", {
       params: TaskIdParams,
       success: PromotePreview,
       error: NotFound
-    }).pipe(requireScope(
-      "feedback.read",
-      "The task's current dataset version and the revision of its staged corrections, to pass to promote."
-    )),
+    }).pipe(
+      requireScope(
+        "feedback.read",
+        "The task's current dataset version and the revision of its staged corrections, to pass to promote."
+      ),
+      documented({
+        summary: "Preview a promotion",
+        response: Examples.promotePreview,
+        errors: { 404: notFound("task") }
+      })
+    ),
     HttpApiEndpoint.post("promote", "/v1/tasks/:task_id/feedback/promote", {
       params: TaskIdParams,
       payload: Promote,
       success: Promoted.pipe(HttpApiSchema.status(201)),
       error: [NotFound, DatasetBaseChanged, FeedbackChanged, NothingStaged]
-    }).pipe(requireScope(
-      "datasets.write",
-      "Creates the next dataset version: the base examples plus every staged correction (the run's input with the corrected answer); those corrections become `promoted`."
-    ))
+    }).pipe(
+      requireScope(
+        "datasets.write",
+        "Creates the next dataset version: the base examples plus every staged correction (the run's input with the corrected answer); those corrections become `promoted`."
+      ),
+      documented({ summary: "Promote staged corrections", request: Examples.promote, response: Examples.promoted })
+    )
   )
   .middleware(Authentication)
   .annotate(OpenApi.Title, "Feedback")

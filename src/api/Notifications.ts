@@ -11,6 +11,8 @@ import { InvalidUrl, NotReplayable, QueueFull, Replayed } from "./Deliveries.ts"
 import { LimitReached, NotFound, problemType } from "./Errors.ts"
 import { HttpApiError } from "effect/http-api"
 import { Authentication, requireScope } from "./Security.ts"
+import { documented, notFound } from "./Documentation.ts"
+import * as Examples from "./Examples.ts"
 
 /** The six approval event types (spec "Events"), in lifecycle order: the approvals contract's list. */
 export const EventTypes = ApprovalEventTypes
@@ -104,35 +106,59 @@ export class NotificationsApi extends HttpApiGroup.make("notifications")
   .add(
     HttpApiEndpoint.get("list", "/v1/notification-endpoints", {
       success: Schema.Struct({ endpoints: Schema.Array(NotificationEndpoint), email_notifier: Schema.Boolean })
-    }).pipe(requireScope(
-      "org_config.read",
-      "Lists the organization's notification endpoints. `email_notifier` is true when reviewer email is configured."
-    )),
+    }).pipe(
+      requireScope(
+        "org_config.read",
+        "Lists the organization's notification endpoints. `email_notifier` is true when reviewer email is configured."
+      ),
+      documented({ summary: "List notification endpoints", response: Examples.endpointList })
+    ),
     HttpApiEndpoint.post("create", "/v1/notification-endpoints", {
       payload: CreateEndpoint,
       success: Schema.Struct({ endpoint: NotificationEndpoint, secret: Schema.String }).pipe(HttpApiSchema.status(201)),
       error: [InvalidUrl, InvalidWebhookEvents, LimitReached]
-    }).pipe(requireScope(
-      "org_config.write",
-      "Creates an endpoint. The signing `secret` is shown only in this answer. Omitted `events`: all six types. An organization has at most `SVC_MAX_ENDPOINTS_PER_ORG` endpoints (default 50): one more is 409 `LIMIT_REACHED`."
-    )),
+    }).pipe(
+      requireScope(
+        "org_config.write",
+        "Creates an endpoint. The signing `secret` is shown only in this answer. Omitted `events`: all six types."
+      ),
+      documented({
+        summary: "Create a notification endpoint",
+        request: Examples.createEndpoint,
+        response: Examples.createdEndpoint,
+        errors: { 409: "The organization already has `SVC_MAX_ENDPOINTS_PER_ORG` endpoints (default 50; `LIMIT_REACHED`)." }
+      })
+    ),
     HttpApiEndpoint.patch("update", "/v1/notification-endpoints/:id", {
       params: EndpointId,
       payload: UpdateEndpoint,
       success: NotificationEndpoint,
       error: [NotFound, InvalidWebhookEvents]
-    }).pipe(requireScope(
-      "org_config.write",
-      "Replaces the event selection (address and secret unchanged) and reactivates an endpoint a 410 deactivated."
-    )),
+    }).pipe(
+      requireScope(
+        "org_config.write",
+        "Replaces the event selection (address and secret unchanged) and reactivates an endpoint a 410 deactivated."
+      ),
+      documented({
+        summary: "Change an endpoint's events",
+        request: Examples.updateEndpoint,
+        response: Examples.updatedEndpoint
+      })
+    ),
     HttpApiEndpoint.delete("remove", "/v1/notification-endpoints/:id", {
       params: EndpointId,
       success: HttpApiSchema.NoContent,
       error: NotFound
-    }).pipe(requireScope(
-      "org_config.write",
-      "Removes the endpoint; its pending deliveries end as failed. A request already in flight may still arrive."
-    )),
+    }).pipe(
+      requireScope(
+        "org_config.write",
+        "Removes the endpoint; its pending deliveries end as failed. A request already in flight may still arrive."
+      ),
+      documented({
+        summary: "Delete a notification endpoint",
+        errors: { 404: notFound("endpoint") }
+      })
+    ),
     HttpApiEndpoint.post("rotateSecret", "/v1/notification-endpoints/:id/rotate-secret", {
       params: EndpointId,
       payload: RotateSecret,
@@ -142,33 +168,61 @@ export class NotificationsApi extends HttpApiGroup.make("notifications")
         previous_secret_expires_at: Timestamp
       }),
       error: NotFound
-    }).pipe(requireScope(
-      "org_config.write",
-      "Issues a new signing secret (shown only in this answer). Until `previous_secret_expires_at` deliveries carry one `v1=` signature per secret."
-    )),
+    }).pipe(
+      requireScope(
+        "org_config.write",
+        "Issues a new signing secret (shown only in this answer). Until `previous_secret_expires_at` deliveries carry one `v1=` signature per secret."
+      ),
+      documented({
+        summary: "Rotate an endpoint's signing secret",
+        request: Examples.rotateSecret,
+        response: Examples.rotatedSecret,
+        errors: { 404: notFound("endpoint") }
+      })
+    ),
     HttpApiEndpoint.get("deliveries", "/v1/notification-endpoints/:id/deliveries", {
       params: EndpointId,
       success: Schema.Struct({ deliveries: Schema.Array(NotificationDelivery) }),
       error: NotFound
-    }).pipe(requireScope("org_config.read", "The latest 50 delivery records, newest first, without payloads.")),
+    }).pipe(
+      requireScope("org_config.read", "The latest 50 delivery records, newest first, without payloads."),
+      documented({
+        summary: "List an endpoint's deliveries",
+        response: Examples.notificationDeliveries,
+        errors: { 404: notFound("endpoint") }
+      })
+    ),
     HttpApiEndpoint.post("replay", "/v1/notification-endpoints/:id/deliveries/:delivery/replay", {
       params: { id: Uuid, delivery: Uuid },
       success: Replayed,
       error: [NotFound, NotReplayable, QueueFull]
-    }).pipe(requireScope(
-      "org_config.write",
-      "Requeues a failed delivery with the same event id; it waits for the endpoint's cooldown."
-    )),
+    }).pipe(
+      requireScope(
+        "org_config.write",
+        "Requeues a failed delivery with the same event id; it waits for the endpoint's cooldown."
+      ),
+      documented({ summary: "Replay a webhook delivery", response: Examples.replayed })
+    ),
     HttpApiEndpoint.get("getSettings", "/v1/notification-settings", {
       success: NotificationSettings
-    }).pipe(requireScope("org_config.read", "The reviewer email address and whether reviewer email is active.")),
+    }).pipe(
+      requireScope("org_config.read", "The reviewer email address and whether reviewer email is active."),
+      documented({ summary: "Get the notification settings", response: Examples.notificationSettings })
+    ),
     HttpApiEndpoint.put("updateSettings", "/v1/notification-settings", {
       payload: UpdateNotificationSettings,
       success: NotificationSettings
-    }).pipe(requireScope(
-      "org_config.write",
-      "Sets (or, with null, clears) the reviewer email address that receives approval requests and deadline notices."
-    ))
+    }).pipe(
+      requireScope(
+        "org_config.write",
+        "Sets (or, with null, clears) the reviewer email address that receives approval requests and deadline notices."
+      ),
+      documented({
+        summary: "Set the reviewer email address",
+        request: Examples.updateNotificationSettings,
+        response: Examples.notificationSettings
+      })
+    )
   )
   .middleware(Authentication)
   .annotate(OpenApi.Title, "Notification endpoints")

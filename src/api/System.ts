@@ -1,6 +1,8 @@
 import { Schema } from "effect"
 import { HttpApiEndpoint, HttpApiGroup, OpenApi } from "effect/http-api"
 import { ServiceUnavailable } from "./Errors.ts"
+import { documented } from "./Documentation.ts"
+import * as Examples from "./Examples.ts"
 
 export const HealthStatus = Schema.Struct({ status: Schema.Literal("ok") })
 
@@ -8,9 +10,15 @@ export const HealthStatus = Schema.Struct({ status: Schema.Literal("ok") })
 export class SystemApi extends HttpApiGroup.make("system", { topLevel: true })
   .add(
     HttpApiEndpoint.get("health", "/health", { success: HealthStatus })
-      .annotate(OpenApi.Description, "Liveness: the process answers."),
+      .annotate(OpenApi.Description, "Liveness: the process answers.")
+      .pipe(documented({ summary: "Check liveness", response: Examples.healthy })),
     HttpApiEndpoint.get("ready", "/ready", { success: HealthStatus, error: ServiceUnavailable })
       .annotate(OpenApi.Description, "Readiness: the database answers.")
+      .pipe(documented({
+        summary: "Check readiness",
+        response: Examples.healthy,
+        errors: { 503: "The database does not answer; retry later." }
+      }))
   )
   .annotate(OpenApi.Title, "System")
 {}

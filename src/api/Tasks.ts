@@ -7,6 +7,8 @@ import { HttpApiEndpoint, HttpApiGroup, HttpApiSchema, OpenApi } from "effect/ht
 import { Cursor, JsonObject, JsonValue, Limit, NextCursor, Timestamp, TraceId, Uuid } from "./Common.ts"
 import { AnswerSchemaTooComplex, LimitReached, NotFound, ValidationBusy } from "./Errors.ts"
 import { Authentication, requireScope } from "./Security.ts"
+import { documented, notFound } from "./Documentation.ts"
+import * as Examples from "./Examples.ts"
 
 export const Task = Schema.Struct({
   id: Uuid,
@@ -67,39 +69,81 @@ export class TasksApi extends HttpApiGroup.make("tasks")
       payload: CreateTask,
       success: Task.pipe(HttpApiSchema.status(201)),
       error: [AnswerSchemaTooComplex, ValidationBusy, LimitReached]
-    }).pipe(requireScope(
-      "tasks.write",
-      "Creates a task and its first, empty dataset version. The answer schema must stay within the documented size and complexity limits (400 `ANSWER_SCHEMA_TOO_COMPLEX` names the one exceeded)."
-    )),
+    }).pipe(
+      requireScope("tasks.write", "Creates a task and its first, empty dataset version."),
+      documented({
+        summary: "Create a task",
+        request: Examples.createTask,
+        response: Examples.task,
+        errors: {
+          409: "The organization already has `SVC_MAX_TASKS_PER_ORG` tasks (`LIMIT_REACHED`).",
+          429: "Too many schema checks of your organization are waiting (`VALIDATION_BUSY`)."
+        }
+      })
+    ),
     HttpApiEndpoint.get("list", "/v1/tasks", {
       query: { limit: Limit, cursor: Cursor },
       success: Schema.Struct({ tasks: Schema.Array(Task), next_cursor: NextCursor })
-    }).pipe(requireScope("tasks.read", "Lists tasks, newest first.")),
+    }).pipe(
+      requireScope("tasks.read", "Lists tasks, newest first."),
+      documented({ summary: "List tasks", response: Examples.taskList })
+    ),
     HttpApiEndpoint.get("get", "/v1/tasks/:task_id", {
       params: TaskIdParams,
       success: Task,
       error: NotFound
-    }).pipe(requireScope("tasks.read")),
+    }).pipe(
+      requireScope("tasks.read"),
+      documented({
+        summary: "Get a task",
+        description: "One task with its answer schema.",
+        response: Examples.task,
+        errors: { 404: notFound("task") }
+      })
+    ),
     HttpApiEndpoint.post("logRun", "/v1/tasks/:task_id/runs", {
       params: TaskIdParams,
       payload: LogRun,
       success: Run.pipe(HttpApiSchema.status(201)),
       error: NotFound
-    }).pipe(requireScope(
-      "tasks.write",
-      "Logs a run of the task. The answer's `trace_id` is also sent in the `x-svc-trace-id` header; it is the `inference_log_id` of feedback."
-    )),
+    }).pipe(
+      requireScope(
+        "tasks.write",
+        "Logs a run of the task. The answer's `trace_id` is also sent in the `x-svc-trace-id` header; it is the `inference_log_id` of feedback."
+      ),
+      documented({
+        summary: "Log a run",
+        request: Examples.logRun,
+        response: Examples.run,
+        errors: { 404: notFound("task") }
+      })
+    ),
     HttpApiEndpoint.get("listRuns", "/v1/tasks/:task_id/runs", {
       params: TaskIdParams,
       query: { limit: Limit, cursor: Cursor },
       success: Schema.Struct({ runs: Schema.Array(Run), next_cursor: NextCursor }),
       error: NotFound
-    }).pipe(requireScope("tasks.read", "Lists the task's runs, newest first.")),
+    }).pipe(
+      requireScope("tasks.read", "Lists the task's runs, newest first."),
+      documented({
+        summary: "List a task's runs",
+        response: Examples.runList,
+        errors: { 404: notFound("task") }
+      })
+    ),
     HttpApiEndpoint.get("getRun", "/v1/runs/:trace_id", {
       params: { trace_id: TraceId },
       success: Run,
       error: NotFound
-    }).pipe(requireScope("tasks.read"))
+    }).pipe(
+      requireScope("tasks.read"),
+      documented({
+        summary: "Get a run",
+        description: "One logged run, by its trace id.",
+        response: Examples.run,
+        errors: { 404: notFound("run") }
+      })
+    )
   )
   .middleware(Authentication)
   .annotate(OpenApi.Title, "Tasks and runs")
@@ -111,12 +155,26 @@ export class DatasetsApi extends HttpApiGroup.make("datasets")
       params: TaskIdParams,
       success: Schema.Struct({ datasets: Schema.Array(DatasetSummary) }),
       error: NotFound
-    }).pipe(requireScope("datasets.read", "Lists the task's dataset versions, oldest first.")),
+    }).pipe(
+      requireScope("datasets.read", "Lists the task's dataset versions, oldest first."),
+      documented({
+        summary: "List a task's dataset versions",
+        response: Examples.datasetList,
+        errors: { 404: notFound("task") }
+      })
+    ),
     HttpApiEndpoint.get("get", "/v1/datasets/:dataset_id", {
       params: { dataset_id: Uuid },
       success: Dataset,
       error: NotFound
-    }).pipe(requireScope("datasets.read", "One dataset version with its examples. Versions never change."))
+    }).pipe(
+      requireScope("datasets.read", "One dataset version with its examples. Versions never change."),
+      documented({
+        summary: "Get a dataset version",
+        response: Examples.dataset,
+        errors: { 404: notFound("dataset version") }
+      })
+    )
   )
   .middleware(Authentication)
   .annotate(OpenApi.Title, "Datasets")

@@ -9,6 +9,8 @@ import { Timestamp, Uuid } from "./Common.ts"
 import { InvalidUrl, NotReplayable, QueueFull, Replayed } from "./Deliveries.ts"
 import { NotFound, problemType } from "./Errors.ts"
 import { Authentication, requireScope } from "./Security.ts"
+import { documented, notFound } from "./Documentation.ts"
+import * as Examples from "./Examples.ts"
 
 export class DestinationExists extends HttpApiError.Problem<DestinationExists>()("DestinationExists", {
   type: problemType("DESTINATION_EXISTS"),
@@ -82,38 +84,67 @@ export class TelemetryApi extends HttpApiGroup.make("telemetry")
   .add(
     HttpApiEndpoint.get("list", "/v1/telemetry-destinations", {
       success: Schema.Struct({ destinations: Schema.Array(TelemetryDestination) })
-    }).pipe(requireScope("org_config.read", "The organization's telemetry destination (at most one).")),
+    }).pipe(
+      requireScope("org_config.read", "The organization's telemetry destination (at most one)."),
+      documented({ summary: "Get the telemetry destination", response: Examples.destinationList })
+    ),
     HttpApiEndpoint.post("create", "/v1/telemetry-destinations", {
       payload: CreateTelemetryDestination,
       success: CreatedTelemetryDestination.pipe(HttpApiSchema.status(201)),
       error: [InvalidUrl, InvalidHeaders, DestinationExists]
-    }).pipe(requireScope(
-      "org_config.write",
-      "Configures the organization's one OTLP/HTTP JSON trace collector. A second one is refused with 409 `DESTINATION_EXISTS`."
-    )),
+    }).pipe(
+      requireScope(
+        "org_config.write",
+        "Configures the organization's one OTLP/HTTP JSON trace collector. A second one is refused with 409 `DESTINATION_EXISTS`."
+      ),
+      documented({
+        summary: "Create the telemetry destination",
+        request: Examples.createDestination,
+        response: Examples.createdDestination
+      })
+    ),
     HttpApiEndpoint.post("test", "/v1/telemetry-destinations/:id/test", {
       params: DestinationParams,
       success: Schema.Struct({ delivered: Schema.Boolean }),
       error: [NotFound, ExportFailed]
-    }).pipe(requireScope("org_config.write", "Exports one test span at once.")),
+    }).pipe(
+      requireScope("org_config.write", "Exports one test span at once."),
+      documented({ summary: "Send a test span", response: Examples.testDelivered })
+    ),
     HttpApiEndpoint.delete("remove", "/v1/telemetry-destinations/:id", {
       params: DestinationParams,
       success: HttpApiSchema.NoContent,
       error: NotFound
-    }).pipe(requireScope("org_config.write", "Removes the destination: export stops at once and buffered spans are dropped.")),
+    }).pipe(
+      requireScope("org_config.write", "Removes the destination: export stops at once and buffered spans are dropped."),
+      documented({
+        summary: "Delete the telemetry destination",
+        errors: { 404: notFound("destination") }
+      })
+    ),
     HttpApiEndpoint.get("deliveries", "/v1/telemetry-destinations/:id/deliveries", {
       params: DestinationParams,
       success: Schema.Struct({ deliveries: Schema.Array(TelemetryDelivery) }),
       error: NotFound
-    }).pipe(requireScope("org_config.read", "The latest 50 delivery records (batches), newest first.")),
+    }).pipe(
+      requireScope("org_config.read", "The latest 50 delivery records (batches), newest first."),
+      documented({
+        summary: "List telemetry deliveries",
+        response: Examples.telemetryDeliveries,
+        errors: { 404: notFound("destination") }
+      })
+    ),
     HttpApiEndpoint.post("replay", "/v1/telemetry-destinations/:id/deliveries/:delivery/replay", {
       params: { id: Uuid, delivery: Uuid },
       success: Replayed,
       error: [NotFound, NotReplayable, QueueFull]
-    }).pipe(requireScope(
-      "org_config.write",
-      "Sends a failed batch again. A partially accepted batch is not replayable (OTLP does not say which spans were rejected)."
-    ))
+    }).pipe(
+      requireScope(
+        "org_config.write",
+        "Sends a failed batch again. A partially accepted batch is not replayable (OTLP does not say which spans were rejected)."
+      ),
+      documented({ summary: "Replay a telemetry delivery", response: Examples.replayed })
+    )
   )
   .middleware(Authentication)
   .annotate(OpenApi.Title, "Telemetry destinations")

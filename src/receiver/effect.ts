@@ -11,10 +11,11 @@
  * }).pipe(Effect.catchTag("WebhookRejected", (e) => HttpServerResponse.json({ error: e.reason }, { status: 400 })))
  * ```
  */
-import { Data, Effect } from "effect"
+import { ByteSize, Data, Effect } from "effect"
 import { HttpServerRequest } from "effect/http"
 import {
   constructEvent as constructEventPromise,
+  DEFAULT_MAX_BODY_BYTES,
   type DedupStore,
   type RawBody,
   type Secrets,
@@ -54,12 +55,21 @@ export const SvcWebhooks = {
   constructEvent: (rawBody: RawBody, header: string | null | undefined, secret: Secrets, options?: VerifyOptions) =>
     lift(() => constructEventPromise(rawBody, header, secret, options)),
 
-  /** Reads the current request's raw body and `x-svc-signature`, then `constructEvent`. */
+  /**
+   * Reads the current request's raw body (at most `maxBodyBytes`, default
+   * 1 MiB: reading stops there) and `x-svc-signature`, then `constructEvent`.
+   */
   fromRequest: (options: VerifyOptions & { readonly secret: Secrets }) =>
     Effect.gen(function*() {
       const request = yield* HttpServerRequest.HttpServerRequest
+      const max = options.maxBodyBytes ?? DEFAULT_MAX_BODY_BYTES
       const raw = yield* request.arrayBuffer.pipe(
-        Effect.mapError(() => new WebhookRejected({ reason: "invalid_body", message: "the body could not be read" }))
+        Effect.provideService(HttpServerRequest.MaxBodySize, ByteSize.bytes(max)),
+        Effect.mapError((error) =>
+          error.reason._tag === "RequestParseError" && error.reason.reason === "BodyTooLarge"
+            ? new WebhookRejected({ reason: "body_too_large", message: `the body is over ${max} bytes (maxBodyBytes)` })
+            : new WebhookRejected({ reason: "invalid_body", message: "the body could not be read" })
+        )
       )
       return yield* lift(() => constructEventPromise(raw, request.headers["x-svc-signature"], options.secret, options))
     }),

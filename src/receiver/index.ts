@@ -15,9 +15,14 @@
  *
  * The signature is checked on the raw bytes before anything is parsed:
  * HMAC-SHA256 over `${t}.${rawBody}` keyed with the secret string as
- * returned, compared in constant time (`crypto.subtle.verify`), any of
- * several `v1=` values (secret rotation), timestamp within
- * `toleranceSeconds` (300) of the receiver's clock in both directions.
+ * returned, one HMAC per secret compared in constant time with each of the
+ * `v1=` values (secret rotation), timestamp within `toleranceSeconds` (300)
+ * of the receiver's clock in both directions.
+ *
+ * What an unauthenticated sender can make it do is bounded: the body is read
+ * and hashed only up to `maxBodyBytes` (1 MiB), the header is at most
+ * `MAX_SIGNATURE_HEADER_LENGTH` characters with at most `MAX_SIGNATURES`
+ * `v1=` values, and each secret costs one HMAC whatever the header holds.
  * Never log the secret or full payloads.
  */
 
@@ -33,6 +38,18 @@ export const EVENT_TYPES = [
 export type WebhookEventType = typeof EVENT_TYPES[number]
 
 export const DEFAULT_TOLERANCE_SECONDS = 300
+
+/** The largest body read and verified, unless `maxBodyBytes` says otherwise: 1 MiB. */
+export const DEFAULT_MAX_BODY_BYTES = 1024 * 1024
+
+/** The longest `X-Svc-Signature` header accepted, in characters. */
+export const MAX_SIGNATURE_HEADER_LENGTH = 1024
+
+/**
+ * The most `v1=` values a header may carry. The service sends one per active
+ * secret: two during a rotation overlap.
+ */
+export const MAX_SIGNATURES = 8
 
 /** The approval as it was when the event was recorded (DESIGN.md "Approval snapshot"). */
 export interface ApprovalSnapshot {
@@ -59,8 +76,10 @@ export interface WebhookEvent {
 }
 
 export type WebhookVerificationReason =
-  /** The header is missing or not `t=<unix>,v1=<hex>...`. */
+  /** The header is missing, too long, has too many `v1=` values, or is not `t=<unix>,v1=<hex>...`. */
   | "malformed_header"
+  /** The body is over `maxBodyBytes` (default 1 MiB); it was not read further nor verified. */
+  | "body_too_large"
   /** No `v1=` value matches any of the secrets. */
   | "bad_signature"
   /** `t` is more than `toleranceSeconds` from the receiver's clock (either direction). */
@@ -93,6 +112,14 @@ export interface VerifyOptions {
   readonly now?: Date | number | (() => number)
   /** When set, an event of another organization is refused (`unexpected_org`). */
   readonly expectedOrgId?: string
+  /**
+   * The largest body read and verified, in bytes (default 1 MiB). A larger
+   * body is refused with `body_too_large` before any HMAC; `readRawBody` and
+   * `handleRequest` stop reading a stream at this size.
+   */
+  readonly maxBodyBytes?: number
+  /** The Web Crypto implementation (default `globalThis.crypto.subtle`), e.g. `webcrypto.subtle` of `node:crypto` on Node 18. */
+  readonly subtle?: SubtleCrypto
 }
 
 export type RawBody = string | Uint8Array | ArrayBuffer
@@ -108,6 +135,65 @@ const bytesOf = (body: RawBody): Uint8Array<ArrayBuffer> => {
   const copy = new Uint8Array(body.byteLength)
   copy.set(body)
   return copy
+}
+
+const maxBodyBytesOf = (options: Pick<VerifyOptions, "maxBodyBytes">): number => {
+  const max = options.maxBodyBytes ?? DEFAULT_MAX_BODY_BYTES
+  if (!Number.isSafeInteger(max) || max <= 0) throw new TypeError("maxBodyBytes must be a positive integer")
+  return max
+}
+
+const tooLarge = (max: number) =>
+  new WebhookVerificationError("body_too_large", `the body is over ${max} bytes (maxBodyBytes)`)
+
+/** The body as bytes, refusing one over `max` bytes (a string is measured before it is encoded when it can be). */
+const boundedBytesOf = (body: RawBody, max: number): Uint8Array<ArrayBuffer> => {
+  // Each UTF-16 unit encodes to at least one UTF-8 byte.
+  if (typeof body === "string" && body.length > max) throw tooLarge(max)
+  const bytes = bytesOf(body)
+  if (bytes.byteLength > max) throw tooLarge(max)
+  return bytes
+}
+
+/**
+ * Reads a request's raw body, at most `maxBodyBytes` (default 1 MiB): a
+ * larger `Content-Length` is refused before reading, and a stream is read
+ * only until it passes the limit, then cancelled, never to its end. Rejects
+ * with `body_too_large`.
+ */
+export const readRawBody = async (
+  request: { readonly headers: Headers; readonly body: ReadableStream<Uint8Array> | null },
+  options: Pick<VerifyOptions, "maxBodyBytes"> = {}
+): Promise<Uint8Array<ArrayBuffer>> => {
+  const max = maxBodyBytesOf(options)
+  const declared = request.headers.get("content-length")
+  if (declared !== null && /^\d+$/.test(declared.trim()) && Number(declared.trim()) > max) {
+    await request.body?.cancel().catch(() => undefined)
+    throw tooLarge(max)
+  }
+  if (request.body === null) return new Uint8Array(0)
+  const reader = request.body.getReader()
+  const chunks: Array<Uint8Array> = []
+  let total = 0
+  for (;;) {
+    const { done, value } = await reader.read()
+    if (done) break
+    total += value.byteLength
+    if (total > max) {
+      // Cancelling tells the source to stop producing; the failure of the
+      // cancellation itself changes nothing for the caller.
+      await reader.cancel().catch(() => undefined)
+      throw tooLarge(max)
+    }
+    chunks.push(value)
+  }
+  const out = new Uint8Array(total)
+  let offset = 0
+  for (const chunk of chunks) {
+    out.set(chunk, offset)
+    offset += chunk.byteLength
+  }
+  return out
 }
 
 const nowMillis = (now: VerifyOptions["now"]): number =>
@@ -126,10 +212,20 @@ export interface ParsedSignatureHeader {
   readonly signatures: ReadonlyArray<string>
 }
 
-/** Parses `t=<unix>,v1=<hex>[,v1=<hex>...]`; unknown schemes (`v0=`, ...) are ignored as Stripe does. */
+/**
+ * Parses `t=<unix>,v1=<hex>[,v1=<hex>...]`; unknown schemes (`v0=`, ...) are
+ * ignored as Stripe does. At most `MAX_SIGNATURE_HEADER_LENGTH` characters
+ * and `MAX_SIGNATURES` `v1=` values.
+ */
 export const parseSignatureHeader = (header: string | null | undefined): ParsedSignatureHeader => {
-  if (typeof header !== "string" || header.length === 0 || header.length > 4096) {
+  if (typeof header !== "string" || header.length === 0) {
     throw new WebhookVerificationError("malformed_header", "missing X-Svc-Signature header")
+  }
+  if (header.length > MAX_SIGNATURE_HEADER_LENGTH) {
+    throw new WebhookVerificationError(
+      "malformed_header",
+      `the X-Svc-Signature header is over ${MAX_SIGNATURE_HEADER_LENGTH} characters`
+    )
   }
   let timestamp: number | undefined
   const signatures: Array<string> = []
@@ -144,6 +240,9 @@ export const parseSignatureHeader = (header: string | null | undefined): ParsedS
       }
       timestamp = Number(value)
     } else if (key === "v1") {
+      if (signatures.length === MAX_SIGNATURES) {
+        throw new WebhookVerificationError("malformed_header", `more than ${MAX_SIGNATURES} v1= signatures in X-Svc-Signature`)
+      }
       signatures.push(value)
     }
   }
@@ -152,14 +251,27 @@ export const parseSignatureHeader = (header: string | null | undefined): ParsedS
   return { timestamp, signatures }
 }
 
-const importKey = (secret: string) =>
-  crypto.subtle.importKey("raw", encoder.encode(secret), { name: "HMAC", hash: "SHA-256" }, false, ["sign", "verify"])
+const importKey = (subtle: SubtleCrypto, secret: string) =>
+  subtle.importKey("raw", encoder.encode(secret), { name: "HMAC", hash: "SHA-256" }, false, ["sign"])
+
+/**
+ * Equality of two digests in time that depends on their length only. Web
+ * Crypto has no timing-safe comparison, and `subtle.verify` would compute
+ * the HMAC again for every `v1=` value, which is what this avoids.
+ */
+const digestsEqual = (a: Uint8Array, b: Uint8Array): boolean => {
+  if (a.byteLength !== b.byteLength) return false
+  let difference = 0
+  for (let i = 0; i < a.byteLength; i++) difference |= a[i]! ^ b[i]!
+  return difference === 0
+}
 
 /**
  * Checks the signature and the timestamp of a delivery, on the raw body,
  * without parsing it. Resolves to the verified timestamp; rejects with a
- * `WebhookVerificationError` (`malformed_header`, `bad_signature`,
- * `timestamp_outside_tolerance`).
+ * `WebhookVerificationError` (`malformed_header`, `body_too_large`,
+ * `bad_signature`, `timestamp_outside_tolerance`). One HMAC per secret,
+ * however many `v1=` values the header holds.
  */
 export const verifySignature = async (
   rawBody: RawBody,
@@ -172,19 +284,19 @@ export const verifySignature = async (
   if (secrets.length === 0 || secrets.some((s) => typeof s !== "string" || s.length === 0)) {
     throw new TypeError("verifySignature: the signing secret is empty")
   }
-  const body = bytesOf(rawBody)
+  const body = boundedBytesOf(rawBody, maxBodyBytesOf(options))
+  const subtle = options.subtle ?? globalThis.crypto.subtle
   const prefix = encoder.encode(`${parsed.timestamp}.`)
   const signed = new Uint8Array(prefix.length + body.length)
   signed.set(prefix)
   signed.set(body, prefix.length)
+  const candidates = parsed.signatures.map(hexToBytes)
   let matched = false
-  for (const value of secrets) {
-    const key = await importKey(value)
-    for (const candidate of parsed.signatures) {
-      const digest = hexToBytes(candidate)
-      // `subtle.verify` compares in constant time; every candidate is checked
-      // so the time taken does not say which one matched.
-      if (digest !== undefined && await crypto.subtle.verify("HMAC", key, digest, signed)) matched = true
+  for (const value of new Set(secrets)) {
+    const digest = new Uint8Array(await subtle.sign("HMAC", await importKey(subtle, value), signed))
+    // Every candidate is compared so the time taken does not say which one matched.
+    for (const candidate of candidates) {
+      if (candidate !== undefined && digestsEqual(digest, candidate)) matched = true
     }
   }
   if (!matched) throw new WebhookVerificationError("bad_signature", "no v1= signature matches the signing secret")
@@ -310,18 +422,23 @@ export interface HandlerOptions extends VerifyOptions {
 
 /**
  * A complete `(Request) => Response` receiver: 400 for an unverifiable
- * delivery (saying why, never echoing the body), 2xx once `onEvent` saved it,
- * 200 `{"duplicate":true}` for a repeat.
+ * delivery and 413 for a body over `maxBodyBytes` (saying why, never
+ * echoing the body), 2xx once `onEvent` saved it, 200 `{"duplicate":true}`
+ * for a repeat. A malformed signature header is refused before the body is
+ * read.
  */
 export const handleRequest = async (request: Request, options: HandlerOptions): Promise<Response> => {
   if (request.method !== "POST") return new Response(null, { status: 405, headers: { allow: "POST" } })
-  const raw = new Uint8Array(await request.arrayBuffer())
   let event: WebhookEvent
   try {
-    event = await constructEvent(raw, request.headers.get("x-svc-signature"), options.secret, options)
+    const header = request.headers.get("x-svc-signature")
+    parseSignatureHeader(header)
+    const raw = await readRawBody(request, options)
+    event = await constructEvent(raw, header, options.secret, options)
   } catch (error) {
     if (error instanceof WebhookVerificationError) {
-      return Response.json({ error: error.reason, message: error.message }, { status: 400 })
+      const status = error.reason === "body_too_large" ? 413 : 400
+      return Response.json({ error: error.reason, message: error.message }, { status })
     }
     throw error
   }

@@ -1,0 +1,222 @@
+/**
+ * Example requests and answers for the OpenAPI document, as JSON on the
+ * wire. Typed with the schemas' encoded types (type-only imports, so no
+ * import cycle), and decoded with the endpoints' own schemas by
+ * `test/unit/api/openapi.test.ts`.
+ */
+import type { GovernedStep, Session, SessionDetail, Step, StepAnswer, ToolOutcome } from "./Agents.ts"
+import type { ApprovalSnapshot, Policy, PolicyInput } from "./Approvals.ts"
+import type { FeedbackItem, PromotePreview, Promoted, SubmitFeedback } from "./Feedback.ts"
+import type {
+  CreateEndpoint,
+  NotificationDelivery,
+  NotificationEndpoint,
+  NotificationSettings,
+  RotateSecret,
+  UpdateNotificationSettings
+} from "./Notifications.ts"
+import type { CreateTask, Dataset, DatasetSummary, LogRun, Run, Task } from "./Tasks.ts"
+import type { CreateTelemetryDestination, TelemetryDelivery, TelemetryDestination } from "./Telemetry.ts"
+
+type Json<S extends { readonly Encoded: unknown }> = S["Encoded"]
+
+const ids = {
+  org: "0193a0a0-0000-7000-8000-00000000000a",
+  key: "0193a0a0-0000-7000-8000-0000000000b1",
+  task: "0193a0a0-0000-7000-8000-0000000000c1",
+  dataset: "0193a0a0-0000-7000-8000-0000000000d1",
+  dataset2: "0193a0a0-0000-7000-8000-0000000000d2",
+  feedback: "0193a0a0-0000-7000-8000-0000000000f1",
+  session: "0193a0a0-0000-7000-8000-0000000000e1",
+  approval: "0193a0a0-0000-7000-8000-0000000000a1",
+  endpoint: "0193a0a0-0000-7000-8000-000000000e01",
+  event: "0193a0a0-0000-7000-8000-000000000e71",
+  delivery: "0193a0a0-0000-7000-8000-000000000de1",
+  destination: "0193a0a0-0000-7000-8000-000000000071",
+  batch: "0193a0a0-0000-7000-8000-000000000b71"
+} as const
+
+const traceId = "4bf92f3577b34da6a3ce929d0e0e4736"
+const at = "2026-11-22T12:00:00.000Z"
+
+export const healthy = { status: "ok" }
+
+// Tasks, runs, datasets
+
+export const createTask: Json<typeof CreateTask> = {
+  name: "triage",
+  answer_schema: { type: "object", properties: { label: { type: "string" } }, required: ["label"] }
+}
+export const task: Json<typeof Task> = { id: ids.task, ...createTask, created_at: at }
+export const taskList = { tasks: [task], next_cursor: null }
+export const logRun: Json<typeof LogRun> = { input: { ticket: "printer on fire" }, answer: { label: "hardware" } }
+export const run: Json<typeof Run> = { trace_id: traceId, task_id: ids.task, ...logRun, created_at: at }
+export const runList = { runs: [run], next_cursor: null }
+export const datasetSummary: Json<typeof DatasetSummary> = {
+  id: ids.dataset,
+  task_id: ids.task,
+  version: 1,
+  created_at: at,
+  example_count: 1
+}
+export const datasetList = { datasets: [datasetSummary] }
+export const dataset: Json<typeof Dataset> = {
+  ...datasetSummary,
+  examples: [{ input: { ticket: "printer on fire" }, answer: { label: "facilities" }, feedback_id: ids.feedback }]
+}
+
+// Agent sessions and approvals
+
+export const createSession = { task_id: ids.task }
+export const session: Json<typeof Session> = { id: ids.session, task_id: ids.task, created_at: at }
+export const governedStep: Json<typeof GovernedStep> = {
+  step_id: "refund-1",
+  tool: "stripe.refunds.create",
+  action_class: "payments.refund",
+  arguments: { charge: "ch_123", amount: 1200 }
+}
+export const stepAnswer: Json<typeof StepAnswer> = { decision: "pending", approval_id: ids.approval }
+export const toolOutcome: Json<typeof ToolOutcome> = { status: "succeeded", result: { refund: "re_123" } }
+export const step: Json<typeof Step> = {
+  ...governedStep,
+  decision: "pending",
+  approval_id: ids.approval,
+  resolution: "allow",
+  outcome: { ...toolOutcome, reported_at: at },
+  created_at: at
+}
+export const sessionDetail: Json<typeof SessionDetail> = { ...session, steps: [step] }
+export const sessionEvent = {
+  id: "3",
+  event: "approval:decided",
+  data: JSON.stringify({ approval_id: ids.approval, step_id: "refund-1", status: "approved" })
+}
+export const policyInput: Json<typeof PolicyInput> = {
+  mode: "require_approval",
+  review_seconds: 900,
+  expiring_notice_seconds: 300,
+  escalation_seconds: 1800,
+  timeout_action: "reject"
+}
+export const policy: Json<typeof Policy> = { action_class: "payments.refund", ...policyInput, updated_at: at }
+export const policyList = { policies: [policy] }
+export const approval: Json<typeof ApprovalSnapshot> = {
+  approval_id: ids.approval,
+  session_id: ids.session,
+  step_id: "refund-1",
+  task_id: ids.task,
+  status: "pending",
+  deadline_at: "2026-11-22T12:15:00.000Z",
+  expires_at: "2026-11-22T12:45:00.000Z",
+  timeout_action: "reject"
+}
+export const decision = { decision: "approve" }
+export const decidedApproval: Json<typeof ApprovalSnapshot> = {
+  ...approval,
+  status: "approved",
+  decided_at: "2026-11-22T12:03:00.000Z",
+  decided_by: ids.key
+}
+
+// Feedback
+
+export const submitFeedback: Json<typeof SubmitFeedback> = {
+  inference_log_id: traceId,
+  score: -1,
+  correction: { label: "facilities" }
+}
+export const feedbackItem: Json<typeof FeedbackItem> = {
+  id: ids.feedback,
+  inference_log_id: traceId,
+  task_id: ids.task,
+  score: -1,
+  correction: { label: "facilities" },
+  status: "pending",
+  created_at: at
+}
+export const feedbackList = { feedback: [feedbackItem], next_cursor: null }
+export const stagedFeedback: Json<typeof FeedbackItem> = { ...feedbackItem, status: "staged" }
+export const rejectedFeedback: Json<typeof FeedbackItem> = { ...feedbackItem, status: "rejected" }
+export const promotePreview: Json<typeof PromotePreview> = {
+  base_dataset_id: ids.dataset,
+  expected_feedback_revision: "3:0193a0a0-0000-7000-8000-0000000000f1",
+  staged: [stagedFeedback]
+}
+export const promote = {
+  base_dataset_id: ids.dataset,
+  expected_feedback_revision: "3:0193a0a0-0000-7000-8000-0000000000f1"
+}
+export const promoted: Json<typeof Promoted> = { dataset_id: ids.dataset2, version: 2, promoted_count: 1 }
+
+// Notification endpoints
+
+export const createEndpoint: Json<typeof CreateEndpoint> = {
+  url: "https://hooks.acme.test/svc",
+  events: ["approval.requested", "approval.approved", "approval.rejected"]
+}
+export const notificationEndpoint: Json<typeof NotificationEndpoint> = {
+  id: ids.endpoint,
+  url_hint: "https://hooks.acme.test/…",
+  events: ["approval.requested", "approval.approved", "approval.rejected"],
+  active: true,
+  created_at: at,
+  created_by: ids.key
+}
+const secret = "whsec_q1mR3v1xZx0l7YkzK1m7h2m4bVqJ8d4n2s6t9u0w3yA"
+export const createdEndpoint = { endpoint: notificationEndpoint, secret }
+export const endpointList = { endpoints: [notificationEndpoint], email_notifier: true }
+export const updateEndpoint = { events: ["approval.requested", "approval.expired"] }
+export const updatedEndpoint: Json<typeof NotificationEndpoint> = { ...notificationEndpoint, events: updateEndpoint.events }
+export const rotateSecret: Json<typeof RotateSecret> = { overlap_seconds: 86400 }
+export const rotatedSecret = {
+  endpoint: notificationEndpoint,
+  secret: "whsec_Jx4tQ0b8cN2mV6pL1sR7wY3zA5dF9gH0kE2iU4oT6qM",
+  previous_secret_expires_at: "2026-11-23T12:00:00.000Z"
+}
+export const notificationDelivery: Json<typeof NotificationDelivery> = {
+  id: ids.delivery,
+  event_id: ids.event,
+  label: `approval.requested ${ids.approval}`,
+  status: "failed",
+  attempts: 8,
+  replays: 0,
+  last_error: "HTTP 503 from the receiver",
+  created_at: at,
+  finished_at: "2026-11-23T04:10:00.000Z"
+}
+export const notificationDeliveries = { deliveries: [notificationDelivery] }
+export const replayed = { queued: true, id: ids.delivery }
+export const notificationSettings: Json<typeof NotificationSettings> = {
+  reviewer_email: "reviewers@acme.test",
+  email_notifier: true
+}
+export const updateNotificationSettings: Json<typeof UpdateNotificationSettings> = { reviewer_email: "reviewers@acme.test" }
+
+// Telemetry destinations
+
+export const createDestination: Json<typeof CreateTelemetryDestination> = {
+  url: "https://collector.acme.test/v1/traces",
+  headers: { Authorization: "Bearer collector-token" }
+}
+export const createdDestination = { id: ids.destination, url_hint: "https://collector.acme.test/…/traces" }
+export const destination: Json<typeof TelemetryDestination> = {
+  ...createdDestination,
+  created_at: at,
+  last_delivered_at: "2026-11-22T12:05:00.000Z",
+  last_error: null,
+  pending_spans: 12,
+  dropped_spans: 0
+}
+export const destinationList = { destinations: [destination] }
+export const telemetryDelivery: Json<typeof TelemetryDelivery> = {
+  id: ids.batch,
+  status: "failed",
+  span_count: 512,
+  rejected_spans: 0,
+  attempts: 8,
+  last_error: "HTTP 503 from the collector",
+  created_at: at,
+  finished_at: "2026-11-23T04:10:00.000Z"
+}
+export const telemetryDeliveries = { deliveries: [telemetryDelivery] }
+export const testDelivered = { delivered: true }

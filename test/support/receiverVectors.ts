@@ -1,0 +1,40 @@
+/** Deliveries signed by the service's own signer, for the receiver kit's portable suite. */
+import { newSigningSecret, signatureHeader } from "../../src/notifications/Signing.ts"
+import type { Vectors } from "../../src/receiver/test/suite.ts"
+
+export const receiverOrgId = "0193a0a0-0000-7000-8000-00000000000a"
+
+/** An event body as the service sends it. */
+export const eventBody = (type = "approval.requested", orgId = receiverOrgId) =>
+  JSON.stringify({
+    id: "0193a0a0-0000-7000-8000-0000000000e1",
+    type,
+    org_id: orgId,
+    occurred_at: "2026-11-22T12:00:00.000Z",
+    approval: {
+      approval_id: "0193a0a0-0000-7000-8000-0000000000a1",
+      session_id: "0193a0a0-0000-7000-8000-0000000000e9",
+      step_id: "1",
+      task_id: null,
+      status: "pending",
+      deadline_at: null,
+      expires_at: null
+    }
+  })
+
+/** Fresh secrets, deliveries signed at `now` (unix seconds). */
+export const signedVectors = (secret = newSigningSecret(), now = 1_800_000_000): Vectors => {
+  const oldSecret = newSigningSecret()
+  const body = eventBody()
+  const signed = (payload: string) => ({ body: payload, header: signatureHeader([secret], now, payload) })
+  return {
+    secret,
+    oldSecret,
+    orgId: receiverOrgId,
+    now,
+    body,
+    header: signatureHeader([secret], now, body),
+    rotationHeader: signatureHeader([secret, oldSecret], now, body),
+    signed: { unknownType: signed(eventBody("approval.deleted")), notJson: signed("{not json"), array: signed("[1]") }
+  }
+}
