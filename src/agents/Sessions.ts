@@ -9,6 +9,7 @@ import { Clock, Context, Effect, Layer, Stream } from "effect"
 import type { GovernedStep, Session, SessionDetail, Step, StepAnswer, StepDecision, ToolOutcome } from "../api/Agents.ts"
 import { InvalidRequest, InvalidTransition, NotFound } from "../api/Errors.ts"
 import { Approvals } from "../approvals/Approvals.ts"
+import { Metrics } from "../observability/Metrics.ts"
 import { SvcConfig } from "../platform/Config.ts"
 import { newId } from "../platform/Ids.ts"
 import { iso } from "../platform/Time.ts"
@@ -100,6 +101,7 @@ export class AgentSessions extends Context.Service<AgentSessions, {
       const approvals = yield* Approvals
       const wakeups = yield* Wakeups
       const hub = yield* SessionHub
+      const metrics = yield* Metrics
       const config = yield* SvcConfig
 
       const findSession = (orgId: string, sessionId: string) =>
@@ -251,7 +253,7 @@ export class AgentSessions extends Context.Service<AgentSessions, {
       const stream = Effect.fn("AgentSessions.stream")(function*(orgId: string, sessionId: string, after: string) {
         yield* Effect.annotateCurrentSpan({ "svc.session_id": sessionId })
         yield* findSession(orgId, sessionId)
-        return Stream.unwrap(Effect.map(hub.watch(sessionId), (watch) =>
+        return Stream.unwrap(Effect.map(Effect.andThen(metrics.streamOpen("session"), hub.watch(sessionId)), (watch) =>
           sessionFrames({
             after,
             read: (from) =>

@@ -11,6 +11,7 @@ import type { ApprovalEventType, ApprovalSnapshot, Policy, PolicyInput } from ".
 import { InvalidRequest, InvalidTransition, LimitReached, NotFound } from "../api/Errors.ts"
 import { appendSessionEvent, SessionHub } from "../agents/SessionEvents.ts"
 import { SvcConfig } from "../platform/Config.ts"
+import { Metrics } from "../observability/Metrics.ts"
 import { newId } from "../platform/Ids.ts"
 import { countForCap } from "../platform/OrgLimits.ts"
 import { iso } from "../platform/Time.ts"
@@ -97,6 +98,7 @@ export class Approvals extends Context.Service<Approvals, {
       const config = yield* SvcConfig
       const wakeups = yield* Wakeups
       const hub = yield* SessionHub
+      const metrics = yield* Metrics
 
       const putPolicy = Effect.fn("Approvals.putPolicy")(function*(orgId: string, actionClass: string, input: PolicyInput) {
         const escalation = input.escalation_seconds ?? null
@@ -311,10 +313,12 @@ export class Approvals extends Context.Service<Approvals, {
             ORDER BY next_due_at LIMIT 1
             FOR UPDATE SKIP LOCKED
           `
-          if (row === undefined) return Option.none<{ sessionId: string | null }>()
-          return Option.some(yield* fireDeadline(row, now))
+          if (row === undefined) return Option.none<{ sessionId: string | null; kind: DueKind; dueAt: number }>()
+          const due = nextDue(stateOf(row))
+          return Option.some({ ...(yield* fireDeadline(row, now)), kind: due.kind, dueAt: due.at })
         })).pipe(Effect.orDie)
         if (Option.isNone(fired)) return false
+        metrics.deadlineFired(fired.value.kind, (now - fired.value.dueAt) / 1000)
         yield* wakeups.signal("events")
         if (fired.value.sessionId !== null) yield* hub.notify(fired.value.sessionId)
         return true

@@ -23,6 +23,7 @@
  * or the poll interval.
  */
 import { Cause, Deferred, Duration, Effect, FiberSet, Latch, Option } from "effect"
+import { Metrics } from "../observability/Metrics.ts"
 import { Wakeups } from "../platform/Wakeups.ts"
 import {
   type AttemptRecord,
@@ -93,6 +94,7 @@ export const runWorker = <R>(options: WorkerOptions<R>) =>
   Effect.gen(function*() {
     const queue = yield* DeliveryQueue
     const wakeups = yield* Wakeups
+    const metrics = yield* Metrics
     const fork = yield* FiberSet.makeRuntime<R>()
     const leaseMs = Duration.toMillis(options.leaseFor)
     const pollMs = Duration.toMillis(options.pollEvery)
@@ -225,6 +227,8 @@ export const runWorker = <R>(options: WorkerOptions<R>) =>
         })),
         Effect.flatMap(({ attempt, outcome }) =>
           settle({ claimed: delivery, outcome, attempt, cooldown: options.cooldown }).pipe(
+            // Counted once recorded: what the database says happened.
+            Effect.tap((held) => held ? Effect.sync(() => metrics.deliveryAttempt(options.kind, outcome._tag, attempt.durationMs)) : Effect.void),
             Effect.ensuring(Effect.sync(() => {
               unrecorded.set(delivery.targetId, (unrecorded.get(delivery.targetId) ?? 1) - 1)
               pump()

@@ -72,6 +72,12 @@ export interface SvcConfigShape {
   readonly maxApprovalPoliciesPerOrg: number
   /** Tasks one organization may have. */
   readonly maxTasksPerOrg: number
+  /** Port of the separate `/metrics` listener (`SVC_METRICS_PORT`); `None`: no such listener. */
+  readonly metricsPort: Option.Option<number>
+  /** Address the `/metrics` listener binds (`SVC_METRICS_HOST`, default `HOST`). */
+  readonly metricsHost: string
+  /** Bearer token that opens `GET /metrics` on the API port (`SVC_METRICS_TOKEN`); `None`: not served there. */
+  readonly metricsToken: Option.Option<Redacted.Redacted<string>>
 }
 
 const list = (name: string) =>
@@ -147,6 +153,8 @@ const millisBetween = (name: string, fallback: string, minimum: number, maximum:
         : Effect.fail(invalid(`${name} must be one duration between ${minimum}ms and ${maximum}ms`))
     })
   )
+/** Shortest `SVC_METRICS_TOKEN`: a guessable token would open the metrics to anyone who can reach the API. */
+export const METRICS_TOKEN_MIN_LENGTH = 16
 
 /** What a webhook lease must leave beyond the send deadline, to record the outcome. */
 const LEASE_MARGIN_MS = 2_000
@@ -221,8 +229,31 @@ export const svcConfig: Config.Config<SvcConfigShape> = Config.all({
   dnsLookupsPerOrg: intAtLeast("SVC_DNS_LOOKUPS_PER_ORG", 8, 1),
   maxEndpointsPerOrg: intAtLeast("SVC_MAX_ENDPOINTS_PER_ORG", 50, 1),
   maxApprovalPoliciesPerOrg: intAtLeast("SVC_MAX_APPROVAL_POLICIES_PER_ORG", 1000, 1),
-  maxTasksPerOrg: intAtLeast("SVC_MAX_TASKS_PER_ORG", 10_000, 1)
+  maxTasksPerOrg: intAtLeast("SVC_MAX_TASKS_PER_ORG", 10_000, 1),
+  metricsPort: Config.option(Config.Int("SVC_METRICS_PORT")).pipe(
+    Config.mapEffect((port) =>
+      Option.isNone(port) || (port.value >= 0 && port.value <= 65535)
+        ? Effect.succeed(port)
+        : Effect.fail(invalid("SVC_METRICS_PORT must be between 0 and 65535"))
+    )
+  ),
+  metricsHost: Config.option(Config.String("SVC_METRICS_HOST")),
+  metricsToken: Config.option(Config.Redacted("SVC_METRICS_TOKEN")).pipe(
+    Config.map(Option.filter((token) => Redacted.value(token).length > 0)),
+    Config.mapEffect((token) =>
+      Option.isSome(token) && Redacted.value(token.value).length < METRICS_TOKEN_MIN_LENGTH
+        ? Effect.fail(invalid(`SVC_METRICS_TOKEN must be at least ${METRICS_TOKEN_MIN_LENGTH} characters`))
+        : Effect.succeed(token)
+    )
+  )
 }).pipe(
+  Config.map(({ metricsHost, ...config }) => ({ ...config, metricsHost: Option.getOrElse(metricsHost, () => config.host) })),
+  // The metrics listener cannot share the API's port: one of them would fail to bind.
+  Config.mapEffect((config) =>
+    Option.isSome(config.metricsPort) && config.metricsPort.value !== 0 && config.metricsPort.value === config.port
+      ? Effect.fail(invalid("SVC_METRICS_PORT must differ from PORT"))
+      : Effect.succeed(config)
+  ),
   // A lease that can run out while its send is still within its deadline
   // would let another process send the same delivery at the same time.
   Config.mapEffect((config) =>

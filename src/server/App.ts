@@ -23,6 +23,10 @@ import { ReviewerEmail } from "../notifications/Email.ts"
 import { NotificationEndpoints } from "../notifications/Endpoints.ts"
 import { EventBodies } from "../notifications/EventBodies.ts"
 import { NotificationsHandlers } from "../notifications/Http.ts"
+import { MetricsListener, MetricsRoute } from "../observability/Http.ts"
+import { Metrics } from "../observability/Metrics.ts"
+import { OperatorTracesLive } from "../observability/OperatorTraces.ts"
+import { MetricsScrape } from "../observability/Scrape.ts"
 import { WebhookSender } from "../notifications/Sender.ts"
 import { SvcConfig } from "../platform/Config.ts"
 import { SecretBox } from "../platform/Crypto.ts"
@@ -58,8 +62,13 @@ export const ServicesLive = Layer.mergeAll(
   // The capturing tracer: every span created on top of these services (request
   // spans included) is offered to its organization's telemetry buffer.
   Layer.provideMerge(TracerLive),
+  // The service's own traces (OTEL_* variables): the tracer also hands spans to it.
+  Layer.provideMerge(OperatorTracesLive),
   Layer.provideMerge(SpanBuffers.layer),
-  Layer.provideMerge(Layer.mergeAll(AnswerSchemas.layer, SecretStore.layer, Wakeups.layer, OutboundHttp.layer))
+  Layer.provideMerge(Layer.mergeAll(AnswerSchemas.layer, SecretStore.layer, Wakeups.layer, OutboundHttp.layer)),
+  // Operators' metrics: one registry for everything above, and its scrape.
+  Layer.provideMerge(MetricsScrape.layer),
+  Layer.provideMerge(Metrics.layer)
 )
 
 /** Handlers of every HttpApi group. */
@@ -82,7 +91,8 @@ export const WorkersLive = Layer.mergeAll(
   TelemetryExportLive,
   Dispatcher.worker,
   WebhookSender.worker,
-  ReviewerEmail.worker
+  ReviewerEmail.worker,
+  MetricsListener
 )
 
 const ApiRoutes = HttpApiBuilder.layer(Api, { openapiPath: "/openapi.json" }).pipe(
@@ -103,7 +113,7 @@ const MaxBodySizeLive = Layer.effect(
  * `HttpServer` (Node's, or a test one), the services and the database.
  */
 export const HttpLive = HttpRouter.serve(
-  Layer.mergeAll(ApiRoutes, DocsRoute, RequestMiddleware),
+  Layer.mergeAll(ApiRoutes, DocsRoute, RequestMiddleware, MetricsRoute),
   {
     // Our RequestMiddleware writes the request log line.
     disableLogger: true,

@@ -3,9 +3,10 @@
  * details for every error answer, including those the framework makes itself
  * (unknown route, body too large, wrong content type, defects).
  */
-import { Effect, Exit, type Types } from "effect"
+import { Context, Effect, Exit, type Types } from "effect"
 import { HttpRouter, HttpServerError, HttpServerRequest, HttpServerResponse } from "effect/http"
 import { problemType } from "../api/Errors.ts"
+import { Metrics } from "../observability/Metrics.ts"
 import { newId } from "../platform/Ids.ts"
 import { RequestFacts } from "../platform/Logging.ts"
 
@@ -41,7 +42,7 @@ const asProblem = (response: HttpServerResponse.HttpServerResponse, requestId: s
 
 const REQUEST_ID = /^[A-Za-z0-9._-]{1,128}$/
 
-export const RequestMiddleware = HttpRouter.middleware<{ handles: unknown }>()((httpEffect) =>
+export const RequestMiddleware = HttpRouter.middleware<{ handles: unknown }>()(Effect.map(Metrics, (metrics) => (httpEffect) =>
   // Every failure is answered here; the cast keeps the router's
   // "unhandled" marker, which only a partial handler would need.
   Effect.gen(function*() {
@@ -50,7 +51,16 @@ export const RequestMiddleware = HttpRouter.middleware<{ handles: unknown }>()((
     const requestId = incoming !== undefined && REQUEST_ID.test(incoming) ? incoming : newId()
     const facts: { orgId?: string } = {}
     const started = performance.now()
+    let route: string | undefined
     const exit = yield* httpEffect.pipe(
+      // The router leaves the matched route in the request fiber's context
+      // until the request ends: its template labels the duration metric.
+      Effect.onExit(() =>
+        Effect.contextWith((context: Context.Context<never>) => {
+          route = Context.getOrUndefined(context, HttpRouter.RouteContext)?.route.path
+          return Effect.void
+        })
+      ),
       Effect.provideService(RequestFacts, facts),
       Effect.annotateLogs({ request_id: requestId }),
       Effect.exit
@@ -66,6 +76,8 @@ export const RequestMiddleware = HttpRouter.middleware<{ handles: unknown }>()((
       }
     }
     response = HttpServerResponse.setHeader(asProblem(response, requestId), "x-request-id", requestId)
+    const seconds = (performance.now() - started) / 1000
+    metrics.httpRequest(request.method, route, response.status, seconds)
     const path = request.url.split("?")[0]
     yield* Effect.logInfo("request").pipe(Effect.annotateLogs({
       request_id: requestId,
@@ -73,9 +85,9 @@ export const RequestMiddleware = HttpRouter.middleware<{ handles: unknown }>()((
       "http.request.method": request.method,
       "url.path": path,
       "http.response.status_code": response.status,
-      duration_ms: Math.round((performance.now() - started) * 10) / 10
+      duration_ms: Math.round(seconds * 10_000) / 10
     }))
     return response
-  }) as Effect.Effect<HttpServerResponse.HttpServerResponse, Types.unhandled, HttpServerRequest.HttpServerRequest>, {
+  }) as Effect.Effect<HttpServerResponse.HttpServerResponse, Types.unhandled, HttpServerRequest.HttpServerRequest>), {
   global: true
 })

@@ -30,6 +30,8 @@
  */
 import { Cause, Context, Effect, Exit, Latch, Layer, Option, Tracer } from "effect"
 import * as crypto from "node:crypto"
+import { Metrics, type MetricsShape } from "../observability/Metrics.ts"
+import { type OperatorSink, OperatorSpans } from "../observability/OperatorSink.ts"
 import { SvcConfig } from "../platform/Config.ts"
 import { attributeValue, type KeyValue, type OtlpSpan, SpanKind, StatusCode } from "./Otlp.ts"
 
@@ -103,8 +105,8 @@ export class SpanBuffers extends Context.Service<SpanBuffers, {
   /** Opens when some buffer holds a full batch. */
   readonly batchReady: Latch.Latch
 }>()("svc/telemetry/SpanBuffers") {
-  /** `capacity`: spans held per destination before overflow drops them. */
-  static readonly make = (capacity: number): SpanBuffers["Service"] => {
+  /** `capacity`: spans held per destination before overflow drops them; `metrics` counts the drops. */
+  static readonly make = (capacity: number, metrics?: MetricsShape): SpanBuffers["Service"] => {
     const byOrg = new Map<string, Buffer>()
     const byDestination = new Map<string, Buffer>()
     const batchReady = Latch.makeUnsafe(false)
@@ -130,6 +132,7 @@ export class SpanBuffers extends Context.Service<SpanBuffers, {
         if (buffer === undefined) return
         if (buffer.spans.length >= capacity) {
           buffer.unsavedDropped += 1
+          metrics?.spansDropped("organizations", "buffer_full", 1)
           return
         }
         buffer.spans.push(span)
@@ -165,6 +168,7 @@ export class SpanBuffers extends Context.Service<SpanBuffers, {
       addDropped: (destinationId, count) => {
         const buffer = byDestination.get(destinationId)
         if (buffer !== undefined) buffer.unsavedDropped += count
+        metrics?.spansDropped("organizations", "queue_full", count)
       },
       size: (destinationId) => byDestination.get(destinationId)?.spans.length ?? 0,
       isActive: (destinationId) => byDestination.has(destinationId),
@@ -180,7 +184,20 @@ export class SpanBuffers extends Context.Service<SpanBuffers, {
   }
 
   /** Capacity from `SVC_TELEMETRY_BUFFER_SPANS`. */
-  static readonly layer = Layer.effect(SpanBuffers, Effect.map(SvcConfig, (config) => SpanBuffers.make(config.telemetryBufferSpans)))
+  static readonly layer = Layer.effect(
+    SpanBuffers,
+    Effect.gen(function*() {
+      const config = yield* SvcConfig
+      const metrics = yield* Metrics
+      const buffers = SpanBuffers.make(config.telemetryBufferSpans, metrics)
+      metrics.pendingSpans("organizations", () => {
+        let pending = 0
+        for (const state of buffers.states()) pending += state.size
+        return pending
+      })
+      return buffers
+    })
+  )
 }
 
 // ---------------------------------------------------------------------------
@@ -259,7 +276,7 @@ const errorType = (exit: Exit.Exit<unknown, unknown>): string | undefined => {
 }
 
 /** The OTLP form of an ended span: allowlisted attributes, `error.type`, never messages. */
-export const toOtlpSpan = (span: Tracer.Span): OtlpSpan => {
+export const toOtlpSpan = (span: Tracer.Span, isExported: (key: string) => boolean = isExportedAttribute): OtlpSpan => {
   const status = span.status as Extract<Tracer.SpanStatus, { _tag: "Ended" }>
   const attributes: Array<KeyValue> = []
   let dropped = 0
@@ -268,7 +285,7 @@ export const toOtlpSpan = (span: Tracer.Span): OtlpSpan => {
   const source = span instanceof CapturedSpan ? span.ownAttributes : span.attributes
   if (source !== undefined) {
     for (const [key, raw] of source) {
-      if (!isExportedAttribute(key)) {
+      if (!isExported(key)) {
         dropped += 1
         continue
       }
@@ -317,11 +334,18 @@ class CapturedSpan implements Tracer.Span {
   readonly _tag = "Span"
   deferred: Array<CapturedSpan> | undefined = undefined
   readonly inner: Tracer.Span
+  /** Kept by either pipeline: Effect records attributes (and samples children) only when this holds. */
   readonly sampled: boolean
+  /** Kept for its organization's export (`SVC_TELEMETRY_SAMPLE_RATIO`). */
+  readonly orgSampled: boolean
+  /** Kept for the operator's collector (`OTEL_TRACES_SAMPLER`). */
+  readonly operatorSampled: boolean
   readonly onEnd: (span: CapturedSpan) => void
-  constructor(inner: Tracer.Span, sampled: boolean, onEnd: (span: CapturedSpan) => void) {
+  constructor(inner: Tracer.Span, orgSampled: boolean, operatorSampled: boolean, onEnd: (span: CapturedSpan) => void) {
     this.inner = inner
-    this.sampled = sampled
+    this.orgSampled = orgSampled
+    this.operatorSampled = operatorSampled
+    this.sampled = orgSampled || operatorSampled
     this.onEnd = onEnd
   }
   get name() {
@@ -373,12 +397,15 @@ class CapturedSpan implements Tracer.Span {
 
 /**
  * The tracer: the `inner` tracer's spans plus capture on end. `ratio` is
- * the sample ratio; `buffers` receives the spans.
+ * the sample ratio; `buffers` receives the spans. `operator`, when the
+ * service exports its own traces, gets every span its own sampler keeps,
+ * before and apart from the organizations' filtering.
  */
 export const makeTracer = (
   buffers: SpanBuffers["Service"],
   ratio: number,
-  inner: Tracer.Tracer = Tracer.nativeTracer
+  inner: Tracer.Tracer = Tracer.nativeTracer,
+  operator?: OperatorSink | undefined
 ): Tracer.Tracer => {
   const route = (orgId: string, span: CapturedSpan) => {
     buffers.offer(orgId, JSON.stringify(toOtlpSpan(span)))
@@ -388,10 +415,13 @@ export const makeTracer = (
     }
   }
   const onEnd = (span: CapturedSpan) => {
+    // The operator's pipeline sees the span first and whole; what follows
+    // (organizations' filtering) never affects it.
+    if (span.operatorSampled) operator?.offer(span)
     // Database client spans describe svc's own infrastructure (its database
     // host and name, statements), not the organization's work: never
     // exported. They are also half of all spans.
-    if (!span.sampled || span.ownAttributes?.has("db.system.name") === true) return
+    if (!span.orgSampled || span.ownAttributes?.has("db.system.name") === true) return
     const orgId = orgOf(span)
     if (orgId !== undefined) {
       if (buffers.wants(orgId)) route(orgId, span)
@@ -417,11 +447,26 @@ export const makeTracer = (
         // A new trace: a random trace id from the system's CSPRNG (it becomes
         // e.g. a logged run's trace_id), and the ratio decides.
         if (created instanceof Tracer.NativeSpan && created._traceId === undefined) created._traceId = randomTraceId()
-        return new CapturedSpan(created, options.sampled && sampledByRatio(created.traceId, ratio), onEnd)
+        return new CapturedSpan(
+          created,
+          options.sampled && sampledByRatio(created.traceId, ratio),
+          operator !== undefined && options.sampled && operator.sampleRoot(created.traceId),
+          onEnd
+        )
       }
       // Parent-based: a local or remote parent's decision is inherited (Effect
-      // already passes `sampled: false` under an unsampled parent).
-      return new CapturedSpan(created, options.sampled, onEnd)
+      // already passes `sampled: false` under an unsampled parent). A local
+      // parent carries each pipeline's decision; `sampled` is their union.
+      const parent = options.parent.value
+      if (parent instanceof CapturedSpan) {
+        return new CapturedSpan(created, options.sampled && parent.orgSampled, options.sampled && parent.operatorSampled, onEnd)
+      }
+      return new CapturedSpan(
+        created,
+        options.sampled,
+        operator !== undefined && operator.sampleRemote(parent.sampled, created.traceId),
+        onEnd
+      )
     },
     ...(inner.context === undefined ? {} : { context: inner.context })
   })
@@ -437,6 +482,7 @@ export const TracerLive = Layer.effect(
     const config = yield* SvcConfig
     const buffers = yield* SpanBuffers
     const inner = yield* Effect.tracer
-    return makeTracer(buffers, config.telemetrySampleRatio, inner)
+    const operator = yield* OperatorSpans
+    return makeTracer(buffers, config.telemetrySampleRatio, inner, operator)
   })
 )

@@ -21,6 +21,7 @@
 import { Duration, Effect, Layer, Option, Redacted } from "effect"
 import { type Claimed, DeliveryQueue, Outcome } from "../deliveries/DeliveryQueue.ts"
 import { runWorker, type Settlement } from "../deliveries/DeliveryWorker.ts"
+import { Metrics } from "../observability/Metrics.ts"
 import { SvcConfig } from "../platform/Config.ts"
 import { SecretBox } from "../platform/Crypto.ts"
 import { BATCH_SPANS, SpanBuffers } from "./Capture.ts"
@@ -71,6 +72,7 @@ export const TelemetryExportLive = Layer.effectDiscard(Effect.gen(function*() {
   const queue = yield* DeliveryQueue
   const box = yield* SecretBox
   const config = yield* SvcConfig
+  const metrics = yield* Metrics
   const queueBatches = config.telemetryQueueBatches
 
   const refresh = Effect.gen(function*() {
@@ -205,6 +207,19 @@ export const TelemetryExportLive = Layer.effectDiscard(Effect.gen(function*() {
       }
     })
 
+  // What became of the batch's spans, for the operators' metrics (a retry decides nothing yet).
+  const countSpans = (delivery: Claimed, { outcome }: Settlement) =>
+    Effect.sync(() => {
+      const spans = Number(delivery.meta.span_count ?? 0)
+      if (outcome._tag === "Delivered") metrics.spansExported("organizations", spans)
+      else if (outcome._tag === "Failed") metrics.spansDropped("organizations", "export_failed", spans)
+      else if (outcome._tag === "Partial") {
+        const rejected = Math.min(spans, Number(outcome.meta?.rejected_spans ?? 0))
+        metrics.spansExported("organizations", spans - rejected)
+        metrics.spansDropped("organizations", "rejected_by_collector", rejected)
+      }
+    })
+
   const every = (period: Duration.Input, work: Effect.Effect<void>, what: string) =>
     work.pipe(
       Effect.catchCause((cause) => Effect.logWarning(`telemetry ${what} failed; trying again`, cause)),
@@ -251,7 +266,7 @@ export const TelemetryExportLive = Layer.effectDiscard(Effect.gen(function*() {
     perTarget: 4,
     leaseFor: Duration.seconds(60),
     pollEvery: Duration.seconds(5),
-    handle
+    handle: (delivery) => Effect.tap(handle(delivery), (settlement) => countSpans(delivery, settlement))
   })
 }).pipe(
   // Export work belongs to no organization: keep its spans (SQL, HTTP) out

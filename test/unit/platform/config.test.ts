@@ -1,5 +1,5 @@
 import { assert, describe, it } from "@effect/vitest"
-import { ConfigProvider, Duration, Effect } from "effect"
+import { ConfigProvider, Duration, Effect, Option, Redacted } from "effect"
 import { svcConfig } from "../../../src/platform/Config.ts"
 
 const read = (env: Record<string, string>) =>
@@ -34,5 +34,29 @@ describe("configuration", () => {
       const set = yield* read({ SVC_ANSWER_VALIDATION_TIMEOUT: "250ms", SVC_DNS_SERVERS: "127.0.0.1:5353, [::1]:53" })
       assert.strictEqual(set.answerValidationTimeoutMs, 250)
       assert.deepStrictEqual(set.dnsServers, ["127.0.0.1:5353", "[::1]:53"])
+    }))
+})
+
+describe("metrics settings", () => {
+  it.effect("off by default; SVC_METRICS_HOST defaults to HOST", () =>
+    Effect.gen(function*() {
+      const defaults = yield* read({})
+      assert.isTrue(Option.isNone(defaults.metricsPort))
+      assert.isTrue(Option.isNone(defaults.metricsToken))
+      assert.strictEqual((yield* read({ HOST: "0.0.0.0" })).metricsHost, "0.0.0.0")
+      assert.strictEqual((yield* read({ HOST: "0.0.0.0", SVC_METRICS_HOST: "127.0.0.1" })).metricsHost, "127.0.0.1")
+      assert.deepStrictEqual((yield* read({ SVC_METRICS_PORT: "9464" })).metricsPort, Option.some(9464))
+    }))
+
+  it.effect("a guessable SVC_METRICS_TOKEN, an impossible port or the API's own port is refused at start", () =>
+    Effect.gen(function*() {
+      const short = yield* Effect.flip(read({ SVC_METRICS_TOKEN: "123456789012345" }))
+      assert.include(String(short), "SVC_METRICS_TOKEN must be at least 16 characters")
+      assert.notInclude(String(short), "123456789012345")
+      const token = yield* read({ SVC_METRICS_TOKEN: "1234567890123456" })
+      assert.strictEqual(Redacted.value(Option.getOrThrow(token.metricsToken)), "1234567890123456")
+      assert.include(String(yield* Effect.flip(read({ SVC_METRICS_PORT: "70000" }))), "SVC_METRICS_PORT must be between 0 and 65535")
+      assert.include(String(yield* Effect.flip(read({ PORT: "9000", SVC_METRICS_PORT: "9000" }))), "SVC_METRICS_PORT must differ from PORT")
+      assert.deepStrictEqual((yield* read({ PORT: "0", SVC_METRICS_PORT: "0" })).metricsPort, Option.some(0))
     }))
 })

@@ -1,0 +1,283 @@
+/**
+ * The operators' metrics: one prom-client registry per running service,
+ * rendered in the Prometheus text format at `GET /metrics` (`Endpoint.ts`).
+ *
+ * Why prom-client rather than `effect/observability`'s `PrometheusMetrics`
+ * or OpenTelemetry's metrics SDK: prom-client is the Prometheus client for
+ * Node that most exporters use; its counters, gauges and histograms are
+ * plain synchronous calls (the capturing tracer records drops inside
+ * `Span.end`, where no Effect can run), it renders `_total`, `_bucket`,
+ * `HELP` and `TYPE` exactly as Prometheus expects, and it brings the
+ * standard `process_*` / `nodejs_*` metrics. Effect's formatter (unstable)
+ * writes counters without `_total` and its metrics live in the fiber
+ * context; the OpenTelemetry SDK would add a second metrics pipeline and
+ * half a dozen packages whose versions already fight the test-only
+ * OpenTelemetry packages.
+ *
+ * Names and labels are contract (README, "Operations"). No label ever holds
+ * an organization's id, a secret, a URL or any other unbounded value: every
+ * label below takes its values from a fixed set, and an HTTP route is the
+ * route template (`/v1/tasks/:task_id`), never the path.
+ *
+ * `Metrics` is a reference with a default: code that records an event needs
+ * nothing new from its callers (a test that builds one service alone gets a
+ * private registry nobody reads); the application provides one registry
+ * per running service (`Metrics.layer`), which its `/metrics` renders.
+ */
+import { Context, Effect, Layer, Option, type Scope } from "effect"
+import * as Prometheus from "prom-client"
+import { SvcConfig } from "../platform/Config.ts"
+
+/** Delivery kinds of the shared queue (`src/deliveries`). */
+export const DELIVERY_KINDS = ["webhook", "telemetry", "email"] as const
+export type MetricsDeliveryKind = typeof DELIVERY_KINDS[number]
+
+/** What one delivery attempt led to (the queue's outcome tags). */
+export type AttemptOutcome = "Delivered" | "Partial" | "Retry" | "Failed"
+
+/** `organizations`: export to each organization's destination; `operator`: the service's own traces. */
+export type SpanPipeline = "organizations" | "operator"
+
+/**
+ * Why spans were dropped: a full in-memory buffer, a full delivery queue
+ * (organizations), a collector that refused or never took them.
+ */
+export type DropReason = "buffer_full" | "queue_full" | "export_failed" | "rejected_by_collector"
+
+const DROP_REASONS: Record<SpanPipeline, ReadonlyArray<DropReason>> = {
+  organizations: ["buffer_full", "queue_full", "export_failed", "rejected_by_collector"],
+  operator: ["buffer_full", "export_failed"]
+}
+
+export type DeadlineKind = "expiring" | "escalate" | "expire"
+
+/** OpenTelemetry's default bucket boundaries for `http.server.request.duration` (seconds). */
+export const HTTP_DURATION_BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.25, 0.5, 0.75, 1, 2.5, 5, 7.5, 10]
+
+/** The label value of a request no route matched, and of an unknown method (OpenTelemetry's `_OTHER`). */
+export const OTHER = "_OTHER"
+
+const KNOWN_METHODS: ReadonlySet<string> = new Set(["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS", "TRACE", "CONNECT"])
+
+const outcomeLabel: Record<AttemptOutcome, string> = {
+  Delivered: "delivered",
+  Partial: "partial",
+  Retry: "retry",
+  Failed: "failed"
+}
+
+export interface MetricsShape {
+  readonly registry: Prometheus.Registry
+  /** One HTTP request answered by the API: its route template (`undefined`: no route matched). */
+  readonly httpRequest: (method: string, route: string | undefined, status: number, seconds: number) => void
+  /** One delivery attempt recorded by the delivery worker; a final outcome also counts the delivery. */
+  readonly deliveryAttempt: (kind: string, outcome: AttemptOutcome, durationMs: number) => void
+  readonly spansExported: (pipeline: SpanPipeline, count: number) => void
+  readonly spansDropped: (pipeline: SpanPipeline, reason: DropReason, count: number) => void
+  /** Reports, at each scrape, how many spans the pipeline holds in memory. */
+  readonly pendingSpans: (pipeline: SpanPipeline, read: () => number) => void
+  /** A deadline the scheduler fired, `lagSeconds` after it was due. */
+  readonly deadlineFired: (kind: DeadlineKind, lagSeconds: number) => void
+  /** Counts an open event stream for the life of the current scope. */
+  readonly streamOpen: (stream: "session") => Effect.Effect<void, never, Scope.Scope>
+  /** Gauges whose values are read at scrape time (`DatabaseGauges`). */
+  readonly gauges: {
+    readonly queueDepth: Prometheus.Gauge<"kind">
+    readonly queueOldestAge: Prometheus.Gauge<"kind">
+    readonly targetsCoolingDown: Prometheus.Gauge<"kind">
+    readonly endpointsDeactivated: Prometheus.Gauge
+    readonly poolMax: Prometheus.Gauge
+    readonly connections: Prometheus.Gauge<"state">
+  }
+}
+
+/** A fresh registry with every metric of the contract. */
+export const makeMetrics = (options: { readonly processMetrics?: boolean } = {}): MetricsShape => {
+  const registry = new Prometheus.Registry()
+  const registers = [registry]
+  if (options.processMetrics !== false) Prometheus.collectDefaultMetrics({ register: registry })
+
+  const httpDuration = new Prometheus.Histogram({
+    name: "http_server_request_duration_seconds",
+    help: "Duration of HTTP server requests until the response is ready (OpenTelemetry http.server.request.duration).",
+    labelNames: ["http_request_method", "http_route", "http_response_status_code"] as const,
+    buckets: HTTP_DURATION_BUCKETS,
+    registers
+  })
+  const deliveries = new Prometheus.Counter({
+    name: "svc_deliveries_total",
+    help: "Deliveries that reached a final outcome in the delivery worker, by kind and outcome.",
+    labelNames: ["kind", "outcome"] as const,
+    registers
+  })
+  const attempts = new Prometheus.Counter({
+    name: "svc_delivery_attempts_total",
+    help: "Delivery attempts recorded, by kind and what the attempt led to (delivered, partial, retry, failed).",
+    labelNames: ["kind", "outcome"] as const,
+    registers
+  })
+  const attemptDuration = new Prometheus.Histogram({
+    name: "svc_delivery_attempt_duration_seconds",
+    help: "Duration of one delivery attempt (the whole exchange with the receiver), by kind.",
+    labelNames: ["kind"] as const,
+    buckets: [0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30],
+    registers
+  })
+  const exported = new Prometheus.Counter({
+    name: "svc_telemetry_spans_exported_total",
+    help: "Spans a collector accepted, by pipeline (organizations: their destinations; operator: the service's own traces).",
+    labelNames: ["pipeline"] as const,
+    registers
+  })
+  const dropped = new Prometheus.Counter({
+    name: "svc_telemetry_spans_dropped_total",
+    help: "Spans dropped before a collector accepted them, by pipeline and reason.",
+    labelNames: ["pipeline", "reason"] as const,
+    registers
+  })
+  const pendingReaders = new Map<SpanPipeline, () => number>()
+  new Prometheus.Gauge({
+    name: "svc_telemetry_spans_pending",
+    help: "Spans held in this process's memory, waiting to be batched (organizations) or exported (operator).",
+    labelNames: ["pipeline"] as const,
+    registers,
+    collect() {
+      for (const pipeline of ["organizations", "operator"] as const) {
+        const read = pendingReaders.get(pipeline)
+        this.set({ pipeline }, read === undefined ? 0 : read())
+      }
+    }
+  })
+  const deadlines = new Prometheus.Counter({
+    name: "svc_approval_deadlines_fired_total",
+    help: "Approval deadlines fired by the scheduler, by deadline kind (expiring, escalate, expire).",
+    labelNames: ["deadline"] as const,
+    registers
+  })
+  const schedulerLag = new Prometheus.Histogram({
+    name: "svc_approval_scheduler_lag_seconds",
+    help: "How late the scheduler fired each approval deadline after it was due.",
+    buckets: [0.01, 0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60, 300],
+    registers
+  })
+  const streams = new Prometheus.Gauge({
+    name: "svc_session_streams_open",
+    help: "Open Server-Sent Events streams in this process, by stream.",
+    labelNames: ["stream"] as const,
+    registers
+  })
+  const gauges = {
+    queueDepth: new Prometheus.Gauge({
+      name: "svc_delivery_queue_depth",
+      help: "Undelivered deliveries (queued, sending, retrying) in the database, by kind.",
+      labelNames: ["kind"] as const,
+      registers
+    }),
+    queueOldestAge: new Prometheus.Gauge({
+      name: "svc_delivery_queue_oldest_age_seconds",
+      help: "Age of the oldest undelivered delivery in the database, by kind (0 when none waits).",
+      labelNames: ["kind"] as const,
+      registers
+    }),
+    targetsCoolingDown: new Prometheus.Gauge({
+      name: "svc_delivery_targets_cooling_down",
+      help: "Delivery targets (webhook endpoints, telemetry destinations) in cooldown now, by kind.",
+      labelNames: ["kind"] as const,
+      registers
+    }),
+    endpointsDeactivated: new Prometheus.Gauge({
+      name: "svc_webhook_endpoints_deactivated",
+      help: "Webhook endpoints deactivated by a 410 Gone answer and not reactivated since.",
+      registers
+    }),
+    poolMax: new Prometheus.Gauge({
+      name: "svc_db_pool_connections_max",
+      help: "Most database connections this process opens (1 on the embedded database).",
+      registers
+    }),
+    connections: new Prometheus.Gauge({
+      name: "svc_db_connections",
+      help:
+        "Connections of svc processes to this database by state (active, waiting on a lock, idle in transaction, idle), from pg_stat_activity; PostgreSQL server only.",
+      labelNames: ["state"] as const,
+      registers
+    })
+  }
+  // Every known series starts at 0, so a rate() sees its first increase.
+  for (const stream of ["session"] as const) streams.set({ stream }, 0)
+  for (const kind of DELIVERY_KINDS) {
+    for (const outcome of ["delivered", "partial", "failed"]) deliveries.inc({ kind, outcome }, 0)
+    for (const outcome of Object.values(outcomeLabel)) attempts.inc({ kind, outcome }, 0)
+    attemptDuration.zero({ kind })
+  }
+  for (const pipeline of ["organizations", "operator"] as const) {
+    exported.inc({ pipeline }, 0)
+    for (const reason of DROP_REASONS[pipeline]) dropped.inc({ pipeline, reason }, 0)
+  }
+  for (const deadline of ["expiring", "escalate", "expire"] as const) deadlines.inc({ deadline }, 0)
+
+  return {
+    registry,
+    httpRequest: (method, route, status, seconds) => {
+      httpDuration.observe({
+        http_request_method: KNOWN_METHODS.has(method) ? method : OTHER,
+        http_route: route ?? OTHER,
+        http_response_status_code: status
+      }, seconds)
+    },
+    deliveryAttempt: (kind, outcome, durationMs) => {
+      const label = outcomeLabel[outcome]
+      attempts.inc({ kind, outcome: label })
+      attemptDuration.observe({ kind }, Math.max(0, durationMs) / 1000)
+      if (outcome !== "Retry") deliveries.inc({ kind, outcome: label })
+    },
+    spansExported: (pipeline, count) => {
+      if (count > 0) exported.inc({ pipeline }, count)
+    },
+    spansDropped: (pipeline, reason, count) => {
+      if (count > 0) dropped.inc({ pipeline, reason }, count)
+    },
+    pendingSpans: (pipeline, read) => {
+      pendingReaders.set(pipeline, read)
+    },
+    deadlineFired: (kind, lagSeconds) => {
+      deadlines.inc({ deadline: kind })
+      schedulerLag.observe(Math.max(0, lagSeconds))
+    },
+    streamOpen: (stream) =>
+      Effect.acquireRelease(
+        Effect.sync(() => streams.inc({ stream })),
+        () => Effect.sync(() => streams.dec({ stream }))
+      ),
+    gauges
+  }
+}
+
+/**
+ * The same shape, recording nothing: with neither `SVC_METRICS_PORT` nor
+ * `SVC_METRICS_TOKEN` nobody can read the metrics, so requests do not pay
+ * for them.
+ */
+export const disabledMetrics = (): MetricsShape => ({
+  ...makeMetrics({ processMetrics: false }),
+  httpRequest: () => {},
+  deliveryAttempt: () => {},
+  spansExported: () => {},
+  spansDropped: () => {},
+  pendingSpans: () => {},
+  deadlineFired: () => {},
+  streamOpen: () => Effect.void
+})
+
+export class Metrics extends Context.Reference<MetricsShape>("svc/observability/Metrics", {
+  // Not rendered anywhere: code built without `Metrics.layer` (a service
+  // tested alone) records into this private registry.
+  defaultValue: () => makeMetrics({ processMetrics: false })
+}) {
+  /** One registry for the running service, with the standard process metrics; nothing recorded when `/metrics` is off. */
+  static readonly layer = Layer.effect(
+    Metrics,
+    Effect.map(SvcConfig, (config) =>
+      Option.isSome(config.metricsPort) || Option.isSome(config.metricsToken) ? makeMetrics() : disabledMetrics())
+  )
+}

@@ -1,0 +1,102 @@
+/**
+ * Issue 12, item 2: the capturing tracer hands spans to the operator's
+ * pipeline apart from, and unaffected by, the organizations' filtering and
+ * sampling; organization export behaves exactly as before.
+ */
+import { assert, describe, it } from "@effect/vitest"
+import { Effect, Tracer } from "effect"
+import type { OperatorSink } from "../../../src/observability/OperatorSink.ts"
+import { makeSampler } from "../../../src/observability/OperatorTraces.ts"
+import type { SamplerName } from "../../../src/observability/OtelEnv.ts"
+import { makeTracer, SpanBuffers } from "../../../src/telemetry/Capture.ts"
+
+const ORG = "01900000-0000-7000-8000-000000000001"
+const OTHER = "01900000-0000-7000-8000-000000000002"
+
+const setup = (options: { readonly ratio?: number; readonly sampler?: SamplerName; readonly samplerRatio?: number; readonly operator?: boolean } = {}) => {
+  const buffers = SpanBuffers.make(100)
+  buffers.activate(ORG, "dest-1")
+  const offered: Array<Tracer.Span> = []
+  const sink: OperatorSink = {
+    ...makeSampler({ name: options.sampler ?? "parentbased_always_on", ratio: options.samplerRatio ?? 1 }),
+    offer: (span) => offered.push(span)
+  }
+  const tracer = makeTracer(buffers, options.ratio ?? 1, Tracer.nativeTracer, options.operator === false ? undefined : sink)
+  const orgSpans = () => buffers.take("dest-1", 10_000).map((json) => JSON.parse(json) as { name: string })
+  return { tracer, offered, orgSpans }
+}
+
+const work = Effect.gen(function*() {
+  yield* Effect.void.pipe(Effect.withSpan("sql.execute", { kind: "client", attributes: { "db.system.name": "postgresql" } }))
+  yield* Effect.void.pipe(Effect.withSpan("inner"))
+})
+
+describe("the operator's pipeline", () => {
+  it.effect("gets every span, of every organization, of none, and of the database client; an organization's buffer still gets only its own", () =>
+    Effect.gen(function*() {
+      const { tracer, offered, orgSpans } = setup()
+      yield* work.pipe(Effect.withSpan("request", { attributes: { "svc.org_id": ORG } }), Effect.withTracer(tracer))
+      yield* work.pipe(Effect.withSpan("other org", { attributes: { "svc.org_id": OTHER } }), Effect.withTracer(tracer))
+      yield* Effect.void.pipe(Effect.withSpan("background"), Effect.withTracer(tracer))
+      assert.deepStrictEqual(
+        offered.map((s) => s.name).sort(),
+        ["background", "inner", "inner", "other org", "request", "sql.execute", "sql.execute"]
+      )
+      assert.deepStrictEqual(orgSpans().map((s) => s.name).sort(), ["inner", "request"])
+    }))
+
+  it.effect("keeps what its own sampler keeps when organizations sample nothing, with the spans' attributes; organizations still get nothing", () =>
+    Effect.gen(function*() {
+      const { tracer, offered, orgSpans } = setup({ ratio: 0, sampler: "always_on" })
+      yield* Effect.gen(function*() {
+        yield* Effect.annotateCurrentSpan("http.route", "/v1/tasks")
+        yield* work
+      }).pipe(Effect.withSpan("request", { attributes: { "svc.org_id": ORG } }), Effect.withTracer(tracer))
+      assert.strictEqual(offered.length, 3)
+      const request = offered.find((s) => s.name === "request")!
+      assert.isTrue(request.sampled)
+      assert.strictEqual(request.attributes.get("http.route"), "/v1/tasks")
+      assert.deepStrictEqual(orgSpans(), [])
+    }))
+
+  it.effect("parent-based samplers follow a caller's unsampled traceparent; always_on does not; a ratio of 0 keeps nothing", () =>
+    Effect.gen(function*() {
+      const remote = Tracer.externalSpan({ traceId: "4bf92f3577b34da6a3ce929d0e0e4736", spanId: "00f067aa0ba902b7", sampled: false })
+      const underRemote = (sampler: SamplerName) =>
+        Effect.gen(function*() {
+          const { tracer, offered } = setup({ sampler })
+          yield* work.pipe(Effect.withSpan("request", { kind: "server" }), Effect.withParentSpan(remote), Effect.withTracer(tracer))
+          return offered.length
+        })
+      assert.strictEqual(yield* underRemote("parentbased_always_on"), 0)
+      assert.strictEqual(yield* underRemote("parentbased_traceidratio"), 0)
+      assert.strictEqual(yield* underRemote("always_on"), 3)
+      const { tracer, offered } = setup({ sampler: "traceidratio", samplerRatio: 0 })
+      yield* work.pipe(Effect.withSpan("request"), Effect.withTracer(tracer))
+      assert.strictEqual(offered.length, 0)
+    }))
+
+  it.effect("under a sampled caller the trace keeps the caller's trace id for both pipelines", () =>
+    Effect.gen(function*() {
+      const { tracer, offered, orgSpans } = setup({ sampler: "parentbased_always_off" })
+      const remote = Tracer.externalSpan({ traceId: "4bf92f3577b34da6a3ce929d0e0e4736", spanId: "00f067aa0ba902b7", sampled: true })
+      yield* Effect.void.pipe(Effect.withSpan("request", { attributes: { "svc.org_id": ORG } }), Effect.withParentSpan(remote), Effect.withTracer(tracer))
+      assert.strictEqual(offered.length, 1)
+      assert.strictEqual(offered[0]!.traceId, "4bf92f3577b34da6a3ce929d0e0e4736")
+      assert.strictEqual(orgSpans().length, 1)
+      // parentbased_always_off keeps nothing of a new trace.
+      yield* Effect.void.pipe(Effect.withSpan("root"), Effect.withTracer(tracer))
+      assert.strictEqual(offered.length, 1)
+    }))
+
+  it.effect("off: spans are sampled exactly by the organizations' ratio, as before", () =>
+    Effect.gen(function*() {
+      const { tracer, orgSpans } = setup({ ratio: 0, operator: false })
+      const sampled = yield* Effect.map(Effect.currentSpan, (span) => span.sampled).pipe(
+        Effect.withSpan("request", { attributes: { "svc.org_id": ORG } }),
+        Effect.withTracer(tracer)
+      )
+      assert.isFalse(sampled)
+      assert.deepStrictEqual(orgSpans(), [])
+    }))
+})
