@@ -5,7 +5,7 @@
 import { Schema } from "effect"
 import { HttpApiEndpoint, HttpApiGroup, OpenApi } from "effect/http-api"
 import { Timestamp, Uuid } from "./Common.ts"
-import { InvalidRequest, InvalidTransition, NotFound } from "./Errors.ts"
+import { InvalidRequest, InvalidTransition, LimitReached, NotFound } from "./Errors.ts"
 import { Authentication, requireScope } from "./Security.ts"
 import { documented, notFound } from "./Documentation.ts"
 import * as Examples from "./Examples.ts"
@@ -95,13 +95,18 @@ export class ApprovalPoliciesApi extends HttpApiGroup.make("approvalPolicies")
       params: { action_class: ActionClass },
       payload: PolicyInput,
       success: Policy,
-      error: InvalidRequest
+      error: [InvalidRequest, LimitReached]
     }).pipe(
       requireScope(
         "org_config.write",
-        "Sets the organization's approval policy for an action class. An action class without a policy requires approval (review 900 s, expiring notice 300 s, no escalation, timeout action reject)."
+        "Sets the organization's approval policy for an action class. An action class without a policy requires approval (review 900 s, expiring notice 300 s, no escalation, timeout action reject). An organization has policies for at most `SVC_MAX_APPROVAL_POLICIES_PER_ORG` action classes (default 1000)."
       ),
-      documented({ summary: "Set an approval policy", request: Examples.policyInput, response: Examples.policy })
+      documented({
+        summary: "Set an approval policy",
+        request: Examples.policyInput,
+        response: Examples.policy,
+        errors: { 409: "A policy for one more action class than `SVC_MAX_APPROVAL_POLICIES_PER_ORG` allows (`LIMIT_REACHED`)." }
+      })
     ),
     HttpApiEndpoint.get("list", "/v1/approval-policies", {
       success: Schema.Struct({ policies: Schema.Array(Policy) })

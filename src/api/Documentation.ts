@@ -116,7 +116,29 @@ export const ProblemExamples: Readonly<Record<string, (context: ProblemContext) 
     current_base_dataset_id: "0193a0a0-0000-7000-8000-0000000000d2"
   }),
   FEEDBACK_CHANGED: () => ({ detail: "Corrections were staged or rejected since the preview." }),
-  NOTHING_STAGED: () => ({ detail: "Stage corrections before promoting." })
+  NOTHING_STAGED: () => ({ detail: "Stage corrections before promoting." }),
+  LIMIT_REACHED: () => ({
+    detail: "The organization already has 50 notification endpoints, the most allowed (SVC_MAX_ENDPOINTS_PER_ORG); delete one first.",
+    limit: "SVC_MAX_ENDPOINTS_PER_ORG",
+    limit_value: 50
+  }),
+  ANSWER_SCHEMA_TOO_COMPLEX: () => ({
+    detail: "answer_schema.properties.code.pattern is a pattern longer than 512 characters (SVC_ANSWER_SCHEMA_MAX_PATTERN_LENGTH).",
+    field: "answer_schema.properties.code.pattern",
+    limit: "SVC_ANSWER_SCHEMA_MAX_PATTERN_LENGTH",
+    limit_value: 512
+  }),
+  CORRECTION_TOO_COMPLEX: () => ({
+    detail: "checking the correction against the answer schema took longer than 1000 ms (SVC_ANSWER_VALIDATION_TIMEOUT); send a smaller correction or simplify the answer schema.",
+    field: "correction",
+    limit: "SVC_ANSWER_VALIDATION_TIMEOUT",
+    limit_value: 1000
+  }),
+  VALIDATION_BUSY: () => ({
+    detail: "More than 32 correction checks of this organization are waiting (SVC_ANSWER_VALIDATION_QUEUE_PER_ORG); retry later.",
+    limit: "SVC_ANSWER_VALIDATION_QUEUE_PER_ORG",
+    limit_value: 32
+  })
 }
 
 // ---------------------------------------------------------------------------

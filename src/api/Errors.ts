@@ -106,3 +106,55 @@ export class ServiceUnavailable extends HttpApiError.Problem<ServiceUnavailable>
 }, {
   code: Schema.tag("SERVICE_UNAVAILABLE")
 }) {}
+
+/**
+ * The limits a problem can name: the `SVC_*` variable that sets it and its
+ * value in force. Every limit of the service is answered with these two
+ * members, so a client can tell which one it ran into.
+ */
+const limitFields = {
+  limit: Schema.String.annotate({ description: "The `SVC_*` setting whose limit was reached" }),
+  limit_value: Schema.Number.annotate({ description: "Its value in force" })
+}
+
+/** A per-organization collection is full (endpoints, approval policies, tasks...). */
+export class LimitReached extends HttpApiError.Problem<LimitReached>()("LimitReached", {
+  type: problemType("LIMIT_REACHED"),
+  status: 409,
+  title: "The organization has reached a limit of this resource"
+}, {
+  code: Schema.tag("LIMIT_REACHED"),
+  ...limitFields
+}) {}
+
+/** An answer schema over a documented size or complexity limit. */
+export class AnswerSchemaTooComplex extends HttpApiError.Problem<AnswerSchemaTooComplex>()("AnswerSchemaTooComplex", {
+  type: problemType("ANSWER_SCHEMA_TOO_COMPLEX"),
+  status: 400,
+  title: "The answer schema is over a size or complexity limit"
+}, {
+  code: Schema.tag("ANSWER_SCHEMA_TOO_COMPLEX"),
+  field: Schema.String,
+  ...limitFields
+}) {}
+
+/** A correction whose check against its answer schema went over the time or memory budget. */
+export class CorrectionTooComplex extends HttpApiError.Problem<CorrectionTooComplex>()("CorrectionTooComplex", {
+  type: problemType("CORRECTION_TOO_COMPLEX"),
+  status: 422,
+  title: "Checking the correction against the answer schema went over its budget"
+}, {
+  code: Schema.tag("CORRECTION_TOO_COMPLEX"),
+  field: Schema.String,
+  ...limitFields
+}) {}
+
+/** Too many answer-schema checks of this organization are waiting. */
+export class ValidationBusy extends HttpApiError.Problem<ValidationBusy>()("ValidationBusy", {
+  type: problemType("VALIDATION_BUSY"),
+  status: 429,
+  title: "Too many schema checks of this organization are waiting; retry later"
+}, {
+  code: Schema.tag("VALIDATION_BUSY"),
+  ...limitFields
+}) {}

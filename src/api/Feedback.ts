@@ -5,7 +5,7 @@
 import { Schema } from "effect"
 import { HttpApiEndpoint, HttpApiError, HttpApiGroup, HttpApiSchema, OpenApi } from "effect/http-api"
 import { Cursor, JsonObject, Limit, NextCursor, Timestamp, TraceId, Uuid } from "./Common.ts"
-import { FieldIssue, InvalidRequest, InvalidTransition, NotFound, problemType } from "./Errors.ts"
+import { CorrectionTooComplex, FieldIssue, InvalidRequest, InvalidTransition, NotFound, problemType, ValidationBusy } from "./Errors.ts"
 import { Authentication, requireScope } from "./Security.ts"
 import { documented, notFound } from "./Documentation.ts"
 import * as Examples from "./Examples.ts"
@@ -106,7 +106,7 @@ export class FeedbackApi extends HttpApiGroup.make("feedback")
     HttpApiEndpoint.post("submit", "/v1/feedback", {
       payload: SubmitFeedback,
       success: FeedbackItem.pipe(HttpApiSchema.status(201)),
-      error: [NotFound, CorrectionShapeMismatch, CorrectionContainsSecret]
+      error: [NotFound, CorrectionShapeMismatch, CorrectionContainsSecret, CorrectionTooComplex, ValidationBusy]
     }).pipe(
       requireScope(
         "feedback.write",
@@ -116,7 +116,10 @@ export class FeedbackApi extends HttpApiGroup.make("feedback")
         summary: "Submit feedback",
         request: Examples.submitFeedback,
         response: Examples.feedbackItem,
-        errors: { 404: "`inference_log_id` names no run in your organization." }
+        errors: {
+          404: "`inference_log_id` names no run in your organization.",
+          429: "Too many checks of your organization's corrections are waiting (`VALIDATION_BUSY`, `limit` names the setting)."
+        }
       })
     ),
     HttpApiEndpoint.get("list", "/v1/feedback", {

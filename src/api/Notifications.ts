@@ -8,7 +8,7 @@ import { HttpApiEndpoint, HttpApiGroup, HttpApiSchema, OpenApi } from "effect/ht
 import { type ApprovalEventType, ApprovalEventTypes } from "./Approvals.ts"
 import { Timestamp, Uuid } from "./Common.ts"
 import { InvalidUrl, NotReplayable, QueueFull, Replayed } from "./Deliveries.ts"
-import { NotFound, problemType } from "./Errors.ts"
+import { LimitReached, NotFound, problemType } from "./Errors.ts"
 import { HttpApiError } from "effect/http-api"
 import { Authentication, requireScope } from "./Security.ts"
 import { documented, notFound } from "./Documentation.ts"
@@ -116,7 +116,7 @@ export class NotificationsApi extends HttpApiGroup.make("notifications")
     HttpApiEndpoint.post("create", "/v1/notification-endpoints", {
       payload: CreateEndpoint,
       success: Schema.Struct({ endpoint: NotificationEndpoint, secret: Schema.String }).pipe(HttpApiSchema.status(201)),
-      error: [InvalidUrl, InvalidWebhookEvents]
+      error: [InvalidUrl, InvalidWebhookEvents, LimitReached]
     }).pipe(
       requireScope(
         "org_config.write",
@@ -125,7 +125,8 @@ export class NotificationsApi extends HttpApiGroup.make("notifications")
       documented({
         summary: "Create a notification endpoint",
         request: Examples.createEndpoint,
-        response: Examples.createdEndpoint
+        response: Examples.createdEndpoint,
+        errors: { 409: "The organization already has `SVC_MAX_ENDPOINTS_PER_ORG` endpoints (default 50; `LIMIT_REACHED`)." }
       })
     ),
     HttpApiEndpoint.patch("update", "/v1/notification-endpoints/:id", {

@@ -5,7 +5,7 @@
 import { Schema } from "effect"
 import { HttpApiEndpoint, HttpApiGroup, HttpApiSchema, OpenApi } from "effect/http-api"
 import { Cursor, JsonObject, JsonValue, Limit, NextCursor, Timestamp, TraceId, Uuid } from "./Common.ts"
-import { NotFound } from "./Errors.ts"
+import { AnswerSchemaTooComplex, LimitReached, NotFound, ValidationBusy } from "./Errors.ts"
 import { Authentication, requireScope } from "./Security.ts"
 import { documented, notFound } from "./Documentation.ts"
 import * as Examples from "./Examples.ts"
@@ -67,10 +67,19 @@ export class TasksApi extends HttpApiGroup.make("tasks")
   .add(
     HttpApiEndpoint.post("create", "/v1/tasks", {
       payload: CreateTask,
-      success: Task.pipe(HttpApiSchema.status(201))
+      success: Task.pipe(HttpApiSchema.status(201)),
+      error: [AnswerSchemaTooComplex, ValidationBusy, LimitReached]
     }).pipe(
       requireScope("tasks.write", "Creates a task and its first, empty dataset version."),
-      documented({ summary: "Create a task", request: Examples.createTask, response: Examples.task })
+      documented({
+        summary: "Create a task",
+        request: Examples.createTask,
+        response: Examples.task,
+        errors: {
+          409: "The organization already has `SVC_MAX_TASKS_PER_ORG` tasks (`LIMIT_REACHED`).",
+          429: "Too many schema checks of your organization are waiting (`VALIDATION_BUSY`)."
+        }
+      })
     ),
     HttpApiEndpoint.get("list", "/v1/tasks", {
       query: { limit: Limit, cursor: Cursor },

@@ -8,10 +8,12 @@
 import { PgClient } from "@effect/sql-pg"
 import { Context, Effect, Layer, Option } from "effect"
 import type { ApprovalEventType, ApprovalSnapshot, Policy, PolicyInput } from "../api/Approvals.ts"
-import { InvalidRequest, InvalidTransition, NotFound } from "../api/Errors.ts"
+import { InvalidRequest, InvalidTransition, LimitReached, NotFound } from "../api/Errors.ts"
 import { appendSessionEvent, SessionHub } from "../agents/SessionEvents.ts"
+import { SvcConfig } from "../platform/Config.ts"
 import { Metrics } from "../observability/Metrics.ts"
 import { newId } from "../platform/Ids.ts"
+import { countForCap } from "../platform/OrgLimits.ts"
 import { databaseNow, iso } from "../platform/Time.ts"
 import { Wakeups } from "../platform/Wakeups.ts"
 import { DEFAULT_POLICY, type DeadlineState, type DueKind, fire, nextDue, noticeFits, plan, type PolicyRule } from "./Deadlines.ts"
@@ -68,9 +70,8 @@ export interface ApprovalRequest {
   readonly now: number
 }
 
-
 export class Approvals extends Context.Service<Approvals, {
-  readonly putPolicy: (orgId: string, actionClass: string, input: PolicyInput) => Effect.Effect<Policy, InvalidRequest>
+  readonly putPolicy: (orgId: string, actionClass: string, input: PolicyInput) => Effect.Effect<Policy, InvalidRequest | LimitReached>
   readonly listPolicies: (orgId: string) => Effect.Effect<ReadonlyArray<Policy>>
   /** The organization's rule for `actionClass`, or the default rule. */
   readonly ruleFor: (orgId: string, actionClass: string) => Effect.Effect<PolicyRule>
@@ -95,6 +96,7 @@ export class Approvals extends Context.Service<Approvals, {
     Approvals,
     Effect.gen(function*() {
       const sql = yield* PgClient.PgClient
+      const config = yield* SvcConfig
       const wakeups = yield* Wakeups
       const hub = yield* SessionHub
       const metrics = yield* Metrics
@@ -107,7 +109,21 @@ export class Approvals extends Context.Service<Approvals, {
             detail: "expiring_notice_seconds must be shorter than review_seconds plus escalation_seconds."
           })
         }
-        const [row] = yield* sql<PolicyRow>`
+        // Every policy is listed in one answer: the number of action classes
+        // with a policy is capped (a new one only; changing one always works).
+        const maxPolicies = config.maxApprovalPoliciesPerOrg
+        const [row] = yield* sql.withTransaction(Effect.gen(function*() {
+          const [existing] = yield* sql`
+            SELECT 1 FROM approval_policies WHERE org_id = ${orgId} AND action_class = ${actionClass}
+          `
+          if (existing === undefined && (yield* countForCap(sql, orgId, "approval_policies", maxPolicies)) >= maxPolicies) {
+            return yield* new LimitReached({
+              limit: "SVC_MAX_APPROVAL_POLICIES_PER_ORG",
+              limit_value: maxPolicies,
+              detail: `The organization already has policies for ${maxPolicies} action classes, the most allowed (SVC_MAX_APPROVAL_POLICIES_PER_ORG).`
+            })
+          }
+          return yield* sql<PolicyRow>`
           INSERT INTO approval_policies (org_id, action_class, mode, review_seconds, expiring_notice_seconds, escalation_seconds, timeout_action)
           VALUES (${orgId}, ${actionClass}, ${input.mode}, ${input.review_seconds}, ${input.expiring_notice_seconds}, ${escalation}, ${input.timeout_action})
           ON CONFLICT (org_id, action_class) DO UPDATE SET
@@ -116,7 +132,8 @@ export class Approvals extends Context.Service<Approvals, {
             escalation_seconds = EXCLUDED.escalation_seconds, timeout_action = EXCLUDED.timeout_action,
             updated_at = now()
           RETURNING action_class, mode, review_seconds, expiring_notice_seconds, escalation_seconds, timeout_action, updated_at
-        `.pipe(Effect.orDie)
+        `
+        })).pipe(Effect.catchTag("SqlError", Effect.die))
         return toPolicy(row!)
       })
 

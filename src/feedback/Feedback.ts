@@ -19,19 +19,24 @@ import {
   type FeedbackStatus,
   NothingStaged
 } from "../api/Feedback.ts"
-import { InvalidRequest, InvalidTransition, NotFound } from "../api/Errors.ts"
+import { CorrectionTooComplex, InvalidRequest, InvalidTransition, NotFound, ValidationBusy } from "../api/Errors.ts"
 import { Identity } from "../identity/Identity.ts"
 import { sha256Hex } from "../platform/Crypto.ts"
 import { decodeCursor, page } from "../platform/Cursor.ts"
 import { newId } from "../platform/Ids.ts"
 import { iso } from "../platform/Time.ts"
 import { SecretStore } from "../secrets/SecretStore.ts"
-import { AnswerSchemas, type SchemaViolation } from "../tasks/AnswerSchema.ts"
+import { AnswerSchemas, type OverLimit, type SchemaViolation, type ValidationQueueFull } from "../tasks/AnswerSchema.ts"
 import { Redacted } from "effect"
 import { SqlError } from "effect/sql"
-import { type Json, type KnownCredentials, REDACTION_MARKER, scrub } from "./Scrubber.ts"
+import { SvcConfig } from "../platform/Config.ts"
+import { makeWorkerPool, runInPool } from "../platform/WorkerPool.ts"
+import type { ScrubReply, ScrubRequest } from "./scrub-worker.ts"
+import { type Json, type KnownCredentials, REDACTION_MARKER, type ScrubResult } from "./Scrubber.ts"
 
 type JsonObject = { readonly [key: string]: Json }
+
+type DistributiveOmit<T, K extends PropertyKey> = T extends unknown ? Omit<T, K> : never
 
 interface FeedbackRow {
   readonly id: string
@@ -84,7 +89,7 @@ export class Feedback extends Context.Service<Feedback, {
     readonly inference_log_id: string
     readonly score: number
     readonly correction?: JsonObject | undefined
-  }) => Effect.Effect<FeedbackItem, NotFound | CorrectionShapeMismatch | CorrectionContainsSecret>
+  }) => Effect.Effect<FeedbackItem, NotFound | CorrectionShapeMismatch | CorrectionContainsSecret | CorrectionTooComplex | ValidationBusy>
   readonly list: (orgId: string, request: ListRequest) => Effect.Effect<
     { readonly feedback: ReadonlyArray<FeedbackItem>; readonly next_cursor: string | null },
     InvalidRequest
@@ -111,6 +116,49 @@ export class Feedback extends Context.Service<Feedback, {
       const schemas = yield* AnswerSchemas
       const identity = yield* Identity
       const secrets = yield* SecretStore
+      const config = yield* SvcConfig
+
+      // Scrubbing a correction near the body limit costs a tenth of a second
+      // and more of pattern matching: it runs in workers, with a deadline
+      // (SVC_SCRUB_TIMEOUT) and the same per-organization turns as schema checks.
+      const scrubPool = yield* Effect.acquireRelease(
+        Effect.sync(() =>
+          makeWorkerPool<DistributiveOmit<ScrubRequest, "id">, ScrubReply>(new URL("./scrub-worker.ts", import.meta.url), undefined, {
+            workers: config.answerValidationWorkers,
+            timeoutMs: config.scrubTimeoutMs,
+            heapMb: config.answerValidationHeapMb,
+            queuedPerOrg: config.answerValidationQueuePerOrg
+          })
+        ),
+        (pool) => Effect.sync(pool.close)
+      )
+      const scrub = (orgId: string, document: Json, known: KnownCredentials, root = "") =>
+        runInPool(scrubPool, orgId, { op: "scrub", document, keyHashes: [...known.keyHashes], values: known.values, root }).pipe(
+          Effect.mapError(() =>
+            new ValidationBusy({
+              limit: "SVC_ANSWER_VALIDATION_QUEUE_PER_ORG",
+              limit_value: config.answerValidationQueuePerOrg,
+              detail: `More than ${config.answerValidationQueuePerOrg} correction checks of this organization are waiting (SVC_ANSWER_VALIDATION_QUEUE_PER_ORG); retry later.`
+            })
+          ),
+          Effect.flatMap((outcome): Effect.Effect<ScrubResult, CorrectionTooComplex> => {
+            if (outcome._tag === "Reply") {
+              const reply = outcome.reply
+              return reply._tag === "Scrubbed"
+                ? Effect.succeed({ value: reply.value, fields: reply.fields, collisions: reply.collisions })
+                : Effect.die(new Error(`scrubbing failed: ${reply._tag === "Failed" ? reply.message : reply._tag}`))
+            }
+            const heap = outcome._tag === "Crashed" && outcome.outOfMemory
+            const limit = heap ? "SVC_ANSWER_VALIDATION_HEAP_MB" : "SVC_SCRUB_TIMEOUT"
+            const value = heap ? config.answerValidationHeapMb : config.scrubTimeoutMs
+            return Effect.fail(new CorrectionTooComplex({
+              field: "correction",
+              limit,
+              limit_value: value,
+              detail: `removing protected values from the correction ${heap ? `needed more than ${value} MB` : `took longer than ${value} ms`} (${limit}); send a smaller correction.`
+            }))
+          })
+        )
 
       // The fingerprint of an organization's known credentials. API keys are
       // never deleted, so their count and newest creation time change with
@@ -145,30 +193,58 @@ export class Feedback extends Context.Service<Feedback, {
         return entry
       })
 
-      // A run never changes once logged, nor does its task's schema: cache
-      // what submit needs of it.
+      // A run never changes once logged: cache which task it belongs to.
+      // The task's schema is not kept here: the validation workers hold
+      // compiled validators (bounded) and ask for a schema only when they
+      // do not hold its task's.
       interface RunContext {
         readonly task_id: string
-        readonly answer_schema: unknown
       }
       const runCache = new Map<string, RunContext>()
       const lookupRun = (orgId: string, traceId: string) =>
         sql<RunContext & { fingerprint: string }>`
-          SELECT r.task_id, t.answer_schema, ${fingerprintSql(orgId)} AS fingerprint
-          FROM runs r JOIN tasks t ON t.id = r.task_id
+          SELECT r.task_id, ${fingerprintSql(orgId)} AS fingerprint
+          FROM runs r
           WHERE r.trace_id = ${traceId} AND r.org_id = ${orgId}
         `.pipe(
           Effect.orDie,
           Effect.flatMap(([row]) => {
             if (row === undefined) return Effect.fail(new NotFound({ detail: "No logged run of this organization has this inference_log_id." }))
-            remember(runCache, `${orgId}:${traceId}`, { task_id: row.task_id, answer_schema: row.answer_schema })
+            remember(runCache, `${orgId}:${traceId}`, { task_id: row.task_id })
             return Effect.succeed(row)
           })
         )
 
+      const answerSchema = (taskId: string) =>
+        sql<{ answer_schema: unknown }>`SELECT answer_schema FROM tasks WHERE id = ${taskId}`.pipe(
+          Effect.orDie,
+          Effect.flatMap(([row]) =>
+            row === undefined ? Effect.die(new Error("the task of a logged run is gone")) : Effect.succeed(row.answer_schema)
+          )
+        )
+
+      /** Violations of the task's schema; a check over its budget is the 422 (or 429) naming the limit. */
+      const violationsOf = (orgId: string, run: RunContext, value: unknown) =>
+        schemas.validate(orgId, run.task_id, answerSchema(run.task_id), value).pipe(
+          Effect.mapError((problem: OverLimit | ValidationQueueFull) =>
+            problem._tag === "OverLimit"
+              ? new CorrectionTooComplex({
+                field: problem.field,
+                limit: problem.limit,
+                limit_value: problem.value,
+                detail: `${problem.message} (${problem.limit}); send a smaller correction or simplify the answer schema.`
+              })
+              : new ValidationBusy({
+                limit: problem.limit,
+                limit_value: problem.value,
+                detail: `More than ${problem.value} correction checks of this organization are waiting (${problem.limit}); retry later.`
+              })
+          )
+        )
+
       /** The scrubbed correction, or the 422 when scrubbing leaves it unfit. */
-      const scrubbed = Effect.fn("Feedback.scrub")(function*(run: RunContext, correction: JsonObject, known: KnownCredentials) {
-        const result = yield* Effect.promise(() => scrub(correction, known, "correction"))
+      const scrubbed = Effect.fn("Feedback.scrub")(function*(orgId: string, run: RunContext, correction: JsonObject, known: KnownCredentials) {
+        const result = yield* scrub(orgId, correction, known, "correction")
         if (result.fields.length > 0) {
           if (result.collisions.length > 0) {
             return yield* new CorrectionContainsSecret({
@@ -177,7 +253,7 @@ export class Feedback extends Context.Service<Feedback, {
               detail: `${result.collisions[0]!}: member names hold protected values; send safe example values instead.`
             })
           }
-          const after = schemas.validate(run.task_id, run.answer_schema, result.value)
+          const after = yield* violationsOf(orgId, run, result.value)
           if (after.length > 0) {
             const all = issues(after)
             // Name a field the redaction touched when the schema complains about it.
@@ -220,7 +296,7 @@ export class Feedback extends Context.Service<Feedback, {
           return toItem(row)
         }
 
-        const violations = schemas.validate(run.task_id, run.answer_schema, input.correction)
+        const violations = yield* violationsOf(orgId, run, input.correction)
         if (violations.length > 0) {
           // A member name in a path can itself be a pasted secret (e.g. under
           // `additionalProperties: false`): the problem never repeats one.
@@ -229,7 +305,7 @@ export class Feedback extends Context.Service<Feedback, {
           const entry = cached !== undefined && cached.fingerprint === fresh.fingerprint
             ? cached
             : yield* loadCredentials(orgId, fresh.fingerprint)
-          const all = (yield* Effect.promise(() => scrub(issues(violations), entry.known))).value as ReturnType<typeof issues>
+          const all = (yield* scrub(orgId, issues(violations), entry.known)).value as ReturnType<typeof issues>
           return yield* new CorrectionShapeMismatch({ field: all[0]!.field, errors: all, detail: `${all[0]!.field} ${all[0]!.message}` })
         }
 
@@ -241,7 +317,7 @@ export class Feedback extends Context.Service<Feedback, {
             if (fresh === undefined) fresh = yield* lookupRun(orgId, input.inference_log_id)
             entry = yield* loadCredentials(orgId, fresh.fingerprint)
           }
-          const { value, fields } = yield* scrubbed(run, input.correction, entry.known)
+          const { value, fields } = yield* scrubbed(orgId, run, input.correction, entry.known)
           const [row] = yield* insert(value, fields, entry.fingerprint)
           if (row !== undefined) return toItem(row)
           if (attempt >= 5) return yield* Effect.die(new Error("organization credentials kept changing during feedback submission"))

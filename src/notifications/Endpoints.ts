@@ -9,12 +9,13 @@
 import { PgClient } from "@effect/sql-pg"
 import { Cache, Context, Duration, Effect, Layer, Option, Redacted } from "effect"
 import { SqlClient } from "effect/sql"
-import { NotFound } from "../api/Errors.ts"
+import { LimitReached, NotFound } from "../api/Errors.ts"
 import { InvalidUrl } from "../api/Deliveries.ts"
 import { type EventType, EventTypes, InvalidWebhookEvents, type NotificationEndpoint } from "../api/Notifications.ts"
 import { OutboundHttp } from "../outbound/OutboundHttp.ts"
 import { SvcConfig } from "../platform/Config.ts"
 import { newId } from "../platform/Ids.ts"
+import { countForCap } from "../platform/OrgLimits.ts"
 import { databaseNow, iso } from "../platform/Time.ts"
 import { SecretStore, type SecretOwner } from "../secrets/SecretStore.ts"
 import { newSigningSecret } from "./Signing.ts"
@@ -111,6 +112,14 @@ export const SEND_TARGET_TTL_MS = 1_000
 
 const DEFAULT_OVERLAP_SECONDS = 24 * 3600
 
+/**
+ * Signing secrets an endpoint uses at once (one `v1=` each in every
+ * signature): the newest and the two before it. Rotating again retires the
+ * oldest at once, so rotating in a loop cannot make every delivery carry
+ * and compute an unbounded number of signatures.
+ */
+export const MAX_SIGNING_SECRETS = 3
+
 const columns = "id, org_id, url, url_hint, events, active, deactivated_at, deactivated_reason, created_at, created_by"
 
 export class NotificationEndpoints extends Context.Service<NotificationEndpoints, {
@@ -118,7 +127,7 @@ export class NotificationEndpoints extends Context.Service<NotificationEndpoints
     orgId: string,
     keyId: string,
     input: { readonly url: string; readonly events?: ReadonlyArray<string> | undefined }
-  ) => Effect.Effect<{ readonly endpoint: NotificationEndpoint; readonly secret: string }, InvalidUrl | InvalidWebhookEvents>
+  ) => Effect.Effect<{ readonly endpoint: NotificationEndpoint; readonly secret: string }, InvalidUrl | InvalidWebhookEvents | LimitReached>
   readonly list: (orgId: string) => Effect.Effect<ReadonlyArray<NotificationEndpoint>>
   /** The row, or `NotFound` when absent in this organization. */
   readonly find: (orgId: string, id: string) => Effect.Effect<EndpointRow, NotFound>
@@ -180,12 +189,23 @@ export class NotificationEndpoints extends Context.Service<NotificationEndpoints
         input: { readonly url: string; readonly events?: ReadonlyArray<string> | undefined }
       ) {
         const events = yield* checkEvents(input.events)
-        const checked = yield* outbound.check(input.url).pipe(
+        const checked = yield* outbound.check(input.url, orgId).pipe(
           Effect.mapError((unsafe) => new InvalidUrl({ field: "url", detail: unsafe.message }))
         )
         const id = newId()
         const secret = newSigningSecret()
+        const limit = config.maxEndpointsPerOrg
         const row = yield* sql.withTransaction(Effect.gen(function*() {
+          // Each endpoint multiplies every event into one more signed POST:
+          // the number per organization is capped, counted under the
+          // organization's row lock so concurrent creates cannot pass it.
+          if ((yield* countForCap(sql, orgId, "notification_endpoints", limit)) >= limit) {
+            return yield* new LimitReached({
+              limit: "SVC_MAX_ENDPOINTS_PER_ORG",
+              limit_value: limit,
+              detail: `The organization already has ${limit} notification endpoints, the most allowed (SVC_MAX_ENDPOINTS_PER_ORG); delete one first.`
+            })
+          }
           const [row] = yield* sql<EndpointRow>`
             INSERT INTO notification_endpoints (id, org_id, url, url_hint, events, created_by)
             VALUES (${id}, ${orgId}, ${checked.url}, ${checked.urlHint}, ${sql.json(events)}, ${keyId})
@@ -193,7 +213,7 @@ export class NotificationEndpoints extends Context.Service<NotificationEndpoints
           `
           yield* secrets.put(endpointOwner(orgId, id), "signing", Redacted.make(secret))
           return row!
-        })).pipe(Effect.orDie)
+        })).pipe(Effect.catchTag("SqlError", Effect.die))
         return { endpoint: toEndpoint(row), secret }
       })
 
@@ -249,11 +269,15 @@ export class NotificationEndpoints extends Context.Service<NotificationEndpoints
         const secret = newSigningSecret()
         const until = yield* sql.withTransaction(Effect.gen(function*() {
           // The overlap ends in the database's time: that is what `list` compares with.
-          const until = new Date((yield* databaseNow(sql)) + (overlapSeconds ?? DEFAULT_OVERLAP_SECONDS) * 1000)
+          const now = new Date(yield* databaseNow(sql))
+          const until = new Date(now.getTime() + (overlapSeconds ?? DEFAULT_OVERLAP_SECONDS) * 1000)
           const current = yield* secrets.list(owner)
-          for (const old of current) {
+          for (const [index, old] of current.entries()) {
+            // Every delivery is signed with each secret in use: at most
+            // MAX_SIGNING_SECRETS at once, so the oldest previous ones stop now.
+            if (index >= MAX_SIGNING_SECRETS - 1) yield* secrets.expire(owner, old.id, now)
             // Shorten, never lengthen, the life of a secret already expiring.
-            if (old.expires_at === null || new Date(old.expires_at) > until) yield* secrets.expire(owner, old.id, until)
+            else if (old.expires_at === null || new Date(old.expires_at) > until) yield* secrets.expire(owner, old.id, until)
           }
           yield* secrets.put(owner, "signing", Redacted.make(secret))
           return until

@@ -136,7 +136,8 @@ export class WebhookSender extends Context.Service<WebhookSender, {
           timeout: config.webhookSendTimeout,
           maxResponseBytes: SNIPPET_BYTES + 1,
           // Its own connections: another endpoint on the same host never waits behind this one.
-          partition: delivery.targetId
+          partition: delivery.targetId,
+          orgId: delivery.orgId
         }).pipe(Effect.result)
         if (sent._tag === "Failure") {
           const error = sent.failure.message

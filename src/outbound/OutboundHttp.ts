@@ -25,7 +25,8 @@ import * as tls from "node:tls"
 import { buildConnector, Pool } from "undici"
 import { SvcConfig } from "../platform/Config.ts"
 import { type Address, type Cidr, judge, parseAddress, parseCidrs, unmap } from "./AddressPolicy.ts"
-import { Resolver, type ResolverShape } from "./Resolver.ts"
+import { Resolver as DnsResolver } from "node:dns/promises"
+import { networkResolver, Resolver, type ResolverShape } from "./Resolver.ts"
 import { parseTarget, type Target } from "./TargetUrl.ts"
 
 export interface CheckedUrl {
@@ -55,6 +56,8 @@ export interface OutboundRequest {
    * own pool, so one target's stuck requests never queue another's.
    */
   readonly partition?: string | undefined
+  /** Whose request this is: DNS lookups in flight are bounded per organization. */
+  readonly orgId?: string | undefined
 }
 
 export interface OutboundResponse {
@@ -101,7 +104,8 @@ type Unresolved = { readonly _tag: "Unresolved"; readonly code: string }
 const resolveTarget = (
   target: Target,
   allowed: ReadonlyArray<Cidr>,
-  resolver: ResolverShape
+  resolver: ResolverShape,
+  orgId: string | undefined
 ): Effect.Effect<ReadonlyArray<Address>, Refusal | Unresolved> => {
   const host = target.host
   if (host._tag === "Ip") {
@@ -110,7 +114,7 @@ const resolveTarget = (
       ? Effect.succeed([unmap(host.address)])
       : Effect.fail({ _tag: "Refused", message: `the host is a non-public address (${verdict.range})` })
   }
-  return resolver.resolve(host.name).pipe(
+  return resolver.resolve(host.name, orgId).pipe(
     Effect.mapError((failure): Unresolved => ({ _tag: "Unresolved", code: failure.code })),
     Effect.flatMap((answers): Effect.Effect<ReadonlyArray<Address>, Refusal | Unresolved> => {
       const addresses: Array<Address> = []
@@ -330,21 +334,44 @@ export const trustedCas = (extraCaFile: string | undefined): Effect.Effect<Reado
 // ---------------------------------------------------------------------------
 // The service
 
+/** What a failed resolution says: the code, and for our own limits which setting it was. */
+const unresolvedMessage = (code: string) =>
+  `the host name does not resolve (${
+    code === "EBUSY"
+      ? "DNS busy: this organization has too many lookups in flight, SVC_DNS_LOOKUPS_PER_ORG"
+      : code === "ETIMEOUT"
+      ? "DNS timeout: no answer from the DNS servers within SVC_DNS_TIMEOUT x SVC_DNS_TRIES"
+      : code
+  })`
+
 export class OutboundHttp extends Context.Service<OutboundHttp, {
-  readonly check: (url: string) => Effect.Effect<CheckedUrl, UnsafeUrl>
+  /** `orgId`: whose URL it is (DNS lookups are bounded per organization). */
+  readonly check: (url: string, orgId?: string) => Effect.Effect<CheckedUrl, UnsafeUrl>
   readonly send: (request: OutboundRequest) => Effect.Effect<OutboundResponse, OutboundFailure>
 }>()("svc/outbound/OutboundHttp") {
   /**
    * Reads `allowedTargetCidrs` and `extraCaFile` from `SvcConfig` once (an
    * invalid CIDR or an unreadable CA file stops the service from starting).
-   * Uses the `Resolver` reference (the system resolver unless replaced).
-   * Connection pools live as long as the layer.
+   * Uses the `Resolver` reference when provided, else the network resolver
+   * with `SVC_DNS_*` (an invalid DNS server stops the service from
+   * starting). Connection pools live as long as the layer.
    */
   static readonly layer = Layer.effect(
     OutboundHttp,
     Effect.gen(function*() {
       const config = yield* SvcConfig
-      const resolver = yield* Resolver
+      if (config.dnsServers.length > 0) {
+        yield* Effect.try({
+          try: () => new DnsResolver().setServers([...config.dnsServers]),
+          catch: () => new Error(`SVC_DNS_SERVERS: not a list of IP addresses with optional ports: ${config.dnsServers.join(",")}`)
+        }).pipe(Effect.orDie)
+      }
+      const resolver = (yield* Resolver) ?? networkResolver({
+        servers: config.dnsServers,
+        timeoutMs: config.dnsTimeoutMs,
+        tries: config.dnsTries,
+        lookupsPerOrg: config.dnsLookupsPerOrg
+      })
       const { cidrs: allowed, invalid } = parseCidrs(config.allowedTargetCidrs)
       if (invalid.length > 0) {
         return yield* Effect.die(new Error(`SVC_ALLOWED_TARGET_CIDRS: not a CIDR: ${invalid.join(", ")}`))
@@ -363,17 +390,17 @@ export class OutboundHttp extends Context.Service<OutboundHttp, {
         idleTimeToLive: POOL_IDLE_TTL
       })
 
-      const check = Effect.fn("OutboundHttp.check")(function*(raw: string) {
+      const check = Effect.fn("OutboundHttp.check")(function*(raw: string, orgId?: string) {
         const parsed = parseTarget(raw)
         if (parsed._tag === "Refused") return yield* new UnsafeUrl({ message: parsed.message })
-        yield* resolveTarget(parsed.target, allowed, resolver).pipe(
+        yield* resolveTarget(parsed.target, allowed, resolver, orgId).pipe(
           Effect.timeoutOrElse({
             duration: CHECK_RESOLVE_TIMEOUT,
             orElse: () => Effect.fail<Unresolved>({ _tag: "Unresolved", code: "ETIMEOUT" })
           }),
           Effect.mapError((problem) =>
             new UnsafeUrl({
-              message: problem._tag === "Refused" ? problem.message : `the host name does not resolve (${problem.code})`
+              message: problem._tag === "Refused" ? problem.message : unresolvedMessage(problem.code)
             })
           )
         )
@@ -411,14 +438,16 @@ export class OutboundHttp extends Context.Service<OutboundHttp, {
           "server.port": target.port,
           "svc.url_hint": target.hint
         })
+        let resolved = false
         const result = yield* Effect.gen(function*() {
-          const addresses = yield* resolveTarget(target, allowed, resolver).pipe(
+          const addresses = yield* resolveTarget(target, allowed, resolver, request.orgId).pipe(
             Effect.mapError((problem) =>
               problem._tag === "Refused"
                 ? new OutboundFailure({ reason: "unsafe_target", message: problem.message })
-                : new OutboundFailure({ reason: "network", message: `the host name did not resolve (${problem.code})` })
+                : new OutboundFailure({ reason: "network", message: unresolvedMessage(problem.code) })
             )
           )
+          resolved = true
           const key: PoolKey = {
             origin: target.url.origin,
             addresses: addresses.map((address) => address.toString()),
@@ -435,7 +464,10 @@ export class OutboundHttp extends Context.Service<OutboundHttp, {
             duration: timeoutMs,
             orElse: () =>
               Effect.fail(
-                new OutboundFailure({ reason: "timeout", message: `no complete answer within ${timeoutMs} ms` })
+                new OutboundFailure({
+                  reason: "timeout",
+                  message: resolved ? `no complete answer within ${timeoutMs} ms` : unresolvedMessage("ETIMEOUT")
+                })
               )
           })
         )

@@ -48,6 +48,36 @@ export interface SvcConfigShape {
   readonly dbIdleInTransactionTimeout: Duration.Duration
   /** PostgreSQL server: silence before TCP keepalive probes start on a connection. */
   readonly dbKeepAlive: Duration.Duration
+  /** Size and complexity limits of a task's answer schema, checked before it is compiled. */
+  readonly answerSchemaMaxBytes: number
+  readonly answerSchemaMaxDepth: number
+  readonly answerSchemaMaxSubschemas: number
+  readonly answerSchemaMaxPatternLength: number
+  /** Time budget of one answer-schema compile or correction check (at most 1 s). */
+  readonly answerValidationTimeoutMs: number
+  /** Worker threads that compile answer schemas and check corrections (at least 2). */
+  readonly answerValidationWorkers: number
+  /** Compiled answer schemas each validation worker keeps (least recently used dropped). */
+  readonly answerValidationCacheEntries: number
+  /** Deadline of removing protected values from one correction (in a scrub worker). */
+  readonly scrubTimeoutMs: number
+  /** Heap of each validation worker; a check that needs more is refused. */
+  readonly answerValidationHeapMb: number
+  /** Checks of one organization that may wait for a worker before more are refused with 429. */
+  readonly answerValidationQueuePerOrg: number
+  /** DNS servers for outbound names (`host` or `host:port`); empty: those of /etc/resolv.conf. */
+  readonly dnsServers: ReadonlyArray<string>
+  /** Deadline of one DNS query, and how many times it is sent. */
+  readonly dnsTimeoutMs: number
+  readonly dnsTries: number
+  /** DNS lookups one organization may have in flight. */
+  readonly dnsLookupsPerOrg: number
+  /** Notification endpoints one organization may have. */
+  readonly maxEndpointsPerOrg: number
+  /** Approval policies (action classes) one organization may have. */
+  readonly maxApprovalPoliciesPerOrg: number
+  /** Tasks one organization may have. */
+  readonly maxTasksPerOrg: number
   /** Port of the separate `/metrics` listener (`SVC_METRICS_PORT`); `None`: no such listener. */
   readonly metricsPort: Option.Option<number>
   /** Address the `/metrics` listener binds (`SVC_METRICS_HOST`, default `HOST`). */
@@ -115,6 +145,30 @@ const positiveMillis = (name: string, fallback: number) =>
     Config.mapEffect((ms) => ms >= 10 ? Effect.succeed(ms) : Effect.fail(invalid(`${name} must be at least 10 (milliseconds)`)))
   )
 
+const intAtLeast = (name: string, fallback: number, minimum: number, maximum = Number.MAX_SAFE_INTEGER) =>
+  Config.Int(name).pipe(
+    Config.withDefault(fallback),
+    Config.mapEffect((n) =>
+      n >= minimum && n <= maximum
+        ? Effect.succeed(n)
+        : Effect.fail(invalid(
+          maximum === Number.MAX_SAFE_INTEGER
+            ? `${name} must be at least ${minimum}`
+            : `${name} must be between ${minimum} and ${maximum}`
+        ))
+    )
+  )
+
+/** A single duration in milliseconds, within bounds (`500ms`, `1s`). */
+const millisBetween = (name: string, fallback: string, minimum: number, maximum: number) =>
+  durationList(name, fallback).pipe(
+    Config.mapEffect((list) => {
+      const ms = list.length === 1 ? Duration.toMillis(list[0]!) : Number.NaN
+      return ms >= minimum && ms <= maximum
+        ? Effect.succeed(ms)
+        : Effect.fail(invalid(`${name} must be one duration between ${minimum}ms and ${maximum}ms`))
+    })
+  )
 /** Shortest `SVC_METRICS_TOKEN`: a guessable token would open the metrics to anyone who can reach the API. */
 export const METRICS_TOKEN_MIN_LENGTH = 16
 
@@ -175,6 +229,28 @@ export const svcConfig: Config.Config<SvcConfigShape> = Config.all({
   dbStatementTimeout: duration("SVC_DB_STATEMENT_TIMEOUT", "30s", Duration.seconds(1)),
   dbIdleInTransactionTimeout: duration("SVC_DB_IDLE_IN_TRANSACTION_TIMEOUT", "60s", Duration.seconds(1)),
   dbKeepAlive: duration("SVC_DB_KEEPALIVE", "30s", Duration.seconds(1)),
+  answerSchemaMaxBytes: intAtLeast("SVC_ANSWER_SCHEMA_MAX_BYTES", 64 * 1024, 256),
+  answerSchemaMaxDepth: intAtLeast("SVC_ANSWER_SCHEMA_MAX_DEPTH", 32, 2, 60),
+  answerSchemaMaxSubschemas: intAtLeast("SVC_ANSWER_SCHEMA_MAX_SUBSCHEMAS", 1000, 1),
+  answerSchemaMaxPatternLength: intAtLeast("SVC_ANSWER_SCHEMA_MAX_PATTERN_LENGTH", 512, 1),
+  // The issue's promise: no correction waits on its check for more than a second.
+  answerValidationTimeoutMs: millisBetween("SVC_ANSWER_VALIDATION_TIMEOUT", "1s", 10, 1000),
+  // One organization holds at most one worker at a time: with two, the
+  // others always have one.
+  answerValidationWorkers: intAtLeast("SVC_ANSWER_VALIDATION_WORKERS", 2, 2, 64),
+  answerValidationCacheEntries: intAtLeast("SVC_ANSWER_VALIDATION_CACHE", 256, 1),
+  answerValidationHeapMb: intAtLeast("SVC_ANSWER_VALIDATION_HEAP_MB", 256, 32),
+  // Scrubbing a correction near the body limit takes a few hundred
+  // milliseconds on a busy machine: a deadline of its own, off the event loop.
+  scrubTimeoutMs: millisBetween("SVC_SCRUB_TIMEOUT", "5s", 100, 60_000),
+  answerValidationQueuePerOrg: intAtLeast("SVC_ANSWER_VALIDATION_QUEUE_PER_ORG", 32, 1),
+  dnsServers: list("SVC_DNS_SERVERS"),
+  dnsTimeoutMs: millisBetween("SVC_DNS_TIMEOUT", "2s", 10, 30_000),
+  dnsTries: intAtLeast("SVC_DNS_TRIES", 2, 1, 10),
+  dnsLookupsPerOrg: intAtLeast("SVC_DNS_LOOKUPS_PER_ORG", 8, 1),
+  maxEndpointsPerOrg: intAtLeast("SVC_MAX_ENDPOINTS_PER_ORG", 50, 1),
+  maxApprovalPoliciesPerOrg: intAtLeast("SVC_MAX_APPROVAL_POLICIES_PER_ORG", 1000, 1),
+  maxTasksPerOrg: intAtLeast("SVC_MAX_TASKS_PER_ORG", 10_000, 1),
   metricsPort: Config.option(Config.Int("SVC_METRICS_PORT")).pipe(
     Config.mapEffect((port) =>
       Option.isNone(port) || (port.value >= 0 && port.value <= 65535)

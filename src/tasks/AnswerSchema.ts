@@ -1,149 +1,247 @@
 /**
- * Answer schemas are JSON Schema, checked and applied by Ajv (draft-07,
- * 2019-09 and 2020-12; 2020-12 when `$schema` is absent). Formats come from
- * ajv-formats. Remote `$ref`s are never fetched: a schema must be
- * self-contained.
+ * Answer schemas: a task's JSON Schema, checked when the task is created and
+ * applied to every correction of feedback on its runs.
+ *
+ * Both are tenant input that can cost a lot: a `pattern` that backtracks
+ * catastrophically, `uniqueItems` over a long untyped array (every pair is
+ * compared), a large schema that takes seconds to compile. So:
+ *
+ * - before anything else, a schema is measured against documented limits
+ *   (`SVC_ANSWER_SCHEMA_MAX_*`: serialized size, nesting depth, number of
+ *   subschemas, pattern length) by one iterative walk that stops at the
+ *   first limit exceeded: `400 ANSWER_SCHEMA_TOO_COMPLEX` naming it;
+ * - compiling and validating run in worker threads (`validation-worker.ts`),
+ *   never on the event loop. Each request has a deadline
+ *   (`SVC_ANSWER_VALIDATION_TIMEOUT`, at most 1 s) and a heap
+ *   (`SVC_ANSWER_VALIDATION_HEAP_MB`); a worker that misses either is
+ *   terminated and replaced, and the request is refused naming the limit;
+ * - one organization has at most one request in a worker at a time and at
+ *   most `SVC_ANSWER_VALIDATION_QUEUE_PER_ORG` waiting (then 429); waiting
+ *   organizations take turns (`WorkerPool.ts`). There are at least two
+ *   workers, so one organization's expensive checks never hold up the
+ *   others';
+ * - compiled validators live only in each worker's cache, bounded by count
+ *   (`SVC_ANSWER_VALIDATION_CACHE`, least recently used dropped) and
+ *   compiled again on demand: the worker asks for the schema when it does
+ *   not hold the task's validator, so this process keeps no schemas either.
  */
-import { Context, Layer, Result } from "effect"
-import { Ajv as AjvDraft07, type ErrorObject, type ValidateFunction } from "ajv"
-import { Ajv2019 } from "ajv/dist/2019.js"
-import { Ajv2020 } from "ajv/dist/2020.js"
-import addFormatsModule from "ajv-formats"
+import { Context, Data, Effect, Layer } from "effect"
+import { SvcConfig } from "../platform/Config.ts"
+import { makeWorkerPool, type Outcome, type PoolSettings, runInPool } from "../platform/WorkerPool.ts"
+import { appendPath, type SchemaViolation } from "./SchemaCompiler.ts"
+import type { WorkerReply, WorkerRequest } from "./validation-worker.ts"
 
-// ajv-formats is CommonJS; its default export arrives wrapped under Node ESM.
-const addFormats = ((addFormatsModule as unknown as { default?: typeof addFormatsModule }).default ??
-  addFormatsModule) as unknown as (ajv: unknown) => void
+export { appendPath, pointerToPath, type SchemaViolation } from "./SchemaCompiler.ts"
 
-const DRAFT_07 = /^https?:\/\/json-schema\.org\/draft-07\/schema#?$/
-const DRAFT_2019 = /^https:\/\/json-schema\.org\/draft\/2019-09\/schema#?$/
-const DRAFT_2020 = /^https:\/\/json-schema\.org\/draft\/2020-12\/schema#?$/
+// ---------------------------------------------------------------------------
+// Limits checked before compiling
 
-type AnyAjv = InstanceType<typeof AjvDraft07>
-
-const makeAjv = <A extends AnyAjv>(ajv: A): A => {
-  addFormats(ajv)
-  return ajv
+export interface SchemaLimits {
+  readonly maxBytes: number
+  readonly maxDepth: number
+  readonly maxSubschemas: number
+  readonly maxPatternLength: number
 }
 
-const options = { allErrors: true, strict: false, validateFormats: true } as const
-
-/** One way a value breaks its schema, located by a JSON path relative to the value. */
-export interface SchemaViolation {
-  /** `items[2].price`; empty for the value itself. */
-  readonly path: string
+/** A schema or a check over a limit: `limit` is the `SVC_*` setting, `field` a path inside the schema. */
+export class OverLimit extends Data.TaggedError("OverLimit")<{
+  readonly limit: string
+  readonly value: number
+  readonly field: string
   readonly message: string
-  readonly keyword: string
-}
+}> {}
+
+/** The schema is not usable JSON Schema (what Ajv says is wrong). */
+export class SchemaUnusable extends Data.TaggedError("SchemaUnusable")<{ readonly message: string }> {}
+
+/** Too many checks of this organization are waiting. */
+export class ValidationQueueFull extends Data.TaggedError("ValidationQueueFull")<{
+  readonly limit: string
+  readonly value: number
+}> {}
+
+const scalarBytes = (value: unknown) =>
+  typeof value === "string" ? value.length + 2 : typeof value === "number" ? String(value).length : typeof value === "boolean" ? 5 : 4
 
 /**
- * One more segment on a JSON path: identifiers dotted (`items.price`), array
- * indexes in brackets (`items[2]`), any other member name as a JSON string in
- * brackets (`["unit price"]`, `["a.b"]`).
+ * The first limit `schema` exceeds, or `undefined`. One iterative walk that
+ * stops as soon as a limit is exceeded, so its cost is bounded by the
+ * limits, not by the input. Size is the length of the compact JSON text
+ * (escapes not counted); depth counts nested objects and arrays (the schema
+ * itself is 1); every object counts as a subschema; patterns are the values
+ * of `pattern` and the member names of `patternProperties`.
  */
-export const appendPath = (path: string, segment: string | number): string =>
-  typeof segment === "number"
-    ? `${path}[${segment}]`
-    : /^[A-Za-z_$][A-Za-z0-9_$]*$/.test(segment)
-    ? path === "" ? segment : `${path}.${segment}`
-    : `${path}[${JSON.stringify(segment)}]`
-
-/** A JSON Pointer (`/items/2/price`) as a JSON path (`items[2].price`). */
-export const pointerToPath = (pointer: string): string => {
-  if (pointer === "") return ""
-  let out = ""
-  for (const raw of pointer.split("/").slice(1)) {
-    const segment = raw.replaceAll("~1", "/").replaceAll("~0", "~")
-    out = /^\d+$/.test(segment) ? `${out}[${segment}]` : appendPath(out, segment)
+export const measureSchema = (schema: unknown, limits: SchemaLimits, root = "answer_schema"): OverLimit | undefined => {
+  let bytes = 0
+  let objects = 0
+  const stack: Array<{ readonly value: unknown; readonly depth: number; readonly path: string }> = [{ value: schema, depth: 1, path: root }]
+  const over = (limit: string, value: number, field: string, message: string) => new OverLimit({ limit, value, field, message })
+  while (stack.length > 0) {
+    const { value, depth, path } = stack.pop()!
+    if (typeof value !== "object" || value === null) {
+      bytes += scalarBytes(value)
+    } else {
+      if (depth > limits.maxDepth) {
+        return over("SVC_ANSWER_SCHEMA_MAX_DEPTH", limits.maxDepth, path, `nests deeper than ${limits.maxDepth} levels`)
+      }
+      if (Array.isArray(value)) {
+        bytes += 2 + value.length
+        for (let i = value.length - 1; i >= 0; i--) stack.push({ value: value[i], depth: depth + 1, path: `${path}[${i}]` })
+      } else {
+        objects += 1
+        if (objects > limits.maxSubschemas) {
+          return over("SVC_ANSWER_SCHEMA_MAX_SUBSCHEMAS", limits.maxSubschemas, path, `has more than ${limits.maxSubschemas} subschemas (objects)`)
+        }
+        bytes += 2
+        const entries = Object.entries(value)
+        for (let i = entries.length - 1; i >= 0; i--) {
+          const [key, child] = entries[i]!
+          bytes += key.length + 4
+          if (bytes > limits.maxBytes) break
+          const childPath = appendPath(path, key)
+          if (key === "pattern" && typeof child === "string" && child.length > limits.maxPatternLength) {
+            return over("SVC_ANSWER_SCHEMA_MAX_PATTERN_LENGTH", limits.maxPatternLength, childPath, `is a pattern longer than ${limits.maxPatternLength} characters`)
+          }
+          if (key === "patternProperties" && typeof child === "object" && child !== null && !Array.isArray(child)) {
+            const long = Object.keys(child).find((pattern) => pattern.length > limits.maxPatternLength)
+            if (long !== undefined) {
+              return over("SVC_ANSWER_SCHEMA_MAX_PATTERN_LENGTH", limits.maxPatternLength, childPath, `holds a pattern longer than ${limits.maxPatternLength} characters`)
+            }
+          }
+          stack.push({ value: child, depth: depth + 1, path: childPath })
+        }
+      }
+    }
+    if (bytes > limits.maxBytes) {
+      return over("SVC_ANSWER_SCHEMA_MAX_BYTES", limits.maxBytes, root, `is larger than ${limits.maxBytes} bytes as JSON`)
+    }
   }
-  return out
+  return undefined
 }
 
-const describe = (error: ErrorObject): SchemaViolation => {
-  let path = pointerToPath(error.instancePath)
-  let message = error.message ?? "is invalid"
-  const params = error.params as Record<string, unknown>
-  if (error.keyword === "required" && typeof params.missingProperty === "string") {
-    path = appendPath(path, params.missingProperty)
-    message = "is required"
-  } else if (error.keyword === "additionalProperties" && typeof params.additionalProperty === "string") {
-    path = appendPath(path, params.additionalProperty)
-    message = "is not allowed by the schema"
-  } else if (error.keyword === "enum" && Array.isArray(params.allowedValues)) {
-    message = `must be one of ${JSON.stringify(params.allowedValues)}`
-  } else if (error.keyword === "const") {
-    message = `must equal ${JSON.stringify(params.allowedValue)}`
-  }
-  return { path, message, keyword: error.keyword }
+// ---------------------------------------------------------------------------
+// The validation workers
+
+type Request = WorkerRequest extends infer R ? R extends { readonly id: number } ? Omit<R, "id"> : never : never
+
+const WORKER_URL = new URL("./validation-worker.ts", import.meta.url)
+
+/** The validation workers, each keeping at most `cacheEntries` compiled validators. */
+export const makeValidationPool = (settings: PoolSettings & { readonly cacheEntries: number }) => {
+  const pool = makeWorkerPool<Request, WorkerReply>(WORKER_URL, { cacheEntries: settings.cacheEntries }, settings)
+  /** What each worker holds: compiled validators kept, schemas in Ajv's registries. */
+  const stats = () =>
+    pool.broadcast({ op: "stats" }).then((replies) =>
+      replies.map((reply) => reply?._tag === "Stats" ? { cached: reply.cached, registered: reply.registered } : { cached: 0, registered: 0 })
+    )
+  return { ...pool, stats }
 }
+
+// ---------------------------------------------------------------------------
+// The service
 
 export class AnswerSchemas extends Context.Service<AnswerSchemas, {
-  /** `Failure` with what is wrong when `schema` is not a usable JSON Schema. */
-  readonly check: (schema: unknown) => Result.Result<void, string>
   /**
-   * Validates `value` against `schema`. Compiled validators are cached by
-   * `cacheKey` (a task id: a task's schema never changes).
+   * Checks a new task's schema: limits first, then compiles it (kept under
+   * `key`, the new task's id). `SchemaUnusable` when it is not usable JSON
+   * Schema, `OverLimit` naming the limit it exceeds.
+   */
+  readonly check: (orgId: string, key: string, schema: unknown) => Effect.Effect<void, SchemaUnusable | OverLimit | ValidationQueueFull>
+  /**
+   * Validates `value` against the schema of task `key`; `schema` is read
+   * only when the worker does not hold the task's validator. `OverLimit`
+   * when the check goes over its time or memory budget.
    */
   readonly validate: (
-    cacheKey: string,
-    schema: unknown,
+    orgId: string,
+    key: string,
+    schema: Effect.Effect<unknown>,
     value: unknown
-  ) => ReadonlyArray<SchemaViolation>
+  ) => Effect.Effect<ReadonlyArray<SchemaViolation>, OverLimit | ValidationQueueFull>
+  /** What each worker holds: compiled validators kept and schemas in Ajv's registries. */
+  readonly stats: Effect.Effect<ReadonlyArray<{ readonly cached: number; readonly registered: number }>>
+  /** Workers terminated and replaced so far (over budget, out of memory). */
+  readonly replacedWorkers: () => number
 }>()("svc/tasks/AnswerSchemas") {
-  static readonly make = () => {
-    const draft07 = makeAjv(new AjvDraft07(options))
-    const draft2019 = makeAjv(new Ajv2019(options) as unknown as AnyAjv)
-    const draft2020 = makeAjv(new Ajv2020(options) as unknown as AnyAjv)
-    const cache = new Map<string, ValidateFunction>()
-    const CACHE_LIMIT = 2000
-
-    const pick = (schema: Record<string, unknown>): Result.Result<AnyAjv, string> => {
-      const declared = schema.$schema
-      if (declared === undefined) return Result.succeed(draft2020)
-      if (typeof declared !== "string") return Result.fail("$schema must be a string")
-      if (DRAFT_2020.test(declared)) return Result.succeed(draft2020)
-      if (DRAFT_2019.test(declared)) return Result.succeed(draft2019)
-      if (DRAFT_07.test(declared)) return Result.succeed(draft07)
-      return Result.fail(`unsupported $schema ${JSON.stringify(declared)}: use draft-07, 2019-09 or 2020-12`)
-    }
-
-    const compile = (schema: unknown): Result.Result<ValidateFunction, string> => {
-      if (typeof schema !== "object" || schema === null || Array.isArray(schema)) {
-        return Result.fail("must be a JSON Schema object")
+  static readonly layer = Layer.effect(
+    AnswerSchemas,
+    Effect.gen(function*() {
+      const config = yield* SvcConfig
+      const limits: SchemaLimits = {
+        maxBytes: config.answerSchemaMaxBytes,
+        maxDepth: config.answerSchemaMaxDepth,
+        maxSubschemas: config.answerSchemaMaxSubschemas,
+        maxPatternLength: config.answerSchemaMaxPatternLength
       }
-      return Result.flatMap(pick(schema as Record<string, unknown>), (ajv) => {
-        const { $id: _ignored, ...withoutId } = schema as Record<string, unknown>
-        if (!ajv.validateSchema(withoutId)) {
-          const first = ajv.errors?.[0]
-          const where = first ? pointerToPath(first.instancePath) : ""
-          return Result.fail(`${where === "" ? "schema" : where} ${first?.message ?? "is not valid JSON Schema"}`)
-        }
-        try {
-          // `$id` is dropped so that identical ids in different tasks never
-          // clash in Ajv's schema registry.
-          return Result.succeed(ajv.compile(withoutId))
-        } catch (error) {
-          return Result.fail(error instanceof Error ? error.message : String(error))
-        }
+      const pool = yield* Effect.acquireRelease(
+        Effect.sync(() =>
+          makeValidationPool({
+            workers: config.answerValidationWorkers,
+            timeoutMs: config.answerValidationTimeoutMs,
+            heapMb: config.answerValidationHeapMb,
+            cacheEntries: config.answerValidationCacheEntries,
+            queuedPerOrg: config.answerValidationQueuePerOrg
+          })
+        ),
+        (pool) => Effect.sync(pool.close)
+      )
+
+      const overBudget = (outcome: Outcome<WorkerReply>, field: string, what: string): OverLimit =>
+        outcome._tag === "Crashed" && outcome.outOfMemory
+          ? new OverLimit({
+            limit: "SVC_ANSWER_VALIDATION_HEAP_MB",
+            value: config.answerValidationHeapMb,
+            field,
+            message: `${what} needed more than ${config.answerValidationHeapMb} MB`
+          })
+          : new OverLimit({
+            limit: "SVC_ANSWER_VALIDATION_TIMEOUT",
+            value: config.answerValidationTimeoutMs,
+            field,
+            message: `${what} took longer than ${config.answerValidationTimeoutMs} ms`
+          })
+
+      const run = (orgId: string, request: Request) =>
+        runInPool(pool, orgId, request).pipe(
+          Effect.mapError(() =>
+            new ValidationQueueFull({
+              limit: "SVC_ANSWER_VALIDATION_QUEUE_PER_ORG",
+              value: config.answerValidationQueuePerOrg
+            })
+          )
+        )
+
+      const check = Effect.fn("AnswerSchemas.check")(function*(orgId: string, key: string, schema: unknown) {
+        const exceeded = measureSchema(schema, limits)
+        if (exceeded !== undefined) return yield* exceeded
+        const outcome = yield* run(orgId, { op: "check", key, schema })
+        if (outcome._tag !== "Reply") return yield* overBudget(outcome, "answer_schema", "compiling the schema")
+        if (outcome.reply._tag === "Unusable") return yield* new SchemaUnusable({ message: outcome.reply.message })
       })
-    }
 
-    return AnswerSchemas.of({
-      check: (schema) => Result.map(compile(schema), () => undefined),
-      validate: (cacheKey, schema, value) => {
-        let validator = cache.get(cacheKey)
-        if (validator === undefined) {
-          const compiled = compile(schema)
-          // A stored schema was checked on the way in; failing now is a bug.
-          if (Result.isFailure(compiled)) throw new Error(`stored answer schema does not compile: ${compiled.failure}`)
-          validator = compiled.success
-          if (cache.size >= CACHE_LIMIT) cache.delete(cache.keys().next().value!)
-          cache.set(cacheKey, validator)
+      const validate = Effect.fn("AnswerSchemas.validate")(function*(
+        orgId: string,
+        key: string,
+        schema: Effect.Effect<unknown>,
+        value: unknown
+      ) {
+        let outcome = yield* run(orgId, { op: "validate", key, value })
+        if (outcome._tag === "Reply" && outcome.reply._tag === "Missing") {
+          outcome = yield* run(orgId, { op: "validate", key, schema: yield* schema, value })
         }
-        return validator(value) ? [] : (validator.errors ?? []).map(describe)
-      }
+        if (outcome._tag !== "Reply") return yield* overBudget(outcome, "correction", "checking the correction against the answer schema")
+        const reply = outcome.reply
+        if (reply._tag === "Checked") return reply.violations
+        // A stored schema was checked on the way in; failing now is a bug.
+        return yield* Effect.die(new Error(`stored answer schema is unusable: ${reply._tag === "Unusable" ? reply.message : reply._tag}`))
+      })
+
+      return AnswerSchemas.of({
+        check,
+        validate,
+        stats: Effect.promise(pool.stats),
+        replacedWorkers: pool.replacedWorkers
+      })
     })
-  }
-
-  static readonly layer = Layer.sync(AnswerSchemas, AnswerSchemas.make)
+  )
 }
-

@@ -3,12 +3,14 @@
  * creates its first, empty dataset version in the same transaction.
  */
 import { PgClient } from "@effect/sql-pg"
-import { Clock, Context, Effect, Exit, Layer, Option, Result } from "effect"
-import { InvalidRequest, NotFound } from "../api/Errors.ts"
+import { Clock, Context, Effect, Exit, Layer, Option } from "effect"
+import { AnswerSchemaTooComplex, InvalidRequest, LimitReached, NotFound, ValidationBusy } from "../api/Errors.ts"
 import type { Dataset, DatasetSummary, Run, Task } from "../api/Tasks.ts"
 import { randomTraceId } from "../platform/Crypto.ts"
 import { decodeCursor, page } from "../platform/Cursor.ts"
+import { SvcConfig } from "../platform/Config.ts"
 import { newId } from "../platform/Ids.ts"
+import { countForCap } from "../platform/OrgLimits.ts"
 import { iso } from "../platform/Time.ts"
 import { AnswerSchemas } from "./AnswerSchema.ts"
 
@@ -79,7 +81,10 @@ const seqBound = (cursor: string | undefined) => {
 }
 
 export class Tasks extends Context.Service<Tasks, {
-  readonly create: (orgId: string, input: { readonly name: string; readonly answer_schema: Record<string, Json> }) => Effect.Effect<Task, InvalidRequest>
+  readonly create: (orgId: string, input: { readonly name: string; readonly answer_schema: Record<string, Json> }) => Effect.Effect<
+    Task,
+    InvalidRequest | AnswerSchemaTooComplex | ValidationBusy | LimitReached
+  >
   readonly list: (orgId: string, request: PageRequest) => Effect.Effect<{ readonly tasks: ReadonlyArray<Task>; readonly next_cursor: string | null }, InvalidRequest>
   readonly get: (orgId: string, taskId: string) => Effect.Effect<Task, NotFound>
   readonly logRun: (orgId: string, taskId: string, input: { readonly input: Json; readonly answer: Json }) => Effect.Effect<Run, NotFound>
@@ -93,20 +98,43 @@ export class Tasks extends Context.Service<Tasks, {
     Effect.gen(function*() {
       const sql = yield* PgClient.PgClient
       const schemas = yield* AnswerSchemas
+      const config = yield* SvcConfig
 
       const create = Effect.fn("Tasks.create")(function*(
         orgId: string,
         input: { readonly name: string; readonly answer_schema: Record<string, Json> }
       ) {
-        const checked = schemas.check(input.answer_schema)
-        if (Result.isFailure(checked)) {
-          return yield* new InvalidRequest({
-            field: "answer_schema",
-            detail: `answer_schema is not a valid JSON Schema: ${checked.failure}`
-          })
-        }
         const id = newId()
+        yield* schemas.check(orgId, id, input.answer_schema).pipe(
+          Effect.catchTags({
+            SchemaUnusable: (unusable) =>
+              Effect.fail(new InvalidRequest({
+                field: "answer_schema",
+                detail: `answer_schema is not a valid JSON Schema: ${unusable.message}`
+              })),
+            OverLimit: (over) =>
+              Effect.fail(new AnswerSchemaTooComplex({
+                field: over.field,
+                limit: over.limit,
+                limit_value: over.value,
+                detail: `${over.field} ${over.message} (${over.limit}).`
+              })),
+            ValidationQueueFull: (full) =>
+              Effect.fail(new ValidationBusy({
+                limit: full.limit,
+                limit_value: full.value,
+                detail: `More than ${full.value} schema checks of this organization are waiting (${full.limit}); retry later.`
+              }))
+          })
+        )
         const row = yield* sql.withTransaction(Effect.gen(function*() {
+          if ((yield* countForCap(sql, orgId, "tasks", config.maxTasksPerOrg)) >= config.maxTasksPerOrg) {
+            return yield* new LimitReached({
+              limit: "SVC_MAX_TASKS_PER_ORG",
+              limit_value: config.maxTasksPerOrg,
+              detail: `The organization already has ${config.maxTasksPerOrg} tasks, the most allowed (SVC_MAX_TASKS_PER_ORG).`
+            })
+          }
           const [task] = yield* sql<TaskRow>`
             INSERT INTO tasks (id, org_id, name, answer_schema)
             VALUES (${id}, ${orgId}, ${input.name}, ${sql.json(input.answer_schema)})
@@ -117,7 +145,7 @@ export class Tasks extends Context.Service<Tasks, {
             VALUES (${newId()}, ${orgId}, ${id}, 1, 0)
           `
           return task!
-        })).pipe(Effect.orDie)
+        })).pipe(Effect.catchTag("SqlError", Effect.die))
         return toTask(row)
       })
 

@@ -25,6 +25,8 @@ export const RETRYABLE_STATUSES: ReadonlySet<number> = new Set([429, 502, 503, 5
 export interface CollectorTarget {
   readonly url: string
   readonly headers: ReadonlyArray<readonly [name: string, value: Redacted.Redacted<string>]>
+  /** The owning organization (its DNS lookups are bounded together). */
+  readonly orgId?: string | undefined
 }
 
 /** A batch as stored: gzipped OTLP JSON, plus its uncompressed size. */
@@ -154,7 +156,8 @@ export const exportBody = Effect.fn("TelemetryCollector.export")(function*(
     headers,
     body: useGzip ? body.gzipped : yield* gunzipAsync(body.gzipped),
     timeout: EXPORT_TIMEOUT,
-    maxResponseBytes: 16 * 1024
+    maxResponseBytes: 16 * 1024,
+    orgId: target.orgId
   }).pipe(
     Effect.map((response) => ({ result: classify(response, spanCount, Date.now(), (text) => scrub(text, target)), response })),
     Effect.catchTag("OutboundFailure", (failure) => Effect.succeed({ result: classifyFailure(failure), response: undefined }))

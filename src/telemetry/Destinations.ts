@@ -110,7 +110,7 @@ export class TelemetryDestinations extends Context.Service<TelemetryDestinations
         if (verdict._tag === "Refused") {
           return yield* new InvalidHeaders({ field: verdict.field, detail: `${verdict.field}: ${verdict.message}.` })
         }
-        const checked = yield* outbound.check(input.url).pipe(
+        const checked = yield* outbound.check(input.url, orgId).pipe(
           Effect.mapError((unsafe) => new InvalidUrl({ field: "url", detail: `url: ${unsafe.message}.` }))
         )
         const id = newId()

@@ -15,6 +15,26 @@ describe("configuration", () => {
       const defaults = yield* read({})
       assert.strictEqual(Duration.toMillis(defaults.webhookLease), 30_000)
     }))
+
+  it.effect("settings that would break a documented guarantee of tenant isolation are refused at start", () =>
+    Effect.gen(function*() {
+      // Validation's time budget is at most one second.
+      assert.include(String(yield* Effect.flip(read({ SVC_ANSWER_VALIDATION_TIMEOUT: "2s" }))), "SVC_ANSWER_VALIDATION_TIMEOUT")
+      // One organization holds at most one worker: with fewer than two, it could hold them all.
+      assert.include(String(yield* Effect.flip(read({ SVC_ANSWER_VALIDATION_WORKERS: "1" }))), "SVC_ANSWER_VALIDATION_WORKERS")
+      // A schema nests inside the request body, whose fields nest at most 64 levels.
+      assert.include(String(yield* Effect.flip(read({ SVC_ANSWER_SCHEMA_MAX_DEPTH: "100" }))), "SVC_ANSWER_SCHEMA_MAX_DEPTH")
+      assert.include(String(yield* Effect.flip(read({ SVC_MAX_ENDPOINTS_PER_ORG: "0" }))), "SVC_MAX_ENDPOINTS_PER_ORG")
+      assert.include(String(yield* Effect.flip(read({ SVC_DNS_TIMEOUT: "1s,2s" }))), "SVC_DNS_TIMEOUT")
+      const defaults = yield* read({})
+      assert.strictEqual(defaults.answerValidationTimeoutMs, 1000)
+      assert.strictEqual(defaults.answerValidationWorkers, 2)
+      assert.strictEqual(defaults.maxEndpointsPerOrg, 50)
+      assert.deepStrictEqual(defaults.dnsServers, [])
+      const set = yield* read({ SVC_ANSWER_VALIDATION_TIMEOUT: "250ms", SVC_DNS_SERVERS: "127.0.0.1:5353, [::1]:53" })
+      assert.strictEqual(set.answerValidationTimeoutMs, 250)
+      assert.deepStrictEqual(set.dnsServers, ["127.0.0.1:5353", "[::1]:53"])
+    }))
 })
 
 describe("PostgreSQL session settings (SVC_DB_*)", () => {

@@ -1,0 +1,35 @@
+/**
+ * Caps on per-organization collections (notification endpoints, approval
+ * policies, tasks), counted safely under concurrent creates, on PGlite and
+ * on a PostgreSQL server shared by several processes.
+ *
+ * Inside the creating transaction, the organization's row is locked first
+ * (`FOR NO KEY UPDATE`), then the collection is counted: two creates of one
+ * organization take turns, and the second counts what the first inserted
+ * (under READ COMMITTED each statement sees what committed before it). The
+ * lock does not conflict with the `KEY SHARE` locks that foreign keys take,
+ * so inserts elsewhere that merely reference the organization never wait.
+ */
+import { Effect } from "effect"
+import type { SqlClient, SqlError } from "effect/sql"
+
+export type CappedTable = "notification_endpoints" | "approval_policies" | "tasks"
+
+/**
+ * Locks the organization's row and counts its rows of `table`, up to `cap`
+ * (the count stops there: its cost is bounded by the cap). Run it inside
+ * the transaction that inserts.
+ */
+export const countForCap = (
+  sql: SqlClient.SqlClient,
+  orgId: string,
+  table: CappedTable,
+  cap: number
+): Effect.Effect<number, SqlError.SqlError> =>
+  Effect.gen(function*() {
+    yield* sql`SELECT 1 FROM orgs WHERE id = ${orgId} FOR NO KEY UPDATE`
+    const [row] = yield* sql<{ count: string | number }>`
+      SELECT count(*) AS count FROM (SELECT 1 FROM ${sql.literal(table)} WHERE org_id = ${orgId} LIMIT ${cap}) AS capped
+    `
+    return Number(row?.count ?? 0)
+  })

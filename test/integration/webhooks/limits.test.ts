@@ -1,0 +1,131 @@
+/**
+ * Per-organization caps on what a tenant could inflate to hurt others:
+ * notification endpoints (each one more signed POST per event), approval
+ * policies (all listed in one answer), tasks, and signing secrets in use per
+ * endpoint (each one more HMAC and `v1=` per delivery). Counted safely under
+ * concurrent creates, on PGlite and on a PostgreSQL server.
+ */
+import { assert, describe, layer } from "@effect/vitest"
+import { Effect } from "effect"
+import { MAX_SIGNING_SECRETS } from "../../../src/notifications/Endpoints.ts"
+import { SvcTest, type TestOrg } from "../../../src/testing.ts"
+import { raw } from "../../support/http.ts"
+import { HttpsReceiver } from "../../support/HttpsReceiver.ts"
+import { eventBody, insertEvents, webhookService } from "./support.ts"
+
+const MAX_ENDPOINTS = 5
+const MAX_POLICIES = 3
+const MAX_TASKS = 3
+
+const send = (org: TestOrg, method: string, path: string, body: unknown) =>
+  Effect.flatMap(SvcTest, (svc) =>
+    raw(`${svc.baseUrl}${path}`, {
+      method,
+      headers: { authorization: `Bearer ${org.key}`, "content-type": "application/json" },
+      body: JSON.stringify(body)
+    }))
+
+const policy = { mode: "allow", review_seconds: 60, expiring_notice_seconds: 0, timeout_action: "reject" }
+
+layer(
+  webhookService({ maxEndpointsPerOrg: MAX_ENDPOINTS, maxApprovalPoliciesPerOrg: MAX_POLICIES, maxTasksPerOrg: MAX_TASKS }),
+  { excludeTestServices: true }
+)("per-organization caps", (it) => {
+  describe("notification endpoints per organization (SVC_MAX_ENDPOINTS_PER_ORG)", () => {
+    it.effect("one more than the cap is 409 LIMIT_REACHED naming the limit; deleting one makes room; other organizations are unaffected", () =>
+      Effect.gen(function*() {
+        const receiver = yield* HttpsReceiver.make()
+        const org = yield* SvcTest.org()
+        const ids: Array<string> = []
+        for (let i = 0; i < MAX_ENDPOINTS; i++) {
+          ids.push((yield* org.client.notifications.create({ payload: { url: receiver.url(`/e${i}`) } })).endpoint.id)
+        }
+        const over = yield* send(org, "POST", "/v1/notification-endpoints", { url: receiver.url("/one-more") })
+        assert.strictEqual(over.status, 409)
+        assert.strictEqual(over.json.code, "LIMIT_REACHED")
+        assert.strictEqual(over.json.limit, "SVC_MAX_ENDPOINTS_PER_ORG")
+        assert.strictEqual(over.json.limit_value, MAX_ENDPOINTS)
+        assert.notInclude(over.text, "whsec_")
+        const typed = yield* org.client.notifications.create({ payload: { url: receiver.url("/typed") } }).pipe(Effect.flip)
+        assert.strictEqual(typed._tag, "LimitReached")
+
+        const other = yield* SvcTest.org()
+        yield* other.client.notifications.create({ payload: { url: receiver.url("/other") } })
+
+        yield* org.client.notifications.remove({ params: { id: ids[0]! } })
+        yield* org.client.notifications.create({ payload: { url: receiver.url("/after-delete") } })
+        const list = yield* org.client.notifications.list()
+        assert.strictEqual(list.endpoints.length, MAX_ENDPOINTS)
+      }))
+
+    it.effect("concurrent creates never pass the cap", () =>
+      Effect.gen(function*() {
+        const receiver = yield* HttpsReceiver.make()
+        const svc = yield* SvcTest
+        const org = yield* SvcTest.org()
+        const answers = yield* Effect.forEach(
+          Array.from({ length: 4 * MAX_ENDPOINTS }, (_, i) => i),
+          (i) => send(org, "POST", "/v1/notification-endpoints", { url: receiver.url(`/race${i}`) }),
+          { concurrency: "unbounded" }
+        )
+        const statuses = answers.map((a) => a.status)
+        assert.strictEqual(statuses.filter((s) => s === 201).length, MAX_ENDPOINTS, JSON.stringify(statuses))
+        assert.strictEqual(statuses.filter((s) => s === 409).length, 3 * MAX_ENDPOINTS)
+        const [row] = yield* svc.sql<{ n: string | number }>`SELECT count(*) AS n FROM notification_endpoints WHERE org_id = ${org.orgId}`.pipe(Effect.orDie)
+        assert.strictEqual(Number(row!.n), MAX_ENDPOINTS)
+      }))
+  })
+
+  describe("approval policies per organization (SVC_MAX_APPROVAL_POLICIES_PER_ORG)", () => {
+    it.effect("a policy for one more action class is 409 naming the limit; changing an existing policy still works", () =>
+      Effect.gen(function*() {
+        const org = yield* SvcTest.org()
+        for (let i = 0; i < MAX_POLICIES; i++) {
+          const put = yield* send(org, "PUT", `/v1/approval-policies/class.${i}`, policy)
+          assert.strictEqual(put.status, 200, put.text)
+        }
+        const over = yield* send(org, "PUT", "/v1/approval-policies/class.new", policy)
+        assert.strictEqual(over.status, 409)
+        assert.strictEqual(over.json.code, "LIMIT_REACHED")
+        assert.strictEqual(over.json.limit, "SVC_MAX_APPROVAL_POLICIES_PER_ORG")
+        const change = yield* send(org, "PUT", "/v1/approval-policies/class.0", { ...policy, mode: "reject" })
+        assert.strictEqual(change.status, 200, change.text)
+        assert.strictEqual(change.json.mode, "reject")
+      }))
+  })
+
+  describe("tasks per organization (SVC_MAX_TASKS_PER_ORG)", () => {
+    it.effect("one more task than the cap is 409 naming the limit", () =>
+      Effect.gen(function*() {
+        const org = yield* SvcTest.org()
+        const answers = yield* Effect.forEach(
+          Array.from({ length: MAX_TASKS + 3 }, (_, i) => i),
+          (i) => send(org, "POST", "/v1/tasks", { name: `t${i}`, answer_schema: { type: "object" } }),
+          { concurrency: "unbounded" }
+        )
+        assert.strictEqual(answers.filter((a) => a.status === 201).length, MAX_TASKS)
+        const over = answers.find((a) => a.status !== 201)!
+        assert.strictEqual(over.status, 409)
+        assert.strictEqual(over.json.limit, "SVC_MAX_TASKS_PER_ORG")
+        assert.strictEqual(over.json.limit_value, MAX_TASKS)
+      }))
+  })
+
+  describe(`signing secrets in use per endpoint (at most ${MAX_SIGNING_SECRETS})`, () => {
+    it.effect("rotating again and again never makes a delivery carry more signatures", () =>
+      Effect.gen(function*() {
+        const receiver = yield* HttpsReceiver.make()
+        const org = yield* SvcTest.org()
+        const { endpoint } = yield* org.client.notifications.create({ payload: { url: receiver.url("/rotated") } })
+        let newest = ""
+        for (let i = 0; i < 6; i++) {
+          newest = (yield* org.client.notifications.rotateSecret({ params: { id: endpoint.id }, payload: { overlap_seconds: 86400 } })).secret
+        }
+        yield* insertEvents([eventBody(org.orgId, "approval.requested")])
+        const [request] = yield* receiver.waitForRequests(1)
+        const signature = request!.headers["x-svc-signature"]!
+        assert.strictEqual(signature.match(/v1=/g)?.length, MAX_SIGNING_SECRETS)
+        assert.isString(newest)
+      }))
+  })
+})
