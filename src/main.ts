@@ -3,7 +3,7 @@
  * PostgreSQL when DATABASE_URL is set, else on the embedded database in
  * SVC_DATA_DIR. SIGTERM and Ctrl-C drain in-flight requests and exit 0.
  */
-import { NodeHttpServer, NodeRuntime } from "@effect/platform-node"
+import { NodeRuntime } from "@effect/platform-node"
 import { Cause, Effect, Exit, Layer } from "effect"
 import { HttpServer } from "effect/http"
 import { createServer } from "node:http"
@@ -11,9 +11,11 @@ import { Database, DatabaseInfo } from "./platform/Database.ts"
 import { SvcConfig } from "./platform/Config.ts"
 import { LoggingLive } from "./platform/Logging.ts"
 import { AppLive, PlatformLive } from "./server/App.ts"
+import { ListenLater } from "./server/Listener.ts"
 
+// Listens only once AppLive is built (routes, migrations, workers).
 const NodeServerLive = Layer.unwrap(Effect.map(SvcConfig, (config) =>
-  NodeHttpServer.layer(() => createServer({ headersTimeout: 30_000, requestTimeout: 60_000 }), {
+  ListenLater.layer(() => createServer({ headersTimeout: 30_000, requestTimeout: 60_000 }), {
     port: config.port,
     host: config.host,
     gracefulShutdownTimeout: "20 seconds"

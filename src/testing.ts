@@ -17,7 +17,6 @@
  * })
  * ```
  */
-import { NodeHttpServer } from "@effect/platform-node"
 import { PgClient } from "@effect/sql-pg"
 import { Context, Effect, Layer, Logger, Redacted, References } from "effect"
 import { FetchHttpClient, HttpServer } from "effect/http"
@@ -32,6 +31,7 @@ import { SecretBox } from "./platform/Crypto.ts"
 import { Database, DatabaseInfo } from "./platform/Database.ts"
 import { makeJsonLogger } from "./platform/Logging.ts"
 import { AppLive } from "./server/App.ts"
+import { ListenLater } from "./server/Listener.ts"
 
 export { Scopes, type ScopeName } from "./api/Security.ts"
 export type { SvcApiClient } from "./client.ts"
@@ -126,7 +126,7 @@ export class SvcTest extends Context.Service<SvcTest, {
     return Harness.pipe(
       Layer.provideMerge(Identity.layer),
       Layer.provideMerge(AppLive),
-      Layer.provide(NodeHttpServer.layer(createServer, { port: 0, host: "127.0.0.1" })),
+      Layer.provide(ListenLater.layer(() => createServer(), { port: 0, host: "127.0.0.1" })),
       Layer.provideMerge(DatabaseLive),
       Layer.provideMerge(SecretBox.layerEphemeral),
       Layer.provideMerge(ConfigLive),

@@ -10,11 +10,12 @@
  * on a PostgreSQL server), for a keep-alive, or after a slow poll.
  */
 import { PgClient } from "@effect/sql-pg"
-import { Clock, Context, Deferred, Duration, Effect, Layer, Option, Queue, type Scope, Stream } from "effect"
+import { Clock, Context, Deferred, Duration, Effect, Layer, Option, type Scope, Stream } from "effect"
 import type { SqlClient } from "effect/sql"
 import type { SessionEventNames } from "../api/Agents.ts"
 import { DatabaseInfo } from "../platform/Database.ts"
 import { newId } from "../platform/Ids.ts"
+import { keepListening } from "../platform/Wakeups.ts"
 
 export type SessionEventName = typeof SessionEventNames[number]
 
@@ -93,16 +94,17 @@ export class SessionHub extends Context.Service<SessionHub, {
         })
 
       if (info.supportsNotify) {
-        const notifications = yield* sql.listen(CHANNEL)
-        yield* Queue.take(notifications).pipe(
-          Effect.flatMap((notification) => {
-            const [from, sessionId] = notification.payload.split(" ")
+        yield* keepListening({
+          sql,
+          channel: CHANNEL,
+          handle: (payload) => {
+            const [from, sessionId] = payload.split(" ")
             return from === origin || sessionId === undefined ? Effect.void : bump(sessionId)
-          }),
-          Effect.forever,
-          Effect.catch((error) => Effect.logWarning("session event listener stopped; streams fall back to polling", error)),
-          Effect.forkScoped
-        )
+          },
+          // Events of other processes may have come meanwhile: open streams re-read.
+          resync: Effect.forEach([...entries.keys()], bump, { discard: true }),
+          what: "the session event listener"
+        })
       }
 
       const notify = (sessionId: string) =>

@@ -5,14 +5,14 @@
  * within the session.
  */
 import { PgClient } from "@effect/sql-pg"
-import { Clock, Context, Effect, Layer, Stream } from "effect"
+import { Context, Effect, Layer, Stream } from "effect"
 import type { GovernedStep, Session, SessionDetail, Step, StepAnswer, StepDecision, ToolOutcome } from "../api/Agents.ts"
 import { InvalidRequest, InvalidTransition, NotFound } from "../api/Errors.ts"
 import { Approvals } from "../approvals/Approvals.ts"
 import { Metrics } from "../observability/Metrics.ts"
 import { SvcConfig } from "../platform/Config.ts"
 import { newId } from "../platform/Ids.ts"
-import { iso } from "../platform/Time.ts"
+import { databaseNow, iso } from "../platform/Time.ts"
 import { Wakeups } from "../platform/Wakeups.ts"
 import { appendSessionEvent, SessionHub, sessionFrames, type StoredEvent } from "./SessionEvents.ts"
 
@@ -155,13 +155,14 @@ export class AgentSessions extends Context.Service<AgentSessions, {
         if (earlier !== undefined) return yield* replay(earlier, step)
 
         const rule = yield* approvals.ruleFor(orgId, step.action_class)
-        const now = yield* Clock.currentTimeMillis
         const result = yield* sql.withTransaction(Effect.gen(function*() {
           // Lock the session first: a concurrent send of the same step_id
           // has committed by the time we hold it, and we answer with its row.
           yield* sql`SELECT 1 FROM agent_sessions WHERE id = ${sessionId} FOR UPDATE`
           const raced = yield* findStep(sessionId, step.step_id)
           if (raced !== undefined) return { kind: "existing" as const, row: raced }
+          // Deadlines start from the database's clock, not this process's.
+          const now = yield* databaseNow(sql)
           const decision: StepDecision = rule.mode === "allow" ? "allow" : rule.mode === "reject" ? "reject" : "pending"
           const approvalId = decision === "pending"
             ? yield* approvals.requestInTransaction({
@@ -211,7 +212,6 @@ export class AgentSessions extends Context.Service<AgentSessions, {
       ) {
         yield* Effect.annotateCurrentSpan({ "svc.session_id": sessionId })
         yield* findSession(orgId, sessionId)
-        const now = yield* Clock.currentTimeMillis
         const body = {
           ...(outcome.result === undefined ? {} : { result: outcome.result }),
           ...(outcome.error === undefined ? {} : { error: outcome.error })
@@ -219,7 +219,7 @@ export class AgentSessions extends Context.Service<AgentSessions, {
         const result = yield* sql.withTransaction(Effect.gen(function*() {
           const [row] = yield* sql<StepRow>`
             UPDATE agent_steps SET outcome = ${outcome.status}, outcome_body = ${sql.json(body)},
-              outcome_at = ${new Date(now).toISOString()}::timestamptz
+              outcome_at = now()
             WHERE session_id = ${sessionId} AND step_id = ${stepId} AND resolution = 'allow' AND outcome IS NULL
             RETURNING ${sql.literal(STEP_COLUMNS)}
           `

@@ -5,6 +5,7 @@
  */
 import { HttpApi, OpenApi } from "effect/http-api"
 import { AgentSessionsApi } from "./Agents.ts"
+import { Availability } from "./Availability.ts"
 import { apiDocumentation } from "./Documentation.ts"
 import { ApprovalPoliciesApi, ApprovalsApi } from "./Approvals.ts"
 import { FeedbackApi } from "./Feedback.ts"
@@ -25,6 +26,9 @@ export class Api extends HttpApi.make("svc")
   .add(TelemetryApi)
   .add(NotificationsApi)
   .middleware(RequestValidation)
+  // Outermost: a database outage met anywhere inside (authentication
+  // included) answers 503 with Retry-After.
+  .middleware(Availability)
   // Report every problem of a request at once, and refuse unknown body and
   // query members (a misspelt optional field is a 400, not silently ignored).
   // Responses decode leniently so older clients survive new fields.

@@ -80,7 +80,9 @@ export const ProblemExamples: Readonly<Record<string, (context: ProblemContext) 
   PAYLOAD_TOO_LARGE: () => ({ request_id: "0193a0a0-0000-7000-8000-0000000000ff" }),
   UNSUPPORTED_MEDIA_TYPE: () => ({ request_id: "0193a0a0-0000-7000-8000-0000000000ff" }),
   INTERNAL: () => ({ request_id: "0193a0a0-0000-7000-8000-0000000000ff" }),
-  UNAVAILABLE: () => ({ detail: "The database does not answer." }),
+  SERVICE_UNAVAILABLE: () => ({
+    detail: "The service cannot reach its database at the moment (the database cannot be reached (ECONNREFUSED)). Nothing was done; retry after 5 seconds."
+  }),
   INVALID_URL: () => ({ detail: "The URL must use https.", field: "url" }),
   INVALID_WEBHOOK_EVENTS: () => ({
     detail: "Unknown event type \"approval.deleted\".",

@@ -95,12 +95,16 @@ export class InternalError extends HttpApiError.Problem<InternalError>()("Intern
   request_id: RequestIdMember
 }) {}
 
+/**
+ * The database cannot be reached for the moment (or `/ready` is not
+ * ready): nothing was done; retry after the `Retry-After` header's seconds.
+ */
 export class ServiceUnavailable extends HttpApiError.Problem<ServiceUnavailable>()("ServiceUnavailable", {
-  type: problemType("UNAVAILABLE"),
+  type: problemType("SERVICE_UNAVAILABLE"),
   status: 503,
-  title: "The service is not ready"
+  title: "The service is temporarily unavailable"
 }, {
-  code: Schema.tag("UNAVAILABLE")
+  code: Schema.tag("SERVICE_UNAVAILABLE")
 }) {}
 
 /**

@@ -17,7 +17,7 @@ export class SystemApi extends HttpApiGroup.make("system", { topLevel: true })
       .pipe(documented({
         summary: "Check readiness",
         response: Examples.healthy,
-        errors: { 503: "The database does not answer; retry later." }
+        errors: { 503: "Not ready: `detail` says why (the database cannot be reached, or did not answer within 2 s); retry later." }
       }))
   )
   .annotate(OpenApi.Title, "System")

@@ -6,7 +6,7 @@
  * session event.
  */
 import { PgClient } from "@effect/sql-pg"
-import { Clock, Context, Effect, Layer, Option } from "effect"
+import { Context, Effect, Layer, Option } from "effect"
 import type { ApprovalEventType, ApprovalSnapshot, Policy, PolicyInput } from "../api/Approvals.ts"
 import { InvalidRequest, InvalidTransition, LimitReached, NotFound } from "../api/Errors.ts"
 import { appendSessionEvent, SessionHub } from "../agents/SessionEvents.ts"
@@ -14,7 +14,7 @@ import { SvcConfig } from "../platform/Config.ts"
 import { Metrics } from "../observability/Metrics.ts"
 import { newId } from "../platform/Ids.ts"
 import { countForCap } from "../platform/OrgLimits.ts"
-import { iso } from "../platform/Time.ts"
+import { databaseNow, iso } from "../platform/Time.ts"
 import { Wakeups } from "../platform/Wakeups.ts"
 import { DEFAULT_POLICY, type DeadlineState, type DueKind, fire, nextDue, noticeFits, plan, type PolicyRule } from "./Deadlines.ts"
 import { type ApprovalRow, makeApprovalEvent, snapshotOf, writeToOutbox } from "./Events.ts"
@@ -66,6 +66,7 @@ export interface ApprovalRequest {
   readonly stepId: string
   readonly taskId: string | null
   readonly rule: PolicyRule
+  /** When it was requested: the database's `now()` in the caller's transaction (`databaseNow`). */
   readonly now: number
 }
 
@@ -88,8 +89,8 @@ export class Approvals extends Context.Service<Approvals, {
   ) => Effect.Effect<ApprovalSnapshot, NotFound | InvalidTransition>
   /** Fires the most overdue deadline, if any is due; true when one fired. */
   readonly fireNextDue: Effect.Effect<boolean>
-  /** The earliest deadline still to fire (epoch ms), for the scheduler's sleep. */
-  readonly earliestDue: Effect.Effect<number | null>
+  /** The earliest deadline still to fire and the database's time now (epoch ms), for the scheduler's sleep. */
+  readonly earliestDue: Effect.Effect<{ readonly at: number | null; readonly now: number }>
 }>()("svc/approvals/Approvals") {
   static readonly layer = Layer.effect(
     Approvals,
@@ -194,7 +195,6 @@ export class Approvals extends Context.Service<Approvals, {
         decision: "approve" | "reject"
       ) {
         yield* Effect.annotateCurrentSpan({ "svc.approval_id": approvalId })
-        const now = yield* Clock.currentTimeMillis
         const status = decision === "approve" ? "approved" : "rejected"
         const resolution = decision === "approve" ? "allow" : "reject"
         const decided = yield* sql.withTransaction(Effect.gen(function*() {
@@ -205,6 +205,7 @@ export class Approvals extends Context.Service<Approvals, {
           `
           if (current === undefined) return { _tag: "missing" as const }
           if (current.status !== "pending") return { _tag: "closed" as const, status: current.status }
+          const now = yield* databaseNow(sql)
           if (current.expires_at.getTime() <= now) {
             // The final deadline lapsed before the scheduler fired it (a
             // process down or busy): the approval closed without a decision.
@@ -305,29 +306,29 @@ export class Approvals extends Context.Service<Approvals, {
       })
 
       const fireNextDue = Effect.gen(function*() {
-        const now = yield* Clock.currentTimeMillis
         const fired = yield* sql.withTransaction(Effect.gen(function*() {
           const [row] = yield* sql<FullApprovalRow>`
             SELECT ${sql.literal(COLUMNS)} FROM approvals
-            WHERE next_due_at <= ${isoMs(now)}::timestamptz AND status = 'pending'
+            WHERE next_due_at <= now() AND status = 'pending'
             ORDER BY next_due_at LIMIT 1
             FOR UPDATE SKIP LOCKED
           `
-          if (row === undefined) return Option.none<{ sessionId: string | null; kind: DueKind; dueAt: number }>()
+          if (row === undefined) return Option.none<{ sessionId: string | null; kind: DueKind; dueAt: number; now: number }>()
           const due = nextDue(stateOf(row))
-          return Option.some({ ...(yield* fireDeadline(row, now)), kind: due.kind, dueAt: due.at })
+          const now = yield* databaseNow(sql)
+          return Option.some({ ...(yield* fireDeadline(row, now)), kind: due.kind, dueAt: due.at, now })
         })).pipe(Effect.orDie)
         if (Option.isNone(fired)) return false
-        metrics.deadlineFired(fired.value.kind, (now - fired.value.dueAt) / 1000)
+        metrics.deadlineFired(fired.value.kind, (fired.value.now - fired.value.dueAt) / 1000)
         yield* wakeups.signal("events")
         if (fired.value.sessionId !== null) yield* hub.notify(fired.value.sessionId)
         return true
       })
 
-      const earliestDue = sql<{ at: Date | null }>`
-        SELECT min(next_due_at) AS at FROM approvals WHERE next_due_at IS NOT NULL
+      const earliestDue = sql<{ at: Date | null; now: Date }>`
+        SELECT min(next_due_at) AS at, clock_timestamp() AS now FROM approvals WHERE next_due_at IS NOT NULL
       `.pipe(
-        Effect.map(([row]) => (row?.at == null ? null : new Date(row.at).getTime())),
+        Effect.map(([row]) => ({ at: row?.at == null ? null : new Date(row.at).getTime(), now: new Date(row!.now).getTime() })),
         Effect.orDie
       )
 

@@ -9,7 +9,7 @@
  * Between rounds it sleeps until the earliest deadline, a `"approvals"`
  * wake-up (a new or decided approval), or the poll cap, whichever is first.
  */
-import { Clock, Effect, Layer } from "effect"
+import { Effect, Layer } from "effect"
 import { Wakeups } from "../platform/Wakeups.ts"
 import { Approvals } from "./Approvals.ts"
 import { sleepMillis } from "./Deadlines.ts"
@@ -29,8 +29,9 @@ export const ApprovalScheduler = {
     const wakeups = yield* Wakeups
 
     const round = Effect.gen(function*() {
-      const earliest = yield* approvals.earliestDue
-      const now = yield* Clock.currentTimeMillis
+      // Both instants are the database's: a process clock that is off does
+      // not move when a deadline fires.
+      const { at: earliest, now } = yield* approvals.earliestDue
       if (earliest !== null && earliest <= now) {
         let fired = 0
         while (fired < ROUND && (yield* approvals.fireNextDue)) fired++
@@ -43,10 +44,24 @@ export const ApprovalScheduler = {
       yield* wakeups.wait("approvals", sleepMillis(earliest, now, POLL_CAP_MS))
     })
 
+    // A failed round (database away) is retried every POLL_CAP_MS, so
+    // deadlines fire within about a second of the database's return; the
+    // log says so once per outage, not once a second.
+    let failing = false
     yield* round.pipe(
-      // A failed round (database briefly away) is logged and retried.
+      Effect.tap(() =>
+        Effect.suspend(() => {
+          if (!failing) return Effect.void
+          failing = false
+          return Effect.logInfo("approval scheduler runs again")
+        })
+      ),
       Effect.catchCause((cause) =>
-        Effect.andThen(Effect.logError("approval scheduler round failed", cause), Effect.sleep(POLL_CAP_MS))
+        Effect.suspend(() => {
+          const log = failing ? Effect.void : Effect.logError("approval scheduler round failed; retrying every second", cause)
+          failing = true
+          return Effect.andThen(log, Effect.sleep(POLL_CAP_MS))
+        })
       ),
       Effect.forever,
       Effect.forkScoped

@@ -16,7 +16,7 @@ import { OutboundHttp } from "../outbound/OutboundHttp.ts"
 import { SvcConfig } from "../platform/Config.ts"
 import { newId } from "../platform/Ids.ts"
 import { countForCap } from "../platform/OrgLimits.ts"
-import { iso } from "../platform/Time.ts"
+import { databaseNow, iso } from "../platform/Time.ts"
 import { SecretStore, type SecretOwner } from "../secrets/SecretStore.ts"
 import { newSigningSecret } from "./Signing.ts"
 
@@ -267,10 +267,11 @@ export class NotificationEndpoints extends Context.Service<NotificationEndpoints
         const row = yield* find(orgId, id)
         const owner = endpointOwner(orgId, id)
         const secret = newSigningSecret()
-        const until = new Date(Date.now() + (overlapSeconds ?? DEFAULT_OVERLAP_SECONDS) * 1000)
-        yield* sql.withTransaction(Effect.gen(function*() {
+        const until = yield* sql.withTransaction(Effect.gen(function*() {
+          // The overlap ends in the database's time: that is what `list` compares with.
+          const now = new Date(yield* databaseNow(sql))
+          const until = new Date(now.getTime() + (overlapSeconds ?? DEFAULT_OVERLAP_SECONDS) * 1000)
           const current = yield* secrets.list(owner)
-          const now = new Date()
           for (const [index, old] of current.entries()) {
             // Every delivery is signed with each secret in use: at most
             // MAX_SIGNING_SECRETS at once, so the oldest previous ones stop now.
@@ -279,6 +280,7 @@ export class NotificationEndpoints extends Context.Service<NotificationEndpoints
             else if (old.expires_at === null || new Date(old.expires_at) > until) yield* secrets.expire(owner, old.id, until)
           }
           yield* secrets.put(owner, "signing", Redacted.make(secret))
+          return until
         })).pipe(Effect.orDie)
         yield* forget(orgId, id)
         return { endpoint: toEndpoint(row), secret, previous_secret_expires_at: iso(until) }

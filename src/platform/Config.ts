@@ -42,6 +42,12 @@ export interface SvcConfigShape {
   readonly sseKeepAliveMs: number
   /** Longest an idle session stream waits before re-reading (events of other processes). */
   readonly ssePollMs: number
+  /** PostgreSQL server: `statement_timeout` of every session (migrations excepted). */
+  readonly dbStatementTimeout: Duration.Duration
+  /** PostgreSQL server: `idle_in_transaction_session_timeout` of every session. */
+  readonly dbIdleInTransactionTimeout: Duration.Duration
+  /** PostgreSQL server: silence before TCP keepalive probes start on a connection. */
+  readonly dbKeepAlive: Duration.Duration
   /** Size and complexity limits of a task's answer schema, checked before it is compiled. */
   readonly answerSchemaMaxBytes: number
   readonly answerSchemaMaxDepth: number
@@ -122,6 +128,16 @@ export const parseDurations = (
   }
   return Effect.succeed(out)
 }
+
+/** One duration of at least `min`; anything else is refused at start, naming the variable. */
+const duration = (name: string, fallback: string, min: Duration.Duration) =>
+  durationList(name, fallback).pipe(
+    Config.mapEffect((list) =>
+      list.length === 1 && Duration.toMillis(list[0]!) >= Duration.toMillis(min)
+        ? Effect.succeed(list[0]!)
+        : Effect.fail(invalid(`${name} must be one duration of at least ${Duration.format(min)}, such as ${fallback}`))
+    )
+  )
 
 const positiveMillis = (name: string, fallback: number) =>
   Config.Int(name).pipe(
@@ -208,6 +224,11 @@ export const svcConfig: Config.Config<SvcConfigShape> = Config.all({
   maxBodyBytes: Config.Int("SVC_MAX_BODY_BYTES").pipe(Config.withDefault(1024 * 1024)),
   sseKeepAliveMs: positiveMillis("SVC_SSE_KEEPALIVE_MS", 15_000),
   ssePollMs: positiveMillis("SVC_SSE_POLL_MS", 10_000),
+  // A zero would switch these off, and with them the promise that a request
+  // fails rather than waits on a stuck statement, session or connection.
+  dbStatementTimeout: duration("SVC_DB_STATEMENT_TIMEOUT", "30s", Duration.seconds(1)),
+  dbIdleInTransactionTimeout: duration("SVC_DB_IDLE_IN_TRANSACTION_TIMEOUT", "60s", Duration.seconds(1)),
+  dbKeepAlive: duration("SVC_DB_KEEPALIVE", "30s", Duration.seconds(1)),
   answerSchemaMaxBytes: intAtLeast("SVC_ANSWER_SCHEMA_MAX_BYTES", 64 * 1024, 256),
   answerSchemaMaxDepth: intAtLeast("SVC_ANSWER_SCHEMA_MAX_DEPTH", 32, 2, 60),
   answerSchemaMaxSubschemas: intAtLeast("SVC_ANSWER_SCHEMA_MAX_SUBSCHEMAS", 1000, 1),

@@ -7,6 +7,7 @@ import * as crypto from "node:crypto"
 import * as fs from "node:fs"
 import * as path from "node:path"
 import { SvcConfig } from "./Config.ts"
+import { ensurePrivateDir } from "./DataDir.ts"
 
 /** `prefix` + `bytes` random bytes in base64url. */
 export const randomToken = (prefix: string, bytes = 32) => prefix + crypto.randomBytes(bytes).toString("base64url")
@@ -87,12 +88,24 @@ export class SecretBox extends Context.Service<SecretBox, {
           message: "SVC_MASTER_KEY is required with DATABASE_URL (32 random bytes, base64)"
         })
       }
-      const file = path.resolve(config.dataDir, "master.key")
+      const dir = path.resolve(config.dataDir)
+      const file = path.join(dir, "master.key")
+      yield* ensurePrivateDir(dir).pipe(Effect.mapError((error) => new MasterKeyError({ message: error.message })))
       const key = yield* Effect.try({
         try: () => {
-          fs.mkdirSync(path.dirname(file), { recursive: true })
           if (!fs.existsSync(file)) {
-            fs.writeFileSync(file, crypto.randomBytes(32).toString("base64") + "\n", { mode: 0o600, flag: "wx" })
+            // Written whole under a private name, then linked into place:
+            // of processes starting together on a new data directory, one
+            // key wins and every one reads it complete.
+            const temp = `${file}.${process.pid}.${crypto.randomBytes(4).toString("hex")}`
+            fs.writeFileSync(temp, crypto.randomBytes(32).toString("base64") + "\n", { mode: 0o600, flag: "wx" })
+            try {
+              fs.linkSync(temp, file)
+            } catch (error) {
+              if ((error as NodeJS.ErrnoException).code !== "EEXIST") throw error
+            } finally {
+              fs.rmSync(temp, { force: true })
+            }
           }
           return fs.readFileSync(file, "utf8")
         },

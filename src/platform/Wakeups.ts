@@ -12,10 +12,59 @@
  * Signal after the transaction that created the work has committed.
  */
 import { PgClient } from "@effect/sql-pg"
-import { Context, Duration, Effect, Latch, Layer, Queue } from "effect"
+import { Context, Deferred, Duration, Effect, Latch, Layer, Queue, type Scope } from "effect"
 import { DatabaseInfo } from "./Database.ts"
 
 const CHANNEL = "svc_wakeup"
+
+/** First and longest pause before listening again after the connection dropped. */
+const RELISTEN_FIRST_MS = 1_000
+const RELISTEN_MAX_MS = 30_000
+
+/**
+ * Keeps a `LISTEN channel` for the life of the scope, handing each payload
+ * to `handle`. When its connection drops (the database restarted or was
+ * unreachable), it listens again as soon as the database answers, backing
+ * off to one attempt every 30 s, and then runs `resync` (notifications sent
+ * meanwhile were lost: wake whoever waits). Until then callers poll, as
+ * they do anyway across processes. Returns once the first attempt is done.
+ */
+export const keepListening = (options: {
+  readonly sql: PgClient.PgClient
+  readonly channel: string
+  readonly handle: (payload: string) => Effect.Effect<void>
+  readonly resync: Effect.Effect<void>
+  /** Names the listener in log lines. */
+  readonly what: string
+}): Effect.Effect<void, never, Scope.Scope> =>
+  Effect.gen(function*() {
+    const firstAttempt = yield* Deferred.make<void>()
+    let failures = 0
+    const session = Effect.scoped(Effect.gen(function*() {
+      const notifications = yield* options.sql.listen(options.channel)
+      if (failures > 0) {
+        yield* Effect.logInfo(`${options.what} listens again`)
+        yield* options.resync
+      }
+      failures = 0
+      yield* Deferred.succeed(firstAttempt, undefined)
+      return yield* Queue.take(notifications).pipe(Effect.flatMap((n) => options.handle(n.payload)), Effect.forever)
+    }))
+    yield* session.pipe(
+      Effect.catch((error) =>
+        Effect.gen(function*() {
+          // One line per outage, not one per attempt.
+          if (failures === 0) yield* Effect.logWarning(`${options.what} stopped listening; polling until the database answers again`, error)
+          failures++
+        })
+      ),
+      Effect.andThen(Deferred.succeed(firstAttempt, undefined)),
+      Effect.andThen(Effect.suspend(() => Effect.sleep(Math.min(RELISTEN_MAX_MS, RELISTEN_FIRST_MS * 2 ** Math.max(0, failures - 1))))),
+      Effect.forever,
+      Effect.forkScoped
+    )
+    yield* Deferred.await(firstAttempt)
+  })
 
 export class Wakeups extends Context.Service<Wakeups, {
   /** New work for `topic`: wake its waiters here and, on a server, in other processes. */
@@ -40,13 +89,14 @@ export class Wakeups extends Context.Service<Wakeups, {
       const wakeLocal = (topic: string) => latch(topic).open
 
       if (info.supportsNotify) {
-        const notifications = yield* sql.listen(CHANNEL)
-        yield* Queue.take(notifications).pipe(
-          Effect.flatMap((notification) => wakeLocal(notification.payload)),
-          Effect.forever,
-          Effect.catch((error) => Effect.logWarning("wakeup listener stopped; workers fall back to polling", error)),
-          Effect.forkScoped
-        )
+        yield* keepListening({
+          sql,
+          channel: CHANNEL,
+          handle: (topic) => Effect.asVoid(wakeLocal(topic)),
+          // Work signalled while we were not listening: every waiter looks.
+          resync: Effect.forEach([...latches.values()], (l) => l.open, { discard: true }),
+          what: "the wakeup listener"
+        })
       }
 
       const signal = (topic: string) =>

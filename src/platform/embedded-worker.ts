@@ -1,8 +1,9 @@
 /**
  * Runs PGlite and its socket server in a worker thread, so database work
  * (which PGlite does synchronously in WebAssembly) never blocks the thread
- * that serves HTTP. The parent talks to it over loopback TCP like to any
- * PostgreSQL server, with the same client and the same SQL.
+ * that serves HTTP. The parent talks to it over a Unix socket like to any
+ * PostgreSQL server, with the same client and the same SQL; the socket
+ * lives in a directory only this user can enter (never a TCP port).
  */
 import { PGlite } from "@electric-sql/pglite"
 import { PGLiteSocketServer } from "@electric-sql/pglite-socket"
@@ -10,7 +11,8 @@ import { parentPort, workerData } from "node:worker_threads"
 
 interface Options {
   readonly dataDir: string | undefined
-  readonly host: string
+  /** The Unix socket to serve on. */
+  readonly path: string
   readonly maxConnections: number
 }
 
@@ -19,16 +21,17 @@ const port = parentPort!
 
 try {
   const db = await PGlite.create(options.dataDir === undefined ? {} : { dataDir: options.dataDir })
-  const server = new PGLiteSocketServer({ db, host: options.host, port: 0, maxConnections: options.maxConnections })
+  const server = new PGLiteSocketServer({ db, path: options.path, maxConnections: options.maxConnections })
   await server.start()
   port.on("message", async (message: unknown) => {
     if (message === "stop") {
+      // Closing the socket server removes the socket file.
       await server.stop()
       await db.close()
       port.postMessage({ type: "stopped" })
     }
   })
-  port.postMessage({ type: "ready", address: server.getServerConn() })
+  port.postMessage({ type: "ready" })
 } catch (cause) {
   port.postMessage({ type: "failed", message: cause instanceof Error ? cause.message : String(cause) })
 }

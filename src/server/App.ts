@@ -42,6 +42,8 @@ import { TelemetryDestinations } from "../telemetry/Destinations.ts"
 import { TelemetryExportLive } from "../telemetry/Export.ts"
 import { TelemetryHandlers } from "../telemetry/Http.ts"
 import { DestinationsRepo } from "../telemetry/Repository.ts"
+import { AvailabilityLive } from "./Availability.ts"
+import { ListenLater } from "./Listener.ts"
 import { RequestMiddleware } from "./Middleware.ts"
 import { SystemHandlers } from "./System.ts"
 import { RequestValidationLive } from "./Validation.ts"
@@ -87,7 +89,6 @@ const HandlersLive = Layer.mergeAll(
 /** Background workers (fibers that live as long as the server). */
 export const WorkersLive = Layer.mergeAll(
   ApprovalScheduler.layer,
-  SessionHub.closeOnShutdown,
   TelemetryExportLive,
   Dispatcher.worker,
   WebhookSender.worker,
@@ -98,7 +99,8 @@ export const WorkersLive = Layer.mergeAll(
 const ApiRoutes = HttpApiBuilder.layer(Api, { openapiPath: "/openapi.json" }).pipe(
   Layer.provide(HandlersLive),
   Layer.provide(AuthenticationLive),
-  Layer.provide(RequestValidationLive)
+  Layer.provide(RequestValidationLive),
+  Layer.provide(AvailabilityLive)
 )
 
 const DocsRoute = HttpApiScalar.layer(Api, { path: "/docs" })
@@ -110,7 +112,8 @@ const MaxBodySizeLive = Layer.effect(
 
 /**
  * The HTTP application: routes, docs and router-wide middleware. Needs an
- * `HttpServer` (Node's, or a test one), the services and the database.
+ * `HttpServer` (one that listens last: `ListenLater`), the services and the
+ * database.
  */
 export const HttpLive = HttpRouter.serve(
   Layer.mergeAll(ApiRoutes, DocsRoute, RequestMiddleware, MetricsRoute),
@@ -127,11 +130,19 @@ export const HttpLive = HttpRouter.serve(
 ).pipe(Layer.provide(MaxBodySizeLive))
 
 /**
- * Everything but the listening socket and the platform: give it an
- * `HttpServer`, a database (`Database.*`), `SvcConfig` and `SecretBox`.
- * Migrations run before any service starts.
+ * The application over a server that listens last (`ListenLater`): give it
+ * an `HttpServer` and its `HttpListener`, a database (`Database.*`),
+ * `SvcConfig` and `SecretBox`. Migrations run before any service starts;
+ * the socket opens once routes, services and workers are all up, so an
+ * early client is refused (and retries) instead of hanging.
+ *
+ * Stopping runs the other way: open session streams end, then the server
+ * stops accepting and drains in-flight requests, then the workers and
+ * services stop.
  */
-export const AppLive = Layer.mergeAll(HttpLive, WorkersLive).pipe(
+export const AppLive = SessionHub.closeOnShutdown.pipe(
+  Layer.provideMerge(ListenLater.listen),
+  Layer.provideMerge(Layer.mergeAll(HttpLive, WorkersLive)),
   Layer.provide(ServicesLive),
   Layer.provide(Migrations.layer)
 )

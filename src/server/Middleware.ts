@@ -3,10 +3,11 @@
  * details for every error answer, including those the framework makes itself
  * (unknown route, body too large, wrong content type, defects).
  */
-import { Context, Effect, Exit, type Types } from "effect"
-import { HttpRouter, HttpServerError, HttpServerRequest, HttpServerResponse } from "effect/http"
+import { Context, Effect, Exit, Option, type Types } from "effect"
+import { HttpRouter, HttpServerError, HttpServerRequest, HttpServerRespondable, HttpServerResponse } from "effect/http"
 import { problemType } from "../api/Errors.ts"
 import { Metrics } from "../observability/Metrics.ts"
+import { databaseUnavailable, RETRY_AFTER_SECONDS, unavailableProblem } from "./Availability.ts"
 import { newId } from "../platform/Ids.ts"
 import { RequestFacts } from "../platform/Logging.ts"
 
@@ -23,7 +24,7 @@ const problems: Record<number, { code: string; title: string }> = {
   413: { code: "PAYLOAD_TOO_LARGE", title: "The request body is over the limit" },
   415: { code: "UNSUPPORTED_MEDIA_TYPE", title: "The request body must be application/json" },
   500: { code: "INTERNAL", title: "Internal error" },
-  503: { code: "UNAVAILABLE", title: "The service is not ready" }
+  503: { code: "SERVICE_UNAVAILABLE", title: "The service is temporarily unavailable" }
 }
 
 /** An error answer that is not already problem+json becomes one, keeping status and headers. */
@@ -69,10 +70,25 @@ export const RequestMiddleware = HttpRouter.middleware<{ handles: unknown }>()(E
     if (Exit.isSuccess(exit)) {
       response = exit.value
     } else {
-      const [failed] = yield* HttpServerError.causeResponse(exit.cause)
-      response = failed
-      if (failed.status >= 500) {
-        yield* Effect.logError("request failed", exit.cause).pipe(Effect.annotateLogs({ request_id: requestId }))
+      const outage = databaseUnavailable(exit.cause)
+      if (Option.isSome(outage)) {
+        // A database outage outside the API's endpoints (which answer it
+        // themselves): still a 503 with Retry-After, not a 500.
+        yield* Effect.logWarning(`service unavailable: ${outage.value}`, exit.cause).pipe(
+          Effect.annotateLogs({ request_id: requestId })
+        )
+        response = HttpServerResponse.setHeader(
+          yield* HttpServerRespondable.toResponse(unavailableProblem(outage.value)),
+          "retry-after",
+          String(RETRY_AFTER_SECONDS)
+        )
+      } else {
+        const [failed] = yield* HttpServerError.causeResponse(exit.cause)
+        response = failed
+        // 503s were logged with their cause where they were answered.
+        if (failed.status >= 500 && failed.status !== 503) {
+          yield* Effect.logError("request failed", exit.cause).pipe(Effect.annotateLogs({ request_id: requestId }))
+        }
       }
     }
     response = HttpServerResponse.setHeader(asProblem(response, requestId), "x-request-id", requestId)

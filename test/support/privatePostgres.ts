@@ -34,7 +34,8 @@ const asPostgres = (command: string, args: ReadonlyArray<string>) => {
   })
 }
 
-const freePort = () =>
+/** A loopback TCP port that was free a moment ago. */
+export const freePort = () =>
   new Promise<number>((resolve, reject) => {
     const server = net.createServer()
     server.once("error", reject)
@@ -48,6 +49,10 @@ export interface PrivatePostgres {
   readonly url: string
   /** Stops the server at once, as a crash would (no checkpoint), and starts it again. */
   readonly crashAndRestart: Effect.Effect<void>
+  /** Stops the server (fast shutdown: sessions are ended); the port then refuses connections. */
+  readonly stop: Effect.Effect<void>
+  /** Starts the stopped server again and waits until it accepts connections. */
+  readonly start: Effect.Effect<void>
 }
 
 /** Scoped: the server and its directory are gone when the scope closes. */
@@ -67,7 +72,9 @@ export const privatePostgres = Effect.acquireRelease(
       crashAndRestart: Effect.sync(() => {
         asPostgres(`${bin}/pg_ctl`, ["-D", dir, "-m", "immediate", "-w", "stop"])
         start()
-      })
+      }),
+      stop: Effect.sync(() => void asPostgres(`${bin}/pg_ctl`, ["-D", dir, "-m", "fast", "-w", "stop"])),
+      start: Effect.sync(() => void start())
     }
   }),
   (pg) =>
@@ -78,4 +85,4 @@ export const privatePostgres = Effect.acquireRelease(
         fs.rmSync(pg.dir, { recursive: true, force: true })
       }
     })
-).pipe(Effect.map((pg): PrivatePostgres => ({ url: pg.url, crashAndRestart: pg.crashAndRestart })))
+).pipe(Effect.map((pg): PrivatePostgres => ({ url: pg.url, crashAndRestart: pg.crashAndRestart, stop: pg.stop, start: pg.start })))

@@ -3,6 +3,7 @@ import { PgClient } from "@effect/sql-pg"
 import { Effect, Redacted } from "effect"
 import { SqlClient } from "effect/sql"
 import { spawn, type ChildProcess } from "node:child_process"
+import * as os from "node:os"
 import * as path from "node:path"
 import { fileURLToPath } from "node:url"
 
@@ -14,12 +15,19 @@ export interface Ran {
   readonly stderr: string
 }
 
+/**
+ * Node's compile cache for the processes tests start: most of a start is
+ * loading and compiling modules (TypeScript included), which the cache
+ * cuts by about a third on this machine.
+ */
+const compileCache = { NODE_COMPILE_CACHE: path.join(os.tmpdir(), "svc-test-compile-cache") }
+
 /** Runs `node <script> ...args` to completion with extra environment. */
 export const runNode = (script: string, args: ReadonlyArray<string>, env: Record<string, string>) =>
   new Promise<Ran>((resolve, reject) => {
     const child = spawn(process.execPath, [path.join(root, script), ...args], {
       cwd: root,
-      env: { ...process.env, ...env, NODE_NO_WARNINGS: "1" },
+      env: { ...process.env, ...compileCache, ...env, NODE_NO_WARNINGS: "1" },
       stdio: ["ignore", "pipe", "pipe"]
     })
     let stdout = ""
@@ -45,7 +53,7 @@ export const startServer = (env: Record<string, string>, timeoutMs = 60_000) =>
   new Promise<RunningServer>((resolve, reject) => {
     const child = spawn(process.execPath, [path.join(root, "src/main.ts")], {
       cwd: root,
-      env: { ...process.env, PORT: "0", ...env, NODE_NO_WARNINGS: "1" },
+      env: { ...process.env, ...compileCache, PORT: "0", ...env, NODE_NO_WARNINGS: "1" },
       stdio: ["ignore", "pipe", "pipe"]
     })
     let output = ""

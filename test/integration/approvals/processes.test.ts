@@ -119,7 +119,8 @@ describe("deadlines across restarts (embedded database)", () => {
       (await typesNow()).get(approval.approval_id),
       "approval.requested,approval.expiring,approval.escalated,approval.expired"
     )
-  }, 120_000)
+    // Five process starts (the first with PGlite's initdb): room for a loaded machine.
+  }, 300_000)
 })
 
 describe.runIf(process.env.TEST_DATABASE_URL)("deadlines with two service processes on one PostgreSQL server", () => {

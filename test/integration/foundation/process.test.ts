@@ -12,7 +12,8 @@ import * as fs from "node:fs"
 import * as http from "node:http"
 import * as os from "node:os"
 import * as path from "node:path"
-import { Database } from "../../../src/platform/Database.ts"
+import { Database, socketPath } from "../../../src/platform/Database.ts"
+import { isHeld } from "../../../src/platform/DataDir.ts"
 import { cli, startServer } from "../../support/process.ts"
 
 const sha256 = (value: string) => createHash("sha256").update(value).digest("hex")
@@ -50,14 +51,25 @@ describe("the CLI and the server on the embedded database", () => {
   const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), "svc-process-"))
   const env = { SVC_DATA_DIR: dataDir, DATABASE_URL: "" }
 
+  // Each is a whole process start (about a second of CPU on its own):
+  // several at once, each checked, with room for a loaded machine.
   it("prints --help for every command", async () => {
-    for (const command of [[], ["orgs"], ["orgs", "create"], ["orgs", "list"], ["keys"], ["keys", "create"], ["keys", "list"], ["keys", "revoke"]]) {
-      const result = await cli([...command, "--help"], env)
-      assert.strictEqual(result.code, 0, result.stderr)
-      assert.include(result.stdout, "USAGE")
-    }
-  })
+    const commands = [[], ["orgs"], ["orgs", "create"], ["orgs", "list"], ["keys"], ["keys", "create"], ["keys", "list"], ["keys", "revoke"], ["notifications"], ["notifications", "reviewer-email"]]
+    const pending = [...commands]
+    const checked: Array<string> = []
+    await Promise.all(Array.from({ length: 3 }, async () => {
+      for (let command = pending.shift(); command !== undefined; command = pending.shift()) {
+        const result = await cli([...command, "--help"], env)
+        assert.strictEqual(result.code, 0, `${command.join(" ")} --help: ${result.stderr}`)
+        assert.include(result.stdout, "USAGE", `${command.join(" ")} --help`)
+        checked.push(command.join(" "))
+      }
+    }))
+    assert.sameMembers(checked, commands.map((command) => command.join(" ")))
+  }, 180_000)
 
+  // The tests below start several processes each (the first runs PGlite's
+  // initdb): minutes, not seconds, on a loaded machine.
   it("issues organizations and keys without a server; the key is shown once and stored as a hash", async () => {
     const org = json((await cli(["orgs", "create", "--name", "acme", "--json"], env)).stdout)
     assert.deepStrictEqual(Object.keys(org).sort(), ["created_at", "id", "name"])
@@ -85,10 +97,10 @@ describe("the CLI and the server on the embedded database", () => {
       assert.strictEqual(rows[0]!.key_hash, sha256(key.key))
       assert.notInclude(rows[0]!.dump, key.key.slice(4))
     }).pipe(Effect.provide(Database.embedded(dataDir)), Effect.scoped))
-  })
+  }, 300_000)
 
   it("serves on the data dir; the CLI goes through the running server's socket; SIGTERM drains and exits 0; data survives a restart", async () => {
-    const server = await startServer(env)
+    const server = await startServer(env, 150_000)
     try {
       const orgs = json((await cli(["orgs", "list", "--json"], env)).stdout).orgs
       assert.strictEqual(orgs.length, 1)
@@ -112,9 +124,11 @@ describe("the CLI and the server on the embedded database", () => {
       const answer = await inFlight
       assert.strictEqual(answer.status, 201, answer.body)
       assert.strictEqual(await server.exited, 0)
-      assert.isFalse(fs.existsSync(path.join(dataDir, "svc.lock")))
+      // Stopped: the data dir is free and the socket gone.
+      assert.isFalse(isHeld(dataDir))
+      assert.isFalse(fs.existsSync(socketPath(dataDir)))
 
-      const again = await startServer(env)
+      const again = await startServer(env, 150_000)
       try {
         const list = await fetch(`${again.baseUrl}/v1/tasks`, { headers: { authorization: `Bearer ${live.key}` } })
         const names = ((await list.json()) as { tasks: Array<{ name: string }> }).tasks.map((t) => t.name).sort()
@@ -126,12 +140,12 @@ describe("the CLI and the server on the embedded database", () => {
     } finally {
       server.child.kill("SIGKILL")
     }
-  })
+  }, 300_000)
 
   it("a second server refuses a data dir another server holds, saying which process", async () => {
-    const first = await startServer(env)
+    const first = await startServer(env, 150_000)
     try {
-      const second = await startServer(env).then(
+      const second = await startServer(env, 150_000).then(
         () => assert.fail("second server started"),
         (error: Error) => error.message
       )
@@ -140,7 +154,7 @@ describe("the CLI and the server on the embedded database", () => {
       first.child.kill("SIGTERM")
       await first.exited
     }
-  })
+  }, 300_000)
 })
 
 describe.runIf(process.env.TEST_DATABASE_URL)("the CLI and the server on a PostgreSQL server", () => {

@@ -5,14 +5,14 @@
  * reviewer-email command (rule 10).
  */
 import { assert, describe, it } from "@effect/vitest"
-import { Effect, Option, Redacted } from "effect"
+import { Effect, Redacted } from "effect"
 import { SqlClient } from "effect/sql"
 import { PgClient } from "@effect/sql-pg"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
 import { randomBytes } from "node:crypto"
-import { Database, readLiveLock } from "../../../src/platform/Database.ts"
+import { Database } from "../../../src/platform/Database.ts"
 import { eventually } from "../../support/http.ts"
 import { postgresBin, privatePostgres } from "../../support/privatePostgres.ts"
 import { PER_ENDPOINT } from "../../../src/notifications/Sender.ts"
@@ -113,7 +113,7 @@ describe("the service as processes on an embedded data directory", () => {
         assert.strictEqual(created.status, 201)
 
         const events = Array.from({ length: 300 }, () => eventBody(org.id, "approval.requested"))
-        const attached = Database.attached(Option.getOrThrow(readLiveLock(dataDir)))
+        const attached = Database.attached(dataDir)
         yield* writeEvents(events).pipe(Effect.provide(attached))
         yield* receiver.waitForRequests(60, "30 seconds")
         server.child.kill("SIGKILL")
@@ -122,7 +122,7 @@ describe("the service as processes on an embedded data directory", () => {
         assert.isBelow(beforeRestart, 300, "the kill came during delivery")
 
         server = yield* Effect.promise(() => startServer(env))
-        const again = Database.attached(Option.getOrThrow(readLiveLock(dataDir)))
+        const again = Database.attached(dataDir)
         const status = yield* eventually(
           Effect.map(deliveryStatus, (s) => s.delivered === 300 ? s : undefined).pipe(Effect.provide(again)),
           { timeoutMs: 90_000, intervalMs: 250, what: "all 300 deliveries delivered after the restart" }

@@ -1,0 +1,80 @@
+/**
+ * An HTTP server that listens last. `NodeHttpServer.layer` listens as soon
+ * as it is built, before the routes, migrations and workers that are built
+ * on top of it: a request arriving in between reaches a server with no
+ * handler and hangs. Here the routes attach to a server that does not
+ * listen yet, and `listen` opens the socket once the whole application is
+ * built: until then a client's connection is refused, which it can retry.
+ *
+ * `listen` itself is `NodeHttpServer.make` (graceful shutdown and all) with
+ * the application attached at once; a request accepted in the moment
+ * between the socket opening and the handler attaching is held and handed
+ * over, never left unanswered.
+ */
+import { NodeHttpServer } from "@effect/platform-node"
+import { Context, Effect, Layer, Scope } from "effect"
+import { HttpServer, type HttpServerError } from "effect/http"
+import type { SocketAddress } from "effect/net/NetAddress"
+import type * as Http from "node:http"
+
+interface Attached {
+  readonly app: Effect.Effect<any, any, any>
+  readonly middleware: any
+  /** The services of the layer that attached the application: what its requests run with. */
+  readonly context: Context.Context<never>
+}
+
+export class HttpListener extends Context.Service<HttpListener, {
+  /** Opens the socket and serves the attached application until the scope closes. */
+  readonly listen: Effect.Effect<void, HttpServerError.ServeError, Scope.Scope>
+}>()("svc/server/HttpListener") {}
+
+/**
+ * `HttpServer` (not listening yet) and `HttpListener` for the Node server
+ * `evaluate` creates, with Node's HTTP platform services.
+ */
+const layer = (evaluate: () => Http.Server, options: NodeHttpServer.Options) =>
+  Layer.effectContext(Effect.sync(() => {
+    let attached: Attached | undefined
+    let address: SocketAddress | undefined
+
+    const server = HttpServer.make({
+      serve: ((app: Attached["app"], middleware?: unknown) =>
+        Effect.contextWith((context: Context.Context<never>) =>
+          attached === undefined
+            ? Effect.sync(() => {
+              attached = { app, middleware, context }
+            })
+            : Effect.die(new Error("HttpListener serves one application"))
+        )) as HttpServer.HttpServer["Service"]["serve"],
+      get address(): SocketAddress {
+        if (address === undefined) throw new Error("the HTTP server is not listening yet")
+        return address
+      }
+    })
+
+    const listen = Effect.gen(function*() {
+      const app = attached
+      if (app === undefined) return yield* Effect.die(new Error("HttpListener.listen: no application attached"))
+      const node = evaluate()
+      const early: Array<readonly [Http.IncomingMessage, Http.ServerResponse]> = []
+      const hold = (request: Http.IncomingMessage, response: Http.ServerResponse) => void early.push([request, response])
+      node.on("request", hold)
+      const listening = yield* NodeHttpServer.make(() => node, options)
+      const scope = yield* Effect.scope
+      yield* listening.serve(app.app, app.middleware).pipe(
+        Effect.provideContext(Context.add(app.context, Scope.Scope, scope))
+      )
+      node.off("request", hold)
+      for (const [request, response] of early) node.emit("request", request, response)
+      address = listening.address
+    })
+
+    return Context.make(HttpServer.HttpServer, server).pipe(Context.add(HttpListener, HttpListener.of({ listen })))
+  })).pipe(Layer.merge(NodeHttpServer.layerHttpServices))
+
+export const ListenLater = {
+  layer,
+  /** Opens the socket: build it after everything the application needs. */
+  listen: Layer.effectDiscard(HttpListener.use((listener) => listener.listen))
+}

@@ -1,0 +1,256 @@
+/**
+ * Issue 14, items 6, 7 and 14: how `svc` starts and stops on its embedded
+ * data directory, as real processes. One process holds a data directory,
+ * the lock dies with its holder however it dies and outlives the database,
+ * the database is reachable only through a socket in a private directory,
+ * and the HTTP port opens only once the application is ready.
+ */
+import { assert, describe, it } from "@effect/vitest"
+import { Effect, Exit, Fiber, Layer, Scope } from "effect"
+import { SqlClient } from "effect/sql"
+import * as fs from "node:fs"
+import * as http from "node:http"
+import * as os from "node:os"
+import * as path from "node:path"
+import { isHeld } from "../../../src/platform/DataDir.ts"
+import { Database, DatabaseInfo, socketPath } from "../../../src/platform/Database.ts"
+import { cli, type RunningServer, startServer } from "../../support/process.ts"
+import { freePort } from "../../support/privatePostgres.ts"
+
+const newDataDir = () => path.join(fs.mkdtempSync(path.join(os.tmpdir(), "svc-start-")), "data")
+
+const envFor = (dataDir: string) => ({ SVC_DATA_DIR: dataDir, DATABASE_URL: "" })
+
+const json = (stdout: string) => JSON.parse(stdout.trim().split("\n").at(-1)!)
+
+const stop = async (server: RunningServer) => {
+  server.child.kill("SIGTERM")
+  return server.exited
+}
+
+const mode = (file: string) => fs.statSync(file).mode & 0o777
+
+const linux = process.platform === "linux"
+
+// Every test here starts processes on a new data directory (PGlite's initdb
+// included): on a loaded machine that takes a while.
+const START_MS = 150_000
+const TEST_MS = 300_000
+
+/** Ports on which process `pid` listens for TCP (Linux: its socket inodes in /proc/net/tcp*). */
+const tcpListeners = (pid: number): Array<number> => {
+  const inodes = new Set<string>()
+  for (const fd of fs.readdirSync(`/proc/${pid}/fd`)) {
+    try {
+      const match = /^socket:\[(\d+)\]$/.exec(fs.readlinkSync(`/proc/${pid}/fd/${fd}`))
+      if (match) inodes.add(match[1]!)
+    } catch {
+      // closed meanwhile
+    }
+  }
+  const ports: Array<number> = []
+  for (const table of ["/proc/net/tcp", "/proc/net/tcp6"]) {
+    for (const line of fs.readFileSync(table, "utf8").split("\n").slice(1)) {
+      const columns = line.trim().split(/\s+/)
+      // local_address is column 1, st (0A = LISTEN) column 3, inode column 9.
+      if (columns[3] === "0A" && inodes.has(columns[9]!)) ports.push(parseInt(columns[1]!.split(":")[1]!, 16))
+    }
+  }
+  return ports
+}
+
+/** Files this process has open under `dir` (Linux). */
+const openFilesUnder = (dir: string) =>
+  fs.readdirSync("/proc/self/fd").filter((fd) => {
+    try {
+      return fs.readlinkSync(`/proc/self/fd/${fd}`).startsWith(dir + path.sep)
+    } catch {
+      return false
+    }
+  }).length
+
+/** One GET: `refused` when the connection is refused, else the whole answer; anything else (a hang, a reset) rejects. */
+const probe = (port: number, route: string, timeoutMs: number) =>
+  new Promise<"refused" | { status: number; body: string }>((resolve, reject) => {
+    const request = http.get({ host: "127.0.0.1", port, path: route, agent: false }, (response) => {
+      let body = ""
+      response.setEncoding("utf8")
+      response.on("data", (chunk) => (body += chunk))
+      response.on("end", () => resolve({ status: response.statusCode ?? 0, body }))
+      response.on("error", reject)
+    })
+    request.setTimeout(timeoutMs, () => request.destroy(new Error(`no answer within ${timeoutMs} ms`)))
+    request.on("error", (error: NodeJS.ErrnoException) => error.code === "ECONNREFUSED" ? resolve("refused") : reject(error))
+  })
+
+describe("one process holds a data directory (item 6)", () => {
+  it("two servers started at the same instant on an empty data directory: exactly one serves, the other says which process holds it", async () => {
+    const dataDir = newDataDir()
+    const env = envFor(dataDir)
+    const [a, b] = await Promise.allSettled([startServer(env, START_MS), startServer(env, START_MS)])
+    const started = [a, b].filter((r): r is PromiseFulfilledResult<RunningServer> => r.status === "fulfilled")
+    const refused = [a, b].filter((r): r is PromiseRejectedResult => r.status === "rejected")
+    try {
+      assert.strictEqual(started.length, 1, refused.map((r) => String(r.reason)).join("\n"))
+      assert.strictEqual(refused.length, 1)
+      const winner = started[0]!.value
+      assert.include(String(refused[0]!.reason), `held by process ${winner.child.pid}`)
+      assert.strictEqual((await fetch(`${winner.baseUrl}/ready`)).status, 200)
+    } finally {
+      for (const server of started) assert.strictEqual(await stop(server.value), 0)
+    }
+  }, TEST_MS)
+
+  it("a restart right after kill -9 succeeds and loses nothing that was accepted", async () => {
+    const dataDir = newDataDir()
+    const env = envFor(dataDir)
+    const first = await startServer(env, START_MS)
+    let second: RunningServer | undefined
+    try {
+      const org = json((await cli(["orgs", "create", "--name", "crash", "--json"], env)).stdout)
+      const key = json((await cli(["keys", "create", "--org", org.id, "--scopes", "tasks.write,tasks.read", "--json"], env)).stdout).key
+      const names = Array.from({ length: 20 }, (_, i) => `accepted-${i}`)
+      for (const name of names) {
+        const created = await fetch(`${first.baseUrl}/v1/tasks`, {
+          method: "POST",
+          headers: { authorization: `Bearer ${key}`, "content-type": "application/json" },
+          body: JSON.stringify({ name, answer_schema: { type: "object" } })
+        })
+        assert.strictEqual(created.status, 201)
+      }
+      // No wait for the exit: the new server starts while the old one dies.
+      first.child.kill("SIGKILL")
+      second = await startServer(env, START_MS)
+      const listed = await fetch(`${second.baseUrl}/v1/tasks?limit=100`, { headers: { authorization: `Bearer ${key}` } })
+      assert.strictEqual(listed.status, 200)
+      const stored = ((await listed.json()) as { tasks: Array<{ name: string }> }).tasks.map((task) => task.name)
+      assert.sameMembers(stored, names)
+    } finally {
+      first.child.kill("SIGKILL")
+      if (second !== undefined) assert.strictEqual(await stop(second), 0)
+    }
+  }, TEST_MS)
+
+  it.live.skipIf(!linux)("the lock is free only once the database has closed its files", () =>
+    Effect.gen(function*() {
+      const dataDir = newDataDir()
+      const pgdata = path.join(dataDir, "pgdata")
+      const scope = yield* Scope.make()
+      const context = yield* Layer.buildWithScope(Database.embedded(dataDir), scope)
+      yield* SqlClient.SqlClient.use((sql) => sql`CREATE TABLE kept (n int)`).pipe(Effect.provideContext(context))
+      assert.isTrue(isHeld(dataDir))
+      assert.isAbove(openFilesUnder(pgdata), 0, "the running database has files open")
+
+      const stopping = yield* Effect.forkChild(Scope.close(scope, Exit.void))
+      // Watch as closely as the event loop allows: the first moment the
+      // lock is free, nothing of the database may be open any more.
+      let openWhenFree: number | undefined
+      while (openWhenFree === undefined && stopping.pollUnsafe() === undefined) {
+        if (isHeld(dataDir)) yield* Effect.sleep("1 millis")
+        else openWhenFree = openFilesUnder(pgdata)
+      }
+      yield* Fiber.join(stopping)
+      assert.strictEqual(openWhenFree ?? openFilesUnder(pgdata), 0)
+      assert.isFalse(isHeld(dataDir))
+    }), TEST_MS)
+})
+
+describe("the embedded database is private (item 7)", () => {
+  it.runIf(linux)("the data directory is created 0700, pgdata is not world-readable, the database listens on a socket inside it and on no TCP port", async () => {
+    const dataDir = newDataDir()
+    const env = envFor(dataDir)
+    const server = await startServer(env, START_MS)
+    try {
+      assert.strictEqual(mode(dataDir), 0o700)
+      assert.strictEqual(mode(path.join(dataDir, "pgdata")), 0o700)
+      assert.strictEqual(mode(path.join(dataDir, "master.key")), 0o600)
+      assert.isTrue(fs.statSync(socketPath(dataDir)).isSocket())
+      // The only TCP port the server listens on is its HTTP port.
+      const httpPort = Number(new URL(server.baseUrl).port)
+      assert.deepStrictEqual(tcpListeners(server.child.pid!), [httpPort])
+      // The CLI reaches the running server's database through that socket.
+      const created = await cli(["orgs", "create", "--name", "private", "--json"], env)
+      assert.strictEqual(created.code, 0, created.stderr)
+    } finally {
+      assert.strictEqual(await stop(server), 0)
+    }
+  }, TEST_MS)
+
+  it("an existing data directory that others can enter is made private, and says so", async () => {
+    const dataDir = newDataDir()
+    fs.mkdirSync(path.join(dataDir, "pgdata"), { recursive: true, mode: 0o755 })
+    fs.chmodSync(dataDir, 0o755)
+    fs.chmodSync(path.join(dataDir, "pgdata"), 0o755)
+    const server = await startServer(envFor(dataDir), START_MS)
+    try {
+      assert.strictEqual(mode(dataDir), 0o700)
+      assert.strictEqual(mode(path.join(dataDir, "pgdata")), 0o700)
+      assert.include(server.output(), `made ${dataDir} private: its mode was 0755, it is now 0700`)
+    } finally {
+      assert.strictEqual(await stop(server), 0)
+    }
+  }, TEST_MS)
+
+  it.live.skipIf(!linux)("the in-memory database (svc/testing) is served on a socket in a private temporary directory, not on TCP", () =>
+    Effect.gen(function*() {
+      const before = tcpListeners(process.pid)
+      const info = yield* DatabaseInfo.use((info) =>
+        Effect.gen(function*() {
+          const rows = yield* SqlClient.SqlClient.use((sql) => sql<{ one: number }>`SELECT 1 AS one`)
+          assert.strictEqual(rows[0]!.one, 1)
+          assert.sameMembers(tcpListeners(process.pid), before)
+          return info
+        })
+      ).pipe(Effect.provide(Database.memory), Effect.orDie)
+      assert.strictEqual(info.kind, "memory")
+      assert.isTrue(path.isAbsolute(info.address))
+      assert.strictEqual(path.basename(info.address), ".s.PGSQL.5432")
+      // Removed with the database.
+      assert.isFalse(fs.existsSync(path.dirname(info.address)))
+    }), TEST_MS)
+})
+
+describe("the HTTP port opens when the application is ready (item 14)", () => {
+  /** Probes `port` while a server starts on it; `taken` when another process took the port first. */
+  const watchStart = async (port: number) => {
+    const starting = startServer({ ...envFor(newDataDir()), PORT: String(port) }, START_MS)
+    let failedToStart: unknown
+    starting.catch((error) => (failedToStart = error))
+    let refused = 0
+    const answers: Array<{ route: string; status: number }> = []
+    while (answers.length < 6) {
+      if (failedToStart !== undefined) {
+        if (String(failedToStart).includes("EADDRINUSE")) return "taken" as const
+        throw failedToStart
+      }
+      const route = answers.length % 2 === 0 ? "/v1/tasks" : "/ready"
+      const outcome = await probe(port, route, 20_000)
+      if (outcome === "refused") {
+        refused++
+        await new Promise((resolve) => setTimeout(resolve, 5))
+      } else {
+        answers.push({ route, status: outcome.status })
+        assert.isAbove(outcome.body.length, 0, `${route}: a whole answer`)
+      }
+    }
+    assert.strictEqual(await stop(await starting), 0)
+    return { refused, answers }
+  }
+
+  it("a client connecting in a loop while the server starts is refused or fully answered, never left hanging", async () => {
+    // A fresh data directory: initdb and migrations make the start long.
+    // The port is chosen free before the server binds it; on a busy
+    // machine another process may take it first: then another port.
+    let watched: Awaited<ReturnType<typeof watchStart>> = "taken"
+    for (let attempt = 0; attempt < 3 && watched === "taken"; attempt++) watched = await watchStart(await freePort())
+    assert.notStrictEqual(watched, "taken")
+    if (watched === "taken") return
+    assert.isAbove(watched.refused, 0, "the loop began before the server listened")
+    for (const { route, status } of watched.answers) {
+      // Routes were attached at the first answer (no key: 401); readiness
+      // answers either way (a loaded machine may miss its 2 s deadline).
+      if (route === "/v1/tasks") assert.strictEqual(status, 401)
+      else assert.oneOf(status, [200, 503])
+    }
+  }, TEST_MS)
+})
