@@ -58,7 +58,9 @@ describe("collector header rules (issue rule 3)", () => {
       fc.stringMatching(/^[A-Za-z][A-Za-z0-9-]{0,20}$/),
       fc.constantFrom("Host", "cookie", "x-b3-x", "Proxy-A", "traceparent", "X Bad", "Content-Type")
     )
-    const value = fc.oneof(fc.string({ maxLength: 50 }), fc.constantFrom("a\r\nb", "\u0000", "ok"))
+    // Every value carries a mark no name or message text has, so "the message never carries a
+    // value" is checked without tripping on values that happen to be ordinary words ("name").
+    const value = fc.oneof(fc.string({ maxLength: 50 }), fc.constantFrom("a\r\nb", "\u0000", "ok")).map((v) => `${v}\u00a7`)
     fc.assert(fc.property(fc.dictionary(name, value, { maxKeys: 14 }), (headers) => {
       const verdict = checkHeaders(headers)
       const entries = Object.entries(headers)
@@ -73,7 +75,7 @@ describe("collector header rules (issue rule 3)", () => {
       } else {
         // A refusal names a header that is present (or the whole set), and never carries a value.
         assert.isTrue(verdict.field === "headers" || entries.some(([n]) => verdict.field === headerField(n)))
-        for (const [, v] of entries) if (v.length > 3) assert.notInclude(verdict.message, v)
+        assert.notInclude(verdict.message, "\u00a7")
       }
     }))
   })
