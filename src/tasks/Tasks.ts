@@ -189,7 +189,7 @@ export class Tasks extends Context.Service<Tasks, {
         const traceId = /^(?!0{32})[0-9a-f]{32}$/.test(runSpan.traceId) ? runSpan.traceId : randomTraceId()
         const [row] = yield* sql<RunRow>`
           INSERT INTO runs (trace_id, org_id, task_id, input, answer)
-          SELECT ${traceId}, ${orgId}, id, ${sql.json(input.input)}, ${sql.json(input.answer)}
+          SELECT ${traceId}, ${orgId}, id, ${JSON.stringify(input.input)}::jsonb, ${JSON.stringify(input.answer)}::jsonb
           FROM tasks WHERE id = ${taskId} AND org_id = ${orgId}
           RETURNING trace_id, seq, task_id, input, answer, created_at
         `.pipe(Effect.orDie)
