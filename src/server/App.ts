@@ -31,6 +31,7 @@ import { WebhookSender } from "../notifications/Sender.ts"
 import { SvcConfig } from "../platform/Config.ts"
 import { SecretBox } from "../platform/Crypto.ts"
 import { Migrations } from "../platform/Migrations.ts"
+import { RetentionLive } from "../platform/Retention.ts"
 import { Wakeups } from "../platform/Wakeups.ts"
 import { OutboundHttp } from "../outbound/OutboundHttp.ts"
 import { SecretStore } from "../secrets/SecretStore.ts"
@@ -93,6 +94,7 @@ export const WorkersLive = Layer.mergeAll(
   Dispatcher.worker,
   WebhookSender.worker,
   ReviewerEmail.worker,
+  RetentionLive,
   MetricsListener
 )
 
