@@ -11,6 +11,7 @@
 import { Duration, Effect, Redacted } from "effect"
 import { gunzip, gzip, gzipSync } from "node:zlib"
 import { type OutboundFailure, OutboundHttp, type OutboundResponse } from "../outbound/OutboundHttp.ts"
+import { maskNeedles, urlNeedles, valueNeedles } from "../secrets/Masking.ts"
 import { readExportAnswer } from "./Otlp.ts"
 
 /** Bodies at least this long (uncompressed) are sent gzipped. */
@@ -76,18 +77,17 @@ export const parseRetryAfter = (value: string | undefined, now: number): Duratio
 }
 
 /**
- * Collector-provided text (a `partialSuccess.errorMessage`) with the
- * destination's header values masked, in case a collector echoes what it
- * was sent.
+ * Collector-provided text (a `partialSuccess.errorMessage`) with what svc
+ * protects masked, in case a collector echoes what it was sent: each header
+ * value, the credential of an `Authorization`-style value alone (`Bearer
+ * <token>` echoed as `<token>`), and the parts of the collector URL that may
+ * carry a credential.
  */
-export const scrub = (text: string, target: CollectorTarget): string => {
-  let out = text
-  for (const [, value] of target.headers) {
-    const secret = Redacted.value(value)
-    if (secret.length >= 4) out = out.split(secret).join("[redacted]")
-  }
-  return out
-}
+export const scrub = (text: string, target: CollectorTarget): string =>
+  maskNeedles(text, [
+    ...target.headers.flatMap(([, value]) => valueNeedles(Redacted.value(value))),
+    ...urlNeedles(target.url)
+  ])
 
 /**
  * What an answer means. `clean` masks secrets in the collector's message;

@@ -353,6 +353,34 @@ layer(Svc, { excludeTestServices: true })("telemetry export", (it) => {
       }).pipe(Effect.scoped))
   })
 
+  describe("what svc protects never comes back in a collector's messages", () => {
+    it.effect("a collector echoing the bare token of Authorization: Bearer, or its own URL's token: masked in the warning and errors", () =>
+      Effect.gen(function*() {
+        const token = "tok-9f8e7d6c5b4a39281706"
+        const pathToken = "p4th-s3cr3t-0a1b2c3d4e5f"
+        const org = yield* SvcTest.org()
+        const collector = yield* HttpsReceiver.make({
+          respond: () =>
+            Reply.json({
+              partialSuccess: { rejectedSpans: 0, errorMessage: `token ${token} is old; ingest/${pathToken}?k=q-s3cr3t-value-42 noted` }
+            })
+        })
+        const { id } = yield* org.client.telemetry.create({
+          payload: { url: collector.url(`/ingest/${pathToken}?k=q-s3cr3t-value-42`), headers: { Authorization: `Bearer ${token}` } }
+        })
+        yield* traffic(org)
+        const { deliveries } = yield* waitForDeliveries(org, id, (list) => list.some((d) => d.status === "delivered"))
+        const warning = (deliveries.find((d) => d.status === "delivered") as { warning?: string }).warning ?? ""
+        assert.include(warning, "is old")
+        assert.notInclude(warning, token)
+        assert.notInclude(warning, pathToken)
+        assert.notInclude(warning, "q-s3cr3t-value-42")
+        const listed = JSON.stringify(yield* org.client.telemetry.list())
+        assert.notInclude(listed, token)
+        assert.notInclude(listed, pathToken)
+      }).pipe(Effect.scoped))
+  })
+
   describe("rule 9: replay", () => {
     it.effect("failed → {queued: true, id} and the same batch is sent again; delivered → 409 NOT_REPLAYABLE", () =>
       Effect.gen(function*() {
