@@ -145,7 +145,9 @@ export const exportBody = Effect.fn("TelemetryCollector.export")(function*(
 ) {
   const http = yield* OutboundHttp
   const useGzip = body.bytes >= GZIP_MIN_BYTES
-  const headers: Record<string, string> = {}
+  // Header names are the tenant's: a map without a prototype, so a header
+  // named `__proto__` is a header like any other, not a prototype change.
+  const headers: Record<string, string> = Object.create(null)
   for (const [name, value] of target.headers) headers[name] = Redacted.value(value)
   headers["content-type"] = "application/json"
   if (useGzip) headers["content-encoding"] = "gzip"

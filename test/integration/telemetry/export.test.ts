@@ -381,6 +381,20 @@ layer(Svc, { excludeTestServices: true })("telemetry export", (it) => {
       }).pipe(Effect.scoped))
   })
 
+  describe("header names are the tenant's: none is special", () => {
+    it.effect("a collector header named __proto__ is stored and sent like any other, never silently lost", () =>
+      Effect.gen(function*() {
+        const { org, collector } = yield* withCollector(undefined, JSON.parse('{"__proto__":"proto-value-1","X-Other":"other-value-1"}'))
+        yield* traffic(org)
+        const request = yield* collector.waitFor(() => true, "20 seconds")
+        const raw = request.rawHeaders
+        const at = raw.findIndex((name, i) => i % 2 === 0 && name.toLowerCase() === "__proto__")
+        assert.isAtLeast(at, 0, "the __proto__ header was sent")
+        assert.strictEqual(raw[at + 1], "proto-value-1")
+        assert.strictEqual(request.headers["x-other"], "other-value-1")
+      }).pipe(Effect.scoped))
+  })
+
   describe("rule 9: replay", () => {
     it.effect("failed → {queued: true, id} and the same batch is sent again; delivered → 409 NOT_REPLAYABLE", () =>
       Effect.gen(function*() {
