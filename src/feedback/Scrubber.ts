@@ -15,6 +15,7 @@
  * The result lists the JSON paths of the changed strings, never the values.
  */
 import { sha256Hex } from "../platform/Crypto.ts"
+import { urlNeedles, valueNeedles } from "../secrets/Masking.ts"
 import { KEY_PATTERN, KEY_PREFIX } from "../identity/Identity.ts"
 import { appendPath } from "../tasks/AnswerSchema.ts"
 import { type Range, scanPatterns, scanSecretlint } from "./SecretRules.ts"
@@ -48,13 +49,21 @@ export interface ScrubResult {
  */
 export const childPath = appendPath
 
-/** The literal values to look for: each value, and the credential after an auth scheme. */
+/** Parts of a receiver URL shorter than this are not looked for alone (`/v1/traces` is ordinary text). */
+const MIN_URL_PART_LENGTH = 16
+
+/**
+ * The literal values to look for: each value, the credential after an auth
+ * scheme, and for a receiver URL its long parts (path, query, query values,
+ * path segments: where hooks carry their token) and the URL without scheme.
+ */
 export const knownNeedles = (values: ReadonlyArray<string>): ReadonlyArray<string> => {
   const needles = new Set<string>()
   for (const value of values) {
-    if (value.length >= MIN_KNOWN_VALUE_LENGTH) needles.add(value)
-    const scheme = /^[A-Za-z][A-Za-z0-9_-]*\s+(\S.*)$/.exec(value)
-    if (scheme?.[1] !== undefined && scheme[1].length >= MIN_KNOWN_VALUE_LENGTH) needles.add(scheme[1])
+    for (const needle of valueNeedles(value, MIN_KNOWN_VALUE_LENGTH)) needles.add(needle)
+    if (/^https:\/\//i.test(value)) {
+      for (const needle of urlNeedles(value, MIN_URL_PART_LENGTH)) needles.add(needle)
+    }
   }
   // Longest first, so a value that contains another is removed whole.
   return [...needles].sort((a, b) => b.length - a.length)

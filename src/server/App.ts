@@ -34,6 +34,7 @@ import { Migrations } from "../platform/Migrations.ts"
 import { RetentionLive } from "../platform/Retention.ts"
 import { Wakeups } from "../platform/Wakeups.ts"
 import { OutboundHttp } from "../outbound/OutboundHttp.ts"
+import { SealReceiverUrlsLive } from "../secrets/ReceiverUrls.ts"
 import { SecretStore } from "../secrets/SecretStore.ts"
 import { AnswerSchemas } from "../tasks/AnswerSchema.ts"
 import { DatasetsHandlers, TasksHandlers } from "../tasks/Http.ts"
@@ -95,6 +96,7 @@ export const WorkersLive = Layer.mergeAll(
   WebhookSender.worker,
   ReviewerEmail.worker,
   RetentionLive,
+  SealReceiverUrlsLive,
   MetricsListener
 )
 

@@ -20,6 +20,7 @@ import { SvcConfig } from "../platform/Config.ts"
 import { newId } from "../platform/Ids.ts"
 import { iso, isoOrNull } from "../platform/Time.ts"
 import { OutboundHttp } from "../outbound/OutboundHttp.ts"
+import { destinationUrlOwner, readReceiverUrl, SEALED_URL_COLUMN, URL_SECRET } from "../secrets/ReceiverUrls.ts"
 import { SecretStore } from "../secrets/SecretStore.ts"
 import { SpanBuffers } from "./Capture.ts"
 import { type CollectorTarget, compress, exportBody } from "./Collector.ts"
@@ -96,11 +97,14 @@ export class TelemetryDestinations extends Context.Service<TelemetryDestinations
         }))
 
       const targetOf = (row: DestinationRow) =>
-        Effect.map(secrets.list(owner(row.org_id, row.id)), (stored) => ({
-          orgId: row.org_id,
-          url: row.url,
-          headers: stored.map((secret) => [secret.name, secret.value] as const)
-        }))
+        Effect.gen(function*() {
+          const stored = yield* secrets.list(owner(row.org_id, row.id))
+          return {
+            orgId: row.org_id,
+            url: yield* readReceiverUrl(destinationUrlOwner(row.org_id, row.id), row.url).pipe(Effect.provideService(SecretStore, secrets)),
+            headers: stored.map((secret) => [secret.name, secret.value] as const)
+          }
+        })
 
       const create = Effect.fn("TelemetryDestinations.create")(function*(
         orgId: string,
@@ -115,8 +119,9 @@ export class TelemetryDestinations extends Context.Service<TelemetryDestinations
         )
         const id = newId()
         const inserted = yield* sql.withTransaction(Effect.gen(function*() {
-          const row = yield* repo.insert({ id, orgId, url: checked.url, urlHint: checked.urlHint })
+          const row = yield* repo.insert({ id, orgId, url: SEALED_URL_COLUMN, urlHint: checked.urlHint })
           if (Option.isNone(row)) return false
+          yield* secrets.put(destinationUrlOwner(orgId, id), URL_SECRET, Redacted.make(checked.url))
           for (const [name, value] of verdict.headers) {
             yield* secrets.put(owner(orgId, id), name, Redacted.make(value))
           }
@@ -191,6 +196,7 @@ export class TelemetryDestinations extends Context.Service<TelemetryDestinations
           const gone = yield* repo.remove(orgId, id)
           if (!gone) return false
           yield* secrets.removeOwner(owner(orgId, id))
+          yield* secrets.removeOwner(destinationUrlOwner(orgId, id))
           yield* queue.removeTarget("telemetry", id, "destination deleted")
           return true
         })).pipe(Effect.orDie)
