@@ -23,7 +23,7 @@ import { OutboundHttp } from "../outbound/OutboundHttp.ts"
 import { destinationUrlOwner, readReceiverUrl, SEALED_URL_COLUMN, URL_SECRET } from "../secrets/ReceiverUrls.ts"
 import { SecretStore } from "../secrets/SecretStore.ts"
 import { SpanBuffers } from "./Capture.ts"
-import { type CollectorTarget, compress, exportBody } from "./Collector.ts"
+import { type CollectorTarget, compress, exportBody, scrub } from "./Collector.ts"
 import { checkHeaders } from "./HeaderRules.ts"
 import { encodeRequest, type OtlpSpan, serviceResource, SpanKind, StatusCode } from "./Otlp.ts"
 import { type DestinationRow, DestinationsRepo } from "./Repository.ts"
@@ -42,7 +42,12 @@ const toStatus = (delivery: Delivery): TelemetryDelivery["status"] =>
 
 const num = (value: unknown) => (typeof value === "number" ? value : typeof value === "string" ? Number(value) || 0 : 0)
 
-export const toDeliveryRecord = (delivery: Delivery): TelemetryDelivery => {
+/**
+ * A delivery as the API lists it. `clean` masks what the destination
+ * protects in the collector's words once more on the way out (records kept
+ * from before a value was masked at write time).
+ */
+export const toDeliveryRecord = (delivery: Delivery, clean: (text: string) => string = (text) => text): TelemetryDelivery => {
   const warning = delivery.meta.warning
   return {
     id: delivery.id,
@@ -50,8 +55,8 @@ export const toDeliveryRecord = (delivery: Delivery): TelemetryDelivery => {
     span_count: num(delivery.meta.span_count),
     rejected_spans: num(delivery.meta.rejected_spans),
     attempts: delivery.attempts,
-    last_error: delivery.lastError,
-    ...(typeof warning === "string" ? { warning } : {}),
+    last_error: delivery.lastError === null ? null : clean(delivery.lastError),
+    ...(typeof warning === "string" ? { warning: clean(warning) } : {}),
     created_at: iso(delivery.createdAt),
     finished_at: isoOrNull(delivery.finishedAt)
   }
@@ -140,12 +145,12 @@ export class TelemetryDestinations extends Context.Service<TelemetryDestinations
       const list = Effect.fn("TelemetryDestinations.list")(function*(orgId: string) {
         const rows = yield* repo.forOrg(orgId)
         return yield* Effect.forEach(rows, (row) =>
-          Effect.map(repo.queuedSpans(row.id), (queued): TelemetryDestination => ({
+          Effect.map(Effect.all([repo.queuedSpans(row.id), targetOf(row)]), ([queued, target]): TelemetryDestination => ({
             id: row.id,
             url_hint: row.url_hint,
             created_at: iso(row.created_at),
             last_delivered_at: isoOrNull(row.last_delivered_at),
-            last_error: row.last_error,
+            last_error: row.last_error === null ? null : scrub(row.last_error, target),
             pending_spans: queued + buffers.size(row.id),
             dropped_spans: Number(row.dropped_spans) + buffers.unsavedDropped(row.id)
           })))
@@ -208,9 +213,9 @@ export class TelemetryDestinations extends Context.Service<TelemetryDestinations
       })
 
       const deliveries = Effect.fn("TelemetryDestinations.deliveries")(function*(orgId: string, id: string) {
-        yield* find(orgId, id)
+        const target = yield* targetOf(yield* find(orgId, id))
         const rows = yield* queue.list({ orgId, kind: "telemetry", targetId: id, limit: 50 })
-        return rows.map(toDeliveryRecord)
+        return rows.map((row) => toDeliveryRecord(row, (text) => scrub(text, target)))
       })
 
       const replay = Effect.fn("TelemetryDestinations.replay")(function*(orgId: string, id: string, deliveryId: string) {

@@ -378,6 +378,13 @@ layer(Svc, { excludeTestServices: true })("telemetry export", (it) => {
         const listed = JSON.stringify(yield* org.client.telemetry.list())
         assert.notInclude(listed, token)
         assert.notInclude(listed, pathToken)
+        // A record kept from before masking (or by an older version) is masked on the way out too.
+        const sql = (yield* SvcTest).sql
+        yield* sql`UPDATE deliveries SET meta = jsonb_set(meta, '{warning}', to_jsonb(${`old ${token}`}::text)), last_error = ${`was ${token}`} WHERE target_id = ${id}`
+        yield* sql`UPDATE telemetry_destinations SET last_error = ${`bad ${token}`} WHERE id = ${id}`
+        const again = JSON.stringify([yield* org.client.telemetry.deliveries({ params: { id } }), yield* org.client.telemetry.list()])
+        assert.include(again, "old [redacted]")
+        assert.notInclude(again, token)
       }).pipe(Effect.scoped))
   })
 
