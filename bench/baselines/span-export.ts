@@ -11,6 +11,7 @@
  * `go` creates the spans; `memory` answers the peak RSS and heap above
  * their level just before the first span.
  */
+import { createRequire } from "node:module"
 import * as path from "node:path"
 import { pathToFileURL } from "node:url"
 import { serve } from "../support/child.ts"
@@ -86,7 +87,9 @@ const sdk = async () => {
 
 const svc = async () => {
   const src = (file: string) => import(pathToFileURL(path.join(process.env.BENCH_SVC_SRC!, "src", file)).href)
-  const { Effect, Layer, ManagedRuntime, Option, Redacted } = await import("effect")
+  // The checkout's own Effect: its modules and the harness's must share one instance.
+  const effect = createRequire(path.join(process.env.BENCH_SVC_SRC!, "package.json")).resolve("effect")
+  const { Effect, Layer, ManagedRuntime, Option, Redacted } = await import(pathToFileURL(effect).href) as typeof import("effect")
   const { Identity } = await src("identity/Identity.ts")
   const { SvcConfig } = await src("platform/Config.ts")
   const { SecretBox } = await src("platform/Crypto.ts")

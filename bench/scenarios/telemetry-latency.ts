@@ -35,6 +35,7 @@ export default async (context: BenchContext): Promise<ScenarioResult> => {
         SVC_EXTRA_CA_FILE: context.tls.caFile
       }, path.join(context.logDir, `telemetry-latency-${checkout.label}-${context.database}.log`))
       try {
+        await sink.call("reset")
         const { key } = await svc.provision()
         for (let i = 0; i < 3; i++) await svc.api(key, "POST", "/v1/tasks", { name: `task-${i}`, answer_schema: { type: "object" } })
         let destination: string | undefined
