@@ -8,14 +8,16 @@
  * `BENCH_DATABASE_URL`) or through the OpenTelemetry JS SDK
  * (`BENCH_SPAN_ROLE=sdk`: BatchSpanProcessor + OTLP/HTTP JSON exporter).
  * Both batch at 512, gzip, and never drop (queues sized for all spans).
- * `go` creates the spans; `memory` answers the peak RSS and heap above
- * their level just before the first span.
+ * `go` creates spans (a warm-up, then the measured ones); `memory` answers
+ * the peak RSS and heap above their level just before the first measured
+ * span.
  */
 import { createRequire } from "node:module"
 import * as path from "node:path"
 import { pathToFileURL } from "node:url"
 import { serve } from "../support/child.ts"
 
+/** Spans the queues must hold without dropping. */
 const SPANS = Number(process.env.BENCH_SPANS)
 const SINK_URL = process.env.BENCH_SINK_URL!
 
@@ -68,10 +70,10 @@ const sdk = async () => {
   const tracer = provider.getTracer("svc")
   const orgId = "01900000-0000-7000-8000-000000000001"
   serve({
-    go: async () => {
-      memory = memorySampler()
+    go: async ({ spans, measure }: { spans: number; measure: boolean }) => {
+      if (measure) memory = memorySampler()
       const started = now()
-      for (let i = 0; i < SPANS / 2; i++) {
+      for (let i = 0; i < spans / 2; i++) {
         const root = tracer.startSpan("GET", { kind: api.SpanKind.SERVER, attributes: attributesFor(i, orgId) })
         const ctx = api.trace.setSpan(api.ROOT_CONTEXT, root)
         tracer.startSpan("Tasks.list", { attributes: { "svc.org_id": orgId } }, ctx).end()
@@ -118,11 +120,11 @@ const svc = async () => {
     return org.id as string
   }) as any) as string
   serve({
-    go: () =>
+    go: ({ spans, measure }: { spans: number; measure: boolean }) =>
       runtime.runPromise(Effect.gen(function*() {
-        memory = memorySampler()
+        if (measure) memory = memorySampler()
         const started = now()
-        for (let i = 0; i < SPANS / 2; i++) {
+        for (let i = 0; i < spans / 2; i++) {
           yield* Effect.void.pipe(
             Effect.withSpan("Tasks.list"),
             Effect.withSpan("GET", { kind: "server", attributes: attributesFor(i, orgId) })

@@ -4,7 +4,8 @@
  * the same spans, exported to the OTLP sink (its own process). Spans/s =
  * spans / (first span created → last span received by the sink); peak
  * memory = the child's peak RSS and heap above their level before the first
- * span. Runs alternate SDK and svc; the best run of each is reported (the
+ * span, after the same warm-up (a tenth as many spans, exported). Runs
+ * alternate SDK and svc; the best run of each is reported (the
  * one least disturbed by the rest of the machine).
  */
 import { spawnChild } from "../support/child.ts"
@@ -43,8 +44,13 @@ export default async (context: BenchContext): Promise<ScenarioResult> => {
           BENCH_DATABASE_URL: context.database === "postgres" ? process.env.BENCH_DATABASE_URL! : ""
         })
         try {
+          // The same warm-up for both: a tenth of the spans, received, before the measured ones.
+          const warmup = Math.round(size.spans / 10 / 2) * 2
+          await child.call("go", { spans: warmup, measure: false })
+          await sink.call("wait", { count: warmup, timeoutMs: 60_000 })
+          await sink.call("reset")
           const cpu0 = child.cpu()
-          const { started, generated } = await child.call<{ started: number; generated: number }>("go")
+          const { started, generated } = await child.call<{ started: number; generated: number }>("go", { spans: size.spans, measure: true })
           const { spans, lastAt } = await sink.call<{ spans: number; lastAt: number }>("wait", { count: size.spans, timeoutMs: 120_000 })
           const cpu = child.cpu() - cpu0
           const memory = await child.call<Run["memory"]>("memory")

@@ -26,9 +26,11 @@ const port = (server.address() as { port: number }).port
 
 export interface Receipts {
   readonly count: number
-  /** Receipt times (epoch ms) of the first, of the 20th and 80th percentile, and of the last receipt. */
+  /** Receipt times (epoch ms) of the first, of the 20th, 25th, 75th and 80th percentile, and of the last receipt. */
   readonly first: number
   readonly p20: number
+  readonly p25: number
+  readonly p75: number
   readonly p80: number
   readonly last: number
 }
@@ -36,7 +38,7 @@ export interface Receipts {
 const summary = (path: string): Receipts => {
   const list = receipts.get(path) ?? []
   const at = (p: number) => list[Math.min(list.length - 1, Math.max(0, Math.floor(list.length * p)))] ?? NaN
-  return { count: list.length, first: at(0), p20: at(0.2), p80: at(0.8), last: list[list.length - 1] ?? NaN }
+  return { count: list.length, first: at(0), p20: at(0.2), p25: at(0.25), p75: at(0.75), p80: at(0.8), last: list[list.length - 1] ?? NaN }
 }
 
 serve({
