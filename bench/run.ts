@@ -42,6 +42,9 @@ if (unknown.length > 0) {
 }
 if (selected.length === 0) process.exit(0)
 
+// Interrupted: exit, so that svc processes are killed (support/svc.ts) and the other children see their stdin close.
+for (const signal of ["SIGINT", "SIGTERM"] as const) process.once(signal, () => process.exit(130))
+
 const started = new Date()
 const checkouts = svcCheckouts()
 const tls = await makeTestTls()

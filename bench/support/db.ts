@@ -52,10 +52,17 @@ const withAdmin = async <A>(f: (client: pg.Client) => Promise<A>) => {
 
 let counter = 0
 
+/** Embedded data directories not dropped yet: removed if the benchmark ends early. */
+const dataDirs = new Set<string>()
+process.once("exit", () => {
+  for (const dir of dataDirs) rmSync(dir, { recursive: true, force: true })
+})
+
 /** A fresh database named after the run (`bench_<pid>_<n>_<label>`). */
 export const freshDatabase = async (kind: DatabaseKind, label: string): Promise<BenchDatabase> => {
   if (kind === "pglite") {
     const dataDir = mkdtempSync(path.join(tmpdir(), "svcb-"))
+    dataDirs.add(dataDir)
     return {
       kind,
       dataDir,
@@ -64,7 +71,10 @@ export const freshDatabase = async (kind: DatabaseKind, label: string): Promise<
         await client.connect()
         return client
       },
-      drop: async () => rmSync(dataDir, { recursive: true, force: true })
+      drop: async () => {
+        rmSync(dataDir, { recursive: true, force: true })
+        dataDirs.delete(dataDir)
+      }
     }
   }
   const name = `bench_${process.pid}_${counter++}_${label.replace(/[^a-z0-9]/gi, "_").toLowerCase()}`.slice(0, 60)

@@ -5,7 +5,7 @@
  * the checkouts to compare (`before=/tmp/svc-before,after=/work/main`, or
  * plain paths); by default, this checkout.
  */
-import { execFile } from "node:child_process"
+import { type ChildProcess, execFile, spawn } from "node:child_process"
 import { randomBytes } from "node:crypto"
 import { closeSync, openSync } from "node:fs"
 import { createServer } from "node:net"
@@ -85,7 +85,6 @@ export const startSvc = async (
   const fullEnv: Record<string, string | undefined> = { ...process.env, HOST: "127.0.0.1", PORT: String(port), ...databaseEnv, ...env }
   delete fullEnv.OTEL_EXPORTER_OTLP_ENDPOINT
   const log = openSync(logFile, "a")
-  const { spawn } = await import("node:child_process")
   const proc = spawn(process.execPath, [path.join(checkout.dir, "src/main.ts")], {
     cwd: checkout.dir,
     env: fullEnv,
@@ -93,8 +92,10 @@ export const startSvc = async (
   })
   closeSync(log)
   let exited = false
+  running.add(proc)
   const exit = new Promise<void>((resolve) => proc.once("exit", () => {
     exited = true
+    running.delete(proc)
     resolve()
   }))
   const baseUrl = `http://127.0.0.1:${port}`
@@ -149,6 +150,12 @@ export const startSvc = async (
     }
   }
 }
+
+/** svc processes still running: killed if the benchmark itself ends early (its children exit with their stdin). */
+const running = new Set<ChildProcess>()
+process.once("exit", () => {
+  for (const proc of running) proc.kill("SIGKILL")
+})
 
 /** One master key per benchmark run (svc on a server requires one). */
 const masterKey = randomBytes(32).toString("base64")
