@@ -137,7 +137,7 @@ const graphileArm = async (context: BenchContext, receiver: Child, receiverUrl: 
       const specs = Array.from({ length: count }, () => ({ identifier: "send", payload: approvalEvent(orgId) }))
       // Committed before the clock starts, like svc's events: the producer's write is not the delivery's cost.
       await client.query(
-        "SELECT 1 FROM graphile_worker.add_jobs(array(SELECT json_populate_recordset(null::graphile_worker.job_spec, $1::json)), false)",
+        "SELECT count(*) FROM graphile_worker.add_jobs(array(SELECT json_populate_recordset(null::graphile_worker.job_spec, $1::json)), false)",
         [JSON.stringify(specs)]
       )
       return measureCpu(meters, async () => {
