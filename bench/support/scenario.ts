@@ -58,4 +58,4 @@ export const SEND_CONCURRENCY = Number(process.env.BENCH_SEND_CONCURRENCY ?? 16)
 export const sizes = (quick: boolean) =>
   quick
     ? { writes: { warmup: 200, requests: 600, concurrency: 16, rounds: 1 }, burst: { warmup: 300, events: 2_000 }, latency: { warmup: 300, blocks: 2, perBlock: 500, concurrency: 8 }, spans: { spans: 10_000, runs: 1 } }
-    : { writes: { warmup: 1_000, requests: 5_000, concurrency: 16, rounds: 2 }, burst: { warmup: 1_000, events: 20_000 }, latency: { warmup: 1_000, blocks: 5, perBlock: 2_000, concurrency: 8 }, spans: { spans: 40_000, runs: 2 } }
+    : { writes: { warmup: 1_000, requests: 4_000, concurrency: 16, rounds: 2 }, burst: { warmup: 1_000, events: 20_000 }, latency: { warmup: 1_000, blocks: 5, perBlock: 2_000, concurrency: 8 }, spans: { spans: 40_000, runs: 2 } }

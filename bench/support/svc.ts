@@ -7,7 +7,7 @@
  */
 import { type ChildProcess, execFile, spawn } from "node:child_process"
 import { randomBytes } from "node:crypto"
-import { closeSync, openSync } from "node:fs"
+import { closeSync, existsSync, openSync } from "node:fs"
 import { createServer } from "node:net"
 import * as path from "node:path"
 import { fileURLToPath } from "node:url"
@@ -25,10 +25,20 @@ export interface SvcCheckout {
 export const svcCheckouts = (): ReadonlyArray<SvcCheckout> => {
   const raw = process.env.BENCH_SVC_DIR?.trim()
   if (raw === undefined || raw === "") return [{ label: "svc", dir: REPO }]
-  return raw.split(",").map((entry, i) => {
+  const checkouts = raw.split(",").map((entry, i) => {
     const [label, dir] = entry.includes("=") ? entry.split("=", 2) as [string, string] : [undefined, entry]
     return { label: label ?? `svc@${path.basename(path.resolve(dir)) || i}`, dir: path.resolve(dir) }
   })
+  const labels = checkouts.map((c) => c.label)
+  if (new Set(labels).size !== labels.length || labels.includes("bare")) {
+    throw new Error(`BENCH_SVC_DIR: give each checkout its own label (label=path), other than "bare": ${labels.join(", ")}`)
+  }
+  for (const c of checkouts) {
+    if (!existsSync(path.join(c.dir, "src/main.ts")) || !existsSync(path.join(c.dir, "node_modules"))) {
+      throw new Error(`BENCH_SVC_DIR: ${c.dir} is not an svc checkout with its node_modules (run npm ci there)`)
+    }
+  }
+  return checkouts
 }
 
 /** The commit each checkout is at (for the results file). */
@@ -82,8 +92,11 @@ export const startSvc = async (
   const databaseEnv: Record<string, string> = database.kind === "pglite"
     ? { SVC_DATA_DIR: database.dataDir! }
     : { DATABASE_URL: database.url!, SVC_MASTER_KEY: masterKey }
-  const fullEnv: Record<string, string | undefined> = { ...process.env, HOST: "127.0.0.1", PORT: String(port), ...databaseEnv, ...env }
-  delete fullEnv.OTEL_EXPORTER_OTLP_ENDPOINT
+  // Nothing of the caller's own svc settings (a DATABASE_URL, SVC_*, OTEL_*) leaks into the measured process.
+  const inherited = Object.fromEntries(
+    Object.entries(process.env).filter(([name]) => !/^(DATABASE_URL|PORT|HOST|SVC_.*|OTEL_.*)$/.test(name))
+  )
+  const fullEnv: Record<string, string | undefined> = { ...inherited, HOST: "127.0.0.1", PORT: String(port), ...databaseEnv, ...env }
   const log = openSync(logFile, "a")
   const proc = spawn(process.execPath, [path.join(checkout.dir, "src/main.ts")], {
     cwd: checkout.dir,
