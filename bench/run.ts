@@ -60,7 +60,7 @@ console.log(`svc bench ${quick ? "(quick) " : ""}on ${machine.cpus}, ${machine.m
 for (const c of checkoutInfo) console.log(`  ${c.label}: ${c.dir} (${c.commit})`)
 console.log(`  databases: ${databaseKinds().join(", ")}; svc logs in ${logDir}`)
 
-const results: Array<ScenarioResult | { scenario: string; database: string; error: string }> = []
+const results: Array<(ScenarioResult | { scenario: string; database: string; error: string }) & { seconds?: number }> = []
 for (const name of selected) {
   const scenario = (await import(`./scenarios/${name}.ts`)).default as Scenario
   for (const database of databaseKinds()) {
@@ -69,7 +69,7 @@ for (const name of selected) {
     console.log(`\n== ${name} on ${database === "pglite" ? "embedded PGlite" : "PostgreSQL server"}`)
     try {
       const result = await scenario(context)
-      results.push(result)
+      results.push({ ...result, seconds: Math.round((Date.now() - t0) / 1000) })
       console.table(result.rows)
       for (const aim of result.aims) console.log(`  ${aim.met ? "meets" : "MISSES"}  ${aim.what}: ${aim.value} (aim ${aim.aim})`)
       for (const note of result.notes) console.log(`  ${note}`)
