@@ -8,6 +8,7 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Effect } from "effect"
 import * as fs from "node:fs"
+import * as net from "node:net"
 import * as os from "node:os"
 import * as path from "node:path"
 import { cli, type RunningServer, scratchDatabaseUrl, startServer, startServers } from "../../support/process.ts"
@@ -83,6 +84,39 @@ describe("console CLI (embedded database, running server)", () => {
       await server.exited
     }
   }, 240_000)
+})
+
+describe("server connections (issue 14, item 3)", () => {
+  it("beyond SVC_MAX_CONNECTIONS a new connection is closed at once; a freed place serves again", async () => {
+    const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), "svc-connections-"))
+    const server = await startServer({ SVC_DATA_DIR: dataDir, DATABASE_URL: "", SVC_MAX_CONNECTIONS: "16" })
+    const sockets: Array<net.Socket> = []
+    try {
+      const { hostname, port } = new URL(server.baseUrl)
+      for (let i = 0; i < 16; i++) {
+        sockets.push(await new Promise<net.Socket>((resolve, reject) => {
+          const socket = net.connect(Number(port), hostname, () => resolve(socket))
+          socket.on("error", reject)
+        }))
+      }
+      // Give the server a moment to count them (they are accepted asynchronously).
+      await new Promise((resolve) => setTimeout(resolve, 200))
+      const refused = await fetch(`${server.baseUrl}/health`).then((r) => r.status, (e: Error) => e.name)
+      assert.notStrictEqual(refused, 200)
+      sockets.pop()!.destroy()
+      let status: number | string = 0
+      const deadline = Date.now() + 10_000
+      while (status !== 200 && Date.now() < deadline) {
+        status = await fetch(`${server.baseUrl}/health`).then((r) => r.status, (e: Error) => e.name)
+        if (status !== 200) await new Promise((resolve) => setTimeout(resolve, 100))
+      }
+      assert.strictEqual(status, 200)
+    } finally {
+      for (const socket of sockets) socket.destroy()
+      server.child.kill("SIGTERM")
+      await server.exited
+    }
+  }, 120_000)
 })
 
 describe.runIf(process.env.TEST_DATABASE_URL)("console with two service processes on one PostgreSQL server", () => {
