@@ -108,6 +108,14 @@ export const patternRules: ReadonlyArray<PatternRule> = [
     keywords: ["whsec_"]
   },
   {
+    id: "svc-console-token",
+    source: "svc",
+    // Console sign-in link tokens (`svl_` + 43) and session cookies (`svcs_` + 43).
+    pattern: /(?=((?:svl|svcs)_[A-Za-z0-9_-]{43}))/dg,
+    group: 1,
+    keywords: ["svl_", "svcs_"]
+  },
+  {
     id: "slack-webhook-url",
     source: "gitleaks:slack-webhook-url",
     // gitleaks `slack-webhook-url`: (?:https?://)?hooks.slack.com/(?:services|workflows|triggers)/[A-Za-z0-9+/]{43,56}
