@@ -6,8 +6,7 @@ import { PgClient } from "@effect/sql-pg"
 import { Clock, Context, Effect, Exit, Layer, Option } from "effect"
 import { AnswerSchemaTooComplex, InvalidRequest, LimitReached, NotFound, ValidationBusy } from "../api/Errors.ts"
 import type { Dataset, DatasetSummary, Run, Task } from "../api/Tasks.ts"
-import { randomTraceId } from "../platform/Crypto.ts"
-import { SecretBox } from "../platform/Crypto.ts"
+import { randomTraceId, SecretBox } from "../platform/Crypto.ts"
 import { type CursorMac, type CursorScope, encodeCursor, page, seqBound } from "../platform/Cursor.ts"
 import { SvcConfig } from "../platform/Config.ts"
 import { newId } from "../platform/Ids.ts"
@@ -71,7 +70,6 @@ export interface PageRequest {
 }
 
 const DEFAULT_LIMIT = 50
-
 
 export class Tasks extends Context.Service<Tasks, {
   readonly create: (orgId: string, input: { readonly name: string; readonly answer_schema: Record<string, Json> }) => Effect.Effect<
