@@ -36,7 +36,7 @@ describe("strings PostgreSQL cannot store", () => {
           let slot: string | number = "value"
           const path: Array<string | number> = []
           for (const step of steps) {
-            const current = (holder as Record<string | number, unknown>)[slot]
+            const current: unknown = (holder as Record<string | number, unknown>)[slot]
             if (Array.isArray(current) && current.length > 0) {
               const i = (typeof step === "number" ? step : step.length) % current.length
               holder = current
