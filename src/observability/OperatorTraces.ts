@@ -38,6 +38,7 @@ import { encodeRequestParts, type KeyValue } from "../telemetry/Otlp.ts"
 import { Metrics, type MetricsShape } from "./Metrics.ts"
 import { type OperatorSink, OperatorSpans } from "./OperatorSink.ts"
 import { type OperatorSampler, type OperatorTraceSettings, OtelEnvError, parseOtelEnv } from "./OtelEnv.ts"
+import { parseRetryAfter } from "../outbound/RetryAfter.ts"
 import { forkSupervised } from "../platform/Supervised.ts"
 
 /** Attributes the operator's collector gets beside the organizations' allowlist. */
@@ -75,11 +76,7 @@ type Sent = { readonly _tag: "ok" } | { readonly _tag: "retry"; readonly error: 
   readonly error: string
 }
 
-const retryAfterMs = (value: string | Array<string> | undefined): number => {
-  const text = Array.isArray(value) ? value[0] : value
-  if (text === undefined || !/^\d+$/.test(text.trim())) return 0
-  return Number(text.trim()) * 1000
-}
+const retryAfterMs = (value: string | Array<string> | undefined): number => parseRetryAfter(value, Date.now()) ?? 0
 
 /** The pipeline: the sink the tracer offers spans to, and the fiber that exports them. */
 export const makeOperatorPipeline = (settings: OperatorTraceSettings, metrics: MetricsShape) =>
