@@ -22,8 +22,9 @@
  * (`src/telemetry/Export.ts`).
  */
 import { PgClient } from "@effect/sql-pg"
-import { Duration, Effect, Layer } from "effect"
+import { Duration, Effect, Layer, Schedule } from "effect"
 import { SvcConfig } from "./Config.ts"
+import { forkSupervised } from "./Supervised.ts"
 
 /** Batches one rule deletes per round before the next rule's turn (then the round ends). */
 const MAX_BATCHES_PER_ROUND = 100
@@ -128,27 +129,13 @@ export const pruneOnce = Effect.gen(function*() {
 export const RetentionLive = Layer.effectDiscard(Effect.gen(function*() {
   const config = yield* SvcConfig
   const sql = yield* PgClient.PgClient
-  let failing = false
-  yield* pruneOnce.pipe(
+  const round = pruneOnce.pipe(
     Effect.provideService(PgClient.PgClient, sql),
     Effect.provideService(SvcConfig, config),
-    Effect.tap((deleted) => {
-      const any = Object.values(deleted).some((n) => n > 0)
-      const recovered = failing
-      failing = false
-      return any || recovered ? Effect.logInfo("retention: pruned", { deleted }) : Effect.void
-    }),
-    Effect.catchCause((cause) =>
-      Effect.suspend(() => {
-        // Once per outage, not once per round.
-        const log = failing ? Effect.void : Effect.logWarning("retention round failed; trying again next round", cause)
-        failing = true
-        return log
-      })
-    ),
+    Effect.tap((deleted) => Object.values(deleted).some((n) => n > 0) ? Effect.logInfo("retention: pruned", { deleted }) : Effect.void),
     Effect.andThen(Effect.sleep(config.retentionInterval)),
-    Effect.forever,
-    Effect.withTracerEnabled(false),
-    Effect.forkScoped
+    Effect.withTracerEnabled(false)
   )
+  // A failed round (the database away) is logged once per outage and tried again next interval.
+  yield* forkSupervised({ name: "retention", round, retry: Schedule.spaced(config.retentionInterval) })
 }))
