@@ -36,8 +36,10 @@ import { WebhookSender } from "../notifications/Sender.ts"
 import { SvcConfig } from "../platform/Config.ts"
 import { SecretBox } from "../platform/Crypto.ts"
 import { Migrations } from "../platform/Migrations.ts"
+import { RetentionLive } from "../platform/Retention.ts"
 import { Wakeups } from "../platform/Wakeups.ts"
 import { OutboundHttp } from "../outbound/OutboundHttp.ts"
+import { SealReceiverUrlsLive } from "../secrets/ReceiverUrls.ts"
 import { SecretStore } from "../secrets/SecretStore.ts"
 import { AnswerSchemas } from "../tasks/AnswerSchema.ts"
 import { DatasetsHandlers, TasksHandlers } from "../tasks/Http.ts"
@@ -105,6 +107,8 @@ export const WorkersLive = Layer.mergeAll(
   Dispatcher.worker,
   WebhookSender.worker,
   ReviewerEmail.worker,
+  RetentionLive,
+  SealReceiverUrlsLive,
   MetricsListener
 )
 
