@@ -20,9 +20,9 @@ import m0300 from "./0300_notifications.ts"
 import m0301 from "./0301_delivery_claim_index.ts"
 import m0400 from "./0400_telemetry.ts"
 import m0401 from "./0401_delivery_counts.ts"
-import m0515 from "./0515_retention_indexes.ts"
 import m0540 from "./0540_metrics_indexes.ts"
 import m0541 from "./0541_console.ts"
+import m0542 from "./0542_retention_indexes.ts"
 
 export const migrations = Migrator.fromRecord({
   "0001_identity": m0001,
@@ -35,7 +35,7 @@ export const migrations = Migrator.fromRecord({
   "0301_delivery_claim_index": m0301,
   "0400_telemetry": m0400,
   "0401_delivery_counts": m0401,
-  "0515_retention_indexes": m0515,
   "0540_metrics_indexes": m0540,
-  "0541_console": m0541
+  "0541_console": m0541,
+  "0542_retention_indexes": m0542
 })
