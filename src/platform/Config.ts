@@ -79,7 +79,7 @@ export interface SvcConfigShape {
   /** Tasks one organization may have. */
   readonly maxTasksPerOrg: number
   /**
-   * Retention (`src/platform/Retention.ts`): finished webhook and email
+   * Retention (`src/retention/Retention.ts`): finished webhook and email
    * deliveries (from when they finished), delivery attempts (from when they
    * were made), dispatched outbox events no delivery refers to any more, and
    * session stream events (the documented resume window).

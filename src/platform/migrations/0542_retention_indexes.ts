@@ -2,7 +2,7 @@ import { Effect } from "effect"
 import { SqlClient } from "effect/sql"
 
 /**
- * Indexes for retention (`src/platform/Retention.ts`): each pruning
+ * Indexes for retention (`src/retention/Retention.ts`): each pruning
  * statement finds its oldest rows past retention without scanning the
  * table, and an outbox event's deliveries are found by event id. Written
  * to be re-runnable (`IF NOT EXISTS`).

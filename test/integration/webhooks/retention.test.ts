@@ -1,6 +1,7 @@
 /**
  * Retention (issue 14, item 11): finished deliveries, attempts, dispatched
- * outbox events and session events are deleted once past their retention,
+ * outbox events, session and approval stream events, and ended console
+ * links and sessions are deleted once past their retention,
  * by a background fiber; what is still needed stays.
  */
 import { assert, describe, layer } from "@effect/vitest"
@@ -90,5 +91,48 @@ layer(
         assert.sameMembers(listed.deliveries.map((d) => d.id), [recent!.id, waiting!.id])
         assert.strictEqual(listed.deliveries.find((d) => d.id === waiting!.id)!.status, "retrying")
       }).pipe(Effect.scoped))
+
+    it.effect("approval stream events, and console links and sessions once ended", () =>
+      Effect.gen(function*() {
+        const sql = yield* SqlClient.SqlClient
+        const org = yield* SvcTest.org()
+        const link = (name: string, expires: string, used: string | null) =>
+          sql`
+            INSERT INTO console_links (id, org_id, token_hash, preset, person, expires_at, used_at)
+            VALUES (gen_random_uuid(), ${org.orgId}, ${name}, 'admin', ${name}, now() + ${expires}::interval,
+                    ${used === null ? null : sql`now() + ${used}::interval`})
+          `
+        yield* link("expired long ago", "-2 minutes", null)
+        yield* link("used long ago", "10 minutes", "-2 minutes")
+        yield* link("unused", "10 minutes", null)
+        yield* link("used just now", "10 minutes", "0 seconds")
+        const session = (name: string, lastSeen: string, absolute: string, revoked: string | null) =>
+          sql`
+            INSERT INTO console_sessions (id, org_id, token_hash, preset, person, last_seen_at, absolute_expires_at, revoked_at)
+            VALUES (gen_random_uuid(), ${org.orgId}, ${name}, 'admin', ${name}, now() + ${lastSeen}::interval,
+                    now() + ${absolute}::interval, ${revoked === null ? null : sql`now() + ${revoked}::interval`})
+          `
+        yield* session("revoked long ago", "-3 minutes", "1 day", "-2 minutes")
+        yield* session("idle long ago", "-9 hours", "1 day", null)
+        yield* session("too old long ago", "-3 minutes", "-2 minutes", null)
+        yield* session("live", "0 seconds", "1 day", null)
+        yield* session("revoked just now", "0 seconds", "1 day", "0 seconds")
+        yield* sql`INSERT INTO approval_stream_events (org_id, seq, name, data, created_at) VALUES
+          (${org.orgId}, 1, 'approval.requested', '{}', now() - interval '2 minutes'),
+          (${org.orgId}, 2, 'approval.requested', '{}', now())`
+        const names = (rows: ReadonlyArray<{ person: string }>) => rows.map((r) => r.person).sort()
+        yield* eventually(Effect.gen(function*() {
+          const links = yield* sql<{ person: string }>`SELECT person FROM console_links WHERE org_id = ${org.orgId}`
+          const sessions = yield* sql<{ person: string }>`SELECT person FROM console_sessions WHERE org_id = ${org.orgId}`
+          const events = yield* sql<{ seq: string }>`SELECT seq FROM approval_stream_events WHERE org_id = ${org.orgId}`
+          return links.length === 2 && sessions.length === 2 && events.length === 1 ? { links, sessions, events } : undefined
+        }), { what: "pruning", timeoutMs: 20_000 }).pipe(Effect.tap(({ events, links, sessions }) =>
+          Effect.sync(() => {
+            assert.deepStrictEqual(names(links), ["unused", "used just now"])
+            assert.deepStrictEqual(names(sessions), ["live", "revoked just now"])
+            assert.deepStrictEqual(events.map((e) => Number(e.seq)), [2])
+          })
+        ))
+      }))
   })
 })

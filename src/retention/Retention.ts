@@ -11,8 +11,12 @@
  * - an outbox event once dispatched for `SVC_OUTBOX_RETENTION` AND no
  *   delivery refers to it any more (a delivery, even a failed one that may
  *   be replayed, reads its body from the event);
- * - a session event once older than `SVC_SESSION_EVENT_RETENTION`, the
- *   documented resume window of session streams.
+ * - a session event, or an event of an organization's approval stream,
+ *   once older than `SVC_SESSION_EVENT_RETENTION`, the documented resume
+ *   window of both streams;
+ * - a console sign-in link, and a console session, once it has ended (used,
+ *   expired, revoked, idle too long) for `SVC_SESSION_EVENT_RETENTION` too:
+ *   until then a used link still says "used" and `console sessions` lists it.
  *
  * Every process runs the pruning fiber. Each statement deletes at most
  * `SVC_RETENTION_BATCH` rows, chosen with `FOR UPDATE SKIP LOCKED`, so
@@ -23,8 +27,9 @@
  */
 import { PgClient } from "@effect/sql-pg"
 import { Duration, Effect, Layer, Schedule } from "effect"
-import { SvcConfig } from "./Config.ts"
-import { forkSupervised } from "./Supervised.ts"
+import { IDLE_TIMEOUT_SECONDS } from "../console/ConsoleSessions.ts"
+import { SvcConfig } from "../platform/Config.ts"
+import { forkSupervised } from "../platform/Supervised.ts"
 
 /** Batches one rule deletes per round before the next rule's turn (then the round ends). */
 const MAX_BATCHES_PER_ROUND = 100
@@ -93,6 +98,49 @@ export const retentionRules = Effect.gen(function*() {
             SELECT ctid FROM session_events
             WHERE created_at < now() - make_interval(secs => ${seconds(config.sessionEventRetention)})
             ORDER BY created_at
+            LIMIT ${batch}
+            FOR UPDATE SKIP LOCKED
+          )
+          RETURNING 1 AS deleted
+        `.pipe(count, Effect.orDie)
+    },
+    {
+      name: "approval stream events",
+      prune: (batch) =>
+        sql`
+          DELETE FROM approval_stream_events WHERE ctid IN (
+            SELECT ctid FROM approval_stream_events
+            WHERE created_at < now() - make_interval(secs => ${seconds(config.sessionEventRetention)})
+            LIMIT ${batch}
+            FOR UPDATE SKIP LOCKED
+          )
+          RETURNING 1 AS deleted
+        `.pipe(count, Effect.orDie)
+    },
+    {
+      name: "console sign-in links",
+      prune: (batch) =>
+        sql`
+          DELETE FROM console_links WHERE id IN (
+            SELECT id FROM console_links
+            WHERE least(coalesce(used_at, expires_at), expires_at) < now() - make_interval(secs => ${seconds(config.sessionEventRetention)})
+            LIMIT ${batch}
+            FOR UPDATE SKIP LOCKED
+          )
+          RETURNING 1 AS deleted
+        `.pipe(count, Effect.orDie)
+    },
+    {
+      name: "console sessions",
+      prune: (batch) =>
+        sql`
+          DELETE FROM console_sessions WHERE id IN (
+            SELECT id FROM console_sessions
+            WHERE least(
+                coalesce(revoked_at, absolute_expires_at),
+                absolute_expires_at,
+                last_seen_at + make_interval(secs => ${IDLE_TIMEOUT_SECONDS})
+              ) < now() - make_interval(secs => ${seconds(config.sessionEventRetention)})
             LIMIT ${batch}
             FOR UPDATE SKIP LOCKED
           )
