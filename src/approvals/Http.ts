@@ -23,9 +23,11 @@ export const ApprovalsHandlers = HttpApiBuilder.group(
   Effect.fn(function*(handlers) {
     const approvals = yield* Approvals
     return handlers.handleAll({
+      list: () => Effect.die("not implemented yet"),
+      stream: () => Effect.die("not implemented yet"),
       get: ({ params }) => CurrentPrincipal.use((p) => approvals.get(p.orgId, params.approval_id)),
       decide: ({ params, payload }) =>
-        CurrentPrincipal.use((p) => approvals.decide(p.orgId, p.keyId, params.approval_id, payload.decision))
+        CurrentPrincipal.use((p) => approvals.decide(p.orgId, p.actor, params.approval_id, payload.decision))
     })
   })
 )

@@ -2,7 +2,7 @@
 import { Context, Effect, Layer, Option, Redacted } from "effect"
 import { HttpEffect, HttpServerResponse } from "effect/http"
 import { InsufficientScope, Unauthenticated } from "../api/Errors.ts"
-import { Authentication, CurrentPrincipal, RequiredScope } from "../api/Security.ts"
+import { Authentication, CurrentPrincipal, RequiredScope, scopeAlternatives } from "../api/Security.ts"
 import { RequestFacts } from "../platform/Logging.ts"
 import { Identity } from "./Identity.ts"
 
@@ -28,12 +28,12 @@ export const AuthenticationLive = Layer.effect(
               : "The API key is unknown or revoked."
           })
         }
-        const required = Context.getOption(endpoint.annotations, RequiredScope)
-        if (Option.isSome(required) && !principal.value.scopes.has(required.value)) {
+        const required = Option.map(Context.getOption(endpoint.annotations, RequiredScope), scopeAlternatives)
+        if (Option.isSome(required) && !required.value.some((scope) => principal.value.scopes.has(scope))) {
           yield* challenge("insufficient_scope")
           return yield* new InsufficientScope({
-            required_scope: required.value,
-            detail: `This operation needs the \`${required.value}\` scope.`
+            required_scope: required.value[0]!,
+            detail: `This operation needs the ${required.value.map((scope) => `\`${scope}\``).join(" or ")} scope.`
           })
         }
         const facts = yield* RequestFacts
@@ -43,7 +43,8 @@ export const AuthenticationLive = Layer.effect(
           Effect.provideService(CurrentPrincipal, principal.value),
           Effect.annotateLogs({ org_id: principal.value.orgId })
         )
-      })
+      }),
+      console: () => Effect.fail(new Unauthenticated({ detail: "Send the API key as `Authorization: Bearer <key>`." }))
     })
   })
 )

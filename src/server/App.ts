@@ -14,6 +14,7 @@ import { AgentSessions } from "../agents/Sessions.ts"
 import { Approvals } from "../approvals/Approvals.ts"
 import { ApprovalPoliciesHandlers, ApprovalsHandlers } from "../approvals/Http.ts"
 import { ApprovalScheduler } from "../approvals/Scheduler.ts"
+import { ApiKeysHandlers, ConsoleHandlers, ConsoleSignInHandlers } from "../console/Http.ts"
 import { Feedback } from "../feedback/Feedback.ts"
 import { FeedbackHandlers } from "../feedback/Http.ts"
 import { AuthenticationLive } from "../identity/Http.ts"
@@ -84,7 +85,10 @@ const HandlersLive = Layer.mergeAll(
   ApprovalsHandlers,
   FeedbackHandlers,
   TelemetryHandlers,
-  NotificationsHandlers
+  NotificationsHandlers,
+  ConsoleSignInHandlers,
+  ConsoleHandlers,
+  ApiKeysHandlers
 )
 
 /** Background workers (fibers that live as long as the server). */
