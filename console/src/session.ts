@@ -2,7 +2,7 @@
 import type { ScopeName } from "../../src/api/Security.ts"
 import { SvcApi } from "./api.ts"
 
-export const sessionAtom = SvcApi.query("console", "session", { reactivityKeys: ["session"] })
+export const sessionAtom = SvcApi.query("consoleSignIn", "session", { reactivityKeys: ["session"] })
 
 export interface Screen {
   readonly path: string

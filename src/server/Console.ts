@@ -46,9 +46,12 @@ const notBuilt = HttpServerResponse.text(
   { status: 503, headers: { ...securityHeaders, "cache-control": "no-store", "retry-after": "5" } }
 )
 
+const toConsole: HttpServerResponse.HttpServerResponse = HttpServerResponse.empty({ status: 302, headers: { location: "/console/", "cache-control": "no-store" } })
+
 const page = Effect.gen(function*() {
   const request = yield* HttpServerRequest.HttpServerRequest
   const pathname = request.url.split("?")[0]!.split("#")[0]!
+  if (pathname === "/console") return toConsole
   const asset = ASSET.exec(pathname)
   if (asset !== null) {
     const name = asset[1]!
@@ -69,12 +72,10 @@ const page = Effect.gen(function*() {
   })
 })
 
-const toConsole = HttpServerResponse.empty({ status: 302, headers: { location: "/console/", "cache-control": "no-store" } })
 
-/** `GET /` and `GET /console` redirect to `/console/`; `GET /console/*` answers the console. */
+/** `GET /` and `GET /console` redirect to `/console/`; every other `GET /console/...` answers the console. */
 export const ConsoleRoutes = Layer.effectDiscard(Effect.gen(function*() {
   const router = yield* HttpRouter.HttpRouter
   yield* router.add("GET", "/", Effect.succeed(toConsole))
-  yield* router.add("GET", "/console", Effect.succeed(toConsole))
   yield* router.add("GET", "/console/*", page)
 }))
