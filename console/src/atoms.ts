@@ -18,11 +18,21 @@ export const useAtomValue = <A>(atom: Atom.Atom<A>): A => {
 
 export const refresh = (atom: Atom.Atom<unknown>) => registry.refresh(atom)
 
+/** Calls of one mutation atom run one after another: setting it again would interrupt the call under way. */
+const queues = new WeakMap<object, Promise<unknown>>()
+
 /**
  * Runs a mutation atom with `arg`; resolves with the outcome once the call
  * settles. The atom is mounted for the duration of the call.
  */
-export const runMutation = <W, A, E>(atom: Atom.AtomResultFn<W, A, E>, arg: W): Promise<Exit.Exit<A, E>> =>
+export const runMutation = <W, A, E>(atom: Atom.AtomResultFn<W, A, E>, arg: W): Promise<Exit.Exit<A, E>> => {
+  const previous = queues.get(atom) ?? Promise.resolve()
+  const call = previous.then(() => runNow(atom, arg))
+  queues.set(atom, call)
+  return call
+}
+
+const runNow = <W, A, E>(atom: Atom.AtomResultFn<W, A, E>, arg: W): Promise<Exit.Exit<A, E>> =>
   new Promise((resolve) => {
     let started = false
     let done = false

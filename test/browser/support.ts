@@ -1,0 +1,225 @@
+/**
+ * The browser tests' world: a real `svc` started as the README starts it
+ * (`node src/main.ts`, its own data directory and port, the console built
+ * by the build script `npm install` runs), Debian's chromium driven by
+ * playwright-core, and guards that fail a test on any page error, console
+ * error or request to another origin.
+ *
+ * Without a browser the tests fail in CI (`CI` set) and are skipped with a
+ * loud message elsewhere: `.ci/run` installs chromium when it is missing.
+ */
+import axe from "axe-core"
+import { Effect, Exit, Scope } from "effect"
+import * as fs from "node:fs"
+import * as os from "node:os"
+import * as path from "node:path"
+import { type Browser, type BrowserContext, chromium, type Page } from "playwright-core"
+import { assert, describe } from "vitest"
+import { buildConsole } from "../../scripts/build-console.ts"
+import { HttpsReceiver, type HttpsReceiverOptions } from "../support/HttpsReceiver.ts"
+import { cli, type RunningServer, root, startServer } from "../support/process.ts"
+import { TestTls } from "../support/tls.ts"
+
+export const chromiumPath = process.env.SVC_CHROMIUM ?? "/usr/bin/chromium"
+export const browserAvailable = fs.existsSync(chromiumPath)
+const inCi = process.env.CI !== undefined && process.env.CI !== "" && process.env.CI !== "false"
+
+/**
+ * `describe` for browser flows: runs them when chromium is there; in CI a
+ * missing browser is a failure, elsewhere a loud skip.
+ */
+export const describeBrowser = (name: string, body: () => void) => {
+  // In CI a missing browser fails: `startWorld` throws in each file's beforeAll.
+  if (browserAvailable || inCi) return describe(name, body)
+  console.warn(`\n*** SKIPPED browser tests "${name}": no chromium at ${chromiumPath} (apt-get install -y chromium, or set SVC_CHROMIUM) ***\n`)
+  return describe.skip(name, body)
+}
+
+export const screenshotDir = path.join(root, "browser-screenshots")
+
+let built: Promise<void> | undefined
+/** The console bundle, built once per test process (as `npm install` builds it). */
+export const ensureBuilt = () => (built ??= buildConsole().then(() => undefined))
+
+const json = (text: string) => JSON.parse(text.trim().split("\n").at(-1)!)
+
+export interface World {
+  readonly server: RunningServer
+  readonly baseUrl: string
+  readonly env: Record<string, string>
+  readonly orgId: string
+  /** A bearer key holding every scope, for arranging state through the API. */
+  readonly adminKey: string
+  readonly browser: Browser
+  /** Calls the API with the admin key; answers status and parsed body. */
+  readonly api: (method: string, path: string, body?: unknown, key?: string) => Promise<{ status: number; body: any; headers: Headers }>
+  /** A one-time sign-in link from `console login`, pointed at this server. */
+  readonly signInLink: (preset: "reviewer" | "approver" | "admin", name: string, extra?: ReadonlyArray<string>) => Promise<string>
+  /** A fresh browser context with the guards on (see `Guarded`). */
+  readonly open: (options?: { colorScheme?: "light" | "dark"; width?: number }) => Promise<Guarded>
+  readonly receiver: (options?: HttpsReceiverOptions) => Promise<HttpsReceiver["Service"]>
+  readonly close: () => Promise<void>
+}
+
+export interface Guarded {
+  readonly context: BrowserContext
+  readonly page: Page
+  /** Page errors, console errors and requests to other origins seen so far. */
+  readonly problems: Array<string>
+  /** Fails the test if any guard tripped; closes the context. */
+  readonly done: () => Promise<void>
+}
+
+export const ALL_SCOPES = [
+  "feedback.write",
+  "feedback.review",
+  "feedback.read",
+  "datasets.write",
+  "datasets.read",
+  "org_config.read",
+  "org_config.write",
+  "tasks.read",
+  "tasks.write",
+  "agents.read",
+  "agents.write",
+  "approvals.decide",
+  "keys.manage"
+]
+
+/** Starts svc, provisions an organization and an admin key, launches chromium. */
+export const startWorld = async (name: string): Promise<World> => {
+  if (!browserAvailable) {
+    throw new Error(`no chromium at ${chromiumPath}: the browser tests need it (apt-get install -y chromium)`)
+  }
+  await ensureBuilt()
+  const scope = Effect.runSync(Scope.make())
+  const tls = await Effect.runPromise(TestTls.shared)
+  const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), `svc-browser-${name}-`))
+  const env: Record<string, string> = {
+    SVC_DATA_DIR: dataDir,
+    DATABASE_URL: "",
+    SVC_ALLOWED_TARGET_CIDRS: "127.0.0.0/8",
+    SVC_EXTRA_CA_FILE: tls.caFile,
+    // Failed webhook attempts retry quickly, so a test sees a delivery fail for good.
+    SVC_WEBHOOK_RETRY_SCHEDULE: "1s"
+  }
+  const org = await cli(["orgs", "create", "--name", name, "--json"], env)
+  assert.strictEqual(org.code, 0, org.stderr)
+  const orgId = json(org.stdout).id as string
+  const key = await cli(["keys", "create", "--org", orgId, "--scopes", ALL_SCOPES.join(","), "--json"], env)
+  assert.strictEqual(key.code, 0, key.stderr)
+  const adminKey = json(key.stdout).key as string
+  const [server, browser] = await Promise.all([
+    startServer(env),
+    chromium.launch({ executablePath: chromiumPath, headless: true, args: ["--no-sandbox", "--disable-dev-shm-usage"] })
+  ])
+  const baseUrl = server.baseUrl
+  fs.mkdirSync(screenshotDir, { recursive: true })
+
+  const api: World["api"] = async (method, route, body, bearer = adminKey) => {
+    const response = await fetch(`${baseUrl}${route}`, {
+      method,
+      headers: { authorization: `Bearer ${bearer}`, ...(body === undefined ? {} : { "content-type": "application/json" }) },
+      ...(body === undefined ? {} : { body: JSON.stringify(body) })
+    })
+    const text = await response.text()
+    return { status: response.status, body: text ? JSON.parse(text) : undefined, headers: response.headers }
+  }
+
+  const signInLink: World["signInLink"] = async (preset, person, extra = []) => {
+    const made = await cli(["console", "login", "--org", orgId, "--preset", preset, "--name", person, "--json", ...extra], {
+      ...env,
+      SVC_PUBLIC_URL: baseUrl
+    })
+    assert.strictEqual(made.code, 0, made.stderr)
+    const link = new URL(json(made.stdout).url as string)
+    // The link names the server's public address; ours listens on an ephemeral port.
+    return `${baseUrl}${link.pathname}${link.hash}`
+  }
+
+  const origin = new URL(baseUrl).origin
+  const open: World["open"] = async (options = {}) => {
+    const context = await browser.newContext({
+      colorScheme: options.colorScheme ?? "light",
+      viewport: { width: options.width ?? 1280, height: 900 },
+      reducedMotion: "reduce"
+    })
+    const page = await context.newPage()
+    const problems: Array<string> = []
+    page.on("pageerror", (error) => problems.push(`page error: ${error.message}`))
+    page.on("console", (message) => {
+      if (message.type() === "error") problems.push(`console error: ${message.text()}`)
+    })
+    page.on("request", (request) => {
+      const url = request.url()
+      if (!url.startsWith(origin)) problems.push(`request to another origin: ${url}`)
+    })
+    return {
+      context,
+      page,
+      problems,
+      done: async () => {
+        await context.close()
+        assert.deepStrictEqual(problems, [], "the page had errors or reached another origin")
+      }
+    }
+  }
+
+  const receiver: World["receiver"] = (options) => Effect.runPromise(HttpsReceiver.make(options).pipe(Scope.provide(scope)))
+
+  return {
+    server,
+    baseUrl,
+    env,
+    orgId,
+    adminKey,
+    browser,
+    api,
+    signInLink,
+    open,
+    receiver,
+    close: async () => {
+      await browser.close().catch(() => undefined)
+      server.child.kill("SIGTERM")
+      await server.exited.catch(() => undefined)
+      await Effect.runPromise(Scope.close(scope, Exit.void))
+      fs.rmSync(dataDir, { recursive: true, force: true })
+    }
+  }
+}
+
+/** Signs in through the link page, as a person would: open the link, press "Sign in". */
+export const signIn = async (page: Page, link: string) => {
+  await page.goto(link)
+  await page.getByRole("button", { name: "Sign in" }).click()
+  await page.getByRole("navigation", { name: "Screens" }).waitFor()
+}
+
+/** axe-core on the current page: fails on serious or critical violations. */
+export const checkAccessibility = async (page: Page, what: string) => {
+  // Evaluated through the DevTools protocol, which the page's CSP does not govern.
+  await page.evaluate(axe.source)
+  const result = await page.evaluate(() =>
+    (globalThis as any).axe.run(document, { resultTypes: ["violations"] }) as Promise<{ violations: Array<any> }>
+  )
+  const serious = result.violations.filter((violation) => violation.impact === "serious" || violation.impact === "critical")
+  assert.deepStrictEqual(
+    serious.map((violation) => `${violation.id}: ${violation.help} (${violation.nodes.map((node: any) => node.target.join(" ")).join(", ")})`),
+    [],
+    `accessibility violations on ${what}`
+  )
+}
+
+export const screenshot = (page: Page, name: string) =>
+  page.screenshot({ path: path.join(screenshotDir, `${name}.png`), fullPage: true })
+
+/** Polls `check` until it is truthy (real clock, generous deadline). */
+export const until = async <A>(check: () => Promise<A | undefined | false>, what: string, timeoutMs = 15_000): Promise<A> => {
+  const deadline = Date.now() + timeoutMs
+  for (;;) {
+    const value = await check()
+    if (value) return value
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`)
+    await new Promise((resolve) => setTimeout(resolve, 100))
+  }
+}
