@@ -14,6 +14,7 @@ import { AgentSessions } from "../agents/Sessions.ts"
 import { Approvals } from "../approvals/Approvals.ts"
 import { ApprovalPoliciesHandlers, ApprovalsHandlers } from "../approvals/Http.ts"
 import { ApprovalScheduler } from "../approvals/Scheduler.ts"
+import { ConsoleSessions } from "../console/ConsoleSessions.ts"
 import { ApiKeysHandlers, ConsoleHandlers, ConsoleSignInHandlers } from "../console/Http.ts"
 import { Feedback } from "../feedback/Feedback.ts"
 import { FeedbackHandlers } from "../feedback/Http.ts"
@@ -53,6 +54,7 @@ import { RequestValidationLive } from "./Validation.ts"
 /** Domain services. They need a migrated database, `SvcConfig` and `SecretBox`. */
 export const ServicesLive = Layer.mergeAll(
   Identity.layer,
+  ConsoleSessions.layer,
   Tasks.layer,
   AgentSessions.layer.pipe(Layer.provideMerge(Approvals.layer), Layer.provideMerge(SessionHub.layer)),
   Feedback.layer.pipe(Layer.provide(Identity.layer)),

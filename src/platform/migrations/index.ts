@@ -20,6 +20,7 @@ import m0300 from "./0300_notifications.ts"
 import m0301 from "./0301_delivery_claim_index.ts"
 import m0400 from "./0400_telemetry.ts"
 import m0401 from "./0401_delivery_counts.ts"
+import m0500 from "./0500_console.ts"
 import m0540 from "./0540_metrics_indexes.ts"
 
 export const migrations = Migrator.fromRecord({
@@ -33,5 +34,6 @@ export const migrations = Migrator.fromRecord({
   "0301_delivery_claim_index": m0301,
   "0400_telemetry": m0400,
   "0401_delivery_counts": m0401,
+  "0500_console": m0500,
   "0540_metrics_indexes": m0540
 })
