@@ -12,8 +12,14 @@ export const registry = AtomRegistry.make({ defaultIdleTTL: 5_000 })
 
 export const useAtomValue = <A>(atom: Atom.Atom<A>): A => {
   const [, rerender] = useReducer((n: number) => n + 1, 0)
-  useEffect(() => registry.subscribe(atom, () => rerender(undefined as never)), [atom])
-  return registry.get(atom)
+  const value = registry.get(atom)
+  useEffect(() => {
+    const unsubscribe = registry.subscribe(atom, () => rerender(undefined as never))
+    // It may have changed between this render and the subscription.
+    if (registry.get(atom) !== value) rerender(undefined as never)
+    return unsubscribe
+  }, [atom])
+  return value
 }
 
 export const refresh = (atom: Atom.Atom<unknown>) => registry.refresh(atom)

@@ -128,4 +128,6 @@ const Authenticated = () => {
 }
 
 document.addEventListener("click", onLinkClick)
-render(<App />, document.getElementById("app")!)
+const root = document.getElementById("app")!
+root.replaceChildren()
+render(<App />, root)

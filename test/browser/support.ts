@@ -10,12 +10,14 @@
  */
 import axe from "axe-core"
 import { Effect, Exit, Scope } from "effect"
+import { SqlClient } from "effect/sql"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
 import { type Browser, type BrowserContext, chromium, type Page } from "playwright-core"
 import { assert, describe } from "vitest"
 import { buildConsole } from "../../scripts/build-console.ts"
+import { Database } from "../../src/platform/Database.ts"
 import { HttpsReceiver, type HttpsReceiverOptions } from "../support/HttpsReceiver.ts"
 import { cli, type RunningServer, root, startServer } from "../support/process.ts"
 import { TestTls } from "../support/tls.ts"
@@ -58,6 +60,8 @@ export interface World {
   /** A fresh browser context with the guards on (see `Guarded`). */
   readonly open: (options?: { colorScheme?: "light" | "dark"; width?: number }) => Promise<Guarded>
   readonly receiver: (options?: HttpsReceiverOptions) => Promise<HttpsReceiver["Service"]>
+  /** Runs SQL on the server's database (through its socket, as the CLI does): for moving time past a deadline. */
+  readonly sql: (statement: string) => Promise<ReadonlyArray<Record<string, unknown>>>
   readonly close: () => Promise<void>
 }
 
@@ -148,7 +152,14 @@ export const startWorld = async (name: string): Promise<World> => {
     const problems: Array<string> = []
     page.on("pageerror", (error) => problems.push(`page error: ${error.message}`))
     page.on("console", (message) => {
-      if (message.type() === "error") problems.push(`console error: ${message.text()}`)
+      if (message.type() !== "error") return
+      // Chromium reports every 4xx answer of `fetch` on the console. The API's
+      // problems (a 409 after a decision elsewhere, a used link's 410) are
+      // answers the console handles and each flow checks on screen; any other
+      // error (a script error, a CSP violation, a failed load) counts.
+      const location = message.location().url
+      if (/^Failed to load resource: the server responded with a status of 4\d\d/.test(message.text()) && location.startsWith(`${origin}/v1/`)) return
+      problems.push(`console error: ${message.text()} (${location})`)
     })
     page.on("request", (request) => {
       const url = request.url()
@@ -167,8 +178,17 @@ export const startWorld = async (name: string): Promise<World> => {
 
   const receiver: World["receiver"] = (options) => Effect.runPromise(HttpsReceiver.make(options).pipe(Scope.provide(scope)))
 
+  const sql: World["sql"] = (statement) =>
+    Effect.runPromise(Effect.scoped(Effect.gen(function*() {
+      const database = yield* Database.shareOrOpen(dataDir)
+      return yield* SqlClient.SqlClient.use((client) => client.unsafe<Record<string, unknown>>(statement)).pipe(
+        Effect.provide(database.layer)
+      )
+    })).pipe(Effect.orDie))
+
   return {
     server,
+    sql,
     baseUrl,
     env,
     orgId,
