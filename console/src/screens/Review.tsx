@@ -238,6 +238,7 @@ const Detail = (
               {changes.length === 0
                 ? <p class="muted">The correction equals the original answer.</p>
                 : (
+                  <div class="table-wrap">
                   <table class="changes">
                     <caption class="sr-only">Changes from the original answer to the correction, by JSON path</caption>
                     <thead><tr><th scope="col">Path</th><th scope="col">Change</th><th scope="col">Original</th><th scope="col">Correction</th></tr></thead>
@@ -252,6 +253,7 @@ const Detail = (
                       ))}
                     </tbody>
                   </table>
+                  </div>
                 )}
             </>
           )
