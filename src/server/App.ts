@@ -14,6 +14,8 @@ import { AgentSessions } from "../agents/Sessions.ts"
 import { Approvals } from "../approvals/Approvals.ts"
 import { ApprovalPoliciesHandlers, ApprovalsHandlers } from "../approvals/Http.ts"
 import { ApprovalScheduler } from "../approvals/Scheduler.ts"
+import { ApprovalFeed } from "../approvals/OrgStream.ts"
+import { StreamGuard } from "../identity/StreamGuard.ts"
 import { ConsoleSessions } from "../console/ConsoleSessions.ts"
 import { ApiKeysHandlers, ConsoleHandlers, ConsoleSignInHandlers } from "../console/Http.ts"
 import { Feedback } from "../feedback/Feedback.ts"
@@ -54,9 +56,12 @@ import { RequestValidationLive } from "./Validation.ts"
 /** Domain services. They need a migrated database, `SvcConfig` and `SecretBox`. */
 export const ServicesLive = Layer.mergeAll(
   Identity.layer,
-  ConsoleSessions.layer,
+  StreamGuard.layer.pipe(Layer.provideMerge(ConsoleSessions.layer)),
   Tasks.layer,
-  AgentSessions.layer.pipe(Layer.provideMerge(Approvals.layer), Layer.provideMerge(SessionHub.layer)),
+  Layer.mergeAll(AgentSessions.layer, ApprovalFeed.layer).pipe(
+    Layer.provideMerge(Approvals.layer),
+    Layer.provideMerge(SessionHub.layer)
+  ),
   Feedback.layer.pipe(Layer.provide(Identity.layer)),
   TelemetryDestinations.layer,
   Layer.mergeAll(Dispatcher.layer, WebhookSender.layer, ReviewerEmail.layer).pipe(
