@@ -153,12 +153,13 @@ export const startWorld = async (name: string): Promise<World> => {
     page.on("pageerror", (error) => problems.push(`page error: ${error.message}`))
     page.on("console", (message) => {
       if (message.type() !== "error") return
-      // Chromium reports every 4xx answer of `fetch` on the console. The API's
-      // problems (a 409 after a decision elsewhere, a used link's 410) are
-      // answers the console handles and each flow checks on screen; any other
-      // error (a script error, a CSP violation, a failed load) counts.
+      // Chromium reports every error answer of `fetch` on the console. The
+      // API's documented problems (a 409 after a decision elsewhere, a used
+      // link's 410, a collector's refusal as 502 EXPORT_FAILED) are answers
+      // the console handles and each flow checks on screen; anything else
+      // (a 500, a script error, a CSP violation, a failed load) counts.
       const location = message.location().url
-      if (/^Failed to load resource: the server responded with a status of 4\d\d/.test(message.text()) && location.startsWith(`${origin}/v1/`)) return
+      if (/^Failed to load resource: the server responded with a status of (4\d\d|502)\b/.test(message.text()) && location.startsWith(`${origin}/v1/`)) return
       problems.push(`console error: ${message.text()} (${location})`)
     })
     page.on("request", (request) => {

@@ -49,6 +49,18 @@ export const Telemetry = () => {
   )
 }
 
+/** `headers.Authorization` or `headers["odd name"]` (how problems name a header): the header's name. */
+const headerName = (field: string): string => {
+  if (field.startsWith("headers[")) {
+    try {
+      return String(JSON.parse(field.slice("headers[".length, -1)))
+    } catch {
+      return field
+    }
+  }
+  return field.replace(/^headers\./, "")
+}
+
 interface HeaderRow {
   readonly key: number
   readonly name: string
@@ -82,7 +94,7 @@ const CreateDestination = ({ onNotice }: { onNotice: (notice: NoticeValue) => vo
           const issues = (problem.error?.errors as ReadonlyArray<{ field: string; message: string }> | undefined) ??
             (problem.error?.field ? [{ field: String(problem.error.field), message: problem.detail ?? problem.title }] : [])
           const byName = new Map<string, string>()
-          for (const issue of issues) byName.set(issue.field.replace(/^headers\./, "").toLowerCase(), issue.message)
+          for (const issue of issues) byName.set(headerName(issue.field).toLowerCase(), issue.message)
           setHeaderErrors(byName)
           return onNotice({ tone: "error", text: `The collector headers were refused: ${issues.length} header${issues.length === 1 ? "" : "s"} to fix below.` })
         }

@@ -23,7 +23,7 @@ const replayAtom = SvcApi.mutation("notifications", "replay")
 const saveSettingsAtom = SvcApi.mutation("notifications", "updateSettings")
 
 const overlaps = [
-  { seconds: 0, label: "None: the old secret stops at once" },
+  { seconds: 0, label: "None (it stops now)" },
   { seconds: 3600, label: "1 hour" },
   { seconds: 86400, label: "24 hours (default)" },
   { seconds: 604800, label: "7 days" }
