@@ -26,7 +26,7 @@ afterAll(async () => {
 
 const admin = async (options?: { colorScheme?: "light" | "dark"; width?: number }): Promise<Guarded> => {
   const guarded = await world.open(options)
-  await signIn(guarded.page, await world.signInLink("admin", "Ada Admin"))
+  await signIn(guarded.page, await world.link("admin", "Ada Admin"))
   return guarded
 }
 
@@ -234,7 +234,7 @@ describeBrowser("Telemetry", () => {
 describeBrowser("API keys and console sessions", () => {
   it("a key created with chosen scopes is shown once and works; revoked, it stops; a console session revoked ends at once", async () => {
     const reviewer = await world.open()
-    await signIn(reviewer.page, await world.signInLink("reviewer", "Rita Revoked"))
+    await signIn(reviewer.page, await world.link("reviewer", "Rita Revoked"))
     const { page, done } = await admin()
     await page.goto(`${world.baseUrl}/console/keys`)
     await page.getByRole("textbox", { name: "Name" }).fill("ci-reader")

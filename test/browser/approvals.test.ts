@@ -36,7 +36,7 @@ const requestApproval = async (tool: string, args: unknown) => {
 describeBrowser("Approvals", () => {
   it("an approval requested through the API appears without reload, counts down, and is approved with the button", async () => {
     const { page, done } = await world.open()
-    await signIn(page, await world.signInLink("approver", "Alex Approver"))
+    await signIn(page, await world.link("approver", "Alex Approver"))
     assert.strictEqual(new URL(page.url()).pathname, "/console/approvals")
     assert.deepStrictEqual(await page.getByRole("navigation", { name: "Screens" }).getByRole("link").allTextContents(), ["Approvals"])
     await page.getByText("No approval is waiting for a decision.").waitFor()
@@ -78,7 +78,7 @@ describeBrowser("Approvals", () => {
   it("reads well at 390 px in dark mode, and Reject works from the keyboard alone", async () => {
     const approvalId = await requestApproval("drop-table", { table: "users" })
     const { page, done } = await world.open({ colorScheme: "dark", width: 390 })
-    await signIn(page, await world.signInLink("approver", "Alex Approver"))
+    await signIn(page, await world.link("approver", "Alex Approver"))
     const card = page.getByRole("listitem", { name: /drop-table/ })
     await card.waitFor()
     const overflow = await page.evaluate(() => document.documentElement.scrollWidth - document.documentElement.clientWidth)

@@ -87,7 +87,7 @@ describeBrowser("sign-in links", () => {
 
   it("\"Sign out\" ends the session: the cookie no longer authenticates", async () => {
     const { context, page, done } = await world.open()
-    await signIn(page, await world.signInLink("reviewer", "Olga Out"))
+    await signIn(page, await world.link("reviewer", "Olga Out"))
     const [cookie] = await context.cookies()
     assert.isDefined(cookie)
     assert.isTrue(cookie!.httpOnly)
@@ -105,7 +105,7 @@ describeBrowser("presets and scopes", () => {
     const task = await world.api("POST", "/v1/tasks", { name: "triage", answer_schema: { type: "object" } })
     assert.strictEqual(task.status, 201)
     const { page, done } = await world.open()
-    await signIn(page, await world.signInLink("reviewer", "Rita Reviewer"))
+    await signIn(page, await world.link("reviewer", "Rita Reviewer"))
     const nav = page.getByRole("navigation", { name: "Screens" })
     assert.deepStrictEqual(await nav.getByRole("link").allTextContents(), ["Review"])
     for (const [path, label, scope] of [
@@ -143,7 +143,7 @@ describeBrowser("presets and scopes", () => {
     const feedback = await world.api("POST", "/v1/feedback", { inference_log_id: run.body.trace_id, score: -1, correction: { a: 2 } })
     assert.strictEqual(feedback.status, 201)
     const { context, page, done } = await world.open()
-    await signIn(page, await world.signInLink("reviewer", "Rita Reviewer"))
+    await signIn(page, await world.link("reviewer", "Rita Reviewer"))
     const [cookie] = await context.cookies()
     const stage = `${world.baseUrl}/v1/feedback/${feedback.body.id}/stage`
     const cookieHeader = `${cookie!.name}=${cookie!.value}`

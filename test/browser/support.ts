@@ -9,7 +9,7 @@
  * loud message elsewhere: `.ci/run` installs chromium when it is missing.
  */
 import axe from "axe-core"
-import { Effect, Exit, Scope } from "effect"
+import { Effect, Exit, Layer, Scope } from "effect"
 import { SqlClient } from "effect/sql"
 import * as fs from "node:fs"
 import * as os from "node:os"
@@ -17,6 +17,7 @@ import * as path from "node:path"
 import { type Browser, type BrowserContext, chromium, type Page } from "playwright-core"
 import { assert, describe } from "vitest"
 import { buildConsole } from "../../scripts/build-console.ts"
+import { ConsoleSessions } from "../../src/console/ConsoleSessions.ts"
 import { Database } from "../../src/platform/Database.ts"
 import { HttpsReceiver, type HttpsReceiverOptions } from "../support/HttpsReceiver.ts"
 import { cli, type RunningServer, root, startServer } from "../support/process.ts"
@@ -55,8 +56,14 @@ export interface World {
   readonly browser: Browser
   /** Calls the API with the admin key; answers status and parsed body. */
   readonly api: (method: string, path: string, body?: unknown, key?: string) => Promise<{ status: number; body: any; headers: Headers }>
-  /** A one-time sign-in link from `console login`, pointed at this server. */
+  /** A one-time sign-in link from `npm run cli -- console login`, pointed at this server. */
   readonly signInLink: (preset: "reviewer" | "approver" | "admin", name: string, extra?: ReadonlyArray<string>) => Promise<string>
+  /**
+   * The same link, made in this process by the service the CLI uses (a CLI
+   * run costs a Node start): for flows about what a session does, not how
+   * the link is made.
+   */
+  readonly link: (preset: "reviewer" | "approver" | "admin", name: string) => Promise<string>
   /** A fresh browser context with the guards on (see `Guarded`). */
   readonly open: (options?: { colorScheme?: "light" | "dark"; width?: number }) => Promise<Guarded>
   readonly receiver: (options?: HttpsReceiverOptions) => Promise<HttpsReceiver["Service"]>
@@ -107,16 +114,17 @@ export const startWorld = async (name: string): Promise<World> => {
     // Failed webhook attempts retry quickly, so a test sees a delivery fail for good.
     SVC_WEBHOOK_RETRY_SCHEDULE: "1s"
   }
+  // The server creates and migrates the database; the CLI then works through its socket.
+  const [server, browser] = await Promise.all([
+    startServer(env),
+    chromium.launch({ executablePath: chromiumPath, headless: true, args: ["--no-sandbox", "--disable-dev-shm-usage"] })
+  ])
   const org = await cli(["orgs", "create", "--name", name, "--json"], env)
   assert.strictEqual(org.code, 0, org.stderr)
   const orgId = json(org.stdout).id as string
   const key = await cli(["keys", "create", "--org", orgId, "--scopes", ALL_SCOPES.join(","), "--json"], env)
   assert.strictEqual(key.code, 0, key.stderr)
   const adminKey = json(key.stdout).key as string
-  const [server, browser] = await Promise.all([
-    startServer(env),
-    chromium.launch({ executablePath: chromiumPath, headless: true, args: ["--no-sandbox", "--disable-dev-shm-usage"] })
-  ])
   const baseUrl = server.baseUrl
   fs.mkdirSync(screenshotDir, { recursive: true })
 
@@ -187,8 +195,18 @@ export const startWorld = async (name: string): Promise<World> => {
       )
     })).pipe(Effect.orDie))
 
+  const link: World["link"] = (preset, person) =>
+    Effect.runPromise(Effect.scoped(Effect.gen(function*() {
+      const database = yield* Database.shareOrOpen(dataDir)
+      const made = yield* ConsoleSessions.use((sessions) => sessions.createLink({ orgId, preset, person, ttlSeconds: 900 })).pipe(
+        Effect.provide(ConsoleSessions.layer.pipe(Layer.provide(database.layer)))
+      )
+      return `${baseUrl}/console/sign-in#${made.token}`
+    })).pipe(Effect.orDie))
+
   return {
     server,
+    link,
     sql,
     baseUrl,
     env,
