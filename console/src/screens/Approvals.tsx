@@ -32,6 +32,8 @@ export const Approvals = ({ session }: { session: ConsoleSession }) => {
   /** Approvals this console decided itself: their closing events are not news. */
   const mine = useRef(new Set<string>())
   const canDecide = has(session.scopes, "approvals.decide")
+  const shown = useRef<ReadonlyMap<string, Approval>>(pending)
+  shown.current = pending
 
   useEffect(() => {
     let closed = false
@@ -55,13 +57,15 @@ export const Approvals = ({ session }: { session: ConsoleSession }) => {
       const decoded = decodeItem(event.data)
       if (Exit.isFailure(decoded)) return
       const item = decoded.value
+      // Only a change to an approval on screen is news (a new stream may replay older events first).
+      const onScreen = shown.current.has(item.approval_id)
       setPending((current) => {
         const next = new Map(current)
         if (item.status === "pending") next.set(item.approval_id, item)
         else next.delete(item.approval_id)
         return next
       })
-      if (item.status !== "pending" && !mine.current.has(item.approval_id)) {
+      if (item.status !== "pending" && onScreen && !mine.current.has(item.approval_id)) {
         setNotice({
           tone: "info",
           text: item.status === "expired"
