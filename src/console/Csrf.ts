@@ -7,15 +7,22 @@
  * `same-origin`/`none`). `SameSite=Strict` already keeps the cookie off
  * cross-site requests in current browsers; these checks hold without it.
  */
-import { Effect } from "effect"
+import { Effect, Option } from "effect"
 import { HttpServerRequest } from "effect/http"
 import { CrossSiteRequest } from "../api/Errors.ts"
 import { CONSOLE_COOKIE, CONSOLE_HEADER } from "../api/Security.ts"
 
 const SAFE_METHODS = new Set(["GET", "HEAD", "OPTIONS"])
 
-/** Why `request` may not change state with the console cookie, or `undefined` when it may. */
-export const crossSiteReason = (request: HttpServerRequest.HttpServerRequest): string | undefined => {
+/**
+ * Why `request` may not change state with the console cookie, or
+ * `undefined` when it may. The console's own origin is the request's `Host`,
+ * the `X-Forwarded-Host` a proxy in front sets, or the host of
+ * `SVC_PUBLIC_URL` (`publicHost`): behind a proxy that rewrites `Host`, the
+ * browser's `Origin` names the public host. (A page of another site can set
+ * neither header without a CORS preflight, which is never answered.)
+ */
+export const crossSiteReason = (request: HttpServerRequest.HttpServerRequest, publicHost?: string): string | undefined => {
   if (SAFE_METHODS.has(request.method.toUpperCase())) return undefined
   const header = request.headers[CONSOLE_HEADER]
   if (header === undefined || header.trim() === "") {
@@ -33,7 +40,8 @@ export const crossSiteReason = (request: HttpServerRequest.HttpServerRequest): s
     } catch {
       host = undefined
     }
-    if (host === undefined || host !== request.headers["host"]) {
+    const own = [request.headers["host"], request.headers["x-forwarded-host"]?.split(",")[0]?.trim(), publicHost]
+    if (host === undefined || !own.includes(host)) {
       return "The request came from another origin; the console's requests come from its own origin."
     }
   }
@@ -41,9 +49,9 @@ export const crossSiteReason = (request: HttpServerRequest.HttpServerRequest): s
 }
 
 /** Fails with `CROSS_SITE_REQUEST` when the current request may not change state with the console cookie. */
-export const requireConsoleOrigin = Effect.gen(function*() {
+export const requireConsoleOrigin = (publicHost?: string) => Effect.gen(function*() {
   const request = yield* HttpServerRequest.HttpServerRequest
-  const reason = crossSiteReason(request)
+  const reason = crossSiteReason(request, publicHost)
   if (reason !== undefined) return yield* new CrossSiteRequest({ detail: reason })
 })
 
@@ -54,3 +62,7 @@ export const consoleCookieOf = (request: HttpServerRequest.HttpServerRequest): s
 export const overHttps = (request: HttpServerRequest.HttpServerRequest): boolean =>
   request.headers["x-forwarded-proto"]?.split(",")[0]?.trim().toLowerCase() === "https" ||
   request.url.startsWith("https:")
+
+/** The host (`name:port`) of `SVC_PUBLIC_URL`, if set. */
+export const publicHostOf = (publicUrl: Option.Option<string>): string | undefined =>
+  Option.getOrUndefined(Option.map(publicUrl, (url) => new URL(url).host))

@@ -9,7 +9,7 @@ import { CONSOLE_COOKIE, CurrentPrincipal } from "../api/Security.ts"
 import { Identity, type KeyInfo } from "../identity/Identity.ts"
 import { SvcConfig } from "../platform/Config.ts"
 import { ConsoleSessions, describe, MAX_SESSION_SECONDS } from "./ConsoleSessions.ts"
-import { consoleCookieOf, overHttps, requireConsoleOrigin } from "./Csrf.ts"
+import { consoleCookieOf, overHttps, publicHostOf, requireConsoleOrigin } from "./Csrf.ts"
 
 /** Sets (or, with `undefined`, clears) the console cookie on the answer. */
 const setSessionCookie = (value: string | undefined) =>
@@ -36,6 +36,7 @@ export const ConsoleSignInHandlers = HttpApiBuilder.group(
   "consoleSignIn",
   Effect.fn(function*(handlers) {
     const sessions = yield* ConsoleSessions
+    const publicHost = publicHostOf((yield* SvcConfig).publicUrl)
     return handlers.handleAll({
       session: () =>
         Effect.gen(function*() {
@@ -47,14 +48,14 @@ export const ConsoleSignInHandlers = HttpApiBuilder.group(
         }),
       signIn: ({ payload }) =>
         Effect.gen(function*() {
-          yield* requireConsoleOrigin
+          yield* requireConsoleOrigin(publicHost)
           const { cookie, session } = yield* sessions.signIn(payload.token)
           yield* setSessionCookie(cookie)
           return describe(session)
         }),
       signOut: () =>
         Effect.gen(function*() {
-          yield* requireConsoleOrigin
+          yield* requireConsoleOrigin(publicHost)
           const request = yield* HttpServerRequest.HttpServerRequest
           const cookie = consoleCookieOf(request)
           if (cookie !== "") yield* sessions.signOut(cookie)

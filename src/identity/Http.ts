@@ -10,7 +10,8 @@ import { HttpEffect, HttpServerRequest, HttpServerResponse } from "effect/http"
 import { CrossSiteRequest, InsufficientScope, Unauthenticated } from "../api/Errors.ts"
 import { Authentication, CurrentPrincipal, type Principal, RequiredScope, scopeAlternatives } from "../api/Security.ts"
 import { ConsoleSessions, principalOf } from "../console/ConsoleSessions.ts"
-import { crossSiteReason } from "../console/Csrf.ts"
+import { crossSiteReason, publicHostOf } from "../console/Csrf.ts"
+import { SvcConfig } from "../platform/Config.ts"
 import { RequestFacts } from "../platform/Logging.ts"
 import { Identity } from "./Identity.ts"
 
@@ -33,6 +34,7 @@ export const AuthenticationLive = Layer.effect(
   Effect.gen(function*() {
     const identity = yield* Identity
     const sessions = yield* ConsoleSessions
+    const publicHost = publicHostOf((yield* SvcConfig).publicUrl)
 
     const admit = Effect.fnUntraced(function*<A, E, R>(
       httpEffect: Effect.Effect<A, E, R | CurrentPrincipal>,
@@ -93,7 +95,7 @@ export const AuthenticationLive = Layer.effect(
           return yield* new Unauthenticated({ detail: NO_CREDENTIAL })
         }
         // Before any lookup: a forged cross-site request costs no query.
-        const reason = crossSiteReason(request)
+        const reason = crossSiteReason(request, publicHost)
         if (reason !== undefined) return yield* new CrossSiteRequest({ detail: reason })
         const session = yield* sessions.authenticate(cookie)
         if (Option.isNone(session)) {

@@ -201,6 +201,13 @@ layer(consoleTestLayer(), { excludeTestServices: true })("console sessions", (it
         assert.strictEqual(ok.status, 201, ok.text)
         assert.strictEqual(ok.json.name, "csrf")
         assert.strictEqual((yield* asConsole(svc.baseUrl, cookie, "GET", "/v1/tasks", undefined, {})).status, 200)
+        // Behind a proxy that rewrites Host, the public host comes as X-Forwarded-Host.
+        const proxied = yield* asConsole(svc.baseUrl, cookie, "POST", "/v1/tasks", { ...body, name: "proxied" }, {
+          ...CONSOLE_HEADERS,
+          origin: "https://console.example.com",
+          "x-forwarded-host": "console.example.com"
+        })
+        assert.strictEqual(proxied.status, 201, proxied.text)
       }))
 
     it.effect("bearer-key requests are unaffected by the console rules", () =>
