@@ -6,7 +6,7 @@
  * a content hash in their name and are cached for good. The console is a
  * client of `/v1` like any other: nothing here authenticates or reads data.
  */
-import { Effect, Layer } from "effect"
+import { Effect, Layer, Option } from "effect"
 import { HttpRouter, HttpServerRequest, HttpServerResponse } from "effect/http"
 import * as fs from "node:fs/promises"
 import * as path from "node:path"
@@ -36,7 +36,8 @@ const contentTypes: Record<string, string> = {
   ".map": "application/json"
 }
 
-const ASSET = /^\/console\/assets\/([A-Za-z0-9._-]+)$/
+/** One file name of `console/dist/assets` (never a dot file, so never `..`). */
+const ASSET = /^\/console\/assets\/([A-Za-z0-9_-][A-Za-z0-9._-]*)$/
 
 const readFile = (file: string) =>
   Effect.tryPromise(() => fs.readFile(file)).pipe(Effect.option)
@@ -52,15 +53,14 @@ const page = Effect.gen(function*() {
   const request = yield* HttpServerRequest.HttpServerRequest
   const pathname = request.url.split("?")[0]!.split("#")[0]!
   if (pathname === "/console") return toConsole
-  const asset = ASSET.exec(pathname)
-  if (asset !== null) {
-    const name = asset[1]!
-    const body = yield* readFile(path.join(consoleDist, "assets", name))
-    if (body._tag === "None") {
+  if (pathname.startsWith("/console/assets/")) {
+    const asset = ASSET.exec(pathname)
+    const body = asset === null ? Option.none() : yield* readFile(path.join(consoleDist, "assets", asset[1]!))
+    if (asset === null || body._tag === "None") {
       return HttpServerResponse.text("Not found\n", { status: 404, headers: { ...securityHeaders, "cache-control": "no-store" } })
     }
     return HttpServerResponse.uint8Array(body.value, {
-      contentType: contentTypes[path.extname(name)] ?? "application/octet-stream",
+      contentType: contentTypes[path.extname(asset[1]!)] ?? "application/octet-stream",
       headers: { ...securityHeaders, "cache-control": "public, max-age=31536000, immutable" }
     })
   }

@@ -29,6 +29,9 @@ describeBrowser("the console is served by svc itself", () => {
       const html = await page.text()
       assert.notMatch(html, /<script>|<style|style=|https?:\/\//, "no inline script or style, no absolute URL")
     }
+    for (const missing of ["/console/assets/nope.js", "/console/assets/.hidden", "/console/assets/a/b.js"]) {
+      assert.strictEqual((await fetch(`${world.baseUrl}${missing}`)).status, 404, missing)
+    }
     const { page, done } = await world.open()
     await page.goto(`${world.baseUrl}/`)
     assert.strictEqual(new URL(page.url()).pathname, "/console/")
