@@ -1,6 +1,6 @@
 /** Small pieces every screen uses. */
 import type { ComponentChildren } from "preact"
-import { useEffect, useRef, useState } from "preact/hooks"
+import { useEffect, useLayoutEffect, useRef, useState } from "preact/hooks"
 import type { AsyncResult } from "effect/reactivity"
 import { type Problem, problemOf } from "./api.ts"
 
@@ -105,6 +105,22 @@ export const useInterval = (refresh: () => void, ms: number) => {
 }
 
 /**
+ * A modal `<dialog>` shown while `open`, in step with the render (a layout
+ * effect), so a click right after it closes never meets a stale modal.
+ * Escape arrives as the dialog's `cancel` event: the owner decides.
+ */
+export const useModal = (open: boolean) => {
+  const ref = useRef<HTMLDialogElement>(null)
+  useLayoutEffect(() => {
+    const dialog = ref.current
+    if (!dialog) return
+    if (open && !dialog.open) dialog.showModal()
+    if (!open && dialog.open) dialog.close()
+  }, [open])
+  return ref
+}
+
+/**
  * A confirmation as a modal dialog: focus moves into it, Escape cancels,
  * and focus returns to what opened it.
  */
@@ -119,15 +135,12 @@ export const Confirm = (
     busy?: boolean
   }
 ) => {
-  const ref = useRef<HTMLDialogElement>(null)
-  useEffect(() => {
-    const dialog = ref.current
-    if (!dialog) return
-    if (open && !dialog.open) dialog.showModal()
-    if (!open && dialog.open) dialog.close()
-  }, [open])
+  const ref = useModal(open)
   return (
-    <dialog ref={ref} aria-labelledby="confirm-title" onClose={() => open && onCancel()}>
+    <dialog ref={ref} aria-labelledby="confirm-title" onCancel={(event) => {
+      event.preventDefault()
+      onCancel()
+    }}>
       <h2 id="confirm-title">{title}</h2>
       <div>{children}</div>
       <div class="actions">

@@ -13,7 +13,7 @@ import { useAtomValue, useMutation } from "../atoms.ts"
 import { jsonDiff } from "../diff.ts"
 import { setQuery, useLocation } from "../router.ts"
 import { has } from "../session.ts"
-import { describeProblem, Json, Loaded, Notice, type NoticeValue, Time } from "../ui.tsx"
+import { describeProblem, Json, Loaded, Notice, type NoticeValue, Time, useModal } from "../ui.tsx"
 
 const stageAtom = SvcApi.mutation("feedback", "stage")
 const rejectAtom = SvcApi.mutation("feedback", "reject")
@@ -270,15 +270,12 @@ const Detail = (
 }
 
 const Cheatsheet = ({ open, shortcuts, onClose }: { open: boolean; shortcuts: ReadonlyArray<Shortcut>; onClose: () => void }) => {
-  const ref = useRef<HTMLDialogElement>(null)
-  useEffect(() => {
-    const dialog = ref.current
-    if (!dialog) return
-    if (open && !dialog.open) dialog.showModal()
-    if (!open && dialog.open) dialog.close()
-  }, [open])
+  const ref = useModal(open)
   return (
-    <dialog ref={ref} aria-labelledby="keys-title" onClose={onClose}>
+    <dialog ref={ref} aria-labelledby="keys-title" onCancel={(event) => {
+      event.preventDefault()
+      onClose()
+    }}>
       <h2 id="keys-title">Keyboard shortcuts</h2>
       <table>
         <tbody>
