@@ -3,6 +3,8 @@ import type { ComponentChildren } from "preact"
 import { useEffect, useLayoutEffect, useRef, useState } from "preact/hooks"
 import type { AsyncResult } from "effect/reactivity"
 import { type Problem, problemOf } from "./api.ts"
+import { refresh } from "./atoms.ts"
+import { sessionAtom } from "./session.ts"
 
 export type Tone = "info" | "success" | "warning" | "error"
 
@@ -28,8 +30,17 @@ export const Loaded = <A, E>(
   { result, children, what }: { result: AsyncResult.AsyncResult<A, E>; what: string; children: (value: A, waiting: boolean) => ComponentChildren }
 ) => {
   if (result._tag === "Initial") return <p class="muted" aria-busy="true">Loading {what}…</p>
-  if (result._tag === "Failure") return <ProblemText problem={problemOf(result.cause)} what={what} />
+  if (result._tag === "Failure") {
+    const problem = problemOf(result.cause)
+    return problem.code === "UNAUTHENTICATED" ? <SessionEnded /> : <ProblemText problem={problem} what={what} />
+  }
   return <>{children(result.value, result.waiting)}</>
+}
+
+/** The session ended meanwhile (signed out elsewhere, revoked, expired): the whole console says so. */
+const SessionEnded = () => {
+  useEffect(() => refresh(sessionAtom), [])
+  return <p class="muted">Your session has ended.</p>
 }
 
 export const ProblemText = ({ problem, what }: { problem: Problem; what: string }) => (

@@ -9,8 +9,8 @@ import { useEffect, useMemo, useRef, useState } from "preact/hooks"
 import { ApprovalListItem } from "../../../src/api/Approvals.ts"
 import type { ConsoleSession } from "../../../src/api/Console.ts"
 import { problemOf, SvcApi } from "../api.ts"
-import { runMutation, useMutation } from "../atoms.ts"
-import { has } from "../session.ts"
+import { refresh, runMutation, useMutation } from "../atoms.ts"
+import { has, sessionAtom } from "../session.ts"
 import { describeProblem, formatDuration, Json, Notice, type NoticeValue, Time, useNow } from "../ui.tsx"
 
 type Approval = typeof ApprovalListItem.Type
@@ -52,7 +52,13 @@ export const Approvals = ({ session }: { session: ConsoleSession }) => {
       setConnection("live")
       void load()
     }
-    source.onerror = () => setConnection(source.readyState === EventSource.CLOSED ? "connecting" : "reconnecting")
+    source.onerror = () => {
+      if (source.readyState === EventSource.CLOSED) {
+        // Refused for good (the session ended, or too many streams): ask who we are; the console follows.
+        setConnection("connecting")
+        refresh(sessionAtom)
+      } else setConnection("reconnecting")
+    }
     const onEvent = (event: MessageEvent<string>) => {
       const decoded = decodeItem(event.data)
       if (Exit.isFailure(decoded)) return
