@@ -20,13 +20,13 @@ afterAll(async () => {
 })
 
 /** An agent asks to run a governed step; the policy makes it wait for a person. */
-const requestApproval = async (tool: string, args: unknown) => {
+const requestApproval = async (tool: string, args: unknown, actionClass = "deploy") => {
   const session = await world.api("POST", "/v1/agent-sessions", {})
   assert.strictEqual(session.status, 201, JSON.stringify(session.body))
   const step = await world.api("POST", `/v1/agent-sessions/${session.body.id}/steps`, {
     step_id: `step-${tool}`,
     tool,
-    action_class: "deploy",
+    action_class: actionClass,
     arguments: args
   })
   assert.strictEqual(step.body.decision, "pending", JSON.stringify(step.body))
@@ -95,6 +95,28 @@ describeBrowser("Approvals", () => {
     await card.waitFor({ state: "detached" })
     const snapshot = await world.api("GET", `/v1/agent-approvals/${approvalId}`)
     assert.strictEqual(snapshot.body.status, "rejected")
+    await done()
+  })
+
+  it("escalation and expiry update the list live: the countdown moves to the new deadline, then the approval leaves with a notice", async () => {
+    const policy = await world.api("PUT", "/v1/approval-policies/quick", {
+      mode: "require_approval",
+      review_seconds: 2,
+      expiring_notice_seconds: 0,
+      escalation_seconds: 3,
+      timeout_action: "reject"
+    })
+    assert.strictEqual(policy.status, 200, JSON.stringify(policy.body))
+    const { page, done } = await world.open()
+    await signIn(page, await world.link("approver", "Alex Approver"))
+    await page.getByText("Live: new and decided approvals appear here by themselves.").waitFor()
+    await requestApproval("restart-cache", { node: 3 }, "quick")
+    const card = page.getByRole("listitem", { name: /restart-cache/ })
+    await card.getByText("Escalates in").waitFor()
+    await card.getByText("Expires in").waitFor({ timeout: 15_000 })
+    assert.include(await card.textContent(), "Escalationescalated")
+    await card.waitFor({ state: "detached", timeout: 15_000 })
+    await page.getByText("An approval for restart-cache expired: rejected by its timeout action.").waitFor()
     await done()
   })
 })
