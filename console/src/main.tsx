@@ -39,7 +39,7 @@ const SignedOut = ({ reason }: { reason: string }) => (
 
 const Missing = ({ screen, session }: { screen: Screen; session: ConsoleSession }) => (
   <section aria-labelledby="page-title">
-    <h1 id="page-title">{screen.label}</h1>
+    <h1 id="page-title" tabIndex={-1}>{screen.label}</h1>
     <p class="notice warning" role="alert">
       This screen needs the <code>{screen.scope}</code> scope. Your session ({session.preset} preset) does not have it; ask
       for a sign-in link with a preset that does.
