@@ -227,7 +227,10 @@ describeBrowser("Promote", () => {
     assert.strictEqual(response.status(), 409)
     assert.strictEqual((await response.json()).code, "DATASET_BASE_CHANGED")
     await changed.waitFor()
-    const text = await changed.textContent()
+    const text = await until(async () => {
+      const now = await changed.textContent()
+      return now?.includes("version 3") ? now : undefined
+    }, "the versions in what changed")
     assert.include(text, "the dataset moved on from version 2 to version 3")
     assert.include(text, "1 staged correction added")
     assert.include(text, "1 staged correction no longer staged")

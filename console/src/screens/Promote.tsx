@@ -117,7 +117,9 @@ const TaskPromotion = ({ taskId }: { taskId: string }) => {
       <Loaded result={preview} what="the preview">
         {(value, waiting) => {
           const base = byId.get(value.base_dataset_id)
-          const changed = seen !== undefined && !waiting && (seen.expected_feedback_revision !== value.expected_feedback_revision || seen.base_dataset_id !== value.base_dataset_id)
+          // Said once both the preview and the dataset versions it names are fresh.
+          const versionsFresh = versions._tag === "Success" && !versions.waiting
+          const changed = seen !== undefined && !waiting && versionsFresh && (seen.expected_feedback_revision !== value.expected_feedback_revision || seen.base_dataset_id !== value.base_dataset_id)
           return (
             <div class="promotion">
               {changed && (
