@@ -50,6 +50,7 @@ import { TelemetryExportLive } from "../telemetry/Export.ts"
 import { TelemetryHandlers } from "../telemetry/Http.ts"
 import { DestinationsRepo } from "../telemetry/Repository.ts"
 import { AvailabilityLive } from "./Availability.ts"
+import { ConsoleRoutes } from "./Console.ts"
 import { ListenLater } from "./Listener.ts"
 import { RequestMiddleware } from "./Middleware.ts"
 import { SystemHandlers } from "./System.ts"
@@ -132,7 +133,7 @@ const MaxBodySizeLive = Layer.effect(
  * database.
  */
 export const HttpLive = HttpRouter.serve(
-  Layer.mergeAll(ApiRoutes, DocsRoute, RequestMiddleware, MetricsRoute),
+  Layer.mergeAll(ApiRoutes, DocsRoute, ConsoleRoutes, RequestMiddleware, MetricsRoute),
   {
     // Our RequestMiddleware writes the request log line.
     disableLogger: true,
