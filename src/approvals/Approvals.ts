@@ -6,37 +6,44 @@
  * session event.
  */
 import { PgClient } from "@effect/sql-pg"
-import { Context, Effect, Layer, Option } from "effect"
-import type { ApprovalEventType, ApprovalSnapshot, Policy, PolicyInput } from "../api/Approvals.ts"
+import { Context, Effect, Layer, Option, Schema } from "effect"
+import { type ApprovalEventType, type ApprovalSnapshot, Policy, type PolicyInput, TimeoutAction } from "../api/Approvals.ts"
 import { InvalidRequest, InvalidTransition, LimitReached, NotFound } from "../api/Errors.ts"
 import { appendSessionEvent, SessionHub } from "../streams/SessionEvents.ts"
 import { SvcConfig } from "../platform/Config.ts"
 import { Metrics } from "../observability/Metrics.ts"
 import { newId } from "../platform/Ids.ts"
 import { countForCap } from "../platform/OrgLimits.ts"
+import { Instant, InstantOrNull, rowsOf, Timestamp } from "../platform/Rows.ts"
 import { databaseNow, iso } from "../platform/Time.ts"
 import { Wakeups } from "../platform/Wakeups.ts"
 import { DEFAULT_POLICY, type DeadlineState, type DueKind, fire, nextDue, noticeFits, plan, type PolicyRule } from "./Deadlines.ts"
-import { type ApprovalRow, makeApprovalEvent, snapshotOf, writeToOutbox } from "./Events.ts"
+import { ApprovalColumns, type ApprovalRow, makeApprovalEvent, snapshotOf, writeToOutbox } from "./Events.ts"
 import { appendApprovalStream, approvalsTopic, type StreamEntry } from "./OrgStream.ts"
 
-interface PolicyRow {
-  readonly action_class: string
-  readonly mode: PolicyRule["mode"]
-  readonly review_seconds: number
-  readonly expiring_notice_seconds: number
-  readonly escalation_seconds: number | null
-  readonly timeout_action: PolicyRule["timeout_action"]
-  readonly updated_at: Date
-}
+const PolicyRows = rowsOf("approval_policies", Schema.Struct({
+  action_class: Schema.String,
+  mode: Policy.fields.mode,
+  review_seconds: Schema.Number,
+  expiring_notice_seconds: Schema.Number,
+  escalation_seconds: Schema.NullOr(Schema.Number),
+  timeout_action: TimeoutAction,
+  updated_at: Timestamp
+}))
+type PolicyRow = NonNullable<Effect.Success<ReturnType<typeof PolicyRows.one>>>
 
-interface FullApprovalRow extends ApprovalRow {
-  readonly expiring_at: Date | null
-  readonly escalation_seconds: number | null
-  readonly expiring_sent: boolean
-  readonly escalated: boolean
-  readonly next_due_kind: DueKind | null
-}
+/** An `approvals` row with its deadline state. */
+const ApprovalRows = rowsOf("approvals", Schema.Struct({
+  ...ApprovalColumns.fields,
+  expiring_at: InstantOrNull,
+  escalation_seconds: Schema.NullOr(Schema.Number),
+  expiring_sent: Schema.Boolean,
+  escalated: Schema.Boolean,
+  next_due_kind: Schema.NullOr(Schema.Literals(["expiring", "escalate", "expire"]))
+}))
+type FullApprovalRow = NonNullable<Effect.Success<ReturnType<typeof ApprovalRows.one>>>
+
+const DueRows = rowsOf("approvals", Schema.Struct({ at: InstantOrNull, now: Instant }))
 
 const toPolicy = (row: PolicyRow): Policy => ({
   action_class: row.action_class,
@@ -45,7 +52,7 @@ const toPolicy = (row: PolicyRow): Policy => ({
   expiring_notice_seconds: row.expiring_notice_seconds,
   ...(row.escalation_seconds === null ? {} : { escalation_seconds: row.escalation_seconds }),
   timeout_action: row.timeout_action,
-  updated_at: iso(row.updated_at)
+  updated_at: row.updated_at
 })
 
 const stateOf = (row: FullApprovalRow): DeadlineState => ({
@@ -114,7 +121,7 @@ export class Approvals extends Context.Service<Approvals, {
         // Every policy is listed in one answer: the number of action classes
         // with a policy is capped (a new one only; changing one always works).
         const maxPolicies = config.maxApprovalPoliciesPerOrg
-        const [row] = yield* sql.withTransaction(Effect.gen(function*() {
+        const row = yield* sql.withTransaction(Effect.gen(function*() {
           const [existing] = yield* sql`
             SELECT 1 FROM approval_policies WHERE org_id = ${orgId} AND action_class = ${actionClass}
           `
@@ -125,7 +132,7 @@ export class Approvals extends Context.Service<Approvals, {
               detail: `The organization already has policies for ${maxPolicies} action classes, the most allowed (SVC_MAX_APPROVAL_POLICIES_PER_ORG).`
             })
           }
-          return yield* sql<PolicyRow>`
+          return yield* PolicyRows.returned(sql`
           INSERT INTO approval_policies (org_id, action_class, mode, review_seconds, expiring_notice_seconds, escalation_seconds, timeout_action)
           VALUES (${orgId}, ${actionClass}, ${input.mode}, ${input.review_seconds}, ${input.expiring_notice_seconds}, ${escalation}, ${input.timeout_action})
           ON CONFLICT (org_id, action_class) DO UPDATE SET
@@ -134,24 +141,24 @@ export class Approvals extends Context.Service<Approvals, {
             escalation_seconds = EXCLUDED.escalation_seconds, timeout_action = EXCLUDED.timeout_action,
             updated_at = now()
           RETURNING action_class, mode, review_seconds, expiring_notice_seconds, escalation_seconds, timeout_action, updated_at
-        `
+        `)
         })).pipe(Effect.catchTag("SqlError", Effect.die))
-        return toPolicy(row!)
+        return toPolicy(row)
       })
 
       const listPolicies = Effect.fn("Approvals.listPolicies")(function*(orgId: string) {
-        const rows = yield* sql<PolicyRow>`
+        const rows = yield* PolicyRows.all(sql`
           SELECT action_class, mode, review_seconds, expiring_notice_seconds, escalation_seconds, timeout_action, updated_at
           FROM approval_policies WHERE org_id = ${orgId} ORDER BY action_class
-        `.pipe(Effect.orDie)
+        `)
         return rows.map(toPolicy)
       })
 
       const ruleFor = Effect.fn("Approvals.ruleFor")(function*(orgId: string, actionClass: string) {
-        const [row] = yield* sql<PolicyRow>`
+        const row = yield* PolicyRows.one(sql`
           SELECT action_class, mode, review_seconds, expiring_notice_seconds, escalation_seconds, timeout_action, updated_at
           FROM approval_policies WHERE org_id = ${orgId} AND action_class = ${actionClass}
-        `.pipe(Effect.orDie)
+        `)
         return row === undefined ? DEFAULT_POLICY : {
           mode: row.mode,
           review_seconds: row.review_seconds,
@@ -172,7 +179,7 @@ export class Approvals extends Context.Service<Approvals, {
         const state = plan(request.rule, request.now)
         const due = nextDue(state)
         const id = newId()
-        const [row] = yield* sql<FullApprovalRow>`
+        const row = yield* ApprovalRows.returned(sql`
           INSERT INTO approvals (id, org_id, session_id, step_id, task_id, status, deadline_at, expires_at, timeout_action,
             expiring_at, escalation_seconds, next_due_at, next_due_kind, created_at)
           VALUES (${id}, ${request.orgId}, ${request.sessionId}, ${request.stepId}, ${request.taskId}, 'pending',
@@ -180,16 +187,16 @@ export class Approvals extends Context.Service<Approvals, {
             ${state.expiringAt === null ? null : isoMs(state.expiringAt)}::timestamptz, ${state.escalationSeconds},
             ${isoMs(due.at)}::timestamptz, ${due.kind}, ${isoMs(request.now)}::timestamptz)
           RETURNING ${sql.literal(COLUMNS)}
-        `.pipe(Effect.orDie)
-        yield* emit("approval.requested", row!, request.now).pipe(Effect.orDie)
+        `)
+        yield* emit("approval.requested", row, request.now).pipe(Effect.orDie)
         yield* Effect.annotateCurrentSpan({ "svc.approval_id": id })
         return id
       })
 
       const get = Effect.fn("Approvals.get")(function*(orgId: string, approvalId: string) {
-        const [row] = yield* sql<FullApprovalRow>`
+        const row = yield* ApprovalRows.one(sql`
           SELECT ${sql.literal(COLUMNS)} FROM approvals WHERE id = ${approvalId} AND org_id = ${orgId}
-        `.pipe(Effect.orDie)
+        `)
         if (row === undefined) return yield* new NotFound({ detail: "No such approval." })
         return snapshotOf(row)
       })
@@ -207,9 +214,9 @@ export class Approvals extends Context.Service<Approvals, {
         const decided = yield* sql.withTransaction(Effect.gen(function*() {
           // Only a pending approval moves: of two racing decisions, the second
           // waits for the first's row lock, then finds it closed.
-          const [current] = yield* sql<FullApprovalRow>`
+          const current = yield* ApprovalRows.one(sql`
             SELECT ${sql.literal(COLUMNS)} FROM approvals WHERE id = ${approvalId} AND org_id = ${orgId} FOR UPDATE
-          `
+          `)
           if (current === undefined) return { _tag: "missing" as const }
           if (current.status !== "pending") return { _tag: "closed" as const, status: current.status }
           const now = yield* databaseNow(sql)
@@ -221,36 +228,36 @@ export class Approvals extends Context.Service<Approvals, {
             let sessionId: string | null = null
             while (row !== undefined && row.status === "pending") {
               sessionId = (yield* fireDeadline(row, now, log)).sessionId ?? sessionId
-              ;[row] = yield* sql<FullApprovalRow>`SELECT ${sql.literal(COLUMNS)} FROM approvals WHERE id = ${approvalId}`
+              row = yield* ApprovalRows.one(sql`SELECT ${sql.literal(COLUMNS)} FROM approvals WHERE id = ${approvalId}`)
             }
             yield* appendApprovalStream(sql, orgId, log)
             return { _tag: "lapsed" as const, sessionId }
           }
-          const [row] = yield* sql<FullApprovalRow>`
+          const row = yield* ApprovalRows.returned(sql`
             UPDATE approvals SET status = ${status}, decided_at = ${isoMs(now)}::timestamptz, decided_by = ${actor},
               next_due_at = NULL, next_due_kind = NULL
             WHERE id = ${approvalId}
             RETURNING ${sql.literal(COLUMNS)}
-          `
+          `)
           yield* sql`
-            UPDATE agent_steps SET resolution = ${resolution} WHERE session_id = ${row!.session_id} AND step_id = ${row!.step_id}
+            UPDATE agent_steps SET resolution = ${resolution} WHERE session_id = ${row.session_id} AND step_id = ${row.step_id}
           `
-          yield* emit(decision === "approve" ? "approval.approved" : "approval.rejected", row!, now, log)
+          yield* emit(decision === "approve" ? "approval.approved" : "approval.rejected", row, now, log)
           yield* appendSessionEvent(sql, {
-            sessionId: row!.session_id,
+            sessionId: row.session_id,
             orgId,
             name: "approval:decided",
             data: {
-              approval_id: row!.id,
-              step_id: row!.step_id,
+              approval_id: row.id,
+              step_id: row.step_id,
               decision: status,
               resolution,
-              decided_at: iso(row!.decided_at!),
+              decided_at: iso(row.decided_at ?? new Date(now)),
               decided_by: actor
             }
           })
           yield* appendApprovalStream(sql, orgId, log)
-          return { _tag: "decided" as const, row: row! }
+          return { _tag: "decided" as const, row }
         })).pipe(Effect.orDie)
         if (decided._tag === "missing") return yield* new NotFound({ detail: "No such approval." })
         if (decided._tag === "closed") {
@@ -282,14 +289,14 @@ export class Approvals extends Context.Service<Approvals, {
         const due = nextDue(state)
         yield* Effect.annotateCurrentSpan({ "svc.deadline": due.kind })
         if (due.kind === "expire") {
-          const [expired] = yield* sql<FullApprovalRow>`
+          const expired = yield* ApprovalRows.returned(sql`
             UPDATE approvals SET status = 'expired', next_due_at = NULL, next_due_kind = NULL
             WHERE id = ${row.id} RETURNING ${sql.literal(COLUMNS)}
-          `
+          `)
           yield* sql`
             UPDATE agent_steps SET resolution = ${row.timeout_action} WHERE session_id = ${row.session_id} AND step_id = ${row.step_id}
           `
-          yield* emit("approval.expired", expired!, now, log)
+          yield* emit("approval.expired", expired, now, log)
           yield* appendSessionEvent(sql, {
             sessionId: row.session_id,
             orgId: row.org_id,
@@ -306,24 +313,24 @@ export class Approvals extends Context.Service<Approvals, {
         }
         const after = fire(state, due.kind)
         const next = nextDue(after)
-        const [updated] = yield* sql<FullApprovalRow>`
+        const updated = yield* ApprovalRows.returned(sql`
           UPDATE approvals SET expiring_sent = ${after.expiringSent}, escalated = ${after.escalated},
             deadline_at = ${isoMs(after.deadlineAt)}::timestamptz,
             next_due_at = ${isoMs(next.at)}::timestamptz, next_due_kind = ${next.kind}
           WHERE id = ${row.id} RETURNING ${sql.literal(COLUMNS)}
-        `
-        yield* emit(due.kind === "expiring" ? "approval.expiring" : "approval.escalated", updated!, now, log)
+        `)
+        yield* emit(due.kind === "expiring" ? "approval.expiring" : "approval.escalated", updated, now, log)
         return { sessionId: null }
       })
 
       const fireNextDue = Effect.gen(function*() {
         const fired = yield* sql.withTransaction(Effect.gen(function*() {
-          const [row] = yield* sql<FullApprovalRow>`
+          const row = yield* ApprovalRows.one(sql`
             SELECT ${sql.literal(COLUMNS)} FROM approvals
             WHERE next_due_at <= now() AND status = 'pending'
             ORDER BY next_due_at LIMIT 1
             FOR UPDATE SKIP LOCKED
-          `
+          `)
           if (row === undefined) {
             return Option.none<{ sessionId: string | null; orgId: string; kind: DueKind; dueAt: number; now: number }>()
           }
@@ -342,11 +349,10 @@ export class Approvals extends Context.Service<Approvals, {
         return true
       })
 
-      const earliestDue = sql<{ at: Date | null; now: Date }>`
+      const earliestDue = DueRows.returned(sql`
         SELECT min(next_due_at) AS at, clock_timestamp() AS now FROM approvals WHERE next_due_at IS NOT NULL
-      `.pipe(
-        Effect.map(([row]) => ({ at: row?.at == null ? null : new Date(row.at).getTime(), now: new Date(row!.now).getTime() })),
-        Effect.orDie
+      `).pipe(
+        Effect.map((row) => ({ at: row.at === null ? null : row.at.getTime(), now: row.now.getTime() }))
       )
 
       return Approvals.of({

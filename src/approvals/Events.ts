@@ -3,26 +3,28 @@
  * are written to. The body is built once, with a fixed key order, and stored
  * as text: every delivery, retry and replay sends the same bytes.
  */
-import { Effect } from "effect"
+import { Effect, Schema } from "effect"
 import type { SqlClient } from "effect/sql"
-import type { ApprovalEvent, ApprovalEventType, ApprovalSnapshot, ApprovalStatus, TimeoutAction } from "../api/Approvals.ts"
+import { type ApprovalEvent, type ApprovalEventType, type ApprovalSnapshot, ApprovalStatus, TimeoutAction } from "../api/Approvals.ts"
 import { newId } from "../platform/Ids.ts"
+import { Instant, InstantOrNull } from "../platform/Rows.ts"
 import { iso } from "../platform/Time.ts"
 
 /** An `approvals` row as the snapshot needs it. */
-export interface ApprovalRow {
-  readonly id: string
-  readonly org_id: string
-  readonly session_id: string
-  readonly step_id: string
-  readonly task_id: string | null
-  readonly status: ApprovalStatus
-  readonly deadline_at: Date
-  readonly expires_at: Date
-  readonly timeout_action: TimeoutAction
-  readonly decided_at: Date | null
-  readonly decided_by: string | null
-}
+export const ApprovalColumns = Schema.Struct({
+  id: Schema.String,
+  org_id: Schema.String,
+  session_id: Schema.String,
+  step_id: Schema.String,
+  task_id: Schema.NullOr(Schema.String),
+  status: ApprovalStatus,
+  deadline_at: Instant,
+  expires_at: Instant,
+  timeout_action: TimeoutAction,
+  decided_at: InstantOrNull,
+  decided_by: Schema.NullOr(Schema.String)
+})
+export type ApprovalRow = typeof ApprovalColumns.Type
 
 /** The approval snapshot in its fixed key order; `decided_at`/`decided_by` only for a person's decision. */
 export const snapshotOf = (row: ApprovalRow): ApprovalSnapshot => {

@@ -7,7 +7,7 @@
  * the secret is answered once, at creation or rotation.
  */
 import { PgClient } from "@effect/sql-pg"
-import { Cache, Context, Duration, Effect, Layer, Option, Redacted } from "effect"
+import { Cache, Context, Duration, Effect, Layer, Option, Redacted, Schema } from "effect"
 import { SqlClient } from "effect/sql"
 import { LimitReached, NotFound } from "../api/Errors.ts"
 import { InvalidUrl } from "../api/Deliveries.ts"
@@ -16,36 +16,45 @@ import { OutboundHttp } from "../outbound/OutboundHttp.ts"
 import { SvcConfig } from "../platform/Config.ts"
 import { newId } from "../platform/Ids.ts"
 import { countForCap } from "../platform/OrgLimits.ts"
+import { JsonColumn, rowsOf, Timestamp, TimestampOrNull } from "../platform/Rows.ts"
 import { databaseNow, iso } from "../platform/Time.ts"
 import { endpointUrlOwner, readReceiverUrl, SEALED_URL_COLUMN, URL_SECRET } from "../secrets/ReceiverUrls.ts"
 import { SecretStore, type SecretOwner } from "../secrets/SecretStore.ts"
 import { newSigningSecret } from "./Signing.ts"
 
-export interface EndpointRow {
-  readonly id: string
-  readonly org_id: string
-  readonly url: string
-  readonly url_hint: string
-  readonly events: ReadonlyArray<string>
-  readonly active: boolean
-  readonly deactivated_at: Date | null
-  readonly deactivated_reason: string | null
-  readonly created_at: Date
-  readonly created_by: string
-  /** Only where the query joins the endpoint's delivery health: the end of a cooldown in progress. */
-  readonly cooldown_until?: Date | null
-}
+/** A `notification_endpoints` row (with, where a query joins it, the end of a cooldown in progress). */
+const EndpointColumns = Schema.Struct({
+  id: Schema.String,
+  org_id: Schema.String,
+  url: Schema.String,
+  url_hint: Schema.String,
+  events: JsonColumn(Schema.Array(Schema.String)),
+  active: Schema.Boolean,
+  deactivated_at: TimestampOrNull,
+  deactivated_reason: Schema.NullOr(Schema.String),
+  created_at: Timestamp,
+  created_by: Schema.String,
+  cooldown_until: Schema.optionalKey(TimestampOrNull)
+})
+export type EndpointRow = typeof EndpointColumns.Type
+const EndpointRows = rowsOf("notification_endpoints", EndpointColumns)
+const TargetRows = rowsOf("notification_endpoints", Schema.Struct({
+  url: Schema.String,
+  active: Schema.Boolean,
+  deactivated_reason: Schema.NullOr(Schema.String)
+}))
+const SettingsRows = rowsOf("notification_settings", Schema.Struct({ reviewer_email: Schema.NullOr(Schema.String) }))
 
 export const toEndpoint = (row: EndpointRow): NotificationEndpoint => ({
   id: row.id,
   url_hint: row.url_hint,
   events: [...row.events],
   active: row.active,
-  created_at: iso(row.created_at),
+  created_at: row.created_at,
   created_by: row.created_by,
-  ...(row.deactivated_at === null ? {} : { deactivated_at: iso(row.deactivated_at) }),
+  ...(row.deactivated_at === null ? {} : { deactivated_at: row.deactivated_at }),
   ...(row.deactivated_reason === null ? {} : { deactivated_reason: row.deactivated_reason }),
-  ...(row.cooldown_until === undefined || row.cooldown_until === null ? {} : { cooldown_until: iso(row.cooldown_until) })
+  ...(row.cooldown_until === undefined || row.cooldown_until === null ? {} : { cooldown_until: row.cooldown_until })
 })
 
 export const endpointOwner = (orgId: string, id: string): SecretOwner => ({ orgId, kind: "notification_endpoint", id })
@@ -172,9 +181,9 @@ export class NotificationEndpoints extends Context.Service<NotificationEndpoints
         lookup: (key: string) =>
           Effect.gen(function*() {
             const [orgId, id] = key.split(":") as [string, string]
-            const [row] = yield* sql<{ url: string; active: boolean; deactivated_reason: string | null }>`
+            const row = yield* TargetRows.one(sql`
               SELECT url, active, deactivated_reason FROM notification_endpoints WHERE id = ${id} AND org_id = ${orgId}
-            `.pipe(Effect.orDie)
+            `)
             if (row === undefined) return undefined
             return {
               url: yield* readReceiverUrl(endpointUrlOwner(orgId, id), row.url).pipe(Effect.provideService(SecretStore, secrets)),
@@ -210,45 +219,46 @@ export class NotificationEndpoints extends Context.Service<NotificationEndpoints
               detail: `The organization already has ${limit} notification endpoints, the most allowed (SVC_MAX_ENDPOINTS_PER_ORG); delete one first.`
             })
           }
-          const [row] = yield* sql<EndpointRow>`
+          const [row] = yield* EndpointRows.all(sql`
             INSERT INTO notification_endpoints (id, org_id, url, url_hint, events, created_by)
             VALUES (${id}, ${orgId}, ${SEALED_URL_COLUMN}, ${checked.urlHint}, ${sql.json(events)}, ${keyId})
             RETURNING ${sql.literal(columns)}
-          `
+          `)
           yield* secrets.put(endpointOwner(orgId, id), "signing", Redacted.make(secret))
           yield* secrets.put(endpointUrlOwner(orgId, id), URL_SECRET, Redacted.make(checked.url))
-          return row!
+          if (row === undefined) return yield* Effect.die(new Error("INSERT INTO notification_endpoints returned no row"))
+          return row
         })).pipe(Effect.catchTag("SqlError", Effect.die))
         return { endpoint: toEndpoint(row), secret }
       })
 
       const list = Effect.fn("NotificationEndpoints.list")(function*(orgId: string) {
         // With the end of a cooldown in progress (the delivery target's health), in the database's time.
-        const rows = yield* sql<EndpointRow>`
+        const rows = yield* EndpointRows.all(sql`
           SELECT ${sql.literal(columns.split(", ").map((column) => `e.${column}`).join(", "))}, t.cooldown_until
           FROM notification_endpoints e
           LEFT JOIN delivery_targets t ON t.id = e.id AND t.cooldown_until > now()
           WHERE e.org_id = ${orgId} ORDER BY e.seq
-        `.pipe(Effect.orDie)
+        `)
         return rows.map(toEndpoint)
       })
 
       const find = Effect.fn("NotificationEndpoints.find")(function*(orgId: string, id: string) {
-        const [row] = yield* sql<EndpointRow>`
+        const row = yield* EndpointRows.one(sql`
           SELECT ${sql.literal(columns)} FROM notification_endpoints WHERE id = ${id} AND org_id = ${orgId}
-        `.pipe(Effect.orDie)
+        `)
         if (row === undefined) return yield* new NotFound({ detail: "No such notification endpoint." })
         return row
       })
 
       const update = Effect.fn("NotificationEndpoints.update")(function*(orgId: string, id: string, events: ReadonlyArray<string>) {
         const selection = yield* checkEvents(events)
-        const [row] = yield* sql<EndpointRow>`
+        const row = yield* EndpointRows.one(sql`
           UPDATE notification_endpoints
           SET events = ${sql.json(selection)}, active = true, deactivated_at = NULL, deactivated_reason = NULL
           WHERE id = ${id} AND org_id = ${orgId}
           RETURNING ${sql.literal(columns)}
-        `.pipe(Effect.orDie)
+        `)
         yield* forget(orgId, id)
         if (row === undefined) return yield* new NotFound({ detail: "No such notification endpoint." })
         return toEndpoint(row)
@@ -256,10 +266,10 @@ export class NotificationEndpoints extends Context.Service<NotificationEndpoints
 
       const remove = Effect.fn("NotificationEndpoints.remove")(function*(orgId: string, id: string) {
         const row = yield* sql.withTransaction(Effect.gen(function*() {
-          const [row] = yield* sql<EndpointRow>`
+          const row = yield* EndpointRows.one(sql`
             DELETE FROM notification_endpoints WHERE id = ${id} AND org_id = ${orgId}
             RETURNING ${sql.literal(columns)}
-          `
+          `)
           if (row !== undefined) {
             yield* secrets.removeOwner(endpointOwner(orgId, id))
             yield* secrets.removeOwner(endpointUrlOwner(orgId, id))
@@ -314,9 +324,9 @@ export class NotificationEndpoints extends Context.Service<NotificationEndpoints
       const sendTarget = (orgId: string, id: string) => Cache.get(targetCache, `${orgId}:${id}`)
 
       const reviewerEmail = Effect.fn("NotificationEndpoints.reviewerEmail")(function*(orgId: string) {
-        const [row] = yield* sql<{ reviewer_email: string | null }>`
+        const row = yield* SettingsRows.one(sql`
           SELECT reviewer_email FROM notification_settings WHERE org_id = ${orgId}
-        `.pipe(Effect.orDie)
+        `)
         return row?.reviewer_email ?? null
       })
 

@@ -44,6 +44,25 @@ export const BigIntText = Schema.Union([Schema.String, Schema.Number, Schema.Big
   )
 )
 
+/**
+ * A `timestamptz` column kept as a `Date`, for code that computes with
+ * instants (deadlines) rather than passing them on.
+ */
+export const Instant = Schema.declare(
+  (value: unknown): value is Date | string => value instanceof Date || typeof value === "string",
+  { title: "timestamptz" }
+).pipe(
+  Schema.decodeTo(
+    Schema.Date,
+    SchemaTransformation.transform<Date, Date | string>({
+      decode: (value) => value instanceof Date ? value : new Date(value),
+      encode: (date) => date
+    })
+  )
+)
+
+export const InstantOrNull = Schema.NullOr(Instant)
+
 /** A nullable `timestamptz` column. */
 export const TimestampOrNull = Schema.NullOr(Timestamp)
 
@@ -74,7 +93,11 @@ export const rowsOf = <S extends Schema.Constraint & { readonly DecodingServices
     rows.pipe(Effect.flatMap(decodeAll), orDieRows(table))
   const one = <R>(rows: Effect.Effect<ReadonlyArray<unknown>, SqlError, R>): Effect.Effect<S["Type"] | undefined, never, R> =>
     Effect.map(all(Effect.map(rows, (found) => found.slice(0, 1))), (decoded) => decoded[0])
-  return { all, one }
+  /** The row a statement must return (an INSERT or UPDATE … RETURNING of a row known to exist); none is a defect. */
+  const returned = <R>(rows: Effect.Effect<ReadonlyArray<unknown>, SqlError, R>): Effect.Effect<S["Type"], never, R> =>
+    Effect.flatMap(one(rows), (row) =>
+      row === undefined ? Effect.die(new RowDecodeError({ table, detail: "the statement returned no row" })) : Effect.succeed(row))
+  return { all, one, returned }
 }
 
 /** `SqlSchema.findAll` whose failures are defects naming `table`. */
