@@ -5,43 +5,49 @@
  * within the session.
  */
 import { PgClient } from "@effect/sql-pg"
-import { Context, Effect, Layer, Stream } from "effect"
+import { Context, Effect, Layer, Schema, Stream } from "effect"
 import { appendApprovalStream, approvalsTopic } from "../approvals/OrgStream.ts"
-import type { GovernedStep, Session, SessionDetail, Step, StepAnswer, StepDecision, ToolOutcome } from "../api/Agents.ts"
+import { GovernedStep, type Session, type SessionDetail, type Step, type StepAnswer, StepDecision, type ToolOutcome } from "../api/Agents.ts"
 import { InvalidRequest, InvalidTransition, NotFound } from "../api/Errors.ts"
 import { Approvals } from "../approvals/Approvals.ts"
 import { Metrics } from "../observability/Metrics.ts"
 import { SvcConfig } from "../platform/Config.ts"
 import { newId } from "../platform/Ids.ts"
-import { databaseNow, iso } from "../platform/Time.ts"
+import { JsonColumn, rowsOf, Timestamp, TimestampOrNull } from "../platform/Rows.ts"
+import { databaseNow } from "../platform/Time.ts"
 import { Wakeups } from "../platform/Wakeups.ts"
-import { appendSessionEvent, SessionHub, sessionFrames, type StoredEvent } from "../streams/SessionEvents.ts"
+import { appendSessionEvent, SessionHub, sessionFrames } from "../streams/SessionEvents.ts"
 
-type Json = GovernedStep["arguments"]
+const SessionRows = rowsOf("agent_sessions", Schema.Struct({
+  id: Schema.String,
+  task_id: Schema.NullOr(Schema.String),
+  created_at: Timestamp
+}))
 
-interface SessionRow {
-  readonly id: string
-  readonly task_id: string | null
-  readonly created_at: Date
-}
-
-interface StepRow {
-  readonly step_id: string
-  readonly tool: string
-  readonly action_class: string
-  readonly arguments: Json
-  readonly decision: StepDecision
-  readonly approval_id: string | null
-  readonly resolution: StepDecision
-  readonly outcome: "succeeded" | "failed" | null
-  readonly outcome_body: { result?: Json; error?: string } | null
-  readonly outcome_at: Date | null
-  readonly created_at: Date
-}
+const StepColumns = Schema.Struct({
+  step_id: Schema.String,
+  tool: Schema.String,
+  action_class: Schema.String,
+  arguments: JsonColumn(GovernedStep.fields.arguments),
+  decision: StepDecision,
+  approval_id: Schema.NullOr(Schema.String),
+  resolution: StepDecision,
+  outcome: Schema.NullOr(Schema.Literals(["succeeded", "failed"])),
+  outcome_body: Schema.NullOr(JsonColumn(Schema.Struct({ result: Schema.optionalKey(Schema.Json), error: Schema.optionalKey(Schema.String) }))),
+  outcome_at: TimestampOrNull,
+  created_at: Timestamp
+})
+type StepRow = typeof StepColumns.Type
+const StepRows = rowsOf("agent_steps", StepColumns)
+const EventRows = rowsOf("session_events", Schema.Struct({ seq: Schema.String, name: Schema.String, data: Schema.String }))
 
 const STEP_COLUMNS = "step_id, tool, action_class, arguments, decision, approval_id, resolution, outcome, outcome_body, outcome_at, created_at"
 
-const toSession = (row: SessionRow): Session => ({ id: row.id, task_id: row.task_id, created_at: iso(row.created_at) })
+const toSession = (row: { readonly id: string; readonly task_id: string | null; readonly created_at: string }): Session => ({
+  id: row.id,
+  task_id: row.task_id,
+  created_at: row.created_at
+})
 
 const toAnswer = (row: Pick<StepRow, "decision" | "approval_id">): StepAnswer =>
   row.approval_id === null ? { decision: row.decision } : { decision: row.decision, approval_id: row.approval_id }
@@ -59,10 +65,10 @@ const toStep = (row: StepRow): Step => ({
       status: row.outcome,
       ...(row.outcome_body?.result === undefined ? {} : { result: row.outcome_body.result }),
       ...(row.outcome_body?.error === undefined ? {} : { error: row.outcome_body.error }),
-      reported_at: iso(row.outcome_at!)
+      reported_at: row.outcome_at ?? row.created_at
     }
   }),
-  created_at: iso(row.created_at)
+  created_at: row.created_at
 })
 
 const sameJson = (a: unknown, b: unknown): boolean => {
@@ -107,21 +113,19 @@ export class AgentSessions extends Context.Service<AgentSessions, {
 
       const findSession = (orgId: string, sessionId: string) =>
         Effect.flatMap(
-          sql<SessionRow>`SELECT id, task_id, created_at FROM agent_sessions WHERE id = ${sessionId} AND org_id = ${orgId}`.pipe(
-            Effect.orDie
-          ),
-          ([row]) => row === undefined ? Effect.fail(new NotFound({ detail: "No such agent session." })) : Effect.succeed(row)
+          SessionRows.one(sql`SELECT id, task_id, created_at FROM agent_sessions WHERE id = ${sessionId} AND org_id = ${orgId}`),
+          (row) => row === undefined ? Effect.fail(new NotFound({ detail: "No such agent session." })) : Effect.succeed(row)
         )
 
       const create = Effect.fn("AgentSessions.create")(function*(orgId: string, input: { readonly task_id?: string }) {
         const taskId = input.task_id ?? null
         const id = newId()
-        const [row] = yield* sql<SessionRow>`
+        const row = yield* SessionRows.one(sql`
           INSERT INTO agent_sessions (id, org_id, task_id)
           SELECT ${id}, ${orgId}, ${taskId}
           WHERE ${taskId}::uuid IS NULL OR EXISTS (SELECT 1 FROM tasks WHERE id = ${taskId} AND org_id = ${orgId})
           RETURNING id, task_id, created_at
-        `.pipe(Effect.orDie)
+        `)
         if (row === undefined) return yield* new NotFound({ detail: "No such task." })
         yield* Effect.annotateCurrentSpan({ "svc.session_id": id })
         return toSession(row)
@@ -129,16 +133,14 @@ export class AgentSessions extends Context.Service<AgentSessions, {
 
       const get = Effect.fn("AgentSessions.get")(function*(orgId: string, sessionId: string) {
         const session = yield* findSession(orgId, sessionId)
-        const steps = yield* sql<StepRow>`
+        const steps = yield* StepRows.all(sql`
           SELECT ${sql.literal(STEP_COLUMNS)} FROM agent_steps WHERE session_id = ${sessionId} ORDER BY seq
-        `.pipe(Effect.orDie)
+        `)
         return { ...toSession(session), steps: steps.map(toStep) }
       })
 
       const findStep = (sessionId: string, stepId: string) =>
-        sql<StepRow>`SELECT ${sql.literal(STEP_COLUMNS)} FROM agent_steps WHERE session_id = ${sessionId} AND step_id = ${stepId}`.pipe(
-          Effect.map(([row]) => row)
-        )
+        StepRows.one(sql`SELECT ${sql.literal(STEP_COLUMNS)} FROM agent_steps WHERE session_id = ${sessionId} AND step_id = ${stepId}`)
 
       /** The original answer to a re-sent step, or 400 when it is not the same step. */
       const replay = (existing: StepRow, step: GovernedStep) =>
@@ -152,7 +154,7 @@ export class AgentSessions extends Context.Service<AgentSessions, {
       const governStep = Effect.fn("AgentSessions.governStep")(function*(orgId: string, sessionId: string, step: GovernedStep) {
         yield* Effect.annotateCurrentSpan({ "svc.session_id": sessionId, "svc.action_class": step.action_class })
         const session = yield* findSession(orgId, sessionId)
-        const earlier = yield* findStep(sessionId, step.step_id).pipe(Effect.orDie)
+        const earlier = yield* findStep(sessionId, step.step_id)
         if (earlier !== undefined) return yield* replay(earlier, step)
 
         const rule = yield* approvals.ruleFor(orgId, step.action_class)
@@ -221,18 +223,18 @@ export class AgentSessions extends Context.Service<AgentSessions, {
           ...(outcome.error === undefined ? {} : { error: outcome.error })
         }
         const result = yield* sql.withTransaction(Effect.gen(function*() {
-          const [row] = yield* sql<StepRow>`
+          const row = yield* StepRows.one(sql`
             UPDATE agent_steps SET outcome = ${outcome.status}, outcome_body = ${sql.json(body)},
               outcome_at = now()
             WHERE session_id = ${sessionId} AND step_id = ${stepId} AND resolution = 'allow' AND outcome IS NULL
             RETURNING ${sql.literal(STEP_COLUMNS)}
-          `
+          `)
           if (row === undefined) return { recorded: false as const, row: yield* findStep(sessionId, stepId) }
           yield* appendSessionEvent(sql, {
             sessionId,
             orgId,
             name: outcome.status === "succeeded" ? "tool:succeeded" : "tool:failed",
-            data: { step_id: stepId, tool: row.tool, status: outcome.status, ...body, reported_at: iso(row.outcome_at!) }
+            data: { step_id: stepId, tool: row.tool, status: outcome.status, ...body, reported_at: row.outcome_at ?? row.created_at }
           })
           return { recorded: true as const, row }
         })).pipe(Effect.orDie)
@@ -261,10 +263,10 @@ export class AgentSessions extends Context.Service<AgentSessions, {
           sessionFrames({
             after,
             read: (from) =>
-              sql<StoredEvent>`
+              EventRows.all(sql`
                 SELECT seq::text AS seq, name, data FROM session_events
                 WHERE session_id = ${sessionId} AND seq > ${from} ORDER BY seq LIMIT ${STREAM_BATCH}
-              `.pipe(Effect.orDie),
+              `),
             version: watch.version,
             wait: watch.wait,
             keepAliveMs,
