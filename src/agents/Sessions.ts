@@ -15,7 +15,7 @@ import { SvcConfig } from "../platform/Config.ts"
 import { newId } from "../platform/Ids.ts"
 import { JsonColumn, rowsOf, Timestamp, TimestampOrNull } from "../platform/Rows.ts"
 import { databaseNow } from "../platform/Time.ts"
-import { Wakeups } from "../platform/Wakeups.ts"
+import { Topics, Wakeups } from "../platform/Wakeups.ts"
 import { appendSessionEvent, SessionHub, sessionFrames } from "../streams/SessionEvents.ts"
 
 const SessionRows = rowsOf("agent_sessions", Schema.Struct({
@@ -202,8 +202,7 @@ export class AgentSessions extends Context.Service<AgentSessions, {
         if (result.kind === "existing") return yield* replay(result.row, step)
         if (result.answer.approval_id !== undefined) {
           yield* Effect.annotateCurrentSpan({ "svc.approval_id": result.answer.approval_id })
-          yield* wakeups.signal("events")
-          yield* wakeups.signal("approvals")
+          yield* wakeups.signal(Topics.events, Topics.approvals)
           yield* hub.notify(approvalsTopic(orgId))
         }
         yield* hub.notify(sessionId)

@@ -16,7 +16,7 @@ import { newId } from "../platform/Ids.ts"
 import { countForCap } from "../platform/OrgLimits.ts"
 import { Instant, InstantOrNull, rowsOf, Timestamp } from "../platform/Rows.ts"
 import { databaseNow, iso } from "../platform/Time.ts"
-import { Wakeups } from "../platform/Wakeups.ts"
+import { type Topic, Topics, Wakeups } from "../platform/Wakeups.ts"
 import { DEFAULT_POLICY, type DeadlineState, type DueKind, fire, nextDue, noticeFits, plan, type PolicyRule } from "./Deadlines.ts"
 import { ApprovalColumns, type ApprovalRow, makeApprovalEvent, snapshotOf, writeToOutbox } from "./Events.ts"
 import { appendApprovalStream, approvalsTopic, type StreamEntry } from "./OrgStream.ts"
@@ -168,6 +168,21 @@ export class Approvals extends Context.Service<Approvals, {
         }
       })
 
+      /**
+       * After a transition has committed: wake the workers of `topics` (the
+       * outbox dispatcher, the deadline scheduler), and the streams that
+       * show it (the session's, and the organization's approval stream).
+       */
+      const announce = (change: { readonly orgId: string; readonly sessionId: string | null; readonly topics: ReadonlyArray<Topic> }) =>
+        Effect.andThen(
+          wakeups.signal(...change.topics),
+          Effect.forEach(
+            change.sessionId === null ? [approvalsTopic(change.orgId)] : [change.sessionId, approvalsTopic(change.orgId)],
+            hub.notify,
+            { discard: true }
+          )
+        )
+
       /** Writes the webhook event; `log` collects it for the organization's approval stream (appended last). */
       const emit = (type: ApprovalEventType, row: ApprovalRow, at: number, log?: Array<StreamEntry>) =>
         Effect.andThen(
@@ -267,18 +282,13 @@ export class Approvals extends Context.Service<Approvals, {
           })
         }
         if (decided._tag === "lapsed") {
-          yield* wakeups.signal("events")
-          if (decided.sessionId !== null) yield* hub.notify(decided.sessionId)
-          yield* hub.notify(approvalsTopic(orgId))
+          yield* announce({ orgId, sessionId: decided.sessionId, topics: [Topics.events] })
           return yield* new InvalidTransition({
             status_now: "expired",
             detail: "The approval expired before this decision: its final deadline had passed. Its timeout action applies."
           })
         }
-        yield* wakeups.signal("events")
-        yield* wakeups.signal("approvals")
-        yield* hub.notify(decided.row.session_id)
-        yield* hub.notify(approvalsTopic(orgId))
+        yield* announce({ orgId, sessionId: decided.row.session_id, topics: [Topics.events, Topics.approvals] })
         return snapshotOf(decided.row)
       })
 
@@ -343,9 +353,7 @@ export class Approvals extends Context.Service<Approvals, {
         })).pipe(Effect.orDie)
         if (Option.isNone(fired)) return false
         metrics.deadlineFired(fired.value.kind, (fired.value.now - fired.value.dueAt) / 1000)
-        yield* wakeups.signal("events")
-        if (fired.value.sessionId !== null) yield* hub.notify(fired.value.sessionId)
-        yield* hub.notify(approvalsTopic(fired.value.orgId))
+        yield* announce({ orgId: fired.value.orgId, sessionId: fired.value.sessionId, topics: [Topics.events] })
         return true
       })
 

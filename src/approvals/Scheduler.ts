@@ -11,7 +11,7 @@
  */
 import { Effect, Layer, Schedule } from "effect"
 import { forkSupervised } from "../platform/Supervised.ts"
-import { Wakeups } from "../platform/Wakeups.ts"
+import { Topics, Wakeups } from "../platform/Wakeups.ts"
 import { Approvals } from "./Approvals.ts"
 import { sleepMillis } from "./Deadlines.ts"
 
@@ -38,11 +38,11 @@ export const ApprovalScheduler = {
         while (fired < ROUND && (yield* approvals.fireNextDue)) fired++
         // Nothing claimable although due: another process holds those rows
         // for a moment. Look again shortly rather than spin.
-        if (fired === 0) yield* wakeups.wait("approvals", CONTENDED_MS)
+        if (fired === 0) yield* wakeups.wait(Topics.approvals, CONTENDED_MS)
         return
       }
       // Idle: one query per round, and no transaction.
-      yield* wakeups.wait("approvals", sleepMillis(earliest, now, POLL_CAP_MS))
+      yield* wakeups.wait(Topics.approvals, sleepMillis(earliest, now, POLL_CAP_MS))
     })
 
     // A failed round (database away) is retried every POLL_CAP_MS, so

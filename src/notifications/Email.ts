@@ -95,7 +95,7 @@ export class ReviewerEmail extends Context.Service<ReviewerEmail, {
       })
       yield* Effect.addFinalizer(() => Effect.sync(() => Option.map(transport, (t) => t.mailer.close())))
 
-      const deliver = Effect.fn("Notifications.email")(function*(delivery: Claimed) {
+      const deliver = Effect.fn("ReviewerEmail.deliver")(function*(delivery: Claimed) {
         yield* Effect.annotateCurrentSpan({ "svc.org_id": delivery.orgId, "svc.delivery_id": delivery.id })
         const [row] = yield* sql<{ reviewer_email: string | null; type: string; body: string }>`
           SELECT s.reviewer_email, e.type, e.body

@@ -84,12 +84,6 @@ export const keepListening = (options: {
 export class Wakeups extends Context.Service<Wakeups, {
   /** New work for each topic: wake its waiters here and, on a server, in other processes. */
   readonly signal: (...topics: ReadonlyArray<Topic>) => Effect.Effect<void>
-  /**
-   * Runs `work` (a committed transaction, or an effect that commits one),
-   * then signals the topics it names for its result: the one way to say
-   * "new work" after the rows that hold it are visible to other sessions.
-   */
-  readonly afterCommit: <A, E, R>(work: Effect.Effect<A, E, R>, topics: (result: A) => ReadonlyArray<Topic>) => Effect.Effect<A, E, R>
   /** Returns when `topic` is signalled or after `atMost`, whichever is first. */
   readonly wait: (topic: Topic, atMost: Duration.Input) => Effect.Effect<void>
 }>()("svc/platform/Wakeups") {
@@ -143,7 +137,6 @@ export class Wakeups extends Context.Service<Wakeups, {
 
       return Wakeups.of({
         signal: (...topics) => signalAll(topics),
-        afterCommit: (work, topics) => Effect.tap(work, (result) => signalAll(topics(result))),
         wait
       })
     })
