@@ -141,6 +141,12 @@ export interface ClaimOptions {
   readonly leaseFor: Duration.Input
   /** Most deliveries of one target under live leases at once (all processes together). */
   readonly perTarget: number
+  /**
+   * The same for a target whose latest recorded attempt failed (consecutive
+   * failures > 0): a failing target is probed, not flooded, whatever the
+   * worker's other settings. Defaults to `perTarget`.
+   */
+  readonly perFailingTarget?: number | undefined
 }
 
 export interface ReplayInput {
@@ -393,7 +399,10 @@ export class DeliveryQueue extends Context.Service<DeliveryQueue, {
             SELECT target_id FROM deliveries WHERE kind = ${kind} AND status = 'sending' AND lease_until <= now()
           ),
           room AS (
-            SELECT g.target_id, ${options.perTarget} - (
+            SELECT g.target_id,
+              CASE WHEN coalesce(t.consecutive_failures, 0) > 0
+                THEN ${Math.min(options.perTarget, options.perFailingTarget ?? options.perTarget)}
+                ELSE ${options.perTarget} END - (
               SELECT count(*)::int FROM deliveries b
               WHERE b.kind = ${kind} AND b.status = 'sending' AND b.lease_until > now() AND b.target_id = g.target_id
             ) AS free

@@ -290,7 +290,9 @@ export const runWorker = <R>(options: WorkerOptions<R>) =>
           forgetIfIdle(target)
           continue
         }
-        const probing = prefetching && failing.get(target) === true
+        // Whatever the lease and prefetch settings: a failing target is
+        // probed one request at a time (the claim, too, takes one).
+        const probing = failing.get(target) === true
         const mayStart = () => {
           const sending = inFlightOf.get(target) ?? 0
           const unsettled = sending + (unrecorded.get(target) ?? 0)
@@ -339,7 +341,12 @@ export const runWorker = <R>(options: WorkerOptions<R>) =>
       )
       const claimedAt = Date.now()
       moreMayBeDue = false
-      const claimed = yield* queue.claim(options.kind, { limit, leaseFor: options.leaseFor, perTarget: prefetch })
+      const claimed = yield* queue.claim(options.kind, {
+        limit,
+        leaseFor: options.leaseFor,
+        perTarget: prefetch,
+        perFailingTarget: FAILING_TARGET_SENDS
+      })
       recordingFails = false
       for (const delivery of claimed) {
         let rows = waiting.get(delivery.targetId)

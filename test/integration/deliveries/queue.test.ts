@@ -95,6 +95,26 @@ layer(QueueLive, { excludeTestServices: true })("the shared delivery queue", (it
         const more = yield* queue.claim("webhook", { limit: 50, leaseFor: "1 minute", perTarget: 2 })
         assert.strictEqual(more.filter((d) => d.targetId === busy).length, 0, "live leases count against perTarget")
       }))
+    it.effect("a target whose latest attempt failed has at most perFailingTarget live leases, all claims together", () =>
+      Effect.gen(function*() {
+        const queue = yield* DeliveryQueue
+        const sql = yield* SqlClient.SqlClient
+        const org = yield* newOrg
+        const failing = newId()
+        const healthy = newId()
+        for (let i = 0; i < 5; i++) yield* queue.enqueue(base(org, failing))
+        for (let i = 0; i < 5; i++) yield* queue.enqueue(base(org, healthy))
+        yield* sql`UPDATE delivery_targets SET consecutive_failures = 1 WHERE id = ${failing}`
+        const options = { limit: 50, leaseFor: "1 minute", perTarget: 4, perFailingTarget: 1 } as const
+        const claimed = yield* queue.claim("webhook", options)
+        assert.strictEqual(claimed.filter((d) => d.targetId === failing).length, 1)
+        assert.strictEqual(claimed.filter((d) => d.targetId === healthy).length, 4)
+        // Another process's claim finds the probe's lease live: nothing more.
+        const more = yield* queue.claim("webhook", options)
+        assert.strictEqual(more.filter((d) => d.targetId === failing).length, 0)
+        yield* queue.failUndelivered("webhook", failing, "test over")
+        yield* queue.failUndelivered("webhook", healthy, "test over")
+      }))
   })
 
   describe("bounded queues", () => {

@@ -129,6 +129,39 @@ layer(QueueLive, { excludeTestServices: true })("the delivery worker", (it) => {
       yield* queue.failUndelivered("email", failing, "test over")
     }))
 
+  it.effect("with a lease too short to prefetch (SVC_WEBHOOK_LEASE=10s beside a 5 s send) a failing target is still probed one request at a time", () =>
+    Effect.gen(function*() {
+      const queue = yield* DeliveryQueue
+      const sql = yield* SqlClient.SqlClient
+      const org = yield* newOrg
+      const dead = newId()
+      yield* queue.enqueueMany(Array.from({ length: 8 }, () => ({ orgId: org, kind: "email" as const, targetId: dead, capacity: 50 })))
+      yield* sql`UPDATE delivery_targets SET consecutive_failures = 5 WHERE id = ${dead}`
+      const meter = concurrencyMeter()
+      let tries = 0
+      const scope = yield* Scope.make()
+      // The webhook worker's shape: 10 s lease, 5 s send deadline, prefetch
+      // wanted but impossible (a waiting delivery could not finish in time).
+      yield* runWorker({
+        kind: "email",
+        concurrency: 64,
+        perTarget: 16,
+        prefetch: 256,
+        leaseFor: "10 seconds",
+        handleTimeout: "5 seconds",
+        pollEvery: "200 millis",
+        handle: () =>
+          meter.around(dead, Effect.sleep("30 millis")).pipe(
+            Effect.andThen(Effect.sync(() => tries++)),
+            Effect.as({ outcome: Outcome.retry(new Date(), "HTTP 500"), attempt: boom })
+          )
+      }).pipe(Scope.provide(scope))
+      yield* eventually(Effect.sync(() => tries >= 12 ? true : undefined), { what: "a dozen probes" })
+      yield* Scope.close(scope, Exit.void)
+      assert.strictEqual(meter.peak(dead), 1, "never more than one request at a time to a failing target")
+      yield* queue.failUndelivered("email", dead, "test over")
+    }))
+
   it.effect("at shutdown the deliveries waiting here go back at once; the one in flight keeps its lease", () =>
     Effect.gen(function*() {
       const { org, queue, target } = yield* targetWith(5)
