@@ -266,6 +266,8 @@ export class DeliveryQueue extends Context.Service<DeliveryQueue, {
   readonly nextDue: (kind: DeliveryKind) => Effect.Effect<Option.Option<Date>>
   /** The target's cooldown end, if it is cooling down now. */
   readonly cooldownUntil: (targetId: string) => Effect.Effect<Option.Option<Date>>
+  /** Whether the database answers now (a worker asks after a statement failed: unreachable, or refused?). */
+  readonly reachable: Effect.Effect<boolean>
   /** Wakes this kind's workers here and (on a server) in other processes. Call after the enqueueing transaction commits. */
   readonly wake: (kind: DeliveryKind) => Effect.Effect<void>
 }>()("svc/deliveries/DeliveryQueue") {
@@ -803,6 +805,7 @@ export class DeliveryQueue extends Context.Service<DeliveryQueue, {
         undelivered,
         nextDue,
         cooldownUntil,
+        reachable: sql`SELECT 1`.pipe(Effect.as(true), Effect.timeoutOption("2 seconds"), Effect.map((answered) => answered._tag === "Some"), Effect.orElseSucceed(() => false)),
         wake: (kind) => wakeups.signal(wakeTopic(kind))
       })
     })

@@ -22,7 +22,7 @@
  * When nothing is due the loop sleeps until a wakeup, the next due instant,
  * or the poll interval.
  */
-import { Cause, Deferred, Duration, Effect, FiberSet, Latch, Option } from "effect"
+import { Cause, Deferred, Duration, Effect, Exit, FiberSet, Latch, Option } from "effect"
 import { Metrics } from "../observability/Metrics.ts"
 import { Wakeups } from "../platform/Wakeups.ts"
 import {
@@ -79,6 +79,17 @@ const DEFECT_RETRY = Duration.seconds(30)
 
 /** Sends of a target whose latest attempt failed. */
 const FAILING_TARGET_SENDS = 1
+
+/** Retrying a settle the database did not answer: first after this, doubling up to the maximum. */
+const SETTLE_RETRY_MIN_MS = 50
+const SETTLE_RETRY_MAX_MS = 1_000
+
+/** Failed tries of one settle batch, while the database answers otherwise, before it is given up. */
+const SETTLE_REFUSALS = 3
+
+/** Longest a stopping worker waits for sends under way and their outcomes. */
+const SHUTDOWN_GRACE_MAX_MS = 10_000
+const SHUTDOWN_POLL = Duration.millis(10)
 
 /** Time kept back beyond `handleTimeout` for recording the outcome before the lease ends. */
 const SETTLE_MARGIN_MS = 2_000
@@ -157,33 +168,69 @@ export const runWorker = <R>(options: WorkerOptions<R>) =>
     }
 
     // --- settling in batches
+    //
+    // An outcome this process knows is never dropped because the database
+    // did not answer: the batch stays here and is written as soon as the
+    // database answers again (typically well within the lease), so a
+    // delivery is sent twice only if this process stops before that. Only a
+    // batch the database refuses while it answers other statements (a
+    // statement that cannot succeed) is given up, after a few tries: its
+    // deliveries are then sent again once their leases run out.
     const settling: Array<{ readonly item: SettleItem; readonly done: Deferred.Deferred<boolean> }> = []
     const settleWanted = Latch.makeUnsafe(false)
+    let settleBackoffMs = SETTLE_RETRY_MIN_MS
+    let refusals = 0
     yield* Effect.gen(function*() {
       yield* settleWanted.await
       settleWanted.closeUnsafe()
       // While sends are still finishing, let a few more join the batch: one
       // statement for many outcomes leaves the database to the others.
-      if (inFlight > 0 && settling.length < SETTLE_BATCH / 4) yield* Effect.sleep(SETTLE_LINGER)
+      if (inFlight > 0 && settling.length < SETTLE_BATCH / 4 && !recordingFails) yield* Effect.sleep(SETTLE_LINGER)
       while (settling.length > 0) {
-        const batch = settling.splice(0, SETTLE_BATCH)
-        yield* queue.settleMany(batch.map((entry) => entry.item)).pipe(
-          Effect.matchCause({
-            onSuccess: (settled) => {
-              recordingFails = false
-              if (coolingUntil.size > 1_000) {
-                const now = Date.now()
-                for (const [target, until] of coolingUntil) if (until <= now) coolingUntil.delete(target)
-              }
-              for (const [target, until] of settled.coolingUntil) coolingUntil.set(target, until.getTime())
-              batch.forEach((entry, i) => Deferred.doneUnsafe(entry.done, Effect.succeed(settled.held[i] ?? false)))
-            },
-            onFailure: (cause) => {
-              recordingFails = true
-              batch.forEach((entry) => Deferred.doneUnsafe(entry.done, Effect.failCause(cause)))
+        const batch = settling.slice(0, SETTLE_BATCH)
+        const exit = yield* Effect.exit(queue.settleMany(batch.map((entry) => entry.item)))
+        if (Exit.isSuccess(exit)) {
+          settling.splice(0, batch.length)
+          const settled = exit.value
+          if (recordingFails) {
+            yield* Effect.logInfo("delivery outcomes are recorded again").pipe(
+              Effect.annotateLogs({ kind: options.kind, recorded: batch.length })
+            )
+          }
+          recordingFails = false
+          refusals = 0
+          settleBackoffMs = SETTLE_RETRY_MIN_MS
+          if (coolingUntil.size > 1_000) {
+            const now = Date.now()
+            for (const [target, until] of coolingUntil) if (until <= now) coolingUntil.delete(target)
+          }
+          for (const [target, until] of settled.coolingUntil) coolingUntil.set(target, until.getTime())
+          batch.forEach((entry, i) => Deferred.doneUnsafe(entry.done, Effect.succeed(settled.held[i] ?? false)))
+        } else {
+          const reachable = yield* queue.reachable.pipe(Effect.orElseSucceed(() => false))
+          if (reachable && ++refusals >= SETTLE_REFUSALS) {
+            // The database answers but refuses this batch: give it up.
+            settling.splice(0, batch.length)
+            refusals = 0
+            recordingFails = false
+            yield* Effect.logError(
+              "the database refused to record delivery outcomes; they are sent again once their leases run out",
+              Cause.squash(exit.cause)
+            ).pipe(Effect.annotateLogs({ kind: options.kind, given_up: batch.length }))
+            batch.forEach((entry) => Deferred.doneUnsafe(entry.done, Effect.failCause(exit.cause)))
+          } else {
+            if (!recordingFails) {
+              yield* Effect.logError(
+                "recording delivery outcomes failed; they are kept here and recorded as soon as the database answers",
+                Cause.squash(exit.cause)
+              ).pipe(Effect.annotateLogs({ kind: options.kind, waiting: settling.length }))
             }
-          })
-        )
+            // Nothing more starts meanwhile (see `pumpOnce`).
+            recordingFails = true
+            yield* Effect.sleep(Duration.millis(settleBackoffMs))
+            settleBackoffMs = Math.min(SETTLE_RETRY_MAX_MS, settleBackoffMs * 2)
+          }
+        }
         // Settled leases no longer count against their targets' claim limits.
         moreMayBeDue = true
         poke()
@@ -329,9 +376,13 @@ export const runWorker = <R>(options: WorkerOptions<R>) =>
       if (toRelease.length === 0) return Effect.void
       const batch = toRelease
       toRelease = []
-      return queue.release(batch).pipe(Effect.andThen(Effect.sync(() => {
-        moreMayBeDue = true
-      })))
+      return queue.release(batch).pipe(
+        Effect.andThen(Effect.sync(() => {
+          moreMayBeDue = true
+        })),
+        // Not given back now: try again next time (or their leases run out).
+        Effect.onError(() => Effect.sync(() => toRelease.push(...batch)))
+      )
     })
 
     const claim = Effect.gen(function*() {
@@ -347,7 +398,6 @@ export const runWorker = <R>(options: WorkerOptions<R>) =>
         perTarget: prefetch,
         perFailingTarget: FAILING_TARGET_SENDS
       })
-      recordingFails = false
       for (const delivery of claimed) {
         let rows = waiting.get(delivery.targetId)
         if (rows === undefined) {
@@ -371,10 +421,11 @@ export const runWorker = <R>(options: WorkerOptions<R>) =>
     // claims at once even when plenty waits: the new work may be another
     // target's, blocked behind nothing.
     let woken = true
-    // While outcomes cannot be written, a claim (even of nothing) is the
-    // probe that says when the database is back.
+    // While outcomes wait to be recorded, nothing is claimed: the settle
+    // loop's retries are the probe that says when the database is back, and
+    // they go first (a claim could take over this process's own leases).
     const shouldClaim = () =>
-      (recordingFails && woken) ||
+      !recordingFails &&
       (inFlight + (prefetching ? 0 : waitingCount) < options.concurrency && waitingCount < holdLimit &&
         (woken || (moreMayBeDue && waitingCount < lowWater)))
 
@@ -439,7 +490,18 @@ export const runWorker = <R>(options: WorkerOptions<R>) =>
         waiting.clear()
         waitingCount = 0
         toRelease = []
-        return queue.release(rest).pipe(Effect.timeout(Duration.seconds(2)), Effect.ignore)
+        return queue.release(rest).pipe(
+          Effect.timeout(Duration.seconds(2)),
+          Effect.ignore,
+          // Sends under way may finish and their outcomes be recorded: a
+          // stopping process then leaves nothing to be sent twice, unless
+          // this grace runs out first.
+          Effect.andThen(
+            Effect.gen(function*() {
+              while (inFlight > 0 || settling.length > 0) yield* Effect.sleep(SHUTDOWN_POLL)
+            }).pipe(Effect.timeout(Duration.millis(Math.min(handleMs + SETTLE_MARGIN_MS, SHUTDOWN_GRACE_MAX_MS))), Effect.ignore)
+          )
+        )
       })
     )
 
