@@ -147,6 +147,8 @@ export interface ClaimOptions {
    * worker's other settings. Defaults to `perTarget`.
    */
   readonly perFailingTarget?: number | undefined
+  /** Targets not to claim for now (the caller could not start their deliveries). */
+  readonly skipTargets?: ReadonlyArray<string> | undefined
 }
 
 export interface ReplayInput {
@@ -409,7 +411,8 @@ export class DeliveryQueue extends Context.Service<DeliveryQueue, {
               WHERE b.kind = ${kind} AND b.status = 'sending' AND b.lease_until > now() AND b.target_id = g.target_id
             ) AS free
             FROM targets g LEFT JOIN delivery_targets t ON t.id = g.target_id
-            WHERE t.cooldown_until IS NULL OR t.cooldown_until <= now()
+            WHERE (t.cooldown_until IS NULL OR t.cooldown_until <= now())
+            ${(options.skipTargets?.length ?? 0) > 0 ? sql`AND g.target_id NOT IN ${sql.in([...options.skipTargets!])}` : sql``}
           ),
           candidates AS (
             SELECT c.id, c.next_attempt_at, c.seq

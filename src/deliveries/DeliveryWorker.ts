@@ -61,6 +61,13 @@ export interface WorkerOptions<R> {
   /** Longest sleep when nothing is due (the cross-process fallback when no wakeup arrives). */
   readonly pollEvery: Duration.Input
   readonly cooldown?: CooldownPolicy | undefined
+  /**
+   * Targets that share a bound (webhook endpoints of one organization on one
+   * destination host): at most `perGroup` of their deliveries in flight at
+   * once in this process. Asked once per claimed target and claim.
+   */
+  readonly group?: ((delivery: Claimed) => Effect.Effect<string | undefined, never, R>) | undefined
+  readonly perGroup?: number | undefined
   /** Sends one delivery and says how it went; it should not fail (a defect is recorded as a retry). */
   readonly handle: (delivery: Claimed) => Effect.Effect<Settlement, never, R>
 }
@@ -91,11 +98,16 @@ const SETTLE_REFUSALS = 3
 const SHUTDOWN_GRACE_MAX_MS = 10_000
 const SHUTDOWN_POLL = Duration.millis(10)
 
+/** A delivery may always wait this long here for its turn (lease permitting: see `maxWaitMs`). */
+const MIN_WAIT_MS = 1_000
+
 /** Time kept back beyond `handleTimeout` for recording the outcome before the lease ends. */
 const SETTLE_MARGIN_MS = 2_000
 
 interface Waiting {
   readonly delivery: Claimed
+  /** Its target's group (`WorkerOptions.group`), when it has one. */
+  readonly group: string | undefined
   /** This process's clock, read before the claim was sent: the lease lasts at least `leaseFor` from here. */
   readonly claimedAt: number
 }
@@ -115,8 +127,12 @@ export const runWorker = <R>(options: WorkerOptions<R>) =>
     // only what it can start at once, and a failing target is not held back.
     const prefetching = handleMs + SETTLE_MARGIN_MS < leaseMs / 2 && (options.prefetch ?? 0) > options.perTarget
     const prefetch = prefetching ? options.prefetch! : options.perTarget
-    /** The longest a delivery may wait here before it must be given back. */
-    const maxWaitMs = leaseMs - handleMs - SETTLE_MARGIN_MS
+    /**
+     * The longest a delivery may wait here before it must be given back (at
+     * the shortest lease allowed, a second of the recording margin).
+     */
+    const maxWaitMs = Math.max(leaseMs - handleMs - SETTLE_MARGIN_MS, MIN_WAIT_MS)
+    const perGroup = options.perGroup ?? Number.POSITIVE_INFINITY
     /** Claimed and not started, at most (beyond this the claim waits). */
     const holdLimit = Math.max(options.concurrency, prefetch) * 2
     /** Claim more for a busy target once fewer than this wait here. */
@@ -127,6 +143,9 @@ export const runWorker = <R>(options: WorkerOptions<R>) =>
     let waitingCount = 0
     let inFlight = 0
     const inFlightOf = new Map<string, number>()
+    /** In flight per group, and the group of each target known here. */
+    const inFlightOfGroup = new Map<string, number>()
+    const groupOf = new Map<string, string>()
     /** Whether the target's latest known attempt failed. */
     const failing = new Map<string, boolean>()
     /**
@@ -162,6 +181,7 @@ export const runWorker = <R>(options: WorkerOptions<R>) =>
         inFlightOf.delete(target)
         unrecorded.delete(target)
         failing.delete(target)
+        groupOf.delete(target)
         const until = coolingUntil.get(target)
         if (until !== undefined && until <= Date.now()) coolingUntil.delete(target)
       }
@@ -244,7 +264,7 @@ export const runWorker = <R>(options: WorkerOptions<R>) =>
         return Deferred.await(done)
       })
 
-    const process = (delivery: Claimed) =>
+    const process = (delivery: Claimed, group: string | undefined) =>
       options.handle(delivery).pipe(
         Effect.catchCause((cause) =>
           Effect.as(
@@ -269,6 +289,11 @@ export const runWorker = <R>(options: WorkerOptions<R>) =>
           // the claim loop is doing.
           inFlight--
           inFlightOf.set(delivery.targetId, (inFlightOf.get(delivery.targetId) ?? 1) - 1)
+          if (group !== undefined) {
+            const n = (inFlightOfGroup.get(group) ?? 1) - 1
+            if (n <= 0) inFlightOfGroup.delete(group)
+            else inFlightOfGroup.set(group, n)
+          }
           pump()
           poke()
         })),
@@ -341,6 +366,8 @@ export const runWorker = <R>(options: WorkerOptions<R>) =>
         // probed one request at a time (the claim, too, takes one).
         const probing = failing.get(target) === true
         const mayStart = () => {
+          const group = rows[0]?.group
+          if (group !== undefined && (inFlightOfGroup.get(group) ?? 0) >= perGroup) return false
           const sending = inFlightOf.get(target) ?? 0
           const unsettled = sending + (unrecorded.get(target) ?? 0)
           return probing
@@ -351,13 +378,15 @@ export const runWorker = <R>(options: WorkerOptions<R>) =>
         while (rows.length > 0 && inFlight < options.concurrency && mayStart() && !closing && !recordingFails) {
           const next = rows.shift()!
           waitingCount--
-          if (prefetching && now - next.claimedAt > maxWaitMs) {
+          // Too late to finish within its lease: back, to be claimed afresh.
+          if (now - next.claimedAt > maxWaitMs) {
             toRelease.push(next.delivery)
             continue
           }
           inFlight++
           inFlightOf.set(target, (inFlightOf.get(target) ?? 0) + 1)
-          fork(process(next.delivery))
+          if (next.group !== undefined) inFlightOfGroup.set(next.group, (inFlightOfGroup.get(next.group) ?? 0) + 1)
+          fork(process(next.delivery, next.group))
           started = true
         }
         if (rows.length === 0) forgetIfIdle(target)
@@ -392,19 +421,37 @@ export const runWorker = <R>(options: WorkerOptions<R>) =>
       )
       const claimedAt = Date.now()
       moreMayBeDue = false
+      // Targets whose group is at its bound here: what this process could
+      // not start is left to the others (or to a later claim).
+      const skipTargets: Array<string> = []
+      if (inFlightOfGroup.size > 0) {
+        for (const [target, group] of groupOf) {
+          if ((inFlightOfGroup.get(group) ?? 0) >= perGroup) skipTargets.push(target)
+        }
+      }
       const claimed = yield* queue.claim(options.kind, {
         limit,
         leaseFor: options.leaseFor,
         perTarget: prefetch,
-        perFailingTarget: FAILING_TARGET_SENDS
+        perFailingTarget: FAILING_TARGET_SENDS,
+        skipTargets
       })
+      const groups = new Map<string, string | undefined>()
+      if (options.group !== undefined) {
+        for (const delivery of claimed) {
+          if (groups.has(delivery.targetId)) continue
+          const group = yield* options.group(delivery).pipe(Effect.catchCause(() => Effect.succeed(undefined)))
+          groups.set(delivery.targetId, group)
+          if (group !== undefined) groupOf.set(delivery.targetId, group)
+        }
+      }
       for (const delivery of claimed) {
         let rows = waiting.get(delivery.targetId)
         if (rows === undefined) {
           rows = []
           waiting.set(delivery.targetId, rows)
         }
-        rows.push({ delivery, claimedAt })
+        rows.push({ delivery, claimedAt, group: groups.get(delivery.targetId) })
         waitingCount++
         if (!failing.has(delivery.targetId)) failing.set(delivery.targetId, delivery.targetFailures > 0)
         // Claimable means not cooling down (any more), whatever this process last heard.

@@ -56,6 +56,12 @@ export interface OutboundRequest {
    * own pool, so one target's stuck requests never queue another's.
    */
   readonly partition?: string | undefined
+  /**
+   * Most connections the pool of this request keeps to the origin (default
+   * 32). A caller that bounds its own requests to the origin passes the same
+   * bound: then no request ever queues behind another in the pool.
+   */
+  readonly connections?: number | undefined
   /** Whose request this is: DNS lookups in flight are bounded per organization. */
   readonly orgId?: string | undefined
 }
@@ -143,6 +149,7 @@ interface PoolKey {
   /** The checked addresses, the only ones this pool's sockets connect to. */
   readonly addresses: ReadonlyArray<string>
   readonly partition: string
+  readonly connections: number
 }
 
 const familyOf = (address: string) => (address.includes(":") ? 6 : 4)
@@ -180,7 +187,7 @@ const makePool = (key: PoolKey, trust: tls.SecureContext) => {
     lookup: pinnedLookup(key.addresses)
   })
   return new Pool(key.origin, {
-    connections: POOL_CONNECTIONS,
+    connections: key.connections,
     allowH2: false,
     keepAliveTimeout: 10_000,
     keepAliveMaxTimeout: 60_000,
@@ -451,7 +458,8 @@ export class OutboundHttp extends Context.Service<OutboundHttp, {
           const key: PoolKey = {
             origin: target.url.origin,
             addresses: addresses.map((address) => address.toString()),
-            partition: request.partition ?? ""
+            partition: request.partition ?? "",
+            connections: request.connections ?? POOL_CONNECTIONS
           }
           const pool = yield* RcMap.get(pools, JSON.stringify(key))
           return yield* Effect.tryPromise({
