@@ -28,6 +28,7 @@ import { NotReplayable, QueueFull } from "../api/Deliveries.ts"
 import { newId } from "../platform/Ids.ts"
 import { DatabaseInfo } from "../platform/Database.ts"
 import { Wakeups } from "../platform/Wakeups.ts"
+import { claimStatement, nextDueStatement } from "./Statements.ts"
 
 /** `email`: reviewer email notifications (target = the organization). */
 export type DeliveryKind = "webhook" | "telemetry" | "email"
@@ -162,7 +163,7 @@ export interface ReplayInput {
   readonly replayable?: ((delivery: Delivery) => boolean) | undefined
 }
 
-interface Row {
+export interface Row {
   readonly id: string
   readonly seq: string
   readonly org_id: string
@@ -181,7 +182,7 @@ interface Row {
   readonly finished_at: Date | null
 }
 
-interface ClaimedRow extends Row {
+export interface ClaimedRow extends Row {
   readonly lease_owner: string
   readonly target_failures: number
   readonly claimed_from: DeliveryStatus
@@ -384,72 +385,7 @@ export class DeliveryQueue extends Context.Service<DeliveryQueue, {
       // `deliveries_waiting_idx`, each target's next rows from a range scan
       // of the same index.
       const claim = Effect.fn("DeliveryQueue.claim")(function*(kind: DeliveryKind, options: ClaimOptions) {
-        const rows = yield* sql<ClaimedRow>`
-          WITH RECURSIVE waiting AS (
-            -- Every kind's targets (ids never collide across kinds): a
-            -- kind condition here would steer the planner off the index.
-            (SELECT target_id FROM deliveries
-             WHERE status IN ('queued', 'retrying')
-             ORDER BY target_id LIMIT 1)
-            UNION ALL
-            SELECT (SELECT d.target_id FROM deliveries d
-                    WHERE d.status IN ('queued', 'retrying') AND d.target_id > w.target_id
-                    ORDER BY d.target_id LIMIT 1)
-            FROM waiting w WHERE w.target_id IS NOT NULL
-          ),
-          targets AS (
-            SELECT target_id FROM waiting WHERE target_id IS NOT NULL
-            UNION
-            SELECT target_id FROM deliveries WHERE kind = ${kind} AND status = 'sending' AND lease_until <= now()
-          ),
-          room AS (
-            SELECT g.target_id,
-              CASE WHEN coalesce(t.consecutive_failures, 0) > 0
-                THEN ${Math.min(options.perTarget, options.perFailingTarget ?? options.perTarget)}
-                ELSE ${options.perTarget} END - (
-              SELECT count(*)::int FROM deliveries b
-              WHERE b.kind = ${kind} AND b.status = 'sending' AND b.lease_until > now() AND b.target_id = g.target_id
-            ) AS free
-            FROM targets g LEFT JOIN delivery_targets t ON t.id = g.target_id
-            WHERE (t.cooldown_until IS NULL OR t.cooldown_until <= now())
-            ${(options.skipTargets?.length ?? 0) > 0 ? sql`AND g.target_id NOT IN ${sql.in([...options.skipTargets!])}` : sql``}
-          ),
-          candidates AS (
-            SELECT c.id, c.next_attempt_at, c.seq
-            FROM room r CROSS JOIN LATERAL (
-              SELECT x.id, x.next_attempt_at, x.seq FROM (
-                (SELECT d.id, d.next_attempt_at, d.seq FROM deliveries d
-                 WHERE d.target_id = r.target_id AND d.status IN ('queued', 'retrying') AND d.next_attempt_at <= now()
-                   AND d.kind = ${kind}
-                 ORDER BY d.target_id, d.next_attempt_at, d.seq LIMIT greatest(r.free, 0))
-                UNION ALL
-                (SELECT d.id, d.next_attempt_at, d.seq FROM deliveries d
-                 WHERE d.target_id = r.target_id AND d.kind = ${kind} AND d.status = 'sending' AND d.lease_until <= now()
-                 ORDER BY d.next_attempt_at, d.seq LIMIT greatest(r.free, 0))
-              ) x
-              ORDER BY x.next_attempt_at, x.seq LIMIT greatest(r.free, 0)
-            ) c
-            WHERE r.free > 0
-            ORDER BY c.next_attempt_at, c.seq
-            LIMIT ${options.limit}
-          ),
-          picked AS (
-            SELECT d.id, d.target_id, d.status AS claimed_from FROM deliveries d
-            WHERE d.id IN (SELECT id FROM candidates)
-            FOR UPDATE OF d SKIP LOCKED
-          )
-          UPDATE deliveries d
-          SET status = 'sending', lease_owner = ${newId()},
-              lease_until = now() + make_interval(secs => ${millis(options.leaseFor) / 1000}),
-              attempts = d.attempts + 1
-          FROM picked p LEFT JOIN delivery_targets t ON t.id = p.target_id
-          WHERE d.id = p.id
-            AND ((d.status IN ('queued', 'retrying') AND d.next_attempt_at <= now())
-              OR (d.status = 'sending' AND d.lease_until <= now()))
-          RETURNING d.id, d.seq, d.org_id, d.kind, d.target_id, d.status, d.label, d.event_id, d.payload, d.meta,
-                    d.attempts, d.replays, d.last_error, d.next_attempt_at, d.created_at, d.finished_at,
-                    d.lease_owner, coalesce(t.consecutive_failures, 0) AS target_failures, p.claimed_from
-        `.pipe(Effect.orDie)
+        const rows = yield* claimStatement(sql, kind, options, newId()).pipe(Effect.orDie)
         return rows
           .map((row): Claimed => ({
             ...toDelivery(row),
@@ -758,29 +694,7 @@ export class DeliveryQueue extends Context.Service<DeliveryQueue, {
       })
 
       const nextDue = Effect.fn("DeliveryQueue.nextDue")(function*(kind: DeliveryKind) {
-        // Per waiting target (skip scan), its earliest row: O(targets), not O(queue).
-        const [row] = yield* sql<{ at: Date | null }>`
-          WITH RECURSIVE waiting AS (
-            (SELECT target_id FROM deliveries WHERE status IN ('queued', 'retrying') ORDER BY target_id LIMIT 1)
-            UNION ALL
-            SELECT (SELECT d.target_id FROM deliveries d
-                    WHERE d.status IN ('queued', 'retrying') AND d.target_id > w.target_id
-                    ORDER BY d.target_id LIMIT 1)
-            FROM waiting w WHERE w.target_id IS NOT NULL
-          )
-          SELECT least(
-            (SELECT min(greatest(f.next_attempt_at, coalesce(t.cooldown_until, f.next_attempt_at)))
-             FROM waiting w
-             CROSS JOIN LATERAL (
-               SELECT d.next_attempt_at FROM deliveries d
-               WHERE d.target_id = w.target_id AND d.status IN ('queued', 'retrying') AND d.kind = ${kind}
-               ORDER BY d.target_id, d.next_attempt_at, d.seq LIMIT 1
-             ) f
-             LEFT JOIN delivery_targets t ON t.id = w.target_id
-             WHERE w.target_id IS NOT NULL),
-            (SELECT min(lease_until) FROM deliveries WHERE kind = ${kind} AND status = 'sending')
-          ) AS at
-        `.pipe(Effect.orDie)
+        const [row] = yield* nextDueStatement(sql, kind).pipe(Effect.orDie)
         return Option.fromNullishOr(row?.at ?? null)
       })
 
