@@ -64,7 +64,9 @@ export interface WorkerOptions<R> {
   /**
    * Targets that share a bound (webhook endpoints of one organization on one
    * destination host): at most `perGroup` of their deliveries in flight at
-   * once in this process. Asked once per claimed target and claim.
+   * once in this process, except that a target with none in flight may
+   * always start one (so at most `perGroup` + targets − 1). Asked once per
+   * claimed target and claim.
    */
   readonly group?: ((delivery: Claimed) => Effect.Effect<string | undefined, never, R>) | undefined
   readonly perGroup?: number | undefined
@@ -366,9 +368,12 @@ export const runWorker = <R>(options: WorkerOptions<R>) =>
         // probed one request at a time (the claim, too, takes one).
         const probing = failing.get(target) === true
         const mayStart = () => {
-          const group = rows[0]?.group
-          if (group !== undefined && (inFlightOfGroup.get(group) ?? 0) >= perGroup) return false
           const sending = inFlightOf.get(target) ?? 0
+          // A group at its bound admits no more, except a target's first
+          // request: the others of its group (hanging ones included) never
+          // hold a target back entirely.
+          const group = rows[0]?.group
+          if (group !== undefined && sending > 0 && (inFlightOfGroup.get(group) ?? 0) >= perGroup) return false
           const unsettled = sending + (unrecorded.get(target) ?? 0)
           return probing
             ? unsettled < Math.min(FAILING_TARGET_SENDS, options.perTarget)
@@ -426,7 +431,7 @@ export const runWorker = <R>(options: WorkerOptions<R>) =>
       const skipTargets: Array<string> = []
       if (inFlightOfGroup.size > 0) {
         for (const [target, group] of groupOf) {
-          if ((inFlightOfGroup.get(group) ?? 0) >= perGroup) skipTargets.push(target)
+          if ((inFlightOf.get(target) ?? 0) > 0 && (inFlightOfGroup.get(group) ?? 0) >= perGroup) skipTargets.push(target)
         }
       }
       const claimed = yield* queue.claim(options.kind, {

@@ -138,11 +138,12 @@ export class WebhookSender extends Context.Service<WebhookSender, {
           timeout: config.webhookSendTimeout,
           maxResponseBytes: SNIPPET_BYTES + 1,
           // One pool per organization and destination host, as large as the
-          // worker's bound on requests in flight to it (`SVC_WEBHOOK_PER_HOST`):
-          // no request ever waits behind another (a hanging endpoint's) in it,
-          // and one organization's endpoints never hold another's connections.
+          // worker's bound on requests in flight to it (`SVC_WEBHOOK_PER_HOST`,
+          // plus one per further endpoint): no request ever waits behind
+          // another (a hanging endpoint's) in it, and one organization's
+          // endpoints never hold another's connections.
           partition: delivery.orgId,
-          connections: config.webhookPerHost,
+          connections: config.webhookPerHost + config.maxEndpointsPerOrg,
           orgId: delivery.orgId
         }).pipe(Effect.result)
         if (sent._tag === "Failure") {
