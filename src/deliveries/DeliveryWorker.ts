@@ -22,9 +22,10 @@
  * When nothing is due the loop sleeps until a wakeup, the next due instant,
  * or the poll interval.
  */
-import { Cause, Deferred, Duration, Effect, Exit, FiberSet, Latch, Option } from "effect"
+import { Cause, Clock, Deferred, Duration, Effect, Exit, FiberSet, Latch, Option } from "effect"
 import { Metrics } from "../observability/Metrics.ts"
 import { Wakeups } from "../platform/Wakeups.ts"
+import { Admission, type Entry } from "./Admission.ts"
 import {
   type AttemptRecord,
   type Claimed,
@@ -106,14 +107,6 @@ const MIN_WAIT_MS = 1_000
 /** Time kept back beyond `handleTimeout` for recording the outcome before the lease ends. */
 const SETTLE_MARGIN_MS = 2_000
 
-interface Waiting {
-  readonly delivery: Claimed
-  /** Its target's group (`WorkerOptions.group`), when it has one. */
-  readonly group: string | undefined
-  /** This process's clock, read before the claim was sent: the lease lasts at least `leaseFor` from here. */
-  readonly claimedAt: number
-}
-
 /** Runs the loop in a fiber of the current scope. */
 export const runWorker = <R>(options: WorkerOptions<R>) =>
   Effect.gen(function*() {
@@ -141,25 +134,13 @@ export const runWorker = <R>(options: WorkerOptions<R>) =>
     const lowWater = Math.max(1, Math.floor(prefetch / 4))
 
     // --- local state (this process's view; the database stays the truth)
-    const waiting = new Map<string, Array<Waiting>>() // per target, oldest first; insertion order = turn
-    let waitingCount = 0
-    let inFlight = 0
-    const inFlightOf = new Map<string, number>()
-    /** In flight per group, and the group of each target known here. */
-    const inFlightOfGroup = new Map<string, number>()
-    const groupOf = new Map<string, string>()
-    /** Whether the target's latest known attempt failed. */
-    const failing = new Map<string, boolean>()
-    /**
-     * Sends that are over but whose outcome is not recorded yet, per target.
-     * Bounded (with those in flight) so that a crash leaves at most twice
-     * `perTarget` deliveries of a target to be sent again; and a failing
-     * target gets nothing new until its failures are recorded (recording them
-     * may start its cooldown).
-     */
-    const unrecorded = new Map<string, number>()
-    /** Targets cooling down, as learnt from settling (ms since epoch). */
-    const coolingUntil = new Map<string, number>()
+    const admission = new Admission<Claimed>({
+      concurrency: options.concurrency,
+      perTarget: options.perTarget,
+      perFailingTarget: FAILING_TARGET_SENDS,
+      perGroup,
+      maxWaitMs
+    })
     let toRelease: Array<Claimed> = []
     /** Something changed that may make a claim find more (new work, room freed, a claim that was full). */
     let moreMayBeDue = true
@@ -173,21 +154,6 @@ export const runWorker = <R>(options: WorkerOptions<R>) =>
     let recordingFails = false
     const changed = Latch.makeUnsafe(false)
     const poke = () => changed.openUnsafe()
-
-    const forgetIfIdle = (target: string) => {
-      if (
-        (inFlightOf.get(target) ?? 0) === 0 && (waiting.get(target)?.length ?? 0) === 0 &&
-        (unrecorded.get(target) ?? 0) === 0
-      ) {
-        waiting.delete(target)
-        inFlightOf.delete(target)
-        unrecorded.delete(target)
-        failing.delete(target)
-        groupOf.delete(target)
-        const until = coolingUntil.get(target)
-        if (until !== undefined && until <= Date.now()) coolingUntil.delete(target)
-      }
-    }
 
     // --- settling in batches
     //
@@ -207,7 +173,7 @@ export const runWorker = <R>(options: WorkerOptions<R>) =>
       settleWanted.closeUnsafe()
       // While sends are still finishing, let a few more join the batch: one
       // statement for many outcomes leaves the database to the others.
-      if (inFlight > 0 && settling.length < SETTLE_BATCH / 4 && !recordingFails) yield* Effect.sleep(SETTLE_LINGER)
+      if (admission.inFlight > 0 && settling.length < SETTLE_BATCH / 4 && !recordingFails) yield* Effect.sleep(SETTLE_LINGER)
       while (settling.length > 0) {
         const batch = settling.slice(0, SETTLE_BATCH)
         const exit = yield* Effect.exit(queue.settleMany(batch.map((entry) => entry.item)))
@@ -222,11 +188,11 @@ export const runWorker = <R>(options: WorkerOptions<R>) =>
           recordingFails = false
           refusals = 0
           settleBackoffMs = SETTLE_RETRY_MIN_MS
-          if (coolingUntil.size > 1_000) {
-            const now = Date.now()
-            for (const [target, until] of coolingUntil) if (until <= now) coolingUntil.delete(target)
+          if (settled.coolingUntil.size > 0) {
+            const until = new Map<string, number>()
+            for (const [target, end] of settled.coolingUntil) until.set(target, end.getTime())
+            admission.coolDown(until, yield* Clock.currentTimeMillis)
           }
-          for (const [target, until] of settled.coolingUntil) coolingUntil.set(target, until.getTime())
           batch.forEach((entry, i) => Deferred.doneUnsafe(entry.done, Effect.succeed(settled.held[i] ?? false)))
         } else {
           const reachable = yield* queue.reachable.pipe(Effect.orElseSucceed(() => false))
@@ -266,47 +232,39 @@ export const runWorker = <R>(options: WorkerOptions<R>) =>
         return Deferred.await(done)
       })
 
-    const process = (delivery: Claimed, group: string | undefined) =>
-      options.handle(delivery).pipe(
+    const process = (entry: Entry<Claimed>) => {
+      const delivery = entry.item
+      let outcomeKnown = false
+      return options.handle(delivery).pipe(
         Effect.catchCause((cause) =>
-          Effect.as(
+          Effect.flatMap(
             Effect.logError("delivery handler failed; retrying later", Cause.squash(cause)).pipe(
-              Effect.annotateLogs({ delivery_id: delivery.id, org_id: delivery.orgId })
+              Effect.annotateLogs({ delivery_id: delivery.id, org_id: delivery.orgId }),
+              Effect.andThen(Clock.currentTimeMillis)
             ),
-            {
-              outcome: Outcome.retry(new Date(Date.now() + Duration.toMillis(DEFECT_RETRY)), "internal error"),
-              attempt: { error: "internal error", durationMs: 0 }
-            } satisfies Settlement
+            (now) =>
+              Effect.succeed({
+                outcome: Outcome.retry(new Date(now + Duration.toMillis(DEFECT_RETRY)), "internal error"),
+                attempt: { error: "internal error", durationMs: 0 }
+              } satisfies Settlement)
           )
         ),
-        Effect.tap(({ outcome }) =>
-          Effect.sync(() => {
-            failing.set(delivery.targetId, outcome._tag === "Retry" || outcome._tag === "Failed")
-            unrecorded.set(delivery.targetId, (unrecorded.get(delivery.targetId) ?? 0) + 1)
+        Effect.onExit((exit) =>
+          Effect.suspend(() => {
+            // The slot is free once the send is over (the outcome is written
+            // after), and the next waiting delivery starts at once, whatever
+            // the claim loop is doing.
+            const outcome = Exit.isSuccess(exit) ? exit.value.outcome : undefined
+            outcomeKnown = outcome !== undefined
+            admission.sendEnded(entry, outcome === undefined ? undefined : outcome._tag === "Retry" || outcome._tag === "Failed")
+            poke()
+            return pump
           })
         ),
-        Effect.onExit(() => Effect.sync(() => {
-          // The slot is free once the send is over (the outcome is written
-          // after), and the next waiting delivery starts at once, whatever
-          // the claim loop is doing.
-          inFlight--
-          inFlightOf.set(delivery.targetId, (inFlightOf.get(delivery.targetId) ?? 1) - 1)
-          if (group !== undefined) {
-            const n = (inFlightOfGroup.get(group) ?? 1) - 1
-            if (n <= 0) inFlightOfGroup.delete(group)
-            else inFlightOfGroup.set(group, n)
-          }
-          pump()
-          poke()
-        })),
         Effect.flatMap(({ attempt, outcome }) =>
           settle({ claimed: delivery, outcome, attempt, cooldown: options.cooldown }).pipe(
             // Counted once recorded: what the database says happened.
-            Effect.tap((held) => held ? Effect.sync(() => metrics.deliveryAttempt(options.kind, outcome._tag, attempt.durationMs)) : Effect.void),
-            Effect.ensuring(Effect.sync(() => {
-              unrecorded.set(delivery.targetId, (unrecorded.get(delivery.targetId) ?? 1) - 1)
-              pump()
-            }))
+            Effect.tap((held) => held ? Effect.sync(() => metrics.deliveryAttempt(options.kind, outcome._tag, attempt.durationMs)) : Effect.void)
           )
         ),
         Effect.flatMap((held) =>
@@ -316,95 +274,32 @@ export const runWorker = <R>(options: WorkerOptions<R>) =>
               Effect.annotateLogs({ delivery_id: delivery.id })
             )
         ),
-        // A failed settle (the database is unreachable) leaves the delivery
-        // `sending` until its lease runs out, then it is sent again: say so
-        // instead of letting the fiber die unseen in the FiberSet.
+        // A settle the database refused (see the settle loop) leaves the
+        // delivery `sending` until its lease runs out, then it is sent
+        // again: say so instead of letting the fiber die unseen.
         Effect.catchCause((cause) =>
           Cause.hasInterruptsOnly(cause)
             ? Effect.failCause(cause)
             : Effect.logError("recording a delivery outcome failed; it is retried once its lease runs out", Cause.squash(cause))
               .pipe(Effect.annotateLogs({ delivery_id: delivery.id, org_id: delivery.orgId }))
         ),
-        Effect.ensuring(Effect.sync(() => forgetIfIdle(delivery.targetId)))
+        Effect.ensuring(Effect.suspend(() => {
+          if (!outcomeKnown) return Effect.void
+          admission.recorded(delivery.targetId)
+          return pump
+        }))
       )
+    }
 
-    // A started fiber may run at once, and its end (or a settle it wakes)
-    // calls `pump` again from inside this one: such a call only asks for
-    // another pass, so one pass at a time walks the state.
-    let pumping = false
-    let pumpAgain = false
     /** Starts what may start now, target by target in turn; sets aside what must be given back. */
-    const pump = () => {
-      if (pumping) {
-        pumpAgain = true
-        return
-      }
-      pumping = true
-      try {
-        do {
-          pumpAgain = false
-          pumpOnce()
-        } while (pumpAgain)
-      } finally {
-        pumping = false
-      }
-    }
-    const pumpOnce = () => {
-      if (closing || recordingFails) return
-      const now = Date.now()
-      const served: Array<string> = []
-      for (const [target, rows] of waiting) {
-        const until = coolingUntil.get(target)
-        if (until !== undefined && until <= now) coolingUntil.delete(target)
-        if (until !== undefined && until > now) {
-          // Nothing is sent to a target while it cools down.
-          for (const row of rows) toRelease.push(row.delivery)
-          waitingCount -= rows.length
-          rows.length = 0
-          forgetIfIdle(target)
-          continue
-        }
-        // Whatever the lease and prefetch settings: a failing target is
-        // probed one request at a time (the claim, too, takes one).
-        const probing = failing.get(target) === true
-        const mayStart = () => {
-          const sending = inFlightOf.get(target) ?? 0
-          // A group at its bound admits no more, except a target's first
-          // request: the others of its group (hanging ones included) never
-          // hold a target back entirely.
-          const group = rows[0]?.group
-          if (group !== undefined && sending > 0 && (inFlightOfGroup.get(group) ?? 0) >= perGroup) return false
-          const unsettled = sending + (unrecorded.get(target) ?? 0)
-          return probing
-            ? unsettled < Math.min(FAILING_TARGET_SENDS, options.perTarget)
-            : sending < options.perTarget && unsettled < 2 * options.perTarget
-        }
-        let started = false
-        while (rows.length > 0 && inFlight < options.concurrency && mayStart() && !closing && !recordingFails) {
-          const next = rows.shift()!
-          waitingCount--
-          // Too late to finish within its lease: back, to be claimed afresh.
-          if (now - next.claimedAt > maxWaitMs) {
-            toRelease.push(next.delivery)
-            continue
-          }
-          inFlight++
-          inFlightOf.set(target, (inFlightOf.get(target) ?? 0) + 1)
-          if (next.group !== undefined) inFlightOfGroup.set(next.group, (inFlightOfGroup.get(next.group) ?? 0) + 1)
-          fork(process(next.delivery, next.group))
-          started = true
-        }
-        if (rows.length === 0) forgetIfIdle(target)
-        else if (started) served.push(target)
-      }
-      // Their turn is over: they go behind the other targets.
-      for (const target of served) {
-        const rows = waiting.get(target)
-        if (rows === undefined) continue
-        waiting.delete(target)
-        waiting.set(target, rows)
-      }
-    }
+    const pump: Effect.Effect<void> = Effect.flatMap(Clock.currentTimeMillis, (now) =>
+      Effect.sync(() => {
+        const decision = admission.admit(now, closing || recordingFails)
+        for (const item of decision.giveBack) toRelease.push(item)
+        // Forked after the decision: a fiber that runs (and ends) at once
+        // asks the model again, which is already consistent.
+        for (const entry of decision.start) fork(process(entry))
+      }))
 
     const releaseSetAside = Effect.suspend(() => {
       if (toRelease.length === 0) return Effect.void
@@ -420,48 +315,36 @@ export const runWorker = <R>(options: WorkerOptions<R>) =>
     })
 
     const claim = Effect.gen(function*() {
+      const waitingCount = admission.waiting
       const limit = Math.max(
         0,
-        prefetching ? holdLimit - waitingCount : options.concurrency - inFlight - waitingCount
+        prefetching ? holdLimit - waitingCount : options.concurrency - admission.inFlight - waitingCount
       )
-      const claimedAt = Date.now()
+      const claimedAt = yield* Clock.currentTimeMillis
       moreMayBeDue = false
-      // Targets whose group is at its bound here: what this process could
-      // not start is left to the others (or to a later claim).
-      const skipTargets: Array<string> = []
-      if (inFlightOfGroup.size > 0) {
-        for (const [target, group] of groupOf) {
-          if ((inFlightOf.get(target) ?? 0) > 0 && (inFlightOfGroup.get(group) ?? 0) >= perGroup) skipTargets.push(target)
-        }
-      }
       const claimed = yield* queue.claim(options.kind, {
         limit,
         leaseFor: options.leaseFor,
         perTarget: prefetch,
         perFailingTarget: FAILING_TARGET_SENDS,
-        skipTargets
+        // Targets whose group is at its bound here: what this process could
+        // not start is left to the others (or to a later claim).
+        skipTargets: admission.saturatedTargets()
       })
       const groups = new Map<string, string | undefined>()
       if (options.group !== undefined) {
         for (const delivery of claimed) {
           if (groups.has(delivery.targetId)) continue
-          const group = yield* options.group(delivery).pipe(Effect.catchCause(() => Effect.succeed(undefined)))
-          groups.set(delivery.targetId, group)
-          if (group !== undefined) groupOf.set(delivery.targetId, group)
+          groups.set(delivery.targetId, yield* options.group(delivery).pipe(Effect.catchCause(() => Effect.succeed(undefined))))
         }
       }
-      for (const delivery of claimed) {
-        let rows = waiting.get(delivery.targetId)
-        if (rows === undefined) {
-          rows = []
-          waiting.set(delivery.targetId, rows)
-        }
-        rows.push({ delivery, claimedAt, group: groups.get(delivery.targetId) })
-        waitingCount++
-        if (!failing.has(delivery.targetId)) failing.set(delivery.targetId, delivery.targetFailures > 0)
-        // Claimable means not cooling down (any more), whatever this process last heard.
-        coolingUntil.delete(delivery.targetId)
-      }
+      admission.add(claimed.map((delivery) => ({
+        item: delivery,
+        target: delivery.targetId,
+        group: groups.get(delivery.targetId),
+        claimedAt,
+        failing: delivery.targetFailures > 0
+      })))
       // A full claim may have left more behind.
       if (claimed.length >= limit && limit > 0) moreMayBeDue = true
       return claimed.length
@@ -476,10 +359,12 @@ export const runWorker = <R>(options: WorkerOptions<R>) =>
     // While outcomes wait to be recorded, nothing is claimed: the settle
     // loop's retries are the probe that says when the database is back, and
     // they go first (a claim could take over this process's own leases).
-    const shouldClaim = () =>
-      !recordingFails &&
-      (inFlight + (prefetching ? 0 : waitingCount) < options.concurrency && waitingCount < holdLimit &&
-        (woken || (moreMayBeDue && waitingCount < lowWater)))
+    const shouldClaim = () => {
+      const waitingCount = admission.waiting
+      return !recordingFails &&
+        admission.inFlight + (prefetching ? 0 : waitingCount) < options.concurrency && waitingCount < holdLimit &&
+        (woken || (moreMayBeDue && waitingCount < lowWater))
+    }
 
     const wake = wakeups.wait(wakeTopic(options.kind), Duration.infinity).pipe(
       Effect.andThen(Effect.sync(() => {
@@ -488,7 +373,7 @@ export const runWorker = <R>(options: WorkerOptions<R>) =>
     )
 
     const idle = Effect.gen(function*() {
-      if (inFlight > 0 || waitingCount > 0 || settling.length > 0) {
+      if (admission.inFlight > 0 || admission.waiting > 0 || settling.length > 0) {
         // Something is under way: its end (or new work, or a short recheck) is the next event.
         yield* Effect.raceFirst(wake, changed.await).pipe(
           Effect.timeoutOption(Duration.millis(Math.min(pollMs, BLOCKED_RECHECK_MS))),
@@ -501,12 +386,13 @@ export const runWorker = <R>(options: WorkerOptions<R>) =>
         return
       }
       const next = yield* queue.nextDue(options.kind)
+      const now = yield* Clock.currentTimeMillis
       const untilDue = Option.match(next, {
         onNone: () => pollMs,
         // Due now but the claim did not take it (other processes hold the
         // rows, or its target is at its limit): look again shortly.
         onSome: (at) => {
-          const wait = at.getTime() - Date.now()
+          const wait = at.getTime() - now
           return wait <= 0 ? BLOCKED_RECHECK_MS : Math.min(pollMs, wait)
         }
       })
@@ -522,12 +408,12 @@ export const runWorker = <R>(options: WorkerOptions<R>) =>
 
     const step = Effect.gen(function*() {
       changed.closeUnsafe()
-      pump()
+      yield* pump
       yield* releaseSetAside
       if (shouldClaim()) {
         woken = false
         const taken = yield* claim
-        pump()
+        yield* pump
         yield* releaseSetAside
         if (taken > 0) return
       }
@@ -538,9 +424,7 @@ export const runWorker = <R>(options: WorkerOptions<R>) =>
     yield* Effect.addFinalizer(() =>
       Effect.suspend(() => {
         closing = true
-        const rest = [...toRelease, ...[...waiting.values()].flat().map((row) => row.delivery)]
-        waiting.clear()
-        waitingCount = 0
+        const rest = [...toRelease, ...admission.takeAllWaiting()]
         toRelease = []
         return queue.release(rest).pipe(
           Effect.timeout(Duration.seconds(2)),
@@ -550,7 +434,7 @@ export const runWorker = <R>(options: WorkerOptions<R>) =>
           // this grace runs out first.
           Effect.andThen(
             Effect.gen(function*() {
-              while (inFlight > 0 || settling.length > 0) yield* Effect.sleep(SHUTDOWN_POLL)
+              while (admission.inFlight > 0 || settling.length > 0) yield* Effect.sleep(SHUTDOWN_POLL)
             }).pipe(Effect.timeout(Duration.millis(Math.min(handleMs + SETTLE_MARGIN_MS, SHUTDOWN_GRACE_MAX_MS))), Effect.ignore)
           )
         )
