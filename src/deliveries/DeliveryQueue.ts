@@ -23,192 +23,32 @@
  */
 import { PgClient } from "@effect/sql-pg"
 import { Context, Duration, Effect, Layer, Option } from "effect"
-import { NotFound } from "../api/Errors.ts"
-import { NotReplayable, QueueFull } from "../api/Deliveries.ts"
+import { DeliveryNotFound, DeliveryNotReplayable, DeliveryQueueFull, type ReplayError } from "./Errors.ts"
 import { newId } from "../platform/Ids.ts"
 import { DatabaseInfo } from "../platform/Database.ts"
 import { Wakeups } from "../platform/Wakeups.ts"
 import { claimStatement, nextDueStatement } from "./Statements.ts"
 
-/** `email`: reviewer email notifications (target = the organization). */
-export type DeliveryKind = "webhook" | "telemetry" | "email"
-
-export type DeliveryStatus = "queued" | "sending" | "retrying" | "delivered" | "failed" | "partial"
-
-/** Statuses that still occupy the target's queue. */
-export const UNDELIVERED: ReadonlyArray<DeliveryStatus> = ["queued", "sending", "retrying"]
-
-export type DeliveryMeta = Readonly<Record<string, string | number | boolean | null>>
-
-export interface Delivery {
-  readonly id: string
-  readonly seq: string
-  readonly orgId: string
-  readonly kind: DeliveryKind
-  readonly targetId: string
-  readonly status: DeliveryStatus
-  readonly label: string | null
-  readonly eventId: string | null
-  /** Opaque to the queue; whoever enqueued it knows how to open it. */
-  readonly payload: string | null
-  readonly meta: DeliveryMeta
-  readonly attempts: number
-  readonly replays: number
-  readonly lastError: string | null
-  readonly nextAttemptAt: Date
-  readonly createdAt: Date
-  readonly finishedAt: Date | null
-}
-
-/** A delivery this process holds the lease of; `attempts` already counts the attempt being made. */
-export interface Claimed extends Delivery {
-  readonly leaseOwner: string
-  /** The target's consecutive failures when claimed. */
-  readonly targetFailures: number
-  /** The status it had before this claim (`sending` when it is taken over from an expired lease). */
-  readonly claimedFrom: DeliveryStatus
-}
-
-/** What a batch of settlements did. */
-export interface Settled {
-  /** Per item, in order: whether its lease was still held (only then was the outcome recorded). */
-  readonly held: ReadonlyArray<boolean>
-  /** Targets of the batch that are cooling down now, and until when. */
-  readonly coolingUntil: ReadonlyMap<string, Date>
-}
-
-export interface Attempt {
-  readonly attempt: number
-  readonly at: Date
-  readonly statusCode: number | null
-  readonly error: string | null
-  readonly responseSnippet: string | null
-  readonly durationMs: number
-}
-
-export type Outcome =
-  | { readonly _tag: "Delivered"; readonly meta?: DeliveryMeta | undefined }
-  | { readonly _tag: "Partial"; readonly error: string; readonly meta?: DeliveryMeta | undefined }
-  | { readonly _tag: "Retry"; readonly at: Date; readonly error: string; readonly meta?: DeliveryMeta | undefined }
-  | { readonly _tag: "Failed"; readonly error: string; readonly meta?: DeliveryMeta | undefined }
-
-export const Outcome = {
-  delivered: (meta?: DeliveryMeta): Outcome => ({ _tag: "Delivered", meta }),
-  partial: (error: string, meta?: DeliveryMeta): Outcome => ({ _tag: "Partial", error, meta }),
-  retry: (at: Date, error: string, meta?: DeliveryMeta): Outcome => ({ _tag: "Retry", at, error, meta }),
-  failed: (error: string, meta?: DeliveryMeta): Outcome => ({ _tag: "Failed", error, meta })
-}
-
-/** What one attempt looked like on the wire; stored per attempt, never the payload. */
-export interface AttemptRecord {
-  readonly statusCode?: number | undefined
-  readonly error?: string | undefined
-  /** Already truncated by the caller. */
-  readonly responseSnippet?: string | undefined
-  readonly durationMs: number
-}
-
-/**
- * Cooldown after failed attempts: from the `after`-th consecutive failure on,
- * `base * 2^(failures - after)`, at most `cap`.
- */
-export interface CooldownPolicy {
-  readonly after: number
-  readonly base: Duration.Input
-  readonly cap: Duration.Input
-}
-
-export interface SettleItem {
-  readonly claimed: Claimed
-  readonly outcome: Outcome
-  readonly attempt: AttemptRecord
-  readonly cooldown?: CooldownPolicy | undefined
-}
-
-export interface EnqueueInput {
-  readonly orgId: string
-  readonly kind: DeliveryKind
-  readonly targetId: string
-  readonly label?: string | undefined
-  readonly eventId?: string | undefined
-  readonly payload?: string | undefined
-  readonly meta?: DeliveryMeta | undefined
-  /** Most undelivered rows the target may hold; a new one past it is stored as `failed`. */
-  readonly capacity: number
-}
-
-export interface ClaimOptions {
-  readonly limit: number
-  readonly leaseFor: Duration.Input
-  /** Most deliveries of one target under live leases at once (all processes together). */
-  readonly perTarget: number
-  /**
-   * The same for a target whose latest recorded attempt failed (consecutive
-   * failures > 0): a failing target is probed, not flooded, whatever the
-   * worker's other settings. Defaults to `perTarget`.
-   */
-  readonly perFailingTarget?: number | undefined
-  /** Targets not to claim for now (the caller could not start their deliveries). */
-  readonly skipTargets?: ReadonlyArray<string> | undefined
-}
-
-export interface ReplayInput {
-  readonly orgId: string
-  readonly kind: DeliveryKind
-  /** When given, the delivery must belong to this target (path `/:id/deliveries/:delivery`). */
-  readonly targetId?: string | undefined
-  readonly deliveryId: string
-  readonly capacity: number
-  /** Beyond `status = failed`, whether this delivery can be sent again (e.g. its payload is still kept). */
-  readonly replayable?: ((delivery: Delivery) => boolean) | undefined
-}
-
-export interface Row {
-  readonly id: string
-  readonly seq: string
-  readonly org_id: string
-  readonly kind: DeliveryKind
-  readonly target_id: string
-  readonly status: DeliveryStatus
-  readonly label: string | null
-  readonly event_id: string | null
-  readonly payload: string | null
-  readonly meta: DeliveryMeta
-  readonly attempts: number
-  readonly replays: number
-  readonly last_error: string | null
-  readonly next_attempt_at: Date
-  readonly created_at: Date
-  readonly finished_at: Date | null
-}
-
-export interface ClaimedRow extends Row {
-  readonly lease_owner: string
-  readonly target_failures: number
-  readonly claimed_from: DeliveryStatus
-}
-
-const toDelivery = (row: Row): Delivery => ({
-  id: row.id,
-  seq: String(row.seq),
-  orgId: row.org_id,
-  kind: row.kind,
-  targetId: row.target_id,
-  status: row.status,
-  label: row.label,
-  eventId: row.event_id,
-  payload: row.payload,
-  meta: row.meta ?? {},
-  attempts: row.attempts,
-  replays: row.replays,
-  lastError: row.last_error,
-  nextAttemptAt: row.next_attempt_at,
-  createdAt: row.created_at,
-  finishedAt: row.finished_at
-})
-
-const COLUMNS = `id, seq, org_id, kind, target_id, status, label, event_id, payload, meta, attempts, replays,
-  last_error, next_attempt_at, created_at, finished_at`
+export * from "./Types.ts"
+import {
+  type AttemptRecord,
+  type Claimed,
+  type Attempt,
+  type ClaimOptions,
+  COLUMNS,
+  type CooldownPolicy,
+  type Delivery,
+  type DeliveryKind,
+  type DeliveryStatus,
+  type EnqueueInput,
+  type Outcome,
+  type ReplayInput,
+  type Row,
+  type Settled,
+  type SettleItem,
+  toDelivery,
+  UNDELIVERED
+} from "./Types.ts"
 
 /** `Wakeups` topic of a kind's workers. */
 export const wakeTopic = (kind: DeliveryKind) => `deliveries:${kind}`
@@ -244,7 +84,7 @@ export class DeliveryQueue extends Context.Service<DeliveryQueue, {
    */
   readonly release: (claimed: ReadonlyArray<Claimed>) => Effect.Effect<number>
   /** Queues a `failed` delivery again, keeping its row and event id; respects the target's cooldown. */
-  readonly replay: (input: ReplayInput) => Effect.Effect<{ readonly queued: true; readonly id: string }, NotFound | NotReplayable | QueueFull>
+  readonly replay: (input: ReplayInput) => Effect.Effect<{ readonly queued: true; readonly id: string }, ReplayError>
   /** The target's latest deliveries, newest first. */
   readonly list: (input: { readonly orgId: string; readonly kind: DeliveryKind; readonly targetId: string; readonly limit?: number | undefined }) => Effect.Effect<ReadonlyArray<Delivery>>
   readonly get: (input: { readonly orgId: string; readonly kind: DeliveryKind; readonly deliveryId: string }) => Effect.Effect<Option.Option<Delivery>>
@@ -262,7 +102,18 @@ export class DeliveryQueue extends Context.Service<DeliveryQueue, {
    * with `reason`, and its health record (failures, cooldown, count) is
    * dropped. Answers how many deliveries failed.
    */
-  readonly removeTarget: (kind: DeliveryKind, targetId: string, reason: string) => Effect.Effect<number>
+  readonly removeTarget: (
+    kind: DeliveryKind,
+    targetId: string,
+    reason: string,
+    options?: { readonly dropPayloads?: boolean | undefined }
+  ) => Effect.Effect<number>
+  /** Sum of the integer `meta[key]` over the target's undelivered deliveries (e.g. spans waiting in batches). */
+  readonly undeliveredMetaSum: (kind: DeliveryKind, targetId: string, key: string) => Effect.Effect<number>
+  /** Forgets payloads no longer needed: of delivered or partial deliveries, and of failed ones finished over `keepFailedHours` ago (then no longer replayable). */
+  readonly prunePayloads: (kind: DeliveryKind, keepFailedHours: number) => Effect.Effect<number>
+  /** Deletes finished deliveries (and their attempts) older than `keepDays`. */
+  readonly pruneFinished: (kind: DeliveryKind, keepDays: number) => Effect.Effect<number>
   /** How many deliveries of the target are still to be delivered. */
   readonly undelivered: (kind: DeliveryKind, targetId: string) => Effect.Effect<number>
   /** When the next delivery of `kind` becomes claimable (due, out of cooldown, or lease expired), if any is waiting. */
@@ -579,16 +430,11 @@ export class DeliveryQueue extends Context.Service<DeliveryQueue, {
         })).pipe(Effect.orDie)
         switch (result._tag) {
           case "NotFound":
-            return yield* new NotFound({ detail: "No such delivery." })
+            return yield* new DeliveryNotFound({ deliveryId: input.deliveryId })
           case "NotReplayable":
-            return yield* new NotReplayable({
-              delivery_status: result.status,
-              detail: result.status === "failed"
-                ? "This delivery can no longer be sent again."
-                : `Only a failed delivery can be replayed; this one is ${result.status}.`
-            })
+            return yield* new DeliveryNotReplayable({ deliveryId: input.deliveryId, status: result.status })
           case "QueueFull":
-            return yield* new QueueFull({ detail: "The target's delivery queue is full; replay once it drains." })
+            return yield* new DeliveryQueueFull({ targetId: input.targetId ?? "" })
           case "Queued":
             yield* wakeups.signal(wakeTopic(input.kind))
             return { queued: true as const, id: result.id }
@@ -673,7 +519,8 @@ export class DeliveryQueue extends Context.Service<DeliveryQueue, {
       const removeTarget = Effect.fn("DeliveryQueue.removeTarget")(function*(
         kind: DeliveryKind,
         targetId: string,
-        reason: string
+        reason: string,
+        options?: { readonly dropPayloads?: boolean | undefined }
       ) {
         const [row] = yield* targetsFirst([targetId], sql<{ n: number }>`
           WITH failed AS (${failTargetUndelivered(kind, targetId, reason)}),
@@ -682,7 +529,47 @@ export class DeliveryQueue extends Context.Service<DeliveryQueue, {
           )
           SELECT (SELECT count(*)::int FROM failed) AS n, (SELECT count(*) FROM forgotten) AS forgotten
         `.pipe(Effect.orDie))
+        // Nothing of the target can be sent any more: its payloads go too.
+        if (options?.dropPayloads === true) {
+          yield* sql`
+            UPDATE deliveries SET payload = NULL
+            WHERE kind = ${kind} AND target_id = ${targetId} AND payload IS NOT NULL
+          `.pipe(Effect.orDie)
+        }
         return row!.n
+      })
+
+      const undeliveredMetaSum = Effect.fn("DeliveryQueue.undeliveredMetaSum")(function*(
+        kind: DeliveryKind,
+        targetId: string,
+        key: string
+      ) {
+        const [row] = yield* sql<{ n: number }>`
+          SELECT coalesce(sum((meta->>${key})::int), 0)::int AS n FROM deliveries
+          WHERE kind = ${kind} AND target_id = ${targetId} AND status IN ${undeliveredList}
+        `.pipe(Effect.orDie)
+        return row?.n ?? 0
+      })
+
+      const prunePayloads = Effect.fn("DeliveryQueue.prunePayloads")(function*(kind: DeliveryKind, keepFailedHours: number) {
+        const rows = yield* sql<{ id: string }>`
+          UPDATE deliveries SET payload = NULL
+          WHERE kind = ${kind} AND payload IS NOT NULL AND (
+            status IN ('delivered', 'partial')
+            OR (status = 'failed' AND finished_at < now() - make_interval(hours => ${keepFailedHours}))
+          )
+          RETURNING id
+        `.pipe(Effect.orDie)
+        return rows.length
+      })
+
+      const pruneFinished = Effect.fn("DeliveryQueue.pruneFinished")(function*(kind: DeliveryKind, keepDays: number) {
+        const rows = yield* sql<{ id: string }>`
+          DELETE FROM deliveries
+          WHERE kind = ${kind} AND finished_at < now() - make_interval(days => ${keepDays})
+          RETURNING id
+        `.pipe(Effect.orDie)
+        return rows.length
       })
 
       const undelivered = Effect.fn("DeliveryQueue.undelivered")(function*(kind: DeliveryKind, targetId: string) {
@@ -719,6 +606,9 @@ export class DeliveryQueue extends Context.Service<DeliveryQueue, {
         attempts,
         failUndelivered,
         removeTarget,
+        undeliveredMetaSum,
+        prunePayloads,
+        pruneFinished,
         undelivered,
         nextDue,
         cooldownUntil,

@@ -1,7 +1,7 @@
 import { Effect, Option } from "effect"
 import { HttpApiBuilder } from "effect/http-api"
 import { Api } from "../api/Api.ts"
-import { NotReplayable } from "../api/Deliveries.ts"
+import { NotReplayable, replayProblem } from "../api/Deliveries.ts"
 import { NotFound } from "../api/Errors.ts"
 import type { NotificationDelivery } from "../api/Notifications.ts"
 import { CurrentPrincipal } from "../api/Security.ts"
@@ -84,7 +84,7 @@ export const NotificationsHandlers = HttpApiBuilder.group(
               targetId: params.id,
               deliveryId: params.delivery,
               capacity: config.webhookQueueCapacity
-            })
+            }).pipe(Effect.mapError(replayProblem))
           })
         ),
       getSettings: () =>

@@ -6,7 +6,7 @@
  */
 import { PgClient } from "@effect/sql-pg"
 import { Context, Effect, Layer, Option, Redacted } from "effect"
-import { InvalidUrl, type NotReplayable, type QueueFull } from "../api/Deliveries.ts"
+import { InvalidUrl, type NotReplayable, type QueueFull, replayProblem } from "../api/Deliveries.ts"
 import { NotFound } from "../api/Errors.ts"
 import {
   DestinationExists,
@@ -135,7 +135,7 @@ export class TelemetryDestinations extends Context.Service<TelemetryDestinations
       const list = Effect.fn("TelemetryDestinations.list")(function*(orgId: string) {
         const rows = yield* repo.forOrg(orgId)
         return yield* Effect.forEach(rows, (row) =>
-          Effect.map(repo.queuedSpans(row.id), (queued): TelemetryDestination => ({
+          Effect.map(queue.undeliveredMetaSum("telemetry", row.id, "span_count"), (queued): TelemetryDestination => ({
             id: row.id,
             url_hint: row.url_hint,
             created_at: iso(row.created_at),
@@ -191,14 +191,14 @@ export class TelemetryDestinations extends Context.Service<TelemetryDestinations
           const gone = yield* repo.remove(orgId, id)
           if (!gone) return false
           yield* secrets.removeOwner(owner(orgId, id))
-          yield* queue.removeTarget("telemetry", id, "destination deleted")
+          yield* queue.removeTarget("telemetry", id, "destination deleted", { dropPayloads: true })
           return true
         })).pipe(Effect.orDie)
         if (!removed) return yield* notFound()
         // Export stops at once here; other processes stop at their next
         // refresh, and their worker finds the destination gone before sending.
         buffers.deactivate(orgId)
-        yield* repo.prunePayloads(KEEP_FAILED_HOURS)
+        yield* queue.prunePayloads("telemetry", KEEP_FAILED_HOURS)
       })
 
       const deliveries = Effect.fn("TelemetryDestinations.deliveries")(function*(orgId: string, id: string) {
@@ -217,7 +217,7 @@ export class TelemetryDestinations extends Context.Service<TelemetryDestinations
           capacity: config.telemetryQueueBatches,
           // The batch is kept (sealed) for a bounded time only.
           replayable: (delivery) => delivery.payload !== null
-        })
+        }).pipe(Effect.mapError(replayProblem))
       })
 
       const target = Effect.fn("TelemetryDestinations.target")(function*(id: string) {
