@@ -23,6 +23,7 @@
  */
 import { PgClient } from "@effect/sql-pg"
 import { Context, Duration, Effect, Layer, Option } from "effect"
+import type { Statement } from "effect/sql"
 import { DeliveryNotFound, DeliveryNotReplayable, DeliveryQueueFull, type ReplayError } from "./Errors.ts"
 import { newId } from "../platform/Ids.ts"
 import { DatabaseInfo } from "../platform/Database.ts"
@@ -62,6 +63,21 @@ export class DeliveryQueue extends Context.Service<DeliveryQueue, {
   readonly enqueueMany: (inputs: ReadonlyArray<EnqueueInput>) => Effect.Effect<ReadonlyArray<Delivery>>
   /** `enqueueMany` without reading the new rows back (a fan-out of thousands need not parse them); answers how many. */
   readonly enqueueAll: (inputs: ReadonlyArray<EnqueueInput>) => Effect.Effect<number>
+  /**
+   * `enqueueAll` of rows a query selects, in one statement with the
+   * caller's own work (a fan-out that marks its source rows taken): `with`
+   * adds the caller's common table expressions; `input` selects
+   * `(ord, org_id, kind, target_id, label, event_id, payload, meta,
+   * capacity)`, rows enqueued in `ord` order under the same capacity rule;
+   * `select` is the statement's result, which may read `inserted(kind)`.
+   * Most callers want `enqueueAll`; this one saves a transaction's round
+   * trips on the embedded database's only session.
+   */
+  readonly enqueueFrom: <A extends object>(source: {
+    readonly with: Statement.Fragment
+    readonly input: Statement.Fragment
+    readonly select: Statement.Fragment
+  }) => Effect.Effect<ReadonlyArray<A>>
   /** Takes leases on due deliveries of `kind`; any process may call it. */
   readonly claim: (kind: DeliveryKind, options: ClaimOptions) => Effect.Effect<ReadonlyArray<Claimed>>
   /**
@@ -227,6 +243,37 @@ export class DeliveryQueue extends Context.Service<DeliveryQueue, {
         const [counted] = yield* insertMany(inputs, false)
         return counted?.n ?? 0
       })
+
+      const enqueueFrom = <A extends object>(source: {
+        readonly with: Statement.Fragment
+        readonly input: Statement.Fragment
+        readonly select: Statement.Fragment
+      }) =>
+        sql<A>`
+          WITH ${source.with},
+          input AS (${source.input}),
+          waiting AS (
+            SELECT t.target_id, coalesce(c.undelivered, 0) AS n
+            FROM (SELECT DISTINCT target_id FROM input) t
+            LEFT JOIN delivery_targets c ON c.id = t.target_id
+          ),
+          ranked AS (
+            SELECT i.*, w.n + row_number() OVER (PARTITION BY i.target_id ORDER BY i.ord) AS position
+            FROM input i JOIN waiting w ON w.target_id = i.target_id
+          ),
+          inserted AS (
+            INSERT INTO deliveries (id, org_id, kind, target_id, status, label, event_id, payload, meta, last_error, finished_at)
+            SELECT gen_random_uuid(), org_id, kind, target_id,
+                   CASE WHEN position > capacity THEN 'failed' ELSE 'queued' END,
+                   label, event_id, payload, coalesce(meta, '{}'::jsonb),
+                   CASE WHEN position > capacity
+                     THEN 'queue full: the target already has ' || capacity || ' undelivered deliveries' END,
+                   CASE WHEN position > capacity THEN now() END
+            FROM ranked ORDER BY ord
+            RETURNING kind
+          )
+          ${source.select}
+        `.pipe(Effect.orDie, Effect.withSpan("DeliveryQueue.enqueueFrom"))
 
       // Claimable: due queued/retrying rows, or sending rows whose lease
       // expired, of targets not cooling down, at most `perTarget` per target
@@ -596,6 +643,7 @@ export class DeliveryQueue extends Context.Service<DeliveryQueue, {
         enqueue,
         enqueueMany,
         enqueueAll,
+        enqueueFrom,
         claim,
         settle,
         settleMany,
