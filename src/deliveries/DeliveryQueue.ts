@@ -27,7 +27,7 @@ import type { Statement } from "effect/sql"
 import { DeliveryNotFound, DeliveryNotReplayable, DeliveryQueueFull, type ReplayError } from "./Errors.ts"
 import { newId } from "../platform/Ids.ts"
 import { DatabaseInfo } from "../platform/Database.ts"
-import { Wakeups } from "../platform/Wakeups.ts"
+import { Topics, Wakeups } from "../platform/Wakeups.ts"
 import { claimStatement, nextDueStatement } from "./Statements.ts"
 
 export * from "./Types.ts"
@@ -52,7 +52,7 @@ import {
 } from "./Types.ts"
 
 /** `Wakeups` topic of a kind's workers. */
-export const wakeTopic = (kind: DeliveryKind) => `deliveries:${kind}`
+export const wakeTopic = (kind: DeliveryKind) => Topics.deliveries(kind)
 
 const millis = (input: Duration.Input) => Duration.toMillis(input)
 

@@ -161,7 +161,7 @@ export class Identity extends Context.Service<Identity, {
         const row = rows[0]
         return row === undefined
           ? Option.none<Principal>()
-          : Option.some<Principal>({ orgId: row.org_id, keyId: row.id, scopes: new Set(row.scopes) })
+          : Option.some<Principal>({ orgId: row.org_id, keyId: row.id, actor: row.id, scopes: new Set(row.scopes) })
       })
 
       const keyHashes = Effect.fn("Identity.keyHashes")(function*(orgId: string) {
