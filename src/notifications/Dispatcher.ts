@@ -3,9 +3,9 @@
  * deliveries: one per subscribed active endpoint of the event's
  * organization, and one reviewer email for requests and deadline notices
  * when reviewer email is configured. Events are taken undispatched, in
- * `seq` order, and marked `dispatched_at` in the same short transaction that
+ * `seq` order, and marked `dispatched_at` by the same statement that
  * creates their deliveries: an event is fanned out exactly once, and a crash
- * before commit leaves it for the next pass (in any process).
+ * before it commits leaves it for the next pass (in any process).
  */
 import { PgClient } from "@effect/sql-pg"
 import { Cause, Context, Duration, Effect, Layer, Option } from "effect"
@@ -18,7 +18,7 @@ import { EventBodies } from "./EventBodies.ts"
 /** `Wakeups` topic the event producer signals after committing events. */
 export const EVENTS_TOPIC = Topics.events
 
-/** Events fanned out per transaction: keeps transactions short (PGlite is one session). */
+/** Events fanned out per statement: keeps each one short (PGlite is one session). */
 const BATCH = 200
 const POLL_EVERY = Duration.seconds(1)
 
@@ -48,9 +48,7 @@ export class Dispatcher extends Context.Service<Dispatcher, {
       const config = yield* SvcConfig
       const bodies = yield* EventBodies
       const smtp = Option.isSome(config.smtpUrl)
-      const emailed = new Set<string>(EmailedEventTypes)
-
-      const emailedTypes = [...emailed]
+      const emailedTypes: Array<string> = [...EmailedEventTypes]
 
       // One statement, so one round trip and no transaction held open on the
       // embedded database's only session: take undispatched events (another
