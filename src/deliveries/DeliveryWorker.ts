@@ -14,13 +14,20 @@
  *   last batch was being written), and a finished send frees its slot before
  *   its outcome is written; sent-but-unrecorded deliveries of a target stay
  *   within twice `perTarget` (what a crash can make arrive twice). While
- *   outcomes cannot be written at all, nothing more starts.
+ *   outcomes cannot be written at all, nothing more starts or is claimed,
+ *   and they are kept and written as soon as the database answers again.
+ * - Groups: targets sharing a destination host (per organization) share
+ *   `perGroup` sends in flight, beyond which each may still have one.
  * - Give back: a claimed delivery that waited here too long to still finish
  *   within its lease, or whose target began to cool down, is released unsent
  *   (its attempt not counted); so is everything waiting at shutdown.
  *
  * When nothing is due the loop sleeps until a wakeup, the next due instant,
  * or the poll interval.
+ *
+ * Which waiting delivery may start is decided by `Admission.ts` (a model
+ * with no clock or fibers, property-tested); this file is its Effect shell:
+ * claims, sends, settles, releases, and the time from `Clock`.
  */
 import { Cause, Clock, Deferred, Duration, Effect, Exit, FiberSet, Latch, Option } from "effect"
 import { Metrics } from "../observability/Metrics.ts"
@@ -213,7 +220,7 @@ export const runWorker = <R>(options: WorkerOptions<R>) =>
                 Cause.squash(exit.cause)
               ).pipe(Effect.annotateLogs({ kind: options.kind, waiting: settling.length }))
             }
-            // Nothing more starts meanwhile (see `pumpOnce`).
+            // Nothing more starts meanwhile (see `pump`), nothing is claimed.
             recordingFails = true
             yield* Effect.sleep(Duration.millis(settleBackoffMs))
             settleBackoffMs = Math.min(SETTLE_RETRY_MAX_MS, settleBackoffMs * 2)
