@@ -1,8 +1,7 @@
 /** Errors shared by both delivery kinds (webhook deliveries, telemetry batches). */
 import { Schema } from "effect"
 import { HttpApiError } from "effect/http-api"
-import type { ReplayError } from "../deliveries/Errors.ts"
-import { NotFound, problemType } from "./Errors.ts"
+import { problemType } from "./Errors.ts"
 
 export class NotReplayable extends HttpApiError.Problem<NotReplayable>()("NotReplayable", {
   type: problemType("NOT_REPLAYABLE"),
@@ -31,20 +30,3 @@ export class InvalidUrl extends HttpApiError.Problem<InvalidUrl>()("InvalidUrl",
 }) {}
 
 export const Replayed = Schema.Struct({ queued: Schema.Literal(true), id: Schema.String })
-
-/** What a replay the queue refused means to a client. */
-export const replayProblem = (error: ReplayError): NotFound | NotReplayable | QueueFull => {
-  switch (error._tag) {
-    case "DeliveryNotFound":
-      return new NotFound({ detail: "No such delivery." })
-    case "DeliveryNotReplayable":
-      return new NotReplayable({
-        delivery_status: error.status,
-        detail: error.status === "failed"
-          ? "This delivery can no longer be sent again."
-          : `Only a failed delivery can be replayed; this one is ${error.status}.`
-      })
-    case "DeliveryQueueFull":
-      return new QueueFull({ detail: "The target's delivery queue is full; replay once it drains." })
-  }
-}

@@ -6,7 +6,8 @@
  */
 import { PgClient } from "@effect/sql-pg"
 import { Context, Effect, Layer, Option, Redacted } from "effect"
-import { InvalidUrl, type NotReplayable, type QueueFull, replayProblem } from "../api/Deliveries.ts"
+import { InvalidUrl, type NotReplayable, type QueueFull } from "../api/Deliveries.ts"
+import { replayProblem } from "../deliveries/ReplayProblem.ts"
 import { NotFound } from "../api/Errors.ts"
 import {
   DestinationExists,
