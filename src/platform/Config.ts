@@ -31,8 +31,9 @@ export interface SvcConfigShape {
   readonly webhookSendTimeout: Duration.Duration
   /**
    * Webhook requests in flight at once per process to one destination host
-   * (host and port) from one organization, all its endpoints together; also
-   * the connections kept open to it.
+   * (host and port) from one organization, all its endpoints together,
+   * beyond which each endpoint may still have one; its connections to that
+   * host are one pool of this plus `maxEndpointsPerOrg`.
    */
   readonly webhookPerHost: number
   /** Share of traces exported to an organization's collector. */
