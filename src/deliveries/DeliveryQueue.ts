@@ -23,183 +23,33 @@
  */
 import { PgClient } from "@effect/sql-pg"
 import { Context, Duration, Effect, Layer, Option } from "effect"
-import { NotFound } from "../api/Errors.ts"
-import { NotReplayable, QueueFull } from "../api/Deliveries.ts"
+import type { Statement } from "effect/sql"
+import { DeliveryNotFound, DeliveryNotReplayable, DeliveryQueueFull, type ReplayError } from "./Errors.ts"
 import { newId } from "../platform/Ids.ts"
 import { DatabaseInfo } from "../platform/Database.ts"
 import { Topics, Wakeups } from "../platform/Wakeups.ts"
+import { claimStatement, nextDueStatement } from "./Statements.ts"
 
-/** `email`: reviewer email notifications (target = the organization). */
-export type DeliveryKind = "webhook" | "telemetry" | "email"
-
-export type DeliveryStatus = "queued" | "sending" | "retrying" | "delivered" | "failed" | "partial"
-
-/** Statuses that still occupy the target's queue. */
-export const UNDELIVERED: ReadonlyArray<DeliveryStatus> = ["queued", "sending", "retrying"]
-
-export type DeliveryMeta = Readonly<Record<string, string | number | boolean | null>>
-
-export interface Delivery {
-  readonly id: string
-  readonly seq: string
-  readonly orgId: string
-  readonly kind: DeliveryKind
-  readonly targetId: string
-  readonly status: DeliveryStatus
-  readonly label: string | null
-  readonly eventId: string | null
-  /** Opaque to the queue; whoever enqueued it knows how to open it. */
-  readonly payload: string | null
-  readonly meta: DeliveryMeta
-  readonly attempts: number
-  readonly replays: number
-  readonly lastError: string | null
-  readonly nextAttemptAt: Date
-  readonly createdAt: Date
-  readonly finishedAt: Date | null
-}
-
-/** A delivery this process holds the lease of; `attempts` already counts the attempt being made. */
-export interface Claimed extends Delivery {
-  readonly leaseOwner: string
-  /** The target's consecutive failures when claimed. */
-  readonly targetFailures: number
-  /** The status it had before this claim (`sending` when it is taken over from an expired lease). */
-  readonly claimedFrom: DeliveryStatus
-}
-
-/** What a batch of settlements did. */
-export interface Settled {
-  /** Per item, in order: whether its lease was still held (only then was the outcome recorded). */
-  readonly held: ReadonlyArray<boolean>
-  /** Targets of the batch that are cooling down now, and until when. */
-  readonly coolingUntil: ReadonlyMap<string, Date>
-}
-
-export interface Attempt {
-  readonly attempt: number
-  readonly at: Date
-  readonly statusCode: number | null
-  readonly error: string | null
-  readonly responseSnippet: string | null
-  readonly durationMs: number
-}
-
-export type Outcome =
-  | { readonly _tag: "Delivered"; readonly meta?: DeliveryMeta | undefined }
-  | { readonly _tag: "Partial"; readonly error: string; readonly meta?: DeliveryMeta | undefined }
-  | { readonly _tag: "Retry"; readonly at: Date; readonly error: string; readonly meta?: DeliveryMeta | undefined }
-  | { readonly _tag: "Failed"; readonly error: string; readonly meta?: DeliveryMeta | undefined }
-
-export const Outcome = {
-  delivered: (meta?: DeliveryMeta): Outcome => ({ _tag: "Delivered", meta }),
-  partial: (error: string, meta?: DeliveryMeta): Outcome => ({ _tag: "Partial", error, meta }),
-  retry: (at: Date, error: string, meta?: DeliveryMeta): Outcome => ({ _tag: "Retry", at, error, meta }),
-  failed: (error: string, meta?: DeliveryMeta): Outcome => ({ _tag: "Failed", error, meta })
-}
-
-/** What one attempt looked like on the wire; stored per attempt, never the payload. */
-export interface AttemptRecord {
-  readonly statusCode?: number | undefined
-  readonly error?: string | undefined
-  /** Already truncated by the caller. */
-  readonly responseSnippet?: string | undefined
-  readonly durationMs: number
-}
-
-/**
- * Cooldown after failed attempts: from the `after`-th consecutive failure on,
- * `base * 2^(failures - after)`, at most `cap`.
- */
-export interface CooldownPolicy {
-  readonly after: number
-  readonly base: Duration.Input
-  readonly cap: Duration.Input
-}
-
-export interface SettleItem {
-  readonly claimed: Claimed
-  readonly outcome: Outcome
-  readonly attempt: AttemptRecord
-  readonly cooldown?: CooldownPolicy | undefined
-}
-
-export interface EnqueueInput {
-  readonly orgId: string
-  readonly kind: DeliveryKind
-  readonly targetId: string
-  readonly label?: string | undefined
-  readonly eventId?: string | undefined
-  readonly payload?: string | undefined
-  readonly meta?: DeliveryMeta | undefined
-  /** Most undelivered rows the target may hold; a new one past it is stored as `failed`. */
-  readonly capacity: number
-}
-
-export interface ClaimOptions {
-  readonly limit: number
-  readonly leaseFor: Duration.Input
-  /** Most deliveries of one target under live leases at once (all processes together). */
-  readonly perTarget: number
-}
-
-export interface ReplayInput {
-  readonly orgId: string
-  readonly kind: DeliveryKind
-  /** When given, the delivery must belong to this target (path `/:id/deliveries/:delivery`). */
-  readonly targetId?: string | undefined
-  readonly deliveryId: string
-  readonly capacity: number
-  /** Beyond `status = failed`, whether this delivery can be sent again (e.g. its payload is still kept). */
-  readonly replayable?: ((delivery: Delivery) => boolean) | undefined
-}
-
-interface Row {
-  readonly id: string
-  readonly seq: string
-  readonly org_id: string
-  readonly kind: DeliveryKind
-  readonly target_id: string
-  readonly status: DeliveryStatus
-  readonly label: string | null
-  readonly event_id: string | null
-  readonly payload: string | null
-  readonly meta: DeliveryMeta
-  readonly attempts: number
-  readonly replays: number
-  readonly last_error: string | null
-  readonly next_attempt_at: Date
-  readonly created_at: Date
-  readonly finished_at: Date | null
-}
-
-interface ClaimedRow extends Row {
-  readonly lease_owner: string
-  readonly target_failures: number
-  readonly claimed_from: DeliveryStatus
-}
-
-const toDelivery = (row: Row): Delivery => ({
-  id: row.id,
-  seq: String(row.seq),
-  orgId: row.org_id,
-  kind: row.kind,
-  targetId: row.target_id,
-  status: row.status,
-  label: row.label,
-  eventId: row.event_id,
-  payload: row.payload,
-  meta: row.meta ?? {},
-  attempts: row.attempts,
-  replays: row.replays,
-  lastError: row.last_error,
-  nextAttemptAt: row.next_attempt_at,
-  createdAt: row.created_at,
-  finishedAt: row.finished_at
-})
-
-const COLUMNS = `id, seq, org_id, kind, target_id, status, label, event_id, payload, meta, attempts, replays,
-  last_error, next_attempt_at, created_at, finished_at`
+export * from "./Types.ts"
+import {
+  type AttemptRecord,
+  type Claimed,
+  type Attempt,
+  type ClaimOptions,
+  COLUMNS,
+  type CooldownPolicy,
+  type Delivery,
+  type DeliveryKind,
+  type DeliveryStatus,
+  type EnqueueInput,
+  type Outcome,
+  type ReplayInput,
+  type Row,
+  type Settled,
+  type SettleItem,
+  toDelivery,
+  UNDELIVERED
+} from "./Types.ts"
 
 /** `Wakeups` topic of a kind's workers. */
 export const wakeTopic = (kind: DeliveryKind) => Topics.deliveries(kind)
@@ -213,6 +63,21 @@ export class DeliveryQueue extends Context.Service<DeliveryQueue, {
   readonly enqueueMany: (inputs: ReadonlyArray<EnqueueInput>) => Effect.Effect<ReadonlyArray<Delivery>>
   /** `enqueueMany` without reading the new rows back (a fan-out of thousands need not parse them); answers how many. */
   readonly enqueueAll: (inputs: ReadonlyArray<EnqueueInput>) => Effect.Effect<number>
+  /**
+   * `enqueueAll` of rows a query selects, in one statement with the
+   * caller's own work (a fan-out that marks its source rows taken): `with`
+   * adds the caller's common table expressions; `input` selects
+   * `(ord, org_id, kind, target_id, label, event_id, payload, meta,
+   * capacity)`, rows enqueued in `ord` order under the same capacity rule;
+   * `select` is the statement's result, which may read `inserted(kind)`.
+   * Most callers want `enqueueAll`; this one saves a transaction's round
+   * trips on the embedded database's only session.
+   */
+  readonly enqueueFrom: <A extends object>(source: {
+    readonly with: Statement.Fragment
+    readonly input: Statement.Fragment
+    readonly select: Statement.Fragment
+  }) => Effect.Effect<ReadonlyArray<A>>
   /** Takes leases on due deliveries of `kind`; any process may call it. */
   readonly claim: (kind: DeliveryKind, options: ClaimOptions) => Effect.Effect<ReadonlyArray<Claimed>>
   /**
@@ -235,7 +100,7 @@ export class DeliveryQueue extends Context.Service<DeliveryQueue, {
    */
   readonly release: (claimed: ReadonlyArray<Claimed>) => Effect.Effect<number>
   /** Queues a `failed` delivery again, keeping its row and event id; respects the target's cooldown. */
-  readonly replay: (input: ReplayInput) => Effect.Effect<{ readonly queued: true; readonly id: string }, NotFound | NotReplayable | QueueFull>
+  readonly replay: (input: ReplayInput) => Effect.Effect<{ readonly queued: true; readonly id: string }, ReplayError>
   /** The target's latest deliveries, newest first. */
   readonly list: (input: { readonly orgId: string; readonly kind: DeliveryKind; readonly targetId: string; readonly limit?: number | undefined }) => Effect.Effect<ReadonlyArray<Delivery>>
   readonly get: (input: { readonly orgId: string; readonly kind: DeliveryKind; readonly deliveryId: string }) => Effect.Effect<Option.Option<Delivery>>
@@ -253,13 +118,26 @@ export class DeliveryQueue extends Context.Service<DeliveryQueue, {
    * with `reason`, and its health record (failures, cooldown, count) is
    * dropped. Answers how many deliveries failed.
    */
-  readonly removeTarget: (kind: DeliveryKind, targetId: string, reason: string) => Effect.Effect<number>
+  readonly removeTarget: (
+    kind: DeliveryKind,
+    targetId: string,
+    reason: string,
+    options?: { readonly dropPayloads?: boolean | undefined }
+  ) => Effect.Effect<number>
+  /** Sum of the integer `meta[key]` over the target's undelivered deliveries (e.g. spans waiting in batches). */
+  readonly undeliveredMetaSum: (kind: DeliveryKind, targetId: string, key: string) => Effect.Effect<number>
+  /** Forgets payloads no longer needed: of delivered or partial deliveries, and of failed ones finished over `keepFailedHours` ago (then no longer replayable). */
+  readonly prunePayloads: (kind: DeliveryKind, keepFailedHours: number) => Effect.Effect<number>
+  /** Deletes finished deliveries (and their attempts) older than `keepDays`. */
+  readonly pruneFinished: (kind: DeliveryKind, keepDays: number) => Effect.Effect<number>
   /** How many deliveries of the target are still to be delivered. */
   readonly undelivered: (kind: DeliveryKind, targetId: string) => Effect.Effect<number>
   /** When the next delivery of `kind` becomes claimable (due, out of cooldown, or lease expired), if any is waiting. */
   readonly nextDue: (kind: DeliveryKind) => Effect.Effect<Option.Option<Date>>
   /** The target's cooldown end, if it is cooling down now. */
   readonly cooldownUntil: (targetId: string) => Effect.Effect<Option.Option<Date>>
+  /** Whether the database answers now (a worker asks after a statement failed: unreachable, or refused?). */
+  readonly reachable: Effect.Effect<boolean>
   /** Wakes this kind's workers here and (on a server) in other processes. Call after the enqueueing transaction commits. */
   readonly wake: (kind: DeliveryKind) => Effect.Effect<void>
 }>()("svc/deliveries/DeliveryQueue") {
@@ -366,6 +244,37 @@ export class DeliveryQueue extends Context.Service<DeliveryQueue, {
         return counted?.n ?? 0
       })
 
+      const enqueueFrom = <A extends object>(source: {
+        readonly with: Statement.Fragment
+        readonly input: Statement.Fragment
+        readonly select: Statement.Fragment
+      }) =>
+        sql<A>`
+          WITH ${source.with},
+          input AS (${source.input}),
+          waiting AS (
+            SELECT t.target_id, coalesce(c.undelivered, 0) AS n
+            FROM (SELECT DISTINCT target_id FROM input) t
+            LEFT JOIN delivery_targets c ON c.id = t.target_id
+          ),
+          ranked AS (
+            SELECT i.*, w.n + row_number() OVER (PARTITION BY i.target_id ORDER BY i.ord) AS position
+            FROM input i JOIN waiting w ON w.target_id = i.target_id
+          ),
+          inserted AS (
+            INSERT INTO deliveries (id, org_id, kind, target_id, status, label, event_id, payload, meta, last_error, finished_at)
+            SELECT gen_random_uuid(), org_id, kind, target_id,
+                   CASE WHEN position > capacity THEN 'failed' ELSE 'queued' END,
+                   label, event_id, payload, coalesce(meta, '{}'::jsonb),
+                   CASE WHEN position > capacity
+                     THEN 'queue full: the target already has ' || capacity || ' undelivered deliveries' END,
+                   CASE WHEN position > capacity THEN now() END
+            FROM ranked ORDER BY ord
+            RETURNING kind
+          )
+          ${source.select}
+        `.pipe(Effect.orDie, Effect.withSpan("DeliveryQueue.enqueueFrom"))
+
       // Claimable: due queued/retrying rows, or sending rows whose lease
       // expired, of targets not cooling down, at most `perTarget` per target
       // counting leases already live (one busy target never takes every
@@ -374,68 +283,7 @@ export class DeliveryQueue extends Context.Service<DeliveryQueue, {
       // `deliveries_waiting_idx`, each target's next rows from a range scan
       // of the same index.
       const claim = Effect.fn("DeliveryQueue.claim")(function*(kind: DeliveryKind, options: ClaimOptions) {
-        const rows = yield* sql<ClaimedRow>`
-          WITH RECURSIVE waiting AS (
-            -- Every kind's targets (ids never collide across kinds): a
-            -- kind condition here would steer the planner off the index.
-            (SELECT target_id FROM deliveries
-             WHERE status IN ('queued', 'retrying')
-             ORDER BY target_id LIMIT 1)
-            UNION ALL
-            SELECT (SELECT d.target_id FROM deliveries d
-                    WHERE d.status IN ('queued', 'retrying') AND d.target_id > w.target_id
-                    ORDER BY d.target_id LIMIT 1)
-            FROM waiting w WHERE w.target_id IS NOT NULL
-          ),
-          targets AS (
-            SELECT target_id FROM waiting WHERE target_id IS NOT NULL
-            UNION
-            SELECT target_id FROM deliveries WHERE kind = ${kind} AND status = 'sending' AND lease_until <= now()
-          ),
-          room AS (
-            SELECT g.target_id, ${options.perTarget} - (
-              SELECT count(*)::int FROM deliveries b
-              WHERE b.kind = ${kind} AND b.status = 'sending' AND b.lease_until > now() AND b.target_id = g.target_id
-            ) AS free
-            FROM targets g LEFT JOIN delivery_targets t ON t.id = g.target_id
-            WHERE t.cooldown_until IS NULL OR t.cooldown_until <= now()
-          ),
-          candidates AS (
-            SELECT c.id, c.next_attempt_at, c.seq
-            FROM room r CROSS JOIN LATERAL (
-              SELECT x.id, x.next_attempt_at, x.seq FROM (
-                (SELECT d.id, d.next_attempt_at, d.seq FROM deliveries d
-                 WHERE d.target_id = r.target_id AND d.status IN ('queued', 'retrying') AND d.next_attempt_at <= now()
-                   AND d.kind = ${kind}
-                 ORDER BY d.target_id, d.next_attempt_at, d.seq LIMIT greatest(r.free, 0))
-                UNION ALL
-                (SELECT d.id, d.next_attempt_at, d.seq FROM deliveries d
-                 WHERE d.target_id = r.target_id AND d.kind = ${kind} AND d.status = 'sending' AND d.lease_until <= now()
-                 ORDER BY d.next_attempt_at, d.seq LIMIT greatest(r.free, 0))
-              ) x
-              ORDER BY x.next_attempt_at, x.seq LIMIT greatest(r.free, 0)
-            ) c
-            WHERE r.free > 0
-            ORDER BY c.next_attempt_at, c.seq
-            LIMIT ${options.limit}
-          ),
-          picked AS (
-            SELECT d.id, d.target_id, d.status AS claimed_from FROM deliveries d
-            WHERE d.id IN (SELECT id FROM candidates)
-            FOR UPDATE OF d SKIP LOCKED
-          )
-          UPDATE deliveries d
-          SET status = 'sending', lease_owner = ${newId()},
-              lease_until = now() + make_interval(secs => ${millis(options.leaseFor) / 1000}),
-              attempts = d.attempts + 1
-          FROM picked p LEFT JOIN delivery_targets t ON t.id = p.target_id
-          WHERE d.id = p.id
-            AND ((d.status IN ('queued', 'retrying') AND d.next_attempt_at <= now())
-              OR (d.status = 'sending' AND d.lease_until <= now()))
-          RETURNING d.id, d.seq, d.org_id, d.kind, d.target_id, d.status, d.label, d.event_id, d.payload, d.meta,
-                    d.attempts, d.replays, d.last_error, d.next_attempt_at, d.created_at, d.finished_at,
-                    d.lease_owner, coalesce(t.consecutive_failures, 0) AS target_failures, p.claimed_from
-        `.pipe(Effect.orDie)
+        const rows = yield* claimStatement(sql, kind, options, newId()).pipe(Effect.orDie)
         return rows
           .map((row): Claimed => ({
             ...toDelivery(row),
@@ -629,16 +477,11 @@ export class DeliveryQueue extends Context.Service<DeliveryQueue, {
         })).pipe(Effect.orDie)
         switch (result._tag) {
           case "NotFound":
-            return yield* new NotFound({ detail: "No such delivery." })
+            return yield* new DeliveryNotFound({ deliveryId: input.deliveryId })
           case "NotReplayable":
-            return yield* new NotReplayable({
-              delivery_status: result.status,
-              detail: result.status === "failed"
-                ? "This delivery can no longer be sent again."
-                : `Only a failed delivery can be replayed; this one is ${result.status}.`
-            })
+            return yield* new DeliveryNotReplayable({ deliveryId: input.deliveryId, status: result.status })
           case "QueueFull":
-            return yield* new QueueFull({ detail: "The target's delivery queue is full; replay once it drains." })
+            return yield* new DeliveryQueueFull({ targetId: input.targetId ?? "" })
           case "Queued":
             yield* wakeups.signal(wakeTopic(input.kind))
             return { queued: true as const, id: result.id }
@@ -723,7 +566,8 @@ export class DeliveryQueue extends Context.Service<DeliveryQueue, {
       const removeTarget = Effect.fn("DeliveryQueue.removeTarget")(function*(
         kind: DeliveryKind,
         targetId: string,
-        reason: string
+        reason: string,
+        options?: { readonly dropPayloads?: boolean | undefined }
       ) {
         const [row] = yield* targetsFirst([targetId], sql<{ n: number }>`
           WITH failed AS (${failTargetUndelivered(kind, targetId, reason)}),
@@ -732,7 +576,47 @@ export class DeliveryQueue extends Context.Service<DeliveryQueue, {
           )
           SELECT (SELECT count(*)::int FROM failed) AS n, (SELECT count(*) FROM forgotten) AS forgotten
         `.pipe(Effect.orDie))
+        // Nothing of the target can be sent any more: its payloads go too.
+        if (options?.dropPayloads === true) {
+          yield* sql`
+            UPDATE deliveries SET payload = NULL
+            WHERE kind = ${kind} AND target_id = ${targetId} AND payload IS NOT NULL
+          `.pipe(Effect.orDie)
+        }
         return row!.n
+      })
+
+      const undeliveredMetaSum = Effect.fn("DeliveryQueue.undeliveredMetaSum")(function*(
+        kind: DeliveryKind,
+        targetId: string,
+        key: string
+      ) {
+        const [row] = yield* sql<{ n: number }>`
+          SELECT coalesce(sum((meta->>${key})::int), 0)::int AS n FROM deliveries
+          WHERE kind = ${kind} AND target_id = ${targetId} AND status IN ${undeliveredList}
+        `.pipe(Effect.orDie)
+        return row?.n ?? 0
+      })
+
+      const prunePayloads = Effect.fn("DeliveryQueue.prunePayloads")(function*(kind: DeliveryKind, keepFailedHours: number) {
+        const rows = yield* sql<{ id: string }>`
+          UPDATE deliveries SET payload = NULL
+          WHERE kind = ${kind} AND payload IS NOT NULL AND (
+            status IN ('delivered', 'partial')
+            OR (status = 'failed' AND finished_at < now() - make_interval(hours => ${keepFailedHours}))
+          )
+          RETURNING id
+        `.pipe(Effect.orDie)
+        return rows.length
+      })
+
+      const pruneFinished = Effect.fn("DeliveryQueue.pruneFinished")(function*(kind: DeliveryKind, keepDays: number) {
+        const rows = yield* sql<{ id: string }>`
+          DELETE FROM deliveries
+          WHERE kind = ${kind} AND finished_at < now() - make_interval(days => ${keepDays})
+          RETURNING id
+        `.pipe(Effect.orDie)
+        return rows.length
       })
 
       const undelivered = Effect.fn("DeliveryQueue.undelivered")(function*(kind: DeliveryKind, targetId: string) {
@@ -744,29 +628,7 @@ export class DeliveryQueue extends Context.Service<DeliveryQueue, {
       })
 
       const nextDue = Effect.fn("DeliveryQueue.nextDue")(function*(kind: DeliveryKind) {
-        // Per waiting target (skip scan), its earliest row: O(targets), not O(queue).
-        const [row] = yield* sql<{ at: Date | null }>`
-          WITH RECURSIVE waiting AS (
-            (SELECT target_id FROM deliveries WHERE status IN ('queued', 'retrying') ORDER BY target_id LIMIT 1)
-            UNION ALL
-            SELECT (SELECT d.target_id FROM deliveries d
-                    WHERE d.status IN ('queued', 'retrying') AND d.target_id > w.target_id
-                    ORDER BY d.target_id LIMIT 1)
-            FROM waiting w WHERE w.target_id IS NOT NULL
-          )
-          SELECT least(
-            (SELECT min(greatest(f.next_attempt_at, coalesce(t.cooldown_until, f.next_attempt_at)))
-             FROM waiting w
-             CROSS JOIN LATERAL (
-               SELECT d.next_attempt_at FROM deliveries d
-               WHERE d.target_id = w.target_id AND d.status IN ('queued', 'retrying') AND d.kind = ${kind}
-               ORDER BY d.target_id, d.next_attempt_at, d.seq LIMIT 1
-             ) f
-             LEFT JOIN delivery_targets t ON t.id = w.target_id
-             WHERE w.target_id IS NOT NULL),
-            (SELECT min(lease_until) FROM deliveries WHERE kind = ${kind} AND status = 'sending')
-          ) AS at
-        `.pipe(Effect.orDie)
+        const [row] = yield* nextDueStatement(sql, kind).pipe(Effect.orDie)
         return Option.fromNullishOr(row?.at ?? null)
       })
 
@@ -781,6 +643,7 @@ export class DeliveryQueue extends Context.Service<DeliveryQueue, {
         enqueue,
         enqueueMany,
         enqueueAll,
+        enqueueFrom,
         claim,
         settle,
         settleMany,
@@ -791,9 +654,13 @@ export class DeliveryQueue extends Context.Service<DeliveryQueue, {
         attempts,
         failUndelivered,
         removeTarget,
+        undeliveredMetaSum,
+        prunePayloads,
+        pruneFinished,
         undelivered,
         nextDue,
         cooldownUntil,
+        reachable: sql`SELECT 1`.pipe(Effect.as(true), Effect.timeoutOption("2 seconds"), Effect.map((answered) => answered._tag === "Some"), Effect.orElseSucceed(() => false)),
         wake: (kind) => wakeups.signal(wakeTopic(kind))
       })
     })

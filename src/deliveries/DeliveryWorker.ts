@@ -14,17 +14,25 @@
  *   last batch was being written), and a finished send frees its slot before
  *   its outcome is written; sent-but-unrecorded deliveries of a target stay
  *   within twice `perTarget` (what a crash can make arrive twice). While
- *   outcomes cannot be written at all, nothing more starts.
+ *   outcomes cannot be written at all, nothing more starts or is claimed,
+ *   and they are kept and written as soon as the database answers again.
+ * - Groups: targets sharing a destination host (per organization) share
+ *   `perGroup` sends in flight, beyond which each may still have one.
  * - Give back: a claimed delivery that waited here too long to still finish
  *   within its lease, or whose target began to cool down, is released unsent
  *   (its attempt not counted); so is everything waiting at shutdown.
  *
  * When nothing is due the loop sleeps until a wakeup, the next due instant,
  * or the poll interval.
+ *
+ * Which waiting delivery may start is decided by `Admission.ts` (a model
+ * with no clock or fibers, property-tested); this file is its Effect shell:
+ * claims, sends, settles, releases, and the time from `Clock`.
  */
-import { Cause, Deferred, Duration, Effect, FiberSet, Latch, Option } from "effect"
+import { Cause, Clock, Deferred, Duration, Effect, Exit, FiberSet, Latch, Option } from "effect"
 import { Metrics } from "../observability/Metrics.ts"
 import { Wakeups } from "../platform/Wakeups.ts"
+import { Admission, type Entry } from "./Admission.ts"
 import {
   type AttemptRecord,
   type Claimed,
@@ -61,6 +69,15 @@ export interface WorkerOptions<R> {
   /** Longest sleep when nothing is due (the cross-process fallback when no wakeup arrives). */
   readonly pollEvery: Duration.Input
   readonly cooldown?: CooldownPolicy | undefined
+  /**
+   * Targets that share a bound (webhook endpoints of one organization on one
+   * destination host): at most `perGroup` of their deliveries in flight at
+   * once in this process, except that a target with none in flight may
+   * always start one (so at most `perGroup` + targets − 1). Asked once per
+   * claimed target and claim.
+   */
+  readonly group?: ((delivery: Claimed) => Effect.Effect<string | undefined, never, R>) | undefined
+  readonly perGroup?: number | undefined
   /** Sends one delivery and says how it went; it should not fail (a defect is recorded as a retry). */
   readonly handle: (delivery: Claimed) => Effect.Effect<Settlement, never, R>
 }
@@ -80,14 +97,22 @@ const DEFECT_RETRY = Duration.seconds(30)
 /** Sends of a target whose latest attempt failed. */
 const FAILING_TARGET_SENDS = 1
 
+/** Retrying a settle the database did not answer: first after this, doubling up to the maximum. */
+const SETTLE_RETRY_MIN_MS = 50
+const SETTLE_RETRY_MAX_MS = 1_000
+
+/** Failed tries of one settle batch, while the database answers otherwise, before it is given up. */
+const SETTLE_REFUSALS = 3
+
+/** Longest a stopping worker waits for sends under way and their outcomes. */
+const SHUTDOWN_GRACE_MAX_MS = 10_000
+const SHUTDOWN_POLL = Duration.millis(10)
+
+/** A delivery may always wait this long here for its turn (lease permitting: see `maxWaitMs`). */
+const MIN_WAIT_MS = 1_000
+
 /** Time kept back beyond `handleTimeout` for recording the outcome before the lease ends. */
 const SETTLE_MARGIN_MS = 2_000
-
-interface Waiting {
-  readonly delivery: Claimed
-  /** This process's clock, read before the claim was sent: the lease lasts at least `leaseFor` from here. */
-  readonly claimedAt: number
-}
 
 /** Runs the loop in a fiber of the current scope. */
 export const runWorker = <R>(options: WorkerOptions<R>) =>
@@ -104,30 +129,25 @@ export const runWorker = <R>(options: WorkerOptions<R>) =>
     // only what it can start at once, and a failing target is not held back.
     const prefetching = handleMs + SETTLE_MARGIN_MS < leaseMs / 2 && (options.prefetch ?? 0) > options.perTarget
     const prefetch = prefetching ? options.prefetch! : options.perTarget
-    /** The longest a delivery may wait here before it must be given back. */
-    const maxWaitMs = leaseMs - handleMs - SETTLE_MARGIN_MS
+    /**
+     * The longest a delivery may wait here before it must be given back (at
+     * the shortest lease allowed, a second of the recording margin).
+     */
+    const maxWaitMs = Math.max(leaseMs - handleMs - SETTLE_MARGIN_MS, MIN_WAIT_MS)
+    const perGroup = options.perGroup ?? Number.POSITIVE_INFINITY
     /** Claimed and not started, at most (beyond this the claim waits). */
     const holdLimit = Math.max(options.concurrency, prefetch) * 2
     /** Claim more for a busy target once fewer than this wait here. */
     const lowWater = Math.max(1, Math.floor(prefetch / 4))
 
     // --- local state (this process's view; the database stays the truth)
-    const waiting = new Map<string, Array<Waiting>>() // per target, oldest first; insertion order = turn
-    let waitingCount = 0
-    let inFlight = 0
-    const inFlightOf = new Map<string, number>()
-    /** Whether the target's latest known attempt failed. */
-    const failing = new Map<string, boolean>()
-    /**
-     * Sends that are over but whose outcome is not recorded yet, per target.
-     * Bounded (with those in flight) so that a crash leaves at most twice
-     * `perTarget` deliveries of a target to be sent again; and a failing
-     * target gets nothing new until its failures are recorded (recording them
-     * may start its cooldown).
-     */
-    const unrecorded = new Map<string, number>()
-    /** Targets cooling down, as learnt from settling (ms since epoch). */
-    const coolingUntil = new Map<string, number>()
+    const admission = new Admission<Claimed>({
+      concurrency: options.concurrency,
+      perTarget: options.perTarget,
+      perFailingTarget: FAILING_TARGET_SENDS,
+      perGroup,
+      maxWaitMs
+    })
     let toRelease: Array<Claimed> = []
     /** Something changed that may make a claim find more (new work, room freed, a claim that was full). */
     let moreMayBeDue = true
@@ -142,48 +162,70 @@ export const runWorker = <R>(options: WorkerOptions<R>) =>
     const changed = Latch.makeUnsafe(false)
     const poke = () => changed.openUnsafe()
 
-    const forgetIfIdle = (target: string) => {
-      if (
-        (inFlightOf.get(target) ?? 0) === 0 && (waiting.get(target)?.length ?? 0) === 0 &&
-        (unrecorded.get(target) ?? 0) === 0
-      ) {
-        waiting.delete(target)
-        inFlightOf.delete(target)
-        unrecorded.delete(target)
-        failing.delete(target)
-        const until = coolingUntil.get(target)
-        if (until !== undefined && until <= Date.now()) coolingUntil.delete(target)
-      }
-    }
-
     // --- settling in batches
+    //
+    // An outcome this process knows is never dropped because the database
+    // did not answer: the batch stays here and is written as soon as the
+    // database answers again (typically well within the lease), so a
+    // delivery is sent twice only if this process stops before that. Only a
+    // batch the database refuses while it answers other statements (a
+    // statement that cannot succeed) is given up, after a few tries: its
+    // deliveries are then sent again once their leases run out.
     const settling: Array<{ readonly item: SettleItem; readonly done: Deferred.Deferred<boolean> }> = []
     const settleWanted = Latch.makeUnsafe(false)
+    let settleBackoffMs = SETTLE_RETRY_MIN_MS
+    let refusals = 0
     yield* Effect.gen(function*() {
       yield* settleWanted.await
       settleWanted.closeUnsafe()
       // While sends are still finishing, let a few more join the batch: one
       // statement for many outcomes leaves the database to the others.
-      if (inFlight > 0 && settling.length < SETTLE_BATCH / 4) yield* Effect.sleep(SETTLE_LINGER)
+      if (admission.inFlight > 0 && settling.length < SETTLE_BATCH / 4 && !recordingFails) yield* Effect.sleep(SETTLE_LINGER)
       while (settling.length > 0) {
-        const batch = settling.splice(0, SETTLE_BATCH)
-        yield* queue.settleMany(batch.map((entry) => entry.item)).pipe(
-          Effect.matchCause({
-            onSuccess: (settled) => {
-              recordingFails = false
-              if (coolingUntil.size > 1_000) {
-                const now = Date.now()
-                for (const [target, until] of coolingUntil) if (until <= now) coolingUntil.delete(target)
-              }
-              for (const [target, until] of settled.coolingUntil) coolingUntil.set(target, until.getTime())
-              batch.forEach((entry, i) => Deferred.doneUnsafe(entry.done, Effect.succeed(settled.held[i] ?? false)))
-            },
-            onFailure: (cause) => {
-              recordingFails = true
-              batch.forEach((entry) => Deferred.doneUnsafe(entry.done, Effect.failCause(cause)))
+        const batch = settling.slice(0, SETTLE_BATCH)
+        const exit = yield* Effect.exit(queue.settleMany(batch.map((entry) => entry.item)))
+        if (Exit.isSuccess(exit)) {
+          settling.splice(0, batch.length)
+          const settled = exit.value
+          if (recordingFails) {
+            yield* Effect.logInfo("delivery outcomes are recorded again").pipe(
+              Effect.annotateLogs({ kind: options.kind, recorded: batch.length })
+            )
+          }
+          recordingFails = false
+          refusals = 0
+          settleBackoffMs = SETTLE_RETRY_MIN_MS
+          if (settled.coolingUntil.size > 0) {
+            const until = new Map<string, number>()
+            for (const [target, end] of settled.coolingUntil) until.set(target, end.getTime())
+            admission.coolDown(until, yield* Clock.currentTimeMillis)
+          }
+          batch.forEach((entry, i) => Deferred.doneUnsafe(entry.done, Effect.succeed(settled.held[i] ?? false)))
+        } else {
+          const reachable = yield* queue.reachable.pipe(Effect.orElseSucceed(() => false))
+          if (reachable && ++refusals >= SETTLE_REFUSALS) {
+            // The database answers but refuses this batch: give it up.
+            settling.splice(0, batch.length)
+            refusals = 0
+            recordingFails = false
+            yield* Effect.logError(
+              "the database refused to record delivery outcomes; they are sent again once their leases run out",
+              Cause.squash(exit.cause)
+            ).pipe(Effect.annotateLogs({ kind: options.kind, given_up: batch.length }))
+            batch.forEach((entry) => Deferred.doneUnsafe(entry.done, Effect.failCause(exit.cause)))
+          } else {
+            if (!recordingFails) {
+              yield* Effect.logError(
+                "recording delivery outcomes failed; they are kept here and recorded as soon as the database answers",
+                Cause.squash(exit.cause)
+              ).pipe(Effect.annotateLogs({ kind: options.kind, waiting: settling.length }))
             }
-          })
-        )
+            // Nothing more starts meanwhile (see `pump`), nothing is claimed.
+            recordingFails = true
+            yield* Effect.sleep(Duration.millis(settleBackoffMs))
+            settleBackoffMs = Math.min(SETTLE_RETRY_MAX_MS, settleBackoffMs * 2)
+          }
+        }
         // Settled leases no longer count against their targets' claim limits.
         moreMayBeDue = true
         poke()
@@ -197,42 +239,39 @@ export const runWorker = <R>(options: WorkerOptions<R>) =>
         return Deferred.await(done)
       })
 
-    const process = (delivery: Claimed) =>
-      options.handle(delivery).pipe(
+    const process = (entry: Entry<Claimed>) => {
+      const delivery = entry.item
+      let outcomeKnown = false
+      return options.handle(delivery).pipe(
         Effect.catchCause((cause) =>
-          Effect.as(
+          Effect.flatMap(
             Effect.logError("delivery handler failed; retrying later", Cause.squash(cause)).pipe(
-              Effect.annotateLogs({ delivery_id: delivery.id, org_id: delivery.orgId })
+              Effect.annotateLogs({ delivery_id: delivery.id, org_id: delivery.orgId }),
+              Effect.andThen(Clock.currentTimeMillis)
             ),
-            {
-              outcome: Outcome.retry(new Date(Date.now() + Duration.toMillis(DEFECT_RETRY)), "internal error"),
-              attempt: { error: "internal error", durationMs: 0 }
-            } satisfies Settlement
+            (now) =>
+              Effect.succeed({
+                outcome: Outcome.retry(new Date(now + Duration.toMillis(DEFECT_RETRY)), "internal error"),
+                attempt: { error: "internal error", durationMs: 0 }
+              } satisfies Settlement)
           )
         ),
-        Effect.tap(({ outcome }) =>
-          Effect.sync(() => {
-            failing.set(delivery.targetId, outcome._tag === "Retry" || outcome._tag === "Failed")
-            unrecorded.set(delivery.targetId, (unrecorded.get(delivery.targetId) ?? 0) + 1)
+        Effect.onExit((exit) =>
+          Effect.suspend(() => {
+            // The slot is free once the send is over (the outcome is written
+            // after), and the next waiting delivery starts at once, whatever
+            // the claim loop is doing.
+            const outcome = Exit.isSuccess(exit) ? exit.value.outcome : undefined
+            outcomeKnown = outcome !== undefined
+            admission.sendEnded(entry, outcome === undefined ? undefined : outcome._tag === "Retry" || outcome._tag === "Failed")
+            poke()
+            return pump
           })
         ),
-        Effect.onExit(() => Effect.sync(() => {
-          // The slot is free once the send is over (the outcome is written
-          // after), and the next waiting delivery starts at once, whatever
-          // the claim loop is doing.
-          inFlight--
-          inFlightOf.set(delivery.targetId, (inFlightOf.get(delivery.targetId) ?? 1) - 1)
-          pump()
-          poke()
-        })),
         Effect.flatMap(({ attempt, outcome }) =>
           settle({ claimed: delivery, outcome, attempt, cooldown: options.cooldown }).pipe(
             // Counted once recorded: what the database says happened.
-            Effect.tap((held) => held ? Effect.sync(() => metrics.deliveryAttempt(options.kind, outcome._tag, attempt.durationMs)) : Effect.void),
-            Effect.ensuring(Effect.sync(() => {
-              unrecorded.set(delivery.targetId, (unrecorded.get(delivery.targetId) ?? 1) - 1)
-              pump()
-            }))
+            Effect.tap((held) => held ? Effect.sync(() => metrics.deliveryAttempt(options.kind, outcome._tag, attempt.durationMs)) : Effect.void)
           )
         ),
         Effect.flatMap((held) =>
@@ -242,117 +281,77 @@ export const runWorker = <R>(options: WorkerOptions<R>) =>
               Effect.annotateLogs({ delivery_id: delivery.id })
             )
         ),
-        // A failed settle (the database is unreachable) leaves the delivery
-        // `sending` until its lease runs out, then it is sent again: say so
-        // instead of letting the fiber die unseen in the FiberSet.
+        // A settle the database refused (see the settle loop) leaves the
+        // delivery `sending` until its lease runs out, then it is sent
+        // again: say so instead of letting the fiber die unseen.
         Effect.catchCause((cause) =>
           Cause.hasInterruptsOnly(cause)
             ? Effect.failCause(cause)
             : Effect.logError("recording a delivery outcome failed; it is retried once its lease runs out", Cause.squash(cause))
               .pipe(Effect.annotateLogs({ delivery_id: delivery.id, org_id: delivery.orgId }))
         ),
-        Effect.ensuring(Effect.sync(() => forgetIfIdle(delivery.targetId)))
+        Effect.ensuring(Effect.suspend(() => {
+          if (!outcomeKnown) return Effect.void
+          admission.recorded(delivery.targetId)
+          return pump
+        }))
       )
+    }
 
-    // A started fiber may run at once, and its end (or a settle it wakes)
-    // calls `pump` again from inside this one: such a call only asks for
-    // another pass, so one pass at a time walks the state.
-    let pumping = false
-    let pumpAgain = false
     /** Starts what may start now, target by target in turn; sets aside what must be given back. */
-    const pump = () => {
-      if (pumping) {
-        pumpAgain = true
-        return
-      }
-      pumping = true
-      try {
-        do {
-          pumpAgain = false
-          pumpOnce()
-        } while (pumpAgain)
-      } finally {
-        pumping = false
-      }
-    }
-    const pumpOnce = () => {
-      if (closing || recordingFails) return
-      const now = Date.now()
-      const served: Array<string> = []
-      for (const [target, rows] of waiting) {
-        const until = coolingUntil.get(target)
-        if (until !== undefined && until <= now) coolingUntil.delete(target)
-        if (until !== undefined && until > now) {
-          // Nothing is sent to a target while it cools down.
-          for (const row of rows) toRelease.push(row.delivery)
-          waitingCount -= rows.length
-          rows.length = 0
-          forgetIfIdle(target)
-          continue
-        }
-        const probing = prefetching && failing.get(target) === true
-        const mayStart = () => {
-          const sending = inFlightOf.get(target) ?? 0
-          const unsettled = sending + (unrecorded.get(target) ?? 0)
-          return probing
-            ? unsettled < Math.min(FAILING_TARGET_SENDS, options.perTarget)
-            : sending < options.perTarget && unsettled < 2 * options.perTarget
-        }
-        let started = false
-        while (rows.length > 0 && inFlight < options.concurrency && mayStart() && !closing && !recordingFails) {
-          const next = rows.shift()!
-          waitingCount--
-          if (prefetching && now - next.claimedAt > maxWaitMs) {
-            toRelease.push(next.delivery)
-            continue
-          }
-          inFlight++
-          inFlightOf.set(target, (inFlightOf.get(target) ?? 0) + 1)
-          fork(process(next.delivery))
-          started = true
-        }
-        if (rows.length === 0) forgetIfIdle(target)
-        else if (started) served.push(target)
-      }
-      // Their turn is over: they go behind the other targets.
-      for (const target of served) {
-        const rows = waiting.get(target)
-        if (rows === undefined) continue
-        waiting.delete(target)
-        waiting.set(target, rows)
-      }
-    }
+    const pump: Effect.Effect<void> = Effect.flatMap(Clock.currentTimeMillis, (now) =>
+      Effect.sync(() => {
+        const decision = admission.admit(now, closing || recordingFails)
+        for (const item of decision.giveBack) toRelease.push(item)
+        // Forked after the decision: a fiber that runs (and ends) at once
+        // asks the model again, which is already consistent.
+        for (const entry of decision.start) fork(process(entry))
+      }))
 
     const releaseSetAside = Effect.suspend(() => {
       if (toRelease.length === 0) return Effect.void
       const batch = toRelease
       toRelease = []
-      return queue.release(batch).pipe(Effect.andThen(Effect.sync(() => {
-        moreMayBeDue = true
-      })))
+      return queue.release(batch).pipe(
+        Effect.andThen(Effect.sync(() => {
+          moreMayBeDue = true
+        })),
+        // Not given back now: try again next time (or their leases run out).
+        Effect.onError(() => Effect.sync(() => toRelease.push(...batch)))
+      )
     })
 
     const claim = Effect.gen(function*() {
+      const waitingCount = admission.waiting
       const limit = Math.max(
         0,
-        prefetching ? holdLimit - waitingCount : options.concurrency - inFlight - waitingCount
+        prefetching ? holdLimit - waitingCount : options.concurrency - admission.inFlight - waitingCount
       )
-      const claimedAt = Date.now()
+      const claimedAt = yield* Clock.currentTimeMillis
       moreMayBeDue = false
-      const claimed = yield* queue.claim(options.kind, { limit, leaseFor: options.leaseFor, perTarget: prefetch })
-      recordingFails = false
-      for (const delivery of claimed) {
-        let rows = waiting.get(delivery.targetId)
-        if (rows === undefined) {
-          rows = []
-          waiting.set(delivery.targetId, rows)
+      const claimed = yield* queue.claim(options.kind, {
+        limit,
+        leaseFor: options.leaseFor,
+        perTarget: prefetch,
+        perFailingTarget: FAILING_TARGET_SENDS,
+        // Targets whose group is at its bound here: what this process could
+        // not start is left to the others (or to a later claim).
+        skipTargets: admission.saturatedTargets()
+      })
+      const groups = new Map<string, string | undefined>()
+      if (options.group !== undefined) {
+        for (const delivery of claimed) {
+          if (groups.has(delivery.targetId)) continue
+          groups.set(delivery.targetId, yield* options.group(delivery).pipe(Effect.catchCause(() => Effect.succeed(undefined))))
         }
-        rows.push({ delivery, claimedAt })
-        waitingCount++
-        if (!failing.has(delivery.targetId)) failing.set(delivery.targetId, delivery.targetFailures > 0)
-        // Claimable means not cooling down (any more), whatever this process last heard.
-        coolingUntil.delete(delivery.targetId)
       }
+      admission.add(claimed.map((delivery) => ({
+        item: delivery,
+        target: delivery.targetId,
+        group: groups.get(delivery.targetId),
+        claimedAt,
+        failing: delivery.targetFailures > 0
+      })))
       // A full claim may have left more behind.
       if (claimed.length >= limit && limit > 0) moreMayBeDue = true
       return claimed.length
@@ -364,12 +363,15 @@ export const runWorker = <R>(options: WorkerOptions<R>) =>
     // claims at once even when plenty waits: the new work may be another
     // target's, blocked behind nothing.
     let woken = true
-    // While outcomes cannot be written, a claim (even of nothing) is the
-    // probe that says when the database is back.
-    const shouldClaim = () =>
-      (recordingFails && woken) ||
-      (inFlight + (prefetching ? 0 : waitingCount) < options.concurrency && waitingCount < holdLimit &&
-        (woken || (moreMayBeDue && waitingCount < lowWater)))
+    // While outcomes wait to be recorded, nothing is claimed: the settle
+    // loop's retries are the probe that says when the database is back, and
+    // they go first (a claim could take over this process's own leases).
+    const shouldClaim = () => {
+      const waitingCount = admission.waiting
+      return !recordingFails &&
+        admission.inFlight + (prefetching ? 0 : waitingCount) < options.concurrency && waitingCount < holdLimit &&
+        (woken || (moreMayBeDue && waitingCount < lowWater))
+    }
 
     const wake = wakeups.wait(wakeTopic(options.kind), Duration.infinity).pipe(
       Effect.andThen(Effect.sync(() => {
@@ -378,7 +380,7 @@ export const runWorker = <R>(options: WorkerOptions<R>) =>
     )
 
     const idle = Effect.gen(function*() {
-      if (inFlight > 0 || waitingCount > 0 || settling.length > 0) {
+      if (admission.inFlight > 0 || admission.waiting > 0 || settling.length > 0) {
         // Something is under way: its end (or new work, or a short recheck) is the next event.
         yield* Effect.raceFirst(wake, changed.await).pipe(
           Effect.timeoutOption(Duration.millis(Math.min(pollMs, BLOCKED_RECHECK_MS))),
@@ -391,12 +393,13 @@ export const runWorker = <R>(options: WorkerOptions<R>) =>
         return
       }
       const next = yield* queue.nextDue(options.kind)
+      const now = yield* Clock.currentTimeMillis
       const untilDue = Option.match(next, {
         onNone: () => pollMs,
         // Due now but the claim did not take it (other processes hold the
         // rows, or its target is at its limit): look again shortly.
         onSome: (at) => {
-          const wait = at.getTime() - Date.now()
+          const wait = at.getTime() - now
           return wait <= 0 ? BLOCKED_RECHECK_MS : Math.min(pollMs, wait)
         }
       })
@@ -412,12 +415,12 @@ export const runWorker = <R>(options: WorkerOptions<R>) =>
 
     const step = Effect.gen(function*() {
       changed.closeUnsafe()
-      pump()
+      yield* pump
       yield* releaseSetAside
       if (shouldClaim()) {
         woken = false
         const taken = yield* claim
-        pump()
+        yield* pump
         yield* releaseSetAside
         if (taken > 0) return
       }
@@ -428,11 +431,20 @@ export const runWorker = <R>(options: WorkerOptions<R>) =>
     yield* Effect.addFinalizer(() =>
       Effect.suspend(() => {
         closing = true
-        const rest = [...toRelease, ...[...waiting.values()].flat().map((row) => row.delivery)]
-        waiting.clear()
-        waitingCount = 0
+        const rest = [...toRelease, ...admission.takeAllWaiting()]
         toRelease = []
-        return queue.release(rest).pipe(Effect.timeout(Duration.seconds(2)), Effect.ignore)
+        return queue.release(rest).pipe(
+          Effect.timeout(Duration.seconds(2)),
+          Effect.ignore,
+          // Sends under way may finish and their outcomes be recorded: a
+          // stopping process then leaves nothing to be sent twice, unless
+          // this grace runs out first.
+          Effect.andThen(
+            Effect.gen(function*() {
+              while (admission.inFlight > 0 || settling.length > 0) yield* Effect.sleep(SHUTDOWN_POLL)
+            }).pipe(Effect.timeout(Duration.millis(Math.min(handleMs + SETTLE_MARGIN_MS, SHUTDOWN_GRACE_MAX_MS))), Effect.ignore)
+          )
+        )
       })
     )
 

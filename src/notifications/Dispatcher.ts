@@ -3,14 +3,14 @@
  * deliveries: one per subscribed active endpoint of the event's
  * organization, and one reviewer email for requests and deadline notices
  * when reviewer email is configured. Events are taken undispatched, in
- * `seq` order, and marked `dispatched_at` in the same short transaction that
+ * `seq` order, and marked `dispatched_at` by the same statement that
  * creates their deliveries: an event is fanned out exactly once, and a crash
- * before commit leaves it for the next pass (in any process).
+ * before it commits leaves it for the next pass (in any process).
  */
 import { PgClient } from "@effect/sql-pg"
 import { Cause, Context, Duration, Effect, Layer, Option } from "effect"
-import { EmailedEventTypes, type EventType } from "../api/Notifications.ts"
-import { DeliveryQueue, type EnqueueInput } from "../deliveries/DeliveryQueue.ts"
+import { EmailedEventTypes } from "../api/Notifications.ts"
+import { DeliveryQueue } from "../deliveries/DeliveryQueue.ts"
 import { SvcConfig } from "../platform/Config.ts"
 import { Topics, Wakeups } from "../platform/Wakeups.ts"
 import { EventBodies } from "./EventBodies.ts"
@@ -18,7 +18,7 @@ import { EventBodies } from "./EventBodies.ts"
 /** `Wakeups` topic the event producer signals after committing events. */
 export const EVENTS_TOPIC = Topics.events
 
-/** Events fanned out per transaction: keeps transactions short (PGlite is one session). */
+/** Events fanned out per statement: keeps each one short (PGlite is one session). */
 const BATCH = 200
 const POLL_EVERY = Duration.seconds(1)
 
@@ -30,21 +30,8 @@ interface EventRow {
   readonly body: string
 }
 
-/** The approval id for the delivery label; a body we cannot read still gets delivered (and labelled by type). */
-const approvalIdOf = (body: string): string | undefined => {
-  try {
-    const parsed = JSON.parse(body) as { approval?: { approval_id?: unknown } }
-    return typeof parsed.approval?.approval_id === "string" ? parsed.approval.approval_id : undefined
-  } catch {
-    return undefined
-  }
-}
-
-interface EndpointRow {
-  readonly id: string
-  readonly org_id: string
-  readonly events: ReadonlyArray<string>
-}
+/** The approval id in an event body (`"approval_id": "…"`), for the delivery label. */
+const APPROVAL_ID_PATTERN = '"approval_id"\\s*:\\s*"([^"\\\\]*)"'
 
 /** Two dispatchers (processes) never interleave, so deliveries are created in event order. */
 const DISPATCH_LOCK = 7_300_001
@@ -61,68 +48,55 @@ export class Dispatcher extends Context.Service<Dispatcher, {
       const config = yield* SvcConfig
       const bodies = yield* EventBodies
       const smtp = Option.isSome(config.smtpUrl)
-      const emailed = new Set<string>(EmailedEventTypes)
+      const emailedTypes: Array<string> = [...EmailedEventTypes]
 
+      // One statement, so one round trip and no transaction held open on the
+      // embedded database's only session: take undispatched events (another
+      // dispatcher's are skipped, and the advisory lock keeps two from
+      // interleaving), mark them dispatched, and enqueue their deliveries.
+      // All of it commits together or not at all.
       const dispatchOnce = Effect.gen(function*() {
-        const result = yield* sql.withTransaction(Effect.gen(function*() {
-          const [lock] = yield* sql<{ locked: boolean }>`SELECT pg_try_advisory_xact_lock(${DISPATCH_LOCK}) AS locked`
-          if (lock?.locked !== true) return { events: 0, webhooks: 0, emails: 0, bodies: [] }
-          const events = yield* sql<EventRow>`
-            SELECT seq, id, org_id, type, body
-            FROM events WHERE dispatched_at IS NULL
-            ORDER BY seq LIMIT ${BATCH}
-            FOR UPDATE SKIP LOCKED
-          `
-          if (events.length === 0) return { events: 0, webhooks: 0, emails: 0, bodies: [] }
-          const orgs = [...new Set(events.map((event) => event.org_id))]
-          const endpoints = yield* sql<EndpointRow>`
-            SELECT id, org_id, events FROM notification_endpoints
-            WHERE active AND org_id IN ${sql.in(orgs)}
-            ORDER BY seq
-          `
-          const reviewers = smtp
-            ? new Set((yield* sql<{ org_id: string }>`
-                SELECT org_id FROM notification_settings
-                WHERE reviewer_email IS NOT NULL AND org_id IN ${sql.in(orgs)}
-              `).map((row) => row.org_id))
-            : new Set<string>()
-          const deliveries: Array<EnqueueInput> = []
-          let webhooks = 0
-          let emails = 0
-          for (const event of events) {
-            const label = `${event.type} ${approvalIdOf(event.body) ?? ""}`.trim()
-            for (const endpoint of endpoints) {
-              if (endpoint.org_id !== event.org_id || !endpoint.events.includes(event.type)) continue
-              deliveries.push({
-                orgId: event.org_id,
-                kind: "webhook",
-                targetId: endpoint.id,
-                label,
-                eventId: event.id,
-                capacity: config.webhookQueueCapacity
-              })
-              webhooks++
-            }
-            if (reviewers.has(event.org_id) && emailed.has(event.type as EventType)) {
-              deliveries.push({
-                orgId: event.org_id,
-                kind: "email",
-                targetId: event.org_id,
-                label,
-                eventId: event.id,
-                capacity: config.webhookQueueCapacity
-              })
-              emails++
-            }
-          }
-          yield* queue.enqueueAll(deliveries)
-          yield* sql`UPDATE events SET dispatched_at = now() WHERE seq IN ${sql.in(events.map((event) => event.seq))}`
-          return { events: events.length, webhooks, emails, bodies: events }
-        })).pipe(Effect.orDie)
-        for (const event of result.bodies) bodies.remember(event.id, { type: event.type, body: event.body })
-        if (result.webhooks > 0) yield* queue.wake("webhook")
-        if (result.emails > 0) yield* queue.wake("email")
-        return result.events
+        const rows = yield* queue.enqueueFrom<EventRow & { readonly webhooks: number; readonly emails: number }>({
+          with: sql`
+            lock AS (SELECT pg_try_advisory_xact_lock(${DISPATCH_LOCK}) AS locked),
+            ev AS MATERIALIZED (
+              SELECT seq, id, org_id, type, body FROM events
+              WHERE dispatched_at IS NULL AND (SELECT locked FROM lock)
+              ORDER BY seq LIMIT ${BATCH}
+              FOR UPDATE SKIP LOCKED
+            ),
+            marked AS (
+              UPDATE events e SET dispatched_at = now() FROM ev WHERE e.seq = ev.seq RETURNING e.seq
+            ),
+            fan AS (
+              -- Per event in order: its organization's subscribed active
+              -- endpoints in their order, then the reviewer email.
+              SELECT ev.seq AS event_seq, 0 AS k, ep.seq AS ep_seq, ev.org_id, 'webhook'::text AS kind,
+                     ep.id AS target_id, ev.id AS event_id, ev.type, ev.body
+              FROM ev JOIN notification_endpoints ep
+                ON ep.org_id = ev.org_id AND ep.active AND ep.events @> to_jsonb(ev.type)
+              UNION ALL
+              SELECT ev.seq, 1, 0, ev.org_id, 'email', ev.org_id, ev.id, ev.type, ev.body
+              FROM ev JOIN notification_settings ns ON ns.org_id = ev.org_id AND ns.reviewer_email IS NOT NULL
+              WHERE ${smtp} AND ev.type IN ${sql.in(emailedTypes)}
+            )`,
+          // The label names the approval when the body says which (a body
+          // we cannot read is still delivered, labelled by its type).
+          input: sql`
+            SELECT row_number() OVER (ORDER BY event_seq, k, ep_seq) AS ord, org_id, kind, target_id,
+                   trim(type || ' ' || coalesce(substring(body from ${APPROVAL_ID_PATTERN}), '')) AS label,
+                   event_id, NULL::text AS payload, '{}'::jsonb AS meta, ${config.webhookQueueCapacity}::int AS capacity
+            FROM fan`,
+          select: sql`
+            SELECT ev.seq, ev.id, ev.org_id, ev.type, ev.body,
+                   (SELECT count(*) FROM inserted WHERE kind = 'webhook')::int AS webhooks,
+                   (SELECT count(*) FROM inserted WHERE kind = 'email')::int AS emails
+            FROM ev ORDER BY ev.seq`
+        })
+        for (const event of rows) bodies.remember(event.id, { type: event.type, body: event.body })
+        if ((rows[0]?.webhooks ?? 0) > 0) yield* queue.wake("webhook")
+        if ((rows[0]?.emails ?? 0) > 0) yield* queue.wake("email")
+        return rows.length
       }).pipe(Effect.withSpan("Notifications.dispatch"))
 
       return Dispatcher.of({ dispatchOnce })

@@ -2,6 +2,7 @@ import { Effect, Option } from "effect"
 import { HttpApiBuilder } from "effect/http-api"
 import { Api } from "../api/Api.ts"
 import { NotReplayable } from "../api/Deliveries.ts"
+import { replayProblem } from "../deliveries/ReplayProblem.ts"
 import { NotFound } from "../api/Errors.ts"
 import type { NotificationDelivery } from "../api/Notifications.ts"
 import { CurrentPrincipal } from "../api/Security.ts"
@@ -84,7 +85,7 @@ export const NotificationsHandlers = HttpApiBuilder.group(
               targetId: params.id,
               deliveryId: params.delivery,
               capacity: config.webhookQueueCapacity
-            })
+            }).pipe(Effect.mapError(replayProblem))
           })
         ),
       getSettings: () =>

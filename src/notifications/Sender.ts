@@ -79,6 +79,8 @@ const snippet = (body: Uint8Array, truncated: boolean, url: string) => {
 
 export class WebhookSender extends Context.Service<WebhookSender, {
   readonly deliver: (delivery: Claimed) => Effect.Effect<Settlement>
+  /** Which per-host bound the delivery counts against (`SVC_WEBHOOK_PER_HOST`). */
+  readonly hostGroup: (delivery: Claimed) => Effect.Effect<string | undefined>
 }>()("svc/notifications/WebhookSender") {
   static readonly layer = Layer.effect(
     WebhookSender,
@@ -141,8 +143,13 @@ export class WebhookSender extends Context.Service<WebhookSender, {
           body,
           timeout: config.webhookSendTimeout,
           maxResponseBytes: SNIPPET_BYTES + 1,
-          // Its own connections: another endpoint on the same host never waits behind this one.
-          partition: delivery.targetId,
+          // One pool per organization and destination host, as large as the
+          // worker's bound on requests in flight to it (`SVC_WEBHOOK_PER_HOST`,
+          // plus one per further endpoint): no request ever waits behind
+          // another (a hanging endpoint's) in it, and one organization's
+          // endpoints never hold another's connections.
+          partition: delivery.orgId,
+          connections: config.webhookPerHost + config.maxEndpointsPerOrg,
           orgId: delivery.orgId
         }).pipe(Effect.result)
         if (sent._tag === "Failure") {
@@ -174,7 +181,20 @@ export class WebhookSender extends Context.Service<WebhookSender, {
         return failedAttempt(delivery, error, { ...attempt, error }, retryAfter)
       })
 
-      return WebhookSender.of({ deliver })
+      /** The bound a delivery shares: its organization and its endpoint's destination host (and port). */
+      const hostGroup = (delivery: Claimed) =>
+        endpoints.sendTarget(delivery.orgId, delivery.targetId).pipe(
+          Effect.map((target) => {
+            if (target === undefined) return undefined
+            try {
+              return `${delivery.orgId} ${new URL(target.url).host}`
+            } catch {
+              return undefined
+            }
+          })
+        )
+
+      return WebhookSender.of({ deliver, hostGroup })
     })
   )
 
@@ -200,6 +220,8 @@ export class WebhookSender extends Context.Service<WebhookSender, {
       handleTimeout: config.webhookSendTimeout,
       pollEvery: Duration.seconds(2),
       cooldown: WebhookSender.cooldown(config),
+      group: sender.hostGroup,
+      perGroup: config.webhookPerHost,
       handle: sender.deliver
     })
   }))

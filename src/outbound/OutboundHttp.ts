@@ -19,7 +19,7 @@
  * Address classes: `AddressPolicy.ts`. URL rules and names: `TargetUrl.ts`.
  * Name resolution (replaceable in tests): `Resolver.ts`.
  */
-import { Context, Data, Duration, Effect, Layer, RcMap } from "effect"
+import { Context, Data, Duration, Effect, Layer } from "effect"
 import { readFileSync } from "node:fs"
 import * as tls from "node:tls"
 import { buildConnector, Pool } from "undici"
@@ -56,6 +56,12 @@ export interface OutboundRequest {
    * own pool, so one target's stuck requests never queue another's.
    */
   readonly partition?: string | undefined
+  /**
+   * Most connections the pool of this request keeps to the origin (default
+   * 32). A caller that bounds its own requests to the origin passes the same
+   * bound: then no request ever queues behind another in the pool.
+   */
+  readonly connections?: number | undefined
   /** Whose request this is: DNS lookups in flight are bounded per organization. */
   readonly orgId?: string | undefined
 }
@@ -143,6 +149,7 @@ interface PoolKey {
   /** The checked addresses, the only ones this pool's sockets connect to. */
   readonly addresses: ReadonlyArray<string>
   readonly partition: string
+  readonly connections: number
 }
 
 const familyOf = (address: string) => (address.includes(":") ? 6 : 4)
@@ -180,7 +187,7 @@ const makePool = (key: PoolKey, trust: tls.SecureContext) => {
     lookup: pinnedLookup(key.addresses)
   })
   return new Pool(key.origin, {
-    connections: POOL_CONNECTIONS,
+    connections: key.connections,
     allowH2: false,
     keepAliveTimeout: 10_000,
     keepAliveMaxTimeout: 60_000,
@@ -191,6 +198,14 @@ const makePool = (key: PoolKey, trust: tls.SecureContext) => {
       // hostname come from it) and reaches the address through the lookup.
       connector(literal === undefined ? options : { ...options, hostname: key.addresses[0] }, callback)
   })
+}
+
+interface PoolEntry {
+  readonly pool: Pool
+  /** Exchanges in flight through it. */
+  active: number
+  /** `performance.now()` when its last exchange ended. */
+  idleSince: number
 }
 
 // ---------------------------------------------------------------------------
@@ -382,16 +397,42 @@ export class OutboundHttp extends Context.Service<OutboundHttp, {
       const ca = yield* trustedCas(config.extraCaFile._tag === "Some" ? config.extraCaFile.value : undefined)
       const trust = tls.createSecureContext({ ca: [...ca] })
 
-      const pools = yield* RcMap.make({
-        lookup: (key: string) =>
-          Effect.acquireRelease(
-            Effect.sync(() => makePool(JSON.parse(key) as PoolKey, trust)),
-            // Destroy, not close: nothing uses an idle pool, and at shutdown an
-            // exchange still in flight must not hold the layer open.
-            (pool) => Effect.promise(() => pool.destroy())
-          ),
-        idleTimeToLive: POOL_IDLE_TTL
-      })
+      // Pools by key, each with its exchanges in flight; one idle for
+      // POOL_IDLE_TTL is destroyed by the sweep. A plain map, not a scoped
+      // resource per send: looking a pool up costs a string key and a get.
+      const pools = new Map<string, PoolEntry>()
+      const poolFor = (key: PoolKey) => {
+        const id = `${key.origin} ${key.addresses.join(",")} ${key.partition} ${key.connections}`
+        let entry = pools.get(id)
+        if (entry === undefined) {
+          entry = { pool: makePool(key, trust), active: 0, idleSince: performance.now() }
+          pools.set(id, entry)
+        } else {
+          // Taken now: not idle, whatever happens before its exchange starts.
+          entry.idleSince = performance.now()
+        }
+        return entry
+      }
+      const idleTtlMs = Duration.toMillis(POOL_IDLE_TTL)
+      const destroy = (entry: PoolEntry) => entry.pool.destroy().catch(() => undefined)
+      yield* Effect.sync(() => {
+        const now = performance.now()
+        for (const [id, entry] of pools) {
+          if (entry.active === 0 && now - entry.idleSince > idleTtlMs) {
+            pools.delete(id)
+            void destroy(entry)
+          }
+        }
+      }).pipe(Effect.delay(Duration.millis(idleTtlMs / 4)), Effect.forever, Effect.forkScoped)
+      // Destroy, not close: nothing uses an idle pool, and at shutdown an
+      // exchange still in flight must not hold the layer open.
+      yield* Effect.addFinalizer(() =>
+        Effect.promise(() => {
+          const all = [...pools.values()]
+          pools.clear()
+          return Promise.all(all.map(destroy))
+        })
+      )
 
       const check = Effect.fn("OutboundHttp.check")(function*(raw: string, orgId?: string) {
         const parsed = parseTarget(raw)
@@ -423,7 +464,9 @@ export class OutboundHttp extends Context.Service<OutboundHttp, {
         return parsed
       }
 
-      const send = Effect.fn("OutboundHttp.send")(function*(request: OutboundRequest) {
+      // Untraced: its attributes go on the caller's span (one span per
+      // delivery, not two).
+      const send = Effect.fnUntraced(function*(request: OutboundRequest) {
         const started = performance.now()
         const timeoutMs = Duration.toMillis(request.timeout)
         if (!(timeoutMs > 0)) {
@@ -454,15 +497,21 @@ export class OutboundHttp extends Context.Service<OutboundHttp, {
           const key: PoolKey = {
             origin: target.url.origin,
             addresses: addresses.map((address) => address.toString()),
-            partition: request.partition ?? ""
+            partition: request.partition ?? "",
+            connections: request.connections ?? POOL_CONNECTIONS
           }
-          const pool = yield* RcMap.get(pools, JSON.stringify(key))
+          const entry = poolFor(key)
           return yield* Effect.tryPromise({
-            try: (signal) => exchange(pool, target.url, request, timeoutMs, maxBytes, signal),
+            try: (signal) => {
+              entry.active++
+              return exchange(entry.pool, target.url, request, timeoutMs, maxBytes, signal).finally(() => {
+                entry.active--
+                entry.idleSince = performance.now()
+              })
+            },
             catch: toFailure
           })
         }).pipe(
-          Effect.scoped,
           Effect.timeoutOrElse({
             duration: timeoutMs,
             orElse: () =>

@@ -29,6 +29,13 @@ export interface SvcConfigShape {
   readonly webhookLease: Duration.Duration
   /** The whole exchange of one webhook attempt must end within this (the spec's 5 s acknowledgement limit). */
   readonly webhookSendTimeout: Duration.Duration
+  /**
+   * Webhook requests in flight at once per process to one destination host
+   * (host and port) from one organization, all its endpoints together,
+   * beyond which each endpoint may still have one; its connections to that
+   * host are one pool of this plus `maxEndpointsPerOrg`.
+   */
+  readonly webhookPerHost: number
   /** Share of traces exported to an organization's collector. */
   readonly telemetrySampleRatio: number
   /** Spans each telemetry destination buffers in memory per process before dropping. */
@@ -229,6 +236,7 @@ export const svcConfig: Config.Config<SvcConfigShape> = Config.all({
   ),
   webhookLease: durationList("SVC_WEBHOOK_LEASE", "30s").pipe(Config.map((list) => list[0] ?? Duration.seconds(30))),
   webhookSendTimeout: durationList("SVC_WEBHOOK_TIMEOUT", "5s").pipe(Config.map((list) => list[0] ?? Duration.seconds(5))),
+  webhookPerHost: intAtLeast("SVC_WEBHOOK_PER_HOST", 32, 1, 1024),
   telemetrySampleRatio: Config.Finite("SVC_TELEMETRY_SAMPLE_RATIO").pipe(
     Config.withDefault(1),
     Config.mapEffect((ratio) =>

@@ -7,6 +7,7 @@
 import { PgClient } from "@effect/sql-pg"
 import { Context, Effect, Layer, Option, Redacted } from "effect"
 import { InvalidUrl, type NotReplayable, type QueueFull } from "../api/Deliveries.ts"
+import { replayProblem } from "../deliveries/ReplayProblem.ts"
 import { NotFound } from "../api/Errors.ts"
 import {
   DestinationExists,
@@ -151,15 +152,18 @@ export class TelemetryDestinations extends Context.Service<TelemetryDestinations
       const list = Effect.fn("TelemetryDestinations.list")(function*(orgId: string) {
         const rows = yield* repo.forOrg(orgId)
         return yield* Effect.forEach(rows, (row) =>
-          Effect.map(Effect.all([repo.queuedSpans(row.id), targetOf(row)]), ([queued, target]): TelemetryDestination => ({
-            id: row.id,
-            url_hint: row.url_hint,
-            created_at: iso(row.created_at),
-            last_delivered_at: isoOrNull(row.last_delivered_at),
-            last_error: row.last_error === null ? null : scrub(row.last_error, target),
-            pending_spans: queued + buffers.size(row.id),
-            dropped_spans: Number(row.dropped_spans) + buffers.unsavedDropped(row.id)
-          })))
+          Effect.map(
+            Effect.all([queue.undeliveredMetaSum("telemetry", row.id, "span_count"), targetOf(row)]),
+            ([queued, target]): TelemetryDestination => ({
+              id: row.id,
+              url_hint: row.url_hint,
+              created_at: iso(row.created_at),
+              last_delivered_at: isoOrNull(row.last_delivered_at),
+              last_error: row.last_error === null ? null : scrub(row.last_error, target),
+              pending_spans: queued + buffers.size(row.id),
+              dropped_spans: Number(row.dropped_spans) + buffers.unsavedDropped(row.id)
+            })
+          ))
       })
 
       const test = Effect.fn("TelemetryDestinations.test")(function*(orgId: string, id: string) {
@@ -208,14 +212,14 @@ export class TelemetryDestinations extends Context.Service<TelemetryDestinations
           if (!gone) return false
           yield* secrets.removeOwner(owner(orgId, id))
           yield* secrets.removeOwner(destinationUrlOwner(orgId, id))
-          yield* queue.removeTarget("telemetry", id, "destination deleted")
+          yield* queue.removeTarget("telemetry", id, "destination deleted", { dropPayloads: true })
           return true
         })).pipe(Effect.orDie)
         if (!removed) return yield* notFound()
         // Export stops at once here; other processes stop at their next
         // refresh, and their worker finds the destination gone before sending.
         buffers.deactivate(orgId)
-        yield* repo.prunePayloads(KEEP_FAILED_HOURS)
+        yield* queue.prunePayloads("telemetry", KEEP_FAILED_HOURS)
       })
 
       const deliveries = Effect.fn("TelemetryDestinations.deliveries")(function*(orgId: string, id: string) {
@@ -234,7 +238,7 @@ export class TelemetryDestinations extends Context.Service<TelemetryDestinations
           capacity: config.telemetryQueueBatches,
           // The batch is kept (sealed) for a bounded time only.
           replayable: (delivery) => delivery.payload !== null
-        })
+        }).pipe(Effect.mapError(replayProblem))
       })
 
       const target = Effect.fn("TelemetryDestinations.target")(function*(id: string) {

@@ -237,7 +237,7 @@ export const TelemetryExportLive = Layer.effectDiscard(Effect.gen(function*() {
   yield* every(REFRESH_EVERY, Effect.andThen(refresh, forget), "refresh")
   yield* every(
     PRUNE_EVERY,
-    Effect.asVoid(Effect.andThen(repo.prunePayloads(KEEP_FAILED_HOURS), repo.pruneRecords(KEEP_RECORDS_DAYS))),
+    Effect.asVoid(Effect.andThen(queue.prunePayloads("telemetry", KEEP_FAILED_HOURS), queue.pruneFinished("telemetry", KEEP_RECORDS_DAYS))),
     "prune"
   )
   // At shutdown, what is buffered becomes batches in the queue (any process

@@ -1,10 +1,10 @@
 /**
  * SQL of telemetry destinations. Header values are not here: they live in
- * the secret store (owner kind `telemetry_destination`).
+ * the secret store (owner kind `telemetry_destination`); their batches are
+ * deliveries, which only the delivery queue touches.
  */
 import { PgClient } from "@effect/sql-pg"
 import { Context, Effect, Layer, Option } from "effect"
-import { UNDELIVERED } from "../deliveries/DeliveryQueue.ts"
 
 export interface DestinationRow {
   readonly id: string
@@ -32,18 +32,11 @@ export class DestinationsRepo extends Context.Service<DestinationsRepo, {
   readonly addDropped: (id: string, count: number) => Effect.Effect<void>
   readonly recordSuccess: (id: string, error: string | null) => Effect.Effect<void>
   readonly recordError: (id: string, error: string) => Effect.Effect<void>
-  /** Spans in the destination's undelivered batches. */
-  readonly queuedSpans: (id: string) => Effect.Effect<number>
-  /** Forgets batch payloads that are no longer needed: delivered/partial ones, failed ones after `keepFailedHours`, those of deleted destinations. */
-  readonly prunePayloads: (keepFailedHours: number) => Effect.Effect<number>
-  /** Deletes finished delivery records older than `keepDays` (the API shows the latest 50). */
-  readonly pruneRecords: (keepDays: number) => Effect.Effect<number>
 }>()("svc/telemetry/DestinationsRepo") {
   static readonly layer = Layer.effect(
     DestinationsRepo,
     Effect.gen(function*() {
       const sql = yield* PgClient.PgClient
-      const undelivered = sql.in(UNDELIVERED as Array<string>)
       const one = (rows: ReadonlyArray<DestinationRow>) => Option.fromNullishOr(rows[0])
 
       return DestinationsRepo.of({
@@ -81,28 +74,7 @@ export class DestinationsRepo extends Context.Service<DestinationsRepo, {
             UPDATE telemetry_destinations SET last_delivered_at = now(), last_error = ${error} WHERE id = ${id}
           `.pipe(Effect.asVoid, Effect.orDie),
         recordError: (id, error) =>
-          sql`UPDATE telemetry_destinations SET last_error = ${error} WHERE id = ${id}`.pipe(Effect.asVoid, Effect.orDie),
-        queuedSpans: (id) =>
-          sql<{ n: number }>`
-            SELECT coalesce(sum((meta->>'span_count')::int), 0)::int AS n FROM deliveries
-            WHERE kind = 'telemetry' AND target_id = ${id} AND status IN ${undelivered}
-          `.pipe(Effect.map((rows) => rows[0]?.n ?? 0), Effect.orDie),
-        prunePayloads: (keepFailedHours) =>
-          sql<{ id: string }>`
-            UPDATE deliveries SET payload = NULL
-            WHERE kind = 'telemetry' AND payload IS NOT NULL AND (
-              status IN ('delivered', 'partial')
-              OR (status = 'failed' AND finished_at < now() - make_interval(hours => ${keepFailedHours}))
-              OR NOT EXISTS (SELECT 1 FROM telemetry_destinations t WHERE t.id = deliveries.target_id)
-            )
-            RETURNING id
-          `.pipe(Effect.map((rows) => rows.length), Effect.orDie),
-        pruneRecords: (keepDays) =>
-          sql<{ id: string }>`
-            DELETE FROM deliveries
-            WHERE kind = 'telemetry' AND finished_at < now() - make_interval(days => ${keepDays})
-            RETURNING id
-          `.pipe(Effect.map((rows) => rows.length), Effect.orDie)
+          sql`UPDATE telemetry_destinations SET last_error = ${error} WHERE id = ${id}`.pipe(Effect.asVoid, Effect.orDie)
       })
     })
   )

@@ -117,6 +117,8 @@ export class HttpsReceiver extends Context.Service<HttpsReceiver, {
   readonly reset: () => void
   /** Number of TLS connections accepted so far. */
   readonly connections: () => number
+  /** Most TLS connections open at the same time so far. */
+  readonly peakOpenConnections: () => number
 }>()("svc/test/HttpsReceiver") {
   /** A receiver that lives as long as the enclosing scope. */
   static readonly make = (options: HttpsReceiverOptions = {}): Effect.Effect<HttpsReceiver["Service"], never, Scope.Scope> =>
@@ -127,6 +129,8 @@ export class HttpsReceiver extends Context.Service<HttpsReceiver, {
       const queue: Array<Reply> = []
       let handler = options.respond ?? (() => Reply.ok())
       let connectionCount = 0
+      let openConnections = 0
+      let peakOpen = 0
       const connectionIds = new WeakMap<object, number>()
       const timers = new Set<NodeJS.Timeout>()
 
@@ -231,6 +235,11 @@ export class HttpsReceiver extends Context.Service<HttpsReceiver, {
         server.on("secureConnection", (socket) => {
           connectionCount += 1
           connectionIds.set(socket, connectionCount)
+          openConnections += 1
+          peakOpen = Math.max(peakOpen, openConnections)
+          socket.once("close", () => {
+            openConnections -= 1
+          })
         })
         // A client that hangs up mid-handshake or mid-request is part of what
         // these tests provoke; it must not crash the test process.
@@ -285,7 +294,8 @@ export class HttpsReceiver extends Context.Service<HttpsReceiver, {
           received.length = 0
           queue.length = 0
         },
-        connections: () => connectionCount
+        connections: () => connectionCount,
+        peakOpenConnections: () => peakOpen
       })
     })
 

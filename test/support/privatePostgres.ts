@@ -49,6 +49,8 @@ export interface PrivatePostgres {
   readonly url: string
   /** Stops the server at once, as a crash would (no checkpoint), and starts it again. */
   readonly crashAndRestart: Effect.Effect<void>
+  /** Stops the server at once, as a crash would (no checkpoint); `start` brings it back. */
+  readonly crash: Effect.Effect<void>
   /** Stops the server (fast shutdown: sessions are ended); the port then refuses connections. */
   readonly stop: Effect.Effect<void>
   /** Starts the stopped server again and waits until it accepts connections. */
@@ -73,6 +75,7 @@ export const privatePostgres = Effect.acquireRelease(
         asPostgres(`${bin}/pg_ctl`, ["-D", dir, "-m", "immediate", "-w", "stop"])
         start()
       }),
+      crash: Effect.sync(() => void asPostgres(`${bin}/pg_ctl`, ["-D", dir, "-m", "immediate", "-w", "stop"])),
       stop: Effect.sync(() => void asPostgres(`${bin}/pg_ctl`, ["-D", dir, "-m", "fast", "-w", "stop"])),
       start: Effect.sync(() => void start())
     }
@@ -85,4 +88,4 @@ export const privatePostgres = Effect.acquireRelease(
         fs.rmSync(pg.dir, { recursive: true, force: true })
       }
     })
-).pipe(Effect.map((pg): PrivatePostgres => ({ url: pg.url, crashAndRestart: pg.crashAndRestart, stop: pg.stop, start: pg.start })))
+).pipe(Effect.map((pg): PrivatePostgres => ({ url: pg.url, crashAndRestart: pg.crashAndRestart, crash: pg.crash, stop: pg.stop, start: pg.start })))

@@ -95,6 +95,26 @@ layer(QueueLive, { excludeTestServices: true })("the shared delivery queue", (it
         const more = yield* queue.claim("webhook", { limit: 50, leaseFor: "1 minute", perTarget: 2 })
         assert.strictEqual(more.filter((d) => d.targetId === busy).length, 0, "live leases count against perTarget")
       }))
+    it.effect("a target whose latest attempt failed has at most perFailingTarget live leases, all claims together", () =>
+      Effect.gen(function*() {
+        const queue = yield* DeliveryQueue
+        const sql = yield* SqlClient.SqlClient
+        const org = yield* newOrg
+        const failing = newId()
+        const healthy = newId()
+        for (let i = 0; i < 5; i++) yield* queue.enqueue(base(org, failing))
+        for (let i = 0; i < 5; i++) yield* queue.enqueue(base(org, healthy))
+        yield* sql`UPDATE delivery_targets SET consecutive_failures = 1 WHERE id = ${failing}`
+        const options = { limit: 50, leaseFor: "1 minute", perTarget: 4, perFailingTarget: 1 } as const
+        const claimed = yield* queue.claim("webhook", options)
+        assert.strictEqual(claimed.filter((d) => d.targetId === failing).length, 1)
+        assert.strictEqual(claimed.filter((d) => d.targetId === healthy).length, 4)
+        // Another process's claim finds the probe's lease live: nothing more.
+        const more = yield* queue.claim("webhook", options)
+        assert.strictEqual(more.filter((d) => d.targetId === failing).length, 0)
+        yield* queue.failUndelivered("webhook", failing, "test over")
+        yield* queue.failUndelivered("webhook", healthy, "test over")
+      }))
   })
 
   describe("bounded queues", () => {
@@ -122,7 +142,7 @@ layer(QueueLive, { excludeTestServices: true })("the shared delivery queue", (it
         const eventId = newId()
         const created = yield* queue.enqueue({ ...base(org, target), eventId })
         const queued = yield* Effect.flip(queue.replay({ ...base(org, target), deliveryId: created.id }))
-        assert.strictEqual(queued._tag, "NotReplayable")
+        assert.strictEqual(queued._tag, "DeliveryNotReplayable")
         const [claimed] = (yield* queue.claim("webhook", { limit: 50, leaseFor: "1 minute", perTarget: 10 }))
           .filter((d) => d.targetId === target)
         yield* queue.settle(claimed!, Outcome.failed("HTTP 500 after the last retry"), { statusCode: 500, durationMs: 2 })
@@ -147,16 +167,16 @@ layer(QueueLive, { excludeTestServices: true })("the shared delivery queue", (it
         yield* queue.settle(claimed.find((d) => d.id === a.id)!, Outcome.partial("2 spans rejected", { rejected_spans: 2 }), ok)
         yield* queue.settle(claimed.find((d) => d.id === b.id)!, Outcome.failed("HTTP 400"), ok)
         const partial = yield* Effect.flip(queue.replay({ ...base(org, target), kind: "telemetry", deliveryId: a.id }))
-        assert.strictEqual(partial._tag, "NotReplayable")
+        assert.strictEqual(partial._tag, "DeliveryNotReplayable")
         const expired = yield* Effect.flip(
           queue.replay({ ...base(org, target), kind: "telemetry", deliveryId: b.id, replayable: (d) => d.payload !== null })
         )
-        assert.strictEqual(expired._tag, "NotReplayable")
+        assert.strictEqual(expired._tag, "DeliveryNotReplayable")
         const row = Option.getOrThrow(yield* queue.get({ orgId: org, kind: "telemetry", deliveryId: a.id }))
         assert.strictEqual(row.meta.rejected_spans, 2)
       }))
 
-    it.effect("replay into a full queue is QueueFull; another organization's delivery is NotFound", () =>
+    it.effect("replay into a full queue is DeliveryQueueFull; another organization's delivery is DeliveryNotFound", () =>
       Effect.gen(function*() {
         const queue = yield* DeliveryQueue
         const org = yield* newOrg
@@ -166,11 +186,11 @@ layer(QueueLive, { excludeTestServices: true })("the shared delivery queue", (it
         const overflow = yield* queue.enqueue({ ...base(org, target), capacity: 1 })
         assert.strictEqual(overflow.status, "failed")
         const full = yield* Effect.flip(queue.replay({ ...base(org, target), capacity: 1, deliveryId: overflow.id }))
-        assert.strictEqual(full._tag, "QueueFull")
+        assert.strictEqual(full._tag, "DeliveryQueueFull")
         const foreign = yield* Effect.flip(queue.replay({ ...base(stranger, target), deliveryId: overflow.id }))
-        assert.strictEqual(foreign._tag, "NotFound")
+        assert.strictEqual(foreign._tag, "DeliveryNotFound")
         const wrongTarget = yield* Effect.flip(queue.replay({ ...base(org, newId()), deliveryId: overflow.id }))
-        assert.strictEqual(wrongTarget._tag, "NotFound")
+        assert.strictEqual(wrongTarget._tag, "DeliveryNotFound")
       }))
   })
 

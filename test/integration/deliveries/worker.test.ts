@@ -129,6 +129,39 @@ layer(QueueLive, { excludeTestServices: true })("the delivery worker", (it) => {
       yield* queue.failUndelivered("email", failing, "test over")
     }))
 
+  it.effect("with a lease too short to prefetch (SVC_WEBHOOK_LEASE=10s beside a 5 s send) a failing target is still probed one request at a time", () =>
+    Effect.gen(function*() {
+      const queue = yield* DeliveryQueue
+      const sql = yield* SqlClient.SqlClient
+      const org = yield* newOrg
+      const dead = newId()
+      yield* queue.enqueueMany(Array.from({ length: 8 }, () => ({ orgId: org, kind: "email" as const, targetId: dead, capacity: 50 })))
+      yield* sql`UPDATE delivery_targets SET consecutive_failures = 5 WHERE id = ${dead}`
+      const meter = concurrencyMeter()
+      let tries = 0
+      const scope = yield* Scope.make()
+      // The webhook worker's shape: 10 s lease, 5 s send deadline, prefetch
+      // wanted but impossible (a waiting delivery could not finish in time).
+      yield* runWorker({
+        kind: "email",
+        concurrency: 64,
+        perTarget: 16,
+        prefetch: 256,
+        leaseFor: "10 seconds",
+        handleTimeout: "5 seconds",
+        pollEvery: "200 millis",
+        handle: () =>
+          meter.around(dead, Effect.sleep("30 millis")).pipe(
+            Effect.andThen(Effect.sync(() => tries++)),
+            Effect.as({ outcome: Outcome.retry(new Date(), "HTTP 500"), attempt: boom })
+          )
+      }).pipe(Scope.provide(scope))
+      yield* eventually(Effect.sync(() => tries >= 12 ? true : undefined), { what: "a dozen probes" })
+      yield* Scope.close(scope, Exit.void)
+      assert.strictEqual(meter.peak(dead), 1, "never more than one request at a time to a failing target")
+      yield* queue.failUndelivered("email", dead, "test over")
+    }))
+
   it.effect("at shutdown the deliveries waiting here go back at once; the one in flight keeps its lease", () =>
     Effect.gen(function*() {
       const { org, queue, target } = yield* targetWith(5)
@@ -180,17 +213,63 @@ layer(QueueLive, { excludeTestServices: true })("the delivery worker", (it) => {
           ...queue,
           claim: (kind, options) => claims++ === 0 ? queue.claim(kind, options) : Effect.die(new Error("database unreachable")),
           nextDue: () => Effect.die(new Error("database unreachable")),
-          settleMany: () => Effect.die(new Error("database unreachable"))
+          settleMany: () => Effect.die(new Error("database unreachable")),
+          reachable: Effect.succeed(false)
         }),
         Scope.provide(scope)
       )
-      yield* eventually(Effect.sync(() => claims > 2 ? true : undefined), { what: "the loop to keep probing" })
-      yield* Effect.sleep("300 millis")
+      yield* eventually(Effect.sync(() => sent.length > 0 ? true : undefined), { what: "the first sends" })
+      yield* Effect.sleep("500 millis")
       yield* Scope.close(scope, Exit.void)
       // Sent before the first failure to record came back: at most the
       // target's limit of sends not yet recorded (twice perTarget).
       assert.isAtMost(sent.length, 4, "nothing more went out once recording failed")
       yield* queue.failUndelivered("email", target, "test over")
+    }))
+
+  it.effect("outcomes the database could not take are recorded as soon as it answers again: nothing is sent twice, nobody waits for the lease", () =>
+    Effect.gen(function*() {
+      const { org, queue, target } = yield* targetWith(10)
+      const sent: Array<string> = []
+      let down = true
+      let refused = 0
+      const unreachable = Effect.suspend(() => {
+        refused++
+        return Effect.die(new Error("database unreachable"))
+      })
+      const scope = yield* Scope.make()
+      yield* runWorker({
+        kind: "email",
+        concurrency: 8,
+        perTarget: 2,
+        prefetch: 10,
+        leaseFor: "1 minute",
+        handleTimeout: "1 second",
+        pollEvery: "100 millis",
+        handle: (delivery) => Effect.sync(() => sent.push(delivery.id)).pipe(Effect.as({ outcome: Outcome.delivered(), attempt: ok }))
+      }).pipe(
+        // Claims work; then the database stops answering until `down` is cleared.
+        Effect.provideService(DeliveryQueue, {
+          ...queue,
+          settleMany: (items) => down ? unreachable : queue.settleMany(items),
+          reachable: Effect.sync(() => !down)
+        }),
+        Scope.provide(scope)
+      )
+      yield* eventually(Effect.sync(() => refused >= 3 ? true : undefined), { what: "settles to be refused a few times" })
+      const sentWhileDown = sent.length
+      assert.isAtMost(sentWhileDown, 4, "nothing more went out while outcomes could not be recorded")
+      down = false
+      // Well within the one-minute lease.
+      yield* eventually(
+        Effect.map(queue.undelivered("email", target), (n) => n === 0 ? true : undefined),
+        { what: "all ten to be recorded delivered", timeoutMs: 10_000 }
+      )
+      yield* Scope.close(scope, Exit.void)
+      assert.strictEqual(sent.length, 10)
+      assert.strictEqual(new Set(sent).size, 10, "none was sent twice")
+      const rows = yield* queue.list({ orgId: org, kind: "email", targetId: target })
+      assert.isTrue(rows.every((d) => d.status === "delivered" && d.attempts === 1))
     }))
 
   it.effect("a delivery that waited too long to finish within its lease is given back and claimed afresh, not sent late", () =>

@@ -25,6 +25,10 @@ describe("configuration", () => {
       // A schema nests inside the request body, whose fields nest at most 64 levels.
       assert.include(String(yield* Effect.flip(read({ SVC_ANSWER_SCHEMA_MAX_DEPTH: "100" }))), "SVC_ANSWER_SCHEMA_MAX_DEPTH")
       assert.include(String(yield* Effect.flip(read({ SVC_MAX_ENDPOINTS_PER_ORG: "0" }))), "SVC_MAX_ENDPOINTS_PER_ORG")
+      // Requests per organization and destination host: at least one, and a bounded pool.
+      assert.include(String(yield* Effect.flip(read({ SVC_WEBHOOK_PER_HOST: "0" }))), "SVC_WEBHOOK_PER_HOST")
+      assert.include(String(yield* Effect.flip(read({ SVC_WEBHOOK_PER_HOST: "5000" }))), "SVC_WEBHOOK_PER_HOST")
+      assert.strictEqual((yield* read({})).webhookPerHost, 32)
       assert.include(String(yield* Effect.flip(read({ SVC_DNS_TIMEOUT: "1s,2s" }))), "SVC_DNS_TIMEOUT")
       const defaults = yield* read({})
       assert.strictEqual(defaults.answerValidationTimeoutMs, 1000)

@@ -1,0 +1,187 @@
+/**
+ * The delivery queue's vocabulary: what a delivery is, what a claim holds,
+ * what an attempt's outcome can be, and how a row maps to a delivery. No
+ * statement lives here (`DeliveryQueue.ts`, `Statements.ts`).
+ */
+import type { Duration } from "effect"
+
+/** `email`: reviewer email notifications (target = the organization). */
+export type DeliveryKind = "webhook" | "telemetry" | "email"
+
+export type DeliveryStatus = "queued" | "sending" | "retrying" | "delivered" | "failed" | "partial"
+
+/** Statuses that still occupy the target's queue. */
+export const UNDELIVERED: ReadonlyArray<DeliveryStatus> = ["queued", "sending", "retrying"]
+
+export type DeliveryMeta = Readonly<Record<string, string | number | boolean | null>>
+
+export interface Delivery {
+  readonly id: string
+  readonly seq: string
+  readonly orgId: string
+  readonly kind: DeliveryKind
+  readonly targetId: string
+  readonly status: DeliveryStatus
+  readonly label: string | null
+  readonly eventId: string | null
+  /** Opaque to the queue; whoever enqueued it knows how to open it. */
+  readonly payload: string | null
+  readonly meta: DeliveryMeta
+  readonly attempts: number
+  readonly replays: number
+  readonly lastError: string | null
+  readonly nextAttemptAt: Date
+  readonly createdAt: Date
+  readonly finishedAt: Date | null
+}
+
+/** A delivery this process holds the lease of; `attempts` already counts the attempt being made. */
+export interface Claimed extends Delivery {
+  readonly leaseOwner: string
+  /** The target's consecutive failures when claimed. */
+  readonly targetFailures: number
+  /** The status it had before this claim (`sending` when it is taken over from an expired lease). */
+  readonly claimedFrom: DeliveryStatus
+}
+
+/** What a batch of settlements did. */
+export interface Settled {
+  /** Per item, in order: whether its lease was still held (only then was the outcome recorded). */
+  readonly held: ReadonlyArray<boolean>
+  /** Targets of the batch that are cooling down now, and until when. */
+  readonly coolingUntil: ReadonlyMap<string, Date>
+}
+
+export interface Attempt {
+  readonly attempt: number
+  readonly at: Date
+  readonly statusCode: number | null
+  readonly error: string | null
+  readonly responseSnippet: string | null
+  readonly durationMs: number
+}
+
+export type Outcome =
+  | { readonly _tag: "Delivered"; readonly meta?: DeliveryMeta | undefined }
+  | { readonly _tag: "Partial"; readonly error: string; readonly meta?: DeliveryMeta | undefined }
+  | { readonly _tag: "Retry"; readonly at: Date; readonly error: string; readonly meta?: DeliveryMeta | undefined }
+  | { readonly _tag: "Failed"; readonly error: string; readonly meta?: DeliveryMeta | undefined }
+
+export const Outcome = {
+  delivered: (meta?: DeliveryMeta): Outcome => ({ _tag: "Delivered", meta }),
+  partial: (error: string, meta?: DeliveryMeta): Outcome => ({ _tag: "Partial", error, meta }),
+  retry: (at: Date, error: string, meta?: DeliveryMeta): Outcome => ({ _tag: "Retry", at, error, meta }),
+  failed: (error: string, meta?: DeliveryMeta): Outcome => ({ _tag: "Failed", error, meta })
+}
+
+/** What one attempt looked like on the wire; stored per attempt, never the payload. */
+export interface AttemptRecord {
+  readonly statusCode?: number | undefined
+  readonly error?: string | undefined
+  /** Already truncated by the caller. */
+  readonly responseSnippet?: string | undefined
+  readonly durationMs: number
+}
+
+/**
+ * Cooldown after failed attempts: from the `after`-th consecutive failure on,
+ * `base * 2^(failures - after)`, at most `cap`.
+ */
+export interface CooldownPolicy {
+  readonly after: number
+  readonly base: Duration.Input
+  readonly cap: Duration.Input
+}
+
+export interface SettleItem {
+  readonly claimed: Claimed
+  readonly outcome: Outcome
+  readonly attempt: AttemptRecord
+  readonly cooldown?: CooldownPolicy | undefined
+}
+
+export interface EnqueueInput {
+  readonly orgId: string
+  readonly kind: DeliveryKind
+  readonly targetId: string
+  readonly label?: string | undefined
+  readonly eventId?: string | undefined
+  readonly payload?: string | undefined
+  readonly meta?: DeliveryMeta | undefined
+  /** Most undelivered rows the target may hold; a new one past it is stored as `failed`. */
+  readonly capacity: number
+}
+
+export interface ClaimOptions {
+  readonly limit: number
+  readonly leaseFor: Duration.Input
+  /** Most deliveries of one target under live leases at once (all processes together). */
+  readonly perTarget: number
+  /**
+   * The same for a target whose latest recorded attempt failed (consecutive
+   * failures > 0): a failing target is probed, not flooded, whatever the
+   * worker's other settings. Defaults to `perTarget`.
+   */
+  readonly perFailingTarget?: number | undefined
+  /** Targets not to claim for now (the caller could not start their deliveries). */
+  readonly skipTargets?: ReadonlyArray<string> | undefined
+}
+
+export interface ReplayInput {
+  readonly orgId: string
+  readonly kind: DeliveryKind
+  /** When given, the delivery must belong to this target (path `/:id/deliveries/:delivery`). */
+  readonly targetId?: string | undefined
+  readonly deliveryId: string
+  readonly capacity: number
+  /** Beyond `status = failed`, whether this delivery can be sent again (e.g. its payload is still kept). */
+  readonly replayable?: ((delivery: Delivery) => boolean) | undefined
+}
+
+export interface Row {
+  readonly id: string
+  readonly seq: string
+  readonly org_id: string
+  readonly kind: DeliveryKind
+  readonly target_id: string
+  readonly status: DeliveryStatus
+  readonly label: string | null
+  readonly event_id: string | null
+  readonly payload: string | null
+  readonly meta: DeliveryMeta
+  readonly attempts: number
+  readonly replays: number
+  readonly last_error: string | null
+  readonly next_attempt_at: Date
+  readonly created_at: Date
+  readonly finished_at: Date | null
+}
+
+export interface ClaimedRow extends Row {
+  readonly lease_owner: string
+  readonly target_failures: number
+  readonly claimed_from: DeliveryStatus
+}
+
+export const toDelivery = (row: Row): Delivery => ({
+  id: row.id,
+  seq: String(row.seq),
+  orgId: row.org_id,
+  kind: row.kind,
+  targetId: row.target_id,
+  status: row.status,
+  label: row.label,
+  eventId: row.event_id,
+  payload: row.payload,
+  meta: row.meta ?? {},
+  attempts: row.attempts,
+  replays: row.replays,
+  lastError: row.last_error,
+  nextAttemptAt: row.next_attempt_at,
+  createdAt: row.created_at,
+  finishedAt: row.finished_at
+})
+
+export const COLUMNS = `id, seq, org_id, kind, target_id, status, label, event_id, payload, meta, attempts, replays,
+  last_error, next_attempt_at, created_at, finished_at`
+

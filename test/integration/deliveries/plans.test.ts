@@ -1,0 +1,99 @@
+/**
+ * The queue's hot statements are index-driven whatever the planner's
+ * statistics say (issue 15, item 6): on a PostgreSQL server, with a large
+ * backlog and a long history inserted after the last (auto)analyze, neither
+ * the claim nor the next-due query reads `deliveries` sequentially or sorts
+ * the queue. The plans are printed for the record (`PRINT_PLANS=1`).
+ */
+import { assert, describe, layer } from "@effect/vitest"
+import { Effect } from "effect"
+import { SqlClient } from "effect/sql"
+import { PgClient } from "@effect/sql-pg"
+import { claimStatement, nextDueStatement } from "../../../src/deliveries/Statements.ts"
+import { newId } from "../../../src/platform/Ids.ts"
+import { newOrg, QueueLive, serverUrl } from "./support.ts"
+
+const BACKLOG = 60_000
+const HISTORY = 120_000
+const TARGETS = 40
+
+interface PlanNode {
+  readonly "Node Type": string
+  readonly "Relation Name"?: string
+  readonly "Index Name"?: string
+  readonly "Plan Rows"?: number
+  readonly Plans?: ReadonlyArray<PlanNode>
+}
+
+const nodes = (plan: PlanNode): Array<PlanNode> => [plan, ...(plan.Plans ?? []).flatMap(nodes)]
+
+const explain = (statement: { readonly compile: () => readonly [string, ReadonlyArray<unknown>] }) =>
+  Effect.gen(function*() {
+    const sql = (yield* PgClient.PgClient) as SqlClient.SqlClient
+    const [text, params] = statement.compile()
+    const rows = yield* sql.unsafe<{ "QUERY PLAN": ReadonlyArray<{ Plan: PlanNode }> }>(
+      `EXPLAIN (FORMAT JSON) ${text}`,
+      params as Array<unknown>
+    )
+    const textPlan = yield* sql.unsafe<{ "QUERY PLAN": string }>(`EXPLAIN ${text}`, params as Array<unknown>)
+    if (process.env.PRINT_PLANS) console.log(textPlan.map((row) => row["QUERY PLAN"]).join("\n"))
+    return nodes(rows[0]!["QUERY PLAN"][0]!.Plan)
+  }).pipe(Effect.orDie)
+
+/** What must not appear: a sequential scan of the queue, or a sort/bitmap over all of its rows. */
+const readsTheWholeQueue = (plan: ReadonlyArray<PlanNode>) =>
+  plan.filter((node) =>
+    node["Relation Name"] === "deliveries" && (node["Node Type"] === "Seq Scan" || node["Node Type"] === "Bitmap Heap Scan")
+  )
+
+describe.skipIf(!serverUrl)("queue statement plans on a PostgreSQL server without statistics", () => {
+  layer(QueueLive, { excludeTestServices: true, timeout: 120_000 })("a large backlog inserted after the last analyze", (it) => {
+    it.effect("claim and next-due read deliveries through indexes only", () =>
+      Effect.gen(function*() {
+        const sql = yield* SqlClient.SqlClient
+        // No autovacuum analyze meanwhile: the planner keeps what it knew
+        // when the table was empty.
+        yield* sql`ALTER TABLE deliveries SET (autovacuum_enabled = false)`
+        yield* sql`ALTER TABLE delivery_targets SET (autovacuum_enabled = false)`
+        const org = yield* newOrg
+        const targets = Array.from({ length: TARGETS }, () => newId())
+        // A long history of finished deliveries, then a burst still to send.
+        yield* sql`
+          INSERT INTO deliveries (id, org_id, kind, target_id, status, finished_at)
+          SELECT gen_random_uuid(), ${org}, 'webhook', (${targets} ::uuid[])[1 + i % ${TARGETS}], 'delivered', now()
+          FROM generate_series(1, ${HISTORY}) AS i
+        `
+        yield* sql`
+          INSERT INTO deliveries (id, org_id, kind, target_id, status)
+          SELECT gen_random_uuid(), ${org}, 'webhook', (${targets} ::uuid[])[1 + i % ${TARGETS}], 'queued'
+          FROM generate_series(1, ${BACKLOG}) AS i
+        `
+        const [analysed] = yield* sql<{ n: number }>`
+          SELECT count(*)::int AS n FROM pg_stat_user_tables
+          WHERE relname = 'deliveries' AND (last_analyze IS NOT NULL OR last_autoanalyze IS NOT NULL)
+        `
+        assert.strictEqual(analysed!.n, 0, "the table was never analysed")
+        const pg = yield* PgClient.PgClient
+
+        const claim = yield* explain(
+          claimStatement(pg, "webhook", { limit: 512, leaseFor: "30 seconds", perTarget: 256, perFailingTarget: 1 }, newId())
+        )
+        assert.deepStrictEqual(readsTheWholeQueue(claim), [], "claim")
+        const due = yield* explain(nextDueStatement(pg, "webhook"))
+        assert.deepStrictEqual(readsTheWholeQueue(due), [], "next due")
+
+        // The same once statistics exist.
+        yield* sql`ANALYZE deliveries`
+        yield* sql`ANALYZE delivery_targets`
+        const claimAnalysed = yield* explain(
+          claimStatement(pg, "webhook", { limit: 512, leaseFor: "30 seconds", perTarget: 256, perFailingTarget: 1 }, newId())
+        )
+        assert.deepStrictEqual(readsTheWholeQueue(claimAnalysed), [], "claim, analysed")
+        assert.deepStrictEqual(readsTheWholeQueue(yield* explain(nextDueStatement(pg, "webhook"))), [], "next due, analysed")
+
+        // And it does what it says on that backlog.
+        const taken = yield* claimStatement(pg, "webhook", { limit: 512, leaseFor: "30 seconds", perTarget: 256 }, newId())
+        assert.strictEqual(taken.length, 512)
+      }))
+  })
+})
