@@ -21,6 +21,7 @@ import m0301 from "./0301_delivery_claim_index.ts"
 import m0400 from "./0400_telemetry.ts"
 import m0401 from "./0401_delivery_counts.ts"
 import m0540 from "./0540_metrics_indexes.ts"
+import m0550 from "./0550_credentials_version.ts"
 
 export const migrations = Migrator.fromRecord({
   "0001_identity": m0001,
@@ -33,5 +34,6 @@ export const migrations = Migrator.fromRecord({
   "0301_delivery_claim_index": m0301,
   "0400_telemetry": m0400,
   "0401_delivery_counts": m0401,
-  "0540_metrics_indexes": m0540
+  "0540_metrics_indexes": m0540,
+  "0550_credentials_version": m0550
 })
