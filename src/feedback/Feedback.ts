@@ -237,7 +237,8 @@ export class Feedback extends Context.Service<Feedback, {
         )
 
       /** The scrubbed correction, or the 422 when scrubbing leaves it unfit. */
-      const scrubbed = Effect.fn("Feedback.scrub")(function*(orgId: string, run: RunContext, correction: JsonObject, known: KnownCredentials) {
+      // Untraced (no span, no stack capture): it runs on every correction.
+      const scrubbed = Effect.fnUntraced(function*(orgId: string, run: RunContext, correction: JsonObject, known: KnownCredentials) {
         const result = yield* scrub(orgId, correction, known, "correction")
         if (result.fields.length > 0) {
           if (result.collisions.length > 0) {
@@ -262,7 +263,8 @@ export class Feedback extends Context.Service<Feedback, {
         return { value: result.value as JsonObject, fields: result.fields }
       })
 
-      const submit = Effect.fn("Feedback.submit")(function*(orgId: string, input: {
+      // The span without `Effect.fn`'s call-site stack capture: this runs on every POST.
+      const submit = Effect.fnUntraced(function*(orgId: string, input: {
         readonly inference_log_id: string
         readonly score: number
         readonly correction?: JsonObject | undefined
@@ -318,7 +320,7 @@ export class Feedback extends Context.Service<Feedback, {
           // The fingerprint moved (or the run is gone: lookupRun says 404).
           fresh = yield* lookupRun(orgId, input.inference_log_id)
         }
-      })
+      }, Effect.withSpan("Feedback.submit", undefined, { captureStackTrace: false }))
 
       const list = Effect.fn("Feedback.list")(function*(orgId: string, request: ListRequest) {
         const limit = request.limit ?? 50

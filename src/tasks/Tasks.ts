@@ -169,7 +169,8 @@ export class Tasks extends Context.Service<Tasks, {
         return toTask(row)
       })
 
-      const logRun = Effect.fn("Tasks.logRun")(function*(
+      // The span without `Effect.fn`'s call-site stack capture: this runs on every logged run.
+      const logRun = Effect.fnUntraced(function*(
         orgId: string,
         taskId: string,
         input: { readonly input: Json; readonly answer: Json }
@@ -197,7 +198,7 @@ export class Tasks extends Context.Service<Tasks, {
         runSpan.end(yield* Clock.currentTimeNanos, Exit.void)
         yield* Effect.annotateCurrentSpan({ "svc.task_id": taskId, "svc.trace_id": traceId })
         return toRun(row)
-      })
+      }, Effect.withSpan("Tasks.logRun", undefined, { captureStackTrace: false }))
 
       const listRuns = Effect.fn("Tasks.listRuns")(function*(orgId: string, taskId: string, request: PageRequest) {
         yield* get(orgId, taskId)

@@ -199,13 +199,13 @@ layer(Svc, { excludeTestServices: true })("telemetry export", (it) => {
         const svc = yield* SvcTest
         const { org, collector, id } = yield* withCollector()
         const list = () => raw(`${svc.baseUrl}/v1/tasks`, { headers: { authorization: `Bearer ${org.key}` } })
-        // Each request is a few spans: well over 512 in all.
-        yield* Effect.forEach(Array.from({ length: 400 }), list, { concurrency: 10, discard: true })
+        // Each request is two spans (the request's and Tasks.list): well over 512 in all.
+        yield* Effect.forEach(Array.from({ length: 700 }), list, { concurrency: 16, discard: true })
         const { deliveries } = yield* waitForDeliveries(org, id, (list) => list.some((d) => d.status === "delivered" && d.span_count === 512))
         assert.isTrue(deliveries.every((d) => d.span_count <= 512))
         for (const request of collector.requests()) assert.isAtMost(decodeOtlp(request).spans.length, 512)
         // A healthy collector and a buffer far from full: nothing is dropped.
-        yield* Effect.forEach(Array.from({ length: 400 }), list, { concurrency: 10, discard: true })
+        yield* Effect.forEach(Array.from({ length: 700 }), list, { concurrency: 16, discard: true })
         yield* waitForDeliveries(org, id, (list) => list.filter((d) => d.span_count === 512).length >= 2)
         const after = yield* destination(org)
         assert.strictEqual(after.dropped_spans, 0)
