@@ -212,6 +212,43 @@ layer(Svc, { excludeTestServices: true })("telemetry export", (it) => {
       }).pipe(Effect.scoped))
   })
 
+  describe("batches are sent from memory first; only failures are stored", () => {
+    it.effect("a batch the collector takes is sent straight from memory: delivered after one attempt, its payload never stored", () =>
+      Effect.gen(function*() {
+        const svc = yield* SvcTest
+        const { org, collector, id } = yield* withCollector()
+        yield* traffic(org)
+        const { deliveries } = yield* waitForDeliveries(org, id, (list) => list.some((d) => d.status === "delivered"))
+        const delivered = deliveries.find((d) => d.status === "delivered")!
+        assert.strictEqual(delivered.attempts, 1)
+        assert.isAbove(delivered.span_count, 0)
+        assert.isAbove(collector.requests().length, 0)
+        // Not a queued row whose payload was pruned later: none was stored,
+        // and the queue (which records every attempt it settles) never sent it.
+        const [row] = yield* svc.sql<{ payload: string | null; attempts: number }>`
+          SELECT d.payload, (SELECT count(*)::int FROM delivery_attempts a WHERE a.delivery_id = d.id) AS attempts
+          FROM deliveries d WHERE d.id = ${delivered.id}
+        `
+        assert.isNull(row!.payload)
+        assert.strictEqual(row!.attempts, 0)
+      }).pipe(Effect.scoped))
+
+    it.effect("a retryable first answer stores the batch sealed, retrying, with the attempt counted", () =>
+      Effect.gen(function*() {
+        const svc = yield* SvcTest
+        const { org, collector, id } = yield* withCollector()
+        collector.enqueue(Reply.status(503, { headers: { "retry-after": "3" } }))
+        yield* traffic(org)
+        const { deliveries } = yield* waitForDeliveries(org, id, (list) => list.some((d) => d.status === "pending" && d.attempts === 1))
+        const pending = deliveries.find((d) => d.status === "pending")!
+        assert.include(pending.last_error ?? "", "503")
+        const [row] = yield* svc.sql<{ payload: string | null }>`SELECT payload FROM deliveries WHERE id = ${pending.id}`
+        assert.isNotNull(row!.payload)
+        assert.notInclude(row!.payload!, "resourceSpans", "sealed, not plain")
+        yield* waitForDeliveries(org, id, (list) => list.some((d) => d.id === pending.id && d.status === "delivered" && d.attempts === 2))
+      }).pipe(Effect.scoped))
+  })
+
   describe("rule 7: retries only on 429, 502, 503, 504 and network errors", () => {
     it.effect("each retryable answer, then 200: the same batch is sent again and delivered", () =>
       Effect.forEach([
