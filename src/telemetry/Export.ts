@@ -212,10 +212,14 @@ export const TelemetryExportLive = Layer.effectDiscard(Effect.gen(function*() {
       // traffic, cut a stream of tiny batches and then count the rest as
       // dropped once `room` ran out, with a healthy collector.
       let left = buffers.size(destinationId)
-      let room = left === 0
-        ? 0
-        : queueBatches - (yield* queue.undelivered("telemetry", destinationId)) - (inFlight.get(destinationId) ?? 0)
-      const target = direct && left > 0 ? yield* targetOf(destinationId) : Option.none<CollectorTarget>()
+      const queued = left === 0 ? 0 : yield* queue.undelivered("telemetry", destinationId)
+      let room = left === 0 ? 0 : queueBatches - queued - (inFlight.get(destinationId) ?? 0)
+      // From memory only while nothing of the destination waits in the queue:
+      // a collector that is failing is probed and backed off by the queue's
+      // worker, not sent every new batch.
+      const target = direct && left > 0 && queued === 0
+        ? yield* targetOf(destinationId)
+        : Option.none<CollectorTarget>()
       while (left > 0) {
         if (room <= 0) {
           // The collector is not keeping up: drop rather than grow without bound.
