@@ -15,7 +15,12 @@ import { ListenLater } from "./server/Listener.ts"
 
 // Listens only once AppLive is built (routes, migrations, workers).
 const NodeServerLive = Layer.unwrap(Effect.map(SvcConfig, (config) =>
-  ListenLater.layer(() => createServer({ headersTimeout: 30_000, requestTimeout: 60_000 }), {
+  ListenLater.layer(() => {
+    const server = createServer({ headersTimeout: 30_000, requestTimeout: 60_000 })
+    // SVC_MAX_CONNECTIONS: connections beyond it are closed at once (event streams hold theirs open).
+    server.maxConnections = config.maxConnections
+    return server
+  }, {
     port: config.port,
     host: config.host,
     gracefulShutdownTimeout: "20 seconds"

@@ -4,7 +4,19 @@ import { HttpApiBuilder } from "effect/http-api"
 import { Api } from "../api/Api.ts"
 import { InvalidRequest } from "../api/Errors.ts"
 import { CurrentPrincipal } from "../api/Security.ts"
+import { StreamGuard } from "../identity/StreamGuard.ts"
 import { AgentSessions } from "./Sessions.ts"
+
+/** An SSE answer carrying `frames`. */
+export const sseResponse = (frames: Stream.Stream<string>) =>
+  HttpServerResponse.stream(Stream.encodeText(frames), {
+    contentType: "text/event-stream",
+    headers: {
+      "cache-control": "no-cache, no-store",
+      // Tell buffering proxies (nginx) to pass events through at once.
+      "x-accel-buffering": "no"
+    }
+  })
 
 const EVENT_ID = /^\d{1,18}$/
 
@@ -13,7 +25,7 @@ const EVENT_ID = /^\d{1,18}$/
  * `EventSource` reconnects to the URL it was opened with (and its `after`)
  * and sends the id of the last event it received in that header.
  */
-const resumeAfter = (query: { readonly after?: string }) =>
+export const resumeAfter = (query: { readonly after?: string }) =>
   Effect.gen(function*() {
     const request = yield* HttpServerRequest.HttpServerRequest
     const header = request.headers["last-event-id"]
@@ -32,6 +44,7 @@ export const AgentSessionsHandlers = HttpApiBuilder.group(
   "agentSessions",
   Effect.fn(function*(handlers) {
     const sessions = yield* AgentSessions
+    const guard = yield* StreamGuard
     return handlers.handleAll({
       create: ({ payload }) => CurrentPrincipal.use((p) => sessions.create(p.orgId, payload)),
       get: ({ params }) => CurrentPrincipal.use((p) => sessions.get(p.orgId, params.session_id)),
@@ -44,14 +57,7 @@ export const AgentSessionsHandlers = HttpApiBuilder.group(
           const principal = yield* CurrentPrincipal
           const after = yield* resumeAfter(query)
           const frames = yield* sessions.stream(principal.orgId, params.session_id, after)
-          return HttpServerResponse.stream(Stream.encodeText(frames), {
-            contentType: "text/event-stream",
-            headers: {
-              "cache-control": "no-cache, no-store",
-              // Tell buffering proxies (nginx) to pass events through at once.
-              "x-accel-buffering": "no"
-            }
-          })
+          return sseResponse(yield* guard.guard(principal, frames))
         })
     })
   })

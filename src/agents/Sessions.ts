@@ -6,6 +6,7 @@
  */
 import { PgClient } from "@effect/sql-pg"
 import { Context, Effect, Layer, Stream } from "effect"
+import { appendApprovalStream, approvalsTopic } from "../approvals/OrgStream.ts"
 import type { GovernedStep, Session, SessionDetail, Step, StepAnswer, StepDecision, ToolOutcome } from "../api/Agents.ts"
 import { InvalidRequest, InvalidTransition, NotFound } from "../api/Errors.ts"
 import { Approvals } from "../approvals/Approvals.ts"
@@ -192,6 +193,8 @@ export class AgentSessions extends Context.Service<AgentSessions, {
               ...(approvalId === null ? {} : { approval_id: approvalId })
             }
           })
+          // Last: the organization's approval stream (its counter lock is taken after every other).
+          if (approvalId !== null) yield* appendApprovalStream(sql, orgId, [{ type: "approval.requested", approvalId }])
           return { kind: "new" as const, answer: toAnswer({ decision, approval_id: approvalId }) }
         })).pipe(Effect.orDie)
         if (result.kind === "existing") return yield* replay(result.row, step)
@@ -199,6 +202,7 @@ export class AgentSessions extends Context.Service<AgentSessions, {
           yield* Effect.annotateCurrentSpan({ "svc.approval_id": result.answer.approval_id })
           yield* wakeups.signal("events")
           yield* wakeups.signal("approvals")
+          yield* hub.notify(approvalsTopic(orgId))
         }
         yield* hub.notify(sessionId)
         return result.answer

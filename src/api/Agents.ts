@@ -6,7 +6,7 @@ import { Schema } from "effect"
 import { HttpApiEndpoint, HttpApiGroup, HttpApiSchema, OpenApi } from "effect/http-api"
 import { ActionClass } from "./Approvals.ts"
 import { JsonValue, Timestamp, Uuid } from "./Common.ts"
-import { InvalidRequest, InvalidTransition, NotFound } from "./Errors.ts"
+import { InvalidRequest, InvalidTransition, NotFound, TooManyStreams } from "./Errors.ts"
 import { Authentication, requireScope } from "./Security.ts"
 import { documented, notFound } from "./Documentation.ts"
 import * as Examples from "./Examples.ts"
@@ -150,16 +150,16 @@ export class AgentSessionsApi extends HttpApiGroup.make("agentSessions")
         after: Schema.optionalKey(EventId.annotate({ description: "Replay the events after this id (same as `Last-Event-ID`)" }))
       },
       success: HttpApiSchema.StreamSse({ events: SessionStreamEvent }),
-      error: [NotFound, InvalidRequest]
+      error: [NotFound, InvalidRequest, TooManyStreams]
     }).pipe(
       requireScope(
         "agents.read",
-        "Server-sent events of the session: `step:governed`, `tool:succeeded`, `tool:failed`, `approval:decided`, `approval:expired`. Each has an `id:` (the session's event number) and JSON `data`. Resume with the `Last-Event-ID` header or `after`: exactly the later events are replayed, then live ones follow. Comment lines keep idle streams open."
+        "Server-sent events of the session: `step:governed`, `tool:succeeded`, `tool:failed`, `approval:decided`, `approval:expired`. Each has an `id:` (the session's event number) and JSON `data`. Resume with the `Last-Event-ID` header or `after`: exactly the later events are replayed, then live ones follow. Comment lines keep idle streams open. The stream ends when its key or console session is revoked (within `SVC_STREAM_AUTH_RECHECK`); open streams are capped per key or session, per organization and per server (429 `TOO_MANY_STREAMS`)."
       ),
       documented({
         summary: "Follow a session's events",
         response: Examples.sessionEvent,
-        errors: { 404: notFound("session") }
+        errors: { 404: notFound("session"), 429: "Too many open streams (`TOO_MANY_STREAMS`; `limit` names the setting)." }
       })
     )
   )

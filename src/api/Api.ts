@@ -8,6 +8,7 @@ import { AgentSessionsApi } from "./Agents.ts"
 import { Availability } from "./Availability.ts"
 import { apiDocumentation } from "./Documentation.ts"
 import { ApprovalPoliciesApi, ApprovalsApi } from "./Approvals.ts"
+import { ApiKeysApi, ConsoleApi, ConsoleSignInApi } from "./Console.ts"
 import { FeedbackApi } from "./Feedback.ts"
 import { NotificationsApi } from "./Notifications.ts"
 import { SystemApi } from "./System.ts"
@@ -25,6 +26,9 @@ export class Api extends HttpApi.make("svc")
   .add(FeedbackApi)
   .add(TelemetryApi)
   .add(NotificationsApi)
+  .add(ConsoleSignInApi)
+  .add(ConsoleApi)
+  .add(ApiKeysApi)
   .middleware(RequestValidation)
   // Outermost: a database outage met anywhere inside (authentication
   // included) answers 503 with Retry-After.

@@ -3,9 +3,9 @@
  * (DESIGN.md, "Agent sessions and approvals", "Approval snapshot").
  */
 import { Schema } from "effect"
-import { HttpApiEndpoint, HttpApiGroup, OpenApi } from "effect/http-api"
-import { Timestamp, Uuid } from "./Common.ts"
-import { InvalidRequest, InvalidTransition, LimitReached, NotFound } from "./Errors.ts"
+import { HttpApiEndpoint, HttpApiGroup, HttpApiSchema, OpenApi } from "effect/http-api"
+import { Cursor, JsonValue, Limit, NextCursor, Timestamp, Uuid } from "./Common.ts"
+import { InvalidRequest, InvalidTransition, LimitReached, NotFound, TooManyStreams } from "./Errors.ts"
 import { Authentication, requireScope } from "./Security.ts"
 import { documented, notFound } from "./Documentation.ts"
 import * as Examples from "./Examples.ts"
@@ -60,7 +60,9 @@ export const ApprovalSnapshot = Schema.Struct({
   expires_at: Timestamp.annotate({ description: "When the approval expires if nobody decides" }),
   timeout_action: TimeoutAction,
   decided_at: Schema.optionalKey(Timestamp),
-  decided_by: Schema.optionalKey(Uuid.annotate({ description: "Id of the API key that decided" }))
+  decided_by: Schema.optionalKey(Schema.String.annotate({
+    description: "Who decided: the id of the API key, or `console:<person>` for a console session"
+  }))
 })
 export type ApprovalSnapshot = typeof ApprovalSnapshot.Type
 
@@ -88,6 +90,39 @@ export type ApprovalEvent = typeof ApprovalEvent.Type
 export const Decision = Schema.Struct({
   decision: Schema.Literals(["approve", "reject"])
 })
+
+/**
+ * An approval in the organization's list and stream: the snapshot plus the
+ * step it governs and where its deadlines stand.
+ */
+export const ApprovalListItem = Schema.Struct({
+  ...ApprovalSnapshot.fields,
+  tool: Schema.String,
+  action_class: Schema.String,
+  arguments: JsonValue,
+  escalation: Schema.Literals(["none", "pending", "escalated"]).annotate({
+    description:
+      "`none`: the policy has no escalation; `pending`: at `deadline_at` the approval escalates and gains review time; `escalated`: it has escalated and `deadline_at` is its expiry"
+  }),
+  requested_at: Timestamp
+})
+export type ApprovalListItem = typeof ApprovalListItem.Type
+
+/** A stream event id: the organization's approval event number (1, 2, 3, ...). */
+export const ApprovalStreamEventId = Schema.String.check(
+  Schema.isPattern(/^\d{1,18}$/, { message: "Expected an event id (a non-negative integer)" })
+)
+
+/** The events of the organization's approval stream: the webhook event types. */
+export const ApprovalStreamEventNames = ApprovalEventTypes
+
+/** One event of the organization's approval stream, as the typed client yields it. */
+export const ApprovalStreamEvent = Schema.Struct({
+  id: ApprovalStreamEventId,
+  event: ApprovalEventType,
+  data: Schema.fromJsonString(ApprovalListItem)
+})
+export type ApprovalStreamEvent = typeof ApprovalStreamEvent.Type
 
 export class ApprovalPoliciesApi extends HttpApiGroup.make("approvalPolicies")
   .add(
@@ -121,6 +156,38 @@ export class ApprovalPoliciesApi extends HttpApiGroup.make("approvalPolicies")
 
 export class ApprovalsApi extends HttpApiGroup.make("approvals")
   .add(
+    HttpApiEndpoint.get("list", "/v1/agent-approvals", {
+      query: {
+        status: Schema.optionalKey(ApprovalStatus.annotate({ description: "Only approvals with this status" })),
+        limit: Limit,
+        cursor: Cursor
+      },
+      success: Schema.Struct({ approvals: Schema.Array(ApprovalListItem), next_cursor: NextCursor }),
+      error: InvalidRequest
+    }).pipe(
+      requireScope(
+        "agents.read",
+        "The organization's approvals, oldest request first (pending ones in the order they must be decided), with the step's tool, action class and arguments, the deadlines, the escalation state and the timeout action."
+      ),
+      documented({ summary: "List approvals", response: Examples.approvalList })
+    ),
+    HttpApiEndpoint.get("stream", "/v1/agent-approvals/events/stream", {
+      query: {
+        after: Schema.optionalKey(ApprovalStreamEventId.annotate({ description: "Replay the events after this id (same as `Last-Event-ID`)" }))
+      },
+      success: HttpApiSchema.StreamSse({ events: ApprovalStreamEvent }),
+      error: [InvalidRequest, TooManyStreams]
+    }).pipe(
+      requireScope(
+        "agents.read",
+        "Server-sent events of every approval change in the organization: `approval.requested`, `approval.expiring`, `approval.escalated`, `approval.approved`, `approval.rejected`, `approval.expired`. Each has an `id:` (the organization's approval event number) and the approval as JSON `data` (as in the list). Resume with the `Last-Event-ID` header or `after`: exactly the later events are replayed, then live ones follow; `after=0` replays what is kept. Comment lines keep idle streams open. The stream ends when its key or console session is revoked (within `SVC_STREAM_AUTH_RECHECK`); open streams are capped per key or session, per organization and per server (429 `TOO_MANY_STREAMS`)."
+      ),
+      documented({
+        summary: "Follow the organization's approval changes",
+        response: Examples.approvalStreamEvent,
+        errors: { 429: "Too many open streams (`TOO_MANY_STREAMS`; `limit` names the setting)." }
+      })
+    ),
     HttpApiEndpoint.get("get", "/v1/agent-approvals/:approval_id", {
       params: { approval_id: Uuid },
       success: ApprovalSnapshot,

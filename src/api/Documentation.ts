@@ -43,6 +43,12 @@ export const TagDescriptions: Readonly<Record<string, string>> = {
     "Scores and corrections on logged runs. A correction is checked against the task's answer schema and scrubbed of secrets, then reviewed (staged or rejected) and promoted into a new dataset version.",
   "Telemetry destinations":
     "One OTLP/HTTP JSON trace collector per organization, receiving the spans of the organization's own requests, with delivery records and replay.",
+  "Console sign-in":
+    "Sign-in with a one-time link, sign-out, and who is signed in. These read the console cookie only.",
+  "Console":
+    "The web console's sessions. `npm run cli -- console login` prints a one-time link; posting its secret to sign-in sets the `svc_console_session` cookie, which authenticates the `/v1` API with the preset's scopes (reviewer, approver, admin). State-changing requests with the cookie must send `X-Svc-Console: 1` and come from the console's own origin.",
+  "API keys":
+    "The organization's API keys: list (never the key itself), create with chosen scopes (the key is shown once), revoke. Scope `keys.manage`.",
   "Notification endpoints":
     "Signed HTTPS webhooks for approval events (`X-Svc-Signature`, HMAC-SHA256), delivered at least once with retries, delivery records and replay, plus the reviewer email address."
 }
@@ -71,6 +77,17 @@ export const ProblemExamples: Readonly<Record<string, (context: ProblemContext) 
       ? { detail: "The request body: Expected a valid JSON body", errors: [{ field: "", message: "Expected a valid JSON body" }] }
       : { detail: `${field}: ${expected}`, field, errors: [{ field, message: expected }] },
   UNAUTHENTICATED: () => ({ detail: "Send the API key as `Authorization: Bearer <key>`." }),
+  CROSS_SITE_REQUEST: () => ({
+    detail: "A console request that changes state must send the `X-Svc-Console: 1` header and come from the console's own origin."
+  }),
+  TOO_MANY_STREAMS: () => ({
+    detail: "This API key has 100 open event streams, the most allowed (SVC_MAX_STREAMS_PER_KEY); close one first.",
+    limit: "SVC_MAX_STREAMS_PER_KEY",
+    limit_value: 100
+  }),
+  LINK_INVALID: () => ({ detail: "Ask for a new link: `npm run cli -- console login`." }),
+  LINK_USED: () => ({ detail: "This sign-in link was used already; ask for a new one.", used_at: "2026-11-22T12:01:00.000Z" }),
+  LINK_EXPIRED: () => ({ detail: "This sign-in link expired; ask for a new one.", expired_at: "2026-11-22T12:15:00.000Z" }),
   INSUFFICIENT_SCOPE: ({ scope }) => ({
     detail: `This operation needs the \`${scope ?? "tasks.write"}\` scope.`,
     required_scope: scope ?? "tasks.write"
@@ -96,7 +113,14 @@ export const ProblemExamples: Readonly<Record<string, (context: ProblemContext) 
       "approval.expired"
     ]
   }),
-  INVALID_HEADERS: () => ({ detail: "The header name is not allowed.", field: "headers[\"Host\"]" }),
+  INVALID_HEADERS: () => ({
+    detail: "2 headers are refused: headers.Host, headers.Cookie.",
+    field: "headers.Host",
+    errors: [
+      { field: "headers.Host", message: "transport, hop-by-hop, trace-context and cookie headers are not accepted" },
+      { field: "headers.Cookie", message: "transport, hop-by-hop, trace-context and cookie headers are not accepted" }
+    ]
+  }),
   NOT_REPLAYABLE: () => ({ detail: "Only a failed delivery can be replayed.", delivery_status: "delivered" }),
   QUEUE_FULL: () => ({ detail: "The endpoint has 10000 undelivered deliveries." }),
   DESTINATION_EXISTS: () => ({ detail: "Delete the existing destination first." }),

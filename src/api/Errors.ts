@@ -50,6 +50,19 @@ export class InsufficientScope extends HttpApiError.Problem<InsufficientScope>()
   required_scope: Schema.String
 }) {}
 
+/**
+ * A state-changing request authenticated by the console session cookie that
+ * lacks the `X-Svc-Console` header or comes from another site (`Origin`,
+ * `Sec-Fetch-Site: cross-site`). Bearer-key requests never get it.
+ */
+export class CrossSiteRequest extends HttpApiError.Problem<CrossSiteRequest>()("CrossSiteRequest", {
+  type: problemType("CROSS_SITE_REQUEST"),
+  status: 403,
+  title: "A console request that changes state must come from the console itself"
+}, {
+  code: Schema.tag("CROSS_SITE_REQUEST")
+}) {}
+
 export class NotFound extends HttpApiError.Problem<NotFound>()("NotFound", {
   type: problemType("NOT_FOUND"),
   status: 404,
@@ -156,5 +169,18 @@ export class ValidationBusy extends HttpApiError.Problem<ValidationBusy>()("Vali
   title: "Too many schema checks of this organization are waiting; retry later"
 }, {
   code: Schema.tag("VALIDATION_BUSY"),
+  ...limitFields
+}) {}
+
+/**
+ * Too many open event streams: for the API key or console session, for the
+ * organization, or for the whole server (`limit` names which).
+ */
+export class TooManyStreams extends HttpApiError.Problem<TooManyStreams>()("TooManyStreams", {
+  type: problemType("TOO_MANY_STREAMS"),
+  status: 429,
+  title: "Too many open event streams"
+}, {
+  code: Schema.tag("TOO_MANY_STREAMS"),
   ...limitFields
 }) {}

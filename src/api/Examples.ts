@@ -5,7 +5,8 @@
  * `test/unit/api/openapi.test.ts`.
  */
 import type { GovernedStep, Session, SessionDetail, Step, StepAnswer, ToolOutcome } from "./Agents.ts"
-import type { ApprovalSnapshot, Policy, PolicyInput } from "./Approvals.ts"
+import type { ApprovalListItem, ApprovalSnapshot, Policy, PolicyInput } from "./Approvals.ts"
+import type { ApiKey, ConsoleSession, ConsoleSessionSummary, CreateApiKey } from "./Console.ts"
 import type { FeedbackItem, PromotePreview, Promoted, SubmitFeedback } from "./Feedback.ts"
 import type {
   CreateEndpoint,
@@ -33,7 +34,9 @@ const ids = {
   event: "0193a0a0-0000-7000-8000-000000000e71",
   delivery: "0193a0a0-0000-7000-8000-000000000de1",
   destination: "0193a0a0-0000-7000-8000-000000000071",
-  batch: "0193a0a0-0000-7000-8000-000000000b71"
+  batch: "0193a0a0-0000-7000-8000-000000000b71",
+  consoleSession: "0193a0a0-0000-7000-8000-000000000c51",
+  newKey: "0193a0a0-0000-7000-8000-0000000000b2"
 } as const
 
 const traceId = "4bf92f3577b34da6a3ce929d0e0e4736"
@@ -116,6 +119,21 @@ export const decidedApproval: Json<typeof ApprovalSnapshot> = {
   status: "approved",
   decided_at: "2026-11-22T12:03:00.000Z",
   decided_by: ids.key
+}
+
+export const approvalListItem: Json<typeof ApprovalListItem> = {
+  ...approval,
+  tool: "stripe.refunds.create",
+  action_class: "payments.refund",
+  arguments: { charge: "ch_123", amount: 1200 },
+  escalation: "pending",
+  requested_at: at
+}
+export const approvalList = { approvals: [approvalListItem], next_cursor: null }
+export const approvalStreamEvent = {
+  id: "7",
+  event: "approval.requested",
+  data: JSON.stringify(approvalListItem)
 }
 
 // Feedback
@@ -220,3 +238,41 @@ export const telemetryDelivery: Json<typeof TelemetryDelivery> = {
 }
 export const telemetryDeliveries = { deliveries: [telemetryDelivery] }
 export const testDelivered = { delivered: true }
+
+// Console and API keys
+
+export const signIn = { token: "svl_Jx4tQ0b8cN2mV6pL1sR7wY3zA5dF9gH0kE2iU4oT6qM" }
+export const consoleSession: Json<typeof ConsoleSession> = {
+  session_id: ids.consoleSession,
+  org_id: ids.org,
+  person: "Ada Lovelace",
+  preset: "reviewer",
+  scopes: ["feedback.read", "feedback.review", "tasks.read", "datasets.read"],
+  actor: "console:Ada Lovelace",
+  created_at: at,
+  expires_at: "2026-11-22T20:00:00.000Z",
+  absolute_expires_at: "2026-11-29T12:00:00.000Z"
+}
+export const consoleSessionSummary: Json<typeof ConsoleSessionSummary> = {
+  id: ids.consoleSession,
+  person: "Ada Lovelace",
+  preset: "reviewer",
+  created_at: at,
+  last_seen_at: at,
+  expires_at: "2026-11-22T20:00:00.000Z",
+  absolute_expires_at: "2026-11-29T12:00:00.000Z",
+  current: false
+}
+export const consoleSessionList = { sessions: [consoleSessionSummary] }
+export const apiKey: Json<typeof ApiKey> = {
+  id: ids.newKey,
+  name: "ci",
+  key_prefix: "svc_q1mR3v1x",
+  scopes: ["tasks.read", "datasets.read"],
+  created_at: at,
+  revoked_at: null
+}
+export const apiKeyList = { keys: [apiKey] }
+export const createApiKey: Json<typeof CreateApiKey> = { name: "ci", scopes: ["tasks.read", "datasets.read"] }
+export const createdApiKey = { api_key: apiKey, key: "svc_q1mR3v1xZx0l7YkzK1m7h2m4bVqJ8d4n2s6t9u0w3yA" }
+export const revokedApiKey: Json<typeof ApiKey> = { ...apiKey, revoked_at: "2026-11-22T13:00:00.000Z" }

@@ -140,7 +140,7 @@ export class FeedbackApi extends HttpApiGroup.make("feedback")
       success: FeedbackItem,
       error: [NotFound, InvalidTransition]
     }).pipe(
-      requireScope("feedback.write", "Moves a pending correction to `staged`."),
+      requireScope(["feedback.review", "feedback.write"], "Moves a pending correction to `staged`."),
       documented({
         summary: "Stage a correction",
         response: Examples.stagedFeedback,
@@ -152,7 +152,7 @@ export class FeedbackApi extends HttpApiGroup.make("feedback")
       success: FeedbackItem,
       error: [NotFound, InvalidTransition]
     }).pipe(
-      requireScope("feedback.write", "Moves a pending correction to `rejected`."),
+      requireScope(["feedback.review", "feedback.write"], "Moves a pending correction to `rejected`."),
       documented({
         summary: "Reject a correction",
         response: Examples.rejectedFeedback,

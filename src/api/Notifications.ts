@@ -50,6 +50,10 @@ export const NotificationEndpoint = Schema.Struct({
   deactivated_at: Schema.optionalKey(Timestamp),
   deactivated_reason: Schema.optionalKey(Schema.String.annotate({
     description: "Why the endpoint is inactive (e.g. the receiver answered 410 Gone). PATCH reactivates it."
+  })),
+  cooldown_until: Schema.optionalKey(Timestamp.annotate({
+    description:
+      "Present while the endpoint is cooling down after consecutive failed attempts: no delivery (replays included) is attempted before then"
   }))
 })
 export type NotificationEndpoint = typeof NotificationEndpoint.Type

@@ -7,7 +7,7 @@ import { Schema } from "effect"
 import { HttpApiEndpoint, HttpApiError, HttpApiGroup, HttpApiSchema, OpenApi } from "effect/http-api"
 import { Timestamp, Uuid } from "./Common.ts"
 import { InvalidUrl, NotReplayable, QueueFull, Replayed } from "./Deliveries.ts"
-import { NotFound, problemType } from "./Errors.ts"
+import { FieldIssue, NotFound, problemType } from "./Errors.ts"
 import { Authentication, requireScope } from "./Security.ts"
 import { documented, notFound } from "./Documentation.ts"
 import * as Examples from "./Examples.ts"
@@ -27,7 +27,8 @@ export class InvalidHeaders extends HttpApiError.Problem<InvalidHeaders>()("Inva
   title: "The collector headers are not accepted"
 }, {
   code: Schema.tag("INVALID_HEADERS"),
-  field: Schema.optionalKey(Schema.String)
+  field: Schema.optionalKey(Schema.String.annotate({ description: "The first refused header, e.g. `headers.Host`" })),
+  errors: Schema.optionalKey(Schema.Array(FieldIssue).annotate({ description: "Every refused header, each with its reason" }))
 }) {}
 
 /** The collector did not accept the test span; names its status, never its body. */

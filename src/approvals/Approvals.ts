@@ -18,6 +18,7 @@ import { databaseNow, iso } from "../platform/Time.ts"
 import { Wakeups } from "../platform/Wakeups.ts"
 import { DEFAULT_POLICY, type DeadlineState, type DueKind, fire, nextDue, noticeFits, plan, type PolicyRule } from "./Deadlines.ts"
 import { type ApprovalRow, makeApprovalEvent, snapshotOf, writeToOutbox } from "./Events.ts"
+import { appendApprovalStream, approvalsTopic, type StreamEntry } from "./OrgStream.ts"
 
 interface PolicyRow {
   readonly action_class: string
@@ -83,7 +84,8 @@ export class Approvals extends Context.Service<Approvals, {
   readonly get: (orgId: string, approvalId: string) => Effect.Effect<ApprovalSnapshot, NotFound>
   readonly decide: (
     orgId: string,
-    keyId: string,
+    /** Who decides, as records name them: an API key's id or `console:<person>`. */
+    actor: string,
     approvalId: string,
     decision: "approve" | "reject"
   ) => Effect.Effect<ApprovalSnapshot, NotFound | InvalidTransition>
@@ -159,8 +161,12 @@ export class Approvals extends Context.Service<Approvals, {
         }
       })
 
-      const emit = (type: ApprovalEventType, row: ApprovalRow, at: number) =>
-        writeToOutbox(sql, makeApprovalEvent(type, row.org_id, snapshotOf(row), new Date(at)))
+      /** Writes the webhook event; `log` collects it for the organization's approval stream (appended last). */
+      const emit = (type: ApprovalEventType, row: ApprovalRow, at: number, log?: Array<StreamEntry>) =>
+        Effect.andThen(
+          Effect.sync(() => log?.push({ type, approvalId: row.id })),
+          writeToOutbox(sql, makeApprovalEvent(type, row.org_id, snapshotOf(row), new Date(at)))
+        )
 
       const requestInTransaction = Effect.fn("Approvals.request")(function*(request: ApprovalRequest) {
         const state = plan(request.rule, request.now)
@@ -190,13 +196,14 @@ export class Approvals extends Context.Service<Approvals, {
 
       const decide = Effect.fn("Approvals.decide")(function*(
         orgId: string,
-        keyId: string,
+        actor: string,
         approvalId: string,
         decision: "approve" | "reject"
       ) {
         yield* Effect.annotateCurrentSpan({ "svc.approval_id": approvalId })
         const status = decision === "approve" ? "approved" : "rejected"
         const resolution = decision === "approve" ? "allow" : "reject"
+        const log: Array<StreamEntry> = []
         const decided = yield* sql.withTransaction(Effect.gen(function*() {
           // Only a pending approval moves: of two racing decisions, the second
           // waits for the first's row lock, then finds it closed.
@@ -213,13 +220,14 @@ export class Approvals extends Context.Service<Approvals, {
             let row: FullApprovalRow | undefined = current
             let sessionId: string | null = null
             while (row !== undefined && row.status === "pending") {
-              sessionId = (yield* fireDeadline(row, now)).sessionId ?? sessionId
+              sessionId = (yield* fireDeadline(row, now, log)).sessionId ?? sessionId
               ;[row] = yield* sql<FullApprovalRow>`SELECT ${sql.literal(COLUMNS)} FROM approvals WHERE id = ${approvalId}`
             }
+            yield* appendApprovalStream(sql, orgId, log)
             return { _tag: "lapsed" as const, sessionId }
           }
           const [row] = yield* sql<FullApprovalRow>`
-            UPDATE approvals SET status = ${status}, decided_at = ${isoMs(now)}::timestamptz, decided_by = ${keyId},
+            UPDATE approvals SET status = ${status}, decided_at = ${isoMs(now)}::timestamptz, decided_by = ${actor},
               next_due_at = NULL, next_due_kind = NULL
             WHERE id = ${approvalId}
             RETURNING ${sql.literal(COLUMNS)}
@@ -227,7 +235,7 @@ export class Approvals extends Context.Service<Approvals, {
           yield* sql`
             UPDATE agent_steps SET resolution = ${resolution} WHERE session_id = ${row!.session_id} AND step_id = ${row!.step_id}
           `
-          yield* emit(decision === "approve" ? "approval.approved" : "approval.rejected", row!, now)
+          yield* emit(decision === "approve" ? "approval.approved" : "approval.rejected", row!, now, log)
           yield* appendSessionEvent(sql, {
             sessionId: row!.session_id,
             orgId,
@@ -238,9 +246,10 @@ export class Approvals extends Context.Service<Approvals, {
               decision: status,
               resolution,
               decided_at: iso(row!.decided_at!),
-              decided_by: keyId
+              decided_by: actor
             }
           })
+          yield* appendApprovalStream(sql, orgId, log)
           return { _tag: "decided" as const, row: row! }
         })).pipe(Effect.orDie)
         if (decided._tag === "missing") return yield* new NotFound({ detail: "No such approval." })
@@ -253,6 +262,7 @@ export class Approvals extends Context.Service<Approvals, {
         if (decided._tag === "lapsed") {
           yield* wakeups.signal("events")
           if (decided.sessionId !== null) yield* hub.notify(decided.sessionId)
+          yield* hub.notify(approvalsTopic(orgId))
           return yield* new InvalidTransition({
             status_now: "expired",
             detail: "The approval expired before this decision: its final deadline had passed. Its timeout action applies."
@@ -261,11 +271,12 @@ export class Approvals extends Context.Service<Approvals, {
         yield* wakeups.signal("events")
         yield* wakeups.signal("approvals")
         yield* hub.notify(decided.row.session_id)
+        yield* hub.notify(approvalsTopic(orgId))
         return snapshotOf(decided.row)
       })
 
       /** Applies the due deadline of a claimed row (inside the claiming transaction). */
-      const fireDeadline = Effect.fn("Approvals.fireDeadline")(function*(row: FullApprovalRow, now: number) {
+      const fireDeadline = Effect.fn("Approvals.fireDeadline")(function*(row: FullApprovalRow, now: number, log: Array<StreamEntry>) {
         yield* Effect.annotateCurrentSpan({ "svc.org_id": row.org_id, "svc.approval_id": row.id })
         const state = stateOf(row)
         const due = nextDue(state)
@@ -278,7 +289,7 @@ export class Approvals extends Context.Service<Approvals, {
           yield* sql`
             UPDATE agent_steps SET resolution = ${row.timeout_action} WHERE session_id = ${row.session_id} AND step_id = ${row.step_id}
           `
-          yield* emit("approval.expired", expired!, now)
+          yield* emit("approval.expired", expired!, now, log)
           yield* appendSessionEvent(sql, {
             sessionId: row.session_id,
             orgId: row.org_id,
@@ -301,7 +312,7 @@ export class Approvals extends Context.Service<Approvals, {
             next_due_at = ${isoMs(next.at)}::timestamptz, next_due_kind = ${next.kind}
           WHERE id = ${row.id} RETURNING ${sql.literal(COLUMNS)}
         `
-        yield* emit(due.kind === "expiring" ? "approval.expiring" : "approval.escalated", updated!, now)
+        yield* emit(due.kind === "expiring" ? "approval.expiring" : "approval.escalated", updated!, now, log)
         return { sessionId: null }
       })
 
@@ -313,15 +324,21 @@ export class Approvals extends Context.Service<Approvals, {
             ORDER BY next_due_at LIMIT 1
             FOR UPDATE SKIP LOCKED
           `
-          if (row === undefined) return Option.none<{ sessionId: string | null; kind: DueKind; dueAt: number; now: number }>()
+          if (row === undefined) {
+            return Option.none<{ sessionId: string | null; orgId: string; kind: DueKind; dueAt: number; now: number }>()
+          }
           const due = nextDue(stateOf(row))
           const now = yield* databaseNow(sql)
-          return Option.some({ ...(yield* fireDeadline(row, now)), kind: due.kind, dueAt: due.at, now })
+          const log: Array<StreamEntry> = []
+          const fired = yield* fireDeadline(row, now, log)
+          yield* appendApprovalStream(sql, row.org_id, log)
+          return Option.some({ ...fired, orgId: row.org_id, kind: due.kind, dueAt: due.at, now })
         })).pipe(Effect.orDie)
         if (Option.isNone(fired)) return false
         metrics.deadlineFired(fired.value.kind, (fired.value.now - fired.value.dueAt) / 1000)
         yield* wakeups.signal("events")
         if (fired.value.sessionId !== null) yield* hub.notify(fired.value.sessionId)
+        yield* hub.notify(approvalsTopic(fired.value.orgId))
         return true
       })
 

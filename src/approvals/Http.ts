@@ -2,7 +2,10 @@ import { Effect } from "effect"
 import { HttpApiBuilder } from "effect/http-api"
 import { Api } from "../api/Api.ts"
 import { CurrentPrincipal } from "../api/Security.ts"
+import { resumeAfter, sseResponse } from "../agents/Http.ts"
+import { StreamGuard } from "../identity/StreamGuard.ts"
 import { Approvals } from "./Approvals.ts"
+import { ApprovalFeed } from "./OrgStream.ts"
 
 export const ApprovalPoliciesHandlers = HttpApiBuilder.group(
   Api,
@@ -22,10 +25,20 @@ export const ApprovalsHandlers = HttpApiBuilder.group(
   "approvals",
   Effect.fn(function*(handlers) {
     const approvals = yield* Approvals
+    const feed = yield* ApprovalFeed
+    const guard = yield* StreamGuard
     return handlers.handleAll({
+      list: ({ query }) =>
+        CurrentPrincipal.use((p) => feed.list(p.orgId, { status: query.status, limit: query.limit ?? 50, cursor: query.cursor })),
+      stream: ({ query }) =>
+        Effect.gen(function*() {
+          const principal = yield* CurrentPrincipal
+          const after = yield* resumeAfter(query)
+          return sseResponse(yield* guard.guard(principal, feed.stream(principal.orgId, after)))
+        }),
       get: ({ params }) => CurrentPrincipal.use((p) => approvals.get(p.orgId, params.approval_id)),
       decide: ({ params, payload }) =>
-        CurrentPrincipal.use((p) => approvals.decide(p.orgId, p.keyId, params.approval_id, payload.decision))
+        CurrentPrincipal.use((p) => approvals.decide(p.orgId, p.actor, params.approval_id, payload.decision))
     })
   })
 )

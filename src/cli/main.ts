@@ -7,15 +7,24 @@
  *   keys list --org <org id> --json
  *   keys revoke --id <key id> --json
  *   notifications reviewer-email --org <org id> (--email reviewers@example.com | --clear) --json
+ *   console login --org <org id> --preset reviewer|approver|admin --name "Ada" [--ttl 15m] --json
+ *   console sessions --org <org id> --json
+ *   console revoke (--session <session id> | --all --org <org id>) --json
  */
 import { NodeRuntime, NodeServices } from "@effect/platform-node"
-import { Console, Effect, Layer, Logger, Option, Schema } from "effect"
+import { Console, Duration, Effect, Layer, Logger, Option, Schema } from "effect"
 import { Command, Flag } from "effect/cli"
 import { CliError } from "effect/cli"
-import { Scopes, type ScopeName } from "../api/Security.ts"
+import { ConsolePresetNames, Scopes, type ScopeName } from "../api/Security.ts"
+import {
+  ConsoleSessions,
+  DEFAULT_LINK_TTL_SECONDS,
+  MAX_LINK_TTL_SECONDS,
+  validPerson
+} from "../console/ConsoleSessions.ts"
 import { Identity } from "../identity/Identity.ts"
 import { writeReviewerEmail } from "../notifications/Endpoints.ts"
-import { SvcConfig } from "../platform/Config.ts"
+import { parseDurations, SvcConfig } from "../platform/Config.ts"
 import { CliDatabaseLive } from "./Database.ts"
 
 const json = Flag.Boolean("json").pipe(Flag.withDescription("Print one JSON object"), Flag.withDefault(false))
@@ -145,15 +154,98 @@ const notifications = Command.make("notifications").pipe(
   Command.withSubcommands([reviewerEmail])
 )
 
+const orgFlag = Flag.String("org").pipe(Flag.withDescription("Organization id"), Flag.withSchema(Uuid))
+
+/** `15m`, `1h`...: between a minute and `MAX_LINK_TTL_SECONDS`. */
+const parseTtl = (raw: string) =>
+  Effect.gen(function*() {
+    const parsed = yield* parseDurations("--ttl", raw).pipe(Effect.catch(() => fail(`--ttl: "${raw}" is not a duration such as 15m or 1h`)))
+    const seconds = parsed.length === 1 ? Math.round(Duration.toMillis(parsed[0]!) / 1000) : Number.NaN
+    if (!(seconds >= 60 && seconds <= MAX_LINK_TTL_SECONDS)) {
+      return yield* fail(`--ttl must be one duration between 1m and ${MAX_LINK_TTL_SECONDS / 3600}h`)
+    }
+    return seconds
+  })
+
+const consoleLogin = Command.make(
+  "login",
+  {
+    org: orgFlag,
+    preset: Flag.Literals("preset", ConsolePresetNames).pipe(Flag.withDescription("What the person may do: reviewer, approver or admin")),
+    name: Flag.String("name").pipe(Flag.withDescription("The person's name, as records will name them (console:<name>)")),
+    ttl: Flag.String("ttl").pipe(Flag.withDescription("How long the link works (default 15m, at most 24h)"), Flag.optional),
+    json
+  },
+  Effect.fn(function*({ org, preset, name, ttl, json }) {
+    if (!validPerson(name)) return yield* fail("--name must be 1 to 100 printable characters")
+    const ttlSeconds = Option.isSome(ttl) ? yield* parseTtl(ttl.value) : DEFAULT_LINK_TTL_SECONDS
+    const config = yield* SvcConfig
+    const sessions = yield* ConsoleSessions
+    const link = yield* sessions.createLink({ orgId: org, preset, person: name.trim(), ttlSeconds }).pipe(
+      Effect.catchTag("OrgNotFound", () => fail(`no organization ${org}`))
+    )
+    const host = config.host === "0.0.0.0" || config.host === "::" ? "127.0.0.1" : config.host.includes(":") ? `[${config.host}]` : config.host
+    const base = Option.getOrElse(config.publicUrl, () => `http://${host}:${config.port}`)
+    // The secret is in the fragment: browsers never send it, so it never reaches a server log.
+    const url = `${base}/console/sign-in#${link.token}`
+    yield* print(
+      json,
+      { url, expires_at: link.expiresAt, preset },
+      `${url}\n(works once, until ${link.expiresAt}; the person presses "Sign in" on the page it opens)`
+    )
+  })
+).pipe(Command.withDescription("Print a one-time console sign-in link for a person"))
+
+const consoleSessions = Command.make(
+  "sessions",
+  { org: orgFlag, json },
+  Effect.fn(function*({ org, json }) {
+    const sessions = yield* ConsoleSessions
+    const list = yield* sessions.list(org)
+    yield* print(
+      json,
+      { sessions: list },
+      list.map((s) => `${s.id}  ${s.preset}  ${s.person}  last seen ${s.last_seen_at}  ends by ${s.expires_at}`).join("\n") ||
+        "no console sessions"
+    )
+  })
+).pipe(Command.withDescription("List an organization's console sessions that have not ended"))
+
+const consoleRevoke = Command.make(
+  "revoke",
+  {
+    session: Flag.String("session").pipe(Flag.withDescription("Console session id"), Flag.withSchema(Uuid), Flag.optional),
+    all: Flag.Boolean("all").pipe(Flag.withDescription("Every session of --org"), Flag.withDefault(false)),
+    org: Flag.String("org").pipe(Flag.withDescription("Organization id (with --all)"), Flag.withSchema(Uuid), Flag.optional),
+    json
+  },
+  Effect.fn(function*({ session, all, org, json }) {
+    const sessions = yield* ConsoleSessions
+    if (all === Option.isSome(session)) return yield* fail("give exactly one of --session ID or --all --org ORG_ID")
+    if (Option.isSome(session)) {
+      yield* sessions.revoke(session.value).pipe(Effect.catchTag("SessionNotFound", () => fail(`no console session ${session.value}`)))
+      return yield* print(json, { revoked: 1, session_id: session.value }, `revoked console session ${session.value}`)
+    }
+    if (Option.isNone(org)) return yield* fail("--all needs --org ORG_ID")
+    const count = yield* sessions.revokeAll(org.value)
+    yield* print(json, { revoked: count, org_id: org.value }, `revoked ${count} console session(s) of ${org.value}`)
+  })
+).pipe(Command.withDescription("End console sessions at once, in every process"))
+
+const consoleCommand = Command.make("console").pipe(
+  Command.withDescription("The web console: sign-in links and sessions"),
+  Command.withSubcommands([consoleLogin, consoleSessions, consoleRevoke])
+)
+
 // Commands open the database only when they run, so `--help` is instant.
-const ServicesLive = Identity.layer.pipe(
+const ServicesLive = Layer.mergeAll(Identity.layer, ConsoleSessions.layer).pipe(
   Layer.provideMerge(CliDatabaseLive),
-  Layer.provide(SvcConfig.layer)
+  Layer.provideMerge(SvcConfig.layer)
 )
 
 export const cli = Command.make("svc").pipe(
-  Command.withDescription("Administer svc: organizations and API keys"),
-  Command.withSubcommands([orgs, keys, notifications]),
+  Command.withDescription("Administer svc: organizations, API keys and console sign-in"),
+  Command.withSubcommands([orgs, keys, notifications, consoleCommand]),
   Command.provide(ServicesLive)
 )
 

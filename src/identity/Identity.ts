@@ -118,7 +118,7 @@ export class Identity extends Context.Service<Identity, {
             Effect.map(([row]) =>
               row === undefined
                 ? Option.none<Principal>()
-                : Option.some<Principal>({ orgId: row.org_id, keyId: row.id, scopes: new Set(row.scopes) })
+                : Option.some<Principal>({ orgId: row.org_id, keyId: row.id, actor: row.id, scopes: new Set(row.scopes) })
             )
           ),
         {

@@ -31,6 +31,8 @@ export interface EndpointRow {
   readonly deactivated_reason: string | null
   readonly created_at: Date
   readonly created_by: string
+  /** Only where the query joins the endpoint's delivery health: the end of a cooldown in progress. */
+  readonly cooldown_until?: Date | null
 }
 
 export const toEndpoint = (row: EndpointRow): NotificationEndpoint => ({
@@ -41,7 +43,8 @@ export const toEndpoint = (row: EndpointRow): NotificationEndpoint => ({
   created_at: iso(row.created_at),
   created_by: row.created_by,
   ...(row.deactivated_at === null ? {} : { deactivated_at: iso(row.deactivated_at) }),
-  ...(row.deactivated_reason === null ? {} : { deactivated_reason: row.deactivated_reason })
+  ...(row.deactivated_reason === null ? {} : { deactivated_reason: row.deactivated_reason }),
+  ...(row.cooldown_until === undefined || row.cooldown_until === null ? {} : { cooldown_until: iso(row.cooldown_until) })
 })
 
 export const endpointOwner = (orgId: string, id: string): SecretOwner => ({ orgId, kind: "notification_endpoint", id })
@@ -218,8 +221,12 @@ export class NotificationEndpoints extends Context.Service<NotificationEndpoints
       })
 
       const list = Effect.fn("NotificationEndpoints.list")(function*(orgId: string) {
+        // With the end of a cooldown in progress (the delivery target's health), in the database's time.
         const rows = yield* sql<EndpointRow>`
-          SELECT ${sql.literal(columns)} FROM notification_endpoints WHERE org_id = ${orgId} ORDER BY seq
+          SELECT ${sql.literal(columns.split(", ").map((column) => `e.${column}`).join(", "))}, t.cooldown_until
+          FROM notification_endpoints e
+          LEFT JOIN delivery_targets t ON t.id = e.id AND t.cooldown_until > now()
+          WHERE e.org_id = ${orgId} ORDER BY e.seq
         `.pipe(Effect.orDie)
         return rows.map(toEndpoint)
       })

@@ -35,7 +35,7 @@ export const NotificationsHandlers = HttpApiBuilder.group(
         CurrentPrincipal.use((p) =>
           Effect.all({ endpoints: endpoints.list(p.orgId), email_notifier: endpoints.emailNotifier(p.orgId) })
         ),
-      create: ({ payload }) => CurrentPrincipal.use((p) => endpoints.create(p.orgId, p.keyId, payload)),
+      create: ({ payload }) => CurrentPrincipal.use((p) => endpoints.create(p.orgId, p.actor, payload)),
       update: ({ params, payload }) => CurrentPrincipal.use((p) => endpoints.update(p.orgId, params.id, payload.events)),
       remove: ({ params }) =>
         CurrentPrincipal.use((p) =>

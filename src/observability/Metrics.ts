@@ -79,7 +79,7 @@ export interface MetricsShape {
   /** A deadline the scheduler fired, `lagSeconds` after it was due. */
   readonly deadlineFired: (kind: DeadlineKind, lagSeconds: number) => void
   /** Counts an open event stream for the life of the current scope. */
-  readonly streamOpen: (stream: "session") => Effect.Effect<void, never, Scope.Scope>
+  readonly streamOpen: (stream: "session" | "approvals") => Effect.Effect<void, never, Scope.Scope>
   /** Gauges whose values are read at scrape time (`DatabaseGauges`). */
   readonly gauges: {
     readonly queueDepth: Prometheus.Gauge<"kind">
@@ -204,7 +204,7 @@ export const makeMetrics = (options: { readonly processMetrics?: boolean } = {})
     })
   }
   // Every known series starts at 0, so a rate() sees its first increase.
-  for (const stream of ["session"] as const) streams.set({ stream }, 0)
+  for (const stream of ["session", "approvals"] as const) streams.set({ stream }, 0)
   for (const kind of DELIVERY_KINDS) {
     for (const outcome of ["delivered", "partial", "failed"]) deliveries.inc({ kind, outcome }, 0)
     for (const outcome of Object.values(outcomeLabel)) attempts.inc({ kind, outcome }, 0)

@@ -78,6 +78,18 @@ export interface SvcConfigShape {
   readonly maxApprovalPoliciesPerOrg: number
   /** Tasks one organization may have. */
   readonly maxTasksPerOrg: number
+  /** Base URL of the console's sign-in links (`SVC_PUBLIC_URL`); `None`: `http://HOST:PORT`. */
+  readonly publicUrl: Option.Option<string>
+  /** API keys (not revoked) one organization may have; `POST /v1/api-keys` beyond it is 409. */
+  readonly maxApiKeysPerOrg: number
+  /** How often an open event stream re-checks its API key or console session (it ends once revoked). */
+  readonly streamAuthRecheckMs: number
+  /** Open event streams, in this process: per API key or console session, per organization, in all. */
+  readonly maxStreamsPerKey: number
+  readonly maxStreamsPerOrg: number
+  readonly maxStreams: number
+  /** Open connections the API's HTTP server accepts at once (more are closed at once). */
+  readonly maxConnections: number
   /** Port of the separate `/metrics` listener (`SVC_METRICS_PORT`); `None`: no such listener. */
   readonly metricsPort: Option.Option<number>
   /** Address the `/metrics` listener binds (`SVC_METRICS_HOST`, default `HOST`). */
@@ -251,6 +263,26 @@ export const svcConfig: Config.Config<SvcConfigShape> = Config.all({
   maxEndpointsPerOrg: intAtLeast("SVC_MAX_ENDPOINTS_PER_ORG", 50, 1),
   maxApprovalPoliciesPerOrg: intAtLeast("SVC_MAX_APPROVAL_POLICIES_PER_ORG", 1000, 1),
   maxTasksPerOrg: intAtLeast("SVC_MAX_TASKS_PER_ORG", 10_000, 1),
+  publicUrl: Config.option(Config.String("SVC_PUBLIC_URL")).pipe(
+    Config.map(Option.filter((url) => url.length > 0)),
+    Config.mapEffect((url) => {
+      if (Option.isNone(url)) return Effect.succeed(url)
+      try {
+        const parsed = new URL(url.value)
+        return parsed.protocol === "http:" || parsed.protocol === "https:"
+          ? Effect.succeed(Option.some(url.value.replace(/\/+$/, "")))
+          : Effect.fail(invalid("SVC_PUBLIC_URL must be an http or https URL"))
+      } catch {
+        return Effect.fail(invalid("SVC_PUBLIC_URL must be an http or https URL"))
+      }
+    })
+  ),
+  maxApiKeysPerOrg: intAtLeast("SVC_MAX_API_KEYS_PER_ORG", 1000, 1),
+  streamAuthRecheckMs: millisBetween("SVC_STREAM_AUTH_RECHECK", "10s", 100, 50_000),
+  maxStreamsPerKey: intAtLeast("SVC_MAX_STREAMS_PER_KEY", 100, 1),
+  maxStreamsPerOrg: intAtLeast("SVC_MAX_STREAMS_PER_ORG", 500, 1),
+  maxStreams: intAtLeast("SVC_MAX_STREAMS", 5000, 1),
+  maxConnections: intAtLeast("SVC_MAX_CONNECTIONS", 10_000, 16),
   metricsPort: Config.option(Config.Int("SVC_METRICS_PORT")).pipe(
     Config.mapEffect((port) =>
       Option.isNone(port) || (port.value >= 0 && port.value <= 65535)

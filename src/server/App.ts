@@ -14,6 +14,10 @@ import { AgentSessions } from "../agents/Sessions.ts"
 import { Approvals } from "../approvals/Approvals.ts"
 import { ApprovalPoliciesHandlers, ApprovalsHandlers } from "../approvals/Http.ts"
 import { ApprovalScheduler } from "../approvals/Scheduler.ts"
+import { ApprovalFeed } from "../approvals/OrgStream.ts"
+import { StreamGuard } from "../identity/StreamGuard.ts"
+import { ConsoleSessions } from "../console/ConsoleSessions.ts"
+import { ApiKeysHandlers, ConsoleHandlers, ConsoleSignInHandlers } from "../console/Http.ts"
 import { Feedback } from "../feedback/Feedback.ts"
 import { FeedbackHandlers } from "../feedback/Http.ts"
 import { AuthenticationLive } from "../identity/Http.ts"
@@ -51,8 +55,12 @@ import { RequestValidationLive } from "./Validation.ts"
 /** Domain services. They need a migrated database, `SvcConfig` and `SecretBox`. */
 export const ServicesLive = Layer.mergeAll(
   Identity.layer,
+  StreamGuard.layer.pipe(Layer.provideMerge(ConsoleSessions.layer)),
   Tasks.layer,
-  AgentSessions.layer.pipe(Layer.provideMerge(Approvals.layer), Layer.provideMerge(SessionHub.layer)),
+  Layer.mergeAll(AgentSessions.layer, ApprovalFeed.layer).pipe(
+    Layer.provideMerge(Approvals.layer),
+    Layer.provideMerge(SessionHub.layer)
+  ),
   Feedback.layer.pipe(Layer.provide(Identity.layer)),
   TelemetryDestinations.layer,
   Layer.mergeAll(Dispatcher.layer, WebhookSender.layer, ReviewerEmail.layer).pipe(
@@ -83,7 +91,10 @@ const HandlersLive = Layer.mergeAll(
   ApprovalsHandlers,
   FeedbackHandlers,
   TelemetryHandlers,
-  NotificationsHandlers
+  NotificationsHandlers,
+  ConsoleSignInHandlers,
+  ConsoleHandlers,
+  ApiKeysHandlers
 )
 
 /** Background workers (fibers that live as long as the server). */

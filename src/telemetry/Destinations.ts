@@ -108,7 +108,13 @@ export class TelemetryDestinations extends Context.Service<TelemetryDestinations
       ) {
         const verdict = checkHeaders(input.headers ?? {})
         if (verdict._tag === "Refused") {
-          return yield* new InvalidHeaders({ field: verdict.field, detail: `${verdict.field}: ${verdict.message}.` })
+          return yield* new InvalidHeaders({
+            field: verdict.field,
+            errors: verdict.problems,
+            detail: verdict.problems.length === 1
+              ? `${verdict.field}: ${verdict.message}.`
+              : `${verdict.problems.length} headers are refused: ${verdict.problems.map((p) => `${p.field} (${p.message})`).join("; ")}.`
+          })
         }
         const checked = yield* outbound.check(input.url, orgId).pipe(
           Effect.mapError((unsafe) => new InvalidUrl({ field: "url", detail: `url: ${unsafe.message}.` }))

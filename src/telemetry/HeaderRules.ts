@@ -48,7 +48,14 @@ const TOKEN = /^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$/
 
 export type HeaderVerdict =
   | { readonly _tag: "Ok"; readonly headers: ReadonlyArray<readonly [name: string, value: string]> }
-  | { readonly _tag: "Refused"; readonly field: string; readonly message: string }
+  | {
+    readonly _tag: "Refused"
+    /** The first refused header and why (what `field` of the problem names). */
+    readonly field: string
+    readonly message: string
+    /** Every refused header with its reason, in the order given. */
+    readonly problems: ReadonlyArray<{ readonly field: string; readonly message: string }>
+  }
 
 const IDENTIFIER = /^[A-Za-z_$][A-Za-z0-9_$-]*$/
 
@@ -76,28 +83,34 @@ export const isAcceptedValue = (value: string): boolean => {
   return Buffer.byteLength(value, "utf8") <= MAX_VALUE_BYTES
 }
 
-const refuse = (name: string, message: string): HeaderVerdict => ({ _tag: "Refused", field: headerField(name), message })
+/** Why one header is refused, or `undefined` when it is accepted (`seen`: lower-case names before it). */
+const refusal = (name: string, value: unknown, seen: Set<string>): string | undefined => {
+  if (!TOKEN.test(name)) return "the header name is not a valid HTTP field name"
+  const lower = name.toLowerCase()
+  if (seen.has(lower)) return "the header is given twice (names are case-insensitive)"
+  seen.add(lower)
+  if (isRefusedName(name)) return "transport, hop-by-hop, trace-context and cookie headers are not accepted"
+  if (typeof value !== "string" || !isAcceptedValue(value)) {
+    return `the header value must be at most ${MAX_VALUE_BYTES} bytes without line breaks or other control characters`
+  }
+  return undefined
+}
 
+/** Checks every header and reports every refused one at once, each with its reason. */
 export const checkHeaders = (headers: Readonly<Record<string, string>>): HeaderVerdict => {
   const entries = Object.entries(headers)
   if (entries.length > MAX_HEADERS) {
-    return { _tag: "Refused", field: "headers", message: `at most ${MAX_HEADERS} headers are accepted` }
+    const message = `at most ${MAX_HEADERS} headers are accepted`
+    return { _tag: "Refused", field: "headers", message, problems: [{ field: "headers", message }] }
   }
   const seen = new Set<string>()
+  const problems: Array<{ readonly field: string; readonly message: string }> = []
   for (const [name, value] of entries) {
-    if (!TOKEN.test(name)) return refuse(name, "the header name is not a valid HTTP field name")
-    const lower = name.toLowerCase()
-    if (seen.has(lower)) return refuse(name, "the header is given twice (names are case-insensitive)")
-    seen.add(lower)
-    if (isRefusedName(name)) {
-      return refuse(name, "transport, hop-by-hop, trace-context and cookie headers are not accepted")
-    }
-    if (typeof value !== "string" || !isAcceptedValue(value)) {
-      return refuse(
-        name,
-        `the header value must be at most ${MAX_VALUE_BYTES} bytes without line breaks or other control characters`
-      )
-    }
+    const message = refusal(name, value, seen)
+    if (message !== undefined) problems.push({ field: headerField(name), message })
   }
-  return { _tag: "Ok", headers: entries }
+  const [first] = problems
+  return first === undefined
+    ? { _tag: "Ok", headers: entries }
+    : { _tag: "Refused", field: first.field, message: first.message, problems }
 }

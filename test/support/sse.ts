@@ -20,12 +20,13 @@ export interface SseConnection {
 
 export const openSse = async (
   url: string,
-  options: { readonly key: string; readonly lastEventId?: string }
+  options: { readonly key?: string; readonly cookie?: string; readonly lastEventId?: string }
 ): Promise<SseConnection> => {
   const controller = new AbortController()
   const response = await fetch(url, {
     headers: {
-      authorization: `Bearer ${options.key}`,
+      ...(options.key === undefined ? {} : { authorization: `Bearer ${options.key}` }),
+      ...(options.cookie === undefined ? {} : { cookie: options.cookie }),
       accept: "text/event-stream",
       ...(options.lastEventId === undefined ? {} : { "last-event-id": options.lastEventId })
     },

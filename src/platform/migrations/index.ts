@@ -1,7 +1,7 @@
 /**
  * Every migration, in order. Ids are never reused or reordered, and a new
- * migration always takes an id ABOVE the highest one here (the next is
- * 0402, whatever capability it belongs to): Effect's migrator only runs ids
+ * migration always takes an id ABOVE the highest one here (whatever
+ * capability it belongs to): Effect's migrator only runs ids
  * greater than the latest applied one, so a new id in a gap below it would
  * be silently skipped on every database that is already migrated. The
  * ranges below were how the first capabilities were built in parallel on
@@ -21,6 +21,7 @@ import m0301 from "./0301_delivery_claim_index.ts"
 import m0400 from "./0400_telemetry.ts"
 import m0401 from "./0401_delivery_counts.ts"
 import m0540 from "./0540_metrics_indexes.ts"
+import m0541 from "./0541_console.ts"
 import m0550 from "./0550_credentials_version.ts"
 
 export const migrations = Migrator.fromRecord({
@@ -35,5 +36,6 @@ export const migrations = Migrator.fromRecord({
   "0400_telemetry": m0400,
   "0401_delivery_counts": m0401,
   "0540_metrics_indexes": m0540,
+  "0541_console": m0541,
   "0550_credentials_version": m0550
 })

@@ -227,6 +227,21 @@ layer(SecretStore.layer.pipe(Layer.provideMerge(Svc)), { excludeTestServices: tr
         yield* create(org, url, ten)
       }).pipe(Effect.scoped))
 
+    it.effect("every refused header is in one answer, each with its reason (issue 11, item 10)", () =>
+      Effect.gen(function*() {
+        const org = yield* SvcTest.org()
+        const collector = yield* HttpsReceiver.make()
+        const response = yield* post("/v1/telemetry-destinations", org.key, {
+          url: collector.url("/v1/traces"),
+          headers: { Host: "value-never-echoed", "X-Ok": "fine", Traceparent: "value-never-echoed", "X-Token": "value-never-echoed\r\n" }
+        })
+        assert.strictEqual(response.status, 400)
+        assert.strictEqual(response.json.code, "INVALID_HEADERS")
+        assert.strictEqual(response.json.field, "headers.Host")
+        assert.deepStrictEqual(response.json.errors.map((e: { field: string }) => e.field), ["headers.Host", "headers.Traceparent", "headers.X-Token"])
+        assert.notInclude(response.text, "value-never-echoed")
+      }).pipe(Effect.scoped))
+
     it.effect("values are encrypted at rest, never returned or logged, sent to the collector, and join the protected values", () =>
       Effect.gen(function*() {
         const svc = yield* SvcTest

@@ -385,6 +385,9 @@ layer(
       assert.strictEqual(target!.consecutive_failures, 3)
       const cooldownEnd = target!.cooldown_until.getTime()
       assert.isAbove(cooldownEnd, Date.now())
+      // The list says when the cooldown ends (issue 11, item 9).
+      const listed = (yield* org.client.notifications.list()).endpoints.find((e) => e.id === endpoint.id)!
+      assert.strictEqual(listed.cooldown_until, target!.cooldown_until.toISOString())
 
       receiver.respond(() => Reply.ok())
       const replayed = yield* org.client.notifications.replay({ params: { id: endpoint.id, delivery: failed!.id } })

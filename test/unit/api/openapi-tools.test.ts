@@ -72,7 +72,8 @@ type StepAnswer = paths["/v1/agent-sessions/{session_id}/steps"]["post"]["respon
 
 export const body: CreateTask = { name: "triage", answer_schema: { type: "object" } }
 export const taskId = (task: Task): string => task.id
-export const scope = (problem: Forbidden): string => problem.required_scope
+// 403 is a missing scope, or (console cookie) a cross-site request: the code tells them apart.
+export const scope = (problem: Forbidden): string => problem.code === "INSUFFICIENT_SCOPE" ? problem.required_scope : problem.code
 export const limit = (problem: TooLarge): "PAYLOAD_TOO_LARGE" => problem.code
 export const field = (problem: Mismatch): string => problem.field
 export const pending = (answer: StepAnswer): boolean => answer.decision === "pending"

@@ -81,7 +81,8 @@ describe("the OpenAPI document", () => {
       for (const scope of scopes) assert.include(op.description, `\`${scope}\``, `${name}: the description names ${scope}`)
       assert.match(op.description, /Requires /, name)
       assert.deepStrictEqual(codesAt(op, "401"), ["UNAUTHENTICATED"], name)
-      assert.deepStrictEqual(codesAt(op, "403"), ["INSUFFICIENT_SCOPE"], name)
+      // A console-cookie request that changes state from another site is 403 CROSS_SITE_REQUEST.
+      assert.deepStrictEqual(codesAt(op, "403"), ["INSUFFICIENT_SCOPE", "CROSS_SITE_REQUEST"], name)
       const forbidden = schemas[refs(op.responses["403"].content["application/problem+json"].schema)[0]!]
       assert.include(forbidden.required, "required_scope", name)
       const example = op.responses["403"].content["application/problem+json"].examples.INSUFFICIENT_SCOPE.value

@@ -22,6 +22,14 @@ describe("collector header rules (issue rule 3)", () => {
     assert.strictEqual(verdict.field, "headers")
   })
 
+  it("every refused header is reported at once, each with its reason, in the order given", () => {
+    const verdict = refused({ Host: "a", Authorization: "Bearer ok", "bad name": "b", "X-Token": "secret-zz\nbreak", Cookie: "c" })
+    assert.deepStrictEqual(verdict.problems.map((p) => p.field), ["headers.Host", headerField("bad name"), "headers.X-Token", "headers.Cookie"])
+    assert.strictEqual(verdict.field, "headers.Host")
+    for (const problem of verdict.problems) assert.isAbove(problem.message.length, 10)
+    assert.notInclude(JSON.stringify(verdict.problems), "secret-zz")
+  })
+
   it("names differing only in case are duplicates and refused", () => {
     const verdict = refused({ "X-Token": "a", "x-token": "b" })
     assert.strictEqual(verdict.field, "headers.x-token")

@@ -1,0 +1,191 @@
+/**
+ * Authenticated writes: `POST /v1/feedback` (a correction checked against an
+ * order-shaped answer schema) and the cheapest authenticated write,
+ * `POST /v1/agent-sessions` (one INSERT), each against the bare baseline
+ * (`baselines/bare-http.ts`: node:http, the key checked in memory, the same
+ * INSERT on the same database). svc, the baseline and the load generator
+ * are three processes; each arm is started fresh, warmed up with the same
+ * requests, then measured; rounds alternate svc and baseline.
+ */
+import * as path from "node:path"
+import { spawnChild } from "../support/child.ts"
+import { formatPerOp, measureCpu, meterOf, perOp, type Meter } from "../support/cpu.ts"
+import { type BenchDatabase, freshDatabase } from "../support/db.ts"
+import type { LoadResult, LoadSpec } from "../support/load.ts"
+import { atLeast, type BenchContext, type ScenarioResult, sizes } from "../support/scenario.ts"
+import { median, percentile, round, sorted, spread } from "../support/stats.ts"
+import { startSvc } from "../support/svc.ts"
+
+const answerSchema = {
+  type: "object",
+  required: ["customer", "items", "total", "currency"],
+  additionalProperties: false,
+  properties: {
+    customer: {
+      type: "object",
+      required: ["id", "email"],
+      properties: {
+        id: { type: "string", pattern: "^C-[0-9]{6}$" },
+        email: { type: "string", format: "email" },
+        name: { type: "string", maxLength: 200 }
+      }
+    },
+    items: {
+      type: "array",
+      minItems: 1,
+      maxItems: 50,
+      items: {
+        type: "object",
+        required: ["sku", "quantity", "price"],
+        properties: {
+          sku: { type: "string", minLength: 3 },
+          quantity: { type: "integer", minimum: 1 },
+          price: { type: "number", minimum: 0 },
+          note: { type: "string" }
+        }
+      }
+    },
+    total: { type: "number" },
+    currency: { enum: ["EUR", "USD", "GBP"] },
+    status: { enum: ["open", "refunded", "shipped"] },
+    notes: { type: "string", maxLength: 2000 },
+    token: { type: "string" }
+  }
+}
+
+const correction = (i: number) => ({
+  customer: { id: `C-${String(100000 + (i % 900000))}`, email: `buyer${i}@example.com`, name: "Ada Lovelace" },
+  items: Array.from({ length: 5 }, (_, k) => ({ sku: `SKU-${k}-${i % 97}`, quantity: 1 + k, price: 9.99 * (k + 1), note: "gift wrap please" })),
+  total: 149.85,
+  currency: "EUR",
+  status: "refunded",
+  notes: "Customer called twice about the late delivery; refund approved by the shift lead after checking the courier log.",
+  token: "session-7"
+})
+
+const ENDPOINTS = ["feedback", "agent-sessions"] as const
+type Endpoint = (typeof ENDPOINTS)[number]
+
+interface Measured {
+  readonly requests: number
+  readonly errors: number
+  readonly firstError?: string | undefined
+  readonly seconds: number
+  readonly latencies: ReadonlyArray<number>
+  readonly cpu: Record<string, number>
+}
+
+/** Warm-up, then the measured requests, with the CPU of the server, the load generator and the database server. */
+const drive = async (
+  server: Meter,
+  database: BenchDatabase,
+  baseUrl: string,
+  key: string,
+  traceId: string,
+  size: ReturnType<typeof sizes>["writes"]
+) => {
+  const load = await spawnChild("load", new URL("../support/load.ts", import.meta.url))
+  try {
+    const out = {} as Record<Endpoint, Measured>
+    for (const endpoint of ENDPOINTS) {
+      const spec = (count: number): LoadSpec => ({
+        url: `${baseUrl}/v1/${endpoint}`,
+        method: "POST",
+        headers: { authorization: `Bearer ${key}`, "content-type": "application/json" },
+        bodies: endpoint === "feedback"
+          ? Array.from({ length: 64 }, (_, i) => JSON.stringify({ inference_log_id: traceId, score: -1, correction: correction(i) }))
+          : ["{}"],
+        count,
+        concurrency: size.concurrency,
+        expectStatus: 201
+      })
+      await load.call<LoadResult>("run", spec(size.warmup))
+      const meters = [server, meterOf("load", load.pid), ...(database.meter ? [database.meter] : [])]
+      const { result, cpu } = await measureCpu(meters, () => load.call<LoadResult>("run", spec(size.requests)))
+      out[endpoint] = { requests: size.requests, errors: result.errors, firstError: result.firstError, seconds: result.seconds, latencies: result.latencies, cpu }
+    }
+    return out
+  } finally {
+    await load.stop()
+  }
+}
+
+export default async (context: BenchContext): Promise<ScenarioResult> => {
+  const size = sizes(context.quick).writes
+  const arms = [...context.checkouts.map((c) => c.label), "bare"]
+  const results = new Map<string, Array<Record<Endpoint, Measured>>>(arms.map((arm) => [arm, []]))
+  for (let round = 0; round < size.rounds; round++) {
+    const databases: Array<BenchDatabase> = []
+    try {
+      let last: { database: BenchDatabase; key: string; traceId: string } | undefined
+      for (const checkout of context.checkouts) {
+        const database = await freshDatabase(context.database, `writes_${checkout.label}`)
+        databases.push(database)
+        const svc = await startSvc(checkout, database, {}, path.join(context.logDir, `writes-${checkout.label}-${context.database}.log`))
+        try {
+          const { key } = await svc.provision()
+          const task = await svc.api<{ id: string }>(key, "POST", "/v1/tasks", { name: "orders", answer_schema: answerSchema })
+          const run = await svc.api<{ trace_id: string }>(key, "POST", `/v1/tasks/${task.id}/runs`, { input: { ticket: "where is my refund" }, answer: correction(0) })
+          results.get(checkout.label)!.push(await drive(svc.meter, database, svc.baseUrl, key, run.trace_id, size))
+          last = { database, key, traceId: run.trace_id }
+        } finally {
+          await svc.stop()
+        }
+      }
+      // The baseline on the last svc arm's database (svc stopped: PGlite has one owner).
+      const { database, key, traceId } = last!
+      const bare = await spawnChild("bare", new URL("../baselines/bare-http.ts", import.meta.url), {
+        BENCH_BARE: JSON.stringify({ kind: database.kind, dataDir: database.dataDir, url: database.url, key })
+      })
+      try {
+        const url = await bare.call<string>("url")
+        results.get("bare")!.push(await drive(meterOf("bare", bare.pid), database, url, key, traceId, size))
+        await bare.call("close")
+      } finally {
+        await bare.stop()
+      }
+    } finally {
+      for (const database of databases) await database.drop()
+    }
+  }
+
+  const rows: Array<Record<string, string | number>> = []
+  const rate = (arm: string, endpoint: Endpoint) => median(results.get(arm)!.map((r) => r[endpoint].requests / r[endpoint].seconds))
+  for (const endpoint of ENDPOINTS) {
+    for (const arm of arms) {
+      const runs = results.get(arm)!.map((r) => r[endpoint])
+      const latencies = sorted(runs.flatMap((r) => r.latencies))
+      const cpu: Record<string, number> = {}
+      for (const r of runs) for (const [name, micros] of Object.entries(r.cpu)) cpu[name] = (cpu[name] ?? 0) + micros
+      const requests = runs.reduce((sum, r) => sum + r.requests, 0)
+      const errors = runs.reduce((sum, r) => sum + r.errors, 0)
+      rows.push({
+        write: endpoint === "feedback" ? "POST /v1/feedback" : "POST /v1/agent-sessions",
+        arm: arm === "bare" ? "bare node:http + INSERT" : arm,
+        "req/s": round(rate(arm, endpoint)),
+        "req/s per round": runs.map((r) => round(r.requests / r.seconds)).join(", "),
+        "p50 ms": round(percentile(latencies, 0.5), 2),
+        "p99 ms": round(percentile(latencies, 0.99), 2),
+        "CPU µs/req": formatPerOp(perOp(cpu, requests)),
+        errors: errors === 0 ? 0 : `${errors} (${runs.find((r) => r.firstError)?.firstError})`
+      })
+    }
+  }
+  const aims = context.checkouts.flatMap((c) => [
+    atLeast(`${c.label}: feedback POST / bare`, rate(c.label, "feedback") / rate("bare", "feedback"), 0.7),
+    atLeast(`${c.label}: cheapest authenticated write / bare`, rate(c.label, "agent-sessions") / rate("bare", "agent-sessions"), 0.8)
+  ])
+  return {
+    scenario: "writes",
+    database: context.database,
+    rows,
+    aims,
+    notes: [
+      `${size.requests} requests per arm and round at concurrency ${size.concurrency}, after ${size.warmup} warm-up requests; ${size.rounds} round(s), each arm started fresh; req/s is the median over rounds (spread ${
+        spread(results.get(arms[0]!)!.map((r) => r.feedback.requests / r.feedback.seconds), 0)
+      } for ${arms[0]} feedback).`,
+      "The cheapest authenticated write is POST /v1/agent-sessions (one INSERT). The baseline checks the bearer key against the one it loaded at start (sha256 in memory) and makes the same INSERT; feedback's INSERT omits svc's credential-fingerprint check.",
+      "CPU µs/req: each process's user+system CPU over the measured requests (/proc), divided by the requests; postgres = the server backends of the run's database."
+    ]
+  }
+}

@@ -1,0 +1,101 @@
+/**
+ * The two databases every scenario runs on: embedded PGlite (svc's default,
+ * a data directory of its own per run) and a PostgreSQL server
+ * (`BENCH_DATABASE_URL`), on which each run creates its own database and
+ * drops it afterwards.
+ */
+import { mkdtempSync, rmSync } from "node:fs"
+import { tmpdir } from "node:os"
+import * as path from "node:path"
+import pg from "pg"
+import type { Meter } from "./cpu.ts"
+
+export type DatabaseKind = "pglite" | "postgres"
+
+/** One database for one run of a scenario. */
+export interface BenchDatabase {
+  readonly kind: DatabaseKind
+  /** Embedded: the data directory svc (or a baseline) opens. */
+  readonly dataDir?: string
+  /** Server: the connection URL of this run's database. */
+  readonly url?: string
+  /** Connects a client (embedded: through the socket of the svc process running on `dataDir`). */
+  readonly connect: () => Promise<pg.Client>
+  /** Server: the CPU of the server backends serving this database. */
+  readonly meter?: Meter
+  readonly drop: () => Promise<void>
+}
+
+export const databaseKinds = (): ReadonlyArray<DatabaseKind> => {
+  const only = process.env.BENCH_DATABASES?.split(",").map((s) => s.trim()).filter((s) => s !== "")
+  const kinds: Array<DatabaseKind> = process.env.BENCH_DATABASE_URL ? ["pglite", "postgres"] : ["pglite"]
+  return only === undefined || only.length === 0 ? kinds : kinds.filter((kind) => only.includes(kind))
+}
+
+const adminUrl = () => {
+  const url = process.env.BENCH_DATABASE_URL
+  if (url === undefined || url === "") throw new Error("BENCH_DATABASE_URL is not set")
+  const parsed = new URL(url)
+  if (!["127.0.0.1", "localhost", "::1", "[::1]"].includes(parsed.hostname)) throw new Error("BENCH_DATABASE_URL must be on loopback")
+  return parsed
+}
+
+const withAdmin = async <A>(f: (client: pg.Client) => Promise<A>) => {
+  const client = new pg.Client({ connectionString: adminUrl().toString() })
+  await client.connect()
+  try {
+    return await f(client)
+  } finally {
+    await client.end()
+  }
+}
+
+let counter = 0
+
+/** Embedded data directories not dropped yet: removed if the benchmark ends early. */
+const dataDirs = new Set<string>()
+process.once("exit", () => {
+  for (const dir of dataDirs) rmSync(dir, { recursive: true, force: true })
+})
+
+/** A fresh database named after the run (`bench_<pid>_<n>_<label>`). */
+export const freshDatabase = async (kind: DatabaseKind, label: string): Promise<BenchDatabase> => {
+  if (kind === "pglite") {
+    const dataDir = mkdtempSync(path.join(tmpdir(), "svcb-"))
+    dataDirs.add(dataDir)
+    return {
+      kind,
+      dataDir,
+      connect: async () => {
+        const client = new pg.Client({ host: dataDir, port: 5432, user: "postgres", database: "postgres" })
+        await client.connect()
+        return client
+      },
+      drop: async () => {
+        rmSync(dataDir, { recursive: true, force: true })
+        dataDirs.delete(dataDir)
+      }
+    }
+  }
+  const name = `bench_${process.pid}_${counter++}_${label.replace(/[^a-z0-9]/gi, "_").toLowerCase()}`.slice(0, 60)
+  await withAdmin((admin) => admin.query(`CREATE DATABASE ${name}`))
+  const url = adminUrl()
+  url.pathname = `/${name}`
+  return {
+    kind,
+    url: url.toString(),
+    connect: async () => {
+      const client = new pg.Client({ connectionString: url.toString() })
+      await client.connect()
+      return client
+    },
+    meter: {
+      name: "postgres",
+      pids: () =>
+        withAdmin(async (admin) =>
+          (await admin.query<{ pid: number }>("SELECT pid FROM pg_stat_activity WHERE datname = $1", [name])).rows.map((row) => row.pid)
+        )
+    },
+    drop: () => withAdmin(async (admin) => void (await admin.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`)))
+  }
+}

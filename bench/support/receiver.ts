@@ -1,0 +1,52 @@
+/**
+ * The webhook receiver, a child process of its own: an HTTPS server on
+ * loopback answering 204 at once, recording when each request was received
+ * (wall clock, ms) by path. `wait` resolves when a path has `count`
+ * receipts (or at `timeoutMs`) with the receipt times that a rate needs.
+ */
+import { createServer } from "node:https"
+import { serve } from "./child.ts"
+
+const receipts = new Map<string, Array<number>>()
+const now = () => performance.timeOrigin + performance.now()
+
+const server = createServer({ cert: process.env.BENCH_TLS_CERT!, key: process.env.BENCH_TLS_KEY! }, (req, res) => {
+  req.on("data", () => {})
+  req.on("end", () => {
+    const path = req.url ?? "/"
+    let list = receipts.get(path)
+    if (list === undefined) receipts.set(path, (list = []))
+    list.push(now())
+    res.writeHead(204)
+    res.end()
+  })
+})
+await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve))
+const port = (server.address() as { port: number }).port
+
+export interface Receipts {
+  readonly count: number
+  /** Receipt times (epoch ms) of the first, of the 20th, 25th, 75th and 80th percentile, and of the last receipt. */
+  readonly first: number
+  readonly p20: number
+  readonly p25: number
+  readonly p75: number
+  readonly p80: number
+  readonly last: number
+}
+
+const summary = (path: string): Receipts => {
+  const list = receipts.get(path) ?? []
+  const at = (p: number) => list[Math.min(list.length - 1, Math.max(0, Math.floor(list.length * p)))] ?? NaN
+  return { count: list.length, first: at(0), p20: at(0.2), p25: at(0.25), p75: at(0.75), p80: at(0.8), last: list[list.length - 1] ?? NaN }
+}
+
+serve({
+  reset: ({ path }: { path: string }) => void receipts.delete(path),
+  url: () => `https://127.0.0.1:${port}`,
+  wait: async ({ path, count, timeoutMs }: { path: string; count: number; timeoutMs: number }) => {
+    const deadline = Date.now() + timeoutMs
+    while ((receipts.get(path)?.length ?? 0) < count && Date.now() < deadline) await new Promise((r) => setTimeout(r, 5))
+    return summary(path)
+  }
+})

@@ -1,0 +1,150 @@
+/**
+ * The organization's approvals as the console sees them: the list (with the
+ * governed step's tool, action class and arguments) and the stream of every
+ * approval change (issue 11, item 8).
+ *
+ * Each approval transaction appends its changes to `approval_stream_events`
+ * as its LAST step, after every other row it locks (approval, step,
+ * session): bumping the organization's counter locks it until commit, so an
+ * organization's events commit in id order (a reader resuming after id N
+ * misses nothing and sees nothing twice) and the fixed lock order cannot
+ * deadlock. After commit, `SessionHub.notify(approvalsTopic(orgId))` wakes
+ * the streams, here and (NOTIFY) in other processes.
+ */
+import { PgClient } from "@effect/sql-pg"
+import { Context, Effect, Layer, Option, Stream } from "effect"
+import type { SqlClient } from "effect/sql"
+import type { ApprovalEventType, ApprovalListItem, ApprovalStatus } from "../api/Approvals.ts"
+import { InvalidRequest } from "../api/Errors.ts"
+import { SessionHub, sessionFrames, type StoredEvent } from "../agents/SessionEvents.ts"
+import { Metrics } from "../observability/Metrics.ts"
+import { SvcConfig } from "../platform/Config.ts"
+import { decodeCursor, encodeCursor } from "../platform/Cursor.ts"
+import { iso } from "../platform/Time.ts"
+import { type ApprovalRow, snapshotOf } from "./Events.ts"
+
+/** The `SessionHub` key that the organization's approval streams watch. */
+export const approvalsTopic = (orgId: string) => `approvals:${orgId}`
+
+/** One change to append: its event type and the approval it concerns. */
+export interface StreamEntry {
+  readonly type: ApprovalEventType
+  readonly approvalId: string
+}
+
+export interface ListRow extends ApprovalRow {
+  readonly seq: string
+  readonly escalation_seconds: number | null
+  readonly escalated: boolean
+  readonly created_at: Date
+  readonly tool: string | null
+  readonly action_class: string | null
+  readonly arguments: unknown
+}
+
+/** The columns of `approvals a` joined with its step `s`, for `ListRow`. */
+export const LIST_COLUMNS =
+  "a.seq::text AS seq, a.id, a.org_id, a.session_id, a.step_id, a.task_id, a.status, a.deadline_at, a.expires_at, a.timeout_action, a.decided_at, a.decided_by, a.escalation_seconds, a.escalated, a.created_at, s.tool, s.action_class, s.arguments"
+
+export const LIST_FROM = "approvals a LEFT JOIN agent_steps s ON s.session_id = a.session_id AND s.step_id = a.step_id"
+
+export const listItemOf = (row: ListRow): ApprovalListItem => ({
+  ...snapshotOf(row),
+  tool: row.tool ?? "",
+  action_class: row.action_class ?? "",
+  arguments: (row.arguments ?? null) as ApprovalListItem["arguments"],
+  escalation: row.escalation_seconds === null ? "none" : row.escalated ? "escalated" : "pending",
+  requested_at: iso(row.created_at)
+})
+
+/**
+ * Appends `entries` to the organization's approval stream. Run it inside
+ * the transaction that made the changes, as its last statement; each event
+ * carries the approval as it stands when the transaction commits.
+ */
+export const appendApprovalStream = (sql: SqlClient.SqlClient, orgId: string, entries: ReadonlyArray<StreamEntry>) =>
+  Effect.forEach(entries, (entry) =>
+    Effect.gen(function*() {
+      const [row] = yield* sql<ListRow>`
+        SELECT ${sql.literal(LIST_COLUMNS)} FROM ${sql.literal(LIST_FROM)} WHERE a.id = ${entry.approvalId}
+      `
+      if (row === undefined) return
+      const [counter] = yield* sql<{ seq: string }>`
+        INSERT INTO approval_stream_counters (org_id, seq) VALUES (${orgId}, 1)
+        ON CONFLICT (org_id) DO UPDATE SET seq = approval_stream_counters.seq + 1
+        RETURNING seq::text AS seq
+      `
+      yield* sql`
+        INSERT INTO approval_stream_events (org_id, seq, name, data)
+        VALUES (${orgId}, ${counter!.seq}, ${entry.type}, ${JSON.stringify(listItemOf(row))})
+      `
+    }), { discard: true })
+
+/** Rows one read of a stream returns at most. */
+const STREAM_BATCH = 200
+
+export class ApprovalFeed extends Context.Service<ApprovalFeed, {
+  /** The organization's approvals, oldest request first, optionally of one status. */
+  readonly list: (orgId: string, options: {
+    readonly status?: ApprovalStatus | undefined
+    readonly limit: number
+    readonly cursor?: string | undefined
+  }) => Effect.Effect<{ readonly approvals: ReadonlyArray<ApprovalListItem>; readonly next_cursor: string | null }, InvalidRequest>
+  /** SSE frames of the organization's approval changes after event id `after`, live until the client leaves. */
+  readonly stream: (orgId: string, after: string) => Stream.Stream<string>
+}>()("svc/approvals/ApprovalFeed") {
+  static readonly layer = Layer.effect(
+    ApprovalFeed,
+    Effect.gen(function*() {
+      const sql = yield* PgClient.PgClient
+      const hub = yield* SessionHub
+      const metrics = yield* Metrics
+      const config = yield* SvcConfig
+
+      const list = Effect.fn("ApprovalFeed.list")(function*(orgId: string, options: {
+        readonly status?: ApprovalStatus | undefined
+        readonly limit: number
+        readonly cursor?: string | undefined
+      }) {
+        let after = "0"
+        if (options.cursor !== undefined) {
+          const decoded = decodeCursor(options.cursor)
+          if (Option.isNone(decoded) || BigInt(decoded.value) > 9223372036854775807n) {
+            return yield* new InvalidRequest({ field: "cursor", detail: "cursor: not a cursor from next_cursor" })
+          }
+          after = decoded.value
+        }
+        const rows = yield* sql<ListRow>`
+          SELECT ${sql.literal(LIST_COLUMNS)} FROM ${sql.literal(LIST_FROM)}
+          WHERE a.org_id = ${orgId} AND a.seq > ${after}
+            ${options.status === undefined ? sql`` : sql`AND a.status = ${options.status}`}
+          ORDER BY a.seq LIMIT ${options.limit + 1}
+        `.pipe(Effect.orDie)
+        const items = rows.slice(0, options.limit)
+        const last = items[items.length - 1]
+        return {
+          approvals: items.map(listItemOf),
+          next_cursor: rows.length > options.limit && last !== undefined ? encodeCursor(last.seq) : null
+        }
+      })
+
+      const stream = (orgId: string, after: string) =>
+        Stream.unwrap(Effect.map(Effect.andThen(metrics.streamOpen("approvals"), hub.watch(approvalsTopic(orgId))), (watch) =>
+          sessionFrames({
+            after,
+            read: (from) =>
+              sql<StoredEvent>`
+                SELECT seq::text AS seq, name, data FROM approval_stream_events
+                WHERE org_id = ${orgId} AND seq > ${from} ORDER BY seq LIMIT ${STREAM_BATCH}
+              `.pipe(Effect.orDie),
+            version: watch.version,
+            wait: watch.wait,
+            keepAliveMs: config.sseKeepAliveMs,
+            pollMs: config.ssePollMs,
+            batch: STREAM_BATCH
+          }))).pipe(Stream.interruptWhen(hub.closing))
+
+      return ApprovalFeed.of({ list, stream })
+    })
+  )
+}
