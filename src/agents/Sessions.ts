@@ -15,7 +15,7 @@ import { SvcConfig } from "../platform/Config.ts"
 import { newId } from "../platform/Ids.ts"
 import { databaseNow, iso } from "../platform/Time.ts"
 import { Wakeups } from "../platform/Wakeups.ts"
-import { appendSessionEvent, SessionHub, sessionFrames, type StoredEvent } from "./SessionEvents.ts"
+import { appendSessionEvent, SessionHub, sessionFrames, type StoredEvent } from "../streams/SessionEvents.ts"
 
 type Json = GovernedStep["arguments"]
 

@@ -9,7 +9,8 @@
  * Between rounds it sleeps until the earliest deadline, a `"approvals"`
  * wake-up (a new or decided approval), or the poll cap, whichever is first.
  */
-import { Effect, Layer } from "effect"
+import { Effect, Layer, Schedule } from "effect"
+import { forkSupervised } from "../platform/Supervised.ts"
 import { Wakeups } from "../platform/Wakeups.ts"
 import { Approvals } from "./Approvals.ts"
 import { sleepMillis } from "./Deadlines.ts"
@@ -45,26 +46,7 @@ export const ApprovalScheduler = {
     })
 
     // A failed round (database away) is retried every POLL_CAP_MS, so
-    // deadlines fire within about a second of the database's return; the
-    // log says so once per outage, not once a second.
-    let failing = false
-    yield* round.pipe(
-      Effect.tap(() =>
-        Effect.suspend(() => {
-          if (!failing) return Effect.void
-          failing = false
-          return Effect.logInfo("approval scheduler runs again")
-        })
-      ),
-      Effect.catchCause((cause) =>
-        Effect.suspend(() => {
-          const log = failing ? Effect.void : Effect.logError("approval scheduler round failed; retrying every second", cause)
-          failing = true
-          return Effect.andThen(log, Effect.sleep(POLL_CAP_MS))
-        })
-      ),
-      Effect.forever,
-      Effect.forkScoped
-    )
+    // deadlines fire within about a second of the database's return.
+    yield* forkSupervised({ name: "the approval scheduler", round, retry: Schedule.spaced(POLL_CAP_MS) })
   }))
 }

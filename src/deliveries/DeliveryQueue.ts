@@ -27,7 +27,7 @@ import { NotFound } from "../api/Errors.ts"
 import { NotReplayable, QueueFull } from "../api/Deliveries.ts"
 import { newId } from "../platform/Ids.ts"
 import { DatabaseInfo } from "../platform/Database.ts"
-import { Wakeups } from "../platform/Wakeups.ts"
+import { Topics, Wakeups } from "../platform/Wakeups.ts"
 
 /** `email`: reviewer email notifications (target = the organization). */
 export type DeliveryKind = "webhook" | "telemetry" | "email"
@@ -202,7 +202,7 @@ const COLUMNS = `id, seq, org_id, kind, target_id, status, label, event_id, payl
   last_error, next_attempt_at, created_at, finished_at`
 
 /** `Wakeups` topic of a kind's workers. */
-export const wakeTopic = (kind: DeliveryKind) => `deliveries:${kind}`
+export const wakeTopic = (kind: DeliveryKind) => Topics.deliveries(kind)
 
 const millis = (input: Duration.Input) => Duration.toMillis(input)
 

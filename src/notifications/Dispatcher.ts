@@ -12,11 +12,11 @@ import { Cause, Context, Duration, Effect, Layer, Option } from "effect"
 import { EmailedEventTypes, type EventType } from "../api/Notifications.ts"
 import { DeliveryQueue, type EnqueueInput } from "../deliveries/DeliveryQueue.ts"
 import { SvcConfig } from "../platform/Config.ts"
-import { Wakeups } from "../platform/Wakeups.ts"
+import { Topics, Wakeups } from "../platform/Wakeups.ts"
 import { EventBodies } from "./EventBodies.ts"
 
 /** `Wakeups` topic the event producer signals after committing events. */
-export const EVENTS_TOPIC = "events"
+export const EVENTS_TOPIC = Topics.events
 
 /** Events fanned out per transaction: keeps transactions short (PGlite is one session). */
 const BATCH = 200

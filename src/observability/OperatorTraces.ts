@@ -28,7 +28,7 @@
  * attributes (`db.*`, the SQL text with its placeholders, never its
  * parameters) and the client's address and user agent.
  */
-import { Cause, Duration, Effect, Latch, Layer, type Tracer } from "effect"
+import { Duration, Effect, Latch, Layer, Schedule, type Tracer } from "effect"
 import { randomUUID } from "node:crypto"
 import * as tls from "node:tls"
 import { gzipSync } from "node:zlib"
@@ -38,6 +38,8 @@ import { encodeRequestParts, type KeyValue } from "../telemetry/Otlp.ts"
 import { Metrics, type MetricsShape } from "./Metrics.ts"
 import { type OperatorSink, OperatorSpans } from "./OperatorSink.ts"
 import { type OperatorSampler, type OperatorTraceSettings, OtelEnvError, parseOtelEnv } from "./OtelEnv.ts"
+import { parseRetryAfter } from "../outbound/RetryAfter.ts"
+import { forkSupervised } from "../platform/Supervised.ts"
 
 /** Attributes the operator's collector gets beside the organizations' allowlist. */
 const OPERATOR_ATTRIBUTES: ReadonlySet<string> = new Set([
@@ -74,11 +76,7 @@ type Sent = { readonly _tag: "ok" } | { readonly _tag: "retry"; readonly error: 
   readonly error: string
 }
 
-const retryAfterMs = (value: string | Array<string> | undefined): number => {
-  const text = Array.isArray(value) ? value[0] : value
-  if (text === undefined || !/^\d+$/.test(text.trim())) return 0
-  return Number(text.trim()) * 1000
-}
+const retryAfterMs = (value: string | Array<string> | undefined): number => parseRetryAfter(value, Date.now()) ?? 0
 
 /** The pipeline: the sink the tracer offers spans to, and the fiber that exports them. */
 export const makeOperatorPipeline = (settings: OperatorTraceSettings, metrics: MetricsShape) =>
@@ -198,13 +196,14 @@ export const makeOperatorPipeline = (settings: OperatorTraceSettings, metrics: M
       }
     })
 
-    yield* Effect.sync(() => batchReady.closeUnsafe()).pipe(
-      Effect.andThen(drain),
-      Effect.catchCause((cause) => Cause.hasInterruptsOnly(cause) ? Effect.failCause(cause) : Effect.logWarning("operator trace export round failed", cause)),
-      Effect.andThen(batchReady.await.pipe(Effect.timeoutOption(Duration.millis(settings.scheduleDelayMs)))),
-      Effect.forever,
-      Effect.forkScoped
-    )
+    yield* forkSupervised({
+      name: "operator trace export",
+      round: Effect.sync(() => batchReady.closeUnsafe()).pipe(
+        Effect.andThen(drain),
+        Effect.andThen(batchReady.await.pipe(Effect.timeoutOption(Duration.millis(settings.scheduleDelayMs))))
+      ),
+      retry: Schedule.spaced(Duration.millis(settings.scheduleDelayMs))
+    })
     yield* Effect.addFinalizer(() =>
       drain.pipe(
         Effect.timeout(SHUTDOWN_FLUSH),

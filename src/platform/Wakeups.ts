@@ -17,6 +17,21 @@ import { DatabaseInfo } from "./Database.ts"
 
 const CHANNEL = "svc_wakeup"
 
+/**
+ * What can be waited for. Every topic is named here, so a signal and its
+ * waiters cannot drift apart by a typo.
+ */
+export type Topic = "events" | "approvals" | `deliveries:${string}`
+
+export const Topics = {
+  /** New outbox events for the dispatcher (approval lifecycle events). */
+  events: "events",
+  /** Approval deadlines changed: the scheduler re-reads its next one. */
+  approvals: "approvals",
+  /** New or released deliveries of one kind (`webhook`, `telemetry`). */
+  deliveries: (kind: string): Topic => `deliveries:${kind}`
+} as const
+
 /** First and longest pause before listening again after the connection dropped. */
 const RELISTEN_FIRST_MS = 1_000
 const RELISTEN_MAX_MS = 30_000
@@ -67,10 +82,16 @@ export const keepListening = (options: {
   })
 
 export class Wakeups extends Context.Service<Wakeups, {
-  /** New work for `topic`: wake its waiters here and, on a server, in other processes. */
-  readonly signal: (topic: string) => Effect.Effect<void>
+  /** New work for each topic: wake its waiters here and, on a server, in other processes. */
+  readonly signal: (...topics: ReadonlyArray<Topic>) => Effect.Effect<void>
+  /**
+   * Runs `work` (a committed transaction, or an effect that commits one),
+   * then signals the topics it names for its result: the one way to say
+   * "new work" after the rows that hold it are visible to other sessions.
+   */
+  readonly afterCommit: <A, E, R>(work: Effect.Effect<A, E, R>, topics: (result: A) => ReadonlyArray<Topic>) => Effect.Effect<A, E, R>
   /** Returns when `topic` is signalled or after `atMost`, whichever is first. */
-  readonly wait: (topic: string, atMost: Duration.Input) => Effect.Effect<void>
+  readonly wait: (topic: Topic, atMost: Duration.Input) => Effect.Effect<void>
 }>()("svc/platform/Wakeups") {
   static readonly layer = Layer.effect(
     Wakeups,
@@ -109,7 +130,9 @@ export class Wakeups extends Context.Service<Wakeups, {
           )
           : Effect.asVoid(wakeLocal(topic))
 
-      const wait = (topic: string, atMost: Duration.Input) => {
+      const signalAll = (topics: ReadonlyArray<Topic>) => Effect.forEach(topics, signal, { discard: true })
+
+      const wait = (topic: Topic, atMost: Duration.Input) => {
         const l = latch(topic)
         return l.await.pipe(
           Effect.timeoutOption(atMost),
@@ -118,7 +141,11 @@ export class Wakeups extends Context.Service<Wakeups, {
         )
       }
 
-      return Wakeups.of({ signal: (topic) => Effect.asVoid(signal(topic)), wait })
+      return Wakeups.of({
+        signal: (...topics) => signalAll(topics),
+        afterCommit: (work, topics) => Effect.tap(work, (result) => signalAll(topics(result))),
+        wait
+      })
     })
   )
 }

@@ -3,66 +3,30 @@
  * creates its first, empty dataset version in the same transaction.
  */
 import { PgClient } from "@effect/sql-pg"
-import { Clock, Context, Effect, Exit, Layer, Option } from "effect"
+import { Clock, Context, Effect, Exit, Layer, Option, Schema } from "effect"
 import { AnswerSchemaTooComplex, InvalidRequest, LimitReached, NotFound, ValidationBusy } from "../api/Errors.ts"
-import type { Dataset, DatasetSummary, Run, Task } from "../api/Tasks.ts"
+import { type Dataset, DatasetSummary, Example, Run, Task } from "../api/Tasks.ts"
 import { randomTraceId } from "../platform/Crypto.ts"
 import { decodeCursor, page } from "../platform/Cursor.ts"
 import { SvcConfig } from "../platform/Config.ts"
 import { newId } from "../platform/Ids.ts"
 import { countForCap } from "../platform/OrgLimits.ts"
-import { iso } from "../platform/Time.ts"
+import { BigIntText, JsonColumn, rowsOf, Timestamp } from "../platform/Rows.ts"
 import { AnswerSchemas } from "./AnswerSchema.ts"
 
 type Json = typeof Run.Type["input"]
 
-interface TaskRow {
-  readonly id: string
-  readonly seq: string
-  readonly name: string
-  readonly answer_schema: Record<string, Json>
-  readonly created_at: Date
-}
+// Rows carry `seq` for paging; the domain shapes do not.
+const TaskRows = rowsOf("tasks", Schema.Struct({ ...Task.fields, answer_schema: JsonColumn(Task.fields.answer_schema), created_at: Timestamp, seq: BigIntText }))
+const RunRows = rowsOf("runs", Schema.Struct({ ...Run.fields, input: JsonColumn(Run.fields.input), answer: JsonColumn(Run.fields.answer), created_at: Timestamp, seq: BigIntText }))
+const DatasetRows = rowsOf("datasets", Schema.Struct({ ...DatasetSummary.fields, created_at: Timestamp }))
+const ExampleRows = rowsOf("dataset_examples", Schema.Struct({
+  input: JsonColumn(Example.fields.input),
+  answer: JsonColumn(Example.fields.answer),
+  feedback_id: Schema.NullOr(Schema.String)
+}))
 
-interface RunRow {
-  readonly trace_id: string
-  readonly seq: string
-  readonly task_id: string
-  readonly input: Json
-  readonly answer: Json
-  readonly created_at: Date
-}
-
-interface DatasetRow {
-  readonly id: string
-  readonly task_id: string
-  readonly version: number
-  readonly example_count: number
-  readonly created_at: Date
-}
-
-const toTask = (row: TaskRow): Task => ({
-  id: row.id,
-  name: row.name,
-  answer_schema: row.answer_schema,
-  created_at: iso(row.created_at)
-})
-
-const toRun = (row: RunRow): Run => ({
-  trace_id: row.trace_id,
-  task_id: row.task_id,
-  input: row.input,
-  answer: row.answer,
-  created_at: iso(row.created_at)
-})
-
-const toDatasetSummary = (row: DatasetRow): DatasetSummary => ({
-  id: row.id,
-  task_id: row.task_id,
-  version: row.version,
-  example_count: row.example_count,
-  created_at: iso(row.created_at)
-})
+const withoutSeq = <A extends { readonly seq: string }>({ seq: _, ...rest }: A): Omit<A, "seq"> => rest
 
 export interface PageRequest {
   readonly limit?: number | undefined
@@ -135,38 +99,39 @@ export class Tasks extends Context.Service<Tasks, {
               detail: `The organization already has ${config.maxTasksPerOrg} tasks, the most allowed (SVC_MAX_TASKS_PER_ORG).`
             })
           }
-          const [task] = yield* sql<TaskRow>`
+          const task = yield* TaskRows.one(sql`
             INSERT INTO tasks (id, org_id, name, answer_schema)
             VALUES (${id}, ${orgId}, ${input.name}, ${sql.json(input.answer_schema)})
             RETURNING id, seq, name, answer_schema, created_at
-          `
+          `)
           yield* sql`
             INSERT INTO datasets (id, org_id, task_id, version, example_count)
             VALUES (${newId()}, ${orgId}, ${id}, 1, 0)
           `
-          return task!
+          if (task === undefined) return yield* Effect.die(new Error("INSERT INTO tasks returned no row"))
+          return task
         })).pipe(Effect.catchTag("SqlError", Effect.die))
-        return toTask(row)
+        return withoutSeq(row)
       })
 
       const list = Effect.fn("Tasks.list")(function*(orgId: string, request: PageRequest) {
         const limit = request.limit ?? DEFAULT_LIMIT
         const below = yield* seqBound(request.cursor)
-        const rows = yield* sql<TaskRow>`
+        const rows = yield* TaskRows.all(sql`
           SELECT id, seq, name, answer_schema, created_at FROM tasks
           WHERE org_id = ${orgId} ${Option.isSome(below) ? sql`AND seq < ${below.value}` : sql``}
           ORDER BY seq DESC LIMIT ${limit + 1}
-        `.pipe(Effect.orDie)
+        `)
         const { items, next_cursor } = page(rows, limit)
-        return { tasks: items.map(toTask), next_cursor }
+        return { tasks: items.map(withoutSeq), next_cursor }
       })
 
       const get = Effect.fn("Tasks.get")(function*(orgId: string, taskId: string) {
-        const [row] = yield* sql<TaskRow>`
+        const row = yield* TaskRows.one(sql`
           SELECT id, seq, name, answer_schema, created_at FROM tasks WHERE id = ${taskId} AND org_id = ${orgId}
-        `.pipe(Effect.orDie)
+        `)
         if (row === undefined) return yield* new NotFound({ detail: "No such task." })
-        return toTask(row)
+        return withoutSeq(row)
       })
 
       // The span without `Effect.fn`'s call-site stack capture: this runs on every logged run.
@@ -188,61 +153,60 @@ export class Tasks extends Context.Service<Tasks, {
           attributes: { "svc.org_id": orgId, "svc.task_id": taskId }
         })
         const traceId = /^(?!0{32})[0-9a-f]{32}$/.test(runSpan.traceId) ? runSpan.traceId : randomTraceId()
-        const [row] = yield* sql<RunRow>`
+        const row = yield* RunRows.one(sql`
           INSERT INTO runs (trace_id, org_id, task_id, input, answer)
           SELECT ${traceId}, ${orgId}, id, ${sql.json(input.input)}, ${sql.json(input.answer)}
           FROM tasks WHERE id = ${taskId} AND org_id = ${orgId}
           RETURNING trace_id, seq, task_id, input, answer, created_at
-        `.pipe(Effect.orDie)
+        `)
         if (row === undefined) return yield* new NotFound({ detail: "No such task." })
         runSpan.end(yield* Clock.currentTimeNanos, Exit.void)
         yield* Effect.annotateCurrentSpan({ "svc.task_id": taskId, "svc.trace_id": traceId })
-        return toRun(row)
+        return withoutSeq(row)
       }, Effect.withSpan("Tasks.logRun", undefined, { captureStackTrace: false }))
 
       const listRuns = Effect.fn("Tasks.listRuns")(function*(orgId: string, taskId: string, request: PageRequest) {
         yield* get(orgId, taskId)
         const limit = request.limit ?? DEFAULT_LIMIT
         const below = yield* seqBound(request.cursor)
-        const rows = yield* sql<RunRow>`
+        const rows = yield* RunRows.all(sql`
           SELECT trace_id, seq, task_id, input, answer, created_at FROM runs
           WHERE task_id = ${taskId} AND org_id = ${orgId}
           ${Option.isSome(below) ? sql`AND seq < ${below.value}` : sql``}
           ORDER BY seq DESC LIMIT ${limit + 1}
-        `.pipe(Effect.orDie)
+        `)
         const { items, next_cursor } = page(rows, limit)
-        return { runs: items.map(toRun), next_cursor }
+        return { runs: items.map(withoutSeq), next_cursor }
       })
 
       const getRun = Effect.fn("Tasks.getRun")(function*(orgId: string, traceId: string) {
-        const [row] = yield* sql<RunRow>`
+        const row = yield* RunRows.one(sql`
           SELECT trace_id, seq, task_id, input, answer, created_at FROM runs
           WHERE trace_id = ${traceId} AND org_id = ${orgId}
-        `.pipe(Effect.orDie)
+        `)
         if (row === undefined) return yield* new NotFound({ detail: "No such run." })
-        return toRun(row)
+        return withoutSeq(row)
       })
 
       const listDatasets = Effect.fn("Tasks.listDatasets")(function*(orgId: string, taskId: string) {
         yield* get(orgId, taskId)
-        const rows = yield* sql<DatasetRow>`
+        return yield* DatasetRows.all(sql`
           SELECT id, task_id, version, example_count, created_at FROM datasets
           WHERE task_id = ${taskId} AND org_id = ${orgId} ORDER BY version
-        `.pipe(Effect.orDie)
-        return rows.map(toDatasetSummary)
+        `)
       })
 
       const getDataset = Effect.fn("Tasks.getDataset")(function*(orgId: string, datasetId: string) {
-        const [row] = yield* sql<DatasetRow>`
+        const row = yield* DatasetRows.one(sql`
           SELECT id, task_id, version, example_count, created_at FROM datasets
           WHERE id = ${datasetId} AND org_id = ${orgId}
-        `.pipe(Effect.orDie)
+        `)
         if (row === undefined) return yield* new NotFound({ detail: "No such dataset." })
-        const examples = yield* sql<{ input: Json; answer: Json; feedback_id: string | null }>`
+        const examples = yield* ExampleRows.all(sql`
           SELECT input, answer, feedback_id FROM dataset_examples WHERE dataset_id = ${datasetId} ORDER BY position
-        `.pipe(Effect.orDie)
+        `)
         return {
-          ...toDatasetSummary(row),
+          ...row,
           examples: examples.map((example) =>
             example.feedback_id === null
               ? { input: example.input, answer: example.answer }

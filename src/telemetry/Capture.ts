@@ -29,10 +29,10 @@
  * flushes it.
  */
 import { Cause, Context, Effect, Exit, Latch, Layer, Option, Tracer } from "effect"
-import * as crypto from "node:crypto"
 import { Metrics, type MetricsShape } from "../observability/Metrics.ts"
 import { type OperatorSink, OperatorSpans } from "../observability/OperatorSink.ts"
 import { SvcConfig } from "../platform/Config.ts"
+import { randomTraceId } from "../platform/Crypto.ts"
 import { attributeValue, type KeyValue, type OtlpSpan, SpanKind, StatusCode } from "./Otlp.ts"
 
 /** Spans per export batch (the OTLP exporters' usual maximum). */
@@ -225,23 +225,6 @@ export const sampledByRatio = (traceId: string, ratio: number): boolean => {
   const high = Number.parseInt(traceId.slice(-14, -7), 16)
   const low = Number.parseInt(traceId.slice(-7), 16)
   return high > thresholdHigh || (high === thresholdHigh && low >= thresholdLow)
-}
-
-// Random bytes drawn 4 KiB at a time: one `randomBytes` call per new trace
-// cost about 20 µs per request.
-let pool = Buffer.alloc(0)
-let offset = 0
-
-const randomTraceId = (): string => {
-  for (;;) {
-    if (offset + 16 > pool.length) {
-      pool = crypto.randomBytes(4096)
-      offset = 0
-    }
-    const id = pool.toString("hex", offset, offset + 16)
-    offset += 16
-    if (id !== "00000000000000000000000000000000") return id
-  }
 }
 
 // ---------------------------------------------------------------------------

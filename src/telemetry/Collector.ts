@@ -11,6 +11,7 @@
 import { Duration, Effect, Redacted } from "effect"
 import { gunzip, gzip, gzipSync } from "node:zlib"
 import { type OutboundFailure, OutboundHttp, type OutboundResponse } from "../outbound/OutboundHttp.ts"
+import { parseRetryAfter as parseHttpRetryAfter } from "../outbound/RetryAfter.ts"
 import { readExportAnswer } from "./Otlp.ts"
 
 /** Bodies at least this long (uncompressed) are sent gzipped. */
@@ -60,19 +61,10 @@ export type ExportResult =
   }
   | { readonly _tag: "Rejected"; readonly status: number | undefined; readonly error: string }
 
-/** `Retry-After` as seconds or an HTTP date; capped; `undefined` when absent or unreadable. */
+/** `Retry-After` (see `outbound/RetryAfter.ts`), capped at `MAX_RETRY_AFTER`; `undefined` when absent or unreadable. */
 export const parseRetryAfter = (value: string | undefined, now: number): Duration.Duration | undefined => {
-  if (value === undefined) return undefined
-  const trimmed = value.trim()
-  let millis: number
-  if (/^\d+$/.test(trimmed)) {
-    millis = Number(trimmed) * 1000
-  } else {
-    const at = Date.parse(trimmed)
-    if (Number.isNaN(at)) return undefined
-    millis = Math.max(0, at - now)
-  }
-  return Duration.millis(Math.min(millis, Duration.toMillis(MAX_RETRY_AFTER)))
+  const millis = parseHttpRetryAfter(value, now)
+  return millis === undefined ? undefined : Duration.millis(Math.min(millis, Duration.toMillis(MAX_RETRY_AFTER)))
 }
 
 /**

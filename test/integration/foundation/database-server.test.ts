@@ -13,7 +13,7 @@ import * as fs from "node:fs"
 import { SvcConfig } from "../../../src/platform/Config.ts"
 import { Database } from "../../../src/platform/Database.ts"
 import { Migrations } from "../../../src/platform/Migrations.ts"
-import { Wakeups } from "../../../src/platform/Wakeups.ts"
+import { type Topic, Topics, Wakeups } from "../../../src/platform/Wakeups.ts"
 import { eventually, raw } from "../../support/http.ts"
 import { postgresBin, privatePostgres } from "../../support/privatePostgres.ts"
 import { cli, type RunningServer, scratchDatabaseUrl, startServer } from "../../support/process.ts"
@@ -195,7 +195,7 @@ describe.skipIf(!serverUrl || postgresBin === undefined)("while the database is 
       )
       const other = PgClient.layer({ url, maxConnections: 1 })
       /** A wait on a new topic while another session signals it: true when the signal woke it. */
-      const heard = (topic: string) =>
+      const heard = (topic: Topic) =>
         Effect.gen(function*() {
           const waiting = yield* Effect.forkChild(Effect.timed(wakeups.wait(topic, "3 seconds")))
           yield* Effect.sleep("100 millis")
@@ -203,11 +203,11 @@ describe.skipIf(!serverUrl || postgresBin === undefined)("while the database is 
           const [elapsed] = yield* Fiber.join(waiting)
           return Duration.toMillis(elapsed) < 2_500 ? true : undefined
         }).pipe(Effect.orDie)
-      assert.isTrue(yield* heard("before"))
+      assert.isTrue(yield* heard(Topics.deliveries("before")))
 
       yield* pg.stop
       yield* pg.start
       let round = 0
-      assert.isTrue(yield* eventually(Effect.suspend(() => heard(`after-${round++}`)), { timeoutMs: 60_000, intervalMs: 0, what: "a notification heard after the restart" }))
+      assert.isTrue(yield* eventually(Effect.suspend(() => heard(Topics.deliveries(`after-${round++}`))), { timeoutMs: 60_000, intervalMs: 0, what: "a notification heard after the restart" }))
     }).pipe(Effect.scoped), 120_000)
 })

@@ -1,7 +1,7 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Deferred, Effect, Fiber, Stream } from "effect"
 import { TestClock } from "effect/testing"
-import { KEEP_ALIVE, sessionFrames, type StoredEvent } from "../../../src/agents/SessionEvents.ts"
+import { KEEP_ALIVE, sessionFrames, type StoredEvent } from "../../../src/streams/SessionEvents.ts"
 
 /** An in-memory session: its events, a read counter and a versioned wake-up like `SessionHub`. */
 const fakeSession = () => {

@@ -1,0 +1,104 @@
+/**
+ * Rows decoded by schemas. A row schema names a table's columns once and
+ * decodes them to the domain's shape (timestamps to RFC 3339 strings,
+ * snake_case columns to the names the domain uses); queries pass their rows
+ * through it instead of asserting a type with `sql<Row>`.
+ *
+ * A row that does not decode is a defect, not an error a caller could
+ * handle: the schema and the table disagree. It dies with the table's name
+ * in the message, so the log says where to look.
+ */
+import { Data, Effect, Schema, SchemaTransformation } from "effect"
+import { SqlSchema } from "effect/sql"
+import type { SqlError } from "effect/sql/SqlError"
+import { iso } from "./Time.ts"
+
+export class RowDecodeError extends Data.TaggedError("RowDecodeError")<{
+  readonly table: string
+  readonly detail: string
+}> {
+  override get message() {
+    return `a row of table ${this.table} does not decode: ${this.detail}`
+  }
+}
+
+/**
+ * A `timestamptz` column as the API's RFC 3339 string. The drivers hand it
+ * over as a `Date`, or as text where a type parser is not installed.
+ */
+export const Timestamp = Schema.declare(
+  (value: unknown): value is Date | string => value instanceof Date || typeof value === "string",
+  { title: "timestamptz" }
+).pipe(
+  Schema.decodeTo(
+    Schema.String,
+    SchemaTransformation.transform<string, Date | string>({ decode: (value) => iso(value), encode: (text: string) => text })
+  )
+)
+
+/** A `bigint` column (a sequence), which drivers hand over as text. */
+export const BigIntText = Schema.Union([Schema.String, Schema.Number, Schema.BigInt]).pipe(
+  Schema.decodeTo(
+    Schema.String,
+    SchemaTransformation.transform<string, string | number | bigint>({ decode: (value) => String(value), encode: (text: string) => text })
+  )
+)
+
+/** A nullable `timestamptz` column. */
+export const TimestampOrNull = Schema.NullOr(Timestamp)
+
+/**
+ * A `jsonb` column typed as `schema`'s type. The database stores only JSON
+ * there, and what was written was decoded by `schema` on its way in, so the
+ * value is not walked again on every read (that costs its size per row).
+ */
+export const JsonColumn = <S extends Schema.Top>(_schema: S) =>
+  Schema.declare((value: unknown): value is S["Type"] => value !== undefined, { title: "jsonb" })
+
+/** Database failures and undecodable rows of `table` as defects. */
+export const orDieRows = (table: string) =>
+<A, R>(effect: Effect.Effect<A, SqlError | Schema.SchemaError, R>): Effect.Effect<A, never, R> =>
+  Effect.catchTags(effect, {
+    SqlError: (error) => Effect.die(error),
+    SchemaError: (error) => Effect.die(new RowDecodeError({ table, detail: error.message }))
+  })
+
+/**
+ * Decoders for the rows of one table: `all` for a statement's rows, `one`
+ * for its first row or `undefined`. For statements built from fragments at
+ * run time, where `SqlSchema`'s request-first form does not fit.
+ */
+export const rowsOf = <S extends Schema.Constraint & { readonly DecodingServices: never }>(table: string, row: S) => {
+  const decodeAll = Schema.decodeUnknownEffect(Schema.Array(row))
+  const all = <R>(rows: Effect.Effect<ReadonlyArray<unknown>, SqlError, R>): Effect.Effect<ReadonlyArray<S["Type"]>, never, R> =>
+    rows.pipe(Effect.flatMap(decodeAll), orDieRows(table))
+  const one = <R>(rows: Effect.Effect<ReadonlyArray<unknown>, SqlError, R>): Effect.Effect<S["Type"] | undefined, never, R> =>
+    Effect.map(all(Effect.map(rows, (found) => found.slice(0, 1))), (decoded) => decoded[0])
+  return { all, one }
+}
+
+/** `SqlSchema.findAll` whose failures are defects naming `table`. */
+export const findAll = <Req extends Schema.Constraint, Res extends Schema.Constraint, R>(
+  table: string,
+  options: {
+    readonly Request: Req
+    readonly Result: Res
+    readonly execute: (request: Req["Encoded"]) => Effect.Effect<ReadonlyArray<unknown>, SqlError, R>
+  }
+) => {
+  const find = SqlSchema.findAll(options)
+  return (request: Req["Type"]) => find(request).pipe(orDieRows(table))
+}
+
+/** `SqlSchema.findOneOption` whose failures are defects naming `table`. */
+export const findOneOption = <Req extends Schema.Constraint, Res extends Schema.Constraint, R>(
+  table: string,
+  options: {
+    readonly Request: Req
+    readonly Result: Res
+    readonly execute: (request: Req["Encoded"]) => Effect.Effect<ReadonlyArray<unknown>, SqlError, R>
+  }
+) => {
+  const find = SqlSchema.findOneOption(options)
+  return (request: Req["Type"]) => find(request).pipe(orDieRows(table))
+}
