@@ -196,6 +196,7 @@ export const TelemetryExportLive = Layer.effectDiscard(Effect.gen(function*() {
     }).pipe(
       Effect.catchCause((cause) => Effect.logWarning("telemetry batch sent from memory could not be recorded", cause)),
       Effect.ensuring(Effect.sync(() => {
+        buffers.addSending(destinationId, -spanCount)
         const left = (inFlight.get(destinationId) ?? 1) - 1
         if (left <= 0) inFlight.delete(destinationId)
         else inFlight.set(destinationId, left)
@@ -234,6 +235,7 @@ export const TelemetryExportLive = Layer.effectDiscard(Effect.gen(function*() {
         const sending = inFlight.get(destinationId) ?? 0
         if (Option.isSome(target) && sending < MEMORY_SENDS) {
           inFlight.set(destinationId, sending + 1)
+          buffers.addSending(destinationId, spans.length)
           yield* FiberSet.run(memorySends, sendFromMemory(orgId, destinationId, target.value, body, spans.length))
           continue
         }

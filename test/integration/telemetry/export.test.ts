@@ -343,6 +343,15 @@ layer(Svc, { excludeTestServices: true })("telemetry export", (it) => {
         assert.isNull(now.last_error)
       }).pipe(Effect.scoped))
 
+    it.effect("a batch being sent counts in pending_spans before it has a record", () =>
+      Effect.gen(function*() {
+        const { org, collector } = yield* withCollector(() => Reply.hang())
+        yield* traffic(org)
+        yield* collector.waitFor(() => true, "20 seconds")
+        const now = yield* destination(org)
+        assert.isAbove(now.pending_spans, 0)
+      }).pipe(Effect.scoped))
+
     it.effect("a hanging collector leaves the batch pending", () =>
       Effect.gen(function*() {
         const { org, id } = yield* withCollector(() => Reply.hang())
