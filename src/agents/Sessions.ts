@@ -177,7 +177,7 @@ export class AgentSessions extends Context.Service<AgentSessions, {
             : null
           yield* sql`
             INSERT INTO agent_steps (session_id, step_id, org_id, tool, action_class, arguments, decision, approval_id, resolution, created_at)
-            VALUES (${sessionId}, ${step.step_id}, ${orgId}, ${step.tool}, ${step.action_class}, ${sql.json(step.arguments)},
+            VALUES (${sessionId}, ${step.step_id}, ${orgId}, ${step.tool}, ${step.action_class}, ${JSON.stringify(step.arguments)}::jsonb,
               ${decision}, ${approvalId}, ${decision}, ${new Date(now).toISOString()}::timestamptz)
           `
           yield* appendSessionEvent(sql, {

@@ -53,6 +53,72 @@ export const nestsDeeperThan = (value: unknown, max: number): boolean => {
   return false
 }
 
+/**
+ * A string PostgreSQL cannot store: it holds the NUL character (`\u0000`,
+ * refused by `text` and `jsonb`) or a UTF-16 surrogate without its pair
+ * (`jsonb` refuses its `\ud800` escape; `text` would silently turn it into
+ * U+FFFD). Every request string is checked for these at decoding, so one
+ * never reaches the database (where it would be a 500).
+ */
+export const isUnstorableString = (value: string): boolean => value.includes("\u0000") || !value.isWellFormed()
+
+/** What a client is told about such a string. */
+export const UNSTORABLE_STRING_MESSAGE = "must not contain the NUL character (\\u0000) or an unpaired UTF-16 surrogate"
+
+/**
+ * The paths (as segments: member names and array indexes) of every string,
+ * member names included, in `value` that `isUnstorableString` refuses, at
+ * most `max` of them. Iterative, like `nestsDeeperThan`. A member name at
+ * fault is reported at the path of its member.
+ */
+export const findUnstorableStrings = (
+  value: unknown,
+  max = 100
+): Array<ReadonlyArray<string | number>> => {
+  // Each entry links to its parent: a path is built only for what is found.
+  interface Entry {
+    readonly value: unknown
+    readonly key: string | number | undefined
+    readonly parent: Entry | undefined
+  }
+  const pathOf = (entry: Entry | undefined, last?: string): Array<string | number> => {
+    const path: Array<string | number> = last === undefined ? [] : [last]
+    for (let at = entry; at !== undefined && at.key !== undefined; at = at.parent) path.push(at.key)
+    return path.reverse()
+  }
+  const found: Array<ReadonlyArray<string | number>> = []
+  const stack: Array<Entry> = [{ value, key: undefined, parent: undefined }]
+  while (stack.length > 0 && found.length < max) {
+    const entry = stack.pop()!
+    const current = entry.value
+    if (typeof current === "string") {
+      if (isUnstorableString(current)) found.push(pathOf(entry))
+    } else if (Array.isArray(current)) {
+      for (let i = current.length - 1; i >= 0; i--) {
+        const child: unknown = current[i]
+        if (typeof child === "string" || (typeof child === "object" && child !== null)) {
+          stack.push({ value: child, key: i, parent: entry })
+        }
+      }
+    } else if (typeof current === "object" && current !== null) {
+      const keys = Object.keys(current)
+      for (let i = keys.length - 1; i >= 0; i--) {
+        const key = keys[i]!
+        if (isUnstorableString(key)) {
+          found.push(pathOf(entry, key))
+          if (found.length >= max) break
+          continue
+        }
+        const child = (current as Record<string, unknown>)[key]
+        if (typeof child === "string" || (typeof child === "object" && child !== null)) {
+          stack.push({ value: child, key, parent: entry })
+        }
+      }
+    }
+  }
+  return found
+}
+
 const withinDepth = Schema.makeFilter<unknown>(
   (value) => nestsDeeperThan(value, MAX_JSON_DEPTH) ? `nests arrays and objects deeper than ${MAX_JSON_DEPTH} levels` : undefined,
   { description: `arrays and objects nest at most ${MAX_JSON_DEPTH} levels deep` }

@@ -19,7 +19,8 @@ import { InvalidRequest } from "../api/Errors.ts"
 import { SessionHub, sessionFrames, type StoredEvent } from "../streams/SessionEvents.ts"
 import { Metrics } from "../observability/Metrics.ts"
 import { SvcConfig } from "../platform/Config.ts"
-import { decodeCursor, encodeCursor } from "../platform/Cursor.ts"
+import { SecretBox } from "../platform/Crypto.ts"
+import { type CursorMac, type CursorScope, encodeCursor, seqBound } from "../platform/Cursor.ts"
 import { iso } from "../platform/Time.ts"
 import { type ApprovalRow, snapshotOf } from "./Events.ts"
 
@@ -100,20 +101,17 @@ export class ApprovalFeed extends Context.Service<ApprovalFeed, {
       const hub = yield* SessionHub
       const metrics = yield* Metrics
       const config = yield* SvcConfig
+      const box = yield* SecretBox
+      const mac: CursorMac = (message) => box.mac("cursor", message)
 
       const list = Effect.fn("ApprovalFeed.list")(function*(orgId: string, options: {
         readonly status?: ApprovalStatus | undefined
         readonly limit: number
         readonly cursor?: string | undefined
       }) {
-        let after = "0"
-        if (options.cursor !== undefined) {
-          const decoded = decodeCursor(options.cursor)
-          if (Option.isNone(decoded) || BigInt(decoded.value) > 9223372036854775807n) {
-            return yield* new InvalidRequest({ field: "cursor", detail: "cursor: not a cursor from next_cursor" })
-          }
-          after = decoded.value
-        }
+        const scope: CursorScope = { orgId, list: "approvals", filters: [options.status] }
+        const bound = yield* seqBound(mac, scope, options.cursor)
+        const after = Option.getOrElse(bound, () => "0")
         const rows = yield* sql<ListRow>`
           SELECT ${sql.literal(LIST_COLUMNS)} FROM ${sql.literal(LIST_FROM)}
           WHERE a.org_id = ${orgId} AND a.seq > ${after}
@@ -124,7 +122,7 @@ export class ApprovalFeed extends Context.Service<ApprovalFeed, {
         const last = items[items.length - 1]
         return {
           approvals: items.map(listItemOf),
-          next_cursor: rows.length > options.limit && last !== undefined ? encodeCursor(last.seq) : null
+          next_cursor: rows.length > options.limit && last !== undefined ? encodeCursor(mac, scope, last.seq) : null
         }
       })
 

@@ -21,8 +21,8 @@ import {
 } from "../api/Feedback.ts"
 import { CorrectionTooComplex, InvalidRequest, InvalidTransition, NotFound, ValidationBusy } from "../api/Errors.ts"
 import { Identity } from "../identity/Identity.ts"
-import { sha256Hex } from "../platform/Crypto.ts"
-import { decodeCursor, page } from "../platform/Cursor.ts"
+import { SecretBox, sha256Hex } from "../platform/Crypto.ts"
+import { type CursorScope, encodeCursor, page, seqBound } from "../platform/Cursor.ts"
 import { newId } from "../platform/Ids.ts"
 import { iso } from "../platform/Time.ts"
 import { SecretStore } from "../secrets/SecretStore.ts"
@@ -113,6 +113,7 @@ export class Feedback extends Context.Service<Feedback, {
     Feedback,
     Effect.gen(function*() {
       const sql = yield* PgClient.PgClient
+      const box = yield* SecretBox
       const schemas = yield* AnswerSchemas
       const identity = yield* Identity
       const secrets = yield* SecretStore
@@ -324,13 +325,9 @@ export class Feedback extends Context.Service<Feedback, {
 
       const list = Effect.fn("Feedback.list")(function*(orgId: string, request: ListRequest) {
         const limit = request.limit ?? 50
-        let below = Option.none<string>()
-        if (request.cursor !== undefined) {
-          below = decodeCursor(request.cursor)
-          if (Option.isNone(below)) {
-            return yield* new InvalidRequest({ field: "cursor", detail: "cursor is not one this service issued" })
-          }
-        }
+        const scope: CursorScope = { orgId, list: "feedback", filters: [request.task_id, request.status] }
+        const mac = (message: string) => box.mac("cursor", message)
+        const below = yield* seqBound(mac, scope, request.cursor)
         const rows = yield* sql<FeedbackRow>`
           SELECT ${sql.unsafe(COLUMNS)} FROM feedback
           WHERE org_id = ${orgId}
@@ -339,7 +336,7 @@ export class Feedback extends Context.Service<Feedback, {
           ${Option.isSome(below) ? sql`AND seq < ${below.value}` : sql``}
           ORDER BY seq DESC LIMIT ${limit + 1}
         `.pipe(Effect.orDie)
-        const { items, next_cursor } = page(rows, limit)
+        const { items, next_cursor } = page(rows, limit, (seq) => encodeCursor(mac, scope, seq))
         return { feedback: items.map(toItem), next_cursor }
       })
 

@@ -1,9 +1,10 @@
 /**
  * Removes protected values from a correction before it is saved:
- * - the organization's known credentials: API keys (found by their shape,
- *   `svc_` + 43 characters, then hashed and compared with the stored
- *   SHA-256 of every key of the organization, revoked ones included) and
- *   the secret store's values (webhook signing secrets, collector header
+ * - anything in the shape of a credential svc issues, whoever it belongs
+ *   to: API keys (`svc_` + 43 characters) and signing secrets (`whsec_` +
+ *   43), by the rules in `SecretRules.ts`;
+ * - the organization's known credentials: its API keys (also by the stored
+ *   SHA-256 of every key, revoked ones included), the secret store's values (webhook signing secrets, collector header
  *   values; for a header value like `Bearer <token>` the token alone too),
  *   whole or embedded in a longer string;
  * - recognizable secrets: the ruleset in `SecretRules.ts`.
@@ -14,6 +15,7 @@
  * The result lists the JSON paths of the changed strings, never the values.
  */
 import { sha256Hex } from "../platform/Crypto.ts"
+import { urlNeedles, valueNeedles } from "../secrets/Masking.ts"
 import { KEY_PATTERN, KEY_PREFIX } from "../identity/Identity.ts"
 import { appendPath } from "../tasks/AnswerSchema.ts"
 import { type Range, scanPatterns, scanSecretlint } from "./SecretRules.ts"
@@ -47,13 +49,21 @@ export interface ScrubResult {
  */
 export const childPath = appendPath
 
-/** The literal values to look for: each value, and the credential after an auth scheme. */
+/** Parts of a receiver URL shorter than this are not looked for alone (`/v1/traces` is ordinary text). */
+const MIN_URL_PART_LENGTH = 16
+
+/**
+ * The literal values to look for: each value, the credential after an auth
+ * scheme, and for a receiver URL its long parts (path, query, query values,
+ * path segments: where hooks carry their token) and the URL without scheme.
+ */
 export const knownNeedles = (values: ReadonlyArray<string>): ReadonlyArray<string> => {
   const needles = new Set<string>()
   for (const value of values) {
-    if (value.length >= MIN_KNOWN_VALUE_LENGTH) needles.add(value)
-    const scheme = /^[A-Za-z][A-Za-z0-9_-]*\s+(\S.*)$/.exec(value)
-    if (scheme?.[1] !== undefined && scheme[1].length >= MIN_KNOWN_VALUE_LENGTH) needles.add(scheme[1])
+    for (const needle of valueNeedles(value, MIN_KNOWN_VALUE_LENGTH)) needles.add(needle)
+    if (/^https:\/\//i.test(value)) {
+      for (const needle of urlNeedles(value, MIN_URL_PART_LENGTH)) needles.add(needle)
+    }
   }
   // Longest first, so a value that contains another is removed whole.
   return [...needles].sort((a, b) => b.length - a.length)
@@ -66,12 +76,17 @@ const KEY_LENGTH = KEY_PREFIX.length + 43
 const knownRanges = (text: string, needles: ReadonlyArray<string>, keyHashes: ReadonlySet<string>): Array<Range> => {
   const out: Array<Range> = []
   for (const needle of needles) {
-    let from = 0
-    for (;;) {
-      const at = text.indexOf(needle, from)
-      if (at < 0) break
-      out.push([at, at + needle.length])
-      from = at + 1
+    // Overlapping occurrences of one needle (`aaaa` in `aaaaaaa`, a value
+    // that overlaps itself) extend one range: a range per occurrence could
+    // be a million for one long string.
+    let current: [number, number] | undefined
+    for (let at = text.indexOf(needle); at >= 0; at = text.indexOf(needle, at + 1)) {
+      if (current !== undefined && at <= current[1]) {
+        current[1] = at + needle.length
+      } else {
+        current = [at, at + needle.length]
+        out.push(current)
+      }
     }
   }
   if (keyHashes.size > 0) {
@@ -147,8 +162,10 @@ export const scrub = async (document: Json, known: KnownCredentials, root = ""):
   }
   const needles = knownNeedles(known.values)
   strings.forEach((text, i) => {
+    // One push per range, never `push(...ranges)`: spreading a long list
+    // into arguments throws a RangeError.
     for (const finding of scanPatterns(text)) ranges[i]!.push(finding.range)
-    ranges[i]!.push(...knownRanges(text, needles, known.keyHashes))
+    for (const range of knownRanges(text, needles, known.keyHashes)) ranges[i]!.push(range)
   })
 
   const fields: Array<string> = []

@@ -90,6 +90,33 @@ export const patternRules: ReadonlyArray<PatternRule> = [
     keywords: ["aiza"]
   },
   {
+    id: "svc-api-key",
+    source: "svc",
+    // Any string of our API key format (`svc_` + 43 base64url characters),
+    // whatever organization it belongs to, or none: a key is never kept
+    // in a correction. The lookahead finds overlapping candidates
+    // (`svc_svc_<key>`); `d` gives the capture's own position.
+    pattern: /(?=(svc_[A-Za-z0-9_-]{43}))/dg,
+    group: 1,
+    keywords: ["svc_"]
+  },
+  {
+    id: "svc-signing-secret",
+    source: "svc",
+    // Any string of our webhook signing secret format (`whsec_` + 43 base64url characters).
+    pattern: /(?=(whsec_[A-Za-z0-9_-]{43}))/dg,
+    group: 1,
+    keywords: ["whsec_"]
+  },
+  {
+    id: "svc-console-token",
+    source: "svc",
+    // Console sign-in link tokens (`svl_` + 43) and session cookies (`svcs_` + 43).
+    pattern: /(?=((?:svl|svcs)_[A-Za-z0-9_-]{43}))/dg,
+    group: 1,
+    keywords: ["svl_", "svcs_"]
+  },
+  {
     id: "slack-webhook-url",
     source: "gitleaks:slack-webhook-url",
     // gitleaks `slack-webhook-url`: (?:https?://)?hooks.slack.com/(?:services|workflows|triggers)/[A-Za-z0-9+/]{43,56}
@@ -136,7 +163,9 @@ export const scanPatterns = (text: string): Array<Finding> => {
     for (const match of text.matchAll(rule.pattern)) {
       const secret = match[rule.group]
       if (secret === undefined || secret === "") continue
-      const start = match.index + (rule.group === 0 ? 0 : match[0].indexOf(secret))
+      const start = rule.group === 0
+        ? match.index
+        : match.indices?.[rule.group]?.[0] ?? match.index + match[0].indexOf(secret)
       out.push({ ruleId: rule.id, range: [start, start + secret.length] })
     }
   }

@@ -27,36 +27,56 @@ const subjects: Record<string, string> = {
   "approval.escalated": "Approval escalated: another review window"
 }
 
-interface Approval {
-  readonly approval_id?: string
-  readonly session_id?: string
-  readonly step_id?: string
-  readonly task_id?: string | null
-  readonly status?: string
-  readonly deadline_at?: string | null
-  readonly expires_at?: string | null
-  readonly timeout_action?: string
-}
+/**
+ * What may appear in a reviewer email. The recipient is an address the
+ * tenant chose, and the sender is the operator's: so a mail carries only
+ * values svc made itself, each checked against the one form it can take
+ * (ids, timestamps, fixed words), never a string the tenant wrote (a
+ * `step_id`, a tool name, arguments...). Anything else is left out.
+ */
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/
+const TIMESTAMP = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d{1,9})?Z$/
+const STATUSES = new Set(["pending", "approved", "rejected", "expired"])
+const TIMEOUT_ACTIONS = new Set(["reject", "allow"])
 
-/** Subject and plain-text body of a reviewer email for one event. */
+const safe = (value: unknown, form: RegExp | ReadonlySet<string>): string | undefined =>
+  typeof value === "string" && (form instanceof RegExp ? form.test(value) : form.has(value)) ? value : undefined
+
+/**
+ * Subject and plain-text body of a reviewer email for one event: the event
+ * type's fixed wording, the approval's ids, status, deadlines and timeout
+ * action, and where to read it. `step_id` is the tenant's text: it is not
+ * mailed (read it with the API).
+ */
 export const renderEmail = (type: string, body: string) => {
-  const event = JSON.parse(body) as { readonly id: string; readonly approval?: Approval }
+  const event = JSON.parse(body) as { readonly id?: unknown; readonly approval?: Record<string, unknown> }
   const approval = event.approval ?? {}
+  const subject = subjects[type] ?? "Approval notice"
+  const approvalId = safe(approval["approval_id"], UUID)
+  const sessionId = safe(approval["session_id"], UUID)
+  const taskId = safe(approval["task_id"], UUID)
+  const status = safe(approval["status"], STATUSES)
+  const deadline = safe(approval["deadline_at"], TIMESTAMP)
+  const expires = safe(approval["expires_at"], TIMESTAMP)
+  const timeoutAction = safe(approval["timeout_action"], TIMEOUT_ACTIONS)
+  const eventId = safe(event.id, UUID)
   const lines = [
-    `${subjects[type] ?? type}.`,
+    `${subject}.`,
     "",
-    `Approval: ${approval.approval_id ?? "?"}`,
-    `Session: ${approval.session_id ?? "?"}`,
-    `Step: ${approval.step_id ?? "?"}`,
-    ...(approval.task_id ? [`Task: ${approval.task_id}`] : []),
-    `Status: ${approval.status ?? "?"}`,
-    ...(approval.deadline_at ? [`Review deadline: ${approval.deadline_at}`] : []),
-    ...(approval.expires_at ? [`Expires at: ${approval.expires_at}`] : []),
-    ...(approval.timeout_action ? [`If nobody decides: ${approval.timeout_action}`] : []),
+    `Approval: ${approvalId ?? "?"}`,
+    `Session: ${sessionId ?? "?"}`,
+    ...(taskId ? [`Task: ${taskId}`] : []),
+    `Status: ${status ?? "?"}`,
+    ...(deadline ? [`Review deadline: ${deadline}`] : []),
+    ...(expires ? [`Expires at: ${expires}`] : []),
+    ...(timeoutAction ? [`If nobody decides: ${timeoutAction}`] : []),
     "",
-    `Event: ${event.id}`
+    ...(approvalId
+      ? [`Read the step and decide through the API: GET /v1/agent-approvals/${approvalId}, GET /v1/agent-sessions/${sessionId ?? "?"}`]
+      : []),
+    `Event: ${eventId ?? "?"}`
   ]
-  return { subject: `${subjects[type] ?? type}: ${approval.approval_id ?? ""}`.trim(), text: lines.join("\n") }
+  return { subject: `${subject}: ${approvalId ?? ""}`.trim(), text: lines.join("\n") }
 }
 
 export class ReviewerEmail extends Context.Service<ReviewerEmail, {
@@ -86,6 +106,10 @@ export class ReviewerEmail extends Context.Service<ReviewerEmail, {
           const error = "reviewer email is not configured any more"
           return { outcome: Outcome.failed(error), attempt: { error, durationMs: 0 } }
         }
+        if (subjects[row.type] === undefined) {
+          const error = `${row.type} events are not mailed`
+          return { outcome: Outcome.failed(error), attempt: { error, durationMs: 0 } }
+        }
         const { subject, text } = renderEmail(row.type, row.body)
         const started = Date.now()
         const sent = yield* Effect.tryPromise({
@@ -95,7 +119,10 @@ export class ReviewerEmail extends Context.Service<ReviewerEmail, {
               to: row.reviewer_email!,
               subject,
               text,
-              headers: { "X-Svc-Event-Id": delivery.eventId ?? "", "X-Svc-Event-Type": row.type }
+              headers: {
+                "X-Svc-Event-Id": safe(delivery.eventId, UUID) ?? "",
+                "X-Svc-Event-Type": subjects[row.type] === undefined ? "" : row.type
+              }
             }),
           // Only the SMTP reply code and status: messages may quote addresses.
           catch: (error) => {

@@ -17,6 +17,7 @@ import { SvcConfig } from "../platform/Config.ts"
 import { newId } from "../platform/Ids.ts"
 import { countForCap } from "../platform/OrgLimits.ts"
 import { databaseNow, iso } from "../platform/Time.ts"
+import { endpointUrlOwner, readReceiverUrl, SEALED_URL_COLUMN, URL_SECRET } from "../secrets/ReceiverUrls.ts"
 import { SecretStore, type SecretOwner } from "../secrets/SecretStore.ts"
 import { newSigningSecret } from "./Signing.ts"
 
@@ -176,7 +177,7 @@ export class NotificationEndpoints extends Context.Service<NotificationEndpoints
             `.pipe(Effect.orDie)
             if (row === undefined) return undefined
             return {
-              url: row.url,
+              url: yield* readReceiverUrl(endpointUrlOwner(orgId, id), row.url).pipe(Effect.provideService(SecretStore, secrets)),
               active: row.active,
               deactivatedReason: row.deactivated_reason,
               secrets: yield* signingSecrets(orgId, id)
@@ -211,10 +212,11 @@ export class NotificationEndpoints extends Context.Service<NotificationEndpoints
           }
           const [row] = yield* sql<EndpointRow>`
             INSERT INTO notification_endpoints (id, org_id, url, url_hint, events, created_by)
-            VALUES (${id}, ${orgId}, ${checked.url}, ${checked.urlHint}, ${sql.json(events)}, ${keyId})
+            VALUES (${id}, ${orgId}, ${SEALED_URL_COLUMN}, ${checked.urlHint}, ${sql.json(events)}, ${keyId})
             RETURNING ${sql.literal(columns)}
           `
           yield* secrets.put(endpointOwner(orgId, id), "signing", Redacted.make(secret))
+          yield* secrets.put(endpointUrlOwner(orgId, id), URL_SECRET, Redacted.make(checked.url))
           return row!
         })).pipe(Effect.catchTag("SqlError", Effect.die))
         return { endpoint: toEndpoint(row), secret }
@@ -258,7 +260,10 @@ export class NotificationEndpoints extends Context.Service<NotificationEndpoints
             DELETE FROM notification_endpoints WHERE id = ${id} AND org_id = ${orgId}
             RETURNING ${sql.literal(columns)}
           `
-          if (row !== undefined) yield* secrets.removeOwner(endpointOwner(orgId, id))
+          if (row !== undefined) {
+            yield* secrets.removeOwner(endpointOwner(orgId, id))
+            yield* secrets.removeOwner(endpointUrlOwner(orgId, id))
+          }
           return row
         })).pipe(Effect.orDie)
         yield* forget(orgId, id)

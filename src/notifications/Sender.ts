@@ -25,6 +25,7 @@ import type { Claimed, CooldownPolicy } from "../deliveries/DeliveryQueue.ts"
 import { DeliveryQueue, Outcome } from "../deliveries/DeliveryQueue.ts"
 import { runWorker, type Settlement } from "../deliveries/DeliveryWorker.ts"
 import { OutboundHttp } from "../outbound/OutboundHttp.ts"
+import { maskNeedles, urlNeedles } from "../secrets/Masking.ts"
 import { SvcConfig } from "../platform/Config.ts"
 import { NotificationEndpoints } from "./Endpoints.ts"
 import { EventBodies } from "./EventBodies.ts"
@@ -66,9 +67,14 @@ export const retryDelay = (schedule: ReadonlyArray<Duration.Duration>, attempt: 
   return Math.round(Duration.toMillis(base) * (0.9 + 0.2 * random()))
 }
 
-const snippet = (body: Uint8Array, truncated: boolean) => {
-  const text = new TextDecoder("utf-8", { fatal: false }).decode(body.subarray(0, SNIPPET_BYTES))
-  return truncated || body.length > SNIPPET_BYTES ? `${text}…` : text
+/**
+ * The start of a receiver's answer, with the parts of its URL that may carry
+ * a credential masked (a 404 page often echoes the path it was asked for).
+ */
+const snippet = (body: Uint8Array, truncated: boolean, url: string) => {
+  const cut = truncated || body.length > SNIPPET_BYTES
+  const text = maskNeedles(new TextDecoder("utf-8", { fatal: false }).decode(body.subarray(0, SNIPPET_BYTES)), urlNeedles(url), { cut })
+  return cut ? `${text}…` : text
 }
 
 export class WebhookSender extends Context.Service<WebhookSender, {
@@ -146,7 +152,7 @@ export class WebhookSender extends Context.Service<WebhookSender, {
         const response = sent.success
         const attempt = {
           statusCode: response.status,
-          responseSnippet: snippet(response.body, response.truncated),
+          responseSnippet: snippet(response.body, response.truncated, target.url),
           durationMs: response.elapsedMs
         }
         yield* Effect.annotateCurrentSpan("http.response.status_code", response.status)

@@ -239,8 +239,10 @@ const toFailure = (error: unknown): OutboundFailure => {
 // ---------------------------------------------------------------------------
 // The exchange
 
+// Header names come from tenants and their servers: maps without a
+// prototype, so `__proto__` is a name like any other.
 const joinHeaders = (headers: Record<string, string | Array<string> | undefined>): Record<string, string> => {
-  const out: Record<string, string> = {}
+  const out: Record<string, string> = Object.create(null)
   for (const [name, value] of Object.entries(headers)) {
     if (value !== undefined) out[name.toLowerCase()] = Array.isArray(value) ? value.join(", ") : value
   }
@@ -248,7 +250,8 @@ const joinHeaders = (headers: Record<string, string | Array<string> | undefined>
 }
 
 const requestHeaders = (headers: Readonly<Record<string, string>>): Record<string, string> => {
-  const out: Record<string, string> = { "user-agent": "svc-outbound/1" }
+  const out: Record<string, string> = Object.create(null)
+  out["user-agent"] = "svc-outbound/1"
   for (const [name, value] of Object.entries(headers)) out[name.toLowerCase()] = value
   // We never decompress, so a compressed answer can never expand beyond what
   // we read; asking for identity keeps the kept snippet readable.

@@ -72,17 +72,14 @@ export const isBlockedName = (name: string): boolean => {
 const refuse = (message: string): Parsed => ({ _tag: "Refused", message })
 
 /**
- * `https://hooks.example.com/…/a1b2`: scheme, host, port when not 443, and
- * only the last 4 characters of the path; never the query, the fragment or
- * credentials.
+ * `https://hooks.example.com/…`: scheme, host and port when not 443; `/…`
+ * stands for any path or query, and nothing of them is shown (chat and
+ * automation hooks carry their token there, so even a few characters of it
+ * would be too many).
  */
 export const urlHint = (url: URL): string => {
   const origin = `${url.protocol}//${url.host}`
-  const path = url.pathname
-  if (path === "" || path === "/") return `${origin}/`
-  const trimmed = path.replace(/\/+$/, "")
-  const tail = trimmed.slice(-4)
-  return `${origin}/…/${tail}`
+  return (url.pathname === "" || url.pathname === "/") && url.search === "" ? `${origin}/` : `${origin}/…`
 }
 
 /** Parses and checks everything about `raw` that needs no DNS. */

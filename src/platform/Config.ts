@@ -78,6 +78,19 @@ export interface SvcConfigShape {
   readonly maxApprovalPoliciesPerOrg: number
   /** Tasks one organization may have. */
   readonly maxTasksPerOrg: number
+  /**
+   * Retention (`src/retention/Retention.ts`): finished webhook and email
+   * deliveries (from when they finished), delivery attempts (from when they
+   * were made), dispatched outbox events no delivery refers to any more, and
+   * session stream events (the documented resume window).
+   */
+  readonly webhookDeliveryRetention: Duration.Duration
+  readonly deliveryAttemptRetention: Duration.Duration
+  readonly outboxRetention: Duration.Duration
+  readonly sessionEventRetention: Duration.Duration
+  /** How often a process prunes what is past retention, and how many rows one statement deletes. */
+  readonly retentionInterval: Duration.Duration
+  readonly retentionBatch: number
   /** Base URL of the console's sign-in links (`SVC_PUBLIC_URL`); `None`: `http://HOST:PORT`. */
   readonly publicUrl: Option.Option<string>
   /** API keys (not revoked) one organization may have; `POST /v1/api-keys` beyond it is 409. */
@@ -263,6 +276,13 @@ export const svcConfig: Config.Config<SvcConfigShape> = Config.all({
   maxEndpointsPerOrg: intAtLeast("SVC_MAX_ENDPOINTS_PER_ORG", 50, 1),
   maxApprovalPoliciesPerOrg: intAtLeast("SVC_MAX_APPROVAL_POLICIES_PER_ORG", 1000, 1),
   maxTasksPerOrg: intAtLeast("SVC_MAX_TASKS_PER_ORG", 10_000, 1),
+  // Down to a minute, for tests and small installations.
+  webhookDeliveryRetention: duration("SVC_WEBHOOK_DELIVERY_RETENTION", "30d", Duration.minutes(1)),
+  deliveryAttemptRetention: duration("SVC_DELIVERY_ATTEMPT_RETENTION", "7d", Duration.minutes(1)),
+  outboxRetention: duration("SVC_OUTBOX_RETENTION", "7d", Duration.minutes(1)),
+  sessionEventRetention: duration("SVC_SESSION_EVENT_RETENTION", "7d", Duration.minutes(1)),
+  retentionInterval: duration("SVC_RETENTION_INTERVAL", "1m", Duration.seconds(1)),
+  retentionBatch: intAtLeast("SVC_RETENTION_BATCH", 500, 1, 10_000),
   publicUrl: Config.option(Config.String("SVC_PUBLIC_URL")).pipe(
     Config.map(Option.filter((url) => url.length > 0)),
     Config.mapEffect((url) => {

@@ -54,9 +54,25 @@ const decodeMasterKey = (encoded: string) => {
 export class SecretBox extends Context.Service<SecretBox, {
   readonly seal: (plaintext: string, context: string) => string
   readonly open: (sealed: string, context: string) => Effect.Effect<Redacted.Redacted<string>, SecretDecryptionFailed>
+  /**
+   * HMAC-SHA256 of `message` (base64url) under a key derived from the master
+   * key for `purpose` alone (HKDF), so values the service hands out and
+   * takes back (pagination cursors) cannot be forged or moved between uses.
+   */
+  readonly mac: (purpose: string, message: string) => string
 }>()("svc/platform/SecretBox") {
-  static readonly make = (key: Uint8Array) =>
-    SecretBox.of({
+  static readonly make = (key: Uint8Array) => {
+    const macKeys = new Map<string, Buffer>()
+    const macKey = (purpose: string) => {
+      let derived = macKeys.get(purpose)
+      if (derived === undefined) {
+        derived = Buffer.from(crypto.hkdfSync("sha256", key, Buffer.alloc(0), `svc mac ${purpose}`, 32))
+        macKeys.set(purpose, derived)
+      }
+      return derived
+    }
+    return SecretBox.of({
+      mac: (purpose, message) => crypto.createHmac("sha256", macKey(purpose)).update(message, "utf8").digest("base64url"),
       seal: (plaintext, context) => {
         const iv = crypto.randomBytes(12)
         const cipher = crypto.createCipheriv("aes-256-gcm", key, iv)
@@ -79,6 +95,7 @@ export class SecretBox extends Context.Service<SecretBox, {
           catch: () => new SecretDecryptionFailed({ context })
         })
     })
+  }
 
   /**
    * The master key from `SVC_MASTER_KEY`. Without it, an embedded

@@ -3,28 +3,82 @@
  * the last item of a page; the next page starts strictly below it, so items
  * added meanwhile (which get higher `seq`) never shift, skip or repeat items
  * of later pages.
+ *
+ * A cursor is bound to the list that issued it: the organization, the list
+ * (e.g. `runs`) and its filters are covered by a MAC under a key derived from
+ * the master key (`SecretBox.mac`). A cursor of another organization or
+ * list, an edited one, or one whose `seq` is not a PostgreSQL `bigint`, is
+ * refused (400 naming `cursor`), never used in a query.
  */
-import { Option } from "effect"
+import crypto from "node:crypto"
+import { Effect, Option } from "effect"
+import { InvalidRequest } from "../api/Errors.ts"
 
-export const encodeCursor = (seq: string | number | bigint): string =>
-  Buffer.from(JSON.stringify({ s: String(seq) }), "utf8").toString("base64url")
+/** Computes the MAC of a cursor (`SecretBox.mac` with purpose `cursor`). */
+export type CursorMac = (message: string) => string
 
-/** `None` for a cursor we did not issue. */
-export const decodeCursor = (cursor: string): Option.Option<string> => {
-  try {
-    const parsed = JSON.parse(Buffer.from(cursor, "base64url").toString("utf8")) as { s?: unknown }
-    return typeof parsed.s === "string" && /^\d{1,19}$/.test(parsed.s) ? Option.some(parsed.s) : Option.none()
-  } catch {
-    return Option.none()
-  }
+/** Which list a cursor belongs to: its organization, its name and its filters. */
+export interface CursorScope {
+  readonly orgId: string
+  readonly list: string
+  readonly filters?: ReadonlyArray<string | undefined>
+}
+
+/** Largest PostgreSQL `bigint`. */
+const MAX_SEQ = 2n ** 63n - 1n
+/** Bytes of MAC kept in a cursor (128 bits). */
+const TAG_CHARS = 22
+
+const SEQ = /^(?:0|[1-9]\d{0,18})$/
+const BASE64URL = /^[A-Za-z0-9_-]+$/
+
+const message = (scope: CursorScope, seq: string) =>
+  JSON.stringify(["cursor/v1", scope.orgId, scope.list, scope.filters ?? [], seq])
+
+/** Whether `seq` is a decimal `bigint` a sequence may hold (0 to 2^63 - 1). */
+export const isSeq = (seq: string): boolean => SEQ.test(seq) && BigInt(seq) <= MAX_SEQ
+
+export const encodeCursor = (mac: CursorMac, scope: CursorScope, seq: string | number | bigint): string => {
+  const value = String(seq)
+  return `${Buffer.from(value, "utf8").toString("base64url")}.${mac(message(scope, value)).slice(0, TAG_CHARS)}`
+}
+
+/** The `seq` of a cursor this list issued; `None` for anything else. */
+export const decodeCursor = (mac: CursorMac, scope: CursorScope, cursor: string): Option.Option<string> => {
+  const parts = cursor.split(".")
+  if (parts.length !== 2) return Option.none()
+  const [encoded, tag] = parts as [string, string]
+  if (!BASE64URL.test(encoded) || tag.length !== TAG_CHARS || !BASE64URL.test(tag)) return Option.none()
+  const seq = Buffer.from(encoded, "base64url").toString("utf8")
+  // Canonical encodings only: one cursor per sequence number.
+  if (Buffer.from(seq, "utf8").toString("base64url") !== encoded || !isSeq(seq)) return Option.none()
+  const expected = Buffer.from(mac(message(scope, seq)).slice(0, TAG_CHARS), "utf8")
+  const given = Buffer.from(tag, "utf8")
+  return expected.length === given.length && crypto.timingSafeEqual(expected, given) ? Option.some(seq) : Option.none()
+}
+
+/**
+ * The `seq` bound of a page request; a cursor this list did not issue (another
+ * organization's or list's, edited, out of range) is a 400 naming `cursor`.
+ */
+export const seqBound = (mac: CursorMac, scope: CursorScope, cursor: string | undefined) => {
+  if (cursor === undefined) return Effect.succeed(Option.none<string>())
+  return Option.match(decodeCursor(mac, scope, cursor), {
+    onNone: () => Effect.fail(new InvalidRequest({ field: "cursor", detail: "cursor is not one this list issued" })),
+    onSome: (seq) => Effect.succeed(Option.some(seq))
+  })
 }
 
 /** The page and the cursor of the next one, from `limit + 1` fetched rows. */
-export const page = <Row extends { readonly seq: string | number | bigint }>(rows: ReadonlyArray<Row>, limit: number) => {
+export const page = <Row extends { readonly seq: string | number | bigint }>(
+  rows: ReadonlyArray<Row>,
+  limit: number,
+  next: (seq: string | number | bigint) => string
+) => {
   const items = rows.slice(0, limit)
   const last = items[items.length - 1]
   return {
     items,
-    next_cursor: rows.length > limit && last !== undefined ? encodeCursor(last.seq) : null
+    next_cursor: rows.length > limit && last !== undefined ? next(last.seq) : null
   }
 }

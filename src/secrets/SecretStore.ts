@@ -1,6 +1,6 @@
 /**
  * The secret store: every secret `svc` holds for an organization (webhook
- * signing secrets, collector header values), sealed with the master key
+ * signing secrets, collector header values, receiver URLs), sealed with the master key
  * (`SecretBox`) and owned by one resource. Nothing here ever returns a
  * secret through the API; callers decide what leaves the process.
  *
@@ -13,7 +13,16 @@ import { SecretBox } from "../platform/Crypto.ts"
 import { newId } from "../platform/Ids.ts"
 import { iso, isoOrNull } from "../platform/Time.ts"
 
-export type OwnerKind = "notification_endpoint" | "telemetry_destination"
+/**
+ * Who a secret belongs to. Receiver URLs (an endpoint's or a collector's:
+ * they often carry a token in their path or query) are secrets of their
+ * own kind, beside the resource's other secrets (`ReceiverUrls.ts`).
+ */
+export type OwnerKind =
+  | "notification_endpoint"
+  | "telemetry_destination"
+  | "notification_endpoint_url"
+  | "telemetry_destination_url"
 
 export interface SecretOwner {
   readonly orgId: string

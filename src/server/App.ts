@@ -36,8 +36,10 @@ import { WebhookSender } from "../notifications/Sender.ts"
 import { SvcConfig } from "../platform/Config.ts"
 import { SecretBox } from "../platform/Crypto.ts"
 import { Migrations } from "../platform/Migrations.ts"
+import { RetentionLive } from "../retention/Retention.ts"
 import { Wakeups } from "../platform/Wakeups.ts"
 import { OutboundHttp } from "../outbound/OutboundHttp.ts"
+import { SealReceiverUrlsLive } from "../secrets/ReceiverUrls.ts"
 import { SecretStore } from "../secrets/SecretStore.ts"
 import { AnswerSchemas } from "../tasks/AnswerSchema.ts"
 import { DatasetsHandlers, TasksHandlers } from "../tasks/Http.ts"
@@ -48,6 +50,7 @@ import { TelemetryExportLive } from "../telemetry/Export.ts"
 import { TelemetryHandlers } from "../telemetry/Http.ts"
 import { DestinationsRepo } from "../telemetry/Repository.ts"
 import { AvailabilityLive } from "./Availability.ts"
+import { ConsoleRoutes } from "./Console.ts"
 import { ListenLater } from "./Listener.ts"
 import { RequestMiddleware } from "./Middleware.ts"
 import { SystemHandlers } from "./System.ts"
@@ -105,6 +108,8 @@ export const WorkersLive = Layer.mergeAll(
   Dispatcher.worker,
   WebhookSender.worker,
   ReviewerEmail.worker,
+  RetentionLive,
+  SealReceiverUrlsLive,
   MetricsListener
 )
 
@@ -128,7 +133,7 @@ const MaxBodySizeLive = Layer.effect(
  * database.
  */
 export const HttpLive = HttpRouter.serve(
-  Layer.mergeAll(ApiRoutes, DocsRoute, RequestMiddleware, MetricsRoute),
+  Layer.mergeAll(ApiRoutes, DocsRoute, ConsoleRoutes, RequestMiddleware, MetricsRoute),
   {
     // Our RequestMiddleware writes the request log line.
     disableLogger: true,

@@ -1,7 +1,8 @@
 /** The server side of `RequestValidation`: decode failures become `400 INVALID_REQUEST`. */
-import { Cause, Effect, ErrorReporter, SchemaIssue } from "effect"
-import { HttpServerRespondable } from "effect/http"
-import { HttpApiMiddleware } from "effect/http-api"
+import { Cause, Data, Effect, ErrorReporter, Layer, SchemaIssue, type Types } from "effect"
+import { HttpRouter, HttpServerRequest, HttpServerRespondable, type HttpServerResponse } from "effect/http"
+import { HttpApiError } from "effect/http-api"
+import { findUnstorableStrings, isUnstorableString, UNSTORABLE_STRING_MESSAGE } from "../api/Common.ts"
 import { InternalError, InvalidRequest } from "../api/Errors.ts"
 import { RequestValidation } from "../api/Validation.ts"
 
@@ -23,7 +24,9 @@ export const toJsonPath = (segments: ReadonlyArray<PropertyKey>): string => {
   return out
 }
 
-export const RequestValidationLive = HttpApiMiddleware.layerSchemaErrorTransform(RequestValidation, (error) => {
+const schemaErrorProblem = (
+  error: HttpApiError.HttpApiSchemaError
+): Effect.Effect<HttpServerResponse.HttpServerResponse, InvalidRequest> => {
   // "Body" and "ResponseHeaders" are our own answers failing to encode: a bug.
   if (error.kind === "Body" || error.kind === "ResponseHeaders") {
     return Effect.andThen(
@@ -46,4 +49,104 @@ export const RequestValidationLive = HttpApiMiddleware.layerSchemaErrorTransform
       errors: issues
     })
   )
-})
+}
+
+/**
+ * A request string PostgreSQL cannot store (NUL, unpaired surrogate: see
+ * `isUnstorableString`), found while the body was read for decoding.
+ */
+class UnstorableInput extends Data.TaggedError("UnstorableInput")<{
+  readonly where: "body" | "path" | "query"
+  readonly fields: ReadonlyArray<string>
+}> {}
+
+const unstorableProblem = (error: UnstorableInput) => {
+  const issues = error.fields.map((field) => ({ field, message: UNSTORABLE_STRING_MESSAGE }))
+  const first = issues[0]!
+  return new InvalidRequest({
+    detail: `${first.field === "" ? `The request ${error.where}` : first.field}: ${UNSTORABLE_STRING_MESSAGE}`,
+    ...(first.field === "" ? {} : { field: first.field }),
+    errors: issues
+  })
+}
+
+/**
+ * A JSON escape that may decode to such a string (`\u0000`, `\ud800`-`\udfff`).
+ * Raw NUL bytes are not valid JSON anyway, and raw surrogate bytes decode to
+ * U+FFFD; so a body without one of these escapes needs no walk.
+ */
+const SUSPICIOUS_ESCAPE = /\\u(?:0000|[dD][89a-fA-F])/
+
+/** The body's text, or the failure naming every unstorable string in it. */
+const checkedText = (text: string): Effect.Effect<string, UnstorableInput> => {
+  if (!SUSPICIOUS_ESCAPE.test(text)) return Effect.succeed(text)
+  let parsed: unknown
+  try {
+    parsed = JSON.parse(text)
+  } catch {
+    // Not JSON: the decoder answers that itself.
+    return Effect.succeed(text)
+  }
+  const found = findUnstorableStrings(parsed)
+  return found.length === 0
+    ? Effect.succeed(text)
+    : Effect.fail(new UnstorableInput({ where: "body", fields: found.map(toJsonPath) }))
+}
+
+/**
+ * The request as the endpoint sees it: reading its body as text (what the
+ * JSON payload decoder does, after authentication and the path and query)
+ * also checks it. The failure travels as a defect through the decoder's
+ * `orDie` and is turned back into a 400 below.
+ */
+const checkingBody = (request: HttpServerRequest.HttpServerRequest): HttpServerRequest.HttpServerRequest => {
+  let text: Effect.Effect<string, unknown> | undefined
+  const view = Object.create(request) as HttpServerRequest.HttpServerRequest
+  Object.defineProperty(view, "text", {
+    get: () => text ??= Effect.cached(Effect.flatMap(request.text, checkedText)).pipe(Effect.runSync)
+  })
+  return view
+}
+
+/** Path parameters and query values with an unstorable string, by name. */
+const unstorableParameters = (
+  params: Readonly<Record<string, string | undefined>>,
+  query: Readonly<Record<string, string | ReadonlyArray<string> | undefined>>
+): UnstorableInput | undefined => {
+  const path = Object.entries(params).filter(([, value]) => value !== undefined && isUnstorableString(value)).map(([name]) => name)
+  if (path.length > 0) return new UnstorableInput({ where: "path", fields: path })
+  const inQuery = Object.entries(query).filter(([name, value]) =>
+    isUnstorableString(name) ||
+    (typeof value === "string" ? isUnstorableString(value) : value !== undefined && value.some(isUnstorableString))
+  ).map(([name]) => isUnstorableString(name) ? "" : name)
+  if (inQuery.length > 0) return new UnstorableInput({ where: "query", fields: inQuery })
+  return undefined
+}
+
+/**
+ * Every endpoint's request validation, in one place:
+ *
+ * - strings PostgreSQL cannot store are refused wherever they are in the
+ *   body (member names included), the path or the query: `400
+ *   INVALID_REQUEST` naming each (the body's when the JSON decoder reads it,
+ *   so authentication still answers first);
+ * - decode failures become `400 INVALID_REQUEST` naming the field.
+ */
+export const RequestValidationLive = Layer.succeed(RequestValidation, (httpEffect) =>
+  Effect.gen(function*() {
+    const request = yield* HttpServerRequest.HttpServerRequest
+    const route = yield* HttpRouter.RouteContext
+    const query = yield* HttpServerRequest.ParsedSearchParams
+    const bad = unstorableParameters(route.params, query)
+    if (bad !== undefined) return yield* unstorableProblem(bad)
+    return yield* Effect.catch(
+      httpEffect,
+      (error): Effect.Effect<HttpServerResponse.HttpServerResponse, Types.unhandled | InvalidRequest> =>
+        HttpApiError.HttpApiSchemaError.is(error) ? schemaErrorProblem(error) : Effect.fail(error)
+    ).pipe(
+      Effect.provideService(HttpServerRequest.HttpServerRequest, checkingBody(request)),
+      Effect.catchDefect((defect) =>
+        defect instanceof UnstorableInput ? Effect.fail(unstorableProblem(defect)) : Effect.die(defect)
+      )
+    )
+  }))

@@ -6,8 +6,8 @@ import { PgClient } from "@effect/sql-pg"
 import { Clock, Context, Effect, Exit, Layer, Option, Schema } from "effect"
 import { AnswerSchemaTooComplex, InvalidRequest, LimitReached, NotFound, ValidationBusy } from "../api/Errors.ts"
 import { type Dataset, DatasetSummary, Example, Run, Task } from "../api/Tasks.ts"
-import { randomTraceId } from "../platform/Crypto.ts"
-import { decodeCursor, page } from "../platform/Cursor.ts"
+import { randomTraceId, SecretBox } from "../platform/Crypto.ts"
+import { type CursorMac, type CursorScope, encodeCursor, page, seqBound } from "../platform/Cursor.ts"
 import { SvcConfig } from "../platform/Config.ts"
 import { newId } from "../platform/Ids.ts"
 import { countForCap } from "../platform/OrgLimits.ts"
@@ -35,15 +35,6 @@ export interface PageRequest {
 
 const DEFAULT_LIMIT = 50
 
-/** The `seq` bound of a page request; a cursor we did not issue is a 400 naming `cursor`. */
-const seqBound = (cursor: string | undefined) => {
-  if (cursor === undefined) return Effect.succeed(Option.none<string>())
-  return Option.match(decodeCursor(cursor), {
-    onNone: () => Effect.fail(new InvalidRequest({ field: "cursor", detail: "cursor is not one this service issued" })),
-    onSome: (seq) => Effect.succeed(Option.some(seq))
-  })
-}
-
 export class Tasks extends Context.Service<Tasks, {
   readonly create: (orgId: string, input: { readonly name: string; readonly answer_schema: Record<string, Json> }) => Effect.Effect<
     Task,
@@ -61,6 +52,8 @@ export class Tasks extends Context.Service<Tasks, {
     Tasks,
     Effect.gen(function*() {
       const sql = yield* PgClient.PgClient
+      const box = yield* SecretBox
+      const mac: CursorMac = (message) => box.mac("cursor", message)
       const schemas = yield* AnswerSchemas
       const config = yield* SvcConfig
 
@@ -116,13 +109,14 @@ export class Tasks extends Context.Service<Tasks, {
 
       const list = Effect.fn("Tasks.list")(function*(orgId: string, request: PageRequest) {
         const limit = request.limit ?? DEFAULT_LIMIT
-        const below = yield* seqBound(request.cursor)
+        const scope: CursorScope = { orgId, list: "tasks" }
+        const below = yield* seqBound(mac, scope, request.cursor)
         const rows = yield* TaskRows.all(sql`
           SELECT id, seq, name, answer_schema, created_at FROM tasks
           WHERE org_id = ${orgId} ${Option.isSome(below) ? sql`AND seq < ${below.value}` : sql``}
           ORDER BY seq DESC LIMIT ${limit + 1}
         `)
-        const { items, next_cursor } = page(rows, limit)
+        const { items, next_cursor } = page(rows, limit, (seq) => encodeCursor(mac, scope, seq))
         return { tasks: items.map(withoutSeq), next_cursor }
       })
 
@@ -155,7 +149,7 @@ export class Tasks extends Context.Service<Tasks, {
         const traceId = /^(?!0{32})[0-9a-f]{32}$/.test(runSpan.traceId) ? runSpan.traceId : randomTraceId()
         const row = yield* RunRows.one(sql`
           INSERT INTO runs (trace_id, org_id, task_id, input, answer)
-          SELECT ${traceId}, ${orgId}, id, ${sql.json(input.input)}, ${sql.json(input.answer)}
+          SELECT ${traceId}, ${orgId}, id, ${JSON.stringify(input.input)}::jsonb, ${JSON.stringify(input.answer)}::jsonb
           FROM tasks WHERE id = ${taskId} AND org_id = ${orgId}
           RETURNING trace_id, seq, task_id, input, answer, created_at
         `)
@@ -168,14 +162,15 @@ export class Tasks extends Context.Service<Tasks, {
       const listRuns = Effect.fn("Tasks.listRuns")(function*(orgId: string, taskId: string, request: PageRequest) {
         yield* get(orgId, taskId)
         const limit = request.limit ?? DEFAULT_LIMIT
-        const below = yield* seqBound(request.cursor)
+        const scope: CursorScope = { orgId, list: "runs", filters: [taskId] }
+        const below = yield* seqBound(mac, scope, request.cursor)
         const rows = yield* RunRows.all(sql`
           SELECT trace_id, seq, task_id, input, answer, created_at FROM runs
           WHERE task_id = ${taskId} AND org_id = ${orgId}
           ${Option.isSome(below) ? sql`AND seq < ${below.value}` : sql``}
           ORDER BY seq DESC LIMIT ${limit + 1}
         `)
-        const { items, next_cursor } = page(rows, limit)
+        const { items, next_cursor } = page(rows, limit, (seq) => encodeCursor(mac, scope, seq))
         return { runs: items.map(withoutSeq), next_cursor }
       })
 

@@ -12,6 +12,7 @@ import { Duration, Effect, Redacted } from "effect"
 import { gunzip, gzip, gzipSync } from "node:zlib"
 import { type OutboundFailure, OutboundHttp, type OutboundResponse } from "../outbound/OutboundHttp.ts"
 import { parseRetryAfter as parseHttpRetryAfter } from "../outbound/RetryAfter.ts"
+import { maskNeedles, urlNeedles, valueNeedles } from "../secrets/Masking.ts"
 import { readExportAnswer } from "./Otlp.ts"
 
 /** Bodies at least this long (uncompressed) are sent gzipped. */
@@ -68,18 +69,17 @@ export const parseRetryAfter = (value: string | undefined, now: number): Duratio
 }
 
 /**
- * Collector-provided text (a `partialSuccess.errorMessage`) with the
- * destination's header values masked, in case a collector echoes what it
- * was sent.
+ * Collector-provided text (a `partialSuccess.errorMessage`) with what svc
+ * protects masked, in case a collector echoes what it was sent: each header
+ * value, the credential of an `Authorization`-style value alone (`Bearer
+ * <token>` echoed as `<token>`), and the parts of the collector URL that may
+ * carry a credential.
  */
-export const scrub = (text: string, target: CollectorTarget): string => {
-  let out = text
-  for (const [, value] of target.headers) {
-    const secret = Redacted.value(value)
-    if (secret.length >= 4) out = out.split(secret).join("[redacted]")
-  }
-  return out
-}
+export const scrub = (text: string, target: CollectorTarget): string =>
+  maskNeedles(text, [
+    ...target.headers.flatMap(([, value]) => valueNeedles(Redacted.value(value))),
+    ...urlNeedles(target.url)
+  ])
 
 /**
  * What an answer means. `clean` masks secrets in the collector's message;
@@ -137,7 +137,9 @@ export const exportBody = Effect.fn("TelemetryCollector.export")(function*(
 ) {
   const http = yield* OutboundHttp
   const useGzip = body.bytes >= GZIP_MIN_BYTES
-  const headers: Record<string, string> = {}
+  // Header names are the tenant's: a map without a prototype, so a header
+  // named `__proto__` is a header like any other, not a prototype change.
+  const headers: Record<string, string> = Object.create(null)
   for (const [name, value] of target.headers) headers[name] = Redacted.value(value)
   headers["content-type"] = "application/json"
   if (useGzip) headers["content-encoding"] = "gzip"

@@ -20,9 +20,10 @@ import { SvcConfig } from "../platform/Config.ts"
 import { newId } from "../platform/Ids.ts"
 import { iso, isoOrNull } from "../platform/Time.ts"
 import { OutboundHttp } from "../outbound/OutboundHttp.ts"
+import { destinationUrlOwner, readReceiverUrl, SEALED_URL_COLUMN, URL_SECRET } from "../secrets/ReceiverUrls.ts"
 import { SecretStore } from "../secrets/SecretStore.ts"
 import { SpanBuffers } from "./Capture.ts"
-import { type CollectorTarget, compress, exportBody } from "./Collector.ts"
+import { type CollectorTarget, compress, exportBody, scrub } from "./Collector.ts"
 import { checkHeaders } from "./HeaderRules.ts"
 import { encodeRequest, type OtlpSpan, serviceResource, SpanKind, StatusCode } from "./Otlp.ts"
 import { type DestinationRow, DestinationsRepo } from "./Repository.ts"
@@ -41,7 +42,12 @@ const toStatus = (delivery: Delivery): TelemetryDelivery["status"] =>
 
 const num = (value: unknown) => (typeof value === "number" ? value : typeof value === "string" ? Number(value) || 0 : 0)
 
-export const toDeliveryRecord = (delivery: Delivery): TelemetryDelivery => {
+/**
+ * A delivery as the API lists it. `clean` masks what the destination
+ * protects in the collector's words once more on the way out (records kept
+ * from before a value was masked at write time).
+ */
+export const toDeliveryRecord = (delivery: Delivery, clean: (text: string) => string = (text) => text): TelemetryDelivery => {
   const warning = delivery.meta.warning
   return {
     id: delivery.id,
@@ -49,8 +55,8 @@ export const toDeliveryRecord = (delivery: Delivery): TelemetryDelivery => {
     span_count: num(delivery.meta.span_count),
     rejected_spans: num(delivery.meta.rejected_spans),
     attempts: delivery.attempts,
-    last_error: delivery.lastError,
-    ...(typeof warning === "string" ? { warning } : {}),
+    last_error: delivery.lastError === null ? null : clean(delivery.lastError),
+    ...(typeof warning === "string" ? { warning: clean(warning) } : {}),
     created_at: iso(delivery.createdAt),
     finished_at: isoOrNull(delivery.finishedAt)
   }
@@ -96,11 +102,14 @@ export class TelemetryDestinations extends Context.Service<TelemetryDestinations
         }))
 
       const targetOf = (row: DestinationRow) =>
-        Effect.map(secrets.list(owner(row.org_id, row.id)), (stored) => ({
-          orgId: row.org_id,
-          url: row.url,
-          headers: stored.map((secret) => [secret.name, secret.value] as const)
-        }))
+        Effect.gen(function*() {
+          const stored = yield* secrets.list(owner(row.org_id, row.id))
+          return {
+            orgId: row.org_id,
+            url: yield* readReceiverUrl(destinationUrlOwner(row.org_id, row.id), row.url).pipe(Effect.provideService(SecretStore, secrets)),
+            headers: stored.map((secret) => [secret.name, secret.value] as const)
+          }
+        })
 
       const create = Effect.fn("TelemetryDestinations.create")(function*(
         orgId: string,
@@ -121,8 +130,9 @@ export class TelemetryDestinations extends Context.Service<TelemetryDestinations
         )
         const id = newId()
         const inserted = yield* sql.withTransaction(Effect.gen(function*() {
-          const row = yield* repo.insert({ id, orgId, url: checked.url, urlHint: checked.urlHint })
+          const row = yield* repo.insert({ id, orgId, url: SEALED_URL_COLUMN, urlHint: checked.urlHint })
           if (Option.isNone(row)) return false
+          yield* secrets.put(destinationUrlOwner(orgId, id), URL_SECRET, Redacted.make(checked.url))
           for (const [name, value] of verdict.headers) {
             yield* secrets.put(owner(orgId, id), name, Redacted.make(value))
           }
@@ -141,12 +151,12 @@ export class TelemetryDestinations extends Context.Service<TelemetryDestinations
       const list = Effect.fn("TelemetryDestinations.list")(function*(orgId: string) {
         const rows = yield* repo.forOrg(orgId)
         return yield* Effect.forEach(rows, (row) =>
-          Effect.map(repo.queuedSpans(row.id), (queued): TelemetryDestination => ({
+          Effect.map(Effect.all([repo.queuedSpans(row.id), targetOf(row)]), ([queued, target]): TelemetryDestination => ({
             id: row.id,
             url_hint: row.url_hint,
             created_at: iso(row.created_at),
             last_delivered_at: isoOrNull(row.last_delivered_at),
-            last_error: row.last_error,
+            last_error: row.last_error === null ? null : scrub(row.last_error, target),
             pending_spans: queued + buffers.size(row.id) + buffers.sending(row.id),
             dropped_spans: Number(row.dropped_spans) + buffers.unsavedDropped(row.id)
           })))
@@ -197,6 +207,7 @@ export class TelemetryDestinations extends Context.Service<TelemetryDestinations
           const gone = yield* repo.remove(orgId, id)
           if (!gone) return false
           yield* secrets.removeOwner(owner(orgId, id))
+          yield* secrets.removeOwner(destinationUrlOwner(orgId, id))
           yield* queue.removeTarget("telemetry", id, "destination deleted")
           return true
         })).pipe(Effect.orDie)
@@ -208,9 +219,9 @@ export class TelemetryDestinations extends Context.Service<TelemetryDestinations
       })
 
       const deliveries = Effect.fn("TelemetryDestinations.deliveries")(function*(orgId: string, id: string) {
-        yield* find(orgId, id)
+        const target = yield* targetOf(yield* find(orgId, id))
         const rows = yield* queue.list({ orgId, kind: "telemetry", targetId: id, limit: 50 })
-        return rows.map(toDeliveryRecord)
+        return rows.map((row) => toDeliveryRecord(row, (text) => scrub(text, target)))
       })
 
       const replay = Effect.fn("TelemetryDestinations.replay")(function*(orgId: string, id: string, deliveryId: string) {

@@ -36,7 +36,8 @@ layer(SvcTest.layer(), { excludeTestServices: true })("system routes", (it) => {
         assert.property(create.responses, "403")
         assert.property(create.responses, "400")
         assert.match(create.description, /tasks\.write/)
-        assert.deepStrictEqual(create.security, [{ bearer: ["tasks.write"] }])
+        // A bearer key or, for the console, its session cookie (with the same scopes).
+        assert.deepStrictEqual(create.security, [{ bearer: ["tasks.write"] }, { console: ["tasks.write"] }])
         assert.deepStrictEqual(doc, JSON.parse(JSON.stringify(OpenApi.fromApi(Api))))
       }))
 

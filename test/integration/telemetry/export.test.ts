@@ -399,6 +399,55 @@ layer(Svc, { excludeTestServices: true })("telemetry export", (it) => {
       }).pipe(Effect.scoped))
   })
 
+  describe("what svc protects never comes back in a collector's messages", () => {
+    it.effect("a collector echoing the bare token of Authorization: Bearer, or its own URL's token: masked in the warning and errors", () =>
+      Effect.gen(function*() {
+        const token = "tok-9f8e7d6c5b4a39281706"
+        const pathToken = "p4th-s3cr3t-0a1b2c3d4e5f"
+        const org = yield* SvcTest.org()
+        const collector = yield* HttpsReceiver.make({
+          respond: () =>
+            Reply.json({
+              partialSuccess: { rejectedSpans: 0, errorMessage: `token ${token} is old; ingest/${pathToken}?k=q-s3cr3t-value-42 noted` }
+            })
+        })
+        const { id } = yield* org.client.telemetry.create({
+          payload: { url: collector.url(`/ingest/${pathToken}?k=q-s3cr3t-value-42`), headers: { Authorization: `Bearer ${token}` } }
+        })
+        yield* traffic(org)
+        const { deliveries } = yield* waitForDeliveries(org, id, (list) => list.some((d) => d.status === "delivered"))
+        const warning = (deliveries.find((d) => d.status === "delivered") as { warning?: string }).warning ?? ""
+        assert.include(warning, "is old")
+        assert.notInclude(warning, token)
+        assert.notInclude(warning, pathToken)
+        assert.notInclude(warning, "q-s3cr3t-value-42")
+        const listed = JSON.stringify(yield* org.client.telemetry.list())
+        assert.notInclude(listed, token)
+        assert.notInclude(listed, pathToken)
+        // A record kept from before masking (or by an older version) is masked on the way out too.
+        const sql = (yield* SvcTest).sql
+        yield* sql`UPDATE deliveries SET meta = jsonb_set(meta, '{warning}', to_jsonb(${`old ${token}`}::text)), last_error = ${`was ${token}`} WHERE target_id = ${id}`
+        yield* sql`UPDATE telemetry_destinations SET last_error = ${`bad ${token}`} WHERE id = ${id}`
+        const again = JSON.stringify([yield* org.client.telemetry.deliveries({ params: { id } }), yield* org.client.telemetry.list()])
+        assert.include(again, "old [redacted]")
+        assert.notInclude(again, token)
+      }).pipe(Effect.scoped))
+  })
+
+  describe("header names are the tenant's: none is special", () => {
+    it.effect("a collector header named __proto__ is stored and sent like any other, never silently lost", () =>
+      Effect.gen(function*() {
+        const { org, collector } = yield* withCollector(undefined, JSON.parse('{"__proto__":"proto-value-1","X-Other":"other-value-1"}'))
+        yield* traffic(org)
+        const request = yield* collector.waitFor(() => true, "20 seconds")
+        const raw = request.rawHeaders
+        const at = raw.findIndex((name, i) => i % 2 === 0 && name.toLowerCase() === "__proto__")
+        assert.isAtLeast(at, 0, "the __proto__ header was sent")
+        assert.strictEqual(raw[at + 1], "proto-value-1")
+        assert.strictEqual(request.headers["x-other"], "other-value-1")
+      }).pipe(Effect.scoped))
+  })
+
   describe("rule 9: replay", () => {
     it.effect("failed → {queued: true, id} and the same batch is sent again; delivered → 409 NOT_REPLAYABLE", () =>
       Effect.gen(function*() {

@@ -101,6 +101,32 @@ layer(WithSmtp, { excludeTestServices: true })("reviewer email", (it) => {
         assert.deepStrictEqual(emailRows.map((r) => r.status), ["delivered", "delivered", "delivered"])
       }).pipe(Effect.scoped))
 
+    it.effect("a mail carries no text the tenant wrote: a step_id is left out, only ids, statuses, timestamps and fixed words", () =>
+      Effect.gen(function*() {
+        const org = yield* SvcTest.org()
+        yield* org.client.notifications.updateSettings({ payload: { reviewer_email: "anyone@example.org" } })
+        const spam = "WIN FREE MONEY at https://evil.example/claim?x=1"
+        const base = eventBody(org.orgId, "approval.requested")
+        const event = { ...base, approval: { ...base.approval, step_id: spam } }
+        yield* insertEvents([event])
+        const mail = yield* eventually(Effect.sync(() => mails.find((m) => m.data.includes(event.id))), { what: "the mail" })
+        assert.deepStrictEqual(mail.to, ["anyone@example.org"])
+        assert.include(mail.data, event.approval.approval_id)
+        assert.include(mail.data, `GET /v1/agent-approvals/${event.approval.approval_id}`)
+        assert.notInclude(mail.data, "evil.example")
+        assert.notInclude(mail.data, "FREE MONEY")
+        assert.notInclude(mail.data, "step-1")
+        // The body, headers and subject decoded: every line is fixed wording or one of our ids and times.
+        const body = mail.data.slice(mail.data.indexOf("\r\n\r\n") + 4).replace(/=\r\n/g, "")
+        for (const line of body.split(/\r?\n/).filter((l) => l.trim() !== "")) {
+          assert.match(
+            line,
+            /^(Approval requested\.|Approval: [0-9a-f-]{36}|Session: [0-9a-f-]{36}|Task: [0-9a-f-]{36}|Status: (pending|approved|rejected|expired)|Review deadline: [0-9T:.Z-]+|Expires at: [0-9T:.Z-]+|If nobody decides: (reject|allow)|Read the step and decide through the API: GET \/v1\/agent-approvals\/[0-9a-f-]{36}, GET \/v1\/agent-sessions\/[0-9a-f-]{36}|Event: [0-9a-f-]{36})$/,
+            line
+          )
+        }
+      }))
+
     it.effect("an organization without a reviewer address gets no mail", () =>
       Effect.gen(function*() {
         const org = yield* SvcTest.org()

@@ -45,10 +45,13 @@ layer(webhookService(), { excludeTestServices: true })("notification endpoints",
         assert.notInclude(list.text, secret)
         assert.notInclude(list.text, "secret-path-token")
 
-        // The secret is sealed at rest.
+        // The secret and the URL are sealed at rest.
         const rows = yield* svc.sql<{ dump: string }>`SELECT row_to_json(org_secrets)::text AS dump FROM org_secrets WHERE owner_id = ${endpoint.id}`
-        assert.strictEqual(rows.length, 1)
-        assert.notInclude(rows[0]!.dump, secret.slice(6))
+        assert.strictEqual(rows.length, 2)
+        for (const row of rows) {
+          assert.notInclude(row.dump, secret.slice(6))
+          assert.notInclude(row.dump, "secret-path-token")
+        }
         assert.isFalse(svc.logLines().some((line) => line.includes(secret)))
       }))
 
@@ -142,7 +145,8 @@ layer(webhookService(), { excludeTestServices: true })("notification endpoints",
         const expires = new Date(rotated.previous_secret_expires_at).getTime()
         assert.isAtLeast(expires, before + 3_599_000)
         const live = yield* svc.sql<{ n: number }>`
-          SELECT count(*)::int AS n FROM org_secrets WHERE owner_id = ${endpoint.id} AND (expires_at IS NULL OR expires_at > now())
+          SELECT count(*)::int AS n FROM org_secrets
+          WHERE owner_id = ${endpoint.id} AND owner_kind = 'notification_endpoint' AND (expires_at IS NULL OR expires_at > now())
         `
         assert.strictEqual(live[0]!.n, 2)
         const list = yield* raw(`${svc.baseUrl}/v1/notification-endpoints`, { headers: { authorization: `Bearer ${org.key}` } })
@@ -274,7 +278,13 @@ layer(guarded, { excludeTestServices: true })("public HTTPS address checks on cr
       const created = yield* org.client.notifications.create({ payload: { url: "https://93.184.215.14/hooks/abc" } })
       assert.strictEqual(created.endpoint.active, true)
       const sql = yield* SqlClient.SqlClient
+      // The URL is a secret: sealed in the secret store, its column empty.
       const [row] = yield* sql<{ url: string }>`SELECT url FROM notification_endpoints WHERE id = ${created.endpoint.id}`
-      assert.strictEqual(row!.url, "https://93.184.215.14/hooks/abc")
+      assert.strictEqual(row!.url, "")
+      const stored = yield* sql<{ sealed: string }>`
+        SELECT sealed FROM org_secrets WHERE owner_id = ${created.endpoint.id} AND owner_kind = 'notification_endpoint_url'
+      `
+      assert.strictEqual(stored.length, 1)
+      assert.notInclude(stored[0]!.sealed, "hooks/abc")
     }))
 })

@@ -29,11 +29,48 @@ const strings = (value: Json, out: Array<string> = []): Array<string> => {
 }
 
 describe("known organization credentials are removed, whole or embedded", () => {
-  it("this organization's API keys (revoked ones too) are found by hash; other key-shaped text is kept", async () => {
-    const doc = { a: liveKey, b: `curl -H "Authorization: Bearer ${revokedKey}" ...`, c: strangerKey }
+  it("this organization's API keys (revoked ones too), another organization's, and any string of our key format", async () => {
+    const doc = { a: liveKey, b: `curl -H "Authorization: Bearer ${revokedKey}" ...`, c: strangerKey, d: `k=svc_${"A".repeat(43)}` }
     const { value, fields } = await scrub(doc, known, "correction")
-    assert.deepStrictEqual(value, { a: REDACTION_MARKER, b: `curl -H "Authorization: ${REDACTION_MARKER}" ...`.replace(`${REDACTION_MARKER}"`, `Bearer ${REDACTION_MARKER}"`), c: strangerKey })
-    assert.deepStrictEqual(fields, ["correction.a", "correction.b"])
+    assert.deepStrictEqual(value, {
+      a: REDACTION_MARKER,
+      b: `curl -H "Authorization: Bearer ${REDACTION_MARKER}" ...`,
+      c: REDACTION_MARKER,
+      d: `k=${REDACTION_MARKER}`
+    })
+    assert.deepStrictEqual(fields, ["correction.a", "correction.b", "correction.c", "correction.d"])
+  })
+
+  it("any string of our signing-secret format, whoever it belongs to", async () => {
+    const doc = { a: randomToken("whsec_"), b: `x whsec_whsec_${"b".repeat(43)}` }
+    const { value } = await scrub(doc, known, "correction")
+    // `whsec_` is itself base64url: `whsec_whsec_…` is secret-shaped from its first character.
+    assert.deepStrictEqual(value, { a: REDACTION_MARKER, b: `x ${REDACTION_MARKER}` })
+  })
+
+  it("property: a key-shaped or secret-shaped string never survives, wherever it is embedded", async () => {
+    const b64 = fc.constantFrom(..."ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_")
+    await fc.assert(
+      fc.asyncProperty(
+        fc.constantFrom("svc_", "whsec_"),
+        fc.array(b64, { minLength: 43, maxLength: 43 }).map((cs) => cs.join("")),
+        fc.string({ maxLength: 20 }),
+        fc.string({ maxLength: 20 }),
+        async (prefix, body, before, after) => {
+          const secret = prefix + body
+          const { value } = await scrub({ note: before + secret + after }, { keyHashes: new Set(), values: [] })
+          assert.notInclude((value as { note: string }).note, secret)
+        }
+      ),
+      { numRuns: 100 }
+    )
+  })
+
+  it("known values that overlap themselves, in a long string, neither throw nor leave a piece behind", async () => {
+    const value = "a".repeat(8)
+    const text = "a".repeat(300_000)
+    const { value: out } = await scrub({ t: text, u: `x${"ab".repeat(100_000)}y` }, { keyHashes: new Set(), values: [value, "abababab"] })
+    assert.deepStrictEqual(out, { t: REDACTION_MARKER, u: `x${REDACTION_MARKER}y` })
   })
 
   it("an API key right after other `svc_`-shaped text is still found (matches may overlap)", async () => {
@@ -42,7 +79,8 @@ describe("known organization credentials are removed, whole or embedded", () => 
     // first match and never sees the key itself.
     const doc = { a: `svc_${liveKey}`, b: `my_svc_token_${revokedKey}.`, c: `${liveKey}${liveKey}` }
     const { value, fields } = await scrub(doc, known, "correction")
-    assert.deepStrictEqual(value, { a: `svc_${REDACTION_MARKER}`, b: `my_svc_token_${REDACTION_MARKER}.`, c: REDACTION_MARKER })
+    // (`svc_` and `_token_` are base64url too: the key-shaped text starts at the first `svc_`, and goes whole.)
+    assert.deepStrictEqual(value, { a: REDACTION_MARKER, b: `my_${REDACTION_MARKER}.`, c: REDACTION_MARKER })
     assert.deepStrictEqual(fields, ["correction.a", "correction.b", "correction.c"])
   })
 

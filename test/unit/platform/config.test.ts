@@ -82,3 +82,38 @@ describe("metrics settings", () => {
       assert.deepStrictEqual((yield* read({ PORT: "0", SVC_METRICS_PORT: "0" })).metricsPort, Option.some(0))
     }))
 })
+
+describe("retention settings (SVC_*_RETENTION)", () => {
+  it.effect("default to 30 days of finished webhook deliveries and 7 days of attempts, outbox and session events; settable down to a minute", () =>
+    Effect.gen(function*() {
+      const defaults = yield* read({})
+      assert.strictEqual(Duration.toMillis(defaults.webhookDeliveryRetention), 30 * 86_400_000)
+      assert.strictEqual(Duration.toMillis(defaults.deliveryAttemptRetention), 7 * 86_400_000)
+      assert.strictEqual(Duration.toMillis(defaults.outboxRetention), 7 * 86_400_000)
+      assert.strictEqual(Duration.toMillis(defaults.sessionEventRetention), 7 * 86_400_000)
+      assert.strictEqual(Duration.toMillis(defaults.retentionInterval), 60_000)
+      assert.strictEqual(defaults.retentionBatch, 500)
+      const set = yield* read({
+        SVC_WEBHOOK_DELIVERY_RETENTION: "1m",
+        SVC_DELIVERY_ATTEMPT_RETENTION: "2m",
+        SVC_OUTBOX_RETENTION: "1h",
+        SVC_SESSION_EVENT_RETENTION: "90s",
+        SVC_RETENTION_INTERVAL: "5s",
+        SVC_RETENTION_BATCH: "50"
+      })
+      assert.strictEqual(Duration.toMillis(set.webhookDeliveryRetention), 60_000)
+      assert.strictEqual(Duration.toMillis(set.sessionEventRetention), 90_000)
+      assert.strictEqual(set.retentionBatch, 50)
+    }))
+
+  it.effect("less than a minute (or zero, which would delete what is still being read) is refused at start, naming the variable", () =>
+    Effect.gen(function*() {
+      for (const name of ["SVC_WEBHOOK_DELIVERY_RETENTION", "SVC_DELIVERY_ATTEMPT_RETENTION", "SVC_OUTBOX_RETENTION", "SVC_SESSION_EVENT_RETENTION"]) {
+        for (const value of ["0s", "30s", "1m,2m", "forever"]) {
+          assert.include(String(yield* Effect.flip(read({ [name]: value }))), name)
+        }
+      }
+      assert.include(String(yield* Effect.flip(read({ SVC_RETENTION_INTERVAL: "0s" }))), "SVC_RETENTION_INTERVAL")
+      assert.include(String(yield* Effect.flip(read({ SVC_RETENTION_BATCH: "0" }))), "SVC_RETENTION_BATCH")
+    }))
+})

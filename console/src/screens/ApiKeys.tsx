@@ -1,0 +1,179 @@
+/**
+ * "API keys": the organization's keys (never their material), creation with
+ * chosen scopes (the key shown once), revocation; and console sessions,
+ * each with "Revoke".
+ */
+import { Exit } from "effect"
+import { useState } from "preact/hooks"
+import type { ApiKey, ConsoleSession, ConsoleSessionSummary } from "../../../src/api/Console.ts"
+import { Scopes } from "../../../src/api/Security.ts"
+import { problemOf, SvcApi } from "../api.ts"
+import { refresh, useAtomValue, useMutation } from "../atoms.ts"
+import { sessionAtom } from "../session.ts"
+import { Confirm, describeProblem, Loaded, Notice, type NoticeValue, SecretOnce, Time } from "../ui.tsx"
+
+const keysAtom = SvcApi.query("apiKeys", "list", { reactivityKeys: ["keys"] })
+const sessionsAtom = SvcApi.query("console", "listSessions", { reactivityKeys: ["sessions"] })
+const createAtom = SvcApi.mutation("apiKeys", "create")
+const revokeKeyAtom = SvcApi.mutation("apiKeys", "revoke")
+const revokeSessionAtom = SvcApi.mutation("console", "revokeSession")
+
+type Pending = { kind: "key"; key: ApiKey } | { kind: "session"; session: ConsoleSessionSummary } | undefined
+
+export const ApiKeys = ({ session }: { session: ConsoleSession }) => {
+  const keys = useAtomValue(keysAtom)
+  const sessions = useAtomValue(sessionsAtom)
+  const [notice, setNotice] = useState<NoticeValue | undefined>(undefined)
+  const [created, setCreated] = useState<string | undefined>(undefined)
+  const [pending, setPending] = useState<Pending>(undefined)
+  const revokeKey = useMutation(revokeKeyAtom)
+  const revokeSession = useMutation(revokeSessionAtom)
+  const confirm = async () => {
+    if (pending?.kind === "key") {
+      const exit = await revokeKey.run({ params: { key_id: pending.key.id }, reactivityKeys: ["keys"] })
+      setNotice(Exit.isSuccess(exit)
+        ? { tone: "success", text: `Key ${pending.key.key_prefix}… revoked: it stops working at once.` }
+        : { tone: "error", text: `Could not revoke: ${describeProblem(problemOf(exit.cause))}` })
+    } else if (pending?.kind === "session") {
+      const exit = await revokeSession.run({ params: { session_id: pending.session.id }, reactivityKeys: ["sessions"] })
+      if (Exit.isSuccess(exit) && pending.session.current) refresh(sessionAtom)
+      setNotice(Exit.isSuccess(exit)
+        ? { tone: "success", text: `Session of ${pending.session.person} revoked: it ends at once.` }
+        : { tone: "error", text: `Could not revoke: ${describeProblem(problemOf(exit.cause))}` })
+    }
+    setPending(undefined)
+  }
+  return (
+    <section aria-labelledby="page-title">
+      <h1 id="page-title" tabIndex={-1}>API keys</h1>
+      <Notice notice={notice} onClose={() => setNotice(undefined)} />
+      {created && <SecretOnce label="The new API key" secret={created} onDone={() => setCreated(undefined)} />}
+      <CreateKey
+        grantable={session.scopes}
+        onCreated={(key) => {
+          setCreated(key)
+          setNotice({ tone: "success", text: "Key created." })
+        }}
+        onProblem={(text) => setNotice({ tone: "error", text })}
+      />
+      <h2 id="keys-title">Keys</h2>
+      <Loaded result={keys} what="API keys">
+        {(value) =>
+          value.keys.length === 0
+            ? <p class="empty">No API keys.</p>
+            : (
+              <div class="table-wrap">
+                <table aria-labelledby="keys-title">
+                  <thead><tr><th scope="col">Name</th><th scope="col">Key</th><th scope="col">Scopes</th><th scope="col">Created</th><th scope="col"><span class="sr-only">Action</span></th></tr></thead>
+                  <tbody>
+                    {value.keys.map((key) => (
+                      <tr key={key.id}>
+                        <td>{key.name ?? <span class="muted">unnamed</span>}</td>
+                        <td><code>{key.key_prefix}…</code></td>
+                        <td>{key.scopes.join(", ")}</td>
+                        <td><Time iso={key.created_at} /></td>
+                        <td>
+                          {key.revoked_at
+                            ? <span class="muted">revoked</span>
+                            : <button type="button" class="danger" aria-label={`Revoke key ${key.name ?? key.key_prefix}`} onClick={() => setPending({ kind: "key", key })}>Revoke</button>}
+                        </td>
+                      </tr>
+                    ))}
+                  </tbody>
+                </table>
+              </div>
+            )}
+      </Loaded>
+      <h2 id="sessions-title">Console sessions</h2>
+      <Loaded result={sessions} what="console sessions">
+        {(value) => (
+          <div class="table-wrap">
+            <table aria-labelledby="sessions-title">
+              <thead><tr><th scope="col">Person</th><th scope="col">Preset</th><th scope="col">Signed in</th><th scope="col">Last seen</th><th scope="col">Ends</th><th scope="col"><span class="sr-only">Action</span></th></tr></thead>
+              <tbody>
+                {value.sessions.map((item) => (
+                  <tr key={item.id}>
+                    <td>{item.person}{item.current && <span class="muted"> (this session)</span>}</td>
+                    <td>{item.preset}</td>
+                    <td><Time iso={item.created_at} /></td>
+                    <td><Time iso={item.last_seen_at} /></td>
+                    <td><Time iso={item.expires_at} /></td>
+                    <td>
+                      <button type="button" class="danger" aria-label={`Revoke session of ${item.person}`} onClick={() => setPending({ kind: "session", session: item })}>Revoke</button>
+                    </td>
+                  </tr>
+                ))}
+              </tbody>
+            </table>
+          </div>
+        )}
+      </Loaded>
+      <Confirm
+        open={pending !== undefined}
+        title={pending?.kind === "session" ? "Revoke this console session?" : "Revoke this API key?"}
+        confirmLabel={pending?.kind === "session" ? "Revoke session" : "Revoke key"}
+        busy={revokeKey.busy || revokeSession.busy}
+        onCancel={() => setPending(undefined)}
+        onConfirm={confirm}
+      >
+        <p>
+          {pending?.kind === "session"
+            ? `${pending.session.person}'s session ends at once${pending.session.current ? ": that is you, in this browser" : ""}.`
+            : pending?.kind === "key"
+            ? `Every request with ${pending.key.key_prefix}… is refused from now on.`
+            : ""}
+        </p>
+      </Confirm>
+    </section>
+  )
+}
+
+const CreateKey = (
+  { grantable, onCreated, onProblem }: { grantable: ReadonlyArray<string>; onCreated: (key: string) => void; onProblem: (text: string) => void }
+) => {
+  const [name, setName] = useState("")
+  const [scopes, setScopes] = useState<ReadonlySet<string>>(new Set())
+  const create = useMutation(createAtom)
+  return (
+    <form
+      class="form stack card"
+      aria-labelledby="create-key"
+      onSubmit={async (event) => {
+        event.preventDefault()
+        const chosen = Scopes.filter((scope) => scopes.has(scope))
+        const exit = await create.run({ payload: { ...(name.trim() ? { name: name.trim() } : {}), scopes: chosen }, reactivityKeys: ["keys"] })
+        if (Exit.isSuccess(exit)) {
+          setName("")
+          setScopes(new Set())
+          return onCreated(exit.value.key)
+        }
+        onProblem(`Could not create the key: ${describeProblem(problemOf(exit.cause))}`)
+      }}
+    >
+      <h2 id="create-key">New API key</h2>
+      <label>
+        Name
+        <input value={name} maxLength={200} onInput={(event) => setName(event.currentTarget.value)} placeholder="ci-pipeline" />
+      </label>
+      <fieldset>
+        <legend>Scopes</legend>
+        {Scopes.filter((scope) => grantable.includes(scope)).map((scope) => (
+          <label class="inline" key={scope}>
+            <input
+              type="checkbox"
+              checked={scopes.has(scope)}
+              onChange={(event) => {
+                const next = new Set(scopes)
+                if (event.currentTarget.checked) next.add(scope)
+                else next.delete(scope)
+                setScopes(next)
+              }}
+            />
+            {scope}
+          </label>
+        ))}
+      </fieldset>
+      <div class="actions"><button type="submit" class="primary" disabled={create.busy || scopes.size === 0}>Create key</button></div>
+    </form>
+  )
+}

@@ -1,0 +1,174 @@
+/**
+ * "Promote": per task, the preview of the next dataset version (its base
+ * and the staged corrections) and the button that creates it. When the
+ * dataset or the staged set changed since the preview (409), the preview is
+ * reloaded, the difference shown, and the person confirms again.
+ */
+import { Exit } from "effect"
+import { useMemo, useState } from "preact/hooks"
+import type { PromotePreview as PromotePreviewSchema } from "../../../src/api/Feedback.ts"
+
+type PromotePreview = typeof PromotePreviewSchema.Type
+import { problemOf, SvcApi } from "../api.ts"
+import { refresh, runMutation, useAtomValue, useMutation } from "../atoms.ts"
+import { setQuery, useLocation } from "../router.ts"
+import { describeProblem, Json, Loaded, Notice, type NoticeValue } from "../ui.tsx"
+
+const tasksAtom = SvcApi.query("tasks", "list", { query: { limit: 100 }, timeToLive: "60 seconds" })
+const promoteAtom = SvcApi.mutation("feedback", "promote")
+const datasetsAtom = SvcApi.mutation("datasets", "listForTask")
+
+export const Promote = () => {
+  const { query } = useLocation()
+  const tasks = useAtomValue(tasksAtom)
+  const taskId = query.get("task") ?? (tasks._tag === "Success" ? tasks.value.tasks[0]?.id : undefined)
+  return (
+    <section aria-labelledby="page-title">
+      <h1 id="page-title" tabIndex={-1}>Promote</h1>
+      <Loaded result={tasks} what="tasks">
+        {(value) =>
+          value.tasks.length === 0
+            ? <p class="empty">No tasks yet.</p>
+            : (
+              <>
+                <form class="filters" aria-label="Task" onSubmit={(event) => event.preventDefault()}>
+                  <label>
+                    Task
+                    <select value={taskId ?? ""} onChange={(event) => setQuery({ task: event.currentTarget.value })}>
+                      {value.tasks.map((task) => <option key={task.id} value={task.id}>{task.name}</option>)}
+                    </select>
+                  </label>
+                </form>
+                {taskId && <TaskPromotion key={taskId} taskId={taskId} />}
+              </>
+            )}
+      </Loaded>
+    </section>
+  )
+}
+
+interface Versions {
+  readonly byId: ReadonlyMap<string, { version: number; example_count: number }>
+}
+
+const describeChange = (before: PromotePreview, after: PromotePreview, versions: Versions) => {
+  const parts: Array<string> = []
+  if (before.base_dataset_id !== after.base_dataset_id) {
+    const from = versions.byId.get(before.base_dataset_id)?.version
+    const to = versions.byId.get(after.base_dataset_id)?.version
+    parts.push(`the dataset moved on${from !== undefined && to !== undefined ? ` from version ${from} to version ${to}` : ""}`)
+  }
+  const old = new Set(before.staged.map((item) => item.id))
+  const now = new Set(after.staged.map((item) => item.id))
+  const added = after.staged.filter((item) => !old.has(item.id)).length
+  const removed = before.staged.filter((item) => !now.has(item.id)).length
+  if (added > 0) parts.push(`${added} staged correction${added === 1 ? "" : "s"} added`)
+  if (removed > 0) parts.push(`${removed} staged correction${removed === 1 ? "" : "s"} no longer staged`)
+  return parts.length === 0 ? "the staged set changed" : parts.join("; ")
+}
+
+const TaskPromotion = ({ taskId }: { taskId: string }) => {
+  const previewAtom = useMemo(() => SvcApi.query("feedback", "promotePreview", { params: { task_id: taskId }, reactivityKeys: ["feedback", "datasets"] }), [taskId])
+  const preview = useAtomValue(previewAtom)
+  const versionsAtom = useMemo(() => SvcApi.query("datasets", "listForTask", { params: { task_id: taskId }, reactivityKeys: ["datasets"] }), [taskId])
+  const versions = useAtomValue(versionsAtom)
+  const byId = new Map(versions._tag === "Success" ? versions.value.datasets.map((d) => [d.id, d]) : [])
+  const promote = useMutation(promoteAtom)
+  const [notice, setNotice] = useState<NoticeValue | undefined>(undefined)
+  /** The preview the person saw when a 409 arrived: kept to show what changed. */
+  const [seen, setSeen] = useState<PromotePreview | undefined>(undefined)
+
+  const submit = async (current: PromotePreview) => {
+    const exit = await promote.run({
+      params: { task_id: taskId },
+      payload: { base_dataset_id: current.base_dataset_id, expected_feedback_revision: current.expected_feedback_revision },
+      reactivityKeys: ["datasets", "feedback"]
+    })
+    if (Exit.isSuccess(exit)) {
+      const done = exit.value
+      setSeen(undefined)
+      const listed = await runMutation(datasetsAtom, { params: { task_id: taskId } })
+      const count = Exit.isSuccess(listed) ? listed.value.datasets.find((d) => d.id === done.dataset_id)?.example_count : undefined
+      setNotice({
+        tone: "success",
+        text: `Promoted ${done.promoted_count} correction${done.promoted_count === 1 ? "" : "s"}: dataset version ${done.version} now has ${count ?? "its"} example${count === 1 ? "" : "s"}.`
+      })
+      return
+    }
+    const problem = problemOf(exit.cause)
+    if (problem.code === "DATASET_BASE_CHANGED" || problem.code === "FEEDBACK_CHANGED" || problem.code === "NOTHING_STAGED") {
+      setSeen(current)
+      refresh(previewAtom)
+      refresh(versionsAtom)
+      setNotice({
+        tone: "warning",
+        text: problem.code === "NOTHING_STAGED"
+          ? "Nothing is staged for this task any more; nothing was promoted."
+          : "The preview changed since you loaded it; nothing was promoted. Check the new preview below and press Promote again to confirm."
+      })
+      return
+    }
+    setNotice({ tone: "error", text: `Could not promote: ${describeProblem(problem)}` })
+  }
+
+  return (
+    <>
+      <Notice notice={notice} onClose={() => setNotice(undefined)} />
+      <Loaded result={preview} what="the preview">
+        {(value, waiting) => {
+          const base = byId.get(value.base_dataset_id)
+          // Said once both the preview and the dataset versions it names are fresh.
+          const versionsFresh = versions._tag === "Success" && !versions.waiting
+          const changed = seen !== undefined && !waiting && versionsFresh && (seen.expected_feedback_revision !== value.expected_feedback_revision || seen.base_dataset_id !== value.base_dataset_id)
+          return (
+            <div class="promotion">
+              {changed && (
+                <p class="notice warning" role="alert" aria-label="What changed">
+                  What changed: {describeChange(seen!, value, { byId })}.
+                </p>
+              )}
+              <dl class="facts">
+                <div><dt>Base version</dt><dd>{base ? `version ${base.version} (${base.example_count} examples)` : value.base_dataset_id}</dd></div>
+                <div><dt>Staged corrections</dt><dd>{value.staged.length}</dd></div>
+              </dl>
+              <div class="actions">
+                <button
+                  type="button"
+                  class="primary"
+                  disabled={promote.busy || waiting || value.staged.length === 0}
+                  aria-describedby={value.staged.length === 0 ? "nothing-staged" : undefined}
+                  onClick={() => submit(value)}
+                >
+                  Promote
+                </button>
+                {value.staged.length === 0 && <span id="nothing-staged" class="muted">Nothing staged for this task: stage corrections in Review first.</span>}
+              </div>
+              {value.staged.length > 0 && (
+                <ol class="staged" aria-label="Staged corrections">
+                  {value.staged.map((item) => <StagedItem key={item.id} traceId={item.inference_log_id} correction={item.correction} />)}
+                </ol>
+              )}
+            </div>
+          )
+        }}
+      </Loaded>
+    </>
+  )
+}
+
+const StagedItem = ({ traceId, correction }: { traceId: string; correction: unknown }) => {
+  const runAtom = useMemo(() => SvcApi.query("tasks", "getRun", { params: { trace_id: traceId } }), [traceId])
+  const run = useAtomValue(runAtom)
+  return (
+    <li class="side-by-side">
+      <div>
+        <h3>Input</h3>
+        {run._tag === "Success" ? <Json value={run.value.input} label="Input" /> : <p class="muted">…</p>}
+      </div>
+      <div>
+        <h3>Corrected answer</h3>
+        <Json value={correction} label="Corrected answer" />
+      </div>
+    </li>
+  )
+}

@@ -1,0 +1,248 @@
+/**
+ * "Telemetry": the organization's OTLP destination, its counters (polled,
+ * so they move by themselves), a test span, batch deliveries with replay,
+ * and creation with headers, each refused header explained.
+ */
+import { Exit } from "effect"
+import { useMemo, useState } from "preact/hooks"
+import type { TelemetryDestination } from "../../../src/api/Telemetry.ts"
+import { type Problem, problemOf, SvcApi } from "../api.ts"
+import { refresh, useAtomValue, useMutation } from "../atoms.ts"
+import { Confirm, describeProblem, Loaded, Notice, type NoticeValue, Time, useInterval } from "../ui.tsx"
+
+const destinationsAtom = SvcApi.query("telemetry", "list", { reactivityKeys: ["telemetry"] })
+const createAtom = SvcApi.mutation("telemetry", "create")
+const testAtom = SvcApi.mutation("telemetry", "test")
+const removeAtom = SvcApi.mutation("telemetry", "remove")
+const replayAtom = SvcApi.mutation("telemetry", "replay")
+
+const replayProblem = (problem: Problem): string => {
+  switch (problem.code) {
+    case "NOT_REPLAYABLE":
+      return `This batch cannot be replayed: only failed batches can be${problem.error?.delivery_status ? ` (it is ${String(problem.error.delivery_status)})` : ""}.`
+    case "QUEUE_FULL":
+      return "The destination's queue is full: wait until queued batches are sent (or fail), then replay again."
+    default:
+      return `Could not replay: ${describeProblem(problem)}`
+  }
+}
+
+export const Telemetry = () => {
+  const destinations = useAtomValue(destinationsAtom)
+  useInterval(() => refresh(destinationsAtom), 2000)
+  const [notice, setNotice] = useState<NoticeValue | undefined>(undefined)
+  return (
+    <section aria-labelledby="page-title">
+      <h1 id="page-title" tabIndex={-1}>Telemetry</h1>
+      <Notice notice={notice} onClose={() => setNotice(undefined)} />
+      <Loaded result={destinations} what="the destination">
+        {(value) =>
+          value.destinations.length === 0
+            ? <CreateDestination onNotice={setNotice} />
+            : (
+              <ul class="cards" aria-label="Destinations">
+                {value.destinations.map((destination) => <Destination key={destination.id} destination={destination} onNotice={setNotice} />)}
+              </ul>
+            )}
+      </Loaded>
+    </section>
+  )
+}
+
+/** `headers.Authorization` or `headers["odd name"]` (how problems name a header): the header's name. */
+const headerName = (field: string): string => {
+  if (field.startsWith("headers[")) {
+    try {
+      return String(JSON.parse(field.slice("headers[".length, -1)))
+    } catch {
+      return field
+    }
+  }
+  return field.replace(/^headers\./, "")
+}
+
+interface HeaderRow {
+  readonly key: number
+  readonly name: string
+  readonly value: string
+}
+
+let nextRow = 0
+
+const CreateDestination = ({ onNotice }: { onNotice: (notice: NoticeValue) => void }) => {
+  const [url, setUrl] = useState("")
+  const [rows, setRows] = useState<ReadonlyArray<HeaderRow>>([])
+  const [urlError, setUrlError] = useState<string | undefined>(undefined)
+  const [headerErrors, setHeaderErrors] = useState<ReadonlyMap<string, string>>(new Map())
+  const create = useMutation(createAtom)
+  const setRow = (key: number, change: Partial<HeaderRow>) =>
+    setRows((current) => current.map((row) => (row.key === key ? { ...row, ...change } : row)))
+  return (
+    <form
+      class="form stack card"
+      aria-labelledby="create-destination"
+      onSubmit={async (event) => {
+        event.preventDefault()
+        setUrlError(undefined)
+        setHeaderErrors(new Map())
+        const headers = Object.fromEntries(rows.filter((row) => row.name.trim() !== "").map((row) => [row.name.trim(), row.value]))
+        const exit = await create.run({ payload: { url, ...(rows.length > 0 ? { headers } : {}) }, reactivityKeys: ["telemetry"] })
+        if (Exit.isSuccess(exit)) return onNotice({ tone: "success", text: `Destination ${exit.value.url_hint} created.` })
+        const problem = problemOf(exit.cause)
+        if (problem.code === "INVALID_URL") return setUrlError(problem.detail ?? problem.title)
+        if (problem.code === "INVALID_HEADERS") {
+          const issues = (problem.error?.errors as ReadonlyArray<{ field: string; message: string }> | undefined) ??
+            (problem.error?.field ? [{ field: String(problem.error.field), message: problem.detail ?? problem.title }] : [])
+          const byName = new Map<string, string>()
+          for (const issue of issues) byName.set(headerName(issue.field).toLowerCase(), issue.message)
+          setHeaderErrors(byName)
+          return onNotice({ tone: "error", text: `The collector headers were refused: ${issues.length} header${issues.length === 1 ? "" : "s"} to fix below.` })
+        }
+        onNotice({ tone: "error", text: `Could not create the destination: ${describeProblem(problem)}` })
+      }}
+    >
+      <h2 id="create-destination">New destination</h2>
+      <p class="muted">Spans of your organization's requests are exported here as OTLP/HTTP JSON.</p>
+      <label>
+        Collector traces URL (HTTPS)
+        <input
+          type="url"
+          required
+          value={url}
+          placeholder="https://collector.example.com/v1/traces"
+          aria-invalid={urlError ? "true" : undefined}
+          aria-describedby={urlError ? "destination-url-error" : undefined}
+          onInput={(event) => setUrl(event.currentTarget.value)}
+        />
+      </label>
+      {urlError && <p id="destination-url-error" class="field-error">{urlError}</p>}
+      <fieldset>
+        <legend>Headers sent with every export</legend>
+        {rows.length === 0 && <p class="muted">None.</p>}
+        {rows.map((row, index) => {
+          const error = headerErrors.get(row.name.trim().toLowerCase())
+          const errorId = `header-error-${row.key}`
+          return (
+            <div class="form" key={row.key}>
+              <label>
+                Header {index + 1} name
+                <input value={row.name} aria-invalid={error ? "true" : undefined} aria-describedby={error ? errorId : undefined} onInput={(event) => setRow(row.key, { name: event.currentTarget.value })} />
+              </label>
+              <label>
+                Header {index + 1} value
+                <input type="password" autocomplete="off" value={row.value} onInput={(event) => setRow(row.key, { value: event.currentTarget.value })} />
+              </label>
+              <button type="button" onClick={() => setRows((current) => current.filter((other) => other.key !== row.key))}>Remove header {index + 1}</button>
+              {error && <p id={errorId} class="field-error">{row.name}: {error}</p>}
+            </div>
+          )
+        })}
+        <button type="button" onClick={() => setRows((current) => [...current, { key: nextRow++, name: "", value: "" }])}>Add header</button>
+      </fieldset>
+      <div class="actions"><button type="submit" class="primary" disabled={create.busy}>Create destination</button></div>
+    </form>
+  )
+}
+
+const Destination = ({ destination, onNotice }: { destination: TelemetryDestination; onNotice: (notice: NoticeValue) => void }) => {
+  const test = useMutation(testAtom)
+  const remove = useMutation(removeAtom)
+  const replay = useMutation(replayAtom)
+  const [confirming, setConfirming] = useState(false)
+  const [testOutcome, setTestOutcome] = useState<string | undefined>(undefined)
+  const deliveriesAtom = useMemo(() => SvcApi.query("telemetry", "deliveries", { params: { id: destination.id }, reactivityKeys: ["telemetry-deliveries"] }), [destination.id])
+  const deliveries = useAtomValue(deliveriesAtom)
+  useInterval(() => refresh(deliveriesAtom), 2000)
+  return (
+    <li class="card" aria-labelledby="destination-title">
+      <h2 id="destination-title">{destination.url_hint}</h2>
+      <div class="counters" aria-label="Counters">
+        <div class="counter"><span>Pending spans</span><strong data-counter="pending">{destination.pending_spans}</strong></div>
+        <div class="counter"><span>Dropped spans</span><strong data-counter="dropped">{destination.dropped_spans}</strong></div>
+      </div>
+      <dl class="facts">
+        <div><dt>Last delivery</dt><dd><Time iso={destination.last_delivered_at} /></dd></div>
+        <div><dt>Last error</dt><dd>{destination.last_error ?? "none"}</dd></div>
+        <div><dt>Created</dt><dd><Time iso={destination.created_at} /></dd></div>
+      </dl>
+      <div class="actions">
+        <button
+          type="button"
+          disabled={test.busy}
+          onClick={async () => {
+            setTestOutcome(undefined)
+            const exit = await test.run({ params: { id: destination.id } })
+            if (Exit.isSuccess(exit)) return setTestOutcome("The collector accepted the test span.")
+            const problem = problemOf(exit.cause)
+            setTestOutcome(
+              problem.code === "EXPORT_FAILED"
+                ? `The collector did not accept the test span${problem.error?.collector_status ? `: it answered HTTP ${String(problem.error.collector_status)}` : ` (${problem.detail ?? "no answer"})`}.`
+                : `The test failed: ${describeProblem(problem)}`
+            )
+          }}
+        >
+          Send test span
+        </button>
+        <button type="button" class="danger" onClick={() => setConfirming(true)}>Delete</button>
+        <span role="status">{test.busy ? "Sending…" : testOutcome ?? ""}</span>
+      </div>
+      <Confirm
+        open={confirming}
+        title="Delete this destination?"
+        confirmLabel="Delete destination"
+        busy={remove.busy}
+        onCancel={() => setConfirming(false)}
+        onConfirm={async () => {
+          const exit = await remove.run({ params: { id: destination.id }, reactivityKeys: ["telemetry"] })
+          setConfirming(false)
+          if (Exit.isSuccess(exit)) onNotice({ tone: "success", text: "Destination deleted: nothing more is exported." })
+          else onNotice({ tone: "error", text: `Could not delete: ${describeProblem(problemOf(exit.cause))}` })
+        }}
+      >
+        <p>Export to <strong>{destination.url_hint}</strong> stops at once; queued batches are dropped.</p>
+      </Confirm>
+      <h3 id="batches">Batch deliveries (latest 50)</h3>
+      <Loaded result={deliveries} what="batch deliveries">
+        {(value) =>
+          value.deliveries.length === 0
+            ? <p class="empty">No batches yet.</p>
+            : (
+              <div class="table-wrap">
+                <table aria-labelledby="batches">
+                  <thead><tr><th scope="col">Status</th><th scope="col">Spans</th><th scope="col">Rejected</th><th scope="col">Attempts</th><th scope="col">Last error</th><th scope="col">Created</th><th scope="col">Finished</th><th scope="col"><span class="sr-only">Action</span></th></tr></thead>
+                  <tbody>
+                    {value.deliveries.map((delivery) => (
+                      <tr key={delivery.id}>
+                        <td><span class={`badge ${delivery.status}`}>{delivery.status}</span></td>
+                        <td>{delivery.span_count}</td>
+                        <td>{delivery.rejected_spans}</td>
+                        <td>{delivery.attempts}</td>
+                        <td>{delivery.last_error ?? delivery.warning ?? "—"}</td>
+                        <td><Time iso={delivery.created_at} /></td>
+                        <td><Time iso={delivery.finished_at} /></td>
+                        <td>
+                          {delivery.status === "failed" && (
+                            <button
+                              type="button"
+                              disabled={replay.busy}
+                              onClick={async () => {
+                                const exit = await replay.run({ params: { id: destination.id, delivery: delivery.id }, reactivityKeys: ["telemetry-deliveries"] })
+                                onNotice(Exit.isSuccess(exit)
+                                  ? { tone: "success", text: "Batch queued again: it is sent shortly." }
+                                  : { tone: "warning", text: replayProblem(problemOf(exit.cause)) })
+                              }}
+                            >
+                              Replay
+                            </button>
+                          )}
+                        </td>
+                      </tr>
+                    ))}
+                  </tbody>
+                </table>
+              </div>
+            )}
+      </Loaded>
+    </li>
+  )
+}

@@ -1,0 +1,104 @@
+/**
+ * Builds the web console (`console/`) into `console/dist/`, which the server
+ * answers at `/console/`. Run by `npm install` (`prepare`) and by `npm start`
+ * (`prestart`, with `--if-stale`: only when a source is newer than the
+ * build). The bundle has a content hash in its name, so browsers cache it
+ * for good and a new build is picked up at the next page load.
+ *
+ *   node scripts/build-console.ts [--if-stale] [--quiet]
+ */
+import * as esbuild from "esbuild"
+import { createHash } from "node:crypto"
+import * as fs from "node:fs"
+import * as path from "node:path"
+import { fileURLToPath } from "node:url"
+import { gzipSync } from "node:zlib"
+
+const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..")
+const consoleDir = path.join(root, "console")
+const dist = path.join(consoleDir, "dist")
+const stamp = path.join(dist, "build.json")
+/** Everything the bundle is made of: the console and the API contract it imports. */
+const sources = [path.join(consoleDir, "src"), path.join(consoleDir, "index.html"), path.join(root, "src/api"), path.join(root, "package-lock.json"), fileURLToPath(import.meta.url)]
+
+const args = new Set(process.argv.slice(2))
+
+const newestSource = (): number => {
+  let newest = 0
+  const visit = (entry: string) => {
+    const stat = fs.statSync(entry, { throwIfNoEntry: false })
+    if (stat === undefined) return
+    if (stat.isDirectory()) {
+      for (const name of fs.readdirSync(entry)) visit(path.join(entry, name))
+    } else {
+      newest = Math.max(newest, stat.mtimeMs)
+    }
+  }
+  for (const source of sources) visit(source)
+  return newest
+}
+
+const isStale = () => {
+  const built = fs.statSync(stamp, { throwIfNoEntry: false })
+  return built === undefined || built.mtimeMs < newestSource()
+}
+
+export interface BuildReport {
+  readonly script: string
+  readonly style: string
+  readonly bytes: number
+  readonly gzipBytes: number
+}
+
+export const buildConsole = async (): Promise<BuildReport> => {
+  const result = await esbuild.build({
+    absWorkingDir: root,
+    entryPoints: { app: path.join(consoleDir, "src/main.tsx"), style: path.join(consoleDir, "src/style.css") },
+    bundle: true,
+    minify: true,
+    format: "esm",
+    platform: "browser",
+    target: ["es2022", "chrome111", "firefox115", "safari16"],
+    jsx: "automatic",
+    jsxImportSource: "preact",
+    legalComments: "none",
+    write: false,
+    outdir: dist,
+    entryNames: "[name]-[hash]",
+    define: { "process.env.NODE_ENV": "\"production\"" },
+    logLevel: "warning"
+  })
+  const assets = path.join(dist, "assets")
+  fs.rmSync(dist, { recursive: true, force: true })
+  fs.mkdirSync(assets, { recursive: true })
+  let script = ""
+  let style = ""
+  let bytes = 0
+  let gzipBytes = 0
+  for (const file of result.outputFiles) {
+    const name = path.basename(file.path)
+    fs.writeFileSync(path.join(assets, name), file.contents)
+    if (name.endsWith(".js")) script = name
+    if (name.endsWith(".css")) style = name
+    bytes += file.contents.byteLength
+    gzipBytes += gzipSync(file.contents, { level: 9 }).byteLength
+  }
+  fs.copyFileSync(path.join(consoleDir, "src/favicon.svg"), path.join(assets, "favicon.svg"))
+  const template = fs.readFileSync(path.join(consoleDir, "index.html"), "utf8")
+  const html = template.replace("%SCRIPT%", `/console/assets/${script}`).replace("%STYLE%", `/console/assets/${style}`)
+  fs.writeFileSync(path.join(dist, "index.html"), html)
+  const report: BuildReport = { script, style, bytes, gzipBytes }
+  const digest = createHash("sha256").update(html).digest("hex").slice(0, 12)
+  fs.writeFileSync(stamp, JSON.stringify({ ...report, index: digest }, null, 2) + "\n")
+  return report
+}
+
+if (process.argv[1] !== undefined && path.resolve(process.argv[1]) === fileURLToPath(import.meta.url)) {
+  if (args.has("--if-stale") && !isStale()) {
+    process.exit(0)
+  }
+  const report = await buildConsole()
+  if (!args.has("--quiet")) {
+    console.log(`console built into console/dist: ${(report.bytes / 1024).toFixed(1)} KiB, ${(report.gzipBytes / 1024).toFixed(1)} KiB gzip`)
+  }
+}

@@ -1,0 +1,189 @@
+/**
+ * Retention: what only grows (webhook and email delivery records, their
+ * attempts and response snippets, the events outbox, session stream events)
+ * is deleted once past its `SVC_*_RETENTION`, and never while still needed:
+ *
+ * - a webhook or email delivery only once finished (`delivered` or
+ *   `failed`) for `SVC_WEBHOOK_DELIVERY_RETENTION`: never one that is
+ *   queued, sending or retrying; a failed one stays replayable until then;
+ * - an attempt (status, error, response snippet) once older than
+ *   `SVC_DELIVERY_ATTEMPT_RETENTION`; its delivery keeps its count;
+ * - an outbox event once dispatched for `SVC_OUTBOX_RETENTION` AND no
+ *   delivery refers to it any more (a delivery, even a failed one that may
+ *   be replayed, reads its body from the event);
+ * - a session event, or an event of an organization's approval stream,
+ *   once older than `SVC_SESSION_EVENT_RETENTION`, the documented resume
+ *   window of both streams;
+ * - a console sign-in link, and a console session, once it has ended (used,
+ *   expired, revoked, idle too long) for `SVC_SESSION_EVENT_RETENTION` too:
+ *   until then a used link still says "used" and `console sessions` lists it.
+ *
+ * Every process runs the pruning fiber. Each statement deletes at most
+ * `SVC_RETENTION_BATCH` rows, chosen with `FOR UPDATE SKIP LOCKED`, so
+ * processes sharing a database split the work instead of waiting on each
+ * other, and no statement holds many locks or runs long. Ages are compared
+ * with the database's clock. Telemetry batches have their own, shorter rules
+ * (`src/telemetry/Export.ts`).
+ */
+import { PgClient } from "@effect/sql-pg"
+import { Duration, Effect, Layer, Schedule } from "effect"
+import { IDLE_TIMEOUT_SECONDS } from "../console/ConsoleSessions.ts"
+import { SvcConfig } from "../platform/Config.ts"
+import { forkSupervised } from "../platform/Supervised.ts"
+
+/** Batches one rule deletes per round before the next rule's turn (then the round ends). */
+const MAX_BATCHES_PER_ROUND = 100
+
+export interface RetentionRule {
+  readonly name: string
+  /** Deletes at most `batch` rows past retention; answers how many it deleted. */
+  readonly prune: (batch: number) => Effect.Effect<number>
+}
+
+export const retentionRules = Effect.gen(function*() {
+  const sql = yield* PgClient.PgClient
+  const config = yield* SvcConfig
+  const seconds = (d: Duration.Duration) => Duration.toMillis(d) / 1000
+  const count = Effect.map((rows: ReadonlyArray<unknown>) => rows.length)
+  const rules: ReadonlyArray<RetentionRule> = [
+    {
+      name: "deliveries",
+      prune: (batch) =>
+        sql`
+          DELETE FROM deliveries WHERE id IN (
+            SELECT id FROM deliveries
+            WHERE status IN ('delivered', 'failed') AND kind IN ('webhook', 'email')
+              AND finished_at < now() - make_interval(secs => ${seconds(config.webhookDeliveryRetention)})
+            ORDER BY finished_at
+            LIMIT ${batch}
+            FOR UPDATE SKIP LOCKED
+          )
+          RETURNING 1 AS deleted
+        `.pipe(count, Effect.orDie)
+    },
+    {
+      name: "delivery attempts",
+      prune: (batch) =>
+        sql`
+          DELETE FROM delivery_attempts WHERE ctid IN (
+            SELECT ctid FROM delivery_attempts
+            WHERE at < now() - make_interval(secs => ${seconds(config.deliveryAttemptRetention)})
+            ORDER BY at
+            LIMIT ${batch}
+            FOR UPDATE SKIP LOCKED
+          )
+          RETURNING 1 AS deleted
+        `.pipe(count, Effect.orDie)
+    },
+    {
+      name: "outbox events",
+      prune: (batch) =>
+        sql`
+          DELETE FROM events WHERE seq IN (
+            SELECT e.seq FROM events e
+            WHERE e.dispatched_at < now() - make_interval(secs => ${seconds(config.outboxRetention)})
+              AND NOT EXISTS (SELECT 1 FROM deliveries d WHERE d.event_id = e.id)
+            ORDER BY e.dispatched_at
+            LIMIT ${batch}
+            FOR UPDATE OF e SKIP LOCKED
+          )
+          RETURNING 1 AS deleted
+        `.pipe(count, Effect.orDie)
+    },
+    {
+      name: "session events",
+      prune: (batch) =>
+        sql`
+          DELETE FROM session_events WHERE ctid IN (
+            SELECT ctid FROM session_events
+            WHERE created_at < now() - make_interval(secs => ${seconds(config.sessionEventRetention)})
+            ORDER BY created_at
+            LIMIT ${batch}
+            FOR UPDATE SKIP LOCKED
+          )
+          RETURNING 1 AS deleted
+        `.pipe(count, Effect.orDie)
+    },
+    {
+      name: "approval stream events",
+      prune: (batch) =>
+        sql`
+          DELETE FROM approval_stream_events WHERE ctid IN (
+            SELECT ctid FROM approval_stream_events
+            WHERE created_at < now() - make_interval(secs => ${seconds(config.sessionEventRetention)})
+            LIMIT ${batch}
+            FOR UPDATE SKIP LOCKED
+          )
+          RETURNING 1 AS deleted
+        `.pipe(count, Effect.orDie)
+    },
+    {
+      name: "console sign-in links",
+      prune: (batch) =>
+        sql`
+          DELETE FROM console_links WHERE id IN (
+            SELECT id FROM console_links
+            WHERE least(coalesce(used_at, expires_at), expires_at) < now() - make_interval(secs => ${seconds(config.sessionEventRetention)})
+            LIMIT ${batch}
+            FOR UPDATE SKIP LOCKED
+          )
+          RETURNING 1 AS deleted
+        `.pipe(count, Effect.orDie)
+    },
+    {
+      name: "console sessions",
+      prune: (batch) =>
+        sql`
+          DELETE FROM console_sessions WHERE id IN (
+            SELECT id FROM console_sessions
+            WHERE least(
+                coalesce(revoked_at, absolute_expires_at),
+                absolute_expires_at,
+                last_seen_at + make_interval(secs => ${IDLE_TIMEOUT_SECONDS})
+              ) < now() - make_interval(secs => ${seconds(config.sessionEventRetention)})
+            LIMIT ${batch}
+            FOR UPDATE SKIP LOCKED
+          )
+          RETURNING 1 AS deleted
+        `.pipe(count, Effect.orDie)
+    }
+  ]
+  return rules
+})
+
+/**
+ * One round: each rule deletes batch after batch until it finds fewer than
+ * a full batch (or `MAX_BATCHES_PER_ROUND`). Answers the rows deleted per rule.
+ */
+export const pruneOnce = Effect.gen(function*() {
+  const rules = yield* retentionRules
+  const { retentionBatch } = yield* SvcConfig
+  const deleted: Record<string, number> = {}
+  for (const rule of rules) {
+    let total = 0
+    for (let i = 0; i < MAX_BATCHES_PER_ROUND; i++) {
+      const n = yield* rule.prune(retentionBatch)
+      total += n
+      if (n < retentionBatch) break
+      // Let requests and other work in between batches.
+      yield* Effect.yieldNow
+    }
+    deleted[rule.name] = total
+  }
+  return deleted
+})
+
+/** The background fiber: a round every `SVC_RETENTION_INTERVAL`, in every process. */
+export const RetentionLive = Layer.effectDiscard(Effect.gen(function*() {
+  const config = yield* SvcConfig
+  const sql = yield* PgClient.PgClient
+  const round = pruneOnce.pipe(
+    Effect.provideService(PgClient.PgClient, sql),
+    Effect.provideService(SvcConfig, config),
+    Effect.tap((deleted) => Object.values(deleted).some((n) => n > 0) ? Effect.logInfo("retention: pruned", { deleted }) : Effect.void),
+    Effect.andThen(Effect.sleep(config.retentionInterval)),
+    Effect.withTracerEnabled(false)
+  )
+  // A failed round (the database away) is logged once per outage and tried again next interval.
+  yield* forkSupervised({ name: "retention", round, retry: Schedule.spaced(config.retentionInterval) })
+}))

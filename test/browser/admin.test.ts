@@ -1,0 +1,268 @@
+/**
+ * The admin screens in a real browser (issue 11, items 9-12): "Webhooks"
+ * against a real HTTPS receiver, "Telemetry" against a real HTTPS
+ * collector, "API keys" and console sessions.
+ */
+import { Effect } from "effect"
+import { afterAll, assert, beforeAll, it } from "vitest"
+import { Reply } from "../support/HttpsReceiver.ts"
+import { checkAccessibility, describeBrowser, type Guarded, screenshot, signIn, startWorld, until, type World } from "./support.ts"
+
+let world: World
+
+beforeAll(async () => {
+  world = await startWorld("admin")
+  const policy = await world.api("PUT", "/v1/approval-policies/deploy", {
+    mode: "require_approval",
+    review_seconds: 600,
+    expiring_notice_seconds: 0,
+    timeout_action: "reject"
+  })
+  assert.strictEqual(policy.status, 200, JSON.stringify(policy.body))
+})
+afterAll(async () => {
+  await world?.close()
+})
+
+const admin = async (options?: { colorScheme?: "light" | "dark"; width?: number }): Promise<Guarded> => {
+  const guarded = await world.open(options)
+  await signIn(guarded.page, await world.link("admin", "Ada Admin"))
+  return guarded
+}
+
+const requestApproval = async (tool: string) => {
+  const session = await world.api("POST", "/v1/agent-sessions", {})
+  const step = await world.api("POST", `/v1/agent-sessions/${session.body.id}/steps`, { step_id: tool, tool, action_class: "deploy", arguments: {} })
+  assert.strictEqual(step.body.decision, "pending", JSON.stringify(step.body))
+  return step.body.approval_id as string
+}
+
+describeBrowser("Webhooks", () => {
+  it("create with every event by default; the secret is shown once and absent after reload; edit events; rotate with an overlap", async () => {
+    const receiver = await world.receiver()
+    const { page, done } = await admin()
+    await page.goto(`${world.baseUrl}/console/webhooks`)
+    await page.getByRole("textbox", { name: "Receiver URL (HTTPS)" }).fill(receiver.url("/hooks/created"))
+    const events = page.getByRole("group", { name: "Events to send" }).getByRole("checkbox")
+    assert.strictEqual(await events.count(), 6)
+    for (const box of await events.all()) assert.isTrue(await box.isChecked(), "every event is chosen by default")
+    await page.getByRole("button", { name: "Create endpoint" }).click()
+    const shown = page.getByRole("region", { name: "Signing secret of the new endpoint" })
+    await shown.waitFor()
+    const secret = (await shown.locator("[data-secret]").textContent())!
+    assert.match(secret, /^whsec_/)
+    await checkAccessibility(page, "webhooks with a new secret")
+    await screenshot(page, "webhooks-secret")
+    await page.getByRole("button", { name: "I have saved it" }).click()
+    await shown.waitFor({ state: "detached" })
+    assert.notInclude(await page.content(), secret)
+    await page.reload()
+    const hint = (await world.api("GET", "/v1/notification-endpoints")).body.endpoints[0].url_hint as string
+    const card = page.getByRole("listitem", { name: hint })
+    await card.waitFor()
+    assert.notInclude(await page.content(), secret, "the secret is never shown again")
+
+    await card.getByRole("button", { name: "Edit events" }).click()
+    await card.getByRole("checkbox", { name: "approval.expiring" }).uncheck()
+    await card.getByRole("button", { name: "Save events" }).click()
+    await page.getByText(/Events of .* saved\./).waitFor()
+    await until(async () => !(await card.textContent())!.includes("approval.expiring"), "the events to change")
+
+    await card.getByRole("combobox", { name: "Old secret keeps working" }).selectOption({ label: "1 hour" })
+    await card.getByRole("button", { name: "Rotate secret" }).click()
+    const rotated = page.getByRole("region", { name: /New signing secret of/ })
+    await rotated.waitFor()
+    const next = (await rotated.locator("[data-secret]").textContent())!
+    assert.match(next, /^whsec_/)
+    assert.notStrictEqual(next, secret)
+    await page.getByText(/Secret rotated\. Deliveries are signed with the previous secret too until/).waitFor()
+    await page.getByRole("button", { name: "I have saved it" }).click()
+    await done()
+  })
+
+  it("a failed delivery is replayed from the log and delivered; NOT_REPLAYABLE is explained; delete asks first", async () => {
+    const receiver = await world.receiver({ respond: () => Reply.status(500) })
+    const created = await world.api("POST", "/v1/notification-endpoints", { url: receiver.url("/hooks/failing"), events: ["approval.requested"] })
+    assert.strictEqual(created.status, 201)
+    const approvalId = await requestApproval("failing-deploy")
+    // The first attempt and its one retry (SVC_WEBHOOK_RETRY_SCHEDULE=1s) fail.
+    await Effect.runPromise(receiver.waitForRequests(2, "20 seconds"))
+    await until(async () => {
+      const log = await world.api("GET", `/v1/notification-endpoints/${created.body.endpoint.id}/deliveries`)
+      return log.body.deliveries[0]?.status === "failed"
+    }, "the delivery to fail for good", 20_000)
+
+    const { page, done } = await admin()
+    await page.goto(`${world.baseUrl}/console/webhooks`)
+    const card = page.getByRole("listitem", { name: created.body.endpoint.url_hint })
+    await card.getByRole("button", { name: "Deliveries" }).click()
+    await card.getByRole("combobox", { name: "Status" }).selectOption("failed")
+    await until(async () => new URL(page.url()).searchParams.get("status") === "failed", "the status filter in the URL")
+    const row = card.getByRole("row", { name: new RegExp(`approval.requested ${approvalId}`) })
+    await row.waitFor()
+    assert.include(await row.textContent(), "failed")
+    await checkAccessibility(page, "the delivery log")
+    await screenshot(page, "webhooks-deliveries")
+
+    receiver.respond(() => Reply.ok())
+    const before = receiver.requests().length
+    await row.getByRole("button", { name: /^Replay/ }).click()
+    await page.getByText(/Replay queued/).waitFor()
+    const delivered = await Effect.runPromise(receiver.waitFor((request) => request.index >= before, "20 seconds"))
+    const event = JSON.parse(Buffer.from(delivered.body).toString("utf8"))
+    assert.strictEqual(event.approval.approval_id, approvalId)
+    await card.getByRole("combobox", { name: "Status" }).selectOption("delivered")
+    await card.getByRole("row", { name: new RegExp(`approval.requested ${approvalId}`) }).waitFor({ timeout: 15_000 })
+
+    // Replaying what is no longer failed: the problem in words, not an error page.
+    receiver.respond(() => Reply.status(500))
+    const second = await requestApproval("second-failing-deploy")
+    await until(async () => {
+      const log = await world.api("GET", `/v1/notification-endpoints/${created.body.endpoint.id}/deliveries`)
+      return log.body.deliveries.find((d: any) => d.label?.endsWith(second))?.status === "failed"
+    }, "the second delivery to fail", 20_000)
+    await card.getByRole("combobox", { name: "Status" }).selectOption("failed")
+    const secondRow = card.getByRole("row", { name: new RegExp(second) })
+    await secondRow.waitFor({ timeout: 15_000 })
+    // The receiver holds the replayed attempt open, so the delivery is not failed while the console replays it.
+    receiver.respond(() => Reply.hang())
+    const log = await world.api("GET", `/v1/notification-endpoints/${created.body.endpoint.id}/deliveries`)
+    const id = log.body.deliveries.find((d: any) => d.label?.endsWith(second)).id
+    const elsewhere = await world.api("POST", `/v1/notification-endpoints/${created.body.endpoint.id}/deliveries/${id}/replay`)
+    assert.strictEqual(elsewhere.status, 200, JSON.stringify(elsewhere.body))
+    const answered = page.waitForResponse((response) => response.url().endsWith(`/deliveries/${id}/replay`))
+    await secondRow.getByRole("button", { name: /^Replay/ }).click()
+    const replayAnswer = await answered
+    assert.strictEqual(replayAnswer.status(), 409, await replayAnswer.text())
+    await page.getByText(/This delivery cannot be replayed: only failed deliveries can be/).waitFor()
+
+    await card.getByRole("button", { name: "Delete" }).click()
+    const dialog = page.getByRole("dialog", { name: "Delete this endpoint?" })
+    await dialog.waitFor()
+    await checkAccessibility(page, "the delete confirmation")
+    await dialog.getByRole("button", { name: "Cancel" }).click()
+    await dialog.waitFor({ state: "hidden" })
+    await card.getByRole("button", { name: "Delete" }).click()
+    await dialog.getByRole("button", { name: "Delete endpoint" }).click()
+    await card.waitFor({ state: "detached" })
+    const listed = await world.api("GET", "/v1/notification-endpoints")
+    assert.isFalse(listed.body.endpoints.some((e: any) => e.id === created.body.endpoint.id))
+    await done()
+  })
+
+  it("the reviewer email setting", async () => {
+    const { page, done } = await admin({ width: 390, colorScheme: "dark" })
+    await page.goto(`${world.baseUrl}/console/webhooks`)
+    await page.getByRole("textbox", { name: /Address that gets approval requests/ }).fill("reviewers@example.com")
+    await page.getByRole("button", { name: "Save email" }).click()
+    await page.getByText(/Reviewer email set to reviewers@example.com/).waitFor()
+    const settings = await world.api("GET", "/v1/notification-settings")
+    assert.strictEqual(settings.body.reviewer_email, "reviewers@example.com")
+    const overflow = await page.evaluate(() => document.documentElement.scrollWidth - document.documentElement.clientWidth)
+    assert.isAtMost(overflow, 0)
+    await checkAccessibility(page, "webhooks at 390 px, dark")
+    await screenshot(page, "webhooks-390-dark")
+    await done()
+  })
+})
+
+describeBrowser("Telemetry", () => {
+  it("refused headers explained per header; create; counters move by themselves; test span; a failed batch replayed; delete", async () => {
+    const collector = await world.receiver()
+    const { page, done } = await admin()
+    await page.goto(`${world.baseUrl}/console/telemetry`)
+    await page.getByRole("textbox", { name: "Collector traces URL (HTTPS)" }).fill(collector.url("/v1/traces"))
+    for (const [name, value] of [["Host", "collector.example.com"], ["Authorization", "Bearer token-1"], ["traceparent", "x"]]) {
+      await page.getByRole("button", { name: "Add header" }).click()
+      const n = await page.getByRole("textbox", { name: /^Header \d+ name$/ }).count()
+      await page.getByRole("textbox", { name: `Header ${n} name` }).fill(name!)
+      await page.getByLabel(`Header ${n} value`).fill(value!)
+    }
+    await page.getByRole("button", { name: "Create destination" }).click()
+    await page.getByText("The collector headers were refused: 2 headers to fix below.").waitFor()
+    await page.getByText("Host: transport, hop-by-hop, trace-context and cookie headers are not accepted").waitFor()
+    await page.getByText("traceparent: transport, hop-by-hop, trace-context and cookie headers are not accepted").waitFor()
+    await checkAccessibility(page, "refused headers")
+    await screenshot(page, "telemetry-refused-headers")
+    await page.getByRole("button", { name: "Remove header 3" }).click()
+    await page.getByRole("button", { name: "Remove header 1" }).click()
+    await page.getByRole("button", { name: "Create destination" }).click()
+    const card = page.getByRole("listitem", { name: /127\.0\.0\.1/ })
+    await card.waitFor()
+
+    // Traffic of the organization makes spans: the counters and the last delivery move without a reload.
+    const lastDelivery = card.locator("dt:text('Last delivery') + dd")
+    const seenPending = new Set<string>()
+    const traffic = (async () => {
+      for (let i = 0; i < 40; i++) await world.api("GET", "/v1/tasks")
+    })()
+    await until(async () => {
+      seenPending.add((await card.locator("[data-counter=pending]").textContent())!)
+      return (await lastDelivery.textContent()) !== "—" && seenPending.size >= 2
+    }, "the counters and the last delivery to move", 30_000)
+    await traffic
+    assert.isTrue(collector.requests().some((request) => request.path === "/v1/traces"))
+
+    await card.getByRole("button", { name: "Send test span" }).click()
+    await card.getByText("The collector accepted the test span.").waitFor()
+    collector.respond(() => Reply.status(401))
+    await card.getByRole("button", { name: "Send test span" }).click()
+    await card.getByText("The collector did not accept the test span: it answered HTTP 401.").waitFor()
+
+    // A 400 fails a batch at once; once the collector accepts again, the batch is replayed.
+    collector.respond(() => Reply.status(400))
+    await world.api("GET", "/v1/tasks")
+    const failed = card.getByRole("row").filter({ hasText: "failed" }).first()
+    await failed.waitFor({ timeout: 20_000 })
+    await checkAccessibility(page, "the telemetry destination")
+    await screenshot(page, "telemetry")
+    collector.respond(() => Reply.ok())
+    const before = collector.requests().length
+    await failed.getByRole("button", { name: "Replay" }).click()
+    await page.getByText("Batch queued again: it is sent shortly.").waitFor()
+    await Effect.runPromise(collector.waitFor((request) => request.index >= before && request.path === "/v1/traces", "20 seconds"))
+
+    await card.getByRole("button", { name: "Delete" }).click()
+    await page.getByRole("dialog", { name: "Delete this destination?" }).getByRole("button", { name: "Delete destination" }).click()
+    await page.getByRole("button", { name: "Create destination" }).waitFor()
+    const listed = await world.api("GET", "/v1/telemetry-destinations")
+    assert.deepStrictEqual(listed.body.destinations, [])
+    await done()
+  })
+})
+
+describeBrowser("API keys and console sessions", () => {
+  it("a key created with chosen scopes is shown once and works; revoked, it stops; a console session revoked ends at once", async () => {
+    const reviewer = await world.open()
+    await signIn(reviewer.page, await world.link("reviewer", "Rita Revoked"))
+    const { page, done } = await admin()
+    await page.goto(`${world.baseUrl}/console/keys`)
+    await page.getByRole("textbox", { name: "Name" }).fill("ci-reader")
+    await page.getByRole("checkbox", { name: "tasks.read" }).check()
+    await page.getByRole("button", { name: "Create key" }).click()
+    const shown = page.getByRole("region", { name: "The new API key" })
+    await shown.waitFor()
+    const key = (await shown.locator("[data-secret]").textContent())!
+    await checkAccessibility(page, "API keys with a new key")
+    await screenshot(page, "keys-created")
+    assert.strictEqual((await world.api("GET", "/v1/tasks", undefined, key)).status, 200)
+    assert.strictEqual((await world.api("GET", "/v1/feedback", undefined, key)).status, 403)
+    await page.reload()
+    const row = page.getByRole("row", { name: /ci-reader/ })
+    await row.waitFor()
+    assert.notInclude(await page.content(), key, "the key is never shown again")
+    await row.getByRole("button", { name: "Revoke key ci-reader" }).click()
+    await page.getByRole("dialog", { name: "Revoke this API key?" }).getByRole("button", { name: "Revoke key" }).click()
+    await page.getByText(/revoked: it stops working at once/).waitFor()
+    assert.strictEqual((await world.api("GET", "/v1/tasks", undefined, key)).status, 401)
+
+    const session = page.getByRole("row", { name: /Rita Revoked/ }).first()
+    await session.getByRole("button", { name: "Revoke session of Rita Revoked" }).click()
+    await page.getByRole("dialog", { name: "Revoke this console session?" }).getByRole("button", { name: "Revoke session" }).click()
+    await page.getByText("Session of Rita Revoked revoked: it ends at once.").waitFor()
+    await reviewer.page.reload()
+    await reviewer.page.getByText("You are not signed in").waitFor()
+    await reviewer.done()
+    await done()
+  })
+})
