@@ -133,6 +133,10 @@ export const TelemetryExportLive = Layer.effectDiscard(Effect.gen(function*() {
   // Batches sent from memory, per destination, in this process.
   const memorySends = yield* FiberSet.make<void>()
   const inFlight = new Map<string, number>()
+  // A failure's record (which the undelivered count's trigger may lock
+  // with its target) and the destination's `last_error` are written by two
+  // statements, never one holding both locks: a destination's deletion
+  // takes them in the other order. Successes, the common case, need one.
   const sendFromMemory = (
     orgId: string,
     destinationId: string,
@@ -176,7 +180,8 @@ export const TelemetryExportLive = Layer.effectDiscard(Effect.gen(function*() {
         case "Rejected":
           lastSuccess.delete(destinationId)
           // Kept sealed for a replay; the round that a replay starts begins after this attempt.
-          yield* record({ status: "failed", payload: seal(destinationId, body), error: result.error, touch: "error", meta: { ...meta, round_start: 1 } })
+          yield* record({ status: "failed", payload: seal(destinationId, body), error: result.error, touch: "none", meta: { ...meta, round_start: 1 } })
+          yield* repo.recordError(destinationId, result.error)
           metrics.deliveryAttempt("telemetry", "Failed", durationMs)
           metrics.spansDropped("organizations", "export_failed", spanCount)
           return
@@ -186,9 +191,10 @@ export const TelemetryExportLive = Layer.effectDiscard(Effect.gen(function*() {
             status: "retrying",
             payload: seal(destinationId, body),
             error: result.error,
-            touch: "error",
+            touch: "none",
             nextAttemptAt: new Date(Date.now() + retryDelay(1, result))
           })
+          yield* repo.recordError(destinationId, result.error)
           metrics.deliveryAttempt("telemetry", "Retry", durationMs)
           yield* queue.wake("telemetry")
           return

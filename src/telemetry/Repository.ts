@@ -36,7 +36,7 @@ export class DestinationsRepo extends Context.Service<DestinationsRepo, {
   /**
    * The record of a batch this process sent from memory, with its first
    * attempt already made, in one statement that also updates the
-   * destination's `last_delivered_at` / `last_error` (when `touch`):
+   * destination's `last_delivered_at` / `last_error` (`touch: "success"`):
    * `delivered` and `partial` keep no payload; `retrying` (due again at
    * `nextAttemptAt`) and `failed` keep the sealed batch for the retry or a
    * replay. Nothing is stored when the destination is gone.
@@ -49,8 +49,8 @@ export class DestinationsRepo extends Context.Service<DestinationsRepo, {
     readonly meta: Readonly<Record<string, string | number | boolean | null>>
     readonly error: string | null
     readonly nextAttemptAt?: Date | undefined
-    /** Update the destination: "success" (last_delivered_at and last_error), "error" (last_error), or not at all. */
-    readonly touch: "success" | "error" | "none"
+    /** "success": also set the destination's `last_delivered_at` and `last_error` (a failure's are written apart, see Export). */
+    readonly touch: "success" | "none"
   }) => Effect.Effect<void>
   /** Spans in the destination's undelivered batches. */
   readonly queuedSpans: (id: string) => Effect.Effect<number>
@@ -108,10 +108,6 @@ export class DestinationsRepo extends Context.Service<DestinationsRepo, {
             ? sql`, touched AS (
                 UPDATE telemetry_destinations SET last_delivered_at = now(), last_error = ${input.error}
                 WHERE id = ${input.destinationId}
-              )`
-            : input.touch === "error"
-            ? sql`, touched AS (
-                UPDATE telemetry_destinations SET last_error = ${input.error} WHERE id = ${input.destinationId}
               )`
             : sql``
           return sql`
