@@ -42,6 +42,8 @@ export interface TestKey {
   readonly key: string
   readonly scopes: ReadonlyArray<ScopeName>
   readonly client: SvcApiClient
+  /** Revokes the key as the CLI does (`keys revoke`): refused at once by this service. */
+  readonly revoke: Effect.Effect<void>
 }
 
 /** A provisioned organization with one key (`client`) and a way to make more. */
@@ -103,7 +105,13 @@ export class SvcTest extends Context.Service<SvcTest, {
         const newKey = (orgId: string) => (scopes: ReadonlyArray<ScopeName>) =>
           Effect.gen(function*() {
             const created = yield* identity.createKey({ orgId, scopes }).pipe(Effect.orDie)
-            return { keyId: created.id, key: created.key, scopes, client: yield* client(created.key) }
+            return {
+              keyId: created.id,
+              key: created.key,
+              scopes,
+              client: yield* client(created.key),
+              revoke: Effect.asVoid(Effect.orDie(identity.revokeKey(created.id)))
+            }
           })
         const provisionOrg = (opts?: { readonly name?: string; readonly scopes?: ReadonlyArray<ScopeName> }) =>
           Effect.gen(function*() {

@@ -161,17 +161,11 @@ export class Feedback extends Context.Service<Feedback, {
           })
         )
 
-      // The fingerprint of an organization's known credentials. API keys are
-      // never deleted, so their count and newest creation time change with
-      // any new key. Secrets are deleted with their owner, so a replacement
-      // can restore the count, and its created_at (the start of its
-      // transaction) need not be the newest: they are fingerprinted by the
-      // exact set of their ids. Revocation and expiry do not matter: revoked
-      // keys and expired secrets are scrubbed too.
-      const fingerprintSql = (orgId: string) => sql`
-        (SELECT count(*) || '/' || coalesce(max(created_at)::text, '') FROM api_keys WHERE org_id = ${orgId})
-        || ';' ||
-        (SELECT count(*) || '/' || md5(coalesce(string_agg(id::text, ',' ORDER BY id), '')) FROM org_secrets WHERE org_id = ${orgId})`
+      // The version of an organization's known credentials (API keys and
+      // secret store values), moved by triggers on every change of either
+      // (migration 0550). Revocation and expiry do not move it: revoked keys
+      // and expired secrets are scrubbed too.
+      const credentialsVersionSql = (orgId: string) => sql`(SELECT credentials_version::text FROM orgs WHERE id = ${orgId})`
 
       // Known credentials per organization, labelled with the fingerprint
       // read BEFORE they were loaded (a label never claims more than the
@@ -204,7 +198,7 @@ export class Feedback extends Context.Service<Feedback, {
       const runCache = new Map<string, RunContext>()
       const lookupRun = (orgId: string, traceId: string) =>
         sql<RunContext & { fingerprint: string }>`
-          SELECT r.task_id, ${fingerprintSql(orgId)} AS fingerprint
+          SELECT r.task_id, ${credentialsVersionSql(orgId)} AS fingerprint
           FROM runs r
           WHERE r.trace_id = ${traceId} AND r.org_id = ${orgId}
         `.pipe(
@@ -244,7 +238,8 @@ export class Feedback extends Context.Service<Feedback, {
         )
 
       /** The scrubbed correction, or the 422 when scrubbing leaves it unfit. */
-      const scrubbed = Effect.fn("Feedback.scrub")(function*(orgId: string, run: RunContext, correction: JsonObject, known: KnownCredentials) {
+      // Untraced (no span, no stack capture): it runs on every correction.
+      const scrubbed = Effect.fnUntraced(function*(orgId: string, run: RunContext, correction: JsonObject, known: KnownCredentials) {
         const result = yield* scrub(orgId, correction, known, "correction")
         if (result.fields.length > 0) {
           if (result.collisions.length > 0) {
@@ -269,7 +264,8 @@ export class Feedback extends Context.Service<Feedback, {
         return { value: result.value as JsonObject, fields: result.fields }
       })
 
-      const submit = Effect.fn("Feedback.submit")(function*(orgId: string, input: {
+      // The span without `Effect.fn`'s call-site stack capture: this runs on every POST.
+      const submit = Effect.fnUntraced(function*(orgId: string, input: {
         readonly inference_log_id: string
         readonly score: number
         readonly correction?: JsonObject | undefined
@@ -287,7 +283,7 @@ export class Feedback extends Context.Service<Feedback, {
                    ${redacted.length === 0 ? null : sql.json(redacted)},
                    ${correction === null ? "recorded" : "pending"}
             FROM runs r WHERE r.trace_id = ${input.inference_log_id} AND r.org_id = ${orgId}
-            ${fingerprint === null ? sql`` : sql`AND ${fingerprintSql(orgId)} = ${fingerprint}`}
+            ${fingerprint === null ? sql`` : sql`AND ${credentialsVersionSql(orgId)} = ${fingerprint}`}
             RETURNING ${sql.unsafe(COLUMNS)}
           `.pipe(Effect.orDie)
 
@@ -325,7 +321,7 @@ export class Feedback extends Context.Service<Feedback, {
           // The fingerprint moved (or the run is gone: lookupRun says 404).
           fresh = yield* lookupRun(orgId, input.inference_log_id)
         }
-      })
+      }, Effect.withSpan("Feedback.submit", undefined, { captureStackTrace: false }))
 
       const list = Effect.fn("Feedback.list")(function*(orgId: string, request: ListRequest) {
         const limit = request.limit ?? 50

@@ -23,6 +23,7 @@ import { lintSource } from "@secretlint/core"
 import { secretLintProfiler } from "@secretlint/profiler"
 import { rules as presetRules } from "@secretlint/secretlint-rule-preset-recommend"
 import type { SecretLintCoreConfig } from "@secretlint/types"
+import { regexKeywords } from "./SecretKeywords.ts"
 
 /** A half-open range `[start, end)` of a string that holds a secret. */
 export type Range = readonly [number, number]
@@ -171,12 +172,121 @@ export const scanPatterns = (text: string): Array<Finding> => {
   return out
 }
 
-/** Findings of secretlint's preset in `text` (one scan of the whole text). */
-export const scanSecretlint = async (text: string): Promise<Array<Finding>> => {
-  const result = await lintSource({
+const lint = (config: SecretLintCoreConfig, text: string) =>
+  lintSource({
     source: { content: text, filePath: "/correction.txt", contentType: "text" },
-    options: { config: secretlintConfig, noPhysicFilePath: true }
+    options: { config, noPhysicFilePath: true }
   })
+
+/** Drops keywords that contain another: text holding the longer one holds the shorter. */
+const minimal = (keywords: Iterable<string>): ReadonlyArray<string> => {
+  const sorted = [...new Set(keywords)].sort((a, b) => a.length - b.length || (a < b ? -1 : 1))
+  const kept: Array<string> = []
+  for (const keyword of sorted) if (!kept.some((shorter) => keyword.includes(shorter))) kept.push(keyword)
+  return kept
+}
+
+export interface RuleKeywords {
+  readonly id: string
+  /** Lower-case strings one of which is in any text the rule finds something in; undefined: the rule always runs. */
+  readonly keywords: ReadonlyArray<string> | undefined
+}
+
+/**
+ * The keyword prefilter of the secretlint preset, derived from the rules
+ * themselves rather than listed by hand (a list by hand drifts when the
+ * preset changes). Each rule is run once on a probe text while
+ * `RegExp.prototype.exec` (through which every regex method of strings and
+ * regexes goes) records the expressions applied to the text, less those
+ * secretlint itself applies to any text (to locate findings); the rule's
+ * keywords are those of its expressions (`SecretKeywords.ts`: strings one
+ * of which every match contains), united. A rule reports what its
+ * expressions find in the text, so a text holding none of its keywords
+ * gives it nothing to report, and it need not run.
+ *
+ * A rule that applies no expression to the probe (the GCP rule reads only
+ * `.json` and `.p12` files) or one with an expression whose matches need
+ * not contain a fixed string gets no keywords and runs on every text.
+ * `test/unit/feedback/prefilter.test.ts` checks that every sample secret
+ * is still caught and that the cheap path is taken for ordinary text.
+ */
+export const deriveKeywords = async (): Promise<ReadonlyArray<RuleKeywords>> => {
+  const probe = "svc secretlint keyword probe"
+  const exec = RegExp.prototype.exec
+  const applied = async (config: SecretLintCoreConfig) => {
+    const seen = new Map<string, RegExp>()
+    RegExp.prototype.exec = function(this: RegExp, input: string) {
+      if (input === probe) seen.set(`/${this.source}/${this.flags}`, new RegExp(this.source, this.flags))
+      return exec.call(this, input)
+    }
+    try {
+      await lint(config, probe)
+    } finally {
+      RegExp.prototype.exec = exec
+    }
+    return seen
+  }
+  const core = await applied({ rules: [] })
+  const out: Array<RuleKeywords> = []
+  for (const entry of secretlintConfig.rules) {
+    const seen = [...(await applied({ rules: [entry] })).entries()].filter(([key]) => !core.has(key)).map(([, regex]) => regex)
+    const found = seen.map(regexKeywords)
+    out.push({
+      id: entry.id,
+      keywords: seen.length === 0 || found.some((k) => k === undefined) ? undefined : minimal(found.flatMap((k) => [...k!]))
+    })
+  }
+  return out
+}
+
+interface Prefilter {
+  /** Rules that run on every text (no keywords could be derived for them). */
+  readonly always: ReadonlyArray<SecretLintCoreConfig["rules"][number]>
+  readonly gated: ReadonlyArray<{ readonly entry: SecretLintCoreConfig["rules"][number]; readonly keywords: ReadonlyArray<string> }>
+}
+
+let prefilter: Promise<Prefilter> | undefined
+
+const makePrefilter = async (): Promise<Prefilter> => {
+  const derived = new Map((await deriveKeywords()).map((rule) => [rule.id, rule.keywords]))
+  const always: Array<SecretLintCoreConfig["rules"][number]> = []
+  const gated: Array<Prefilter["gated"][number]> = []
+  for (const entry of secretlintConfig.rules) {
+    const keywords = derived.get(entry.id)
+    if (keywords === undefined) always.push(entry)
+    else gated.push({ entry, keywords })
+  }
+  return { always, gated }
+}
+
+const rulesFor = async (text: string) => {
+  prefilter ??= makePrefilter()
+  const { always, gated } = await prefilter
+  const lower = text.toLowerCase()
+  const rules = [...always]
+  for (const rule of gated) if (rule.keywords.some((keyword) => lower.includes(keyword))) rules.push(rule.entry)
+  return rules
+}
+
+/** Ids of the secretlint rules the prefilter lets run on `text`. */
+export const secretlintRulesFor = async (text: string): Promise<ReadonlyArray<string>> =>
+  (await rulesFor(text)).map((rule) => rule.id)
+
+/**
+ * Findings of secretlint's preset in `text` (one scan of the whole text),
+ * running only the rules whose keywords the text holds (and those without
+ * keywords); none at all for most ordinary text.
+ */
+export const scanSecretlint = async (text: string): Promise<Array<Finding>> => {
+  const rules = await rulesFor(text)
+  if (rules.length === 0) return []
+  const result = await lint({ rules }, text)
+  return result.messages.map((message) => ({ ruleId: message.ruleId, range: [message.range[0], message.range[1]] as const }))
+}
+
+/** The whole preset on `text`, without the prefilter (for tests that compare the two). */
+export const scanSecretlintUnfiltered = async (text: string): Promise<Array<Finding>> => {
+  const result = await lint(secretlintConfig, text)
   return result.messages.map((message) => ({ ruleId: message.ruleId, range: [message.range[0], message.range[1]] as const }))
 }
 

@@ -2,8 +2,10 @@
  * The server side of the `Authentication` middleware: an API key
  * (`Authorization: Bearer`), or else a console session cookie. A request
  * that sends a bearer credential is decided by it alone; the cookie counts
- * only without one. Both are looked up in the database on every request, so
- * a revoked key or session stops working at once in every process.
+ * only without one. A session is looked up in the database on every
+ * request; a key goes through `Identity`'s key cache, so a revoked key stops
+ * working at once in the revoking process, through NOTIFY in the others on
+ * a PostgreSQL server, and within `KEY_CACHE_TTL` (2 s) in any case.
  */
 import { Context, Effect, Layer, Option, Redacted } from "effect"
 import { HttpEffect, HttpServerRequest, HttpServerResponse } from "effect/http"

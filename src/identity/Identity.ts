@@ -1,13 +1,25 @@
 /**
  * Organizations and API keys. A key is shown once, at creation; only its
  * SHA-256 is stored (keys carry 256 random bits, so a slow hash adds
- * nothing) and looked up on every request, so a revocation takes effect at
- * once in every process.
+ * nothing).
+ *
+ * Authentication goes through a bounded cache keyed by the key's hash
+ * (`KEY_CACHE_TTL`, `KEY_CACHE_CAPACITY`): a known key is looked up in the
+ * database at most once per lifetime per process instead of on every
+ * request. Unknown keys are never cached (a key created by the CLI works
+ * at once). Revocation bound: the revoking process evicts the key at once;
+ * on a PostgreSQL server the revocation's NOTIFY (sent at commit) evicts it
+ * in every listening process; otherwise (the embedded database, whose
+ * socket carries no notifications, or a revocation by direct SQL, or while
+ * a listener reconnects) a revoked key is refused at the latest
+ * `KEY_CACHE_TTL` after the revocation committed.
  */
-import { Context, Data, Effect, Layer, Option } from "effect"
-import { SqlClient } from "effect/sql"
+import { Cache, Context, Data, Duration, Effect, Exit, Layer, Option } from "effect"
+import { PgClient } from "@effect/sql-pg"
 import type { Principal, ScopeName } from "../api/Security.ts"
 import { randomToken, sha256Hex } from "../platform/Crypto.ts"
+import { DatabaseInfo } from "../platform/Database.ts"
+import { keepListening } from "../platform/Wakeups.ts"
 import { newId } from "../platform/Ids.ts"
 import { iso, isoOrNull } from "../platform/Time.ts"
 
@@ -15,6 +27,13 @@ import { iso, isoOrNull } from "../platform/Time.ts"
 export const KEY_PREFIX = "svc_"
 /** The pattern of a key, for scanners. */
 export const KEY_PATTERN = /svc_[A-Za-z0-9_-]{43}/g
+
+/** Longest a process keeps authenticating a key from memory: the cross-process revocation bound without NOTIFY. */
+export const KEY_CACHE_TTL = Duration.seconds(2)
+/** Keys each process keeps in memory (least recently used dropped). */
+export const KEY_CACHE_CAPACITY = 10_000
+/** NOTIFY channel of revocations on a PostgreSQL server; the payload is the key's hash. */
+export const KEY_REVOKED_CHANNEL = "svc_key_revoked"
 
 export interface Org {
   readonly id: string
@@ -45,6 +64,7 @@ export class OrgNotFound extends Data.TaggedError("OrgNotFound")<{ readonly orgI
 export class KeyNotFound extends Data.TaggedError("KeyNotFound")<{ readonly keyId: string }> {}
 
 interface KeyRow {
+  readonly key_hash?: string
   readonly id: string
   readonly org_id: string
   readonly name: string | null
@@ -83,7 +103,39 @@ export class Identity extends Context.Service<Identity, {
   static readonly layer = Layer.effect(
     Identity,
     Effect.gen(function*() {
-      const sql = yield* SqlClient.SqlClient
+      const sql = yield* PgClient.PgClient
+      const info = yield* DatabaseInfo
+
+      // Principals of known, unrevoked keys by key hash. A miss or an
+      // unknown key is not kept (time to live zero), so only positive
+      // answers are served from memory.
+      const principals = yield* Cache.makeWith(
+        (hash: string) =>
+          sql<{ id: string; org_id: string; scopes: ReadonlyArray<ScopeName> }>`
+            SELECT id, org_id, scopes FROM api_keys WHERE key_hash = ${hash} AND revoked_at IS NULL
+          `.pipe(
+            Effect.orDie,
+            Effect.map(([row]) =>
+              row === undefined
+                ? Option.none<Principal>()
+                : Option.some<Principal>({ orgId: row.org_id, keyId: row.id, actor: row.id, scopes: new Set(row.scopes) })
+            )
+          ),
+        {
+          capacity: KEY_CACHE_CAPACITY,
+          timeToLive: (exit) => Exit.isSuccess(exit) && Option.isSome(exit.value) ? KEY_CACHE_TTL : Duration.zero
+        }
+      )
+      if (info.supportsNotify) {
+        yield* keepListening({
+          sql,
+          channel: KEY_REVOKED_CHANNEL,
+          handle: (hash) => Cache.invalidate(principals, hash),
+          // Revocations sent while we were not listening are unknown: forget every key.
+          resync: Cache.invalidateAll(principals),
+          what: "the key revocation listener"
+        })
+      }
 
       const getOrg = Effect.fn("Identity.getOrg")(function*(orgId: string) {
         const rows = yield* sql<{ id: string; name: string; created_at: Date }>`
@@ -144,25 +196,31 @@ export class Identity extends Context.Service<Identity, {
       })
 
       const revokeKey = Effect.fn("Identity.revokeKey")(function*(keyId: string) {
-        const rows = yield* sql<KeyRow>`
+        const update = sql`
           UPDATE api_keys SET revoked_at = coalesce(revoked_at, now()) WHERE id = ${keyId}
-          RETURNING id, org_id, name, key_prefix, scopes, created_at, revoked_at
-        `.pipe(Effect.orDie)
+          RETURNING key_hash, id, org_id, name, key_prefix, scopes, created_at, revoked_at
+        `
+        // On a server the NOTIFY is part of the statement: it is sent when
+        // (and only if) the revocation commits, by whichever process revokes
+        // (the CLI included).
+        const rows = yield* (info.supportsNotify
+          ? sql<KeyRow>`
+              WITH revoked AS (${update})
+              SELECT revoked.*, pg_notify(${KEY_REVOKED_CHANNEL}, revoked.key_hash) FROM revoked
+            `
+          : sql<KeyRow>`${update}`).pipe(Effect.orDie)
         const row = rows[0]
         if (row === undefined) return yield* new KeyNotFound({ keyId })
+        yield* Cache.invalidate(principals, row.key_hash!)
         return keyInfo(row)
       })
 
-      const authenticate = Effect.fn("Identity.authenticate")(function*(key: string) {
-        if (!key.startsWith(KEY_PREFIX) || key.length > 200) return Option.none<Principal>()
-        const rows = yield* sql<{ id: string; org_id: string; scopes: ReadonlyArray<ScopeName> }>`
-          SELECT id, org_id, scopes FROM api_keys WHERE key_hash = ${sha256Hex(key)} AND revoked_at IS NULL
-        `.pipe(Effect.orDie)
-        const row = rows[0]
-        return row === undefined
-          ? Option.none<Principal>()
-          : Option.some<Principal>({ orgId: row.org_id, keyId: row.id, actor: row.id, scopes: new Set(row.scopes) })
-      })
+      // Untraced: it runs on every request, and the request span carries
+      // the organization and key id (see `AuthenticationLive`).
+      const authenticate = (key: string): Effect.Effect<Option.Option<Principal>> =>
+        !key.startsWith(KEY_PREFIX) || key.length > 200
+          ? Effect.succeedNone
+          : Cache.get(principals, sha256Hex(key))
 
       const keyHashes = Effect.fn("Identity.keyHashes")(function*(orgId: string) {
         const rows = yield* sql<{ key_hash: string }>`

@@ -219,7 +219,8 @@ export class AnswerSchemas extends Context.Service<AnswerSchemas, {
         if (outcome.reply._tag === "Unusable") return yield* new SchemaUnusable({ message: outcome.reply.message })
       })
 
-      const validate = Effect.fn("AnswerSchemas.validate")(function*(
+      // Untraced (no span, no stack capture): it runs on every correction.
+      const validate = Effect.fnUntraced(function*(
         orgId: string,
         key: string,
         schema: Effect.Effect<unknown>,

@@ -128,7 +128,8 @@ export class Tasks extends Context.Service<Tasks, {
         return withoutSeq(row)
       })
 
-      const logRun = Effect.fn("Tasks.logRun")(function*(
+      // The span without `Effect.fn`'s call-site stack capture: this runs on every logged run.
+      const logRun = Effect.fnUntraced(function*(
         orgId: string,
         taskId: string,
         input: { readonly input: Json; readonly answer: Json }
@@ -156,7 +157,7 @@ export class Tasks extends Context.Service<Tasks, {
         runSpan.end(yield* Clock.currentTimeNanos, Exit.void)
         yield* Effect.annotateCurrentSpan({ "svc.task_id": taskId, "svc.trace_id": traceId })
         return withoutSeq(row)
-      })
+      }, Effect.withSpan("Tasks.logRun", undefined, { captureStackTrace: false }))
 
       const listRuns = Effect.fn("Tasks.listRuns")(function*(orgId: string, taskId: string, request: PageRequest) {
         yield* get(orgId, taskId)

@@ -97,6 +97,10 @@ export class SpanBuffers extends Context.Service<SpanBuffers, {
   /** Adds drops decided elsewhere (e.g. a full delivery queue). */
   readonly addDropped: (destinationId: string, count: number) => void
   readonly size: (destinationId: string) => number
+  /** Spans of the destination taken out in batches that this process is sending from memory (not yet recorded). */
+  readonly sending: (destinationId: string) => number
+  /** A batch of `count` spans starts (positive) or stops (negative) being sent from memory. */
+  readonly addSending: (destinationId: string, count: number) => void
   /** Whether this process buffers for the destination (false once it learnt of a delete). */
   readonly isActive: (destinationId: string) => boolean
   /** Drops counted here and not yet saved. */
@@ -109,6 +113,7 @@ export class SpanBuffers extends Context.Service<SpanBuffers, {
   static readonly make = (capacity: number, metrics?: MetricsShape): SpanBuffers["Service"] => {
     const byOrg = new Map<string, Buffer>()
     const byDestination = new Map<string, Buffer>()
+    const inFlight = new Map<string, number>()
     const batchReady = Latch.makeUnsafe(false)
 
     const activate = (orgId: string, destinationId: string) => {
@@ -171,6 +176,12 @@ export class SpanBuffers extends Context.Service<SpanBuffers, {
         metrics?.spansDropped("organizations", "queue_full", count)
       },
       size: (destinationId) => byDestination.get(destinationId)?.spans.length ?? 0,
+      sending: (destinationId) => inFlight.get(destinationId) ?? 0,
+      addSending: (destinationId, count) => {
+        const now = (inFlight.get(destinationId) ?? 0) + count
+        if (now <= 0) inFlight.delete(destinationId)
+        else inFlight.set(destinationId, now)
+      },
       isActive: (destinationId) => byDestination.has(destinationId),
       unsavedDropped: (destinationId) => byDestination.get(destinationId)?.unsavedDropped ?? 0,
       states: () =>

@@ -160,7 +160,7 @@ export class TelemetryDestinations extends Context.Service<TelemetryDestinations
               created_at: iso(row.created_at),
               last_delivered_at: isoOrNull(row.last_delivered_at),
               last_error: row.last_error === null ? null : scrub(row.last_error, target),
-              pending_spans: queued + buffers.size(row.id),
+              pending_spans: queued + buffers.size(row.id) + buffers.sending(row.id),
               dropped_spans: Number(row.dropped_spans) + buffers.unsavedDropped(row.id)
             })
           ))

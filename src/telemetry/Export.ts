@@ -5,27 +5,33 @@
  *   in-process creates and deletes apply at once, other processes' within
  *   `REFRESH_EVERY`);
  * - flush: at least every `FLUSH_EVERY` (at once when a buffer holds a full
- *   batch) each buffer becomes batches of at most 512 spans, stored gzipped
- *   and sealed as `telemetry` deliveries of the shared queue. When the
- *   destination already has `SVC_TELEMETRY_QUEUE_BATCHES` undelivered batches (a collector
- *   that is down or hangs), the spans are dropped and counted instead;
- * - send: the shared delivery worker claims batches (any process may) and
- *   exports them, retrying 429/502/503/504 and network failures with
- *   backoff and `Retry-After`, at most `MAX_ATTEMPTS` times per round;
+ *   batch) each buffer becomes batches of at most 512 spans, gzipped. Each
+ *   is sent from memory at once (at most `MEMORY_SENDS` per destination in
+ *   flight): a batch the collector takes leaves only its delivery record
+ *   (one statement, no payload); one that fails is stored sealed in the
+ *   shared queue, `retrying` (retryable) or `failed` (kept for a replay).
+ *   Beyond `MEMORY_SENDS`, and at shutdown, batches go to the queue sealed,
+ *   as `telemetry` deliveries. When the destination already has
+ *   `SVC_TELEMETRY_QUEUE_BATCHES` undelivered batches (a collector that is
+ *   down or hangs), the spans are dropped and counted instead;
+ * - send: the shared delivery worker claims queued batches (any process
+ *   may) and exports them, retrying 429/502/503/504 and network failures
+ *   with backoff and `Retry-After`, at most `MAX_ATTEMPTS` times per round
+ *   (a first attempt from memory counts);
  * - prune: payloads of delivered and partial batches are forgotten, failed
  *   ones after `KEEP_FAILED_HOURS`; finished records after `KEEP_RECORDS_DAYS`.
  *
  * None of this work belongs to an organization, so none of its spans is
  * exported (which would feed export with its own spans).
  */
-import { Duration, Effect, Layer, Option, Redacted } from "effect"
+import { Duration, Effect, FiberSet, Layer, Option, Redacted } from "effect"
 import { type Claimed, DeliveryQueue, Outcome } from "../deliveries/DeliveryQueue.ts"
 import { runWorker, type Settlement } from "../deliveries/DeliveryWorker.ts"
 import { Metrics } from "../observability/Metrics.ts"
 import { SvcConfig } from "../platform/Config.ts"
 import { SecretBox } from "../platform/Crypto.ts"
 import { BATCH_SPANS, SpanBuffers } from "./Capture.ts"
-import { type CollectorTarget, compressAsync, exportBody } from "./Collector.ts"
+import { type CollectorTarget, compressAsync, type ExportResult, exportBody, type StoredBody } from "./Collector.ts"
 import { batchContext, KEEP_FAILED_HOURS, KEEP_RECORDS_DAYS, TelemetryDestinations } from "./Destinations.ts"
 import { encodeRequestParts, serviceResource } from "./Otlp.ts"
 import { DestinationsRepo } from "./Repository.ts"
@@ -38,8 +44,9 @@ const SHUTDOWN_FLUSH = Duration.seconds(3)
 export const MAX_ATTEMPTS = 5
 const BACKOFF_BASE_MS = 1000
 const BACKOFF_CAP_MS = 30_000
-const TARGET_CACHE_MS = 1000
 const SUCCESS_WRITE_MS = 1000
+/** Batches of one destination sent from memory at once by this process; more wait in the queue. */
+export const MEMORY_SENDS = 4
 
 /**
  * Which attempt of its round a claimed batch is on. A round begins at
@@ -80,7 +87,130 @@ export const TelemetryExportLive = Layer.effectDiscard(Effect.gen(function*() {
     buffers.sync(rows.map((row) => ({ orgId: row.org_id, destinationId: row.id })))
   })
 
-  const flushOne = (destinationId: string, orgId: string) =>
+  // Collectors by destination id. A destination's URL and headers never
+  // change (there is no update: a new collector is a new destination, a new
+  // id), so an entry stays right for as long as the destination exists. It
+  // is used only while this process buffers for the destination, which
+  // stops at once on a delete here and at the next refresh (the database's
+  // view, `REFRESH_EVERY`) on a delete in another process; the refresh then
+  // drops entries of destinations that are gone. A batch of a destination
+  // this process does not buffer for is looked up each time.
+  const targets = new Map<string, Option.Option<CollectorTarget>>()
+  const targetOf = (id: string) =>
+    Effect.gen(function*() {
+      const cached = targets.get(id)
+      if (cached !== undefined && buffers.isActive(id)) return cached
+      const target = yield* destinations.target(id)
+      if (buffers.isActive(id)) targets.set(id, target)
+      return target
+    })
+  const lastSuccess = new Map<string, number>()
+  /** Whether this success should update the destination row (a run of successes does so at most once a second). */
+  const touchOnSuccess = (id: string, error: string | null) => {
+    const previous = lastSuccess.get(id)
+    if (error === null && previous !== undefined && Date.now() - previous < SUCCESS_WRITE_MS) return false
+    lastSuccess.set(id, Date.now())
+    return true
+  }
+  const recordSuccess = (id: string, error: string | null) =>
+    Effect.suspend(() => touchOnSuccess(id, error) ? repo.recordSuccess(id, error) : Effect.void)
+  const recordError = (id: string, error: string) =>
+    Effect.suspend(() => {
+      lastSuccess.delete(id)
+      return repo.recordError(id, error)
+    })
+
+  const seal = (destinationId: string, body: StoredBody) =>
+    box.seal(Buffer.from(body.gzipped).toString("base64"), batchContext(destinationId))
+
+  /** Delay before the next attempt after a retryable answer to attempt `round`. */
+  const retryDelay = (round: number, result: Extract<ExportResult, { _tag: "Retryable" }>) =>
+    Math.max(
+      Duration.toMillis(backoff(round)),
+      result.retryAfter === undefined ? 0 : Duration.toMillis(result.retryAfter)
+    )
+
+  // Batches sent from memory, per destination, in this process.
+  const memorySends = yield* FiberSet.make<void>()
+  const inFlight = new Map<string, number>()
+  // A failure's record (which the undelivered count's trigger may lock
+  // with its target) and the destination's `last_error` are written by two
+  // statements, never one holding both locks: a destination's deletion
+  // takes them in the other order. Successes, the common case, need one.
+  const sendFromMemory = (
+    orgId: string,
+    destinationId: string,
+    target: CollectorTarget,
+    body: StoredBody,
+    spanCount: number
+  ) =>
+    Effect.gen(function*() {
+      const { result, durationMs } = yield* exportBody(target, body, spanCount)
+      const meta = { span_count: spanCount, bytes: body.bytes, round_start: 0 }
+      const record = (
+        input: Omit<Parameters<typeof repo.recordSent>[0], "orgId" | "destinationId" | "meta"> & { readonly meta?: typeof meta & Record<string, string | number> }
+      ) => repo.recordSent({ orgId, destinationId, ...input, meta: input.meta ?? meta })
+      switch (result._tag) {
+        case "Accepted":
+          yield* record({
+            status: "delivered",
+            payload: null,
+            error: null,
+            touch: touchOnSuccess(destinationId, null) ? "success" : "none",
+            ...(result.warning === undefined ? {} : { meta: { ...meta, warning: result.warning } })
+          })
+          metrics.deliveryAttempt("telemetry", "Delivered", durationMs)
+          metrics.spansExported("organizations", spanCount)
+          return
+        case "Partial": {
+          touchOnSuccess(destinationId, result.error)
+          yield* record({
+            status: "partial",
+            payload: null,
+            error: result.error,
+            touch: "success",
+            meta: { ...meta, rejected_spans: result.rejected }
+          })
+          const rejected = Math.min(spanCount, result.rejected)
+          metrics.deliveryAttempt("telemetry", "Partial", durationMs)
+          metrics.spansExported("organizations", spanCount - rejected)
+          metrics.spansDropped("organizations", "rejected_by_collector", rejected)
+          return
+        }
+        case "Rejected":
+          lastSuccess.delete(destinationId)
+          // Kept sealed for a replay; the round that a replay starts begins after this attempt.
+          yield* record({ status: "failed", payload: seal(destinationId, body), error: result.error, touch: "none", meta: { ...meta, round_start: 1 } })
+          yield* repo.recordError(destinationId, result.error)
+          metrics.deliveryAttempt("telemetry", "Failed", durationMs)
+          metrics.spansDropped("organizations", "export_failed", spanCount)
+          return
+        case "Retryable":
+          lastSuccess.delete(destinationId)
+          yield* record({
+            status: "retrying",
+            payload: seal(destinationId, body),
+            error: result.error,
+            touch: "none",
+            nextAttemptAt: new Date(Date.now() + retryDelay(1, result))
+          })
+          yield* repo.recordError(destinationId, result.error)
+          metrics.deliveryAttempt("telemetry", "Retry", durationMs)
+          yield* queue.wake("telemetry")
+          return
+      }
+    }).pipe(
+      Effect.catchCause((cause) => Effect.logWarning("telemetry batch sent from memory could not be recorded", cause)),
+      Effect.ensuring(Effect.sync(() => {
+        buffers.addSending(destinationId, -spanCount)
+        const left = (inFlight.get(destinationId) ?? 1) - 1
+        if (left <= 0) inFlight.delete(destinationId)
+        else inFlight.set(destinationId, left)
+      }))
+    )
+
+  /** `direct`: send from memory where there is room (otherwise, and at shutdown, batches go to the queue). */
+  const flushOne = (destinationId: string, orgId: string, direct: boolean) =>
     Effect.gen(function*() {
       let enqueued = false
       // Only what is buffered now: spans captured while this round compresses
@@ -89,9 +219,14 @@ export const TelemetryExportLive = Layer.effectDiscard(Effect.gen(function*() {
       // traffic, cut a stream of tiny batches and then count the rest as
       // dropped once `room` ran out, with a healthy collector.
       let left = buffers.size(destinationId)
-      let room = left === 0
-        ? 0
-        : queueBatches - (yield* queue.undelivered("telemetry", destinationId))
+      const queued = left === 0 ? 0 : yield* queue.undelivered("telemetry", destinationId)
+      let room = left === 0 ? 0 : queueBatches - queued - (inFlight.get(destinationId) ?? 0)
+      // From memory only while nothing of the destination waits in the queue:
+      // a collector that is failing is probed and backed off by the queue's
+      // worker, not sent every new batch.
+      const target = direct && left > 0 && queued === 0
+        ? yield* targetOf(destinationId)
+        : Option.none<CollectorTarget>()
       while (left > 0) {
         if (room <= 0) {
           // The collector is not keeping up: drop rather than grow without bound.
@@ -102,16 +237,23 @@ export const TelemetryExportLive = Layer.effectDiscard(Effect.gen(function*() {
         if (spans.length === 0) break
         left -= spans.length
         const body = yield* compressAsync(encodeBatch(spans))
+        room -= 1
+        const sending = inFlight.get(destinationId) ?? 0
+        if (Option.isSome(target) && sending < MEMORY_SENDS) {
+          inFlight.set(destinationId, sending + 1)
+          buffers.addSending(destinationId, spans.length)
+          yield* FiberSet.run(memorySends, sendFromMemory(orgId, destinationId, target.value, body, spans.length))
+          continue
+        }
         yield* queue.enqueue({
           orgId,
           kind: "telemetry",
           targetId: destinationId,
-          payload: box.seal(Buffer.from(body.gzipped).toString("base64"), batchContext(destinationId)),
+          payload: seal(destinationId, body),
           meta: { span_count: spans.length, bytes: body.bytes, round_start: 0 },
           capacity: queueBatches
         })
         enqueued = true
-        room -= 1
       }
       const dropped = buffers.takeDropped(destinationId)
       if (dropped > 0) yield* repo.addDropped(destinationId, dropped)
@@ -119,42 +261,21 @@ export const TelemetryExportLive = Layer.effectDiscard(Effect.gen(function*() {
     })
 
   // Suspended: the set of buffers is read at each round, not once.
-  const flush = Effect.suspend(() =>
-    Effect.forEach(buffers.states(), (state) => flushOne(state.destinationId, state.orgId), { discard: true })
-  )
+  const flushAll = (direct: boolean) =>
+    Effect.suspend(() =>
+      Effect.forEach(buffers.states(), (state) => flushOne(state.destinationId, state.orgId, direct), { discard: true })
+    )
+  const flush = flushAll(true)
 
   const settle = (outcome: Outcome, attempt: Settlement["attempt"]): Settlement => ({ outcome, attempt })
 
   // Per-batch database work kept small: the collector (URL and opened
-  // headers) is cached for a second, and a run of successes updates
+  // headers) is cached (above), and a run of successes updates
   // `last_delivered_at` at most once a second. A deleted destination's
   // batches are failed at once and never claimed again; a batch stored just
   // after the delete (a flush round that had already taken its spans) is
   // not sent from the cache once this process knows of the delete (it
   // stopped buffering for it): it is looked up, and failed.
-  const targets = new Map<string, { readonly at: number; readonly target: Option.Option<CollectorTarget> }>()
-  const targetOf = (id: string) =>
-    Effect.gen(function*() {
-      const cached = targets.get(id)
-      if (cached !== undefined && Date.now() - cached.at < TARGET_CACHE_MS && buffers.isActive(id)) return cached.target
-      const target = yield* destinations.target(id)
-      targets.set(id, { at: Date.now(), target })
-      return target
-    })
-  const lastSuccess = new Map<string, number>()
-  const recordSuccess = (id: string, error: string | null) =>
-    Effect.suspend(() => {
-      const previous = lastSuccess.get(id)
-      if (error === null && previous !== undefined && Date.now() - previous < SUCCESS_WRITE_MS) return Effect.void
-      lastSuccess.set(id, Date.now())
-      return repo.recordSuccess(id, error)
-    })
-  const recordError = (id: string, error: string) =>
-    Effect.suspend(() => {
-      lastSuccess.delete(id)
-      return repo.recordError(id, error)
-    })
-
   const handle = (delivery: Claimed) =>
     Effect.gen(function*() {
       // A failure ends the round: a replay starts the next one from here.
@@ -198,11 +319,7 @@ export const TelemetryExportLive = Layer.effectDiscard(Effect.gen(function*() {
           if (round >= MAX_ATTEMPTS) {
             return settle(fail(`${result.error} (gave up after ${MAX_ATTEMPTS} attempts)`), attempt)
           }
-          const wait = Math.max(
-            Duration.toMillis(backoff(round)),
-            result.retryAfter === undefined ? 0 : Duration.toMillis(result.retryAfter)
-          )
-          return settle(Outcome.retry(new Date(Date.now() + wait), result.error), attempt)
+          return settle(Outcome.retry(new Date(Date.now() + retryDelay(round, result)), result.error), attempt)
         }
       }
     })
@@ -228,9 +345,9 @@ export const TelemetryExportLive = Layer.effectDiscard(Effect.gen(function*() {
       Effect.forkScoped
     )
 
-  // The per-destination caches hold only what is recent: emptied at each refresh.
+  // The per-destination caches keep only destinations this process buffers for.
   const forget = Effect.sync(() => {
-    targets.clear()
+    for (const id of targets.keys()) if (!buffers.isActive(id)) targets.delete(id)
     lastSuccess.clear()
   })
   yield* refresh.pipe(Effect.catchCause((cause) => Effect.logWarning("telemetry refresh failed", cause)))
@@ -241,9 +358,11 @@ export const TelemetryExportLive = Layer.effectDiscard(Effect.gen(function*() {
     "prune"
   )
   // At shutdown, what is buffered becomes batches in the queue (any process
-  // sends them later), within a bounded time.
+  // sends them later), and batches being sent from memory finish, within a
+  // bounded time.
   yield* Effect.addFinalizer(() =>
-    flush.pipe(
+    flushAll(false).pipe(
+      Effect.andThen(FiberSet.awaitEmpty(memorySends)),
       Effect.timeout(SHUTDOWN_FLUSH),
       Effect.catchCause((cause) => Effect.logWarning("telemetry flush at shutdown did not finish", cause))
     )

@@ -5,6 +5,7 @@
  */
 import { PgClient } from "@effect/sql-pg"
 import { Context, Effect, Layer, Option } from "effect"
+import { newId } from "../platform/Ids.ts"
 
 export interface DestinationRow {
   readonly id: string
@@ -32,6 +33,29 @@ export class DestinationsRepo extends Context.Service<DestinationsRepo, {
   readonly addDropped: (id: string, count: number) => Effect.Effect<void>
   readonly recordSuccess: (id: string, error: string | null) => Effect.Effect<void>
   readonly recordError: (id: string, error: string) => Effect.Effect<void>
+  /**
+   * The record of a batch this process sent from memory, with its first
+   * attempt already made, in one statement that also updates the
+   * destination's `last_delivered_at` / `last_error` (`touch: "success"`):
+   * `delivered` and `partial` keep no payload; `retrying` (due again at
+   * `nextAttemptAt`) and `failed` keep the sealed batch for the retry or a
+   * replay. Nothing is stored when the destination is gone.
+   *
+   * The one place outside the delivery queue that writes a delivery row:
+   * it must insert only while the destination exists and touch the
+   * destination in the same statement, which the queue cannot know about.
+   */
+  readonly recordSent: (input: {
+    readonly orgId: string
+    readonly destinationId: string
+    readonly status: "delivered" | "partial" | "retrying" | "failed"
+    readonly payload: string | null
+    readonly meta: Readonly<Record<string, string | number | boolean | null>>
+    readonly error: string | null
+    readonly nextAttemptAt?: Date | undefined
+    /** "success": also set the destination's `last_delivered_at` and `last_error` (a failure's are written apart, see Export). */
+    readonly touch: "success" | "none"
+  }) => Effect.Effect<void>
 }>()("svc/telemetry/DestinationsRepo") {
   static readonly layer = Layer.effect(
     DestinationsRepo,
@@ -74,7 +98,29 @@ export class DestinationsRepo extends Context.Service<DestinationsRepo, {
             UPDATE telemetry_destinations SET last_delivered_at = now(), last_error = ${error} WHERE id = ${id}
           `.pipe(Effect.asVoid, Effect.orDie),
         recordError: (id, error) =>
-          sql`UPDATE telemetry_destinations SET last_error = ${error} WHERE id = ${id}`.pipe(Effect.asVoid, Effect.orDie)
+          sql`UPDATE telemetry_destinations SET last_error = ${error} WHERE id = ${id}`.pipe(Effect.asVoid, Effect.orDie),
+        recordSent: (input) => {
+          const finished = input.status !== "retrying"
+          const touch = input.touch === "success"
+            ? sql`, touched AS (
+                UPDATE telemetry_destinations SET last_delivered_at = now(), last_error = ${input.error}
+                WHERE id = ${input.destinationId}
+              )`
+            : sql``
+          return sql`
+            WITH stored AS (
+              INSERT INTO deliveries (id, org_id, kind, target_id, status, payload, meta, attempts, last_error, next_attempt_at, finished_at)
+              SELECT ${newId()}, ${input.orgId}, 'telemetry', id, ${input.status}, ${input.payload},
+                     ${sql.json(input.meta)}, 1, ${input.error},
+                     coalesce(${input.nextAttemptAt ?? null}::timestamptz, now()),
+                     ${finished ? sql`now()` : sql`NULL`}
+              FROM telemetry_destinations WHERE id = ${input.destinationId}
+              RETURNING id
+            )
+            ${touch}
+            SELECT 1
+          `.pipe(Effect.asVoid, Effect.orDie)
+        }
       })
     })
   )

@@ -23,6 +23,7 @@ import m0401 from "./0401_delivery_counts.ts"
 import m0540 from "./0540_metrics_indexes.ts"
 import m0541 from "./0541_console.ts"
 import m0542 from "./0542_retention_indexes.ts"
+import m0550 from "./0550_credentials_version.ts"
 
 export const migrations = Migrator.fromRecord({
   "0001_identity": m0001,
@@ -37,5 +38,6 @@ export const migrations = Migrator.fromRecord({
   "0401_delivery_counts": m0401,
   "0540_metrics_indexes": m0540,
   "0541_console": m0541,
-  "0542_retention_indexes": m0542
+  "0542_retention_indexes": m0542,
+  "0550_credentials_version": m0550
 })

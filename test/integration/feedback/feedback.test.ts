@@ -256,6 +256,34 @@ layer(SvcTest.layer(), { excludeTestServices: true })("feedback on task answers"
         assert.notInclude(JSON.stringify(yield* storedCorrections(org.orgId)), secret)
       }))
 
+    it.effect("the organization's credentials version moves with every key or secret change, whoever writes; not with revocation", () =>
+      Effect.gen(function*() {
+        const svc = yield* SvcTest
+        const org = yield* SvcTest.org()
+        const version = Effect.map(
+          svc.sql<{ v: string }>`SELECT credentials_version::text AS v FROM orgs WHERE id = ${org.orgId}`,
+          (rows) => Number(rows[0]!.v)
+        )
+        const store = yield* Effect.gen(function*() {
+          return yield* SecretStore
+        }).pipe(Effect.provide(SecretStore.layer))
+        const v0 = yield* version
+        const key = yield* org.newKey(["feedback.read"])
+        const v1 = yield* version
+        assert.isAbove(v1, v0, "a new key")
+        yield* key.revoke
+        assert.strictEqual(yield* version, v1, "revocation keeps it")
+        const owner = { orgId: org.orgId, kind: "notification_endpoint" as const, id: newId() }
+        const secretId = yield* store.put(owner, "signing_secret", Redacted.make(chars("abcdefghijklmnopqrstuvwxyz", 24, 13)))
+        const v2 = yield* version
+        assert.isAbove(v2, v1, "a new secret")
+        yield* svc.sql`UPDATE org_secrets SET sealed = sealed WHERE id = ${secretId}`
+        const v3 = yield* version
+        assert.isAbove(v3, v2, "a secret changed in place")
+        yield* store.removeOwner(owner)
+        assert.isAbove(yield* version, v3, "a removed secret")
+      }))
+
     it.effect("a secret that replaces a removed one is scrubbed, even when it was written in a transaction that began earlier", () =>
       Effect.gen(function*() {
         const svc = yield* SvcTest

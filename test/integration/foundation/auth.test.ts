@@ -1,5 +1,7 @@
 import { assert, describe, layer } from "@effect/vitest"
-import { Effect } from "effect"
+import { Duration, Effect } from "effect"
+import { KEY_CACHE_TTL } from "../../../src/identity/Identity.ts"
+import { sha256Hex } from "../../../src/platform/Crypto.ts"
 import { SvcTest } from "../../../src/testing.ts"
 import { raw } from "../../support/http.ts"
 
@@ -30,14 +32,49 @@ layer(SvcTest.layer(), { excludeTestServices: true })("authentication and author
         assert.strictEqual(other.status, 401)
       }))
 
-    it.effect("revoked key: 401 at once", () =>
+    it.effect("revoked key: 401 at once in the process that revoked it, though it was just used", () =>
+      Effect.gen(function*() {
+        const svc = yield* SvcTest
+        const org = yield* svc.provisionOrg({ scopes: ["tasks.read"] })
+        yield* org.client.tasks.list({ query: {} })
+        yield* org.client.tasks.list({ query: {} })
+        yield* org.revoke
+        const error = yield* org.client.tasks.list({ query: {} }).pipe(Effect.flip)
+        assert.strictEqual(error._tag, "Unauthenticated")
+      }))
+
+    it.effect("a revocation this process did not make (direct SQL, another process): 401 within KEY_CACHE_TTL", () =>
       Effect.gen(function*() {
         const svc = yield* SvcTest
         const org = yield* svc.provisionOrg({ scopes: ["tasks.read"] })
         yield* org.client.tasks.list({ query: {} })
         yield* svc.sql`UPDATE api_keys SET revoked_at = now() WHERE id = ${org.keyId}`
+        const revokedAt = Date.now()
+        for (;;) {
+          const exit = yield* Effect.exit(org.client.tasks.list({ query: {} }))
+          if (exit._tag === "Failure") break
+          // The bound, plus room for a loaded machine.
+          assert.isBelow(Date.now() - revokedAt, Duration.toMillis(KEY_CACHE_TTL) + 3_000, "still accepted after the bound")
+          yield* Effect.sleep("50 millis")
+        }
         const error = yield* org.client.tasks.list({ query: {} }).pipe(Effect.flip)
         assert.strictEqual(error._tag, "Unauthenticated")
+      }))
+
+    it.effect("a key created a moment ago works at once (unknown keys are not remembered)", () =>
+      Effect.gen(function*() {
+        const svc = yield* SvcTest
+        const org = yield* svc.provisionOrg({ scopes: ["tasks.read"] })
+        // Present a key before it exists, then create it: no negative answer is kept.
+        const key = "svc_" + "B".repeat(43)
+        const before = yield* raw(`${svc.baseUrl}/v1/tasks`, { headers: { authorization: `Bearer ${key}` } })
+        assert.strictEqual(before.status, 401)
+        yield* svc.sql`
+          INSERT INTO api_keys (id, org_id, name, key_hash, key_prefix, scopes)
+          VALUES (gen_random_uuid(), ${org.orgId}, 'late', ${sha256Hex(key)}, ${key.slice(0, 12)}, ${["tasks.read"]})
+        `
+        const after = yield* raw(`${svc.baseUrl}/v1/tasks`, { headers: { authorization: `Bearer ${key}` } })
+        assert.strictEqual(after.status, 200)
       }))
 
     it.effect("health, readiness, OpenAPI and docs need no key", () =>

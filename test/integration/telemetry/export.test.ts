@@ -199,16 +199,53 @@ layer(Svc, { excludeTestServices: true })("telemetry export", (it) => {
         const svc = yield* SvcTest
         const { org, collector, id } = yield* withCollector()
         const list = () => raw(`${svc.baseUrl}/v1/tasks`, { headers: { authorization: `Bearer ${org.key}` } })
-        // Each request is a few spans: well over 512 in all.
-        yield* Effect.forEach(Array.from({ length: 400 }), list, { concurrency: 10, discard: true })
+        // Each request is two spans (the request's and Tasks.list): well over 512 in all.
+        yield* Effect.forEach(Array.from({ length: 700 }), list, { concurrency: 16, discard: true })
         const { deliveries } = yield* waitForDeliveries(org, id, (list) => list.some((d) => d.status === "delivered" && d.span_count === 512))
         assert.isTrue(deliveries.every((d) => d.span_count <= 512))
         for (const request of collector.requests()) assert.isAtMost(decodeOtlp(request).spans.length, 512)
         // A healthy collector and a buffer far from full: nothing is dropped.
-        yield* Effect.forEach(Array.from({ length: 400 }), list, { concurrency: 10, discard: true })
+        yield* Effect.forEach(Array.from({ length: 700 }), list, { concurrency: 16, discard: true })
         yield* waitForDeliveries(org, id, (list) => list.filter((d) => d.span_count === 512).length >= 2)
         const after = yield* destination(org)
         assert.strictEqual(after.dropped_spans, 0)
+      }).pipe(Effect.scoped))
+  })
+
+  describe("batches are sent from memory first; only failures are stored", () => {
+    it.effect("a batch the collector takes is sent straight from memory: delivered after one attempt, its payload never stored", () =>
+      Effect.gen(function*() {
+        const svc = yield* SvcTest
+        const { org, collector, id } = yield* withCollector()
+        yield* traffic(org)
+        const { deliveries } = yield* waitForDeliveries(org, id, (list) => list.some((d) => d.status === "delivered"))
+        const delivered = deliveries.find((d) => d.status === "delivered")!
+        assert.strictEqual(delivered.attempts, 1)
+        assert.isAbove(delivered.span_count, 0)
+        assert.isAbove(collector.requests().length, 0)
+        // Not a queued row whose payload was pruned later: none was stored,
+        // and the queue (which records every attempt it settles) never sent it.
+        const [row] = yield* svc.sql<{ payload: string | null; attempts: number }>`
+          SELECT d.payload, (SELECT count(*)::int FROM delivery_attempts a WHERE a.delivery_id = d.id) AS attempts
+          FROM deliveries d WHERE d.id = ${delivered.id}
+        `
+        assert.isNull(row!.payload)
+        assert.strictEqual(row!.attempts, 0)
+      }).pipe(Effect.scoped))
+
+    it.effect("a retryable first answer stores the batch sealed, retrying, with the attempt counted", () =>
+      Effect.gen(function*() {
+        const svc = yield* SvcTest
+        const { org, collector, id } = yield* withCollector()
+        collector.enqueue(Reply.status(503, { headers: { "retry-after": "3" } }))
+        yield* traffic(org)
+        const { deliveries } = yield* waitForDeliveries(org, id, (list) => list.some((d) => d.status === "pending" && d.attempts === 1))
+        const pending = deliveries.find((d) => d.status === "pending")!
+        assert.include(pending.last_error ?? "", "503")
+        const [row] = yield* svc.sql<{ payload: string | null }>`SELECT payload FROM deliveries WHERE id = ${pending.id}`
+        assert.isNotNull(row!.payload)
+        assert.notInclude(row!.payload!, "resourceSpans", "sealed, not plain")
+        yield* waitForDeliveries(org, id, (list) => list.some((d) => d.id === pending.id && d.status === "delivered" && d.attempts === 2))
       }).pipe(Effect.scoped))
   })
 
@@ -304,6 +341,15 @@ layer(Svc, { excludeTestServices: true })("telemetry export", (it) => {
         const now = yield* destination(org)
         assert.isNotNull(now.last_delivered_at)
         assert.isNull(now.last_error)
+      }).pipe(Effect.scoped))
+
+    it.effect("a batch being sent counts in pending_spans before it has a record", () =>
+      Effect.gen(function*() {
+        const { org, collector } = yield* withCollector(() => Reply.hang())
+        yield* traffic(org)
+        yield* collector.waitFor(() => true, "20 seconds")
+        const now = yield* destination(org)
+        assert.isAbove(now.pending_spans, 0)
       }).pipe(Effect.scoped))
 
     it.effect("a hanging collector leaves the batch pending", () =>
