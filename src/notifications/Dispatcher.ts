@@ -97,7 +97,7 @@ export class Dispatcher extends Context.Service<Dispatcher, {
         if ((rows[0]?.webhooks ?? 0) > 0) yield* queue.wake("webhook")
         if ((rows[0]?.emails ?? 0) > 0) yield* queue.wake("email")
         return rows.length
-      }).pipe(Effect.withSpan("Notifications.dispatch"))
+      }).pipe(Effect.withSpan("Dispatcher.dispatchOnce"))
 
       return Dispatcher.of({ dispatchOnce })
     })

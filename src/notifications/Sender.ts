@@ -104,7 +104,7 @@ export class WebhookSender extends Context.Service<WebhookSender, {
         return { outcome: Outcome.retry(new Date(Date.now() + wait), error), attempt }
       }
 
-      const deliver = Effect.fn("Notifications.deliver")(function*(delivery: Claimed) {
+      const deliver = Effect.fn("WebhookSender.deliver")(function*(delivery: Claimed) {
         yield* Effect.annotateCurrentSpan({
           "svc.org_id": delivery.orgId,
           "svc.delivery_id": delivery.id,

@@ -130,7 +130,7 @@ const gunzipAsync = (bytes: Uint8Array): Effect.Effect<Uint8Array> =>
   })
 
 /** POSTs one OTLP/HTTP JSON body and says what the answer means. Never fails. */
-export const exportBody = Effect.fn("TelemetryCollector.export")(function*(
+export const exportBody = Effect.fn("Collector.exportBody")(function*(
   target: CollectorTarget,
   body: StoredBody,
   spanCount: number
