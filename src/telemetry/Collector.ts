@@ -13,7 +13,7 @@ import { gunzip, gzip, gzipSync } from "node:zlib"
 import { type OutboundFailure, OutboundHttp, type OutboundResponse } from "../outbound/OutboundHttp.ts"
 import { parseRetryAfter as parseHttpRetryAfter } from "../outbound/RetryAfter.ts"
 import { maskNeedles, urlNeedles, valueNeedles } from "../secrets/Masking.ts"
-import { readExportAnswer } from "./Otlp.ts"
+import { readExportAnswer } from "../otlp/Encoding.ts"
 
 /** Bodies at least this long (uncompressed) are sent gzipped. */
 export const GZIP_MIN_BYTES = 1024

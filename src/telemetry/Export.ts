@@ -30,10 +30,10 @@ import { runWorker, type Settlement } from "../deliveries/DeliveryWorker.ts"
 import { Metrics } from "../observability/Metrics.ts"
 import { SvcConfig } from "../platform/Config.ts"
 import { SecretBox } from "../platform/Crypto.ts"
-import { BATCH_SPANS, SpanBuffers } from "./Capture.ts"
+import { BATCH_SPANS, SpanBuffers } from "./Buffers.ts"
 import { type CollectorTarget, compressAsync, type ExportResult, exportBody, type StoredBody } from "./Collector.ts"
 import { batchContext, KEEP_FAILED_HOURS, KEEP_RECORDS_DAYS, TelemetryDestinations } from "./Destinations.ts"
-import { encodeRequestParts, serviceResource } from "./Otlp.ts"
+import { encodeRequestParts, serviceResource } from "../otlp/Encoding.ts"
 import { DestinationsRepo } from "./Repository.ts"
 
 export const FLUSH_EVERY = Duration.seconds(2)
