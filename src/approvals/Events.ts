@@ -95,6 +95,7 @@ export const approvalEventBody = (event: ApprovalEvent): string => {
  */
 export const writeToOutbox = (sql: SqlClient.SqlClient, event: ApprovalEvent) =>
   sql`
-    INSERT INTO events (id, org_id, type, occurred_at, body)
-    VALUES (${event.id}, ${event.org_id}, ${event.type}, ${event.occurred_at}::timestamptz, ${approvalEventBody(event)})
+    INSERT INTO events (id, org_id, type, occurred_at, body, label)
+    VALUES (${event.id}, ${event.org_id}, ${event.type}, ${event.occurred_at}::timestamptz, ${approvalEventBody(event)},
+            ${`${event.type} ${event.approval.approval_id}`})
   `.pipe(Effect.asVoid)

@@ -30,9 +30,6 @@ interface EventRow {
   readonly body: string
 }
 
-/** The approval id in an event body (`"approval_id": "…"`), for the delivery label. */
-const APPROVAL_ID_PATTERN = '"approval_id"\\s*:\\s*"([^"\\\\]*)"'
-
 /** Two dispatchers (processes) never interleave, so deliveries are created in event order. */
 const DISPATCH_LOCK = 7_300_001
 
@@ -60,7 +57,7 @@ export class Dispatcher extends Context.Service<Dispatcher, {
           with: sql`
             lock AS (SELECT pg_try_advisory_xact_lock(${DISPATCH_LOCK}) AS locked),
             ev AS MATERIALIZED (
-              SELECT seq, id, org_id, type, body FROM events
+              SELECT seq, id, org_id, type, body, label FROM events
               WHERE dispatched_at IS NULL AND (SELECT locked FROM lock)
               ORDER BY seq LIMIT ${BATCH}
               FOR UPDATE SKIP LOCKED
@@ -72,19 +69,19 @@ export class Dispatcher extends Context.Service<Dispatcher, {
               -- Per event in order: its organization's subscribed active
               -- endpoints in their order, then the reviewer email.
               SELECT ev.seq AS event_seq, 0 AS k, ep.seq AS ep_seq, ev.org_id, 'webhook'::text AS kind,
-                     ep.id AS target_id, ev.id AS event_id, ev.type, ev.body
+                     ep.id AS target_id, ev.id AS event_id, ev.type, ev.body, ev.label
               FROM ev JOIN notification_endpoints ep
                 ON ep.org_id = ev.org_id AND ep.active AND ep.events @> to_jsonb(ev.type)
               UNION ALL
-              SELECT ev.seq, 1, 0, ev.org_id, 'email', ev.org_id, ev.id, ev.type, ev.body
+              SELECT ev.seq, 1, 0, ev.org_id, 'email', ev.org_id, ev.id, ev.type, ev.body, ev.label
               FROM ev JOIN notification_settings ns ON ns.org_id = ev.org_id AND ns.reviewer_email IS NOT NULL
               WHERE ${smtp} AND ev.type IN ${sql.in(emailedTypes)}
             )`,
-          // The label names the approval when the body says which (a body
-          // we cannot read is still delivered, labelled by its type).
+          // The label was written with the event (its type and approval id);
+          // an event written without one is labelled by its type.
           input: sql`
             SELECT row_number() OVER (ORDER BY event_seq, k, ep_seq) AS ord, org_id, kind, target_id,
-                   trim(type || ' ' || coalesce(substring(body from ${APPROVAL_ID_PATTERN}), '')) AS label,
+                   coalesce(label, type) AS label,
                    event_id, NULL::text AS payload, '{}'::jsonb AS meta, ${config.webhookQueueCapacity}::int AS capacity
             FROM fan`,
           select: sql`
@@ -97,7 +94,7 @@ export class Dispatcher extends Context.Service<Dispatcher, {
         if ((rows[0]?.webhooks ?? 0) > 0) yield* queue.wake("webhook")
         if ((rows[0]?.emails ?? 0) > 0) yield* queue.wake("email")
         return rows.length
-      }).pipe(Effect.withSpan("Notifications.dispatch"))
+      }).pipe(Effect.withSpan("Dispatcher.dispatchOnce"))
 
       return Dispatcher.of({ dispatchOnce })
     })

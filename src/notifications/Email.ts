@@ -11,8 +11,9 @@
  * query parameter of `SVC_SMTP_URL` sets the sender address.
  */
 import { PgClient } from "@effect/sql-pg"
-import { Context, Duration, Effect, Layer, Option, Redacted } from "effect"
+import { Context, Duration, Effect, Layer, Option, Redacted, Schema } from "effect"
 import nodemailer from "nodemailer"
+import { ApprovalEvent } from "../api/Approvals.ts"
 import type { Claimed } from "../deliveries/DeliveryQueue.ts"
 import { Outcome } from "../deliveries/DeliveryQueue.ts"
 import { runWorker, type Settlement } from "../deliveries/DeliveryWorker.ts"
@@ -39,6 +40,8 @@ const TIMESTAMP = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d{1,9})?Z$/
 const STATUSES = new Set(["pending", "approved", "rejected", "expired"])
 const TIMEOUT_ACTIONS = new Set(["reject", "allow"])
 
+const decodeEvent = Schema.decodeUnknownOption(Schema.fromJsonString(ApprovalEvent))
+
 const safe = (value: unknown, form: RegExp | ReadonlySet<string>): string | undefined =>
   typeof value === "string" && (form instanceof RegExp ? form.test(value) : form.has(value)) ? value : undefined
 
@@ -49,17 +52,19 @@ const safe = (value: unknown, form: RegExp | ReadonlySet<string>): string | unde
  * mailed (read it with the API).
  */
 export const renderEmail = (type: string, body: string) => {
-  const event = JSON.parse(body) as { readonly id?: unknown; readonly approval?: Record<string, unknown> }
-  const approval = event.approval ?? {}
+  // The body is the contract's event, decoded once; one that is not (never
+  // written by svc) still gets the type's fixed wording and nothing else.
+  const event = Option.getOrUndefined(decodeEvent(body))
+  const approval = event?.approval
   const subject = subjects[type] ?? "Approval notice"
-  const approvalId = safe(approval["approval_id"], UUID)
-  const sessionId = safe(approval["session_id"], UUID)
-  const taskId = safe(approval["task_id"], UUID)
-  const status = safe(approval["status"], STATUSES)
-  const deadline = safe(approval["deadline_at"], TIMESTAMP)
-  const expires = safe(approval["expires_at"], TIMESTAMP)
-  const timeoutAction = safe(approval["timeout_action"], TIMEOUT_ACTIONS)
-  const eventId = safe(event.id, UUID)
+  const approvalId = safe(approval?.approval_id, UUID)
+  const sessionId = safe(approval?.session_id, UUID)
+  const taskId = safe(approval?.task_id, UUID)
+  const status = safe(approval?.status, STATUSES)
+  const deadline = safe(approval?.deadline_at, TIMESTAMP)
+  const expires = safe(approval?.expires_at, TIMESTAMP)
+  const timeoutAction = safe(approval?.timeout_action, TIMEOUT_ACTIONS)
+  const eventId = safe(event?.id, UUID)
   const lines = [
     `${subject}.`,
     "",

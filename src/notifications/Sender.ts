@@ -25,6 +25,8 @@ import type { Claimed, CooldownPolicy } from "../deliveries/DeliveryQueue.ts"
 import { DeliveryQueue, Outcome } from "../deliveries/DeliveryQueue.ts"
 import { runWorker, type Settlement } from "../deliveries/DeliveryWorker.ts"
 import { OutboundHttp } from "../outbound/OutboundHttp.ts"
+import { parseRetryAfter } from "../outbound/RetryAfter.ts"
+import { jittered } from "../platform/Backoff.ts"
 import { maskNeedles, urlNeedles } from "../secrets/Masking.ts"
 import { SvcConfig } from "../platform/Config.ts"
 import { NotificationEndpoints } from "./Endpoints.ts"
@@ -49,22 +51,11 @@ export const PER_ENDPOINT = 16
  */
 export const ENDPOINT_PREFETCH = 256
 
-/** `Retry-After` as seconds or an HTTP date, in milliseconds from now; `undefined` when absent or unreadable. */
-export const parseRetryAfter = (value: string | undefined, now = Date.now()): number | undefined => {
-  if (value === undefined) return undefined
-  const trimmed = value.trim()
-  if (/^\d{1,10}$/.test(trimmed)) return Number(trimmed) * 1000
-  // An HTTP date (RFC 9110 IMF-fixdate and the obsolete forms all end in GMT).
-  if (!/^[A-Za-z]{3}.*\bGMT$/.test(trimmed)) return undefined
-  const date = Date.parse(trimmed)
-  return Number.isNaN(date) ? undefined : Math.max(0, date - now)
-}
-
 /** Delay before retry number `attempt` (1-based), jittered ±10 %; `undefined` when the schedule is used up. */
 export const retryDelay = (schedule: ReadonlyArray<Duration.Duration>, attempt: number, random = Math.random) => {
   const base = schedule[attempt - 1]
   if (base === undefined) return undefined
-  return Math.round(Duration.toMillis(base) * (0.9 + 0.2 * random()))
+  return jittered(Duration.toMillis(base), 0.1, random())
 }
 
 /**
@@ -104,7 +95,7 @@ export class WebhookSender extends Context.Service<WebhookSender, {
         return { outcome: Outcome.retry(new Date(Date.now() + wait), error), attempt }
       }
 
-      const deliver = Effect.fn("Notifications.deliver")(function*(delivery: Claimed) {
+      const deliver = Effect.fn("WebhookSender.deliver")(function*(delivery: Claimed) {
         yield* Effect.annotateCurrentSpan({
           "svc.org_id": delivery.orgId,
           "svc.delivery_id": delivery.id,
@@ -176,7 +167,7 @@ export class WebhookSender extends Context.Service<WebhookSender, {
           ? `HTTP ${response.status} (redirects are not followed)`
           : `HTTP ${response.status}`
         const retryAfter = response.status === 429 || response.status === 503
-          ? parseRetryAfter(response.headers["retry-after"])
+          ? parseRetryAfter(response.headers["retry-after"], Date.now())
           : undefined
         return failedAttempt(delivery, error, { ...attempt, error }, retryAfter)
       })

@@ -23,7 +23,7 @@
  * shutdown what is queued is exported for up to 3 seconds.
  *
  * The same OTLP/HTTP JSON encoding as the organizations' export
- * (`src/telemetry/Otlp.ts`: no failure messages or stack traces, only
+ * (`src/otlp/Spans.ts`: no failure messages or stack traces, only
  * `error.type`), with a wider attribute allowlist: the database client's
  * attributes (`db.*`, the SQL text with its placeholders, never its
  * parameters) and the client's address and user agent.
@@ -33,8 +33,9 @@ import { randomUUID } from "node:crypto"
 import * as tls from "node:tls"
 import { gzipSync } from "node:zlib"
 import { Agent, request } from "undici"
-import { isExportedAttribute, sampledByRatio, toOtlpSpan } from "../telemetry/Capture.ts"
-import { encodeRequestParts, type KeyValue } from "../telemetry/Otlp.ts"
+import { encodeRequestParts, type KeyValue } from "../otlp/Encoding.ts"
+import { sampledByRatio } from "../otlp/Sampling.ts"
+import { isExportedAttribute, toOtlpSpan } from "../otlp/Spans.ts"
 import { Metrics, type MetricsShape } from "./Metrics.ts"
 import { type OperatorSink, OperatorSpans } from "./OperatorSink.ts"
 import { type OperatorSampler, type OperatorTraceSettings, OtelEnvError, parseOtelEnv } from "./OtelEnv.ts"

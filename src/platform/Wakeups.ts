@@ -14,6 +14,7 @@
 import { PgClient } from "@effect/sql-pg"
 import { Context, Deferred, Duration, Effect, Latch, Layer, Queue, type Scope } from "effect"
 import { DatabaseInfo } from "./Database.ts"
+import { doubling } from "./Backoff.ts"
 
 const CHANNEL = "svc_wakeup"
 
@@ -74,7 +75,7 @@ export const keepListening = (options: {
         })
       ),
       Effect.andThen(Deferred.succeed(firstAttempt, undefined)),
-      Effect.andThen(Effect.suspend(() => Effect.sleep(Math.min(RELISTEN_MAX_MS, RELISTEN_FIRST_MS * 2 ** Math.max(0, failures - 1))))),
+      Effect.andThen(Effect.suspend(() => Effect.sleep(doubling(failures, RELISTEN_FIRST_MS, RELISTEN_MAX_MS)))),
       Effect.forever,
       Effect.forkScoped
     )

@@ -13,7 +13,7 @@ import { gunzip, gzip, gzipSync } from "node:zlib"
 import { type OutboundFailure, OutboundHttp, type OutboundResponse } from "../outbound/OutboundHttp.ts"
 import { parseRetryAfter as parseHttpRetryAfter } from "../outbound/RetryAfter.ts"
 import { maskNeedles, urlNeedles, valueNeedles } from "../secrets/Masking.ts"
-import { readExportAnswer } from "./Otlp.ts"
+import { readExportAnswer } from "../otlp/Encoding.ts"
 
 /** Bodies at least this long (uncompressed) are sent gzipped. */
 export const GZIP_MIN_BYTES = 1024
@@ -130,7 +130,7 @@ const gunzipAsync = (bytes: Uint8Array): Effect.Effect<Uint8Array> =>
   })
 
 /** POSTs one OTLP/HTTP JSON body and says what the answer means. Never fails. */
-export const exportBody = Effect.fn("TelemetryCollector.export")(function*(
+export const exportBody = Effect.fn("Collector.exportBody")(function*(
   target: CollectorTarget,
   body: StoredBody,
   spanCount: number

@@ -23,10 +23,10 @@ import { iso, isoOrNull } from "../platform/Time.ts"
 import { OutboundHttp } from "../outbound/OutboundHttp.ts"
 import { destinationUrlOwner, readReceiverUrl, SEALED_URL_COLUMN, URL_SECRET } from "../secrets/ReceiverUrls.ts"
 import { SecretStore } from "../secrets/SecretStore.ts"
-import { SpanBuffers } from "./Capture.ts"
+import { SpanBuffers } from "./Buffers.ts"
 import { type CollectorTarget, compress, exportBody, scrub } from "./Collector.ts"
 import { checkHeaders } from "./HeaderRules.ts"
-import { encodeRequest, type OtlpSpan, serviceResource, SpanKind, StatusCode } from "./Otlp.ts"
+import { encodeRequest, type OtlpSpan, serviceResource, SpanKind, StatusCode } from "../otlp/Encoding.ts"
 import { type DestinationRow, DestinationsRepo } from "./Repository.ts"
 
 /** How long a failed batch stays kept (sealed) for replay. */

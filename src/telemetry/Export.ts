@@ -29,11 +29,12 @@ import { type Claimed, DeliveryQueue, Outcome } from "../deliveries/DeliveryQueu
 import { runWorker, type Settlement } from "../deliveries/DeliveryWorker.ts"
 import { Metrics } from "../observability/Metrics.ts"
 import { SvcConfig } from "../platform/Config.ts"
+import { doubling, jittered } from "../platform/Backoff.ts"
 import { SecretBox } from "../platform/Crypto.ts"
-import { BATCH_SPANS, SpanBuffers } from "./Capture.ts"
+import { BATCH_SPANS, SpanBuffers } from "./Buffers.ts"
 import { type CollectorTarget, compressAsync, type ExportResult, exportBody, type StoredBody } from "./Collector.ts"
 import { batchContext, KEEP_FAILED_HOURS, KEEP_RECORDS_DAYS, TelemetryDestinations } from "./Destinations.ts"
-import { encodeRequestParts, serviceResource } from "./Otlp.ts"
+import { encodeRequestParts, serviceResource } from "../otlp/Encoding.ts"
 import { DestinationsRepo } from "./Repository.ts"
 
 export const FLUSH_EVERY = Duration.seconds(2)
@@ -62,8 +63,7 @@ export const attemptInRound = (delivery: Pick<Claimed, "attempts" | "replays" | 
 
 /** Delay before retry `n` (1 = after the first attempt): 1 s, 2 s, 4 s... at most 30 s, ±20 % jitter. */
 export const backoff = (n: number, random: number = Math.random()): Duration.Duration => {
-  const base = Math.min(BACKOFF_CAP_MS, BACKOFF_BASE_MS * 2 ** Math.max(0, n - 1))
-  return Duration.millis(Math.round(base * (0.8 + 0.4 * random)))
+  return Duration.millis(jittered(doubling(n, BACKOFF_BASE_MS, BACKOFF_CAP_MS), 0.2, random))
 }
 
 const resource = serviceResource()

@@ -1,5 +1,5 @@
 /**
- * Telemetry contract: each delivery runs in a `Notifications.deliver` span
+ * Telemetry contract: each delivery runs in a `WebhookSender.deliver` span
  * annotated with `svc.org_id` (so it is that organization's work), without
  * payloads or secrets in its attributes.
  */
@@ -23,7 +23,7 @@ const Traced = webhookService().pipe(
 )
 
 layer(Traced, { excludeTestServices: true })("delivery spans", (it) => {
-  it.effect("Notifications.deliver carries svc.org_id and never the payload or the secret", () =>
+  it.effect("WebhookSender.deliver carries svc.org_id and never the payload or the secret", () =>
     Effect.gen(function*() {
       const receiver = yield* HttpsReceiver.make()
       const org = yield* SvcTest.org()
@@ -32,7 +32,7 @@ layer(Traced, { excludeTestServices: true })("delivery spans", (it) => {
       const [body] = yield* insertEvents([event])
       yield* receiver.waitForRequests(1)
       const span = yield* eventually(Effect.sync(() =>
-        ended.find((s) => s.name === "Notifications.deliver" && s.attributes.get("svc.endpoint_id") === endpoint.id)
+        ended.find((s) => s.name === "WebhookSender.deliver" && s.attributes.get("svc.endpoint_id") === endpoint.id)
       ), { what: "the delivery span" })
       assert.strictEqual(span.attributes.get("svc.org_id"), org.orgId)
       assert.strictEqual(span.attributes.get("svc.event_id"), event.id)

@@ -68,8 +68,9 @@ export const insertEvents = (events: ReadonlyArray<EventBody>) =>
     const sql = yield* SqlClient.SqlClient
     yield* sql.withTransaction(Effect.forEach(events, (event) =>
       sql`
-        INSERT INTO events (id, org_id, type, occurred_at, body)
-        VALUES (${event.id}, ${event.org_id}, ${event.type}, ${event.occurred_at}, ${JSON.stringify(event)})
+        INSERT INTO events (id, org_id, type, occurred_at, body, label)
+        VALUES (${event.id}, ${event.org_id}, ${event.type}, ${event.occurred_at}, ${JSON.stringify(event)},
+                ${`${event.type} ${event.approval.approval_id}`})
       `, { discard: true }))
     return events.map((event) => JSON.stringify(event))
   }).pipe(Effect.orDie)

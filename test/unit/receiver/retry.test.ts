@@ -2,7 +2,8 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Duration } from "effect"
 import * as fc from "fast-check"
-import { parseRetryAfter, retryDelay } from "../../../src/notifications/Sender.ts"
+import { retryDelay } from "../../../src/notifications/Sender.ts"
+import { parseRetryAfter } from "../../../src/outbound/RetryAfter.ts"
 
 describe("retry delays", () => {
   const schedule = [Duration.seconds(5), Duration.minutes(5), Duration.minutes(30)]

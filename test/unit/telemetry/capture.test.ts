@@ -1,8 +1,10 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Tracer } from "effect"
 import fc from "fast-check"
-import { makeTracer, sampledByRatio, SpanBuffers } from "../../../src/telemetry/Capture.ts"
-import type { OtlpSpan } from "../../../src/telemetry/Otlp.ts"
+import { sampledByRatio } from "../../../src/otlp/Sampling.ts"
+import { SpanBuffers } from "../../../src/telemetry/Buffers.ts"
+import { makeTracer } from "../../../src/telemetry/Capture.ts"
+import type { OtlpSpan } from "../../../src/otlp/Encoding.ts"
 
 const ORG = "01900000-0000-7000-8000-000000000001"
 const OTHER = "01900000-0000-7000-8000-000000000002"

@@ -75,7 +75,7 @@ describe("what a collector's answer means (issue rules 7 and 8)", () => {
 
 describe("OTLP attribute values", () => {
   it("strings are cut at 256 characters and always well-formed UTF-16 (no unpaired surrogate escapes)", async () => {
-    const { attributeValue, MAX_STRING } = await import("../../../src/telemetry/Otlp.ts")
+    const { attributeValue, MAX_STRING } = await import("../../../src/otlp/Encoding.ts")
     // An emoji (a surrogate pair) straddling the cut.
     const cut = attributeValue(`${"a".repeat(MAX_STRING - 1)}\u{1F600}tail`)!.stringValue!
     assert.isAtMost(cut.length, MAX_STRING)
@@ -94,7 +94,7 @@ describe("OTLP attribute values", () => {
 
 describe("OTLP encoding in slices", () => {
   it("encodeRequestParts builds exactly encodeRequest's text", async () => {
-    const { encodeRequest, encodeRequestParts, serviceResource } = await import("../../../src/telemetry/Otlp.ts")
+    const { encodeRequest, encodeRequestParts, serviceResource } = await import("../../../src/otlp/Encoding.ts")
     const spans = Array.from({ length: 3 }, (_, i) => ({
       traceId: "4bf92f3577b34da6a3ce929d0e0e4736",
       spanId: `00f067aa0ba902b${i}`,
