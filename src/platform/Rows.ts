@@ -9,7 +9,6 @@
  * in the message, so the log says where to look.
  */
 import { Data, Effect, Schema, SchemaTransformation } from "effect"
-import { SqlSchema } from "effect/sql"
 import type { SqlError } from "effect/sql/SqlError"
 import { iso } from "./Time.ts"
 
@@ -84,8 +83,12 @@ export const orDieRows = (table: string) =>
 
 /**
  * Decoders for the rows of one table: `all` for a statement's rows, `one`
- * for its first row or `undefined`. For statements built from fragments at
- * run time, where `SqlSchema`'s request-first form does not fit.
+ * for its first row or `undefined`, `returned` for the row a statement must
+ * return. The services build their statements at the call site from
+ * fragments (optional filters, keyset bounds, column lists), where
+ * `SqlSchema`'s request-schema-first form would only wrap them; the rows
+ * are decoded the same way it does (`Schema.decodeUnknownEffect` over the
+ * row schema), with the table named when one does not decode.
  */
 export const rowsOf = <S extends Schema.Constraint & { readonly DecodingServices: never }>(table: string, row: S) => {
   const decodeAll = Schema.decodeUnknownEffect(Schema.Array(row))
@@ -98,30 +101,4 @@ export const rowsOf = <S extends Schema.Constraint & { readonly DecodingServices
     Effect.flatMap(one(rows), (row) =>
       row === undefined ? Effect.die(new RowDecodeError({ table, detail: "the statement returned no row" })) : Effect.succeed(row))
   return { all, one, returned }
-}
-
-/** `SqlSchema.findAll` whose failures are defects naming `table`. */
-export const findAll = <Req extends Schema.Constraint, Res extends Schema.Constraint, R>(
-  table: string,
-  options: {
-    readonly Request: Req
-    readonly Result: Res
-    readonly execute: (request: Req["Encoded"]) => Effect.Effect<ReadonlyArray<unknown>, SqlError, R>
-  }
-) => {
-  const find = SqlSchema.findAll(options)
-  return (request: Req["Type"]) => find(request).pipe(orDieRows(table))
-}
-
-/** `SqlSchema.findOneOption` whose failures are defects naming `table`. */
-export const findOneOption = <Req extends Schema.Constraint, Res extends Schema.Constraint, R>(
-  table: string,
-  options: {
-    readonly Request: Req
-    readonly Result: Res
-    readonly execute: (request: Req["Encoded"]) => Effect.Effect<ReadonlyArray<unknown>, SqlError, R>
-  }
-) => {
-  const find = SqlSchema.findOneOption(options)
-  return (request: Req["Type"]) => find(request).pipe(orDieRows(table))
 }
