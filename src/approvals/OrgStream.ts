@@ -12,17 +12,17 @@
  * the streams, here and (NOTIFY) in other processes.
  */
 import { PgClient } from "@effect/sql-pg"
-import { Context, Effect, Layer, Option, Stream } from "effect"
+import { Context, Effect, Layer, Option, Schema, Stream } from "effect"
 import type { SqlClient } from "effect/sql"
 import type { ApprovalEventType, ApprovalListItem, ApprovalStatus } from "../api/Approvals.ts"
 import { InvalidRequest } from "../api/Errors.ts"
-import { SessionHub, sessionFrames, type StoredEvent } from "../streams/SessionEvents.ts"
+import { SessionHub, sessionFrames } from "../streams/SessionEvents.ts"
 import { Metrics } from "../observability/Metrics.ts"
 import { SvcConfig } from "../platform/Config.ts"
 import { SecretBox } from "../platform/Crypto.ts"
 import { type CursorMac, type CursorScope, encodeCursor, seqBound } from "../platform/Cursor.ts"
-import { iso } from "../platform/Time.ts"
-import { type ApprovalRow, snapshotOf } from "./Events.ts"
+import { BigIntText, JsonColumn, rowsOf, Timestamp } from "../platform/Rows.ts"
+import { ApprovalColumns, snapshotOf } from "./Events.ts"
 
 /** The `SessionHub` key that the organization's approval streams watch. */
 export const approvalsTopic = (orgId: string) => `approvals:${orgId}`
@@ -33,15 +33,21 @@ export interface StreamEntry {
   readonly approvalId: string
 }
 
-export interface ListRow extends ApprovalRow {
-  readonly seq: string
-  readonly escalation_seconds: number | null
-  readonly escalated: boolean
-  readonly created_at: Date
-  readonly tool: string | null
-  readonly action_class: string | null
-  readonly arguments: unknown
-}
+/** An approval with its step (`LIST_COLUMNS` of `LIST_FROM`). */
+const ListColumns = Schema.Struct({
+  ...ApprovalColumns.fields,
+  seq: BigIntText,
+  escalation_seconds: Schema.NullOr(Schema.Number),
+  escalated: Schema.Boolean,
+  created_at: Timestamp,
+  tool: Schema.NullOr(Schema.String),
+  action_class: Schema.NullOr(Schema.String),
+  arguments: Schema.NullOr(JsonColumn(Schema.Json))
+})
+export type ListRow = typeof ListColumns.Type
+const ListRows = rowsOf("approvals", ListColumns)
+const CounterRows = rowsOf("approval_stream_counters", Schema.Struct({ seq: Schema.String }))
+const EventRows = rowsOf("approval_stream_events", Schema.Struct({ seq: Schema.String, name: Schema.String, data: Schema.String }))
 
 /** The columns of `approvals a` joined with its step `s`, for `ListRow`. */
 export const LIST_COLUMNS =
@@ -53,9 +59,9 @@ export const listItemOf = (row: ListRow): ApprovalListItem => ({
   ...snapshotOf(row),
   tool: row.tool ?? "",
   action_class: row.action_class ?? "",
-  arguments: (row.arguments ?? null) as ApprovalListItem["arguments"],
+  arguments: row.arguments,
   escalation: row.escalation_seconds === null ? "none" : row.escalated ? "escalated" : "pending",
-  requested_at: iso(row.created_at)
+  requested_at: row.created_at
 })
 
 /**
@@ -66,18 +72,18 @@ export const listItemOf = (row: ListRow): ApprovalListItem => ({
 export const appendApprovalStream = (sql: SqlClient.SqlClient, orgId: string, entries: ReadonlyArray<StreamEntry>) =>
   Effect.forEach(entries, (entry) =>
     Effect.gen(function*() {
-      const [row] = yield* sql<ListRow>`
+      const row = yield* ListRows.one(sql`
         SELECT ${sql.literal(LIST_COLUMNS)} FROM ${sql.literal(LIST_FROM)} WHERE a.id = ${entry.approvalId}
-      `
+      `)
       if (row === undefined) return
-      const [counter] = yield* sql<{ seq: string }>`
+      const counter = yield* CounterRows.returned(sql`
         INSERT INTO approval_stream_counters (org_id, seq) VALUES (${orgId}, 1)
         ON CONFLICT (org_id) DO UPDATE SET seq = approval_stream_counters.seq + 1
         RETURNING seq::text AS seq
-      `
+      `)
       yield* sql`
         INSERT INTO approval_stream_events (org_id, seq, name, data)
-        VALUES (${orgId}, ${counter!.seq}, ${entry.type}, ${JSON.stringify(listItemOf(row))})
+        VALUES (${orgId}, ${counter.seq}, ${entry.type}, ${JSON.stringify(listItemOf(row))})
       `
     }), { discard: true })
 
@@ -112,12 +118,12 @@ export class ApprovalFeed extends Context.Service<ApprovalFeed, {
         const scope: CursorScope = { orgId, list: "approvals", filters: [options.status] }
         const bound = yield* seqBound(mac, scope, options.cursor)
         const after = Option.getOrElse(bound, () => "0")
-        const rows = yield* sql<ListRow>`
+        const rows = yield* ListRows.all(sql`
           SELECT ${sql.literal(LIST_COLUMNS)} FROM ${sql.literal(LIST_FROM)}
           WHERE a.org_id = ${orgId} AND a.seq > ${after}
             ${options.status === undefined ? sql`` : sql`AND a.status = ${options.status}`}
           ORDER BY a.seq LIMIT ${options.limit + 1}
-        `.pipe(Effect.orDie)
+        `)
         const items = rows.slice(0, options.limit)
         const last = items[items.length - 1]
         return {
@@ -131,10 +137,10 @@ export class ApprovalFeed extends Context.Service<ApprovalFeed, {
           sessionFrames({
             after,
             read: (from) =>
-              sql<StoredEvent>`
+              EventRows.all(sql`
                 SELECT seq::text AS seq, name, data FROM approval_stream_events
                 WHERE org_id = ${orgId} AND seq > ${from} ORDER BY seq LIMIT ${STREAM_BATCH}
-              `.pipe(Effect.orDie),
+              `),
             version: watch.version,
             wait: watch.wait,
             keepAliveMs: config.sseKeepAliveMs,

@@ -10,12 +10,13 @@
  * the process's clock.
  */
 import { PgClient } from "@effect/sql-pg"
-import { Context, Data, Effect, Layer, Option } from "effect"
+import { Context, Data, Effect, Layer, Option, Schema } from "effect"
 import type { ConsoleSession, ConsoleSessionSummary } from "../api/Console.ts"
 import { LinkExpired, LinkInvalid, LinkUsed } from "../api/Console.ts"
-import { consoleActor, type ConsolePreset, ConsolePresets, type Principal, type ScopeName } from "../api/Security.ts"
+import { consoleActor, ConsolePreset, ConsolePresets, type Principal, type ScopeName } from "../api/Security.ts"
 import { randomToken, sha256Hex } from "../platform/Crypto.ts"
 import { newId } from "../platform/Ids.ts"
+import { Instant, InstantOrNull, rowsOf } from "../platform/Rows.ts"
 import { iso } from "../platform/Time.ts"
 
 /** Sign-in link secrets start with this; session cookies with `SESSION_PREFIX`. */
@@ -39,36 +40,29 @@ export class SessionNotFound extends Data.TaggedError("SessionNotFound")<{ reado
 export const validPerson = (name: string): boolean =>
   name.trim().length > 0 && name.length <= 100 && !/[\u0000-\u001f\u007f-\u009f]/.test(name)
 
-interface SessionRow {
-  readonly id: string
-  readonly org_id: string
-  readonly preset: ConsolePreset
-  readonly person: string
-  readonly created_at: Date
-  readonly last_seen_at: Date
-  readonly absolute_expires_at: Date
+/** A live console session as the middleware and the handlers see it, decoded from its `console_sessions` row. */
+const SESSION_KEYS = {
+  orgId: "org_id",
+  createdAt: "created_at",
+  lastSeenAt: "last_seen_at",
+  absoluteExpiresAt: "absolute_expires_at"
+} as const
+const LiveSessionFields = {
+  id: Schema.String,
+  orgId: Schema.String,
+  preset: ConsolePreset,
+  person: Schema.String,
+  createdAt: Instant,
+  lastSeenAt: Instant,
+  absoluteExpiresAt: Instant
 }
-
-/** A live console session as the middleware and the handlers see it. */
-export interface LiveSession {
-  readonly id: string
-  readonly orgId: string
-  readonly preset: ConsolePreset
-  readonly person: string
-  readonly createdAt: Date
-  readonly lastSeenAt: Date
-  readonly absoluteExpiresAt: Date
-}
-
-const live = (row: SessionRow): LiveSession => ({
-  id: row.id,
-  orgId: row.org_id,
-  preset: row.preset,
-  person: row.person,
-  createdAt: new Date(row.created_at),
-  lastSeenAt: new Date(row.last_seen_at),
-  absoluteExpiresAt: new Date(row.absolute_expires_at)
-})
+const LiveSessionRow = Schema.Struct(LiveSessionFields).pipe(Schema.encodeKeys(SESSION_KEYS))
+export type LiveSession = typeof LiveSessionRow.Type
+const SessionRows = rowsOf("console_sessions", LiveSessionRow)
+const StaleRows = rowsOf("console_sessions", Schema.Struct({ ...LiveSessionFields, stale: Schema.Boolean }).pipe(Schema.encodeKeys(SESSION_KEYS)))
+const LinkRows = rowsOf("console_links", Schema.Struct({ expires_at: Instant }))
+const UsedLinkRows = rowsOf("console_links", Schema.Struct({ org_id: Schema.String, preset: ConsolePreset, person: Schema.String }))
+const KnownLinkRows = rowsOf("console_links", Schema.Struct({ used_at: InstantOrNull, expires_at: Instant }))
 
 const idleExpiry = (session: LiveSession) =>
   new Date(Math.min(session.lastSeenAt.getTime() + IDLE_TIMEOUT_SECONDS * 1000, session.absoluteExpiresAt.getTime()))
@@ -151,13 +145,13 @@ export class ConsoleSessions extends Context.Service<ConsoleSessions, {
         const [org] = yield* sql`SELECT 1 FROM orgs WHERE id = ${input.orgId}`.pipe(Effect.orDie)
         if (org === undefined) return yield* new OrgNotFound({ orgId: input.orgId })
         const token = randomToken(LINK_PREFIX)
-        const [row] = yield* sql<{ expires_at: Date }>`
+        const row = yield* LinkRows.returned(sql`
           INSERT INTO console_links (id, org_id, token_hash, preset, person, expires_at)
           VALUES (${newId()}, ${input.orgId}, ${sha256Hex(token)}, ${input.preset}, ${input.person},
             now() + make_interval(secs => ${input.ttlSeconds}))
           RETURNING expires_at
-        `.pipe(Effect.orDie)
-        return { token, expiresAt: iso(row!.expires_at) }
+        `)
+        return { token, expiresAt: iso(row.expires_at) }
       })
 
       const signIn = Effect.fn("ConsoleSessions.signIn")(function*(token: string) {
@@ -168,25 +162,25 @@ export class ConsoleSessions extends Context.Service<ConsoleSessions, {
         const outcome = yield* sql.withTransaction(Effect.gen(function*() {
           // The one statement that uses a link: of two racing requests, one
           // updates the row and the other finds it used.
-          const [link] = yield* sql<{ org_id: string; preset: ConsolePreset; person: string }>`
+          const link = yield* UsedLinkRows.one(sql`
             UPDATE console_links SET used_at = now()
             WHERE token_hash = ${hash} AND used_at IS NULL AND expires_at > now()
             RETURNING org_id, preset, person
-          `
+          `)
           if (link === undefined) {
-            const [known] = yield* sql<{ used_at: Date | null; expires_at: Date }>`
+            const known = yield* KnownLinkRows.one(sql`
               SELECT used_at, expires_at FROM console_links WHERE token_hash = ${hash}
-            `
+            `)
             return { _tag: "refused" as const, known }
           }
           const cookie = randomToken(SESSION_PREFIX)
-          const [row] = yield* sql<SessionRow>`
+          const session = yield* SessionRows.returned(sql`
             INSERT INTO console_sessions (id, org_id, token_hash, preset, person, absolute_expires_at)
             VALUES (${newId()}, ${link.org_id}, ${sha256Hex(cookie)}, ${link.preset}, ${link.person},
               now() + make_interval(secs => ${MAX_SESSION_SECONDS}))
             RETURNING ${sql.literal(SESSION_COLUMNS)}
-          `
-          return { _tag: "session" as const, session: live(row!), cookie }
+          `)
+          return { _tag: "session" as const, session, cookie }
         })).pipe(Effect.orDie)
         if (outcome._tag === "session") return { session: outcome.session, cookie: outcome.cookie }
         const known = outcome.known
@@ -207,17 +201,18 @@ export class ConsoleSessions extends Context.Service<ConsoleSessions, {
 
       const authenticate = Effect.fn("ConsoleSessions.authenticate")(function*(cookie: string) {
         if (!cookie.startsWith(SESSION_PREFIX) || cookie.length > 200) return Option.none<LiveSession>()
-        const [row] = yield* sql<SessionRow & { stale: boolean }>`
+        const row = yield* StaleRows.one(sql`
           SELECT ${sql.literal(SESSION_COLUMNS)}, last_seen_at < now() - make_interval(secs => ${TOUCH_EVERY_SECONDS}) AS stale
           FROM console_sessions WHERE token_hash = ${sha256Hex(cookie)} AND ${sql.literal(LIVE)}
-        `.pipe(Effect.orDie)
+        `)
         if (row === undefined) return Option.none<LiveSession>()
-        if (!row.stale) return Option.some(live(row))
-        const [touched] = yield* sql<SessionRow>`
+        const { stale, ...session } = row
+        if (!stale) return Option.some(session)
+        const touched = yield* SessionRows.one(sql`
           UPDATE console_sessions SET last_seen_at = now() WHERE id = ${row.id} AND ${sql.literal(LIVE)}
           RETURNING ${sql.literal(SESSION_COLUMNS)}
-        `.pipe(Effect.orDie)
-        return touched === undefined ? Option.none<LiveSession>() : Option.some(live(touched))
+        `)
+        return touched === undefined ? Option.none<LiveSession>() : Option.some(touched)
       })
 
       const isLive = (sessionId: string) =>
@@ -234,11 +229,11 @@ export class ConsoleSessions extends Context.Service<ConsoleSessions, {
       })
 
       const list = Effect.fn("ConsoleSessions.list")(function*(orgId: string, currentId?: string) {
-        const rows = yield* sql<SessionRow>`
+        const rows = yield* SessionRows.all(sql`
           SELECT ${sql.literal(SESSION_COLUMNS)} FROM console_sessions
           WHERE org_id = ${orgId} AND ${sql.literal(LIVE)} ORDER BY seq DESC
-        `.pipe(Effect.orDie)
-        return rows.map((row) => summarize(live(row), currentId))
+        `)
+        return rows.map((row) => summarize(row, currentId))
       })
 
       const revoke = Effect.fn("ConsoleSessions.revoke")(function*(sessionId: string, orgId?: string) {

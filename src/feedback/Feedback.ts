@@ -9,14 +9,14 @@
  * digest can never come back to an earlier value meaning something else.
  */
 import { PgClient } from "@effect/sql-pg"
-import { Context, Effect, Layer, Option } from "effect"
+import { Context, Effect, Layer, Option, Schema } from "effect"
 import {
   CorrectionContainsSecret,
   CorrectionShapeMismatch,
   DatasetBaseChanged,
   type FeedbackItem,
   FeedbackChanged,
-  type FeedbackStatus,
+  FeedbackStatus,
   NothingStaged
 } from "../api/Feedback.ts"
 import { CorrectionTooComplex, InvalidRequest, InvalidTransition, NotFound, ValidationBusy } from "../api/Errors.ts"
@@ -24,7 +24,7 @@ import { Identity } from "../identity/Identity.ts"
 import { SecretBox, sha256Hex } from "../platform/Crypto.ts"
 import { type CursorScope, encodeCursor, page, seqBound } from "../platform/Cursor.ts"
 import { newId } from "../platform/Ids.ts"
-import { iso } from "../platform/Time.ts"
+import { BigIntText, JsonColumn, rowsOf, Timestamp } from "../platform/Rows.ts"
 import { SecretStore } from "../secrets/SecretStore.ts"
 import { AnswerSchemas, type OverLimit, type SchemaViolation, type ValidationQueueFull } from "../tasks/AnswerSchema.ts"
 import { Redacted } from "effect"
@@ -38,17 +38,24 @@ type JsonObject = { readonly [key: string]: Json }
 
 type DistributiveOmit<T, K extends PropertyKey> = T extends unknown ? Omit<T, K> : never
 
-interface FeedbackRow {
-  readonly id: string
-  readonly seq: string
-  readonly task_id: string
-  readonly inference_log_id: string
-  readonly score: number
-  readonly correction: JsonObject | null
-  readonly redacted_fields: ReadonlyArray<string> | null
-  readonly status: FeedbackStatus
-  readonly created_at: Date
-}
+const FeedbackRow = Schema.Struct({
+  id: Schema.String,
+  seq: BigIntText,
+  task_id: Schema.String,
+  inference_log_id: Schema.String,
+  score: Schema.Number,
+  correction: Schema.NullOr(JsonColumn(Schema.Record(Schema.String, Schema.Json))),
+  redacted_fields: Schema.NullOr(JsonColumn(Schema.Array(Schema.String))),
+  status: FeedbackStatus,
+  created_at: Timestamp
+})
+type FeedbackRow = typeof FeedbackRow.Type
+const FeedbackRows = rowsOf("feedback", FeedbackRow)
+const StatusRows = rowsOf("feedback", Schema.Struct({ status: FeedbackStatus }))
+const RunRows = rowsOf("runs", Schema.Struct({ task_id: Schema.String, fingerprint: Schema.String }))
+const SchemaRows = rowsOf("tasks", Schema.Struct({ answer_schema: JsonColumn(Schema.Unknown) }))
+const TaskRows = rowsOf("tasks", Schema.Struct({ id: Schema.String }))
+const DatasetRows = rowsOf("datasets", Schema.Struct({ id: Schema.String, version: Schema.Number, example_count: Schema.Number }))
 
 const COLUMNS = "id, seq, task_id, inference_log_id, score, correction, redacted_fields, status, created_at"
 
@@ -59,10 +66,10 @@ const toItem = (row: FeedbackRow): FeedbackItem => ({
   id: row.id,
   inference_log_id: row.inference_log_id,
   task_id: row.task_id,
-  score: Number(row.score),
+  score: row.score,
   correction: row.correction as FeedbackItem["correction"],
   status: row.status,
-  created_at: iso(row.created_at),
+  created_at: row.created_at,
   ...(row.redacted_fields !== null && row.redacted_fields.length > 0
     ? { redaction_warning: { fields: row.redacted_fields, message: REDACTION_MESSAGE } }
     : {})
@@ -197,13 +204,12 @@ export class Feedback extends Context.Service<Feedback, {
       }
       const runCache = new Map<string, RunContext>()
       const lookupRun = (orgId: string, traceId: string) =>
-        sql<RunContext & { fingerprint: string }>`
+        RunRows.one(sql`
           SELECT r.task_id, ${credentialsVersionSql(orgId)} AS fingerprint
           FROM runs r
           WHERE r.trace_id = ${traceId} AND r.org_id = ${orgId}
-        `.pipe(
-          Effect.orDie,
-          Effect.flatMap(([row]) => {
+        `).pipe(
+          Effect.flatMap((row) => {
             if (row === undefined) return Effect.fail(new NotFound({ detail: "No logged run of this organization has this inference_log_id." }))
             remember(runCache, `${orgId}:${traceId}`, { task_id: row.task_id })
             return Effect.succeed(row)
@@ -211,9 +217,8 @@ export class Feedback extends Context.Service<Feedback, {
         )
 
       const answerSchema = (taskId: string) =>
-        sql<{ answer_schema: unknown }>`SELECT answer_schema FROM tasks WHERE id = ${taskId}`.pipe(
-          Effect.orDie,
-          Effect.flatMap(([row]) =>
+        SchemaRows.one(sql`SELECT answer_schema FROM tasks WHERE id = ${taskId}`).pipe(
+          Effect.flatMap((row) =>
             row === undefined ? Effect.die(new Error("the task of a logged run is gone")) : Effect.succeed(row.answer_schema)
           )
         )
@@ -276,7 +281,7 @@ export class Feedback extends Context.Service<Feedback, {
         yield* Effect.annotateCurrentSpan({ "svc.task_id": run.task_id })
 
         const insert = (correction: JsonObject | null, redacted: ReadonlyArray<string>, fingerprint: string | null) =>
-          sql<FeedbackRow>`
+          FeedbackRows.one(sql`
             INSERT INTO feedback (id, org_id, task_id, inference_log_id, score, correction, redacted_fields, status)
             SELECT ${newId()}, ${orgId}, r.task_id, r.trace_id, ${input.score},
                    ${correction === null ? null : sql.json(correction)},
@@ -285,10 +290,10 @@ export class Feedback extends Context.Service<Feedback, {
             FROM runs r WHERE r.trace_id = ${input.inference_log_id} AND r.org_id = ${orgId}
             ${fingerprint === null ? sql`` : sql`AND ${credentialsVersionSql(orgId)} = ${fingerprint}`}
             RETURNING ${sql.unsafe(COLUMNS)}
-          `.pipe(Effect.orDie)
+          `)
 
         if (input.correction === undefined) {
-          const [row] = yield* insert(null, [], null)
+          const row = yield* insert(null, [], null)
           if (row === undefined) return yield* new NotFound({ detail: "No logged run of this organization has this inference_log_id." })
           return toItem(row)
         }
@@ -315,7 +320,7 @@ export class Feedback extends Context.Service<Feedback, {
             entry = yield* loadCredentials(orgId, fresh.fingerprint)
           }
           const { value, fields } = yield* scrubbed(orgId, run, input.correction, entry.known)
-          const [row] = yield* insert(value, fields, entry.fingerprint)
+          const row = yield* insert(value, fields, entry.fingerprint)
           if (row !== undefined) return toItem(row)
           if (attempt >= 5) return yield* Effect.die(new Error("organization credentials kept changing during feedback submission"))
           // The fingerprint moved (or the run is gone: lookupRun says 404).
@@ -328,29 +333,29 @@ export class Feedback extends Context.Service<Feedback, {
         const scope: CursorScope = { orgId, list: "feedback", filters: [request.task_id, request.status] }
         const mac = (message: string) => box.mac("cursor", message)
         const below = yield* seqBound(mac, scope, request.cursor)
-        const rows = yield* sql<FeedbackRow>`
+        const rows = yield* FeedbackRows.all(sql`
           SELECT ${sql.unsafe(COLUMNS)} FROM feedback
           WHERE org_id = ${orgId}
           ${request.task_id !== undefined ? sql`AND task_id = ${request.task_id}` : sql``}
           ${request.status !== undefined ? sql`AND status = ${request.status}` : sql``}
           ${Option.isSome(below) ? sql`AND seq < ${below.value}` : sql``}
           ORDER BY seq DESC LIMIT ${limit + 1}
-        `.pipe(Effect.orDie)
+        `)
         const { items, next_cursor } = page(rows, limit, (seq) => encodeCursor(mac, scope, seq))
         return { feedback: items.map(toItem), next_cursor }
       })
 
       const decide = Effect.fnUntraced(function*(orgId: string, feedbackId: string, to: "staged" | "rejected") {
         yield* Effect.annotateCurrentSpan({ "svc.feedback_id": feedbackId })
-        const [updated] = yield* sql<FeedbackRow>`
+        const updated = yield* FeedbackRows.one(sql`
           UPDATE feedback SET status = ${to}, updated_at = now()
           WHERE id = ${feedbackId} AND org_id = ${orgId} AND status = 'pending'
           RETURNING ${sql.unsafe(COLUMNS)}
-        `.pipe(Effect.orDie)
+        `)
         if (updated !== undefined) return toItem(updated)
-        const [current] = yield* sql<{ status: string }>`
+        const current = yield* StatusRows.one(sql`
           SELECT status FROM feedback WHERE id = ${feedbackId} AND org_id = ${orgId}
-        `.pipe(Effect.orDie)
+        `)
         if (current === undefined) return yield* new NotFound({ detail: "No such feedback." })
         return yield* new InvalidTransition({
           status_now: current.status,
@@ -363,24 +368,24 @@ export class Feedback extends Context.Service<Feedback, {
       const currentDataset = (orgId: string, taskId: string, lock: boolean) =>
         Effect.gen(function*() {
           // Locking the task row serializes promotions of one task.
-          const [task] = lock
-            ? yield* sql<{ id: string }>`SELECT id FROM tasks WHERE id = ${taskId} AND org_id = ${orgId} FOR UPDATE`
-            : yield* sql<{ id: string }>`SELECT id FROM tasks WHERE id = ${taskId} AND org_id = ${orgId}`
+          const task = yield* TaskRows.one(lock
+            ? sql`SELECT id FROM tasks WHERE id = ${taskId} AND org_id = ${orgId} FOR UPDATE`
+            : sql`SELECT id FROM tasks WHERE id = ${taskId} AND org_id = ${orgId}`)
           if (task === undefined) return Option.none()
-          const [dataset] = yield* sql<{ id: string; version: number; example_count: number }>`
+          const dataset = yield* DatasetRows.one(sql`
             SELECT id, version, example_count FROM datasets WHERE task_id = ${taskId} ORDER BY version DESC LIMIT 1
-          `
+          `)
           return Option.fromUndefinedOr(dataset)
-        }).pipe(Effect.orDie)
+        })
 
       const stagedRows = (orgId: string, taskId: string, lock: boolean) =>
-        (lock
-          ? sql<FeedbackRow>`
+        FeedbackRows.all(lock
+          ? sql`
               SELECT ${sql.unsafe(COLUMNS)} FROM feedback
               WHERE task_id = ${taskId} AND org_id = ${orgId} AND status = 'staged' ORDER BY seq FOR UPDATE`
-          : sql<FeedbackRow>`
+          : sql`
               SELECT ${sql.unsafe(COLUMNS)} FROM feedback
-              WHERE task_id = ${taskId} AND org_id = ${orgId} AND status = 'staged' ORDER BY seq`).pipe(Effect.orDie)
+              WHERE task_id = ${taskId} AND org_id = ${orgId} AND status = 'staged' ORDER BY seq`)
 
       const preview = Effect.fn("Feedback.preview")(function*(orgId: string, taskId: string) {
         yield* Effect.annotateCurrentSpan({ "svc.task_id": taskId })

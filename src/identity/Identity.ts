@@ -14,14 +14,14 @@
  * a listener reconnects) a revoked key is refused at the latest
  * `KEY_CACHE_TTL` after the revocation committed.
  */
-import { Cache, Context, Data, Duration, Effect, Exit, Layer, Option } from "effect"
+import { Cache, Context, Data, Duration, Effect, Exit, Layer, Option, Schema } from "effect"
 import { PgClient } from "@effect/sql-pg"
-import type { Principal, ScopeName } from "../api/Security.ts"
+import { type Principal, ScopeName } from "../api/Security.ts"
 import { randomToken, sha256Hex } from "../platform/Crypto.ts"
 import { DatabaseInfo } from "../platform/Database.ts"
 import { keepListening } from "../platform/Wakeups.ts"
 import { newId } from "../platform/Ids.ts"
-import { iso, isoOrNull } from "../platform/Time.ts"
+import { rowsOf, Timestamp, TimestampOrNull } from "../platform/Rows.ts"
 
 /** Every key starts with this, so secret scanners (ours included) recognize it. */
 export const KEY_PREFIX = "svc_"
@@ -63,25 +63,31 @@ export interface KeyInfo {
 export class OrgNotFound extends Data.TaggedError("OrgNotFound")<{ readonly orgId: string }> {}
 export class KeyNotFound extends Data.TaggedError("KeyNotFound")<{ readonly keyId: string }> {}
 
-interface KeyRow {
-  readonly key_hash?: string
-  readonly id: string
-  readonly org_id: string
-  readonly name: string | null
-  readonly key_prefix: string
-  readonly scopes: ReadonlyArray<ScopeName>
-  readonly created_at: Date
-  readonly revoked_at: Date | null
-}
+const KeyColumns = Schema.Struct({
+  id: Schema.String,
+  org_id: Schema.String,
+  name: Schema.NullOr(Schema.String),
+  key_prefix: Schema.String,
+  scopes: Schema.Array(ScopeName),
+  created_at: Timestamp,
+  revoked_at: TimestampOrNull
+})
+const KeyRows = rowsOf("api_keys", KeyColumns)
+const RevokedRows = rowsOf("api_keys", Schema.Struct({ ...KeyColumns.fields, key_hash: Schema.String }))
+const PrincipalRows = rowsOf("api_keys", Schema.Struct({ id: Schema.String, org_id: Schema.String, scopes: Schema.Array(ScopeName) }))
+const HashRows = rowsOf("api_keys", Schema.Struct({ key_hash: Schema.String }))
+const OrgRows = rowsOf("orgs", Schema.Struct({ id: Schema.String, name: Schema.String, created_at: Timestamp }))
+const CreatedRows = rowsOf("orgs", Schema.Struct({ created_at: Timestamp }))
+const CreatedKeyRows = rowsOf("api_keys", Schema.Struct({ created_at: Timestamp }))
 
-const keyInfo = (row: KeyRow): KeyInfo => ({
-  id: row.id,
-  org_id: row.org_id,
-  name: row.name,
-  key_prefix: row.key_prefix,
-  scopes: row.scopes,
-  created_at: iso(row.created_at),
-  revoked_at: isoOrNull(row.revoked_at)
+const keyInfo = ({ id, org_id, name, key_prefix, scopes, created_at, revoked_at }: typeof KeyColumns.Type): KeyInfo => ({
+  id,
+  org_id,
+  name,
+  key_prefix,
+  scopes,
+  created_at,
+  revoked_at
 })
 
 export class Identity extends Context.Service<Identity, {
@@ -111,11 +117,10 @@ export class Identity extends Context.Service<Identity, {
       // answers are served from memory.
       const principals = yield* Cache.makeWith(
         (hash: string) =>
-          sql<{ id: string; org_id: string; scopes: ReadonlyArray<ScopeName> }>`
+          PrincipalRows.one(sql`
             SELECT id, org_id, scopes FROM api_keys WHERE key_hash = ${hash} AND revoked_at IS NULL
-          `.pipe(
-            Effect.orDie,
-            Effect.map(([row]) =>
+          `).pipe(
+            Effect.map((row) =>
               row === undefined
                 ? Option.none<Principal>()
                 : Option.some<Principal>({ orgId: row.org_id, keyId: row.id, actor: row.id, scopes: new Set(row.scopes) })
@@ -138,27 +143,20 @@ export class Identity extends Context.Service<Identity, {
       }
 
       const getOrg = Effect.fn("Identity.getOrg")(function*(orgId: string) {
-        const rows = yield* sql<{ id: string; name: string; created_at: Date }>`
-          SELECT id, name, created_at FROM orgs WHERE id = ${orgId}
-        `.pipe(Effect.orDie)
-        const row = rows[0]
+        const row = yield* OrgRows.one(sql`SELECT id, name, created_at FROM orgs WHERE id = ${orgId}`)
         if (row === undefined) return yield* new OrgNotFound({ orgId })
-        return { id: row.id, name: row.name, created_at: iso(row.created_at) }
+        return row
       })
 
       const createOrg = Effect.fn("Identity.createOrg")(function*(name: string) {
         const id = newId()
-        const rows = yield* sql<{ created_at: Date }>`
+        const { created_at } = yield* CreatedRows.returned(sql`
           INSERT INTO orgs (id, name) VALUES (${id}, ${name}) RETURNING created_at
-        `.pipe(Effect.orDie)
-        return { id, name, created_at: iso(rows[0]!.created_at) }
+        `)
+        return { id, name, created_at }
       })
 
-      const listOrgs = sql<{ id: string; name: string; created_at: Date }>`
-        SELECT id, name, created_at FROM orgs ORDER BY created_at, id
-      `.pipe(
-        Effect.map((rows) => rows.map((row) => ({ id: row.id, name: row.name, created_at: iso(row.created_at) }))),
-        Effect.orDie,
+      const listOrgs = OrgRows.all(sql`SELECT id, name, created_at FROM orgs ORDER BY created_at, id`).pipe(
         Effect.withSpan("Identity.listOrgs")
       )
 
@@ -171,27 +169,27 @@ export class Identity extends Context.Service<Identity, {
         const id = newId()
         const key = randomToken(KEY_PREFIX)
         const scopes = [...new Set(input.scopes)]
-        const rows = yield* sql<{ created_at: Date }>`
+        const { created_at } = yield* CreatedKeyRows.returned(sql`
           INSERT INTO api_keys (id, org_id, name, key_hash, key_prefix, scopes)
           VALUES (${id}, ${input.orgId}, ${input.name ?? null}, ${sha256Hex(key)}, ${key.slice(0, 12)}, ${scopes})
           RETURNING created_at
-        `.pipe(Effect.orDie)
+        `)
         return {
           id,
           org_id: input.orgId,
           name: input.name ?? null,
           key,
           scopes,
-          created_at: iso(rows[0]!.created_at)
+          created_at
         }
       })
 
       const listKeys = Effect.fn("Identity.listKeys")(function*(orgId: string) {
         yield* getOrg(orgId)
-        const rows = yield* sql<KeyRow>`
+        const rows = yield* KeyRows.all(sql`
           SELECT id, org_id, name, key_prefix, scopes, created_at, revoked_at
           FROM api_keys WHERE org_id = ${orgId} ORDER BY created_at, id
-        `.pipe(Effect.orDie)
+        `)
         return rows.map(keyInfo)
       })
 
@@ -203,15 +201,14 @@ export class Identity extends Context.Service<Identity, {
         // On a server the NOTIFY is part of the statement: it is sent when
         // (and only if) the revocation commits, by whichever process revokes
         // (the CLI included).
-        const rows = yield* (info.supportsNotify
-          ? sql<KeyRow>`
+        const row = yield* RevokedRows.one(info.supportsNotify
+          ? sql`
               WITH revoked AS (${update})
               SELECT revoked.*, pg_notify(${KEY_REVOKED_CHANNEL}, revoked.key_hash) FROM revoked
             `
-          : sql<KeyRow>`${update}`).pipe(Effect.orDie)
-        const row = rows[0]
+          : sql`${update}`)
         if (row === undefined) return yield* new KeyNotFound({ keyId })
-        yield* Cache.invalidate(principals, row.key_hash!)
+        yield* Cache.invalidate(principals, row.key_hash)
         return keyInfo(row)
       })
 
@@ -223,9 +220,7 @@ export class Identity extends Context.Service<Identity, {
           : Cache.get(principals, sha256Hex(key))
 
       const keyHashes = Effect.fn("Identity.keyHashes")(function*(orgId: string) {
-        const rows = yield* sql<{ key_hash: string }>`
-          SELECT key_hash FROM api_keys WHERE org_id = ${orgId}
-        `.pipe(Effect.orDie)
+        const rows = yield* HashRows.all(sql`SELECT key_hash FROM api_keys WHERE org_id = ${orgId}`)
         return new Set(rows.map((row) => row.key_hash))
       })
 

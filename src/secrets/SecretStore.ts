@@ -7,11 +7,11 @@
  * Because every such secret lives here, `orgValues` is the one place the
  * feedback scrubber learns an organization's known credentials from.
  */
-import { Context, Effect, Layer, Redacted } from "effect"
+import { Context, Effect, Layer, Redacted, Schema } from "effect"
 import { SqlClient } from "effect/sql"
 import { SecretBox } from "../platform/Crypto.ts"
 import { newId } from "../platform/Ids.ts"
-import { iso, isoOrNull } from "../platform/Time.ts"
+import { rowsOf, Timestamp, TimestampOrNull } from "../platform/Rows.ts"
 
 /**
  * Who a secret belongs to. Receiver URLs (an endpoint's or a collector's:
@@ -39,13 +39,15 @@ export interface StoredSecret {
   readonly expires_at: string | null
 }
 
-interface Row {
-  readonly id: string
-  readonly name: string
-  readonly sealed: string
-  readonly created_at: Date
-  readonly expires_at: Date | null
-}
+const SealedRow = Schema.Struct({
+  id: Schema.String,
+  name: Schema.String,
+  sealed: Schema.String,
+  created_at: Timestamp,
+  expires_at: TimestampOrNull
+})
+type Row = typeof SealedRow.Type
+const SealedRows = rowsOf("org_secrets", SealedRow)
 
 const context = (id: string) => `org_secret:${id}`
 
@@ -87,19 +89,19 @@ export class SecretStore extends Context.Service<SecretStore, {
       })
 
       const list = Effect.fn("SecretStore.list")(function*(owner: SecretOwner) {
-        const rows = yield* sql<Row>`
+        const rows = yield* SealedRows.all(sql`
           SELECT id, name, sealed, created_at, expires_at FROM org_secrets
           WHERE org_id = ${owner.orgId} AND owner_kind = ${owner.kind} AND owner_id = ${owner.id}
             AND (expires_at IS NULL OR expires_at > now())
           ORDER BY created_at DESC, id DESC
-        `.pipe(Effect.orDie)
+        `)
         return yield* Effect.forEach(rows, (row) =>
           Effect.map(open(row), (value) => ({
             id: row.id,
             name: row.name,
             value,
-            created_at: iso(row.created_at),
-            expires_at: isoOrNull(row.expires_at)
+            created_at: row.created_at,
+            expires_at: row.expires_at
           })))
       })
 
@@ -118,9 +120,9 @@ export class SecretStore extends Context.Service<SecretStore, {
       })
 
       const orgValues = Effect.fn("SecretStore.orgValues")(function*(orgId: string) {
-        const rows = yield* sql<Row>`
+        const rows = yield* SealedRows.all(sql`
           SELECT id, name, sealed, created_at, expires_at FROM org_secrets WHERE org_id = ${orgId}
-        `.pipe(Effect.orDie)
+        `)
         return yield* Effect.forEach(rows, open)
       })
 

@@ -157,8 +157,8 @@ export class TelemetryDestinations extends Context.Service<TelemetryDestinations
             ([queued, target]): TelemetryDestination => ({
               id: row.id,
               url_hint: row.url_hint,
-              created_at: iso(row.created_at),
-              last_delivered_at: isoOrNull(row.last_delivered_at),
+              created_at: row.created_at,
+              last_delivered_at: row.last_delivered_at,
               last_error: row.last_error === null ? null : scrub(row.last_error, target),
               pending_spans: queued + buffers.size(row.id) + buffers.sending(row.id),
               dropped_spans: Number(row.dropped_spans) + buffers.unsavedDropped(row.id)

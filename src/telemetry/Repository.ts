@@ -4,19 +4,24 @@
  * deliveries, which only the delivery queue touches.
  */
 import { PgClient } from "@effect/sql-pg"
-import { Context, Effect, Layer, Option } from "effect"
+import { Context, Effect, Layer, Option, Schema } from "effect"
 import { newId } from "../platform/Ids.ts"
+import { BigIntText, rowsOf, Timestamp, TimestampOrNull } from "../platform/Rows.ts"
 
-export interface DestinationRow {
-  readonly id: string
-  readonly org_id: string
-  readonly url: string
-  readonly url_hint: string
-  readonly created_at: Date
-  readonly last_delivered_at: Date | null
-  readonly last_error: string | null
-  readonly dropped_spans: string | number
-}
+const DestinationColumns = Schema.Struct({
+  id: Schema.String,
+  org_id: Schema.String,
+  url: Schema.String,
+  url_hint: Schema.String,
+  created_at: Timestamp,
+  last_delivered_at: TimestampOrNull,
+  last_error: Schema.NullOr(Schema.String),
+  /** A bigint counter. */
+  dropped_spans: BigIntText
+})
+export type DestinationRow = typeof DestinationColumns.Type
+const DestinationRows = rowsOf("telemetry_destinations", DestinationColumns)
+const ActiveRows = rowsOf("telemetry_destinations", Schema.Struct({ id: Schema.String, org_id: Schema.String }))
 
 const COLUMNS = "id, org_id, url, url_hint, created_at, last_delivered_at, last_error, dropped_spans"
 
@@ -65,29 +70,29 @@ export class DestinationsRepo extends Context.Service<DestinationsRepo, {
 
       return DestinationsRepo.of({
         insert: (row) =>
-          sql<DestinationRow>`
+          DestinationRows.all(sql`
             INSERT INTO telemetry_destinations (id, org_id, url, url_hint)
             VALUES (${row.id}, ${row.orgId}, ${row.url}, ${row.urlHint})
             ON CONFLICT (org_id) DO NOTHING
             RETURNING ${sql.literal(COLUMNS)}
-          `.pipe(Effect.map(one), Effect.orDie),
+          `).pipe(Effect.map(one)),
         forOrg: (orgId) =>
-          sql<DestinationRow>`
+          DestinationRows.all(sql`
             SELECT ${sql.literal(COLUMNS)} FROM telemetry_destinations WHERE org_id = ${orgId}
-          `.pipe(Effect.orDie),
+          `),
         get: (orgId, id) =>
-          sql<DestinationRow>`
+          DestinationRows.all(sql`
             SELECT ${sql.literal(COLUMNS)} FROM telemetry_destinations WHERE id = ${id} AND org_id = ${orgId}
-          `.pipe(Effect.map(one), Effect.orDie),
+          `).pipe(Effect.map(one)),
         byId: (id) =>
-          sql<DestinationRow>`
+          DestinationRows.all(sql`
             SELECT ${sql.literal(COLUMNS)} FROM telemetry_destinations WHERE id = ${id}
-          `.pipe(Effect.map(one), Effect.orDie),
+          `).pipe(Effect.map(one)),
         remove: (orgId, id) =>
           sql<{ id: string }>`
             DELETE FROM telemetry_destinations WHERE id = ${id} AND org_id = ${orgId} RETURNING id
           `.pipe(Effect.map((rows) => rows.length > 0), Effect.orDie),
-        active: () => sql<{ id: string; org_id: string }>`SELECT id, org_id FROM telemetry_destinations`.pipe(Effect.orDie),
+        active: () => ActiveRows.all(sql`SELECT id, org_id FROM telemetry_destinations`),
         addDropped: (id, count) =>
           sql`UPDATE telemetry_destinations SET dropped_spans = dropped_spans + ${count} WHERE id = ${id}`.pipe(
             Effect.asVoid,
