@@ -37,7 +37,8 @@ describeBrowser("Approvals", () => {
   it("an approval requested through the API appears without reload, counts down, and is approved with the button", async () => {
     const { page, done } = await world.open()
     await signIn(page, await world.link("approver", "Alex Approver"))
-    assert.strictEqual(new URL(page.url()).pathname, "/console/approvals")
+    // The console routes to the preset's first screen once the session is known.
+    await page.waitForURL((url) => url.pathname === "/console/approvals")
     assert.deepStrictEqual(await page.getByRole("navigation", { name: "Screens" }).getByRole("link").allTextContents(), ["Approvals"])
     await page.getByText("No approval is waiting for a decision.").waitFor()
     await page.getByText("Live: new and decided approvals appear here by themselves.").waitFor()

@@ -61,7 +61,7 @@ describeBrowser("sign-in links", () => {
 
     await first.page.getByRole("button", { name: "Sign in" }).click()
     await first.page.getByRole("navigation", { name: "Screens" }).waitFor()
-    assert.strictEqual(new URL(first.page.url()).pathname, "/console/review")
+    await first.page.waitForURL((url) => url.pathname === "/console/review")
     await first.page.getByText("Rita Reviewer · reviewer").waitFor()
 
     const again = await world.open()
