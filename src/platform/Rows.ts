@@ -21,14 +21,14 @@ export class RowDecodeError extends Data.TaggedError("RowDecodeError")<{
   }
 }
 
-/**
- * A `timestamptz` column as the API's RFC 3339 string. The drivers hand it
- * over as a `Date`, or as text where a type parser is not installed.
- */
-export const Timestamp = Schema.declare(
+/** A `timestamptz` value as the drivers hand it over: a `Date`, or text where no type parser is installed. */
+const Timestamptz = Schema.declare(
   (value: unknown): value is Date | string => value instanceof Date || typeof value === "string",
   { title: "timestamptz" }
-).pipe(
+)
+
+/** A `timestamptz` column as the API's RFC 3339 string. */
+export const Timestamp = Timestamptz.pipe(
   Schema.decodeTo(
     Schema.String,
     SchemaTransformation.transform<string, Date | string>({ decode: (value) => iso(value), encode: (text: string) => text })
@@ -47,10 +47,7 @@ export const BigIntText = Schema.Union([Schema.String, Schema.Number, Schema.Big
  * A `timestamptz` column kept as a `Date`, for code that computes with
  * instants (deadlines) rather than passing them on.
  */
-export const Instant = Schema.declare(
-  (value: unknown): value is Date | string => value instanceof Date || typeof value === "string",
-  { title: "timestamptz" }
-).pipe(
+export const Instant = Timestamptz.pipe(
   Schema.decodeTo(
     Schema.Date,
     SchemaTransformation.transform<Date, Date | string>({
