@@ -16,7 +16,7 @@ import { newId } from "../platform/Ids.ts"
 import { JsonColumn, rowsOf, Timestamp, TimestampOrNull } from "../platform/Rows.ts"
 import { databaseNow } from "../platform/Time.ts"
 import { Topics, Wakeups } from "../platform/Wakeups.ts"
-import { appendSessionEvent, SessionHub, sessionFrames } from "../streams/SessionEvents.ts"
+import { appendSessionEvent, hubFrames, SessionHub, STREAM_BATCH, storedEvents } from "../streams/SessionEvents.ts"
 
 const SessionRows = rowsOf("agent_sessions", Schema.Struct({
   id: Schema.String,
@@ -39,7 +39,7 @@ const StepColumns = Schema.Struct({
 })
 type StepRow = typeof StepColumns.Type
 const StepRows = rowsOf("agent_steps", StepColumns)
-const EventRows = rowsOf("session_events", Schema.Struct({ seq: Schema.String, name: Schema.String, data: Schema.String }))
+const EventRows = storedEvents("session_events")
 
 const STEP_COLUMNS = "step_id, tool, action_class, arguments, decision, approval_id, resolution, outcome, outcome_body, outcome_at, created_at"
 
@@ -85,8 +85,6 @@ const sameJson = (a: unknown, b: unknown): boolean => {
     key === kb[i] && sameJson((a as Record<string, unknown>)[key], (b as Record<string, unknown>)[key])
   )
 }
-
-const STREAM_BATCH = 200
 
 export class AgentSessions extends Context.Service<AgentSessions, {
   readonly create: (orgId: string, input: { readonly task_id?: string }) => Effect.Effect<Session, NotFound>
@@ -258,20 +256,18 @@ export class AgentSessions extends Context.Service<AgentSessions, {
       const stream = Effect.fn("AgentSessions.stream")(function*(orgId: string, sessionId: string, after: string) {
         yield* Effect.annotateCurrentSpan({ "svc.session_id": sessionId })
         yield* findSession(orgId, sessionId)
-        return Stream.unwrap(Effect.map(Effect.andThen(metrics.streamOpen("session"), hub.watch(sessionId)), (watch) =>
-          sessionFrames({
-            after,
-            read: (from) =>
-              EventRows.all(sql`
-                SELECT seq::text AS seq, name, data FROM session_events
-                WHERE session_id = ${sessionId} AND seq > ${from} ORDER BY seq LIMIT ${STREAM_BATCH}
-              `),
-            version: watch.version,
-            wait: watch.wait,
-            keepAliveMs,
-            pollMs,
-            batch: STREAM_BATCH
-          }))).pipe(Stream.interruptWhen(hub.closing))
+        return hubFrames(hub, {
+          key: sessionId,
+          after,
+          open: metrics.streamOpen("session"),
+          read: (from) =>
+            EventRows.all(sql`
+              SELECT seq::text AS seq, name, data FROM session_events
+              WHERE session_id = ${sessionId} AND seq > ${from} ORDER BY seq LIMIT ${STREAM_BATCH}
+            `),
+          keepAliveMs,
+          pollMs
+        })
       })
 
       return AgentSessions.of({ create, get, governStep, reportOutcome, stream })

@@ -16,7 +16,7 @@ import { Context, Effect, Layer, Option, Schema, Stream } from "effect"
 import type { SqlClient } from "effect/sql"
 import type { ApprovalEventType, ApprovalListItem, ApprovalStatus } from "../api/Approvals.ts"
 import { InvalidRequest } from "../api/Errors.ts"
-import { SessionHub, sessionFrames } from "../streams/SessionEvents.ts"
+import { hubFrames, SessionHub, STREAM_BATCH, storedEvents } from "../streams/SessionEvents.ts"
 import { Metrics } from "../observability/Metrics.ts"
 import { SvcConfig } from "../platform/Config.ts"
 import { SecretBox } from "../platform/Crypto.ts"
@@ -47,7 +47,7 @@ const ListColumns = Schema.Struct({
 export type ListRow = typeof ListColumns.Type
 const ListRows = rowsOf("approvals", ListColumns)
 const CounterRows = rowsOf("approval_stream_counters", Schema.Struct({ seq: Schema.String }))
-const EventRows = rowsOf("approval_stream_events", Schema.Struct({ seq: Schema.String, name: Schema.String, data: Schema.String }))
+const EventRows = storedEvents("approval_stream_events")
 
 /** The columns of `approvals a` joined with its step `s`, for `ListRow`. */
 export const LIST_COLUMNS =
@@ -86,9 +86,6 @@ export const appendApprovalStream = (sql: SqlClient.SqlClient, orgId: string, en
         VALUES (${orgId}, ${counter.seq}, ${entry.type}, ${JSON.stringify(listItemOf(row))})
       `
     }), { discard: true })
-
-/** Rows one read of a stream returns at most. */
-const STREAM_BATCH = 200
 
 export class ApprovalFeed extends Context.Service<ApprovalFeed, {
   /** The organization's approvals, oldest request first, optionally of one status. */
@@ -133,20 +130,18 @@ export class ApprovalFeed extends Context.Service<ApprovalFeed, {
       })
 
       const stream = (orgId: string, after: string) =>
-        Stream.unwrap(Effect.map(Effect.andThen(metrics.streamOpen("approvals"), hub.watch(approvalsTopic(orgId))), (watch) =>
-          sessionFrames({
-            after,
-            read: (from) =>
-              EventRows.all(sql`
-                SELECT seq::text AS seq, name, data FROM approval_stream_events
-                WHERE org_id = ${orgId} AND seq > ${from} ORDER BY seq LIMIT ${STREAM_BATCH}
-              `),
-            version: watch.version,
-            wait: watch.wait,
-            keepAliveMs: config.sseKeepAliveMs,
-            pollMs: config.ssePollMs,
-            batch: STREAM_BATCH
-          }))).pipe(Stream.interruptWhen(hub.closing))
+        hubFrames(hub, {
+          key: approvalsTopic(orgId),
+          after,
+          open: metrics.streamOpen("approvals"),
+          read: (from) =>
+            EventRows.all(sql`
+              SELECT seq::text AS seq, name, data FROM approval_stream_events
+              WHERE org_id = ${orgId} AND seq > ${from} ORDER BY seq LIMIT ${STREAM_BATCH}
+            `),
+          keepAliveMs: config.sseKeepAliveMs,
+          pollMs: config.ssePollMs
+        })
 
       return ApprovalFeed.of({ list, stream })
     })

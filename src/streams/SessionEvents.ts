@@ -10,11 +10,12 @@
  * on a PostgreSQL server), for a keep-alive, or after a slow poll.
  */
 import { PgClient } from "@effect/sql-pg"
-import { Clock, Context, Deferred, Duration, Effect, Layer, Option, type Scope, Stream } from "effect"
+import { Clock, Context, Deferred, Duration, Effect, Layer, Option, Schema, type Scope, Stream } from "effect"
 import type { SqlClient } from "effect/sql"
 import type { SessionEventNames } from "../api/Agents.ts"
 import { DatabaseInfo } from "../platform/Database.ts"
 import { newId } from "../platform/Ids.ts"
+import { rowsOf } from "../platform/Rows.ts"
 import { keepListening } from "../platform/Wakeups.ts"
 
 export type SessionEventName = typeof SessionEventNames[number]
@@ -216,3 +217,35 @@ export const sessionFrames = (options: {
         }))
     )))
 }
+
+/** Stored events of one stream table (`seq::text AS seq, name, data`), decoded. */
+export const storedEvents = (table: string) =>
+  rowsOf(table, Schema.Struct({ seq: Schema.String, name: Schema.String, data: Schema.String }))
+
+/** Rows one read of a stream returns at most. */
+export const STREAM_BATCH = 200
+
+/**
+ * A live stream of the hub's `key`: counted by `open` while it is open (its
+ * metric), woken by the key's notifications, read with `read`, and ended
+ * when the hub closes at shutdown. Session and approval streams are both
+ * this; only their key and table differ.
+ */
+export const hubFrames = (hub: SessionHub["Service"], options: {
+  readonly key: string
+  readonly after: string
+  readonly open: Effect.Effect<void, never, Scope.Scope>
+  readonly read: (after: string) => Effect.Effect<ReadonlyArray<StoredEvent>>
+  readonly keepAliveMs: number
+  readonly pollMs: number
+}): Stream.Stream<string> =>
+  Stream.unwrap(Effect.map(Effect.andThen(options.open, hub.watch(options.key)), (watch) =>
+    sessionFrames({
+      after: options.after,
+      read: options.read,
+      version: watch.version,
+      wait: watch.wait,
+      keepAliveMs: options.keepAliveMs,
+      pollMs: options.pollMs,
+      batch: STREAM_BATCH
+    }))).pipe(Stream.interruptWhen(hub.closing))

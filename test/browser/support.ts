@@ -17,6 +17,7 @@ import * as path from "node:path"
 import { type Browser, type BrowserContext, chromium, type Page } from "playwright-core"
 import { assert, describe } from "vitest"
 import { buildConsole } from "../../scripts/build-console.ts"
+import { Scopes } from "../../src/api/Security.ts"
 import { ConsoleSessions } from "../../src/console/ConsoleSessions.ts"
 import { Database } from "../../src/platform/Database.ts"
 import { HttpsReceiver, type HttpsReceiverOptions } from "../support/HttpsReceiver.ts"
@@ -81,21 +82,7 @@ export interface Guarded {
   readonly done: () => Promise<void>
 }
 
-export const ALL_SCOPES = [
-  "feedback.write",
-  "feedback.review",
-  "feedback.read",
-  "datasets.write",
-  "datasets.read",
-  "org_config.read",
-  "org_config.write",
-  "tasks.read",
-  "tasks.write",
-  "agents.read",
-  "agents.write",
-  "approvals.decide",
-  "keys.manage"
-]
+export const ALL_SCOPES = Scopes
 
 /** Starts svc, provisions an organization and an admin key, launches chromium. */
 export const startWorld = async (name: string): Promise<World> => {
