@@ -342,12 +342,22 @@ export class DeliveryQueue extends Context.Service<DeliveryQueue, {
               WHEN r.cooldown_after IS NULL THEN r.f0 + r.failures
               ELSE least(r.f0 + r.failures, greatest(r.f0 + 1, r.cooldown_after))
             END`)
-        const settled = yield* targetsFirst(items.map((item) => item.claimed.targetId), sql<{ delivery_id: string; lease_owner: string; cooldown_until: Date | null; target_id: string }>`
-          WITH input AS (
+        // The lock order (see `targetsFirst`) in the same statement, so a
+        // batch costs one round trip, not a transaction's four: `locked`
+        // takes the target rows in id order, and `input`, which every other
+        // part reads, waits for it (a one-time filter on its count), so no
+        // delivery row is touched before the targets are held.
+        const targetIds = [...new Set(items.map((item) => item.claimed.targetId))].sort()
+        const settled = yield* sql<{ delivery_id: string; lease_owner: string; cooldown_until: Date | null; target_id: string }>`
+          WITH locked AS (
+            SELECT id FROM delivery_targets WHERE id IN ${sql.in(targetIds)} ORDER BY id FOR UPDATE
+          ),
+          input AS (
             SELECT * FROM jsonb_to_recordset(${JSON.stringify(rows)}::jsonb) AS x(
               ord int, id uuid, lease_owner uuid, target_id uuid, status text, last_error text, meta jsonb,
               next_attempt_at timestamptz, finished boolean, failed_attempt boolean, cooldown_after int,
               cooldown_base float8, cooldown_cap float8, status_code int, error text, snippet text, duration_ms int)
+            WHERE (SELECT count(*) FROM locked) >= 0
           ),
           settled AS (
             UPDATE deliveries d
@@ -405,7 +415,7 @@ export class DeliveryQueue extends Context.Service<DeliveryQueue, {
           )
           SELECT h.id AS delivery_id, h.lease_owner, h.target_id, t.cooldown_until
           FROM held h LEFT JOIN health t ON t.id = h.target_id
-        `.pipe(Effect.orDie))
+        `.pipe(Effect.orDie)
         // Keyed by lease, not only by delivery: one batch may hold the same
         // delivery twice (a lease that ran out while its send was still in
         // flight, and the claim that took it over); only the holder's counts.
