@@ -56,6 +56,9 @@ export const wakeTopic = (kind: DeliveryKind) => Topics.deliveries(kind)
 
 const millis = (input: Duration.Input) => Duration.toMillis(input)
 
+/** Order of two `seq`s (decimal bigint text, no sign or leading zeros) without parsing them. */
+const compareSeq = (a: string, b: string) => a.length - b.length || (a < b ? -1 : a > b ? 1 : 0)
+
 export class DeliveryQueue extends Context.Service<DeliveryQueue, {
   /** Adds a delivery (in the caller's transaction, if any). Past `capacity` it is recorded as `failed`, never dropped. */
   readonly enqueue: (input: EnqueueInput) => Effect.Effect<Delivery>
@@ -291,7 +294,7 @@ export class DeliveryQueue extends Context.Service<DeliveryQueue, {
             targetFailures: row.target_failures,
             claimedFrom: row.claimed_from
           }))
-          .sort((a, b) => a.nextAttemptAt.getTime() - b.nextAttemptAt.getTime() || Number(BigInt(a.seq) - BigInt(b.seq)))
+          .sort((a, b) => a.nextAttemptAt.getTime() - b.nextAttemptAt.getTime() || compareSeq(a.seq, b.seq))
       })
 
       const statusOf = (outcome: Outcome): DeliveryStatus =>

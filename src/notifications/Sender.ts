@@ -63,9 +63,26 @@ export const retryDelay = (schedule: ReadonlyArray<Duration.Duration>, attempt: 
  * a credential masked (a 404 page often echoes the path it was asked for).
  */
 const snippet = (body: Uint8Array, truncated: boolean, url: string) => {
+  // Most receivers answer with no body at all: nothing to decode or mask.
+  if (body.length === 0 && !truncated) return ""
   const cut = truncated || body.length > SNIPPET_BYTES
-  const text = maskNeedles(new TextDecoder("utf-8", { fatal: false }).decode(body.subarray(0, SNIPPET_BYTES)), urlNeedles(url), { cut })
+  const text = maskNeedles(decoder.decode(body.subarray(0, SNIPPET_BYTES)), needlesOf(url), { cut })
   return cut ? `${text}…` : text
+}
+
+const decoder = new TextDecoder("utf-8", { fatal: false })
+
+/** `urlNeedles` of the last few URLs answered (a burst sends to one endpoint again and again). */
+const needles = new Map<string, ReadonlyArray<string>>()
+const NEEDLES_KEPT = 1_000
+const needlesOf = (url: string) => {
+  let found = needles.get(url)
+  if (found === undefined) {
+    if (needles.size >= NEEDLES_KEPT) needles.clear()
+    found = urlNeedles(url)
+    needles.set(url, found)
+  }
+  return found
 }
 
 export class WebhookSender extends Context.Service<WebhookSender, {
