@@ -178,6 +178,9 @@ export const runWorker = <R>(options: WorkerOptions<R>) =>
     // room) instead of one fiber per delivery waiting for its statement.
     const settling: Array<{ readonly item: SettleItem; readonly target: string }> = []
     const settleWanted = Latch.makeUnsafe(false)
+    /** The settle loop lingers for more outcomes; `settleUrgent` ends that early. */
+    let lingering = false
+    const settleUrgent = Latch.makeUnsafe(false)
     let settleBackoffMs = SETTLE_RETRY_MIN_MS
     let refusals = 0
     /** The batch's outcomes are written (`held`: which ones the database took) or given up: their room is free again. */
@@ -226,8 +229,18 @@ export const runWorker = <R>(options: WorkerOptions<R>) =>
       yield* settleWanted.await
       settleWanted.closeUnsafe()
       // While sends are still finishing, let a few more join the batch: one
-      // statement for many outcomes leaves the database to the others.
-      if (admission.inFlight > 0 && settling.length < SETTLE_BATCH / 4 && !recordingFails) yield* Effect.sleep(SETTLE_LINGER)
+      // statement for many outcomes leaves the database to the others. Not
+      // when a delivery waits only for outcomes to be recorded: lingering
+      // would hold its target's sends back (the linger used to cap a busy
+      // endpoint at its unrecorded bound per linger, ~4 000/s).
+      if (
+        admission.inFlight > 0 && settling.length < SETTLE_BATCH / 4 && !recordingFails && !admission.waitsForRecording()
+      ) {
+        lingering = true
+        settleUrgent.closeUnsafe()
+        yield* settleUrgent.await.pipe(Effect.timeoutOption(SETTLE_LINGER))
+        lingering = false
+      }
       while (settling.length > 0) {
         const batch = settling.slice(0, SETTLE_BATCH)
         const exit = yield* Effect.exit(queue.settleMany(batch.map((entry) => entry.item)))
@@ -312,7 +325,11 @@ export const runWorker = <R>(options: WorkerOptions<R>) =>
               admission.sendEnded(entry, undefined)
             }
             poke()
-            return pump
+            return Effect.andThen(pump, Effect.sync(() => {
+              // What could start has started: if something now waits only
+              // for outcomes to be recorded, record them without lingering.
+              if (lingering && admission.waitsForRecording()) settleUrgent.openUnsafe()
+            }))
           })
         )
       )
