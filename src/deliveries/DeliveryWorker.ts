@@ -10,10 +10,13 @@
  *   this process and `perTarget` per target (one, while the target's latest
  *   attempt failed: a failing target is probed, not flooded). A slow target
  *   holds only its own slots.
- * - Settle: outcomes are written in batches (whatever finished while the
- *   last batch was being written), and a finished send frees its slot before
- *   its outcome is written; sent-but-unrecorded deliveries of a target stay
- *   within twice `perTarget` (what a crash can make arrive twice). While
+ * - Settle: outcomes are written in batches, one statement each (whatever
+ *   finished while the last batch was being written, plus a short linger
+ *   unless a delivery waits only for recording), and a finished send frees
+ *   its slot before its outcome is written: the send's fiber ends there and
+ *   the settle loop does the rest for the whole batch. Sent-but-unrecorded
+ *   deliveries of a target stay within twice `perTarget` (what a crash can
+ *   make arrive twice). While
  *   outcomes cannot be written at all, nothing more starts or is claimed,
  *   and they are kept and written as soon as the database answers again.
  * - Groups: targets sharing a destination host (per organization) share
