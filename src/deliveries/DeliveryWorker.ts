@@ -327,11 +327,13 @@ export const runWorker = <R>(options: WorkerOptions<R>) =>
             } else {
               admission.sendEnded(entry, undefined)
             }
-            poke()
             return Effect.andThen(pump, Effect.sync(() => {
               // What could start has started: if something now waits only
               // for outcomes to be recorded, record them without lingering.
               if (lingering && admission.waitsForRecording()) settleUrgent.openUnsafe()
+              // The claim loop runs again only when it has something to do
+              // (a claim, a give-back, or going idle), not after every send.
+              if (toRelease.length > 0 || shouldClaim() || (admission.inFlight === 0 && admission.waiting === 0)) poke()
             }))
           })
         )
