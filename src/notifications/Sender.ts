@@ -165,7 +165,6 @@ export class WebhookSender extends Context.Service<WebhookSender, {
           responseSnippet: snippet(response.body, response.truncated, target.url),
           durationMs: response.elapsedMs
         }
-        yield* Effect.annotateCurrentSpan("http.response.status_code", response.status)
         if (response.status >= 200 && response.status < 300) return { outcome: Outcome.delivered(), attempt }
         if (response.status === 410) {
           const reason = "the receiver answered 410 Gone"
