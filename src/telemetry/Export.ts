@@ -7,11 +7,13 @@
  * - flush: at least every `FLUSH_EVERY` (at once when a buffer holds a full
  *   batch) each buffer becomes batches of at most 512 spans, gzipped. Each
  *   is sent from memory at once (at most `MEMORY_SENDS` per destination in
- *   flight): a batch the collector takes leaves only its delivery record
- *   (one statement, no payload); one that fails is stored sealed in the
- *   shared queue, `retrying` (retryable) or `failed` (kept for a replay).
- *   Beyond `MEMORY_SENDS`, and at shutdown, batches go to the queue sealed,
- *   as `telemetry` deliveries. When the destination already has
+ *   flight; while they are all taken the spans stay in the buffer, and the
+ *   next free slot starts a round): a batch the collector takes leaves only
+ *   its delivery record (one statement, no payload); one that fails is
+ *   stored sealed in the shared queue, `retrying` (retryable) or `failed`
+ *   (kept for a replay). While the destination has batches in the queue,
+ *   and at shutdown, batches go to the queue sealed, as `telemetry`
+ *   deliveries. When the destination already has
  *   `SVC_TELEMETRY_QUEUE_BATCHES` undelivered batches (a collector that is
  *   down or hangs), the spans are dropped and counted instead;
  * - send: the shared delivery worker claims queued batches (any process
@@ -28,11 +30,12 @@ import { Duration, Effect, FiberSet, Layer, Option, Redacted } from "effect"
 import { type Claimed, DeliveryQueue, Outcome } from "../deliveries/DeliveryQueue.ts"
 import { runWorker, type Settlement } from "../deliveries/DeliveryWorker.ts"
 import { Metrics } from "../observability/Metrics.ts"
+import type { OutboundHttp } from "../outbound/OutboundHttp.ts"
 import { SvcConfig } from "../platform/Config.ts"
 import { doubling, jittered } from "../platform/Backoff.ts"
 import { SecretBox } from "../platform/Crypto.ts"
 import { BATCH_SPANS, SpanBuffers } from "./Buffers.ts"
-import { type CollectorTarget, compressAsync, type ExportResult, exportBody, type StoredBody } from "./Collector.ts"
+import { type CollectorTarget, type ExportResult, exportBody, makeBatchCompressor, type StoredBody } from "./Collector.ts"
 import { batchContext, KEEP_FAILED_HOURS, KEEP_RECORDS_DAYS, TelemetryDestinations } from "./Destinations.ts"
 import { encodeRequestParts, serviceResource } from "../otlp/Encoding.ts"
 import { DestinationsRepo } from "./Repository.ts"
@@ -69,8 +72,15 @@ export const backoff = (n: number, random: number = Math.random()): Duration.Dur
 const resource = serviceResource()
 const parts = encodeRequestParts(resource)
 
-/** The request body around spans already encoded one by one (as captured). */
-const encodeBatch = (spans: ReadonlyArray<string>) => `${parts.head}${spans.join(",")}${parts.tail}`
+/** A batch of spans already encoded one by one (as captured), as a gzipped request body. */
+const compressBatch = makeBatchCompressor(parts.head, parts.tail)
+
+/** A batch cut and compressed, waiting in memory for a send slot (its spans are counted as sending). */
+interface Ready {
+  readonly orgId: string
+  readonly body: StoredBody
+  readonly spanCount: number
+}
 
 export const TelemetryExportLive = Layer.effectDiscard(Effect.gen(function*() {
   const buffers = yield* SpanBuffers
@@ -133,6 +143,16 @@ export const TelemetryExportLive = Layer.effectDiscard(Effect.gen(function*() {
   // Batches sent from memory, per destination, in this process.
   const memorySends = yield* FiberSet.make<void>()
   const inFlight = new Map<string, number>()
+  // Batches cut and gzipped while every slot was taken, per destination:
+  // ~40 bytes a span instead of its text. A send that ends well starts the
+  // next (no round, no statement); one that fails leaves them to the next
+  // round, which finds the destination's batches in the queue and moves
+  // them there. They count against `SVC_TELEMETRY_QUEUE_BATCHES` like
+  // queued ones.
+  const ready = new Map<string, Array<Ready>>()
+  /** Set at shutdown: no new send from memory starts. */
+  let closing = false
+  const readyOf = (destinationId: string) => ready.get(destinationId)?.length ?? 0
   // A failure's record (which the undelivered count's trigger may lock
   // with its target) and the destination's `last_error` are written by two
   // statements, never one holding both locks: a destination's deletion
@@ -161,7 +181,7 @@ export const TelemetryExportLive = Layer.effectDiscard(Effect.gen(function*() {
           })
           metrics.deliveryAttempt("telemetry", "Delivered", durationMs)
           metrics.spansExported("organizations", spanCount)
-          return
+          return true
         case "Partial": {
           touchOnSuccess(destinationId, result.error)
           yield* record({
@@ -175,7 +195,7 @@ export const TelemetryExportLive = Layer.effectDiscard(Effect.gen(function*() {
           metrics.deliveryAttempt("telemetry", "Partial", durationMs)
           metrics.spansExported("organizations", spanCount - rejected)
           metrics.spansDropped("organizations", "rejected_by_collector", rejected)
-          return
+          return true
         }
         case "Rejected":
           lastSuccess.delete(destinationId)
@@ -184,7 +204,7 @@ export const TelemetryExportLive = Layer.effectDiscard(Effect.gen(function*() {
           yield* repo.recordError(destinationId, result.error)
           metrics.deliveryAttempt("telemetry", "Failed", durationMs)
           metrics.spansDropped("organizations", "export_failed", spanCount)
-          return
+          return false
         case "Retryable":
           lastSuccess.delete(destinationId)
           yield* record({
@@ -197,67 +217,103 @@ export const TelemetryExportLive = Layer.effectDiscard(Effect.gen(function*() {
           yield* repo.recordError(destinationId, result.error)
           metrics.deliveryAttempt("telemetry", "Retry", durationMs)
           yield* queue.wake("telemetry")
-          return
+          return false
       }
     }).pipe(
-      Effect.catchCause((cause) => Effect.logWarning("telemetry batch sent from memory could not be recorded", cause)),
+      Effect.catchCause((cause) =>
+        Effect.as(Effect.logWarning("telemetry batch sent from memory could not be recorded", cause), false)
+      ),
       Effect.ensuring(Effect.sync(() => {
         buffers.addSending(destinationId, -spanCount)
         const left = (inFlight.get(destinationId) ?? 1) - 1
         if (left <= 0) inFlight.delete(destinationId)
         else inFlight.set(destinationId, left)
-      }))
+      })),
+      // The slot is free: the next ready batch goes out at once after a
+      // success; after a failure the next round decides (the queue then
+      // holds the failed batch, so the ready ones join it there).
+      Effect.flatMap((delivered) =>
+        readyOf(destinationId) === 0
+          ? Effect.void
+          : delivered && !closing && buffers.isActive(destinationId)
+          ? startSends(destinationId, target)
+          : Effect.sync(() => buffers.batchReady.openUnsafe())
+      )
     )
+
+  /** Starts ready batches of the destination while it has free send slots. */
+  const startSends = (destinationId: string, target: CollectorTarget): Effect.Effect<void, never, OutboundHttp> =>
+    Effect.gen(function*() {
+      const waiting = ready.get(destinationId)
+      while (waiting !== undefined && waiting.length > 0 && (inFlight.get(destinationId) ?? 0) < MEMORY_SENDS) {
+        const batch = waiting.shift()!
+        inFlight.set(destinationId, (inFlight.get(destinationId) ?? 0) + 1)
+        yield* FiberSet.run(memorySends, sendFromMemory(batch.orgId, destinationId, target, batch.body, batch.spanCount))
+      }
+      if (waiting !== undefined && waiting.length === 0) ready.delete(destinationId)
+    })
+
+  /** Ready batches of the destination become queued deliveries, sealed. */
+  const enqueueReady = (destinationId: string) =>
+    Effect.gen(function*() {
+      const waiting = ready.get(destinationId)
+      ready.delete(destinationId)
+      if (waiting === undefined) return false
+      for (const batch of waiting) {
+        yield* queue.enqueue({
+          orgId: batch.orgId,
+          kind: "telemetry",
+          targetId: destinationId,
+          payload: seal(destinationId, batch.body),
+          meta: { span_count: batch.spanCount, bytes: batch.body.bytes, round_start: 0 },
+          capacity: queueBatches
+        }).pipe(Effect.ensuring(Effect.sync(() => buffers.addSending(destinationId, -batch.spanCount))))
+      }
+      return waiting.length > 0
+    })
 
   /** `direct`: send from memory where there is room (otherwise, and at shutdown, batches go to the queue). */
   const flushOne = (destinationId: string, orgId: string, direct: boolean) =>
     Effect.gen(function*() {
-      let enqueued = false
       // Only what is buffered now: spans captured while this round compresses
-      // and stores its batches wait for the next round (or the next full
-      // batch). Draining until the buffer is empty would, under steady
-      // traffic, cut a stream of tiny batches and then count the rest as
-      // dropped once `room` ran out, with a healthy collector.
+      // its batches wait for the next round (or the next full batch).
+      // Draining until the buffer is empty would, under steady traffic, cut
+      // a stream of tiny batches and then count the rest as dropped once
+      // `room` ran out, with a healthy collector.
       let left = buffers.size(destinationId)
-      const queued = left === 0 ? 0 : yield* queue.undelivered("telemetry", destinationId)
-      let room = left === 0 ? 0 : queueBatches - queued - (inFlight.get(destinationId) ?? 0)
-      // From memory only while nothing of the destination waits in the queue:
-      // a collector that is failing is probed and backed off by the queue's
-      // worker, not sent every new batch.
-      const target = direct && left > 0 && queued === 0
-        ? yield* targetOf(destinationId)
-        : Option.none<CollectorTarget>()
-      while (left > 0) {
-        if (room <= 0) {
-          // The collector is not keeping up: drop rather than grow without bound.
-          buffers.addDropped(destinationId, buffers.take(destinationId, left).length)
-          break
-        }
-        const spans = buffers.take(destinationId, Math.min(BATCH_SPANS, left))
-        if (spans.length === 0) break
-        left -= spans.length
-        const body = yield* compressAsync(encodeBatch(spans))
-        room -= 1
-        const sending = inFlight.get(destinationId) ?? 0
-        if (Option.isSome(target) && sending < MEMORY_SENDS) {
-          inFlight.set(destinationId, sending + 1)
+      if (left > 0 || readyOf(destinationId) > 0) {
+        const queued = yield* queue.undelivered("telemetry", destinationId)
+        let room = queueBatches - queued - (inFlight.get(destinationId) ?? 0) - readyOf(destinationId)
+        // From memory only while nothing of the destination waits in the
+        // queue: a collector that is failing is probed and backed off by the
+        // queue's worker, not sent every new batch.
+        const target = direct && !closing && queued === 0
+          ? yield* targetOf(destinationId)
+          : Option.none<CollectorTarget>()
+        while (left > 0) {
+          if (room <= 0) {
+            // The collector is not keeping up: drop rather than grow without bound.
+            buffers.addDropped(destinationId, buffers.take(destinationId, left).length)
+            break
+          }
+          const spans = buffers.take(destinationId, Math.min(BATCH_SPANS, left))
+          if (spans.length === 0) break
+          left -= spans.length
           buffers.addSending(destinationId, spans.length)
-          yield* FiberSet.run(memorySends, sendFromMemory(orgId, destinationId, target.value, body, spans.length))
-          continue
+          const body = yield* compressBatch(spans).pipe(
+            Effect.onInterrupt(() => Effect.sync(() => buffers.addSending(destinationId, -spans.length)))
+          )
+          room -= 1
+          const waiting = ready.get(destinationId)
+          if (waiting === undefined) ready.set(destinationId, [{ orgId, body, spanCount: spans.length }])
+          else waiting.push({ orgId, body, spanCount: spans.length })
+          // The first batches leave while the next are compressed.
+          if (Option.isSome(target)) yield* startSends(destinationId, target.value)
         }
-        yield* queue.enqueue({
-          orgId,
-          kind: "telemetry",
-          targetId: destinationId,
-          payload: seal(destinationId, body),
-          meta: { span_count: spans.length, bytes: body.bytes, round_start: 0 },
-          capacity: queueBatches
-        })
-        enqueued = true
+        if (Option.isNone(target) && (yield* enqueueReady(destinationId))) yield* queue.wake("telemetry")
       }
       const dropped = buffers.takeDropped(destinationId)
       if (dropped > 0) yield* repo.addDropped(destinationId, dropped)
-      if (enqueued) yield* queue.wake("telemetry")
     })
 
   // Suspended: the set of buffers is read at each round, not once.
@@ -348,6 +404,12 @@ export const TelemetryExportLive = Layer.effectDiscard(Effect.gen(function*() {
   // The per-destination caches keep only destinations this process buffers for.
   const forget = Effect.sync(() => {
     for (const id of targets.keys()) if (!buffers.isActive(id)) targets.delete(id)
+    // Spans of a destination that is gone, like its buffer's.
+    for (const [id, waiting] of ready) {
+      if (buffers.isActive(id)) continue
+      ready.delete(id)
+      for (const batch of waiting) buffers.addSending(id, -batch.spanCount)
+    }
     lastSuccess.clear()
   })
   yield* refresh.pipe(Effect.catchCause((cause) => Effect.logWarning("telemetry refresh failed", cause)))
@@ -361,7 +423,10 @@ export const TelemetryExportLive = Layer.effectDiscard(Effect.gen(function*() {
   // sends them later), and batches being sent from memory finish, within a
   // bounded time.
   yield* Effect.addFinalizer(() =>
-    flushAll(false).pipe(
+    Effect.sync(() => {
+      closing = true
+    }).pipe(
+      Effect.andThen(flushAll(false)),
       Effect.andThen(FiberSet.awaitEmpty(memorySends)),
       Effect.timeout(SHUTDOWN_FLUSH),
       Effect.catchCause((cause) => Effect.logWarning("telemetry flush at shutdown did not finish", cause))
