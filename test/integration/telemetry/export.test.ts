@@ -233,7 +233,7 @@ layer(Svc, { excludeTestServices: true })("telemetry export", (it) => {
         assert.strictEqual(row!.attempts, 0)
       }).pipe(Effect.scoped))
 
-    it.effect("batches beyond the sends under way wait in the buffer, not sealed in the queue: a slow collector gets them all from memory", () =>
+    it.effect("batches beyond the sends under way wait in memory, not sealed in the queue: a slow collector gets them all from memory", () =>
       Effect.gen(function*() {
         const svc = yield* SvcTest
         // Slow enough that every send slot is taken while more batches are cut.
