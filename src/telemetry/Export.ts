@@ -49,8 +49,10 @@ export const MAX_ATTEMPTS = 5
 const BACKOFF_BASE_MS = 1000
 const BACKOFF_CAP_MS = 30_000
 const SUCCESS_WRITE_MS = 1000
-/** Batches of one destination sent from memory at once by this process; more wait in the queue. */
+/** Batches of one destination sent from memory at once by this process; more wait in memory for a slot. */
 export const MEMORY_SENDS = 4
+/** How long a read of "nothing of the destination waits in the queue" is trusted. */
+const QUEUE_EMPTY_FRESH_MS = 1000
 
 /**
  * Which attempt of its round a claimed batch is on. A round begins at
@@ -150,6 +152,23 @@ export const TelemetryExportLive = Layer.effectDiscard(Effect.gen(function*() {
   // them there. They count against `SVC_TELEMETRY_QUEUE_BATCHES` like
   // queued ones.
   const ready = new Map<string, Array<Ready>>()
+  // When a destination's queue was last seen empty. Under steady traffic a
+  // round starts every few dozen milliseconds and the queue is nearly always
+  // empty (a send from memory leaves only its record), so a round reads it
+  // at most once a second instead of once each. A failure here, or a round
+  // that stores batches, forgets it at once; another process's failure or a
+  // replay is seen within that second.
+  const queueEmptyAt = new Map<string, number>()
+  const queuedNow = (destinationId: string) =>
+    Effect.suspend(() => {
+      const at = queueEmptyAt.get(destinationId)
+      if (at !== undefined && Date.now() - at < QUEUE_EMPTY_FRESH_MS) return Effect.succeed(0)
+      return Effect.tap(queue.undelivered("telemetry", destinationId), (count) =>
+        Effect.sync(() => {
+          if (count === 0) queueEmptyAt.set(destinationId, Date.now())
+          else queueEmptyAt.delete(destinationId)
+        }))
+    })
   /** Set at shutdown: no new send from memory starts. */
   let closing = false
   const readyOf = (destinationId: string) => ready.get(destinationId)?.length ?? 0
@@ -232,13 +251,14 @@ export const TelemetryExportLive = Layer.effectDiscard(Effect.gen(function*() {
       // The slot is free: the next ready batch goes out at once after a
       // success; after a failure the next round decides (the queue then
       // holds the failed batch, so the ready ones join it there).
-      Effect.flatMap((delivered) =>
-        readyOf(destinationId) === 0
+      Effect.flatMap((delivered) => {
+        if (!delivered) queueEmptyAt.delete(destinationId)
+        return readyOf(destinationId) === 0
           ? Effect.void
           : delivered && !closing && buffers.isActive(destinationId)
           ? startSends(destinationId, target)
           : Effect.sync(() => buffers.batchReady.openUnsafe())
-      )
+      })
     )
 
   /** Starts ready batches of the destination while it has free send slots. */
@@ -259,6 +279,7 @@ export const TelemetryExportLive = Layer.effectDiscard(Effect.gen(function*() {
       const waiting = ready.get(destinationId)
       ready.delete(destinationId)
       if (waiting === undefined) return false
+      queueEmptyAt.delete(destinationId)
       for (const batch of waiting) {
         yield* queue.enqueue({
           orgId: batch.orgId,
@@ -282,7 +303,7 @@ export const TelemetryExportLive = Layer.effectDiscard(Effect.gen(function*() {
       // `room` ran out, with a healthy collector.
       let left = buffers.size(destinationId)
       if (left > 0 || readyOf(destinationId) > 0) {
-        const queued = yield* queue.undelivered("telemetry", destinationId)
+        const queued = yield* queuedNow(destinationId)
         let room = queueBatches - queued - (inFlight.get(destinationId) ?? 0) - readyOf(destinationId)
         // From memory only while nothing of the destination waits in the
         // queue: a collector that is failing is probed and backed off by the
@@ -404,6 +425,7 @@ export const TelemetryExportLive = Layer.effectDiscard(Effect.gen(function*() {
   // The per-destination caches keep only destinations this process buffers for.
   const forget = Effect.sync(() => {
     for (const id of targets.keys()) if (!buffers.isActive(id)) targets.delete(id)
+    queueEmptyAt.clear()
     // Spans of a destination that is gone, like its buffer's.
     for (const [id, waiting] of ready) {
       if (buffers.isActive(id)) continue
