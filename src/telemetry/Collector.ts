@@ -9,7 +9,7 @@
  * failure, a refused target).
  */
 import { Duration, Effect, Redacted } from "effect"
-import { gunzip, gzip, gzipSync } from "node:zlib"
+import { constants as zlibConstants, gunzip, gzip, gzipSync } from "node:zlib"
 import { type OutboundFailure, OutboundHttp, type OutboundResponse } from "../outbound/OutboundHttp.ts"
 import { parseRetryAfter as parseHttpRetryAfter } from "../outbound/RetryAfter.ts"
 import { maskNeedles, urlNeedles, valueNeedles } from "../secrets/Masking.ts"
@@ -58,7 +58,10 @@ export const compressAsync = (json: string): Effect.Effect<StoredBody> =>
  * copy. The buffer of the last batch is kept and reused by the next (a
  * flush compresses one batch at a time; one that finds it taken allocates
  * its own), so cutting batches does not leave a few hundred KiB of garbage
- * each outside the heap.
+ * each outside the heap. Gzip's fastest level: on a batch of 512 spans it
+ * takes under half the time of the default level for a body about 10 %
+ * larger (span ids are random hex), and that time is a core the requests
+ * share.
  */
 export const makeBatchCompressor = (head: string, tail: string) => {
   const headBytes = Buffer.from(head, "utf8")
@@ -76,7 +79,7 @@ export const makeBatchCompressor = (head: string, tail: string) => {
         offset += buffer.write(spans[i]!, offset, "utf8")
       }
       offset += tailBytes.copy(buffer, offset)
-      gzip(buffer.subarray(0, offset), (error, out) => {
+      gzip(buffer.subarray(0, offset), { level: zlibConstants.Z_BEST_SPEED }, (error, out) => {
         if (spare === undefined || spare.length < buffer.length) spare = buffer
         resume(error === null ? Effect.succeed({ gzipped: out, bytes: offset }) : Effect.die(error))
       })
