@@ -293,8 +293,17 @@ export const TelemetryExportLive = Layer.effectDiscard(Effect.gen(function*() {
       return waiting.length > 0
     })
 
-  /** `direct`: send from memory where there is room (otherwise, and at shutdown, batches go to the queue). */
-  const flushOne = (destinationId: string, orgId: string, direct: boolean) =>
+  // When each destination's buffer was last cut into batches.
+  const lastCut = new Map<string, number>()
+  /**
+   * `direct`: send from memory where there is room (otherwise, and at
+   * shutdown, batches go to the queue). `fullOnly` (a round started by a
+   * full batch): a buffer cut less than `FLUSH_EVERY` ago gives only full
+   * batches, its remainder joining the next one; under steady traffic a
+   * round would otherwise cut a full batch and a small one each time,
+   * twice the requests to the collector and records in the database.
+   */
+  const flushOne = (destinationId: string, orgId: string, direct: boolean, fullOnly: boolean) =>
     Effect.gen(function*() {
       // Only what is buffered now: spans captured while this round compresses
       // its batches wait for the next round (or the next full batch).
@@ -302,6 +311,11 @@ export const TelemetryExportLive = Layer.effectDiscard(Effect.gen(function*() {
       // a stream of tiny batches and then count the rest as dropped once
       // `room` ran out, with a healthy collector.
       let left = buffers.size(destinationId)
+      const cutAt = lastCut.get(destinationId)
+      if (fullOnly && cutAt !== undefined && Date.now() - cutAt < Duration.toMillis(FLUSH_EVERY)) {
+        left -= left % BATCH_SPANS
+      }
+      if (left > 0) lastCut.set(destinationId, Date.now())
       if (left > 0 || readyOf(destinationId) > 0) {
         const queued = yield* queuedNow(destinationId)
         let room = queueBatches - queued - (inFlight.get(destinationId) ?? 0) - readyOf(destinationId)
@@ -338,11 +352,12 @@ export const TelemetryExportLive = Layer.effectDiscard(Effect.gen(function*() {
     })
 
   // Suspended: the set of buffers is read at each round, not once.
-  const flushAll = (direct: boolean) =>
+  const flushAll = (direct: boolean, fullOnly: boolean) =>
     Effect.suspend(() =>
-      Effect.forEach(buffers.states(), (state) => flushOne(state.destinationId, state.orgId, direct), { discard: true })
+      Effect.forEach(buffers.states(), (state) => flushOne(state.destinationId, state.orgId, direct, fullOnly), {
+        discard: true
+      })
     )
-  const flush = flushAll(true)
 
   const settle = (outcome: Outcome, attempt: Settlement["attempt"]): Settlement => ({ outcome, attempt })
 
@@ -426,6 +441,7 @@ export const TelemetryExportLive = Layer.effectDiscard(Effect.gen(function*() {
   const forget = Effect.sync(() => {
     for (const id of targets.keys()) if (!buffers.isActive(id)) targets.delete(id)
     queueEmptyAt.clear()
+    for (const id of lastCut.keys()) if (!buffers.isActive(id)) lastCut.delete(id)
     // Spans of a destination that is gone, like its buffer's.
     for (const [id, waiting] of ready) {
       if (buffers.isActive(id)) continue
@@ -448,18 +464,23 @@ export const TelemetryExportLive = Layer.effectDiscard(Effect.gen(function*() {
     Effect.sync(() => {
       closing = true
     }).pipe(
-      Effect.andThen(flushAll(false)),
+      Effect.andThen(flushAll(false, false)),
       Effect.andThen(FiberSet.awaitEmpty(memorySends)),
       Effect.timeout(SHUTDOWN_FLUSH),
       Effect.catchCause((cause) => Effect.logWarning("telemetry flush at shutdown did not finish", cause))
     )
   )
   // Closing the latch before flushing keeps a "batch ready" that arrives
-  // during the flush for the next round.
+  // during the flush for the next round. A round the latch started (a full
+  // batch) cuts full batches; one the period started cuts everything.
+  let fullOnly = false
   yield* Effect.sync(() => buffers.batchReady.closeUnsafe()).pipe(
-    Effect.andThen(flush),
+    Effect.andThen(Effect.suspend(() => flushAll(true, fullOnly))),
     Effect.catchCause((cause) => Effect.logWarning("telemetry flush failed; trying again", cause)),
     Effect.andThen(buffers.batchReady.await.pipe(Effect.timeoutOption(FLUSH_EVERY))),
+    Effect.map((opened) => {
+      fullOnly = Option.isSome(opened)
+    }),
     Effect.forever,
     Effect.forkScoped
   )
