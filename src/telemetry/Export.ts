@@ -273,24 +273,35 @@ export const TelemetryExportLive = Layer.effectDiscard(Effect.gen(function*() {
       if (waiting !== undefined && waiting.length === 0) ready.delete(destinationId)
     })
 
-  /** Ready batches of the destination become queued deliveries, sealed. */
+  /**
+   * Ready batches of the destination become queued deliveries, sealed, in
+   * one statement, only while the destination exists (its deletion fails
+   * what is queued then; a batch stored just after would outlive it).
+   */
   const enqueueReady = (destinationId: string) =>
     Effect.gen(function*() {
       const waiting = ready.get(destinationId)
       ready.delete(destinationId)
-      if (waiting === undefined) return false
+      if (waiting === undefined || waiting.length === 0) return false
       queueEmptyAt.delete(destinationId)
-      for (const batch of waiting) {
-        yield* queue.enqueue({
+      const spans = waiting.reduce((sum, batch) => sum + batch.spanCount, 0)
+      // A destination deleted here meanwhile gets none: its buffered spans are dropped, and so are these.
+      if (!buffers.isActive(destinationId)) {
+        buffers.addSending(destinationId, -spans)
+        return false
+      }
+      const stored = yield* repo.whileExists(
+        destinationId,
+        queue.enqueueAll(waiting.map((batch) => ({
           orgId: batch.orgId,
-          kind: "telemetry",
+          kind: "telemetry" as const,
           targetId: destinationId,
           payload: seal(destinationId, batch.body),
           meta: { span_count: batch.spanCount, bytes: batch.body.bytes, round_start: 0 },
           capacity: queueBatches
-        }).pipe(Effect.ensuring(Effect.sync(() => buffers.addSending(destinationId, -batch.spanCount))))
-      }
-      return waiting.length > 0
+        })))
+      ).pipe(Effect.ensuring(Effect.sync(() => buffers.addSending(destinationId, -spans))))
+      return Option.isSome(stored)
     })
 
   // When each destination's buffer was last cut into batches.

@@ -541,7 +541,7 @@ layer(Svc, { excludeTestServices: true })("telemetry export", (it) => {
         const rows = yield* svc.sql<{ status: string; payload: string | null }>`
           SELECT status, payload FROM deliveries WHERE target_id = ${id}
         `
-        assert.isTrue(rows.every((row) => row.status === "failed" && row.payload === null))
+        assert.isTrue(rows.every((row) => row.status === "failed" && row.payload === null), JSON.stringify(rows.map((r) => [r.status, r.payload === null])))
         // Traffic after the delete goes nowhere; a new destination gets only new spans.
         yield* traffic(org)
         // Buffered spans are dropped, not flushed into batches for the deleted
