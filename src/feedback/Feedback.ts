@@ -51,6 +51,12 @@ const FeedbackRow = Schema.Struct({
 })
 type FeedbackRow = typeof FeedbackRow.Type
 const FeedbackRows = rowsOf("feedback", FeedbackRow)
+// A new row's columns but the correction and the redacted fields: the
+// INSERT already holds them (sending them back would parse and decode the
+// correction once more per submission).
+const InsertedRow = FeedbackRow.mapFields(({ correction: _c, redacted_fields: _r, ...rest }) => rest)
+const InsertedRows = rowsOf("feedback", InsertedRow)
+const INSERTED_COLUMNS = "id, seq, task_id, inference_log_id, score, status, created_at"
 const StatusRows = rowsOf("feedback", Schema.Struct({ status: FeedbackStatus }))
 const RunRows = rowsOf("runs", Schema.Struct({ task_id: Schema.String, fingerprint: Schema.String }))
 const SchemaRows = rowsOf("tasks", Schema.Struct({ answer_schema: JsonColumn(Schema.Unknown) }))
@@ -289,7 +295,7 @@ export class Feedback extends Context.Service<Feedback, {
         yield* Effect.annotateCurrentSpan({ "svc.task_id": run.task_id })
 
         const insert = (correction: JsonObject | null, redacted: ReadonlyArray<string>, fingerprint: string | null) =>
-          FeedbackRows.one(sql`
+          InsertedRows.one(sql`
             INSERT INTO feedback (id, org_id, task_id, inference_log_id, score, correction, redacted_fields, status)
             SELECT ${newId()}, ${orgId}, r.task_id, r.trace_id, ${input.score},
                    ${correction === null ? null : sql.json(correction)},
@@ -297,8 +303,10 @@ export class Feedback extends Context.Service<Feedback, {
                    ${correction === null ? "recorded" : "pending"}
             FROM runs r WHERE r.trace_id = ${input.inference_log_id} AND r.org_id = ${orgId}
             ${fingerprint === null ? sql`` : sql`AND ${credentialsVersionSql(orgId)} = ${fingerprint}`}
-            RETURNING ${sql.unsafe(COLUMNS)}
-          `)
+            RETURNING ${sql.unsafe(INSERTED_COLUMNS)}
+          `).pipe(Effect.map((row) =>
+            row === undefined ? undefined : { ...row, correction, redacted_fields: redacted.length === 0 ? null : redacted }
+          ))
 
         if (input.correction === undefined) {
           const row = yield* insert(null, [], null)

@@ -8,6 +8,17 @@ import { Cause, Context, Logger, References } from "effect"
 
 const SENSITIVE_KEY = /authorization|secret|password|passwd|api[-_]?key|token|cookie|credential|signature/i
 
+/** Whether an annotation key names a credential, remembered per key (the same few keys come on every line). */
+const sensitiveKeys = new Map<string, boolean>()
+const isSensitive = (key: string): boolean => {
+  let sensitive = sensitiveKeys.get(key)
+  if (sensitive === undefined) {
+    sensitive = SENSITIVE_KEY.test(key)
+    if (sensitiveKeys.size < 1000) sensitiveKeys.set(key, sensitive)
+  }
+  return sensitive
+}
+
 const plain = (value: unknown): unknown => {
   if (value instanceof Error) return value.message
   if (typeof value === "bigint") return value.toString()
@@ -30,7 +41,7 @@ export const makeJsonLogger = (write: (line: string) => void) =>
   entry.message = messages.length === 1 ? plain(messages[0]) : messages.map(plain)
   const annotations = fiber.getRef(References.CurrentLogAnnotations)
   for (const [key, value] of Object.entries(annotations)) {
-    entry[key] = SENSITIVE_KEY.test(key) ? "[redacted]" : plain(value)
+    entry[key] = isSensitive(key) ? "[redacted]" : plain(value)
   }
   const span = fiber.cache.span
   if (span !== undefined && entry.trace_id === undefined) {
@@ -41,7 +52,33 @@ export const makeJsonLogger = (write: (line: string) => void) =>
   write(JSON.stringify(entry))
 })
 
-export const jsonLogger = makeJsonLogger((line) => process.stdout.write(line + "\n"))
+/**
+ * Lines written in one turn of the event loop leave in one write (stdout to
+ * a file or a pipe is a synchronous system call per write): under load that
+ * is one call for many requests' lines instead of one each. What is pending
+ * is written when the process exits.
+ */
+const stdoutLines = (() => {
+  let pending: Array<string> = []
+  let scheduled = false
+  const flush = () => {
+    scheduled = false
+    if (pending.length === 0) return
+    const text = pending.join("")
+    pending = []
+    process.stdout.write(text)
+  }
+  process.on("exit", flush)
+  return (line: string) => {
+    pending.push(line + "\n")
+    if (!scheduled) {
+      scheduled = true
+      setImmediate(flush)
+    }
+  }
+})()
+
+export const jsonLogger = makeJsonLogger(stdoutLines)
 
 /** Replaces the default logger with JSON lines. */
 export const LoggingLive = Logger.layer([jsonLogger])

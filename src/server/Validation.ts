@@ -100,10 +100,13 @@ const checkedText = (text: string): Effect.Effect<string, UnstorableInput> => {
  * `orDie` and is turned back into a 400 below.
  */
 const checkingBody = (request: HttpServerRequest.HttpServerRequest): HttpServerRequest.HttpServerRequest => {
+  // The request's own `text` is read once and kept; the check is a regular
+  // expression test (a walk only for a suspicious escape), cheap enough to
+  // repeat on the rare second read rather than pay for caching its result.
   let text: Effect.Effect<string, unknown> | undefined
   const view = Object.create(request) as HttpServerRequest.HttpServerRequest
   Object.defineProperty(view, "text", {
-    get: () => text ??= Effect.cached(Effect.flatMap(request.text, checkedText)).pipe(Effect.runSync)
+    get: () => text ??= Effect.flatMap(request.text, checkedText)
   })
   return view
 }
