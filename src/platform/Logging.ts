@@ -52,33 +52,10 @@ export const makeJsonLogger = (write: (line: string) => void) =>
   write(JSON.stringify(entry))
 })
 
-/**
- * Lines written in one turn of the event loop leave in one write (stdout to
- * a file or a pipe is a synchronous system call per write): under load that
- * is one call for many requests' lines instead of one each. What is pending
- * is written when the process exits.
- */
-const stdoutLines = (() => {
-  let pending: Array<string> = []
-  let scheduled = false
-  const flush = () => {
-    scheduled = false
-    if (pending.length === 0) return
-    const text = pending.join("")
-    pending = []
-    process.stdout.write(text)
-  }
-  process.on("exit", flush)
-  return (line: string) => {
-    pending.push(line + "\n")
-    if (!scheduled) {
-      scheduled = true
-      setImmediate(flush)
-    }
-  }
-})()
-
-export const jsonLogger = makeJsonLogger(stdoutLines)
+// One write per line, synchronous (stdout to a file or a pipe): a line is
+// out before the response it describes (batching lines per event-loop turn
+// saved a system call per request but let answers overtake their lines).
+export const jsonLogger = makeJsonLogger((line) => process.stdout.write(line + "\n"))
 
 /** Replaces the default logger with JSON lines. */
 export const LoggingLive = Logger.layer([jsonLogger])
