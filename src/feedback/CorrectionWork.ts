@@ -25,7 +25,8 @@ export type CorrectionRequest =
     readonly key: string
     /** Sent only after a `Missing` answer. */
     readonly schema?: unknown
-    readonly document: Json
+    /** The correction as JSON text: a string crosses to the worker as one copy, an object member by member. */
+    readonly text: string
     readonly known: Known
     readonly root: string
   }
@@ -36,8 +37,18 @@ export type CorrectionReply =
   | { readonly id: number; readonly _tag: "Missing" }
   /** The correction does not fit the schema (nothing was scrubbed). */
   | { readonly id: number; readonly _tag: "Mismatch"; readonly violations: ReadonlyArray<SchemaViolation> }
-  /** Scrubbed; `after` holds the violations of the scrubbed value when scrubbing changed it. */
-  | ({ readonly id: number; readonly _tag: "Corrected"; readonly after: ReadonlyArray<SchemaViolation> } & ScrubResult)
+  /**
+   * Scrubbed; `after` holds the violations of the scrubbed value when
+   * scrubbing changed it. `value` is only sent back when scrubbing changed
+   * something (`fields` or `collisions` not empty): otherwise it is the
+   * correction as sent.
+   */
+  | ({
+    readonly id: number
+    readonly _tag: "Corrected"
+    readonly after: ReadonlyArray<SchemaViolation>
+    readonly value?: Json | undefined
+  } & Omit<ScrubResult, "value">)
   | ({ readonly id: number; readonly _tag: "Scrubbed" } & ScrubResult)
   | { readonly id: number; readonly _tag: "Failed"; readonly message: string }
   | { readonly id: number; readonly _tag: "Stats"; readonly cached: number }

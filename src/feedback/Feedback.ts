@@ -258,7 +258,7 @@ export class Feedback extends Context.Service<Feedback, {
        * (two when the worker must be sent the schema).
        */
       const correct = Effect.fnUntraced(function*(orgId: string, run: RunContext, correction: JsonObject, known: KnownCredentials) {
-        const request = { op: "correct" as const, key: run.task_id, document: correction, known: wireKnown(known), root: "correction" }
+        const request = { op: "correct" as const, key: run.task_id, text: JSON.stringify(correction), known: wireKnown(known), root: "correction" }
         let reply = yield* inPool(orgId, request, PHASE_CHECK)
         if (reply._tag === "Missing") reply = yield* inPool(orgId, { ...request, schema: yield* answerSchema(run.task_id) }, PHASE_CHECK)
         if (reply._tag === "Mismatch") return { _tag: "Mismatch" as const, violations: reply.violations }
@@ -280,7 +280,7 @@ export class Feedback extends Context.Service<Feedback, {
             detail: `${first.field} held a protected value; replaced by ${REDACTION_MARKER} it no longer fits the answer schema (${first.message}). Send a safe example value instead.`
           })
         }
-        return { _tag: "Corrected" as const, value: reply.value as JsonObject, fields: reply.fields }
+        return { _tag: "Corrected" as const, value: (reply.value ?? correction) as JsonObject, fields: reply.fields }
       })
 
       // The span without `Effect.fn`'s call-site stack capture: this runs on every POST.

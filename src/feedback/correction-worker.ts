@@ -16,7 +16,7 @@ import { parentPort, workerData } from "node:worker_threads"
 import { enterPhase, type PhaseCell } from "../platform/WorkerPool.ts"
 import { makeSchemaCompiler, type SchemaViolation } from "../tasks/SchemaCompiler.ts"
 import { type CorrectionReply, type CorrectionRequest, type Known, PHASE_RECHECK, PHASE_SCRUB } from "./CorrectionWork.ts"
-import { scrub } from "./Scrubber.ts"
+import { type Json, scrub } from "./Scrubber.ts"
 
 const port = parentPort!
 const data = workerData as { readonly cacheEntries: number; readonly phaseCell?: PhaseCell }
@@ -37,12 +37,13 @@ const handle = async (request: CorrectionRequest): Promise<CorrectionReply> => {
     }
     case "correct": {
       if (request.schema === undefined && !compiler.has(request.key)) return { id: request.id, _tag: "Missing" }
-      const checked = compiler.validate(request.key, request.schema, request.document)
+      const document = JSON.parse(request.text) as Json
+      const checked = compiler.validate(request.key, request.schema, document)
       // A stored schema was checked on the way in; failing now is a bug.
       if (checked._tag === "Unusable") return failed(request.id, `stored answer schema is unusable: ${checked.message}`)
       if (checked.violations.length > 0) return { id: request.id, _tag: "Mismatch", violations: checked.violations }
       enterPhase(cell, request.startedAt, PHASE_SCRUB)
-      const result = await scrub(request.document, knownOf(request.known), request.root)
+      const result = await scrub(document, knownOf(request.known), request.root)
       let after: ReadonlyArray<SchemaViolation> = []
       if (result.fields.length > 0 && result.collisions.length === 0) {
         enterPhase(cell, request.startedAt, PHASE_RECHECK)
@@ -50,7 +51,15 @@ const handle = async (request: CorrectionRequest): Promise<CorrectionReply> => {
         if (again._tag === "Unusable") return failed(request.id, `stored answer schema is unusable: ${again.message}`)
         after = again.violations
       }
-      return { id: request.id, _tag: "Corrected", ...result, after }
+      const changed = result.fields.length > 0 || result.collisions.length > 0
+      return {
+        id: request.id,
+        _tag: "Corrected",
+        fields: result.fields,
+        collisions: result.collisions,
+        after,
+        ...(changed ? { value: result.value } : {})
+      }
     }
   }
 }
