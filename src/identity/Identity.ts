@@ -21,6 +21,7 @@ import { randomToken, sha256Hex } from "../platform/Crypto.ts"
 import { DatabaseInfo } from "../platform/Database.ts"
 import { keepListening } from "../platform/Wakeups.ts"
 import { newId } from "../platform/Ids.ts"
+import { countForCap } from "../platform/OrgLimits.ts"
 import { rowsOf, Timestamp, TimestampOrNull } from "../platform/Rows.ts"
 
 /** Every key starts with this, so secret scanners (ours included) recognize it. */
@@ -62,6 +63,8 @@ export interface KeyInfo {
 
 export class OrgNotFound extends Data.TaggedError("OrgNotFound")<{ readonly orgId: string }> {}
 export class KeyNotFound extends Data.TaggedError("KeyNotFound")<{ readonly keyId: string }> {}
+/** The organization already has `maxActive` unrevoked keys. */
+export class KeyCapReached extends Data.TaggedError("KeyCapReached")<{ readonly maxActive: number }> {}
 
 const KeyColumns = Schema.Struct({
   id: Schema.String,
@@ -98,7 +101,9 @@ export class Identity extends Context.Service<Identity, {
     readonly orgId: string
     readonly scopes: ReadonlyArray<ScopeName>
     readonly name?: string | undefined
-  }) => Effect.Effect<CreatedKey, OrgNotFound>
+    /** Refuse when the organization already has this many unrevoked keys (counted under its row lock, so concurrent creates cannot pass it). */
+    readonly maxActive?: number | undefined
+  }) => Effect.Effect<CreatedKey, OrgNotFound | KeyCapReached>
   readonly listKeys: (orgId: string) => Effect.Effect<ReadonlyArray<KeyInfo>, OrgNotFound>
   readonly revokeKey: (keyId: string) => Effect.Effect<KeyInfo, KeyNotFound>
   /** The principal for a presented key; `None` when unknown or revoked. */
@@ -164,16 +169,26 @@ export class Identity extends Context.Service<Identity, {
         readonly orgId: string
         readonly scopes: ReadonlyArray<ScopeName>
         readonly name?: string | undefined
+        readonly maxActive?: number | undefined
       }) {
         yield* getOrg(input.orgId)
         const id = newId()
         const key = randomToken(KEY_PREFIX)
         const scopes = [...new Set(input.scopes)]
-        const { created_at } = yield* CreatedKeyRows.returned(sql`
+        const insert = CreatedKeyRows.returned(sql`
           INSERT INTO api_keys (id, org_id, name, key_hash, key_prefix, scopes)
           VALUES (${id}, ${input.orgId}, ${input.name ?? null}, ${sha256Hex(key)}, ${key.slice(0, 12)}, ${scopes})
           RETURNING created_at
         `)
+        const maxActive = input.maxActive
+        const { created_at } = maxActive === undefined ? yield* insert : yield* sql.withTransaction(
+          Effect.gen(function*() {
+            if ((yield* countForCap(sql, input.orgId, "api_keys", maxActive)) >= maxActive) {
+              return yield* new KeyCapReached({ maxActive })
+            }
+            return yield* insert
+          })
+        ).pipe(Effect.catchTag("SqlError", Effect.die))
         return {
           id,
           org_id: input.orgId,

@@ -42,16 +42,21 @@ export const ApiKeysHandlers = HttpApiBuilder.group(
                 detail: `You cannot grant the \`${missing}\` scope: you do not hold it yourself.`
               })
             }
-            const active = (yield* keysOf(p.orgId)).filter((key) => key.revoked_at === null).length
-            if (active >= config.maxApiKeysPerOrg) {
-              return yield* new LimitReached({
-                limit: "SVC_MAX_API_KEYS_PER_ORG",
-                limit_value: config.maxApiKeysPerOrg,
-                detail: `The organization already has ${config.maxApiKeysPerOrg} API keys, the most allowed (SVC_MAX_API_KEYS_PER_ORG); revoke one first.`
+            // Counted under the organization's row lock, in the inserting
+            // transaction: concurrent creates cannot pass the cap.
+            const limit = config.maxApiKeysPerOrg
+            const created = yield* identity.createKey({ orgId: p.orgId, scopes: payload.scopes, name: payload.name, maxActive: limit }).pipe(
+              Effect.catchTags({
+                KeyCapReached: () =>
+                  Effect.fail(
+                    new LimitReached({
+                      limit: "SVC_MAX_API_KEYS_PER_ORG",
+                      limit_value: limit,
+                      detail: `The organization already has ${limit} API keys, the most allowed (SVC_MAX_API_KEYS_PER_ORG); revoke one first.`
+                    })
+                  ),
+                OrgNotFound: Effect.die
               })
-            }
-            const created = yield* identity.createKey({ orgId: p.orgId, scopes: payload.scopes, name: payload.name }).pipe(
-              Effect.orDie
             )
             return {
               api_key: {

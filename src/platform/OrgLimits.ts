@@ -1,6 +1,6 @@
 /**
  * Caps on per-organization collections (notification endpoints, approval
- * policies, tasks), counted safely under concurrent creates, on PGlite and
+ * policies, tasks, active API keys), counted safely under concurrent creates, on PGlite and
  * on a PostgreSQL server shared by several processes.
  *
  * Inside the creating transaction, the organization's row is locked first
@@ -13,7 +13,15 @@
 import { Effect } from "effect"
 import type { SqlClient, SqlError } from "effect/sql"
 
-export type CappedTable = "notification_endpoints" | "approval_policies" | "tasks"
+export type CappedTable = "notification_endpoints" | "approval_policies" | "tasks" | "api_keys"
+
+/** Rows of a table that count against its cap: a revoked API key no longer does. */
+const COUNTED: Record<CappedTable, string> = {
+  notification_endpoints: "",
+  approval_policies: "",
+  tasks: "",
+  api_keys: " AND revoked_at IS NULL"
+}
 
 /**
  * Locks the organization's row and counts its rows of `table`, up to `cap`
@@ -29,7 +37,7 @@ export const countForCap = (
   Effect.gen(function*() {
     yield* sql`SELECT 1 FROM orgs WHERE id = ${orgId} FOR NO KEY UPDATE`
     const [row] = yield* sql<{ count: string | number }>`
-      SELECT count(*) AS count FROM (SELECT 1 FROM ${sql.literal(table)} WHERE org_id = ${orgId} LIMIT ${cap}) AS capped
+      SELECT count(*) AS count FROM (SELECT 1 FROM ${sql.literal(table)} WHERE org_id = ${orgId}${sql.literal(COUNTED[table])} LIMIT ${cap}) AS capped
     `
     return Number(row?.count ?? 0)
   })

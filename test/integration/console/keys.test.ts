@@ -72,6 +72,35 @@ layer(consoleTestLayer({ config: { maxApiKeysPerOrg: 4 } }), { excludeTestServic
         assert.include(over.json, { code: "LIMIT_REACHED", limit: "SVC_MAX_API_KEYS_PER_ORG", limit_value: 4 })
       }))
 
+    it.effect("concurrent creates never pass the cap; a revoked key frees its place", () =>
+      Effect.gen(function*() {
+        const svc = yield* SvcTest
+        const org = yield* SvcTest.org()
+        // The org's own key is 1 of 4: 3 places left for 40 concurrent creates.
+        const answers = yield* Effect.forEach(
+          Array.from({ length: 40 }, (_, i) => i),
+          (i) =>
+            raw(`${svc.baseUrl}/v1/api-keys`, {
+              method: "POST",
+              headers: { authorization: `Bearer ${org.key}`, "content-type": "application/json" },
+              body: JSON.stringify({ name: `race-${i}`, scopes: ["tasks.read"] })
+            }),
+          { concurrency: "unbounded" }
+        )
+        const statuses = answers.map((a) => a.status)
+        assert.strictEqual(statuses.filter((s) => s === 201).length, 3, JSON.stringify(statuses))
+        assert.strictEqual(statuses.filter((s) => s === 409).length, 37)
+        const [row] = yield* svc.sql<{ n: string | number }>`
+          SELECT count(*) AS n FROM api_keys WHERE org_id = ${org.orgId} AND revoked_at IS NULL
+        `.pipe(Effect.orDie)
+        assert.strictEqual(Number(row!.n), 4)
+
+        const first = answers.find((a) => a.status === 201)!
+        yield* org.client.apiKeys.revoke({ params: { key_id: first.json.api_key.id } })
+        const again = yield* org.client.apiKeys.create({ payload: { scopes: ["tasks.read"] } })
+        assert.isString(again.key)
+      }))
+
     it.effect("an admin console session manages keys and sessions; a reviewer session cannot", () =>
       Effect.gen(function*() {
         const svc = yield* SvcTest
