@@ -7,11 +7,13 @@
  * - flush: at least every `FLUSH_EVERY` (at once when a buffer holds a full
  *   batch) each buffer becomes batches of at most 512 spans, gzipped. Each
  *   is sent from memory at once (at most `MEMORY_SENDS` per destination in
- *   flight): a batch the collector takes leaves only its delivery record
- *   (one statement, no payload); one that fails is stored sealed in the
- *   shared queue, `retrying` (retryable) or `failed` (kept for a replay).
- *   Beyond `MEMORY_SENDS`, and at shutdown, batches go to the queue sealed,
- *   as `telemetry` deliveries. When the destination already has
+ *   flight; while they are all taken the spans stay in the buffer, and the
+ *   next free slot starts a round): a batch the collector takes leaves only
+ *   its delivery record (one statement, no payload); one that fails is
+ *   stored sealed in the shared queue, `retrying` (retryable) or `failed`
+ *   (kept for a replay). While the destination has batches in the queue,
+ *   and at shutdown, batches go to the queue sealed, as `telemetry`
+ *   deliveries. When the destination already has
  *   `SVC_TELEMETRY_QUEUE_BATCHES` undelivered batches (a collector that is
  *   down or hangs), the spans are dropped and counted instead;
  * - send: the shared delivery worker claims queued batches (any process
@@ -28,11 +30,12 @@ import { Duration, Effect, FiberSet, Layer, Option, Redacted } from "effect"
 import { type Claimed, DeliveryQueue, Outcome } from "../deliveries/DeliveryQueue.ts"
 import { runWorker, type Settlement } from "../deliveries/DeliveryWorker.ts"
 import { Metrics } from "../observability/Metrics.ts"
+import type { OutboundHttp } from "../outbound/OutboundHttp.ts"
 import { SvcConfig } from "../platform/Config.ts"
 import { doubling, jittered } from "../platform/Backoff.ts"
 import { SecretBox } from "../platform/Crypto.ts"
 import { BATCH_SPANS, SpanBuffers } from "./Buffers.ts"
-import { type CollectorTarget, compressAsync, type ExportResult, exportBody, type StoredBody } from "./Collector.ts"
+import { type CollectorTarget, type ExportResult, exportBody, makeBatchCompressor, type StoredBody } from "./Collector.ts"
 import { batchContext, KEEP_FAILED_HOURS, KEEP_RECORDS_DAYS, TelemetryDestinations } from "./Destinations.ts"
 import { encodeRequestParts, serviceResource } from "../otlp/Encoding.ts"
 import { DestinationsRepo } from "./Repository.ts"
@@ -46,8 +49,10 @@ export const MAX_ATTEMPTS = 5
 const BACKOFF_BASE_MS = 1000
 const BACKOFF_CAP_MS = 30_000
 const SUCCESS_WRITE_MS = 1000
-/** Batches of one destination sent from memory at once by this process; more wait in the queue. */
+/** Batches of one destination sent from memory at once by this process; more wait in memory for a slot. */
 export const MEMORY_SENDS = 4
+/** How long a read of "nothing of the destination waits in the queue" is trusted. */
+const QUEUE_EMPTY_FRESH_MS = 1000
 
 /**
  * Which attempt of its round a claimed batch is on. A round begins at
@@ -69,8 +74,15 @@ export const backoff = (n: number, random: number = Math.random()): Duration.Dur
 const resource = serviceResource()
 const parts = encodeRequestParts(resource)
 
-/** The request body around spans already encoded one by one (as captured). */
-const encodeBatch = (spans: ReadonlyArray<string>) => `${parts.head}${spans.join(",")}${parts.tail}`
+/** A batch of spans already encoded one by one (as captured), as a gzipped request body. */
+const compressBatch = makeBatchCompressor(parts.head, parts.tail)
+
+/** A batch cut and compressed, waiting in memory for a send slot (its spans are counted as sending). */
+interface Ready {
+  readonly orgId: string
+  readonly body: StoredBody
+  readonly spanCount: number
+}
 
 export const TelemetryExportLive = Layer.effectDiscard(Effect.gen(function*() {
   const buffers = yield* SpanBuffers
@@ -133,6 +145,33 @@ export const TelemetryExportLive = Layer.effectDiscard(Effect.gen(function*() {
   // Batches sent from memory, per destination, in this process.
   const memorySends = yield* FiberSet.make<void>()
   const inFlight = new Map<string, number>()
+  // Batches cut and gzipped while every slot was taken, per destination:
+  // ~40 bytes a span instead of its text. A send that ends well starts the
+  // next (no round, no statement); one that fails leaves them to the next
+  // round, which finds the destination's batches in the queue and moves
+  // them there. They count against `SVC_TELEMETRY_QUEUE_BATCHES` like
+  // queued ones.
+  const ready = new Map<string, Array<Ready>>()
+  // When a destination's queue was last seen empty. Under steady traffic a
+  // round starts every few dozen milliseconds and the queue is nearly always
+  // empty (a send from memory leaves only its record), so a round reads it
+  // at most once a second instead of once each. A failure here, or a round
+  // that stores batches, forgets it at once; another process's failure or a
+  // replay is seen within that second.
+  const queueEmptyAt = new Map<string, number>()
+  const queuedNow = (destinationId: string) =>
+    Effect.suspend(() => {
+      const at = queueEmptyAt.get(destinationId)
+      if (at !== undefined && Date.now() - at < QUEUE_EMPTY_FRESH_MS) return Effect.succeed(0)
+      return Effect.tap(queue.undelivered("telemetry", destinationId), (count) =>
+        Effect.sync(() => {
+          if (count === 0) queueEmptyAt.set(destinationId, Date.now())
+          else queueEmptyAt.delete(destinationId)
+        }))
+    })
+  /** Set at shutdown: no new send from memory starts. */
+  let closing = false
+  const readyOf = (destinationId: string) => ready.get(destinationId)?.length ?? 0
   // A failure's record (which the undelivered count's trigger may lock
   // with its target) and the destination's `last_error` are written by two
   // statements, never one holding both locks: a destination's deletion
@@ -161,7 +200,7 @@ export const TelemetryExportLive = Layer.effectDiscard(Effect.gen(function*() {
           })
           metrics.deliveryAttempt("telemetry", "Delivered", durationMs)
           metrics.spansExported("organizations", spanCount)
-          return
+          return true
         case "Partial": {
           touchOnSuccess(destinationId, result.error)
           yield* record({
@@ -175,7 +214,7 @@ export const TelemetryExportLive = Layer.effectDiscard(Effect.gen(function*() {
           metrics.deliveryAttempt("telemetry", "Partial", durationMs)
           metrics.spansExported("organizations", spanCount - rejected)
           metrics.spansDropped("organizations", "rejected_by_collector", rejected)
-          return
+          return true
         }
         case "Rejected":
           lastSuccess.delete(destinationId)
@@ -184,7 +223,7 @@ export const TelemetryExportLive = Layer.effectDiscard(Effect.gen(function*() {
           yield* repo.recordError(destinationId, result.error)
           metrics.deliveryAttempt("telemetry", "Failed", durationMs)
           metrics.spansDropped("organizations", "export_failed", spanCount)
-          return
+          return false
         case "Retryable":
           lastSuccess.delete(destinationId)
           yield* record({
@@ -197,75 +236,139 @@ export const TelemetryExportLive = Layer.effectDiscard(Effect.gen(function*() {
           yield* repo.recordError(destinationId, result.error)
           metrics.deliveryAttempt("telemetry", "Retry", durationMs)
           yield* queue.wake("telemetry")
-          return
+          return false
       }
     }).pipe(
-      Effect.catchCause((cause) => Effect.logWarning("telemetry batch sent from memory could not be recorded", cause)),
+      Effect.catchCause((cause) =>
+        Effect.as(Effect.logWarning("telemetry batch sent from memory could not be recorded", cause), false)
+      ),
       Effect.ensuring(Effect.sync(() => {
         buffers.addSending(destinationId, -spanCount)
         const left = (inFlight.get(destinationId) ?? 1) - 1
         if (left <= 0) inFlight.delete(destinationId)
         else inFlight.set(destinationId, left)
-      }))
+      })),
+      // The slot is free: the next ready batch goes out at once after a
+      // success; after a failure the next round decides (the queue then
+      // holds the failed batch, so the ready ones join it there).
+      Effect.flatMap((delivered) => {
+        if (!delivered) queueEmptyAt.delete(destinationId)
+        return readyOf(destinationId) === 0
+          ? Effect.void
+          : delivered && !closing && buffers.isActive(destinationId)
+          ? startSends(destinationId, target)
+          : Effect.sync(() => buffers.batchReady.openUnsafe())
+      })
     )
 
-  /** `direct`: send from memory where there is room (otherwise, and at shutdown, batches go to the queue). */
-  const flushOne = (destinationId: string, orgId: string, direct: boolean) =>
+  /** Starts ready batches of the destination while it has free send slots. */
+  const startSends = (destinationId: string, target: CollectorTarget): Effect.Effect<void, never, OutboundHttp> =>
     Effect.gen(function*() {
-      let enqueued = false
-      // Only what is buffered now: spans captured while this round compresses
-      // and stores its batches wait for the next round (or the next full
-      // batch). Draining until the buffer is empty would, under steady
-      // traffic, cut a stream of tiny batches and then count the rest as
-      // dropped once `room` ran out, with a healthy collector.
-      let left = buffers.size(destinationId)
-      const queued = left === 0 ? 0 : yield* queue.undelivered("telemetry", destinationId)
-      let room = left === 0 ? 0 : queueBatches - queued - (inFlight.get(destinationId) ?? 0)
-      // From memory only while nothing of the destination waits in the queue:
-      // a collector that is failing is probed and backed off by the queue's
-      // worker, not sent every new batch.
-      const target = direct && left > 0 && queued === 0
-        ? yield* targetOf(destinationId)
-        : Option.none<CollectorTarget>()
-      while (left > 0) {
-        if (room <= 0) {
-          // The collector is not keeping up: drop rather than grow without bound.
-          buffers.addDropped(destinationId, buffers.take(destinationId, left).length)
-          break
-        }
-        const spans = buffers.take(destinationId, Math.min(BATCH_SPANS, left))
-        if (spans.length === 0) break
-        left -= spans.length
-        const body = yield* compressAsync(encodeBatch(spans))
-        room -= 1
-        const sending = inFlight.get(destinationId) ?? 0
-        if (Option.isSome(target) && sending < MEMORY_SENDS) {
-          inFlight.set(destinationId, sending + 1)
-          buffers.addSending(destinationId, spans.length)
-          yield* FiberSet.run(memorySends, sendFromMemory(orgId, destinationId, target.value, body, spans.length))
-          continue
-        }
-        yield* queue.enqueue({
-          orgId,
-          kind: "telemetry",
+      const waiting = ready.get(destinationId)
+      while (waiting !== undefined && waiting.length > 0 && (inFlight.get(destinationId) ?? 0) < MEMORY_SENDS) {
+        const batch = waiting.shift()!
+        inFlight.set(destinationId, (inFlight.get(destinationId) ?? 0) + 1)
+        yield* FiberSet.run(memorySends, sendFromMemory(batch.orgId, destinationId, target, batch.body, batch.spanCount))
+      }
+      if (waiting !== undefined && waiting.length === 0) ready.delete(destinationId)
+    })
+
+  /**
+   * Ready batches of the destination become queued deliveries, sealed, in
+   * one statement, only while the destination exists (its deletion fails
+   * what is queued then; a batch stored just after would outlive it).
+   */
+  const enqueueReady = (destinationId: string) =>
+    Effect.gen(function*() {
+      const waiting = ready.get(destinationId)
+      ready.delete(destinationId)
+      if (waiting === undefined || waiting.length === 0) return false
+      queueEmptyAt.delete(destinationId)
+      const spans = waiting.reduce((sum, batch) => sum + batch.spanCount, 0)
+      // A destination deleted here meanwhile gets none: its buffered spans are dropped, and so are these.
+      if (!buffers.isActive(destinationId)) {
+        buffers.addSending(destinationId, -spans)
+        return false
+      }
+      const stored = yield* repo.whileExists(
+        destinationId,
+        queue.enqueueAll(waiting.map((batch) => ({
+          orgId: batch.orgId,
+          kind: "telemetry" as const,
           targetId: destinationId,
-          payload: seal(destinationId, body),
-          meta: { span_count: spans.length, bytes: body.bytes, round_start: 0 },
+          payload: seal(destinationId, batch.body),
+          meta: { span_count: batch.spanCount, bytes: batch.body.bytes, round_start: 0 },
           capacity: queueBatches
-        })
-        enqueued = true
+        })))
+      ).pipe(Effect.ensuring(Effect.sync(() => buffers.addSending(destinationId, -spans))))
+      return Option.isSome(stored)
+    })
+
+  // When each destination's buffer was last cut into batches.
+  const lastCut = new Map<string, number>()
+  /**
+   * `direct`: send from memory where there is room (otherwise, and at
+   * shutdown, batches go to the queue). `fullOnly` (a round started by a
+   * full batch): a buffer cut less than `FLUSH_EVERY` ago gives only full
+   * batches, its remainder joining the next one; under steady traffic a
+   * round would otherwise cut a full batch and a small one each time,
+   * twice the requests to the collector and records in the database.
+   */
+  const flushOne = (destinationId: string, orgId: string, direct: boolean, fullOnly: boolean) =>
+    Effect.gen(function*() {
+      // Only what is buffered now: spans captured while this round compresses
+      // its batches wait for the next round (or the next full batch).
+      // Draining until the buffer is empty would, under steady traffic, cut
+      // a stream of tiny batches and then count the rest as dropped once
+      // `room` ran out, with a healthy collector.
+      let left = buffers.size(destinationId)
+      const cutAt = lastCut.get(destinationId)
+      if (fullOnly && cutAt !== undefined && Date.now() - cutAt < Duration.toMillis(FLUSH_EVERY)) {
+        left -= left % BATCH_SPANS
+      }
+      if (left > 0) lastCut.set(destinationId, Date.now())
+      if (left > 0 || readyOf(destinationId) > 0) {
+        const queued = yield* queuedNow(destinationId)
+        let room = queueBatches - queued - (inFlight.get(destinationId) ?? 0) - readyOf(destinationId)
+        // From memory only while nothing of the destination waits in the
+        // queue: a collector that is failing is probed and backed off by the
+        // queue's worker, not sent every new batch.
+        const target = direct && !closing && queued === 0
+          ? yield* targetOf(destinationId)
+          : Option.none<CollectorTarget>()
+        while (left > 0) {
+          if (room <= 0) {
+            // The collector is not keeping up: drop rather than grow without bound.
+            buffers.addDropped(destinationId, buffers.take(destinationId, left).length)
+            break
+          }
+          const spans = buffers.take(destinationId, Math.min(BATCH_SPANS, left))
+          if (spans.length === 0) break
+          left -= spans.length
+          buffers.addSending(destinationId, spans.length)
+          const body = yield* compressBatch(spans).pipe(
+            Effect.onInterrupt(() => Effect.sync(() => buffers.addSending(destinationId, -spans.length)))
+          )
+          room -= 1
+          const waiting = ready.get(destinationId)
+          if (waiting === undefined) ready.set(destinationId, [{ orgId, body, spanCount: spans.length }])
+          else waiting.push({ orgId, body, spanCount: spans.length })
+          // The first batches leave while the next are compressed.
+          if (Option.isSome(target)) yield* startSends(destinationId, target.value)
+        }
+        if (Option.isNone(target) && (yield* enqueueReady(destinationId))) yield* queue.wake("telemetry")
       }
       const dropped = buffers.takeDropped(destinationId)
       if (dropped > 0) yield* repo.addDropped(destinationId, dropped)
-      if (enqueued) yield* queue.wake("telemetry")
     })
 
   // Suspended: the set of buffers is read at each round, not once.
-  const flushAll = (direct: boolean) =>
+  const flushAll = (direct: boolean, fullOnly: boolean) =>
     Effect.suspend(() =>
-      Effect.forEach(buffers.states(), (state) => flushOne(state.destinationId, state.orgId, direct), { discard: true })
+      Effect.forEach(buffers.states(), (state) => flushOne(state.destinationId, state.orgId, direct, fullOnly), {
+        discard: true
+      })
     )
-  const flush = flushAll(true)
 
   const settle = (outcome: Outcome, attempt: Settlement["attempt"]): Settlement => ({ outcome, attempt })
 
@@ -348,6 +451,14 @@ export const TelemetryExportLive = Layer.effectDiscard(Effect.gen(function*() {
   // The per-destination caches keep only destinations this process buffers for.
   const forget = Effect.sync(() => {
     for (const id of targets.keys()) if (!buffers.isActive(id)) targets.delete(id)
+    queueEmptyAt.clear()
+    for (const id of lastCut.keys()) if (!buffers.isActive(id)) lastCut.delete(id)
+    // Spans of a destination that is gone, like its buffer's.
+    for (const [id, waiting] of ready) {
+      if (buffers.isActive(id)) continue
+      ready.delete(id)
+      for (const batch of waiting) buffers.addSending(id, -batch.spanCount)
+    }
     lastSuccess.clear()
   })
   yield* refresh.pipe(Effect.catchCause((cause) => Effect.logWarning("telemetry refresh failed", cause)))
@@ -361,18 +472,26 @@ export const TelemetryExportLive = Layer.effectDiscard(Effect.gen(function*() {
   // sends them later), and batches being sent from memory finish, within a
   // bounded time.
   yield* Effect.addFinalizer(() =>
-    flushAll(false).pipe(
+    Effect.sync(() => {
+      closing = true
+    }).pipe(
+      Effect.andThen(flushAll(false, false)),
       Effect.andThen(FiberSet.awaitEmpty(memorySends)),
       Effect.timeout(SHUTDOWN_FLUSH),
       Effect.catchCause((cause) => Effect.logWarning("telemetry flush at shutdown did not finish", cause))
     )
   )
   // Closing the latch before flushing keeps a "batch ready" that arrives
-  // during the flush for the next round.
+  // during the flush for the next round. A round the latch started (a full
+  // batch) cuts full batches; one the period started cuts everything.
+  let fullOnly = false
   yield* Effect.sync(() => buffers.batchReady.closeUnsafe()).pipe(
-    Effect.andThen(flush),
+    Effect.andThen(Effect.suspend(() => flushAll(true, fullOnly))),
     Effect.catchCause((cause) => Effect.logWarning("telemetry flush failed; trying again", cause)),
     Effect.andThen(buffers.batchReady.await.pipe(Effect.timeoutOption(FLUSH_EVERY))),
+    Effect.map((opened) => {
+      fullOnly = Option.isSome(opened)
+    }),
     Effect.forever,
     Effect.forkScoped
   )

@@ -36,6 +36,13 @@ export class DestinationsRepo extends Context.Service<DestinationsRepo, {
   /** Every destination: which organizations' spans this process buffers. */
   readonly active: () => Effect.Effect<ReadonlyArray<{ readonly id: string; readonly org_id: string }>>
   readonly addDropped: (id: string, count: number) => Effect.Effect<void>
+  /**
+   * Runs `effect` in a transaction holding the destination's row (shared),
+   * when it exists: a deletion under way is waited for, and then nothing
+   * runs. For work that must not outlive the destination (storing its
+   * batches), which the deletion would otherwise miss.
+   */
+  readonly whileExists: <A, R>(id: string, effect: Effect.Effect<A, never, R>) => Effect.Effect<Option.Option<A>, never, R>
   readonly recordSuccess: (id: string, error: string | null) => Effect.Effect<void>
   readonly recordError: (id: string, error: string) => Effect.Effect<void>
   /**
@@ -93,6 +100,12 @@ export class DestinationsRepo extends Context.Service<DestinationsRepo, {
             DELETE FROM telemetry_destinations WHERE id = ${id} AND org_id = ${orgId} RETURNING id
           `.pipe(Effect.map((rows) => rows.length > 0), Effect.orDie),
         active: () => ActiveRows.all(sql`SELECT id, org_id FROM telemetry_destinations`),
+        whileExists: (id, effect) =>
+          sql.withTransaction(Effect.gen(function*() {
+            const rows = yield* sql`SELECT 1 FROM telemetry_destinations WHERE id = ${id} FOR SHARE`
+            if (rows.length === 0) return Option.none()
+            return Option.some(yield* effect)
+          })).pipe(Effect.orDie),
         addDropped: (id, count) =>
           sql`UPDATE telemetry_destinations SET dropped_spans = dropped_spans + ${count} WHERE id = ${id}`.pipe(
             Effect.asVoid,

@@ -233,6 +233,30 @@ layer(Svc, { excludeTestServices: true })("telemetry export", (it) => {
         assert.strictEqual(row!.attempts, 0)
       }).pipe(Effect.scoped))
 
+    it.effect("batches beyond the sends under way wait in memory, not sealed in the queue: a slow collector gets them all from memory", () =>
+      Effect.gen(function*() {
+        const svc = yield* SvcTest
+        // Slow enough that every send slot is taken while more batches are cut.
+        const { org, id } = yield* withCollector(() => Reply.delayed(4000, { status: 200, body: "{}" }))
+        const list = () => raw(`${svc.baseUrl}/v1/tasks`, { headers: { authorization: `Bearer ${org.key}` } })
+        // Two spans a request: more than 4 batches of 512.
+        const requests = 1300
+        yield* Effect.forEach(Array.from({ length: requests }), list, { concurrency: 16, discard: true })
+        const { deliveries } = yield* waitForDeliveries(org, id, (list) =>
+          list.filter((d) => d.status === "delivered").reduce((sum, d) => sum + d.span_count, 0) >= requests * 2
+        )
+        assert.isAbove(deliveries.length, 4)
+        for (const d of deliveries) assert.strictEqual(d.attempts, 1)
+        // None was stored, so the queue's worker never sent one (it records every attempt it settles).
+        const [row] = yield* svc.sql<{ stored: number; attempts: number }>`
+          SELECT count(*) FILTER (WHERE d.payload IS NOT NULL)::int AS stored,
+                 (SELECT count(*)::int FROM delivery_attempts a JOIN deliveries x ON x.id = a.delivery_id WHERE x.target_id = ${id}) AS attempts
+          FROM deliveries d WHERE d.target_id = ${id}
+        `
+        assert.deepStrictEqual(row, { stored: 0, attempts: 0 })
+        assert.strictEqual((yield* destination(org)).dropped_spans, 0)
+      }).pipe(Effect.scoped), { timeout: 90_000 })
+
     it.effect("a retryable first answer stores the batch sealed, retrying, with the attempt counted", () =>
       Effect.gen(function*() {
         const svc = yield* SvcTest
@@ -517,7 +541,7 @@ layer(Svc, { excludeTestServices: true })("telemetry export", (it) => {
         const rows = yield* svc.sql<{ status: string; payload: string | null }>`
           SELECT status, payload FROM deliveries WHERE target_id = ${id}
         `
-        assert.isTrue(rows.every((row) => row.status === "failed" && row.payload === null))
+        assert.isTrue(rows.every((row) => row.status === "failed" && row.payload === null), JSON.stringify(rows.map((r) => [r.status, r.payload === null])))
         // Traffic after the delete goes nowhere; a new destination gets only new spans.
         yield* traffic(org)
         // Buffered spans are dropped, not flushed into batches for the deleted

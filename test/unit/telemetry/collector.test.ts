@@ -1,5 +1,5 @@
 import { assert, describe, it } from "@effect/vitest"
-import { Duration } from "effect"
+import { Duration, Effect } from "effect"
 import fc from "fast-check"
 import { classify, parseRetryAfter } from "../../../src/telemetry/Collector.ts"
 import { attemptInRound, backoff, MAX_ATTEMPTS } from "../../../src/telemetry/Export.ts"
@@ -111,4 +111,43 @@ describe("OTLP encoding in slices", () => {
       assert.strictEqual(sliced, encodeRequest(spans.slice(0, n), serviceResource()))
     }
   })
+})
+
+describe("a batch compressed from its encoded spans", () => {
+  it.effect("gunzips to exactly encodeRequest's text, whatever the batch before it left in the reused buffer (multi-byte text included)", () =>
+    Effect.gen(function*() {
+      const { gunzipSync } = yield* Effect.promise(() => import("node:zlib"))
+      const { encodeRequest, encodeRequestParts, serviceResource } = yield* Effect.promise(() => import("../../../src/otlp/Encoding.ts"))
+      const { makeBatchCompressor } = yield* Effect.promise(() => import("../../../src/telemetry/Collector.ts"))
+      const span = (i: number, text: string) => ({
+        traceId: "4bf92f3577b34da6a3ce929d0e0e4736",
+        spanId: `00f067aa0ba902b${i % 10}`,
+        name: `s${i}`,
+        kind: 1,
+        startTimeUnixNano: "1",
+        endTimeUnixNano: "2",
+        attributes: [{ key: "url.path", value: { stringValue: text } }],
+        status: { code: 0 }
+      })
+      const parts = encodeRequestParts(serviceResource())
+      const compress = makeBatchCompressor(parts.head, parts.tail)
+      // Large, then small (the spare buffer holds the large one's bytes beyond), then larger, then empty.
+      for (const batch of [
+        Array.from({ length: 300 }, (_, i) => span(i, "x".repeat(200))),
+        Array.from({ length: 3 }, (_, i) => span(i, "é – 😀 ü")),
+        Array.from({ length: 600 }, (_, i) => span(i, `/v1/tasks/${i} ✓`)),
+        []
+      ]) {
+        const body = yield* compress(batch.map(parts.span))
+        const text = gunzipSync(body.gzipped).toString("utf8")
+        assert.strictEqual(text, encodeRequest(batch, serviceResource()))
+        assert.strictEqual(body.bytes, Buffer.byteLength(text, "utf8"))
+      }
+      // Two at once: neither writes into the other's buffer.
+      const a = Array.from({ length: 50 }, (_, i) => span(i, "a"))
+      const b = Array.from({ length: 50 }, (_, i) => span(i, "b"))
+      const [ba, bb] = yield* Effect.all([compress(a.map(parts.span)), compress(b.map(parts.span))], { concurrency: 2 })
+      assert.strictEqual(gunzipSync(ba.gzipped).toString("utf8"), encodeRequest(a, serviceResource()))
+      assert.strictEqual(gunzipSync(bb.gzipped).toString("utf8"), encodeRequest(b, serviceResource()))
+    }))
 })
