@@ -115,7 +115,8 @@ export class AgentSessions extends Context.Service<AgentSessions, {
           (row) => row === undefined ? Effect.fail(new NotFound({ detail: "No such agent session." })) : Effect.succeed(row)
         )
 
-      const create = Effect.fn("AgentSessions.create")(function*(orgId: string, input: { readonly task_id?: string }) {
+      // The span without `Effect.fn`'s call-site stack capture: this runs on every POST.
+      const create = Effect.fnUntraced(function*(orgId: string, input: { readonly task_id?: string }) {
         const taskId = input.task_id ?? null
         const id = newId()
         const row = yield* SessionRows.one(sql`
@@ -127,7 +128,7 @@ export class AgentSessions extends Context.Service<AgentSessions, {
         if (row === undefined) return yield* new NotFound({ detail: "No such task." })
         yield* Effect.annotateCurrentSpan({ "svc.session_id": id })
         return toSession(row)
-      })
+      }, Effect.withSpan("AgentSessions.create", undefined, { captureStackTrace: false }))
 
       const get = Effect.fn("AgentSessions.get")(function*(orgId: string, sessionId: string) {
         const session = yield* findSession(orgId, sessionId)

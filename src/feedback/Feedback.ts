@@ -26,13 +26,13 @@ import { type CursorScope, encodeCursor, page, seqBound } from "../platform/Curs
 import { newId } from "../platform/Ids.ts"
 import { BigIntText, JsonColumn, rowsOf, Timestamp } from "../platform/Rows.ts"
 import { SecretStore } from "../secrets/SecretStore.ts"
-import { AnswerSchemas, type OverLimit, type SchemaViolation, type ValidationQueueFull } from "../tasks/AnswerSchema.ts"
+import type { SchemaViolation } from "../tasks/AnswerSchema.ts"
 import { Redacted } from "effect"
 import { SqlError } from "effect/sql"
 import { SvcConfig } from "../platform/Config.ts"
 import { makeWorkerPool, runInPool } from "../platform/WorkerPool.ts"
-import type { ScrubReply, ScrubRequest } from "./scrub-worker.ts"
-import { type Json, type KnownCredentials, REDACTION_MARKER, type ScrubResult } from "./Scrubber.ts"
+import { type CorrectionReply, type CorrectionRequest, PHASE_CHECK, PHASE_SCRUB } from "./CorrectionWork.ts"
+import { type Json, type KnownCredentials, REDACTION_MARKER } from "./Scrubber.ts"
 
 type JsonObject = { readonly [key: string]: Json }
 
@@ -51,6 +51,12 @@ const FeedbackRow = Schema.Struct({
 })
 type FeedbackRow = typeof FeedbackRow.Type
 const FeedbackRows = rowsOf("feedback", FeedbackRow)
+// A new row's columns but the correction and the redacted fields: the
+// INSERT already holds them (sending them back would parse and decode the
+// correction once more per submission).
+const InsertedRow = FeedbackRow.mapFields(({ correction: _c, redacted_fields: _r, ...rest }) => rest)
+const InsertedRows = rowsOf("feedback", InsertedRow)
+const INSERTED_COLUMNS = "id, seq, task_id, inference_log_id, score, status, created_at"
 const StatusRows = rowsOf("feedback", Schema.Struct({ status: FeedbackStatus }))
 const RunRows = rowsOf("runs", Schema.Struct({ task_id: Schema.String, fingerprint: Schema.String }))
 const SchemaRows = rowsOf("tasks", Schema.Struct({ answer_schema: JsonColumn(Schema.Unknown) }))
@@ -121,51 +127,74 @@ export class Feedback extends Context.Service<Feedback, {
     Effect.gen(function*() {
       const sql = yield* PgClient.PgClient
       const box = yield* SecretBox
-      const schemas = yield* AnswerSchemas
       const identity = yield* Identity
       const secrets = yield* SecretStore
       const config = yield* SvcConfig
 
-      // Scrubbing a correction near the body limit costs a tenth of a second
-      // and more of pattern matching: it runs in workers, with a deadline
-      // (SVC_SCRUB_TIMEOUT) and the same per-organization turns as schema checks.
-      const scrubPool = yield* Effect.acquireRelease(
+      // Checking a correction against its task's schema and removing
+      // protected values from it cost too much to run on the event loop
+      // for a hostile schema or a correction near the body limit: both run
+      // in workers, in one round trip, with a deadline per phase and
+      // per-organization turns (`correction-worker.ts`, `WorkerPool.ts`).
+      const phaseLimits = [
+        { limit: "SVC_ANSWER_VALIDATION_TIMEOUT", value: config.answerValidationTimeoutMs, what: "checking the correction against the answer schema" },
+        { limit: "SVC_SCRUB_TIMEOUT", value: config.scrubTimeoutMs, what: "removing protected values from the correction" },
+        { limit: "SVC_ANSWER_VALIDATION_TIMEOUT", value: config.answerValidationTimeoutMs, what: "checking the scrubbed correction against the answer schema" }
+      ]
+      const pool = yield* Effect.acquireRelease(
         Effect.sync(() =>
-          makeWorkerPool<DistributiveOmit<ScrubRequest, "id">, ScrubReply>(new URL("./scrub-worker.ts", import.meta.url), undefined, {
-            workers: config.answerValidationWorkers,
-            timeoutMs: config.scrubTimeoutMs,
-            heapMb: config.answerValidationHeapMb,
-            queuedPerOrg: config.answerValidationQueuePerOrg
-          })
+          makeWorkerPool<DistributiveOmit<CorrectionRequest, "id" | "startedAt">, CorrectionReply>(
+            new URL("./correction-worker.ts", import.meta.url),
+            { cacheEntries: config.answerValidationCacheEntries },
+            {
+              workers: config.answerValidationWorkers,
+              timeoutMs: config.answerValidationTimeoutMs,
+              phaseTimeoutsMs: phaseLimits.map((phase) => phase.value),
+              heapMb: config.answerValidationHeapMb,
+              queuedPerOrg: config.answerValidationQueuePerOrg
+            }
+          )
         ),
         (pool) => Effect.sync(pool.close)
       )
-      const scrub = (orgId: string, document: Json, known: KnownCredentials, root = "") =>
-        runInPool(scrubPool, orgId, { op: "scrub", document, keyHashes: [...known.keyHashes], values: known.values, root }).pipe(
-          Effect.mapError(() =>
-            new ValidationBusy({
-              limit: "SVC_ANSWER_VALIDATION_QUEUE_PER_ORG",
-              limit_value: config.answerValidationQueuePerOrg,
-              detail: `More than ${config.answerValidationQueuePerOrg} correction checks of this organization are waiting (SVC_ANSWER_VALIDATION_QUEUE_PER_ORG); retry later.`
-            })
-          ),
-          Effect.flatMap((outcome): Effect.Effect<ScrubResult, CorrectionTooComplex> => {
+      const busy = () =>
+        new ValidationBusy({
+          limit: "SVC_ANSWER_VALIDATION_QUEUE_PER_ORG",
+          limit_value: config.answerValidationQueuePerOrg,
+          detail: `More than ${config.answerValidationQueuePerOrg} correction checks of this organization are waiting (SVC_ANSWER_VALIDATION_QUEUE_PER_ORG); retry later.`
+        })
+      /** A request to the workers; over a deadline or the heap, the 422 naming the limit. */
+      const inPool = (orgId: string, request: DistributiveOmit<CorrectionRequest, "id" | "startedAt">, phase: number) =>
+        runInPool(pool, orgId, request, phase).pipe(
+          Effect.mapError(busy),
+          Effect.flatMap((outcome): Effect.Effect<CorrectionReply, CorrectionTooComplex> => {
             if (outcome._tag === "Reply") {
               const reply = outcome.reply
-              return reply._tag === "Scrubbed"
-                ? Effect.succeed({ value: reply.value, fields: reply.fields, collisions: reply.collisions })
-                : Effect.die(new Error(`scrubbing failed: ${reply._tag === "Failed" ? reply.message : reply._tag}`))
+              return reply._tag === "Failed" ? Effect.die(new Error(`correction check failed: ${reply.message}`)) : Effect.succeed(reply)
             }
-            const heap = outcome._tag === "Crashed" && outcome.outOfMemory
-            const limit = heap ? "SVC_ANSWER_VALIDATION_HEAP_MB" : "SVC_SCRUB_TIMEOUT"
-            const value = heap ? config.answerValidationHeapMb : config.scrubTimeoutMs
+            if (outcome._tag === "Crashed" && outcome.outOfMemory) {
+              return Effect.fail(new CorrectionTooComplex({
+                field: "correction",
+                limit: "SVC_ANSWER_VALIDATION_HEAP_MB",
+                limit_value: config.answerValidationHeapMb,
+                detail: `checking the correction needed more than ${config.answerValidationHeapMb} MB (SVC_ANSWER_VALIDATION_HEAP_MB); send a smaller correction or simplify the answer schema.`
+              }))
+            }
+            const over = phaseLimits[outcome._tag === "Timeout" ? outcome.phase : PHASE_CHECK] ?? phaseLimits[PHASE_CHECK]!
             return Effect.fail(new CorrectionTooComplex({
               field: "correction",
-              limit,
-              limit_value: value,
-              detail: `removing protected values from the correction ${heap ? `needed more than ${value} MB` : `took longer than ${value} ms`} (${limit}); send a smaller correction.`
+              limit: over.limit,
+              limit_value: over.value,
+              detail: `${over.what} took longer than ${over.value} ms (${over.limit}); send a smaller correction or simplify the answer schema.`
             }))
           })
+        )
+      const wireKnown = (known: KnownCredentials) => ({ keyHashes: [...known.keyHashes], values: known.values })
+      const scrub = (orgId: string, document: Json, known: KnownCredentials) =>
+        inPool(orgId, { op: "scrub", document, known: wireKnown(known), root: "" }, PHASE_SCRUB).pipe(
+          Effect.flatMap((reply) =>
+            reply._tag === "Scrubbed" ? Effect.succeed(reply) : Effect.die(new Error(`unexpected scrub answer: ${reply._tag}`))
+          )
         )
 
       // The version of an organization's known credentials (API keys and
@@ -223,50 +252,35 @@ export class Feedback extends Context.Service<Feedback, {
           )
         )
 
-      /** Violations of the task's schema; a check over its budget is the 422 (or 429) naming the limit. */
-      const violationsOf = (orgId: string, run: RunContext, value: unknown) =>
-        schemas.validate(orgId, run.task_id, answerSchema(run.task_id), value).pipe(
-          Effect.mapError((problem: OverLimit | ValidationQueueFull) =>
-            problem._tag === "OverLimit"
-              ? new CorrectionTooComplex({
-                field: problem.field,
-                limit: problem.limit,
-                limit_value: problem.value,
-                detail: `${problem.message} (${problem.limit}); send a smaller correction or simplify the answer schema.`
-              })
-              : new ValidationBusy({
-                limit: problem.limit,
-                limit_value: problem.value,
-                detail: `More than ${problem.value} correction checks of this organization are waiting (${problem.limit}); retry later.`
-              })
-          )
-        )
-
-      /** The scrubbed correction, or the 422 when scrubbing leaves it unfit. */
-      // Untraced (no span, no stack capture): it runs on every correction.
-      const scrubbed = Effect.fnUntraced(function*(orgId: string, run: RunContext, correction: JsonObject, known: KnownCredentials) {
-        const result = yield* scrub(orgId, correction, known, "correction")
-        if (result.fields.length > 0) {
-          if (result.collisions.length > 0) {
-            return yield* new CorrectionContainsSecret({
-              field: result.collisions[0]!,
-              errors: result.collisions.map((field) => ({ field, message: "two member names became the same once protected values were removed" })),
-              detail: `${result.collisions[0]!}: member names hold protected values; send safe example values instead.`
-            })
-          }
-          const after = yield* violationsOf(orgId, run, result.value)
-          if (after.length > 0) {
-            const all = issues(after)
-            // Name a field the redaction touched when the schema complains about it.
-            const first = all.find((issue) => result.fields.some((f) => issue.field === f || issue.field.startsWith(f) || f.startsWith(issue.field))) ?? all[0]!
-            return yield* new CorrectionContainsSecret({
-              field: first.field,
-              errors: all,
-              detail: `${first.field} held a protected value; replaced by ${REDACTION_MARKER} it no longer fits the answer schema (${first.message}). Send a safe example value instead.`
-            })
-          }
+      /**
+       * Checks the correction against the task's schema, scrubs it and, when
+       * scrubbing changed it, checks it again: one round trip to a worker
+       * (two when the worker must be sent the schema).
+       */
+      const correct = Effect.fnUntraced(function*(orgId: string, run: RunContext, correction: JsonObject, known: KnownCredentials) {
+        const request = { op: "correct" as const, key: run.task_id, text: JSON.stringify(correction), known: wireKnown(known), root: "correction" }
+        let reply = yield* inPool(orgId, request, PHASE_CHECK)
+        if (reply._tag === "Missing") reply = yield* inPool(orgId, { ...request, schema: yield* answerSchema(run.task_id) }, PHASE_CHECK)
+        if (reply._tag === "Mismatch") return { _tag: "Mismatch" as const, violations: reply.violations }
+        if (reply._tag !== "Corrected") return yield* Effect.die(new Error(`unexpected correction answer: ${reply._tag}`))
+        if (reply.collisions.length > 0) {
+          return yield* new CorrectionContainsSecret({
+            field: reply.collisions[0]!,
+            errors: reply.collisions.map((field) => ({ field, message: "two member names became the same once protected values were removed" })),
+            detail: `${reply.collisions[0]!}: member names hold protected values; send safe example values instead.`
+          })
         }
-        return { value: result.value as JsonObject, fields: result.fields }
+        if (reply.after.length > 0) {
+          const all = issues(reply.after)
+          // Name a field the redaction touched when the schema complains about it.
+          const first = all.find((issue) => reply.fields.some((f) => issue.field === f || issue.field.startsWith(f) || f.startsWith(issue.field))) ?? all[0]!
+          return yield* new CorrectionContainsSecret({
+            field: first.field,
+            errors: all,
+            detail: `${first.field} held a protected value; replaced by ${REDACTION_MARKER} it no longer fits the answer schema (${first.message}). Send a safe example value instead.`
+          })
+        }
+        return { _tag: "Corrected" as const, value: (reply.value ?? correction) as JsonObject, fields: reply.fields }
       })
 
       // The span without `Effect.fn`'s call-site stack capture: this runs on every POST.
@@ -281,7 +295,7 @@ export class Feedback extends Context.Service<Feedback, {
         yield* Effect.annotateCurrentSpan({ "svc.task_id": run.task_id })
 
         const insert = (correction: JsonObject | null, redacted: ReadonlyArray<string>, fingerprint: string | null) =>
-          FeedbackRows.one(sql`
+          InsertedRows.one(sql`
             INSERT INTO feedback (id, org_id, task_id, inference_log_id, score, correction, redacted_fields, status)
             SELECT ${newId()}, ${orgId}, r.task_id, r.trace_id, ${input.score},
                    ${correction === null ? null : sql.json(correction)},
@@ -289,8 +303,10 @@ export class Feedback extends Context.Service<Feedback, {
                    ${correction === null ? "recorded" : "pending"}
             FROM runs r WHERE r.trace_id = ${input.inference_log_id} AND r.org_id = ${orgId}
             ${fingerprint === null ? sql`` : sql`AND ${credentialsVersionSql(orgId)} = ${fingerprint}`}
-            RETURNING ${sql.unsafe(COLUMNS)}
-          `)
+            RETURNING ${sql.unsafe(INSERTED_COLUMNS)}
+          `).pipe(Effect.map((row) =>
+            row === undefined ? undefined : { ...row, correction, redacted_fields: redacted.length === 0 ? null : redacted }
+          ))
 
         if (input.correction === undefined) {
           const row = yield* insert(null, [], null)
@@ -298,29 +314,27 @@ export class Feedback extends Context.Service<Feedback, {
           return toItem(row)
         }
 
-        const violations = yield* violationsOf(orgId, run, input.correction)
-        if (violations.length > 0) {
-          // A member name in a path can itself be a pasted secret (e.g. under
-          // `additionalProperties: false`): the problem never repeats one.
-          if (fresh === undefined) fresh = yield* lookupRun(orgId, input.inference_log_id)
-          const cached = credentialCache.get(orgId)
-          const entry = cached !== undefined && cached.fingerprint === fresh.fingerprint
-            ? cached
-            : yield* loadCredentials(orgId, fresh.fingerprint)
-          const all = (yield* scrub(orgId, issues(violations), entry.known)).value as ReturnType<typeof issues>
-          return yield* new CorrectionShapeMismatch({ field: all[0]!.field, errors: all, detail: `${all[0]!.field} ${all[0]!.message}` })
-        }
-
-        // Optimistic: scrub with the cached credentials and insert only if
-        // their fingerprint still holds; otherwise reload and try again.
+        // Optimistic: check and scrub with the cached credentials and insert
+        // only if their fingerprint still holds; otherwise reload and try again.
         for (let attempt = 0;; attempt++) {
           let entry = credentialCache.get(orgId)
           if (entry === undefined || (fresh !== undefined && entry.fingerprint !== fresh.fingerprint)) {
             if (fresh === undefined) fresh = yield* lookupRun(orgId, input.inference_log_id)
             entry = yield* loadCredentials(orgId, fresh.fingerprint)
           }
-          const { value, fields } = yield* scrubbed(orgId, run, input.correction, entry.known)
-          const row = yield* insert(value, fields, entry.fingerprint)
+          const corrected = yield* correct(orgId, run, input.correction, entry.known)
+          if (corrected._tag === "Mismatch") {
+            // A member name in a path can itself be a pasted secret (e.g. under
+            // `additionalProperties: false`): the problem never repeats one.
+            if (fresh === undefined) fresh = yield* lookupRun(orgId, input.inference_log_id)
+            const cached = credentialCache.get(orgId)
+            const current = cached !== undefined && cached.fingerprint === fresh.fingerprint
+              ? cached
+              : yield* loadCredentials(orgId, fresh.fingerprint)
+            const all = (yield* scrub(orgId, issues(corrected.violations), current.known)).value as ReturnType<typeof issues>
+            return yield* new CorrectionShapeMismatch({ field: all[0]!.field, errors: all, detail: `${all[0]!.field} ${all[0]!.message}` })
+          }
+          const row = yield* insert(corrected.value, corrected.fields, entry.fingerprint)
           if (row !== undefined) return toItem(row)
           if (attempt >= 5) return yield* Effect.die(new Error("organization credentials kept changing during feedback submission"))
           // The fingerprint moved (or the run is gone: lookupRun says 404).

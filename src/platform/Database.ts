@@ -30,7 +30,7 @@ export class DatabaseInfo extends Context.Service<DatabaseInfo, {
   readonly kind: "embedded" | "memory" | "server"
   /** The PostgreSQL protocol endpoint: a Unix socket path (embedded, memory) or `host:port` (server). */
   readonly address: string
-  /** Whether LISTEN/NOTIFY reaches other sessions (not through pglite-socket). */
+  /** Whether LISTEN/NOTIFY reaches other sessions (not through the embedded socket: PGlite is one session). */
   readonly supportsNotify: boolean
 }>()("svc/platform/DatabaseInfo") {}
 

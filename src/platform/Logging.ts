@@ -8,6 +8,17 @@ import { Cause, Context, Logger, References } from "effect"
 
 const SENSITIVE_KEY = /authorization|secret|password|passwd|api[-_]?key|token|cookie|credential|signature/i
 
+/** Whether an annotation key names a credential, remembered per key (the same few keys come on every line). */
+const sensitiveKeys = new Map<string, boolean>()
+const isSensitive = (key: string): boolean => {
+  let sensitive = sensitiveKeys.get(key)
+  if (sensitive === undefined) {
+    sensitive = SENSITIVE_KEY.test(key)
+    if (sensitiveKeys.size < 1000) sensitiveKeys.set(key, sensitive)
+  }
+  return sensitive
+}
+
 const plain = (value: unknown): unknown => {
   if (value instanceof Error) return value.message
   if (typeof value === "bigint") return value.toString()
@@ -30,7 +41,7 @@ export const makeJsonLogger = (write: (line: string) => void) =>
   entry.message = messages.length === 1 ? plain(messages[0]) : messages.map(plain)
   const annotations = fiber.getRef(References.CurrentLogAnnotations)
   for (const [key, value] of Object.entries(annotations)) {
-    entry[key] = SENSITIVE_KEY.test(key) ? "[redacted]" : plain(value)
+    entry[key] = isSensitive(key) ? "[redacted]" : plain(value)
   }
   const span = fiber.cache.span
   if (span !== undefined && entry.trace_id === undefined) {
@@ -41,6 +52,9 @@ export const makeJsonLogger = (write: (line: string) => void) =>
   write(JSON.stringify(entry))
 })
 
+// One write per line, synchronous (stdout to a file or a pipe): a line is
+// out before the response it describes (batching lines per event-loop turn
+// saved a system call per request but let answers overtake their lines).
 export const jsonLogger = makeJsonLogger((line) => process.stdout.write(line + "\n"))
 
 /** Replaces the default logger with JSON lines. */

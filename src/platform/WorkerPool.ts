@@ -18,6 +18,14 @@
  * `{ id, op, ... }` with one message
  * `{ id, _tag, ... }`, answers `{ op: "stats" }` too, and posts `"ready"`
  * once it can take requests (after any warm-up: no deadline pays for it).
+ *
+ * Phases: one request may do several things with deadlines of their own
+ * (check a correction, scrub it, check it again) in one round trip. The
+ * pool then gets a deadline per phase (`phaseTimeoutsMs`) and each worker a
+ * cell of shared memory (`workerData.phaseCell`) where it marks, with
+ * `enterPhase`, which phase it is in and since when: the deadline is that
+ * phase's, counted from its start, and a miss names the phase. Marking
+ * costs no message.
  */
 import { Data, Effect } from "effect"
 import { Worker } from "node:worker_threads"
@@ -27,6 +35,22 @@ export interface PoolSettings {
   readonly timeoutMs: number
   readonly heapMb: number
   readonly queuedPerOrg: number
+  /** Deadlines per phase (index = phase); without it, one phase with `timeoutMs`. */
+  readonly phaseTimeoutsMs?: ReadonlyArray<number> | undefined
+}
+
+/** The phase cell: `[phase, ms from the request's start to the phase's start]`. */
+export type PhaseCell = Int32Array
+
+/**
+ * In a worker: the request that started at `startedAt` (its `startedAt`
+ * field) enters `phase` now. The offset is stored first, so a reader that
+ * sees the new phase sees its start too.
+ */
+export const enterPhase = (cell: PhaseCell | undefined, startedAt: number, phase: number) => {
+  if (cell === undefined) return
+  Atomics.store(cell, 1, Date.now() - startedAt)
+  Atomics.store(cell, 0, phase)
 }
 
 export interface PoolReply {
@@ -36,7 +60,7 @@ export interface PoolReply {
 
 export type Outcome<Reply> =
   | { readonly _tag: "Reply"; readonly reply: Reply }
-  | { readonly _tag: "Timeout" }
+  | { readonly _tag: "Timeout"; readonly phase: number }
   | { readonly _tag: "Crashed"; readonly outOfMemory: boolean }
 
 interface Job<Request, Reply> {
@@ -44,11 +68,15 @@ interface Job<Request, Reply> {
   readonly orgId: string
   readonly request: Request
   readonly done: (outcome: Outcome<Reply>) => void
+  /** The phase it starts in. */
+  readonly phase: number
+  startedAt: number
   timer?: ReturnType<typeof setTimeout>
 }
 
 interface Slot<Request, Reply> {
   readonly worker: Worker
+  readonly cell: PhaseCell
   ready: boolean
   job: Job<Request, Reply> | undefined
   readonly side: Map<number, (reply: Reply | undefined) => void>
@@ -60,7 +88,12 @@ export interface WorkerPool<Request, Reply> {
    * withdraw it while it waits, or `undefined` when the organization's
    * queue is full.
    */
-  readonly submit: (orgId: string, request: Request, done: (outcome: Outcome<Reply>) => void) => (() => void) | undefined
+  readonly submit: (
+    orgId: string,
+    request: Request,
+    done: (outcome: Outcome<Reply>) => void,
+    phase?: number
+  ) => (() => void) | undefined
   /** Sends `request` to every worker outside the queue (after its current job); `undefined` from a worker replaced meanwhile. */
   readonly broadcast: (request: Request) => Promise<ReadonlyArray<Reply | undefined>>
   readonly close: () => void
@@ -82,15 +115,19 @@ export const makeWorkerPool = <Request extends object, Reply extends PoolReply>(
   let closed = false
   let replaced = 0
 
+  const timeouts = settings.phaseTimeoutsMs ?? [settings.timeoutMs]
+  const phased = settings.phaseTimeoutsMs !== undefined
+
   const spawn = (index: number) => {
+    const cell: PhaseCell = new Int32Array(new SharedArrayBuffer(8))
     const worker = new Worker(script, {
-      workerData,
+      workerData: phased ? { ...(workerData as object), phaseCell: cell } : workerData,
       resourceLimits: { maxOldGenerationSizeMb: settings.heapMb },
       stdout: false,
       stderr: false
     })
     worker.unref()
-    const slot: Slot<Request, Reply> = { worker, ready: false, job: undefined, side: new Map() }
+    const slot: Slot<Request, Reply> = { worker, cell, ready: false, job: undefined, side: new Map() }
     slots[index] = slot
     worker.on("message", (message: Reply | "ready") => {
       if (message === "ready") {
@@ -157,20 +194,32 @@ export const makeWorkerPool = <Request extends object, Reply extends PoolReply>(
       if (job === undefined) return
       slot.job = job
       running.add(job.orgId)
-      job.timer = setTimeout(() => {
+      job.startedAt = Date.now()
+      Atomics.store(slot.cell, 1, 0)
+      Atomics.store(slot.cell, 0, job.phase)
+      // The deadline of the phase the worker is in, from that phase's start.
+      const check = () => {
         if (slots[index] !== slot || slot.job !== job) return
+        const phase = Atomics.load(slot.cell, 0)
+        const deadline = job.startedAt + Atomics.load(slot.cell, 1) + (timeouts[phase] ?? settings.timeoutMs)
+        const left = deadline - Date.now()
+        if (left > 0) {
+          job.timer = setTimeout(check, left)
+          return
+        }
         slot.job = undefined
         replace(index)
-        settle(job, { _tag: "Timeout" })
-      }, settings.timeoutMs)
-      slot.worker.postMessage({ ...job.request, id: job.id })
+        settle(job, { _tag: "Timeout", phase })
+      }
+      job.timer = setTimeout(check, timeouts[job.phase] ?? settings.timeoutMs)
+      slot.worker.postMessage(phased ? { ...job.request, id: job.id, startedAt: job.startedAt } : { ...job.request, id: job.id })
     })
   }
 
-  const submit = (orgId: string, request: Request, done: (outcome: Outcome<Reply>) => void) => {
+  const submit = (orgId: string, request: Request, done: (outcome: Outcome<Reply>) => void, phase = 0) => {
     const queue = queues.get(orgId) ?? []
     if (queue.length >= settings.queuedPerOrg) return undefined
-    const job: Job<Request, Reply> = { id: nextId++, orgId, request, done }
+    const job: Job<Request, Reply> = { id: nextId++, orgId, request, done, phase, startedAt: 0 }
     queue.push(job)
     if (!queues.has(orgId)) queues.set(orgId, queue)
     pump()
@@ -217,9 +266,9 @@ export const makeWorkerPool = <Request extends object, Reply extends PoolReply>(
   }
 
   return {
-    submit: (orgId, request, done) => {
+    submit: (orgId, request, done, phase) => {
       start()
-      return submit(orgId, request, done)
+      return submit(orgId, request, done, phase)
     },
     broadcast: (request) => {
       start()
@@ -237,10 +286,11 @@ export class PoolQueueFull extends Data.TaggedError("PoolQueueFull")<{}> {}
 export const runInPool = <Request extends object, Reply extends PoolReply>(
   pool: WorkerPool<Request, Reply>,
   orgId: string,
-  request: Request
+  request: Request,
+  phase?: number
 ): Effect.Effect<Outcome<Reply>, PoolQueueFull> =>
   Effect.callback<Outcome<Reply>, PoolQueueFull>((resume) => {
-    const withdraw = pool.submit(orgId, request, (outcome) => resume(Effect.succeed(outcome)))
+    const withdraw = pool.submit(orgId, request, (outcome) => resume(Effect.succeed(outcome)), phase)
     if (withdraw === undefined) {
       resume(Effect.fail(new PoolQueueFull()))
       return

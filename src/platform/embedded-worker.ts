@@ -1,13 +1,13 @@
 /**
- * Runs PGlite and its socket server in a worker thread, so database work
+ * Runs PGlite and its socket server (`EmbeddedSocket.ts`) in a worker thread, so database work
  * (which PGlite does synchronously in WebAssembly) never blocks the thread
  * that serves HTTP. The parent talks to it over a Unix socket like to any
  * PostgreSQL server, with the same client and the same SQL; the socket
  * lives in a directory only this user can enter (never a TCP port).
  */
 import { PGlite } from "@electric-sql/pglite"
-import { PGLiteSocketServer } from "@electric-sql/pglite-socket"
 import { parentPort, workerData } from "node:worker_threads"
+import { serveOnSocket } from "./EmbeddedSocket.ts"
 
 interface Options {
   readonly dataDir: string | undefined
@@ -21,8 +21,7 @@ const port = parentPort!
 
 try {
   const db = await PGlite.create(options.dataDir === undefined ? {} : { dataDir: options.dataDir })
-  const server = new PGLiteSocketServer({ db, path: options.path, maxConnections: options.maxConnections })
-  await server.start()
+  const server = await serveOnSocket(db, options.path, options.maxConnections)
   port.on("message", async (message: unknown) => {
     if (message === "stop") {
       // Closing the socket server removes the socket file.

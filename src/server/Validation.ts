@@ -94,18 +94,23 @@ const checkedText = (text: string): Effect.Effect<string, UnstorableInput> => {
 }
 
 /**
- * The request as the endpoint sees it: reading its body as text (what the
- * JSON payload decoder does, after authentication and the path and query)
- * also checks it. The failure travels as a defect through the decoder's
+ * Makes reading the request's body as text (what the JSON payload decoder
+ * does, after authentication and the path and query) also check it. The failure travels as a defect through the decoder's
  * `orDie` and is turned back into a 400 below.
  */
-const checkingBody = (request: HttpServerRequest.HttpServerRequest): HttpServerRequest.HttpServerRequest => {
+const checkBody = (request: HttpServerRequest.HttpServerRequest): void => {
+  // The request's own `text` is read once and kept; the check is a regular
+  // expression test (a walk only for a suspicious escape), cheap enough to
+  // repeat on the rare second read rather than pay for caching its result.
+  // An own accessor on the request itself, shadowing its class's: a view
+  // made with `Object.create(request)` turned every request object into a
+  // prototype, which V8 makes slow to create and to read.
   let text: Effect.Effect<string, unknown> | undefined
-  const view = Object.create(request) as HttpServerRequest.HttpServerRequest
-  Object.defineProperty(view, "text", {
-    get: () => text ??= Effect.cached(Effect.flatMap(request.text, checkedText)).pipe(Effect.runSync)
+  const proto = Object.getPrototypeOf(request) as object
+  Object.defineProperty(request, "text", {
+    configurable: true,
+    get: () => text ??= Effect.flatMap(Reflect.get(proto, "text", request) as Effect.Effect<string, unknown>, checkedText)
   })
-  return view
 }
 
 /** Path parameters and query values with an unstorable string, by name. */
@@ -139,12 +144,12 @@ export const RequestValidationLive = Layer.succeed(RequestValidation, (httpEffec
     const query = yield* HttpServerRequest.ParsedSearchParams
     const bad = unstorableParameters(route.params, query)
     if (bad !== undefined) return yield* unstorableProblem(bad)
+    checkBody(request)
     return yield* Effect.catch(
       httpEffect,
       (error): Effect.Effect<HttpServerResponse.HttpServerResponse, Types.unhandled | InvalidRequest> =>
         HttpApiError.HttpApiSchemaError.is(error) ? schemaErrorProblem(error) : Effect.fail(error)
     ).pipe(
-      Effect.provideService(HttpServerRequest.HttpServerRequest, checkingBody(request)),
       Effect.catchDefect((defect) =>
         defect instanceof UnstorableInput ? Effect.fail(unstorableProblem(defect)) : Effect.die(defect)
       )

@@ -1,0 +1,59 @@
+/**
+ * Profiling aid (not part of `npm run bench`): starts svc from this checkout
+ * under `node --cpu-prof` on a fresh database (PROF_DB=pglite|postgres),
+ * drives the writes load, stops svc and leaves the profiles in PROF_DIR.
+ */
+import * as path from "node:path"
+import { spawnChild } from "./support/child.ts"
+import { freshDatabase } from "./support/db.ts"
+import type { LoadResult } from "./support/load.ts"
+import { REPO, startSvc } from "./support/svc.ts"
+import { cpuMicros } from "./support/cpu.ts"
+
+const kind = (process.env.PROF_DB ?? "pglite") as "pglite" | "postgres"
+const dir = process.env.PROF_DIR ?? "/tmp/wprof"
+const endpoint = process.env.PROF_ENDPOINT ?? "feedback"
+const count = Number(process.env.PROF_COUNT ?? 6000)
+const profile = process.env.PROF_OFF !== "1"
+const checkoutDir = process.env.PROF_SVC_DIR ?? REPO
+const answerSchema = {
+  type: "object", required: ["customer", "items", "total", "currency"], additionalProperties: false,
+  properties: {
+    customer: { type: "object", required: ["id", "email"], properties: { id: { type: "string", pattern: "^C-[0-9]{6}$" }, email: { type: "string", format: "email" }, name: { type: "string", maxLength: 200 } } },
+    items: { type: "array", minItems: 1, maxItems: 50, items: { type: "object", required: ["sku", "quantity", "price"], properties: { sku: { type: "string", minLength: 3 }, quantity: { type: "integer", minimum: 1 }, price: { type: "number", minimum: 0 }, note: { type: "string" } } } },
+    total: { type: "number" }, currency: { enum: ["EUR", "USD", "GBP"] }, status: { enum: ["open", "refunded", "shipped"] }, notes: { type: "string", maxLength: 2000 }, token: { type: "string" }
+  }
+}
+const correction = (i: number) => ({
+  customer: { id: `C-${String(100000 + (i % 900000))}`, email: `buyer${i}@example.com`, name: "Ada Lovelace" },
+  items: Array.from({ length: 5 }, (_, k) => ({ sku: `SKU-${k}-${i % 97}`, quantity: 1 + k, price: 9.99 * (k + 1), note: "gift wrap please" })),
+  total: 149.85, currency: "EUR", status: "refunded",
+  notes: "Customer called twice about the late delivery; refund approved by the shift lead after checking the courier log.",
+  token: "session-7"
+})
+const database = await freshDatabase(kind, "prof")
+const env: Record<string, string> = profile ? { NODE_OPTIONS: `--cpu-prof --cpu-prof-dir=${dir}` } : {}
+const svc = await startSvc({ label: "svc", dir: checkoutDir }, database, env, path.join(dir, `svc-${kind}.log`))
+const load = await spawnChild("load", new URL("./support/load.ts", import.meta.url))
+try {
+  const { key } = await svc.provision()
+  const task = await svc.api<{ id: string }>(key, "POST", "/v1/tasks", { name: "orders", answer_schema: answerSchema })
+  const run = await svc.api<{ trace_id: string }>(key, "POST", `/v1/tasks/${task.id}/runs`, { input: { ticket: "x" }, answer: correction(0) })
+  for (const ep of endpoint.split(",")) {
+    const spec = (n: number) => ({
+      url: `${svc.baseUrl}/v1/${ep}`, method: "POST" as const,
+      headers: { authorization: `Bearer ${key}`, "content-type": "application/json" },
+      bodies: ep === "feedback" ? Array.from({ length: 64 }, (_, i) => JSON.stringify({ inference_log_id: run.trace_id, score: -1, correction: correction(i) })) : ["{}"],
+      count: n, concurrency: 16, expectStatus: 201
+    })
+    await load.call<LoadResult>("run", spec(1000))
+    const c0 = cpuMicros(svc.pid)
+    const r = await load.call<LoadResult>("run", spec(count))
+    const c1 = cpuMicros(svc.pid)
+    console.log(`${kind} ${ep}: ${(count / r.seconds).toFixed(0)} req/s, svc CPU ${((c1 - c0) / count).toFixed(0)} µs/req, errors ${r.errors} ${r.firstError ?? ""}`)
+  }
+} finally {
+  await load.stop()
+  await svc.stop()
+  await database.drop()
+}

@@ -1,0 +1,81 @@
+/**
+ * A correction worker: checks a correction against its task's answer
+ * schema, removes protected values from it and, when that changed it,
+ * checks it again, all in one round trip off the service's event loop.
+ * It also scrubs the issue lists answered about a correction that does not
+ * fit. `Feedback` runs a few of these (`WorkerPool.ts`) with a deadline per
+ * phase: checking (`SVC_ANSWER_VALIDATION_TIMEOUT`), scrubbing
+ * (`SVC_SCRUB_TIMEOUT`), checking again (`SVC_ANSWER_VALIDATION_TIMEOUT`);
+ * a worker that misses one is terminated and the request refused naming it.
+ *
+ * Compiled validators are kept per worker (`SVC_ANSWER_VALIDATION_CACHE`,
+ * least recently used dropped); the worker answers `Missing` when it does
+ * not hold the task's and is sent the schema again.
+ */
+import { parentPort, workerData } from "node:worker_threads"
+import { enterPhase, type PhaseCell } from "../platform/WorkerPool.ts"
+import { makeSchemaCompiler, type SchemaViolation } from "../tasks/SchemaCompiler.ts"
+import { type CorrectionReply, type CorrectionRequest, type Known, PHASE_RECHECK, PHASE_SCRUB } from "./CorrectionWork.ts"
+import { type Json, scrub } from "./Scrubber.ts"
+
+const port = parentPort!
+const data = workerData as { readonly cacheEntries: number; readonly phaseCell?: PhaseCell }
+const cell = data.phaseCell
+const compiler = makeSchemaCompiler(data.cacheEntries)
+
+const knownOf = (known: Known) => ({ keyHashes: new Set(known.keyHashes), values: known.values })
+
+const failed = (id: number, message: string): CorrectionReply => ({ id, _tag: "Failed", message })
+
+const handle = async (request: CorrectionRequest): Promise<CorrectionReply> => {
+  switch (request.op) {
+    case "stats":
+      return { id: request.id, _tag: "Stats", cached: compiler.stats().cached }
+    case "scrub": {
+      enterPhase(cell, request.startedAt, PHASE_SCRUB)
+      return { id: request.id, _tag: "Scrubbed", ...(await scrub(request.document, knownOf(request.known), request.root)) }
+    }
+    case "correct": {
+      if (request.schema === undefined && !compiler.has(request.key)) return { id: request.id, _tag: "Missing" }
+      const document = JSON.parse(request.text) as Json
+      const checked = compiler.validate(request.key, request.schema, document)
+      // A stored schema was checked on the way in; failing now is a bug.
+      if (checked._tag === "Unusable") return failed(request.id, `stored answer schema is unusable: ${checked.message}`)
+      if (checked.violations.length > 0) return { id: request.id, _tag: "Mismatch", violations: checked.violations }
+      enterPhase(cell, request.startedAt, PHASE_SCRUB)
+      const result = await scrub(document, knownOf(request.known), request.root)
+      let after: ReadonlyArray<SchemaViolation> = []
+      if (result.fields.length > 0 && result.collisions.length === 0) {
+        enterPhase(cell, request.startedAt, PHASE_RECHECK)
+        const again = compiler.validate(request.key, undefined, result.value)
+        if (again._tag === "Unusable") return failed(request.id, `stored answer schema is unusable: ${again.message}`)
+        after = again.violations
+      }
+      const changed = result.fields.length > 0 || result.collisions.length > 0
+      return {
+        id: request.id,
+        _tag: "Corrected",
+        fields: result.fields,
+        collisions: result.collisions,
+        after,
+        ...(changed ? { value: result.value } : {})
+      }
+    }
+  }
+}
+
+port.on("message", (request: CorrectionRequest) => {
+  handle(request).then(
+    (reply) => port.postMessage(reply),
+    (error: unknown) => port.postMessage(failed(request.id, error instanceof Error ? error.name : "correction check failed"))
+  )
+})
+
+// Ajv compiles each draft's meta-schema on first use, and loading the
+// secret rules and running them once costs about a second: both before
+// taking requests, so no request's deadline pays for them.
+for (const $schema of [undefined, "https://json-schema.org/draft/2019-09/schema", "http://json-schema.org/draft-07/schema#"]) {
+  compiler.compile($schema === undefined ? { type: "object" } : { $schema, type: "object" })
+}
+await scrub({ warm: "up" }, { keyHashes: new Set(), values: [] })
+port.postMessage("ready")
