@@ -98,7 +98,9 @@ export const startSvc = async (
   )
   const fullEnv: Record<string, string | undefined> = { ...inherited, HOST: "127.0.0.1", PORT: String(port), ...databaseEnv, ...env }
   const log = openSync(logFile, "a")
-  const proc = spawn(process.execPath, [path.join(checkout.dir, "src/main.ts")], {
+  // `BENCH_SVC_NODE_ARGS` (e.g. `--cpu-prof --cpu-prof-dir=/tmp/prof`): flags for svc's node only, to profile it.
+  const nodeArgs = (process.env.BENCH_SVC_NODE_ARGS ?? "").split(" ").filter((arg) => arg !== "")
+  const proc = spawn(process.execPath, [...nodeArgs, path.join(checkout.dir, "src/main.ts")], {
     cwd: checkout.dir,
     env: fullEnv,
     stdio: ["ignore", log, log]

@@ -183,6 +183,19 @@ export class Admission<A> {
     for (const [target, end] of until) this.cooling.set(target, end)
   }
 
+  /**
+   * Whether a delivery waits here only for outcomes to be recorded (its
+   * target is at its bound of sends in flight or unrecorded, and nothing
+   * else holds it back): then recording should not linger.
+   */
+  waitsForRecording(): boolean {
+    if (this.waitingTotal === 0 || this.inFlightTotal >= this.limits.concurrency) return false
+    for (const state of this.targets.values()) {
+      if (state.waiting.length > 0 && state.unrecorded > 0 && !this.mayStart(state) && this.mayStartOnceRecorded(state)) return true
+    }
+    return false
+  }
+
   /** Targets this process could not start anything for now (their group is at its bound): not worth claiming. */
   saturatedTargets(): Array<string> {
     const out: Array<string> = []
@@ -217,6 +230,11 @@ export class Admission<A> {
     return state.failing === true
       ? unsettled < Math.min(this.limits.perFailingTarget, this.limits.perTarget)
       : state.inFlight < this.limits.perTarget && unsettled < 2 * this.limits.perTarget
+  }
+
+  /** `mayStart` if none of the target's outcomes waited to be recorded. */
+  private mayStartOnceRecorded(state: TargetState<A>) {
+    return this.mayStart({ ...state, unrecorded: 0 })
   }
 
   private target(target: string) {

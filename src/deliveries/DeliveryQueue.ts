@@ -28,7 +28,7 @@ import { DeliveryNotFound, DeliveryNotReplayable, DeliveryQueueFull, type Replay
 import { newId } from "../platform/Ids.ts"
 import { DatabaseInfo } from "../platform/Database.ts"
 import { Topics, Wakeups } from "../platform/Wakeups.ts"
-import { claimStatement, nextDueStatement } from "./Statements.ts"
+import { claimStatement, nextDueStatement, settleStatement } from "./Statements.ts"
 
 export * from "./Types.ts"
 import {
@@ -55,6 +55,9 @@ import {
 export const wakeTopic = (kind: DeliveryKind) => Topics.deliveries(kind)
 
 const millis = (input: Duration.Input) => Duration.toMillis(input)
+
+/** Order of two `seq`s (decimal bigint text, no sign or leading zeros) without parsing them. */
+const compareSeq = (a: string, b: string) => a.length - b.length || (a < b ? -1 : a > b ? 1 : 0)
 
 export class DeliveryQueue extends Context.Service<DeliveryQueue, {
   /** Adds a delivery (in the caller's transaction, if any). Past `capacity` it is recorded as `failed`, never dropped. */
@@ -291,7 +294,7 @@ export class DeliveryQueue extends Context.Service<DeliveryQueue, {
             targetFailures: row.target_failures,
             claimedFrom: row.claimed_from
           }))
-          .sort((a, b) => a.nextAttemptAt.getTime() - b.nextAttemptAt.getTime() || Number(BigInt(a.seq) - BigInt(b.seq)))
+          .sort((a, b) => a.nextAttemptAt.getTime() - b.nextAttemptAt.getTime() || compareSeq(a.seq, b.seq))
       })
 
       const statusOf = (outcome: Outcome): DeliveryStatus =>
@@ -328,84 +331,8 @@ export class DeliveryQueue extends Context.Service<DeliveryQueue, {
           snippet: attempt.responseSnippet ?? null,
           duration_ms: Math.max(0, Math.round(attempt.durationMs))
         }))
-        // Target health, as if the batch's outcomes were applied one by one in
-        // order: a success resets the count and ends any cooldown; a failed
-        // attempt counts one, and from the `after`-th on starts a cooldown
-        // of base * 2^(failures - after), at most cap. A failure that lands
-        // while the target already cools down was an attempt in flight when
-        // the cooldown began (up to the per-target limit of them): it belongs
-        // to the round that started the cooldown, so it neither counts again
-        // nor extends it. So f failures after the last success (or the start)
-        // move the count from f0 to min(f0 + f, max(f0 + 1, after)).
-        const counted = sql.literal(`CASE
-              WHEN r.failures = 0 THEN r.f0
-              WHEN r.cooldown_after IS NULL THEN r.f0 + r.failures
-              ELSE least(r.f0 + r.failures, greatest(r.f0 + 1, r.cooldown_after))
-            END`)
-        const settled = yield* targetsFirst(items.map((item) => item.claimed.targetId), sql<{ delivery_id: string; lease_owner: string; cooldown_until: Date | null; target_id: string }>`
-          WITH input AS (
-            SELECT * FROM jsonb_to_recordset(${JSON.stringify(rows)}::jsonb) AS x(
-              ord int, id uuid, lease_owner uuid, target_id uuid, status text, last_error text, meta jsonb,
-              next_attempt_at timestamptz, finished boolean, failed_attempt boolean, cooldown_after int,
-              cooldown_base float8, cooldown_cap float8, status_code int, error text, snippet text, duration_ms int)
-          ),
-          settled AS (
-            UPDATE deliveries d
-            SET status = i.status, last_error = i.last_error,
-                meta = d.meta || coalesce(i.meta, '{}'::jsonb),
-                next_attempt_at = coalesce(i.next_attempt_at, d.next_attempt_at),
-                finished_at = CASE WHEN i.finished THEN now() END,
-                lease_owner = NULL, lease_until = NULL
-            FROM input i
-            WHERE d.id = i.id AND d.lease_owner = i.lease_owner AND d.status = 'sending'
-            RETURNING d.id, d.attempts, i.lease_owner
-          ),
-          recorded AS (
-            INSERT INTO delivery_attempts (delivery_id, attempt, status_code, error, response_snippet, duration_ms)
-            SELECT s.id, s.attempts, i.status_code, i.error, i.snippet, i.duration_ms
-            FROM settled s JOIN input i ON i.id = s.id AND i.lease_owner = s.lease_owner
-            ON CONFLICT (delivery_id, attempt) DO NOTHING
-            RETURNING delivery_id
-          ),
-          held AS (
-            SELECT i.* FROM input i
-            JOIN settled s ON s.id = i.id AND s.lease_owner = i.lease_owner
-            JOIN recorded r ON r.delivery_id = i.id
-          ),
-          rounds AS (
-            SELECT target_id,
-                   bool_or(NOT failed_attempt) AS succeeded,
-                   (count(*) FILTER (WHERE failed_attempt AND ord > last_success))::int AS failures,
-                   max(cooldown_after) AS cooldown_after, max(cooldown_base) AS cooldown_base,
-                   max(cooldown_cap) AS cooldown_cap
-            FROM (
-              SELECT h.*, coalesce(max(ord) FILTER (WHERE NOT failed_attempt) OVER (PARTITION BY target_id), -1) AS last_success
-              FROM held h
-            ) x
-            GROUP BY target_id
-          ),
-          health AS (
-            UPDATE delivery_targets t
-            SET consecutive_failures = CASE WHEN r.cooling THEN t.consecutive_failures ELSE ${counted} END,
-                cooldown_until = CASE
-                  WHEN r.cooling THEN t.cooldown_until
-                  WHEN r.failures > 0 AND r.cooldown_after IS NOT NULL AND ${counted} >= r.cooldown_after
-                    THEN now() + make_interval(secs => least(r.cooldown_cap, r.cooldown_base * power(2, ${counted} - r.cooldown_after)))
-                  WHEN r.succeeded THEN NULL
-                  ELSE t.cooldown_until
-                END
-            FROM (
-              SELECT rounds.*,
-                     CASE WHEN rounds.succeeded THEN 0 ELSE c.consecutive_failures END AS f0,
-                     (NOT rounds.succeeded AND coalesce(c.cooldown_until > now(), false)) AS cooling
-              FROM rounds JOIN delivery_targets c ON c.id = rounds.target_id
-            ) r
-            WHERE t.id = r.target_id AND (r.failures > 0 OR t.consecutive_failures <> 0 OR t.cooldown_until IS NOT NULL)
-            RETURNING t.id, t.cooldown_until
-          )
-          SELECT h.id AS delivery_id, h.lease_owner, h.target_id, t.cooldown_until
-          FROM held h LEFT JOIN health t ON t.id = h.target_id
-        `.pipe(Effect.orDie))
+        const targetIds = [...new Set(items.map((item) => item.claimed.targetId))].sort()
+        const settled = yield* settleStatement(sql, JSON.stringify(rows), targetIds).pipe(Effect.orDie)
         // Keyed by lease, not only by delivery: one batch may hold the same
         // delivery twice (a lease that ran out while its send was still in
         // flight, and the claim that took it over); only the holder's counts.

@@ -10,10 +10,13 @@
  *   this process and `perTarget` per target (one, while the target's latest
  *   attempt failed: a failing target is probed, not flooded). A slow target
  *   holds only its own slots.
- * - Settle: outcomes are written in batches (whatever finished while the
- *   last batch was being written), and a finished send frees its slot before
- *   its outcome is written; sent-but-unrecorded deliveries of a target stay
- *   within twice `perTarget` (what a crash can make arrive twice). While
+ * - Settle: outcomes are written in batches, one statement each (whatever
+ *   finished while the last batch was being written, plus a short linger
+ *   unless a delivery waits only for recording), and a finished send frees
+ *   its slot before its outcome is written: the send's fiber ends there and
+ *   the settle loop does the rest for the whole batch. Sent-but-unrecorded
+ *   deliveries of a target stay within twice `perTarget` (what a crash can
+ *   make arrive twice). While
  *   outcomes cannot be written at all, nothing more starts or is claimed,
  *   and they are kept and written as soon as the database answers again.
  * - Groups: targets sharing a destination host (per organization) share
@@ -29,7 +32,7 @@
  * with no clock or fibers, property-tested); this file is its Effect shell:
  * claims, sends, settles, releases, and the time from `Clock`.
  */
-import { Cause, Clock, Deferred, Duration, Effect, Exit, FiberSet, Latch, Option } from "effect"
+import { Cause, Clock, Duration, Effect, Exit, FiberSet, Latch, Option } from "effect"
 import { Metrics } from "../observability/Metrics.ts"
 import { Wakeups } from "../platform/Wakeups.ts"
 import { Admission, type Entry } from "./Admission.ts"
@@ -171,22 +174,82 @@ export const runWorker = <R>(options: WorkerOptions<R>) =>
     // batch the database refuses while it answers other statements (a
     // statement that cannot succeed) is given up, after a few tries: its
     // deliveries are then sent again once their leases run out.
-    const settling: Array<{ readonly item: SettleItem; readonly done: Deferred.Deferred<boolean> }> = []
+    //
+    // A send's fiber ends with its send: its outcome waits here, and the
+    // settle loop does the rest for the whole batch (counts what the
+    // database held, warns of lost leases, frees the target's unrecorded
+    // room) instead of one fiber per delivery waiting for its statement.
+    const settling: Array<{ readonly item: SettleItem; readonly target: string }> = []
     const settleWanted = Latch.makeUnsafe(false)
+    /** The settle loop lingers for more outcomes; `settleUrgent` ends that early. */
+    let lingering = false
+    const settleUrgent = Latch.makeUnsafe(false)
     let settleBackoffMs = SETTLE_RETRY_MIN_MS
     let refusals = 0
+    /** The batch's outcomes are written (`held`: which ones the database took) or given up: their room is free again. */
+    const settled = (
+      batch: ReadonlyArray<{ readonly item: SettleItem; readonly target: string }>,
+      held: ReadonlyArray<boolean> | Cause.Cause<unknown>
+    ) =>
+      Effect.suspend(() => {
+        const lost: Array<string> = []
+        if (Cause.isCause(held)) {
+          // Given up: say so of each delivery, instead of letting it wait unseen.
+          const error = Cause.squash(held)
+          for (const { target } of batch) admission.recorded(target)
+          moreMayBeDue = true
+          poke()
+          return Effect.andThen(
+            Effect.forEach(batch, ({ item }) =>
+              Effect.logError("recording a delivery outcome failed; it is retried once its lease runs out", error).pipe(
+                Effect.annotateLogs({ delivery_id: item.claimed.id, org_id: item.claimed.orgId })
+              ), { discard: true }),
+            pump
+          )
+        }
+        batch.forEach((entry, i) => {
+          const { item } = entry
+          if (held[i] === true) {
+            // Counted once recorded: what the database says happened.
+            metrics.deliveryAttempt(options.kind, item.outcome._tag, item.attempt.durationMs)
+          } else {
+            lost.push(item.claimed.id)
+          }
+          admission.recorded(entry.target)
+        })
+        // Settled leases no longer count against their targets' claim limits.
+        moreMayBeDue = true
+        poke()
+        return lost.length === 0 ? pump : Effect.andThen(
+          Effect.forEach(lost, (id) =>
+            Effect.logWarning("delivery lease lost before settling; the outcome was not recorded").pipe(
+              Effect.annotateLogs({ delivery_id: id })
+            ), { discard: true }),
+          pump
+        )
+      })
     yield* Effect.gen(function*() {
       yield* settleWanted.await
       settleWanted.closeUnsafe()
       // While sends are still finishing, let a few more join the batch: one
-      // statement for many outcomes leaves the database to the others.
-      if (admission.inFlight > 0 && settling.length < SETTLE_BATCH / 4 && !recordingFails) yield* Effect.sleep(SETTLE_LINGER)
+      // statement for many outcomes leaves the database to the others. Not
+      // when a delivery waits only for outcomes to be recorded: lingering
+      // would hold its target's sends back (the linger used to cap a busy
+      // endpoint at its unrecorded bound per linger, ~4 000/s).
+      if (
+        admission.inFlight > 0 && settling.length < SETTLE_BATCH / 4 && !recordingFails && !admission.waitsForRecording()
+      ) {
+        lingering = true
+        settleUrgent.closeUnsafe()
+        yield* settleUrgent.await.pipe(Effect.timeoutOption(SETTLE_LINGER))
+        lingering = false
+      }
       while (settling.length > 0) {
         const batch = settling.slice(0, SETTLE_BATCH)
         const exit = yield* Effect.exit(queue.settleMany(batch.map((entry) => entry.item)))
         if (Exit.isSuccess(exit)) {
           settling.splice(0, batch.length)
-          const settled = exit.value
+          const result = exit.value
           if (recordingFails) {
             yield* Effect.logInfo("delivery outcomes are recorded again").pipe(
               Effect.annotateLogs({ kind: options.kind, recorded: batch.length })
@@ -195,16 +258,18 @@ export const runWorker = <R>(options: WorkerOptions<R>) =>
           recordingFails = false
           refusals = 0
           settleBackoffMs = SETTLE_RETRY_MIN_MS
-          if (settled.coolingUntil.size > 0) {
+          if (result.coolingUntil.size > 0) {
             const until = new Map<string, number>()
-            for (const [target, end] of settled.coolingUntil) until.set(target, end.getTime())
+            for (const [target, end] of result.coolingUntil) until.set(target, end.getTime())
             admission.coolDown(until, yield* Clock.currentTimeMillis)
           }
-          batch.forEach((entry, i) => Deferred.doneUnsafe(entry.done, Effect.succeed(settled.held[i] ?? false)))
+          yield* settled(batch, result.held)
         } else {
           const reachable = yield* queue.reachable.pipe(Effect.orElseSucceed(() => false))
           if (reachable && ++refusals >= SETTLE_REFUSALS) {
-            // The database answers but refuses this batch: give it up.
+            // The database answers but refuses this batch: give it up. Its
+            // deliveries stay `sending` until their leases run out, then
+            // they are sent again.
             settling.splice(0, batch.length)
             refusals = 0
             recordingFails = false
@@ -212,7 +277,7 @@ export const runWorker = <R>(options: WorkerOptions<R>) =>
               "the database refused to record delivery outcomes; they are sent again once their leases run out",
               Cause.squash(exit.cause)
             ).pipe(Effect.annotateLogs({ kind: options.kind, given_up: batch.length }))
-            batch.forEach((entry) => Deferred.doneUnsafe(entry.done, Effect.failCause(exit.cause)))
+            yield* settled(batch, exit.cause)
           } else {
             if (!recordingFails) {
               yield* Effect.logError(
@@ -226,75 +291,52 @@ export const runWorker = <R>(options: WorkerOptions<R>) =>
             settleBackoffMs = Math.min(SETTLE_RETRY_MAX_MS, settleBackoffMs * 2)
           }
         }
-        // Settled leases no longer count against their targets' claim limits.
+        // Settled or released leases no longer count against their targets' claim limits.
         moreMayBeDue = true
         poke()
       }
     }).pipe(Effect.forever, Effect.forkScoped)
-    const settle = (item: SettleItem) =>
-      Effect.suspend(() => {
-        const done = Deferred.makeUnsafe<boolean>()
-        settling.push({ item, done })
-        settleWanted.openUnsafe()
-        return Deferred.await(done)
-      })
+
+    const defectSettlement = (delivery: Claimed, cause: Cause.Cause<unknown>) =>
+      Effect.flatMap(
+        Effect.logError("delivery handler failed; retrying later", Cause.squash(cause)).pipe(
+          Effect.annotateLogs({ delivery_id: delivery.id, org_id: delivery.orgId }),
+          Effect.andThen(Clock.currentTimeMillis)
+        ),
+        (now) =>
+          Effect.succeed({
+            outcome: Outcome.retry(new Date(now + Duration.toMillis(DEFECT_RETRY)), "internal error"),
+            attempt: { error: "internal error", durationMs: 0 }
+          } satisfies Settlement)
+      )
 
     const process = (entry: Entry<Claimed>) => {
       const delivery = entry.item
-      let outcomeKnown = false
       return options.handle(delivery).pipe(
-        Effect.catchCause((cause) =>
-          Effect.flatMap(
-            Effect.logError("delivery handler failed; retrying later", Cause.squash(cause)).pipe(
-              Effect.annotateLogs({ delivery_id: delivery.id, org_id: delivery.orgId }),
-              Effect.andThen(Clock.currentTimeMillis)
-            ),
-            (now) =>
-              Effect.succeed({
-                outcome: Outcome.retry(new Date(now + Duration.toMillis(DEFECT_RETRY)), "internal error"),
-                attempt: { error: "internal error", durationMs: 0 }
-              } satisfies Settlement)
-          )
-        ),
+        Effect.catchCause((cause) => defectSettlement(delivery, cause)),
         Effect.onExit((exit) =>
           Effect.suspend(() => {
             // The slot is free once the send is over (the outcome is written
-            // after), and the next waiting delivery starts at once, whatever
-            // the claim loop is doing.
-            const outcome = Exit.isSuccess(exit) ? exit.value.outcome : undefined
-            outcomeKnown = outcome !== undefined
-            admission.sendEnded(entry, outcome === undefined ? undefined : outcome._tag === "Retry" || outcome._tag === "Failed")
-            poke()
-            return pump
+            // after, by the settle loop), and the next waiting delivery
+            // starts at once, whatever the claim loop is doing.
+            if (Exit.isSuccess(exit)) {
+              const { attempt, outcome } = exit.value
+              admission.sendEnded(entry, outcome._tag === "Retry" || outcome._tag === "Failed")
+              settling.push({ item: { claimed: delivery, outcome, attempt, cooldown: options.cooldown }, target: entry.target })
+              settleWanted.openUnsafe()
+            } else {
+              admission.sendEnded(entry, undefined)
+            }
+            return Effect.andThen(pump, Effect.sync(() => {
+              // What could start has started: if something now waits only
+              // for outcomes to be recorded, record them without lingering.
+              if (lingering && admission.waitsForRecording()) settleUrgent.openUnsafe()
+              // The claim loop runs again only when it has something to do
+              // (a claim, a give-back, or going idle), not after every send.
+              if (toRelease.length > 0 || shouldClaim() || (admission.inFlight === 0 && admission.waiting === 0)) poke()
+            }))
           })
-        ),
-        Effect.flatMap(({ attempt, outcome }) =>
-          settle({ claimed: delivery, outcome, attempt, cooldown: options.cooldown }).pipe(
-            // Counted once recorded: what the database says happened.
-            Effect.tap((held) => held ? Effect.sync(() => metrics.deliveryAttempt(options.kind, outcome._tag, attempt.durationMs)) : Effect.void)
-          )
-        ),
-        Effect.flatMap((held) =>
-          held
-            ? Effect.void
-            : Effect.logWarning("delivery lease lost before settling; the outcome was not recorded").pipe(
-              Effect.annotateLogs({ delivery_id: delivery.id })
-            )
-        ),
-        // A settle the database refused (see the settle loop) leaves the
-        // delivery `sending` until its lease runs out, then it is sent
-        // again: say so instead of letting the fiber die unseen.
-        Effect.catchCause((cause) =>
-          Cause.hasInterruptsOnly(cause)
-            ? Effect.failCause(cause)
-            : Effect.logError("recording a delivery outcome failed; it is retried once its lease runs out", Cause.squash(cause))
-              .pipe(Effect.annotateLogs({ delivery_id: delivery.id, org_id: delivery.orgId }))
-        ),
-        Effect.ensuring(Effect.suspend(() => {
-          if (!outcomeKnown) return Effect.void
-          admission.recorded(delivery.targetId)
-          return pump
-        }))
+        )
       )
     }
 

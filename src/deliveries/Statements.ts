@@ -1,10 +1,11 @@
 /**
- * The queue's two hot statements, built here so that their plans can be
+ * The queue's hot statements, built here so that their plans can be
  * checked (`test/integration/deliveries/plans.test.ts` EXPLAINs them on a
- * server with a large backlog and no statistics): the claim and the next
- * due instant. Both start from the same skip scan of
+ * server with a large backlog and no statistics): the claim, the next due
+ * instant and the settle. The first two start from the same skip scan of
  * `deliveries_waiting_idx`, so they cost O(waiting targets + rows taken),
- * never O(queue length), whatever the planner's statistics say.
+ * never O(queue length), whatever the planner's statistics say; the settle
+ * reaches its rows by primary key.
  */
 import type { SqlClient } from "effect/sql"
 import { Duration } from "effect"
@@ -121,3 +122,99 @@ export const nextDueStatement = (sql: SqlClient.SqlClient, kind: DeliveryKind) =
             (SELECT min(lease_until) FROM deliveries WHERE kind = ${kind} AND status = 'sending')
           ) AS at
 `
+
+/**
+ * Records a batch of outcomes (`rows`: the JSON array `settleMany` builds,
+ * in order) for the lease holders only: each delivery's row, its attempt,
+ * and the health of its target. The targets (`targetIds`, sorted) are
+ * locked first, in id order, in the same statement.
+ */
+export const settleStatement = (sql: SqlClient.SqlClient, rows: string, targetIds: ReadonlyArray<string>) => {
+  // Target health, as if the batch's outcomes were applied one by one in
+  // order: a success resets the count and ends any cooldown; a failed
+  // attempt counts one, and from the `after`-th on starts a cooldown
+  // of base * 2^(failures - after), at most cap. A failure that lands
+  // while the target already cools down was an attempt in flight when
+  // the cooldown began (up to the per-target limit of them): it belongs
+  // to the round that started the cooldown, so it neither counts again
+  // nor extends it. So f failures after the last success (or the start)
+  // move the count from f0 to min(f0 + f, max(f0 + 1, after)).
+  const counted = sql.literal(`CASE
+              WHEN r.failures = 0 THEN r.f0
+              WHEN r.cooldown_after IS NULL THEN r.f0 + r.failures
+              ELSE least(r.f0 + r.failures, greatest(r.f0 + 1, r.cooldown_after))
+            END`)
+  // The lock order (see `targetsFirst` in DeliveryQueue.ts) in the same statement, so a
+  // batch costs one round trip, not a transaction's four: `locked`
+  // takes the target rows in id order, and `input`, which every other
+  // part reads, waits for it (a one-time filter on its count), so no
+  // delivery row is touched before the targets are held.
+  return sql<{ delivery_id: string; lease_owner: string; cooldown_until: Date | null; target_id: string }>`
+          WITH locked AS (
+            SELECT id FROM delivery_targets WHERE id IN ${sql.in(targetIds)} ORDER BY id FOR UPDATE
+          ),
+          input AS (
+            SELECT * FROM jsonb_to_recordset(${rows}::jsonb) AS x(
+              ord int, id uuid, lease_owner uuid, target_id uuid, status text, last_error text, meta jsonb,
+              next_attempt_at timestamptz, finished boolean, failed_attempt boolean, cooldown_after int,
+              cooldown_base float8, cooldown_cap float8, status_code int, error text, snippet text, duration_ms int)
+            WHERE (SELECT count(*) FROM locked) >= 0
+          ),
+          settled AS (
+            UPDATE deliveries d
+            SET status = i.status, last_error = i.last_error,
+                meta = d.meta || coalesce(i.meta, '{}'::jsonb),
+                next_attempt_at = coalesce(i.next_attempt_at, d.next_attempt_at),
+                finished_at = CASE WHEN i.finished THEN now() END,
+                lease_owner = NULL, lease_until = NULL
+            FROM input i
+            WHERE d.id = i.id AND d.lease_owner = i.lease_owner AND d.status = 'sending'
+            RETURNING d.id, d.attempts, i.lease_owner
+          ),
+          recorded AS (
+            INSERT INTO delivery_attempts (delivery_id, attempt, status_code, error, response_snippet, duration_ms)
+            SELECT s.id, s.attempts, i.status_code, i.error, i.snippet, i.duration_ms
+            FROM settled s JOIN input i ON i.id = s.id AND i.lease_owner = s.lease_owner
+            ON CONFLICT (delivery_id, attempt) DO NOTHING
+            RETURNING delivery_id
+          ),
+          held AS (
+            SELECT i.* FROM input i
+            JOIN settled s ON s.id = i.id AND s.lease_owner = i.lease_owner
+            JOIN recorded r ON r.delivery_id = i.id
+          ),
+          rounds AS (
+            SELECT target_id,
+                   bool_or(NOT failed_attempt) AS succeeded,
+                   (count(*) FILTER (WHERE failed_attempt AND ord > last_success))::int AS failures,
+                   max(cooldown_after) AS cooldown_after, max(cooldown_base) AS cooldown_base,
+                   max(cooldown_cap) AS cooldown_cap
+            FROM (
+              SELECT h.*, coalesce(max(ord) FILTER (WHERE NOT failed_attempt) OVER (PARTITION BY target_id), -1) AS last_success
+              FROM held h
+            ) x
+            GROUP BY target_id
+          ),
+          health AS (
+            UPDATE delivery_targets t
+            SET consecutive_failures = CASE WHEN r.cooling THEN t.consecutive_failures ELSE ${counted} END,
+                cooldown_until = CASE
+                  WHEN r.cooling THEN t.cooldown_until
+                  WHEN r.failures > 0 AND r.cooldown_after IS NOT NULL AND ${counted} >= r.cooldown_after
+                    THEN now() + make_interval(secs => least(r.cooldown_cap, r.cooldown_base * power(2, ${counted} - r.cooldown_after)))
+                  WHEN r.succeeded THEN NULL
+                  ELSE t.cooldown_until
+                END
+            FROM (
+              SELECT rounds.*,
+                     CASE WHEN rounds.succeeded THEN 0 ELSE c.consecutive_failures END AS f0,
+                     (NOT rounds.succeeded AND coalesce(c.cooldown_until > now(), false)) AS cooling
+              FROM rounds JOIN delivery_targets c ON c.id = rounds.target_id
+            ) r
+            WHERE t.id = r.target_id AND (r.failures > 0 OR t.consecutive_failures <> 0 OR t.cooldown_until IS NOT NULL)
+            RETURNING t.id, t.cooldown_until
+          )
+          SELECT h.id AS delivery_id, h.lease_owner, h.target_id, t.cooldown_until
+          FROM held h LEFT JOIN health t ON t.id = h.target_id
+`
+}

@@ -274,6 +274,8 @@ const requestHeaders = (headers: Readonly<Record<string, string>>): Record<strin
   return out
 }
 
+type Exchanged = Awaited<ReturnType<typeof exchange>>
+
 const exchange = async (
   pool: Pool,
   url: URL,
@@ -289,7 +291,7 @@ const exchange = async (
     body: request.body ?? null,
     signal,
     // Backstops only: the deadline over the whole exchange is enforced by
-    // `send` and interrupts (aborts) this request.
+    // `send`'s timer, which aborts this request.
     headersTimeout: Number.isFinite(timeoutMs) ? timeoutMs : 0,
     bodyTimeout: Number.isFinite(timeoutMs) ? timeoutMs : 0
   })
@@ -484,45 +486,61 @@ export class OutboundHttp extends Context.Service<OutboundHttp, {
           "server.port": target.port,
           "svc.url_hint": target.hint
         })
-        let resolved = false
-        const result = yield* Effect.gen(function*() {
-          const addresses = yield* resolveTarget(target, allowed, resolver, request.orgId).pipe(
-            Effect.mapError((problem) =>
-              problem._tag === "Refused"
-                ? new OutboundFailure({ reason: "unsafe_target", message: problem.message })
-                : new OutboundFailure({ reason: "network", message: unresolvedMessage(problem.code) })
-            )
+        // One deadline over the whole exchange. A name's resolution runs
+        // under it; the exchange gets what is left, kept by a timer of its
+        // own that aborts the request (no racing fibers per send).
+        const resolution = resolveTarget(target, allowed, resolver, request.orgId).pipe(
+          Effect.mapError((problem) =>
+            problem._tag === "Refused"
+              ? new OutboundFailure({ reason: "unsafe_target", message: problem.message })
+              : new OutboundFailure({ reason: "network", message: unresolvedMessage(problem.code) })
           )
-          resolved = true
-          const key: PoolKey = {
-            origin: target.url.origin,
-            addresses: addresses.map((address) => address.toString()),
-            partition: request.partition ?? "",
-            connections: request.connections ?? POOL_CONNECTIONS
-          }
-          const entry = poolFor(key)
-          return yield* Effect.tryPromise({
-            try: (signal) => {
-              entry.active++
-              return exchange(entry.pool, target.url, request, timeoutMs, maxBytes, signal).finally(() => {
-                entry.active--
-                entry.idleSince = performance.now()
-              })
-            },
-            catch: toFailure
-          })
-        }).pipe(
+        )
+        const addresses = yield* target.host._tag === "Ip" ? resolution : resolution.pipe(
           Effect.timeoutOrElse({
             duration: timeoutMs,
-            orElse: () =>
-              Effect.fail(
-                new OutboundFailure({
-                  reason: "timeout",
-                  message: resolved ? `no complete answer within ${timeoutMs} ms` : unresolvedMessage("ETIMEOUT")
-                })
-              )
+            orElse: () => Effect.fail(new OutboundFailure({ reason: "timeout", message: unresolvedMessage("ETIMEOUT") }))
           })
         )
+        const remainingMs = timeoutMs - (performance.now() - started)
+        const timedOut = () => new OutboundFailure({ reason: "timeout", message: `no complete answer within ${timeoutMs} ms` })
+        if (!(remainingMs > 0)) return yield* timedOut()
+        const key: PoolKey = {
+          origin: target.url.origin,
+          addresses: addresses.map((address) => address.toString()),
+          partition: request.partition ?? "",
+          connections: request.connections ?? POOL_CONNECTIONS
+        }
+        const entry = poolFor(key)
+        const result = yield* Effect.callback<Exchanged, OutboundFailure>((resume) => {
+          const controller = new AbortController()
+          let expired = false
+          const timer = setTimeout(() => {
+            expired = true
+            controller.abort()
+          }, remainingMs)
+          const over = () => {
+            clearTimeout(timer)
+            entry.active--
+            entry.idleSince = performance.now()
+          }
+          entry.active++
+          exchange(entry.pool, target.url, request, remainingMs, maxBytes, controller.signal).then(
+            (exchanged) => {
+              over()
+              resume(Effect.succeed(exchanged))
+            },
+            (error) => {
+              over()
+              resume(Effect.fail(expired ? timedOut() : toFailure(error)))
+            }
+          )
+          // Interrupted (the caller gave up): abort the request.
+          return Effect.sync(() => {
+            clearTimeout(timer)
+            controller.abort()
+          })
+        })
         yield* Effect.annotateCurrentSpan({ "http.response.status_code": result.status })
         return { ...result, elapsedMs: Math.round(performance.now() - started) } satisfies OutboundResponse
       })

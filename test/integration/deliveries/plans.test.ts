@@ -2,14 +2,14 @@
  * The queue's hot statements are index-driven whatever the planner's
  * statistics say (issue 15, item 6): on a PostgreSQL server, with a large
  * backlog and a long history inserted after the last (auto)analyze, neither
- * the claim nor the next-due query reads `deliveries` sequentially or sorts
+ * the claim, the next-due query nor the settle reads `deliveries` sequentially or sorts
  * the queue. The plans are printed for the record (`PRINT_PLANS=1`).
  */
 import { assert, describe, layer } from "@effect/vitest"
 import { Effect } from "effect"
 import { SqlClient } from "effect/sql"
 import { PgClient } from "@effect/sql-pg"
-import { claimStatement, nextDueStatement } from "../../../src/deliveries/Statements.ts"
+import { claimStatement, nextDueStatement, settleStatement } from "../../../src/deliveries/Statements.ts"
 import { newId } from "../../../src/platform/Ids.ts"
 import { newOrg, QueueLive, serverUrl } from "./support.ts"
 
@@ -48,7 +48,7 @@ const readsTheWholeQueue = (plan: ReadonlyArray<PlanNode>) =>
 
 describe.skipIf(!serverUrl)("queue statement plans on a PostgreSQL server without statistics", () => {
   layer(QueueLive, { excludeTestServices: true, timeout: 120_000 })("a large backlog inserted after the last analyze", (it) => {
-    it.effect("claim and next-due read deliveries through indexes only", () =>
+    it.effect("claim, next-due and settle read deliveries through indexes only", () =>
       Effect.gen(function*() {
         const sql = yield* SqlClient.SqlClient
         // No autovacuum analyze meanwhile: the planner keeps what it knew
@@ -94,6 +94,19 @@ describe.skipIf(!serverUrl)("queue statement plans on a PostgreSQL server withou
         // And it does what it says on that backlog.
         const taken = yield* claimStatement(pg, "webhook", { limit: 512, leaseFor: "30 seconds", perTarget: 256 }, newId())
         assert.strictEqual(taken.length, 512)
+
+        // The settle of a batch of them reaches its rows by key, its targets' rows locked first.
+        const batch = taken.slice(0, 32).map((row, ord) => ({
+          ord, id: row.id, lease_owner: row.lease_owner, target_id: row.target_id, status: "delivered", last_error: null,
+          meta: {}, next_attempt_at: null, finished: true, failed_attempt: false, cooldown_after: 5, cooldown_base: 1,
+          cooldown_cap: 60, status_code: 204, error: null, snippet: "", duration_ms: 1
+        }))
+        const settle = settleStatement(pg, JSON.stringify(batch), [...new Set(batch.map((row) => row.target_id))].sort())
+        const settlePlan = yield* explain(settle)
+        assert.deepStrictEqual(readsTheWholeQueue(settlePlan), [], "settle")
+        assert.isTrue(settlePlan.some((node) => node["Node Type"] === "LockRows"), "the targets are locked in the statement")
+        const recorded = yield* settle
+        assert.strictEqual(recorded.length, 32)
       }))
   })
 })

@@ -211,4 +211,27 @@ describe("delivery admission (deterministic model)", () => {
       assert.deepStrictEqual(next.start.map((e) => e.item), ["b0", "c0"], "one each, beyond the bound")
       assert.strictEqual(model.inFlightOfGroup("org host"), 6)
     }))
+
+  it.effect("it says when a delivery waits only for outcomes to be recorded (then recording should not linger)", () =>
+    Effect.gen(function*() {
+      const model = new Admission<number>({ concurrency: 10, perTarget: 2, perFailingTarget: 1, perGroup: 100, maxWaitMs: 1_000 })
+      const now = yield* Clock.currentTimeMillis
+      model.add([1, 2, 3, 4, 5, 6].map((item) => ({ item, target: "a", group: undefined, claimedAt: now, failing: false })))
+      const first = model.admit(now, false)
+      assert.deepStrictEqual(first.start.map((e) => e.item), [1, 2])
+      // At its bound of sends in flight, nothing unrecorded: sends hold it back, not recording.
+      assert.isFalse(model.waitsForRecording())
+      model.sendEnded(first.start[0]!, false)
+      model.sendEnded(first.start[1]!, false)
+      const second = model.admit(now, false)
+      assert.deepStrictEqual(second.start.map((e) => e.item), [3, 4])
+      model.sendEnded(second.start[0]!, false)
+      model.sendEnded(second.start[1]!, false)
+      // Four unrecorded (twice perTarget), none in flight: only recording frees it.
+      assert.deepStrictEqual(model.admit(now, false).start, [])
+      assert.isTrue(model.waitsForRecording())
+      model.recorded("a")
+      assert.isFalse(model.waitsForRecording())
+      assert.deepStrictEqual(model.admit(now, false).start.map((e) => e.item), [5])
+    }))
 })
