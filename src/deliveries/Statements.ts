@@ -144,7 +144,7 @@ export const settleStatement = (sql: SqlClient.SqlClient, rows: string, targetId
               WHEN r.cooldown_after IS NULL THEN r.f0 + r.failures
               ELSE least(r.f0 + r.failures, greatest(r.f0 + 1, r.cooldown_after))
             END`)
-  // The lock order (see `targetsFirst` in DeliveryQueue.ts) in the same statement, so a
+  // The lock order (see `targetsFirst` in Targets.ts) in the same statement, so a
   // batch costs one round trip, not a transaction's four: `locked`
   // takes the target rows in id order, and `input`, which every other
   // part reads, waits for it (a one-time filter on its count), so no

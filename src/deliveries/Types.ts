@@ -1,7 +1,7 @@
 /**
  * The delivery queue's vocabulary: what a delivery is, what a claim holds,
  * what an attempt's outcome can be, and how a row maps to a delivery. No
- * statement lives here (`DeliveryQueue.ts`, `Statements.ts`).
+ * statement lives here (`Statements.ts` and the modules `DeliveryQueue.ts` wires).
  */
 import type { Duration } from "effect"
 

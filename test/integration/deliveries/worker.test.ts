@@ -3,9 +3,14 @@
  * ahead of their turn (prefetch) go back unsent when their target starts to
  * cool down, when they waited too long to finish within their lease, and at
  * shutdown; a failing target is probed one request at a time.
+ *
+ * No test waits a guessed time: a slow send is a `handle` held until the
+ * test lets it go (after seeing how many are in flight), and "nothing more
+ * happens" is checked after the worker has demonstrably had its chance (its
+ * next claims, its refused settles).
  */
 import { assert, layer } from "@effect/vitest"
-import { Deferred, Effect, Exit, Option, Scope } from "effect"
+import { Clock, Deferred, Effect, Exit, Latch, Option, Scope } from "effect"
 import { SqlClient } from "effect/sql"
 import { type Claimed, DeliveryQueue, Outcome } from "../../../src/deliveries/DeliveryQueue.ts"
 import { runWorker } from "../../../src/deliveries/DeliveryWorker.ts"
@@ -28,7 +33,54 @@ const concurrencyMeter = () => {
         () => effect,
         () => Effect.sync(() => now.set(target, (now.get(target) ?? 1) - 1))
       ),
+    now: (target: string) => now.get(target) ?? 0,
     peak: (target: string) => peak.get(target) ?? 0
+  }
+}
+
+/** Sends that take as long as the test says: each waits until `releaseAll`. */
+const heldSends = () => {
+  const held: Array<Deferred.Deferred<void>> = []
+  return {
+    hold: Effect.flatMap(
+      Deferred.make<void>(),
+      (done) => Effect.andThen(Effect.sync(() => held.push(done)), Deferred.await(done))
+    ),
+    count: () => held.length,
+    releaseAll: Effect.suspend(() => Effect.forEach(held.splice(0), (done) => Deferred.succeed(done, undefined), { discard: true }))
+  }
+}
+
+/**
+ * The live clock, moved forward when the test says: the worker's own timing
+ * (how long a delivery waited here) without waiting for it.
+ */
+const shiftedClock = Clock.clockWith((live) => Effect.sync(() => {
+  let aheadMs = 0
+  const nanos = () => BigInt(aheadMs) * 1_000_000n
+  const clock: Clock.Clock = {
+    currentTimeMillisUnsafe: () => live.currentTimeMillisUnsafe() + aheadMs,
+    currentTimeMillis: Effect.sync(() => live.currentTimeMillisUnsafe() + aheadMs),
+    currentTimeNanosUnsafe: () => live.currentTimeNanosUnsafe() + nanos(),
+    currentTimeNanos: Effect.sync(() => live.currentTimeNanosUnsafe() + nanos()),
+    monotonicTimeNanosUnsafe: () => live.monotonicTimeNanosUnsafe() + nanos(),
+    monotonicTimeNanos: Effect.sync(() => live.monotonicTimeNanosUnsafe() + nanos()),
+    sleep: (duration) => live.sleep(duration)
+  }
+  return {
+    clock,
+    advance: (ms: number) => {
+      aheadMs += ms
+    }
+  }
+}))
+
+/** The queue with its completed claims counted: the worker's claim loop has run when the count moves. */
+const countingClaims = (queue: DeliveryQueue["Service"]) => {
+  let claims = 0
+  return {
+    queue: { ...queue, claim: (...args: Parameters<typeof queue.claim>) => Effect.tap(queue.claim(...args), () => Effect.sync(() => claims++)) },
+    claims: () => claims
   }
 }
 
@@ -47,6 +99,9 @@ layer(QueueLive, { excludeTestServices: true })("the delivery worker", (it) => {
     Effect.gen(function*() {
       const { org, queue, target } = yield* targetWith(10)
       const sent: Array<string> = []
+      const counting = countingClaims(queue)
+      // The first round's sends are under way together before either ends.
+      const firstRound = yield* Latch.make(false)
       const scope = yield* Scope.make()
       yield* runWorker({
         kind: "email",
@@ -59,10 +114,12 @@ layer(QueueLive, { excludeTestServices: true })("the delivery worker", (it) => {
         cooldown: { after: 1, base: "1 minute", cap: "1 minute" },
         handle: (delivery) =>
           Effect.sync(() => sent.push(delivery.id)).pipe(
-            Effect.andThen(Effect.sleep("50 millis")),
+            Effect.andThen(firstRound.await),
             Effect.as({ outcome: Outcome.retry(new Date(), "HTTP 500"), attempt: boom })
           )
-      }).pipe(Scope.provide(scope))
+      }).pipe(Effect.provideService(DeliveryQueue, counting.queue), Scope.provide(scope))
+      yield* eventually(Effect.sync(() => sent.length >= 2 ? true : undefined), { what: "the first round to start" })
+      yield* firstRound.open
       yield* eventually(
         Effect.map(queue.cooldownUntil(target), Option.getOrUndefined),
         { what: "the target to cool down" }
@@ -73,7 +130,12 @@ layer(QueueLive, { excludeTestServices: true })("the delivery worker", (it) => {
         ),
         { what: "the waiting deliveries to be given back" }
       )
-      yield* Effect.sleep("300 millis")
+      // Two more claims (and whatever they started) after the give-back:
+      // the cooling target is not claimed again.
+      const claimsThen = counting.claims()
+      yield* eventually(Effect.sync(() => counting.claims() >= claimsThen + 2 ? true : undefined), {
+        what: "two more claims"
+      })
       yield* Scope.close(scope, Exit.void)
       assert.strictEqual(sent.length, 2, "only the first round (perTarget) was sent")
       const untouched = rows.filter((d) => !sent.includes(d.id))
@@ -95,6 +157,8 @@ layer(QueueLive, { excludeTestServices: true })("the delivery worker", (it) => {
       // Its latest attempts failed (no cooldown policy here, so it is still claimable).
       yield* sql`UPDATE delivery_targets SET consecutive_failures = 2 WHERE id = ${failing}`
       const meter = concurrencyMeter()
+      // Sends are held until the first round is seen in flight.
+      const gate = yield* Latch.make(false)
       const scope = yield* Scope.make()
       yield* runWorker({
         kind: "email",
@@ -105,7 +169,7 @@ layer(QueueLive, { excludeTestServices: true })("the delivery worker", (it) => {
         handleTimeout: "1 second",
         pollEvery: "200 millis",
         handle: (delivery) =>
-          meter.around(delivery.targetId, Effect.sleep("40 millis")).pipe(
+          meter.around(delivery.targetId, gate.await).pipe(
             Effect.as(
               delivery.targetId === failing
                 ? { outcome: Outcome.retry(new Date(), "HTTP 500"), attempt: boom }
@@ -113,6 +177,11 @@ layer(QueueLive, { excludeTestServices: true })("the delivery worker", (it) => {
             )
           )
       }).pipe(Scope.provide(scope))
+      yield* eventually(
+        Effect.sync(() => meter.now(healthy) >= 3 && meter.now(failing) >= 1 ? true : undefined),
+        { what: "the first round to be in flight" }
+      )
+      yield* gate.open
       yield* eventually(
         Effect.map(queue.undelivered("email", healthy), (n) => n === 0 ? true : undefined),
         { what: "the healthy target to drain" }
@@ -138,6 +207,7 @@ layer(QueueLive, { excludeTestServices: true })("the delivery worker", (it) => {
       yield* queue.enqueueMany(Array.from({ length: 8 }, () => ({ orgId: org, kind: "email" as const, targetId: dead, capacity: 50 })))
       yield* sql`UPDATE delivery_targets SET consecutive_failures = 5 WHERE id = ${dead}`
       const meter = concurrencyMeter()
+      const sends = heldSends()
       let tries = 0
       const scope = yield* Scope.make()
       // The webhook worker's shape: 10 s lease, 5 s send deadline, prefetch
@@ -151,12 +221,19 @@ layer(QueueLive, { excludeTestServices: true })("the delivery worker", (it) => {
         handleTimeout: "5 seconds",
         pollEvery: "200 millis",
         handle: () =>
-          meter.around(dead, Effect.sleep("30 millis")).pipe(
+          meter.around(dead, sends.hold).pipe(
             Effect.andThen(Effect.sync(() => tries++)),
             Effect.as({ outcome: Outcome.retry(new Date(), "HTTP 500"), attempt: boom })
           )
       }).pipe(Scope.provide(scope))
-      yield* eventually(Effect.sync(() => tries >= 12 ? true : undefined), { what: "a dozen probes" })
+      // Each probe is held until the test has looked: whatever the worker
+      // started meanwhile is in flight beside it.
+      while (tries < 12) {
+        yield* eventually(Effect.sync(() => sends.count() > 0 ? true : undefined), { what: "the next probe" })
+        const before = tries
+        yield* sends.releaseAll
+        yield* eventually(Effect.sync(() => tries > before ? true : undefined), { what: "the probe to end" })
+      }
       yield* Scope.close(scope, Exit.void)
       assert.strictEqual(meter.peak(dead), 1, "never more than one request at a time to a failing target")
       yield* queue.failUndelivered("email", dead, "test over")
@@ -197,6 +274,7 @@ layer(QueueLive, { excludeTestServices: true })("the delivery worker", (it) => {
       const { queue, target } = yield* targetWith(10)
       const sent: Array<string> = []
       let claims = 0
+      let refused = 0
       const scope = yield* Scope.make()
       yield* runWorker({
         kind: "email",
@@ -213,13 +291,18 @@ layer(QueueLive, { excludeTestServices: true })("the delivery worker", (it) => {
           ...queue,
           claim: (kind, options) => claims++ === 0 ? queue.claim(kind, options) : Effect.die(new Error("database unreachable")),
           nextDue: () => Effect.die(new Error("database unreachable")),
-          settleMany: () => Effect.die(new Error("database unreachable")),
+          settleMany: () =>
+            Effect.suspend(() => {
+              refused++
+              return Effect.die(new Error("database unreachable"))
+            }),
           reachable: Effect.succeed(false)
         }),
         Scope.provide(scope)
       )
       yield* eventually(Effect.sync(() => sent.length > 0 ? true : undefined), { what: "the first sends" })
-      yield* Effect.sleep("500 millis")
+      // The worker tried to record a few times, starting what it would between tries.
+      yield* eventually(Effect.sync(() => refused >= 4 ? true : undefined), { what: "settles to be refused a few times" })
       yield* Scope.close(scope, Exit.void)
       // Sent before the first failure to record came back: at most the
       // target's limit of sends not yet recorded (twice perTarget).
@@ -276,6 +359,8 @@ layer(QueueLive, { excludeTestServices: true })("the delivery worker", (it) => {
     Effect.gen(function*() {
       const { queue, target } = yield* targetWith(3)
       const seen: Array<Claimed> = []
+      const firstSend = yield* Deferred.make<void>()
+      const clock = yield* shiftedClock
       const scope = yield* Scope.make()
       // Lease 6 s, sends take at most 0.5 s: a delivery may wait here 3.5 s.
       yield* runWorker({
@@ -287,20 +372,24 @@ layer(QueueLive, { excludeTestServices: true })("the delivery worker", (it) => {
         handleTimeout: "500 millis",
         pollEvery: "200 millis",
         handle: (delivery) =>
-          Effect.sync(() => seen.push(delivery)).pipe(
-            // The first send overstays its declared time and holds the only slot.
-            Effect.andThen(seen.length === 0 ? Effect.sleep("4 seconds") : Effect.void),
-            Effect.as({ outcome: Outcome.delivered(), attempt: ok })
-          )
-      }).pipe(Scope.provide(scope))
+          Effect.suspend(() => {
+            seen.push(delivery)
+            // The first send holds the only slot until the test lets it end.
+            return seen.length === 1 ? Deferred.await(firstSend) : Effect.void
+          }).pipe(Effect.as({ outcome: Outcome.delivered(), attempt: ok }))
+      }).pipe(Effect.provideService(Clock.Clock, clock.clock), Scope.provide(scope))
+      yield* eventually(Effect.sync(() => seen.length === 1 ? true : undefined), { what: "the first send" })
+      // It overstays its declared time: 4 s pass for the worker, beyond the 3.5 s the others may wait.
+      clock.advance(4_000)
+      yield* Deferred.succeed(firstSend, undefined)
       yield* eventually(
         Effect.map(queue.undelivered("email", target), (n) => n === 0 ? true : undefined),
-        { what: "all three to be delivered", timeoutMs: 20_000 }
+        { what: "all three to be delivered" }
       )
       yield* Scope.close(scope, Exit.void)
       assert.strictEqual(seen.length, 3)
       const [first, ...later] = seen
       assert.isTrue(later.every((d) => d.leaseOwner !== first!.leaseOwner), "sent under a new claim, not the stale one")
       assert.isTrue(later.every((d) => d.attempts === 1), "giving back did not count an attempt")
-    }), { timeout: 30_000 })
+    }))
 })

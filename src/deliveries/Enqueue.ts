@@ -1,0 +1,119 @@
+/**
+ * Adding deliveries under the capacity rule: past `capacity` undelivered
+ * deliveries of its target a new delivery is recorded as `failed` ("queue
+ * full"), never dropped. The count is the target row's `undelivered`, kept
+ * by triggers (migration 0401): one row read, however long the queue.
+ * Spans are opened by `DeliveryQueue`, which wires these.
+ */
+import type { PgClient } from "@effect/sql-pg"
+import { Effect } from "effect"
+import type { Statement } from "effect/sql"
+import { newId } from "../platform/Ids.ts"
+import { COLUMNS, type EnqueueInput, type Row, toDelivery } from "./Types.ts"
+
+export const enqueue = Effect.fnUntraced(function*(sql: PgClient.PgClient, input: EnqueueInput) {
+  // `undelivered` is kept by triggers (migration 0401): one row read, however long the queue.
+  const [row] = yield* sql<Row>`
+    WITH waiting AS (
+      SELECT coalesce((SELECT undelivered FROM delivery_targets WHERE id = ${input.targetId}), 0) AS n
+    )
+    INSERT INTO deliveries (id, org_id, kind, target_id, status, label, event_id, payload, meta, last_error, finished_at)
+    SELECT ${newId()}, ${input.orgId}, ${input.kind}, ${input.targetId},
+           CASE WHEN waiting.n >= ${input.capacity} THEN 'failed' ELSE 'queued' END,
+           ${input.label ?? null}, ${input.eventId ?? null}, ${input.payload ?? null}, ${sql.json(input.meta ?? {})},
+           CASE WHEN waiting.n >= ${input.capacity}
+             THEN ${`queue full: the target already has ${input.capacity} undelivered deliveries`} END,
+           CASE WHEN waiting.n >= ${input.capacity} THEN now() END
+    FROM waiting
+    RETURNING ${sql.literal(COLUMNS)}
+  `.pipe(Effect.orDie)
+  return toDelivery(row!)
+})
+
+// With `readBack` the new rows in input order; without, one row with their number.
+const insertMany = Effect.fnUntraced(function*(sql: PgClient.PgClient, inputs: ReadonlyArray<EnqueueInput>, readBack: boolean) {
+  if (inputs.length === 0) return []
+  const rows = inputs.map((input, ord) => ({
+    ord,
+    id: newId(),
+    org_id: input.orgId,
+    kind: input.kind,
+    target_id: input.targetId,
+    label: input.label ?? null,
+    event_id: input.eventId ?? null,
+    payload: input.payload ?? null,
+    meta: input.meta ?? {},
+    capacity: input.capacity
+  }))
+  // Row k of a target in this batch finds (undelivered before) + (k - 1)
+  // ahead of it: the same answer k single enqueues would give.
+  const inserted = yield* sql<Partial<Row> & { readonly n?: number }>`
+    WITH input AS (
+      SELECT * FROM jsonb_to_recordset(${JSON.stringify(rows)}::jsonb) AS x(
+        ord int, id uuid, org_id uuid, kind text, target_id uuid, label text, event_id uuid,
+        payload text, meta jsonb, capacity int)
+    ),
+    waiting AS (
+      SELECT t.target_id, coalesce(c.undelivered, 0) AS n
+      FROM (SELECT DISTINCT target_id FROM input) t
+      LEFT JOIN delivery_targets c ON c.id = t.target_id
+    ),
+    ranked AS (
+      SELECT i.*, w.n + row_number() OVER (PARTITION BY i.target_id ORDER BY i.ord) AS position
+      FROM input i JOIN waiting w ON w.target_id = i.target_id
+    ),
+    inserted AS (
+      INSERT INTO deliveries (id, org_id, kind, target_id, status, label, event_id, payload, meta, last_error, finished_at)
+      SELECT id, org_id, kind, target_id,
+             CASE WHEN position > capacity THEN 'failed' ELSE 'queued' END,
+             label, event_id, payload, coalesce(meta, '{}'::jsonb),
+             CASE WHEN position > capacity
+               THEN 'queue full: the target already has ' || capacity || ' undelivered deliveries' END,
+             CASE WHEN position > capacity THEN now() END
+      FROM ranked ORDER BY ord
+      RETURNING ${sql.literal(readBack ? COLUMNS : "id")}
+    )
+    ${readBack
+      ? sql`SELECT inserted.*, input.ord FROM inserted JOIN input ON input.id = inserted.id ORDER BY input.ord`
+      : sql`SELECT count(*)::int AS n FROM inserted`}
+  `.pipe(Effect.orDie)
+  return inserted
+})
+export const enqueueMany = Effect.fnUntraced(function*(sql: PgClient.PgClient, inputs: ReadonlyArray<EnqueueInput>) {
+  return (yield* insertMany(sql, inputs, true)).map((row) => toDelivery(row as Row))
+})
+export const enqueueAll = Effect.fnUntraced(function*(sql: PgClient.PgClient, inputs: ReadonlyArray<EnqueueInput>) {
+  const [counted] = yield* insertMany(sql, inputs, false)
+  return counted?.n ?? 0
+})
+
+export const enqueueFrom = <A extends object>(sql: PgClient.PgClient, source: {
+  readonly with: Statement.Fragment
+  readonly input: Statement.Fragment
+  readonly select: Statement.Fragment
+}) =>
+  sql<A>`
+    WITH ${source.with},
+    input AS (${source.input}),
+    waiting AS (
+      SELECT t.target_id, coalesce(c.undelivered, 0) AS n
+      FROM (SELECT DISTINCT target_id FROM input) t
+      LEFT JOIN delivery_targets c ON c.id = t.target_id
+    ),
+    ranked AS (
+      SELECT i.*, w.n + row_number() OVER (PARTITION BY i.target_id ORDER BY i.ord) AS position
+      FROM input i JOIN waiting w ON w.target_id = i.target_id
+    ),
+    inserted AS (
+      INSERT INTO deliveries (id, org_id, kind, target_id, status, label, event_id, payload, meta, last_error, finished_at)
+      SELECT gen_random_uuid(), org_id, kind, target_id,
+             CASE WHEN position > capacity THEN 'failed' ELSE 'queued' END,
+             label, event_id, payload, coalesce(meta, '{}'::jsonb),
+             CASE WHEN position > capacity
+               THEN 'queue full: the target already has ' || capacity || ' undelivered deliveries' END,
+             CASE WHEN position > capacity THEN now() END
+      FROM ranked ORDER BY ord
+      RETURNING kind
+    )
+    ${source.select}
+  `.pipe(Effect.orDie)

@@ -1,0 +1,115 @@
+/**
+ * A delivery's lease, from claim to outcome: claiming due deliveries,
+ * settling what was sent (one statement per batch, target health
+ * included), and giving back what was claimed but not sent. The hot
+ * statements themselves are in `Statements.ts`. Spans are opened by
+ * `DeliveryQueue`, which wires these.
+ */
+import type { PgClient } from "@effect/sql-pg"
+import { Duration, Effect } from "effect"
+import { newId } from "../platform/Ids.ts"
+import { claimStatement, settleStatement } from "./Statements.ts"
+import {
+  type Claimed,
+  type ClaimOptions,
+  type DeliveryKind,
+  type DeliveryStatus,
+  type Outcome,
+  type Settled,
+  type SettleItem,
+  toDelivery
+} from "./Types.ts"
+
+const millis = (input: Duration.Input) => Duration.toMillis(input)
+
+/** Order of two `seq`s (decimal bigint text, no sign or leading zeros) without parsing them. */
+const compareSeq = (a: string, b: string) => a.length - b.length || (a < b ? -1 : a > b ? 1 : 0)
+
+// Claimable: due queued/retrying rows, or sending rows whose lease
+// expired, of targets not cooling down, at most `perTarget` per target
+// counting leases already live (one busy target never takes every
+// slot). Index-driven so a claim costs O(targets + claimed), not
+// O(queue length): distinct waiting targets come from a skip scan of
+// `deliveries_waiting_idx`, each target's next rows from a range scan
+// of the same index.
+export const claim = Effect.fnUntraced(function*(sql: PgClient.PgClient, kind: DeliveryKind, options: ClaimOptions) {
+  const rows = yield* claimStatement(sql, kind, options, newId()).pipe(Effect.orDie)
+  return rows
+    .map((row): Claimed => ({
+      ...toDelivery(row),
+      leaseOwner: row.lease_owner,
+      targetFailures: row.target_failures,
+      claimedFrom: row.claimed_from
+    }))
+    .sort((a, b) => a.nextAttemptAt.getTime() - b.nextAttemptAt.getTime() || compareSeq(a.seq, b.seq))
+})
+
+export const statusOf = (outcome: Outcome): DeliveryStatus =>
+  outcome._tag === "Delivered"
+    ? "delivered"
+    : outcome._tag === "Partial"
+    ? "partial"
+    : outcome._tag === "Retry"
+    ? "retrying"
+    : "failed"
+
+// One statement per batch: each delivery's row update, its attempt
+// record, and the health of every target in the batch (see `health`).
+export const settleMany = Effect.fnUntraced(function*(
+  sql: PgClient.PgClient,
+  items: ReadonlyArray<SettleItem>
+) {
+  if (items.length === 0) return { held: [], coolingUntil: new Map<string, Date>() } satisfies Settled
+  const rows = items.map(({ attempt, claimed, cooldown, outcome }, ord) => ({
+    ord,
+    id: claimed.id,
+    lease_owner: claimed.leaseOwner,
+    target_id: claimed.targetId,
+    status: statusOf(outcome),
+    last_error: outcome._tag === "Delivered" ? null : outcome.error,
+    meta: outcome.meta ?? {},
+    next_attempt_at: outcome._tag === "Retry" ? outcome.at.toISOString() : null,
+    finished: outcome._tag !== "Retry",
+    failed_attempt: outcome._tag === "Retry" || outcome._tag === "Failed",
+    cooldown_after: cooldown?.after ?? null,
+    cooldown_base: cooldown === undefined ? null : millis(cooldown.base) / 1000,
+    cooldown_cap: cooldown === undefined ? null : millis(cooldown.cap) / 1000,
+    status_code: attempt.statusCode ?? null,
+    error: attempt.error ?? null,
+    snippet: attempt.responseSnippet ?? null,
+    duration_ms: Math.max(0, Math.round(attempt.durationMs))
+  }))
+  const targetIds = [...new Set(items.map((item) => item.claimed.targetId))].sort()
+  const settled = yield* settleStatement(sql, JSON.stringify(rows), targetIds).pipe(Effect.orDie)
+  // Keyed by lease, not only by delivery: one batch may hold the same
+  // delivery twice (a lease that ran out while its send was still in
+  // flight, and the claim that took it over); only the holder's counts.
+  const held = new Set(settled.map((row) => `${row.delivery_id}:${row.lease_owner}`))
+  const coolingUntil = new Map<string, Date>()
+  for (const row of settled) {
+    if (row.cooldown_until !== null && row.cooldown_until.getTime() > Date.now()) {
+      coolingUntil.set(row.target_id, row.cooldown_until)
+    }
+  }
+  return {
+    held: items.map((item) => held.has(`${item.claimed.id}:${item.claimed.leaseOwner}`)),
+    coolingUntil
+  } satisfies Settled
+})
+
+// Back to waiting, as if never claimed: the attempt is not counted and
+// nothing is recorded. Only the lease holder can.
+export const release = Effect.fnUntraced(function*(sql: PgClient.PgClient, claimed: ReadonlyArray<Claimed>) {
+  if (claimed.length === 0) return 0
+  const rows = claimed.map((c) => ({ id: c.id, lease_owner: c.leaseOwner, status: c.claimedFrom }))
+  const released = yield* sql<{ id: string }>`
+    UPDATE deliveries d
+    SET status = CASE WHEN i.status IN ('queued', 'retrying') THEN i.status
+                      WHEN d.attempts > 1 THEN 'retrying' ELSE 'queued' END,
+        attempts = greatest(0, d.attempts - 1), lease_owner = NULL, lease_until = NULL
+    FROM jsonb_to_recordset(${JSON.stringify(rows)}::jsonb) AS i(id uuid, lease_owner uuid, status text)
+    WHERE d.id = i.id AND d.lease_owner = i.lease_owner AND d.status = 'sending'
+    RETURNING d.id
+  `.pipe(Effect.orDie)
+  return released.length
+})

@@ -1,0 +1,77 @@
+/**
+ * Reading the queue: a target's deliveries, one delivery, its attempts, and
+ * what a target still has to deliver. Spans are opened by `DeliveryQueue`,
+ * which wires these.
+ */
+import type { PgClient } from "@effect/sql-pg"
+import { Effect, Option } from "effect"
+import { type Attempt, COLUMNS, type DeliveryKind, type Row, toDelivery, UNDELIVERED } from "./Types.ts"
+
+export const list = Effect.fnUntraced(function*(sql: PgClient.PgClient, input: {
+  readonly orgId: string
+  readonly kind: DeliveryKind
+  readonly targetId: string
+  readonly limit?: number | undefined
+}) {
+  const rows = yield* sql<Row>`
+    SELECT ${sql.literal(COLUMNS)} FROM deliveries
+    WHERE target_id = ${input.targetId} AND org_id = ${input.orgId} AND kind = ${input.kind}
+    ORDER BY seq DESC LIMIT ${input.limit ?? 50}
+  `.pipe(Effect.orDie)
+  return rows.map(toDelivery)
+})
+
+export const get = Effect.fnUntraced(function*(sql: PgClient.PgClient, input: {
+  readonly orgId: string
+  readonly kind: DeliveryKind
+  readonly deliveryId: string
+}) {
+  const [row] = yield* sql<Row>`
+    SELECT ${sql.literal(COLUMNS)} FROM deliveries
+    WHERE id = ${input.deliveryId} AND org_id = ${input.orgId} AND kind = ${input.kind}
+  `.pipe(Effect.orDie)
+  return Option.map(Option.fromNullishOr(row), toDelivery)
+})
+
+export const attempts = Effect.fnUntraced(function*(sql: PgClient.PgClient, deliveryId: string) {
+  const rows = yield* sql<{
+    attempt: number
+    at: Date
+    status_code: number | null
+    error: string | null
+    response_snippet: string | null
+    duration_ms: number
+  }>`
+    SELECT attempt, at, status_code, error, response_snippet, duration_ms FROM delivery_attempts
+    WHERE delivery_id = ${deliveryId} ORDER BY attempt
+  `.pipe(Effect.orDie)
+  return rows.map((row): Attempt => ({
+    attempt: row.attempt,
+    at: row.at,
+    statusCode: row.status_code,
+    error: row.error,
+    responseSnippet: row.response_snippet,
+    durationMs: row.duration_ms
+  }))
+})
+
+export const undeliveredMetaSum = Effect.fnUntraced(function*(
+  sql: PgClient.PgClient,
+  kind: DeliveryKind,
+  targetId: string,
+  key: string
+) {
+  const [row] = yield* sql<{ n: number }>`
+    SELECT coalesce(sum((meta->>${key})::int), 0)::int AS n FROM deliveries
+    WHERE kind = ${kind} AND target_id = ${targetId} AND status IN ${sql.in(UNDELIVERED as Array<string>)}
+  `.pipe(Effect.orDie)
+  return row?.n ?? 0
+})
+
+export const undelivered = Effect.fnUntraced(function*(sql: PgClient.PgClient, kind: DeliveryKind, targetId: string) {
+  const [row] = yield* sql<{ n: number }>`
+    SELECT count(*)::int AS n FROM deliveries
+    WHERE kind = ${kind} AND target_id = ${targetId} AND status IN ${sql.in(UNDELIVERED as Array<string>)}
+  `.pipe(Effect.orDie)
+  return row!.n
+})

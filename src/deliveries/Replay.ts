@@ -1,0 +1,48 @@
+/**
+ * Replay: a `failed` delivery queued again, keeping its row and event id,
+ * under the capacity rule and after its target's cooldown. Fails with the
+ * queue's own errors (the handlers map them to problems). The span and the
+ * wakeup of the kind's workers are `DeliveryQueue`'s.
+ */
+import type { PgClient } from "@effect/sql-pg"
+import { Effect } from "effect"
+import { DeliveryNotFound, DeliveryNotReplayable, DeliveryQueueFull } from "./Errors.ts"
+import { COLUMNS, type ReplayInput, type Row, toDelivery } from "./Types.ts"
+
+export const replay = Effect.fnUntraced(function*(sql: PgClient.PgClient, input: ReplayInput) {
+  const result = yield* sql.withTransaction(Effect.gen(function*() {
+    const [row] = yield* sql<Row & { readonly cooldown_until: Date | null }>`
+      SELECT ${sql.literal(COLUMNS.split(",").map((c) => `d.${c.trim()}`).join(", "))}, t.cooldown_until
+      FROM deliveries d LEFT JOIN delivery_targets t ON t.id = d.target_id
+      WHERE d.id = ${input.deliveryId} AND d.org_id = ${input.orgId} AND d.kind = ${input.kind}
+      ${input.targetId === undefined ? sql`` : sql`AND d.target_id = ${input.targetId}`}
+      FOR UPDATE OF d
+    `
+    if (row === undefined) return { _tag: "NotFound" } as const
+    const delivery = toDelivery(row)
+    if (delivery.status !== "failed" || (input.replayable !== undefined && !input.replayable(delivery))) {
+      return { _tag: "NotReplayable", status: delivery.status } as const
+    }
+    const [waiting] = yield* sql<{ n: number }>`
+      SELECT coalesce((SELECT undelivered FROM delivery_targets WHERE id = ${delivery.targetId}), 0) AS n
+    `
+    if (waiting!.n >= input.capacity) return { _tag: "QueueFull" } as const
+    yield* sql`
+      UPDATE deliveries
+      SET status = 'queued', replays = replays + 1, finished_at = NULL, lease_owner = NULL, lease_until = NULL,
+          next_attempt_at = greatest(now(), coalesce(${row.cooldown_until}::timestamptz, now()))
+      WHERE id = ${delivery.id}
+    `
+    return { _tag: "Queued", id: delivery.id } as const
+  })).pipe(Effect.orDie)
+  switch (result._tag) {
+    case "NotFound":
+      return yield* new DeliveryNotFound({ deliveryId: input.deliveryId })
+    case "NotReplayable":
+      return yield* new DeliveryNotReplayable({ deliveryId: input.deliveryId, status: result.status })
+    case "QueueFull":
+      return yield* new DeliveryQueueFull({ targetId: input.targetId ?? "" })
+    case "Queued":
+      return { queued: true as const, id: result.id }
+  }
+})
