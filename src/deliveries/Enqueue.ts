@@ -30,6 +30,38 @@ export const enqueue = Effect.fnUntraced(function*(sql: PgClient.PgClient, input
   return toDelivery(row!)
 })
 
+/**
+ * The capacity rule over a CTE `input` of `(ord, id?, org_id, kind,
+ * target_id, label, event_id, payload, meta, capacity)`: the CTEs that rank
+ * each row behind its target's undelivered deliveries and insert it,
+ * `failed` ("queue full") past `capacity`, as `inserted` (returning
+ * `returning`). Row k of a target in the batch finds (undelivered before) +
+ * (k - 1) ahead of it: the same answer k single enqueues would give.
+ */
+const underCapacity = (sql: PgClient.PgClient, id: "id" | "gen_random_uuid()", returning: string) =>
+  sql`
+    waiting AS (
+      SELECT t.target_id, coalesce(c.undelivered, 0) AS n
+      FROM (SELECT DISTINCT target_id FROM input) t
+      LEFT JOIN delivery_targets c ON c.id = t.target_id
+    ),
+    ranked AS (
+      SELECT i.*, w.n + row_number() OVER (PARTITION BY i.target_id ORDER BY i.ord) AS position
+      FROM input i JOIN waiting w ON w.target_id = i.target_id
+    ),
+    inserted AS (
+      INSERT INTO deliveries (id, org_id, kind, target_id, status, label, event_id, payload, meta, last_error, finished_at)
+      SELECT ${sql.literal(id)}, org_id, kind, target_id,
+             CASE WHEN position > capacity THEN 'failed' ELSE 'queued' END,
+             label, event_id, payload, coalesce(meta, '{}'::jsonb),
+             CASE WHEN position > capacity
+               THEN 'queue full: the target already has ' || capacity || ' undelivered deliveries' END,
+             CASE WHEN position > capacity THEN now() END
+      FROM ranked ORDER BY ord
+      RETURNING ${sql.literal(returning)}
+    )
+  `
+
 // With `readBack` the new rows in input order; without, one row with their number.
 const insertMany = Effect.fnUntraced(function*(sql: PgClient.PgClient, inputs: ReadonlyArray<EnqueueInput>, readBack: boolean) {
   if (inputs.length === 0) return []
@@ -45,34 +77,13 @@ const insertMany = Effect.fnUntraced(function*(sql: PgClient.PgClient, inputs: R
     meta: input.meta ?? {},
     capacity: input.capacity
   }))
-  // Row k of a target in this batch finds (undelivered before) + (k - 1)
-  // ahead of it: the same answer k single enqueues would give.
   const inserted = yield* sql<Partial<Row> & { readonly n?: number }>`
     WITH input AS (
       SELECT * FROM jsonb_to_recordset(${JSON.stringify(rows)}::jsonb) AS x(
         ord int, id uuid, org_id uuid, kind text, target_id uuid, label text, event_id uuid,
         payload text, meta jsonb, capacity int)
     ),
-    waiting AS (
-      SELECT t.target_id, coalesce(c.undelivered, 0) AS n
-      FROM (SELECT DISTINCT target_id FROM input) t
-      LEFT JOIN delivery_targets c ON c.id = t.target_id
-    ),
-    ranked AS (
-      SELECT i.*, w.n + row_number() OVER (PARTITION BY i.target_id ORDER BY i.ord) AS position
-      FROM input i JOIN waiting w ON w.target_id = i.target_id
-    ),
-    inserted AS (
-      INSERT INTO deliveries (id, org_id, kind, target_id, status, label, event_id, payload, meta, last_error, finished_at)
-      SELECT id, org_id, kind, target_id,
-             CASE WHEN position > capacity THEN 'failed' ELSE 'queued' END,
-             label, event_id, payload, coalesce(meta, '{}'::jsonb),
-             CASE WHEN position > capacity
-               THEN 'queue full: the target already has ' || capacity || ' undelivered deliveries' END,
-             CASE WHEN position > capacity THEN now() END
-      FROM ranked ORDER BY ord
-      RETURNING ${sql.literal(readBack ? COLUMNS : "id")}
-    )
+    ${underCapacity(sql, "id", readBack ? COLUMNS : "id")}
     ${readBack
       ? sql`SELECT inserted.*, input.ord FROM inserted JOIN input ON input.id = inserted.id ORDER BY input.ord`
       : sql`SELECT count(*)::int AS n FROM inserted`}
@@ -95,25 +106,6 @@ export const enqueueFrom = <A extends object>(sql: PgClient.PgClient, source: {
   sql<A>`
     WITH ${source.with},
     input AS (${source.input}),
-    waiting AS (
-      SELECT t.target_id, coalesce(c.undelivered, 0) AS n
-      FROM (SELECT DISTINCT target_id FROM input) t
-      LEFT JOIN delivery_targets c ON c.id = t.target_id
-    ),
-    ranked AS (
-      SELECT i.*, w.n + row_number() OVER (PARTITION BY i.target_id ORDER BY i.ord) AS position
-      FROM input i JOIN waiting w ON w.target_id = i.target_id
-    ),
-    inserted AS (
-      INSERT INTO deliveries (id, org_id, kind, target_id, status, label, event_id, payload, meta, last_error, finished_at)
-      SELECT gen_random_uuid(), org_id, kind, target_id,
-             CASE WHEN position > capacity THEN 'failed' ELSE 'queued' END,
-             label, event_id, payload, coalesce(meta, '{}'::jsonb),
-             CASE WHEN position > capacity
-               THEN 'queue full: the target already has ' || capacity || ' undelivered deliveries' END,
-             CASE WHEN position > capacity THEN now() END
-      FROM ranked ORDER BY ord
-      RETURNING kind
-    )
+    ${underCapacity(sql, "gen_random_uuid()", "kind")}
     ${source.select}
   `.pipe(Effect.orDie)
