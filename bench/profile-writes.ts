@@ -2,7 +2,11 @@
  * Profiling aid (not part of `npm run bench`): starts svc from this checkout
  * under `node --cpu-prof` on a fresh database (PROF_DB=pglite|postgres),
  * drives the writes load, stops svc and leaves the profiles in PROF_DIR.
+ * It also prints svc's CPU per request by thread name (`MainThread`, the
+ * `WorkerThread`s: correction workers and the embedded database, and
+ * `V8Worker`: V8's helpers, mostly garbage collection).
  */
+import { mkdirSync, readdirSync, readFileSync } from "node:fs"
 import * as path from "node:path"
 import { spawnChild } from "./support/child.ts"
 import { freshDatabase } from "./support/db.ts"
@@ -31,6 +35,21 @@ const correction = (i: number) => ({
   notes: "Customer called twice about the late delivery; refund approved by the shift lead after checking the courier log.",
   token: "session-7"
 })
+/** CPU time (µs) of each thread of `pid` so far, by thread id and name. */
+const threadCpu = (pid: number) => {
+  const out = new Map<string, number>()
+  for (const tid of readdirSync(`/proc/${pid}/task`)) {
+    try {
+      const stat = readFileSync(`/proc/${pid}/task/${tid}/stat`, "utf8")
+      const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ")
+      out.set(`${tid} ${stat.slice(stat.indexOf("(") + 1, stat.lastIndexOf(")"))}`, (Number(fields[11]) + Number(fields[12])) * 10_000)
+    } catch {
+      // The thread ended meanwhile.
+    }
+  }
+  return out
+}
+mkdirSync(dir, { recursive: true })
 const database = await freshDatabase(kind, "prof")
 const env: Record<string, string> = profile ? { NODE_OPTIONS: `--cpu-prof --cpu-prof-dir=${dir}` } : {}
 const svc = await startSvc({ label: "svc", dir: checkoutDir }, database, env, path.join(dir, `svc-${kind}.log`))
@@ -47,9 +66,16 @@ try {
       count: n, concurrency: 16, expectStatus: 201
     })
     await load.call<LoadResult>("run", spec(1000))
+    const t0 = threadCpu(svc.pid)
     const c0 = cpuMicros(svc.pid)
     const r = await load.call<LoadResult>("run", spec(count))
     const c1 = cpuMicros(svc.pid)
+    const byName = new Map<string, number>()
+    for (const [thread, micros] of threadCpu(svc.pid)) {
+      const name = thread.slice(thread.indexOf(" ") + 1)
+      byName.set(name, (byName.get(name) ?? 0) + (micros - (t0.get(thread) ?? 0)) / count)
+    }
+    console.log(`  by thread (µs/req): ${[...byName].filter(([, v]) => v >= 1).map(([k, v]) => `${k} ${v.toFixed(0)}`).join(" · ")}`)
     console.log(`${kind} ${ep}: ${(count / r.seconds).toFixed(0)} req/s, svc CPU ${((c1 - c0) / count).toFixed(0)} µs/req, errors ${r.errors} ${r.firstError ?? ""}`)
   }
 } finally {

@@ -280,7 +280,9 @@ export class Feedback extends Context.Service<Feedback, {
             detail: `${first.field} held a protected value; replaced by ${REDACTION_MARKER} it no longer fits the answer schema (${first.message}). Send a safe example value instead.`
           })
         }
-        return { _tag: "Corrected" as const, value: (reply.value ?? correction) as JsonObject, fields: reply.fields }
+        // Unchanged, the text the worker checked is the correction's JSON as stored.
+        const value = (reply.value ?? correction) as JsonObject
+        return { _tag: "Corrected" as const, value, text: reply.value === undefined ? request.text : JSON.stringify(value), fields: reply.fields }
       })
 
       // The span without `Effect.fn`'s call-site stack capture: this runs on every POST.
@@ -294,11 +296,13 @@ export class Feedback extends Context.Service<Feedback, {
         if (run === undefined) run = fresh = yield* lookupRun(orgId, input.inference_log_id)
         yield* Effect.annotateCurrentSpan({ "svc.task_id": run.task_id })
 
-        const insert = (correction: JsonObject | null, redacted: ReadonlyArray<string>, fingerprint: string | null) =>
+        // The correction goes as its JSON text (`text`), already made for the
+        // worker: serialising it again per submission is what `sql.json` would do.
+        const insert = (correction: JsonObject | null, text: string | null, redacted: ReadonlyArray<string>, fingerprint: string | null) =>
           InsertedRows.one(sql`
             INSERT INTO feedback (id, org_id, task_id, inference_log_id, score, correction, redacted_fields, status)
             SELECT ${newId()}, ${orgId}, r.task_id, r.trace_id, ${input.score},
-                   ${correction === null ? null : sql.json(correction)},
+                   ${text}::jsonb,
                    ${redacted.length === 0 ? null : sql.json(redacted)},
                    ${correction === null ? "recorded" : "pending"}
             FROM runs r WHERE r.trace_id = ${input.inference_log_id} AND r.org_id = ${orgId}
@@ -309,7 +313,7 @@ export class Feedback extends Context.Service<Feedback, {
           ))
 
         if (input.correction === undefined) {
-          const row = yield* insert(null, [], null)
+          const row = yield* insert(null, null, [], null)
           if (row === undefined) return yield* new NotFound({ detail: "No logged run of this organization has this inference_log_id." })
           return toItem(row)
         }
@@ -334,7 +338,7 @@ export class Feedback extends Context.Service<Feedback, {
             const all = (yield* scrub(orgId, issues(corrected.violations), current.known)).value as ReturnType<typeof issues>
             return yield* new CorrectionShapeMismatch({ field: all[0]!.field, errors: all, detail: `${all[0]!.field} ${all[0]!.message}` })
           }
-          const row = yield* insert(corrected.value, corrected.fields, entry.fingerprint)
+          const row = yield* insert(corrected.value, corrected.text, corrected.fields, entry.fingerprint)
           if (row !== undefined) return toItem(row)
           if (attempt >= 5) return yield* Effect.die(new Error("organization credentials kept changing during feedback submission"))
           // The fingerprint moved (or the run is gone: lookupRun says 404).

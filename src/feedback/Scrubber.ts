@@ -18,7 +18,7 @@ import { sha256Hex } from "../platform/Crypto.ts"
 import { urlNeedles, valueNeedles } from "../secrets/Masking.ts"
 import { KEY_PATTERN, KEY_PREFIX } from "../identity/Identity.ts"
 import { appendPath } from "../tasks/AnswerSchema.ts"
-import { type Range, scanPatterns, scanSecretlint } from "./SecretRules.ts"
+import { patternRulesIn, type Range, scanPatterns, scanSecretlint } from "./SecretRules.ts"
 
 export const REDACTION_MARKER = "[REDACTED]"
 
@@ -161,12 +161,18 @@ export const scrub = async (document: Json, known: KnownCredentials, root = ""):
     }
   }
   const needles = knownNeedles(known.values)
+  // A rule whose keywords the joined text lacks has none in any one string.
+  const rules = patternRulesIn(joined)
+  let found = false
   strings.forEach((text, i) => {
     // One push per range, never `push(...ranges)`: spreading a long list
     // into arguments throws a RangeError.
-    for (const finding of scanPatterns(text)) ranges[i]!.push(finding.range)
+    for (const finding of scanPatterns(text, rules)) ranges[i]!.push(finding.range)
     for (const range of knownRanges(text, needles, known.keyHashes)) ranges[i]!.push(range)
+    if (ranges[i]!.length > 0) found = true
   })
+  // Nothing to remove (the usual case): the document as it came.
+  if (!found) return { value: document, fields: [], collisions: [] }
 
   const fields: Array<string> = []
   const collisions: Array<string> = []

@@ -23,6 +23,7 @@ import { lintSource } from "@secretlint/core"
 import { secretLintProfiler } from "@secretlint/profiler"
 import { rules as presetRules } from "@secretlint/secretlint-rule-preset-recommend"
 import type { SecretLintCoreConfig } from "@secretlint/types"
+import { type KeywordScan, keywordScan } from "./KeywordScan.ts"
 import { regexKeywords } from "./SecretKeywords.ts"
 
 /** A half-open range `[start, end)` of a string that holds a secret. */
@@ -154,11 +155,19 @@ export interface Finding {
   readonly range: Range
 }
 
-/** Findings of the hand-written rules in `text`. */
-export const scanPatterns = (text: string): Array<Finding> => {
-  const out: Array<Finding> = []
+/** The hand-written rules whose keywords `text` holds (the only ones that can find anything in it or in a part of it). */
+export const patternRulesIn = (text: string): ReadonlyArray<PatternRule> => {
+  // A dozen keywords: `includes` each is as quick as one pass of `keywordScan`.
   const lower = text.toLowerCase()
-  for (const rule of patternRules) {
+  return patternRules.filter((rule) => rule.keywords.some((keyword) => lower.includes(keyword)))
+}
+
+/** Findings of the hand-written rules (`rules`, by default all) in `text`. */
+export const scanPatterns = (text: string, rules: ReadonlyArray<PatternRule> = patternRules): Array<Finding> => {
+  const out: Array<Finding> = []
+  if (rules.length === 0) return out
+  const lower = text.toLowerCase()
+  for (const rule of rules) {
     if (!rule.keywords.some((keyword) => lower.includes(keyword))) continue
     for (const match of text.matchAll(rule.pattern)) {
       const secret = match[rule.group]
@@ -172,9 +181,12 @@ export const scanPatterns = (text: string): Array<Finding> => {
   return out
 }
 
+/** The file secretlint is told it scans: a text file. */
+export const SCAN_FILE_PATH = "/correction.txt"
+
 const lint = (config: SecretLintCoreConfig, text: string) =>
   lintSource({
-    source: { content: text, filePath: "/correction.txt", contentType: "text" },
+    source: { content: text, filePath: SCAN_FILE_PATH, contentType: "text" },
     options: { config, noPhysicFilePath: true }
   })
 
@@ -204,9 +216,10 @@ export interface RuleKeywords {
  * expressions find in the text, so a text holding none of its keywords
  * gives it nothing to report, and it need not run.
  *
- * A rule that applies no expression to the probe (the GCP rule reads only
- * `.json` and `.p12` files) or one with an expression whose matches need
- * not contain a fixed string gets no keywords and runs on every text.
+ * A rule that applies no expression to the probe or one with an expression
+ * whose matches need not contain a fixed string gets no keywords and runs
+ * on every text, unless it only reads files of other types than ours
+ * (`OTHER_FILE_TYPES`).
  * `test/unit/feedback/prefilter.test.ts` checks that every sample secret
  * is still caught and that the cheap path is taken for ordinary text.
  */
@@ -243,28 +256,42 @@ interface Prefilter {
   /** Rules that run on every text (no keywords could be derived for them). */
   readonly always: ReadonlyArray<SecretLintCoreConfig["rules"][number]>
   readonly gated: ReadonlyArray<{ readonly entry: SecretLintCoreConfig["rules"][number]; readonly keywords: ReadonlyArray<string> }>
+  /** Finds the gated rules' keywords in a text, in one pass. */
+  readonly scan: KeywordScan
 }
 
 let prefilter: Promise<Prefilter> | undefined
+
+/**
+ * Rules that only read files of given types (by `source.ext`, which the
+ * text given here, `SCAN_FILE_PATH`, does not set): they can find nothing
+ * in it and never run. The GCP rule reads `.json` service account keys and
+ * `.p12` files only (a pasted service account key is still removed, by the
+ * private key rules). `test/unit/feedback/prefilter.test.ts` checks that each finds
+ * nothing in a text that holds what it looks for.
+ */
+export const OTHER_FILE_TYPES: ReadonlySet<string> = new Set(["@secretlint/secretlint-rule-gcp"])
 
 const makePrefilter = async (): Promise<Prefilter> => {
   const derived = new Map((await deriveKeywords()).map((rule) => [rule.id, rule.keywords]))
   const always: Array<SecretLintCoreConfig["rules"][number]> = []
   const gated: Array<Prefilter["gated"][number]> = []
   for (const entry of secretlintConfig.rules) {
+    if (OTHER_FILE_TYPES.has(entry.id)) continue
     const keywords = derived.get(entry.id)
     if (keywords === undefined) always.push(entry)
     else gated.push({ entry, keywords })
   }
-  return { always, gated }
+  return { always, gated, scan: keywordScan(gated.flatMap((rule) => rule.keywords)) }
 }
 
-const rulesFor = async (text: string) => {
+const rulesFor = async (text: string): Promise<ReadonlyArray<SecretLintCoreConfig["rules"][number]>> => {
   prefilter ??= makePrefilter()
-  const { always, gated } = await prefilter
-  const lower = text.toLowerCase()
+  const { always, gated, scan } = await prefilter
+  const present = scan.present(text)
+  if (present.size === 0) return always
   const rules = [...always]
-  for (const rule of gated) if (rule.keywords.some((keyword) => lower.includes(keyword))) rules.push(rule.entry)
+  for (const rule of gated) if (rule.keywords.some((keyword) => present.has(keyword))) rules.push(rule.entry)
   return rules
 }
 
@@ -280,7 +307,7 @@ export const secretlintRulesFor = async (text: string): Promise<ReadonlyArray<st
 export const scanSecretlint = async (text: string): Promise<Array<Finding>> => {
   const rules = await rulesFor(text)
   if (rules.length === 0) return []
-  const result = await lint({ rules }, text)
+  const result = await lint({ rules: [...rules] }, text)
   return result.messages.map((message) => ({ ruleId: message.ruleId, range: [message.range[0], message.range[1]] as const }))
 }
 
