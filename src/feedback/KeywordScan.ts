@@ -9,6 +9,13 @@
  * time for ordinary text). Here the keywords make an Aho-Corasick automaton,
  * unrolled into a table over the characters the keywords use (any other
  * character leads back to the start).
+ *
+ * Written here, not taken from npm: the maintained package tried
+ * (modern-ahocorasick 3.3) matches by Unicode grapheme and allocates per
+ * match; on the bench's 626-character correction it took 16-28 µs, more than
+ * the hundred `includes` it would replace (21 µs), where this table takes
+ * 2.4 µs. `test/unit/feedback/keyword-scan.test.ts` checks it against
+ * `includes` by property.
  */
 
 export interface KeywordScan {
