@@ -1,6 +1,9 @@
 /**
  * Retention: payloads no longer needed and finished deliveries past their
- * keep time. Spans are opened by `DeliveryQueue`, which wires these.
+ * keep time. Spans are opened by `DeliveryQueue`, which wires the first
+ * two; the background pruning (`src/retention`) runs the batched
+ * `pruneRecords` and `pruneAttempts` among its rules, so that the queue's
+ * rows are still written only here.
  */
 import type { PgClient } from "@effect/sql-pg"
 import { Effect } from "effect"
@@ -23,6 +26,47 @@ export const pruneFinished = Effect.fnUntraced(function*(sql: PgClient.PgClient,
     DELETE FROM deliveries
     WHERE kind = ${kind} AND finished_at < now() - make_interval(days => ${keepDays})
     RETURNING id
+  `.pipe(Effect.orDie)
+  return rows.length
+})
+
+/**
+ * Deletes at most `batch` finished (`delivered` or `failed`) deliveries of
+ * `kinds` finished over `olderThanSeconds` ago, oldest first, skipping rows
+ * another statement holds (processes sharing the database split the work).
+ * Their attempts go with them. Answers how many.
+ */
+export const pruneRecords = Effect.fnUntraced(function*(
+  sql: PgClient.PgClient,
+  kinds: ReadonlyArray<DeliveryKind>,
+  olderThanSeconds: number,
+  batch: number
+) {
+  const rows = yield* sql`
+    DELETE FROM deliveries WHERE id IN (
+      SELECT id FROM deliveries
+      WHERE status IN ('delivered', 'failed') AND kind IN ${sql.in(kinds)}
+        AND finished_at < now() - make_interval(secs => ${olderThanSeconds})
+      ORDER BY finished_at
+      LIMIT ${batch}
+      FOR UPDATE SKIP LOCKED
+    )
+    RETURNING 1 AS deleted
+  `.pipe(Effect.orDie)
+  return rows.length
+})
+
+/** Deletes at most `batch` attempts older than `olderThanSeconds` (their delivery keeps its count), the same way. */
+export const pruneAttempts = Effect.fnUntraced(function*(sql: PgClient.PgClient, olderThanSeconds: number, batch: number) {
+  const rows = yield* sql`
+    DELETE FROM delivery_attempts WHERE ctid IN (
+      SELECT ctid FROM delivery_attempts
+      WHERE at < now() - make_interval(secs => ${olderThanSeconds})
+      ORDER BY at
+      LIMIT ${batch}
+      FOR UPDATE SKIP LOCKED
+    )
+    RETURNING 1 AS deleted
   `.pipe(Effect.orDie)
   return rows.length
 })

@@ -23,11 +23,14 @@
  * processes sharing a database split the work instead of waiting on each
  * other, and no statement holds many locks or runs long. Ages are compared
  * with the database's clock. Telemetry batches have their own, shorter rules
- * (`src/telemetry/Export.ts`).
+ * (`src/telemetry/Export.ts`). The statements on deliveries and their
+ * attempts are the delivery queue's (`src/deliveries/Retention.ts`), the
+ * only code that writes its rows.
  */
 import { PgClient } from "@effect/sql-pg"
 import { Duration, Effect, Layer, Schedule } from "effect"
 import { IDLE_TIMEOUT_SECONDS } from "../console/ConsoleSessions.ts"
+import * as Deliveries from "../deliveries/Retention.ts"
 import { SvcConfig } from "../platform/Config.ts"
 import { forkSupervised } from "../platform/Supervised.ts"
 
@@ -48,32 +51,11 @@ export const retentionRules = Effect.gen(function*() {
   const rules: ReadonlyArray<RetentionRule> = [
     {
       name: "deliveries",
-      prune: (batch) =>
-        sql`
-          DELETE FROM deliveries WHERE id IN (
-            SELECT id FROM deliveries
-            WHERE status IN ('delivered', 'failed') AND kind IN ('webhook', 'email')
-              AND finished_at < now() - make_interval(secs => ${seconds(config.webhookDeliveryRetention)})
-            ORDER BY finished_at
-            LIMIT ${batch}
-            FOR UPDATE SKIP LOCKED
-          )
-          RETURNING 1 AS deleted
-        `.pipe(count, Effect.orDie)
+      prune: (batch) => Deliveries.pruneRecords(sql, ["webhook", "email"], seconds(config.webhookDeliveryRetention), batch)
     },
     {
       name: "delivery attempts",
-      prune: (batch) =>
-        sql`
-          DELETE FROM delivery_attempts WHERE ctid IN (
-            SELECT ctid FROM delivery_attempts
-            WHERE at < now() - make_interval(secs => ${seconds(config.deliveryAttemptRetention)})
-            ORDER BY at
-            LIMIT ${batch}
-            FOR UPDATE SKIP LOCKED
-          )
-          RETURNING 1 AS deleted
-        `.pipe(count, Effect.orDie)
+      prune: (batch) => Deliveries.pruneAttempts(sql, seconds(config.deliveryAttemptRetention), batch)
     },
     {
       name: "outbox events",
