@@ -34,13 +34,12 @@ import type { OutboundHttp } from "../outbound/OutboundHttp.ts"
 import { SvcConfig } from "../platform/Config.ts"
 import { doubling, jittered } from "../platform/Backoff.ts"
 import { SecretBox } from "../platform/Crypto.ts"
-import { BATCH_SPANS, SpanBuffers } from "./Buffers.ts"
-import { type CollectorTarget, type ExportResult, exportBody, makeBatchCompressor, type StoredBody } from "./Collector.ts"
+import { FLUSH_EVERY, SpanBuffers } from "./Buffers.ts"
+import { type CollectorTarget, compressBatch, type ExportResult, exportBody, type StoredBody } from "./Collector.ts"
 import { batchContext, KEEP_FAILED_HOURS, KEEP_RECORDS_DAYS, TelemetryDestinations } from "./Destinations.ts"
-import { encodeRequestParts, serviceResource } from "../otlp/Encoding.ts"
 import { DestinationsRepo } from "./Repository.ts"
 
-export const FLUSH_EVERY = Duration.seconds(2)
+export { FLUSH_EVERY }
 export const REFRESH_EVERY = Duration.seconds(5)
 export const PRUNE_EVERY = Duration.minutes(1)
 const SHUTDOWN_FLUSH = Duration.seconds(3)
@@ -71,11 +70,8 @@ export const backoff = (n: number, random: number = Math.random()): Duration.Dur
   return Duration.millis(jittered(doubling(n, BACKOFF_BASE_MS, BACKOFF_CAP_MS), 0.2, random))
 }
 
-const resource = serviceResource()
-const parts = encodeRequestParts(resource)
-
-/** A batch of spans already encoded one by one (as captured), as a gzipped request body. */
-const compressBatch = makeBatchCompressor(parts.head, parts.tail)
+/** What started a flush round: a buffer's batch filling up, or the period. */
+type Round = "full" | "period"
 
 /** A batch cut and compressed, waiting in memory for a send slot (its spans are counted as sending). */
 interface Ready {
@@ -304,29 +300,20 @@ export const TelemetryExportLive = Layer.effectDiscard(Effect.gen(function*() {
       return Option.isSome(stored)
     })
 
-  // When each destination's buffer was last cut into batches.
-  const lastCut = new Map<string, number>()
   /**
    * `direct`: send from memory where there is room (otherwise, and at
-   * shutdown, batches go to the queue). `fullOnly` (a round started by a
-   * full batch): a buffer cut less than `FLUSH_EVERY` ago gives only full
-   * batches, its remainder joining the next one; under steady traffic a
-   * round would otherwise cut a full batch and a small one each time,
-   * twice the requests to the collector and records in the database.
+   * shutdown, batches go to the queue). `round`: what started it, a full
+   * batch or the period (see `SpanBuffers.cut`: a round started by a full
+   * batch soon after the last cuts only full batches).
    */
-  const flushOne = (destinationId: string, orgId: string, direct: boolean, fullOnly: boolean) =>
+  const flushOne = (destinationId: string, orgId: string, direct: boolean, round: Round) =>
     Effect.gen(function*() {
       // Only what is buffered now: spans captured while this round compresses
       // its batches wait for the next round (or the next full batch).
       // Draining until the buffer is empty would, under steady traffic, cut
       // a stream of tiny batches and then count the rest as dropped once
       // `room` ran out, with a healthy collector.
-      let left = buffers.size(destinationId)
-      const cutAt = lastCut.get(destinationId)
-      if (fullOnly && cutAt !== undefined && Date.now() - cutAt < Duration.toMillis(FLUSH_EVERY)) {
-        left -= left % BATCH_SPANS
-      }
-      if (left > 0) lastCut.set(destinationId, Date.now())
+      let left = buffers.cut(destinationId, round)
       if (left > 0 || readyOf(destinationId) > 0) {
         const queued = yield* queuedNow(destinationId)
         let room = queueBatches - queued - (inFlight.get(destinationId) ?? 0) - readyOf(destinationId)
@@ -336,23 +323,23 @@ export const TelemetryExportLive = Layer.effectDiscard(Effect.gen(function*() {
         const target = direct && !closing && queued === 0
           ? yield* targetOf(destinationId)
           : Option.none<CollectorTarget>()
-        while (left > 0) {
+        for (; left > 0; left--) {
+          const batch = buffers.take(destinationId)
+          if (batch === undefined) break
           if (room <= 0) {
             // The collector is not keeping up: drop rather than grow without bound.
-            buffers.addDropped(destinationId, buffers.take(destinationId, left).length)
-            break
+            buffers.addDropped(destinationId, batch.spans)
+            batch.release()
+            continue
           }
-          const spans = buffers.take(destinationId, Math.min(BATCH_SPANS, left))
-          if (spans.length === 0) break
-          left -= spans.length
-          buffers.addSending(destinationId, spans.length)
-          const body = yield* compressBatch(spans).pipe(
-            Effect.onInterrupt(() => Effect.sync(() => buffers.addSending(destinationId, -spans.length)))
+          buffers.addSending(destinationId, batch.spans)
+          const body = yield* compressBatch(batch).pipe(
+            Effect.onInterrupt(() => Effect.sync(() => buffers.addSending(destinationId, -batch.spans)))
           )
           room -= 1
           const waiting = ready.get(destinationId)
-          if (waiting === undefined) ready.set(destinationId, [{ orgId, body, spanCount: spans.length }])
-          else waiting.push({ orgId, body, spanCount: spans.length })
+          if (waiting === undefined) ready.set(destinationId, [{ orgId, body, spanCount: batch.spans }])
+          else waiting.push({ orgId, body, spanCount: batch.spans })
           // The first batches leave while the next are compressed.
           if (Option.isSome(target)) yield* startSends(destinationId, target.value)
         }
@@ -363,9 +350,9 @@ export const TelemetryExportLive = Layer.effectDiscard(Effect.gen(function*() {
     })
 
   // Suspended: the set of buffers is read at each round, not once.
-  const flushAll = (direct: boolean, fullOnly: boolean) =>
+  const flushAll = (direct: boolean, round: Round) =>
     Effect.suspend(() =>
-      Effect.forEach(buffers.states(), (state) => flushOne(state.destinationId, state.orgId, direct, fullOnly), {
+      Effect.forEach(buffers.states(), (state) => flushOne(state.destinationId, state.orgId, direct, round), {
         discard: true
       })
     )
@@ -452,7 +439,6 @@ export const TelemetryExportLive = Layer.effectDiscard(Effect.gen(function*() {
   const forget = Effect.sync(() => {
     for (const id of targets.keys()) if (!buffers.isActive(id)) targets.delete(id)
     queueEmptyAt.clear()
-    for (const id of lastCut.keys()) if (!buffers.isActive(id)) lastCut.delete(id)
     // Spans of a destination that is gone, like its buffer's.
     for (const [id, waiting] of ready) {
       if (buffers.isActive(id)) continue
@@ -475,7 +461,7 @@ export const TelemetryExportLive = Layer.effectDiscard(Effect.gen(function*() {
     Effect.sync(() => {
       closing = true
     }).pipe(
-      Effect.andThen(flushAll(false, false)),
+      Effect.andThen(flushAll(false, "period")),
       Effect.andThen(FiberSet.awaitEmpty(memorySends)),
       Effect.timeout(SHUTDOWN_FLUSH),
       Effect.catchCause((cause) => Effect.logWarning("telemetry flush at shutdown did not finish", cause))
@@ -484,13 +470,13 @@ export const TelemetryExportLive = Layer.effectDiscard(Effect.gen(function*() {
   // Closing the latch before flushing keeps a "batch ready" that arrives
   // during the flush for the next round. A round the latch started (a full
   // batch) cuts full batches; one the period started cuts everything.
-  let fullOnly = false
+  let startedBy: Round = "period"
   yield* Effect.sync(() => buffers.batchReady.closeUnsafe()).pipe(
-    Effect.andThen(Effect.suspend(() => flushAll(true, fullOnly))),
+    Effect.andThen(Effect.suspend(() => flushAll(true, startedBy))),
     Effect.catchCause((cause) => Effect.logWarning("telemetry flush failed; trying again", cause)),
     Effect.andThen(buffers.batchReady.await.pipe(Effect.timeoutOption(FLUSH_EVERY))),
     Effect.map((opened) => {
-      fullOnly = Option.isSome(opened)
+      startedBy = Option.isSome(opened) ? "full" : "period"
     }),
     Effect.forever,
     Effect.forkScoped
