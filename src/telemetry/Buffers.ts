@@ -54,6 +54,8 @@ interface Buffer {
   size: number
   /** When a round last cut a batch here (`Date.now()`). */
   lastCut: number | undefined
+  /** Bytes the last batch closed here took: where the next one starts. */
+  lastBytes: number
   /** Dropped since the destination became active here, not yet added to its row. */
   unsavedDropped: number
 }
@@ -64,7 +66,7 @@ export interface BufferState {
   readonly size: number
 }
 
-/** First size of a batch's bytes (it doubles as spans arrive); a buffer given back is reused instead. */
+/** Smallest first size of a batch's bytes (they double as spans arrive); a buffer given back is reused instead. */
 const FIRST_CHUNK_BYTES = 4096
 /** Buffers given back and kept for the next batches (each is about a full batch's size). */
 const MAX_SPARES = 2
@@ -139,8 +141,10 @@ export class SpanBuffers extends Context.Service<SpanBuffers, {
         if (spares[smallest]!.length < bytes.length) spares[smallest] = bytes
       }
     }
-    const newChunk = (): Chunk => {
-      const bytes = spares.pop() ?? globalThis.Buffer.allocUnsafeSlow(FIRST_CHUNK_BYTES)
+    /** A batch's bytes: a buffer given back, or one the size the destination's last batch took. */
+    const newChunk = (sizeHint: number): Chunk => {
+      const spare = spares.findIndex((bytes) => bytes.length >= sizeHint)
+      const bytes = spare >= 0 ? spares.splice(spare, 1)[0]! : globalThis.Buffer.allocUnsafeSlow(sizeHint)
       return { bytes, end: head.copy(bytes, 0), count: 0, closed: false }
     }
     /** Room for `needed` more bytes and the tail. */
@@ -151,10 +155,16 @@ export class SpanBuffers extends Context.Service<SpanBuffers, {
       chunk.bytes.copy(grown, 0, 0, chunk.end)
       chunk.bytes = grown
     }
+    const close = (buffer: Buffer, chunk: Chunk) => {
+      chunk.closed = true
+      // With an eighth more: a batch of slightly larger spans does not grow (twice the size) at its very end.
+      buffer.lastBytes = Math.max(FIRST_CHUNK_BYTES, Math.ceil((chunk.end + tail.length) * 1.125))
+      if (chunk.count === BATCH_SPANS) batchReady.openUnsafe()
+    }
     const write = (buffer: Buffer, span: string) => {
       let chunk = buffer.chunks.at(-1)
       if (chunk === undefined || chunk.closed) {
-        chunk = newChunk()
+        chunk = newChunk(buffer.lastBytes)
         buffer.chunks.push(chunk)
       }
       // UTF-8 takes at most 3 bytes per UTF-16 unit; counted exactly only near the end.
@@ -165,17 +175,22 @@ export class SpanBuffers extends Context.Service<SpanBuffers, {
       chunk.end += chunk.bytes.write(span, chunk.end, "utf8")
       chunk.count += 1
       buffer.size += 1
-      if (chunk.count === BATCH_SPANS) {
-        chunk.closed = true
-        batchReady.openUnsafe()
-      }
+      if (chunk.count === BATCH_SPANS) close(buffer, chunk)
     }
 
     const activate = (orgId: string, destinationId: string) => {
       const current = byOrg.get(orgId)
       if (current?.destinationId === destinationId) return
       if (current !== undefined) byDestination.delete(current.destinationId)
-      const buffer: Buffer = { destinationId, orgId, chunks: [], size: 0, lastCut: undefined, unsavedDropped: 0 }
+      const buffer: Buffer = {
+        destinationId,
+        orgId,
+        chunks: [],
+        size: 0,
+        lastCut: undefined,
+        lastBytes: FIRST_CHUNK_BYTES,
+        unsavedDropped: 0
+      }
       byOrg.set(orgId, buffer)
       byDestination.set(destinationId, buffer)
     }
@@ -213,7 +228,7 @@ export class SpanBuffers extends Context.Service<SpanBuffers, {
         const fullOnly = round === "full" && buffer.lastCut !== undefined &&
           now - buffer.lastCut < Duration.toMillis(FLUSH_EVERY)
         const last = buffer.chunks.at(-1)
-        if (!fullOnly && last !== undefined && last.count > 0) last.closed = true
+        if (!fullOnly && last !== undefined && last.count > 0 && !last.closed) close(buffer, last)
         let closed = 0
         for (const chunk of buffer.chunks) if (chunk.closed) closed += 1
         if (closed > 0) buffer.lastCut = now

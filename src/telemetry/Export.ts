@@ -469,14 +469,25 @@ export const TelemetryExportLive = Layer.effectDiscard(Effect.gen(function*() {
   )
   // Closing the latch before flushing keeps a "batch ready" that arrives
   // during the flush for the next round. A round the latch started (a full
-  // batch) cuts full batches; one the period started cuts everything.
+  // batch) cuts full batches; one the period started cuts everything. The
+  // period is kept whatever rounds full batches start in between: the
+  // spans left behind by the last full batch of a burst leave within
+  // `FLUSH_EVERY` of the previous period round, not `FLUSH_EVERY` after
+  // that batch.
   let startedBy: Round = "period"
+  let periodAt = Date.now() + Duration.toMillis(FLUSH_EVERY)
   yield* Effect.sync(() => buffers.batchReady.closeUnsafe()).pipe(
     Effect.andThen(Effect.suspend(() => flushAll(true, startedBy))),
     Effect.catchCause((cause) => Effect.logWarning("telemetry flush failed; trying again", cause)),
-    Effect.andThen(buffers.batchReady.await.pipe(Effect.timeoutOption(FLUSH_EVERY))),
+    Effect.andThen(Effect.suspend(() =>
+      buffers.batchReady.await.pipe(Effect.timeoutOption(Duration.millis(Math.max(0, periodAt - Date.now()))))
+    )),
     Effect.map((opened) => {
-      startedBy = Option.isSome(opened) ? "full" : "period"
+      if (Option.isSome(opened)) startedBy = "full"
+      else {
+        startedBy = "period"
+        periodAt = Date.now() + Duration.toMillis(FLUSH_EVERY)
+      }
     }),
     Effect.forever,
     Effect.forkScoped
