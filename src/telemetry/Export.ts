@@ -9,7 +9,8 @@
  *   is sent from memory at once (at most `MEMORY_SENDS` per destination in
  *   flight; while they are all taken the spans stay in the buffer, and the
  *   next free slot starts a round): a batch the collector takes leaves only
- *   its delivery record (one statement, no payload); one that fails is
+ *   its delivery record (no payload; the records of a destination's batches
+ *   taken within a second are written by one statement); one that fails is
  *   stored sealed in the shared queue, `retrying` (retryable) or `failed`
  *   (kept for a replay). While the destination has batches in the queue,
  *   and at shutdown, batches go to the queue sealed, as `telemetry`
@@ -26,7 +27,7 @@
  * None of this work belongs to an organization, so none of its spans is
  * exported (which would feed export with its own spans).
  */
-import { Duration, Effect, FiberSet, Layer, Option, Redacted } from "effect"
+import { Duration, Effect, FiberSet, Latch, Layer, Option, Redacted } from "effect"
 import { type Claimed, DeliveryQueue, Outcome } from "../deliveries/DeliveryQueue.ts"
 import { runWorker, type Settlement } from "../deliveries/DeliveryWorker.ts"
 import { Metrics } from "../observability/Metrics.ts"
@@ -48,6 +49,8 @@ export const MAX_ATTEMPTS = 5
 const BACKOFF_BASE_MS = 1000
 const BACKOFF_CAP_MS = 30_000
 const SUCCESS_WRITE_MS = 1000
+/** How long the records of batches the collector took wait to be written together. */
+const RECORD_EVERY = Duration.seconds(1)
 /** Batches of one destination sent from memory at once by this process; more wait in memory for a slot. */
 export const MEMORY_SENDS = 4
 /** How long a read of "nothing of the destination waits in the queue" is trusted. */
@@ -68,6 +71,17 @@ export const attemptInRound = (delivery: Pick<Claimed, "attempts" | "replays" | 
 /** Delay before retry `n` (1 = after the first attempt): 1 s, 2 s, 4 s... at most 30 s, ±20 % jitter. */
 export const backoff = (n: number, random: number = Math.random()): Duration.Duration => {
   return Duration.millis(jittered(doubling(n, BACKOFF_BASE_MS, BACKOFF_CAP_MS), 0.2, random))
+}
+
+/** A batch sent from memory that the collector took, waiting for its record. */
+interface Taken {
+  readonly orgId: string
+  readonly status: "delivered" | "partial"
+  readonly meta: Readonly<Record<string, string | number>>
+  readonly error: string | null
+  /** Whether it updates the destination's `last_delivered_at` and `last_error`. */
+  readonly touch: boolean
+  readonly spans: number
 }
 
 /** What started a flush round: a buffer's batch filling up, or the period. */
@@ -167,11 +181,35 @@ export const TelemetryExportLive = Layer.effectDiscard(Effect.gen(function*() {
     })
   /** Set at shutdown: no new send from memory starts. */
   let closing = false
+  // Records of batches the collector took, per destination, written
+  // together at most every `RECORD_EVERY` (and at shutdown): one statement
+  // where there was one a batch. On the embedded database every statement
+  // takes the one session requests use. Their spans count as being sent
+  // (pending) until then.
+  const taken = new Map<string, Array<Taken>>()
+  const recordsDue = Latch.makeUnsafe(false)
+  const writeRecords = Effect.suspend(() => {
+    const all = [...taken]
+    taken.clear()
+    return Effect.forEach(all, ([destinationId, records]) => {
+      const touching = records.filter((record) => record.touch)
+      return repo.recordDelivered({
+        orgId: records[0]!.orgId,
+        destinationId,
+        records,
+        touch: touching.length === 0 ? undefined : { error: touching.at(-1)!.error }
+      }).pipe(
+        Effect.catchCause((cause) => Effect.logWarning("telemetry batches sent from memory could not be recorded", cause)),
+        Effect.ensuring(Effect.sync(() => buffers.addSending(destinationId, -records.reduce((sum, record) => sum + record.spans, 0))))
+      )
+    }, { discard: true })
+  })
   const readyOf = (destinationId: string) => ready.get(destinationId)?.length ?? 0
   // A failure's record (which the undelivered count's trigger may lock
   // with its target) and the destination's `last_error` are written by two
   // statements, never one holding both locks: a destination's deletion
-  // takes them in the other order. Successes, the common case, need one.
+  // takes them in the other order. Successes, the common case, are
+  // recorded later with the destination's others (`taken`).
   const sendFromMemory = (
     orgId: string,
     destinationId: string,
@@ -179,83 +217,88 @@ export const TelemetryExportLive = Layer.effectDiscard(Effect.gen(function*() {
     body: StoredBody,
     spanCount: number
   ) =>
-    Effect.gen(function*() {
-      const { result, durationMs } = yield* exportBody(target, body, spanCount)
-      const meta = { span_count: spanCount, bytes: body.bytes, round_start: 0 }
-      const record = (
-        input: Omit<Parameters<typeof repo.recordSent>[0], "orgId" | "destinationId" | "meta"> & { readonly meta?: typeof meta & Record<string, string | number> }
-      ) => repo.recordSent({ orgId, destinationId, ...input, meta: input.meta ?? meta })
-      switch (result._tag) {
-        case "Accepted":
-          yield* record({
-            status: "delivered",
-            payload: null,
-            error: null,
-            touch: touchOnSuccess(destinationId, null) ? "success" : "none",
-            ...(result.warning === undefined ? {} : { meta: { ...meta, warning: result.warning } })
-          })
-          metrics.deliveryAttempt("telemetry", "Delivered", durationMs)
-          metrics.spansExported("organizations", spanCount)
-          return true
-        case "Partial": {
-          touchOnSuccess(destinationId, result.error)
-          yield* record({
-            status: "partial",
-            payload: null,
-            error: result.error,
-            touch: "success",
-            meta: { ...meta, rejected_spans: result.rejected }
-          })
-          const rejected = Math.min(spanCount, result.rejected)
-          metrics.deliveryAttempt("telemetry", "Partial", durationMs)
-          metrics.spansExported("organizations", spanCount - rejected)
-          metrics.spansDropped("organizations", "rejected_by_collector", rejected)
-          return true
+    Effect.suspend(() => {
+      let deferred = false
+      return Effect.gen(function*() {
+        const { result, durationMs } = yield* exportBody(target, body, spanCount)
+        const meta = { span_count: spanCount, bytes: body.bytes, round_start: 0 }
+        const record = (
+          input: Omit<Parameters<typeof repo.recordSent>[0], "orgId" | "destinationId" | "meta"> & { readonly meta?: typeof meta & Record<string, string | number> }
+        ) => repo.recordSent({ orgId, destinationId, ...input, meta: input.meta ?? meta })
+        /** A batch the collector took: recorded with the destination's next ones (its spans count as sending until then). */
+        const later = (record: Omit<Taken, "orgId" | "spans">) => {
+          const entry = { ...record, orgId, spans: spanCount }
+          const waiting = taken.get(destinationId)
+          if (waiting === undefined) taken.set(destinationId, [entry])
+          else waiting.push(entry)
+          deferred = true
+          recordsDue.openUnsafe()
         }
-        case "Rejected":
-          lastSuccess.delete(destinationId)
-          // Kept sealed for a replay; the round that a replay starts begins after this attempt.
-          yield* record({ status: "failed", payload: seal(destinationId, body), error: result.error, touch: "none", meta: { ...meta, round_start: 1 } })
-          yield* repo.recordError(destinationId, result.error)
-          metrics.deliveryAttempt("telemetry", "Failed", durationMs)
-          metrics.spansDropped("organizations", "export_failed", spanCount)
-          return false
-        case "Retryable":
-          lastSuccess.delete(destinationId)
-          yield* record({
-            status: "retrying",
-            payload: seal(destinationId, body),
-            error: result.error,
-            touch: "none",
-            nextAttemptAt: new Date(Date.now() + retryDelay(1, result))
-          })
-          yield* repo.recordError(destinationId, result.error)
-          metrics.deliveryAttempt("telemetry", "Retry", durationMs)
-          yield* queue.wake("telemetry")
-          return false
-      }
-    }).pipe(
-      Effect.catchCause((cause) =>
-        Effect.as(Effect.logWarning("telemetry batch sent from memory could not be recorded", cause), false)
-      ),
-      Effect.ensuring(Effect.sync(() => {
-        buffers.addSending(destinationId, -spanCount)
-        const left = (inFlight.get(destinationId) ?? 1) - 1
-        if (left <= 0) inFlight.delete(destinationId)
-        else inFlight.set(destinationId, left)
-      })),
-      // The slot is free: the next ready batch goes out at once after a
-      // success; after a failure the next round decides (the queue then
-      // holds the failed batch, so the ready ones join it there).
-      Effect.flatMap((delivered) => {
-        if (!delivered) queueEmptyAt.delete(destinationId)
-        return readyOf(destinationId) === 0
-          ? Effect.void
-          : delivered && !closing && buffers.isActive(destinationId)
-          ? startSends(destinationId, target)
-          : Effect.sync(() => buffers.batchReady.openUnsafe())
-      })
-    )
+        switch (result._tag) {
+          case "Accepted":
+            later({
+              status: "delivered",
+              error: null,
+              touch: touchOnSuccess(destinationId, null),
+              meta: result.warning === undefined ? meta : { ...meta, warning: result.warning }
+            })
+            metrics.deliveryAttempt("telemetry", "Delivered", durationMs)
+            metrics.spansExported("organizations", spanCount)
+            return true
+          case "Partial": {
+            touchOnSuccess(destinationId, result.error)
+            later({ status: "partial", error: result.error, touch: true, meta: { ...meta, rejected_spans: result.rejected } })
+            const rejected = Math.min(spanCount, result.rejected)
+            metrics.deliveryAttempt("telemetry", "Partial", durationMs)
+            metrics.spansExported("organizations", spanCount - rejected)
+            metrics.spansDropped("organizations", "rejected_by_collector", rejected)
+            return true
+          }
+          case "Rejected":
+            lastSuccess.delete(destinationId)
+            // Kept sealed for a replay; the round that a replay starts begins after this attempt.
+            yield* record({ status: "failed", payload: seal(destinationId, body), error: result.error, touch: "none", meta: { ...meta, round_start: 1 } })
+            yield* repo.recordError(destinationId, result.error)
+            metrics.deliveryAttempt("telemetry", "Failed", durationMs)
+            metrics.spansDropped("organizations", "export_failed", spanCount)
+            return false
+          case "Retryable":
+            lastSuccess.delete(destinationId)
+            yield* record({
+              status: "retrying",
+              payload: seal(destinationId, body),
+              error: result.error,
+              touch: "none",
+              nextAttemptAt: new Date(Date.now() + retryDelay(1, result))
+            })
+            yield* repo.recordError(destinationId, result.error)
+            metrics.deliveryAttempt("telemetry", "Retry", durationMs)
+            yield* queue.wake("telemetry")
+            return false
+        }
+      }).pipe(
+        Effect.catchCause((cause) =>
+          Effect.as(Effect.logWarning("telemetry batch sent from memory could not be recorded", cause), false)
+        ),
+        Effect.ensuring(Effect.sync(() => {
+          if (!deferred) buffers.addSending(destinationId, -spanCount)
+          const left = (inFlight.get(destinationId) ?? 1) - 1
+          if (left <= 0) inFlight.delete(destinationId)
+          else inFlight.set(destinationId, left)
+        })),
+        // The slot is free: the next ready batch goes out at once after a
+        // success; after a failure the next round decides (the queue then
+        // holds the failed batch, so the ready ones join it there).
+        Effect.flatMap((delivered) => {
+          if (!delivered) queueEmptyAt.delete(destinationId)
+          return readyOf(destinationId) === 0
+            ? Effect.void
+            : delivered && !closing && buffers.isActive(destinationId)
+            ? startSends(destinationId, target)
+            : Effect.sync(() => buffers.batchReady.openUnsafe())
+        })
+      )
+    })
 
   /** Starts ready batches of the destination while it has free send slots. */
   const startSends = (destinationId: string, target: CollectorTarget): Effect.Effect<void, never, OutboundHttp> =>
@@ -463,6 +506,7 @@ export const TelemetryExportLive = Layer.effectDiscard(Effect.gen(function*() {
     }).pipe(
       Effect.andThen(flushAll(false, "period")),
       Effect.andThen(FiberSet.awaitEmpty(memorySends)),
+      Effect.andThen(writeRecords),
       Effect.timeout(SHUTDOWN_FLUSH),
       Effect.catchCause((cause) => Effect.logWarning("telemetry flush at shutdown did not finish", cause))
     )
@@ -489,6 +533,13 @@ export const TelemetryExportLive = Layer.effectDiscard(Effect.gen(function*() {
         periodAt = Date.now() + Duration.toMillis(FLUSH_EVERY)
       }
     }),
+    Effect.forever,
+    Effect.forkScoped
+  )
+  yield* recordsDue.await.pipe(
+    Effect.andThen(Effect.sleep(RECORD_EVERY)),
+    Effect.andThen(Effect.sync(() => recordsDue.closeUnsafe())),
+    Effect.andThen(Effect.uninterruptible(writeRecords)),
     Effect.forever,
     Effect.forkScoped
   )
