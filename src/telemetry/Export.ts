@@ -139,7 +139,8 @@ export const TelemetryExportLive = Layer.effectDiscard(Effect.gen(function*() {
   const recordError = (id: string, error: string) =>
     Effect.suspend(() => {
       lastSuccess.delete(id)
-      return repo.recordError(id, error)
+      // Successes from memory waiting for their records come first: `last_error` follows the latest outcome.
+      return Effect.andThen(writeRecordsOf(id), repo.recordError(id, error))
     })
 
   const seal = (destinationId: string, body: StoredBody) =>
@@ -188,10 +189,12 @@ export const TelemetryExportLive = Layer.effectDiscard(Effect.gen(function*() {
   // (pending) until then.
   const taken = new Map<string, Array<Taken>>()
   const recordsDue = Latch.makeUnsafe(false)
-  const writeRecords = Effect.suspend(() => {
-    const all = [...taken]
-    taken.clear()
-    return Effect.forEach(all, ([destinationId, records]) => {
+  /** Writes the destination's waiting records (before a failure's, so the records and `last_error` keep their order). */
+  const writeRecordsOf = (destinationId: string) =>
+    Effect.suspend(() => {
+      const records = taken.get(destinationId)
+      taken.delete(destinationId)
+      if (records === undefined || records.length === 0) return Effect.void
       const touching = records.filter((record) => record.touch)
       return repo.recordDelivered({
         orgId: records[0]!.orgId,
@@ -202,8 +205,8 @@ export const TelemetryExportLive = Layer.effectDiscard(Effect.gen(function*() {
         Effect.catchCause((cause) => Effect.logWarning("telemetry batches sent from memory could not be recorded", cause)),
         Effect.ensuring(Effect.sync(() => buffers.addSending(destinationId, -records.reduce((sum, record) => sum + record.spans, 0))))
       )
-    }, { discard: true })
-  })
+    })
+  const writeRecords = Effect.suspend(() => Effect.forEach([...taken.keys()], writeRecordsOf, { discard: true }))
   const readyOf = (destinationId: string) => ready.get(destinationId)?.length ?? 0
   // A failure's record (which the undelivered count's trigger may lock
   // with its target) and the destination's `last_error` are written by two
@@ -256,6 +259,7 @@ export const TelemetryExportLive = Layer.effectDiscard(Effect.gen(function*() {
           }
           case "Rejected":
             lastSuccess.delete(destinationId)
+            yield* writeRecordsOf(destinationId)
             // Kept sealed for a replay; the round that a replay starts begins after this attempt.
             yield* record({ status: "failed", payload: seal(destinationId, body), error: result.error, touch: "none", meta: { ...meta, round_start: 1 } })
             yield* repo.recordError(destinationId, result.error)
@@ -264,6 +268,7 @@ export const TelemetryExportLive = Layer.effectDiscard(Effect.gen(function*() {
             return false
           case "Retryable":
             lastSuccess.delete(destinationId)
+            yield* writeRecordsOf(destinationId)
             yield* record({
               status: "retrying",
               payload: seal(destinationId, body),

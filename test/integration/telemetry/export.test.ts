@@ -336,6 +336,27 @@ layer(Svc, { excludeTestServices: true })("telemetry export", (it) => {
           assert.strictEqual(new Set(ids).size, ids.length)
         }), { concurrency: "unbounded", discard: true }).pipe(Effect.scoped))
 
+    it.effect("a failure right after a success: last_error is the failure's, and the success's record is the older", () =>
+      Effect.gen(function*() {
+        const svc = yield* SvcTest
+        // The first batch is taken; every later one is refused.
+        const { org, collector, id } = yield* withCollector()
+        collector.enqueue(Reply.status(200, { body: "{}" }))
+        collector.respond(() => Reply.status(400, { body: "nope" }))
+        const list = () => raw(`${svc.baseUrl}/v1/tasks`, { headers: { authorization: `Bearer ${org.key}` } })
+        // Two full batches, sent at once.
+        yield* Effect.forEach(Array.from({ length: 600 }), list, { concurrency: 16, discard: true })
+        const { deliveries } = yield* waitForDeliveries(org, id, (list) =>
+          list.some((d) => d.status === "delivered") && list.some((d) => d.status === "failed")
+        )
+        // Newest first: the failure after the success.
+        const statuses = deliveries.map((d) => d.status).filter((status) => status !== "pending")
+        assert.strictEqual(statuses.at(-1), "delivered", JSON.stringify(statuses))
+        // A success's record written after the failure's would have cleared it with the same statement.
+        const now = yield* destination(org)
+        assert.include(now.last_error ?? "", "400")
+      }).pipe(Effect.scoped))
+
     it.effect("Retry-After is honoured before the next attempt", () =>
       Effect.gen(function*() {
         const { org, collector, id } = yield* withCollector()
