@@ -6,7 +6,7 @@
  * stack traces, and the semantic conventions' status of a server span.
  */
 import { Cause, Exit, Option, Tracer } from "effect"
-import { attributeValue, type KeyValue, type OtlpSpan, SpanKind, StatusCode } from "./Encoding.ts"
+import { attributeValue, type KeyValue, MAX_STRING, type OtlpSpan, SpanKind, StatusCode } from "./Encoding.ts"
 
 /** Semantic-convention attributes we export, beside `svc.*`. */
 export const allowedAttributes: ReadonlySet<string> = new Set([
@@ -99,3 +99,66 @@ export const toOtlpSpan = (span: Tracer.Span, isExported: (key: string) => boole
   }
 }
 
+
+/** `JSON.stringify(attributeValue(value))`, without the object; `undefined` for values we never export. */
+const attributeValueJson = (value: unknown): string | undefined => {
+  switch (typeof value) {
+    case "string":
+      return `{"stringValue":${JSON.stringify((value.length > MAX_STRING ? value.slice(0, MAX_STRING) : value).toWellFormed())}}`
+    case "boolean":
+      return value ? `{"boolValue":true}` : `{"boolValue":false}`
+    case "number":
+      if (Number.isSafeInteger(value)) return `{"intValue":"${value}"}`
+      return Number.isFinite(value) ? `{"doubleValue":${JSON.stringify(value)}}` : undefined
+    case "bigint":
+      return BigInt.asIntN(64, value) === value ? `{"intValue":"${value}"}` : undefined
+    default:
+      return undefined
+  }
+}
+
+/**
+ * `JSON.stringify(toOtlpSpan(span, isExported))`, written directly: no
+ * object tree to build and walk. It runs for every exported span as the
+ * span ends, on the request's path.
+ */
+export const encodeSpan = (span: Tracer.Span, isExported: (key: string) => boolean = isExportedAttribute): string => {
+  const status = span.status as Extract<Tracer.SpanStatus, { _tag: "Ended" }>
+  let attributes = ""
+  let dropped = 0
+  let httpStatus: number | undefined
+  let hasErrorType = false
+  const source = attributesOf(span)
+  if (source !== undefined) {
+    for (const [key, raw] of source) {
+      const value = isExported(key) ? attributeValueJson(raw) : undefined
+      if (value === undefined) {
+        dropped += 1
+        continue
+      }
+      if (key === "http.response.status_code" && typeof raw === "number") httpStatus = raw
+      if (key === "error.type") hasErrorType = true
+      attributes += `${attributes === "" ? "" : ","}{"key":${JSON.stringify(key)},"value":${value}}`
+    }
+  }
+  let failure = errorType(status.exit)
+  if (span.kind === "server" && httpStatus !== undefined) {
+    failure = httpStatus >= 500 ? String(httpStatus) : undefined
+  }
+  if (failure !== undefined && !hasErrorType) {
+    attributes += `${attributes === "" ? "" : ","}{"key":"error.type","value":{"stringValue":${JSON.stringify(failure)}}}`
+  }
+  const parent = Option.getOrUndefined(span.parent)
+  let text = `{"traceId":${JSON.stringify(span.traceId)},"spanId":${JSON.stringify(span.spanId)}`
+  if (parent !== undefined) text += `,"parentSpanId":${JSON.stringify(parent.spanId)}`
+  text += `,"name":${JSON.stringify(span.name)},"kind":${SpanKind[span.kind]},"startTimeUnixNano":"${status.startTime}","endTimeUnixNano":"${status.endTime}","attributes":[${attributes}]`
+  if (dropped > 0) text += `,"droppedAttributesCount":${dropped}`
+  if (span.links.length > 0) {
+    text += `,"links":[${
+      span.links.map((link) => `{"traceId":${JSON.stringify(link.span.traceId)},"spanId":${JSON.stringify(link.span.spanId)},"attributes":[]}`).join(",")
+    }]`
+  }
+  return `${text},"status":${
+    failure === undefined ? `{"code":${StatusCode.Unset}}` : `{"code":${StatusCode.Error},"message":${JSON.stringify(failure)}}`
+  }}`
+}

@@ -17,8 +17,9 @@
  * - Attributes pass an allowlist: the semantic-convention names below and
  *   `svc.*` (never names that look like credentials). Failure messages and
  *   stack traces are never exported, only `error.type`.
- * - A captured span is kept as its OTLP/JSON text (compact, and a batch is
- *   then a string join).
+ * - A captured span is written as its OTLP/JSON text (`encodeSpan`) into
+ *   the request body of its batch (`SpanBuffers`): a batch is ready to
+ *   compress when it closes.
  * - The buffer is bounded per destination: a full buffer drops the span and
  *   counts it (`dropped_spans`). Nothing here waits, allocates much or
  *   touches the database: the request path only pays for a map lookup, and
@@ -31,7 +32,7 @@
 import { Effect, type Exit, Layer, Option, Tracer } from "effect"
 import { type OperatorSink, OperatorSpans } from "../observability/OperatorSink.ts"
 import { sampledByRatio } from "../otlp/Sampling.ts"
-import { toOtlpSpan } from "../otlp/Spans.ts"
+import { encodeSpan } from "../otlp/Spans.ts"
 import { SvcConfig } from "../platform/Config.ts"
 import { randomTraceId } from "../platform/Crypto.ts"
 import { SpanBuffers } from "./Buffers.ts"
@@ -138,9 +139,9 @@ export const makeTracer = (
   operator?: OperatorSink | undefined
 ): Tracer.Tracer => {
   const route = (orgId: string, span: CapturedSpan) => {
-    buffers.offer(orgId, JSON.stringify(toOtlpSpan(span)))
+    buffers.offer(orgId, encodeSpan(span))
     if (span.deferred !== undefined) {
-      for (const child of span.deferred) buffers.offer(orgId, JSON.stringify(toOtlpSpan(child)))
+      for (const child of span.deferred) buffers.offer(orgId, encodeSpan(child))
       span.deferred = undefined
     }
   }

@@ -9,7 +9,8 @@
  *   is sent from memory at once (at most `MEMORY_SENDS` per destination in
  *   flight; while they are all taken the spans stay in the buffer, and the
  *   next free slot starts a round): a batch the collector takes leaves only
- *   its delivery record (one statement, no payload); one that fails is
+ *   its delivery record (no payload; the records of a destination's batches
+ *   taken within a second are written by one statement); one that fails is
  *   stored sealed in the shared queue, `retrying` (retryable) or `failed`
  *   (kept for a replay). While the destination has batches in the queue,
  *   and at shutdown, batches go to the queue sealed, as `telemetry`
@@ -26,7 +27,7 @@
  * None of this work belongs to an organization, so none of its spans is
  * exported (which would feed export with its own spans).
  */
-import { Duration, Effect, FiberSet, Layer, Option, Redacted } from "effect"
+import { Duration, Effect, FiberSet, Latch, Layer, Option, Redacted } from "effect"
 import { type Claimed, DeliveryQueue, Outcome } from "../deliveries/DeliveryQueue.ts"
 import { runWorker, type Settlement } from "../deliveries/DeliveryWorker.ts"
 import { Metrics } from "../observability/Metrics.ts"
@@ -34,13 +35,12 @@ import type { OutboundHttp } from "../outbound/OutboundHttp.ts"
 import { SvcConfig } from "../platform/Config.ts"
 import { doubling, jittered } from "../platform/Backoff.ts"
 import { SecretBox } from "../platform/Crypto.ts"
-import { BATCH_SPANS, SpanBuffers } from "./Buffers.ts"
-import { type CollectorTarget, type ExportResult, exportBody, makeBatchCompressor, type StoredBody } from "./Collector.ts"
+import { FLUSH_EVERY, SpanBuffers } from "./Buffers.ts"
+import { type CollectorTarget, compressBatch, type ExportResult, exportBody, type StoredBody } from "./Collector.ts"
 import { batchContext, KEEP_FAILED_HOURS, KEEP_RECORDS_DAYS, TelemetryDestinations } from "./Destinations.ts"
-import { encodeRequestParts, serviceResource } from "../otlp/Encoding.ts"
 import { DestinationsRepo } from "./Repository.ts"
 
-export const FLUSH_EVERY = Duration.seconds(2)
+export { FLUSH_EVERY }
 export const REFRESH_EVERY = Duration.seconds(5)
 export const PRUNE_EVERY = Duration.minutes(1)
 const SHUTDOWN_FLUSH = Duration.seconds(3)
@@ -49,6 +49,8 @@ export const MAX_ATTEMPTS = 5
 const BACKOFF_BASE_MS = 1000
 const BACKOFF_CAP_MS = 30_000
 const SUCCESS_WRITE_MS = 1000
+/** How long the records of batches the collector took wait to be written together. */
+const RECORD_EVERY = Duration.seconds(1)
 /** Batches of one destination sent from memory at once by this process; more wait in memory for a slot. */
 export const MEMORY_SENDS = 4
 /** How long a read of "nothing of the destination waits in the queue" is trusted. */
@@ -71,11 +73,19 @@ export const backoff = (n: number, random: number = Math.random()): Duration.Dur
   return Duration.millis(jittered(doubling(n, BACKOFF_BASE_MS, BACKOFF_CAP_MS), 0.2, random))
 }
 
-const resource = serviceResource()
-const parts = encodeRequestParts(resource)
+/** A batch sent from memory that the collector took, waiting for its record. */
+interface Taken {
+  readonly orgId: string
+  readonly status: "delivered" | "partial"
+  readonly meta: Readonly<Record<string, string | number>>
+  readonly error: string | null
+  /** Whether it updates the destination's `last_delivered_at` and `last_error`. */
+  readonly touch: boolean
+  readonly spans: number
+}
 
-/** A batch of spans already encoded one by one (as captured), as a gzipped request body. */
-const compressBatch = makeBatchCompressor(parts.head, parts.tail)
+/** What started a flush round: a buffer's batch filling up, or the period. */
+type Round = "full" | "period"
 
 /** A batch cut and compressed, waiting in memory for a send slot (its spans are counted as sending). */
 interface Ready {
@@ -129,7 +139,8 @@ export const TelemetryExportLive = Layer.effectDiscard(Effect.gen(function*() {
   const recordError = (id: string, error: string) =>
     Effect.suspend(() => {
       lastSuccess.delete(id)
-      return repo.recordError(id, error)
+      // Successes from memory waiting for their records come first: `last_error` follows the latest outcome.
+      return Effect.andThen(writeRecordsOf(id), repo.recordError(id, error))
     })
 
   const seal = (destinationId: string, body: StoredBody) =>
@@ -171,11 +182,37 @@ export const TelemetryExportLive = Layer.effectDiscard(Effect.gen(function*() {
     })
   /** Set at shutdown: no new send from memory starts. */
   let closing = false
+  // Records of batches the collector took, per destination, written
+  // together at most every `RECORD_EVERY` (and at shutdown): one statement
+  // where there was one a batch. On the embedded database every statement
+  // takes the one session requests use. Their spans count as being sent
+  // (pending) until then.
+  const taken = new Map<string, Array<Taken>>()
+  const recordsDue = Latch.makeUnsafe(false)
+  /** Writes the destination's waiting records (before a failure's, so the records and `last_error` keep their order). */
+  const writeRecordsOf = (destinationId: string) =>
+    Effect.suspend(() => {
+      const records = taken.get(destinationId)
+      taken.delete(destinationId)
+      if (records === undefined || records.length === 0) return Effect.void
+      const touching = records.filter((record) => record.touch)
+      return repo.recordDelivered({
+        orgId: records[0]!.orgId,
+        destinationId,
+        records,
+        touch: touching.length === 0 ? undefined : { error: touching.at(-1)!.error }
+      }).pipe(
+        Effect.catchCause((cause) => Effect.logWarning("telemetry batches sent from memory could not be recorded", cause)),
+        Effect.ensuring(Effect.sync(() => buffers.addSending(destinationId, -records.reduce((sum, record) => sum + record.spans, 0))))
+      )
+    })
+  const writeRecords = Effect.suspend(() => Effect.forEach([...taken.keys()], writeRecordsOf, { discard: true }))
   const readyOf = (destinationId: string) => ready.get(destinationId)?.length ?? 0
   // A failure's record (which the undelivered count's trigger may lock
   // with its target) and the destination's `last_error` are written by two
   // statements, never one holding both locks: a destination's deletion
-  // takes them in the other order. Successes, the common case, need one.
+  // takes them in the other order. Successes, the common case, are
+  // recorded later with the destination's others (`taken`).
   const sendFromMemory = (
     orgId: string,
     destinationId: string,
@@ -183,83 +220,90 @@ export const TelemetryExportLive = Layer.effectDiscard(Effect.gen(function*() {
     body: StoredBody,
     spanCount: number
   ) =>
-    Effect.gen(function*() {
-      const { result, durationMs } = yield* exportBody(target, body, spanCount)
-      const meta = { span_count: spanCount, bytes: body.bytes, round_start: 0 }
-      const record = (
-        input: Omit<Parameters<typeof repo.recordSent>[0], "orgId" | "destinationId" | "meta"> & { readonly meta?: typeof meta & Record<string, string | number> }
-      ) => repo.recordSent({ orgId, destinationId, ...input, meta: input.meta ?? meta })
-      switch (result._tag) {
-        case "Accepted":
-          yield* record({
-            status: "delivered",
-            payload: null,
-            error: null,
-            touch: touchOnSuccess(destinationId, null) ? "success" : "none",
-            ...(result.warning === undefined ? {} : { meta: { ...meta, warning: result.warning } })
-          })
-          metrics.deliveryAttempt("telemetry", "Delivered", durationMs)
-          metrics.spansExported("organizations", spanCount)
-          return true
-        case "Partial": {
-          touchOnSuccess(destinationId, result.error)
-          yield* record({
-            status: "partial",
-            payload: null,
-            error: result.error,
-            touch: "success",
-            meta: { ...meta, rejected_spans: result.rejected }
-          })
-          const rejected = Math.min(spanCount, result.rejected)
-          metrics.deliveryAttempt("telemetry", "Partial", durationMs)
-          metrics.spansExported("organizations", spanCount - rejected)
-          metrics.spansDropped("organizations", "rejected_by_collector", rejected)
-          return true
+    Effect.suspend(() => {
+      let deferred = false
+      return Effect.gen(function*() {
+        const { result, durationMs } = yield* exportBody(target, body, spanCount)
+        const meta = { span_count: spanCount, bytes: body.bytes, round_start: 0 }
+        const record = (
+          input: Omit<Parameters<typeof repo.recordSent>[0], "orgId" | "destinationId" | "meta"> & { readonly meta?: typeof meta & Record<string, string | number> }
+        ) => repo.recordSent({ orgId, destinationId, ...input, meta: input.meta ?? meta })
+        /** A batch the collector took: recorded with the destination's next ones (its spans count as sending until then). */
+        const later = (record: Omit<Taken, "orgId" | "spans">) => {
+          const entry = { ...record, orgId, spans: spanCount }
+          const waiting = taken.get(destinationId)
+          if (waiting === undefined) taken.set(destinationId, [entry])
+          else waiting.push(entry)
+          deferred = true
+          recordsDue.openUnsafe()
         }
-        case "Rejected":
-          lastSuccess.delete(destinationId)
-          // Kept sealed for a replay; the round that a replay starts begins after this attempt.
-          yield* record({ status: "failed", payload: seal(destinationId, body), error: result.error, touch: "none", meta: { ...meta, round_start: 1 } })
-          yield* repo.recordError(destinationId, result.error)
-          metrics.deliveryAttempt("telemetry", "Failed", durationMs)
-          metrics.spansDropped("organizations", "export_failed", spanCount)
-          return false
-        case "Retryable":
-          lastSuccess.delete(destinationId)
-          yield* record({
-            status: "retrying",
-            payload: seal(destinationId, body),
-            error: result.error,
-            touch: "none",
-            nextAttemptAt: new Date(Date.now() + retryDelay(1, result))
-          })
-          yield* repo.recordError(destinationId, result.error)
-          metrics.deliveryAttempt("telemetry", "Retry", durationMs)
-          yield* queue.wake("telemetry")
-          return false
-      }
-    }).pipe(
-      Effect.catchCause((cause) =>
-        Effect.as(Effect.logWarning("telemetry batch sent from memory could not be recorded", cause), false)
-      ),
-      Effect.ensuring(Effect.sync(() => {
-        buffers.addSending(destinationId, -spanCount)
-        const left = (inFlight.get(destinationId) ?? 1) - 1
-        if (left <= 0) inFlight.delete(destinationId)
-        else inFlight.set(destinationId, left)
-      })),
-      // The slot is free: the next ready batch goes out at once after a
-      // success; after a failure the next round decides (the queue then
-      // holds the failed batch, so the ready ones join it there).
-      Effect.flatMap((delivered) => {
-        if (!delivered) queueEmptyAt.delete(destinationId)
-        return readyOf(destinationId) === 0
-          ? Effect.void
-          : delivered && !closing && buffers.isActive(destinationId)
-          ? startSends(destinationId, target)
-          : Effect.sync(() => buffers.batchReady.openUnsafe())
-      })
-    )
+        switch (result._tag) {
+          case "Accepted":
+            later({
+              status: "delivered",
+              error: null,
+              touch: touchOnSuccess(destinationId, null),
+              meta: result.warning === undefined ? meta : { ...meta, warning: result.warning }
+            })
+            metrics.deliveryAttempt("telemetry", "Delivered", durationMs)
+            metrics.spansExported("organizations", spanCount)
+            return true
+          case "Partial": {
+            touchOnSuccess(destinationId, result.error)
+            later({ status: "partial", error: result.error, touch: true, meta: { ...meta, rejected_spans: result.rejected } })
+            const rejected = Math.min(spanCount, result.rejected)
+            metrics.deliveryAttempt("telemetry", "Partial", durationMs)
+            metrics.spansExported("organizations", spanCount - rejected)
+            metrics.spansDropped("organizations", "rejected_by_collector", rejected)
+            return true
+          }
+          case "Rejected":
+            lastSuccess.delete(destinationId)
+            yield* writeRecordsOf(destinationId)
+            // Kept sealed for a replay; the round that a replay starts begins after this attempt.
+            yield* record({ status: "failed", payload: seal(destinationId, body), error: result.error, touch: "none", meta: { ...meta, round_start: 1 } })
+            yield* repo.recordError(destinationId, result.error)
+            metrics.deliveryAttempt("telemetry", "Failed", durationMs)
+            metrics.spansDropped("organizations", "export_failed", spanCount)
+            return false
+          case "Retryable":
+            lastSuccess.delete(destinationId)
+            yield* writeRecordsOf(destinationId)
+            yield* record({
+              status: "retrying",
+              payload: seal(destinationId, body),
+              error: result.error,
+              touch: "none",
+              nextAttemptAt: new Date(Date.now() + retryDelay(1, result))
+            })
+            yield* repo.recordError(destinationId, result.error)
+            metrics.deliveryAttempt("telemetry", "Retry", durationMs)
+            yield* queue.wake("telemetry")
+            return false
+        }
+      }).pipe(
+        Effect.catchCause((cause) =>
+          Effect.as(Effect.logWarning("telemetry batch sent from memory could not be recorded", cause), false)
+        ),
+        Effect.ensuring(Effect.sync(() => {
+          if (!deferred) buffers.addSending(destinationId, -spanCount)
+          const left = (inFlight.get(destinationId) ?? 1) - 1
+          if (left <= 0) inFlight.delete(destinationId)
+          else inFlight.set(destinationId, left)
+        })),
+        // The slot is free: the next ready batch goes out at once after a
+        // success; after a failure the next round decides (the queue then
+        // holds the failed batch, so the ready ones join it there).
+        Effect.flatMap((delivered) => {
+          if (!delivered) queueEmptyAt.delete(destinationId)
+          return readyOf(destinationId) === 0
+            ? Effect.void
+            : delivered && !closing && buffers.isActive(destinationId)
+            ? startSends(destinationId, target)
+            : Effect.sync(() => buffers.batchReady.openUnsafe())
+        })
+      )
+    })
 
   /** Starts ready batches of the destination while it has free send slots. */
   const startSends = (destinationId: string, target: CollectorTarget): Effect.Effect<void, never, OutboundHttp> =>
@@ -304,29 +348,20 @@ export const TelemetryExportLive = Layer.effectDiscard(Effect.gen(function*() {
       return Option.isSome(stored)
     })
 
-  // When each destination's buffer was last cut into batches.
-  const lastCut = new Map<string, number>()
   /**
    * `direct`: send from memory where there is room (otherwise, and at
-   * shutdown, batches go to the queue). `fullOnly` (a round started by a
-   * full batch): a buffer cut less than `FLUSH_EVERY` ago gives only full
-   * batches, its remainder joining the next one; under steady traffic a
-   * round would otherwise cut a full batch and a small one each time,
-   * twice the requests to the collector and records in the database.
+   * shutdown, batches go to the queue). `round`: what started it, a full
+   * batch or the period (see `SpanBuffers.cut`: a round started by a full
+   * batch soon after the last cuts only full batches).
    */
-  const flushOne = (destinationId: string, orgId: string, direct: boolean, fullOnly: boolean) =>
+  const flushOne = (destinationId: string, orgId: string, direct: boolean, round: Round) =>
     Effect.gen(function*() {
       // Only what is buffered now: spans captured while this round compresses
       // its batches wait for the next round (or the next full batch).
       // Draining until the buffer is empty would, under steady traffic, cut
       // a stream of tiny batches and then count the rest as dropped once
       // `room` ran out, with a healthy collector.
-      let left = buffers.size(destinationId)
-      const cutAt = lastCut.get(destinationId)
-      if (fullOnly && cutAt !== undefined && Date.now() - cutAt < Duration.toMillis(FLUSH_EVERY)) {
-        left -= left % BATCH_SPANS
-      }
-      if (left > 0) lastCut.set(destinationId, Date.now())
+      let left = buffers.cut(destinationId, round)
       if (left > 0 || readyOf(destinationId) > 0) {
         const queued = yield* queuedNow(destinationId)
         let room = queueBatches - queued - (inFlight.get(destinationId) ?? 0) - readyOf(destinationId)
@@ -336,23 +371,23 @@ export const TelemetryExportLive = Layer.effectDiscard(Effect.gen(function*() {
         const target = direct && !closing && queued === 0
           ? yield* targetOf(destinationId)
           : Option.none<CollectorTarget>()
-        while (left > 0) {
+        for (; left > 0; left--) {
+          const batch = buffers.take(destinationId)
+          if (batch === undefined) break
           if (room <= 0) {
             // The collector is not keeping up: drop rather than grow without bound.
-            buffers.addDropped(destinationId, buffers.take(destinationId, left).length)
-            break
+            buffers.addDropped(destinationId, batch.spans)
+            batch.release()
+            continue
           }
-          const spans = buffers.take(destinationId, Math.min(BATCH_SPANS, left))
-          if (spans.length === 0) break
-          left -= spans.length
-          buffers.addSending(destinationId, spans.length)
-          const body = yield* compressBatch(spans).pipe(
-            Effect.onInterrupt(() => Effect.sync(() => buffers.addSending(destinationId, -spans.length)))
+          buffers.addSending(destinationId, batch.spans)
+          const body = yield* compressBatch(batch).pipe(
+            Effect.onInterrupt(() => Effect.sync(() => buffers.addSending(destinationId, -batch.spans)))
           )
           room -= 1
           const waiting = ready.get(destinationId)
-          if (waiting === undefined) ready.set(destinationId, [{ orgId, body, spanCount: spans.length }])
-          else waiting.push({ orgId, body, spanCount: spans.length })
+          if (waiting === undefined) ready.set(destinationId, [{ orgId, body, spanCount: batch.spans }])
+          else waiting.push({ orgId, body, spanCount: batch.spans })
           // The first batches leave while the next are compressed.
           if (Option.isSome(target)) yield* startSends(destinationId, target.value)
         }
@@ -363,9 +398,9 @@ export const TelemetryExportLive = Layer.effectDiscard(Effect.gen(function*() {
     })
 
   // Suspended: the set of buffers is read at each round, not once.
-  const flushAll = (direct: boolean, fullOnly: boolean) =>
+  const flushAll = (direct: boolean, round: Round) =>
     Effect.suspend(() =>
-      Effect.forEach(buffers.states(), (state) => flushOne(state.destinationId, state.orgId, direct, fullOnly), {
+      Effect.forEach(buffers.states(), (state) => flushOne(state.destinationId, state.orgId, direct, round), {
         discard: true
       })
     )
@@ -452,7 +487,6 @@ export const TelemetryExportLive = Layer.effectDiscard(Effect.gen(function*() {
   const forget = Effect.sync(() => {
     for (const id of targets.keys()) if (!buffers.isActive(id)) targets.delete(id)
     queueEmptyAt.clear()
-    for (const id of lastCut.keys()) if (!buffers.isActive(id)) lastCut.delete(id)
     // Spans of a destination that is gone, like its buffer's.
     for (const [id, waiting] of ready) {
       if (buffers.isActive(id)) continue
@@ -475,23 +509,42 @@ export const TelemetryExportLive = Layer.effectDiscard(Effect.gen(function*() {
     Effect.sync(() => {
       closing = true
     }).pipe(
-      Effect.andThen(flushAll(false, false)),
+      Effect.andThen(flushAll(false, "period")),
       Effect.andThen(FiberSet.awaitEmpty(memorySends)),
+      Effect.andThen(writeRecords),
       Effect.timeout(SHUTDOWN_FLUSH),
       Effect.catchCause((cause) => Effect.logWarning("telemetry flush at shutdown did not finish", cause))
     )
   )
   // Closing the latch before flushing keeps a "batch ready" that arrives
   // during the flush for the next round. A round the latch started (a full
-  // batch) cuts full batches; one the period started cuts everything.
-  let fullOnly = false
+  // batch) cuts full batches; one the period started cuts everything. The
+  // period is kept whatever rounds full batches start in between: the
+  // spans left behind by the last full batch of a burst leave within
+  // `FLUSH_EVERY` of the previous period round, not `FLUSH_EVERY` after
+  // that batch.
+  let startedBy: Round = "period"
+  let periodAt = Date.now() + Duration.toMillis(FLUSH_EVERY)
   yield* Effect.sync(() => buffers.batchReady.closeUnsafe()).pipe(
-    Effect.andThen(Effect.suspend(() => flushAll(true, fullOnly))),
+    Effect.andThen(Effect.suspend(() => flushAll(true, startedBy))),
     Effect.catchCause((cause) => Effect.logWarning("telemetry flush failed; trying again", cause)),
-    Effect.andThen(buffers.batchReady.await.pipe(Effect.timeoutOption(FLUSH_EVERY))),
+    Effect.andThen(Effect.suspend(() =>
+      buffers.batchReady.await.pipe(Effect.timeoutOption(Duration.millis(Math.max(0, periodAt - Date.now()))))
+    )),
     Effect.map((opened) => {
-      fullOnly = Option.isSome(opened)
+      if (Option.isSome(opened)) startedBy = "full"
+      else {
+        startedBy = "period"
+        periodAt = Date.now() + Duration.toMillis(FLUSH_EVERY)
+      }
     }),
+    Effect.forever,
+    Effect.forkScoped
+  )
+  yield* recordsDue.await.pipe(
+    Effect.andThen(Effect.sleep(RECORD_EVERY)),
+    Effect.andThen(Effect.sync(() => recordsDue.closeUnsafe())),
+    Effect.andThen(Effect.uninterruptible(writeRecords)),
     Effect.forever,
     Effect.forkScoped
   )

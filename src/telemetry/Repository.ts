@@ -68,6 +68,23 @@ export class DestinationsRepo extends Context.Service<DestinationsRepo, {
     /** "success": also set the destination's `last_delivered_at` and `last_error` (a failure's are written apart, see Export). */
     readonly touch: "success" | "none"
   }) => Effect.Effect<void>
+  /**
+   * The records of several batches of one destination that this process
+   * sent from memory and the collector took (`delivered` or `partial`, no
+   * payload), in one statement; `touch` (when set) becomes the
+   * destination's `last_delivered_at` = now() and `last_error`. Nothing is
+   * stored when the destination is gone.
+   */
+  readonly recordDelivered: (input: {
+    readonly orgId: string
+    readonly destinationId: string
+    readonly records: ReadonlyArray<{
+      readonly status: "delivered" | "partial"
+      readonly meta: Readonly<Record<string, string | number | boolean | null>>
+      readonly error: string | null
+    }>
+    readonly touch: { readonly error: string | null } | undefined
+  }) => Effect.Effect<void>
 }>()("svc/telemetry/DestinationsRepo") {
   static readonly layer = Layer.effect(
     DestinationsRepo,
@@ -133,6 +150,31 @@ export class DestinationsRepo extends Context.Service<DestinationsRepo, {
                      coalesce(${input.nextAttemptAt ?? null}::timestamptz, now()),
                      ${finished ? sql`now()` : sql`NULL`}
               FROM telemetry_destinations WHERE id = ${input.destinationId}
+              RETURNING id
+            )
+            ${touch}
+            SELECT 1
+          `.pipe(Effect.asVoid, Effect.orDie)
+        },
+        recordDelivered: (input) => {
+          if (input.records.length === 0) return Effect.void
+          const rows = input.records.map((record, seq) => ({ seq, id: newId(), status: record.status, meta: record.meta, error: record.error }))
+          const touch = input.touch === undefined
+            ? sql``
+            : sql`, touched AS (
+                UPDATE telemetry_destinations SET last_delivered_at = now(), last_error = ${input.touch.error}
+                WHERE id = ${input.destinationId}
+              )`
+          return sql`
+            WITH input AS (
+              SELECT * FROM jsonb_to_recordset(${sql.json(rows)}::jsonb) AS x(seq int, id uuid, status text, meta jsonb, error text)
+            ),
+            stored AS (
+              INSERT INTO deliveries (id, org_id, kind, target_id, status, payload, meta, attempts, last_error, next_attempt_at, finished_at)
+              SELECT i.id, ${input.orgId}, 'telemetry', d.id, i.status, NULL, i.meta, 1, i.error, now(), now()
+              FROM telemetry_destinations d CROSS JOIN input i
+              WHERE d.id = ${input.destinationId}
+              ORDER BY i.seq
               RETURNING id
             )
             ${touch}

@@ -257,6 +257,26 @@ layer(Svc, { excludeTestServices: true })("telemetry export", (it) => {
         assert.strictEqual((yield* destination(org)).dropped_spans, 0)
       }).pipe(Effect.scoped), { timeout: 90_000 })
 
+    it.effect("the records of batches the collector takes together are written together: one statement, not one a batch", () =>
+      Effect.gen(function*() {
+        const svc = yield* SvcTest
+        // Every send slot is taken, then the four answers come within a few milliseconds of each other.
+        const { org, id } = yield* withCollector(() => Reply.delayed(1500, { status: 200, body: "{}" }))
+        const list = () => raw(`${svc.baseUrl}/v1/tasks`, { headers: { authorization: `Bearer ${org.key}` } })
+        // Two spans a request: more than 4 full batches.
+        yield* Effect.forEach(Array.from({ length: 1100 }), list, { concurrency: 16, discard: true })
+        yield* waitForDeliveries(org, id, (list) => list.filter((d) => d.status === "delivered").length >= 4)
+        // Rows inserted by one statement share its transaction's now().
+        const rows = yield* svc.sql<{ created_at: Date; n: number; spans: number }>`
+          SELECT created_at, count(*)::int AS n, sum((meta->>'span_count')::int)::int AS spans FROM deliveries
+          WHERE target_id = ${id} AND status = 'delivered' GROUP BY created_at ORDER BY created_at
+        `
+        assert.isAbove(Math.max(...rows.map((row) => row.n)), 1, JSON.stringify(rows))
+        // Until then its spans counted as pending; none is lost or counted twice.
+        const after = yield* destination(org)
+        assert.strictEqual(after.dropped_spans, 0)
+      }).pipe(Effect.scoped), { timeout: 60_000 })
+
     it.effect("a retryable first answer stores the batch sealed, retrying, with the attempt counted", () =>
       Effect.gen(function*() {
         const svc = yield* SvcTest
@@ -315,6 +335,27 @@ layer(Svc, { excludeTestServices: true })("telemetry export", (it) => {
           const ids = collector.requests().map(spanIds)
           assert.strictEqual(new Set(ids).size, ids.length)
         }), { concurrency: "unbounded", discard: true }).pipe(Effect.scoped))
+
+    it.effect("a failure right after a success: last_error is the failure's, and the success's record is the older", () =>
+      Effect.gen(function*() {
+        const svc = yield* SvcTest
+        // The first batch is taken; every later one is refused.
+        const { org, collector, id } = yield* withCollector()
+        collector.enqueue(Reply.status(200, { body: "{}" }))
+        collector.respond(() => Reply.status(400, { body: "nope" }))
+        const list = () => raw(`${svc.baseUrl}/v1/tasks`, { headers: { authorization: `Bearer ${org.key}` } })
+        // Two full batches, sent at once.
+        yield* Effect.forEach(Array.from({ length: 600 }), list, { concurrency: 16, discard: true })
+        const { deliveries } = yield* waitForDeliveries(org, id, (list) =>
+          list.some((d) => d.status === "delivered") && list.some((d) => d.status === "failed")
+        )
+        // Newest first: the failure after the success.
+        const statuses = deliveries.map((d) => d.status).filter((status) => status !== "pending")
+        assert.strictEqual(statuses.at(-1), "delivered", JSON.stringify(statuses))
+        // A success's record written after the failure's would have cleared it with the same statement.
+        const now = yield* destination(org)
+        assert.include(now.last_error ?? "", "400")
+      }).pipe(Effect.scoped))
 
     it.effect("Retry-After is honoured before the next attempt", () =>
       Effect.gen(function*() {

@@ -10,6 +10,7 @@ import { makeSampler } from "../../../src/observability/OperatorTraces.ts"
 import type { SamplerName } from "../../../src/observability/OtelEnv.ts"
 import { SpanBuffers } from "../../../src/telemetry/Buffers.ts"
 import { makeTracer } from "../../../src/telemetry/Capture.ts"
+import { takeSpans } from "../../support/spanBatches.ts"
 
 const ORG = "01900000-0000-7000-8000-000000000001"
 const OTHER = "01900000-0000-7000-8000-000000000002"
@@ -23,7 +24,7 @@ const setup = (options: { readonly ratio?: number; readonly sampler?: SamplerNam
     offer: (span) => offered.push(span)
   }
   const tracer = makeTracer(buffers, options.ratio ?? 1, Tracer.nativeTracer, options.operator === false ? undefined : sink)
-  const orgSpans = () => buffers.take("dest-1", 10_000).map((json) => JSON.parse(json) as { name: string })
+  const orgSpans = () => takeSpans(buffers, "dest-1")
   return { tracer, offered, orgSpans }
 }
 

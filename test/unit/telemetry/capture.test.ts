@@ -5,6 +5,7 @@ import { sampledByRatio } from "../../../src/otlp/Sampling.ts"
 import { SpanBuffers } from "../../../src/telemetry/Buffers.ts"
 import { makeTracer } from "../../../src/telemetry/Capture.ts"
 import type { OtlpSpan } from "../../../src/otlp/Encoding.ts"
+import { takeSpans } from "../../support/spanBatches.ts"
 
 const ORG = "01900000-0000-7000-8000-000000000001"
 const OTHER = "01900000-0000-7000-8000-000000000002"
@@ -13,7 +14,7 @@ const setup = (ratio = 1, capacity = 100) => {
   const buffers = SpanBuffers.make(capacity)
   buffers.activate(ORG, "dest-1")
   const tracer = makeTracer(buffers, ratio)
-  const taken = (): Array<OtlpSpan> => buffers.take("dest-1", 10_000).map((json) => JSON.parse(json))
+  const taken = (): Array<OtlpSpan> => takeSpans(buffers, "dest-1")
   return { buffers, tracer, taken }
 }
 

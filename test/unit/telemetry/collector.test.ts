@@ -113,12 +113,13 @@ describe("OTLP encoding in slices", () => {
   })
 })
 
-describe("a batch compressed from its encoded spans", () => {
+describe("a batch written span by span as captured, then compressed", () => {
   it.effect("gunzips to exactly encodeRequest's text, whatever the batch before it left in the reused buffer (multi-byte text included)", () =>
     Effect.gen(function*() {
       const { gunzipSync } = yield* Effect.promise(() => import("node:zlib"))
       const { encodeRequest, encodeRequestParts, serviceResource } = yield* Effect.promise(() => import("../../../src/otlp/Encoding.ts"))
-      const { makeBatchCompressor } = yield* Effect.promise(() => import("../../../src/telemetry/Collector.ts"))
+      const { compressBatch } = yield* Effect.promise(() => import("../../../src/telemetry/Collector.ts"))
+      const { BATCH_SPANS, SpanBuffers } = yield* Effect.promise(() => import("../../../src/telemetry/Buffers.ts"))
       const span = (i: number, text: string) => ({
         traceId: "4bf92f3577b34da6a3ce929d0e0e4736",
         spanId: `00f067aa0ba902b${i % 10}`,
@@ -130,24 +131,44 @@ describe("a batch compressed from its encoded spans", () => {
         status: { code: 0 }
       })
       const parts = encodeRequestParts(serviceResource())
-      const compress = makeBatchCompressor(parts.head, parts.tail)
-      // Large, then small (the spare buffer holds the large one's bytes beyond), then larger, then empty.
+      const buffers = SpanBuffers.make(10_000)
+      buffers.activate("org", "dest")
+      const batchOf = (spans: ReadonlyArray<ReturnType<typeof span>>) => {
+        for (const s of spans) buffers.offer("org", parts.span(s))
+        assert.strictEqual(buffers.cut("dest", "period"), 1)
+        return buffers.take("dest")!
+      }
+      const check = (body: { readonly gzipped: Uint8Array; readonly bytes: number }, spans: ReadonlyArray<ReturnType<typeof span>>) => {
+        const text = gunzipSync(body.gzipped).toString("utf8")
+        assert.strictEqual(text, encodeRequest(spans, serviceResource()))
+        assert.strictEqual(body.bytes, Buffer.byteLength(text, "utf8"))
+      }
+      // Large (grown from a small buffer), then small and multi-byte (in the large one's buffer, given back), then one span.
       for (const batch of [
         Array.from({ length: 300 }, (_, i) => span(i, "x".repeat(200))),
         Array.from({ length: 3 }, (_, i) => span(i, "é – 😀 ü")),
-        Array.from({ length: 600 }, (_, i) => span(i, `/v1/tasks/${i} ✓`)),
-        []
+        [span(1, "😀".repeat(100))]
       ]) {
-        const body = yield* compress(batch.map(parts.span))
-        const text = gunzipSync(body.gzipped).toString("utf8")
-        assert.strictEqual(text, encodeRequest(batch, serviceResource()))
-        assert.strictEqual(body.bytes, Buffer.byteLength(text, "utf8"))
+        check(yield* compressBatch(batchOf(batch)), batch)
       }
-      // Two at once: neither writes into the other's buffer.
+      // A full batch closes by itself; the spans after it start the next.
+      const many = Array.from({ length: BATCH_SPANS + 88 }, (_, i) => span(i, `/v1/tasks/${i} ✓`))
+      for (const s of many) buffers.offer("org", parts.span(s))
+      assert.strictEqual(buffers.cut("dest", "full"), 1)
+      const full = buffers.take("dest")!
+      assert.strictEqual(full.spans, BATCH_SPANS)
+      assert.isUndefined(buffers.take("dest"))
+      // A batch taken and not yet compressed keeps its bytes: later spans are written elsewhere.
+      const rest = batchOf([])
       const a = Array.from({ length: 50 }, (_, i) => span(i, "a"))
       const b = Array.from({ length: 50 }, (_, i) => span(i, "b"))
-      const [ba, bb] = yield* Effect.all([compress(a.map(parts.span)), compress(b.map(parts.span))], { concurrency: 2 })
-      assert.strictEqual(gunzipSync(ba.gzipped).toString("utf8"), encodeRequest(a, serviceResource()))
-      assert.strictEqual(gunzipSync(bb.gzipped).toString("utf8"), encodeRequest(b, serviceResource()))
+      const ba = batchOf(a)
+      const bb = batchOf(b)
+      const [cf, cr, ca, cb] = yield* Effect.all([compressBatch(full), compressBatch(rest), compressBatch(ba), compressBatch(bb)], { concurrency: 4 })
+      check(cf, many.slice(0, BATCH_SPANS))
+      check(cr, many.slice(BATCH_SPANS))
+      check(ca, a)
+      check(cb, b)
+      assert.strictEqual(buffers.size("dest"), 0)
     }))
 })
