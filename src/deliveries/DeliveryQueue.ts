@@ -45,6 +45,7 @@ import * as Targets from "./Targets.ts"
 export * from "./Types.ts"
 import type {
   Attempt,
+  AttemptedInput,
   AttemptRecord,
   Claimed,
   ClaimOptions,
@@ -68,6 +69,8 @@ export class DeliveryQueue extends Context.Service<DeliveryQueue, {
   readonly enqueueMany: (inputs: ReadonlyArray<EnqueueInput>) => Effect.Effect<ReadonlyArray<Delivery>>
   /** `enqueueMany` without reading the new rows back (a fan-out of thousands need not parse them); answers how many. */
   readonly enqueueAll: (inputs: ReadonlyArray<EnqueueInput>) => Effect.Effect<number>
+  /** Stores deliveries whose first attempt was made before they were stored (`AttemptedInput`), in one statement. */
+  readonly recordAttempted: (inputs: ReadonlyArray<AttemptedInput>) => Effect.Effect<void>
   /**
    * `enqueueAll` of rows a query selects, in one statement with the
    * caller's own work (a fan-out that marks its source rows taken): `with`
@@ -163,6 +166,9 @@ export class DeliveryQueue extends Context.Service<DeliveryQueue, {
       })
       const enqueueAll = Effect.fn("DeliveryQueue.enqueueAll")(function*(inputs: ReadonlyArray<EnqueueInput>) {
         return yield* Enqueue.enqueueAll(sql, inputs)
+      })
+      const recordAttempted = Effect.fn("DeliveryQueue.recordAttempted")(function*(inputs: ReadonlyArray<AttemptedInput>) {
+        return yield* Enqueue.recordAttempted(sql, inputs)
       })
       const enqueueFrom = <A extends object>(source: {
         readonly with: Statement.Fragment
@@ -260,6 +266,7 @@ export class DeliveryQueue extends Context.Service<DeliveryQueue, {
         enqueue,
         enqueueMany,
         enqueueAll,
+        recordAttempted,
         enqueueFrom,
         claim,
         settle,

@@ -9,7 +9,7 @@ import type { PgClient } from "@effect/sql-pg"
 import { Effect } from "effect"
 import type { Statement } from "effect/sql"
 import { newId } from "../platform/Ids.ts"
-import { COLUMNS, type EnqueueInput, type Row, toDelivery } from "./Types.ts"
+import { type AttemptedInput, COLUMNS, type EnqueueInput, type Row, toDelivery } from "./Types.ts"
 
 export const enqueue = Effect.fnUntraced(function*(sql: PgClient.PgClient, input: EnqueueInput) {
   // `undelivered` is kept by triggers (migration 0401): one row read, however long the queue.
@@ -109,3 +109,34 @@ export const enqueueFrom = <A extends object>(sql: PgClient.PgClient, source: {
     ${underCapacity(sql, "gen_random_uuid()", "kind")}
     ${source.select}
   `.pipe(Effect.orDie)
+
+/**
+ * Stores deliveries whose first attempt was already made (`AttemptedInput`),
+ * in order, in one statement: one attempt counted, finished unless
+ * `retrying`. No capacity rule: what was sent is recorded whatever the queue
+ * holds (a `retrying` one counts as undelivered from then on).
+ */
+export const recordAttempted = Effect.fnUntraced(function*(sql: PgClient.PgClient, inputs: ReadonlyArray<AttemptedInput>) {
+  if (inputs.length === 0) return
+  const rows = inputs.map((input, ord) => ({
+    ord,
+    id: newId(),
+    org_id: input.orgId,
+    kind: input.kind,
+    target_id: input.targetId,
+    status: input.status,
+    payload: input.payload,
+    meta: input.meta,
+    error: input.error,
+    next_attempt_at: input.nextAttemptAt?.toISOString() ?? null
+  }))
+  yield* sql`
+    INSERT INTO deliveries (id, org_id, kind, target_id, status, payload, meta, attempts, last_error, next_attempt_at, finished_at)
+    SELECT x.id, x.org_id, x.kind, x.target_id, x.status, x.payload, x.meta, 1, x.error,
+           coalesce(x.next_attempt_at, now()), CASE WHEN x.status <> 'retrying' THEN now() END
+    FROM jsonb_to_recordset(${sql.json(rows)}::jsonb) AS x(
+      ord int, id uuid, org_id uuid, kind text, target_id uuid, status text, payload text, meta jsonb, error text,
+      next_attempt_at timestamptz)
+    ORDER BY x.ord
+  `.pipe(Effect.orDie)
+})

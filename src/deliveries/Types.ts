@@ -112,6 +112,23 @@ export interface EnqueueInput {
   readonly capacity: number
 }
 
+/**
+ * A delivery whose first attempt was made before it was stored (a
+ * telemetry batch sent from memory): recorded with that attempt's outcome.
+ */
+export interface AttemptedInput {
+  readonly orgId: string
+  readonly kind: DeliveryKind
+  readonly targetId: string
+  readonly status: "delivered" | "partial" | "retrying" | "failed"
+  /** Kept for a retry or a replay; null once delivered. */
+  readonly payload: string | null
+  readonly meta: DeliveryMeta
+  readonly error: string | null
+  /** A `retrying` one's next attempt (default now). */
+  readonly nextAttemptAt?: Date | undefined
+}
+
 export interface ClaimOptions {
   readonly limit: number
   readonly leaseFor: Duration.Input

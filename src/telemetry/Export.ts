@@ -196,12 +196,16 @@ export const TelemetryExportLive = Layer.effectDiscard(Effect.gen(function*() {
       taken.delete(destinationId)
       if (records === undefined || records.length === 0) return Effect.void
       const touching = records.filter((record) => record.touch)
-      return repo.recordDelivered({
-        orgId: records[0]!.orgId,
-        destinationId,
-        records,
-        touch: touching.length === 0 ? undefined : { error: touching.at(-1)!.error }
-      }).pipe(
+      const stored = queue.recordAttempted(records.map((record) => ({
+        orgId: record.orgId,
+        kind: "telemetry" as const,
+        targetId: destinationId,
+        status: record.status,
+        payload: null,
+        meta: record.meta,
+        error: record.error
+      })))
+      return repo.whileExists(destinationId, stored, touching.length === 0 ? undefined : { error: touching.at(-1)!.error }).pipe(
         Effect.catchCause((cause) => Effect.logWarning("telemetry batches sent from memory could not be recorded", cause)),
         Effect.ensuring(Effect.sync(() => buffers.addSending(destinationId, -records.reduce((sum, record) => sum + record.spans, 0))))
       )
@@ -225,9 +229,18 @@ export const TelemetryExportLive = Layer.effectDiscard(Effect.gen(function*() {
       return Effect.gen(function*() {
         const { result, durationMs } = yield* exportBody(target, body, spanCount)
         const meta = { span_count: spanCount, bytes: body.bytes, round_start: 0 }
-        const record = (
-          input: Omit<Parameters<typeof repo.recordSent>[0], "orgId" | "destinationId" | "meta"> & { readonly meta?: typeof meta & Record<string, string | number> }
-        ) => repo.recordSent({ orgId, destinationId, ...input, meta: input.meta ?? meta })
+        /** A failed batch's record, kept sealed for its retry or a replay (nothing when the destination is gone). */
+        const record = (input: {
+          readonly status: "retrying" | "failed"
+          readonly payload: string
+          readonly error: string
+          readonly nextAttemptAt?: Date
+          readonly meta?: typeof meta & Record<string, string | number>
+        }) =>
+          repo.whileExists(
+            destinationId,
+            queue.recordAttempted([{ orgId, kind: "telemetry", targetId: destinationId, ...input, meta: input.meta ?? meta }])
+          )
         /** A batch the collector took: recorded with the destination's next ones (its spans count as sending until then). */
         const later = (record: Omit<Taken, "orgId" | "spans">) => {
           const entry = { ...record, orgId, spans: spanCount }
@@ -261,7 +274,7 @@ export const TelemetryExportLive = Layer.effectDiscard(Effect.gen(function*() {
             lastSuccess.delete(destinationId)
             yield* writeRecordsOf(destinationId)
             // Kept sealed for a replay; the round that a replay starts begins after this attempt.
-            yield* record({ status: "failed", payload: seal(destinationId, body), error: result.error, touch: "none", meta: { ...meta, round_start: 1 } })
+            yield* record({ status: "failed", payload: seal(destinationId, body), error: result.error, meta: { ...meta, round_start: 1 } })
             yield* repo.recordError(destinationId, result.error)
             metrics.deliveryAttempt("telemetry", "Failed", durationMs)
             metrics.spansDropped("organizations", "export_failed", spanCount)
@@ -273,7 +286,6 @@ export const TelemetryExportLive = Layer.effectDiscard(Effect.gen(function*() {
               status: "retrying",
               payload: seal(destinationId, body),
               error: result.error,
-              touch: "none",
               nextAttemptAt: new Date(Date.now() + retryDelay(1, result))
             })
             yield* repo.recordError(destinationId, result.error)
