@@ -25,6 +25,7 @@ import m0541 from "./0541_console.ts"
 import m0542 from "./0542_retention_indexes.ts"
 import m0550 from "./0550_credentials_version.ts"
 import m0560 from "./0560_event_labels.ts"
+import m0570 from "./0570_delivery_write_costs.ts"
 
 export const migrations = Migrator.fromRecord({
   "0001_identity": m0001,
@@ -41,5 +42,6 @@ export const migrations = Migrator.fromRecord({
   "0541_console": m0541,
   "0542_retention_indexes": m0542,
   "0550_credentials_version": m0550,
-  "0560_event_labels": m0560
+  "0560_event_labels": m0560,
+  "0570_delivery_write_costs": m0570
 })

@@ -86,6 +86,38 @@ layer(QueueLive, { excludeTestServices: true })("delivery bookkeeping", (it) => 
       }
     }), { timeout: 120_000 })
 
+  it.effect("a deleted delivery takes its attempts with it: pruned, or with its organization", () =>
+    Effect.gen(function*() {
+      const queue = yield* DeliveryQueue
+      const sql = yield* SqlClient.SqlClient
+      const attemptsOf = (ids: ReadonlyArray<string>) =>
+        sql<{ n: number }>`SELECT count(*)::int AS n FROM delivery_attempts WHERE delivery_id IN ${sql.in([...ids])}`.pipe(
+          Effect.map((rows) => rows[0]!.n)
+        )
+      // Three deliveries of one organization and one of another, each with two attempts.
+      const kept = yield* newOrg
+      const gone = yield* newOrg
+      const attemptTwice = Effect.fnUntraced(function*(org: string, n: number) {
+        const target = newId()
+        yield* queue.enqueueMany(Array.from({ length: n }, () => ({ orgId: org, kind: "webhook" as const, targetId: target, capacity: 10 })))
+        for (const outcome of [Outcome.retry(new Date(), "HTTP 500"), Outcome.delivered()]) {
+          const claimed = (yield* queue.claim("webhook", { limit: 10, leaseFor: "1 minute", perTarget: 10 }))
+            .filter((d) => d.targetId === target)
+          assert.strictEqual(claimed.length, n)
+          yield* queue.settleMany(claimed.map((c) => ({ claimed: c, outcome, attempt: ok })))
+        }
+        return (yield* queue.list({ orgId: org, kind: "webhook", targetId: target })).map((d) => d.id)
+      })
+      const [pruned, ...rest] = yield* attemptTwice(gone, 3)
+      const other = yield* attemptTwice(kept, 1)
+      assert.strictEqual(yield* attemptsOf([pruned!, ...rest, ...other]), 8)
+      yield* sql`DELETE FROM deliveries WHERE id = ${pruned!}`
+      assert.strictEqual(yield* attemptsOf([pruned!]), 0, "a pruned delivery's attempts")
+      yield* sql`DELETE FROM orgs WHERE id = ${gone}`
+      assert.strictEqual(yield* attemptsOf(rest), 0, "the deleted organization's deliveries' attempts")
+      assert.strictEqual(yield* attemptsOf(other), 2, "another organization's attempts stay")
+    }))
+
   it.effect("a batch of outcomes leaves a target's health as settling them one at a time would", () =>
     Effect.gen(function*() {
       const queue = yield* DeliveryQueue

@@ -269,10 +269,15 @@ layer(QueueLive, { excludeTestServices: true })("the delivery worker", (it) => {
       yield* queue.failUndelivered("email", target, "test over")
     }))
 
-  it.effect("while outcomes cannot be recorded nothing more is sent; what was claimed waits for the database", () =>
+  it.effect("while outcomes cannot be recorded nothing more is sent, to any target; what was claimed waits for the database", () =>
     Effect.gen(function*() {
-      const { queue, target } = yield* targetWith(10)
-      const sent: Array<string> = []
+      // Two targets: each alone stays within its unrecorded bound (twice
+      // perTarget), so only the worker's own pause keeps the second target
+      // from sending more once recording fails.
+      const { queue, target: quick } = yield* targetWith(10)
+      const { target: slow } = yield* targetWith(10)
+      const sent = new Map<string, number>()
+      const slowSends = heldSends()
       let claims = 0
       let refused = 0
       const scope = yield* Scope.make()
@@ -284,7 +289,12 @@ layer(QueueLive, { excludeTestServices: true })("the delivery worker", (it) => {
         leaseFor: "1 minute",
         handleTimeout: "1 second",
         pollEvery: "100 millis",
-        handle: (delivery) => Effect.sync(() => sent.push(delivery.id)).pipe(Effect.as({ outcome: Outcome.delivered(), attempt: ok }))
+        handle: (delivery) =>
+          Effect.sync(() => sent.set(delivery.targetId, (sent.get(delivery.targetId) ?? 0) + 1)).pipe(
+            // The slow target's sends last until the test lets them end.
+            Effect.andThen(delivery.targetId === slow ? slowSends.hold : Effect.void),
+            Effect.as({ outcome: Outcome.delivered(), attempt: ok })
+          )
       }).pipe(
         // The database goes away after the first claim.
         Effect.provideService(DeliveryQueue, {
@@ -300,14 +310,27 @@ layer(QueueLive, { excludeTestServices: true })("the delivery worker", (it) => {
         }),
         Scope.provide(scope)
       )
-      yield* eventually(Effect.sync(() => sent.length > 0 ? true : undefined), { what: "the first sends" })
-      // The worker tried to record a few times, starting what it would between tries.
-      yield* eventually(Effect.sync(() => refused >= 4 ? true : undefined), { what: "settles to be refused a few times" })
+      // Both targets' first sends start together; the slow ones are held.
+      yield* eventually(Effect.sync(() => slowSends.count() === 2 && (sent.get(quick) ?? 0) > 0 ? true : undefined), {
+        what: "the first sends"
+      })
+      // The quick target's outcomes could not be recorded (twice: the
+      // worker knows it cannot record).
+      yield* eventually(Effect.sync(() => refused >= 2 ? true : undefined), { what: "settles to be refused twice" })
+      // The slow target's sends end now: its unrecorded bound (4) would let
+      // it start two more, but nothing may start while recording fails.
+      yield* slowSends.releaseAll
+      const refusedThen = refused
+      yield* eventually(Effect.sync(() => refused >= refusedThen + 2 ? true : undefined), {
+        what: "two more refused settles"
+      })
       yield* Scope.close(scope, Exit.void)
+      assert.strictEqual(sent.get(slow), 2, "the slow target started nothing more once recording failed")
       // Sent before the first failure to record came back: at most the
-      // target's limit of sends not yet recorded (twice perTarget).
-      assert.isAtMost(sent.length, 4, "nothing more went out once recording failed")
-      yield* queue.failUndelivered("email", target, "test over")
+      // quick target's limit of sends not yet recorded (twice perTarget).
+      assert.isAtMost(sent.get(quick) ?? 0, 4, "nothing more went out once recording failed")
+      yield* queue.failUndelivered("email", quick, "test over")
+      yield* queue.failUndelivered("email", slow, "test over")
     }))
 
   it.effect("outcomes the database could not take are recorded as soon as it answers again: nothing is sent twice, nobody waits for the lease", () =>
