@@ -212,11 +212,14 @@ export const TelemetryExportLive = Layer.effectDiscard(Effect.gen(function*() {
     })
   const writeRecords = Effect.suspend(() => Effect.forEach([...taken.keys()], writeRecordsOf, { discard: true }))
   const readyOf = (destinationId: string) => ready.get(destinationId)?.length ?? 0
-  // A failure's record (which the undelivered count's trigger may lock
-  // with its target) and the destination's `last_error` are written by two
-  // statements, never one holding both locks: a destination's deletion
-  // takes them in the other order. Successes, the common case, are
-  // recorded later with the destination's others (`taken`).
+  // A failure's record is stored while the destination's row is held
+  // shared (`whileExists`; the undelivered count's trigger then locks its
+  // target: destination first, as its deletion takes them), and the
+  // destination's `last_error` is written after, by a statement of its
+  // own: two processes recording failures of one destination would
+  // deadlock raising their shared locks to update it in the transaction.
+  // Successes, the common case, are recorded later with the destination's
+  // others (`taken`), by a transaction that takes the row to update it first.
   const sendFromMemory = (
     orgId: string,
     destinationId: string,
