@@ -35,7 +35,7 @@ import { gzipSync } from "node:zlib"
 import { Agent, request } from "undici"
 import { encodeRequestParts, type KeyValue } from "../otlp/Encoding.ts"
 import { sampledByRatio } from "../otlp/Sampling.ts"
-import { isExportedAttribute, toOtlpSpan } from "../otlp/Spans.ts"
+import { encodeSpan, isExportedAttribute } from "../otlp/Spans.ts"
 import { Metrics, type MetricsShape } from "./Metrics.ts"
 import { type OperatorSink, OperatorSpans } from "./OperatorSink.ts"
 import { type OperatorSampler, type OperatorTraceSettings, OtelEnvError, parseOtelEnv } from "./OtelEnv.ts"
@@ -168,7 +168,7 @@ export const makeOperatorPipeline = (settings: OperatorTraceSettings, metrics: M
     /** Exports one batch: retries within the export budget, then counts the spans exported or dropped. */
     const exportBatch = (spans: ReadonlyArray<Tracer.Span>) =>
       Effect.gen(function*() {
-        const json = `${parts.head}${spans.map((span) => parts.span(toOtlpSpan(span, isOperatorAttribute))).join(",")}${parts.tail}`
+        const json = `${parts.head}${spans.map((span) => encodeSpan(span, isOperatorAttribute)).join(",")}${parts.tail}`
         const body = settings.gzip ? new Uint8Array(gzipSync(json)) : json
         const deadline = Date.now() + settings.exportTimeoutMs
         for (let attempt = 1;; attempt++) {

@@ -50,7 +50,26 @@ const errorType = (exit: Exit.Exit<unknown, unknown>): string | undefined => {
   return "_OTHER"
 }
 
-/** The OTLP form of an ended span: allowlisted attributes, `error.type`, never messages. */
+/**
+ * Why the span failed (its `error.type`), or undefined. Semantic
+ * conventions: a server span fails on 5xx only, and its error.type is the
+ * status code.
+ */
+const failureOf = (
+  span: Tracer.Span,
+  status: Extract<Tracer.SpanStatus, { _tag: "Ended" }>,
+  httpStatus: number | undefined
+): string | undefined =>
+  span.kind === "server" && httpStatus !== undefined
+    ? httpStatus >= 500 ? String(httpStatus) : undefined
+    : errorType(status.exit)
+
+/**
+ * The OTLP form of an ended span: allowlisted attributes, `error.type`,
+ * never messages. The mapping's readable statement: what is sent is
+ * `encodeSpan`'s text, which must be exactly this object's JSON
+ * (`test/unit/telemetry/span-encoding.test.ts`).
+ */
 export const toOtlpSpan = (span: Tracer.Span, isExported: (key: string) => boolean = isExportedAttribute): OtlpSpan => {
   const status = span.status as Extract<Tracer.SpanStatus, { _tag: "Ended" }>
   const attributes: Array<KeyValue> = []
@@ -74,11 +93,7 @@ export const toOtlpSpan = (span: Tracer.Span, isExported: (key: string) => boole
       attributes.push({ key, value })
     }
   }
-  let failure = errorType(status.exit)
-  // Semantic conventions: a server span fails on 5xx only; its error.type is the status code.
-  if (span.kind === "server" && httpStatus !== undefined) {
-    failure = httpStatus >= 500 ? String(httpStatus) : undefined
-  }
+  const failure = failureOf(span, status, httpStatus)
   if (failure !== undefined && !hasErrorType) attributes.push({ key: "error.type", value: { stringValue: failure } })
   const parent = Option.getOrUndefined(span.parent)
   const links = span.links.length === 0
@@ -141,10 +156,7 @@ export const encodeSpan = (span: Tracer.Span, isExported: (key: string) => boole
       attributes += `${attributes === "" ? "" : ","}{"key":${JSON.stringify(key)},"value":${value}}`
     }
   }
-  let failure = errorType(status.exit)
-  if (span.kind === "server" && httpStatus !== undefined) {
-    failure = httpStatus >= 500 ? String(httpStatus) : undefined
-  }
+  const failure = failureOf(span, status, httpStatus)
   if (failure !== undefined && !hasErrorType) {
     attributes += `${attributes === "" ? "" : ","}{"key":"error.type","value":{"stringValue":${JSON.stringify(failure)}}}`
   }
