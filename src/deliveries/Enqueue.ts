@@ -62,15 +62,20 @@ const underCapacity = (sql: PgClient.PgClient, id: "id" | "gen_random_uuid()", r
     )
   `
 
+/** The columns every new delivery row sent as JSON starts with: its place in the batch, a fresh id, whose it is and where it goes. */
+const newRow = (input: { readonly orgId: string; readonly kind: string; readonly targetId: string }, ord: number) => ({
+  ord,
+  id: newId(),
+  org_id: input.orgId,
+  kind: input.kind,
+  target_id: input.targetId
+})
+
 // With `readBack` the new rows in input order; without, one row with their number.
 const insertMany = Effect.fnUntraced(function*(sql: PgClient.PgClient, inputs: ReadonlyArray<EnqueueInput>, readBack: boolean) {
   if (inputs.length === 0) return []
   const rows = inputs.map((input, ord) => ({
-    ord,
-    id: newId(),
-    org_id: input.orgId,
-    kind: input.kind,
-    target_id: input.targetId,
+    ...newRow(input, ord),
     label: input.label ?? null,
     event_id: input.eventId ?? null,
     payload: input.payload ?? null,
@@ -119,11 +124,7 @@ export const enqueueFrom = <A extends object>(sql: PgClient.PgClient, source: {
 export const recordAttempted = Effect.fnUntraced(function*(sql: PgClient.PgClient, inputs: ReadonlyArray<AttemptedInput>) {
   if (inputs.length === 0) return
   const rows = inputs.map((input, ord) => ({
-    ord,
-    id: newId(),
-    org_id: input.orgId,
-    kind: input.kind,
-    target_id: input.targetId,
+    ...newRow(input, ord),
     status: input.status,
     payload: input.payload,
     meta: input.meta,
