@@ -62,11 +62,15 @@ describe("deadlines across restarts (embedded database)", () => {
     const first = await startServer(env)
     let approval: { approval_id: string; expires_at: string }
     try {
+      // The first process must be stopped before the earliest deadline
+      // (the expiring notice, 4 s after the step; then escalation at 5 s,
+      // expiry at 10 s, in the order the last check reads): a 1 s window was missed once
+      // under CI's parallel load, with every deadline firing before exit.
       await call(first, key, "PUT", "/v1/approval-policies/deploy", {
         mode: "require_approval",
-        review_seconds: 4,
-        expiring_notice_seconds: 1,
-        escalation_seconds: 1,
+        review_seconds: 10,
+        expiring_notice_seconds: 6,
+        escalation_seconds: 5,
         timeout_action: "allow"
       })
       const session = await call(first, key, "POST", "/v1/agent-sessions", {})
