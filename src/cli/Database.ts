@@ -1,20 +1,18 @@
 /**
- * The CLI's database: the same one the server uses. With `DATABASE_URL`,
- * that server. Embedded: the running server's database through its socket
- * in the data directory; when no server runs, the CLI opens the data
- * directory itself (and holds it while it runs).
+ * The CLI's database when it opens it itself: with `DATABASE_URL`, that
+ * server; embedded, the data directory (held while the command runs). When
+ * a server holds the data directory, the CLI does not come here: it sends
+ * its command to that server's admin channel (`Admin.ts`).
  */
 import { Effect, Layer, Option } from "effect"
 import { SvcConfig } from "../platform/Config.ts"
-import { Database, serverSessionSettings } from "../platform/Database.ts"
+import { Database, embeddedSettings, serverSessionSettings } from "../platform/Database.ts"
 import { Migrations } from "../platform/Migrations.ts"
 
 export const CliDatabaseLive = Layer.unwrap(Effect.gen(function*() {
   const config = yield* SvcConfig
-  if (Option.isSome(config.databaseUrl)) {
-    return Migrations.layer.pipe(Layer.provideMerge(Database.server(config.databaseUrl.value, 2, serverSessionSettings(config))))
-  }
-  const database = yield* Database.shareOrOpen(config.dataDir)
-  // The server applied its migrations when it started.
-  return database.attached ? database.layer : Migrations.layer.pipe(Layer.provideMerge(database.layer))
+  const database = Option.isSome(config.databaseUrl)
+    ? Database.server(config.databaseUrl.value, 2, serverSessionSettings(config))
+    : Database.embedded(config.dataDir, embeddedSettings(config), { waitMs: 0 })
+  return Migrations.layer.pipe(Layer.provideMerge(database))
 }))

@@ -1,241 +1,42 @@
 /**
- * `npm run cli -- <command>`: issue organizations and API keys.
+ * `npm run cli -- <command>`: organizations, API keys, console sign-in and
+ * the database (`Commands.ts` lists them).
  *
- *   orgs create --name acme --json
- *   orgs list --json
- *   keys create --org <org id> --scopes tasks.write,tasks.read [--name ci] --json
- *   keys list --org <org id> --json
- *   keys revoke --id <key id> --json
- *   notifications reviewer-email --org <org id> (--email reviewers@example.com | --clear) --json
- *   console login --org <org id> --preset reviewer|approver|admin --name "Ada" [--ttl 15m] --json
- *   console sessions --org <org id> --json
- *   console revoke (--session <session id> | --all --org <org id>) --json
+ * With `DATABASE_URL` the CLI opens that server. Embedded: when a server
+ * holds the data directory, the CLI sends the command to that server's
+ * admin channel and prints its answer; when none does, it opens the data
+ * directory itself while the command runs.
  */
 import { NodeRuntime, NodeServices } from "@effect/platform-node"
-import { Console, Duration, Effect, Layer, Logger, Option, Schema } from "effect"
-import { Command, Flag } from "effect/cli"
-import { CliError } from "effect/cli"
-import { ConsolePresetNames, Scopes, type ScopeName } from "../api/Security.ts"
-import {
-  ConsoleSessions,
-  DEFAULT_LINK_TTL_SECONDS,
-  MAX_LINK_TTL_SECONDS,
-  validPerson
-} from "../console/ConsoleSessions.ts"
+import { Effect, Layer, Logger } from "effect"
+import { Command } from "effect/cli"
+import { ConsoleSessions } from "../console/ConsoleSessions.ts"
 import { Identity } from "../identity/Identity.ts"
-import { writeReviewerEmail } from "../notifications/Endpoints.ts"
-import { parseDurations, SvcConfig } from "../platform/Config.ts"
+import { SvcConfig } from "../platform/Config.ts"
+import { isHeld } from "../platform/DataDir.ts"
+import { adminSocketPath, answers, sendCommand } from "./Admin.ts"
+import { commands, VERSION } from "./Commands.ts"
 import { CliDatabaseLive } from "./Database.ts"
 
-const json = Flag.Boolean("json").pipe(Flag.withDescription("Print one JSON object"), Flag.withDefault(false))
+/** How long the CLI waits for a server whose lock is held but whose admin channel does not answer yet (it is starting). */
+const ATTACH_WAIT_MS = 30_000
 
-const Uuid = Schema.String.check(Schema.isUUID(undefined, { message: "Expected an id (UUID)" }))
+const argv = process.argv.slice(2)
+const local = argv.length === 0 || argv.some((arg) => ["--help", "-h", "--version", "--wizard", "--completions"].includes(arg.split("=")[0]!))
 
-const fail = (message: string) => Effect.fail(new CliError.UserError({ cause: new Error(message), userMessage: message }))
-
-const print = (asJson: boolean, value: unknown, text: string) => Console.log(asJson ? JSON.stringify(value) : text)
-
-const orgsCreate = Command.make(
-  "create",
-  { name: Flag.String("name").pipe(Flag.withDescription("Organization name"), Flag.withSchema(Schema.NonEmptyString)), json },
-  Effect.fn(function*({ name, json }) {
-    const identity = yield* Identity
-    const org = yield* identity.createOrg(name)
-    yield* print(json, org, `created organization ${org.id} (${org.name})`)
-  })
-).pipe(Command.withDescription("Create an organization"))
-
-const orgsList = Command.make(
-  "list",
-  { json },
-  Effect.fn(function*({ json }) {
-    const identity = yield* Identity
-    const orgs = yield* identity.listOrgs
-    yield* print(json, { orgs }, orgs.map((org) => `${org.id}  ${org.name}`).join("\n") || "no organizations")
-  })
-).pipe(Command.withDescription("List organizations"))
-
-const orgs = Command.make("orgs").pipe(
-  Command.withDescription("Manage organizations"),
-  Command.withSubcommands([orgsCreate, orgsList])
-)
-
-const parseScopes = (raw: string) => {
-  const scopes = raw.split(",").map((scope) => scope.trim()).filter((scope) => scope.length > 0)
-  const unknown = scopes.filter((scope) => !(Scopes as ReadonlyArray<string>).includes(scope))
-  if (scopes.length === 0) return fail("--scopes needs at least one scope")
-  if (unknown.length > 0) {
-    return fail(`unknown scope ${unknown.join(", ")}; known scopes: ${Scopes.join(", ")}`)
+/** The running server's admin socket, if a server holds the data directory; `undefined`: run here. */
+const runningServer = Effect.gen(function*() {
+  const config = yield* SvcConfig
+  if (config.databaseUrl._tag === "Some" || local) return undefined
+  const socket = adminSocketPath(config.dataDir)
+  const deadline = Date.now() + ATTACH_WAIT_MS
+  for (;;) {
+    if (yield* Effect.promise(() => answers(socket))) return socket
+    // Held by another CLI, or by a server still starting: wait for either.
+    if (!isHeld(config.dataDir) || Date.now() >= deadline) return undefined
+    yield* Effect.sleep("100 millis")
   }
-  return Effect.succeed(scopes as Array<ScopeName>)
-}
-
-const keysCreate = Command.make(
-  "create",
-  {
-    org: Flag.String("org").pipe(Flag.withDescription("Organization id"), Flag.withSchema(Uuid)),
-    scopes: Flag.String("scopes").pipe(Flag.withDescription(`Comma-separated scopes: ${Scopes.join(", ")}`)),
-    name: Flag.String("name").pipe(Flag.withDescription("A label for the key"), Flag.optional),
-    json
-  },
-  Effect.fn(function*({ org, scopes, name, json }) {
-    const identity = yield* Identity
-    const parsed = yield* parseScopes(scopes)
-    const created = yield* identity.createKey({ orgId: org, scopes: parsed, name: Option.getOrUndefined(name) }).pipe(
-      Effect.catchTag("OrgNotFound", () => fail(`no organization ${org}`))
-    )
-    yield* print(
-      json,
-      { id: created.id, org_id: created.org_id, key: created.key, scopes: created.scopes },
-      `created key ${created.id}\n${created.key}\n(shown only now: store it safely)`
-    )
-  })
-).pipe(Command.withDescription("Create an API key; the key is printed only now"))
-
-const keysList = Command.make(
-  "list",
-  { org: Flag.String("org").pipe(Flag.withDescription("Organization id"), Flag.withSchema(Uuid)), json },
-  Effect.fn(function*({ org, json }) {
-    const identity = yield* Identity
-    const keys = yield* identity.listKeys(org).pipe(Effect.catchTag("OrgNotFound", () => fail(`no organization ${org}`)))
-    yield* print(
-      json,
-      { keys },
-      keys.map((key) =>
-        `${key.id}  ${key.key_prefix}…  ${key.scopes.join(",")}${key.revoked_at ? `  revoked ${key.revoked_at}` : ""}`
-      ).join("\n") || "no keys"
-    )
-  })
-).pipe(Command.withDescription("List an organization's keys (never the key material)"))
-
-const keysRevoke = Command.make(
-  "revoke",
-  { id: Flag.String("id").pipe(Flag.withDescription("Key id"), Flag.withSchema(Uuid)), json },
-  Effect.fn(function*({ id, json }) {
-    const identity = yield* Identity
-    const key = yield* identity.revokeKey(id).pipe(Effect.catchTag("KeyNotFound", () => fail(`no key ${id}`)))
-    yield* print(json, key, `revoked key ${key.id}`)
-  })
-).pipe(Command.withDescription("Revoke an API key at once"))
-
-const keys = Command.make("keys").pipe(
-  Command.withDescription("Manage API keys"),
-  Command.withSubcommands([keysCreate, keysList, keysRevoke])
-)
-
-const emailPattern = /^[^\s@<>",;:()\\[\]]+@[^\s@<>",;:()\\[\]]+\.[^\s@<>",;:()\\[\]]+$/
-
-const reviewerEmail = Command.make(
-  "reviewer-email",
-  {
-    org: Flag.String("org").pipe(Flag.withDescription("Organization id"), Flag.withSchema(Uuid)),
-    email: Flag.String("email").pipe(Flag.withDescription("Reviewer address for approval requests and deadline notices"), Flag.optional),
-    clear: Flag.Boolean("clear").pipe(Flag.withDescription("Remove the reviewer address"), Flag.withDefault(false)),
-    json
-  },
-  Effect.fn(function*({ org, email, clear, json }) {
-    if (clear === Option.isSome(email)) return yield* fail("give exactly one of --email ADDRESS or --clear")
-    const address = Option.getOrNull(email)
-    if (address !== null && (address.length > 254 || !emailPattern.test(address))) {
-      return yield* fail(`not an email address: ${address}`)
-    }
-    const found = yield* writeReviewerEmail(org, address)
-    if (!found) return yield* fail(`no organization ${org}`)
-    yield* print(
-      json,
-      { org_id: org, reviewer_email: address },
-      address === null ? `cleared the reviewer address of ${org}` : `reviewer address of ${org}: ${address}`
-    )
-  })
-).pipe(Command.withDescription("Set or clear the organization's reviewer email address (mailed when SVC_SMTP_URL is set)"))
-
-const notifications = Command.make("notifications").pipe(
-  Command.withDescription("Notification settings"),
-  Command.withSubcommands([reviewerEmail])
-)
-
-const orgFlag = Flag.String("org").pipe(Flag.withDescription("Organization id"), Flag.withSchema(Uuid))
-
-/** `15m`, `1h`...: between a minute and `MAX_LINK_TTL_SECONDS`. */
-const parseTtl = (raw: string) =>
-  Effect.gen(function*() {
-    const parsed = yield* parseDurations("--ttl", raw).pipe(Effect.catch(() => fail(`--ttl: "${raw}" is not a duration such as 15m or 1h`)))
-    const seconds = parsed.length === 1 ? Math.round(Duration.toMillis(parsed[0]!) / 1000) : Number.NaN
-    if (!(seconds >= 60 && seconds <= MAX_LINK_TTL_SECONDS)) {
-      return yield* fail(`--ttl must be one duration between 1m and ${MAX_LINK_TTL_SECONDS / 3600}h`)
-    }
-    return seconds
-  })
-
-const consoleLogin = Command.make(
-  "login",
-  {
-    org: orgFlag,
-    preset: Flag.Literals("preset", ConsolePresetNames).pipe(Flag.withDescription("What the person may do: reviewer, approver or admin")),
-    name: Flag.String("name").pipe(Flag.withDescription("The person's name, as records will name them (console:<name>)")),
-    ttl: Flag.String("ttl").pipe(Flag.withDescription("How long the link works (default 15m, at most 24h)"), Flag.optional),
-    json
-  },
-  Effect.fn(function*({ org, preset, name, ttl, json }) {
-    if (!validPerson(name)) return yield* fail("--name must be 1 to 100 printable characters")
-    const ttlSeconds = Option.isSome(ttl) ? yield* parseTtl(ttl.value) : DEFAULT_LINK_TTL_SECONDS
-    const config = yield* SvcConfig
-    const sessions = yield* ConsoleSessions
-    const link = yield* sessions.createLink({ orgId: org, preset, person: name.trim(), ttlSeconds }).pipe(
-      Effect.catchTag("OrgNotFound", () => fail(`no organization ${org}`))
-    )
-    const host = config.host === "0.0.0.0" || config.host === "::" ? "127.0.0.1" : config.host.includes(":") ? `[${config.host}]` : config.host
-    const base = Option.getOrElse(config.publicUrl, () => `http://${host}:${config.port}`)
-    // The secret is in the fragment: browsers never send it, so it never reaches a server log.
-    const url = `${base}/console/sign-in#${link.token}`
-    yield* print(
-      json,
-      { url, expires_at: link.expiresAt, preset },
-      `${url}\n(works once, until ${link.expiresAt}; the person presses "Sign in" on the page it opens)`
-    )
-  })
-).pipe(Command.withDescription("Print a one-time console sign-in link for a person"))
-
-const consoleSessions = Command.make(
-  "sessions",
-  { org: orgFlag, json },
-  Effect.fn(function*({ org, json }) {
-    const sessions = yield* ConsoleSessions
-    const list = yield* sessions.list(org)
-    yield* print(
-      json,
-      { sessions: list },
-      list.map((s) => `${s.id}  ${s.preset}  ${s.person}  last seen ${s.last_seen_at}  ends by ${s.expires_at}`).join("\n") ||
-        "no console sessions"
-    )
-  })
-).pipe(Command.withDescription("List an organization's console sessions that have not ended"))
-
-const consoleRevoke = Command.make(
-  "revoke",
-  {
-    session: Flag.String("session").pipe(Flag.withDescription("Console session id"), Flag.withSchema(Uuid), Flag.optional),
-    all: Flag.Boolean("all").pipe(Flag.withDescription("Every session of --org"), Flag.withDefault(false)),
-    org: Flag.String("org").pipe(Flag.withDescription("Organization id (with --all)"), Flag.withSchema(Uuid), Flag.optional),
-    json
-  },
-  Effect.fn(function*({ session, all, org, json }) {
-    const sessions = yield* ConsoleSessions
-    if (all === Option.isSome(session)) return yield* fail("give exactly one of --session ID or --all --org ORG_ID")
-    if (Option.isSome(session)) {
-      yield* sessions.revoke(session.value).pipe(Effect.catchTag("SessionNotFound", () => fail(`no console session ${session.value}`)))
-      return yield* print(json, { revoked: 1, session_id: session.value }, `revoked console session ${session.value}`)
-    }
-    if (Option.isNone(org)) return yield* fail("--all needs --org ORG_ID")
-    const count = yield* sessions.revokeAll(org.value)
-    yield* print(json, { revoked: count, org_id: org.value }, `revoked ${count} console session(s) of ${org.value}`)
-  })
-).pipe(Command.withDescription("End console sessions at once, in every process"))
-
-const consoleCommand = Command.make("console").pipe(
-  Command.withDescription("The web console: sign-in links and sessions"),
-  Command.withSubcommands([consoleLogin, consoleSessions, consoleRevoke])
-)
+})
 
 // Commands open the database only when they run, so `--help` is instant.
 const ServicesLive = Layer.mergeAll(Identity.layer, ConsoleSessions.layer).pipe(
@@ -243,14 +44,19 @@ const ServicesLive = Layer.mergeAll(Identity.layer, ConsoleSessions.layer).pipe(
   Layer.provideMerge(SvcConfig.layer)
 )
 
-export const cli = Command.make("svc").pipe(
-  Command.withDescription("Administer svc: organizations, API keys and console sign-in"),
-  Command.withSubcommands([orgs, keys, notifications, consoleCommand]),
-  Command.provide(ServicesLive)
-)
+const program = Effect.gen(function*() {
+  const socket = yield* runningServer.pipe(Effect.provide(SvcConfig.layer))
+  if (socket !== undefined) {
+    const answer = yield* Effect.promise(() => sendCommand(socket, argv))
+    process.stdout.write(answer.stdout)
+    process.stderr.write(answer.stderr)
+    process.exitCode = answer.code
+    return
+  }
+  yield* Command.runWith(commands.pipe(Command.provide(ServicesLive)), { version: VERSION })(argv)
+})
 
-cli.pipe(
-  Command.run({ version: "0.1.0" }),
+program.pipe(
   Effect.provide(NodeServices.layer),
   // Diagnostics go to stderr so stdout holds only the answer.
   Effect.provide(Logger.layer([Logger.withConsoleError(Logger.formatLogFmt)])),

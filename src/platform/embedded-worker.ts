@@ -1,34 +1,99 @@
 /**
- * Runs PGlite and its socket server (`EmbeddedSocket.ts`) in a worker thread, so database work
- * (which PGlite does synchronously in WebAssembly) never blocks the thread
- * that serves HTTP. The parent talks to it over a Unix socket like to any
- * PostgreSQL server, with the same client and the same SQL; the socket
- * lives in a directory only this user can enter (never a TCP port).
+ * Runs PGlite in a worker thread, so database work (which PGlite does
+ * synchronously in WebAssembly) never blocks the thread that serves HTTP,
+ * and a statement that runs away can be stopped by ending the thread.
+ *
+ * The worker speaks only to its parent (`EmbeddedSession.ts`), through the
+ * thread's message port: one request at a time, in the order they arrive,
+ * each answered with its rows or its error. Nothing else can reach it: there
+ * is no socket and no wire protocol.
+ *
+ * Values come back as `@effect/sql-pg` decodes them on a PostgreSQL server
+ * (see `parsers`), so the services see the same types on either database.
  */
-import { PGlite } from "@electric-sql/pglite"
+import { PGlite, types } from "@electric-sql/pglite"
 import { parentPort, workerData } from "node:worker_threads"
-import { serveOnSocket } from "./EmbeddedSocket.ts"
+import { dumpData } from "./EmbeddedDump.ts"
+import { runStatement } from "./EmbeddedProtocol.ts"
 
 interface Options {
   readonly dataDir: string | undefined
-  /** The Unix socket to serve on. */
-  readonly path: string
-  readonly maxConnections: number
+}
+
+export type Request =
+  | { readonly id: number; readonly op: "query"; readonly sql: string; readonly params: ReadonlyArray<unknown>; readonly types: ReadonlyArray<number>; readonly values: boolean }
+  | { readonly id: number; readonly op: "exec"; readonly sql: string }
+  | { readonly id: number; readonly op: "dump" }
+  | { readonly id: number; readonly op: "stop" }
+
+export interface Answer {
+  readonly id: number
+  readonly result?: { readonly rows: ReadonlyArray<unknown>; readonly command: string | undefined; readonly affectedRows: number | undefined }
+  readonly dump?: string
+  readonly error?: Record<string, unknown>
+}
+
+/** Text-format parsers giving the values `@effect/sql-pg`'s binary codecs give. */
+const parsers = {
+  // int8: bigint, always (PGlite's default gives a number when it fits).
+  [types.INT8]: (value: string) => BigInt(value),
+  // date: the calendar date as PostgreSQL prints it, not a Date at local midnight.
+  [types.DATE]: (value: string) => value,
+  // timestamp without time zone: that wall-clock time read as UTC.
+  [types.TIMESTAMP]: (value: string) =>
+    value === "infinity" || value === "-infinity" ? new Date(Number.NaN) : new Date(`${value.replace(" ", "T")}Z`),
+  [types.TIMESTAMPTZ]: (value: string) =>
+    value === "infinity" || value === "-infinity" ? new Date(Number.NaN) : new Date(value)
 }
 
 const options = workerData as Options
 const port = parentPort!
 
+const describe = (cause: unknown): Record<string, unknown> => {
+  if (typeof cause !== "object" || cause === null) return { message: String(cause) }
+  const error = cause as Record<string, unknown>
+  const out: Record<string, unknown> = { message: error.message ?? String(cause) }
+  for (const field of ["code", "constraint", "detail", "hint", "severity", "schema", "table", "column", "position", "routine"]) {
+    if (typeof error[field] === "string") out[field] = error[field]
+  }
+  return out
+}
+
 try {
-  const db = await PGlite.create(options.dataDir === undefined ? {} : { dataDir: options.dataDir })
-  const server = await serveOnSocket(db, options.path, options.maxConnections)
-  port.on("message", async (message: unknown) => {
-    if (message === "stop") {
-      // Closing the socket server removes the socket file.
-      await server.stop()
-      await db.close()
-      port.postMessage({ type: "stopped" })
+  const db = await PGlite.create({ ...(options.dataDir === undefined ? {} : { dataDir: options.dataDir }), parsers })
+  // Requests run strictly in arrival order: a transaction's statements and
+  // its COMMIT must not overtake one another.
+  let chain: Promise<void> = Promise.resolve()
+  const handle = async (request: Request): Promise<Answer> => {
+    switch (request.op) {
+      case "query": {
+        // One call into PGlite per statement (`EmbeddedProtocol.ts`).
+        return { id: request.id, result: await runStatement(db, request.sql, request.params, request.types, request.values) }
+      }
+      case "exec": {
+        const results = await db.exec(request.sql)
+        const last = results[results.length - 1]
+        return {
+          id: request.id,
+          result: { rows: last?.rows ?? [], command: (last as { command?: string } | undefined)?.command, affectedRows: last?.affectedRows }
+        }
+      }
+      case "dump": {
+        return { id: request.id, dump: await dumpData(db) }
+      }
+      case "stop": {
+        await db.close()
+        return { id: request.id }
+      }
     }
+  }
+  port.on("message", (request: Request) => {
+    chain = chain.then(() =>
+      handle(request).then(
+        (answer) => port.postMessage(answer),
+        (cause) => port.postMessage({ id: request.id, error: describe(cause) } satisfies Answer)
+      )
+    )
   })
   port.postMessage({ type: "ready" })
 } catch (cause) {

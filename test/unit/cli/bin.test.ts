@@ -1,5 +1,5 @@
 /**
- * `npx svc --help` works (issue 12 rule 5). A newcomer's `npx` runs on the
+ * `npx svc --help` works. A newcomer's `npx` runs on the
  * machine's Node (20 here), which cannot run the CLI; the `svc` bin then
  * starts itself again on the Node 24 that comes as a devDependency. These
  * tests run it from a shell PATH without node_modules/.bin, as a newcomer's.
