@@ -17,7 +17,8 @@
  * Target health (`delivery_targets`) drives cooldowns: consecutive failed
  * attempts put a target in a capped exponential cooldown during which
  * nothing is claimed for it, replays included. The same row holds the
- * target's undelivered count, kept by triggers (migration 0401), which the
+ * target's undelivered count (added to by the enqueue statements, taken
+ * from by triggers on update and delete: migrations 0401, 0600), which the
  * capacity rule reads instead of counting the queue. The queue is the only
  * place that knows these rules; capabilities map statuses to their own API.
  *
@@ -142,6 +143,13 @@ export class DeliveryQueue extends Context.Service<DeliveryQueue, {
   readonly undelivered: (kind: DeliveryKind, targetId: string) => Effect.Effect<number>
   /** When the next delivery of `kind` becomes claimable (due, out of cooldown, or lease expired), if any is waiting. */
   readonly nextDue: (kind: DeliveryKind) => Effect.Effect<Option.Option<Date>>
+  /**
+   * Strict ordering of a target (`true`): its deliveries go one at a time, in
+   * the order they were enqueued; one that keeps failing holds the ones behind
+   * it until it is delivered or fails for good. `false` (the default): several
+   * at once, in no promised order. Joins the caller's transaction, if any.
+   */
+  readonly setStrict: (kind: DeliveryKind, orgId: string, targetId: string, strict: boolean) => Effect.Effect<void>
   /** The target's cooldown end, if it is cooling down now. */
   readonly cooldownUntil: (targetId: string) => Effect.Effect<Option.Option<Date>>
   /** Whether the database answers now (a worker asks after a statement failed: unreachable, or refused?). */
@@ -246,6 +254,14 @@ export class DeliveryQueue extends Context.Service<DeliveryQueue, {
       ) {
         return yield* Targets.removeTarget(sql, info, kind, targetId, reason, options)
       })
+      const setStrict = Effect.fn("DeliveryQueue.setStrict")(function*(
+        kind: DeliveryKind,
+        orgId: string,
+        targetId: string,
+        strict: boolean
+      ) {
+        return yield* Targets.setStrict(sql, kind, orgId, targetId, strict)
+      })
       const cooldownUntil = Effect.fn("DeliveryQueue.cooldownUntil")(function*(targetId: string) {
         return yield* Targets.cooldownUntil(sql, targetId)
       })
@@ -283,6 +299,7 @@ export class DeliveryQueue extends Context.Service<DeliveryQueue, {
         pruneFinished,
         undelivered,
         nextDue,
+        setStrict,
         cooldownUntil,
         reachable: sql`SELECT 1`.pipe(Effect.as(true), Effect.timeoutOption("2 seconds"), Effect.map((answered) => answered._tag === "Some"), Effect.orElseSucceed(() => false)),
         wake: (kind) => wakeups.signal(wakeTopic(kind))

@@ -258,10 +258,11 @@ export const runWorker = <R>(options: WorkerOptions<R>) =>
           recordingFails = false
           refusals = 0
           settleBackoffMs = SETTLE_RETRY_MIN_MS
-          if (result.coolingUntil.size > 0) {
+          if (result.coolingFor.size > 0) {
+            const now = yield* Clock.currentTimeMillis
             const until = new Map<string, number>()
-            for (const [target, end] of result.coolingUntil) until.set(target, end.getTime())
-            admission.coolDown(until, yield* Clock.currentTimeMillis)
+            for (const [target, left] of result.coolingFor) until.set(target, now + Duration.toMillis(left))
+            admission.coolDown(until, now)
           }
           yield* settled(batch, result.held)
         } else {
@@ -298,16 +299,12 @@ export const runWorker = <R>(options: WorkerOptions<R>) =>
     }).pipe(Effect.forever, Effect.forkScoped)
 
     const defectSettlement = (delivery: Claimed, cause: Cause.Cause<unknown>) =>
-      Effect.flatMap(
-        Effect.logError("delivery handler failed; retrying later", Cause.squash(cause)).pipe(
-          Effect.annotateLogs({ delivery_id: delivery.id, org_id: delivery.orgId }),
-          Effect.andThen(Clock.currentTimeMillis)
-        ),
-        (now) =>
-          Effect.succeed({
-            outcome: Outcome.retry(new Date(now + Duration.toMillis(DEFECT_RETRY)), "internal error"),
-            attempt: { error: "internal error", durationMs: 0 }
-          } satisfies Settlement)
+      Effect.logError("delivery handler failed; retrying later", Cause.squash(cause)).pipe(
+        Effect.annotateLogs({ delivery_id: delivery.id, org_id: delivery.orgId }),
+        Effect.as({
+          outcome: Outcome.retry(DEFECT_RETRY, "internal error"),
+          attempt: { error: "internal error", durationMs: 0 }
+        } satisfies Settlement)
       )
 
     const process = (entry: Entry<Claimed>) => {

@@ -1,34 +1,16 @@
 /**
  * Adding deliveries under the capacity rule: past `capacity` undelivered
  * deliveries of its target a new delivery is recorded as `failed` ("queue
- * full"), never dropped. The count is the target row's `undelivered`, kept
- * by triggers (migration 0401): one row read, however long the queue.
+ * full"), never dropped. The count is the target row's `undelivered`: one
+ * row read, however long the queue, and kept by the enqueueing statement
+ * itself (`countedTargets`; updates and deletes keep it by triggers).
  * Spans are opened by `DeliveryQueue`, which wires these.
  */
 import type { PgClient } from "@effect/sql-pg"
-import { Effect } from "effect"
+import { Duration, Effect } from "effect"
 import type { Statement } from "effect/sql"
 import { newId } from "../platform/Ids.ts"
 import { type AttemptedInput, COLUMNS, type EnqueueInput, type Row, toDelivery } from "./Types.ts"
-
-export const enqueue = Effect.fnUntraced(function*(sql: PgClient.PgClient, input: EnqueueInput) {
-  // `undelivered` is kept by triggers (migration 0401): one row read, however long the queue.
-  const [row] = yield* sql<Row>`
-    WITH waiting AS (
-      SELECT coalesce((SELECT undelivered FROM delivery_targets WHERE id = ${input.targetId}), 0) AS n
-    )
-    INSERT INTO deliveries (id, org_id, kind, target_id, status, label, event_id, payload, meta, last_error, finished_at)
-    SELECT ${newId()}, ${input.orgId}, ${input.kind}, ${input.targetId},
-           CASE WHEN waiting.n >= ${input.capacity} THEN 'failed' ELSE 'queued' END,
-           ${input.label ?? null}, ${input.eventId ?? null}, ${input.payload ?? null}, ${sql.json(input.meta ?? {})},
-           CASE WHEN waiting.n >= ${input.capacity}
-             THEN ${`queue full: the target already has ${input.capacity} undelivered deliveries`} END,
-           CASE WHEN waiting.n >= ${input.capacity} THEN now() END
-    FROM waiting
-    RETURNING ${sql.literal(COLUMNS)}
-  `.pipe(Effect.orDie)
-  return toDelivery(row!)
-})
 
 /**
  * The capacity rule over a CTE `input` of `(ord, id?, org_id, kind,
@@ -41,14 +23,18 @@ export const enqueue = Effect.fnUntraced(function*(sql: PgClient.PgClient, input
 const underCapacity = (sql: PgClient.PgClient, id: "id" | "gen_random_uuid()", returning: string) =>
   sql`
     waiting AS (
-      SELECT t.target_id, coalesce(c.undelivered, 0) AS n
-      FROM (SELECT DISTINCT target_id FROM input) t
+      SELECT t.target_id, t.org_id, t.kind, coalesce(c.undelivered, 0) AS n
+      FROM (
+        SELECT target_id, (array_agg(org_id))[1] AS org_id, (array_agg(kind))[1] AS kind
+        FROM input GROUP BY target_id
+      ) t
       LEFT JOIN delivery_targets c ON c.id = t.target_id
     ),
     ranked AS (
       SELECT i.*, w.n + row_number() OVER (PARTITION BY i.target_id ORDER BY i.ord) AS position
       FROM input i JOIN waiting w ON w.target_id = i.target_id
     ),
+    ${countedTargets(sql, sql`SELECT target_id, org_id, kind, (position <= capacity) AS undelivered FROM ranked`)},
     inserted AS (
       INSERT INTO deliveries (id, org_id, kind, target_id, status, label, event_id, payload, meta, last_error, finished_at)
       SELECT ${sql.literal(id)}, org_id, kind, target_id,
@@ -57,8 +43,31 @@ const underCapacity = (sql: PgClient.PgClient, id: "id" | "gen_random_uuid()", r
              CASE WHEN position > capacity
                THEN 'queue full: the target already has ' || capacity || ' undelivered deliveries' END,
              CASE WHEN position > capacity THEN now() END
-      FROM ranked ORDER BY ord
+      FROM ranked WHERE (SELECT count(*) FROM counted) >= 0 ORDER BY ord
       RETURNING ${sql.literal(returning)}
+    )
+  `
+
+/**
+ * The CTE `counted`: the undelivered count of every target of the new rows
+ * (`rows`: `(target_id, org_id, kind, undelivered boolean)`), kept in the
+ * enqueueing statement itself (no trigger: migration 0600). Every target
+ * row is upserted, in id order (the lock order of `Targets.ts`), even when
+ * nothing is added to it: the row's lock is what an organization's deletion
+ * meets (the target rows keep the foreign key the deliveries no longer
+ * have), and a target's first delivery creates it. The inserting CTE reads
+ * `counted` so that the targets are locked before any delivery is written.
+ */
+const countedTargets = (sql: PgClient.PgClient, rows: Statement.Fragment) =>
+  sql`
+    counted AS (
+      INSERT INTO delivery_targets AS t (id, org_id, kind, undelivered)
+      SELECT target_id, (array_agg(org_id))[1], (array_agg(kind))[1], (count(*) FILTER (WHERE undelivered))::int
+      FROM (${rows}) r
+      GROUP BY target_id ORDER BY target_id
+      ON CONFLICT (id) DO UPDATE SET undelivered = t.undelivered + EXCLUDED.undelivered
+        WHERE EXCLUDED.undelivered <> 0
+      RETURNING t.id
     )
   `
 
@@ -95,6 +104,10 @@ const insertMany = Effect.fnUntraced(function*(sql: PgClient.PgClient, inputs: R
   `.pipe(Effect.orDie)
   return inserted
 })
+export const enqueue = Effect.fnUntraced(function*(sql: PgClient.PgClient, input: EnqueueInput) {
+  const [row] = yield* insertMany(sql, [input], true)
+  return toDelivery(row as Row)
+})
 export const enqueueMany = Effect.fnUntraced(function*(sql: PgClient.PgClient, inputs: ReadonlyArray<EnqueueInput>) {
   return (yield* insertMany(sql, inputs, true)).map((row) => toDelivery(row as Row))
 })
@@ -129,15 +142,19 @@ export const recordAttempted = Effect.fnUntraced(function*(sql: PgClient.PgClien
     payload: input.payload,
     meta: input.meta,
     error: input.error,
-    next_attempt_at: input.nextAttemptAt?.toISOString() ?? null
+    retry_after_ms: input.retryAfter === undefined ? 0 : Duration.toMillis(input.retryAfter)
   }))
   yield* sql`
+    WITH input AS (
+      SELECT * FROM jsonb_to_recordset(${sql.json(rows)}::jsonb) AS x(
+        ord int, id uuid, org_id uuid, kind text, target_id uuid, status text, payload text, meta jsonb, error text,
+        retry_after_ms float8)
+    ),
+    ${countedTargets(sql, sql`SELECT target_id, org_id, kind, (status = 'retrying') AS undelivered FROM input`)}
     INSERT INTO deliveries (id, org_id, kind, target_id, status, payload, meta, attempts, last_error, next_attempt_at, finished_at)
     SELECT x.id, x.org_id, x.kind, x.target_id, x.status, x.payload, x.meta, 1, x.error,
-           coalesce(x.next_attempt_at, now()), CASE WHEN x.status <> 'retrying' THEN now() END
-    FROM jsonb_to_recordset(${sql.json(rows)}::jsonb) AS x(
-      ord int, id uuid, org_id uuid, kind text, target_id uuid, status text, payload text, meta jsonb, error text,
-      next_attempt_at timestamptz)
+           now() + make_interval(secs => x.retry_after_ms / 1000), CASE WHEN x.status <> 'retrying' THEN now() END
+    FROM input x WHERE (SELECT count(*) FROM counted) >= 0
     ORDER BY x.ord
   `.pipe(Effect.orDie)
 })

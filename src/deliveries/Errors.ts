@@ -1,7 +1,7 @@
 /**
  * What the delivery queue fails with. Its own errors, not HTTP problems:
  * the handlers that call it say what they mean to a client
- * (`replayProblem` in `src/api/Deliveries.ts`).
+ * (`replayProblem` in `src/api/ReplayProblem.ts`).
  */
 import { Data } from "effect"
 import type { DeliveryStatus } from "./Types.ts"

@@ -59,7 +59,7 @@ export const settleMany = Effect.fnUntraced(function*(
   sql: PgClient.PgClient,
   items: ReadonlyArray<SettleItem>
 ) {
-  if (items.length === 0) return { held: [], coolingUntil: new Map<string, Date>() } satisfies Settled
+  if (items.length === 0) return { held: [], coolingFor: new Map<string, Duration.Duration>() } satisfies Settled
   const rows = items.map(({ attempt, claimed, cooldown, outcome }, ord) => ({
     ord,
     id: claimed.id,
@@ -68,7 +68,7 @@ export const settleMany = Effect.fnUntraced(function*(
     status: statusOf(outcome),
     last_error: outcome._tag === "Delivered" ? null : outcome.error,
     meta: outcome.meta ?? {},
-    next_attempt_at: outcome._tag === "Retry" ? outcome.at.toISOString() : null,
+    retry_after_ms: outcome._tag === "Retry" ? Duration.toMillis(outcome.after) : null,
     finished: outcome._tag !== "Retry",
     failed_attempt: outcome._tag === "Retry" || outcome._tag === "Failed",
     cooldown_after: cooldown?.after ?? null,
@@ -85,15 +85,15 @@ export const settleMany = Effect.fnUntraced(function*(
   // delivery twice (a lease that ran out while its send was still in
   // flight, and the claim that took it over); only the holder's counts.
   const held = new Set(settled.map((row) => `${row.delivery_id}:${row.lease_owner}`))
-  const coolingUntil = new Map<string, Date>()
+  // How long each target still cools down, measured by the database (the
+  // caller counts it from its own clock).
+  const coolingFor = new Map<string, Duration.Duration>()
   for (const row of settled) {
-    if (row.cooldown_until !== null && row.cooldown_until.getTime() > Date.now()) {
-      coolingUntil.set(row.target_id, row.cooldown_until)
-    }
+    if (row.cooldown_ms !== null && row.cooldown_ms > 0) coolingFor.set(row.target_id, Duration.millis(row.cooldown_ms))
   }
   return {
     held: items.map((item) => held.has(`${item.claimed.id}:${item.claimed.leaseOwner}`)),
-    coolingUntil
+    coolingFor
   } satisfies Settled
 })
 

@@ -34,7 +34,9 @@ export const waitingTargets = (sql: SqlClient.SqlClient) =>
  * cooling down (and not in `skipTargets`), at most `perTarget` per target
  * (`perFailingTarget` for one whose latest attempt failed) counting leases
  * already live, `limit` in all, oldest due first. Rows another statement
- * holds are skipped, not waited for.
+ * holds are skipped, not waited for. A strict target (`delivery_targets.strict`)
+ * gives at most one, and only its head: its undelivered row of lowest
+ * `seq`, once that one is due (a retry that waits holds the ones behind it).
  */
 export const claimStatement = (
   sql: SqlClient.SqlClient,
@@ -50,8 +52,9 @@ export const claimStatement = (
             SELECT target_id FROM deliveries WHERE kind = ${kind} AND status = 'sending' AND lease_until <= now()
           ),
           room AS (
-            SELECT g.target_id,
-              CASE WHEN coalesce(t.consecutive_failures, 0) > 0
+            SELECT g.target_id, coalesce(t.strict, false) AS strict,
+              CASE WHEN coalesce(t.strict, false) THEN 1
+                WHEN coalesce(t.consecutive_failures, 0) > 0
                 THEN ${Math.min(options.perTarget, options.perFailingTarget ?? options.perTarget)}
                 ELSE ${options.perTarget} END - (
               SELECT count(*)::int FROM deliveries b
@@ -62,6 +65,7 @@ export const claimStatement = (
             ${(options.skipTargets?.length ?? 0) > 0 ? sql`AND g.target_id NOT IN ${sql.in([...options.skipTargets!])}` : sql``}
           ),
           candidates AS (
+            SELECT u.id, u.next_attempt_at, u.seq FROM (
             SELECT c.id, c.next_attempt_at, c.seq
             FROM room r CROSS JOIN LATERAL (
               SELECT x.id, x.next_attempt_at, x.seq FROM (
@@ -78,8 +82,21 @@ export const claimStatement = (
               ) x
               ORDER BY x.next_attempt_at, x.seq LIMIT greatest(r.free, 0)
             ) c
-            WHERE r.free > 0
-            ORDER BY c.next_attempt_at, c.seq
+            WHERE r.free > 0 AND NOT r.strict
+            UNION ALL
+            -- A strict target: its head (undelivered row of lowest seq), if
+            -- it can be sent now; nothing behind it is.
+            SELECT h.id, h.next_attempt_at, h.seq
+            FROM room r CROSS JOIN LATERAL (
+              SELECT d.id, d.next_attempt_at, d.seq, d.kind, d.status, d.lease_until FROM deliveries d
+              WHERE d.target_id = r.target_id AND d.status IN ('queued', 'sending', 'retrying')
+              ORDER BY d.target_id, d.seq LIMIT 1
+            ) h
+            WHERE r.free > 0 AND r.strict AND h.kind = ${kind}
+              AND ((h.status IN ('queued', 'retrying') AND h.next_attempt_at <= now())
+                OR (h.status = 'sending' AND h.lease_until <= now()))
+            ) u
+            ORDER BY u.next_attempt_at, u.seq
             LIMIT ${options.limit}
           ),
           picked AS (
@@ -105,7 +122,11 @@ export const nextDueStatement = (sql: SqlClient.SqlClient, kind: DeliveryKind) =
   sql<{ at: Date | null }>`
           WITH RECURSIVE ${waitingTargets(sql)}
           SELECT least(
-            (SELECT min(greatest(f.next_attempt_at, coalesce(t.cooldown_until, f.next_attempt_at)))
+            (SELECT min(greatest(
+                      CASE WHEN h.status IS NULL THEN f.next_attempt_at
+                           WHEN h.status = 'sending' THEN h.lease_until
+                           ELSE h.next_attempt_at END,
+                      coalesce(t.cooldown_until, f.next_attempt_at)))
              FROM waiting w
              CROSS JOIN LATERAL (
                -- A target's rows are all of one kind: the kind is checked
@@ -118,6 +139,12 @@ export const nextDueStatement = (sql: SqlClient.SqlClient, kind: DeliveryKind) =
                ORDER BY d.target_id, d.next_attempt_at, d.seq LIMIT 1
              ) f
              LEFT JOIN delivery_targets t ON t.id = w.target_id
+             -- A strict target waits for its head, whatever is due behind it.
+             LEFT JOIN LATERAL (
+               SELECT d.status, d.next_attempt_at, d.lease_until FROM deliveries d
+               WHERE t.strict AND d.target_id = w.target_id AND d.status IN ('queued', 'sending', 'retrying')
+               ORDER BY d.target_id, d.seq LIMIT 1
+             ) h ON true
              WHERE w.target_id IS NOT NULL AND f.kind = ${kind}),
             (SELECT min(lease_until) FROM deliveries WHERE kind = ${kind} AND status = 'sending')
           ) AS at
@@ -149,14 +176,14 @@ export const settleStatement = (sql: SqlClient.SqlClient, rows: string, targetId
   // takes the target rows in id order, and `input`, which every other
   // part reads, waits for it (a one-time filter on its count), so no
   // delivery row is touched before the targets are held.
-  return sql<{ delivery_id: string; lease_owner: string; cooldown_until: Date | null; target_id: string }>`
+  return sql<{ delivery_id: string; lease_owner: string; cooldown_ms: number | null; target_id: string }>`
           WITH locked AS (
             SELECT id FROM delivery_targets WHERE id IN ${sql.in(targetIds)} ORDER BY id FOR UPDATE
           ),
           input AS (
             SELECT * FROM jsonb_to_recordset(${rows}::jsonb) AS x(
               ord int, id uuid, lease_owner uuid, target_id uuid, status text, last_error text, meta jsonb,
-              next_attempt_at timestamptz, finished boolean, failed_attempt boolean, cooldown_after int,
+              retry_after_ms float8, finished boolean, failed_attempt boolean, cooldown_after int,
               cooldown_base float8, cooldown_cap float8, status_code int, error text, snippet text, duration_ms int)
             WHERE (SELECT count(*) FROM locked) >= 0
           ),
@@ -164,7 +191,8 @@ export const settleStatement = (sql: SqlClient.SqlClient, rows: string, targetId
             UPDATE deliveries d
             SET status = i.status, last_error = i.last_error,
                 meta = d.meta || coalesce(i.meta, '{}'::jsonb),
-                next_attempt_at = coalesce(i.next_attempt_at, d.next_attempt_at),
+                next_attempt_at = CASE WHEN i.retry_after_ms IS NULL THEN d.next_attempt_at
+                                       ELSE now() + make_interval(secs => i.retry_after_ms / 1000) END,
                 finished_at = CASE WHEN i.finished THEN now() END,
                 lease_owner = NULL, lease_until = NULL
             FROM input i
@@ -214,7 +242,8 @@ export const settleStatement = (sql: SqlClient.SqlClient, rows: string, targetId
             WHERE t.id = r.target_id AND (r.failures > 0 OR t.consecutive_failures <> 0 OR t.cooldown_until IS NOT NULL)
             RETURNING t.id, t.cooldown_until
           )
-          SELECT h.id AS delivery_id, h.lease_owner, h.target_id, t.cooldown_until
+          SELECT h.id AS delivery_id, h.lease_owner, h.target_id,
+                 (extract(epoch FROM t.cooldown_until - now()) * 1000)::float8 AS cooldown_ms
           FROM held h LEFT JOIN health t ON t.id = h.target_id
 `
 }

@@ -96,3 +96,21 @@ export const cooldownUntil = Effect.fnUntraced(function*(sql: PgClient.PgClient,
   `.pipe(Effect.orDie)
   return Option.fromNullishOr(row?.cooldown_until ?? null)
 })
+
+/**
+ * Whether the target's deliveries go one at a time in the order they were
+ * enqueued (`strict`) or several at once in no promised order. Kept on the
+ * target's row (created here when it has none yet), which the claim reads.
+ */
+export const setStrict = Effect.fnUntraced(function*(
+  sql: PgClient.PgClient,
+  kind: DeliveryKind,
+  orgId: string,
+  targetId: string,
+  strict: boolean
+) {
+  yield* sql`
+    INSERT INTO delivery_targets AS t (id, org_id, kind, strict) VALUES (${targetId}, ${orgId}, ${kind}, ${strict})
+    ON CONFLICT (id) DO UPDATE SET strict = EXCLUDED.strict WHERE t.strict <> EXCLUDED.strict
+  `.pipe(Effect.orDie)
+})

@@ -3,7 +3,7 @@
  * what an attempt's outcome can be, and how a row maps to a delivery. No
  * statement lives here (`Statements.ts` and the modules `DeliveryQueue.ts` wires).
  */
-import type { Duration } from "effect"
+import { Duration } from "effect"
 
 /** `email`: reviewer email notifications (target = the organization). */
 export type DeliveryKind = "webhook" | "telemetry" | "email"
@@ -48,8 +48,8 @@ export interface Claimed extends Delivery {
 export interface Settled {
   /** Per item, in order: whether its lease was still held (only then was the outcome recorded). */
   readonly held: ReadonlyArray<boolean>
-  /** Targets of the batch that are cooling down now, and until when. */
-  readonly coolingUntil: ReadonlyMap<string, Date>
+  /** Targets of the batch that are cooling down now, and for how much longer (as the database measured it). */
+  readonly coolingFor: ReadonlyMap<string, Duration.Duration>
 }
 
 export interface Attempt {
@@ -64,13 +64,19 @@ export interface Attempt {
 export type Outcome =
   | { readonly _tag: "Delivered"; readonly meta?: DeliveryMeta | undefined }
   | { readonly _tag: "Partial"; readonly error: string; readonly meta?: DeliveryMeta | undefined }
-  | { readonly _tag: "Retry"; readonly at: Date; readonly error: string; readonly meta?: DeliveryMeta | undefined }
+  /** Tried again `after` this long, counted from the database's `now()` when the outcome is recorded. */
+  | { readonly _tag: "Retry"; readonly after: Duration.Duration; readonly error: string; readonly meta?: DeliveryMeta | undefined }
   | { readonly _tag: "Failed"; readonly error: string; readonly meta?: DeliveryMeta | undefined }
 
 export const Outcome = {
   delivered: (meta?: DeliveryMeta): Outcome => ({ _tag: "Delivered", meta }),
   partial: (error: string, meta?: DeliveryMeta): Outcome => ({ _tag: "Partial", error, meta }),
-  retry: (at: Date, error: string, meta?: DeliveryMeta): Outcome => ({ _tag: "Retry", at, error, meta }),
+  retry: (after: Duration.Input, error: string, meta?: DeliveryMeta): Outcome => ({
+    _tag: "Retry",
+    after: Duration.fromInputUnsafe(after),
+    error,
+    meta
+  }),
   failed: (error: string, meta?: DeliveryMeta): Outcome => ({ _tag: "Failed", error, meta })
 }
 
@@ -125,8 +131,8 @@ export interface AttemptedInput {
   readonly payload: string | null
   readonly meta: DeliveryMeta
   readonly error: string | null
-  /** A `retrying` one's next attempt (default now). */
-  readonly nextAttemptAt?: Date | undefined
+  /** A `retrying` one's next attempt, this long after the database's `now()` (default at once). */
+  readonly retryAfter?: Duration.Input | undefined
 }
 
 export interface ClaimOptions {

@@ -37,18 +37,18 @@ layer(QueueLive, { excludeTestServices: true })("batch enqueue and settle", (it)
       const claimed = (yield* queue.claim("webhook", { limit: 10, leaseFor: "1 minute", perTarget: 10 })).filter((d) => d.targetId === target)
       assert.strictEqual(claimed.length, 3)
       const stale = { ...claimed[2]!, leaseOwner: newId() }
-      const { coolingUntil, held } = yield* queue.settleMany([
+      const { coolingFor, held } = yield* queue.settleMany([
         { claimed: claimed[0]!, outcome: Outcome.delivered(), attempt: { statusCode: 204, durationMs: 3 } },
         {
           claimed: claimed[1]!,
-          outcome: Outcome.retry(new Date(Date.now() + 60_000), "HTTP 500"),
+          outcome: Outcome.retry("60 seconds", "HTTP 500"),
           attempt: { statusCode: 500, error: "HTTP 500", responseSnippet: "boom", durationMs: 4 },
           cooldown: { after: 1, base: "10 seconds", cap: "1 minute" }
         },
         { claimed: stale, outcome: Outcome.delivered(), attempt: { durationMs: 1 } }
       ])
       assert.deepStrictEqual(held, [true, true, false])
-      assert.deepStrictEqual([...coolingUntil.keys()], [target], "the batch says which targets now cool down")
+      assert.deepStrictEqual([...coolingFor.keys()], [target], "the batch says which targets now cool down")
       const list = yield* queue.list({ orgId: org, kind: "webhook", targetId: target })
       const byId = new Map(list.map((d) => [d.id, d]))
       assert.strictEqual(byId.get(claimed[0]!.id)!.status, "delivered")
@@ -113,7 +113,7 @@ layer(QueueLive, { excludeTestServices: true })("batch enqueue and settle", (it)
       const cooldown = { after: 1, base: "1 minute", cap: "1 hour" } as const
       yield* queue.settleMany(claimed.map((d) => ({
         claimed: d,
-        outcome: Outcome.retry(new Date(Date.now() + 5_000), "HTTP 500"),
+        outcome: Outcome.retry("5 seconds", "HTTP 500"),
         attempt: { statusCode: 500, error: "HTTP 500", durationMs: 2 },
         cooldown
       })))

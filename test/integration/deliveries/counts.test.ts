@@ -4,7 +4,7 @@
  * health written once per settle batch, and giving claimed deliveries back.
  */
 import { assert, layer } from "@effect/vitest"
-import { Effect } from "effect"
+import { Duration, Effect } from "effect"
 import { SqlClient } from "effect/sql"
 import fc from "fast-check"
 import { type Claimed, type CooldownPolicy, DeliveryQueue, Outcome } from "../../../src/deliveries/DeliveryQueue.ts"
@@ -51,7 +51,7 @@ layer(QueueLive, { excludeTestServices: true })("delivery bookkeeping", (it) => 
             case "retry":
               yield* queue.settleMany(take().map((claimed) => ({
                 claimed,
-                outcome: Outcome.retry(new Date(), "HTTP 500"),
+                outcome: Outcome.retry(Duration.zero, "HTTP 500"),
                 attempt: boom
               })))
               break
@@ -100,7 +100,7 @@ layer(QueueLive, { excludeTestServices: true })("delivery bookkeeping", (it) => 
       const attemptTwice = Effect.fnUntraced(function*(org: string, n: number) {
         const target = newId()
         yield* queue.enqueueMany(Array.from({ length: n }, () => ({ orgId: org, kind: "webhook" as const, targetId: target, capacity: 10 })))
-        for (const outcome of [Outcome.retry(new Date(), "HTTP 500"), Outcome.delivered()]) {
+        for (const outcome of [Outcome.retry(Duration.zero, "HTTP 500"), Outcome.delivered()]) {
           const claimed = (yield* queue.claim("webhook", { limit: 10, leaseFor: "1 minute", perTarget: 10 }))
             .filter((d) => d.targetId === target)
           assert.strictEqual(claimed.length, n)
@@ -155,7 +155,7 @@ layer(QueueLive, { excludeTestServices: true })("delivery bookkeeping", (it) => 
             assert.strictEqual(claimed.length, outcomes.length)
             const items = claimed.map((d, i) => ({
               claimed: d,
-              outcome: outcomes[i] ? Outcome.retry(new Date(Date.now() + 60_000), "HTTP 500") : Outcome.delivered(),
+              outcome: outcomes[i] ? Outcome.retry("60 seconds", "HTTP 500") : Outcome.delivered(),
               attempt: outcomes[i] ? boom : ok,
               cooldown
             }))
@@ -181,7 +181,7 @@ layer(QueueLive, { excludeTestServices: true })("delivery bookkeeping", (it) => 
       // The second one has already failed once: it goes back to `retrying`.
       yield* queue.settleMany([{
         claimed: claimed.find((d) => d.id === second!.id)!,
-        outcome: Outcome.retry(new Date(), "HTTP 500"),
+        outcome: Outcome.retry(Duration.zero, "HTTP 500"),
         attempt: boom
       }])
       const again = (yield* queue.claim("webhook", { limit: 50, leaseFor: "1 minute", perTarget: 10 }))

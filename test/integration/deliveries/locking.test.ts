@@ -40,7 +40,7 @@ layer(QueueLive, { excludeTestServices: true })("concurrent writers of one targe
           const settleBatch = (batch: ReadonlyArray<Claimed>, reverse: boolean) =>
             queue.settleMany((reverse ? [...batch].reverse() : batch).map((claimed, i) => ({
               claimed,
-              outcome: i % 2 === 0 ? Outcome.retry(new Date(Date.now() + 60_000), "HTTP 500") : Outcome.delivered(),
+              outcome: i % 2 === 0 ? Outcome.retry("60 seconds", "HTTP 500") : Outcome.delivered(),
               attempt: i % 2 === 0 ? boom : ok,
               cooldown
             })))

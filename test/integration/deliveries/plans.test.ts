@@ -1,6 +1,6 @@
 /**
  * The queue's hot statements are index-driven whatever the planner's
- * statistics say (issue 15, item 6): on a PostgreSQL server, with a large
+ * statistics say: on a PostgreSQL server, with a large
  * backlog and a long history inserted after the last (auto)analyze, neither
  * the claim, the next-due query nor the settle reads `deliveries` sequentially or sorts
  * the queue. The plans are printed for the record (`PRINT_PLANS=1`).

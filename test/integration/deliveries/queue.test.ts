@@ -1,5 +1,5 @@
 import { assert, describe, layer } from "@effect/vitest"
-import { Deferred, Effect, Exit, Logger, Option, Scope } from "effect"
+import { Deferred, Duration, Effect, Exit, Logger, Option, Scope } from "effect"
 import { SqlClient } from "effect/sql"
 import { DeliveryQueue, Outcome } from "../../../src/deliveries/DeliveryQueue.ts"
 import { runWorker } from "../../../src/deliveries/DeliveryWorker.ts"
@@ -64,7 +64,7 @@ layer(QueueLive, { excludeTestServices: true })("the shared delivery queue", (it
         const [claimed] = (yield* queue.claim("webhook", { limit: 50, leaseFor: "1 minute", perTarget: 10 }))
           .filter((d) => d.targetId === target)
         const at = new Date(Date.now() + 1_000)
-        yield* queue.settle(claimed!, Outcome.retry(at, "HTTP 503"), { statusCode: 503, durationMs: 3 })
+        yield* queue.settle(claimed!, Outcome.retry("1 second", "HTTP 503"), { statusCode: 503, durationMs: 3 })
         const [waiting] = yield* queue.list({ orgId: org, kind: "webhook", targetId: target })
         assert.strictEqual(waiting!.status, "retrying")
         assert.strictEqual(waiting!.lastError, "HTTP 503")
@@ -258,7 +258,7 @@ layer(QueueLive, { excludeTestServices: true })("the shared delivery queue", (it
       Effect.gen(function*() {
         const { inFlight, org, queue, target } = yield* targetWithOneInFlight
         const sql = yield* SqlClient.SqlClient
-        yield* queue.settle(inFlight, Outcome.retry(new Date(), "HTTP 500"), ok, { after: 5, base: "1 minute", cap: "1 minute" })
+        yield* queue.settle(inFlight, Outcome.retry(Duration.zero, "HTTP 500"), ok, { after: 5, base: "1 minute", cap: "1 minute" })
         assert.lengthOf(yield* sql`SELECT 1 FROM delivery_targets WHERE id = ${target}`, 1)
         assert.strictEqual(yield* queue.removeTarget("webhook", target, "endpoint deleted"), 2)
         assert.lengthOf(yield* sql`SELECT 1 FROM delivery_targets WHERE id = ${target}`, 0)

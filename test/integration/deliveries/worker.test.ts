@@ -10,7 +10,7 @@
  * next claims, its refused settles).
  */
 import { assert, layer } from "@effect/vitest"
-import { Clock, Deferred, Effect, Exit, Latch, Option, Scope } from "effect"
+import { Clock, Duration, Deferred, Effect, Exit, Latch, Option, Scope } from "effect"
 import { SqlClient } from "effect/sql"
 import { type Claimed, DeliveryQueue, Outcome } from "../../../src/deliveries/DeliveryQueue.ts"
 import { runWorker } from "../../../src/deliveries/DeliveryWorker.ts"
@@ -115,7 +115,7 @@ layer(QueueLive, { excludeTestServices: true })("the delivery worker", (it) => {
         handle: (delivery) =>
           Effect.sync(() => sent.push(delivery.id)).pipe(
             Effect.andThen(firstRound.await),
-            Effect.as({ outcome: Outcome.retry(new Date(), "HTTP 500"), attempt: boom })
+            Effect.as({ outcome: Outcome.retry(Duration.zero, "HTTP 500"), attempt: boom })
           )
       }).pipe(Effect.provideService(DeliveryQueue, counting.queue), Scope.provide(scope))
       yield* eventually(Effect.sync(() => sent.length >= 2 ? true : undefined), { what: "the first round to start" })
@@ -172,7 +172,7 @@ layer(QueueLive, { excludeTestServices: true })("the delivery worker", (it) => {
           meter.around(delivery.targetId, gate.await).pipe(
             Effect.as(
               delivery.targetId === failing
-                ? { outcome: Outcome.retry(new Date(), "HTTP 500"), attempt: boom }
+                ? { outcome: Outcome.retry(Duration.zero, "HTTP 500"), attempt: boom }
                 : { outcome: Outcome.delivered(), attempt: ok }
             )
           )
@@ -223,7 +223,7 @@ layer(QueueLive, { excludeTestServices: true })("the delivery worker", (it) => {
         handle: () =>
           meter.around(dead, sends.hold).pipe(
             Effect.andThen(Effect.sync(() => tries++)),
-            Effect.as({ outcome: Outcome.retry(new Date(), "HTTP 500"), attempt: boom })
+            Effect.as({ outcome: Outcome.retry(Duration.zero, "HTTP 500"), attempt: boom })
           )
       }).pipe(Scope.provide(scope))
       // Each probe is held until the test has looked: whatever the worker

@@ -3,12 +3,20 @@
  * delivery kinds (webhook endpoints, telemetry destinations) answer the
  * queue's own errors with these problems. The queue itself knows no HTTP.
  */
-import { NotReplayable, QueueFull } from "../api/Deliveries.ts"
-import { NotFound } from "../api/Errors.ts"
-import type { ReplayError } from "./Errors.ts"
+import { NotReplayable, QueueFull } from "./Deliveries.ts"
+import { NotFound } from "./Errors.ts"
+
+/**
+ * The refusals a replay can meet, by their tags (the delivery queue's own
+ * errors have this shape; the API imports nothing from the server side).
+ */
+export type ReplayRefusal =
+  | { readonly _tag: "DeliveryNotFound" }
+  | { readonly _tag: "DeliveryNotReplayable"; readonly status: string }
+  | { readonly _tag: "DeliveryQueueFull" }
 
 /** The problem that answers a refused replay. */
-export const replayProblem = (error: ReplayError): NotFound | NotReplayable | QueueFull => {
+export const replayProblem = (error: ReplayRefusal): NotFound | NotReplayable | QueueFull => {
   switch (error._tag) {
     case "DeliveryNotFound":
       return new NotFound({ detail: "No such delivery." })

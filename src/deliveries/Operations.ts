@@ -1,0 +1,48 @@
+/**
+ * Operations on a target's deliveries beside the queue's life cycle
+ * (`DeliveryQueue`): recording a delivery finished by its only attempt
+ * (`Recorded.ts`), replaying a window of failed ones (`BulkReplay.ts`) and
+ * reading a target's recent health (`Stats.ts`). Spans are named
+ * `DeliveryOperations.<operation>`.
+ */
+import { PgClient } from "@effect/sql-pg"
+import { Context, Effect, Layer } from "effect"
+import { Wakeups } from "../platform/Wakeups.ts"
+import * as BulkReplay from "./BulkReplay.ts"
+import { wakeTopic } from "./DeliveryQueue.ts"
+import * as Recorded from "./Recorded.ts"
+import * as Stats from "./Stats.ts"
+
+export type { BulkReplayInput, BulkReplayResult } from "./BulkReplay.ts"
+export type { FinishedInput } from "./Recorded.ts"
+export type { TargetStats } from "./Stats.ts"
+
+export class DeliveryOperations extends Context.Service<DeliveryOperations, {
+  /** Stores a delivery finished by its only attempt (never queued, never counted in the target's health); answers its id. */
+  readonly recordFinished: (input: Recorded.FinishedInput) => Effect.Effect<string>
+  /** Queues again the target's failed deliveries created in the window, within its capacity (or counts them, on a dry run). */
+  readonly replayWindow: (input: BulkReplay.BulkReplayInput) => Effect.Effect<BulkReplay.BulkReplayResult>
+  /** The target's deliveries created over the last `hours` by status, and its attempts' p50/p95 duration. */
+  readonly stats: (input: Parameters<typeof Stats.targetStats>[1]) => Effect.Effect<Stats.TargetStats>
+}>()("svc/deliveries/DeliveryOperations") {
+  static readonly layer = Layer.effect(
+    DeliveryOperations,
+    Effect.gen(function*() {
+      const sql = yield* PgClient.PgClient
+      const wakeups = yield* Wakeups
+      return DeliveryOperations.of({
+        recordFinished: Effect.fn("DeliveryOperations.recordFinished")(function*(input: Recorded.FinishedInput) {
+          return yield* Recorded.recordFinished(sql, input)
+        }),
+        replayWindow: Effect.fn("DeliveryOperations.replayWindow")(function*(input: BulkReplay.BulkReplayInput) {
+          const result = yield* BulkReplay.replayWindow(sql, input)
+          if (result.queued > 0 && !input.dryRun) yield* wakeups.signal(wakeTopic(input.kind))
+          return result
+        }),
+        stats: Effect.fn("DeliveryOperations.stats")(function*(input: Parameters<typeof Stats.targetStats>[1]) {
+          return yield* Stats.targetStats(sql, input)
+        })
+      })
+    })
+  )
+}

@@ -1,0 +1,60 @@
+/**
+ * A target's delivery health over a recent window: its deliveries created
+ * since then by status, and the durations of their attempts (p50, p95).
+ * Reads only; reaches the rows through `deliveries_target_seq_idx`.
+ */
+import type { PgClient } from "@effect/sql-pg"
+import { Effect } from "effect"
+import type { DeliveryKind } from "./Types.ts"
+
+export interface TargetStats {
+  readonly since: Date
+  readonly delivered: number
+  readonly failed: number
+  readonly pending: number
+  readonly durationP50: number | null
+  readonly durationP95: number | null
+}
+
+export const targetStats = Effect.fnUntraced(function*(sql: PgClient.PgClient, input: {
+  readonly orgId: string
+  readonly kind: DeliveryKind
+  readonly targetId: string
+  readonly hours: number
+  /** Deliveries whose `meta` has this key are not counted (e.g. test deliveries). */
+  readonly excludeMetaKey?: string | undefined
+}) {
+  const excluded = input.excludeMetaKey === undefined ? sql`` : sql`AND NOT (d.meta ? ${input.excludeMetaKey})`
+  const [row] = yield* sql<{
+    since: Date
+    delivered: number
+    failed: number
+    pending: number
+    p50: number | null
+    p95: number | null
+  }>`
+    WITH window_start AS (SELECT now() - make_interval(hours => ${input.hours}) AS at),
+    recent AS (
+      SELECT d.id, d.status FROM deliveries d
+      WHERE d.target_id = ${input.targetId} AND d.org_id = ${input.orgId} AND d.kind = ${input.kind}
+        AND d.created_at >= (SELECT at FROM window_start) ${excluded}
+    )
+    SELECT (SELECT at FROM window_start) AS since,
+           count(*) FILTER (WHERE status IN ('delivered', 'partial'))::int AS delivered,
+           count(*) FILTER (WHERE status = 'failed')::int AS failed,
+           count(*) FILTER (WHERE status IN ('queued', 'sending', 'retrying'))::int AS pending,
+           (SELECT percentile_cont(0.5) WITHIN GROUP (ORDER BY a.duration_ms)
+            FROM delivery_attempts a JOIN recent r ON r.id = a.delivery_id) AS p50,
+           (SELECT percentile_cont(0.95) WITHIN GROUP (ORDER BY a.duration_ms)
+            FROM delivery_attempts a JOIN recent r ON r.id = a.delivery_id) AS p95
+    FROM recent
+  `.pipe(Effect.orDie)
+  return {
+    since: row!.since,
+    delivered: row!.delivered,
+    failed: row!.failed,
+    pending: row!.pending,
+    durationP50: row!.p50 === null ? null : Math.round(Number(row!.p50)),
+    durationP95: row!.p95 === null ? null : Math.round(Number(row!.p95))
+  } satisfies TargetStats
+})
