@@ -14,7 +14,7 @@ export const AgentSessionsHandlers = HttpApiBuilder.group(
     const guard = yield* StreamGuard
     return handlers.handleAll({
       create: ({ payload }) => CurrentPrincipal.use((p) => sessions.create(p.orgId, payload)),
-      get: ({ params }) => CurrentPrincipal.use((p) => sessions.get(p.orgId, params.session_id)),
+      get: ({ params, query }) => CurrentPrincipal.use((p) => sessions.get(p.orgId, params.session_id, query)),
       governStep: ({ params, payload }) =>
         CurrentPrincipal.use((p) => sessions.governStep(p.orgId, params.session_id, payload)),
       reportOutcome: ({ params, payload }) =>

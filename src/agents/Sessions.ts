@@ -5,18 +5,21 @@
  * within the session.
  */
 import { PgClient } from "@effect/sql-pg"
-import { Context, Effect, Layer, Schema, Stream } from "effect"
-import { appendApprovalStream, approvalsTopic } from "../approvals/OrgStream.ts"
-import { GovernedStep, type Session, type SessionDetail, type Step, type StepAnswer, StepDecision, type ToolOutcome } from "../api/Agents.ts"
+import { Context, Effect, Layer, Option, Schema, Stream } from "effect"
+import { approvalsTopic } from "../approvals/OrgStream.ts"
+import { GovernedStep, type Session, STEPS_PAGE_DEFAULT, type SessionDetail, type Step, type StepAnswer, StepDecision, type ToolOutcome } from "../api/Agents.ts"
 import { InvalidRequest, InvalidTransition, NotFound } from "../api/Errors.ts"
 import { Approvals } from "../approvals/Approvals.ts"
+import { POLL_CAP_MS } from "../approvals/Scheduler.ts"
 import { Metrics } from "../observability/Metrics.ts"
 import { SvcConfig } from "../platform/Config.ts"
+import { SecretBox } from "../platform/Crypto.ts"
+import { type CursorMac, type CursorScope, encodeCursor, page, seqBound } from "../platform/Cursor.ts"
 import { newId } from "../platform/Ids.ts"
 import { JsonColumn, rowsOf, Timestamp, TimestampOrNull } from "../platform/Rows.ts"
-import { databaseNow } from "../platform/Time.ts"
 import { Topics, Wakeups } from "../platform/Wakeups.ts"
-import { appendSessionEvent, hubFrames, SessionHub, STREAM_BATCH, storedEvents } from "../streams/SessionEvents.ts"
+import { appendSessionEvent, hubFrames, hubSignal, SessionHub, STREAM_BATCH, storedEvents } from "../streams/SessionEvents.ts"
+import { deadlineOffsets, stepStatement } from "./StepStatement.ts"
 
 const SessionRows = rowsOf("agent_sessions", Schema.Struct({
   id: Schema.String,
@@ -39,7 +42,11 @@ const StepColumns = Schema.Struct({
 })
 type StepRow = typeof StepColumns.Type
 const StepRows = rowsOf("agent_steps", StepColumns)
+const StepPageRows = rowsOf("agent_steps", Schema.Struct({ ...StepColumns.fields, seq: Schema.String }))
 const EventRows = storedEvents("session_events")
+
+/** Runs of a step's statement that may find the cached policy out of date (a policy changed meanwhile each time). */
+const MAX_POLICY_RELOADS = 5
 
 const STEP_COLUMNS = "step_id, tool, action_class, arguments, decision, approval_id, resolution, outcome, outcome_body, outcome_at, created_at"
 
@@ -88,7 +95,12 @@ const sameJson = (a: unknown, b: unknown): boolean => {
 
 export class AgentSessions extends Context.Service<AgentSessions, {
   readonly create: (orgId: string, input: { readonly task_id?: string }) => Effect.Effect<Session, NotFound>
-  readonly get: (orgId: string, sessionId: string) => Effect.Effect<SessionDetail, NotFound>
+  /** The session and a page of its steps, oldest first. */
+  readonly get: (
+    orgId: string,
+    sessionId: string,
+    page: { readonly limit?: number | undefined; readonly cursor?: string | undefined }
+  ) => Effect.Effect<SessionDetail, NotFound | InvalidRequest>
   readonly governStep: (orgId: string, sessionId: string, step: GovernedStep) => Effect.Effect<StepAnswer, NotFound | InvalidRequest>
   readonly reportOutcome: (
     orgId: string,
@@ -108,6 +120,8 @@ export class AgentSessions extends Context.Service<AgentSessions, {
       const hub = yield* SessionHub
       const metrics = yield* Metrics
       const config = yield* SvcConfig
+      const box = yield* SecretBox
+      const mac: CursorMac = (message) => box.mac("cursor", message)
 
       const findSession = (orgId: string, sessionId: string) =>
         Effect.flatMap(
@@ -130,19 +144,29 @@ export class AgentSessions extends Context.Service<AgentSessions, {
         return toSession(row)
       }, Effect.withSpan("AgentSessions.create", undefined, { captureStackTrace: false }))
 
-      const get = Effect.fn("AgentSessions.get")(function*(orgId: string, sessionId: string) {
+      const get = Effect.fn("AgentSessions.get")(function*(
+        orgId: string,
+        sessionId: string,
+        options: { readonly limit?: number | undefined; readonly cursor?: string | undefined }
+      ) {
+        const scope: CursorScope = { orgId, list: "session-steps", filters: [sessionId] }
+        const bound = yield* seqBound(mac, scope, options.cursor)
         const session = yield* findSession(orgId, sessionId)
-        const steps = yield* StepRows.all(sql`
-          SELECT ${sql.literal(STEP_COLUMNS)} FROM agent_steps WHERE session_id = ${sessionId} ORDER BY seq
+        const limit = options.limit ?? STEPS_PAGE_DEFAULT
+        const rows = yield* StepPageRows.all(sql`
+          SELECT s.seq::text AS seq, ${sql.literal(STEP_COLUMNS)} FROM agent_steps s
+          WHERE s.session_id = ${sessionId} AND s.seq > ${Option.getOrElse(bound, () => "0")}
+          ORDER BY s.seq LIMIT ${limit + 1}
         `)
-        return { ...toSession(session), steps: steps.map(toStep) }
+        const { items, next_cursor } = page(rows, limit, (seq) => encodeCursor(mac, scope, seq))
+        return { ...toSession(session), steps: items.map(toStep), next_cursor }
       })
 
       const findStep = (sessionId: string, stepId: string) =>
         StepRows.one(sql`SELECT ${sql.literal(STEP_COLUMNS)} FROM agent_steps WHERE session_id = ${sessionId} AND step_id = ${stepId}`)
 
       /** The original answer to a re-sent step, or 400 when it is not the same step. */
-      const replay = (existing: StepRow, step: GovernedStep) =>
+      const replay = (existing: Pick<StepRow, "tool" | "action_class" | "arguments" | "decision" | "approval_id">, step: GovernedStep) =>
         existing.tool === step.tool && existing.action_class === step.action_class && sameJson(existing.arguments, step.arguments)
           ? Effect.succeed(toAnswer(existing))
           : Effect.fail(new InvalidRequest({
@@ -150,62 +174,46 @@ export class AgentSessions extends Context.Service<AgentSessions, {
             detail: "This step_id was already sent in this session with another tool, action class or arguments."
           }))
 
+      /**
+       * One statement (`StepStatement.ts`). It writes nothing when the
+       * cached policy turned out to be out of date: the policy is read
+       * again and the statement runs again.
+       */
       const governStep = Effect.fn("AgentSessions.governStep")(function*(orgId: string, sessionId: string, step: GovernedStep) {
         yield* Effect.annotateCurrentSpan({ "svc.session_id": sessionId, "svc.action_class": step.action_class })
-        const session = yield* findSession(orgId, sessionId)
-        const earlier = yield* findStep(sessionId, step.step_id)
-        if (earlier !== undefined) return yield* replay(earlier, step)
-
-        const rule = yield* approvals.ruleFor(orgId, step.action_class)
-        const result = yield* sql.withTransaction(Effect.gen(function*() {
-          // Lock the session first: a concurrent send of the same step_id
-          // has committed by the time we hold it, and we answer with its row.
-          yield* sql`SELECT 1 FROM agent_sessions WHERE id = ${sessionId} FOR UPDATE`
-          const raced = yield* findStep(sessionId, step.step_id)
-          if (raced !== undefined) return { kind: "existing" as const, row: raced }
-          // Deadlines start from the database's clock, not this process's.
-          const now = yield* databaseNow(sql)
-          const decision: StepDecision = rule.mode === "allow" ? "allow" : rule.mode === "reject" ? "reject" : "pending"
-          const approvalId = decision === "pending"
-            ? yield* approvals.requestInTransaction({
-              orgId,
-              sessionId,
-              stepId: step.step_id,
-              taskId: session.task_id,
-              rule,
-              now
-            })
-            : null
-          yield* sql`
-            INSERT INTO agent_steps (session_id, step_id, org_id, tool, action_class, arguments, decision, approval_id, resolution, created_at)
-            VALUES (${sessionId}, ${step.step_id}, ${orgId}, ${step.tool}, ${step.action_class}, ${JSON.stringify(step.arguments)}::jsonb,
-              ${decision}, ${approvalId}, ${decision}, ${new Date(now).toISOString()}::timestamptz)
-          `
-          yield* appendSessionEvent(sql, {
-            sessionId,
-            orgId,
-            name: "step:governed",
-            data: {
-              step_id: step.step_id,
-              tool: step.tool,
-              action_class: step.action_class,
-              arguments: step.arguments,
-              decision,
-              ...(approvalId === null ? {} : { approval_id: approvalId })
-            }
-          })
-          // Last: the organization's approval stream (its counter lock is taken after every other).
-          if (approvalId !== null) yield* appendApprovalStream(sql, orgId, [{ type: "approval.requested", approvalId }])
-          return { kind: "new" as const, answer: toAnswer({ decision, approval_id: approvalId }) }
-        })).pipe(Effect.orDie)
-        if (result.kind === "existing") return yield* replay(result.row, step)
-        if (result.answer.approval_id !== undefined) {
-          yield* Effect.annotateCurrentSpan({ "svc.approval_id": result.answer.approval_id })
-          yield* wakeups.signal(Topics.events, Topics.approvals)
-          yield* hub.notify(approvalsTopic(orgId))
+        for (let attempt = 1;; attempt++) {
+          const cached = yield* approvals.ruleFor(orgId, step.action_class)
+          const mode = cached.rule.mode
+          const decision: StepDecision = mode === "allow" ? "allow" : mode === "reject" ? "reject" : "pending"
+          const approval = decision === "pending" ? { id: newId(), eventId: newId() } : null
+          // The scheduler re-reads its next deadline at least every POLL_CAP_MS:
+          // only an approval due sooner than that needs to wake it.
+          const wake = approval === null
+            ? wakeups.inStatement(hubSignal(sessionId))
+            : deadlineOffsets(cached.rule).due <= POLL_CAP_MS
+            ? wakeups.inStatement(Topics.events, Topics.approvals, hubSignal(sessionId), hubSignal(approvalsTopic(orgId)))
+            : wakeups.inStatement(Topics.events, hubSignal(sessionId), hubSignal(approvalsTopic(orgId)))
+          const row = yield* stepStatement(sql, { orgId, sessionId, step, cached, decision, approval, notify: wake.notify })
+          if (row === undefined || !row.found) return yield* new NotFound({ detail: "No such agent session." })
+          if (row.decision !== null) {
+            return yield* replay({ tool: row.tool!, action_class: row.action_class!, arguments: row.arguments, decision: row.decision, approval_id: row.approval_id }, step)
+          }
+          if (row.inserted) {
+            yield* wake.local
+            if (approval !== null) yield* Effect.annotateCurrentSpan({ "svc.approval_id": approval.id })
+            return toAnswer({ decision, approval_id: approval?.id ?? null })
+          }
+          if (row.fresh) {
+            // A concurrent send of this step_id committed after the statement's snapshot.
+            const raced = yield* findStep(sessionId, step.step_id)
+            if (raced === undefined) return yield* Effect.die(new Error("a governed step neither inserted nor found"))
+            return yield* replay(raced, step)
+          }
+          if (attempt >= MAX_POLICY_RELOADS) {
+            return yield* Effect.die(new Error(`the policy of action class ${step.action_class} changed during ${attempt} attempts of one step`))
+          }
+          yield* approvals.forgetRules(orgId)
         }
-        yield* hub.notify(sessionId)
-        return result.answer
       })
 
       const reportOutcome = Effect.fn("AgentSessions.reportOutcome")(function*(
@@ -263,8 +271,8 @@ export class AgentSessions extends Context.Service<AgentSessions, {
           open: metrics.streamOpen("session"),
           read: (from) =>
             EventRows.all(sql`
-              SELECT seq::text AS seq, name, data FROM session_events
-              WHERE session_id = ${sessionId} AND seq > ${from} ORDER BY seq LIMIT ${STREAM_BATCH}
+              SELECT e.seq::text AS seq, e.name, e.data FROM session_events e
+              WHERE e.session_id = ${sessionId} AND e.seq > ${from} ORDER BY e.seq LIMIT ${STREAM_BATCH}
             `),
           keepAliveMs,
           pollMs

@@ -1,0 +1,281 @@
+/**
+ * Governed steps: `POST /v1/agent-sessions/:id/steps` answered `allow`,
+ * `reject`, `pending` (an approval, its outbox event, the session's and the
+ * organization's stream events) and `pending` with one subscribed webhook
+ * endpoint (the fan-out and the delivery to a receiver on loopback, waited
+ * for inside the measurement), beside the cheapest authenticated write
+ * (`POST /v1/agent-sessions`) of the same process as the yardstick. Then
+ * the same after 10 000 and 100 000 earlier steps (bulk-inserted history:
+ * sessions, steps, decided approvals, their events and stream rows), to
+ * show the cost does not grow with the data.
+ *
+ * Every checkout in `BENCH_SVC_DIR` runs at once, each on its own fresh
+ * database, and the measurements alternate between them (A/B in one run,
+ * under the same machine load). Each measurement: warm-up, then the
+ * measured requests over 16 keep-alive connections spread over 16 sessions.
+ */
+import * as path from "node:path"
+import { spawnChild } from "../support/child.ts"
+import { formatPerOp, measureCpu, meterOf, perOp, threadsMeterOf } from "../support/cpu.ts"
+import { type BenchClient, type BenchDatabase, freshDatabase } from "../support/db.ts"
+import type { LoadResult, LoadSpec } from "../support/load.ts"
+import type { Receipts } from "../support/receiver.ts"
+import { atMost, type Aim, type BenchContext, type ScenarioResult } from "../support/scenario.ts"
+import { percentile, round, sorted } from "../support/stats.ts"
+import { startSvc, type SvcProcess } from "../support/svc.ts"
+
+const KINDS = ["session write", "allow", "reject", "pending", "pending + endpoint"] as const
+type Kind = (typeof KINDS)[number]
+
+const CLASS: Record<Exclude<Kind, "session write">, string> = {
+  allow: "bench.allow",
+  reject: "bench.reject",
+  pending: "bench.ask",
+  "pending + endpoint": "bench.ask"
+}
+
+const UNIQUE = "@STEP@"
+const SESSIONS = 16
+const TIMEOUT_MS = 300_000
+
+const sizesOf = (quick: boolean) =>
+  quick
+    ? { warmup: 100, requests: 500, concurrency: 16, levels: [0, 2_000] }
+    : { warmup: 300, requests: 2_000, concurrency: 16, levels: [0, 10_000, 100_000] }
+
+interface Arm {
+  readonly label: string
+  svc: SvcProcess
+  readonly start: () => Promise<SvcProcess>
+  readonly database: BenchDatabase
+  readonly key: string
+  readonly orgId: string
+  bulk: number
+}
+
+/**
+ * Adds `count` earlier steps (10 per session, every other one with a
+ * decided approval, its dispatched outbox event and its stream row) in a
+ * few statements, on the schema of either checkout.
+ */
+/**
+ * Runs `f` with a client of the arm's database. Embedded: the data folder
+ * has one owner, so svc is stopped for it and started again afterwards.
+ */
+const withClient = async <A>(arm: Arm, f: (client: BenchClient) => Promise<A>): Promise<A> => {
+  if (arm.database.offline) await arm.svc.stop()
+  const client = await arm.database.connect()
+  try {
+    return await f(client)
+  } finally {
+    await client.end()
+    if (arm.database.offline) arm.svc = await arm.start()
+  }
+}
+
+const grow = (arm: Arm, count: number) => withClient(arm, (c) => growWith(arm, c, count))
+
+const growWith = async (arm: Arm, c: BenchClient, count: number) => {
+  const sessions = Math.ceil(count / 10)
+  await c.query("BEGIN")
+  await c.query("CREATE TEMP TABLE IF NOT EXISTS bench_grow (id uuid, i int) ON COMMIT DROP")
+  await c.query("INSERT INTO bench_grow SELECT gen_random_uuid(), g FROM generate_series(1, $1::int) g", [sessions])
+  await c.query("INSERT INTO agent_sessions (id, org_id, event_seq) SELECT id, $1, 10 FROM bench_grow", [arm.orgId])
+  await c.query(`
+    INSERT INTO agent_steps (session_id, step_id, org_id, tool, action_class, arguments, decision, approval_id, resolution)
+    SELECT g.id, 'h' || k, $1, 'bench', CASE WHEN k % 2 = 1 THEN 'bench.ask' ELSE 'bench.allow' END, '{"n":1}'::jsonb,
+      CASE WHEN k % 2 = 1 THEN 'pending' ELSE 'allow' END,
+      CASE WHEN k % 2 = 1 THEN md5(g.id::text || k)::uuid END, 'allow'
+    FROM bench_grow g, generate_series(1, 10) k
+  `, [arm.orgId])
+  await c.query(`
+    INSERT INTO approvals (id, org_id, session_id, step_id, status, deadline_at, expires_at, timeout_action, decided_at, decided_by)
+    SELECT approval_id, org_id, session_id, step_id, 'approved', now(), now(), 'reject', now(), 'bench'
+    FROM agent_steps WHERE approval_id IS NOT NULL AND session_id IN (SELECT id FROM bench_grow)
+  `)
+  await c.query(`
+    INSERT INTO events (id, org_id, type, occurred_at, body, label, dispatched_at)
+    SELECT gen_random_uuid(), org_id, 'approval.approved', now(), '{}', 'approval.approved ' || approval_id, now()
+    FROM agent_steps WHERE approval_id IS NOT NULL AND session_id IN (SELECT id FROM bench_grow)
+  `)
+  await c.query(`
+    INSERT INTO session_events (session_id, seq, org_id, name, data)
+    SELECT g.id, k, $1, 'step:governed', '{}' FROM bench_grow g, generate_series(1, 10) k
+  `, [arm.orgId])
+  // The stream rows: numbered after the counter where the schema keeps one, else below every transaction-numbered id.
+  const counter = (await c.query<{ exists: boolean }>("SELECT to_regclass('approval_stream_counters') IS NOT NULL AS exists")).rows[0]!.exists
+  const base = counter
+    ? Number((await c.query<{ seq: string | null }>("SELECT max(seq)::text AS seq FROM approval_stream_counters WHERE org_id = $1", [arm.orgId])).rows[0]?.seq ?? 0)
+    : arm.bulk
+  await c.query(`
+    INSERT INTO approval_stream_events (org_id, seq, name, data)
+    SELECT $1, $2::bigint + row_number() OVER (), 'approval.approved', '{}'
+    FROM agent_steps WHERE approval_id IS NOT NULL AND session_id IN (SELECT id FROM bench_grow)
+  `, [arm.orgId, base])
+  const added = sessions * 5
+  if (counter) {
+    await c.query(`
+      INSERT INTO approval_stream_counters (org_id, seq) VALUES ($1, $2)
+      ON CONFLICT (org_id) DO UPDATE SET seq = EXCLUDED.seq
+    `, [arm.orgId, base + added])
+  }
+  arm.bulk += added
+  await c.query("COMMIT")
+  await c.query("ANALYZE")
+}
+
+interface Measured {
+  readonly kind: Kind
+  readonly arm: string
+  readonly level: number
+  readonly steps: number
+  readonly requests: number
+  readonly seconds: number
+  readonly errors: number
+  readonly firstError?: string | undefined
+  readonly latencies: ReadonlyArray<number>
+  readonly cpu: Record<string, number>
+}
+
+export default async (context: BenchContext): Promise<ScenarioResult> => {
+  const size = sizesOf(context.quick)
+  const receiver = await spawnChild("receiver", new URL("../support/receiver.ts", import.meta.url), {
+    BENCH_TLS_CERT: context.tls.cert,
+    BENCH_TLS_KEY: context.tls.key
+  })
+  const load = await spawnChild("load", new URL("../support/load.ts", import.meta.url))
+  const arms: Array<Arm> = []
+  const results: Array<Measured> = []
+  try {
+    const receiverUrl = await receiver.call<string>("url")
+    for (const checkout of context.checkouts) {
+      const database = await freshDatabase(context.database, `steps_${checkout.label}`)
+      const start = () =>
+        startSvc(checkout, database, {
+          SVC_ALLOWED_TARGET_CIDRS: "127.0.0.0/8",
+          SVC_EXTRA_CA_FILE: context.tls.caFile
+        }, path.join(context.logDir, `steps-${checkout.label}-${context.database}.log`))
+      const svc = await start()
+      const { orgId, key } = await svc.provision()
+      const policy = (mode: string) => ({ mode, review_seconds: 3600, expiring_notice_seconds: 60, timeout_action: "reject" })
+      await svc.api(key, "PUT", "/v1/approval-policies/bench.allow", policy("allow"))
+      await svc.api(key, "PUT", "/v1/approval-policies/bench.reject", policy("reject"))
+      await svc.api(key, "PUT", "/v1/approval-policies/bench.ask", policy("require_approval"))
+      arms.push({ label: checkout.label, svc, start, database, key, orgId, bulk: 0 })
+    }
+
+    const measure = async (arm: Arm, kind: Kind, level: number) => {
+      const sessions: Array<string> = []
+      for (let i = 0; i < SESSIONS; i++) sessions.push((await arm.svc.api<{ id: string }>(arm.key, "POST", "/v1/agent-sessions", {})).id)
+      const headers = { authorization: `Bearer ${arm.key}`, "content-type": "application/json" }
+      const spec = (count: number): LoadSpec =>
+        kind === "session write"
+          ? { url: `${arm.svc.baseUrl}/v1/agent-sessions`, method: "POST", headers, bodies: ["{}"], count, concurrency: size.concurrency, expectStatus: 201 }
+          : {
+            url: "",
+            urls: sessions.map((id) => `${arm.svc.baseUrl}/v1/agent-sessions/${id}/steps`),
+            method: "POST",
+            headers,
+            bodies: [JSON.stringify({ step_id: UNIQUE, tool: "shell", action_class: CLASS[kind], arguments: { command: "ls -la /srv/app", cwd: "/srv" } })],
+            unique: UNIQUE,
+            count,
+            concurrency: size.concurrency,
+            expectStatus: 200
+          }
+      const route = `/steps-${arm.label}-${context.database}-${level}`
+      let endpoint: string | undefined
+      if (kind === "pending + endpoint") {
+        endpoint = (await arm.svc.api<{ endpoint: { id: string } }>(arm.key, "POST", "/v1/notification-endpoints", {
+          url: `${receiverUrl}${route}`,
+          events: ["approval.requested"]
+        })).endpoint.id
+      }
+      try {
+        await receiver.call("reset", { path: route })
+        await load.call<LoadResult>("run", spec(size.warmup))
+        if (endpoint !== undefined) await receiver.call<Receipts>("wait", { path: route, count: size.warmup, timeoutMs: TIMEOUT_MS })
+        await receiver.call("reset", { path: route })
+        // On the embedded database, svc's worker threads (PGlite; steps use no validation worker) are shown apart as well.
+        const meters = [
+          arm.svc.meter,
+          ...(arm.database.kind === "pglite" ? [threadsMeterOf("of which db thread", arm.svc.pid, "WorkerThread")] : []),
+          meterOf("load", load.pid),
+          ...(arm.database.meter ? [arm.database.meter] : [])
+        ]
+        const { result, cpu } = await measureCpu(meters, async () => {
+          const ran = await load.call<LoadResult>("run", spec(size.requests))
+          // The webhook deliveries of the measured steps belong to their cost.
+          if (endpoint !== undefined) await receiver.call<Receipts>("wait", { path: route, count: size.requests, timeoutMs: TIMEOUT_MS })
+          return ran
+        })
+        const steps = Number((await withClient(arm, (c) => c.query<{ n: string }>("SELECT count(*)::text AS n FROM agent_steps"))).rows[0]!.n)
+        results.push({
+          kind,
+          arm: arm.label,
+          level,
+          steps,
+          requests: size.requests,
+          seconds: result.seconds,
+          errors: result.errors,
+          firstError: result.firstError,
+          latencies: result.latencies,
+          cpu
+        })
+      } finally {
+        if (endpoint !== undefined) await arm.svc.api(arm.key, "DELETE", `/v1/notification-endpoints/${endpoint}`)
+      }
+    }
+
+    let grown = 0
+    for (const level of size.levels) {
+      for (const arm of arms) await grow(arm, level - grown)
+      grown = level
+      for (const kind of KINDS) {
+        for (const arm of arms) await measure(arm, kind, level)
+      }
+    }
+  } finally {
+    for (const arm of arms) {
+      await arm.svc.stop()
+      await arm.database.drop()
+    }
+    await load.stop()
+    await receiver.stop()
+  }
+
+  const rows = results.map((r) => {
+    const latencies = sorted(r.latencies)
+    return {
+      "earlier steps (bulk)": r.level,
+      "steps in db": r.steps,
+      kind: r.kind,
+      arm: r.arm,
+      "req/s": round(r.requests / r.seconds),
+      "p50 ms": round(percentile(latencies, 0.5), 2),
+      "p99 ms": round(percentile(latencies, 0.99), 2),
+      "CPU µs/req": formatPerOp(perOp(r.cpu, r.requests)),
+      errors: r.errors === 0 ? 0 : `${r.errors} (${r.firstError})`
+    }
+  })
+  const svcCpu = (arm: string, kind: Kind, level: number) => {
+    const r = results.find((m) => m.arm === arm && m.kind === kind && m.level === level)
+    return r === undefined ? Number.NaN : ((r.cpu[arm] ?? Number.NaN) - (r.cpu["of which db thread"] ?? 0)) / r.requests
+  }
+  const aims: Array<Aim> = context.checkouts.flatMap((c) =>
+    size.levels.flatMap((level) => [
+      atMost(`${c.label} (${level} earlier): allow step / cheapest authenticated write, svc CPU`, round(svcCpu(c.label, "allow", level) / svcCpu(c.label, "session write", level), 2), 1.5),
+      atMost(`${c.label} (${level} earlier): pending step, svc CPU`, round(svcCpu(c.label, "pending", level)), 1000, "µs")
+    ])
+  )
+  return {
+    scenario: "steps",
+    database: context.database,
+    rows,
+    aims,
+    notes: [
+      `${size.requests} requests per measurement after ${size.warmup} warm-up, ${size.concurrency} connections over ${SESSIONS} sessions; the checkouts run at once and the measurements alternate between them.`,
+      "pending + endpoint: the measurement waits for every webhook of the measured steps to reach the receiver, so svc's CPU includes the fan-out, the signing and the HTTPS POST.",
+      "CPU µs/req: each process's user+system CPU over the measured requests (/proc), divided by the requests; postgres = the server backends of the run's database; on PGlite, 'of which db thread' is the part of svc's figure spent in its worker threads (the embedded database). The aims compare svc's CPU without that part."
+    ]
+  }
+}
