@@ -5,7 +5,7 @@
  * receivers and sinks, each a process of its own, on embedded PGlite and,
  * with `BENCH_DATABASE_URL`, on that PostgreSQL server. It prints a table
  * per scenario and database with each process's CPU per operation, the
- * ratios against the aims of the performance issue, and writes everything
+ * ratios against their aims (docs/performance.md), and writes everything
  * as JSON to `bench-results/` (git-ignored). Figures are reported, never
  * asserted. `BENCH_QUICK=1` runs small sizes (a smoke run).
  *
@@ -21,7 +21,7 @@ import { databaseKinds } from "./support/db.ts"
 import type { BenchContext, Scenario, ScenarioResult } from "./support/scenario.ts"
 import { describeCheckout, REPO, svcCheckouts } from "./support/svc.ts"
 
-const SCENARIOS = ["writes", "webhooks", "telemetry-latency", "telemetry-export"] as const
+const SCENARIOS = ["writes", "feedback-flood", "steps", "webhooks", "telemetry-latency", "telemetry-export"] as const
 const INPROCESS = ["approvals", "metrics"] as const
 
 const wanted = process.argv.slice(2)

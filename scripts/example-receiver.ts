@@ -1,9 +1,9 @@
 /**
  * A complete webhook receiver for `svc` approval events, built on the
  * receiver kit (`svc/receiver`). Run it with `npm run example:receiver`
- * (README, "Webhooks").
+ * (docs/webhooks.md, "The example receiver").
  *
- * What a careful receiver does (spec, delivery rules 3, 4 and 7):
+ * What a careful receiver does (docs/webhooks.md, "Delivery"):
  * 1. Verifies the signature on the raw body before parsing anything, with
  *    the 300 s timestamp tolerance, the event type and the organization.
  * 2. Saves the verified event durably (an fsync'ed JSON-lines inbox) and
@@ -35,7 +35,7 @@ import * as fs from "node:fs"
 import { createServer } from "node:https"
 import * as path from "node:path"
 import { generate } from "selfsigned"
-import { constructEvent, type DedupStore, deduplicate, type WebhookEvent, WebhookVerificationError } from "../src/receiver/index.ts"
+import { constructEvent, type DedupStore, deduplicate, isApprovalEvent, type WebhookEvent, WebhookVerificationError } from "../src/receiver/index.ts"
 
 const env = process.env
 const secrets = (env.SVC_WEBHOOK_SECRET ?? "").split(",").map((s) => s.trim()).filter((s) => s.length > 0)
@@ -140,6 +140,8 @@ const readApproval = async (approvalId: string): Promise<Approval | "gone" | "re
 
 /** Works one event off; answers the line for the done file, or `undefined` to try again later. */
 const work = async (event: WebhookEvent): Promise<Done | undefined> => {
+  // Operational events (an endpoint disabled or failing) are for people; this worker only acknowledges them.
+  if (!isApprovalEvent(event)) return { id: event.id }
   const approvalId = event.approval.approval_id
   const current = await readApproval(approvalId)
   if (current === "retry") return undefined

@@ -4,7 +4,7 @@
  * SVC_DATA_DIR. SIGTERM and Ctrl-C drain in-flight requests and exit 0.
  */
 import { NodeRuntime } from "@effect/platform-node"
-import { Cause, Effect, Exit, Layer } from "effect"
+import { Cause, Effect, Exit, Fiber, Layer } from "effect"
 import { HttpServer } from "effect/http"
 import { createServer } from "node:http"
 import { Database, DatabaseInfo } from "./platform/Database.ts"
@@ -12,6 +12,7 @@ import { SvcConfig } from "./platform/Config.ts"
 import { LoggingLive } from "./platform/Logging.ts"
 import { AppLive, PlatformLive } from "./server/App.ts"
 import { ListenLater } from "./server/Listener.ts"
+import { AdminChannelLive } from "./server/AdminChannel.ts"
 
 // Listens only once AppLive is built (routes, migrations, workers).
 const NodeServerLive = Layer.unwrap(Effect.map(SvcConfig, (config) =>
@@ -36,6 +37,7 @@ const Announce = Layer.effectDiscard(Effect.gen(function*() {
 }))
 
 const MainLive = Announce.pipe(
+  Layer.provideMerge(AdminChannelLive),
   Layer.provideMerge(AppLive),
   Layer.provide(NodeServerLive),
   Layer.provideMerge(Database.layer),
@@ -43,8 +45,23 @@ const MainLive = Announce.pipe(
   Layer.provide(LoggingLive)
 )
 
+/**
+ * Runs until a signal, or until the database session is lost for good (the
+ * embedded worker died or overran its watchdog): then the program fails,
+ * which stops the HTTP server (requests in flight get their answers) and
+ * exits 1, so that a supervisor restarts it on the same data.
+ */
+const Serve = Layer.effectDiscard(Effect.gen(function*() {
+  const database = yield* DatabaseInfo
+  const why = yield* database.lost
+  yield* Effect.logError("the database session is lost; stopping so that a supervisor restarts svc").pipe(
+    Effect.annotateLogs({ reason: why })
+  )
+  return yield* Effect.fail(new Error(`database session lost: ${why}`))
+}).pipe(Effect.forkScoped, Effect.flatMap(Fiber.join)))
+
 // A signal interrupts the program: that is a clean stop (exit 0), not a failure.
-Layer.launch(MainLive).pipe(
+Layer.launch(Serve.pipe(Layer.provideMerge(MainLive))).pipe(
   Effect.provide(LoggingLive),
   NodeRuntime.runMain({
     teardown: (exit, onExit) =>

@@ -60,6 +60,12 @@ const seed = (sql: SqlClient.SqlClient, orgId: string) =>
       FROM notification_endpoints e, generate_series(1, ${DELIVERED_PER_ENDPOINT}) AS g
       WHERE e.org_id = ${orgId}
     `
+    // The targets' rows and undelivered counts, as the enqueue statement keeps them.
+    yield* sql`
+      INSERT INTO delivery_targets (id, org_id, kind, undelivered)
+      SELECT e.id, ${orgId}, 'webhook', ${QUEUED_PER_ENDPOINT} FROM notification_endpoints e WHERE e.org_id = ${orgId}
+      ON CONFLICT (id) DO UPDATE SET undelivered = EXCLUDED.undelivered
+    `
     yield* sql`
       UPDATE delivery_targets SET cooldown_until = now() + interval '1 hour'
       WHERE id IN (SELECT id FROM delivery_targets ORDER BY id LIMIT ${ENDPOINTS / 10})

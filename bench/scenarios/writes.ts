@@ -9,14 +9,14 @@
  */
 import * as path from "node:path"
 import { spawnChild } from "../support/child.ts"
-import { formatPerOp, measureCpu, meterOf, perOp, type Meter } from "../support/cpu.ts"
+import { formatPerOp, measureCpu, meterOf, perOp, type Meter, v8HelpersOf } from "../support/cpu.ts"
 import { type BenchDatabase, freshDatabase } from "../support/db.ts"
 import type { LoadResult, LoadSpec } from "../support/load.ts"
-import { atLeast, type BenchContext, type ScenarioResult, sizes } from "../support/scenario.ts"
+import { atLeast, atMost, type BenchContext, type ScenarioResult, sizes } from "../support/scenario.ts"
 import { median, percentile, round, sorted, spread } from "../support/stats.ts"
 import { startSvc } from "../support/svc.ts"
 
-const answerSchema = {
+export const answerSchema = {
   type: "object",
   required: ["customer", "items", "total", "currency"],
   additionalProperties: false,
@@ -53,7 +53,7 @@ const answerSchema = {
   }
 }
 
-const correction = (i: number) => ({
+export const correction = (i: number) => ({
   customer: { id: `C-${String(100000 + (i % 900000))}`, email: `buyer${i}@example.com`, name: "Ada Lovelace" },
   items: Array.from({ length: 5 }, (_, k) => ({ sku: `SKU-${k}-${i % 97}`, quantity: 1 + k, price: 9.99 * (k + 1), note: "gift wrap please" })),
   total: 149.85,
@@ -78,6 +78,7 @@ interface Measured {
 /** Warm-up, then the measured requests, with the CPU of the server, the load generator and the database server. */
 const drive = async (
   server: Meter,
+  serverPid: number,
   database: BenchDatabase,
   baseUrl: string,
   key: string,
@@ -100,7 +101,7 @@ const drive = async (
         expectStatus: 201
       })
       await load.call<LoadResult>("run", spec(size.warmup))
-      const meters = [server, meterOf("load", load.pid), ...(database.meter ? [database.meter] : [])]
+      const meters = [server, v8HelpersOf("v8 helpers", serverPid), meterOf("load", load.pid), ...(database.meter ? [database.meter] : [])]
       const { result, cpu } = await measureCpu(meters, () => load.call<LoadResult>("run", spec(size.requests)))
       out[endpoint] = { requests: size.requests, errors: result.errors, firstError: result.firstError, seconds: result.seconds, latencies: result.latencies, cpu }
     }
@@ -126,7 +127,7 @@ export default async (context: BenchContext): Promise<ScenarioResult> => {
           const { key } = await svc.provision()
           const task = await svc.api<{ id: string }>(key, "POST", "/v1/tasks", { name: "orders", answer_schema: answerSchema })
           const run = await svc.api<{ trace_id: string }>(key, "POST", `/v1/tasks/${task.id}/runs`, { input: { ticket: "where is my refund" }, answer: correction(0) })
-          results.get(checkout.label)!.push(await drive(svc.meter, database, svc.baseUrl, key, run.trace_id, size))
+          results.get(checkout.label)!.push(await drive(svc.meter, svc.pid, database, svc.baseUrl, key, run.trace_id, size))
           last = { database, key, traceId: run.trace_id }
         } finally {
           await svc.stop()
@@ -139,7 +140,7 @@ export default async (context: BenchContext): Promise<ScenarioResult> => {
       })
       try {
         const url = await bare.call<string>("url")
-        results.get("bare")!.push(await drive(meterOf("bare", bare.pid), database, url, key, traceId, size))
+        results.get("bare")!.push(await drive(meterOf("bare", bare.pid), bare.pid, database, url, key, traceId, size))
         await bare.call("close")
       } finally {
         await bare.stop()
@@ -171,7 +172,12 @@ export default async (context: BenchContext): Promise<ScenarioResult> => {
       })
     }
   }
+  const helpers = (arm: string, endpoint: Endpoint) => {
+    const runs = results.get(arm)!.map((r) => r[endpoint])
+    return runs.reduce((sum, r) => sum + (r.cpu["v8 helpers"] ?? 0), 0) / Math.max(1, runs.reduce((sum, r) => sum + r.requests, 0))
+  }
   const aims = context.checkouts.flatMap((c) => [
+    atMost(`${c.label}: V8 helper (GC) CPU per cheapest write / bare's`, helpers(c.label, "agent-sessions") / Math.max(1, helpers("bare", "agent-sessions")), 1.5),
     atLeast(`${c.label}: feedback POST / bare`, rate(c.label, "feedback") / rate("bare", "feedback"), 0.7),
     atLeast(`${c.label}: cheapest authenticated write / bare`, rate(c.label, "agent-sessions") / rate("bare", "agent-sessions"), 0.8)
   ])
@@ -185,7 +191,7 @@ export default async (context: BenchContext): Promise<ScenarioResult> => {
         spread(results.get(arms[0]!)!.map((r) => r.feedback.requests / r.feedback.seconds), 0)
       } for ${arms[0]} feedback).`,
       "The cheapest authenticated write is POST /v1/agent-sessions (one INSERT). The baseline checks the bearer key against the one it loaded at start (sha256 in memory) and makes the same INSERT; feedback's INSERT omits svc's credential-fingerprint check.",
-      "CPU µs/req: each process's user+system CPU over the measured requests (/proc), divided by the requests; postgres = the server backends of the run's database."
+      "CPU µs/req: each process's user+system CPU over the measured requests (/proc), divided by the requests; postgres = the server backends of the run's database; v8 helpers = the server's V8 helper threads (concurrent GC, background compilation), already inside the server's figure."
     ]
   }
 }

@@ -4,7 +4,7 @@
  * validation workers count as svc's. Resolution is one clock tick (10 ms):
  * figures are per operation over runs of thousands of operations.
  */
-import { readFileSync } from "node:fs"
+import { readdirSync, readFileSync } from "node:fs"
 
 const TICK_MICROS = 1_000_000 / 100 // USER_HZ is 100 on Linux
 
@@ -25,11 +25,66 @@ export interface Meter {
   readonly name: string
   /** The pids that make it up now. */
   readonly pids: () => Promise<ReadonlyArray<number>> | ReadonlyArray<number>
+  /** Instead of `pids`: CPU time (µs) by thread id of some threads (`threadsMeterOf`). */
+  readonly threads?: () => Map<number, number>
 }
 
 export const meterOf = (name: string, pid: number): Meter => ({ name, pids: () => [pid] })
 
+/**
+ * V8's helper threads of `pid` (`V8Worker`, `V8 DefaultWorke…`: concurrent and parallel
+ * garbage collection, background compilation): their CPU per operation
+ * shows what a process's allocations cost beyond its main thread. Already
+ * counted in the process's own figure; reported beside it.
+ */
+export const v8HelpersOf = (name: string, pid: number): Meter => ({
+  name,
+  pids: () => {
+    try {
+      return readdirSync(`/proc/${pid}/task`).map(Number).filter((tid) => {
+        try {
+          return readFileSync(`/proc/${pid}/task/${tid}/comm`, "utf8").startsWith("V8")
+        } catch {
+          return false
+        }
+      })
+    } catch {
+      return []
+    }
+  }
+})
+
+/**
+ * CPU time of the threads of `pid` whose name is `comm` (e.g. Node's
+ * `WorkerThread`: svc's embedded database and validation workers), in µs,
+ * keyed by thread id: a meter that splits a process by its threads.
+ */
+export const threadsCpuMicros = (pid: number, comm: string): Map<number, number> => {
+  const values = new Map<number, number>()
+  let tids: Array<string> = []
+  try {
+    tids = readdirSync(`/proc/${pid}/task`)
+  } catch {
+    return values
+  }
+  for (const tid of tids) {
+    try {
+      if (readFileSync(`/proc/${pid}/task/${tid}/comm`, "utf8").trim() !== comm) continue
+      const stat = readFileSync(`/proc/${pid}/task/${tid}/stat`, "utf8")
+      const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ")
+      values.set(Number(tid), (Number(fields[11]) + Number(fields[12])) * TICK_MICROS)
+    } catch {
+      // The thread ended.
+    }
+  }
+  return values
+}
+
+/** The threads named `comm` of `pid`, as a meter of their own. */
+export const threadsMeterOf = (name: string, pid: number, comm: string): Meter => ({ name, pids: () => [], threads: () => threadsCpuMicros(pid, comm) })
+
 const snapshot = async (meter: Meter) => {
+  if (meter.threads !== undefined) return meter.threads()
   const values = new Map<number, number>()
   for (const pid of await meter.pids()) values.set(pid, cpuMicros(pid))
   return values

@@ -7,10 +7,17 @@
 import { mkdtempSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
 import * as path from "node:path"
+import { PGlite } from "@electric-sql/pglite"
 import pg from "pg"
 import type { Meter } from "./cpu.ts"
 
 export type DatabaseKind = "pglite" | "postgres"
+
+/** What the scenarios write and read the database with, directly. */
+export interface BenchClient {
+  readonly query: <R = any>(sql: string, params?: ReadonlyArray<unknown>) => Promise<{ readonly rows: Array<R> }>
+  readonly end: () => Promise<void>
+}
 
 /** One database for one run of a scenario. */
 export interface BenchDatabase {
@@ -19,8 +26,14 @@ export interface BenchDatabase {
   readonly dataDir?: string
   /** Server: the connection URL of this run's database. */
   readonly url?: string
-  /** Connects a client (embedded: through the socket of the svc process running on `dataDir`). */
-  readonly connect: () => Promise<pg.Client>
+  /**
+   * Connects a client. Embedded: PGlite opened on `dataDir`/pgdata itself, so no
+   * svc process may be running on it (`offline` says so); svc keeps its
+   * session to itself, and the data folder has one owner at a time.
+   */
+  readonly connect: () => Promise<BenchClient>
+  /** Whether `connect` needs svc stopped (embedded). */
+  readonly offline: boolean
   /** Server: the CPU of the server backends serving this database. */
   readonly meter?: Meter
   readonly drop: () => Promise<void>
@@ -66,10 +79,13 @@ export const freshDatabase = async (kind: DatabaseKind, label: string): Promise<
     return {
       kind,
       dataDir,
+      offline: true,
       connect: async () => {
-        const client = new pg.Client({ host: dataDir, port: 5432, user: "postgres", database: "postgres" })
-        await client.connect()
-        return client
+        const db = await PGlite.create({ dataDir: path.join(dataDir, "pgdata") })
+        return {
+          query: async <R,>(sql: string, params?: ReadonlyArray<unknown>) => ({ rows: (await db.query<R>(sql, params as Array<unknown>)).rows }),
+          end: () => db.close()
+        }
       },
       drop: async () => {
         rmSync(dataDir, { recursive: true, force: true })
@@ -84,10 +100,14 @@ export const freshDatabase = async (kind: DatabaseKind, label: string): Promise<
   return {
     kind,
     url: url.toString(),
+    offline: false,
     connect: async () => {
       const client = new pg.Client({ connectionString: url.toString() })
       await client.connect()
-      return client
+      return {
+        query: async <R,>(sql: string, params?: ReadonlyArray<unknown>) => ({ rows: (await client.query(sql, params as Array<unknown>)).rows as Array<R> }),
+        end: () => client.end()
+      }
     },
     meter: {
       name: "postgres",

@@ -10,10 +10,14 @@ import { serve } from "./child.ts"
 
 export interface LoadSpec {
   readonly url: string
+  /** Several URLs, taken in turn instead of `url` (e.g. one per agent session). */
+  readonly urls?: ReadonlyArray<string>
   readonly method: "GET" | "POST"
   readonly headers: Record<string, string>
   /** POST bodies, sent in turn. */
   readonly bodies?: ReadonlyArray<string>
+  /** A token in `bodies` replaced by a value no other request of the run has (e.g. a step id). */
+  readonly unique?: string
   readonly count: number
   readonly concurrency: number
   readonly expectStatus: number
@@ -27,14 +31,15 @@ export interface LoadResult {
 }
 
 const run = async (spec: LoadSpec): Promise<LoadResult> => {
-  const url = new URL(spec.url)
-  if (url.hostname !== "127.0.0.1") throw new Error("load goes to loopback only")
+  const urls = (spec.urls ?? [spec.url]).map((u) => new URL(u))
+  if (urls.some((u) => u.hostname !== "127.0.0.1")) throw new Error("load goes to loopback only")
+  const runId = `${process.pid}-${performance.now().toFixed(3)}`
   const agent = new Agent({ keepAlive: true, maxSockets: spec.concurrency })
   const latencies: Array<number> = []
   let errors = 0
   let firstError: string | undefined
   let next = 0
-  const one = (body: string | undefined) =>
+  const one = (url: URL, body: string | undefined) =>
     new Promise<{ status: number; text: string }>((resolve, reject) => {
       const headers = body === undefined ? spec.headers : { ...spec.headers, "content-length": String(Buffer.byteLength(body)) }
       const req = request(url, { method: spec.method, agent, headers }, (res) => {
@@ -50,7 +55,9 @@ const run = async (spec: LoadSpec): Promise<LoadResult> => {
     while (next < spec.count) {
       const i = next++
       const t = performance.now()
-      const answer = await one(spec.bodies?.[i % spec.bodies.length]).catch((e: Error) => ({ status: 0, text: e.message }))
+      const template = spec.bodies?.[i % spec.bodies.length]
+      const body = template === undefined || spec.unique === undefined ? template : template.replaceAll(spec.unique, `${runId}-${i}`)
+      const answer = await one(urls[i % urls.length]!, body).catch((e: Error) => ({ status: 0, text: e.message }))
       latencies.push(performance.now() - t)
       if (answer.status !== spec.expectStatus) {
         errors++

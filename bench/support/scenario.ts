@@ -18,7 +18,7 @@ export interface BenchContext {
   readonly logDir: string
 }
 
-/** One comparison against an aim of the issue. */
+/** One comparison against an aim (docs/performance.md, "Scenarios"). */
 export interface Aim {
   readonly what: string
   readonly value: number
@@ -51,7 +51,7 @@ export const atMost = (what: string, value: number, max: number, unit = "x"): Ai
   met: value <= max
 })
 
-/** Same as the issue's per-endpoint concurrency of svc's sender (16): the bare sender and graphile-worker use it too. */
+/** The per-endpoint concurrency of svc's sender (16): the bare sender and graphile-worker use it too. */
 export const SEND_CONCURRENCY = Number(process.env.BENCH_SEND_CONCURRENCY ?? 16)
 
 /** Sizes: `BENCH_QUICK=1` for smoke runs, else full. */

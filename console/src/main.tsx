@@ -8,6 +8,7 @@ import { navigate, onLinkClick, useLocation } from "./router.ts"
 import { has, type Screen, screens, sessionAtom } from "./session.ts"
 import { ApiKeys } from "./screens/ApiKeys.tsx"
 import { Approvals } from "./screens/Approvals.tsx"
+import { Decide } from "./screens/Decide.tsx"
 import { Promote } from "./screens/Promote.tsx"
 import { Review } from "./screens/Review.tsx"
 import { SignIn } from "./screens/SignIn.tsx"
@@ -110,6 +111,8 @@ const Shell = ({ session }: { session: ConsoleSession }) => {
 const App = () => {
   const { path } = useLocation()
   if (path === "/sign-in") return <SignIn />
+  // A reviewer mail's link: this one approval, without a console session.
+  if (path === "/decide") return <Decide />
   return <Authenticated />
 }
 

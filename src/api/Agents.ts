@@ -5,7 +5,7 @@
 import { Schema } from "effect"
 import { HttpApiEndpoint, HttpApiGroup, HttpApiSchema, OpenApi } from "effect/http-api"
 import { ActionClass } from "./Approvals.ts"
-import { JsonValue, Timestamp, Uuid } from "./Common.ts"
+import { Cursor, JsonValue, NextCursor, Timestamp, Uuid } from "./Common.ts"
 import { InvalidRequest, InvalidTransition, NotFound, TooManyStreams } from "./Errors.ts"
 import { Authentication, requireScope } from "./Security.ts"
 import { documented, notFound } from "./Documentation.ts"
@@ -66,9 +66,20 @@ export const Step = Schema.Struct({
 })
 export type Step = typeof Step.Type
 
+/** Steps per page of a session: at most 100; without `limit`, 100 (a session of up to 100 steps reads as it always did). */
+export const STEPS_PAGE_DEFAULT = 100
+
+export const StepsLimit = Schema.optionalKey(
+  Schema.NumberFromString.check(Schema.isInt(), Schema.isBetween({ minimum: 1, maximum: 100 }))
+    .annotate({ description: "Steps per page, 1 to 100 (default 100)" })
+)
+
 export const SessionDetail = Schema.Struct({
   ...Session.fields,
-  steps: Schema.Array(Step)
+  steps: Schema.Array(Step).annotate({ description: "A page of the session's steps, oldest first: the first page without `cursor`" }),
+  next_cursor: NextCursor.annotate({
+    description: "Pass as `cursor` for the next page of steps; `null` on the last page"
+  })
 })
 export type SessionDetail = typeof SessionDetail.Type
 
@@ -106,10 +117,14 @@ export class AgentSessionsApi extends HttpApiGroup.make("agentSessions")
     ),
     HttpApiEndpoint.get("get", "/v1/agent-sessions/:session_id", {
       params: SessionParams,
+      query: { limit: StepsLimit, cursor: Cursor },
       success: SessionDetail,
-      error: NotFound
+      error: [NotFound, InvalidRequest]
     }).pipe(
-      requireScope("agents.read", "A session with its governed steps, oldest first."),
+      requireScope(
+        "agents.read",
+        "A session with its governed steps, oldest first, a page at a time: `limit` steps (default and most 100), then `next_cursor` for the next page (`null` on the last)."
+      ),
       documented({
         summary: "Get a session",
         response: Examples.sessionDetail,

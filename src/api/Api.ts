@@ -8,6 +8,7 @@ import { AgentSessionsApi } from "./Agents.ts"
 import { Availability } from "./Availability.ts"
 import { apiDocumentation } from "./Documentation.ts"
 import { ApprovalPoliciesApi, ApprovalsApi } from "./Approvals.ts"
+import { ApprovalLinksApi } from "./ApprovalLinks.ts"
 import { ApiKeysApi, ConsoleApi, ConsoleSignInApi } from "./Console.ts"
 import { FeedbackApi } from "./Feedback.ts"
 import { NotificationsApi } from "./Notifications.ts"
@@ -23,6 +24,7 @@ export class Api extends HttpApi.make("svc")
   .add(AgentSessionsApi)
   .add(ApprovalPoliciesApi)
   .add(ApprovalsApi)
+  .add(ApprovalLinksApi)
   .add(FeedbackApi)
   .add(TelemetryApi)
   .add(NotificationsApi)

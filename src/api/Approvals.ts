@@ -61,7 +61,12 @@ export const ApprovalSnapshot = Schema.Struct({
   timeout_action: TimeoutAction,
   decided_at: Schema.optionalKey(Timestamp),
   decided_by: Schema.optionalKey(Schema.String.annotate({
-    description: "Who decided: the id of the API key, or `console:<person>` for a console session"
+    description:
+      "Who decided: the id of the API key, `console:<person>` for a console session, or `email:<reviewer address>` for a decision made through the link of a reviewer mail"
+  })),
+  decision_reason: Schema.optionalKey(Schema.String.annotate({
+    description:
+      "Why, in the decider's words, when a reason was given with the decision (recognizable secrets in it are replaced by `[REDACTED]`)"
   }))
 })
 export type ApprovalSnapshot = typeof ApprovalSnapshot.Type
@@ -87,8 +92,21 @@ export const ApprovalEvent = Schema.Struct({
 })
 export type ApprovalEvent = typeof ApprovalEvent.Type
 
+/** The longest decision reason, in characters (UTF-16 code units, as JSON strings count them). */
+export const MAX_DECISION_REASON_LENGTH = 1000
+
+export const DecisionReason = Schema.String.check(
+  Schema.isMaxLength(MAX_DECISION_REASON_LENGTH, {
+    message: `Expected a reason of at most ${MAX_DECISION_REASON_LENGTH} characters`
+  })
+).annotate({
+  description:
+    "Why (optional, at most 1 000 characters): carried by the snapshot as `decision_reason`, so it reaches the `approval.approved`/`approval.rejected` webhooks and the session's `approval:decided` event. Recognizable secrets in it are replaced by `[REDACTED]` before it is stored."
+})
+
 export const Decision = Schema.Struct({
-  decision: Schema.Literals(["approve", "reject"])
+  decision: Schema.Literals(["approve", "reject"]),
+  reason: Schema.optionalKey(DecisionReason)
 })
 
 /**
@@ -108,7 +126,43 @@ export const ApprovalListItem = Schema.Struct({
 })
 export type ApprovalListItem = typeof ApprovalListItem.Type
 
-/** A stream event id: the organization's approval event number (1, 2, 3, ...). */
+/** One of the session's steps before the one an approval governs. */
+export const EarlierStep = Schema.Struct({
+  step_id: Schema.String,
+  tool: Schema.String,
+  action_class: Schema.String,
+  resolution: Schema.Literals(["allow", "reject", "pending"]).annotate({
+    description: "Where the step stands: `allow` or `reject` once decided (by policy, a person or a timeout action), else `pending`"
+  }),
+  outcome: Schema.optionalKey(Schema.Literals(["succeeded", "failed"]).annotate({
+    description: "How its tool run ended, when the agent reported it"
+  })),
+  created_at: Timestamp
+})
+export type EarlierStep = typeof EarlierStep.Type
+
+/** The most earlier steps an approval's context lists (the latest ones). */
+export const MAX_EARLIER_STEPS = 20
+
+/** What a person needs to decide an approval: the approval, its task's name and the session's earlier steps. */
+export const ApprovalContext = Schema.Struct({
+  approval: ApprovalListItem,
+  task_name: Schema.NullOr(Schema.String).annotate({ description: "The name of the session's task; null when the session has none" }),
+  earlier_steps: Schema.Array(EarlierStep).annotate({
+    description: `The session's steps before this one, oldest first: the latest ${MAX_EARLIER_STEPS} of them`
+  }),
+  earlier_steps_total: Schema.Int.annotate({ description: "How many steps the session had before this one (all of them, listed or not)" })
+})
+export type ApprovalContext = typeof ApprovalContext.Type
+
+/** A closed approval in the history: the list item and its task's name. */
+export const ApprovalHistoryItem = Schema.Struct({
+  ...ApprovalListItem.fields,
+  task_name: Schema.NullOr(Schema.String)
+})
+export type ApprovalHistoryItem = typeof ApprovalHistoryItem.Type
+
+/** A stream event id: a number that grows with each event of the organization (not consecutive). */
 export const ApprovalStreamEventId = Schema.String.check(
   Schema.isPattern(/^\d{1,18}$/, { message: "Expected an event id (a non-negative integer)" })
 )
@@ -180,13 +234,35 @@ export class ApprovalsApi extends HttpApiGroup.make("approvals")
     }).pipe(
       requireScope(
         "agents.read",
-        "Server-sent events of every approval change in the organization: `approval.requested`, `approval.expiring`, `approval.escalated`, `approval.approved`, `approval.rejected`, `approval.expired`. Each has an `id:` (the organization's approval event number) and the approval as JSON `data` (as in the list). Resume with the `Last-Event-ID` header or `after`: exactly the later events are replayed, then live ones follow; `after=0` replays what is kept. Comment lines keep idle streams open. The stream ends when its key or console session is revoked (within `SVC_STREAM_AUTH_RECHECK`); open streams are capped per key or session, per organization and per server (429 `TOO_MANY_STREAMS`)."
+        "Server-sent events of every approval change in the organization: `approval.requested`, `approval.expiring`, `approval.escalated`, `approval.approved`, `approval.rejected`, `approval.expired`. Each has an `id:` (a number that grows with every event; not consecutive) and the approval as JSON `data` (as in the list). Resume with the `Last-Event-ID` header or `after`: exactly the later events are replayed, then live ones follow; `after=0` replays what is kept. Comment lines keep idle streams open. The stream ends when its key or console session is revoked (within `SVC_STREAM_AUTH_RECHECK`); open streams are capped per key or session, per organization and per server (429 `TOO_MANY_STREAMS`)."
       ),
       documented({
         summary: "Follow the organization's approval changes",
         response: Examples.approvalStreamEvent,
         errors: { 429: "Too many open streams (`TOO_MANY_STREAMS`; `limit` names the setting)." }
       })
+    ),
+    HttpApiEndpoint.get("history", "/v1/agent-approvals/history", {
+      query: { limit: Limit, cursor: Cursor },
+      success: Schema.Struct({ approvals: Schema.Array(ApprovalHistoryItem), next_cursor: NextCursor }),
+      error: InvalidRequest
+    }).pipe(
+      requireScope(
+        "agents.read",
+        "The organization's closed approvals (approved, rejected, expired), the latest request first, with who decided, when and why (`decided_by`, `decided_at`, `decision_reason`), the step's tool and the task's name. An expired one names no decider: its `timeout_action` applied at `expires_at`."
+      ),
+      documented({ summary: "History of closed approvals", response: Examples.approvalHistory })
+    ),
+    HttpApiEndpoint.get("context", "/v1/agent-approvals/:approval_id/context", {
+      params: { approval_id: Uuid },
+      success: ApprovalContext,
+      error: NotFound
+    }).pipe(
+      requireScope(
+        "agents.read",
+        `What a person needs to decide an approval: the approval (as in the list), the name of the session's task, and the session's steps before this one (the latest ${MAX_EARLIER_STEPS}, oldest first, with their resolution and reported outcome).`
+      ),
+      documented({ summary: "Context of an approval", response: Examples.approvalContext, errors: { 404: notFound("approval") } })
     ),
     HttpApiEndpoint.get("get", "/v1/agent-approvals/:approval_id", {
       params: { approval_id: Uuid },
@@ -208,13 +284,16 @@ export class ApprovalsApi extends HttpApiGroup.make("approvals")
     }).pipe(
       requireScope(
         "approvals.decide",
-        "A person approves or rejects a pending approval. A decision on a closed approval is 409 INVALID_TRANSITION."
+        "A person approves or rejects a pending approval, optionally saying why (`reason`, at most 1 000 characters; the snapshot carries it as `decision_reason`). A decision on a closed approval is 409 INVALID_TRANSITION."
       ),
       documented({
         summary: "Approve or reject",
         request: Examples.decision,
         response: Examples.decidedApproval,
-        errors: { 409: "The approval is no longer pending (`INVALID_TRANSITION`)." }
+        errors: {
+          400: "`reason` is longer than 1 000 characters or holds a string that cannot be stored (`INVALID_REQUEST`, `field`: `reason`).",
+          409: "The approval is no longer pending (`INVALID_TRANSITION`)."
+        }
       })
     )
   )

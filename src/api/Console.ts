@@ -1,6 +1,6 @@
 /**
  * The web console's sign-in and sessions, and the management of API keys
- * and console sessions (issue 11). A console session is made from a one-time
+ * and console sessions. A console session is made from a one-time
  * sign-in link (`npm run cli -- console login ...`); the link's secret
  * travels in the URL fragment, so it never reaches a server log, and is
  * posted here only when the person presses "Sign in".
@@ -92,7 +92,7 @@ export class ConsoleSignInApi extends HttpApiGroup.make("consoleSignIn")
       documented({
         summary: "Who is signed in",
         description:
-          "The console session of the request's `svc_console_session` cookie: person, preset, scopes, organization and expiry. Without a live session (none, signed out, revoked or expired) 401 `UNAUTHENTICATED`. Needs no scope; API keys are not console sessions.",
+          "The console session of the request's console cookie (`__Host-svc_console_session` over HTTPS, `svc_console_session` over plain HTTP): person, preset, scopes, organization and expiry. Without a live session (none, signed out, revoked or expired) 401 `UNAUTHENTICATED`. Needs no scope; API keys are not console sessions.",
         response: Examples.consoleSession,
         errors: { 401: "No console session: sign in again." }
       })
@@ -105,7 +105,7 @@ export class ConsoleSignInApi extends HttpApiGroup.make("consoleSignIn")
       documented({
         summary: "Sign in to the console",
         description:
-          "Exchanges a one-time sign-in link (from `npm run cli -- console login`) for a console session: sets the `svc_console_session` cookie (`HttpOnly; SameSite=Strict; Path=/`, `Secure` over HTTPS) and answers who is signed in. A link works once, within its time to live. Like every state-changing console request, it must carry the `X-Svc-Console: 1` header and must not come from another site. No authentication.",
+          "Exchanges a one-time sign-in link (from `npm run cli -- console login`) for a console session: sets the console cookie (`HttpOnly; SameSite=Strict; Path=/`): `__Host-svc_console_session`, `Secure`, whenever the service's public URL (`SVC_PUBLIC_URL`) is HTTPS or the request came over HTTPS; `svc_console_session` over plain HTTP and answers who is signed in. A link works once, within its time to live. Like every state-changing console request, it must carry the `X-Svc-Console: 1` header and must not come from another site. No authentication.",
         request: Examples.signIn,
         response: Examples.consoleSession,
         errors: {
@@ -122,7 +122,7 @@ export class ConsoleSignInApi extends HttpApiGroup.make("consoleSignIn")
       documented({
         summary: "Sign out of the console",
         description:
-          "Ends the console session of the `svc_console_session` cookie at once (in every process) and clears the cookie. Answers 204 without a session too. Must carry `X-Svc-Console: 1`. No authentication.",
+          "Ends the console session of the console cookie at once (in every process) and clears the cookie. Answers 204 without a session too. Must carry `X-Svc-Console: 1`. No authentication.",
         errors: { 403: "No `X-Svc-Console` header, or a request from another site (`CROSS_SITE_REQUEST`)." }
       })
     )
@@ -165,7 +165,10 @@ export const ApiKey = Schema.Struct({
   key_prefix: Schema.String.annotate({ description: "The key's first 12 characters (`svc_` and 8 more), to recognize it; never the key" }),
   scopes: Schema.Array(ScopeName),
   created_at: Timestamp,
-  revoked_at: Schema.NullOr(Timestamp)
+  revoked_at: Schema.NullOr(Timestamp),
+  created_by: Schema.NullOr(Schema.String).annotate({
+    description: "Who made the key: `console:<name>` for a person signed in to the console (the key outlives that session), the id of the API key that made it, or null when made with the CLI"
+  })
 })
 export type ApiKey = typeof ApiKey.Type
 
@@ -194,7 +197,7 @@ export class ApiKeysApi extends HttpApiGroup.make("apiKeys")
     }).pipe(
       requireScope(
         "keys.manage",
-        "Creates an API key with the chosen scopes; the key is in this answer only (only its SHA-256 is stored). The caller can grant only scopes it holds itself. An organization has at most `SVC_MAX_API_KEYS_PER_ORG` keys that are not revoked (default 1000)."
+        "Creates an API key with the chosen scopes; the key is in this answer only (only its SHA-256 is stored). The caller can grant only scopes it holds itself. The key records who made it (`created_by`) and does not belong to the caller: a key made in a console session keeps working after the session ends, until it is revoked. An organization has at most `SVC_MAX_API_KEYS_PER_ORG` keys that are not revoked (default 1000)."
       ),
       documented({
         summary: "Create an API key",

@@ -38,7 +38,9 @@ export const TagDescriptions: Readonly<Record<string, string>> = {
   "Approval policies":
     "Per action class: allow, reject, or require a person's approval within review windows, with an expiring notice, an optional escalation and a timeout action.",
   "Approvals":
-    "Approvals that governed steps wait for: read the snapshot, approve or reject. Every lifecycle change is also sent to the organization's notification endpoints.",
+    "Approvals that governed steps wait for: read the snapshot and what a person needs to decide (the task's name, the session's earlier steps), approve or reject with an optional reason, and read the history of closed ones. Every lifecycle change is also sent to the organization's notification endpoints.",
+  "Approval links":
+    "The link in a reviewer mail about a pending approval (`/console/decide#<token>` under `SVC_PUBLIC_URL`): it opens that approval only, signs nobody in, and lets the person who opened it approve or reject it, recorded as `email:<reviewer address>`. No authentication: the token is the credential.",
   "Feedback":
     "Scores and corrections on logged runs. A correction is checked against the task's answer schema and scrubbed of secrets, then reviewed (staged or rejected) and promoted into a new dataset version.",
   "Telemetry destinations":
@@ -46,11 +48,11 @@ export const TagDescriptions: Readonly<Record<string, string>> = {
   "Console sign-in":
     "Sign-in with a one-time link, sign-out, and who is signed in. These read the console cookie only.",
   "Console":
-    "The web console's sessions. `npm run cli -- console login` prints a one-time link; posting its secret to sign-in sets the `svc_console_session` cookie, which authenticates the `/v1` API with the preset's scopes (reviewer, approver, admin). State-changing requests with the cookie must send `X-Svc-Console: 1` and come from the console's own origin.",
+    "The web console's sessions. `npm run cli -- console login` prints a one-time link; posting its secret to sign-in sets the console cookie (`__Host-svc_console_session`, `Secure`, when the public URL is HTTPS; `svc_console_session` over plain HTTP), which authenticates the `/v1` API with the preset's scopes (reviewer, approver, admin). State-changing requests with the cookie must send `X-Svc-Console: 1` and come from the console's own origin.",
   "API keys":
     "The organization's API keys: list (never the key itself), create with chosen scopes (the key is shown once), revoke. Scope `keys.manage`.",
   "Notification endpoints":
-    "Signed HTTPS webhooks for approval events (`X-Svc-Signature`, HMAC-SHA256), delivered at least once with retries, delivery records and replay, plus the reviewer email address."
+    "Signed HTTPS webhooks for approval events and operational events about the endpoints (`X-Svc-Signature` in Stripe's form and the Standard Webhooks headers `webhook-id`, `webhook-timestamp`, `webhook-signature`, HMAC-SHA256), delivered at least once with retries, delivery records, replay (one or a time window), test events, filters by action class and delivery statistics, plus the reviewer email address."
 }
 
 // ---------------------------------------------------------------------------
@@ -86,6 +88,7 @@ export const ProblemExamples: Readonly<Record<string, (context: ProblemContext) 
     limit_value: 100
   }),
   LINK_INVALID: () => ({ detail: "Ask for a new link: `npm run cli -- console login`." }),
+  APPROVAL_LINK_INVALID: () => ({ detail: "This link opens no approval of this service. Use the whole link of the mail, or decide in the console." }),
   LINK_USED: () => ({ detail: "This sign-in link was used already; ask for a new one.", used_at: "2026-11-22T12:01:00.000Z" }),
   LINK_EXPIRED: () => ({ detail: "This sign-in link expired; ask for a new one.", expired_at: "2026-11-22T12:15:00.000Z" }),
   INSUFFICIENT_SCOPE: ({ scope }) => ({
@@ -120,6 +123,18 @@ export const ProblemExamples: Readonly<Record<string, (context: ProblemContext) 
       { field: "headers.Host", message: "transport, hop-by-hop, trace-context and cookie headers are not accepted" },
       { field: "headers.Cookie", message: "transport, hop-by-hop, trace-context and cookie headers are not accepted" }
     ]
+  }),
+  DELIVERY_FAILED: () => ({
+    detail: "The receiver answered 500.",
+    receiver_status: 500,
+    error: "HTTP 500",
+    duration_ms: 84
+  }),
+  RATE_LIMITED: () => ({
+    detail: "This endpoint was tested 6 times in the last minute, the most allowed (SVC_WEBHOOK_TESTS_PER_MINUTE); retry in 42 s.",
+    limit: "SVC_WEBHOOK_TESTS_PER_MINUTE",
+    limit_value: 6,
+    retry_after_seconds: 42
   }),
   NOT_REPLAYABLE: () => ({ detail: "Only a failed delivery can be replayed.", delivery_status: "delivered" }),
   QUEUE_FULL: () => ({ detail: "The endpoint has 10000 undelivered deliveries." }),
@@ -159,9 +174,9 @@ export const ProblemExamples: Readonly<Record<string, (context: ProblemContext) 
     limit_value: 1000
   }),
   VALIDATION_BUSY: () => ({
-    detail: "More than 32 correction checks of this organization are waiting (SVC_ANSWER_VALIDATION_QUEUE_PER_ORG); retry later.",
-    limit: "SVC_ANSWER_VALIDATION_QUEUE_PER_ORG",
-    limit_value: 32
+    detail: "The validation queue holds 128 checks (SVC_ANSWER_VALIDATION_QUEUE) and this organization holds at least its share of them; retry after 1 second.",
+    limit: "SVC_ANSWER_VALIDATION_QUEUE",
+    limit_value: 128
   })
 }
 

@@ -162,6 +162,17 @@ export class CorrectionTooComplex extends HttpApiError.Problem<CorrectionTooComp
   ...limitFields
 }) {}
 
+/** An operation with a rate bound was asked for too often; retry after `retry_after_seconds`. */
+export class RateLimited extends HttpApiError.Problem<RateLimited>()("RateLimited", {
+  type: problemType("RATE_LIMITED"),
+  status: 429,
+  title: "Too many requests of this kind; retry later"
+}, {
+  code: Schema.tag("RATE_LIMITED"),
+  ...limitFields,
+  retry_after_seconds: Schema.Int
+}) {}
+
 /** Too many answer-schema checks of this organization are waiting. */
 export class ValidationBusy extends HttpApiError.Problem<ValidationBusy>()("ValidationBusy", {
   type: problemType("VALIDATION_BUSY"),

@@ -5,7 +5,7 @@
  * `test/unit/api/openapi.test.ts`.
  */
 import type { GovernedStep, Session, SessionDetail, Step, StepAnswer, ToolOutcome } from "./Agents.ts"
-import type { ApprovalListItem, ApprovalSnapshot, Policy, PolicyInput } from "./Approvals.ts"
+import type { ApprovalContext, ApprovalListItem, ApprovalSnapshot, Policy, PolicyInput } from "./Approvals.ts"
 import type { ApiKey, ConsoleSession, ConsoleSessionSummary, CreateApiKey } from "./Console.ts"
 import type { FeedbackItem, PromotePreview, Promoted, SubmitFeedback } from "./Feedback.ts"
 import type {
@@ -65,7 +65,8 @@ export const datasetSummary: Json<typeof DatasetSummary> = {
 export const datasetList = { datasets: [datasetSummary] }
 export const dataset: Json<typeof Dataset> = {
   ...datasetSummary,
-  examples: [{ input: { ticket: "printer on fire" }, answer: { label: "facilities" }, feedback_id: ids.feedback }]
+  examples: [{ input: { ticket: "printer on fire" }, answer: { label: "facilities" }, feedback_id: ids.feedback }],
+  next_cursor: null
 }
 
 // Agent sessions and approvals
@@ -88,7 +89,7 @@ export const step: Json<typeof Step> = {
   outcome: { ...toolOutcome, reported_at: at },
   created_at: at
 }
-export const sessionDetail: Json<typeof SessionDetail> = { ...session, steps: [step] }
+export const sessionDetail: Json<typeof SessionDetail> = { ...session, steps: [step], next_cursor: null }
 export const sessionEvent = {
   id: "3",
   event: "approval:decided",
@@ -113,12 +114,13 @@ export const approval: Json<typeof ApprovalSnapshot> = {
   expires_at: "2026-11-22T12:45:00.000Z",
   timeout_action: "reject"
 }
-export const decision = { decision: "approve" }
+export const decision = { decision: "approve", reason: "Refund matches the customer's ticket." }
 export const decidedApproval: Json<typeof ApprovalSnapshot> = {
   ...approval,
   status: "approved",
   decided_at: "2026-11-22T12:03:00.000Z",
-  decided_by: ids.key
+  decided_by: ids.key,
+  decision_reason: "Refund matches the customer's ticket."
 }
 
 export const approvalListItem: Json<typeof ApprovalListItem> = {
@@ -130,6 +132,38 @@ export const approvalListItem: Json<typeof ApprovalListItem> = {
   requested_at: at
 }
 export const approvalList = { approvals: [approvalListItem], next_cursor: null }
+export const approvalContext: Json<typeof ApprovalContext> = {
+  approval: approvalListItem,
+  task_name: "Support refunds",
+  earlier_steps: [
+    { step_id: "lookup-1", tool: "stripe.charges.retrieve", action_class: "payments.read", resolution: "allow", outcome: "succeeded", created_at: "2026-11-22T11:59:00.000Z" }
+  ],
+  earlier_steps_total: 1
+}
+export const approvalHistory = {
+  approvals: [{
+    ...approvalListItem,
+    status: "rejected",
+    decided_at: "2026-11-22T12:03:00.000Z",
+    decided_by: "console:Alex Approver",
+    decision_reason: "Wrong customer account.",
+    task_name: "Support refunds"
+  }],
+  next_cursor: null
+}
+export const openApprovalLink = { token: "sva_Qm9vb0JhYmFHYW5vdXNoLWV4YW1wbGUtdG9rZW4tMDAx" }
+export const decideByLink = { ...openApprovalLink, decision: "reject", reason: "Wrong customer account." }
+export const approvalLinkView = { ...approvalContext, decider: "email:reviewers@example.com" }
+export const approvalLinkDecided = {
+  ...approvalLinkView,
+  approval: {
+    ...approvalListItem,
+    status: "rejected",
+    decided_at: "2026-11-22T12:03:00.000Z",
+    decided_by: "email:reviewers@example.com",
+    decision_reason: "Wrong customer account."
+  }
+}
 export const approvalStreamEvent = {
   id: "7",
   event: "approval.requested",
@@ -158,7 +192,9 @@ export const rejectedFeedback: Json<typeof FeedbackItem> = { ...feedbackItem, st
 export const promotePreview: Json<typeof PromotePreview> = {
   base_dataset_id: ids.dataset,
   expected_feedback_revision: "3:0193a0a0-0000-7000-8000-0000000000f1",
-  staged: [stagedFeedback]
+  staged: [stagedFeedback],
+  staged_count: 1,
+  next_cursor: null
 }
 export const promote = {
   base_dataset_id: ids.dataset,
@@ -170,25 +206,32 @@ export const promoted: Json<typeof Promoted> = { dataset_id: ids.dataset2, versi
 
 export const createEndpoint: Json<typeof CreateEndpoint> = {
   url: "https://hooks.acme.test/svc",
-  events: ["approval.requested", "approval.approved", "approval.rejected"]
+  events: ["approval.requested", "approval.approved", "approval.rejected"],
+  action_classes: ["payments.*", "email.send"]
 }
 export const notificationEndpoint: Json<typeof NotificationEndpoint> = {
   id: ids.endpoint,
   url_hint: "https://hooks.acme.test/…",
   events: ["approval.requested", "approval.approved", "approval.rejected"],
+  ordering: "concurrent",
   active: true,
   created_at: at,
-  created_by: ids.key
+  created_by: ids.key,
+  action_classes: null
 }
-const secret = "whsec_q1mR3v1xZx0l7YkzK1m7h2m4bVqJ8d4n2s6t9u0w3yA"
+const secret = "whsec_JdGwaHfZnRRQKgXhf8YyUeo++QLve9wkg3u27aco3jA="
 export const createdEndpoint = { endpoint: notificationEndpoint, secret }
 export const endpointList = { endpoints: [notificationEndpoint], email_notifier: true }
-export const updateEndpoint = { events: ["approval.requested", "approval.expired"] }
-export const updatedEndpoint: Json<typeof NotificationEndpoint> = { ...notificationEndpoint, events: updateEndpoint.events }
+export const updateEndpoint = { events: ["approval.requested", "approval.expired"], ordering: "strict" as const }
+export const updatedEndpoint: Json<typeof NotificationEndpoint> = {
+  ...notificationEndpoint,
+  events: updateEndpoint.events,
+  ordering: updateEndpoint.ordering
+}
 export const rotateSecret: Json<typeof RotateSecret> = { overlap_seconds: 86400 }
 export const rotatedSecret = {
   endpoint: notificationEndpoint,
-  secret: "whsec_Jx4tQ0b8cN2mV6pL1sR7wY3zA5dF9gH0kE2iU4oT6qM",
+  secret: "whsec_I72mHP1bALnLascR/s6zXQu6pFsMh0CKncmIrr5rdd4=",
   previous_secret_expires_at: "2026-11-23T12:00:00.000Z"
 }
 export const notificationDelivery: Json<typeof NotificationDelivery> = {
@@ -204,6 +247,19 @@ export const notificationDelivery: Json<typeof NotificationDelivery> = {
 }
 export const notificationDeliveries = { deliveries: [notificationDelivery] }
 export const replayed = { queued: true, id: ids.delivery }
+export const testDelivery = { event_type: "approval.requested" }
+export const testDeliveredAnswer = { delivered: true, status: 204, duration_ms: 84 }
+export const bulkReplay = { since: "2026-11-23T08:00:00Z", until: "2026-11-23T10:00:00Z", dry_run: true }
+export const bulkReplayed = { matched: 120, queued: 0, not_queued: 0 }
+export const endpointStats = {
+  since: "2026-11-22T12:00:00.000Z",
+  delivered: 1180,
+  failed: 4,
+  pending: 2,
+  success_rate: 0.9966,
+  duration_ms_p50: 41,
+  duration_ms_p95: 230
+}
 export const notificationSettings: Json<typeof NotificationSettings> = {
   reviewer_email: "reviewers@acme.test",
   email_notifier: true
@@ -270,7 +326,8 @@ export const apiKey: Json<typeof ApiKey> = {
   key_prefix: "svc_q1mR3v1x",
   scopes: ["tasks.read", "datasets.read"],
   created_at: at,
-  revoked_at: null
+  revoked_at: null,
+  created_by: "console:Ada Lovelace"
 }
 export const apiKeyList = { keys: [apiKey] }
 export const createApiKey: Json<typeof CreateApiKey> = { name: "ci", scopes: ["tasks.read", "datasets.read"] }

@@ -5,7 +5,8 @@
 import { Schema } from "effect"
 import { HttpApiEndpoint, HttpApiError, HttpApiGroup, HttpApiSchema, OpenApi } from "effect/http-api"
 import { Cursor, JsonObject, Limit, NextCursor, Timestamp, TraceId, Uuid } from "./Common.ts"
-import { CorrectionTooComplex, FieldIssue, InvalidRequest, InvalidTransition, NotFound, problemType, ValidationBusy } from "./Errors.ts"
+import { ValidationAdmission } from "./Admission.ts"
+import { CorrectionTooComplex, FieldIssue, InvalidRequest, InvalidTransition, LimitReached, NotFound, problemType, RateLimited, ValidationBusy } from "./Errors.ts"
 import { Authentication, requireScope } from "./Security.ts"
 import { documented, notFound } from "./Documentation.ts"
 import * as Examples from "./Examples.ts"
@@ -38,8 +39,12 @@ export const SubmitFeedback = Schema.Struct({
 
 export const PromotePreview = Schema.Struct({
   base_dataset_id: Uuid,
-  expected_feedback_revision: Schema.String,
-  staged: Schema.Array(FeedbackItem)
+  expected_feedback_revision: Schema.String.annotate({ description: "Revision of the whole staged set (every page), to pass to promote" }),
+  staged: Schema.Array(FeedbackItem).annotate({
+    description: "One page of the staged corrections, oldest first (`limit`, default 50, at most 100)"
+  }),
+  staged_count: Schema.Int.annotate({ description: "How many corrections are staged in all" }),
+  next_cursor: NextCursor.annotate({ description: "Pass as `cursor` for the next page of staged corrections; null on the last page" })
 })
 
 export const Promote = Schema.Struct({
@@ -106,8 +111,8 @@ export class FeedbackApi extends HttpApiGroup.make("feedback")
     HttpApiEndpoint.post("submit", "/v1/feedback", {
       payload: SubmitFeedback,
       success: FeedbackItem.pipe(HttpApiSchema.status(201)),
-      error: [NotFound, CorrectionShapeMismatch, CorrectionContainsSecret, CorrectionTooComplex, ValidationBusy]
-    }).pipe(
+      error: [NotFound, CorrectionShapeMismatch, CorrectionContainsSecret, CorrectionTooComplex, ValidationBusy, LimitReached]
+    }).middleware(ValidationAdmission).pipe(
       requireScope(
         "feedback.write",
         "Records feedback on a logged run. A correction is checked against the task's answer schema and scrubbed of protected values (`redaction_warning` says which fields changed); it starts `pending`, feedback without one is `recorded`."
@@ -118,7 +123,8 @@ export class FeedbackApi extends HttpApiGroup.make("feedback")
         response: Examples.feedbackItem,
         errors: {
           404: "`inference_log_id` names no run in your organization.",
-          429: "Too many checks of your organization's corrections are waiting (`VALIDATION_BUSY`, `limit` names the setting)."
+          409: "Your organization's feedback already holds `SVC_MAX_FEEDBACK_BYTES_PER_ORG` bytes (`LIMIT_REACHED`).",
+          429: "The validation queue is full and your organization holds at least its share of it (`VALIDATION_BUSY`, `limit` names the setting); retry after `Retry-After` seconds."
         }
       })
     ),
@@ -161,12 +167,13 @@ export class FeedbackApi extends HttpApiGroup.make("feedback")
     ),
     HttpApiEndpoint.get("promotePreview", "/v1/tasks/:task_id/feedback/promote/preview", {
       params: TaskIdParams,
+      query: { limit: Limit, cursor: Cursor },
       success: PromotePreview,
-      error: NotFound
+      error: [NotFound, InvalidRequest]
     }).pipe(
       requireScope(
         "feedback.read",
-        "The task's current dataset version and the revision of its staged corrections, to pass to promote."
+        "The task's current dataset version and the revision of its staged corrections, to pass to promote, with a page of the staged corrections (oldest first; `next_cursor` fetches the next page). Every page carries the revision of the whole staged set as it is now."
       ),
       documented({
         summary: "Preview a promotion",
@@ -178,13 +185,21 @@ export class FeedbackApi extends HttpApiGroup.make("feedback")
       params: TaskIdParams,
       payload: Promote,
       success: Promoted.pipe(HttpApiSchema.status(201)),
-      error: [NotFound, DatasetBaseChanged, FeedbackChanged, NothingStaged]
+      error: [NotFound, DatasetBaseChanged, FeedbackChanged, NothingStaged, LimitReached, RateLimited]
     }).pipe(
       requireScope(
         "datasets.write",
         "Creates the next dataset version: the base examples plus every staged correction (the run's input with the corrected answer); those corrections become `promoted`."
       ),
-      documented({ summary: "Promote staged corrections", request: Examples.promote, response: Examples.promoted })
+      documented({
+        summary: "Promote staged corrections",
+        request: Examples.promote,
+        response: Examples.promoted,
+        errors: {
+          409: "The preview is stale (`DATASET_BASE_CHANGED`, `FEEDBACK_CHANGED`), nothing is staged (`NOTHING_STAGED`), or the new version would pass `SVC_MAX_EXAMPLES_PER_DATASET` (`LIMIT_REACHED`).",
+          429: "The organization promoted `SVC_MAX_PROMOTES_PER_MINUTE` times within the last minute (`RATE_LIMITED`, with `Retry-After`)."
+        }
+      })
     )
   )
   .middleware(Authentication)

@@ -8,17 +8,29 @@ import { HttpApiEndpoint, HttpApiGroup, HttpApiSchema, OpenApi } from "effect/ht
 import { type ApprovalEventType, ApprovalEventTypes } from "./Approvals.ts"
 import { Timestamp, Uuid } from "./Common.ts"
 import { InvalidUrl, NotReplayable, QueueFull, Replayed } from "./Deliveries.ts"
-import { LimitReached, NotFound, problemType } from "./Errors.ts"
+import { LimitReached, NotFound, problemType, RateLimited } from "./Errors.ts"
 import { HttpApiError } from "effect/http-api"
 import { Authentication, requireScope } from "./Security.ts"
 import { documented, notFound } from "./Documentation.ts"
 import * as Examples from "./Examples.ts"
 
-/** The six approval event types (spec "Events"), in lifecycle order: the approvals contract's list. */
-export const EventTypes = ApprovalEventTypes
-export type EventType = ApprovalEventType
+/** The six approval event types (spec "Events"), in lifecycle order: the default subscription. */
+export const DefaultEventTypes: ReadonlyArray<ApprovalEventType> = ApprovalEventTypes
 
-/** Event types that are also mailed to the reviewer address (spec, delivery rule 6). */
+/**
+ * Operational events about the organization's endpoints: one stopped being
+ * sent to (`endpoint.disabled`) or started failing (`endpoint.failing`).
+ * Never part of the default subscription, never sent to the endpoint they
+ * are about.
+ */
+export const EndpointEventTypes = ["endpoint.disabled", "endpoint.failing"] as const
+export type EndpointEventType = typeof EndpointEventTypes[number]
+
+/** Every event type an endpoint may subscribe to. */
+export const EventTypes = [...ApprovalEventTypes, ...EndpointEventTypes] as const
+export type EventType = ApprovalEventType | EndpointEventType
+
+/** Event types that are also mailed to the reviewer address (approved and rejected are for webhook receivers only). */
 export const EmailedEventTypes: ReadonlyArray<EventType> = ["approval.requested", "approval.expiring", "approval.escalated"]
 
 export class InvalidWebhookEvents extends HttpApiError.Problem<InvalidWebhookEvents>()("InvalidWebhookEvents", {
@@ -40,21 +52,61 @@ export class InvalidWebhookEvents extends HttpApiError.Problem<InvalidWebhookEve
 const EventSelection = Schema.Array(Schema.String)
   .annotate({ description: `Event types to subscribe to: ${EventTypes.join(", ")}` })
 
+/** Most entries an `action_classes` filter may have. */
+export const MAX_ACTION_CLASS_FILTERS = 50
+
+/** One entry of an `action_classes` filter: an action class, or a prefix ending in `.*`. */
+export const ActionClassFilter = Schema.String.check(
+  Schema.isPattern(/^[A-Za-z0-9](?:[A-Za-z0-9._:-]{0,127}|[A-Za-z0-9._:-]{0,125}\.\*)$/, {
+    message: "Expected an action class (1 to 128 letters, digits, '.', '_', ':' or '-') or a prefix ending in '.*'"
+  })
+)
+
+/** The approval events an endpoint gets, by their step's action class; null: all. */
+const ActionClassFilters = Schema.NullOr(
+  Schema.Array(ActionClassFilter).check(Schema.isMaxLength(MAX_ACTION_CLASS_FILTERS, {
+    message: `Expected at most ${MAX_ACTION_CLASS_FILTERS} entries`
+  }))
+).annotate({
+  description:
+    `Only approval events whose step's action class is listed (exactly, or under a prefix ending in \`.*\`, e.g. \`payments.*\`) are delivered; null or absent: all. At most ${MAX_ACTION_CLASS_FILTERS} entries. Operational events (\`endpoint.*\`) are not filtered.`
+})
+
+/**
+ * How an endpoint's deliveries go out: `concurrent` (several at once, in no
+ * promised order) or `strict` (one at a time, in the order the events were
+ * recorded; one that keeps failing holds the ones behind it until it is
+ * delivered or fails for good).
+ */
+export const EndpointOrdering = Schema.Literals(["concurrent", "strict"]).annotate({
+  description:
+    "`concurrent` (default): several deliveries in flight at once, in no promised order. `strict`: one at a time, in the order the events were recorded; a delivery that keeps failing holds the ones behind it until it is delivered or fails for good."
+})
+export type EndpointOrdering = typeof EndpointOrdering.Type
+
 export const NotificationEndpoint = Schema.Struct({
   id: Uuid,
   url_hint: Schema.String.annotate({ description: "Masked receiver address; the full URL is never returned" }),
   events: Schema.Array(Schema.String),
+  ordering: EndpointOrdering,
   active: Schema.Boolean,
   created_at: Timestamp,
   created_by: Schema.String.annotate({ description: "Id of the API key that created the endpoint" }),
   deactivated_at: Schema.optionalKey(Timestamp),
   deactivated_reason: Schema.optionalKey(Schema.String.annotate({
-    description: "Why the endpoint is inactive (e.g. the receiver answered 410 Gone). PATCH reactivates it."
+    description: "Why the endpoint is inactive (the receiver answered 410 Gone, or it failed for SVC_WEBHOOK_DISABLE_AFTER without a success). PATCH reactivates it."
   })),
   cooldown_until: Schema.optionalKey(Timestamp.annotate({
     description:
       "Present while the endpoint is cooling down after consecutive failed attempts: no delivery (replays included) is attempted before then"
-  }))
+  })),
+  failing_since: Schema.optionalKey(Timestamp.annotate({
+    description:
+      "Present while the endpoint is failing: since it entered a cooldown after having been healthy (when `endpoint.failing` was sent); cleared by its next successful delivery"
+  })),
+  action_classes: Schema.NullOr(Schema.Array(Schema.String)).annotate({
+    description: "Action classes (exact, or prefixes ending in `.*`) whose approval events the endpoint gets; null: all"
+  })
 })
 export type NotificationEndpoint = typeof NotificationEndpoint.Type
 
@@ -73,11 +125,76 @@ export type NotificationDelivery = typeof NotificationDelivery.Type
 
 export const CreateEndpoint = Schema.Struct({
   url: Schema.String.check(Schema.isMaxLength(2048)).annotate({ description: "Public HTTPS receiver URL" }),
-  events: Schema.optionalKey(EventSelection)
+  events: Schema.optionalKey(EventSelection),
+  action_classes: Schema.optionalKey(ActionClassFilters),
+  ordering: Schema.optionalKey(EndpointOrdering)
 })
 
 export const UpdateEndpoint = Schema.Struct({
-  events: EventSelection
+  events: Schema.optionalKey(EventSelection.annotate({ description: "Replaces the event selection; absent: unchanged" })),
+  action_classes: Schema.optionalKey(ActionClassFilters),
+  ordering: Schema.optionalKey(EndpointOrdering)
+})
+
+export const TestDelivery = Schema.Struct({
+  event_type: Schema.optionalKey(Schema.String.annotate({
+    description: "One of the endpoint's event types; default: its first"
+  }))
+})
+
+export const TestDelivered = Schema.Struct({
+  delivered: Schema.Literal(true),
+  status: Schema.Int.annotate({ description: "The receiver's HTTP status (2xx)" }),
+  duration_ms: Schema.Int
+})
+
+/** A test delivery the receiver did not accept: its status or the network error, never its body. */
+export class DeliveryFailed extends HttpApiError.Problem<DeliveryFailed>()("DeliveryFailed", {
+  type: problemType("DELIVERY_FAILED"),
+  status: 502,
+  title: "The receiver did not accept the test delivery"
+}, {
+  code: Schema.tag("DELIVERY_FAILED"),
+  receiver_status: Schema.optionalKey(Schema.Int.annotate({ description: "The receiver's HTTP status, when it answered" })),
+  error: Schema.String.annotate({ description: "What went wrong: the status, or the network or TLS error" }),
+  duration_ms: Schema.Int
+}) {}
+
+/** An instant of a request body: RFC 3339 with a time zone. */
+const Instant = Schema.String.check(
+  Schema.isPattern(/^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d{1,9})?(?:Z|[+-]\d{2}:\d{2})$/, {
+    message: "Expected an RFC 3339 timestamp with a time zone, e.g. 2026-11-23T08:00:00Z"
+  }),
+  Schema.makeFilter((value: string) => Number.isFinite(Date.parse(value)) || "Expected a valid date and time")
+).annotate({ format: "date-time" })
+
+export const BulkReplay = Schema.Struct({
+  since: Instant.annotate({ description: "Failed deliveries created at or after this instant" }),
+  until: Schema.optionalKey(Instant.annotate({ description: "… and before this one (default: now)" })),
+  dry_run: Schema.optionalKey(Schema.Boolean.annotate({ description: "Count only; queue nothing" }))
+})
+
+export const BulkReplayed = Schema.Struct({
+  matched: Schema.Int.annotate({ description: "Failed deliveries of the endpoint created in [since, until)" }),
+  queued: Schema.Int.annotate({ description: "Queued again (0 on a dry run)" }),
+  not_queued: Schema.Int.annotate({
+    description: "Matched but not queued: over the queue's capacity (`SVC_WEBHOOK_QUEUE_CAPACITY`) or over the most one call takes (`SVC_WEBHOOK_REPLAY_MAX`); on a dry run, those that would not fit"
+  }),
+  next_since: Schema.optionalKey(Timestamp.annotate({
+    description: "Present when the window matched more than one call takes: call again with this `since` for the rest"
+  }))
+})
+
+export const EndpointStats = Schema.Struct({
+  since: Timestamp.annotate({ description: "Start of the window (24 hours before now)" }),
+  delivered: Schema.Int,
+  failed: Schema.Int,
+  pending: Schema.Int.annotate({ description: "Queued, sending or retrying" }),
+  success_rate: Schema.NullOr(Schema.Number).annotate({
+    description: "delivered / (delivered + failed), 0 to 1; null when none finished"
+  }),
+  duration_ms_p50: Schema.NullOr(Schema.Number).annotate({ description: "Median duration of the window's attempts; null without attempts" }),
+  duration_ms_p95: Schema.NullOr(Schema.Number)
 })
 
 export const RotateSecret = Schema.Struct({
@@ -124,7 +241,7 @@ export class NotificationsApi extends HttpApiGroup.make("notifications")
     }).pipe(
       requireScope(
         "org_config.write",
-        "Creates an endpoint. The signing `secret` is shown only in this answer. Omitted `events`: all six types."
+        "Creates an endpoint. The signing `secret` (`whsec_` + base64) is shown only in this answer. Omitted `events`: the six approval event types (operational `endpoint.*` events only when listed); omitted `ordering`: `concurrent`."
       ),
       documented({
         summary: "Create a notification endpoint",
@@ -141,7 +258,7 @@ export class NotificationsApi extends HttpApiGroup.make("notifications")
     }).pipe(
       requireScope(
         "org_config.write",
-        "Replaces the event selection (address and secret unchanged) and reactivates an endpoint a 410 deactivated."
+        "Replaces the event selection and/or the `action_classes` filter (each unchanged when absent; `action_classes: null` clears the filter; address and secret unchanged) and reactivates an inactive endpoint. A new `ordering` applies to the deliveries still waiting too."
       ),
       documented({
         summary: "Change an endpoint's events",
@@ -206,6 +323,59 @@ export class NotificationsApi extends HttpApiGroup.make("notifications")
         "Requeues a failed delivery with the same event id; it waits for the endpoint's cooldown."
       ),
       documented({ summary: "Replay a webhook delivery", response: Examples.replayed })
+    ),
+    HttpApiEndpoint.post("test", "/v1/notification-endpoints/:id/test", {
+      params: EndpointId,
+      payload: TestDelivery,
+      success: TestDelivered,
+      error: [NotFound, InvalidWebhookEvents, DeliveryFailed, RateLimited]
+    }).pipe(
+      requireScope(
+        "org_config.write",
+        "Sends one signed test event now, through the same checks and 5 s deadline as every delivery, and answers what the receiver did. The body has `\"test\": true` and an example approval. It is listed among the endpoint's deliveries with a label starting with `test`, never retried and never counted towards the cooldown. At most `SVC_WEBHOOK_TESTS_PER_MINUTE` per endpoint."
+      ),
+      documented({
+        summary: "Send a test event",
+        request: Examples.testDelivery,
+        response: Examples.testDeliveredAnswer,
+        errors: {
+          404: notFound("endpoint"),
+          400: "`event_type` is not one of the endpoint's events (`INVALID_WEBHOOK_EVENTS`).",
+          502: "The receiver answered other than 2xx, or could not be reached within 5 s (`DELIVERY_FAILED`, with `receiver_status` or `error`; never the receiver's body).",
+          429: "The endpoint was tested `SVC_WEBHOOK_TESTS_PER_MINUTE` times this minute (`RATE_LIMITED`, with `retry_after_seconds`)."
+        }
+      })
+    ),
+    HttpApiEndpoint.post("replayFailed", "/v1/notification-endpoints/:id/deliveries/replay", {
+      params: EndpointId,
+      payload: BulkReplay,
+      success: BulkReplayed,
+      error: [NotFound, NotReplayable]
+    }).pipe(
+      requireScope(
+        "org_config.write",
+        "Queues again the endpoint's failed deliveries created in [`since`, `until`), oldest first, each keeping its event id and counting a replay; they wait for the endpoint's cooldown. What does not fit the queue's capacity is counted in `not_queued`, never dropped silently. At most `SVC_WEBHOOK_REPLAY_MAX` (10 000) per call; `next_since` says where the rest begins. Test deliveries are never replayed."
+      ),
+      documented({
+        summary: "Replay failed deliveries of a time window",
+        request: Examples.bulkReplay,
+        response: Examples.bulkReplayed,
+        errors: {
+          404: notFound("endpoint"),
+          409: "The endpoint is inactive; PATCH it to reactivate first (`NOT_REPLAYABLE`)."
+        }
+      })
+    ),
+    HttpApiEndpoint.get("stats", "/v1/notification-endpoints/:id/stats", {
+      params: EndpointId,
+      success: EndpointStats,
+      error: NotFound
+    }).pipe(
+      requireScope(
+        "org_config.read",
+        "Delivery health over the last 24 hours: deliveries created in the window by status, the success rate of the finished ones and the p50/p95 duration of their attempts. Test deliveries are not counted."
+      ),
+      documented({ summary: "An endpoint's delivery statistics", response: Examples.endpointStats, errors: { 404: notFound("endpoint") } })
     ),
     HttpApiEndpoint.get("getSettings", "/v1/notification-settings", {
       success: NotificationSettings

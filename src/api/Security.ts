@@ -39,8 +39,19 @@ export const ConsolePresetNames = ["reviewer", "approver", "admin"] as const
 export const ConsolePreset = Schema.Literals(ConsolePresetNames)
 export type ConsolePreset = typeof ConsolePreset.Type
 
-/** The cookie that carries a console session (`HttpOnly; SameSite=Strict; Path=/`, `Secure` over HTTPS). */
+/**
+ * The cookie that carries a console session over plain HTTP (loopback,
+ * development): `HttpOnly; SameSite=Strict; Path=/`.
+ */
 export const CONSOLE_COOKIE = "svc_console_session"
+
+/**
+ * The cookie that carries a console session whenever the public URL
+ * (`SVC_PUBLIC_URL`) is HTTPS or the request came over HTTPS: the
+ * `__Host-` prefix makes the browser keep it only when it is `Secure`, has
+ * `Path=/` and no `Domain`, so no sibling host can set or shadow it.
+ */
+export const CONSOLE_COOKIE_SECURE = `__Host-${CONSOLE_COOKIE}`
 
 /**
  * The header a state-changing request authenticated by the console cookie
@@ -102,7 +113,7 @@ export const requireScope = (scope: ScopeName | ReadonlyArray<ScopeName>, descri
 export const consoleCookie = HttpApiSecurity.apiKey({ key: CONSOLE_COOKIE, in: "cookie" }).pipe(
   HttpApiSecurity.annotate(
     OpenApi.Description,
-    `A console session (\`${CONSOLE_COOKIE}\` cookie, set by \`POST /v1/console/sign-in\`). Requests other than GET, HEAD and OPTIONS must also send the \`X-Svc-Console: 1\` header and must not come from another site.`
+    `A console session (set by \`POST /v1/console/sign-in\`): the \`${CONSOLE_COOKIE_SECURE}\` cookie (\`Secure\`) when the service's public URL is HTTPS or the request came over HTTPS, else the \`${CONSOLE_COOKIE}\` cookie. Requests other than GET, HEAD and OPTIONS must also send the \`X-Svc-Console: 1\` header and must not come from another site.`
   )
 )
 

@@ -5,7 +5,7 @@
 import { Schema } from "effect"
 import { HttpApiEndpoint, HttpApiGroup, HttpApiSchema, OpenApi } from "effect/http-api"
 import { Cursor, JsonObject, JsonValue, Limit, NextCursor, Timestamp, TraceId, Uuid } from "./Common.ts"
-import { AnswerSchemaTooComplex, LimitReached, NotFound, ValidationBusy } from "./Errors.ts"
+import { AnswerSchemaTooComplex, InvalidRequest, LimitReached, NotFound, ValidationBusy } from "./Errors.ts"
 import { Authentication, requireScope } from "./Security.ts"
 import { documented, notFound } from "./Documentation.ts"
 import * as Examples from "./Examples.ts"
@@ -57,7 +57,10 @@ export type Example = typeof Example.Type
 
 export const Dataset = Schema.Struct({
   ...DatasetSummary.fields,
-  examples: Schema.Array(Example)
+  examples: Schema.Array(Example).annotate({
+    description: "One page of the version's examples, in their order (`limit`, default 50, at most 100)"
+  }),
+  next_cursor: NextCursor.annotate({ description: "Pass as `cursor` for the next page of examples; null on the last page" })
 })
 export type Dataset = typeof Dataset.Type
 
@@ -77,7 +80,7 @@ export class TasksApi extends HttpApiGroup.make("tasks")
         response: Examples.task,
         errors: {
           409: "The organization already has `SVC_MAX_TASKS_PER_ORG` tasks (`LIMIT_REACHED`).",
-          429: "Too many schema checks of your organization are waiting (`VALIDATION_BUSY`)."
+          429: "The validation queue is full and your organization holds at least its share of it (`VALIDATION_BUSY`); retry after `Retry-After` seconds."
         }
       })
     ),
@@ -165,10 +168,14 @@ export class DatasetsApi extends HttpApiGroup.make("datasets")
     ),
     HttpApiEndpoint.get("get", "/v1/datasets/:dataset_id", {
       params: { dataset_id: Uuid },
+      query: { limit: Limit, cursor: Cursor },
       success: Dataset,
-      error: NotFound
+      error: [NotFound, InvalidRequest]
     }).pipe(
-      requireScope("datasets.read", "One dataset version with its examples. Versions never change."),
+      requireScope(
+        "datasets.read",
+        "One dataset version with a page of its examples, in their order; `next_cursor` fetches the next page. Versions never change."
+      ),
       documented({
         summary: "Get a dataset version",
         response: Examples.dataset,

@@ -9,17 +9,21 @@ import { PgClient } from "@effect/sql-pg"
 import { Context, Effect, Layer, Option, Schema } from "effect"
 import { type ApprovalEventType, type ApprovalSnapshot, Policy, type PolicyInput, TimeoutAction } from "../api/Approvals.ts"
 import { InvalidRequest, InvalidTransition, LimitReached, NotFound } from "../api/Errors.ts"
-import { appendSessionEvent, SessionHub } from "../streams/SessionEvents.ts"
+import { appendSessionEvent, hubSignal } from "../streams/SessionEvents.ts"
 import { SvcConfig } from "../platform/Config.ts"
 import { Metrics } from "../observability/Metrics.ts"
-import { newId } from "../platform/Ids.ts"
 import { countForCap } from "../platform/OrgLimits.ts"
 import { Instant, InstantOrNull, rowsOf, Timestamp } from "../platform/Rows.ts"
 import { databaseNow, iso } from "../platform/Time.ts"
-import { type Topic, Topics, Wakeups } from "../platform/Wakeups.ts"
-import { DEFAULT_POLICY, type DeadlineState, type DueKind, fire, nextDue, noticeFits, plan, type PolicyRule } from "./Deadlines.ts"
+import { type Broadcast, type Topic, Topics, Wakeups } from "../platform/Wakeups.ts"
+import { DEFAULT_POLICY, type DeadlineState, type DueKind, fire, nextDue, noticeFits } from "./Deadlines.ts"
 import { ApprovalColumns, type ApprovalRow, makeApprovalEvent, snapshotOf, writeToOutbox } from "./Events.ts"
+import { scrubReason } from "./Reasons.ts"
 import { appendApprovalStream, approvalsTopic, type StreamEntry } from "./OrgStream.ts"
+import { type CachedRule, makePolicyCache } from "./PolicyCache.ts"
+
+/** The `Wakeups` signal that an organization's approval policies changed. */
+export const policiesSignal = (orgId: string): Broadcast => `policies:${orgId}`
 
 const PolicyRows = rowsOf("approval_policies", Schema.Struct({
   action_class: Schema.String,
@@ -66,35 +70,28 @@ const stateOf = (row: FullApprovalRow): DeadlineState => ({
 
 const isoMs = (ms: number) => new Date(ms).toISOString()
 
-const COLUMNS = "id, org_id, session_id, step_id, task_id, status, deadline_at, expires_at, timeout_action, decided_at, decided_by, expiring_at, escalation_seconds, expiring_sent, escalated, next_due_kind"
-
-export interface ApprovalRequest {
-  readonly orgId: string
-  readonly sessionId: string
-  readonly stepId: string
-  readonly taskId: string | null
-  readonly rule: PolicyRule
-  /** When it was requested: the database's `now()` in the caller's transaction (`databaseNow`). */
-  readonly now: number
-}
+const COLUMNS = "id, org_id, session_id, step_id, task_id, status, deadline_at, expires_at, timeout_action, decided_at, decided_by, decision_reason, expiring_at, escalation_seconds, expiring_sent, escalated, next_due_kind"
 
 export class Approvals extends Context.Service<Approvals, {
   readonly putPolicy: (orgId: string, actionClass: string, input: PolicyInput) => Effect.Effect<Policy, InvalidRequest | LimitReached>
   readonly listPolicies: (orgId: string) => Effect.Effect<ReadonlyArray<Policy>>
-  /** The organization's rule for `actionClass`, or the default rule. */
-  readonly ruleFor: (orgId: string, actionClass: string) => Effect.Effect<PolicyRule>
   /**
-   * Creates a pending approval and its `approval.requested` event. Runs in
-   * the caller's transaction; signal `"events"` and `"approvals"` after commit.
+   * The organization's rule for `actionClass`, or the default rule, from the
+   * process's cache (`PolicyCache.ts`): a statement that acts on it checks
+   * that it is still the stored one (`stored` and the values).
    */
-  readonly requestInTransaction: (request: ApprovalRequest) => Effect.Effect<string>
+  readonly ruleFor: (orgId: string, actionClass: string) => Effect.Effect<CachedRule>
+  /** Forgets the organization's cached rules here (a statement found one out of date). */
+  readonly forgetRules: (orgId: string) => Effect.Effect<void>
   readonly get: (orgId: string, approvalId: string) => Effect.Effect<ApprovalSnapshot, NotFound>
   readonly decide: (
     orgId: string,
-    /** Who decides, as records name them: an API key's id or `console:<person>`. */
+    /** Who decides, as records name them: an API key's id, `console:<person>` or `email:<reviewer address>`. */
     actor: string,
     approvalId: string,
-    decision: "approve" | "reject"
+    decision: "approve" | "reject",
+    /** Why, in the decider's words (already checked for length); recognizable secrets are removed before it is stored. */
+    reason?: string | undefined
   ) => Effect.Effect<ApprovalSnapshot, NotFound | InvalidTransition>
   /** Fires the most overdue deadline, if any is due; true when one fired. */
   readonly fireNextDue: Effect.Effect<boolean>
@@ -107,7 +104,6 @@ export class Approvals extends Context.Service<Approvals, {
       const sql = yield* PgClient.PgClient
       const config = yield* SvcConfig
       const wakeups = yield* Wakeups
-      const hub = yield* SessionHub
       const metrics = yield* Metrics
 
       const putPolicy = Effect.fn("Approvals.putPolicy")(function*(orgId: string, actionClass: string, input: PolicyInput) {
@@ -143,6 +139,7 @@ export class Approvals extends Context.Service<Approvals, {
           RETURNING action_class, mode, review_seconds, expiring_notice_seconds, escalation_seconds, timeout_action, updated_at
         `)
         })).pipe(Effect.catchTag("SqlError", Effect.die))
+        yield* wakeups.signal(policiesSignal(orgId))
         return toPolicy(row)
       })
 
@@ -154,19 +151,28 @@ export class Approvals extends Context.Service<Approvals, {
         return rows.map(toPolicy)
       })
 
-      const ruleFor = Effect.fn("Approvals.ruleFor")(function*(orgId: string, actionClass: string) {
-        const row = yield* PolicyRows.one(sql`
-          SELECT action_class, mode, review_seconds, expiring_notice_seconds, escalation_seconds, timeout_action, updated_at
-          FROM approval_policies WHERE org_id = ${orgId} AND action_class = ${actionClass}
-        `)
-        return row === undefined ? DEFAULT_POLICY : {
-          mode: row.mode,
-          review_seconds: row.review_seconds,
-          expiring_notice_seconds: row.expiring_notice_seconds,
-          escalation_seconds: row.escalation_seconds,
-          timeout_action: row.timeout_action
-        }
-      })
+      const loadRule = (orgId: string, actionClass: string) =>
+        Effect.map(
+          PolicyRows.one(sql`
+            SELECT action_class, mode, review_seconds, expiring_notice_seconds, escalation_seconds, timeout_action, updated_at
+            FROM approval_policies WHERE org_id = ${orgId} AND action_class = ${actionClass}
+          `),
+          (row): CachedRule =>
+            row === undefined ? { rule: DEFAULT_POLICY, stored: false } : {
+              rule: {
+                mode: row.mode,
+                review_seconds: row.review_seconds,
+                expiring_notice_seconds: row.expiring_notice_seconds,
+                escalation_seconds: row.escalation_seconds,
+                timeout_action: row.timeout_action
+              },
+              stored: true
+            }
+        )
+      const policies = makePolicyCache(loadRule)
+      // A policy changed here or (NOTIFY, on a server) in another process.
+      yield* wakeups.subscribe("policies:", policies.invalidate, Effect.void)
+      const ruleFor = policies.get
 
       /**
        * After a transition has committed: wake the workers of `topics` (the
@@ -174,13 +180,10 @@ export class Approvals extends Context.Service<Approvals, {
        * show it (the session's, and the organization's approval stream).
        */
       const announce = (change: { readonly orgId: string; readonly sessionId: string | null; readonly topics: ReadonlyArray<Topic> }) =>
-        Effect.andThen(
-          wakeups.signal(...change.topics),
-          Effect.forEach(
-            change.sessionId === null ? [approvalsTopic(change.orgId)] : [change.sessionId, approvalsTopic(change.orgId)],
-            hub.notify,
-            { discard: true }
-          )
+        wakeups.signal(
+          ...change.topics,
+          hubSignal(approvalsTopic(change.orgId)),
+          ...(change.sessionId === null ? [] : [hubSignal(change.sessionId)])
         )
 
       /** Writes the webhook event; `log` collects it for the organization's approval stream (appended last). */
@@ -189,24 +192,6 @@ export class Approvals extends Context.Service<Approvals, {
           Effect.sync(() => log?.push({ type, approvalId: row.id })),
           writeToOutbox(sql, makeApprovalEvent(type, row.org_id, snapshotOf(row), new Date(at)))
         )
-
-      const requestInTransaction = Effect.fn("Approvals.request")(function*(request: ApprovalRequest) {
-        const state = plan(request.rule, request.now)
-        const due = nextDue(state)
-        const id = newId()
-        const row = yield* ApprovalRows.returned(sql`
-          INSERT INTO approvals (id, org_id, session_id, step_id, task_id, status, deadline_at, expires_at, timeout_action,
-            expiring_at, escalation_seconds, next_due_at, next_due_kind, created_at)
-          VALUES (${id}, ${request.orgId}, ${request.sessionId}, ${request.stepId}, ${request.taskId}, 'pending',
-            ${isoMs(state.deadlineAt)}::timestamptz, ${isoMs(state.expiresAt)}::timestamptz, ${request.rule.timeout_action},
-            ${state.expiringAt === null ? null : isoMs(state.expiringAt)}::timestamptz, ${state.escalationSeconds},
-            ${isoMs(due.at)}::timestamptz, ${due.kind}, ${isoMs(request.now)}::timestamptz)
-          RETURNING ${sql.literal(COLUMNS)}
-        `)
-        yield* emit("approval.requested", row, request.now).pipe(Effect.orDie)
-        yield* Effect.annotateCurrentSpan({ "svc.approval_id": id })
-        return id
-      })
 
       const get = Effect.fn("Approvals.get")(function*(orgId: string, approvalId: string) {
         const row = yield* ApprovalRows.one(sql`
@@ -220,9 +205,11 @@ export class Approvals extends Context.Service<Approvals, {
         orgId: string,
         actor: string,
         approvalId: string,
-        decision: "approve" | "reject"
+        decision: "approve" | "reject",
+        reason?: string | undefined
       ) {
         yield* Effect.annotateCurrentSpan({ "svc.approval_id": approvalId })
+        const stored = reason === undefined ? null : yield* scrubReason(reason)
         const status = decision === "approve" ? "approved" : "rejected"
         const resolution = decision === "approve" ? "allow" : "reject"
         const log: Array<StreamEntry> = []
@@ -250,7 +237,7 @@ export class Approvals extends Context.Service<Approvals, {
           }
           const row = yield* ApprovalRows.returned(sql`
             UPDATE approvals SET status = ${status}, decided_at = ${isoMs(now)}::timestamptz, decided_by = ${actor},
-              next_due_at = NULL, next_due_kind = NULL
+              decision_reason = ${stored}, next_due_at = NULL, next_due_kind = NULL
             WHERE id = ${approvalId}
             RETURNING ${sql.literal(COLUMNS)}
           `)
@@ -268,7 +255,8 @@ export class Approvals extends Context.Service<Approvals, {
               decision: status,
               resolution,
               decided_at: iso(row.decided_at ?? new Date(now)),
-              decided_by: actor
+              decided_by: actor,
+              ...(stored === null ? {} : { decision_reason: stored })
             }
           })
           yield* appendApprovalStream(sql, orgId, log)
@@ -367,7 +355,7 @@ export class Approvals extends Context.Service<Approvals, {
         putPolicy,
         listPolicies,
         ruleFor,
-        requestInTransaction,
+        forgetRules: policies.invalidate,
         get,
         decide,
         fireNextDue,

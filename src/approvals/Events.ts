@@ -22,11 +22,15 @@ export const ApprovalColumns = Schema.Struct({
   expires_at: Instant,
   timeout_action: TimeoutAction,
   decided_at: InstantOrNull,
-  decided_by: Schema.NullOr(Schema.String)
+  decided_by: Schema.NullOr(Schema.String),
+  decision_reason: Schema.NullOr(Schema.String)
 })
 export type ApprovalRow = typeof ApprovalColumns.Type
 
-/** The approval snapshot in its fixed key order; `decided_at`/`decided_by` only for a person's decision. */
+/**
+ * The approval snapshot in its fixed key order; `decided_at`/`decided_by`
+ * only for a person's decision, `decision_reason` only when they gave one.
+ */
 export const snapshotOf = (row: ApprovalRow): ApprovalSnapshot => {
   const snapshot: {
     -readonly [K in keyof ApprovalSnapshot]: ApprovalSnapshot[K]
@@ -43,6 +47,7 @@ export const snapshotOf = (row: ApprovalRow): ApprovalSnapshot => {
   if (row.decided_at !== null && row.decided_by !== null) {
     snapshot.decided_at = iso(row.decided_at)
     snapshot.decided_by = row.decided_by
+    if (row.decision_reason !== null) snapshot.decision_reason = row.decision_reason
   }
   return snapshot
 }
@@ -77,7 +82,8 @@ export const approvalEventBody = (event: ApprovalEvent): string => {
     expires_at: a.expires_at,
     timeout_action: a.timeout_action,
     ...(a.decided_at !== undefined ? { decided_at: a.decided_at } : {}),
-    ...(a.decided_by !== undefined ? { decided_by: a.decided_by } : {})
+    ...(a.decided_by !== undefined ? { decided_by: a.decided_by } : {}),
+    ...(a.decision_reason !== undefined ? { decision_reason: a.decision_reason } : {})
   }
   return JSON.stringify({
     id: event.id,

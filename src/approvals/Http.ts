@@ -5,6 +5,7 @@ import { CurrentPrincipal } from "../api/Security.ts"
 import { resumeAfter, sseResponse } from "../streams/Sse.ts"
 import { StreamGuard } from "../identity/StreamGuard.ts"
 import { Approvals } from "./Approvals.ts"
+import { ApprovalContexts } from "./Context.ts"
 import { ApprovalFeed } from "./OrgStream.ts"
 
 export const ApprovalPoliciesHandlers = HttpApiBuilder.group(
@@ -27,7 +28,10 @@ export const ApprovalsHandlers = HttpApiBuilder.group(
     const approvals = yield* Approvals
     const feed = yield* ApprovalFeed
     const guard = yield* StreamGuard
+    const contexts = yield* ApprovalContexts
     return handlers.handleAll({
+      history: ({ query }) => CurrentPrincipal.use((p) => contexts.history(p.orgId, { limit: query.limit ?? 50, cursor: query.cursor })),
+      context: ({ params }) => CurrentPrincipal.use((p) => contexts.context(p.orgId, params.approval_id)),
       list: ({ query }) =>
         CurrentPrincipal.use((p) => feed.list(p.orgId, { status: query.status, limit: query.limit ?? 50, cursor: query.cursor })),
       stream: ({ query }) =>
@@ -38,7 +42,7 @@ export const ApprovalsHandlers = HttpApiBuilder.group(
         }),
       get: ({ params }) => CurrentPrincipal.use((p) => approvals.get(p.orgId, params.approval_id)),
       decide: ({ params, payload }) =>
-        CurrentPrincipal.use((p) => approvals.decide(p.orgId, p.actor, params.approval_id, payload.decision))
+        CurrentPrincipal.use((p) => approvals.decide(p.orgId, p.actor, params.approval_id, payload.decision, payload.reason))
     })
   })
 )

@@ -1,22 +1,25 @@
 /**
  * The organization's approvals as the console sees them: the list (with the
  * governed step's tool, action class and arguments) and the stream of every
- * approval change (issue 11, item 8).
+ * approval change.
  *
  * Each approval transaction appends its changes to `approval_stream_events`
- * as its LAST step, after every other row it locks (approval, step,
- * session): bumping the organization's counter locks it until commit, so an
- * organization's events commit in id order (a reader resuming after id N
- * misses nothing and sees nothing twice) and the fixed lock order cannot
- * deadlock. After commit, `SessionHub.notify(approvalsTopic(orgId))` wakes
- * the streams, here and (NOTIFY) in other processes.
+ * without taking any lock of the organization: an event's id is its
+ * transaction's id times `STREAM_IDS_PER_TRANSACTION` plus its place in the
+ * transaction (`streamId`). Transactions commit in any order, so a reader
+ * takes only the events of transactions older than the oldest one still
+ * running (`STREAM_HORIZON`): those are final, and every event it may see
+ * later has a higher id. So a reader resuming after id N misses nothing and
+ * sees nothing twice, and the ids grow but are not consecutive. After
+ * commit, the `hub:approvals:<org>` signal wakes the streams, here and
+ * (NOTIFY) in other processes.
  */
 import { PgClient } from "@effect/sql-pg"
 import { Context, Effect, Layer, Option, Schema, Stream } from "effect"
 import type { SqlClient } from "effect/sql"
 import type { ApprovalEventType, ApprovalListItem, ApprovalStatus } from "../api/Approvals.ts"
 import { InvalidRequest } from "../api/Errors.ts"
-import { hubFrames, SessionHub, STREAM_BATCH, storedEvents } from "../streams/SessionEvents.ts"
+import { hubFrames, SessionHub, STREAM_BATCH } from "../streams/SessionEvents.ts"
 import { Metrics } from "../observability/Metrics.ts"
 import { SvcConfig } from "../platform/Config.ts"
 import { SecretBox } from "../platform/Crypto.ts"
@@ -46,12 +49,28 @@ const ListColumns = Schema.Struct({
 })
 export type ListRow = typeof ListColumns.Type
 const ListRows = rowsOf("approvals", ListColumns)
-const CounterRows = rowsOf("approval_stream_counters", Schema.Struct({ seq: Schema.String }))
-const EventRows = storedEvents("approval_stream_events")
+const EventRows = rowsOf("approval_stream_events", Schema.Struct({
+  seq: Schema.String,
+  name: Schema.String,
+  data: Schema.String,
+  final: Schema.Boolean
+}))
+
+/** Events one transaction may append to an organization's approval stream (a decision that finds every deadline past appends 4). */
+export const STREAM_IDS_PER_TRANSACTION = 1024
+
+/** SQL: the id of the `k`-th (from 0) stream event of the current transaction. */
+export const streamId = (k: number) => `(pg_current_xact_id()::text::bigint * ${STREAM_IDS_PER_TRANSACTION} + ${k})`
+
+/** SQL: ids below this are of finished transactions (committed or not): no lower id can appear any more. */
+export const STREAM_HORIZON = `(pg_snapshot_xmin(pg_current_snapshot())::text::bigint * ${STREAM_IDS_PER_TRANSACTION})`
+
+/** How long a reader waits, at most, for transactions older than the events it found to finish before it answers with what is final. */
+const HORIZON_WAIT_MS = [2, 5, 10, 20, 50, 100, 200]
 
 /** The columns of `approvals a` joined with its step `s`, for `ListRow`. */
 export const LIST_COLUMNS =
-  "a.seq::text AS seq, a.id, a.org_id, a.session_id, a.step_id, a.task_id, a.status, a.deadline_at, a.expires_at, a.timeout_action, a.decided_at, a.decided_by, a.escalation_seconds, a.escalated, a.created_at, s.tool, s.action_class, s.arguments"
+  "a.seq::text AS seq, a.id, a.org_id, a.session_id, a.step_id, a.task_id, a.status, a.deadline_at, a.expires_at, a.timeout_action, a.decided_at, a.decided_by, a.decision_reason, a.escalation_seconds, a.escalated, a.created_at, s.tool, s.action_class, s.arguments"
 
 export const LIST_FROM = "approvals a LEFT JOIN agent_steps s ON s.session_id = a.session_id AND s.step_id = a.step_id"
 
@@ -65,25 +84,20 @@ export const listItemOf = (row: ListRow): ApprovalListItem => ({
 })
 
 /**
- * Appends `entries` to the organization's approval stream. Run it inside
- * the transaction that made the changes, as its last statement; each event
- * carries the approval as it stands when the transaction commits.
+ * Appends `entries` to the organization's approval stream. Run it once per
+ * transaction, inside the transaction that made the changes, after them;
+ * each event carries the approval as it stands then.
  */
 export const appendApprovalStream = (sql: SqlClient.SqlClient, orgId: string, entries: ReadonlyArray<StreamEntry>) =>
-  Effect.forEach(entries, (entry) =>
+  Effect.forEach(entries, (entry, k) =>
     Effect.gen(function*() {
       const row = yield* ListRows.one(sql`
         SELECT ${sql.literal(LIST_COLUMNS)} FROM ${sql.literal(LIST_FROM)} WHERE a.id = ${entry.approvalId}
       `)
       if (row === undefined) return
-      const counter = yield* CounterRows.returned(sql`
-        INSERT INTO approval_stream_counters (org_id, seq) VALUES (${orgId}, 1)
-        ON CONFLICT (org_id) DO UPDATE SET seq = approval_stream_counters.seq + 1
-        RETURNING seq::text AS seq
-      `)
       yield* sql`
         INSERT INTO approval_stream_events (org_id, seq, name, data)
-        VALUES (${orgId}, ${counter.seq}, ${entry.type}, ${JSON.stringify(listItemOf(row))})
+        VALUES (${orgId}, ${sql.literal(streamId(k))}, ${entry.type}, ${JSON.stringify(listItemOf(row))})
       `
     }), { discard: true })
 
@@ -129,16 +143,37 @@ export class ApprovalFeed extends Context.Service<ApprovalFeed, {
         }
       })
 
+      const readOnce = (orgId: string, from: string) =>
+        EventRows.all(sql`
+          SELECT e.seq::text AS seq, e.name, e.data, e.seq < ${sql.literal(STREAM_HORIZON)} AS final FROM approval_stream_events e
+          WHERE e.org_id = ${orgId} AND e.seq > ${from} ORDER BY e.seq LIMIT ${STREAM_BATCH}
+        `)
+
+      /**
+       * The events after `from` that are final (no later event can have a
+       * lower id). An event of a transaction that committed while an older
+       * one still runs waits for it, briefly: approval transactions are one
+       * statement or a few, so this takes milliseconds. After the last wait
+       * (about 0.4 s: a long transaction elsewhere in the database) what is
+       * final is answered, and the rest on a later read.
+       */
+      const readFinal = (orgId: string, from: string) =>
+        Effect.gen(function*() {
+          for (let attempt = 0;; attempt++) {
+            const rows = yield* readOnce(orgId, from)
+            const final = rows.findIndex((row) => !row.final)
+            if (final === -1) return rows
+            if (attempt >= HORIZON_WAIT_MS.length) return rows.slice(0, final)
+            yield* Effect.sleep(HORIZON_WAIT_MS[attempt]!)
+          }
+        })
+
       const stream = (orgId: string, after: string) =>
         hubFrames(hub, {
           key: approvalsTopic(orgId),
           after,
           open: metrics.streamOpen("approvals"),
-          read: (from) =>
-            EventRows.all(sql`
-              SELECT seq::text AS seq, name, data FROM approval_stream_events
-              WHERE org_id = ${orgId} AND seq > ${from} ORDER BY seq LIMIT ${STREAM_BATCH}
-            `),
+          read: (from) => readFinal(orgId, from),
           keepAliveMs: config.sseKeepAliveMs,
           pollMs: config.ssePollMs
         })

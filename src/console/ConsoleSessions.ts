@@ -1,5 +1,5 @@
 /**
- * Console sign-in links and console sessions (issue 11, items 3 and 4).
+ * Console sign-in links and console sessions.
  *
  * A link's token and a session's cookie token are 256 random bits; only
  * their SHA-256 is stored (as for API keys: a slow hash adds nothing to a

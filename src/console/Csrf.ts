@@ -1,5 +1,5 @@
 /**
- * The console's request rules (issue 11, item 4): a request that changes
+ * The console's request rules: a request that changes
  * state with the console cookie must carry `X-Svc-Console` (a plain HTML
  * form cannot send a custom header, and a cross-origin script cannot send
  * one without a CORS preflight that we never answer) and must not come from
@@ -10,7 +10,7 @@
 import { Effect, Option } from "effect"
 import { HttpServerRequest } from "effect/http"
 import { CrossSiteRequest } from "../api/Errors.ts"
-import { CONSOLE_COOKIE, CONSOLE_HEADER } from "../api/Security.ts"
+import { CONSOLE_COOKIE, CONSOLE_COOKIE_SECURE, CONSOLE_HEADER } from "../api/Security.ts"
 
 const SAFE_METHODS = new Set(["GET", "HEAD", "OPTIONS"])
 
@@ -55,8 +55,24 @@ export const requireConsoleOrigin = (publicHost?: string) => Effect.gen(function
   if (reason !== undefined) return yield* new CrossSiteRequest({ detail: reason })
 })
 
+/** Whether `SVC_PUBLIC_URL` is an HTTPS URL. */
+export const httpsPublicUrl = (publicUrl: Option.Option<string>): boolean =>
+  Option.exists(publicUrl, (url) => url.toLowerCase().startsWith("https:"))
+
+/**
+ * The name of the console cookie for this request: `__Host-svc_console_session`
+ * (set `Secure`) whenever the public URL is HTTPS or the request came over
+ * HTTPS; `svc_console_session` over plain HTTP (a `__Host-` cookie must be
+ * `Secure`, which a browser does not keep from plain HTTP). Setting,
+ * clearing and reading all use this name: on an HTTPS deployment a cookie
+ * of the plain name (which a sibling host could have set) is never read.
+ */
+export const consoleCookieName = (request: HttpServerRequest.HttpServerRequest, httpsPublic: boolean): string =>
+  httpsPublic || overHttps(request) ? CONSOLE_COOKIE_SECURE : CONSOLE_COOKIE
+
 /** The console cookie of the current request, or `""`. */
-export const consoleCookieOf = (request: HttpServerRequest.HttpServerRequest): string => request.cookies[CONSOLE_COOKIE] ?? ""
+export const consoleCookieOf = (request: HttpServerRequest.HttpServerRequest, httpsPublic: boolean): string =>
+  request.cookies[consoleCookieName(request, httpsPublic)] ?? ""
 
 /** Whether the request reached us over HTTPS (directly, or as a proxy in front of us says). */
 export const overHttps = (request: HttpServerRequest.HttpServerRequest): boolean =>

@@ -4,25 +4,30 @@ import { HttpEffect, HttpServerRequest, HttpServerResponse } from "effect/http"
 import { HttpApiBuilder } from "effect/http-api"
 import { Api } from "../api/Api.ts"
 import { NotFound, Unauthenticated } from "../api/Errors.ts"
-import { CONSOLE_COOKIE, CurrentPrincipal } from "../api/Security.ts"
+import { CONSOLE_COOKIE_SECURE, CurrentPrincipal } from "../api/Security.ts"
 import { SvcConfig } from "../platform/Config.ts"
 import { ConsoleSessions, describe, MAX_SESSION_SECONDS } from "./ConsoleSessions.ts"
-import { consoleCookieOf, overHttps, publicHostOf, requireConsoleOrigin } from "./Csrf.ts"
+import { consoleCookieName, consoleCookieOf, httpsPublicUrl, publicHostOf, requireConsoleOrigin } from "./Csrf.ts"
 
-/** Sets (or, with `undefined`, clears) the console cookie on the answer. */
-const setSessionCookie = (value: string | undefined) =>
+/**
+ * Sets (or, with `undefined`, clears) the console cookie on the answer:
+ * `__Host-svc_console_session`, `Secure`, whenever the public URL is HTTPS
+ * or the request came over HTTPS (`consoleCookieName`).
+ */
+const setSessionCookie = (value: string | undefined, httpsPublic: boolean) =>
   Effect.flatMap(HttpServerRequest.HttpServerRequest, (request) => {
+    const name = consoleCookieName(request, httpsPublic)
     const options = {
       httpOnly: true,
       sameSite: "strict" as const,
       path: "/",
-      secure: overHttps(request)
+      secure: name === CONSOLE_COOKIE_SECURE
     }
     return HttpEffect.appendPreResponseHandler((_request, response) =>
       Effect.succeed(
         value === undefined
-          ? HttpServerResponse.expireCookieUnsafe(response, CONSOLE_COOKIE, options)
-          : HttpServerResponse.setCookieUnsafe(response, CONSOLE_COOKIE, value, { ...options, maxAge: `${MAX_SESSION_SECONDS} seconds` })
+          ? HttpServerResponse.expireCookieUnsafe(response, name, options)
+          : HttpServerResponse.setCookieUnsafe(response, name, value, { ...options, maxAge: `${MAX_SESSION_SECONDS} seconds` })
       )
     )
   })
@@ -34,12 +39,14 @@ export const ConsoleSignInHandlers = HttpApiBuilder.group(
   "consoleSignIn",
   Effect.fn(function*(handlers) {
     const sessions = yield* ConsoleSessions
-    const publicHost = publicHostOf((yield* SvcConfig).publicUrl)
+    const { publicUrl } = yield* SvcConfig
+    const publicHost = publicHostOf(publicUrl)
+    const httpsPublic = httpsPublicUrl(publicUrl)
     return handlers.handleAll({
       session: () =>
         Effect.gen(function*() {
           const request = yield* HttpServerRequest.HttpServerRequest
-          const cookie = consoleCookieOf(request)
+          const cookie = consoleCookieOf(request, httpsPublic)
           const session = cookie === "" ? Option.none() : yield* sessions.authenticate(cookie)
           if (Option.isNone(session)) return yield* new Unauthenticated({ detail: NO_SESSION })
           return describe(session.value)
@@ -48,16 +55,16 @@ export const ConsoleSignInHandlers = HttpApiBuilder.group(
         Effect.gen(function*() {
           yield* requireConsoleOrigin(publicHost)
           const { cookie, session } = yield* sessions.signIn(payload.token)
-          yield* setSessionCookie(cookie)
+          yield* setSessionCookie(cookie, httpsPublic)
           return describe(session)
         }),
       signOut: () =>
         Effect.gen(function*() {
           yield* requireConsoleOrigin(publicHost)
           const request = yield* HttpServerRequest.HttpServerRequest
-          const cookie = consoleCookieOf(request)
+          const cookie = consoleCookieOf(request, httpsPublic)
           if (cookie !== "") yield* sessions.signOut(cookie)
-          yield* setSessionCookie(undefined)
+          yield* setSessionCookie(undefined, httpsPublic)
         })
     })
   })

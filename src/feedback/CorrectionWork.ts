@@ -16,6 +16,23 @@ export interface Known {
   readonly values: ReadonlyArray<string>
 }
 
+/**
+ * Whose known credentials a request is scrubbed with: the organization and
+ * the fingerprint of its credentials (`orgs.credentials_version`). Each
+ * worker keeps the credentials it was last sent per organization under
+ * their fingerprint; `known` is sent only after a worker answers `Missing`
+ * with `known: true`, so a request carries a short string, not a copy of
+ * every key hash of the organization.
+ */
+export interface KnownRef {
+  readonly org: string
+  readonly fingerprint: string
+  readonly known?: Known | undefined
+}
+
+/** Organizations whose known credentials each worker keeps (least recently used dropped). */
+export const KNOWN_KEPT_PER_WORKER = 1000
+
 export type CorrectionRequest =
   | {
     readonly id: number
@@ -27,14 +44,15 @@ export type CorrectionRequest =
     readonly schema?: unknown
     /** The correction as JSON text: a string crosses to the worker as one copy, an object member by member. */
     readonly text: string
-    readonly known: Known
+    readonly known: KnownRef
     readonly root: string
   }
-  | { readonly id: number; readonly startedAt: number; readonly op: "scrub"; readonly document: Json; readonly known: Known; readonly root: string }
+  | { readonly id: number; readonly startedAt: number; readonly op: "scrub"; readonly document: Json; readonly known: KnownRef; readonly root: string }
   | { readonly id: number; readonly startedAt: number; readonly op: "stats" }
 
 export type CorrectionReply =
-  | { readonly id: number; readonly _tag: "Missing" }
+  /** The worker needs the task's schema, the organization's known credentials, or both, sent with the request again. */
+  | { readonly id: number; readonly _tag: "Missing"; readonly schema: boolean; readonly known: boolean }
   /** The correction does not fit the schema (nothing was scrubbed). */
   | { readonly id: number; readonly _tag: "Mismatch"; readonly violations: ReadonlyArray<SchemaViolation> }
   /**

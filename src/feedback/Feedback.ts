@@ -19,7 +19,7 @@ import {
   FeedbackStatus,
   NothingStaged
 } from "../api/Feedback.ts"
-import { CorrectionTooComplex, InvalidRequest, InvalidTransition, NotFound, ValidationBusy } from "../api/Errors.ts"
+import { CorrectionTooComplex, InvalidRequest, InvalidTransition, LimitReached, NotFound, RateLimited } from "../api/Errors.ts"
 import { Identity } from "../identity/Identity.ts"
 import { SecretBox, sha256Hex } from "../platform/Crypto.ts"
 import { type CursorScope, encodeCursor, page, seqBound } from "../platform/Cursor.ts"
@@ -31,10 +31,17 @@ import { Redacted } from "effect"
 import { SqlError } from "effect/sql"
 import { SvcConfig } from "../platform/Config.ts"
 import { makeWorkerPool, runInPool } from "../platform/WorkerPool.ts"
-import { type CorrectionReply, type CorrectionRequest, PHASE_CHECK, PHASE_SCRUB } from "./CorrectionWork.ts"
+import { type CorrectionReply, type CorrectionRequest, type KnownRef, PHASE_CHECK, PHASE_SCRUB } from "./CorrectionWork.ts"
 import { type Json, type KnownCredentials, REDACTION_MARKER } from "./Scrubber.ts"
 
 type JsonObject = { readonly [key: string]: Json }
+
+/** An organization's known credentials, labelled with the fingerprint read before they were loaded. */
+interface CredentialEntry {
+  readonly orgId: string
+  readonly fingerprint: string
+  readonly known: KnownCredentials
+}
 
 type DistributiveOmit<T, K extends PropertyKey> = T extends unknown ? Omit<T, K> : never
 
@@ -61,7 +68,14 @@ const StatusRows = rowsOf("feedback", Schema.Struct({ status: FeedbackStatus }))
 const RunRows = rowsOf("runs", Schema.Struct({ task_id: Schema.String, fingerprint: Schema.String }))
 const SchemaRows = rowsOf("tasks", Schema.Struct({ answer_schema: JsonColumn(Schema.Unknown) }))
 const TaskRows = rowsOf("tasks", Schema.Struct({ id: Schema.String }))
-const DatasetRows = rowsOf("datasets", Schema.Struct({ id: Schema.String, version: Schema.Number, example_count: Schema.Number }))
+const DatasetRows = rowsOf("datasets", Schema.Struct({
+  id: Schema.String,
+  version: Schema.Number,
+  example_count: Schema.Number,
+  lineage_id: Schema.String
+}))
+const IdRows = rowsOf("feedback", Schema.Struct({ id: Schema.String }))
+const UsageRows = rowsOf("org_feedback_usage", Schema.Struct({ bytes: BigIntText }))
 
 const COLUMNS = "id, seq, task_id, inference_log_id, score, correction, redacted_fields, status, created_at"
 
@@ -87,8 +101,19 @@ const correctionPath = (path: string) => path === "" ? "correction" : path.start
 const issues = (violations: ReadonlyArray<SchemaViolation>) =>
   violations.map((v) => ({ field: correctionPath(v.path), message: v.message }))
 
+/** What one feedback record counts against `SVC_MAX_FEEDBACK_BYTES_PER_ORG`: the record, and its correction's JSON. */
+export const FEEDBACK_RECORD_BYTES = 256
+const feedbackBytes = (text: string | null) => FEEDBACK_RECORD_BYTES + (text === null ? 0 : Buffer.byteLength(text, "utf8"))
+/** The usage row a submission adds to (migration 0631): spread so one organization's writers seldom wait on one row. */
+const usageShard = () => Math.floor(Math.random() * 16)
+
 /** The revision of a staged set: a digest of its ids (order-independent). */
 export const revisionOf = (ids: ReadonlyArray<string>) => sha256Hex([...ids].sort().join(",")).slice(0, 32)
+
+export interface PageRequest {
+  readonly limit?: number | undefined
+  readonly cursor?: string | undefined
+}
 
 export interface ListRequest {
   readonly task_id?: string | undefined
@@ -102,24 +127,32 @@ export class Feedback extends Context.Service<Feedback, {
     readonly inference_log_id: string
     readonly score: number
     readonly correction?: JsonObject | undefined
-  }) => Effect.Effect<FeedbackItem, NotFound | CorrectionShapeMismatch | CorrectionContainsSecret | CorrectionTooComplex | ValidationBusy>
+  }) => Effect.Effect<FeedbackItem, NotFound | CorrectionShapeMismatch | CorrectionContainsSecret | CorrectionTooComplex | LimitReached>
+  /**
+   * One admission of `orgId` to the correction workers (see `WorkerPool`):
+   * call the answer once the request is done; `undefined` when the queue is
+   * full and the organization holds at least its share.
+   */
+  readonly admit: (orgId: string) => (() => void) | undefined
   readonly list: (orgId: string, request: ListRequest) => Effect.Effect<
     { readonly feedback: ReadonlyArray<FeedbackItem>; readonly next_cursor: string | null },
     InvalidRequest
   >
   readonly stage: (orgId: string, feedbackId: string) => Effect.Effect<FeedbackItem, NotFound | InvalidTransition>
   readonly reject: (orgId: string, feedbackId: string) => Effect.Effect<FeedbackItem, NotFound | InvalidTransition>
-  readonly preview: (orgId: string, taskId: string) => Effect.Effect<{
+  readonly preview: (orgId: string, taskId: string, request: PageRequest) => Effect.Effect<{
     readonly base_dataset_id: string
     readonly expected_feedback_revision: string
     readonly staged: ReadonlyArray<FeedbackItem>
-  }, NotFound>
+    readonly staged_count: number
+    readonly next_cursor: string | null
+  }, NotFound | InvalidRequest>
   readonly promote: (orgId: string, taskId: string, input: {
     readonly base_dataset_id: string
     readonly expected_feedback_revision: string
   }) => Effect.Effect<
     { readonly dataset_id: string; readonly version: number; readonly promoted_count: number },
-    NotFound | DatasetBaseChanged | FeedbackChanged | NothingStaged
+    NotFound | DatasetBaseChanged | FeedbackChanged | NothingStaged | LimitReached | RateLimited
   >
 }>()("svc/feedback/Feedback") {
   static readonly layer = Layer.effect(
@@ -151,22 +184,15 @@ export class Feedback extends Context.Service<Feedback, {
               timeoutMs: config.answerValidationTimeoutMs,
               phaseTimeoutsMs: phaseLimits.map((phase) => phase.value),
               heapMb: config.answerValidationHeapMb,
-              queuedPerOrg: config.answerValidationQueuePerOrg
+              queueCapacity: config.answerValidationQueue
             }
           )
         ),
         (pool) => Effect.sync(pool.close)
       )
-      const busy = () =>
-        new ValidationBusy({
-          limit: "SVC_ANSWER_VALIDATION_QUEUE_PER_ORG",
-          limit_value: config.answerValidationQueuePerOrg,
-          detail: `More than ${config.answerValidationQueuePerOrg} correction checks of this organization are waiting (SVC_ANSWER_VALIDATION_QUEUE_PER_ORG); retry later.`
-        })
       /** A request to the workers; over a deadline or the heap, the 422 naming the limit. */
       const inPool = (orgId: string, request: DistributiveOmit<CorrectionRequest, "id" | "startedAt">, phase: number) =>
         runInPool(pool, orgId, request, phase).pipe(
-          Effect.mapError(busy),
           Effect.flatMap((outcome): Effect.Effect<CorrectionReply, CorrectionTooComplex> => {
             if (outcome._tag === "Reply") {
               const reply = outcome.reply
@@ -189,9 +215,20 @@ export class Feedback extends Context.Service<Feedback, {
             }))
           })
         )
-      const wireKnown = (known: KnownCredentials) => ({ keyHashes: [...known.keyHashes], values: known.values })
-      const scrub = (orgId: string, document: Json, known: KnownCredentials) =>
-        inPool(orgId, { op: "scrub", document, known: wireKnown(known), root: "" }, PHASE_SCRUB).pipe(
+      /** The credentials as sent to a worker that does not hold them (once per worker and fingerprint). */
+      const wireKnown = (entry: CredentialEntry): KnownRef => ({
+        org: entry.orgId,
+        fingerprint: entry.fingerprint,
+        known: { keyHashes: [...entry.known.keyHashes], values: entry.known.values }
+      })
+      const knownRef = (entry: CredentialEntry): KnownRef => ({ org: entry.orgId, fingerprint: entry.fingerprint })
+      const scrub = (orgId: string, document: Json, entry: CredentialEntry) =>
+        inPool(orgId, { op: "scrub", document, known: knownRef(entry), root: "" }, PHASE_SCRUB).pipe(
+          Effect.flatMap((reply) =>
+            reply._tag === "Missing"
+              ? inPool(orgId, { op: "scrub", document, known: wireKnown(entry), root: "" }, PHASE_SCRUB)
+              : Effect.succeed(reply)
+          ),
           Effect.flatMap((reply) =>
             reply._tag === "Scrubbed" ? Effect.succeed(reply) : Effect.die(new Error(`unexpected scrub answer: ${reply._tag}`))
           )
@@ -202,13 +239,14 @@ export class Feedback extends Context.Service<Feedback, {
       // (migration 0550). Revocation and expiry do not move it: revoked keys
       // and expired secrets are scrubbed too.
       const credentialsVersionSql = (orgId: string) => sql`(SELECT credentials_version::text FROM orgs WHERE id = ${orgId})`
+      const usedBytesSql = (orgId: string) => sql`(SELECT coalesce(sum(bytes), 0) FROM org_feedback_usage WHERE org_id = ${orgId})`
 
       // Known credentials per organization, labelled with the fingerprint
       // read BEFORE they were loaded (a label never claims more than the
       // content holds). The INSERT only happens while the fingerprint still
       // matches (see `submit`), so a key or secret created a moment ago, by
       // this process or another, is always scrubbed.
-      const credentialCache = new Map<string, { readonly fingerprint: string; readonly known: KnownCredentials }>()
+      const credentialCache = new Map<string, CredentialEntry>()
       const CACHE_LIMIT = 1000
       const remember = <V>(map: Map<string, V>, key: string, value: V) => {
         map.delete(key)
@@ -219,7 +257,7 @@ export class Feedback extends Context.Service<Feedback, {
         const [keyHashes, values] = yield* Effect.all([identity.keyHashes(orgId), secrets.orgValues(orgId)], {
           concurrency: "unbounded"
         })
-        const entry = { fingerprint, known: { keyHashes, values: values.map(Redacted.value) } }
+        const entry: CredentialEntry = { orgId, fingerprint, known: { keyHashes, values: values.map(Redacted.value) } }
         remember(credentialCache, orgId, entry)
         return entry
       })
@@ -257,10 +295,16 @@ export class Feedback extends Context.Service<Feedback, {
        * scrubbing changed it, checks it again: one round trip to a worker
        * (two when the worker must be sent the schema).
        */
-      const correct = Effect.fnUntraced(function*(orgId: string, run: RunContext, correction: JsonObject, known: KnownCredentials) {
-        const request = { op: "correct" as const, key: run.task_id, text: JSON.stringify(correction), known: wireKnown(known), root: "correction" }
+      const correct = Effect.fnUntraced(function*(orgId: string, run: RunContext, correction: JsonObject, entry: CredentialEntry) {
+        const request = { op: "correct" as const, key: run.task_id, text: JSON.stringify(correction), known: knownRef(entry), root: "correction" }
         let reply = yield* inPool(orgId, request, PHASE_CHECK)
-        if (reply._tag === "Missing") reply = yield* inPool(orgId, { ...request, schema: yield* answerSchema(run.task_id) }, PHASE_CHECK)
+        if (reply._tag === "Missing") {
+          reply = yield* inPool(orgId, {
+            ...request,
+            ...(reply.schema ? { schema: yield* answerSchema(run.task_id) } : {}),
+            ...(reply.known ? { known: wireKnown(entry) } : {})
+          }, PHASE_CHECK)
+        }
         if (reply._tag === "Mismatch") return { _tag: "Mismatch" as const, violations: reply.violations }
         if (reply._tag !== "Corrected") return yield* Effect.die(new Error(`unexpected correction answer: ${reply._tag}`))
         if (reply.collisions.length > 0) {
@@ -298,22 +342,48 @@ export class Feedback extends Context.Service<Feedback, {
 
         // The correction goes as its JSON text (`text`), already made for the
         // worker: serialising it again per submission is what `sql.json` would do.
-        const insert = (correction: JsonObject | null, text: string | null, redacted: ReadonlyArray<string>, fingerprint: string | null) =>
-          InsertedRows.one(sql`
-            INSERT INTO feedback (id, org_id, task_id, inference_log_id, score, correction, redacted_fields, status)
-            SELECT ${newId()}, ${orgId}, r.task_id, r.trace_id, ${input.score},
-                   ${text}::jsonb,
-                   ${redacted.length === 0 ? null : sql.json(redacted)},
-                   ${correction === null ? "recorded" : "pending"}
-            FROM runs r WHERE r.trace_id = ${input.inference_log_id} AND r.org_id = ${orgId}
-            ${fingerprint === null ? sql`` : sql`AND ${credentialsVersionSql(orgId)} = ${fingerprint}`}
-            RETURNING ${sql.unsafe(INSERTED_COLUMNS)}
+        // The organization's stored bytes are checked and counted in the same
+        // statement (`SVC_MAX_FEEDBACK_BYTES_PER_ORG`, migration 0631).
+        const insert = (correction: JsonObject | null, text: string | null, redacted: ReadonlyArray<string>, fingerprint: string | null) => {
+          const bytes = feedbackBytes(text)
+          return InsertedRows.one(sql`
+            WITH inserted AS (
+              INSERT INTO feedback (id, org_id, task_id, inference_log_id, score, correction, redacted_fields, status)
+              SELECT ${newId()}, ${orgId}, r.task_id, r.trace_id, ${input.score},
+                     ${text}::jsonb,
+                     ${redacted.length === 0 ? null : sql.json(redacted)},
+                     ${correction === null ? "recorded" : "pending"}
+              FROM runs r WHERE r.trace_id = ${input.inference_log_id} AND r.org_id = ${orgId}
+              ${fingerprint === null ? sql`` : sql`AND ${credentialsVersionSql(orgId)} = ${fingerprint}`}
+              AND ${usedBytesSql(orgId)} + ${bytes} <= ${config.maxFeedbackBytesPerOrg}
+              RETURNING ${sql.unsafe(INSERTED_COLUMNS)}
+            ), counted AS (
+              INSERT INTO org_feedback_usage (org_id, shard, bytes)
+              SELECT ${orgId}, ${usageShard()}, ${bytes} FROM inserted
+              ON CONFLICT (org_id, shard) DO UPDATE SET bytes = org_feedback_usage.bytes + excluded.bytes
+            )
+            SELECT ${sql.unsafe(INSERTED_COLUMNS)} FROM inserted
           `).pipe(Effect.map((row) =>
             row === undefined ? undefined : { ...row, correction, redacted_fields: redacted.length === 0 ? null : redacted }
           ))
+        }
+        /** Fails with the quota's problem when it is what kept the row out. */
+        const checkQuota = (text: string | null) =>
+          UsageRows.one(sql`SELECT ${usedBytesSql(orgId)} AS bytes`).pipe(
+            Effect.flatMap((row) =>
+              Number(row?.bytes ?? 0) + feedbackBytes(text) > config.maxFeedbackBytesPerOrg
+                ? Effect.fail(new LimitReached({
+                  limit: "SVC_MAX_FEEDBACK_BYTES_PER_ORG",
+                  limit_value: config.maxFeedbackBytesPerOrg,
+                  detail: `The organization's feedback holds ${row?.bytes ?? 0} bytes; this one (${feedbackBytes(text)} bytes) would pass the ${config.maxFeedbackBytesPerOrg} allowed (SVC_MAX_FEEDBACK_BYTES_PER_ORG).`
+                }))
+                : Effect.void
+            )
+          )
 
         if (input.correction === undefined) {
           const row = yield* insert(null, null, [], null)
+          if (row === undefined) yield* checkQuota(null)
           if (row === undefined) return yield* new NotFound({ detail: "No logged run of this organization has this inference_log_id." })
           return toItem(row)
         }
@@ -326,7 +396,7 @@ export class Feedback extends Context.Service<Feedback, {
             if (fresh === undefined) fresh = yield* lookupRun(orgId, input.inference_log_id)
             entry = yield* loadCredentials(orgId, fresh.fingerprint)
           }
-          const corrected = yield* correct(orgId, run, input.correction, entry.known)
+          const corrected = yield* correct(orgId, run, input.correction, entry)
           if (corrected._tag === "Mismatch") {
             // A member name in a path can itself be a pasted secret (e.g. under
             // `additionalProperties: false`): the problem never repeats one.
@@ -335,11 +405,12 @@ export class Feedback extends Context.Service<Feedback, {
             const current = cached !== undefined && cached.fingerprint === fresh.fingerprint
               ? cached
               : yield* loadCredentials(orgId, fresh.fingerprint)
-            const all = (yield* scrub(orgId, issues(corrected.violations), current.known)).value as ReturnType<typeof issues>
+            const all = (yield* scrub(orgId, issues(corrected.violations), current)).value as ReturnType<typeof issues>
             return yield* new CorrectionShapeMismatch({ field: all[0]!.field, errors: all, detail: `${all[0]!.field} ${all[0]!.message}` })
           }
           const row = yield* insert(corrected.value, corrected.text, corrected.fields, entry.fingerprint)
           if (row !== undefined) return toItem(row)
+          yield* checkQuota(corrected.text)
           if (attempt >= 5) return yield* Effect.die(new Error("organization credentials kept changing during feedback submission"))
           // The fingerprint moved (or the run is gone: lookupRun says 404).
           fresh = yield* lookupRun(orgId, input.inference_log_id)
@@ -391,32 +462,81 @@ export class Feedback extends Context.Service<Feedback, {
             : sql`SELECT id FROM tasks WHERE id = ${taskId} AND org_id = ${orgId}`)
           if (task === undefined) return Option.none()
           const dataset = yield* DatasetRows.one(sql`
-            SELECT id, version, example_count FROM datasets WHERE task_id = ${taskId} ORDER BY version DESC LIMIT 1
+            SELECT id, version, example_count, lineage_id FROM datasets WHERE task_id = ${taskId} ORDER BY version DESC LIMIT 1
           `)
           return Option.fromUndefinedOr(dataset)
         })
 
-      const stagedRows = (orgId: string, taskId: string, lock: boolean) =>
-        FeedbackRows.all(lock
-          ? sql`
-              SELECT ${sql.unsafe(COLUMNS)} FROM feedback
-              WHERE task_id = ${taskId} AND org_id = ${orgId} AND status = 'staged' ORDER BY seq FOR UPDATE`
-          : sql`
-              SELECT ${sql.unsafe(COLUMNS)} FROM feedback
-              WHERE task_id = ${taskId} AND org_id = ${orgId} AND status = 'staged' ORDER BY seq`)
+      /** The ids of the task's staged corrections, oldest first (locked, for a promote). */
+      const stagedIds = (orgId: string, taskId: string, lock: boolean) =>
+        IdRows.all(sql`
+          SELECT id FROM feedback
+          WHERE task_id = ${taskId} AND org_id = ${orgId} AND status = 'staged' ORDER BY seq
+          ${lock ? sql`FOR UPDATE` : sql``}
+        `).pipe(Effect.map((rows) => rows.map((row) => row.id)))
 
-      const preview = Effect.fn("Feedback.preview")(function*(orgId: string, taskId: string) {
+      const preview = Effect.fn("Feedback.preview")(function*(orgId: string, taskId: string, request: PageRequest) {
         yield* Effect.annotateCurrentSpan({ "svc.task_id": taskId })
-        const [dataset, staged] = yield* sql.withTransaction(
-          Effect.all([currentDataset(orgId, taskId, false), stagedRows(orgId, taskId, false)])
+        const limit = request.limit ?? 50
+        const scope: CursorScope = { orgId, list: "promote_preview", filters: [taskId] }
+        const mac = (message: string) => box.mac("cursor", message)
+        const after = yield* seqBound(mac, scope, request.cursor)
+        // One snapshot: the page, the count and the revision describe the same staged set.
+        const [dataset, ids, rows] = yield* sql.withTransaction(
+          sql`SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY`.pipe(
+            Effect.andThen(Effect.all([
+              currentDataset(orgId, taskId, false),
+              stagedIds(orgId, taskId, false),
+              FeedbackRows.all(sql`
+                SELECT ${sql.unsafe(COLUMNS)} FROM feedback
+                WHERE task_id = ${taskId} AND org_id = ${orgId} AND status = 'staged'
+                ${Option.isSome(after) ? sql`AND seq > ${after.value}` : sql``}
+                ORDER BY seq LIMIT ${limit + 1}`)
+            ]))
+          )
         ).pipe(Effect.orDie)
         if (Option.isNone(dataset)) return yield* new NotFound({ detail: "No such task." })
+        const { items, next_cursor } = page(rows, limit, (seq) => encodeCursor(mac, scope, seq))
         return {
           base_dataset_id: dataset.value.id,
-          expected_feedback_revision: revisionOf(staged.map((row) => row.id)),
-          staged: staged.map(toItem)
+          expected_feedback_revision: revisionOf(ids),
+          staged: items.map(toItem),
+          staged_count: ids.length,
+          next_cursor
         }
       })
+
+      // The promote rate, claimed from the database so that every process
+      // shares it: a generic cell rate (GCRA) per organization. `tat` is
+      // when the organization's allowance is next fully spent; a promote
+      // moves it one interval (a minute / the limit) later, and is allowed
+      // while that stays within a minute of now. Bursts up to the limit,
+      // then one per interval. The database's clock decides.
+      const promoteIntervalMs = 60_000 / config.maxPromotesPerMinute
+      const claimPromote = (orgId: string) =>
+        Effect.gen(function*() {
+          const interval = `${promoteIntervalMs} milliseconds`
+          const claimed = yield* sql`
+            INSERT INTO org_rate_limits AS r (org_id, name, tat)
+            VALUES (${orgId}, 'promote', now() + ${interval}::interval)
+            ON CONFLICT (org_id, name) DO UPDATE
+              SET tat = greatest(r.tat, now()) + ${interval}::interval
+              WHERE greatest(r.tat, now()) + ${interval}::interval <= now() + interval '1 minute'
+            RETURNING 1
+          `
+          if (claimed.length > 0) return
+          const [wait] = yield* sql<{ seconds: string | number }>`
+            SELECT ceil(extract(epoch FROM greatest(tat, now()) + ${interval}::interval - now() - interval '1 minute'))::int AS seconds
+            FROM org_rate_limits WHERE org_id = ${orgId} AND name = 'promote'
+          `
+          const seconds = Math.max(1, Number(wait?.seconds ?? 1))
+          return yield* new RateLimited({
+            limit: "SVC_MAX_PROMOTES_PER_MINUTE",
+            limit_value: config.maxPromotesPerMinute,
+            retry_after_seconds: seconds,
+            detail: `The organization promoted ${config.maxPromotesPerMinute} times within a minute, the most allowed (SVC_MAX_PROMOTES_PER_MINUTE); retry in ${seconds} s.`
+          })
+        })
 
       const promote = Effect.fn("Feedback.promote")(function*(orgId: string, taskId: string, input: {
         readonly base_dataset_id: string
@@ -433,37 +553,47 @@ export class Feedback extends Context.Service<Feedback, {
               detail: "The task has a newer dataset version than the previewed one; preview again and review."
             })
           }
-          const staged = yield* stagedRows(orgId, taskId, true)
-          if (staged.length === 0) {
+          const ids = yield* stagedIds(orgId, taskId, true)
+          if (ids.length === 0) {
             return yield* new NothingStaged({ detail: "Stage corrections before promoting them." })
           }
-          if (revisionOf(staged.map((row) => row.id)) !== input.expected_feedback_revision) {
+          if (revisionOf(ids) !== input.expected_feedback_revision) {
             return yield* new FeedbackChanged({
               detail: "The staged corrections changed since the preview; preview again and review."
             })
           }
+          const count = base.example_count + ids.length
+          if (count > config.maxExamplesPerDataset) {
+            return yield* new LimitReached({
+              limit: "SVC_MAX_EXAMPLES_PER_DATASET",
+              limit_value: config.maxExamplesPerDataset,
+              detail: `The new version would have ${count} examples, more than the ${config.maxExamplesPerDataset} allowed (SVC_MAX_EXAMPLES_PER_DATASET); nothing was promoted.`
+            })
+          }
+          yield* claimPromote(orgId)
           const datasetId = newId()
           const version = base.version + 1
-          const ids = staged.map((row) => row.id)
+          // By reference (migration 0630): the new version is its base's line
+          // plus the staged rows appended to it. Nothing earlier is copied.
           yield* sql`
-            INSERT INTO datasets (id, org_id, task_id, version, example_count)
-            VALUES (${datasetId}, ${orgId}, ${taskId}, ${version}, ${base.example_count + staged.length})
+            INSERT INTO datasets (id, org_id, task_id, version, example_count, lineage_id)
+            VALUES (${datasetId}, ${orgId}, ${taskId}, ${version}, ${count}, ${base.lineage_id})
           `
-          yield* sql`
-            INSERT INTO dataset_examples (dataset_id, position, input, answer, feedback_id)
-            SELECT ${datasetId}, position, input, answer, feedback_id FROM dataset_examples WHERE dataset_id = ${base.id}
+          const inserted = yield* sql`
+            WITH promoted AS (
+              UPDATE feedback SET status = 'promoted', promoted_dataset_id = ${datasetId}, updated_at = now()
+              WHERE id = ANY(string_to_array(${ids.join(",")}, ',')::uuid[]) AND status = 'staged'
+              RETURNING id, seq, inference_log_id, correction
+            )
+            INSERT INTO dataset_examples (lineage_id, position, dataset_id, input, answer, feedback_id)
+            SELECT ${base.lineage_id}, ${base.example_count} + (row_number() OVER (ORDER BY p.seq))::int - 1, ${datasetId}, r.input, p.correction, p.id
+            FROM promoted p JOIN runs r ON r.trace_id = p.inference_log_id
+            RETURNING 1
           `
-          yield* sql`
-            INSERT INTO dataset_examples (dataset_id, position, input, answer, feedback_id)
-            SELECT ${datasetId}, ${base.example_count} + (row_number() OVER (ORDER BY f.seq))::int - 1, r.input, f.correction, f.id
-            FROM feedback f JOIN runs r ON r.trace_id = f.inference_log_id
-            WHERE f.id IN ${sql.in(ids)}
-          `
-          yield* sql`
-            UPDATE feedback SET status = 'promoted', promoted_dataset_id = ${datasetId}, updated_at = now()
-            WHERE id IN ${sql.in(ids)} AND status = 'staged'
-          `
-          return { dataset_id: datasetId, version, promoted_count: staged.length }
+          if (inserted.length !== ids.length) {
+            return yield* Effect.die(new Error(`promote appended ${inserted.length} examples for ${ids.length} locked staged corrections`))
+          }
+          return { dataset_id: datasetId, version, promoted_count: ids.length }
         })).pipe(Effect.catch((error) => SqlError.isSqlError(error) ? Effect.die(error) : Effect.fail(error)))
         yield* Effect.annotateCurrentSpan({ "svc.dataset_id": result.dataset_id, "svc.promoted_count": result.promoted_count })
         return result
@@ -472,7 +602,7 @@ export class Feedback extends Context.Service<Feedback, {
       const stage = Effect.fn("Feedback.stage")((orgId: string, feedbackId: string) => decide(orgId, feedbackId, "staged"))
       const reject = Effect.fn("Feedback.reject")((orgId: string, feedbackId: string) => decide(orgId, feedbackId, "rejected"))
 
-      return Feedback.of({ submit, list, stage, reject, preview, promote })
+      return Feedback.of({ submit, admit: pool.admit, list, stage, reject, preview, promote })
     })
   )
 }

@@ -1,4 +1,5 @@
 import { Effect } from "effect"
+import { HttpEffect, HttpServerResponse } from "effect/http"
 import { HttpApiBuilder } from "effect/http-api"
 import { Api } from "../api/Api.ts"
 import { CurrentPrincipal } from "../api/Security.ts"
@@ -14,8 +15,17 @@ export const FeedbackHandlers = HttpApiBuilder.group(
       list: ({ query }) => CurrentPrincipal.use((p) => feedback.list(p.orgId, query)),
       stage: ({ params }) => CurrentPrincipal.use((p) => feedback.stage(p.orgId, params.feedback_id)),
       reject: ({ params }) => CurrentPrincipal.use((p) => feedback.reject(p.orgId, params.feedback_id)),
-      promotePreview: ({ params }) => CurrentPrincipal.use((p) => feedback.preview(p.orgId, params.task_id)),
-      promote: ({ params, payload }) => CurrentPrincipal.use((p) => feedback.promote(p.orgId, params.task_id, payload))
+      promotePreview: ({ params, query }) => CurrentPrincipal.use((p) => feedback.preview(p.orgId, params.task_id, query)),
+      promote: ({ params, payload }) =>
+        CurrentPrincipal.use((p) => feedback.promote(p.orgId, params.task_id, payload)).pipe(
+          Effect.tapError((error) =>
+            error._tag === "RateLimited"
+              ? HttpEffect.appendPreResponseHandler((_request, response) =>
+                Effect.succeed(HttpServerResponse.setHeader(response, "retry-after", String(error.retry_after_seconds)))
+              )
+              : Effect.void
+          )
+        )
     })
   })
 )

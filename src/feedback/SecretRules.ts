@@ -104,18 +104,21 @@ export const patternRules: ReadonlyArray<PatternRule> = [
   {
     id: "svc-signing-secret",
     source: "svc",
-    // Any string of our webhook signing secret format (`whsec_` + 43 base64url characters).
-    pattern: /(?=(whsec_[A-Za-z0-9_-]{43}))/dg,
+    // Any string of our webhook signing secret formats: `whsec_` + 32 bytes
+    // in standard base64 with its padding (secrets made now) or in base64url
+    // (secrets made before).
+    pattern: /(?=(whsec_[A-Za-z0-9+/_-]{43}=?))/dg,
     group: 1,
     keywords: ["whsec_"]
   },
   {
     id: "svc-console-token",
     source: "svc",
-    // Console sign-in link tokens (`svl_` + 43) and session cookies (`svcs_` + 43).
-    pattern: /(?=((?:svl|svcs)_[A-Za-z0-9_-]{43}))/dg,
+    // Console sign-in link tokens (`svl_` + 43), session cookies (`svcs_` + 43)
+    // and the approval links of reviewer mails (`sva_` + 43).
+    pattern: /(?=((?:svl|svcs|sva)_[A-Za-z0-9_-]{43}))/dg,
     group: 1,
-    keywords: ["svl_", "svcs_"]
+    keywords: ["svl_", "svcs_", "sva_"]
   },
   {
     id: "slack-webhook-url",

@@ -15,15 +15,33 @@
 import { parentPort, workerData } from "node:worker_threads"
 import { enterPhase, type PhaseCell } from "../platform/WorkerPool.ts"
 import { makeSchemaCompiler, type SchemaViolation } from "../tasks/SchemaCompiler.ts"
-import { type CorrectionReply, type CorrectionRequest, type Known, PHASE_RECHECK, PHASE_SCRUB } from "./CorrectionWork.ts"
-import { type Json, scrub } from "./Scrubber.ts"
+import { type CorrectionReply, type CorrectionRequest, KNOWN_KEPT_PER_WORKER, type KnownRef, PHASE_RECHECK, PHASE_SCRUB } from "./CorrectionWork.ts"
+import { type Json, type KnownCredentials, scrub } from "./Scrubber.ts"
 
 const port = parentPort!
 const data = workerData as { readonly cacheEntries: number; readonly phaseCell?: PhaseCell }
 const cell = data.phaseCell
 const compiler = makeSchemaCompiler(data.cacheEntries)
 
-const knownOf = (known: Known) => ({ keyHashes: new Set(known.keyHashes), values: known.values })
+/** Known credentials per organization, under the fingerprint they were sent with. */
+const knownByOrg = new Map<string, { readonly fingerprint: string; readonly known: KnownCredentials }>()
+
+/** The organization's known credentials of this fingerprint: kept, or sent with the request (then kept). */
+const knownOf = (ref: KnownRef): KnownCredentials | undefined => {
+  const kept = knownByOrg.get(ref.org)
+  if (ref.known === undefined) {
+    if (kept === undefined || kept.fingerprint !== ref.fingerprint) return undefined
+    // Most recently used last.
+    knownByOrg.delete(ref.org)
+    knownByOrg.set(ref.org, kept)
+    return kept.known
+  }
+  const known = { keyHashes: new Set(ref.known.keyHashes), values: ref.known.values }
+  knownByOrg.delete(ref.org)
+  if (knownByOrg.size >= KNOWN_KEPT_PER_WORKER) knownByOrg.delete(knownByOrg.keys().next().value!)
+  knownByOrg.set(ref.org, { fingerprint: ref.fingerprint, known })
+  return known
+}
 
 const failed = (id: number, message: string): CorrectionReply => ({ id, _tag: "Failed", message })
 
@@ -32,18 +50,22 @@ const handle = async (request: CorrectionRequest): Promise<CorrectionReply> => {
     case "stats":
       return { id: request.id, _tag: "Stats", cached: compiler.stats().cached }
     case "scrub": {
+      const known = knownOf(request.known)
+      if (known === undefined) return { id: request.id, _tag: "Missing", schema: false, known: true }
       enterPhase(cell, request.startedAt, PHASE_SCRUB)
-      return { id: request.id, _tag: "Scrubbed", ...(await scrub(request.document, knownOf(request.known), request.root)) }
+      return { id: request.id, _tag: "Scrubbed", ...(await scrub(request.document, known, request.root)) }
     }
     case "correct": {
-      if (request.schema === undefined && !compiler.has(request.key)) return { id: request.id, _tag: "Missing" }
+      const known = knownOf(request.known)
+      const noSchema = request.schema === undefined && !compiler.has(request.key)
+      if (noSchema || known === undefined) return { id: request.id, _tag: "Missing", schema: noSchema, known: known === undefined }
       const document = JSON.parse(request.text) as Json
       const checked = compiler.validate(request.key, request.schema, document)
       // A stored schema was checked on the way in; failing now is a bug.
       if (checked._tag === "Unusable") return failed(request.id, `stored answer schema is unusable: ${checked.message}`)
       if (checked.violations.length > 0) return { id: request.id, _tag: "Mismatch", violations: checked.violations }
       enterPhase(cell, request.startedAt, PHASE_SCRUB)
-      const result = await scrub(document, knownOf(request.known), request.root)
+      const result = await scrub(document, known, request.root)
       let after: ReadonlyArray<SchemaViolation> = []
       if (result.fields.length > 0 && result.collisions.length === 0) {
         enterPhase(cell, request.startedAt, PHASE_RECHECK)

@@ -12,7 +12,7 @@ import { HttpEffect, HttpServerRequest, HttpServerResponse } from "effect/http"
 import { CrossSiteRequest, InsufficientScope, Unauthenticated } from "../api/Errors.ts"
 import { Authentication, CurrentPrincipal, type Principal, RequiredScope, scopeAlternatives } from "../api/Security.ts"
 import { ConsoleSessions, principalOf } from "../console/ConsoleSessions.ts"
-import { crossSiteReason, publicHostOf } from "../console/Csrf.ts"
+import { consoleCookieOf, crossSiteReason, httpsPublicUrl, publicHostOf } from "../console/Csrf.ts"
 import { SvcConfig } from "../platform/Config.ts"
 import { RequestFacts } from "../platform/Logging.ts"
 import { Identity } from "./Identity.ts"
@@ -36,7 +36,9 @@ export const AuthenticationLive = Layer.effect(
   Effect.gen(function*() {
     const identity = yield* Identity
     const sessions = yield* ConsoleSessions
-    const publicHost = publicHostOf((yield* SvcConfig).publicUrl)
+    const { publicUrl } = yield* SvcConfig
+    const publicHost = publicHostOf(publicUrl)
+    const httpsPublic = httpsPublicUrl(publicUrl)
 
     const admit = Effect.fnUntraced(function*<A, E, R>(
       httpEffect: Effect.Effect<A, E, R | CurrentPrincipal>,
@@ -87,11 +89,13 @@ export const AuthenticationLive = Layer.effect(
           )
         )
       }),
-      console: Effect.fnUntraced(function*(httpEffect, { credential, endpoint }) {
+      console: Effect.fnUntraced(function*(httpEffect, { endpoint }) {
         const request = yield* HttpServerRequest.HttpServerRequest
         const verdict = bearerVerdicts.get(request)
         if (verdict !== undefined) return yield* verdict
-        const cookie = Redacted.value(credential)
+        // The cookie of this deployment's name (`consoleCookieName`), not the
+        // scheme's: on HTTPS it is the `__Host-` one.
+        const cookie = consoleCookieOf(request, httpsPublic)
         if (cookie.length === 0) {
           yield* challenge("invalid_token")
           return yield* new Unauthenticated({ detail: NO_CREDENTIAL })

@@ -14,11 +14,12 @@
  * a listener reconnects) a revoked key is refused at the latest
  * `KEY_CACHE_TTL` after the revocation committed.
  */
-import { Cache, Context, Data, Duration, Effect, Exit, Layer, Option, Schema } from "effect"
+import { Context, Data, Duration, Effect, Layer, Option, Schema } from "effect"
 import { PgClient } from "@effect/sql-pg"
 import { type Principal, ScopeName } from "../api/Security.ts"
 import { randomToken, sha256Hex } from "../platform/Crypto.ts"
 import { DatabaseInfo } from "../platform/Database.ts"
+import { makeKeyCache } from "./KeyCache.ts"
 import { keepListening } from "../platform/Wakeups.ts"
 import { newId } from "../platform/Ids.ts"
 import { countForCap } from "../platform/OrgLimits.ts"
@@ -59,6 +60,8 @@ export interface KeyInfo {
   readonly scopes: ReadonlyArray<ScopeName>
   readonly created_at: string
   readonly revoked_at: string | null
+  /** Who made the key (`console:<name>`, or the id of the key that made it); null when made with the CLI. */
+  readonly created_by: string | null
 }
 
 export class OrgNotFound extends Data.TaggedError("OrgNotFound")<{ readonly orgId: string }> {}
@@ -73,7 +76,8 @@ const KeyColumns = Schema.Struct({
   key_prefix: Schema.String,
   scopes: Schema.Array(ScopeName),
   created_at: Timestamp,
-  revoked_at: TimestampOrNull
+  revoked_at: TimestampOrNull,
+  created_by: Schema.NullOr(Schema.String)
 })
 const KeyRows = rowsOf("api_keys", KeyColumns)
 const RevokedRows = rowsOf("api_keys", Schema.Struct({ ...KeyColumns.fields, key_hash: Schema.String }))
@@ -83,14 +87,15 @@ const OrgRows = rowsOf("orgs", Schema.Struct({ id: Schema.String, name: Schema.S
 const CreatedRows = rowsOf("orgs", Schema.Struct({ created_at: Timestamp }))
 const CreatedKeyRows = rowsOf("api_keys", Schema.Struct({ created_at: Timestamp }))
 
-const keyInfo = ({ id, org_id, name, key_prefix, scopes, created_at, revoked_at }: typeof KeyColumns.Type): KeyInfo => ({
+const keyInfo = ({ id, org_id, name, key_prefix, scopes, created_at, revoked_at, created_by }: typeof KeyColumns.Type): KeyInfo => ({
   id,
   org_id,
   name,
   key_prefix,
   scopes,
   created_at,
-  revoked_at
+  revoked_at,
+  created_by
 })
 
 export class Identity extends Context.Service<Identity, {
@@ -103,6 +108,8 @@ export class Identity extends Context.Service<Identity, {
     readonly name?: string | undefined
     /** Refuse when the organization already has this many unrevoked keys (counted under its row lock, so concurrent creates cannot pass it). */
     readonly maxActive?: number | undefined
+    /** Who makes it (the request's actor); omitted by the CLI. */
+    readonly createdBy?: string | undefined
   }) => Effect.Effect<CreatedKey, OrgNotFound | KeyCapReached>
   readonly listKeys: (orgId: string) => Effect.Effect<ReadonlyArray<KeyInfo>, OrgNotFound>
   readonly revokeKey: (keyId: string) => Effect.Effect<KeyInfo, KeyNotFound>
@@ -117,11 +124,11 @@ export class Identity extends Context.Service<Identity, {
       const sql = yield* PgClient.PgClient
       const info = yield* DatabaseInfo
 
-      // Principals of known, unrevoked keys by key hash. A miss or an
-      // unknown key is not kept (time to live zero), so only positive
-      // answers are served from memory.
-      const principals = yield* Cache.makeWith(
-        (hash: string) =>
+      // Principals of known, unrevoked keys by key hash (`KeyCache.ts`): a
+      // miss or an unknown key is not kept, so only positive answers are
+      // served from memory.
+      const principals = makeKeyCache({
+        lookup: (hash: string) =>
           PrincipalRows.one(sql`
             SELECT id, org_id, scopes FROM api_keys WHERE key_hash = ${hash} AND revoked_at IS NULL
           `).pipe(
@@ -131,18 +138,16 @@ export class Identity extends Context.Service<Identity, {
                 : Option.some<Principal>({ orgId: row.org_id, keyId: row.id, actor: row.id, scopes: new Set(row.scopes) })
             )
           ),
-        {
-          capacity: KEY_CACHE_CAPACITY,
-          timeToLive: (exit) => Exit.isSuccess(exit) && Option.isSome(exit.value) ? KEY_CACHE_TTL : Duration.zero
-        }
-      )
+        ttlMs: Duration.toMillis(KEY_CACHE_TTL),
+        capacity: KEY_CACHE_CAPACITY
+      })
       if (info.supportsNotify) {
         yield* keepListening({
           sql,
           channel: KEY_REVOKED_CHANNEL,
-          handle: (hash) => Cache.invalidate(principals, hash),
+          handle: (hash) => Effect.sync(() => principals.invalidate(hash)),
           // Revocations sent while we were not listening are unknown: forget every key.
-          resync: Cache.invalidateAll(principals),
+          resync: Effect.sync(principals.invalidateAll),
           what: "the key revocation listener"
         })
       }
@@ -170,14 +175,15 @@ export class Identity extends Context.Service<Identity, {
         readonly scopes: ReadonlyArray<ScopeName>
         readonly name?: string | undefined
         readonly maxActive?: number | undefined
+        readonly createdBy?: string | undefined
       }) {
         yield* getOrg(input.orgId)
         const id = newId()
         const key = randomToken(KEY_PREFIX)
         const scopes = [...new Set(input.scopes)]
         const insert = CreatedKeyRows.returned(sql`
-          INSERT INTO api_keys (id, org_id, name, key_hash, key_prefix, scopes)
-          VALUES (${id}, ${input.orgId}, ${input.name ?? null}, ${sha256Hex(key)}, ${key.slice(0, 12)}, ${scopes})
+          INSERT INTO api_keys (id, org_id, name, key_hash, key_prefix, scopes, created_by)
+          VALUES (${id}, ${input.orgId}, ${input.name ?? null}, ${sha256Hex(key)}, ${key.slice(0, 12)}, ${scopes}, ${input.createdBy ?? null})
           RETURNING created_at
         `)
         const maxActive = input.maxActive
@@ -202,7 +208,7 @@ export class Identity extends Context.Service<Identity, {
       const listKeys = Effect.fn("Identity.listKeys")(function*(orgId: string) {
         yield* getOrg(orgId)
         const rows = yield* KeyRows.all(sql`
-          SELECT id, org_id, name, key_prefix, scopes, created_at, revoked_at
+          SELECT id, org_id, name, key_prefix, scopes, created_at, revoked_at, created_by
           FROM api_keys WHERE org_id = ${orgId} ORDER BY created_at, id
         `)
         return rows.map(keyInfo)
@@ -211,7 +217,7 @@ export class Identity extends Context.Service<Identity, {
       const revokeKey = Effect.fn("Identity.revokeKey")(function*(keyId: string) {
         const update = sql`
           UPDATE api_keys SET revoked_at = coalesce(revoked_at, now()) WHERE id = ${keyId}
-          RETURNING key_hash, id, org_id, name, key_prefix, scopes, created_at, revoked_at
+          RETURNING key_hash, id, org_id, name, key_prefix, scopes, created_at, revoked_at, created_by
         `
         // On a server the NOTIFY is part of the statement: it is sent when
         // (and only if) the revocation commits, by whichever process revokes
@@ -223,7 +229,7 @@ export class Identity extends Context.Service<Identity, {
             `
           : sql`${update}`)
         if (row === undefined) return yield* new KeyNotFound({ keyId })
-        yield* Cache.invalidate(principals, row.key_hash)
+        principals.invalidate(row.key_hash)
         return keyInfo(row)
       })
 
@@ -232,7 +238,7 @@ export class Identity extends Context.Service<Identity, {
       const authenticate = (key: string): Effect.Effect<Option.Option<Principal>> =>
         !key.startsWith(KEY_PREFIX) || key.length > 200
           ? Effect.succeedNone
-          : Cache.get(principals, sha256Hex(key))
+          : principals.get(sha256Hex(key))
 
       const keyHashes = Effect.fn("Identity.keyHashes")(function*(orgId: string) {
         const rows = yield* HashRows.all(sql`SELECT key_hash FROM api_keys WHERE org_id = ${orgId}`)

@@ -14,7 +14,8 @@ const toApiKey = (key: KeyInfo): ApiKey => ({
   key_prefix: key.key_prefix,
   scopes: key.scopes,
   created_at: key.created_at,
-  revoked_at: key.revoked_at
+  revoked_at: key.revoked_at,
+  created_by: key.created_by
 })
 
 export const ApiKeysHandlers = HttpApiBuilder.group(
@@ -45,7 +46,7 @@ export const ApiKeysHandlers = HttpApiBuilder.group(
             // Counted under the organization's row lock, in the inserting
             // transaction: concurrent creates cannot pass the cap.
             const limit = config.maxApiKeysPerOrg
-            const created = yield* identity.createKey({ orgId: p.orgId, scopes: payload.scopes, name: payload.name, maxActive: limit }).pipe(
+            const created = yield* identity.createKey({ orgId: p.orgId, scopes: payload.scopes, name: payload.name, maxActive: limit, createdBy: p.actor }).pipe(
               Effect.catchTags({
                 KeyCapReached: () =>
                   Effect.fail(
@@ -65,7 +66,8 @@ export const ApiKeysHandlers = HttpApiBuilder.group(
                 key_prefix: created.key.slice(0, 12),
                 scopes: created.scopes,
                 created_at: created.created_at,
-                revoked_at: null
+                revoked_at: null,
+                created_by: p.actor
               },
               key: created.key
             }

@@ -1,5 +1,5 @@
 /**
- * Limits of open event streams (issue 14, item 3). A stream is admitted
+ * Limits of open event streams. A stream is admitted
  * only within the caps of its API key or console session, its organization
  * and the whole process (429 `TOO_MANY_STREAMS` naming the setting), and
  * its credential is re-checked in the database every

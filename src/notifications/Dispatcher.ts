@@ -14,6 +14,7 @@ import { DeliveryQueue } from "../deliveries/DeliveryQueue.ts"
 import { SvcConfig } from "../platform/Config.ts"
 import { Topics, Wakeups } from "../platform/Wakeups.ts"
 import { EventBodies } from "./EventBodies.ts"
+import { actionClassMatches } from "./Filters.ts"
 
 /** `Wakeups` topic the event producer signals after committing events. */
 export const EVENTS_TOPIC = Topics.events
@@ -57,7 +58,7 @@ export class Dispatcher extends Context.Service<Dispatcher, {
           with: sql`
             lock AS (SELECT pg_try_advisory_xact_lock(${DISPATCH_LOCK}) AS locked),
             ev AS MATERIALIZED (
-              SELECT seq, id, org_id, type, body, label FROM events
+              SELECT seq, id, org_id, type, body, label, about_endpoint FROM events
               WHERE dispatched_at IS NULL AND (SELECT locked FROM lock)
               ORDER BY seq LIMIT ${BATCH}
               FOR UPDATE SKIP LOCKED
@@ -72,6 +73,16 @@ export class Dispatcher extends Context.Service<Dispatcher, {
                      ep.id AS target_id, ev.id AS event_id, ev.type, ev.body, ev.label
               FROM ev JOIN notification_endpoints ep
                 ON ep.org_id = ev.org_id AND ep.active AND ep.events @> to_jsonb(ev.type)
+                -- An operational event never goes to the endpoint it is about.
+                AND ep.id IS DISTINCT FROM ev.about_endpoint
+                -- An endpoint with an action class filter gets the approval
+                -- events of those classes only; the class is looked up for
+                -- such endpoints alone (OR evaluates left to right).
+                AND (ep.action_classes IS NULL OR ev.about_endpoint IS NOT NULL
+                  OR ${actionClassMatches(sql, sql`ep.action_classes`, sql`(
+                    SELECT s.action_class FROM approvals a
+                    JOIN agent_steps s ON s.session_id = a.session_id AND s.step_id = a.step_id
+                    WHERE a.id = (ev.body::jsonb #>> '{approval,approval_id}')::uuid)`)})
               UNION ALL
               SELECT ev.seq, 1, 0, ev.org_id, 'email', ev.org_id, ev.id, ev.type, ev.body, ev.label
               FROM ev JOIN notification_settings ns ON ns.org_id = ev.org_id AND ns.reviewer_email IS NOT NULL

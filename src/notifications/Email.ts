@@ -1,8 +1,8 @@
 /**
  * Reviewer email: approval requests and deadline notices (requested,
  * expiring, escalated) mailed to the organization's reviewer address when
- * `SVC_SMTP_URL` is set (spec, delivery rule 6: final approved and rejected
- * events are for webhook receivers only). The dispatcher queues one `email`
+ * `SVC_SMTP_URL` is set (final approved and rejected events are for
+ * webhook receivers only). The dispatcher queues one `email`
  * delivery per such event; this worker sends it with nodemailer and the
  * shared queue retries it on the webhook schedule.
  *
@@ -11,9 +11,12 @@
  * query parameter of `SVC_SMTP_URL` sets the sender address.
  */
 import { PgClient } from "@effect/sql-pg"
-import { Context, Duration, Effect, Layer, Option, Redacted, Schema } from "effect"
+import { Clock, Context, Duration, Effect, Layer, Option, Redacted, Schema } from "effect"
+import { HttpServer } from "effect/http"
+import * as NetAddress from "effect/net/NetAddress"
 import nodemailer from "nodemailer"
 import { ApprovalEvent } from "../api/Approvals.ts"
+import { issueMailLink, mailLinkUrl, publicBaseUrl } from "../approvals/MailLinks.ts"
 import type { Claimed } from "../deliveries/DeliveryQueue.ts"
 import { Outcome } from "../deliveries/DeliveryQueue.ts"
 import { runWorker, type Settlement } from "../deliveries/DeliveryWorker.ts"
@@ -45,13 +48,19 @@ const decodeEvent = Schema.decodeUnknownOption(Schema.fromJsonString(ApprovalEve
 const safe = (value: unknown, form: RegExp | ReadonlySet<string>): string | undefined =>
   typeof value === "string" && (form instanceof RegExp ? form.test(value) : form.has(value)) ? value : undefined
 
+/** The approval id of an event body svc wrote, if it is one. */
+export const approvalIdOf = (body: string): string | undefined =>
+  safe(Option.getOrUndefined(decodeEvent(body))?.approval.approval_id, UUID)
+
 /**
  * Subject and plain-text body of a reviewer email for one event: the event
  * type's fixed wording, the approval's ids, status, deadlines and timeout
  * action, and where to read it. `step_id` is the tenant's text: it is not
- * mailed (read it with the API).
+ * mailed (read it with the API). `link`, when given, is this approval's
+ * page in the console (svc's own address and a token it made), where the
+ * reviewer reads the step and approves or rejects it.
  */
-export const renderEmail = (type: string, body: string) => {
+export const renderEmail = (type: string, body: string, link?: string) => {
   // The body is the contract's event, decoded once; one that is not (never
   // written by svc) still gets the type's fixed wording and nothing else.
   const event = Option.getOrUndefined(decodeEvent(body))
@@ -76,6 +85,7 @@ export const renderEmail = (type: string, body: string) => {
     ...(expires ? [`Expires at: ${expires}`] : []),
     ...(timeoutAction ? [`If nobody decides: ${timeoutAction}`] : []),
     "",
+    ...(link === undefined ? [] : ["Read the step and approve or reject it in the console (this link opens this approval only):", link, ""]),
     ...(approvalId
       ? [`Read the step and decide through the API: GET /v1/agent-approvals/${approvalId}, GET /v1/agent-sessions/${sessionId ?? "?"}`]
       : []),
@@ -92,6 +102,24 @@ export class ReviewerEmail extends Context.Service<ReviewerEmail, {
     Effect.gen(function*() {
       const sql = yield* PgClient.PgClient
       const config = yield* SvcConfig
+      // Links name `SVC_PUBLIC_URL`, else the address the server listens on
+      // (known once it listens, before any mail is sent).
+      const server = yield* Effect.serviceOption(HttpServer.HttpServer)
+      const baseUrl = () =>
+        publicBaseUrl(
+          config,
+          Option.flatMap(server, (s) => {
+            try {
+              const address = s.address
+              return address._tag === "UnixPathAddress"
+                ? Option.none()
+                : Option.some({ hostname: NetAddress.formatIp(address.address), port: address.port })
+            } catch {
+              // Not listening (yet): the configured host and port.
+              return Option.none()
+            }
+          })
+        )
       const transport = Option.map(config.smtpUrl, (url) => {
         const parsed = new URL(Redacted.value(url))
         const from = parsed.searchParams.get("from") ?? DEFAULT_FROM
@@ -115,8 +143,15 @@ export class ReviewerEmail extends Context.Service<ReviewerEmail, {
           const error = `${row.type} events are not mailed`
           return { outcome: Outcome.failed(error), attempt: { error, durationMs: 0 } }
         }
-        const { subject, text } = renderEmail(row.type, row.body)
-        const started = Date.now()
+        // A new link for each mail (only its hash is kept, so an earlier
+        // mail's link cannot be sent again); each opens this approval only.
+        const approvalId = approvalIdOf(row.body)
+        const token = approvalId === undefined
+          ? Option.none<string>()
+          : yield* issueMailLink(sql, delivery.orgId, approvalId, row.reviewer_email)
+        const link = Option.map(token, (t) => mailLinkUrl(baseUrl(), t))
+        const { subject, text } = renderEmail(row.type, row.body, Option.getOrUndefined(link))
+        const started = yield* Clock.currentTimeMillis
         const sent = yield* Effect.tryPromise({
           try: () =>
             transport.value.mailer.sendMail({
@@ -135,14 +170,14 @@ export class ReviewerEmail extends Context.Service<ReviewerEmail, {
             return `SMTP send failed (${e.responseCode ?? e.code ?? "unknown"})`
           }
         }).pipe(Effect.timeout(Duration.seconds(30)), Effect.result)
-        const durationMs = Date.now() - started
+        const durationMs = (yield* Clock.currentTimeMillis) - started
         if (sent._tag === "Success") return { outcome: Outcome.delivered(), attempt: { durationMs } }
         const error = typeof sent.failure === "string" ? sent.failure : "SMTP send timed out"
         const delay = retryDelay(config.webhookRetrySchedule, delivery.attempts)
         return {
           outcome: delay === undefined
             ? Outcome.failed(`${error}; no retries left`)
-            : Outcome.retry(new Date(Date.now() + delay), error),
+            : Outcome.retry(Duration.millis(delay), error),
           attempt: { error, durationMs }
         }
       })

@@ -11,7 +11,15 @@ import { Cache, Context, Duration, Effect, Layer, Option, Redacted, Schema } fro
 import { SqlClient } from "effect/sql"
 import { LimitReached, NotFound } from "../api/Errors.ts"
 import { InvalidUrl } from "../api/Deliveries.ts"
-import { type EventType, EventTypes, InvalidWebhookEvents, type NotificationEndpoint } from "../api/Notifications.ts"
+import {
+  DefaultEventTypes,
+  EndpointOrdering,
+  type EventType,
+  EventTypes,
+  InvalidWebhookEvents,
+  type NotificationEndpoint
+} from "../api/Notifications.ts"
+import { DeliveryQueue } from "../deliveries/DeliveryQueue.ts"
 import { OutboundHttp } from "../outbound/OutboundHttp.ts"
 import { SvcConfig } from "../platform/Config.ts"
 import { newId } from "../platform/Ids.ts"
@@ -20,6 +28,8 @@ import { JsonColumn, rowsOf, Timestamp, TimestampOrNull } from "../platform/Rows
 import { databaseNow, iso } from "../platform/Time.ts"
 import { endpointUrlOwner, readReceiverUrl, SEALED_URL_COLUMN, URL_SECRET } from "../secrets/ReceiverUrls.ts"
 import { SecretStore, type SecretOwner } from "../secrets/SecretStore.ts"
+import { Topics, Wakeups } from "../platform/Wakeups.ts"
+import { disableEndpoint, startFailing, stopFailing } from "./Operational.ts"
 import { newSigningSecret } from "./Signing.ts"
 
 /** A `notification_endpoints` row (with, where a query joins it, the end of a cooldown in progress). */
@@ -29,11 +39,14 @@ const EndpointColumns = Schema.Struct({
   url: Schema.String,
   url_hint: Schema.String,
   events: JsonColumn(Schema.Array(Schema.String)),
+  ordering: EndpointOrdering,
   active: Schema.Boolean,
   deactivated_at: TimestampOrNull,
   deactivated_reason: Schema.NullOr(Schema.String),
   created_at: Timestamp,
   created_by: Schema.String,
+  action_classes: JsonColumn(Schema.NullOr(Schema.Array(Schema.String))),
+  failing_since: TimestampOrNull,
   cooldown_until: Schema.optionalKey(TimestampOrNull)
 })
 export type EndpointRow = typeof EndpointColumns.Type
@@ -49,24 +62,27 @@ export const toEndpoint = (row: EndpointRow): NotificationEndpoint => ({
   id: row.id,
   url_hint: row.url_hint,
   events: [...row.events],
+  ordering: row.ordering,
   active: row.active,
   created_at: row.created_at,
   created_by: row.created_by,
   ...(row.deactivated_at === null ? {} : { deactivated_at: row.deactivated_at }),
   ...(row.deactivated_reason === null ? {} : { deactivated_reason: row.deactivated_reason }),
-  ...(row.cooldown_until === undefined || row.cooldown_until === null ? {} : { cooldown_until: row.cooldown_until })
+  ...(row.cooldown_until === undefined || row.cooldown_until === null ? {} : { cooldown_until: row.cooldown_until }),
+  ...(row.failing_since === null ? {} : { failing_since: row.failing_since }),
+  action_classes: row.action_classes === null ? null : [...row.action_classes]
 })
 
 export const endpointOwner = (orgId: string, id: string): SecretOwner => ({ orgId, kind: "notification_endpoint", id })
 
-/** Most entries an events list may have (duplicates collapse; there are six types). */
+/** Most entries an events list may have (duplicates collapse; there are eight types). */
 const MAX_EVENT_ENTRIES = 20
 
-/** `undefined` → all six; empty or unknown → `INVALID_WEBHOOK_EVENTS`; duplicates collapse. */
+/** `undefined` → the six approval events; empty or unknown → `INVALID_WEBHOOK_EVENTS`; duplicates collapse. */
 export const checkEvents = (
   events: ReadonlyArray<string> | undefined
 ): Effect.Effect<ReadonlyArray<EventType>, InvalidWebhookEvents> => {
-  if (events === undefined) return Effect.succeed(EventTypes)
+  if (events === undefined) return Effect.succeed(DefaultEventTypes)
   if (events.length === 0) {
     return Effect.fail(new InvalidWebhookEvents({
       field: "events",
@@ -108,6 +124,21 @@ export const writeReviewerEmail = (orgId: string, email: string | null) =>
     return rows.length > 0
   }).pipe(Effect.orDie)
 
+export interface EndpointInput {
+  readonly url: string
+  readonly events?: ReadonlyArray<string> | undefined
+  readonly action_classes?: ReadonlyArray<string> | null | undefined
+  readonly ordering?: EndpointOrdering | undefined
+}
+
+export interface EndpointChange {
+  readonly events?: ReadonlyArray<string> | undefined
+  /** `undefined`: unchanged; null: every action class. */
+  readonly action_classes?: ReadonlyArray<string> | null | undefined
+  /** `undefined`: unchanged. */
+  readonly ordering?: EndpointOrdering | undefined
+}
+
 export interface SendTarget {
   readonly url: string
   readonly active: boolean
@@ -133,18 +164,24 @@ const DEFAULT_OVERLAP_SECONDS = 24 * 3600
  */
 export const MAX_SIGNING_SECRETS = 3
 
-const columns = "id, org_id, url, url_hint, events, active, deactivated_at, deactivated_reason, created_at, created_by"
+const columns =
+  "id, org_id, url, url_hint, events, ordering, active, deactivated_at, deactivated_reason, created_at, created_by, action_classes, failing_since"
+
+/** An `action_classes` filter as stored: null (all), or its entries without duplicates. */
+const filterColumn = (filter: ReadonlyArray<string> | null | undefined) =>
+  filter === undefined || filter === null ? null : JSON.stringify([...new Set(filter)])
 
 export class NotificationEndpoints extends Context.Service<NotificationEndpoints, {
   readonly create: (
     orgId: string,
     keyId: string,
-    input: { readonly url: string; readonly events?: ReadonlyArray<string> | undefined }
+    input: EndpointInput
   ) => Effect.Effect<{ readonly endpoint: NotificationEndpoint; readonly secret: string }, InvalidUrl | InvalidWebhookEvents | LimitReached>
   readonly list: (orgId: string) => Effect.Effect<ReadonlyArray<NotificationEndpoint>>
   /** The row, or `NotFound` when absent in this organization. */
   readonly find: (orgId: string, id: string) => Effect.Effect<EndpointRow, NotFound>
-  readonly update: (orgId: string, id: string, events: ReadonlyArray<string>) => Effect.Effect<NotificationEndpoint, NotFound | InvalidWebhookEvents>
+  /** Changes what is given (events, filter), and reactivates the endpoint. */
+  readonly update: (orgId: string, id: string, change: EndpointChange) => Effect.Effect<NotificationEndpoint, NotFound | InvalidWebhookEvents>
   /** Deletes the row and its secrets; answers the deleted row (the caller ends its pending deliveries). */
   readonly remove: (orgId: string, id: string) => Effect.Effect<EndpointRow, NotFound>
   readonly rotateSecret: (orgId: string, id: string, overlapSeconds: number | undefined) => Effect.Effect<{
@@ -152,8 +189,17 @@ export class NotificationEndpoints extends Context.Service<NotificationEndpoints
     readonly secret: string
     readonly previous_secret_expires_at: string
   }, NotFound>
-  /** Marks the endpoint inactive with a reason (the receiver answered 410 Gone). */
+  /** Marks the endpoint inactive with a reason (the receiver answered 410 Gone) and writes `endpoint.disabled`. */
   readonly deactivate: (orgId: string, id: string, reason: string) => Effect.Effect<void>
+  /**
+   * A failed attempt took the endpoint into a cooldown: writes
+   * `endpoint.failing` unless it is failing already; when it has been
+   * failing for `SVC_WEBHOOK_DISABLE_AFTER`, deactivates it and writes
+   * `endpoint.disabled` instead. Answers the deactivation's reason when it did that.
+   */
+  readonly failing: (orgId: string, id: string, reason: string) => Effect.Effect<string | undefined>
+  /** The endpoint delivered again: its failing streak is over. */
+  readonly recovered: (orgId: string, id: string) => Effect.Effect<void>
   /** The signing secrets in use now, newest first (several during a rotation overlap). */
   readonly signingSecrets: (orgId: string, id: string) => Effect.Effect<ReadonlyArray<string>>
   /**
@@ -174,6 +220,8 @@ export class NotificationEndpoints extends Context.Service<NotificationEndpoints
       const outbound = yield* OutboundHttp
       const secrets = yield* SecretStore
       const config = yield* SvcConfig
+      const wakeups = yield* Wakeups
+      const queue = yield* DeliveryQueue
       // Concurrent sends to one endpoint share one lookup (no stampede when the entry expires).
       const targetCache = yield* Cache.make<string, SendTarget | undefined>({
         capacity: 10_000,
@@ -199,7 +247,7 @@ export class NotificationEndpoints extends Context.Service<NotificationEndpoints
       const create = Effect.fn("NotificationEndpoints.create")(function*(
         orgId: string,
         keyId: string,
-        input: { readonly url: string; readonly events?: ReadonlyArray<string> | undefined }
+        input: EndpointInput
       ) {
         const events = yield* checkEvents(input.events)
         const checked = yield* outbound.check(input.url, orgId).pipe(
@@ -220,10 +268,13 @@ export class NotificationEndpoints extends Context.Service<NotificationEndpoints
             })
           }
           const [row] = yield* EndpointRows.all(sql`
-            INSERT INTO notification_endpoints (id, org_id, url, url_hint, events, created_by)
-            VALUES (${id}, ${orgId}, ${SEALED_URL_COLUMN}, ${checked.urlHint}, ${sql.json(events)}, ${keyId})
+            INSERT INTO notification_endpoints (id, org_id, url, url_hint, events, created_by, action_classes, ordering)
+            VALUES (${id}, ${orgId}, ${SEALED_URL_COLUMN}, ${checked.urlHint}, ${sql.json(events)}, ${keyId},
+                    ${filterColumn(input.action_classes)}::jsonb, ${input.ordering ?? "concurrent"})
             RETURNING ${sql.literal(columns)}
           `)
+          // The queue's side of the ordering, in the same transaction.
+          if (input.ordering === "strict") yield* queue.setStrict("webhook", orgId, id, true)
           yield* secrets.put(endpointOwner(orgId, id), "signing", Redacted.make(secret))
           yield* secrets.put(endpointUrlOwner(orgId, id), URL_SECRET, Redacted.make(checked.url))
           if (row === undefined) return yield* Effect.die(new Error("INSERT INTO notification_endpoints returned no row"))
@@ -251,14 +302,26 @@ export class NotificationEndpoints extends Context.Service<NotificationEndpoints
         return row
       })
 
-      const update = Effect.fn("NotificationEndpoints.update")(function*(orgId: string, id: string, events: ReadonlyArray<string>) {
-        const selection = yield* checkEvents(events)
-        const row = yield* EndpointRows.one(sql`
-          UPDATE notification_endpoints
-          SET events = ${sql.json(selection)}, active = true, deactivated_at = NULL, deactivated_reason = NULL
-          WHERE id = ${id} AND org_id = ${orgId}
-          RETURNING ${sql.literal(columns)}
-        `)
+      const update = Effect.fn("NotificationEndpoints.update")(function*(orgId: string, id: string, change: EndpointChange) {
+        const selection = change.events === undefined ? undefined : yield* checkEvents(change.events)
+        // Reactivating starts a new streak: a failing notice is due again when it fails again.
+        const row = yield* sql.withTransaction(Effect.gen(function*() {
+          const row = yield* EndpointRows.one(sql`
+            UPDATE notification_endpoints
+            SET events = ${selection === undefined ? sql`events` : sql`${sql.json(selection)}`},
+                action_classes = ${change.action_classes === undefined ? sql`action_classes` : sql`${filterColumn(change.action_classes)}::jsonb`},
+                ordering = ${change.ordering ?? sql`ordering`},
+                active = true, deactivated_at = NULL, deactivated_reason = NULL,
+                failing_since = CASE WHEN active THEN failing_since END
+            WHERE id = ${id} AND org_id = ${orgId}
+            RETURNING ${sql.literal(columns)}
+          `)
+          // The queue's side of the ordering, in the same transaction.
+          if (row !== undefined && change.ordering !== undefined) {
+            yield* queue.setStrict("webhook", orgId, id, change.ordering === "strict")
+          }
+          return row
+        })).pipe(Effect.catchTag("SqlError", Effect.die))
         yield* forget(orgId, id)
         if (row === undefined) return yield* new NotFound({ detail: "No such notification endpoint." })
         return toEndpoint(row)
@@ -309,11 +372,26 @@ export class NotificationEndpoints extends Context.Service<NotificationEndpoints
       })
 
       const deactivate = Effect.fn("NotificationEndpoints.deactivate")(function*(orgId: string, id: string, reason: string) {
-        yield* sql`
-          UPDATE notification_endpoints SET active = false, deactivated_at = now(), deactivated_reason = ${reason}
-          WHERE id = ${id} AND org_id = ${orgId} AND active
-        `.pipe(Effect.orDie)
+        const written = yield* disableEndpoint(sql, orgId, id, reason)
         yield* forget(orgId, id)
+        if (written) yield* wakeups.signal(Topics.events)
+      })
+
+      const failing = Effect.fn("NotificationEndpoints.failing")(function*(orgId: string, id: string, reason: string) {
+        if (yield* startFailing(sql, orgId, id, reason)) {
+          yield* wakeups.signal(Topics.events)
+          return undefined
+        }
+        const after = config.webhookDisableAfter
+        const disabled = `no successful delivery for ${Duration.format(after)} (SVC_WEBHOOK_DISABLE_AFTER); last: ${reason}`
+        if (!(yield* disableEndpoint(sql, orgId, id, disabled, { failingFor: after }))) return undefined
+        yield* forget(orgId, id)
+        yield* wakeups.signal(Topics.events)
+        return disabled
+      })
+
+      const recovered = Effect.fn("NotificationEndpoints.recovered")(function*(orgId: string, id: string) {
+        yield* stopFailing(sql, orgId, id)
       })
 
       const signingSecrets = Effect.fn("NotificationEndpoints.signingSecrets")(function*(orgId: string, id: string) {
@@ -348,6 +426,8 @@ export class NotificationEndpoints extends Context.Service<NotificationEndpoints
         remove,
         rotateSecret,
         deactivate,
+        failing,
+        recovered,
         signingSecrets,
         sendTarget,
         reviewerEmail,

@@ -2,14 +2,19 @@ import { Effect, Option } from "effect"
 import { HttpApiBuilder } from "effect/http-api"
 import { Api } from "../api/Api.ts"
 import { NotReplayable } from "../api/Deliveries.ts"
-import { replayProblem } from "../deliveries/ReplayProblem.ts"
+import { replayProblem } from "../api/ReplayProblem.ts"
 import { NotFound } from "../api/Errors.ts"
 import type { NotificationDelivery } from "../api/Notifications.ts"
 import { CurrentPrincipal } from "../api/Security.ts"
 import { type Delivery, DeliveryQueue } from "../deliveries/DeliveryQueue.ts"
 import { SvcConfig } from "../platform/Config.ts"
 import { iso, isoOrNull } from "../platform/Time.ts"
+import { DeliveryOperations } from "../deliveries/Operations.ts"
 import { NotificationEndpoints } from "./Endpoints.ts"
+import { TEST_META_KEY, TestDeliveries } from "./TestDelivery.ts"
+
+/** The window of `GET /v1/notification-endpoints/:id/stats`. */
+const STATS_HOURS = 24
 
 const toDelivery = (delivery: Delivery): NotificationDelivery => ({
   id: delivery.id,
@@ -31,13 +36,15 @@ export const NotificationsHandlers = HttpApiBuilder.group(
     const endpoints = yield* NotificationEndpoints
     const queue = yield* DeliveryQueue
     const config = yield* SvcConfig
+    const operations = yield* DeliveryOperations
+    const tests = yield* TestDeliveries
     return handlers.handleAll({
       list: () =>
         CurrentPrincipal.use((p) =>
           Effect.all({ endpoints: endpoints.list(p.orgId), email_notifier: endpoints.emailNotifier(p.orgId) })
         ),
       create: ({ payload }) => CurrentPrincipal.use((p) => endpoints.create(p.orgId, p.actor, payload)),
-      update: ({ params, payload }) => CurrentPrincipal.use((p) => endpoints.update(p.orgId, params.id, payload.events)),
+      update: ({ params, payload }) => CurrentPrincipal.use((p) => endpoints.update(p.orgId, params.id, payload)),
       remove: ({ params }) =>
         CurrentPrincipal.use((p) =>
           Effect.gen(function*() {
@@ -84,8 +91,65 @@ export const NotificationsHandlers = HttpApiBuilder.group(
               kind: "webhook",
               targetId: params.id,
               deliveryId: params.delivery,
-              capacity: config.webhookQueueCapacity
+              capacity: config.webhookQueueCapacity,
+              // A test delivery is never sent again.
+              replayable: (delivery) => delivery.meta[TEST_META_KEY] !== true
             }).pipe(Effect.mapError(replayProblem))
+          })
+        ),
+      test: ({ params, payload }) => CurrentPrincipal.use((p) => tests.send(p.orgId, params.id, payload.event_type)),
+      replayFailed: ({ params, payload }) =>
+        CurrentPrincipal.use((p) =>
+          Effect.gen(function*() {
+            const endpoint = yield* endpoints.find(p.orgId, params.id)
+            const dryRun = payload.dry_run === true
+            if (!endpoint.active && !dryRun) {
+              return yield* new NotReplayable({
+                delivery_status: "failed",
+                detail: "The endpoint is inactive (" + (endpoint.deactivated_reason ?? "deactivated") +
+                  "); PATCH it to reactivate, then replay."
+              })
+            }
+            const result = yield* operations.replayWindow({
+              orgId: p.orgId,
+              kind: "webhook",
+              targetId: params.id,
+              since: new Date(payload.since),
+              until: payload.until === undefined ? undefined : new Date(payload.until),
+              dryRun,
+              capacity: config.webhookQueueCapacity,
+              max: config.webhookReplayMax,
+              excludeMetaKey: TEST_META_KEY
+            })
+            return {
+              matched: result.matched,
+              queued: result.queued,
+              not_queued: result.notQueued,
+              ...(result.nextSince === null ? {} : { next_since: iso(result.nextSince) })
+            }
+          })
+        ),
+      stats: ({ params }) =>
+        CurrentPrincipal.use((p) =>
+          Effect.gen(function*() {
+            yield* endpoints.find(p.orgId, params.id)
+            const stats = yield* operations.stats({
+              orgId: p.orgId,
+              kind: "webhook",
+              targetId: params.id,
+              hours: STATS_HOURS,
+              excludeMetaKey: TEST_META_KEY
+            })
+            const finished = stats.delivered + stats.failed
+            return {
+              since: iso(stats.since),
+              delivered: stats.delivered,
+              failed: stats.failed,
+              pending: stats.pending,
+              success_rate: finished === 0 ? null : Math.round((stats.delivered / finished) * 10_000) / 10_000,
+              duration_ms_p50: stats.durationP50,
+              duration_ms_p95: stats.durationP95
+            }
           })
         ),
       getSettings: () =>

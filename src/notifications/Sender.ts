@@ -20,7 +20,7 @@
  * never the payload.
  */
 import { PgClient } from "@effect/sql-pg"
-import { Context, Duration, Effect, Layer } from "effect"
+import { Clock, Context, Duration, Effect, Layer } from "effect"
 import type { Claimed, CooldownPolicy } from "../deliveries/DeliveryQueue.ts"
 import { DeliveryQueue, Outcome } from "../deliveries/DeliveryQueue.ts"
 import { runWorker, type Settlement } from "../deliveries/DeliveryWorker.ts"
@@ -31,7 +31,7 @@ import { maskNeedles, urlNeedles } from "../secrets/Masking.ts"
 import { SvcConfig } from "../platform/Config.ts"
 import { NotificationEndpoints } from "./Endpoints.ts"
 import { EventBodies } from "./EventBodies.ts"
-import { signatureHeader } from "./Signing.ts"
+import { deliveryHeaders } from "./Signing.ts"
 
 const SNIPPET_BYTES = 512
 const RETRY_AFTER_MIN_MS = 1_000
@@ -109,8 +109,26 @@ export class WebhookSender extends Context.Service<WebhookSender, {
         const wait = retryAfterMs === undefined
           ? delay
           : Math.min(RETRY_AFTER_MAX_MS, Math.max(RETRY_AFTER_MIN_MS, retryAfterMs))
-        return { outcome: Outcome.retry(new Date(Date.now() + wait), error), attempt }
+        return { outcome: Outcome.retry(Duration.millis(wait), error), attempt }
       }
+
+      // The failed attempt that brings the endpoint's consecutive failures to
+      // the cooldown threshold starts a failing streak (`endpoint.failing`,
+      // once: later failures find it failing already).
+      // An endpoint failing for SVC_WEBHOOK_DISABLE_AFTER is deactivated
+      // instead (`endpoint.disabled`): its undelivered deliveries fail, and
+      // so does this one (answered as `Some(failure)`).
+      const noteFailure = Effect.fnUntraced(function*(delivery: Claimed, error: string, attempt: Settlement["attempt"]) {
+        if (delivery.targetFailures + 1 < config.webhookCooldownAfter) return undefined
+        const disabled = yield* endpoints.failing(
+          delivery.orgId,
+          delivery.targetId,
+          `${delivery.targetFailures + 1} consecutive failed attempts; last: ${error}`
+        )
+        if (disabled === undefined) return undefined
+        yield* queue.failUndelivered("webhook", delivery.targetId, `endpoint deactivated: ${disabled}`, { except: delivery.id })
+        return { outcome: Outcome.failed(`${error}; endpoint deactivated: ${disabled}`), attempt }
+      })
 
       // One span per delivery, its attributes given when it starts; no
       // stack trace captured per call (`Effect.fn` would).
@@ -132,17 +150,12 @@ export class WebhookSender extends Context.Service<WebhookSender, {
         yield* Effect.annotateCurrentSpan("svc.event_type", event.type)
         const secrets = target.secrets
         const body = Buffer.from(event.body, "utf8")
-        const timestamp = Math.floor(Date.now() / 1000)
-        const started = Date.now()
+        const started = yield* Clock.currentTimeMillis
+        const timestamp = Math.floor(started / 1000)
         const sent = yield* outbound.send({
           url: target.url,
           method: "POST",
-          headers: {
-            "content-type": "application/json",
-            "x-svc-event-id": delivery.eventId ?? "",
-            "x-svc-event-type": event.type,
-            "x-svc-signature": signatureHeader(secrets, timestamp, body)
-          },
+          headers: deliveryHeaders(secrets, { id: delivery.eventId ?? "", type: event.type }, timestamp, body),
           body,
           timeout: config.webhookSendTimeout,
           maxResponseBytes: SNIPPET_BYTES + 1,
@@ -157,7 +170,8 @@ export class WebhookSender extends Context.Service<WebhookSender, {
         }).pipe(Effect.result)
         if (sent._tag === "Failure") {
           const error = sent.failure.message
-          return failedAttempt(delivery, error, { error, durationMs: Date.now() - started })
+          const attempt = { error, durationMs: (yield* Clock.currentTimeMillis) - started }
+          return (yield* noteFailure(delivery, error, attempt)) ?? failedAttempt(delivery, error, attempt)
         }
         const response = sent.success
         const attempt = {
@@ -165,7 +179,11 @@ export class WebhookSender extends Context.Service<WebhookSender, {
           responseSnippet: snippet(response.body, response.truncated, target.url),
           durationMs: response.elapsedMs
         }
-        if (response.status >= 200 && response.status < 300) return { outcome: Outcome.delivered(), attempt }
+        if (response.status >= 200 && response.status < 300) {
+          // Only after failures (never on the healthy path): the failing streak, if any, is over.
+          if (delivery.targetFailures > 0) yield* endpoints.recovered(delivery.orgId, delivery.targetId)
+          return { outcome: Outcome.delivered(), attempt }
+        }
         if (response.status === 410) {
           const reason = "the receiver answered 410 Gone"
           yield* endpoints.deactivate(delivery.orgId, delivery.targetId, reason)
@@ -178,9 +196,10 @@ export class WebhookSender extends Context.Service<WebhookSender, {
           ? `HTTP ${response.status} (redirects are not followed)`
           : `HTTP ${response.status}`
         const retryAfter = response.status === 429 || response.status === 503
-          ? parseRetryAfter(response.headers["retry-after"], Date.now())
+          ? parseRetryAfter(response.headers["retry-after"], yield* Clock.currentTimeMillis)
           : undefined
-        return failedAttempt(delivery, error, { ...attempt, error }, retryAfter)
+        return (yield* noteFailure(delivery, error, { ...attempt, error })) ??
+          failedAttempt(delivery, error, { ...attempt, error }, retryAfter)
       })
       const deliver = (delivery: Claimed) =>
         Effect.withSpan(send(delivery), "WebhookSender.deliver", {

@@ -1,36 +1,58 @@
 /**
- * Webhook signatures (spec "Authentication" 4-5): `X-Svc-Signature:
- * t=<unix seconds>,v1=<hex>[,v1=<hex>...]`, each digest an HMAC-SHA256 over
- * `${t}.${rawBody}` keyed with the secret string exactly as returned
- * (`whsec_...` as UTF-8 bytes, Stripe's convention, so Stripe's verifier
- * accepts our deliveries). One `v1=` per active secret during a rotation
- * overlap, newest first.
+ * Webhook signatures. Every delivery carries two signature schemes over the
+ * same bytes, one entry per signing secret in use (newest first; several
+ * during a rotation overlap):
+ *
+ * - `X-Svc-Signature: t=<unix seconds>,v1=<hex>[,v1=<hex>...]`, each digest
+ *   an HMAC-SHA256 over `${t}.${rawBody}` keyed with the secret string
+ *   exactly as returned (`whsec_...` as UTF-8 bytes, Stripe's convention, so
+ *   Stripe's verifier accepts our deliveries).
+ * - Standard Webhooks (standardwebhooks.com): `webhook-id` (the event id),
+ *   `webhook-timestamp` (the same `t`) and `webhook-signature:
+ *   v1,<base64>[ v1,<base64>...]`, each an HMAC-SHA256 over
+ *   `${id}.${t}.${rawBody}` keyed with the bytes the part after `whsec_`
+ *   decodes to, so the official libraries (and Svix's) verify them with the
+ *   secret as returned.
+ *
+ * Secrets made before the Standard Webhooks form were base64url; their key
+ * is what that base64url decodes to (Node's base64 decoder reads both
+ * alphabets). The official libraries decode only standard base64, so such
+ * an endpoint verifies `webhook-signature` with the kit, or after a
+ * rotation, which issues a secret of the new form.
  */
-import { createHmac, createSecretKey, type KeyObject } from "node:crypto"
-import { randomToken } from "../platform/Crypto.ts"
+import { createHmac, createSecretKey, randomBytes, type KeyObject } from "node:crypto"
 
-/** A new signing secret: `whsec_` + 32 random bytes, base64url. */
-export const newSigningSecret = (): string => randomToken("whsec_", 32)
+/** A new signing secret: `whsec_` + standard base64 (with padding) of 32 random bytes. */
+export const newSigningSecret = (): string => "whsec_" + randomBytes(32).toString("base64")
+
+/** The Standard Webhooks key of a secret: the bytes its part after `whsec_` decodes to (base64 or base64url). */
+export const standardKeyBytes = (secret: string): Buffer =>
+  Buffer.from(secret.startsWith("whsec_") ? secret.slice("whsec_".length) : secret, "base64")
 
 // A key given as bytes is turned into a key object on every HMAC (about 5x
 // the cost of the HMAC itself for a webhook body on Node 24): keep the key
 // objects of the secrets in use. Bounded; the secrets are in memory anyway.
 const KEYS_KEPT = 1_024
 const keys = new Map<string, KeyObject>()
-const keyOf = (secret: string): KeyObject => {
-  let key = keys.get(secret)
+const standardKeys = new Map<string, KeyObject>()
+const kept = (cache: Map<string, KeyObject>, secret: string, bytes: (secret: string) => Buffer): KeyObject => {
+  let key = cache.get(secret)
   if (key === undefined) {
-    if (keys.size >= KEYS_KEPT) keys.clear()
-    key = createSecretKey(Buffer.from(secret, "utf8"))
-    keys.set(secret, key)
+    if (cache.size >= KEYS_KEPT) cache.clear()
+    key = createSecretKey(bytes(secret))
+    cache.set(secret, key)
   }
   return key
 }
+const keyOf = (secret: string) => kept(keys, secret, (s) => Buffer.from(s, "utf8"))
+const standardKeyOf = (secret: string) => kept(standardKeys, secret, standardKeyBytes)
+
+const bytesOf = (body: Uint8Array | string) => typeof body === "string" ? Buffer.from(body, "utf8") : body
 
 export const signatureDigest = (secret: string, timestamp: number, body: Uint8Array | string): string =>
   createHmac("sha256", keyOf(secret))
     .update(`${timestamp}.`, "utf8")
-    .update(typeof body === "string" ? Buffer.from(body, "utf8") : body)
+    .update(bytesOf(body))
     .digest("hex")
 
 export const signatureHeader = (
@@ -38,3 +60,34 @@ export const signatureHeader = (
   timestamp: number,
   body: Uint8Array | string
 ): string => [`t=${timestamp}`, ...secrets.map((secret) => `v1=${signatureDigest(secret, timestamp, body)}`)].join(",")
+
+/** One Standard Webhooks signature: base64 HMAC-SHA256 over `${id}.${timestamp}.${body}`. */
+export const standardDigest = (secret: string, id: string, timestamp: number, body: Uint8Array | string): string =>
+  createHmac("sha256", standardKeyOf(secret))
+    .update(`${id}.${timestamp}.`, "utf8")
+    .update(bytesOf(body))
+    .digest("base64")
+
+/** `webhook-signature`: `v1,<base64>` per secret, space-separated. */
+export const standardSignatureHeader = (
+  secrets: ReadonlyArray<string>,
+  id: string,
+  timestamp: number,
+  body: Uint8Array | string
+): string => secrets.map((secret) => `v1,${standardDigest(secret, id, timestamp, body)}`).join(" ")
+
+/** Every signature header of a delivery: `X-Svc-*` and Standard Webhooks. */
+export const deliveryHeaders = (
+  secrets: ReadonlyArray<string>,
+  event: { readonly id: string; readonly type: string },
+  timestamp: number,
+  body: Uint8Array | string
+): Record<string, string> => ({
+  "content-type": "application/json",
+  "x-svc-event-id": event.id,
+  "x-svc-event-type": event.type,
+  "x-svc-signature": signatureHeader(secrets, timestamp, body),
+  "webhook-id": event.id,
+  "webhook-timestamp": String(timestamp),
+  "webhook-signature": standardSignatureHeader(secrets, event.id, timestamp, body)
+})

@@ -14,7 +14,7 @@
  * half a dozen packages whose versions already fight the test-only
  * OpenTelemetry packages.
  *
- * Names and labels are contract (README, "Operations"). No label ever holds
+ * Names and labels are contract (docs/operations.md, "Metrics"). No label ever holds
  * an organization's id, a secret, a URL or any other unbounded value: every
  * label below takes its values from a fixed set, and an HTTP route is the
  * route template (`/v1/tasks/:task_id`), never the path.
@@ -27,6 +27,7 @@
 import { Context, Effect, Layer, Option, type Scope } from "effect"
 import * as Prometheus from "prom-client"
 import { SvcConfig } from "../platform/Config.ts"
+import { makeHttpDurationChildren } from "./HttpDurationChildren.ts"
 
 /** Delivery kinds of the shared queue (`src/deliveries`). */
 export const DELIVERY_KINDS = ["webhook", "telemetry", "email"] as const
@@ -104,6 +105,7 @@ export const makeMetrics = (options: { readonly processMetrics?: boolean } = {})
     buckets: HTTP_DURATION_BUCKETS,
     registers
   })
+  const observeHttp = makeHttpDurationChildren(httpDuration)
   const deliveries = new Prometheus.Counter({
     name: "svc_deliveries_total",
     help: "Deliveries that reached a final outcome in the delivery worker, by kind and outcome.",
@@ -219,11 +221,7 @@ export const makeMetrics = (options: { readonly processMetrics?: boolean } = {})
   return {
     registry,
     httpRequest: (method, route, status, seconds) => {
-      httpDuration.observe({
-        http_request_method: KNOWN_METHODS.has(method) ? method : OTHER,
-        http_route: route ?? OTHER,
-        http_response_status_code: status
-      }, seconds)
+      observeHttp(KNOWN_METHODS.has(method) ? method : OTHER, route ?? OTHER, status, seconds)
     },
     deliveryAttempt: (kind, outcome, durationMs) => {
       const label = outcomeLabel[outcome]

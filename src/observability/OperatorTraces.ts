@@ -38,7 +38,13 @@ import { sampledByRatio } from "../otlp/Sampling.ts"
 import { encodeSpan, isExportedAttribute } from "../otlp/Spans.ts"
 import { Metrics, type MetricsShape } from "./Metrics.ts"
 import { type OperatorSink, OperatorSpans } from "./OperatorSink.ts"
-import { type OperatorSampler, type OperatorTraceSettings, OtelEnvError, parseOtelEnv } from "./OtelEnv.ts"
+import {
+  DEFAULT_CALLER_SAMPLED_PER_SECOND,
+  type OperatorSampler,
+  type OperatorTraceSettings,
+  OtelEnvError,
+  parseOtelEnv
+} from "./OtelEnv.ts"
 import { parseRetryAfter } from "../outbound/RetryAfter.ts"
 import { forkSupervised } from "../platform/Supervised.ts"
 
@@ -57,13 +63,40 @@ const OPERATOR_ATTRIBUTES: ReadonlySet<string> = new Set([
 
 export const isOperatorAttribute = (key: string): boolean => isExportedAttribute(key) || OPERATOR_ATTRIBUTES.has(key)
 
-export const makeSampler = (sampler: OperatorSampler): Pick<OperatorSink, "sampleRoot" | "sampleRemote"> => {
+/**
+ * The operator's sampler. Parent-based samplers follow a caller's
+ * `traceparent` only downwards without limit: an unsampled flag is
+ * followed, but a sampled one adds a trace the sampler itself would not
+ * keep only while a token bucket of `callerSampledPerSecond` (refilled
+ * continuously, holding at most one second's worth) allows. Anyone can
+ * send `traceparent` with the sampled flag; followed blindly, a caller
+ * could fill the span queue and crowd out the operator's own traces.
+ * `now` is a monotonic clock in milliseconds.
+ */
+export const makeSampler = (
+  sampler: OperatorSampler,
+  callerSampledPerSecond: number = DEFAULT_CALLER_SAMPLED_PER_SECOND,
+  now: () => number = () => performance.now()
+): Pick<OperatorSink, "sampleRoot" | "sampleRemote"> => {
   const root = (traceId: string) =>
     sampler.name.endsWith("always_on") ? true : sampler.name.endsWith("always_off") ? false : sampledByRatio(traceId, sampler.ratio)
+  const burst = Math.max(1, callerSampledPerSecond)
+  let tokens = burst
+  let filledAt = now()
+  const callerMay = () => {
+    if (callerSampledPerSecond <= 0) return false
+    const at = now()
+    tokens = Math.min(burst, tokens + ((at - filledAt) / 1000) * callerSampledPerSecond)
+    filledAt = at
+    if (tokens < 1) return false
+    tokens -= 1
+    return true
+  }
   return {
     sampleRoot: root,
-    // Parent-based samplers follow a remote parent's flag; the others decide alone.
-    sampleRemote: (parentSampled, traceId) => sampler.name.startsWith("parentbased_") ? parentSampled : root(traceId)
+    // The others decide alone.
+    sampleRemote: (parentSampled, traceId) =>
+      !sampler.name.startsWith("parentbased_") ? root(traceId) : parentSampled && (root(traceId) || callerMay())
   }
 }
 
@@ -87,7 +120,7 @@ export const makeOperatorPipeline = (settings: OperatorTraceSettings, metrics: M
     metrics.pendingSpans("operator", () => queue.length)
 
     const sink: OperatorSink = {
-      ...makeSampler(settings.sampler),
+      ...makeSampler(settings.sampler, settings.callerSampledPerSecond),
       offer: (span) => {
         if (queue.length >= settings.maxQueueSize) {
           metrics.spansDropped("operator", "buffer_full", 1)

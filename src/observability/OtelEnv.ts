@@ -21,6 +21,10 @@
  *   `parentbased_always_on` (default), `parentbased_always_off`,
  *   `parentbased_traceidratio`) with `OTEL_TRACES_SAMPLER_ARG` (the ratio,
  *   0 to 1, default 1);
+ * - `SVC_OPERATOR_TRACE_PARENT_RATE` (svc's own, default 10): traces per
+ *   second a caller's sampled `traceparent` may add to what the parent-based
+ *   sampler would keep of a new trace (a caller's unsampled flag is always
+ *   followed); 0 ignores callers' sampled flags entirely;
  * - `OTEL_BSP_SCHEDULE_DELAY` (5000 ms), `OTEL_BSP_EXPORT_TIMEOUT`
  *   (30000 ms), `OTEL_BSP_MAX_QUEUE_SIZE` (2048), `OTEL_BSP_MAX_EXPORT_BATCH_SIZE`
  *   (512).
@@ -59,11 +63,16 @@ export interface OperatorTraceSettings {
   readonly ca: string | undefined
   readonly resource: ReadonlyArray<readonly [key: string, value: string]>
   readonly sampler: OperatorSampler
+  /** Traces per second callers' sampled `traceparent`s may add beyond the sampler's own choice (`SVC_OPERATOR_TRACE_PARENT_RATE`). */
+  readonly callerSampledPerSecond: number
   readonly scheduleDelayMs: number
   readonly exportTimeoutMs: number
   readonly maxQueueSize: number
   readonly maxExportBatchSize: number
 }
+
+/** Traces per second a caller's sampled flag may add, by default: enough to follow a few requests end to end, far below any queue. */
+export const DEFAULT_CALLER_SAMPLED_PER_SECOND = 10
 
 export type Env = Readonly<Record<string, string | undefined>>
 
@@ -243,6 +252,7 @@ export const parseOtelEnv = (
     ca,
     resource: [...attributes],
     sampler: parseSampler(env),
+    callerSampledPerSecond: integer(env, "SVC_OPERATOR_TRACE_PARENT_RATE", DEFAULT_CALLER_SAMPLED_PER_SECOND, 0),
     scheduleDelayMs: integer(env, "OTEL_BSP_SCHEDULE_DELAY", 5000, 1),
     exportTimeoutMs: integer(env, "OTEL_BSP_EXPORT_TIMEOUT", 30_000, 1),
     maxQueueSize,

@@ -11,7 +11,7 @@
  *
  * - per kind, the queue depth and the targets in cooldown come from
  *   `delivery_targets` (one row per endpoint or destination; `undelivered`
- *   is kept by triggers, migration 0401), the oldest undelivered delivery
+ *   is kept by the enqueue statements and triggers, migrations 0401, 0600), the oldest undelivered delivery
  *   from the first entry of `deliveries_undelivered_age_idx` (migration 0540)
  *   for each kind: three index probes, whatever the queue holds;
  * - deactivated endpoints: a count over the partial index

@@ -36,6 +36,12 @@ export interface SvcConfigShape {
    * host are one pool of this plus `maxEndpointsPerOrg`.
    */
   readonly webhookPerHost: number
+  /** Test deliveries one endpoint may be sent per minute (all processes together). */
+  readonly webhookTestsPerMinute: number
+  /** Most failed deliveries one bulk replay takes (at most 10 000). */
+  readonly webhookReplayMax: number
+  /** How long an endpoint may fail without one successful delivery before svc stops sending to it. */
+  readonly webhookDisableAfter: Duration.Duration
   /** Share of traces exported to an organization's collector. */
   readonly telemetrySampleRatio: number
   /** Spans each telemetry destination buffers in memory per process before dropping. */
@@ -70,8 +76,12 @@ export interface SvcConfigShape {
   readonly scrubTimeoutMs: number
   /** Heap of each validation worker; a check that needs more is refused. */
   readonly answerValidationHeapMb: number
-  /** Checks of one organization that may wait for a worker before more are refused with 429. */
-  readonly answerValidationQueuePerOrg: number
+  /**
+   * Checks admitted at once per process (waiting or in a worker) before an
+   * organization holding its share (this divided by the organizations with
+   * checks admitted) is refused with 429.
+   */
+  readonly answerValidationQueue: number
   /** DNS servers for outbound names (`host` or `host:port`); empty: those of /etc/resolv.conf. */
   readonly dnsServers: ReadonlyArray<string>
   /** Deadline of one DNS query, and how many times it is sent. */
@@ -85,6 +95,12 @@ export interface SvcConfigShape {
   readonly maxApprovalPoliciesPerOrg: number
   /** Tasks one organization may have. */
   readonly maxTasksPerOrg: number
+  /** Bytes of feedback one organization may store (each record 256 bytes plus its correction's JSON). */
+  readonly maxFeedbackBytesPerOrg: number
+  /** Examples one dataset version may hold; a promote past it is refused. */
+  readonly maxExamplesPerDataset: number
+  /** Promotes one organization may make per minute (all processes together). */
+  readonly maxPromotesPerMinute: number
   /**
    * Retention (`src/retention/Retention.ts`): finished webhook and email
    * deliveries (from when they finished), delivery attempts (from when they
@@ -95,6 +111,8 @@ export interface SvcConfigShape {
   readonly deliveryAttemptRetention: Duration.Duration
   readonly outboxRetention: Duration.Duration
   readonly sessionEventRetention: Duration.Duration
+  /** How long a revoked API key's record (and its hash) is kept after revocation. */
+  readonly revokedKeyRetention: Duration.Duration
   /** How often a process prunes what is past retention, and how many rows one statement deletes. */
   readonly retentionInterval: Duration.Duration
   readonly retentionBatch: number
@@ -110,6 +128,10 @@ export interface SvcConfigShape {
   readonly maxStreams: number
   /** Open connections the API's HTTP server accepts at once (more are closed at once). */
   readonly maxConnections: number
+  /** Connections the admin channel (`admin.sock` in the data directory) accepts at once (more are closed at once). */
+  readonly adminMaxConnections: number
+  /** Largest request body the admin channel reads, in bytes. */
+  readonly adminMaxBody: number
   /** Port of the separate `/metrics` listener (`SVC_METRICS_PORT`); `None`: no such listener. */
   readonly metricsPort: Option.Option<number>
   /** Address the `/metrics` listener binds (`SVC_METRICS_HOST`, default `HOST`). */
@@ -237,6 +259,9 @@ export const svcConfig: Config.Config<SvcConfigShape> = Config.all({
   webhookLease: durationList("SVC_WEBHOOK_LEASE", "30s").pipe(Config.map((list) => list[0] ?? Duration.seconds(30))),
   webhookSendTimeout: durationList("SVC_WEBHOOK_TIMEOUT", "5s").pipe(Config.map((list) => list[0] ?? Duration.seconds(5))),
   webhookPerHost: intAtLeast("SVC_WEBHOOK_PER_HOST", 32, 1, 1024),
+  webhookTestsPerMinute: intAtLeast("SVC_WEBHOOK_TESTS_PER_MINUTE", 6, 1, 600),
+  webhookReplayMax: intAtLeast("SVC_WEBHOOK_REPLAY_MAX", 10_000, 1, 10_000),
+  webhookDisableAfter: duration("SVC_WEBHOOK_DISABLE_AFTER", "5d", Duration.seconds(1)),
   telemetrySampleRatio: Config.Finite("SVC_TELEMETRY_SAMPLE_RATIO").pipe(
     Config.withDefault(1),
     Config.mapEffect((ratio) =>
@@ -266,7 +291,7 @@ export const svcConfig: Config.Config<SvcConfigShape> = Config.all({
   answerSchemaMaxDepth: intAtLeast("SVC_ANSWER_SCHEMA_MAX_DEPTH", 32, 2, 60),
   answerSchemaMaxSubschemas: intAtLeast("SVC_ANSWER_SCHEMA_MAX_SUBSCHEMAS", 1000, 1),
   answerSchemaMaxPatternLength: intAtLeast("SVC_ANSWER_SCHEMA_MAX_PATTERN_LENGTH", 512, 1),
-  // The issue's promise: no correction waits on its check for more than a second.
+  // The promise to tenants: no correction waits on its check for more than a second.
   answerValidationTimeoutMs: millisBetween("SVC_ANSWER_VALIDATION_TIMEOUT", "1s", 10, 1000),
   // One organization holds at most one worker at a time: with two, the
   // others always have one.
@@ -276,7 +301,16 @@ export const svcConfig: Config.Config<SvcConfigShape> = Config.all({
   // Scrubbing a correction near the body limit takes a few hundred
   // milliseconds on a busy machine: a deadline of its own, off the event loop.
   scrubTimeoutMs: millisBetween("SVC_SCRUB_TIMEOUT", "5s", 100, 60_000),
-  answerValidationQueuePerOrg: intAtLeast("SVC_ANSWER_VALIDATION_QUEUE_PER_ORG", 32, 1),
+  answerValidationQueue: intAtLeast("SVC_ANSWER_VALIDATION_QUEUE", 128, 1, 100_000),
+  // Replaced by the whole queue with fair shares: a deployment that set
+  // the old bound learns at start instead of running with another meaning.
+  answerValidationQueuePerOrgGone: Config.option(Config.String("SVC_ANSWER_VALIDATION_QUEUE_PER_ORG")).pipe(
+    Config.mapEffect((value) =>
+      Option.isNone(value)
+        ? Effect.void
+        : Effect.fail(invalid("SVC_ANSWER_VALIDATION_QUEUE_PER_ORG was replaced by SVC_ANSWER_VALIDATION_QUEUE (checks admitted per process, shared fairly between organizations); unset it"))
+    )
+  ),
   dnsServers: list("SVC_DNS_SERVERS"),
   dnsTimeoutMs: millisBetween("SVC_DNS_TIMEOUT", "2s", 10, 30_000),
   dnsTries: intAtLeast("SVC_DNS_TRIES", 2, 1, 10),
@@ -284,11 +318,16 @@ export const svcConfig: Config.Config<SvcConfigShape> = Config.all({
   maxEndpointsPerOrg: intAtLeast("SVC_MAX_ENDPOINTS_PER_ORG", 50, 1),
   maxApprovalPoliciesPerOrg: intAtLeast("SVC_MAX_APPROVAL_POLICIES_PER_ORG", 1000, 1),
   maxTasksPerOrg: intAtLeast("SVC_MAX_TASKS_PER_ORG", 10_000, 1),
+  maxFeedbackBytesPerOrg: intAtLeast("SVC_MAX_FEEDBACK_BYTES_PER_ORG", 1024 ** 3, 1024, Number.MAX_SAFE_INTEGER),
+  // Positions are 32-bit integers in the database.
+  maxExamplesPerDataset: intAtLeast("SVC_MAX_EXAMPLES_PER_DATASET", 1_000_000, 1, 2 ** 31 - 1),
+  maxPromotesPerMinute: intAtLeast("SVC_MAX_PROMOTES_PER_MINUTE", 60, 1, 60_000),
   // Down to a minute, for tests and small installations.
   webhookDeliveryRetention: duration("SVC_WEBHOOK_DELIVERY_RETENTION", "30d", Duration.minutes(1)),
   deliveryAttemptRetention: duration("SVC_DELIVERY_ATTEMPT_RETENTION", "7d", Duration.minutes(1)),
   outboxRetention: duration("SVC_OUTBOX_RETENTION", "7d", Duration.minutes(1)),
   sessionEventRetention: duration("SVC_SESSION_EVENT_RETENTION", "7d", Duration.minutes(1)),
+  revokedKeyRetention: duration("SVC_REVOKED_KEY_RETENTION", "90d", Duration.minutes(1)),
   retentionInterval: duration("SVC_RETENTION_INTERVAL", "1m", Duration.seconds(1)),
   retentionBatch: intAtLeast("SVC_RETENTION_BATCH", 500, 1, 10_000),
   publicUrl: Config.option(Config.String("SVC_PUBLIC_URL")).pipe(
@@ -311,6 +350,8 @@ export const svcConfig: Config.Config<SvcConfigShape> = Config.all({
   maxStreamsPerOrg: intAtLeast("SVC_MAX_STREAMS_PER_ORG", 500, 1),
   maxStreams: intAtLeast("SVC_MAX_STREAMS", 5000, 1),
   maxConnections: intAtLeast("SVC_MAX_CONNECTIONS", 10_000, 16),
+  adminMaxConnections: intAtLeast("SVC_ADMIN_MAX_CONNECTIONS", 16, 2, 1024),
+  adminMaxBody: intAtLeast("SVC_ADMIN_MAX_BODY", 65_536, 1024, 16 * 1024 * 1024),
   metricsPort: Config.option(Config.Int("SVC_METRICS_PORT")).pipe(
     Config.mapEffect((port) =>
       Option.isNone(port) || (port.value >= 0 && port.value <= 65535)
@@ -328,7 +369,10 @@ export const svcConfig: Config.Config<SvcConfigShape> = Config.all({
     )
   )
 }).pipe(
-  Config.map(({ metricsHost, ...config }) => ({ ...config, metricsHost: Option.getOrElse(metricsHost, () => config.host) })),
+  Config.map(({ metricsHost, answerValidationQueuePerOrgGone: _gone, ...config }) => ({
+    ...config,
+    metricsHost: Option.getOrElse(metricsHost, () => config.host)
+  })),
   // The metrics listener cannot share the API's port: one of them would fail to bind.
   Config.mapEffect((config) =>
     Option.isSome(config.metricsPort) && config.metricsPort.value !== 0 && config.metricsPort.value === config.port

@@ -9,9 +9,14 @@
  * sent inside a transaction). PGlite's socket does not carry notifications
  * to other sessions, so there the poll interval is the cross-process path.
  *
- * Signal after the transaction that created the work has committed.
+ * Signal after the transaction that created the work has committed, or
+ * put the signal's `pg_notify` into the statement that creates the work
+ * (`Wakeups.inStatement`): one notification carries every topic of a
+ * change. A notification names the process that sent it, which ignores it:
+ * the sender already woke its own workers without a round trip.
  */
 import { PgClient } from "@effect/sql-pg"
+import * as crypto from "node:crypto"
 import { Context, Deferred, Duration, Effect, Latch, Layer, Queue, type Scope } from "effect"
 import { DatabaseInfo } from "./Database.ts"
 import { doubling } from "./Backoff.ts"
@@ -23,6 +28,16 @@ const CHANNEL = "svc_wakeup"
  * waiters cannot drift apart by a typo.
  */
 export type Topic = "events" | "approvals" | `deliveries:${string}`
+
+/**
+ * What a subscriber of this process handles (`Wakeups.subscribe`) rather
+ * than a worker waits for: a stream key of `SessionHub` (`hub:<key>`), an
+ * organization's approval policies changed (`policies:<org id>`).
+ */
+export type Broadcast = `hub:${string}` | `policies:${string}`
+
+/** Anything one signal carries. */
+export type Signal = Topic | Broadcast
 
 export const Topics = {
   /** New outbox events for the dispatcher (approval lifecycle events). */
@@ -82,18 +97,48 @@ export const keepListening = (options: {
     yield* Deferred.await(firstAttempt)
   })
 
+
+/** The prefix of a notification payload that names its sender: `~<origin> <signal> <signal> ...`. */
+const ORIGIN_MARK = "~"
+
+/** The signals of a notification payload and who sent it (`undefined`: a bare topic, from SQL or an older process). */
+export const parsePayload = (payload: string): { readonly origin: string | undefined; readonly signals: ReadonlyArray<string> } => {
+  if (!payload.startsWith(ORIGIN_MARK)) return { origin: undefined, signals: [payload] }
+  const parts = payload.slice(ORIGIN_MARK.length).split(" ")
+  return { origin: parts[0], signals: parts.slice(1).filter((s) => s.length > 0) }
+}
+
 export class Wakeups extends Context.Service<Wakeups, {
-  /** New work for each topic: wake its waiters here and, on a server, in other processes. */
-  readonly signal: (...topics: ReadonlyArray<Topic>) => Effect.Effect<void>
+  /** New work for each signal: wake its waiters and subscribers here and, on a server, in other processes (one NOTIFY). */
+  readonly signal: (...signals: ReadonlyArray<Signal>) => Effect.Effect<void>
+  /**
+   * The same signals for a statement that makes the change: `notify` is the
+   * `pg_notify(channel, payload)` arguments to run inside it (`undefined`
+   * when notifications do not reach other processes: the embedded
+   * database), and `local` wakes this process; run it after the statement.
+   */
+  readonly inStatement: (...signals: ReadonlyArray<Signal>) => {
+    readonly notify: { readonly channel: string; readonly payload: string } | undefined
+    readonly local: Effect.Effect<void>
+  }
   /** Returns when `topic` is signalled or after `atMost`, whichever is first. */
   readonly wait: (topic: Topic, atMost: Duration.Input) => Effect.Effect<void>
+  /**
+   * Hands every signal with `prefix` (`"hub:"`, `"policies:"`) to `handle`
+   * (without the prefix), from this process and others; `resync` runs when
+   * notifications may have been lost (the listener connected again).
+   */
+  readonly subscribe: (prefix: string, handle: (rest: string) => Effect.Effect<void>, resync: Effect.Effect<void>) => Effect.Effect<void>
 }>()("svc/platform/Wakeups") {
   static readonly layer = Layer.effect(
     Wakeups,
     Effect.gen(function*() {
       const info = yield* DatabaseInfo
       const sql = yield* PgClient.PgClient
+      // Our own notifications come back to us; this tag tells them apart.
+      const origin = crypto.randomUUID()
       const latches = new Map<string, Latch.Latch>()
+      const subscribers: Array<{ readonly prefix: string; readonly handle: (rest: string) => Effect.Effect<void>; readonly resync: Effect.Effect<void> }> = []
       const latch = (topic: string) => {
         let found = latches.get(topic)
         if (found === undefined) {
@@ -102,30 +147,48 @@ export class Wakeups extends Context.Service<Wakeups, {
         }
         return found
       }
-      const wakeLocal = (topic: string) => latch(topic).open
+      const wakeLocal = (signal: string): Effect.Effect<void> => {
+        const handlers = subscribers.filter((s) => signal.startsWith(s.prefix))
+        if (handlers.length === 0) return Effect.asVoid(latch(signal).open)
+        return handlers.length === 1
+          ? handlers[0]!.handle(signal.slice(handlers[0]!.prefix.length))
+          : Effect.forEach(handlers, (s) => s.handle(signal.slice(s.prefix.length)), { discard: true })
+      }
+      const wakeAllLocal = (signals: ReadonlyArray<string>) => Effect.forEach(signals, wakeLocal, { discard: true })
 
       if (info.supportsNotify) {
         yield* keepListening({
           sql,
           channel: CHANNEL,
-          handle: (topic) => Effect.asVoid(wakeLocal(topic)),
+          handle: (payload) => {
+            const parsed = parsePayload(payload)
+            return parsed.origin === origin ? Effect.void : wakeAllLocal(parsed.signals)
+          },
           // Work signalled while we were not listening: every waiter looks.
-          resync: Effect.forEach([...latches.values()], (l) => l.open, { discard: true }),
+          resync: Effect.andThen(
+            Effect.forEach([...latches.values()], (l) => l.open, { discard: true }),
+            Effect.forEach(subscribers, (s) => s.resync, { discard: true })
+          ),
           what: "the wakeup listener"
         })
       }
 
-      const signal = (topic: string) =>
+      const payloadOf = (signals: ReadonlyArray<Signal>) => `${ORIGIN_MARK}${origin} ${signals.join(" ")}`
+
+      const inStatement = (...signals: ReadonlyArray<Signal>) => ({
+        notify: info.supportsNotify ? { channel: CHANNEL, payload: payloadOf(signals) } : undefined,
+        local: wakeAllLocal(signals)
+      })
+
+      const signal = (...signals: ReadonlyArray<Signal>) =>
         info.supportsNotify
           ? Effect.andThen(
-            wakeLocal(topic),
-            sql.notify(CHANNEL, topic).pipe(
+            wakeAllLocal(signals),
+            sql.notify(CHANNEL, payloadOf(signals)).pipe(
               Effect.catch((error) => Effect.logWarning("wakeup notify failed; other processes will poll", error))
             )
           )
-          : Effect.asVoid(wakeLocal(topic))
-
-      const signalAll = (topics: ReadonlyArray<Topic>) => Effect.forEach(topics, signal, { discard: true })
+          : wakeAllLocal(signals)
 
       const wait = (topic: Topic, atMost: Duration.Input) => {
         const l = latch(topic)
@@ -136,10 +199,12 @@ export class Wakeups extends Context.Service<Wakeups, {
         )
       }
 
-      return Wakeups.of({
-        signal: (...topics) => signalAll(topics),
-        wait
-      })
+      const subscribe = (prefix: string, handle: (rest: string) => Effect.Effect<void>, resync: Effect.Effect<void>) =>
+        Effect.sync(() => {
+          subscribers.push({ prefix, handle, resync })
+        })
+
+      return Wakeups.of({ signal, inStatement, wait, subscribe })
     })
   )
 }

@@ -5,14 +5,27 @@
  * it (or runs out of heap) is terminated and replaced, which is the only
  * way to stop a regular expression or a comparison loop that is running.
  *
- * Fairness: an organization has at most one request in a worker at a time
- * and at most `queuedPerOrg` waiting (more are refused at once); waiting
- * organizations take turns. With at least two workers, one organization's
- * expensive requests never hold up the others'.
+ * Fair admission (`admit`): the pool holds at most `queueCapacity` admitted
+ * requests (waiting or in a worker) before it refuses anyone; once it is
+ * full, an organization is refused only while it holds at least its share
+ * (the capacity divided by the organizations holding admissions). A lone
+ * organization can use the whole queue; a crowd of them each keep their
+ * share, so the queue holds at most about twice its capacity. The decision
+ * is two map reads: callers take the admission before reading the request's
+ * body, so a refusal costs next to nothing.
+ *
+ * Fair service: free workers serve the waiting organizations in turns
+ * (round-robin), whatever the length of each one's backlog, so no
+ * organization waits behind another's. An organization whose recent
+ * requests were cheap may take every worker (a lone tenant uses the whole
+ * pool); one whose requests are slow (a tenth of the deadline or more on
+ * average, or a miss) or not yet known holds at most all workers but one,
+ * so with at least two workers one organization's expensive requests never
+ * hold up the others' for longer than a cheap request takes.
  *
  * Written by hand: what it needs (a deadline that terminates a worker
- * mid-computation, one slot per organization, turns between organizations)
- * is what general worker-pool libraries leave out.
+ * mid-computation, turns between organizations, admission by share) is
+ * what general worker-pool libraries leave out.
  *
  * Workers start on first use. The worker script answers each request
  * `{ id, op, ... }` with one message
@@ -34,7 +47,8 @@ export interface PoolSettings {
   readonly workers: number
   readonly timeoutMs: number
   readonly heapMb: number
-  readonly queuedPerOrg: number
+  /** Admitted requests (waiting or in a worker) before organizations over their share are refused. */
+  readonly queueCapacity: number
   /** Deadlines per phase (index = phase); without it, one phase with `timeoutMs`. */
   readonly phaseTimeoutsMs?: ReadonlyArray<number> | undefined
 }
@@ -82,23 +96,53 @@ interface Slot<Request, Reply> {
   readonly side: Map<number, (reply: Reply | undefined) => void>
 }
 
+/** What an organization's recent requests cost, to decide whether it may take the last free worker. */
+interface OrgCost {
+  /** Requests of the organization in a worker now. */
+  running: number
+  /** Moving average of its requests' time in a worker (ms); `undefined` before the first one ends. */
+  averageMs: number | undefined
+  /** When it was last served (the pool's turn counter): the longest unserved goes first. */
+  lastTurn: number
+}
+
+/** Share of the deadline under which an organization's requests count as cheap. */
+const CHEAP_SHARE_OF_DEADLINE = 0.1
+/** Organizations whose costs are remembered (least recently used forgotten: they count as unknown again). */
+const COSTS_KEPT = 10_000
+
+/** What the pool holds now, for tests and metrics. */
+export interface PoolLoad {
+  readonly admitted: number
+  readonly waiting: number
+  readonly running: number
+  /** Times a worker was left idle while requests waited (for organizations already holding their workers). */
+  readonly idleWithWork: number
+}
+
 export interface WorkerPool<Request, Reply> {
   /**
+   * Admits one request of `orgId` (which may then `submit` any number of
+   * jobs until it calls the answer, once): `undefined` when the pool is
+   * full and the organization holds at least its share.
+   */
+  readonly admit: (orgId: string) => (() => void) | undefined
+  /**
    * Queues `request` for `orgId`; `done` gets its outcome. Answers a way to
-   * withdraw it while it waits, or `undefined` when the organization's
-   * queue is full.
+   * withdraw it while it waits.
    */
   readonly submit: (
     orgId: string,
     request: Request,
     done: (outcome: Outcome<Reply>) => void,
     phase?: number
-  ) => (() => void) | undefined
+  ) => () => void
   /** Sends `request` to every worker outside the queue (after its current job); `undefined` from a worker replaced meanwhile. */
   readonly broadcast: (request: Request) => Promise<ReadonlyArray<Reply | undefined>>
   readonly close: () => void
   /** Workers terminated and replaced so far (over the deadline, out of heap, crashed). */
   readonly replacedWorkers: () => number
+  readonly load: () => PoolLoad
 }
 
 export const makeWorkerPool = <Request extends object, Reply extends PoolReply>(
@@ -107,16 +151,43 @@ export const makeWorkerPool = <Request extends object, Reply extends PoolReply>(
   settings: PoolSettings
 ): WorkerPool<Request, Reply> => {
   const slots: Array<Slot<Request, Reply>> = []
-  /** Waiting jobs per organization; the map's order is the order of turns. */
+  /** Waiting jobs per organization. */
   const queues = new Map<string, Array<Job<Request, Reply>>>()
-  /** Organizations with a job in a worker now. */
-  const running = new Set<string>()
+  const costs = new Map<string, OrgCost>()
+  /** Admissions held per organization, and in all. */
+  const admitted = new Map<string, number>()
+  let admittedTotal = 0
+  let waitingTotal = 0
+  let runningTotal = 0
+  let idleWithWork = 0
   let nextId = 1
   let closed = false
   let replaced = 0
 
   const timeouts = settings.phaseTimeoutsMs ?? [settings.timeoutMs]
   const phased = settings.phaseTimeoutsMs !== undefined
+  const cheapMs = settings.timeoutMs * CHEAP_SHARE_OF_DEADLINE
+
+  const costOf = (orgId: string): OrgCost => {
+    let cost = costs.get(orgId)
+    if (cost === undefined) {
+      if (costs.size >= COSTS_KEPT) {
+        for (const [key, value] of costs) {
+          if (value.running === 0) {
+            costs.delete(key)
+            break
+          }
+        }
+      }
+      cost = { running: 0, averageMs: undefined, lastTurn: 0 }
+      costs.set(orgId, cost)
+    }
+    return cost
+  }
+
+  /** Workers the organization may hold at once: all when its requests are known to be cheap, else all but one. */
+  const workersFor = (cost: OrgCost) =>
+    cost.averageMs !== undefined && cost.averageMs < cheapMs ? settings.workers : Math.max(1, settings.workers - 1)
 
   const spawn = (index: number) => {
     const cell: PhaseCell = new Int32Array(new SharedArrayBuffer(8))
@@ -169,21 +240,40 @@ export const makeWorkerPool = <Request extends object, Reply extends PoolReply>(
 
   const settle = (job: Job<Request, Reply>, outcome: Outcome<Reply>) => {
     if (job.timer !== undefined) clearTimeout(job.timer)
-    running.delete(job.orgId)
+    const cost = costOf(job.orgId)
+    cost.running -= 1
+    runningTotal -= 1
+    // A miss counts as the whole deadline: the organization is slow.
+    const ms = outcome._tag === "Reply" ? Date.now() - job.startedAt : settings.timeoutMs
+    cost.averageMs = cost.averageMs === undefined ? ms : cost.averageMs * 0.75 + ms * 0.25
     job.done(outcome)
     pump()
   }
 
+  let turn = 0
   const nextJob = (): Job<Request, Reply> | undefined => {
-    for (const [orgId, queue] of queues) {
-      if (running.has(orgId)) continue
-      const job = queue.shift()!
-      // Its turn is used: the organization goes to the back of the line.
-      queues.delete(orgId)
-      if (queue.length > 0) queues.set(orgId, queue)
-      return job
+    // Turns: of the organizations waiting that may take a worker, the one
+    // served longest ago (a newcomer: never) goes first, however long the
+    // others' backlogs.
+    let chosen: OrgCost | undefined
+    let chosenOrg: string | undefined
+    for (const orgId of queues.keys()) {
+      const cost = costOf(orgId)
+      if (cost.running >= workersFor(cost)) continue
+      if (chosen === undefined || cost.lastTurn < chosen.lastTurn) {
+        chosen = cost
+        chosenOrg = orgId
+      }
     }
-    return undefined
+    if (chosen === undefined) return undefined
+    const queue = queues.get(chosenOrg!)!
+    const job = queue.shift()!
+    if (queue.length === 0) queues.delete(chosenOrg!)
+    chosen.lastTurn = ++turn
+    waitingTotal -= 1
+    chosen.running += 1
+    runningTotal += 1
+    return job
   }
 
   const pump = () => {
@@ -191,9 +281,11 @@ export const makeWorkerPool = <Request extends object, Reply extends PoolReply>(
     slots.forEach((slot, index) => {
       if (!slot.ready || slot.job !== undefined) return
       const job = nextJob()
-      if (job === undefined) return
+      if (job === undefined) {
+        if (waitingTotal > 0) idleWithWork += 1
+        return
+      }
       slot.job = job
-      running.add(job.orgId)
       job.startedAt = Date.now()
       Atomics.store(slot.cell, 1, 0)
       Atomics.store(slot.cell, 0, job.phase)
@@ -216,11 +308,30 @@ export const makeWorkerPool = <Request extends object, Reply extends PoolReply>(
     })
   }
 
+  const admit = (orgId: string) => {
+    const held = admitted.get(orgId) ?? 0
+    if (admittedTotal >= settings.queueCapacity) {
+      const holders = admitted.size + (held === 0 ? 1 : 0)
+      if (held >= Math.max(1, Math.floor(settings.queueCapacity / holders))) return undefined
+    }
+    admitted.set(orgId, held + 1)
+    admittedTotal += 1
+    let released = false
+    return () => {
+      if (released) return
+      released = true
+      admittedTotal -= 1
+      const left = (admitted.get(orgId) ?? 1) - 1
+      if (left === 0) admitted.delete(orgId)
+      else admitted.set(orgId, left)
+    }
+  }
+
   const submit = (orgId: string, request: Request, done: (outcome: Outcome<Reply>) => void, phase = 0) => {
     const queue = queues.get(orgId) ?? []
-    if (queue.length >= settings.queuedPerOrg) return undefined
     const job: Job<Request, Reply> = { id: nextId++, orgId, request, done, phase, startedAt: 0 }
     queue.push(job)
+    waitingTotal += 1
     if (!queues.has(orgId)) queues.set(orgId, queue)
     pump()
     return () => {
@@ -228,6 +339,7 @@ export const makeWorkerPool = <Request extends object, Reply extends PoolReply>(
       const at = waiting?.indexOf(job) ?? -1
       if (at < 0) return
       waiting!.splice(at, 1)
+      waitingTotal -= 1
       if (waiting!.length === 0) queues.delete(orgId)
     }
   }
@@ -245,6 +357,7 @@ export const makeWorkerPool = <Request extends object, Reply extends PoolReply>(
     closed = true
     const pending = [...slots.flatMap((slot) => slot.job === undefined ? [] : [slot.job]), ...[...queues.values()].flat()]
     queues.clear()
+    waitingTotal = 0
     for (const slot of slots) {
       slot.job = undefined
       for (const waiter of slot.side.values()) waiter(undefined)
@@ -266,6 +379,7 @@ export const makeWorkerPool = <Request extends object, Reply extends PoolReply>(
   }
 
   return {
+    admit,
     submit: (orgId, request, done, phase) => {
       start()
       return submit(orgId, request, done, phase)
@@ -275,11 +389,12 @@ export const makeWorkerPool = <Request extends object, Reply extends PoolReply>(
       return broadcast(request)
     },
     close,
-    replacedWorkers: () => replaced
+    replacedWorkers: () => replaced,
+    load: () => ({ admitted: admittedTotal, waiting: waitingTotal, running: runningTotal, idleWithWork })
   }
 }
 
-/** The organization already has `queuedPerOrg` requests waiting. */
+/** The pool is full and the organization holds at least its share of it. */
 export class PoolQueueFull extends Data.TaggedError("PoolQueueFull")<{}> {}
 
 /** `submit` as an Effect: interrupted while waiting, the request is withdrawn (one in a worker runs to its end or deadline). */
@@ -288,12 +403,20 @@ export const runInPool = <Request extends object, Reply extends PoolReply>(
   orgId: string,
   request: Request,
   phase?: number
-): Effect.Effect<Outcome<Reply>, PoolQueueFull> =>
-  Effect.callback<Outcome<Reply>, PoolQueueFull>((resume) => {
+): Effect.Effect<Outcome<Reply>> =>
+  Effect.callback<Outcome<Reply>>((resume) => {
     const withdraw = pool.submit(orgId, request, (outcome) => resume(Effect.succeed(outcome)), phase)
-    if (withdraw === undefined) {
-      resume(Effect.fail(new PoolQueueFull()))
-      return
-    }
     return Effect.sync(withdraw)
+  })
+
+/** Runs `effect` holding one admission of `orgId`; `PoolQueueFull` at once when the pool refuses it. */
+export const admitted = <A, E, R>(
+  pool: { readonly admit: (orgId: string) => (() => void) | undefined },
+  orgId: string,
+  effect: Effect.Effect<A, E, R>
+): Effect.Effect<A, E | PoolQueueFull, R> =>
+  Effect.suspend((): Effect.Effect<A, E | PoolQueueFull, R> => {
+    const release = pool.admit(orgId)
+    if (release === undefined) return Effect.fail(new PoolQueueFull())
+    return Effect.ensuring(effect, Effect.sync(release))
   })

@@ -15,11 +15,14 @@ import { ByteSize, Data, Effect } from "effect"
 import { HttpServerRequest } from "effect/http"
 import {
   constructEvent as constructEventPromise,
+  constructEventFromHeaders as constructEventFromHeadersPromise,
+  type HeaderSource,
   DEFAULT_MAX_BODY_BYTES,
   type DedupStore,
   type RawBody,
   type Secrets,
   verifySignature as verifySignaturePromise,
+  verifyStandardWebhook as verifyStandardWebhookPromise,
   type VerifyOptions,
   type WebhookEvent,
   WebhookVerificationError,
@@ -51,13 +54,22 @@ export const SvcWebhooks = {
   verifySignature: (rawBody: RawBody, header: string | null | undefined, secret: Secrets, options?: VerifyOptions) =>
     lift(() => verifySignaturePromise(rawBody, header, secret, options)),
 
+  /** Standard Webhooks signature and timestamp only (`webhook-id`, `webhook-timestamp`, `webhook-signature`). */
+  verifyStandardWebhook: (rawBody: RawBody, headers: HeaderSource, secret: Secrets, options?: VerifyOptions) =>
+    lift(() => verifyStandardWebhookPromise(rawBody, headers, secret, options)),
+
+  /** Verified and decoded event, by whichever signature scheme the headers carry. */
+  constructEventFromHeaders: (rawBody: RawBody, headers: HeaderSource, secret: Secrets, options?: VerifyOptions) =>
+    lift(() => constructEventFromHeadersPromise(rawBody, headers, secret, options)),
+
   /** Verified and decoded event. */
   constructEvent: (rawBody: RawBody, header: string | null | undefined, secret: Secrets, options?: VerifyOptions) =>
     lift(() => constructEventPromise(rawBody, header, secret, options)),
 
   /**
    * Reads the current request's raw body (at most `maxBodyBytes`, default
-   * 1 MiB: reading stops there) and `x-svc-signature`, then `constructEvent`.
+   * 1 MiB: reading stops there) and verifies `x-svc-signature` or, without
+   * it, the Standard Webhooks headers (`constructEventFromHeaders`).
    */
   fromRequest: (options: VerifyOptions & { readonly secret: Secrets }) =>
     Effect.gen(function*() {
@@ -71,7 +83,7 @@ export const SvcWebhooks = {
             : new WebhookRejected({ reason: "invalid_body", message: "the body could not be read" })
         )
       )
-      return yield* lift(() => constructEventPromise(raw, request.headers["x-svc-signature"], options.secret, options))
+      return yield* lift(() => constructEventFromHeadersPromise(raw, request.headers, options.secret, options))
     }),
 
   /** Runs `handle` once per event id (see `deduplicate`); a duplicate answers `{ duplicate: true }`. */

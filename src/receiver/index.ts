@@ -26,8 +26,8 @@
  * Never log the secret or full payloads.
  */
 
-/** The six approval event types. A receiver refuses any other type. */
-export const EVENT_TYPES = [
+/** The six approval event types. */
+export const APPROVAL_EVENT_TYPES = [
   "approval.requested",
   "approval.expiring",
   "approval.escalated",
@@ -35,6 +35,14 @@ export const EVENT_TYPES = [
   "approval.rejected",
   "approval.expired"
 ] as const
+export type ApprovalEventType = typeof APPROVAL_EVENT_TYPES[number]
+
+/** Operational events about the organization's other endpoints (never in the default subscription). */
+export const ENDPOINT_EVENT_TYPES = ["endpoint.disabled", "endpoint.failing"] as const
+export type EndpointEventType = typeof ENDPOINT_EVENT_TYPES[number]
+
+/** Every event type the service sends. A receiver refuses any other type. */
+export const EVENT_TYPES = [...APPROVAL_EVENT_TYPES, ...ENDPOINT_EVENT_TYPES] as const
 export type WebhookEventType = typeof EVENT_TYPES[number]
 
 export const DEFAULT_TOLERANCE_SECONDS = 300
@@ -63,20 +71,58 @@ export interface ApprovalSnapshot {
   readonly timeout_action?: string
   readonly decided_at?: string | null
   readonly decided_by?: string | null
+  /** Why the person decided, when they gave a reason (`approval.approved` / `approval.rejected`). */
+  readonly decision_reason?: string
   readonly [field: string]: unknown
 }
 
-/** The body of a delivery. `id` is the deduplication key. */
-export interface WebhookEvent {
+/** The body of an approval event. `id` is the deduplication key. */
+export interface ApprovalEvent {
   readonly id: string
-  readonly type: WebhookEventType
+  readonly type: ApprovalEventType
   readonly org_id: string
   readonly occurred_at: string
   readonly approval: ApprovalSnapshot
+  /**
+   * `true` on a test delivery (`POST /v1/notification-endpoints/:id/test`):
+   * its approval is an example, not a real one. Acknowledge it and act on nothing.
+   */
+  readonly test?: true
 }
 
+/** The endpoint an operational event is about. */
+export interface EndpointSnapshot {
+  readonly id: string
+  readonly url_hint: string
+  readonly reason: string
+  readonly [field: string]: unknown
+}
+
+/** The body of an operational event (`endpoint.disabled`, `endpoint.failing`). */
+export interface EndpointEvent {
+  readonly id: string
+  readonly type: EndpointEventType
+  readonly org_id: string
+  readonly occurred_at: string
+  readonly endpoint: EndpointSnapshot
+  readonly test?: true
+}
+
+/** The body of a delivery: narrow on `type` (or `isApprovalEvent`). `id` is the deduplication key. */
+export type WebhookEvent = ApprovalEvent | EndpointEvent
+
+export const isApprovalEvent = (event: WebhookEvent): event is ApprovalEvent =>
+  (APPROVAL_EVENT_TYPES as ReadonlyArray<string>).includes(event.type)
+
+/** Whether the event is a test delivery (its content is an example). */
+export const isTestEvent = (event: WebhookEvent): boolean => event.test === true
+
 export type WebhookVerificationReason =
-  /** The header is missing, too long, has too many `v1=` values, or is not `t=<unix>,v1=<hex>...`. */
+  /**
+   * The header is missing, too long, has too many `v1=` values, or is not
+   * `t=<unix>,v1=<hex>...` (Standard Webhooks: `webhook-id`,
+   * `webhook-timestamp` or `webhook-signature` missing or malformed).
+   */
   | "malformed_header"
   /** The body is over `maxBodyBytes` (default 1 MiB); it was not read further nor verified. */
   | "body_too_large"
@@ -300,15 +346,165 @@ export const verifySignature = async (
     }
   }
   if (!matched) throw new WebhookVerificationError("bad_signature", "no v1= signature matches the signing secret")
+  checkTolerance(parsed.timestamp, options)
+  return { timestamp: parsed.timestamp }
+}
+
+// ---------------------------------------------------------------------------
+// Standard Webhooks (webhook-id, webhook-timestamp, webhook-signature)
+
+/** The three Standard Webhooks headers of a delivery. */
+export interface StandardWebhookHeaders {
+  readonly "webhook-id": string | null | undefined
+  readonly "webhook-timestamp": string | null | undefined
+  readonly "webhook-signature": string | null | undefined
+}
+
+/** Headers as a `Headers` object, Node's `IncomingHttpHeaders`, or a plain lower-case record. */
+export type HeaderSource =
+  | { readonly get: (name: string) => string | null }
+  | Readonly<Record<string, string | ReadonlyArray<string> | undefined>>
+
+const headerOf = (headers: HeaderSource, name: string): string | undefined => {
+  if (typeof (headers as { get?: unknown }).get === "function") {
+    return (headers as { get: (name: string) => string | null }).get(name) ?? undefined
+  }
+  const record = headers as Readonly<Record<string, string | ReadonlyArray<string> | undefined>>
+  const value = record[name] ?? Object.entries(record).find(([key]) => key.toLowerCase() === name)?.[1]
+  return Array.isArray(value) ? value.join(", ") : value as string | undefined
+}
+
+/**
+ * The HMAC key of a secret under Standard Webhooks: the bytes its part after
+ * `whsec_` decodes to. Secrets are standard base64 (with padding); secrets
+ * made before were base64url, decoded as such.
+ */
+export const standardKeyBytes = (secret: string): Uint8Array<ArrayBuffer> => {
+  const encoded = (secret.startsWith("whsec_") ? secret.slice("whsec_".length) : secret)
+    .replace(/-/g, "+").replace(/_/g, "/").replace(/=+$/, "")
+  if (!/^[A-Za-z0-9+/]*$/.test(encoded) || encoded.length % 4 === 1) {
+    throw new TypeError("the signing secret is not whsec_ followed by base64")
+  }
+  const binary = atob(encoded + "=".repeat((4 - (encoded.length % 4)) % 4))
+  const out = new Uint8Array(binary.length)
+  for (let i = 0; i < binary.length; i++) out[i] = binary.charCodeAt(i)
+  return out
+}
+
+const base64ToBytes = (value: string): Uint8Array<ArrayBuffer> | undefined => {
+  // A SHA-256 digest: 44 characters of standard base64 with one `=`.
+  if (!/^[A-Za-z0-9+/]{43}=$/.test(value)) return undefined
+  const binary = atob(value)
+  const out = new Uint8Array(binary.length)
+  for (let i = 0; i < binary.length; i++) out[i] = binary.charCodeAt(i)
+  return out
+}
+
+/**
+ * Checks a delivery's Standard Webhooks signature (`webhook-signature:
+ * v1,<base64> ...` over `${webhook-id}.${webhook-timestamp}.${rawBody}`) and
+ * timestamp, on the raw body. Same limits and reasons as `verifySignature`:
+ * one HMAC per secret, at most `MAX_SIGNATURES` entries and
+ * `MAX_SIGNATURE_HEADER_LENGTH` characters. Resolves to the id and timestamp.
+ */
+export const verifyStandardWebhook = async (
+  rawBody: RawBody,
+  headers: StandardWebhookHeaders | HeaderSource,
+  secret: Secrets,
+  options: VerifyOptions = {}
+): Promise<{ readonly id: string; readonly timestamp: number }> => {
+  const source = headers as HeaderSource
+  const id = headerOf(source, "webhook-id")
+  const stamp = headerOf(source, "webhook-timestamp")
+  const signature = headerOf(source, "webhook-signature")
+  if (typeof id !== "string" || id.length === 0 || id.length > 256 || id.includes(".")) {
+    throw new WebhookVerificationError("malformed_header", "missing or malformed webhook-id header")
+  }
+  if (typeof stamp !== "string" || !/^\d{1,12}$/.test(stamp)) {
+    throw new WebhookVerificationError("malformed_header", "missing webhook-timestamp header, or not a unix time in seconds")
+  }
+  if (typeof signature !== "string" || signature.length === 0) {
+    throw new WebhookVerificationError("malformed_header", "missing webhook-signature header")
+  }
+  if (signature.length > MAX_SIGNATURE_HEADER_LENGTH) {
+    throw new WebhookVerificationError("malformed_header", `the webhook-signature header is over ${MAX_SIGNATURE_HEADER_LENGTH} characters`)
+  }
+  const entries = signature.split(" ").filter((entry) => entry.length > 0)
+  const values = entries.filter((entry) => entry.startsWith("v1,")).map((entry) => entry.slice(3))
+  if (values.length === 0) throw new WebhookVerificationError("malformed_header", "no v1, signature in webhook-signature")
+  if (values.length > MAX_SIGNATURES) {
+    throw new WebhookVerificationError("malformed_header", `more than ${MAX_SIGNATURES} v1, signatures in webhook-signature`)
+  }
+  const secrets = typeof secret === "string" ? [secret] : [...secret]
+  if (secrets.length === 0 || secrets.some((s) => typeof s !== "string" || s.length === 0)) {
+    throw new TypeError("verifyStandardWebhook: the signing secret is empty")
+  }
+  const body = boundedBytesOf(rawBody, maxBodyBytesOf(options))
+  const subtle = options.subtle ?? globalThis.crypto.subtle
+  const prefix = encoder.encode(`${id}.${stamp}.`)
+  const signed = new Uint8Array(prefix.length + body.length)
+  signed.set(prefix)
+  signed.set(body, prefix.length)
+  const candidates = values.map(base64ToBytes)
+  let matched = false
+  for (const value of new Set(secrets)) {
+    const key = await subtle.importKey("raw", standardKeyBytes(value), { name: "HMAC", hash: "SHA-256" }, false, ["sign"])
+    const digest = new Uint8Array(await subtle.sign("HMAC", key, signed))
+    for (const candidate of candidates) {
+      if (candidate !== undefined && digestsEqual(digest, candidate)) matched = true
+    }
+  }
+  if (!matched) throw new WebhookVerificationError("bad_signature", "no v1, signature in webhook-signature matches the signing secret")
+  const timestamp = Number(stamp)
+  checkTolerance(timestamp, options)
+  return { id, timestamp }
+}
+
+const checkTolerance = (timestamp: number, options: VerifyOptions) => {
   const tolerance = options.toleranceSeconds ?? DEFAULT_TOLERANCE_SECONDS
-  const skew = Math.abs(nowMillis(options.now) / 1000 - parsed.timestamp)
+  const skew = Math.abs(nowMillis(options.now) / 1000 - timestamp)
   if (tolerance > 0 && skew > tolerance) {
     throw new WebhookVerificationError(
       "timestamp_outside_tolerance",
       `the signature timestamp is ${Math.round(skew)} s away from this receiver's clock (tolerance ${tolerance} s)`
     )
   }
-  return { timestamp: parsed.timestamp }
+}
+
+/**
+ * Verifies a delivery by its headers, whichever scheme they carry:
+ * `X-Svc-Signature` when present, otherwise the Standard Webhooks headers
+ * (then the body's `id` must equal `webhook-id`). Resolves to the verified,
+ * decoded event; rejects with a `WebhookVerificationError` saying why.
+ */
+export const constructEventFromHeaders = async (
+  rawBody: RawBody,
+  headers: HeaderSource,
+  secret: Secrets,
+  options: VerifyOptions = {}
+): Promise<WebhookEvent> => {
+  const svc = headerOf(headers, "x-svc-signature")
+  if (svc !== undefined && svc.length > 0) return constructEvent(rawBody, svc, secret, options)
+  const { id } = await verifyStandardWebhook(rawBody, headers, secret, options)
+  const event = decodeEvent(rawBody, options)
+  if (event.id !== id) throw new WebhookVerificationError("invalid_body", "the event id is not the webhook-id header")
+  return event
+}
+
+/** Refuses malformed signature headers before the body is read (either scheme). */
+const checkHeadersBeforeBody = (headers: HeaderSource) => {
+  const svc = headerOf(headers, "x-svc-signature")
+  if (svc !== undefined && svc.length > 0) {
+    parseSignatureHeader(svc)
+    return
+  }
+  const signature = headerOf(headers, "webhook-signature")
+  if (signature === undefined || headerOf(headers, "webhook-id") === undefined || headerOf(headers, "webhook-timestamp") === undefined) {
+    throw new WebhookVerificationError("malformed_header", "missing X-Svc-Signature header (or the webhook-id, webhook-timestamp and webhook-signature headers)")
+  }
+  if (signature.length > MAX_SIGNATURE_HEADER_LENGTH) {
+    throw new WebhookVerificationError("malformed_header", `the webhook-signature header is over ${MAX_SIGNATURE_HEADER_LENGTH} characters`)
+  }
 }
 
 const isObject = (value: unknown): value is Record<string, unknown> =>
@@ -328,13 +524,19 @@ export const decodeEvent = (rawBody: RawBody, options: Pick<VerifyOptions, "expe
   }
   if (
     !isObject(value) || typeof value.id !== "string" || typeof value.type !== "string" ||
-    typeof value.org_id !== "string" || typeof value.occurred_at !== "string" || !isObject(value.approval) ||
-    typeof value.approval.approval_id !== "string"
+    typeof value.org_id !== "string" || typeof value.occurred_at !== "string"
   ) {
-    throw new WebhookVerificationError("invalid_body", "the body is not an svc event (id, type, org_id, occurred_at, approval)")
+    throw new WebhookVerificationError("invalid_body", "the body is not an svc event (id, type, org_id, occurred_at)")
   }
   if (!(EVENT_TYPES as ReadonlyArray<string>).includes(value.type)) {
     throw new WebhookVerificationError("unknown_event_type", `unknown event type ${JSON.stringify(value.type.slice(0, 64))}`)
+  }
+  if ((ENDPOINT_EVENT_TYPES as ReadonlyArray<string>).includes(value.type)) {
+    if (!isObject(value.endpoint) || typeof value.endpoint.id !== "string") {
+      throw new WebhookVerificationError("invalid_body", "the body is not an svc endpoint event (no endpoint object)")
+    }
+  } else if (!isObject(value.approval) || typeof value.approval.approval_id !== "string") {
+    throw new WebhookVerificationError("invalid_body", "the body is not an svc approval event (no approval object)")
   }
   if (options.expectedOrgId !== undefined && value.org_id !== options.expectedOrgId) {
     throw new WebhookVerificationError("unexpected_org", "the event belongs to another organization")
@@ -421,7 +623,8 @@ export interface HandlerOptions extends VerifyOptions {
 }
 
 /**
- * A complete `(Request) => Response` receiver: 400 for an unverifiable
+ * A complete `(Request) => Response` receiver, verifying `X-Svc-Signature`
+ * or, without it, the Standard Webhooks headers: 400 for an unverifiable
  * delivery and 413 for a body over `maxBodyBytes` (saying why, never
  * echoing the body), 2xx once `onEvent` saved it, 200 `{"duplicate":true}`
  * for a repeat. A malformed signature header is refused before the body is
@@ -431,10 +634,9 @@ export const handleRequest = async (request: Request, options: HandlerOptions): 
   if (request.method !== "POST") return new Response(null, { status: 405, headers: { allow: "POST" } })
   let event: WebhookEvent
   try {
-    const header = request.headers.get("x-svc-signature")
-    parseSignatureHeader(header)
+    checkHeadersBeforeBody(request.headers)
     const raw = await readRawBody(request, options)
-    event = await constructEvent(raw, header, options.secret, options)
+    event = await constructEventFromHeaders(raw, request.headers, options.secret, options)
   } catch (error) {
     if (error instanceof WebhookVerificationError) {
       const status = error.reason === "body_too_large" ? 413 : 400

@@ -16,7 +16,10 @@
  *   window of both streams;
  * - a console sign-in link, and a console session, once it has ended (used,
  *   expired, revoked, idle too long) for `SVC_SESSION_EVENT_RETENTION` too:
- *   until then a used link still says "used" and `console sessions` lists it.
+ *   until then a used link still says "used" and `console sessions` lists it;
+ * - a revoked API key once revoked for `SVC_REVOKED_KEY_RETENTION`: until
+ *   then it is listed as revoked and the feedback scrubber still removes it
+ *   by its hash (after that, by its shape, as any `svc_` key).
  *
  * Every process runs the pruning fiber. Each statement deletes at most
  * `SVC_RETENTION_BATCH` rows, chosen with `FOR UPDATE SKIP LOCKED`, so
@@ -93,6 +96,20 @@ export const retentionRules = Effect.gen(function*() {
           DELETE FROM approval_stream_events WHERE ctid IN (
             SELECT ctid FROM approval_stream_events
             WHERE created_at < now() - make_interval(secs => ${seconds(config.sessionEventRetention)})
+            LIMIT ${batch}
+            FOR UPDATE SKIP LOCKED
+          )
+          RETURNING 1 AS deleted
+        `.pipe(count, Effect.orDie)
+    },
+    {
+      name: "revoked API keys",
+      prune: (batch) =>
+        sql`
+          DELETE FROM api_keys WHERE id IN (
+            SELECT id FROM api_keys
+            WHERE revoked_at < now() - make_interval(secs => ${seconds(config.revokedKeyRetention)})
+            ORDER BY revoked_at
             LIMIT ${batch}
             FOR UPDATE SKIP LOCKED
           )

@@ -4,12 +4,12 @@
  * learns that nothing was done and that trying again later is right.
  *
  * Database failures are defects in the services (STYLE: infrastructure
- * failures are not domain errors); this middleware, outermost on every
- * endpoint, recognizes the ones that mean "unreachable for now" and turns
- * them into the declared problem. Every other defect stays a 500.
+ * failures are not domain errors); the router's middleware recognizes the
+ * ones that mean "unreachable for now" and turns them into the declared
+ * problem. Every other defect stays a 500.
  */
-import { Cause, Effect, Layer, Option, type Types } from "effect"
-import { HttpEffect, type HttpServerRequest, HttpServerResponse } from "effect/http"
+import { Cause, Effect, Layer, Option } from "effect"
+import { HttpEffect, HttpServerResponse } from "effect/http"
 import { SqlError } from "effect/sql"
 import { Availability } from "../api/Availability.ts"
 import { ServiceUnavailable } from "../api/Errors.ts"
@@ -68,15 +68,10 @@ export const unavailableProblem = (because: string) =>
     detail: `The service cannot reach its database at the moment (${because}). Nothing was done; retry after ${RETRY_AFTER_SECONDS} seconds.`
   })
 
-export const AvailabilityLive = Layer.succeed(Availability, (httpEffect) =>
-  Effect.catchCause(
-    httpEffect,
-    (cause): Effect.Effect<never, ServiceUnavailable | Types.unhandled, HttpServerRequest.HttpServerRequest> => {
-      const outage = databaseUnavailable(cause)
-      if (Option.isNone(outage)) return Effect.failCause(cause)
-      return Effect.logWarning(`service unavailable: ${outage.value}`, cause).pipe(
-        Effect.andThen(retryAfter),
-        Effect.andThen(Effect.fail(unavailableProblem(outage.value)))
-      )
-    }
-  ))
+/**
+ * Nothing per request: the router's middleware (`Middleware.ts`), which
+ * sees every failure of every route, answers an outage with this problem
+ * and `Retry-After` on its failure path. The tag stays declared on the API
+ * so the contract (and the typed client) knows the 503.
+ */
+export const AvailabilityLive = Layer.succeed(Availability, (httpEffect) => httpEffect)

@@ -1,5 +1,5 @@
 /** The server side of `RequestValidation`: decode failures become `400 INVALID_REQUEST`. */
-import { Cause, Data, Effect, ErrorReporter, Layer, SchemaIssue, type Types } from "effect"
+import { Cause, Context, Data, Effect, ErrorReporter, Layer, SchemaIssue, type Types } from "effect"
 import { HttpRouter, HttpServerRequest, HttpServerRespondable, type HttpServerResponse } from "effect/http"
 import { HttpApiError } from "effect/http-api"
 import { findUnstorableStrings, isUnstorableString, UNSTORABLE_STRING_MESSAGE } from "../api/Common.ts"
@@ -93,6 +93,19 @@ const checkedText = (text: string): Effect.Effect<string, UnstorableInput> => {
     : Effect.fail(new UnstorableInput({ where: "body", fields: found.map(toJsonPath) }))
 }
 
+const allStorable = (record: Readonly<Record<string, string | ReadonlyArray<string> | undefined>>): boolean => {
+  for (const name in record) {
+    if (isUnstorableString(name)) return false
+    const value = record[name]
+    if (typeof value === "string") {
+      if (isUnstorableString(value)) return false
+    } else if (value !== undefined) {
+      for (const item of value) if (isUnstorableString(item)) return false
+    }
+  }
+  return true
+}
+
 /**
  * Makes reading the request's body as text (what the JSON payload decoder
  * does, after authentication and the path and query) also check it. The failure travels as a defect through the decoder's
@@ -118,6 +131,8 @@ const unstorableParameters = (
   params: Readonly<Record<string, string | undefined>>,
   query: Readonly<Record<string, string | ReadonlyArray<string> | undefined>>
 ): UnstorableInput | undefined => {
+  // The common case first, without allocating: every string is storable.
+  if (allStorable(params) && allStorable(query)) return undefined
   const path = Object.entries(params).filter(([, value]) => value !== undefined && isUnstorableString(value)).map(([name]) => name)
   if (path.length > 0) return new UnstorableInput({ where: "path", fields: path })
   const inQuery = Object.entries(query).filter(([name, value]) =>
@@ -129,29 +144,50 @@ const unstorableParameters = (
 }
 
 /**
- * Every endpoint's request validation, in one place:
+ * The answer for a request whose decoding failed, when `cause` says so: a
+ * schema failure becomes `400 INVALID_REQUEST` naming the field (or a 500
+ * for our own answer failing to encode), an unstorable string in the body
+ * `400 INVALID_REQUEST` naming each. The endpoints let both travel as
+ * defects (the framework makes a decode failure one); the router's
+ * middleware asks here on its failure path only, so a request that decodes
+ * pays nothing for this.
+ */
+export const decodeFailureResponse = (
+  cause: Cause.Cause<unknown>
+): Effect.Effect<HttpServerResponse.HttpServerResponse> | undefined => {
+  for (const reason of cause.reasons) {
+    const value = Cause.isDieReason(reason) ? reason.defect : Cause.isFailReason(reason) ? reason.error : undefined
+    if (HttpApiError.HttpApiSchemaError.is(value)) {
+      return schemaErrorProblem(value).pipe(
+        Effect.catch((problem) => HttpServerRespondable.toResponse(problem))
+      )
+    }
+    if (value instanceof UnstorableInput) return HttpServerRespondable.toResponse(unstorableProblem(value))
+  }
+  return undefined
+}
+
+/**
+ * Every endpoint's request validation:
  *
  * - strings PostgreSQL cannot store are refused wherever they are in the
  *   body (member names included), the path or the query: `400
  *   INVALID_REQUEST` naming each (the body's when the JSON decoder reads it,
  *   so authentication still answers first);
- * - decode failures become `400 INVALID_REQUEST` naming the field.
+ * - decode failures become `400 INVALID_REQUEST` naming the field
+ *   (`decodeFailureResponse`, on the router's failure path).
+ *
+ * What runs per request is plain code: the path and query checked in place
+ * (nothing allocated when they are clean), and for a method with a body,
+ * the check hooked onto the body's reading.
  */
 export const RequestValidationLive = Layer.succeed(RequestValidation, (httpEffect) =>
-  Effect.gen(function*() {
-    const request = yield* HttpServerRequest.HttpServerRequest
-    const route = yield* HttpRouter.RouteContext
-    const query = yield* HttpServerRequest.ParsedSearchParams
+  Effect.withFiber((fiber) => {
+    const request = Context.getUnsafe(fiber.context, HttpServerRequest.HttpServerRequest)
+    const route = Context.getUnsafe(fiber.context, HttpRouter.RouteContext)
+    const query = Context.getUnsafe(fiber.context, HttpServerRequest.ParsedSearchParams)
     const bad = unstorableParameters(route.params, query)
-    if (bad !== undefined) return yield* unstorableProblem(bad)
-    checkBody(request)
-    return yield* Effect.catch(
-      httpEffect,
-      (error): Effect.Effect<HttpServerResponse.HttpServerResponse, Types.unhandled | InvalidRequest> =>
-        HttpApiError.HttpApiSchemaError.is(error) ? schemaErrorProblem(error) : Effect.fail(error)
-    ).pipe(
-      Effect.catchDefect((defect) =>
-        defect instanceof UnstorableInput ? Effect.fail(unstorableProblem(defect)) : Effect.die(defect)
-      )
-    )
+    if (bad !== undefined) return Effect.fail(unstorableProblem(bad))
+    if (request.method !== "GET" && request.method !== "HEAD" && request.method !== "DELETE") checkBody(request)
+    return httpEffect as Effect.Effect<HttpServerResponse.HttpServerResponse, Types.unhandled | InvalidRequest>
   }))

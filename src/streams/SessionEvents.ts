@@ -6,17 +6,15 @@
  * resumes after id N misses nothing and sees nothing twice.
  *
  * Idle streams cost no database queries: a stream reads when its session
- * has new events (`SessionHub`: in-process, and NOTIFY from other processes
- * on a PostgreSQL server), for a keep-alive, or after a slow poll.
+ * has new events (`SessionHub`, through `Wakeups`: in-process, and NOTIFY
+ * from other processes on a PostgreSQL server), for a keep-alive, or after a
+ * slow poll.
  */
-import { PgClient } from "@effect/sql-pg"
 import { Clock, Context, Deferred, Duration, Effect, Layer, Option, Schema, type Scope, Stream } from "effect"
 import type { SqlClient } from "effect/sql"
 import type { SessionEventNames } from "../api/Agents.ts"
-import { DatabaseInfo } from "../platform/Database.ts"
-import { newId } from "../platform/Ids.ts"
 import { rowsOf } from "../platform/Rows.ts"
-import { keepListening } from "../platform/Wakeups.ts"
+import { type Broadcast, Wakeups } from "../platform/Wakeups.ts"
 
 export type SessionEventName = typeof SessionEventNames[number]
 
@@ -38,8 +36,8 @@ export const appendSessionEvent = (
     `
   })
 
-/** The NOTIFY channel that carries "session X has new events" between processes on a server. */
-const CHANNEL = "svc_session_events"
+/** The `Wakeups` signal that carries "the stream `key` has new events" (also between processes on a server). */
+export const hubSignal = (key: string): Broadcast => `hub:${key}`
 
 /** What a stream of one session watches while it is open. */
 export interface SessionWatch {
@@ -78,11 +76,8 @@ export class SessionHub extends Context.Service<SessionHub, {
   static readonly layer = Layer.effect(
     SessionHub,
     Effect.gen(function*() {
-      const info = yield* DatabaseInfo
-      const sql = yield* PgClient.PgClient
+      const wakeups = yield* Wakeups
       const entries = new Map<string, { version: number; changed: Deferred.Deferred<void>; watchers: number }>()
-      // Our own notifications come back to us; this tag tells them apart.
-      const origin = newId()
 
       const bump = (sessionId: string) =>
         Effect.suspend(() => {
@@ -94,29 +89,11 @@ export class SessionHub extends Context.Service<SessionHub, {
           return Effect.asVoid(Deferred.succeed(changed, undefined))
         })
 
-      if (info.supportsNotify) {
-        yield* keepListening({
-          sql,
-          channel: CHANNEL,
-          handle: (payload) => {
-            const [from, sessionId] = payload.split(" ")
-            return from === origin || sessionId === undefined ? Effect.void : bump(sessionId)
-          },
-          // Events of other processes may have come meanwhile: open streams re-read.
-          resync: Effect.forEach([...entries.keys()], bump, { discard: true }),
-          what: "the session event listener"
-        })
-      }
+      // Signals of this process and (NOTIFY, on a server) of others; after a
+      // lost connection, events of other processes may have come: open streams re-read.
+      yield* wakeups.subscribe("hub:", bump, Effect.suspend(() => Effect.forEach([...entries.keys()], bump, { discard: true })))
 
-      const notify = (sessionId: string) =>
-        Effect.andThen(
-          bump(sessionId),
-          info.supportsNotify
-            ? sql.notify(CHANNEL, `${origin} ${sessionId}`).pipe(
-              Effect.catch((error) => Effect.logWarning("session event notify failed; other processes will poll", error))
-            )
-            : Effect.void
-        )
+      const notify = (sessionId: string) => wakeups.signal(hubSignal(sessionId))
 
       const watch = (sessionId: string) =>
         Effect.map(

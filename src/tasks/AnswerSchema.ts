@@ -15,11 +15,12 @@
  *   (`SVC_ANSWER_VALIDATION_TIMEOUT`, at most 1 s) and a heap
  *   (`SVC_ANSWER_VALIDATION_HEAP_MB`); a worker that misses either is
  *   terminated and replaced, and the request is refused naming the limit;
- * - one organization has at most one request in a worker at a time and at
- *   most `SVC_ANSWER_VALIDATION_QUEUE_PER_ORG` waiting (then 429); waiting
- *   organizations take turns (`WorkerPool.ts`). There are at least two
- *   workers, so one organization's expensive checks never hold up the
- *   others';
+ * - admission is fair (`WorkerPool.ts`): the pool holds
+ *   `SVC_ANSWER_VALIDATION_QUEUE` checks before it refuses anyone, and then
+ *   only organizations holding at least their share (429 with
+ *   `Retry-After`); waiting organizations take turns, and one whose checks
+ *   are slow holds at most all workers but one (there are at least two),
+ *   so its expensive checks never hold up the others';
  * - compiled validators live only in each worker's cache, bounded by count
  *   (`SVC_ANSWER_VALIDATION_CACHE`, least recently used dropped) and
  *   compiled again on demand: the worker asks for the schema when it does
@@ -27,7 +28,7 @@
  */
 import { Context, Data, Effect, Layer } from "effect"
 import { SvcConfig } from "../platform/Config.ts"
-import { makeWorkerPool, type Outcome, type PoolSettings, runInPool } from "../platform/WorkerPool.ts"
+import { admitted, makeWorkerPool, type Outcome, type PoolSettings, runInPool } from "../platform/WorkerPool.ts"
 import { appendPath, type SchemaViolation } from "./SchemaCompiler.ts"
 import type { WorkerReply, WorkerRequest } from "./validation-worker.ts"
 
@@ -54,7 +55,7 @@ export class OverLimit extends Data.TaggedError("OverLimit")<{
 /** The schema is not usable JSON Schema (what Ajv says is wrong). */
 export class SchemaUnusable extends Data.TaggedError("SchemaUnusable")<{ readonly message: string }> {}
 
-/** Too many checks of this organization are waiting. */
+/** The validation queue is full and this organization holds at least its share of it. */
 export class ValidationQueueFull extends Data.TaggedError("ValidationQueueFull")<{
   readonly limit: string
   readonly value: number
@@ -180,7 +181,7 @@ export class AnswerSchemas extends Context.Service<AnswerSchemas, {
             timeoutMs: config.answerValidationTimeoutMs,
             heapMb: config.answerValidationHeapMb,
             cacheEntries: config.answerValidationCacheEntries,
-            queuedPerOrg: config.answerValidationQueuePerOrg
+            queueCapacity: config.answerValidationQueue
           })
         ),
         (pool) => Effect.sync(pool.close)
@@ -201,20 +202,18 @@ export class AnswerSchemas extends Context.Service<AnswerSchemas, {
             message: `${what} took longer than ${config.answerValidationTimeoutMs} ms`
           })
 
-      const run = (orgId: string, request: Request) =>
-        runInPool(pool, orgId, request).pipe(
-          Effect.mapError(() =>
-            new ValidationQueueFull({
-              limit: "SVC_ANSWER_VALIDATION_QUEUE_PER_ORG",
-              value: config.answerValidationQueuePerOrg
-            })
-          )
+      const run = (orgId: string, request: Request) => runInPool(pool, orgId, request)
+      /** Runs `effect` (the pool requests of one check) holding one admission. */
+      const admit = <A, E, R>(orgId: string, effect: Effect.Effect<A, E, R>) =>
+        admitted(pool, orgId, effect).pipe(
+          Effect.catchTag("PoolQueueFull", () =>
+            Effect.fail(new ValidationQueueFull({ limit: "SVC_ANSWER_VALIDATION_QUEUE", value: config.answerValidationQueue })))
         )
 
       const check = Effect.fn("AnswerSchemas.check")(function*(orgId: string, key: string, schema: unknown) {
         const exceeded = measureSchema(schema, limits)
         if (exceeded !== undefined) return yield* exceeded
-        const outcome = yield* run(orgId, { op: "check", key, schema })
+        const outcome = yield* admit(orgId, run(orgId, { op: "check", key, schema }))
         if (outcome._tag !== "Reply") return yield* overBudget(outcome, "answer_schema", "compiling the schema")
         if (outcome.reply._tag === "Unusable") return yield* new SchemaUnusable({ message: outcome.reply.message })
       })
@@ -226,10 +225,13 @@ export class AnswerSchemas extends Context.Service<AnswerSchemas, {
         schema: Effect.Effect<unknown>,
         value: unknown
       ) {
-        let outcome = yield* run(orgId, { op: "validate", key, value })
-        if (outcome._tag === "Reply" && outcome.reply._tag === "Missing") {
-          outcome = yield* run(orgId, { op: "validate", key, schema: yield* schema, value })
-        }
+        const outcome = yield* admit(
+          orgId,
+          Effect.flatMap(run(orgId, { op: "validate", key, value }), (first) =>
+            first._tag === "Reply" && first.reply._tag === "Missing"
+              ? Effect.flatMap(schema, (schema) => run(orgId, { op: "validate", key, schema, value }))
+              : Effect.succeed(first))
+        )
         if (outcome._tag !== "Reply") return yield* overBudget(outcome, "correction", "checking the correction against the answer schema")
         const reply = outcome.reply
         if (reply._tag === "Checked") return reply.violations

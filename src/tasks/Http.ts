@@ -3,6 +3,7 @@ import { HttpEffect, HttpServerResponse } from "effect/http"
 import { HttpApiBuilder } from "effect/http-api"
 import { Api } from "../api/Api.ts"
 import { CurrentPrincipal } from "../api/Security.ts"
+import { busyRetryAfter } from "./ValidationBusy.ts"
 import { Tasks } from "./Tasks.ts"
 
 export const TasksHandlers = HttpApiBuilder.group(
@@ -11,7 +12,8 @@ export const TasksHandlers = HttpApiBuilder.group(
   Effect.fn(function*(handlers) {
     const tasks = yield* Tasks
     return handlers.handleAll({
-      create: ({ payload }) => CurrentPrincipal.use((p) => tasks.create(p.orgId, payload)),
+      create: ({ payload }) =>
+        CurrentPrincipal.use((p) => tasks.create(p.orgId, payload)).pipe(Effect.tapErrorTag("ValidationBusy", () => busyRetryAfter)),
       list: ({ query }) => CurrentPrincipal.use((p) => tasks.list(p.orgId, query)),
       get: ({ params }) => CurrentPrincipal.use((p) => tasks.get(p.orgId, params.task_id)),
       logRun: ({ params, payload }) =>
@@ -40,7 +42,7 @@ export const DatasetsHandlers = HttpApiBuilder.group(
         CurrentPrincipal.use((p) => tasks.listDatasets(p.orgId, params.task_id)).pipe(
           Effect.map((datasets) => ({ datasets }))
         ),
-      get: ({ params }) => CurrentPrincipal.use((p) => tasks.getDataset(p.orgId, params.dataset_id))
+      get: ({ params, query }) => CurrentPrincipal.use((p) => tasks.getDataset(p.orgId, params.dataset_id, query))
     })
   })
 )

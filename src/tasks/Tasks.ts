@@ -4,7 +4,8 @@
  */
 import { PgClient } from "@effect/sql-pg"
 import { Clock, Context, Effect, Exit, Layer, Option, Schema } from "effect"
-import { AnswerSchemaTooComplex, InvalidRequest, LimitReached, NotFound, ValidationBusy } from "../api/Errors.ts"
+import { AnswerSchemaTooComplex, InvalidRequest, LimitReached, NotFound, type ValidationBusy } from "../api/Errors.ts"
+import { validationBusy } from "./ValidationBusy.ts"
 import { type Dataset, DatasetSummary, Example, Run, Task } from "../api/Tasks.ts"
 import { randomTraceId, SecretBox } from "../platform/Crypto.ts"
 import { type CursorMac, type CursorScope, encodeCursor, page, seqBound } from "../platform/Cursor.ts"
@@ -20,7 +21,9 @@ type Json = typeof Run.Type["input"]
 const TaskRows = rowsOf("tasks", Schema.Struct({ ...Task.fields, answer_schema: JsonColumn(Task.fields.answer_schema), created_at: Timestamp, seq: BigIntText }))
 const RunRows = rowsOf("runs", Schema.Struct({ ...Run.fields, input: JsonColumn(Run.fields.input), answer: JsonColumn(Run.fields.answer), created_at: Timestamp, seq: BigIntText }))
 const DatasetRows = rowsOf("datasets", Schema.Struct({ ...DatasetSummary.fields, created_at: Timestamp }))
+const VersionRows = rowsOf("datasets", Schema.Struct({ ...DatasetSummary.fields, created_at: Timestamp, lineage_id: Schema.String }))
 const ExampleRows = rowsOf("dataset_examples", Schema.Struct({
+  seq: Schema.Number,
   input: JsonColumn(Example.fields.input),
   answer: JsonColumn(Example.fields.answer),
   feedback_id: Schema.NullOr(Schema.String)
@@ -46,7 +49,7 @@ export class Tasks extends Context.Service<Tasks, {
   readonly listRuns: (orgId: string, taskId: string, request: PageRequest) => Effect.Effect<{ readonly runs: ReadonlyArray<Run>; readonly next_cursor: string | null }, NotFound | InvalidRequest>
   readonly getRun: (orgId: string, traceId: string) => Effect.Effect<Run, NotFound>
   readonly listDatasets: (orgId: string, taskId: string) => Effect.Effect<ReadonlyArray<DatasetSummary>, NotFound>
-  readonly getDataset: (orgId: string, datasetId: string) => Effect.Effect<Dataset, NotFound>
+  readonly getDataset: (orgId: string, datasetId: string, request: PageRequest) => Effect.Effect<Dataset, NotFound | InvalidRequest>
 }>()("svc/tasks/Tasks") {
   static readonly layer = Layer.effect(
     Tasks,
@@ -76,12 +79,7 @@ export class Tasks extends Context.Service<Tasks, {
                 limit_value: over.value,
                 detail: `${over.field} ${over.message} (${over.limit}).`
               })),
-            ValidationQueueFull: (full) =>
-              Effect.fail(new ValidationBusy({
-                limit: full.limit,
-                limit_value: full.value,
-                detail: `More than ${full.value} schema checks of this organization are waiting (${full.limit}); retry later.`
-              }))
+            ValidationQueueFull: (full) => Effect.fail(validationBusy(full.value, "schema checks"))
           })
         )
         const row = yield* sql.withTransaction(Effect.gen(function*() {
@@ -97,9 +95,10 @@ export class Tasks extends Context.Service<Tasks, {
             VALUES (${id}, ${orgId}, ${input.name}, ${sql.json(input.answer_schema)})
             RETURNING id, seq, name, answer_schema, created_at
           `)
+          const datasetId = newId()
           yield* sql`
-            INSERT INTO datasets (id, org_id, task_id, version, example_count)
-            VALUES (${newId()}, ${orgId}, ${id}, 1, 0)
+            INSERT INTO datasets (id, org_id, task_id, version, example_count, lineage_id)
+            VALUES (${datasetId}, ${orgId}, ${id}, 1, 0, ${datasetId})
           `
           if (task === undefined) return yield* Effect.die(new Error("INSERT INTO tasks returned no row"))
           return task
@@ -191,22 +190,33 @@ export class Tasks extends Context.Service<Tasks, {
         `)
       })
 
-      const getDataset = Effect.fn("Tasks.getDataset")(function*(orgId: string, datasetId: string) {
-        const row = yield* DatasetRows.one(sql`
-          SELECT id, task_id, version, example_count, created_at FROM datasets
+      // A version's examples are its line's rows below its count (migration
+      // 0630): one index range per page, whatever the version's size.
+      const getDataset = Effect.fn("Tasks.getDataset")(function*(orgId: string, datasetId: string, request: PageRequest) {
+        const limit = request.limit ?? DEFAULT_LIMIT
+        const scope: CursorScope = { orgId, list: "dataset_examples", filters: [datasetId] }
+        const after = yield* seqBound(mac, scope, request.cursor)
+        const row = yield* VersionRows.one(sql`
+          SELECT id, task_id, version, example_count, created_at, lineage_id FROM datasets
           WHERE id = ${datasetId} AND org_id = ${orgId}
         `)
         if (row === undefined) return yield* new NotFound({ detail: "No such dataset." })
         const examples = yield* ExampleRows.all(sql`
-          SELECT input, answer, feedback_id FROM dataset_examples WHERE dataset_id = ${datasetId} ORDER BY position
+          SELECT position AS seq, input, answer, feedback_id FROM dataset_examples
+          WHERE lineage_id = ${row.lineage_id} AND position < ${row.example_count}
+          ${Option.isSome(after) ? sql`AND position > ${Number(after.value)}` : sql``}
+          ORDER BY position LIMIT ${limit + 1}
         `)
+        const { items, next_cursor } = page(examples, limit, (seq) => encodeCursor(mac, scope, seq))
+        const { lineage_id: _, ...summary } = row
         return {
-          ...row,
-          examples: examples.map((example) =>
+          ...summary,
+          examples: items.map((example) =>
             example.feedback_id === null
               ? { input: example.input, answer: example.answer }
               : { input: example.input, answer: example.answer, feedback_id: example.feedback_id }
-          )
+          ),
+          next_cursor
         }
       })
 

@@ -52,7 +52,7 @@ interface Buffer {
   chunks: Array<Chunk>
   /** Spans in `chunks`. */
   size: number
-  /** When a round last cut a batch here (`Date.now()`). */
+  /** When a round last cut a batch here (epoch ms, from `Clock`). */
   lastCut: number | undefined
   /** Bytes the last batch closed here took: where the next one starts. */
   lastBytes: number
@@ -95,7 +95,7 @@ export class SpanBuffers extends Context.Service<SpanBuffers, {
    * time, twice the requests to the collector and records in the database;
    * the small one's spans join the next batch instead.
    */
-  readonly cut: (destinationId: string, round: "full" | "period", now?: number) => number
+  readonly cut: (destinationId: string, round: "full" | "period", now: number) => number
   /** Removes the destination's oldest closed batch, if any. */
   readonly take: (destinationId: string) => SpanBatch | undefined
   /** Returns and resets the drops not yet saved. */
@@ -222,7 +222,7 @@ export class SpanBuffers extends Context.Service<SpanBuffers, {
         }
         for (const orgId of [...byOrg.keys()]) if (!keep.has(orgId)) deactivate(orgId)
       },
-      cut: (destinationId, round, now = Date.now()) => {
+      cut: (destinationId, round, now) => {
         const buffer = byDestination.get(destinationId)
         if (buffer === undefined) return 0
         const fullOnly = round === "full" && buffer.lastCut !== undefined &&

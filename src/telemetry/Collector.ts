@@ -8,7 +8,7 @@
  * fails the batch at once (400, 401, 403, 404, 413, 500, a redirect, a TLS
  * failure, a refused target).
  */
-import { Duration, Effect, Redacted } from "effect"
+import { Clock, Duration, Effect, Redacted } from "effect"
 import { constants as zlibConstants, gunzip, gzip, gzipSync } from "node:zlib"
 import { type OutboundFailure, OutboundHttp, type OutboundResponse } from "../outbound/OutboundHttp.ts"
 import { parseRetryAfter as parseHttpRetryAfter } from "../outbound/RetryAfter.ts"
@@ -171,7 +171,9 @@ export const exportBody = Effect.fn("Collector.exportBody")(function*(
     maxResponseBytes: 16 * 1024,
     orgId: target.orgId
   }).pipe(
-    Effect.map((response) => ({ result: classify(response, spanCount, Date.now(), (text) => scrub(text, target)), response })),
+    Effect.flatMap((response) =>
+      Effect.map(Clock.currentTimeMillis, (now) => ({ result: classify(response, spanCount, now, (text) => scrub(text, target)), response }))
+    ),
     Effect.catchTag("OutboundFailure", (failure) => Effect.succeed({ result: classifyFailure(failure), response: undefined }))
   )
   return { ...result, durationMs: performance.now() - started }

@@ -5,9 +5,9 @@
  * kind `telemetry`; `Export.ts` fills and drains it.
  */
 import { PgClient } from "@effect/sql-pg"
-import { Context, Effect, Layer, Option, Redacted } from "effect"
+import { Clock, Context, Effect, Layer, Option, Redacted } from "effect"
 import { InvalidUrl, type NotReplayable, type QueueFull } from "../api/Deliveries.ts"
-import { replayProblem } from "../deliveries/ReplayProblem.ts"
+import { replayProblem } from "../api/ReplayProblem.ts"
 import { NotFound } from "../api/Errors.ts"
 import {
   DestinationExists,
@@ -169,7 +169,7 @@ export class TelemetryDestinations extends Context.Service<TelemetryDestinations
       const test = Effect.fn("TelemetryDestinations.test")(function*(orgId: string, id: string) {
         const row = yield* find(orgId, id)
         const target = yield* targetOf(row)
-        const now = BigInt(Date.now()) * 1_000_000n
+        const now = BigInt(yield* Clock.currentTimeMillis) * 1_000_000n
         const span: OtlpSpan = {
           traceId: randomHex(16),
           spanId: randomHex(8),

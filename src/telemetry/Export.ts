@@ -27,7 +27,7 @@
  * None of this work belongs to an organization, so none of its spans is
  * exported (which would feed export with its own spans).
  */
-import { Duration, Effect, FiberSet, Latch, Layer, Option, Redacted } from "effect"
+import { Clock, Duration, Effect, FiberSet, Latch, Layer, Option, Redacted } from "effect"
 import { type Claimed, DeliveryQueue, Outcome } from "../deliveries/DeliveryQueue.ts"
 import { runWorker, type Settlement } from "../deliveries/DeliveryWorker.ts"
 import { Metrics } from "../observability/Metrics.ts"
@@ -128,14 +128,14 @@ export const TelemetryExportLive = Layer.effectDiscard(Effect.gen(function*() {
     })
   const lastSuccess = new Map<string, number>()
   /** Whether this success should update the destination row (a run of successes does so at most once a second). */
-  const touchOnSuccess = (id: string, error: string | null) => {
+  const touchOnSuccess = (id: string, error: string | null, now: number) => {
     const previous = lastSuccess.get(id)
-    if (error === null && previous !== undefined && Date.now() - previous < SUCCESS_WRITE_MS) return false
-    lastSuccess.set(id, Date.now())
+    if (error === null && previous !== undefined && now - previous < SUCCESS_WRITE_MS) return false
+    lastSuccess.set(id, now)
     return true
   }
   const recordSuccess = (id: string, error: string | null) =>
-    Effect.suspend(() => touchOnSuccess(id, error) ? repo.recordSuccess(id, error) : Effect.void)
+    Effect.flatMap(Clock.currentTimeMillis, (now) => touchOnSuccess(id, error, now) ? repo.recordSuccess(id, error) : Effect.void)
   const recordError = (id: string, error: string) =>
     Effect.suspend(() => {
       lastSuccess.delete(id)
@@ -171,12 +171,12 @@ export const TelemetryExportLive = Layer.effectDiscard(Effect.gen(function*() {
   // replay is seen within that second.
   const queueEmptyAt = new Map<string, number>()
   const queuedNow = (destinationId: string) =>
-    Effect.suspend(() => {
+    Effect.flatMap(Clock.currentTimeMillis, (now) => {
       const at = queueEmptyAt.get(destinationId)
-      if (at !== undefined && Date.now() - at < QUEUE_EMPTY_FRESH_MS) return Effect.succeed(0)
+      if (at !== undefined && now - at < QUEUE_EMPTY_FRESH_MS) return Effect.succeed(0)
       return Effect.tap(queue.undelivered("telemetry", destinationId), (count) =>
         Effect.sync(() => {
-          if (count === 0) queueEmptyAt.set(destinationId, Date.now())
+          if (count === 0) queueEmptyAt.set(destinationId, now)
           else queueEmptyAt.delete(destinationId)
         }))
     })
@@ -237,7 +237,7 @@ export const TelemetryExportLive = Layer.effectDiscard(Effect.gen(function*() {
           readonly status: "retrying" | "failed"
           readonly payload: string
           readonly error: string
-          readonly nextAttemptAt?: Date
+          readonly retryAfter?: Duration.Duration
           readonly meta?: typeof meta & Record<string, string | number>
         }) =>
           repo.whileExists(
@@ -258,14 +258,14 @@ export const TelemetryExportLive = Layer.effectDiscard(Effect.gen(function*() {
             later({
               status: "delivered",
               error: null,
-              touch: touchOnSuccess(destinationId, null),
+              touch: touchOnSuccess(destinationId, null, yield* Clock.currentTimeMillis),
               meta: result.warning === undefined ? meta : { ...meta, warning: result.warning }
             })
             metrics.deliveryAttempt("telemetry", "Delivered", durationMs)
             metrics.spansExported("organizations", spanCount)
             return true
           case "Partial": {
-            touchOnSuccess(destinationId, result.error)
+            touchOnSuccess(destinationId, result.error, yield* Clock.currentTimeMillis)
             later({ status: "partial", error: result.error, touch: true, meta: { ...meta, rejected_spans: result.rejected } })
             const rejected = Math.min(spanCount, result.rejected)
             metrics.deliveryAttempt("telemetry", "Partial", durationMs)
@@ -289,7 +289,7 @@ export const TelemetryExportLive = Layer.effectDiscard(Effect.gen(function*() {
               status: "retrying",
               payload: seal(destinationId, body),
               error: result.error,
-              nextAttemptAt: new Date(Date.now() + retryDelay(1, result))
+              retryAfter: Duration.millis(retryDelay(1, result))
             })
             yield* repo.recordError(destinationId, result.error)
             metrics.deliveryAttempt("telemetry", "Retry", durationMs)
@@ -376,7 +376,7 @@ export const TelemetryExportLive = Layer.effectDiscard(Effect.gen(function*() {
       // Draining until the buffer is empty would, under steady traffic, cut
       // a stream of tiny batches and then count the rest as dropped once
       // `room` ran out, with a healthy collector.
-      let left = buffers.cut(destinationId, round)
+      let left = buffers.cut(destinationId, round, yield* Clock.currentTimeMillis)
       if (left > 0 || readyOf(destinationId) > 0) {
         const queued = yield* queuedNow(destinationId)
         let room = queueBatches - queued - (inFlight.get(destinationId) ?? 0) - readyOf(destinationId)
@@ -472,7 +472,7 @@ export const TelemetryExportLive = Layer.effectDiscard(Effect.gen(function*() {
           if (round >= MAX_ATTEMPTS) {
             return settle(fail(`${result.error} (gave up after ${MAX_ATTEMPTS} attempts)`), attempt)
           }
-          return settle(Outcome.retry(new Date(Date.now() + retryDelay(round, result)), result.error), attempt)
+          return settle(Outcome.retry(Duration.millis(retryDelay(round, result)), result.error), attempt)
         }
       }
     })
@@ -539,20 +539,22 @@ export const TelemetryExportLive = Layer.effectDiscard(Effect.gen(function*() {
   // `FLUSH_EVERY` of the previous period round, not `FLUSH_EVERY` after
   // that batch.
   let startedBy: Round = "period"
-  let periodAt = Date.now() + Duration.toMillis(FLUSH_EVERY)
+  let periodAt = (yield* Clock.currentTimeMillis) + Duration.toMillis(FLUSH_EVERY)
   yield* Effect.sync(() => buffers.batchReady.closeUnsafe()).pipe(
     Effect.andThen(Effect.suspend(() => flushAll(true, startedBy))),
     Effect.catchCause((cause) => Effect.logWarning("telemetry flush failed; trying again", cause)),
-    Effect.andThen(Effect.suspend(() =>
-      buffers.batchReady.await.pipe(Effect.timeoutOption(Duration.millis(Math.max(0, periodAt - Date.now()))))
+    Effect.andThen(Effect.flatMap(Clock.currentTimeMillis, (now) =>
+      buffers.batchReady.await.pipe(Effect.timeoutOption(Duration.millis(Math.max(0, periodAt - now))))
     )),
-    Effect.map((opened) => {
-      if (Option.isSome(opened)) startedBy = "full"
-      else {
-        startedBy = "period"
-        periodAt = Date.now() + Duration.toMillis(FLUSH_EVERY)
-      }
-    }),
+    Effect.flatMap((opened) =>
+      Effect.map(Clock.currentTimeMillis, (now) => {
+        if (Option.isSome(opened)) startedBy = "full"
+        else {
+          startedBy = "period"
+          periodAt = now + Duration.toMillis(FLUSH_EVERY)
+        }
+      })
+    ),
     Effect.forever,
     Effect.forkScoped
   )

@@ -1,6 +1,6 @@
 /**
- * The create rules for collector headers (spec "Telemetry destinations",
- * create rules 2 and 3; issue rule 3). Pure: tested on its own, with a
+ * The create rules for collector headers (docs/telemetry.md, "The
+ * destination"). Pure: tested on its own, with a
  * property test.
  *
  * Refused: more than 10 headers; names that differ only in case; transport

@@ -1,5 +1,5 @@
 /**
- * The admin screens in a real browser (issue 11, items 9-12): "Webhooks"
+ * The admin screens in a real browser: "Webhooks"
  * against a real HTTPS receiver, "Telemetry" against a real HTTPS
  * collector, "API keys" and console sessions.
  */
@@ -263,6 +263,30 @@ describeBrowser("API keys and console sessions", () => {
     await reviewer.page.reload()
     await reviewer.page.getByText("You are not signed in").waitFor()
     await reviewer.done()
+    await done()
+  })
+
+  it("a key made in the console records who made it, the screen says it outlives the session, and it keeps working after sign-out", async () => {
+    const { page, done } = await admin()
+    await page.goto(`${world.baseUrl}/console/keys`)
+    await page.getByText("it keeps working after you sign out or your session ends, until someone revokes it below").waitFor()
+    await page.getByRole("textbox", { name: "Name" }).fill("outlives-session")
+    await page.getByRole("checkbox", { name: "tasks.read" }).check()
+    await page.getByRole("button", { name: "Create key" }).click()
+    const shown = page.getByRole("region", { name: "The new API key" })
+    await shown.waitFor()
+    const key = (await shown.locator("[data-secret]").textContent())!
+    await page.getByText("Key created, recorded as made by Ada Admin. It keeps working after this console session ends, until it is revoked here.").waitFor()
+    await page.getByRole("button", { name: "I have saved it" }).click()
+    const row = page.getByRole("row", { name: /outlives-session/ })
+    await row.getByRole("cell", { name: "Ada Admin (console)" }).waitFor()
+    await checkAccessibility(page, "API keys with who made each")
+    await screenshot(page, "keys-created-by")
+    const listed = (await world.api("GET", "/v1/api-keys")).body.keys.find((k: { name: string }) => k.name === "outlives-session")
+    assert.strictEqual(listed.created_by, "console:Ada Admin")
+    await page.getByRole("button", { name: "Sign out" }).click()
+    await page.getByText("You are not signed in").waitFor()
+    assert.strictEqual((await world.api("GET", "/v1/tasks", undefined, key)).status, 200, "the key outlives the session that made it")
     await done()
   })
 })

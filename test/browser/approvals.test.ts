@@ -1,4 +1,9 @@
-/** "Approvals" in a real browser (issue 11, items 8 and 12): a live list over the organization's stream. */
+/**
+ * "Approvals" in a real browser: a live list over the organization's
+ * stream; each card shows what a person needs to decide (task name, tool,
+ * the session's earlier steps) and takes an optional reason; "History"
+ * shows closed approvals with who, when and why.
+ */
 import { afterAll, assert, beforeAll, it } from "vitest"
 import { checkAccessibility, describeBrowser, screenshot, signIn, startWorld, until, type World } from "./support.ts"
 
@@ -20,8 +25,8 @@ afterAll(async () => {
 })
 
 /** An agent asks to run a governed step; the policy makes it wait for a person. */
-const requestApproval = async (tool: string, args: unknown, actionClass = "deploy") => {
-  const session = await world.api("POST", "/v1/agent-sessions", {})
+const requestApproval = async (tool: string, args: unknown, actionClass = "deploy", sessionBody: Record<string, unknown> = {}) => {
+  const session = await world.api("POST", "/v1/agent-sessions", sessionBody)
   assert.strictEqual(session.status, 201, JSON.stringify(session.body))
   const step = await world.api("POST", `/v1/agent-sessions/${session.body.id}/steps`, {
     step_id: `step-${tool}`,
@@ -82,6 +87,9 @@ describeBrowser("Approvals", () => {
     await signIn(page, await world.link("approver", "Alex Approver"))
     const card = page.getByRole("listitem", { name: /drop-table/ })
     await card.waitFor()
+    // Approvals closed before the page opened (the stream replays them first) are not news.
+    await page.getByText("Live: new and decided approvals appear here by themselves.").waitFor()
+    assert.strictEqual(await page.getByText(/elsewhere|by its timeout action/).count(), 0)
     const overflow = await page.evaluate(() => document.documentElement.scrollWidth - document.documentElement.clientWidth)
     assert.isAtMost(overflow, 0)
     await checkAccessibility(page, "approvals at 390 px, dark")
@@ -118,6 +126,77 @@ describeBrowser("Approvals", () => {
     assert.include(await card.textContent(), "Escalationescalated")
     await card.waitFor({ state: "detached", timeout: 15_000 })
     await page.getByText("An approval for restart-cache expired: rejected by its timeout action.").waitFor()
+    await done()
+  })
+
+  it("a card names the task, the tool and the session's earlier steps; Reject takes a reason; History shows who, when and why", async () => {
+    const allowed = await world.api("PUT", "/v1/approval-policies/crm.read", {
+      mode: "allow",
+      review_seconds: 60,
+      expiring_notice_seconds: 0,
+      timeout_action: "reject"
+    })
+    assert.strictEqual(allowed.status, 200)
+    const task = await world.api("POST", "/v1/tasks", { name: "Customer refunds", answer_schema: { type: "object" } })
+    assert.strictEqual(task.status, 201, JSON.stringify(task.body))
+    const session = await world.api("POST", "/v1/agent-sessions", { task_id: task.body.id })
+    const steps = `/v1/agent-sessions/${session.body.id}/steps`
+    for (const [stepId, tool] of [["look-1", "crm.find-customer"], ["look-2", "crm.list-orders"]]) {
+      const step = await world.api("POST", steps, { step_id: stepId, tool, action_class: "crm.read", arguments: { customer: 7 } })
+      assert.strictEqual(step.body.decision, "allow")
+    }
+    const pending = await world.api("POST", steps, {
+      step_id: "refund",
+      tool: "payments.refund-order",
+      action_class: "deploy",
+      arguments: { order: 31, amount: 1200 }
+    })
+    assert.strictEqual(pending.body.decision, "pending")
+    const approvalId = pending.body.approval_id as string
+
+    const { page, done } = await world.open()
+    await signIn(page, await world.link("approver", "Alex Approver"))
+    const card = page.getByRole("listitem", { name: /payments\.refund-order/ })
+    await card.waitFor()
+    await card.getByText("Customer refunds").waitFor()
+    assert.notInclude(await card.textContent(), task.body.id)
+    const earlier = card.getByRole("list", { name: "Earlier steps in this session" })
+    assert.deepStrictEqual(
+      (await earlier.getByRole("listitem").allTextContents()).map((text) => text.replace(/\s+/g, " ").trim()),
+      ["crm.find-customer · crm.read allowed", "crm.list-orders · crm.read allowed"]
+    )
+    await card.getByRole("heading", { name: "Earlier steps in this session (2)" }).waitFor()
+    await checkAccessibility(page, "an approval card with its context")
+    await card.getByRole("textbox", { name: /Reason \(optional\)/ }).fill("Order 31 was refunded last week already.")
+    await screenshot(page, "approvals-context")
+    await card.getByRole("button", { name: "Reject" }).click()
+    await card.waitFor({ state: "detached" })
+    const snapshot = await world.api("GET", `/v1/agent-approvals/${approvalId}`)
+    assert.strictEqual(snapshot.body.status, "rejected")
+    assert.strictEqual(snapshot.body.decision_reason, "Order 31 was refunded last week already.")
+    assert.strictEqual(snapshot.body.decided_by, "console:Alex Approver")
+
+    await page.getByRole("navigation", { name: "Approvals views" }).getByRole("link", { name: "History" }).click()
+    await page.waitForURL((url) => url.search === "?view=history")
+    const table = page.getByRole("table", { name: "Decided and expired approvals" })
+    const row = table.getByRole("row", { name: /payments\.refund-order/ })
+    await row.waitFor()
+    const cells = (await row.getByRole("cell").allTextContents()).map((text) => text.replace(/\s+/g, " ").trim())
+    assert.strictEqual(cells[1], "Customer refunds")
+    assert.strictEqual(cells[2], "rejected")
+    assert.strictEqual(cells[3], "Alex Approver (console)")
+    assert.match(cells[4]!, /\d/)
+    assert.strictEqual(cells[5], "Order 31 was refunded last week already.")
+    await checkAccessibility(page, "the approvals history")
+    await screenshot(page, "approvals-history")
+    // Decided elsewhere with a reason: the history shows it without a reload, and the API key as the decider.
+    const other = await requestApproval("restart-workers", { pool: "b" })
+    const decided = await world.api("POST", `/v1/agent-approvals/${other}/decision`, { decision: "approve", reason: "Planned restart." })
+    assert.strictEqual(decided.status, 200)
+    const otherRow = table.getByRole("row", { name: /restart-workers/ })
+    await otherRow.waitFor()
+    assert.include(await otherRow.textContent(), "Planned restart.")
+    assert.include(await otherRow.textContent(), "API key")
     await done()
   })
 })

@@ -1,5 +1,5 @@
 /**
- * "Review" and "Promote" in a real browser (issue 11, items 6, 7 and 12),
+ * "Review" and "Promote" in a real browser,
  * and the time from opening a sign-in link to a usable review queue.
  */
 import * as fs from "node:fs"

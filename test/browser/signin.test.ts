@@ -1,6 +1,5 @@
 /**
- * The console served by svc, sign-in links and sessions, in a real browser
- * (issue 11, items 1, 3-5 and 12).
+ * The console served by svc, sign-in links and sessions, in a real browser.
  */
 import { afterAll, assert, beforeAll, it } from "vitest"
 import { CONSOLE_CSP } from "../../src/server/Console.ts"

@@ -9,7 +9,7 @@
  * loud message elsewhere: `.ci/run` installs chromium when it is missing.
  */
 import axe from "axe-core"
-import { Effect, Exit, Layer, Scope } from "effect"
+import { Effect, Exit, Scope } from "effect"
 import { SqlClient } from "effect/sql"
 import * as fs from "node:fs"
 import * as os from "node:os"
@@ -18,7 +18,6 @@ import { type Browser, type BrowserContext, chromium, type Page } from "playwrig
 import { assert, describe } from "vitest"
 import { buildConsole } from "../../scripts/build-console.ts"
 import { Scopes } from "../../src/api/Security.ts"
-import { ConsoleSessions } from "../../src/console/ConsoleSessions.ts"
 import { Database } from "../../src/platform/Database.ts"
 import { HttpsReceiver, type HttpsReceiverOptions } from "../support/HttpsReceiver.ts"
 import { cli, type RunningServer, root, startServer } from "../support/process.ts"
@@ -85,7 +84,7 @@ export interface Guarded {
 export const ALL_SCOPES = Scopes
 
 /** Starts svc, provisions an organization and an admin key, launches chromium. */
-export const startWorld = async (name: string): Promise<World> => {
+export const startWorld = async (name: string, options: { readonly env?: Record<string, string> } = {}): Promise<World> => {
   if (!browserAvailable) {
     throw new Error(`no chromium at ${chromiumPath}: the browser tests need it (apt-get install -y chromium)`)
   }
@@ -99,10 +98,11 @@ export const startWorld = async (name: string): Promise<World> => {
     SVC_ALLOWED_TARGET_CIDRS: "127.0.0.0/8",
     SVC_EXTRA_CA_FILE: tls.caFile,
     // Failed webhook attempts retry quickly, so a test sees a delivery fail for good.
-    SVC_WEBHOOK_RETRY_SCHEDULE: "1s"
+    SVC_WEBHOOK_RETRY_SCHEDULE: "1s",
+    ...options.env
   }
-  // The server creates and migrates the database; the CLI then works through its socket.
-  const [server, browser] = await Promise.all([
+  // The server creates and migrates the database; the CLI then works through its admin channel.
+  let [server, browser] = await Promise.all([
     startServer(env),
     chromium.launch({ executablePath: chromiumPath, headless: true, args: ["--no-sandbox", "--disable-dev-shm-usage"] })
   ])
@@ -174,25 +174,35 @@ export const startWorld = async (name: string): Promise<World> => {
 
   const receiver: World["receiver"] = (options) => Effect.runPromise(HttpsReceiver.make(options).pipe(Scope.provide(scope)))
 
-  const sql: World["sql"] = (statement) =>
-    Effect.runPromise(Effect.scoped(Effect.gen(function*() {
-      const database = yield* Database.shareOrOpen(dataDir)
-      return yield* SqlClient.SqlClient.use((client) => client.unsafe<Record<string, unknown>>(statement)).pipe(
-        Effect.provide(database.layer)
+  /**
+   * Nothing outside the server reaches its database: the statement runs
+   * while the server is stopped, and the server starts again on its port
+   * (open pages keep their origin).
+   */
+  const sql: World["sql"] = async (statement) => {
+    server.child.kill("SIGTERM")
+    await server.exited.catch(() => undefined)
+    const rows = await Effect.runPromise(
+      SqlClient.SqlClient.use((client) => client.unsafe<Record<string, unknown>>(statement)).pipe(
+        Effect.provide(Database.embedded(dataDir)),
+        Effect.scoped,
+        Effect.orDie
       )
-    })).pipe(Effect.orDie))
+    )
+    server = await startServer({ ...env, PORT: new URL(baseUrl).port })
+    return rows
+  }
 
-  const link: World["link"] = (preset, person) =>
-    Effect.runPromise(Effect.scoped(Effect.gen(function*() {
-      const database = yield* Database.shareOrOpen(dataDir)
-      const made = yield* ConsoleSessions.use((sessions) => sessions.createLink({ orgId, preset, person, ttlSeconds: 900 })).pipe(
-        Effect.provide(ConsoleSessions.layer.pipe(Layer.provide(database.layer)))
-      )
-      return `${baseUrl}/console/sign-in#${made.token}`
-    })).pipe(Effect.orDie))
+  const link: World["link"] = async (preset, person) => {
+    const made = await cli(["console", "login", "--org", orgId, "--preset", preset, "--name", person, "--json"], env)
+    assert.strictEqual(made.code, 0, made.stderr)
+    return `${baseUrl}/console/sign-in#${new URL(json(made.stdout).url as string).hash.slice(1)}`
+  }
 
   return {
-    server,
+    get server() {
+      return server
+    },
     link,
     sql,
     baseUrl,

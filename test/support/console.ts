@@ -22,9 +22,9 @@ export const consoleTestLayer = (options?: SvcTestOptions) => ConsoleSessions.la
 export const signIn = (baseUrl: string, token: string, headers: Record<string, string> = CONSOLE_HEADERS) =>
   raw(`${baseUrl}/v1/console/sign-in`, { method: "POST", headers, body: JSON.stringify({ token }) })
 
-/** `name=value` of the console cookie a response set. */
+/** `name=value` of the console cookie a response set (either name: `__Host-svc_console_session` over HTTPS). */
 export const cookieOf = (response: RawResponse): string => {
-  const line = response.headers.getSetCookie().find((c) => c.startsWith("svc_console_session="))
+  const line = response.headers.getSetCookie().find((c) => /^(__Host-)?svc_console_session=/.test(c))
   if (line === undefined) throw new Error(`no console cookie in ${response.status} ${response.text}`)
   return line.split(";")[0]!
 }

@@ -1,7 +1,7 @@
-/** The collector header corpus of telemetry issue rule 3, shared by the unit and API tests. */
+/** The collector header corpus (refused, invalid and accepted headers), shared by the unit and API tests. */
 import { MAX_VALUE_BYTES } from "../../src/telemetry/HeaderRules.ts"
 
-/** The header corpus of issue rule 3: one entry per refused class, in several spellings. */
+/** Refused header names: one entry per refused class, in several spellings. */
 export const refusedNameCorpus: ReadonlyArray<readonly [string, ReadonlyArray<string>]> = [
   ["transport: Host", ["Host", "host", "HOST"]],
   ["hop-by-hop: Connection", ["Connection", "connection"]],

@@ -1,5 +1,6 @@
 /** Deliveries signed by the service's own signer, for the receiver kit's portable suite. */
-import { newSigningSecret, signatureHeader } from "../../src/notifications/Signing.ts"
+import { randomBytes } from "node:crypto"
+import { newSigningSecret, signatureHeader, standardSignatureHeader } from "../../src/notifications/Signing.ts"
 import type { Vectors } from "../../src/receiver/test/suite.ts"
 
 export const receiverOrgId = "0193a0a0-0000-7000-8000-00000000000a"
@@ -25,7 +26,16 @@ export const eventBody = (type = "approval.requested", orgId = receiverOrgId) =>
 /** Fresh secrets, deliveries signed at `now` (unix seconds). */
 export const signedVectors = (secret = newSigningSecret(), now = 1_800_000_000): Vectors => {
   const oldSecret = newSigningSecret()
+  // Secrets were `whsec_` + base64url before; one with both url-safe characters.
+  let legacySecret = ""
+  while (!/[-_]/.test(legacySecret)) legacySecret = `whsec_${randomBytes(32).toString("base64url")}`
   const body = eventBody()
+  const id = JSON.parse(body).id as string
+  const standard = (secrets: ReadonlyArray<string>) => ({
+    "webhook-id": id,
+    "webhook-timestamp": String(now),
+    "webhook-signature": standardSignatureHeader(secrets, id, now, body)
+  })
   const signed = (payload: string) => ({ body: payload, header: signatureHeader([secret], now, payload) })
   return {
     secret,
@@ -35,6 +45,10 @@ export const signedVectors = (secret = newSigningSecret(), now = 1_800_000_000):
     body,
     header: signatureHeader([secret], now, body),
     rotationHeader: signatureHeader([secret, oldSecret], now, body),
+    standard: standard([secret]),
+    standardRotation: standard([secret, oldSecret]),
+    legacySecret,
+    legacyStandard: standard([legacySecret]),
     signed: { unknownType: signed(eventBody("approval.deleted")), notJson: signed("{not json"), array: signed("[1]") }
   }
 }

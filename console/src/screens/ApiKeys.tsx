@@ -1,7 +1,8 @@
 /**
- * "API keys": the organization's keys (never their material), creation with
- * chosen scopes (the key shown once), revocation; and console sessions,
- * each with "Revoke".
+ * "API keys": the organization's keys (never their material) and who made
+ * each, creation with chosen scopes (the key shown once; it outlives the
+ * console session that makes it, and the screen says so), revocation; and
+ * console sessions, each with "Revoke".
  */
 import { Exit } from "effect"
 import { useState } from "preact/hooks"
@@ -52,7 +53,10 @@ export const ApiKeys = ({ session }: { session: ConsoleSession }) => {
         grantable={session.scopes}
         onCreated={(key) => {
           setCreated(key)
-          setNotice({ tone: "success", text: "Key created." })
+          setNotice({
+            tone: "success",
+            text: `Key created, recorded as made by ${session.person}. It keeps working after this console session ends, until it is revoked here.`
+          })
         }}
         onProblem={(text) => setNotice({ tone: "error", text })}
       />
@@ -64,7 +68,7 @@ export const ApiKeys = ({ session }: { session: ConsoleSession }) => {
             : (
               <div class="table-wrap">
                 <table aria-labelledby="keys-title">
-                  <thead><tr><th scope="col">Name</th><th scope="col">Key</th><th scope="col">Scopes</th><th scope="col">Created</th><th scope="col"><span class="sr-only">Action</span></th></tr></thead>
+                  <thead><tr><th scope="col">Name</th><th scope="col">Key</th><th scope="col">Scopes</th><th scope="col">Created</th><th scope="col">Created by</th><th scope="col"><span class="sr-only">Action</span></th></tr></thead>
                   <tbody>
                     {value.keys.map((key) => (
                       <tr key={key.id}>
@@ -72,6 +76,7 @@ export const ApiKeys = ({ session }: { session: ConsoleSession }) => {
                         <td><code>{key.key_prefix}…</code></td>
                         <td>{key.scopes.join(", ")}</td>
                         <td><Time iso={key.created_at} /></td>
+                        <td>{createdBy(key.created_by)}</td>
                         <td>
                           {key.revoked_at
                             ? <span class="muted">revoked</span>
@@ -151,6 +156,10 @@ const CreateKey = (
       }}
     >
       <h2 id="create-key">New API key</h2>
+      <p class="muted" id="key-outlives-session">
+        A key you create here is recorded as made by you, but it is not tied to your console session: it keeps working after you sign out or
+        your session ends, until someone revokes it below.
+      </p>
       <label>
         Name
         <input value={name} maxLength={200} onInput={(event) => setName(event.currentTarget.value)} placeholder="ci-pipeline" />
@@ -173,7 +182,15 @@ const CreateKey = (
           </label>
         ))}
       </fieldset>
-      <div class="actions"><button type="submit" class="primary" disabled={create.busy || scopes.size === 0}>Create key</button></div>
+      <div class="actions"><button type="submit" class="primary" aria-describedby="key-outlives-session" disabled={create.busy || scopes.size === 0}>Create key</button></div>
     </form>
   )
 }
+
+/** Who made a key, as a person reads it: a console person's name, "API key", or the command line. */
+const createdBy = (actor: string | null) =>
+  actor === null
+    ? <span class="muted">command line</span>
+    : actor.startsWith("console:")
+    ? `${actor.slice("console:".length)} (console)`
+    : <span class="muted">API key</span>

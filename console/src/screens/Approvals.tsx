@@ -3,20 +3,29 @@
  * organization-wide event stream (`GET /v1/agent-approvals/events/stream`;
  * the browser's EventSource resumes with `Last-Event-ID` after a drop, and
  * the list is fetched again on every (re)connection so nothing is missed).
+ * Each card shows what a person needs to decide (the task's name, the tool,
+ * the session's earlier steps) and takes an optional reason with Approve or
+ * Reject. "History" lists closed approvals with who decided, when and why.
  */
 import { Exit, Schema } from "effect"
 import { useEffect, useMemo, useRef, useState } from "preact/hooks"
-import { ApprovalListItem } from "../../../src/api/Approvals.ts"
+import { type ApprovalContext, type ApprovalHistoryItem, ApprovalListItem } from "../../../src/api/Approvals.ts"
 import type { ConsoleSession } from "../../../src/api/Console.ts"
 import { problemOf, SvcApi } from "../api.ts"
+import { deciderName, EarlierSteps, ReasonField } from "../approval-parts.tsx"
 import { refresh, runMutation, useMutation } from "../atoms.ts"
+import { setQuery, useLocation } from "../router.ts"
 import { has, sessionAtom } from "../session.ts"
 import { describeProblem, formatDuration, Json, Notice, type NoticeValue, Time, useNow } from "../ui.tsx"
 
 type Approval = typeof ApprovalListItem.Type
+type Context = typeof ApprovalContext.Type
+type HistoryItem = typeof ApprovalHistoryItem.Type
 
 const listAtom = SvcApi.mutation("approvals", "list")
 const decideAtom = SvcApi.mutation("approvals", "decide")
+const contextAtom = SvcApi.mutation("approvals", "context")
+const historyAtom = SvcApi.mutation("approvals", "history")
 const decodeItem = Schema.decodeUnknownExit(Schema.fromJsonString(ApprovalListItem))
 
 const STREAM = "/v1/agent-approvals/events/stream"
@@ -32,8 +41,17 @@ export const Approvals = ({ session }: { session: ConsoleSession }) => {
   /** Approvals this console decided itself: their closing events are not news. */
   const mine = useRef(new Set<string>())
   const canDecide = has(session.scopes, "approvals.decide")
-  const shown = useRef<ReadonlyMap<string, Approval>>(pending)
-  shown.current = pending
+  /**
+   * Approvals whose closing is news: those the list showed as pending, and
+   * those requested after it loaded. A new stream first replays the kept
+   * history (requests and their closings, long past): those events arrive
+   * before the list does and announce nothing.
+   */
+  const known = useRef(new Set<string>())
+  const listed = useRef(false)
+  const view = useLocation().query.get("view") === "history" ? "history" : "pending"
+  /** Bumped whenever an approval closes, so an open history reloads. */
+  const [closedCount, setClosedCount] = useState(0)
 
   useEffect(() => {
     let closed = false
@@ -42,6 +60,8 @@ export const Approvals = ({ session }: { session: ConsoleSession }) => {
       if (closed) return
       if (Exit.isSuccess(exit)) {
         setPending(new Map(exit.value.approvals.map((item) => [item.approval_id, item])))
+        known.current = new Set(exit.value.approvals.map((item) => item.approval_id))
+        listed.current = true
         setLoaded(true)
       } else {
         setNotice({ tone: "error", text: `Could not load approvals: ${describeProblem(problemOf(exit.cause))}` })
@@ -63,20 +83,24 @@ export const Approvals = ({ session }: { session: ConsoleSession }) => {
       const decoded = decodeItem(event.data)
       if (Exit.isFailure(decoded)) return
       const item = decoded.value
-      // Only a change to an approval on screen is news (a new stream may replay older events first).
-      const onScreen = shown.current.has(item.approval_id)
+      const news = listed.current && known.current.has(item.approval_id)
+      if (item.status === "pending" && listed.current) known.current.add(item.approval_id)
+      if (item.status !== "pending") known.current.delete(item.approval_id)
       setPending((current) => {
         const next = new Map(current)
         if (item.status === "pending") next.set(item.approval_id, item)
         else next.delete(item.approval_id)
         return next
       })
-      if (item.status !== "pending" && onScreen && !mine.current.has(item.approval_id)) {
+      if (item.status !== "pending") setClosedCount((n) => n + 1)
+      if (item.status !== "pending" && news && !mine.current.has(item.approval_id)) {
         setNotice({
           tone: "info",
           text: item.status === "expired"
             ? `An approval for ${item.tool} expired: ${item.timeout_action === "allow" ? "allowed" : "rejected"} by its timeout action.`
-            : `An approval for ${item.tool} was ${item.status} elsewhere${item.decided_by ? ` by ${item.decided_by}` : ""}.`
+            : `An approval for ${item.tool} was ${item.status} elsewhere${item.decided_by ? ` by ${deciderName(item.decided_by)}` : ""}${
+              item.decision_reason ? `: “${item.decision_reason}”` : ""
+            }.`
         })
       }
     }
@@ -98,8 +122,22 @@ export const Approvals = ({ session }: { session: ConsoleSession }) => {
       <p class="muted" role="status">
         {connection === "live" ? "Live: new and decided approvals appear here by themselves." : connection === "reconnecting" ? "Reconnecting to the live stream…" : "Connecting…"}
       </p>
+      <nav class="views" aria-label="Approvals views">
+        <a href="/console/approvals" aria-current={view === "pending" ? "page" : undefined} onClick={(event) => {
+          event.preventDefault()
+          setQuery({ view: undefined })
+        }}>
+          Pending{loaded ? ` (${items.length})` : ""}
+        </a>
+        <a href="/console/approvals?view=history" aria-current={view === "history" ? "page" : undefined} onClick={(event) => {
+          event.preventDefault()
+          setQuery({ view: "history" })
+        }}>
+          History
+        </a>
+      </nav>
       <Notice notice={notice} onClose={() => setNotice(undefined)} />
-      {!loaded
+      {view === "history" ? <History closedCount={closedCount} /> : !loaded
         ? <p class="muted" aria-busy="true">Loading approvals…</p>
         : items.length === 0
         ? <p class="empty">No approval is waiting for a decision.</p>
@@ -112,6 +150,7 @@ export const Approvals = ({ session }: { session: ConsoleSession }) => {
                 canDecide={canDecide}
                 onDecided={(decision) => {
                   mine.current.add(item.approval_id)
+                  setClosedCount((n) => n + 1)
                   setPending((current) => {
                     const next = new Map(current)
                     next.delete(item.approval_id)
@@ -147,10 +186,25 @@ const ApprovalCard = (
 ) => {
   const now = useNow()
   const decide = useMutation(decideAtom)
+  const [reason, setReason] = useState("")
+  const [context, setContext] = useState<Context | undefined>(undefined)
+  useEffect(() => {
+    let alive = true
+    void runMutation(contextAtom, { params: { approval_id: item.approval_id } }).then((exit) => {
+      if (alive && Exit.isSuccess(exit)) setContext(exit.value)
+    })
+    return () => {
+      alive = false
+    }
+  }, [item.approval_id])
   const left = Date.parse(item.deadline_at) - now
   const titleId = `approval-${item.approval_id}`
   const submit = async (decision: "approve" | "reject") => {
-    const exit = await decide.run({ params: { approval_id: item.approval_id }, payload: { decision } })
+    const given = reason.trim()
+    const exit = await decide.run({
+      params: { approval_id: item.approval_id },
+      payload: given === "" ? { decision } : { decision, reason: given }
+    })
     if (Exit.isSuccess(exit)) return onDecided(decision)
     const problem = problemOf(exit.cause)
     if (problem.code === "INVALID_TRANSITION" || problem.code === "NOT_FOUND") {
@@ -163,6 +217,11 @@ const ApprovalCard = (
       <h2 id={titleId}>{item.tool} <span class="muted">· {item.action_class}</span></h2>
       <dl class="facts">
         <div>
+          <dt>Task</dt>
+          <dd>{item.task_id === null ? "none" : context === undefined ? "…" : context.task_name ?? "(deleted task)"}</dd>
+        </div>
+        <div><dt>Tool</dt><dd>{item.tool}</dd></div>
+        <div>
           <dt>{item.escalation === "pending" ? "Escalates in" : "Expires in"}</dt>
           <dd class="countdown" aria-live="off">
             <time dateTime={item.deadline_at}>{left > 0 ? formatDuration(left) : "now"}</time>
@@ -173,17 +232,83 @@ const ApprovalCard = (
           <dd>{item.escalation === "none" ? "none" : item.escalation === "pending" ? "at the deadline, with more review time" : "escalated"}</dd>
         </div>
         <div><dt>If nobody decides</dt><dd>{item.timeout_action} (at <Time iso={item.expires_at} />)</dd></div>
-        <div><dt>Task</dt><dd>{item.task_id ?? "none"}</dd></div>
         <div><dt>Requested</dt><dd><Time iso={item.requested_at} /></dd></div>
       </dl>
       <h3>Arguments</h3>
       <Json value={item.arguments} label={`Arguments of ${item.tool}`} />
+      <EarlierSteps context={context} />
       {canDecide && (
-        <div class="actions">
-          <button type="button" class="primary" disabled={decide.busy} onClick={() => submit("approve")}>Approve</button>
-          <button type="button" class="danger" disabled={decide.busy} onClick={() => submit("reject")}>Reject</button>
-        </div>
+        <>
+          <ReasonField id={`reason-${item.approval_id}`} value={reason} onInput={setReason} disabled={decide.busy} />
+          <div class="actions">
+            <button type="button" class="primary" disabled={decide.busy} onClick={() => submit("approve")}>Approve</button>
+            <button type="button" class="danger" disabled={decide.busy} onClick={() => submit("reject")}>Reject</button>
+          </div>
+        </>
       )}
     </li>
+  )
+}
+
+/** Closed approvals, the latest first: who decided, when and why. */
+const History = ({ closedCount }: { closedCount: number }) => {
+  const [items, setItems] = useState<ReadonlyArray<HistoryItem> | undefined>(undefined)
+  const [next, setNext] = useState<string | null>(null)
+  const [error, setError] = useState<string | undefined>(undefined)
+  const [busy, setBusy] = useState(false)
+  const load = async (cursor?: string) => {
+    setBusy(true)
+    const exit = await runMutation(historyAtom, { query: cursor === undefined ? { limit: 50 } : { limit: 50, cursor } })
+    setBusy(false)
+    if (Exit.isFailure(exit)) return setError(`Could not load the history: ${describeProblem(problemOf(exit.cause))}`)
+    setError(undefined)
+    setItems((current) => cursor === undefined ? exit.value.approvals : [...(current ?? []), ...exit.value.approvals])
+    setNext(exit.value.next_cursor)
+  }
+  useEffect(() => {
+    void load()
+  }, [closedCount])
+  if (error !== undefined) return <p class="notice error" role="alert">{error}</p>
+  if (items === undefined) return <p class="muted" aria-busy="true">Loading the history…</p>
+  if (items.length === 0) return <p class="empty">No approval has been decided or has expired yet.</p>
+  return (
+    <>
+      <div class="table-wrap">
+        <table aria-label="Decided and expired approvals">
+          <thead>
+            <tr>
+              <th scope="col">Tool</th>
+              <th scope="col">Task</th>
+              <th scope="col">Outcome</th>
+              <th scope="col">Who</th>
+              <th scope="col">When</th>
+              <th scope="col">Why</th>
+            </tr>
+          </thead>
+          <tbody>
+            {items.map((item) => (
+              <tr key={item.approval_id}>
+                <td>{item.tool} <span class="muted">· {item.action_class}</span></td>
+                <td>{item.task_name ?? <span class="muted">none</span>}</td>
+                <td>
+                  <span class={`badge ${item.status === "approved" ? "delivered" : item.status === "rejected" ? "rejected" : "warning"}`}>
+                    {item.status}
+                  </span>
+                  {item.status === "expired" && <span class="muted"> · {item.timeout_action === "allow" ? "allowed" : "rejected"} by timeout</span>}
+                </td>
+                <td>{item.status === "expired" ? <span class="muted">nobody</span> : deciderName(item.decided_by)}</td>
+                <td><Time iso={item.status === "expired" ? item.expires_at : item.decided_at} /></td>
+                <td class="why">{item.decision_reason ?? <span class="muted">—</span>}</td>
+              </tr>
+            ))}
+          </tbody>
+        </table>
+      </div>
+      {next !== null && (
+        <div class="actions">
+          <button type="button" disabled={busy} onClick={() => load(next)}>Show older</button>
+        </div>
+      )}
+    </>
   )
 }

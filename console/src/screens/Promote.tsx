@@ -68,7 +68,7 @@ const describeChange = (before: PromotePreview, after: PromotePreview, versions:
 }
 
 const TaskPromotion = ({ taskId }: { taskId: string }) => {
-  const previewAtom = useMemo(() => SvcApi.query("feedback", "promotePreview", { params: { task_id: taskId }, reactivityKeys: ["feedback", "datasets"] }), [taskId])
+  const previewAtom = useMemo(() => SvcApi.query("feedback", "promotePreview", { params: { task_id: taskId }, query: { limit: 100 }, reactivityKeys: ["feedback", "datasets"] }), [taskId])
   const preview = useAtomValue(previewAtom)
   const versionsAtom = useMemo(() => SvcApi.query("datasets", "listForTask", { params: { task_id: taskId }, reactivityKeys: ["datasets"] }), [taskId])
   const versions = useAtomValue(versionsAtom)
@@ -129,7 +129,7 @@ const TaskPromotion = ({ taskId }: { taskId: string }) => {
               )}
               <dl class="facts">
                 <div><dt>Base version</dt><dd>{base ? `version ${base.version} (${base.example_count} examples)` : value.base_dataset_id}</dd></div>
-                <div><dt>Staged corrections</dt><dd>{value.staged.length}</dd></div>
+                <div><dt>Staged corrections</dt><dd>{value.staged_count}</dd></div>
               </dl>
               <div class="actions">
                 <button
@@ -147,6 +147,9 @@ const TaskPromotion = ({ taskId }: { taskId: string }) => {
                 <ol class="staged" aria-label="Staged corrections">
                   {value.staged.map((item) => <StagedItem key={item.id} traceId={item.inference_log_id} correction={item.correction} />)}
                 </ol>
+              )}
+              {value.next_cursor !== null && (
+                <p class="muted">Showing the first {value.staged.length} of {value.staged_count} staged corrections; Promote takes all of them.</p>
               )}
             </div>
           )

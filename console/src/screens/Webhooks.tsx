@@ -1,13 +1,15 @@
 /**
- * "Webhooks": notification endpoints (create, edit events, rotate the
- * signing secret, delete), each one's delivery log with replay, and the
- * reviewer email address. Secrets are shown once, when the API returns
- * them, and kept nowhere.
+ * "Webhooks": notification endpoints (create, edit events and action class
+ * filters, rotate the signing secret, delete), each one's health over the
+ * last 24 hours with a banner while it is disabled or failing, a test
+ * event, a bulk replay of failed deliveries (counted before anything is
+ * queued), its delivery log with replay, and the reviewer email address.
+ * Secrets are shown once, when the API returns them, and kept nowhere.
  */
 import { Exit } from "effect"
 import { useMemo, useState } from "preact/hooks"
 import { ApprovalEventTypes } from "../../../src/api/Approvals.ts"
-import type { NotificationDelivery, NotificationEndpoint } from "../../../src/api/Notifications.ts"
+import { EndpointEventTypes, type NotificationDelivery, type NotificationEndpoint } from "../../../src/api/Notifications.ts"
 import { type Problem, problemOf, SvcApi } from "../api.ts"
 import { refresh, useAtomValue, useMutation } from "../atoms.ts"
 import { setQuery, useLocation } from "../router.ts"
@@ -21,6 +23,24 @@ const removeAtom = SvcApi.mutation("notifications", "remove")
 const rotateAtom = SvcApi.mutation("notifications", "rotateSecret")
 const replayAtom = SvcApi.mutation("notifications", "replay")
 const saveSettingsAtom = SvcApi.mutation("notifications", "updateSettings")
+const testAtom = SvcApi.mutation("notifications", "test")
+const replayFailedAtom = SvcApi.mutation("notifications", "replayFailed")
+
+/** Every event type an endpoint can subscribe to, approval events first. */
+const allEventTypes: ReadonlyArray<string> = [...ApprovalEventTypes, ...EndpointEventTypes]
+
+/** `payments.*, email.send` → the API's list; empty → null (every action class). */
+const parseActionClasses = (text: string): ReadonlyArray<string> | null => {
+  const entries = text.split(/[\s,]+/).map((entry) => entry.trim()).filter((entry) => entry.length > 0)
+  return entries.length === 0 ? null : entries
+}
+
+const replayWindows = [
+  { hours: 1, label: "the last hour" },
+  { hours: 6, label: "the last 6 hours" },
+  { hours: 24, label: "the last 24 hours" },
+  { hours: 72, label: "the last 3 days" }
+]
 
 const overlaps = [
   { seconds: 0, label: "None (it stops now)" },
@@ -43,11 +63,16 @@ const replayProblem = (problem: Problem): string => {
 }
 
 const EventChoices = (
-  { legend, selected, onChange }: { legend: string; selected: ReadonlySet<string>; onChange: (next: ReadonlySet<string>) => void }
+  { legend, selected, onChange, types = ApprovalEventTypes }: {
+    legend: string
+    selected: ReadonlySet<string>
+    onChange: (next: ReadonlySet<string>) => void
+    types?: ReadonlyArray<string>
+  }
 ) => (
   <fieldset>
     <legend>{legend}</legend>
-    {ApprovalEventTypes.map((type) => (
+    {types.map((type) => (
       <label class="inline" key={type}>
         <input
           type="checkbox"
@@ -110,6 +135,7 @@ export const Webhooks = () => {
 const CreateEndpoint = ({ onCreated, onProblem }: { onCreated: (secret: string) => void; onProblem: (text: string) => void }) => {
   const [url, setUrl] = useState("")
   const [events, setEvents] = useState<ReadonlySet<string>>(new Set(ApprovalEventTypes))
+  const [classes, setClasses] = useState("")
   const [error, setError] = useState<string | undefined>(undefined)
   const create = useMutation(createAtom)
   return (
@@ -119,14 +145,20 @@ const CreateEndpoint = ({ onCreated, onProblem }: { onCreated: (secret: string) 
       onSubmit={async (event) => {
         event.preventDefault()
         setError(undefined)
-        const exit = await create.run({ payload: { url, events: ApprovalEventTypes.filter((type) => events.has(type)) }, reactivityKeys: ["endpoints"] })
+        const exit = await create.run({
+          payload: { url, events: allEventTypes.filter((type) => events.has(type)), action_classes: parseActionClasses(classes) },
+          reactivityKeys: ["endpoints"]
+        })
         if (Exit.isSuccess(exit)) {
           setUrl("")
           setEvents(new Set(ApprovalEventTypes))
+          setClasses("")
           return onCreated(exit.value.secret)
         }
         const problem = problemOf(exit.cause)
-        if (problem.code === "INVALID_URL" || problem.code === "INVALID_WEBHOOK_EVENTS") setError(problem.detail ?? problem.title)
+        if (problem.code === "INVALID_URL" || problem.code === "INVALID_WEBHOOK_EVENTS" || problem.code === "INVALID_REQUEST") {
+          setError(problem.detail ?? problem.title)
+        }
         else onProblem(`Could not create the endpoint: ${describeProblem(problem)}`)
       }}
     >
@@ -145,6 +177,11 @@ const CreateEndpoint = ({ onCreated, onProblem }: { onCreated: (secret: string) 
       </label>
       {error && <p id="create-endpoint-error" class="field-error">{error}</p>}
       <EventChoices legend="Events to send" selected={events} onChange={setEvents} />
+      <EventChoices legend="Operational events (about the organization's other endpoints)" selected={events} onChange={setEvents} types={EndpointEventTypes} />
+      <label>
+        Only these action classes (comma-separated, e.g. payments.*, email.send; empty for all)
+        <input type="text" value={classes} placeholder="payments.*, email.send" onInput={(event) => setClasses(event.currentTarget.value)} />
+      </label>
       <div class="actions"><button type="submit" class="primary" disabled={create.busy || events.size === 0}>Create endpoint</button></div>
     </form>
   )
@@ -160,6 +197,7 @@ const EndpointCard = (
 ) => {
   const [editing, setEditing] = useState(false)
   const [events, setEvents] = useState<ReadonlySet<string>>(new Set(endpoint.events))
+  const [classes, setClasses] = useState((endpoint.action_classes ?? []).join(", "))
   const [overlap, setOverlap] = useState(86400)
   const [confirming, setConfirming] = useState(false)
   const update = useMutation(updateAtom)
@@ -170,6 +208,7 @@ const EndpointCard = (
   return (
     <li class="card" aria-labelledby={titleId}>
       <h3 id={titleId}>{endpoint.url_hint}</h3>
+      <HealthBanner endpoint={endpoint} cooling={cooling} />
       <dl class="facts">
         <div>
           <dt>State</dt>
@@ -180,6 +219,7 @@ const EndpointCard = (
         </div>
         {cooling && <div><dt>Cooling down until</dt><dd><Time iso={endpoint.cooldown_until} /> — nothing is sent before then, replays included</dd></div>}
         <div><dt>Events</dt><dd>{endpoint.events.join(", ")}</dd></div>
+        <div><dt>Action classes</dt><dd>{endpoint.action_classes === null ? "all" : endpoint.action_classes.join(", ")}</dd></div>
         <div><dt>Created</dt><dd><Time iso={endpoint.created_at} /> by {endpoint.created_by}</dd></div>
       </dl>
       {editing
@@ -187,7 +227,11 @@ const EndpointCard = (
           <form
             onSubmit={async (event) => {
               event.preventDefault()
-              const exit = await update.run({ params: { id: endpoint.id }, payload: { events: ApprovalEventTypes.filter((type) => events.has(type)) }, reactivityKeys: ["endpoints"] })
+              const exit = await update.run({
+                params: { id: endpoint.id },
+                payload: { events: allEventTypes.filter((type) => events.has(type)), action_classes: parseActionClasses(classes) },
+                reactivityKeys: ["endpoints"]
+              })
               if (Exit.isSuccess(exit)) {
                 setEditing(false)
                 onNotice({ tone: "success", text: `Events of ${endpoint.url_hint} saved.` })
@@ -195,6 +239,11 @@ const EndpointCard = (
             }}
           >
             <EventChoices legend={`Events for ${endpoint.url_hint}`} selected={events} onChange={setEvents} />
+            <EventChoices legend={`Operational events for ${endpoint.url_hint}`} selected={events} onChange={setEvents} types={EndpointEventTypes} />
+            <label>
+              Only these action classes (comma-separated; empty for all)
+              <input type="text" value={classes} onInput={(event) => setClasses(event.currentTarget.value)} />
+            </label>
             <div class="actions">
               <button type="submit" class="primary" disabled={update.busy || events.size === 0}>Save events</button>
               <button type="button" onClick={() => setEditing(false)}>Cancel</button>
@@ -244,8 +293,146 @@ const EndpointCard = (
       >
         <p><strong>{endpoint.url_hint}</strong> stops receiving events at once. This cannot be undone.</p>
       </Confirm>
+      <EndpointHealth endpoint={endpoint} onNotice={onNotice} />
       {showDeliveries && <Deliveries endpoint={endpoint} onNotice={onNotice} />}
     </li>
+  )
+}
+
+/** A disabled or failing endpoint says so first, with what to do. */
+const HealthBanner = ({ endpoint, cooling }: { endpoint: NotificationEndpoint; cooling: boolean }) => {
+  if (!endpoint.active) {
+    return (
+      <div class="notice error" role="alert">
+        <p>
+          <strong>Disabled</strong>
+          {endpoint.deactivated_at && <> since <Time iso={endpoint.deactivated_at} /></>}: {endpoint.deactivated_reason ?? "deactivated"}.
+          Nothing is sent to it. Fix the receiver, then save its events to reactivate it and replay what failed.
+        </p>
+      </div>
+    )
+  }
+  if (endpoint.failing_since !== undefined || cooling) {
+    return (
+      <div class="notice warning" role="alert">
+        <p>
+          <strong>Failing</strong>
+          {endpoint.failing_since !== undefined && <> since <Time iso={endpoint.failing_since} /></>}: its latest attempts failed
+          {cooling && <>; nothing is sent before <Time iso={endpoint.cooldown_until} /></>}. It recovers with its next successful delivery.
+        </p>
+      </div>
+    )
+  }
+  return null
+}
+
+const percent = (rate: number | null) => rate === null ? "—" : `${(rate * 100).toFixed(rate === 1 || rate === 0 ? 0 : 1)} %`
+const millis = (value: number | null) => value === null ? "—" : `${value} ms`
+
+/** Delivery statistics of the last 24 hours, a test event, and a bulk replay counted before it queues. */
+const EndpointHealth = ({ endpoint, onNotice }: { endpoint: NotificationEndpoint; onNotice: (notice: NoticeValue) => void }) => {
+  const statsAtom = useMemo(() => SvcApi.query("notifications", "stats", { params: { id: endpoint.id }, reactivityKeys: ["stats"] }), [endpoint.id])
+  const stats = useAtomValue(statsAtom)
+  useInterval(() => refresh(statsAtom), 5000)
+  const test = useMutation(testAtom)
+  const replayFailed = useMutation(replayFailedAtom)
+  const [hours, setHours] = useState(24)
+  const [counted, setCounted] = useState<{ since: string; matched: number; fits: number } | undefined>(undefined)
+  const statsId = `stats-${endpoint.id}`
+  return (
+    <div class="health">
+      <h4 id={statsId}>Last 24 hours</h4>
+      <Loaded result={stats} what="the delivery statistics">
+        {(value) => (
+          <dl class="facts" aria-labelledby={statsId}>
+            <div><dt>Delivered</dt><dd>{value.delivered}</dd></div>
+            <div><dt>Failed</dt><dd>{value.failed}</dd></div>
+            <div><dt>Pending</dt><dd>{value.pending}</dd></div>
+            <div><dt>Success rate</dt><dd>{percent(value.success_rate)}</dd></div>
+            <div><dt>Duration p50</dt><dd>{millis(value.duration_ms_p50)}</dd></div>
+            <div><dt>Duration p95</dt><dd>{millis(value.duration_ms_p95)}</dd></div>
+          </dl>
+        )}
+      </Loaded>
+      <div class="actions">
+        <button
+          type="button"
+          disabled={test.busy}
+          onClick={async () => {
+            const exit = await test.run({ params: { id: endpoint.id }, payload: {}, reactivityKeys: ["deliveries"] })
+            if (Exit.isSuccess(exit)) {
+              onNotice({ tone: "success", text: `Test event delivered to ${endpoint.url_hint}: the receiver answered ${exit.value.status} in ${exit.value.duration_ms} ms.` })
+              return
+            }
+            const problem = problemOf(exit.cause)
+            const error = problem.error ?? {}
+            onNotice({
+              tone: problem.code === "RATE_LIMITED" ? "warning" : "error",
+              text: problem.code === "DELIVERY_FAILED"
+                ? `Test event not accepted by ${endpoint.url_hint}: ${String(error.error ?? problem.detail)}.`
+                : problem.code === "RATE_LIMITED"
+                ? `Too many test events for this endpoint; try again in ${String(error.retry_after_seconds)} s.`
+                : `Could not send a test event: ${describeProblem(problem)}`
+            })
+          }}
+        >
+          Send test event
+        </button>
+        <label class="inline">
+          Replay failed since
+          <select value={hours} onChange={(event) => {
+            setHours(Number(event.currentTarget.value))
+            setCounted(undefined)
+          }}>
+            {replayWindows.map((choice) => <option key={choice.hours} value={choice.hours}>{choice.label}</option>)}
+          </select>
+        </label>
+        <button
+          type="button"
+          disabled={replayFailed.busy}
+          onClick={async () => {
+            const since = new Date(Date.now() - hours * 3600_000).toISOString()
+            const exit = await replayFailed.run({ params: { id: endpoint.id }, payload: { since, dry_run: true } })
+            if (Exit.isSuccess(exit)) setCounted({ since, matched: exit.value.matched, fits: exit.value.queued })
+            else onNotice({ tone: "error", text: `Could not count failed deliveries: ${describeProblem(problemOf(exit.cause))}` })
+          }}
+        >
+          Count failed
+        </button>
+      </div>
+      {counted && (
+        <div class="notice info" role="status">
+          <p>
+            {counted.matched === 0
+              ? "No failed deliveries in that window."
+              : `${counted.matched} failed ${counted.matched === 1 ? "delivery" : "deliveries"} since ${new Date(counted.since).toLocaleString()}; ${counted.fits} fit the queue now.`}
+          </p>
+          {counted.matched > 0 && (
+            <div class="actions">
+              <button
+                type="button"
+                class="primary"
+                disabled={replayFailed.busy || counted.fits === 0}
+                onClick={async () => {
+                  const exit = await replayFailed.run({ params: { id: endpoint.id }, payload: { since: counted.since }, reactivityKeys: ["deliveries", "stats"] })
+                  setCounted(undefined)
+                  if (Exit.isSuccess(exit)) {
+                    const { queued, not_queued } = exit.value
+                    onNotice({
+                      tone: not_queued > 0 ? "warning" : "success",
+                      text: `${queued} failed ${queued === 1 ? "delivery" : "deliveries"} queued again${not_queued > 0 ? `; ${not_queued} did not fit the queue and stay failed (replay again once it drains)` : ""}.`
+                    })
+                  } else onNotice({ tone: "error", text: `Could not replay: ${describeProblem(problemOf(exit.cause))}` })
+                }}
+              >
+                Replay these {counted.fits}
+              </button>
+              <button type="button" onClick={() => setCounted(undefined)}>Cancel</button>
+            </div>
+          )}
+        </div>
+      )}
+    </div>
   )
 }
 
@@ -288,7 +475,7 @@ const Deliveries = ({ endpoint, onNotice }: { endpoint: NotificationEndpoint; on
                         <td><Time iso={delivery.created_at} /></td>
                         <td><Time iso={delivery.finished_at} /></td>
                         <td>
-                          {delivery.status === "failed" && (
+                          {delivery.status === "failed" && !(delivery.label ?? "").startsWith("test ") && (
                             <button
                               type="button"
                               disabled={replay.busy}

@@ -2,7 +2,7 @@ import { Effect } from "effect"
 import { SqlClient } from "effect/sql"
 
 /**
- * The web console (issue 11).
+ * The web console.
  * - `console_links`: one-time sign-in links. Only the token's SHA-256 is
  *   stored; a link is used by one atomic `UPDATE ... WHERE used_at IS NULL
  *   AND expires_at > now()`.

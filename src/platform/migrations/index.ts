@@ -26,8 +26,19 @@ import m0542 from "./0542_retention_indexes.ts"
 import m0550 from "./0550_credentials_version.ts"
 import m0560 from "./0560_event_labels.ts"
 import m0570 from "./0570_delivery_write_costs.ts"
+import m0600 from "./0600_delivery_enqueue_costs.ts"
+import m0601 from "./0601_delivery_ordering.ts"
+import m0620 from "./0620_governed_steps.ts"
+import m0630 from "./0630_datasets_by_reference.ts"
+import m0631 from "./0631_org_quotas.ts"
+import m0632 from "./0632_api_key_creator.ts"
+import m0640 from "./0640_receivers.ts"
+import m0650 from "./0650_decision_reasons.ts"
+import m0651 from "./0651_approval_mail_links.ts"
+import m0660 from "./0660_revoked_keys_index.ts"
 
-export const migrations = Migrator.fromRecord({
+/** Every migration by its `id_name` (the study in `bench/sql` applies some of them). */
+export const migrationRecord = {
   "0001_identity": m0001,
   "0002_tasks": m0002,
   "0003_shared": m0003,
@@ -43,5 +54,17 @@ export const migrations = Migrator.fromRecord({
   "0542_retention_indexes": m0542,
   "0550_credentials_version": m0550,
   "0560_event_labels": m0560,
-  "0570_delivery_write_costs": m0570
-})
+  "0570_delivery_write_costs": m0570,
+  "0600_delivery_enqueue_costs": m0600,
+  "0601_delivery_ordering": m0601,
+  "0620_governed_steps": m0620,
+  "0630_datasets_by_reference": m0630,
+  "0631_org_quotas": m0631,
+  "0632_api_key_creator": m0632,
+  "0640_receivers": m0640,
+  "0650_decision_reasons": m0650,
+  "0651_approval_mail_links": m0651,
+  "0660_revoked_keys_index": m0660
+}
+
+export const migrations = Migrator.fromRecord(migrationRecord)

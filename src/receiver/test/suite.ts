@@ -20,6 +20,13 @@ export interface Vectors {
   /** One `v1=` per secret, as during a rotation overlap. */
   readonly rotationHeader: string
   readonly signed: Readonly<Record<"unknownType" | "notJson" | "array", { readonly body: string; readonly header: string }>>
+  /** The same delivery's Standard Webhooks headers (`webhook-id`, `webhook-timestamp`, `webhook-signature`). */
+  readonly standard: Readonly<Record<string, string>>
+  /** Its Standard Webhooks headers during a rotation overlap (one entry per secret). */
+  readonly standardRotation: Readonly<Record<string, string>>
+  /** A secret of the earlier form (`whsec_` + base64url), and the delivery's Standard Webhooks headers signed with it. */
+  readonly legacySecret: string
+  readonly legacyStandard: Readonly<Record<string, string>>
 }
 
 type Reason = Kit.WebhookVerificationReason | "accepted" | `other: ${string}`
@@ -267,6 +274,47 @@ export const suite = (kit: typeof Kit, v: Vectors): ReadonlyArray<TestCase> => {
     assert.equal(malformed.status, 400)
     assert.equal((await malformed.json()).error, "malformed_header")
     assert.atMost(unread.state.pulledBytes, 8 * 1024 * 2, "bytes pulled before the header was refused")
+  })
+
+  test("Standard Webhooks: verifies webhook-signature with the secret as returned, any entry of a rotation, and refuses changes", async () => {
+    const ok = await kit.verifyStandardWebhook(v.body, v.standard, v.secret, at(v.now))
+    assert.equal(ok.id, JSON.parse(v.body).id)
+    assert.equal(ok.timestamp, v.now)
+    assert.equal(await reason(kit.verifyStandardWebhook(v.body, new Headers(v.standard), v.secret, at(v.now))), "accepted")
+    for (const secret of [v.secret, v.oldSecret]) {
+      assert.equal(await reason(kit.verifyStandardWebhook(v.body, v.standardRotation, secret, at(v.now))), "accepted")
+    }
+    assert.equal(await reason(kit.verifyStandardWebhook(v.body, v.standard, v.oldSecret, at(v.now))), "bad_signature")
+    assert.equal(await reason(kit.verifyStandardWebhook(`${v.body} `, v.standard, v.secret, at(v.now))), "bad_signature")
+    const otherId = { ...v.standard, "webhook-id": "0193a0a0-0000-7000-8000-0000000000e2" }
+    assert.equal(await reason(kit.verifyStandardWebhook(v.body, otherId, v.secret, at(v.now))), "bad_signature")
+    const later = { ...v.standard, "webhook-timestamp": String(v.now + 1) }
+    assert.equal(await reason(kit.verifyStandardWebhook(v.body, later, v.secret, at(v.now))), "bad_signature")
+    assert.equal(await reason(kit.verifyStandardWebhook(v.body, v.standard, v.secret, at(v.now + 301))), "timestamp_outside_tolerance")
+    for (const missing of ["webhook-id", "webhook-timestamp", "webhook-signature"]) {
+      const headers = Object.fromEntries(Object.entries(v.standard).filter(([key]) => key !== missing))
+      assert.equal(await reason(kit.verifyStandardWebhook(v.body, headers, v.secret, at(v.now))), "malformed_header", missing)
+    }
+    const many = { ...v.standard, "webhook-signature": Array.from({ length: kit.MAX_SIGNATURES + 1 }, () => v.standard["webhook-signature"]).join(" ") }
+    assert.equal(await reason(kit.verifyStandardWebhook(v.body, many, v.secret, at(v.now))), "malformed_header")
+  })
+
+  test("Standard Webhooks: a secret of the earlier base64url form is keyed with the bytes it decodes to", async () => {
+    assert.equal(await reason(kit.verifyStandardWebhook(v.body, v.legacyStandard, v.legacySecret, at(v.now))), "accepted")
+    assert.equal(await reason(kit.verifyStandardWebhook(v.body, v.legacyStandard, v.secret, at(v.now))), "bad_signature")
+  })
+
+  test("constructEventFromHeaders and handleRequest take either scheme; with Standard Webhooks the body's id must be webhook-id", async () => {
+    const viaSvc = await kit.constructEventFromHeaders(v.body, new Headers({ "x-svc-signature": v.header }), v.secret, at(v.now))
+    const viaStandard = await kit.constructEventFromHeaders(v.body, new Headers(v.standard), v.secret, at(v.now))
+    assert.deepEqual(viaSvc, viaStandard)
+    assert.equal(await reason(kit.constructEventFromHeaders(v.body, new Headers(), v.secret, at(v.now))), "malformed_header")
+    const options = { secret: v.secret, ...at(v.now), onEvent: async () => undefined }
+    const response = await kit.handleRequest(new Request("https://receiver.test/hook", { method: "POST", headers: v.standard, body: v.body }), options)
+    assert.equal(response.status, 202)
+    const unsigned = await kit.handleRequest(new Request("https://receiver.test/hook", { method: "POST", body: v.body }), options)
+    assert.equal(unsigned.status, 400)
+    assert.equal((await unsigned.json()).error, "malformed_header")
   })
 
   return cases

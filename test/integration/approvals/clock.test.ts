@@ -1,5 +1,5 @@
 /**
- * Issue 14, item 12: deadlines are the database's, not the process's. The
+ * Deadlines are the database's, not the process's. The
  * service runs with a process clock an hour ahead of, or behind, the
  * database's (an Effect `Clock` that is off; the system clock is not
  * touched): deadlines are set, fire and close decisions at the same moment

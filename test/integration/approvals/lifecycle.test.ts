@@ -1,5 +1,5 @@
 /**
- * Issue 4, rules 1-6: policies, governed steps, the approval lifecycle and
+ * Policies, governed steps, the approval lifecycle and
  * its outbox events, through the typed client against the real server.
  */
 import { assert, describe, layer } from "@effect/vitest"
@@ -19,7 +19,7 @@ const step = (step_id: string, action_class = "payments.refund", args: unknown =
 })
 
 layer(SvcTest.layer(), { excludeTestServices: true })("approvals lifecycle", (it) => {
-  describe("rule 1: approval policies per organization and action class", () => {
+  describe("approval policies per organization and action class", () => {
     it.effect("PUT sets a policy, GET lists it; another organization does not see it", () =>
       Effect.gen(function*() {
         const org = yield* SvcTest.org()
@@ -84,7 +84,7 @@ layer(SvcTest.layer(), { excludeTestServices: true })("approvals lifecycle", (it
       }))
   })
 
-  describe("rule 2: sessions and governed steps", () => {
+  describe("sessions and governed steps", () => {
     it.effect("allow and reject policies answer at once, store the step as given, and emit no event", () =>
       Effect.gen(function*() {
         const svc = yield* SvcTest
@@ -103,7 +103,7 @@ layer(SvcTest.layer(), { excludeTestServices: true })("approvals lifecycle", (it
         const rejected = yield* org.client.agentSessions.governStep({ params: { session_id: session.id }, payload: step("b", "files.delete", args) })
         assert.deepStrictEqual(allowed, { decision: "allow" })
         assert.deepStrictEqual(rejected, { decision: "reject" })
-        const detail = yield* org.client.agentSessions.get({ params: { session_id: session.id } })
+        const detail = yield* org.client.agentSessions.get({ params: { session_id: session.id }, query: {} })
         assert.deepStrictEqual(detail.steps.map((s) => [s.step_id, s.tool, s.action_class, s.arguments, s.decision, s.resolution]), [
           ["a", "stripe.refund", "files.read", args, "allow", "allow"],
           ["b", "stripe.refund", "files.delete", args, "reject", "reject"]
@@ -150,7 +150,7 @@ layer(SvcTest.layer(), { excludeTestServices: true })("approvals lifecycle", (it
         const session = yield* org.client.agentSessions.create({ payload: {} })
         const answer = yield* org.client.agentSessions.governStep({ params: { session_id: session.id }, payload: step("x") })
         const errors = yield* Effect.all([
-          stranger.client.agentSessions.get({ params: { session_id: session.id } }).pipe(Effect.flip),
+          stranger.client.agentSessions.get({ params: { session_id: session.id }, query: {} }).pipe(Effect.flip),
           stranger.client.agentSessions.governStep({ params: { session_id: session.id }, payload: step("y") }).pipe(Effect.flip),
           stranger.client.approvals.get({ params: { approval_id: answer.approval_id! } }).pipe(Effect.flip),
           stranger.client.approvals.decide({ params: { approval_id: answer.approval_id! }, payload: { decision: "approve" } }).pipe(Effect.flip),
@@ -161,7 +161,7 @@ layer(SvcTest.layer(), { excludeTestServices: true })("approvals lifecycle", (it
       }))
   })
 
-  describe("rules 3, 4, 6: a person's decision, the outbox and the snapshot", () => {
+  describe("a person's decision, the outbox and the snapshot", () => {
     it.effect("approve: approved with decided_at and decided_by (the key id); requested then approved, once each, same snapshot", () =>
       Effect.gen(function*() {
         const svc = yield* SvcTest
@@ -197,7 +197,7 @@ layer(SvcTest.layer(), { excludeTestServices: true })("approvals lifecycle", (it
         assert.deepStrictEqual(events[1]!.json.approval, decided)
         assert.strictEqual(events[1]!.json.occurred_at, decided.decided_at)
 
-        const detail = yield* org.client.agentSessions.get({ params: { session_id: session.id } })
+        const detail = yield* org.client.agentSessions.get({ params: { session_id: session.id }, query: {} })
         assert.strictEqual(detail.steps[0]!.resolution, "allow")
         assert.strictEqual(detail.steps[0]!.decision, "pending")
       }))
@@ -220,7 +220,7 @@ layer(SvcTest.layer(), { excludeTestServices: true })("approvals lifecycle", (it
         const events = yield* outboxOf(svc.sql, params.approval_id)
         assert.deepStrictEqual(events.map((e) => e.type), ["approval.requested", "approval.rejected"])
         assert.deepStrictEqual(events[1]!.json.approval, decided)
-        const detail = yield* org.client.agentSessions.get({ params: { session_id: session.id } })
+        const detail = yield* org.client.agentSessions.get({ params: { session_id: session.id }, query: {} })
         assert.strictEqual(detail.steps[0]!.resolution, "reject")
       }))
 
@@ -271,7 +271,7 @@ layer(SvcTest.layer(), { excludeTestServices: true })("approvals lifecycle", (it
       }))
   })
 
-  describe("rules 3, 5: deadlines fire on time, each once", () => {
+  describe("deadlines fire on time, each once", () => {
     it.effect("expiring, escalation with a new deadline, then expiry applying timeout_action allow", () =>
       Effect.gen(function*() {
         const svc = yield* SvcTest
@@ -311,7 +311,7 @@ layer(SvcTest.layer(), { excludeTestServices: true })("approvals lifecycle", (it
         assert.deepStrictEqual(yield* org.client.approvals.get({ params: { approval_id: approvalId } }), expired.approval)
 
         // The timeout action applies to the step and is a session event.
-        const detail = yield* org.client.agentSessions.get({ params: { session_id: session.id } })
+        const detail = yield* org.client.agentSessions.get({ params: { session_id: session.id }, query: {} })
         assert.strictEqual(detail.steps[0]!.resolution, "allow")
         const sessionEvents = yield* svc.sql<{ name: string; data: string }>`
           SELECT name, data FROM session_events WHERE session_id = ${session.id} ORDER BY seq
@@ -342,7 +342,7 @@ layer(SvcTest.layer(), { excludeTestServices: true })("approvals lifecycle", (it
         assert.strictEqual(snapshot.deadline_at, snapshot.expires_at)
         const events = yield* outboxOf(svc.sql, answer.approval_id!)
         assert.deepStrictEqual(events.map((e) => e.type), ["approval.requested", "approval.expired"])
-        const detail = yield* org.client.agentSessions.get({ params: { session_id: session.id } })
+        const detail = yield* org.client.agentSessions.get({ params: { session_id: session.id }, query: {} })
         assert.strictEqual(detail.steps[0]!.resolution, "reject")
       }))
 
@@ -372,7 +372,7 @@ layer(SvcTest.layer(), { excludeTestServices: true })("approvals lifecycle", (it
         const events = yield* outboxOf(svc.sql, approvalId)
         assert.deepStrictEqual(events.map((e) => e.type), ["approval.requested", "approval.expiring", "approval.escalated", "approval.expired"])
         assert.deepStrictEqual(events[3]!.json.approval, snapshot)
-        const detail = yield* org.client.agentSessions.get({ params: { session_id: session.id } })
+        const detail = yield* org.client.agentSessions.get({ params: { session_id: session.id }, query: {} })
         assert.strictEqual(detail.steps[0]!.resolution, "allow")
         const sessionEvents = yield* svc.sql<{ name: string }>`SELECT name FROM session_events WHERE session_id = ${session.id} ORDER BY seq`
         assert.deepStrictEqual(sessionEvents.map((e) => e.name), ["step:governed", "approval:expired"])

@@ -1,5 +1,5 @@
 /**
- * Issue 4, rule 5: deadlines are durable. A service restarted after its
+ * Deadlines are durable. A service restarted after its
  * approvals came due fires them (once each); several service processes on
  * one PostgreSQL server fire each deadline exactly once.
  */
@@ -191,5 +191,37 @@ describe.runIf(process.env.TEST_DATABASE_URL)("deadlines with two service proces
         }
       })
       assert.strictEqual(live[0]!.event, "approval:decided")
+    }).pipe(Effect.scoped), 120_000)
+})
+
+describe.runIf(process.env.TEST_DATABASE_URL)("approval policies with two service processes on one PostgreSQL server", () => {
+  it.live("a policy set through one process answers the next step through the other, at once and after its cache was warm", () =>
+    Effect.gen(function*() {
+      const url = yield* scratchDatabaseUrl("svc_policies")
+      const env = { DATABASE_URL: url, SVC_MASTER_KEY: Buffer.alloc(32, 7).toString("base64") }
+      const key = yield* Effect.promise(() => provision(env))
+      const [a, b] = (yield* startServers(env, 2)) as [RunningServer, RunningServer]
+      const answers = yield* Effect.promise(async () => {
+        const session = await call(b, key, "POST", "/v1/agent-sessions", {})
+        let n = 0
+        const stepOnB = async () =>
+          (await call(b, key, "POST", `/v1/agent-sessions/${session.id}/steps`, {
+            step_id: `s${n++}`,
+            tool: "deploy",
+            action_class: "deploy",
+            arguments: {}
+          })).decision as string
+        const policy = (mode: string) => ({ mode, review_seconds: 60, expiring_notice_seconds: 0, timeout_action: "reject" })
+        const out: Array<string> = []
+        // B knows the class without a policy (its cache is warm), then A sets one: B's next step follows it.
+        out.push(await stepOnB())
+        out.push(await stepOnB())
+        for (const mode of ["allow", "reject", "allow"]) {
+          await call(a, key, "PUT", "/v1/approval-policies/deploy", policy(mode))
+          out.push(await stepOnB())
+        }
+        return out
+      })
+      assert.deepStrictEqual(answers, ["pending", "pending", "allow", "reject", "allow"])
     }).pipe(Effect.scoped), 120_000)
 })

@@ -1,5 +1,5 @@
 /**
- * Issue 4, rule 7: the session event stream (Server-Sent Events), read with
+ * The session event stream (Server-Sent Events), read with
  * a real HTTP client, resumed by `Last-Event-ID` and by `after`.
  */
 import { assert, describe, layer } from "@effect/vitest"
@@ -35,7 +35,7 @@ const streamUrl = (baseUrl: string, sessionId: string, after?: string) =>
 const summary = (events: ReadonlyArray<SseEvent>) => events.map((e) => `${e.id} ${e.event} ${JSON.parse(e.data).step_id}`)
 
 layer(SvcTest.layer({ config: { sseKeepAliveMs: KEEP_ALIVE_MS, ssePollMs: 5_000 } }), { excludeTestServices: true })("session event stream", (it) => {
-  describe("rule 7: Server-Sent Events with ids, names and JSON data", () => {
+  describe("Server-Sent Events with ids, names and JSON data", () => {
     it.effect("stored events replay in order, then live events follow", () =>
       Effect.gen(function*() {
         const svc = yield* SvcTest

@@ -1,5 +1,5 @@
 /**
- * Issue 11, item 8 (API): the organization's approvals by status, and its
+ * The organization's approvals by status, and its
  * resumable stream of approval changes, read with a real SSE client.
  */
 import { assert, describe, layer } from "@effect/vitest"
@@ -95,13 +95,14 @@ layer(SvcTest.layer({ config: { sseKeepAliveMs: KEEP_ALIVE_MS, ssePollMs: 5_000 
         const session = yield* org.client.agentSessions.create({ payload: {} })
         const otherSession = yield* other.client.agentSessions.create({ payload: {} })
         const sse = yield* Effect.promise(() => openSse(streamUrl(svc.baseUrl), { key: org.key }))
+        let ids: Array<string> = []
         try {
           assert.strictEqual(sse.status, 200)
           assert.match(sse.headers.get("content-type") ?? "", /^text\/event-stream/)
           const requested = yield* governed(org, session.id, "r1")
           yield* governed(other, otherSession.id, "theirs")
           const [first] = yield* Effect.promise(() => sse.events(1))
-          assert.strictEqual(first!.id, "1")
+          assert.match(first!.id!, /^\d+$/)
           assert.strictEqual(first!.event, "approval.requested")
           const data = JSON.parse(first!.data)
           assert.include(data, { approval_id: requested.approval_id, status: "pending", tool: "stripe.refunds.create" })
@@ -109,7 +110,7 @@ layer(SvcTest.layer({ config: { sseKeepAliveMs: KEEP_ALIVE_MS, ssePollMs: 5_000 
 
           yield* org.client.approvals.decide({ params: { approval_id: requested.approval_id! }, payload: { decision: "approve" } })
           const [second] = yield* Effect.promise(() => sse.events(1))
-          assert.strictEqual(second!.id, "2")
+          assert.isTrue(BigInt(second!.id!) > BigInt(first!.id!), "ids grow")
           assert.strictEqual(second!.event, "approval.approved")
           assert.strictEqual(JSON.parse(second!.data).status, "approved")
 
@@ -117,23 +118,24 @@ layer(SvcTest.layer({ config: { sseKeepAliveMs: KEEP_ALIVE_MS, ssePollMs: 5_000 
           const [third, fourth] = yield* Effect.promise(() => sse.events(2, 15_000))
           assert.deepStrictEqual([third!.event, fourth!.event], ["approval.requested", "approval.expired"])
           assert.strictEqual(JSON.parse(fourth!.data).approval_id, fast.approval_id)
-          assert.strictEqual(fourth!.id, "4")
+          assert.isTrue(BigInt(third!.id!) > BigInt(second!.id!) && BigInt(fourth!.id!) > BigInt(third!.id!), "ids grow")
+          ids = [first!.id!, second!.id!, third!.id!, fourth!.id!]
         } finally {
           sse.close()
         }
 
         // Resume: exactly the events after the given id.
-        const resumed = yield* Effect.promise(() => openSse(streamUrl(svc.baseUrl), { key: org.key, lastEventId: "2" }))
+        const resumed = yield* Effect.promise(() => openSse(streamUrl(svc.baseUrl), { key: org.key, lastEventId: ids[1]! }))
         try {
           const events = yield* Effect.promise(() => resumed.events(2))
-          assert.deepStrictEqual(events.map((e) => `${e.id} ${e.event}`), ["3 approval.requested", "4 approval.expired"])
+          assert.deepStrictEqual(events.map((e) => `${e.id} ${e.event}`), [`${ids[2]} approval.requested`, `${ids[3]} approval.expired`])
         } finally {
           resumed.close()
         }
-        const viaQuery = yield* Effect.promise(() => openSse(streamUrl(svc.baseUrl, "3"), { key: org.key }))
+        const viaQuery = yield* Effect.promise(() => openSse(streamUrl(svc.baseUrl, ids[2]!), { key: org.key }))
         try {
           const [only] = yield* Effect.promise(() => viaQuery.events(1))
-          assert.strictEqual(only!.id, "4")
+          assert.strictEqual(only!.id, ids[3])
         } finally {
           viaQuery.close()
         }

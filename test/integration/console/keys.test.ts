@@ -1,5 +1,5 @@
 /**
- * Issue 11, items 5 and 11: the API keys and console sessions endpoints
+ * The API keys and console sessions endpoints
  * (scope `keys.manage`), and the reviewer's `feedback.review` scope.
  */
 import { assert, describe, layer } from "@effect/vitest"
@@ -10,7 +10,7 @@ import { asConsole, consoleSession, consoleTestLayer } from "../../support/conso
 import { raw } from "../../support/http.ts"
 
 layer(consoleTestLayer({ config: { maxApiKeysPerOrg: 4 } }), { excludeTestServices: true })("API keys and presets", (it) => {
-  describe("item 11: API keys", () => {
+  describe("API keys", () => {
     it.effect("create shows the key once; list and revoke never show it; a revoked key stops at once", () =>
       Effect.gen(function*() {
         const svc = yield* SvcTest
@@ -118,7 +118,34 @@ layer(consoleTestLayer({ config: { maxApiKeysPerOrg: 4 } }), { excludeTestServic
       }))
   })
 
-  describe("item 5: presets and feedback.review", () => {
+  describe("who made a key", () => {
+    it.effect("a key made in a console session records the person (console:<name>) and outlives the session; one made with a key records that key; the CLI's none", () =>
+      Effect.gen(function*() {
+        const svc = yield* SvcTest
+        const org = yield* SvcTest.org()
+        const { cookie } = yield* consoleSession(svc.baseUrl, org.orgId, "admin", "Ada Lovelace")
+        const made = yield* asConsole(svc.baseUrl, cookie, "POST", "/v1/api-keys", { name: "from-console", scopes: ["tasks.read"] })
+        assert.strictEqual(made.status, 201, made.text)
+        assert.strictEqual(made.json.api_key.created_by, "console:Ada Lovelace")
+        const byKey = yield* org.client.apiKeys.create({ payload: { name: "from-key", scopes: ["tasks.read"] } })
+        assert.strictEqual(byKey.api_key.created_by, org.keyId)
+        const listed = yield* org.client.apiKeys.list()
+        const createdBy = new Map(listed.keys.map((key) => [key.name, key.created_by]))
+        assert.strictEqual(createdBy.get("from-console"), "console:Ada Lovelace")
+        assert.strictEqual(createdBy.get("from-key"), org.keyId)
+        // The organization's first key was made as the CLI makes keys.
+        assert.isNull(listed.keys.find((key) => key.id === org.keyId)!.created_by)
+
+        // Signing out ends the session, not the keys it made.
+        const out = yield* asConsole(svc.baseUrl, cookie, "POST", "/v1/console/sign-out")
+        assert.strictEqual(out.status, 204)
+        assert.strictEqual((yield* asConsole(svc.baseUrl, cookie, "GET", "/v1/console/session")).status, 401)
+        const still = yield* raw(`${svc.baseUrl}/v1/tasks`, { headers: { authorization: `Bearer ${made.json.key}` } })
+        assert.strictEqual(still.status, 200)
+      }))
+  })
+
+  describe("presets and feedback.review", () => {
     it("admin holds every scope; approver and reviewer exactly theirs", () => {
       assert.sameMembers([...ConsolePresets.admin], [...Scopes])
       assert.sameMembers([...ConsolePresets.approver], ["agents.read", "approvals.decide", "tasks.read"])

@@ -1,6 +1,6 @@
 /**
- * Issue 11, items 3, 4 and 8 with real processes: `console login` prints a
- * link the running server accepts; `console sessions` / `console revoke`
+ * Console sign-in, sessions and the approvals stream with real processes:
+ * `console login` prints a link the running server accepts; `console sessions` / `console revoke`
  * end a session at once; on a PostgreSQL server, approval changes made
  * through one process reach the organization stream open on another, and a
  * revocation through the CLI stops the session in every process.
@@ -86,7 +86,7 @@ describe("console CLI (embedded database, running server)", () => {
   }, 240_000)
 })
 
-describe("server connections (issue 14, item 3)", () => {
+describe("server connections", () => {
   it("beyond SVC_MAX_CONNECTIONS a new connection is closed at once; a freed place serves again", async () => {
     const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), "svc-connections-"))
     const server = await startServer({ SVC_DATA_DIR: dataDir, DATABASE_URL: "", SVC_MAX_CONNECTIONS: "16" })

@@ -1,5 +1,5 @@
 /**
- * Issue 11, items 3 and 4: one-time sign-in links, server-side console
+ * One-time sign-in links, server-side console
  * sessions, the cookie, and the cross-site rules for state-changing
  * requests made with it. Real HTTP against the real service.
  */
@@ -10,7 +10,7 @@ import { raw } from "../../support/http.ts"
 import { asConsole, CONSOLE_HEADERS, consoleSession, consoleTestLayer, cookieOf, newLink, signIn } from "../../support/console.ts"
 
 layer(consoleTestLayer(), { excludeTestServices: true })("console sessions", (it) => {
-  describe("item 3: a sign-in link works once, within its time", () => {
+  describe("a sign-in link works once, within its time", () => {
     it.effect("signing in sets an HttpOnly, SameSite=Strict cookie and answers who is signed in", () =>
       Effect.gen(function*() {
         const svc = yield* SvcTest
@@ -33,14 +33,14 @@ layer(consoleTestLayer(), { excludeTestServices: true })("console sessions", (it
         assert.notInclude(stored[0]!.token_hash, cookieOf(response).split("=")[1]!)
       }))
 
-    it.effect("over HTTPS (as a proxy in front says) the cookie is Secure", () =>
+    it.effect("over HTTPS (as a proxy in front says) the cookie is __Host-svc_console_session, Secure", () =>
       Effect.gen(function*() {
         const svc = yield* SvcTest
         const org = yield* SvcTest.org()
         const token = yield* newLink(org.orgId, "approver")
         const response = yield* signIn(svc.baseUrl, token, { ...CONSOLE_HEADERS, "x-forwarded-proto": "https" })
         assert.strictEqual(response.status, 200)
-        assert.match(response.headers.getSetCookie().join("\n"), /svc_console_session=[^;]+;.*Secure/i)
+        assert.match(response.headers.getSetCookie().join("\n"), /^__Host-svc_console_session=[^;]+;.*Secure/i)
       }))
 
     it.effect("a used link is refused with LINK_USED, an expired one with LINK_EXPIRED, anything else LINK_INVALID", () =>
@@ -85,7 +85,7 @@ layer(consoleTestLayer(), { excludeTestServices: true })("console sessions", (it
       }))
   })
 
-  describe("item 4: the session authenticates /v1 with its preset's scopes, and ends at once", () => {
+  describe("the session authenticates /v1 with its preset's scopes, and ends at once", () => {
     it.effect("a reviewer session reads feedback but gets 403 on promote and on approvals", () =>
       Effect.gen(function*() {
         const svc = yield* SvcTest
@@ -167,7 +167,7 @@ layer(consoleTestLayer(), { excludeTestServices: true })("console sessions", (it
       }))
   })
 
-  describe("item 4: a state-changing request with the cookie must come from the console", () => {
+  describe("a state-changing request with the cookie must come from the console", () => {
     it.effect("without X-Svc-Console, or from another site, it is 403 CROSS_SITE_REQUEST and changes nothing", () =>
       Effect.gen(function*() {
         const svc = yield* SvcTest

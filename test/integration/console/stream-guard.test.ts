@@ -1,5 +1,5 @@
 /**
- * Issue 14, item 3: an open event stream ends soon after its API key or
+ * An open event stream ends soon after its API key or
  * console session is revoked, and open streams are capped per key (or
  * session), per organization and per process, with a 429 naming the limit.
  * Both the per-session agent streams and the organization's approval stream.

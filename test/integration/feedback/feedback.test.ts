@@ -47,7 +47,7 @@ const storedCorrections = (orgId: string) =>
     svc.sql<{ correction: unknown }>`SELECT correction FROM feedback WHERE org_id = ${orgId}`.pipe(Effect.orDie))
 
 layer(SvcTest.layer(), { excludeTestServices: true })("feedback on task answers", (it) => {
-  describe("rule 1: POST /v1/feedback records a score on a logged run", () => {
+  describe("POST /v1/feedback records a score on a logged run", () => {
     it.effect("answers 201 with the feedback record; a bare score is `recorded`", () =>
       Effect.gen(function*() {
         const svc = yield* SvcTest
@@ -122,7 +122,7 @@ layer(SvcTest.layer(), { excludeTestServices: true })("feedback on task answers"
       }))
   })
 
-  describe("rule 2: the correction is validated against the task's answer JSON Schema", () => {
+  describe("the correction is validated against the task's answer JSON Schema", () => {
     it.effect("a mismatch is 422 CORRECTION_SHAPE_MISMATCH naming correction.items[2].price and what was expected", () =>
       Effect.gen(function*() {
         const svc = yield* SvcTest
@@ -197,7 +197,7 @@ layer(SvcTest.layer(), { excludeTestServices: true })("feedback on task answers"
       }))
   })
 
-  describe("rule 3: protected values are removed before saving", () => {
+  describe("protected values are removed before saving", () => {
     it.effect("the organization's API keys (revoked too), signing secrets and collector header values, whole or embedded", () =>
       Effect.gen(function*() {
         const svc = yield* SvcTest
@@ -377,7 +377,7 @@ layer(SvcTest.layer(), { excludeTestServices: true })("feedback on task answers"
       }))
   })
 
-  describe("rule 4: a correction that no longer fits once secrets are removed is refused", () => {
+  describe("a correction that no longer fits once secrets are removed is refused", () => {
     it.effect("pattern, minLength or format broken by the marker: 422 CORRECTION_CONTAINS_SECRET naming the field; nothing saved", () =>
       Effect.gen(function*() {
         const org = yield* SvcTest.org()
@@ -419,7 +419,7 @@ layer(SvcTest.layer(), { excludeTestServices: true })("feedback on task answers"
       }))
   })
 
-  describe("rule 5: review moves pending corrections to staged or rejected", () => {
+  describe("review moves pending corrections to staged or rejected", () => {
     it.effect("stage and reject (200 with the item); any other transition is 409 INVALID_TRANSITION", () =>
       Effect.gen(function*() {
         const org = yield* SvcTest.org()
@@ -459,7 +459,7 @@ layer(SvcTest.layer(), { excludeTestServices: true })("feedback on task answers"
       }))
   })
 
-  describe("rule 6: GET /v1/feedback lists with task_id, status, limit and cursor", () => {
+  describe("GET /v1/feedback lists with task_id, status, limit and cursor", () => {
     it.effect("newest first; filters; nothing skipped or repeated across pages while feedback arrives", () =>
       Effect.gen(function*() {
         const org = yield* SvcTest.org()
@@ -504,7 +504,7 @@ layer(SvcTest.layer(), { excludeTestServices: true })("feedback on task answers"
       }))
   })
 
-  describe("rules 7 and 8: preview and promote staged corrections into a new dataset version", () => {
+  describe("preview and promote staged corrections into a new dataset version", () => {
     const staged = (org: TestOrg, count: number) =>
       Effect.gen(function*() {
         const { task, run } = yield* setup(org)
@@ -523,12 +523,12 @@ layer(SvcTest.layer(), { excludeTestServices: true })("feedback on task answers"
       Effect.gen(function*() {
         const org = yield* SvcTest.org()
         const { task, ids } = yield* staged(org, 2)
-        const preview = yield* org.client.feedback.promotePreview({ params: { task_id: task.id } })
+        const preview = yield* org.client.feedback.promotePreview({ params: { task_id: task.id }, query: {} })
         assert.deepStrictEqual(preview.staged.map((f) => f.id), ids)
         const first = yield* org.client.feedback.promote({ params: { task_id: task.id }, payload: { base_dataset_id: preview.base_dataset_id, expected_feedback_revision: preview.expected_feedback_revision } })
         assert.strictEqual(first.version, 2)
         assert.strictEqual(first.promoted_count, 2)
-        const v2 = yield* org.client.datasets.get({ params: { dataset_id: first.dataset_id } })
+        const v2 = yield* org.client.datasets.get({ params: { dataset_id: first.dataset_id }, query: {} })
         assert.deepStrictEqual(v2.examples, [
           { input: { ticket: "refund my order" }, answer: { label: "fixed-0", items: [{ sku: "S-0", price: 0 }] }, feedback_id: ids[0]! },
           { input: { ticket: "refund my order" }, answer: { label: "fixed-1", items: [{ sku: "S-1", price: 1 }] }, feedback_id: ids[1]! }
@@ -540,17 +540,17 @@ layer(SvcTest.layer(), { excludeTestServices: true })("feedback on task answers"
         const run2 = yield* org.client.tasks.logRun({ params: { task_id: task.id }, payload: { input: { ticket: "second" }, answer: { label: "x", items: [] } } })
         const next = yield* org.client.feedback.submit({ payload: { inference_log_id: run2.trace_id, score: -1, correction: goodCorrection } })
         yield* org.client.feedback.stage({ params: { feedback_id: next.id } })
-        const preview2 = yield* org.client.feedback.promotePreview({ params: { task_id: task.id } })
+        const preview2 = yield* org.client.feedback.promotePreview({ params: { task_id: task.id }, query: {} })
         assert.strictEqual(preview2.base_dataset_id, first.dataset_id)
         const second = yield* org.client.feedback.promote({ params: { task_id: task.id }, payload: { base_dataset_id: preview2.base_dataset_id, expected_feedback_revision: preview2.expected_feedback_revision } })
         assert.strictEqual(second.version, 3)
-        const v3 = yield* org.client.datasets.get({ params: { dataset_id: second.dataset_id } })
+        const v3 = yield* org.client.datasets.get({ params: { dataset_id: second.dataset_id }, query: {} })
         assert.deepStrictEqual(v3.examples.slice(0, 2), v2.examples)
         assert.deepStrictEqual(v3.examples[2], { input: { ticket: "second" }, answer: goodCorrection, feedback_id: next.id })
-        assert.deepStrictEqual(yield* org.client.datasets.get({ params: { dataset_id: first.dataset_id } }), v2)
+        assert.deepStrictEqual(yield* org.client.datasets.get({ params: { dataset_id: first.dataset_id }, query: {} }), v2)
         const { datasets } = yield* org.client.datasets.listForTask({ params: { task_id: task.id } })
         assert.deepStrictEqual(datasets.map((d) => [d.version, d.example_count]), [[1, 0], [2, 2], [3, 3]])
-        const v1 = yield* org.client.datasets.get({ params: { dataset_id: datasets[0]!.id } })
+        const v1 = yield* org.client.datasets.get({ params: { dataset_id: datasets[0]!.id }, query: {} })
         assert.deepStrictEqual(v1.examples, [])
       }))
 
@@ -558,12 +558,12 @@ layer(SvcTest.layer(), { excludeTestServices: true })("feedback on task answers"
       Effect.gen(function*() {
         const org = yield* SvcTest.org()
         const { task, run } = yield* staged(org, 1)
-        const preview = yield* org.client.feedback.promotePreview({ params: { task_id: task.id } })
+        const preview = yield* org.client.feedback.promotePreview({ params: { task_id: task.id }, query: {} })
         const more = yield* org.client.feedback.submit({ payload: { inference_log_id: run.trace_id, score: -1, correction: goodCorrection } })
-        const unchanged = yield* org.client.feedback.promotePreview({ params: { task_id: task.id } })
+        const unchanged = yield* org.client.feedback.promotePreview({ params: { task_id: task.id }, query: {} })
         assert.strictEqual(unchanged.expected_feedback_revision, preview.expected_feedback_revision)
         yield* org.client.feedback.stage({ params: { feedback_id: more.id } })
-        const changed = yield* org.client.feedback.promotePreview({ params: { task_id: task.id } })
+        const changed = yield* org.client.feedback.promotePreview({ params: { task_id: task.id }, query: {} })
         assert.notStrictEqual(changed.expected_feedback_revision, preview.expected_feedback_revision)
         const error = yield* org.client.feedback.promote({ params: { task_id: task.id }, payload: { base_dataset_id: preview.base_dataset_id, expected_feedback_revision: preview.expected_feedback_revision } }).pipe(Effect.flip)
         assert.strictEqual(error._tag, "FeedbackChanged")
@@ -578,11 +578,11 @@ layer(SvcTest.layer(), { excludeTestServices: true })("feedback on task answers"
         const svc = yield* SvcTest
         const org = yield* SvcTest.org()
         const { task } = yield* staged(org, 1)
-        const preview = yield* org.client.feedback.promotePreview({ params: { task_id: task.id } })
+        const preview = yield* org.client.feedback.promotePreview({ params: { task_id: task.id }, query: {} })
         yield* org.client.feedback.promote({ params: { task_id: task.id }, payload: { base_dataset_id: preview.base_dataset_id, expected_feedback_revision: preview.expected_feedback_revision } })
         const stale = yield* org.client.feedback.promote({ params: { task_id: task.id }, payload: { base_dataset_id: preview.base_dataset_id, expected_feedback_revision: preview.expected_feedback_revision } }).pipe(Effect.flip)
         assert.strictEqual(stale._tag, "DatasetBaseChanged")
-        const empty = yield* org.client.feedback.promotePreview({ params: { task_id: task.id } })
+        const empty = yield* org.client.feedback.promotePreview({ params: { task_id: task.id }, query: {} })
         assert.deepStrictEqual(empty.staged, [])
         const response = yield* raw(`${svc.baseUrl}/v1/tasks/${task.id}/feedback/promote`, {
           method: "POST",
@@ -597,7 +597,7 @@ layer(SvcTest.layer(), { excludeTestServices: true })("feedback on task answers"
       Effect.gen(function*() {
         const org = yield* SvcTest.org()
         const { task } = yield* staged(org, 1)
-        const preview = yield* org.client.feedback.promotePreview({ params: { task_id: task.id } })
+        const preview = yield* org.client.feedback.promotePreview({ params: { task_id: task.id }, query: {} })
         const payload = { base_dataset_id: preview.base_dataset_id, expected_feedback_revision: preview.expected_feedback_revision }
         const reviewer = yield* org.newKey(["feedback.read", "feedback.write"])
         const denied = yield* reviewer.client.feedback.promote({ params: { task_id: task.id }, payload }).pipe(Effect.flip)
@@ -605,7 +605,7 @@ layer(SvcTest.layer(), { excludeTestServices: true })("feedback on task answers"
         const other = yield* SvcTest.org()
         const missing = yield* other.client.feedback.promote({ params: { task_id: task.id }, payload }).pipe(Effect.flip)
         assert.strictEqual(missing._tag, "NotFound")
-        const missingPreview = yield* other.client.feedback.promotePreview({ params: { task_id: task.id } }).pipe(Effect.flip)
+        const missingPreview = yield* other.client.feedback.promotePreview({ params: { task_id: task.id }, query: {} }).pipe(Effect.flip)
         assert.strictEqual(missingPreview._tag, "NotFound")
       }))
 
@@ -615,7 +615,7 @@ layer(SvcTest.layer(), { excludeTestServices: true })("feedback on task answers"
         const org = yield* SvcTest.org()
         for (let round = 0; round < 3; round++) {
           const { task, ids } = yield* staged(org, 3)
-          const preview = yield* org.client.feedback.promotePreview({ params: { task_id: task.id } })
+          const preview = yield* org.client.feedback.promotePreview({ params: { task_id: task.id }, query: {} })
           const payload = { base_dataset_id: preview.base_dataset_id, expected_feedback_revision: preview.expected_feedback_revision }
           const results = yield* Effect.all(
             [0, 1, 2].map(() => Effect.result(org.client.feedback.promote({ params: { task_id: task.id }, payload }))),

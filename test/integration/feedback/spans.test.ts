@@ -41,7 +41,7 @@ layer(SvcTest.layer().pipe(Layer.provide(Layer.succeed(Tracer.Tracer, recording)
           const b = yield* org.client.feedback.submit({ payload: { inference_log_id: run.trace_id, score: -1, correction: { x: "y" } } })
           yield* org.client.feedback.stage({ params: { feedback_id: a.id } })
           yield* org.client.feedback.reject({ params: { feedback_id: b.id } })
-          const preview = yield* org.client.feedback.promotePreview({ params: { task_id: task.id } })
+          const preview = yield* org.client.feedback.promotePreview({ params: { task_id: task.id }, query: {} })
           yield* org.client.feedback.promote({ params: { task_id: task.id }, payload: { base_dataset_id: preview.base_dataset_id, expected_feedback_revision: preview.expected_feedback_revision } })
           for (const name of ["Feedback.submit", "Feedback.stage", "Feedback.reject", "Feedback.preview", "Feedback.promote"]) {
             const mine = spans.filter((s) => s.name === name && orgOf(s) === org.orgId)

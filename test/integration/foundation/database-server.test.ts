@@ -1,5 +1,5 @@
 /**
- * Issue 14, items 12 and 15, on a PostgreSQL server: sessions carry
+ * On a PostgreSQL server: sessions carry
  * timeouts and TCP keepalive so a stuck statement, transaction or peer
  * fails a request instead of hanging it; while the database is
  * unreachable the API answers 503 with Retry-After and `/ready` says why.
@@ -58,7 +58,7 @@ const configuredAt = (url: string) =>
 /** The same on a fresh database of the server. */
 const configured = Layer.unwrap(Effect.map(scratchDatabaseUrl("svc_sessions"), configuredAt))
 
-describe.skipIf(!serverUrl)("sessions on a PostgreSQL server (item 12)", () => {
+describe.skipIf(!serverUrl)("sessions on a PostgreSQL server", () => {
   it.live("every session runs with the configured statement_timeout and idle_in_transaction_session_timeout, over a connection with TCP keepalive", () =>
     Effect.gen(function*() {
       const sql = yield* SqlClient.SqlClient
@@ -143,7 +143,7 @@ const api = (server: RunningServer, key: string, route: string, init: { method?:
 const json = (stdout: string) => JSON.parse(stdout.trim().split("\n").at(-1)!)
 
 // A server of the test's own, so stopping it never disturbs the shared one.
-describe.skipIf(!serverUrl || postgresBin === undefined)("while the database is unreachable (item 15)", () => {
+describe.skipIf(!serverUrl || postgresBin === undefined)("while the database is unreachable", () => {
   it.live("API requests answer 503 SERVICE_UNAVAILABLE with Retry-After, /ready says why, and both recover when it is back", () =>
     Effect.gen(function*() {
       const pg = yield* privatePostgres

@@ -13,7 +13,8 @@ import * as http from "node:http"
 import * as os from "node:os"
 import * as path from "node:path"
 import { KEY_CACHE_TTL } from "../../../src/identity/Identity.ts"
-import { Database, socketPath } from "../../../src/platform/Database.ts"
+import { Database } from "../../../src/platform/Database.ts"
+import { adminSocketPath } from "../../../src/server/AdminChannel.ts"
 import { isHeld } from "../../../src/platform/DataDir.ts"
 import { cli, startServer } from "../../support/process.ts"
 
@@ -100,7 +101,7 @@ describe("the CLI and the server on the embedded database", () => {
     }).pipe(Effect.provide(Database.embedded(dataDir)), Effect.scoped))
   }, 300_000)
 
-  it("serves on the data dir; the CLI goes through the running server's socket; SIGTERM drains and exits 0; data survives a restart", async () => {
+  it("serves on the data dir; the CLI goes through the running server's admin channel; SIGTERM drains and exits 0; data survives a restart", async () => {
     const server = await startServer(env, 150_000)
     try {
       const orgs = json((await cli(["orgs", "list", "--json"], env)).stdout).orgs
@@ -130,9 +131,9 @@ describe("the CLI and the server on the embedded database", () => {
       const answer = await inFlight
       assert.strictEqual(answer.status, 201, answer.body)
       assert.strictEqual(await server.exited, 0)
-      // Stopped: the data dir is free and the socket gone.
+      // Stopped: the data dir is free and the admin socket gone.
       assert.isFalse(isHeld(dataDir))
-      assert.isFalse(fs.existsSync(socketPath(dataDir)))
+      assert.isFalse(fs.existsSync(adminSocketPath(dataDir)))
 
       const again = await startServer(env, 150_000)
       try {

@@ -1,5 +1,5 @@
 /**
- * Issue 14, items 6, 7 and 14: how `svc` starts and stops on its embedded
+ * How `svc` starts and stops on its embedded
  * data directory, as real processes. One process holds a data directory,
  * the lock dies with its holder however it dies and outlives the database,
  * the database is reachable only through a socket in a private directory,
@@ -13,7 +13,8 @@ import * as http from "node:http"
 import * as os from "node:os"
 import * as path from "node:path"
 import { isHeld } from "../../../src/platform/DataDir.ts"
-import { Database, DatabaseInfo, socketPath } from "../../../src/platform/Database.ts"
+import { Database, DatabaseInfo } from "../../../src/platform/Database.ts"
+import { adminSocketPath } from "../../../src/server/AdminChannel.ts"
 import { cli, type RunningServer, startServer } from "../../support/process.ts"
 import { freePort } from "../../support/privatePostgres.ts"
 
@@ -83,7 +84,7 @@ const probe = (port: number, route: string, timeoutMs: number) =>
     request.on("error", (error: NodeJS.ErrnoException) => error.code === "ECONNREFUSED" ? resolve("refused") : reject(error))
   })
 
-describe("one process holds a data directory (item 6)", () => {
+describe("one process holds a data directory", () => {
   it("two servers started at the same instant on an empty data directory: exactly one serves, the other says which process holds it", async () => {
     const dataDir = newDataDir()
     const env = envFor(dataDir)
@@ -155,8 +156,8 @@ describe("one process holds a data directory (item 6)", () => {
     }), TEST_MS)
 })
 
-describe("the embedded database is private (item 7)", () => {
-  it.runIf(linux)("the data directory is created 0700, pgdata is not world-readable, the database listens on a socket inside it and on no TCP port", async () => {
+describe("the embedded database is private", () => {
+  it.runIf(linux)("the data directory is created 0700, pgdata is not world-readable, the database listens on no socket and no TCP port; only the admin channel's socket (0600) is there", async () => {
     const dataDir = newDataDir()
     const env = envFor(dataDir)
     const server = await startServer(env, START_MS)
@@ -164,11 +165,14 @@ describe("the embedded database is private (item 7)", () => {
       assert.strictEqual(mode(dataDir), 0o700)
       assert.strictEqual(mode(path.join(dataDir, "pgdata")), 0o700)
       assert.strictEqual(mode(path.join(dataDir, "master.key")), 0o600)
-      assert.isTrue(fs.statSync(socketPath(dataDir)).isSocket())
+      // The one socket in the data directory is the admin channel's, the owner's alone.
+      const sockets = fs.readdirSync(dataDir).filter((name) => fs.statSync(path.join(dataDir, name)).isSocket())
+      assert.deepStrictEqual(sockets, [path.basename(adminSocketPath(dataDir))])
+      assert.strictEqual(mode(adminSocketPath(dataDir)), 0o600)
       // The only TCP port the server listens on is its HTTP port.
       const httpPort = Number(new URL(server.baseUrl).port)
       assert.deepStrictEqual(tcpListeners(server.child.pid!), [httpPort])
-      // The CLI reaches the running server's database through that socket.
+      // The CLI reaches the running server through that socket.
       const created = await cli(["orgs", "create", "--name", "private", "--json"], env)
       assert.strictEqual(created.code, 0, created.stderr)
     } finally {
@@ -191,7 +195,7 @@ describe("the embedded database is private (item 7)", () => {
     }
   }, TEST_MS)
 
-  it.live.skipIf(!linux)("the in-memory database (svc/testing) is served on a socket in a private temporary directory, not on TCP", () =>
+  it.live.skipIf(!linux)("the in-memory database (svc/testing) is reached in-process: no socket, no TCP port", () =>
     Effect.gen(function*() {
       const before = tcpListeners(process.pid)
       const info = yield* DatabaseInfo.use((info) =>
@@ -203,14 +207,11 @@ describe("the embedded database is private (item 7)", () => {
         })
       ).pipe(Effect.provide(Database.memory), Effect.orDie)
       assert.strictEqual(info.kind, "memory")
-      assert.isTrue(path.isAbsolute(info.address))
-      assert.strictEqual(path.basename(info.address), ".s.PGSQL.5432")
-      // Removed with the database.
-      assert.isFalse(fs.existsSync(path.dirname(info.address)))
+      assert.strictEqual(info.address, "memory")
     }), TEST_MS)
 })
 
-describe("the HTTP port opens when the application is ready (item 14)", () => {
+describe("the HTTP port opens when the application is ready", () => {
   /** Probes `port` while a server starts on it; `taken` when another process took the port first. */
   const watchStart = async (port: number) => {
     const starting = startServer({ ...envFor(newDataDir()), PORT: String(port) }, START_MS)

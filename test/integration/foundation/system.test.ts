@@ -5,6 +5,9 @@ import addFormats from "ajv-formats"
 import { Effect } from "effect"
 import { OpenApi } from "effect/http-api"
 import { Api } from "../../../src/api/Api.ts"
+import { createHash } from "node:crypto"
+import { CONSOLE_CSP } from "../../../src/server/Console.ts"
+import { inlineScripts } from "../../../src/server/Docs.ts"
 import { SvcTest } from "../../../src/testing.ts"
 import { raw } from "../../support/http.ts"
 
@@ -99,6 +102,30 @@ layer(SvcTest.layer(), { excludeTestServices: true })("system routes", (it) => {
           }
         }
         assert.strictEqual(operations, Object.values(OpenApi.fromApi(Api).paths).flatMap((item) => Object.keys(item)).length)
+      }))
+
+    it.effect("GET /docs has a CSP of its own: every inline script allowed by its hash and nothing else, sandboxed, never framed", () =>
+      Effect.gen(function*() {
+        const svc = yield* SvcTest
+        const docs = yield* raw(`${svc.baseUrl}/docs`)
+        const csp = docs.headers.get("content-security-policy") ?? ""
+        assert.notStrictEqual(csp, CONSOLE_CSP)
+        const directives = new Map(csp.split(";").map((part) => part.trim().split(/\s+/)).map(([name, ...values]) => [name!, values]))
+        assert.deepStrictEqual(directives.get("frame-ancestors"), ["'none'"])
+        assert.deepStrictEqual(directives.get("default-src"), ["'none'"])
+        assert.deepStrictEqual(directives.get("connect-src"), ["'none'"])
+        assert.deepStrictEqual(directives.get("sandbox"), ["allow-scripts", "allow-popups"])
+        const scripts = inlineScripts(docs.text)
+        assert.isAtLeast(scripts.length, 2)
+        assert.sameMembers(
+          directives.get("script-src")!,
+          scripts.map((text) => `'sha256-${createHash("sha256").update(text, "utf8").digest("base64")}'`)
+        )
+        assert.strictEqual(docs.headers.get("x-frame-options"), "DENY")
+        assert.strictEqual(docs.headers.get("x-content-type-options"), "nosniff")
+        // The console keeps its own policy.
+        const consolePage = yield* raw(`${svc.baseUrl}/console/`)
+        assert.strictEqual(consolePage.headers.get("content-security-policy"), CONSOLE_CSP)
       }))
   })
 })

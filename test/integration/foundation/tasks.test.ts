@@ -16,7 +16,7 @@ layer(SvcTest.layer(), { excludeTestServices: true })("tasks, runs and dataset v
         assert.strictEqual(datasets.length, 1)
         assert.strictEqual(datasets[0]!.version, 1)
         assert.strictEqual(datasets[0]!.example_count, 0)
-        const dataset = yield* org.client.datasets.get({ params: { dataset_id: datasets[0]!.id } })
+        const dataset = yield* org.client.datasets.get({ params: { dataset_id: datasets[0]!.id }, query: {} })
         assert.deepStrictEqual(dataset.examples, [])
         assert.strictEqual(dataset.task_id, task.id)
       }))

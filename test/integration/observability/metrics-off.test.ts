@@ -1,4 +1,4 @@
-/** Issue 12, item 1: without SVC_METRICS_PORT or SVC_METRICS_TOKEN there is no /metrics. */
+/** Without SVC_METRICS_PORT or SVC_METRICS_TOKEN there is no /metrics. */
 import { assert, describe, layer } from "@effect/vitest"
 import { Effect } from "effect"
 import { SvcTest } from "../../../src/testing.ts"

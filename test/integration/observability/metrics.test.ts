@@ -1,5 +1,5 @@
 /**
- * Issue 12, item 1: the operators' metrics. `/metrics` is scraped both ways
+ * The operators' metrics. `/metrics` is scraped both ways
  * (the separate listener and the API port with the token), parsed with a
  * Prometheus text-format parser, and checked for the contract's names,
  * types and labels, for values that move when the events happen, and for
@@ -185,12 +185,16 @@ layer(Svc, { excludeTestServices: true })("operators' metrics", (it) => {
         const svc = yield* SvcTest
         const org = yield* SvcTest.org()
         const target = newId()
-        // A delivery waiting an hour already, not due for another hour, to a target cooling down.
+        // A delivery waiting an hour already, not due for another hour, to a target cooling down;
+        // the target's row holds its undelivered count, as the enqueue statement keeps it.
+        yield* svc.sql`
+          INSERT INTO delivery_targets (id, org_id, kind, undelivered, cooldown_until)
+          VALUES (${target}, ${org.orgId}, 'email', 1, now() + interval '1 hour')
+        `
         yield* svc.sql`
           INSERT INTO deliveries (id, org_id, kind, target_id, status, created_at, next_attempt_at)
           VALUES (${newId()}, ${org.orgId}, 'email', ${target}, 'retrying', now() - interval '1 hour', now() + interval '1 hour')
         `
-        yield* svc.sql`UPDATE delivery_targets SET cooldown_until = now() + interval '1 hour' WHERE id = ${target}`
         const after = yield* until(
           (s) => (value(s, "svc_delivery_queue_depth", { kind: "email" }) ?? 0) >= 1,
           "the queued delivery (within the cache interval)"
@@ -214,6 +218,7 @@ layer(Svc, { excludeTestServices: true })("operators' metrics", (it) => {
         const target = newId()
         const first = yield* viaListener
         const readAt = Date.now()
+        yield* svc.sql`INSERT INTO delivery_targets (id, org_id, kind, undelivered) VALUES (${target}, ${org.orgId}, 'email', 1)`
         yield* svc.sql`
           INSERT INTO deliveries (id, org_id, kind, target_id, status, next_attempt_at)
           VALUES (${newId()}, ${org.orgId}, 'email', ${target}, 'queued', now() + interval '1 hour')

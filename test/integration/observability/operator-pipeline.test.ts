@@ -1,5 +1,5 @@
 /**
- * Issue 12, item 2: the operator's trace pipeline against a real OTLP/HTTP
+ * The operator's trace pipeline against a real OTLP/HTTP
  * collector on loopback: a bounded queue whose overflow is dropped and
  * counted without ever making the caller wait, retries of 503, a refused
  * batch counted as dropped, gzip when asked.
@@ -26,6 +26,7 @@ const settingsFor = (url: string, ca: string, overrides: Partial<OperatorTraceSe
   ca,
   resource: [["service.name", "svc"]],
   sampler: { name: "always_on", ratio: 1 },
+  callerSampledPerSecond: 10,
   scheduleDelayMs: 100,
   exportTimeoutMs: 10_000,
   maxQueueSize: 100,

@@ -1,5 +1,5 @@
 /**
- * Issue 12, item 2: the service's own traces reach the operator's OTLP/HTTP
+ * The service's own traces reach the operator's OTLP/HTTP
  * collector (a real HTTPS server on loopback, its bodies checked against
  * the official protobuf definitions), separate from the organizations'
  * destinations, which keep getting only their own spans.

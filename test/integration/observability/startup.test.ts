@@ -1,5 +1,5 @@
 /**
- * Issue 12: operator settings the service cannot honour stop it at start
+ * Operator settings the service cannot honour stop it at start
  * with a message naming the variable (a real `npm start` process).
  */
 import { assert, describe, it } from "@effect/vitest"

@@ -26,7 +26,7 @@ const create = (org: TestOrg, url: string, headers?: Record<string, string>) =>
   org.client.telemetry.create({ payload: headers === undefined ? { url } : { url, headers } })
 
 layer(SecretStore.layer.pipe(Layer.provideMerge(Svc)), { excludeTestServices: true })("telemetry destinations", (it) => {
-  describe("rule 1: GET, POST, test, DELETE as the spec's table says", () => {
+  describe("GET, POST, test, DELETE as the spec's table says", () => {
     it.effect("POST answers 201 {id, url_hint}; GET lists it without URL or headers; DELETE 204, then 404", () =>
       Effect.gen(function*() {
         const svc = yield* SvcTest
@@ -145,7 +145,7 @@ layer(SecretStore.layer.pipe(Layer.provideMerge(Svc)), { excludeTestServices: tr
       }).pipe(Effect.scoped))
   })
 
-  describe("rule 8: the latest 50 delivery records", () => {
+  describe("the latest 50 delivery records", () => {
     it.effect("newest first, at most 50, queue statuses shown as pending, never payloads", () =>
       Effect.gen(function*() {
         const svc = yield* SvcTest
@@ -172,7 +172,7 @@ layer(SecretStore.layer.pipe(Layer.provideMerge(Svc)), { excludeTestServices: tr
       }).pipe(Effect.scoped))
   })
 
-  describe("rule 2: the URL is public HTTPS through the outbound guard", () => {
+  describe("the URL is public HTTPS through the outbound guard", () => {
     it.effect("http, credentials in the URL, and non-public addresses: 400 INVALID_URL, never echoing credentials", () =>
       Effect.gen(function*() {
         const org = yield* SvcTest.org()
@@ -198,7 +198,7 @@ layer(SecretStore.layer.pipe(Layer.provideMerge(Svc)), { excludeTestServices: tr
       }).pipe(Effect.scoped))
   })
 
-  describe("rule 3: collector headers", () => {
+  describe("collector headers", () => {
     it.effect("each refused class and invalid names and values: 400 INVALID_HEADERS naming the header, never its value", () =>
       Effect.gen(function*() {
         const org = yield* SvcTest.org()
@@ -231,7 +231,7 @@ layer(SecretStore.layer.pipe(Layer.provideMerge(Svc)), { excludeTestServices: tr
         yield* create(org, url, ten)
       }).pipe(Effect.scoped))
 
-    it.effect("every refused header is in one answer, each with its reason (issue 11, item 10)", () =>
+    it.effect("every refused header is in one answer, each with its reason", () =>
       Effect.gen(function*() {
         const org = yield* SvcTest.org()
         const collector = yield* HttpsReceiver.make()
@@ -276,7 +276,7 @@ layer(SecretStore.layer.pipe(Layer.provideMerge(Svc)), { excludeTestServices: tr
       }).pipe(Effect.scoped))
   })
 
-  describe("rule 4: test exports one test span at once", () => {
+  describe("test exports one test span at once", () => {
     it.effect("200 {delivered: true} when the collector accepts; the span decodes with the official definitions", () =>
       Effect.gen(function*() {
         const org = yield* SvcTest.org()

@@ -32,7 +32,7 @@ const traffic = (org: TestOrg) => Effect.asVoid(org.client.tasks.list({ query: {
 const destination = (org: TestOrg) => Effect.map(org.client.telemetry.list(), (list) => list.destinations[0]!)
 
 layer(Svc, { excludeTestServices: true })("telemetry export", (it) => {
-  describe("rule 5: what is exported", () => {
+  describe("what is exported", () => {
     it.effect("each API request as a server span with semantic-convention and svc.* attributes, never secrets or payloads", () =>
       Effect.gen(function*() {
         const svc = yield* SvcTest
@@ -169,7 +169,7 @@ layer(Svc, { excludeTestServices: true })("telemetry export", (it) => {
       }).pipe(Effect.scoped))
   })
 
-  describe("rule 6: OTLP/HTTP JSON exactly, gzip when it pays", () => {
+  describe("OTLP/HTTP JSON exactly, gzip when it pays", () => {
     it.effect("batches decode with the official definitions; a large one is gzipped", () =>
       Effect.gen(function*() {
         const { org, collector } = yield* withCollector()
@@ -193,7 +193,7 @@ layer(Svc, { excludeTestServices: true })("telemetry export", (it) => {
       }).pipe(Effect.scoped))
   })
 
-  describe("rule 7: batches of at most 512 spans", () => {
+  describe("batches of at most 512 spans", () => {
     it.effect("a burst of spans goes out in batches of 512 (a full batch is sent without waiting for the period)", () =>
       Effect.gen(function*() {
         const svc = yield* SvcTest
@@ -293,7 +293,7 @@ layer(Svc, { excludeTestServices: true })("telemetry export", (it) => {
       }).pipe(Effect.scoped))
   })
 
-  describe("rule 7: retries only on 429, 502, 503, 504 and network errors", () => {
+  describe("retries only on 429, 502, 503, 504 and network errors", () => {
     it.effect("each retryable answer, then 200: the same batch is sent again and delivered", () =>
       Effect.forEach([
         Reply.status(429),
@@ -381,7 +381,7 @@ layer(Svc, { excludeTestServices: true })("telemetry export", (it) => {
       }).pipe(Effect.scoped), { timeout: 60_000 })
   })
 
-  describe("rule 8: delivery records", () => {
+  describe("delivery records", () => {
     it.effect("pending then delivered, with span_count, attempts and times; last_delivered_at follows", () =>
       Effect.gen(function*() {
         const { org, id } = yield* withCollector()
@@ -513,7 +513,7 @@ layer(Svc, { excludeTestServices: true })("telemetry export", (it) => {
       }).pipe(Effect.scoped))
   })
 
-  describe("rule 9: replay", () => {
+  describe("replay", () => {
     it.effect("failed → {queued: true, id} and the same batch is sent again; delivered → 409 NOT_REPLAYABLE", () =>
       Effect.gen(function*() {
         let accept = false
@@ -570,7 +570,7 @@ layer(Svc, { excludeTestServices: true })("telemetry export", (it) => {
       }).pipe(Effect.scoped))
   })
 
-  describe("rule 10: deleting the destination stops export at once", () => {
+  describe("deleting the destination stops export at once", () => {
     it.effect("undelivered batches fail, buffered spans are dropped, nothing more reaches the old collector", () =>
       Effect.gen(function*() {
         const svc = yield* SvcTest

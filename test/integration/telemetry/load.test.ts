@@ -16,7 +16,7 @@ const Svc = Layer.unwrap(Effect.map(TestTls.shared, (tls) =>
   })))
 
 layer(Svc, { excludeTestServices: true })("telemetry under a collector that hangs", (it) => {
-  describe("rule 7: a bounded buffer; overflow drops and counts and never blocks request handling", () => {
+  describe("a bounded buffer; overflow drops and counts and never blocks request handling", () => {
     it.effect("under load: every API request is answered, drops are counted, pending spans stay bounded", () =>
       Effect.gen(function*() {
         const svc = yield* SvcTest
@@ -63,7 +63,7 @@ layer(Svc, { excludeTestServices: true })("telemetry under a collector that hang
       }).pipe(Effect.scoped), { timeout: 90_000 })
   })
 
-  describe("rule 9: replay finds the queue full", () => {
+  describe("replay finds the queue full", () => {
     it.effect("failed batch, queue full of pending batches → 409 QUEUE_FULL", () =>
       Effect.gen(function*() {
         const org = yield* SvcTest.org()

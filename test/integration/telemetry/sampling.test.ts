@@ -11,7 +11,7 @@ const Svc = Layer.unwrap(Effect.map(TestTls.shared, (tls) =>
   SvcTest.layer({ config: { ...loopbackTargets(tls), telemetrySampleRatio: 0 } })))
 
 layer(Svc, { excludeTestServices: true })("telemetry sampling", (it) => {
-  describe("rule 5: parent-based trace-id-ratio sampling", () => {
+  describe("parent-based trace-id-ratio sampling", () => {
     it.effect("with ratio 0 only traces whose caller sampled them are exported", () =>
       Effect.gen(function*() {
         const svc = yield* SvcTest

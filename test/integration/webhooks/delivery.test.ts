@@ -1,6 +1,5 @@
 /**
- * Delivering outbox events to real HTTPS receivers on loopback (issue 5,
- * rules 4-9): signed POSTs verified by our receiver kit and by Stripe's
+ * Delivering outbox events to real HTTPS receivers on loopback: signed POSTs verified by our receiver kit and by Stripe's
  * verifier, subscriptions, retries, Retry-After, 410, redirects, timeouts,
  * cooldown with replay, queue capacity, deletion and secret rotation.
  */
@@ -31,7 +30,7 @@ const attempts = (deliveryId: string) =>
 const byPath = (receiver: HttpsReceiver["Service"], path: string) => receiver.requests().filter((r) => r.path === path)
 
 layer(webhookService({ webhookQueueCapacity: 5 }), { excludeTestServices: true })("webhook delivery", (it) => {
-  describe("signed POSTs (rule 4)", () => {
+  describe("signed POSTs", () => {
     it.effect("each subscribed endpoint gets the exact event bytes, event headers and a signature our kit and Stripe's verifier accept", () =>
       Effect.gen(function*() {
         const receiver = yield* HttpsReceiver.make()
@@ -117,7 +116,7 @@ layer(webhookService({ webhookQueueCapacity: 5 }), { excludeTestServices: true }
       }).pipe(Effect.scoped))
   })
 
-  describe("retries (rule 5)", () => {
+  describe("retries", () => {
     it.effect("a failed attempt is retried with the same event id and body and a fresh signature until a 2xx", () =>
       Effect.gen(function*() {
         const receiver = yield* HttpsReceiver.make()
@@ -203,7 +202,7 @@ layer(webhookService({ webhookQueueCapacity: 5 }), { excludeTestServices: true }
       }).pipe(Effect.scoped))
   })
 
-  describe("the five second limit (rule 5)", () => {
+  describe("the five second limit", () => {
     it.effect("a 2xx after 4.5 s succeeds; 6 s slow headers and a body still arriving at 6 s fail", () =>
       Effect.gen(function*() {
         const receiver = yield* HttpsReceiver.make({
@@ -238,7 +237,7 @@ layer(webhookService({ webhookQueueCapacity: 5 }), { excludeTestServices: true }
       }).pipe(Effect.scoped), 30_000)
   })
 
-  describe("410 Gone (rule 5)", () => {
+  describe("410 Gone", () => {
     it.effect("deactivates the endpoint with the reason and fails its pending deliveries; PATCH reactivates it", () =>
       Effect.gen(function*() {
         const receiver = yield* HttpsReceiver.make({ respond: () => Reply.status(410, { body: "gone" }) })
@@ -280,7 +279,7 @@ layer(webhookService({ webhookQueueCapacity: 5 }), { excludeTestServices: true }
       }).pipe(Effect.scoped))
   })
 
-  describe("queue capacity (rule 7)", () => {
+  describe("queue capacity", () => {
     it.effect("an event that finds the endpoint's queue full is a failed delivery saying so; its replay is 409 QUEUE_FULL until the queue drains", () =>
       Effect.gen(function*() {
         const receiver = yield* HttpsReceiver.make({ respond: () => Reply.hang() })
@@ -305,7 +304,7 @@ layer(webhookService({ webhookQueueCapacity: 5 }), { excludeTestServices: true }
   })
 
 
-  describe("deletion (rule 9)", () => {
+  describe("deletion", () => {
     it.effect("deleting an endpoint fails its pending deliveries with the reason and nothing more is sent", () =>
       Effect.gen(function*() {
         const receiver = yield* HttpsReceiver.make({
@@ -323,7 +322,7 @@ layer(webhookService({ webhookQueueCapacity: 5 }), { excludeTestServices: true }
       }).pipe(Effect.scoped))
   })
 
-  describe("secret rotation (rule 3)", () => {
+  describe("secret rotation", () => {
     it.effect("during the overlap each delivery carries a v1= per secret; either secret verifies, with our kit and with Stripe's", () =>
       Effect.gen(function*() {
         const receiver = yield* HttpsReceiver.make()
@@ -366,7 +365,7 @@ layer(
     webhookCooldownMax: Duration.seconds(4)
   }),
   { excludeTestServices: true }
-)("cooldown (rule 6)", (it) => {
+)("cooldown", (it) => {
   it.effect("consecutive failures cool the endpoint down; nothing is sent to it until the cooldown ends, replays included", () =>
     Effect.gen(function*() {
       const receiver = yield* HttpsReceiver.make({ respond: () => Reply.status(500) })
@@ -385,7 +384,7 @@ layer(
       assert.strictEqual(target!.consecutive_failures, 3)
       const cooldownEnd = target!.cooldown_until.getTime()
       assert.isAbove(cooldownEnd, Date.now())
-      // The list says when the cooldown ends (issue 11, item 9).
+      // The list says when the cooldown ends.
       const listed = (yield* org.client.notifications.list()).endpoints.find((e) => e.id === endpoint.id)!
       assert.strictEqual(listed.cooldown_until, target!.cooldown_until.toISOString())
 
@@ -406,7 +405,7 @@ layer(
 // Its own service: the stuck sends get a long deadline, so "not one has
 // timed out yet" keeps a wide margin on a busy machine (with the spec's 5 s
 // the healthy deliveries had to land within 5 s of the stuck ones starting).
-layer(webhookService({ webhookSendTimeout: Duration.seconds(30) }), { excludeTestServices: true })("isolation (rule 6)", (it) => {
+layer(webhookService({ webhookSendTimeout: Duration.seconds(30) }), { excludeTestServices: true })("isolation", (it) => {
   it.effect("hanging endpoints on the same host do not hold back another endpoint's deliveries", () =>
     Effect.gen(function*() {
       const receiver = yield* HttpsReceiver.make({

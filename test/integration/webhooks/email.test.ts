@@ -1,5 +1,5 @@
 /**
- * Reviewer email (issue 5 rule 10): with SVC_SMTP_URL set and a reviewer
+ * Reviewer email: with SVC_SMTP_URL set and a reviewer
  * address, requests and deadline notices are mailed through a real SMTP
  * client to a local SMTP server; final decisions are for webhooks only.
  */

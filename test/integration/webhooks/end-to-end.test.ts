@@ -6,7 +6,7 @@
  */
 import { assert, layer } from "@effect/vitest"
 import { Effect } from "effect"
-import { constructEvent } from "../../../src/receiver/index.ts"
+import { type ApprovalEvent, constructEvent } from "../../../src/receiver/index.ts"
 import { SvcTest } from "../../../src/testing.ts"
 import { HttpsReceiver } from "../../support/HttpsReceiver.ts"
 import { webhookService } from "./support.ts"
@@ -29,7 +29,7 @@ layer(webhookService(), { excludeTestServices: true })("approval events end to e
       assert.strictEqual(answer.decision, "pending")
       const [requested] = yield* receiver.waitForRequests(1)
       const first = yield* Effect.promise(() =>
-        constructEvent(requested!.body, requested!.headers["x-svc-signature"], secret, { expectedOrgId: org.orgId })
+        constructEvent(requested!.body, requested!.headers["x-svc-signature"], secret, { expectedOrgId: org.orgId }) as Promise<ApprovalEvent>
       )
       assert.strictEqual(first.type, "approval.requested")
       assert.strictEqual(first.approval.approval_id, answer.approval_id)
@@ -37,7 +37,7 @@ layer(webhookService(), { excludeTestServices: true })("approval events end to e
 
       yield* org.client.approvals.decide({ params: { approval_id: answer.approval_id! }, payload: { decision: "approve" } })
       const [, decided] = yield* receiver.waitForRequests(2)
-      const second = yield* Effect.promise(() => constructEvent(decided!.body, decided!.headers["x-svc-signature"], secret))
+      const second = yield* Effect.promise(() => constructEvent(decided!.body, decided!.headers["x-svc-signature"], secret) as Promise<ApprovalEvent>)
       assert.strictEqual(second.type, "approval.approved")
       assert.isString(second.approval.decided_at)
       // What a receiver does next: read the current status.

@@ -1,12 +1,11 @@
 /**
- * Notification endpoints API (spec "Notification endpoints", rules 1-6;
- * issue 5 rules 1-3): create, list, PATCH, DELETE, secret rotation, scopes,
+ * Notification endpoints API: create, list, PATCH, DELETE, secret rotation, scopes,
  * other organizations, and the public HTTPS address checks on create.
  */
 import { assert, describe, layer } from "@effect/vitest"
 import { Effect, Layer } from "effect"
 import { SqlClient } from "effect/sql"
-import { EventTypes } from "../../../src/api/Notifications.ts"
+import { DefaultEventTypes } from "../../../src/api/Notifications.ts"
 import { fixedResolver, Resolver } from "../../../src/outbound/Resolver.ts"
 import { SvcTest } from "../../../src/testing.ts"
 import { raw } from "../../support/http.ts"
@@ -28,12 +27,12 @@ layer(webhookService(), { excludeTestServices: true })("notification endpoints",
         })
         assert.strictEqual(response.status, 201)
         const { endpoint, secret } = response.json
-        assert.match(secret, /^whsec_[A-Za-z0-9_-]{43}$/)
-        assert.deepStrictEqual(endpoint.events, [...EventTypes])
+        assert.match(secret, /^whsec_[A-Za-z0-9+/]{43}=$/)
+        assert.deepStrictEqual(endpoint.events, [...DefaultEventTypes])
         assert.strictEqual(endpoint.active, true)
         assert.strictEqual(endpoint.created_by, org.keyId)
         assert.isString(endpoint.created_at)
-        assert.deepStrictEqual(Object.keys(endpoint).sort(), ["active", "created_at", "created_by", "events", "id", "url_hint"])
+        assert.deepStrictEqual(Object.keys(endpoint).sort(), ["action_classes", "active", "created_at", "created_by", "events", "id", "ordering", "url_hint"])
         assert.notInclude(endpoint.url_hint, "secret-path-token")
         assert.notInclude(endpoint.url_hint, "sig=abc")
 

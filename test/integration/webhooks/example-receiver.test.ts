@@ -1,5 +1,5 @@
 /**
- * `scripts/example-receiver.ts` (issue 5 rule 12) as a real process: svc
+ * `scripts/example-receiver.ts` as a real process: svc
  * delivers to it, it verifies, saves the event to its inbox, answers 2xx at
  * once, then works the event off by reading the approval's current status.
  */

@@ -1,6 +1,6 @@
 /**
  * Requests to one destination host are bounded across an organization's
- * endpoints (issue 14, rule 4): `SVC_WEBHOOK_PER_HOST` requests in flight at
+ * endpoints: `SVC_WEBHOOK_PER_HOST` requests in flight at
  * once per process (beyond which an endpoint with none in flight may still
  * start one), over one pool of connections, however many endpoints the
  * organization points at that host. Another organization on the same host

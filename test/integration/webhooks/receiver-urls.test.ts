@@ -1,5 +1,5 @@
 /**
- * Receiver URLs are secrets (issue 14, item 10): sealed at rest, never
+ * Receiver URLs are secrets: sealed at rest, never
  * returned, known to the feedback scrubber, masked in what receivers answer.
  */
 import { assert, describe, layer } from "@effect/vitest"

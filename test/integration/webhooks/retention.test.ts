@@ -1,5 +1,5 @@
 /**
- * Retention (issue 14, item 11): finished deliveries, attempts, dispatched
+ * Retention: finished deliveries, attempts, dispatched
  * outbox events, session and approval stream events, and ended console
  * links and sessions are deleted once past their retention,
  * by a background fiber; what is still needed stays.

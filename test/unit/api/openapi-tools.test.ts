@@ -1,5 +1,5 @@
 /**
- * Outside tools accept the OpenAPI document (issue 12 rule 3):
+ * Outside tools accept the OpenAPI document:
  * `redocly lint` with the recommended rules reports no error and no warning,
  * and `openapi-typescript` generates types that a TypeScript user's code
  * compiles against (TypeScript 5, which openapi-typescript needs, and the

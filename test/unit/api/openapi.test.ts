@@ -1,5 +1,5 @@
 /**
- * The OpenAPI document is complete (issue 12 rule 3): every operation has a
+ * The OpenAPI document is complete: every operation has a
  * summary, a description and examples; every error it can answer is
  * documented with its problem schema and an example; tags are described;
  * servers and license are set. An endpoint added later without these fails

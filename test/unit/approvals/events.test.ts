@@ -17,18 +17,31 @@ const rows = fc.record({
   deadline_at: instant,
   expires_at: instant,
   timeout_action: fc.constantFrom("allow" as const, "reject" as const),
-  decided: fc.option(fc.record({ at: instant, by: uuid }), { nil: null })
-}).map(({ decided, ...row }) => ({ ...row, decided_at: decided?.at ?? null, decided_by: decided?.by ?? null }))
+  decided: fc.option(fc.record({ at: instant, by: uuid, reason: fc.option(fc.string({ maxLength: 1000 }), { nil: null }) }), { nil: null })
+}).map(({ decided, ...row }) => ({
+  ...row,
+  decided_at: decided?.at ?? null,
+  decided_by: decided?.by ?? null,
+  decision_reason: decided?.reason ?? null
+}))
 
 describe("the webhook event body", () => {
-  it("has a fixed key order, decodes as ApprovalEvent, and carries decided_at/decided_by only for a person's decision", () => {
+  it("has a fixed key order, decodes as ApprovalEvent, and carries decided_at/decided_by only for a person's decision, decision_reason only when given", () => {
     fc.assert(fc.property(rows, fc.constantFrom(...ApprovalEventTypes), instant, (row, type, at) => {
       const event = makeApprovalEvent(type, row.org_id, snapshotOf(row), at)
       const body = approvalEventBody(event)
       const parsed = JSON.parse(body)
       assert.deepStrictEqual(Object.keys(parsed), ["id", "type", "org_id", "occurred_at", "approval"])
       const keys = ["approval_id", "session_id", "step_id", "task_id", "status", "deadline_at", "expires_at", "timeout_action"]
-      assert.deepStrictEqual(Object.keys(parsed.approval), row.decided_at === null ? keys : [...keys, "decided_at", "decided_by"])
+      assert.deepStrictEqual(
+        Object.keys(parsed.approval),
+        row.decided_at === null
+          ? keys
+          : row.decision_reason === null
+          ? [...keys, "decided_at", "decided_by"]
+          : [...keys, "decided_at", "decided_by", "decision_reason"]
+      )
+      if (row.decided_at !== null && row.decision_reason !== null) assert.strictEqual(parsed.approval.decision_reason, row.decision_reason)
       assert.deepStrictEqual(Schema.decodeUnknownSync(ApprovalEvent)(parsed), event)
       // Built again from the decoded event: the same bytes (retries and replays send identical bodies).
       assert.strictEqual(approvalEventBody(Schema.decodeUnknownSync(ApprovalEvent)(parsed)), body)
@@ -47,7 +60,8 @@ describe("the webhook event body", () => {
       expires_at: new Date(0),
       timeout_action: "reject" as const,
       decided_at: null,
-      decided_by: null
+      decided_by: null,
+      decision_reason: null
     }
     const a = makeApprovalEvent("approval.requested", row.org_id, snapshotOf(row), new Date())
     const b = makeApprovalEvent("approval.requested", row.org_id, snapshotOf(row), new Date())

@@ -1,5 +1,5 @@
 /**
- * Issue 12, item 2: the capturing tracer hands spans to the operator's
+ * The capturing tracer hands spans to the operator's
  * pipeline apart from, and unaffected by, the organizations' filtering and
  * sampling; organization export behaves exactly as before.
  */
@@ -31,6 +31,46 @@ const setup = (options: { readonly ratio?: number; readonly sampler?: SamplerNam
 const work = Effect.gen(function*() {
   yield* Effect.void.pipe(Effect.withSpan("sql.execute", { kind: "client", attributes: { "db.system.name": "postgresql" } }))
   yield* Effect.void.pipe(Effect.withSpan("inner"))
+})
+
+describe("a caller's sampled traceparent cannot fill the operator's queue", () => {
+  const sampledRemote = (n: number) =>
+    Tracer.externalSpan({ traceId: `${"0".repeat(16)}${n.toString(16).padStart(16, "0")}`, spanId: "00f067aa0ba902b7", sampled: true })
+
+  it("parentbased_traceidratio at 0: sampled callers add at most the rate per second, a burst included; the bucket refills with time; 0 ignores them", () => {
+    let clock = 0
+    const sampler = makeSampler({ name: "parentbased_traceidratio", ratio: 0 }, 5, () => clock)
+    const kept = (count: number) => Array.from({ length: count }, (_, i) => sampler.sampleRemote(true, sampledRemote(i).traceId)).filter(Boolean).length
+    // A flood of 1 000 sampled requests in one instant: one second's worth is followed.
+    assert.strictEqual(kept(1000), 5)
+    clock += 400
+    assert.strictEqual(kept(1000), 2)
+    clock += 10_000
+    // Never more than one second's worth, however long the quiet.
+    assert.strictEqual(kept(1000), 5)
+    // An unsampled caller is always followed.
+    assert.isFalse(sampler.sampleRemote(false, sampledRemote(1).traceId))
+    const none = makeSampler({ name: "parentbased_always_off", ratio: 1 }, 0, () => clock)
+    assert.isFalse(none.sampleRemote(true, sampledRemote(1).traceId))
+  })
+
+  it("what the sampler keeps itself costs no token: parentbased_always_on keeps every sampled caller", () => {
+    const sampler = makeSampler({ name: "parentbased_always_on", ratio: 1 }, 1, () => 0)
+    for (let i = 0; i < 100; i++) assert.isTrue(sampler.sampleRemote(true, sampledRemote(i).traceId))
+  })
+
+  it.effect("through the tracer: 100 requests under a sampled traceparent with parentbased_always_off reach the queue as the rate allows", () =>
+    Effect.gen(function*() {
+      const offered: Array<Tracer.Span> = []
+      const sink: OperatorSink = { ...makeSampler({ name: "parentbased_always_off", ratio: 1 }, 3, () => 0), offer: (span) => offered.push(span) }
+      const tracer = makeTracer(SpanBuffers.make(100), 1, Tracer.nativeTracer, sink)
+      for (let i = 0; i < 100; i++) {
+        yield* work.pipe(Effect.withSpan("request", { kind: "server" }), Effect.withParentSpan(sampledRemote(i)), Effect.withTracer(tracer))
+      }
+      // Three traces of three spans each.
+      assert.strictEqual(offered.filter((span) => span.name === "request").length, 3)
+      assert.strictEqual(offered.length, 9)
+    }))
 })
 
 describe("the operator's pipeline", () => {

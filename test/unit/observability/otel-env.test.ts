@@ -1,5 +1,5 @@
 /**
- * Issue 12, item 2: the OpenTelemetry SDK environment variables that turn
+ * The OpenTelemetry SDK environment variables that turn
  * on the service's own traces, read as the specification defines them.
  */
 import { assert, describe, it } from "@effect/vitest"
@@ -71,6 +71,12 @@ describe("values", () => {
     assert.deepStrictEqual(settings.resource, [["service.name", "from-attrs"], ["deployment.environment", "prod eu"]])
     const named = parse({ ...BASE, OTEL_SERVICE_NAME: "svc-eu", OTEL_RESOURCE_ATTRIBUTES: "service.name=from-attrs" })!
     assert.deepStrictEqual(named.resource, [["service.name", "svc-eu"]])
+  })
+
+  it("callers' sampled flags add at most SVC_OPERATOR_TRACE_PARENT_RATE traces per second (10 by default; 0 ignores them)", () => {
+    assert.strictEqual(parse(BASE)!.callerSampledPerSecond, 10)
+    assert.strictEqual(parse({ ...BASE, SVC_OPERATOR_TRACE_PARENT_RATE: "0" })!.callerSampledPerSecond, 0)
+    assert.throws(() => parse({ ...BASE, SVC_OPERATOR_TRACE_PARENT_RATE: "-1" }), /SVC_OPERATOR_TRACE_PARENT_RATE/)
   })
 
   it("samplers and their ratio", () => {

@@ -6,6 +6,22 @@ const read = (env: Record<string, string>) =>
   Effect.provideService(svcConfig, ConfigProvider.ConfigProvider, ConfigProvider.fromUnknown(env))
 
 describe("configuration", () => {
+  it.effect("the validation queue is one whole queue (128 by default); the old per-organization bound is refused at start, naming its replacement", () =>
+    Effect.gen(function*() {
+      assert.strictEqual((yield* read({})).answerValidationQueue, 128)
+      assert.strictEqual((yield* read({ SVC_ANSWER_VALIDATION_QUEUE: "16" })).answerValidationQueue, 16)
+      assert.include(String(yield* Effect.flip(read({ SVC_ANSWER_VALIDATION_QUEUE: "0" }))), "SVC_ANSWER_VALIDATION_QUEUE")
+      const old = String(yield* Effect.flip(read({ SVC_ANSWER_VALIDATION_QUEUE_PER_ORG: "32" })))
+      assert.include(old, "SVC_ANSWER_VALIDATION_QUEUE_PER_ORG was replaced by SVC_ANSWER_VALIDATION_QUEUE")
+    }))
+
+  it.effect("revoked keys are kept 90 days by default; settable down to a minute", () =>
+    Effect.gen(function*() {
+      assert.strictEqual(Duration.toMillis((yield* read({})).revokedKeyRetention), 90 * 24 * 3600_000)
+      assert.strictEqual(Duration.toMillis((yield* read({ SVC_REVOKED_KEY_RETENTION: "1m" })).revokedKeyRetention), 60_000)
+      assert.include(String(yield* Effect.flip(read({ SVC_REVOKED_KEY_RETENTION: "30s" }))), "SVC_REVOKED_KEY_RETENTION")
+    }))
+
   it.effect("a webhook lease must outlast the send deadline by the time needed to record the outcome", () =>
     Effect.gen(function*() {
       const tooShort = yield* Effect.flip(read({ SVC_WEBHOOK_LEASE: "6s", SVC_WEBHOOK_TIMEOUT: "5s" }))

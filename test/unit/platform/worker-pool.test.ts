@@ -17,7 +17,7 @@ const run = (pool: ReturnType<typeof makeWorkerPool<{ steps: Steps }, { id: numb
   })
 
 describe("worker pool phases: a deadline per phase, from its start, naming it", () => {
-  const settings = { workers: 1, timeoutMs: 250, phaseTimeoutsMs: [250, 800], heapMb: 64, queuedPerOrg: 4 }
+  const settings = { workers: 1, timeoutMs: 250, phaseTimeoutsMs: [250, 800], heapMb: 64, queueCapacity: 4 }
 
   it("a request within each phase's deadline completes though it runs longer than the first phase's", async () => {
     const pool = makeWorkerPool<{ steps: Steps }, { id: number; _tag: "Done" }>(WORKER, {}, settings)

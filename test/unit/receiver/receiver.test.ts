@@ -1,5 +1,5 @@
 /**
- * The receiver kit (`svc/receiver`, issue 5 rule 11) on Node under vitest:
+ * The receiver kit (`svc/receiver`) on Node under vitest:
  * its portable suite (signature, tolerance, reasons, limits, deduplication,
  * the fetch handler; also run on Deno, Bun and workerd by runtimes.test.ts)
  * on the TypeScript source, a property test of header parsing, and the

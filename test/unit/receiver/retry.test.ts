@@ -1,4 +1,4 @@
-/** The sender's retry arithmetic (issue 5 rule 5): schedule with jitter, Retry-After parsing. */
+/** The sender's retry arithmetic: schedule with jitter, Retry-After parsing. */
 import { assert, describe, it } from "@effect/vitest"
 import { Duration } from "effect"
 import * as fc from "fast-check"

@@ -1,6 +1,5 @@
 /**
- * The receiver kit runs where it says it does (issue 12 rule 4, issue 14
- * rule 5): its one portable suite (src/receiver/test/suite.ts) runs under
+ * The receiver kit runs where it says it does: its one portable suite (src/receiver/test/suite.ts) runs under
  * Node, Deno, Bun and workerd, each from its npm package, against the kit
  * as published: `npm pack` of src/receiver, unpacked into a consumer's
  * node_modules and imported by its package name. The vectors are signed by

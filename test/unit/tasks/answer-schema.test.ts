@@ -141,14 +141,17 @@ describe("answer schema limits are checked before compiling, naming the limit an
 export const catastrophic = { type: "object", properties: { s: { type: "string", pattern: "^(a+)+$" } } }
 export const catastrophicValue = { s: "a".repeat(40) + "!" }
 
-describe("the validation pool: a deadline per check, one slot per organization, a bounded queue", () => {
-  const settings = { workers: 2, timeoutMs: 300, heapMb: 64, cacheEntries: 4, queuedPerOrg: 3 }
+describe("the validation pool: a deadline per check, a slow organization never holding every worker, a bounded queue", () => {
+  const settings = { workers: 2, timeoutMs: 300, heapMb: 64, cacheEntries: 4, queueCapacity: 4 }
   const run = (pool: ReturnType<typeof makeValidationPool>, orgId: string, request: Parameters<ReturnType<typeof makeValidationPool>["submit"]>[1]) =>
     new Promise<{ tag: string; ms: number }>((resolve, reject) => {
       const started = performance.now()
-      const withdraw = pool.submit(orgId, request, (outcome) =>
-        resolve({ tag: outcome._tag === "Reply" ? outcome.reply._tag : outcome._tag, ms: performance.now() - started }))
-      if (withdraw === undefined) reject(new Error("queue full"))
+      const release = pool.admit(orgId)
+      if (release === undefined) return reject(new Error("queue full"))
+      pool.submit(orgId, request, (outcome) => {
+        release()
+        resolve({ tag: outcome._tag === "Reply" ? outcome.reply._tag : outcome._tag, ms: performance.now() - started })
+      })
     })
 
   it("a check over the deadline ends with Timeout once the deadline passes and its worker is replaced", async () => {
@@ -182,11 +185,11 @@ describe("the validation pool: a deadline per check, one slot per organization, 
     }
   })
 
-  it("more waiting checks of one organization than the queue allows are refused at once", async () => {
+  it("once the queue is full, more checks of the organization holding it are refused at once", async () => {
     const pool = makeValidationPool(settings)
     try {
       await run(pool, "warm", { op: "validate", key: "w", schema: { type: "object" }, value: {} })
-      // One running, three waiting: the queue is full.
+      // Four admitted: the queue is full, and the organization holds all of it.
       const waiting = [0, 1, 2, 3].map(() => run(pool, "org", { op: "validate", key: "evil", schema: catastrophic, value: catastrophicValue }))
       let refused = false
       try {

@@ -1,0 +1,93 @@
+/** Pieces the approvals screen and the page of a reviewer mail's link share. */
+import type { ApprovalContext, ApprovalListItem } from "../../src/api/Approvals.ts"
+import { Time } from "./ui.tsx"
+
+type Approval = typeof ApprovalListItem.Type
+type Context = typeof ApprovalContext.Type
+
+/** The longest reason the API takes (characters). */
+export const MAX_REASON = 1000
+
+/** Who decided, in words: `console:<person>`, `email:<address>` or an API key's id. */
+export const deciderName = (decidedBy: string | undefined): string => {
+  if (decidedBy === undefined) return "nobody"
+  if (decidedBy.startsWith("console:")) return `${decidedBy.slice("console:".length)} (console)`
+  if (decidedBy.startsWith("email:")) return `${decidedBy.slice("email:".length)} (mail link)`
+  return `API key ${decidedBy.slice(0, 8)}…`
+}
+
+const resolutionWords: Record<string, string> = { allow: "allowed", reject: "rejected", pending: "waiting" }
+
+/** The session's steps before this one: what the agent did so far. */
+export const EarlierSteps = ({ context, headingLevel = 3 }: { context: Context | undefined; headingLevel?: 2 | 3 }) => {
+  const Heading = headingLevel === 2 ? "h2" : "h3"
+  if (context === undefined) return <><Heading>Earlier steps in this session</Heading><p class="muted">Loading…</p></>
+  const steps = context.earlier_steps
+  return (
+    <>
+      <Heading>Earlier steps in this session ({context.earlier_steps_total})</Heading>
+      {steps.length === 0
+        ? <p class="muted">None: this is the session's first step.</p>
+        : (
+          <>
+            {context.earlier_steps_total > steps.length && (
+              <p class="muted">The latest {steps.length} of {context.earlier_steps_total}:</p>
+            )}
+            <ol class="steps" aria-label="Earlier steps in this session">
+              {steps.map((step) => (
+                <li key={step.step_id}>
+                  <span class="step-tool">{step.tool}</span> <span class="muted">· {step.action_class}</span>{" "}
+                  <span class={`badge ${step.resolution === "allow" ? "delivered" : step.resolution === "reject" ? "rejected" : "pending"}`}>
+                    {resolutionWords[step.resolution] ?? step.resolution}
+                  </span>
+                  {step.outcome !== undefined && <span class="muted"> · tool {step.outcome}</span>}
+                </li>
+              ))}
+            </ol>
+          </>
+        )}
+    </>
+  )
+}
+
+/** How a closed approval ended: who, when and why. */
+export const Outcome = ({ item }: { item: Approval }) => {
+  if (item.status === "expired") {
+    return (
+      <p>
+        <strong>Expired</strong> at <Time iso={item.expires_at} /> without a decision:{" "}
+        {item.timeout_action === "allow" ? "allowed" : "rejected"} by its timeout action.
+      </p>
+    )
+  }
+  return (
+    <>
+      <p>
+        <strong>{item.status === "approved" ? "Approved" : "Rejected"}</strong> by {deciderName(item.decided_by)} at{" "}
+        <Time iso={item.decided_at} />.
+      </p>
+      {item.decision_reason !== undefined && <blockquote class="reason">{item.decision_reason}</blockquote>}
+    </>
+  )
+}
+
+/** The optional reason a person gives with Approve or Reject. */
+export const ReasonField = (
+  { id, value, onInput, disabled }: { id: string; value: string; onInput: (value: string) => void; disabled?: boolean }
+) => (
+  <label for={id} class="reason-field">
+    Reason (optional)
+    <textarea
+      id={id}
+      rows={2}
+      maxLength={MAX_REASON}
+      value={value}
+      disabled={disabled}
+      aria-describedby={`${id}-hint`}
+      onInput={(event) => onInput((event.target as HTMLTextAreaElement).value)}
+    />
+    <span id={`${id}-hint`} class="hint">
+      Sent with Approve or Reject to the agent and the webhooks; at most {MAX_REASON} characters ({value.length} used).
+    </span>
+  </label>
+)

@@ -1,0 +1,129 @@
+/**
+ * `/console/decide#<token>`: the page a reviewer mail links to. The token is
+ * in the fragment (browsers never send it, so it reaches no server log) and
+ * opens this one approval: the page reads it (which changes nothing, so a
+ * mail scanner that follows the link decides nothing) and the person
+ * presses Approve or Reject. Nobody is signed in: no cookie is set, and
+ * the rest of the console still needs a sign-in link.
+ */
+import { Exit } from "effect"
+import { useEffect, useRef, useState } from "preact/hooks"
+import type { ApprovalLinkView } from "../../../src/api/ApprovalLinks.ts"
+import { problemOf, SvcApi } from "../api.ts"
+import { EarlierSteps, Outcome, ReasonField } from "../approval-parts.tsx"
+import { runMutation, useMutation } from "../atoms.ts"
+import { describeProblem, formatDuration, Json, Time, useNow } from "../ui.tsx"
+
+type View = typeof ApprovalLinkView.Type
+
+const openAtom = SvcApi.mutation("approvalLinks", "open")
+const decideAtom = SvcApi.mutation("approvalLinks", "decide")
+
+const tokenOf = () => (location.hash.length > 1 ? decodeURIComponent(location.hash.slice(1)) : "")
+
+type Loaded =
+  | { readonly kind: "loading" }
+  | { readonly kind: "invalid"; readonly text: string }
+  | { readonly kind: "view"; readonly view: View }
+
+export const Decide = () => {
+  const [token] = useState(tokenOf)
+  const [state, setState] = useState<Loaded>(token === "" ? { kind: "invalid", text: "" } : { kind: "loading" })
+  const [notice, setNotice] = useState<{ tone: "success" | "warning" | "error"; text: string } | undefined>(undefined)
+  const [reason, setReason] = useState("")
+  const decide = useMutation(decideAtom)
+  const heading = useRef<HTMLHeadingElement>(null)
+  const now = useNow()
+
+  const load = async () => {
+    const exit = await runMutation(openAtom, { payload: { token } })
+    if (Exit.isSuccess(exit)) return setState({ kind: "view", view: exit.value })
+    const problem = problemOf(exit.cause)
+    setState({
+      kind: "invalid",
+      text: problem.code === "APPROVAL_LINK_INVALID" ? "This link opens no approval of this service." : `The approval could not be read: ${describeProblem(problem)}`
+    })
+  }
+  useEffect(() => {
+    document.title = "Approval · svc"
+    if (token !== "") void load()
+  }, [])
+  useEffect(() => heading.current?.focus(), [state.kind, state.kind === "view" ? state.view.approval.status : ""])
+
+  const submit = async (decision: "approve" | "reject") => {
+    const given = reason.trim()
+    const exit = await decide.run({ payload: given === "" ? { token, decision } : { token, decision, reason: given } })
+    if (Exit.isSuccess(exit)) {
+      setState({ kind: "view", view: exit.value })
+      return setNotice({ tone: "success", text: decision === "approve" ? "Approved. The agent may go ahead." : "Rejected. The agent will not run this step." })
+    }
+    const problem = problemOf(exit.cause)
+    if (problem.code === "INVALID_TRANSITION") {
+      setNotice({ tone: "warning", text: "This approval was closed meanwhile; your decision was not recorded." })
+      return load()
+    }
+    setNotice({ tone: "error", text: `Could not ${decision}: ${describeProblem(problem)}` })
+  }
+
+  if (state.kind === "loading") return <main id="main" class="narrow"><p class="muted" aria-busy="true">Loading the approval…</p></main>
+  if (state.kind === "invalid") {
+    return (
+      <main id="main" class="narrow">
+        <h1 ref={heading} tabIndex={-1}>Cannot open this approval</h1>
+        <p class="notice error" role="alert">
+          {state.text === "" ? "This page needs the whole link of the mail, including the part after #." : state.text}
+        </p>
+        <p>Open the link of the latest mail about it, or decide in the console.</p>
+      </main>
+    )
+  }
+  const { view } = state
+  const item = view.approval
+  const pending = item.status === "pending"
+  const left = Date.parse(item.deadline_at) - now
+  return (
+    <main id="main" class="narrow wide-enough">
+      <h1 ref={heading} tabIndex={-1}>
+        {pending ? "Approval requested" : item.status === "expired" ? "Approval expired" : item.status === "approved" ? "Approval approved" : "Approval rejected"}:{" "}
+        {item.tool}
+      </h1>
+      <div role="status" aria-live="polite">
+        {notice && <p class={`notice ${notice.tone}`}>{notice.text}</p>}
+      </div>
+      <dl class="facts">
+        <div><dt>Task</dt><dd>{view.task_name ?? "none"}</dd></div>
+        <div><dt>Tool</dt><dd>{item.tool}</dd></div>
+        <div><dt>Action class</dt><dd>{item.action_class}</dd></div>
+        <div><dt>Requested</dt><dd><Time iso={item.requested_at} /></dd></div>
+        {pending && (
+          <div>
+            <dt>{item.escalation === "pending" ? "Escalates in" : "Expires in"}</dt>
+            <dd class="countdown" aria-live="off"><time dateTime={item.deadline_at}>{left > 0 ? formatDuration(left) : "now"}</time></dd>
+          </div>
+        )}
+        <div><dt>If nobody decides</dt><dd>{item.timeout_action} (at <Time iso={item.expires_at} />)</dd></div>
+      </dl>
+      <h2>Arguments</h2>
+      <Json value={item.arguments} label={`Arguments of ${item.tool}`} />
+      <EarlierSteps context={view} headingLevel={2} />
+      {pending
+        ? (
+          <section aria-labelledby="decide-title" class="decide">
+            <h2 id="decide-title">Your decision</h2>
+            <p class="muted">Recorded as <strong>{view.decider}</strong>. This page opens this approval only; it signs you in to nothing.</p>
+            <ReasonField id="reason" value={reason} onInput={setReason} disabled={decide.busy} />
+            <div class="actions">
+              <button type="button" class="primary" disabled={decide.busy} onClick={() => submit("approve")}>Approve</button>
+              <button type="button" class="danger" disabled={decide.busy} onClick={() => submit("reject")}>Reject</button>
+            </div>
+          </section>
+        )
+        : (
+          <section aria-labelledby="final-title" class="final">
+            <h2 id="final-title">Final state</h2>
+            <Outcome item={item} />
+          </section>
+        )}
+    </main>
+  )
+}

@@ -1,0 +1,84 @@
+/**
+ * Deciding from a reviewer mail. A mail about a pending approval
+ * (`approval.requested`, `approval.expiring`, `approval.escalated`) links
+ * to `/console/decide#<token>` under `SVC_PUBLIC_URL`. The token is in the
+ * URL fragment, which browsers never send, so it reaches no server log; the
+ * page posts it here. The token opens that one approval and nothing else:
+ * reading it changes nothing, it signs nobody in, and only a person
+ * pressing Approve or Reject on the page decides, named
+ * `email:<reviewer address>` in `decided_by`.
+ */
+import { Schema } from "effect"
+import { HttpApiEndpoint, HttpApiError, HttpApiGroup, OpenApi } from "effect/http-api"
+import { ApprovalContext, DecisionReason } from "./Approvals.ts"
+import { CrossSiteRequest, InvalidTransition, problemType } from "./Errors.ts"
+import { documented } from "./Documentation.ts"
+import * as Examples from "./Examples.ts"
+
+export const ApprovalLinkToken = Schema.String.check(Schema.isMinLength(1), Schema.isMaxLength(200)).annotate({
+  description: "The secret of the mail's link: the part after `#` in `/console/decide#<token>`"
+})
+
+export const OpenApprovalLink = Schema.Struct({ token: ApprovalLinkToken })
+
+export const DecideByLink = Schema.Struct({
+  token: ApprovalLinkToken,
+  decision: Schema.Literals(["approve", "reject"]),
+  reason: Schema.optionalKey(DecisionReason)
+})
+
+/** The approval a mail's link opens, and who a decision through it names. */
+export const ApprovalLinkView = Schema.Struct({
+  ...ApprovalContext.fields,
+  decider: Schema.String.annotate({
+    description: "How a decision through this link is recorded in `decided_by`: `email:<reviewer address>` (the address the mail went to)"
+  })
+})
+export type ApprovalLinkView = typeof ApprovalLinkView.Type
+
+export class ApprovalLinkInvalid extends HttpApiError.Problem<ApprovalLinkInvalid>()("ApprovalLinkInvalid", {
+  type: problemType("APPROVAL_LINK_INVALID"),
+  status: 404,
+  title: "This is not the link of an approval of this service"
+}, {
+  code: Schema.tag("APPROVAL_LINK_INVALID")
+}) {}
+
+export class ApprovalLinksApi extends HttpApiGroup.make("approvalLinks")
+  .add(
+    HttpApiEndpoint.post("open", "/v1/approval-links/open", {
+      payload: OpenApprovalLink,
+      success: ApprovalLinkView,
+      error: ApprovalLinkInvalid
+    }).pipe(
+      documented({
+        summary: "Read the approval of a mail's link",
+        description:
+          "The approval a reviewer mail's link opens, with the task's name and the session's earlier steps, as it stands now: pending, or closed with who decided, when and why. Reading changes nothing and signs nobody in. No authentication: the link's token is the credential, for this approval only.",
+        request: Examples.openApprovalLink,
+        response: Examples.approvalLinkView,
+        errors: { 404: "The token is not the link of an approval of this service (`APPROVAL_LINK_INVALID`)." }
+      })
+    ),
+    HttpApiEndpoint.post("decide", "/v1/approval-links/decision", {
+      payload: DecideByLink,
+      success: ApprovalLinkView,
+      error: [ApprovalLinkInvalid, InvalidTransition, CrossSiteRequest]
+    }).pipe(
+      documented({
+        summary: "Approve or reject through a mail's link",
+        description:
+          "The person who opened a reviewer mail's link approves or rejects that approval, optionally saying why (`reason`, at most 1 000 characters). The record names them `email:<reviewer address>`. The link works until the approval closes; after that this answers 409 `INVALID_TRANSITION` and the link shows the final state. Like every state-changing console request it must carry the `X-Svc-Console: 1` header and must not come from another site. No authentication: the link's token is the credential, for this approval only.",
+        request: Examples.decideByLink,
+        response: Examples.approvalLinkDecided,
+        errors: {
+          400: "`reason` is longer than 1 000 characters or holds a string that cannot be stored (`INVALID_REQUEST`).",
+          403: "No `X-Svc-Console` header, or a request from another site (`CROSS_SITE_REQUEST`).",
+          404: "The token is not the link of an approval of this service (`APPROVAL_LINK_INVALID`).",
+          409: "The approval is no longer pending (`INVALID_TRANSITION`)."
+        }
+      })
+    )
+  )
+  .annotate(OpenApi.Title, "Approval links")
+{}

@@ -1,0 +1,127 @@
+/**
+ * The links of reviewer mails (`/console/decide#<token>`): each opens one
+ * approval and nothing else.
+ *
+ * - A link is made when a mail about a pending approval is sent; the token
+ *   is 256 random bits and only its SHA-256 is stored, with the address the
+ *   mail went to.
+ * - Opening it reads the approval (a mail scanner that follows the link
+ *   gets the console's page, and the page's read changes nothing); it signs
+ *   nobody in: no cookie, no session, no other approval.
+ * - A decision through it is the ordinary decision of `Approvals.decide`,
+ *   by `email:<address>`: it works while the approval is pending, after
+ *   which the link shows the final state.
+ */
+import { PgClient } from "@effect/sql-pg"
+import { Context, Effect, Layer, Option, Schema } from "effect"
+import type { SqlClient } from "effect/sql"
+import { ApprovalLinkInvalid, type ApprovalLinkView } from "../api/ApprovalLinks.ts"
+import type { InvalidTransition } from "../api/Errors.ts"
+import type { SvcConfigShape } from "../platform/Config.ts"
+import { randomToken, sha256Hex } from "../platform/Crypto.ts"
+import { rowsOf } from "../platform/Rows.ts"
+import { Approvals } from "./Approvals.ts"
+import { ApprovalContexts } from "./Context.ts"
+
+/** Tokens of mail links start with this (the scrubber knows the shape). */
+export const MAIL_LINK_PREFIX = "sva_"
+
+/** How records name a person who decided through a mail's link. */
+export const mailActor = (address: string) => `email:${address}`
+
+/** The console page a mail links to; the token goes in the fragment, which browsers never send. */
+export const mailLinkUrl = (baseUrl: string, token: string) => `${baseUrl}/console/decide#${token}`
+
+/**
+ * Where people reach this service: `SVC_PUBLIC_URL`, else the address it
+ * listens on (`listening`, once bound; an unspecified host is reached on
+ * the loopback address).
+ */
+export const publicBaseUrl = (
+  config: Pick<SvcConfigShape, "publicUrl" | "host" | "port">,
+  listening: Option.Option<{ readonly hostname: string; readonly port: number }>
+): string =>
+  Option.getOrElse(config.publicUrl, () => {
+    const hostname = Option.match(listening, { onNone: () => config.host, onSome: (address) => address.hostname })
+    const port = Option.match(listening, { onNone: () => config.port, onSome: (address) => address.port })
+    const host = hostname === "0.0.0.0" || hostname === "::" ? "127.0.0.1" : hostname.includes(":") ? `[${hostname}]` : hostname
+    return `http://${host}:${port}`
+  })
+
+/**
+ * Makes the link of one mail to `address` about `approvalId`, if that
+ * approval exists in the organization; the token, which only the mail
+ * will hold.
+ */
+export const issueMailLink = (sql: SqlClient.SqlClient, orgId: string, approvalId: string, address: string) =>
+  Effect.gen(function*() {
+    const token = randomToken(MAIL_LINK_PREFIX)
+    const rows = yield* sql`
+      INSERT INTO approval_mail_links (token_hash, approval_id, org_id, reviewer_email)
+      SELECT ${sha256Hex(token)}, id, org_id, ${address} FROM approvals WHERE id = ${approvalId} AND org_id = ${orgId}
+      RETURNING approval_id
+    `
+    return rows.length === 0 ? Option.none<string>() : Option.some(token)
+  }).pipe(Effect.orDie)
+
+const LinkRows = rowsOf("approval_mail_links", Schema.Struct({
+  approval_id: Schema.String,
+  org_id: Schema.String,
+  reviewer_email: Schema.String
+}))
+
+const INVALID = "This link opens no approval of this service. Use the whole link of the mail, or decide in the console."
+
+export class ApprovalMailLinks extends Context.Service<ApprovalMailLinks, {
+  readonly open: (token: string) => Effect.Effect<ApprovalLinkView, ApprovalLinkInvalid>
+  readonly decide: (
+    token: string,
+    decision: "approve" | "reject",
+    reason: string | undefined
+  ) => Effect.Effect<ApprovalLinkView, ApprovalLinkInvalid | InvalidTransition>
+}>()("svc/approvals/ApprovalMailLinks") {
+  static readonly layer = Layer.effect(
+    ApprovalMailLinks,
+    Effect.gen(function*() {
+      const sql = yield* PgClient.PgClient
+      const approvals = yield* Approvals
+      const contexts = yield* ApprovalContexts
+
+      const find = (token: string) =>
+        Effect.gen(function*() {
+          if (!token.startsWith(MAIL_LINK_PREFIX) || token.length > 200) return yield* new ApprovalLinkInvalid({ detail: INVALID })
+          const link = yield* LinkRows.one(sql`
+            SELECT approval_id, org_id, reviewer_email FROM approval_mail_links WHERE token_hash = ${sha256Hex(token)}
+          `)
+          if (link === undefined) return yield* new ApprovalLinkInvalid({ detail: INVALID })
+          yield* Effect.annotateCurrentSpan({ "svc.org_id": link.org_id, "svc.approval_id": link.approval_id })
+          return link
+        })
+
+      const view = (link: { readonly approval_id: string; readonly org_id: string; readonly reviewer_email: string }) =>
+        contexts.context(link.org_id, link.approval_id).pipe(
+          // The link goes with its approval: a missing one is a link that opens nothing.
+          Effect.catchTag("NotFound", () => Effect.fail(new ApprovalLinkInvalid({ detail: INVALID }))),
+          Effect.map((context): ApprovalLinkView => ({ ...context, decider: mailActor(link.reviewer_email) }))
+        )
+
+      const open = Effect.fn("ApprovalMailLinks.open")(function*(token: string) {
+        return yield* view(yield* find(token))
+      })
+
+      const decide = Effect.fn("ApprovalMailLinks.decide")(function*(
+        token: string,
+        decision: "approve" | "reject",
+        reason: string | undefined
+      ) {
+        const link = yield* find(token)
+        yield* approvals.decide(link.org_id, mailActor(link.reviewer_email), link.approval_id, decision, reason).pipe(
+          Effect.catchTag("NotFound", () => Effect.fail(new ApprovalLinkInvalid({ detail: INVALID })))
+        )
+        return yield* view(link)
+      })
+
+      return ApprovalMailLinks.of({ open, decide })
+    })
+  )
+}

@@ -1,0 +1,29 @@
+/**
+ * A decision's reason is free text a person types, and it travels far: to
+ * every webhook receiver of `approval.approved`/`approval.rejected`, to the
+ * session stream, to the console. A secret pasted into it ("the token
+ * ghp_... is revoked already") would leak to all of them, so before it is
+ * stored the feedback scrubber's rules remove what is recognizably a secret:
+ * anything in the shape of a credential svc issues (API keys, signing
+ * secrets, console tokens) and the recognizable formats of `SecretRules.ts`.
+ * Only the secret part is replaced, by `[REDACTED]`; the rest stays as the
+ * person wrote it.
+ *
+ * The reason is at most 1 000 characters (the API checks it), so it is
+ * scanned here, in the request, not in the feedback worker pool that
+ * corrections of any size need: after the ruleset's first load (tens of
+ * milliseconds, once per process) a scan of 1 000 characters takes well
+ * under a millisecond.
+ */
+import { Effect } from "effect"
+import { scrub } from "../feedback/Scrubber.ts"
+
+const NOTHING_KNOWN = { keyHashes: new Set<string>(), values: [] }
+
+/** `reason` with every recognizable secret replaced by `[REDACTED]`. */
+export const scrubReason = (reason: string): Effect.Effect<string> =>
+  reason === ""
+    ? Effect.succeed(reason)
+    : Effect.promise(() => scrub(reason, NOTHING_KNOWN)).pipe(
+      Effect.map((result) => typeof result.value === "string" ? result.value : reason)
+    )

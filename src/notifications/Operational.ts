@@ -1,0 +1,96 @@
+/**
+ * Operational events: `endpoint.disabled` (svc stopped sending to an
+ * endpoint: it answered 410 Gone, or it kept failing for
+ * `SVC_WEBHOOK_DISABLE_AFTER` without one successful delivery) and
+ * `endpoint.failing` (it entered a cooldown after having been healthy;
+ * once per failing streak). Written to
+ * the outbox (`events`) in the statement that changes the endpoint, so an
+ * event exists exactly when the change happened, whichever process made it;
+ * `about_endpoint` keeps it from being delivered to the endpoint it is
+ * about. Fanned out like every event to the organization's other endpoints
+ * that subscribed to these types (never by default).
+ *
+ * Body: `{id, type, org_id, occurred_at, endpoint: {id, url_hint, reason,
+ * active, ...}}` (`deactivated_at` for disabled, `failing_since` for
+ * failing).
+ */
+import type { PgClient } from "@effect/sql-pg"
+import { Duration, Effect } from "effect"
+import { newId } from "../platform/Ids.ts"
+
+/** RFC 3339 UTC with milliseconds, as every other event's `occurred_at`. */
+const ISO = `'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"'`
+
+/**
+ * Marks the endpoint inactive with `reason` and writes `endpoint.disabled`,
+ * when it was active (a second 410 changes nothing). Answers whether it did.
+ */
+export const disableEndpoint = (
+  sql: PgClient.PgClient,
+  orgId: string,
+  endpointId: string,
+  reason: string,
+  options?: { readonly failingFor?: Duration.Duration | undefined }
+) => {
+  const eventId = newId()
+  // With `failingFor`: only when the endpoint has been failing that long.
+  const failingLongEnough = options?.failingFor === undefined
+    ? sql``
+    : sql`AND failing_since <= now() - make_interval(secs => ${Duration.toMillis(options.failingFor) / 1000})`
+  return sql<{ id: string }>`
+    WITH changed AS (
+      UPDATE notification_endpoints
+      SET active = false, deactivated_at = now(), deactivated_reason = ${reason}
+      WHERE id = ${endpointId} AND org_id = ${orgId} AND active ${failingLongEnough}
+      RETURNING id, org_id, url_hint, deactivated_at
+    )
+    INSERT INTO events (id, org_id, type, occurred_at, body, label, about_endpoint)
+    SELECT ${eventId}, c.org_id, 'endpoint.disabled', now(),
+           json_build_object(
+             'id', ${eventId}::uuid, 'type', 'endpoint.disabled', 'org_id', c.org_id,
+             'occurred_at', to_char(now() AT TIME ZONE 'UTC', ${sql.literal(ISO)}),
+             'endpoint', json_build_object(
+               'id', c.id, 'url_hint', c.url_hint, 'reason', ${reason}::text, 'active', false,
+               'deactivated_at', to_char(c.deactivated_at AT TIME ZONE 'UTC', ${sql.literal(ISO)})
+             )
+           )::text,
+           'endpoint.disabled ' || c.id, c.id
+    FROM changed c
+    RETURNING id
+  `.pipe(Effect.map((rows) => rows.length > 0), Effect.orDie)
+}
+
+/**
+ * Starts the endpoint's failing streak and writes `endpoint.failing`, when
+ * it is active and not failing already. Answers whether it did.
+ */
+export const startFailing = (sql: PgClient.PgClient, orgId: string, endpointId: string, reason: string) => {
+  const eventId = newId()
+  return sql<{ id: string }>`
+    WITH changed AS (
+      UPDATE notification_endpoints SET failing_since = now()
+      WHERE id = ${endpointId} AND org_id = ${orgId} AND active AND failing_since IS NULL
+      RETURNING id, org_id, url_hint, failing_since
+    )
+    INSERT INTO events (id, org_id, type, occurred_at, body, label, about_endpoint)
+    SELECT ${eventId}, c.org_id, 'endpoint.failing', now(),
+           json_build_object(
+             'id', ${eventId}::uuid, 'type', 'endpoint.failing', 'org_id', c.org_id,
+             'occurred_at', to_char(now() AT TIME ZONE 'UTC', ${sql.literal(ISO)}),
+             'endpoint', json_build_object(
+               'id', c.id, 'url_hint', c.url_hint, 'reason', ${reason}::text, 'active', true,
+               'failing_since', to_char(c.failing_since AT TIME ZONE 'UTC', ${sql.literal(ISO)})
+             )
+           )::text,
+           'endpoint.failing ' || c.id, c.id
+    FROM changed c
+    RETURNING id
+  `.pipe(Effect.map((rows) => rows.length > 0), Effect.orDie)
+}
+
+/** Ends the endpoint's failing streak (it delivered again). */
+export const stopFailing = (sql: PgClient.PgClient, orgId: string, endpointId: string) =>
+  sql`
+    UPDATE notification_endpoints SET failing_since = NULL
+    WHERE id = ${endpointId} AND org_id = ${orgId} AND failing_since IS NOT NULL
+  `.pipe(Effect.asVoid, Effect.orDie)

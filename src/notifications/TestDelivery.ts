@@ -1,0 +1,173 @@
+/**
+ * Test deliveries (`POST /v1/notification-endpoints/:id/test`): one signed
+ * event sent at once while the caller waits, through the same outbound
+ * guard and deadline as every delivery, with `"test": true` in the body and
+ * an example approval (all-zero ids, step `example`). It is recorded among
+ * the endpoint's deliveries (label `test <type>`, meta `test`), never
+ * retried or replayed, and counts towards neither the cooldown nor the
+ * statistics; a 410 answer does not deactivate the endpoint.
+ *
+ * How often one endpoint can be tested is bounded by
+ * `SVC_WEBHOOK_TESTS_PER_MINUTE`, counted in a fixed one-minute window on
+ * the endpoint's row and claimed by one UPDATE, so the bound holds across
+ * processes.
+ */
+import { PgClient } from "@effect/sql-pg"
+import { Clock, Context, Effect, Layer } from "effect"
+import { NotFound, RateLimited } from "../api/Errors.ts"
+import { DeliveryFailed, EndpointEventTypes, InvalidWebhookEvents } from "../api/Notifications.ts"
+import { DeliveryOperations } from "../deliveries/Operations.ts"
+import { OutboundHttp } from "../outbound/OutboundHttp.ts"
+import { SvcConfig } from "../platform/Config.ts"
+import { newId } from "../platform/Ids.ts"
+import { NotificationEndpoints } from "./Endpoints.ts"
+import { deliveryHeaders } from "./Signing.ts"
+
+/** The ids of the example approval a test event carries: plainly not a real one. */
+export const EXAMPLE_ID = "00000000-0000-0000-0000-000000000000"
+
+/** Meta key marking a test delivery (bulk replay and statistics leave such deliveries out). */
+export const TEST_META_KEY = "test"
+
+const WINDOW_SECONDS = 60
+
+/** The body of a test event of `type` for the endpoint. */
+export const testEventBody = (input: {
+  readonly id: string
+  readonly type: string
+  readonly orgId: string
+  readonly occurredAt: Date
+  readonly endpoint: { readonly id: string; readonly url_hint: string }
+}): string => {
+  const head = { id: input.id, type: input.type, org_id: input.orgId, occurred_at: input.occurredAt.toISOString(), test: true }
+  if ((EndpointEventTypes as ReadonlyArray<string>).includes(input.type)) {
+    return JSON.stringify({
+      ...head,
+      endpoint: { id: input.endpoint.id, url_hint: input.endpoint.url_hint, reason: "example: this is a test event", active: true }
+    })
+  }
+  const later = (seconds: number) => new Date(input.occurredAt.getTime() + seconds * 1000).toISOString()
+  return JSON.stringify({
+    ...head,
+    approval: {
+      approval_id: EXAMPLE_ID,
+      session_id: EXAMPLE_ID,
+      step_id: "example",
+      task_id: null,
+      status: "pending",
+      deadline_at: later(600),
+      expires_at: later(1200),
+      timeout_action: "reject"
+    }
+  })
+}
+
+export class TestDeliveries extends Context.Service<TestDeliveries, {
+  readonly send: (orgId: string, endpointId: string, eventType: string | undefined) => Effect.Effect<
+    { readonly delivered: true; readonly status: number; readonly duration_ms: number },
+    NotFound | InvalidWebhookEvents | DeliveryFailed | RateLimited
+  >
+}>()("svc/notifications/TestDeliveries") {
+  static readonly layer = Layer.effect(
+    TestDeliveries,
+    Effect.gen(function*() {
+      const sql = yield* PgClient.PgClient
+      const endpoints = yield* NotificationEndpoints
+      const outbound = yield* OutboundHttp
+      const operations = yield* DeliveryOperations
+      const config = yield* SvcConfig
+      const limit = config.webhookTestsPerMinute
+
+      /** Takes one test of the endpoint's window, or answers how long until the next window. */
+      const claim = Effect.fnUntraced(function*(orgId: string, endpointId: string) {
+        const [row] = yield* sql<{ claimed: boolean; retry_after: number }>`
+          WITH claimed AS (
+            UPDATE notification_endpoints
+            SET test_window_at = CASE WHEN test_window_at IS NULL OR test_window_at <= now() - make_interval(secs => ${WINDOW_SECONDS})
+                                      THEN now() ELSE test_window_at END,
+                test_count = CASE WHEN test_window_at IS NULL OR test_window_at <= now() - make_interval(secs => ${WINDOW_SECONDS})
+                                  THEN 1 ELSE test_count + 1 END
+            WHERE id = ${endpointId} AND org_id = ${orgId}
+              AND (test_window_at IS NULL OR test_window_at <= now() - make_interval(secs => ${WINDOW_SECONDS}) OR test_count < ${limit})
+            RETURNING id
+          )
+          SELECT EXISTS (SELECT 1 FROM claimed) AS claimed,
+                 coalesce((SELECT ceil(extract(epoch FROM test_window_at + make_interval(secs => ${WINDOW_SECONDS}) - now()))::int
+                           FROM notification_endpoints WHERE id = ${endpointId} AND org_id = ${orgId}), 1) AS retry_after
+        `.pipe(Effect.orDie)
+        if (row?.claimed === true) return
+        return yield* new RateLimited({
+          limit: "SVC_WEBHOOK_TESTS_PER_MINUTE",
+          limit_value: limit,
+          retry_after_seconds: Math.max(1, row?.retry_after ?? 1),
+          detail: `This endpoint was sent ${limit} test events in the last minute, the most allowed (SVC_WEBHOOK_TESTS_PER_MINUTE); retry in ${Math.max(1, row?.retry_after ?? 1)} s.`
+        })
+      })
+
+      const send = Effect.fn("TestDeliveries.send")(function*(orgId: string, endpointId: string, eventType: string | undefined) {
+        const endpoint = yield* endpoints.find(orgId, endpointId)
+        const type = eventType ?? endpoint.events[0]!
+        if (!endpoint.events.includes(type)) {
+          return yield* new InvalidWebhookEvents({
+            field: "event_type",
+            detail: `event_type ${JSON.stringify(type.slice(0, 100))} is not one of the endpoint's events`,
+            supported: [...endpoint.events]
+          })
+        }
+        yield* claim(orgId, endpointId)
+        const target = yield* endpoints.sendTarget(orgId, endpointId)
+        if (target === undefined) return yield* new NotFound({ detail: "No such notification endpoint." })
+        const id = newId()
+        const now = new Date(yield* Clock.currentTimeMillis)
+        const body = Buffer.from(testEventBody({ id, type, orgId, occurredAt: now, endpoint }), "utf8")
+        const started = performance.now()
+        const sent = yield* outbound.send({
+          url: target.url,
+          method: "POST",
+          headers: deliveryHeaders(target.secrets, { id, type }, Math.floor(now.getTime() / 1000), body),
+          body,
+          timeout: config.webhookSendTimeout,
+          maxResponseBytes: 1,
+          partition: orgId,
+          connections: config.webhookPerHost + config.maxEndpointsPerOrg,
+          orgId
+        }).pipe(Effect.result)
+        const record = (status: "delivered" | "failed", attempt: { statusCode?: number; error?: string; durationMs: number }) =>
+          operations.recordFinished({
+            orgId,
+            kind: "webhook",
+            targetId: endpointId,
+            label: `test ${type}`,
+            eventId: id,
+            status,
+            meta: { [TEST_META_KEY]: true },
+            attempt
+          })
+        if (sent._tag === "Failure") {
+          const durationMs = Math.round(performance.now() - started)
+          const error = sent.failure.message
+          yield* record("failed", { error, durationMs })
+          return yield* new DeliveryFailed({ error, duration_ms: durationMs, detail: `The test delivery failed: ${error}.` })
+        }
+        const response = sent.success
+        const durationMs = Math.round(response.elapsedMs)
+        if (response.status >= 200 && response.status < 300) {
+          yield* record("delivered", { statusCode: response.status, durationMs })
+          return { delivered: true as const, status: response.status, duration_ms: durationMs }
+        }
+        const error = response.status >= 300 && response.status < 400
+          ? `HTTP ${response.status} (redirects are not followed)`
+          : `HTTP ${response.status}`
+        yield* record("failed", { statusCode: response.status, error, durationMs })
+        return yield* new DeliveryFailed({
+          receiver_status: response.status,
+          error,
+          duration_ms: durationMs,
+          detail: `The receiver answered ${response.status}.`
+        })
+      })
+
+      return TestDeliveries.of({ send })
+    })
+  )
+}

@@ -1,0 +1,163 @@
+/**
+ * Operational events: `endpoint.failing` (an endpoint entered a cooldown
+ * after having been healthy; once per failing streak) and
+ * `endpoint.disabled` (a 410 deactivated it), signed like every delivery,
+ * sent to the organization's other endpoints that subscribed to them and
+ * never to the endpoint they are about nor by default.
+ */
+import { assert, describe, layer } from "@effect/vitest"
+import { Duration, Effect } from "effect"
+import { SqlClient } from "effect/sql"
+import { Webhook as StandardWebhook } from "standardwebhooks"
+import { constructEvent, type EndpointEvent } from "../../../src/receiver/index.ts"
+import { SvcTest } from "../../../src/testing.ts"
+import { eventually } from "../../support/http.ts"
+import { HttpsReceiver, type ReceivedRequest, Reply } from "../../support/HttpsReceiver.ts"
+import { eventBody, insertEvents, waitForDeliveries, webhookService } from "./support.ts"
+
+const text = (bytes: Uint8Array) => new TextDecoder().decode(bytes)
+const OPERATIONAL = ["endpoint.failing", "endpoint.disabled"] as const
+
+const operationalEvents = (endpointId: string) =>
+  Effect.gen(function*() {
+    const sql = yield* SqlClient.SqlClient
+    return yield* sql<{ type: string }>`SELECT type FROM events WHERE about_endpoint = ${endpointId} ORDER BY seq`
+  }).pipe(Effect.orDie)
+
+const typesAt = (receiver: HttpsReceiver["Service"], path: string) =>
+  receiver.requests().filter((r) => r.path === path).map((r) => r.headers["x-svc-event-type"])
+
+const verifyStandard = (request: ReceivedRequest, secret: string) =>
+  new StandardWebhook(secret).verify(text(request.body), {
+    "webhook-id": request.headers["webhook-id"]!,
+    "webhook-timestamp": request.headers["webhook-timestamp"]!,
+    "webhook-signature": request.headers["webhook-signature"]!
+  })
+
+layer(
+  webhookService({
+    webhookCooldownAfter: 2,
+    webhookCooldownBase: Duration.millis(200),
+    webhookCooldownMax: Duration.millis(400)
+  }),
+  { excludeTestServices: true }
+)("operational events", (it) => {
+  describe("endpoint.failing", () => {
+    it.effect("sent once per failing streak to the other subscribed endpoints, signed, never to the failing one nor by default; a success ends the streak", () =>
+      Effect.gen(function*() {
+        const receiver = yield* HttpsReceiver.make()
+        receiver.respond((request) => request.path === "/failing" ? Reply.status(500) : Reply.status(204))
+        const org = yield* SvcTest.org()
+        const failing = yield* org.client.notifications.create({
+          payload: { url: receiver.url("/failing"), events: ["approval.requested", ...OPERATIONAL] }
+        })
+        const admin = yield* org.client.notifications.create({ payload: { url: receiver.url("/admin"), events: [...OPERATIONAL] } })
+        yield* org.client.notifications.create({ payload: { url: receiver.url("/default") } })
+
+        yield* insertEvents([eventBody(org.orgId, "approval.requested")])
+        yield* waitForDeliveries(failing.endpoint.id, (rows) => rows[0]?.status === "failed", "the delivery failed for good")
+        const notice = yield* receiver.waitFor((r) => r.path === "/admin", Duration.seconds(20))
+        assert.strictEqual(notice.headers["x-svc-event-type"], "endpoint.failing")
+        verifyStandard(notice, admin.secret)
+        const event = (yield* Effect.promise(() =>
+          constructEvent(notice.body, notice.headers["x-svc-signature"], admin.secret, { expectedOrgId: org.orgId })
+        )) as EndpointEvent
+        assert.strictEqual(event.type, "endpoint.failing")
+        assert.strictEqual(event.endpoint.id, failing.endpoint.id)
+        assert.strictEqual(event.endpoint.url_hint, failing.endpoint.url_hint)
+        assert.match(event.endpoint.reason, /consecutive failed attempts; last: HTTP 500/)
+        assert.strictEqual(event.endpoint.active, true)
+        assert.isString(event.endpoint.failing_since)
+        assert.strictEqual(notice.headers["webhook-id"], event.id)
+        // Four failed attempts, one notice; the API shows the streak.
+        assert.deepStrictEqual((yield* operationalEvents(failing.endpoint.id)).map((e) => e.type), ["endpoint.failing"])
+        const listed = (yield* org.client.notifications.list()).endpoints.find((e) => e.id === failing.endpoint.id)!
+        assert.isString(listed.failing_since)
+
+        // A success ends the streak; the next streak is told again.
+        receiver.respond((request) => Reply.status(request.path === "/failing" && request.index > 1000 ? 500 : 204))
+        yield* insertEvents([eventBody(org.orgId, "approval.requested")])
+        yield* waitForDeliveries(failing.endpoint.id, (rows) => rows[1]?.status === "delivered", "delivered again")
+        yield* eventually(
+          Effect.map(org.client.notifications.list().pipe(Effect.orDie), ({ endpoints }) =>
+            endpoints.find((e) => e.id === failing.endpoint.id)!.failing_since === undefined ? true : undefined),
+          { what: "the failing streak ended", timeoutMs: 10_000, intervalMs: 50 }
+        )
+        receiver.respond((request) => request.path === "/failing" ? Reply.status(503) : Reply.status(204))
+        yield* insertEvents([eventBody(org.orgId, "approval.requested")])
+        yield* waitForDeliveries(failing.endpoint.id, (rows) => rows[2]?.status === "failed", "failed again")
+        yield* eventually(
+          Effect.sync(() => typesAt(receiver, "/admin").length === 2 ? true : undefined),
+          { what: "a second notice", timeoutMs: 20_000, intervalMs: 50 }
+        )
+        assert.deepStrictEqual((yield* operationalEvents(failing.endpoint.id)).map((e) => e.type), ["endpoint.failing", "endpoint.failing"])
+        // Never to the endpoint it is about, nor to one with the default subscription.
+        assert.deepStrictEqual([...new Set(typesAt(receiver, "/failing"))], ["approval.requested"])
+        assert.deepStrictEqual([...new Set(typesAt(receiver, "/default"))], ["approval.requested"])
+      }).pipe(Effect.scoped))
+  })
+
+  describe("endpoint.disabled", () => {
+    it.effect("a 410 deactivates the endpoint and tells the other subscribed endpoints why, once", () =>
+      Effect.gen(function*() {
+        const receiver = yield* HttpsReceiver.make()
+        receiver.respond((request) => request.path === "/gone" ? Reply.status(410) : Reply.status(204))
+        const org = yield* SvcTest.org()
+        const gone = yield* org.client.notifications.create({
+          payload: { url: receiver.url("/gone"), events: ["approval.requested", "endpoint.disabled"] }
+        })
+        const admin = yield* org.client.notifications.create({ payload: { url: receiver.url("/admin"), events: ["endpoint.disabled"] } })
+        yield* insertEvents([eventBody(org.orgId, "approval.requested"), eventBody(org.orgId, "approval.requested")])
+        const notice = yield* receiver.waitFor((r) => r.path === "/admin", Duration.seconds(20))
+        const event = (yield* Effect.promise(() => constructEvent(notice.body, notice.headers["x-svc-signature"], admin.secret))) as EndpointEvent
+        assert.strictEqual(event.type, "endpoint.disabled")
+        assert.deepStrictEqual(
+          [event.endpoint.id, event.endpoint.active, event.endpoint.reason],
+          [gone.endpoint.id, false, "the receiver answered 410 Gone"]
+        )
+        assert.isString(event.endpoint.deactivated_at)
+        verifyStandard(notice, admin.secret)
+        yield* waitForDeliveries(gone.endpoint.id, (rows) => rows.length === 2 && rows.every((r) => r.status === "failed"), "both failed")
+        assert.deepStrictEqual((yield* operationalEvents(gone.endpoint.id)).map((e) => e.type), ["endpoint.disabled"])
+        // Both approval events may have been in flight when the 410 came; never the notice about itself.
+        assert.deepStrictEqual([...new Set(typesAt(receiver, "/gone"))], ["approval.requested"])
+      }).pipe(Effect.scoped))
+  })
+})
+
+layer(
+  webhookService({
+    webhookRetrySchedule: Array.from({ length: 10 }, () => Duration.millis(100)),
+    webhookCooldownAfter: 2,
+    webhookCooldownBase: Duration.millis(200),
+    webhookCooldownMax: Duration.millis(400),
+    webhookDisableAfter: Duration.seconds(1)
+  }),
+  { excludeTestServices: true }
+)("operational events: giving up", (it) => {
+  it.effect("an endpoint failing for SVC_WEBHOOK_DISABLE_AFTER without a success is deactivated and endpoint.disabled says why", () =>
+    Effect.gen(function*() {
+      const receiver = yield* HttpsReceiver.make()
+      receiver.respond((request) => request.path === "/down" ? Reply.status(502) : Reply.status(204))
+      const org = yield* SvcTest.org()
+      const down = yield* org.client.notifications.create({ payload: { url: receiver.url("/down") } })
+      const admin = yield* org.client.notifications.create({ payload: { url: receiver.url("/admin"), events: [...OPERATIONAL] } })
+      yield* insertEvents([eventBody(org.orgId, "approval.requested")])
+      const [row] = yield* waitForDeliveries(down.endpoint.id, (rows) => rows[0]?.status === "failed", "the delivery failed", 30_000)
+      assert.match(row!.last_error!, /endpoint deactivated: no successful delivery for .*SVC_WEBHOOK_DISABLE_AFTER/)
+      // Fewer attempts than the schedule allows: svc gave up on the endpoint.
+      assert.isBelow(row!.attempts, 11)
+      const endpoint = (yield* org.client.notifications.list()).endpoints.find((e) => e.id === down.endpoint.id)!
+      assert.strictEqual(endpoint.active, false)
+      assert.match(endpoint.deactivated_reason!, /SVC_WEBHOOK_DISABLE_AFTER/)
+      yield* eventually(
+        Effect.sync(() => typesAt(receiver, "/admin").length === 2 ? true : undefined),
+        { what: "two notices", timeoutMs: 20_000, intervalMs: 50 }
+      )
+      assert.deepStrictEqual(typesAt(receiver, "/admin"), ["endpoint.failing", "endpoint.disabled"])
+      const notice = receiver.requests().filter((r) => r.path === "/admin")[1]!
+      const event = (yield* Effect.promise(() => constructEvent(notice.body, notice.headers["x-svc-signature"], admin.secret))) as EndpointEvent
+      assert.strictEqual(event.endpoint.active, false)
+      assert.match(event.endpoint.reason, /SVC_WEBHOOK_DISABLE_AFTER/)
+    }).pipe(Effect.scoped))
+})

@@ -1,0 +1,45 @@
+import { assert, describe, it } from "@effect/vitest"
+import { Option } from "effect"
+import { mailLinkUrl, publicBaseUrl } from "../../../src/approvals/MailLinks.ts"
+import { renderEmail } from "../../../src/notifications/Email.ts"
+
+const config = { publicUrl: Option.none<string>(), host: "127.0.0.1", port: 8080 }
+
+describe("where a reviewer mail's link points", () => {
+  it("SVC_PUBLIC_URL when set, else the address the server listens on (an unspecified host is reached on loopback)", () => {
+    assert.strictEqual(publicBaseUrl({ ...config, publicUrl: Option.some("https://svc.example.com/base") }, Option.none()), "https://svc.example.com/base")
+    assert.strictEqual(publicBaseUrl(config, Option.some({ hostname: "127.0.0.1", port: 41234 })), "http://127.0.0.1:41234")
+    assert.strictEqual(publicBaseUrl(config, Option.some({ hostname: "0.0.0.0", port: 9 })), "http://127.0.0.1:9")
+    assert.strictEqual(publicBaseUrl(config, Option.some({ hostname: "::1", port: 9 })), "http://[::1]:9")
+    assert.strictEqual(publicBaseUrl(config, Option.none()), "http://127.0.0.1:8080")
+  })
+
+  it("the token travels in the fragment, which browsers never send", () => {
+    const url = new URL(mailLinkUrl("https://svc.example.com", "sva_abc"))
+    assert.strictEqual(url.pathname, "/console/decide")
+    assert.strictEqual(url.search, "")
+    assert.strictEqual(url.hash, "#sva_abc")
+  })
+
+  it("the mail shows the link on a line of its own, and no link when none was made", () => {
+    const body = JSON.stringify({
+      id: "0193a4b0-0000-7000-8000-000000000009",
+      type: "approval.requested",
+      org_id: "0193a4b0-0000-7000-8000-000000000002",
+      occurred_at: "2026-11-23T10:00:00.000Z",
+      approval: {
+        approval_id: "0193a4b0-0000-7000-8000-000000000001",
+        session_id: "0193a4b0-0000-7000-8000-000000000003",
+        step_id: "s",
+        task_id: null,
+        status: "pending",
+        deadline_at: "2026-11-23T10:15:00.000Z",
+        expires_at: "2026-11-23T10:15:00.000Z",
+        timeout_action: "reject"
+      }
+    })
+    const link = "https://svc.example.com/console/decide#sva_abc"
+    assert.include(renderEmail("approval.requested", body, link).text.split("\n"), link)
+    assert.notInclude(renderEmail("approval.requested", body).text, "/console/decide")
+  })
+})
