@@ -62,7 +62,7 @@ export const datasetSummary: Json<typeof DatasetSummary> = {
   created_at: at,
   example_count: 1
 }
-export const datasetList = { datasets: [datasetSummary] }
+export const datasetList = { datasets: [datasetSummary], next_cursor: null }
 export const dataset: Json<typeof Dataset> = {
   ...datasetSummary,
   examples: [{ input: { ticket: "printer on fire" }, answer: { label: "facilities" }, feedback_id: ids.feedback }],

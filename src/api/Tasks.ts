@@ -156,10 +156,11 @@ export class DatasetsApi extends HttpApiGroup.make("datasets")
   .add(
     HttpApiEndpoint.get("listForTask", "/v1/tasks/:task_id/datasets", {
       params: TaskIdParams,
-      success: Schema.Struct({ datasets: Schema.Array(DatasetSummary) }),
-      error: NotFound
+      query: { limit: Limit, cursor: Cursor },
+      success: Schema.Struct({ datasets: Schema.Array(DatasetSummary), next_cursor: NextCursor }),
+      error: [NotFound, InvalidRequest]
     }).pipe(
-      requireScope("datasets.read", "Lists the task's dataset versions, oldest first."),
+      requireScope("datasets.read", "Lists the task's dataset versions, oldest first, in pages (`limit`, default 50, at most 100; `next_cursor`)."),
       documented({
         summary: "List a task's dataset versions",
         response: Examples.datasetList,

@@ -38,10 +38,7 @@ export const DatasetsHandlers = HttpApiBuilder.group(
   Effect.fn(function*(handlers) {
     const tasks = yield* Tasks
     return handlers.handleAll({
-      listForTask: ({ params }) =>
-        CurrentPrincipal.use((p) => tasks.listDatasets(p.orgId, params.task_id)).pipe(
-          Effect.map((datasets) => ({ datasets }))
-        ),
+      listForTask: ({ params, query }) => CurrentPrincipal.use((p) => tasks.listDatasets(p.orgId, params.task_id, query)),
       get: ({ params, query }) => CurrentPrincipal.use((p) => tasks.getDataset(p.orgId, params.dataset_id, query))
     })
   })

@@ -48,7 +48,7 @@ export class Tasks extends Context.Service<Tasks, {
   readonly logRun: (orgId: string, taskId: string, input: { readonly input: Json; readonly answer: Json }) => Effect.Effect<Run, NotFound>
   readonly listRuns: (orgId: string, taskId: string, request: PageRequest) => Effect.Effect<{ readonly runs: ReadonlyArray<Run>; readonly next_cursor: string | null }, NotFound | InvalidRequest>
   readonly getRun: (orgId: string, traceId: string) => Effect.Effect<Run, NotFound>
-  readonly listDatasets: (orgId: string, taskId: string) => Effect.Effect<ReadonlyArray<DatasetSummary>, NotFound>
+  readonly listDatasets: (orgId: string, taskId: string, request: PageRequest) => Effect.Effect<{ readonly datasets: ReadonlyArray<DatasetSummary>; readonly next_cursor: string | null }, NotFound | InvalidRequest>
   readonly getDataset: (orgId: string, datasetId: string, request: PageRequest) => Effect.Effect<Dataset, NotFound | InvalidRequest>
 }>()("svc/tasks/Tasks") {
   static readonly layer = Layer.effect(
@@ -182,12 +182,21 @@ export class Tasks extends Context.Service<Tasks, {
         return withoutSeq(row)
       })
 
-      const listDatasets = Effect.fn("Tasks.listDatasets")(function*(orgId: string, taskId: string) {
+      // Oldest first: a cursor holds the last version of its page, and the
+      // next page starts above it (versions only ever get added above).
+      const listDatasets = Effect.fn("Tasks.listDatasets")(function*(orgId: string, taskId: string, request: PageRequest) {
+        const limit = request.limit ?? DEFAULT_LIMIT
+        const scope: CursorScope = { orgId, list: "datasets", filters: [taskId] }
+        const after = yield* seqBound(mac, scope, request.cursor)
         yield* get(orgId, taskId)
-        return yield* DatasetRows.all(sql`
+        const rows = yield* DatasetRows.all(sql`
           SELECT id, task_id, version, example_count, created_at FROM datasets
-          WHERE task_id = ${taskId} AND org_id = ${orgId} ORDER BY version
+          WHERE task_id = ${taskId} AND org_id = ${orgId}
+          ${Option.isSome(after) ? sql`AND version > ${Number(after.value)}` : sql``}
+          ORDER BY version LIMIT ${limit + 1}
         `)
+        const { items, next_cursor } = page(rows.map((row) => ({ ...row, seq: row.version })), limit, (seq) => encodeCursor(mac, scope, seq))
+        return { datasets: items.map(({ seq: _, ...summary }) => summary), next_cursor }
       })
 
       // A version's examples are its line's rows below its count (migration

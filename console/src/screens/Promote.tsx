@@ -16,7 +16,17 @@ import { describeProblem, Json, Loaded, Notice, type NoticeValue } from "../ui.t
 
 const tasksAtom = SvcApi.query("tasks", "list", { query: { limit: 100 }, timeToLive: "60 seconds" })
 const promoteAtom = SvcApi.mutation("feedback", "promote")
-const datasetsAtom = SvcApi.mutation("datasets", "listForTask")
+const datasetAtom = SvcApi.mutation("datasets", "get")
+
+/** One version's summary (its number and size), without its examples' pages. */
+const versionAtom = (datasetId: string) =>
+  SvcApi.query("datasets", "get", { params: { dataset_id: datasetId }, query: { limit: 1 }, reactivityKeys: ["datasets"] })
+
+const useVersion = (datasetId: string) => {
+  const atom = useMemo(() => versionAtom(datasetId), [datasetId])
+  const result = useAtomValue(atom)
+  return { atom, result, summary: result._tag === "Success" ? result.value : undefined }
+}
 
 export const Promote = () => {
   const { query } = useLocation()
@@ -47,15 +57,9 @@ export const Promote = () => {
   )
 }
 
-interface Versions {
-  readonly byId: ReadonlyMap<string, { version: number; example_count: number }>
-}
-
-const describeChange = (before: PromotePreview, after: PromotePreview, versions: Versions) => {
+const describeChange = (before: PromotePreview, after: PromotePreview, from: number | undefined, to: number | undefined) => {
   const parts: Array<string> = []
   if (before.base_dataset_id !== after.base_dataset_id) {
-    const from = versions.byId.get(before.base_dataset_id)?.version
-    const to = versions.byId.get(after.base_dataset_id)?.version
     parts.push(`the dataset moved on${from !== undefined && to !== undefined ? ` from version ${from} to version ${to}` : ""}`)
   }
   const old = new Set(before.staged.map((item) => item.id))
@@ -70,9 +74,6 @@ const describeChange = (before: PromotePreview, after: PromotePreview, versions:
 const TaskPromotion = ({ taskId }: { taskId: string }) => {
   const previewAtom = useMemo(() => SvcApi.query("feedback", "promotePreview", { params: { task_id: taskId }, query: { limit: 100 }, reactivityKeys: ["feedback", "datasets"] }), [taskId])
   const preview = useAtomValue(previewAtom)
-  const versionsAtom = useMemo(() => SvcApi.query("datasets", "listForTask", { params: { task_id: taskId }, reactivityKeys: ["datasets"] }), [taskId])
-  const versions = useAtomValue(versionsAtom)
-  const byId = new Map(versions._tag === "Success" ? versions.value.datasets.map((d) => [d.id, d]) : [])
   const promote = useMutation(promoteAtom)
   const [notice, setNotice] = useState<NoticeValue | undefined>(undefined)
   /** The preview the person saw when a 409 arrived: kept to show what changed. */
@@ -87,8 +88,8 @@ const TaskPromotion = ({ taskId }: { taskId: string }) => {
     if (Exit.isSuccess(exit)) {
       const done = exit.value
       setSeen(undefined)
-      const listed = await runMutation(datasetsAtom, { params: { task_id: taskId } })
-      const count = Exit.isSuccess(listed) ? listed.value.datasets.find((d) => d.id === done.dataset_id)?.example_count : undefined
+      const made = await runMutation(datasetAtom, { params: { dataset_id: done.dataset_id }, query: { limit: 1 } })
+      const count = Exit.isSuccess(made) ? made.value.example_count : undefined
       setNotice({
         tone: "success",
         text: `Promoted ${done.promoted_count} correction${done.promoted_count === 1 ? "" : "s"}: dataset version ${done.version} now has ${count ?? "its"} example${count === 1 ? "" : "s"}.`
@@ -99,7 +100,6 @@ const TaskPromotion = ({ taskId }: { taskId: string }) => {
     if (problem.code === "DATASET_BASE_CHANGED" || problem.code === "FEEDBACK_CHANGED" || problem.code === "NOTHING_STAGED") {
       setSeen(current)
       refresh(previewAtom)
-      refresh(versionsAtom)
       setNotice({
         tone: "warning",
         text: problem.code === "NOTHING_STAGED"
@@ -116,19 +116,12 @@ const TaskPromotion = ({ taskId }: { taskId: string }) => {
       <Notice notice={notice} onClose={() => setNotice(undefined)} />
       <Loaded result={preview} what="the preview">
         {(value, waiting) => {
-          const base = byId.get(value.base_dataset_id)
-          // Said once both the preview and the dataset versions it names are fresh.
-          const versionsFresh = versions._tag === "Success" && !versions.waiting
-          const changed = seen !== undefined && !waiting && versionsFresh && (seen.expected_feedback_revision !== value.expected_feedback_revision || seen.base_dataset_id !== value.base_dataset_id)
+          const changed = seen !== undefined && !waiting && (seen.expected_feedback_revision !== value.expected_feedback_revision || seen.base_dataset_id !== value.base_dataset_id)
           return (
             <div class="promotion">
-              {changed && (
-                <p class="notice warning" role="alert" aria-label="What changed">
-                  What changed: {describeChange(seen!, value, { byId })}.
-                </p>
-              )}
+              {changed && <WhatChanged before={seen!} after={value} />}
               <dl class="facts">
-                <div><dt>Base version</dt><dd>{base ? `version ${base.version} (${base.example_count} examples)` : value.base_dataset_id}</dd></div>
+                <div><dt>Base version</dt><dd><BaseVersion datasetId={value.base_dataset_id} /></dd></div>
                 <div><dt>Staged corrections</dt><dd>{value.staged_count}</dd></div>
               </dl>
               <div class="actions">
@@ -156,6 +149,24 @@ const TaskPromotion = ({ taskId }: { taskId: string }) => {
         }}
       </Loaded>
     </>
+  )
+}
+
+const BaseVersion = ({ datasetId }: { datasetId: string }) => {
+  const { summary } = useVersion(datasetId)
+  return <>{summary ? `version ${summary.version} (${summary.example_count} examples)` : datasetId}</>
+}
+
+/** Said once the dataset versions it names are loaded and fresh. */
+const WhatChanged = ({ before, after }: { before: PromotePreview; after: PromotePreview }) => {
+  const from = useVersion(before.base_dataset_id)
+  const to = useVersion(after.base_dataset_id)
+  const fresh = [from.result, to.result].every((result) => result._tag === "Success" && !result.waiting)
+  if (!fresh && before.base_dataset_id !== after.base_dataset_id) return null
+  return (
+    <p class="notice warning" role="alert" aria-label="What changed">
+      What changed: {describeChange(before, after, from.summary?.version, to.summary?.version)}.
+    </p>
   )
 }
 

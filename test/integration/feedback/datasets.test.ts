@@ -134,10 +134,90 @@ layer(
         const over = yield* send(org, "GET", `/v1/datasets/${dataset_id}?limit=101`)
         assert.strictEqual(over.status, 400)
         assert.strictEqual(over.json.field, "limit")
-        const { datasets } = yield* org.client.datasets.listForTask({ params: { task_id: taskId } })
+        const { datasets } = yield* org.client.datasets.listForTask({ params: { task_id: taskId }, query: {} })
         const foreign = yield* send(org, "GET", `/v1/datasets/${datasets[0]!.id}?cursor=${page.next_cursor}`)
         assert.strictEqual(foreign.status, 400)
         assert.strictEqual(foreign.json.field, "cursor")
+      }))
+  })
+
+  describe("a task's dataset versions are paginated (limit <= 100, cursor), oldest first", () => {
+    it.effect("pages of versions in order cover every version once; the last page has next_cursor null; versions made between pages come on a later page", () =>
+      Effect.gen(function*() {
+        const svc = yield* SvcTest
+        const org = yield* SvcTest.org()
+        // More versions than SVC_MAX_PROMOTES_PER_MINUTE allows in a minute: its allowance is freed before each.
+        const promote = (taskId: string) =>
+          Effect.andThen(svc.sql`UPDATE org_rate_limits SET tat = now() WHERE org_id = ${org.orgId}`, promoteAll(org, taskId))
+        const { taskId } = yield* stagedTask(org, 1)
+        yield* promote(taskId)
+        for (let i = 0; i < 3; i++) {
+          yield* stagedTask(org, 1, taskId)
+          yield* promote(taskId)
+        }
+        const whole = yield* org.client.datasets.listForTask({ params: { task_id: taskId }, query: {} })
+        assert.deepStrictEqual(whole.datasets.map((d) => d.version), [1, 2, 3, 4, 5])
+        assert.isNull(whole.next_cursor)
+        const seen: Array<number> = []
+        let cursor: string | undefined
+        let pages = 0
+        do {
+          const page = yield* org.client.datasets.listForTask({ params: { task_id: taskId }, query: { limit: 2, ...(cursor === undefined ? {} : { cursor }) } })
+          assert.isAtMost(page.datasets.length, 2)
+          seen.push(...page.datasets.map((d) => d.version))
+          cursor = page.next_cursor ?? undefined
+          if (pages++ === 0) {
+            yield* stagedTask(org, 1, taskId)
+            yield* promote(taskId)
+          }
+        } while (cursor !== undefined)
+        assert.strictEqual(pages, 3)
+        assert.deepStrictEqual(seen, [1, 2, 3, 4, 5, 6])
+        const last = yield* org.client.datasets.listForTask({ params: { task_id: taskId }, query: { limit: 6 } })
+        assert.strictEqual(last.datasets.length, 6)
+        assert.isNull(last.next_cursor)
+      }))
+
+    it.effect("limit 0 or over 100: 400 naming limit; 100 is taken; a cursor of another task, another list or edited: 400 naming cursor", () =>
+      Effect.gen(function*() {
+        const org = yield* SvcTest.org()
+        const { taskId } = yield* stagedTask(org, 1)
+        yield* promoteAll(org, taskId)
+        for (const limit of ["0", "101", "x"]) {
+          const bad = yield* send(org, "GET", `/v1/tasks/${taskId}/datasets?limit=${limit}`)
+          assert.strictEqual(bad.status, 400, limit)
+          assert.strictEqual(bad.json.code, "INVALID_REQUEST")
+          assert.strictEqual(bad.json.field, "limit")
+        }
+        const most = yield* org.client.datasets.listForTask({ params: { task_id: taskId }, query: { limit: 100 } })
+        assert.strictEqual(most.datasets.length, 2)
+        const page = yield* org.client.datasets.listForTask({ params: { task_id: taskId }, query: { limit: 1 } })
+        assert.isNotNull(page.next_cursor)
+        const other = yield* stagedTask(org, 1)
+        yield* promoteAll(org, other.taskId)
+        const tasks = yield* org.client.tasks.list({ query: { limit: 1 } })
+        const edited = `${page.next_cursor!.slice(0, -1)}${page.next_cursor!.endsWith("A") ? "B" : "A"}`
+        const otherOrg = yield* SvcTest.org()
+        const theirs = yield* stagedTask(otherOrg, 1)
+        yield* promoteAll(otherOrg, theirs.taskId)
+        const theirPage = yield* otherOrg.client.datasets.listForTask({ params: { task_id: theirs.taskId }, query: { limit: 1 } })
+        for (
+          const [path, cursor] of [
+            [`/v1/tasks/${other.taskId}/datasets`, page.next_cursor!],
+            [`/v1/tasks/${taskId}/datasets`, edited],
+            [`/v1/tasks/${taskId}/datasets`, theirPage.next_cursor!],
+            [`/v1/tasks/${taskId}/datasets`, "garbage"]
+          ] as const
+        ) {
+          const bad = yield* send(org, "GET", `${path}?cursor=${encodeURIComponent(cursor)}`)
+          assert.strictEqual(bad.status, 400, cursor)
+          assert.strictEqual(bad.json.code, "INVALID_REQUEST")
+          assert.strictEqual(bad.json.field, "cursor")
+        }
+        // A cursor of another list (the tasks) is not one of this list.
+        const sole = yield* send(org, "GET", `/v1/tasks/${taskId}/datasets?cursor=${encodeURIComponent(tasks.next_cursor!)}`)
+        assert.strictEqual(sole.status, 400)
+        assert.strictEqual(sole.json.field, "cursor")
       }))
   })
 

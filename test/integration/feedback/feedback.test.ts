@@ -104,11 +104,11 @@ layer(SvcTest.layer(), { excludeTestServices: true })("feedback on task answers"
       Effect.gen(function*() {
         const org = yield* SvcTest.org()
         const { task, run } = yield* setup(org)
-        const before = yield* org.client.datasets.listForTask({ params: { task_id: task.id } })
+        const before = yield* org.client.datasets.listForTask({ params: { task_id: task.id }, query: {} })
         yield* org.client.feedback.submit({ payload: { inference_log_id: run.trace_id, score: -1, correction: goodCorrection } })
         const stillRun = yield* org.client.tasks.getRun({ params: { trace_id: run.trace_id } })
         assert.deepStrictEqual(stillRun, run)
-        const after = yield* org.client.datasets.listForTask({ params: { task_id: task.id } })
+        const after = yield* org.client.datasets.listForTask({ params: { task_id: task.id }, query: {} })
         assert.deepStrictEqual(after, before)
       }))
 
@@ -548,7 +548,7 @@ layer(SvcTest.layer(), { excludeTestServices: true })("feedback on task answers"
         assert.deepStrictEqual(v3.examples.slice(0, 2), v2.examples)
         assert.deepStrictEqual(v3.examples[2], { input: { ticket: "second" }, answer: goodCorrection, feedback_id: next.id })
         assert.deepStrictEqual(yield* org.client.datasets.get({ params: { dataset_id: first.dataset_id }, query: {} }), v2)
-        const { datasets } = yield* org.client.datasets.listForTask({ params: { task_id: task.id } })
+        const { datasets } = yield* org.client.datasets.listForTask({ params: { task_id: task.id }, query: {} })
         assert.deepStrictEqual(datasets.map((d) => [d.version, d.example_count]), [[1, 0], [2, 2], [3, 3]])
         const v1 = yield* org.client.datasets.get({ params: { dataset_id: datasets[0]!.id }, query: {} })
         assert.deepStrictEqual(v1.examples, [])
@@ -567,7 +567,7 @@ layer(SvcTest.layer(), { excludeTestServices: true })("feedback on task answers"
         assert.notStrictEqual(changed.expected_feedback_revision, preview.expected_feedback_revision)
         const error = yield* org.client.feedback.promote({ params: { task_id: task.id }, payload: { base_dataset_id: preview.base_dataset_id, expected_feedback_revision: preview.expected_feedback_revision } }).pipe(Effect.flip)
         assert.strictEqual(error._tag, "FeedbackChanged")
-        const { datasets } = yield* org.client.datasets.listForTask({ params: { task_id: task.id } })
+        const { datasets } = yield* org.client.datasets.listForTask({ params: { task_id: task.id }, query: {} })
         assert.strictEqual(datasets.length, 1)
         const stillStaged = yield* org.client.feedback.list({ query: { task_id: task.id, status: "staged" } })
         assert.strictEqual(stillStaged.feedback.length, 2)
@@ -632,7 +632,7 @@ layer(SvcTest.layer(), { excludeTestServices: true })("feedback on task answers"
             SELECT e.feedback_id FROM dataset_examples e JOIN datasets d ON d.id = e.dataset_id
             WHERE d.task_id = ${task.id} AND e.feedback_id IS NOT NULL`
           assert.sameMembers(rows.map((r) => r.feedback_id), ids)
-          const { datasets } = yield* org.client.datasets.listForTask({ params: { task_id: task.id } })
+          const { datasets } = yield* org.client.datasets.listForTask({ params: { task_id: task.id }, query: {} })
           assert.strictEqual(datasets.length, 2)
         }
       }))

@@ -106,10 +106,10 @@ layer(SvcTest.layer(), { excludeTestServices: true })("authentication and author
         const task = yield* writer.client.tasks.create({ payload: { name: "t", answer_schema: schema } })
         const reader = yield* writer.newKey(["tasks.read"])
         assert.strictEqual((yield* reader.client.tasks.get({ params: { task_id: task.id } })).id, task.id)
-        const noDatasets = yield* reader.client.datasets.listForTask({ params: { task_id: task.id } }).pipe(Effect.flip)
+        const noDatasets = yield* reader.client.datasets.listForTask({ params: { task_id: task.id }, query: {} }).pipe(Effect.flip)
         assert.strictEqual(noDatasets._tag, "InsufficientScope")
         const datasets = yield* writer.newKey(["datasets.read"])
-        assert.strictEqual((yield* datasets.client.datasets.listForTask({ params: { task_id: task.id } })).datasets.length, 1)
+        assert.strictEqual((yield* datasets.client.datasets.listForTask({ params: { task_id: task.id }, query: {} })).datasets.length, 1)
         const cannotLog = yield* reader.client.tasks.logRun({ params: { task_id: task.id }, payload: { input: 1, answer: 2 } }).pipe(Effect.flip)
         assert.strictEqual(cannotLog._tag, "InsufficientScope")
       }))
@@ -123,7 +123,7 @@ layer(SvcTest.layer(), { excludeTestServices: true })("authentication and author
         const b = yield* SvcTest.org()
         const task = yield* a.client.tasks.create({ payload: { name: "secret task", answer_schema: schema } })
         const run = yield* a.client.tasks.logRun({ params: { task_id: task.id }, payload: { input: {}, answer: {} } })
-        const { datasets } = yield* a.client.datasets.listForTask({ params: { task_id: task.id } })
+        const { datasets } = yield* a.client.datasets.listForTask({ params: { task_id: task.id }, query: {} })
 
         const missingId = "01900000-0000-7000-8000-000000000000"
         const attempts = [

@@ -12,7 +12,7 @@ layer(SvcTest.layer(), { excludeTestServices: true })("tasks, runs and dataset v
         const org = yield* SvcTest.org()
         const task = yield* org.client.tasks.create({ payload: { name: "triage", answer_schema: schema } })
         assert.deepStrictEqual(task.answer_schema, schema)
-        const { datasets } = yield* org.client.datasets.listForTask({ params: { task_id: task.id } })
+        const { datasets } = yield* org.client.datasets.listForTask({ params: { task_id: task.id }, query: {} })
         assert.strictEqual(datasets.length, 1)
         assert.strictEqual(datasets[0]!.version, 1)
         assert.strictEqual(datasets[0]!.example_count, 0)
