@@ -5,7 +5,7 @@
 import { Schema } from "effect"
 import { HttpApiEndpoint, HttpApiError, HttpApiGroup, HttpApiSchema, OpenApi } from "effect/http-api"
 import { Cursor, JsonObject, Limit, NextCursor, Timestamp, TraceId, Uuid } from "./Common.ts"
-import { ValidationAdmission } from "./Admission.ts"
+import { FeedbackQuota, ValidationAdmission } from "./Admission.ts"
 import { CorrectionTooComplex, FieldIssue, InvalidRequest, InvalidTransition, LimitReached, NotFound, problemType, RateLimited, ValidationBusy } from "./Errors.ts"
 import { Authentication, requireScope } from "./Security.ts"
 import { documented, notFound } from "./Documentation.ts"
@@ -112,7 +112,7 @@ export class FeedbackApi extends HttpApiGroup.make("feedback")
       payload: SubmitFeedback,
       success: FeedbackItem.pipe(HttpApiSchema.status(201)),
       error: [NotFound, CorrectionShapeMismatch, CorrectionContainsSecret, CorrectionTooComplex, ValidationBusy, LimitReached]
-    }).middleware(ValidationAdmission).pipe(
+    }).middleware(FeedbackQuota).middleware(ValidationAdmission).pipe(
       requireScope(
         "feedback.write",
         "Records feedback on a logged run. A correction is checked against the task's answer schema and scrubbed of protected values (`redaction_warning` says which fields changed); it starts `pending`, feedback without one is `recorded`."
@@ -123,7 +123,7 @@ export class FeedbackApi extends HttpApiGroup.make("feedback")
         response: Examples.feedbackItem,
         errors: {
           404: "`inference_log_id` names no run in your organization.",
-          409: "Your organization's feedback already holds `SVC_MAX_FEEDBACK_BYTES_PER_ORG` bytes (`LIMIT_REACHED`).",
+          409: "Your organization's feedback would pass `SVC_MAX_FEEDBACK_BYTES_PER_ORG` bytes with this one (`LIMIT_REACHED`); decided before the correction is checked.",
           429: "The validation queue is full and your organization holds at least its share of it (`VALIDATION_BUSY`, `limit` names the setting); retry after `Retry-After` seconds."
         }
       })

@@ -127,7 +127,12 @@ export class Feedback extends Context.Service<Feedback, {
     readonly inference_log_id: string
     readonly score: number
     readonly correction?: JsonObject | undefined
-  }) => Effect.Effect<FeedbackItem, NotFound | CorrectionShapeMismatch | CorrectionContainsSecret | CorrectionTooComplex | LimitReached>
+  }, usedBytes?: number) => Effect.Effect<FeedbackItem, NotFound | CorrectionShapeMismatch | CorrectionContainsSecret | CorrectionTooComplex | LimitReached>
+  /**
+   * The organization's stored feedback bytes; fails with the quota's
+   * problem when even a bare score would pass `SVC_MAX_FEEDBACK_BYTES_PER_ORG`.
+   */
+  readonly usage: (orgId: string) => Effect.Effect<number, LimitReached>
   /**
    * One admission of `orgId` to the correction workers (see `WorkerPool`):
    * call the answer once the request is done; `undefined` when the queue is
@@ -240,6 +245,21 @@ export class Feedback extends Context.Service<Feedback, {
       // and expired secrets are scrubbed too.
       const credentialsVersionSql = (orgId: string) => sql`(SELECT credentials_version::text FROM orgs WHERE id = ${orgId})`
       const usedBytesSql = (orgId: string) => sql`(SELECT coalesce(sum(bytes), 0) FROM org_feedback_usage WHERE org_id = ${orgId})`
+      /** The quota's problem when `bytes` more would pass it. */
+      const overQuota = (used: number | string, bytes: number) =>
+        Number(used) + bytes > config.maxFeedbackBytesPerOrg
+          ? Effect.fail(new LimitReached({
+            limit: "SVC_MAX_FEEDBACK_BYTES_PER_ORG",
+            limit_value: config.maxFeedbackBytesPerOrg,
+            detail: `The organization's feedback holds ${used} bytes; this one (${bytes} bytes) would pass the ${config.maxFeedbackBytesPerOrg} allowed (SVC_MAX_FEEDBACK_BYTES_PER_ORG).`
+          }))
+          : Effect.void
+      const usage = (orgId: string) =>
+        UsageRows.one(sql`SELECT ${usedBytesSql(orgId)} AS bytes`).pipe(
+          Effect.orDie,
+          Effect.map((row) => Number(row?.bytes ?? 0)),
+          Effect.tap((used) => overQuota(used, FEEDBACK_RECORD_BYTES))
+        )
 
       // Known credentials per organization, labelled with the fingerprint
       // read BEFORE they were loaded (a label never claims more than the
@@ -295,8 +315,8 @@ export class Feedback extends Context.Service<Feedback, {
        * scrubbing changed it, checks it again: one round trip to a worker
        * (two when the worker must be sent the schema).
        */
-      const correct = Effect.fnUntraced(function*(orgId: string, run: RunContext, correction: JsonObject, entry: CredentialEntry) {
-        const request = { op: "correct" as const, key: run.task_id, text: JSON.stringify(correction), known: knownRef(entry), root: "correction" }
+      const correct = Effect.fnUntraced(function*(orgId: string, run: RunContext, correction: JsonObject, text: string, entry: CredentialEntry) {
+        const request = { op: "correct" as const, key: run.task_id, text, known: knownRef(entry), root: "correction" }
         let reply = yield* inPool(orgId, request, PHASE_CHECK)
         if (reply._tag === "Missing") {
           reply = yield* inPool(orgId, {
@@ -334,7 +354,12 @@ export class Feedback extends Context.Service<Feedback, {
         readonly inference_log_id: string
         readonly score: number
         readonly correction?: JsonObject | undefined
-      }) {
+      }, usedBytes?: number) {
+        // Refused before anything else is done with the correction: the
+        // organization's bytes as read before the body (`FeedbackQuota`), or
+        // now, and the correction's JSON as sent. The INSERT checks again.
+        const sent = input.correction === undefined ? null : JSON.stringify(input.correction)
+        if (sent !== null) yield* overQuota(usedBytes ?? (yield* usage(orgId)), feedbackBytes(sent))
         let fresh: (RunContext & { fingerprint: string }) | undefined
         let run = runCache.get(`${orgId}:${input.inference_log_id}`)
         if (run === undefined) run = fresh = yield* lookupRun(orgId, input.inference_log_id)
@@ -370,15 +395,7 @@ export class Feedback extends Context.Service<Feedback, {
         /** Fails with the quota's problem when it is what kept the row out. */
         const checkQuota = (text: string | null) =>
           UsageRows.one(sql`SELECT ${usedBytesSql(orgId)} AS bytes`).pipe(
-            Effect.flatMap((row) =>
-              Number(row?.bytes ?? 0) + feedbackBytes(text) > config.maxFeedbackBytesPerOrg
-                ? Effect.fail(new LimitReached({
-                  limit: "SVC_MAX_FEEDBACK_BYTES_PER_ORG",
-                  limit_value: config.maxFeedbackBytesPerOrg,
-                  detail: `The organization's feedback holds ${row?.bytes ?? 0} bytes; this one (${feedbackBytes(text)} bytes) would pass the ${config.maxFeedbackBytesPerOrg} allowed (SVC_MAX_FEEDBACK_BYTES_PER_ORG).`
-                }))
-                : Effect.void
-            )
+            Effect.flatMap((row) => overQuota(row?.bytes ?? 0, feedbackBytes(text)))
           )
 
         if (input.correction === undefined) {
@@ -396,7 +413,7 @@ export class Feedback extends Context.Service<Feedback, {
             if (fresh === undefined) fresh = yield* lookupRun(orgId, input.inference_log_id)
             entry = yield* loadCredentials(orgId, fresh.fingerprint)
           }
-          const corrected = yield* correct(orgId, run, input.correction, entry)
+          const corrected = yield* correct(orgId, run, input.correction, sent!, entry)
           if (corrected._tag === "Mismatch") {
             // A member name in a path can itself be a pasted secret (e.g. under
             // `additionalProperties: false`): the problem never repeats one.
@@ -602,7 +619,7 @@ export class Feedback extends Context.Service<Feedback, {
       const stage = Effect.fn("Feedback.stage")((orgId: string, feedbackId: string) => decide(orgId, feedbackId, "staged"))
       const reject = Effect.fn("Feedback.reject")((orgId: string, feedbackId: string) => decide(orgId, feedbackId, "rejected"))
 
-      return Feedback.of({ submit, admit: pool.admit, list, stage, reject, preview, promote })
+      return Feedback.of({ submit, usage, admit: pool.admit, list, stage, reject, preview, promote })
     })
   )
 }

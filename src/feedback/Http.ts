@@ -2,6 +2,7 @@ import { Effect } from "effect"
 import { HttpEffect, HttpServerResponse } from "effect/http"
 import { HttpApiBuilder } from "effect/http-api"
 import { Api } from "../api/Api.ts"
+import { FeedbackUsage } from "../api/Admission.ts"
 import { CurrentPrincipal } from "../api/Security.ts"
 import { Feedback } from "./Feedback.ts"
 
@@ -11,7 +12,8 @@ export const FeedbackHandlers = HttpApiBuilder.group(
   Effect.fn(function*(handlers) {
     const feedback = yield* Feedback
     return handlers.handleAll({
-      submit: ({ payload }) => CurrentPrincipal.use((p) => feedback.submit(p.orgId, payload)),
+      submit: ({ payload }) =>
+        FeedbackUsage.use((usage) => CurrentPrincipal.use((p) => feedback.submit(p.orgId, payload, usage.bytes))),
       list: ({ query }) => CurrentPrincipal.use((p) => feedback.list(p.orgId, query)),
       stage: ({ params }) => CurrentPrincipal.use((p) => feedback.stage(p.orgId, params.feedback_id)),
       reject: ({ params }) => CurrentPrincipal.use((p) => feedback.reject(p.orgId, params.feedback_id)),

@@ -8,7 +8,7 @@
  */
 import { Effect, Layer, type Types } from "effect"
 import type { HttpServerRequest, HttpServerResponse } from "effect/http"
-import { ValidationAdmission } from "../api/Admission.ts"
+import { FeedbackQuota, FeedbackUsage, ValidationAdmission } from "../api/Admission.ts"
 import type { ValidationBusy } from "../api/Errors.ts"
 import { CurrentPrincipal } from "../api/Security.ts"
 import { Feedback } from "../feedback/Feedback.ts"
@@ -27,6 +27,25 @@ export const ValidationAdmissionLive = Layer.effect(
         if (release === undefined) return refused
         return Effect.ensuring(httpEffect, Effect.sync(release))
       })
+    )
+  })
+)
+
+/**
+ * The feedback quota before the body: one read of the organization's usage
+ * (an index range of at most 16 rows), handed to the handler so a correction
+ * is weighed against it before any worker sees it. The body's length does
+ * not decide more than this: what counts is the correction's JSON once
+ * parsed and scrubbed, which may be shorter or longer than the body.
+ */
+export const FeedbackQuotaLive = Layer.effect(
+  FeedbackQuota,
+  Effect.gen(function*() {
+    const feedback = yield* Feedback
+    return FeedbackQuota.of((httpEffect) =>
+      CurrentPrincipal.use((principal) =>
+        Effect.flatMap(feedback.usage(principal.orgId), (bytes) => Effect.provideService(httpEffect, FeedbackUsage, { bytes }))
+      )
     )
   })
 )

@@ -55,7 +55,7 @@ import { TelemetryDestinations } from "../telemetry/Destinations.ts"
 import { TelemetryExportLive } from "../telemetry/Export.ts"
 import { TelemetryHandlers } from "../telemetry/Http.ts"
 import { DestinationsRepo } from "../telemetry/Repository.ts"
-import { ValidationAdmissionLive } from "./Admission.ts"
+import { FeedbackQuotaLive, ValidationAdmissionLive } from "./Admission.ts"
 import { AvailabilityLive } from "./Availability.ts"
 import { ConsoleRoutes } from "./Console.ts"
 import { DocsRoute } from "./Docs.ts"
@@ -133,6 +133,7 @@ const ApiRoutes = HttpApiBuilder.layer(Api, { openapiPath: "/openapi.json" }).pi
   Layer.provide(AuthenticationLive),
   Layer.provide(RequestValidationLive),
   Layer.provide(ValidationAdmissionLive),
+  Layer.provide(FeedbackQuotaLive),
   Layer.provide(AvailabilityLive)
 )
 

@@ -310,6 +310,42 @@ layer(
         assert.strictEqual(after.promoted_count, 1)
       }))
 
+    it.effect("feedback bytes: a correction that would pass SVC_MAX_FEEDBACK_BYTES_PER_ORG is refused before it is checked against the answer schema; a full organization before its body is parsed", () =>
+      Effect.gen(function*() {
+        const org = yield* SvcTest.org()
+        // Checking `slow` against this schema takes longer than the check's
+        // deadline: had the correction reached a worker, the answer would be
+        // 422 CORRECTION_TOO_COMPLEX after a second, not 409 at once.
+        const slowSchema = { type: "object", properties: { s: { type: "string", pattern: "^(a+)+$" } } }
+        const task = yield* org.client.tasks.create({ payload: { name: "slow", answer_schema: slowSchema as never } })
+        const run = yield* org.client.tasks.logRun({ params: { task_id: task.id }, payload: { input: {}, answer: { s: "aaa" } } })
+        const slow = { s: "a".repeat(40) + "!", pad: "p".repeat(MAX_FEEDBACK_BYTES) }
+        const started = Date.now()
+        const over = yield* send(org, "POST", "/v1/feedback", { inference_log_id: run.trace_id, score: -1, correction: slow })
+        assert.strictEqual(over.status, 409)
+        assert.strictEqual(over.json.code, "LIMIT_REACHED")
+        assert.strictEqual(over.json.limit, "SVC_MAX_FEEDBACK_BYTES_PER_ORG")
+        assert.strictEqual(over.json.limit_value, MAX_FEEDBACK_BYTES)
+        assert.isBelow(Date.now() - started, 900)
+        // A correction that fits is checked (and here times out): the refusal above was the quota's.
+        const fits = yield* send(org, "POST", "/v1/feedback", { inference_log_id: run.trace_id, score: -1, correction: { s: slow.s } })
+        assert.strictEqual(fits.status, 422)
+        // Bare scores fill the quota; then even a body that is not JSON is
+        // refused by the quota: it is decided before the body is parsed.
+        for (let i = 0; i < Math.floor(MAX_FEEDBACK_BYTES / FEEDBACK_RECORD_BYTES); i++) {
+          yield* org.client.feedback.submit({ payload: { inference_log_id: run.trace_id, score: 1 } })
+        }
+        const full = yield* SvcTest.pipe(Effect.flatMap((svc) =>
+          raw(`${svc.baseUrl}/v1/feedback`, {
+            method: "POST",
+            headers: { authorization: `Bearer ${org.key}`, "content-type": "application/json" },
+            body: "{ this is not JSON"
+          })
+        ))
+        assert.strictEqual(full.status, 409)
+        assert.strictEqual(full.json.limit, "SVC_MAX_FEEDBACK_BYTES_PER_ORG")
+      }))
+
     it.effect("feedback bytes: a submission past SVC_MAX_FEEDBACK_BYTES_PER_ORG is 409 LIMIT_REACHED naming it, nothing stored; other organizations are unaffected", () =>
       Effect.gen(function*() {
         const svc = yield* SvcTest
