@@ -22,6 +22,43 @@ import { newId } from "../platform/Ids.ts"
 const ISO = `'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"'`
 
 /**
+ * The outbox row of an operational event about the endpoint `changed`
+ * (a CTE that answers `id, org_id, url_hint` and the instant the change
+ * stamped, `stamp`): the `INSERT ... SELECT` both events share. `type` and
+ * `stamp` come from the closed unions below, never from a caller's text.
+ */
+const insertEvent = (
+  sql: PgClient.PgClient,
+  eventId: string,
+  event: {
+    readonly type: "endpoint.disabled" | "endpoint.failing"
+    readonly stamp: "deactivated_at" | "failing_since"
+    readonly active: boolean
+    readonly reason: string
+  }
+) => {
+  const type = sql.literal(`'${event.type}'`)
+  const label = sql.literal(`'${event.type} '`)
+  const stampKey = sql.literal(`'${event.stamp}'`)
+  const stamp = sql.literal(event.stamp)
+  return sql`
+    INSERT INTO events (id, org_id, type, occurred_at, body, label, about_endpoint)
+    SELECT ${eventId}, c.org_id, ${type}, now(),
+           json_build_object(
+             'id', ${eventId}::uuid, 'type', ${type}, 'org_id', c.org_id,
+             'occurred_at', to_char(now() AT TIME ZONE 'UTC', ${sql.literal(ISO)}),
+             'endpoint', json_build_object(
+               'id', c.id, 'url_hint', c.url_hint, 'reason', ${event.reason}::text, 'active', ${sql.literal(String(event.active))},
+               ${stampKey}, to_char(c.${stamp} AT TIME ZONE 'UTC', ${sql.literal(ISO)})
+             )
+           )::text,
+           ${label} || c.id, c.id
+    FROM changed c
+    RETURNING id
+  `
+}
+
+/**
  * Marks the endpoint inactive with `reason` and writes `endpoint.disabled`,
  * when it was active (a second 410 changes nothing). Answers whether it did.
  */
@@ -44,19 +81,7 @@ export const disableEndpoint = (
       WHERE id = ${endpointId} AND org_id = ${orgId} AND active ${failingLongEnough}
       RETURNING id, org_id, url_hint, deactivated_at
     )
-    INSERT INTO events (id, org_id, type, occurred_at, body, label, about_endpoint)
-    SELECT ${eventId}, c.org_id, 'endpoint.disabled', now(),
-           json_build_object(
-             'id', ${eventId}::uuid, 'type', 'endpoint.disabled', 'org_id', c.org_id,
-             'occurred_at', to_char(now() AT TIME ZONE 'UTC', ${sql.literal(ISO)}),
-             'endpoint', json_build_object(
-               'id', c.id, 'url_hint', c.url_hint, 'reason', ${reason}::text, 'active', false,
-               'deactivated_at', to_char(c.deactivated_at AT TIME ZONE 'UTC', ${sql.literal(ISO)})
-             )
-           )::text,
-           'endpoint.disabled ' || c.id, c.id
-    FROM changed c
-    RETURNING id
+    ${insertEvent(sql, eventId, { type: "endpoint.disabled", stamp: "deactivated_at", active: false, reason })}
   `.pipe(Effect.map((rows) => rows.length > 0), Effect.orDie)
 }
 
@@ -72,19 +97,7 @@ export const startFailing = (sql: PgClient.PgClient, orgId: string, endpointId: 
       WHERE id = ${endpointId} AND org_id = ${orgId} AND active AND failing_since IS NULL
       RETURNING id, org_id, url_hint, failing_since
     )
-    INSERT INTO events (id, org_id, type, occurred_at, body, label, about_endpoint)
-    SELECT ${eventId}, c.org_id, 'endpoint.failing', now(),
-           json_build_object(
-             'id', ${eventId}::uuid, 'type', 'endpoint.failing', 'org_id', c.org_id,
-             'occurred_at', to_char(now() AT TIME ZONE 'UTC', ${sql.literal(ISO)}),
-             'endpoint', json_build_object(
-               'id', c.id, 'url_hint', c.url_hint, 'reason', ${reason}::text, 'active', true,
-               'failing_since', to_char(c.failing_since AT TIME ZONE 'UTC', ${sql.literal(ISO)})
-             )
-           )::text,
-           'endpoint.failing ' || c.id, c.id
-    FROM changed c
-    RETURNING id
+    ${insertEvent(sql, eventId, { type: "endpoint.failing", stamp: "failing_since", active: true, reason })}
   `.pipe(Effect.map((rows) => rows.length > 0), Effect.orDie)
 }
 
