@@ -6,6 +6,7 @@
  * final state.
  */
 import type { AddressInfo } from "node:net"
+import type { Page } from "playwright-core"
 import { SMTPServer } from "smtp-server"
 import { afterAll, assert, beforeAll, it } from "vitest"
 import { checkAccessibility, describeBrowser, screenshot, startWorld, until, type World } from "./support.ts"
@@ -64,6 +65,24 @@ const pendingWithLink = async (tool: string) => {
   return { approvalId, link: link! }
 }
 
+/**
+ * The space between each second-level heading's section and what comes
+ * before it, in rem (to a tenth).
+ */
+const sectionGaps = (page: Page) =>
+  page.evaluate(() => {
+    const rem = parseFloat(getComputedStyle(document.documentElement).fontSize)
+    const gaps: Record<string, number> = {}
+    for (const heading of document.querySelectorAll("main h2")) {
+      // A heading that opens a <section> is measured from the section's edge.
+      const start = heading.parentElement?.tagName === "SECTION" && heading.previousElementSibling === null ? heading.parentElement : heading
+      const before = start.previousElementSibling
+      if (before === null) continue
+      gaps[heading.textContent ?? ""] = Math.round((heading.getBoundingClientRect().top - before.getBoundingClientRect().bottom) / rem * 10) / 10
+    }
+    return gaps
+  })
+
 describeBrowser("Deciding from the reviewer mail", () => {
   it("the mail's link opens the approval without a sign-in; pressing Approve records email:<address>; the link then shows the final state", async () => {
     const { approvalId, link } = await pendingWithLink("payments.refund-order")
@@ -86,6 +105,8 @@ describeBrowser("Deciding from the reviewer mail", () => {
     assert.strictEqual((await world.api("GET", `/v1/agent-approvals/${approvalId}`)).body.status, "pending")
     assert.deepStrictEqual(await context.cookies(), [])
     await checkAccessibility(page, "the approval page of a mail link")
+    // Every section of the page stands as far below the one before it, "Your decision" included.
+    assert.deepStrictEqual(await sectionGaps(page), { Arguments: 1.5, "Earlier steps in this session (1)": 1.5, "Your decision": 1.5 })
     await page.getByRole("textbox", { name: /Reason \(optional\)/ }).fill("Customer called; refund agreed.")
     await screenshot(page, "mail-decision-open")
 
@@ -105,6 +126,7 @@ describeBrowser("Deciding from the reviewer mail", () => {
     await page.getByText("alex@example.com (mail link)").waitFor()
     await page.getByText("Customer called; refund agreed.").waitFor()
     assert.strictEqual(await page.getByRole("button", { name: "Reject" }).count(), 0)
+    assert.deepStrictEqual(await sectionGaps(page), { Arguments: 1.5, "Earlier steps in this session (1)": 1.5, "Final state": 1.5 })
     // Still nobody signed in: the console itself asks for a sign-in link.
     await page.goto(`${world.baseUrl}/console/approvals`)
     await page.getByText("You are not signed in, or your session has ended.").waitFor()
