@@ -53,7 +53,16 @@ const program = Effect.gen(function*() {
     process.exitCode = answer.code
     return
   }
-  yield* Command.runWith(commands.pipe(Command.provide(ServicesLive)), { version: VERSION })(argv)
+  yield* Command.runWith(commands.pipe(Command.provide(ServicesLive)), { version: VERSION })(argv).pipe(
+    // The database it could not open (another process holds the data
+    // directory past the wait, or the server is unreachable): one line on
+    // stderr, so stdout holds only answers, and exit status 1.
+    Effect.catchTag("DatabaseUnavailable", (error) =>
+      Effect.sync(() => {
+        process.stderr.write(`svc: ${error.message}\n`)
+        process.exitCode = 1
+      }))
+  )
 })
 
 program.pipe(

@@ -15,7 +15,7 @@ import * as path from "node:path"
 import { KEY_CACHE_TTL } from "../../../src/identity/Identity.ts"
 import { Database } from "../../../src/platform/Database.ts"
 import { adminSocketPath } from "../../../src/server/AdminChannel.ts"
-import { isHeld } from "../../../src/platform/DataDir.ts"
+import { holdDataDir, isHeld } from "../../../src/platform/DataDir.ts"
 import { cli, startServer } from "../../support/process.ts"
 
 const sha256 = (value: string) => createHash("sha256").update(value).digest("hex")
@@ -161,6 +161,75 @@ describe("the CLI and the server on the embedded database", () => {
       first.child.kill("SIGTERM")
       await first.exited
     }
+  }, 300_000)
+
+  it("two CLIs at once while the server runs: both go through its admin channel, both succeed, both results are kept", async () => {
+    const server = await startServer(env, 150_000)
+    try {
+      const [a, b] = await Promise.all([
+        cli(["orgs", "create", "--name", "twin-a", "--json"], env),
+        cli(["orgs", "create", "--name", "twin-b", "--json"], env)
+      ])
+      assert.strictEqual(a.code, 0, a.stderr)
+      assert.strictEqual(b.code, 0, b.stderr)
+      const orgA = json(a.stdout)
+      const orgB = json(b.stdout)
+      assert.notStrictEqual(orgA.id, orgB.id)
+      const [key, link] = await Promise.all([
+        cli(["keys", "create", "--org", orgA.id, "--scopes", "tasks.read", "--json"], env),
+        cli(["console", "login", "--org", orgB.id, "--preset", "reviewer", "--name", "Ada", "--json"], env)
+      ])
+      assert.strictEqual(key.code, 0, key.stderr)
+      assert.strictEqual(link.code, 0, link.stderr)
+      assert.include(json(link.stdout).url, "/console/sign-in#")
+      // The server held the data folder throughout, and serves what they made.
+      assert.isTrue(isHeld(dataDir))
+      const tasks = await fetch(`${server.baseUrl}/v1/tasks`, { headers: { authorization: `Bearer ${json(key.stdout).key}` } })
+      assert.strictEqual(tasks.status, 200)
+      const names = json((await cli(["orgs", "list", "--json"], env)).stdout).orgs.map((org: { name: string }) => org.name)
+      assert.includeMembers(names, ["twin-a", "twin-b"])
+    } finally {
+      server.child.kill("SIGTERM")
+      await server.exited
+    }
+  }, 300_000)
+
+  it("two CLIs at once with no server: the second waits for the first's hold on the data folder (or, losing the race to take it, is refused naming the holder); neither hangs, nothing made is lost", async () => {
+    assert.isFalse(isHeld(dataDir))
+    const results = await Promise.all([
+      cli(["orgs", "create", "--name", "solo-a", "--json"], env),
+      cli(["orgs", "create", "--name", "solo-b", "--json"], env)
+    ])
+    const made: Array<string> = []
+    for (const result of results) {
+      if (result.code === 0) made.push(json(result.stdout).name)
+      else {
+        assert.strictEqual(result.stdout, "")
+        assert.match(result.stderr, /^svc: the embedded database in \S+ is held by process \d+; [^\n]*\n$/)
+      }
+    }
+    assert.isAtLeast(made.length, 1)
+    assert.isFalse(isHeld(dataDir))
+    const names = json((await cli(["orgs", "list", "--json"], env)).stdout).orgs.map((org: { name: string }) => org.name)
+    assert.includeMembers(names, made)
+  }, 300_000)
+
+  it("a CLI waits for another process's hold on the data folder, and is refused naming that process once the wait is over: it never hangs", async () => {
+    const started = Date.now()
+    const refused = await Effect.runPromise(Effect.scoped(Effect.gen(function*() {
+      yield* holdDataDir(dataDir)
+      return yield* Effect.promise(() => cli(["orgs", "create", "--name", "never", "--json"], env))
+    })))
+    const waited = Date.now() - started
+    assert.notStrictEqual(refused.code, 0)
+    // One line on stderr saying who holds it; nothing on stdout.
+    assert.strictEqual(refused.stdout, "")
+    assert.match(refused.stderr, new RegExp(`^svc: the embedded database in \\S+ is held by process ${process.pid}; [^\\n]*\\n$`))
+    assert.isAtLeast(waited, 25_000)
+    assert.isBelow(waited, 150_000)
+    assert.isFalse(isHeld(dataDir))
+    const names = json((await cli(["orgs", "list", "--json"], env)).stdout).orgs.map((org: { name: string }) => org.name)
+    assert.notInclude(names, "never")
   }, 300_000)
 })
 
