@@ -108,11 +108,13 @@ const TaskIdParams = { task_id: Uuid }
 
 export class FeedbackApi extends HttpApiGroup.make("feedback")
   .add(
+    // The middleware added last runs first: the quota is read before a
+    // place in the validation queue is taken, so the read never holds one.
     HttpApiEndpoint.post("submit", "/v1/feedback", {
       payload: SubmitFeedback,
       success: FeedbackItem.pipe(HttpApiSchema.status(201)),
       error: [NotFound, CorrectionShapeMismatch, CorrectionContainsSecret, CorrectionTooComplex, ValidationBusy, LimitReached]
-    }).middleware(FeedbackQuota).middleware(ValidationAdmission).pipe(
+    }).middleware(ValidationAdmission).middleware(FeedbackQuota).pipe(
       requireScope(
         "feedback.write",
         "Records feedback on a logged run. A correction is checked against the task's answer schema and scrubbed of protected values (`redaction_warning` says which fields changed); it starts `pending`, feedback without one is `recorded`."
