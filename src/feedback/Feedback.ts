@@ -9,7 +9,7 @@
  * digest can never come back to an earlier value meaning something else.
  */
 import { PgClient } from "@effect/sql-pg"
-import { Context, Effect, Layer, Option, Schema } from "effect"
+import { Clock, Context, Effect, Layer, Option, Schema } from "effect"
 import {
   CorrectionContainsSecret,
   CorrectionShapeMismatch,
@@ -33,6 +33,7 @@ import { SvcConfig } from "../platform/Config.ts"
 import { makeWorkerPool, runInPool } from "../platform/WorkerPool.ts"
 import { type CorrectionReply, type CorrectionRequest, type KnownRef, PHASE_CHECK, PHASE_SCRUB } from "./CorrectionWork.ts"
 import { type Json, type KnownCredentials, REDACTION_MARKER } from "./Scrubber.ts"
+import { UsageHints } from "./UsageHint.ts"
 
 type JsonObject = { readonly [key: string]: Json }
 
@@ -103,6 +104,8 @@ const issues = (violations: ReadonlyArray<SchemaViolation>) =>
 
 /** What one feedback record counts against `SVC_MAX_FEEDBACK_BYTES_PER_ORG`: the record, and its correction's JSON. */
 export const FEEDBACK_RECORD_BYTES = 256
+/** How long this process weighs the feedback quota on the usage it last read (`UsageHint.ts`). */
+const USAGE_HINT_MS = 2_000
 const feedbackBytes = (text: string | null) => FEEDBACK_RECORD_BYTES + (text === null ? 0 : Buffer.byteLength(text, "utf8"))
 /** The usage row a submission adds to (migration 0631): spread so one organization's writers seldom wait on one row. */
 const usageShard = () => Math.floor(Math.random() * 16)
@@ -254,12 +257,32 @@ export class Feedback extends Context.Service<Feedback, {
             detail: `The organization's feedback holds ${used} bytes; this one (${bytes} bytes) would pass the ${config.maxFeedbackBytesPerOrg} allowed (SVC_MAX_FEEDBACK_BYTES_PER_ORG).`
           }))
           : Effect.void
-      const usage = (orgId: string) =>
-        UsageRows.one(sql`SELECT ${usedBytesSql(orgId)} AS bytes`).pipe(
-          Effect.orDie,
-          Effect.map((row) => Number(row?.bytes ?? 0)),
-          Effect.tap((used) => overQuota(used, FEEDBACK_RECORD_BYTES))
+      const hints = new UsageHints(USAGE_HINT_MS)
+      /** The organization's usage as read now (and remembered as a hint). */
+      const readUsage = (orgId: string) =>
+        Effect.flatMap(
+          UsageRows.one(sql`SELECT ${usedBytesSql(orgId)} AS bytes`).pipe(Effect.orDie),
+          (row) =>
+            Effect.map(Clock.currentTimeMillis, (now) => {
+              const bytes = Number(row?.bytes ?? 0)
+              hints.read(orgId, bytes, now)
+              return bytes
+            })
         )
+      /**
+       * Refused only on a fresh read: a hint that says `bytes` more would
+       * pass the quota is read again first.
+       */
+      const weigh = (orgId: string, used: number, bytes: number) =>
+        used + bytes <= config.maxFeedbackBytesPerOrg
+          ? Effect.void
+          : Effect.flatMap(readUsage(orgId), (fresh) => overQuota(fresh, bytes))
+      const usage = (orgId: string) =>
+        Effect.flatMap(Clock.currentTimeMillis, (now) => {
+          const hinted = hints.get(orgId, now)
+          const used = hinted === undefined ? readUsage(orgId) : Effect.succeed(hinted)
+          return Effect.tap(used, (bytes) => weigh(orgId, bytes, FEEDBACK_RECORD_BYTES))
+        })
 
       // Known credentials per organization, labelled with the fingerprint
       // read BEFORE they were loaded (a label never claims more than the
@@ -359,7 +382,7 @@ export class Feedback extends Context.Service<Feedback, {
         // organization's bytes as read before the body (`FeedbackQuota`), or
         // now, and the correction's JSON as sent. The INSERT checks again.
         const sent = input.correction === undefined ? null : JSON.stringify(input.correction)
-        if (sent !== null) yield* overQuota(usedBytes ?? (yield* usage(orgId)), feedbackBytes(sent))
+        if (sent !== null) yield* weigh(orgId, usedBytes ?? (yield* usage(orgId)), feedbackBytes(sent))
         let fresh: (RunContext & { fingerprint: string }) | undefined
         let run = runCache.get(`${orgId}:${input.inference_log_id}`)
         if (run === undefined) run = fresh = yield* lookupRun(orgId, input.inference_log_id)
@@ -400,6 +423,7 @@ export class Feedback extends Context.Service<Feedback, {
 
         if (input.correction === undefined) {
           const row = yield* insert(null, null, [], null)
+          if (row !== undefined) hints.stored(orgId, feedbackBytes(null))
           if (row === undefined) yield* checkQuota(null)
           if (row === undefined) return yield* new NotFound({ detail: "No logged run of this organization has this inference_log_id." })
           return toItem(row)
@@ -426,7 +450,10 @@ export class Feedback extends Context.Service<Feedback, {
             return yield* new CorrectionShapeMismatch({ field: all[0]!.field, errors: all, detail: `${all[0]!.field} ${all[0]!.message}` })
           }
           const row = yield* insert(corrected.value, corrected.text, corrected.fields, entry.fingerprint)
-          if (row !== undefined) return toItem(row)
+          if (row !== undefined) {
+            hints.stored(orgId, feedbackBytes(corrected.text))
+            return toItem(row)
+          }
           yield* checkQuota(corrected.text)
           if (attempt >= 5) return yield* Effect.die(new Error("organization credentials kept changing during feedback submission"))
           // The fingerprint moved (or the run is gone: lookupRun says 404).

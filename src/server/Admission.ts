@@ -32,9 +32,10 @@ export const ValidationAdmissionLive = Layer.effect(
 )
 
 /**
- * The feedback quota before the body: one read of the organization's usage
- * (an index range of at most 16 rows), handed to the handler so a correction
- * is weighed against it before any worker sees it. The body's length does
+ * The feedback quota before the body: the organization's usage (read at
+ * most once per organization every two seconds, `UsageHint.ts`), handed to
+ * the handler so a correction is weighed against it before any worker sees
+ * it. The body's length does
  * not decide more than this: what counts is the correction's JSON once
  * parsed and scrubbed, which may be shorter or longer than the body.
  */
