@@ -8,7 +8,7 @@
  * directory itself while the command runs.
  */
 import { NodeRuntime, NodeServices } from "@effect/platform-node"
-import { Effect, Layer, Logger } from "effect"
+import { Clock, Effect, Layer, Logger } from "effect"
 import { Command } from "effect/cli"
 import { ConsoleSessions } from "../console/ConsoleSessions.ts"
 import { Identity } from "../identity/Identity.ts"
@@ -29,11 +29,11 @@ const runningServer = Effect.gen(function*() {
   const config = yield* SvcConfig
   if (config.databaseUrl._tag === "Some" || local) return undefined
   const socket = adminSocketPath(config.dataDir)
-  const deadline = Date.now() + ATTACH_WAIT_MS
+  const deadline = (yield* Clock.currentTimeMillis) + ATTACH_WAIT_MS
   for (;;) {
     if (yield* Effect.promise(() => answers(socket))) return socket
     // Held by another CLI, or by a server still starting: wait for either.
-    if (!isHeld(config.dataDir) || Date.now() >= deadline) return undefined
+    if (!isHeld(config.dataDir) || (yield* Clock.currentTimeMillis) >= deadline) return undefined
     yield* Effect.sleep("100 millis")
   }
 })

@@ -36,7 +36,6 @@ export const KNOWN_KEPT_PER_WORKER = 1000
 export type CorrectionRequest =
   | {
     readonly id: number
-    readonly startedAt: number
     readonly op: "correct"
     /** The task id: its validator is kept under it. */
     readonly key: string
@@ -47,8 +46,8 @@ export type CorrectionRequest =
     readonly known: KnownRef
     readonly root: string
   }
-  | { readonly id: number; readonly startedAt: number; readonly op: "scrub"; readonly document: Json; readonly known: KnownRef; readonly root: string }
-  | { readonly id: number; readonly startedAt: number; readonly op: "stats" }
+  | { readonly id: number; readonly op: "scrub"; readonly document: Json; readonly known: KnownRef; readonly root: string }
+  | { readonly id: number; readonly op: "stats" }
 
 export type CorrectionReply =
   /** The worker needs the task's schema, the organization's known credentials, or both, sent with the request again. */

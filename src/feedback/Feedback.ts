@@ -182,12 +182,14 @@ export class Feedback extends Context.Service<Feedback, {
         { limit: "SVC_SCRUB_TIMEOUT", value: config.scrubTimeoutMs, what: "removing protected values from the correction" },
         { limit: "SVC_ANSWER_VALIDATION_TIMEOUT", value: config.answerValidationTimeoutMs, what: "checking the scrubbed correction against the answer schema" }
       ]
+      const clock = yield* Clock.Clock
       const pool = yield* Effect.acquireRelease(
         Effect.sync(() =>
-          makeWorkerPool<DistributiveOmit<CorrectionRequest, "id" | "startedAt">, CorrectionReply>(
+          makeWorkerPool<DistributiveOmit<CorrectionRequest, "id">, CorrectionReply>(
             new URL("./correction-worker.ts", import.meta.url),
             { cacheEntries: config.answerValidationCacheEntries },
             {
+              clock,
               workers: config.answerValidationWorkers,
               timeoutMs: config.answerValidationTimeoutMs,
               phaseTimeoutsMs: phaseLimits.map((phase) => phase.value),
@@ -199,7 +201,7 @@ export class Feedback extends Context.Service<Feedback, {
         (pool) => Effect.sync(pool.close)
       )
       /** A request to the workers; over a deadline or the heap, the 422 naming the limit. */
-      const inPool = (orgId: string, request: DistributiveOmit<CorrectionRequest, "id" | "startedAt">, phase: number) =>
+      const inPool = (orgId: string, request: DistributiveOmit<CorrectionRequest, "id">, phase: number) =>
         runInPool(pool, orgId, request, phase).pipe(
           Effect.flatMap((outcome): Effect.Effect<CorrectionReply, CorrectionTooComplex> => {
             if (outcome._tag === "Reply") {

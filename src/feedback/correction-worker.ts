@@ -45,14 +45,15 @@ const knownOf = (ref: KnownRef): KnownCredentials | undefined => {
 
 const failed = (id: number, message: string): CorrectionReply => ({ id, _tag: "Failed", message })
 
-const handle = async (request: CorrectionRequest): Promise<CorrectionReply> => {
+/** `receivedAt`: `performance.now()` when the request arrived, the start of its phases' offsets. */
+const handle = async (request: CorrectionRequest, receivedAt: number): Promise<CorrectionReply> => {
   switch (request.op) {
     case "stats":
       return { id: request.id, _tag: "Stats", cached: compiler.stats().cached }
     case "scrub": {
       const known = knownOf(request.known)
       if (known === undefined) return { id: request.id, _tag: "Missing", schema: false, known: true }
-      enterPhase(cell, request.startedAt, PHASE_SCRUB)
+      enterPhase(cell, receivedAt, PHASE_SCRUB)
       return { id: request.id, _tag: "Scrubbed", ...(await scrub(request.document, known, request.root)) }
     }
     case "correct": {
@@ -64,11 +65,11 @@ const handle = async (request: CorrectionRequest): Promise<CorrectionReply> => {
       // A stored schema was checked on the way in; failing now is a bug.
       if (checked._tag === "Unusable") return failed(request.id, `stored answer schema is unusable: ${checked.message}`)
       if (checked.violations.length > 0) return { id: request.id, _tag: "Mismatch", violations: checked.violations }
-      enterPhase(cell, request.startedAt, PHASE_SCRUB)
+      enterPhase(cell, receivedAt, PHASE_SCRUB)
       const result = await scrub(document, known, request.root)
       let after: ReadonlyArray<SchemaViolation> = []
       if (result.fields.length > 0 && result.collisions.length === 0) {
-        enterPhase(cell, request.startedAt, PHASE_RECHECK)
+        enterPhase(cell, receivedAt, PHASE_RECHECK)
         const again = compiler.validate(request.key, undefined, result.value)
         if (again._tag === "Unusable") return failed(request.id, `stored answer schema is unusable: ${again.message}`)
         after = again.violations
@@ -87,7 +88,7 @@ const handle = async (request: CorrectionRequest): Promise<CorrectionReply> => {
 }
 
 port.on("message", (request: CorrectionRequest) => {
-  handle(request).then(
+  handle(request, performance.now()).then(
     (reply) => port.postMessage(reply),
     (error: unknown) => port.postMessage(failed(request.id, error instanceof Error ? error.name : "correction check failed"))
   )

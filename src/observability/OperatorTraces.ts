@@ -28,7 +28,7 @@
  * attributes (`db.*`, the SQL text with its placeholders, never its
  * parameters) and the client's address and user agent.
  */
-import { Duration, Effect, Latch, Layer, Schedule, type Tracer } from "effect"
+import { Clock, Duration, Effect, Latch, Layer, Schedule, type Tracer } from "effect"
 import { randomUUID } from "node:crypto"
 import * as tls from "node:tls"
 import { gzipSync } from "node:zlib"
@@ -110,11 +110,13 @@ type Sent = { readonly _tag: "ok" } | { readonly _tag: "retry"; readonly error: 
   readonly error: string
 }
 
-const retryAfterMs = (value: string | Array<string> | undefined): number => parseRetryAfter(value, Date.now()) ?? 0
+const retryAfterMs = (value: string | Array<string> | undefined, now: number): number => parseRetryAfter(value, now) ?? 0
 
 /** The pipeline: the sink the tracer offers spans to, and the fiber that exports them. */
 export const makeOperatorPipeline = (settings: OperatorTraceSettings, metrics: MetricsShape) =>
   Effect.gen(function*() {
+    // Read synchronously where the code is (an answer's `Retry-After`, the warning's rate).
+    const clock = yield* Clock.Clock
     const queue: Array<Tracer.Span> = []
     const batchReady = Latch.makeUnsafe(false)
     metrics.pendingSpans("operator", () => queue.length)
@@ -173,7 +175,7 @@ export const makeOperatorPipeline = (settings: OperatorTraceSettings, metrics: M
           const status = response.statusCode
           if (status >= 200 && status < 300) return { _tag: "ok" }
           if (RETRYABLE.has(status)) {
-            return { _tag: "retry", error: `collector answered ${status}`, afterMs: retryAfterMs(response.headers["retry-after"]) }
+            return { _tag: "retry", error: `collector answered ${status}`, afterMs: retryAfterMs(response.headers["retry-after"], clock.currentTimeMillisUnsafe()) }
           }
           return { _tag: "failed", error: `collector answered ${status}` }
         },
@@ -190,11 +192,12 @@ export const makeOperatorPipeline = (settings: OperatorTraceSettings, metrics: M
         )
       )
 
-    let lastWarning = 0
+    let lastWarning = Number.NEGATIVE_INFINITY
     const warn = (error: string) =>
       Effect.suspend(() => {
-        if (Date.now() - lastWarning < WARN_EVERY_MS) return Effect.void
-        lastWarning = Date.now()
+        const now = clock.currentTimeMillisUnsafe()
+        if (now - lastWarning < WARN_EVERY_MS) return Effect.void
+        lastWarning = now
         return Effect.logWarning("operator trace export failed; spans dropped").pipe(Effect.annotateLogs({ error }))
       })
 
@@ -203,7 +206,7 @@ export const makeOperatorPipeline = (settings: OperatorTraceSettings, metrics: M
       Effect.gen(function*() {
         const json = `${parts.head}${spans.map((span) => encodeSpan(span, isOperatorAttribute)).join(",")}${parts.tail}`
         const body = settings.gzip ? new Uint8Array(gzipSync(json)) : json
-        const deadline = Date.now() + settings.exportTimeoutMs
+        const deadline = (yield* Clock.currentTimeMillis) + settings.exportTimeoutMs
         for (let attempt = 1;; attempt++) {
           const sent = yield* send(body)
           if (sent._tag === "ok") {
@@ -211,7 +214,7 @@ export const makeOperatorPipeline = (settings: OperatorTraceSettings, metrics: M
             return
           }
           const waitMs = sent._tag === "retry" ? Math.max(sent.afterMs, 1000 * 2 ** (attempt - 1)) : 0
-          if (sent._tag === "failed" || Date.now() + waitMs + settings.timeoutMs > deadline) {
+          if (sent._tag === "failed" || (yield* Clock.currentTimeMillis) + waitMs + settings.timeoutMs > deadline) {
             metrics.spansDropped("operator", "export_failed", spans.length)
             yield* warn(sent.error)
             return

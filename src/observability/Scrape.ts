@@ -27,7 +27,7 @@
  * is logged; the scrape still answers.
  */
 import { PgClient } from "@effect/sql-pg"
-import { Context, Effect, Layer, Semaphore } from "effect"
+import { Clock, Context, Effect, Layer, Semaphore } from "effect"
 import { DatabaseInfo } from "../platform/Database.ts"
 import { DELIVERY_KINDS, Metrics } from "./Metrics.ts"
 
@@ -115,11 +115,12 @@ export class MetricsScrape extends Context.Service<MetricsScrape, {
       // then finds the values fresh.
       const permit = yield* Semaphore.make(1)
       let readAt = Number.NEGATIVE_INFINITY
-      const refresh = permit.withPermit(Effect.suspend(() => {
-        if (Date.now() - readAt < DATABASE_READ_EVERY_MS) return Effect.void
-        return Effect.andThen(read, Effect.sync(() => {
-          readAt = Date.now()
-        }))
+      const refresh = permit.withPermit(Effect.flatMap(Clock.currentTimeMillis, (now) => {
+        if (now - readAt < DATABASE_READ_EVERY_MS) return Effect.void
+        return Effect.andThen(read, Effect.flatMap(Clock.currentTimeMillis, (readNow) =>
+          Effect.sync(() => {
+            readAt = readNow
+          })))
       }))
 
       const scrape = Effect.gen(function*() {

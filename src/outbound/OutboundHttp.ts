@@ -19,7 +19,7 @@
  * Address classes: `AddressPolicy.ts`. URL rules and names: `TargetUrl.ts`.
  * Name resolution (replaceable in tests): `Resolver.ts`.
  */
-import { Context, Data, Duration, Effect, Layer } from "effect"
+import { Clock, Context, Data, Duration, Effect, Layer } from "effect"
 import { readFileSync } from "node:fs"
 import * as tls from "node:tls"
 import { buildConnector, Pool } from "undici"
@@ -390,7 +390,8 @@ export class OutboundHttp extends Context.Service<OutboundHttp, {
         servers: config.dnsServers,
         timeoutMs: config.dnsTimeoutMs,
         tries: config.dnsTries,
-        lookupsPerOrg: config.dnsLookupsPerOrg
+        lookupsPerOrg: config.dnsLookupsPerOrg,
+        clock: yield* Clock.Clock
       })
       const { cidrs: allowed, invalid } = parseCidrs(config.allowedTargetCidrs)
       if (invalid.length > 0) {

@@ -29,7 +29,7 @@
  * `localhost` and `*.localhost` are loopback (RFC 6761). Names are looked up
  * as given (absolute): `search` domains of /etc/resolv.conf are not applied.
  */
-import { Context, Data, Effect } from "effect"
+import { Clock, Context, Data, Effect } from "effect"
 import { Resolver as DnsResolver } from "node:dns/promises"
 import { readFileSync, statSync } from "node:fs"
 import { isIP } from "node:net"
@@ -60,6 +60,8 @@ export interface NetworkResolverOptions {
   readonly lookupsPerOrg: number
   /** The hosts file (default `/etc/hosts`). */
   readonly hostsFile?: string
+  /** The clock that spaces the hosts file's checks (default: Effect's). */
+  readonly clock?: Clock.Clock
 }
 
 // ---------------------------------------------------------------------------
@@ -85,12 +87,12 @@ export const parseHosts = (text: string): ReadonlyMap<string, ReadonlyArray<stri
 const HOSTS_RECHECK_MS = 5_000
 
 /** The hosts file, re-read when its modification time changes (checked at most every few seconds). */
-const hostsTable = (path: string) => {
+const hostsTable = (path: string, clock: Clock.Clock) => {
   let table: ReadonlyMap<string, ReadonlyArray<string>> = new Map()
   let mtimeMs = -1
   let checkedAt = -Infinity
   return (): ReadonlyMap<string, ReadonlyArray<string>> => {
-    const now = Date.now()
+    const now = clock.currentTimeMillisUnsafe()
     if (now - checkedAt < HOSTS_RECHECK_MS) return table
     checkedAt = now
     try {
@@ -123,7 +125,7 @@ const codeOf = (cause: unknown): string =>
 const SLOT_WAIT_MS = 250
 
 export const networkResolver = (options: NetworkResolverOptions): ResolverShape => {
-  const hosts = hostsTable(options.hostsFile ?? "/etc/hosts")
+  const hosts = hostsTable(options.hostsFile ?? "/etc/hosts", options.clock ?? Clock.Clock.defaultValue())
   /** Lookups in flight per organization, and who waits for a slot. */
   const inFlight = new Map<string, { count: number; readonly waiters: Array<() => void> }>()
   /** Lookups in flight by organization and name: concurrent asks for one name share one lookup. */

@@ -18,7 +18,7 @@
  * The lock file itself stays: removing it could let two processes lock two
  * different files of the same name.
  */
-import { Data, Effect, type Scope } from "effect"
+import { Clock, Data, Effect, type Scope } from "effect"
 import * as fs from "node:fs"
 import * as path from "node:path"
 import { DatabaseSync } from "node:sqlite"
@@ -115,7 +115,7 @@ export const holdDataDir = (
 ): Effect.Effect<void, DataDirHeld | DataDirError, Scope.Scope> =>
   Effect.acquireRelease(
     Effect.gen(function*() {
-      const deadline = Date.now() + (options.waitMs ?? 0)
+      const deadline = (yield* Clock.currentTimeMillis) + (options.waitMs ?? 0)
       for (;;) {
         const db = yield* Effect.try({
           try: () => tryLock(dir),
@@ -132,7 +132,7 @@ export const holdDataDir = (
           })
           return db
         }
-        if (Date.now() >= deadline) {
+        if ((yield* Clock.currentTimeMillis) >= deadline) {
           const pid = readHolderPid(dir)
           return yield* new DataDirHeld({
             dir,

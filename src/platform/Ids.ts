@@ -28,6 +28,10 @@ export const newId = (): string => {
   }
   const random = pool.subarray(at, at + ID_BYTES)
   at += ID_BYTES
+  // The one synchronous time source of the service: ids are made by
+  // synchronous code, much of it outside any Effect (row builders, the
+  // tracer), on every write path. The instant only orders ids; nothing
+  // compares it with the database's `now()` or a `Clock`.
   const now = Date.now()
   if (now > lastMillis) {
     // The 31-bit counter's seed, as `uuid` takes it.

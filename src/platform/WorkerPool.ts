@@ -40,7 +40,7 @@
  * phase's, counted from its start, and a miss names the phase. Marking
  * costs no message.
  */
-import { Data, Effect } from "effect"
+import { Clock, Data, Effect } from "effect"
 import { Worker } from "node:worker_threads"
 
 export interface PoolSettings {
@@ -51,19 +51,29 @@ export interface PoolSettings {
   readonly queueCapacity: number
   /** Deadlines per phase (index = phase); without it, one phase with `timeoutMs`. */
   readonly phaseTimeoutsMs?: ReadonlyArray<number> | undefined
+  /**
+   * The clock jobs are timed by (their cost, their deadlines): the layer's
+   * `Clock`, so tests can run it on `TestClock`. Default: Effect's.
+   */
+  readonly clock?: Clock.Clock | undefined
 }
 
 /** The phase cell: `[phase, ms from the request's start to the phase's start]`. */
 export type PhaseCell = Int32Array
 
 /**
- * In a worker: the request that started at `startedAt` (its `startedAt`
- * field) enters `phase` now. The offset is stored first, so a reader that
- * sees the new phase sees its start too.
+ * In a worker: the request it received at `receivedAt` (`performance.now()`
+ * in the worker when the request arrived) enters `phase` now. The offset is
+ * a duration measured in the worker, added by the pool to the instant it
+ * started the job on its own clock: no instant crosses threads, so the
+ * pool's clock may be any `Clock`. (The offset leaves out the message's trip
+ * to the worker: a later phase's deadline is early by that much, never
+ * late.) The offset is stored first, so a reader that sees the new phase
+ * sees its start too.
  */
-export const enterPhase = (cell: PhaseCell | undefined, startedAt: number, phase: number) => {
+export const enterPhase = (cell: PhaseCell | undefined, receivedAt: number, phase: number) => {
   if (cell === undefined) return
-  Atomics.store(cell, 1, Date.now() - startedAt)
+  Atomics.store(cell, 1, Math.round(performance.now() - receivedAt))
   Atomics.store(cell, 0, phase)
 }
 
@@ -164,6 +174,8 @@ export const makeWorkerPool = <Request extends object, Reply extends PoolReply>(
   let closed = false
   let replaced = 0
 
+  const clock = settings.clock ?? Clock.Clock.defaultValue()
+  const now = () => clock.currentTimeMillisUnsafe()
   const timeouts = settings.phaseTimeoutsMs ?? [settings.timeoutMs]
   const phased = settings.phaseTimeoutsMs !== undefined
   const cheapMs = settings.timeoutMs * CHEAP_SHARE_OF_DEADLINE
@@ -244,7 +256,7 @@ export const makeWorkerPool = <Request extends object, Reply extends PoolReply>(
     cost.running -= 1
     runningTotal -= 1
     // A miss counts as the whole deadline: the organization is slow.
-    const ms = outcome._tag === "Reply" ? Date.now() - job.startedAt : settings.timeoutMs
+    const ms = outcome._tag === "Reply" ? now() - job.startedAt : settings.timeoutMs
     cost.averageMs = cost.averageMs === undefined ? ms : cost.averageMs * 0.75 + ms * 0.25
     job.done(outcome)
     pump()
@@ -286,7 +298,7 @@ export const makeWorkerPool = <Request extends object, Reply extends PoolReply>(
         return
       }
       slot.job = job
-      job.startedAt = Date.now()
+      job.startedAt = now()
       Atomics.store(slot.cell, 1, 0)
       Atomics.store(slot.cell, 0, job.phase)
       // The deadline of the phase the worker is in, from that phase's start.
@@ -294,7 +306,7 @@ export const makeWorkerPool = <Request extends object, Reply extends PoolReply>(
         if (slots[index] !== slot || slot.job !== job) return
         const phase = Atomics.load(slot.cell, 0)
         const deadline = job.startedAt + Atomics.load(slot.cell, 1) + (timeouts[phase] ?? settings.timeoutMs)
-        const left = deadline - Date.now()
+        const left = deadline - now()
         if (left > 0) {
           job.timer = setTimeout(check, left)
           return
@@ -304,7 +316,7 @@ export const makeWorkerPool = <Request extends object, Reply extends PoolReply>(
         settle(job, { _tag: "Timeout", phase })
       }
       job.timer = setTimeout(check, timeouts[job.phase] ?? settings.timeoutMs)
-      slot.worker.postMessage(phased ? { ...job.request, id: job.id, startedAt: job.startedAt } : { ...job.request, id: job.id })
+      slot.worker.postMessage({ ...job.request, id: job.id })
     })
   }
 

@@ -242,6 +242,8 @@ export const readRawBody = async (
   return out
 }
 
+// The kit runs in the receiver's process, without Effect or any dependency:
+// its default clock is the platform's (a caller may pass its own).
 const nowMillis = (now: VerifyOptions["now"]): number =>
   now === undefined ? Date.now() : typeof now === "function" ? now() : now instanceof Date ? now.getTime() : now
 

@@ -19,16 +19,21 @@
  *   until then a used link still says "used" and `console sessions` lists it;
  * - a revoked API key once revoked for `SVC_REVOKED_KEY_RETENTION`: until
  *   then it is listed as revoked and the feedback scrubber still removes it
- *   by its hash (after that, by its shape, as any `svc_` key).
+ *   by its hash (after that, by its shape, as any `svc_` key);
+ * - a telemetry batch's payload once it is no longer needed (at once when
+ *   delivered or partial, `KEEP_FAILED_HOURS` after it failed: until then it
+ *   is replayable), and its record `KEEP_RECORDS_DAYS` after it finished.
  *
  * Every process runs the pruning fiber. Each statement deletes at most
  * `SVC_RETENTION_BATCH` rows, chosen with `FOR UPDATE SKIP LOCKED`, so
  * processes sharing a database split the work instead of waiting on each
  * other, and no statement holds many locks or runs long. Ages are compared
- * with the database's clock. Telemetry batches have their own, shorter rules
- * (`src/telemetry/Export.ts`). The statements on deliveries and their
+ * with the database's clock. The statements on deliveries and their
  * attempts are the delivery queue's (`src/deliveries/Retention.ts`), the
- * only code that writes its rows.
+ * only code that writes its rows; its two telemetry statements are not
+ * batched yet: each takes every row it finds in one statement (a few per
+ * destination and minute: a batch the collector took from memory never
+ * stores its payload).
  */
 import { PgClient } from "@effect/sql-pg"
 import { Duration, Effect, Layer, Schedule } from "effect"
@@ -36,6 +41,7 @@ import { IDLE_TIMEOUT_SECONDS } from "../console/ConsoleSessions.ts"
 import * as Deliveries from "../deliveries/Retention.ts"
 import { SvcConfig } from "../platform/Config.ts"
 import { forkSupervised } from "../platform/Supervised.ts"
+import { KEEP_FAILED_HOURS, KEEP_RECORDS_DAYS } from "../telemetry/Destinations.ts"
 
 /** Batches one rule deletes per round before the next rule's turn (then the round ends). */
 const MAX_BATCHES_PER_ROUND = 100
@@ -59,6 +65,14 @@ export const retentionRules = Effect.gen(function*() {
     {
       name: "delivery attempts",
       prune: (batch) => Deliveries.pruneAttempts(sql, seconds(config.deliveryAttemptRetention), batch)
+    },
+    {
+      name: "telemetry batch payloads",
+      prune: () => Deliveries.prunePayloads(sql, "telemetry", KEEP_FAILED_HOURS)
+    },
+    {
+      name: "telemetry batch records",
+      prune: () => Deliveries.pruneFinished(sql, "telemetry", KEEP_RECORDS_DAYS)
     },
     {
       name: "outbox events",

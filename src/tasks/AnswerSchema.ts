@@ -26,7 +26,7 @@
  *   compiled again on demand: the worker asks for the schema when it does
  *   not hold the task's validator, so this process keeps no schemas either.
  */
-import { Context, Data, Effect, Layer } from "effect"
+import { Clock, Context, Data, Effect, Layer } from "effect"
 import { SvcConfig } from "../platform/Config.ts"
 import { admitted, makeWorkerPool, type Outcome, type PoolSettings, runInPool } from "../platform/WorkerPool.ts"
 import { appendPath, type SchemaViolation } from "./SchemaCompiler.ts"
@@ -174,9 +174,11 @@ export class AnswerSchemas extends Context.Service<AnswerSchemas, {
         maxSubschemas: config.answerSchemaMaxSubschemas,
         maxPatternLength: config.answerSchemaMaxPatternLength
       }
+      const clock = yield* Clock.Clock
       const pool = yield* Effect.acquireRelease(
         Effect.sync(() =>
           makeValidationPool({
+            clock,
             workers: config.answerValidationWorkers,
             timeoutMs: config.answerValidationTimeoutMs,
             heapMb: config.answerValidationHeapMb,

@@ -5,9 +5,10 @@ import { enterPhase, type PhaseCell } from "../../src/platform/WorkerPool.ts"
 const port = parentPort!
 const cell = (workerData as { phaseCell?: PhaseCell } | undefined)?.phaseCell
 
-port.on("message", (request: { id: number; startedAt: number; steps: ReadonlyArray<readonly [phase: number, ms: number]> }) => {
+port.on("message", (request: { id: number; steps: ReadonlyArray<readonly [phase: number, ms: number]> }) => {
+  const receivedAt = performance.now()
   for (const [phase, ms] of request.steps) {
-    enterPhase(cell, request.startedAt, phase)
+    enterPhase(cell, receivedAt, phase)
     const until = Date.now() + ms
     while (Date.now() < until) {
       // busy: only termination stops this

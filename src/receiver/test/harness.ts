@@ -59,6 +59,7 @@ export const assert: Assert = {
   }
 }
 
+// Durations only, on runtimes without `performance` too (the harness has no imports).
 const now = (): number => (typeof performance === "object" ? performance.now() : Date.now())
 
 /** Runs every case in order, each within `timeoutMs`; never throws. */

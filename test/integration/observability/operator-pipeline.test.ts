@@ -5,9 +5,11 @@
  * batch counted as dropped, gzip when asked.
  */
 import { assert, describe, it } from "@effect/vitest"
-import { Effect, Tracer } from "effect"
+import { Effect, Logger, Tracer } from "effect"
+import { TestClock } from "effect/testing"
 import { makeMetrics } from "../../../src/observability/Metrics.ts"
 import { makeOperatorPipeline } from "../../../src/observability/OperatorTraces.ts"
+import { makeJsonLogger } from "../../../src/platform/Logging.ts"
 import type { OperatorTraceSettings } from "../../../src/observability/OtelEnv.ts"
 import { SpanBuffers } from "../../../src/telemetry/Buffers.ts"
 import { makeTracer } from "../../../src/telemetry/Capture.ts"
@@ -101,4 +103,29 @@ describe("the operator's trace pipeline", () => {
       assert.deepStrictEqual(decoded.problems, [])
       assert.strictEqual(decoded.spans.length, 3)
     })))
+
+  it.effect("a failing collector is warned about at most once a minute, by the Clock", () => {
+    const lines: Array<string> = []
+    const warnings = () => lines.filter((line) => line.includes("operator trace export failed")).length
+    /** Waits in real time (the test's clock stands still) until `done`. */
+    const until = (done: () => boolean, what: string) =>
+      Effect.promise(async () => {
+        for (let i = 0; i < 500 && !done(); i++) await new Promise((resolve) => setTimeout(resolve, 10))
+        assert.isTrue(done(), what)
+      })
+    return Effect.scoped(Effect.gen(function*() {
+      // A batch of one span starts a round at once: no period to wait for.
+      const { collector, spans } = yield* setup([], { maxExportBatchSize: 1 })
+      collector.respond(() => Reply.status(400))
+      yield* spans(1)
+      yield* until(() => warnings() === 1, "the first failure is warned about")
+      yield* spans(1)
+      yield* until(() => collector.requests().length === 2, "a second refused batch")
+      yield* Effect.promise(() => new Promise((resolve) => setTimeout(resolve, 100)))
+      assert.strictEqual(warnings(), 1, "not again within the minute")
+      yield* TestClock.adjust("61 seconds")
+      yield* spans(1)
+      yield* until(() => warnings() === 2, "a minute later, again")
+    })).pipe(Effect.provide(Logger.layer([makeJsonLogger((line) => lines.push(line))])))
+  })
 })

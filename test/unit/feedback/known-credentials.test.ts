@@ -9,7 +9,7 @@ import type { CorrectionReply, CorrectionRequest } from "../../../src/feedback/C
 import { sha256Hex } from "../../../src/platform/Crypto.ts"
 import { makeWorkerPool } from "../../../src/platform/WorkerPool.ts"
 
-type Request = CorrectionRequest extends infer R ? R extends { readonly id: number } ? Omit<R, "id" | "startedAt"> : never : never
+type Request = CorrectionRequest extends infer R ? R extends { readonly id: number } ? Omit<R, "id"> : never : never
 
 const WORKER = new URL("../../../src/feedback/correction-worker.ts", import.meta.url)
 const KEY = `svc_${"k".repeat(43)}`

@@ -7,6 +7,8 @@
  * assertions read orders and counts.
  */
 import { assert, describe, it } from "@effect/vitest"
+import { Clock, Effect } from "effect"
+import { TestClock } from "effect/testing"
 import { makeWorkerPool, type Outcome, type WorkerPool } from "../../../src/platform/WorkerPool.ts"
 
 type Steps = ReadonlyArray<readonly [phase: number, ms: number]>
@@ -156,4 +158,27 @@ describe("fair admission: the queue is shared, refused only above a share", () =
       pool.close()
     }
   })
+})
+
+describe("a request's cost is timed by the pool's Clock", () => {
+  it.effect("a request that takes 5 s by the Clock counts as slow, whatever the wall clock says: its organization then holds all workers but one", () =>
+    Effect.gen(function*() {
+      const clock = yield* Clock.Clock
+      const pool = makeWorkerPool<{ steps: Steps }, Reply>(WORKER, {}, { workers: 2, timeoutMs: 10_000, heapMb: 64, queueCapacity: 8, clock })
+      yield* Effect.addFinalizer(() => Effect.sync(pool.close))
+      // Both workers up (each answers one request outside the queue).
+      yield* Effect.promise(() => pool.broadcast({ steps: [] }))
+      // 300 ms of wall time (cheap: under a tenth of the deadline), 5 s by the test's clock.
+      const first = job(pool, "a", 300)
+      yield* Effect.promise(() => until(() => pool.load().running === 1, "the request in a worker"))
+      yield* TestClock.adjust("5 seconds")
+      assert.strictEqual((yield* Effect.promise(() => first))._tag, "Reply")
+      // Slow: of two requests, one waits while the other worker stays idle.
+      const jobs = Promise.all([job(pool, "a", 100), job(pool, "a", 100)])
+      assert.strictEqual(pool.load().running, 1)
+      assert.strictEqual(pool.load().waiting, 1)
+      assert.isAbove(pool.load().idleWithWork, 0)
+      const outcomes = yield* Effect.promise(() => jobs)
+      assert.deepStrictEqual(outcomes.map((outcome) => outcome._tag), ["Reply", "Reply"])
+    }).pipe(Effect.scoped))
 })

@@ -2,7 +2,7 @@ import { assert, describe, it } from "@effect/vitest"
 import { Duration, Effect } from "effect"
 import fc from "fast-check"
 import { classify, parseRetryAfter } from "../../../src/telemetry/Collector.ts"
-import { attemptInRound, backoff, MAX_ATTEMPTS } from "../../../src/telemetry/Export.ts"
+import { attemptInRound, backoff, MAX_ATTEMPTS } from "../../../src/telemetry/export/Retries.ts"
 
 const answer = (status: number, body = "", headers: Record<string, string> = {}) => ({
   status,
