@@ -23,7 +23,7 @@
  * from `BENCH_SVC_DIR` alternate: at each point of a curve they run in turn,
  * in reverse order at every other point.
  *
- * Aims (issue "Delivery engine, second design"): CPU per delivery at the
+ * Aims (the delivery engine's, docs/performance.md): CPU per delivery at the
  * 100k backlog within 1.2x of the 1k backlog's, and with 1 000 endpoints
  * within 1.2x of one endpoint's, for svc's process and for PostgreSQL.
  */
