@@ -12,14 +12,14 @@ export interface OutboxEvent {
   readonly body: string
 }
 
-export const approvalEvent = (orgId: string): OutboxEvent => {
+export const approvalEvent = (orgId: string, type = "approval.requested"): OutboxEvent => {
   const id = v7()
   const now = new Date().toISOString()
   return {
     id,
     body: JSON.stringify({
       id,
-      type: "approval.requested",
+      type,
       org_id: orgId,
       occurred_at: now,
       approval: {

@@ -1,7 +1,8 @@
 /**
  * The webhook receiver, a child process of its own: an HTTPS server on
  * loopback answering 204 at once, recording when each request was received
- * (wall clock, ms) by path. `wait` resolves when a path has `count`
+ * (wall clock, ms) by path (the query left out: endpoints told apart by
+ * their query count together). `wait` resolves when a path has `count`
  * receipts (or at `timeoutMs`) with the receipt times that a rate needs.
  */
 import { createServer } from "node:https"
@@ -13,7 +14,9 @@ const now = () => performance.timeOrigin + performance.now()
 const server = createServer({ cert: process.env.BENCH_TLS_CERT!, key: process.env.BENCH_TLS_KEY! }, (req, res) => {
   req.on("data", () => {})
   req.on("end", () => {
-    const path = req.url ?? "/"
+    const url = req.url ?? "/"
+    const query = url.indexOf("?")
+    const path = query < 0 ? url : url.slice(0, query)
     let list = receipts.get(path)
     if (list === undefined) receipts.set(path, (list = []))
     list.push(now())
