@@ -8,10 +8,13 @@
  * each time (the server's PostgreSQL was not).
  *
  * What it buys: the database thread's CPU per statement, most where the
- * text is long: a pending governed step (one statement of data-modifying
- * CTEs, 3 KB of SQL) 2 195 → 1 080 µs, an allowed one 1 150 → 540 µs, the
- * INSERT of `bench/inprocess/embedded-statement.ts` 59 → 41 µs (figures in
- * docs/performance.md, "The embedded database's cost").
+ * text is long. `bench/profile-writes.ts` on PGlite, 3 000 requests at
+ * concurrency 16, two interleaved rounds each (load average 4 to 15):
+ * database thread per pending governed step (one statement of
+ * data-modifying CTEs, 3 KB of SQL) 2 727 / 2 813 → 1 310 / 847 µs, per
+ * allowed step 1 383 / 1 493 → 480 / 507 µs, per agent session POST
+ * 620 / 600 → 367 / 300 µs; `bench/inprocess/embedded-statement.ts`: a
+ * SELECT by key 156 → 61 µs, an INSERT 140 → 89 µs (load average 3).
  *
  * The rules it keeps (those of `@effect/sql-pg`'s `PreparedCache`):
  * - A statement is keyed by its text and the types of its parameters: the
@@ -23,6 +26,7 @@
  *   may or may not have completed, its plan may have gone stale (a table it
  *   reads was altered). The next run parses it again under a new name.
  */
+import { randomBytes } from "node:crypto"
 import { encodeClose, encodeStatement } from "./EmbeddedProtocol.ts"
 
 /** How many statements the embedded session keeps prepared. */
@@ -39,6 +43,8 @@ export class PreparedStatements {
   private readonly statements = new Map<string, Prepared>()
   private closes: Array<string> = []
   private counter = 0
+  /** Names of one cache never meet another's on the same session. */
+  private readonly namespace = randomBytes(4).toString("hex")
   private readonly max: number
   constructor(max = PREPARED_STATEMENTS) {
     this.max = max
@@ -53,7 +59,7 @@ export class PreparedStatements {
       this.statements.set(key, found)
       return found
     }
-    const prepared: Prepared = { name: `svc_${++this.counter}`, key, description: undefined }
+    const prepared: Prepared = { name: `svc_${this.namespace}_${++this.counter}`, key, description: undefined }
     this.statements.set(key, prepared)
     while (this.statements.size > this.max) {
       const [oldest] = this.statements.values()

@@ -158,6 +158,12 @@ export interface StatementResult {
   readonly affectedRows: number | undefined
 }
 
+/** `prepared statement does not exist`, `cached plan must not change result type`. */
+const isStale = (error: unknown) => {
+  const code = (error as { code?: unknown } | null)?.code
+  return code === "26000" || code === "0A000"
+}
+
 /**
  * Runs one statement with typed parameters in one call; rows decoded by
  * the parsers PGlite was created with (objects, or arrays with `values`).
@@ -179,11 +185,16 @@ export const runStatement = async (
   if (statement === undefined) {
     messages = await db.execProtocolStream(encodeStatement(sql, text, types), { syncToFs: false, throwOnError: true })
   } else {
+    const first = statement.description === undefined
     try {
       messages = await db.execProtocolStream(prepared!.encode(statement, sql, text, types), { syncToFs: false, throwOnError: true })
     } catch (error) {
       prepared!.failed(statement)
-      throw error
+      // As `@effect/sql-pg` does: a statement whose plan went stale (a table
+      // it reads changed shape) or that PostgreSQL no longer holds runs
+      // again unnamed, unless that would hide the error in an aborted transaction.
+      if (first || !isStale(error) || db.isInTransaction()) throw error
+      return runStatement(db, sql, params, types, values)
     }
     if (statement.description === undefined) {
       statement.description = messages.find((message) => message.name === "rowDescription") ?? null
