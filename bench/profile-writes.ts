@@ -58,13 +58,26 @@ try {
   const { key } = await svc.provision()
   const task = await svc.api<{ id: string }>(key, "POST", "/v1/tasks", { name: "orders", answer_schema: answerSchema })
   const run = await svc.api<{ trace_id: string }>(key, "POST", `/v1/tasks/${task.id}/runs`, { input: { ticket: "x" }, answer: correction(0) })
+  // Governed steps (`steps-allow`, `steps-pending`): the policies and sessions of `bench/scenarios/steps.ts`.
+  const policy = (mode: string) => ({ mode, review_seconds: 3600, expiring_notice_seconds: 60, timeout_action: "reject" })
+  await svc.api(key, "PUT", "/v1/approval-policies/bench.allow", policy("allow"))
+  await svc.api(key, "PUT", "/v1/approval-policies/bench.ask", policy("require_approval"))
+  const sessions: Array<string> = []
+  for (let i = 0; i < 16; i++) sessions.push((await svc.api<{ id: string }>(key, "POST", "/v1/agent-sessions", {})).id)
   for (const ep of endpoint.split(",")) {
-    const spec = (n: number) => ({
-      url: `${svc.baseUrl}/v1/${ep}`, method: "POST" as const,
-      headers: { authorization: `Bearer ${key}`, "content-type": "application/json" },
-      bodies: ep === "feedback" ? Array.from({ length: 64 }, (_, i) => JSON.stringify({ inference_log_id: run.trace_id, score: -1, correction: correction(i) })) : ["{}"],
-      count: n, concurrency: 16, expectStatus: 201
-    })
+    const headers = { authorization: `Bearer ${key}`, "content-type": "application/json" }
+    const step = ep.startsWith("steps-") ? (ep === "steps-allow" ? "bench.allow" : "bench.ask") : undefined
+    const spec = (n: number) => step !== undefined
+      ? {
+        url: "", urls: sessions.map((id) => `${svc.baseUrl}/v1/agent-sessions/${id}/steps`), method: "POST" as const, headers,
+        bodies: [JSON.stringify({ step_id: "@STEP@", tool: "shell", action_class: step, arguments: { command: "ls -la /srv/app", cwd: "/srv" } })],
+        unique: "@STEP@", count: n, concurrency: 16, expectStatus: 200
+      }
+      : {
+        url: `${svc.baseUrl}/v1/${ep}`, method: "POST" as const, headers,
+        bodies: ep === "feedback" ? Array.from({ length: 64 }, (_, i) => JSON.stringify({ inference_log_id: run.trace_id, score: -1, correction: correction(i) })) : ["{}"],
+        count: n, concurrency: 16, expectStatus: 201
+      }
     await load.call<LoadResult>("run", spec(1000))
     const t0 = threadCpu(svc.pid)
     const c0 = cpuMicros(svc.pid)

@@ -2,7 +2,9 @@
  * `npx node bench/inprocess/embedded-statement.ts`: the CPU of one
  * statement on embedded PGlite, PGlite's `query` (Parse, Describe, Bind,
  * Describe, Execute, Sync: six calls into WebAssembly) against svc's
- * `runStatement` (`src/platform/EmbeddedProtocol.ts`: one call), in one
+ * `runStatement` (`src/platform/EmbeddedProtocol.ts`: one call) and the
+ * same as a named prepared statement (`src/platform/EmbeddedPrepared.ts`:
+ * parsed once, then bound and executed), in one
  * process on one in-memory database, in alternating blocks (ABBA) so that
  * other work on the machine falls on both alike.
  *
@@ -12,6 +14,7 @@
  */
 import { PGlite, types } from "@electric-sql/pglite"
 import { randomUUID } from "node:crypto"
+import { PreparedStatements } from "../../src/platform/EmbeddedPrepared.ts"
 import { runStatement } from "../../src/platform/EmbeddedProtocol.ts"
 
 const BLOCK = Number(process.env.BENCH_BLOCK ?? 2_000)
@@ -33,7 +36,8 @@ const cpu = () => {
   return usage.user + usage.system
 }
 
-type Arm = "query" | "one call"
+type Arm = "query" | "one call" | "prepared"
+const prepared = new PreparedStatements()
 const ids: Array<string> = []
 const run = async (arm: Arm) => {
   const start = cpu()
@@ -42,26 +46,27 @@ const run = async (arm: Arm) => {
     ids.push(id)
     const params = [id, org, `thing ${i}`, i, JSON.stringify({ i, tags: ["a", "b"] }), new Date(), null]
     if (arm === "query") await db.query(INSERT, params)
-    else await runStatement(db as never, INSERT, params, TYPES, false)
+    else await runStatement(db as never, INSERT, params, TYPES, false, arm === "prepared" ? prepared : undefined)
   }
   const inserted = cpu() - start
   const readStart = cpu()
   for (let i = 0; i < BLOCK; i++) {
     const id = ids[Math.floor(Math.random() * ids.length)]!
     if (arm === "query") await db.query(SELECT, [id])
-    else await runStatement(db as never, SELECT, [id], [0], false)
+    else await runStatement(db as never, SELECT, [id], [0], false, arm === "prepared" ? prepared : undefined)
   }
   return { insert: inserted / BLOCK, select: (cpu() - readStart) / BLOCK }
 }
 
 const totals: Record<Arm, { insert: Array<number>; select: Array<number> }> = {
   query: { insert: [], select: [] },
-  "one call": { insert: [], select: [] }
+  "one call": { insert: [], select: [] },
+  prepared: { insert: [], select: [] }
 }
-await run("query")
-await run("one call")
+const ARMS: Array<Arm> = ["query", "one call", "prepared"]
+for (const arm of ARMS) await run(arm)
 for (let round = 0; round < ROUNDS; round++) {
-  for (const arm of (round % 2 === 0 ? ["query", "one call"] : ["one call", "query"]) as Array<Arm>) {
+  for (const arm of round % 2 === 0 ? ARMS : [...ARMS].reverse()) {
     const r = await run(arm)
     totals[arm].insert.push(r.insert)
     totals[arm].select.push(r.select)

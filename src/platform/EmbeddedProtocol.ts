@@ -23,6 +23,7 @@
  * so the session is ready for the next statement.
  */
 import { parse, types as pgTypes } from "@electric-sql/pglite"
+import type { PreparedStatements } from "./EmbeddedPrepared.ts"
 
 type Serializers = Record<number | string, ((value: any) => string) | undefined>
 
@@ -47,33 +48,56 @@ export const serializeParam = (value: unknown, oid: number, serializers: Seriali
 
 const cstringLength = (text: string) => Buffer.byteLength(text, "utf8") + 1
 
+/** What `encodeStatement` sends of a named statement (`EmbeddedPrepared.ts`). */
+export interface Naming {
+  /** The statement's name (`""`: the unnamed statement). */
+  readonly name: string
+  /** Whether to send its Parse (the first run). */
+  readonly parse: boolean
+  /** Whether to describe its columns (the first run). */
+  readonly describe: boolean
+}
+
+const UNNAMED: Naming = { name: "", parse: true, describe: true }
+
 /**
- * Parse (unnamed statement, with `types`), Bind (unnamed portal, every
- * parameter and result in text format), Describe portal, Execute (all
- * rows) and Sync, in one buffer.
+ * Parse (with `types`), Bind (unnamed portal, every parameter and result in
+ * text format), Describe portal, Execute (all rows) and Sync, in one buffer;
+ * a named statement that is already prepared skips the Parse and the Describe.
  */
-export const encodeStatement = (sql: string, values: ReadonlyArray<string | null>, types: ReadonlyArray<number>): Uint8Array => {
+export const encodeStatement = (
+  sql: string,
+  values: ReadonlyArray<string | null>,
+  types: ReadonlyArray<number>,
+  naming: Naming = UNNAMED
+): Uint8Array => {
   const encoded = values.map((value) => value === null ? null : Buffer.from(value, "utf8"))
-  const parseLength = 4 + 1 + cstringLength(sql) + 2 + 4 * types.length
-  let bindLength = 4 + 1 + 1 + 2 + 2 + 2
+  const nameLength = cstringLength(naming.name)
+  const parseLength = naming.parse ? 4 + nameLength + cstringLength(sql) + 2 + 4 * types.length : 0
+  let bindLength = 4 + 1 + nameLength + 2 + 2 + 2
   for (const value of encoded) bindLength += 4 + (value === null ? 0 : value.length)
-  const describeLength = 4 + 1 + 1
+  const describeLength = naming.describe ? 4 + 1 + 1 : 0
   const executeLength = 4 + 1 + 4
   const syncLength = 4
-  const buffer = Buffer.allocUnsafe(1 + parseLength + 1 + bindLength + 1 + describeLength + 1 + executeLength + 1 + syncLength)
+  const buffer = Buffer.allocUnsafe(
+    (naming.parse ? 1 + parseLength : 0) + 1 + bindLength + (naming.describe ? 1 + describeLength : 0) + 1 + executeLength + 1 + syncLength
+  )
   let at = 0
-  // Parse
-  at = buffer.writeUInt8(0x50, at)
-  at = buffer.writeInt32BE(parseLength, at)
-  at = buffer.writeUInt8(0, at)
-  at += buffer.write(sql, at, "utf8")
-  at = buffer.writeUInt8(0, at)
-  at = buffer.writeInt16BE(types.length, at)
-  for (const oid of types) at = buffer.writeUInt32BE(oid, at)
+  if (naming.parse) {
+    at = buffer.writeUInt8(0x50, at)
+    at = buffer.writeInt32BE(parseLength, at)
+    at += buffer.write(naming.name, at, "utf8")
+    at = buffer.writeUInt8(0, at)
+    at += buffer.write(sql, at, "utf8")
+    at = buffer.writeUInt8(0, at)
+    at = buffer.writeInt16BE(types.length, at)
+    for (const oid of types) at = buffer.writeUInt32BE(oid, at)
+  }
   // Bind
   at = buffer.writeUInt8(0x42, at)
   at = buffer.writeInt32BE(bindLength, at)
   at = buffer.writeUInt8(0, at)
+  at += buffer.write(naming.name, at, "utf8")
   at = buffer.writeUInt8(0, at)
   at = buffer.writeInt16BE(0, at)
   at = buffer.writeInt16BE(encoded.length, at)
@@ -86,11 +110,13 @@ export const encodeStatement = (sql: string, values: ReadonlyArray<string | null
     }
   }
   at = buffer.writeInt16BE(0, at)
-  // Describe portal
-  at = buffer.writeUInt8(0x44, at)
-  at = buffer.writeInt32BE(describeLength, at)
-  at = buffer.writeUInt8(0x50, at)
-  at = buffer.writeUInt8(0, at)
+  if (naming.describe) {
+    // Describe portal
+    at = buffer.writeUInt8(0x44, at)
+    at = buffer.writeInt32BE(describeLength, at)
+    at = buffer.writeUInt8(0x50, at)
+    at = buffer.writeUInt8(0, at)
+  }
   // Execute
   at = buffer.writeUInt8(0x45, at)
   at = buffer.writeInt32BE(executeLength, at)
@@ -100,6 +126,18 @@ export const encodeStatement = (sql: string, values: ReadonlyArray<string | null
   at = buffer.writeUInt8(0x53, at)
   at = buffer.writeInt32BE(syncLength, at)
   return new Uint8Array(buffer.buffer, buffer.byteOffset, at)
+}
+
+/** Close of the prepared statement `name`. */
+export const encodeClose = (name: string): Uint8Array => {
+  const length = 4 + 1 + cstringLength(name)
+  const buffer = Buffer.allocUnsafe(1 + length)
+  let at = buffer.writeUInt8(0x43, 0)
+  at = buffer.writeInt32BE(length, at)
+  at = buffer.writeUInt8(0x53, at)
+  at += buffer.write(name, at, "utf8")
+  buffer.writeUInt8(0, at)
+  return buffer
 }
 
 /** The parts of PGlite this needs (a `PGlite` instance). */
@@ -120,20 +158,50 @@ export interface StatementResult {
   readonly affectedRows: number | undefined
 }
 
+/** `prepared statement does not exist`, `cached plan must not change result type`. */
+const isStale = (error: unknown) => {
+  const code = (error as { code?: unknown } | null)?.code
+  return code === "26000" || code === "0A000"
+}
+
 /**
  * Runs one statement with typed parameters in one call; rows decoded by
- * the parsers PGlite was created with (objects, or arrays with `values`). Writes reach the data
- * folder once no transaction is open, as PGlite's `query` does.
+ * the parsers PGlite was created with (objects, or arrays with `values`).
+ * With `prepared`, the statement runs under a name it keeps
+ * (`EmbeddedPrepared.ts`). Writes reach the data folder once no
+ * transaction is open, as PGlite's `query` does.
  */
 export const runStatement = async (
   db: ProtocolHost,
   sql: string,
   params: ReadonlyArray<unknown>,
   types: ReadonlyArray<number>,
-  values: boolean
+  values: boolean,
+  prepared?: PreparedStatements
 ): Promise<StatementResult> => {
   const text = params.map((value, i) => serializeParam(value, types[i] ?? 0, db.serializers))
-  const messages = await db.execProtocolStream(encodeStatement(sql, text, types), { syncToFs: false, throwOnError: true })
+  const statement = prepared?.get(sql, types)
+  let messages: Array<any>
+  if (statement === undefined) {
+    messages = await db.execProtocolStream(encodeStatement(sql, text, types), { syncToFs: false, throwOnError: true })
+  } else {
+    const first = statement.description === undefined
+    try {
+      messages = await db.execProtocolStream(prepared!.encode(statement, sql, text, types), { syncToFs: false, throwOnError: true })
+    } catch (error) {
+      prepared!.failed(statement)
+      // As `@effect/sql-pg` does: a statement whose plan went stale (a table
+      // it reads changed shape) or that PostgreSQL no longer holds runs
+      // again unnamed, unless that would hide the error in an aborted transaction.
+      if (first || !isStale(error) || db.isInTransaction()) throw error
+      return runStatement(db, sql, params, types, values)
+    }
+    if (statement.description === undefined) {
+      statement.description = messages.find((message) => message.name === "rowDescription") ?? null
+    } else if (statement.description !== null) {
+      messages.unshift(statement.description)
+    }
+  }
   if (!db.isInTransaction()) await db.syncToFs()
   // `db.parsers` holds the parsers PGlite was created with; passing them again would copy the whole table per statement.
   const result = parse.parseResults(messages, db.parsers as never, values ? { rowMode: "array" } : undefined)[0]!

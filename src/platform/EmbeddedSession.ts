@@ -61,6 +61,7 @@ type Query = {
   readonly params: ReadonlyArray<unknown>
   readonly types: ReadonlyArray<number>
   readonly values: boolean
+  readonly prepare: boolean
 }
 type Op = Query | { readonly op: "exec"; readonly sql: string } | { readonly op: "dump" } | { readonly op: "stop" }
 
@@ -296,10 +297,10 @@ class EmbeddedConnection implements Connection {
   constructor(session: EmbeddedSession) {
     this.session = session
   }
-  private run(sql: string, params: ReadonlyArray<unknown>, values = false) {
+  private run(sql: string, params: ReadonlyArray<unknown>, values = false, prepare = true) {
     const bound = toPglite(params)
     return Effect.map(
-      this.session.request({ op: "query", sql, params: bound.params, types: bound.types, values }),
+      this.session.request({ op: "query", sql, params: bound.params, types: bound.types, values, prepare }),
       (answer) => answer.result!
     )
   }
@@ -312,11 +313,12 @@ class EmbeddedConnection implements Connection {
   executeValues(sql: string, params: ReadonlyArray<unknown>) {
     return Effect.map(this.run(sql, params, true), (result) => result.rows as ReadonlyArray<ReadonlyArray<unknown>>)
   }
+  // Unprepared, as on a server: the unnamed statement, parsed each time.
   executeValuesUnprepared(sql: string, params: ReadonlyArray<unknown>) {
-    return this.executeValues(sql, params)
+    return Effect.map(this.run(sql, params, true, false), (result) => result.rows as ReadonlyArray<ReadonlyArray<unknown>>)
   }
   executeUnprepared(sql: string, params: ReadonlyArray<unknown>, transformRows: (<A extends object>(row: ReadonlyArray<A>) => ReadonlyArray<A>) | undefined) {
-    return this.execute(sql, params, transformRows)
+    return Effect.map(this.run(sql, params, false, false), (result) => transformRows ? transformRows(result.rows as Array<object>) : result.rows)
   }
   executeStream(sql: string, params: ReadonlyArray<unknown>, transformRows: (<A extends object>(row: ReadonlyArray<A>) => ReadonlyArray<A>) | undefined) {
     return Stream.fromArrayEffect(this.execute(sql, params, transformRows))

@@ -14,6 +14,7 @@
 import { PGlite, types } from "@electric-sql/pglite"
 import { parentPort, workerData } from "node:worker_threads"
 import { dumpData } from "./EmbeddedDump.ts"
+import { PreparedStatements } from "./EmbeddedPrepared.ts"
 import { runStatement } from "./EmbeddedProtocol.ts"
 
 interface Options {
@@ -21,7 +22,16 @@ interface Options {
 }
 
 export type Request =
-  | { readonly id: number; readonly op: "query"; readonly sql: string; readonly params: ReadonlyArray<unknown>; readonly types: ReadonlyArray<number>; readonly values: boolean }
+  | {
+    readonly id: number
+    readonly op: "query"
+    readonly sql: string
+    readonly params: ReadonlyArray<unknown>
+    readonly types: ReadonlyArray<number>
+    readonly values: boolean
+    /** Run it as a named prepared statement (`EmbeddedPrepared.ts`). */
+    readonly prepare: boolean
+  }
   | { readonly id: number; readonly op: "exec"; readonly sql: string }
   | { readonly id: number; readonly op: "dump" }
   | { readonly id: number; readonly op: "stop" }
@@ -64,11 +74,12 @@ try {
   // Requests run strictly in arrival order: a transaction's statements and
   // its COMMIT must not overtake one another.
   let chain: Promise<void> = Promise.resolve()
+  const prepared = new PreparedStatements()
   const handle = async (request: Request): Promise<Answer> => {
     switch (request.op) {
       case "query": {
         // One call into PGlite per statement (`EmbeddedProtocol.ts`).
-        return { id: request.id, result: await runStatement(db, request.sql, request.params, request.types, request.values) }
+        return { id: request.id, result: await runStatement(db, request.sql, request.params, request.types, request.values, request.prepare ? prepared : undefined) }
       }
       case "exec": {
         const results = await db.exec(request.sql)
