@@ -10,7 +10,7 @@
 import { Context, Effect, type Fiber, Layer, Option, Redacted, type Types } from "effect"
 import { HttpEffect, HttpServerRequest, HttpServerResponse } from "effect/http"
 import { CrossSiteRequest, InsufficientScope, Unauthenticated } from "../api/Errors.ts"
-import { Authentication, CurrentPrincipal, type Principal, RequiredScope, type ScopeName, scopeAlternatives } from "../api/Security.ts"
+import { Authentication, CurrentPrincipal, type Principal, RequiredScope, scopeAlternatives } from "../api/Security.ts"
 import { ConsoleSessions, principalOf } from "../console/ConsoleSessions.ts"
 import { consoleCookieOf, crossSiteReason, httpsPublicUrl, publicHostOf } from "../console/Csrf.ts"
 import { SvcConfig } from "../platform/Config.ts"
@@ -31,21 +31,15 @@ const NO_CREDENTIAL = "Send the API key as `Authorization: Bearer <key>`, or sig
  */
 const bearerVerdicts = new WeakMap<object, Unauthenticated | InsufficientScope>()
 
-/** The scopes an endpoint requires (any one suffices), read once per endpoint. */
-const requiredScopes = new WeakMap<Context.Context<never>, ReadonlyArray<ScopeName> | null>()
-
-/** The refusal of `principal` at `endpoint` when it lacks every scope the endpoint requires. */
+/** The refusal of `principal` at `endpoint` when it lacks every scope the endpoint requires (any one suffices). */
 const scopeRefusal = (
   endpoint: { readonly annotations: Context.Context<never> },
   principal: Principal
 ): InsufficientScope | undefined => {
-  let required = requiredScopes.get(endpoint.annotations)
-  if (required === undefined) {
-    const annotation = Context.getOption(endpoint.annotations, RequiredScope)
-    required = Option.isSome(annotation) ? scopeAlternatives(annotation.value) : null
-    requiredScopes.set(endpoint.annotations, required)
-  }
-  if (required === null || required.some((scope) => principal.scopes.has(scope))) return undefined
+  const annotation = Context.getOption(endpoint.annotations, RequiredScope)
+  if (Option.isNone(annotation)) return undefined
+  const required = scopeAlternatives(annotation.value)
+  if (required.some((scope) => principal.scopes.has(scope))) return undefined
   return new InsufficientScope({
     required_scope: required[0]!,
     detail: `This operation needs the ${required.map((scope) => `\`${scope}\``).join(" or ")} scope.`
@@ -95,9 +89,8 @@ export const AuthenticationLive = Layer.effect(
     })
 
     return Authentication.of({
-      // Plain code, no generator: every API request passes here (the
-      // request path's figures are in docs/performance.md). Untraced: the
-      // organization annotates the request span itself.
+      // Plain code, no generator: every API request passes here. Untraced:
+      // the organization annotates the request span itself.
       bearer: (httpEffect, { credential, endpoint }) => {
         const key = Redacted.value(credential)
         // No bearer credential: the cookie scheme (tried next) decides.

@@ -15,8 +15,8 @@
  *   organization of the process has a destination, the organizations'
  *   pipeline keeps nothing, so a new trace is left unsampled for it from
  *   the start (the server then skips the request span's URL and header
- *   attributes, which only an export would read: about 10 µs per request,
- *   docs/performance.md); the operator's pipeline decides on its own.
+ *   attributes, which only an export would read); the operator's pipeline
+ *   decides on its own.
  * - Spans of svc's own infrastructure (database client spans) are never
  *   exported.
  * - Attributes pass an allowlist: the semantic-convention names below and
