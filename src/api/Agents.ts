@@ -5,13 +5,13 @@
 import { Schema } from "effect"
 import { HttpApiEndpoint, HttpApiGroup, HttpApiSchema, OpenApi } from "effect/http-api"
 import { ActionClass } from "./Approvals.ts"
-import { Cursor, JsonValue, NextCursor, Timestamp, Uuid } from "./Common.ts"
+import { Cursor, JsonValue, NextCursor, Text, Timestamp, Uuid } from "./Common.ts"
 import { InvalidRequest, InvalidTransition, NotFound, TooManyStreams } from "./Errors.ts"
 import { Authentication, requireScope } from "./Security.ts"
 import { documented, notFound } from "./Documentation.ts"
 import * as Examples from "./Examples.ts"
 
-export const StepId = Schema.String.check(Schema.isMinLength(1), Schema.isMaxLength(200))
+export const StepId = Text.check(Schema.isMinLength(1), Schema.isMaxLength(200))
 
 export const StepDecision = Schema.Literals(["allow", "reject", "pending"])
 export type StepDecision = typeof StepDecision.Type
@@ -29,7 +29,7 @@ export const CreateSession = Schema.Struct({
 
 export const GovernedStep = Schema.Struct({
   step_id: StepId.annotate({ description: "The agent's id for the step; re-sending it returns the original answer" }),
-  tool: Schema.String.check(Schema.isMinLength(1), Schema.isMaxLength(200)),
+  tool: Text.check(Schema.isMinLength(1), Schema.isMaxLength(200)),
   action_class: ActionClass,
   arguments: JsonValue
 })
@@ -47,7 +47,7 @@ export const OutcomeStatus = Schema.Literals(["succeeded", "failed"])
 export const ToolOutcome = Schema.Struct({
   status: OutcomeStatus,
   result: Schema.optionalKey(JsonValue),
-  error: Schema.optionalKey(Schema.String.check(Schema.isMaxLength(4000)))
+  error: Schema.optionalKey(Text.check(Schema.isMaxLength(4000)))
 })
 export type ToolOutcome = typeof ToolOutcome.Type
 
@@ -84,7 +84,7 @@ export const SessionDetail = Schema.Struct({
 export type SessionDetail = typeof SessionDetail.Type
 
 /** A stream event id: the session's event sequence number (1, 2, 3, ...). */
-export const EventId = Schema.String.check(
+export const EventId = Text.check(
   Schema.isPattern(/^\d{1,18}$/, { message: "Expected an event id (a non-negative integer)" })
 )
 

@@ -11,11 +11,12 @@
 import { Schema } from "effect"
 import { HttpApiEndpoint, HttpApiError, HttpApiGroup, OpenApi } from "effect/http-api"
 import { ApprovalContext, DecisionReason } from "./Approvals.ts"
+import { Text } from "./Common.ts"
 import { CrossSiteRequest, InvalidTransition, problemType } from "./Errors.ts"
 import { documented } from "./Documentation.ts"
 import * as Examples from "./Examples.ts"
 
-export const ApprovalLinkToken = Schema.String.check(Schema.isMinLength(1), Schema.isMaxLength(200)).annotate({
+export const ApprovalLinkToken = Text.check(Schema.isMinLength(1), Schema.isMaxLength(200)).annotate({
   description: "The secret of the mail's link: the part after `#` in `/console/decide#<token>`"
 })
 

@@ -4,7 +4,7 @@
  */
 import { Schema } from "effect"
 import { HttpApiEndpoint, HttpApiGroup, HttpApiSchema, OpenApi } from "effect/http-api"
-import { Cursor, JsonValue, Limit, NextCursor, Timestamp, Uuid } from "./Common.ts"
+import { Cursor, JsonValue, Limit, NextCursor, Text, Timestamp, Uuid } from "./Common.ts"
 import { InvalidRequest, InvalidTransition, LimitReached, NotFound, TooManyStreams } from "./Errors.ts"
 import { Authentication, requireScope } from "./Security.ts"
 import { documented, notFound } from "./Documentation.ts"
@@ -17,7 +17,7 @@ export const TimeoutAction = Schema.Literals(["reject", "allow"])
 export type TimeoutAction = typeof TimeoutAction.Type
 
 /** An action class names a kind of tool action, e.g. `payments.refund`. */
-export const ActionClass = Schema.String.check(
+export const ActionClass = Text.check(
   Schema.isPattern(/^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$/, {
     message: "Expected 1 to 128 letters, digits, '.', '_', ':' or '-', starting with a letter or digit"
   })
@@ -95,7 +95,7 @@ export type ApprovalEvent = typeof ApprovalEvent.Type
 /** The longest decision reason, in characters (UTF-16 code units, as JSON strings count them). */
 export const MAX_DECISION_REASON_LENGTH = 1000
 
-export const DecisionReason = Schema.String.check(
+export const DecisionReason = Text.check(
   Schema.isMaxLength(MAX_DECISION_REASON_LENGTH, {
     message: `Expected a reason of at most ${MAX_DECISION_REASON_LENGTH} characters`
   })
@@ -163,7 +163,7 @@ export const ApprovalHistoryItem = Schema.Struct({
 export type ApprovalHistoryItem = typeof ApprovalHistoryItem.Type
 
 /** A stream event id: a number that grows with each event of the organization (not consecutive). */
-export const ApprovalStreamEventId = Schema.String.check(
+export const ApprovalStreamEventId = Text.check(
   Schema.isPattern(/^\d{1,18}$/, { message: "Expected an event id (a non-negative integer)" })
 )
 

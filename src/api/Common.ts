@@ -1,14 +1,39 @@
 /** Schemas shared by several groups: ids, timestamps, pagination. */
 import { Schema } from "effect"
 
+/**
+ * A string PostgreSQL cannot store: it holds the NUL character (`\u0000`,
+ * refused by `text` and `jsonb`) or a UTF-16 surrogate without its pair
+ * (`jsonb` refuses its `\ud800` escape; `text` would silently turn it into
+ * U+FFFD). Every request string is checked for these at decoding
+ * (`isStorable` below), so one never reaches the database (where it would
+ * be a 500).
+ */
+export const isUnstorableString = (value: string): boolean => value.includes("\u0000") || !value.isWellFormed()
+
+/** What a client is told about such a string. */
+export const UNSTORABLE_STRING_MESSAGE = "must not contain the NUL character (\\u0000) or an unpaired UTF-16 surrogate"
+
+/**
+ * Refuses a string PostgreSQL cannot store (`isUnstorableString`), with
+ * the message the client gets. Every string a request carries to the
+ * database goes through it at decoding (`Text`, `JsonValue`, `JsonObject`),
+ * first among its checks so that its message is the one reported; a test
+ * walks every endpoint's path, query and body schemas for it.
+ */
+export const isStorable = Schema.makeFilter<string>((value) => isUnstorableString(value) ? UNSTORABLE_STRING_MESSAGE : undefined)
+
+/** A request string: any string PostgreSQL can store. Further checks follow it (`Text.check(...)`). */
+export const Text = Schema.String.check(isStorable)
+
 /** A UUID path or body id. Checked here so a malformed id is a 400, never a database error. */
-export const Uuid = Schema.String.check(Schema.isUUID(undefined, { message: "Expected a UUID" }))
+export const Uuid = Text.check(Schema.isUUID(undefined, { message: "Expected a UUID" }))
 
 /** Timestamps travel as RFC 3339 strings in UTC. */
 export const Timestamp = Schema.String.annotate({ format: "date-time", description: "RFC 3339 timestamp (UTC)" })
 
 /** A W3C trace id: 32 lowercase hex characters, not all zero. */
-export const TraceId = Schema.String.check(
+export const TraceId = Text.check(
   Schema.isPattern(/^(?!0{32})[0-9a-f]{32}$/, { message: "Expected a W3C trace id (32 lowercase hex characters)" })
 )
 
@@ -52,18 +77,6 @@ export const nestsDeeperThan = (value: unknown, max: number): boolean => {
   }
   return false
 }
-
-/**
- * A string PostgreSQL cannot store: it holds the NUL character (`\u0000`,
- * refused by `text` and `jsonb`) or a UTF-16 surrogate without its pair
- * (`jsonb` refuses its `\ud800` escape; `text` would silently turn it into
- * U+FFFD). Every request string is checked for these at decoding, so one
- * never reaches the database (where it would be a 500).
- */
-export const isUnstorableString = (value: string): boolean => value.includes("\u0000") || !value.isWellFormed()
-
-/** What a client is told about such a string. */
-export const UNSTORABLE_STRING_MESSAGE = "must not contain the NUL character (\\u0000) or an unpaired UTF-16 surrogate"
 
 /**
  * The paths (as segments: member names and array indexes) of every string,
@@ -119,16 +132,49 @@ export const findUnstorableStrings = (
   return found
 }
 
+/** Whether any string in `value` (member names included) is unstorable: the walk without a path, allocating nothing per string. */
+export const containsUnstorableString = (value: unknown): boolean => {
+  if (typeof value === "string") return isUnstorableString(value)
+  if (typeof value !== "object" || value === null) return false
+  const stack: Array<object> = [value]
+  while (stack.length > 0) {
+    const current = stack.pop()!
+    if (Array.isArray(current)) {
+      for (const child of current) {
+        if (typeof child === "string") {
+          if (isUnstorableString(child)) return true
+        } else if (typeof child === "object" && child !== null) stack.push(child)
+      }
+    } else {
+      for (const key in current) {
+        if (isUnstorableString(key)) return true
+        const child = (current as Record<string, unknown>)[key]
+        if (typeof child === "string") {
+          if (isUnstorableString(child)) return true
+        } else if (typeof child === "object" && child !== null) stack.push(child)
+      }
+    }
+  }
+  return false
+}
+
+/** The same for every string inside a JSON value, each reported at its own path (member names at their member's). */
+export const isStorableJson = Schema.makeFilter<unknown>((value) =>
+  containsUnstorableString(value)
+    ? findUnstorableStrings(value).map((path) => ({ path, issue: UNSTORABLE_STRING_MESSAGE }))
+    : undefined
+)
+
 const withinDepth = Schema.makeFilter<unknown>(
   (value) => nestsDeeperThan(value, MAX_JSON_DEPTH) ? `nests arrays and objects deeper than ${MAX_JSON_DEPTH} levels` : undefined,
   { description: `arrays and objects nest at most ${MAX_JSON_DEPTH} levels deep` }
 )
 
 /** Any JSON value, nested at most `MAX_JSON_DEPTH` levels. */
-export const JsonValue = Schema.Json.check(withinDepth)
+export const JsonValue = Schema.Json.check(isStorableJson, withinDepth)
 
 /** A JSON object (not an array, not a scalar), nested at most `MAX_JSON_DEPTH` levels. */
-export const JsonObject = Schema.Record(Schema.String, Schema.Json).check(withinDepth)
+export const JsonObject = Schema.Record(Schema.String, Schema.Json).check(isStorableJson, withinDepth)
 
 export const Limit = Schema.optionalKey(
   Schema.NumberFromString.check(Schema.isInt(), Schema.isBetween({ minimum: 1, maximum: 100 }))
@@ -136,7 +182,7 @@ export const Limit = Schema.optionalKey(
 )
 
 export const Cursor = Schema.optionalKey(
-  Schema.String.check(Schema.isMaxLength(200)).annotate({ description: "Opaque cursor from `next_cursor`" })
+  Text.check(Schema.isMaxLength(200)).annotate({ description: "Opaque cursor from `next_cursor`" })
 )
 
 export const NextCursor = Schema.NullOr(Schema.String)

@@ -7,7 +7,7 @@
  */
 import { Schema } from "effect"
 import { HttpApiEndpoint, HttpApiError, HttpApiGroup, HttpApiSchema, OpenApi } from "effect/http-api"
-import { Timestamp, Uuid } from "./Common.ts"
+import { Text, Timestamp, Uuid } from "./Common.ts"
 import { CrossSiteRequest, InsufficientScope, InvalidRequest, LimitReached, NotFound, problemType, Unauthenticated } from "./Errors.ts"
 import { Authentication, ConsolePreset, requireScope, ScopeName } from "./Security.ts"
 import { documented, notFound } from "./Documentation.ts"
@@ -17,7 +17,7 @@ import * as Examples from "./Examples.ts"
 // Sign-in
 
 export const SignIn = Schema.Struct({
-  token: Schema.String.check(Schema.isMinLength(1), Schema.isMaxLength(200)).annotate({
+  token: Text.check(Schema.isMinLength(1), Schema.isMaxLength(200)).annotate({
     description: "The secret of the sign-in link: the part after `#` in `/console/sign-in#<token>`"
   })
 })
@@ -173,7 +173,7 @@ export const ApiKey = Schema.Struct({
 export type ApiKey = typeof ApiKey.Type
 
 export const CreateApiKey = Schema.Struct({
-  name: Schema.optionalKey(Schema.String.check(Schema.isMinLength(1), Schema.isMaxLength(200))),
+  name: Schema.optionalKey(Text.check(Schema.isMinLength(1), Schema.isMaxLength(200))),
   scopes: Schema.Array(ScopeName).check(Schema.isMinLength(1)).annotate({
     description: "The scopes of the new key; the caller must hold each of them"
   })

@@ -4,7 +4,7 @@
  */
 import { Schema } from "effect"
 import { HttpApiEndpoint, HttpApiError, HttpApiGroup, HttpApiSchema, OpenApi } from "effect/http-api"
-import { Cursor, JsonObject, Limit, NextCursor, Timestamp, TraceId, Uuid } from "./Common.ts"
+import { Cursor, JsonObject, Limit, NextCursor, Text, Timestamp, TraceId, Uuid } from "./Common.ts"
 import { FeedbackQuota, ValidationAdmission } from "./Admission.ts"
 import { CorrectionTooComplex, FieldIssue, InvalidRequest, InvalidTransition, LimitReached, NotFound, problemType, RateLimited, ValidationBusy } from "./Errors.ts"
 import { Authentication, requireScope } from "./Security.ts"
@@ -49,7 +49,7 @@ export const PromotePreview = Schema.Struct({
 
 export const Promote = Schema.Struct({
   base_dataset_id: Uuid,
-  expected_feedback_revision: Schema.String.check(Schema.isMaxLength(200))
+  expected_feedback_revision: Text.check(Schema.isMaxLength(200))
 })
 
 export const Promoted = Schema.Struct({

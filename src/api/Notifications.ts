@@ -6,7 +6,7 @@
 import { Schema } from "effect"
 import { HttpApiEndpoint, HttpApiGroup, HttpApiSchema, OpenApi } from "effect/http-api"
 import { type ApprovalEventType, ApprovalEventTypes } from "./Approvals.ts"
-import { Timestamp, Uuid } from "./Common.ts"
+import { isStorable, Text, Timestamp, Uuid } from "./Common.ts"
 import { InvalidUrl, NotReplayable, QueueFull, Replayed } from "./Deliveries.ts"
 import { LimitReached, NotFound, problemType, RateLimited } from "./Errors.ts"
 import { HttpApiError } from "effect/http-api"
@@ -49,14 +49,14 @@ export class InvalidWebhookEvents extends HttpApiError.Problem<InvalidWebhookEve
  * `INVALID_WEBHOOK_EVENTS`, not a generic decode error (the request body
  * limit bounds the input).
  */
-const EventSelection = Schema.Array(Schema.String)
+const EventSelection = Schema.Array(Text)
   .annotate({ description: `Event types to subscribe to: ${EventTypes.join(", ")}` })
 
 /** Most entries an `action_classes` filter may have. */
 export const MAX_ACTION_CLASS_FILTERS = 50
 
 /** One entry of an `action_classes` filter: an action class, or a prefix ending in `.*`. */
-export const ActionClassFilter = Schema.String.check(
+export const ActionClassFilter = Text.check(
   Schema.isPattern(/^[A-Za-z0-9](?:[A-Za-z0-9._:-]{0,127}|[A-Za-z0-9._:-]{0,125}\.\*)$/, {
     message: "Expected an action class (1 to 128 letters, digits, '.', '_', ':' or '-') or a prefix ending in '.*'"
   })
@@ -124,7 +124,7 @@ export const NotificationDelivery = Schema.Struct({
 export type NotificationDelivery = typeof NotificationDelivery.Type
 
 export const CreateEndpoint = Schema.Struct({
-  url: Schema.String.check(Schema.isMaxLength(2048)).annotate({ description: "Public HTTPS receiver URL" }),
+  url: Text.check(Schema.isMaxLength(2048)).annotate({ description: "Public HTTPS receiver URL" }),
   events: Schema.optionalKey(EventSelection),
   action_classes: Schema.optionalKey(ActionClassFilters),
   ordering: Schema.optionalKey(EndpointOrdering)
@@ -139,7 +139,7 @@ export const UpdateEndpoint = Schema.Struct({
 export const TestDelivery = Schema.Struct({
   event_type: Schema.optionalKey(Schema.String.annotate({
     description: "One of the endpoint's event types; default: its first"
-  }))
+  }).check(isStorable))
 })
 
 export const TestDelivered = Schema.Struct({
@@ -161,7 +161,7 @@ export class DeliveryFailed extends HttpApiError.Problem<DeliveryFailed>()("Deli
 }) {}
 
 /** An instant of a request body: RFC 3339 with a time zone. */
-const Instant = Schema.String.check(
+const Instant = Text.check(
   Schema.isPattern(/^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d{1,9})?(?:Z|[+-]\d{2}:\d{2})$/, {
     message: "Expected an RFC 3339 timestamp with a time zone, e.g. 2026-11-23T08:00:00Z"
   }),
@@ -212,7 +212,7 @@ export const NotificationSettings = Schema.Struct({
 
 export const UpdateNotificationSettings = Schema.Struct({
   reviewer_email: Schema.NullOr(
-    Schema.String.check(
+    Text.check(
       Schema.isMaxLength(254),
       Schema.isPattern(/^[^\s@<>",;:()\\[\]]+@[^\s@<>",;:()\\[\]]+\.[^\s@<>",;:()\\[\]]+$/, {
         message: "Expected an email address"

@@ -4,7 +4,7 @@
  */
 import { Schema } from "effect"
 import { HttpApiEndpoint, HttpApiGroup, HttpApiSchema, OpenApi } from "effect/http-api"
-import { Cursor, JsonObject, JsonValue, Limit, NextCursor, Timestamp, TraceId, Uuid } from "./Common.ts"
+import { Cursor, JsonObject, JsonValue, Limit, NextCursor, Text, Timestamp, TraceId, Uuid } from "./Common.ts"
 import { AnswerSchemaTooComplex, InvalidRequest, LimitReached, NotFound, ValidationBusy } from "./Errors.ts"
 import { Authentication, requireScope } from "./Security.ts"
 import { documented, notFound } from "./Documentation.ts"
@@ -19,7 +19,7 @@ export const Task = Schema.Struct({
 export type Task = typeof Task.Type
 
 export const CreateTask = Schema.Struct({
-  name: Schema.String.check(Schema.isMinLength(1), Schema.isMaxLength(200)),
+  name: Text.check(Schema.isMinLength(1), Schema.isMaxLength(200)),
   answer_schema: JsonObject.annotate({
     description: "JSON Schema (draft 2020-12 by default; draft-07 when `$schema` says so) of the task's answer"
   })

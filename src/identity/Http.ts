@@ -7,7 +7,7 @@
  * working at once in the revoking process, through NOTIFY in the others on
  * a PostgreSQL server, and within `KEY_CACHE_TTL` (2 s) in any case.
  */
-import { Context, Effect, Layer, Option, Redacted } from "effect"
+import { Context, Effect, type Fiber, Layer, Option, Redacted, type Types } from "effect"
 import { HttpEffect, HttpServerRequest, HttpServerResponse } from "effect/http"
 import { CrossSiteRequest, InsufficientScope, Unauthenticated } from "../api/Errors.ts"
 import { Authentication, CurrentPrincipal, type Principal, RequiredScope, scopeAlternatives } from "../api/Security.ts"
@@ -31,6 +31,41 @@ const NO_CREDENTIAL = "Send the API key as `Authorization: Bearer <key>`, or sig
  */
 const bearerVerdicts = new WeakMap<object, Unauthenticated | InsufficientScope>()
 
+/** The refusal of `principal` at `endpoint` when it lacks every scope the endpoint requires (any one suffices). */
+const scopeRefusal = (
+  endpoint: { readonly annotations: Context.Context<never> },
+  principal: Principal
+): InsufficientScope | undefined => {
+  const annotation = Context.getOption(endpoint.annotations, RequiredScope)
+  if (Option.isNone(annotation)) return undefined
+  const required = scopeAlternatives(annotation.value)
+  if (required.some((scope) => principal.scopes.has(scope))) return undefined
+  return new InsufficientScope({
+    required_scope: required[0]!,
+    detail: `This operation needs the ${required.map((scope) => `\`${scope}\``).join(" or ")} scope.`
+  })
+}
+
+/**
+ * The handler, run as `principal`: the request's facts and span learn the
+ * organization (and the key or console session), and so do its log lines.
+ */
+const admitted = <A, E, R>(
+  fiber: Fiber.Fiber<unknown, unknown>,
+  httpEffect: Effect.Effect<A, E, R | CurrentPrincipal>,
+  principal: Principal
+): Effect.Effect<A, E, Exclude<R, CurrentPrincipal>> => {
+  const facts = fiber.getRef(RequestFacts)
+  if (facts !== undefined) facts.orgId = principal.orgId
+  const span = fiber.cache.span
+  if (span?._tag === "Span" && span.status._tag !== "Ended") {
+    span.attribute("svc.org_id", principal.orgId)
+    if (principal.consoleSessionId === undefined) span.attribute("svc.key_id", principal.keyId)
+    else span.attribute("svc.console_session_id", principal.consoleSessionId)
+  }
+  return Effect.annotateLogs(Effect.provideService(httpEffect, CurrentPrincipal, principal), "org_id", principal.orgId)
+}
+
 export const AuthenticationLive = Layer.effect(
   Authentication,
   Effect.gen(function*() {
@@ -45,50 +80,37 @@ export const AuthenticationLive = Layer.effect(
       endpoint: { readonly annotations: Context.Context<never> },
       principal: Principal
     ) {
-      const required = Option.map(Context.getOption(endpoint.annotations, RequiredScope), scopeAlternatives)
-      if (Option.isSome(required) && !required.value.some((scope) => principal.scopes.has(scope))) {
+      const refused = scopeRefusal(endpoint, principal)
+      if (refused !== undefined) {
         yield* challenge("insufficient_scope")
-        return yield* new InsufficientScope({
-          required_scope: required.value[0]!,
-          detail: `This operation needs the ${required.value.map((scope) => `\`${scope}\``).join(" or ")} scope.`
-        })
+        return yield* refused
       }
-      const facts = yield* RequestFacts
-      if (facts !== undefined) facts.orgId = principal.orgId
-      yield* Effect.annotateCurrentSpan({
-        "svc.org_id": principal.orgId,
-        ...(principal.consoleSessionId === undefined
-          ? { "svc.key_id": principal.keyId }
-          : { "svc.console_session_id": principal.consoleSessionId })
-      })
-      return yield* httpEffect.pipe(
-        Effect.provideService(CurrentPrincipal, principal),
-        Effect.annotateLogs({ org_id: principal.orgId })
-      )
+      return yield* Effect.withFiber((fiber) => admitted(fiber, httpEffect, principal))
     })
 
     return Authentication.of({
-      // Untraced: the organization annotates the request span itself.
-      bearer: Effect.fnUntraced(function*(httpEffect, { credential, endpoint }) {
+      // Plain code, no generator: every API request passes here. Untraced:
+      // the organization annotates the request span itself.
+      bearer: (httpEffect, { credential, endpoint }) => {
         const key = Redacted.value(credential)
         // No bearer credential: the cookie scheme (tried next) decides.
-        if (key.length === 0) return yield* new Unauthenticated({ detail: NO_CREDENTIAL })
-        const request = yield* HttpServerRequest.HttpServerRequest
-        const principal = yield* identity.authenticate(key)
-        if (Option.isNone(principal)) {
-          yield* challenge("invalid_token")
-          const error = new Unauthenticated({ detail: "The API key is unknown or revoked." })
-          bearerVerdicts.set(request, error)
-          return yield* error
-        }
-        return yield* admit(httpEffect, endpoint, principal.value).pipe(
-          Effect.tapError((error) =>
-            Effect.sync(() => {
-              if (error instanceof InsufficientScope) bearerVerdicts.set(request, error)
-            })
-          )
-        )
-      }),
+        if (key.length === 0) return Effect.fail(new Unauthenticated({ detail: NO_CREDENTIAL }))
+        return Effect.flatMap(identity.authenticate(key), (principal) =>
+          Effect.withFiber((fiber): Effect.Effect<HttpServerResponse.HttpServerResponse, Types.unhandled | Unauthenticated | InsufficientScope, HttpServerRequest.HttpServerRequest> => {
+            const request = Context.getUnsafe(fiber.context, HttpServerRequest.HttpServerRequest)
+            if (Option.isNone(principal)) {
+              const error = new Unauthenticated({ detail: "The API key is unknown or revoked." })
+              bearerVerdicts.set(request, error)
+              return Effect.andThen(challenge("invalid_token"), Effect.fail(error))
+            }
+            const refused = scopeRefusal(endpoint, principal.value)
+            if (refused !== undefined) {
+              bearerVerdicts.set(request, refused)
+              return Effect.andThen(challenge("insufficient_scope"), Effect.fail(refused))
+            }
+            return admitted(fiber, httpEffect, principal.value)
+          }))
+      },
       console: Effect.fnUntraced(function*(httpEffect, { endpoint }) {
         const request = yield* HttpServerRequest.HttpServerRequest
         const verdict = bearerVerdicts.get(request)

@@ -78,6 +78,8 @@ const MAX_SPARES = 2
 export class SpanBuffers extends Context.Service<SpanBuffers, {
   /** Whether spans of `orgId` are wanted at all (it has a destination). */
   readonly wants: (orgId: string) => boolean
+  /** Whether any organization's spans are wanted (any destination is active in this process). */
+  readonly exporting: () => boolean
   /** Adds a span (its OTLP/JSON text) to the organization's buffer, or drops and counts it when full. */
   readonly offer: (orgId: string, span: string) => void
   /** Starts buffering for a destination (idempotent). */
@@ -202,6 +204,7 @@ export class SpanBuffers extends Context.Service<SpanBuffers, {
     }
     return SpanBuffers.of({
       wants: (orgId) => byOrg.has(orgId),
+      exporting: () => byOrg.size > 0,
       offer: (orgId, span) => {
         const buffer = byOrg.get(orgId)
         if (buffer === undefined) return

@@ -11,7 +11,12 @@
  * - Sampling is parent-based trace-id-ratio: a root span is kept when the
  *   low 56 bits of its trace id reach the rejection threshold
  *   (1 - `SVC_TELEMETRY_SAMPLE_RATIO`) * 2^56; children follow their parent
- *   (a remote one included: a caller's sampled flag is honoured).
+ *   (a remote one included: a caller's sampled flag is honoured). While no
+ *   organization of the process has a destination, the organizations'
+ *   pipeline keeps nothing, so a new trace is left unsampled for it from
+ *   the start (the server then skips the request span's URL and header
+ *   attributes, which only an export would read); the operator's pipeline
+ *   decides on its own.
  * - Spans of svc's own infrastructure (database client spans) are never
  *   exported.
  * - Attributes pass an allowlist: the semantic-convention names below and
@@ -180,7 +185,7 @@ export const makeTracer = (
         if (created instanceof Tracer.NativeSpan && created._traceId === undefined) created._traceId = randomTraceId()
         return new CapturedSpan(
           created,
-          options.sampled && sampledByRatio(created.traceId, ratio),
+          options.sampled && buffers.exporting() && sampledByRatio(created.traceId, ratio),
           operator !== undefined && options.sampled && operator.sampleRoot(created.traceId),
           onEnd
         )
@@ -194,7 +199,7 @@ export const makeTracer = (
       }
       return new CapturedSpan(
         created,
-        options.sampled,
+        options.sampled && buffers.exporting(),
         operator !== undefined && operator.sampleRemote(parent.sampled, created.traceId),
         onEnd
       )

@@ -192,5 +192,25 @@ describe("span capture", () => {
         assert.strictEqual(span!.traceId, "4bf92f3577b34da6a3ce929d0e0e4736")
         assert.strictEqual(span!.parentSpanId, "00f067aa0ba902b7")
       }))
+
+    it.effect("while no organization has a destination, new traces are unsampled for the organizations (their attributes are skipped); once one has, they are sampled", () =>
+      Effect.gen(function*() {
+        const buffers = SpanBuffers.make(100)
+        const tracer = makeTracer(buffers, 1)
+        const remote = Tracer.externalSpan({ traceId: "4bf92f3577b34da6a3ce929d0e0e4736", spanId: "00f067aa0ba902b7", sampled: true })
+        const sampledOf = (parent?: Tracer.AnySpan) =>
+          Effect.map(Effect.currentSpan, (span) => span.sampled).pipe(
+            Effect.withSpan("s", parent === undefined ? {} : { parent }),
+            Effect.withTracer(tracer),
+            Effect.orDie
+          )
+        assert.isFalse(yield* sampledOf())
+        assert.isFalse(yield* sampledOf(remote))
+        buffers.activate(ORG, "dest-1")
+        assert.isTrue(yield* sampledOf())
+        assert.isTrue(yield* sampledOf(remote))
+        buffers.deactivate(ORG)
+        assert.isFalse(yield* sampledOf())
+      }))
   })
 })
