@@ -58,6 +58,19 @@ describe("send: real HTTPS to a receiver verified against the extra CA", () => {
       assert.strictEqual(request.headers["accept-encoding"], "identity")
     }).pipe(Effect.scoped, Effect.provide(outbound())))
 
+  it.live("headers go once per name, lower-cased: ours by default, the caller's user-agent instead, accept-encoding always identity", () =>
+    Effect.gen(function*() {
+      const receiver = yield* HttpsReceiver.make()
+      receiver.enqueue(Reply.ok(""), Reply.ok(""))
+      yield* post(receiver.url("/a"), { headers: { "Accept-Encoding": "gzip", "X-Twice": "first", "x-twice": "second" } })
+      yield* post(receiver.url("/b"), { headers: { "User-Agent": "theirs/2" } })
+      const [a, b] = yield* receiver.waitForRequests(2)
+      assert.strictEqual(a!.headers["user-agent"], "svc-outbound/1")
+      assert.strictEqual(a!.headers["accept-encoding"], "identity")
+      assert.strictEqual(a!.headers["x-twice"], "second")
+      assert.strictEqual(b!.headers["user-agent"], "theirs/2")
+    }).pipe(Effect.scoped, Effect.provide(outbound())))
+
   it.live("reaches an IPv6 loopback receiver", () =>
     Effect.gen(function*() {
       const receiver = yield* HttpsReceiver.make({ hosts: ["::1"] })
