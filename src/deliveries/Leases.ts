@@ -55,7 +55,8 @@ export const statusOf = (outcome: Outcome): DeliveryStatus =>
 
 // One statement per batch: each delivery's row update, its attempt
 // record, and the health of every target in the batch (see `health`).
-export const settleMany = Effect.fnUntraced(function*(
+export const settleMany: (sql: PgClient.PgClient, items: ReadonlyArray<SettleItem>) => Effect.Effect<Settled> = Effect
+  .fnUntraced(function*(
   sql: PgClient.PgClient,
   items: ReadonlyArray<SettleItem>
 ) {

@@ -1,0 +1,58 @@
+/**
+ * What a written (or given-up) settle batch means here: the outcomes the
+ * database held are counted, lost leases are reported, targets the
+ * database says cool down stop starting, and the batch's room is free
+ * again, so the next waiting deliveries may start.
+ */
+import { Cause, Clock, Duration, Effect } from "effect"
+import type { MetricsShape } from "../../observability/Metrics.ts"
+import type { DeliveryKind, Settled } from "../Types.ts"
+import type { Pending } from "./Settle.ts"
+import { somethingChanged, type WorkerState } from "./State.ts"
+
+export const makeOutcomes = (
+  kind: DeliveryKind,
+  state: WorkerState,
+  metrics: MetricsShape,
+  /** Starts what may start now. */
+  pump: Effect.Effect<void>
+) =>
+(batch: ReadonlyArray<Pending>, result: Settled | Cause.Cause<unknown>): Effect.Effect<void> =>
+  Effect.suspend(() => {
+    const { admission } = state
+    if (Cause.isCause(result)) {
+      // Given up: say so of each delivery, instead of letting it wait unseen.
+      const error = Cause.squash(result)
+      for (const { target } of batch) admission.recorded(target)
+      somethingChanged(state)
+      return Effect.andThen(
+        Effect.forEach(batch, ({ item }) =>
+          Effect.logError("recording a delivery outcome failed; it is retried once its lease runs out", error).pipe(
+            Effect.annotateLogs({ delivery_id: item.claimed.id, org_id: item.claimed.orgId })
+          ), { discard: true }),
+        pump
+      )
+    }
+    const cooling = result.coolingFor.size === 0 ? Effect.void : Effect.map(Clock.currentTimeMillis, (now) => {
+      const until = new Map<string, number>()
+      for (const [target, left] of result.coolingFor) until.set(target, now + Duration.toMillis(left))
+      admission.coolDown(until, now)
+    })
+    const lost: Array<string> = []
+    batch.forEach(({ item, target }, i) => {
+      if (result.held[i] === true) {
+        // Counted once recorded: what the database says happened.
+        metrics.deliveryAttempt(kind, item.outcome._tag, item.attempt.durationMs)
+      } else {
+        lost.push(item.claimed.id)
+      }
+      admission.recorded(target)
+    })
+    // Settled leases no longer count against their targets' claim limits.
+    somethingChanged(state)
+    const warnings = lost.length === 0 ? Effect.void : Effect.forEach(lost, (id) =>
+      Effect.logWarning("delivery lease lost before settling; the outcome was not recorded").pipe(
+        Effect.annotateLogs({ delivery_id: id })
+      ), { discard: true })
+    return Effect.andThen(cooling, Effect.andThen(warnings, pump))
+  })

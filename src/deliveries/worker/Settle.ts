@@ -1,0 +1,164 @@
+/**
+ * Outcomes are written in batches, one statement each: whatever finished
+ * while the last batch was being written, plus a short linger while sends
+ * are still finishing (not when a delivery waits only for recording).
+ *
+ * An outcome this process knows is never dropped because the database did
+ * not answer: the batch stays here and is tried again on `settleBackoff`
+ * (50 ms doubling to 1 s) until the database answers, typically well
+ * within the lease, so a delivery is sent twice only if this process stops
+ * before that. Meanwhile `failing()` holds: the worker starts and claims
+ * nothing (what it sent now could not be recorded either). Only a batch the
+ * database refuses while it answers other statements (a statement that
+ * cannot succeed) is given up, after a few tries: its deliveries are sent
+ * again once their leases run out.
+ *
+ * A send's fiber ends with its send: its outcome waits here, and `settled`
+ * (the worker's accounting, `Outcomes.ts`) does the rest for the whole batch.
+ */
+import { Cause, Duration, Effect, Latch, Schedule } from "effect"
+import type { DeliveryQueue } from "../DeliveryQueue.ts"
+import type { DeliveryKind, SettleItem, Settled } from "../Types.ts"
+
+/** Most settlements written in one statement. */
+export const SETTLE_BATCH = 256
+
+/** How long a settle batch may wait for more outcomes while sends are finishing. */
+const SETTLE_LINGER = Duration.millis(5)
+
+/** Failed tries of one settle batch, while the database answers otherwise, before it is given up. */
+const SETTLE_REFUSALS = 3
+
+/** Retrying a batch the database did not write: 50 ms, doubling, at most 1 s apart. */
+export const settleBackoff = Schedule.min([Schedule.exponential("50 millis"), Schedule.spaced("1 second")])
+
+export interface Pending {
+  readonly item: SettleItem
+  readonly target: string
+}
+
+export interface SettleHooks {
+  readonly kind: DeliveryKind
+  /** The batch is written (`Settled`) or given up (the cause): account for it. */
+  readonly settled: (batch: ReadonlyArray<Pending>, result: Settled | Cause.Cause<unknown>) => Effect.Effect<void>
+  /** Whether a batch may wait for more outcomes (sends are finishing, and none waits only for recording). */
+  readonly mayLinger: () => boolean
+  /** A try ended, written or not: the claim loop may look again. */
+  readonly changed: () => void
+}
+
+export interface Settler {
+  /** Queues an ended send's outcome for the next batch. */
+  readonly push: (pending: Pending) => void
+  /** Outcomes not yet written. */
+  readonly pending: () => number
+  /** The last try failed and the database has not answered since. */
+  readonly failing: () => boolean
+  /** Whether a batch is waiting for more outcomes now. */
+  readonly lingering: () => boolean
+  /** Something now waits for recording: end the linger early. */
+  readonly hurry: () => void
+}
+
+/** Why one try of a batch ended without it being written. */
+type NotWritten =
+  | { readonly _tag: "Unanswered"; readonly cause: Cause.Cause<unknown> }
+  | { readonly _tag: "Refused"; readonly cause: Cause.Cause<unknown> }
+
+/** Starts the settle loop in a fiber of the current scope. */
+export const makeSettler = Effect.fnUntraced(function*(
+  queue: Pick<DeliveryQueue["Service"], "settleMany" | "reachable">,
+  hooks: SettleHooks
+) {
+  const waiting: Array<Pending> = []
+  const wanted = Latch.makeUnsafe(false)
+  const urgent = Latch.makeUnsafe(false)
+  let lingering = false
+  let failing = false
+
+  /** One try: written, or why not (the database unreachable, or refusing this batch while it answers). */
+  const attempt = (batch: ReadonlyArray<Pending>, refusals: { count: number }) =>
+    // Asked afresh at every try.
+    Effect.suspend(() => queue.settleMany(batch.map((pending) => pending.item))).pipe(
+      Effect.catchCause((cause) =>
+        Effect.flatMap(queue.reachable.pipe(Effect.orElseSucceed(() => false)), (reachable): Effect.Effect<never, NotWritten> => {
+          if (reachable && ++refusals.count >= SETTLE_REFUSALS) return Effect.fail({ _tag: "Refused", cause })
+          const first = !failing
+          failing = true
+          const fail = Effect.fail<NotWritten>({ _tag: "Unanswered", cause })
+          return first
+            ? Effect.andThen(
+              Effect.logError(
+                "recording delivery outcomes failed; they are kept here and recorded as soon as the database answers",
+                Cause.squash(cause)
+              ).pipe(Effect.annotateLogs({ kind: hooks.kind, waiting: waiting.length })),
+              fail
+            )
+            : fail
+        })
+      ),
+      Effect.ensuring(Effect.sync(hooks.changed))
+    )
+
+  /** Writes one batch, trying again while the database does not answer. */
+  const write = (batch: ReadonlyArray<Pending>) =>
+    attempt(batch, { count: 0 }).pipe(
+      Effect.retry({ schedule: settleBackoff, while: (why) => why._tag === "Unanswered" }),
+      Effect.matchEffect({
+        onSuccess: (settled) =>
+          Effect.gen(function*() {
+            if (failing) {
+              yield* Effect.logInfo("delivery outcomes are recorded again").pipe(
+                Effect.annotateLogs({ kind: hooks.kind, recorded: batch.length })
+              )
+            }
+            failing = false
+            waiting.splice(0, batch.length)
+            yield* hooks.settled(batch, settled)
+          }),
+        // Refused while the database answers: given up. Its deliveries stay
+        // `sending` until their leases run out, then they are sent again.
+        onFailure: (why) =>
+          Effect.gen(function*() {
+            failing = false
+            waiting.splice(0, batch.length)
+            yield* Effect.logError(
+              "the database refused to record delivery outcomes; they are sent again once their leases run out",
+              Cause.squash(why.cause)
+            ).pipe(Effect.annotateLogs({ kind: hooks.kind, given_up: batch.length }))
+            yield* hooks.settled(batch, why.cause)
+          })
+      })
+    )
+
+  yield* Effect.gen(function*() {
+    yield* wanted.await
+    wanted.closeUnsafe()
+    // While sends are still finishing, let a few more join the batch: one
+    // statement for many outcomes leaves the database to the others. Not
+    // when a delivery waits only for outcomes to be recorded: lingering
+    // would hold its target's sends back (the linger used to cap a busy
+    // endpoint at its unrecorded bound per linger, ~4 000/s).
+    if (waiting.length < SETTLE_BATCH / 4 && !failing && hooks.mayLinger()) {
+      lingering = true
+      urgent.closeUnsafe()
+      yield* urgent.await.pipe(Effect.timeoutOption(SETTLE_LINGER))
+      lingering = false
+    }
+    // Each batch leaves `waiting` once written or given up.
+    while (waiting.length > 0) yield* write(waiting.slice(0, SETTLE_BATCH))
+  }).pipe(Effect.forever, Effect.forkScoped)
+
+  return {
+    push: (pending) => {
+      waiting.push(pending)
+      wanted.openUnsafe()
+    },
+    pending: () => waiting.length,
+    failing: () => failing,
+    lingering: () => lingering,
+    hurry: () => {
+      if (lingering) urgent.openUnsafe()
+    }
+  } satisfies Settler
+})

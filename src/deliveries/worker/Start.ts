@@ -1,0 +1,83 @@
+/**
+ * Starting sends: `pump` starts what the admission model lets start now
+ * (target by target in turn) and sets aside what must be given back; each
+ * started delivery runs `handle` in a fiber of its own, which ends with the
+ * send. A finished send frees its slot at once and leaves its outcome to
+ * the settle loop; the next waiting delivery starts then, whatever the
+ * claim loop is doing.
+ */
+import { Cause, Clock, Duration, Effect, Exit } from "effect"
+import type { Entry } from "../Admission.ts"
+import { type AttemptRecord, type Claimed, type CooldownPolicy, Outcome } from "../Types.ts"
+import type { Settler } from "./Settle.ts"
+import type { WorkerState } from "./State.ts"
+
+/** What a send answers: how it went, and what to record of the attempt. */
+export interface Settlement {
+  readonly outcome: Outcome
+  readonly attempt: AttemptRecord
+}
+
+/** After a defect in `handle`, try the delivery again this much later. */
+const DEFECT_RETRY = Duration.seconds(30)
+
+export interface StartOptions<R> {
+  readonly handle: (delivery: Claimed) => Effect.Effect<Settlement, never, R>
+  readonly cooldown?: CooldownPolicy | undefined
+  /** Forks into the worker's fiber set. */
+  readonly fork: (effect: Effect.Effect<void, never, R>) => unknown
+  /** Whether the claim loop has something to do after a send ended. */
+  readonly wantsClaim: () => boolean
+}
+
+const defectSettlement = (delivery: Claimed, cause: Cause.Cause<unknown>) =>
+  Effect.logError("delivery handler failed; retrying later", Cause.squash(cause)).pipe(
+    Effect.annotateLogs({ delivery_id: delivery.id, org_id: delivery.orgId }),
+    Effect.as({
+      outcome: Outcome.retry(DEFECT_RETRY, "internal error"),
+      attempt: { error: "internal error", durationMs: 0 }
+    } satisfies Settlement)
+  )
+
+/** `pump`: starts what may start now; nothing starts while closing or while outcomes cannot be recorded. */
+export const makePump = <R>(state: WorkerState, settler: Settler, options: StartOptions<R>) => {
+  const { admission } = state
+
+  const afterSend = (entry: Entry<Claimed>, exit: Exit.Exit<Settlement>) =>
+    Effect.suspend(() => {
+      if (Exit.isSuccess(exit)) {
+        const { attempt, outcome } = exit.value
+        admission.sendEnded(entry, outcome._tag === "Retry" || outcome._tag === "Failed")
+        settler.push({ item: { claimed: entry.item, outcome, attempt, cooldown: options.cooldown }, target: entry.target })
+      } else {
+        admission.sendEnded(entry, undefined)
+      }
+      return Effect.andThen(pump, Effect.sync(() => {
+        // What could start has started: if something now waits only for
+        // outcomes to be recorded, record them without lingering.
+        if (settler.lingering() && admission.waitsForRecording()) settler.hurry()
+        // The claim loop runs again only when it has something to do (a
+        // claim, a give-back, or going idle), not after every send.
+        if (state.toRelease.length > 0 || options.wantsClaim() || (admission.inFlight === 0 && admission.waiting === 0)) {
+          state.changed.openUnsafe()
+        }
+      }))
+    })
+
+  const send = (entry: Entry<Claimed>) =>
+    options.handle(entry.item).pipe(
+      Effect.catchCause((cause) => defectSettlement(entry.item, cause)),
+      Effect.onExit((exit) => afterSend(entry, exit))
+    )
+
+  const pump: Effect.Effect<void> = Effect.flatMap(Clock.currentTimeMillis, (now) =>
+    Effect.sync(() => {
+      const decision = admission.admit(now, state.closing || settler.failing())
+      for (const item of decision.giveBack) state.toRelease.push(item)
+      // Forked after the decision: a fiber that runs (and ends) at once
+      // asks the model again, which is already consistent.
+      for (const entry of decision.start) options.fork(send(entry))
+    }))
+
+  return pump
+}

@@ -1,0 +1,38 @@
+/**
+ * What one worker knows locally (the database stays the truth): the
+ * admission model of what waits and what is in flight, what is set aside
+ * to give back, and the flags its loops share. One object, so each loop's
+ * file reads and changes the same state by name.
+ */
+import { Latch } from "effect"
+import { Admission } from "../Admission.ts"
+import type { Claimed } from "../Types.ts"
+
+export interface WorkerState {
+  readonly admission: Admission<Claimed>
+  /** Claimed deliveries to give back unsent (cooling target, waited too long). */
+  toRelease: Array<Claimed>
+  /** Something changed that may make a claim find more (new work, room freed, a claim that was full). */
+  moreMayBeDue: boolean
+  /** A wakeup arrived (or a recheck is due) since the last claim. */
+  woken: boolean
+  /** Shutting down: nothing more starts. */
+  closing: boolean
+  /** Opened when the claim loop has something to look at. */
+  readonly changed: Latch.Latch
+}
+
+export const makeState = (admission: Admission<Claimed>): WorkerState => ({
+  admission,
+  toRelease: [],
+  moreMayBeDue: true,
+  woken: true,
+  closing: false,
+  changed: Latch.makeUnsafe(false)
+})
+
+/** Settled or released leases no longer count against their targets' claim limits: look again. */
+export const somethingChanged = (state: WorkerState) => {
+  state.moreMayBeDue = true
+  state.changed.openUnsafe()
+}
