@@ -7,7 +7,7 @@
  *   STUDY_DATABASE_URL=postgres://postgres@127.0.0.1:5432/test \
  *     npx node bench/sql/queue-study.ts --db postgres,pglite --backlogs 1000,20000,100000
  *   ... --endpoints 1000 --orgs 200      # the many-endpoints curve
- *   ... --variants main,enqueue,lease --rounds 2 --explain
+ *   ... --variants main,enqueue,lease,log --rounds 2 --explain   # `log`: also its take and settle mid-drain
  *
  * Variants (each on its own fresh database, run interleaved per backlog):
  * - `main`: every migration but 0600, and main's enqueue statement
@@ -23,6 +23,15 @@
  *   settle that advances the cursor and writes one outcome row per endpoint
  *   and batch (failures would be written on their own; this replay
  *   delivers everything).
+ * - `log`: the same design as a process would run it: the lease and the
+ *   rows it hands out in two statements (the second reads a fresh
+ *   snapshot and moves the lease's high-water mark `leased_to`), a lease
+ *   id beside the owner, settles of each claim in two halves in shuffled
+ *   order (sends finish out of order), the cursor moved only over a
+ *   contiguous run of settled rows (a success above a gap is kept in its
+ *   batch's outcome row, which the next settle reads), and one send in
+ *   `--retry-every` (50) a retry, written as its own row with an attempt
+ *   row and claimed again from a retry index.
  *
  * Each variant: `--orgs` organizations with `--endpoints` endpoints in all
  * (subscribed to everything), events making `backlog` deliveries, dispatched
@@ -49,7 +58,7 @@ import { newId } from "../../src/platform/Ids.ts"
 import { migrationRecord } from "../../src/platform/migrations/index.ts"
 import { cpuMicros } from "../support/cpu.ts"
 
-type Variant = "main" | "enqueue" | "lease"
+type Variant = "main" | "enqueue" | "lease" | "log"
 type Db = "postgres" | "pglite"
 
 const args = process.argv.slice(2)
@@ -60,7 +69,9 @@ const arg = (name: string, fallback: string) => {
 const list = (name: string, fallback: string) => arg(name, fallback).split(",").map((s) => s.trim()).filter((s) => s !== "")
 const dbs = list("db", process.env.STUDY_DATABASE_URL ? "postgres,pglite" : "pglite") as Array<Db>
 const backlogs = list("backlogs", "1000,20000,100000").map(Number)
-const variants = list("variants", "main,enqueue,lease") as Array<Variant>
+const variants = list("variants", "main,enqueue,lease,log") as Array<Variant>
+/** `log` only: one send in this many ends in a retry (written as its own row, claimed again from the retry index). */
+const RETRY_EVERY = Number(arg("retry-every", "50"))
 const endpoints = Number(arg("endpoints", "16"))
 const orgs = Number(arg("orgs", "1"))
 const rounds = Number(arg("rounds", "1"))
@@ -124,7 +135,10 @@ const migrate = (variant: Variant) =>
       Object.entries(migrationRecord).filter(([key]) => variant !== "main" || !key.startsWith("0600_"))
     )
     yield* PgMigrator.run({ loader: Migrator.fromRecord(record), table: "svc_migrations" })
-    if (variant === "lease") for (const statement of LEASE_SCHEMA) yield* (yield* SqlClient.SqlClient).unsafe(statement)
+    if (variant === "lease" || variant === "log") {
+      for (const statement of LEASE_SCHEMA) yield* (yield* SqlClient.SqlClient).unsafe(statement)
+    }
+    if (variant === "log") for (const statement of LOG_SCHEMA) yield* (yield* SqlClient.SqlClient).unsafe(statement)
   }).pipe(Effect.provide(NodeServices.layer))
 
 // --- seeding -------------------------------------------------------------------
@@ -311,6 +325,169 @@ const LEASE_SETTLE = `
   )
   SELECT count(*)::int AS n FROM recorded`
 
+/**
+ * `log`: what the process-shaped design adds to the candidate's tables: a
+ * status on log rows (`logged` until something other than a success
+ * passed over by the cursor happens to it), the lease's id and high-water
+ * mark, a retry index, and attempt rows for what is written on its own.
+ */
+const LOG_SCHEMA = [
+  `ALTER TABLE study_log
+     ADD COLUMN status text NOT NULL DEFAULT 'logged',
+     ADD COLUMN attempts int NOT NULL DEFAULT 0,
+     ADD COLUMN next_attempt_at timestamptz,
+     ADD COLUMN finished_at timestamptz,
+     ADD COLUMN lease_owner uuid,
+     ADD COLUMN lease_until timestamptz`,
+  `CREATE INDEX study_log_retry_idx ON study_log (target_id, next_attempt_at, seq) WHERE status = 'retrying'`,
+  `ALTER TABLE study_targets ADD COLUMN lease_id uuid, ADD COLUMN leased_to bigint NOT NULL DEFAULT 0`,
+  `ALTER TABLE study_outcomes ADD COLUMN seqs bigint[] NOT NULL DEFAULT '{}'`,
+  `CREATE TABLE study_attempts (
+     delivery_id uuid NOT NULL,
+     attempt int NOT NULL,
+     at timestamptz NOT NULL DEFAULT now(),
+     status_code int,
+     error text,
+     duration_ms int NOT NULL,
+     PRIMARY KEY (delivery_id, attempt)
+   )`
+]
+
+/**
+ * `log`, first statement: leases up to $1 waiting endpoints for owner $2.
+ * The owner's own live lease is extended (same id, same high-water mark);
+ * any other lease is new (a new id: a settle under the old one is void).
+ */
+const LOG_LEASE = `
+  WITH picked AS (
+    SELECT id FROM study_targets
+    WHERE kind = 'webhook' AND enqueued > done
+      AND (lease_until IS NULL OR lease_until <= now() OR lease_owner = $2)
+      AND (cooldown_until IS NULL OR cooldown_until <= now())
+    ORDER BY id LIMIT $1
+    FOR UPDATE SKIP LOCKED
+  )
+  UPDATE study_targets t
+  SET lease_id = CASE WHEN t.lease_owner = $2 AND t.lease_until > now() THEN t.lease_id ELSE gen_random_uuid() END,
+      leased_to = CASE WHEN t.lease_owner = $2 AND t.lease_until > now() THEN t.leased_to ELSE t.cursor END,
+      lease_owner = $2, lease_until = now() + interval '60 seconds'
+  FROM picked p WHERE t.id = p.id
+  RETURNING t.id AS target_id, t.lease_id`
+
+/**
+ * `log`, second statement (a fresh snapshot): up to $2 rows per lease in
+ * $1 past its high-water mark, which moves; due retries under a row lease.
+ */
+const LOG_TAKE = `
+  WITH leases AS (SELECT * FROM jsonb_to_recordset($1::jsonb) AS x(target_id uuid, lease_id uuid)),
+  held AS (
+    SELECT t.id, t.leased_to, t.lease_owner FROM study_targets t JOIN leases l ON l.target_id = t.id AND l.lease_id = t.lease_id
+  ),
+  -- the next rows past each lease's high-water mark, in log order
+  ahead AS MATERIALIZED (
+    SELECT h.id AS lease_target, h.leased_to, d.* FROM held h CROSS JOIN LATERAL (
+      SELECT seq, id, target_id, payload, event_id, status FROM study_log
+      WHERE target_id = h.id AND seq > h.leased_to ORDER BY target_id, seq LIMIT $2
+    ) d
+  ),
+  taken AS (
+    SELECT a.seq, a.id, a.target_id, a.payload, a.event_id FROM ahead a
+    WHERE a.status = 'logged'
+      -- settled above the cursor under an earlier lease (there are some only after a takeover)
+      AND a.seq NOT IN (SELECT unnest(o.seqs) FROM study_outcomes o WHERE o.target_id = a.lease_target AND o.to_seq > a.leased_to)
+  ),
+  seen AS (SELECT lease_target AS target_id, max(seq) AS top FROM ahead GROUP BY lease_target),
+  moved AS (
+    UPDATE study_targets t SET leased_to = m.top
+    FROM seen m JOIN leases l ON l.target_id = m.target_id
+    WHERE t.id = m.target_id AND t.lease_id = l.lease_id
+    RETURNING t.id
+  ),
+  retried AS (
+    UPDATE study_log d SET status = 'sending', attempts = d.attempts + 1,
+      lease_owner = h.lease_owner, lease_until = now() + interval '60 seconds'
+    FROM held h CROSS JOIN LATERAL (
+      SELECT r.seq FROM study_log r WHERE r.target_id = h.id AND r.status = 'retrying' AND r.next_attempt_at <= now()
+      ORDER BY r.target_id, r.next_attempt_at, r.seq LIMIT $2
+    ) r
+    WHERE d.target_id = h.id AND d.seq = r.seq
+    RETURNING d.seq, d.id, d.target_id
+  )
+  SELECT t.seq::text AS seq, t.id, t.target_id, false AS retry FROM taken t JOIN moved m ON m.id = t.target_id
+  UNION ALL
+  SELECT seq::text, id, target_id, true FROM retried`
+
+/**
+ * `log`, the settle of a batch ($1: the items, with their lease): the
+ * batch's successes of log rows become one outcome row per target (their
+ * seqs, codes and durations); the cursor moves over the run of rows
+ * settled now or before (in this batch's or earlier outcome rows, or
+ * written), up to the first row still out. A success above that gap is in
+ * its outcome row, not written. What else happens (a retry, a retried
+ * row's success) is written on its own, with an attempt row.
+ */
+const LOG_SETTLE = `
+  WITH input AS (
+    SELECT * FROM jsonb_to_recordset($1::jsonb) AS x(
+      target_id uuid, lease_id uuid, seq bigint, id uuid, retry boolean, ok boolean, code int, duration int)
+  ),
+  targets AS (
+    SELECT t.id, t.cursor, t.leased_to FROM study_targets t
+    JOIN (SELECT DISTINCT target_id, lease_id FROM input) l ON l.target_id = t.id AND l.lease_id = t.lease_id
+    ORDER BY t.id FOR UPDATE OF t
+  ),
+  held AS (SELECT i.* FROM input i JOIN targets t ON t.id = i.target_id),
+  gap AS MATERIALIZED (
+    SELECT t.id, t.leased_to, coalesce((
+      SELECT min(d.seq) - 1 FROM study_log d
+      WHERE d.target_id = t.id AND d.seq > t.cursor AND d.seq <= t.leased_to AND d.status = 'logged'
+        AND d.seq NOT IN (SELECT h.seq FROM held h WHERE h.target_id = t.id AND h.ok AND NOT h.retry)
+        AND d.seq NOT IN (
+          SELECT unnest(o.seqs) FROM study_outcomes o WHERE o.target_id = t.id AND o.to_seq > t.cursor
+        )
+    ), t.leased_to) AS cursor
+    FROM targets t
+  ),
+  passed AS (
+    SELECT h.* FROM held h WHERE h.ok AND NOT h.retry
+  ),
+  written AS (
+    UPDATE study_log d
+    SET status = CASE WHEN h.ok THEN 'delivered' ELSE 'retrying' END,
+        attempts = CASE WHEN h.retry THEN d.attempts ELSE d.attempts + 1 END,
+        next_attempt_at = CASE WHEN h.ok THEN NULL ELSE now() END,
+        finished_at = CASE WHEN h.ok THEN now() END, lease_owner = NULL, lease_until = NULL
+    FROM held h
+    WHERE d.target_id = h.target_id AND d.seq = h.seq AND (h.retry OR NOT h.ok)
+      AND d.status IN ('logged', 'sending')
+    RETURNING d.id, d.target_id, d.attempts, d.status, h.code, h.duration
+  ),
+  attempted AS (
+    INSERT INTO study_attempts (delivery_id, attempt, status_code, duration_ms)
+    SELECT id, attempts, code, duration FROM written
+    RETURNING 1
+  ),
+  recorded AS (
+    INSERT INTO study_outcomes (target_id, from_seq, to_seq, delivered, durations_ms, status_codes, seqs)
+    SELECT target_id, min(seq), max(seq), count(*), array_agg(duration ORDER BY seq), array_agg(code ORDER BY seq),
+           array_agg(seq ORDER BY seq)
+    FROM passed GROUP BY target_id
+    RETURNING target_id
+  ),
+  advanced AS (
+    UPDATE study_targets t
+    SET cursor = g.cursor,
+        done = t.done + (SELECT count(*) FROM passed p WHERE p.target_id = t.id)
+                      + (SELECT count(*) FROM written w WHERE w.target_id = t.id AND w.status = 'delivered'),
+        lease_owner = CASE WHEN g.cursor = g.leased_to THEN NULL ELSE t.lease_owner END,
+        lease_until = CASE WHEN g.cursor = g.leased_to THEN NULL ELSE t.lease_until END,
+        consecutive_failures = 0, cooldown_until = NULL
+    FROM gap g WHERE t.id = g.id
+    RETURNING t.id
+  )
+  SELECT (SELECT count(*)::int FROM advanced) AS targets, (SELECT count(*)::int FROM recorded) AS outcomes,
+         (SELECT count(*)::int FROM attempted) AS attempts`
+
 // --- one run ---------------------------------------------------------------------
 
 interface Phase {
@@ -412,12 +589,85 @@ const drainLog = Effect.gen(function*() {
   }
 })
 
+/** Shuffled in place, from a seeded generator (runs compare). */
+let shuffleSeed = 1
+const shuffle = <A>(items: Array<A>) => {
+  for (let i = items.length - 1; i > 0; i--) {
+    shuffleSeed = (shuffleSeed * 16807) % 2147483647
+    const j = shuffleSeed % (i + 1)
+    ;[items[i], items[j]] = [items[j]!, items[i]!]
+  }
+  return items
+}
+
+/** `log`: wall time per statement kind (the take's includes the lease's), printed with the check. */
+const logTimes = { lease: 0, take: 0, settle: 0 }
+
+const drainProcessLog = Effect.gen(function*() {
+  const sql = yield* SqlClient.SqlClient
+  const owner = newId()
+  let statements = 0
+  let sends = 0
+  let claims = 0
+  for (;;) {
+    const t0 = performance.now()
+    const leases = yield* sql.unsafe<{ target_id: string; lease_id: string }>(LOG_LEASE, [Math.ceil(CLAIM / PER_ENDPOINT), owner])
+    logTimes.lease += performance.now() - t0
+    statements++
+    if (leases.length === 0) return statements
+    const leaseOf = new Map(leases.map((l) => [l.target_id, l.lease_id]))
+    const rows = yield* sql.unsafe<{ seq: string; id: string; target_id: string; retry: boolean }>(LOG_TAKE, [
+      JSON.stringify(leases),
+      PER_ENDPOINT
+    ])
+    logTimes.take += performance.now() - t0
+    statements++
+    const items = shuffle(rows.map((row) => {
+      sends++
+      return {
+        target_id: row.target_id,
+        lease_id: leaseOf.get(row.target_id),
+        seq: row.seq,
+        id: row.id,
+        retry: row.retry,
+        ok: sends % RETRY_EVERY !== 0,
+        code: attempt.statusCode,
+        duration: attempt.durationMs
+      }
+    }))
+    // Sends finish out of order: two settle batches per claim, each a shuffled half.
+    const half = Math.ceil(items.length / 2)
+    if (explain && ++claims === 5) {
+      const pgSql = sql as PgClient.PgClient
+      for (const [name, text, params] of [
+        ["take", LOG_TAKE, [JSON.stringify(leases), PER_ENDPOINT]],
+        ["settle", LOG_SETTLE, [JSON.stringify(items.slice(0, half))]]
+      ] as const) {
+        const plan = yield* pgSql.withTransaction(Effect.gen(function*() {
+          const lines = yield* sql.unsafe<{ "QUERY PLAN": string }>(`EXPLAIN (ANALYZE, BUFFERS, COSTS OFF) ${text}`, [...params])
+          return yield* Effect.fail({ plan: lines.map((r) => r["QUERY PLAN"]).join("\n") })
+        })).pipe(Effect.catch((e: unknown) => typeof e === "object" && e !== null && "plan" in e ? Effect.succeed((e as { plan: string }).plan) : Effect.fail(e)))
+        console.log(`-- log ${name} plan, mid-drain:\n${plan}`)
+      }
+    }
+    for (const batch of [items.slice(0, half), items.slice(half)]) {
+      if (batch.length === 0) continue
+      const t1 = performance.now()
+      yield* sql.unsafe(LOG_SETTLE, [JSON.stringify(batch)])
+      logTimes.settle += performance.now() - t1
+      statements++
+    }
+  }
+})
+
 /** EXPLAIN ANALYZE of the variant's claim on the full backlog, rolled back. */
 const explainClaim = (variant: Variant) =>
   Effect.gen(function*() {
     const sql = (yield* SqlClient.SqlClient) as PgClient.PgClient
     const [text, params] = variant === "lease"
       ? [LEASE_CLAIM, [Math.ceil(CLAIM / PER_ENDPOINT), newId(), PER_ENDPOINT]] as const
+      : variant === "log"
+      ? [LOG_LEASE, [Math.ceil(CLAIM / PER_ENDPOINT), newId()]] as const
       // The statement as Leases.claim sends it.
       : claimStatement(sql, "webhook", { limit: CLAIM, leaseFor: "60 seconds", perTarget: PER_ENDPOINT }, newId()).compile()
     const plan = yield* sql.withTransaction(Effect.gen(function*() {
@@ -427,6 +677,22 @@ const explainClaim = (variant: Variant) =>
     return plan
   })
 
+/** `log`: after the drain every row is delivered, once: in one outcome row (and behind its cursor), or written delivered. */
+const checkLog = Effect.gen(function*() {
+  const sql = yield* SqlClient.SqlClient
+  const [row] = yield* sql.unsafe<{ rows: number; passed: number; outcomes: number; distinct_outcomes: number; written: number; left: number; behind: number }>(`
+    SELECT (SELECT count(*)::int FROM study_log) AS rows,
+           (SELECT count(*)::int FROM study_log d JOIN study_targets t ON t.id = d.target_id
+            WHERE d.status = 'logged' AND d.seq <= t.cursor) AS passed,
+           (SELECT coalesce(sum(delivered), 0)::int FROM study_outcomes) AS outcomes,
+           (SELECT count(DISTINCT (target_id, s))::int FROM study_outcomes, unnest(seqs) AS s) AS distinct_outcomes,
+           (SELECT count(*)::int FROM study_log WHERE status = 'delivered') AS written,
+           (SELECT count(*)::int FROM study_log d JOIN study_targets t ON t.id = d.target_id
+            WHERE d.status <> 'delivered' AND NOT (d.status = 'logged' AND d.seq <= t.cursor)) AS left,
+           (SELECT count(*)::int FROM study_targets WHERE enqueued <> done) AS behind`)
+  return row
+})
+
 const runOne = (db: Db, variant: Variant, backlog: number) =>
   Effect.promise(() => freshDatabase(db)).pipe(Effect.flatMap((fresh) =>
     Effect.gen(function*() {
@@ -434,8 +700,9 @@ const runOne = (db: Db, variant: Variant, backlog: number) =>
       const deliveries = yield* seed(backlog)
       const enqueue = yield* measure(fresh.cpu, dispatchAll(variant))
       const plan = explain ? yield* explainClaim(variant) : undefined
-      const drain = yield* measure(fresh.cpu, variant === "lease" ? drainLog : drainRows)
-      return { db, variant, backlog, deliveries, enqueue, drain, plan }
+      const drain = yield* measure(fresh.cpu, variant === "lease" ? drainLog : variant === "log" ? drainProcessLog : drainRows)
+      const check = variant === "log" ? yield* checkLog : undefined
+      return { db, variant, backlog, deliveries, enqueue, drain, plan, check }
     }).pipe(
       Effect.provide(fresh.layer as Layer.Layer<PgClient.PgClient | SqlClient.SqlClient>),
       Effect.ensuring(Effect.promise(() => fresh.drop()))
@@ -475,6 +742,10 @@ const main = Effect.gen(function*() {
               String(total.cpu).padStart(10)
             } ${String(total.wal).padStart(8)} | ${loadavg()[0]!.toFixed(2)}`
           )
+          if (r.check !== undefined) {
+            console.log(`   log check: ${JSON.stringify(r.check)}; wall ms ${JSON.stringify(logTimes, (_, v) => typeof v === "number" ? Math.round(v) : v)}`)
+            logTimes.lease = logTimes.take = logTimes.settle = 0
+          }
           if (r.plan !== undefined) console.log(`-- claim plan (${db}, ${variant}, ${backlog}):\n${r.plan}`)
           results.push({ ...r, perDelivery: { enqueue: e, drain: d, total }, load: loadavg() })
         }

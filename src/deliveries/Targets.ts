@@ -34,6 +34,12 @@ const targetsFirst = <A, R>(
       return yield* effect
     })).pipe(Effect.orDie)
 
+/** The client and what kind of database it speaks to (a server takes the targets' locks first). */
+export interface ServerOrEmbedded {
+  readonly sql: PgClient.PgClient
+  readonly info: DatabaseInfo["Service"]
+}
+
 // `sending` rows are failed too: their settle then finds the lease gone
 // (a request already in flight may still arrive, as the spec allows).
 // The target's undelivered rows as failed with `reason`, answering their
@@ -47,8 +53,7 @@ const failTargetUndelivered = (sql: PgClient.PgClient, kind: DeliveryKind, targe
 `
 
 export const failUndelivered = Effect.fnUntraced(function*(
-  sql: PgClient.PgClient,
-  info: DatabaseInfo["Service"],
+  { info, sql }: ServerOrEmbedded,
   kind: DeliveryKind,
   targetId: string,
   reason: string,
@@ -66,8 +71,7 @@ export const failUndelivered = Effect.fnUntraced(function*(
 // One statement: the count trigger then finds the target row gone and
 // leaves it gone.
 export const removeTarget = Effect.fnUntraced(function*(
-  sql: PgClient.PgClient,
-  info: DatabaseInfo["Service"],
+  { info, sql }: ServerOrEmbedded,
   kind: DeliveryKind,
   targetId: string,
   reason: string,
