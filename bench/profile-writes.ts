@@ -5,8 +5,14 @@
  * It also prints svc's CPU per request by thread name (`MainThread`, the
  * `WorkerThread`s: correction workers and the embedded database, and
  * `V8Worker`: V8's helpers, mostly garbage collection).
+ *
+ * `PROF_ALLOC=1` also starts svc with `--trace-gc-nvp` and a small young
+ * generation, and prints what its main thread allocated per request
+ * (`allocationRate`): unlike CPU time, a figure that other work on the
+ * machine hardly moves. Its CPU figures are not comparable with a run
+ * without it.
  */
-import { mkdirSync, readdirSync, readFileSync } from "node:fs"
+import { mkdirSync, readdirSync, readFileSync, statSync } from "node:fs"
 import * as path from "node:path"
 import { spawnChild } from "./support/child.ts"
 import { freshDatabase } from "./support/db.ts"
@@ -20,6 +26,11 @@ const endpoint = process.env.PROF_ENDPOINT ?? "feedback"
 const count = Number(process.env.PROF_COUNT ?? 6000)
 const profile = process.env.PROF_OFF !== "1"
 const checkoutDir = process.env.PROF_SVC_DIR ?? REPO
+const alloc = process.env.PROF_ALLOC === "1"
+// A small young generation: many collections in the measured window, so
+// the figure does not hang on where a few fall (CPU figures of such a run
+// are not comparable with those of a run without it).
+if (alloc) process.env.BENCH_SVC_NODE_ARGS = `${process.env.BENCH_SVC_NODE_ARGS ?? ""} --trace-gc-nvp --max-semi-space-size=2`
 const answerSchema = {
   type: "object", required: ["customer", "items", "total", "currency"], additionalProperties: false,
   properties: {
@@ -49,10 +60,45 @@ const threadCpu = (pid: number) => {
   }
   return out
 }
+/**
+ * What the isolate that collected first (the main thread's) allocated per
+ * millisecond between its first and last collection inside byte offsets
+ * `from`..`to` of svc's log, from its `--trace-gc-nvp` lines (`allocated=`:
+ * bytes since the collection before). The measured requests arrive at a
+ * steady rate, so this times the window's length over its requests is the
+ * allocation per request.
+ */
+const allocationRate = (logFile: string, from: number, to: number) => {
+  const text = readFileSync(logFile).subarray(0, to).toString("utf8")
+  const gc = /^\[\d+:(0x[0-9a-f]+)(?::\d+)?\]\s+([\d.]+) ms: .*\ballocated=(\d+)/
+  let main: string | undefined
+  let first: number | undefined
+  let last = 0
+  let bytes = 0
+  let collections = 0
+  let offset = 0
+  for (const line of text.split("\n")) {
+    const at = offset
+    offset += Buffer.byteLength(line) + 1
+    const m = gc.exec(line)
+    if (m === null) continue
+    main ??= m[1]
+    if (m[1] !== main || at < from) continue
+    const ms = Number(m[2])
+    if (first === undefined) first = ms
+    else {
+      bytes += Number(m[3])
+      collections += 1
+    }
+    last = ms
+  }
+  return { bytesPerMs: first === undefined || last === first ? NaN : bytes / (last - first), collections }
+}
 mkdirSync(dir, { recursive: true })
 const database = await freshDatabase(kind, "prof")
 const env: Record<string, string> = profile ? { NODE_OPTIONS: `--cpu-prof --cpu-prof-dir=${dir}` } : {}
-const svc = await startSvc({ label: "svc", dir: checkoutDir }, database, env, path.join(dir, `svc-${kind}.log`))
+const logFile = path.join(dir, `svc-${kind}-${process.pid}.log`)
+const svc = await startSvc({ label: "svc", dir: checkoutDir }, database, env, logFile)
 const load = await spawnChild("load", new URL("./support/load.ts", import.meta.url))
 try {
   const { key } = await svc.provision()
@@ -81,8 +127,14 @@ try {
     await load.call<LoadResult>("run", spec(1000))
     const t0 = threadCpu(svc.pid)
     const c0 = cpuMicros(svc.pid)
+    const log0 = statSync(logFile).size
     const r = await load.call<LoadResult>("run", spec(count))
     const c1 = cpuMicros(svc.pid)
+    if (alloc) {
+      const { bytesPerMs, collections } = allocationRate(logFile, log0, statSync(logFile).size)
+      const kbPerRequest = (bytesPerMs * r.seconds * 1000) / count / 1024
+      console.log(`  allocated (main thread): ${kbPerRequest.toFixed(1)} KB/req (${collections} collections apart)`)
+    }
     const byName = new Map<string, number>()
     for (const [thread, micros] of threadCpu(svc.pid)) {
       const name = thread.slice(thread.indexOf(" ") + 1)

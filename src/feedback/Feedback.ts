@@ -33,6 +33,7 @@ import { SvcConfig } from "../platform/Config.ts"
 import { makeWorkerPool, runInPool } from "../platform/WorkerPool.ts"
 import { type CorrectionReply, type CorrectionRequest, type KnownRef, PHASE_CHECK, PHASE_SCRUB } from "./CorrectionWork.ts"
 import { type Json, type KnownCredentials, REDACTION_MARKER } from "./Scrubber.ts"
+import { feedbackInsert } from "./InsertStatement.ts"
 import { UsageHints } from "./UsageHint.ts"
 
 type JsonObject = { readonly [key: string]: Json }
@@ -64,7 +65,6 @@ const FeedbackRows = rowsOf("feedback", FeedbackRow)
 // correction once more per submission).
 const InsertedRow = FeedbackRow.mapFields(({ correction: _c, redacted_fields: _r, ...rest }) => rest)
 const InsertedRows = rowsOf("feedback", InsertedRow)
-const INSERTED_COLUMNS = "id, seq, task_id, inference_log_id, score, status, created_at"
 const StatusRows = rowsOf("feedback", Schema.Struct({ status: FeedbackStatus }))
 const RunRows = rowsOf("runs", Schema.Struct({ task_id: Schema.String, fingerprint: Schema.String }))
 const SchemaRows = rowsOf("tasks", Schema.Struct({ answer_schema: JsonColumn(Schema.Unknown) }))
@@ -396,24 +396,19 @@ export class Feedback extends Context.Service<Feedback, {
         // statement (`SVC_MAX_FEEDBACK_BYTES_PER_ORG`, migration 0631).
         const insert = (correction: JsonObject | null, text: string | null, redacted: ReadonlyArray<string>, fingerprint: string | null) => {
           const bytes = feedbackBytes(text)
-          return InsertedRows.one(sql`
-            WITH inserted AS (
-              INSERT INTO feedback (id, org_id, task_id, inference_log_id, score, correction, redacted_fields, status)
-              SELECT ${newId()}, ${orgId}, r.task_id, r.trace_id, ${input.score},
-                     ${text}::jsonb,
-                     ${redacted.length === 0 ? null : sql.json(redacted)},
-                     ${correction === null ? "recorded" : "pending"}
-              FROM runs r WHERE r.trace_id = ${input.inference_log_id} AND r.org_id = ${orgId}
-              ${fingerprint === null ? sql`` : sql`AND ${credentialsVersionSql(orgId)} = ${fingerprint}`}
-              AND ${usedBytesSql(orgId)} + ${bytes} <= ${config.maxFeedbackBytesPerOrg}
-              RETURNING ${sql.unsafe(INSERTED_COLUMNS)}
-            ), counted AS (
-              INSERT INTO org_feedback_usage (org_id, shard, bytes)
-              SELECT ${orgId}, ${usageShard()}, ${bytes} FROM inserted
-              ON CONFLICT (org_id, shard) DO UPDATE SET bytes = org_feedback_usage.bytes + excluded.bytes
-            )
-            SELECT ${sql.unsafe(INSERTED_COLUMNS)} FROM inserted
-          `).pipe(Effect.map((row) =>
+          return InsertedRows.one(feedbackInsert(sql, {
+            id: newId(),
+            orgId,
+            score: input.score,
+            text,
+            redacted,
+            status: correction === null ? "recorded" : "pending",
+            inferenceLogId: input.inference_log_id,
+            fingerprint,
+            bytes,
+            maxBytes: config.maxFeedbackBytesPerOrg,
+            shard: usageShard()
+          })).pipe(Effect.map((row) =>
             row === undefined ? undefined : { ...row, correction, redacted_fields: redacted.length === 0 ? null : redacted }
           ))
         }

@@ -7,7 +7,7 @@
  * working at once in the revoking process, through NOTIFY in the others on
  * a PostgreSQL server, and within `KEY_CACHE_TTL` (2 s) in any case.
  */
-import { Context, Effect, type Fiber, Layer, Option, Redacted, type Types } from "effect"
+import { Context, Effect, type Fiber, Layer, Option, Redacted, References, type Types } from "effect"
 import { HttpEffect, HttpServerRequest, HttpServerResponse } from "effect/http"
 import { CrossSiteRequest, InsufficientScope, Unauthenticated } from "../api/Errors.ts"
 import { Authentication, CurrentPrincipal, type Principal, RequiredScope, scopeAlternatives } from "../api/Security.ts"
@@ -63,7 +63,14 @@ const admitted = <A, E, R>(
     if (principal.consoleSessionId === undefined) span.attribute("svc.key_id", principal.keyId)
     else span.attribute("svc.console_session_id", principal.consoleSessionId)
   }
-  return Effect.annotateLogs(Effect.provideService(httpEffect, CurrentPrincipal, principal), "org_id", principal.orgId)
+  // The principal and the log annotation in one context step
+  // (`provideService` and `annotateLogs` would take one each).
+  return Effect.updateContext(httpEffect, (context: Context.Context<Exclude<R, CurrentPrincipal>>) =>
+    Context.add(
+      Context.add(context, CurrentPrincipal, principal),
+      References.CurrentLogAnnotations,
+      { ...fiber.getRef(References.CurrentLogAnnotations), org_id: principal.orgId }
+    ) as Context.Context<R | CurrentPrincipal>)
 }
 
 export const AuthenticationLive = Layer.effect(

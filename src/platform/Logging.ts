@@ -37,11 +37,12 @@ export const makeJsonLogger = (write: (line: string) => void) =>
     time: date.toISOString(),
     level: logLevel.toUpperCase()
   }
-  const messages = Array.isArray(message) ? message : [message]
-  entry.message = messages.length === 1 ? plain(messages[0]) : messages.map(plain)
+  entry.message = !Array.isArray(message) ? plain(message) : message.length === 1 ? plain(message[0]) : message.map(plain)
+  // Every request writes a line: the annotations are read in place (no
+  // array of entries per line).
   const annotations = fiber.getRef(References.CurrentLogAnnotations)
-  for (const [key, value] of Object.entries(annotations)) {
-    entry[key] = isSensitive(key) ? "[redacted]" : plain(value)
+  for (const key in annotations) {
+    entry[key] = isSensitive(key) ? "[redacted]" : plain(annotations[key])
   }
   const span = fiber.cache.span
   if (span !== undefined && entry.trace_id === undefined) {

@@ -3,7 +3,7 @@
  * details for every error answer, including those the framework makes itself
  * (unknown route, body too large, wrong content type, defects).
  */
-import { type Cause, Context, Effect, Option, type Types } from "effect"
+import { type Cause, Context, Effect, Option, References, type Types } from "effect"
 import { HttpRouter, HttpServerError, HttpServerRequest, HttpServerRespondable, HttpServerResponse } from "effect/http"
 import { problemType } from "../api/Errors.ts"
 import { Metrics } from "../observability/Metrics.ts"
@@ -102,8 +102,15 @@ export const RequestMiddleware = HttpRouter.middleware<{ handles: unknown }>()(E
           return Effect.void
         })
       ),
-      Effect.provideService(RequestFacts, facts),
-      Effect.annotateLogs("request_id", requestId),
+      // The request's facts and its log annotation in one context step
+      // (`provideService` and `annotateLogs` would take one each).
+      Effect.updateContext((context: Context.Context<HttpServerRequest.HttpServerRequest>) =>
+        Context.add(
+          Context.add(context, RequestFacts, facts),
+          References.CurrentLogAnnotations,
+          { ...fiber.getRef(References.CurrentLogAnnotations), request_id: requestId }
+        )
+      ),
       // Every failure is answered here; the cast keeps the router's
       // "unhandled" marker, which only a partial handler would need.
       Effect.matchCauseEffect({
