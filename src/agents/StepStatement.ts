@@ -126,8 +126,11 @@ export interface StepStatementInput {
 /** Milliseconds after `t.t0`, as SQL. */
 const at = (sql: SqlClient.SqlClient, ms: number) => sql`(t.t0 + ${ms}::float8 * interval '1 millisecond')`
 
-/** The one statement of a governed step (see the top of this file). */
-export const stepStatement = (sql: SqlClient.SqlClient, input: StepStatementInput) => {
+/** The one statement of a governed step (see the top of this file), its rows decoded. */
+export const stepStatement = (sql: SqlClient.SqlClient, input: StepStatementInput) => StepResultRows.one(stepSql(sql, input))
+
+/** The statement of `stepStatement`, not yet run (`bench/inprocess/step-statement.ts` runs it alone). */
+export const stepSql = (sql: SqlClient.SqlClient, input: StepStatementInput) => {
   const { orgId, sessionId, step, cached, decision } = input
   const rule = cached.rule
   const approvalId = input.approval?.id ?? null
@@ -197,7 +200,7 @@ export const stepStatement = (sql: SqlClient.SqlClient, input: StepStatementInpu
       column: sql`, (SELECT count(*) FROM note) AS notified`
     }
 
-  return StepResultRows.one(sql`
+  return sql`
     WITH sess AS (
       SELECT id, task_id FROM agent_sessions WHERE id = ${sessionId} AND org_id = ${orgId} FOR UPDATE
     ),
@@ -226,5 +229,5 @@ export const stepStatement = (sql: SqlClient.SqlClient, input: StepStatementInpu
     SELECT EXISTS (SELECT 1 FROM sess) AS found, (SELECT fresh FROM policy) AS fresh, EXISTS (SELECT 1 FROM step) AS inserted,
       prior.tool, prior.action_class, prior.arguments, prior.decision, prior.approval_id::text AS approval_id${notify.column}
     FROM (SELECT 1) AS one LEFT JOIN prior ON true
-  `)
+  `
 }

@@ -1,0 +1,169 @@
+/**
+ * `npx node bench/inprocess/step-statement.ts`: the governed step's one
+ * statement (`src/agents/StepStatement.ts`) alone, run by svc's database
+ * client on embedded PGlite (a fresh data folder, as svc runs it) and, with
+ * `BENCH_DATABASE_URL`, on a scratch database of that PostgreSQL server, in
+ * alternating blocks in one process, so that other work on the machine
+ * falls on both alike. One statement at a time, no HTTP, no background work.
+ *
+ * Reported per statement, µs: the database's CPU (PGlite: the worker
+ * threads, any other embedded database idling meanwhile; the server: its
+ * backends of the scratch database, from /proc),
+ * this process's main thread (compiling, sending, decoding) and V8's helper
+ * threads (mostly garbage collection); then how each database planned it
+ * (`pg_prepared_statements`: generic or custom plans) and, with
+ * `BENCH_EXPLAIN=1`, `EXPLAIN (ANALYZE, BUFFERS)` of each kind on each.
+ *
+ * `BENCH_VARIANT="<SQL>; <SQL>"` adds a second embedded database with these
+ * statements run after the migrations (a schema change to weigh: an index
+ * or a foreign key dropped, a setting), in the same alternation.
+ *
+ * `BENCH_BLOCK` statements per block (default 500), `BENCH_ROUNDS` rounds
+ * (default 4). /proc counts CPU in 10 ms ticks: blocks of 500 give 20 µs
+ * steps.
+ */
+import { PgClient } from "@effect/sql-pg"
+import { Context, Effect, Layer, Redacted } from "effect"
+import { mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs"
+import { tmpdir } from "node:os"
+import * as path from "node:path"
+import { stepSql } from "../../src/agents/StepStatement.ts"
+import type { CachedRule } from "../../src/approvals/PolicyCache.ts"
+import { Database, type DatabaseLayer } from "../../src/platform/Database.ts"
+import { newId } from "../../src/platform/Ids.ts"
+import { Migrations } from "../../src/platform/Migrations.ts"
+
+const BLOCK = Number(process.env.BENCH_BLOCK ?? 500)
+const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 4)
+const serverUrl = process.env.BENCH_DATABASE_URL
+
+/** CPU µs of a thread or process from its `stat` file (utime + stime, 10 ms ticks). */
+const statCpu = (file: string): number => {
+  try {
+    const stat = readFileSync(file, "utf8")
+    const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ")
+    return (Number(fields[11]) + Number(fields[12])) * 10_000
+  } catch {
+    return 0
+  }
+}
+
+/** This process's CPU µs by role: the main thread, PGlite's worker, V8's helpers. */
+const ownThreads = () => {
+  const out = { main: 0, worker: 0, helpers: 0 }
+  for (const tid of readdirSync("/proc/self/task")) {
+    const comm = (() => {
+      try {
+        return readFileSync(`/proc/self/task/${tid}/comm`, "utf8").trim()
+      } catch {
+        return ""
+      }
+    })()
+    const cpu = statCpu(`/proc/self/task/${tid}/stat`)
+    if (tid === String(process.pid)) out.main += cpu
+    else if (comm === "WorkerThread") out.worker += cpu
+    else if (comm.startsWith("V8")) out.helpers += cpu
+  }
+  return out
+}
+
+const rule = (mode: "allow" | "require_approval"): CachedRule => ({
+  stored: true,
+  rule: { mode, review_seconds: 3600, expiring_notice_seconds: 60, escalation_seconds: null, timeout_action: "reject" }
+})
+
+type Kind = "allow" | "pending"
+
+/** One database's fixtures (an organization, two policies, 16 sessions) and its statements. */
+const prepare = (name: string, layer: DatabaseLayer, variant: ReadonlyArray<string> = []) =>
+  Effect.gen(function*() {
+    const context = yield* Layer.build(Migrations.layer.pipe(Layer.provideMerge(layer)))
+    const sql = Context.get(context, PgClient.PgClient)
+    for (const statement of variant) yield* sql.unsafe(statement)
+    const orgId = newId()
+    yield* sql`INSERT INTO orgs (id, name) VALUES (${orgId}, 'bench')`
+    for (const [cls, mode] of [["bench.allow", "allow"], ["bench.ask", "require_approval"]] as const) {
+      yield* sql`INSERT INTO approval_policies (org_id, action_class, mode, review_seconds, expiring_notice_seconds, timeout_action)
+        VALUES (${orgId}, ${cls}, ${mode}, 3600, 60, 'reject')`
+    }
+    const sessions: Array<string> = []
+    for (let i = 0; i < 16; i++) {
+      const id = newId()
+      yield* sql`INSERT INTO agent_sessions (id, org_id) VALUES (${id}, ${orgId})`
+      sessions.push(id)
+    }
+    // The server's backends of this database (the client's pool opens them as it needs them).
+    const backends = () =>
+      name !== "server" ? Effect.succeed(0) : Effect.map(
+        sql<{ pid: number }>`SELECT pid FROM pg_stat_activity WHERE datname = current_database()`,
+        (rows) => rows.reduce((sum, row) => sum + statCpu(`/proc/${row.pid}/stat`), 0)
+      )
+    let n = 0
+    const statement = (kind: Kind) =>
+      stepSql(sql, {
+        orgId,
+        sessionId: sessions[n % sessions.length]!,
+        step: { step_id: `s-${n++}`, tool: "shell", action_class: kind === "allow" ? "bench.allow" : "bench.ask", arguments: { command: "ls -la /srv/app", cwd: "/srv" } },
+        cached: rule(kind === "allow" ? "allow" : "require_approval"),
+        decision: kind === "allow" ? "allow" : "pending",
+        approval: kind === "allow" ? null : { id: newId(), eventId: newId() },
+        notify: undefined
+      })
+    const block = (kind: Kind) =>
+      Effect.gen(function*() {
+        const before = ownThreads()
+        const db0 = yield* backends()
+        for (let i = 0; i < BLOCK; i++) yield* statement(kind)
+        const db1 = yield* backends()
+        const after = ownThreads()
+        return {
+          database: (name !== "server" ? after.worker - before.worker : db1 - db0) / BLOCK,
+          main: (after.main - before.main) / BLOCK,
+          helpers: (after.helpers - before.helpers) / BLOCK
+        }
+      })
+    const plans = sql<{ generic_plans: string; custom_plans: string; length: number }>`
+      SELECT generic_plans::text, custom_plans::text, length(statement) AS length FROM pg_prepared_statements
+      WHERE statement LIKE '%INSERT INTO agent_steps%' ORDER BY length`
+    const explain = (kind: Kind) =>
+      Effect.gen(function*() {
+        const [text, params] = statement(kind).compile()
+        const rows = yield* sql.unsafe<{ "QUERY PLAN": string }>(`EXPLAIN (ANALYZE, BUFFERS) ${text}`, params as never)
+        return rows.map((row) => row["QUERY PLAN"]).join("\n")
+      })
+    return { name, block, plans, explain }
+  })
+
+const folder = mkdtempSync(path.join(tmpdir(), "step-statement-"))
+const variant = (process.env.BENCH_VARIANT ?? "").split(";").map((s) => s.trim()).filter((s) => s !== "")
+await Effect.runPromise(Effect.scoped(Effect.gen(function*() {
+  const databases = [yield* prepare("pglite", Database.embedded(path.join(folder, "a")))]
+  if (variant.length > 0) databases.push(yield* prepare("pglite variant", Database.embedded(path.join(folder, "b")), variant))
+  if (serverUrl !== undefined && serverUrl !== "") databases.push(yield* prepare("server", Database.scratch(Redacted.make(serverUrl))))
+  const kinds: ReadonlyArray<Kind> = ["allow", "pending"]
+  for (const db of databases) for (const kind of kinds) yield* db.block(kind)
+  const results = new Map<string, Array<{ database: number; main: number; helpers: number }>>()
+  for (let round = 0; round < ROUNDS; round++) {
+    const order = round % 2 === 0 ? databases : [...databases].reverse()
+    for (const kind of kinds) {
+      for (const db of order) {
+        const key = `${db.name} ${kind}`
+        results.set(key, [...(results.get(key) ?? []), yield* db.block(kind)])
+      }
+    }
+  }
+  const median = (values: ReadonlyArray<number>) => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)]!
+  console.table([...results].map(([key, rows]) => ({
+    statement: key,
+    "database CPU µs": Math.round(median(rows.map((r) => r.database))),
+    "main thread µs": Math.round(median(rows.map((r) => r.main))),
+    "V8 helpers µs": Math.round(median(rows.map((r) => r.helpers))),
+    rounds: rows.map((r) => Math.round(r.database)).join(" ")
+  })))
+  for (const db of databases) console.log(db.name, "plans of the step statements:", JSON.stringify(yield* db.plans))
+  if (process.env.BENCH_EXPLAIN === "1") {
+    for (const db of databases) for (const kind of kinds) console.log(`--- ${db.name} ${kind}\n${yield* db.explain(kind)}`)
+  }
+})))
+rmSync(folder, { recursive: true, force: true })
+process.exit(0)
