@@ -7,6 +7,14 @@ export default defineConfig({
     hookTimeout: 120_000,
     // Integration files each start a service and a database; two cores.
     maxWorkers: 2,
+    // V8 in Node 24 can abort the process (SIGTRAP, "Check failed:
+    // jit_page.has_value()") when it tiers up a wasm-to-JS wrapper and, in the
+    // same step, frees the wrappers of a wasm instance that is gone: seen in
+    // test files that open and close several embedded databases (PGlite is
+    // WebAssembly) in one process. A budget no test reaches keeps PGlite's
+    // imports on V8's generic wrapper, so that path never runs. svc itself
+    // opens one embedded database per process and is not affected.
+    execArgv: ["--wasm-wrapper-tiering-budget=1000000000"],
     sequence: { concurrent: false }
   }
 })
