@@ -35,7 +35,7 @@
  * `Idle.ts`, over the shared `State.ts` and the numbers of `Limits.ts`.
  * This file wires them and runs the step loop.
  */
-import { Cause, Effect, FiberSet } from "effect"
+import { Cause, Clock, Effect, FiberSet } from "effect"
 import { Metrics } from "../observability/Metrics.ts"
 import { Wakeups } from "../platform/Wakeups.ts"
 import { Admission } from "./Admission.ts"
@@ -75,6 +75,7 @@ export const runWorker = <R>(options: WorkerOptions<R>) =>
     const wakeups = yield* Wakeups
     const metrics = yield* Metrics
     const fork = yield* FiberSet.makeRuntime<R>()
+    const clock = yield* Clock.Clock
     const limits = limitsOf(options)
     const state = makeState(
       new Admission<Claimed>({
@@ -104,6 +105,7 @@ export const runWorker = <R>(options: WorkerOptions<R>) =>
       handle: options.handle,
       cooldown: options.cooldown,
       fork,
+      clock,
       wantsClaim: shouldClaim
     })
     const release = releaseSetAside(queue, state)

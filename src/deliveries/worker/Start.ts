@@ -6,7 +6,7 @@
  * the settle loop; the next waiting delivery starts then, whatever the
  * claim loop is doing.
  */
-import { Cause, Clock, Duration, Effect, Exit } from "effect"
+import { Cause, type Clock, Duration, Effect, Exit, type Fiber } from "effect"
 import type { Entry } from "../Admission.ts"
 import { type AttemptRecord, type Claimed, type CooldownPolicy, Outcome } from "../Types.ts"
 import type { Settler } from "./Settle.ts"
@@ -25,7 +25,9 @@ export interface StartOptions<R> {
   readonly handle: (delivery: Claimed) => Effect.Effect<Settlement, never, R>
   readonly cooldown?: CooldownPolicy | undefined
   /** Forks into the worker's fiber set. */
-  readonly fork: (effect: Effect.Effect<void, never, R>) => unknown
+  readonly fork: (effect: Effect.Effect<Settlement, never, R>) => Fiber.Fiber<Settlement, never>
+  /** The worker's clock, read when deciding what starts. */
+  readonly clock: Clock.Clock
   /** Whether the claim loop has something to do after a send ended. */
   readonly wantsClaim: () => boolean
 }
@@ -39,45 +41,50 @@ const defectSettlement = (delivery: Claimed, cause: Cause.Cause<unknown>) =>
     } satisfies Settlement)
   )
 
-/** `pump`: starts what may start now; nothing starts while closing or while outcomes cannot be recorded. */
+/**
+ * `pump`: starts what may start now; nothing starts while closing or while
+ * outcomes cannot be recorded. What a send's end does (free its slot, queue
+ * its outcome, start the next) runs synchronously when its fiber ends, as
+ * an observer of the fiber, not as more steps of it: `Effect.onExit`, a
+ * suspended `pump` and a clock read per send were about 2 % of the drain's
+ * busy CPU (`docs/performance.md`).
+ */
 export const makePump = <R>(state: WorkerState, settler: Settler, options: StartOptions<R>) => {
   const { admission } = state
 
-  const afterSend = (entry: Entry<Claimed>, exit: Exit.Exit<Settlement>) =>
-    Effect.suspend(() => {
-      if (Exit.isSuccess(exit)) {
-        const { attempt, outcome } = exit.value
-        admission.sendEnded(entry, outcome._tag === "Retry" || outcome._tag === "Failed")
-        settler.push({ item: { claimed: entry.item, outcome, attempt, cooldown: options.cooldown }, target: entry.target })
-      } else {
-        admission.sendEnded(entry, undefined)
-      }
-      return Effect.andThen(pump, Effect.sync(() => {
-        // What could start has started: if something now waits only for
-        // outcomes to be recorded, record them without lingering.
-        if (settler.lingering() && admission.waitsForRecording()) settler.hurry()
-        // The claim loop runs again only when it has something to do (a
-        // claim, a give-back, or going idle), not after every send.
-        if (state.toRelease.length > 0 || options.wantsClaim() || (admission.inFlight === 0 && admission.waiting === 0)) {
-          state.changed.openUnsafe()
-        }
-      }))
-    })
+  const afterSend = (entry: Entry<Claimed>, exit: Exit.Exit<Settlement>) => {
+    if (Exit.isSuccess(exit)) {
+      const { attempt, outcome } = exit.value
+      admission.sendEnded(entry, outcome._tag === "Retry" || outcome._tag === "Failed")
+      settler.push({ item: { claimed: entry.item, outcome, attempt, cooldown: options.cooldown }, target: entry.target })
+    } else {
+      admission.sendEnded(entry, undefined)
+    }
+    startNow()
+    // What could start has started: if something now waits only for
+    // outcomes to be recorded, record them without lingering.
+    if (settler.lingering() && admission.waitsForRecording()) settler.hurry()
+    // The claim loop runs again only when it has something to do (a
+    // claim, a give-back, or going idle), not after every send.
+    if (state.toRelease.length > 0 || options.wantsClaim() || (admission.inFlight === 0 && admission.waiting === 0)) {
+      state.changed.openUnsafe()
+    }
+  }
 
   const send = (entry: Entry<Claimed>) =>
-    options.handle(entry.item).pipe(
-      Effect.catchCause((cause) => defectSettlement(entry.item, cause)),
-      Effect.onExit((exit) => afterSend(entry, exit))
-    )
+    options.handle(entry.item).pipe(Effect.catchCause((cause) => defectSettlement(entry.item, cause)))
 
-  const pump: Effect.Effect<void> = Effect.flatMap(Clock.currentTimeMillis, (now) =>
-    Effect.sync(() => {
-      const decision = admission.admit(now, state.closing || settler.failing())
-      for (const item of decision.giveBack) state.toRelease.push(item)
-      // Forked after the decision: a fiber that runs (and ends) at once
-      // asks the model again, which is already consistent.
-      for (const entry of decision.start) options.fork(send(entry))
-    }))
+  const startNow = () => {
+    const decision = admission.admit(options.clock.currentTimeMillisUnsafe(), state.closing || settler.failing())
+    for (const item of decision.giveBack) state.toRelease.push(item)
+    // Forked after the decision: a fiber that runs (and ends) at once
+    // asks the model again, which is already consistent.
+    for (const entry of decision.start) {
+      options.fork(send(entry)).addObserver((exit) => afterSend(entry, exit))
+    }
+  }
+
+  const pump: Effect.Effect<void> = Effect.sync(startNow)
 
   return pump
 }
