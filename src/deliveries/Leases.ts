@@ -8,19 +8,16 @@
 import type { PgClient } from "@effect/sql-pg"
 import { Duration, Effect } from "effect"
 import { newId } from "../platform/Ids.ts"
+import { settleRowsJson, statusOf } from "./SettleRows.ts"
 import { claimStatement, settleStatement } from "./Statements.ts"
 import {
   type Claimed,
   type ClaimOptions,
   type DeliveryKind,
-  type DeliveryStatus,
-  type Outcome,
   type Settled,
   type SettleItem,
   toDelivery
 } from "./Types.ts"
-
-const millis = (input: Duration.Input) => Duration.toMillis(input)
 
 /** Order of two `seq`s (decimal bigint text, no sign or leading zeros) without parsing them. */
 const compareSeq = (a: string, b: string) => a.length - b.length || (a < b ? -1 : a > b ? 1 : 0)
@@ -44,44 +41,19 @@ export const claim = Effect.fnUntraced(function*(sql: PgClient.PgClient, kind: D
     .sort((a, b) => a.nextAttemptAt.getTime() - b.nextAttemptAt.getTime() || compareSeq(a.seq, b.seq))
 })
 
-export const statusOf = (outcome: Outcome): DeliveryStatus =>
-  outcome._tag === "Delivered"
-    ? "delivered"
-    : outcome._tag === "Partial"
-    ? "partial"
-    : outcome._tag === "Retry"
-    ? "retrying"
-    : "failed"
+export { statusOf }
 
 // One statement per batch: each delivery's row update, its attempt
-// record, and the health of every target in the batch (see `health`).
+// record, and the health of every target in the batch (see `health`); its
+// input is written by `SettleRows.ts`.
 export const settleMany: (sql: PgClient.PgClient, items: ReadonlyArray<SettleItem>) => Effect.Effect<Settled> = Effect
   .fnUntraced(function*(
   sql: PgClient.PgClient,
   items: ReadonlyArray<SettleItem>
 ) {
   if (items.length === 0) return { held: [], coolingFor: new Map<string, Duration.Duration>() } satisfies Settled
-  const rows = items.map(({ attempt, claimed, cooldown, outcome }, ord) => ({
-    ord,
-    id: claimed.id,
-    lease_owner: claimed.leaseOwner,
-    target_id: claimed.targetId,
-    status: statusOf(outcome),
-    last_error: outcome._tag === "Delivered" ? null : outcome.error,
-    meta: outcome.meta ?? {},
-    retry_after_ms: outcome._tag === "Retry" ? Duration.toMillis(outcome.after) : null,
-    finished: outcome._tag !== "Retry",
-    failed_attempt: outcome._tag === "Retry" || outcome._tag === "Failed",
-    cooldown_after: cooldown?.after ?? null,
-    cooldown_base: cooldown === undefined ? null : millis(cooldown.base) / 1000,
-    cooldown_cap: cooldown === undefined ? null : millis(cooldown.cap) / 1000,
-    status_code: attempt.statusCode ?? null,
-    error: attempt.error ?? null,
-    snippet: attempt.responseSnippet ?? null,
-    duration_ms: Math.max(0, Math.round(attempt.durationMs))
-  }))
   const targetIds = [...new Set(items.map((item) => item.claimed.targetId))].sort()
-  const settled = yield* settleStatement(sql, JSON.stringify(rows), targetIds).pipe(Effect.orDie)
+  const settled = yield* settleStatement(sql, settleRowsJson(items), targetIds).pipe(Effect.orDie)
   // Keyed by lease, not only by delivery: one batch may hold the same
   // delivery twice (a lease that ran out while its send was still in
   // flight, and the claim that took it over); only the holder's counts.

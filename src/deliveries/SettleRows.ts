@@ -1,0 +1,60 @@
+/**
+ * The settle statement's input (`jsonb_to_recordset` in `Statements.ts`),
+ * written straight as JSON text, one object per outcome in batch order.
+ *
+ * What it buys: `settleMany` used to build a 17-field object per outcome
+ * (nulls included) and `JSON.stringify` the array; in CPU profiles of the
+ * `webhooks` drain on a PostgreSQL server that object building and
+ * stringifying was 1.3 % of svc's busy CPU (the settle's own line, self
+ * time), about 5 µs per delivery. Here a delivered outcome is a short
+ * string of its few non-null fields (a key left out reads as NULL in
+ * `jsonb_to_recordset`, as a JSON null did), and PostgreSQL parses less
+ * JSON per row as well. Strings that may hold anything (errors, response
+ * snippets, meta) still go through `JSON.stringify`; ids, statuses and
+ * numbers are ours.
+ */
+import { Duration } from "effect"
+import type { DeliveryStatus, Outcome, SettleItem } from "./Types.ts"
+
+/** The status an outcome leaves its delivery in. */
+export const statusOf = (outcome: Outcome): DeliveryStatus =>
+  outcome._tag === "Delivered"
+    ? "delivered"
+    : outcome._tag === "Partial"
+    ? "partial"
+    : outcome._tag === "Retry"
+    ? "retrying"
+    : "failed"
+
+/** A finite number as JSON; anything else as null (what `JSON.stringify` wrote). */
+const num = (value: number) => Number.isFinite(value) ? String(value) : "null"
+
+/** The JSON array of `items`' settle rows, in order (`ord` is the index). */
+export const settleRowsJson = (items: ReadonlyArray<SettleItem>): string => {
+  let out = "["
+  for (let ord = 0; ord < items.length; ord++) {
+    const { attempt, claimed, cooldown, outcome } = items[ord]!
+    const tag = outcome._tag
+    // Ids and the lease owner are uuids from the database: no escaping needed,
+    // but they are quoted through JSON all the same should one ever not be.
+    out += (ord === 0 ? "{" : ",{") +
+      `"ord":${ord},"id":${JSON.stringify(claimed.id)},"lease_owner":${JSON.stringify(claimed.leaseOwner)}` +
+      `,"target_id":${JSON.stringify(claimed.targetId)},"status":"${statusOf(outcome)}"` +
+      `,"finished":${tag !== "Retry"},"failed_attempt":${tag === "Retry" || tag === "Failed"}` +
+      `,"duration_ms":${num(Math.max(0, Math.round(attempt.durationMs)))}`
+    if (tag !== "Delivered") out += `,"last_error":${JSON.stringify(outcome.error)}`
+    if (tag === "Retry") out += `,"retry_after_ms":${num(Duration.toMillis(outcome.after))}`
+    const meta = outcome.meta
+    if (meta !== undefined) out += `,"meta":${JSON.stringify(meta)}`
+    if (cooldown !== undefined) {
+      out += `,"cooldown_after":${num(cooldown.after)}` +
+        `,"cooldown_base":${num(Duration.toMillis(cooldown.base) / 1000)}` +
+        `,"cooldown_cap":${num(Duration.toMillis(cooldown.cap) / 1000)}`
+    }
+    if (attempt.statusCode !== undefined) out += `,"status_code":${num(attempt.statusCode)}`
+    if (attempt.error !== undefined) out += `,"error":${JSON.stringify(attempt.error)}`
+    if (attempt.responseSnippet !== undefined) out += `,"snippet":${JSON.stringify(attempt.responseSnippet)}`
+    out += "}"
+  }
+  return out + "]"
+}
