@@ -52,11 +52,14 @@ export const wakeTopic = (kind: DeliveryKind) => Topics.deliveries(kind)
 
 /**
  * `f` bound to the SQL client (its first parameter), in a span named
- * `DeliveryQueue.<name>`: the operation's signature is its module's.
+ * `DeliveryQueue.<name>`: the operation's signature is its module's. No
+ * stack trace per span: the name says where it is, and capturing one per
+ * settle batch was 0.6 % of the webhook drain's CPU.
  */
 const bind = <C>(client: C) =>
 <Args extends ReadonlyArray<unknown>, A, E>(name: string, f: (client: C, ...args: Args) => Effect.Effect<A, E>) =>
-(...args: Args): Effect.Effect<A, E> => Effect.withSpan(f(client, ...args), `DeliveryQueue.${name}`)
+(...args: Args): Effect.Effect<A, E> =>
+  Effect.withSpan(f(client, ...args), `DeliveryQueue.${name}`, { captureStackTrace: false })
 
 /** The queue's operations over one SQL client (the service is this, as a layer). */
 export const make = (sql: PgClient.PgClient, wakeups: Wakeups["Service"], info: DatabaseInfo["Service"]) => {
