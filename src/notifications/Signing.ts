@@ -59,7 +59,11 @@ export const signatureHeader = (
   secrets: ReadonlyArray<string>,
   timestamp: number,
   body: Uint8Array | string
-): string => [`t=${timestamp}`, ...secrets.map((secret) => `v1=${signatureDigest(secret, timestamp, body)}`)].join(",")
+): string => {
+  let header = `t=${timestamp}`
+  for (const secret of secrets) header += `,v1=${signatureDigest(secret, timestamp, body)}`
+  return header
+}
 
 /** One Standard Webhooks signature: base64 HMAC-SHA256 over `${id}.${timestamp}.${body}`. */
 export const standardDigest = (secret: string, id: string, timestamp: number, body: Uint8Array | string): string =>
@@ -74,7 +78,11 @@ export const standardSignatureHeader = (
   id: string,
   timestamp: number,
   body: Uint8Array | string
-): string => secrets.map((secret) => `v1,${standardDigest(secret, id, timestamp, body)}`).join(" ")
+): string => {
+  let header = ""
+  for (const secret of secrets) header += `${header === "" ? "" : " "}v1,${standardDigest(secret, id, timestamp, body)}`
+  return header
+}
 
 /** Every signature header of a delivery: `X-Svc-*` and Standard Webhooks. */
 export const deliveryHeaders = (

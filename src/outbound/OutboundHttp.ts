@@ -28,6 +28,7 @@ import { type Address, type Cidr, judge, parseAddress, parseCidrs, unmap } from 
 import { Resolver as DnsResolver } from "node:dns/promises"
 import { networkResolver, Resolver, type ResolverShape } from "./Resolver.ts"
 import { type Exchanged, startExchange } from "./Exchange.ts"
+import { requestHeaders } from "./RequestHeaders.ts"
 import { parseTarget, type Target } from "./TargetUrl.ts"
 
 export interface CheckedUrl {
@@ -250,29 +251,6 @@ const toFailure = (error: unknown): OutboundFailure => {
     reason: "network",
     message: `the connection failed (${codes[0] ?? "unknown error"})`
   })
-}
-
-// ---------------------------------------------------------------------------
-// The exchange
-
-const USER_AGENT = "svc-outbound/1"
-
-/**
- * The headers as sent: the caller's, lower-cased (of two names that differ
- * only in case, the later wins), our `user-agent` unless the caller gave
- * one, and always `accept-encoding: identity`. As undici's flat
- * `[name, value, ...]` list, which it reads without listing an object's
- * keys (a prototype-less object per request was ~2 % of a delivery's CPU).
- */
-const requestHeaders = (headers: Readonly<Record<string, string>>): Array<string> => {
-  const byName = new Map<string, string>([["user-agent", USER_AGENT]])
-  for (const name in headers) byName.set(name.toLowerCase(), headers[name]!)
-  // We never decompress, so a compressed answer can never expand beyond what
-  // we read; asking for identity keeps the kept snippet readable.
-  byName.set("accept-encoding", "identity")
-  const out: Array<string> = []
-  for (const [name, value] of byName) out.push(name, value)
-  return out
 }
 
 // ---------------------------------------------------------------------------
