@@ -54,7 +54,8 @@ export const wakeTopic = (kind: DeliveryKind) => Topics.deliveries(kind)
  * `f` bound to the SQL client (its first parameter), in a span named
  * `DeliveryQueue.<name>`: the operation's signature is its module's. No
  * stack trace per span: the name says where it is, and capturing one per
- * settle batch was 0.6 % of the webhook drain's CPU.
+ * settle batch was 0.7 % of svc's busy CPU in the webhook drain (0.04 %
+ * without).
  */
 const bind = <C>(client: C) =>
 <Args extends ReadonlyArray<unknown>, A, E>(name: string, f: (client: C, ...args: Args) => Effect.Effect<A, E>) =>

@@ -3,13 +3,13 @@
  * written straight as JSON text, one object per outcome in batch order.
  *
  * What it buys: `settleMany` used to build a 17-field object per outcome
- * (nulls included) and `JSON.stringify` the array; in CPU profiles of the
- * `webhooks` drain on a PostgreSQL server that object building and
- * stringifying was 1.3 % of svc's busy CPU (the settle's own line, self
- * time), about 5 µs per delivery. Here a delivered outcome is a short
- * string of its few non-null fields (a key left out reads as NULL in
- * `jsonb_to_recordset`, as a JSON null did), and PostgreSQL parses less
- * JSON per row as well. Strings that may hold anything (errors, response
+ * (nulls included) and `JSON.stringify` the array. Here a delivered
+ * outcome is a short string of its few non-null fields (a key left out
+ * reads as NULL in `jsonb_to_recordset`, as a JSON null did), and
+ * PostgreSQL parses less JSON per row as well. In-process, a batch of 15
+ * delivered outcomes: 16.1 → 10.1 µs; in CPU profiles of the `webhooks`
+ * drain on a PostgreSQL server (both checkouts in one run), the building
+ * went from 1.5 % to 0.4 % of svc's busy CPU (self time). Strings that may hold anything (errors, response
  * snippets, meta) still go through `JSON.stringify`; ids, statuses and
  * numbers are ours.
  */

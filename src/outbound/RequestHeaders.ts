@@ -8,8 +8,9 @@
  * What the direct path buys: a webhook's headers (names already lower-case,
  * neither of ours among them) go straight into the list, without a `Map`
  * per request and its iteration; in CPU profiles of the `webhooks` drain on
- * a PostgreSQL server `requestHeaders` was 0.6 % of svc's busy CPU (self
- * time) with the map. Any other case takes the map, as before.
+ * a PostgreSQL server (both checkouts in one run) `requestHeaders` went
+ * from 0.6 % to 0.14 % of svc's busy CPU (self time). Any other case takes
+ * the map, as before.
  */
 const USER_AGENT = "svc-outbound/1"
 

@@ -45,9 +45,11 @@ const defectSettlement = (delivery: Claimed, cause: Cause.Cause<unknown>) =>
  * `pump`: starts what may start now; nothing starts while closing or while
  * outcomes cannot be recorded. What a send's end does (free its slot, queue
  * its outcome, start the next) runs synchronously when its fiber ends, as
- * an observer of the fiber, not as more steps of it: `Effect.onExit`, a
- * suspended `pump` and a clock read per send were about 2 % of the drain's
- * busy CPU (`docs/performance.md`).
+ * an observer of the fiber, not as more steps of it (an `Effect.onExit`
+ * frame, a suspended `pump` and a clock effect per send). In an in-process
+ * A/B of this loop alone (a send that answers on the next turn, batches
+ * recorded a turn later) that took fork, end and admission from 11.1 to
+ * 10.1 µs of CPU per delivery (`docs/performance.md`).
  */
 export const makePump = <R>(state: WorkerState, settler: Settler, options: StartOptions<R>) => {
   const { admission } = state
