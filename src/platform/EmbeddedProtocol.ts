@@ -26,6 +26,7 @@
 import { types as pgTypes } from "@electric-sql/pglite"
 import { type Answer, AnswerBytes, type Column, readAnswer } from "./EmbeddedAnswer.ts"
 import type { PreparedStatements } from "./EmbeddedPrepared.ts"
+import { needsSync } from "./EmbeddedWriteThrough.ts"
 
 type Serializers = Record<number | string, ((value: any) => string) | undefined>
 
@@ -195,7 +196,8 @@ const exchange = async (db: ProtocolHost, message: Uint8Array, arrays: boolean, 
  * the parsers PGlite was created with (objects, or arrays with `values`).
  * With `prepared`, the statement runs under a name it keeps
  * (`EmbeddedPrepared.ts`). Writes reach the data folder once no
- * transaction is open, as PGlite's `query` does.
+ * transaction is open, as PGlite's `query` does (at once on the file
+ * systems that write through: `EmbeddedWriteThrough.ts`).
  */
 export const runStatement = async (
   db: ProtocolHost,
@@ -224,6 +226,6 @@ export const runStatement = async (
     }
     if (first) statement.description = answer.columns ?? null
   }
-  if (!db.isInTransaction()) await db.syncToFs()
+  if (needsSync(db) && !db.isInTransaction()) await db.syncToFs()
   return { rows: answer.rows, command: answer.command, affectedRows: answer.affectedRows }
 }

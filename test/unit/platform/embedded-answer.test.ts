@@ -2,6 +2,7 @@ import { PGlite, parse } from "@electric-sql/pglite"
 import { afterAll, assert, beforeAll, describe, it } from "vitest"
 import { AnswerBytes, readAnswer } from "../../../src/platform/EmbeddedAnswer.ts"
 import { encodeStatement, runStatement } from "../../../src/platform/EmbeddedProtocol.ts"
+import { needsSync } from "../../../src/platform/EmbeddedWriteThrough.ts"
 
 /** Statements whose answers cover rows, nulls, text in any script, counts, DDL and errors. */
 const STATEMENTS: ReadonlyArray<readonly [string, ReadonlyArray<string | null>, ReadonlyArray<number>]> = [
@@ -80,5 +81,23 @@ describe("reading PGlite's raw answer", () => {
     assert.deepStrictEqual((await db.query<{ n: number }>("SELECT 2 AS n")).rows, [{ n: 2 }])
     const results = await db.exec("SELECT 3 AS n")
     assert.deepStrictEqual(results[0]!.rows, [{ n: 3 }])
+  })
+})
+
+describe("syncing PGlite's files after a statement", () => {
+  it("is skipped on the file systems that write through, and kept on any other", async () => {
+    const db = await PGlite.create()
+    try {
+      let syncs = 0
+      const sync = db.syncToFs.bind(db)
+      Object.assign(db, { syncToFs: () => (syncs++, sync()) })
+      await runStatement(db as never, "SELECT $1::int AS n", [1], [23], false)
+      assert.strictEqual(syncs, 0)
+      assert.isFalse(needsSync(db))
+      assert.isTrue(needsSync({ fs: {} }))
+      assert.isTrue(needsSync({}))
+    } finally {
+      await db.close()
+    }
   })
 })
