@@ -14,12 +14,17 @@
  * the database's CPU (PGlite's worker thread, or the server's backends from
  * /proc), this process's main thread and V8's helper threads.
  *
+ * `BENCH_BEFORE=<checkout>` adds an embedded database opened by that
+ * checkout's client (`src/platform/Database.ts` there) in the same
+ * alternation: an A/B of the client in one process.
+ *
  * `BENCH_BLOCK` statements per block (default 4 000), `BENCH_ROUNDS`
  * rounds (default 4). /proc counts CPU in 10 ms ticks.
  */
 import { PgClient } from "@effect/sql-pg"
 import { Context, Effect, Layer, Redacted } from "effect"
 import { readdirSync, readFileSync } from "node:fs"
+import * as path from "node:path"
 import { Database, type DatabaseLayer } from "../../src/platform/Database.ts"
 
 const BLOCK = Number(process.env.BENCH_BLOCK ?? 4_000)
@@ -90,6 +95,11 @@ const prepare = (name: string, layer: DatabaseLayer) =>
 
 await Effect.runPromise(Effect.scoped(Effect.gen(function*() {
   const databases = [yield* prepare("pglite", Database.memory)]
+  const before = process.env.BENCH_BEFORE
+  if (before !== undefined && before !== "") {
+    const other = yield* Effect.promise(() => import(path.resolve(before, "src/platform/Database.ts")))
+    databases.push(yield* prepare("pglite before", other.Database.memory))
+  }
   if (serverUrl !== undefined && serverUrl !== "") databases.push(yield* prepare("server", Database.scratch(Redacted.make(serverUrl))))
   const modes: ReadonlyArray<Mode> = ["sequential", "16 in flight"]
   for (const db of databases) for (const mode of modes) yield* db.block(mode)
