@@ -18,6 +18,10 @@
  * statements run after the migrations (a schema change to weigh: an index
  * or a foreign key dropped, a setting), in the same alternation.
  *
+ * `BENCH_BEFORE=<checkout>` adds an embedded database opened by that
+ * checkout's client (`src/platform/Database.ts` there, same schema) in the
+ * same alternation: an A/B of the client in one process.
+ *
  * `BENCH_BLOCK` statements per block (default 500), `BENCH_ROUNDS` rounds
  * (default 4). /proc counts CPU in 10 ms ticks: blocks of 500 give 20 µs
  * steps.
@@ -75,9 +79,9 @@ const rule = (mode: "allow" | "require_approval"): CachedRule => ({
 type Kind = "allow" | "pending"
 
 /** One database's fixtures (an organization, two policies, 16 sessions) and its statements. */
-const prepare = (name: string, layer: DatabaseLayer, variant: ReadonlyArray<string> = []) =>
+const prepare = (name: string, layer: DatabaseLayer, variant: ReadonlyArray<string> = [], migrations: typeof Migrations.layer = Migrations.layer) =>
   Effect.gen(function*() {
-    const context = yield* Layer.build(Migrations.layer.pipe(Layer.provideMerge(layer)))
+    const context = yield* Layer.build(migrations.pipe(Layer.provideMerge(layer)))
     const sql = Context.get(context, PgClient.PgClient)
     for (const statement of variant) yield* sql.unsafe(statement)
     const orgId = newId()
@@ -138,6 +142,12 @@ const folder = mkdtempSync(path.join(tmpdir(), "step-statement-"))
 const variant = (process.env.BENCH_VARIANT ?? "").split(";").map((s) => s.trim()).filter((s) => s !== "")
 await Effect.runPromise(Effect.scoped(Effect.gen(function*() {
   const databases = [yield* prepare("pglite", Database.embedded(path.join(folder, "a")))]
+  const before = process.env.BENCH_BEFORE
+  if (before !== undefined && before !== "") {
+    const other = yield* Effect.promise(() => import(path.resolve(before, "src/platform/Database.ts")))
+    const otherMigrations = yield* Effect.promise(() => import(path.resolve(before, "src/platform/Migrations.ts")))
+    databases.push(yield* prepare("pglite before", other.Database.embedded(path.join(folder, "c")), [], otherMigrations.Migrations.layer))
+  }
   if (variant.length > 0) databases.push(yield* prepare("pglite variant", Database.embedded(path.join(folder, "b")), variant))
   if (serverUrl !== undefined && serverUrl !== "") databases.push(yield* prepare("server", Database.scratch(Redacted.make(serverUrl))))
   const kinds: ReadonlyArray<Kind> = ["allow", "pending"]

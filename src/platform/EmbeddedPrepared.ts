@@ -27,6 +27,7 @@
  *   reads was altered). The next run parses it again under a new name.
  */
 import { randomBytes } from "node:crypto"
+import type { Column } from "./EmbeddedAnswer.ts"
 import { encodeClose, encodeStatement } from "./EmbeddedProtocol.ts"
 
 /** How many statements the embedded session keeps prepared. */
@@ -35,8 +36,8 @@ export const PREPARED_STATEMENTS = 256
 export interface Prepared {
   readonly name: string
   readonly key: string
-  /** The statement's `RowDescription` (`undefined`: not yet run, `null`: it returns no rows). */
-  description: unknown | null | undefined
+  /** The statement's columns (`undefined`: not yet run, `null`: it returns no rows). */
+  description: ReadonlyArray<Column> | null | undefined
 }
 
 export class PreparedStatements {

@@ -10,8 +10,9 @@
  * so it needs no Describe of the statement: here the parameters are
  * serialized to PostgreSQL's text format on our side and the whole
  * statement (Parse, Bind, Describe portal, Execute, Sync) goes to PGlite as
- * one `execProtocolStream` call; its answer is decoded by PGlite's own
- * `parseResults` with the same parsers, so rows look exactly as before.
+ * one call into PGlite; its answer is read with the same parsers and the
+ * shapes of PGlite's own `parseResults` (`EmbeddedAnswer.ts`), so rows
+ * look exactly as before.
  *
  * What it buys: about half the CPU of a statement (INSERT with seven
  * parameters 113 → 59 µs, SELECT by key 138 → 69 µs;
@@ -22,8 +23,10 @@
  * after an error PostgreSQL skips to the Sync, which is in the same batch,
  * so the session is ready for the next statement.
  */
-import { parse, types as pgTypes } from "@electric-sql/pglite"
+import { types as pgTypes } from "@electric-sql/pglite"
+import { type Answer, AnswerBytes, type Column, readAnswer } from "./EmbeddedAnswer.ts"
 import type { PreparedStatements } from "./EmbeddedPrepared.ts"
+import { needsSync } from "./EmbeddedWriteThrough.ts"
 
 type Serializers = Record<number | string, ((value: any) => string) | undefined>
 
@@ -71,11 +74,13 @@ export const encodeStatement = (
   types: ReadonlyArray<number>,
   naming: Naming = UNNAMED
 ): Uint8Array => {
-  const encoded = values.map((value) => value === null ? null : Buffer.from(value, "utf8"))
+  // Each value's length in bytes; the values are written straight into the
+  // one buffer, not copied through a buffer each (40 parameters: 5.5 → 3.9 µs).
+  const lengths = values.map((value) => value === null ? -1 : Buffer.byteLength(value, "utf8"))
   const nameLength = cstringLength(naming.name)
   const parseLength = naming.parse ? 4 + nameLength + cstringLength(sql) + 2 + 4 * types.length : 0
   let bindLength = 4 + 1 + nameLength + 2 + 2 + 2
-  for (const value of encoded) bindLength += 4 + (value === null ? 0 : value.length)
+  for (const length of lengths) bindLength += 4 + (length < 0 ? 0 : length)
   const describeLength = naming.describe ? 4 + 1 + 1 : 0
   const executeLength = 4 + 1 + 4
   const syncLength = 4
@@ -100,14 +105,11 @@ export const encodeStatement = (
   at += buffer.write(naming.name, at, "utf8")
   at = buffer.writeUInt8(0, at)
   at = buffer.writeInt16BE(0, at)
-  at = buffer.writeInt16BE(encoded.length, at)
-  for (const value of encoded) {
-    if (value === null) {
-      at = buffer.writeInt32BE(-1, at)
-    } else {
-      at = buffer.writeInt32BE(value.length, at)
-      at += value.copy(buffer, at)
-    }
+  at = buffer.writeInt16BE(values.length, at)
+  for (let i = 0; i < values.length; i++) {
+    const length = lengths[i]!
+    at = buffer.writeInt32BE(length, at)
+    if (length > 0) at += buffer.write(values[i]!, at, length, "utf8")
   }
   at = buffer.writeInt16BE(0, at)
   if (naming.describe) {
@@ -148,6 +150,10 @@ export interface ProtocolHost {
     message: Uint8Array,
     options?: { readonly syncToFs?: boolean; readonly throwOnError?: boolean }
   ) => Promise<Array<any>>
+  readonly execProtocolRawStream: (
+    message: Uint8Array,
+    options: { readonly syncToFs?: boolean; readonly onRawData: (chunk: Uint8Array) => void }
+  ) => Promise<void>
   readonly isInTransaction: () => boolean
   readonly syncToFs: () => Promise<void>
 }
@@ -164,12 +170,33 @@ const isStale = (error: unknown) => {
   return code === "26000" || code === "0A000"
 }
 
+/** Where each host's raw answers are collected (one statement at a time per host). */
+const collectors = new WeakMap<ProtocolHost, AnswerBytes>()
+
+/**
+ * The answer to `message`, read from PGlite's raw bytes (`EmbeddedAnswer.ts`);
+ * its error thrown. (PGlite keeps the last `onRawData` as its sink, but its
+ * own `query`, `exec` and `transaction` set theirs on every call.)
+ */
+const exchange = async (db: ProtocolHost, message: Uint8Array, arrays: boolean, described: ReadonlyArray<Column> | undefined) => {
+  let bytes = collectors.get(db)
+  if (bytes === undefined) {
+    bytes = new AnswerBytes()
+    collectors.set(db, bytes)
+  }
+  await db.execProtocolRawStream(message, { syncToFs: false, onRawData: bytes.onRawData })
+  const answer = readAnswer(bytes.take(), db.parsers, arrays, described)
+  if (answer.error !== undefined) throw answer.error
+  return answer
+}
+
 /**
  * Runs one statement with typed parameters in one call; rows decoded by
  * the parsers PGlite was created with (objects, or arrays with `values`).
  * With `prepared`, the statement runs under a name it keeps
  * (`EmbeddedPrepared.ts`). Writes reach the data folder once no
- * transaction is open, as PGlite's `query` does.
+ * transaction is open, as PGlite's `query` does (at once on the file
+ * systems that write through: `EmbeddedWriteThrough.ts`).
  */
 export const runStatement = async (
   db: ProtocolHost,
@@ -181,13 +208,13 @@ export const runStatement = async (
 ): Promise<StatementResult> => {
   const text = params.map((value, i) => serializeParam(value, types[i] ?? 0, db.serializers))
   const statement = prepared?.get(sql, types)
-  let messages: Array<any>
+  let answer: Answer
   if (statement === undefined) {
-    messages = await db.execProtocolStream(encodeStatement(sql, text, types), { syncToFs: false, throwOnError: true })
+    answer = await exchange(db, encodeStatement(sql, text, types), values, undefined)
   } else {
     const first = statement.description === undefined
     try {
-      messages = await db.execProtocolStream(prepared!.encode(statement, sql, text, types), { syncToFs: false, throwOnError: true })
+      answer = await exchange(db, prepared!.encode(statement, sql, text, types), values, statement.description ?? undefined)
     } catch (error) {
       prepared!.failed(statement)
       // As `@effect/sql-pg` does: a statement whose plan went stale (a table
@@ -196,14 +223,8 @@ export const runStatement = async (
       if (first || !isStale(error) || db.isInTransaction()) throw error
       return runStatement(db, sql, params, types, values)
     }
-    if (statement.description === undefined) {
-      statement.description = messages.find((message) => message.name === "rowDescription") ?? null
-    } else if (statement.description !== null) {
-      messages.unshift(statement.description)
-    }
+    if (first) statement.description = answer.columns ?? null
   }
-  if (!db.isInTransaction()) await db.syncToFs()
-  // `db.parsers` holds the parsers PGlite was created with; passing them again would copy the whole table per statement.
-  const result = parse.parseResults(messages, db.parsers as never, values ? { rowMode: "array" } : undefined)[0]!
-  return { rows: result.rows, command: (result as { command?: string }).command, affectedRows: result.affectedRows }
+  if (needsSync(db) && !db.isInTransaction()) await db.syncToFs()
+  return { rows: answer.rows, command: answer.command, affectedRows: answer.affectedRows }
 }
