@@ -19,6 +19,7 @@ import { newId } from "../platform/Ids.ts"
 import { JsonColumn, rowsOf, Timestamp, TimestampOrNull } from "../platform/Rows.ts"
 import { Topics, Wakeups } from "../platform/Wakeups.ts"
 import { appendSessionEvent, hubFrames, hubSignal, SessionHub, STREAM_BATCH, storedEvents } from "../streams/SessionEvents.ts"
+import { sessionInsert } from "./SessionInsert.ts"
 import { deadlineOffsets, stepStatement } from "./StepStatement.ts"
 
 const SessionRows = rowsOf("agent_sessions", Schema.Struct({
@@ -133,12 +134,7 @@ export class AgentSessions extends Context.Service<AgentSessions, {
       const create = Effect.fnUntraced(function*(orgId: string, input: { readonly task_id?: string }) {
         const taskId = input.task_id ?? null
         const id = newId()
-        const row = yield* SessionRows.one(sql`
-          INSERT INTO agent_sessions (id, org_id, task_id)
-          SELECT ${id}, ${orgId}, ${taskId}
-          WHERE ${taskId}::uuid IS NULL OR EXISTS (SELECT 1 FROM tasks WHERE id = ${taskId} AND org_id = ${orgId})
-          RETURNING id, task_id, created_at
-        `)
+        const row = yield* SessionRows.one(sessionInsert(sql, id, orgId, taskId))
         if (row === undefined) return yield* new NotFound({ detail: "No such task." })
         yield* Effect.annotateCurrentSpan({ "svc.session_id": id })
         return toSession(row)

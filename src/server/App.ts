@@ -123,11 +123,12 @@ export const WorkersLive = Layer.mergeAll(
 )
 
 // Per request, HttpApiBuilder provides the handlers' group context to the
-// request fiber (`Effect.provideContext`, a `Context.merge` of ~47
-// services into a request context already several layers deep): 10-20 µs
-// of each request spent in the framework, not here. Related upstream work:
-// https://github.com/Effect-TS/effect/pull/6828 (layered Context storage);
-// no upstream issue names this merge yet.
+// request fiber (`Effect.provideContext`: `Context.merge` copies the
+// request's context twice, whatever the group's size). Requests start with
+// a short context for that reason (`RequestContext.ts`). Related upstream
+// work: https://github.com/Effect-TS/effect-smol/pull/1701 (HttpApi's
+// request context) and https://github.com/Effect-TS/effect/pull/6828
+// (layered Context storage).
 const ApiRoutes = HttpApiBuilder.layer(Api, { openapiPath: "/openapi.json" }).pipe(
   Layer.provide(HandlersLive),
   Layer.provide(AuthenticationLive),

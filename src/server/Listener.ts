@@ -16,6 +16,7 @@ import { Context, Effect, Layer, Scope } from "effect"
 import { HttpServer, type HttpServerError } from "effect/http"
 import type { SocketAddress } from "effect/net/NetAddress"
 import type * as Http from "node:http"
+import { requestContext } from "./RequestContext.ts"
 
 interface Attached {
   readonly app: Effect.Effect<any, any, any>
@@ -62,8 +63,12 @@ const layer = (evaluate: () => Http.Server, options: NodeHttpServer.Options) =>
       node.on("request", hold)
       const listening = yield* NodeHttpServer.make(() => node, options)
       const scope = yield* Effect.scope
+      // Requests start with the application's services less those only its
+      // handlers use (`RequestContext.ts`): replaced, not merged into this
+      // fiber's own.
+      const forRequests = requestContext(Context.merge(yield* Effect.context<never>(), app.context))
       yield* listening.serve(app.app, app.middleware).pipe(
-        Effect.provideContext(Context.add(app.context, Scope.Scope, scope))
+        Effect.updateContext((_: Context.Context<never>) => Context.add(forRequests, Scope.Scope, scope))
       )
       node.off("request", hold)
       for (const [request, response] of early) node.emit("request", request, response)

@@ -1,6 +1,8 @@
 import { assert, describe, it } from "@effect/vitest"
+import { randomBytes } from "node:crypto"
 import { validate, version } from "uuid"
 import { newId } from "../../../src/platform/Ids.ts"
+import { uuidText } from "../../../src/platform/UuidText.ts"
 
 describe("newId", () => {
   it("makes valid v7 UUIDs, strictly increasing within a process and unique, across pool refills", () => {
@@ -19,5 +21,31 @@ describe("newId", () => {
     const millis = parseInt(id.slice(0, 8) + id.slice(9, 13), 16)
     assert.isAtLeast(millis, before)
     assert.isAtMost(millis, Date.now() + 1)
+  })
+})
+
+/** The 8-4-4-4-12 text of 16 bytes, from Node's own hex encoding. */
+const reference = (bytes: Uint8Array) => {
+  const hex = Buffer.from(bytes).toString("hex")
+  return `${hex.slice(0, 8)}-${hex.slice(8, 12)}-${hex.slice(12, 16)}-${hex.slice(16, 20)}-${hex.slice(20)}`
+}
+
+describe("uuidText", () => {
+  it("writes the lowercase 8-4-4-4-12 hex text of its bytes, for every byte value in every position", () => {
+    const bytes = new Uint8Array(16)
+    for (let value = 0; value < 256; value++) {
+      bytes.fill(value)
+      assert.strictEqual(uuidText(bytes), reference(bytes))
+    }
+    for (let i = 0; i < 1_000; i++) {
+      const random = new Uint8Array(randomBytes(16))
+      assert.strictEqual(uuidText(random), reference(random))
+    }
+  })
+
+  it("returns a new string each time, not a view of its reused buffer", () => {
+    const first = uuidText(new Uint8Array(16).fill(1))
+    uuidText(new Uint8Array(16).fill(2))
+    assert.strictEqual(first, "01010101-0101-0101-0101-010101010101")
   })
 })
