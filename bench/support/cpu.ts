@@ -39,19 +39,10 @@ export const meterOf = (name: string, pid: number): Meter => ({ name, pids: () =
  */
 export const v8HelpersOf = (name: string, pid: number): Meter => ({
   name,
-  pids: () => {
-    try {
-      return readdirSync(`/proc/${pid}/task`).map(Number).filter((tid) => {
-        try {
-          return readFileSync(`/proc/${pid}/task/${tid}/comm`, "utf8").startsWith("V8")
-        } catch {
-          return false
-        }
-      })
-    } catch {
-      return []
-    }
-  }
+  pids: () => [],
+  // Per thread, from /proc/<pid>/task/<tid>/stat: /proc/<tid>/stat of a
+  // thread reports its whole process (every thread's time).
+  threads: () => threadsCpuMicros(pid, (comm) => comm.startsWith("V8"))
 })
 
 /**
@@ -59,7 +50,8 @@ export const v8HelpersOf = (name: string, pid: number): Meter => ({
  * `WorkerThread`: svc's embedded database and validation workers), in µs,
  * keyed by thread id: a meter that splits a process by its threads.
  */
-export const threadsCpuMicros = (pid: number, comm: string): Map<number, number> => {
+export const threadsCpuMicros = (pid: number, comm: string | ((comm: string) => boolean)): Map<number, number> => {
+  const named = typeof comm === "string" ? (name: string) => name === comm : comm
   const values = new Map<number, number>()
   let tids: Array<string> = []
   try {
@@ -69,7 +61,7 @@ export const threadsCpuMicros = (pid: number, comm: string): Map<number, number>
   }
   for (const tid of tids) {
     try {
-      if (readFileSync(`/proc/${pid}/task/${tid}/comm`, "utf8").trim() !== comm) continue
+      if (!named(readFileSync(`/proc/${pid}/task/${tid}/comm`, "utf8").trim())) continue
       const stat = readFileSync(`/proc/${pid}/task/${tid}/stat`, "utf8")
       const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ")
       values.set(Number(tid), (Number(fields[11]) + Number(fields[12])) * TICK_MICROS)

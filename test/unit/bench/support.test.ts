@@ -5,7 +5,7 @@
  */
 import { describe, expect, it } from "vitest"
 import { spawnChild } from "../../../bench/support/child.ts"
-import { cpuMicros, measureCpu, meterOf, perOp } from "../../../bench/support/cpu.ts"
+import { cpuMicros, measureCpu, meterOf, perOp, v8HelpersOf } from "../../../bench/support/cpu.ts"
 import { percentile, sorted, spread } from "../../../bench/support/stats.ts"
 
 describe("bench support", () => {
@@ -30,6 +30,18 @@ describe("bench support", () => {
     expect(cpu.self).toBeGreaterThan(0)
     expect(perOp({ self: 1_000 }, 4)).toEqual({ self: 250 })
     expect(cpuMicros(2 ** 22 + 12_345)).toBe(0)
+  })
+
+  it("counts V8's helper threads apart: a part of the process, never more than it", async () => {
+    const before = cpuMicros(process.pid)
+    const { cpu } = await measureCpu([meterOf("self", process.pid), v8HelpersOf("helpers", process.pid)], async () => {
+      // Busy on the main thread, allocating little, until /proc shows 50 ms more.
+      const until = Date.now() + 5_000
+      while (cpuMicros(process.pid) < before + 50_000 && Date.now() < until) for (let i = 0; i < 1e5; i++) Math.sqrt(i)
+    })
+    expect(cpu.self).toBeGreaterThan(0)
+    // Read per thread: a thread's own /proc/<tid>/stat would report the whole process, once per helper.
+    expect(cpu.helpers).toBeLessThan(cpu.self!)
   })
 
   it("drives a child process over JSON lines and measures it from outside", async () => {
