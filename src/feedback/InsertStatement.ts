@@ -61,17 +61,10 @@ export interface FeedbackInsert {
  * bytes in the usage shard, and returns the new row's columns.
  */
 export const feedbackInsert = (sql: SqlClient.SqlClient, row: FeedbackInsert) =>
-  row.fingerprint === null
-    ? sql.unsafe(WITHOUT_FINGERPRINT, [
-      row.id, row.orgId, row.score, row.text, row.redacted.length === 0 ? null : JSON.stringify(row.redacted), row.status,
-      row.inferenceLogId, row.orgId,
-      row.orgId, row.bytes, row.maxBytes,
-      row.orgId, row.shard, row.bytes
-    ])
-    : sql.unsafe(WITH_FINGERPRINT, [
-      row.id, row.orgId, row.score, row.text, row.redacted.length === 0 ? null : JSON.stringify(row.redacted), row.status,
-      row.inferenceLogId, row.orgId,
-      row.orgId, row.fingerprint,
-      row.orgId, row.bytes, row.maxBytes,
-      row.orgId, row.shard, row.bytes
-    ])
+  sql.unsafe(row.fingerprint === null ? WITHOUT_FINGERPRINT : WITH_FINGERPRINT, [
+    row.id, row.orgId, row.score, row.text, row.redacted.length === 0 ? null : JSON.stringify(row.redacted), row.status,
+    row.inferenceLogId, row.orgId,
+    ...(row.fingerprint === null ? [] : [row.orgId, row.fingerprint]),
+    row.orgId, row.bytes, row.maxBytes,
+    row.orgId, row.shard, row.bytes
+  ])

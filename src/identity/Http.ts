@@ -14,7 +14,7 @@ import { Authentication, CurrentPrincipal, type Principal, RequiredScope, scopeA
 import { ConsoleSessions, principalOf } from "../console/ConsoleSessions.ts"
 import { consoleCookieOf, crossSiteReason, httpsPublicUrl, publicHostOf } from "../console/Csrf.ts"
 import { SvcConfig } from "../platform/Config.ts"
-import { RequestFacts } from "../platform/Logging.ts"
+import { RequestFacts, withLogAnnotation } from "../platform/Logging.ts"
 import { Identity } from "./Identity.ts"
 
 const challenge = (error: string) =>
@@ -66,10 +66,11 @@ const admitted = <A, E, R>(
   // The principal and the log annotation in one context step
   // (`provideService` and `annotateLogs` would take one each).
   return Effect.updateContext(httpEffect, (context: Context.Context<Exclude<R, CurrentPrincipal>>) =>
-    Context.add(
+    withLogAnnotation(
       Context.add(context, CurrentPrincipal, principal),
-      References.CurrentLogAnnotations,
-      { ...fiber.getRef(References.CurrentLogAnnotations), org_id: principal.orgId }
+      fiber.getRef(References.CurrentLogAnnotations),
+      "org_id",
+      principal.orgId
     ) as Context.Context<R | CurrentPrincipal>)
 }
 

@@ -8,6 +8,20 @@ import { Cause, Context, Logger, References } from "effect"
 
 const SENSITIVE_KEY = /authorization|secret|password|passwd|api[-_]?key|token|cookie|credential|signature/i
 
+/**
+ * `context` whose log lines carry one more annotation: what
+ * `Effect.annotateLogs` does, as a context step for code that adds a
+ * service in the same step (`provideService` and `annotateLogs` take a
+ * step each; a request passes two such places). `current`: the
+ * annotations in effect (`fiber.getRef(References.CurrentLogAnnotations)`).
+ */
+export const withLogAnnotation = <R>(
+  context: Context.Context<R>,
+  current: Readonly<Record<string, unknown>>,
+  key: string,
+  value: unknown
+): Context.Context<R> => Context.add(context, References.CurrentLogAnnotations, { ...current, [key]: value })
+
 /** Whether an annotation key names a credential, remembered per key (the same few keys come on every line). */
 const sensitiveKeys = new Map<string, boolean>()
 const isSensitive = (key: string): boolean => {

@@ -9,7 +9,7 @@ import { problemType } from "../api/Errors.ts"
 import { Metrics } from "../observability/Metrics.ts"
 import { databaseUnavailable, RETRY_AFTER_SECONDS, unavailableProblem } from "./Availability.ts"
 import { newId } from "../platform/Ids.ts"
-import { RequestFacts } from "../platform/Logging.ts"
+import { RequestFacts, withLogAnnotation } from "../platform/Logging.ts"
 import { decodeFailureResponse } from "./Validation.ts"
 
 const PROBLEM_JSON = "application/problem+json"
@@ -105,10 +105,11 @@ export const RequestMiddleware = HttpRouter.middleware<{ handles: unknown }>()(E
       // The request's facts and its log annotation in one context step
       // (`provideService` and `annotateLogs` would take one each).
       Effect.updateContext((context: Context.Context<HttpServerRequest.HttpServerRequest>) =>
-        Context.add(
+        withLogAnnotation(
           Context.add(context, RequestFacts, facts),
-          References.CurrentLogAnnotations,
-          { ...fiber.getRef(References.CurrentLogAnnotations), request_id: requestId }
+          fiber.getRef(References.CurrentLogAnnotations),
+          "request_id",
+          requestId
         )
       ),
       // Every failure is answered here; the cast keeps the router's
