@@ -23,40 +23,14 @@
  */
 import { PgClient } from "@effect/sql-pg"
 import { Context, Effect, Layer, Redacted } from "effect"
-import { readdirSync, readFileSync } from "node:fs"
 import * as path from "node:path"
+import { cpuMicros } from "../support/cpu.ts"
+import { alternate, ownThreads } from "./threads.ts"
 import { Database, type DatabaseLayer } from "../../src/platform/Database.ts"
 
 const BLOCK = Number(process.env.BENCH_BLOCK ?? 4_000)
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 4)
 const serverUrl = process.env.BENCH_DATABASE_URL
-
-const statCpu = (file: string): number => {
-  try {
-    const stat = readFileSync(file, "utf8")
-    const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ")
-    return (Number(fields[11]) + Number(fields[12])) * 10_000
-  } catch {
-    return 0
-  }
-}
-
-const ownThreads = () => {
-  const out = { main: 0, worker: 0, helpers: 0 }
-  for (const tid of readdirSync("/proc/self/task")) {
-    let comm = ""
-    try {
-      comm = readFileSync(`/proc/self/task/${tid}/comm`, "utf8").trim()
-    } catch {
-      continue
-    }
-    const cpu = statCpu(`/proc/self/task/${tid}/stat`)
-    if (tid === String(process.pid)) out.main += cpu
-    else if (comm === "WorkerThread") out.worker += cpu
-    else if (comm.startsWith("V8")) out.helpers += cpu
-  }
-  return out
-}
 
 type Mode = "sequential" | "16 in flight"
 
@@ -67,7 +41,7 @@ const prepare = (name: string, layer: DatabaseLayer) =>
     const backends = () =>
       name !== "server" ? Effect.succeed(0) : Effect.map(
         sql<{ pid: number }>`SELECT pid FROM pg_stat_activity WHERE datname = current_database()`,
-        (rows) => rows.reduce((sum, row) => sum + statCpu(`/proc/${row.pid}/stat`), 0)
+        (rows) => rows.reduce((sum, row) => sum + cpuMicros(row.pid), 0)
       )
     const one = (i: number) => sql`SELECT ${i}::int AS n`
     const block = (mode: Mode) =>
@@ -102,24 +76,6 @@ await Effect.runPromise(Effect.scoped(Effect.gen(function*() {
   }
   if (serverUrl !== undefined && serverUrl !== "") databases.push(yield* prepare("server", Database.scratch(Redacted.make(serverUrl))))
   const modes: ReadonlyArray<Mode> = ["sequential", "16 in flight"]
-  for (const db of databases) for (const mode of modes) yield* db.block(mode)
-  const results = new Map<string, Array<{ database: number; main: number; helpers: number }>>()
-  for (let round = 0; round < ROUNDS; round++) {
-    const order = round % 2 === 0 ? databases : [...databases].reverse()
-    for (const mode of modes) {
-      for (const db of order) {
-        const key = `${db.name} ${mode}`
-        results.set(key, [...(results.get(key) ?? []), yield* db.block(mode)])
-      }
-    }
-  }
-  const median = (values: ReadonlyArray<number>) => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)]!
-  console.table([...results].map(([key, rows]) => ({
-    statement: key,
-    "database CPU µs": Math.round(median(rows.map((r) => r.database))),
-    "main thread µs": Math.round(median(rows.map((r) => r.main))),
-    "V8 helpers µs": Math.round(median(rows.map((r) => r.helpers))),
-    "main, rounds": rows.map((r) => Math.round(r.main)).join(" ")
-  })))
+  yield* alternate(databases, modes, ROUNDS, "main")
 })))
 process.exit(0)

@@ -28,9 +28,11 @@
  */
 import { PgClient } from "@effect/sql-pg"
 import { Context, Effect, Layer, Redacted } from "effect"
-import { mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs"
+import { mkdtempSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
 import * as path from "node:path"
+import { cpuMicros } from "../support/cpu.ts"
+import { alternate, ownThreads } from "./threads.ts"
 import { stepSql } from "../../src/agents/StepStatement.ts"
 import type { CachedRule } from "../../src/approvals/PolicyCache.ts"
 import { Database, type DatabaseLayer } from "../../src/platform/Database.ts"
@@ -40,36 +42,6 @@ import { Migrations } from "../../src/platform/Migrations.ts"
 const BLOCK = Number(process.env.BENCH_BLOCK ?? 500)
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 4)
 const serverUrl = process.env.BENCH_DATABASE_URL
-
-/** CPU µs of a thread or process from its `stat` file (utime + stime, 10 ms ticks). */
-const statCpu = (file: string): number => {
-  try {
-    const stat = readFileSync(file, "utf8")
-    const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ")
-    return (Number(fields[11]) + Number(fields[12])) * 10_000
-  } catch {
-    return 0
-  }
-}
-
-/** This process's CPU µs by role: the main thread, PGlite's worker, V8's helpers. */
-const ownThreads = () => {
-  const out = { main: 0, worker: 0, helpers: 0 }
-  for (const tid of readdirSync("/proc/self/task")) {
-    const comm = (() => {
-      try {
-        return readFileSync(`/proc/self/task/${tid}/comm`, "utf8").trim()
-      } catch {
-        return ""
-      }
-    })()
-    const cpu = statCpu(`/proc/self/task/${tid}/stat`)
-    if (tid === String(process.pid)) out.main += cpu
-    else if (comm === "WorkerThread") out.worker += cpu
-    else if (comm.startsWith("V8")) out.helpers += cpu
-  }
-  return out
-}
 
 const rule = (mode: "allow" | "require_approval"): CachedRule => ({
   stored: true,
@@ -100,7 +72,7 @@ const prepare = (name: string, layer: DatabaseLayer, variant: ReadonlyArray<stri
     const backends = () =>
       name !== "server" ? Effect.succeed(0) : Effect.map(
         sql<{ pid: number }>`SELECT pid FROM pg_stat_activity WHERE datname = current_database()`,
-        (rows) => rows.reduce((sum, row) => sum + statCpu(`/proc/${row.pid}/stat`), 0)
+        (rows) => rows.reduce((sum, row) => sum + cpuMicros(row.pid), 0)
       )
     let n = 0
     const statement = (kind: Kind) =>
@@ -151,25 +123,7 @@ await Effect.runPromise(Effect.scoped(Effect.gen(function*() {
   if (variant.length > 0) databases.push(yield* prepare("pglite variant", Database.embedded(path.join(folder, "b")), variant))
   if (serverUrl !== undefined && serverUrl !== "") databases.push(yield* prepare("server", Database.scratch(Redacted.make(serverUrl))))
   const kinds: ReadonlyArray<Kind> = ["allow", "pending"]
-  for (const db of databases) for (const kind of kinds) yield* db.block(kind)
-  const results = new Map<string, Array<{ database: number; main: number; helpers: number }>>()
-  for (let round = 0; round < ROUNDS; round++) {
-    const order = round % 2 === 0 ? databases : [...databases].reverse()
-    for (const kind of kinds) {
-      for (const db of order) {
-        const key = `${db.name} ${kind}`
-        results.set(key, [...(results.get(key) ?? []), yield* db.block(kind)])
-      }
-    }
-  }
-  const median = (values: ReadonlyArray<number>) => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)]!
-  console.table([...results].map(([key, rows]) => ({
-    statement: key,
-    "database CPU µs": Math.round(median(rows.map((r) => r.database))),
-    "main thread µs": Math.round(median(rows.map((r) => r.main))),
-    "V8 helpers µs": Math.round(median(rows.map((r) => r.helpers))),
-    rounds: rows.map((r) => Math.round(r.database)).join(" ")
-  })))
+  yield* alternate(databases, kinds, ROUNDS, "database")
   for (const db of databases) console.log(db.name, "plans of the step statements:", JSON.stringify(yield* db.plans))
   if (process.env.BENCH_EXPLAIN === "1") {
     for (const db of databases) for (const kind of kinds) console.log(`--- ${db.name} ${kind}\n${yield* db.explain(kind)}`)

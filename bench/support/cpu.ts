@@ -8,17 +8,20 @@ import { readdirSync, readFileSync } from "node:fs"
 
 const TICK_MICROS = 1_000_000 / 100 // USER_HZ is 100 on Linux
 
-/** CPU time `pid` has used so far, in µs (0 once it has gone). */
-export const cpuMicros = (pid: number): number => {
+/** User + system CPU time in a `/proc/.../stat` file, in µs (undefined once its process or thread has gone). */
+export const statFileMicros = (file: string): number | undefined => {
   try {
-    const stat = readFileSync(`/proc/${pid}/stat`, "utf8")
+    const stat = readFileSync(file, "utf8")
     // Fields after the command name, which is in parentheses and may hold spaces.
     const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ")
     return (Number(fields[11]) + Number(fields[12])) * TICK_MICROS
   } catch {
-    return 0
+    return undefined
   }
 }
+
+/** CPU time `pid` has used so far, in µs (0 once it has gone). */
+export const cpuMicros = (pid: number): number => statFileMicros(`/proc/${pid}/stat`) ?? 0
 
 /** A process (or a group, such as a database server's backends) whose CPU a measurement reports. */
 export interface Meter {
@@ -62,9 +65,8 @@ export const threadsCpuMicros = (pid: number, comm: string | ((comm: string) => 
   for (const tid of tids) {
     try {
       if (!named(readFileSync(`/proc/${pid}/task/${tid}/comm`, "utf8").trim())) continue
-      const stat = readFileSync(`/proc/${pid}/task/${tid}/stat`, "utf8")
-      const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ")
-      values.set(Number(tid), (Number(fields[11]) + Number(fields[12])) * TICK_MICROS)
+      const micros = statFileMicros(`/proc/${pid}/task/${tid}/stat`)
+      if (micros !== undefined) values.set(Number(tid), micros)
     } catch {
       // The thread ended.
     }
