@@ -193,14 +193,22 @@ describeBrowser("Telemetry", () => {
     // Traffic of the organization makes spans: the counters and the last delivery move without a reload.
     const lastDelivery = card.locator("dt:text('Last delivery') + dd")
     const seenPending = new Set<string>()
+    // The traffic goes on until the screen has shown the counters move: a
+    // fixed burst could be exported whole between two looks at a busy
+    // machine, and the pending counter would never be seen off zero.
+    let moving = true
     const traffic = (async () => {
-      for (let i = 0; i < 40; i++) await world.api("GET", "/v1/tasks")
+      while (moving) await world.api("GET", "/v1/tasks")
     })()
-    await until(async () => {
-      seenPending.add((await card.locator("[data-counter=pending]").textContent())!)
-      return (await lastDelivery.textContent()) !== "—" && seenPending.size >= 2
-    }, "the counters and the last delivery to move", 30_000)
-    await traffic
+    try {
+      await until(async () => {
+        seenPending.add((await card.locator("[data-counter=pending]").textContent())!)
+        return (await lastDelivery.textContent()) !== "—" && seenPending.size >= 2
+      }, "the counters and the last delivery to move", 30_000)
+    } finally {
+      moving = false
+      await traffic
+    }
     assert.isTrue(collector.requests().some((request) => request.path === "/v1/traces"))
 
     await card.getByRole("button", { name: "Send test span" }).click()
