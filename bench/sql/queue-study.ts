@@ -51,6 +51,7 @@ import { loadavg } from "node:os"
 import pg from "pg"
 import * as Enqueue from "../../src/deliveries/Enqueue.ts"
 import * as Leases from "../../src/deliveries/Leases.ts"
+import { makeLogLeases } from "../../src/deliveries/LogLeases.ts"
 import { claimStatement } from "../../src/deliveries/Statements.ts"
 import { Outcome } from "../../src/deliveries/Types.ts"
 import { Database } from "../../src/platform/Database.ts"
@@ -547,12 +548,13 @@ const attempt = { statusCode: 204, durationMs: 2 }
 
 const drainRows = Effect.gen(function*() {
   const sql = (yield* SqlClient.SqlClient) as PgClient.PgClient
+  const ctx: Leases.LogContext = { sql, leases: makeLogLeases(), owner: newId() }
   let statements = 0
   for (;;) {
-    const claimed = yield* Leases.claim(sql, "webhook", { limit: CLAIM, leaseFor: "60 seconds", perTarget: PER_ENDPOINT })
+    const claimed = yield* Leases.claim(ctx, "webhook", { limit: CLAIM, leaseFor: "60 seconds", perTarget: PER_ENDPOINT })
     statements++
     if (claimed.length === 0) return statements
-    yield* Leases.settleMany(sql, claimed.map((c) => ({ claimed: c, outcome: delivered, attempt })))
+    yield* Leases.settleMany(ctx, claimed.map((c) => ({ claimed: c, outcome: delivered, attempt })))
     statements++
   }
 })

@@ -35,10 +35,12 @@ import { PgClient } from "@effect/sql-pg"
 import { Context, Effect, Layer, Option } from "effect"
 import type { Statement } from "effect/sql"
 import { DatabaseInfo } from "../platform/Database.ts"
+import { newId } from "../platform/Ids.ts"
 import { Topics, Wakeups } from "../platform/Wakeups.ts"
 import * as Enqueue from "./Enqueue.ts"
 import * as Leases from "./Leases.ts"
 import * as Listing from "./Listing.ts"
+import { makeLogLeases } from "./LogLeases.ts"
 import * as Replay from "./Replay.ts"
 import * as Retention from "./Retention.ts"
 import { nextDueStatement } from "./Statements.ts"
@@ -66,7 +68,11 @@ const bind = <C>(client: C) =>
 export const make = (sql: PgClient.PgClient, wakeups: Wakeups["Service"], info: DatabaseInfo["Service"]) => {
   const op = bind(sql)
   const withInfo = bind({ sql, info })
-  const settleMany = op("settleMany", Leases.settleMany)
+  // This process's target leases on the log: the owner id and what it
+  // knows of the leases it holds (`LogLeases.ts`).
+  const log: Leases.LogContext = { sql, leases: makeLogLeases(), owner: newId() }
+  const withLog = bind(log)
+  const settleMany = withLog("settleMany", Leases.settleMany)
   return {
     /** Adds a delivery (in the caller's transaction, if any). Past `capacity` it is recorded as `failed`, never dropped. */
     enqueue: op("enqueue", Enqueue.enqueue),
@@ -92,7 +98,7 @@ export const make = (sql: PgClient.PgClient, wakeups: Wakeups["Service"], info: 
       readonly select: Statement.Fragment
     }) => Enqueue.enqueueFrom<A>(sql, source).pipe(Effect.withSpan("DeliveryQueue.enqueueFrom")),
     /** Takes leases on due deliveries of `kind`; any process may call it. */
-    claim: op("claim", Leases.claim),
+    claim: withLog("claim", Leases.claim),
     /**
      * Records the attempt and its outcome. Only the lease holder can: answers
      * false when the lease was lost (expired and claimed elsewhere, or the
@@ -109,7 +115,7 @@ export const make = (sql: PgClient.PgClient, wakeups: Wakeups["Service"], info: 
      * could start in time, or whose target began to cool down): waiting again,
      * the attempt not counted, nothing recorded. Answers how many it held.
      */
-    release: op("release", Leases.release),
+    release: withLog("release", Leases.release),
     /** Queues a `failed` delivery again, keeping its row and event id; respects the target's cooldown. Wakes the kind's workers. */
     replay: op("replay", (sql, input: ReplayInput) =>
       Effect.tap(Replay.replay(sql, input), () => wakeups.signal(wakeTopic(input.kind)))),
@@ -136,7 +142,7 @@ export const make = (sql: PgClient.PgClient, wakeups: Wakeups["Service"], info: 
     undelivered: op("undelivered", Listing.undelivered),
     /** When the next delivery of `kind` becomes claimable (due, out of cooldown, or lease expired), if any is waiting. */
     nextDue: op("nextDue", (sql, kind: DeliveryKind) =>
-      Effect.map(Effect.orDie(nextDueStatement(sql, kind)), ([row]) => Option.fromNullishOr(row?.at ?? null))),
+      Effect.map(Effect.orDie(nextDueStatement(sql, kind, log.owner)), ([row]) => Option.fromNullishOr(row?.at ?? null))),
     /**
      * Strict ordering of a target (`true`): its deliveries go one at a time, in
      * the order they were enqueued; one that keeps failing holds the ones behind

@@ -10,7 +10,7 @@ import type { PgClient } from "@effect/sql-pg"
 import { Duration, Effect } from "effect"
 import type { Statement } from "effect/sql"
 import { newId } from "../platform/Ids.ts"
-import { type AttemptedInput, COLUMNS, type EnqueueInput, type Row, toDelivery } from "./Types.ts"
+import { type AttemptedInput, COLUMNS, type EnqueueInput, LOGGED_KINDS, type Row, toDelivery } from "./Types.ts"
 
 /**
  * The capacity rule over a CTE `input` of `(ord, id?, org_id, kind,
@@ -23,7 +23,8 @@ import { type AttemptedInput, COLUMNS, type EnqueueInput, type Row, toDelivery }
 const underCapacity = (sql: PgClient.PgClient, id: "id" | "gen_random_uuid()", returning: string) =>
   sql`
     waiting AS (
-      SELECT t.target_id, t.org_id, t.kind, coalesce(c.undelivered, 0) AS n
+      SELECT t.target_id, t.org_id, t.kind, coalesce(c.undelivered, 0) AS n,
+             t.kind IN (${sql.literal(LOGGED_KINDS.map((kind) => `'${kind}'`).join(", "))}) AND NOT coalesce(c.strict, false) AS logged
       FROM (
         SELECT target_id, (array_agg(org_id))[1] AS org_id, (array_agg(kind))[1] AS kind
         FROM input GROUP BY target_id
@@ -31,14 +32,15 @@ const underCapacity = (sql: PgClient.PgClient, id: "id" | "gen_random_uuid()", r
       LEFT JOIN delivery_targets c ON c.id = t.target_id
     ),
     ranked AS (
-      SELECT i.*, w.n + row_number() OVER (PARTITION BY i.target_id ORDER BY i.ord) AS position
+      SELECT i.*, w.logged, w.n + row_number() OVER (PARTITION BY i.target_id ORDER BY i.ord) AS position
       FROM input i JOIN waiting w ON w.target_id = i.target_id
     ),
-    ${countedTargets(sql, sql`SELECT target_id, org_id, kind, (position <= capacity) AS undelivered FROM ranked`)},
+    ${countedTargets(sql, sql`SELECT target_id, org_id, kind, (position <= capacity) AS undelivered,
+      (position <= capacity AND logged) AS logged FROM ranked`)},
     inserted AS (
       INSERT INTO deliveries (id, org_id, kind, target_id, status, label, event_id, payload, meta, last_error, finished_at)
       SELECT ${sql.literal(id)}, org_id, kind, target_id,
-             CASE WHEN position > capacity THEN 'failed' ELSE 'queued' END,
+             CASE WHEN position > capacity THEN 'failed' WHEN logged THEN 'logged' ELSE 'queued' END,
              label, event_id, payload, coalesce(meta, '{}'::jsonb),
              CASE WHEN position > capacity
                THEN 'queue full: the target already has ' || capacity || ' undelivered deliveries' END,
@@ -61,11 +63,13 @@ const underCapacity = (sql: PgClient.PgClient, id: "id" | "gen_random_uuid()", r
 const countedTargets = (sql: PgClient.PgClient, rows: Statement.Fragment) =>
   sql`
     counted AS (
-      INSERT INTO delivery_targets AS t (id, org_id, kind, undelivered)
-      SELECT target_id, (array_agg(org_id))[1], (array_agg(kind))[1], (count(*) FILTER (WHERE undelivered))::int
+      INSERT INTO delivery_targets AS t (id, org_id, kind, undelivered, log_pending)
+      SELECT target_id, (array_agg(org_id))[1], (array_agg(kind))[1], (count(*) FILTER (WHERE undelivered))::int,
+             (count(*) FILTER (WHERE logged))::int
       FROM (${rows}) r
       GROUP BY target_id ORDER BY target_id
-      ON CONFLICT (id) DO UPDATE SET undelivered = t.undelivered + EXCLUDED.undelivered
+      ON CONFLICT (id) DO UPDATE SET undelivered = t.undelivered + EXCLUDED.undelivered,
+        log_pending = t.log_pending + EXCLUDED.log_pending
         WHERE EXCLUDED.undelivered <> 0
       RETURNING t.id
     )
@@ -150,7 +154,7 @@ export const recordAttempted = Effect.fnUntraced(function*(sql: PgClient.PgClien
         ord int, id uuid, org_id uuid, kind text, target_id uuid, status text, payload text, meta jsonb, error text,
         retry_after_ms float8)
     ),
-    ${countedTargets(sql, sql`SELECT target_id, org_id, kind, (status = 'retrying') AS undelivered FROM input`)}
+    ${countedTargets(sql, sql`SELECT target_id, org_id, kind, (status = 'retrying') AS undelivered, false AS logged FROM input`)}
     INSERT INTO deliveries (id, org_id, kind, target_id, status, payload, meta, attempts, last_error, next_attempt_at, finished_at)
     SELECT x.id, x.org_id, x.kind, x.target_id, x.status, x.payload, x.meta, 1, x.error,
            now() + make_interval(secs => x.retry_after_ms / 1000), CASE WHEN x.status <> 'retrying' THEN now() END

@@ -8,12 +8,15 @@
 import type { PgClient } from "@effect/sql-pg"
 import { Duration, Effect } from "effect"
 import { newId } from "../platform/Ids.ts"
+import * as Log from "./Log.ts"
+import type { LogLeases } from "./LogLeases.ts"
 import { settleRowsJson, statusOf } from "./SettleRows.ts"
 import { claimStatement, settleStatement } from "./Statements.ts"
 import {
   type Claimed,
   type ClaimOptions,
   type DeliveryKind,
+  LOGGED_KINDS,
   type Settled,
   type SettleItem,
   toDelivery
@@ -29,8 +32,15 @@ const compareSeq = (a: string, b: string) => a.length - b.length || (a < b ? -1 
 // O(queue length): distinct waiting targets come from a skip scan of
 // `deliveries_waiting_idx`, each target's next rows from a range scan
 // of the same index.
-export const claim = Effect.fnUntraced(function*(sql: PgClient.PgClient, kind: DeliveryKind, options: ClaimOptions) {
-  const rows = yield* claimStatement(sql, kind, options, newId()).pipe(Effect.orDie)
+//
+// A kind whose deliveries are logged (`Log.ts`) first hands out rows of
+// the targets it can lease; the per-row claim then takes what room is
+// left (retries, replays, released rows, strict targets' heads).
+export const claim = Effect.fnUntraced(function*(ctx: LogContext, kind: DeliveryKind, options: ClaimOptions) {
+  const { sql } = ctx
+  const logged = LOGGED_KINDS.includes(kind) ? yield* Log.take(sql, ctx.leases, ctx.owner, kind, options) : []
+  const limit = options.limit - logged.length
+  const rows = limit > 0 ? yield* claimStatement(sql, kind, { ...options, limit }, newId()).pipe(Effect.orDie) : []
   return rows
     .map((row): Claimed => ({
       ...toDelivery(row),
@@ -38,22 +48,57 @@ export const claim = Effect.fnUntraced(function*(sql: PgClient.PgClient, kind: D
       targetFailures: row.target_failures,
       claimedFrom: row.claimed_from
     }))
+    .concat(logged)
     .sort((a, b) => a.nextAttemptAt.getTime() - b.nextAttemptAt.getTime() || compareSeq(a.seq, b.seq))
 })
 
 export { statusOf }
 
+/** The SQL client and this process's own view of its target leases on the log. */
+export interface LogContext {
+  readonly sql: PgClient.PgClient
+  readonly leases: LogLeases
+  /** This process: the owner of the target leases it takes. */
+  readonly owner: string
+}
+
 // One statement per batch: each delivery's row update, its attempt
 // record, and the health of every target in the batch (see `health`); its
 // input is written by `SettleRows.ts`.
-export const settleMany: (sql: PgClient.PgClient, items: ReadonlyArray<SettleItem>) => Effect.Effect<Settled> = Effect
+export const settleMany: (ctx: LogContext, items: ReadonlyArray<SettleItem>) => Effect.Effect<Settled> = Effect
   .fnUntraced(function*(
-  sql: PgClient.PgClient,
+  ctx: LogContext,
   items: ReadonlyArray<SettleItem>
 ) {
   if (items.length === 0) return { held: [], coolingFor: new Map<string, Duration.Duration>() } satisfies Settled
+  const { leases, sql } = ctx
   const targetIds = [...new Set(items.map((item) => item.claimed.targetId))].sort()
-  const settled = yield* settleStatement(sql, settleRowsJson(items), targetIds).pipe(Effect.orDie)
+  // Rows handed out of the log: where each target's cursor may move once
+  // this batch is written.
+  const logged = new Map<string, { targetId: string; leaseId: string; seqs: Array<bigint> }>()
+  for (const { claimed } of items) {
+    if (claimed.claimedFrom !== "logged") continue
+    const key = `${claimed.targetId}:${claimed.leaseOwner}`
+    const entry = logged.get(key)
+    if (entry === undefined) logged.set(key, { targetId: claimed.targetId, leaseId: claimed.leaseOwner, seqs: [BigInt(claimed.seq)] })
+    else entry.seqs.push(BigInt(claimed.seq))
+  }
+  // Only the lease this process holds moves the cursor (an item of a lost
+  // lease changes nothing here).
+  const log = new Map<string, { readonly cursor: bigint; readonly leaseSeconds: number }>()
+  for (const { leaseId, seqs, targetId } of logged.values()) {
+    const settled = leases.settle(targetId, leaseId, seqs)
+    if (settled !== undefined) log.set(targetId, settled)
+  }
+  const settled = yield* settleStatement(sql, settleRowsJson(items, log), targetIds).pipe(
+    Effect.tapCause(() =>
+      Effect.sync(() => {
+        // Not written: until the batch is, its rows hold the cursor back.
+        for (const { leaseId, seqs, targetId } of logged.values()) leases.keep(targetId, leaseId, seqs)
+      })
+    ),
+    Effect.orDie
+  )
   // Keyed by lease, not only by delivery: one batch may hold the same
   // delivery twice (a lease that ran out while its send was still in
   // flight, and the claim that took it over); only the holder's counts.
@@ -63,18 +108,26 @@ export const settleMany: (sql: PgClient.PgClient, items: ReadonlyArray<SettleIte
   const coolingFor = new Map<string, Duration.Duration>()
   for (const row of settled) {
     if (row.cooldown_ms !== null && row.cooldown_ms > 0) coolingFor.set(row.target_id, Duration.millis(row.cooldown_ms))
+    if (row.log_ended) leases.forget(row.target_id, row.lease_owner)
   }
-  return {
-    held: items.map((item) => held.has(`${item.claimed.id}:${item.claimed.leaseOwner}`)),
-    coolingFor
-  } satisfies Settled
+  const answer = items.map((item) => held.has(`${item.claimed.id}:${item.claimed.leaseOwner}`))
+  // A target lease that held nothing of the batch is no longer this process's.
+  items.forEach((item, i) => {
+    if (!answer[i] && item.claimed.claimedFrom === "logged") leases.forget(item.claimed.targetId, item.claimed.leaseOwner)
+  })
+  return { held: answer, coolingFor } satisfies Settled
 })
 
 // Back to waiting, as if never claimed: the attempt is not counted and
 // nothing is recorded. Only the lease holder can.
-export const release = Effect.fnUntraced(function*(sql: PgClient.PgClient, claimed: ReadonlyArray<Claimed>) {
+export const release = Effect.fnUntraced(function*(ctx: LogContext, claimed: ReadonlyArray<Claimed>) {
   if (claimed.length === 0) return 0
-  const rows = claimed.map((c) => ({ id: c.id, lease_owner: c.leaseOwner, status: c.claimedFrom }))
+  const { sql } = ctx
+  const logged = claimed.filter((c) => c.claimedFrom === "logged")
+  const perRow = claimed.filter((c) => c.claimedFrom !== "logged")
+  const fromLog = yield* Log.releaseLogged(sql, ctx.leases, logged)
+  if (perRow.length === 0) return fromLog
+  const rows = perRow.map((c) => ({ id: c.id, lease_owner: c.leaseOwner, status: c.claimedFrom }))
   const released = yield* sql<{ id: string }>`
     UPDATE deliveries d
     SET status = CASE WHEN i.status IN ('queued', 'retrying') THEN i.status
@@ -84,5 +137,5 @@ export const release = Effect.fnUntraced(function*(sql: PgClient.PgClient, claim
     WHERE d.id = i.id AND d.lease_owner = i.lease_owner AND d.status = 'sending'
     RETURNING d.id
   `.pipe(Effect.orDie)
-  return released.length
+  return fromLog + released.length
 })

@@ -1,7 +1,10 @@
 /**
  * Reading the queue: a target's deliveries, one delivery, its attempts, and
- * what a target still has to deliver. Spans are opened by `DeliveryQueue`,
- * which wires these.
+ * what a target still has to deliver. Records are read through
+ * `delivery_records` and `delivery_attempt_records` (migration 0670), which
+ * read a `logged` row's status, attempt and finish through its target's
+ * cursor and lease and the outcome row holding it. Spans are opened by
+ * `DeliveryQueue`, which wires these.
  */
 import type { PgClient } from "@effect/sql-pg"
 import { Effect, Option } from "effect"
@@ -14,7 +17,7 @@ export const list = Effect.fnUntraced(function*(sql: PgClient.PgClient, input: {
   readonly limit?: number | undefined
 }) {
   const rows = yield* sql<Row>`
-    SELECT ${sql.literal(COLUMNS)} FROM deliveries
+    SELECT ${sql.literal(COLUMNS)} FROM delivery_records
     WHERE target_id = ${input.targetId} AND org_id = ${input.orgId} AND kind = ${input.kind}
     ORDER BY seq DESC LIMIT ${input.limit ?? 50}
   `.pipe(Effect.orDie)
@@ -27,7 +30,7 @@ export const get = Effect.fnUntraced(function*(sql: PgClient.PgClient, input: {
   readonly deliveryId: string
 }) {
   const [row] = yield* sql<Row>`
-    SELECT ${sql.literal(COLUMNS)} FROM deliveries
+    SELECT ${sql.literal(COLUMNS)} FROM delivery_records
     WHERE id = ${input.deliveryId} AND org_id = ${input.orgId} AND kind = ${input.kind}
   `.pipe(Effect.orDie)
   return Option.map(Option.fromNullishOr(row), toDelivery)
@@ -42,7 +45,7 @@ export const attempts = Effect.fnUntraced(function*(sql: PgClient.PgClient, deli
     response_snippet: string | null
     duration_ms: number
   }>`
-    SELECT attempt, at, status_code, error, response_snippet, duration_ms FROM delivery_attempts
+    SELECT attempt, at, status_code, error, response_snippet, duration_ms FROM delivery_attempt_records
     WHERE delivery_id = ${deliveryId} ORDER BY attempt
   `.pipe(Effect.orDie)
   return rows.map((row): Attempt => ({
@@ -55,6 +58,23 @@ export const attempts = Effect.fnUntraced(function*(sql: PgClient.PgClient, deli
   }))
 })
 
+/**
+ * The target's undelivered rows (`meta` only): rows written queued, sending
+ * or retrying, and logged rows past its cursor that no outcome row holds.
+ */
+const undeliveredRows = (sql: PgClient.PgClient, kind: DeliveryKind, targetId: string) =>
+  sql`
+    SELECT meta FROM deliveries
+    WHERE kind = ${kind} AND target_id = ${targetId} AND status IN ${sql.in(UNDELIVERED as Array<string>)}
+    UNION ALL
+    SELECT d.meta FROM deliveries d
+    WHERE d.kind = ${kind} AND d.target_id = ${targetId} AND d.status = 'logged'
+      AND d.seq > coalesce((SELECT cursor FROM delivery_targets WHERE id = ${targetId}), 0)
+      AND NOT EXISTS (
+        SELECT 1 FROM delivery_outcomes x
+        WHERE x.target_id = d.target_id AND x.to_seq >= d.seq AND x.from_seq <= d.seq AND d.seq = ANY (x.seqs))
+  `
+
 export const undeliveredMetaSum = Effect.fnUntraced(function*(
   sql: PgClient.PgClient,
   kind: DeliveryKind,
@@ -62,16 +82,14 @@ export const undeliveredMetaSum = Effect.fnUntraced(function*(
   key: string
 ) {
   const [row] = yield* sql<{ n: number }>`
-    SELECT coalesce(sum((meta->>${key})::int), 0)::int AS n FROM deliveries
-    WHERE kind = ${kind} AND target_id = ${targetId} AND status IN ${sql.in(UNDELIVERED as Array<string>)}
+    SELECT coalesce(sum((meta->>${key})::int), 0)::int AS n FROM (${undeliveredRows(sql, kind, targetId)}) d
   `.pipe(Effect.orDie)
   return row?.n ?? 0
 })
 
 export const undelivered = Effect.fnUntraced(function*(sql: PgClient.PgClient, kind: DeliveryKind, targetId: string) {
   const [row] = yield* sql<{ n: number }>`
-    SELECT count(*)::int AS n FROM deliveries
-    WHERE kind = ${kind} AND target_id = ${targetId} AND status IN ${sql.in(UNDELIVERED as Array<string>)}
+    SELECT count(*)::int AS n FROM (${undeliveredRows(sql, kind, targetId)}) d
   `.pipe(Effect.orDie)
   return row!.n
 })

@@ -7,7 +7,7 @@
 import type { PgClient } from "@effect/sql-pg"
 import { Effect } from "effect"
 import { DeliveryNotFound, DeliveryNotReplayable, DeliveryQueueFull } from "./Errors.ts"
-import { COLUMNS, type ReplayInput, type Row, toDelivery } from "./Types.ts"
+import { COLUMNS, type DeliveryStatus, type ReplayInput, type Row, toDelivery } from "./Types.ts"
 
 export const replay = Effect.fnUntraced(function*(sql: PgClient.PgClient, input: ReplayInput) {
   const result = yield* sql.withTransaction(Effect.gen(function*() {
@@ -19,6 +19,11 @@ export const replay = Effect.fnUntraced(function*(sql: PgClient.PgClient, input:
       FOR UPDATE OF d
     `
     if (row === undefined) return { _tag: "NotFound" } as const
+    // A logged row is never failed: what it reads as is only for the answer.
+    if ((row.status as string) === "logged") {
+      const [record] = yield* sql<{ status: DeliveryStatus }>`SELECT status FROM delivery_records WHERE id = ${row.id}`
+      return { _tag: "NotReplayable", status: record!.status } as const
+    }
     const delivery = toDelivery(row)
     if (delivery.status !== "failed" || (input.replayable !== undefined && !input.replayable(delivery))) {
       return { _tag: "NotReplayable", status: delivery.status } as const

@@ -34,7 +34,10 @@ export const pruneFinished = Effect.fnUntraced(function*(sql: PgClient.PgClient,
  * Deletes at most `batch` finished (`delivered` or `failed`) deliveries of
  * `kinds` finished over `olderThanSeconds` ago, oldest first, skipping rows
  * another statement holds (processes sharing the database split the work).
- * Their attempts go with them. Answers how many.
+ * Their attempts go with them. Delivered rows of the log go with their
+ * outcome rows (by the outcome's age), the rows first, then the outcome
+ * rows that hold none any more: the count trigger reads the outcome rows to
+ * know a deleted logged row was delivered. Answers how many rows went.
  */
 export const pruneRecords = Effect.fnUntraced(function*(
   sql: PgClient.PgClient,
@@ -53,7 +56,28 @@ export const pruneRecords = Effect.fnUntraced(function*(
     )
     RETURNING 1 AS deleted
   `.pipe(Effect.orDie)
-  return rows.length
+  const logged = yield* sql`
+    DELETE FROM deliveries d USING (
+      SELECT target_id, seqs FROM delivery_outcomes
+      WHERE at < now() - make_interval(secs => ${olderThanSeconds})
+      ORDER BY at
+      LIMIT ${batch}
+    ) o
+    WHERE d.target_id = o.target_id AND d.seq = ANY (o.seqs) AND d.status = 'logged' AND d.kind IN ${sql.in(kinds)}
+    RETURNING 1 AS deleted
+  `.pipe(Effect.orDie)
+  const outcomes = yield* sql`
+    DELETE FROM delivery_outcomes WHERE (target_id, to_seq) IN (
+      SELECT x.target_id, x.to_seq FROM delivery_outcomes x
+      WHERE x.at < now() - make_interval(secs => ${olderThanSeconds})
+        AND NOT EXISTS (SELECT 1 FROM deliveries d WHERE d.target_id = x.target_id AND d.seq = ANY (x.seqs) AND d.status = 'logged')
+      ORDER BY x.at
+      LIMIT ${batch}
+      FOR UPDATE SKIP LOCKED
+    )
+    RETURNING 1 AS deleted
+  `.pipe(Effect.orDie)
+  return rows.length + logged.length + outcomes.length
 })
 
 /** Deletes at most `batch` attempts older than `olderThanSeconds` (their delivery keeps its count), the same way. */

@@ -29,8 +29,16 @@ export const statusOf = (outcome: Outcome): DeliveryStatus =>
 /** A finite number as JSON; anything else as null (what `JSON.stringify` wrote). */
 const num = (value: number) => Number.isFinite(value) ? String(value) : "null"
 
-/** The JSON array of `items`' settle rows, in order (`ord` is the index). */
-export const settleRowsJson = (items: ReadonlyArray<SettleItem>): string => {
+/**
+ * The JSON array of `items`' settle rows, in order (`ord` is the index).
+ * A row handed out of the log carries its seq and organization, and its
+ * target's cursor and lease length from `log` (when this process knows the
+ * lease).
+ */
+export const settleRowsJson = (
+  items: ReadonlyArray<SettleItem>,
+  log: ReadonlyMap<string, { readonly cursor: bigint; readonly leaseSeconds: number }> = new Map()
+): string => {
   let out = "["
   for (let ord = 0; ord < items.length; ord++) {
     const { attempt, claimed, cooldown, outcome } = items[ord]!
@@ -54,6 +62,11 @@ export const settleRowsJson = (items: ReadonlyArray<SettleItem>): string => {
     if (attempt.statusCode !== undefined) out += `,"status_code":${num(attempt.statusCode)}`
     if (attempt.error !== undefined) out += `,"error":${JSON.stringify(attempt.error)}`
     if (attempt.responseSnippet !== undefined) out += `,"snippet":${JSON.stringify(attempt.responseSnippet)}`
+    if (claimed.claimedFrom === "logged") {
+      const lease = log.get(claimed.targetId)
+      out += `,"logged":true,"seq":${claimed.seq},"org_id":${JSON.stringify(claimed.orgId)}`
+      if (lease !== undefined) out += `,"log_cursor":${lease.cursor},"lease_secs":${num(lease.leaseSeconds)}`
+    }
     out += "}"
   }
   return out + "]"

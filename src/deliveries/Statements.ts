@@ -59,7 +59,7 @@ export const claimStatement = (
                 ELSE ${options.perTarget} END - (
               SELECT count(*)::int FROM deliveries b
               WHERE b.kind = ${kind} AND b.status = 'sending' AND b.lease_until > now() AND b.target_id = g.target_id
-            ) AS free
+            ) - CASE WHEN t.lease_until > now() THEN t.log_in_flight ELSE 0 END AS free
             FROM targets g LEFT JOIN delivery_targets t ON t.id = g.target_id
             WHERE (t.cooldown_until IS NULL OR t.cooldown_until <= now())
             ${(options.skipTargets?.length ?? 0) > 0 ? sql`AND g.target_id NOT IN ${sql.in([...options.skipTargets!])}` : sql``}
@@ -118,7 +118,7 @@ export const claimStatement = (
 `
 
 /** When the next delivery of `kind` becomes claimable (due, out of cooldown, or lease expired); NULL when none waits. */
-export const nextDueStatement = (sql: SqlClient.SqlClient, kind: DeliveryKind) =>
+export const nextDueStatement = (sql: SqlClient.SqlClient, kind: DeliveryKind, owner: string) =>
   sql<{ at: Date | null }>`
           WITH RECURSIVE ${waitingTargets(sql)}
           SELECT least(
@@ -146,7 +146,15 @@ export const nextDueStatement = (sql: SqlClient.SqlClient, kind: DeliveryKind) =
                ORDER BY d.target_id, d.seq LIMIT 1
              ) h ON true
              WHERE w.target_id IS NOT NULL AND f.kind = ${kind}),
-            (SELECT min(lease_until) FROM deliveries WHERE kind = ${kind} AND status = 'sending')
+            (SELECT min(lease_until) FROM deliveries WHERE kind = ${kind} AND status = 'sending'),
+            -- The log's targets: at once when rows wait past a lease this
+            -- process may take or holds, else when the other holder's runs out.
+            (SELECT min(greatest(
+                      CASE WHEN t.lease_until > now() AND (t.lease_owner <> ${owner} OR t.log_pending <= t.log_in_flight)
+                           THEN t.lease_until ELSE now() END,
+                      coalesce(t.cooldown_until, now())))
+             FROM delivery_targets t
+             WHERE t.kind = ${kind} AND t.log_pending > 0 AND NOT t.strict)
           ) AS at
 `
 
@@ -176,16 +184,36 @@ export const settleStatement = (sql: SqlClient.SqlClient, rows: string, targetId
   // takes the target rows in id order, and `input`, which every other
   // part reads, waits for it (a one-time filter on its count), so no
   // delivery row is touched before the targets are held.
-  return sql<{ delivery_id: string; lease_owner: string; cooldown_ms: number | null; target_id: string }>`
+  return sql<{
+    delivery_id: string
+    lease_owner: string
+    cooldown_ms: number | null
+    target_id: string
+    log_ended: boolean
+  }>`
           WITH locked AS (
-            SELECT id FROM delivery_targets WHERE id IN ${sql.in(targetIds)} ORDER BY id FOR UPDATE
+            SELECT id, lease_id FROM delivery_targets WHERE id IN ${sql.in(targetIds)} ORDER BY id FOR UPDATE
           ),
           input AS (
-            SELECT * FROM jsonb_to_recordset(${rows}::jsonb) AS x(
+            -- lm: a row handed out of the log under the target's current lease.
+            SELECT x.*, coalesce(x.logged AND l.lease_id = x.lease_owner, false) AS lm
+            FROM jsonb_to_recordset(${rows}::jsonb) AS x(
               ord int, id uuid, lease_owner uuid, target_id uuid, status text, last_error text, meta jsonb,
               retry_after_ms float8, finished boolean, failed_attempt boolean, cooldown_after int,
-              cooldown_base float8, cooldown_cap float8, status_code int, error text, snippet text, duration_ms int)
-            WHERE (SELECT count(*) FROM locked) >= 0
+              cooldown_base float8, cooldown_cap float8, status_code int, error text, snippet text, duration_ms int,
+              logged boolean, seq bigint, org_id uuid, log_cursor bigint, lease_secs float8)
+            LEFT JOIN locked l ON l.id = x.target_id
+          ),
+          -- A success handed out of the log writes no row: its batch's outcome row holds it.
+          logged_ok AS (
+            SELECT * FROM input WHERE lm AND status = 'delivered'
+          ),
+          outcomes AS (
+            INSERT INTO delivery_outcomes (target_id, to_seq, from_seq, org_id, seqs, status_codes, durations_ms)
+            SELECT target_id, max(seq), min(seq), (array_agg(org_id))[1], array_agg(seq ORDER BY seq),
+                   array_agg(status_code ORDER BY seq), array_agg(duration_ms ORDER BY seq)
+            FROM logged_ok GROUP BY target_id
+            RETURNING target_id
           ),
           settled AS (
             UPDATE deliveries d
@@ -194,9 +222,11 @@ export const settleStatement = (sql: SqlClient.SqlClient, rows: string, targetId
                 next_attempt_at = CASE WHEN i.retry_after_ms IS NULL THEN d.next_attempt_at
                                        ELSE now() + make_interval(secs => i.retry_after_ms / 1000) END,
                 finished_at = CASE WHEN i.finished THEN now() END,
+                attempts = CASE WHEN d.status = 'logged' THEN d.attempts + 1 ELSE d.attempts END,
                 lease_owner = NULL, lease_until = NULL
             FROM input i
-            WHERE d.id = i.id AND d.lease_owner = i.lease_owner AND d.status = 'sending'
+            WHERE d.id = i.id AND NOT (i.lm AND i.status = 'delivered')
+              AND ((d.status = 'sending' AND d.lease_owner = i.lease_owner) OR (d.status = 'logged' AND i.lm))
             RETURNING d.id, d.attempts, i.lease_owner
           ),
           recorded AS (
@@ -210,13 +240,18 @@ export const settleStatement = (sql: SqlClient.SqlClient, rows: string, targetId
             SELECT i.* FROM input i
             JOIN settled s ON s.id = i.id AND s.lease_owner = i.lease_owner
             JOIN recorded r ON r.delivery_id = i.id
+            UNION ALL
+            SELECT o.* FROM logged_ok o WHERE (SELECT count(*) FROM outcomes) >= 0
           ),
           rounds AS (
             SELECT target_id,
                    bool_or(NOT failed_attempt) AS succeeded,
                    (count(*) FILTER (WHERE failed_attempt AND ord > last_success))::int AS failures,
                    max(cooldown_after) AS cooldown_after, max(cooldown_base) AS cooldown_base,
-                   max(cooldown_cap) AS cooldown_cap
+                   max(cooldown_cap) AS cooldown_cap,
+                   (count(*) FILTER (WHERE lm))::int AS log_n,
+                   (count(*) FILTER (WHERE lm AND status = 'delivered'))::int AS log_ok,
+                   max(log_cursor) AS log_cursor, max(lease_secs) AS lease_secs
             FROM (
               SELECT h.*, coalesce(max(ord) FILTER (WHERE NOT failed_attempt) OVER (PARTITION BY target_id), -1) AS last_success
               FROM held h
@@ -232,18 +267,31 @@ export const settleStatement = (sql: SqlClient.SqlClient, rows: string, targetId
                     THEN now() + make_interval(secs => least(r.cooldown_cap, r.cooldown_base * power(2, ${counted} - r.cooldown_after)))
                   WHEN r.succeeded THEN NULL
                   ELSE t.cooldown_until
-                END
+                END,
+                -- The log: successes leave the counts here (their rows are
+                -- not written); the cursor moves; the lease is extended
+                -- while rows are in flight under it, and ends with the last.
+                undelivered = greatest(0, t.undelivered - r.log_ok),
+                log_pending = greatest(0, t.log_pending - r.log_ok),
+                log_in_flight = greatest(0, t.log_in_flight - r.log_n),
+                cursor = greatest(t.cursor, coalesce(r.log_cursor, t.cursor)),
+                lease_until = CASE WHEN r.log_n > 0 AND t.log_in_flight > r.log_n
+                  THEN greatest(t.lease_until, now() + make_interval(secs => r.lease_secs)) ELSE t.lease_until END,
+                lease_owner = CASE WHEN r.log_n > 0 AND t.log_in_flight <= r.log_n THEN NULL ELSE t.lease_owner END,
+                lease_id = CASE WHEN r.log_n > 0 AND t.log_in_flight <= r.log_n THEN NULL ELSE t.lease_id END
             FROM (
               SELECT rounds.*,
                      CASE WHEN rounds.succeeded THEN 0 ELSE c.consecutive_failures END AS f0,
                      (NOT rounds.succeeded AND coalesce(c.cooldown_until > now(), false)) AS cooling
               FROM rounds JOIN delivery_targets c ON c.id = rounds.target_id
             ) r
-            WHERE t.id = r.target_id AND (r.failures > 0 OR t.consecutive_failures <> 0 OR t.cooldown_until IS NOT NULL)
-            RETURNING t.id, t.cooldown_until
+            WHERE t.id = r.target_id
+              AND (r.failures > 0 OR t.consecutive_failures <> 0 OR t.cooldown_until IS NOT NULL OR r.log_n > 0)
+            RETURNING t.id, t.cooldown_until, (r.log_n > 0 AND t.lease_id IS NULL) AS log_ended
           )
           SELECT h.id AS delivery_id, h.lease_owner, h.target_id,
-                 (extract(epoch FROM t.cooldown_until - now()) * 1000)::float8 AS cooldown_ms
+                 (extract(epoch FROM t.cooldown_until - now()) * 1000)::float8 AS cooldown_ms,
+                 coalesce(t.log_ended, false) AS log_ended
           FROM held h LEFT JOIN health t ON t.id = h.target_id
 `
 }

@@ -35,7 +35,7 @@ export const targetStats = Effect.fnUntraced(function*(sql: PgClient.PgClient, i
   }>`
     WITH window_start AS (SELECT now() - make_interval(hours => ${input.hours}) AS at),
     recent AS (
-      SELECT d.id, d.status FROM deliveries d
+      SELECT d.id, d.status FROM delivery_records d
       WHERE d.target_id = ${input.targetId} AND d.org_id = ${input.orgId} AND d.kind = ${input.kind}
         AND d.created_at >= (SELECT at FROM window_start) ${excluded}
     )
@@ -44,9 +44,9 @@ export const targetStats = Effect.fnUntraced(function*(sql: PgClient.PgClient, i
            count(*) FILTER (WHERE status = 'failed')::int AS failed,
            count(*) FILTER (WHERE status IN ('queued', 'sending', 'retrying'))::int AS pending,
            (SELECT percentile_cont(0.5) WITHIN GROUP (ORDER BY a.duration_ms)
-            FROM delivery_attempts a JOIN recent r ON r.id = a.delivery_id) AS p50,
+            FROM delivery_attempt_records a JOIN recent r ON r.id = a.delivery_id) AS p50,
            (SELECT percentile_cont(0.95) WITHIN GROUP (ORDER BY a.duration_ms)
-            FROM delivery_attempts a JOIN recent r ON r.id = a.delivery_id) AS p95
+            FROM delivery_attempt_records a JOIN recent r ON r.id = a.delivery_id) AS p95
     FROM recent
   `.pipe(Effect.orDie)
   return {

@@ -44,13 +44,47 @@ export interface ServerOrEmbedded {
 // (a request already in flight may still arrive, as the spec allows).
 // The target's undelivered rows as failed with `reason`, answering their
 // ids; `except`: the delivery whose handler decided this (it settles itself).
+// Logged rows past the cursor that no outcome row holds are undelivered
+// too: they are failed the same way, and the target's log lease ends (a
+// settle under it records nothing), except that `except`, if it was
+// handed out of the log, is written `sending` under that lease's id so
+// that its own settle still finds it.
 const failTargetUndelivered = (sql: PgClient.PgClient, kind: DeliveryKind, targetId: string, reason: string, except?: string) => sql`
-  UPDATE deliveries
-  SET status = 'failed', last_error = ${reason}, finished_at = now(), lease_owner = NULL, lease_until = NULL
-  WHERE kind = ${kind} AND target_id = ${targetId} AND status IN ${sql.in(UNDELIVERED as Array<string>)}
-  ${except === undefined ? sql`` : sql`AND id <> ${except}`}
-  RETURNING id
+  failed AS (
+    UPDATE deliveries d
+    SET status = 'failed', last_error = ${reason}, finished_at = now(), lease_owner = NULL, lease_until = NULL
+    WHERE d.kind = ${kind} AND d.target_id = ${targetId}
+      AND (d.status IN ${sql.in(UNDELIVERED as Array<string>)} OR (d.status = 'logged' AND ${loggedUndelivered(sql, targetId)}))
+    ${except === undefined ? sql`` : sql`AND d.id <> ${except}`}
+    RETURNING d.id
+  ),
+  kept AS (
+    UPDATE deliveries d
+    SET status = 'sending', attempts = d.attempts + 1, lease_owner = t.lease_id, lease_until = t.lease_until
+    FROM delivery_targets t
+    WHERE ${except === undefined ? sql`false` : sql`d.id = ${except}`} AND d.status = 'logged' AND t.id = d.target_id
+      AND t.lease_id IS NOT NULL AND ${loggedUndelivered(sql, targetId)}
+    RETURNING d.id
+  )
 `
+
+/** A logged row `d` of the target not yet settled: past the cursor, and no outcome row holds it. */
+const loggedUndelivered = (sql: PgClient.PgClient, targetId: string) =>
+  sql`d.seq > coalesce((SELECT cursor FROM delivery_targets WHERE id = ${targetId}), 0)
+      AND NOT EXISTS (
+        SELECT 1 FROM delivery_outcomes x
+        WHERE x.target_id = d.target_id AND x.to_seq >= d.seq AND x.from_seq <= d.seq AND d.seq = ANY (x.seqs))`
+
+/** The target's log lease ends: nothing is in flight under it any more, and its cursor is past all it handed out. */
+const endLease = (sql: PgClient.PgClient, targetId: string) =>
+  sql`
+    ended AS (
+      UPDATE delivery_targets
+      SET lease_owner = NULL, lease_id = NULL, log_in_flight = 0, cursor = greatest(cursor, leased_to)
+      WHERE id = ${targetId} AND lease_id IS NOT NULL
+      RETURNING id
+    )
+  `
 
 export const failUndelivered = Effect.fnUntraced(function*(
   { info, sql }: ServerOrEmbedded,
@@ -63,9 +97,12 @@ export const failUndelivered = Effect.fnUntraced(function*(
     sql,
     info,
     [targetId],
-    sql<{ id: string }>`${failTargetUndelivered(sql, kind, targetId, reason, options?.except)}`.pipe(Effect.orDie)
+    sql<{ n: number }>`
+      WITH ${failTargetUndelivered(sql, kind, targetId, reason, options?.except)}, ${endLease(sql, targetId)}
+      SELECT (SELECT count(*)::int FROM failed) AS n, (SELECT count(*) FROM kept) AS kept, (SELECT count(*) FROM ended) AS ended
+    `.pipe(Effect.orDie)
   )
-  return rows.length
+  return rows[0]!.n
 })
 
 // One statement: the count trigger then finds the target row gone and
@@ -78,7 +115,7 @@ export const removeTarget = Effect.fnUntraced(function*(
   options?: { readonly dropPayloads?: boolean | undefined }
 ) {
   const [row] = yield* targetsFirst(sql, info, [targetId], sql<{ n: number }>`
-    WITH failed AS (${failTargetUndelivered(sql, kind, targetId, reason)}),
+    WITH ${failTargetUndelivered(sql, kind, targetId, reason)},
     forgotten AS (
       DELETE FROM delivery_targets WHERE id = ${targetId} AND kind = ${kind} RETURNING id
     )
@@ -117,4 +154,15 @@ export const setStrict = Effect.fnUntraced(function*(
     INSERT INTO delivery_targets AS t (id, org_id, kind, strict) VALUES (${targetId}, ${orgId}, ${kind}, ${strict})
     ON CONFLICT (id) DO UPDATE SET strict = EXCLUDED.strict WHERE t.strict <> EXCLUDED.strict
   `.pipe(Effect.orDie)
+  // A strict target is claimed per row, head first: what waits in its log
+  // is written `queued` (in seq order, as it waits), and its log lease
+  // ends (what is in flight under it may be sent again).
+  if (strict) {
+    yield* sql`
+      WITH ${endLease(sql, targetId)}
+      UPDATE deliveries d SET status = 'queued', next_attempt_at = now()
+      WHERE d.target_id = ${targetId} AND d.status = 'logged' AND ${loggedUndelivered(sql, targetId)}
+        AND (SELECT count(*) FROM ended) >= 0
+    `.pipe(Effect.orDie)
+  }
 })

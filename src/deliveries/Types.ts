@@ -10,6 +10,18 @@ export type DeliveryKind = "webhook" | "telemetry" | "email"
 
 export type DeliveryStatus = "queued" | "sending" | "retrying" | "delivered" | "failed" | "partial"
 
+/**
+ * Kinds whose deliveries to a concurrent (not strict) target are stored
+ * `logged`: a log read past the target's cursor under a lease of the
+ * whole target (`Log.ts`), written again only when an attempt fails.
+ * Telemetry batches and emails stay one row per lease: few, and a
+ * telemetry success carries figures (`meta`) its record keeps.
+ */
+export const LOGGED_KINDS: ReadonlyArray<DeliveryKind> = ["webhook"]
+
+/** A row's stored status: `logged` reads as queued, sending or delivered (`delivery_records`). */
+export type StoredStatus = DeliveryStatus | "logged"
+
 /** Statuses that still occupy the target's queue. */
 export const UNDELIVERED: ReadonlyArray<DeliveryStatus> = ["queued", "sending", "retrying"]
 
@@ -40,8 +52,12 @@ export interface Claimed extends Delivery {
   readonly leaseOwner: string
   /** The target's consecutive failures when claimed. */
   readonly targetFailures: number
-  /** The status it had before this claim (`sending` when it is taken over from an expired lease). */
-  readonly claimedFrom: DeliveryStatus
+  /**
+   * The status it had before this claim (`sending` when it is taken over
+   * from an expired lease; `logged` when handed out under its target's
+   * lease, whose id is then `leaseOwner`).
+   */
+  readonly claimedFrom: StoredStatus
 }
 
 /** What a batch of settlements did. */
@@ -167,7 +183,7 @@ export interface Row {
   readonly org_id: string
   readonly kind: DeliveryKind
   readonly target_id: string
-  readonly status: DeliveryStatus
+  readonly status: StoredStatus
   readonly label: string | null
   readonly event_id: string | null
   readonly payload: string | null
@@ -183,7 +199,7 @@ export interface Row {
 export interface ClaimedRow extends Row {
   readonly lease_owner: string
   readonly target_failures: number
-  readonly claimed_from: DeliveryStatus
+  readonly claimed_from: StoredStatus
 }
 
 export const toDelivery = (row: Row): Delivery => ({
@@ -192,7 +208,8 @@ export const toDelivery = (row: Row): Delivery => ({
   orgId: row.org_id,
   kind: row.kind,
   targetId: row.target_id,
-  status: row.status,
+  // A row read as stored (an enqueue's answer): a logged one is waiting.
+  status: row.status === "logged" ? "queued" : row.status,
   label: row.label,
   eventId: row.event_id,
   payload: row.payload,

@@ -66,10 +66,18 @@ export class MetricsScrape extends Context.Service<MetricsScrape, {
             FROM delivery_targets GROUP BY kind
           )
           SELECT k.kind, coalesce(t.depth, 0) AS depth, coalesce(t.cooling, 0) AS cooling,
-                 extract(epoch FROM now() - (
-                   SELECT d.created_at FROM deliveries d
-                   WHERE d.kind = k.kind AND d.status IN ('queued', 'sending', 'retrying')
-                   ORDER BY d.created_at LIMIT 1
+                 extract(epoch FROM now() - least(
+                   (SELECT d.created_at FROM deliveries d
+                    WHERE d.kind = k.kind AND d.status IN ('queued', 'sending', 'retrying')
+                    ORDER BY d.created_at LIMIT 1),
+                   -- The log: the first row past each waiting target's cursor.
+                   (SELECT min(f.created_at) FROM delivery_targets t
+                    CROSS JOIN LATERAL (
+                      SELECT d.created_at FROM deliveries d
+                      WHERE d.target_id = t.id AND d.seq > t.cursor AND d.status = 'logged'
+                      ORDER BY d.target_id, d.seq LIMIT 1
+                    ) f
+                    WHERE t.kind = k.kind AND t.log_pending > 0)
                  ))::float8 AS oldest_age
           FROM (VALUES ('webhook'), ('telemetry'), ('email')) AS k (kind)
           LEFT JOIN targets t ON t.kind = k.kind

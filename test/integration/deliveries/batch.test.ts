@@ -62,18 +62,19 @@ layer(QueueLive, { excludeTestServices: true })("batch enqueue and settle", (it)
       assert.deepStrictEqual(health, { consecutive_failures: 1, cooling: true })
     }))
 
-  it.effect("settleMany with an expired lease and its successor in one batch records only the holder's outcome", () =>
+  for (const kind of ["webhook", "email"] as const) {
+  it.effect(`settleMany with an expired lease and its successor in one batch records only the holder's outcome (${kind})`, () =>
     Effect.gen(function*() {
       const queue = yield* DeliveryQueue
       const sql = yield* SqlClient.SqlClient
       const org = yield* newOrg
       const target = newId()
-      yield* queue.enqueue({ orgId: org, kind: "webhook", targetId: target, capacity: 10 })
-      const [first] = (yield* queue.claim("webhook", { limit: 50, leaseFor: "150 millis", perTarget: 10 }))
+      yield* queue.enqueue({ orgId: org, kind, targetId: target, capacity: 10 })
+      const [first] = (yield* queue.claim(kind, { limit: 50, leaseFor: "150 millis", perTarget: 10 }))
         .filter((d) => d.targetId === target)
       // The first send is still in flight when its lease runs out and the delivery is claimed again.
       const second = yield* eventually(
-        queue.claim("webhook", { limit: 50, leaseFor: "1 minute", perTarget: 10 }).pipe(
+        queue.claim(kind, { limit: 50, leaseFor: "1 minute", perTarget: 10 }).pipe(
           Effect.map((rows) => rows.find((d) => d.targetId === target))
         ),
         { what: "the expired lease to be claimable" }
@@ -90,15 +91,16 @@ layer(QueueLive, { excludeTestServices: true })("batch enqueue and settle", (it)
         { claimed: second, outcome: Outcome.delivered(), attempt: { statusCode: 204, durationMs: 3 } }
       ])
       assert.deepStrictEqual(held, [false, true])
-      const [row] = yield* queue.list({ orgId: org, kind: "webhook", targetId: target })
+      const [row] = yield* queue.list({ orgId: org, kind, targetId: target })
       assert.strictEqual(row!.status, "delivered")
-      assert.deepStrictEqual((yield* queue.attempts(second.id)).map((a) => [a.attempt, a.statusCode]), [[2, 204]])
+      assert.deepStrictEqual((yield* queue.attempts(second.id)).map((a) => [a.attempt, a.statusCode]), [[kind === "webhook" ? 1 : 2, 204]])
       // The lost lease's failure counts nowhere: no failure, no cooldown.
       const health = yield* sql<{ consecutive_failures: number; cooldown_until: Date | null }>`
         SELECT consecutive_failures, cooldown_until FROM delivery_targets WHERE id = ${target}
       `
       assert.deepStrictEqual(health, [{ consecutive_failures: 0, cooldown_until: null }])
     }))
+  }
 
   it.effect("failures of attempts in flight when a cooldown began neither count again nor extend it", () =>
     Effect.gen(function*() {

@@ -77,7 +77,7 @@ layer(QueueLive, { excludeTestServices: true })("delivery bookkeeping", (it) => 
           for (const id of targets) {
             const [row] = yield* sql<{ kept: number | null; counted: number }>`
               SELECT (SELECT undelivered FROM delivery_targets WHERE id = ${id}) AS kept,
-                     (SELECT count(*)::int FROM deliveries
+                     (SELECT count(*)::int FROM delivery_records
                       WHERE target_id = ${id} AND status IN ('queued', 'sending', 'retrying')) AS counted
             `
             assert.strictEqual(row!.kept ?? 0, row!.counted, `after ${op} ×${n} on target ${target}`)

@@ -57,7 +57,7 @@ layer(QueueLive, { excludeTestServices: true })("concurrent writers of one targe
         for (const id of targets) {
           const [row] = yield* sql<{ kept: number; counted: number }>`
             SELECT (SELECT undelivered FROM delivery_targets WHERE id = ${id}) AS kept,
-                   (SELECT count(*)::int FROM deliveries
+                   (SELECT count(*)::int FROM delivery_records
                     WHERE target_id = ${id} AND status IN ('queued', 'sending', 'retrying')) AS counted
           `
           assert.strictEqual(row!.kept, row!.counted)

@@ -9,6 +9,7 @@ import { assert, describe, layer } from "@effect/vitest"
 import { Effect } from "effect"
 import { SqlClient } from "effect/sql"
 import { PgClient } from "@effect/sql-pg"
+import { leaseTargets, takeRows } from "../../../src/deliveries/Log.ts"
 import { claimStatement, nextDueStatement, settleStatement } from "../../../src/deliveries/Statements.ts"
 import { newId } from "../../../src/platform/Ids.ts"
 import { newOrg, QueueLive, serverUrl } from "./support.ts"
@@ -39,6 +40,13 @@ const explain = (statement: { readonly compile: () => readonly [string, Readonly
     if (process.env.PRINT_PLANS) console.log(textPlan.map((row) => row["QUERY PLAN"]).join("\n"))
     return nodes(rows[0]!["QUERY PLAN"][0]!.Plan)
   }).pipe(Effect.orDie)
+
+/** A sort of `deliveries` rows: the log's take must read each target's rows in seq order from the index. */
+const sortsTheQueue = (plan: ReadonlyArray<PlanNode>) =>
+  plan.filter((node) =>
+    (node["Node Type"] === "Sort" || node["Node Type"] === "Incremental Sort") &&
+    (node.Plans ?? []).flatMap(nodes).some((child) => child["Relation Name"] === "deliveries")
+  )
 
 /** What must not appear: a sequential scan of the queue, or a sort/bitmap over all of its rows. */
 const readsTheWholeQueue = (plan: ReadonlyArray<PlanNode>) =>
@@ -79,7 +87,7 @@ describe.skipIf(!serverUrl)("queue statement plans on a PostgreSQL server withou
           claimStatement(pg, "webhook", { limit: 512, leaseFor: "30 seconds", perTarget: 256, perFailingTarget: 1 }, newId())
         )
         assert.deepStrictEqual(readsTheWholeQueue(claim), [], "claim")
-        const due = yield* explain(nextDueStatement(pg, "webhook"))
+        const due = yield* explain(nextDueStatement(pg, "webhook", newId()))
         assert.deepStrictEqual(readsTheWholeQueue(due), [], "next due")
 
         // The same once statistics exist.
@@ -89,7 +97,7 @@ describe.skipIf(!serverUrl)("queue statement plans on a PostgreSQL server withou
           claimStatement(pg, "webhook", { limit: 512, leaseFor: "30 seconds", perTarget: 256, perFailingTarget: 1 }, newId())
         )
         assert.deepStrictEqual(readsTheWholeQueue(claimAnalysed), [], "claim, analysed")
-        assert.deepStrictEqual(readsTheWholeQueue(yield* explain(nextDueStatement(pg, "webhook"))), [], "next due, analysed")
+        assert.deepStrictEqual(readsTheWholeQueue(yield* explain(nextDueStatement(pg, "webhook", newId()))), [], "next due, analysed")
 
         // And it does what it says on that backlog.
         const taken = yield* claimStatement(pg, "webhook", { limit: 512, leaseFor: "30 seconds", perTarget: 256 }, newId())
@@ -107,6 +115,49 @@ describe.skipIf(!serverUrl)("queue statement plans on a PostgreSQL server withou
         assert.isTrue(settlePlan.some((node) => node["Node Type"] === "LockRows"), "the targets are locked in the statement")
         const recorded = yield* settle
         assert.strictEqual(recorded.length, 32)
+      }))
+
+    it.effect("the log's lease, take and settle read deliveries through indexes only, each target's rows in seq order", () =>
+      Effect.gen(function*() {
+        const sql = yield* SqlClient.SqlClient
+        const org = yield* newOrg
+        const targets = Array.from({ length: TARGETS }, () => newId())
+        yield* sql`
+          INSERT INTO delivery_targets (id, org_id, kind, undelivered, log_pending)
+          SELECT t, ${org}, 'webhook', ${BACKLOG / TARGETS}, ${BACKLOG / TARGETS} FROM unnest(${targets} ::uuid[]) AS t
+        `
+        // A history already delivered through the log, then a backlog still logged.
+        yield* sql`
+          INSERT INTO deliveries (id, org_id, kind, target_id, status)
+          SELECT gen_random_uuid(), ${org}, 'webhook', (${targets} ::uuid[])[1 + i % ${TARGETS}], 'logged'
+          FROM generate_series(1, ${HISTORY + BACKLOG}) AS i
+        `
+        yield* sql`
+          UPDATE delivery_targets t SET cursor = h.seq, leased_to = h.seq
+          FROM (SELECT target_id, (array_agg(seq ORDER BY seq))[${HISTORY / TARGETS}] AS seq FROM deliveries
+                WHERE target_id IN ${sql.in(targets)} GROUP BY target_id) h
+          WHERE t.id = h.target_id
+        `
+        const pg = yield* PgClient.PgClient
+        const options = { limit: 512, leaseFor: "30 seconds", perTarget: 64 } as const
+        const owner = newId()
+        const lease = yield* explain(leaseTargets(pg, "webhook", options, owner))
+        assert.deepStrictEqual(readsTheWholeQueue(lease), [], "lease")
+        const leased = yield* leaseTargets(pg, "webhook", options, owner)
+        assert.strictEqual(leased.length, 8, "as many targets as the claim has room for")
+        const take = yield* explain(takeRows(pg, leased, options))
+        assert.deepStrictEqual(readsTheWholeQueue(take), [], "take")
+        assert.deepStrictEqual(sortsTheQueue(take), [], "take: the ordered index scan, not a sort")
+        const taken = yield* takeRows(pg, leased, options)
+        assert.strictEqual(taken.length, 512)
+        const batch = taken.slice(0, 64).map((row, ord) => ({
+          ord, id: row.id, lease_owner: row.lease_id, target_id: row.target_id, status: "delivered", last_error: null,
+          meta: {}, next_attempt_at: null, finished: true, failed_attempt: false, status_code: 204, error: null,
+          duration_ms: 1, logged: true, seq: Number(row.seq), org_id: org, log_cursor: null, lease_secs: 30
+        }))
+        const settle = settleStatement(pg, JSON.stringify(batch), [...new Set(batch.map((row) => row.target_id))].sort())
+        assert.deepStrictEqual(readsTheWholeQueue(yield* explain(settle)), [], "settle")
+        assert.strictEqual((yield* settle).length, 64)
       }))
   })
 })

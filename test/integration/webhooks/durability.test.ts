@@ -53,7 +53,7 @@ const deliveryStatus = Effect.gen(function*() {
   const sql = yield* SqlClient.SqlClient
   const [row] = yield* sql<{ total: number; delivered: number; events: number; undispatched: number }>`
     SELECT (SELECT count(*)::int FROM deliveries WHERE kind = 'webhook') AS total,
-           (SELECT count(*)::int FROM deliveries WHERE kind = 'webhook' AND status = 'delivered') AS delivered,
+           (SELECT count(*)::int FROM delivery_records WHERE kind = 'webhook' AND status = 'delivered') AS delivered,
            (SELECT count(DISTINCT event_id)::int FROM deliveries WHERE kind = 'webhook') AS events,
            (SELECT count(*)::int FROM events WHERE dispatched_at IS NULL) AS undispatched
   `
@@ -62,7 +62,7 @@ const deliveryStatus = Effect.gen(function*() {
 
 const DELIVERY_STATUS = `
     SELECT (SELECT count(*)::int FROM deliveries WHERE kind = 'webhook') AS total,
-           (SELECT count(*)::int FROM deliveries WHERE kind = 'webhook' AND status = 'delivered') AS delivered,
+           (SELECT count(*)::int FROM delivery_records WHERE kind = 'webhook' AND status = 'delivered') AS delivered,
            (SELECT count(DISTINCT event_id)::int FROM deliveries WHERE kind = 'webhook') AS events,
            (SELECT count(*)::int FROM events WHERE dispatched_at IS NULL) AS undispatched`
 

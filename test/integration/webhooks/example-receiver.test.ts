@@ -94,7 +94,7 @@ layer(webhookService(), { excludeTestServices: true })("the example receiver", (
       yield* waitForDeliveries(endpoint.id, (rows) => rows[0]?.status === "delivered")
       const sql = svc.sql
       const [attempt] = yield* sql<{ status_code: number }>`
-        SELECT a.status_code FROM delivery_attempts a JOIN deliveries d ON d.id = a.delivery_id WHERE d.target_id = ${endpoint.id}
+        SELECT a.status_code FROM delivery_attempt_records a JOIN deliveries d ON d.id = a.delivery_id WHERE d.target_id = ${endpoint.id}
       `
       assert.strictEqual(attempt!.status_code, 202)
       const inbox = fs.readFileSync(path.join(dir, "data", "inbox.jsonl"), "utf8")

@@ -32,12 +32,20 @@ layer(
         const receiver = yield* HttpsReceiver.make()
         const org = yield* SvcTest.org()
         const { endpoint } = yield* org.client.notifications.create({ payload: { url: receiver.url("/r") } })
+        // Three delivered first, two after them.
         const events = Array.from({ length: 5 }, () => eventBody(org.orgId, "approval.requested"))
-        yield* insertEvents(events)
+        yield* insertEvents(events.slice(0, 3))
+        yield* waitForDeliveries(endpoint.id, (rows) => rows.length === 3 && rows.every((r) => r.status === "delivered"))
+        yield* insertEvents(events.slice(3))
         const delivered = yield* waitForDeliveries(endpoint.id, (rows) => rows.length === 5 && rows.every((r) => r.status === "delivered"))
-        const [old1, old2, old3, recent, waiting] = delivered
-        // Three finished two minutes ago (past retention), one just now.
-        yield* sql`UPDATE deliveries SET finished_at = now() - interval '2 minutes' WHERE id IN ${sql.in([old1!.id, old2!.id, old3!.id])}`
+        const [old1, , old3, recent, waiting] = delivered
+        // The first three were delivered two minutes ago (past retention): a
+        // delivery of the log is as old as the outcome row holding it.
+        yield* sql`
+          UPDATE delivery_outcomes SET at = now() - interval '2 minutes'
+          WHERE target_id = ${endpoint.id}
+            AND to_seq <= (SELECT max(seq) FROM deliveries WHERE id IN ${sql.in([old1!.id, old3!.id])})
+        `
         // One still waiting for a retry, created long ago: never deleted.
         yield* sql`
           UPDATE deliveries SET status = 'retrying', finished_at = NULL, created_at = now() - interval '1 day',
@@ -46,8 +54,11 @@ layer(
         `
         // Every event was dispatched long ago; only those without deliveries may go.
         yield* sql`UPDATE events SET dispatched_at = now() - interval '2 minutes' WHERE org_id = ${org.orgId}`
-        // An old attempt of the recent delivery goes; the delivery stays.
-        yield* sql`UPDATE delivery_attempts SET at = now() - interval '2 minutes' WHERE delivery_id = ${recent!.id}`
+        // An old attempt of the recent delivery (an earlier failure) goes; the delivery stays.
+        yield* sql`
+          INSERT INTO delivery_attempts (delivery_id, attempt, at, status_code, error, duration_ms)
+          VALUES (${recent!.id}, 0, now() - interval '2 minutes', 500, 'HTTP 500', 1)
+        `
         // An event dispatched with no delivery at all (an organization without endpoints).
         const lonely = yield* SvcTest.org()
         yield* insertEvents([eventBody(lonely.orgId, "approval.requested")])
@@ -75,7 +86,12 @@ layer(
           const events = yield* sql<{ id: string }>`SELECT id FROM events WHERE org_id IN ${sql.in([org.orgId, lonely.orgId])}`
           const sessionEvents = yield* sql<{ seq: string }>`SELECT seq FROM session_events WHERE session_id = ${session.id}`
           const attempts = yield* sql<{ n: number }>`SELECT count(*)::int AS n FROM delivery_attempts WHERE delivery_id = ${recent!.id}`
-          return left.length === 2 && events.length === 2 && sessionEvents.length === 1 && attempts[0]!.n === 0
+          // The outcome rows of the deliveries gone go after them.
+          const outcomes = yield* sql<{ n: number }>`
+            SELECT count(*)::int AS n FROM delivery_outcomes WHERE target_id = ${endpoint.id} AND at < now() - interval '1 minute'
+          `
+          return left.length === 2 && events.length === 2 && sessionEvents.length === 1 && attempts[0]!.n === 0 &&
+              outcomes[0]!.n === 0
             ? { left, events, sessionEvents }
             : undefined
         }), { what: "pruning", timeoutMs: 20_000 }).pipe(Effect.tap(({ left, events: kept, sessionEvents }) =>
@@ -90,6 +106,7 @@ layer(
         const listed = yield* org.client.notifications.deliveries({ params: { id: endpoint.id } })
         assert.sameMembers(listed.deliveries.map((d) => d.id), [recent!.id, waiting!.id])
         assert.strictEqual(listed.deliveries.find((d) => d.id === waiting!.id)!.status, "retrying")
+        assert.strictEqual(listed.deliveries.find((d) => d.id === recent!.id)!.status, "delivered")
       }).pipe(Effect.scoped))
 
     it.effect("approval stream events, and console links and sessions once ended", () =>

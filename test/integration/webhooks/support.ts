@@ -92,7 +92,7 @@ export const deliveryRows = (endpointId: string) =>
     const sql = yield* SqlClient.SqlClient
     return yield* sql<DeliveryRow>`
       SELECT id, status, attempts, replays, last_error, event_id, payload, next_attempt_at
-      FROM deliveries WHERE target_id = ${endpointId} ORDER BY seq
+      FROM delivery_records WHERE target_id = ${endpointId} ORDER BY seq
     `
   }).pipe(Effect.orDie)
 

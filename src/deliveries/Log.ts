@@ -1,0 +1,235 @@
+/**
+ * The log: deliveries of `LOGGED_KINDS` to concurrent targets are stored
+ * `logged` and handed out under a lease of their whole target, not one
+ * lease per row (`docs/architecture.md`, "Delivery engine").
+ *
+ * - `leaseTargets` (one statement): targets with logged rows waiting, not
+ *   cooling down, not leased by another live process, as many as the
+ *   claim has room for rows; a target this process holds keeps its lease
+ *   id and mark, any other starts a new lease at the target's cursor.
+ * - `takeRows` (the next statement, so its snapshot sees everything the
+ *   previous holder settled before the lease changed hands): each leased
+ *   target's next logged rows past its mark that no outcome row holds,
+ *   and the mark moved past them.
+ * - The settle (`Statements.ts`) records a batch's successes as one
+ *   `delivery_outcomes` row per target and moves the cursor; only failures
+ *   and retries write their row. A settle under a lease id that is no
+ *   longer the target's records nothing.
+ * - `releaseLogged`: rows handed out and not sent are written `queued`
+ *   (claimed per row from then on).
+ *
+ * Rows are handed out in seq order and a target's seqs become visible in
+ * that order: every statement that adds logged rows upserts the target's
+ * row first and holds its lock until it commits, so no row of the target
+ * with a lower seq can appear after a take saw a higher one.
+ */
+import type { PgClient } from "@effect/sql-pg"
+import { Duration, Effect } from "effect"
+import type { LogLeases } from "./LogLeases.ts"
+import type { Claimed, ClaimOptions, DeliveryKind, Row } from "./Types.ts"
+import { toDelivery } from "./Types.ts"
+
+/** Most targets one lease statement looks at. */
+const LEASE_TARGETS = 256
+
+export interface Leased {
+  readonly id: string
+  readonly lease_id: string
+  readonly want: number
+}
+
+/** One lease statement: the targets this process may now hand rows out of, and how many each. */
+export const leaseTargets = (sql: PgClient.PgClient, kind: DeliveryKind, options: ClaimOptions, owner: string) => {
+  const perFailing = Math.min(options.perTarget, options.perFailingTarget ?? options.perTarget)
+  const skip = options.skipTargets ?? []
+  return sql<Leased>`
+    WITH candidates AS (
+      SELECT t.id, t.lease_until,
+        (t.lease_owner = ${owner} AND t.lease_until > now()) AS mine,
+        CASE WHEN t.consecutive_failures > 0 THEN ${perFailing} ELSE ${options.perTarget} END
+          - CASE WHEN t.lease_owner = ${owner} AND t.lease_until > now() THEN t.log_in_flight ELSE 0 END
+          - (SELECT count(*)::int FROM deliveries b
+             WHERE b.kind = ${kind} AND b.status = 'sending' AND b.lease_until > now() AND b.target_id = t.id) AS room,
+        t.log_pending - CASE WHEN t.lease_owner = ${owner} AND t.lease_until > now() THEN t.log_in_flight ELSE 0 END
+          AS waiting
+      FROM delivery_targets t
+      WHERE t.kind = ${kind} AND t.log_pending > 0 AND NOT t.strict
+        AND (t.cooldown_until IS NULL OR t.cooldown_until <= now())
+        AND (t.lease_owner IS NULL OR t.lease_until <= now() OR t.lease_owner = ${owner})
+        ${skip.length > 0 ? sql`AND t.id NOT IN ${sql.in([...skip])}` : sql``}
+      ORDER BY t.lease_until NULLS FIRST, t.id
+      LIMIT ${LEASE_TARGETS}
+      FOR UPDATE OF t SKIP LOCKED
+    ),
+    picked AS (
+      SELECT id, mine, least(want, ${options.limit} - (upto - want))::int AS want FROM (
+        SELECT c.id, c.mine, least(c.room, c.waiting) AS want,
+               sum(least(c.room, c.waiting)) OVER (ORDER BY c.lease_until NULLS FIRST, c.id) AS upto
+        FROM candidates c WHERE least(c.room, c.waiting) > 0
+      ) x
+      WHERE upto - want < ${options.limit}
+    )
+    UPDATE delivery_targets t
+    SET lease_owner = ${owner},
+        lease_id = CASE WHEN p.mine THEN t.lease_id ELSE gen_random_uuid() END,
+        leased_to = CASE WHEN p.mine THEN t.leased_to ELSE t.cursor END,
+        log_in_flight = CASE WHEN p.mine THEN t.log_in_flight ELSE 0 END,
+        lease_until = now() + make_interval(secs => ${Duration.toMillis(Duration.fromInputUnsafe(options.leaseFor)) / 1000})
+    FROM picked p
+    WHERE t.id = p.id
+    RETURNING t.id, t.lease_id, p.want
+  `
+}
+
+interface TakenRow extends Row {
+  readonly lease_id: string
+  readonly mark: string
+  readonly target_failures: number
+}
+
+/** The next statement: each leased target's rows past its mark, the mark moved past them. */
+export const takeRows = (sql: PgClient.PgClient, leased: ReadonlyArray<Leased>, options: ClaimOptions) =>
+  sql<TakenRow>`
+    WITH leases AS (
+      SELECT * FROM jsonb_to_recordset(${JSON.stringify(leased)}::jsonb) AS x(id uuid, lease_id uuid, want int)
+    ),
+    -- Each target's next rows past its mark, walked in seq order from
+    -- (target_id, seq) with a constant limit and no other condition: with a
+    -- filter on the status, or the limit a parameter of the lateral row,
+    -- a planner without statistics may read all of the target's rows past
+    -- the mark by a bitmap scan and sort them (O(its backlog) per take).
+    -- Rows that are not the log's (written on their own, or held by an
+    -- outcome row after a takeover) are skipped here, outside the scan.
+    scanned AS (
+      SELECT l.lease_id, l.want, r.* FROM leases l
+      JOIN delivery_targets t ON t.id = l.id AND t.lease_id = l.lease_id
+      CROSS JOIN LATERAL (
+        SELECT d.id, d.seq, d.org_id, d.kind, d.target_id, d.status, d.label, d.event_id, d.payload, d.meta,
+               d.attempts, d.replays, d.last_error, d.next_attempt_at, d.created_at, d.finished_at
+        FROM deliveries d
+        WHERE d.target_id = l.id AND d.seq > t.leased_to
+        ORDER BY d.target_id, d.seq
+        LIMIT ${Math.max(1, options.perTarget)}
+      ) r
+    ),
+    usable AS (
+      SELECT s.*, row_number() OVER (PARTITION BY s.target_id ORDER BY s.seq) AS n FROM scanned s
+      WHERE s.status = 'logged' AND NOT EXISTS (
+        SELECT 1 FROM delivery_outcomes x
+        WHERE x.target_id = s.target_id AND x.to_seq >= s.seq AND x.from_seq <= s.seq AND s.seq = ANY (x.seqs))
+    ),
+    taken AS (
+      SELECT * FROM usable WHERE n <= want
+    ),
+    -- The mark moves past the rows handed out, or past all that was
+    -- scanned when none of it could be.
+    marks AS (
+      SELECT s.target_id, s.lease_id,
+             coalesce(max(k.seq), max(s.seq)) AS top, count(k.id)::int AS n
+      FROM scanned s LEFT JOIN taken k ON k.id = s.id
+      GROUP BY s.target_id, s.lease_id
+    ),
+    moved AS (
+      UPDATE delivery_targets t
+      SET leased_to = greatest(t.leased_to, m.top), log_in_flight = t.log_in_flight + m.n,
+          lease_until = now() + make_interval(secs => ${Duration.toMillis(Duration.fromInputUnsafe(options.leaseFor)) / 1000})
+      FROM marks m
+      WHERE t.id = m.target_id AND t.lease_id = m.lease_id
+      RETURNING t.id, t.leased_to, t.consecutive_failures
+    )
+    SELECT k.*, m.leased_to AS mark, m.consecutive_failures AS target_failures
+    FROM taken k JOIN moved m ON m.id = k.target_id
+  `
+
+/** Leases targets and hands out their next rows: two statements, or one when nothing waits in the log. */
+export const take = Effect.fnUntraced(function*(
+  sql: PgClient.PgClient,
+  leases: LogLeases,
+  owner: string,
+  kind: DeliveryKind,
+  options: ClaimOptions
+) {
+  if (options.limit <= 0) return []
+  const leased = yield* leaseTargets(sql, kind, options, owner).pipe(Effect.orDie)
+  if (leased.length === 0) return []
+  const rows = yield* takeRows(sql, leased, options).pipe(Effect.orDie)
+  const byTarget = new Map<string, { leaseId: string; mark: bigint; seqs: Array<bigint> }>()
+  const claimed = rows.map((row): Claimed => {
+    let taken = byTarget.get(row.target_id)
+    if (taken === undefined) {
+      taken = { leaseId: row.lease_id, mark: BigInt(row.mark), seqs: [] }
+      byTarget.set(row.target_id, taken)
+    }
+    taken.seqs.push(BigInt(row.seq))
+    return {
+      ...toDelivery(row),
+      status: "sending",
+      attempts: row.attempts + 1,
+      leaseOwner: row.lease_id,
+      targetFailures: row.target_failures,
+      claimedFrom: "logged"
+    }
+  })
+  const leaseSeconds = Duration.toMillis(Duration.fromInputUnsafe(options.leaseFor)) / 1000
+  for (const [targetId, taken] of byTarget) leases.taken(targetId, taken.leaseId, taken.mark, taken.seqs, leaseSeconds)
+  // A target leased but with nothing handed out keeps its lease until it
+  // runs out or a later take uses it; nothing is in flight under it here.
+  return claimed
+})
+
+/**
+ * Rows handed out and not sent, written `queued` (claimable per row from
+ * then on, the attempt not counted), and the cursor moved past them. Only
+ * under the target's current lease; answers how many.
+ */
+export const releaseLogged = Effect.fnUntraced(function*(
+  sql: PgClient.PgClient,
+  leases: LogLeases,
+  claimed: ReadonlyArray<Claimed>
+) {
+  if (claimed.length === 0) return 0
+  const byLease = new Map<string, Array<Claimed>>()
+  for (const c of claimed) {
+    const key = `${c.targetId}:${c.leaseOwner}`
+    const list = byLease.get(key)
+    if (list === undefined) byLease.set(key, [c])
+    else list.push(c)
+  }
+  const rows: Array<{ id: string; target_id: string; lease_id: string; cursor: string | null }> = []
+  for (const list of byLease.values()) {
+    const { leaseOwner, targetId } = list[0]!
+    const settled = leases.settle(targetId, leaseOwner, list.map((c) => BigInt(c.seq)))
+    for (const c of list) {
+      rows.push({ id: c.id, target_id: targetId, lease_id: leaseOwner, cursor: settled?.cursor.toString() ?? null })
+    }
+  }
+  const targetIds = [...new Set(claimed.map((c) => c.targetId))].sort()
+  const released = yield* sql<{ id: string; target_id: string; lease_id: string; ended: boolean }>`
+    WITH locked AS (
+      SELECT id, lease_id FROM delivery_targets WHERE id IN ${sql.in(targetIds)} ORDER BY id FOR UPDATE
+    ),
+    input AS (
+      SELECT x.* FROM jsonb_to_recordset(${JSON.stringify(rows)}::jsonb) AS x(id uuid, target_id uuid, lease_id uuid, cursor bigint)
+      JOIN locked l ON l.id = x.target_id AND l.lease_id = x.lease_id
+    ),
+    written AS (
+      UPDATE deliveries d SET status = 'queued', next_attempt_at = now()
+      FROM input i WHERE d.id = i.id AND d.status = 'logged'
+      RETURNING d.id
+    ),
+    lease AS (
+      UPDATE delivery_targets t
+      SET log_in_flight = greatest(0, t.log_in_flight - c.n),
+          cursor = greatest(t.cursor, coalesce(c.cursor, t.cursor)),
+          lease_owner = CASE WHEN t.log_in_flight - c.n <= 0 THEN NULL ELSE t.lease_owner END,
+          lease_id = CASE WHEN t.log_in_flight - c.n <= 0 THEN NULL ELSE t.lease_id END
+      FROM (SELECT target_id, count(*)::int AS n, max(cursor) AS cursor FROM input GROUP BY target_id) c
+      WHERE t.id = c.target_id
+      RETURNING t.id, t.lease_id IS NULL AS ended
+    )
+    SELECT w.id, i.target_id, i.lease_id, coalesce(l.ended, false) AS ended
+    FROM written w JOIN input i ON i.id = w.id LEFT JOIN lease l ON l.id = i.target_id
+  `.pipe(Effect.orDie)
+  for (const row of released) if (row.ended) leases.forget(row.target_id, row.lease_id)
+  return released.length
+})

@@ -1,0 +1,97 @@
+/**
+ * What this process knows of the target leases it holds on the log
+ * (`Log.ts`): per target, the lease's id, its mark (the highest seq handed
+ * out, as the database last answered it) and the seqs handed out and not
+ * yet settled. From these the settle knows how far the target's cursor may
+ * move: up to just below the lowest unsettled seq, or to the mark when
+ * none is left. Nothing here is needed by another process: a lease this
+ * process stops working runs out, and whoever takes it next starts at the
+ * cursor the database holds, skipping what the outcome rows above it name.
+ */
+
+interface Held {
+  readonly leaseId: string
+  mark: bigint
+  /** How long a take or settle extends the lease. */
+  leaseSeconds: number
+  readonly pending: Set<bigint>
+  /** Seqs of a batch the database refused: never settled here, so the cursor stays below them until the lease runs out. */
+  readonly kept: Set<bigint>
+}
+
+export interface LogLeases {
+  /** Rows handed out under `leaseId`; `mark` is the target's new `leased_to`. A new lease id replaces what was known. */
+  readonly taken: (
+    targetId: string,
+    leaseId: string,
+    mark: bigint,
+    seqs: ReadonlyArray<bigint>,
+    leaseSeconds: number
+  ) => void
+  /**
+   * Removes `seqs` from what is in flight and answers the cursor the
+   * target may move to (and the lease's length); undefined when the lease
+   * is not known here.
+   */
+  readonly settle: (
+    targetId: string,
+    leaseId: string,
+    seqs: ReadonlyArray<bigint>
+  ) => { readonly cursor: bigint; readonly leaseSeconds: number } | undefined
+  /** A batch the database refused: its seqs hold the cursor back for the rest of the lease. */
+  readonly keep: (targetId: string, leaseId: string, seqs: ReadonlyArray<bigint>) => void
+  /** The lease is over (lost, or ended by the database with nothing in flight): forget it. */
+  readonly forget: (targetId: string, leaseId: string) => void
+  /** How many target leases are known (for tests). */
+  readonly size: () => number
+}
+
+const lowest = (values: Set<bigint>): bigint | undefined => {
+  let low: bigint | undefined
+  for (const value of values) if (low === undefined || value < low) low = value
+  return low
+}
+
+export const makeLogLeases = (): LogLeases => {
+  const held = new Map<string, Held>()
+
+  const cursorOf = (lease: Held) => {
+    const low = [lowest(lease.pending), lowest(lease.kept)].reduce<bigint | undefined>(
+      (a, b) => a === undefined ? b : b === undefined ? a : a < b ? a : b,
+      undefined
+    )
+    return low === undefined ? lease.mark : low - 1n
+  }
+
+  return {
+    taken: (targetId, leaseId, mark, seqs, leaseSeconds) => {
+      let lease = held.get(targetId)
+      if (lease === undefined || lease.leaseId !== leaseId) {
+        lease = { leaseId, mark, leaseSeconds, pending: new Set(), kept: new Set() }
+        held.set(targetId, lease)
+      }
+      if (mark > lease.mark) lease.mark = mark
+      lease.leaseSeconds = leaseSeconds
+      for (const seq of seqs) lease.pending.add(seq)
+    },
+    settle: (targetId, leaseId, seqs) => {
+      const lease = held.get(targetId)
+      if (lease === undefined || lease.leaseId !== leaseId) return undefined
+      for (const seq of seqs) {
+        lease.pending.delete(seq)
+        lease.kept.delete(seq)
+      }
+      return { cursor: cursorOf(lease), leaseSeconds: lease.leaseSeconds }
+    },
+    keep: (targetId, leaseId, seqs) => {
+      const lease = held.get(targetId)
+      if (lease === undefined || lease.leaseId !== leaseId) return
+      for (const seq of seqs) lease.kept.add(seq)
+    },
+    forget: (targetId, leaseId) => {
+      // Sends still in flight under it will find the lease gone when they settle.
+      if (held.get(targetId)?.leaseId === leaseId) held.delete(targetId)
+    },
+    size: () => held.size
+  }
+}

@@ -1,0 +1,298 @@
+/**
+ * The log: webhook deliveries to a concurrent target are stored `logged`
+ * and handed out under a lease of the whole target; a success writes no
+ * delivery row (its batch's outcome row holds it), only failures and
+ * retries are written, and the cursor moves past what was settled. Each
+ * test here fails if the log's rule it names is broken.
+ */
+import { NodeServices } from "@effect/platform-node"
+import { assert, describe, layer } from "@effect/vitest"
+import { PgClient, PgMigrator } from "@effect/sql-pg"
+import { Duration, Effect, Layer, Redacted } from "effect"
+import { Migrator, SqlClient } from "effect/sql"
+import { type Claimed, DeliveryQueue, make, Outcome } from "../../../src/deliveries/DeliveryQueue.ts"
+import { Database, DatabaseInfo } from "../../../src/platform/Database.ts"
+import { newId } from "../../../src/platform/Ids.ts"
+import { Migrations } from "../../../src/platform/Migrations.ts"
+import { migrationRecord } from "../../../src/platform/migrations/index.ts"
+import { Wakeups } from "../../../src/platform/Wakeups.ts"
+import { eventually } from "../../support/http.ts"
+import { boom, newOrg, ok, QueueLive, serverUrl } from "./support.ts"
+
+const webhook = (orgId: string, targetId: string) => ({ orgId, kind: "webhook" as const, targetId, capacity: 1_000 })
+const claimOf = (queue: DeliveryQueue["Service"], target: string, options?: { limit?: number; perTarget?: number; leaseFor?: Duration.Input }) =>
+  queue.claim("webhook", {
+    limit: options?.limit ?? 100,
+    leaseFor: options?.leaseFor ?? "1 minute",
+    perTarget: options?.perTarget ?? 100
+  }).pipe(Effect.map((rows) => rows.filter((d) => d.targetId === target)))
+const deliver = (claimed: ReadonlyArray<Claimed>) => claimed.map((c) => ({ claimed: c, outcome: Outcome.delivered(), attempt: ok }))
+
+/** A second process on the same database: a queue of its own (its own lease owner). */
+const anotherProcess = Effect.gen(function*() {
+  return make(yield* PgClient.PgClient, yield* Wakeups, yield* DatabaseInfo)
+})
+
+const stored = (target: string) =>
+  Effect.gen(function*() {
+    const sql = yield* SqlClient.SqlClient
+    return yield* sql<{ status: string; n: number }>`
+      SELECT status, count(*)::int AS n FROM deliveries WHERE target_id = ${target} GROUP BY status ORDER BY status
+    `
+  }).pipe(Effect.orDie)
+
+layer(QueueLive, { excludeTestServices: true })("the delivery log", (it) => {
+  it.effect("a webhook delivery is stored logged; a delivered batch writes one outcome row and no delivery row", () =>
+    Effect.gen(function*() {
+      const queue = yield* DeliveryQueue
+      const sql = yield* SqlClient.SqlClient
+      const org = yield* newOrg
+      const target = newId()
+      yield* queue.enqueueMany(Array.from({ length: 20 }, () => webhook(org, target)))
+      assert.deepStrictEqual(yield* stored(target), [{ status: "logged", n: 20 }])
+      const claimed = yield* claimOf(queue, target)
+      assert.strictEqual(claimed.length, 20)
+      assert.isTrue(claimed.every((c) => c.claimedFrom === "logged" && c.status === "sending" && c.attempts === 1))
+      const { held } = yield* queue.settleMany(deliver(claimed))
+      assert.isTrue(held.every(Boolean))
+      // Never written again: still logged, no attempt rows, one outcome row.
+      assert.deepStrictEqual(yield* stored(target), [{ status: "logged", n: 20 }])
+      const [counts] = yield* sql<{ attempts: number; outcomes: number; undelivered: number; pending: number; leased: boolean }>`
+        SELECT (SELECT count(*)::int FROM delivery_attempts a JOIN deliveries d ON d.id = a.delivery_id WHERE d.target_id = ${target}) AS attempts,
+               (SELECT count(*)::int FROM delivery_outcomes WHERE target_id = ${target}) AS outcomes,
+               undelivered, log_pending AS pending, lease_id IS NOT NULL AS leased
+        FROM delivery_targets WHERE id = ${target}
+      `
+      assert.deepStrictEqual(counts, { attempts: 0, outcomes: 1, undelivered: 0, pending: 0, leased: false })
+      // The records read as delivered, with their one attempt.
+      const list = yield* queue.list({ orgId: org, kind: "webhook", targetId: target })
+      assert.strictEqual(list.length, 20)
+      assert.isTrue(list.every((d) => d.status === "delivered" && d.attempts === 1 && d.finishedAt !== null))
+      assert.deepStrictEqual((yield* queue.attempts(list[0]!.id)).map((a) => [a.attempt, a.statusCode]), [[1, 204]])
+      assert.lengthOf(yield* claimOf(queue, target), 0)
+    }))
+
+  it.effect("sends that finish out of order: every row is settled once, and the next rows are handed out after them", () =>
+    Effect.gen(function*() {
+      const queue = yield* DeliveryQueue
+      const sql = yield* SqlClient.SqlClient
+      const org = yield* newOrg
+      const target = newId()
+      yield* queue.enqueueMany(Array.from({ length: 6 }, () => webhook(org, target)))
+      const claimed = yield* claimOf(queue, target)
+      assert.strictEqual(claimed.length, 6)
+      // The later half first: the cursor may not pass the earlier, unsettled rows.
+      yield* queue.settleMany(deliver(claimed.slice(3)))
+      const [mid] = yield* sql<{ cursor: string }>`SELECT cursor::text FROM delivery_targets WHERE id = ${target}`
+      assert.isTrue(BigInt(mid!.cursor) < BigInt(claimed[0]!.seq), "the cursor waits below the first unsettled row")
+      const statuses = new Map((yield* queue.list({ orgId: org, kind: "webhook", targetId: target })).map((d) => [d.id, d.status]))
+      assert.deepStrictEqual(claimed.map((c) => statuses.get(c.id)), ["sending", "sending", "sending", "delivered", "delivered", "delivered"])
+      yield* queue.settleMany(deliver(claimed.slice(0, 3)))
+      const [end] = yield* sql<{ cursor: string }>`SELECT cursor::text FROM delivery_targets WHERE id = ${target}`
+      assert.strictEqual(end!.cursor, claimed[5]!.seq)
+      yield* queue.enqueueMany(Array.from({ length: 2 }, () => webhook(org, target)))
+      const next = yield* claimOf(queue, target)
+      assert.strictEqual(next.length, 2)
+      assert.isTrue(next.every((c) => BigInt(c.seq) > BigInt(claimed[5]!.seq)))
+    }))
+
+  it.effect("a failed attempt writes its row (retrying, with its attempt), claimed per row from then on; the rest stay logged", () =>
+    Effect.gen(function*() {
+      const queue = yield* DeliveryQueue
+      const org = yield* newOrg
+      const target = newId()
+      yield* queue.enqueueMany(Array.from({ length: 3 }, () => webhook(org, target)))
+      const claimed = yield* claimOf(queue, target)
+      yield* queue.settleMany([
+        { claimed: claimed[0]!, outcome: Outcome.retry(Duration.zero, "HTTP 500"), attempt: boom },
+        ...deliver(claimed.slice(1))
+      ])
+      assert.deepStrictEqual(yield* stored(target), [{ status: "logged", n: 2 }, { status: "retrying", n: 1 }])
+      const again = yield* eventually(Effect.map(claimOf(queue, target), (rows) => rows.length > 0 ? rows : undefined))
+      assert.deepStrictEqual(again.map((c) => [c.id, c.claimedFrom, c.attempts]), [[claimed[0]!.id, "retrying", 2]])
+      yield* queue.settleMany(deliver(again))
+      const record = (yield* queue.list({ orgId: org, kind: "webhook", targetId: target })).find((d) => d.id === claimed[0]!.id)!
+      assert.strictEqual(record.status, "delivered")
+      assert.deepStrictEqual((yield* queue.attempts(record.id)).map((a) => [a.attempt, a.statusCode]), [[1, 500], [2, 204]])
+    }))
+
+  it.effect("a released row waits again, claimed per row, its attempt not counted", () =>
+    Effect.gen(function*() {
+      const queue = yield* DeliveryQueue
+      const org = yield* newOrg
+      const target = newId()
+      yield* queue.enqueueMany(Array.from({ length: 2 }, () => webhook(org, target)))
+      const claimed = yield* claimOf(queue, target)
+      assert.strictEqual(yield* queue.release(claimed.slice(0, 1)), 1)
+      assert.deepStrictEqual(yield* stored(target), [{ status: "logged", n: 1 }, { status: "queued", n: 1 }])
+      const again = yield* claimOf(queue, target)
+      assert.deepStrictEqual(again.map((c) => [c.id, c.claimedFrom, c.attempts]), [[claimed[0]!.id, "queued", 1]])
+      yield* queue.settleMany(deliver([...again, claimed[1]!]))
+      const list = yield* queue.list({ orgId: org, kind: "webhook", targetId: target })
+      assert.deepStrictEqual(list.map((d) => [d.status, d.attempts]), [["delivered", 1], ["delivered", 1]])
+    }))
+
+  it.effect("the per-target bound counts rows handed out of the log and rows leased on their own together", () =>
+    Effect.gen(function*() {
+      const queue = yield* DeliveryQueue
+      const org = yield* newOrg
+      const target = newId()
+      yield* queue.enqueueMany(Array.from({ length: 5 }, () => webhook(org, target)))
+      const first = yield* claimOf(queue, target, { perTarget: 2 })
+      assert.strictEqual(first.length, 2)
+      assert.lengthOf(yield* claimOf(queue, target, { perTarget: 2 }), 0, "at the bound")
+      // One goes back per row: it and a log row share the bound.
+      yield* queue.settleMany([{ claimed: first[0]!, outcome: Outcome.retry(Duration.zero, "HTTP 500"), attempt: boom }])
+      const second = yield* claimOf(queue, target, { perTarget: 2 })
+      assert.strictEqual(second.length, 1)
+      assert.lengthOf(yield* claimOf(queue, target, { perTarget: 2 }), 0, "at the bound again")
+    }))
+
+  it.effect("another process takes a lease that ran out: it gets exactly what was not settled; the old holder records nothing", () =>
+    Effect.gen(function*() {
+      const queue = yield* DeliveryQueue
+      const other = yield* anotherProcess
+      const org = yield* newOrg
+      const target = newId()
+      yield* queue.enqueueMany(Array.from({ length: 6 }, () => webhook(org, target)))
+      const claimed = yield* claimOf(queue, target, { leaseFor: "300 millis" })
+      assert.strictEqual(claimed.length, 6)
+      // Two settled before the process stops.
+      yield* queue.settleMany(deliver(claimed.slice(0, 2)))
+      assert.lengthOf(yield* claimOf(other, target), 0, "not while the lease lives")
+      const taken = yield* eventually(Effect.map(claimOf(other, target), (rows) => rows.length > 0 ? rows : undefined))
+      assert.deepStrictEqual(taken.map((c) => c.id), claimed.slice(2).map((c) => c.id))
+      const late = yield* queue.settleMany(deliver(claimed.slice(2)))
+      assert.deepStrictEqual(late.held, [false, false, false, false])
+      const { held } = yield* other.settleMany(deliver(taken))
+      assert.isTrue(held.every(Boolean))
+      const list = yield* queue.list({ orgId: org, kind: "webhook", targetId: target })
+      assert.isTrue(list.every((d) => d.status === "delivered"))
+      const sql = yield* SqlClient.SqlClient
+      const [outcomes] = yield* sql<{ n: number; seqs: number }>`
+        SELECT count(*)::int AS n, sum(cardinality(seqs))::int AS seqs FROM delivery_outcomes WHERE target_id = ${target}
+      `
+      assert.deepStrictEqual(outcomes, { n: 2, seqs: 6 }, "each row settled once")
+    }))
+
+  it.effect("two processes claiming at once never hand out the same row", () =>
+    Effect.gen(function*() {
+      const queue = yield* DeliveryQueue
+      const other = yield* anotherProcess
+      const org = yield* newOrg
+      const targets = Array.from({ length: 4 }, () => newId())
+      for (const target of targets) yield* queue.enqueueMany(Array.from({ length: 30 }, () => webhook(org, target)))
+      const seen = new Set<string>()
+      let duplicates = 0
+      for (let round = 0; round < 10; round++) {
+        const [a, b] = yield* Effect.all([
+          queue.claim("webhook", { limit: 25, leaseFor: "1 minute", perTarget: 10 }),
+          other.claim("webhook", { limit: 25, leaseFor: "1 minute", perTarget: 10 })
+        ], { concurrency: 2 })
+        for (const c of [...a, ...b].filter((c) => targets.includes(c.targetId))) {
+          if (seen.has(c.id)) duplicates++
+          seen.add(c.id)
+        }
+        yield* Effect.all([queue.settleMany(deliver(a)), other.settleMany(deliver(b))], { concurrency: 2 })
+      }
+      assert.strictEqual(duplicates, 0)
+      assert.strictEqual(seen.size, 120)
+    }))
+
+  it.effect("failing a target's deliveries fails its waiting and in-flight log rows; the one that decided settles itself", () =>
+    Effect.gen(function*() {
+      const queue = yield* DeliveryQueue
+      const sql = yield* SqlClient.SqlClient
+      const org = yield* newOrg
+      const target = newId()
+      yield* queue.enqueueMany(Array.from({ length: 5 }, () => webhook(org, target)))
+      const claimed = yield* claimOf(queue, target, { perTarget: 3 })
+      assert.strictEqual(claimed.length, 3)
+      yield* queue.settleMany(deliver(claimed.slice(0, 1)))
+      const decided = claimed[1]!
+      assert.strictEqual(yield* queue.failUndelivered("webhook", target, "endpoint deactivated", { except: decided.id }), 3)
+      const { held } = yield* queue.settleMany([
+        { claimed: decided, outcome: Outcome.failed("HTTP 410"), attempt: boom },
+        ...deliver(claimed.slice(2))
+      ])
+      assert.deepStrictEqual(held, [true, false])
+      const statuses = (yield* queue.list({ orgId: org, kind: "webhook", targetId: target })).map((d) => d.status).reverse()
+      assert.deepStrictEqual(statuses, ["delivered", "failed", "failed", "failed", "failed"])
+      const [row] = yield* sql<{ kept: number; counted: number }>`
+        SELECT (SELECT undelivered FROM delivery_targets WHERE id = ${target}) AS kept,
+               (SELECT count(*)::int FROM delivery_records WHERE target_id = ${target} AND status IN ('queued', 'sending', 'retrying')) AS counted
+      `
+      assert.deepStrictEqual(row, { kept: 0, counted: 0 })
+    }))
+
+  it.effect("a target made strict has its waiting log rows claimed per row, head first", () =>
+    Effect.gen(function*() {
+      const queue = yield* DeliveryQueue
+      const org = yield* newOrg
+      const target = newId()
+      const created = yield* queue.enqueueMany(Array.from({ length: 3 }, () => webhook(org, target)))
+      yield* queue.setStrict("webhook", org, target, true)
+      assert.deepStrictEqual(yield* stored(target), [{ status: "queued", n: 3 }])
+      for (const expected of created) {
+        const [head, ...rest] = yield* claimOf(queue, target)
+        assert.strictEqual(head!.id, expected.id)
+        assert.lengthOf(rest, 0)
+        yield* queue.settleMany(deliver([head!]))
+      }
+      // New deliveries of a strict target are stored per row.
+      yield* queue.enqueue(webhook(org, target))
+      assert.deepStrictEqual((yield* stored(target)).map((s) => s.status), ["delivered", "queued"])
+    }))
+})
+
+// The previous release's rows: stored per row, some queued, one retrying,
+// one whose process died while sending.
+const previous = Object.fromEntries(Object.entries(migrationRecord).filter(([id]) => id < "0670"))
+const seeded = { org: newId(), target: newId(), ids: [newId(), newId(), newId()] }
+const PreviousRelease = Layer.effectDiscard(Effect.gen(function*() {
+  const sql = yield* SqlClient.SqlClient
+  yield* PgMigrator.run({ loader: Migrator.fromRecord(previous), table: "svc_migrations" }).pipe(Effect.provide(NodeServices.layer))
+  yield* sql`INSERT INTO orgs (id, name) VALUES (${seeded.org}, 'upgrade')`
+  yield* sql`INSERT INTO delivery_targets (id, org_id, kind, undelivered) VALUES (${seeded.target}, ${seeded.org}, 'webhook', 3)`
+  const [queued, retrying, sending] = seeded.ids
+  yield* sql`
+    INSERT INTO deliveries (id, org_id, kind, target_id, status, attempts, lease_owner, lease_until, next_attempt_at)
+    VALUES (${queued!}, ${seeded.org}, 'webhook', ${seeded.target}, 'queued', 0, NULL, NULL, now()),
+           (${retrying!}, ${seeded.org}, 'webhook', ${seeded.target}, 'retrying', 1, NULL, NULL, now()),
+           (${sending!}, ${seeded.org}, 'webhook', ${seeded.target}, 'sending', 1, gen_random_uuid(), now() - interval '1 second', now())
+  `
+}).pipe(Effect.orDie))
+
+const Upgraded = DeliveryQueue.layer.pipe(
+  Layer.provideMerge(Wakeups.layer),
+  Layer.provideMerge(Migrations.layer),
+  Layer.provideMerge(PreviousRelease),
+  Layer.provideMerge(serverUrl ? Database.scratch(Redacted.make(serverUrl)) : Database.memory)
+)
+
+layer(Upgraded, { excludeTestServices: true })("upgrading to the log", (it) => {
+  describe("rows of the previous release", () => {
+    it.effect("are claimed and delivered per row; new ones go to the log behind them; the counts stay right", () =>
+      Effect.gen(function*() {
+        const queue = yield* DeliveryQueue
+        const sql = yield* SqlClient.SqlClient
+        const { ids, org, target } = seeded
+        yield* queue.enqueue(webhook(org, target))
+        assert.deepStrictEqual(yield* stored(target), [
+          { status: "logged", n: 1 },
+          { status: "queued", n: 1 },
+          { status: "retrying", n: 1 },
+          { status: "sending", n: 1 }
+        ])
+        const claimed = yield* claimOf(queue, target)
+        assert.sameMembers(claimed.filter((c) => c.claimedFrom !== "logged").map((c) => c.id), ids)
+        assert.strictEqual(claimed.filter((c) => c.claimedFrom === "logged").length, 1)
+        const { held } = yield* queue.settleMany(deliver(claimed))
+        assert.isTrue(held.every(Boolean))
+        const list = yield* queue.list({ orgId: org, kind: "webhook", targetId: target })
+        assert.deepStrictEqual(list.map((d) => d.status), ["delivered", "delivered", "delivered", "delivered"])
+        const [row] = yield* sql<{ undelivered: number }>`SELECT undelivered FROM delivery_targets WHERE id = ${target}`
+        assert.strictEqual(row!.undelivered, 0)
+      }))
+  })
+})
