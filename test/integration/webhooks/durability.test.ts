@@ -187,7 +187,7 @@ describe.skipIf(!serverUrl)("several processes on one PostgreSQL server", () => 
       // The work was shared.
       const attempts = yield* Effect.gen(function*() {
         const sql = yield* SqlClient.SqlClient
-        return yield* sql<{ n: number }>`SELECT count(*)::int AS n FROM delivery_attempts`
+        return yield* sql<{ n: number }>`SELECT count(*)::int AS n FROM delivery_attempt_records`
       }).pipe(Effect.provide(db), Effect.orDie)
       assert.strictEqual(attempts[0]!.n, 5_000)
     }).pipe(Effect.scoped), 240_000)
