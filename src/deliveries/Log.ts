@@ -61,11 +61,20 @@ export const leaseTargets = (sql: PgClient.PgClient, kind: DeliveryKind, options
       LIMIT ${LEASE_TARGETS}
       FOR UPDATE OF t SKIP LOCKED
     ),
+    -- Each target's share of the claim: the claim's room over the
+    -- targets with rows to give, at least one. Many targets with a few
+    -- rows each are worked side by side, a few at a time each (as rows
+    -- claimed in due order were), not one after another with each
+    -- endpoint's whole bound at once, which opened as many connections to
+    -- each endpoint as it had rows.
+    shares AS (
+      SELECT c.id, c.mine, c.lease_until,
+             least(c.room, c.waiting, greatest(1, ceil(${options.limit}::float8 / count(*) OVER ())))::int AS want
+      FROM candidates c WHERE least(c.room, c.waiting) > 0
+    ),
     picked AS (
       SELECT id, mine, least(want, ${options.limit} - (upto - want))::int AS want FROM (
-        SELECT c.id, c.mine, least(c.room, c.waiting) AS want,
-               sum(least(c.room, c.waiting)) OVER (ORDER BY c.lease_until NULLS FIRST, c.id) AS upto
-        FROM candidates c WHERE least(c.room, c.waiting) > 0
+        SELECT s.*, sum(s.want) OVER (ORDER BY s.lease_until NULLS FIRST, s.id) AS upto FROM shares s
       ) x
       WHERE upto - want < ${options.limit}
     )
