@@ -26,7 +26,8 @@ import { SqlClient } from "effect/sql"
  *   read from its outcome row.
  * - The count trigger also counts `logged` rows: one leaving `logged`
  *   (written retrying, failed, queued) takes one from `log_pending`; a
- *   deleted one counts as undelivered unless an outcome row holds it.
+ *   deleted one counts as undelivered unless it is at or below its
+ *   target's cursor or an outcome row holds it.
  * - An organization's deletion takes its outcome rows.
  */
 export default Effect.gen(function*() {
@@ -135,7 +136,12 @@ export default Effect.gen(function*() {
                  -count(*)::int AS delta, -(count(*) FILTER (WHERE status = 'logged'))::int AS logged
           FROM old_rows r
           WHERE status IN ('queued', 'sending', 'retrying')
-             OR (status = 'logged' AND NOT EXISTS (
+             -- A logged row at or below its target's cursor was delivered
+             -- (every other end writes the row); above it, an outcome row
+             -- says so (few are above the cursor).
+             OR (status = 'logged'
+                 AND r.seq > coalesce((SELECT t.cursor FROM delivery_targets t WHERE t.id = r.target_id), 0)
+                 AND NOT EXISTS (
                    SELECT 1 FROM delivery_outcomes x
                    WHERE x.target_id = r.target_id AND x.to_seq >= r.seq AND x.from_seq <= r.seq AND r.seq = ANY (x.seqs)))
           GROUP BY target_id ORDER BY target_id
