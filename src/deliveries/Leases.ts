@@ -110,12 +110,14 @@ export const settleMany: (ctx: LogContext, items: ReadonlyArray<SettleItem>) => 
     if (row.cooldown_ms !== null && row.cooldown_ms > 0) coolingFor.set(row.target_id, Duration.millis(row.cooldown_ms))
     if (row.log_ended) leases.forget(row.target_id, row.lease_owner)
   }
-  const answer = items.map((item) => held.has(`${item.claimed.id}:${item.claimed.leaseOwner}`))
-  // A target lease that held nothing of the batch is no longer this process's.
-  items.forEach((item, i) => {
-    if (!answer[i] && item.claimed.claimedFrom === "logged") leases.forget(item.claimed.targetId, item.claimed.leaseOwner)
-  })
-  return { held: answer, coolingFor } satisfies Settled
+  // A lease lost is not forgotten here: an item may go unrecorded with the
+  // lease still this process's (its row was deleted), and forgetting would
+  // let the cursor pass rows still in flight. A lost lease's entry is
+  // replaced when this process takes the target again.
+  return {
+    held: items.map((item) => held.has(`${item.claimed.id}:${item.claimed.leaseOwner}`)),
+    coolingFor
+  } satisfies Settled
 })
 
 // Back to waiting, as if never claimed: the attempt is not counted and

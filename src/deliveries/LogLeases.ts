@@ -40,7 +40,7 @@ export interface LogLeases {
   ) => { readonly cursor: bigint; readonly leaseSeconds: number } | undefined
   /** A batch the database refused: its seqs hold the cursor back for the rest of the lease. */
   readonly keep: (targetId: string, leaseId: string, seqs: ReadonlyArray<bigint>) => void
-  /** The lease is over (lost, or ended by the database with nothing in flight): forget it. */
+  /** The lease is over (ended by the database with nothing in flight under it): forget it. */
   readonly forget: (targetId: string, leaseId: string) => void
   /** How many target leases are known (for tests). */
   readonly size: () => number
@@ -72,7 +72,11 @@ export const makeLogLeases = (): LogLeases => {
       }
       if (mark > lease.mark) lease.mark = mark
       lease.leaseSeconds = leaseSeconds
-      for (const seq of seqs) lease.pending.add(seq)
+      for (const seq of seqs) {
+        lease.pending.add(seq)
+        // The mark is at least every row handed out.
+        if (seq > lease.mark) lease.mark = seq
+      }
     },
     settle: (targetId, leaseId, seqs) => {
       const lease = held.get(targetId)
