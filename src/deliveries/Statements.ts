@@ -150,7 +150,8 @@ export const nextDueStatement = (sql: SqlClient.SqlClient, kind: DeliveryKind, o
             -- The log's targets: at once when rows wait past a lease this
             -- process may take or holds, else when the other holder's runs out.
             (SELECT min(greatest(
-                      CASE WHEN t.lease_until > now() AND (t.lease_owner <> ${owner} OR t.log_pending <= t.log_in_flight)
+                      CASE WHEN t.lease_id IS NOT NULL AND t.lease_until > now()
+                             AND (t.lease_owner <> ${owner} OR t.log_pending <= t.log_in_flight)
                            THEN t.lease_until ELSE now() END,
                       coalesce(t.cooldown_until, now())))
              FROM delivery_targets t

@@ -70,11 +70,11 @@ export default Effect.gen(function*() {
     SELECT d.id, d.seq, d.org_id, d.kind, d.target_id,
       CASE WHEN d.status <> 'logged' THEN d.status
            WHEN o.at IS NOT NULL THEN 'delivered'
-           WHEN t.lease_until > now() AND d.seq > t.cursor AND d.seq <= t.leased_to THEN 'sending'
+           WHEN t.lease_id IS NOT NULL AND t.lease_until > now() AND d.seq > t.cursor AND d.seq <= t.leased_to THEN 'sending'
            ELSE 'queued' END AS status,
       d.label, d.event_id, d.payload, d.meta,
       CASE WHEN d.status <> 'logged' THEN d.attempts
-           WHEN o.at IS NOT NULL OR (t.lease_until > now() AND d.seq > t.cursor AND d.seq <= t.leased_to) THEN 1
+           WHEN o.at IS NOT NULL OR (t.lease_id IS NOT NULL AND t.lease_until > now() AND d.seq > t.cursor AND d.seq <= t.leased_to) THEN 1
            ELSE 0 END AS attempts,
       d.replays, d.last_error, d.next_attempt_at, d.created_at,
       CASE WHEN d.status <> 'logged' THEN d.finished_at ELSE o.at END AS finished_at
