@@ -98,6 +98,21 @@ export default Effect.gen(function*() {
     WHERE d.status = 'logged' AND p.i IS NOT NULL
   `
 
+  // A target's undelivered count moves by delta, its logged rows still to
+  // settle by logged.
+  yield* sql`
+    CREATE FUNCTION deliveries_adjust_counts(target uuid, org uuid, target_kind text, delta int, logged int)
+    RETURNS void LANGUAGE plpgsql AS $$
+    BEGIN
+      IF delta <> 0 THEN
+        PERFORM deliveries_adjust_undelivered(target, org, target_kind, delta);
+      END IF;
+      IF logged <> 0 THEN
+        UPDATE delivery_targets SET log_pending = greatest(0, log_pending + logged) WHERE id = target;
+      END IF;
+    END
+    $$
+  `
   yield* sql`
     CREATE OR REPLACE FUNCTION deliveries_count_undelivered() RETURNS trigger LANGUAGE plpgsql AS $$
     DECLARE
@@ -125,10 +140,7 @@ export default Effect.gen(function*() {
           ) changes
           GROUP BY target_id HAVING sum(delta) <> 0 OR sum(logged) <> 0 ORDER BY target_id
         LOOP
-          PERFORM deliveries_adjust_undelivered(change.target_id, change.org_id, change.kind, change.delta);
-          IF change.logged <> 0 THEN
-            UPDATE delivery_targets SET log_pending = greatest(0, log_pending + change.logged) WHERE id = change.target_id;
-          END IF;
+          PERFORM deliveries_adjust_counts(change.target_id, change.org_id, change.kind, change.delta, change.logged);
         END LOOP;
       ELSE
         FOR change IN
@@ -146,10 +158,7 @@ export default Effect.gen(function*() {
                    WHERE x.target_id = r.target_id AND x.to_seq >= r.seq AND x.from_seq <= r.seq AND r.seq = ANY (x.seqs)))
           GROUP BY target_id ORDER BY target_id
         LOOP
-          PERFORM deliveries_adjust_undelivered(change.target_id, change.org_id, change.kind, change.delta);
-          IF change.logged <> 0 THEN
-            UPDATE delivery_targets SET log_pending = greatest(0, log_pending + change.logged) WHERE id = change.target_id;
-          END IF;
+          PERFORM deliveries_adjust_counts(change.target_id, change.org_id, change.kind, change.delta, change.logged);
         END LOOP;
       END IF;
       RETURN NULL;
