@@ -3,14 +3,15 @@
  * `logged` and handed out under a lease of their whole target, not one
  * lease per row (`docs/architecture.md`, "Delivery engine").
  *
- * - `leaseTargets` (one statement): targets with logged rows waiting, not
- *   cooling down, not leased by another live process, as many as the
- *   claim has room for rows; a target this process holds keeps its lease
- *   id and mark, any other starts a new lease at the target's cursor.
- * - `takeRows` (the next statement, so its snapshot sees everything the
- *   previous holder settled before the lease changed hands): each leased
- *   target's next logged rows past its mark that no outcome row holds,
- *   and the mark moved past them.
+ * - `leaseAndTake` (one statement): targets with logged rows waiting, not
+ *   cooling down, without a lease or leased by this process, each its
+ *   share of the claim's room; a target this process holds keeps its lease
+ *   id and mark, any other starts a new lease at its cursor; and the rows
+ *   past the mark, handed out, the mark moved past them.
+ * - A lease that ran out (its holder stopped) is taken over in two:
+ *   `leaseTargets`, then `takeRows` in the next statement, so that its
+ *   snapshot sees everything the previous holder settled before the lease
+ *   changed hands; the rows no outcome row holds are handed out again.
  * - The settle (`Statements.ts`) records a batch's successes as one
  *   `delivery_outcomes` row per target and moves the cursor; only failures
  *   and retries write their row. A settle under a lease id that is no
@@ -38,85 +39,86 @@ export interface Leased {
   readonly want: number
 }
 
-/** One lease statement: the targets this process may now hand rows out of, and how many each. */
-export const leaseTargets = (sql: PgClient.PgClient, kind: DeliveryKind, options: ClaimOptions, owner: string) => {
+const seconds = (options: ClaimOptions) => Duration.toMillis(Duration.fromInputUnsafe(options.leaseFor)) / 1000
+
+/**
+ * Which targets a lease statement may take: `fresh`, those with no lease
+ * and this process's own live ones (nothing can be settled under them but
+ * by this process, and nothing past a mark is in an outcome row, so their
+ * rows can be handed out in the same statement); `takeover`, those whose
+ * lease ran out (its holder may still settle until the lease changes hands,
+ * so their rows are read by the next statement).
+ */
+type LeaseMode = "fresh" | "takeover"
+
+/**
+ * The CTEs `candidates`, `shares` and `picked (id, mine, start, want)`:
+ * targets with logged rows waiting, not cooling down, locked `SKIP LOCKED`,
+ * each its share of the claim's room (the room over the targets with rows
+ * to give, at least one): many targets with a few rows each are worked
+ * side by side, a few at a time each, not one after another with each
+ * endpoint's whole bound at once (which opened as many connections to an
+ * endpoint as it had rows). `start` is where its rows are read from: its
+ * mark if the lease is this process's, else its cursor.
+ */
+const picked = (sql: PgClient.PgClient, kind: DeliveryKind, options: ClaimOptions, owner: string, mode: LeaseMode) => {
   const perFailing = Math.min(options.perTarget, options.perFailingTarget ?? options.perTarget)
   const skip = options.skipTargets ?? []
-  return sql<Leased>`
-    WITH candidates AS (
-      SELECT t.id, t.lease_until,
-        (t.lease_owner = ${owner} AND t.lease_until > now()) AS mine,
+  const mine = sql`(t.lease_owner = ${owner} AND t.lease_until > now())`
+  return sql`
+    candidates AS (
+      SELECT t.id, t.lease_until, ${mine} AS mine, CASE WHEN ${mine} THEN t.leased_to ELSE t.cursor END AS start,
         CASE WHEN t.consecutive_failures > 0 THEN ${perFailing} ELSE ${options.perTarget} END
-          - CASE WHEN t.lease_owner = ${owner} AND t.lease_until > now() THEN t.log_in_flight ELSE 0 END
+          - CASE WHEN ${mine} THEN t.log_in_flight ELSE 0 END
           - (SELECT count(*)::int FROM deliveries b
              WHERE b.kind = ${kind} AND b.status = 'sending' AND b.lease_until > now() AND b.target_id = t.id) AS room,
-        t.log_pending - CASE WHEN t.lease_owner = ${owner} AND t.lease_until > now() THEN t.log_in_flight ELSE 0 END
-          AS waiting
+        t.log_pending - CASE WHEN ${mine} THEN t.log_in_flight ELSE 0 END AS waiting
       FROM delivery_targets t
       WHERE t.kind = ${kind} AND t.log_pending > 0 AND NOT t.strict
         AND (t.cooldown_until IS NULL OR t.cooldown_until <= now())
-        AND (t.lease_owner IS NULL OR t.lease_until <= now() OR t.lease_owner = ${owner})
+        AND ${mode === "fresh"
+          ? sql`(t.lease_id IS NULL OR ${mine})`
+          : sql`t.lease_id IS NOT NULL AND t.lease_until <= now()`}
         ${skip.length > 0 ? sql`AND t.id NOT IN ${sql.in([...skip])}` : sql``}
       ORDER BY t.lease_until NULLS FIRST, t.id
       LIMIT ${LEASE_TARGETS}
       FOR UPDATE OF t SKIP LOCKED
     ),
-    -- Each target's share of the claim: the claim's room over the
-    -- targets with rows to give, at least one. Many targets with a few
-    -- rows each are worked side by side, a few at a time each (as rows
-    -- claimed in due order were), not one after another with each
-    -- endpoint's whole bound at once, which opened as many connections to
-    -- each endpoint as it had rows.
     shares AS (
-      SELECT c.id, c.mine, c.lease_until,
+      SELECT c.id, c.mine, c.start, c.lease_until,
              least(c.room, c.waiting, greatest(1, ceil(${options.limit}::float8 / count(*) OVER ())))::int AS want
       FROM candidates c WHERE least(c.room, c.waiting) > 0
     ),
     picked AS (
-      SELECT id, mine, least(want, ${options.limit} - (upto - want))::int AS want FROM (
+      SELECT id, mine, start, least(want, ${options.limit} - (upto - want))::int AS want FROM (
         SELECT s.*, sum(s.want) OVER (ORDER BY s.lease_until NULLS FIRST, s.id) AS upto FROM shares s
       ) x
       WHERE upto - want < ${options.limit}
     )
-    UPDATE delivery_targets t
-    SET lease_owner = ${owner},
-        lease_id = CASE WHEN p.mine THEN t.lease_id ELSE gen_random_uuid() END,
-        leased_to = CASE WHEN p.mine THEN t.leased_to ELSE t.cursor END,
-        log_in_flight = CASE WHEN p.mine THEN t.log_in_flight ELSE 0 END,
-        lease_until = now() + make_interval(secs => ${Duration.toMillis(Duration.fromInputUnsafe(options.leaseFor)) / 1000})
-    FROM picked p
-    WHERE t.id = p.id
-    RETURNING t.id, t.lease_id, p.want
   `
 }
 
-interface TakenRow extends Row {
-  readonly lease_id: string
-  readonly mark: string
-  readonly target_failures: number
-}
-
-/** The next statement: each leased target's rows past its mark, the mark moved past them. */
-export const takeRows = (sql: PgClient.PgClient, leased: ReadonlyArray<Leased>, options: ClaimOptions) =>
-  sql<TakenRow>`
-    WITH leases AS (
-      SELECT * FROM jsonb_to_recordset(${JSON.stringify(leased)}::jsonb) AS x(id uuid, lease_id uuid, want int)
-    ),
-    -- Each target's next rows past its mark, walked in seq order from
-    -- (target_id, seq) with a constant limit and no other condition: with a
-    -- filter on the status, or the limit a parameter of the lateral row,
-    -- a planner without statistics may read all of the target's rows past
-    -- the mark by a bitmap scan and sort them (O(its backlog) per take).
-    -- Rows that are not the log's (written on their own, or held by an
-    -- outcome row after a takeover) are skipped here, outside the scan.
+/**
+ * The CTEs `scanned`, `usable`, `taken` and `marks (target_id, top, n)`
+ * over `targets (id, start, want)`: each target's next rows past `start`,
+ * walked in seq order from (target_id, seq) with a constant limit and no
+ * other condition (with a filter on the status, or the limit a parameter
+ * of the lateral row, a planner without statistics may read all of the
+ * target's rows past the mark by a bitmap scan and sort them: O(its
+ * backlog) per take). Rows that are not the log's (written on their own,
+ * or held by an outcome row after a takeover) are skipped outside the
+ * scan. The mark moves past the rows handed out, or past all that was
+ * scanned when none of it could be.
+ */
+const rowsPast = (sql: PgClient.PgClient, targets: string, options: ClaimOptions) =>
+  sql`
     scanned AS (
-      SELECT l.lease_id, l.want, r.* FROM leases l
-      JOIN delivery_targets t ON t.id = l.id AND t.lease_id = l.lease_id
+      SELECT p.want, r.* FROM ${sql.literal(targets)} p
       CROSS JOIN LATERAL (
         SELECT d.id, d.seq, d.org_id, d.kind, d.target_id, d.status, d.label, d.event_id, d.payload, d.meta,
                d.attempts, d.replays, d.last_error, d.next_attempt_at, d.created_at, d.finished_at
         FROM deliveries d
-        WHERE d.target_id = l.id AND d.seq > t.leased_to
+        WHERE d.target_id = p.id AND d.seq > p.start
         ORDER BY d.target_id, d.seq
         LIMIT ${Math.max(1, options.perTarget)}
       ) r
@@ -130,27 +132,94 @@ export const takeRows = (sql: PgClient.PgClient, leased: ReadonlyArray<Leased>, 
     taken AS (
       SELECT * FROM usable WHERE n <= want
     ),
-    -- The mark moves past the rows handed out, or past all that was
-    -- scanned when none of it could be.
     marks AS (
-      SELECT s.target_id, s.lease_id,
-             coalesce(max(k.seq), max(s.seq)) AS top, count(k.id)::int AS n
+      SELECT s.target_id, coalesce(max(k.seq), max(s.seq)) AS top, count(k.id)::int AS n
       FROM scanned s LEFT JOIN taken k ON k.id = s.id
-      GROUP BY s.target_id, s.lease_id
+      GROUP BY s.target_id
+    )
+  `
+
+interface TakenRow extends Row {
+  readonly lease_id: string
+  readonly mark: string
+  readonly target_failures: number
+}
+
+/**
+ * One statement for targets without a lease and this process's own: the
+ * lease and the rows handed out under it. Answers one row more (`id` NULL)
+ * saying whether a lease somewhere ran out (`takeover`).
+ */
+export const leaseAndTake = (sql: PgClient.PgClient, kind: DeliveryKind, options: ClaimOptions, owner: string) =>
+  sql<TakenRow & { readonly takeover: boolean }>`
+    WITH ${picked(sql, kind, options, owner, "fresh")},
+    ${rowsPast(sql, "picked", options)},
+    leased AS (
+      UPDATE delivery_targets t
+      SET lease_owner = ${owner},
+          lease_id = CASE WHEN p.mine THEN t.lease_id ELSE gen_random_uuid() END,
+          leased_to = greatest(p.start, coalesce(m.top, p.start)),
+          log_in_flight = CASE WHEN p.mine THEN t.log_in_flight ELSE 0 END + coalesce(m.n, 0),
+          lease_until = now() + make_interval(secs => ${seconds(options)})
+      FROM picked p LEFT JOIN marks m ON m.target_id = p.id
+      WHERE t.id = p.id
+      RETURNING t.id, t.lease_id, t.leased_to, t.consecutive_failures
     ),
+    handed AS (
+      SELECT k.*, l.lease_id, l.leased_to AS mark, l.consecutive_failures AS target_failures
+      FROM taken k JOIN leased l ON l.id = k.target_id
+    )
+    SELECT h.*, f.takeover FROM (
+      SELECT EXISTS (
+        SELECT 1 FROM delivery_targets x
+        WHERE x.kind = ${kind} AND x.log_pending > 0 AND NOT x.strict AND x.lease_id IS NOT NULL AND x.lease_until <= now()
+      ) AS takeover
+    ) f
+    LEFT JOIN handed h ON true
+  `
+
+/** A takeover, first of two statements: the targets whose lease ran out, leased anew at their cursor. */
+export const leaseTargets = (sql: PgClient.PgClient, kind: DeliveryKind, options: ClaimOptions, owner: string) =>
+  sql<Leased>`
+    WITH ${picked(sql, kind, options, owner, "takeover")}
+    UPDATE delivery_targets t
+    SET lease_owner = ${owner}, lease_id = gen_random_uuid(), leased_to = t.cursor, log_in_flight = 0,
+        lease_until = now() + make_interval(secs => ${seconds(options)})
+    FROM picked p
+    WHERE t.id = p.id
+    RETURNING t.id, t.lease_id, p.want
+  `
+
+/**
+ * The second: each taken-over target's rows past its mark (a fresh
+ * snapshot, which sees everything the previous holder settled before the
+ * lease changed hands), and the mark moved past them.
+ */
+export const takeRows = (sql: PgClient.PgClient, leased: ReadonlyArray<Leased>, options: ClaimOptions) =>
+  sql<TakenRow>`
+    WITH leases AS (
+      SELECT l.id, l.lease_id, l.want, t.leased_to AS start
+      FROM jsonb_to_recordset(${JSON.stringify(leased)}::jsonb) AS l(id uuid, lease_id uuid, want int)
+      JOIN delivery_targets t ON t.id = l.id AND t.lease_id = l.lease_id
+    ),
+    ${rowsPast(sql, "leases", options)},
     moved AS (
       UPDATE delivery_targets t
       SET leased_to = greatest(t.leased_to, m.top), log_in_flight = t.log_in_flight + m.n,
-          lease_until = now() + make_interval(secs => ${Duration.toMillis(Duration.fromInputUnsafe(options.leaseFor)) / 1000})
-      FROM marks m
-      WHERE t.id = m.target_id AND t.lease_id = m.lease_id
-      RETURNING t.id, t.leased_to, t.consecutive_failures
+          lease_until = now() + make_interval(secs => ${seconds(options)})
+      FROM marks m JOIN leases l ON l.id = m.target_id
+      WHERE t.id = m.target_id AND t.lease_id = l.lease_id
+      RETURNING t.id, t.lease_id, t.leased_to, t.consecutive_failures
     )
-    SELECT k.*, m.leased_to AS mark, m.consecutive_failures AS target_failures
+    SELECT k.*, m.lease_id, m.leased_to AS mark, m.consecutive_failures AS target_failures
     FROM taken k JOIN moved m ON m.id = k.target_id
   `
 
-/** Leases targets and hands out their next rows: two statements, or one when nothing waits in the log. */
+/**
+ * Hands out rows of the targets this process can lease: one statement for
+ * targets without a lease and its own; two for a takeover, made only when
+ * a lease ran out somewhere and room is left.
+ */
 export const take = Effect.fnUntraced(function*(
   sql: PgClient.PgClient,
   leases: LogLeases,
@@ -159,9 +228,13 @@ export const take = Effect.fnUntraced(function*(
   options: ClaimOptions
 ) {
   if (options.limit <= 0) return []
-  const leased = yield* leaseTargets(sql, kind, options, owner).pipe(Effect.orDie)
-  if (leased.length === 0) return []
-  const rows = yield* takeRows(sql, leased, options).pipe(Effect.orDie)
+  const fresh = yield* leaseAndTake(sql, kind, options, owner).pipe(Effect.orDie)
+  const rows: Array<TakenRow> = fresh.filter((row) => row.id !== null)
+  const room = options.limit - rows.length
+  if (fresh[0]?.takeover === true && room > 0) {
+    const leased = yield* leaseTargets(sql, kind, { ...options, limit: room }, owner).pipe(Effect.orDie)
+    if (leased.length > 0) rows.push(...(yield* takeRows(sql, leased, { ...options, limit: room }).pipe(Effect.orDie)))
+  }
   const byTarget = new Map<string, { leaseId: string; mark: bigint; seqs: Array<bigint> }>()
   const claimed = rows.map((row): Claimed => {
     let taken = byTarget.get(row.target_id)
@@ -179,10 +252,9 @@ export const take = Effect.fnUntraced(function*(
       claimedFrom: "logged"
     }
   })
-  const leaseSeconds = Duration.toMillis(Duration.fromInputUnsafe(options.leaseFor)) / 1000
-  for (const [targetId, taken] of byTarget) leases.taken(targetId, taken.leaseId, taken.mark, taken.seqs, leaseSeconds)
-  // A target leased but with nothing handed out keeps its lease until it
-  // runs out or a later take uses it; nothing is in flight under it here.
+  for (const [targetId, taken] of byTarget) leases.taken(targetId, taken.leaseId, taken.mark, taken.seqs, seconds(options))
+  // A target leased with nothing handed out keeps its lease until it runs
+  // out or a later take uses it; nothing is in flight under it here.
   return claimed
 })
 
