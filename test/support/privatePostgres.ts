@@ -10,10 +10,13 @@ import { execFileSync } from "node:child_process"
 import * as fs from "node:fs"
 import * as net from "node:net"
 
+/** `runuser` by its path: a PATH without the sbin directories (a CI runner's) must not hide it. */
+const runuser = ["/usr/sbin/runuser", "/sbin/runuser", "/usr/bin/runuser"].find((p) => fs.existsSync(p))
+
 /** The newest PostgreSQL `bin` directory on this machine, if any (and, as root, a way to run it as `postgres`). */
 export const postgresBin: string | undefined = (() => {
   const root = process.getuid?.() === 0
-  if (root && !["/usr/sbin/runuser", "/sbin/runuser", "/usr/bin/runuser"].some((p) => fs.existsSync(p))) return undefined
+  if (root && runuser === undefined) return undefined
   try {
     const versions = fs.readdirSync("/usr/lib/postgresql").sort((a, b) => Number(b) - Number(a))
     for (const version of versions) {
@@ -28,7 +31,7 @@ export const postgresBin: string | undefined = (() => {
 
 const asPostgres = (command: string, args: ReadonlyArray<string>) => {
   const root = process.getuid?.() === 0
-  return execFileSync(root ? "runuser" : command, root ? ["-u", "postgres", "--", command, ...args] : [...args], {
+  return execFileSync(root ? runuser! : command, root ? ["-u", "postgres", "--", command, ...args] : [...args], {
     encoding: "utf8",
     stdio: ["ignore", "pipe", "pipe"]
   })
