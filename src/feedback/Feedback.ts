@@ -60,9 +60,11 @@ const FeedbackRow = Schema.Struct({
 })
 type FeedbackRow = typeof FeedbackRow.Type
 const FeedbackRows = rowsOf("feedback", FeedbackRow)
-// What the INSERT returns: the one column the database decides. The rest
-// of the answer is the submission's own (`InsertStatement.ts`).
-const InsertedRows = rowsOf("feedback", Schema.Struct({ created_at: Timestamp }))
+// A new row's columns but the correction and the redacted fields: the
+// INSERT already holds them (sending them back would parse and decode the
+// correction once more per submission).
+const InsertedRow = FeedbackRow.mapFields(({ correction: _c, redacted_fields: _r, ...rest }) => rest)
+const InsertedRows = rowsOf("feedback", InsertedRow)
 const StatusRows = rowsOf("feedback", Schema.Struct({ status: FeedbackStatus }))
 const RunRows = rowsOf("runs", Schema.Struct({ task_id: Schema.String, fingerprint: Schema.String }))
 const SchemaRows = rowsOf("tasks", Schema.Struct({ answer_schema: JsonColumn(Schema.Unknown) }))
@@ -81,7 +83,7 @@ const COLUMNS = "id, seq, task_id, inference_log_id, score, correction, redacted
 export const REDACTION_MESSAGE =
   "Protected values (credentials or recognizable secrets) were removed from these fields of the correction before it was saved."
 
-const toItem = (row: Omit<FeedbackRow, "seq">): FeedbackItem => ({
+const toItem = (row: FeedbackRow): FeedbackItem => ({
   id: row.id,
   inference_log_id: row.inference_log_id,
   task_id: row.task_id,
@@ -394,31 +396,20 @@ export class Feedback extends Context.Service<Feedback, {
         // statement (`SVC_MAX_FEEDBACK_BYTES_PER_ORG`, migration 0631).
         const insert = (correction: JsonObject | null, text: string | null, redacted: ReadonlyArray<string>, fingerprint: string | null) => {
           const bytes = feedbackBytes(text)
-          const id = newId()
-          const status = correction === null ? "recorded" as const : "pending" as const
           return InsertedRows.one(feedbackInsert(sql, {
-            id,
+            id: newId(),
             orgId,
             score: input.score,
             text,
             redacted,
-            status,
+            status: correction === null ? "recorded" : "pending",
             inferenceLogId: input.inference_log_id,
             fingerprint,
             bytes,
             maxBytes: config.maxFeedbackBytesPerOrg,
             shard: usageShard()
-          })).pipe(Effect.map((row): FeedbackItem | undefined =>
-            row === undefined ? undefined : toItem({
-              id,
-              task_id: run.task_id,
-              inference_log_id: input.inference_log_id,
-              score: input.score,
-              correction,
-              redacted_fields: redacted.length === 0 ? null : redacted,
-              status,
-              created_at: row.created_at
-            })
+          })).pipe(Effect.map((row) =>
+            row === undefined ? undefined : { ...row, correction, redacted_fields: redacted.length === 0 ? null : redacted }
           ))
         }
         /** Fails with the quota's problem when it is what kept the row out. */
@@ -432,7 +423,7 @@ export class Feedback extends Context.Service<Feedback, {
           if (row !== undefined) hints.stored(orgId, feedbackBytes(null))
           if (row === undefined) yield* checkQuota(null)
           if (row === undefined) return yield* new NotFound({ detail: "No logged run of this organization has this inference_log_id." })
-          return row
+          return toItem(row)
         }
 
         // Optimistic: check and scrub with the cached credentials and insert
@@ -458,7 +449,7 @@ export class Feedback extends Context.Service<Feedback, {
           const row = yield* insert(corrected.value, corrected.text, corrected.fields, entry.fingerprint)
           if (row !== undefined) {
             hints.stored(orgId, feedbackBytes(corrected.text))
-            return row
+            return toItem(row)
           }
           yield* checkQuota(corrected.text)
           if (attempt >= 5) return yield* Effect.die(new Error("organization credentials kept changing during feedback submission"))

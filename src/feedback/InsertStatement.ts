@@ -11,17 +11,10 @@
  * The text is the one the template compiled to, parameter for parameter
  * in the same order; the redacted fields travel as JSON text cast to
  * `jsonb`, as the correction already did.
- *
- * It returns only what the database decides, `created_at`: the answer's
- * other fields are the submission's own (its id, score, status, the run's
- * trace id and task). Returning the row's seven columns cost the embedded
- * database 50-90 µs more per feedback POST (the statement alone, timed in
- * one process on PGlite, 2026-11-24: 628-643 µs against 684-720), and the
- * service a row decode of seven columns.
  */
 import type { SqlClient } from "effect/sql"
 
-const COLUMNS = "created_at"
+const COLUMNS = "id, seq, task_id, inference_log_id, score, status, created_at"
 
 const statement = (withFingerprint: boolean) => {
   const at = withFingerprint ? 2 : 0
@@ -65,8 +58,7 @@ export interface FeedbackInsert {
 /**
  * The statement: inserts the feedback row of the organization's run
  * (unless the fingerprint moved or the quota would be passed), counts its
- * bytes in the usage shard, and returns the new row's `created_at` (no row:
- * nothing was inserted).
+ * bytes in the usage shard, and returns the new row's columns.
  */
 export const feedbackInsert = (sql: SqlClient.SqlClient, row: FeedbackInsert) =>
   sql.unsafe(row.fingerprint === null ? WITHOUT_FINGERPRINT : WITH_FINGERPRINT, [
