@@ -111,8 +111,21 @@ const drive = async (
   }
 }
 
+/**
+ * `BENCH_WRITES_WARMUP`: warm-up requests per endpoint and arm (default:
+ * the size's). svc's code takes V8 longer to tier up than the baseline's:
+ * after 1 000 requests its background compiler still runs (on the
+ * PostgreSQL server about 100 µs per write in the next 4 000 requests, under
+ * 20 once some 15 000 have passed), and that compilation is most of the
+ * "V8 helpers" column. A warm-up of 15 000 measures the steady state.
+ */
+const warmupOf = (size: number) => {
+  const given = process.env.BENCH_WRITES_WARMUP
+  return given === undefined || given === "" ? size : Number(given)
+}
+
 export default async (context: BenchContext): Promise<ScenarioResult> => {
-  const size = sizes(context.quick).writes
+  const size = { ...sizes(context.quick).writes, warmup: warmupOf(sizes(context.quick).writes.warmup) }
   const arms = [...context.checkouts.map((c) => c.label), "bare"]
   const results = new Map<string, Array<Record<Endpoint, Measured>>>(arms.map((arm) => [arm, []]))
   for (let round = 0; round < size.rounds; round++) {

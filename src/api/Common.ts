@@ -1,5 +1,6 @@
 /** Schemas shared by several groups: ids, timestamps, pagination. */
 import { Schema } from "effect"
+import { ParsedJsonObject } from "./ParsedJsonObject.ts"
 
 /**
  * A string PostgreSQL cannot store: it holds the NUL character (`\u0000`,
@@ -173,8 +174,12 @@ const withinDepth = Schema.makeFilter<unknown>(
 /** Any JSON value, nested at most `MAX_JSON_DEPTH` levels. */
 export const JsonValue = Schema.Json.check(isStorableJson, withinDepth)
 
-/** A JSON object (not an array, not a scalar), nested at most `MAX_JSON_DEPTH` levels. */
-export const JsonObject = Schema.Record(Schema.String, Schema.Json).check(isStorableJson, withinDepth)
+/**
+ * A JSON object (not an array, not a scalar), nested at most `MAX_JSON_DEPTH`
+ * levels. Bodies are parsed JSON already: the object is checked, not copied
+ * member by member (`ParsedJsonObject.ts`).
+ */
+export const JsonObject = ParsedJsonObject.check(isStorableJson, withinDepth)
 
 export const Limit = Schema.optionalKey(
   Schema.NumberFromString.check(Schema.isInt(), Schema.isBetween({ minimum: 1, maximum: 100 }))

@@ -70,6 +70,10 @@ layer(SvcTest.layer(), { excludeTestServices: true })("feedback on task answers"
         })
         assert.strictEqual(withCorrection.status, "pending")
         assert.deepStrictEqual(withCorrection.correction, goodCorrection)
+        // The answer is the record as stored: the same as the list shows it, field for field.
+        const listed = new Map((yield* org.client.feedback.list({ query: {} })).feedback.map((item) => [item.id, item]))
+        assert.deepStrictEqual(listed.get(withCorrection.id), withCorrection)
+        assert.deepStrictEqual(JSON.parse(JSON.stringify(listed.get(response.json.id))), response.json)
       }))
 
     it.effect("an unknown inference_log_id, or another organization's run: 404", () =>
