@@ -19,6 +19,7 @@ import { SqlClient, type SqlError } from "effect/sql"
 import { SvcConfig, type SvcConfigShape } from "./Config.ts"
 import { ensurePrivateDir, holdDataDir } from "./DataDir.ts"
 import { type EmbeddedSession, makeEmbeddedClient, startSession } from "./EmbeddedSession.ts"
+import { keepStatistics } from "./EmbeddedStatistics.ts"
 
 export class DatabaseUnavailable extends Data.TaggedError("DatabaseUnavailable")<{
   readonly message: string
@@ -68,6 +69,9 @@ const embeddedClient = (
       Effect.mapError((error) => new DatabaseUnavailable({ message: error.message }))
     )
     const client = yield* makeEmbeddedClient(session)
+    // No autovacuum runs on PGlite: the statistics the planner needs are kept
+    // here, for a data folder (a database in memory lives as long as a test).
+    if (kind === "embedded") yield* keepStatistics(client)
     return Context.make(PgClient.PgClient, client).pipe(
       Context.add(SqlClient.SqlClient, client),
       Context.add(DatabaseInfo, { kind, address: dataDir ?? "memory", supportsNotify: false, lost: session.lost, embedded: session })
