@@ -174,7 +174,8 @@ try {
     "V8 helpers": Math.round(median(rows.map((r) => r.helpers!))),
     other: Math.round(median(rows.map((r) => r.all! - r.main! - r.worker! - r.helpers!))),
     postgres: Math.round(median(rows.map((r) => r.postgres!))),
-    "main, rounds": rows.map((r) => Math.round(r.main!)).join(" ")
+    "main, rounds": rows.map((r) => Math.round(r.main!)).join(" "),
+    "database, rounds": rows.map((r) => Math.round(r.worker! + r.postgres!)).join(" ")
   })))
 } finally {
   for (const arm of arms) {
