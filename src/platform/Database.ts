@@ -19,6 +19,7 @@ import { SqlClient, type SqlError } from "effect/sql"
 import { SvcConfig, type SvcConfigShape } from "./Config.ts"
 import { ensurePrivateDir, holdDataDir } from "./DataDir.ts"
 import { type EmbeddedSession, makeEmbeddedClient, startSession } from "./EmbeddedSession.ts"
+import { keepCheckpoints } from "./EmbeddedCheckpoints.ts"
 import { keepStatistics } from "./EmbeddedStatistics.ts"
 
 export class DatabaseUnavailable extends Data.TaggedError("DatabaseUnavailable")<{
@@ -69,9 +70,13 @@ const embeddedClient = (
       Effect.mapError((error) => new DatabaseUnavailable({ message: error.message }))
     )
     const client = yield* makeEmbeddedClient(session)
-    // No autovacuum runs on PGlite: the statistics the planner needs are kept
-    // here, for a data folder (a database in memory lives as long as a test).
-    if (kind === "embedded") yield* keepStatistics(client)
+    // No autovacuum and no checkpointer run on PGlite: the statistics the
+    // planner needs and the checkpoints that bound the WAL are kept here, for
+    // a data folder (a database in memory lives as long as a test).
+    if (kind === "embedded") {
+      yield* keepStatistics(client)
+      yield* keepCheckpoints(client)
+    }
     return Context.make(PgClient.PgClient, client).pipe(
       Context.add(SqlClient.SqlClient, client),
       Context.add(DatabaseInfo, { kind, address: dataDir ?? "memory", supportsNotify: false, lost: session.lost, embedded: session })
