@@ -1,11 +1,11 @@
 import { assert, describe, it } from "@effect/vitest"
-import { Duration, Effect } from "effect"
+import { Effect } from "effect"
 import { mkdtempSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
 import * as path from "node:path"
 import { SqlClient } from "effect/sql"
 import { Database } from "../../../src/platform/Database.ts"
-import { ANALYZE_EVERY, analyzeStale, staleTables } from "../../../src/platform/EmbeddedStatistics.ts"
+import { analyzeStale, staleTables } from "../../../src/platform/EmbeddedStatistics.ts"
 import { eventually } from "../../support/http.ts"
 
 /** The counters `pg_stat_user_tables` shows are written at the backend's next idle moment; this makes it the next statement. */
@@ -55,12 +55,12 @@ describe("planner statistics on the embedded database", () => {
         yield* sql`CREATE TABLE stats_kept (id int PRIMARY KEY)`.unprepared
         yield* sql`INSERT INTO stats_kept SELECT g FROM generate_series(1, 500) g`.unprepared
         yield* flushCounters(sql)
-        // Within two rounds of the loop (`ANALYZE_EVERY`), polled: never a fixed sleep.
+        // Within a few rounds of the loop, polled: never a fixed sleep.
         yield* eventually(Effect.map(analyzed(sql, "stats_kept"), (done) => done ? true : undefined), {
           what: "the table analyzed",
-          timeoutMs: 2 * Duration.toMillis(ANALYZE_EVERY) + 10_000,
-          intervalMs: 200
+          timeoutMs: 20_000,
+          intervalMs: 100
         })
-      }).pipe(Effect.provide(Database.embedded(folder)))
+      }).pipe(Effect.provide(Database.embedded(folder, undefined, { statisticsEvery: "200 millis" })))
     }).pipe(Effect.scoped), { timeout: 60_000 })
 })
