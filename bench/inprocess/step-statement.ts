@@ -22,6 +22,10 @@
  * checkout's client (`src/platform/Database.ts` there, same schema) in the
  * same alternation: an A/B of the client in one process.
  *
+ * `BENCH_KINDS` (default `allow,pending`; also `session`: the cheapest
+ * write's INSERT, `SessionInsert.ts`, and `feedback`: the feedback POST's
+ * INSERT, `InsertStatement.ts`) chooses the statements.
+ *
  * `BENCH_BLOCK` statements per block (default 500), `BENCH_ROUNDS` rounds
  * (default 4). /proc counts CPU in 10 ms ticks: blocks of 500 give 20 µs
  * steps.
@@ -33,7 +37,9 @@ import { tmpdir } from "node:os"
 import * as path from "node:path"
 import { cpuMicros } from "../support/cpu.ts"
 import { alternate, ownThreads } from "./threads.ts"
+import { sessionInsert } from "../../src/agents/SessionInsert.ts"
 import { stepSql } from "../../src/agents/StepStatement.ts"
+import { feedbackInsert } from "../../src/feedback/InsertStatement.ts"
 import type { CachedRule } from "../../src/approvals/PolicyCache.ts"
 import { Database, type DatabaseLayer } from "../../src/platform/Database.ts"
 import { newId } from "../../src/platform/Ids.ts"
@@ -48,7 +54,7 @@ const rule = (mode: "allow" | "require_approval"): CachedRule => ({
   rule: { mode, review_seconds: 3600, expiring_notice_seconds: 60, escalation_seconds: null, timeout_action: "reject" }
 })
 
-type Kind = "allow" | "pending"
+type Kind = "session" | "feedback" | "allow" | "pending"
 
 /** One database's fixtures (an organization, two policies, 16 sessions) and its statements. */
 const prepare = (name: string, layer: DatabaseLayer, variant: ReadonlyArray<string> = [], migrations: typeof Migrations.layer = Migrations.layer) =>
@@ -62,6 +68,11 @@ const prepare = (name: string, layer: DatabaseLayer, variant: ReadonlyArray<stri
       yield* sql`INSERT INTO approval_policies (org_id, action_class, mode, review_seconds, expiring_notice_seconds, timeout_action)
         VALUES (${orgId}, ${cls}, ${mode}, 3600, 60, 'reject')`
     }
+    const taskId = newId()
+    yield* sql`INSERT INTO tasks (id, org_id, name, answer_schema) VALUES (${taskId}, ${orgId}, 'bench', '{}'::jsonb)`
+    const traceId = "4bf92f3577b34da6a3ce929d0e0e4736"
+    yield* sql`INSERT INTO runs (trace_id, org_id, task_id, input, answer) VALUES (${traceId}, ${orgId}, ${taskId}, '{}'::jsonb, '{}'::jsonb)`
+    const correction = JSON.stringify({ customer: { id: "C-100001", email: "buyer@example.com" }, items: [{ sku: "SKU-1", quantity: 2, price: 9.99 }], total: 19.98, currency: "EUR" })
     const sessions: Array<string> = []
     for (let i = 0; i < 16; i++) {
       const id = newId()
@@ -76,7 +87,23 @@ const prepare = (name: string, layer: DatabaseLayer, variant: ReadonlyArray<stri
       )
     let n = 0
     const statement = (kind: Kind) =>
-      stepSql(sql, {
+      kind === "session"
+        ? sessionInsert(sql, newId(), orgId, null)
+        : kind === "feedback"
+        ? feedbackInsert(sql, {
+          id: newId(),
+          orgId,
+          score: -1,
+          text: correction,
+          redacted: [],
+          status: "pending",
+          inferenceLogId: traceId,
+          fingerprint: null,
+          bytes: correction.length,
+          maxBytes: 1_000_000_000,
+          shard: n++ % 8
+        })
+        : stepSql(sql, {
         orgId,
         sessionId: sessions[n % sessions.length]!,
         step: { step_id: `s-${n++}`, tool: "shell", action_class: kind === "allow" ? "bench.allow" : "bench.ask", arguments: { command: "ls -la /srv/app", cwd: "/srv" } },
@@ -122,7 +149,7 @@ await Effect.runPromise(Effect.scoped(Effect.gen(function*() {
   }
   if (variant.length > 0) databases.push(yield* prepare("pglite variant", Database.embedded(path.join(folder, "b")), variant))
   if (serverUrl !== undefined && serverUrl !== "") databases.push(yield* prepare("server", Database.scratch(Redacted.make(serverUrl))))
-  const kinds: ReadonlyArray<Kind> = ["allow", "pending"]
+  const kinds = (process.env.BENCH_KINDS ?? "allow,pending").split(",") as ReadonlyArray<Kind>
   yield* alternate(databases, kinds, ROUNDS, "database")
   for (const db of databases) console.log(db.name, "plans of the step statements:", JSON.stringify(yield* db.plans))
   if (process.env.BENCH_EXPLAIN === "1") {

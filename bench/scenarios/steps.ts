@@ -13,10 +13,20 @@
  * database, and the measurements alternate between them (A/B in one run,
  * under the same machine load). Each measurement: warm-up, then the
  * measured requests over 16 keep-alive connections spread over 16 sessions.
+ *
+ * The history is written while svc is stopped (on the embedded database
+ * the data folder has one owner), so svc starts afresh at each level, on
+ * both databases alike, and first serves a warm-up pass of every kind: the
+ * figures are those of a process V8 has compiled, not of its first few
+ * hundred requests. (Until this pass existed, the embedded svc was also
+ * restarted after every measurement, to count the steps, and measured
+ * after 300 requests of a fresh process, against a server svc that had
+ * served thousands: see docs/performance.md, "The embedded database
+ * against the server, per unit of work".)
  */
 import * as path from "node:path"
 import { spawnChild } from "../support/child.ts"
-import { formatPerOp, measureCpu, meterOf, perOp, threadsMeterOf } from "../support/cpu.ts"
+import { formatPerOp, measureCpu, meterOf, perOp, threadsMeterOf, v8HelpersOf } from "../support/cpu.ts"
 import { type BenchClient, type BenchDatabase, freshDatabase } from "../support/db.ts"
 import type { LoadResult, LoadSpec } from "../support/load.ts"
 import type { Receipts } from "../support/receiver.ts"
@@ -40,8 +50,8 @@ const TIMEOUT_MS = 300_000
 
 const sizesOf = (quick: boolean) =>
   quick
-    ? { warmup: 100, requests: 500, concurrency: 16, levels: [0, 2_000] }
-    : { warmup: 300, requests: 2_000, concurrency: 16, levels: [0, 10_000, 100_000] }
+    ? { warmPass: 200, warmup: 100, requests: 500, concurrency: 16, levels: [0, 2_000] }
+    : { warmPass: 1_500, warmup: 500, requests: 2_000, concurrency: 16, levels: [0, 10_000, 100_000] }
 
 interface Arm {
   readonly label: string
@@ -51,29 +61,37 @@ interface Arm {
   readonly key: string
   readonly orgId: string
   bulk: number
+  /** Steps in the database: counted when the history grows, then the steps this arm sent since. */
+  steps: number
 }
 
 /**
- * Adds `count` earlier steps (10 per session, every other one with a
- * decided approval, its dispatched outbox event and its stream row) in a
- * few statements, on the schema of either checkout.
- */
-/**
- * Runs `f` with a client of the arm's database. Embedded: the data folder
- * has one owner, so svc is stopped for it and started again afterwards.
+ * Runs `f` with a client of the arm's database while svc is stopped (the
+ * embedded data folder has one owner; on a server svc is stopped too, so
+ * that both databases' processes start afresh at the same points), then
+ * starts svc again.
  */
 const withClient = async <A>(arm: Arm, f: (client: BenchClient) => Promise<A>): Promise<A> => {
-  if (arm.database.offline) await arm.svc.stop()
+  await arm.svc.stop()
   const client = await arm.database.connect()
   try {
     return await f(client)
   } finally {
     await client.end()
-    if (arm.database.offline) arm.svc = await arm.start()
+    arm.svc = await arm.start()
   }
 }
 
-const grow = (arm: Arm, count: number) => withClient(arm, (c) => growWith(arm, c, count))
+/**
+ * Adds `count` earlier steps (10 per session, every other one with a
+ * decided approval, its dispatched outbox event and its stream row) in a
+ * few statements, on the schema of either checkout, and counts the steps.
+ */
+const grow = (arm: Arm, count: number) =>
+  withClient(arm, async (c) => {
+    if (count > 0) await growWith(arm, c, count)
+    arm.steps = Number((await c.query<{ n: string }>("SELECT count(*)::text AS n FROM agent_steps")).rows[0]!.n)
+  })
 
 const growWith = async (arm: Arm, c: BenchClient, count: number) => {
   const sessions = Math.ceil(count / 10)
@@ -161,27 +179,47 @@ export default async (context: BenchContext): Promise<ScenarioResult> => {
       await svc.api(key, "PUT", "/v1/approval-policies/bench.allow", policy("allow"))
       await svc.api(key, "PUT", "/v1/approval-policies/bench.reject", policy("reject"))
       await svc.api(key, "PUT", "/v1/approval-policies/bench.ask", policy("require_approval"))
-      arms.push({ label: checkout.label, svc, start, database, key, orgId, bulk: 0 })
+      arms.push({ label: checkout.label, svc, start, database, key, orgId, bulk: 0, steps: 0 })
+    }
+
+    /** Runs `count` requests of `kind` on `arm` (steps spread over `sessions`), counting the steps it adds. */
+    const run = async (arm: Arm, kind: Kind, sessions: ReadonlyArray<string>, count: number) => {
+      const ran = await load.call<LoadResult>("run", specOf(arm, kind, sessions, count))
+      if (kind !== "session write") arm.steps += count - ran.errors
+      return ran
+    }
+
+    const newSessions = async (arm: Arm) => {
+      const sessions: Array<string> = []
+      for (let i = 0; i < SESSIONS; i++) sessions.push((await arm.svc.api<{ id: string }>(arm.key, "POST", "/v1/agent-sessions", {})).id)
+      return sessions
+    }
+
+    /** After a start: every kind but the webhook one (which warms itself), so the first kind measured is as warm as the last. */
+    const warm = async (arm: Arm) => {
+      const sessions = await newSessions(arm)
+      for (const kind of KINDS) if (kind !== "pending + endpoint") await run(arm, kind, sessions, size.warmPass)
+    }
+
+    const specOf = (arm: Arm, kind: Kind, sessions: ReadonlyArray<string>, count: number): LoadSpec => {
+      const headers = { authorization: `Bearer ${arm.key}`, "content-type": "application/json" }
+      return kind === "session write"
+        ? { url: `${arm.svc.baseUrl}/v1/agent-sessions`, method: "POST", headers, bodies: ["{}"], count, concurrency: size.concurrency, expectStatus: 201 }
+        : {
+          url: "",
+          urls: sessions.map((id) => `${arm.svc.baseUrl}/v1/agent-sessions/${id}/steps`),
+          method: "POST",
+          headers,
+          bodies: [JSON.stringify({ step_id: UNIQUE, tool: "shell", action_class: CLASS[kind], arguments: { command: "ls -la /srv/app", cwd: "/srv" } })],
+          unique: UNIQUE,
+          count,
+          concurrency: size.concurrency,
+          expectStatus: 200
+        }
     }
 
     const measure = async (arm: Arm, kind: Kind, level: number) => {
-      const sessions: Array<string> = []
-      for (let i = 0; i < SESSIONS; i++) sessions.push((await arm.svc.api<{ id: string }>(arm.key, "POST", "/v1/agent-sessions", {})).id)
-      const headers = { authorization: `Bearer ${arm.key}`, "content-type": "application/json" }
-      const spec = (count: number): LoadSpec =>
-        kind === "session write"
-          ? { url: `${arm.svc.baseUrl}/v1/agent-sessions`, method: "POST", headers, bodies: ["{}"], count, concurrency: size.concurrency, expectStatus: 201 }
-          : {
-            url: "",
-            urls: sessions.map((id) => `${arm.svc.baseUrl}/v1/agent-sessions/${id}/steps`),
-            method: "POST",
-            headers,
-            bodies: [JSON.stringify({ step_id: UNIQUE, tool: "shell", action_class: CLASS[kind], arguments: { command: "ls -la /srv/app", cwd: "/srv" } })],
-            unique: UNIQUE,
-            count,
-            concurrency: size.concurrency,
-            expectStatus: 200
-          }
+      const sessions = await newSessions(arm)
       const route = `/steps-${arm.label}-${context.database}-${level}`
       let endpoint: string | undefined
       if (kind === "pending + endpoint") {
@@ -192,28 +230,29 @@ export default async (context: BenchContext): Promise<ScenarioResult> => {
       }
       try {
         await receiver.call("reset", { path: route })
-        await load.call<LoadResult>("run", spec(size.warmup))
+        await run(arm, kind, sessions, size.warmup)
         if (endpoint !== undefined) await receiver.call<Receipts>("wait", { path: route, count: size.warmup, timeoutMs: TIMEOUT_MS })
         await receiver.call("reset", { path: route })
-        // On the embedded database, svc's worker threads (PGlite; steps use no validation worker) are shown apart as well.
+        // On the embedded database, svc's worker threads (PGlite; steps use no validation worker) are shown apart as well,
+        // and on both V8's helper threads (garbage collection mostly), so the main thread's share can be read.
         const meters = [
           arm.svc.meter,
           ...(arm.database.kind === "pglite" ? [threadsMeterOf("of which db thread", arm.svc.pid, "WorkerThread")] : []),
+          v8HelpersOf("of which v8 helpers", arm.svc.pid),
           meterOf("load", load.pid),
           ...(arm.database.meter ? [arm.database.meter] : [])
         ]
         const { result, cpu } = await measureCpu(meters, async () => {
-          const ran = await load.call<LoadResult>("run", spec(size.requests))
+          const ran = await run(arm, kind, sessions, size.requests)
           // The webhook deliveries of the measured steps belong to their cost.
           if (endpoint !== undefined) await receiver.call<Receipts>("wait", { path: route, count: size.requests, timeoutMs: TIMEOUT_MS })
           return ran
         })
-        const steps = Number((await withClient(arm, (c) => c.query<{ n: string }>("SELECT count(*)::text AS n FROM agent_steps"))).rows[0]!.n)
         results.push({
           kind,
           arm: arm.label,
           level,
-          steps,
+          steps: arm.steps,
           requests: size.requests,
           seconds: result.seconds,
           errors: result.errors,
@@ -229,6 +268,7 @@ export default async (context: BenchContext): Promise<ScenarioResult> => {
     let grown = 0
     for (const level of size.levels) {
       for (const arm of arms) await grow(arm, level - grown)
+      for (const arm of arms) await warm(arm)
       grown = level
       for (const kind of KINDS) {
         for (const arm of arms) await measure(arm, kind, level)
@@ -273,9 +313,9 @@ export default async (context: BenchContext): Promise<ScenarioResult> => {
     rows,
     aims,
     notes: [
-      `${size.requests} requests per measurement after ${size.warmup} warm-up, ${size.concurrency} connections over ${SESSIONS} sessions; the checkouts run at once and the measurements alternate between them.`,
+      `${size.requests} requests per measurement after ${size.warmup} warm-up, ${size.concurrency} connections over ${SESSIONS} sessions; the checkouts run at once and the measurements alternate between them. svc starts afresh at each level on both databases (the history is written while it is stopped) and first serves ${size.warmPass} requests of every kind but the webhook one.`,
       "pending + endpoint: the measurement waits for every webhook of the measured steps to reach the receiver, so svc's CPU includes the fan-out, the signing and the HTTPS POST.",
-      "CPU µs/req: each process's user+system CPU over the measured requests (/proc), divided by the requests; postgres = the server backends of the run's database; on PGlite, 'of which db thread' is the part of svc's figure spent in its worker threads (the embedded database). The aims compare svc's CPU without that part."
+      "CPU µs/req: each process's user+system CPU over the measured requests (/proc), divided by the requests; postgres = the server backends of the run's database; on PGlite, 'of which db thread' is the part of svc's figure spent in its worker threads (the embedded database); 'of which v8 helpers' is V8's helper threads (garbage collection and optimizing compilation, of the worker's isolate too). The aims compare svc's CPU without the db thread."
     ]
   }
 }

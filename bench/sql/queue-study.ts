@@ -39,7 +39,7 @@
  * 256 (64 per endpoint) each settled at once as delivered. Measured per
  * delivery: server backends' CPU (/proc, the variant's database only) or,
  * on PGlite, this process's CPU (the embedded database runs in a worker
- * thread of it); WAL bytes from the LSN (on a server the LSN is the
+ * thread of it; `STUDY_PGLITE_THREAD=1`: that thread alone); WAL bytes from the LSN (on a server the LSN is the
  * cluster's: other work on it adds to the figure). Statements are prepared
  * per connection, as `@effect/sql-pg` does.
  */
@@ -58,6 +58,7 @@ import { Database } from "../../src/platform/Database.ts"
 import { newId } from "../../src/platform/Ids.ts"
 import { migrationRecord } from "../../src/platform/migrations/index.ts"
 import { cpuMicros } from "../support/cpu.ts"
+import { ownThreads } from "../inprocess/threads.ts"
 
 type Variant = "main" | "enqueue" | "lease" | "log"
 type Db = "postgres" | "pglite"
@@ -107,7 +108,10 @@ const freshDatabase = async (db: Db) => {
   if (db === "pglite") {
     return {
       layer: Database.memory,
+      // `STUDY_PGLITE_THREAD=1`: PGlite's worker thread alone (what a server backend is to
+      // svc), without this process's main thread (the client: Effect, compiling, the crossing).
       cpu: async () => {
+        if (process.env.STUDY_PGLITE_THREAD === "1") return ownThreads().worker
         const usage = process.cpuUsage()
         return usage.user + usage.system
       },

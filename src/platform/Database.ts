@@ -19,6 +19,8 @@ import { SqlClient, type SqlError } from "effect/sql"
 import { SvcConfig, type SvcConfigShape } from "./Config.ts"
 import { ensurePrivateDir, holdDataDir } from "./DataDir.ts"
 import { type EmbeddedSession, makeEmbeddedClient, startSession } from "./EmbeddedSession.ts"
+import { keepCheckpoints } from "./EmbeddedCheckpoints.ts"
+import { ANALYZE_EVERY, keepStatistics } from "./EmbeddedStatistics.ts"
 
 export class DatabaseUnavailable extends Data.TaggedError("DatabaseUnavailable")<{
   readonly message: string
@@ -60,7 +62,8 @@ const embeddedClient = (
   dataDir: string | undefined,
   kind: "embedded" | "memory",
   settings: EmbeddedSettings,
-  before: Effect.Effect<void, DatabaseUnavailable, Scope.Scope> = Effect.void
+  before: Effect.Effect<void, DatabaseUnavailable, Scope.Scope> = Effect.void,
+  statisticsEvery: Duration.Input = ANALYZE_EVERY
 ): DatabaseLayer =>
   Layer.effectContext(Effect.gen(function*() {
     yield* before
@@ -68,6 +71,13 @@ const embeddedClient = (
       Effect.mapError((error) => new DatabaseUnavailable({ message: error.message }))
     )
     const client = yield* makeEmbeddedClient(session)
+    // No autovacuum and no checkpointer run on PGlite: the statistics the
+    // planner needs and the checkpoints that bound the WAL are kept here, for
+    // a data folder (a database in memory lives as long as a test).
+    if (kind === "embedded") {
+      yield* keepStatistics(client, statisticsEvery)
+      yield* keepCheckpoints(client)
+    }
     return Context.make(PgClient.PgClient, client).pipe(
       Context.add(SqlClient.SqlClient, client),
       Context.add(DatabaseInfo, { kind, address: dataDir ?? "memory", supportsNotify: false, lost: session.lost, embedded: session })
@@ -104,9 +114,13 @@ const HOLDER_EXIT_WAIT_MS = 2_000
 const embeddedLayer = (dataDir: string, settings: EmbeddedSettings = {
   statementTimeout: Duration.seconds(30),
   transactionTimeout: Duration.seconds(60)
-}, options: { readonly waitMs?: number } = { waitMs: HOLDER_EXIT_WAIT_MS }): DatabaseLayer => {
+}, options: {
+  readonly waitMs?: number
+  /** How often the planner statistics are looked at (`EmbeddedStatistics.ts`; tests shorten it). */
+  readonly statisticsEvery?: Duration.Input
+} = { waitMs: HOLDER_EXIT_WAIT_MS }): DatabaseLayer => {
   const absolute = path.resolve(dataDir)
-  return embeddedClient(path.join(absolute, "pgdata"), "embedded", settings, holdEmbedded(absolute, options))
+  return embeddedClient(path.join(absolute, "pgdata"), "embedded", settings, holdEmbedded(absolute, options), options.statisticsEvery)
 }
 
 /**
