@@ -35,7 +35,8 @@ import { makeTestTls } from "../test/support/tls.ts"
 import { spawnChild } from "./support/child.ts"
 import { type BenchDatabase, freshDatabase } from "./support/db.ts"
 import { approvalEvent } from "./support/events.ts"
-import { type FaultKind, type FaultWindow, type KindSummary, summarize, tally } from "./support/fault-tally.ts"
+import { replyDropper } from "./support/pg-reply-dropper.ts"
+import { boundPerEndpoint, type FaultKind, type FaultWindow, type KindSummary, summarize, tally } from "./support/fault-tally.ts"
 import type { Progress, Report, Senders } from "./support/recording-receiver.ts"
 import { round } from "./support/stats.ts"
 import { describeCheckout, REPO, type SvcCheckout, svcCheckouts, startSvc, type SvcProcess } from "./support/svc.ts"
@@ -48,6 +49,8 @@ const { values: args } = parseArgs({
     processes: { type: "string", default: "2" },
     kills: { type: "string", default: "8" },
     crashes: { type: "string", default: "4" },
+    "lost-replies": { type: "string", default: "0" },
+    "lost-reply": { type: "string", default: "take" },
     delay: { type: "string", default: "20-40" },
     down: { type: "string", default: "3-6" },
     gap: { type: "string", default: "3" },
@@ -67,6 +70,9 @@ if (args.help) {
   --processes N     svc processes on the server (default 2; PGlite: 1)
   --kills N         kill -9 of a random svc process during the drain (default 8)
   --crashes N       PostgreSQL crashes during the drain, server only (default 4)
+  --lost-replies N  server only: svc reaches PostgreSQL through a proxy that closes the connection
+                    instead of passing on the answer of a statement that committed (default 0)
+  --lost-reply S    which statement: take (the log's lease and take) or settle (default take)
   --delay A-B       the receiver answers after A to B ms (default 20-40)
   --down A-B        seconds PostgreSQL stays down after a crash (default 3-6)
   --gap S           seconds after a fault is over, at least, before the next (default 3)
@@ -95,6 +101,8 @@ const options = {
   processes: count(args.processes, "processes", 1),
   kills: count(args.kills, "kills"),
   crashes: count(args.crashes, "crashes"),
+  lostReplies: count(args["lost-replies"], "lost-replies"),
+  lostReply: args["lost-reply"] === "settle" ? "settle" as const : "take" as const,
   delayMs: range(args.delay, "delay"),
   downSeconds: range(args.down, "down"),
   gapSeconds: Number(args.gap),
@@ -247,6 +255,7 @@ interface Study {
   readonly outside: ReadonlyArray<unknown>
   readonly kills: KindSummary
   readonly crashes: KindSummary
+  readonly replies: KindSummary
   readonly records: Records | undefined
   readonly recordsError: string | undefined
   readonly timedOut: boolean
@@ -283,6 +292,13 @@ const runStudy = async (checkout: SvcCheckout, kind: Kind, tls: Awaited<ReturnTy
     BENCH_DELAY_MIN_MS: String(options.delayMs[0]),
     BENCH_DELAY_MAX_MS: String(options.delayMs[1])
   })
+  // svc reaches the server through the proxy when answers are to be lost (the study's own queries do not).
+  const dropper = owned !== undefined && options.lostReplies > 0
+    ? await replyDropper({ host: "127.0.0.1", port: Number(new URL(owned.server.url).port) })
+    : undefined
+  const svcDatabase: BenchDatabase = dropper === undefined
+    ? database
+    : { ...database, url: Object.assign(new URL(owned!.server.url), { port: String(dropper.port) }).toString() }
   const receiverUrl = await receiver.call<string>("url")
   const receiverPort = Number(new URL(receiverUrl).port)
   const logs = Array.from({ length: processes }, (_, i) => path.join(logDir, `faults-${checkout.label}-${kind}-${i}.log`))
@@ -293,7 +309,7 @@ const runStudy = async (checkout: SvcCheckout, kind: Kind, tls: Awaited<ReturnTy
     SVC_WEBHOOK_QUEUE_CAPACITY: String(Math.max(10_000, options.events * 2)),
     ...(options.lease === undefined ? {} : { SVC_WEBHOOK_LEASE: options.lease })
   }
-  const start = (slot: number) => startSvc(checkout, database, env, logs[slot]!)
+  const start = (slot: number) => startSvc(checkout, svcDatabase, env, logs[slot]!)
   const procs: Array<SvcProcess> = []
   /** Whether the process still runs (the harness reaps its children as they exit). */
   const alive = (proc: SvcProcess) => {
@@ -354,7 +370,11 @@ const runStudy = async (checkout: SvcCheckout, kind: Kind, tls: Awaited<ReturnTy
     console.log(`  ${expected} deliveries (${options.events} events × ${options.endpoints} endpoints) on ${processes} process${processes === 1 ? "" : "es"}`)
 
     // The faults: kinds in a random order, each at a share of the receipts spread over the drain.
-    const kinds: Array<FaultKind> = [...Array<FaultKind>(options.kills).fill("kill"), ...Array<FaultKind>(kind === "postgres" ? options.crashes : 0).fill("crash")]
+    const kinds: Array<FaultKind> = [
+      ...Array<FaultKind>(options.kills).fill("kill"),
+      ...Array<FaultKind>(kind === "postgres" ? options.crashes : 0).fill("crash"),
+      ...Array<FaultKind>(dropper === undefined ? 0 : options.lostReplies).fill("reply")
+    ]
     for (let i = kinds.length - 1; i > 0; i--) {
       const j = Math.floor(random() * (i + 1))
       ;[kinds[i], kinds[j]] = [kinds[j]!, kinds[i]!]
@@ -428,6 +448,18 @@ const runStudy = async (checkout: SvcCheckout, kind: Kind, tls: Awaited<ReturnTy
       return fault
     }
 
+    /** The answer of the next take (or settle) lost after it committed; the processes live on. */
+    const loseReply = async (index: number, receivedBefore: number) => {
+      const pattern = options.lostReply === "take" ? "leased AS (" : "INSERT INTO delivery_outcomes"
+      const armedAt = now()
+      const dropped = await Promise.race([dropper!.drop(pattern), sleep(10_000).then(() => undefined)])
+      if (dropped === undefined) dropper!.disarm()
+      const at = dropped?.at ?? armedAt
+      const fault: FaultRecord = { index, kind: "reply", at, until: at, receivedBefore, answering: 0, lastSecond: 0 }
+      console.log(`  lost reply #${index} at ${round(receivedBefore / expected * 100)} %: ${dropped === undefined ? "no such statement ran in 10 s" : `the answer to ${options.lostReply} withheld, its connection closed`}`)
+      return fault
+    }
+
     // The drain, with the faults at their shares of the receipts.
     for (;;) {
       const got = await received()
@@ -442,7 +474,13 @@ const runStudy = async (checkout: SvcCheckout, kind: Kind, tls: Awaited<ReturnTy
       }
       const next = plan[faults.length]
       if (next !== undefined && got >= next.share * expected && now() >= quietFrom + options.gapSeconds * 1_000 && got > receivedAtQuiet) {
-        faults.push(next.kind === "kill" ? await kill(faults.length, got) : await crash(faults.length, got))
+        faults.push(
+          next.kind === "kill"
+            ? await kill(faults.length, got)
+            : next.kind === "crash"
+            ? await crash(faults.length, got)
+            : await loseReply(faults.length, got)
+        )
         quietFrom = now()
         receivedAtQuiet = await received()
         continue
@@ -513,6 +551,7 @@ const runStudy = async (checkout: SvcCheckout, kind: Kind, tls: Awaited<ReturnTy
       outside: t.outside,
       kills: summarize("kill", faults, t, PER_ENDPOINT),
       crashes: summarize("crash", faults, t, PER_ENDPOINT),
+      replies: summarize("reply", faults, t, PER_ENDPOINT),
       records,
       recordsError,
       timedOut,
@@ -521,6 +560,7 @@ const runStudy = async (checkout: SvcCheckout, kind: Kind, tls: Awaited<ReturnTy
   } finally {
     await Promise.all(procs.map((proc) => proc.stop()))
     await receiver.stop()
+    await dropper?.close()
     await database.drop()
   }
 }
@@ -559,7 +599,7 @@ for (const checkout of checkouts) {
         "pause s": round((f.pauseMs ?? 0) / 1_000, 1),
         duplicates: f.duplicates,
         "worst endpoint": f.worstEndpoint,
-        bound: f.kind === "kill" ? 2 * PER_ENDPOINT : 0,
+        bound: boundPerEndpoint(f.kind, PER_ENDPOINT),
         "last repeat s": round(f.lastRepeatMs / 1_000, 1)
       })))
       const line = (name: string, s: KindSummary) =>
@@ -568,6 +608,7 @@ for (const checkout of checkouts) {
       console.log(`  received by process: ${Object.entries(study.byProcess).map(([p, n]) => `${p} ${n}`).join(", ")}`)
       console.log(`  ${line("kills", study.kills)}`)
       if (kind === "postgres") console.log(`  ${line("crashes", study.crashes)}`)
+      if (study.replies.faults > 0) console.log(`  ${line("lost replies", study.replies)}`)
       if (study.outside.length > 0) console.log(`  REPEATS WITH NO FAULT BEFORE THEM: ${study.outside.length}`)
       if (study.faults.length < study.plannedFaults) console.log(`  ${study.plannedFaults - study.faults.length} planned fault(s) not made: the drain ended first`)
       const r = study.records ?? ({ total: NaN, delivered: NaN } as unknown as Records)

@@ -14,7 +14,8 @@
  * counted apart (`outside`): the engine sends nothing twice without a fault.
  */
 
-export type FaultKind = "kill" | "crash"
+/** `reply`: a statement's answer lost after it committed (`pg-reply-dropper.ts`). */
+export type FaultKind = "kill" | "crash" | "reply"
 
 export interface FaultWindow {
   readonly kind: FaultKind
@@ -95,7 +96,8 @@ export interface KindSummary {
  * most what the process had sent and not yet recorded, within twice the
  * per-endpoint in-flight limit (`perEndpoint` in flight, as many finished
  * and waiting to be written); a database crash the process lives through,
- * nothing (outcomes it could not write are kept and written later).
+ * nothing (outcomes it could not write are kept and written later); a lost
+ * answer, which the process also lives through, nothing.
  */
 export const boundPerEndpoint = (kind: FaultKind, perEndpoint: number) => kind === "kill" ? 2 * perEndpoint : 0
 

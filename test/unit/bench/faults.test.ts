@@ -1,13 +1,17 @@
 /**
  * The fault study's parts that decide its figures (`bench/faults.ts` itself
  * never runs in `npm test`): which fault a repeated delivery is owed to,
- * the counts against the stated bound, and the recording receiver's ids,
- * repeats and per-process counts.
+ * the counts against the stated bound, the recording receiver's ids,
+ * repeats and per-process counts, and the proxy that loses the answer of a
+ * statement that committed.
  */
+import { randomBytes } from "node:crypto"
+import pg from "pg"
 import { Agent, request } from "undici"
 import { describe, expect, it } from "vitest"
 import { spawnChild } from "../../../bench/support/child.ts"
 import { boundPerEndpoint, type FaultWindow, summarize, tally } from "../../../bench/support/fault-tally.ts"
+import { replyDropper } from "../../../bench/support/pg-reply-dropper.ts"
 import type { Progress, Report, Senders } from "../../../bench/support/recording-receiver.ts"
 import { makeTestTls } from "../../support/tls.ts"
 
@@ -97,6 +101,51 @@ describe("the recording receiver", () => {
       await dispatcher.close()
     } finally {
       await receiver.stop()
+    }
+  })
+})
+
+const serverUrl = process.env.TEST_DATABASE_URL
+
+describe.skipIf(!serverUrl)("the proxy that loses an answer", () => {
+  it("passes statements through until armed, then closes the connection once the armed statement has committed", async () => {
+    const url = new URL(serverUrl!)
+    const table = `dropper_probe_${randomBytes(4).toString("hex")}`
+    const direct = new pg.Client({ connectionString: url.toString() })
+    await direct.connect()
+    const dropper = await replyDropper({ host: url.hostname, port: Number(url.port || 5432) })
+    const proxied = () => {
+      const client = new pg.Client({ connectionString: Object.assign(new URL(url), { port: String(dropper.port) }).toString() })
+      client.on("error", () => {})
+      return client
+    }
+    try {
+      await direct.query(`CREATE TABLE ${table} (n int)`)
+      const first = proxied()
+      await first.connect()
+      // Unarmed: simple and extended protocol both pass.
+      await first.query(`INSERT INTO ${table} VALUES (1)`)
+      expect((await first.query(`SELECT count(*)::int AS n FROM ${table} WHERE n > $1`, [0])).rows).toEqual([{ n: 1 }])
+      // Armed for a prepared (extended protocol) insert: an error here, the row there.
+      const dropped = dropper.drop(`INSERT INTO ${table} VALUES ($1`)
+      await expect(first.query(`SELECT $1::int AS n`, [5])).resolves.toMatchObject({ rows: [{ n: 5 }] })
+      await expect(first.query(`INSERT INTO ${table} VALUES ($1)`, [2])).rejects.toThrow()
+      expect((await dropped).statement).toContain(`INSERT INTO ${table}`)
+      expect((await direct.query(`SELECT array_agg(n ORDER BY n) AS n FROM ${table}`)).rows).toEqual([{ n: [1, 2] }])
+      // A simple query the same way; other connections are untouched.
+      const second = proxied()
+      await second.connect()
+      const again = dropper.drop(`INSERT INTO ${table} VALUES (3)`)
+      await expect(second.query(`INSERT INTO ${table} VALUES (3)`)).rejects.toThrow()
+      await again
+      const third = proxied()
+      await third.connect()
+      expect((await third.query(`SELECT array_agg(n ORDER BY n) AS n FROM ${table}`)).rows).toEqual([{ n: [1, 2, 3] }])
+      await third.end()
+    } finally {
+      await dropper.close()
+      await direct.query(`DROP TABLE IF EXISTS ${table}`)
+      await direct.end()
     }
   })
 })
