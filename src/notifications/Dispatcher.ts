@@ -31,6 +31,22 @@ interface EventRow {
   readonly body: string
 }
 
+/**
+ * The next `batch` undispatched events in seq order, locked, for a
+ * statement with a CTE `lock (locked)`: read in order from the index on
+ * `CASE WHEN dispatched_at IS NULL THEN seq END` (migration 0675). A
+ * planner without statistics took "dispatched_at IS NULL" for a handful of
+ * rows and read every event of a burst by a bitmap scan, then sorted them
+ * (24 ms for 200 events of a 19 400-event burst).
+ */
+export const undispatchedEvents = (sql: PgClient.PgClient, batch: number) =>
+  sql`
+    SELECT seq, id, org_id, type, body, label, about_endpoint FROM events
+    WHERE (CASE WHEN dispatched_at IS NULL THEN seq END) > 0 AND (SELECT locked FROM lock)
+    ORDER BY (CASE WHEN dispatched_at IS NULL THEN seq END) LIMIT ${batch}
+    FOR UPDATE SKIP LOCKED
+  `
+
 /** Two dispatchers (processes) never interleave, so deliveries are created in event order. */
 const DISPATCH_LOCK = 7_300_001
 
@@ -57,12 +73,7 @@ export class Dispatcher extends Context.Service<Dispatcher, {
         const rows = yield* queue.enqueueFrom<EventRow & { readonly webhooks: number; readonly emails: number }>({
           with: sql`
             lock AS (SELECT pg_try_advisory_xact_lock(${DISPATCH_LOCK}) AS locked),
-            ev AS MATERIALIZED (
-              SELECT seq, id, org_id, type, body, label, about_endpoint FROM events
-              WHERE dispatched_at IS NULL AND (SELECT locked FROM lock)
-              ORDER BY seq LIMIT ${BATCH}
-              FOR UPDATE SKIP LOCKED
-            ),
+            ev AS MATERIALIZED (${undispatchedEvents(sql, BATCH)}),
             marked AS (
               UPDATE events e SET dispatched_at = now() FROM ev WHERE e.seq = ev.seq RETURNING e.seq
             ),
