@@ -9,6 +9,7 @@ import type { PgClient } from "@effect/sql-pg"
 import { Duration, Effect } from "effect"
 import { newId } from "../platform/Ids.ts"
 import * as Log from "./Log.ts"
+import { logSuccesses, settledOf, settleLogSuccesses } from "./LogSettle.ts"
 import type { LogLeases } from "./LogLeases.ts"
 import { settleRowsJson, statusOf } from "./SettleRows.ts"
 import { claimStatement, settleStatement } from "./Statements.ts"
@@ -89,6 +90,19 @@ export const settleMany: (ctx: LogContext, items: ReadonlyArray<SettleItem>) => 
   for (const { leaseId, seqs, targetId } of logged.values()) {
     const settled = leases.settle(targetId, leaseId, seqs)
     if (settled !== undefined) log.set(targetId, settled)
+  }
+  // A batch of the log's successes alone (the common one) takes the short statement.
+  const successes = logSuccesses(items, log)
+  if (successes !== undefined) {
+    const rows = yield* settleLogSuccesses(sql, successes).pipe(
+      Effect.tapCause(() =>
+        Effect.sync(() => {
+          for (const { leaseId, seqs, targetId } of logged.values()) leases.keep(targetId, leaseId, seqs)
+        })
+      )
+    )
+    for (const row of rows) if (row.log_ended) leases.forget(row.id, successes.find((p) => p.targetId === row.id)!.leaseId)
+    return settledOf(items, rows)
   }
   const settled = yield* settleStatement(sql, settleRowsJson(items, log), targetIds).pipe(
     Effect.tapCause(() =>
