@@ -18,6 +18,8 @@ export interface WorkerState {
   woken: boolean
   /** Shutting down: nothing more starts. */
   closing: boolean
+  /** When the last claim was made (the worker's clock, epoch ms). */
+  lastClaimAt: number
   /** Opened when the claim loop has something to look at. */
   readonly changed: Latch.Latch
 }
@@ -28,6 +30,7 @@ export const makeState = (admission: Admission<Claimed>): WorkerState => ({
   moreMayBeDue: true,
   woken: true,
   closing: false,
+  lastClaimAt: 0,
   changed: Latch.makeUnsafe(false)
 })
 
