@@ -32,8 +32,7 @@
  * with no clock or fibers, property-tested). The loops are in `worker/`, a
  * file each: `Claim.ts`, `Start.ts` (sends), `Settle.ts` (the settle
  * batcher), `Outcomes.ts` (what a written batch frees), `GiveBack.ts`,
- * `Idle.ts`, over the shared `State.ts` and the numbers of `Limits.ts`;
- * the claim and the settle take turns (`Turn.ts`).
+ * `Idle.ts`, over the shared `State.ts` and the numbers of `Limits.ts`.
  * This file wires them and runs the step loop.
  */
 import { Cause, Clock, Effect, FiberSet } from "effect"
@@ -49,7 +48,6 @@ import { makeOutcomes } from "./worker/Outcomes.ts"
 import { makeSettler } from "./worker/Settle.ts"
 import { makePump, type Settlement } from "./worker/Start.ts"
 import { makeState } from "./worker/State.ts"
-import { makeTurn } from "./worker/Turn.ts"
 
 export type { Settlement }
 
@@ -93,9 +91,7 @@ export const runWorker = <R>(options: WorkerOptions<R>) =>
     // The settle loop frees room, and freed room starts the next sends:
     // `pump` is defined after the settler it reads.
     const startWaiting: Effect.Effect<void> = Effect.suspend(() => pump)
-    // The claim and the settle take turns (`worker/Turn.ts`).
-    const turn = makeTurn()
-    const settler = yield* makeSettler({ ...queue, settleMany: (items) => turn.run(queue.settleMany(items)) }, {
+    const settler = yield* makeSettler(queue, {
       kind: options.kind,
       settled: makeOutcomes(options.kind, state, metrics, startWaiting),
       mayLinger: () => admission.inFlight > 0 && !admission.waitsForRecording(),
@@ -104,7 +100,7 @@ export const runWorker = <R>(options: WorkerOptions<R>) =>
         state.changed.openUnsafe()
       }
     })
-    const { claim, shouldClaim } = makeClaim({ ...queue, claim: (kind, claimOptions) => turn.run(queue.claim(kind, claimOptions)) }, state, settler, limits, { ...options, clock })
+    const { claim, shouldClaim } = makeClaim(queue, state, settler, limits, { ...options, clock })
     const pump = makePump(state, settler, {
       handle: options.handle,
       cooldown: options.cooldown,

@@ -2,12 +2,10 @@
  * When the worker claims, on `TestClock` and a fake queue: a wakeup while
  * plenty of claimed deliveries wait claims at most every 50 ms; the
  * per-row claim after a claim the log fed runs while it finds something,
- * else at most every 100 ms; and the worker's claim and settle never run
- * at once (a take beside this worker's own settle of the same endpoint
- * skips it, locked, and comes back empty).
+ * else at most every 100 ms.
  */
 import { assert, describe, it } from "@effect/vitest"
-import { Clock, Deferred, Effect, Fiber } from "effect"
+import { Clock, Effect } from "effect"
 import { TestClock } from "effect/testing"
 import { Admission } from "../../../src/deliveries/Admission.ts"
 import type { Claimed, DeliveryQueue } from "../../../src/deliveries/DeliveryQueue.ts"
@@ -16,7 +14,6 @@ import { makeClaim } from "../../../src/deliveries/worker/Claim.ts"
 import { type LimitOptions, limitsOf } from "../../../src/deliveries/worker/Limits.ts"
 import type { Settler } from "../../../src/deliveries/worker/Settle.ts"
 import { makeState } from "../../../src/deliveries/worker/State.ts"
-import { makeTurn } from "../../../src/deliveries/worker/Turn.ts"
 
 const options: LimitOptions & { readonly kind: "webhook" } = {
   kind: "webhook",
@@ -80,24 +77,4 @@ describe("claim pacing", () => {
     rowClaimRan(pacing, 1_100, 2)
     assert.isTrue(rowClaimDue(pacing, 1_101, 5), "it found something: again at once")
   })
-
-  it.effect("the worker's claim waits for its settle, and the settle for its claim", () =>
-    Effect.gen(function*() {
-      const turn = makeTurn()
-      const settling = yield* Deferred.make<void>()
-      const order: Array<string> = []
-      const settle = yield* Effect.forkChild(turn.run(Effect.gen(function*() {
-        order.push("settle starts")
-        yield* Deferred.await(settling)
-        order.push("settle ends")
-      })))
-      yield* Effect.yieldNow
-      const claim = yield* Effect.forkChild(turn.run(Effect.sync(() => order.push("claim"))))
-      yield* Effect.yieldNow
-      assert.deepStrictEqual(order, ["settle starts"])
-      yield* Deferred.succeed(settling, undefined)
-      yield* Fiber.join(settle)
-      yield* Fiber.join(claim)
-      assert.deepStrictEqual(order, ["settle starts", "settle ends", "claim"])
-    }))
 })
