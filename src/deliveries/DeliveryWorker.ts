@@ -15,8 +15,8 @@
  *   unless a delivery waits only for recording), and a finished send frees
  *   its slot before its outcome is written: the send's fiber ends there and
  *   the settle loop does the rest for the whole batch. Sent-but-unrecorded
- *   deliveries of a target stay within twice `perTarget` (what a crash can
- *   make arrive twice). While
+ *   deliveries of a target stay within `UNSETTLED_PER_TARGET` (4) times
+ *   `perTarget` (what a crash can make arrive twice). While
  *   outcomes cannot be written at all, nothing more starts or is claimed,
  *   and they are kept and written as soon as the database answers again.
  * - Groups: targets sharing a destination host (per organization) share
