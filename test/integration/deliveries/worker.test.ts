@@ -416,4 +416,39 @@ layer(QueueLive, { excludeTestServices: true })("the delivery worker", (it) => {
       assert.isTrue(later.every((d) => d.leaseOwner !== first!.leaseOwner), "sent under a new claim, not the stale one")
       assert.isTrue(later.every((d) => d.attempts === 1), "giving back did not count an attempt")
     }))
+
+  it.effect("a send the direct handle takes is settled from its callback, never handed to handle; one it declines goes to handle", () =>
+    Effect.gen(function*() {
+      const { org, queue, target } = yield* targetWith(12)
+      const direct: Array<string> = []
+      const inFibers: Array<string> = []
+      const scope = yield* Scope.make()
+      yield* runWorker({
+        kind: "email",
+        concurrency: 8,
+        perTarget: 4,
+        leaseFor: "1 minute",
+        pollEvery: "200 millis",
+        // Takes every other delivery; settles it later, from a timer, as an exchange's callback would.
+        handleDirect: (delivery, done) => {
+          if (Number(delivery.seq) % 2 === 0) return false
+          direct.push(delivery.id)
+          setTimeout(() => done({ outcome: Outcome.delivered(), attempt: ok }), 1)
+          return true
+        },
+        handle: (delivery) => Effect.sync(() => inFibers.push(delivery.id)).pipe(Effect.as({ outcome: Outcome.delivered(), attempt: ok }))
+      }).pipe(Scope.provide(scope))
+      const rows = yield* eventually(
+        queue.list({ orgId: org, kind: "email", targetId: target }).pipe(
+          Effect.map((rows) => rows.every((d) => d.status === "delivered") ? rows : undefined)
+        ),
+        { what: "every delivery delivered" }
+      )
+      yield* Scope.close(scope, Exit.void)
+      assert.strictEqual(direct.length, 6)
+      assert.strictEqual(inFibers.length, 6)
+      assert.isTrue(direct.every((id) => !inFibers.includes(id)), "a delivery taken directly never reaches handle")
+      assert.sameMembers([...direct, ...inFibers], rows.map((d) => d.id))
+      assert.isTrue(rows.every((d) => d.attempts === 1), "each sent once")
+    }))
 })
