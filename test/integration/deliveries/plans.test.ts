@@ -218,5 +218,36 @@ describe.skipIf(!serverUrl)("queue statement plans on a PostgreSQL server withou
         assert.deepStrictEqual(readsTheWholeQueue(again), [], "lease and take, past the mark")
         assert.deepStrictEqual(sortsTheQueue(again), [], "lease and take, past the mark: the ordered index scan")
       }))
+
+    it.effect("with many endpoints of a few rows each, the take reads each endpoint's rows and no further", () =>
+      Effect.gen(function*() {
+        const sql = yield* SqlClient.SqlClient
+        const pg = yield* PgClient.PgClient
+        const org = yield* newOrg
+        const targets = Array.from({ length: 100 }, () => newId())
+        yield* sql`
+          INSERT INTO delivery_targets (id, org_id, kind, undelivered, log_pending)
+          SELECT t, ${org}, 'webhook', 5, 5 FROM unnest(${targets} ::uuid[]) AS t
+        `
+        yield* sql`
+          INSERT INTO deliveries (id, org_id, kind, target_id, status)
+          SELECT gen_random_uuid(), ${org}, 'webhook', (${targets} ::uuid[])[1 + i % 100], 'logged'
+          FROM generate_series(0, 499) AS i
+        `
+        const [text, params] = leaseAndTake(pg, "webhook", { limit: 512, leaseFor: "30 seconds", perTarget: 256 }, newId()).compile()
+        const [row] = yield* sql.unsafe<{ "QUERY PLAN": ReadonlyArray<{ Plan: PlanNode & { "Actual Rows"?: number; "Actual Loops"?: number } }> }>(
+          `EXPLAIN (ANALYZE, FORMAT JSON) ${text}`,
+          params as Array<unknown>
+        )
+        const read = nodes(row!["QUERY PLAN"][0]!.Plan)
+          .filter((node) => node["Relation Name"] === "deliveries")
+          .map((node) => {
+            const n = node as PlanNode & { "Actual Rows"?: number; "Actual Loops"?: number }
+            return (n["Actual Rows"] ?? 0) * (n["Actual Loops"] ?? 1)
+          })
+          .reduce((a, b) => a + b, 0)
+        // Each endpoint's five rows (and the single endpoint's of the test before), not 256 per endpoint.
+        assert.isAtMost(read, 500 + 256, "rows of deliveries read by the take")
+      }).pipe(Effect.orDie))
   })
 })
