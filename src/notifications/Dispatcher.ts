@@ -36,13 +36,16 @@ interface EventRow {
  * `CASE WHEN dispatched_at IS NULL THEN seq END` (migration 0675). A
  * planner without statistics took "dispatched_at IS NULL" for a handful of
  * rows and read every event of a burst by a bitmap scan, then sorted them
- * (24 ms for 200 events of a 19 400-event burst).
+ * (24 ms for 200 events of a 19 400-event burst). The limit is written
+ * into the statement (one prepared statement per batch size), so that the
+ * server may keep a generic plan for it: with the limit a parameter it
+ * planned every execution anew (1.2 ms of its CPU each).
  */
 export const undispatchedEvents = (sql: PgClient.PgClient, batch: number) =>
   sql`
     SELECT seq, id, org_id, type, body, label, about_endpoint FROM events
     WHERE (CASE WHEN dispatched_at IS NULL THEN seq END) > 0 AND (SELECT locked FROM lock)
-    ORDER BY (CASE WHEN dispatched_at IS NULL THEN seq END) LIMIT ${batch}
+    ORDER BY (CASE WHEN dispatched_at IS NULL THEN seq END) LIMIT ${sql.literal(String(Math.trunc(batch)))}
     FOR UPDATE SKIP LOCKED
   `
 
