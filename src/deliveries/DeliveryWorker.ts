@@ -103,7 +103,7 @@ export const runWorker = <R>(options: WorkerOptions<R>) =>
         state.changed.openUnsafe()
       }
     })
-    const { claim, shouldClaim } = makeClaim(queue, state, settler, limits, { ...options, clock })
+    const { claim, shouldClaim } = makeClaim(queue, state, settler, limits, options)
     const pump = makePump(state, settler, {
       handle: options.handle,
       handleDirect: options.handleDirect,

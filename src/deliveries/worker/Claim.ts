@@ -4,9 +4,8 @@
  * delivery, a full claim; and what waits here is running low), one claim
  * statement takes leases on up to the room left, each target's group is
  * asked once, and the claimed deliveries wait in the admission model. A
- * wakeup claims at once even when plenty waits (at most every
- * `WOKEN_CLAIM_GAP_MS`): the new work may be another target's, blocked
- * behind nothing.
+ * wakeup claims at once even when plenty waits: the new work may be
+ * another target's, blocked behind nothing.
  *
  * While outcomes wait to be recorded nothing is claimed: the settle loop's
  * retries are the probe that says when the database is back, and they go
@@ -19,19 +18,8 @@ import { FAILING_TARGET_SENDS, type Limits } from "./Limits.ts"
 import type { Settler } from "./Settle.ts"
 import type { WorkerState } from "./State.ts"
 
-/**
- * While plenty of claimed deliveries wait here, a wakeup claims at most
- * this often. The event dispatcher wakes the worker after every batch it
- * fans out (200 events): during a burst to one endpoint each wakeup made a
- * claim while its endpoint was already at its claim bound, and that claim
- * came back empty (`docs/performance.md`, "The drain's cost").
- */
-const WOKEN_CLAIM_GAP_MS = 50
-
 export interface ClaimLoopOptions<R> {
   readonly kind: DeliveryKind
-  /** The worker's clock, read when deciding whether to claim. */
-  readonly clock: Clock.Clock
   readonly concurrency: number
   readonly leaseFor: Duration.Input
   readonly group?: ((delivery: Claimed) => Effect.Effect<string | undefined, never, R>) | undefined
@@ -50,11 +38,7 @@ export const makeClaim = <R>(
     const waiting = admission.waiting
     return !settler.failing() &&
       admission.inFlight + (limits.prefetching ? 0 : waiting) < options.concurrency && waiting < limits.holdLimit &&
-      (waiting < limits.lowWater
-        ? state.woken || state.moreMayBeDue
-        // Plenty waits: a wakeup (new work, maybe another target's) is
-        // looked at, but not more often than every WOKEN_CLAIM_GAP_MS.
-        : state.woken && options.clock.currentTimeMillisUnsafe() - state.lastClaimAt >= WOKEN_CLAIM_GAP_MS)
+      (state.woken || (state.moreMayBeDue && waiting < limits.lowWater))
   }
 
   /** One claim; answers how many deliveries it took. */
@@ -65,7 +49,6 @@ export const makeClaim = <R>(
       limits.prefetching ? limits.holdLimit - waiting : options.concurrency - admission.inFlight - waiting
     )
     const claimedAt = yield* Clock.currentTimeMillis
-    state.lastClaimAt = claimedAt
     state.moreMayBeDue = false
     const claimed = yield* queue.claim(options.kind, {
       limit,

@@ -18,8 +18,6 @@ export interface WorkerState {
   woken: boolean
   /** Shutting down: nothing more starts. */
   closing: boolean
-  /** When the last claim was made (the worker's clock, epoch ms). */
-  lastClaimAt: number
   /** Opened when the claim loop has something to look at. */
   readonly changed: Latch.Latch
 }
@@ -30,7 +28,6 @@ export const makeState = (admission: Admission<Claimed>): WorkerState => ({
   moreMayBeDue: true,
   woken: true,
   closing: false,
-  lastClaimAt: 0,
   changed: Latch.makeUnsafe(false)
 })
 
