@@ -179,8 +179,8 @@ const DISPATCH_WITH = `
   lock AS (SELECT pg_try_advisory_xact_lock(7300001) AS locked),
   ev AS MATERIALIZED (
     SELECT seq, id, org_id, type, body, label FROM events
-    WHERE dispatched_at IS NULL AND (SELECT locked FROM lock)
-    ORDER BY seq LIMIT ${DISPATCH_BATCH}
+    WHERE (CASE WHEN dispatched_at IS NULL THEN seq END) > 0 AND (SELECT locked FROM lock)
+    ORDER BY (CASE WHEN dispatched_at IS NULL THEN seq END) LIMIT ${DISPATCH_BATCH}
     FOR UPDATE SKIP LOCKED
   ),
   marked AS (UPDATE events e SET dispatched_at = now() FROM ev WHERE e.seq = ev.seq RETURNING e.seq),

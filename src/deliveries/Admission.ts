@@ -9,8 +9,9 @@
  * - at most `concurrency` sends in flight in all, `perTarget` per target;
  * - a target whose latest known attempt failed is probed: at most
  *   `perFailingTarget` sends in flight or finished-but-unrecorded;
- * - in flight plus finished-but-unrecorded stays below twice `perTarget`
- *   (what a crash of this process can make arrive twice);
+ * - in flight plus finished-but-unrecorded stays below
+ *   `UNSETTLED_PER_TARGET` times `perTarget` (what a crash of this process
+ *   can make arrive twice);
  * - targets of one group (an organization's endpoints on one host) have at
  *   most `perGroup` sends in flight, except that a target with none in
  *   flight may always start one: other targets never hold it back entirely;
@@ -19,6 +20,18 @@
  *   longer finish within its lease): it is given back;
  * - targets take turns: one that started something goes behind the others.
  */
+
+/**
+ * In flight plus finished-but-unrecorded deliveries of one target stay
+ * below this many times `perTarget`: the most a crash of this process can
+ * make arrive twice at one endpoint (64 at the default of 16 in flight).
+ * It also bounds a settle batch of one endpoint: at twice `perTarget` a
+ * busy endpoint's batches held about 14 outcomes (sends stopped at 32
+ * unsettled until the batch before was written), and the settle
+ * statements were a third of the drain's database CPU and most of the
+ * worker's statements (`docs/performance.md`, "The drain's cost").
+ */
+export const UNSETTLED_PER_TARGET = 4
 
 export interface AdmissionLimits {
   readonly concurrency: number
@@ -229,7 +242,7 @@ export class Admission<A> {
     ) return false
     return state.failing === true
       ? unsettled < Math.min(this.limits.perFailingTarget, this.limits.perTarget)
-      : state.inFlight < this.limits.perTarget && unsettled < 2 * this.limits.perTarget
+      : state.inFlight < this.limits.perTarget && unsettled < UNSETTLED_PER_TARGET * this.limits.perTarget
   }
 
   /** `mayStart` if none of the target's outcomes waited to be recorded. */

@@ -41,6 +41,7 @@ import * as Enqueue from "./Enqueue.ts"
 import * as Leases from "./Leases.ts"
 import * as Listing from "./Listing.ts"
 import { makeLogLeases } from "./LogLeases.ts"
+import { makeRowClaimPacing } from "./RowClaims.ts"
 import * as Replay from "./Replay.ts"
 import * as Retention from "./Retention.ts"
 import { nextDueStatement } from "./Statements.ts"
@@ -70,7 +71,7 @@ export const make = (sql: PgClient.PgClient, wakeups: Wakeups["Service"], info: 
   const withInfo = bind({ sql, info })
   // This process's target leases on the log: the owner id and what it
   // knows of the leases it holds (`LogLeases.ts`).
-  const log: Leases.LogContext = { sql, leases: makeLogLeases(), owner: newId() }
+  const log: Leases.LogContext = { sql, leases: makeLogLeases(), owner: newId(), rowClaims: makeRowClaimPacing() }
   const withLog = bind(log)
   const settleMany = withLog("settleMany", Leases.settleMany)
   return {

@@ -15,8 +15,8 @@
  *   unless a delivery waits only for recording), and a finished send frees
  *   its slot before its outcome is written: the send's fiber ends there and
  *   the settle loop does the rest for the whole batch. Sent-but-unrecorded
- *   deliveries of a target stay within twice `perTarget` (what a crash can
- *   make arrive twice). While
+ *   deliveries of a target stay within `UNSETTLED_PER_TARGET` (4) times
+ *   `perTarget` (what a crash can make arrive twice). While
  *   outcomes cannot be written at all, nothing more starts or is claimed,
  *   and they are kept and written as soon as the database answers again.
  * - Groups: targets sharing a destination host (per organization) share
@@ -40,6 +40,7 @@ import { Metrics } from "../observability/Metrics.ts"
 import { Wakeups } from "../platform/Wakeups.ts"
 import { Admission } from "./Admission.ts"
 import { type Claimed, type CooldownPolicy, type DeliveryKind, DeliveryQueue } from "./DeliveryQueue.ts"
+import type { DirectHandle } from "./DirectSend.ts"
 import { makeClaim } from "./worker/Claim.ts"
 import { releaseSetAside, shutdown } from "./worker/GiveBack.ts"
 import { makeIdle } from "./worker/Idle.ts"
@@ -66,6 +67,8 @@ export interface WorkerOptions<R> extends LimitOptions {
   readonly perGroup?: number | undefined
   /** Sends one delivery and says how it went; it should not fail (a defect is recorded as a retry). */
   readonly handle: (delivery: Claimed) => Effect.Effect<Settlement, never, R>
+  /** Offered each delivery before `handle`: a send without a fiber of its own, when it takes it (`DirectSend.ts`). */
+  readonly handleDirect?: DirectHandle | undefined
 }
 
 /** Runs the loop in a fiber of the current scope. */
@@ -103,6 +106,7 @@ export const runWorker = <R>(options: WorkerOptions<R>) =>
     const { claim, shouldClaim } = makeClaim(queue, state, settler, limits, options)
     const pump = makePump(state, settler, {
       handle: options.handle,
+      handleDirect: options.handleDirect,
       cooldown: options.cooldown,
       fork,
       clock,

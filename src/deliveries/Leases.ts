@@ -6,9 +6,11 @@
  * `DeliveryQueue`, which wires these.
  */
 import type { PgClient } from "@effect/sql-pg"
-import { Duration, Effect } from "effect"
+import { Clock, Duration, Effect } from "effect"
 import { newId } from "../platform/Ids.ts"
 import * as Log from "./Log.ts"
+import { logSuccesses, settledOf, settleLogSuccesses } from "./LogSettle.ts"
+import { type RowClaimPacing, rowClaimDue, rowClaimRan } from "./RowClaims.ts"
 import type { LogLeases } from "./LogLeases.ts"
 import { settleRowsJson, statusOf } from "./SettleRows.ts"
 import { claimStatement, settleStatement } from "./Statements.ts"
@@ -40,7 +42,11 @@ export const claim = Effect.fnUntraced(function*(ctx: LogContext, kind: Delivery
   const { sql } = ctx
   const logged = LOGGED_KINDS.includes(kind) ? yield* Log.take(sql, ctx.leases, ctx.owner, kind, options) : []
   const limit = options.limit - logged.length
-  const rows = limit > 0 ? yield* claimStatement(sql, kind, { ...options, limit }, newId()).pipe(Effect.orDie) : []
+  const pacing = ctx.rowClaims
+  const now = pacing === undefined ? 0 : yield* Clock.currentTimeMillis
+  const due = limit > 0 && (pacing === undefined || rowClaimDue(pacing, now, logged.length))
+  const rows = due ? yield* claimStatement(sql, kind, { ...options, limit }, newId()).pipe(Effect.orDie) : []
+  if (due && pacing !== undefined) rowClaimRan(pacing, now, rows.length)
   return rows
     .map((row): Claimed => ({
       ...toDelivery(row),
@@ -60,6 +66,8 @@ export interface LogContext {
   readonly leases: LogLeases
   /** This process: the owner of the target leases it takes. */
   readonly owner: string
+  /** When a claim fed by the log runs the per-row statement too (`RowClaims.ts`); every time without. */
+  readonly rowClaims?: RowClaimPacing | undefined
 }
 
 // One statement per batch: each delivery's row update, its attempt
@@ -89,6 +97,19 @@ export const settleMany: (ctx: LogContext, items: ReadonlyArray<SettleItem>) => 
   for (const { leaseId, seqs, targetId } of logged.values()) {
     const settled = leases.settle(targetId, leaseId, seqs)
     if (settled !== undefined) log.set(targetId, settled)
+  }
+  // A batch of the log's successes alone (the common one) takes the short statement.
+  const successes = logSuccesses(items, log)
+  if (successes !== undefined) {
+    const rows = yield* settleLogSuccesses(sql, successes).pipe(
+      Effect.tapCause(() =>
+        Effect.sync(() => {
+          for (const { leaseId, seqs, targetId } of logged.values()) leases.keep(targetId, leaseId, seqs)
+        })
+      )
+    )
+    for (const row of rows) if (row.log_ended) leases.forget(row.id, successes.find((p) => p.targetId === row.id)!.leaseId)
+    return settledOf(items, rows)
   }
   const settled = yield* settleStatement(sql, settleRowsJson(items, log), targetIds).pipe(
     Effect.tapCause(() =>

@@ -13,14 +13,13 @@ import { EmailedEventTypes } from "../api/Notifications.ts"
 import { DeliveryQueue } from "../deliveries/DeliveryQueue.ts"
 import { SvcConfig } from "../platform/Config.ts"
 import { Topics, Wakeups } from "../platform/Wakeups.ts"
+import { FIRST_BATCH, nextBatch } from "./DispatchBatches.ts"
 import { EventBodies } from "./EventBodies.ts"
 import { actionClassMatches } from "./Filters.ts"
 
 /** `Wakeups` topic the event producer signals after committing events. */
 export const EVENTS_TOPIC = Topics.events
 
-/** Events fanned out per statement: keeps each one short (PGlite is one session). */
-const BATCH = 200
 const POLL_EVERY = Duration.seconds(1)
 
 interface EventRow {
@@ -31,12 +30,31 @@ interface EventRow {
   readonly body: string
 }
 
+/**
+ * The next `batch` undispatched events in seq order, locked, for a
+ * statement with a CTE `lock (locked)`: read in order from the index on
+ * `CASE WHEN dispatched_at IS NULL THEN seq END` (migration 0675). A
+ * planner without statistics took "dispatched_at IS NULL" for a handful of
+ * rows and read every event of a burst by a bitmap scan, then sorted them
+ * (24 ms for 200 events of a 19 400-event burst). The limit is written
+ * into the statement (one prepared statement per batch size), so that the
+ * server may keep a generic plan for it: with the limit a parameter it
+ * planned every execution anew (1.2 ms of its CPU each).
+ */
+export const undispatchedEvents = (sql: PgClient.PgClient, batch: number) =>
+  sql`
+    SELECT seq, id, org_id, type, body, label, about_endpoint FROM events
+    WHERE (CASE WHEN dispatched_at IS NULL THEN seq END) > 0 AND (SELECT locked FROM lock)
+    ORDER BY (CASE WHEN dispatched_at IS NULL THEN seq END) LIMIT ${sql.literal(String(Math.trunc(batch)))}
+    FOR UPDATE SKIP LOCKED
+  `
+
 /** Two dispatchers (processes) never interleave, so deliveries are created in event order. */
 const DISPATCH_LOCK = 7_300_001
 
 export class Dispatcher extends Context.Service<Dispatcher, {
-  /** Fans out one batch of undispatched events; answers how many events it took. */
-  readonly dispatchOnce: Effect.Effect<number>
+  /** Fans out up to `batch` undispatched events in one statement; answers how many it took. */
+  readonly dispatchOnce: (batch: number) => Effect.Effect<number>
 }>()("svc/notifications/Dispatcher") {
   static readonly layer = Layer.effect(
     Dispatcher,
@@ -53,16 +71,11 @@ export class Dispatcher extends Context.Service<Dispatcher, {
       // dispatcher's are skipped, and the advisory lock keeps two from
       // interleaving), mark them dispatched, and enqueue their deliveries.
       // All of it commits together or not at all.
-      const dispatchOnce = Effect.gen(function*() {
+      const dispatchOnce = (batch: number) => Effect.gen(function*() {
         const rows = yield* queue.enqueueFrom<EventRow & { readonly webhooks: number; readonly emails: number }>({
           with: sql`
             lock AS (SELECT pg_try_advisory_xact_lock(${DISPATCH_LOCK}) AS locked),
-            ev AS MATERIALIZED (
-              SELECT seq, id, org_id, type, body, label, about_endpoint FROM events
-              WHERE dispatched_at IS NULL AND (SELECT locked FROM lock)
-              ORDER BY seq LIMIT ${BATCH}
-              FOR UPDATE SKIP LOCKED
-            ),
+            ev AS MATERIALIZED (${undispatchedEvents(sql, batch)}),
             marked AS (
               UPDATE events e SET dispatched_at = now() FROM ev WHERE e.seq = ev.seq RETURNING e.seq
             ),
@@ -111,13 +124,20 @@ export class Dispatcher extends Context.Service<Dispatcher, {
     })
   )
 
-  /** The dispatch loop: a batch at a time; when none is left, waits for an `events` wakeup or the poll interval. */
+  /**
+   * The dispatch loop: a batch at a time, growing through a burst
+   * (`DispatchBatches.ts`); when none is left, waits for an `events` wakeup
+   * or the poll interval.
+   */
   static readonly worker = Layer.effectDiscard(Effect.gen(function*() {
     const dispatcher = yield* Dispatcher
     const wakeups = yield* Wakeups
+    let batch = FIRST_BATCH
     yield* Effect.gen(function*() {
-      const taken = yield* dispatcher.dispatchOnce
-      if (taken < BATCH) yield* wakeups.wait(EVENTS_TOPIC, POLL_EVERY)
+      const size = batch
+      const taken = yield* dispatcher.dispatchOnce(size)
+      batch = nextBatch(size, taken)
+      if (taken < size) yield* wakeups.wait(EVENTS_TOPIC, POLL_EVERY)
     }).pipe(
       Effect.catchCause((cause) =>
         Cause.hasInterruptsOnly(cause)

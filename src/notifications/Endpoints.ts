@@ -7,7 +7,7 @@
  * the secret is answered once, at creation or rotation.
  */
 import { PgClient } from "@effect/sql-pg"
-import { Cache, Context, Duration, Effect, Layer, Option, Redacted, Schema } from "effect"
+import { Cache, Clock, Context, Duration, Effect, Layer, Option, Redacted, Schema } from "effect"
 import { SqlClient } from "effect/sql"
 import { LimitReached, NotFound } from "../api/Errors.ts"
 import { InvalidUrl } from "../api/Deliveries.ts"
@@ -208,6 +208,12 @@ export class NotificationEndpoints extends Context.Service<NotificationEndpoints
    * changes made through this process clear the entry at once.
    */
   readonly sendTarget: (orgId: string, id: string) => Effect.Effect<SendTarget | undefined>
+  /**
+   * `sendTarget` without an effect: what a lookup found within the last
+   * `SEND_TARGET_TTL`, or `undefined` when this process knows nothing that
+   * fresh (then `sendTarget` looks it up). For sends without a fiber.
+   */
+  readonly sendTargetNow: (orgId: string, id: string) => SendTarget | undefined
   readonly reviewerEmail: (orgId: string) => Effect.Effect<string | null>
   readonly setReviewerEmail: (orgId: string, email: string | null) => Effect.Effect<string | null>
   /** `SVC_SMTP_URL` is set and the organization has a reviewer address. */
@@ -222,27 +228,46 @@ export class NotificationEndpoints extends Context.Service<NotificationEndpoints
       const config = yield* SvcConfig
       const wakeups = yield* Wakeups
       const queue = yield* DeliveryQueue
+      // What the lookups found, for reading without an effect (`sendTargetNow`):
+      // the same entries, expiring as the cache's do. `generations` counts
+      // the changes made through this process, so a lookup that began
+      // before one does not leave its answer here.
+      const clock = yield* Clock.Clock
+      const known = new Map<string, { readonly target: SendTarget; readonly until: number }>()
+      const generations = new Map<string, number>()
       // Concurrent sends to one endpoint share one lookup (no stampede when the entry expires).
       const targetCache = yield* Cache.make<string, SendTarget | undefined>({
         capacity: 10_000,
         timeToLive: Duration.millis(SEND_TARGET_TTL_MS),
         lookup: (key: string) =>
           Effect.gen(function*() {
+            const generation = generations.get(key) ?? 0
             const [orgId, id] = key.split(":") as [string, string]
             const row = yield* TargetRows.one(sql`
               SELECT url, active, deactivated_reason FROM notification_endpoints WHERE id = ${id} AND org_id = ${orgId}
             `)
             if (row === undefined) return undefined
-            return {
+            const target: SendTarget = {
               url: yield* readReceiverUrl(endpointUrlOwner(orgId, id), row.url).pipe(Effect.provideService(SecretStore, secrets)),
               active: row.active,
               deactivatedReason: row.deactivated_reason,
               secrets: yield* signingSecrets(orgId, id)
-            } satisfies SendTarget
+            }
+            if ((generations.get(key) ?? 0) === generation) {
+              if (known.size >= 10_000) known.clear()
+              known.set(key, { target, until: clock.currentTimeMillisUnsafe() + SEND_TARGET_TTL_MS })
+            }
+            return target
           })
       })
       // Changes made through this process drop the endpoint's entry at once.
-      const forget = (orgId: string, id: string) => Cache.invalidate(targetCache, `${orgId}:${id}`)
+      const forget = (orgId: string, id: string) =>
+        Effect.suspend(() => {
+          const key = `${orgId}:${id}`
+          known.delete(key)
+          generations.set(key, (generations.get(key) ?? 0) + 1)
+          return Cache.invalidate(targetCache, key)
+        })
 
       const create = Effect.fn("NotificationEndpoints.create")(function*(
         orgId: string,
@@ -400,6 +425,10 @@ export class NotificationEndpoints extends Context.Service<NotificationEndpoints
       })
 
       const sendTarget = (orgId: string, id: string) => Cache.get(targetCache, `${orgId}:${id}`)
+      const sendTargetNow = (orgId: string, id: string) => {
+        const entry = known.get(`${orgId}:${id}`)
+        return entry !== undefined && clock.currentTimeMillisUnsafe() < entry.until ? entry.target : undefined
+      }
 
       const reviewerEmail = Effect.fn("NotificationEndpoints.reviewerEmail")(function*(orgId: string) {
         const row = yield* SettingsRows.one(sql`
@@ -430,6 +459,7 @@ export class NotificationEndpoints extends Context.Service<NotificationEndpoints
         recovered,
         signingSecrets,
         sendTarget,
+        sendTargetNow,
         reviewerEmail,
         setReviewerEmail,
         emailNotifier

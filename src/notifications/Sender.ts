@@ -18,22 +18,30 @@
  *
  * The attempt record keeps the status and a truncated response snippet,
  * never the payload.
+ *
+ * Most sends run without a fiber of their own (`deliverDirect`,
+ * `src/deliveries/DirectSend.ts`), with the same request, checks, span and
+ * decisions; `deliver` is the same send as an effect, for what the direct
+ * path leaves (an endpoint or event body not in memory, tracing off).
  */
 import { PgClient } from "@effect/sql-pg"
-import { Clock, Context, Duration, Effect, Layer } from "effect"
+import { Cause, Clock, Context, Duration, Effect, Exit, FiberSet, Layer, Option } from "effect"
 import type { Claimed, CooldownPolicy } from "../deliveries/DeliveryQueue.ts"
 import { DeliveryQueue, Outcome } from "../deliveries/DeliveryQueue.ts"
+import { type DirectHandle, spanStarter } from "../deliveries/DirectSend.ts"
 import { runWorker, type Settlement } from "../deliveries/DeliveryWorker.ts"
-import { OutboundHttp } from "../outbound/OutboundHttp.ts"
+import { defectSettlement } from "../deliveries/worker/Start.ts"
+import { OutboundFailure, OutboundHttp, type OutboundResponse } from "../outbound/OutboundHttp.ts"
 import { parseRetryAfter } from "../outbound/RetryAfter.ts"
 import { jittered } from "../platform/Backoff.ts"
 import { maskNeedles, urlNeedles } from "../secrets/Masking.ts"
 import { SvcConfig } from "../platform/Config.ts"
-import { NotificationEndpoints } from "./Endpoints.ts"
+import { NotificationEndpoints, type SendTarget } from "./Endpoints.ts"
 import { EventBodies } from "./EventBodies.ts"
 import { deliveryHeaders } from "./Signing.ts"
 
 const SNIPPET_BYTES = 512
+const DELIVERED = Outcome.delivered()
 const RETRY_AFTER_MIN_MS = 1_000
 const RETRY_AFTER_MAX_MS = 3_600_000
 
@@ -87,6 +95,8 @@ const needlesOf = (url: string) => {
 
 export class WebhookSender extends Context.Service<WebhookSender, {
   readonly deliver: (delivery: Claimed) => Effect.Effect<Settlement>
+  /** `deliver` without a fiber of its own, when it can (`DirectSend.ts`). */
+  readonly deliverDirect: DirectHandle
   /** Which per-host bound the delivery counts against (`SVC_WEBHOOK_PER_HOST`). */
   readonly hostGroup: (delivery: Claimed) => Effect.Effect<string | undefined>
 }>()("svc/notifications/WebhookSender") {
@@ -130,6 +140,64 @@ export class WebhookSender extends Context.Service<WebhookSender, {
         return { outcome: Outcome.failed(`${error}; endpoint deactivated: ${disabled}`), attempt }
       })
 
+      /** The request of one attempt: the stored body bytes, signed now. */
+      const requestOf = (delivery: Claimed, target: SendTarget, type: string, body: Buffer, started: number) => ({
+        url: target.url,
+        method: "POST" as const,
+        headers: deliveryHeaders(target.secrets, { id: delivery.eventId ?? "", type }, Math.floor(started / 1000), body),
+        body,
+        timeout: config.webhookSendTimeout,
+        maxResponseBytes: SNIPPET_BYTES + 1,
+        // One pool per organization and destination host, as large as the
+        // worker's bound on requests in flight to it (`SVC_WEBHOOK_PER_HOST`,
+        // plus one per further endpoint): no request ever waits behind
+        // another (a hanging endpoint's) in it, and one organization's
+        // endpoints never hold another's connections.
+        partition: delivery.orgId,
+        connections: config.webhookPerHost + config.maxEndpointsPerOrg,
+        orgId: delivery.orgId
+      })
+
+      /** What the answer (or the failure) of an attempt makes of the delivery. */
+      const outcomeOf = Effect.fnUntraced(function*(
+        delivery: Claimed,
+        target: SendTarget,
+        sent: OutboundResponse | OutboundFailure,
+        started: number
+      ) {
+        if (sent instanceof OutboundFailure) {
+          const error = sent.message
+          const attempt = { error, durationMs: (yield* Clock.currentTimeMillis) - started }
+          return (yield* noteFailure(delivery, error, attempt)) ?? failedAttempt(delivery, error, attempt)
+        }
+        const attempt = {
+          statusCode: sent.status,
+          responseSnippet: snippet(sent.body, sent.truncated, target.url),
+          durationMs: sent.elapsedMs
+        }
+        if (sent.status >= 200 && sent.status < 300) {
+          // Only after failures (never on the healthy path): the failing streak, if any, is over.
+          if (delivery.targetFailures > 0) yield* endpoints.recovered(delivery.orgId, delivery.targetId)
+          return { outcome: DELIVERED, attempt }
+        }
+        if (sent.status === 410) {
+          const reason = "the receiver answered 410 Gone"
+          yield* endpoints.deactivate(delivery.orgId, delivery.targetId, reason)
+          yield* queue.failUndelivered("webhook", delivery.targetId, `endpoint deactivated: ${reason}`, {
+            except: delivery.id
+          })
+          return { outcome: Outcome.failed(`410 Gone: endpoint deactivated`), attempt: { ...attempt, error: reason } }
+        }
+        const error = sent.status >= 300 && sent.status < 400
+          ? `HTTP ${sent.status} (redirects are not followed)`
+          : `HTTP ${sent.status}`
+        const retryAfter = sent.status === 429 || sent.status === 503
+          ? parseRetryAfter(sent.headers["retry-after"], yield* Clock.currentTimeMillis)
+          : undefined
+        return (yield* noteFailure(delivery, error, { ...attempt, error })) ??
+          failedAttempt(delivery, error, { ...attempt, error }, retryAfter)
+      })
+
       // One span per delivery, its attributes given when it starts; no
       // stack trace captured per call (`Effect.fn` would).
       const send = Effect.fnUntraced(function*(delivery: Claimed) {
@@ -148,72 +216,81 @@ export class WebhookSender extends Context.Service<WebhookSender, {
           return { outcome: Outcome.failed("event no longer stored"), attempt: { error: "event no longer stored", durationMs: 0 } }
         }
         yield* Effect.annotateCurrentSpan("svc.event_type", event.type)
-        const secrets = target.secrets
         const body = Buffer.from(event.body, "utf8")
         const started = yield* Clock.currentTimeMillis
-        const timestamp = Math.floor(started / 1000)
-        const sent = yield* outbound.send({
-          url: target.url,
-          method: "POST",
-          headers: deliveryHeaders(secrets, { id: delivery.eventId ?? "", type: event.type }, timestamp, body),
-          body,
-          timeout: config.webhookSendTimeout,
-          maxResponseBytes: SNIPPET_BYTES + 1,
-          // One pool per organization and destination host, as large as the
-          // worker's bound on requests in flight to it (`SVC_WEBHOOK_PER_HOST`,
-          // plus one per further endpoint): no request ever waits behind
-          // another (a hanging endpoint's) in it, and one organization's
-          // endpoints never hold another's connections.
-          partition: delivery.orgId,
-          connections: config.webhookPerHost + config.maxEndpointsPerOrg,
-          orgId: delivery.orgId
-        }).pipe(Effect.result)
-        if (sent._tag === "Failure") {
-          const error = sent.failure.message
-          const attempt = { error, durationMs: (yield* Clock.currentTimeMillis) - started }
-          return (yield* noteFailure(delivery, error, attempt)) ?? failedAttempt(delivery, error, attempt)
-        }
-        const response = sent.success
-        const attempt = {
-          statusCode: response.status,
-          responseSnippet: snippet(response.body, response.truncated, target.url),
-          durationMs: response.elapsedMs
-        }
-        if (response.status >= 200 && response.status < 300) {
-          // Only after failures (never on the healthy path): the failing streak, if any, is over.
-          if (delivery.targetFailures > 0) yield* endpoints.recovered(delivery.orgId, delivery.targetId)
-          return { outcome: Outcome.delivered(), attempt }
-        }
-        if (response.status === 410) {
-          const reason = "the receiver answered 410 Gone"
-          yield* endpoints.deactivate(delivery.orgId, delivery.targetId, reason)
-          yield* queue.failUndelivered("webhook", delivery.targetId, `endpoint deactivated: ${reason}`, {
-            except: delivery.id
-          })
-          return { outcome: Outcome.failed(`410 Gone: endpoint deactivated`), attempt: { ...attempt, error: reason } }
-        }
-        const error = response.status >= 300 && response.status < 400
-          ? `HTTP ${response.status} (redirects are not followed)`
-          : `HTTP ${response.status}`
-        const retryAfter = response.status === 429 || response.status === 503
-          ? parseRetryAfter(response.headers["retry-after"], yield* Clock.currentTimeMillis)
-          : undefined
-        return (yield* noteFailure(delivery, error, { ...attempt, error })) ??
-          failedAttempt(delivery, error, { ...attempt, error }, retryAfter)
+        const sent = yield* outbound.send(requestOf(delivery, target, event.type, body, started)).pipe(
+          Effect.catch((failure) => Effect.succeed(failure))
+        )
+        return yield* outcomeOf(delivery, target, sent, started)
+      })
+      const spanAttributes = (delivery: Claimed) => ({
+        "svc.org_id": delivery.orgId,
+        "svc.delivery_id": delivery.id,
+        "svc.endpoint_id": delivery.targetId,
+        "svc.event_id": delivery.eventId ?? "",
+        "svc.attempt": delivery.attempts
       })
       const deliver = (delivery: Claimed) =>
         Effect.withSpan(send(delivery), "WebhookSender.deliver", {
           // A stack trace per delivery span was ~1 % of the drain's CPU and
           // says nothing a delivery's attributes do not.
           captureStackTrace: false,
-          attributes: {
-            "svc.org_id": delivery.orgId,
-            "svc.delivery_id": delivery.id,
-            "svc.endpoint_id": delivery.targetId,
-            "svc.event_id": delivery.eventId ?? "",
-            "svc.attempt": delivery.attempts
+          attributes: spanAttributes(delivery)
+        })
+
+      // `deliver` without a fiber (`DirectSend.ts`): an endpoint and an
+      // event this process knows, its answer in 2xx from a healthy endpoint,
+      // settled in the exchange's callback; whatever else the answer asks
+      // for is `outcomeOf`, forked under the delivery's span.
+      const spans = Option.getOrUndefined(yield* spanStarter)
+      const clock = yield* Clock.Clock
+      const fork = yield* FiberSet.makeRuntime<never, Settlement, never>()
+      const deliverDirect: DirectHandle = (delivery, done) => {
+        if (spans === undefined) return false
+        const target = endpoints.sendTargetNow(delivery.orgId, delivery.targetId)
+        if (target === undefined || !target.active) return false
+        const event = bodies.get(delivery.eventId ?? "")
+        if (event === undefined) return false
+        const span = spans.start("WebhookSender.deliver", spanAttributes(delivery))
+        span.attribute("svc.event_type", event.type)
+        const body = Buffer.from(event.body, "utf8")
+        const started = clock.currentTimeMillisUnsafe()
+        const settled = (settlement: Settlement) => {
+          spans.end(span, settlement)
+          done(settlement)
+        }
+        const rest = (sent: OutboundResponse | OutboundFailure) =>
+          fork(
+            outcomeOf(delivery, target, sent, started).pipe(
+              Effect.catchCause((cause) => defectSettlement(delivery, cause)),
+              Effect.withParentSpan(span)
+            )
+          ).addObserver((exit) => {
+            // Interrupted at shutdown: nothing to record.
+            if (Exit.isSuccess(exit)) settled(exit.value)
+          })
+        outbound.sendDirect(requestOf(delivery, target, event.type, body, started), span, (sent) => {
+          try {
+            if (sent instanceof OutboundFailure || sent.status < 200 || sent.status >= 300 || delivery.targetFailures > 0) {
+              rest(sent)
+              return
+            }
+            settled({
+              outcome: DELIVERED,
+              attempt: {
+                statusCode: sent.status,
+                responseSnippet: snippet(sent.body, sent.truncated, target.url),
+                durationMs: sent.elapsedMs
+              }
+            })
+          } catch (error) {
+            fork(defectSettlement(delivery, Cause.die(error))).addObserver((exit) => {
+              if (Exit.isSuccess(exit)) settled(exit.value)
+            })
           }
         })
+        return true
+      }
 
       /** The bound a delivery shares: its organization and its endpoint's destination host (and port). */
       const hostGroup = (delivery: Claimed) =>
@@ -228,7 +305,7 @@ export class WebhookSender extends Context.Service<WebhookSender, {
           })
         )
 
-      return WebhookSender.of({ deliver, hostGroup })
+      return WebhookSender.of({ deliver, deliverDirect, hostGroup })
     })
   )
 
@@ -256,7 +333,8 @@ export class WebhookSender extends Context.Service<WebhookSender, {
       cooldown: WebhookSender.cooldown(config),
       group: sender.hostGroup,
       perGroup: config.webhookPerHost,
-      handle: sender.deliver
+      handle: sender.deliver,
+      handleDirect: sender.deliverDirect
     })
   }))
 }

@@ -19,7 +19,7 @@
  * Address classes: `AddressPolicy.ts`. URL rules and names: `TargetUrl.ts`.
  * Name resolution (replaceable in tests): `Resolver.ts`.
  */
-import { Clock, Context, Data, Duration, Effect, Layer } from "effect"
+import { Cause, Clock, Context, Data, Duration, Effect, Exit, Layer, type Tracer } from "effect"
 import { readFileSync } from "node:fs"
 import * as tls from "node:tls"
 import { buildConnector, Pool } from "undici"
@@ -27,7 +27,7 @@ import { SvcConfig } from "../platform/Config.ts"
 import { type Address, type Cidr, judge, parseAddress, parseCidrs, unmap } from "./AddressPolicy.ts"
 import { Resolver as DnsResolver } from "node:dns/promises"
 import { networkResolver, Resolver, type ResolverShape } from "./Resolver.ts"
-import { type Exchanged, startExchange } from "./Exchange.ts"
+import { startExchange } from "./Exchange.ts"
 import { requestHeaders } from "./RequestHeaders.ts"
 import { parseTarget, type Target } from "./TargetUrl.ts"
 
@@ -294,6 +294,16 @@ export class OutboundHttp extends Context.Service<OutboundHttp, {
   /** `orgId`: whose URL it is (DNS lookups are bounded per organization). */
   readonly check: (url: string, orgId?: string) => Effect.Effect<CheckedUrl, UnsafeUrl>
   readonly send: (request: OutboundRequest) => Effect.Effect<OutboundResponse, OutboundFailure>
+  /**
+   * `send` without a fiber of its own: the same checks and exchange, the
+   * request's attributes put on `span`, `done` called once with the answer
+   * or the failure (never synchronously).
+   */
+  readonly sendDirect: (
+    request: OutboundRequest,
+    span: Tracer.Span,
+    done: (result: OutboundResponse | OutboundFailure) => void
+  ) => void
 }>()("svc/outbound/OutboundHttp") {
   /**
    * Reads `allowedTargetCidrs` and `extraCaFile` from `SvcConfig` once (an
@@ -393,99 +403,172 @@ export class OutboundHttp extends Context.Service<OutboundHttp, {
         return parsed
       }
 
-      // Untraced: its attributes go on the caller's span (one span per
-      // delivery, not two).
-      const send = Effect.fnUntraced(function*(request: OutboundRequest) {
+      /** What a send needs before it resolves anything: its deadline, its parsed target, and where it reads to. */
+      const prepare = (request: OutboundRequest) => {
         const started = performance.now()
         const timeoutMs = Duration.toMillis(request.timeout)
         if (!(timeoutMs > 0)) {
-          return yield* new OutboundFailure({ reason: "timeout", message: "the deadline had passed before sending" })
+          return new OutboundFailure({ reason: "timeout", message: "the deadline had passed before sending" })
         }
-        const maxBytes = request.maxResponseBytes ?? DEFAULT_MAX_RESPONSE_BYTES
         const parsed = parseCached(request.url)
-        if (parsed._tag === "Refused") {
-          return yield* new OutboundFailure({ reason: "unsafe_target", message: parsed.message })
-        }
-        const target = parsed.target
-        yield* Effect.annotateCurrentSpan({
-          "http.request.method": request.method,
-          "server.address": target.url.hostname,
-          "server.port": target.port,
-          "svc.url_hint": target.hint
-        })
-        // One deadline over the whole exchange. A name's resolution runs
-        // under it; the exchange gets what is left, kept by a timer of its
-        // own that aborts the request (no racing fibers per send).
-        const resolution = resolveTarget(target, allowed, resolver, request.orgId).pipe(
+        if (parsed._tag === "Refused") return new OutboundFailure({ reason: "unsafe_target", message: parsed.message })
+        return { started, timeoutMs, target: parsed.target, maxBytes: request.maxResponseBytes ?? DEFAULT_MAX_RESPONSE_BYTES }
+      }
+      type Prepared = Exclude<ReturnType<typeof prepare>, OutboundFailure>
+
+      /** The attributes a send gives its caller's span, before and after the exchange. */
+      const requestAttributes = (request: OutboundRequest, target: Target) => ({
+        "http.request.method": request.method,
+        "server.address": target.url.hostname,
+        "server.port": target.port,
+        "svc.url_hint": target.hint
+      })
+
+      // A name's resolution runs under the deadline over the whole exchange.
+      const resolution = (request: OutboundRequest, prepared: Prepared) => {
+        const resolved = resolveTarget(prepared.target, allowed, resolver, request.orgId).pipe(
           Effect.mapError((problem) =>
             problem._tag === "Refused"
               ? new OutboundFailure({ reason: "unsafe_target", message: problem.message })
               : new OutboundFailure({ reason: "network", message: unresolvedMessage(problem.code) })
           )
         )
-        const addresses = yield* target.host._tag === "Ip" ? resolution : resolution.pipe(
+        return prepared.target.host._tag === "Ip" ? resolved : resolved.pipe(
           Effect.timeoutOrElse({
-            duration: timeoutMs,
+            duration: prepared.timeoutMs,
             orElse: () => Effect.fail(new OutboundFailure({ reason: "timeout", message: unresolvedMessage("ETIMEOUT") }))
           })
         )
+      }
+
+      /**
+       * The exchange with the checked addresses, under what is left of the
+       * deadline, kept by a timer of its own that aborts the request (no
+       * racing fibers per send); `done` is called once, unless the returned
+       * abort comes first.
+       */
+      const exchange = (
+        request: OutboundRequest,
+        prepared: Prepared,
+        addresses: ReadonlyArray<Address>,
+        done: (result: OutboundResponse | OutboundFailure) => void
+      ): (() => void) => {
+        const { maxBytes, started, target, timeoutMs } = prepared
         const remainingMs = timeoutMs - (performance.now() - started)
         const timedOut = () => new OutboundFailure({ reason: "timeout", message: `no complete answer within ${timeoutMs} ms` })
-        if (!(remainingMs > 0)) return yield* timedOut()
-        const key: PoolKey = {
+        if (!(remainingMs > 0)) {
+          done(timedOut())
+          return () => {}
+        }
+        const entry = poolFor({
           origin: target.url.origin,
           addresses: addresses.map((address) => address.toString()),
           partition: request.partition ?? "",
           connections: request.connections ?? POOL_CONNECTIONS
+        })
+        let timer: ReturnType<typeof setTimeout> | undefined
+        let ended = false
+        const over = () => {
+          clearTimeout(timer)
+          if (ended) return false
+          ended = true
+          entry.active--
+          entry.idleSince = performance.now()
+          return true
         }
-        const entry = poolFor(key)
-        const result = yield* Effect.callback<Exchanged, OutboundFailure>((resume) => {
-          let timer: ReturnType<typeof setTimeout> | undefined
-          let ended = false
-          const over = () => {
-            clearTimeout(timer)
-            if (ended) return false
-            ended = true
-            entry.active--
-            entry.idleSince = performance.now()
-            return true
-          }
-          entry.active++
-          const running = startExchange(entry.pool, {
-            path: `${target.url.pathname}${target.url.search}`,
-            method: request.method,
-            headers: requestHeaders(request.headers),
-            body: request.body ?? null,
-            maxBytes,
-            // Backstops only: the deadline over the whole exchange is the
-            // timer below, which ends the exchange.
-            headersTimeout: Number.isFinite(remainingMs) ? remainingMs : 0,
-            bodyTimeout: Number.isFinite(remainingMs) ? remainingMs : 0
-          }, (error, exchanged) => {
-            if (!over()) return
-            resume(exchanged !== undefined ? Effect.succeed(exchanged) : Effect.fail(toFailure(error)))
-          })
-          if (!ended && Number.isFinite(remainingMs)) {
-            // Whole milliseconds, never later than the deadline: Node keeps
-            // one list of timers per distinct duration, and a fractional one
-            // made a new list (and a priority-queue insert) for every send:
-            // 3 % of the drain's busy CPU in a profile, none now.
-            timer = setTimeout(() => {
-              running.abort()
-              if (over()) resume(Effect.fail(timedOut()))
-            }, Math.max(1, Math.floor(remainingMs)))
-          }
-          // Interrupted (the caller gave up): abort the request.
-          return Effect.sync(() => {
+        entry.active++
+        const running = startExchange(entry.pool, {
+          path: `${target.url.pathname}${target.url.search}`,
+          method: request.method,
+          headers: requestHeaders(request.headers),
+          body: request.body ?? null,
+          maxBytes,
+          // Backstops only: the deadline over the whole exchange is the
+          // timer below, which ends the exchange.
+          headersTimeout: Number.isFinite(remainingMs) ? remainingMs : 0,
+          bodyTimeout: Number.isFinite(remainingMs) ? remainingMs : 0
+        }, (error, exchanged) => {
+          if (!over()) return
+          done(
+            exchanged !== undefined
+              ? { ...exchanged, elapsedMs: Math.round(performance.now() - started) } satisfies OutboundResponse
+              : toFailure(error)
+          )
+        })
+        if (!ended && Number.isFinite(remainingMs)) {
+          // Whole milliseconds, never later than the deadline: Node keeps
+          // one list of timers per distinct duration, and a fractional one
+          // made a new list (and a priority-queue insert) for every send:
+          // 3 % of the drain's busy CPU in a profile, none now.
+          timer = setTimeout(() => {
             running.abort()
-            over()
+            if (over()) done(timedOut())
+          }, Math.max(1, Math.floor(remainingMs)))
+        }
+        return () => {
+          running.abort()
+          over()
+        }
+      }
+
+      // Untraced: its attributes go on the caller's span (one span per
+      // delivery, not two).
+      const send = Effect.fnUntraced(function*(request: OutboundRequest) {
+        const prepared = prepare(request)
+        if (prepared instanceof OutboundFailure) return yield* prepared
+        yield* Effect.annotateCurrentSpan(requestAttributes(request, prepared.target))
+        const addresses = yield* resolution(request, prepared)
+        const result = yield* Effect.callback<OutboundResponse, OutboundFailure>((resume) => {
+          const abort = exchange(request, prepared, addresses, (result) => {
+            resume(result instanceof OutboundFailure ? Effect.fail(result) : Effect.succeed(result))
           })
+          // Interrupted (the caller gave up): abort the request.
+          return Effect.sync(abort)
         })
         yield* Effect.annotateCurrentSpan({ "http.response.status_code": result.status })
-        return { ...result, elapsedMs: Math.round(performance.now() - started) } satisfies OutboundResponse
+        return result
       })
 
-      return { check, send }
+      // `send` without a fiber of its own (`DirectSend.ts`): an IP literal's
+      // exchange starts at once; a name's resolution alone runs as an effect.
+      const sendDirect = (request: OutboundRequest, span: Tracer.Span, done: (result: OutboundResponse | OutboundFailure) => void) => {
+        // Whatever ends before this returns (a refusal, undici reporting
+        // invalid arguments at once, a name resolved from the hosts file)
+        // is reported after it returns, as its contract says.
+        let returned = false
+        const report = (result: OutboundResponse | OutboundFailure) => {
+          if (!(result instanceof OutboundFailure)) span.attribute("http.response.status_code", result.status)
+          if (returned) done(result)
+          else queueMicrotask(() => done(result))
+        }
+        const prepared = prepare(request)
+        if (prepared instanceof OutboundFailure) {
+          report(prepared)
+        } else {
+          const attributes = requestAttributes(request, prepared.target)
+          for (const key in attributes) span.attribute(key, attributes[key as keyof typeof attributes])
+          const host = prepared.target.host
+          if (host._tag === "Ip") {
+            const verdict = judge(host.address, allowed)
+            if (verdict.public) exchange(request, prepared, [unmap(host.address)], report)
+            else report(new OutboundFailure({ reason: "unsafe_target", message: `the host is a non-public address (${verdict.range})` }))
+          } else {
+            Effect.runCallback(resolution(request, prepared), {
+              onExit: (exit) => {
+                if (Exit.isSuccess(exit)) {
+                  exchange(request, prepared, exit.value, report)
+                  return
+                }
+                const error = Cause.squash(exit.cause)
+                report(error instanceof OutboundFailure ? error : new OutboundFailure({ reason: "network", message: "the host name could not be resolved" }))
+              }
+            })
+          }
+        }
+        returned = true
+      }
+
+      return { check, send, sendDirect }
     })
   )
 }

@@ -8,6 +8,7 @@
  */
 import { Cause, type Clock, Duration, Effect, Exit, type Fiber } from "effect"
 import type { Entry } from "../Admission.ts"
+import type { DirectHandle } from "../DirectSend.ts"
 import { type AttemptRecord, type Claimed, type CooldownPolicy, Outcome } from "../Types.ts"
 import type { Settler } from "./Settle.ts"
 import type { WorkerState } from "./State.ts"
@@ -23,6 +24,8 @@ const DEFECT_RETRY = Duration.seconds(30)
 
 export interface StartOptions<R> {
   readonly handle: (delivery: Claimed) => Effect.Effect<Settlement, never, R>
+  /** Offered each delivery first: a send without a fiber of its own (`DirectSend.ts`). */
+  readonly handleDirect?: DirectHandle | undefined
   readonly cooldown?: CooldownPolicy | undefined
   /** Forks into the worker's fiber set. */
   readonly fork: (effect: Effect.Effect<Settlement, never, R>) => Fiber.Fiber<Settlement, never>
@@ -32,7 +35,8 @@ export interface StartOptions<R> {
   readonly wantsClaim: () => boolean
 }
 
-const defectSettlement = (delivery: Claimed, cause: Cause.Cause<unknown>) =>
+/** What a send that died answers: retried later, its error logged. */
+export const defectSettlement = (delivery: Claimed, cause: Cause.Cause<unknown>) =>
   Effect.logError("delivery handler failed; retrying later", Cause.squash(cause)).pipe(
     Effect.annotateLogs({ delivery_id: delivery.id, org_id: delivery.orgId }),
     Effect.as({
@@ -54,9 +58,10 @@ const defectSettlement = (delivery: Claimed, cause: Cause.Cause<unknown>) =>
 export const makePump = <R>(state: WorkerState, settler: Settler, options: StartOptions<R>) => {
   const { admission } = state
 
-  const afterSend = (entry: Entry<Claimed>, exit: Exit.Exit<Settlement>) => {
-    if (Exit.isSuccess(exit)) {
-      const { attempt, outcome } = exit.value
+  /** `settlement` undefined: the send was interrupted (nothing to record). */
+  const afterSend = (entry: Entry<Claimed>, settlement: Settlement | undefined) => {
+    if (settlement !== undefined) {
+      const { attempt, outcome } = settlement
       admission.sendEnded(entry, outcome._tag === "Retry" || outcome._tag === "Failed")
       settler.push({ item: { claimed: entry.item, outcome, attempt, cooldown: options.cooldown }, target: entry.target })
     } else {
@@ -82,7 +87,10 @@ export const makePump = <R>(state: WorkerState, settler: Settler, options: Start
     // Forked after the decision: a fiber that runs (and ends) at once
     // asks the model again, which is already consistent.
     for (const entry of decision.start) {
-      options.fork(send(entry)).addObserver((exit) => afterSend(entry, exit))
+      if (options.handleDirect !== undefined && options.handleDirect(entry.item, (settlement) => afterSend(entry, settlement))) {
+        continue
+      }
+      options.fork(send(entry)).addObserver((exit) => afterSend(entry, Exit.isSuccess(exit) ? exit.value : undefined))
     }
   }
 

@@ -37,6 +37,7 @@ import m0650 from "./0650_decision_reasons.ts"
 import m0651 from "./0651_approval_mail_links.ts"
 import m0660 from "./0660_revoked_keys_index.ts"
 import m0670 from "./0670_delivery_log.ts"
+import m0675 from "./0675_ordered_scans.ts"
 
 /** Every migration by its `id_name` (the study in `bench/sql` applies some of them). */
 export const migrationRecord = {
@@ -66,7 +67,8 @@ export const migrationRecord = {
   "0650_decision_reasons": m0650,
   "0651_approval_mail_links": m0651,
   "0660_revoked_keys_index": m0660,
-  "0670_delivery_log": m0670
+  "0670_delivery_log": m0670,
+  "0675_ordered_scans": m0675
 }
 
 export const migrations = Migrator.fromRecord(migrationRecord)

@@ -243,6 +243,75 @@ layer(QueueLive, { excludeTestServices: true })("the delivery log", (it) => {
       yield* queue.enqueue(webhook(org, target))
       assert.deepStrictEqual((yield* stored(target)).map((s) => s.status), ["delivered", "queued"])
     }))
+  it.effect("a batch of the log's successes alone is settled by its own statement, which records what the general settle records", () =>
+    Effect.gen(function*() {
+      const queue = yield* DeliveryQueue
+      const sql = yield* SqlClient.SqlClient
+      const org = yield* newOrg
+      // Two endpoints in the same state: one settled by batches of its
+      // successes alone, the other by the same batches each joined by a
+      // row leased on its own (a telemetry batch), which the general
+      // settle takes.
+      const [short, general, other] = [newId(), newId(), newId()]
+      for (const target of [short, general]) yield* queue.enqueueMany(Array.from({ length: 7 }, () => webhook(org, target)))
+      yield* queue.enqueueMany(Array.from({ length: 3 }, () => ({ ...webhook(org, other), kind: "telemetry" as const })))
+      const both = yield* queue.claim("webhook", { limit: 100, leaseFor: "1 minute", perTarget: 100 })
+      const byShort = both.filter((c) => c.targetId === short)
+      const byGeneral = both.filter((c) => c.targetId === general)
+      assert.strictEqual(byShort.length, 7)
+      assert.strictEqual(byGeneral.length, 7)
+      const onTheirOwn = yield* queue.claim("telemetry", { limit: 10, leaseFor: "1 minute", perTarget: 10 })
+      assert.strictEqual(onTheirOwn.length, 3)
+      const attempt = (i: number) => ({ statusCode: 200 + i, durationMs: 10 * i })
+      const delivered = (claimed: ReadonlyArray<Claimed>, order: ReadonlyArray<number>) =>
+        order.map((i) => ({ claimed: claimed[i]!, outcome: Outcome.delivered(), attempt: attempt(i) }))
+      // Out of order, in three batches; the last leaves nothing in flight (the lease ends).
+      const batches = [[4, 2], [6, 0, 5], [1, 3]]
+      for (const [k, order] of batches.entries()) {
+        const a = yield* queue.settleMany(delivered(byShort, order))
+        const b = yield* queue.settleMany([...delivered(byGeneral, order), {
+          claimed: onTheirOwn[k]!, outcome: Outcome.delivered(), attempt: ok
+        }])
+        assert.deepStrictEqual(a.held, order.map(() => true))
+        assert.deepStrictEqual(b.held, [...order.map(() => true), true])
+        const targets = yield* sql<{ id: string; undelivered: number; log_pending: number; log_in_flight: number; cursor: string; leased: boolean; failures: number; cooling: boolean }>`
+          SELECT id, undelivered, log_pending, log_in_flight, cursor::text, lease_id IS NOT NULL AS leased,
+                 consecutive_failures AS failures, cooldown_until IS NOT NULL AS cooling
+          FROM delivery_targets WHERE id IN (${short}, ${general})
+        `
+        const of = (target: string, claimed: ReadonlyArray<Claimed>) => {
+          const row = targets.find((t) => t.id === target)!
+          // The cursor as a place in the claim: how many rows it has passed.
+          return { ...row, id: undefined, cursor: claimed.filter((c) => BigInt(c.seq) <= BigInt(row.cursor)).length }
+        }
+        assert.deepStrictEqual(of(short, byShort), of(general, byGeneral), `after batch ${k + 1}`)
+      }
+      const outcomes = (target: string, claimed: ReadonlyArray<Claimed>) =>
+        sql<{ seqs: ReadonlyArray<string>; status_codes: ReadonlyArray<number>; durations_ms: ReadonlyArray<number>; from_seq: string; to_seq: string }>`
+          SELECT seqs::text[] AS seqs, status_codes, durations_ms, from_seq::text, to_seq::text
+          FROM delivery_outcomes WHERE target_id = ${target} ORDER BY to_seq
+        `.pipe(Effect.map((rows) => {
+          const place = (seq: string) => claimed.findIndex((c) => c.seq === seq)
+          return rows.map((row) => ({
+            places: row.seqs.map(place), codes: row.status_codes, durations: row.durations_ms,
+            from: place(row.from_seq), to: place(row.to_seq)
+          }))
+        }))
+      const shortOutcomes = yield* outcomes(short, byShort)
+      assert.deepStrictEqual(shortOutcomes, yield* outcomes(general, byGeneral))
+      // One outcome row per batch, its seqs in order with their status codes and durations.
+      assert.deepStrictEqual(shortOutcomes, [
+        { places: [1, 3], codes: [201, 203], durations: [10, 30], from: 1, to: 3 },
+        { places: [2, 4], codes: [202, 204], durations: [20, 40], from: 2, to: 4 },
+        { places: [0, 5, 6], codes: [200, 205, 206], durations: [0, 50, 60], from: 0, to: 6 }
+      ])
+      // And the records read the same.
+      const records = (target: string) =>
+        queue.list({ orgId: org, kind: "webhook", targetId: target }).pipe(
+          Effect.map((list) => list.map((d) => [d.status, d.attempts]))
+        )
+      assert.deepStrictEqual(yield* records(short), yield* records(general))
+    }))
 })
 
 // The previous release's rows: stored per row, some queued, one retrying,

@@ -12,11 +12,14 @@ import { PgClient } from "@effect/sql-pg"
 import { leaseAndTake, leaseTargets, takeRows } from "../../../src/deliveries/Log.ts"
 import { claimStatement, nextDueStatement, settleStatement } from "../../../src/deliveries/Statements.ts"
 import { newId } from "../../../src/platform/Ids.ts"
+import { undispatchedEvents } from "../../../src/notifications/Dispatcher.ts"
 import { newOrg, QueueLive, serverUrl } from "./support.ts"
 
 const BACKLOG = 60_000
 const HISTORY = 120_000
 const TARGETS = 40
+/** A burst to one endpoint, as the webhooks benchmark sends it. */
+const BURST = 20_000
 
 interface PlanNode {
   readonly "Node Type": string
@@ -168,5 +171,83 @@ describe.skipIf(!serverUrl)("queue statement plans on a PostgreSQL server withou
         assert.deepStrictEqual(readsTheWholeQueue(yield* explain(settle)), [], "settle")
         assert.strictEqual((yield* settle).length, 64)
       }))
+  })
+
+  layer(QueueLive, { excludeTestServices: true, timeout: 120_000 })("a burst to one endpoint on a fresh database", (it) => {
+    it.effect("the dispatcher's next events and the log's take read in order: neither reads the whole burst", () =>
+      Effect.gen(function*() {
+        const sql = yield* SqlClient.SqlClient
+        const pg = yield* PgClient.PgClient
+        const org = yield* newOrg
+        // What a planner without statistics takes for a handful of rows:
+        // a burst of 20 000 events, and as many logged deliveries to one
+        // endpoint (the webhooks benchmark's shape).
+        yield* sql`
+          INSERT INTO events (id, org_id, type, occurred_at, body, label)
+          SELECT gen_random_uuid(), ${org}, 'approval.requested', now(), repeat('x', 400), 'approval.requested x'
+          FROM generate_series(1, ${BURST})
+        `
+        const events = yield* explain(pg`WITH lock AS (SELECT true AS locked) ${undispatchedEvents(pg, 200)}`)
+        assert.deepStrictEqual(
+          events.filter((node) =>
+            node["Relation Name"] === "events" && (node["Node Type"] === "Seq Scan" || node["Node Type"] === "Bitmap Heap Scan")
+          ),
+          [],
+          "the dispatcher's events"
+        )
+        assert.deepStrictEqual(events.filter((node) => node["Node Type"] === "Sort"), [], "the dispatcher's events: in index order")
+
+        const target = newId()
+        yield* sql`
+          INSERT INTO delivery_targets (id, org_id, kind, undelivered, log_pending)
+          VALUES (${target}, ${org}, 'webhook', ${BURST}, ${BURST})
+        `
+        yield* sql`
+          INSERT INTO deliveries (id, org_id, kind, target_id, status)
+          SELECT gen_random_uuid(), ${org}, 'webhook', ${target}, 'logged' FROM generate_series(1, ${BURST})
+        `
+        const options = { limit: 64, leaseFor: "30 seconds", perTarget: 256 } as const
+        const owner = newId()
+        const lease = yield* explain(leaseAndTake(pg, "webhook", options, owner))
+        assert.deepStrictEqual(readsTheWholeQueue(lease), [], "lease and take")
+        assert.deepStrictEqual(sortsTheQueue(lease), [], "lease and take: the ordered index scan, not a sort")
+        const taken = (yield* leaseAndTake(pg, "webhook", options, owner)).filter((row) => row.id !== null)
+        assert.strictEqual(taken.length, 64)
+        // Its own lease again, past the mark.
+        const again = yield* explain(leaseAndTake(pg, "webhook", options, owner))
+        assert.deepStrictEqual(readsTheWholeQueue(again), [], "lease and take, past the mark")
+        assert.deepStrictEqual(sortsTheQueue(again), [], "lease and take, past the mark: the ordered index scan")
+      }))
+
+    it.effect("with many endpoints of a few rows each, the take reads each endpoint's rows and no further", () =>
+      Effect.gen(function*() {
+        const sql = yield* SqlClient.SqlClient
+        const pg = yield* PgClient.PgClient
+        const org = yield* newOrg
+        const targets = Array.from({ length: 100 }, () => newId())
+        yield* sql`
+          INSERT INTO delivery_targets (id, org_id, kind, undelivered, log_pending)
+          SELECT t, ${org}, 'webhook', 5, 5 FROM unnest(${targets} ::uuid[]) AS t
+        `
+        yield* sql`
+          INSERT INTO deliveries (id, org_id, kind, target_id, status)
+          SELECT gen_random_uuid(), ${org}, 'webhook', (${targets} ::uuid[])[1 + i % 100], 'logged'
+          FROM generate_series(0, 499) AS i
+        `
+        const [text, params] = leaseAndTake(pg, "webhook", { limit: 512, leaseFor: "30 seconds", perTarget: 256 }, newId()).compile()
+        const [row] = yield* sql.unsafe<{ "QUERY PLAN": ReadonlyArray<{ Plan: PlanNode & { "Actual Rows"?: number; "Actual Loops"?: number } }> }>(
+          `EXPLAIN (ANALYZE, FORMAT JSON) ${text}`,
+          params as Array<unknown>
+        )
+        const read = nodes(row!["QUERY PLAN"][0]!.Plan)
+          .filter((node) => node["Relation Name"] === "deliveries")
+          .map((node) => {
+            const n = node as PlanNode & { "Actual Rows"?: number; "Actual Loops"?: number }
+            return (n["Actual Rows"] ?? 0) * (n["Actual Loops"] ?? 1)
+          })
+          .reduce((a, b) => a + b, 0)
+        // Each endpoint's five rows (and the single endpoint's of the test before), not 256 per endpoint.
+        assert.isAtMost(read, 500 + 256, "rows of deliveries read by the take")
+      }).pipe(Effect.orDie))
   })
 })

@@ -13,6 +13,7 @@ import { assert, layer } from "@effect/vitest"
 import { Clock, Duration, Deferred, Effect, Exit, Latch, Option, Scope } from "effect"
 import { SqlClient } from "effect/sql"
 import { type Claimed, DeliveryQueue, Outcome } from "../../../src/deliveries/DeliveryQueue.ts"
+import { UNSETTLED_PER_TARGET } from "../../../src/deliveries/Admission.ts"
 import { runWorker } from "../../../src/deliveries/DeliveryWorker.ts"
 import { newId } from "../../../src/platform/Ids.ts"
 import { eventually } from "../../support/http.ts"
@@ -271,9 +272,9 @@ layer(QueueLive, { excludeTestServices: true })("the delivery worker", (it) => {
 
   it.effect("while outcomes cannot be recorded nothing more is sent, to any target; what was claimed waits for the database", () =>
     Effect.gen(function*() {
-      // Two targets: each alone stays within its unrecorded bound (twice
-      // perTarget), so only the worker's own pause keeps the second target
-      // from sending more once recording fails.
+      // Two targets: each alone stays within its unsettled bound
+      // (UNSETTLED_PER_TARGET times perTarget), so only the worker's own
+      // pause keeps the second target from sending more once recording fails.
       const { queue, target: quick } = yield* targetWith(10)
       const { target: slow } = yield* targetWith(10)
       const sent = new Map<string, number>()
@@ -317,8 +318,8 @@ layer(QueueLive, { excludeTestServices: true })("the delivery worker", (it) => {
       // The quick target's outcomes could not be recorded (twice: the
       // worker knows it cannot record).
       yield* eventually(Effect.sync(() => refused >= 2 ? true : undefined), { what: "settles to be refused twice" })
-      // The slow target's sends end now: its unrecorded bound (4) would let
-      // it start two more, but nothing may start while recording fails.
+      // The slow target's sends end now: its unsettled bound (8) would let
+      // it start more, but nothing may start while recording fails.
       yield* slowSends.releaseAll
       const refusedThen = refused
       yield* eventually(Effect.sync(() => refused >= refusedThen + 2 ? true : undefined), {
@@ -327,8 +328,8 @@ layer(QueueLive, { excludeTestServices: true })("the delivery worker", (it) => {
       yield* Scope.close(scope, Exit.void)
       assert.strictEqual(sent.get(slow), 2, "the slow target started nothing more once recording failed")
       // Sent before the first failure to record came back: at most the
-      // quick target's limit of sends not yet recorded (twice perTarget).
-      assert.isAtMost(sent.get(quick) ?? 0, 4, "nothing more went out once recording failed")
+      // quick target's limit of sends not yet recorded.
+      assert.isAtMost(sent.get(quick) ?? 0, UNSETTLED_PER_TARGET * 2, "nothing more went out once recording failed")
       yield* queue.failUndelivered("email", quick, "test over")
       yield* queue.failUndelivered("email", slow, "test over")
     }))
@@ -364,7 +365,7 @@ layer(QueueLive, { excludeTestServices: true })("the delivery worker", (it) => {
       )
       yield* eventually(Effect.sync(() => refused >= 3 ? true : undefined), { what: "settles to be refused a few times" })
       const sentWhileDown = sent.length
-      assert.isAtMost(sentWhileDown, 4, "nothing more went out while outcomes could not be recorded")
+      assert.isAtMost(sentWhileDown, UNSETTLED_PER_TARGET * 2, "nothing more went out while outcomes could not be recorded")
       down = false
       // Well within the one-minute lease.
       yield* eventually(
@@ -414,5 +415,40 @@ layer(QueueLive, { excludeTestServices: true })("the delivery worker", (it) => {
       const [first, ...later] = seen
       assert.isTrue(later.every((d) => d.leaseOwner !== first!.leaseOwner), "sent under a new claim, not the stale one")
       assert.isTrue(later.every((d) => d.attempts === 1), "giving back did not count an attempt")
+    }))
+
+  it.effect("a send the direct handle takes is settled from its callback, never handed to handle; one it declines goes to handle", () =>
+    Effect.gen(function*() {
+      const { org, queue, target } = yield* targetWith(12)
+      const direct: Array<string> = []
+      const inFibers: Array<string> = []
+      const scope = yield* Scope.make()
+      yield* runWorker({
+        kind: "email",
+        concurrency: 8,
+        perTarget: 4,
+        leaseFor: "1 minute",
+        pollEvery: "200 millis",
+        // Takes every other delivery; settles it later, from a timer, as an exchange's callback would.
+        handleDirect: (delivery, done) => {
+          if (Number(delivery.seq) % 2 === 0) return false
+          direct.push(delivery.id)
+          setTimeout(() => done({ outcome: Outcome.delivered(), attempt: ok }), 1)
+          return true
+        },
+        handle: (delivery) => Effect.sync(() => inFibers.push(delivery.id)).pipe(Effect.as({ outcome: Outcome.delivered(), attempt: ok }))
+      }).pipe(Scope.provide(scope))
+      const rows = yield* eventually(
+        queue.list({ orgId: org, kind: "email", targetId: target }).pipe(
+          Effect.map((rows) => rows.every((d) => d.status === "delivered") ? rows : undefined)
+        ),
+        { what: "every delivery delivered" }
+      )
+      yield* Scope.close(scope, Exit.void)
+      assert.strictEqual(direct.length, 6)
+      assert.strictEqual(inFibers.length, 6)
+      assert.isTrue(direct.every((id) => !inFibers.includes(id)), "a delivery taken directly never reaches handle")
+      assert.sameMembers([...direct, ...inFibers], rows.map((d) => d.id))
+      assert.isTrue(rows.every((d) => d.attempts === 1), "each sent once")
     }))
 })

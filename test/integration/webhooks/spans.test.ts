@@ -36,6 +36,11 @@ layer(Traced, { excludeTestServices: true })("delivery spans", (it) => {
       ), { what: "the delivery span" })
       assert.strictEqual(span.attributes.get("svc.org_id"), org.orgId)
       assert.strictEqual(span.attributes.get("svc.event_id"), event.id)
+      // The exchange's attributes, on the delivery's own span (a send without a fiber of its own puts them there too).
+      assert.strictEqual(span.attributes.get("svc.event_type"), "approval.requested")
+      assert.strictEqual(span.attributes.get("http.request.method"), "POST")
+      assert.isNumber(span.attributes.get("http.response.status_code"))
+      assert.strictEqual(span.status._tag, "Ended")
       const values = ended.flatMap((s) => [...s.attributes.values()].map(String))
       assert.isFalse(values.some((value) => value.includes(secret.slice(6)) || value === body || value.includes(event.approval.session_id)))
     }).pipe(Effect.scoped))

@@ -8,7 +8,7 @@ import { assert, describe, it } from "@effect/vitest"
 import { Clock, Effect } from "effect"
 import { TestClock } from "effect/testing"
 import fc from "fast-check"
-import { Admission, type AdmissionLimits, type Entry } from "../../../src/deliveries/Admission.ts"
+import { Admission, type AdmissionLimits, type Entry, UNSETTLED_PER_TARGET } from "../../../src/deliveries/Admission.ts"
 
 const TARGETS = ["t0", "t1", "t2", "t3", "t4"]
 /** t0..t2 share a host; t3 and t4 have none. */
@@ -75,7 +75,7 @@ const simulate = (rules: AdmissionLimits, steps: ReadonlyArray<Step>) =>
         const sending = inFlight.filter((e) => e.target === target).length
         const unsettled = sending + unrecorded.filter((t) => t === target).length
         if (sending > rules.perTarget) return `${target}: ${sending} in flight`
-        if (unsettled > 2 * rules.perTarget) return `${target}: ${unsettled} unsettled`
+        if (unsettled > UNSETTLED_PER_TARGET * rules.perTarget) return `${target}: ${unsettled} unsettled`
         if (failingNow.get(target) === true && decision.start.some((e) => e.target === target) && unsettled > 1) {
           return `failing ${target} got a request beside ${unsettled - 1} others`
         }
@@ -212,26 +212,29 @@ describe("delivery admission (deterministic model)", () => {
       assert.strictEqual(model.inFlightOfGroup("org host"), 6)
     }))
 
-  it.effect("it says when a delivery waits only for outcomes to be recorded (then recording should not linger)", () =>
+  it.effect("in flight plus unrecorded stays within four times perTarget; then a delivery waits only for recording (which should not linger)", () =>
     Effect.gen(function*() {
       const model = new Admission<number>({ concurrency: 10, perTarget: 2, perFailingTarget: 1, perGroup: 100, maxWaitMs: 1_000 })
       const now = yield* Clock.currentTimeMillis
-      model.add([1, 2, 3, 4, 5, 6].map((item) => ({ item, target: "a", group: undefined, claimedAt: now, failing: false })))
+      model.add([1, 2, 3, 4, 5, 6, 7, 8, 9, 10].map((item) => ({ item, target: "a", group: undefined, claimedAt: now, failing: false })))
       const first = model.admit(now, false)
       assert.deepStrictEqual(first.start.map((e) => e.item), [1, 2])
       // At its bound of sends in flight, nothing unrecorded: sends hold it back, not recording.
       assert.isFalse(model.waitsForRecording())
       model.sendEnded(first.start[0]!, false)
       model.sendEnded(first.start[1]!, false)
-      const second = model.admit(now, false)
-      assert.deepStrictEqual(second.start.map((e) => e.item), [3, 4])
-      model.sendEnded(second.start[0]!, false)
-      model.sendEnded(second.start[1]!, false)
-      // Four unrecorded (twice perTarget), none in flight: only recording frees it.
+      // Sends go on while outcomes wait to be recorded, up to eight unsettled (4 x perTarget).
+      for (const expected of [[3, 4], [5, 6], [7, 8]]) {
+        const next = model.admit(now, false)
+        assert.deepStrictEqual(next.start.map((e) => e.item), expected)
+        for (const entry of next.start) model.sendEnded(entry, false)
+      }
+      assert.strictEqual(UNSETTLED_PER_TARGET, 4)
+      // Eight unrecorded, none in flight: only recording frees it.
       assert.deepStrictEqual(model.admit(now, false).start, [])
       assert.isTrue(model.waitsForRecording())
       model.recorded("a")
       assert.isFalse(model.waitsForRecording())
-      assert.deepStrictEqual(model.admit(now, false).start.map((e) => e.item), [5])
+      assert.deepStrictEqual(model.admit(now, false).start.map((e) => e.item), [9])
     }))
 })

@@ -1,0 +1,24 @@
+/**
+ * How many events the dispatcher takes per statement: a burst's first
+ * statement takes a few, each full one twice as many as the last, up to
+ * `MAX_BATCH`; one that finds fewer than it asked for starts over.
+ *
+ * What it buys: a statement of 200 events holds the endpoints' rows it
+ * counts into until it commits, and on the embedded database it holds the
+ * one session: the worker's first claim of a burst waited behind it, and
+ * behind the next one (on PGlite 130-350 ms each right after a start, where
+ * the first sends began about 0.5 s after the first statement). A first
+ * statement of 16 events hands the worker its first deliveries after a
+ * fraction of that; the figures are in `docs/performance.md` ("The drain's
+ * cost").
+ */
+
+/** Events fanned out per statement at most: keeps each one short (PGlite is one session). */
+export const MAX_BATCH = 200
+
+/** The first statement of a burst. */
+export const FIRST_BATCH = 16
+
+/** The next statement's size, after one of `size` events that took `taken`. */
+export const nextBatch = (size: number, taken: number): number =>
+  taken >= size ? Math.min(MAX_BATCH, size * 2) : FIRST_BATCH

@@ -1,0 +1,18 @@
+/**
+ * The dispatcher's statement sizes through a burst: a few events first,
+ * twice as many after each full statement, at most 200; a statement that
+ * finds fewer than it asked for starts the next burst small again.
+ */
+import { assert, describe, it } from "@effect/vitest"
+import { FIRST_BATCH, MAX_BATCH, nextBatch } from "../../../src/notifications/DispatchBatches.ts"
+
+describe("dispatch batches", () => {
+  it("a burst is taken 16, 32, 64, 128, then 200 at a time; a short statement starts over", () => {
+    const sizes = [FIRST_BATCH]
+    while (sizes.length < 7) sizes.push(nextBatch(sizes.at(-1)!, sizes.at(-1)!))
+    assert.deepStrictEqual(sizes, [16, 32, 64, 128, 200, 200, 200])
+    assert.strictEqual(MAX_BATCH, 200)
+    assert.strictEqual(nextBatch(200, 150), FIRST_BATCH, "the burst is over")
+    assert.strictEqual(nextBatch(64, 0), FIRST_BATCH)
+  })
+})
