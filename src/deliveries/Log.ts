@@ -18,6 +18,8 @@
  *   longer the target's records nothing.
  * - `releaseLogged`: rows handed out and not sent are written `queued`
  *   (claimed per row from then on).
+ * - A take whose answer was lost puts the leases in doubt; the next take
+ *   first tells the database what this process knows (`LogReconcile.ts`).
  *
  * Rows are handed out in seq order and a target's seqs become visible in
  * that order: every statement that adds logged rows upserts the target's
@@ -27,6 +29,7 @@
 import type { PgClient } from "@effect/sql-pg"
 import { Duration, Effect } from "effect"
 import type { LogLeases } from "./LogLeases.ts"
+import { reconcile } from "./LogReconcile.ts"
 import type { Claimed, ClaimOptions, DeliveryKind, Row } from "./Types.ts"
 import { toDelivery } from "./Types.ts"
 
@@ -231,9 +234,30 @@ export const takeRows = (sql: PgClient.PgClient, leased: ReadonlyArray<Leased>, 
   `
 
 /**
- * Hands out rows of the targets this process can lease: one statement for
- * targets without a lease and its own; two for a takeover, made only when
- * a lease ran out somewhere and room is left.
+ * The statements of a take: one for targets without a lease and this
+ * process's own; two for a takeover, made only when a lease ran out
+ * somewhere and room is left.
+ */
+const takeStatements = Effect.fnUntraced(function*(
+  sql: PgClient.PgClient,
+  kind: DeliveryKind,
+  options: ClaimOptions,
+  owner: string
+) {
+  const fresh = yield* leaseAndTake(sql, kind, options, owner).pipe(Effect.orDie)
+  const rows: Array<TakenRow> = fresh.filter((row) => row.id !== null)
+  const room = options.limit - rows.length
+  if (fresh[0]?.takeover === true && room > 0) {
+    const leased = yield* leaseTargets(sql, kind, { ...options, limit: room }, owner).pipe(Effect.orDie)
+    if (leased.length > 0) rows.push(...(yield* takeRows(sql, leased, { ...options, limit: room }).pipe(Effect.orDie)))
+  }
+  return rows
+})
+
+/**
+ * Hands out rows of the targets this process can lease. A take that
+ * failed puts the leases in doubt, and the next one first tells the
+ * database what this process knows of them (`LogReconcile.ts`).
  */
 export const take = Effect.fnUntraced(function*(
   sql: PgClient.PgClient,
@@ -243,13 +267,11 @@ export const take = Effect.fnUntraced(function*(
   options: ClaimOptions
 ) {
   if (options.limit <= 0) return []
-  const fresh = yield* leaseAndTake(sql, kind, options, owner).pipe(Effect.orDie)
-  const rows: Array<TakenRow> = fresh.filter((row) => row.id !== null)
-  const room = options.limit - rows.length
-  if (fresh[0]?.takeover === true && room > 0) {
-    const leased = yield* leaseTargets(sql, kind, { ...options, limit: room }, owner).pipe(Effect.orDie)
-    if (leased.length > 0) rows.push(...(yield* takeRows(sql, leased, { ...options, limit: room }).pipe(Effect.orDie)))
-  }
+  yield* reconcile(sql, leases, owner, kind)
+  const rows = yield* takeStatements(sql, kind, options, owner).pipe(
+    // Committed or not, the answer is lost: what the database holds is in doubt.
+    Effect.onError(() => Effect.sync(() => leases.doubt()))
+  )
   const byTarget = new Map<string, { leaseId: string; mark: bigint; seqs: Array<bigint> }>()
   const claimed = rows.map((row): Claimed => {
     let taken = byTarget.get(row.target_id)

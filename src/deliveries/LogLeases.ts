@@ -7,6 +7,11 @@
  * none is left. Nothing here is needed by another process: a lease this
  * process stops working runs out, and whoever takes it next starts at the
  * cursor the database holds, skipping what the outcome rows above it name.
+ *
+ * A take whose answer never came (the connection lost after the database
+ * committed it) leaves the database's marks, and perhaps a lease, past
+ * what is known here: the leases are then in doubt until the database is
+ * told what is known (`LogReconcile.ts`), before the next take.
  */
 
 interface Held {
@@ -44,6 +49,14 @@ export interface LogLeases {
   readonly forget: (targetId: string, leaseId: string) => void
   /** How many target leases are known (for tests). */
   readonly size: () => number
+  /** A take's answer was lost: the database may have moved marks or leased targets without this process knowing. */
+  readonly doubt: () => void
+  /** Whether a take's answer was lost since the database was last told what is known here. */
+  readonly inDoubt: () => boolean
+  /** Every lease known here, with its mark: what the database is told when in doubt. */
+  readonly known: () => ReadonlyArray<{ readonly id: string; readonly lease_id: string; readonly mark: string }>
+  /** The database was told: no longer in doubt. */
+  readonly resolved: () => void
 }
 
 const lowest = (values: Set<bigint>): bigint | undefined => {
@@ -54,6 +67,7 @@ const lowest = (values: Set<bigint>): bigint | undefined => {
 
 export const makeLogLeases = (): LogLeases => {
   const held = new Map<string, Held>()
+  let doubtful = false
 
   const cursorOf = (lease: Held) => {
     const low = [lowest(lease.pending), lowest(lease.kept)].reduce<bigint | undefined>(
@@ -96,6 +110,14 @@ export const makeLogLeases = (): LogLeases => {
       // Sends still in flight under it will find the lease gone when they settle.
       if (held.get(targetId)?.leaseId === leaseId) held.delete(targetId)
     },
-    size: () => held.size
+    size: () => held.size,
+    doubt: () => {
+      doubtful = true
+    },
+    inDoubt: () => doubtful,
+    known: () => Array.from(held, ([id, lease]) => ({ id, lease_id: lease.leaseId, mark: lease.mark.toString() })),
+    resolved: () => {
+      doubtful = false
+    }
   }
 }

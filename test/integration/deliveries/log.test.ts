@@ -11,6 +11,8 @@ import { PgClient, PgMigrator } from "@effect/sql-pg"
 import { Duration, Effect, Layer, Redacted } from "effect"
 import { Migrator, SqlClient } from "effect/sql"
 import { type Claimed, DeliveryQueue, make, Outcome } from "../../../src/deliveries/DeliveryQueue.ts"
+import * as Leases from "../../../src/deliveries/Leases.ts"
+import { makeLogLeases } from "../../../src/deliveries/LogLeases.ts"
 import { Database, DatabaseInfo } from "../../../src/platform/Database.ts"
 import { newId } from "../../../src/platform/Ids.ts"
 import { Migrations } from "../../../src/platform/Migrations.ts"
@@ -27,6 +29,26 @@ const claimOf = (queue: DeliveryQueue["Service"], target: string, options?: { li
     perTarget: options?.perTarget ?? 100
   }).pipe(Effect.map((rows) => rows.filter((d) => d.targetId === target)))
 const deliver = (claimed: ReadonlyArray<Claimed>) => claimed.map((c) => ({ claimed: c, outcome: Outcome.delivered(), attempt: ok }))
+
+/** `count` webhook deliveries to `target`, enqueued by the queue of this test's process. */
+const webhookRows = (org: string, target: string, count: number) =>
+  DeliveryQueue.use((queue) => queue.enqueueMany(Array.from({ length: count }, () => webhook(org, target))))
+
+/**
+ * The real client, except that a statement whose text holds `marker` runs
+ * (and commits) and its answer is lost: what a connection dropped between
+ * the commit and its acknowledgement does.
+ */
+const losingAnswers = (pg: PgClient.PgClient, marker: string): PgClient.PgClient =>
+  new Proxy(pg, {
+    apply: (target, self, args: Array<unknown>) => {
+      const statement = Reflect.apply(target, self, args) as Effect.Effect<unknown, unknown>
+      const strings = args[0] as ReadonlyArray<string> | undefined
+      return Array.isArray(strings) && strings.join("").includes(marker)
+        ? Effect.andThen(statement, Effect.die(new Error("the connection closed before the answer came")))
+        : statement
+    }
+  })
 
 /** A second process on the same database: a queue of its own (its own lease owner). */
 const anotherProcess = Effect.gen(function*() {
@@ -197,6 +219,52 @@ layer(QueueLive, { excludeTestServices: true })("the delivery log", (it) => {
       }
       assert.strictEqual(duplicates, 0)
       assert.strictEqual(seen.size, 120)
+    }))
+
+  it.effect("a take whose answer was lost: its rows are handed out by the next take, a lease it started is ended, nothing is sent twice", () =>
+    Effect.gen(function*() {
+      const pg = yield* PgClient.PgClient
+      const sql = yield* SqlClient.SqlClient
+      const org = yield* newOrg
+      const [known, unknown] = [newId(), newId()].sort()
+      yield* webhookRows(org, known, 10)
+      // This process (a queue's log context of its own) takes four rows of the first target.
+      const ctx: Leases.LogContext = { sql: pg, leases: makeLogLeases(), owner: newId() }
+      const options = { limit: 4, leaseFor: Duration.minutes(1), perTarget: 100 }
+      const first = (yield* Leases.claim(ctx, "webhook", options)).filter((c) => c.targetId === known)
+      assert.strictEqual(first.length, 4)
+      yield* webhookRows(org, unknown, 3)
+      // The next take commits (the first target's mark moves past three more
+      // rows, the second target is leased, each its half of the room) and
+      // its answer is lost.
+      const losing = { ...ctx, sql: losingAnswers(pg, "leased AS (") }
+      const lost = yield* Effect.exit(Leases.claim(losing, "webhook", { ...options, limit: 6 }))
+      assert.isTrue(lost._tag === "Failure")
+      const [moved] = yield* sql<{ leased_to: string }>`SELECT leased_to::text FROM delivery_targets WHERE id = ${known}`
+      assert.strictEqual(moved!.leased_to, (BigInt(first[3]!.seq) + 3n).toString(), "the lost take committed")
+      // The next take hands out what the lost one did, and the rest.
+      const next = yield* Leases.claim(ctx, "webhook", { ...options, limit: 100 })
+      assert.deepStrictEqual(
+        next.filter((c) => c.targetId === known).map((c) => c.seq),
+        Array.from({ length: 6 }, (_, i) => (BigInt(first[3]!.seq) + 1n + BigInt(i)).toString())
+      )
+      assert.strictEqual(next.filter((c) => c.targetId === unknown).length, 3)
+      // What was in flight before settles under its lease, and every row once.
+      const { held } = yield* Leases.settleMany(ctx, deliver([...first, ...next]))
+      assert.isTrue(held.every(Boolean))
+      for (const target of [known, unknown]) {
+        const list = yield* DeliveryQueue.use((queue) => queue.list({ orgId: org, kind: "webhook", targetId: target }))
+        assert.isTrue(list.every((d) => d.status === "delivered"), `every row of ${target} delivered`)
+      }
+      const rows = yield* sql<{ seqs: number; in_flight: number; leased: boolean }>`
+        SELECT (SELECT coalesce(sum(cardinality(seqs)), 0)::int FROM delivery_outcomes x WHERE x.target_id = t.id) AS seqs,
+               t.log_in_flight AS in_flight, t.lease_id IS NOT NULL AS leased
+        FROM delivery_targets t WHERE t.id IN (${known}, ${unknown}) ORDER BY t.id
+      `
+      assert.deepStrictEqual(rows, [
+        { seqs: 10, in_flight: 0, leased: false },
+        { seqs: 3, in_flight: 0, leased: false }
+      ])
     }))
 
   it.effect("failing a target's deliveries fails its waiting and in-flight log rows; the one that decided settles itself", () =>

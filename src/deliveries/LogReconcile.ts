@@ -1,0 +1,77 @@
+/**
+ * A take whose answer was lost. The log's take (`Log.ts`) moves a target's
+ * mark past the rows it hands out and may start a lease, in the statement
+ * that answers them. When that answer never comes (the connection dropped
+ * after the database committed, a statement timeout that fired too late)
+ * the database holds marks past rows this process never got, and perhaps
+ * leases it does not know it holds. Left so, the next take would start at
+ * the database's mark, and the rows handed out by the lost answer would
+ * never be sent: the cursor passes them once the rows after them settle.
+ *
+ * So a failed take puts this process's leases in doubt (`LogLeases.ts`),
+ * and before the next take one statement tells the database what is known
+ * here, for every target whose lease is this process's:
+ *
+ * - a lease known here whose mark the database holds further on is wound
+ *   back to the known mark, its in-flight count lowered by the rows past
+ *   that mark that were handed out (logged and held by no outcome row:
+ *   nobody got them, so nobody settled them); the next take hands them out;
+ * - a lease not known here is ended (nothing went out under it), and the
+ *   next lease starts at the target's cursor.
+ *
+ * Nothing is sent twice for this: what is in flight under a known lease
+ * keeps its lease and settles as before. Until the statement succeeds
+ * nothing is taken (the claim fails and is tried again).
+ */
+import type { PgClient } from "@effect/sql-pg"
+import { Effect } from "effect"
+import type { LogLeases } from "./LogLeases.ts"
+import type { DeliveryKind } from "./Types.ts"
+
+export const reconcileStatement = (
+  sql: PgClient.PgClient,
+  kind: DeliveryKind,
+  owner: string,
+  known: ReturnType<LogLeases["known"]>
+) =>
+  sql<{ readonly id: string; readonly ended: boolean }>`
+    WITH known AS (
+      SELECT * FROM jsonb_to_recordset(${JSON.stringify(known)}::jsonb) AS k(id uuid, lease_id uuid, mark bigint)
+    ),
+    locked AS (
+      SELECT t.id, t.lease_id, t.leased_to FROM delivery_targets t
+      WHERE t.kind = ${kind} AND t.lease_owner = ${owner}
+      ORDER BY t.id
+      FOR UPDATE
+    ),
+    doubtful AS (
+      SELECT l.id, k.mark,
+        CASE WHEN k.id IS NULL THEN 0 ELSE (
+          SELECT count(*)::int FROM deliveries d
+          WHERE (d.target_id, d.seq) > (l.id, k.mark) AND (d.target_id, d.seq) <= (l.id, l.leased_to)
+            AND d.status = 'logged'
+            AND NOT EXISTS (
+              SELECT 1 FROM delivery_outcomes x
+              WHERE x.target_id = d.target_id AND x.to_seq >= d.seq AND x.from_seq <= d.seq AND d.seq = ANY (x.seqs))
+        ) END AS lost
+      FROM locked l LEFT JOIN known k ON k.id = l.id AND k.lease_id = l.lease_id
+      WHERE k.id IS NULL OR l.leased_to > k.mark
+    )
+    UPDATE delivery_targets t
+    SET lease_owner = CASE WHEN g.mark IS NULL THEN NULL ELSE t.lease_owner END,
+        lease_id = CASE WHEN g.mark IS NULL THEN NULL ELSE t.lease_id END,
+        log_in_flight = CASE WHEN g.mark IS NULL THEN 0 ELSE greatest(0, t.log_in_flight - g.lost) END,
+        leased_to = coalesce(g.mark, t.leased_to)
+    FROM doubtful g
+    WHERE t.id = g.id
+    RETURNING t.id, g.mark IS NULL AS ended
+  `
+
+/** When the leases are in doubt, tells the database what is known here; nothing otherwise. */
+export const reconcile = (sql: PgClient.PgClient, leases: LogLeases, owner: string, kind: DeliveryKind) =>
+  leases.inDoubt()
+    ? Effect.suspend(() => reconcileStatement(sql, kind, owner, leases.known())).pipe(
+      Effect.andThen(Effect.sync(() => leases.resolved())),
+      Effect.orDie
+    )
+    : Effect.void
