@@ -3,7 +3,7 @@ import { HttpApiBuilder } from "effect/http-api"
 import { SqlClient } from "effect/sql"
 import { Api } from "../api/Api.ts"
 import { ServiceUnavailable } from "../api/Errors.ts"
-import { databaseUnavailable } from "./Availability.ts"
+import { databaseUnavailable } from "../platform/DatabaseUnavailable.ts"
 
 /** How long `/ready` waits for the database's answer. */
 const READY_TIMEOUT = "2 seconds"

@@ -6,17 +6,25 @@
  * the settle loop; the next waiting delivery starts then, whatever the
  * claim loop is doing.
  */
-import { Cause, type Clock, Duration, Effect, Exit, type Fiber } from "effect"
+import { Cause, type Clock, Duration, Effect, Exit, type Fiber, Option } from "effect"
+import { databaseUnavailable } from "../../platform/DatabaseUnavailable.ts"
 import type { Entry } from "../Admission.ts"
 import type { DirectHandle } from "../DirectSend.ts"
 import { type AttemptRecord, type Claimed, type CooldownPolicy, Outcome } from "../Types.ts"
 import type { Settler } from "./Settle.ts"
 import type { WorkerState } from "./State.ts"
 
-/** What a send answers: how it went, and what to record of the attempt. */
+/**
+ * What a send answers: how it went, and what to record of the attempt; or,
+ * `giveBack`, that it could not be made or decided because the database
+ * was unavailable: the delivery goes back unsent, its attempt not counted
+ * and its endpoint not blamed (the outcome and attempt only say so to the
+ * send's span).
+ */
 export interface Settlement {
   readonly outcome: Outcome
   readonly attempt: AttemptRecord
+  readonly giveBack?: true | undefined
 }
 
 /** After a defect in `handle`, try the delivery again this much later. */
@@ -35,15 +43,31 @@ export interface StartOptions<R> {
   readonly wantsClaim: () => boolean
 }
 
-/** What a send that died answers: retried later, its error logged. */
-export const defectSettlement = (delivery: Claimed, cause: Cause.Cause<unknown>) =>
-  Effect.logError("delivery handler failed; retrying later", Cause.squash(cause)).pipe(
-    Effect.annotateLogs({ delivery_id: delivery.id, org_id: delivery.orgId }),
-    Effect.as({
-      outcome: Outcome.retry(DEFECT_RETRY, "internal error"),
-      attempt: { error: "internal error", durationMs: 0 }
-    } satisfies Settlement)
-  )
+/**
+ * What a send that died answers: given back when the database was
+ * unavailable (a send that could not read its endpoint, or could not
+ * record what its answer means for the endpoint's health, is no failure
+ * of the receiver: counted, a database restart of a few seconds cooled
+ * every endpoint down for a minute); otherwise retried later, its error
+ * logged.
+ */
+export const defectSettlement = (delivery: Claimed, cause: Cause.Cause<unknown>) => {
+  const outage = databaseUnavailable(cause)
+  return (Option.isSome(outage)
+    ? Effect.logWarning(`the database is unavailable (${outage.value}); the delivery goes back unsent`).pipe(
+      Effect.as({
+        outcome: Outcome.retry(Duration.zero, outage.value),
+        attempt: { error: outage.value, durationMs: 0 },
+        giveBack: true
+      } satisfies Settlement)
+    )
+    : Effect.logError("delivery handler failed; retrying later", Cause.squash(cause)).pipe(
+      Effect.as({
+        outcome: Outcome.retry(DEFECT_RETRY, "internal error"),
+        attempt: { error: "internal error", durationMs: 0 }
+      } satisfies Settlement)
+    )).pipe(Effect.annotateLogs({ delivery_id: delivery.id, org_id: delivery.orgId }))
+}
 
 /**
  * `pump`: starts what may start now; nothing starts while closing or while
@@ -60,7 +84,10 @@ export const makePump = <R>(state: WorkerState, settler: Settler, options: Start
 
   /** `settlement` undefined: the send was interrupted (nothing to record). */
   const afterSend = (entry: Entry<Claimed>, settlement: Settlement | undefined) => {
-    if (settlement !== undefined) {
+    if (settlement?.giveBack === true) {
+      admission.sendEnded(entry, undefined)
+      state.toRelease.push(entry.item)
+    } else if (settlement !== undefined) {
       const { attempt, outcome } = settlement
       admission.sendEnded(entry, outcome._tag === "Retry" || outcome._tag === "Failed")
       settler.push({ item: { claimed: entry.item, outcome, attempt, cooldown: options.cooldown }, target: entry.target })

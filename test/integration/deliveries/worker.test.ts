@@ -11,7 +11,7 @@
  */
 import { assert, layer } from "@effect/vitest"
 import { Clock, Duration, Deferred, Effect, Exit, Latch, Option, Scope } from "effect"
-import { SqlClient } from "effect/sql"
+import { SqlClient, SqlError } from "effect/sql"
 import { type Claimed, DeliveryQueue, Outcome } from "../../../src/deliveries/DeliveryQueue.ts"
 import { UNSETTLED_PER_TARGET } from "../../../src/deliveries/Admission.ts"
 import { runWorker } from "../../../src/deliveries/DeliveryWorker.ts"
@@ -143,6 +143,49 @@ layer(QueueLive, { excludeTestServices: true })("the delivery worker", (it) => {
       assert.strictEqual(untouched.length, 8)
       assert.isTrue(untouched.every((d) => d.status === "queued" && d.attempts === 0), "given back, attempt not counted")
       yield* queue.failUndelivered("email", target, "test over")
+    }))
+
+  it.effect("a send that met an unavailable database goes back unsent: its attempt not counted, its target not cooled down", () =>
+    Effect.gen(function*() {
+      const queue = yield* DeliveryQueue
+      const org = yield* newOrg
+      const target = newId()
+      yield* queue.enqueueMany(Array.from({ length: 3 }, () => ({ orgId: org, kind: "webhook" as const, targetId: target, capacity: 50 })))
+      const tries = new Map<string, number>()
+      const unreachable = new SqlError.SqlError({
+        reason: new SqlError.ConnectionError({ cause: Object.assign(new Error("connect"), { code: "ECONNREFUSED" }) })
+      })
+      const scope = yield* Scope.make()
+      yield* runWorker({
+        kind: "webhook",
+        concurrency: 8,
+        perTarget: 4,
+        prefetch: 4,
+        leaseFor: "1 minute",
+        handleTimeout: "1 second",
+        pollEvery: "100 millis",
+        // One failed attempt would cool the target down past the test's end.
+        cooldown: { after: 1, base: "10 minutes", cap: "10 minutes" },
+        handle: (delivery) =>
+          Effect.suspend(() => {
+            const n = (tries.get(delivery.id) ?? 0) + 1
+            tries.set(delivery.id, n)
+            return n === 1 ? Effect.die(unreachable) : Effect.succeed({ outcome: Outcome.delivered(), attempt: ok })
+          })
+      }).pipe(Scope.provide(scope))
+      const rows = yield* eventually(
+        queue.list({ orgId: org, kind: "webhook", targetId: target }).pipe(
+          Effect.map((rows) => rows.every((d) => d.status === "delivered") ? rows : undefined)
+        ),
+        { what: "every delivery delivered on its second try" }
+      )
+      yield* Scope.close(scope, Exit.void)
+      assert.deepStrictEqual([...tries.values()], [2, 2, 2])
+      assert.isTrue(rows.every((d) => d.attempts === 1), "the try that met the outage is not an attempt")
+      for (const row of rows) {
+        assert.deepStrictEqual((yield* queue.attempts(row.id)).map((a) => a.statusCode), [204])
+      }
+      assert.isTrue(Option.isNone(yield* queue.cooldownUntil(target)), "the target is not blamed")
     }))
 
   it.effect("a failing target is probed one request at a time while a healthy one gets its full share", () =>

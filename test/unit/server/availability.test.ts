@@ -2,7 +2,8 @@ import { assert, describe, it } from "@effect/vitest"
 import { Cause, Effect, Layer, Option } from "effect"
 import { HttpRouter } from "effect/http"
 import { SqlError } from "effect/sql"
-import { databaseUnavailable, RETRY_AFTER_SECONDS } from "../../../src/server/Availability.ts"
+import { databaseUnavailable } from "../../../src/platform/DatabaseUnavailable.ts"
+import { RETRY_AFTER_SECONDS } from "../../../src/server/Availability.ts"
 import { RequestMiddleware } from "../../../src/server/Middleware.ts"
 
 const pgError = (code: string) => Object.assign(new Error("server said no"), { code })

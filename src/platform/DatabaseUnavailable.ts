@@ -1,0 +1,54 @@
+/**
+ * Which failures mean the database is not there for the moment (a
+ * connection refused or dropped, a server shutting down or starting up, a
+ * statement that did not answer in time), as opposed to an answer that
+ * says something is wrong with the statement or the data. Requests answer
+ * the first with `503` and `Retry-After` (`src/server/Availability.ts`);
+ * the delivery worker gives a send that met one back unsent, not counted
+ * against its endpoint (`src/deliveries/worker/Start.ts`).
+ *
+ * Database failures are defects in the services (STYLE: infrastructure
+ * failures are not domain errors), so this reads a whole `Cause`.
+ */
+import { Cause, Option } from "effect"
+import { SqlError } from "effect/sql"
+
+// PostgreSQL SQLSTATE classes and codes that mean the server is not there
+// for the moment (https://www.postgresql.org/docs/current/errcodes-appendix.html):
+// 08 connection exception, 53 insufficient resources (too many connections),
+// 57P01-57P05 shutdown, crash, starting up, idle session timeout.
+const UNAVAILABLE_STATE = /^(08|53|57P0[1-5])/
+
+const sqlState = (value: unknown): string | undefined => {
+  if (typeof value !== "object" || value === null) return undefined
+  const code = (value as { code?: unknown }).code
+  return typeof code === "string" ? code : undefined
+}
+
+/** Why a `SqlError` means the database is unavailable for now, or `undefined` when it means something else. */
+const unavailableBecause = (error: SqlError.SqlError): string | undefined => {
+  const reason = error.reason
+  const code = sqlState(reason.cause)
+  switch (reason._tag) {
+    case "ConnectionError":
+      return `the database cannot be reached${code === undefined ? "" : ` (${code})`}`
+    case "StatementTimeoutError":
+      return "the database did not answer in time"
+    case "UnknownError":
+      return code !== undefined && UNAVAILABLE_STATE.test(code) ? `the database is not available (${code})` : undefined
+    default:
+      return undefined
+  }
+}
+
+/** Why `cause` means the database is unavailable for now, if it does. */
+export const databaseUnavailable = (cause: Cause.Cause<unknown>): Option.Option<string> => {
+  for (const reason of cause.reasons) {
+    const value = Cause.isDieReason(reason) ? reason.defect : Cause.isFailReason(reason) ? reason.error : undefined
+    if (SqlError.isSqlError(value)) {
+      const because = unavailableBecause(value)
+      if (because !== undefined) return Option.some(because)
+    }
+  }
+  return Option.none()
+}
