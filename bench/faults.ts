@@ -16,8 +16,8 @@
  * seconds down, started again). At the end: every event at every endpoint
  * (the receiver's ids; the delivery records all `delivered`), and every
  * repeat owed to the fault before it (`support/fault-tally.ts`), against the
- * stated bound: per kill and endpoint twice the per-endpoint in-flight
- * limit, per crash none. Prints tables and writes JSON to `bench-results/`.
+ * stated bound: per kill and endpoint `UNSETTLED_PER_TARGET` (4) times the
+ * per-endpoint in-flight limit, per crash and lost answer none. Prints tables and writes JSON to `bench-results/`.
  *
  * `BENCH_SVC_DIR` (as for `npm run bench`) runs svc from other checkouts,
  * each in turn.

@@ -13,6 +13,7 @@
  * repeat; a repeat with no fault between it and the previous receipt is
  * counted apart (`outside`): the engine sends nothing twice without a fault.
  */
+import { UNSETTLED_PER_TARGET } from "../../src/deliveries/Admission.ts"
 
 /** `reply`: a statement's answer lost after it committed (`pg-reply-dropper.ts`). */
 export type FaultKind = "kill" | "crash" | "reply"
@@ -93,13 +94,15 @@ export interface KindSummary {
 
 /**
  * The stated bound per fault and endpoint: a `kill -9` makes arrive twice at
- * most what the process had sent and not yet recorded, within twice the
- * per-endpoint in-flight limit (`perEndpoint` in flight, as many finished
- * and waiting to be written); a database crash the process lives through,
- * nothing (outcomes it could not write are kept and written later); a lost
- * answer, which the process also lives through, nothing.
+ * most what the process had sent and not yet recorded, within
+ * `UNSETTLED_PER_TARGET` times the per-endpoint in-flight limit (sends in
+ * flight and those finished and not yet written, `src/deliveries/Admission.ts`);
+ * a database crash the process lives through, nothing (outcomes it could
+ * not write are kept and written later); a lost answer, which the process
+ * also lives through, nothing.
  */
-export const boundPerEndpoint = (kind: FaultKind, perEndpoint: number) => kind === "kill" ? 2 * perEndpoint : 0
+export const boundPerEndpoint = (kind: FaultKind, perEndpoint: number) =>
+  kind === "kill" ? UNSETTLED_PER_TARGET * perEndpoint : 0
 
 export const summarize = (kind: FaultKind, faults: ReadonlyArray<FaultWindow>, t: Tally, perEndpoint: number): KindSummary => {
   const mine = t.faults.filter((_, i) => faults[i]!.kind === kind)

@@ -44,24 +44,24 @@ describe("the fault study's tally", () => {
     expect(t.outside).toEqual([{ endpoint: "/e1", id: "d", previous: 10_000, repeat: 11_000 }])
   })
 
-  it("holds each kind of fault to its bound: twice the in-flight limit per kill and endpoint, none per crash", () => {
-    expect(boundPerEndpoint("kill", 16)).toBe(32)
+  it("holds each kind of fault to its bound: four times the in-flight limit per kill and endpoint, none per crash", () => {
+    expect(boundPerEndpoint("kill", 16)).toBe(64)
     expect(boundPerEndpoint("crash", 16)).toBe(0)
     const faults = [kill(1_000), kill(50_000), crash(80_000, 85_000)]
     const many = (prefix: string, n: number, first: number, again: number) =>
       Array.from({ length: n }, (_, i) => [`${prefix}${i}`, [first, again]] as const)
     const t = tally(faults, {
-      "/e0": [...many("x", 33, 900, 30_000), ...many("y", 4, 49_000, 70_000), ...many("z", 1, 84_000, 90_000)],
+      "/e0": [...many("x", 65, 900, 30_000), ...many("y", 4, 49_000, 70_000), ...many("z", 1, 84_000, 90_000)],
       "/e1": many("w", 10, 900, 31_000)
     })
     const kills = summarize("kill", faults, t, 16)
     expect(kills).toEqual({
       faults: 2,
-      duplicates: 47,
-      worstPerFault: 43,
-      meanPerFault: 23.5,
-      worstPerEndpoint: 33,
-      boundPerEndpoint: 32,
+      duplicates: 79,
+      worstPerFault: 75,
+      meanPerFault: 39.5,
+      worstPerEndpoint: 65,
+      boundPerEndpoint: 64,
       overBound: 1
     })
     const crashes = summarize("crash", faults, t, 16)
