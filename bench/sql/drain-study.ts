@@ -210,7 +210,7 @@ const run = (db: "postgres" | "pglite", claim: number, settle: number) =>
         const [row] = yield* timed("dispatch", sql.unsafe<{ events: number }>(DISPATCH))
         if ((row?.events ?? 0) === 0) break
       }
-      const ctx: Leases.LogContext = { sql, leases: makeLogLeases(), owner: newId() }
+      const ctx: Leases.LogContext = { sql, leases: makeLogLeases() }
       const inFlight: Array<Claimed> = []
       let takeExplained = false
       const settleSome = (items: Array<Claimed>) =>
@@ -220,7 +220,7 @@ const run = (db: "postgres" | "pglite", claim: number, settle: number) =>
       for (;;) {
         // `Leases.claim`, its two statements timed apart: the log's lease and take, then the per-row claim.
         const options: ClaimOptions = { limit: claim, leaseFor: "60 seconds", perTarget, perFailingTarget: 1 }
-        const taken = yield* timed("claim", take(sql, ctx.leases, ctx.owner, "webhook", options))
+        const taken = yield* timed("claim", take(sql, ctx.leases, "webhook", options))
         if (claim - taken.length > 0) {
           yield* timed("rowClaim", claimStatement(sql, "webhook", { ...options, limit: claim - taken.length }, newId()))
         }
@@ -258,7 +258,7 @@ const explained = (what: string, sql: PgClient.PgClient, text: string, params: R
 
 /** The next take (the lease and its rows, in one statement), explained. */
 const explainMidDrain = (sql: PgClient.PgClient, ctx: Leases.LogContext, claim: number) => {
-  const [text, params] = leaseAndTake(sql, "webhook", { limit: claim, leaseFor: "60 seconds", perTarget, perFailingTarget: 1 }, ctx.owner)
+  const [text, params] = leaseAndTake(sql, "webhook", { limit: claim, leaseFor: "60 seconds", perTarget, perFailingTarget: 1 }, ctx.leases.owner())
     .compile()
   return explained("take, mid-drain", sql, text, params)
 }

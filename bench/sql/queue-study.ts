@@ -552,7 +552,7 @@ const attempt = { statusCode: 204, durationMs: 2 }
 
 const drainRows = Effect.gen(function*() {
   const sql = (yield* SqlClient.SqlClient) as PgClient.PgClient
-  const ctx: Leases.LogContext = { sql, leases: makeLogLeases(), owner: newId() }
+  const ctx: Leases.LogContext = { sql, leases: makeLogLeases() }
   let statements = 0
   for (;;) {
     const claimed = yield* Leases.claim(ctx, "webhook", { limit: CLAIM, leaseFor: "60 seconds", perTarget: PER_ENDPOINT })

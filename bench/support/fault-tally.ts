@@ -97,9 +97,11 @@ export interface KindSummary {
  * most what the process had sent and not yet recorded, within
  * `UNSETTLED_PER_TARGET` times the per-endpoint in-flight limit (sends in
  * flight and those finished and not yet written, `src/deliveries/Admission.ts`);
- * a database crash the process lives through, nothing (outcomes it could
- * not write are kept and written later); a lost answer, which the process
- * also lives through, nothing.
+ * a database crash the process lives through, nothing to a healthy
+ * endpoint (outcomes it could not write are kept and written later; a send
+ * given back because its answer's consequences could not be written goes
+ * out again, which after a 2xx happens only to an endpoint in a failing
+ * streak); a lost answer, which the process also lives through, nothing.
  */
 export const boundPerEndpoint = (kind: FaultKind, perEndpoint: number) =>
   kind === "kill" ? UNSETTLED_PER_TARGET * perEndpoint : 0

@@ -35,7 +35,6 @@ import { PgClient } from "@effect/sql-pg"
 import { Context, Effect, Layer, Option } from "effect"
 import type { Statement } from "effect/sql"
 import { DatabaseInfo } from "../platform/Database.ts"
-import { newId } from "../platform/Ids.ts"
 import { Topics, Wakeups } from "../platform/Wakeups.ts"
 import * as Enqueue from "./Enqueue.ts"
 import * as Leases from "./Leases.ts"
@@ -69,9 +68,9 @@ const bind = <C>(client: C) =>
 export const make = (sql: PgClient.PgClient, wakeups: Wakeups["Service"], info: DatabaseInfo["Service"]) => {
   const op = bind(sql)
   const withInfo = bind({ sql, info })
-  // This process's target leases on the log: the owner id and what it
-  // knows of the leases it holds (`LogLeases.ts`).
-  const log: Leases.LogContext = { sql, leases: makeLogLeases(), owner: newId(), rowClaims: makeRowClaimPacing() }
+  // This process's target leases on the log: what it knows of the leases
+  // it holds, and the owner id it holds them under (`LogLeases.ts`).
+  const log: Leases.LogContext = { sql, leases: makeLogLeases(), rowClaims: makeRowClaimPacing() }
   const withLog = bind(log)
   const settleMany = withLog("settleMany", Leases.settleMany)
   return {
@@ -143,7 +142,7 @@ export const make = (sql: PgClient.PgClient, wakeups: Wakeups["Service"], info: 
     undelivered: op("undelivered", Listing.undelivered),
     /** When the next delivery of `kind` becomes claimable (due, out of cooldown, or lease expired), if any is waiting. */
     nextDue: op("nextDue", (sql, kind: DeliveryKind) =>
-      Effect.map(Effect.orDie(nextDueStatement(sql, kind, log.owner)), ([row]) => Option.fromNullishOr(row?.at ?? null))),
+      Effect.map(Effect.orDie(nextDueStatement(sql, kind, log.leases.owner())), ([row]) => Option.fromNullishOr(row?.at ?? null))),
     /**
      * Strict ordering of a target (`true`): its deliveries go one at a time, in
      * the order they were enqueued; one that keeps failing holds the ones behind

@@ -40,7 +40,7 @@ const compareSeq = (a: string, b: string) => a.length - b.length || (a < b ? -1 
 // left (retries, replays, released rows, strict targets' heads).
 export const claim = Effect.fnUntraced(function*(ctx: LogContext, kind: DeliveryKind, options: ClaimOptions) {
   const { sql } = ctx
-  const logged = LOGGED_KINDS.includes(kind) ? yield* Log.take(sql, ctx.leases, ctx.owner, kind, options) : []
+  const logged = LOGGED_KINDS.includes(kind) ? yield* Log.take(sql, ctx.leases, kind, options) : []
   const limit = options.limit - logged.length
   const pacing = ctx.rowClaims
   const now = pacing === undefined ? 0 : yield* Clock.currentTimeMillis
@@ -60,12 +60,10 @@ export const claim = Effect.fnUntraced(function*(ctx: LogContext, kind: Delivery
 
 export { statusOf }
 
-/** The SQL client and this process's own view of its target leases on the log. */
+/** The SQL client and this process's own view of its target leases on the log (and the owner id it holds them under). */
 export interface LogContext {
   readonly sql: PgClient.PgClient
   readonly leases: LogLeases
-  /** This process: the owner of the target leases it takes. */
-  readonly owner: string
   /** When a claim fed by the log runs the per-row statement too (`RowClaims.ts`); every time without. */
   readonly rowClaims?: RowClaimPacing | undefined
 }

@@ -18,8 +18,9 @@
  *   longer the target's records nothing.
  * - `releaseLogged`: rows handed out and not sent are written `queued`
  *   (claimed per row from then on).
- * - A take whose answer was lost puts the leases in doubt; the next take
- *   first tells the database what this process knows (`LogReconcile.ts`).
+ * - A take whose answer was lost puts its owner id in doubt: the process
+ *   takes a new one, and the next take first tells the database what this
+ *   process knows (`LogReconcile.ts`).
  *
  * Rows are handed out in seq order and a target's seqs become visible in
  * that order: every statement that adds logged rows upserts the target's
@@ -256,20 +257,20 @@ const takeStatements = Effect.fnUntraced(function*(
 
 /**
  * Hands out rows of the targets this process can lease. A take that
- * failed puts the leases in doubt, and the next one first tells the
- * database what this process knows of them (`LogReconcile.ts`).
+ * failed puts its owner id in doubt, and the next one first tells the
+ * database what this process knows of its leases (`LogReconcile.ts`).
  */
 export const take = Effect.fnUntraced(function*(
   sql: PgClient.PgClient,
   leases: LogLeases,
-  owner: string,
   kind: DeliveryKind,
   options: ClaimOptions
 ) {
   if (options.limit <= 0) return []
-  yield* reconcile(sql, leases, owner, kind)
-  const rows = yield* takeStatements(sql, kind, options, owner).pipe(
-    // Committed or not, the answer is lost: what the database holds is in doubt.
+  yield* reconcile(sql, leases)
+  const rows = yield* takeStatements(sql, kind, options, leases.owner()).pipe(
+    // Committed, to be committed or not: the answer is lost, and what the
+    // database holds under this owner id is in doubt.
     Effect.onError(() => Effect.sync(() => leases.doubt()))
   )
   const byTarget = new Map<string, { leaseId: string; mark: bigint; seqs: Array<bigint> }>()
@@ -347,7 +348,19 @@ export const releaseLogged = Effect.fnUntraced(function*(
     )
     SELECT w.id, i.target_id, i.lease_id, coalesce(l.ended, false) AS ended
     FROM written w JOIN input i ON i.id = w.id LEFT JOIN lease l ON l.id = i.target_id
-  `.pipe(Effect.orDie)
+  `.pipe(
+    Effect.tapCause(() =>
+      Effect.sync(() => {
+        // Not written: until they are, these rows hold the cursor back (as
+        // a settle the database refused does), or a settle of later rows
+        // would move it past rows still logged and never sent.
+        for (const list of byLease.values()) {
+          leases.keep(list[0]!.targetId, list[0]!.leaseOwner, list.map((c) => BigInt(c.seq)))
+        }
+      })
+    ),
+    Effect.orDie
+  )
   for (const row of released) if (row.ended) leases.forget(row.target_id, row.lease_id)
   return released.length
 })

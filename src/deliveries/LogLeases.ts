@@ -8,11 +8,16 @@
  * process stops working runs out, and whoever takes it next starts at the
  * cursor the database holds, skipping what the outcome rows above it name.
  *
- * A take whose answer never came (the connection lost after the database
- * committed it) leaves the database's marks, and perhaps a lease, past
- * what is known here: the leases are then in doubt until the database is
- * told what is known (`LogReconcile.ts`), before the next take.
+ * The leases are held under an owner id. A take whose answer never came
+ * (the connection lost after the database committed it, or before a
+ * statement still running there commits) may leave the database's marks,
+ * and perhaps a lease, past what is known here: the leases are then in
+ * doubt, and this process takes a new owner id at once, so that nothing
+ * such a statement does, whenever it commits, is taken for this process's
+ * own. Before the next take the database is told what is known here
+ * (`LogReconcile.ts`).
  */
+import { newId } from "../platform/Ids.ts"
 
 interface Held {
   readonly leaseId: string
@@ -49,14 +54,20 @@ export interface LogLeases {
   readonly forget: (targetId: string, leaseId: string) => void
   /** How many target leases are known (for tests). */
   readonly size: () => number
-  /** A take's answer was lost: the database may have moved marks or leased targets without this process knowing. */
+  /** The owner id this process takes leases under now. */
+  readonly owner: () => string
+  /**
+   * A take's answer was lost: the database may have moved marks or leased
+   * targets under the owner id without this process knowing. Takes a new
+   * owner id; the earlier ones are in doubt until `resolved`.
+   */
   readonly doubt: () => void
-  /** Whether a take's answer was lost since the database was last told what is known here. */
-  readonly inDoubt: () => boolean
+  /** The owner ids in doubt (empty when none is). */
+  readonly doubtful: () => ReadonlyArray<string>
   /** Every lease known here, with its mark: what the database is told when in doubt. */
   readonly known: () => ReadonlyArray<{ readonly id: string; readonly lease_id: string; readonly mark: string }>
-  /** The database was told: no longer in doubt. */
-  readonly resolved: () => void
+  /** The database was told (`owners`, those in doubt when it was): they are no longer. */
+  readonly resolved: (owners: ReadonlyArray<string>) => void
 }
 
 const lowest = (values: Set<bigint>): bigint | undefined => {
@@ -67,7 +78,8 @@ const lowest = (values: Set<bigint>): bigint | undefined => {
 
 export const makeLogLeases = (): LogLeases => {
   const held = new Map<string, Held>()
-  let doubtful = false
+  let owner = newId()
+  let former: Array<string> = []
 
   const cursorOf = (lease: Held) => {
     const low = [lowest(lease.pending), lowest(lease.kept)].reduce<bigint | undefined>(
@@ -111,13 +123,15 @@ export const makeLogLeases = (): LogLeases => {
       if (held.get(targetId)?.leaseId === leaseId) held.delete(targetId)
     },
     size: () => held.size,
+    owner: () => owner,
     doubt: () => {
-      doubtful = true
+      former.push(owner)
+      owner = newId()
     },
-    inDoubt: () => doubtful,
+    doubtful: () => former,
     known: () => Array.from(held, ([id, lease]) => ({ id, lease_id: lease.leaseId, mark: lease.mark.toString() })),
-    resolved: () => {
-      doubtful = false
+    resolved: (owners) => {
+      former = former.filter((id) => !owners.includes(id))
     }
   }
 }

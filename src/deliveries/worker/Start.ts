@@ -17,9 +17,11 @@ import type { WorkerState } from "./State.ts"
 /**
  * What a send answers: how it went, and what to record of the attempt; or,
  * `giveBack`, that it could not be made or decided because the database
- * was unavailable: the delivery goes back unsent, its attempt not counted
- * and its endpoint not blamed (the outcome and attempt only say so to the
- * send's span).
+ * was unavailable: the delivery is given back and sent again later, its
+ * attempt not counted and its endpoint not blamed (the outcome and attempt
+ * only say so to the send's span). Most such sends never went out; one
+ * whose request went out (and whose answer's consequences could not be
+ * written) goes out again.
  */
 export interface Settlement {
   readonly outcome: Outcome
@@ -54,7 +56,7 @@ export interface StartOptions<R> {
 export const defectSettlement = (delivery: Claimed, cause: Cause.Cause<unknown>) => {
   const outage = databaseUnavailable(cause)
   return (Option.isSome(outage)
-    ? Effect.logWarning(`the database is unavailable (${outage.value}); the delivery goes back unsent`).pipe(
+    ? Effect.logWarning(`the database is unavailable (${outage.value}); the delivery is given back`).pipe(
       Effect.as({
         outcome: Outcome.retry(Duration.zero, outage.value),
         attempt: { error: outage.value, durationMs: 0 },

@@ -12,7 +12,9 @@ import { Duration, Effect, Layer, Redacted } from "effect"
 import { Migrator, SqlClient } from "effect/sql"
 import { type Claimed, DeliveryQueue, make, Outcome } from "../../../src/deliveries/DeliveryQueue.ts"
 import * as Leases from "../../../src/deliveries/Leases.ts"
+import * as Log from "../../../src/deliveries/Log.ts"
 import { makeLogLeases } from "../../../src/deliveries/LogLeases.ts"
+import { reconcile } from "../../../src/deliveries/LogReconcile.ts"
 import { Database, DatabaseInfo } from "../../../src/platform/Database.ts"
 import { newId } from "../../../src/platform/Ids.ts"
 import { Migrations } from "../../../src/platform/Migrations.ts"
@@ -47,6 +49,17 @@ const losingAnswers = (pg: PgClient.PgClient, marker: string): PgClient.PgClient
       return Array.isArray(strings) && strings.join("").includes(marker)
         ? Effect.andThen(statement, Effect.die(new Error("the connection closed before the answer came")))
         : statement
+    }
+  })
+
+/** The real client, except that a statement whose text holds `marker` fails without running. */
+const refusing = (pg: PgClient.PgClient, marker: string): PgClient.PgClient =>
+  new Proxy(pg, {
+    apply: (target, self, args: Array<unknown>) => {
+      const strings = args[0] as ReadonlyArray<string> | undefined
+      return Array.isArray(strings) && strings.join("").includes(marker)
+        ? Effect.die(new Error("the database refused the statement"))
+        : Reflect.apply(target, self, args)
     }
   })
 
@@ -229,7 +242,7 @@ layer(QueueLive, { excludeTestServices: true })("the delivery log", (it) => {
       const [known, unknown] = [newId(), newId()].sort()
       yield* webhookRows(org, known, 10)
       // This process (a queue's log context of its own) takes four rows of the first target.
-      const ctx: Leases.LogContext = { sql: pg, leases: makeLogLeases(), owner: newId() }
+      const ctx: Leases.LogContext = { sql: pg, leases: makeLogLeases() }
       const options = { limit: 4, leaseFor: Duration.minutes(1), perTarget: 100 }
       const first = (yield* Leases.claim(ctx, "webhook", options)).filter((c) => c.targetId === known)
       assert.strictEqual(first.length, 4)
@@ -265,6 +278,61 @@ layer(QueueLive, { excludeTestServices: true })("the delivery log", (it) => {
         { seqs: 10, in_flight: 0, leased: false },
         { seqs: 3, in_flight: 0, leased: false }
       ])
+    }))
+
+  it.effect("a release the database refused holds the cursor back: a settle of later rows does not pass the rows still logged", () =>
+    Effect.gen(function*() {
+      const pg = yield* PgClient.PgClient
+      const sql = yield* SqlClient.SqlClient
+      const org = yield* newOrg
+      const target = newId()
+      yield* webhookRows(org, target, 4)
+      const ctx: Leases.LogContext = { sql: pg, leases: makeLogLeases() }
+      const claimed = (yield* Leases.claim(ctx, "webhook", { limit: 4, leaseFor: Duration.minutes(1), perTarget: 100 }))
+        .filter((c) => c.targetId === target)
+      assert.strictEqual(claimed.length, 4)
+      const refused = yield* Effect.exit(Leases.release({ ...ctx, sql: refusing(pg, "SET status = 'queued', next_attempt_at") }, claimed.slice(0, 2)))
+      assert.isTrue(refused._tag === "Failure")
+      yield* Leases.settleMany(ctx, deliver(claimed.slice(2)))
+      const [row] = yield* sql<{ cursor: string }>`SELECT cursor::text FROM delivery_targets WHERE id = ${target}`
+      assert.isTrue(BigInt(row!.cursor) < BigInt(claimed[0]!.seq), "the cursor stays below the rows not yet released")
+      // Released when the database answers again, and handed out again.
+      assert.strictEqual(yield* Leases.release(ctx, claimed.slice(0, 2)), 2)
+      const again = (yield* Leases.claim(ctx, "webhook", { limit: 4, leaseFor: Duration.minutes(1), perTarget: 100 }))
+        .filter((c) => c.targetId === target)
+      assert.sameMembers(again.map((c) => c.id), claimed.slice(0, 2).map((c) => c.id))
+    }))
+
+  it.effect("a lost take that commits only after the next take began: its lease is nobody's, runs out and is taken over from the cursor", () =>
+    Effect.gen(function*() {
+      const pg = yield* PgClient.PgClient
+      const org = yield* newOrg
+      const target = newId()
+      yield* webhookRows(org, target, 6)
+      const ctx: Leases.LogContext = { sql: pg, leases: makeLogLeases() }
+      const options = { limit: 3, leaseFor: Duration.millis(300), perTarget: 100 }
+      // The take fails on the client while its statement still runs on the server.
+      const lostOwner = ctx.leases.owner()
+      ctx.leases.doubt()
+      yield* reconcile(pg, ctx.leases)
+      // Then it commits: three rows handed out to nobody, under the owner id in doubt.
+      const late = yield* Log.leaseAndTake(pg, "webhook", options, lostOwner)
+      assert.strictEqual(late.filter((row) => row.target_id === target).length, 3)
+      // The process's next take does not continue that lease past its mark.
+      const next = (yield* Leases.claim(ctx, "webhook", { ...options, limit: 100 })).filter((c) => c.targetId === target)
+      assert.lengthOf(next, 0)
+      // Once it runs out, the takeover starts at the cursor: all six.
+      const taken = yield* eventually(
+        Effect.map(Leases.claim(ctx, "webhook", { ...options, limit: 100 }), (rows) => {
+          const mine = rows.filter((c) => c.targetId === target)
+          return mine.length > 0 ? mine : undefined
+        })
+      )
+      assert.strictEqual(taken.length, 6)
+      const { held } = yield* Leases.settleMany(ctx, deliver(taken))
+      assert.isTrue(held.every(Boolean))
+      const list = yield* DeliveryQueue.use((queue) => queue.list({ orgId: org, kind: "webhook", targetId: target }))
+      assert.deepStrictEqual(list.map((d) => d.status), Array(6).fill("delivered"))
     }))
 
   it.effect("failing a target's deliveries fails its waiting and in-flight log rows; the one that decided settles itself", () =>

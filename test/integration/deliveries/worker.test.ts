@@ -145,7 +145,7 @@ layer(QueueLive, { excludeTestServices: true })("the delivery worker", (it) => {
       yield* queue.failUndelivered("email", target, "test over")
     }))
 
-  it.effect("a send that met an unavailable database goes back unsent: its attempt not counted, its target not cooled down", () =>
+  it.effect("a send that met an unavailable database is given back and sent again: its attempt not counted, its target not cooled down", () =>
     Effect.gen(function*() {
       const queue = yield* DeliveryQueue
       const org = yield* newOrg
