@@ -381,7 +381,17 @@ layer(QueueLive, { excludeTestServices: true })("the delivery log", (it) => {
     }))
   it.effect("a batch of the log's successes alone is settled by its own statement, which records what the general settle records", () =>
     Effect.gen(function*() {
-      const queue = yield* DeliveryQueue
+      // A queue whose short settles are counted.
+      let shortSettles = 0
+      const pg = yield* PgClient.PgClient
+      const counted = new Proxy(pg, {
+        apply: (target, self, args: Array<unknown>) => {
+          const strings = args[0] as ReadonlyArray<string> | undefined
+          if (Array.isArray(strings) && strings.join("").includes("AS x(target_id, lease_id, org_id, log_cursor")) shortSettles++
+          return Reflect.apply(target, self, args)
+        }
+      })
+      const queue = make(counted, yield* Wakeups, yield* DatabaseInfo)
       const sql = yield* SqlClient.SqlClient
       const org = yield* newOrg
       // Two endpoints in the same state: one settled by batches of its
@@ -410,6 +420,7 @@ layer(QueueLive, { excludeTestServices: true })("the delivery log", (it) => {
         }])
         assert.deepStrictEqual(a.held, order.map(() => true))
         assert.deepStrictEqual(b.held, [...order.map(() => true), true])
+        assert.strictEqual(shortSettles, k + 1, "the batch of successes alone took the short statement, the other did not")
         const targets = yield* sql<{ id: string; undelivered: number; log_pending: number; log_in_flight: number; cursor: string; leased: boolean; failures: number; cooling: boolean }>`
           SELECT id, undelivered, log_pending, log_in_flight, cursor::text, lease_id IS NOT NULL AS leased,
                  consecutive_failures AS failures, cooldown_until IS NOT NULL AS cooling

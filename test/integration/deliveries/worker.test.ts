@@ -409,6 +409,10 @@ layer(QueueLive, { excludeTestServices: true })("the delivery worker", (it) => {
       yield* eventually(Effect.sync(() => refused >= 3 ? true : undefined), { what: "settles to be refused a few times" })
       const sentWhileDown = sent.length
       assert.isAtMost(sentWhileDown, UNSETTLED_PER_TARGET * 2, "nothing more went out while outcomes could not be recorded")
+      // Three more refusals later, still nothing more.
+      const refusedThen = refused
+      yield* eventually(Effect.sync(() => refused >= refusedThen + 3 ? true : undefined), { what: "three more refusals" })
+      assert.strictEqual(sent.length, sentWhileDown, "nothing went out between the refusals")
       down = false
       // Well within the one-minute lease.
       yield* eventually(
