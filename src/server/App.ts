@@ -130,20 +130,8 @@ export const WorkersLive = Layer.mergeAll(
 // request context), https://github.com/Effect-TS/effect-smol/issues/2011
 // (which context and scope HttpApiBuilder's handlers run in) and
 // https://github.com/Effect-TS/effect/pull/6828 (layered Context storage).
-// None of them is about the copy itself. Text for an issue on
-// Effect-TS/effect-smol, to file from a machine with access:
-//
-//   HttpApiBuilder: per-request Context.merge copies the request context
-//   twice. Each request runs `Effect.provideContext(handler, groupContext)`;
-//   `Context.merge` flattens the request fiber's context (the server's
-//   services plus eight overlays: request, scope, route, span, log
-//   annotations, ...) into a new Map and copies that Map again before adding
-//   the group's services, so a request pays for two copies of everything the
-//   server was built with (in one service, 17 % of the main thread's
-//   allocation per request, ~15 KB, 10-20 µs; the same with a group of 1 or
-//   53 services, nothing only with an empty group). Could the group context
-//   be added as overlays on the request context, or skipped when the
-//   request's context already holds the same service instances?
+// None of them is about the copy itself; docs/performance.md ("Effect's
+// own per-request cost") says what it costs and what upstream could do.
 const ApiRoutes = HttpApiBuilder.layer(Api, { openapiPath: "/openapi.json" }).pipe(
   Layer.provide(HandlersLive),
   Layer.provide(AuthenticationLive),
