@@ -38,6 +38,7 @@ import { type Claimed, type ClaimOptions, Outcome } from "../../src/deliveries/T
 import { Database } from "../../src/platform/Database.ts"
 import { newId } from "../../src/platform/Ids.ts"
 import { migrationRecord } from "../../src/platform/migrations/index.ts"
+import { seededShuffle } from "../support/shuffle.ts"
 
 const args = process.argv.slice(2)
 const arg = (name: string, fallback: string) => {
@@ -167,15 +168,8 @@ const DISPATCH = `
 
 // --- the drain ---------------------------------------------------------------------
 
-let shuffleSeed = 1
-const shuffle = <A>(items: Array<A>) => {
-  for (let i = items.length - 1; i > 0; i--) {
-    shuffleSeed = (shuffleSeed * 16807) % 2147483647
-    const j = shuffleSeed % (i + 1)
-    ;[items[i], items[j]] = [items[j]!, items[i]!]
-  }
-  return items
-}
+/** Shuffled in place, from a seeded generator (runs compare). */
+const shuffle = seededShuffle()
 
 const delivered = Outcome.delivered()
 const attempt = { statusCode: 204, durationMs: 2 }

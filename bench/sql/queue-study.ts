@@ -59,6 +59,7 @@ import { newId } from "../../src/platform/Ids.ts"
 import { migrationRecord } from "../../src/platform/migrations/index.ts"
 import { cpuMicros } from "../support/cpu.ts"
 import { ownThreads } from "../inprocess/threads.ts"
+import { seededShuffle } from "../support/shuffle.ts"
 
 type Variant = "main" | "enqueue" | "lease" | "log"
 type Db = "postgres" | "pglite"
@@ -596,15 +597,7 @@ const drainLog = Effect.gen(function*() {
 })
 
 /** Shuffled in place, from a seeded generator (runs compare). */
-let shuffleSeed = 1
-const shuffle = <A>(items: Array<A>) => {
-  for (let i = items.length - 1; i > 0; i--) {
-    shuffleSeed = (shuffleSeed * 16807) % 2147483647
-    const j = shuffleSeed % (i + 1)
-    ;[items[i], items[j]] = [items[j]!, items[i]!]
-  }
-  return items
-}
+const shuffle = seededShuffle()
 
 /** `log`: wall time per statement kind (the take's includes the lease's), printed with the check. */
 const logTimes = { lease: 0, take: 0, settle: 0 }
