@@ -7,7 +7,10 @@
  * (`POST /v1/agent-sessions`) of the same process as the yardstick. Then
  * the same after 10 000 and 100 000 earlier steps (bulk-inserted history:
  * sessions, steps, decided approvals, their events and stream rows), to
- * show the cost does not grow with the data.
+ * show the cost does not grow with the data. With the endpoint subscribed,
+ * also the time from a lone pending step's request to its webhook's
+ * receipt, one step at a time with nothing else running (the first receipt
+ * of an event svc records while it runs, on both databases alike).
  *
  * Every checkout in `BENCH_SVC_DIR` runs at once, each on its own fresh
  * database, and the measurements alternate between them (A/B in one run,
@@ -50,8 +53,8 @@ const TIMEOUT_MS = 300_000
 
 const sizesOf = (quick: boolean) =>
   quick
-    ? { warmPass: 200, warmup: 100, requests: 500, concurrency: 16, levels: [0, 2_000] }
-    : { warmPass: 1_500, warmup: 500, requests: 2_000, concurrency: 16, levels: [0, 10_000, 100_000] }
+    ? { warmPass: 200, warmup: 100, requests: 500, concurrency: 16, levels: [0, 2_000], lone: 10 }
+    : { warmPass: 1_500, warmup: 500, requests: 2_000, concurrency: 16, levels: [0, 10_000, 100_000], lone: 40 }
 
 interface Arm {
   readonly label: string
@@ -155,6 +158,13 @@ interface Measured {
   readonly cpu: Record<string, number>
 }
 
+/** Lone pending steps: ms from each step's request to its webhook's receipt. */
+interface Lone {
+  readonly arm: string
+  readonly level: number
+  readonly ms: ReadonlyArray<number>
+}
+
 export default async (context: BenchContext): Promise<ScenarioResult> => {
   const size = sizesOf(context.quick)
   const receiver = await spawnChild("receiver", new URL("../support/receiver.ts", import.meta.url), {
@@ -164,6 +174,7 @@ export default async (context: BenchContext): Promise<ScenarioResult> => {
   const load = await spawnChild("load", new URL("../support/load.ts", import.meta.url))
   const arms: Array<Arm> = []
   const results: Array<Measured> = []
+  const lones: Array<Lone> = []
   try {
     const receiverUrl = await receiver.call<string>("url")
     for (const checkout of context.checkouts) {
@@ -260,9 +271,28 @@ export default async (context: BenchContext): Promise<ScenarioResult> => {
           latencies: result.latencies,
           cpu
         })
+        if (endpoint !== undefined) lones.push({ arm: arm.label, level, ms: await loneSteps(arm, sessions[0]!, route) })
       } finally {
         if (endpoint !== undefined) await arm.svc.api(arm.key, "DELETE", `/v1/notification-endpoints/${endpoint}`)
       }
+    }
+
+    /** One pending step at a time: from its request to its webhook's receipt (epoch ms on both sides, one machine). */
+    const loneSteps = async (arm: Arm, session: string, route: string) => {
+      const ms: Array<number> = []
+      for (let i = 0; i < size.lone; i++) {
+        await receiver.call("reset", { path: route })
+        const sent = performance.timeOrigin + performance.now()
+        await arm.svc.api(arm.key, "POST", `/v1/agent-sessions/${session}/steps`, {
+          step_id: `lone-${route}-${i}`,
+          tool: "shell",
+          action_class: CLASS.pending,
+          arguments: { command: "ls -la /srv/app", cwd: "/srv" }
+        })
+        const receipts = await receiver.call<Receipts>("wait", { path: route, count: 1, timeoutMs: TIMEOUT_MS })
+        ms.push(receipts.first - sent)
+      }
+      return ms
     }
 
     let grown = 0
@@ -297,6 +327,17 @@ export default async (context: BenchContext): Promise<ScenarioResult> => {
       errors: r.errors === 0 ? 0 : `${r.errors} (${r.firstError})`
     }
   })
+  const loneRows = lones.map((l) => {
+    const ms = sorted(l.ms)
+    return {
+      "earlier steps (bulk)": l.level,
+      kind: "lone pending step → its webhook received",
+      arm: l.arm,
+      "p50 ms": round(percentile(ms, 0.5), 1),
+      "p95 ms": round(percentile(ms, 0.95), 1),
+      "max ms": round(ms[ms.length - 1] ?? Number.NaN, 1)
+    }
+  })
   const svcCpu = (arm: string, kind: Kind, level: number) => {
     const r = results.find((m) => m.arm === arm && m.kind === kind && m.level === level)
     return r === undefined ? Number.NaN : ((r.cpu[arm] ?? Number.NaN) - (r.cpu["of which db thread"] ?? 0)) / r.requests
@@ -304,17 +345,24 @@ export default async (context: BenchContext): Promise<ScenarioResult> => {
   const aims: Array<Aim> = context.checkouts.flatMap((c) =>
     size.levels.flatMap((level) => [
       atMost(`${c.label} (${level} earlier): allow step / cheapest authenticated write, svc CPU`, round(svcCpu(c.label, "allow", level) / svcCpu(c.label, "session write", level), 2), 1.5),
-      atMost(`${c.label} (${level} earlier): pending step, svc CPU`, round(svcCpu(c.label, "pending", level)), 1000, "µs")
+      atMost(`${c.label} (${level} earlier): pending step, svc CPU`, round(svcCpu(c.label, "pending", level)), 1000, "µs"),
+      atMost(
+        `${c.label} (${level} earlier): a lone pending step's webhook received, p50`,
+        round(percentile(sorted(lones.find((l) => l.arm === c.label && l.level === level)?.ms ?? []), 0.5), 1),
+        50,
+        " ms"
+      )
     ])
   )
   return {
     scenario: "steps",
     database: context.database,
-    rows,
+    rows: [...rows, ...loneRows],
     aims,
     notes: [
       `${size.requests} requests per measurement after ${size.warmup} warm-up, ${size.concurrency} connections over ${SESSIONS} sessions; the checkouts run at once and the measurements alternate between them. svc starts afresh at each level on both databases (the history is written while it is stopped) and first serves ${size.warmPass} requests of every kind but the webhook one.`,
       "pending + endpoint: the measurement waits for every webhook of the measured steps to reach the receiver, so svc's CPU includes the fan-out, the signing and the HTTPS POST.",
+      `lone pending step: after that measurement, ${size.lone} steps one at a time, each timed from its request to its webhook's receipt at the receiver (the first receipt of an event svc records while it runs: the step's commit, the dispatcher's wakeup and fan-out, the worker's wakeup, claim and send).`,
       "CPU µs/req: each process's user+system CPU over the measured requests (/proc), divided by the requests; postgres = the server backends of the run's database; on PGlite, 'of which db thread' is the part of svc's figure spent in its worker threads (the embedded database); 'of which v8 helpers' is V8's helper threads (garbage collection and optimizing compilation, of the worker's isolate too). The aims compare svc's CPU without the db thread."
     ]
   }
