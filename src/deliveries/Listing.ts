@@ -1,7 +1,7 @@
 /**
  * Reading the queue: a target's deliveries, one delivery, its attempts, and
  * what a target still has to deliver. Records are read through
- * `delivery_records` and `delivery_attempt_records` (migration 0670), which
+ * `delivery_records` and `delivery_attempt_records` (migrations 0670, 0676), which
  * read a `logged` row's status, attempt and finish through its target's
  * cursor and lease and the outcome row holding it. Spans are opened by
  * `DeliveryQueue`, which wires these.
@@ -10,17 +10,41 @@ import type { PgClient } from "@effect/sql-pg"
 import { Effect, Option } from "effect"
 import { type Attempt, COLUMNS, type DeliveryKind, type Row, toDelivery, UNDELIVERED } from "./Types.ts"
 
+/** The highest seq: the upper bound of a target's rows by row value. */
+const MAX_SEQ = "9223372036854775807"
+
+/**
+ * A target's newest deliveries, each `logged` row's record built by one
+ * probe of `delivery_outcomes`. Its rows are bounded by row values (the
+ * target's `(target_id, seq)` from 0 to the highest seq; organization and
+ * kind alike), not by equalities: a planner without statistics takes
+ * `target_id = x AND org_id = y AND kind = z` for a single row, reads every
+ * row of the target through a bitmap and builds each one's record before
+ * sorting (O(the target's history)); a range of row values is
+ * estimated at a third of the table, so the index is read backwards and
+ * only the rows listed are built.
+ */
+export const listStatement = (sql: PgClient.PgClient, input: {
+  readonly orgId: string
+  readonly kind: DeliveryKind
+  readonly targetId: string
+  readonly limit?: number | undefined
+}) =>
+  sql<Row>`
+    SELECT ${sql.literal(COLUMNS)} FROM delivery_records
+    WHERE (target_id, seq) >= (${input.targetId}::uuid, 0::bigint)
+      AND (target_id, seq) <= (${input.targetId}::uuid, ${MAX_SEQ}::bigint)
+      AND (org_id, kind) >= (${input.orgId}::uuid, ${input.kind}::text) AND (org_id, kind) <= (${input.orgId}::uuid, ${input.kind}::text)
+    ORDER BY target_id DESC, seq DESC LIMIT ${input.limit ?? 50}
+  `
+
 export const list = Effect.fnUntraced(function*(sql: PgClient.PgClient, input: {
   readonly orgId: string
   readonly kind: DeliveryKind
   readonly targetId: string
   readonly limit?: number | undefined
 }) {
-  const rows = yield* sql<Row>`
-    SELECT ${sql.literal(COLUMNS)} FROM delivery_records
-    WHERE target_id = ${input.targetId} AND org_id = ${input.orgId} AND kind = ${input.kind}
-    ORDER BY seq DESC LIMIT ${input.limit ?? 50}
-  `.pipe(Effect.orDie)
+  const rows = yield* listStatement(sql, input).pipe(Effect.orDie)
   return rows.map(toDelivery)
 })
 
@@ -36,8 +60,9 @@ export const get = Effect.fnUntraced(function*(sql: PgClient.PgClient, input: {
   return Option.map(Option.fromNullishOr(row), toDelivery)
 })
 
-export const attempts = Effect.fnUntraced(function*(sql: PgClient.PgClient, deliveryId: string) {
-  const rows = yield* sql<{
+/** One delivery's attempts, a `logged` row's one attempt read from its outcome row by one probe. */
+export const attemptsStatement = (sql: PgClient.PgClient, deliveryId: string) =>
+  sql<{
     attempt: number
     at: Date
     status_code: number | null
@@ -47,7 +72,10 @@ export const attempts = Effect.fnUntraced(function*(sql: PgClient.PgClient, deli
   }>`
     SELECT attempt, at, status_code, error, response_snippet, duration_ms FROM delivery_attempt_records
     WHERE delivery_id = ${deliveryId} ORDER BY attempt
-  `.pipe(Effect.orDie)
+  `
+
+export const attempts = Effect.fnUntraced(function*(sql: PgClient.PgClient, deliveryId: string) {
+  const rows = yield* attemptsStatement(sql, deliveryId).pipe(Effect.orDie)
   return rows.map((row): Attempt => ({
     attempt: row.attempt,
     at: row.at,

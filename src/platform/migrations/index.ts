@@ -38,6 +38,7 @@ import m0651 from "./0651_approval_mail_links.ts"
 import m0660 from "./0660_revoked_keys_index.ts"
 import m0670 from "./0670_delivery_log.ts"
 import m0675 from "./0675_ordered_scans.ts"
+import m0676 from "./0676_record_probes.ts"
 
 /** Every migration by its `id_name` (the study in `bench/sql` applies some of them). */
 export const migrationRecord = {
@@ -68,7 +69,8 @@ export const migrationRecord = {
   "0651_approval_mail_links": m0651,
   "0660_revoked_keys_index": m0660,
   "0670_delivery_log": m0670,
-  "0675_ordered_scans": m0675
+  "0675_ordered_scans": m0675,
+  "0676_record_probes": m0676
 }
 
 export const migrations = Migrator.fromRecord(migrationRecord)

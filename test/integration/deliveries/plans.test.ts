@@ -3,13 +3,17 @@
  * statistics say: on a PostgreSQL server, with a large
  * backlog and a long history inserted after the last (auto)analyze, neither
  * the claim, the next-due query nor the settle reads `deliveries` sequentially or sorts
- * the queue. The plans are printed for the record (`PRINT_PLANS=1`).
+ * the queue. The plans are printed for the record (`PRINT_PLANS=1`). The
+ * delivery records (an endpoint's latest deliveries, one delivery's
+ * attempts) find each listed row's outcome row by one ordered probe, on
+ * either database, however many outcome rows the endpoint has.
  */
 import { assert, describe, layer } from "@effect/vitest"
 import { Effect } from "effect"
 import { SqlClient } from "effect/sql"
 import { PgClient } from "@effect/sql-pg"
 import { leaseAndTake, leaseTargets, takeRows } from "../../../src/deliveries/Log.ts"
+import { attemptsStatement, listStatement } from "../../../src/deliveries/Listing.ts"
 import { claimStatement, nextDueStatement, settleStatement } from "../../../src/deliveries/Statements.ts"
 import { newId } from "../../../src/platform/Ids.ts"
 import { undispatchedEvents } from "../../../src/notifications/Dispatcher.ts"
@@ -249,5 +253,120 @@ describe.skipIf(!serverUrl)("queue statement plans on a PostgreSQL server withou
         // Each endpoint's five rows (and the single endpoint's of the test before), not 256 per endpoint.
         assert.isAtMost(read, 500 + 256, "rows of deliveries read by the take")
       }).pipe(Effect.orDie))
+  })
+})
+
+/** An endpoint's history delivered through the log: outcome rows of this many seqs, in pairs whose ranges overlap. */
+const OUTCOMES = 3_000
+const SEQS = 14
+
+interface AnalysedNode extends PlanNode {
+  readonly "Actual Rows"?: number
+  readonly "Actual Loops"?: number
+  readonly "Rows Removed by Filter"?: number
+  readonly "Rows Removed by Index Recheck"?: number
+}
+
+/** The statement's plan (without statistics) and the rows of `delivery_outcomes` it read, run. */
+const analyse = (statement: { readonly compile: () => readonly [string, ReadonlyArray<unknown>] }) =>
+  Effect.gen(function*() {
+    const sql = (yield* PgClient.PgClient) as SqlClient.SqlClient
+    const [text, params] = statement.compile()
+    const [row] = yield* sql.unsafe<{ "QUERY PLAN": ReadonlyArray<{ Plan: AnalysedNode }> }>(
+      `EXPLAIN (ANALYZE, FORMAT JSON) ${text}`,
+      params as Array<unknown>
+    )
+    const plan = nodes(row!["QUERY PLAN"][0]!.Plan) as Array<AnalysedNode>
+    if (process.env.PRINT_PLANS) {
+      const textPlan = yield* sql.unsafe<{ "QUERY PLAN": string }>(`EXPLAIN ANALYZE ${text}`, params as Array<unknown>)
+      console.log(textPlan.map((line) => line["QUERY PLAN"]).join("\n"))
+    }
+    const outcomesRead = plan
+      .filter((node) => node["Relation Name"] === "delivery_outcomes")
+      .map((node) =>
+        ((node["Actual Rows"] ?? 0) + (node["Rows Removed by Filter"] ?? 0) + (node["Rows Removed by Index Recheck"] ?? 0)) *
+        (node["Actual Loops"] ?? 1)
+      )
+      .reduce((a, b) => a + b, 0)
+    return { plan, outcomesRead }
+  }).pipe(Effect.orDie)
+
+/** What must not appear: a sequential or bitmap scan of the outcome rows, or of the deliveries listed. */
+const scansTheHistory = (plan: ReadonlyArray<PlanNode>) =>
+  plan.filter((node) =>
+    (node["Relation Name"] === "delivery_outcomes" || node["Relation Name"] === "deliveries") &&
+    (node["Node Type"] === "Seq Scan" || node["Node Type"] === "Bitmap Heap Scan")
+  )
+
+describe("delivery record plans, without statistics", () => {
+  layer(QueueLive, { excludeTestServices: true, timeout: 120_000 })("an endpoint with a long delivered history", (it) => {
+    it.effect("the list and one delivery's attempts probe delivery_outcomes once per row, however long the history", () =>
+      Effect.gen(function*() {
+        const sql = yield* SqlClient.SqlClient
+        const pg = yield* PgClient.PgClient
+        yield* sql`ALTER TABLE deliveries SET (autovacuum_enabled = false)`
+        yield* sql`ALTER TABLE delivery_outcomes SET (autovacuum_enabled = false)`
+        const org = yield* newOrg
+        const target = newId()
+        yield* sql`INSERT INTO delivery_targets (id, org_id, kind) VALUES (${target}, ${org}, 'webhook')`
+        yield* sql`
+          INSERT INTO deliveries (id, org_id, kind, target_id, status)
+          SELECT gen_random_uuid(), ${org}, 'webhook', ${target}, 'logged' FROM generate_series(1, ${OUTCOMES * SEQS})
+        `
+        // Batches in pairs over 2 × SEQS rows, one the even places, the
+        // other the odd: overlapping ranges, as out-of-order settles leave them.
+        yield* sql`
+          INSERT INTO delivery_outcomes (target_id, to_seq, from_seq, org_id, seqs, status_codes, durations_ms)
+          SELECT ${target}, max(seq), min(seq), ${org}, array_agg(seq ORDER BY seq),
+                 array_agg(200 + (seq % 5)::int ORDER BY seq), array_agg((seq % 97)::int ORDER BY seq)
+          FROM (SELECT seq, row_number() OVER (ORDER BY seq) - 1 AS r FROM deliveries WHERE target_id = ${target}) s
+          GROUP BY (r / ${2 * SEQS}) * 2 + r % 2
+        `
+        // Then 100 more logged rows under a live lease, 14 of them (near
+        // the top) settled above the cursor.
+        yield* sql`
+          INSERT INTO deliveries (id, org_id, kind, target_id, status)
+          SELECT gen_random_uuid(), ${org}, 'webhook', ${target}, 'logged' FROM generate_series(1, 100)
+        `
+        yield* sql`
+          INSERT INTO delivery_outcomes (target_id, to_seq, from_seq, org_id, seqs, status_codes, durations_ms)
+          SELECT ${target}, max(seq), min(seq), ${org}, array_agg(seq ORDER BY seq), array_agg(204 ORDER BY seq), array_agg(3 ORDER BY seq)
+          FROM (SELECT seq FROM deliveries WHERE target_id = ${target} ORDER BY seq DESC OFFSET 6 LIMIT 14) s
+        `
+        yield* sql`
+          UPDATE delivery_targets SET cursor = h.seq, lease_owner = gen_random_uuid(), lease_id = gen_random_uuid(),
+            lease_until = now() + interval '1 hour', leased_to = h.top, log_pending = 86, log_in_flight = 86
+          FROM (SELECT (array_agg(seq ORDER BY seq))[${OUTCOMES * SEQS}] AS seq, max(seq) AS top FROM deliveries
+                WHERE target_id = ${target}) h
+          WHERE id = ${target}
+        `
+        const [picked] = yield* sql<{ halfway: string; halfway_seq: string; queued: string }>`
+          SELECT (SELECT id FROM deliveries WHERE target_id = ${target} ORDER BY seq OFFSET ${OUTCOMES * SEQS / 2} LIMIT 1) AS halfway,
+                 (SELECT seq FROM deliveries WHERE target_id = ${target} ORDER BY seq OFFSET ${OUTCOMES * SEQS / 2} LIMIT 1) AS halfway_seq,
+                 (SELECT id FROM deliveries WHERE target_id = ${target} ORDER BY seq DESC OFFSET 50 LIMIT 1) AS queued
+        `
+
+        const list = yield* analyse(listStatement(pg, { orgId: org, kind: "webhook", targetId: target }))
+        assert.deepStrictEqual(scansTheHistory(list.plan), [], "the list")
+        // 50 probes, each reading its outcome row or (for a row not
+        // delivered) the one settled above the cursor: not the history.
+        assert.isAtMost(list.outcomesRead, 100, "outcome rows read by the list")
+        const listed = yield* listStatement(pg, { orgId: org, kind: "webhook", targetId: target })
+        assert.strictEqual(listed.length, 50)
+        assert.deepStrictEqual(
+          Object.fromEntries(["queued", "sending", "delivered"].map((s) => [s, listed.filter((row) => row.status === s).length])),
+          { queued: 0, sending: 36, delivered: 14 }
+        )
+
+        for (const [name, id, read] of [["halfway", picked!.halfway, 2], ["still to send", picked!.queued, 1]] as const) {
+          const attempts = yield* analyse(attemptsStatement(pg, id))
+          assert.deepStrictEqual(scansTheHistory(attempts.plan), [], `attempts, ${name}`)
+          assert.isAtMost(attempts.outcomesRead, read, `outcome rows read by the attempts, ${name}`)
+        }
+        const halfway = yield* attemptsStatement(pg, picked!.halfway)
+        const seq = Number(picked!.halfway_seq)
+        assert.deepStrictEqual(halfway.map((a) => [a.attempt, a.status_code, a.duration_ms]), [[1, 200 + (seq % 5), seq % 97]])
+        assert.deepStrictEqual(yield* attemptsStatement(pg, picked!.queued), [])
+      }))
   })
 })
