@@ -311,9 +311,9 @@ export class OutboundHttp extends Context.Service<OutboundHttp, {
   readonly check: (url: string, orgId?: string) => Effect.Effect<CheckedUrl, UnsafeUrl>
   readonly send: (request: OutboundRequest) => Effect.Effect<OutboundResponse, OutboundFailure>
   /**
-   * `send` without a fiber of its own: the same checks and exchange, the
-   * request's attributes put on `span`, `done` called once with the answer
-   * or the failure (never synchronously).
+   * `send` without a fiber of its own (`DirectExchange.ts`): the same checks
+   * and exchange, the request's attributes put on `span`, `done` called once
+   * with the answer or the failure (never synchronously).
    */
   readonly sendDirect: (
     request: OutboundRequest,
@@ -543,6 +543,7 @@ export class OutboundHttp extends Context.Service<OutboundHttp, {
         return result
       })
 
+      // `send` without a fiber of its own (`DirectExchange.ts`), from the same steps.
       const sendDirect = directExchange({
         prepare,
         requestAttributes,
