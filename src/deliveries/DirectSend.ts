@@ -28,8 +28,10 @@ import type { Claimed } from "./Types.ts"
 /**
  * Takes `delivery` (answers true, and calls `done` once, never before
  * returning) or declines it (answers false and never calls `done`).
+ * `done(undefined)`: the send was interrupted (its handler's scope closed
+ * at shutdown): nothing to record, but its slot is free.
  */
-export type DirectHandle = (delivery: Claimed, done: (settlement: Settlement) => void) => boolean
+export type DirectHandle = (delivery: Claimed, done: (settlement: Settlement | undefined) => void) => boolean
 
 export interface SpanStarter {
   /** A started span named `name` with `attributes`, as `Effect.withSpan` would open it where the starter was made. */

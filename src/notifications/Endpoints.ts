@@ -30,6 +30,7 @@ import { endpointUrlOwner, readReceiverUrl, SEALED_URL_COLUMN, URL_SECRET } from
 import { SecretStore, type SecretOwner } from "../secrets/SecretStore.ts"
 import { Topics, Wakeups } from "../platform/Wakeups.ts"
 import { disableEndpoint, startFailing, stopFailing } from "./Operational.ts"
+import { makeSendTargetMirror } from "./SendTargetMirror.ts"
 import { newSigningSecret } from "./Signing.ts"
 
 /** A `notification_endpoints` row (with, where a query joins it, the end of a cooldown in progress). */
@@ -228,44 +229,39 @@ export class NotificationEndpoints extends Context.Service<NotificationEndpoints
       const config = yield* SvcConfig
       const wakeups = yield* Wakeups
       const queue = yield* DeliveryQueue
-      // What the lookups found, for reading without an effect (`sendTargetNow`):
-      // the same entries, expiring as the cache's do. `generations` counts
-      // the changes made through this process, so a lookup that began
-      // before one does not leave its answer here.
-      const clock = yield* Clock.Clock
-      const known = new Map<string, { readonly target: SendTarget; readonly until: number }>()
-      const generations = new Map<string, number>()
+      // What the lookups found, for reading without an effect (`sendTargetNow`).
+      const mirror = makeSendTargetMirror(yield* Clock.Clock, SEND_TARGET_TTL_MS)
       // Concurrent sends to one endpoint share one lookup (no stampede when the entry expires).
       const targetCache = yield* Cache.make<string, SendTarget | undefined>({
         capacity: 10_000,
         timeToLive: Duration.millis(SEND_TARGET_TTL_MS),
         lookup: (key: string) =>
-          Effect.gen(function*() {
-            const generation = generations.get(key) ?? 0
-            const [orgId, id] = key.split(":") as [string, string]
-            const row = yield* TargetRows.one(sql`
-              SELECT url, active, deactivated_reason FROM notification_endpoints WHERE id = ${id} AND org_id = ${orgId}
-            `)
-            if (row === undefined) return undefined
-            const target: SendTarget = {
-              url: yield* readReceiverUrl(endpointUrlOwner(orgId, id), row.url).pipe(Effect.provideService(SecretStore, secrets)),
-              active: row.active,
-              deactivatedReason: row.deactivated_reason,
-              secrets: yield* signingSecrets(orgId, id)
-            }
-            if ((generations.get(key) ?? 0) === generation) {
-              if (known.size >= 10_000) known.clear()
-              known.set(key, { target, until: clock.currentTimeMillisUnsafe() + SEND_TARGET_TTL_MS })
-            }
-            return target
-          })
+          Effect.acquireUseRelease(
+            Effect.sync(() => mirror.began(key)),
+            (lookup) =>
+              Effect.gen(function*() {
+                const [orgId, id] = key.split(":") as [string, string]
+                const row = yield* TargetRows.one(sql`
+                  SELECT url, active, deactivated_reason FROM notification_endpoints WHERE id = ${id} AND org_id = ${orgId}
+                `)
+                if (row === undefined) return undefined
+                const target: SendTarget = {
+                  url: yield* readReceiverUrl(endpointUrlOwner(orgId, id), row.url).pipe(Effect.provideService(SecretStore, secrets)),
+                  active: row.active,
+                  deactivatedReason: row.deactivated_reason,
+                  secrets: yield* signingSecrets(orgId, id)
+                }
+                mirror.found(key, lookup, target)
+                return target
+              }),
+            (lookup) => Effect.sync(() => mirror.ended(key, lookup))
+          )
       })
       // Changes made through this process drop the endpoint's entry at once.
       const forget = (orgId: string, id: string) =>
         Effect.suspend(() => {
           const key = `${orgId}:${id}`
-          known.delete(key)
-          generations.set(key, (generations.get(key) ?? 0) + 1)
+          mirror.changed(key)
           return Cache.invalidate(targetCache, key)
         })
 
@@ -425,10 +421,7 @@ export class NotificationEndpoints extends Context.Service<NotificationEndpoints
       })
 
       const sendTarget = (orgId: string, id: string) => Cache.get(targetCache, `${orgId}:${id}`)
-      const sendTargetNow = (orgId: string, id: string) => {
-        const entry = known.get(`${orgId}:${id}`)
-        return entry !== undefined && clock.currentTimeMillisUnsafe() < entry.until ? entry.target : undefined
-      }
+      const sendTargetNow = (orgId: string, id: string) => mirror.now(`${orgId}:${id}`)
 
       const reviewerEmail = Effect.fn("NotificationEndpoints.reviewerEmail")(function*(orgId: string) {
         const row = yield* SettingsRows.one(sql`

@@ -20,22 +20,22 @@
  * never the payload.
  *
  * Most sends run without a fiber of their own (`deliverDirect`,
- * `src/deliveries/DirectSend.ts`), with the same request, checks, span and
+ * `DirectDeliveries.ts`), with the same request, checks, span and
  * decisions; `deliver` is the same send as an effect, for what the direct
  * path leaves (an endpoint or event body not in memory, tracing off).
  */
 import { PgClient } from "@effect/sql-pg"
-import { Cause, Clock, Context, Duration, Effect, Exit, FiberSet, Layer, Option } from "effect"
+import { Clock, Context, Duration, Effect, FiberSet, Layer, Option } from "effect"
 import type { Claimed, CooldownPolicy } from "../deliveries/DeliveryQueue.ts"
 import { DeliveryQueue, Outcome } from "../deliveries/DeliveryQueue.ts"
 import { type DirectHandle, spanStarter } from "../deliveries/DirectSend.ts"
 import { runWorker, type Settlement } from "../deliveries/DeliveryWorker.ts"
-import { defectSettlement } from "../deliveries/worker/Start.ts"
 import { OutboundFailure, OutboundHttp, type OutboundResponse } from "../outbound/OutboundHttp.ts"
 import { parseRetryAfter } from "../outbound/RetryAfter.ts"
 import { jittered } from "../platform/Backoff.ts"
 import { maskNeedles, urlNeedles } from "../secrets/Masking.ts"
 import { SvcConfig } from "../platform/Config.ts"
+import { directDeliveries } from "./DirectDeliveries.ts"
 import { NotificationEndpoints, type SendTarget } from "./Endpoints.ts"
 import { EventBodies } from "./EventBodies.ts"
 import { deliveryHeaders } from "./Signing.ts"
@@ -65,6 +65,33 @@ export const retryDelay = (schedule: ReadonlyArray<Duration.Duration>, attempt: 
   if (base === undefined) return undefined
   return jittered(Duration.toMillis(base), 0.1, random())
 }
+
+/** A failed attempt's outcome: the schedule's next retry, or the receiver's `Retry-After` within bounds, or failed when the schedule is used up. */
+const failedAttempt = (
+  schedule: ReadonlyArray<Duration.Duration>,
+  delivery: Claimed,
+  error: string,
+  attempt: Settlement["attempt"],
+  retryAfterMs?: number
+) => {
+  const delay = retryDelay(schedule, delivery.attempts)
+  if (delay === undefined) {
+    return { outcome: Outcome.failed(`${error}; no retries left`), attempt }
+  }
+  const wait = retryAfterMs === undefined
+    ? delay
+    : Math.min(RETRY_AFTER_MAX_MS, Math.max(RETRY_AFTER_MIN_MS, retryAfterMs))
+  return { outcome: Outcome.retry(Duration.millis(wait), error), attempt }
+}
+
+/** The attributes of a delivery's `WebhookSender.deliver` span, given when it starts. */
+const spanAttributes = (delivery: Claimed) => ({
+  "svc.org_id": delivery.orgId,
+  "svc.delivery_id": delivery.id,
+  "svc.endpoint_id": delivery.targetId,
+  "svc.event_id": delivery.eventId ?? "",
+  "svc.attempt": delivery.attempts
+})
 
 /**
  * The start of a receiver's answer, with the parts of its URL that may carry
@@ -110,17 +137,6 @@ export class WebhookSender extends Context.Service<WebhookSender, {
       const config = yield* SvcConfig
       const bodies = yield* EventBodies
       const schedule = config.webhookRetrySchedule
-
-      const failedAttempt = (delivery: Claimed, error: string, attempt: Settlement["attempt"], retryAfterMs?: number) => {
-        const delay = retryDelay(schedule, delivery.attempts)
-        if (delay === undefined) {
-          return { outcome: Outcome.failed(`${error}; no retries left`), attempt }
-        }
-        const wait = retryAfterMs === undefined
-          ? delay
-          : Math.min(RETRY_AFTER_MAX_MS, Math.max(RETRY_AFTER_MIN_MS, retryAfterMs))
-        return { outcome: Outcome.retry(Duration.millis(wait), error), attempt }
-      }
 
       // The failed attempt that brings the endpoint's consecutive failures to
       // the cooldown threshold starts a failing streak (`endpoint.failing`,
@@ -168,7 +184,7 @@ export class WebhookSender extends Context.Service<WebhookSender, {
         if (sent instanceof OutboundFailure) {
           const error = sent.message
           const attempt = { error, durationMs: (yield* Clock.currentTimeMillis) - started }
-          return (yield* noteFailure(delivery, error, attempt)) ?? failedAttempt(delivery, error, attempt)
+          return (yield* noteFailure(delivery, error, attempt)) ?? failedAttempt(schedule, delivery, error, attempt)
         }
         const attempt = {
           statusCode: sent.status,
@@ -195,7 +211,7 @@ export class WebhookSender extends Context.Service<WebhookSender, {
           ? parseRetryAfter(sent.headers["retry-after"], yield* Clock.currentTimeMillis)
           : undefined
         return (yield* noteFailure(delivery, error, { ...attempt, error })) ??
-          failedAttempt(delivery, error, { ...attempt, error }, retryAfter)
+          failedAttempt(schedule, delivery, error, { ...attempt, error }, retryAfter)
       })
 
       // One span per delivery, its attributes given when it starts; no
@@ -223,13 +239,6 @@ export class WebhookSender extends Context.Service<WebhookSender, {
         )
         return yield* outcomeOf(delivery, target, sent, started)
       })
-      const spanAttributes = (delivery: Claimed) => ({
-        "svc.org_id": delivery.orgId,
-        "svc.delivery_id": delivery.id,
-        "svc.endpoint_id": delivery.targetId,
-        "svc.event_id": delivery.eventId ?? "",
-        "svc.attempt": delivery.attempts
-      })
       const deliver = (delivery: Claimed) =>
         Effect.withSpan(send(delivery), "WebhookSender.deliver", {
           // A stack trace per delivery span was ~1 % of the drain's CPU and
@@ -238,59 +247,18 @@ export class WebhookSender extends Context.Service<WebhookSender, {
           attributes: spanAttributes(delivery)
         })
 
-      // `deliver` without a fiber (`DirectSend.ts`): an endpoint and an
-      // event this process knows, its answer in 2xx from a healthy endpoint,
-      // settled in the exchange's callback; whatever else the answer asks
-      // for is `outcomeOf`, forked under the delivery's span.
-      const spans = Option.getOrUndefined(yield* spanStarter)
-      const clock = yield* Clock.Clock
-      const fork = yield* FiberSet.makeRuntime<never, Settlement, never>()
-      const deliverDirect: DirectHandle = (delivery, done) => {
-        if (spans === undefined) return false
-        const target = endpoints.sendTargetNow(delivery.orgId, delivery.targetId)
-        if (target === undefined || !target.active) return false
-        const event = bodies.get(delivery.eventId ?? "")
-        if (event === undefined) return false
-        const span = spans.start("WebhookSender.deliver", spanAttributes(delivery))
-        span.attribute("svc.event_type", event.type)
-        const body = Buffer.from(event.body, "utf8")
-        const started = clock.currentTimeMillisUnsafe()
-        const settled = (settlement: Settlement) => {
-          spans.end(span, settlement)
-          done(settlement)
-        }
-        const rest = (sent: OutboundResponse | OutboundFailure) =>
-          fork(
-            outcomeOf(delivery, target, sent, started).pipe(
-              Effect.catchCause((cause) => defectSettlement(delivery, cause)),
-              Effect.withParentSpan(span)
-            )
-          ).addObserver((exit) => {
-            // Interrupted at shutdown: nothing to record.
-            if (Exit.isSuccess(exit)) settled(exit.value)
-          })
-        outbound.sendDirect(requestOf(delivery, target, event.type, body, started), span, (sent) => {
-          try {
-            if (sent instanceof OutboundFailure || sent.status < 200 || sent.status >= 300 || delivery.targetFailures > 0) {
-              rest(sent)
-              return
-            }
-            settled({
-              outcome: DELIVERED,
-              attempt: {
-                statusCode: sent.status,
-                responseSnippet: snippet(sent.body, sent.truncated, target.url),
-                durationMs: sent.elapsedMs
-              }
-            })
-          } catch (error) {
-            fork(defectSettlement(delivery, Cause.die(error))).addObserver((exit) => {
-              if (Exit.isSuccess(exit)) settled(exit.value)
-            })
-          }
-        })
-        return true
-      }
+      const deliverDirect = directDeliveries({
+        sendTargetNow: endpoints.sendTargetNow,
+        body: bodies.get,
+        spans: Option.getOrUndefined(yield* spanStarter),
+        clock: yield* Clock.Clock,
+        fork: yield* FiberSet.makeRuntime<never, Settlement, never>(),
+        sendDirect: outbound.sendDirect,
+        spanAttributes,
+        requestOf,
+        outcomeOf,
+        snippet
+      })
 
       /** The bound a delivery shares: its organization and its endpoint's destination host (and port). */
       const hostGroup = (delivery: Claimed) =>

@@ -19,7 +19,7 @@
  * Address classes: `AddressPolicy.ts`. URL rules and names: `TargetUrl.ts`.
  * Name resolution (replaceable in tests): `Resolver.ts`.
  */
-import { Cause, Clock, Context, Data, Duration, Effect, Exit, Layer, type Tracer } from "effect"
+import { Clock, Context, Data, Duration, Effect, Layer, type Tracer } from "effect"
 import { readFileSync } from "node:fs"
 import * as tls from "node:tls"
 import { buildConnector, Pool } from "undici"
@@ -27,6 +27,7 @@ import { SvcConfig } from "../platform/Config.ts"
 import { type Address, type Cidr, judge, parseAddress, parseCidrs, unmap } from "./AddressPolicy.ts"
 import { Resolver as DnsResolver } from "node:dns/promises"
 import { networkResolver, Resolver, type ResolverShape } from "./Resolver.ts"
+import { directExchange } from "./DirectExchange.ts"
 import { startExchange } from "./Exchange.ts"
 import { requestHeaders } from "./RequestHeaders.ts"
 import { parseTarget, type Target } from "./TargetUrl.ts"
@@ -102,8 +103,14 @@ const CHECK_RESOLVE_TIMEOUT = Duration.seconds(5)
 // ---------------------------------------------------------------------------
 // Resolving and judging a target
 
-type Refusal = { readonly _tag: "Refused"; readonly message: string }
+export type Refusal = { readonly _tag: "Refused"; readonly message: string }
 type Unresolved = { readonly _tag: "Unresolved"; readonly code: string }
+
+/** The address to connect to for an IP literal host, checked; or why not. */
+export const checkLiteral = (address: Address, allowed: ReadonlyArray<Cidr>): ReadonlyArray<Address> | Refusal => {
+  const verdict = judge(address, allowed)
+  return verdict.public ? [unmap(address)] : { _tag: "Refused", message: `the host is a non-public address (${verdict.range})` }
+}
 
 /**
  * The addresses to connect to, every one of them checked; or why not.
@@ -117,10 +124,8 @@ const resolveTarget = (
 ): Effect.Effect<ReadonlyArray<Address>, Refusal | Unresolved> => {
   const host = target.host
   if (host._tag === "Ip") {
-    const verdict = judge(host.address, allowed)
-    return verdict.public
-      ? Effect.succeed([unmap(host.address)])
-      : Effect.fail({ _tag: "Refused", message: `the host is a non-public address (${verdict.range})` })
+    const checked = checkLiteral(host.address, allowed)
+    return "_tag" in checked ? Effect.fail(checked) : Effect.succeed(checked)
   }
   return resolver.resolve(host.name, orgId).pipe(
     Effect.mapError((failure): Unresolved => ({ _tag: "Unresolved", code: failure.code })),
@@ -140,6 +145,17 @@ const resolveTarget = (
         : Effect.succeed(addresses)
     })
   )
+}
+
+const refused = (refusal: Refusal) => new OutboundFailure({ reason: "unsafe_target", message: refusal.message })
+
+/** What a send needs before it resolves anything: its deadline, its parsed target, and where it reads to. */
+export interface Prepared {
+  /** `performance.now()` when the send began. */
+  readonly started: number
+  readonly timeoutMs: number
+  readonly target: Target
+  readonly maxBytes: number
 }
 
 // ---------------------------------------------------------------------------
@@ -295,9 +311,9 @@ export class OutboundHttp extends Context.Service<OutboundHttp, {
   readonly check: (url: string, orgId?: string) => Effect.Effect<CheckedUrl, UnsafeUrl>
   readonly send: (request: OutboundRequest) => Effect.Effect<OutboundResponse, OutboundFailure>
   /**
-   * `send` without a fiber of its own: the same checks and exchange, the
-   * request's attributes put on `span`, `done` called once with the answer
-   * or the failure (never synchronously).
+   * `send` without a fiber of its own (`DirectExchange.ts`): the same checks
+   * and exchange, the request's attributes put on `span`, `done` called once
+   * with the answer or the failure (never synchronously).
    */
   readonly sendDirect: (
     request: OutboundRequest,
@@ -403,8 +419,7 @@ export class OutboundHttp extends Context.Service<OutboundHttp, {
         return parsed
       }
 
-      /** What a send needs before it resolves anything: its deadline, its parsed target, and where it reads to. */
-      const prepare = (request: OutboundRequest) => {
+      const prepare = (request: OutboundRequest): Prepared | OutboundFailure => {
         const started = performance.now()
         const timeoutMs = Duration.toMillis(request.timeout)
         if (!(timeoutMs > 0)) {
@@ -414,7 +429,6 @@ export class OutboundHttp extends Context.Service<OutboundHttp, {
         if (parsed._tag === "Refused") return new OutboundFailure({ reason: "unsafe_target", message: parsed.message })
         return { started, timeoutMs, target: parsed.target, maxBytes: request.maxResponseBytes ?? DEFAULT_MAX_RESPONSE_BYTES }
       }
-      type Prepared = Exclude<ReturnType<typeof prepare>, OutboundFailure>
 
       /** The attributes a send gives its caller's span, before and after the exchange. */
       const requestAttributes = (request: OutboundRequest, target: Target) => ({
@@ -429,7 +443,7 @@ export class OutboundHttp extends Context.Service<OutboundHttp, {
         const resolved = resolveTarget(prepared.target, allowed, resolver, request.orgId).pipe(
           Effect.mapError((problem) =>
             problem._tag === "Refused"
-              ? new OutboundFailure({ reason: "unsafe_target", message: problem.message })
+              ? refused(problem)
               : new OutboundFailure({ reason: "network", message: unresolvedMessage(problem.code) })
           )
         )
@@ -529,44 +543,21 @@ export class OutboundHttp extends Context.Service<OutboundHttp, {
         return result
       })
 
-      // `send` without a fiber of its own (`DirectSend.ts`): an IP literal's
-      // exchange starts at once; a name's resolution alone runs as an effect.
-      const sendDirect = (request: OutboundRequest, span: Tracer.Span, done: (result: OutboundResponse | OutboundFailure) => void) => {
-        // Whatever ends before this returns (a refusal, undici reporting
-        // invalid arguments at once, a name resolved from the hosts file)
-        // is reported after it returns, as its contract says.
-        let returned = false
-        const report = (result: OutboundResponse | OutboundFailure) => {
-          if (!(result instanceof OutboundFailure)) span.attribute("http.response.status_code", result.status)
-          if (returned) done(result)
-          else queueMicrotask(() => done(result))
-        }
-        const prepared = prepare(request)
-        if (prepared instanceof OutboundFailure) {
-          report(prepared)
-        } else {
-          const attributes = requestAttributes(request, prepared.target)
-          for (const key in attributes) span.attribute(key, attributes[key as keyof typeof attributes])
+      // `send` without a fiber of its own (`DirectExchange.ts`), from the same steps.
+      const sendDirect = directExchange({
+        prepare,
+        requestAttributes,
+        literal: (prepared) => {
           const host = prepared.target.host
-          if (host._tag === "Ip") {
-            const verdict = judge(host.address, allowed)
-            if (verdict.public) exchange(request, prepared, [unmap(host.address)], report)
-            else report(new OutboundFailure({ reason: "unsafe_target", message: `the host is a non-public address (${verdict.range})` }))
-          } else {
-            Effect.runCallback(resolution(request, prepared), {
-              onExit: (exit) => {
-                if (Exit.isSuccess(exit)) {
-                  exchange(request, prepared, exit.value, report)
-                  return
-                }
-                const error = Cause.squash(exit.cause)
-                report(error instanceof OutboundFailure ? error : new OutboundFailure({ reason: "network", message: "the host name could not be resolved" }))
-              }
-            })
-          }
-        }
-        returned = true
-      }
+          if (host._tag !== "Ip") return undefined
+          const checked = checkLiteral(host.address, allowed)
+          return "_tag" in checked ? refused(checked) : checked
+        },
+        resolution,
+        unresolvable: () => new OutboundFailure({ reason: "network", message: "the host name could not be resolved" }),
+        exchange,
+        context: yield* Effect.context<never>()
+      })
 
       return { check, send, sendDirect }
     })
