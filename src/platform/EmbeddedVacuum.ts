@@ -36,13 +36,19 @@
  * indexes, so the watchdog gives it `VACUUM_BYTES_PER_SECOND` of allowance
  * on top of `SVC_DB_STATEMENT_TIMEOUT` (`StatementAllowance`).
  *
- * What it costs (`npx node bench/inprocess/vacuum.ts`, figures there and
- * in docs/operations.md, "Maintenance of the embedded database"): a round
- * with nothing due, one statement of 1 to 2 ms of PGlite's thread; the
- * first round of a fresh data folder (every table, catalogs included) TODO;
- * a `VACUUM` of 1 000 000 rows (160 MB with two indexes) after a tenth of
- * them were updated, TODO. Under 200 000 updates of 1 000 rows the data
- * folder grew TODO without it and TODO with it.
+ * What it costs and buys (`npx node bench/inprocess/vacuum.ts`, three runs
+ * on the shared 2-core machine, load 3 to 8; docs/operations.md,
+ * "Maintenance of the embedded database"): a round with nothing due is one
+ * statement of 1.3 to 1.5 ms of PGlite's thread (2 to 4 ms in all); the
+ * first round of a fresh data folder, 85 tables with the catalogs, 120 to
+ * 160 ms of it. A `VACUUM` after a tenth of the rows were updated: 20 ms
+ * for 100 000 rows (13.5 MB with two indexes), 170 to 290 ms of CPU (350 to
+ * 500 ms in all) for 1 000 000 (134 MB). Under single-row updates of a
+ * 1 000-row table with an indexed timestamp (no HOT update), without it the
+ * table and its indexes grew by 41 bytes an update (8.4 to 9.1 MB after 200 000,
+ * 16.6 after 400 000: 3.5 GB a day at 1 000 updates a second); with a round
+ * every 60 000 updates they stayed at 3.6 to 3.8 MB from the third round
+ * on (six rounds, 122 ms of `VACUUM` in all).
  */
 import { Duration, Effect, type Scope } from "effect"
 import type { SqlClient } from "effect/sql"
