@@ -34,7 +34,11 @@
  *
  * A `VACUUM` holds the session for a time that grows with the table and its
  * indexes, so the watchdog gives it `VACUUM_BYTES_PER_SECOND` of allowance
- * on top of `SVC_DB_STATEMENT_TIMEOUT` (`StatementAllowance`).
+ * on top of `SVC_DB_STATEMENT_TIMEOUT` (`StatementAllowance`). It runs at
+ * full speed, as a `VACUUM` not run by autovacuum does (`vacuum_cost_delay`
+ * 0): the session has nothing to share the disk with, and on PGlite a cost
+ * delay breaks the session (tried: that `VACUUM` and every later statement
+ * fail with "CommitTransactionCommand: unexpected state DEFAULT").
  *
  * What it costs and buys (`npx node bench/inprocess/vacuum.ts`, three runs
  * on the shared 2-core machine, load 3 to 8; docs/operations.md,
