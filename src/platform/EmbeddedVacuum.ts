@@ -49,10 +49,10 @@
  * for 100 000 rows (13.5 MB with two indexes), 170 to 290 ms of CPU (350 to
  * 500 ms in all) for 1 000 000 (134 MB). Under single-row updates of a
  * 1 000-row table with an indexed timestamp (no HOT update), without it the
- * table and its indexes grew by 41 bytes an update (8.4 to 9.1 MB after 200 000,
- * 16.6 after 400 000: 3.5 GB a day at 1 000 updates a second); with a round
- * every 60 000 updates they stayed at 3.6 to 3.8 MB from the third round
- * on (six rounds, 122 ms of `VACUUM` in all).
+ * table and its indexes grew by 41 bytes an update (8.4 to 9.1 MB after
+ * 200 000, 16.6 after 400 000: 3.5 GB a day at 1 000 updates a second);
+ * with a round every 60 000 updates they stayed at 3.6 to 3.8 MB from the
+ * second round on (six rounds, 122 ms of `VACUUM` in all).
  */
 import { Duration, Effect, type Scope } from "effect"
 import type { SqlClient } from "effect/sql"
@@ -67,8 +67,8 @@ export const VACUUM_EVERY = Duration.seconds(60)
  * The slowest rate a `VACUUM` is expected to read its table, TOAST and
  * indexes at: the watchdog's allowance for it is its size at this rate.
  * Measured 230 MB/s for a table read back from the OS's cache after a
- * restart (1 000 000 rows and two indexes, 160 MB, 710 ms) and 1 GB/s from
- * shared buffers: this is a twentieth of the slower, for a slow disk and a
+ * restart (1 000 000 rows and two indexes, 160 MB, 710 ms) and 850 MB/s
+ * from shared buffers: this is a twentieth of the slower, for a slow disk and a
  * busy machine.
  */
 export const VACUUM_BYTES_PER_SECOND = 10 * 1024 * 1024
