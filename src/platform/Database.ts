@@ -21,6 +21,7 @@ import { ensurePrivateDir, holdDataDir } from "./DataDir.ts"
 import { type EmbeddedSession, makeEmbeddedClient, startSession } from "./EmbeddedSession.ts"
 import { keepCheckpoints } from "./EmbeddedCheckpoints.ts"
 import { ANALYZE_EVERY, keepStatistics } from "./EmbeddedStatistics.ts"
+import { keepVacuumed, VACUUM_EVERY } from "./EmbeddedVacuum.ts"
 
 export class DatabaseUnavailable extends Data.TaggedError("DatabaseUnavailable")<{
   readonly message: string
@@ -63,7 +64,7 @@ const embeddedClient = (
   kind: "embedded" | "memory",
   settings: EmbeddedSettings,
   before: Effect.Effect<void, DatabaseUnavailable, Scope.Scope> = Effect.void,
-  statisticsEvery: Duration.Input = ANALYZE_EVERY
+  every: { readonly statistics?: Duration.Input | undefined; readonly vacuum?: Duration.Input | undefined } = {}
 ): DatabaseLayer =>
   Layer.effectContext(Effect.gen(function*() {
     yield* before
@@ -72,10 +73,12 @@ const embeddedClient = (
     )
     const client = yield* makeEmbeddedClient(session)
     // No autovacuum and no checkpointer run on PGlite: the statistics the
-    // planner needs and the checkpoints that bound the WAL are kept here, for
-    // a data folder (a database in memory lives as long as a test).
+    // planner needs, the vacuum that makes dead rows' space reusable and
+    // freezes old rows, and the checkpoints that bound the WAL are kept
+    // here, for a data folder (a database in memory lives as long as a test).
     if (kind === "embedded") {
-      yield* keepStatistics(client, statisticsEvery)
+      yield* keepStatistics(client, every.statistics ?? ANALYZE_EVERY)
+      yield* keepVacuumed(client, every.vacuum ?? VACUUM_EVERY)
       yield* keepCheckpoints(client)
     }
     return Context.make(PgClient.PgClient, client).pipe(
@@ -118,9 +121,14 @@ const embeddedLayer = (dataDir: string, settings: EmbeddedSettings = {
   readonly waitMs?: number
   /** How often the planner statistics are looked at (`EmbeddedStatistics.ts`; tests shorten it). */
   readonly statisticsEvery?: Duration.Input
+  /** How often the tables are looked at for `VACUUM` (`EmbeddedVacuum.ts`; tests shorten it). */
+  readonly vacuumEvery?: Duration.Input
 } = { waitMs: HOLDER_EXIT_WAIT_MS }): DatabaseLayer => {
   const absolute = path.resolve(dataDir)
-  return embeddedClient(path.join(absolute, "pgdata"), "embedded", settings, holdEmbedded(absolute, options), options.statisticsEvery)
+  return embeddedClient(path.join(absolute, "pgdata"), "embedded", settings, holdEmbedded(absolute, options), {
+    statistics: options.statisticsEvery,
+    vacuum: options.vacuumEvery
+  })
 }
 
 /**

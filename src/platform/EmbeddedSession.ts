@@ -11,8 +11,9 @@
  * - One holder at a time: a semaphore lends the session to one statement,
  *   or to one transaction for its whole length; everything else waits.
  * - A watchdog: a statement that has not answered within
- *   `SVC_DB_STATEMENT_TIMEOUT` (PGlite ignores `statement_timeout`) ends
- *   the worker. A transaction that holds the session longer than
+ *   `SVC_DB_STATEMENT_TIMEOUT` (PGlite ignores `statement_timeout`), plus
+ *   the `StatementAllowance` of maintenance such as `VACUUM`, ends the
+ *   worker. A transaction that holds the session longer than
  *   `SVC_DB_IDLE_IN_TRANSACTION_TIMEOUT` plus the statement timeout is
  *   interrupted, which rolls it back and frees the session.
  * - A lost session is said: when the worker exits or fails (out of memory,
@@ -63,11 +64,23 @@ type Query = {
   readonly values: boolean
   readonly prepare: boolean
 }
+/**
+ * Time the watchdog adds to `SVC_DB_STATEMENT_TIMEOUT` for the statements
+ * of the fiber that provides it: for maintenance that cannot be split and
+ * whose time grows with a table (`VACUUM`, `EmbeddedVacuum.ts`), which the
+ * bound made for requests' statements would otherwise turn into a lost
+ * session. Zero unless provided.
+ */
+export const StatementAllowance = Context.Reference<Duration.Duration>("svc/platform/EmbeddedSession/StatementAllowance", {
+  defaultValue: () => Duration.zero
+})
+
 type Op = Query | { readonly op: "exec"; readonly sql: string } | { readonly op: "dump" } | { readonly op: "stop" }
 
 /** The worker and what it owes: requests in flight, each with its watchdog. */
 export interface EmbeddedSession {
-  readonly request: (op: Op) => Effect.Effect<Answer, SqlError>
+  /** Runs `op`; the watchdog waits `SVC_DB_STATEMENT_TIMEOUT` plus `allowance` for its answer. */
+  readonly request: (op: Op, allowance?: Duration.Duration) => Effect.Effect<Answer, SqlError>
   /** Completes, with why, when the session is gone (the worker exited, failed, or overran the watchdog). */
   readonly lost: Effect.Effect<string>
   /** Whether the session is gone. */
@@ -166,16 +179,22 @@ export const startSession = (options: EmbeddedSessionOptions): Effect.Effect<Emb
       if (!stopping) lose(`the database worker exited (${code})`)
     })
 
-    const request = (op: Op): Effect.Effect<Answer, SqlError> =>
+    const request = (op: Op, allowance: Duration.Duration = Duration.zero): Effect.Effect<Answer, SqlError> =>
       Effect.callback<Answer, SqlError>((resume) => {
         if (lostBecause !== undefined) return resume(Effect.fail(lostError(lostBecause, op.op)))
         const id = nextId++
         // The watchdog: PGlite cannot cancel a statement, so one that runs
         // past the bound costs the session. It keeps running when the
         // fiber that asked is interrupted: the worker is still busy with it.
+        const bound = Duration.sum(options.statementTimeout, allowance)
         const timer = setTimeout(
-          () => lose(`a statement ran longer than SVC_DB_STATEMENT_TIMEOUT (${millis(options.statementTimeout)})`),
-          Duration.toMillis(options.statementTimeout)
+          () =>
+            lose(
+              Duration.isZero(allowance)
+                ? `a statement ran longer than SVC_DB_STATEMENT_TIMEOUT (${millis(options.statementTimeout)})`
+                : `a statement ran longer than SVC_DB_STATEMENT_TIMEOUT plus its allowance (${millis(bound)})`
+            ),
+          Duration.toMillis(bound)
         )
         pending.set(id, {
           timer,
@@ -300,7 +319,12 @@ class EmbeddedConnection implements Connection {
   private run(sql: string, params: ReadonlyArray<unknown>, values = false, prepare = true) {
     const bound = toPglite(params)
     return Effect.map(
-      this.session.request({ op: "query", sql, params: bound.params, types: bound.types, values, prepare }),
+      Effect.withFiber((fiber) =>
+        this.session.request(
+          { op: "query", sql, params: bound.params, types: bound.types, values, prepare },
+          fiber.getRef(StatementAllowance)
+        )
+      ),
       (answer) => answer.result!
     )
   }

@@ -30,9 +30,8 @@
  * once per `ANALYZE_EVERY`; an `ANALYZE` at `STATISTICS_TARGET` 12 to 13
  * ms for a table of 22 000 to 122 000 rows.
  *
- * Not done here: `VACUUM`. Without it PGlite never marks the space of
- * deleted or updated rows reusable (pruning within a page aside) nor
- * freezes old rows; see docs/performance.md.
+ * `VACUUM`, autovacuum's other half, has its own thresholds and loop
+ * (`EmbeddedVacuum.ts`).
  */
 import { Duration, Effect, type Scope } from "effect"
 import type { SqlClient } from "effect/sql"
