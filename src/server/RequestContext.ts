@@ -26,7 +26,8 @@ export const KEPT_REFERENCES: ReadonlySet<string> = new Set([
   "svc/platform/RequestFacts",
   "svc/observability/Metrics",
   "svc/observability/OperatorSpans",
-  "svc/outbound/Resolver"
+  "svc/outbound/Resolver",
+  "svc/platform/EmbeddedSession/StatementAllowance"
 ])
 
 const DATABASE_CLIENTS: ReadonlySet<string> = new Set(["@effect/sql-pg/PgClient", "effect/sql/SqlClient"])
