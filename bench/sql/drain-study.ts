@@ -39,6 +39,7 @@ import { Database } from "../../src/platform/Database.ts"
 import { newId } from "../../src/platform/Ids.ts"
 import { migrationRecord } from "../../src/platform/migrations/index.ts"
 import { seededShuffle } from "../support/shuffle.ts"
+import { withClient } from "../support/db.ts"
 
 const args = process.argv.slice(2)
 const arg = (name: string, fallback: string) => {
@@ -58,15 +59,7 @@ const explain = args.includes("--explain")
 
 // --- databases ---------------------------------------------------------------
 
-const withAdmin = async <A>(f: (client: pg.Client) => Promise<A>) => {
-  const client = new pg.Client({ connectionString: process.env.STUDY_DATABASE_URL })
-  await client.connect()
-  try {
-    return await f(client)
-  } finally {
-    await client.end()
-  }
-}
+const withAdmin = <A>(f: (client: pg.Client) => Promise<A>) => withClient(process.env.STUDY_DATABASE_URL, f)
 
 /** CPU of a thread or process in µs, from its schedstat (nanoseconds of run time). */
 const schedMicros = (pid: number) => Number(readFileSync(`/proc/${pid}/schedstat`, "utf8").split(" ")[0]) / 1000

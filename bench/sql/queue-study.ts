@@ -60,6 +60,7 @@ import { migrationRecord } from "../../src/platform/migrations/index.ts"
 import { cpuMicros } from "../support/cpu.ts"
 import { ownThreads } from "../inprocess/threads.ts"
 import { seededShuffle } from "../support/shuffle.ts"
+import { withClient } from "../support/db.ts"
 
 type Variant = "main" | "enqueue" | "lease" | "log"
 type Db = "postgres" | "pglite"
@@ -93,15 +94,7 @@ const adminUrl = () => {
   if (url === undefined || url === "") throw new Error("STUDY_DATABASE_URL is not set")
   return new URL(url)
 }
-const withAdmin = async <A>(f: (client: pg.Client) => Promise<A>) => {
-  const client = new pg.Client({ connectionString: adminUrl().toString() })
-  await client.connect()
-  try {
-    return await f(client)
-  } finally {
-    await client.end()
-  }
-}
+const withAdmin = <A>(f: (client: pg.Client) => Promise<A>) => withClient(adminUrl().toString(), f)
 let counter = 0
 
 /** A fresh database for one run: its client layer, the CPU meter, and how to drop it. */

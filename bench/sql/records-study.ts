@@ -37,6 +37,7 @@ import { COLUMNS } from "../../src/deliveries/Types.ts"
 import { Database } from "../../src/platform/Database.ts"
 import { newId } from "../../src/platform/Ids.ts"
 import { migrationRecord } from "../../src/platform/migrations/index.ts"
+import { withClient } from "../support/db.ts"
 
 type Db = "postgres" | "pglite"
 
@@ -58,15 +59,7 @@ const TIMEOUT_S = Number(arg("timeout", "30"))
 
 // --- databases ---------------------------------------------------------------
 
-const withAdmin = async <A>(f: (client: pg.Client) => Promise<A>) => {
-  const client = new pg.Client({ connectionString: process.env.STUDY_DATABASE_URL })
-  await client.connect()
-  try {
-    return await f(client)
-  } finally {
-    await client.end()
-  }
-}
+const withAdmin = <A>(f: (client: pg.Client) => Promise<A>) => withClient(process.env.STUDY_DATABASE_URL, f)
 
 let counter = 0
 const freshDatabase = async (db: Db) => {

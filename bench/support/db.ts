@@ -53,8 +53,9 @@ const adminUrl = () => {
   return parsed
 }
 
-const withAdmin = async <A>(f: (client: pg.Client) => Promise<A>) => {
-  const client = new pg.Client({ connectionString: adminUrl().toString() })
+/** `f` with a client of its own on `url` (the benchmark's and the SQL studies' statements about databases), closed after. */
+export const withClient = async <A>(url: string | undefined, f: (client: pg.Client) => Promise<A>) => {
+  const client = new pg.Client({ connectionString: url })
   await client.connect()
   try {
     return await f(client)
@@ -62,6 +63,8 @@ const withAdmin = async <A>(f: (client: pg.Client) => Promise<A>) => {
     await client.end()
   }
 }
+
+const withAdmin = <A>(f: (client: pg.Client) => Promise<A>) => withClient(adminUrl().toString(), f)
 
 let counter = 0
 

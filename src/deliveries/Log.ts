@@ -267,7 +267,7 @@ export const take = Effect.fnUntraced(function*(
   options: ClaimOptions
 ) {
   if (options.limit <= 0) return []
-  yield* reconcile(sql, leases)
+  if (leases.doubtful().length > 0) yield* reconcile(sql, leases)
   const rows = yield* takeStatements(sql, kind, options, leases.owner()).pipe(
     // Committed, to be committed or not: the answer is lost, and what the
     // database holds under this owner id is in doubt.

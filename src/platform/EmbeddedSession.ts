@@ -179,6 +179,7 @@ export const startSession = (options: EmbeddedSessionOptions): Effect.Effect<Emb
       if (!stopping) lose(`the database worker exited (${code})`)
     })
 
+    const timeoutMs = Duration.toMillis(options.statementTimeout)
     const request = (op: Op, allowance: Duration.Duration = Duration.zero): Effect.Effect<Answer, SqlError> =>
       Effect.callback<Answer, SqlError>((resume) => {
         if (lostBecause !== undefined) return resume(Effect.fail(lostError(lostBecause, op.op)))
@@ -186,15 +187,16 @@ export const startSession = (options: EmbeddedSessionOptions): Effect.Effect<Emb
         // The watchdog: PGlite cannot cancel a statement, so one that runs
         // past the bound costs the session. It keeps running when the
         // fiber that asked is interrupted: the worker is still busy with it.
-        const bound = Duration.sum(options.statementTimeout, allowance)
+        // Per statement: no Duration built unless an allowance was given.
+        const boundMs = Duration.isZero(allowance) ? timeoutMs : timeoutMs + Duration.toMillis(allowance)
         const timer = setTimeout(
           () =>
             lose(
               Duration.isZero(allowance)
                 ? `a statement ran longer than SVC_DB_STATEMENT_TIMEOUT (${millis(options.statementTimeout)})`
-                : `a statement ran longer than SVC_DB_STATEMENT_TIMEOUT plus its allowance (${millis(bound)})`
+                : `a statement ran longer than SVC_DB_STATEMENT_TIMEOUT plus its allowance (${Math.round(boundMs)} ms)`
             ),
-          Duration.toMillis(bound)
+          boundMs
         )
         pending.set(id, {
           timer,
