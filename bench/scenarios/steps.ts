@@ -24,7 +24,7 @@
  * hundred requests. (Until this pass existed, the embedded svc was also
  * restarted after every measurement, to count the steps, and measured
  * after 300 requests of a fresh process, against a server svc that had
- * served thousands: see docs/performance.md, "The embedded database
+ * served thousands: see bench/notes/embedded.md, "The embedded database
  * against the server, per unit of work".)
  */
 import * as path from "node:path"

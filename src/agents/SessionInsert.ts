@@ -4,7 +4,7 @@
  * instead of an `sql` template rebuilt and compiled on every POST.
  *
  * What it buys: the main thread allocates about 2 KB less per
- * `POST /v1/agent-sessions` (docs/performance.md, "Fourth round"). The text
+ * `POST /v1/agent-sessions` (bench/notes/request-path.md, "Fourth round"). The text
  * is the one the template compiled to, parameter for parameter.
  */
 import type { SqlClient } from "effect/sql"

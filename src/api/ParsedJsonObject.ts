@@ -14,7 +14,7 @@
  * 19 % of what the main thread allocated per feedback POST; with this the
  * POST allocates 88-90 KB instead of 99 (decoding the body and encoding the
  * answer: 6.7 and 3.6 µs instead of 11 and 7.1 in a micro-benchmark;
- * docs/performance.md, "The feedback POST beyond the cheapest write").
+ * bench/notes/request-path.md, "The feedback POST beyond the cheapest write").
  *
  * Its JSON Schema is `{"type": "object"}`, as the record's was: a
  * declaration has no JSON Schema of its own, so a check that always passes

@@ -3,7 +3,7 @@
  * step reads its rule here instead of making a round trip for it (one of
  * the twelve a step used to make; with the rest folded into one statement,
  * an allow step costs svc about a third of the CPU it did, see
- * docs/performance.md, "Governed steps").
+ * bench/notes/steps.md).
  *
  * A cached rule is never trusted alone: the step's statement checks that the
  * policy row still says what the rule says (one primary-key probe inside the

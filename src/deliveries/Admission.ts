@@ -29,7 +29,7 @@
  * busy endpoint's batches held about 14 outcomes (sends stopped at 32
  * unsettled until the batch before was written), and the settle
  * statements were a third of the drain's database CPU and most of the
- * worker's statements (`docs/performance.md`, "The drain's cost").
+ * worker's statements (`bench/notes/delivery-log.md`, "The drain's cost").
  */
 export const UNSETTLED_PER_TARGET = 4
 

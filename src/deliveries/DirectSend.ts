@@ -13,7 +13,7 @@
  * exchange's `Effect.callback`; the runtime's share of svc's busy CPU was
  * about 10 % in the sends alone (perf, the `webhooks` drain on a
  * PostgreSQL server). The figures with the direct path are in
- * `docs/performance.md` ("The drain's cost").
+ * `bench/notes/delivery-log.md` ("The drain's cost").
  *
  * The span per send stays: `startSpan` opens it on the tracer the worker
  * found in its context (the same tracer, parent, annotations and sampling

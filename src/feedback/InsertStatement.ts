@@ -7,7 +7,7 @@
  * and compiled into its text on every feedback POST. Measured A/B on the
  * PostgreSQL server (`AB_ALLOC=1 sh bench/ab-request-path.sh`,
  * 2026-11-23): the main thread allocates 111-113 KB per feedback POST
- * instead of 118.5-120 (docs/performance.md, "Third round").
+ * instead of 118.5-120 (bench/notes/request-path.md, "Third round").
  * The text is the one the template compiled to, parameter for parameter
  * in the same order; the redacted fields travel as JSON text cast to
  * `jsonb`, as the correction already did.

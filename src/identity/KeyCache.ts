@@ -6,7 +6,7 @@
  * `Cache.get` (a fiber-aware lookup with its own clock reads, deferreds and
  * capacity bookkeeping) cost 77-200 µs of CPU per request under load; a
  * `Map.get` and one comparison cost well under a microsecond (figures in
- * docs/performance.md). The rules are those of the cache it replaces:
+ * bench/notes/request-path.md). The rules are those of the cache it replaces:
  *
  * - only known, unrevoked keys are kept, for at most `ttlMs` from the start
  *   of the database read that found them (the cross-process revocation

@@ -13,7 +13,7 @@
  * `Effect.callback`; with the sends run directly, svc's CPU per delivery in
  * the `webhooks` drain went 213 → 197, 208 → 204 and 169 → 147 µs (three
  * A/B runs, load 5-6) and the Effect runtime's share of svc's samples in
- * the sends 10 % → 1 % (`docs/performance.md`, "The drain's cost").
+ * the sends 10 % → 1 % (`bench/notes/delivery-log.md`, "The drain's cost").
  */
 import { Cause, type Clock, Effect, Exit, type Fiber, type Tracer } from "effect"
 import { Outcome } from "../deliveries/DeliveryQueue.ts"

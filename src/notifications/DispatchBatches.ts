@@ -9,7 +9,7 @@
  * behind the next one (on PGlite 130-350 ms each right after a start, where
  * the first sends began about 0.5 s after the first statement). A first
  * statement of 16 events hands the worker its first deliveries after a
- * fraction of that; the figures are in `docs/performance.md` ("The drain's
+ * fraction of that; the figures are in `bench/notes/delivery-log.md` ("The drain's
  * cost").
  */
 

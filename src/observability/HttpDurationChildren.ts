@@ -4,7 +4,7 @@
  * What it buys: `histogram.observe(labels, value)` builds and sorts a hash
  * of the label object on every call (prom-client); a child from
  * `labels(...)` has it computed once. A request then pays a `Map.get` on a
- * short string and the bucket update (see docs/performance.md for the
+ * short string and the bucket update (see bench/notes/request-path.md for the
  * request path's figures). Label sets are bounded: methods outside the
  * known ones and unmatched routes are already folded into `_OTHER`, and
  * statuses are three digits.

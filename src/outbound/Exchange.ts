@@ -12,7 +12,7 @@
  * `pool.request`'s machinery (undici's request API and body stream, Node's
  * readable streams, async hooks, event target) was 8.3 % of svc's busy CPU
  * before, 1.8 % after (socket reads included). The A/B of the whole
- * delivery is in `docs/performance.md`.
+ * delivery is in `bench/notes/webhook-sender.md`.
  *
  * The rules are those of `OutboundHttp.send`: the body is read up to
  * `maxBytes` and never further (what is beyond is cut, the connection

@@ -14,7 +14,7 @@
  * worker ignored them before.
  *
  * What it buys: the database thread's fixed cost per statement
- * (`bench/inprocess/round-trip.ts`, figures in docs/performance.md).
+ * (`bench/inprocess/round-trip.ts`, figures in bench/notes/embedded.md).
  */
 
 /** A column of a `RowDescription`: its name and type. */

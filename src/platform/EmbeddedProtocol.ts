@@ -17,7 +17,7 @@
  * What it buys: about half the CPU of a statement (INSERT with seven
  * parameters 113 → 59 µs, SELECT by key 138 → 69 µs;
  * `bench/inprocess/embedded-statement.ts`), 10 to 35 % less CPU per write
- * request on the embedded database (figures in docs/performance.md).
+ * request on the embedded database (figures in bench/notes/embedded.md).
  *
  * Errors are PGlite's `DatabaseError` with the SQLSTATE `code`, as before;
  * after an error PostgreSQL skips to the Sync, which is in the same batch,

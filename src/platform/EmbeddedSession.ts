@@ -25,7 +25,7 @@
  * synchronously in WebAssembly, so on the main thread a slow statement
  * stalls every request, `/health` included, and no timer can stop it; in a
  * worker it costs one message each way per statement (figures in
- * `docs/performance.md`).
+ * `bench/notes/embedded.md`).
  */
 import { PgClient, PgTypes } from "@effect/sql-pg"
 import { Context, Deferred, Duration, Effect, Fiber, Scope, Semaphore, Stream } from "effect"

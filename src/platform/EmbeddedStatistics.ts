@@ -24,7 +24,7 @@
  * over 16 sessions on a fresh data folder, 90 s, load average 6 to 7):
  * PGlite's thread per allowed step went from 330 µs to 2 080 without
  * this; with it, the same growth until the first round (1 030 µs after
- * 28 000 steps), then 280 to 380 (docs/performance.md, "The embedded
+ * 28 000 steps), then 280 to 380 (bench/notes/embedded.md, "The embedded
  * database against the server, per unit of work"). The check itself costs
  * PGlite's thread 1.7 to 2.1 ms (measured unprepared; it runs prepared),
  * once per `ANALYZE_EVERY`; an `ANALYZE` at `STATISTICS_TARGET` 12 to 13

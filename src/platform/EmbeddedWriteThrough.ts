@@ -10,7 +10,7 @@
  *
  * What it buys: about a tenth of the database thread's own work on a
  * near-empty statement (`bench/inprocess/round-trip.ts`, figures in
- * docs/performance.md).
+ * bench/notes/embedded.md).
  */
 import { MemoryFS } from "@electric-sql/pglite"
 import { NodeFS } from "@electric-sql/pglite/nodefs"

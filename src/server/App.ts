@@ -130,8 +130,8 @@ export const WorkersLive = Layer.mergeAll(
 // request context), https://github.com/Effect-TS/effect-smol/issues/2011
 // (which context and scope HttpApiBuilder's handlers run in) and
 // https://github.com/Effect-TS/effect/pull/6828 (layered Context storage).
-// None of them is about the copy itself; docs/performance.md ("Effect's
-// own per-request cost") says what it costs and what upstream could do.
+// None of them is about the copy itself; bench/notes/request-path.md
+// ("Effect's own per-request cost") says what it costs and what upstream could do.
 const ApiRoutes = HttpApiBuilder.layer(Api, { openapiPath: "/openapi.json" }).pipe(
   Layer.provide(HandlersLive),
   Layer.provide(AuthenticationLive),

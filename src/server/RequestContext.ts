@@ -10,7 +10,7 @@
  * application), so they need not be in the request's context as well: a
  * request context of 14 services instead of 49 is a shorter copy, twice
  * per request. Measured with `AB_ALLOC=1 sh bench/ab-request-path.sh`
- * (docs/performance.md, "Fourth round").
+ * (bench/notes/request-path.md, "Fourth round").
  *
  * Kept: Effect's services (the server, the platform, the tracer, loggers,
  * the router) and svc's `Context.Reference`s, which read as their default

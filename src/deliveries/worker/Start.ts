@@ -79,7 +79,7 @@ export const defectSettlement = (delivery: Claimed, cause: Cause.Cause<unknown>)
  * frame, a suspended `pump` and a clock effect per send). In an in-process
  * A/B of this loop alone (a send that answers on the next turn, batches
  * recorded a turn later) that took fork, end and admission from 11.1 to
- * 10.1 µs of CPU per delivery (`docs/performance.md`).
+ * 10.1 µs of CPU per delivery (`bench/notes/webhook-sender.md`).
  */
 export const makePump = <R>(state: WorkerState, settler: Settler, options: StartOptions<R>) => {
   const { admission } = state
