@@ -123,7 +123,7 @@ layer(webhookService(), { excludeTestServices: true })("the example receiver", (
       assert.strictEqual(bad, 400)
     }).pipe(Effect.scoped), 60_000)
 
-  it.effect("several events of one approval waiting when it is decided: the step is resumed once, not once per event", () =>
+  it.effect("several events of one approval waiting when it is decided: the agent is woken to resume the step once, not once per event", () =>
     Effect.gen(function*() {
       const tls = yield* TestTls.shared
       const dir = fs.mkdtempSync(path.join(os.tmpdir(), "svc-example-receiver-"))
@@ -170,5 +170,8 @@ layer(webhookService(), { excludeTestServices: true })("the example receiver", (
       }), { what: "both events worked off", timeoutMs: 20_000 })
       const resumed = receiver.output().split("\n").filter((line) => line.includes("approved: resuming the saved step"))
       assert.strictEqual(resumed.length, 1, receiver.output())
+      // The agent is woken once, told it may run the step; the receiver never sends the step again.
+      const wakeups = fs.readFileSync(path.join(dir, "data", "wakeups.jsonl"), "utf8").trim().split("\n").map((line) => JSON.parse(line))
+      assert.deepStrictEqual(wakeups, [{ approval_id: step.approval_id, session_id: session.id, step_id: "refund-1", status: "approved", run: true }])
     }).pipe(Effect.scoped), 60_000)
 })
