@@ -16,6 +16,7 @@ answers what it answered first ("pending"), whatever happened since.
 The key needs agents.write and agents.read. SVC_SESSION_ID continues a
 session; without it the agent starts one. It prints one line per change.
 """
+import http.client
 import json
 import os
 import sys
@@ -46,7 +47,7 @@ def call(method, path, body=None, attempts=60):
                 return json.load(response)
         except urllib.error.HTTPError as error:
             raise SystemExit(f"{method} {path}: {error.code} {error.read().decode()}")
-        except (urllib.error.URLError, ConnectionError, TimeoutError):
+        except (OSError, http.client.HTTPException):  # svc unreachable or the connection dropped
             if attempt + 1 == attempts:
                 raise
             time.sleep(1)
@@ -89,8 +90,8 @@ def wait_until_closed(session_id, approval_id):
                 after = event_id or after
                 if name in ("approval:decided", "approval:expired") and data.get("approval_id") == approval_id:
                     return
-        except (urllib.error.URLError, ConnectionError, TimeoutError):
-            pass
+        except (OSError, http.client.HTTPException):
+            pass  # a dropped connection (URLError, a reset, a timeout, a cut response)
         time.sleep(1)  # the stream ended (svc restarting): resume with Last-Event-ID
 
 

@@ -61,14 +61,18 @@ const agent = Effect.gen(function*() {
       let after = "0"
       let closed = false
       while (!closed) {
-        const events = yield* svc.agentSessions.stream({ params, query: { after } }).pipe(retryTransport)
-        const close = yield* events.pipe(
-          Stream.tap((event) => Effect.sync(() => (after = event.id))),
-          Stream.filter((event) =>
-            (event.event === "approval:decided" || event.event === "approval:expired") &&
-            (event.data as { readonly approval_id?: string }).approval_id === approvalId
+        // Suspended, so that each retry reconnects after the last event seen.
+        const close = yield* Effect.suspend(() => svc.agentSessions.stream({ params, query: { after } })).pipe(
+          Effect.flatMap((events) =>
+            events.pipe(
+              Stream.tap((event) => Effect.sync(() => (after = event.id))),
+              Stream.filter((event) =>
+                (event.event === "approval:decided" || event.event === "approval:expired") &&
+                (event.data as { readonly approval_id?: string }).approval_id === approvalId
+              ),
+              Stream.runHead
+            )
           ),
-          Stream.runHead,
           retryTransport
         )
         closed = Option.isSome(close)

@@ -3,7 +3,8 @@
  * `examples/agent.ts` (Node, the typed client) and `examples/agent.py`
  * (Python 3, standard library) as real child processes against a live svc,
  * through every way a step ends (allowed or rejected by policy, approved or
- * rejected by a person, expired with either timeout action). Each prints
+ * rejected by a person, expired with either timeout action), a stream
+ * cut while they wait, and a restart that re-sends the step. Each prints
  * one line per change and reports the outcome of a tool it ran; the test
  * reads the outcome back from svc. A person decides only after the agent
  * says it is waiting, and a re-sent step answers `pending` for ever, so an
@@ -15,9 +16,11 @@
 import { assert, describe, layer } from "@effect/vitest"
 import { Effect } from "effect"
 import { type ChildProcess, spawn } from "node:child_process"
+import * as http from "node:http"
 import * as path from "node:path"
 import { SvcTest, type TestOrg } from "../../../src/testing.ts"
 import { codeBlocks, read } from "../../support/markdown.ts"
+import { eventually } from "../../support/http.ts"
 import { root } from "../../support/process.ts"
 
 const AGENT_RUN_MS = 30_000
@@ -169,6 +172,41 @@ const decideWhenWaiting = (org: TestOrg, agent: Agent, decision: "approve" | "re
     yield* org.client.approvals.decide({ params: { approval_id: approvalId! }, payload: { decision } })
   })
 
+/**
+ * A loopback proxy in front of svc that cuts every session stream after
+ * `cutMs`, as a dropped connection or a restarting svc would; it records
+ * where each stream asked to resume (`after` or `Last-Event-ID`).
+ */
+const cuttingProxy = (target: string, cutMs: number) =>
+  Effect.acquireRelease(
+    Effect.promise(() =>
+      new Promise<{ server: http.Server; url: string; resumes: Array<string> }>((resolve) => {
+        const resumes: Array<string> = []
+        const server = http.createServer((req, res) => {
+          const url = new URL(req.url ?? "/", target)
+          const upstream = http.request(url, { method: req.method, headers: req.headers }, (answer) => {
+            res.writeHead(answer.statusCode ?? 502, answer.headers)
+            answer.pipe(res)
+          })
+          upstream.on("error", () => res.destroy())
+          req.pipe(upstream)
+          if (url.pathname.endsWith("/events/stream")) {
+            resumes.push(req.headers["last-event-id"]?.toString() ?? url.searchParams.get("after") ?? "")
+            setTimeout(() => {
+              res.destroy()
+              upstream.destroy()
+            }, cutMs)
+          }
+        })
+        server.listen(0, "127.0.0.1", () => {
+          const port = (server.address() as { port: number }).port
+          resolve({ server, url: `http://127.0.0.1:${port}`, resumes })
+        })
+      })
+    ),
+    ({ server }) => Effect.promise(() => new Promise<void>((resolve) => server.close(() => resolve())))
+  )
+
 layer(SvcTest.layer(), { excludeTestServices: true })("the agent loop of docs/approvals.md, run by the example agents", (it) => {
   for (const example of EXAMPLES) {
     describe(example.name, () => {
@@ -205,6 +243,26 @@ layer(SvcTest.layer(), { excludeTestServices: true })("the agent loop of docs/ap
             }
           }).pipe(Effect.scoped), 60_000)
       }
+
+      it.effect("a stream cut while the agent waits: it reconnects after the last event it saw and still sees the decision", () =>
+        Effect.gen(function*() {
+          const svc = yield* SvcTest
+          const org = yield* SvcTest.org()
+          const agentKey = yield* org.newKey(["agents.read", "agents.write"])
+          const proxy = yield* cuttingProxy(svc.baseUrl, 400)
+          const agent = yield* start(example.command, [example.script, ACTION_CLASS, "refund-1", JSON.stringify(ARGUMENTS)], {
+            SVC_URL: proxy.url,
+            SVC_API_KEY: agentKey.key
+          })
+          const [, approvalId] = yield* Effect.promise(() => agent.line(/^waiting for approval (\S+)$/))
+          yield* eventually(Effect.sync(() => (proxy.resumes.length >= 3 ? true : undefined)), { what: "two reconnections", timeoutMs: 15_000 })
+          yield* org.client.approvals.decide({ params: { approval_id: approvalId! }, payload: { decision: "approve" } })
+          const { code, lines } = yield* finished(agent)
+          assert.strictEqual(code, 0, agent.output())
+          assert.deepStrictEqual(lines.map(normalize), [asked, ...pending, "approval …: approved", ...ran], agent.output())
+          // The first stream starts from the beginning; each reconnection resumes after step:governed (event 1).
+          assert.deepStrictEqual(proxy.resumes.slice(0, 3), ["0", "1", "1"])
+        }).pipe(Effect.scoped), 60_000)
 
       it.effect("a restarted agent re-sends its saved step: the same approval, still pending, and it waits for the person", () =>
         Effect.gen(function*() {
