@@ -12,9 +12,12 @@
  * 4. Works off its inbox in the background: for each event it reads the
  *    approval's CURRENT status (`GET /v1/agent-approvals/:id`) and acts only
  *    on that; a late or repeated notification never re-runs a decision.
- *    A notification never replaces the governed-step check: the saved step
- *    is resumed with its original session, step id, tool, action class and
- *    arguments, and svc decides again.
+ *    Once the approval is closed it wakes the agent waiting on it (a line in
+ *    wakeups.jsonl): the agent resumes its saved step with its original
+ *    session, step id, tool, action class and arguments, runs the tool or
+ *    not as the approval's status says, and reports the outcome
+ *    (docs/approvals.md, "The agent loop"). Nothing here sends the step
+ *    again: a re-sent step_id answers what it answered first, `pending`.
  * It never logs the secret or full payloads.
  *
  * Environment:
@@ -24,7 +27,7 @@
  *   SVC_API_KEY         a key with scope agents.read, to read approvals
  *   SVC_ORG_ID          refuse events of any other organization (optional)
  *   PORT, HOST          listen address (default 8787, 127.0.0.1)
- *   RECEIVER_DATA       inbox directory (default ./.receiver-data)
+ *   RECEIVER_DATA       inbox and wake-ups directory (default ./.receiver-data)
  *   RECEIVER_TLS_CERT, RECEIVER_TLS_KEY
  *                       PEM files to serve; when absent a self-signed
  *                       certificate for 127.0.0.1/localhost is made and
@@ -57,6 +60,8 @@ const log = (message: string, fields: Record<string, unknown> = {}) =>
 
 const inboxFile = path.join(dataDir, "inbox.jsonl")
 const doneFile = path.join(dataDir, "done.jsonl")
+/** Wake-ups for the agents: one line per closed approval, which the agent waiting on it takes from here. */
+const wakeupsFile = path.join(dataDir, "wakeups.jsonl")
 
 const readLines = (file: string): Array<any> =>
   fs.existsSync(file)
@@ -120,8 +125,24 @@ interface Approval {
   readonly session_id: string
   readonly step_id: string
   readonly status: string
+  readonly timeout_action: "allow" | "reject"
   readonly deadline_at?: string | null
 }
+
+/**
+ * Wakes the agent waiting on a closed approval. `run` says whether its tool
+ * may run: approved, or expired with the timeout action `allow`. (A crash
+ * between this line and the done line wakes it twice; an agent that is no
+ * longer waiting on the approval ignores the second.)
+ */
+const wakeAgent = (approval: Approval, run: boolean) =>
+  appendDurably(wakeupsFile, {
+    approval_id: approval.approval_id,
+    session_id: approval.session_id,
+    step_id: approval.step_id,
+    status: approval.status,
+    run
+  })
 
 const readApproval = async (approvalId: string): Promise<Approval | "gone" | "retry"> => {
   if (apiKey === undefined) return "retry"
@@ -165,16 +186,19 @@ const work = async (event: WebhookEvent): Promise<Done | undefined> => {
       })
       return { id: event.id }
     case "approved":
-      // Resume the saved step with its original session, step id, tool,
-      // action class and arguments; svc's governed-step check decides again.
-      // (Make the resume itself idempotent too: a crash after it and before
-      // the done line is written runs it again after the restart.)
-      log("approved: resuming the saved step", { approval_id: approvalId, session_id: current.session_id, step_id: current.step_id })
-      return { id: event.id, approval_id: approvalId, acted_on: current.status }
     case "rejected":
-    case "expired":
-      log(`${current.status}: abandoning the saved step`, { approval_id: approvalId, step_id: current.step_id })
+    case "expired": {
+      // The approval's status decides; the step's answer stays `pending`.
+      const run = current.status === "approved" || (current.status === "expired" && current.timeout_action === "allow")
+      const status = current.status === "expired" ? `expired, timeout action ${current.timeout_action}` : current.status
+      wakeAgent(current, run)
+      log(`${status}: ${run ? "resuming" : "abandoning"} the saved step`, {
+        approval_id: approvalId,
+        session_id: current.session_id,
+        step_id: current.step_id
+      })
       return { id: event.id, approval_id: approvalId, acted_on: current.status }
+    }
     default:
       log("unknown approval status; will look again", { approval_id: approvalId, status: current.status })
       return undefined

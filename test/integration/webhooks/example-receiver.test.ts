@@ -123,7 +123,7 @@ layer(webhookService(), { excludeTestServices: true })("the example receiver", (
       assert.strictEqual(bad, 400)
     }).pipe(Effect.scoped), 60_000)
 
-  it.effect("several events of one approval waiting when it is decided: the step is resumed once, not once per event", () =>
+  it.effect("several events of one approval waiting when it is decided: the agent is woken to resume the step once, not once per event", () =>
     Effect.gen(function*() {
       const tls = yield* TestTls.shared
       const dir = fs.mkdtempSync(path.join(os.tmpdir(), "svc-example-receiver-"))
@@ -170,5 +170,52 @@ layer(webhookService(), { excludeTestServices: true })("the example receiver", (
       }), { what: "both events worked off", timeoutMs: 20_000 })
       const resumed = receiver.output().split("\n").filter((line) => line.includes("approved: resuming the saved step"))
       assert.strictEqual(resumed.length, 1, receiver.output())
+      // The agent is woken once, told it may run the step; the receiver never sends the step again.
+      const wakeups = fs.readFileSync(path.join(dir, "data", "wakeups.jsonl"), "utf8").trim().split("\n").map((line) => JSON.parse(line))
+      assert.deepStrictEqual(wakeups, [{ approval_id: step.approval_id, session_id: session.id, step_id: "refund-1", status: "approved", run: true }])
+    }).pipe(Effect.scoped), 60_000)
+  it.effect("an expired approval wakes the agent to run the step with the timeout action allow, to abandon it with reject", () =>
+    Effect.gen(function*() {
+      const tls = yield* TestTls.shared
+      const dir = fs.mkdtempSync(path.join(os.tmpdir(), "svc-example-receiver-"))
+      fs.writeFileSync(path.join(dir, "cert.pem"), tls.cert)
+      fs.writeFileSync(path.join(dir, "key.pem"), tls.key)
+      const svc = yield* SvcTest
+      const org = yield* SvcTest.org()
+      const port = yield* freePort
+      const { secret } = yield* org.client.notifications.create({
+        payload: { url: `https://127.0.0.1:${port}/webhooks/svc`, events: ["approval.expired"] }
+      })
+      const reader = yield* org.newKey(["agents.read"])
+      yield* startReceiver({
+        SVC_WEBHOOK_SECRET: secret,
+        SVC_BASE_URL: svc.baseUrl,
+        SVC_API_KEY: reader.key,
+        SVC_ORG_ID: org.orgId,
+        PORT: String(port),
+        RECEIVER_DATA: path.join(dir, "data"),
+        RECEIVER_TLS_CERT: path.join(dir, "cert.pem"),
+        RECEIVER_TLS_KEY: path.join(dir, "key.pem")
+      })
+      const session = yield* org.client.agentSessions.create({ payload: {} })
+      for (const action of ["allow", "reject"] as const) {
+        yield* org.client.approvalPolicies.put({
+          params: { action_class: `fast.${action}` },
+          payload: { mode: "require_approval", review_seconds: 1, expiring_notice_seconds: 0, timeout_action: action }
+        })
+        yield* org.client.agentSessions.governStep({
+          params: { session_id: session.id },
+          payload: { step_id: action, tool: "shell.exec", action_class: `fast.${action}`, arguments: {} }
+        })
+      }
+      const file = path.join(dir, "data", "wakeups.jsonl")
+      const wakeups = yield* eventually(Effect.sync(() => {
+        const lines = fs.existsSync(file) ? fs.readFileSync(file, "utf8").trim().split("\n").map((line) => JSON.parse(line)) : []
+        return lines.length === 2 ? lines : undefined
+      }), { what: "both agents woken", timeoutMs: 30_000 })
+      assert.deepStrictEqual(
+        wakeups.map((w: { step_id: string; status: string; run: boolean }) => [w.step_id, w.status, w.run]).sort(),
+        [["allow", "expired", true], ["reject", "expired", false]]
+      )
     }).pipe(Effect.scoped), 60_000)
 })

@@ -66,8 +66,8 @@ describe("configuration in one table, in one place", () => {
     assert.deepStrictEqual(others, [])
   })
 
-  it("every SVC_ or OTEL_ name the pages mention is one the code reads (the service, the example receiver, the tests)", () => {
-    const code = ["src", "scripts", "test/browser", "tools/cli"].flatMap((dir) => filesOf(path.join(root, dir))).map((file) => fs.readFileSync(file, "utf8")).join("\n")
+  it("every SVC_ or OTEL_ name the pages mention is one the code reads (the service, the example receiver and agents, the tests)", () => {
+    const code = ["src", "scripts", "examples", "test/browser", "tools/cli"].flatMap((dir) => filesOf(path.join(root, dir))).map((file) => fs.readFileSync(file, "utf8")).join("\n")
     const known = new Set([...read_, ...code.matchAll(/\b(?:SVC|OTEL)_[A-Z0-9_]*[A-Z0-9]\b/g)].map((match) => typeof match === "string" ? match : match[0]))
     const unknown = documentationPages().flatMap((page) =>
       [...read(page).matchAll(/\b(?:SVC|OTEL)_[A-Z0-9_]+/g)].map((match) => match[0]).filter((name) =>

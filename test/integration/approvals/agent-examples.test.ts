@@ -1,0 +1,366 @@
+/**
+ * The agent loop of docs/approvals.md, as the two example agents run it:
+ * `examples/agent.ts` (Node, the typed client) and `examples/agent.py`
+ * (Python 3, standard library) as real child processes against a live svc,
+ * through every way a step ends (allowed or rejected by policy, approved or
+ * rejected by a person, expired with either timeout action), a stream
+ * cut while they wait, and a restart that re-sends the step. Each prints
+ * one line per change and reports the outcome of a tool it ran; the test
+ * reads the outcome back from svc. A person decides only after the agent
+ * says it is waiting, and a re-sent step answers `pending` for ever, so an
+ * agent that waited for a re-sent step's new decision would never print
+ * the approval's status: its run times out.
+ *
+ * Also: every request block of docs/approvals.md runs here as written.
+ */
+import { assert, describe, layer } from "@effect/vitest"
+import { Effect } from "effect"
+import { type ChildProcess, spawn } from "node:child_process"
+import * as http from "node:http"
+import * as path from "node:path"
+import { SvcTest, type TestOrg } from "../../../src/testing.ts"
+import { codeBlocks, read } from "../../support/markdown.ts"
+import { eventually } from "../../support/http.ts"
+import { root } from "../../support/process.ts"
+
+const AGENT_RUN_MS = 30_000
+const ARGUMENTS = { amount: 42 }
+const ACTION_CLASS = "payments.refund"
+
+interface Agent {
+  readonly output: () => string
+  /** Resolves with the first stdout line matching `pattern` (its match), or fails when the agent exits first. */
+  readonly line: (pattern: RegExp) => Promise<RegExpExecArray>
+  readonly exited: Promise<number | null>
+}
+
+/** Starts a process; it is killed (by its own pid) if still running when the test's scope closes. */
+const start = (command: string, args: ReadonlyArray<string>, env: Record<string, string>) =>
+  Effect.acquireRelease(
+    Effect.sync(() => {
+      const child: ChildProcess = spawn(command, args, {
+        cwd: root,
+        env: { ...process.env, NODE_NO_WARNINGS: "1", PYTHONUNBUFFERED: "1", ...env },
+        stdio: ["ignore", "pipe", "pipe"]
+      })
+      let stdout = ""
+      let stderr = ""
+      const waiters = new Set<() => void>()
+      child.stdout!.on("data", (chunk) => {
+        stdout += chunk
+        for (const wake of waiters) wake()
+      })
+      child.stderr!.on("data", (chunk) => (stderr += chunk))
+      const exited = new Promise<number | null>((resolve) => child.on("close", (code) => resolve(code)))
+      const output = () => `${stdout}${stderr === "" ? "" : `\n[stderr]\n${stderr}`}`
+      const line = (pattern: RegExp) =>
+        new Promise<RegExpExecArray>((resolve, reject) => {
+          const check = () => {
+            for (const l of stdout.split("\n")) {
+              const match = pattern.exec(l)
+              if (match !== null) {
+                waiters.delete(check)
+                return resolve(match)
+              }
+            }
+          }
+          waiters.add(check)
+          check()
+          void exited.then(() => {
+            check()
+            reject(new Error(`exited before printing ${pattern}:\n${output()}`))
+          })
+        })
+      return { child, agent: { output, line, exited } satisfies Agent }
+    }),
+    ({ child }) => Effect.sync(() => (child.exitCode === null && child.signalCode === null ? void child.kill("SIGKILL") : undefined))
+  ).pipe(Effect.map(({ agent }) => agent))
+
+/** Waits for the agent to finish within its time; its exit code and what it printed. */
+const finished = (agent: Agent) =>
+  Effect.promise(() => agent.exited).pipe(
+    Effect.timeoutOrElse({
+      duration: AGENT_RUN_MS,
+      orElse: () => Effect.die(new Error(`the agent did not finish within ${AGENT_RUN_MS} ms:\n${agent.output()}`))
+    }),
+    Effect.map((code) => ({ code, lines: agent.output().trim().split("\n") }))
+  )
+
+/** Ids as the docs write them. */
+const normalize = (line: string) => line.replace(/[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}/g, "…")
+
+const EXAMPLES = [
+  { name: "examples/agent.ts", command: process.execPath, script: "examples/agent.ts" },
+  { name: "examples/agent.py", command: "python3", script: "examples/agent.py" }
+] as const
+
+interface Case {
+  readonly title: string
+  readonly policy: { readonly mode: "allow" | "reject" | "require_approval"; readonly review_seconds: number; readonly timeout_action: "allow" | "reject" }
+  /** What a person decides once the agent waits; none: the step closes by itself. */
+  readonly decide?: "approve" | "reject"
+  readonly printed: ReadonlyArray<string>
+  readonly events: ReadonlyArray<string>
+  readonly ran: boolean
+}
+
+const asked = "session …"
+const pending = ["step refund-1: pending approval …", "waiting for approval …"]
+const ran = ["tool example.echo: succeeded", "outcome succeeded recorded"]
+const notRun = ["tool example.echo: not run"]
+
+const CASES: ReadonlyArray<Case> = [
+  {
+    title: "allowed by policy: runs the tool at once and reports its outcome",
+    policy: { mode: "allow", review_seconds: 60, timeout_action: "reject" },
+    printed: [asked, "step refund-1: allow", ...ran],
+    events: ["step:governed", "tool:succeeded"],
+    ran: true
+  },
+  {
+    title: "rejected by policy: does not run the tool",
+    policy: { mode: "reject", review_seconds: 60, timeout_action: "reject" },
+    printed: [asked, "step refund-1: reject", ...notRun],
+    events: ["step:governed"],
+    ran: false
+  },
+  {
+    title: "pending, then approved by a person: runs the tool and reports its outcome",
+    policy: { mode: "require_approval", review_seconds: 600, timeout_action: "reject" },
+    decide: "approve",
+    printed: [asked, ...pending, "approval …: approved", ...ran],
+    events: ["step:governed", "approval:decided", "tool:succeeded"],
+    ran: true
+  },
+  {
+    title: "pending, then rejected by a person: does not run the tool",
+    policy: { mode: "require_approval", review_seconds: 600, timeout_action: "allow" },
+    decide: "reject",
+    printed: [asked, ...pending, "approval …: rejected", ...notRun],
+    events: ["step:governed", "approval:decided"],
+    ran: false
+  },
+  {
+    title: "pending, then expired with the timeout action reject: does not run the tool",
+    policy: { mode: "require_approval", review_seconds: 2, timeout_action: "reject" },
+    printed: [asked, ...pending, "approval …: expired (timeout action reject)", ...notRun],
+    events: ["step:governed", "approval:expired"],
+    ran: false
+  },
+  {
+    title: "pending, then expired with the timeout action allow: runs the tool and reports its outcome",
+    policy: { mode: "require_approval", review_seconds: 2, timeout_action: "allow" },
+    printed: [asked, ...pending, "approval …: expired (timeout action allow)", ...ran],
+    events: ["step:governed", "approval:expired", "tool:succeeded"],
+    ran: true
+  }
+]
+
+/** The session's step as svc recorded it, and the names of its stream events, oldest first. */
+const recorded = (org: TestOrg, sessionId: string) =>
+  Effect.gen(function*() {
+    const svc = yield* SvcTest
+    const session = yield* org.client.agentSessions.get({ params: { session_id: sessionId }, query: {} })
+    const events = yield* svc.sql<{ name: string }>`SELECT name FROM session_events WHERE session_id = ${sessionId} ORDER BY seq`
+    return { steps: session.steps, events: events.map((e) => e.name) }
+  })
+
+/** Decides the agent's approval once it says it waits; answers the approval id. */
+const decideWhenWaiting = (org: TestOrg, agent: Agent, decision: "approve" | "reject") =>
+  Effect.gen(function*() {
+    const [, approvalId] = yield* Effect.promise(() => agent.line(/^waiting for approval (\S+)$/))
+    yield* org.client.approvals.decide({ params: { approval_id: approvalId! }, payload: { decision } })
+  })
+
+/**
+ * A loopback proxy in front of svc that cuts every session stream after
+ * `cutMs`, as a dropped connection or a restarting svc would; it records
+ * where each stream asked to resume (`after` or `Last-Event-ID`).
+ */
+const cuttingProxy = (target: string, cutMs: number) =>
+  Effect.acquireRelease(
+    Effect.promise(() =>
+      new Promise<{ server: http.Server; url: string; resumes: Array<string> }>((resolve) => {
+        const resumes: Array<string> = []
+        const server = http.createServer((req, res) => {
+          const url = new URL(req.url ?? "/", target)
+          const upstream = http.request(url, { method: req.method, headers: req.headers }, (answer) => {
+            res.writeHead(answer.statusCode ?? 502, answer.headers)
+            answer.pipe(res)
+          })
+          upstream.on("error", () => res.destroy())
+          req.pipe(upstream)
+          if (url.pathname.endsWith("/events/stream")) {
+            resumes.push(req.headers["last-event-id"]?.toString() ?? url.searchParams.get("after") ?? "")
+            setTimeout(() => {
+              res.destroy()
+              upstream.destroy()
+            }, cutMs)
+          }
+        })
+        server.listen(0, "127.0.0.1", () => {
+          const port = (server.address() as { port: number }).port
+          resolve({ server, url: `http://127.0.0.1:${port}`, resumes })
+        })
+      })
+    ),
+    ({ server }) => Effect.promise(() => new Promise<void>((resolve) => server.close(() => resolve())))
+  )
+
+layer(SvcTest.layer(), { excludeTestServices: true })("the agent loop of docs/approvals.md, run by the example agents", (it) => {
+  for (const example of EXAMPLES) {
+    describe(example.name, () => {
+      for (const c of CASES) {
+        it.effect(c.title, () =>
+          Effect.gen(function*() {
+            const svc = yield* SvcTest
+            const org = yield* SvcTest.org()
+            const agentKey = yield* org.newKey(["agents.read", "agents.write"])
+            yield* org.client.approvalPolicies.put({
+              params: { action_class: ACTION_CLASS },
+              payload: { ...c.policy, expiring_notice_seconds: 0 }
+            })
+            const agent = yield* start(example.command, [example.script, ACTION_CLASS, "refund-1", JSON.stringify(ARGUMENTS)], {
+              SVC_URL: svc.baseUrl,
+              SVC_API_KEY: agentKey.key
+            })
+            if (c.decide !== undefined) yield* decideWhenWaiting(org, agent, c.decide)
+            const { code, lines } = yield* finished(agent)
+            assert.strictEqual(code, 0, agent.output())
+            assert.deepStrictEqual(lines.map(normalize), c.printed, agent.output())
+
+            const sessionId = /^session (\S+)$/.exec(lines[0]!)![1]!
+            const { steps, events } = yield* recorded(org, sessionId)
+            assert.deepStrictEqual(events, c.events)
+            assert.lengthOf(steps, 1)
+            const step = steps[0]!
+            assert.strictEqual(step.resolution, c.ran ? "allow" : "reject")
+            if (c.ran) {
+              assert.strictEqual(step.outcome?.status, "succeeded")
+              assert.deepStrictEqual(step.outcome?.result, { echoed: ARGUMENTS })
+            } else {
+              assert.isUndefined(step.outcome)
+            }
+          }).pipe(Effect.scoped), 60_000)
+      }
+
+      it.effect("a stream cut while the agent waits: it reconnects after the last event it saw and still sees the decision", () =>
+        Effect.gen(function*() {
+          const svc = yield* SvcTest
+          const org = yield* SvcTest.org()
+          const agentKey = yield* org.newKey(["agents.read", "agents.write"])
+          const proxy = yield* cuttingProxy(svc.baseUrl, 400)
+          const agent = yield* start(example.command, [example.script, ACTION_CLASS, "refund-1", JSON.stringify(ARGUMENTS)], {
+            SVC_URL: proxy.url,
+            SVC_API_KEY: agentKey.key
+          })
+          const [, approvalId] = yield* Effect.promise(() => agent.line(/^waiting for approval (\S+)$/))
+          yield* eventually(Effect.sync(() => (proxy.resumes.length >= 3 ? true : undefined)), { what: "two reconnections", timeoutMs: 15_000 })
+          yield* org.client.approvals.decide({ params: { approval_id: approvalId! }, payload: { decision: "approve" } })
+          const { code, lines } = yield* finished(agent)
+          assert.strictEqual(code, 0, agent.output())
+          assert.deepStrictEqual(lines.map(normalize), [asked, ...pending, "approval …: approved", ...ran], agent.output())
+          // The first stream starts from the beginning; each reconnection resumes after step:governed (event 1).
+          assert.deepStrictEqual(proxy.resumes.slice(0, 3), ["0", "1", "1"])
+        }).pipe(Effect.scoped), 60_000)
+
+      it.effect("a restarted agent re-sends its saved step: the same approval, still pending, and it waits for the person", () =>
+        Effect.gen(function*() {
+          const svc = yield* SvcTest
+          const org = yield* SvcTest.org()
+          const agentKey = yield* org.newKey(["agents.read", "agents.write"])
+          const session = yield* org.client.agentSessions.create({ payload: {} })
+          const first = yield* org.client.agentSessions.governStep({
+            params: { session_id: session.id },
+            payload: { step_id: "refund-1", tool: "example.echo", action_class: ACTION_CLASS, arguments: ARGUMENTS }
+          })
+          const agent = yield* start(example.command, [example.script, ACTION_CLASS, "refund-1", JSON.stringify(ARGUMENTS)], {
+            SVC_URL: svc.baseUrl,
+            SVC_API_KEY: agentKey.key,
+            SVC_SESSION_ID: session.id
+          })
+          const [, answered] = yield* Effect.promise(() => agent.line(/^step refund-1: pending approval (\S+)$/))
+          assert.strictEqual(answered, first.approval_id)
+          yield* decideWhenWaiting(org, agent, "approve")
+          const { code, lines } = yield* finished(agent)
+          assert.strictEqual(code, 0, agent.output())
+          assert.deepStrictEqual(lines.slice(-3).map(normalize), ["approval …: approved", ...ran])
+          const { steps, events } = yield* recorded(org, session.id)
+          assert.deepStrictEqual(events, ["step:governed", "approval:decided", "tool:succeeded"])
+          assert.strictEqual(steps[0]!.outcome?.status, "succeeded")
+        }).pipe(Effect.scoped), 60_000)
+    })
+  }
+
+  describe("docs/approvals.md runs as written", () => {
+    const page = "docs/approvals.md"
+    const text = read(page)
+    const blocks = codeBlocks(page, text)
+    const loopStart = text.indexOf("\n## The agent loop\n")
+    const loopEnd = text.indexOf("\n## ", loopStart + 1)
+    const lineOf = (offset: number) => text.slice(0, offset).split("\n").length + 1
+    const inLoop = (line: number) => line > lineOf(loopStart) && line < lineOf(loopEnd)
+
+    it.effect("every block is a shell command that runs here, output shown as text, or marked illustrative", () =>
+      Effect.sync(() => {
+        for (const block of blocks) {
+          assert.isTrue(
+            block.lang === "sh" || block.lang === "text" || block.flags.includes("illustrative"),
+            `${page}:${block.line}: a \`${block.lang}\` block neither runs here nor is marked illustrative`
+          )
+        }
+      }))
+
+    it.effect("the agent loop's commands print what the page shows while a person approves", () =>
+      Effect.gen(function*() {
+        const svc = yield* SvcTest
+        const org = yield* SvcTest.org()
+        const agentKey = yield* org.newKey(["agents.read", "agents.write"])
+        const loop = blocks.filter((block) => block.lang === "sh" && inLoop(block.line))
+        assert.lengthOf(loop, 1)
+        const lines = loop[0]!.code.split("\n")
+        const commands = lines.filter((line) => !line.startsWith("#"))
+        const shown = lines.filter((line) => line.startsWith("# ")).map((line) => line.slice(2).replaceAll("0193…", "…"))
+        assert.deepStrictEqual(commands.map((command) => command.split(" ").slice(2, 4).join(" ")), [
+          "node examples/agent.ts",
+          "python3 examples/agent.py"
+        ])
+        for (const command of commands) {
+          const stepId = / (refund-\d+) /.exec(command)![1]!
+          // As in a terminal, with this run's svc for 127.0.0.1:8080 and this Node first on PATH.
+          const agent = yield* start("bash", ["-c", command.replaceAll("http://127.0.0.1:8080", svc.baseUrl)], {
+            KEY: agentKey.key,
+            PATH: `${path.dirname(process.execPath)}${path.delimiter}${process.env.PATH ?? ""}`
+          })
+          yield* decideWhenWaiting(org, agent, "approve")
+          const done = yield* finished(agent)
+          assert.strictEqual(done.code, 0, agent.output())
+          assert.deepStrictEqual(done.lines.map(normalize), shown.map((line) => line.replace("refund-1", stepId)), command)
+        }
+      }).pipe(Effect.scoped), 90_000)
+
+    it.effect("its requests answer as the page says: a pending step, a policy, a decision with a reason", () =>
+      Effect.gen(function*() {
+        const svc = yield* SvcTest
+        const org = yield* SvcTest.org()
+        const session = yield* org.client.agentSessions.create({ payload: {} })
+        const requests = blocks.filter((block) => block.lang === "sh" && !block.flags.includes("illustrative") && !inLoop(block.line))
+        assert.lengthOf(requests, 3)
+        const env: Record<string, string> = { SVC: svc.baseUrl, KEY: org.key, SESSION: session.id }
+        const answers: Array<any> = []
+        for (const block of requests) {
+          const curl = yield* start("bash", ["-c", `set -eo pipefail\n${block.code}`], env)
+          const done = yield* finished(curl)
+          assert.strictEqual(done.code, 0, curl.output())
+          const answer = JSON.parse(curl.output())
+          assert.isUndefined(answer.code, `${page}:${block.line}: ${curl.output()}`)
+          answers.push(answer)
+          if (answer.approval_id !== undefined) env.APPROVAL = answer.approval_id
+        }
+        const [step, policy, decision] = answers
+        assert.strictEqual(step.decision, "pending") // no policy yet: the default asks a person
+        assert.deepStrictEqual([policy.action_class, policy.mode, policy.escalation_seconds], [ACTION_CLASS, "require_approval", 3600])
+        assert.deepStrictEqual([decision.status, decision.decision_reason], ["rejected", "Order 31 was refunded last week already."])
+      }).pipe(Effect.scoped), 60_000)
+  })
+})
