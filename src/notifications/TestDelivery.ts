@@ -52,27 +52,28 @@ export const testEventBody = (input: {
   const reason = "example: this is a test event"
   const endpoint = { id: input.endpoint.id, url_hint: input.endpoint.url_hint, reason }
   const later = (seconds: number) => new Date(input.occurredAt.getTime() + seconds * 1000).toISOString()
-  const approval = {
+  const approval = <S extends "pending" | "approved" | "rejected" | "expired">(status: S) => ({
     approval_id: EXAMPLE_ID,
     session_id: EXAMPLE_ID,
     step_id: "example",
     task_id: null,
+    status,
     deadline_at: later(600),
     expires_at: later(1200),
-    timeout_action: "reject"
-  } as const
-  const decided = { decided_at: occurredAt, decided_by: "example" }
+    timeout_action: "reject" as const
+  })
+  const decided = { decided_at: occurredAt, decided_by: "example", decision_reason: reason }
   const event: WebhookEvent = input.type === "endpoint.disabled"
     ? { ...head, type: input.type, endpoint: { ...endpoint, active: false, deactivated_at: occurredAt } }
     : input.type === "endpoint.failing"
     ? { ...head, type: input.type, endpoint: { ...endpoint, active: true, failing_since: occurredAt } }
     : input.type === "approval.approved"
-    ? { ...head, type: input.type, approval: { ...approval, status: "approved", ...decided } }
+    ? { ...head, type: input.type, approval: { ...approval("approved"), ...decided } }
     : input.type === "approval.rejected"
-    ? { ...head, type: input.type, approval: { ...approval, status: "rejected", ...decided } }
+    ? { ...head, type: input.type, approval: { ...approval("rejected"), ...decided } }
     : input.type === "approval.expired"
-    ? { ...head, type: input.type, approval: { ...approval, status: "expired" } }
-    : { ...head, type: input.type, approval: { ...approval, status: "pending" } }
+    ? { ...head, type: input.type, approval: approval("expired") }
+    : { ...head, type: input.type, approval: approval("pending") }
   // Key order as in every other event: id, type, org_id, occurred_at, test, then the snapshot.
   const { id, type, org_id, occurred_at, test, ...rest } = event
   return JSON.stringify({ id, type, org_id, occurred_at, test, ...rest })
