@@ -6,6 +6,9 @@
  * event of every type), received over HTTPS, verified, and each body fits
  * its JSON Schema (also closed: no field it does not name) and has the keys
  * of the catalogue's example; the headers are the ones the catalogue lists.
+ *
+ * `SVC_CAPTURE_EVENTS=1` prints the bodies received, to refresh the page's
+ * examples from.
  */
 import { assert, describe, layer } from "@effect/vitest"
 import { Duration, Effect } from "effect"
@@ -43,8 +46,8 @@ layer(
         const org = yield* SvcTest.org()
         const all = yield* org.client.notifications.create({ payload: { url: receiver.url("/all"), events: [...EventTypes] } })
         yield* org.client.notifications.create({ payload: { url: receiver.url("/default") } })
-        yield* org.client.notifications.create({ payload: { url: receiver.url("/failing"), events: ["approval.requested"] } })
-        yield* org.client.notifications.create({ payload: { url: receiver.url("/gone"), events: ["approval.requested"] } })
+        const failing = yield* org.client.notifications.create({ payload: { url: receiver.url("/failing"), events: [...EventTypes] } })
+        const gone = yield* org.client.notifications.create({ payload: { url: receiver.url("/gone"), events: [...EventTypes] } })
 
         // Deadlines a second apart: the notice and the escalation after 1 s, expiry after 2 s.
         yield* org.client.approvalPolicies.put({
@@ -101,10 +104,30 @@ layer(
         const testApproval = tests.find((r) => typeOf(r) === testExample.type)!
         assert.deepStrictEqual(keyPaths(JSON.parse(text(testApproval.body))), keyPaths(testExample), "the test event's example")
 
+        // The deadlines as the catalogue tells them (R = E = N = 1 s): requested with
+        // deadline_at = T + R and expires_at = deadline_at + E; escalated and the notice
+        // at T + R = expires_at - N, the escalation moving deadline_at to expires_at;
+        // expired at expires_at.
+        const lapsed = real.map((r) => JSON.parse(text(r.body))).filter((b) => b.approval?.approval_id === lapsing.approval_id)
+        const byType = new Map(lapsed.map((b) => [b.type as string, b]))
+        const ms = (iso: string) => new Date(iso).getTime()
+        const requested = byType.get("approval.requested")!
+        assert.strictEqual(ms(requested.approval.deadline_at) - ms(requested.occurred_at), 1000)
+        assert.strictEqual(ms(requested.approval.expires_at) - ms(requested.approval.deadline_at), 1000)
+        const expiresAt = ms(requested.approval.expires_at)
+        assert.isAtLeast(ms(byType.get("approval.expiring")!.occurred_at), expiresAt - 1000)
+        assert.isAtLeast(ms(byType.get("approval.escalated")!.occurred_at), ms(requested.approval.deadline_at))
+        assert.strictEqual(ms(byType.get("approval.escalated")!.approval.deadline_at), expiresAt)
+        assert.isAtLeast(ms(byType.get("approval.expired")!.occurred_at), expiresAt)
+        assert.deepStrictEqual(lapsed.map((b) => b.type).filter((t) => t === "approval.approved" || t === "approval.rejected"), [])
+
         // Who gets what: the default subscription has the approval events only,
         // and no endpoint is told about itself.
         assert.includeMembers(["approval.requested", "approval.expiring", "approval.escalated", "approval.approved", "approval.rejected", "approval.expired"], [...new Set(at("/default").map(typeOf))])
-        assert.deepStrictEqual([...new Set([...at("/failing"), ...at("/gone")].map(typeOf))], ["approval.requested"])
+        for (const [path, id] of [["/failing", failing.endpoint.id], ["/gone", gone.endpoint.id], ["/all", all.endpoint.id]] as const) {
+          const about = at(path).slice(0, path === "/all" ? real.length : undefined).map((r) => JSON.parse(text(r.body)).endpoint?.id).filter((e) => e !== undefined)
+          assert.notInclude(about, id, `${path} is not told about itself`)
+        }
       }).pipe(Effect.scoped), 60_000)
   })
 })
