@@ -7,6 +7,7 @@ import { HttpApi, OpenApi } from "effect/http-api"
 import { AgentSessionsApi } from "./Agents.ts"
 import { Availability } from "./Availability.ts"
 import { apiDocumentation } from "./Documentation.ts"
+import { addWebhooks } from "./Events.ts"
 import { ApprovalPoliciesApi, ApprovalsApi } from "./Approvals.ts"
 import { ApprovalLinksApi } from "./ApprovalLinks.ts"
 import { ApiKeysApi, ConsoleApi, ConsoleSignInApi } from "./Console.ts"
@@ -49,5 +50,6 @@ export class Api extends HttpApi.make("svc")
   }))
   // Servers, license, tag descriptions, problem examples (src/api/Documentation.ts).
   // Other document-wide transforms go in as arguments: an API has one Transform.
-  .annotateMerge(apiDocumentation())
+  // The webhooks: what svc sends to notification endpoints (src/api/Events.ts).
+  .annotateMerge(apiDocumentation(addWebhooks))
 {}

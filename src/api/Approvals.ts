@@ -82,16 +82,6 @@ export const ApprovalEventTypes = [
 export const ApprovalEventType = Schema.Literals(ApprovalEventTypes)
 export type ApprovalEventType = typeof ApprovalEventType.Type
 
-/** The webhook event body (spec, "Webhook event"). */
-export const ApprovalEvent = Schema.Struct({
-  id: Uuid,
-  type: ApprovalEventType,
-  org_id: Uuid,
-  occurred_at: Timestamp,
-  approval: ApprovalSnapshot
-})
-export type ApprovalEvent = typeof ApprovalEvent.Type
-
 /** The longest decision reason, in characters (UTF-16 code units, as JSON strings count them). */
 export const MAX_DECISION_REASON_LENGTH = 1000
 

@@ -5,7 +5,8 @@
  */
 import { Effect, Schema } from "effect"
 import type { SqlClient } from "effect/sql"
-import { type ApprovalEvent, type ApprovalEventType, type ApprovalSnapshot, ApprovalStatus, TimeoutAction } from "../api/Approvals.ts"
+import { type ApprovalEventType, type ApprovalSnapshot, ApprovalStatus, TimeoutAction } from "../api/Approvals.ts"
+import type { ApprovalEvent } from "../api/Events.ts"
 import { newId } from "../platform/Ids.ts"
 import { Instant, InstantOrNull } from "../platform/Rows.ts"
 import { iso } from "../platform/Time.ts"

@@ -15,7 +15,7 @@ import { Clock, Context, Duration, Effect, Layer, Option, Redacted, Schema } fro
 import { HttpServer } from "effect/http"
 import * as NetAddress from "effect/net/NetAddress"
 import nodemailer from "nodemailer"
-import { ApprovalEvent } from "../api/Approvals.ts"
+import { ApprovalEvent } from "../api/Events.ts"
 import { issueMailLink, mailLinkUrl, publicBaseUrl } from "../approvals/MailLinks.ts"
 import type { Claimed } from "../deliveries/DeliveryQueue.ts"
 import { Outcome } from "../deliveries/DeliveryQueue.ts"

@@ -12,10 +12,11 @@
  *
  * Body: `{id, type, org_id, occurred_at, endpoint: {id, url_hint, reason,
  * active, ...}}` (`deactivated_at` for disabled, `failing_since` for
- * failing).
+ * failing): `EndpointEvent` and its per-type schemas in src/api/Events.ts.
  */
 import type { PgClient } from "@effect/sql-pg"
 import { Duration, Effect } from "effect"
+import type { EndpointEvent, EndpointSnapshot } from "../api/Events.ts"
 import { newId } from "../platform/Ids.ts"
 
 /** RFC 3339 UTC with milliseconds, as every other event's `occurred_at`. */
@@ -31,8 +32,8 @@ const insertEvent = (
   sql: PgClient.PgClient,
   eventId: string,
   event: {
-    readonly type: "endpoint.disabled" | "endpoint.failing"
-    readonly stamp: "deactivated_at" | "failing_since"
+    readonly type: EndpointEvent["type"]
+    readonly stamp: Extract<keyof EndpointSnapshot, "deactivated_at" | "failing_since">
     readonly active: boolean
     readonly reason: string
   }

@@ -15,7 +15,8 @@
 import { PgClient } from "@effect/sql-pg"
 import { Clock, Context, Effect, Layer } from "effect"
 import { NotFound, RateLimited } from "../api/Errors.ts"
-import { DeliveryFailed, EndpointEventTypes, InvalidWebhookEvents } from "../api/Notifications.ts"
+import type { WebhookEvent } from "../api/Events.ts"
+import { DeliveryFailed, type EventType, EventTypes, InvalidWebhookEvents } from "../api/Notifications.ts"
 import { DeliveryOperations } from "../deliveries/Operations.ts"
 import { OutboundHttp } from "../outbound/OutboundHttp.ts"
 import { SvcConfig } from "../platform/Config.ts"
@@ -31,35 +32,51 @@ export const TEST_META_KEY = "test"
 
 const WINDOW_SECONDS = 60
 
-/** The body of a test event of `type` for the endpoint. */
+const isEventType = (type: string): type is EventType => (EventTypes as ReadonlyArray<string>).includes(type)
+
+/**
+ * The body of a test event of `type` for the endpoint: an ordinary event of
+ * that type (its schema in src/api/Events.ts) with `"test": true`. An
+ * approval event carries an example approval; an operational one is about
+ * the endpoint itself, as the real event would say it.
+ */
 export const testEventBody = (input: {
   readonly id: string
-  readonly type: string
+  readonly type: EventType
   readonly orgId: string
   readonly occurredAt: Date
   readonly endpoint: { readonly id: string; readonly url_hint: string }
 }): string => {
-  const head = { id: input.id, type: input.type, org_id: input.orgId, occurred_at: input.occurredAt.toISOString(), test: true }
-  if ((EndpointEventTypes as ReadonlyArray<string>).includes(input.type)) {
-    return JSON.stringify({
-      ...head,
-      endpoint: { id: input.endpoint.id, url_hint: input.endpoint.url_hint, reason: "example: this is a test event", active: true }
-    })
-  }
+  const occurredAt = input.occurredAt.toISOString()
+  const head = { id: input.id, org_id: input.orgId, occurred_at: occurredAt, test: true } as const
+  const reason = "example: this is a test event"
+  const endpoint = { id: input.endpoint.id, url_hint: input.endpoint.url_hint, reason }
   const later = (seconds: number) => new Date(input.occurredAt.getTime() + seconds * 1000).toISOString()
-  return JSON.stringify({
-    ...head,
-    approval: {
-      approval_id: EXAMPLE_ID,
-      session_id: EXAMPLE_ID,
-      step_id: "example",
-      task_id: null,
-      status: "pending",
-      deadline_at: later(600),
-      expires_at: later(1200),
-      timeout_action: "reject"
-    }
+  const approval = <S extends "pending" | "approved" | "rejected" | "expired">(status: S) => ({
+    approval_id: EXAMPLE_ID,
+    session_id: EXAMPLE_ID,
+    step_id: "example",
+    task_id: null,
+    status,
+    deadline_at: later(600),
+    expires_at: later(1200),
+    timeout_action: "reject" as const
   })
+  const decided = { decided_at: occurredAt, decided_by: "example", decision_reason: reason }
+  const event: WebhookEvent = input.type === "endpoint.disabled"
+    ? { ...head, type: input.type, endpoint: { ...endpoint, active: false, deactivated_at: occurredAt } }
+    : input.type === "endpoint.failing"
+    ? { ...head, type: input.type, endpoint: { ...endpoint, active: true, failing_since: occurredAt } }
+    : input.type === "approval.approved"
+    ? { ...head, type: input.type, approval: { ...approval("approved"), ...decided } }
+    : input.type === "approval.rejected"
+    ? { ...head, type: input.type, approval: { ...approval("rejected"), ...decided } }
+    : input.type === "approval.expired"
+    ? { ...head, type: input.type, approval: approval("expired") }
+    : { ...head, type: input.type, approval: approval("pending") }
+  // Key order as in every other event: id, type, org_id, occurred_at, test, then the snapshot.
+  const { id, type, org_id, occurred_at, test, ...rest } = event
+  return JSON.stringify({ id, type, org_id, occurred_at, test, ...rest })
 }
 
 export class TestDeliveries extends Context.Service<TestDeliveries, {
@@ -107,7 +124,7 @@ export class TestDeliveries extends Context.Service<TestDeliveries, {
       const send = Effect.fn("TestDeliveries.send")(function*(orgId: string, endpointId: string, eventType: string | undefined) {
         const endpoint = yield* endpoints.find(orgId, endpointId)
         const type = eventType ?? endpoint.events[0]!
-        if (!endpoint.events.includes(type)) {
+        if (!endpoint.events.includes(type) || !isEventType(type)) {
           return yield* new InvalidWebhookEvents({
             field: "event_type",
             detail: `event_type ${JSON.stringify(type.slice(0, 100))} is not one of the endpoint's events`,

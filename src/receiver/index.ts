@@ -59,18 +59,28 @@ export const MAX_SIGNATURE_HEADER_LENGTH = 1024
  */
 export const MAX_SIGNATURES = 8
 
-/** The approval as it was when the event was recorded (DESIGN.md "Approval snapshot"). */
+/**
+ * The approval as it was when the event was recorded. The fields are those
+ * of the catalogue (docs/events.md); a later version may add fields, which
+ * the index signature lets you read as `unknown`.
+ */
 export interface ApprovalSnapshot {
   readonly approval_id: string
   readonly session_id: string
   readonly step_id: string
   readonly task_id: string | null
-  readonly status: "pending" | "approved" | "rejected" | "expired" | (string & {})
-  readonly deadline_at: string | null
-  readonly expires_at: string | null
-  readonly timeout_action?: string
-  readonly decided_at?: string | null
-  readonly decided_by?: string | null
+  /** `pending` for requested, expiring and escalated; then `approved`, `rejected` or `expired`. */
+  readonly status: "pending" | "approved" | "rejected" | "expired"
+  /** End of the current review window. */
+  readonly deadline_at: string
+  /** When the approval expires if nobody decides. */
+  readonly expires_at: string
+  /** What applies to the step when it expires. */
+  readonly timeout_action: "reject" | "allow"
+  /** When a person decided (`approval.approved` / `approval.rejected` only). */
+  readonly decided_at?: string
+  /** Who decided: an API key id, `console:<person>` or `email:<reviewer address>`. */
+  readonly decided_by?: string
   /** Why the person decided, when they gave a reason (`approval.approved` / `approval.rejected`). */
   readonly decision_reason?: string
   readonly [field: string]: unknown
@@ -82,12 +92,12 @@ export interface ApprovalEvent {
   readonly type: ApprovalEventType
   readonly org_id: string
   readonly occurred_at: string
-  readonly approval: ApprovalSnapshot
   /**
    * `true` on a test delivery (`POST /v1/notification-endpoints/:id/test`):
    * its approval is an example, not a real one. Acknowledge it and act on nothing.
    */
   readonly test?: true
+  readonly approval: ApprovalSnapshot
 }
 
 /** The endpoint an operational event is about. */
@@ -95,6 +105,12 @@ export interface EndpointSnapshot {
   readonly id: string
   readonly url_hint: string
   readonly reason: string
+  /** `true` for `endpoint.failing`, `false` for `endpoint.disabled`. */
+  readonly active: boolean
+  /** `endpoint.failing`: when the failing streak began. */
+  readonly failing_since?: string
+  /** `endpoint.disabled`: when svc deactivated the endpoint. */
+  readonly deactivated_at?: string
   readonly [field: string]: unknown
 }
 
@@ -104,8 +120,8 @@ export interface EndpointEvent {
   readonly type: EndpointEventType
   readonly org_id: string
   readonly occurred_at: string
-  readonly endpoint: EndpointSnapshot
   readonly test?: true
+  readonly endpoint: EndpointSnapshot
 }
 
 /** The body of a delivery: narrow on `type` (or `isApprovalEvent`). `id` is the deduplication key. */

@@ -7,7 +7,7 @@
 import { PgClient } from "@effect/sql-pg"
 import { assert, describe, layer } from "@effect/vitest"
 import { Context, Effect, Fiber, Layer, Option, Queue } from "effect"
-import type { ApprovalEvent } from "../../../src/api/Approvals.ts"
+import type { ApprovalEvent } from "../../../src/api/Events.ts"
 import { approvalEventBody } from "../../../src/approvals/Events.ts"
 import { iso } from "../../../src/platform/Time.ts"
 import { Wakeups } from "../../../src/platform/Wakeups.ts"

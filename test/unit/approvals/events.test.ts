@@ -1,7 +1,8 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Schema } from "effect"
 import * as fc from "fast-check"
-import { ApprovalEvent, ApprovalEventTypes } from "../../../src/api/Approvals.ts"
+import { ApprovalEventTypes } from "../../../src/api/Approvals.ts"
+import { ApprovalEvent } from "../../../src/api/Events.ts"
 import { approvalEventBody, makeApprovalEvent, snapshotOf } from "../../../src/approvals/Events.ts"
 
 const uuid = fc.uuid({ version: 7 })
