@@ -1,6 +1,7 @@
 /**
  * The typed errors every part of the API shares. Each one is an RFC 9457
- * problem (`application/problem+json`) carrying the spec's `code` and, where
+ * problem (`application/problem+json`) carrying its `code` (docs/api.md,
+ * "Errors") and, where
  * one field is at fault, `field` (a JSON path such as `correction.items[2]`).
  * Capability-specific errors live beside their group (e.g. `Feedback.ts`).
  */

@@ -1,6 +1,8 @@
 /**
- * The service's configuration, read once from the environment
- * (DESIGN.md, "Configuration"). Secrets stay `Redacted`.
+ * The service's configuration, read once from the environment; every
+ * variable, with its default, is a row of the table in docs/operations.md
+ * ("Configuration"), which a test keeps equal to this file. Secrets stay
+ * `Redacted`.
  */
 import { Config, ConfigProvider, Context, Duration, Effect, Layer, Option, Redacted } from "effect"
 
@@ -27,7 +29,7 @@ export interface SvcConfigShape {
   readonly webhookCooldownAfter: number
   /** How long a process holds a claimed webhook delivery; after a crash it is sent again once this runs out. */
   readonly webhookLease: Duration.Duration
-  /** The whole exchange of one webhook attempt must end within this (the spec's 5 s acknowledgement limit). */
+  /** The whole exchange of one webhook attempt must end within this (receivers are promised 5 s: docs/webhooks.md, "Delivery"). */
   readonly webhookSendTimeout: Duration.Duration
   /**
    * Webhook requests in flight at once per process to one destination host
@@ -293,8 +295,8 @@ export const svcConfig: Config.Config<SvcConfigShape> = Config.all({
   answerSchemaMaxPatternLength: intAtLeast("SVC_ANSWER_SCHEMA_MAX_PATTERN_LENGTH", 512, 1),
   // The promise to tenants: no correction waits on its check for more than a second.
   answerValidationTimeoutMs: millisBetween("SVC_ANSWER_VALIDATION_TIMEOUT", "1s", 10, 1000),
-  // One organization holds at most one worker at a time: with two, the
-  // others always have one.
+  // An organization whose checks are slow holds at most all workers but
+  // one (`WorkerPool.ts`): with two, the others always have one.
   answerValidationWorkers: intAtLeast("SVC_ANSWER_VALIDATION_WORKERS", 2, 2, 64),
   answerValidationCacheEntries: intAtLeast("SVC_ANSWER_VALIDATION_CACHE", 256, 1),
   answerValidationHeapMb: intAtLeast("SVC_ANSWER_VALIDATION_HEAP_MB", 256, 32),

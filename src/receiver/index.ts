@@ -59,7 +59,7 @@ export const MAX_SIGNATURE_HEADER_LENGTH = 1024
  */
 export const MAX_SIGNATURES = 8
 
-/** The approval as it was when the event was recorded (DESIGN.md "Approval snapshot"). */
+/** The approval as it was when the event was recorded (docs/webhooks.md, "Events"). */
 export interface ApprovalSnapshot {
   readonly approval_id: string
   readonly session_id: string
