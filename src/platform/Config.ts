@@ -4,7 +4,7 @@
  * ("Configuration"), which a test keeps equal to this file. Secrets stay
  * `Redacted`.
  */
-import { Config, ConfigProvider, Context, Duration, Effect, Layer, Option, Redacted } from "effect"
+import { Config, ConfigProvider, Context, Duration, Effect, Layer, type LogLevel, Option, Redacted } from "effect"
 
 export interface SvcConfigShape {
   readonly port: number
@@ -140,6 +140,8 @@ export interface SvcConfigShape {
   readonly metricsHost: string
   /** Bearer token that opens `GET /metrics` on the API port (`SVC_METRICS_TOKEN`); `None`: not served there. */
   readonly metricsToken: Option.Option<Redacted.Redacted<string>>
+  /** Least severe log line written (`SVC_LOG_LEVEL`); `Logging.ts` applies it. */
+  readonly logLevel: LogLevel.LogLevel
 }
 
 const list = (name: string) =>
@@ -225,6 +227,31 @@ const millisBetween = (name: string, fallback: string, minimum: number, maximum:
         : Effect.fail(invalid(`${name} must be one duration between ${minimum}ms and ${maximum}ms`))
     })
   )
+const LOG_LEVELS: Record<string, LogLevel.LogLevel> = {
+  trace: "Trace",
+  debug: "Debug",
+  info: "Info",
+  warn: "Warn",
+  error: "Error",
+  fatal: "Fatal",
+  none: "None"
+}
+
+/**
+ * `SVC_LOG_LEVEL`: `trace`, `debug`, `info` (the default), `warn`, `error`,
+ * `fatal` or `none`, any case. Read on its own by the logger's layer too,
+ * which starts before the rest of the configuration is read.
+ */
+export const logLevelConfig: Config.Config<LogLevel.LogLevel> = Config.String("SVC_LOG_LEVEL").pipe(
+  Config.withDefault("info"),
+  Config.mapEffect((raw) => {
+    const level = LOG_LEVELS[raw.trim().toLowerCase()]
+    return level !== undefined
+      ? Effect.succeed(level)
+      : Effect.fail(invalid(`SVC_LOG_LEVEL: "${raw}" is not one of ${Object.keys(LOG_LEVELS).join(", ")}`))
+  })
+)
+
 /** Shortest `SVC_METRICS_TOKEN`: a guessable token would open the metrics to anyone who can reach the API. */
 export const METRICS_TOKEN_MIN_LENGTH = 16
 
@@ -362,6 +389,7 @@ export const svcConfig: Config.Config<SvcConfigShape> = Config.all({
     )
   ),
   metricsHost: Config.option(Config.String("SVC_METRICS_HOST")),
+  logLevel: logLevelConfig,
   metricsToken: Config.option(Config.Redacted("SVC_METRICS_TOKEN")).pipe(
     Config.map(Option.filter((token) => Redacted.value(token).length > 0)),
     Config.mapEffect((token) =>
