@@ -57,9 +57,9 @@ export interface SvcConfigShape {
   readonly sseKeepAliveMs: number
   /** Longest an idle session stream waits before re-reading (events of other processes). */
   readonly ssePollMs: number
-  /** PostgreSQL server: `statement_timeout` of every session (migrations excepted). */
+  /** PostgreSQL server: `statement_timeout` of every session (migrations excepted); embedded: the watchdog's bound on one statement. */
   readonly dbStatementTimeout: Duration.Duration
-  /** PostgreSQL server: `idle_in_transaction_session_timeout` of every session. */
+  /** PostgreSQL server: `idle_in_transaction_session_timeout` of every session; embedded: with the above, the longest a transaction holds the database. */
   readonly dbIdleInTransactionTimeout: Duration.Duration
   /** PostgreSQL server: silence before TCP keepalive probes start on a connection. */
   readonly dbKeepAlive: Duration.Duration
