@@ -29,6 +29,22 @@ const SHOWN = new Set(["", "text", "mermaid"])
 
 const python = spawnSync("python3", ["--version"]).status === 0 ? "python3" : undefined
 
+/**
+ * The docs import svc's packages by their names (`@svc/client`...). Where
+ * such a package is not installed in node_modules, its source in this
+ * repository stands in, as the root package's `exports` name it
+ * (`./client` for `@svc/client`).
+ */
+const unpublishedPaths = (): { paths?: Record<string, Array<string>> } => {
+  const exports: Record<string, string> = JSON.parse(fs.readFileSync(path.join(root, "package.json"), "utf8")).exports ?? {}
+  const paths: Record<string, Array<string>> = {}
+  for (const [subpath, file] of Object.entries(exports)) {
+    const name = `@svc/${subpath.replace(/^\.\//, "")}`
+    if (!fs.existsSync(path.join(root, "node_modules", name.split("/").slice(0, 2).join("/")))) paths[name] = [path.join("..", file)]
+  }
+  return Object.keys(paths).length === 0 ? {} : { paths }
+}
+
 describe("the documentation's examples", () => {
   it("every code block is checked, or its fence says illustrative", () => {
     assert.isAbove(blocks.length, 20)
@@ -71,7 +87,7 @@ describe("the documentation's examples", () => {
       fs.writeFileSync(path.join(dir, "broken.ts"), 'import { SvcClient } from "@svc/client"\nexport const wrong: number = SvcClient\n')
       fs.writeFileSync(path.join(dir, "tsconfig.json"), JSON.stringify({
         extends: "../tsconfig.json",
-        compilerOptions: { noUnusedLocals: false, noUnusedParameters: false },
+        compilerOptions: { noUnusedLocals: false, noUnusedParameters: false, ...unpublishedPaths() },
         include: [...names, "broken.ts"]
       }))
       const result = spawnSync(path.join(root, "node_modules/.bin/tsc"), ["-p", path.join(dir, "tsconfig.json")], { cwd: root, encoding: "utf8" })
