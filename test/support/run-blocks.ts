@@ -19,7 +19,8 @@ export interface RunSection {
 
 export const RUN_SECTIONS: ReadonlyArray<RunSection> = [
   { page: "README.md", section: "Quick start", runner: "test/integration/foundation/readme.test.ts" },
-  { page: "README.md", section: "Your first calls", runner: "test/integration/foundation/readme.test.ts" }
+  { page: "README.md", section: "Your first calls", runner: "test/integration/foundation/readme.test.ts" },
+  { page: "docs/operations.md", section: "The CLI", runner: "test/integration/foundation/operations-cli.test.ts" }
 ]
 
 /** Languages of blocks that are commands or requests. */
