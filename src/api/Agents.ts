@@ -1,6 +1,6 @@
 /**
  * Agent sessions, governed steps, tool outcomes and the session event stream
- * (DESIGN.md, "Agent sessions and approvals").
+ * (docs/approvals.md, "Governed steps", "Tool outcomes", "The session stream").
  */
 import { Schema } from "effect"
 import { HttpApiEndpoint, HttpApiGroup, HttpApiSchema, OpenApi } from "effect/http-api"

@@ -1,6 +1,7 @@
 /**
  * Approval policies, approvals and the approval lifecycle events
- * (DESIGN.md, "Agent sessions and approvals", "Approval snapshot").
+ * (docs/approvals.md, "Policies", "Deciding"; the snapshot in
+ * docs/webhooks.md, "Events").
  */
 import { Schema } from "effect"
 import { HttpApiEndpoint, HttpApiGroup, HttpApiSchema, OpenApi } from "effect/http-api"

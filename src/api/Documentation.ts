@@ -97,7 +97,13 @@ export const ProblemExamples: Readonly<Record<string, (context: ProblemContext) 
   }),
   NOT_FOUND: () => ({ detail: "No such resource in this organization." }),
   INVALID_TRANSITION: () => ({ detail: "Only a pending item can change.", status_now: "staged" }),
-  PAYLOAD_TOO_LARGE: () => ({ request_id: "0193a0a0-0000-7000-8000-0000000000ff" }),
+  PAYLOAD_TOO_LARGE: () => ({
+    detail: "The request body is larger than SVC_MAX_BODY_BYTES (1048576 bytes).",
+    limit: "SVC_MAX_BODY_BYTES",
+    limit_value: 1_048_576,
+    limit_bytes: 1_048_576,
+    request_id: "0193a0a0-0000-7000-8000-0000000000ff"
+  }),
   UNSUPPORTED_MEDIA_TYPE: () => ({ request_id: "0193a0a0-0000-7000-8000-0000000000ff" }),
   INTERNAL: () => ({ request_id: "0193a0a0-0000-7000-8000-0000000000ff" }),
   SERVICE_UNAVAILABLE: () => ({

@@ -1,6 +1,7 @@
 /**
  * The typed errors every part of the API shares. Each one is an RFC 9457
- * problem (`application/problem+json`) carrying the spec's `code` and, where
+ * problem (`application/problem+json`) carrying its `code` (docs/api.md,
+ * "Errors") and, where
  * one field is at fault, `field` (a JSON path such as `correction.items[2]`).
  * Capability-specific errors live beside their group (e.g. `Feedback.ts`).
  */
@@ -80,13 +81,31 @@ export class InvalidTransition extends HttpApiError.Problem<InvalidTransition>()
   status_now: Schema.optionalKey(Schema.String)
 }) {}
 
+/**
+ * The limits a problem can name: the `SVC_*` variable that sets it and its
+ * value in force. Every limit of the service is answered with these two
+ * members, so a client can tell which one it ran into.
+ */
+const limitFields = {
+  limit: Schema.String.annotate({ description: "The `SVC_*` setting whose limit was reached" }),
+  limit_value: Schema.Number.annotate({ description: "Its value in force" })
+}
+
+/**
+ * A body over `SVC_MAX_BODY_BYTES`: `limit` and `limit_value` name it like
+ * every other limit. `limit_bytes` (the same number) is kept for clients
+ * written against 0.1.0 and is deprecated.
+ */
 export class PayloadTooLarge extends HttpApiError.Problem<PayloadTooLarge>()("PayloadTooLarge", {
   type: problemType("PAYLOAD_TOO_LARGE"),
   status: 413,
   title: "The request body is over the limit"
 }, {
   code: Schema.tag("PAYLOAD_TOO_LARGE"),
-  limit_bytes: Schema.optionalKey(Schema.Number),
+  ...limitFields,
+  limit_bytes: Schema.optionalKey(Schema.Number.annotate({
+    description: "Deprecated: the same number as `limit_value`, which to read instead"
+  })),
   request_id: RequestIdMember
 }) {}
 
@@ -119,16 +138,6 @@ export class ServiceUnavailable extends HttpApiError.Problem<ServiceUnavailable>
 }, {
   code: Schema.tag("SERVICE_UNAVAILABLE")
 }) {}
-
-/**
- * The limits a problem can name: the `SVC_*` variable that sets it and its
- * value in force. Every limit of the service is answered with these two
- * members, so a client can tell which one it ran into.
- */
-const limitFields = {
-  limit: Schema.String.annotate({ description: "The `SVC_*` setting whose limit was reached" }),
-  limit_value: Schema.Number.annotate({ description: "Its value in force" })
-}
 
 /** A per-organization collection is full (endpoints, approval policies, tasks...). */
 export class LimitReached extends HttpApiError.Problem<LimitReached>()("LimitReached", {

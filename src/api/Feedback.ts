@@ -1,6 +1,6 @@
 /**
  * Feedback on logged task answers, its review and its promotion into dataset
- * versions (spec "Feedback", DESIGN.md "Open parts of the spec, closed").
+ * versions (docs/feedback.md).
  */
 import { Schema } from "effect"
 import { HttpApiEndpoint, HttpApiError, HttpApiGroup, HttpApiSchema, OpenApi } from "effect/http-api"

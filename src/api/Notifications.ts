@@ -1,7 +1,7 @@
 /**
  * Notification endpoints (webhooks) for approval events, their delivery
  * records and replay, secret rotation and the reviewer email address
- * (spec "Notification endpoints"; DESIGN.md "Notification endpoint fields").
+ * (docs/webhooks.md, "Endpoints" and "Delivery").
  */
 import { Schema } from "effect"
 import { HttpApiEndpoint, HttpApiGroup, HttpApiSchema, OpenApi } from "effect/http-api"
@@ -45,8 +45,8 @@ export class InvalidWebhookEvents extends HttpApiError.Problem<InvalidWebhookEve
 
 /**
  * Event names (and how many) are checked by the service, not the schema, so
- * that an empty, unknown or oversized selection is the spec's
- * `INVALID_WEBHOOK_EVENTS`, not a generic decode error (the request body
+ * that an empty, unknown or oversized selection is
+ * `400 INVALID_WEBHOOK_EVENTS`, not a generic decode error (the request body
  * limit bounds the input).
  */
 const EventSelection = Schema.Array(Text)

@@ -8,7 +8,7 @@ import { Context, Schema } from "effect"
 import { HttpApiMiddleware, HttpApiSecurity, OpenApi } from "effect/http-api"
 import { CrossSiteRequest, InsufficientScope, Unauthenticated } from "./Errors.ts"
 
-/** Every scope a key can hold (DESIGN.md, "Identity and authorization"). */
+/** Every scope a key can hold (docs/api.md, "Scopes"). */
 export const Scopes = [
   "feedback.write",
   "feedback.review",

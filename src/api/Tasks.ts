@@ -1,6 +1,6 @@
 /**
- * Tasks, logged runs and dataset versions (DESIGN.md, "Tasks and runs",
- * "Datasets").
+ * Tasks, logged runs and dataset versions (docs/feedback.md, "Tasks and
+ * runs", "Promotion").
  */
 import { Schema } from "effect"
 import { HttpApiEndpoint, HttpApiGroup, HttpApiSchema, OpenApi } from "effect/http-api"

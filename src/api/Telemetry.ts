@@ -1,7 +1,7 @@
 /**
  * Telemetry destinations: one OTLP/HTTP JSON trace collector per
- * organization (spec "Telemetry destinations", DESIGN.md "Telemetry
- * delivery record").
+ * organization (docs/telemetry.md, "The destination", "Delivery records
+ * and replay").
  */
 import { Schema } from "effect"
 import { HttpApiEndpoint, HttpApiError, HttpApiGroup, HttpApiSchema, OpenApi } from "effect/http-api"

@@ -8,6 +8,7 @@
  *
  *   orgs create --name acme --json
  *   orgs list --json
+ *   orgs delete --id <org id> --json
  *   keys create --org <org id> --scopes tasks.write,tasks.read [--name ci] --json
  *   keys list --org <org id> --json
  *   keys revoke --id <key id> --json
@@ -60,9 +61,19 @@ const orgsList = Command.make(
   })
 ).pipe(Command.withDescription("List organizations"))
 
+const orgsDelete = Command.make(
+  "delete",
+  { id: Flag.String("id").pipe(Flag.withDescription("Organization id"), Flag.withSchema(Uuid)), json },
+  Effect.fn(function*({ id, json }) {
+    const identity = yield* Identity
+    const { keys } = yield* identity.deleteOrg(id).pipe(Effect.catchTag("OrgNotFound", () => fail(`no organization ${id}`)))
+    yield* print(json, { id, deleted: true, keys }, `deleted organization ${id} and all its data (${keys} API key(s) refused from now on)`)
+  })
+).pipe(Command.withDescription("Delete an organization and every row of its data, in one transaction; its keys are refused at once"))
+
 const orgs = Command.make("orgs").pipe(
   Command.withDescription("Manage organizations"),
-  Command.withSubcommands([orgsCreate, orgsList])
+  Command.withSubcommands([orgsCreate, orgsList, orgsDelete])
 )
 
 const parseScopes = (raw: string) => {

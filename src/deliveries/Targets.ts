@@ -41,7 +41,8 @@ export interface ServerOrEmbedded {
 }
 
 // `sending` rows are failed too: their settle then finds the lease gone
-// (a request already in flight may still arrive, as the spec allows).
+// (a request already in flight may still arrive: deliveries are at least
+// once, docs/webhooks.md "Delivery").
 // The target's undelivered rows as failed with `reason`, answering their
 // ids; `except`: the delivery whose handler decided this (it settles itself).
 // Logged rows past the cursor that no outcome row holds are undelivered

@@ -113,6 +113,11 @@ export class Identity extends Context.Service<Identity, {
   }) => Effect.Effect<CreatedKey, OrgNotFound | KeyCapReached>
   readonly listKeys: (orgId: string) => Effect.Effect<ReadonlyArray<KeyInfo>, OrgNotFound>
   readonly revokeKey: (keyId: string) => Effect.Effect<KeyInfo, KeyNotFound>
+  /**
+   * Deletes the organization and every row of it, in one transaction: its
+   * keys are refused at once, in every process (as a revocation is).
+   */
+  readonly deleteOrg: (orgId: string) => Effect.Effect<{ readonly keys: number }, OrgNotFound>
   /** The principal for a presented key; `None` when unknown or revoked. */
   readonly authenticate: (key: string) => Effect.Effect<Option.Option<Principal>>
   /** Hashes of every key the organization has had, revoked ones included (the feedback scrubber removes those too). */
@@ -233,6 +238,25 @@ export class Identity extends Context.Service<Identity, {
         return keyInfo(row)
       })
 
+      const deleteOrg = Effect.fn("Identity.deleteOrg")(function*(orgId: string) {
+        const hashes = yield* sql.withTransaction(Effect.gen(function*() {
+          const keys = yield* HashRows.all(sql`SELECT key_hash FROM api_keys WHERE org_id = ${orgId}`)
+          // Every table of an organization goes with its row: by ON DELETE
+          // CASCADE, or by the triggers on `orgs` for the tables that keep
+          // no foreign key to it (`0600_delivery_enqueue_costs.ts`,
+          // `0620_governed_steps.ts`, `0670_delivery_log.ts`).
+          const deleted = yield* sql<{ id: string }>`DELETE FROM orgs WHERE id = ${orgId} RETURNING id`
+          if (deleted.length === 0) return yield* new OrgNotFound({ orgId })
+          // Sent at commit, as a revocation's: other processes forget the keys.
+          if (info.supportsNotify) {
+            for (const key of keys) yield* sql`SELECT pg_notify(${KEY_REVOKED_CHANNEL}, ${key.key_hash})`
+          }
+          return keys.map((key) => key.key_hash)
+        })).pipe(Effect.catchTag("SqlError", Effect.die))
+        for (const hash of hashes) principals.invalidate(hash)
+        return { keys: hashes.length }
+      })
+
       // Untraced: it runs on every request, and the request span carries
       // the organization and key id (see `AuthenticationLive`).
       const authenticate = (key: string): Effect.Effect<Option.Option<Principal>> =>
@@ -245,7 +269,7 @@ export class Identity extends Context.Service<Identity, {
         return new Set(rows.map((row) => row.key_hash))
       })
 
-      return Identity.of({ createOrg, listOrgs, getOrg, createKey, listKeys, revokeKey, authenticate, keyHashes })
+      return Identity.of({ createOrg, listOrgs, getOrg, createKey, listKeys, revokeKey, deleteOrg, authenticate, keyHashes })
     })
   )
 }

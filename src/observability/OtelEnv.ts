@@ -12,7 +12,7 @@
  *   `_TIMEOUT` (ms, default 10000); `_COMPRESSION` (`gzip` or `none`);
  *   `_CERTIFICATE` (a PEM file trusted for the collector's TLS);
  *   `_PROTOCOL`: only `http/json` (svc writes OTLP/HTTP JSON; it is also the
- *   default here, where the specification's default is `http/protobuf`);
+ *   default here, where OpenTelemetry's specification has `http/protobuf`);
  *   the signal-specific variable wins over the general one;
  * - `OTEL_SERVICE_NAME` (default `svc`), `OTEL_RESOURCE_ATTRIBUTES`
  *   (`key=value` pairs, percent-encoded values; `OTEL_SERVICE_NAME` wins
@@ -29,7 +29,7 @@
  *   (30000 ms), `OTEL_BSP_MAX_QUEUE_SIZE` (2048), `OTEL_BSP_MAX_EXPORT_BATCH_SIZE`
  *   (512).
  *
- * An empty value counts as unset, as the specification says. Where it
+ * An empty value counts as unset, as OpenTelemetry's specification says. Where it
  * lets an SDK warn and fall back to a default for a value it cannot read,
  * svc refuses to start instead, naming the variable: an operator who asked
  * for something gets it or hears why not. Unsupported choices (another

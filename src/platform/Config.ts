@@ -1,8 +1,10 @@
 /**
- * The service's configuration, read once from the environment
- * (DESIGN.md, "Configuration"). Secrets stay `Redacted`.
+ * The service's configuration, read once from the environment; every
+ * variable, with its default, is a row of the table in docs/operations.md
+ * ("Configuration"), which a test keeps equal to this file. Secrets stay
+ * `Redacted`.
  */
-import { Config, ConfigProvider, Context, Duration, Effect, Layer, Option, Redacted } from "effect"
+import { Config, ConfigProvider, Context, Duration, Effect, Layer, type LogLevel, Option, Redacted } from "effect"
 
 export interface SvcConfigShape {
   readonly port: number
@@ -27,7 +29,7 @@ export interface SvcConfigShape {
   readonly webhookCooldownAfter: number
   /** How long a process holds a claimed webhook delivery; after a crash it is sent again once this runs out. */
   readonly webhookLease: Duration.Duration
-  /** The whole exchange of one webhook attempt must end within this (the spec's 5 s acknowledgement limit). */
+  /** The whole exchange of one webhook attempt must end within this (receivers are promised 5 s: docs/webhooks.md, "Delivery"). */
   readonly webhookSendTimeout: Duration.Duration
   /**
    * Webhook requests in flight at once per process to one destination host
@@ -55,9 +57,9 @@ export interface SvcConfigShape {
   readonly sseKeepAliveMs: number
   /** Longest an idle session stream waits before re-reading (events of other processes). */
   readonly ssePollMs: number
-  /** PostgreSQL server: `statement_timeout` of every session (migrations excepted). */
+  /** PostgreSQL server: `statement_timeout` of every session (migrations excepted); embedded: the watchdog's bound on one statement. */
   readonly dbStatementTimeout: Duration.Duration
-  /** PostgreSQL server: `idle_in_transaction_session_timeout` of every session. */
+  /** PostgreSQL server: `idle_in_transaction_session_timeout` of every session; embedded: with the above, the longest a transaction holds the database. */
   readonly dbIdleInTransactionTimeout: Duration.Duration
   /** PostgreSQL server: silence before TCP keepalive probes start on a connection. */
   readonly dbKeepAlive: Duration.Duration
@@ -138,6 +140,8 @@ export interface SvcConfigShape {
   readonly metricsHost: string
   /** Bearer token that opens `GET /metrics` on the API port (`SVC_METRICS_TOKEN`); `None`: not served there. */
   readonly metricsToken: Option.Option<Redacted.Redacted<string>>
+  /** Least severe log line written (`SVC_LOG_LEVEL`); `Logging.ts` applies it. */
+  readonly logLevel: LogLevel.LogLevel
 }
 
 const list = (name: string) =>
@@ -223,6 +227,31 @@ const millisBetween = (name: string, fallback: string, minimum: number, maximum:
         : Effect.fail(invalid(`${name} must be one duration between ${minimum}ms and ${maximum}ms`))
     })
   )
+const LOG_LEVELS: Record<string, LogLevel.LogLevel> = {
+  trace: "Trace",
+  debug: "Debug",
+  info: "Info",
+  warn: "Warn",
+  error: "Error",
+  fatal: "Fatal",
+  none: "None"
+}
+
+/**
+ * `SVC_LOG_LEVEL`: `trace`, `debug`, `info` (the default), `warn`, `error`,
+ * `fatal` or `none`, any case. Read on its own by the logger's layer too,
+ * which starts before the rest of the configuration is read.
+ */
+export const logLevelConfig: Config.Config<LogLevel.LogLevel> = Config.String("SVC_LOG_LEVEL").pipe(
+  Config.withDefault("info"),
+  Config.mapEffect((raw) => {
+    const level = LOG_LEVELS[raw.trim().toLowerCase()]
+    return level !== undefined
+      ? Effect.succeed(level)
+      : Effect.fail(invalid(`SVC_LOG_LEVEL: "${raw}" is not one of ${Object.keys(LOG_LEVELS).join(", ")}`))
+  })
+)
+
 /** Shortest `SVC_METRICS_TOKEN`: a guessable token would open the metrics to anyone who can reach the API. */
 export const METRICS_TOKEN_MIN_LENGTH = 16
 
@@ -293,8 +322,8 @@ export const svcConfig: Config.Config<SvcConfigShape> = Config.all({
   answerSchemaMaxPatternLength: intAtLeast("SVC_ANSWER_SCHEMA_MAX_PATTERN_LENGTH", 512, 1),
   // The promise to tenants: no correction waits on its check for more than a second.
   answerValidationTimeoutMs: millisBetween("SVC_ANSWER_VALIDATION_TIMEOUT", "1s", 10, 1000),
-  // One organization holds at most one worker at a time: with two, the
-  // others always have one.
+  // An organization whose checks are slow holds at most all workers but
+  // one (`WorkerPool.ts`): with two, the others always have one.
   answerValidationWorkers: intAtLeast("SVC_ANSWER_VALIDATION_WORKERS", 2, 2, 64),
   answerValidationCacheEntries: intAtLeast("SVC_ANSWER_VALIDATION_CACHE", 256, 1),
   answerValidationHeapMb: intAtLeast("SVC_ANSWER_VALIDATION_HEAP_MB", 256, 32),
@@ -360,6 +389,7 @@ export const svcConfig: Config.Config<SvcConfigShape> = Config.all({
     )
   ),
   metricsHost: Config.option(Config.String("SVC_METRICS_HOST")),
+  logLevel: logLevelConfig,
   metricsToken: Config.option(Config.Redacted("SVC_METRICS_TOKEN")).pipe(
     Config.map(Option.filter((token) => Redacted.value(token).length > 0)),
     Config.mapEffect((token) =>

@@ -1,6 +1,7 @@
 /**
  * The database: a PostgreSQL server when `DATABASE_URL` is set, otherwise
- * embedded PGlite in the private data directory (DESIGN.md, "Stack"). Both
+ * embedded PGlite in the private data directory (docs/operations.md, "The
+ * embedded database"). Both
  * are reached as an `@effect/sql-pg` `PgClient`, so the SQL and the
  * migrations are the same: on a server through the PostgreSQL protocol, on
  * PGlite through its own API in a worker thread (`EmbeddedSession.ts`),

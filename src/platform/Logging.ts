@@ -4,7 +4,8 @@
  * annotations. Annotation keys that name credentials are masked as a last
  * line of defence; the code never logs them on purpose.
  */
-import { Cause, Context, Logger, References } from "effect"
+import { Cause, Context, Effect, Layer, Logger, References } from "effect"
+import { logLevelConfig } from "./Config.ts"
 
 const SENSITIVE_KEY = /authorization|secret|password|passwd|api[-_]?key|token|cookie|credential|signature/i
 
@@ -72,5 +73,17 @@ export const makeJsonLogger = (write: (line: string) => void) =>
 // saved a system call per request but let answers overtake their lines).
 export const jsonLogger = makeJsonLogger((line) => process.stdout.write(line + "\n"))
 
-/** Replaces the default logger with JSON lines. */
-export const LoggingLive = Logger.layer([jsonLogger])
+/**
+ * `logger` instead of the default one, writing lines of `SVC_LOG_LEVEL`
+ * and more severe; an unknown level fails the start naming the variable.
+ */
+export const loggingLayer = (logger: Logger.Logger<unknown, void>) =>
+  Layer.merge(
+    Logger.layer([logger]),
+    Layer.effect(References.MinimumLogLevel, Effect.gen(function*() {
+      return yield* logLevelConfig
+    }))
+  )
+
+/** Replaces the default logger with JSON lines, at `SVC_LOG_LEVEL`. */
+export const LoggingLive = loggingLayer(jsonLogger)

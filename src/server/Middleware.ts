@@ -3,7 +3,7 @@
  * details for every error answer, including those the framework makes itself
  * (unknown route, body too large, wrong content type, defects).
  */
-import { type Cause, Context, Effect, Option, References, type Types } from "effect"
+import { type ByteSize, type Cause, Context, Effect, Option, References, type Types } from "effect"
 import { HttpRouter, HttpServerError, HttpServerRequest, HttpServerRespondable, HttpServerResponse } from "effect/http"
 import { problemType } from "../api/Errors.ts"
 import { Metrics } from "../observability/Metrics.ts"
@@ -29,16 +29,24 @@ const problems: Record<number, { code: string; title: string }> = {
   503: { code: "SERVICE_UNAVAILABLE", title: "The service is temporarily unavailable" }
 }
 
-/** An error answer that is not already problem+json becomes one, keeping status and headers. */
-const asProblem = (response: HttpServerResponse.HttpServerResponse, requestId: string) => {
+/**
+ * An error answer that is not already problem+json becomes one, keeping
+ * status and headers. A body over the limit names it, as every limit does
+ * (`limit_bytes`, the same number, is deprecated).
+ */
+const asProblem = (response: HttpServerResponse.HttpServerResponse, requestId: string, maxBodySize: ByteSize.ByteSize | undefined) => {
   if (response.status < 400) return response
   const contentType = response.headers["content-type"] ?? (response.body._tag === "Uint8Array" || response.body._tag === "Raw" ? response.body.contentType : undefined)
   if (contentType?.startsWith(PROBLEM_JSON)) return response
   const status = response.status === 405 ? 404 : response.status
   const known = problems[status] ?? { code: status >= 500 ? "INTERNAL" : "INVALID_REQUEST", title: "Error" }
   const { ["content-type"]: _ct, ["content-length"]: _cl, ...headers } = response.headers
+  const bytes = maxBodySize === undefined ? undefined : Number(maxBodySize)
+  const limit = status === 413 && bytes !== undefined
+    ? { detail: `The request body is larger than SVC_MAX_BODY_BYTES (${bytes} bytes).`, limit: "SVC_MAX_BODY_BYTES", limit_value: bytes, limit_bytes: bytes }
+    : {}
   return HttpServerResponse.jsonUnsafe(
-    { type: problemType(known.code), status, title: known.title, code: known.code, request_id: requestId },
+    { type: problemType(known.code), status, title: known.title, code: known.code, ...limit, request_id: requestId },
     { status, headers, contentType: PROBLEM_JSON }
   )
 }
@@ -82,7 +90,7 @@ export const RequestMiddleware = HttpRouter.middleware<{ handles: unknown }>()(E
     const started = performance.now()
     let route: string | undefined
     const finish = (answer: HttpServerResponse.HttpServerResponse) => {
-      const response = HttpServerResponse.setHeader(asProblem(answer, requestId), "x-request-id", requestId)
+      const response = HttpServerResponse.setHeader(asProblem(answer, requestId, fiber.getRef(HttpServerRequest.MaxBodySize)), "x-request-id", requestId)
       const seconds = (performance.now() - started) / 1000
       metrics.httpRequest(request.method, route, response.status, seconds)
       const query = request.url.indexOf("?")

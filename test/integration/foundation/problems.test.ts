@@ -74,7 +74,7 @@ layer(SvcTest.layer({ config: { maxBodyBytes: 1024 * 1024 } }), { excludeTestSer
   })
 
   describe("limits and framework answers", () => {
-    it.effect("a body over 1 MiB: 413 PAYLOAD_TOO_LARGE problem", () =>
+    it.effect("a body over 1 MiB: 413 PAYLOAD_TOO_LARGE problem naming its limit like every limit (limit_bytes kept, deprecated)", () =>
       Effect.gen(function*() {
         const svc = yield* SvcTest
         const org = yield* SvcTest.org()
@@ -85,6 +85,9 @@ layer(SvcTest.layer({ config: { maxBodyBytes: 1024 * 1024 } }), { excludeTestSer
         })
         assert.strictEqual(response.status, 413)
         isProblem(response, "PAYLOAD_TOO_LARGE")
+        assert.strictEqual(response.json.limit, "SVC_MAX_BODY_BYTES")
+        assert.strictEqual(response.json.limit_value, 1024 * 1024)
+        assert.strictEqual(response.json.limit_bytes, 1024 * 1024)
       }))
 
     it.effect("a body just under 1 MiB is accepted", () =>

@@ -18,15 +18,15 @@ import * as fs from "node:fs"
 import * as net from "node:net"
 import * as os from "node:os"
 import * as path from "node:path"
-import { codeBlocks, read } from "../../support/markdown.ts"
+import { read } from "../../support/markdown.ts"
+import { blocksRun, RUN_SECTIONS } from "../../support/run-blocks.ts"
 import { root } from "../../support/process.ts"
 
-/** The README's shell blocks under one `##` heading, in order. */
+/** The README's shell blocks under one `##` heading, in order: the ones `RUN_SECTIONS` says this test runs. */
 const shellBlocksOf = (text: string, heading: string): Array<string> => {
-  const start = text.indexOf(`\n## ${heading}\n`)
-  assert.isAtLeast(start, 0, `the README has a "${heading}" section`)
-  const end = text.indexOf("\n## ", start + 1)
-  return codeBlocks("README.md", text.slice(start, end === -1 ? undefined : end)).filter((block) => block.lang === "sh").map((block) => block.code)
+  assert.isTrue(RUN_SECTIONS.some((run) => run.page === "README.md" && run.section === heading), `"${heading}" is one of RUN_SECTIONS`)
+  assert.include(text, `\n## ${heading}\n`, `the README has a "${heading}" section`)
+  return blocksRun("README.md", heading, text).map((block) => block.code)
 }
 
 /** A block's commands: continuation lines joined, comments and blank lines left out. */

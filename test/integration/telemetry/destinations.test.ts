@@ -26,7 +26,7 @@ const create = (org: TestOrg, url: string, headers?: Record<string, string>) =>
   org.client.telemetry.create({ payload: headers === undefined ? { url } : { url, headers } })
 
 layer(SecretStore.layer.pipe(Layer.provideMerge(Svc)), { excludeTestServices: true })("telemetry destinations", (it) => {
-  describe("GET, POST, test, DELETE as the spec's table says", () => {
+  describe("GET, POST, test, DELETE as docs/telemetry.md's table says", () => {
     it.effect("POST answers 201 {id, url_hint}; GET lists it without URL or headers; DELETE 204, then 404", () =>
       Effect.gen(function*() {
         const svc = yield* SvcTest

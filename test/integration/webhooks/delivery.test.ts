@@ -404,7 +404,7 @@ layer(
 })
 
 // Its own service: the stuck sends get a long deadline, so "not one has
-// timed out yet" keeps a wide margin on a busy machine (with the spec's 5 s
+// timed out yet" keeps a wide margin on a busy machine (with the default 5 s
 // the healthy deliveries had to land within 5 s of the stuck ones starting).
 layer(webhookService({ webhookSendTimeout: Duration.seconds(30) }), { excludeTestServices: true })("isolation", (it) => {
   it.effect("hanging endpoints on the same host do not hold back another endpoint's deliveries", () =>

@@ -31,7 +31,7 @@ export type EventType =
   | "approval.rejected"
   | "approval.expired"
 
-/** An event body as the approvals capability writes it (DESIGN.md snapshot). */
+/** An event body as the approvals capability writes it (docs/webhooks.md, "Events"). */
 export const eventBody = (orgId: string, type: EventType, approvalId: string = newId()) => {
   const now = new Date()
   const decided = type === "approval.approved" || type === "approval.rejected"

@@ -1,12 +1,15 @@
 /**
  * Configuration lives in one table, in one place (docs/operations.md,
  * "Configuration"): every variable the service reads is a row there, every
- * row is a variable the service reads, and no other page keeps a table of
- * settings of its own.
+ * row is a variable the service reads, each default the table gives is the
+ * code's, and no other page keeps a table of settings of its own.
  */
 import { assert, describe, it } from "@effect/vitest"
+import { ConfigProvider, Duration, Effect } from "effect"
 import * as fs from "node:fs"
 import * as path from "node:path"
+import { svcConfig } from "../../../src/platform/Config.ts"
+import { parseOtelEnv } from "../../../src/observability/OtelEnv.ts"
 import { documentationPages, read } from "../../support/markdown.ts"
 import { root } from "../../support/process.ts"
 
@@ -45,6 +48,40 @@ export const variablesDocumented = (page: string): Set<string> => {
   return names
 }
 
+/**
+ * The defaults the table gives, by variable: a default cell that starts
+ * with code (`8080`) is the default of the row's variables, one value per
+ * variable in their order (`PORT`, `HOST` | `8080`, `127.0.0.1`). A cell
+ * that starts with words ("unset: …", "empty") gives none to check.
+ */
+export const defaultsDocumented = (page: string): Map<string, string> => {
+  const section = /^## Configuration\n([\s\S]*?)(?=^## )/m.exec(page)?.[1] ?? ""
+  const defaults = new Map<string, string>()
+  for (const row of section.split("\n").filter((line) => line.startsWith("| `"))) {
+    const cells = row.split(/(?<!\\)\|/).map((cell) => cell.trim())
+    const names = [...cells[1]!.matchAll(/`([A-Z][A-Z0-9_[\]]*)`/g)].map((match) => match[1]!)
+    const cell = cells[3] ?? ""
+    if (!cell.startsWith("`")) continue
+    const values = [...cell.matchAll(/`([^`]*)`/g)].map((match) => match[1]!)
+    names.forEach((name, i) => {
+      const value = values[i]
+      if (value === undefined) return
+      for (const spelled of name.includes("[TRACES_]") ? [name.replace("[TRACES_]", "TRACES_"), name.replace("[TRACES_]", "")] : [name]) {
+        defaults.set(spelled, value)
+      }
+    })
+  }
+  return defaults
+}
+
+/** What svc makes of an environment, read the way it reads it: one value to compare. */
+const readers = {
+  config: (env: Record<string, string>) =>
+    JSON.stringify(Effect.runSync(Effect.provideService(svcConfig, ConfigProvider.ConfigProvider, ConfigProvider.fromUnknown(env)))),
+  // The operator's traces are read only when a collector is named.
+  otel: (env: Record<string, string>) => JSON.stringify(parseOtelEnv({ OTEL_EXPORTER_OTLP_ENDPOINT: "http://collector.test:4318", ...env }))
+}
+
 describe("configuration in one table, in one place", () => {
   const operations = read("docs/operations.md")
   const read_ = variablesRead(filesOf(path.join(root, "src")).filter((file) => !file.includes(`${path.sep}receiver${path.sep}`)).map((file) => fs.readFileSync(file, "utf8")))
@@ -57,6 +94,50 @@ describe("configuration in one table, in one place", () => {
 
   it("every variable in the table is one the service reads", () => {
     assert.deepStrictEqual([...documented].filter((name) => !read_.has(name)).sort(), [])
+  })
+
+  it("each default the table gives is the code's: setting a variable to it changes nothing svc reads", () => {
+    const defaults = defaultsDocumented(operations)
+    const configSource = fs.readFileSync(path.join(root, "src/platform/Config.ts"), "utf8")
+    const checked: Array<string> = []
+    const wrong: Array<string> = []
+    for (const [name, value] of defaults) {
+      const reader = configSource.includes(`"${name}"`) ? readers.config : name.startsWith("OTEL_") || name === "SVC_OPERATOR_TRACE_PARENT_RATE" ? readers.otel : undefined
+      if (reader === undefined) continue
+      checked.push(name)
+      let same: boolean
+      try {
+        same = reader({ [name]: value }) === reader({})
+      } catch (error) {
+        same = false
+        wrong.push(`${name}=${value}: ${String(error)}`)
+        continue
+      }
+      if (!same) wrong.push(`${name}: the table says \`${value}\`, the code's default is another`)
+    }
+    assert.deepStrictEqual(wrong, [])
+    // Most rows give a default; every one is checked.
+    assert.isAbove(checked.length, 60)
+    assert.deepStrictEqual([...defaults.keys()].filter((name) => !checked.includes(name)), [])
+  })
+
+  it("the defaults check sees a wrong default", () => {
+    const page = "## Configuration\n\n| variable | meaning | default |\n| --- | --- | --- |\n| `PORT`, `HOST` | a | `9090`, `127.0.0.1` |\n| `SVC_PUBLIC_URL` | b | unset: `http://HOST:PORT` |\n\n## Next\n"
+    const defaults = defaultsDocumented(page)
+    assert.deepStrictEqual([...defaults], [["PORT", "9090"], ["HOST", "127.0.0.1"]])
+    assert.notStrictEqual(readers.config({ PORT: "9090" }), readers.config({}))
+    assert.strictEqual(readers.config({ HOST: "127.0.0.1" }), readers.config({}))
+  })
+
+  it("the retry time docs/webhooks.md promises is the sum of the default SVC_WEBHOOK_RETRY_SCHEDULE", () => {
+    const config = Effect.runSync(Effect.provideService(svcConfig, ConfigProvider.ConfigProvider, ConfigProvider.fromUnknown({})))
+    const minutes = Math.round(config.webhookRetrySchedule.reduce((sum, delay) => sum + Duration.toMillis(delay), 0) / 60_000)
+    const said = `${Math.floor(minutes / 60)} h ${minutes % 60} min`
+    const webhooks = read("docs/webhooks.md")
+    assert.strictEqual(said, "27 h 35 min")
+    assert.isAtLeast(webhooks.split(said).length - 1, 2, `docs/webhooks.md says ${said} in its introduction and under Delivery`)
+    // No other span of retrying is promised there.
+    assert.notMatch(webhooks, /day and a half|\b\d+ h \d+ min\b(?<!27 h 35 min)/)
   })
 
   it("no other page keeps a table of settings: it links to the one table", () => {

@@ -1,11 +1,14 @@
 /**
- * The documentation's examples work: TypeScript blocks compile against
- * svc's own packages (`svc/client`, `svc/testing`, `svc/receiver`), shell
- * blocks parse, JSON blocks are JSON, and the Python verifier accepts what
- * svc signs and refuses what it must. A block that cannot be checked here
- * (another language's toolchain, a fragment) says so in its fence:
- * ```go no-run. The README's shell blocks are also run, in order, by
- * test/integration/foundation/readme.test.ts.
+ * The documentation's examples work. A fenced block that is a command or a
+ * request (`sh`, `bash`, `http`..., or text starting with `curl`, `npm`,
+ * `npx` or `svc`) either runs in a test or says `illustrative` in its
+ * fence (```` ```sh illustrative ````): the blocks that run are listed in
+ * test/support/run-blocks.ts, whose runners take them from there (the
+ * README's quick start and first calls: test/integration/foundation/readme.test.ts).
+ * Besides, TypeScript blocks compile against svc's packages (`@svc/client`,
+ * `@svc/testing`, `@svc/receiver`), shell blocks parse, JSON blocks are
+ * JSON, and the Python verifier accepts what svc signs and refuses what it
+ * must. A block of another language, or a fragment, says `illustrative`.
  */
 import { assert, describe, it } from "@effect/vitest"
 import { execFileSync, spawnSync } from "node:child_process"
@@ -13,23 +16,59 @@ import * as fs from "node:fs"
 import * as path from "node:path"
 import { signatureHeader } from "../../../src/notifications/Signing.ts"
 import { type CodeBlock, codeBlocks, documentationPages, read } from "../../support/markdown.ts"
+import { allBlocksRun, blocksRun, isCommand, isIllustrative, RUN_SECTIONS } from "../../support/run-blocks.ts"
 import { root } from "../../support/process.ts"
 
 const blocks = documentationPages().flatMap((page) => codeBlocks(page, read(page)))
-const checked = (lang: string) => blocks.filter((block) => block.lang === lang && !block.flags.includes("no-run"))
+const checked = (lang: string) => blocks.filter((block) => block.lang === lang && !isIllustrative(block))
 const where = (block: CodeBlock) => `${block.page}:${block.line}`
 
-/** Languages checked here; blocks of any other must say `no-run`, except output and pictures. */
+/** Languages checked here; blocks of any other must say `illustrative`, except output and pictures. */
 const CHECKED = new Set(["ts", "sh", "json", "python"])
 const SHOWN = new Set(["", "text", "mermaid"])
 
 const python = spawnSync("python3", ["--version"]).status === 0 ? "python3" : undefined
 
+/**
+ * The docs import svc's packages by their names (`@svc/client`...). Where
+ * such a package is not installed in node_modules, its source in this
+ * repository stands in, as the root package's `exports` name it
+ * (`./client` for `@svc/client`).
+ */
+const unpublishedPaths = (): { paths?: Record<string, Array<string>> } => {
+  const exports: Record<string, string> = JSON.parse(fs.readFileSync(path.join(root, "package.json"), "utf8")).exports ?? {}
+  const paths: Record<string, Array<string>> = {}
+  for (const [subpath, file] of Object.entries(exports)) {
+    const name = `@svc/${subpath.replace(/^\.\//, "")}`
+    if (!fs.existsSync(path.join(root, "node_modules", name.split("/").slice(0, 2).join("/")))) paths[name] = [path.join("..", file)]
+  }
+  return Object.keys(paths).length === 0 ? {} : { paths }
+}
+
 describe("the documentation's examples", () => {
-  it("every code block is checked, or its fence says no-run", () => {
+  it("every code block is checked, or its fence says illustrative", () => {
     assert.isAbove(blocks.length, 20)
-    const unchecked = blocks.filter((block) => !CHECKED.has(block.lang) && !SHOWN.has(block.lang) && !block.flags.includes("no-run"))
+    const unchecked = blocks.filter((block) => !CHECKED.has(block.lang) && !SHOWN.has(block.lang) && !isIllustrative(block))
     assert.deepStrictEqual(unchecked.map(where), [])
+    // One word for it: the older `no-run` is spelled `illustrative`.
+    assert.deepStrictEqual(blocks.filter((block) => block.flags.includes("no-run")).map(where), [])
+  })
+
+  it("every command or request block runs in a test, or its fence says illustrative", () => {
+    const run = allBlocksRun()
+    assert.isAtLeast(run.size, 8)
+    const neither = blocks.filter((block) => isCommand(block) && !isIllustrative(block) && !run.has(where(block)))
+    assert.deepStrictEqual(neither.map(where), [], "run it in a test (test/support/run-blocks.ts) or mark its fence illustrative")
+    // Every section a runner runs exists and has blocks.
+    for (const { page, section } of RUN_SECTIONS) assert.isNotEmpty(blocksRun(page, section), `${page} "${section}"`)
+  })
+
+  it("the reader's check sees a command block that nothing runs, and knows a request, a command in text and an illustrative one", () => {
+    const page = "# P\n\n```sh\ncurl -s http://x\n```\n\n```http\nGET /v1/tasks HTTP/1.1\n```\n\n```\nnpx svc orgs list\n```\n\n```sh illustrative\nsvc start\n```\n\n```json\n{}\n```\n"
+    const found = codeBlocks("P.md", page)
+    assert.deepStrictEqual(found.map((block) => [isCommand(block), isIllustrative(block)]), [[true, false], [true, false], [true, false], [true, true], [false, false]])
+    const readme = "# R\n\n## Quick start\n\n```sh\nnpm start\n```\n\n## Other\n\n```sh\nnpm test\n```\n"
+    assert.deepStrictEqual(blocksRun("R.md", "Quick start", readme).map((block) => [block.line, block.code]), [[5, "npm start"]])
   })
 
   it("TypeScript blocks compile against svc's packages, and a broken one is caught", () => {
@@ -45,10 +84,10 @@ describe("the documentation's examples", () => {
         return name
       })
       // The check itself: this one must fail, and alone.
-      fs.writeFileSync(path.join(dir, "broken.ts"), 'import { SvcClient } from "svc/client"\nexport const wrong: number = SvcClient\n')
+      fs.writeFileSync(path.join(dir, "broken.ts"), 'import { SvcClient } from "@svc/client"\nexport const wrong: number = SvcClient\n')
       fs.writeFileSync(path.join(dir, "tsconfig.json"), JSON.stringify({
         extends: "../tsconfig.json",
-        compilerOptions: { noUnusedLocals: false, noUnusedParameters: false },
+        compilerOptions: { noUnusedLocals: false, noUnusedParameters: false, ...unpublishedPaths() },
         include: [...names, "broken.ts"]
       }))
       const result = spawnSync(path.join(root, "node_modules/.bin/tsc"), ["-p", path.join(dir, "tsconfig.json")], { cwd: root, encoding: "utf8" })
@@ -60,14 +99,15 @@ describe("the documentation's examples", () => {
     }
   }, 120_000)
 
-  it("shell blocks parse", () => {
-    const sources = checked("sh")
+  it("shell blocks parse, illustrative ones too (they are copied by hand)", () => {
+    const sources = blocks.filter((block) => block.lang === "sh")
     assert.isAtLeast(sources.length, 10)
     for (const block of sources) {
       const result = spawnSync("bash", ["-n"], { input: block.code, encoding: "utf8" })
       assert.strictEqual(result.status, 0, `${where(block)}: ${result.stderr}`)
     }
     assert.notStrictEqual(spawnSync("bash", ["-n"], { input: "curl --org <org id>", encoding: "utf8" }).status, 0, "bash -n sees a placeholder")
+
   })
 
   it("JSON blocks are JSON", () => {

@@ -1,6 +1,6 @@
 /**
  * The OpenTelemetry SDK environment variables that turn
- * on the service's own traces, read as the specification defines them.
+ * on the service's own traces, read as OpenTelemetry's specification defines them.
  */
 import { assert, describe, it } from "@effect/vitest"
 import fc from "fast-check"

@@ -36,7 +36,7 @@ describe("configuration", () => {
     Effect.gen(function*() {
       // Validation's time budget is at most one second.
       assert.include(String(yield* Effect.flip(read({ SVC_ANSWER_VALIDATION_TIMEOUT: "2s" }))), "SVC_ANSWER_VALIDATION_TIMEOUT")
-      // One organization holds at most one worker: with fewer than two, it could hold them all.
+      // An organization with slow checks holds all workers but one: with fewer than two, it could hold them all.
       assert.include(String(yield* Effect.flip(read({ SVC_ANSWER_VALIDATION_WORKERS: "1" }))), "SVC_ANSWER_VALIDATION_WORKERS")
       // A schema nests inside the request body, whose fields nest at most 64 levels.
       assert.include(String(yield* Effect.flip(read({ SVC_ANSWER_SCHEMA_MAX_DEPTH: "100" }))), "SVC_ANSWER_SCHEMA_MAX_DEPTH")

@@ -138,7 +138,7 @@ describe("span capture", () => {
       // Only the low 56 bits count; the high 72 bits do not.
       assert.isFalse(sampledByRatio("ffffffffffffffffff00000000000001", 0.5))
       assert.isTrue(sampledByRatio("0000000000000000008fffffffffffff", 0.5))
-      // Threshold for 50 %: 0x80000000000000; for 1 %: 0xfd70a3d70a3d70 (the spec's example th=fd70a4).
+      // Threshold for 50 %: 0x80000000000000; for 1 %: 0xfd70a3d70a3d70 (the OpenTelemetry specification's example th=fd70a4).
       assert.isTrue(sampledByRatio("00000000000000000080000000000000", 0.5))
       assert.isFalse(sampledByRatio("0000000000000000007fffffffffffff", 0.5))
       assert.isTrue(sampledByRatio("000000000000000000ffffffffffffff", 0.01))
