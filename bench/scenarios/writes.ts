@@ -224,7 +224,7 @@ export default async (context: BenchContext): Promise<ScenarioResult> => {
         spread(results.get(arms[0]!)!.map((r) => r.feedback.requests / r.feedback.seconds), 0)
       } for ${arms[0]} feedback).`,
       "The cheapest authenticated write is POST /v1/agent-sessions (one INSERT). The bare baseline checks the bearer key against the one it loaded at start (sha256 in memory) and makes the same INSERT (feedback's without svc's credential-fingerprint check and quota count). The Effect floor looks the key up as svc does (sha256, a 2 s cache in front of one lookup by hash), decodes the body with Schema and makes svc's INSERT (feedback's with the quota count, without the fingerprint check); no correction check, no secret scan, no request log, no spans.",
-      "CPU / bare, CPU / floor: the server process's CPU per request (all its threads: on PGlite the database thread too) over that baseline's, over all rounds; the postgres backends are not in it.",
+      "CPU / bare, CPU / floor: the server process's CPU per request (all its threads: on PGlite the database thread too) over that baseline's, over all rounds; the postgres backends are not in it. On PGlite the baselines' database thread runs each statement through PGlite's `query` (a worker of their own), svc's through its own prepared statements: that difference is inside the ratio.",
       "CPU µs/req: each process's user+system CPU over the measured requests (/proc), divided by the requests; postgres = the server backends of the run's database; v8 helpers = the server's V8 helper threads (concurrent GC, background compilation), already inside the server's figure."
     ]
   }
