@@ -170,6 +170,7 @@ const BearerLive = Layer.effect(
     const known = new Map<string, { readonly orgId: string; readonly until: number }>()
     const lookup = (keyHash: string) => {
       const startedAt = performance.now()
+      // svc's statement (src/identity/Identity.ts).
       return Effect.map(
         sql.unsafe<{ org_id: string }>("SELECT id, org_id, scopes FROM api_keys WHERE key_hash = $1 AND revoked_at IS NULL", [keyHash]),
         (rows) => {
