@@ -5,10 +5,13 @@
  * a service nobody else uses. What matters is the accepted rate and svc's
  * CPU per accepted request: a service whose refusals cost nearly what the
  * work does spends its CPU refusing, and the accepted rate collapses.
- * Reported beside the same load's accepted rate of the bare baseline
- * (node:http, the key checked in memory, the same INSERT, no validation).
+ * Reported beside the same load's accepted rate of the request baselines
+ * (`support/baselines.ts`: the bare server and the Effect floor, the same
+ * INSERT, no validation), with svc's CPU per accepted request as a ratio of
+ * each baseline's.
  */
 import * as path from "node:path"
+import { armTitle, BASELINE_NAMES, cpuRatio, startBaseline } from "../support/baselines.ts"
 import { spawnChild } from "../support/child.ts"
 import { formatPerOp, measureCpu, meterOf, perOp, type Meter } from "../support/cpu.ts"
 import { type BenchDatabase, freshDatabase } from "../support/db.ts"
@@ -52,7 +55,7 @@ const flood = async (server: Meter, database: BenchDatabase, baseUrl: string, ke
 export default async (context: BenchContext): Promise<ScenarioResult> => {
   const warmup = context.quick ? 300 : 2_000
   const requests = context.quick ? 1_500 : 10_000
-  const rows: Array<Record<string, string | number>> = []
+  const flooded = new Map<string, Flooded>()
   const databases: Array<BenchDatabase> = []
   try {
     let last: { database: BenchDatabase; key: string; traceId: string } | undefined
@@ -64,27 +67,35 @@ export default async (context: BenchContext): Promise<ScenarioResult> => {
         const { key } = await svc.provision()
         const task = await svc.api<{ id: string }>(key, "POST", "/v1/tasks", { name: "orders", answer_schema: answerSchema })
         const run = await svc.api<{ trace_id: string }>(key, "POST", `/v1/tasks/${task.id}/runs`, { input: { ticket: "where is my refund" }, answer: correction(0) })
-        const result = await flood(svc.meter, database, svc.baseUrl, key, run.trace_id, warmup, requests)
-        rows.push(row(checkout.label, result))
+        flooded.set(checkout.label, await flood(svc.meter, database, svc.baseUrl, key, run.trace_id, warmup, requests))
         last = { database, key, traceId: run.trace_id }
       } finally {
         await svc.stop()
       }
     }
     const { database, key, traceId } = last!
-    const bare = await spawnChild("bare", new URL("../baselines/bare-http.ts", import.meta.url), {
-      BENCH_BARE: JSON.stringify({ kind: database.kind, dataDir: database.dataDir, url: database.url, key })
-    })
-    try {
-      const url = await bare.call<string>("url")
-      rows.push(row("bare node:http + INSERT", await flood(meterOf("bare", bare.pid), database, url, key, traceId, warmup, requests)))
-      await bare.call("close")
-    } finally {
-      await bare.stop()
+    for (const name of BASELINE_NAMES) {
+      const baseline = await startBaseline(name, database, key)
+      try {
+        const url = await baseline.call<string>("url")
+        flooded.set(name, await flood(meterOf(name, baseline.pid), database, url, key, traceId, warmup, requests))
+        await baseline.call("close")
+      } finally {
+        await baseline.stop()
+      }
     }
   } finally {
     for (const database of databases) await database.drop()
   }
+  /** The server process's CPU per accepted request. */
+  const perAccepted = (arm: string) => {
+    const result = flooded.get(arm)
+    return result === undefined ? undefined : (result.cpu[arm] ?? Number.NaN) / Math.max(1, result.requests - result.refused)
+  }
+  const rows = [...flooded].map(([arm, result]) => ({
+    ...row(armTitle(arm), result),
+    ...Object.fromEntries(BASELINE_NAMES.map((name) => [`CPU / ${name}`, cpuRatio(perAccepted(arm), perAccepted(name))]))
+  }))
   return {
     scenario: "feedback-flood",
     database: context.database,
@@ -92,6 +103,7 @@ export default async (context: BenchContext): Promise<ScenarioResult> => {
     aims: [],
     notes: [
       `${requests} requests after ${warmup} warm-up, over ${CONNECTIONS} connections of one organization in a closed loop (a refused request is followed at once by the next).`,
+      "CPU / bare, CPU / floor: the server process's CPU per accepted request over that baseline's (the postgres backends not in it).",
       "accepted/s counts 201 answers; refused/s every other answer (429 VALIDATION_BUSY unless `first refusal` says otherwise); svc CPU per accepted request includes the CPU its refusals cost."
     ]
   }

@@ -26,8 +26,17 @@
  * after 300 requests of a fresh process, against a server svc that had
  * served thousands: see bench/notes/embedded.md, "The embedded database
  * against the server, per unit of work".)
+ *
+ * At each level, once svc's measurements are done, the Effect floor
+ * (`baselines/effect-floor.ts`: Effect HttpApi and `@effect/sql-pg`, nothing
+ * of svc) serves the first checkout's database while that svc is stopped:
+ * the cheapest write and a step written as a pending one is (the step's
+ * INSERT and its approval's, no policy, no events), with the same warm-up
+ * pass and measurements, so svc's CPU per request reads as a ratio of the
+ * floor's. The bare server has no step route and is not measured here.
  */
 import * as path from "node:path"
+import { cpuRatio, startBaseline } from "../support/baselines.ts"
 import { spawnChild } from "../support/child.ts"
 import { formatPerOp, measureCpu, meterOf, perOp, threadsMeterOf, v8HelpersOf } from "../support/cpu.ts"
 import { type BenchClient, type BenchDatabase, freshDatabase } from "../support/db.ts"
@@ -35,10 +44,12 @@ import type { LoadResult, LoadSpec } from "../support/load.ts"
 import type { Receipts } from "../support/receiver.ts"
 import { atMost, type Aim, type BenchContext, type ScenarioResult } from "../support/scenario.ts"
 import { percentile, round, sorted } from "../support/stats.ts"
-import { startSvc, type SvcProcess } from "../support/svc.ts"
+import { apiOn, startSvc, type SvcProcess } from "../support/svc.ts"
 
 const KINDS = ["session write", "allow", "reject", "pending", "pending + endpoint"] as const
 type Kind = (typeof KINDS)[number]
+/** What the Effect floor serves: the cheapest write, and a step as a pending one is written. */
+const FLOOR_KINDS = ["session write", "pending"] as const satisfies ReadonlyArray<Kind>
 
 const CLASS: Record<Exclude<Kind, "session write">, string> = {
   allow: "bench.allow",
@@ -56,10 +67,13 @@ const sizesOf = (quick: boolean) =>
     ? { warmPass: 200, warmup: 100, requests: 500, concurrency: 16, levels: [0, 2_000], lone: 10 }
     : { warmPass: 1_500, warmup: 500, requests: 2_000, concurrency: 16, levels: [0, 10_000, 100_000], lone: 40 }
 
+/** What a measurement needs of the server it drives: svc, or the Effect floor. */
+type Served = Pick<SvcProcess, "pid" | "baseUrl" | "meter" | "api" | "stop">
+
 interface Arm {
   readonly label: string
-  svc: SvcProcess
-  readonly start: () => Promise<SvcProcess>
+  svc: Served
+  readonly start: () => Promise<Served>
   readonly database: BenchDatabase
   readonly key: string
   readonly orgId: string
@@ -295,6 +309,40 @@ export default async (context: BenchContext): Promise<ScenarioResult> => {
       return ms
     }
 
+    /**
+     * The Effect floor on the first arm's database at `level` (that svc
+     * stopped meanwhile): the warm-up pass of its kinds, then each measured
+     * twice, the second round in the reverse order, as svc's are.
+     */
+    const measureFloor = async (level: number) => {
+      const arm = arms[0]!
+      await arm.svc.stop()
+      const child = await startBaseline("floor", arm.database, arm.key)
+      try {
+        const baseUrl = await child.call<string>("url")
+        const floor: Arm = {
+          label: "floor",
+          svc: { pid: child.pid, baseUrl, meter: meterOf("floor", child.pid), api: apiOn(baseUrl), stop: () => child.call("close") },
+          start: () => Promise.reject(new Error("the floor is started by measureFloor")),
+          database: arm.database,
+          key: arm.key,
+          orgId: arm.orgId,
+          bulk: arm.bulk,
+          steps: arm.steps
+        }
+        const sessions = await newSessions(floor)
+        for (const kind of FLOOR_KINDS) await run(floor, kind, sessions, size.warmPass)
+        for (const order of [FLOOR_KINDS, [...FLOOR_KINDS].reverse()]) {
+          for (const kind of order) await measure(floor, kind, level)
+        }
+        arm.steps = floor.steps
+        await floor.svc.stop()
+      } finally {
+        await child.stop()
+        arm.svc = await arm.start()
+      }
+    }
+
     let grown = 0
     for (const level of size.levels) {
       for (const arm of arms) await grow(arm, level - grown)
@@ -311,6 +359,7 @@ export default async (context: BenchContext): Promise<ScenarioResult> => {
           for (const arm of arms) await measure(arm, kind, level)
         }
       }
+      await measureFloor(level)
     }
   } finally {
     for (const arm of arms) {
@@ -353,6 +402,25 @@ export default async (context: BenchContext): Promise<ScenarioResult> => {
     const per = rounds.map((r) => ((r.cpu[arm] ?? Number.NaN) - (r.cpu["of which db thread"] ?? 0)) / r.requests)
     return per.reduce((a, b) => a + b, 0) / per.length
   }
+  /** The server process's CPU per request (all its threads, or without its database thread), the mean of the two rounds. */
+  const serverCpu = (arm: string, kind: Kind, level: number, withoutDb = false) => {
+    const rounds = results.filter((m) => m.arm === arm && m.kind === kind && m.level === level)
+    const per = (r: Measured) => ((r.cpu[arm] ?? Number.NaN) - (withoutDb ? (r.cpu["of which db thread"] ?? 0) : 0)) / r.requests
+    return rounds.length === 0 ? Number.NaN : rounds.reduce((sum, r) => sum + per(r), 0) / rounds.length
+  }
+  const overFloor = (arm: string, kind: Kind, floorKind: Kind, level: number) => {
+    const all = cpuRatio(serverCpu(arm, kind, level), serverCpu("floor", floorKind, level))
+    return context.database === "pglite"
+      ? `${all} (${cpuRatio(serverCpu(arm, kind, level, true), serverCpu("floor", floorKind, level, true))} without the db thread)`
+      : all
+  }
+  const floorRatios = context.checkouts.flatMap((c) =>
+    size.levels.map((level) =>
+      `${c.label} (${level} earlier): CPU per request over the Effect floor's, the server process with its threads: cheapest write ${
+        overFloor(c.label, "session write", "session write", level)
+      }, pending step ${overFloor(c.label, "pending", "pending", level)}, allowed step over the floor's pending one ${overFloor(c.label, "allow", "pending", level)}.`
+    )
+  )
   const aims: Array<Aim> = context.checkouts.flatMap((c) =>
     size.levels.flatMap((level) => [
       atMost(`${c.label} (${level} earlier): allow step / cheapest authenticated write, svc CPU`, round(svcCpu(c.label, "allow", level) / svcCpu(c.label, "session write", level), 2), 1.5),
@@ -371,6 +439,8 @@ export default async (context: BenchContext): Promise<ScenarioResult> => {
     rows: [...rows, ...loneRows],
     aims,
     notes: [
+      ...floorRatios,
+      "floor: the Effect floor (baselines/effect-floor.ts) on the first checkout's database, that svc stopped: the cheapest write, and as `pending` a step's INSERT and its approval's in one statement (no policy, no session, outbox or stream events, no webhook), after the same warm-up pass and warm-ups. On PGlite its database thread runs each statement through PGlite's `query` (the bare baseline's worker), svc's through its own prepared statements, so the ratio without the db thread compares the request paths.",
       `${size.requests} requests per measurement after ${size.warmup} warm-up, ${size.concurrency} connections over ${SESSIONS} sessions; each kind measured twice per level, the second round in the reverse order (the first kind after a kind of another shape pays V8's recompiling), the aims on the mean of both; the checkouts run at once and the measurements alternate between them. svc starts afresh at each level on both databases (the history is written while it is stopped) and first serves ${size.warmPass} requests of every kind but the webhook one.`,
       "pending + endpoint: the measurement waits for every webhook of the measured steps to reach the receiver, so svc's CPU includes the fan-out, the signing and the HTTPS POST.",
       `lone pending step: after that measurement, ${size.lone} steps one at a time, each timed from its request to its webhook's receipt at the receiver (the first receipt of an event svc records while it runs: the step's commit, the dispatcher's wakeup and fan-out, the worker's wakeup, claim and send).`,

@@ -1,13 +1,19 @@
 /**
  * Authenticated writes: `POST /v1/feedback` (a correction checked against an
  * order-shaped answer schema) and the cheapest authenticated write,
- * `POST /v1/agent-sessions` (one INSERT), each against the bare baseline
+ * `POST /v1/agent-sessions` (one INSERT), each against the two request
+ * baselines (`support/baselines.ts`): the bare server
  * (`baselines/bare-http.ts`: node:http, the key checked in memory, the same
- * INSERT on the same database). svc, the baseline and the load generator
- * are three processes; each arm is started fresh, warmed up with the same
- * requests, then measured; rounds alternate svc and baseline.
+ * INSERT on the same database) and the Effect floor
+ * (`baselines/effect-floor.ts`: Effect HttpApi and `@effect/sql-pg`, the key
+ * looked up as svc does, the body decoded by Schema, svc's INSERT). svc,
+ * each baseline and the load generator are processes of their own; each
+ * arm is started fresh, warmed up with the same requests, then measured;
+ * rounds run svc, then the baselines (in reverse order every other round).
+ * svc's CPU per request is reported as a ratio of each baseline's.
  */
 import * as path from "node:path"
+import { armTitle, BASELINE_NAMES, cpuRatio, startBaseline } from "../support/baselines.ts"
 import { spawnChild } from "../support/child.ts"
 import { formatPerOp, measureCpu, meterOf, perOp, type Meter, v8HelpersOf } from "../support/cpu.ts"
 import { type BenchDatabase, freshDatabase } from "../support/db.ts"
@@ -112,21 +118,24 @@ const drive = async (
 }
 
 /**
- * `BENCH_WRITES_WARMUP`: warm-up requests per endpoint and arm (default:
- * the size's). svc's code takes V8 longer to tier up than the baseline's:
- * after 1 000 requests its background compiler still runs (on the
- * PostgreSQL server about 100 µs per write in the next 4 000 requests, under
- * 20 once some 15 000 have passed), and that compilation is most of the
- * "V8 helpers" column. A warm-up of 15 000 measures the steady state.
+ * `BENCH_WRITES_WARMUP`: warm-up requests per endpoint and arm, the same for
+ * every arm (default 15 000; quick runs: the size's, 200). svc's code takes
+ * V8 longer to tier up than the baselines': after 1 000 requests its
+ * background compiler still runs (on the PostgreSQL server about 100 µs per
+ * write in the next 4 000 requests, under 20 once some 15 000 have passed),
+ * and that compilation is most of the "V8 helpers" column. 15 000 measures
+ * every arm's steady state; the baselines, smaller, are steady well before.
  */
-const warmupOf = (size: number) => {
+export const WRITES_WARMUP = 15_000
+
+const warmupOf = (quick: boolean, size: number) => {
   const given = process.env.BENCH_WRITES_WARMUP
-  return given === undefined || given === "" ? size : Number(given)
+  return given === undefined || given === "" ? (quick ? size : WRITES_WARMUP) : Number(given)
 }
 
 export default async (context: BenchContext): Promise<ScenarioResult> => {
-  const size = { ...sizes(context.quick).writes, warmup: warmupOf(sizes(context.quick).writes.warmup) }
-  const arms = [...context.checkouts.map((c) => c.label), "bare"]
+  const size = { ...sizes(context.quick).writes, warmup: warmupOf(context.quick, sizes(context.quick).writes.warmup) }
+  const arms = [...context.checkouts.map((c) => c.label), ...BASELINE_NAMES]
   const results = new Map<string, Array<Record<Endpoint, Measured>>>(arms.map((arm) => [arm, []]))
   for (let round = 0; round < size.rounds; round++) {
     const databases: Array<BenchDatabase> = []
@@ -146,17 +155,17 @@ export default async (context: BenchContext): Promise<ScenarioResult> => {
           await svc.stop()
         }
       }
-      // The baseline on the last svc arm's database (svc stopped: PGlite has one owner).
+      // The baselines on the last svc arm's database (svc stopped: PGlite has one owner).
       const { database, key, traceId } = last!
-      const bare = await spawnChild("bare", new URL("../baselines/bare-http.ts", import.meta.url), {
-        BENCH_BARE: JSON.stringify({ kind: database.kind, dataDir: database.dataDir, url: database.url, key })
-      })
-      try {
-        const url = await bare.call<string>("url")
-        results.get("bare")!.push(await drive(meterOf("bare", bare.pid), bare.pid, database, url, key, traceId, size))
-        await bare.call("close")
-      } finally {
-        await bare.stop()
+      for (const name of round % 2 === 0 ? BASELINE_NAMES : [...BASELINE_NAMES].reverse()) {
+        const baseline = await startBaseline(name, database, key)
+        try {
+          const url = await baseline.call<string>("url")
+          results.get(name)!.push(await drive(meterOf(name, baseline.pid), baseline.pid, database, url, key, traceId, size))
+          await baseline.call("close")
+        } finally {
+          await baseline.stop()
+        }
       }
     } finally {
       for (const database of databases) await database.drop()
@@ -165,6 +174,11 @@ export default async (context: BenchContext): Promise<ScenarioResult> => {
 
   const rows: Array<Record<string, string | number>> = []
   const rate = (arm: string, endpoint: Endpoint) => median(results.get(arm)!.map((r) => r[endpoint].requests / r[endpoint].seconds))
+  /** The server process's CPU per request (all its threads), over every round. */
+  const serverCpu = (arm: string, endpoint: Endpoint) => {
+    const runs = results.get(arm)!.map((r) => r[endpoint])
+    return runs.reduce((sum, r) => sum + (r.cpu[arm] ?? Number.NaN), 0) / runs.reduce((sum, r) => sum + r.requests, 0)
+  }
   for (const endpoint of ENDPOINTS) {
     for (const arm of arms) {
       const runs = results.get(arm)!.map((r) => r[endpoint])
@@ -175,12 +189,13 @@ export default async (context: BenchContext): Promise<ScenarioResult> => {
       const errors = runs.reduce((sum, r) => sum + r.errors, 0)
       rows.push({
         write: endpoint === "feedback" ? "POST /v1/feedback" : "POST /v1/agent-sessions",
-        arm: arm === "bare" ? "bare node:http + INSERT" : arm,
+        arm: armTitle(arm),
         "req/s": round(rate(arm, endpoint)),
         "req/s per round": runs.map((r) => round(r.requests / r.seconds)).join(", "),
         "p50 ms": round(percentile(latencies, 0.5), 2),
         "p99 ms": round(percentile(latencies, 0.99), 2),
         "CPU µs/req": formatPerOp(perOp(cpu, requests)),
+        ...Object.fromEntries(BASELINE_NAMES.map((name) => [`CPU / ${name}`, cpuRatio(serverCpu(arm, endpoint), serverCpu(name, endpoint))])),
         errors: errors === 0 ? 0 : `${errors} (${runs.find((r) => r.firstError)?.firstError})`
       })
     }
@@ -200,10 +215,16 @@ export default async (context: BenchContext): Promise<ScenarioResult> => {
     rows,
     aims,
     notes: [
+      ...context.checkouts.map((c) =>
+        `${c.label}'s CPU per request over the baselines' (bare, floor): cheapest write ${
+          BASELINE_NAMES.map((name) => cpuRatio(serverCpu(c.label, "agent-sessions"), serverCpu(name, "agent-sessions"))).join(", ")
+        }; feedback POST ${BASELINE_NAMES.map((name) => cpuRatio(serverCpu(c.label, "feedback"), serverCpu(name, "feedback"))).join(", ")}.`
+      ),
       `${size.requests} requests per arm and round at concurrency ${size.concurrency}, after ${size.warmup} warm-up requests; ${size.rounds} round(s), each arm started fresh; req/s is the median over rounds (spread ${
         spread(results.get(arms[0]!)!.map((r) => r.feedback.requests / r.feedback.seconds), 0)
       } for ${arms[0]} feedback).`,
-      "The cheapest authenticated write is POST /v1/agent-sessions (one INSERT). The baseline checks the bearer key against the one it loaded at start (sha256 in memory) and makes the same INSERT; feedback's INSERT omits svc's credential-fingerprint check.",
+      "The cheapest authenticated write is POST /v1/agent-sessions (one INSERT). The bare baseline checks the bearer key against the one it loaded at start (sha256 in memory) and makes the same INSERT (feedback's without svc's credential-fingerprint check and quota count). The Effect floor looks the key up as svc does (sha256, a 2 s cache in front of one lookup by hash), decodes the body with Schema and makes svc's INSERT (feedback's with the quota count, without the fingerprint check); no correction check, no secret scan, no request log, no spans.",
+      "CPU / bare, CPU / floor: the server process's CPU per request (all its threads: on PGlite the database thread too) over that baseline's, over all rounds; the postgres backends are not in it. On PGlite the baselines' database thread runs each statement through PGlite's `query` (a worker of their own), svc's through its own prepared statements: that difference is inside the ratio.",
       "CPU µs/req: each process's user+system CPU over the measured requests (/proc), divided by the requests; postgres = the server backends of the run's database; v8 helpers = the server's V8 helper threads (concurrent GC, background compilation), already inside the server's figure."
     ]
   }

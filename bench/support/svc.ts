@@ -12,6 +12,7 @@ import { createServer } from "node:net"
 import * as path from "node:path"
 import { fileURLToPath } from "node:url"
 import { promisify } from "node:util"
+import { BASELINE_NAMES } from "./baselines.ts"
 import { cpuMicros, type Meter } from "./cpu.ts"
 import type { BenchDatabase } from "./db.ts"
 
@@ -30,8 +31,8 @@ export const svcCheckouts = (): ReadonlyArray<SvcCheckout> => {
     return { label: label ?? `svc@${path.basename(path.resolve(dir)) || i}`, dir: path.resolve(dir) }
   })
   const labels = checkouts.map((c) => c.label)
-  if (new Set(labels).size !== labels.length || labels.includes("bare")) {
-    throw new Error(`BENCH_SVC_DIR: give each checkout its own label (label=path), other than "bare": ${labels.join(", ")}`)
+  if (new Set(labels).size !== labels.length || labels.some((label) => (BASELINE_NAMES as ReadonlyArray<string>).includes(label))) {
+    throw new Error(`BENCH_SVC_DIR: give each checkout its own label (label=path), other than ${BASELINE_NAMES.map((n) => `"${n}"`).join(" and ")}: ${labels.join(", ")}`)
   }
   for (const c of checkouts) {
     if (!existsSync(path.join(c.dir, "src/main.ts")) || !existsSync(path.join(c.dir, "node_modules"))) {
@@ -80,6 +81,18 @@ const ALL_SCOPES = [
   "feedback.write", "feedback.read", "datasets.write", "datasets.read", "org_config.read", "org_config.write",
   "tasks.read", "tasks.write", "agents.read", "agents.write", "approvals.decide"
 ]
+
+/** `SvcProcess.api` for the server at `baseUrl` (svc or a baseline that serves svc's routes). */
+export const apiOn = (baseUrl: string) => async (key: string, method: string, route: string, body?: unknown) => {
+  const response = await fetch(`${baseUrl}${route}`, {
+    method,
+    headers: { authorization: `Bearer ${key}`, ...(body === undefined ? {} : { "content-type": "application/json" }) },
+    body: body === undefined ? null : JSON.stringify(body)
+  })
+  const text = await response.text()
+  if (!response.ok) throw new Error(`${method} ${route} answered ${response.status}: ${text}`)
+  return text === "" ? undefined : JSON.parse(text)
+}
 
 /** Starts svc from `checkout` on `database`; resolves once it answers `/ready`. */
 export const startSvc = async (
@@ -133,16 +146,7 @@ export const startSvc = async (
     const line = stdout.trim().split("\n").findLast((l) => l.startsWith("{"))
     return JSON.parse(line!) as A
   }
-  const api = async (key: string, method: string, route: string, body?: unknown) => {
-    const response = await fetch(`${baseUrl}${route}`, {
-      method,
-      headers: { authorization: `Bearer ${key}`, ...(body === undefined ? {} : { "content-type": "application/json" }) },
-      body: body === undefined ? null : JSON.stringify(body)
-    })
-    const text = await response.text()
-    if (!response.ok) throw new Error(`${method} ${route} answered ${response.status}: ${text}`)
-    return text === "" ? undefined : JSON.parse(text)
-  }
+  const api = apiOn(baseUrl)
   return {
     label: checkout.label,
     pid: proc.pid!,
