@@ -1,6 +1,6 @@
 /**
  * The documentation's examples work: TypeScript blocks compile against
- * svc's own packages (`svc/client`, `svc/testing`, `svc/receiver`), shell
+ * svc's own packages (`@svc/client`, `@svc/testing`, `@svc/receiver`), shell
  * blocks parse, JSON blocks are JSON, and the Python verifier accepts what
  * svc signs and refuses what it must. A block that cannot be checked here
  * (another language's toolchain, a fragment) says so in its fence:
@@ -45,7 +45,7 @@ describe("the documentation's examples", () => {
         return name
       })
       // The check itself: this one must fail, and alone.
-      fs.writeFileSync(path.join(dir, "broken.ts"), 'import { SvcClient } from "svc/client"\nexport const wrong: number = SvcClient\n')
+      fs.writeFileSync(path.join(dir, "broken.ts"), 'import { SvcClient } from "@svc/client"\nexport const wrong: number = SvcClient\n')
       fs.writeFileSync(path.join(dir, "tsconfig.json"), JSON.stringify({
         extends: "../tsconfig.json",
         compilerOptions: { noUnusedLocals: false, noUnusedParameters: false },

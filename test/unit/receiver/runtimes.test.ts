@@ -1,23 +1,24 @@
 /**
- * The receiver kit runs where it says it does: its one portable suite (src/receiver/test/suite.ts) runs under
+ * The receiver kit runs where it says it does: its one portable suite (packages/receiver/test/suite.ts) runs under
  * Node, Deno, Bun and workerd, each from its npm package, against the kit
- * as published: `npm pack` of src/receiver, unpacked into a consumer's
+ * as published: `npm pack` of packages/receiver, unpacked into a consumer's
  * node_modules and imported by its package name. The vectors are signed by
  * the service's own signer. Nothing reaches the network.
  */
 import { assert, beforeAll, describe, it } from "@effect/vitest"
+import * as esbuild from "esbuild"
 import { spawnSync } from "node:child_process"
 import { mkdirSync, mkdtempSync, readFileSync, renameSync, writeFileSync } from "node:fs"
 import { createRequire } from "node:module"
 import { tmpdir } from "node:os"
 import { dirname, join } from "node:path"
 import { fileURLToPath } from "node:url"
-import * as kit from "../../../src/receiver/index.ts"
-import { suite } from "../../../src/receiver/test/suite.ts"
+import * as kit from "../../../packages/receiver/src/index.ts"
+import { suite } from "../../../packages/receiver/test/suite.ts"
 import { signedVectors as vectors } from "../../support/receiverVectors.ts"
 
 const root = fileURLToPath(new URL("../../../", import.meta.url))
-const kitDir = join(root, "src/receiver")
+const kitDir = join(root, "packages/receiver")
 const require = createRequire(join(root, "package.json"))
 
 /** The executable a package's `bin` names. */
@@ -75,7 +76,7 @@ const suite :Workerd.Worker = (
     (name = "suite.js", esModule = embed "suite.js"),
     (name = "harness.js", esModule = embed "harness.js"),
     (name = "vectors.js", esModule = embed "vectors.js"),
-    (name = "@svc/receiver", esModule = embed "node_modules/@svc/receiver/dist/index.js"),
+    (name = "@svc/receiver", esModule = embed "receiver.js"),
   ],
   compatibilityDate = "2026-10-01",
 );
@@ -87,11 +88,19 @@ let expectedCases: Array<string> = []
 beforeAll(() => {
   const dir = mkdtempSync(join(tmpdir(), "svc-receiver-"))
   consumer = join(dir, "consumer")
-  // The package as published: `npm pack` builds it (prepack) and keeps only its `files`.
-  const packed = run("npm", ["pack", "--pack-destination", dir, "--json"], kitDir)
+  // The package as published: built, then `npm pack` keeps only its `files`.
+  const built = run(process.execPath, [join(root, "scripts/build-packages.ts"), "receiver"], root)
+  assert.strictEqual(built.status, 0, built.stderr)
+  const packed = run("npm", ["pack", "--ignore-scripts", "--pack-destination", dir, "--json"], kitDir)
   assert.strictEqual(packed.status, 0, packed.stderr)
   const [tarball] = JSON.parse(packed.stdout) as Array<{ filename: string; files: Array<{ path: string }> }>
-  assert.sameMembers(tarball!.files.map((file) => file.path), ["package.json", "README.md", "dist/index.js", "dist/index.d.ts"])
+  const modules = ["index", "events", "verify", "effect"].flatMap((name) => [`${name}.js`, `${name}.d.ts`])
+  assert.sameMembers(tarball!.files.map((file) => file.path), [
+    "package.json",
+    "README.md",
+    "dist/cjs/package.json",
+    ...modules.flatMap((file) => [`dist/esm/${file}`, `dist/cjs/${file}`])
+  ])
   const scope = join(consumer, "node_modules/@svc")
   mkdirSync(scope, { recursive: true })
   const unpacked = run("tar", ["-xzf", join(dir, tarball!.filename), "-C", scope], dir)
@@ -106,10 +115,13 @@ beforeAll(() => {
   const signed = vectors()
   expectedCases = suite(kit, signed).map((testCase) => testCase.name)
   writeFileSync(join(consumer, "vectors.js"), `export default ${JSON.stringify(signed)}\n`)
-  writeFileSync(join(consumer, "package.json"), JSON.stringify({ name: "receiver-consumer", private: true, type: "module", dependencies: { "@svc/receiver": "0.1.0" } }))
+  writeFileSync(join(consumer, "package.json"), JSON.stringify({ name: "receiver-consumer", private: true, type: "module", dependencies: { "@svc/receiver": "0.2.0" } }))
   writeFileSync(join(consumer, "entry.js"), ENTRY)
   writeFileSync(join(consumer, "worker.js"), WORKER)
   writeFileSync(join(consumer, "workerd.capnp"), WORKERD_CONFIG)
+  // workerd takes named modules, not a node_modules tree: the kit as one
+  // module, bundled as a Workers deploy tool (wrangler: esbuild) does.
+  esbuild.buildSync({ entryPoints: [join(consumer, "node_modules/@svc/receiver/dist/esm/index.js")], bundle: true, format: "esm", platform: "neutral", outfile: join(consumer, "receiver.js"), logLevel: "warning" })
 })
 
 const runtimes: ReadonlyArray<{ readonly name: string; readonly command: () => [string, Array<string>, Record<string, string>?] }> = [

@@ -1,0 +1,155 @@
+/**
+ * Builds svc's four packages to JavaScript and declarations, the compilers
+ * running side by side:
+ *
+ * - `svc` (the repository root): src/ into dist/ (tsconfig.build.json);
+ *   the console (console/dist) is built by scripts/build-console.ts;
+ * - `@svc/client` (packages/client): src/client.ts and what it imports
+ *   (src/api/**) into packages/client/dist, checked to be nothing else and
+ *   to import nothing but `effect`;
+ * - `@svc/receiver` (packages/receiver): ES modules in dist/esm, CommonJS
+ *   in dist/cjs;
+ * - `@svc/testing` (packages/testing): nothing to compile (it re-exports
+ *   `svc/testing`).
+ *
+ * Run by `npm install` (`prepare`, with the console) and `npm run build`.
+ *
+ *   node scripts/build-packages.ts [server] [client] [receiver]   (default: all)
+ *   node scripts/build-packages.ts --pack <dir>                   (build, then `npm pack` the four into <dir>)
+ */
+import { spawn, spawnSync } from "node:child_process"
+import * as fs from "node:fs"
+import * as path from "node:path"
+import { fileURLToPath } from "node:url"
+
+const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..")
+const tsc = path.join(root, "node_modules/typescript/bin/tsc")
+
+/** The package folders, in the order their tarballs are packed. */
+export const packageDirs = {
+  server: root,
+  client: path.join(root, "packages/client"),
+  receiver: path.join(root, "packages/receiver"),
+  testing: path.join(root, "packages/testing")
+} as const
+
+const compile = (project: string): Promise<void> =>
+  new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, [tsc, "-p", project], { cwd: root, stdio: ["ignore", "pipe", "pipe"] })
+    let output = ""
+    child.stdout.on("data", (chunk) => (output += chunk))
+    child.stderr.on("data", (chunk) => (output += chunk))
+    child.on("error", reject)
+    child.on("close", (code) =>
+      code === 0 ? resolve() : reject(new Error(`tsc -p ${path.relative(root, project)} failed:\n${output}`)))
+  })
+
+const filesUnder = (dir: string): Array<string> =>
+  fs.readdirSync(dir, { recursive: true, withFileTypes: true })
+    .filter((entry) => entry.isFile())
+    .map((entry) => path.join(entry.parentPath, entry.name))
+
+/**
+ * Declarations keep the source's `./x.ts` specifiers (only the JavaScript's
+ * are rewritten); a consumer resolving `./x.ts` finds no such file, so they
+ * become `./x.js` like the code beside them.
+ */
+const rewriteDeclarations = (dir: string) => {
+  for (const file of filesUnder(dir).filter((name) => name.endsWith(".d.ts"))) {
+    const text = fs.readFileSync(file, "utf8")
+    const fixed = text.replace(/(from\s+|import\()(["'])(\.{1,2}\/[^"']+)\.ts\2/g, "$1$2$3.js$2")
+    if (fixed !== text) fs.writeFileSync(file, fixed)
+  }
+}
+
+/** The module specifiers a compiled file imports (static and dynamic), comments aside. */
+export const importsOf = (code: string): Array<string> => {
+  const withoutComments = code.replace(/\/\*[\s\S]*?\*\//g, "").replace(/^\s*\/\/.*$/gm, "")
+  const patterns = [
+    /^\s*(?:import|export)\s+(?:type\s+)?(?:\*(?:\s+as\s+\w+)?|\{[^}]*\}|\w+(?:\s*,\s*(?:\{[^}]*\}|\*\s+as\s+\w+))?)\s+from\s*["']([^"']+)["']/gm,
+    /^\s*import\s*["']([^"']+)["']/gm,
+    /\bimport\(\s*["']([^"']+)["']\s*\)/g,
+    /\brequire\(\s*["']([^"']+)["']\s*\)/g
+  ]
+  return patterns.flatMap((pattern) => [...withoutComments.matchAll(pattern)].map((match) => match[1]!))
+}
+
+/**
+ * The client package is the contract and the client only: its build holds
+ * client.* and api/** and imports nothing outside itself but `effect`.
+ */
+export const checkClientClosure = (dist: string): Array<string> => {
+  const problems: Array<string> = []
+  for (const file of filesUnder(dist)) {
+    const relative = path.relative(dist, file).split(path.sep).join("/")
+    if (!/^client\.(js|d\.ts)$/.test(relative) && !relative.startsWith("api/")) {
+      problems.push(`${relative}: not src/client.ts nor src/api/**`)
+    }
+    if (!/\.(js|d\.ts)$/.test(relative)) continue
+    for (const specifier of importsOf(fs.readFileSync(file, "utf8"))) {
+      if (specifier.startsWith(".")) continue
+      if (specifier !== "effect" && !specifier.startsWith("effect/")) problems.push(`${relative} imports ${specifier}`)
+    }
+  }
+  return problems
+}
+
+const builds = {
+  server: async () => {
+    fs.rmSync(path.join(root, "dist"), { recursive: true, force: true })
+    await compile(path.join(root, "tsconfig.build.json"))
+    rewriteDeclarations(path.join(root, "dist"))
+  },
+  client: async () => {
+    const dist = path.join(packageDirs.client, "dist")
+    fs.rmSync(dist, { recursive: true, force: true })
+    await compile(path.join(packageDirs.client, "tsconfig.json"))
+    rewriteDeclarations(dist)
+    const problems = checkClientClosure(dist)
+    if (problems.length > 0) throw new Error(`@svc/client must hold only src/client.ts and src/api/**, importing only effect:\n${problems.join("\n")}`)
+  },
+  receiver: async () => {
+    const dist = path.join(packageDirs.receiver, "dist")
+    fs.rmSync(dist, { recursive: true, force: true })
+    await Promise.all([
+      compile(path.join(packageDirs.receiver, "tsconfig.json")),
+      compile(path.join(packageDirs.receiver, "tsconfig.cjs.json"))
+    ])
+    fs.writeFileSync(path.join(dist, "cjs/package.json"), `${JSON.stringify({ type: "commonjs" })}\n`)
+    rewriteDeclarations(dist)
+  }
+} as const
+
+type Target = keyof typeof builds
+
+export const build = async (targets: ReadonlyArray<Target> = Object.keys(builds) as Array<Target>) => {
+  await Promise.all(targets.map((target) => builds[target]()))
+}
+
+/** `npm pack` of each package into `dir` (already built: the packs run no scripts); the tarballs' paths. */
+export const pack = (dir: string): Array<string> => {
+  fs.mkdirSync(dir, { recursive: true })
+  return Object.values(packageDirs).map((packageDir) => {
+    const result = spawnSync("npm", ["pack", "--ignore-scripts", "--json", "--pack-destination", dir], {
+      cwd: packageDir,
+      encoding: "utf8"
+    })
+    if (result.status !== 0) throw new Error(`npm pack in ${packageDir} failed:\n${result.stderr}`)
+    const [tarball] = JSON.parse(result.stdout) as Array<{ filename: string }>
+    return path.join(dir, tarball!.filename)
+  })
+}
+
+if (process.argv[1] !== undefined && fileURLToPath(import.meta.url) === path.resolve(process.argv[1])) {
+  const args = process.argv.slice(2)
+  const packAt = args.indexOf("--pack")
+  const targets = args.filter((arg, i) => !arg.startsWith("--") && (packAt === -1 || i !== packAt + 1)) as Array<Target>
+  for (const target of targets) {
+    if (!(target in builds)) throw new Error(`unknown package ${target}; one of ${Object.keys(builds).join(", ")}`)
+  }
+  await build(targets.length === 0 ? undefined : targets)
+  if (packAt !== -1) {
+    const dir = path.resolve(args[packAt + 1] ?? "tarballs")
+    for (const tarball of pack(dir)) console.log(path.relative(process.cwd(), tarball))
+  }
+}
