@@ -12,9 +12,10 @@
  * - `@svc/testing` (packages/testing): nothing to compile (it re-exports
  *   `svc/testing`).
  *
- * Run by `npm install` (`prepare`, with the console) and `npm run build`.
+ * Run by `npm install` (`prepare`, with the console, `--if-stale`: only the
+ * packages whose sources changed since their build) and `npm run build`.
  *
- *   node scripts/build-packages.ts [server] [client] [receiver]   (default: all)
+ *   node scripts/build-packages.ts [server] [client] [receiver] [--if-stale]   (default: all)
  *   node scripts/build-packages.ts --pack <dir>                   (build, then `npm pack` the four into <dir>)
  */
 import { spawn, spawnSync } from "node:child_process"
@@ -94,6 +95,26 @@ export const checkClientClosure = (dist: string): Array<string> => {
   return problems
 }
 
+/** The newest modification time under `entries` (files and folders, recursively). */
+const newest = (entries: ReadonlyArray<string>): number =>
+  Math.max(0, ...entries.flatMap((entry) => {
+    const stat = fs.statSync(entry, { throwIfNoEntry: false })
+    if (stat === undefined) return []
+    return stat.isDirectory() ? [newest(fs.readdirSync(entry).map((name) => path.join(entry, name)))] : [stat.mtimeMs]
+  }))
+
+/** What each build is made of, and the file whose time says when it was built. */
+const inputs = {
+  server: { sources: ["src", "tsconfig.json", "tsconfig.build.json", "package-lock.json"], stamp: "dist/main.js" },
+  client: { sources: ["src/client.ts", "src/api", "packages/client/tsconfig.json", "package-lock.json"], stamp: "packages/client/dist/client.js" },
+  receiver: { sources: ["packages/receiver/src", "packages/receiver/tsconfig.json", "packages/receiver/tsconfig.cjs.json"], stamp: "packages/receiver/dist/cjs/package.json" }
+} as const
+
+const isStale = (target: keyof typeof inputs): boolean => {
+  const built = fs.statSync(path.join(root, inputs[target].stamp), { throwIfNoEntry: false })
+  return built === undefined || built.mtimeMs < newest(inputs[target].sources.map((source) => path.join(root, source)))
+}
+
 const builds = {
   server: async () => {
     fs.rmSync(path.join(root, "dist"), { recursive: true, force: true })
@@ -143,11 +164,13 @@ export const pack = (dir: string): Array<string> => {
 if (process.argv[1] !== undefined && fileURLToPath(import.meta.url) === path.resolve(process.argv[1])) {
   const args = process.argv.slice(2)
   const packAt = args.indexOf("--pack")
+  const ifStale = args.includes("--if-stale")
   const targets = args.filter((arg, i) => !arg.startsWith("--") && (packAt === -1 || i !== packAt + 1)) as Array<Target>
   for (const target of targets) {
     if (!(target in builds)) throw new Error(`unknown package ${target}; one of ${Object.keys(builds).join(", ")}`)
   }
-  await build(targets.length === 0 ? undefined : targets)
+  const chosen = targets.length === 0 ? Object.keys(builds) as Array<Target> : targets
+  await build(ifStale ? chosen.filter(isStale) : chosen)
   if (packAt !== -1) {
     const dir = path.resolve(args[packAt + 1] ?? "tarballs")
     for (const tarball of pack(dir)) console.log(path.relative(process.cwd(), tarball))
