@@ -34,9 +34,9 @@ export const packageDirs = {
   testing: path.join(root, "packages/testing")
 } as const
 
-const compile = (project: string): Promise<void> =>
+const compile = (project: string, outDir: string): Promise<void> =>
   new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [tsc, "-p", project], { cwd: root, stdio: ["ignore", "pipe", "pipe"] })
+    const child = spawn(process.execPath, [tsc, "-p", project, "--outDir", outDir], { cwd: root, stdio: ["ignore", "pipe", "pipe"] })
     let output = ""
     child.stdout.on("data", (chunk) => (output += chunk))
     child.stderr.on("data", (chunk) => (output += chunk))
@@ -115,30 +115,42 @@ const isStale = (target: keyof typeof inputs): boolean => {
   return built === undefined || built.mtimeMs < newest(inputs[target].sources.map((source) => path.join(root, source)))
 }
 
-const builds = {
-  server: async () => {
-    fs.rmSync(path.join(root, "dist"), { recursive: true, force: true })
-    await compile(path.join(root, "tsconfig.build.json"))
-    rewriteDeclarations(path.join(root, "dist"))
-  },
-  client: async () => {
-    const dist = path.join(packageDirs.client, "dist")
-    fs.rmSync(dist, { recursive: true, force: true })
-    await compile(path.join(packageDirs.client, "tsconfig.json"))
-    rewriteDeclarations(dist)
-    const problems = checkClientClosure(dist)
-    if (problems.length > 0) throw new Error(`@svc/client must hold only src/client.ts and src/api/**, importing only effect:\n${problems.join("\n")}`)
-  },
-  receiver: async () => {
-    const dist = path.join(packageDirs.receiver, "dist")
-    fs.rmSync(dist, { recursive: true, force: true })
-    await Promise.all([
-      compile(path.join(packageDirs.receiver, "tsconfig.json")),
-      compile(path.join(packageDirs.receiver, "tsconfig.cjs.json"))
-    ])
-    fs.writeFileSync(path.join(dist, "cjs/package.json"), `${JSON.stringify({ type: "commonjs" })}\n`)
-    rewriteDeclarations(dist)
+/**
+ * Builds into a fresh folder beside `dist`, then puts it in place: a build
+ * never leaves a half-written `dist` for a test or program reading it
+ * meanwhile, nor files of sources since deleted.
+ */
+const replaceDist = async (dist: string, make: (next: string) => Promise<void>) => {
+  const next = `${dist}.next-${process.pid}`
+  const old = `${dist}.old-${process.pid}`
+  fs.rmSync(next, { recursive: true, force: true })
+  try {
+    await make(next)
+    rewriteDeclarations(next)
+    if (fs.existsSync(dist)) fs.renameSync(dist, old)
+    fs.renameSync(next, dist)
+  } finally {
+    fs.rmSync(next, { recursive: true, force: true })
+    fs.rmSync(old, { recursive: true, force: true })
   }
+}
+
+const builds = {
+  server: () => replaceDist(path.join(root, "dist"), (next) => compile(path.join(root, "tsconfig.build.json"), next)),
+  client: () =>
+    replaceDist(path.join(packageDirs.client, "dist"), async (next) => {
+      await compile(path.join(packageDirs.client, "tsconfig.json"), next)
+      const problems = checkClientClosure(next)
+      if (problems.length > 0) throw new Error(`@svc/client must hold only src/client.ts and src/api/**, importing only effect:\n${problems.join("\n")}`)
+    }),
+  receiver: () =>
+    replaceDist(path.join(packageDirs.receiver, "dist"), async (next) => {
+      await Promise.all([
+        compile(path.join(packageDirs.receiver, "tsconfig.json"), path.join(next, "esm")),
+        compile(path.join(packageDirs.receiver, "tsconfig.cjs.json"), path.join(next, "cjs"))
+      ])
+      fs.writeFileSync(path.join(next, "cjs/package.json"), `${JSON.stringify({ type: "commonjs" })}\n`)
+    })
 } as const
 
 type Target = keyof typeof builds

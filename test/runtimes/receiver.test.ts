@@ -16,25 +16,16 @@ import { spawnSync } from "node:child_process"
 import { mkdirSync, mkdtempSync, readFileSync, renameSync, writeFileSync } from "node:fs"
 import { createRequire } from "node:module"
 import { tmpdir } from "node:os"
-import { dirname, join } from "node:path"
+import { join } from "node:path"
 import { fileURLToPath } from "node:url"
 import * as kit from "../../packages/receiver/src/index.ts"
 import { suite } from "../../packages/receiver/test/suite.ts"
 import { signedVectors as vectors } from "../support/receiverVectors.ts"
+import { binOf, ci, missingRuntimes } from "./runtimes.ts"
 
 const root = fileURLToPath(new URL("../../", import.meta.url))
 const kitDir = join(root, "packages/receiver")
 const require = createRequire(join(root, "package.json"))
-const runtimesRequire = createRequire(fileURLToPath(new URL("package.json", import.meta.url)))
-
-/** The executable a package's `bin` names (Deno, Bun and workerd from this folder's node_modules). */
-const binOf = (name: string, bin = name, from = runtimesRequire): string => {
-  const manifestPath = from.resolve(`${name}/package.json`)
-  const manifest = JSON.parse(readFileSync(manifestPath, "utf8"))
-  const relative = typeof manifest.bin === "string" ? manifest.bin : manifest.bin[bin]
-  return join(dirname(manifestPath), relative)
-}
-
 const run = (command: string, args: ReadonlyArray<string>, cwd: string, env: Record<string, string> = {}) => {
   const started = performance.now()
   const result = spawnSync(command, args, { cwd, encoding: "utf8", timeout: 120_000, env: { ...process.env, ...env } })
@@ -95,7 +86,7 @@ beforeAll(() => {
   const dir = mkdtempSync(join(tmpdir(), "svc-receiver-"))
   consumer = join(dir, "consumer")
   // The package as published: built, then `npm pack` keeps only its `files`.
-  const built = run(process.execPath, [join(root, "scripts/build-packages.ts"), "receiver"], root)
+  const built = run(process.execPath, [join(root, "scripts/build-packages.ts"), "receiver", "--if-stale"], root)
   assert.strictEqual(built.status, 0, built.stderr)
   const packed = run("npm", ["pack", "--ignore-scripts", "--pack-destination", dir, "--json"], kitDir)
   assert.strictEqual(packed.status, 0, packed.stderr)
@@ -130,15 +121,6 @@ beforeAll(() => {
   esbuild.buildSync({ entryPoints: [join(consumer, "node_modules/@svc/receiver/dist/esm/index.js")], bundle: true, format: "esm", platform: "neutral", outfile: join(consumer, "receiver.js"), logLevel: "warning" })
 })
 
-const installed = (name: string): boolean => {
-  try {
-    binOf(name)
-    return true
-  } catch {
-    return false
-  }
-}
-
 const allRuntimes: ReadonlyArray<{ readonly name: string; readonly command: () => [string, Array<string>, Record<string, string>?] }> = [
   { name: "Node", command: () => [process.execPath, ["entry.js"]] },
   {
@@ -148,12 +130,8 @@ const allRuntimes: ReadonlyArray<{ readonly name: string; readonly command: () =
   { name: "Bun", command: () => [binOf("bun"), ["--no-install", "entry.js"], { DO_NOT_TRACK: "1" }] },
   { name: "workerd", command: () => [binOf("workerd"), ["test", "workerd.capnp"]] }
 ]
-const missing = allRuntimes.filter((runtime) => runtime.name !== "Node" && !installed(runtime.name.toLowerCase())).map((runtime) => runtime.name)
+const missing = missingRuntimes("The receiver kit's cross-runtime test", ["Deno", "Bun", "workerd"])
 const runtimes = allRuntimes.filter((runtime) => !missing.includes(runtime.name))
-const ci = process.env.CI !== undefined && process.env.CI !== "" && process.env.CI !== "0" && process.env.CI !== "false"
-if (missing.length > 0 && !ci) {
-  console.warn(`The receiver kit's cross-runtime test skips ${missing.join(", ")}: not installed (npm run test:runtimes installs them and runs it).`)
-}
 
 describe("the receiver kit's suite passes on every runtime it claims", () => {
   it.runIf(ci)("every runtime is installed (under CI a missing one is a failure, not a skip)", () => {
