@@ -1,7 +1,7 @@
 /**
  * The receiver kit (`@svc/receiver`) on Node under vitest:
  * its portable suite (signature, tolerance, reasons, limits, deduplication,
- * the fetch handler; also run on Deno, Bun and workerd by runtimes.test.ts)
+ * the fetch handler; also run on Deno, Bun and workerd by test/runtimes/receiver.test.ts)
  * on the TypeScript source, a property test of header parsing, and the
  * Effect variant.
  */
@@ -42,7 +42,7 @@ describe("@svc/receiver", () => {
     assert.deepStrictEqual([...EVENT_TYPES], [...EventTypes])
   })
 
-  it("the portable suite passes on the TypeScript source too (it runs on every runtime in runtimes.test.ts)", async () => {
+  it("the portable suite passes on the TypeScript source too (it runs on every runtime in test/runtimes/receiver.test.ts)", async () => {
     const result = await runSuite("vitest", kit, signedVectors(secret, now))
     assert.deepStrictEqual(result.failed, [])
     assert.isAbove(result.passed.length, 10)
