@@ -1,8 +1,10 @@
-import { defineConfig } from "vitest/config"
+import { configDefaults, defineConfig } from "vitest/config"
 
 export default defineConfig({
   test: {
     include: ["test/**/*.test.ts"],
+    // The packaging test (npm run test:packages) packs and installs everything: its own step.
+    exclude: [...configDefaults.exclude, "test/packaging/**"],
     testTimeout: 60_000,
     hookTimeout: 120_000,
     // Integration files each start a service and a database; two cores.

@@ -18,7 +18,7 @@
  * a session; without it the agent starts one. It prints one line per change.
  */
 import { Effect, Option, Schedule, type Schema, Stream } from "effect"
-import { SvcClient } from "../src/client.ts"
+import { SvcClient } from "@svc/client"
 
 const [actionClass, stepId, argumentsJson = "{}"] = process.argv.slice(2)
 if (actionClass === undefined || stepId === undefined) {

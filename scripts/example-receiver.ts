@@ -1,6 +1,6 @@
 /**
  * A complete webhook receiver for `svc` approval events, built on the
- * receiver kit (`svc/receiver`). Run it with `npm run example:receiver`
+ * receiver kit (`@svc/receiver`). Run it with `npm run example:receiver`
  * (docs/webhooks.md, "The example receiver").
  *
  * What a careful receiver does (docs/webhooks.md, "Delivery"):
@@ -38,7 +38,7 @@ import * as fs from "node:fs"
 import { createServer } from "node:https"
 import * as path from "node:path"
 import { generate } from "selfsigned"
-import { constructEvent, type DedupStore, deduplicate, isApprovalEvent, type WebhookEvent, WebhookVerificationError } from "../src/receiver/index.ts"
+import { constructEvent, type DedupStore, deduplicate, isApprovalEvent, type WebhookEvent, WebhookVerificationError } from "../packages/receiver/src/index.ts"
 
 const env = process.env
 const secrets = (env.SVC_WEBHOOK_SECRET ?? "").split(",").map((s) => s.trim()).filter((s) => s.length > 0)

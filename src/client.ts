@@ -1,10 +1,10 @@
 /**
- * `svc/client`: the typed client of the `svc` HTTP API, generated from the
+ * `@svc/client`: the typed client of the `svc` HTTP API, generated from the
  * HttpApi definition. It imports no server code and runs wherever `fetch`
  * does.
  *
  * ```ts
- * import { SvcClient } from "svc/client"
+ * import { SvcClient } from "@svc/client"
  *
  * const program = Effect.gen(function*() {
  *   const svc = yield* SvcClient

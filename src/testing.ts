@@ -1,12 +1,12 @@
 /**
- * `svc/testing`: start the whole service in-process for `@effect/vitest`
+ * `svc/testing` (also installed as `@svc/testing`): start the whole service in-process for `@effect/vitest`
  * tests, on an in-memory PGlite database (or, when `TEST_DATABASE_URL` is
  * set, on a fresh database of that PostgreSQL server, dropped afterwards),
  * listening on an ephemeral loopback port.
  *
  * ```ts
  * import { layer } from "@effect/vitest"
- * import { SvcTest } from "svc/testing"
+ * import { SvcTest } from "@svc/testing"
  *
  * layer(SvcTest.layer(), { excludeTestServices: true })("my integration", (it) => {
  *   it.effect("creates a task", () =>

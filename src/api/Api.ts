@@ -1,6 +1,6 @@
 /**
  * The whole HTTP contract of `svc`. It imports nothing from the server, so
- * the typed client (`svc/client`) and outside tools can use it alone. Each
+ * the typed client (`@svc/client`) and outside tools can use it alone. Each
  * capability adds its group here.
  */
 import { HttpApi, OpenApi } from "effect/http-api"

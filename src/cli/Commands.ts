@@ -297,7 +297,7 @@ const db = Command.make("db").pipe(
 
 /** The root command, without its services: the caller provides them. */
 export const commands = Command.make("svc").pipe(
-  Command.withDescription("Administer svc: organizations, API keys, console sign-in and the database"),
+  Command.withDescription("Administer svc: organizations, API keys, console sign-in and the database (`svc start` serves the HTTP API)"),
   Command.withSubcommands([orgs, keys, notifications, consoleCommand, db])
 )
 

@@ -1,6 +1,7 @@
 /**
- * `npm run cli -- <command>`: organizations, API keys, console sign-in and
- * the database (`Commands.ts` lists them).
+ * `npm run cli -- <command>` (`svc <command>` when installed): organizations,
+ * API keys, console sign-in and the database (`Commands.ts` lists them);
+ * `svc start` runs the server itself, as `npm start` does.
  *
  * With `DATABASE_URL` the CLI opens that server. Embedded: when a server
  * holds the data directory, the CLI sends the command to that server's
@@ -65,9 +66,15 @@ const program = Effect.gen(function*() {
   )
 })
 
-program.pipe(
-  Effect.provide(NodeServices.layer),
-  // Diagnostics go to stderr so stdout holds only the answer.
-  Effect.provide(Logger.layer([Logger.withConsoleError(Logger.formatLogFmt)])),
-  NodeRuntime.runMain
-)
+if (argv[0] === "start" && argv.length === 1) {
+  // Loaded only here: the other commands do without the server's modules.
+  const { runServer } = await import("../server/Serve.ts")
+  runServer()
+} else {
+  program.pipe(
+    Effect.provide(NodeServices.layer),
+    // Diagnostics go to stderr so stdout holds only the answer.
+    Effect.provide(Logger.layer([Logger.withConsoleError(Logger.formatLogFmt)])),
+    NodeRuntime.runMain
+  )
+}

@@ -30,6 +30,7 @@ import type { SchemaViolation } from "../tasks/AnswerSchema.ts"
 import { Redacted } from "effect"
 import { SqlError } from "effect/sql"
 import { SvcConfig } from "../platform/Config.ts"
+import { siblingModule } from "../platform/ModuleUrl.ts"
 import { makeWorkerPool, runInPool } from "../platform/WorkerPool.ts"
 import { type CorrectionReply, type CorrectionRequest, type KnownRef, PHASE_CHECK, PHASE_SCRUB } from "./CorrectionWork.ts"
 import { type Json, type KnownCredentials, REDACTION_MARKER } from "./Scrubber.ts"
@@ -186,7 +187,7 @@ export class Feedback extends Context.Service<Feedback, {
       const pool = yield* Effect.acquireRelease(
         Effect.sync(() =>
           makeWorkerPool<DistributiveOmit<CorrectionRequest, "id">, CorrectionReply>(
-            new URL("./correction-worker.ts", import.meta.url),
+            siblingModule("./correction-worker.ts", import.meta.url),
             { cacheEntries: config.answerValidationCacheEntries },
             {
               clock,

@@ -46,6 +46,7 @@ import {
 } from "effect/sql/SqlError"
 import { Worker } from "node:worker_threads"
 import type { Answer, Request } from "./embedded-worker.ts"
+import { siblingModule } from "./ModuleUrl.ts"
 
 export interface EmbeddedSessionOptions {
   /** The data folder of the database, or `undefined` for a fresh one in memory. */
@@ -130,7 +131,7 @@ const millis = (duration: Duration.Duration) => `${Math.round(Duration.toMillis(
 export const startSession = (options: EmbeddedSessionOptions): Effect.Effect<EmbeddedSession, SqlError, Scope.Scope> =>
   Effect.gen(function*() {
     const worker = yield* Effect.callback<Worker, SqlError>((resume) => {
-      const worker = new Worker(new URL("./embedded-worker.ts", import.meta.url), {
+      const worker = new Worker(siblingModule("./embedded-worker.ts", import.meta.url), {
         workerData: { dataDir: options.dataDir }
       })
       const failed = (message: string) => {

@@ -28,6 +28,7 @@
  */
 import { Clock, Context, Data, Effect, Layer } from "effect"
 import { SvcConfig } from "../platform/Config.ts"
+import { siblingModule } from "../platform/ModuleUrl.ts"
 import { admitted, makeWorkerPool, type Outcome, type PoolSettings, runInPool } from "../platform/WorkerPool.ts"
 import { appendPath, type SchemaViolation } from "./SchemaCompiler.ts"
 import type { WorkerReply, WorkerRequest } from "./validation-worker.ts"
@@ -125,7 +126,7 @@ export const measureSchema = (schema: unknown, limits: SchemaLimits, root = "ans
 
 type Request = WorkerRequest extends infer R ? R extends { readonly id: number } ? Omit<R, "id"> : never : never
 
-const WORKER_URL = new URL("./validation-worker.ts", import.meta.url)
+const WORKER_URL = siblingModule("./validation-worker.ts", import.meta.url)
 
 /** The validation workers, each keeping at most `cacheEntries` compiled validators. */
 export const makeValidationPool = (settings: PoolSettings & { readonly cacheEntries: number }) => {

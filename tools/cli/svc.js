@@ -1,7 +1,8 @@
 #!/usr/bin/env node
 /**
- * `npx svc <command>`: the svc command line (`src/cli/main.ts`, also
- * `npm run cli --`).
+ * `npx svc <command>` inside the repository: the svc command line
+ * (`src/cli/main.ts`, also `npm run cli --`), run from source. Installed,
+ * svc's bin is bin/svc.js, which runs the compiled CLI (dist/).
  *
  * The bin belongs to this workspace rather than to the root package: npm
  * links it into node_modules/.bin, where `npx svc` finds it and runs it

@@ -6,7 +6,7 @@
  */
 import { assert, layer } from "@effect/vitest"
 import { Effect } from "effect"
-import { type ApprovalEvent, constructEvent } from "../../../src/receiver/index.ts"
+import { type ApprovalEvent, constructEvent } from "../../../packages/receiver/src/index.ts"
 import { SvcTest } from "../../../src/testing.ts"
 import { HttpsReceiver } from "../../support/HttpsReceiver.ts"
 import { webhookService } from "./support.ts"

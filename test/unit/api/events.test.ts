@@ -20,7 +20,7 @@ import {
 } from "../../../src/api/Events.ts"
 import type { ApprovalSnapshot } from "../../../src/api/Approvals.ts"
 import { EventTypes } from "../../../src/api/Notifications.ts"
-import type * as Kit from "../../../src/receiver/index.ts"
+import type * as Kit from "../../../packages/receiver/src/index.ts"
 import { catalogue, eventValidators } from "../../support/eventCatalogue.ts"
 import { read } from "../../support/markdown.ts"
 

@@ -1,5 +1,5 @@
 /**
- * The contract stands apart from the server: `svc/client` (and everything in
+ * The contract stands apart from the server: `@svc/client` (and everything in
  * src/api) must load without any server-side module, so the typed client can
  * be used anywhere `fetch` runs.
  */
@@ -31,7 +31,7 @@ const closure = (entry: string) => {
 }
 
 describe("the API contract is importable without server code", () => {
-  it("svc/client reaches only src/api and itself", () => {
+  it("@svc/client reaches only src/api and itself", () => {
     for (const file of closure(path.join(src, "client.ts"))) {
       assert.isTrue(file === "client.ts" || file.startsWith("api/"), `client imports ${file}`)
     }

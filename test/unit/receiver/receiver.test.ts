@@ -1,7 +1,7 @@
 /**
- * The receiver kit (`svc/receiver`) on Node under vitest:
+ * The receiver kit (`@svc/receiver`) on Node under vitest:
  * its portable suite (signature, tolerance, reasons, limits, deduplication,
- * the fetch handler; also run on Deno, Bun and workerd by runtimes.test.ts)
+ * the fetch handler; also run on Deno, Bun and workerd by test/runtimes/receiver.test.ts)
  * on the TypeScript source, a property test of header parsing, and the
  * Effect variant.
  */
@@ -9,13 +9,13 @@ import { assert, describe, it } from "@effect/vitest"
 import { Effect } from "effect"
 import { HttpServerRequest } from "effect/http"
 import * as fc from "fast-check"
-import { readFileSync } from "node:fs"
+import { readdirSync, readFileSync } from "node:fs"
 import { EventTypes } from "../../../src/api/Notifications.ts"
 import { newSigningSecret, signatureHeader } from "../../../src/notifications/Signing.ts"
-import { SvcWebhooks } from "../../../src/receiver/effect.ts"
-import * as kit from "../../../src/receiver/index.ts"
-import { constructEvent, EVENT_TYPES, parseSignatureHeader, WebhookVerificationError } from "../../../src/receiver/index.ts"
-import { runSuite } from "../../../src/receiver/test/suite.ts"
+import { SvcWebhooks } from "../../../packages/receiver/src/effect.ts"
+import * as kit from "../../../packages/receiver/src/index.ts"
+import { constructEvent, EVENT_TYPES, parseSignatureHeader, WebhookVerificationError } from "../../../packages/receiver/src/index.ts"
+import { runSuite } from "../../../packages/receiver/test/suite.ts"
 import { eventBody, receiverOrgId, signedVectors } from "../../support/receiverVectors.ts"
 
 const orgId = receiverOrgId
@@ -27,15 +27,22 @@ const at = (seconds: number) => ({ now: seconds * 1000 })
 const reason = (promise: Promise<unknown>) =>
   promise.then(() => "accepted", (error: unknown) => error instanceof WebhookVerificationError ? error.reason : `other: ${String(error)}`)
 
-describe("svc/receiver", () => {
-  it("has no imports at all: nothing at run time beyond Web Crypto", () => {
-    const source = readFileSync(new URL("../../../src/receiver/index.ts", import.meta.url), "utf8")
-    assert.notMatch(source, /^\s*import\s/m)
-    assert.notMatch(source, /require\(/)
+describe("@svc/receiver", () => {
+  it("imports nothing but its own modules: nothing at run time beyond Web Crypto (the Effect entry point aside)", () => {
+    const dir = new URL("../../../packages/receiver/src/", import.meta.url)
+    const files = readdirSync(dir).filter((name) => name.endsWith(".ts") && name !== "effect.ts")
+    assert.includeMembers(files, ["index.ts", "events.ts", "verify.ts"])
+    for (const name of files) {
+      const source = readFileSync(new URL(name, dir), "utf8")
+      for (const match of source.matchAll(/^\s*(?:import|export)\b[^"']*?from\s+["']([^"']+)["']/gm)) {
+        assert.match(match[1]!, /^\.\/[\w-]+\.ts$/, `${name} imports ${match[1]}`)
+      }
+      assert.notMatch(source, /require\(|import\(/, name)
+    }
     assert.deepStrictEqual([...EVENT_TYPES], [...EventTypes])
   })
 
-  it("the portable suite passes on the TypeScript source too (it runs on every runtime in runtimes.test.ts)", async () => {
+  it("the portable suite passes on the TypeScript source too (it runs on every runtime in test/runtimes/receiver.test.ts)", async () => {
     const result = await runSuite("vitest", kit, signedVectors(secret, now))
     assert.deepStrictEqual(result.failed, [])
     assert.isAbove(result.passed.length, 10)

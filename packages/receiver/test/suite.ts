@@ -4,7 +4,7 @@
  * through its package exports) and vectors signed by the service's own
  * signer, and needs nothing but Web Crypto and the fetch types.
  */
-import type * as Kit from "../index.ts"
+import type * as Kit from "../src/index.ts"
 import { assert, runCases, type SuiteResult, type TestCase } from "./harness.ts"
 
 /** Deliveries signed by the service (`src/notifications/Signing.ts`), made by the test that runs this suite. */

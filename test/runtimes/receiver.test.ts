@@ -1,33 +1,31 @@
 /**
- * The receiver kit runs where it says it does: its one portable suite (src/receiver/test/suite.ts) runs under
+ * The receiver kit runs where it says it does: its one portable suite (packages/receiver/test/suite.ts) runs under
  * Node, Deno, Bun and workerd, each from its npm package, against the kit
- * as published: `npm pack` of src/receiver, unpacked into a consumer's
+ * as published: `npm pack` of packages/receiver, unpacked into a consumer's
  * node_modules and imported by its package name. The vectors are signed by
  * the service's own signer. Nothing reaches the network.
+ *
+ * Deno, Bun and workerd (about 340 MB) are this folder's own npm project,
+ * not the repository's: `npm run test:runtimes` installs them and runs this
+ * file. Without them `npm test` skips their cases and says so; under CI
+ * (`CI` set) a missing runtime fails instead.
  */
 import { assert, beforeAll, describe, it } from "@effect/vitest"
+import * as esbuild from "esbuild"
 import { spawnSync } from "node:child_process"
 import { mkdirSync, mkdtempSync, readFileSync, renameSync, writeFileSync } from "node:fs"
 import { createRequire } from "node:module"
 import { tmpdir } from "node:os"
-import { dirname, join } from "node:path"
+import { join } from "node:path"
 import { fileURLToPath } from "node:url"
-import * as kit from "../../../src/receiver/index.ts"
-import { suite } from "../../../src/receiver/test/suite.ts"
-import { signedVectors as vectors } from "../../support/receiverVectors.ts"
+import * as kit from "../../packages/receiver/src/index.ts"
+import { suite } from "../../packages/receiver/test/suite.ts"
+import { signedVectors as vectors } from "../support/receiverVectors.ts"
+import { binOf, ci, missingRuntimes } from "./runtimes.ts"
 
-const root = fileURLToPath(new URL("../../../", import.meta.url))
-const kitDir = join(root, "src/receiver")
+const root = fileURLToPath(new URL("../../", import.meta.url))
+const kitDir = join(root, "packages/receiver")
 const require = createRequire(join(root, "package.json"))
-
-/** The executable a package's `bin` names. */
-const binOf = (name: string, bin = name): string => {
-  const manifestPath = require.resolve(`${name}/package.json`)
-  const manifest = JSON.parse(readFileSync(manifestPath, "utf8"))
-  const relative = typeof manifest.bin === "string" ? manifest.bin : manifest.bin[bin]
-  return join(dirname(manifestPath), relative)
-}
-
 const run = (command: string, args: ReadonlyArray<string>, cwd: string, env: Record<string, string> = {}) => {
   const started = performance.now()
   const result = spawnSync(command, args, { cwd, encoding: "utf8", timeout: 120_000, env: { ...process.env, ...env } })
@@ -75,7 +73,7 @@ const suite :Workerd.Worker = (
     (name = "suite.js", esModule = embed "suite.js"),
     (name = "harness.js", esModule = embed "harness.js"),
     (name = "vectors.js", esModule = embed "vectors.js"),
-    (name = "@svc/receiver", esModule = embed "node_modules/@svc/receiver/dist/index.js"),
+    (name = "@svc/receiver", esModule = embed "receiver.js"),
   ],
   compatibilityDate = "2026-10-01",
 );
@@ -87,18 +85,26 @@ let expectedCases: Array<string> = []
 beforeAll(() => {
   const dir = mkdtempSync(join(tmpdir(), "svc-receiver-"))
   consumer = join(dir, "consumer")
-  // The package as published: `npm pack` builds it (prepack) and keeps only its `files`.
-  const packed = run("npm", ["pack", "--pack-destination", dir, "--json"], kitDir)
+  // The package as published: built, then `npm pack` keeps only its `files`.
+  const built = run(process.execPath, [join(root, "scripts/build-packages.ts"), "receiver", "--if-stale"], root)
+  assert.strictEqual(built.status, 0, built.stderr)
+  const packed = run("npm", ["pack", "--ignore-scripts", "--pack-destination", dir, "--json"], kitDir)
   assert.strictEqual(packed.status, 0, packed.stderr)
   const [tarball] = JSON.parse(packed.stdout) as Array<{ filename: string; files: Array<{ path: string }> }>
-  assert.sameMembers(tarball!.files.map((file) => file.path), ["package.json", "README.md", "dist/index.js", "dist/index.d.ts"])
+  const modules = ["index", "events", "verify", "effect"].flatMap((name) => [`${name}.js`, `${name}.d.ts`])
+  assert.sameMembers(tarball!.files.map((file) => file.path), [
+    "package.json",
+    "README.md",
+    "dist/cjs/package.json",
+    ...modules.flatMap((file) => [`dist/esm/${file}`, `dist/cjs/${file}`])
+  ])
   const scope = join(consumer, "node_modules/@svc")
   mkdirSync(scope, { recursive: true })
   const unpacked = run("tar", ["-xzf", join(dir, tarball!.filename), "-C", scope], dir)
   assert.strictEqual(unpacked.status, 0, unpacked.stderr)
   renameSync(join(scope, "package"), join(scope, "receiver"))
   // The suite, compiled to plain JavaScript next to the consumer's entry points.
-  const compiled = run(process.execPath, [binOf("typescript", "tsc"), "-p", join(kitDir, "tsconfig.test.json"), "--outDir", join(dir, "build")], root)
+  const compiled = run(process.execPath, [binOf("typescript", "tsc", require), "-p", join(kitDir, "tsconfig.test.json"), "--outDir", join(dir, "build")], root)
   assert.strictEqual(compiled.status, 0, compiled.stdout + compiled.stderr)
   for (const file of ["suite.js", "harness.js"]) {
     writeFileSync(join(consumer, file), readFileSync(join(dir, "build/test", file)))
@@ -106,13 +112,16 @@ beforeAll(() => {
   const signed = vectors()
   expectedCases = suite(kit, signed).map((testCase) => testCase.name)
   writeFileSync(join(consumer, "vectors.js"), `export default ${JSON.stringify(signed)}\n`)
-  writeFileSync(join(consumer, "package.json"), JSON.stringify({ name: "receiver-consumer", private: true, type: "module", dependencies: { "@svc/receiver": "0.1.0" } }))
+  writeFileSync(join(consumer, "package.json"), JSON.stringify({ name: "receiver-consumer", private: true, type: "module", dependencies: { "@svc/receiver": "0.2.0" } }))
   writeFileSync(join(consumer, "entry.js"), ENTRY)
   writeFileSync(join(consumer, "worker.js"), WORKER)
   writeFileSync(join(consumer, "workerd.capnp"), WORKERD_CONFIG)
+  // workerd takes named modules, not a node_modules tree: the kit as one
+  // module, bundled as a Workers deploy tool (wrangler: esbuild) does.
+  esbuild.buildSync({ entryPoints: [join(consumer, "node_modules/@svc/receiver/dist/esm/index.js")], bundle: true, format: "esm", platform: "neutral", outfile: join(consumer, "receiver.js"), logLevel: "warning" })
 })
 
-const runtimes: ReadonlyArray<{ readonly name: string; readonly command: () => [string, Array<string>, Record<string, string>?] }> = [
+const allRuntimes: ReadonlyArray<{ readonly name: string; readonly command: () => [string, Array<string>, Record<string, string>?] }> = [
   { name: "Node", command: () => [process.execPath, ["entry.js"]] },
   {
     name: "Deno",
@@ -121,8 +130,18 @@ const runtimes: ReadonlyArray<{ readonly name: string; readonly command: () => [
   { name: "Bun", command: () => [binOf("bun"), ["--no-install", "entry.js"], { DO_NOT_TRACK: "1" }] },
   { name: "workerd", command: () => [binOf("workerd"), ["test", "workerd.capnp"]] }
 ]
+const missing = missingRuntimes("The receiver kit's cross-runtime test", ["Deno", "Bun", "workerd"])
+const runtimes = allRuntimes.filter((runtime) => !missing.includes(runtime.name))
 
 describe("the receiver kit's suite passes on every runtime it claims", () => {
+  it.runIf(ci)("every runtime is installed (under CI a missing one is a failure, not a skip)", () => {
+    assert.deepStrictEqual(missing, [], "npm ci --prefix test/runtimes installs them")
+  })
+
+  for (const name of missing) {
+    it.skip(`${name}, from its npm package (not installed: npm run test:runtimes)`, () => {})
+  }
+
   for (const runtime of runtimes) {
     it(`${runtime.name}, from its npm package`, () => {
       const [command, args, env] = runtime.command()

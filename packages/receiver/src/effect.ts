@@ -1,6 +1,6 @@
 /**
- * `svc/receiver/effect`: the receiver kit for Effect programs and Effect
- * HTTP servers. Same checks as `svc/receiver` (which it wraps), with typed
+ * `@svc/receiver/effect`: the receiver kit for Effect programs and Effect
+ * HTTP servers. Same checks as `@svc/receiver` (which it wraps), with typed
  * failures instead of rejected promises.
  *
  * ```ts

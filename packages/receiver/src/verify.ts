@@ -1,193 +1,16 @@
-/**
- * `svc/receiver`: verify and decode `svc` webhook deliveries.
- *
- * No dependency on the server and nothing at run time beyond the platform's
- * Web Crypto (`crypto.subtle`), so it runs on Node, Deno, Bun and edge
- * runtimes. Named after Stripe's verifier:
- *
- * ```ts
- * import { constructEvent, WebhookVerificationError } from "svc/receiver"
- * const raw = await request.text()                      // the raw body, before any JSON parsing
- * const event = await constructEvent(raw, request.headers.get("x-svc-signature"), secret, {
- *   expectedOrgId: "0193..."                            // optional
- * })
- * ```
- *
- * The signature is checked on the raw bytes before anything is parsed:
- * HMAC-SHA256 over `${t}.${rawBody}` keyed with the secret string as
- * returned, one HMAC per secret compared in constant time with each of the
- * `v1=` values (secret rotation), timestamp within `toleranceSeconds` (300)
- * of the receiver's clock in both directions.
- *
- * What an unauthenticated sender can make it do is bounded: the body is read
- * and hashed only up to `maxBodyBytes` (1 MiB), the header is at most
- * `MAX_SIGNATURE_HEADER_LENGTH` characters with at most `MAX_SIGNATURES`
- * `v1=` values, and each secret costs one HMAC whatever the header holds.
- * Never log the secret or full payloads.
- */
-
-/** The six approval event types. */
-export const APPROVAL_EVENT_TYPES = [
-  "approval.requested",
-  "approval.expiring",
-  "approval.escalated",
-  "approval.approved",
-  "approval.rejected",
-  "approval.expired"
-] as const
-export type ApprovalEventType = typeof APPROVAL_EVENT_TYPES[number]
-
-/** Operational events about the organization's other endpoints (never in the default subscription). */
-export const ENDPOINT_EVENT_TYPES = ["endpoint.disabled", "endpoint.failing"] as const
-export type EndpointEventType = typeof ENDPOINT_EVENT_TYPES[number]
-
-/** Every event type the service sends. A receiver refuses any other type. */
-export const EVENT_TYPES = [...APPROVAL_EVENT_TYPES, ...ENDPOINT_EVENT_TYPES] as const
-export type WebhookEventType = typeof EVENT_TYPES[number]
-
-export const DEFAULT_TOLERANCE_SECONDS = 300
-
-/** The largest body read and verified, unless `maxBodyBytes` says otherwise: 1 MiB. */
-export const DEFAULT_MAX_BODY_BYTES = 1024 * 1024
-
-/** The longest `X-Svc-Signature` header accepted, in characters. */
-export const MAX_SIGNATURE_HEADER_LENGTH = 1024
-
-/**
- * The most `v1=` values a header may carry. The service sends one per active
- * secret: two during a rotation overlap.
- */
-export const MAX_SIGNATURES = 8
-
-/**
- * The approval as it was when the event was recorded. The fields are those
- * of the catalogue (docs/events.md); a later version may add fields, which
- * the index signature lets you read as `unknown`.
- */
-export interface ApprovalSnapshot {
-  readonly approval_id: string
-  readonly session_id: string
-  readonly step_id: string
-  readonly task_id: string | null
-  /** `pending` for requested, expiring and escalated; then `approved`, `rejected` or `expired`. */
-  readonly status: "pending" | "approved" | "rejected" | "expired"
-  /** End of the current review window. */
-  readonly deadline_at: string
-  /** When the approval expires if nobody decides. */
-  readonly expires_at: string
-  /** What applies to the step when it expires. */
-  readonly timeout_action: "reject" | "allow"
-  /** When a person decided (`approval.approved` / `approval.rejected` only). */
-  readonly decided_at?: string
-  /** Who decided: an API key id, `console:<person>` or `email:<reviewer address>`. */
-  readonly decided_by?: string
-  /** Why the person decided, when they gave a reason (`approval.approved` / `approval.rejected`). */
-  readonly decision_reason?: string
-  readonly [field: string]: unknown
-}
-
-/** The body of an approval event. `id` is the deduplication key. */
-export interface ApprovalEvent {
-  readonly id: string
-  readonly type: ApprovalEventType
-  readonly org_id: string
-  readonly occurred_at: string
-  /**
-   * `true` on a test delivery (`POST /v1/notification-endpoints/:id/test`):
-   * its approval is an example, not a real one. Acknowledge it and act on nothing.
-   */
-  readonly test?: true
-  readonly approval: ApprovalSnapshot
-}
-
-/** The endpoint an operational event is about. */
-export interface EndpointSnapshot {
-  readonly id: string
-  readonly url_hint: string
-  readonly reason: string
-  /** `true` for `endpoint.failing`, `false` for `endpoint.disabled`. */
-  readonly active: boolean
-  /** `endpoint.failing`: when the failing streak began. */
-  readonly failing_since?: string
-  /** `endpoint.disabled`: when svc deactivated the endpoint. */
-  readonly deactivated_at?: string
-  readonly [field: string]: unknown
-}
-
-/** The body of an operational event (`endpoint.disabled`, `endpoint.failing`). */
-export interface EndpointEvent {
-  readonly id: string
-  readonly type: EndpointEventType
-  readonly org_id: string
-  readonly occurred_at: string
-  readonly test?: true
-  readonly endpoint: EndpointSnapshot
-}
-
-/** The body of a delivery: narrow on `type` (or `isApprovalEvent`). `id` is the deduplication key. */
-export type WebhookEvent = ApprovalEvent | EndpointEvent
-
-export const isApprovalEvent = (event: WebhookEvent): event is ApprovalEvent =>
-  (APPROVAL_EVENT_TYPES as ReadonlyArray<string>).includes(event.type)
-
-/** Whether the event is a test delivery (its content is an example). */
-export const isTestEvent = (event: WebhookEvent): boolean => event.test === true
-
-export type WebhookVerificationReason =
-  /**
-   * The header is missing, too long, has too many `v1=` values, or is not
-   * `t=<unix>,v1=<hex>...` (Standard Webhooks: `webhook-id`,
-   * `webhook-timestamp` or `webhook-signature` missing or malformed).
-   */
-  | "malformed_header"
-  /** The body is over `maxBodyBytes` (default 1 MiB); it was not read further nor verified. */
-  | "body_too_large"
-  /** No `v1=` value matches any of the secrets. */
-  | "bad_signature"
-  /** `t` is more than `toleranceSeconds` from the receiver's clock (either direction). */
-  | "timestamp_outside_tolerance"
-  /** Verified, but the body is not a JSON event object. */
-  | "invalid_body"
-  /** Verified, but the event type is not one of `EVENT_TYPES`. */
-  | "unknown_event_type"
-  /** Verified, but `org_id` is not `expectedOrgId`. */
-  | "unexpected_org"
-
-/** Why a delivery was refused. The message never contains the secret or the body. */
-export class WebhookVerificationError extends Error {
-  readonly reason: WebhookVerificationReason
-  constructor(reason: WebhookVerificationReason, message: string) {
-    super(message)
-    this.name = "WebhookVerificationError"
-    this.reason = reason
-  }
-}
-
-export interface VerifyOptions {
-  /**
-   * Largest accepted distance between `t` and now, in seconds (default 300).
-   * 0 or less turns the timestamp check off (as Stripe's `tolerance` does):
-   * replayed deliveries are then accepted at any age.
-   */
-  readonly toleranceSeconds?: number
-  /** The receiver's clock: a `Date`, milliseconds, or a function returning milliseconds (default `Date.now()`). */
-  readonly now?: Date | number | (() => number)
-  /** When set, an event of another organization is refused (`unexpected_org`). */
-  readonly expectedOrgId?: string
-  /**
-   * The largest body read and verified, in bytes (default 1 MiB). A larger
-   * body is refused with `body_too_large` before any HMAC; `readRawBody` and
-   * `handleRequest` stop reading a stream at this size.
-   */
-  readonly maxBodyBytes?: number
-  /** The Web Crypto implementation (default `globalThis.crypto.subtle`), e.g. `webcrypto.subtle` of `node:crypto` on Node 18. */
-  readonly subtle?: SubtleCrypto
-}
-
-export type RawBody = string | Uint8Array | ArrayBuffer
-
-/** One secret, or several while you roll a secret on your side. */
-export type Secrets = string | ReadonlyArray<string>
+/** The checks on a delivery's raw bytes: the body's size, `X-Svc-Signature` and the Standard Webhooks headers. */
+import {
+  decodeEvent,
+  DEFAULT_MAX_BODY_BYTES,
+  DEFAULT_TOLERANCE_SECONDS,
+  MAX_SIGNATURE_HEADER_LENGTH,
+  MAX_SIGNATURES,
+  type RawBody,
+  type Secrets,
+  type VerifyOptions,
+  type WebhookEvent,
+  WebhookVerificationError
+} from "./events.ts"
 
 const encoder = new TextEncoder()
 
@@ -510,7 +333,7 @@ export const constructEventFromHeaders = async (
 }
 
 /** Refuses malformed signature headers before the body is read (either scheme). */
-const checkHeadersBeforeBody = (headers: HeaderSource) => {
+export const checkHeadersBeforeBody = (headers: HeaderSource) => {
   const svc = headerOf(headers, "x-svc-signature")
   if (svc !== undefined && svc.length > 0) {
     parseSignatureHeader(svc)
@@ -525,42 +348,6 @@ const checkHeadersBeforeBody = (headers: HeaderSource) => {
   }
 }
 
-const isObject = (value: unknown): value is Record<string, unknown> =>
-  typeof value === "object" && value !== null && !Array.isArray(value)
-
-/**
- * Decodes and validates an already verified body: a JSON object with `id`,
- * a known `type`, `org_id` (equal to `expectedOrgId` when given),
- * `occurred_at` and an `approval` object.
- */
-export const decodeEvent = (rawBody: RawBody, options: Pick<VerifyOptions, "expectedOrgId"> = {}): WebhookEvent => {
-  let value: unknown
-  try {
-    value = JSON.parse(typeof rawBody === "string" ? rawBody : new TextDecoder().decode(bytesOf(rawBody)))
-  } catch {
-    throw new WebhookVerificationError("invalid_body", "the body is not JSON")
-  }
-  if (
-    !isObject(value) || typeof value.id !== "string" || typeof value.type !== "string" ||
-    typeof value.org_id !== "string" || typeof value.occurred_at !== "string"
-  ) {
-    throw new WebhookVerificationError("invalid_body", "the body is not an svc event (id, type, org_id, occurred_at)")
-  }
-  if (!(EVENT_TYPES as ReadonlyArray<string>).includes(value.type)) {
-    throw new WebhookVerificationError("unknown_event_type", `unknown event type ${JSON.stringify(value.type.slice(0, 64))}`)
-  }
-  if ((ENDPOINT_EVENT_TYPES as ReadonlyArray<string>).includes(value.type)) {
-    if (!isObject(value.endpoint) || typeof value.endpoint.id !== "string") {
-      throw new WebhookVerificationError("invalid_body", "the body is not an svc endpoint event (no endpoint object)")
-    }
-  } else if (!isObject(value.approval) || typeof value.approval.approval_id !== "string") {
-    throw new WebhookVerificationError("invalid_body", "the body is not an svc approval event (no approval object)")
-  }
-  if (options.expectedOrgId !== undefined && value.org_id !== options.expectedOrgId) {
-    throw new WebhookVerificationError("unexpected_org", "the event belongs to another organization")
-  }
-  return value as unknown as WebhookEvent
-}
 
 /**
  * Verifies the signature on the raw body, then decodes and validates the
@@ -575,97 +362,4 @@ export const constructEvent = async (
 ): Promise<WebhookEvent> => {
   await verifySignature(rawBody, signatureHeader, secret, options)
   return decodeEvent(rawBody, options)
-}
-
-// ---------------------------------------------------------------------------
-// Deduplication
-
-/**
- * Where a receiver remembers the event ids it has accepted. Deliveries are
- * at least once and may be duplicated or delayed: `add` must be atomic and
- * durable (a unique key in your database, `SETNX` in Redis, a KV put with a
- * precondition...).
- */
-export interface DedupStore {
-  /** Records `eventId`; resolves `true` when it was not recorded before, `false` for a duplicate. */
-  readonly add: (eventId: string, event: WebhookEvent) => Promise<boolean>
-  /** Forgets `eventId` (e.g. when saving the event failed after `add`). Optional. */
-  readonly remove?: (eventId: string) => Promise<void>
-}
-
-/** An in-memory store, for tests and single-process demos only: it forgets on restart. */
-export const memoryDedupStore = (maxEntries = 100_000): DedupStore & { readonly size: () => number } => {
-  const seen = new Set<string>()
-  return {
-    size: () => seen.size,
-    add: async (eventId) => {
-      if (seen.has(eventId)) return false
-      seen.add(eventId)
-      if (seen.size > maxEntries) seen.delete(seen.values().next().value as string)
-      return true
-    },
-    remove: async (eventId) => {
-      seen.delete(eventId)
-    }
-  }
-}
-
-/**
- * Runs `handle` once per event id: a duplicate resolves `{ duplicate: true }`
- * without calling it. When `handle` throws, the id is forgotten (if the
- * store can) so the sender's retry is processed.
- */
-export const deduplicate = async <A>(
-  store: DedupStore,
-  event: WebhookEvent,
-  handle: (event: WebhookEvent) => Promise<A>
-): Promise<{ readonly duplicate: true } | { readonly duplicate: false; readonly value: A }> => {
-  if (!(await store.add(event.id, event))) return { duplicate: true }
-  try {
-    return { duplicate: false, value: await handle(event) }
-  } catch (error) {
-    await store.remove?.(event.id)
-    throw error
-  }
-}
-
-// ---------------------------------------------------------------------------
-// Fetch-style handler (Deno, Bun, Cloudflare Workers, Node's Request)
-
-export interface HandlerOptions extends VerifyOptions {
-  readonly secret: Secrets
-  /** Remembers accepted event ids; duplicates are acknowledged without calling `onEvent`. */
-  readonly dedup?: DedupStore
-  /** Save the event durably and queue the work; answer quickly (the sender waits at most 5 s). */
-  readonly onEvent: (event: WebhookEvent) => Promise<void>
-}
-
-/**
- * A complete `(Request) => Response` receiver, verifying `X-Svc-Signature`
- * or, without it, the Standard Webhooks headers: 400 for an unverifiable
- * delivery and 413 for a body over `maxBodyBytes` (saying why, never
- * echoing the body), 2xx once `onEvent` saved it, 200 `{"duplicate":true}`
- * for a repeat. A malformed signature header is refused before the body is
- * read.
- */
-export const handleRequest = async (request: Request, options: HandlerOptions): Promise<Response> => {
-  if (request.method !== "POST") return new Response(null, { status: 405, headers: { allow: "POST" } })
-  let event: WebhookEvent
-  try {
-    checkHeadersBeforeBody(request.headers)
-    const raw = await readRawBody(request, options)
-    event = await constructEventFromHeaders(raw, request.headers, options.secret, options)
-  } catch (error) {
-    if (error instanceof WebhookVerificationError) {
-      const status = error.reason === "body_too_large" ? 413 : 400
-      return Response.json({ error: error.reason, message: error.message }, { status })
-    }
-    throw error
-  }
-  if (options.dedup === undefined) {
-    await options.onEvent(event)
-    return Response.json({ received: true }, { status: 202 })
-  }
-  const outcome = await deduplicate(options.dedup, event, options.onEvent)
-  return Response.json({ received: true, duplicate: outcome.duplicate }, { status: outcome.duplicate ? 200 : 202 })
 }

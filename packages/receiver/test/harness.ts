@@ -2,7 +2,7 @@
  * A test harness small enough to run unchanged on Node, Deno, Bun and
  * workerd: no imports, nothing but the language and `setTimeout`. Each
  * runtime's test runner has another API, so the receiver kit's one suite
- * brings its own (test/unit/receiver/runtimes.test.ts runs it everywhere).
+ * brings its own (test/runtimes/receiver.test.ts runs it everywhere).
  */
 
 export interface TestCase {

@@ -1,0 +1,72 @@
+/**
+ * The HTTP service on HOST:PORT (default 127.0.0.1:8080), on PostgreSQL
+ * when DATABASE_URL is set, else on the embedded database in SVC_DATA_DIR,
+ * until a signal (SIGTERM and Ctrl-C drain in-flight requests and exit 0).
+ * Run by `npm start` (src/main.ts) and `svc start` (src/cli/main.ts).
+ */
+import { NodeRuntime } from "@effect/platform-node"
+import { Cause, Effect, Exit, Fiber, Layer } from "effect"
+import { HttpServer } from "effect/http"
+import { createServer } from "node:http"
+import { Database, DatabaseInfo } from "../platform/Database.ts"
+import { SvcConfig } from "../platform/Config.ts"
+import { LoggingLive } from "../platform/Logging.ts"
+import { AppLive, PlatformLive } from "./App.ts"
+import { ListenLater } from "./Listener.ts"
+import { AdminChannelLive } from "./AdminChannel.ts"
+
+// Listens only once AppLive is built (routes, migrations, workers).
+const NodeServerLive = Layer.unwrap(Effect.map(SvcConfig, (config) =>
+  ListenLater.layer(() => {
+    const server = createServer({ headersTimeout: 30_000, requestTimeout: 60_000 })
+    // SVC_MAX_CONNECTIONS: connections beyond it are closed at once (event streams hold theirs open).
+    server.maxConnections = config.maxConnections
+    return server
+  }, {
+    port: config.port,
+    host: config.host,
+    gracefulShutdownTimeout: "20 seconds"
+  })))
+
+const Announce = Layer.effectDiscard(Effect.gen(function*() {
+  const server = yield* HttpServer.HttpServer
+  const database = yield* DatabaseInfo
+  const address = server.address._tag === "UnixPathAddress"
+    ? server.address.path
+    : `http://${String(server.address.address)}:${server.address.port}`
+  yield* Effect.logInfo("svc listening").pipe(Effect.annotateLogs({ address, database: database.kind }))
+}))
+
+const MainLive = Announce.pipe(
+  Layer.provideMerge(AdminChannelLive),
+  Layer.provideMerge(AppLive),
+  Layer.provide(NodeServerLive),
+  Layer.provideMerge(Database.layer),
+  Layer.provide(PlatformLive),
+  Layer.provide(LoggingLive)
+)
+
+/**
+ * Runs until a signal, or until the database session is lost for good (the
+ * embedded worker died or overran its watchdog): then the program fails,
+ * which stops the HTTP server (requests in flight get their answers) and
+ * exits 1, so that a supervisor restarts it on the same data.
+ */
+const Serve = Layer.effectDiscard(Effect.gen(function*() {
+  const database = yield* DatabaseInfo
+  const why = yield* database.lost
+  yield* Effect.logError("the database session is lost; stopping so that a supervisor restarts svc").pipe(
+    Effect.annotateLogs({ reason: why })
+  )
+  return yield* Effect.fail(new Error(`database session lost: ${why}`))
+}).pipe(Effect.forkScoped, Effect.flatMap(Fiber.join)))
+
+// A signal interrupts the program: that is a clean stop (exit 0), not a failure.
+export const runServer = (): void =>
+  Layer.launch(Serve.pipe(Layer.provideMerge(MainLive))).pipe(
+    Effect.provide(LoggingLive),
+    NodeRuntime.runMain({
+      teardown: (exit, onExit) =>
+        onExit(Exit.isSuccess(exit) || Cause.hasInterruptsOnly(exit.cause) ? 0 : 1)
+    })
+  )

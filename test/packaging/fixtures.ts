@@ -1,0 +1,169 @@
+/**
+ * The consumer's files of test/packaging/packages.test.ts: what a user of
+ * each package writes, installed from the tarballs outside the repository.
+ */
+
+/** Type-checked with `tsc --strict`: each package's public API, typed errors included. */
+export const CONSUMER_TS = `import { Effect } from "effect"
+import { NotFound, SvcClient } from "@svc/client"
+import { constructEvent, handleRequest, memoryDedupStore, type WebhookEvent, WebhookVerificationError } from "@svc/receiver"
+import { SvcWebhooks, WebhookRejected } from "@svc/receiver/effect"
+import { SvcTest, type TestOrg } from "@svc/testing"
+
+export const taskName = Effect.gen(function*() {
+  const svc = yield* SvcClient
+  const task = yield* svc.tasks.get({ params: { task_id: "0193a0a0-0000-7000-8000-000000000000" } })
+  const name: string = task.name
+  return name
+}).pipe(
+  Effect.catchTag("NotFound", (error: NotFound) => Effect.succeed(\`missing: \${error.title}\`)),
+  Effect.provide(SvcClient.layer({ baseUrl: "http://127.0.0.1:8080", apiKey: "svc_test" }))
+)
+
+export const verified = async (raw: string, header: string, secret: string): Promise<string> => {
+  try {
+    const event: WebhookEvent = await constructEvent(raw, header, secret)
+    return event.type
+  } catch (error) {
+    if (error instanceof WebhookVerificationError) return error.reason
+    throw error
+  }
+}
+
+export const receiver = (request: Request): Promise<Response> =>
+  handleRequest(request, { secret: "whsec_x", dedup: memoryDedupStore(), onEvent: async () => {} })
+
+export const inEffect = (raw: string, header: string) =>
+  SvcWebhooks.constructEvent(raw, header, "whsec_x").pipe(
+    Effect.catchTag("WebhookRejected", (error: WebhookRejected) => Effect.succeed(error.reason))
+  )
+
+export const orgId = Effect.map(SvcTest.org({ scopes: ["tasks.write"] }), (org: TestOrg) => org.orgId)
+`
+
+/** Must fail to compile, and alone: proof that the types above were checked, not resolved to \`any\`. */
+export const BROKEN_TS = `import { Effect } from "effect"
+import { SvcClient } from "@svc/client"
+import { constructEvent } from "@svc/receiver"
+import { SvcTest } from "@svc/testing"
+
+const client = Effect.gen(function*() {
+  return yield* SvcClient
+})
+export const wrongPayload = Effect.flatMap(client, (svc) => svc.tasks.create({ payload: { name: 42 } }))
+export const wrongTag = Effect.flatMap(client, (svc) => svc.tasks.list({})).pipe(Effect.catchTag("NoSuchError", () => Effect.void))
+export const wrongArgs = constructEvent(1, 2, 3)
+export const wrongScope = SvcTest.org({ scopes: ["no.such.scope"] })
+`
+
+/**
+ * Plain Node, no bundler and no TypeScript: the client against a running
+ * server (task, run, feedback), and, when RECEIVER_URL is set, a webhook
+ * endpoint at the receiver, its secret written to SECRET_FILE, and a test
+ * delivery. Prints one JSON line.
+ */
+export const CLIENT_MJS = `import { Effect } from "effect"
+import { SvcClient } from "@svc/client"
+import { writeFileSync } from "node:fs"
+
+const program = Effect.gen(function*() {
+  const svc = yield* SvcClient
+  const task = yield* svc.tasks.create({ payload: { name: "triage", answer_schema: { type: "object" } } })
+  const run = yield* svc.tasks.logRun({ params: { task_id: task.id }, payload: { input: "q", answer: {} } })
+  const feedback = yield* svc.feedback.submit({ payload: { inference_log_id: run.trace_id, score: 1 } })
+  const missing = yield* svc.tasks.get({ params: { task_id: "0193a0a0-0000-7000-8000-000000000000" } }).pipe(
+    Effect.as("found"),
+    Effect.catchTag("NotFound", (error) => Effect.succeed(error._tag))
+  )
+  let delivery
+  if (process.env.RECEIVER_URL) {
+    const created = yield* svc.notifications.create({ payload: { url: process.env.RECEIVER_URL } })
+    writeFileSync(process.env.SECRET_FILE, created.secret)
+    delivery = yield* svc.notifications.test({ params: { id: created.endpoint.id }, payload: {} })
+  }
+  return { node: process.versions.node, task: task.id, run: run.trace_id, feedback: feedback.status, missing, delivery }
+}).pipe(Effect.provide(SvcClient.layer({ baseUrl: process.env.SVC_URL, apiKey: process.env.SVC_API_KEY })))
+
+console.log(JSON.stringify(await Effect.runPromise(program)))
+`
+
+/**
+ * A webhook receiver on Node with the kit: HTTPS on loopback (the test CA),
+ * verifying each delivery with the secret in SECRET_FILE; 202 when
+ * verified, 400 otherwise. Saves the last delivery for the CommonJS check.
+ */
+export const RECEIVER_MJS = `import { createServer } from "node:https"
+import { readFileSync, writeFileSync } from "node:fs"
+import { constructEventFromHeaders, WebhookVerificationError } from "@svc/receiver"
+
+const server = createServer({ cert: readFileSync(process.env.CERT_FILE), key: readFileSync(process.env.KEY_FILE) }, async (request, response) => {
+  const chunks = []
+  for await (const chunk of request) chunks.push(chunk)
+  const raw = Buffer.concat(chunks)
+  writeFileSync(process.env.DELIVERY_FILE, JSON.stringify({ headers: request.headers, body: raw.toString("utf8") }))
+  try {
+    const event = await constructEventFromHeaders(new Uint8Array(raw), request.headers, readFileSync(process.env.SECRET_FILE, "utf8"))
+    console.log(\`VERIFIED \${event.type} \${event.id}\`)
+    response.writeHead(202).end()
+  } catch (error) {
+    console.log(\`REFUSED \${error instanceof WebhookVerificationError ? error.reason : String(error)}\`)
+    response.writeHead(400).end()
+  }
+})
+server.listen(0, "127.0.0.1", () => console.log(\`LISTENING \${server.address().port}\`))
+`
+
+/** CommonJS: the same delivery, verified through require(). */
+export const VERIFY_CJS = `const { constructEventFromHeaders, WebhookVerificationError } = require("@svc/receiver")
+const { readFileSync } = require("node:fs")
+
+const delivery = JSON.parse(readFileSync(process.env.DELIVERY_FILE, "utf8"))
+const secret = readFileSync(process.env.SECRET_FILE, "utf8")
+constructEventFromHeaders(delivery.body, delivery.headers, secret).then(async (event) => {
+  const refused = await constructEventFromHeaders(delivery.body + " ", delivery.headers, secret).catch((error) => error)
+  console.log(JSON.stringify({ type: event.type, test: event.test, refused: refused instanceof WebhookVerificationError ? refused.reason : "accepted" }))
+})
+`
+
+/** A consumer's test file with the test kit. */
+export const KIT_TEST_TS = `import { assert, layer } from "@effect/vitest"
+import { Effect } from "effect"
+import { SvcTest } from "@svc/testing"
+
+layer(SvcTest.layer(), { excludeTestServices: true })("svc in-process", (it) => {
+  it.effect("logs a run and reads it back", () =>
+    Effect.gen(function*() {
+      const org = yield* SvcTest.org({ scopes: ["tasks.write", "tasks.read"] })
+      const task = yield* org.client.tasks.create({ payload: { name: "triage", answer_schema: { type: "object" } } })
+      const run = yield* org.client.tasks.logRun({ params: { task_id: task.id }, payload: { input: "q", answer: {} } })
+      const again = yield* org.client.tasks.getRun({ params: { trace_id: run.trace_id } })
+      assert.strictEqual(again.trace_id, run.trace_id)
+      const error = yield* org.client.tasks.get({ params: { task_id: "0193a0a0-0000-7000-8000-000000000000" } }).pipe(Effect.flip)
+      assert.strictEqual(error._tag, "NotFound")
+    }))
+})
+`
+
+/** The consumer's vitest settings: the test kit starts a whole service (a few seconds) in \`layer\`'s hook. */
+export const KIT_VITEST_CONFIG = `import { defineConfig } from "vitest/config"
+
+export default defineConfig({ test: { hookTimeout: 60_000 } })
+`
+
+/** \`@svc/receiver/effect\`: the same delivery, verified in an Effect program, and a typed rejection. */
+export const VERIFY_EFFECT_MJS = `import { Effect } from "effect"
+import { SvcWebhooks } from "@svc/receiver/effect"
+import { readFileSync } from "node:fs"
+
+const delivery = JSON.parse(readFileSync(process.env.DELIVERY_FILE, "utf8"))
+const secret = readFileSync(process.env.SECRET_FILE, "utf8")
+const program = Effect.gen(function*() {
+  const event = yield* SvcWebhooks.constructEventFromHeaders(delivery.body, delivery.headers, secret)
+  const refused = yield* SvcWebhooks.constructEventFromHeaders(delivery.body, delivery.headers, "whsec_wrong").pipe(
+    Effect.as("accepted"),
+    Effect.catchTag("WebhookRejected", (error) => Effect.succeed(error.reason))
+  )
+  return { type: event.type, refused }
+})
+console.log(JSON.stringify(await Effect.runPromise(program)))
+`
