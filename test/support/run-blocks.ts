@@ -23,7 +23,8 @@ export const RUN_SECTIONS: ReadonlyArray<RunSection> = [
   { page: "docs/operations.md", section: "The CLI", runner: "test/integration/foundation/operations-cli.test.ts" },
   { page: "docs/approvals.md", section: "Governed steps", runner: "test/integration/approvals/agent-examples.test.ts" },
   { page: "docs/approvals.md", section: "The agent loop", runner: "test/integration/approvals/agent-examples.test.ts" },
-  { page: "docs/approvals.md", section: "Policies", runner: "test/integration/approvals/agent-examples.test.ts" }
+  { page: "docs/approvals.md", section: "Policies", runner: "test/integration/approvals/agent-examples.test.ts" },
+  { page: "docs/approvals.md", section: "Deciding", runner: "test/integration/approvals/agent-examples.test.ts" }
 ]
 
 /** Languages of blocks that are commands or requests. */
