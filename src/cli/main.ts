@@ -15,7 +15,8 @@ import { Identity } from "../identity/Identity.ts"
 import { SvcConfig } from "../platform/Config.ts"
 import { isHeld } from "../platform/DataDir.ts"
 import { adminSocketPath, answers, sendCommand } from "./Admin.ts"
-import { commands, VERSION } from "./Commands.ts"
+import { VERSION } from "../api/Version.ts"
+import { commands } from "./Commands.ts"
 import { CliDatabaseLive } from "./Database.ts"
 
 /** How long the CLI waits for a server whose lock is held but whose admin channel does not answer yet (it is starting). */
