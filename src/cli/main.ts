@@ -45,6 +45,11 @@ const ServicesLive = Layer.mergeAll(Identity.layer, ConsoleSessions.layer).pipe(
   Layer.provideMerge(SvcConfig.layer)
 )
 
+const refuse = (message: string, prefix = "svc: ") => {
+  process.stderr.write(`${prefix}${message}\n`)
+  process.exitCode = 1
+}
+
 const program = Effect.gen(function*() {
   const socket = yield* runningServer.pipe(Effect.provide(SvcConfig.layer))
   if (socket !== undefined) {
@@ -56,13 +61,14 @@ const program = Effect.gen(function*() {
   }
   yield* Command.runWith(commands.pipe(Command.provide(ServicesLive)), { version: VERSION })(argv).pipe(
     // The database it could not open (another process holds the data
-    // directory past the wait, or the server is unreachable): one line on
-    // stderr, so stdout holds only answers, and exit status 1.
-    Effect.catchTag("DatabaseUnavailable", (error) =>
-      Effect.sync(() => {
-        process.stderr.write(`svc: ${error.message}\n`)
-        process.exitCode = 1
-      }))
+    // directory past the wait, or the server is unreachable), or one of a
+    // later svc: one line on stderr, so stdout holds only answers, and
+    // exit status 1.
+    Effect.catchTags({
+      DatabaseUnavailable: (error) => Effect.sync(() => refuse(error.message)),
+      // Its line begins with "svc <version>" already.
+      SchemaTooNew: (error) => Effect.sync(() => refuse(error.message, ""))
+    })
   )
 })
 
