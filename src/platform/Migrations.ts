@@ -57,6 +57,9 @@ export const refusal = (version: string, applied: ReadonlyArray<AppliedMigration
   return Option.some(`svc ${version} cannot start: the database has migration ${keyOf(unknown)}${recorded}, which this build does not know; ${advice}`)
 }
 
+/** The advisory lock migration runs take turns on (the webhook dispatcher's is 7_300_001). */
+const MIGRATIONS_LOCK = 7_300_000
+
 /**
  * Applies pending migrations as svc `version`, then refuses a database that
  * belongs to a later svc, and records the release of every migration
@@ -86,7 +89,7 @@ const runAs = (version: string) =>
     Effect.flatMap((sql) =>
       sql.withTransaction(Effect.gen(function*() {
         yield* sql`SET LOCAL statement_timeout = 0`
-        yield* sql`SELECT pg_advisory_xact_lock(hashtext('svc_migrations'))`
+        yield* sql`SELECT pg_advisory_xact_lock(${MIGRATIONS_LOCK})`
         const applied = yield* PgMigrator.run({ loader: migrations, table: "svc_migrations" })
         const migrated = yield* sql<AppliedMigration>`
           SELECT m.migration_id, m.name, s.svc_version
