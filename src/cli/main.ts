@@ -45,8 +45,8 @@ const ServicesLive = Layer.mergeAll(Identity.layer, ConsoleSessions.layer).pipe(
   Layer.provideMerge(SvcConfig.layer)
 )
 
-const refuse = (message: string, prefix = "svc: ") => {
-  process.stderr.write(`${prefix}${message}\n`)
+const refuse = (line: string) => {
+  process.stderr.write(`${line}\n`)
   process.exitCode = 1
 }
 
@@ -65,9 +65,9 @@ const program = Effect.gen(function*() {
     // later svc: one line on stderr, so stdout holds only answers, and
     // exit status 1.
     Effect.catchTags({
-      DatabaseUnavailable: (error) => Effect.sync(() => refuse(error.message)),
-      // Its line begins with "svc <version>" already.
-      SchemaTooNew: (error) => Effect.sync(() => refuse(error.message, ""))
+      DatabaseUnavailable: (error) => Effect.sync(() => refuse(`svc: ${error.message}`)),
+      // Its message begins with "svc <version>" already.
+      SchemaTooNew: (error) => Effect.sync(() => refuse(error.message))
     })
   )
 })
