@@ -16,6 +16,7 @@ import { NotificationsApi } from "./Notifications.ts"
 import { SystemApi } from "./System.ts"
 import { DatasetsApi, TasksApi } from "./Tasks.ts"
 import { TelemetryApi } from "./Telemetry.ts"
+import { VERSION } from "./Version.ts"
 import { RequestValidation } from "./Validation.ts"
 
 export class Api extends HttpApi.make("svc")
@@ -45,7 +46,7 @@ export class Api extends HttpApi.make("svc")
   .annotate(HttpApi.HeadersParseOptions, {})
   .annotateMerge(OpenApi.annotations({
     title: "svc",
-    version: "1",
+    version: VERSION,
     description: "Feedback on task answers, telemetry export and approval notifications."
   }))
   // Servers, license, tag descriptions, problem examples (src/api/Documentation.ts).

@@ -15,8 +15,8 @@ import { type HttpApiEndpoint, OpenApi } from "effect/http-api"
 import { RequiredScope } from "./Security.ts"
 
 /**
- * The license the document declares. The repository has no license file; the
- * package manifests declare MIT, and so does the API document.
+ * The license the document declares: MIT, as `LICENSE` and the package
+ * manifests do.
  */
 export const ApiLicense: OpenApi.OpenAPISpecLicense = { name: "MIT", identifier: "MIT" }
 

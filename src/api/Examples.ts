@@ -18,6 +18,7 @@ import type {
 } from "./Notifications.ts"
 import type { CreateTask, Dataset, DatasetSummary, LogRun, Run, Task } from "./Tasks.ts"
 import type { CreateTelemetryDestination, TelemetryDelivery, TelemetryDestination } from "./Telemetry.ts"
+import { VERSION } from "./Version.ts"
 
 type Json<S extends { readonly Encoded: unknown }> = S["Encoded"]
 
@@ -43,6 +44,7 @@ const traceId = "4bf92f3577b34da6a3ce929d0e0e4736"
 const at = "2026-11-22T12:00:00.000Z"
 
 export const healthy = { status: "ok" }
+export const alive = { status: "ok", version: VERSION }
 
 // Tasks, runs, datasets
 

@@ -6,12 +6,15 @@ import * as Examples from "./Examples.ts"
 
 export const HealthStatus = Schema.Struct({ status: Schema.Literal("ok") })
 
+/** Liveness also says which svc answers (`src/api/Version.ts`). */
+export const Liveness = Schema.Struct({ status: Schema.Literal("ok"), version: Schema.String })
+
 /** Liveness and readiness, without authentication. */
 export class SystemApi extends HttpApiGroup.make("system", { topLevel: true })
   .add(
-    HttpApiEndpoint.get("health", "/health", { success: HealthStatus })
-      .annotate(OpenApi.Description, "Liveness: the process answers.")
-      .pipe(documented({ summary: "Check liveness", response: Examples.healthy })),
+    HttpApiEndpoint.get("health", "/health", { success: Liveness })
+      .annotate(OpenApi.Description, "Liveness: the process answers, with the version of svc it runs.")
+      .pipe(documented({ summary: "Check liveness", response: Examples.alive })),
     HttpApiEndpoint.get("ready", "/ready", { success: HealthStatus, error: ServiceUnavailable })
       .annotate(OpenApi.Description, "Readiness: the database answers.")
       .pipe(documented({

@@ -301,4 +301,3 @@ export const commands = Command.make("svc").pipe(
   Command.withSubcommands([orgs, keys, notifications, consoleCommand, db])
 )
 
-export const VERSION = "0.1.0"

@@ -16,7 +16,8 @@ import { Identity } from "../identity/Identity.ts"
 import { SvcConfig } from "../platform/Config.ts"
 import { isHeld } from "../platform/DataDir.ts"
 import { adminSocketPath, answers, sendCommand } from "./Admin.ts"
-import { commands, VERSION } from "./Commands.ts"
+import { VERSION } from "../api/Version.ts"
+import { commands } from "./Commands.ts"
 import { CliDatabaseLive } from "./Database.ts"
 
 /** How long the CLI waits for a server whose lock is held but whose admin channel does not answer yet (it is starting). */
@@ -45,6 +46,11 @@ const ServicesLive = Layer.mergeAll(Identity.layer, ConsoleSessions.layer).pipe(
   Layer.provideMerge(SvcConfig.layer)
 )
 
+const refuse = (line: string) => {
+  process.stderr.write(`${line}\n`)
+  process.exitCode = 1
+}
+
 const program = Effect.gen(function*() {
   const socket = yield* runningServer.pipe(Effect.provide(SvcConfig.layer))
   if (socket !== undefined) {
@@ -56,13 +62,14 @@ const program = Effect.gen(function*() {
   }
   yield* Command.runWith(commands.pipe(Command.provide(ServicesLive)), { version: VERSION })(argv).pipe(
     // The database it could not open (another process holds the data
-    // directory past the wait, or the server is unreachable): one line on
-    // stderr, so stdout holds only answers, and exit status 1.
-    Effect.catchTag("DatabaseUnavailable", (error) =>
-      Effect.sync(() => {
-        process.stderr.write(`svc: ${error.message}\n`)
-        process.exitCode = 1
-      }))
+    // directory past the wait, or the server is unreachable), or one of a
+    // later svc: one line on stderr, so stdout holds only answers, and
+    // exit status 1.
+    Effect.catchTags({
+      DatabaseUnavailable: (error) => Effect.sync(() => refuse(`svc: ${error.message}`)),
+      // Its message begins with "svc <version>" already.
+      SchemaTooNew: (error) => Effect.sync(() => refuse(error.message))
+    })
   )
 })
 

@@ -33,6 +33,7 @@ import { randomUUID } from "node:crypto"
 import * as tls from "node:tls"
 import { gzipSync } from "node:zlib"
 import { Agent, request } from "undici"
+import { VERSION } from "../api/Version.ts"
 import { encodeRequestParts, type KeyValue } from "../otlp/Encoding.ts"
 import { sampledByRatio } from "../otlp/Sampling.ts"
 import { encodeSpan, isExportedAttribute } from "../otlp/Spans.ts"
@@ -140,7 +141,7 @@ export const makeOperatorPipeline = (settings: OperatorTraceSettings, metrics: M
       : [...settings.resource, ["service.instance.id", randomUUID()] as const]
     const resource: ReadonlyArray<KeyValue> = attributes.map(([key, value]) => ({ key, value: { stringValue: value } }))
     const parts = encodeRequestParts(resource)
-    const headers: Record<string, string> = { "user-agent": "svc-otlp/1" }
+    const headers: Record<string, string> = { "user-agent": `svc/${VERSION}` }
     for (const [name, value] of settings.headers) headers[name] = value
     headers["content-type"] = "application/json"
     if (settings.gzip) headers["content-encoding"] = "gzip"

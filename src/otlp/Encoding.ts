@@ -14,6 +14,7 @@
  * and the tests decode what a collector receives with the official
  * protobuf definitions.
  */
+import { VERSION } from "../api/Version.ts"
 
 export interface AnyValue {
   readonly stringValue?: string
@@ -83,7 +84,7 @@ export const attributeValue = (value: unknown): AnyValue | undefined => {
 /** Longest attribute string we export. */
 export const MAX_STRING = 256
 
-export const SCOPE = { name: "svc", version: "1" } as const
+export const SCOPE = { name: "svc", version: VERSION } as const
 
 /** The request body: one resource (`service.name` = `svc`), one scope. */
 export const exportRequest = (spans: ReadonlyArray<OtlpSpan>, resource: ReadonlyArray<KeyValue>) => ({

@@ -12,7 +12,9 @@
  * from 0.6 % to 0.14 % of svc's busy CPU (self time). Any other case takes
  * the map, as before.
  */
-const USER_AGENT = "svc-outbound/1"
+import { VERSION } from "../api/Version.ts"
+
+const USER_AGENT = `svc/${VERSION}`
 
 export const requestHeaders = (headers: Readonly<Record<string, string>>): Array<string> => {
   // The names of an object are distinct: when all are lower-case and none is

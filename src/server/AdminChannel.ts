@@ -24,7 +24,8 @@ import * as http from "node:http"
 import * as path from "node:path"
 import { inspect } from "node:util"
 import { adminSocketPath, type CliAnswer } from "../cli/Admin.ts"
-import { commands, VERSION } from "../cli/Commands.ts"
+import { VERSION } from "../api/Version.ts"
+import { commands } from "../cli/Commands.ts"
 
 export { adminSocketPath, type CliAnswer }
 import { ConsoleSessions } from "../console/ConsoleSessions.ts"

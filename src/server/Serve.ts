@@ -64,6 +64,8 @@ const Serve = Layer.effectDiscard(Effect.gen(function*() {
 // A signal interrupts the program: that is a clean stop (exit 0), not a failure.
 export const runServer = (): void =>
   Layer.launch(Serve.pipe(Layer.provideMerge(MainLive))).pipe(
+    // A database of a later svc: one line that names both versions, exit 1.
+    Effect.tapErrorTag("SchemaTooNew", (error) => Effect.logError(error.message)),
     Effect.provide(LoggingLive),
     NodeRuntime.runMain({
       teardown: (exit, onExit) =>

@@ -3,6 +3,7 @@ import { HttpApiBuilder } from "effect/http-api"
 import { SqlClient } from "effect/sql"
 import { Api } from "../api/Api.ts"
 import { ServiceUnavailable } from "../api/Errors.ts"
+import { VERSION } from "../api/Version.ts"
 import { databaseUnavailable } from "../platform/DatabaseUnavailable.ts"
 
 /** How long `/ready` waits for the database's answer. */
@@ -14,7 +15,7 @@ export const SystemHandlers = HttpApiBuilder.group(
   Effect.fn(function*(handlers) {
     const sql = yield* SqlClient.SqlClient
     return handlers.handleAll({
-      health: () => Effect.succeed({ status: "ok" as const }),
+      health: () => Effect.succeed({ status: "ok" as const, version: VERSION }),
       // Not ready says why, and the log line has the whole cause.
       ready: () =>
         sql`SELECT 1`.pipe(

@@ -9,7 +9,8 @@
  *   0001-0010 foundation and shared pieces, 0100 feedback, 0200 approvals,
  *   0300 webhooks, 0400 telemetry.
  */
-import { Migrator } from "effect/sql"
+import type { Effect } from "effect"
+import { Migrator, type SqlClient } from "effect/sql"
 import m0001 from "./0001_identity.ts"
 import m0002 from "./0002_tasks.ts"
 import m0003 from "./0003_shared.ts"
@@ -39,38 +40,60 @@ import m0660 from "./0660_revoked_keys_index.ts"
 import m0670 from "./0670_delivery_log.ts"
 import m0675 from "./0675_ordered_scans.ts"
 import m0676 from "./0676_record_probes.ts"
+import m0680 from "./0680_schema_versions.ts"
 
-/** Every migration by its `id_name` (the study in `bench/sql` applies some of them). */
-export const migrationRecord = {
-  "0001_identity": m0001,
-  "0002_tasks": m0002,
-  "0003_shared": m0003,
-  "0010_deliveries": m0010,
-  "0100_feedback": m0100,
-  "0200_agents_approvals": m0200,
-  "0300_notifications": m0300,
-  "0301_delivery_claim_index": m0301,
-  "0400_telemetry": m0400,
-  "0401_delivery_counts": m0401,
-  "0540_metrics_indexes": m0540,
-  "0541_console": m0541,
-  "0542_retention_indexes": m0542,
-  "0550_credentials_version": m0550,
-  "0560_event_labels": m0560,
-  "0570_delivery_write_costs": m0570,
-  "0600_delivery_enqueue_costs": m0600,
-  "0601_delivery_ordering": m0601,
-  "0620_governed_steps": m0620,
-  "0630_datasets_by_reference": m0630,
-  "0631_org_quotas": m0631,
-  "0632_api_key_creator": m0632,
-  "0640_receivers": m0640,
-  "0650_decision_reasons": m0650,
-  "0651_approval_mail_links": m0651,
-  "0660_revoked_keys_index": m0660,
-  "0670_delivery_log": m0670,
-  "0675_ordered_scans": m0675,
-  "0676_record_probes": m0676
+/**
+ * Every migration by its `id_name`, under the release of svc it first
+ * shipped in. A new migration goes under the release being made (`VERSION`
+ * in `src/api/Version.ts`); the database records each applied migration's
+ * release, and a build older than that refuses to start (`../Migrations.ts`).
+ */
+export const migrationsByRelease = {
+  "0.1.0": {
+    "0001_identity": m0001,
+    "0002_tasks": m0002,
+    "0003_shared": m0003,
+    "0010_deliveries": m0010,
+    "0100_feedback": m0100,
+    "0200_agents_approvals": m0200,
+    "0300_notifications": m0300,
+    "0301_delivery_claim_index": m0301,
+    "0400_telemetry": m0400,
+    "0401_delivery_counts": m0401,
+    "0540_metrics_indexes": m0540,
+    "0541_console": m0541,
+    "0542_retention_indexes": m0542,
+    "0550_credentials_version": m0550,
+    "0560_event_labels": m0560,
+    "0570_delivery_write_costs": m0570,
+    "0600_delivery_enqueue_costs": m0600,
+    "0601_delivery_ordering": m0601,
+    "0620_governed_steps": m0620,
+    "0630_datasets_by_reference": m0630,
+    "0631_org_quotas": m0631,
+    "0632_api_key_creator": m0632,
+    "0640_receivers": m0640,
+    "0650_decision_reasons": m0650,
+    "0651_approval_mail_links": m0651,
+    "0660_revoked_keys_index": m0660,
+    "0670_delivery_log": m0670,
+    "0675_ordered_scans": m0675,
+    "0676_record_probes": m0676
+  },
+  "0.2.0": {
+    "0680_schema_versions": m0680
+  }
 }
+
+/** Every migration by its `id_name` (the studies in `bench/sql` apply some of them). */
+export const migrationRecord: Record<string, Effect.Effect<void, unknown, SqlClient.SqlClient>> = Object.assign(
+  {},
+  ...Object.values(migrationsByRelease)
+)
+
+/** The release each migration belongs to, by its `id_name`. */
+export const releaseOf: ReadonlyMap<string, string> = new Map(
+  Object.entries(migrationsByRelease).flatMap(([release, record]) => Object.keys(record).map((key) => [key, release] as const))
+)
 
 export const migrations = Migrator.fromRecord(migrationRecord)

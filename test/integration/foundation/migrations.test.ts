@@ -1,8 +1,12 @@
+import { PgMigrator } from "@effect/sql-pg"
+import { NodeServices } from "@effect/platform-node"
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Layer, Redacted } from "effect"
-import { SqlClient } from "effect/sql"
+import { Migrator, SqlClient } from "effect/sql"
+import { VERSION } from "../../../src/api/Version.ts"
 import { Database } from "../../../src/platform/Database.ts"
 import { Migrations } from "../../../src/platform/Migrations.ts"
+import { migrationRecord, migrationsByRelease, releaseOf } from "../../../src/platform/migrations/index.ts"
 
 const databases = [
   ["embedded PGlite", () => Database.memory] as const,
@@ -10,6 +14,14 @@ const databases = [
     ? [["PostgreSQL server", () => Database.scratch(Redacted.make(process.env.TEST_DATABASE_URL!))] as const]
     : [])
 ]
+
+const recorded = Effect.gen(function*() {
+  const sql = yield* SqlClient.SqlClient
+  return yield* sql<{ key: string; svc_version: string; same_time: boolean }>`
+    SELECT lpad(s.migration_id::text, 4, '0') || '_' || s.name AS key, s.svc_version, s.applied_at = m.created_at AS same_time
+    FROM svc_schema_versions s JOIN svc_migrations m USING (migration_id) ORDER BY s.migration_id
+  `
+})
 
 describe("migrations", () => {
   for (const [name, database] of databases) {
@@ -29,4 +41,64 @@ describe("migrations", () => {
         }
       }).pipe(Effect.provide(Layer.fresh(database()))), 60_000)
   }
+})
+
+describe("the database records the release of svc each migration belongs to; a build older than its database does not start", () => {
+  for (const [name, database] of databases) {
+    it.live(`a fresh database starts and records every migration under its release, at the time it was applied (${name})`, () =>
+      Effect.gen(function*() {
+        yield* Migrations.runAs(VERSION)
+        const rows = yield* recorded
+        assert.deepStrictEqual(rows.map((row) => [row.key, row.svc_version]), [...releaseOf])
+        assert.isTrue(rows.every((row) => row.same_time))
+      }).pipe(Effect.provide(Layer.fresh(database()))), 60_000)
+
+    it.live(`a database of 0.1.0 upgrades: the migrations applied before are recorded as 0.1.0, the new ones as ${VERSION} (${name})`, () =>
+      Effect.gen(function*() {
+        yield* PgMigrator.run({ loader: Migrator.fromRecord(migrationsByRelease["0.1.0"]), table: "svc_migrations" }).pipe(
+          Effect.provide(NodeServices.layer)
+        )
+        const applied = yield* Migrations.run
+        assert.deepStrictEqual(applied.map(([id]) => id), Object.keys(migrationRecord).filter((key) => releaseOf.get(key) !== "0.1.0").map((key) => Number(key.slice(0, 4))))
+        const rows = yield* recorded
+        assert.deepStrictEqual(rows.map((row) => [row.key, row.svc_version]), [...releaseOf])
+        assert.isTrue(rows.every((row) => row.same_time), "the earlier migrations keep the time they were applied")
+      }).pipe(Effect.provide(Layer.fresh(database()))), 60_000)
+
+    it.live(`a database migrated by ${VERSION} refuses a build claiming 0.1.0, naming both versions and changing nothing; the same version starts (${name})`, () =>
+      Effect.gen(function*() {
+        yield* Migrations.run
+        const before = yield* recorded
+        const error = yield* Migrations.runAs("0.1.0").pipe(Effect.flip)
+        assert.strictEqual(error._tag, "SchemaTooNew")
+        assert.strictEqual(
+          error.message,
+          `svc 0.1.0 cannot start: the database schema belongs to svc ${VERSION} (migration 0680_schema_versions); upgrade svc or use a database of this version`
+        )
+        assert.deepStrictEqual(yield* recorded, before)
+        assert.deepStrictEqual(yield* Migrations.runAs(VERSION), [])
+      }).pipe(Effect.provide(Layer.fresh(database()))), 60_000)
+
+    it.live(`an applied migration this build does not know is refused, whatever release it names (${name})`, () =>
+      Effect.gen(function*() {
+        yield* Migrations.run
+        const sql = yield* SqlClient.SqlClient
+        yield* sql`INSERT INTO svc_migrations (migration_id, name) VALUES (9990, 'from_elsewhere')`
+        yield* sql`INSERT INTO svc_schema_versions (migration_id, name, svc_version) VALUES (9990, 'from_elsewhere', ${VERSION})`
+        const error = yield* Migrations.run.pipe(Effect.flip)
+        assert.strictEqual(error._tag, "SchemaTooNew")
+        assert.include(error.message, `svc ${VERSION} cannot start: the database has migration 9990_from_elsewhere (svc ${VERSION}), which this build does not know`)
+        // Recorded for a later svc: that is what the line names.
+        yield* sql`UPDATE svc_schema_versions SET svc_version = '0.10.0' WHERE migration_id = 9990`
+        const later = yield* Migrations.run.pipe(Effect.flip)
+        assert.include(later.message, `svc ${VERSION} cannot start: the database schema belongs to svc 0.10.0 (migration 9990_from_elsewhere)`)
+      }).pipe(Effect.provide(Layer.fresh(database()))), 60_000)
+  }
+
+  it.live.skipIf(!process.env.TEST_DATABASE_URL)("processes starting at once on one empty PostgreSQL database take turns: one migrates, every one starts", () =>
+    Effect.gen(function*() {
+      const results = yield* Effect.all(Array.from({ length: 4 }, () => Migrations.run), { concurrency: "unbounded" })
+      assert.strictEqual(results.filter((applied) => applied.length > 0).length, 1)
+      assert.deepStrictEqual((yield* recorded).map((row) => [row.key, row.svc_version]), [...releaseOf])
+    }).pipe(Effect.provide(Layer.fresh(Database.scratch(Redacted.make(process.env.TEST_DATABASE_URL!))))), 60_000)
 })

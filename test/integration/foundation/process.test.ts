@@ -12,6 +12,7 @@ import * as fs from "node:fs"
 import * as http from "node:http"
 import * as os from "node:os"
 import * as path from "node:path"
+import { VERSION } from "../../../src/api/Version.ts"
 import { KEY_CACHE_TTL } from "../../../src/identity/Identity.ts"
 import { Database } from "../../../src/platform/Database.ts"
 import { adminSocketPath } from "../../../src/server/AdminChannel.ts"
@@ -55,7 +56,7 @@ describe("the CLI and the server on the embedded database", () => {
 
   // Each is a whole process start (about a second of CPU on its own):
   // several at once, each checked, with room for a loaded machine.
-  it("prints --help for every command", async () => {
+  it("prints --help for every command, and --version the version of svc", async () => {
     const commands = [[], ["orgs"], ["orgs", "create"], ["orgs", "list"], ["keys"], ["keys", "create"], ["keys", "list"], ["keys", "revoke"], ["notifications"], ["notifications", "reviewer-email"]]
     const pending = [...commands]
     const checked: Array<string> = []
@@ -68,6 +69,8 @@ describe("the CLI and the server on the embedded database", () => {
       }
     }))
     assert.sameMembers(checked, commands.map((command) => command.join(" ")))
+    const version = await cli(["--version"], env)
+    assert.strictEqual(version.stdout.trim(), `svc v${VERSION}`)
   }, 180_000)
 
   // The tests below start several processes each (the first runs PGlite's

@@ -5,17 +5,19 @@
  * the database is reachable only through a socket in a private directory,
  * and the HTTP port opens only once the application is ready.
  */
+import { PgClient } from "@effect/sql-pg"
 import { assert, describe, it } from "@effect/vitest"
-import { Effect, Exit, Fiber, Layer, Scope } from "effect"
+import { Effect, Exit, Fiber, Layer, Redacted, Scope } from "effect"
 import { SqlClient } from "effect/sql"
 import * as fs from "node:fs"
 import * as http from "node:http"
 import * as os from "node:os"
 import * as path from "node:path"
+import { VERSION } from "../../../src/api/Version.ts"
 import { isHeld } from "../../../src/platform/DataDir.ts"
 import { Database, DatabaseInfo } from "../../../src/platform/Database.ts"
 import { adminSocketPath } from "../../../src/server/AdminChannel.ts"
-import { cli, type RunningServer, startServer } from "../../support/process.ts"
+import { cli, runNode, type RunningServer, scratchDatabaseUrl, startServer } from "../../support/process.ts"
 import { freePort } from "../../support/privatePostgres.ts"
 
 const newDataDir = () => path.join(fs.mkdtempSync(path.join(os.tmpdir(), "svc-start-")), "data")
@@ -254,4 +256,42 @@ describe("the HTTP port opens when the application is ready", () => {
       else assert.oneOf(status, [200, 503])
     }
   }, TEST_MS)
+})
+
+describe("a database of a later svc", () => {
+  /** Marks the database as migrated by a later release: a migration of svc 9.0.0 this build does not have. */
+  const fromLaterRelease = Effect.gen(function*() {
+    const sql = yield* SqlClient.SqlClient
+    yield* sql`INSERT INTO svc_migrations (migration_id, name) VALUES (9990, 'later_release')`
+    yield* sql`INSERT INTO svc_schema_versions (migration_id, name, svc_version) VALUES (9990, 'later_release', '9.0.0')`
+  })
+  const line = `svc ${VERSION} cannot start: the database schema belongs to svc 9.0.0 (migration 9990_later_release); upgrade svc or use a database of this version`
+
+  const refusedBoth = async (env: Record<string, string>) => {
+    const server = await runNode("src/main.ts", [], { ...env, PORT: "0" })
+    assert.strictEqual(server.code, 1, server.stdout + server.stderr)
+    const errors = (server.stdout + server.stderr).split("\n").filter((text) => text.includes("ERROR") || text.includes("cannot start"))
+    assert.deepStrictEqual(errors.map((text) => JSON.parse(text).message), [line])
+    assert.notInclude(server.stdout, "svc listening")
+    const command = await cli(["orgs", "list", "--json"], env)
+    assert.strictEqual(command.code, 1)
+    assert.strictEqual(command.stdout, "")
+    assert.strictEqual(command.stderr, `${line}\n`)
+  }
+
+  it("embedded: the server and the CLI refuse to start, with one line naming both versions, and exit 1", async () => {
+    const env = envFor(newDataDir())
+    assert.strictEqual((await cli(["orgs", "list", "--json"], env)).code, 0)
+    await Effect.runPromise(fromLaterRelease.pipe(Effect.provide(Database.embedded(env.SVC_DATA_DIR)), Effect.scoped))
+    await refusedBoth(env)
+  }, TEST_MS)
+
+  it.skipIf(!process.env.TEST_DATABASE_URL)("on PostgreSQL: the server and the CLI refuse to start, with one line naming both versions, and exit 1", () =>
+    Effect.gen(function*() {
+      const url = yield* scratchDatabaseUrl("svc_later")
+      const env = { DATABASE_URL: url, SVC_DATA_DIR: newDataDir(), SVC_MASTER_KEY: Buffer.alloc(32, 7).toString("base64") }
+      assert.strictEqual((yield* Effect.promise(() => cli(["orgs", "list", "--json"], env))).code, 0)
+      yield* fromLaterRelease.pipe(Effect.provide(PgClient.layer({ url: Redacted.make(url), maxConnections: 1 })), Effect.orDie)
+      yield* Effect.promise(() => refusedBoth(env))
+    }).pipe(Effect.scoped, Effect.runPromise), TEST_MS)
 })

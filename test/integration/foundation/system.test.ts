@@ -5,6 +5,7 @@ import addFormats from "ajv-formats"
 import { Effect } from "effect"
 import { OpenApi } from "effect/http-api"
 import { Api } from "../../../src/api/Api.ts"
+import { VERSION } from "../../../src/api/Version.ts"
 import { createHash } from "node:crypto"
 import { CONSOLE_CSP } from "../../../src/server/Console.ts"
 import { inlineScripts } from "../../../src/server/Docs.ts"
@@ -13,10 +14,10 @@ import { raw } from "../../support/http.ts"
 
 layer(SvcTest.layer(), { excludeTestServices: true })("system routes", (it) => {
   describe("liveness and readiness", () => {
-    it.effect("GET /health and GET /ready answer ok without auth", () =>
+    it.effect("GET /health and GET /ready answer ok without auth; /health names the version of svc", () =>
       Effect.gen(function*() {
         const svc = yield* SvcTest
-        assert.deepStrictEqual((yield* raw(`${svc.baseUrl}/health`)).json, { status: "ok" })
+        assert.deepStrictEqual((yield* raw(`${svc.baseUrl}/health`)).json, { status: "ok", version: VERSION })
         assert.deepStrictEqual((yield* raw(`${svc.baseUrl}/ready`)).json, { status: "ok" })
       }))
   })
@@ -27,6 +28,7 @@ layer(SvcTest.layer(), { excludeTestServices: true })("system routes", (it) => {
         const svc = yield* SvcTest
         const doc = (yield* raw(`${svc.baseUrl}/openapi.json`)).json
         assert.match(doc.openapi, /^3\.1\./)
+        assert.strictEqual(doc.info.version, VERSION)
         const validator = new Validator()
         const result = yield* Effect.promise(() => validator.validate(doc))
         assert.isTrue(result.valid, JSON.stringify(result.errors ?? null).slice(0, 2000))

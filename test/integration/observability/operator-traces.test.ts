@@ -10,6 +10,7 @@
  */
 import { assert, describe, layer } from "@effect/vitest"
 import { Context, Effect, Layer, Option, Redacted } from "effect"
+import { VERSION } from "../../../src/api/Version.ts"
 import { SvcTest } from "../../../src/testing.ts"
 import { HttpsReceiver, type ReceivedRequest } from "../../support/HttpsReceiver.ts"
 import { eventually } from "../../support/http.ts"
@@ -73,6 +74,7 @@ layer(Svc, { excludeTestServices: true })("the service's own traces", (it) => {
           assert.strictEqual(request.headers["content-type"], "application/json")
           assert.strictEqual(request.headers["x-collector-token"], "operator secret")
           assert.strictEqual(request.headers["x-tenant"], "ops")
+          assert.strictEqual(request.headers["user-agent"], `svc/${VERSION}`)
           const decoded = decodeOtlp(request)
           assert.deepStrictEqual(decoded.problems, [])
           assert.strictEqual(decoded.resource["service.name"], "svc-operator-test")
@@ -96,6 +98,7 @@ layer(Svc, { excludeTestServices: true })("the service's own traces", (it) => {
         for (const request of own) {
           assert.strictEqual(decodeOtlp(request).resource["service.name"], "svc")
           assert.isUndefined(request.headers["x-collector-token"])
+          assert.strictEqual(request.headers["user-agent"], `svc/${VERSION}`)
         }
         const ownSpans = spansOf(own)
         assert.isNotEmpty(ownSpans)

@@ -1,6 +1,7 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Layer, Option } from "effect"
 import { OutboundHttp } from "../../../src/outbound/OutboundHttp.ts"
+import { VERSION } from "../../../src/api/Version.ts"
 import { fixedResolver, Resolver, type ResolverShape } from "../../../src/outbound/Resolver.ts"
 import { SvcConfig } from "../../../src/platform/Config.ts"
 import { HttpsReceiver, Reply } from "../../support/HttpsReceiver.ts"
@@ -65,7 +66,7 @@ describe("send: real HTTPS to a receiver verified against the extra CA", () => {
       yield* post(receiver.url("/a"), { headers: { "Accept-Encoding": "gzip", "X-Twice": "first", "x-twice": "second" } })
       yield* post(receiver.url("/b"), { headers: { "User-Agent": "theirs/2" } })
       const [a, b] = yield* receiver.waitForRequests(2)
-      assert.strictEqual(a!.headers["user-agent"], "svc-outbound/1")
+      assert.strictEqual(a!.headers["user-agent"], `svc/${VERSION}`)
       assert.strictEqual(a!.headers["accept-encoding"], "identity")
       assert.strictEqual(a!.headers["x-twice"], "second")
       assert.strictEqual(b!.headers["user-agent"], "theirs/2")

@@ -1,5 +1,6 @@
 import { assert, describe, layer } from "@effect/vitest"
 import { Effect, Layer, Redacted } from "effect"
+import { VERSION } from "../../../src/api/Version.ts"
 import { SecretStore } from "../../../src/secrets/SecretStore.ts"
 import { headerField } from "../../../src/telemetry/HeaderRules.ts"
 import { toJsonPath } from "../../../src/server/Validation.ts"
@@ -290,11 +291,13 @@ layer(SecretStore.layer.pipe(Layer.provideMerge(Svc)), { excludeTestServices: tr
         assert.strictEqual(request!.path, "/v1/traces")
         assert.strictEqual(request!.headers["content-type"], "application/json")
         assert.strictEqual(request!.headers.authorization, "Bearer t0k3n")
+        assert.strictEqual(request!.headers["user-agent"], `svc/${VERSION}`)
         // A one-span body is small: gzip would not pay.
         assert.isUndefined(request!.headers["content-encoding"])
         const decoded = decodeOtlp(request!)
         assert.deepStrictEqual(decoded.problems, [])
         assert.strictEqual(decoded.resource["service.name"], "svc")
+        assert.deepStrictEqual(decoded.json.resourceSpans[0].scopeSpans[0].scope, { name: "svc", version: VERSION })
         assert.strictEqual(decoded.spans.length, 1)
         assert.strictEqual(decoded.spans[0]!.attributes["svc.org_id"], org.orgId)
         const [destination] = (yield* org.client.telemetry.list()).destinations

@@ -7,6 +7,7 @@ import { assert, describe, layer } from "@effect/vitest"
 import { Duration, Effect } from "effect"
 import { SqlClient } from "effect/sql"
 import Stripe from "stripe"
+import { VERSION } from "../../../src/api/Version.ts"
 import { constructEvent, verifySignature } from "../../../packages/receiver/src/index.ts"
 import { SvcTest, type TestOrg } from "../../../src/testing.ts"
 import { eventually } from "../../support/http.ts"
@@ -44,6 +45,7 @@ layer(webhookService({ webhookQueueCapacity: 5 }), { excludeTestServices: true }
         assert.strictEqual(request!.headers["content-type"], "application/json")
         assert.strictEqual(request!.headers["x-svc-event-id"], event.id)
         assert.strictEqual(request!.headers["x-svc-event-type"], "approval.requested")
+        assert.strictEqual(request!.headers["user-agent"], `svc/${VERSION}`)
         const signature = request!.headers["x-svc-signature"]!
         assert.match(signature, /^t=\d+,v1=[0-9a-f]{64}$/)
         const t = Number(/^t=(\d+)/.exec(signature)![1])

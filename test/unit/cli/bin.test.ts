@@ -9,6 +9,7 @@ import { spawnSync } from "node:child_process"
 import { existsSync } from "node:fs"
 import { delimiter, join } from "node:path"
 import { fileURLToPath } from "node:url"
+import { VERSION } from "../../../src/api/Version.ts"
 
 const root = fileURLToPath(new URL("../../../", import.meta.url))
 
@@ -46,7 +47,7 @@ describe("the svc bin", () => {
     const version = run(machineNode!, ["-p", "process.versions.node"]).stdout.trim()
     const result = run(machineNode!, [join(root, "tools/cli/svc.js"), "--version"])
     assert.strictEqual(result.status, 0, `on Node ${version}: ${result.stderr}`)
-    assert.include(result.stdout, "0.1.0")
+    assert.include(result.stdout, VERSION)
     const failing = run(machineNode!, [join(root, "tools/cli/svc.js"), "orgs", "create"])
     assert.notStrictEqual(failing.status, 0, "a failing command's status comes through")
   })

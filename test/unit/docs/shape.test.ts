@@ -2,10 +2,13 @@
  * The README is the way in and stays short: what svc is, a picture, the
  * quick start, the first calls, the packages, where to go next, the layout
  * and how to contribute, in at most 300 lines; the rest is in docs/. The
- * changelog keeps the Keep a Changelog shape, so every release and every
+ * changelog keeps the Keep a Changelog shape, one section per release, the
+ * coming one (the version the code says) first, so every release and every
  * breaking change is found in the same place.
  */
 import { assert, describe, it } from "@effect/vitest"
+import { VERSION } from "../../../src/api/Version.ts"
+import { compareVersions } from "../../../src/platform/Migrations.ts"
 import { codeBlocks, read } from "../../support/markdown.ts"
 
 export const README_MAX_LINES = 300
@@ -18,9 +21,14 @@ export const changelogProblems = (text: string): Array<string> => {
   const lines = text.split("\n")
   if (lines[0] !== "# Changelog") problems.push("the first line is not \"# Changelog\"")
   const releases = lines.filter((line) => line.startsWith("## "))
-  if (releases[0] !== "## Unreleased") problems.push("the first section is not \"## Unreleased\"")
-  for (const release of releases.filter((release) => release !== "## Unreleased")) {
-    if (!/^## \[?\d+\.\d+\.\d+\]? - \d{4}-\d{2}-\d{2}$/.test(release)) problems.push(`"${release}" is not "## x.y.z - YYYY-MM-DD"`)
+  if (releases[0] !== `## ${VERSION} (unreleased)`) problems.push(`the first section is not "## ${VERSION} (unreleased)"`)
+  const released = releases.slice(1)
+  for (const release of released) {
+    if (!/^## \d+\.\d+\.\d+( - \d{4}-\d{2}-\d{2})?$/.test(release)) problems.push(`"${release}" is not "## x.y.z" or "## x.y.z - YYYY-MM-DD"`)
+  }
+  const versions = released.map((release) => release.slice(3).split(" ")[0]!)
+  if (versions.some((version, i) => compareVersions(version, i === 0 ? VERSION : versions[i - 1]!) >= 0)) {
+    problems.push("releases are not listed newest first, below the coming one")
   }
   for (const kind of lines.filter((line) => line.startsWith("### "))) {
     if (!CHANGE_KINDS.has(kind.slice(4))) problems.push(`"${kind}" is not one of ${[...CHANGE_KINDS].join(", ")}`)
@@ -51,8 +59,8 @@ describe("the changelog", () => {
     assert.deepStrictEqual(changelogProblems(read("CHANGELOG.md")), [])
   })
 
-  it("the check sees a missing Unreleased section, an unknown kind, a release without a date and an unmarked breaking change", () => {
-    const bad = "# Changelog\n\n## 1.0.0\n\n### Improved\n\n- Breaking: renamed a field\n"
+  it("the check sees a missing section for the coming release, a malformed release, an unknown kind and an unmarked breaking change", () => {
+    const bad = "# Changelog\n\n## 1.0.0\n\n### Improved\n\n## v0.9\n\n- Breaking: renamed a field\n"
     assert.lengthOf(changelogProblems(bad), 4)
   })
 })
