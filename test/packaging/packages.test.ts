@@ -25,6 +25,7 @@ import { createServer } from "node:net"
 import { tmpdir } from "node:os"
 import * as path from "node:path"
 import { fileURLToPath } from "node:url"
+import { VERSION } from "../../src/api/Version.ts"
 import { makeTestTls } from "../support/tls.ts"
 import { BROKEN_TS, CLIENT_MJS, CONSUMER_TS, KIT_TEST_TS, KIT_VITEST_CONFIG, RECEIVER_MJS, VERIFY_CJS, VERIFY_EFFECT_MJS } from "./fixtures.ts"
 
@@ -267,7 +268,7 @@ describe("svc's packages, installed from their tarballs outside the repository",
     assert.strictEqual(health.status, 200)
     assert.strictEqual(fs.existsSync(path.join(dirs.deployed, "node_modules/vitest")), false, "dev dependencies were omitted")
     const version = run("npx", ["--no-install", "svc", "--version"], dirs.deployed)
-    assert.match(version.stdout, /\b0\.2\.0\b/, `${version.stdout}${version.stderr}`)
+    assert.strictEqual(version.stdout.trim(), `svc v${VERSION}`, `${version.stdout}${version.stderr}`)
   })
 
   it("the client, on plain Node without TypeScript or a bundler, creates a task, logs a run and sends feedback; the receiver kit verifies the server's signed delivery", async () => {
