@@ -38,12 +38,12 @@ import { DatabaseInfo } from "../platform/Database.ts"
 import { Topics, Wakeups } from "../platform/Wakeups.ts"
 import * as Enqueue from "./Enqueue.ts"
 import * as Leases from "./Leases.ts"
-import * as Listing from "./Listing.ts"
-import { makeLogLeases } from "./LogLeases.ts"
-import { makeRowClaimPacing } from "./RowClaims.ts"
-import * as Replay from "./Replay.ts"
-import * as Retention from "./Retention.ts"
-import { nextDueStatement } from "./Statements.ts"
+import * as Listing from "./records/Listing.ts"
+import { makeLogLeases } from "./log/HeldLeases.ts"
+import { makeRowClaimPacing } from "./rows/ClaimFast.ts"
+import * as Replay from "./rows/Replay.ts"
+import * as Retention from "./records/Retention.ts"
+import { nextDueStatement } from "./rows/Statements.ts"
 import * as Targets from "./Targets.ts"
 
 export * from "./Types.ts"
@@ -69,7 +69,7 @@ export const make = (sql: PgClient.PgClient, wakeups: Wakeups["Service"], info: 
   const op = bind(sql)
   const withInfo = bind({ sql, info })
   // This process's target leases on the log: what it knows of the leases
-  // it holds, and the owner id it holds them under (`LogLeases.ts`).
+  // it holds, and the owner id it holds them under (`HeldLeases.ts`).
   const log: Leases.LogContext = { sql, leases: makeLogLeases(), rowClaims: makeRowClaimPacing() }
   const withLog = bind(log)
   const settleMany = withLog("settleMany", Leases.settleMany)

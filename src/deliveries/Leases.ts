@@ -8,12 +8,12 @@
 import type { PgClient } from "@effect/sql-pg"
 import { Clock, Duration, Effect } from "effect"
 import { newId } from "../platform/Ids.ts"
-import * as Log from "./Log.ts"
-import { logSuccesses, settledOf, settleLogSuccesses } from "./LogSettle.ts"
-import { type RowClaimPacing, rowClaimDue, rowClaimRan } from "./RowClaims.ts"
-import type { LogLeases } from "./LogLeases.ts"
-import { settleRowsJson, statusOf } from "./SettleRows.ts"
-import { claimStatement, settleStatement } from "./Statements.ts"
+import * as Log from "./log/Log.ts"
+import { logSuccesses, settledOf, settleLogSuccesses } from "./log/SettleFast.ts"
+import { type RowClaimPacing, rowClaimDue, rowClaimRan } from "./rows/ClaimFast.ts"
+import type { LogLeases } from "./log/HeldLeases.ts"
+import { settleRowsJson, statusOf } from "./rows/SettleFast.ts"
+import { claimStatement, settleStatement } from "./rows/Statements.ts"
 import {
   type Claimed,
   type ClaimOptions,
@@ -64,13 +64,13 @@ export { statusOf }
 export interface LogContext {
   readonly sql: PgClient.PgClient
   readonly leases: LogLeases
-  /** When a claim fed by the log runs the per-row statement too (`RowClaims.ts`); every time without. */
+  /** When a claim fed by the log runs the per-row statement too (`src/deliveries/rows/ClaimFast.ts`); every time without. */
   readonly rowClaims?: RowClaimPacing | undefined
 }
 
 // One statement per batch: each delivery's row update, its attempt
 // record, and the health of every target in the batch (see `health`); its
-// input is written by `SettleRows.ts`.
+// input is written by `src/deliveries/rows/SettleFast.ts`.
 export const settleMany: (ctx: LogContext, items: ReadonlyArray<SettleItem>) => Effect.Effect<Settled> = Effect
   .fnUntraced(function*(
   ctx: LogContext,

@@ -106,6 +106,21 @@ export interface AttemptRecord {
 }
 
 /**
+ * What a send answers: how it went, and what to record of the attempt; or,
+ * `giveBack`, that it could not be made or decided because the database
+ * was unavailable: the delivery is given back and sent again later, its
+ * attempt not counted and its endpoint not blamed (the outcome and attempt
+ * only say so to the send's span). Most such sends never went out; one
+ * whose request went out (and whose answer's consequences could not be
+ * written) goes out again.
+ */
+export interface Settlement {
+  readonly outcome: Outcome
+  readonly attempt: AttemptRecord
+  readonly giveBack?: true | undefined
+}
+
+/**
  * Cooldown after failed attempts: from the `after`-th consecutive failure on,
  * `base * 2^(failures - after)`, at most `cap`.
  */

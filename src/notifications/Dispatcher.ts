@@ -13,7 +13,7 @@ import { EmailedEventTypes } from "../api/Notifications.ts"
 import { DeliveryQueue } from "../deliveries/DeliveryQueue.ts"
 import { SvcConfig } from "../platform/Config.ts"
 import { Topics, Wakeups } from "../platform/Wakeups.ts"
-import { FIRST_BATCH, nextBatch } from "./DispatchBatches.ts"
+import { FIRST_BATCH, nextBatch } from "./DispatcherFast.ts"
 import { EventBodies } from "./EventBodies.ts"
 import { actionClassMatches } from "./Filters.ts"
 
@@ -126,7 +126,7 @@ export class Dispatcher extends Context.Service<Dispatcher, {
 
   /**
    * The dispatch loop: a batch at a time, growing through a burst
-   * (`DispatchBatches.ts`); when none is left, waits for an `events` wakeup
+   * (`DispatcherFast.ts`); when none is left, waits for an `events` wakeup
    * or the poll interval.
    */
   static readonly worker = Layer.effectDiscard(Effect.gen(function*() {

@@ -19,7 +19,7 @@ import { ApprovalEvent } from "../api/Approvals.ts"
 import { issueMailLink, mailLinkUrl, publicBaseUrl } from "../approvals/MailLinks.ts"
 import type { Claimed } from "../deliveries/DeliveryQueue.ts"
 import { Outcome } from "../deliveries/DeliveryQueue.ts"
-import { runWorker, type Settlement } from "../deliveries/DeliveryWorker.ts"
+import { runWorker, type Settlement } from "../deliveries/worker/DeliveryWorker.ts"
 import { SvcConfig } from "../platform/Config.ts"
 import { retryDelay, WebhookSender } from "./Sender.ts"
 

@@ -7,7 +7,7 @@
  * the secret is answered once, at creation or rotation.
  */
 import { PgClient } from "@effect/sql-pg"
-import { Cache, Clock, Context, Duration, Effect, Layer, Option, Redacted, Schema } from "effect"
+import { Context, Duration, Effect, Layer, Option, Redacted, Schema } from "effect"
 import { SqlClient } from "effect/sql"
 import { LimitReached, NotFound } from "../api/Errors.ts"
 import { InvalidUrl } from "../api/Deliveries.ts"
@@ -26,11 +26,13 @@ import { newId } from "../platform/Ids.ts"
 import { countForCap } from "../platform/OrgLimits.ts"
 import { JsonColumn, rowsOf, Timestamp, TimestampOrNull } from "../platform/Rows.ts"
 import { databaseNow, iso } from "../platform/Time.ts"
-import { endpointUrlOwner, readReceiverUrl, SEALED_URL_COLUMN, URL_SECRET } from "../secrets/ReceiverUrls.ts"
+import { endpointUrlOwner, SEALED_URL_COLUMN, URL_SECRET } from "../secrets/ReceiverUrls.ts"
 import { SecretStore, type SecretOwner } from "../secrets/SecretStore.ts"
 import { Topics, Wakeups } from "../platform/Wakeups.ts"
 import { disableEndpoint, startFailing, stopFailing } from "./Operational.ts"
-import { makeSendTargetMirror } from "./SendTargetMirror.ts"
+import { endpointOwner, makeSendTargets, type SendTarget } from "./SendTargets.ts"
+
+export { endpointOwner, SEND_TARGET_TTL_MS, type SendTarget } from "./SendTargets.ts"
 import { newSigningSecret } from "./Signing.ts"
 
 /** A `notification_endpoints` row (with, where a query joins it, the end of a cooldown in progress). */
@@ -52,11 +54,6 @@ const EndpointColumns = Schema.Struct({
 })
 export type EndpointRow = typeof EndpointColumns.Type
 const EndpointRows = rowsOf("notification_endpoints", EndpointColumns)
-const TargetRows = rowsOf("notification_endpoints", Schema.Struct({
-  url: Schema.String,
-  active: Schema.Boolean,
-  deactivated_reason: Schema.NullOr(Schema.String)
-}))
 const SettingsRows = rowsOf("notification_settings", Schema.Struct({ reviewer_email: Schema.NullOr(Schema.String) }))
 
 export const toEndpoint = (row: EndpointRow): NotificationEndpoint => ({
@@ -73,8 +70,6 @@ export const toEndpoint = (row: EndpointRow): NotificationEndpoint => ({
   ...(row.failing_since === null ? {} : { failing_since: row.failing_since }),
   action_classes: row.action_classes === null ? null : [...row.action_classes]
 })
-
-export const endpointOwner = (orgId: string, id: string): SecretOwner => ({ orgId, kind: "notification_endpoint", id })
 
 /** Most entries an events list may have (duplicates collapse; there are eight types). */
 const MAX_EVENT_ENTRIES = 20
@@ -140,21 +135,6 @@ export interface EndpointChange {
   readonly ordering?: EndpointOrdering | undefined
 }
 
-export interface SendTarget {
-  readonly url: string
-  readonly active: boolean
-  readonly deactivatedReason: string | null
-  readonly secrets: ReadonlyArray<string>
-}
-
-/**
- * How stale the sender's view of an endpoint changed by another process may
- * be: a rotation reaches other processes' signatures, and a deletion or
- * deactivation their sends, within this (the old secret keeps signing
- * during the overlap anyway; deletion also fails pending deliveries at once).
- */
-export const SEND_TARGET_TTL_MS = 1_000
-
 const DEFAULT_OVERLAP_SECONDS = 24 * 3600
 
 /**
@@ -164,6 +144,33 @@ const DEFAULT_OVERLAP_SECONDS = 24 * 3600
  * and compute an unbounded number of signatures.
  */
 export const MAX_SIGNING_SECRETS = 3
+
+/**
+ * Puts `secret` in use and shortens the previous ones' lives to the overlap
+ * (at most `MAX_SIGNING_SECRETS` in use at once); answers the overlap's end,
+ * in the database's time: that is what `list` compares with.
+ */
+const rotateSigning = (
+  sql: PgClient.PgClient,
+  secrets: SecretStore["Service"],
+  owner: SecretOwner,
+  secret: string,
+  overlapSeconds: number
+) =>
+  sql.withTransaction(Effect.gen(function*() {
+    const now = new Date(yield* databaseNow(sql))
+    const until = new Date(now.getTime() + overlapSeconds * 1000)
+    const current = yield* secrets.list(owner)
+    for (const [index, old] of current.entries()) {
+      // Every delivery is signed with each secret in use: at most
+      // MAX_SIGNING_SECRETS at once, so the oldest previous ones stop now.
+      if (index >= MAX_SIGNING_SECRETS - 1) yield* secrets.expire(owner, old.id, now)
+      // Shorten, never lengthen, the life of a secret already expiring.
+      else if (old.expires_at === null || new Date(old.expires_at) > until) yield* secrets.expire(owner, old.id, until)
+    }
+    yield* secrets.put(owner, "signing", Redacted.make(secret))
+    return until
+  })).pipe(Effect.orDie)
 
 const columns =
   "id, org_id, url, url_hint, events, ordering, active, deactivated_at, deactivated_reason, created_at, created_by, action_classes, failing_since"
@@ -229,41 +236,11 @@ export class NotificationEndpoints extends Context.Service<NotificationEndpoints
       const config = yield* SvcConfig
       const wakeups = yield* Wakeups
       const queue = yield* DeliveryQueue
-      // What the lookups found, for reading without an effect (`sendTargetNow`).
-      const mirror = makeSendTargetMirror(yield* Clock.Clock, SEND_TARGET_TTL_MS)
-      // Concurrent sends to one endpoint share one lookup (no stampede when the entry expires).
-      const targetCache = yield* Cache.make<string, SendTarget | undefined>({
-        capacity: 10_000,
-        timeToLive: Duration.millis(SEND_TARGET_TTL_MS),
-        lookup: (key: string) =>
-          Effect.acquireUseRelease(
-            Effect.sync(() => mirror.began(key)),
-            (lookup) =>
-              Effect.gen(function*() {
-                const [orgId, id] = key.split(":") as [string, string]
-                const row = yield* TargetRows.one(sql`
-                  SELECT url, active, deactivated_reason FROM notification_endpoints WHERE id = ${id} AND org_id = ${orgId}
-                `)
-                if (row === undefined) return undefined
-                const target: SendTarget = {
-                  url: yield* readReceiverUrl(endpointUrlOwner(orgId, id), row.url).pipe(Effect.provideService(SecretStore, secrets)),
-                  active: row.active,
-                  deactivatedReason: row.deactivated_reason,
-                  secrets: yield* signingSecrets(orgId, id)
-                }
-                mirror.found(key, lookup, target)
-                return target
-              }),
-            (lookup) => Effect.sync(() => mirror.ended(key, lookup))
-          )
+      const signingSecrets = Effect.fn("NotificationEndpoints.signingSecrets")(function*(orgId: string, id: string) {
+        const stored = yield* secrets.list(endpointOwner(orgId, id))
+        return stored.map((secret) => Redacted.value(secret.value))
       })
-      // Changes made through this process drop the endpoint's entry at once.
-      const forget = (orgId: string, id: string) =>
-        Effect.suspend(() => {
-          const key = `${orgId}:${id}`
-          mirror.changed(key)
-          return Cache.invalidate(targetCache, key)
-        })
+      const { forget, sendTarget, sendTargetNow } = yield* makeSendTargets(sql, secrets, signingSecrets)
 
       const create = Effect.fn("NotificationEndpoints.create")(function*(
         orgId: string,
@@ -373,21 +350,7 @@ export class NotificationEndpoints extends Context.Service<NotificationEndpoints
         const row = yield* find(orgId, id)
         const owner = endpointOwner(orgId, id)
         const secret = newSigningSecret()
-        const until = yield* sql.withTransaction(Effect.gen(function*() {
-          // The overlap ends in the database's time: that is what `list` compares with.
-          const now = new Date(yield* databaseNow(sql))
-          const until = new Date(now.getTime() + (overlapSeconds ?? DEFAULT_OVERLAP_SECONDS) * 1000)
-          const current = yield* secrets.list(owner)
-          for (const [index, old] of current.entries()) {
-            // Every delivery is signed with each secret in use: at most
-            // MAX_SIGNING_SECRETS at once, so the oldest previous ones stop now.
-            if (index >= MAX_SIGNING_SECRETS - 1) yield* secrets.expire(owner, old.id, now)
-            // Shorten, never lengthen, the life of a secret already expiring.
-            else if (old.expires_at === null || new Date(old.expires_at) > until) yield* secrets.expire(owner, old.id, until)
-          }
-          yield* secrets.put(owner, "signing", Redacted.make(secret))
-          return until
-        })).pipe(Effect.orDie)
+        const until = yield* rotateSigning(sql, secrets, owner, secret, overlapSeconds ?? DEFAULT_OVERLAP_SECONDS)
         yield* forget(orgId, id)
         return { endpoint: toEndpoint(row), secret, previous_secret_expires_at: iso(until) }
       })
@@ -414,14 +377,6 @@ export class NotificationEndpoints extends Context.Service<NotificationEndpoints
       const recovered = Effect.fn("NotificationEndpoints.recovered")(function*(orgId: string, id: string) {
         yield* stopFailing(sql, orgId, id)
       })
-
-      const signingSecrets = Effect.fn("NotificationEndpoints.signingSecrets")(function*(orgId: string, id: string) {
-        const stored = yield* secrets.list(endpointOwner(orgId, id))
-        return stored.map((secret) => Redacted.value(secret.value))
-      })
-
-      const sendTarget = (orgId: string, id: string) => Cache.get(targetCache, `${orgId}:${id}`)
-      const sendTargetNow = (orgId: string, id: string) => mirror.now(`${orgId}:${id}`)
 
       const reviewerEmail = Effect.fn("NotificationEndpoints.reviewerEmail")(function*(orgId: string) {
         const row = yield* SettingsRows.one(sql`

@@ -20,7 +20,7 @@
  * never the payload.
  *
  * Most sends run without a fiber of their own (`deliverDirect`,
- * `DirectDeliveries.ts`), with the same request, checks, span and
+ * `SenderFast.ts`), with the same request, checks, span and
  * decisions; `deliver` is the same send as an effect, for what the direct
  * path leaves (an endpoint or event body not in memory, tracing off).
  */
@@ -28,14 +28,14 @@ import { PgClient } from "@effect/sql-pg"
 import { Clock, Context, Duration, Effect, FiberSet, Layer, Option } from "effect"
 import type { Claimed, CooldownPolicy } from "../deliveries/DeliveryQueue.ts"
 import { DeliveryQueue, Outcome } from "../deliveries/DeliveryQueue.ts"
-import { type DirectHandle, spanStarter } from "../deliveries/DirectSend.ts"
-import { runWorker, type Settlement } from "../deliveries/DeliveryWorker.ts"
+import { type DirectHandle, spanStarter } from "../deliveries/worker/StartFast.ts"
+import { runWorker, type Settlement } from "../deliveries/worker/DeliveryWorker.ts"
 import { OutboundFailure, OutboundHttp, type OutboundResponse } from "../outbound/OutboundHttp.ts"
 import { parseRetryAfter } from "../outbound/RetryAfter.ts"
 import { jittered } from "../platform/Backoff.ts"
 import { maskNeedles, urlNeedles } from "../secrets/Masking.ts"
 import { SvcConfig } from "../platform/Config.ts"
-import { directDeliveries } from "./DirectDeliveries.ts"
+import { directDeliveries } from "./SenderFast.ts"
 import { NotificationEndpoints, type SendTarget } from "./Endpoints.ts"
 import { EventBodies } from "./EventBodies.ts"
 import { deliveryHeaders } from "./Signing.ts"
@@ -122,7 +122,7 @@ const needlesOf = (url: string) => {
 
 export class WebhookSender extends Context.Service<WebhookSender, {
   readonly deliver: (delivery: Claimed) => Effect.Effect<Settlement>
-  /** `deliver` without a fiber of its own, when it can (`DirectSend.ts`). */
+  /** `deliver` without a fiber of its own, when it can (`src/deliveries/worker/StartFast.ts`). */
   readonly deliverDirect: DirectHandle
   /** Which per-host bound the delivery counts against (`SVC_WEBHOOK_PER_HOST`). */
   readonly hostGroup: (delivery: Claimed) => Effect.Effect<string | undefined>

@@ -25,7 +25,7 @@
  */
 import type { PgClient } from "@effect/sql-pg"
 import { Duration, Effect } from "effect"
-import type { Settled, SettleItem } from "./Types.ts"
+import type { Settled, SettleItem } from "../Types.ts"
 
 /** One target's part of the batch: its lease, where its cursor may move, and the seqs delivered. */
 interface TargetPart {

@@ -6,8 +6,8 @@
  */
 import type { PgClient } from "@effect/sql-pg"
 import { Effect } from "effect"
-import { DeliveryNotFound, DeliveryNotReplayable, DeliveryQueueFull } from "./Errors.ts"
-import { COLUMNS, type DeliveryStatus, type ReplayInput, type Row, toDelivery } from "./Types.ts"
+import { DeliveryNotFound, DeliveryNotReplayable, DeliveryQueueFull } from "../Errors.ts"
+import { COLUMNS, type DeliveryStatus, type ReplayInput, type Row, toDelivery } from "../Types.ts"
 
 export const replay = Effect.fnUntraced(function*(sql: PgClient.PgClient, input: ReplayInput) {
   const result = yield* sql.withTransaction(Effect.gen(function*() {

@@ -9,7 +9,7 @@
  */
 import type { SqlClient } from "effect/sql"
 import { Duration } from "effect"
-import type { ClaimedRow, ClaimOptions, DeliveryKind } from "./Types.ts"
+import type { ClaimedRow, ClaimOptions, DeliveryKind } from "../Types.ts"
 
 /**
  * `waiting(target_id)`: every target with queued or retrying rows (of any

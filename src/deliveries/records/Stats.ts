@@ -6,7 +6,7 @@
  */
 import type { PgClient } from "@effect/sql-pg"
 import { Effect } from "effect"
-import type { DeliveryKind } from "./Types.ts"
+import type { DeliveryKind } from "../Types.ts"
 
 export interface TargetStats {
   readonly since: Date

@@ -7,13 +7,13 @@
  */
 import { PgClient } from "@effect/sql-pg"
 import { Context, Effect, Layer } from "effect"
-import { Wakeups } from "../platform/Wakeups.ts"
-import * as BulkReplay from "./BulkReplay.ts"
-import { wakeTopic } from "./DeliveryQueue.ts"
+import { Wakeups } from "../../platform/Wakeups.ts"
+import * as BulkReplay from "../rows/BulkReplay.ts"
+import { wakeTopic } from "../DeliveryQueue.ts"
 import * as Recorded from "./Recorded.ts"
 import * as Stats from "./Stats.ts"
 
-export type { BulkReplayInput, BulkReplayResult } from "./BulkReplay.ts"
+export type { BulkReplayInput, BulkReplayResult } from "../rows/BulkReplay.ts"
 export type { FinishedInput } from "./Recorded.ts"
 export type { TargetStats } from "./Stats.ts"
 

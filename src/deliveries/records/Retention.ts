@@ -7,7 +7,7 @@
  */
 import type { PgClient } from "@effect/sql-pg"
 import { Effect } from "effect"
-import type { DeliveryKind } from "./Types.ts"
+import type { DeliveryKind } from "../Types.ts"
 
 export const prunePayloads = Effect.fnUntraced(function*(sql: PgClient.PgClient, kind: DeliveryKind, keepFailedHours: number) {
   const rows = yield* sql<{ id: string }>`

@@ -20,7 +20,7 @@
  *   (claimed per row from then on).
  * - A take whose answer was lost puts its owner id in doubt: the process
  *   takes a new one, and the next take first tells the database what this
- *   process knows (`LogReconcile.ts`).
+ *   process knows (`Reconcile.ts`).
  *
  * Rows are handed out in seq order and a target's seqs become visible in
  * that order: every statement that adds logged rows upserts the target's
@@ -29,10 +29,10 @@
  */
 import type { PgClient } from "@effect/sql-pg"
 import { Duration, Effect } from "effect"
-import type { LogLeases } from "./LogLeases.ts"
-import { reconcile } from "./LogReconcile.ts"
-import type { Claimed, ClaimOptions, DeliveryKind, Row } from "./Types.ts"
-import { toDelivery } from "./Types.ts"
+import type { LogLeases } from "./HeldLeases.ts"
+import { reconcile } from "./Reconcile.ts"
+import type { Claimed, ClaimOptions, DeliveryKind, Row } from "../Types.ts"
+import { toDelivery } from "../Types.ts"
 
 /** Above every seq: the upper end of a target's rows in `deliveries_target_seq_idx`. */
 const MAX_SEQ = "9223372036854775807"
@@ -258,7 +258,7 @@ const takeStatements = Effect.fnUntraced(function*(
 /**
  * Hands out rows of the targets this process can lease. A take that
  * failed puts its owner id in doubt, and the next one first tells the
- * database what this process knows of its leases (`LogReconcile.ts`).
+ * database what this process knows of its leases (`Reconcile.ts`).
  */
 export const take = Effect.fnUntraced(function*(
   sql: PgClient.PgClient,

@@ -36,19 +36,19 @@
  * This file wires them and runs the step loop.
  */
 import { Cause, Clock, Effect, FiberSet } from "effect"
-import { Metrics } from "../observability/Metrics.ts"
-import { Wakeups } from "../platform/Wakeups.ts"
+import { Metrics } from "../../observability/Metrics.ts"
+import { Wakeups } from "../../platform/Wakeups.ts"
 import { Admission } from "./Admission.ts"
-import { type Claimed, type CooldownPolicy, type DeliveryKind, DeliveryQueue } from "./DeliveryQueue.ts"
-import type { DirectHandle } from "./DirectSend.ts"
-import { makeClaim } from "./worker/Claim.ts"
-import { releaseSetAside, shutdown } from "./worker/GiveBack.ts"
-import { makeIdle } from "./worker/Idle.ts"
-import { FAILING_TARGET_SENDS, type LimitOptions, limitsOf } from "./worker/Limits.ts"
-import { makeOutcomes } from "./worker/Outcomes.ts"
-import { makeSettler } from "./worker/Settle.ts"
-import { makePump, type Settlement } from "./worker/Start.ts"
-import { makeState } from "./worker/State.ts"
+import { type Claimed, type CooldownPolicy, type DeliveryKind, DeliveryQueue } from "../DeliveryQueue.ts"
+import type { DirectHandle } from "./StartFast.ts"
+import { makeClaim } from "./Claim.ts"
+import { releaseSetAside, shutdown } from "./GiveBack.ts"
+import { makeIdle } from "./Idle.ts"
+import { FAILING_TARGET_SENDS, type LimitOptions, limitsOf } from "./Limits.ts"
+import { makeOutcomes } from "./Outcomes.ts"
+import { makeSettler } from "./Settle.ts"
+import { makePump, type Settlement } from "./Start.ts"
+import { makeState } from "./State.ts"
 
 export type { Settlement }
 
@@ -67,7 +67,7 @@ export interface WorkerOptions<R> extends LimitOptions {
   readonly perGroup?: number | undefined
   /** Sends one delivery and says how it went; it should not fail (a defect is recorded as a retry). */
   readonly handle: (delivery: Claimed) => Effect.Effect<Settlement, never, R>
-  /** Offered each delivery before `handle`: a send without a fiber of its own, when it takes it (`DirectSend.ts`). */
+  /** Offered each delivery before `handle`: a send without a fiber of its own, when it takes it (`src/deliveries/worker/StartFast.ts`). */
   readonly handleDirect?: DirectHandle | undefined
 }
 

@@ -8,7 +8,7 @@
  */
 import type { PgClient } from "@effect/sql-pg"
 import { Effect, Option } from "effect"
-import { type Attempt, COLUMNS, type DeliveryKind, type Row, toDelivery, UNDELIVERED } from "./Types.ts"
+import { type Attempt, COLUMNS, type DeliveryKind, type Row, toDelivery, UNDELIVERED } from "../Types.ts"
 
 /** The highest seq: the upper bound of a target's rows by row value. */
 const MAX_SEQ = "9223372036854775807"
