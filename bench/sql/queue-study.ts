@@ -45,7 +45,7 @@
  */
 import { PgClient, PgMigrator } from "@effect/sql-pg"
 import { NodeServices } from "@effect/platform-node"
-import { Effect, Layer, Redacted } from "effect"
+import { Effect, Layer, Redacted, Schema } from "effect"
 import { Migrator, SqlClient } from "effect/sql"
 import { loadavg } from "node:os"
 import pg from "pg"
@@ -526,11 +526,11 @@ const dispatchAll = (variant: Variant) =>
     for (;;) {
       let events: number
       if (variant === "enqueue") {
-        const [row] = yield* Enqueue.enqueueFrom<{ n: number; events: number }>(sql as PgClient.PgClient, {
+        const [row] = yield* Enqueue.enqueueFrom(sql as PgClient.PgClient, {
           with: sql.literal(DISPATCH_WITH),
           input: sql.literal(DISPATCH_INPUT),
           select: sql.literal(DISPATCH_SELECT)
-        })
+        }, "events", Schema.Struct({ n: Schema.Number, events: Schema.Number }))
         events = row?.events ?? 0
       } else {
         const [row] = yield* sql.unsafe<{ n: number; events: number }>(variant === "main" ? MAIN_DISPATCH : LEASE_DISPATCH)

@@ -8,6 +8,7 @@
 import type { PgClient } from "@effect/sql-pg"
 import { Effect, Option } from "effect"
 import type { DatabaseInfo } from "../platform/Database.ts"
+import * as Rows from "./Rows.ts"
 import { type DeliveryKind, UNDELIVERED } from "./Types.ts"
 
 // Lock order. A statement that changes both deliveries and their
@@ -97,10 +98,10 @@ export const failUndelivered = Effect.fnUntraced(function*(
     sql,
     info,
     [targetId],
-    sql<{ n: number }>`
+    Rows.count(sql`
       WITH ${failTargetUndelivered(sql, kind, targetId, reason, options?.except)}, ${endLease(sql, targetId)}
       SELECT (SELECT count(*)::int FROM failed) AS n, (SELECT count(*) FROM kept) AS kept, (SELECT count(*) FROM ended) AS ended
-    `.pipe(Effect.orDie)
+    `).pipe(Effect.orDie)
   )
   return rows[0]!.n
 })
@@ -114,13 +115,13 @@ export const removeTarget = Effect.fnUntraced(function*(
   reason: string,
   options?: { readonly dropPayloads?: boolean | undefined }
 ) {
-  const [row] = yield* targetsFirst(sql, info, [targetId], sql<{ n: number }>`
+  const [row] = yield* targetsFirst(sql, info, [targetId], Rows.count(sql`
     WITH ${failTargetUndelivered(sql, kind, targetId, reason)},
     forgotten AS (
       DELETE FROM delivery_targets WHERE id = ${targetId} AND kind = ${kind} RETURNING id
     )
     SELECT (SELECT count(*)::int FROM failed) AS n, (SELECT count(*) FROM forgotten) AS forgotten
-  `.pipe(Effect.orDie))
+  `).pipe(Effect.orDie))
   // Nothing of the target can be sent any more: its payloads go too.
   if (options?.dropPayloads === true) {
     yield* sql`
@@ -132,9 +133,9 @@ export const removeTarget = Effect.fnUntraced(function*(
 })
 
 export const cooldownUntil = Effect.fnUntraced(function*(sql: PgClient.PgClient, targetId: string) {
-  const [row] = yield* sql<{ cooldown_until: Date | null }>`
+  const [row] = yield* Rows.cooldown(sql`
     SELECT cooldown_until FROM delivery_targets WHERE id = ${targetId} AND cooldown_until > now()
-  `.pipe(Effect.orDie)
+  `).pipe(Effect.orDie)
   return Option.fromNullishOr(row?.cooldown_until ?? null)
 })
 

@@ -211,12 +211,6 @@ export interface Row {
   readonly finished_at: Date | null
 }
 
-export interface ClaimedRow extends Row {
-  readonly lease_owner: string
-  readonly target_failures: number
-  readonly claimed_from: StoredStatus
-}
-
 export const toDelivery = (row: Row): Delivery => ({
   id: row.id,
   seq: String(row.seq),

@@ -25,7 +25,7 @@
  * path leaves (an endpoint or event body not in memory, tracing off).
  */
 import { PgClient } from "@effect/sql-pg"
-import { Clock, Context, Duration, Effect, FiberSet, Layer, Option } from "effect"
+import { Clock, Context, Duration, Effect, FiberSet, Layer, Option, Schema } from "effect"
 import type { Claimed, CooldownPolicy } from "../deliveries/DeliveryQueue.ts"
 import { DeliveryQueue, Outcome } from "../deliveries/DeliveryQueue.ts"
 import { type DirectHandle, spanStarter } from "../deliveries/worker/StartFast.ts"
@@ -35,6 +35,7 @@ import { parseRetryAfter } from "../outbound/RetryAfter.ts"
 import { jittered } from "../platform/Backoff.ts"
 import { maskNeedles, urlNeedles } from "../secrets/Masking.ts"
 import { SvcConfig } from "../platform/Config.ts"
+import { rowsOf } from "../platform/Rows.ts"
 import { directDeliveries } from "./SenderFast.ts"
 import { NotificationEndpoints, type SendTarget } from "./Endpoints.ts"
 import { EventBodies } from "./EventBodies.ts"
@@ -44,6 +45,10 @@ const SNIPPET_BYTES = 512
 const DELIVERED = Outcome.delivered()
 const RETRY_AFTER_MIN_MS = 1_000
 const RETRY_AFTER_MAX_MS = 3_600_000
+
+
+/** An event body read back when this process does not hold it. */
+const EventRows = rowsOf("events", Schema.Struct({ type: Schema.String, body: Schema.String }))
 
 /**
  * Requests in flight per process, and per endpoint per process (a failing
@@ -225,9 +230,9 @@ export class WebhookSender extends Context.Service<WebhookSender, {
           const reason = `endpoint inactive: ${target.deactivatedReason ?? "deactivated"}`
           return { outcome: Outcome.failed(reason), attempt: { error: reason, durationMs: 0 } }
         }
-        const event = bodies.get(delivery.eventId ?? "") ?? (yield* sql<{ type: string; body: string }>`
+        const event = bodies.get(delivery.eventId ?? "") ?? (yield* EventRows.one(sql`
           SELECT type, body FROM events WHERE id = ${delivery.eventId} AND org_id = ${delivery.orgId}
-        `.pipe(Effect.orDie))[0]
+        `))
         if (event === undefined) {
           return { outcome: Outcome.failed("event no longer stored"), attempt: { error: "event no longer stored", durationMs: 0 } }
         }

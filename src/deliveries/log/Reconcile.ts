@@ -38,7 +38,7 @@ export const reconcileStatement = (
   owner: string,
   known: ReturnType<LogLeases["known"]>
 ) =>
-  sql<{ readonly id: string; readonly ended: boolean }>`
+  sql`
     WITH known AS (
       SELECT * FROM jsonb_to_recordset(${JSON.stringify(known)}::jsonb) AS k(id uuid, lease_id uuid, mark bigint)
     ),

@@ -1,4 +1,10 @@
 /**
+ * Folder `records/`: what the queue answers and keeps once deliveries
+ * exist, over both storage paths through the `delivery_records` view:
+ * `Listing.ts` (reads and counts), `Stats.ts`, `Retention.ts`,
+ * `Recorded.ts` (a delivery finished by its only attempt) and this
+ * service. It never claims, leases or settles.
+ *
  * Operations on a target's deliveries beside the queue's life cycle
  * (`DeliveryQueue`): recording a delivery finished by its only attempt
  * (`Recorded.ts`), replaying a window of failed ones (`BulkReplay.ts`) and

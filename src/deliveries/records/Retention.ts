@@ -10,7 +10,7 @@ import { Effect } from "effect"
 import type { DeliveryKind } from "../Types.ts"
 
 export const prunePayloads = Effect.fnUntraced(function*(sql: PgClient.PgClient, kind: DeliveryKind, keepFailedHours: number) {
-  const rows = yield* sql<{ id: string }>`
+  const rows = yield* sql`
     UPDATE deliveries SET payload = NULL
     WHERE kind = ${kind} AND payload IS NOT NULL AND (
       status IN ('delivered', 'partial')
@@ -22,7 +22,7 @@ export const prunePayloads = Effect.fnUntraced(function*(sql: PgClient.PgClient,
 })
 
 export const pruneFinished = Effect.fnUntraced(function*(sql: PgClient.PgClient, kind: DeliveryKind, keepDays: number) {
-  const rows = yield* sql<{ id: string }>`
+  const rows = yield* sql`
     DELETE FROM deliveries
     WHERE kind = ${kind} AND finished_at < now() - make_interval(days => ${keepDays})
     RETURNING id

@@ -1,4 +1,9 @@
 /**
+ * Folder `worker/`: the process side of the queue, free of SQL (it calls
+ * `DeliveryQueue`): this loop, `Admission.ts` (which claimed delivery may
+ * start), and a file per loop. `StartFast.ts` is the send without a fiber
+ * of its own beside `Start.ts`.
+ *
  * The loop that sends deliveries of one kind. The database is the source of
  * truth, so any number of processes can run this loop for the same kind.
  *
