@@ -13,7 +13,6 @@
  */
 import { Effect, Schema } from "effect"
 import { BigIntText, Instant, InstantOrNull, RowDecodeError } from "../platform/Rows.ts"
-import type { DeliveryMeta } from "./Types.ts"
 
 /** `rows` decoded by `row`; one that does not decode is a defect naming `table`. */
 export const decodeRows = <S extends Schema.Constraint & { readonly DecodingServices: never }>(table: string, row: S) => {
@@ -25,13 +24,17 @@ export const decodeRows = <S extends Schema.Constraint & { readonly DecodingServ
       ))
 }
 
-const Meta = Schema.declare((value: unknown): value is DeliveryMeta => typeof value === "object", { title: "jsonb meta" })
+/** `DeliveryMeta`, as the database stores it (jsonb). */
+const Meta = Schema.declare(
+  (value: unknown): value is Readonly<Record<string, string | number | boolean | null>> => typeof value === "object",
+  { title: "jsonb meta" }
+)
 const Kind = Schema.Literals(["webhook", "telemetry", "email"])
 const Status = Schema.Literals(["queued", "sending", "retrying", "delivered", "failed", "partial"])
 const StoredStatus = Schema.Literals(["queued", "sending", "retrying", "delivered", "failed", "partial", "logged"])
 const Count = Schema.Number
 
-/** A delivery as `COLUMNS` reads it (`Row`). */
+/** A delivery as `COLUMNS` reads it (`Row` in `Types.ts`). */
 export const DeliveryRow = Schema.Struct({
   id: Schema.String,
   seq: BigIntText,

@@ -4,6 +4,7 @@
  * statement lives here (`Statements.ts` and the modules `DeliveryQueue.ts` wires).
  */
 import { Duration } from "effect"
+import type { DeliveryRow } from "./Rows.ts"
 
 /** `email`: reviewer email notifications (target = the organization). */
 export type DeliveryKind = "webhook" | "telemetry" | "email"
@@ -192,24 +193,8 @@ export interface ReplayInput {
   readonly replayable?: ((delivery: Delivery) => boolean) | undefined
 }
 
-export interface Row {
-  readonly id: string
-  readonly seq: string
-  readonly org_id: string
-  readonly kind: DeliveryKind
-  readonly target_id: string
-  readonly status: StoredStatus
-  readonly label: string | null
-  readonly event_id: string | null
-  readonly payload: string | null
-  readonly meta: DeliveryMeta
-  readonly attempts: number
-  readonly replays: number
-  readonly last_error: string | null
-  readonly next_attempt_at: Date
-  readonly created_at: Date
-  readonly finished_at: Date | null
-}
+/** A delivery row as read (`COLUMNS`), decoded by `DeliveryRow`. */
+export type Row = typeof DeliveryRow.Type
 
 export const toDelivery = (row: Row): Delivery => ({
   id: row.id,
