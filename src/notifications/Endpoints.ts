@@ -20,7 +20,7 @@ import {
   type NotificationEndpoint
 } from "../api/Notifications.ts"
 import { DeliveryQueue } from "../deliveries/DeliveryQueue.ts"
-import { OutboundHttp } from "../outbound/OutboundHttp.ts"
+import { type CheckedUrl, OutboundHttp } from "../outbound/OutboundHttp.ts"
 import { SvcConfig } from "../platform/Config.ts"
 import { newId } from "../platform/Ids.ts"
 import { countForCap } from "../platform/OrgLimits.ts"
@@ -179,6 +179,58 @@ const columns =
 const filterColumn = (filter: ReadonlyArray<string> | null | undefined) =>
   filter === undefined || filter === null ? null : JSON.stringify([...new Set(filter)])
 
+/** The organization's endpoints, each with the end of a cooldown in progress (the delivery target's health), in the database's time. */
+const listStatement = (sql: PgClient.PgClient, orgId: string) =>
+  sql`
+    SELECT ${sql.literal(columns.split(", ").map((column) => `e.${column}`).join(", "))}, t.cooldown_until
+    FROM notification_endpoints e
+    LEFT JOIN delivery_targets t ON t.id = e.id AND t.cooldown_until > now()
+    WHERE e.org_id = ${orgId} ORDER BY e.seq
+  `
+
+/**
+ * The endpoint's row, the queue's side of its ordering and its secrets, in
+ * one transaction. Each endpoint multiplies every event into one more
+ * signed POST: the number per organization is capped, counted under the
+ * organization's row lock so concurrent creates cannot pass it.
+ */
+const insertEndpoint = (
+  { limit, queue, secrets, sql }: {
+    readonly sql: PgClient.PgClient
+    readonly secrets: SecretStore["Service"]
+    readonly queue: DeliveryQueue["Service"]
+    readonly limit: number
+  },
+  { checked, events, input, keyId, orgId, secret }: {
+    readonly orgId: string
+    readonly keyId: string
+    readonly input: EndpointInput
+    readonly events: ReadonlyArray<EventType>
+    readonly checked: CheckedUrl
+    readonly secret: string
+  }
+) =>
+  sql.withTransaction(Effect.gen(function*() {
+    if ((yield* countForCap(sql, orgId, "notification_endpoints", limit)) >= limit) {
+      return yield* new LimitReached({
+        limit: "SVC_MAX_ENDPOINTS_PER_ORG",
+        limit_value: limit,
+        detail: `The organization already has ${limit} notification endpoints, the most allowed (SVC_MAX_ENDPOINTS_PER_ORG); delete one first.`
+      })
+    }
+    const id = newId()
+    const row = yield* EndpointRows.returned(sql`
+      INSERT INTO notification_endpoints (id, org_id, url, url_hint, events, created_by, action_classes, ordering)
+      VALUES (${id}, ${orgId}, ${SEALED_URL_COLUMN}, ${checked.urlHint}, ${sql.json(events)}, ${keyId},
+              ${filterColumn(input.action_classes)}::jsonb, ${input.ordering ?? "concurrent"})
+      RETURNING ${sql.literal(columns)}
+    `)
+    if (input.ordering === "strict") yield* queue.setStrict("webhook", orgId, id, true)
+    yield* secrets.put(endpointOwner(orgId, id), "signing", Redacted.make(secret))
+    yield* secrets.put(endpointUrlOwner(orgId, id), URL_SECRET, Redacted.make(checked.url))
+    return row
+  })).pipe(Effect.catchTag("SqlError", Effect.die))
+
 export class NotificationEndpoints extends Context.Service<NotificationEndpoints, {
   readonly create: (
     orgId: string,
@@ -251,45 +303,15 @@ export class NotificationEndpoints extends Context.Service<NotificationEndpoints
         const checked = yield* outbound.check(input.url, orgId).pipe(
           Effect.mapError((unsafe) => new InvalidUrl({ field: "url", detail: unsafe.message }))
         )
-        const id = newId()
         const secret = newSigningSecret()
-        const limit = config.maxEndpointsPerOrg
-        const row = yield* sql.withTransaction(Effect.gen(function*() {
-          // Each endpoint multiplies every event into one more signed POST:
-          // the number per organization is capped, counted under the
-          // organization's row lock so concurrent creates cannot pass it.
-          if ((yield* countForCap(sql, orgId, "notification_endpoints", limit)) >= limit) {
-            return yield* new LimitReached({
-              limit: "SVC_MAX_ENDPOINTS_PER_ORG",
-              limit_value: limit,
-              detail: `The organization already has ${limit} notification endpoints, the most allowed (SVC_MAX_ENDPOINTS_PER_ORG); delete one first.`
-            })
-          }
-          const [row] = yield* EndpointRows.all(sql`
-            INSERT INTO notification_endpoints (id, org_id, url, url_hint, events, created_by, action_classes, ordering)
-            VALUES (${id}, ${orgId}, ${SEALED_URL_COLUMN}, ${checked.urlHint}, ${sql.json(events)}, ${keyId},
-                    ${filterColumn(input.action_classes)}::jsonb, ${input.ordering ?? "concurrent"})
-            RETURNING ${sql.literal(columns)}
-          `)
-          // The queue's side of the ordering, in the same transaction.
-          if (input.ordering === "strict") yield* queue.setStrict("webhook", orgId, id, true)
-          yield* secrets.put(endpointOwner(orgId, id), "signing", Redacted.make(secret))
-          yield* secrets.put(endpointUrlOwner(orgId, id), URL_SECRET, Redacted.make(checked.url))
-          if (row === undefined) return yield* Effect.die(new Error("INSERT INTO notification_endpoints returned no row"))
-          return row
-        })).pipe(Effect.catchTag("SqlError", Effect.die))
+        const row = yield* insertEndpoint({ sql, secrets, queue, limit: config.maxEndpointsPerOrg }, {
+          orgId, keyId, input, events, checked, secret
+        })
         return { endpoint: toEndpoint(row), secret }
       })
 
       const list = Effect.fn("NotificationEndpoints.list")(function*(orgId: string) {
-        // With the end of a cooldown in progress (the delivery target's health), in the database's time.
-        const rows = yield* EndpointRows.all(sql`
-          SELECT ${sql.literal(columns.split(", ").map((column) => `e.${column}`).join(", "))}, t.cooldown_until
-          FROM notification_endpoints e
-          LEFT JOIN delivery_targets t ON t.id = e.id AND t.cooldown_until > now()
-          WHERE e.org_id = ${orgId} ORDER BY e.seq
-        `)
-        return rows.map(toEndpoint)
+        return (yield* EndpointRows.all(listStatement(sql, orgId))).map(toEndpoint)
       })
 
       const find = Effect.fn("NotificationEndpoints.find")(function*(orgId: string, id: string) {
@@ -379,10 +401,7 @@ export class NotificationEndpoints extends Context.Service<NotificationEndpoints
       })
 
       const reviewerEmail = Effect.fn("NotificationEndpoints.reviewerEmail")(function*(orgId: string) {
-        const row = yield* SettingsRows.one(sql`
-          SELECT reviewer_email FROM notification_settings WHERE org_id = ${orgId}
-        `)
-        return row?.reviewer_email ?? null
+        return (yield* SettingsRows.one(sql`SELECT reviewer_email FROM notification_settings WHERE org_id = ${orgId}`))?.reviewer_email ?? null
       })
 
       const setReviewerEmail = Effect.fn("NotificationEndpoints.setReviewerEmail")(function*(orgId: string, email: string | null) {
