@@ -4,15 +4,9 @@
  * destination), kept in PostgreSQL and claimed with leases, so any `svc`
  * process may send them and none is lost when a process dies.
  *
- * Life of a delivery:
- *
- *   queued ──claim──▶ sending ──settle──▶ delivered | partial | failed
- *                        │   ▲                                  │
- *                 Retry  ▼   │ claim (due)            replay    │
- *                     retrying                  queued ◀────────┘
- *
- * A `sending` row whose lease expired (its process died between claiming
- * and settling) is claimable again: at least once, never silently dropped.
+ * Its states, for a row leased on its own and for the log of a concurrent
+ * endpoint, and how a delivery travels through these files, are in
+ * `docs/architecture.md` ("Delivery engine").
  *
  * Target health (`delivery_targets`) drives cooldowns: consecutive failed
  * attempts put a target in a capped exponential cooldown during which
@@ -36,8 +30,8 @@
  * - `worker/`: the loop that claims, admits, sends and settles.
  *
  * A file whose name ends in `Fast` is a faster path beside the rule it
- * speeds up (it says what it buys and a test holds it to the rule).
- * Only this folder writes the queue's tables. `make(sql, ...)` binds each to the client and opens its
+ * speeds up (it says what it buys and a test holds it to the rule). Only
+ * this folder writes the queue's tables. `make(sql, ...)` binds each to the client and opens its
  * span, named `DeliveryQueue.<operation>`; the service's shape is what
  * `make` returns, so a signature is written once, in its module.
  */

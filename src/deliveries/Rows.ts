@@ -1,15 +1,10 @@
 /**
- * The queue's rows decoded by schemas. A statement's rows pass through
- * `decodeRows(table, schema)` instead of asserting a type: a row of the
- * wrong shape (a column renamed, a type changed) is a defect naming the
- * table (`RowDecodeError`), never a value silently wrong further on.
- * Database failures stay `SqlError`, for the callers that tell an
- * unreachable database from a refusal (the worker gives its sends back).
- *
- * Left asserted, each with its reason at the statement: the log's take
- * (`log/Log.ts` `leaseAndTake`) and the two settles (`rows/Statements.ts`
- * `settleStatement`, `log/SettleFast.ts`), the statements run per batch of
- * a busy endpoint, where a decode per row would be paid on every delivery.
+ * The queue's rows decoded by schemas, not asserted: a row of the wrong
+ * shape is a defect naming its table (`RowDecodeError`), never a value
+ * silently wrong further on; database failures stay `SqlError` for the
+ * worker, which tells an unreachable database from a refusal. Three hot
+ * statements (the log's take and both settles) say at their definition
+ * why they stay asserted.
  */
 import { Effect, Schema } from "effect"
 import { BigIntText, Instant, InstantOrNull, RowDecodeError } from "../platform/Rows.ts"

@@ -33,12 +33,7 @@
  * When nothing is due the loop sleeps until a wakeup, the next due instant,
  * or the poll interval.
  *
- * Which waiting delivery may start is decided by `Admission.ts` (a model
- * with no clock or fibers, property-tested). The loops are in `worker/`, a
- * file each: `Claim.ts`, `Start.ts` (sends), `Settle.ts` (the settle
- * batcher), `Outcomes.ts` (what a written batch frees), `GiveBack.ts`,
- * `Idle.ts`, over the shared `State.ts` and the numbers of `Limits.ts`.
- * This file wires them and runs the step loop.
+ * This file wires the loops and runs the step loop.
  */
 import { Cause, Clock, Effect, FiberSet } from "effect"
 import { Metrics } from "../../observability/Metrics.ts"
