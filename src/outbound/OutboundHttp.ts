@@ -30,15 +30,7 @@ import { type CheckedUrl, makePrepare, OutboundFailure, type OutboundRequest, ty
 import { networkResolver, Resolver, type ResolverShape } from "./Resolver.ts"
 import { parseTarget, type Target } from "./TargetUrl.ts"
 
-export {
-  type CheckedUrl,
-  DEFAULT_MAX_RESPONSE_BYTES,
-  OutboundFailure,
-  type OutboundRequest,
-  type OutboundResponse,
-  type Prepared,
-  UnsafeUrl
-} from "./Request.ts"
+export { type CheckedUrl, OutboundFailure, type OutboundRequest, type OutboundResponse, UnsafeUrl } from "./Request.ts"
 export { trustedCas } from "./Pools.ts"
 
 /** How long `check` waits for DNS before refusing the URL as unresolvable. */
