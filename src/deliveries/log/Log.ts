@@ -10,21 +10,14 @@
  * `logged` and handed out under a lease of their whole target, not one
  * lease per row (`docs/architecture.md`, "Delivery engine").
  *
- * - `leaseAndTake` (one statement): targets with logged rows waiting, not
- *   cooling down, without a lease or leased by this process, each its
- *   share of the claim's room; a target this process holds keeps its lease
- *   id and mark, any other starts a new lease at its cursor; and the rows
- *   past the mark, handed out, the mark moved past them.
- * - A lease that ran out (its holder stopped) is taken over in two:
- *   `leaseTargets`, then `takeRows` in the next statement, so that its
- *   snapshot sees everything the previous holder settled before the lease
- *   changed hands; the rows no outcome row holds are handed out again.
- * - The settle (`Statements.ts`) records a batch's successes as one
- *   `delivery_outcomes` row per target and moves the cursor; only failures
- *   and retries write their row. A settle under a lease id that is no
+ * - `leaseAndTake` hands out rows of targets without a lease or leased by
+ *   this process in one statement; a lease that ran out is taken over in
+ *   two (`leaseTargets`, `takeRows`); `releaseLogged` writes rows handed
+ *   out and not sent `queued`.
+ * - The settle (`rows/Statements.ts`, `SettleFast.ts`) records a batch's
+ *   successes as one `delivery_outcomes` row per target and moves the
+ *   cursor; only failures and retries write their row. A settle under a lease id that is no
  *   longer the target's records nothing.
- * - `releaseLogged`: rows handed out and not sent are written `queued`
- *   (claimed per row from then on).
  * - A take whose answer was lost puts its owner id in doubt: the process
  *   takes a new one, and the next take first tells the database what this
  *   process knows (`Reconcile.ts`).
