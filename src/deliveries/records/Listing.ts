@@ -25,12 +25,14 @@ const MAX_SEQ = "9223372036854775807"
  * estimated at a third of the table, so the index is read backwards and
  * only the rows listed are built.
  */
-export const listStatement = (sql: PgClient.PgClient, input: {
+export interface ListInput {
   readonly orgId: string
   readonly kind: DeliveryKind
   readonly targetId: string
   readonly limit?: number | undefined
-}) =>
+}
+
+export const listStatement = (sql: PgClient.PgClient, input: ListInput) =>
   sql`
     SELECT ${sql.literal(COLUMNS)} FROM delivery_records
     WHERE (target_id, seq) >= (${input.targetId}::uuid, 0::bigint)
@@ -39,12 +41,7 @@ export const listStatement = (sql: PgClient.PgClient, input: {
     ORDER BY target_id DESC, seq DESC LIMIT ${input.limit ?? 50}
   `
 
-export const list = Effect.fnUntraced(function*(sql: PgClient.PgClient, input: {
-  readonly orgId: string
-  readonly kind: DeliveryKind
-  readonly targetId: string
-  readonly limit?: number | undefined
-}) {
+export const list = Effect.fnUntraced(function*(sql: PgClient.PgClient, input: ListInput) {
   const rows = yield* Rows.deliveries(listStatement(sql, input)).pipe(Effect.orDie)
   return rows.map(toDelivery)
 })
