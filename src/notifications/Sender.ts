@@ -31,6 +31,7 @@ import { DeliveryQueue, Outcome } from "../deliveries/DeliveryQueue.ts"
 import { type DirectHandle, spanStarter } from "../deliveries/worker/StartFast.ts"
 import { runWorker, type Settlement } from "../deliveries/worker/DeliveryWorker.ts"
 import { OutboundFailure, OutboundHttp, type OutboundResponse } from "../outbound/OutboundHttp.ts"
+import { perUrl } from "../outbound/Request.ts"
 import { parseRetryAfter } from "../outbound/RetryAfter.ts"
 import { jittered } from "../platform/Backoff.ts"
 import { maskNeedles, urlNeedles } from "../secrets/Masking.ts"
@@ -112,18 +113,8 @@ const snippet = (body: Uint8Array, truncated: boolean, url: string) => {
 
 const decoder = new TextDecoder("utf-8", { fatal: false })
 
-/** `urlNeedles` of the last few URLs answered (a burst sends to one endpoint again and again). */
-const needles = new Map<string, ReadonlyArray<string>>()
-const NEEDLES_KEPT = 1_000
-const needlesOf = (url: string) => {
-  let found = needles.get(url)
-  if (found === undefined) {
-    if (needles.size >= NEEDLES_KEPT) needles.clear()
-    found = urlNeedles(url)
-    needles.set(url, found)
-  }
-  return found
-}
+/** `urlNeedles` of the last few URLs answered. */
+const needlesOf = perUrl(1_000, urlNeedles)
 
 export class WebhookSender extends Context.Service<WebhookSender, {
   readonly deliver: (delivery: Claimed) => Effect.Effect<Settlement>

@@ -76,23 +76,26 @@ export interface Prepared {
   readonly maxBytes: number
 }
 
-const PARSED_URLS_KEPT = 1_024
+/** `f` of a URL, remembered for the last `kept` URLs (a burst sends to one endpoint again and again); `f` must be pure. */
+export const perUrl = <A>(kept: number, f: (url: string) => A) => {
+  const known = new Map<string, A>()
+  return (url: string): A => {
+    let found = known.get(url)
+    if (found === undefined) {
+      if (known.size >= kept) known.clear()
+      found = f(url)
+      known.set(url, found)
+    }
+    return found
+  }
+}
 
 /**
  * A send's first step. Parsing is pure, so a URL sent to again and again is
  * parsed once (the address checks that need DNS still run at every send).
  */
 export const makePrepare = () => {
-  const parsedUrls = new Map<string, ReturnType<typeof parseTarget>>()
-  const parseCached = (url: string) => {
-    let parsed = parsedUrls.get(url)
-    if (parsed === undefined) {
-      if (parsedUrls.size >= PARSED_URLS_KEPT) parsedUrls.clear()
-      parsed = parseTarget(url)
-      parsedUrls.set(url, parsed)
-    }
-    return parsed
-  }
+  const parseCached = perUrl(1_024, parseTarget)
 
   const prepare = (request: OutboundRequest): Prepared | OutboundFailure => {
     const started = performance.now()
