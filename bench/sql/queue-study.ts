@@ -45,14 +45,14 @@
  */
 import { PgClient, PgMigrator } from "@effect/sql-pg"
 import { NodeServices } from "@effect/platform-node"
-import { Effect, Layer, Redacted } from "effect"
+import { Effect, Layer, Redacted, Schema } from "effect"
 import { Migrator, SqlClient } from "effect/sql"
 import { loadavg } from "node:os"
 import pg from "pg"
 import * as Enqueue from "../../src/deliveries/Enqueue.ts"
 import * as Leases from "../../src/deliveries/Leases.ts"
-import { makeLogLeases } from "../../src/deliveries/LogLeases.ts"
-import { claimStatement } from "../../src/deliveries/Statements.ts"
+import { makeLogLeases } from "../../src/deliveries/log/HeldLeases.ts"
+import { claimStatement } from "../../src/deliveries/rows/Statements.ts"
 import { Outcome } from "../../src/deliveries/Types.ts"
 import { Database } from "../../src/platform/Database.ts"
 import { newId } from "../../src/platform/Ids.ts"
@@ -526,11 +526,11 @@ const dispatchAll = (variant: Variant) =>
     for (;;) {
       let events: number
       if (variant === "enqueue") {
-        const [row] = yield* Enqueue.enqueueFrom<{ n: number; events: number }>(sql as PgClient.PgClient, {
+        const [row] = yield* Enqueue.enqueueFrom(sql as PgClient.PgClient, {
           with: sql.literal(DISPATCH_WITH),
           input: sql.literal(DISPATCH_INPUT),
           select: sql.literal(DISPATCH_SELECT)
-        })
+        }, "events", Schema.Struct({ n: Schema.Number, events: Schema.Number }))
         events = row?.events ?? 0
       } else {
         const [row] = yield* sql.unsafe<{ n: number; events: number }>(variant === "main" ? MAIN_DISPATCH : LEASE_DISPATCH)

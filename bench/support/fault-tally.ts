@@ -13,7 +13,7 @@
  * repeat; a repeat with no fault between it and the previous receipt is
  * counted apart (`outside`): the engine sends nothing twice without a fault.
  */
-import { UNSETTLED_PER_TARGET } from "../../src/deliveries/Admission.ts"
+import { UNSETTLED_PER_TARGET } from "../../src/deliveries/worker/Admission.ts"
 
 /** `reply`: a statement's answer lost after it committed (`pg-reply-dropper.ts`). */
 export type FaultKind = "kill" | "crash" | "reply"
@@ -96,7 +96,7 @@ export interface KindSummary {
  * The stated bound per fault and endpoint: a `kill -9` makes arrive twice at
  * most what the process had sent and not yet recorded, within
  * `UNSETTLED_PER_TARGET` times the per-endpoint in-flight limit (sends in
- * flight and those finished and not yet written, `src/deliveries/Admission.ts`);
+ * flight and those finished and not yet written, `src/deliveries/worker/Admission.ts`);
  * a database crash the process lives through, nothing to a healthy
  * endpoint (outcomes it could not write are kept and written later; a send
  * given back because its answer's consequences could not be written goes

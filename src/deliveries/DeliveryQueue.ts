@@ -4,15 +4,9 @@
  * destination), kept in PostgreSQL and claimed with leases, so any `svc`
  * process may send them and none is lost when a process dies.
  *
- * Life of a delivery:
- *
- *   queued ──claim──▶ sending ──settle──▶ delivered | partial | failed
- *                        │   ▲                                  │
- *                 Retry  ▼   │ claim (due)            replay    │
- *                     retrying                  queued ◀────────┘
- *
- * A `sending` row whose lease expired (its process died between claiming
- * and settling) is claimable again: at least once, never silently dropped.
+ * Its states, for a row leased on its own and for the log of a concurrent
+ * endpoint, and how a delivery travels through these files, are in
+ * `docs/architecture.md` ("Delivery engine").
  *
  * Target health (`delivery_targets`) drives cooldowns: consecutive failed
  * attempts put a target in a capped exponential cooldown during which
@@ -23,27 +17,38 @@
  * place that knows these rules; capabilities map statuses to their own API.
  *
  * This file is the service and its wiring; each operation lives in a file
- * of one idea, as a function of the SQL client: `Enqueue.ts` (the capacity
- * rule), `Leases.ts` (claim, settle, release; the hot statements are in
- * `Statements.ts`), `Replay.ts`, `Listing.ts` (reads and counts),
- * `Targets.ts` (a target's failures and removal, its cooldown) and
- * `Retention.ts`. `make(sql, ...)` binds each to the client and opens its
+ * of one idea, as a function of the SQL client. Here, beside it: `Enqueue.ts`
+ * (the capacity rule), `Leases.ts` (claim, settle, release over both storage
+ * paths: where they meet), `Targets.ts` (a target's failures and removal, its
+ * cooldown), `Types.ts` and `Errors.ts`. In folders:
+ *
+ * - `log/`: the log of concurrent targets' deliveries (take, lease,
+ *   reconcile, the settle of its successes);
+ * - `rows/`: rows leased on their own (claim, settle, retry, replay);
+ * - `records/`: what is read or kept afterwards (listing, stats, retention,
+ *   deliveries recorded finished);
+ * - `worker/`: the loop that claims, admits, sends and settles.
+ *
+ * A file whose name ends in `Fast` is a faster path beside the rule it
+ * speeds up (it says what it buys and a test holds it to the rule). Only
+ * this folder writes the queue's tables. `make(sql, ...)` binds each to the client and opens its
  * span, named `DeliveryQueue.<operation>`; the service's shape is what
  * `make` returns, so a signature is written once, in its module.
  */
 import { PgClient } from "@effect/sql-pg"
-import { Context, Effect, Layer, Option } from "effect"
+import { Context, Effect, Layer, Option, type Schema } from "effect"
 import type { Statement } from "effect/sql"
 import { DatabaseInfo } from "../platform/Database.ts"
 import { Topics, Wakeups } from "../platform/Wakeups.ts"
 import * as Enqueue from "./Enqueue.ts"
 import * as Leases from "./Leases.ts"
-import * as Listing from "./Listing.ts"
-import { makeLogLeases } from "./LogLeases.ts"
-import { makeRowClaimPacing } from "./RowClaims.ts"
-import * as Replay from "./Replay.ts"
-import * as Retention from "./Retention.ts"
-import { nextDueStatement } from "./Statements.ts"
+import * as Listing from "./records/Listing.ts"
+import { makeLogLeases } from "./log/HeldLeases.ts"
+import { makeRowClaimPacing } from "./rows/ClaimFast.ts"
+import * as Replay from "./rows/Replay.ts"
+import * as Retention from "./records/Retention.ts"
+import * as Rows from "./Rows.ts"
+import { nextDueStatement } from "./rows/Statements.ts"
 import * as Targets from "./Targets.ts"
 
 export * from "./Types.ts"
@@ -69,7 +74,7 @@ export const make = (sql: PgClient.PgClient, wakeups: Wakeups["Service"], info: 
   const op = bind(sql)
   const withInfo = bind({ sql, info })
   // This process's target leases on the log: what it knows of the leases
-  // it holds, and the owner id it holds them under (`LogLeases.ts`).
+  // it holds, and the owner id it holds them under (`HeldLeases.ts`).
   const log: Leases.LogContext = { sql, leases: makeLogLeases(), rowClaims: makeRowClaimPacing() }
   const withLog = bind(log)
   const settleMany = withLog("settleMany", Leases.settleMany)
@@ -88,15 +93,16 @@ export const make = (sql: PgClient.PgClient, wakeups: Wakeups["Service"], info: 
      * adds the caller's common table expressions; `input` selects
      * `(ord, org_id, kind, target_id, label, event_id, payload, meta,
      * capacity)`, rows enqueued in `ord` order under the same capacity rule;
-     * `select` is the statement's result, which may read `inserted(kind)`.
+     * `select` is the statement's result, which may read `inserted(kind)`,
+     * its rows decoded by `row` (`table` names them when one does not decode).
      * Most callers want `enqueueAll`; this one saves a transaction's round
      * trips on the embedded database's only session.
      */
-    enqueueFrom: <A extends object>(source: {
+    enqueueFrom: <S extends Schema.Constraint & { readonly DecodingServices: never }>(source: {
       readonly with: Statement.Fragment
       readonly input: Statement.Fragment
       readonly select: Statement.Fragment
-    }) => Enqueue.enqueueFrom<A>(sql, source).pipe(Effect.withSpan("DeliveryQueue.enqueueFrom")),
+    }, table: string, row: S) => Enqueue.enqueueFrom(sql, source, table, row).pipe(Effect.withSpan("DeliveryQueue.enqueueFrom")),
     /** Takes leases on due deliveries of `kind`; any process may call it. */
     claim: withLog("claim", Leases.claim),
     /**
@@ -142,7 +148,7 @@ export const make = (sql: PgClient.PgClient, wakeups: Wakeups["Service"], info: 
     undelivered: op("undelivered", Listing.undelivered),
     /** When the next delivery of `kind` becomes claimable (due, out of cooldown, or lease expired), if any is waiting. */
     nextDue: op("nextDue", (sql, kind: DeliveryKind) =>
-      Effect.map(Effect.orDie(nextDueStatement(sql, kind, log.leases.owner())), ([row]) => Option.fromNullishOr(row?.at ?? null))),
+      Effect.map(Effect.orDie(Rows.nextDue(nextDueStatement(sql, kind, log.leases.owner()))), ([row]) => Option.fromNullishOr(row?.at ?? null))),
     /**
      * Strict ordering of a target (`true`): its deliveries go one at a time, in
      * the order they were enqueued; one that keeps failing holds the ones behind

@@ -7,10 +7,11 @@
  * Spans are opened by `DeliveryQueue`, which wires these.
  */
 import type { PgClient } from "@effect/sql-pg"
-import { Duration, Effect } from "effect"
+import { Duration, Effect, type Schema } from "effect"
 import type { Statement } from "effect/sql"
 import { newId } from "../platform/Ids.ts"
-import { type AttemptedInput, COLUMNS, type EnqueueInput, LOGGED_KINDS, type Row, toDelivery } from "./Types.ts"
+import * as Rows from "./Rows.ts"
+import { type AttemptedInput, COLUMNS, type EnqueueInput, LOGGED_KINDS, toDelivery } from "./Types.ts"
 
 /**
  * The capacity rule over a CTE `input` of `(ord, id?, org_id, kind,
@@ -85,8 +86,7 @@ const newRow = (input: { readonly orgId: string; readonly kind: string; readonly
 })
 
 // With `readBack` the new rows in input order; without, one row with their number.
-const insertMany = Effect.fnUntraced(function*(sql: PgClient.PgClient, inputs: ReadonlyArray<EnqueueInput>, readBack: boolean) {
-  if (inputs.length === 0) return []
+const insertMany = (sql: PgClient.PgClient, inputs: ReadonlyArray<EnqueueInput>, readBack: boolean) => {
   const rows = inputs.map((input, ord) => ({
     ...newRow(input, ord),
     label: input.label ?? null,
@@ -95,7 +95,7 @@ const insertMany = Effect.fnUntraced(function*(sql: PgClient.PgClient, inputs: R
     meta: input.meta ?? {},
     capacity: input.capacity
   }))
-  const inserted = yield* sql<Partial<Row> & { readonly n?: number }>`
+  return sql`
     WITH input AS (
       SELECT * FROM jsonb_to_recordset(${JSON.stringify(rows)}::jsonb) AS x(
         ord int, id uuid, org_id uuid, kind text, target_id uuid, label text, event_id uuid,
@@ -105,32 +105,37 @@ const insertMany = Effect.fnUntraced(function*(sql: PgClient.PgClient, inputs: R
     ${readBack
       ? sql`SELECT inserted.*, input.ord FROM inserted JOIN input ON input.id = inserted.id ORDER BY input.ord`
       : sql`SELECT count(*)::int AS n FROM inserted`}
-  `.pipe(Effect.orDie)
-  return inserted
-})
-export const enqueue = Effect.fnUntraced(function*(sql: PgClient.PgClient, input: EnqueueInput) {
-  const [row] = yield* insertMany(sql, [input], true)
-  return toDelivery(row as Row)
-})
+  `
+}
 export const enqueueMany = Effect.fnUntraced(function*(sql: PgClient.PgClient, inputs: ReadonlyArray<EnqueueInput>) {
-  return (yield* insertMany(sql, inputs, true)).map((row) => toDelivery(row as Row))
+  if (inputs.length === 0) return []
+  return (yield* Rows.deliveries(insertMany(sql, inputs, true)).pipe(Effect.orDie)).map(toDelivery)
 })
+export const enqueue = (sql: PgClient.PgClient, input: EnqueueInput) =>
+  Effect.map(enqueueMany(sql, [input]), (delivered) => delivered[0]!)
 export const enqueueAll = Effect.fnUntraced(function*(sql: PgClient.PgClient, inputs: ReadonlyArray<EnqueueInput>) {
-  const [counted] = yield* insertMany(sql, inputs, false)
+  if (inputs.length === 0) return 0
+  const [counted] = yield* Rows.count(insertMany(sql, inputs, false)).pipe(Effect.orDie)
   return counted?.n ?? 0
 })
 
-export const enqueueFrom = <A extends object>(sql: PgClient.PgClient, source: {
-  readonly with: Statement.Fragment
-  readonly input: Statement.Fragment
-  readonly select: Statement.Fragment
-}) =>
-  sql<A>`
+/** `select`'s rows are decoded by `row`; `table` names them when one does not decode. */
+export const enqueueFrom = <S extends Schema.Constraint & { readonly DecodingServices: never }>(
+  sql: PgClient.PgClient,
+  source: {
+    readonly with: Statement.Fragment
+    readonly input: Statement.Fragment
+    readonly select: Statement.Fragment
+  },
+  table: string,
+  row: S
+) =>
+  Rows.decodeRows(table, row)(sql`
     WITH ${source.with},
     input AS (${source.input}),
     ${underCapacity(sql, "gen_random_uuid()", "kind")}
     ${source.select}
-  `.pipe(Effect.orDie)
+  `).pipe(Effect.orDie)
 
 /**
  * Stores deliveries whose first attempt was already made (`AttemptedInput`),

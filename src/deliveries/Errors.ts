@@ -17,5 +17,3 @@ export class DeliveryNotReplayable extends Data.TaggedError("DeliveryNotReplayab
 
 /** The target already holds its capacity of undelivered deliveries. */
 export class DeliveryQueueFull extends Data.TaggedError("DeliveryQueueFull")<{ readonly targetId: string }> {}
-
-export type ReplayError = DeliveryNotFound | DeliveryNotReplayable | DeliveryQueueFull

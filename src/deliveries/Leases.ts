@@ -8,12 +8,13 @@
 import type { PgClient } from "@effect/sql-pg"
 import { Clock, Duration, Effect } from "effect"
 import { newId } from "../platform/Ids.ts"
-import * as Log from "./Log.ts"
-import { logSuccesses, settledOf, settleLogSuccesses } from "./LogSettle.ts"
-import { type RowClaimPacing, rowClaimDue, rowClaimRan } from "./RowClaims.ts"
-import type { LogLeases } from "./LogLeases.ts"
-import { settleRowsJson, statusOf } from "./SettleRows.ts"
-import { claimStatement, settleStatement } from "./Statements.ts"
+import * as Log from "./log/Log.ts"
+import { logSuccesses, settledOf, settleLogSuccesses } from "./log/SettleFast.ts"
+import { type RowClaimPacing, rowClaimDue, rowClaimRan } from "./rows/ClaimFast.ts"
+import type { LogLeases } from "./log/HeldLeases.ts"
+import { settleRowsJson, statusOf } from "./rows/SettleFast.ts"
+import * as Rows from "./Rows.ts"
+import { claimStatement, settleStatement } from "./rows/Statements.ts"
 import {
   type Claimed,
   type ClaimOptions,
@@ -45,7 +46,7 @@ export const claim = Effect.fnUntraced(function*(ctx: LogContext, kind: Delivery
   const pacing = ctx.rowClaims
   const now = pacing === undefined ? 0 : yield* Clock.currentTimeMillis
   const due = limit > 0 && (pacing === undefined || rowClaimDue(pacing, now, logged.length))
-  const rows = due ? yield* claimStatement(sql, kind, { ...options, limit }, newId()).pipe(Effect.orDie) : []
+  const rows = due ? yield* Rows.claimed(claimStatement(sql, kind, { ...options, limit }, newId())).pipe(Effect.orDie) : []
   if (due && pacing !== undefined) rowClaimRan(pacing, now, rows.length)
   return rows
     .map((row): Claimed => ({
@@ -64,13 +65,13 @@ export { statusOf }
 export interface LogContext {
   readonly sql: PgClient.PgClient
   readonly leases: LogLeases
-  /** When a claim fed by the log runs the per-row statement too (`RowClaims.ts`); every time without. */
+  /** When a claim fed by the log runs the per-row statement too (`src/deliveries/rows/ClaimFast.ts`); every time without. */
   readonly rowClaims?: RowClaimPacing | undefined
 }
 
 // One statement per batch: each delivery's row update, its attempt
 // record, and the health of every target in the batch (see `health`); its
-// input is written by `SettleRows.ts`.
+// input is written by `src/deliveries/rows/SettleFast.ts`.
 export const settleMany: (ctx: LogContext, items: ReadonlyArray<SettleItem>) => Effect.Effect<Settled> = Effect
   .fnUntraced(function*(
   ctx: LogContext,
@@ -149,7 +150,7 @@ export const release = Effect.fnUntraced(function*(ctx: LogContext, claimed: Rea
   const fromLog = yield* Log.releaseLogged(sql, ctx.leases, logged)
   if (perRow.length === 0) return fromLog
   const rows = perRow.map((c) => ({ id: c.id, lease_owner: c.leaseOwner, status: c.claimedFrom }))
-  const released = yield* sql<{ id: string }>`
+  const released = yield* sql`
     UPDATE deliveries d
     SET status = CASE WHEN i.status IN ('queued', 'retrying') THEN i.status
                       WHEN d.attempts > 1 THEN 'retrying' ELSE 'queued' END,

@@ -8,6 +8,8 @@
 import type { PgClient } from "@effect/sql-pg"
 import { Effect, Option } from "effect"
 import type { DatabaseInfo } from "../platform/Database.ts"
+import type { Statement } from "effect/sql"
+import * as Rows from "./Rows.ts"
 import { type DeliveryKind, UNDELIVERED } from "./Types.ts"
 
 // Lock order. A statement that changes both deliveries and their
@@ -79,49 +81,51 @@ const loggedUndelivered = (sql: PgClient.PgClient, targetId: string) =>
 /** The target's log lease ends: nothing is in flight under it any more, and its cursor is past all it handed out. */
 const endLease = (sql: PgClient.PgClient, targetId: string) =>
   sql`
-    ended AS (
-      UPDATE delivery_targets
-      SET lease_owner = NULL, lease_id = NULL, log_in_flight = 0, cursor = greatest(cursor, leased_to)
-      WHERE id = ${targetId} AND lease_id IS NOT NULL
-      RETURNING id
-    )
+    UPDATE delivery_targets
+    SET lease_owner = NULL, lease_id = NULL, log_in_flight = 0, cursor = greatest(cursor, leased_to)
+    WHERE id = ${targetId} AND lease_id IS NOT NULL
+    RETURNING id
   `
 
-export const failUndelivered = Effect.fnUntraced(function*(
+/**
+ * The target's undelivered deliveries failed with `reason`, and `then`
+ * (a statement named `after` on the target), in one statement with the
+ * target's row locked first; answers how many failed.
+ */
+const failThen = (
   { info, sql }: ServerOrEmbedded,
   kind: DeliveryKind,
   targetId: string,
   reason: string,
+  except: string | undefined,
+  then: Statement.Fragment
+) =>
+  targetsFirst(sql, info, [targetId], Rows.count(sql`
+    WITH ${failTargetUndelivered(sql, kind, targetId, reason, except)}, after AS (${then})
+    SELECT (SELECT count(*)::int FROM failed) AS n, (SELECT count(*) FROM kept) AS kept, (SELECT count(*) FROM after) AS after
+  `).pipe(Effect.orDie)).pipe(Effect.map((rows) => rows[0]!.n))
+
+export const failUndelivered = (
+  ctx: ServerOrEmbedded,
+  kind: DeliveryKind,
+  targetId: string,
+  reason: string,
   options?: { readonly except?: string | undefined }
-) {
-  const rows = yield* targetsFirst(
-    sql,
-    info,
-    [targetId],
-    sql<{ n: number }>`
-      WITH ${failTargetUndelivered(sql, kind, targetId, reason, options?.except)}, ${endLease(sql, targetId)}
-      SELECT (SELECT count(*)::int FROM failed) AS n, (SELECT count(*) FROM kept) AS kept, (SELECT count(*) FROM ended) AS ended
-    `.pipe(Effect.orDie)
-  )
-  return rows[0]!.n
-})
+) => failThen(ctx, kind, targetId, reason, options?.except, endLease(ctx.sql, targetId))
 
 // One statement: the count trigger then finds the target row gone and
 // leaves it gone.
 export const removeTarget = Effect.fnUntraced(function*(
-  { info, sql }: ServerOrEmbedded,
+  ctx: ServerOrEmbedded,
   kind: DeliveryKind,
   targetId: string,
   reason: string,
   options?: { readonly dropPayloads?: boolean | undefined }
 ) {
-  const [row] = yield* targetsFirst(sql, info, [targetId], sql<{ n: number }>`
-    WITH ${failTargetUndelivered(sql, kind, targetId, reason)},
-    forgotten AS (
-      DELETE FROM delivery_targets WHERE id = ${targetId} AND kind = ${kind} RETURNING id
-    )
-    SELECT (SELECT count(*)::int FROM failed) AS n, (SELECT count(*) FROM forgotten) AS forgotten
-  `.pipe(Effect.orDie))
+  const { sql } = ctx
+  const n = yield* failThen(ctx, kind, targetId, reason, undefined, sql`
+    DELETE FROM delivery_targets WHERE id = ${targetId} AND kind = ${kind} RETURNING id
+  `)
   // Nothing of the target can be sent any more: its payloads go too.
   if (options?.dropPayloads === true) {
     yield* sql`
@@ -129,13 +133,13 @@ export const removeTarget = Effect.fnUntraced(function*(
       WHERE kind = ${kind} AND target_id = ${targetId} AND payload IS NOT NULL
     `.pipe(Effect.orDie)
   }
-  return row!.n
+  return n
 })
 
 export const cooldownUntil = Effect.fnUntraced(function*(sql: PgClient.PgClient, targetId: string) {
-  const [row] = yield* sql<{ cooldown_until: Date | null }>`
+  const [row] = yield* Rows.cooldown(sql`
     SELECT cooldown_until FROM delivery_targets WHERE id = ${targetId} AND cooldown_until > now()
-  `.pipe(Effect.orDie)
+  `).pipe(Effect.orDie)
   return Option.fromNullishOr(row?.cooldown_until ?? null)
 })
 
@@ -160,7 +164,7 @@ export const setStrict = Effect.fnUntraced(function*(
   // ends (what is in flight under it may be sent again).
   if (strict) {
     yield* sql`
-      WITH ${endLease(sql, targetId)}
+      WITH ended AS (${endLease(sql, targetId)})
       UPDATE deliveries d SET status = 'queued', next_attempt_at = now()
       WHERE d.target_id = ${targetId} AND d.status = 'logged' AND ${loggedUndelivered(sql, targetId)}
         AND (SELECT count(*) FROM ended) >= 0

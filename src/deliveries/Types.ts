@@ -4,6 +4,7 @@
  * statement lives here (`Statements.ts` and the modules `DeliveryQueue.ts` wires).
  */
 import { Duration } from "effect"
+import type { DeliveryRow } from "./Rows.ts"
 
 /** `email`: reviewer email notifications (target = the organization). */
 export type DeliveryKind = "webhook" | "telemetry" | "email"
@@ -106,6 +107,21 @@ export interface AttemptRecord {
 }
 
 /**
+ * What a send answers: how it went, and what to record of the attempt; or,
+ * `giveBack`, that it could not be made or decided because the database
+ * was unavailable: the delivery is given back and sent again later, its
+ * attempt not counted and its endpoint not blamed (the outcome and attempt
+ * only say so to the send's span). Most such sends never went out; one
+ * whose request went out (and whose answer's consequences could not be
+ * written) goes out again.
+ */
+export interface Settlement {
+  readonly outcome: Outcome
+  readonly attempt: AttemptRecord
+  readonly giveBack?: true | undefined
+}
+
+/**
  * Cooldown after failed attempts: from the `after`-th consecutive failure on,
  * `base * 2^(failures - after)`, at most `cap`.
  */
@@ -177,30 +193,8 @@ export interface ReplayInput {
   readonly replayable?: ((delivery: Delivery) => boolean) | undefined
 }
 
-export interface Row {
-  readonly id: string
-  readonly seq: string
-  readonly org_id: string
-  readonly kind: DeliveryKind
-  readonly target_id: string
-  readonly status: StoredStatus
-  readonly label: string | null
-  readonly event_id: string | null
-  readonly payload: string | null
-  readonly meta: DeliveryMeta
-  readonly attempts: number
-  readonly replays: number
-  readonly last_error: string | null
-  readonly next_attempt_at: Date
-  readonly created_at: Date
-  readonly finished_at: Date | null
-}
-
-export interface ClaimedRow extends Row {
-  readonly lease_owner: string
-  readonly target_failures: number
-  readonly claimed_from: StoredStatus
-}
+/** A delivery row as read (`COLUMNS`), decoded by `DeliveryRow`. */
+export type Row = typeof DeliveryRow.Type
 
 export const toDelivery = (row: Row): Delivery => ({
   id: row.id,

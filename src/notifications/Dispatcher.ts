@@ -8,12 +8,13 @@
  * before it commits leaves it for the next pass (in any process).
  */
 import { PgClient } from "@effect/sql-pg"
-import { Cause, Context, Duration, Effect, Layer, Option } from "effect"
+import { Cause, Context, Duration, Effect, Layer, Option, Schema } from "effect"
 import { EmailedEventTypes } from "../api/Notifications.ts"
 import { DeliveryQueue } from "../deliveries/DeliveryQueue.ts"
 import { SvcConfig } from "../platform/Config.ts"
+import { BigIntText } from "../platform/Rows.ts"
 import { Topics, Wakeups } from "../platform/Wakeups.ts"
-import { FIRST_BATCH, nextBatch } from "./DispatchBatches.ts"
+import { FIRST_BATCH, nextBatch } from "./DispatcherFast.ts"
 import { EventBodies } from "./EventBodies.ts"
 import { actionClassMatches } from "./Filters.ts"
 
@@ -22,13 +23,16 @@ export const EVENTS_TOPIC = Topics.events
 
 const POLL_EVERY = Duration.seconds(1)
 
-interface EventRow {
-  readonly seq: string
-  readonly id: string
-  readonly org_id: string
-  readonly type: string
-  readonly body: string
-}
+/** An event fanned out, with how many deliveries of each kind the statement queued. */
+const DispatchedRow = Schema.Struct({
+  seq: BigIntText,
+  id: Schema.String,
+  org_id: Schema.String,
+  type: Schema.String,
+  body: Schema.String,
+  webhooks: Schema.Number,
+  emails: Schema.Number
+})
 
 /**
  * The next `batch` undispatched events in seq order, locked, for a
@@ -72,7 +76,7 @@ export class Dispatcher extends Context.Service<Dispatcher, {
       // interleaving), mark them dispatched, and enqueue their deliveries.
       // All of it commits together or not at all.
       const dispatchOnce = (batch: number) => Effect.gen(function*() {
-        const rows = yield* queue.enqueueFrom<EventRow & { readonly webhooks: number; readonly emails: number }>({
+        const rows = yield* queue.enqueueFrom({
           with: sql`
             lock AS (SELECT pg_try_advisory_xact_lock(${DISPATCH_LOCK}) AS locked),
             ev AS MATERIALIZED (${undispatchedEvents(sql, batch)}),
@@ -113,7 +117,7 @@ export class Dispatcher extends Context.Service<Dispatcher, {
                    (SELECT count(*) FROM inserted WHERE kind = 'webhook')::int AS webhooks,
                    (SELECT count(*) FROM inserted WHERE kind = 'email')::int AS emails
             FROM ev ORDER BY ev.seq`
-        })
+        }, "events", DispatchedRow)
         for (const event of rows) bodies.remember(event.id, { type: event.type, body: event.body })
         if ((rows[0]?.webhooks ?? 0) > 0) yield* queue.wake("webhook")
         if ((rows[0]?.emails ?? 0) > 0) yield* queue.wake("email")
@@ -126,7 +130,7 @@ export class Dispatcher extends Context.Service<Dispatcher, {
 
   /**
    * The dispatch loop: a batch at a time, growing through a burst
-   * (`DispatchBatches.ts`); when none is left, waits for an `events` wakeup
+   * (`DispatcherFast.ts`); when none is left, waits for an `events` wakeup
    * or the poll interval.
    */
   static readonly worker = Layer.effectDiscard(Effect.gen(function*() {

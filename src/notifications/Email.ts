@@ -19,8 +19,9 @@ import { ApprovalEvent } from "../api/Events.ts"
 import { issueMailLink, mailLinkUrl, publicBaseUrl } from "../approvals/MailLinks.ts"
 import type { Claimed } from "../deliveries/DeliveryQueue.ts"
 import { Outcome } from "../deliveries/DeliveryQueue.ts"
-import { runWorker, type Settlement } from "../deliveries/DeliveryWorker.ts"
+import { runWorker, type Settlement } from "../deliveries/worker/DeliveryWorker.ts"
 import { SvcConfig } from "../platform/Config.ts"
+import { rowsOf } from "../platform/Rows.ts"
 import { retryDelay, WebhookSender } from "./Sender.ts"
 
 const DEFAULT_FROM = "svc notifications <notifications@svc.invalid>"
@@ -30,6 +31,10 @@ const subjects: Record<string, string> = {
   "approval.expiring": "Approval deadline approaching",
   "approval.escalated": "Approval escalated: another review window"
 }
+
+
+/** The event to mail and where to: the organization's reviewer address, if any. */
+const MailRows = rowsOf("events", Schema.Struct({ reviewer_email: Schema.NullOr(Schema.String), type: Schema.String, body: Schema.String }))
 
 /**
  * What may appear in a reviewer email. The recipient is an address the
@@ -130,11 +135,11 @@ export class ReviewerEmail extends Context.Service<ReviewerEmail, {
 
       const deliver = Effect.fn("ReviewerEmail.deliver")(function*(delivery: Claimed) {
         yield* Effect.annotateCurrentSpan({ "svc.org_id": delivery.orgId, "svc.delivery_id": delivery.id })
-        const [row] = yield* sql<{ reviewer_email: string | null; type: string; body: string }>`
+        const row = yield* MailRows.one(sql`
           SELECT s.reviewer_email, e.type, e.body
           FROM events e LEFT JOIN notification_settings s ON s.org_id = e.org_id
           WHERE e.id = ${delivery.eventId} AND e.org_id = ${delivery.orgId}
-        `.pipe(Effect.orDie)
+        `)
         if (Option.isNone(transport) || row === undefined || row.reviewer_email === null) {
           const error = "reviewer email is not configured any more"
           return { outcome: Outcome.failed(error), attempt: { error, durationMs: 0 } }

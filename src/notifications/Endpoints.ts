@@ -7,7 +7,7 @@
  * the secret is answered once, at creation or rotation.
  */
 import { PgClient } from "@effect/sql-pg"
-import { Cache, Clock, Context, Duration, Effect, Layer, Option, Redacted, Schema } from "effect"
+import { Context, Duration, Effect, Layer, Option, Redacted, Schema } from "effect"
 import { SqlClient } from "effect/sql"
 import { LimitReached, NotFound } from "../api/Errors.ts"
 import { InvalidUrl } from "../api/Deliveries.ts"
@@ -20,17 +20,19 @@ import {
   type NotificationEndpoint
 } from "../api/Notifications.ts"
 import { DeliveryQueue } from "../deliveries/DeliveryQueue.ts"
-import { OutboundHttp } from "../outbound/OutboundHttp.ts"
+import { type CheckedUrl, OutboundHttp } from "../outbound/OutboundHttp.ts"
 import { SvcConfig } from "../platform/Config.ts"
 import { newId } from "../platform/Ids.ts"
 import { countForCap } from "../platform/OrgLimits.ts"
 import { JsonColumn, rowsOf, Timestamp, TimestampOrNull } from "../platform/Rows.ts"
 import { databaseNow, iso } from "../platform/Time.ts"
-import { endpointUrlOwner, readReceiverUrl, SEALED_URL_COLUMN, URL_SECRET } from "../secrets/ReceiverUrls.ts"
+import { endpointUrlOwner, SEALED_URL_COLUMN, URL_SECRET } from "../secrets/ReceiverUrls.ts"
 import { SecretStore, type SecretOwner } from "../secrets/SecretStore.ts"
 import { Topics, Wakeups } from "../platform/Wakeups.ts"
 import { disableEndpoint, startFailing, stopFailing } from "./Operational.ts"
-import { makeSendTargetMirror } from "./SendTargetMirror.ts"
+import { endpointOwner, makeSendTargets, type SendTarget } from "./SendTargets.ts"
+
+export { endpointOwner, SEND_TARGET_TTL_MS, type SendTarget } from "./SendTargets.ts"
 import { newSigningSecret } from "./Signing.ts"
 
 /** A `notification_endpoints` row (with, where a query joins it, the end of a cooldown in progress). */
@@ -52,11 +54,6 @@ const EndpointColumns = Schema.Struct({
 })
 export type EndpointRow = typeof EndpointColumns.Type
 const EndpointRows = rowsOf("notification_endpoints", EndpointColumns)
-const TargetRows = rowsOf("notification_endpoints", Schema.Struct({
-  url: Schema.String,
-  active: Schema.Boolean,
-  deactivated_reason: Schema.NullOr(Schema.String)
-}))
 const SettingsRows = rowsOf("notification_settings", Schema.Struct({ reviewer_email: Schema.NullOr(Schema.String) }))
 
 export const toEndpoint = (row: EndpointRow): NotificationEndpoint => ({
@@ -73,8 +70,6 @@ export const toEndpoint = (row: EndpointRow): NotificationEndpoint => ({
   ...(row.failing_since === null ? {} : { failing_since: row.failing_since }),
   action_classes: row.action_classes === null ? null : [...row.action_classes]
 })
-
-export const endpointOwner = (orgId: string, id: string): SecretOwner => ({ orgId, kind: "notification_endpoint", id })
 
 /** Most entries an events list may have (duplicates collapse; there are eight types). */
 const MAX_EVENT_ENTRIES = 20
@@ -140,21 +135,6 @@ export interface EndpointChange {
   readonly ordering?: EndpointOrdering | undefined
 }
 
-export interface SendTarget {
-  readonly url: string
-  readonly active: boolean
-  readonly deactivatedReason: string | null
-  readonly secrets: ReadonlyArray<string>
-}
-
-/**
- * How stale the sender's view of an endpoint changed by another process may
- * be: a rotation reaches other processes' signatures, and a deletion or
- * deactivation their sends, within this (the old secret keeps signing
- * during the overlap anyway; deletion also fails pending deliveries at once).
- */
-export const SEND_TARGET_TTL_MS = 1_000
-
 const DEFAULT_OVERLAP_SECONDS = 24 * 3600
 
 /**
@@ -165,12 +145,91 @@ const DEFAULT_OVERLAP_SECONDS = 24 * 3600
  */
 export const MAX_SIGNING_SECRETS = 3
 
+/**
+ * Puts `secret` in use and shortens the previous ones' lives to the overlap
+ * (at most `MAX_SIGNING_SECRETS` in use at once); answers the overlap's end,
+ * in the database's time: that is what `list` compares with.
+ */
+const rotateSigning = (
+  sql: PgClient.PgClient,
+  secrets: SecretStore["Service"],
+  owner: SecretOwner,
+  secret: string,
+  overlapSeconds: number
+) =>
+  sql.withTransaction(Effect.gen(function*() {
+    const now = new Date(yield* databaseNow(sql))
+    const until = new Date(now.getTime() + overlapSeconds * 1000)
+    const current = yield* secrets.list(owner)
+    for (const [index, old] of current.entries()) {
+      // Every delivery is signed with each secret in use: at most
+      // MAX_SIGNING_SECRETS at once, so the oldest previous ones stop now.
+      if (index >= MAX_SIGNING_SECRETS - 1) yield* secrets.expire(owner, old.id, now)
+      // Shorten, never lengthen, the life of a secret already expiring.
+      else if (old.expires_at === null || new Date(old.expires_at) > until) yield* secrets.expire(owner, old.id, until)
+    }
+    yield* secrets.put(owner, "signing", Redacted.make(secret))
+    return until
+  })).pipe(Effect.orDie)
+
 const columns =
   "id, org_id, url, url_hint, events, ordering, active, deactivated_at, deactivated_reason, created_at, created_by, action_classes, failing_since"
 
 /** An `action_classes` filter as stored: null (all), or its entries without duplicates. */
 const filterColumn = (filter: ReadonlyArray<string> | null | undefined) =>
   filter === undefined || filter === null ? null : JSON.stringify([...new Set(filter)])
+
+/** The organization's endpoints, each with the end of a cooldown in progress (the delivery target's health), in the database's time. */
+const listStatement = (sql: PgClient.PgClient, orgId: string) =>
+  sql`
+    SELECT ${sql.literal(columns.split(", ").map((column) => `e.${column}`).join(", "))}, t.cooldown_until
+    FROM notification_endpoints e
+    LEFT JOIN delivery_targets t ON t.id = e.id AND t.cooldown_until > now()
+    WHERE e.org_id = ${orgId} ORDER BY e.seq
+  `
+
+/**
+ * The endpoint's row, the queue's side of its ordering and its secrets, in
+ * one transaction. Each endpoint multiplies every event into one more
+ * signed POST: the number per organization is capped, counted under the
+ * organization's row lock so concurrent creates cannot pass it.
+ */
+const insertEndpoint = (
+  { limit, queue, secrets, sql }: {
+    readonly sql: PgClient.PgClient
+    readonly secrets: SecretStore["Service"]
+    readonly queue: DeliveryQueue["Service"]
+    readonly limit: number
+  },
+  { checked, events, input, keyId, orgId, secret }: {
+    readonly orgId: string
+    readonly keyId: string
+    readonly input: EndpointInput
+    readonly events: ReadonlyArray<EventType>
+    readonly checked: CheckedUrl
+    readonly secret: string
+  }
+) =>
+  sql.withTransaction(Effect.gen(function*() {
+    if ((yield* countForCap(sql, orgId, "notification_endpoints", limit)) >= limit) {
+      return yield* new LimitReached({
+        limit: "SVC_MAX_ENDPOINTS_PER_ORG",
+        limit_value: limit,
+        detail: `The organization already has ${limit} notification endpoints, the most allowed (SVC_MAX_ENDPOINTS_PER_ORG); delete one first.`
+      })
+    }
+    const id = newId()
+    const row = yield* EndpointRows.returned(sql`
+      INSERT INTO notification_endpoints (id, org_id, url, url_hint, events, created_by, action_classes, ordering)
+      VALUES (${id}, ${orgId}, ${SEALED_URL_COLUMN}, ${checked.urlHint}, ${sql.json(events)}, ${keyId},
+              ${filterColumn(input.action_classes)}::jsonb, ${input.ordering ?? "concurrent"})
+      RETURNING ${sql.literal(columns)}
+    `)
+    if (input.ordering === "strict") yield* queue.setStrict("webhook", orgId, id, true)
+    yield* secrets.put(endpointOwner(orgId, id), "signing", Redacted.make(secret))
+    yield* secrets.put(endpointUrlOwner(orgId, id), URL_SECRET, Redacted.make(checked.url))
+    return row
+  })).pipe(Effect.catchTag("SqlError", Effect.die))
 
 export class NotificationEndpoints extends Context.Service<NotificationEndpoints, {
   readonly create: (
@@ -229,41 +288,11 @@ export class NotificationEndpoints extends Context.Service<NotificationEndpoints
       const config = yield* SvcConfig
       const wakeups = yield* Wakeups
       const queue = yield* DeliveryQueue
-      // What the lookups found, for reading without an effect (`sendTargetNow`).
-      const mirror = makeSendTargetMirror(yield* Clock.Clock, SEND_TARGET_TTL_MS)
-      // Concurrent sends to one endpoint share one lookup (no stampede when the entry expires).
-      const targetCache = yield* Cache.make<string, SendTarget | undefined>({
-        capacity: 10_000,
-        timeToLive: Duration.millis(SEND_TARGET_TTL_MS),
-        lookup: (key: string) =>
-          Effect.acquireUseRelease(
-            Effect.sync(() => mirror.began(key)),
-            (lookup) =>
-              Effect.gen(function*() {
-                const [orgId, id] = key.split(":") as [string, string]
-                const row = yield* TargetRows.one(sql`
-                  SELECT url, active, deactivated_reason FROM notification_endpoints WHERE id = ${id} AND org_id = ${orgId}
-                `)
-                if (row === undefined) return undefined
-                const target: SendTarget = {
-                  url: yield* readReceiverUrl(endpointUrlOwner(orgId, id), row.url).pipe(Effect.provideService(SecretStore, secrets)),
-                  active: row.active,
-                  deactivatedReason: row.deactivated_reason,
-                  secrets: yield* signingSecrets(orgId, id)
-                }
-                mirror.found(key, lookup, target)
-                return target
-              }),
-            (lookup) => Effect.sync(() => mirror.ended(key, lookup))
-          )
+      const signingSecrets = Effect.fn("NotificationEndpoints.signingSecrets")(function*(orgId: string, id: string) {
+        const stored = yield* secrets.list(endpointOwner(orgId, id))
+        return stored.map((secret) => Redacted.value(secret.value))
       })
-      // Changes made through this process drop the endpoint's entry at once.
-      const forget = (orgId: string, id: string) =>
-        Effect.suspend(() => {
-          const key = `${orgId}:${id}`
-          mirror.changed(key)
-          return Cache.invalidate(targetCache, key)
-        })
+      const { forget, sendTarget, sendTargetNow } = yield* makeSendTargets(sql, secrets, signingSecrets)
 
       const create = Effect.fn("NotificationEndpoints.create")(function*(
         orgId: string,
@@ -274,45 +303,15 @@ export class NotificationEndpoints extends Context.Service<NotificationEndpoints
         const checked = yield* outbound.check(input.url, orgId).pipe(
           Effect.mapError((unsafe) => new InvalidUrl({ field: "url", detail: unsafe.message }))
         )
-        const id = newId()
         const secret = newSigningSecret()
-        const limit = config.maxEndpointsPerOrg
-        const row = yield* sql.withTransaction(Effect.gen(function*() {
-          // Each endpoint multiplies every event into one more signed POST:
-          // the number per organization is capped, counted under the
-          // organization's row lock so concurrent creates cannot pass it.
-          if ((yield* countForCap(sql, orgId, "notification_endpoints", limit)) >= limit) {
-            return yield* new LimitReached({
-              limit: "SVC_MAX_ENDPOINTS_PER_ORG",
-              limit_value: limit,
-              detail: `The organization already has ${limit} notification endpoints, the most allowed (SVC_MAX_ENDPOINTS_PER_ORG); delete one first.`
-            })
-          }
-          const [row] = yield* EndpointRows.all(sql`
-            INSERT INTO notification_endpoints (id, org_id, url, url_hint, events, created_by, action_classes, ordering)
-            VALUES (${id}, ${orgId}, ${SEALED_URL_COLUMN}, ${checked.urlHint}, ${sql.json(events)}, ${keyId},
-                    ${filterColumn(input.action_classes)}::jsonb, ${input.ordering ?? "concurrent"})
-            RETURNING ${sql.literal(columns)}
-          `)
-          // The queue's side of the ordering, in the same transaction.
-          if (input.ordering === "strict") yield* queue.setStrict("webhook", orgId, id, true)
-          yield* secrets.put(endpointOwner(orgId, id), "signing", Redacted.make(secret))
-          yield* secrets.put(endpointUrlOwner(orgId, id), URL_SECRET, Redacted.make(checked.url))
-          if (row === undefined) return yield* Effect.die(new Error("INSERT INTO notification_endpoints returned no row"))
-          return row
-        })).pipe(Effect.catchTag("SqlError", Effect.die))
+        const row = yield* insertEndpoint({ sql, secrets, queue, limit: config.maxEndpointsPerOrg }, {
+          orgId, keyId, input, events, checked, secret
+        })
         return { endpoint: toEndpoint(row), secret }
       })
 
       const list = Effect.fn("NotificationEndpoints.list")(function*(orgId: string) {
-        // With the end of a cooldown in progress (the delivery target's health), in the database's time.
-        const rows = yield* EndpointRows.all(sql`
-          SELECT ${sql.literal(columns.split(", ").map((column) => `e.${column}`).join(", "))}, t.cooldown_until
-          FROM notification_endpoints e
-          LEFT JOIN delivery_targets t ON t.id = e.id AND t.cooldown_until > now()
-          WHERE e.org_id = ${orgId} ORDER BY e.seq
-        `)
-        return rows.map(toEndpoint)
+        return (yield* EndpointRows.all(listStatement(sql, orgId))).map(toEndpoint)
       })
 
       const find = Effect.fn("NotificationEndpoints.find")(function*(orgId: string, id: string) {
@@ -373,21 +372,7 @@ export class NotificationEndpoints extends Context.Service<NotificationEndpoints
         const row = yield* find(orgId, id)
         const owner = endpointOwner(orgId, id)
         const secret = newSigningSecret()
-        const until = yield* sql.withTransaction(Effect.gen(function*() {
-          // The overlap ends in the database's time: that is what `list` compares with.
-          const now = new Date(yield* databaseNow(sql))
-          const until = new Date(now.getTime() + (overlapSeconds ?? DEFAULT_OVERLAP_SECONDS) * 1000)
-          const current = yield* secrets.list(owner)
-          for (const [index, old] of current.entries()) {
-            // Every delivery is signed with each secret in use: at most
-            // MAX_SIGNING_SECRETS at once, so the oldest previous ones stop now.
-            if (index >= MAX_SIGNING_SECRETS - 1) yield* secrets.expire(owner, old.id, now)
-            // Shorten, never lengthen, the life of a secret already expiring.
-            else if (old.expires_at === null || new Date(old.expires_at) > until) yield* secrets.expire(owner, old.id, until)
-          }
-          yield* secrets.put(owner, "signing", Redacted.make(secret))
-          return until
-        })).pipe(Effect.orDie)
+        const until = yield* rotateSigning(sql, secrets, owner, secret, overlapSeconds ?? DEFAULT_OVERLAP_SECONDS)
         yield* forget(orgId, id)
         return { endpoint: toEndpoint(row), secret, previous_secret_expires_at: iso(until) }
       })
@@ -415,19 +400,8 @@ export class NotificationEndpoints extends Context.Service<NotificationEndpoints
         yield* stopFailing(sql, orgId, id)
       })
 
-      const signingSecrets = Effect.fn("NotificationEndpoints.signingSecrets")(function*(orgId: string, id: string) {
-        const stored = yield* secrets.list(endpointOwner(orgId, id))
-        return stored.map((secret) => Redacted.value(secret.value))
-      })
-
-      const sendTarget = (orgId: string, id: string) => Cache.get(targetCache, `${orgId}:${id}`)
-      const sendTargetNow = (orgId: string, id: string) => mirror.now(`${orgId}:${id}`)
-
       const reviewerEmail = Effect.fn("NotificationEndpoints.reviewerEmail")(function*(orgId: string) {
-        const row = yield* SettingsRows.one(sql`
-          SELECT reviewer_email FROM notification_settings WHERE org_id = ${orgId}
-        `)
-        return row?.reviewer_email ?? null
+        return (yield* SettingsRows.one(sql`SELECT reviewer_email FROM notification_settings WHERE org_id = ${orgId}`))?.reviewer_email ?? null
       })
 
       const setReviewerEmail = Effect.fn("NotificationEndpoints.setReviewerEmail")(function*(orgId: string, email: string | null) {

@@ -2,14 +2,10 @@
  * Endpoint filters by action class: an entry is an action class, matched
  * exactly, or a prefix ending in `.*` (`payments.*` matches
  * `payments.refund` and `payments.card.capture`, not `payments` itself).
- * The same rule in SQL (the dispatcher's fan-out) and in TypeScript.
+ * The rule in SQL, for the dispatcher's fan-out.
  */
 import type { PgClient } from "@effect/sql-pg"
 import type { Statement } from "effect/sql"
-
-export const matchesActionClass = (filter: ReadonlyArray<string> | null, actionClass: string): boolean =>
-  filter === null ||
-  filter.some((entry) => entry.endsWith(".*") ? actionClass.startsWith(entry.slice(0, -1)) : entry === actionClass)
 
 /** True when the class (a text expression) matches an entry of `filter` (a jsonb array expression); false for a NULL class. */
 export const actionClassMatches = (sql: PgClient.PgClient, filter: Statement.Fragment, actionClass: Statement.Fragment) =>

@@ -9,7 +9,7 @@ import { CurrentPrincipal } from "../api/Security.ts"
 import { type Delivery, DeliveryQueue } from "../deliveries/DeliveryQueue.ts"
 import { SvcConfig } from "../platform/Config.ts"
 import { iso, isoOrNull } from "../platform/Time.ts"
-import { DeliveryOperations } from "../deliveries/Operations.ts"
+import { DeliveryOperations } from "../deliveries/records/Operations.ts"
 import { NotificationEndpoints } from "./Endpoints.ts"
 import { TEST_META_KEY, TestDeliveries } from "./TestDelivery.ts"
 

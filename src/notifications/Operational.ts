@@ -75,7 +75,7 @@ export const disableEndpoint = (
   const failingLongEnough = options?.failingFor === undefined
     ? sql``
     : sql`AND failing_since <= now() - make_interval(secs => ${Duration.toMillis(options.failingFor) / 1000})`
-  return sql<{ id: string }>`
+  return sql`
     WITH changed AS (
       UPDATE notification_endpoints
       SET active = false, deactivated_at = now(), deactivated_reason = ${reason}
@@ -92,7 +92,7 @@ export const disableEndpoint = (
  */
 export const startFailing = (sql: PgClient.PgClient, orgId: string, endpointId: string, reason: string) => {
   const eventId = newId()
-  return sql<{ id: string }>`
+  return sql`
     WITH changed AS (
       UPDATE notification_endpoints SET failing_since = now()
       WHERE id = ${endpointId} AND org_id = ${orgId} AND active AND failing_since IS NULL

@@ -20,22 +20,24 @@
  * never the payload.
  *
  * Most sends run without a fiber of their own (`deliverDirect`,
- * `DirectDeliveries.ts`), with the same request, checks, span and
+ * `SenderFast.ts`), with the same request, checks, span and
  * decisions; `deliver` is the same send as an effect, for what the direct
  * path leaves (an endpoint or event body not in memory, tracing off).
  */
 import { PgClient } from "@effect/sql-pg"
-import { Clock, Context, Duration, Effect, FiberSet, Layer, Option } from "effect"
+import { Clock, Context, Duration, Effect, FiberSet, Layer, Option, Schema } from "effect"
 import type { Claimed, CooldownPolicy } from "../deliveries/DeliveryQueue.ts"
 import { DeliveryQueue, Outcome } from "../deliveries/DeliveryQueue.ts"
-import { type DirectHandle, spanStarter } from "../deliveries/DirectSend.ts"
-import { runWorker, type Settlement } from "../deliveries/DeliveryWorker.ts"
+import { type DirectHandle, spanStarter } from "../deliveries/worker/StartFast.ts"
+import { runWorker, type Settlement } from "../deliveries/worker/DeliveryWorker.ts"
 import { OutboundFailure, OutboundHttp, type OutboundResponse } from "../outbound/OutboundHttp.ts"
+import { perUrl } from "../outbound/Request.ts"
 import { parseRetryAfter } from "../outbound/RetryAfter.ts"
 import { jittered } from "../platform/Backoff.ts"
 import { maskNeedles, urlNeedles } from "../secrets/Masking.ts"
 import { SvcConfig } from "../platform/Config.ts"
-import { directDeliveries } from "./DirectDeliveries.ts"
+import { rowsOf } from "../platform/Rows.ts"
+import { directDeliveries } from "./SenderFast.ts"
 import { NotificationEndpoints, type SendTarget } from "./Endpoints.ts"
 import { EventBodies } from "./EventBodies.ts"
 import { deliveryHeaders } from "./Signing.ts"
@@ -44,6 +46,10 @@ const SNIPPET_BYTES = 512
 const DELIVERED = Outcome.delivered()
 const RETRY_AFTER_MIN_MS = 1_000
 const RETRY_AFTER_MAX_MS = 3_600_000
+
+
+/** An event body read back when this process does not hold it. */
+const EventRows = rowsOf("events", Schema.Struct({ type: Schema.String, body: Schema.String }))
 
 /**
  * Requests in flight per process, and per endpoint per process (a failing
@@ -107,22 +113,12 @@ const snippet = (body: Uint8Array, truncated: boolean, url: string) => {
 
 const decoder = new TextDecoder("utf-8", { fatal: false })
 
-/** `urlNeedles` of the last few URLs answered (a burst sends to one endpoint again and again). */
-const needles = new Map<string, ReadonlyArray<string>>()
-const NEEDLES_KEPT = 1_000
-const needlesOf = (url: string) => {
-  let found = needles.get(url)
-  if (found === undefined) {
-    if (needles.size >= NEEDLES_KEPT) needles.clear()
-    found = urlNeedles(url)
-    needles.set(url, found)
-  }
-  return found
-}
+/** `urlNeedles` of the last few URLs answered. */
+const needlesOf = perUrl(1_000, urlNeedles)
 
 export class WebhookSender extends Context.Service<WebhookSender, {
   readonly deliver: (delivery: Claimed) => Effect.Effect<Settlement>
-  /** `deliver` without a fiber of its own, when it can (`DirectSend.ts`). */
+  /** `deliver` without a fiber of its own, when it can (`src/deliveries/worker/StartFast.ts`). */
   readonly deliverDirect: DirectHandle
   /** Which per-host bound the delivery counts against (`SVC_WEBHOOK_PER_HOST`). */
   readonly hostGroup: (delivery: Claimed) => Effect.Effect<string | undefined>
@@ -225,9 +221,9 @@ export class WebhookSender extends Context.Service<WebhookSender, {
           const reason = `endpoint inactive: ${target.deactivatedReason ?? "deactivated"}`
           return { outcome: Outcome.failed(reason), attempt: { error: reason, durationMs: 0 } }
         }
-        const event = bodies.get(delivery.eventId ?? "") ?? (yield* sql<{ type: string; body: string }>`
+        const event = bodies.get(delivery.eventId ?? "") ?? (yield* EventRows.one(sql`
           SELECT type, body FROM events WHERE id = ${delivery.eventId} AND org_id = ${delivery.orgId}
-        `.pipe(Effect.orDie))[0]
+        `))
         if (event === undefined) {
           return { outcome: Outcome.failed("event no longer stored"), attempt: { error: "event no longer stored", durationMs: 0 } }
         }

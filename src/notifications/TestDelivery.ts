@@ -13,16 +13,21 @@
  * processes.
  */
 import { PgClient } from "@effect/sql-pg"
-import { Clock, Context, Effect, Layer } from "effect"
+import { Clock, Context, Effect, Layer, Schema } from "effect"
 import { NotFound, RateLimited } from "../api/Errors.ts"
 import type { WebhookEvent } from "../api/Events.ts"
 import { DeliveryFailed, type EventType, EventTypes, InvalidWebhookEvents } from "../api/Notifications.ts"
-import { DeliveryOperations } from "../deliveries/Operations.ts"
+import { DeliveryOperations } from "../deliveries/records/Operations.ts"
 import { OutboundHttp } from "../outbound/OutboundHttp.ts"
 import { SvcConfig } from "../platform/Config.ts"
+import { rowsOf } from "../platform/Rows.ts"
 import { newId } from "../platform/Ids.ts"
 import { NotificationEndpoints } from "./Endpoints.ts"
 import { deliveryHeaders } from "./Signing.ts"
+
+
+/** Whether a test of the endpoint's window was taken, and how long until the next window. */
+const WindowRows = rowsOf("notification_endpoints", Schema.Struct({ claimed: Schema.Boolean, retry_after: Schema.Number }))
 
 /** The ids of the example approval a test event carries: plainly not a real one. */
 export const EXAMPLE_ID = "00000000-0000-0000-0000-000000000000"
@@ -97,7 +102,7 @@ export class TestDeliveries extends Context.Service<TestDeliveries, {
 
       /** Takes one test of the endpoint's window, or answers how long until the next window. */
       const claim = Effect.fnUntraced(function*(orgId: string, endpointId: string) {
-        const [row] = yield* sql<{ claimed: boolean; retry_after: number }>`
+        const row = yield* WindowRows.one(sql`
           WITH claimed AS (
             UPDATE notification_endpoints
             SET test_window_at = CASE WHEN test_window_at IS NULL OR test_window_at <= now() - make_interval(secs => ${WINDOW_SECONDS})
@@ -111,7 +116,7 @@ export class TestDeliveries extends Context.Service<TestDeliveries, {
           SELECT EXISTS (SELECT 1 FROM claimed) AS claimed,
                  coalesce((SELECT ceil(extract(epoch FROM test_window_at + make_interval(secs => ${WINDOW_SECONDS}) - now()))::int
                            FROM notification_endpoints WHERE id = ${endpointId} AND org_id = ${orgId}), 1) AS retry_after
-        `.pipe(Effect.orDie)
+        `)
         if (row?.claimed === true) return
         return yield* new RateLimited({
           limit: "SVC_WEBHOOK_TESTS_PER_MINUTE",

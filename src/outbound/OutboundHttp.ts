@@ -19,84 +19,20 @@
  * Address classes: `AddressPolicy.ts`. URL rules and names: `TargetUrl.ts`.
  * Name resolution (replaceable in tests): `Resolver.ts`.
  */
-import { Clock, Context, Data, Duration, Effect, Layer, type Tracer } from "effect"
-import { readFileSync } from "node:fs"
+import { Clock, Context, Duration, Effect, Layer, type Tracer } from "effect"
+import { Resolver as DnsResolver } from "node:dns/promises"
 import * as tls from "node:tls"
-import { buildConnector, Pool } from "undici"
 import { SvcConfig } from "../platform/Config.ts"
 import { type Address, type Cidr, judge, parseAddress, parseCidrs, unmap } from "./AddressPolicy.ts"
-import { Resolver as DnsResolver } from "node:dns/promises"
+import { directExchange } from "./OutboundHttpFast.ts"
+import { makePools, trustedCas } from "./Pools.ts"
+import { type CheckedUrl, makePrepare, OutboundFailure, type OutboundRequest, type OutboundResponse, type Prepared, UnsafeUrl } from "./Request.ts"
 import { networkResolver, Resolver, type ResolverShape } from "./Resolver.ts"
-import { directExchange } from "./DirectExchange.ts"
-import { startExchange } from "./Exchange.ts"
-import { requestHeaders } from "./RequestHeaders.ts"
 import { parseTarget, type Target } from "./TargetUrl.ts"
 
-export interface CheckedUrl {
-  /** The URL as the WHATWG parser normalised it (fragment removed). Store this one. */
-  readonly url: string
-  /** Safe to show: `https://hooks.example.com/…/abcd` style, never credentials, the query or the full path. */
-  readonly urlHint: string
-}
+export { type CheckedUrl, OutboundFailure, type OutboundRequest, type OutboundResponse, UnsafeUrl } from "./Request.ts"
+export { trustedCas } from "./Pools.ts"
 
-/** Why a URL is refused; `message` never echoes the URL or its credentials. */
-export class UnsafeUrl extends Data.TaggedError("UnsafeUrl")<{ readonly message: string }> {}
-
-export interface OutboundRequest {
-  readonly url: string
-  readonly method: "POST" | "GET"
-  /** Sent as given, except `accept-encoding`, which is always `identity` (we never decompress). */
-  readonly headers: Readonly<Record<string, string>>
-  readonly body?: Uint8Array | string | undefined
-  /** Deadline for the whole exchange: resolution, connect, TLS, headers and body. */
-  readonly timeout: Duration.Input
-  /** How much of the response body to keep (default 4 KiB); reading stops there. */
-  readonly maxResponseBytes?: number | undefined
-  /**
-   * Connections are pooled per origin, checked addresses and partition.
-   * Callers whose targets must not hold up each other (two webhook endpoints
-   * on one host, one of them hanging) pass the target's id: each gets its
-   * own pool, so one target's stuck requests never queue another's.
-   */
-  readonly partition?: string | undefined
-  /**
-   * Most connections the pool of this request keeps to the origin (default
-   * 32). A caller that bounds its own requests to the origin passes the same
-   * bound: then no request ever queues behind another in the pool.
-   */
-  readonly connections?: number | undefined
-  /** Whose request this is: DNS lookups in flight are bounded per organization. */
-  readonly orgId?: string | undefined
-}
-
-export interface OutboundResponse {
-  readonly status: number
-  /** Lower-case names; repeated headers joined with `, `. */
-  readonly headers: Readonly<Record<string, string>>
-  /** The first `maxResponseBytes` of the body. */
-  readonly body: Uint8Array
-  /** True when the body was longer than `maxResponseBytes` (or its end was not awaited). */
-  readonly truncated: boolean
-  readonly elapsedMs: number
-}
-
-/**
- * A request that got no (complete) HTTP answer: refused target, timeout,
- * network or TLS failure. `message` never contains URL credentials, the
- * URL's path or query, request headers or bodies.
- */
-export class OutboundFailure extends Data.TaggedError("OutboundFailure")<{
-  readonly reason: "unsafe_target" | "timeout" | "network" | "tls"
-  readonly message: string
-}> {}
-
-export const DEFAULT_MAX_RESPONSE_BYTES = 4096
-
-/** How long an idle connection pool for one (origin, checked addresses) pair is kept. */
-const POOL_IDLE_TTL = Duration.minutes(1)
-/** Connections per pool; the callers (delivery workers) bound their own concurrency. */
-const POOL_CONNECTIONS = 32
-const PARSED_URLS_KEPT = 1_024
 /** How long `check` waits for DNS before refusing the URL as unresolvable. */
 const CHECK_RESOLVE_TIMEOUT = Duration.seconds(5)
 
@@ -149,150 +85,6 @@ const resolveTarget = (
 
 const refused = (refusal: Refusal) => new OutboundFailure({ reason: "unsafe_target", message: refusal.message })
 
-/** What a send needs before it resolves anything: its deadline, its parsed target, and where it reads to. */
-export interface Prepared {
-  /** `performance.now()` when the send began. */
-  readonly started: number
-  readonly timeoutMs: number
-  readonly target: Target
-  readonly maxBytes: number
-}
-
-// ---------------------------------------------------------------------------
-// Connection pools pinned to checked addresses
-
-interface PoolKey {
-  /** `https://host[:port]`, what the Host header and SNI come from. */
-  readonly origin: string
-  /** The checked addresses, the only ones this pool's sockets connect to. */
-  readonly addresses: ReadonlyArray<string>
-  readonly partition: string
-  readonly connections: number
-}
-
-const familyOf = (address: string) => (address.includes(":") ? 6 : 4)
-
-/**
- * A `lookup` for `net.connect` that answers the checked addresses instead of
- * asking DNS again. Node calls it with `all: true` when it races address
- * families (happy eyeballs), with a single answer expected otherwise.
- */
-const pinnedLookup = (addresses: ReadonlyArray<string>) =>
-(
-  _hostname: string,
-  options: unknown,
-  callback: (error: Error | null, address: string | Array<{ address: string; family: number }>, family?: number) => void
-) => {
-  const all = typeof options === "object" && options !== null && "all" in options && options.all === true
-  if (all) {
-    callback(null, addresses.map((address) => ({ address, family: familyOf(address) })))
-  } else {
-    callback(null, addresses[0], familyOf(addresses[0]))
-  }
-}
-
-const makePool = (key: PoolKey, trust: tls.SecureContext) => {
-  const url = new URL(key.origin)
-  const literal = parseAddress(url.hostname)
-  const connector = buildConnector({
-    // Built once from the trusted CAs: given `ca` instead, every new
-    // connection would parse the whole root store again (~15 ms each).
-    secureContext: trust,
-    rejectUnauthorized: true,
-    // HTTP/1.1 only: one well-understood framing, no h2 stream multiplexing
-    // surprises across deliveries.
-    allowH2: false,
-    lookup: pinnedLookup(key.addresses)
-  })
-  return new Pool(key.origin, {
-    connections: key.connections,
-    allowH2: false,
-    keepAliveTimeout: 10_000,
-    keepAliveMaxTimeout: 60_000,
-    connect: (options, callback) =>
-      // An IP literal is never looked up by Node, so the pinned lookup does not
-      // apply: connect to the checked form of it (an IPv4-mapped literal to
-      // its IPv4 address). A name keeps its hostname (SNI and certificate
-      // hostname come from it) and reaches the address through the lookup.
-      connector(literal === undefined ? options : { ...options, hostname: key.addresses[0] }, callback)
-  })
-}
-
-interface PoolEntry {
-  readonly pool: Pool
-  /** Exchanges in flight through it. */
-  active: number
-  /** `performance.now()` when its last exchange ended. */
-  idleSince: number
-}
-
-// ---------------------------------------------------------------------------
-// Failures
-
-const errorCodes = (error: unknown): ReadonlyArray<string> => {
-  const codes: Array<string> = []
-  const seen = new Set<unknown>()
-  const visit = (value: unknown, depth: number) => {
-    if (depth > 5 || typeof value !== "object" || value === null || seen.has(value)) return
-    seen.add(value)
-    if ("code" in value && typeof value.code === "string") codes.push(value.code)
-    if ("cause" in value) visit(value.cause, depth + 1)
-    if (value instanceof AggregateError) for (const inner of value.errors) visit(inner, depth + 1)
-  }
-  visit(error, 0)
-  return codes
-}
-
-const tlsCode = /^(ERR_TLS_|ERR_SSL_|ERR_OSSL_|CERT_|UNABLE_TO_|DEPTH_ZERO_SELF_SIGNED_CERT|SELF_SIGNED_CERT_IN_CHAIN|HOSTNAME_MISMATCH|INVALID_CA|INVALID_PURPOSE|PATH_LENGTH_EXCEEDED|ERR_TLS)/
-const timeoutCode = /^(UND_ERR_CONNECT_TIMEOUT|UND_ERR_HEADERS_TIMEOUT|UND_ERR_BODY_TIMEOUT|ETIMEDOUT)$/
-
-/**
- * Maps what undici or Node threw to our failure. Only error codes are kept:
- * the libraries' messages may contain host names, addresses or header text.
- */
-const toFailure = (error: unknown): OutboundFailure => {
-  const codes = errorCodes(error)
-  const tlsFailure = codes.find((code) => tlsCode.test(code))
-  if (tlsFailure !== undefined) {
-    return new OutboundFailure({ reason: "tls", message: `TLS verification or handshake failed (${tlsFailure})` })
-  }
-  const timeout = codes.find((code) => timeoutCode.test(code))
-  if (timeout !== undefined) {
-    return new OutboundFailure({ reason: "timeout", message: `the exchange timed out (${timeout})` })
-  }
-  if (codes.includes("UND_ERR_INVALID_ARG")) {
-    return new OutboundFailure({ reason: "network", message: "the request was refused before sending (invalid method, header or body)" })
-  }
-  return new OutboundFailure({
-    reason: "network",
-    message: `the connection failed (${codes[0] ?? "unknown error"})`
-  })
-}
-
-// ---------------------------------------------------------------------------
-// Trust
-
-/** The CA certificates outbound TLS trusts: Node's default store plus the extra PEM bundle (exported for tests). */
-export const trustedCas = (extraCaFile: string | undefined): Effect.Effect<ReadonlyArray<string>> =>
-  Effect.gen(function*() {
-    // `getCACertificates("default")` is what Node itself trusts (bundled
-    // Mozilla roots, plus NODE_EXTRA_CA_CERTS and the OS store when Node is
-    // told to use them); `rootCertificates` is the bundled set alone.
-    const base = typeof tls.getCACertificates === "function"
-      ? tls.getCACertificates("default")
-      : [...tls.rootCertificates]
-    if (extraCaFile === undefined) return base
-    const pem = yield* Effect.try({
-      try: () => readFileSync(extraCaFile, "utf8"),
-      catch: () => new Error(`SVC_EXTRA_CA_FILE: cannot read ${extraCaFile}`)
-    }).pipe(Effect.orDie)
-    const certificates = pem.match(/-----BEGIN CERTIFICATE-----[\s\S]+?-----END CERTIFICATE-----/g) ?? []
-    if (certificates.length === 0) {
-      return yield* Effect.die(new Error(`SVC_EXTRA_CA_FILE: ${extraCaFile} holds no PEM certificate`))
-    }
-    return [...base, ...certificates]
-  })
-
 // ---------------------------------------------------------------------------
 // The service
 
@@ -311,7 +103,7 @@ export class OutboundHttp extends Context.Service<OutboundHttp, {
   readonly check: (url: string, orgId?: string) => Effect.Effect<CheckedUrl, UnsafeUrl>
   readonly send: (request: OutboundRequest) => Effect.Effect<OutboundResponse, OutboundFailure>
   /**
-   * `send` without a fiber of its own (`DirectExchange.ts`): the same checks
+   * `send` without a fiber of its own (`OutboundHttpFast.ts`): the same checks
    * and exchange, the request's attributes put on `span`, `done` called once
    * with the answer or the failure (never synchronously).
    */
@@ -350,44 +142,8 @@ export class OutboundHttp extends Context.Service<OutboundHttp, {
         return yield* Effect.die(new Error(`SVC_ALLOWED_TARGET_CIDRS: not a CIDR: ${invalid.join(", ")}`))
       }
       const ca = yield* trustedCas(config.extraCaFile._tag === "Some" ? config.extraCaFile.value : undefined)
-      const trust = tls.createSecureContext({ ca: [...ca] })
-
-      // Pools by key, each with its exchanges in flight; one idle for
-      // POOL_IDLE_TTL is destroyed by the sweep. A plain map, not a scoped
-      // resource per send: looking a pool up costs a string key and a get.
-      const pools = new Map<string, PoolEntry>()
-      const poolFor = (key: PoolKey) => {
-        const id = `${key.origin} ${key.addresses.join(",")} ${key.partition} ${key.connections}`
-        let entry = pools.get(id)
-        if (entry === undefined) {
-          entry = { pool: makePool(key, trust), active: 0, idleSince: performance.now() }
-          pools.set(id, entry)
-        } else {
-          // Taken now: not idle, whatever happens before its exchange starts.
-          entry.idleSince = performance.now()
-        }
-        return entry
-      }
-      const idleTtlMs = Duration.toMillis(POOL_IDLE_TTL)
-      const destroy = (entry: PoolEntry) => entry.pool.destroy().catch(() => undefined)
-      yield* Effect.sync(() => {
-        const now = performance.now()
-        for (const [id, entry] of pools) {
-          if (entry.active === 0 && now - entry.idleSince > idleTtlMs) {
-            pools.delete(id)
-            void destroy(entry)
-          }
-        }
-      }).pipe(Effect.delay(Duration.millis(idleTtlMs / 4)), Effect.forever, Effect.forkScoped)
-      // Destroy, not close: nothing uses an idle pool, and at shutdown an
-      // exchange still in flight must not hold the layer open.
-      yield* Effect.addFinalizer(() =>
-        Effect.promise(() => {
-          const all = [...pools.values()]
-          pools.clear()
-          return Promise.all(all.map(destroy))
-        })
-      )
+      const { exchange } = yield* makePools(tls.createSecureContext({ ca: [...ca] }))
+      const prepare = makePrepare()
 
       const check = Effect.fn("OutboundHttp.check")(function*(raw: string, orgId?: string) {
         const parsed = parseTarget(raw)
@@ -405,30 +161,6 @@ export class OutboundHttp extends Context.Service<OutboundHttp, {
         )
         return { url: parsed.target.url.href, urlHint: parsed.target.hint }
       })
-
-      // Parsing is pure, so a URL sent to again and again is parsed once (the
-      // address checks that need DNS still run at every send).
-      const parsedUrls = new Map<string, ReturnType<typeof parseTarget>>()
-      const parseCached = (url: string) => {
-        let parsed = parsedUrls.get(url)
-        if (parsed === undefined) {
-          if (parsedUrls.size >= PARSED_URLS_KEPT) parsedUrls.clear()
-          parsed = parseTarget(url)
-          parsedUrls.set(url, parsed)
-        }
-        return parsed
-      }
-
-      const prepare = (request: OutboundRequest): Prepared | OutboundFailure => {
-        const started = performance.now()
-        const timeoutMs = Duration.toMillis(request.timeout)
-        if (!(timeoutMs > 0)) {
-          return new OutboundFailure({ reason: "timeout", message: "the deadline had passed before sending" })
-        }
-        const parsed = parseCached(request.url)
-        if (parsed._tag === "Refused") return new OutboundFailure({ reason: "unsafe_target", message: parsed.message })
-        return { started, timeoutMs, target: parsed.target, maxBytes: request.maxResponseBytes ?? DEFAULT_MAX_RESPONSE_BYTES }
-      }
 
       /** The attributes a send gives its caller's span, before and after the exchange. */
       const requestAttributes = (request: OutboundRequest, target: Target) => ({
@@ -455,76 +187,6 @@ export class OutboundHttp extends Context.Service<OutboundHttp, {
         )
       }
 
-      /**
-       * The exchange with the checked addresses, under what is left of the
-       * deadline, kept by a timer of its own that aborts the request (no
-       * racing fibers per send); `done` is called once, unless the returned
-       * abort comes first.
-       */
-      const exchange = (
-        request: OutboundRequest,
-        prepared: Prepared,
-        addresses: ReadonlyArray<Address>,
-        done: (result: OutboundResponse | OutboundFailure) => void
-      ): (() => void) => {
-        const { maxBytes, started, target, timeoutMs } = prepared
-        const remainingMs = timeoutMs - (performance.now() - started)
-        const timedOut = () => new OutboundFailure({ reason: "timeout", message: `no complete answer within ${timeoutMs} ms` })
-        if (!(remainingMs > 0)) {
-          done(timedOut())
-          return () => {}
-        }
-        const entry = poolFor({
-          origin: target.url.origin,
-          addresses: addresses.map((address) => address.toString()),
-          partition: request.partition ?? "",
-          connections: request.connections ?? POOL_CONNECTIONS
-        })
-        let timer: ReturnType<typeof setTimeout> | undefined
-        let ended = false
-        const over = () => {
-          clearTimeout(timer)
-          if (ended) return false
-          ended = true
-          entry.active--
-          entry.idleSince = performance.now()
-          return true
-        }
-        entry.active++
-        const running = startExchange(entry.pool, {
-          path: `${target.url.pathname}${target.url.search}`,
-          method: request.method,
-          headers: requestHeaders(request.headers),
-          body: request.body ?? null,
-          maxBytes,
-          // Backstops only: the deadline over the whole exchange is the
-          // timer below, which ends the exchange.
-          headersTimeout: Number.isFinite(remainingMs) ? remainingMs : 0,
-          bodyTimeout: Number.isFinite(remainingMs) ? remainingMs : 0
-        }, (error, exchanged) => {
-          if (!over()) return
-          done(
-            exchanged !== undefined
-              ? { ...exchanged, elapsedMs: Math.round(performance.now() - started) } satisfies OutboundResponse
-              : toFailure(error)
-          )
-        })
-        if (!ended && Number.isFinite(remainingMs)) {
-          // Whole milliseconds, never later than the deadline: Node keeps
-          // one list of timers per distinct duration, and a fractional one
-          // made a new list (and a priority-queue insert) for every send:
-          // 3 % of the drain's busy CPU in a profile, none now.
-          timer = setTimeout(() => {
-            running.abort()
-            if (over()) done(timedOut())
-          }, Math.max(1, Math.floor(remainingMs)))
-        }
-        return () => {
-          running.abort()
-          over()
-        }
-      }
-
       // Untraced: its attributes go on the caller's span (one span per
       // delivery, not two).
       const send = Effect.fnUntraced(function*(request: OutboundRequest) {
@@ -543,7 +205,7 @@ export class OutboundHttp extends Context.Service<OutboundHttp, {
         return result
       })
 
-      // `send` without a fiber of its own (`DirectExchange.ts`), from the same steps.
+      // `send` without a fiber of its own (`OutboundHttpFast.ts`), from the same steps.
       const sendDirect = directExchange({
         prepare,
         requestAttributes,

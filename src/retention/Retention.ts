@@ -29,7 +29,7 @@
  * processes sharing a database split the work instead of waiting on each
  * other, and no statement holds many locks or runs long. Ages are compared
  * with the database's clock. The statements on deliveries and their
- * attempts are the delivery queue's (`src/deliveries/Retention.ts`), the
+ * attempts are the delivery queue's (`src/deliveries/records/Retention.ts`), the
  * only code that writes its rows; its two telemetry statements are not
  * batched yet: each takes every row it finds in one statement (a few per
  * destination and minute: a batch the collector took from memory never
@@ -38,7 +38,7 @@
 import { PgClient } from "@effect/sql-pg"
 import { Duration, Effect, Layer, Schedule } from "effect"
 import { IDLE_TIMEOUT_SECONDS } from "../console/ConsoleSessions.ts"
-import * as Deliveries from "../deliveries/Retention.ts"
+import * as Deliveries from "../deliveries/records/Retention.ts"
 import { SvcConfig } from "../platform/Config.ts"
 import { forkSupervised } from "../platform/Supervised.ts"
 import { KEEP_FAILED_HOURS, KEEP_RECORDS_DAYS } from "../telemetry/Destinations.ts"

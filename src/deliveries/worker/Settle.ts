@@ -32,6 +32,25 @@ const SETTLE_REFUSALS = 3
 /** Retrying a batch the database did not write: 50 ms, doubling, at most 1 s apart. */
 export const settleBackoff = Schedule.min([Schedule.exponential("50 millis"), Schedule.spaced("1 second")])
 
+/** Why one try of a batch ended without it being written. */
+export type NotWritten =
+  | { readonly _tag: "Unanswered"; readonly cause: Cause.Cause<unknown> }
+  | { readonly _tag: "Refused"; readonly cause: Cause.Cause<unknown> }
+
+/**
+ * When a batch is tried again, one schedule per batch: on `settleBackoff`
+ * for as long as the database does not answer, and until the
+ * `SETTLE_REFUSALS`th refusal while it answers (a statement that cannot
+ * succeed), when the batch is given up.
+ */
+export const settleRetry = () => {
+  let refusals = 0
+  return settleBackoff.pipe(
+    Schedule.setInputType<NotWritten>(),
+    Schedule.while(({ input }) => input._tag === "Unanswered" || ++refusals < SETTLE_REFUSALS)
+  )
+}
+
 export interface Pending {
   readonly item: SettleItem
   readonly target: string
@@ -60,11 +79,6 @@ export interface Settler {
   readonly hurry: () => void
 }
 
-/** Why one try of a batch ended without it being written. */
-type NotWritten =
-  | { readonly _tag: "Unanswered"; readonly cause: Cause.Cause<unknown> }
-  | { readonly _tag: "Refused"; readonly cause: Cause.Cause<unknown> }
-
 /** Starts the settle loop in a fiber of the current scope. */
 export const makeSettler = Effect.fnUntraced(function*(
   queue: Pick<DeliveryQueue["Service"], "settleMany" | "reachable">,
@@ -77,15 +91,14 @@ export const makeSettler = Effect.fnUntraced(function*(
   let failing = false
 
   /** One try: written, or why not (the database unreachable, or refusing this batch while it answers). */
-  const attempt = (batch: ReadonlyArray<Pending>, refusals: { count: number }) =>
+  const attempt = (batch: ReadonlyArray<Pending>) =>
     // Asked afresh at every try.
     Effect.suspend(() => queue.settleMany(batch.map((pending) => pending.item))).pipe(
       Effect.catchCause((cause) =>
         Effect.flatMap(queue.reachable.pipe(Effect.orElseSucceed(() => false)), (reachable): Effect.Effect<never, NotWritten> => {
-          if (reachable && ++refusals.count >= SETTLE_REFUSALS) return Effect.fail({ _tag: "Refused", cause })
           const first = !failing
           failing = true
-          const fail = Effect.fail<NotWritten>({ _tag: "Unanswered", cause })
+          const fail = Effect.fail<NotWritten>({ _tag: reachable ? "Refused" : "Unanswered", cause })
           return first
             ? Effect.andThen(
               Effect.logError(
@@ -102,8 +115,8 @@ export const makeSettler = Effect.fnUntraced(function*(
 
   /** Writes one batch, trying again while the database does not answer. */
   const write = (batch: ReadonlyArray<Pending>) =>
-    attempt(batch, { count: 0 }).pipe(
-      Effect.retry({ schedule: settleBackoff, while: (why) => why._tag === "Unanswered" }),
+    attempt(batch).pipe(
+      Effect.retry(settleRetry()),
       Effect.matchEffect({
         onSuccess: (settled) =>
           Effect.gen(function*() {

@@ -8,33 +8,20 @@
  */
 import { Cause, type Clock, Duration, Effect, Exit, type Fiber, Option } from "effect"
 import { databaseUnavailable } from "../../platform/DatabaseUnavailable.ts"
-import type { Entry } from "../Admission.ts"
-import type { DirectHandle } from "../DirectSend.ts"
-import { type AttemptRecord, type Claimed, type CooldownPolicy, Outcome } from "../Types.ts"
+import type { Entry } from "./Admission.ts"
+import type { DirectHandle } from "./StartFast.ts"
+import { type Claimed, type CooldownPolicy, Outcome, type Settlement } from "../Types.ts"
+
+export type { Settlement } from "../Types.ts"
 import type { Settler } from "./Settle.ts"
 import type { WorkerState } from "./State.ts"
-
-/**
- * What a send answers: how it went, and what to record of the attempt; or,
- * `giveBack`, that it could not be made or decided because the database
- * was unavailable: the delivery is given back and sent again later, its
- * attempt not counted and its endpoint not blamed (the outcome and attempt
- * only say so to the send's span). Most such sends never went out; one
- * whose request went out (and whose answer's consequences could not be
- * written) goes out again.
- */
-export interface Settlement {
-  readonly outcome: Outcome
-  readonly attempt: AttemptRecord
-  readonly giveBack?: true | undefined
-}
 
 /** After a defect in `handle`, try the delivery again this much later. */
 const DEFECT_RETRY = Duration.seconds(30)
 
 export interface StartOptions<R> {
   readonly handle: (delivery: Claimed) => Effect.Effect<Settlement, never, R>
-  /** Offered each delivery first: a send without a fiber of its own (`DirectSend.ts`). */
+  /** Offered each delivery first: a send without a fiber of its own (`src/deliveries/worker/StartFast.ts`). */
   readonly handleDirect?: DirectHandle | undefined
   readonly cooldown?: CooldownPolicy | undefined
   /** Forks into the worker's fiber set. */

@@ -5,7 +5,7 @@
  * file reads and changes the same state by name.
  */
 import { Latch } from "effect"
-import { Admission } from "../Admission.ts"
+import { Admission } from "./Admission.ts"
 import type { Claimed } from "../Types.ts"
 
 export interface WorkerState {

@@ -3,7 +3,7 @@ import { SqlClient } from "effect/sql"
 
 /**
  * Webhook deliveries as a log read past a per-endpoint cursor
- * (`src/deliveries/Log.ts`, `docs/architecture.md` "Delivery engine").
+ * (`src/deliveries/log/Log.ts`, `docs/architecture.md` "Delivery engine").
  *
  * A webhook delivery to a concurrent endpoint is stored `logged` and, while
  * all goes well, never written again: a process leases the endpoint (one

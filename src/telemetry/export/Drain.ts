@@ -14,7 +14,7 @@
  */
 import { Duration, Effect, Option, Redacted } from "effect"
 import { type Claimed, Outcome } from "../../deliveries/DeliveryQueue.ts"
-import { runWorker, type Settlement } from "../../deliveries/DeliveryWorker.ts"
+import { runWorker, type Settlement } from "../../deliveries/worker/DeliveryWorker.ts"
 import { Metrics } from "../../observability/Metrics.ts"
 import { SecretBox } from "../../platform/Crypto.ts"
 import { exportBody } from "../Collector.ts"

@@ -12,9 +12,10 @@ import { assert, describe, layer } from "@effect/vitest"
 import { Effect } from "effect"
 import { SqlClient } from "effect/sql"
 import { PgClient } from "@effect/sql-pg"
-import { leaseAndTake, leaseTargets, takeRows } from "../../../src/deliveries/Log.ts"
-import { attemptsStatement, listStatement } from "../../../src/deliveries/Listing.ts"
-import { claimStatement, nextDueStatement, settleStatement } from "../../../src/deliveries/Statements.ts"
+import { leaseAndTake, leaseTargets, takeRows } from "../../../src/deliveries/log/Log.ts"
+import { attemptsStatement, listStatement } from "../../../src/deliveries/records/Listing.ts"
+import * as Rows from "../../../src/deliveries/Rows.ts"
+import { claimStatement, nextDueStatement, settleStatement } from "../../../src/deliveries/rows/Statements.ts"
 import { newId } from "../../../src/platform/Ids.ts"
 import { undispatchedEvents } from "../../../src/notifications/Dispatcher.ts"
 import { newOrg, QueueLive, serverUrl } from "./support.ts"
@@ -107,7 +108,7 @@ describe.skipIf(!serverUrl)("queue statement plans on a PostgreSQL server withou
         assert.deepStrictEqual(readsTheWholeQueue(yield* explain(nextDueStatement(pg, "webhook", newId()))), [], "next due, analysed")
 
         // And it does what it says on that backlog.
-        const taken = yield* claimStatement(pg, "webhook", { limit: 512, leaseFor: "30 seconds", perTarget: 256 }, newId())
+        const taken = yield* Rows.claimed(claimStatement(pg, "webhook", { limit: 512, leaseFor: "30 seconds", perTarget: 256 }, newId()))
         assert.strictEqual(taken.length, 512)
 
         // The settle of a batch of them reaches its rows by key, its targets' rows locked first.

@@ -1,5 +1,5 @@
 /**
- * The delivery worker's admission rules (`src/deliveries/Admission.ts`),
+ * The delivery worker's admission rules (`src/deliveries/worker/Admission.ts`),
  * property-tested: random claims, send ends, recordings, cooldowns and the
  * passing of time (read from `TestClock`), after every step the model's
  * decisions keep every bound it promises.
@@ -8,7 +8,7 @@ import { assert, describe, it } from "@effect/vitest"
 import { Clock, Effect } from "effect"
 import { TestClock } from "effect/testing"
 import fc from "fast-check"
-import { Admission, type AdmissionLimits, type Entry, UNSETTLED_PER_TARGET } from "../../../src/deliveries/Admission.ts"
+import { Admission, type AdmissionLimits, type Entry, UNSETTLED_PER_TARGET } from "../../../src/deliveries/worker/Admission.ts"
 
 const TARGETS = ["t0", "t1", "t2", "t3", "t4"]
 /** t0..t2 share a host; t3 and t4 have none. */

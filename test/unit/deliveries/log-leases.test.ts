@@ -5,7 +5,7 @@
  */
 import { describe, expect, it } from "@effect/vitest"
 import fc from "fast-check"
-import { makeLogLeases } from "../../../src/deliveries/LogLeases.ts"
+import { makeLogLeases } from "../../../src/deliveries/log/HeldLeases.ts"
 
 const target = "t"
 

@@ -6,10 +6,10 @@
  * given up, after three tries.
  */
 import { assert, describe, it } from "@effect/vitest"
-import { Cause, Clock, Duration, Effect } from "effect"
+import { Cause, Clock, Duration, Effect, Fiber } from "effect"
 import { TestClock } from "effect/testing"
 import { type Claimed, Outcome, type SettleItem, type Settled } from "../../../src/deliveries/DeliveryQueue.ts"
-import { makeSettler, type Pending, SETTLE_BATCH } from "../../../src/deliveries/worker/Settle.ts"
+import { makeSettler, type NotWritten, type Pending, SETTLE_BATCH, settleRetry } from "../../../src/deliveries/worker/Settle.ts"
 
 const pending = (n: number): Pending => ({
   item: {
@@ -39,6 +39,22 @@ const harness = (queue: {
   })
 
 describe("the settle batcher", () => {
+  it.effect("its retries are one Schedule: never exhausted while the database does not answer, ended by the third refusal", () =>
+    Effect.gen(function*() {
+      const why = (tag: NotWritten["_tag"]): NotWritten => ({ _tag: tag, cause: Cause.fail(tag) })
+      // Twelve unanswered tries (past the backoff's cap), a refusal, two more unanswered, then refusals.
+      const script = [...Array(12).fill("Unanswered"), "Refused", "Unanswered", "Unanswered", "Refused", "Refused", "Refused"]
+      const tries: Array<number> = []
+      const fiber = yield* Effect.suspend(() => {
+        tries.push(tries.length)
+        return Effect.fail(why(script[tries.length - 1] as NotWritten["_tag"]))
+      }).pipe(Effect.retry(settleRetry()), Effect.flip, Effect.forkChild)
+      yield* TestClock.adjust("1 minute")
+      const last = yield* Fiber.join(fiber)
+      assert.strictEqual(tries.length, 17, "given up at the third refusal, not before")
+      assert.strictEqual(last._tag, "Refused")
+    }))
+
   it.effect("a batch the database does not answer is tried again at 50, 100, 200, 400, 800 ms, then every second, and written when it answers", () =>
     Effect.gen(function*() {
       const tries: Array<number> = []

@@ -4,7 +4,7 @@
  * finds fewer than it asked for starts the next burst small again.
  */
 import { assert, describe, it } from "@effect/vitest"
-import { FIRST_BATCH, MAX_BATCH, nextBatch } from "../../../src/notifications/DispatchBatches.ts"
+import { FIRST_BATCH, MAX_BATCH, nextBatch } from "../../../src/notifications/DispatcherFast.ts"
 
 describe("dispatch batches", () => {
   it("a burst is taken 16, 32, 64, 128, then 200 at a time; a short statement starts over", () => {

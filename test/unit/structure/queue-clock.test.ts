@@ -17,7 +17,7 @@ const filesOf = (dir: string): Array<string> =>
   )
 
 const WALL_CLOCK = /\bDate\.now\(\)|new Date\(\)/g
-const HTTP_SIDE = /from "\.\.\/(?:api|server)\//g
+const HTTP_SIDE = /from "(?:\.\.\/)+(?:api|server)\//g
 
 const matches = (folders: ReadonlyArray<string>, pattern: RegExp) =>
   folders.flatMap((folder) =>
@@ -38,5 +38,6 @@ describe("the delivery engine's clocks and layers", () => {
   it("the checks see what they look for", () => {
     assert.strictEqual([..."const t = Date.now() + new Date()".matchAll(WALL_CLOCK)].length, 2)
     assert.strictEqual([...`import { X } from "../api/Deliveries.ts"`.matchAll(HTTP_SIDE)].length, 1)
+    assert.strictEqual([...`import { X } from "../../server/App.ts"`.matchAll(HTTP_SIDE)].length, 1)
   })
 })

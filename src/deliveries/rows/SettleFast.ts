@@ -14,7 +14,7 @@
  * numbers are ours.
  */
 import { Duration } from "effect"
-import type { DeliveryStatus, Outcome, SettleItem } from "./Types.ts"
+import type { DeliveryStatus, Outcome, SettleItem } from "../Types.ts"
 
 /** The status an outcome leaves its delivery in. */
 export const statusOf = (outcome: Outcome): DeliveryStatus =>

@@ -1,4 +1,10 @@
 /**
+ * Folder `records/`: what the queue answers and keeps once deliveries
+ * exist, over both storage paths through the `delivery_records` view:
+ * `Listing.ts` (reads and counts), `Stats.ts`, `Retention.ts`,
+ * `Recorded.ts` (a delivery finished by its only attempt) and this
+ * service. It never claims, leases or settles.
+ *
  * Operations on a target's deliveries beside the queue's life cycle
  * (`DeliveryQueue`): recording a delivery finished by its only attempt
  * (`Recorded.ts`), replaying a window of failed ones (`BulkReplay.ts`) and
@@ -7,13 +13,13 @@
  */
 import { PgClient } from "@effect/sql-pg"
 import { Context, Effect, Layer } from "effect"
-import { Wakeups } from "../platform/Wakeups.ts"
-import * as BulkReplay from "./BulkReplay.ts"
-import { wakeTopic } from "./DeliveryQueue.ts"
+import { Wakeups } from "../../platform/Wakeups.ts"
+import * as BulkReplay from "../rows/BulkReplay.ts"
+import { wakeTopic } from "../DeliveryQueue.ts"
 import * as Recorded from "./Recorded.ts"
 import * as Stats from "./Stats.ts"
 
-export type { BulkReplayInput, BulkReplayResult } from "./BulkReplay.ts"
+export type { BulkReplayInput, BulkReplayResult } from "../rows/BulkReplay.ts"
 export type { FinishedInput } from "./Recorded.ts"
 export type { TargetStats } from "./Stats.ts"
 

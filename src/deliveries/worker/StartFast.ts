@@ -22,8 +22,7 @@
  * same `WebhookSender.deliver` span with the same attributes.
  */
 import { Clock, Context, Effect, Exit, LogLevel, Option, References, Tracer } from "effect"
-import type { Settlement } from "./worker/Start.ts"
-import type { Claimed } from "./Types.ts"
+import type { Claimed, Settlement } from "../Types.ts"
 
 /**
  * Takes `delivery` (answers true, and calls `done` once, never before

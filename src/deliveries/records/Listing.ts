@@ -8,7 +8,8 @@
  */
 import type { PgClient } from "@effect/sql-pg"
 import { Effect, Option } from "effect"
-import { type Attempt, COLUMNS, type DeliveryKind, type Row, toDelivery, UNDELIVERED } from "./Types.ts"
+import * as Rows from "../Rows.ts"
+import { type Attempt, COLUMNS, type DeliveryKind, toDelivery, UNDELIVERED } from "../Types.ts"
 
 /** The highest seq: the upper bound of a target's rows by row value. */
 const MAX_SEQ = "9223372036854775807"
@@ -24,13 +25,15 @@ const MAX_SEQ = "9223372036854775807"
  * estimated at a third of the table, so the index is read backwards and
  * only the rows listed are built.
  */
-export const listStatement = (sql: PgClient.PgClient, input: {
+export interface ListInput {
   readonly orgId: string
   readonly kind: DeliveryKind
   readonly targetId: string
   readonly limit?: number | undefined
-}) =>
-  sql<Row>`
+}
+
+export const listStatement = (sql: PgClient.PgClient, input: ListInput) =>
+  sql`
     SELECT ${sql.literal(COLUMNS)} FROM delivery_records
     WHERE (target_id, seq) >= (${input.targetId}::uuid, 0::bigint)
       AND (target_id, seq) <= (${input.targetId}::uuid, ${MAX_SEQ}::bigint)
@@ -38,13 +41,8 @@ export const listStatement = (sql: PgClient.PgClient, input: {
     ORDER BY target_id DESC, seq DESC LIMIT ${input.limit ?? 50}
   `
 
-export const list = Effect.fnUntraced(function*(sql: PgClient.PgClient, input: {
-  readonly orgId: string
-  readonly kind: DeliveryKind
-  readonly targetId: string
-  readonly limit?: number | undefined
-}) {
-  const rows = yield* listStatement(sql, input).pipe(Effect.orDie)
+export const list = Effect.fnUntraced(function*(sql: PgClient.PgClient, input: ListInput) {
+  const rows = yield* Rows.deliveries(listStatement(sql, input)).pipe(Effect.orDie)
   return rows.map(toDelivery)
 })
 
@@ -53,29 +51,22 @@ export const get = Effect.fnUntraced(function*(sql: PgClient.PgClient, input: {
   readonly kind: DeliveryKind
   readonly deliveryId: string
 }) {
-  const [row] = yield* sql<Row>`
+  const [row] = yield* Rows.deliveries(sql`
     SELECT ${sql.literal(COLUMNS)} FROM delivery_records
     WHERE id = ${input.deliveryId} AND org_id = ${input.orgId} AND kind = ${input.kind}
-  `.pipe(Effect.orDie)
+  `).pipe(Effect.orDie)
   return Option.map(Option.fromNullishOr(row), toDelivery)
 })
 
 /** One delivery's attempts, a `logged` row's one attempt read from its outcome row by one probe. */
 export const attemptsStatement = (sql: PgClient.PgClient, deliveryId: string) =>
-  sql<{
-    attempt: number
-    at: Date
-    status_code: number | null
-    error: string | null
-    response_snippet: string | null
-    duration_ms: number
-  }>`
+  sql`
     SELECT attempt, at, status_code, error, response_snippet, duration_ms FROM delivery_attempt_records
     WHERE delivery_id = ${deliveryId} ORDER BY attempt
   `
 
 export const attempts = Effect.fnUntraced(function*(sql: PgClient.PgClient, deliveryId: string) {
-  const rows = yield* attemptsStatement(sql, deliveryId).pipe(Effect.orDie)
+  const rows = yield* Rows.attempts(attemptsStatement(sql, deliveryId)).pipe(Effect.orDie)
   return rows.map((row): Attempt => ({
     attempt: row.attempt,
     at: row.at,
@@ -109,15 +100,15 @@ export const undeliveredMetaSum = Effect.fnUntraced(function*(
   targetId: string,
   key: string
 ) {
-  const [row] = yield* sql<{ n: number }>`
+  const [row] = yield* Rows.count(sql`
     SELECT coalesce(sum((meta->>${key})::int), 0)::int AS n FROM (${undeliveredRows(sql, kind, targetId)}) d
-  `.pipe(Effect.orDie)
+  `).pipe(Effect.orDie)
   return row?.n ?? 0
 })
 
 export const undelivered = Effect.fnUntraced(function*(sql: PgClient.PgClient, kind: DeliveryKind, targetId: string) {
-  const [row] = yield* sql<{ n: number }>`
+  const [row] = yield* Rows.count(sql`
     SELECT count(*)::int AS n FROM (${undeliveredRows(sql, kind, targetId)}) d
-  `.pipe(Effect.orDie)
+  `).pipe(Effect.orDie)
   return row!.n
 })

@@ -1,4 +1,12 @@
 /**
+ * Folder `rows/`: deliveries leased one row at a time (telemetry batches,
+ * emails, strict endpoints, and a webhook delivery once an attempt of it
+ * failed, was released or replayed): `Statements.ts` (claim, next due,
+ * settle), `ClaimFast.ts` (how often a claim the log fed also runs the
+ * per-row claim), `SettleFast.ts` (the settle's input as JSON text),
+ * `Replay.ts` and `BulkReplay.ts`. It moves no log cursor or lease except
+ * through the settle's log part, and knows nothing of the worker or of HTTP.
+ *
  * The queue's hot statements, built here so that their plans can be
  * checked (`test/integration/deliveries/plans.test.ts` EXPLAINs them on a
  * server with a large backlog and no statistics): the claim, the next due
@@ -9,7 +17,7 @@
  */
 import type { SqlClient } from "effect/sql"
 import { Duration } from "effect"
-import type { ClaimedRow, ClaimOptions, DeliveryKind } from "./Types.ts"
+import type { ClaimOptions, DeliveryKind } from "../Types.ts"
 
 /**
  * `waiting(target_id)`: every target with queued or retrying rows (of any
@@ -44,7 +52,7 @@ export const claimStatement = (
   options: ClaimOptions,
   leaseOwner: string
 ) =>
-  sql<ClaimedRow>`
+  sql`
           WITH RECURSIVE ${waitingTargets(sql)},
           targets AS (
             SELECT target_id FROM waiting WHERE target_id IS NOT NULL
@@ -119,7 +127,7 @@ export const claimStatement = (
 
 /** When the next delivery of `kind` becomes claimable (due, out of cooldown, or lease expired); NULL when none waits. */
 export const nextDueStatement = (sql: SqlClient.SqlClient, kind: DeliveryKind, owner: string) =>
-  sql<{ at: Date | null }>`
+  sql`
           WITH RECURSIVE ${waitingTargets(sql)}
           SELECT least(
             (SELECT min(greatest(
@@ -185,6 +193,10 @@ export const settleStatement = (sql: SqlClient.SqlClient, rows: string, targetId
   // takes the target rows in id order, and `input`, which every other
   // part reads, waits for it (a one-time filter on its count), so no
   // delivery row is touched before the targets are held.
+  //
+  // Its rows asserted, not decoded: the settle runs once per batch of
+  // every busy worker, and a schema decode per row would be paid on every
+  // delivery settled (the answer is ours, one short row per item).
   return sql<{
     delivery_id: string
     lease_owner: string

@@ -1,26 +1,26 @@
 /**
+ * Folder `log/`: the log of deliveries to concurrent targets, from take to
+ * settle: `Log.ts` (take, lease, takeover, release), `HeldLeases.ts` (what
+ * this process knows of its leases), `Reconcile.ts` (a lost take), and
+ * `SettleFast.ts` (the settle of a batch of successes alone). It never
+ * writes a row leased on its own (`rows/`) other than releasing its own
+ * rows into one, and knows nothing of the worker or of HTTP.
+ *
  * The log: deliveries of `LOGGED_KINDS` to concurrent targets are stored
  * `logged` and handed out under a lease of their whole target, not one
  * lease per row (`docs/architecture.md`, "Delivery engine").
  *
- * - `leaseAndTake` (one statement): targets with logged rows waiting, not
- *   cooling down, without a lease or leased by this process, each its
- *   share of the claim's room; a target this process holds keeps its lease
- *   id and mark, any other starts a new lease at its cursor; and the rows
- *   past the mark, handed out, the mark moved past them.
- * - A lease that ran out (its holder stopped) is taken over in two:
- *   `leaseTargets`, then `takeRows` in the next statement, so that its
- *   snapshot sees everything the previous holder settled before the lease
- *   changed hands; the rows no outcome row holds are handed out again.
- * - The settle (`Statements.ts`) records a batch's successes as one
- *   `delivery_outcomes` row per target and moves the cursor; only failures
- *   and retries write their row. A settle under a lease id that is no
+ * - `leaseAndTake` hands out rows of targets without a lease or leased by
+ *   this process in one statement; a lease that ran out is taken over in
+ *   two (`leaseTargets`, `takeRows`); `releaseLogged` writes rows handed
+ *   out and not sent `queued`.
+ * - The settle (`rows/Statements.ts`, `SettleFast.ts`) records a batch's
+ *   successes as one `delivery_outcomes` row per target and moves the
+ *   cursor; only failures and retries write their row. A settle under a lease id that is no
  *   longer the target's records nothing.
- * - `releaseLogged`: rows handed out and not sent are written `queued`
- *   (claimed per row from then on).
  * - A take whose answer was lost puts its owner id in doubt: the process
  *   takes a new one, and the next take first tells the database what this
- *   process knows (`LogReconcile.ts`).
+ *   process knows (`Reconcile.ts`).
  *
  * Rows are handed out in seq order and a target's seqs become visible in
  * that order: every statement that adds logged rows upserts the target's
@@ -28,11 +28,13 @@
  * with a lower seq can appear after a take saw a higher one.
  */
 import type { PgClient } from "@effect/sql-pg"
-import { Duration, Effect } from "effect"
-import type { LogLeases } from "./LogLeases.ts"
-import { reconcile } from "./LogReconcile.ts"
-import type { Claimed, ClaimOptions, DeliveryKind, Row } from "./Types.ts"
-import { toDelivery } from "./Types.ts"
+import { Duration, Effect, Schema } from "effect"
+import { BigIntText } from "../../platform/Rows.ts"
+import { DeliveryRow, decodeRows } from "../Rows.ts"
+import type { LogLeases } from "./HeldLeases.ts"
+import { reconcile } from "./Reconcile.ts"
+import type { Claimed, ClaimOptions, DeliveryKind } from "../Types.ts"
+import { toDelivery } from "../Types.ts"
 
 /** Above every seq: the upper end of a target's rows in `deliveries_target_seq_idx`. */
 const MAX_SEQ = "9223372036854775807"
@@ -40,11 +42,9 @@ const MAX_SEQ = "9223372036854775807"
 /** Most targets one lease statement looks at. */
 const LEASE_TARGETS = 256
 
-export interface Leased {
-  readonly id: string
-  readonly lease_id: string
-  readonly want: number
-}
+const Leased = Schema.Struct({ id: Schema.String, lease_id: Schema.String, want: Schema.Number })
+export type Leased = typeof Leased.Type
+const leasedRows = decodeRows("delivery_targets", Leased)
 
 const seconds = (options: ClaimOptions) => Duration.toMillis(Duration.fromInputUnsafe(options.leaseFor)) / 1000
 
@@ -158,17 +158,24 @@ const rowsPast = (sql: PgClient.PgClient, targets: string, options: ClaimOptions
     )
   `
 
-interface TakenRow extends Row {
-  readonly lease_id: string
-  readonly mark: string
-  readonly target_failures: number
-}
+const TakenRow = Schema.Struct({
+  ...DeliveryRow.fields,
+  lease_id: Schema.String,
+  mark: BigIntText,
+  target_failures: Schema.Number
+})
+type TakenRow = typeof TakenRow.Type
+const takenRows = decodeRows("deliveries", TakenRow)
 
 /**
  * One statement for targets without a lease and this process's own: the
  * lease and the rows handed out under it. Answers one row more (`id` NULL)
  * saying whether a lease somewhere ran out (`takeover`).
  */
+//
+// Its rows asserted, not decoded: the take feeds every claim of a busy
+// worker, and a schema decode of each full delivery row (payload included)
+// would be paid on every delivery handed out of the log.
 export const leaseAndTake = (sql: PgClient.PgClient, kind: DeliveryKind, options: ClaimOptions, owner: string) =>
   sql<TakenRow & { readonly takeover: boolean }>`
     WITH ${picked(sql, kind, options, owner, "fresh")},
@@ -199,7 +206,7 @@ export const leaseAndTake = (sql: PgClient.PgClient, kind: DeliveryKind, options
 
 /** A takeover, first of two statements: the targets whose lease ran out, leased anew at their cursor. */
 export const leaseTargets = (sql: PgClient.PgClient, kind: DeliveryKind, options: ClaimOptions, owner: string) =>
-  sql<Leased>`
+  sql`
     WITH ${picked(sql, kind, options, owner, "takeover")}
     UPDATE delivery_targets t
     SET lease_owner = ${owner}, lease_id = gen_random_uuid(), leased_to = t.cursor, log_in_flight = 0,
@@ -215,7 +222,7 @@ export const leaseTargets = (sql: PgClient.PgClient, kind: DeliveryKind, options
  * lease changed hands), and the mark moved past them.
  */
 export const takeRows = (sql: PgClient.PgClient, leased: ReadonlyArray<Leased>, options: ClaimOptions) =>
-  sql<TakenRow>`
+  sql`
     WITH leases AS (
       SELECT l.id, l.lease_id, l.want, t.leased_to AS start
       FROM jsonb_to_recordset(${JSON.stringify(leased)}::jsonb) AS l(id uuid, lease_id uuid, want int)
@@ -249,8 +256,8 @@ const takeStatements = Effect.fnUntraced(function*(
   const rows: Array<TakenRow> = fresh.filter((row) => row.id !== null)
   const room = options.limit - rows.length
   if (fresh[0]?.takeover === true && room > 0) {
-    const leased = yield* leaseTargets(sql, kind, { ...options, limit: room }, owner).pipe(Effect.orDie)
-    if (leased.length > 0) rows.push(...(yield* takeRows(sql, leased, { ...options, limit: room }).pipe(Effect.orDie)))
+    const leased = yield* leasedRows(leaseTargets(sql, kind, { ...options, limit: room }, owner)).pipe(Effect.orDie)
+    if (leased.length > 0) rows.push(...(yield* takenRows(takeRows(sql, leased, { ...options, limit: room })).pipe(Effect.orDie)))
   }
   return rows
 })
@@ -258,7 +265,7 @@ const takeStatements = Effect.fnUntraced(function*(
 /**
  * Hands out rows of the targets this process can lease. A take that
  * failed puts its owner id in doubt, and the next one first tells the
- * database what this process knows of its leases (`LogReconcile.ts`).
+ * database what this process knows of its leases (`Reconcile.ts`).
  */
 export const take = Effect.fnUntraced(function*(
   sql: PgClient.PgClient,
@@ -296,6 +303,11 @@ export const take = Effect.fnUntraced(function*(
   return claimed
 })
 
+const releasedRows = decodeRows(
+  "deliveries",
+  Schema.Struct({ id: Schema.String, target_id: Schema.String, lease_id: Schema.String, ended: Schema.Boolean })
+)
+
 /**
  * Rows handed out and not sent, written `queued` (claimable per row from
  * then on, the attempt not counted), and the cursor moved past them. Only
@@ -323,7 +335,7 @@ export const releaseLogged = Effect.fnUntraced(function*(
     }
   }
   const targetIds = [...new Set(claimed.map((c) => c.targetId))].sort()
-  const released = yield* sql<{ id: string; target_id: string; lease_id: string; ended: boolean }>`
+  const released = yield* releasedRows(sql`
     WITH locked AS (
       SELECT id, lease_id FROM delivery_targets WHERE id IN ${sql.in(targetIds)} ORDER BY id FOR UPDATE
     ),
@@ -348,7 +360,7 @@ export const releaseLogged = Effect.fnUntraced(function*(
     )
     SELECT w.id, i.target_id, i.lease_id, coalesce(l.ended, false) AS ended
     FROM written w JOIN input i ON i.id = w.id LEFT JOIN lease l ON l.id = i.target_id
-  `.pipe(
+  `).pipe(
     Effect.tapCause(() =>
       Effect.sync(() => {
         // Not written: until they are, these rows hold the cursor back (as

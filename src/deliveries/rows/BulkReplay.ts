@@ -12,8 +12,10 @@
  * cannot together pass its capacity.
  */
 import type { PgClient } from "@effect/sql-pg"
-import { Effect } from "effect"
-import type { DeliveryKind } from "./Types.ts"
+import { Effect, Schema } from "effect"
+import { InstantOrNull } from "../../platform/Rows.ts"
+import { decodeRows } from "../Rows.ts"
+import type { DeliveryKind } from "../Types.ts"
 
 export interface BulkReplayInput {
   readonly orgId: string
@@ -36,10 +38,17 @@ export interface BulkReplayResult {
   readonly nextSince: Date | null
 }
 
+const ReplayedRows = decodeRows("deliveries", Schema.Struct({
+  matched: Schema.Number,
+  queued: Schema.Number,
+  taken: Schema.Number,
+  next_since: InstantOrNull
+}))
+
 export const replayWindow = Effect.fnUntraced(function*(sql: PgClient.PgClient, input: BulkReplayInput) {
   const until = input.until === undefined ? sql`now()` : sql`${input.until.toISOString()}::timestamptz`
   const excluded = input.excludeMetaKey === undefined ? sql`` : sql`AND NOT (d.meta ? ${input.excludeMetaKey})`
-  const [row] = yield* sql<{ matched: number; queued: number; taken: number; next_since: Date | null }>`
+  const [row] = yield* ReplayedRows(sql`
     WITH target AS (
       SELECT undelivered, cooldown_until FROM delivery_targets WHERE id = ${input.targetId} FOR UPDATE
     ),
@@ -72,7 +81,7 @@ export const replayWindow = Effect.fnUntraced(function*(sql: PgClient.PgClient, 
            (SELECT min(m.created_at) FROM matched m
             WHERE (m.created_at, m.seq) > (SELECT t.created_at, t.seq FROM taken t ORDER BY t.created_at DESC, t.seq DESC LIMIT 1)
               AND (SELECT count(*) FROM matched) > ${input.max}) AS next_since
-  `.pipe(Effect.orDie)
+  `).pipe(Effect.orDie)
   const matched = row?.matched ?? 0
   const queued = row?.queued ?? 0
   return { matched, queued, notQueued: matched - queued, nextSince: row?.next_since ?? null } satisfies BulkReplayResult

@@ -1,6 +1,6 @@
 /**
  * `OutboundHttp.send` without a fiber of its own, for the webhook sends that
- * run without one (`src/deliveries/DirectSend.ts`): the same checks, span
+ * run without one (`src/deliveries/worker/StartFast.ts`): the same checks, span
  * attributes and exchange; an IP literal's exchange starts at once, a
  * name's resolution alone runs as an effect.
  *
@@ -13,7 +13,7 @@
  */
 import { Cause, type Context, Effect, Exit, Option, type Tracer } from "effect"
 import type { Address } from "./AddressPolicy.ts"
-import type { OutboundFailure, OutboundRequest, OutboundResponse, Prepared } from "./OutboundHttp.ts"
+import type { OutboundFailure, OutboundRequest, OutboundResponse, Prepared } from "./Request.ts"
 import type { Target } from "./TargetUrl.ts"
 
 /** What an exchange ends with: the answer, or why there was none. */

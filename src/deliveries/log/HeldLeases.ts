@@ -15,9 +15,9 @@
  * doubt, and this process takes a new owner id at once, so that nothing
  * such a statement does, whenever it commits, is taken for this process's
  * own. Before the next take the database is told what is known here
- * (`LogReconcile.ts`).
+ * (`Reconcile.ts`).
  */
-import { newId } from "../platform/Ids.ts"
+import { newId } from "../../platform/Ids.ts"
 
 interface Held {
   readonly leaseId: string

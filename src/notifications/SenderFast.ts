@@ -1,6 +1,6 @@
 /**
  * Webhook sends without a fiber of their own: the worker's `handleDirect`
- * for kind `webhook` (`src/deliveries/DirectSend.ts`). It takes the common
+ * for kind `webhook` (`src/deliveries/worker/StartFast.ts`). It takes the common
  * case (an endpoint and an event body this process knows, tracing on),
  * settles a 2xx answer from a healthy endpoint in the exchange's callback,
  * and forks whatever else the answer asks for (`outcomeOf`: a failure to
@@ -17,12 +17,12 @@
  */
 import { Cause, type Clock, Effect, Exit, type Fiber, type Tracer } from "effect"
 import { Outcome } from "../deliveries/DeliveryQueue.ts"
-import type { DirectHandle, SpanStarter } from "../deliveries/DirectSend.ts"
+import type { DirectHandle, SpanStarter } from "../deliveries/worker/StartFast.ts"
 import type { Claimed } from "../deliveries/Types.ts"
 import { defectSettlement, type Settlement } from "../deliveries/worker/Start.ts"
-import type { Sent } from "../outbound/DirectExchange.ts"
+import type { Sent } from "../outbound/OutboundHttpFast.ts"
 import { OutboundFailure, type OutboundRequest } from "../outbound/OutboundHttp.ts"
-import type { SendTarget } from "./Endpoints.ts"
+import type { SendTarget } from "./SendTargets.ts"
 import type { EventBody } from "./EventBodies.ts"
 
 const DELIVERED = Outcome.delivered()

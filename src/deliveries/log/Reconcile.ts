@@ -9,7 +9,7 @@
  * be sent: the cursor passes them once the rows after them settle.
  *
  * So a failed take puts the owner id it ran under in doubt and the process
- * takes a new one (`LogLeases.ts`): the take only continues leases of its
+ * takes a new one (`HeldLeases.ts`): the take only continues leases of its
  * current owner id, so whatever the lost statement did, now or when it
  * commits later, belongs to an owner nobody uses, and such a lease runs out
  * and is taken over from the target's cursor like a stopped process's.
@@ -30,7 +30,7 @@
  */
 import type { PgClient } from "@effect/sql-pg"
 import { Effect } from "effect"
-import type { LogLeases } from "./LogLeases.ts"
+import type { LogLeases } from "./HeldLeases.ts"
 
 export const reconcileStatement = (
   sql: PgClient.PgClient,
@@ -38,7 +38,7 @@ export const reconcileStatement = (
   owner: string,
   known: ReturnType<LogLeases["known"]>
 ) =>
-  sql<{ readonly id: string; readonly ended: boolean }>`
+  sql`
     WITH known AS (
       SELECT * FROM jsonb_to_recordset(${JSON.stringify(known)}::jsonb) AS k(id uuid, lease_id uuid, mark bigint)
     ),

@@ -5,32 +5,36 @@
  * wakeup of the kind's workers are `DeliveryQueue`'s.
  */
 import type { PgClient } from "@effect/sql-pg"
-import { Effect } from "effect"
-import { DeliveryNotFound, DeliveryNotReplayable, DeliveryQueueFull } from "./Errors.ts"
-import { COLUMNS, type DeliveryStatus, type ReplayInput, type Row, toDelivery } from "./Types.ts"
+import { Effect, Schema } from "effect"
+import { DeliveryNotFound, DeliveryNotReplayable, DeliveryQueueFull } from "../Errors.ts"
+import { InstantOrNull } from "../../platform/Rows.ts"
+import * as Rows from "../Rows.ts"
+import { COLUMNS, type ReplayInput, toDelivery } from "../Types.ts"
+
+const withCooldown = Rows.decodeRows("deliveries", Schema.Struct({ ...Rows.DeliveryRow.fields, cooldown_until: InstantOrNull }))
 
 export const replay = Effect.fnUntraced(function*(sql: PgClient.PgClient, input: ReplayInput) {
   const result = yield* sql.withTransaction(Effect.gen(function*() {
-    const [row] = yield* sql<Row & { readonly cooldown_until: Date | null }>`
+    const [row] = yield* withCooldown(sql`
       SELECT ${sql.literal(COLUMNS.split(",").map((c) => `d.${c.trim()}`).join(", "))}, t.cooldown_until
       FROM deliveries d LEFT JOIN delivery_targets t ON t.id = d.target_id
       WHERE d.id = ${input.deliveryId} AND d.org_id = ${input.orgId} AND d.kind = ${input.kind}
       ${input.targetId === undefined ? sql`` : sql`AND d.target_id = ${input.targetId}`}
       FOR UPDATE OF d
-    `
+    `)
     if (row === undefined) return { _tag: "NotFound" } as const
     // A logged row is never failed: what it reads as is only for the answer.
-    if ((row.status as string) === "logged") {
-      const [record] = yield* sql<{ status: DeliveryStatus }>`SELECT status FROM delivery_records WHERE id = ${row.id}`
+    if (row.status === "logged") {
+      const [record] = yield* Rows.status(sql`SELECT status FROM delivery_records WHERE id = ${row.id}`)
       return { _tag: "NotReplayable", status: record!.status } as const
     }
     const delivery = toDelivery(row)
     if (delivery.status !== "failed" || (input.replayable !== undefined && !input.replayable(delivery))) {
       return { _tag: "NotReplayable", status: delivery.status } as const
     }
-    const [waiting] = yield* sql<{ n: number }>`
+    const [waiting] = yield* Rows.count(sql`
       SELECT coalesce((SELECT undelivered FROM delivery_targets WHERE id = ${delivery.targetId}), 0) AS n
-    `
+    `)
     if (waiting!.n >= input.capacity) return { _tag: "QueueFull" } as const
     yield* sql`
       UPDATE deliveries

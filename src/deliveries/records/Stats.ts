@@ -5,8 +5,10 @@
  * log's successes through one range scan of the target's outcome rows.
  */
 import type { PgClient } from "@effect/sql-pg"
-import { Effect } from "effect"
-import type { DeliveryKind } from "./Types.ts"
+import { Effect, Schema } from "effect"
+import { Instant } from "../../platform/Rows.ts"
+import { decodeRows } from "../Rows.ts"
+import type { DeliveryKind } from "../Types.ts"
 
 export interface TargetStats {
   readonly since: Date
@@ -17,6 +19,16 @@ export interface TargetStats {
   readonly durationP95: number | null
 }
 
+/** Percentiles come back as \`double precision\`, a number or NULL. */
+const StatsRows = decodeRows("deliveries", Schema.Struct({
+  since: Instant,
+  delivered: Schema.Number,
+  failed: Schema.Number,
+  pending: Schema.Number,
+  p50: Schema.NullOr(Schema.Union([Schema.Number, Schema.String])),
+  p95: Schema.NullOr(Schema.Union([Schema.Number, Schema.String]))
+}))
+
 export const targetStats = Effect.fnUntraced(function*(sql: PgClient.PgClient, input: {
   readonly orgId: string
   readonly kind: DeliveryKind
@@ -26,14 +38,7 @@ export const targetStats = Effect.fnUntraced(function*(sql: PgClient.PgClient, i
   readonly excludeMetaKey?: string | undefined
 }) {
   const excluded = input.excludeMetaKey === undefined ? sql`` : sql`AND NOT (d.meta ? ${input.excludeMetaKey})`
-  const [row] = yield* sql<{
-    since: Date
-    delivered: number
-    failed: number
-    pending: number
-    p50: number | null
-    p95: number | null
-  }>`
+  const [row] = yield* StatsRows(sql`
     WITH window_start AS (SELECT now() - make_interval(hours => ${input.hours}) AS at),
     recent AS (
       SELECT d.id, d.seq, d.status FROM deliveries d
@@ -68,7 +73,7 @@ export const targetStats = Effect.fnUntraced(function*(sql: PgClient.PgClient, i
            (SELECT percentile_cont(0.5) WITHIN GROUP (ORDER BY duration_ms) FROM durations) AS p50,
            (SELECT percentile_cont(0.95) WITHIN GROUP (ORDER BY duration_ms) FROM durations) AS p95
     FROM classified
-  `.pipe(Effect.orDie)
+  `).pipe(Effect.orDie)
   return {
     since: row!.since,
     delivered: row!.delivered,

@@ -1,4 +1,9 @@
 /**
+ * Folder `worker/`: the process side of the queue, free of SQL (it calls
+ * `DeliveryQueue`): this loop, `Admission.ts` (which claimed delivery may
+ * start), and a file per loop. `StartFast.ts` is the send without a fiber
+ * of its own beside `Start.ts`.
+ *
  * The loop that sends deliveries of one kind. The database is the source of
  * truth, so any number of processes can run this loop for the same kind.
  *
@@ -28,27 +33,22 @@
  * When nothing is due the loop sleeps until a wakeup, the next due instant,
  * or the poll interval.
  *
- * Which waiting delivery may start is decided by `Admission.ts` (a model
- * with no clock or fibers, property-tested). The loops are in `worker/`, a
- * file each: `Claim.ts`, `Start.ts` (sends), `Settle.ts` (the settle
- * batcher), `Outcomes.ts` (what a written batch frees), `GiveBack.ts`,
- * `Idle.ts`, over the shared `State.ts` and the numbers of `Limits.ts`.
- * This file wires them and runs the step loop.
+ * This file wires the loops and runs the step loop.
  */
 import { Cause, Clock, Effect, FiberSet } from "effect"
-import { Metrics } from "../observability/Metrics.ts"
-import { Wakeups } from "../platform/Wakeups.ts"
+import { Metrics } from "../../observability/Metrics.ts"
+import { Wakeups } from "../../platform/Wakeups.ts"
 import { Admission } from "./Admission.ts"
-import { type Claimed, type CooldownPolicy, type DeliveryKind, DeliveryQueue } from "./DeliveryQueue.ts"
-import type { DirectHandle } from "./DirectSend.ts"
-import { makeClaim } from "./worker/Claim.ts"
-import { releaseSetAside, shutdown } from "./worker/GiveBack.ts"
-import { makeIdle } from "./worker/Idle.ts"
-import { FAILING_TARGET_SENDS, type LimitOptions, limitsOf } from "./worker/Limits.ts"
-import { makeOutcomes } from "./worker/Outcomes.ts"
-import { makeSettler } from "./worker/Settle.ts"
-import { makePump, type Settlement } from "./worker/Start.ts"
-import { makeState } from "./worker/State.ts"
+import { type Claimed, type CooldownPolicy, type DeliveryKind, DeliveryQueue } from "../DeliveryQueue.ts"
+import type { DirectHandle } from "./StartFast.ts"
+import { makeClaim } from "./Claim.ts"
+import { releaseSetAside, shutdown } from "./GiveBack.ts"
+import { makeIdle } from "./Idle.ts"
+import { FAILING_TARGET_SENDS, type LimitOptions, limitsOf } from "./Limits.ts"
+import { makeOutcomes } from "./Outcomes.ts"
+import { makeSettler } from "./Settle.ts"
+import { makePump, type Settlement } from "./Start.ts"
+import { makeState } from "./State.ts"
 
 export type { Settlement }
 
@@ -67,7 +67,7 @@ export interface WorkerOptions<R> extends LimitOptions {
   readonly perGroup?: number | undefined
   /** Sends one delivery and says how it went; it should not fail (a defect is recorded as a retry). */
   readonly handle: (delivery: Claimed) => Effect.Effect<Settlement, never, R>
-  /** Offered each delivery before `handle`: a send without a fiber of its own, when it takes it (`DirectSend.ts`). */
+  /** Offered each delivery before `handle`: a send without a fiber of its own, when it takes it (`src/deliveries/worker/StartFast.ts`). */
   readonly handleDirect?: DirectHandle | undefined
 }
 

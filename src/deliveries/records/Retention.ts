@@ -7,10 +7,11 @@
  */
 import type { PgClient } from "@effect/sql-pg"
 import { Effect } from "effect"
-import type { DeliveryKind } from "./Types.ts"
+import type { Statement } from "effect/sql"
+import type { DeliveryKind } from "../Types.ts"
 
 export const prunePayloads = Effect.fnUntraced(function*(sql: PgClient.PgClient, kind: DeliveryKind, keepFailedHours: number) {
-  const rows = yield* sql<{ id: string }>`
+  const rows = yield* sql`
     UPDATE deliveries SET payload = NULL
     WHERE kind = ${kind} AND payload IS NOT NULL AND (
       status IN ('delivered', 'partial')
@@ -22,7 +23,7 @@ export const prunePayloads = Effect.fnUntraced(function*(sql: PgClient.PgClient,
 })
 
 export const pruneFinished = Effect.fnUntraced(function*(sql: PgClient.PgClient, kind: DeliveryKind, keepDays: number) {
-  const rows = yield* sql<{ id: string }>`
+  const rows = yield* sql`
     DELETE FROM deliveries
     WHERE kind = ${kind} AND finished_at < now() - make_interval(days => ${keepDays})
     RETURNING id
@@ -45,17 +46,9 @@ export const pruneRecords = Effect.fnUntraced(function*(
   olderThanSeconds: number,
   batch: number
 ) {
-  const rows = yield* sql`
-    DELETE FROM deliveries WHERE id IN (
-      SELECT id FROM deliveries
-      WHERE status IN ('delivered', 'failed') AND kind IN ${sql.in(kinds)}
-        AND finished_at < now() - make_interval(secs => ${olderThanSeconds})
-      ORDER BY finished_at
-      LIMIT ${batch}
-      FOR UPDATE SKIP LOCKED
-    )
-    RETURNING 1 AS deleted
-  `.pipe(Effect.orDie)
+  const rows = yield* deleteOldest(sql, "deliveries", "id", "finished_at", batch, sql`
+    status IN ('delivered', 'failed') AND kind IN ${sql.in(kinds)} AND finished_at < now() - make_interval(secs => ${olderThanSeconds})
+  `)
   const logged = yield* sql`
     DELETE FROM deliveries d USING (
       SELECT target_id, seqs FROM delivery_outcomes
@@ -77,20 +70,18 @@ export const pruneRecords = Effect.fnUntraced(function*(
     )
     RETURNING 1 AS deleted
   `.pipe(Effect.orDie)
-  return rows.length + logged.length + outcomes.length
+  return rows + logged.length + outcomes.length
 })
 
 /** Deletes at most `batch` attempts older than `olderThanSeconds` (their delivery keeps its count), the same way. */
-export const pruneAttempts = Effect.fnUntraced(function*(sql: PgClient.PgClient, olderThanSeconds: number, batch: number) {
-  const rows = yield* sql`
-    DELETE FROM delivery_attempts WHERE ctid IN (
-      SELECT ctid FROM delivery_attempts
-      WHERE at < now() - make_interval(secs => ${olderThanSeconds})
-      ORDER BY at
-      LIMIT ${batch}
-      FOR UPDATE SKIP LOCKED
+export const pruneAttempts = (sql: PgClient.PgClient, olderThanSeconds: number, batch: number) =>
+  deleteOldest(sql, "delivery_attempts", "ctid", "at", batch, sql`at < now() - make_interval(secs => ${olderThanSeconds})`)
+
+/** Deletes at most `batch` rows of `table` that `where` selects, oldest (`at`) first, skipping rows another statement holds; answers how many. */
+const deleteOldest = (sql: PgClient.PgClient, table: string, key: string, at: string, batch: number, where: Statement.Fragment) =>
+  sql`
+    DELETE FROM ${sql(table)} WHERE ${sql(key)} IN (
+      SELECT ${sql(key)} FROM ${sql(table)} WHERE ${where} ORDER BY ${sql(at)} LIMIT ${batch} FOR UPDATE SKIP LOCKED
     )
     RETURNING 1 AS deleted
-  `.pipe(Effect.orDie)
-  return rows.length
-})
+  `.pipe(Effect.map((rows) => rows.length), Effect.orDie)

@@ -25,7 +25,7 @@
  */
 import type { PgClient } from "@effect/sql-pg"
 import { Duration, Effect } from "effect"
-import type { Settled, SettleItem } from "./Types.ts"
+import type { Settled, SettleItem } from "../Types.ts"
 
 /** One target's part of the batch: its lease, where its cursor may move, and the seqs delivered. */
 interface TargetPart {
@@ -78,6 +78,8 @@ const arrayLiteral = (values: ReadonlyArray<bigint | number | null>) =>
   `{${values.map((value) => (value === null ? "NULL" : String(value))).join(",")}}`
 
 /** Settles `parts` (from `logSuccesses`) in one statement; answers per target whether its lease held and whether it ended. */
+// Its rows asserted, not decoded: this is the settle of a busy endpoint's
+// every batch, and its answer is ours, one row per target.
 export const settleLogSuccesses = (sql: PgClient.PgClient, parts: ReadonlyArray<TargetPart>) =>
   sql<{ id: string; log_ended: boolean }>`
     WITH input AS (

@@ -7,8 +7,8 @@
  */
 import type { PgClient } from "@effect/sql-pg"
 import { Effect } from "effect"
-import { newId } from "../platform/Ids.ts"
-import type { AttemptRecord, DeliveryKind, DeliveryMeta } from "./Types.ts"
+import { newId } from "../../platform/Ids.ts"
+import type { AttemptRecord, DeliveryKind, DeliveryMeta } from "../Types.ts"
 
 export interface FinishedInput {
   readonly orgId: string

@@ -1,0 +1,217 @@
+/**
+ * Connection pools pinned to checked addresses, and one exchange through
+ * them under what is left of the send's deadline; the CA certificates
+ * outbound TLS trusts. Pools live as long as the scope that made them.
+ */
+import { Duration, Effect } from "effect"
+import { readFileSync } from "node:fs"
+import * as tls from "node:tls"
+import { buildConnector, Pool } from "undici"
+import { type Address, parseAddress } from "./AddressPolicy.ts"
+import { startExchange } from "./Exchange.ts"
+import { requestHeaders } from "./RequestHeaders.ts"
+import { OutboundFailure, type OutboundRequest, type OutboundResponse, type Prepared, toFailure } from "./Request.ts"
+
+/** How long an idle connection pool for one (origin, checked addresses) pair is kept. */
+const POOL_IDLE_TTL = Duration.minutes(1)
+/** Connections per pool; the callers (delivery workers) bound their own concurrency. */
+const POOL_CONNECTIONS = 32
+// ---------------------------------------------------------------------------
+// Connection pools pinned to checked addresses
+
+interface PoolKey {
+  /** `https://host[:port]`, what the Host header and SNI come from. */
+  readonly origin: string
+  /** The checked addresses, the only ones this pool's sockets connect to. */
+  readonly addresses: ReadonlyArray<string>
+  readonly partition: string
+  readonly connections: number
+}
+
+const familyOf = (address: string) => (address.includes(":") ? 6 : 4)
+
+/**
+ * A `lookup` for `net.connect` that answers the checked addresses instead of
+ * asking DNS again. Node calls it with `all: true` when it races address
+ * families (happy eyeballs), with a single answer expected otherwise.
+ */
+const pinnedLookup = (addresses: ReadonlyArray<string>) =>
+(
+  _hostname: string,
+  options: unknown,
+  callback: (error: Error | null, address: string | Array<{ address: string; family: number }>, family?: number) => void
+) => {
+  const all = typeof options === "object" && options !== null && "all" in options && options.all === true
+  if (all) {
+    callback(null, addresses.map((address) => ({ address, family: familyOf(address) })))
+  } else {
+    callback(null, addresses[0], familyOf(addresses[0]))
+  }
+}
+
+const makePool = (key: PoolKey, trust: tls.SecureContext) => {
+  const url = new URL(key.origin)
+  const literal = parseAddress(url.hostname)
+  const connector = buildConnector({
+    // Built once from the trusted CAs: given `ca` instead, every new
+    // connection would parse the whole root store again (~15 ms each).
+    secureContext: trust,
+    rejectUnauthorized: true,
+    // HTTP/1.1 only: one well-understood framing, no h2 stream multiplexing
+    // surprises across deliveries.
+    allowH2: false,
+    lookup: pinnedLookup(key.addresses)
+  })
+  return new Pool(key.origin, {
+    connections: key.connections,
+    allowH2: false,
+    keepAliveTimeout: 10_000,
+    keepAliveMaxTimeout: 60_000,
+    connect: (options, callback) =>
+      // An IP literal is never looked up by Node, so the pinned lookup does not
+      // apply: connect to the checked form of it (an IPv4-mapped literal to
+      // its IPv4 address). A name keeps its hostname (SNI and certificate
+      // hostname come from it) and reaches the address through the lookup.
+      connector(literal === undefined ? options : { ...options, hostname: key.addresses[0] }, callback)
+  })
+}
+
+interface PoolEntry {
+  readonly pool: Pool
+  /** Exchanges in flight through it. */
+  active: number
+  /** `performance.now()` when its last exchange ended. */
+  idleSince: number
+}
+
+/** The CA certificates outbound TLS trusts: Node's default store plus the extra PEM bundle (exported for tests). */
+export const trustedCas = (extraCaFile: string | undefined): Effect.Effect<ReadonlyArray<string>> =>
+  Effect.gen(function*() {
+    // `getCACertificates("default")` is what Node itself trusts (bundled
+    // Mozilla roots, plus NODE_EXTRA_CA_CERTS and the OS store when Node is
+    // told to use them); `rootCertificates` is the bundled set alone.
+    const base = typeof tls.getCACertificates === "function"
+      ? tls.getCACertificates("default")
+      : [...tls.rootCertificates]
+    if (extraCaFile === undefined) return base
+    const pem = yield* Effect.try({
+      try: () => readFileSync(extraCaFile, "utf8"),
+      catch: () => new Error(`SVC_EXTRA_CA_FILE: cannot read ${extraCaFile}`)
+    }).pipe(Effect.orDie)
+    const certificates = pem.match(/-----BEGIN CERTIFICATE-----[\s\S]+?-----END CERTIFICATE-----/g) ?? []
+    if (certificates.length === 0) {
+      return yield* Effect.die(new Error(`SVC_EXTRA_CA_FILE: ${extraCaFile} holds no PEM certificate`))
+    }
+    return [...base, ...certificates]
+  })
+
+/** The pools of one `OutboundHttp` layer: swept when idle, destroyed with the scope. */
+export const makePools = Effect.fnUntraced(function*(trust: tls.SecureContext) {
+  // Pools by key, each with its exchanges in flight; one idle for
+  // POOL_IDLE_TTL is destroyed by the sweep. A plain map, not a scoped
+  // resource per send: looking a pool up costs a string key and a get.
+  const pools = new Map<string, PoolEntry>()
+  const poolFor = (key: PoolKey) => {
+    const id = `${key.origin} ${key.addresses.join(",")} ${key.partition} ${key.connections}`
+    let entry = pools.get(id)
+    if (entry === undefined) {
+      entry = { pool: makePool(key, trust), active: 0, idleSince: performance.now() }
+      pools.set(id, entry)
+    } else {
+      // Taken now: not idle, whatever happens before its exchange starts.
+      entry.idleSince = performance.now()
+    }
+    return entry
+  }
+  const idleTtlMs = Duration.toMillis(POOL_IDLE_TTL)
+  const destroy = (entry: PoolEntry) => entry.pool.destroy().catch(() => undefined)
+  yield* Effect.sync(() => {
+    const now = performance.now()
+    for (const [id, entry] of pools) {
+      if (entry.active === 0 && now - entry.idleSince > idleTtlMs) {
+        pools.delete(id)
+        void destroy(entry)
+      }
+    }
+  }).pipe(Effect.delay(Duration.millis(idleTtlMs / 4)), Effect.forever, Effect.forkScoped)
+  // Destroy, not close: nothing uses an idle pool, and at shutdown an
+  // exchange still in flight must not hold the layer open.
+  yield* Effect.addFinalizer(() =>
+    Effect.promise(() => {
+      const all = [...pools.values()]
+      pools.clear()
+      return Promise.all(all.map(destroy))
+    })
+  )
+
+  /**
+   * The exchange with the checked addresses, under what is left of the
+   * deadline, kept by a timer of its own that aborts the request (no
+   * racing fibers per send); `done` is called once, unless the returned
+   * abort comes first.
+   */
+  const exchange = (
+    request: OutboundRequest,
+    prepared: Prepared,
+    addresses: ReadonlyArray<Address>,
+    done: (result: OutboundResponse | OutboundFailure) => void
+  ): (() => void) => {
+    const { maxBytes, started, target, timeoutMs } = prepared
+    const remainingMs = timeoutMs - (performance.now() - started)
+    const timedOut = () => new OutboundFailure({ reason: "timeout", message: `no complete answer within ${timeoutMs} ms` })
+    if (!(remainingMs > 0)) {
+      done(timedOut())
+      return () => {}
+    }
+    const entry = poolFor({
+      origin: target.url.origin,
+      addresses: addresses.map((address) => address.toString()),
+      partition: request.partition ?? "",
+      connections: request.connections ?? POOL_CONNECTIONS
+    })
+    let timer: ReturnType<typeof setTimeout> | undefined
+    let ended = false
+    const over = () => {
+      clearTimeout(timer)
+      if (ended) return false
+      ended = true
+      entry.active--
+      entry.idleSince = performance.now()
+      return true
+    }
+    entry.active++
+    const running = startExchange(entry.pool, {
+      path: `${target.url.pathname}${target.url.search}`,
+      method: request.method,
+      headers: requestHeaders(request.headers),
+      body: request.body ?? null,
+      maxBytes,
+      // Backstops only: the deadline over the whole exchange is the
+      // timer below, which ends the exchange.
+      headersTimeout: Number.isFinite(remainingMs) ? remainingMs : 0,
+      bodyTimeout: Number.isFinite(remainingMs) ? remainingMs : 0
+    }, (error, exchanged) => {
+      if (!over()) return
+      done(
+        exchanged !== undefined
+          ? { ...exchanged, elapsedMs: Math.round(performance.now() - started) } satisfies OutboundResponse
+          : toFailure(error)
+      )
+    })
+    if (!ended && Number.isFinite(remainingMs)) {
+      // Whole milliseconds, never later than the deadline: Node keeps
+      // one list of timers per distinct duration, and a fractional one
+      // made a new list (and a priority-queue insert) for every send:
+      // 3 % of the drain's busy CPU in a profile, none now.
+      timer = setTimeout(() => {
+        running.abort()
+        if (over()) done(timedOut())
+      }, Math.max(1, Math.floor(remainingMs)))
+    }
+    return () => {
+      running.abort()
+      over()
+    }
+  }
+  return { exchange }
+})

@@ -1,0 +1,129 @@
+/**
+ * The delivery worker's loop on `TestClock`, over a queue held in memory:
+ * when it claims, what it settles, and what it gives back, without a
+ * database and without waiting for real time to pass.
+ */
+import { assert, describe, it } from "@effect/vitest"
+import { Duration, Effect, Exit, Fiber, Layer, Option, Scope } from "effect"
+import { TestClock } from "effect/testing"
+import { type Claimed, DeliveryQueue, Outcome, type SettleItem } from "../../../src/deliveries/DeliveryQueue.ts"
+import { runWorker } from "../../../src/deliveries/worker/DeliveryWorker.ts"
+import { Wakeups } from "../../../src/platform/Wakeups.ts"
+
+const delivery = (n: number, targetId = "t1"): Claimed => ({
+  id: `d${n}`,
+  seq: String(n),
+  orgId: "org",
+  kind: "email",
+  targetId,
+  status: "sending",
+  label: null,
+  eventId: null,
+  payload: "{}",
+  meta: {},
+  attempts: 1,
+  replays: 0,
+  lastError: null,
+  nextAttemptAt: new Date(0),
+  createdAt: new Date(0),
+  finishedAt: null,
+  leaseOwner: "lease",
+  targetFailures: 0,
+  claimedFrom: "queued"
+})
+
+/** A queue in memory: `due` is handed out by the next claim; what the worker settles and releases is kept. */
+const memoryQueue = () => {
+  const due: Array<Claimed> = []
+  const claims: Array<number> = []
+  const settled: Array<SettleItem> = []
+  const released: Array<Claimed> = []
+  const queue = {
+    claim: () =>
+      Effect.sync(() => {
+        claims.push(claims.length)
+        return due.splice(0)
+      }),
+    settleMany: (items: ReadonlyArray<SettleItem>) =>
+      Effect.sync(() => {
+        settled.push(...items)
+        return { held: items.map(() => true), coolingFor: new Map<string, number>() }
+      }),
+    release: (items: ReadonlyArray<Claimed>) =>
+      Effect.sync(() => {
+        released.push(...items)
+        return items.length
+      }),
+    nextDue: () => Effect.succeed(Option.none<Date>()),
+    reachable: Effect.succeed(true)
+  } as unknown as DeliveryQueue["Service"]
+  return { queue, due, claims, settled, released }
+}
+
+/** Wake-ups that never come: the worker runs on its own timers alone. */
+const silent = Wakeups.of({
+  signal: () => Effect.void,
+  inStatement: () => ({ notify: undefined, local: Effect.void }),
+  wait: (_topic, atMost) => Effect.sleep(atMost),
+  subscribe: () => Effect.void
+})
+
+const start = (memory: ReturnType<typeof memoryQueue>, handle: (delivery: Claimed) => Effect.Effect<{ outcome: Outcome; attempt: { durationMs: number } }>) =>
+  runWorker({
+    kind: "email",
+    concurrency: 4,
+    perTarget: 2,
+    leaseFor: "30 seconds",
+    pollEvery: "5 seconds",
+    handle
+  }).pipe(Effect.provide(Layer.mergeAll(Layer.succeed(DeliveryQueue, memory.queue), Layer.succeed(Wakeups, silent))))
+
+describe("the delivery worker on TestClock", () => {
+  it.effect("with nothing due it claims again after the poll interval, not before", () =>
+    Effect.gen(function*() {
+      const memory = memoryQueue()
+      yield* start(memory, () => Effect.succeed({ outcome: Outcome.delivered(), attempt: { durationMs: 1 } }))
+      yield* TestClock.adjust(Duration.zero)
+      assert.strictEqual(memory.claims.length, 1)
+      yield* TestClock.adjust("4900 millis")
+      assert.strictEqual(memory.claims.length, 1, "no claim before the poll interval")
+      yield* TestClock.adjust("200 millis")
+      assert.strictEqual(memory.claims.length, 2)
+    }).pipe(Effect.scoped))
+
+  it.effect("what a claim hands out is sent and its outcome settled: delivered, or a retry with its attempt", () =>
+    Effect.gen(function*() {
+      const memory = memoryQueue()
+      memory.due.push(delivery(1), delivery(2, "t2"))
+      yield* start(memory, (claimed) =>
+        Effect.succeed(
+          claimed.id === "d1"
+            ? { outcome: Outcome.delivered(), attempt: { durationMs: 3 } }
+            : { outcome: Outcome.retry("1 minute", "HTTP 503"), attempt: { durationMs: 5 } }
+        ))
+      yield* TestClock.adjust("1 second")
+      const byId = new Map(memory.settled.map((item) => [item.claimed.id, item]))
+      assert.strictEqual(byId.get("d1")?.outcome._tag, "Delivered")
+      assert.strictEqual(byId.get("d2")?.outcome._tag, "Retry")
+      assert.strictEqual(byId.get("d2")?.attempt.durationMs, 5)
+      assert.deepStrictEqual(memory.released, [])
+    }).pipe(Effect.scoped))
+
+  it.effect("at shutdown what waited unsent is given back at once; a send still running gets its grace, then is left to its lease", () =>
+    Effect.gen(function*() {
+      const memory = memoryQueue()
+      // Three to one target that may have two in flight: one waits.
+      memory.due.push(delivery(1), delivery(2), delivery(3))
+      const scope = yield* Scope.make()
+      yield* start(memory, () => Effect.never).pipe(Scope.provide(scope))
+      yield* TestClock.adjust("1 second")
+      const closing = yield* Effect.forkChild(Scope.close(scope, Exit.void))
+      yield* TestClock.adjust(Duration.zero)
+      assert.deepStrictEqual(memory.released.map((claimed) => claimed.id), ["d3"], "given back at once")
+      yield* TestClock.adjust("9 seconds")
+      assert.isUndefined(closing.pollUnsafe(), "the sends under way still have their grace")
+      yield* TestClock.adjust("30 seconds")
+      yield* Fiber.join(closing)
+      assert.deepStrictEqual(memory.settled, [], "nothing settled for a send that never ended")
+    }))
+})
