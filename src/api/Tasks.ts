@@ -5,7 +5,7 @@
 import { Schema } from "effect"
 import { HttpApiEndpoint, HttpApiGroup, HttpApiSchema, OpenApi } from "effect/http-api"
 import { Cursor, JsonObject, JsonValue, Limit, NextCursor, Text, Timestamp, TraceId, Uuid } from "./Common.ts"
-import { AnswerSchemaTooComplex, InvalidRequest, LimitReached, NotFound, ValidationBusy } from "./Errors.ts"
+import { AnswerSchemaTooComplex, InvalidRequest, LimitReached, NotFound, TooManyStreams, ValidationBusy } from "./Errors.ts"
 import { Authentication, requireScope } from "./Security.ts"
 import { documented, notFound } from "./Documentation.ts"
 import * as Examples from "./Examples.ts"
@@ -63,6 +63,33 @@ export const Dataset = Schema.Struct({
   next_cursor: NextCursor.annotate({ description: "Pass as `cursor` for the next page of examples; null on the last page" })
 })
 export type Dataset = typeof Dataset.Type
+
+/**
+ * One line of a version's JSON Lines export: an example, with `feedback_id`
+ * null when it did not come from a correction.
+ */
+export const ExportLine = Schema.Struct({
+  input: JsonValue,
+  answer: JsonValue,
+  feedback_id: Schema.NullOr(Uuid)
+})
+export type ExportLine = typeof ExportLine.Type
+
+/** The export's media type: the format of `.jsonl` files, one JSON text per line. */
+export const EXPORT_MEDIA_TYPE = "application/jsonl"
+
+/** The export of a version: its lines, with the checksum and size sent before them. */
+export const DatasetExport = HttpApiSchema.WithHeaders(
+  HttpApiSchema.StreamNdjson({ schema: ExportLine, contentType: EXPORT_MEDIA_TYPE, maxElementBytes: "64 MiB" }),
+  {
+    "repr-digest": Schema.String.annotate({
+      description: "`sha-256=:<base64>:` (RFC 9530): SHA-256 of the whole export (every line, from the first), also on a resumed export"
+    }),
+    "x-svc-example-count": Schema.NumberFromString.check(Schema.isInt()).annotate({
+      description: "Examples in the version: the whole export's line count"
+    })
+  }
+)
 
 const TaskIdParams = { task_id: Uuid }
 
@@ -181,6 +208,31 @@ export class DatasetsApi extends HttpApiGroup.make("datasets")
         summary: "Get a dataset version",
         response: Examples.dataset,
         errors: { 404: notFound("dataset version") }
+      })
+    ),
+    HttpApiEndpoint.get("export", "/v1/datasets/:dataset_id/export", {
+      params: { dataset_id: Uuid },
+      query: {
+        after: Schema.optionalKey(
+          Schema.NumberFromString.check(Schema.isInt(), Schema.isBetween({ minimum: 0, maximum: 2 ** 31 - 1 })).annotate({
+            description: "Lines already received: the export resumes with the next one (0, the default, starts at the first)"
+          })
+        )
+      },
+      success: DatasetExport,
+      error: [NotFound, InvalidRequest, TooManyStreams]
+    }).pipe(
+      requireScope(
+        "datasets.read",
+        "The whole version as JSON Lines (`application/jsonl`), one example per line in the version's order: `{\"input\": ..., \"answer\": ..., \"feedback_id\": ...}` (null when the example did not come from a correction), each line ended by `\\n`. Streamed as it is read, in bounded pages. `Repr-Digest` carries the SHA-256 of the whole export and `x-svc-example-count` its number of lines; a download cut short resumes with `after` set to the number of complete lines received, and the parts joined have that digest. An export counts as an open stream (429 `TOO_MANY_STREAMS`) and ends when its key or console session is revoked."
+      ),
+      documented({
+        summary: "Export a dataset version as JSON Lines",
+        errors: {
+          400: "`after` is not a whole number from 0 to the version's example count (`field` names it).",
+          404: notFound("dataset version"),
+          429: "Too many open streams (`TOO_MANY_STREAMS`; `limit` names the setting)."
+        }
       })
     )
   )

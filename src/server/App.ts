@@ -47,6 +47,7 @@ import { OutboundHttp } from "../outbound/OutboundHttp.ts"
 import { SealReceiverUrlsLive } from "../secrets/ReceiverUrls.ts"
 import { SecretStore } from "../secrets/SecretStore.ts"
 import { AnswerSchemas } from "../tasks/AnswerSchema.ts"
+import { DatasetExport } from "../tasks/DatasetExport.ts"
 import { DatasetsHandlers, TasksHandlers } from "../tasks/Http.ts"
 import { Tasks } from "../tasks/Tasks.ts"
 import { SpanBuffers } from "../telemetry/Buffers.ts"
@@ -69,6 +70,7 @@ export const ServicesLive = Layer.mergeAll(
   Identity.layer,
   StreamGuard.layer.pipe(Layer.provideMerge(ConsoleSessions.layer)),
   Tasks.layer,
+  DatasetExport.layer,
   Layer.mergeAll(AgentSessions.layer, ApprovalFeed.layer, ApprovalMailLinks.layer).pipe(
     Layer.provideMerge(Layer.mergeAll(Approvals.layer, ApprovalContexts.layer)),
     Layer.provideMerge(SessionHub.layer)

@@ -3,6 +3,9 @@ import { HttpEffect, HttpServerResponse } from "effect/http"
 import { HttpApiBuilder } from "effect/http-api"
 import { Api } from "../api/Api.ts"
 import { CurrentPrincipal } from "../api/Security.ts"
+import { EXPORT_MEDIA_TYPE } from "../api/Tasks.ts"
+import { StreamGuard } from "../identity/StreamGuard.ts"
+import { DatasetExport } from "./DatasetExport.ts"
 import { busyRetryAfter } from "./ValidationBusy.ts"
 import { Tasks } from "./Tasks.ts"
 
@@ -37,9 +40,30 @@ export const DatasetsHandlers = HttpApiBuilder.group(
   "datasets",
   Effect.fn(function*(handlers) {
     const tasks = yield* Tasks
+    const exports = yield* DatasetExport
+    const guard = yield* StreamGuard
     return handlers.handleAll({
       listForTask: ({ params, query }) => CurrentPrincipal.use((p) => tasks.listDatasets(p.orgId, params.task_id, query)),
-      get: ({ params, query }) => CurrentPrincipal.use((p) => tasks.getDataset(p.orgId, params.dataset_id, query))
+      get: ({ params, query }) => CurrentPrincipal.use((p) => tasks.getDataset(p.orgId, params.dataset_id, query)),
+      // The bytes are written here rather than encoded by the endpoint's
+      // schema: the checksum sent first is of exactly these bytes.
+      export: ({ params, query }) =>
+        Effect.gen(function*() {
+          const principal = yield* CurrentPrincipal
+          const after = query.after ?? 0
+          const answer = yield* exports.open(principal.orgId, params.dataset_id, after)
+          return HttpServerResponse.stream(yield* guard.guard(principal, answer.body), {
+            contentType: EXPORT_MEDIA_TYPE,
+            // Known for the whole export only; a resumed one ends with its last chunk.
+            ...(after === 0 ? { contentLength: answer.bytes } : {}),
+            headers: {
+              "repr-digest": `sha-256=:${answer.sha256}:`,
+              "x-svc-example-count": String(answer.lines),
+              "content-disposition": `attachment; filename="dataset-${params.dataset_id}.jsonl"`,
+              "cache-control": "private, no-store"
+            }
+          })
+        })
     })
   })
 )

@@ -1,0 +1,128 @@
+/**
+ * A dataset version as JSON Lines (`GET /v1/datasets/:id/export`, docs/feedback.md,
+ * "Exporting a version"): one example per line, in the version's order,
+ * read in bounded pages and written as it is read, so an export holds one
+ * page in memory whatever the version's size.
+ *
+ * The lines are PostgreSQL's own text of each example
+ * (`jsonb_build_object(...)::text`): the same bytes on every export and on
+ * either database, numbers exactly as stored (no round trip through
+ * JavaScript numbers), and nothing to parse here. A version never changes,
+ * so the export's SHA-256 and length are computed once, by the first
+ * export, and stored with the version (migration 0690); every export sends
+ * them before its first byte.
+ */
+import crypto from "node:crypto"
+import { PgClient } from "@effect/sql-pg"
+import { Context, Effect, Layer, Option, Schema, Stream } from "effect"
+import { InvalidRequest, NotFound } from "../api/Errors.ts"
+import { BigIntText, rowsOf } from "../platform/Rows.ts"
+
+/** Rows per page: one statement each, bounded by the statement timeout. */
+export const EXPORT_PAGE_ROWS = 500
+/** A page stops at the row that crosses this many bytes (it always holds at least one row). */
+export const EXPORT_PAGE_BYTES = 1024 * 1024
+
+const VersionRows = rowsOf("datasets", Schema.Struct({
+  lineage_id: Schema.String,
+  example_count: Schema.Number,
+  export_sha256: Schema.NullOr(Schema.String),
+  export_bytes: Schema.NullOr(BigIntText)
+}))
+const LineRows = rowsOf("dataset_examples", Schema.Struct({ position: Schema.Number, line: Schema.String }))
+
+/** What an export answers: the checksum and size of the whole export, the line count, and the lines from `after` on. */
+export interface ExportAnswer {
+  /** SHA-256 of the whole export (every line), base64. */
+  readonly sha256: string
+  /** Bytes of the whole export. */
+  readonly bytes: number
+  /** Lines of the whole export (the version's examples). */
+  readonly lines: number
+  /** The lines after the first `after`, as bytes. */
+  readonly body: Stream.Stream<Uint8Array>
+}
+
+export class DatasetExport extends Context.Service<DatasetExport, {
+  readonly open: (orgId: string, datasetId: string, after: number) => Effect.Effect<ExportAnswer, NotFound | InvalidRequest>
+}>()("svc/tasks/DatasetExport") {
+  static readonly layer = Layer.effect(
+    DatasetExport,
+    Effect.gen(function*() {
+      const sql = yield* PgClient.PgClient
+
+      // One page: up to EXPORT_PAGE_ROWS rows from `from`, cut after the
+      // row that crosses EXPORT_PAGE_BYTES (the running sum is PostgreSQL's).
+      const page = (lineageId: string, from: number, to: number) =>
+        LineRows.all(sql`
+          SELECT position, line FROM (
+            SELECT position, line, sum(octet_length(line)) OVER (ORDER BY position) - octet_length(line) AS bytes_before
+            FROM (
+              SELECT position, jsonb_build_object('input', input, 'answer', answer, 'feedback_id', feedback_id)::text AS line
+              FROM dataset_examples
+              WHERE lineage_id = ${lineageId} AND position >= ${from} AND position < ${to}
+              ORDER BY position LIMIT ${EXPORT_PAGE_ROWS}
+            ) rows
+          ) sized
+          WHERE bytes_before < ${EXPORT_PAGE_BYTES}
+          ORDER BY position
+        `)
+
+      /** Lines `from` to `to` (exclusive), one chunk per page. A missing row ends the body with a defect: the connection is cut, never a short body that looks complete. */
+      const lines = (lineageId: string, from: number, to: number): Stream.Stream<Uint8Array> =>
+        Stream.paginate(from, (next: number) =>
+          next >= to
+            ? Effect.succeed([[], Option.none<number>()] as const)
+            : Effect.flatMap(page(lineageId, next, to), (rows) => {
+              const last = rows[rows.length - 1]
+              if (last === undefined || rows[0]!.position !== next || last.position !== next + rows.length - 1) {
+                return Effect.die(new Error(`dataset line ${lineageId} has no example at position ${next}`))
+              }
+              const chunk = Buffer.from(rows.map((row) => row.line).join("\n") + "\n", "utf8")
+              const after = last.position + 1
+              return Effect.succeed([[chunk as Uint8Array], after < to ? Option.some(after) : Option.none<number>()] as const)
+            }))
+
+      /** The checksum and size of the whole export: one paged pass over the version, stored for every later export. */
+      const measure = Effect.fn("DatasetExport.measure")(function*(datasetId: string, lineageId: string, count: number) {
+        const hash = crypto.createHash("sha256")
+        const bytes = yield* Stream.runFold(lines(lineageId, 0, count), () => 0, (total, chunk) => {
+          hash.update(chunk)
+          return total + chunk.byteLength
+        })
+        const sha256 = hash.digest("base64")
+        // Two first exports at once compute the same values; the first write stays.
+        yield* sql`
+          UPDATE datasets SET export_sha256 = ${sha256}, export_bytes = ${bytes}
+          WHERE id = ${datasetId} AND export_sha256 IS NULL
+        `.pipe(Effect.orDie)
+        return { sha256, bytes }
+      })
+
+      const open = Effect.fn("DatasetExport.open")(function*(orgId: string, datasetId: string, after: number) {
+        const version = yield* VersionRows.one(sql`
+          SELECT lineage_id, example_count, export_sha256, export_bytes FROM datasets
+          WHERE id = ${datasetId} AND org_id = ${orgId}
+        `)
+        if (version === undefined) return yield* new NotFound({ detail: "No such dataset." })
+        if (after > version.example_count) {
+          return yield* new InvalidRequest({
+            field: "after",
+            detail: `after is past the version's last line: it has ${version.example_count} examples.`
+          })
+        }
+        const { sha256, bytes } = version.export_sha256 !== null && version.export_bytes !== null
+          ? { sha256: version.export_sha256, bytes: Number(version.export_bytes) }
+          : yield* measure(datasetId, version.lineage_id, version.example_count)
+        return {
+          sha256,
+          bytes,
+          lines: version.example_count,
+          body: lines(version.lineage_id, after, version.example_count)
+        }
+      })
+
+      return DatasetExport.of({ open })
+    })
+  )
+}
