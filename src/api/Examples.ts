@@ -71,6 +71,9 @@ export const dataset: Json<typeof Dataset> = {
   next_cursor: null
 }
 
+/** One line of a version's JSON Lines export. */
+export const exportLine = { input: { ticket: "printer on fire" }, answer: { label: "facilities" }, feedback_id: ids.feedback }
+
 // Agent sessions and approvals
 
 export const createSession = { task_id: ids.task }

@@ -86,7 +86,7 @@ export const DatasetExport = HttpApiSchema.WithHeaders(
       description: "`sha-256=:<base64>:` (RFC 9530): SHA-256 of the whole export (every line, from the first), also on a resumed export"
     }),
     "x-svc-example-count": Schema.NumberFromString.check(Schema.isInt()).annotate({
-      description: "Examples in the version: the whole export's line count"
+      description: "Examples in the version: the whole export's line count (a decimal integer)"
     })
   }
 )
@@ -228,6 +228,7 @@ export class DatasetsApi extends HttpApiGroup.make("datasets")
       ),
       documented({
         summary: "Export a dataset version as JSON Lines",
+        response: Examples.exportLine,
         errors: {
           400: "`after` is not a whole number from 0 to the version's example count (`field` names it).",
           404: notFound("dataset version"),

@@ -145,7 +145,10 @@ describe("the OpenAPI document", () => {
         const [success] = [...endpoint.success] as Array<Schema.Top & { readonly _tag?: string; readonly events?: Schema.Top }>
         if (success === undefined || HttpApiSchema.isNoContent(success.ast)) return
         assert.isDefined(examples.value.response, `${name}: response example`)
-        const body = success._tag === "StreamSse" ? success.events! : success
+        // A stream's example is one of its elements (an event, a line), inside any response headers.
+        type Body = Schema.Top & { readonly _tag?: string; readonly events?: Schema.Top; readonly schema?: Schema.Top }
+        const inner: Body = HttpApiSchema.isWithHeaders(success) ? success.schema : success
+        const body = inner._tag === "StreamSse" ? inner.events! : inner._tag === "StreamNdjson" ? inner.schema! : inner
         Schema.decodeUnknownSync(body as Schema.Codec<unknown, unknown>)(examples.value.response, strict)
         checked++
       }
