@@ -24,6 +24,7 @@ export const EXPORT_PAGE_ROWS = 500
 export const EXPORT_PAGE_BYTES = 1024 * 1024
 
 const VersionRows = rowsOf("datasets", Schema.Struct({
+  version: Schema.Number,
   lineage_id: Schema.String,
   example_count: Schema.Number,
   export_sha256: Schema.NullOr(Schema.String),
@@ -33,6 +34,8 @@ const LineRows = rowsOf("dataset_examples", Schema.Struct({ position: Schema.Num
 
 /** What an export answers: the checksum and size of the whole export, the line count, and the lines from `after` on. */
 export interface ExportAnswer {
+  /** The version's number. */
+  readonly version: number
   /** SHA-256 of the whole export (every line), base64. */
   readonly sha256: string
   /** Bytes of the whole export. */
@@ -101,7 +104,7 @@ export class DatasetExport extends Context.Service<DatasetExport, {
 
       const open = Effect.fn("DatasetExport.open")(function*(orgId: string, datasetId: string, after: number) {
         const version = yield* VersionRows.one(sql`
-          SELECT lineage_id, example_count, export_sha256, export_bytes FROM datasets
+          SELECT version, lineage_id, example_count, export_sha256, export_bytes FROM datasets
           WHERE id = ${datasetId} AND org_id = ${orgId}
         `)
         if (version === undefined) return yield* new NotFound({ detail: "No such dataset." })
@@ -115,6 +118,7 @@ export class DatasetExport extends Context.Service<DatasetExport, {
           ? { sha256: version.export_sha256, bytes: Number(version.export_bytes) }
           : yield* measure(datasetId, version.lineage_id, version.example_count)
         return {
+          version: version.version,
           sha256,
           bytes,
           lines: version.example_count,

@@ -59,7 +59,7 @@ export const DatasetsHandlers = HttpApiBuilder.group(
             headers: {
               "repr-digest": `sha-256=:${answer.sha256}:`,
               "x-svc-example-count": String(answer.lines),
-              "content-disposition": `attachment; filename="dataset-${params.dataset_id}.jsonl"`,
+              "content-disposition": `attachment; filename="dataset-${params.dataset_id}-v${answer.version}.jsonl"`,
               "cache-control": "private, no-store"
             }
           })

@@ -2,7 +2,8 @@
  * "Promote": per task, the preview of the next dataset version (its base
  * and the staged corrections) and the button that creates it. When the
  * dataset or the staged set changed since the preview (409), the preview is
- * reloaded, the difference shown, and the person confirms again.
+ * reloaded, the difference shown, and the person confirms again. Below it,
+ * the task's versions, each downloadable as JSON Lines.
  */
 import { Exit } from "effect"
 import { useMemo, useState } from "preact/hooks"
@@ -12,7 +13,7 @@ type PromotePreview = typeof PromotePreviewSchema.Type
 import { problemOf, SvcApi } from "../api.ts"
 import { refresh, runMutation, useAtomValue, useMutation } from "../atoms.ts"
 import { setQuery, useLocation } from "../router.ts"
-import { describeProblem, Json, Loaded, Notice, type NoticeValue } from "../ui.tsx"
+import { describeProblem, Json, Loaded, Notice, type NoticeValue, Time } from "../ui.tsx"
 
 const tasksAtom = SvcApi.query("tasks", "list", { query: { limit: 100 }, timeToLive: "60 seconds" })
 const promoteAtom = SvcApi.mutation("feedback", "promote")
@@ -50,6 +51,7 @@ export const Promote = () => {
                   </label>
                 </form>
                 {taskId && <TaskPromotion key={taskId} taskId={taskId} />}
+                {taskId && <Versions key={`versions-${taskId}`} taskId={taskId} />}
               </>
             )}
       </Loaded>
@@ -92,7 +94,12 @@ const TaskPromotion = ({ taskId }: { taskId: string }) => {
       const count = Exit.isSuccess(made) ? made.value.example_count : undefined
       setNotice({
         tone: "success",
-        text: `Promoted ${done.promoted_count} correction${done.promoted_count === 1 ? "" : "s"}: dataset version ${done.version} now has ${count ?? "its"} example${count === 1 ? "" : "s"}.`
+        text: (
+          <>
+            Promoted {done.promoted_count} correction{done.promoted_count === 1 ? "" : "s"}: dataset version {done.version} now has{" "}
+            {count ?? "its"} example{count === 1 ? "" : "s"}. <Download datasetId={done.dataset_id} version={done.version} />
+          </>
+        )
       })
       return
     }
@@ -149,6 +156,61 @@ const TaskPromotion = ({ taskId }: { taskId: string }) => {
         }}
       </Loaded>
     </>
+  )
+}
+
+/**
+ * A version's export (`GET /v1/datasets/:id/export`) as a plain link: the
+ * session cookie goes with it (same origin, a read), and the browser saves
+ * the file as it arrives (under the name the answer gives) instead of
+ * holding it in the page.
+ */
+const Download = ({ datasetId, version }: { datasetId: string; version: number }) => (
+  <a href={`/v1/datasets/${datasetId}/export`} download type="application/jsonl">
+    Download version {version} as JSON Lines
+  </a>
+)
+
+/** The task's dataset versions, newest first, each with its download. */
+const Versions = ({ taskId }: { taskId: string }) => {
+  const atom = useMemo(
+    () => SvcApi.query("datasets", "listForTask", { params: { task_id: taskId }, query: { limit: 100 }, reactivityKeys: ["datasets"] }),
+    [taskId]
+  )
+  const versions = useAtomValue(atom)
+  return (
+    <section aria-labelledby="versions-title">
+      <h2 id="versions-title">Dataset versions</h2>
+      <Loaded result={versions} what="the dataset versions">
+        {(value) => (
+          <>
+            <div class="table-wrap">
+              <table aria-label="Dataset versions">
+                <thead>
+                  <tr>
+                    <th scope="col">Version</th>
+                    <th scope="col">Examples</th>
+                    <th scope="col">Created</th>
+                    <th scope="col">JSON Lines</th>
+                  </tr>
+                </thead>
+                <tbody>
+                  {[...value.datasets].reverse().map((dataset) => (
+                    <tr key={dataset.id}>
+                      <td>{dataset.version}</td>
+                      <td>{dataset.example_count}</td>
+                      <td><Time iso={dataset.created_at} /></td>
+                      <td><Download datasetId={dataset.id} version={dataset.version} /></td>
+                    </tr>
+                  ))}
+                </tbody>
+              </table>
+            </div>
+            {value.next_cursor !== null && <p class="muted">Showing the first {value.datasets.length} versions.</p>}
+          </>
+        )}
+      </Loaded>
+    </section>
   )
 }
 
