@@ -1,4 +1,4 @@
-import { Effect } from "effect"
+import { Effect, Stream } from "effect"
 import { HttpEffect, HttpServerResponse } from "effect/http"
 import { HttpApiBuilder } from "effect/http-api"
 import { Api } from "../api/Api.ts"
@@ -52,7 +52,13 @@ export const DatasetsHandlers = HttpApiBuilder.group(
           const principal = yield* CurrentPrincipal
           const after = query.after ?? 0
           const answer = yield* exports.open(principal.orgId, params.dataset_id, after)
-          return HttpServerResponse.stream(yield* guard.guard(principal, answer.body), {
+          // The guard ends a stream quietly when its credential is revoked; an
+          // export that ends before its last line must instead cut the
+          // connection, or a resumed one (no Content-Length) would look complete.
+          let finished = false
+          const guarded = yield* guard.guard(principal, Stream.concat(answer.body, Stream.fromEffectDrain(Effect.sync(() => (finished = true)))))
+          const body = Stream.concat(guarded, Stream.fromEffectDrain(Effect.suspend(() => finished ? Effect.void : Effect.interrupt)))
+          return HttpServerResponse.stream(body, {
             contentType: EXPORT_MEDIA_TYPE,
             // Known for the whole export only; a resumed one ends with its last chunk.
             ...(after === 0 ? { contentLength: answer.bytes } : {}),

@@ -102,7 +102,33 @@ const decodeLines = (bytes: Uint8Array) => {
   return text === "" ? [] : text.slice(0, -1).split("\n").map((line) => JSON.parse(line))
 }
 
-layer(SvcTest.layer(), { excludeTestServices: true })("dataset export", (it) => {
+/** The export of `path` read by a client that pauses after its first chunk until `resume` is called. */
+const pausedDownload = (url: string, key: string) => {
+  let paused!: () => void
+  const pausedOnce = new Promise<void>((resolve) => (paused = resolve))
+  let resume!: () => void
+  const outcome = new Promise<{ readonly text: string; readonly clean: boolean }>((resolve, reject) => {
+    const chunks: Array<Buffer> = []
+    const request = http.get(url, { headers: { authorization: `Bearer ${key}` } }, (response) => {
+      response.once("data", () => {
+        response.pause()
+        resume = () => response.resume()
+        paused()
+      })
+      response.on("data", (chunk: Buffer) => chunks.push(chunk))
+      const text = () => Buffer.concat(chunks).toString("utf8")
+      response.on("end", () => resolve({ text: text(), clean: response.complete }))
+      response.on("aborted", () => resolve({ text: text(), clean: false }))
+      response.on("error", () => resolve({ text: text(), clean: false }))
+    })
+    request.on("error", reject)
+  })
+  return { pausedOnce, resume: () => resume(), outcome }
+}
+
+const RECHECK_MS = 100
+
+layer(SvcTest.layer({ config: { streamAuthRecheckMs: RECHECK_MS } }), { excludeTestServices: true })("dataset export", (it) => {
   describe("one example per line, in the version's order", () => {
     it.effect("the lines are the version's examples with input, answer and feedback_id, as application/jsonl with its size and line count", () =>
       Effect.gen(function*() {
@@ -228,6 +254,24 @@ layer(SvcTest.layer(), { excludeTestServices: true })("dataset export", (it) => 
       }))
   })
 
+  describe("an export that cannot finish is cut, never ended cleanly", () => {
+    it.effect("revoking the key mid-export cuts the download before its last line, also a resumed one, which has no Content-Length", () =>
+      Effect.gen(function*() {
+        const svc = yield* SvcTest
+        const org = yield* SvcTest.org()
+        const COUNT = 10_000
+        const datasetId = yield* bulkVersion(org, COUNT, 4000)
+        const key = yield* org.newKey(["datasets.read"])
+        const { pausedOnce, resume, outcome } = pausedDownload(`${svc.baseUrl}${exportPath(datasetId, 1)}`, key.key)
+        yield* Effect.promise(() => pausedOnce)
+        yield* key.revoke
+        resume()
+        const got = yield* Effect.promise(() => outcome)
+        assert.isFalse(got.clean)
+        assert.isBelow(got.text.split("\n").length - 1, COUNT - 1)
+      }), { timeout: 120_000 })
+  })
+
   describe("the version is read as it is sent, in bounded pages", () => {
     it.effect("while the client reads nothing the server reads no further: rows of a 10 000-example version removed meanwhile from line 5 000 on are never sent, and the download is cut, not ended cleanly", () =>
       Effect.gen(function*() {
@@ -246,24 +290,7 @@ layer(SvcTest.layer(), { excludeTestServices: true })("dataset export", (it) => 
             `${(COUNT / (ms / 1000)).toFixed(0)} lines/s, ${(size / 2 ** 20 / (ms / 1000)).toFixed(1)} MiB/s`
         )
 
-        let paused!: () => void
-        const pausedOnce = new Promise<void>((resolve) => (paused = resolve))
-        let resume!: () => void
-        const outcome = new Promise<{ readonly text: string; readonly clean: boolean }>((resolve, reject) => {
-          const chunks: Array<Buffer> = []
-          const request = http.get(`${svc.baseUrl}${exportPath(datasetId)}`, { headers: { authorization: `Bearer ${org.key}` } }, (response) => {
-            response.once("data", () => {
-              response.pause()
-              resume = () => response.resume()
-              paused()
-            })
-            response.on("data", (chunk: Buffer) => chunks.push(chunk))
-            response.on("end", () => resolve({ text: Buffer.concat(chunks).toString("utf8"), clean: response.complete }))
-            response.on("aborted", () => resolve({ text: Buffer.concat(chunks).toString("utf8"), clean: false }))
-            response.on("error", () => resolve({ text: Buffer.concat(chunks).toString("utf8"), clean: false }))
-          })
-          request.on("error", reject)
-        })
+        const { pausedOnce, resume, outcome } = pausedDownload(`${svc.baseUrl}${exportPath(datasetId)}`, org.key)
         yield* Effect.promise(() => pausedOnce)
         // Line 5 000 is about 20 MiB past the first chunk: beyond any socket buffer.
         yield* svc.sql`DELETE FROM dataset_examples WHERE dataset_id = ${datasetId} AND position >= ${CUT}`
