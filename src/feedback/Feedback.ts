@@ -77,6 +77,7 @@ const DatasetRows = rowsOf("datasets", Schema.Struct({
 }))
 const IdRows = rowsOf("feedback", Schema.Struct({ id: Schema.String }))
 const UsageRows = rowsOf("org_feedback_usage", Schema.Struct({ bytes: BigIntText }))
+const WaitRows = rowsOf("org_rate_limits", Schema.Struct({ seconds: BigIntText }))
 
 const COLUMNS = "id, seq, task_id, inference_log_id, score, correction, redacted_fields, status, created_at"
 
@@ -566,10 +567,10 @@ export class Feedback extends Context.Service<Feedback, {
             RETURNING 1
           `
           if (claimed.length > 0) return
-          const [wait] = yield* sql<{ seconds: string | number }>`
+          const [wait] = yield* WaitRows.decoded(sql`
             SELECT ceil(extract(epoch FROM greatest(tat, now()) + ${interval}::interval - now() - interval '1 minute'))::int AS seconds
             FROM org_rate_limits WHERE org_id = ${orgId} AND name = 'promote'
-          `
+          `)
           const seconds = Math.max(1, Number(wait?.seconds ?? 1))
           return yield* new RateLimited({
             limit: "SVC_MAX_PROMOTES_PER_MINUTE",

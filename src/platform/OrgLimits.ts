@@ -10,8 +10,11 @@
  * lock does not conflict with the `KEY SHARE` locks that foreign keys take,
  * so inserts elsewhere that merely reference the organization never wait.
  */
-import { Effect } from "effect"
+import { Effect, Schema } from "effect"
 import type { SqlClient, SqlError } from "effect/sql"
+import { BigIntText, rowsOf } from "./Rows.ts"
+
+const CountRow = Schema.Struct({ count: BigIntText })
 
 export type CappedTable = "notification_endpoints" | "approval_policies" | "tasks" | "api_keys"
 
@@ -36,8 +39,8 @@ export const countForCap = (
 ): Effect.Effect<number, SqlError.SqlError> =>
   Effect.gen(function*() {
     yield* sql`SELECT 1 FROM orgs WHERE id = ${orgId} FOR NO KEY UPDATE`
-    const [row] = yield* sql<{ count: string | number }>`
+    const [row] = yield* rowsOf(table, CountRow).decoded(sql`
       SELECT count(*) AS count FROM (SELECT 1 FROM ${sql.literal(table)} WHERE org_id = ${orgId}${sql.literal(COUNTED[table])} LIMIT ${cap}) AS capped
-    `
+    `)
     return Number(row?.count ?? 0)
   })
