@@ -11,23 +11,12 @@ import { MAX_EARLIER_STEPS } from "../api/Approvals.ts"
 import { InvalidRequest, NotFound } from "../api/Errors.ts"
 import { SecretBox } from "../platform/Crypto.ts"
 import { type CursorMac, type CursorScope, encodeCursor, page, seqBound } from "../platform/Cursor.ts"
-import { BigIntText, JsonColumn, rowsOf, Timestamp } from "../platform/Rows.ts"
+import { rowsOf, Timestamp } from "../platform/Rows.ts"
 import { iso } from "../platform/Time.ts"
-import { ApprovalColumns } from "./Events.ts"
-import { LIST_COLUMNS, LIST_FROM, listItemOf } from "./OrgStream.ts"
+import { LIST_COLUMNS, LIST_FROM, ListColumns, listItemOf } from "./OrgStream.ts"
 
 /** An approval with its step (the list's columns) and its task's name. */
-const ItemRows = rowsOf("approvals", Schema.Struct({
-  ...ApprovalColumns.fields,
-  seq: BigIntText,
-  escalation_seconds: Schema.NullOr(Schema.Number),
-  escalated: Schema.Boolean,
-  created_at: Timestamp,
-  tool: Schema.NullOr(Schema.String),
-  action_class: Schema.NullOr(Schema.String),
-  arguments: Schema.NullOr(JsonColumn(Schema.Json)),
-  task_name: Schema.NullOr(Schema.String)
-}))
+const ItemRows = rowsOf("approvals", Schema.Struct({ ...ListColumns.fields, task_name: Schema.NullOr(Schema.String) }))
 
 const StepRows = rowsOf("agent_steps", Schema.Struct({
   step_id: Schema.String,

@@ -37,7 +37,7 @@ export interface StreamEntry {
 }
 
 /** An approval with its step (`LIST_COLUMNS` of `LIST_FROM`). */
-const ListColumns = Schema.Struct({
+export const ListColumns = Schema.Struct({
   ...ApprovalColumns.fields,
   seq: BigIntText,
   escalation_seconds: Schema.NullOr(Schema.Number),
