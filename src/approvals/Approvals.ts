@@ -12,7 +12,7 @@ import { InvalidRequest, InvalidTransition, LimitReached, NotFound } from "../ap
 import { appendSessionEvent, hubSignal } from "../streams/SessionEvents.ts"
 import { SvcConfig } from "../platform/Config.ts"
 import { Metrics } from "../observability/Metrics.ts"
-import { countForCap } from "../platform/OrgLimits.ts"
+import { refuseAtCap } from "../platform/OrgLimits.ts"
 import { Instant, InstantOrNull, rowsOf, Timestamp } from "../platform/Rows.ts"
 import { databaseNow, iso } from "../platform/Time.ts"
 import { type Broadcast, type Topic, Topics, Wakeups } from "../platform/Wakeups.ts"
@@ -121,10 +121,10 @@ export class Approvals extends Context.Service<Approvals, {
           const [existing] = yield* sql`
             SELECT 1 FROM approval_policies WHERE org_id = ${orgId} AND action_class = ${actionClass}
           `
-          if (existing === undefined && (yield* countForCap(sql, orgId, "approval_policies", maxPolicies)) >= maxPolicies) {
-            return yield* new LimitReached({
+          if (existing === undefined) {
+            yield* refuseAtCap(sql, orgId, "approval_policies", {
+              value: maxPolicies,
               limit: "SVC_MAX_APPROVAL_POLICIES_PER_ORG",
-              limit_value: maxPolicies,
               detail: `The organization already has policies for ${maxPolicies} action classes, the most allowed (SVC_MAX_APPROVAL_POLICIES_PER_ORG).`
             })
           }

@@ -10,7 +10,7 @@ import type { ApprovalContext, ApprovalHistoryItem, EarlierStep } from "../api/A
 import { MAX_EARLIER_STEPS } from "../api/Approvals.ts"
 import { InvalidRequest, NotFound } from "../api/Errors.ts"
 import { SecretBox } from "../platform/Crypto.ts"
-import { type CursorMac, type CursorScope, encodeCursor, page, seqBound } from "../platform/Cursor.ts"
+import { type CursorMac, keysetPage } from "../platform/Cursor.ts"
 import { rowsOf, Timestamp } from "../platform/Rows.ts"
 import { iso } from "../platform/Time.ts"
 import { LIST_COLUMNS, LIST_FROM, ListColumns, listItemOf } from "./OrgStream.ts"
@@ -87,15 +87,13 @@ export class ApprovalContexts extends Context.Service<ApprovalContexts, {
         readonly limit: number
         readonly cursor?: string | undefined
       }) {
-        const scope: CursorScope = { orgId, list: "approval-history" }
-        const bound = yield* seqBound(mac, scope, options.cursor)
-        const rows = yield* ItemRows.all(sql`
-          SELECT ${sql.literal(ITEM_COLUMNS)} FROM ${sql.literal(ITEM_FROM)}
-          WHERE a.org_id = ${orgId} AND a.status IN ('approved', 'rejected', 'expired')
-            ${Option.match(bound, { onNone: () => sql``, onSome: (seq) => sql`AND a.seq < ${seq}` })}
-          ORDER BY a.seq DESC LIMIT ${options.limit + 1}
-        `)
-        const { items, next_cursor } = page(rows, options.limit, (seq) => encodeCursor(mac, scope, seq))
+        const { items, next_cursor } = yield* keysetPage(mac, { orgId, list: "approval-history" }, options, (bound, rows) =>
+          ItemRows.all(sql`
+            SELECT ${sql.literal(ITEM_COLUMNS)} FROM ${sql.literal(ITEM_FROM)}
+            WHERE a.org_id = ${orgId} AND a.status IN ('approved', 'rejected', 'expired')
+              ${Option.match(bound, { onNone: () => sql``, onSome: (seq) => sql`AND a.seq < ${seq}` })}
+            ORDER BY a.seq DESC LIMIT ${rows}
+          `))
         return {
           approvals: items.map((row) => ({ ...listItemOf(row), task_name: row.task_name })),
           next_cursor

@@ -23,7 +23,7 @@ import { hubFrames, SessionHub, STREAM_BATCH } from "../streams/SessionEvents.ts
 import { Metrics } from "../observability/Metrics.ts"
 import { SvcConfig } from "../platform/Config.ts"
 import { SecretBox } from "../platform/Crypto.ts"
-import { type CursorMac, type CursorScope, encodeCursor, seqBound } from "../platform/Cursor.ts"
+import { type CursorMac, type CursorScope, keysetPage } from "../platform/Cursor.ts"
 import { BigIntText, JsonColumn, rowsOf, Timestamp } from "../platform/Rows.ts"
 import { ApprovalColumns, snapshotOf } from "./Events.ts"
 
@@ -127,20 +127,14 @@ export class ApprovalFeed extends Context.Service<ApprovalFeed, {
         readonly cursor?: string | undefined
       }) {
         const scope: CursorScope = { orgId, list: "approvals", filters: [options.status] }
-        const bound = yield* seqBound(mac, scope, options.cursor)
-        const after = Option.getOrElse(bound, () => "0")
-        const rows = yield* ListRows.all(sql`
-          SELECT ${sql.literal(LIST_COLUMNS)} FROM ${sql.literal(LIST_FROM)}
-          WHERE a.org_id = ${orgId} AND a.seq > ${after}
-            ${options.status === undefined ? sql`` : sql`AND a.status = ${options.status}`}
-          ORDER BY a.seq LIMIT ${options.limit + 1}
-        `)
-        const items = rows.slice(0, options.limit)
-        const last = items[items.length - 1]
-        return {
-          approvals: items.map(listItemOf),
-          next_cursor: rows.length > options.limit && last !== undefined ? encodeCursor(mac, scope, last.seq) : null
-        }
+        const { items, next_cursor } = yield* keysetPage(mac, scope, options, (bound, rows) =>
+          ListRows.all(sql`
+            SELECT ${sql.literal(LIST_COLUMNS)} FROM ${sql.literal(LIST_FROM)}
+            WHERE a.org_id = ${orgId} AND a.seq > ${Option.getOrElse(bound, () => "0")}
+              ${options.status === undefined ? sql`` : sql`AND a.status = ${options.status}`}
+            ORDER BY a.seq LIMIT ${rows}
+          `))
+        return { approvals: items.map(listItemOf), next_cursor }
       })
 
       const readOnce = (orgId: string, from: string) =>

@@ -17,6 +17,7 @@ import {
 import { CorrectionTooComplex, InvalidRequest, InvalidTransition, LimitReached, NotFound, RateLimited } from "../api/Errors.ts"
 import { Identity } from "../identity/Identity.ts"
 import { SecretBox } from "../platform/Crypto.ts"
+import type { PageRequest } from "../platform/Cursor.ts"
 import { newId } from "../platform/Ids.ts"
 import { rowsOf } from "../platform/Rows.ts"
 import { SecretStore } from "../secrets/SecretStore.ts"
@@ -26,12 +27,9 @@ import { issues, type JsonObject, makeCorrections, phaseLimitsOf, type PoolReque
 import type { CorrectionReply } from "./CorrectionWork.ts"
 import { feedbackInsert } from "./InsertStatement.ts"
 import { FeedbackRow, toItem } from "./Items.ts"
-import { makePromotion, type PageRequest } from "./Promotion.ts"
+import { makePromotion } from "./Promotion.ts"
 import { feedbackBytes, makeQuota, usageShard } from "./Quota.ts"
 import { type ListRequest, makeReview } from "./Review.ts"
-
-export type { ListRequest } from "./Review.ts"
-export type { PageRequest } from "./Promotion.ts"
 
 // A new row's columns but the correction and the redacted fields: the
 // INSERT already holds them (sending them back would parse and decode the

@@ -13,15 +13,10 @@ import { DatasetBaseChanged, FeedbackChanged, NothingStaged } from "../api/Feedb
 import { LimitReached, NotFound, RateLimited } from "../api/Errors.ts"
 import type { SvcConfigShape } from "../platform/Config.ts"
 import { type SecretBox, sha256Hex } from "../platform/Crypto.ts"
-import { type CursorScope, encodeCursor, page, seqBound } from "../platform/Cursor.ts"
+import { type CursorScope, encodeCursor, type PageRequest, page, seqBound } from "../platform/Cursor.ts"
 import { newId } from "../platform/Ids.ts"
 import { BigIntText, rowsOf } from "../platform/Rows.ts"
 import { COLUMNS, FeedbackRows, toItem } from "./Items.ts"
-
-export interface PageRequest {
-  readonly limit?: number | undefined
-  readonly cursor?: string | undefined
-}
 
 /** The revision of a staged set: a digest of its ids (order-independent). */
 const revisionOf = (ids: ReadonlyArray<string>) => sha256Hex([...ids].sort().join(",")).slice(0, 32)

@@ -7,34 +7,30 @@ import type { SqlClient } from "effect/sql"
 import { FeedbackStatus } from "../api/Feedback.ts"
 import { InvalidTransition, NotFound } from "../api/Errors.ts"
 import type { SecretBox } from "../platform/Crypto.ts"
-import { type CursorScope, encodeCursor, page, seqBound } from "../platform/Cursor.ts"
+import { type CursorScope, keysetPage, type PageRequest } from "../platform/Cursor.ts"
 import { rowsOf } from "../platform/Rows.ts"
 import { COLUMNS, FeedbackRows, toItem } from "./Items.ts"
 
-export interface ListRequest {
+export interface ListRequest extends PageRequest {
   readonly task_id?: string | undefined
   readonly status?: FeedbackStatus | undefined
-  readonly limit?: number | undefined
-  readonly cursor?: string | undefined
 }
 
 const StatusRows = rowsOf("feedback", Schema.Struct({ status: FeedbackStatus }))
 
 export const makeReview = (sql: SqlClient.SqlClient, box: SecretBox["Service"]) => {
+  const mac = (message: string) => box.mac("cursor", message)
   const list = Effect.fn("Feedback.list")(function*(orgId: string, request: ListRequest) {
-    const limit = request.limit ?? 50
     const scope: CursorScope = { orgId, list: "feedback", filters: [request.task_id, request.status] }
-    const mac = (message: string) => box.mac("cursor", message)
-    const below = yield* seqBound(mac, scope, request.cursor)
-    const rows = yield* FeedbackRows.all(sql`
-      SELECT ${sql.unsafe(COLUMNS)} FROM feedback
-      WHERE org_id = ${orgId}
-      ${request.task_id !== undefined ? sql`AND task_id = ${request.task_id}` : sql``}
-      ${request.status !== undefined ? sql`AND status = ${request.status}` : sql``}
-      ${Option.isSome(below) ? sql`AND seq < ${below.value}` : sql``}
-      ORDER BY seq DESC LIMIT ${limit + 1}
-    `)
-    const { items, next_cursor } = page(rows, limit, (seq) => encodeCursor(mac, scope, seq))
+    const { items, next_cursor } = yield* keysetPage(mac, scope, request, (below, rows) =>
+      FeedbackRows.all(sql`
+        SELECT ${sql.unsafe(COLUMNS)} FROM feedback
+        WHERE org_id = ${orgId}
+        ${request.task_id !== undefined ? sql`AND task_id = ${request.task_id}` : sql``}
+        ${request.status !== undefined ? sql`AND status = ${request.status}` : sql``}
+        ${Option.isSome(below) ? sql`AND seq < ${below.value}` : sql``}
+        ORDER BY seq DESC LIMIT ${rows}
+      `))
     return { feedback: items.map(toItem), next_cursor }
   })
 

@@ -12,6 +12,7 @@
  */
 import { Effect, Schema } from "effect"
 import type { SqlClient, SqlError } from "effect/sql"
+import { LimitReached } from "../api/Errors.ts"
 import { BigIntText, rowsOf } from "./Rows.ts"
 
 const CountRow = Schema.Struct({ count: BigIntText })
@@ -44,3 +45,18 @@ export const countForCap = (
     `)
     return Number(row?.count ?? 0)
   })
+
+/**
+ * Fails with the cap's problem when the organization already holds `cap`
+ * counted rows of `table` (`limit` names the setting; `what` the rows).
+ */
+export const refuseAtCap = (
+  sql: SqlClient.SqlClient,
+  orgId: string,
+  table: CappedTable,
+  cap: { readonly value: number; readonly limit: string; readonly detail: string }
+): Effect.Effect<void, LimitReached | SqlError.SqlError> =>
+  Effect.flatMap(countForCap(sql, orgId, table, cap.value), (count) =>
+    count >= cap.value
+      ? Effect.fail(new LimitReached({ limit: cap.limit, limit_value: cap.value, detail: cap.detail }))
+      : Effect.void)
