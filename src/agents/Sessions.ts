@@ -94,6 +94,26 @@ const sameJson = (a: unknown, b: unknown): boolean => {
   )
 }
 
+/** The original answer to a re-sent step, or 400 when it is not the same step. */
+const replay = (existing: Pick<StepRow, "tool" | "action_class" | "arguments" | "decision" | "approval_id">, step: GovernedStep) =>
+  existing.tool === step.tool && existing.action_class === step.action_class && sameJson(existing.arguments, step.arguments)
+    ? Effect.succeed(toAnswer(existing))
+    : Effect.fail(new InvalidRequest({
+      field: "step_id",
+      detail: "This step_id was already sent in this session with another tool, action class or arguments."
+    }))
+
+/** An outcome reported again: the step as it is when it is the same outcome, else the transition refused. */
+const reportedAgain = (existing: StepRow, status: ToolOutcome["status"]) =>
+  existing.outcome !== null && existing.outcome === status
+    ? Effect.succeed(toStep(existing))
+    : Effect.fail(new InvalidTransition({
+      status_now: existing.outcome ?? existing.resolution,
+      detail: existing.outcome !== null
+        ? `The step's outcome was already reported as ${existing.outcome}.`
+        : `The step's resolution is ${existing.resolution}; only an allowed step has a tool outcome.`
+    }))
+
 export class AgentSessions extends Context.Service<AgentSessions, {
   readonly create: (orgId: string, input: { readonly task_id?: string }) => Effect.Effect<Session, NotFound>
   /** The session and a page of its steps, oldest first. */
@@ -160,15 +180,6 @@ export class AgentSessions extends Context.Service<AgentSessions, {
 
       const findStep = (sessionId: string, stepId: string) =>
         StepRows.one(sql`SELECT ${sql.literal(STEP_COLUMNS)} FROM agent_steps WHERE session_id = ${sessionId} AND step_id = ${stepId}`)
-
-      /** The original answer to a re-sent step, or 400 when it is not the same step. */
-      const replay = (existing: Pick<StepRow, "tool" | "action_class" | "arguments" | "decision" | "approval_id">, step: GovernedStep) =>
-        existing.tool === step.tool && existing.action_class === step.action_class && sameJson(existing.arguments, step.arguments)
-          ? Effect.succeed(toAnswer(existing))
-          : Effect.fail(new InvalidRequest({
-            field: "step_id",
-            detail: "This step_id was already sent in this session with another tool, action class or arguments."
-          }))
 
       /**
        * One statement (`StepStatement.ts`). It writes nothing when the
@@ -245,18 +256,8 @@ export class AgentSessions extends Context.Service<AgentSessions, {
           yield* hub.notify(sessionId)
           return toStep(result.row)
         }
-        const existing = result.row
-        if (existing.outcome !== null && existing.outcome === outcome.status) return toStep(existing)
-        return yield* new InvalidTransition({
-          status_now: existing.outcome ?? existing.resolution,
-          detail: existing.outcome !== null
-            ? `The step's outcome was already reported as ${existing.outcome}.`
-            : `The step's resolution is ${existing.resolution}; only an allowed step has a tool outcome.`
-        })
+        return yield* reportedAgain(result.row, outcome.status)
       })
-
-      const keepAliveMs = config.sseKeepAliveMs
-      const pollMs = config.ssePollMs
 
       const stream = Effect.fn("AgentSessions.stream")(function*(orgId: string, sessionId: string, after: string) {
         yield* Effect.annotateCurrentSpan({ "svc.session_id": sessionId })
@@ -270,8 +271,8 @@ export class AgentSessions extends Context.Service<AgentSessions, {
               SELECT e.seq::text AS seq, e.name, e.data FROM session_events e
               WHERE e.session_id = ${sessionId} AND e.seq > ${from} ORDER BY e.seq LIMIT ${STREAM_BATCH}
             `),
-          keepAliveMs,
-          pollMs
+          keepAliveMs: config.sseKeepAliveMs,
+          pollMs: config.ssePollMs
         })
       })
 
