@@ -31,7 +31,6 @@ import { makeHttpDurationChildren } from "./HttpDurationChildren.ts"
 
 /** Delivery kinds of the shared queue (`src/deliveries`). */
 export const DELIVERY_KINDS = ["webhook", "telemetry", "email"] as const
-export type MetricsDeliveryKind = typeof DELIVERY_KINDS[number]
 
 /** What one delivery attempt led to (the queue's outcome tags). */
 export type AttemptOutcome = "Delivered" | "Partial" | "Retry" | "Failed"
