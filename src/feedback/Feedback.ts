@@ -12,7 +12,11 @@ import {
   DatasetBaseChanged,
   type FeedbackItem,
   FeedbackChanged,
-  NothingStaged
+  NothingStaged,
+  type Promote,
+  type Promoted,
+  type PromotePreview,
+  type SubmitFeedback
 } from "../api/Feedback.ts"
 import { CorrectionTooComplex, InvalidRequest, InvalidTransition, LimitReached, NotFound, RateLimited } from "../api/Errors.ts"
 import { Identity } from "../identity/Identity.ts"
@@ -39,11 +43,7 @@ const InsertedRows = rowsOf("feedback", InsertedRow)
 const RunRows = rowsOf("runs", Schema.Struct({ task_id: Schema.String, fingerprint: Schema.String }))
 
 export class Feedback extends Context.Service<Feedback, {
-  readonly submit: (orgId: string, input: {
-    readonly inference_log_id: string
-    readonly score: number
-    readonly correction?: JsonObject | undefined
-  }, usedBytes?: number) => Effect.Effect<FeedbackItem, NotFound | CorrectionShapeMismatch | CorrectionContainsSecret | CorrectionTooComplex | LimitReached>
+  readonly submit: (orgId: string, input: typeof SubmitFeedback.Type, usedBytes?: number) => Effect.Effect<FeedbackItem, NotFound | CorrectionShapeMismatch | CorrectionContainsSecret | CorrectionTooComplex | LimitReached>
   /**
    * The organization's stored feedback bytes; fails with the quota's
    * problem when even a bare score would pass `SVC_MAX_FEEDBACK_BYTES_PER_ORG`.
@@ -61,18 +61,9 @@ export class Feedback extends Context.Service<Feedback, {
   >
   readonly stage: (orgId: string, feedbackId: string) => Effect.Effect<FeedbackItem, NotFound | InvalidTransition>
   readonly reject: (orgId: string, feedbackId: string) => Effect.Effect<FeedbackItem, NotFound | InvalidTransition>
-  readonly preview: (orgId: string, taskId: string, request: PageRequest) => Effect.Effect<{
-    readonly base_dataset_id: string
-    readonly expected_feedback_revision: string
-    readonly staged: ReadonlyArray<FeedbackItem>
-    readonly staged_count: number
-    readonly next_cursor: string | null
-  }, NotFound | InvalidRequest>
-  readonly promote: (orgId: string, taskId: string, input: {
-    readonly base_dataset_id: string
-    readonly expected_feedback_revision: string
-  }) => Effect.Effect<
-    { readonly dataset_id: string; readonly version: number; readonly promoted_count: number },
+  readonly preview: (orgId: string, taskId: string, request: PageRequest) => Effect.Effect<typeof PromotePreview.Type, NotFound | InvalidRequest>
+  readonly promote: (orgId: string, taskId: string, input: typeof Promote.Type) => Effect.Effect<
+    typeof Promoted.Type,
     NotFound | DatasetBaseChanged | FeedbackChanged | NothingStaged | LimitReached | RateLimited
   >
 }>()("svc/feedback/Feedback") {
@@ -130,11 +121,7 @@ export class Feedback extends Context.Service<Feedback, {
         )
 
       // The span without `Effect.fn`'s call-site stack capture: this runs on every POST.
-      const submit = Effect.fnUntraced(function*(orgId: string, input: {
-        readonly inference_log_id: string
-        readonly score: number
-        readonly correction?: JsonObject | undefined
-      }, usedBytes?: number) {
+      const submit = Effect.fnUntraced(function*(orgId: string, input: typeof SubmitFeedback.Type, usedBytes?: number) {
         // Refused before anything else is done with the correction: the
         // organization's bytes as read before the body (`FeedbackQuota`), or
         // now, and the correction's JSON as sent. The INSERT checks again.

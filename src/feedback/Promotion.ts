@@ -9,7 +9,7 @@
  */
 import { Effect, Option, Schema } from "effect"
 import { SqlError, type SqlClient } from "effect/sql"
-import { DatasetBaseChanged, FeedbackChanged, NothingStaged } from "../api/Feedback.ts"
+import { DatasetBaseChanged, FeedbackChanged, NothingStaged, type Promote } from "../api/Feedback.ts"
 import { LimitReached, NotFound, RateLimited } from "../api/Errors.ts"
 import type { SvcConfigShape } from "../platform/Config.ts"
 import { type SecretBox, sha256Hex } from "../platform/Crypto.ts"
@@ -116,10 +116,7 @@ export const makePromotion = (sql: SqlClient.SqlClient, box: SecretBox["Service"
       })
     })
 
-  const promote = Effect.fn("Feedback.promote")(function*(orgId: string, taskId: string, input: {
-    readonly base_dataset_id: string
-    readonly expected_feedback_revision: string
-  }) {
+  const promote = Effect.fn("Feedback.promote")(function*(orgId: string, taskId: string, input: typeof Promote.Type) {
     yield* Effect.annotateCurrentSpan({ "svc.task_id": taskId })
     const result = yield* sql.withTransaction(Effect.gen(function*() {
       const dataset = yield* currentDataset(orgId, taskId, true)

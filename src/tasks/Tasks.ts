@@ -6,7 +6,7 @@ import { PgClient } from "@effect/sql-pg"
 import { Clock, Context, Effect, Exit, Layer, Option, Schema } from "effect"
 import { AnswerSchemaTooComplex, InvalidRequest, LimitReached, NotFound, type ValidationBusy } from "../api/Errors.ts"
 import { validationBusy } from "./ValidationBusy.ts"
-import { type Dataset, DatasetSummary, Example, Run, Task } from "../api/Tasks.ts"
+import { type CreateTask, type Dataset, DatasetSummary, Example, type LogRun, Run, Task } from "../api/Tasks.ts"
 import { randomTraceId, SecretBox } from "../platform/Crypto.ts"
 import {
   type CursorMac,
@@ -59,13 +59,13 @@ const withoutSeq = <A extends { readonly seq: string }>({ seq: _, ...rest }: A):
 
 
 export class Tasks extends Context.Service<Tasks, {
-  readonly create: (orgId: string, input: { readonly name: string; readonly answer_schema: Record<string, Json> }) => Effect.Effect<
+  readonly create: (orgId: string, input: typeof CreateTask.Type) => Effect.Effect<
     Task,
     InvalidRequest | AnswerSchemaTooComplex | ValidationBusy | LimitReached
   >
   readonly list: (orgId: string, request: PageRequest) => Effect.Effect<{ readonly tasks: ReadonlyArray<Task>; readonly next_cursor: string | null }, InvalidRequest>
   readonly get: (orgId: string, taskId: string) => Effect.Effect<Task, NotFound>
-  readonly logRun: (orgId: string, taskId: string, input: { readonly input: Json; readonly answer: Json }) => Effect.Effect<Run, NotFound>
+  readonly logRun: (orgId: string, taskId: string, input: typeof LogRun.Type) => Effect.Effect<Run, NotFound>
   readonly listRuns: (orgId: string, taskId: string, request: PageRequest) => Effect.Effect<{ readonly runs: ReadonlyArray<Run>; readonly next_cursor: string | null }, NotFound | InvalidRequest>
   readonly getRun: (orgId: string, traceId: string) => Effect.Effect<Run, NotFound>
   readonly listDatasets: (orgId: string, taskId: string, request: PageRequest) => Effect.Effect<{ readonly datasets: ReadonlyArray<DatasetSummary>; readonly next_cursor: string | null }, NotFound | InvalidRequest>
@@ -82,7 +82,7 @@ export class Tasks extends Context.Service<Tasks, {
 
       const create = Effect.fn("Tasks.create")(function*(
         orgId: string,
-        input: { readonly name: string; readonly answer_schema: Record<string, Json> }
+        input: typeof CreateTask.Type
       ) {
         const id = newId()
         yield* checkAnswerSchema(schemas, orgId, id, input.answer_schema)
@@ -129,7 +129,7 @@ export class Tasks extends Context.Service<Tasks, {
       const logRun = Effect.fnUntraced(function*(
         orgId: string,
         taskId: string,
-        input: { readonly input: Json; readonly answer: Json }
+        input: typeof LogRun.Type
       ) {
         // The run is a trace of its own: its span's trace id is the run's
         // trace_id (the feedback `inference_log_id`), and the request span
