@@ -16,7 +16,7 @@ import { Instant, InstantOrNull, rowsOf } from "../platform/Rows.ts"
 import { databaseNow, iso } from "../platform/Time.ts"
 import { type Topic, Topics, Wakeups } from "../platform/Wakeups.ts"
 import { snapshotOf } from "./Events.ts"
-import { APPROVAL_COLUMNS, ApprovalRows, emit, fireDeadline, fireMostOverdue, type FullApprovalRow, isoMs } from "./Firing.ts"
+import { APPROVAL_COLUMNS, ApprovalRows, emit, fireDeadline as fireDue, fireMostOverdue, type FullApprovalRow, isoMs } from "./Firing.ts"
 import { scrubReason } from "./Reasons.ts"
 import { appendApprovalStream, approvalsTopic, type StreamEntry } from "./OrgStream.ts"
 import { makePolicies } from "./Policies.ts"
@@ -59,6 +59,10 @@ export class Approvals extends Context.Service<Approvals, {
       const metrics = yield* Metrics
 
       const policies = yield* makePolicies(sql, config, wakeups)
+      /** Applies the due deadline of a claimed row (`Firing.ts`), inside the claiming transaction. */
+      const fireDeadline = Effect.fn("Approvals.fireDeadline")((row: FullApprovalRow, now: number, log: Array<StreamEntry>) =>
+        fireDue(sql, row, now, log)
+      )
 
       /**
        * After a transition has committed: wake the workers of `topics` (the
@@ -108,7 +112,7 @@ export class Approvals extends Context.Service<Approvals, {
             let row: FullApprovalRow | undefined = current
             let sessionId: string | null = null
             while (row !== undefined && row.status === "pending") {
-              sessionId = (yield* fireDeadline(sql, row, now, log)).sessionId ?? sessionId
+              sessionId = (yield* fireDeadline(row, now, log)).sessionId ?? sessionId
               row = yield* ApprovalRows.one(sql`SELECT ${sql.literal(APPROVAL_COLUMNS)} FROM approvals WHERE id = ${approvalId}`)
             }
             yield* appendApprovalStream(sql, orgId, log)
@@ -160,7 +164,7 @@ export class Approvals extends Context.Service<Approvals, {
       })
 
       const fireNextDue = Effect.gen(function*() {
-        const fired = yield* fireMostOverdue(sql)
+        const fired = yield* fireMostOverdue(sql, fireDeadline)
         if (Option.isNone(fired)) return false
         metrics.deadlineFired(fired.value.kind, (fired.value.now - fired.value.dueAt) / 1000)
         yield* announce({ orgId: fired.value.orgId, sessionId: fired.value.sessionId, topics: [Topics.events] })
@@ -174,7 +178,10 @@ export class Approvals extends Context.Service<Approvals, {
       )
 
       return Approvals.of({
-        ...policies,
+        putPolicy: Effect.fn("Approvals.putPolicy")(policies.putPolicy),
+        listPolicies: Effect.fn("Approvals.listPolicies")(policies.listPolicies),
+        ruleFor: policies.ruleFor,
+        forgetRules: policies.forgetRules,
         get,
         decide,
         fireNextDue,

@@ -6,7 +6,7 @@
  * transaction that claimed the row.
  */
 import { Effect, Option, Schema } from "effect"
-import type { SqlClient } from "effect/sql"
+import type { SqlClient, SqlError } from "effect/sql"
 import type { ApprovalEventType } from "../api/Approvals.ts"
 import { InstantOrNull, rowsOf } from "../platform/Rows.ts"
 import { databaseNow } from "../platform/Time.ts"
@@ -47,8 +47,8 @@ export const emit = (sql: SqlClient.SqlClient, type: ApprovalEventType, row: App
     writeToOutbox(sql, makeApprovalEvent(type, row.org_id, snapshotOf(row), new Date(at)))
   )
 
-/** Applies the due deadline of a claimed row (inside the claiming transaction). */
-export const fireDeadline = Effect.fn("Approvals.fireDeadline")(function*(
+/** Applies the due deadline of a claimed row (inside the claiming transaction; the service names its span). */
+export const fireDeadline = Effect.fnUntraced(function*(
   sql: SqlClient.SqlClient,
   row: FullApprovalRow,
   now: number,
@@ -95,10 +95,13 @@ export const fireDeadline = Effect.fn("Approvals.fireDeadline")(function*(
 
 /**
  * Claims the most overdue deadline of any organization (skipping rows
- * another process holds) and fires it, in one transaction; what fired, or
- * none when nothing is due.
+ * another process holds) and fires it with `fire` (`fireDeadline` in the
+ * service's span), in one transaction; what fired, or none when nothing is due.
  */
-export const fireMostOverdue = (sql: SqlClient.SqlClient) =>
+export const fireMostOverdue = (
+  sql: SqlClient.SqlClient,
+  fire: (row: FullApprovalRow, now: number, log: Array<StreamEntry>) => Effect.Effect<{ readonly sessionId: string | null }, SqlError.SqlError>
+) =>
   sql.withTransaction(Effect.gen(function*() {
     const row = yield* ApprovalRows.one(sql`
       SELECT ${sql.literal(APPROVAL_COLUMNS)} FROM approvals
@@ -112,7 +115,7 @@ export const fireMostOverdue = (sql: SqlClient.SqlClient) =>
     const due = nextDue(stateOf(row))
     const now = yield* databaseNow(sql)
     const log: Array<StreamEntry> = []
-    const fired = yield* fireDeadline(sql, row, now, log)
+    const fired = yield* fire(row, now, log)
     yield* appendApprovalStream(sql, row.org_id, log)
     return Option.some({ ...fired, orgId: row.org_id, kind: due.kind, dueAt: due.at, now })
   })).pipe(Effect.orDie)

@@ -42,7 +42,7 @@ const toPolicy = (row: PolicyRow): Policy => ({
 })
 
 export const makePolicies = Effect.fnUntraced(function*(sql: SqlClient.SqlClient, config: SvcConfigShape, wakeups: Wakeups["Service"]) {
-  const putPolicy = Effect.fn("Approvals.putPolicy")(function*(orgId: string, actionClass: string, input: PolicyInput) {
+  const putPolicy = Effect.fnUntraced(function*(orgId: string, actionClass: string, input: PolicyInput) {
     const escalation = input.escalation_seconds ?? null
     if (input.mode === "require_approval" && !noticeFits({ ...input, escalation_seconds: escalation })) {
       return yield* new InvalidRequest({
@@ -79,7 +79,7 @@ export const makePolicies = Effect.fnUntraced(function*(sql: SqlClient.SqlClient
     return toPolicy(row)
   })
 
-  const listPolicies = Effect.fn("Approvals.listPolicies")(function*(orgId: string) {
+  const listPolicies = Effect.fnUntraced(function*(orgId: string) {
     const rows = yield* PolicyRows.all(sql`
       SELECT ${sql.literal(POLICY_COLUMNS)} FROM approval_policies WHERE org_id = ${orgId} ORDER BY action_class
     `)

@@ -118,7 +118,7 @@ export const makeCorrections = (deps: {
   // matches (see `Feedback.submit`), so a key or secret created a moment
   // ago, by this process or another, is always scrubbed.
   const credentialCache = new Map<string, CredentialEntry>()
-  const loadCredentials = Effect.fn("Feedback.loadCredentials")(function*(orgId: string, fingerprint: string) {
+  const loadCredentials = Effect.fn("Corrections.loadCredentials")(function*(orgId: string, fingerprint: string) {
     const [keyHashes, values] = yield* Effect.all([identity.keyHashes(orgId), secrets.orgValues(orgId)], {
       concurrency: "unbounded"
     })

@@ -94,6 +94,8 @@ export class Feedback extends Context.Service<Feedback, {
       )
       const corrections = makeCorrections({ sql, pool, config, identity: yield* Identity, secrets: yield* SecretStore })
       const quota = makeQuota(sql, config)
+      const review = makeReview(sql, box)
+      const promotion = makePromotion(sql, box, config)
 
       // A run never changes once logged: cache which task it belongs to.
       // The task's schema is not kept here: the validation workers hold
@@ -198,8 +200,12 @@ export class Feedback extends Context.Service<Feedback, {
         submit,
         usage: quota.usage,
         admit: pool.admit,
-        ...makeReview(sql, box),
-        ...makePromotion(sql, box, config)
+        // The spans are the service's: named here, where the service is.
+        list: Effect.fn("Feedback.list")(review.list),
+        stage: Effect.fn("Feedback.stage")(review.stage),
+        reject: Effect.fn("Feedback.reject")(review.reject),
+        preview: Effect.fn("Feedback.preview")(promotion.preview),
+        promote: Effect.fn("Feedback.promote")(promotion.promote)
       })
     })
   )

@@ -53,7 +53,7 @@ export const makePromotion = (sql: SqlClient.SqlClient, box: SecretBox["Service"
       ${lock ? sql`FOR UPDATE` : sql``}
     `).pipe(Effect.map((rows) => rows.map((row) => row.id)))
 
-  const preview = Effect.fn("Feedback.preview")(function*(orgId: string, taskId: string, request: PageRequest) {
+  const preview = Effect.fnUntraced(function*(orgId: string, taskId: string, request: PageRequest) {
     yield* Effect.annotateCurrentSpan({ "svc.task_id": taskId })
     const limit = request.limit ?? 50
     const scope: CursorScope = { orgId, list: "promote_preview", filters: [taskId] }
@@ -116,7 +116,7 @@ export const makePromotion = (sql: SqlClient.SqlClient, box: SecretBox["Service"
       })
     })
 
-  const promote = Effect.fn("Feedback.promote")(function*(orgId: string, taskId: string, input: typeof Promote.Type) {
+  const promote = Effect.fnUntraced(function*(orgId: string, taskId: string, input: typeof Promote.Type) {
     yield* Effect.annotateCurrentSpan({ "svc.task_id": taskId })
     const result = yield* sql.withTransaction(Effect.gen(function*() {
       const dataset = yield* currentDataset(orgId, taskId, true)

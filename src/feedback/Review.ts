@@ -20,7 +20,7 @@ const StatusRows = rowsOf("feedback", Schema.Struct({ status: FeedbackStatus }))
 
 export const makeReview = (sql: SqlClient.SqlClient, box: SecretBox["Service"]) => {
   const mac = (message: string) => box.mac("cursor", message)
-  const list = Effect.fn("Feedback.list")(function*(orgId: string, request: ListRequest) {
+  const list = Effect.fnUntraced(function*(orgId: string, request: ListRequest) {
     const scope: CursorScope = { orgId, list: "feedback", filters: [request.task_id, request.status] }
     const { items, next_cursor } = yield* keysetPage(mac, scope, request, (below, rows) =>
       FeedbackRows.all(sql`
@@ -56,7 +56,7 @@ export const makeReview = (sql: SqlClient.SqlClient, box: SecretBox["Service"]) 
 
   return {
     list,
-    stage: Effect.fn("Feedback.stage")((orgId: string, feedbackId: string) => decide(orgId, feedbackId, "staged")),
-    reject: Effect.fn("Feedback.reject")((orgId: string, feedbackId: string) => decide(orgId, feedbackId, "rejected"))
+    stage: (orgId: string, feedbackId: string) => decide(orgId, feedbackId, "staged"),
+    reject: (orgId: string, feedbackId: string) => decide(orgId, feedbackId, "rejected")
   }
 }
