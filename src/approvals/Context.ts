@@ -10,7 +10,7 @@ import type { ApprovalContext, ApprovalHistoryItem, EarlierStep } from "../api/A
 import { MAX_EARLIER_STEPS } from "../api/Approvals.ts"
 import { InvalidRequest, NotFound } from "../api/Errors.ts"
 import { SecretBox } from "../platform/Crypto.ts"
-import { type CursorMac, keysetPage } from "../platform/Cursor.ts"
+import { type CursorMac, keysetPage, type PageRequest } from "../platform/Cursor.ts"
 import { rowsOf, Timestamp } from "../platform/Rows.ts"
 import { iso } from "../platform/Time.ts"
 import { LIST_COLUMNS, LIST_FROM, ListColumns, listItemOf } from "./OrgStream.ts"
@@ -36,7 +36,7 @@ export class ApprovalContexts extends Context.Service<ApprovalContexts, {
   /** The approval, its task's name and the session's steps before its step. */
   readonly context: (orgId: string, approvalId: string) => Effect.Effect<ApprovalContext, NotFound>
   /** Closed approvals, the latest request first. */
-  readonly history: (orgId: string, options: { readonly limit: number; readonly cursor?: string | undefined }) => Effect.Effect<
+  readonly history: (orgId: string, options: PageRequest) => Effect.Effect<
     { readonly approvals: ReadonlyArray<ApprovalHistoryItem>; readonly next_cursor: string | null },
     InvalidRequest
   >
@@ -83,10 +83,7 @@ export class ApprovalContexts extends Context.Service<ApprovalContexts, {
         }
       })
 
-      const history = Effect.fn("ApprovalContexts.history")(function*(orgId: string, options: {
-        readonly limit: number
-        readonly cursor?: string | undefined
-      }) {
+      const history = Effect.fn("ApprovalContexts.history")(function*(orgId: string, options: PageRequest) {
         const { items, next_cursor } = yield* keysetPage(mac, { orgId, list: "approval-history" }, options, (bound, rows) =>
           ItemRows.all(sql`
             SELECT ${sql.literal(ITEM_COLUMNS)} FROM ${sql.literal(ITEM_FROM)}

@@ -23,7 +23,7 @@ import { hubFrames, SessionHub, STREAM_BATCH } from "../streams/SessionEvents.ts
 import { Metrics } from "../observability/Metrics.ts"
 import { SvcConfig } from "../platform/Config.ts"
 import { SecretBox } from "../platform/Crypto.ts"
-import { type CursorMac, type CursorScope, keysetPage } from "../platform/Cursor.ts"
+import { type CursorMac, type CursorScope, keysetPage, type PageRequest } from "../platform/Cursor.ts"
 import { BigIntText, JsonColumn, rowsOf, Timestamp } from "../platform/Rows.ts"
 import { ApprovalColumns, snapshotOf } from "./Events.ts"
 
@@ -101,13 +101,13 @@ export const appendApprovalStream = (sql: SqlClient.SqlClient, orgId: string, en
       `
     }), { discard: true })
 
+interface ListOptions extends PageRequest {
+  readonly status?: ApprovalStatus | undefined
+}
+
 export class ApprovalFeed extends Context.Service<ApprovalFeed, {
   /** The organization's approvals, oldest request first, optionally of one status. */
-  readonly list: (orgId: string, options: {
-    readonly status?: ApprovalStatus | undefined
-    readonly limit: number
-    readonly cursor?: string | undefined
-  }) => Effect.Effect<{ readonly approvals: ReadonlyArray<ApprovalListItem>; readonly next_cursor: string | null }, InvalidRequest>
+  readonly list: (orgId: string, options: ListOptions) => Effect.Effect<{ readonly approvals: ReadonlyArray<ApprovalListItem>; readonly next_cursor: string | null }, InvalidRequest>
   /** SSE frames of the organization's approval changes after event id `after`, live until the client leaves. */
   readonly stream: (orgId: string, after: string) => Stream.Stream<string>
 }>()("svc/approvals/ApprovalFeed") {
@@ -121,11 +121,7 @@ export class ApprovalFeed extends Context.Service<ApprovalFeed, {
       const box = yield* SecretBox
       const mac: CursorMac = (message) => box.mac("cursor", message)
 
-      const list = Effect.fn("ApprovalFeed.list")(function*(orgId: string, options: {
-        readonly status?: ApprovalStatus | undefined
-        readonly limit: number
-        readonly cursor?: string | undefined
-      }) {
+      const list = Effect.fn("ApprovalFeed.list")(function*(orgId: string, options: ListOptions) {
         const scope: CursorScope = { orgId, list: "approvals", filters: [options.status] }
         const { items, next_cursor } = yield* keysetPage(mac, scope, options, (bound, rows) =>
           ListRows.all(sql`
