@@ -14,7 +14,7 @@ import { POLL_CAP_MS } from "../approvals/Scheduler.ts"
 import { Metrics } from "../observability/Metrics.ts"
 import { SvcConfig } from "../platform/Config.ts"
 import { SecretBox } from "../platform/Crypto.ts"
-import { type CursorMac, type CursorScope, encodeCursor, page, seqBound } from "../platform/Cursor.ts"
+import { type CursorMac, type CursorScope, encodeCursor, page, type PageRequest, seqBound } from "../platform/Cursor.ts"
 import { newId } from "../platform/Ids.ts"
 import { JsonColumn, rowsOf, Timestamp, TimestampOrNull } from "../platform/Rows.ts"
 import { Topics, Wakeups } from "../platform/Wakeups.ts"
@@ -117,11 +117,7 @@ const reportedAgain = (existing: StepRow, status: ToolOutcome["status"]) =>
 export class AgentSessions extends Context.Service<AgentSessions, {
   readonly create: (orgId: string, input: { readonly task_id?: string }) => Effect.Effect<Session, NotFound>
   /** The session and a page of its steps, oldest first. */
-  readonly get: (
-    orgId: string,
-    sessionId: string,
-    page: { readonly limit?: number | undefined; readonly cursor?: string | undefined }
-  ) => Effect.Effect<SessionDetail, NotFound | InvalidRequest>
+  readonly get: (orgId: string, sessionId: string, page: PageRequest) => Effect.Effect<SessionDetail, NotFound | InvalidRequest>
   readonly governStep: (orgId: string, sessionId: string, step: GovernedStep) => Effect.Effect<StepAnswer, NotFound | InvalidRequest>
   readonly reportOutcome: (
     orgId: string,
@@ -160,11 +156,7 @@ export class AgentSessions extends Context.Service<AgentSessions, {
         return toSession(row)
       }, Effect.withSpan("AgentSessions.create", undefined, { captureStackTrace: false }))
 
-      const get = Effect.fn("AgentSessions.get")(function*(
-        orgId: string,
-        sessionId: string,
-        options: { readonly limit?: number | undefined; readonly cursor?: string | undefined }
-      ) {
+      const get = Effect.fn("AgentSessions.get")(function*(orgId: string, sessionId: string, options: PageRequest) {
         const scope: CursorScope = { orgId, list: "session-steps", filters: [sessionId] }
         const bound = yield* seqBound(mac, scope, options.cursor)
         const session = yield* findSession(orgId, sessionId)
