@@ -9,6 +9,9 @@
  *   Migrations are history, run once, and are not counted.
  * - No source file passes `MAX_LINES` lines: past that a file holds more
  *   than one idea, and splitting it by idea is due.
+ * - No two files of src/ import each other, directly or around a loop,
+ *   type-only imports included: a loop means neither file can be read
+ *   (or moved) without the other.
  */
 import { assert, describe, it } from "@effect/vitest"
 import * as fs from "node:fs"
@@ -87,5 +90,53 @@ describe("source files stay small", () => {
     const long = "x\n".repeat(MAX_LINES + 1)
     assert.deepStrictEqual(overLong([{ file: "a/Long.ts", text: long }]), [`a/Long.ts: ${MAX_LINES + 1} lines (at most ${MAX_LINES})`])
     assert.deepStrictEqual(overLong([{ file: "a/Ok.ts", text: "x\n".repeat(MAX_LINES) }]), [])
+  })
+})
+
+const IMPORT = /^(?:import|export)\s[^"']*?from\s+["'](\.{1,2}\/[^"']+)["']/gm
+
+/** The import loops among `files` (each as its files, sorted), by Tarjan's strongly connected components. */
+const importLoops = (files: ReadonlyArray<{ readonly file: string; readonly text: string }>) => {
+  const known = new Set(files.map((f) => f.file))
+  const edges = new Map(files.map(({ file, text }) => [
+    file,
+    [...text.matchAll(IMPORT)].map((m) => path.posix.normalize(path.posix.join(path.posix.dirname(file), m[1]!))).filter((to) => known.has(to))
+  ]))
+  const index = new Map<string, number>()
+  const low = new Map<string, number>()
+  const stack: Array<string> = []
+  const loops: Array<Array<string>> = []
+  const visit = (v: string) => {
+    index.set(v, index.size)
+    low.set(v, index.get(v)!)
+    stack.push(v)
+    for (const w of edges.get(v)!) {
+      if (!index.has(w)) {
+        visit(w)
+        low.set(v, Math.min(low.get(v)!, low.get(w)!))
+      } else if (stack.includes(w)) low.set(v, Math.min(low.get(v)!, index.get(w)!))
+    }
+    if (low.get(v) === index.get(v)) {
+      const loop = stack.splice(stack.indexOf(v))
+      if (loop.length > 1) loops.push(loop.sort())
+    }
+  }
+  for (const { file } of files) if (!index.has(file)) visit(file)
+  return loops.map((loop) => loop.join(" <-> "))
+}
+
+describe("imports", () => {
+  it("no import loop between files of src/", () => {
+    assert.deepStrictEqual(importLoops(sources()), [])
+  })
+
+  it("the check sees a loop, type-only imports and re-exports included, and not a chain", () => {
+    const file = (name: string, text: string) => ({ file: name, text })
+    assert.deepStrictEqual(importLoops([
+      file("a/A.ts", `import { b } from "./B.ts"\n`),
+      file("a/B.ts", `import type { C } from "../c/C.ts"\n`),
+      file("c/C.ts", `export { a } from "../a/A.ts"\n`)
+    ]), ["a/A.ts <-> a/B.ts <-> c/C.ts"])
+    assert.deepStrictEqual(importLoops([file("a/A.ts", `import { b } from "./B.ts"\n`), file("a/B.ts", "")]), [])
   })
 })
