@@ -8,16 +8,7 @@ import { AnswerSchemaTooComplex, InvalidRequest, LimitReached, NotFound, type Va
 import { validationBusy } from "./ValidationBusy.ts"
 import { type CreateTask, type Dataset, DatasetSummary, Example, type LogRun, Run, Task } from "../api/Tasks.ts"
 import { randomTraceId, SecretBox } from "../platform/Crypto.ts"
-import {
-  type CursorMac,
-  type CursorScope,
-  DEFAULT_PAGE_LIMIT,
-  encodeCursor,
-  keysetPage,
-  page,
-  type PageRequest,
-  seqBound
-} from "../platform/Cursor.ts"
+import { type CursorMac, type CursorScope, DEFAULT_PAGE_LIMIT, encodeCursor, keysetPage, page, type PageRequest, seqBound } from "../platform/Cursor.ts"
 import { SvcConfig } from "../platform/Config.ts"
 import { newId } from "../platform/Ids.ts"
 import { refuseAtCap } from "../platform/OrgLimits.ts"
