@@ -1,10 +1,11 @@
 import { Effect, Stream } from "effect"
-import { HttpEffect, HttpServerResponse } from "effect/http"
+import { HttpServerResponse } from "effect/http"
 import { HttpApiBuilder } from "effect/http-api"
 import { Api } from "../api/Api.ts"
 import { CurrentPrincipal } from "../api/Security.ts"
 import { EXPORT_MEDIA_TYPE } from "../api/Tasks.ts"
 import { StreamGuard } from "../identity/StreamGuard.ts"
+import { responseHeader } from "../platform/ResponseHeader.ts"
 import { DatasetExport } from "./DatasetExport.ts"
 import { busyRetryAfter } from "./ValidationBusy.ts"
 import { Tasks } from "./Tasks.ts"
@@ -23,9 +24,7 @@ export const TasksHandlers = HttpApiBuilder.group(
         Effect.gen(function*() {
           const principal = yield* CurrentPrincipal
           const run = yield* tasks.logRun(principal.orgId, params.task_id, payload)
-          yield* HttpEffect.appendPreResponseHandler((_request, response) =>
-            Effect.succeed(HttpServerResponse.setHeader(response, "x-svc-trace-id", run.trace_id))
-          )
+          yield* responseHeader("x-svc-trace-id", run.trace_id)
           return run
         }),
       listRuns: ({ params, query }) =>
