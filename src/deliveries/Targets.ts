@@ -1,9 +1,7 @@
 /**
  * Target health and a target's end: failing what a removed or deactivated
  * target still had to deliver, dropping its health record, and reading its
- * cooldown. Statements that change both deliveries and target rows take
- * the target rows first (`targetsFirst`). Spans are opened by
- * `DeliveryQueue`, which wires these.
+ * cooldown; the lock order of every statement on targets (`targetsFirst`).
  */
 import type { PgClient } from "@effect/sql-pg"
 import { Effect, Option } from "effect"
@@ -143,11 +141,7 @@ export const cooldownUntil = Effect.fnUntraced(function*(sql: PgClient.PgClient,
   return Option.fromNullishOr(row?.cooldown_until ?? null)
 })
 
-/**
- * Whether the target's deliveries go one at a time in the order they were
- * enqueued (`strict`) or several at once in no promised order. Kept on the
- * target's row (created here when it has none yet), which the claim reads.
- */
+/** Kept on the target's row (created here when it has none yet), which the claim reads. */
 export const setStrict = Effect.fnUntraced(function*(
   sql: PgClient.PgClient,
   kind: DeliveryKind,

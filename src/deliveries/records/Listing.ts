@@ -3,8 +3,7 @@
  * what a target still has to deliver. Records are read through
  * `delivery_records` and `delivery_attempt_records` (migrations 0670, 0676), which
  * read a `logged` row's status, attempt and finish through its target's
- * cursor and lease and the outcome row holding it. Spans are opened by
- * `DeliveryQueue`, which wires these.
+ * cursor and lease and the outcome row holding it.
  */
 import type { PgClient } from "@effect/sql-pg"
 import { Effect, Option } from "effect"
