@@ -150,8 +150,7 @@ export const makeSettler = Effect.fnUntraced(function*(
     // While sends are still finishing, let a few more join the batch: one
     // statement for many outcomes leaves the database to the others. Not
     // when a delivery waits only for outcomes to be recorded: lingering
-    // would hold its target's sends back (the linger used to cap a busy
-    // endpoint at its unrecorded bound per linger, ~4 000/s).
+    // would hold its target's sends back.
     if (waiting.length < SETTLE_BATCH / 4 && !failing && hooks.mayLinger()) {
       lingering = true
       urgent.closeUnsafe()
