@@ -22,7 +22,7 @@ import { Outcome } from "../deliveries/DeliveryQueue.ts"
 import { runWorker, type Settlement } from "../deliveries/worker/DeliveryWorker.ts"
 import { SvcConfig } from "../platform/Config.ts"
 import { rowsOf } from "../platform/Rows.ts"
-import { retryDelay, WebhookSender } from "./Sender.ts"
+import { failedAttempt, WebhookSender } from "./Sender.ts"
 
 const DEFAULT_FROM = "svc notifications <notifications@svc.invalid>"
 
@@ -31,7 +31,6 @@ const subjects: Record<string, string> = {
   "approval.expiring": "Approval deadline approaching",
   "approval.escalated": "Approval escalated: another review window"
 }
-
 
 /** The event to mail and where to: the organization's reviewer address, if any. */
 const MailRows = rowsOf("events", Schema.Struct({ reviewer_email: Schema.NullOr(Schema.String), type: Schema.String, body: Schema.String }))
@@ -178,13 +177,7 @@ export class ReviewerEmail extends Context.Service<ReviewerEmail, {
         const durationMs = (yield* Clock.currentTimeMillis) - started
         if (sent._tag === "Success") return { outcome: Outcome.delivered(), attempt: { durationMs } }
         const error = typeof sent.failure === "string" ? sent.failure : "SMTP send timed out"
-        const delay = retryDelay(config.webhookRetrySchedule, delivery.attempts)
-        return {
-          outcome: delay === undefined
-            ? Outcome.failed(`${error}; no retries left`)
-            : Outcome.retry(Duration.millis(delay), error),
-          attempt: { error, durationMs }
-        }
+        return failedAttempt(config.webhookRetrySchedule, delivery, error, { error, durationMs })
       })
 
       return ReviewerEmail.of({ deliver })

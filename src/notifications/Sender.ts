@@ -20,9 +20,7 @@
  * never the payload.
  *
  * Most sends run without a fiber of their own (`deliverDirect`,
- * `SenderFast.ts`), with the same request, checks, span and
- * decisions; `deliver` is the same send as an effect, for what the direct
- * path leaves (an endpoint or event body not in memory, tracing off).
+ * `SenderFast.ts`); `deliver` is the same send as an effect, for the rest.
  */
 import { PgClient } from "@effect/sql-pg"
 import { Clock, Context, Duration, Effect, FiberSet, Layer, Option, Schema } from "effect"
@@ -38,7 +36,8 @@ import { maskNeedles, urlNeedles } from "../secrets/Masking.ts"
 import { SvcConfig } from "../platform/Config.ts"
 import { rowsOf } from "../platform/Rows.ts"
 import { directDeliveries } from "./SenderFast.ts"
-import { NotificationEndpoints, type SendTarget } from "./Endpoints.ts"
+import { NotificationEndpoints } from "./Endpoints.ts"
+import type { SendTarget } from "./SendTargets.ts"
 import { EventBodies } from "./EventBodies.ts"
 import { deliveryHeaders } from "./Signing.ts"
 
@@ -46,7 +45,6 @@ const SNIPPET_BYTES = 512
 const DELIVERED = Outcome.delivered()
 const RETRY_AFTER_MIN_MS = 1_000
 const RETRY_AFTER_MAX_MS = 3_600_000
-
 
 /** An event body read back when this process does not hold it. */
 const EventRows = rowsOf("events", Schema.Struct({ type: Schema.String, body: Schema.String }))
@@ -73,7 +71,7 @@ export const retryDelay = (schedule: ReadonlyArray<Duration.Duration>, attempt: 
 }
 
 /** A failed attempt's outcome: the schedule's next retry, or the receiver's `Retry-After` within bounds, or failed when the schedule is used up. */
-const failedAttempt = (
+export const failedAttempt = (
   schedule: ReadonlyArray<Duration.Duration>,
   delivery: Claimed,
   error: string,
@@ -210,8 +208,6 @@ export class WebhookSender extends Context.Service<WebhookSender, {
           failedAttempt(schedule, delivery, error, { ...attempt, error }, retryAfter)
       })
 
-      // One span per delivery, its attributes given when it starts; no
-      // stack trace captured per call (`Effect.fn` would).
       const send = Effect.fnUntraced(function*(delivery: Claimed) {
         const target = yield* endpoints.sendTarget(delivery.orgId, delivery.targetId)
         if (target === undefined) {
@@ -237,8 +233,8 @@ export class WebhookSender extends Context.Service<WebhookSender, {
       })
       const deliver = (delivery: Claimed) =>
         Effect.withSpan(send(delivery), "WebhookSender.deliver", {
-          // A stack trace per delivery span was ~1 % of the drain's CPU and
-          // says nothing a delivery's attributes do not.
+          // Not `Effect.fn`: a stack trace per delivery span was ~1 % of the
+          // drain's CPU and says nothing a delivery's attributes do not.
           captureStackTrace: false,
           attributes: spanAttributes(delivery)
         })
