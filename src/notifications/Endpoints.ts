@@ -31,8 +31,6 @@ import { SecretStore, type SecretOwner } from "../secrets/SecretStore.ts"
 import { Topics, Wakeups } from "../platform/Wakeups.ts"
 import { disableEndpoint, startFailing, stopFailing } from "./Operational.ts"
 import { endpointOwner, makeSendTargets, type SendTarget } from "./SendTargets.ts"
-
-export { endpointOwner, SEND_TARGET_TTL_MS, type SendTarget } from "./SendTargets.ts"
 import { newSigningSecret } from "./Signing.ts"
 
 /** A `notification_endpoints` row (with, where a query joins it, the end of a cooldown in progress). */
@@ -162,8 +160,6 @@ const rotateSigning = (
     const until = new Date(now.getTime() + overlapSeconds * 1000)
     const current = yield* secrets.list(owner)
     for (const [index, old] of current.entries()) {
-      // Every delivery is signed with each secret in use: at most
-      // MAX_SIGNING_SECRETS at once, so the oldest previous ones stop now.
       if (index >= MAX_SIGNING_SECRETS - 1) yield* secrets.expire(owner, old.id, now)
       // Shorten, never lengthen, the life of a secret already expiring.
       else if (old.expires_at === null || new Date(old.expires_at) > until) yield* secrets.expire(owner, old.id, until)
