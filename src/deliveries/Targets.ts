@@ -70,7 +70,7 @@ const failTargetUndelivered = (sql: PgClient.PgClient, kind: DeliveryKind, targe
 `
 
 /** A logged row `d` of the target not yet settled: past the cursor, and no outcome row holds it. */
-const loggedUndelivered = (sql: PgClient.PgClient, targetId: string) =>
+export const loggedUndelivered = (sql: PgClient.PgClient, targetId: string) =>
   sql`d.seq > coalesce((SELECT cursor FROM delivery_targets WHERE id = ${targetId}), 0)
       AND NOT EXISTS (
         SELECT 1 FROM delivery_outcomes x

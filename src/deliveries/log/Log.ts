@@ -22,7 +22,7 @@ import type { Claimed, ClaimOptions, DeliveryKind } from "../Types.ts"
 import { toDelivery } from "../Types.ts"
 
 /** Above every seq: the upper end of a target's rows in `deliveries_target_seq_idx`. */
-const MAX_SEQ = "9223372036854775807"
+export const MAX_SEQ = "9223372036854775807"
 
 /** Most targets one lease statement looks at. */
 const LEASE_TARGETS = 256
