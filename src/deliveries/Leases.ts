@@ -90,7 +90,6 @@ export const settleMany: (ctx: LogContext, items: ReadonlyArray<SettleItem>) => 
       Effect.sync(() => {
         for (const { leaseId, seqs, targetId } of logged.values()) leases.keep(targetId, leaseId, seqs)
       }))
-  // A batch of the log's successes alone (the common one) takes the short statement.
   const successes = logSuccesses(items, log)
   if (successes !== undefined) {
     const rows = yield* settleLogSuccesses(sql, successes).pipe(holdCursor)

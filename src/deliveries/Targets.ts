@@ -40,16 +40,12 @@ export interface ServerOrEmbedded {
   readonly info: DatabaseInfo["Service"]
 }
 
-// `sending` rows are failed too: their settle then finds the lease gone
-// (a request already in flight may still arrive: deliveries are at least
-// once, docs/webhooks.md "Delivery").
-// The target's undelivered rows as failed with `reason`, answering their
-// ids; `except`: the delivery whose handler decided this (it settles itself).
-// Logged rows past the cursor that no outcome row holds are undelivered
-// too: they are failed the same way, and the target's log lease ends (a
-// settle under it records nothing), except that `except`, if it was
-// handed out of the log, is written `sending` under that lease's id so
-// that its own settle still finds it.
+// The target's undelivered rows (logged ones included) as failed with
+// `reason`; `except`: the delivery whose handler decided this, which settles
+// itself (handed out of the log, it is written `sending` under that lease's
+// id so that its settle still finds it). `sending` rows are failed too:
+// their settle finds the lease gone (a request in flight may still arrive:
+// deliveries are at least once, docs/webhooks.md "Delivery").
 const failTargetUndelivered = (sql: PgClient.PgClient, kind: DeliveryKind, targetId: string, reason: string, except?: string) => sql`
   failed AS (
     UPDATE deliveries d

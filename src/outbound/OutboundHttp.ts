@@ -198,7 +198,6 @@ export class OutboundHttp extends Context.Service<OutboundHttp, {
         return result
       })
 
-      // `send` without a fiber of its own (`OutboundHttpFast.ts`), from the same steps.
       const sendDirect = directExchange({
         prepare,
         requestAttributes,
