@@ -22,7 +22,7 @@ import { Outcome } from "../deliveries/DeliveryQueue.ts"
 import { runWorker, type Settlement } from "../deliveries/worker/DeliveryWorker.ts"
 import { SvcConfig } from "../platform/Config.ts"
 import { rowsOf } from "../platform/Rows.ts"
-import { failedAttempt, WebhookSender } from "./Sender.ts"
+import { failedAttempt, notSent, WebhookSender } from "./Sender.ts"
 
 const DEFAULT_FROM = "svc notifications <notifications@svc.invalid>"
 
@@ -140,13 +140,9 @@ export class ReviewerEmail extends Context.Service<ReviewerEmail, {
           WHERE e.id = ${delivery.eventId} AND e.org_id = ${delivery.orgId}
         `)
         if (Option.isNone(transport) || row === undefined || row.reviewer_email === null) {
-          const error = "reviewer email is not configured any more"
-          return { outcome: Outcome.failed(error), attempt: { error, durationMs: 0 } }
+          return notSent("reviewer email is not configured any more")
         }
-        if (subjects[row.type] === undefined) {
-          const error = `${row.type} events are not mailed`
-          return { outcome: Outcome.failed(error), attempt: { error, durationMs: 0 } }
-        }
+        if (subjects[row.type] === undefined) return notSent(`${row.type} events are not mailed`)
         // A new link for each mail (only its hash is kept, so an earlier
         // mail's link cannot be sent again); each opens this approval only.
         const approvalId = approvalIdOf(row.body)

@@ -88,6 +88,9 @@ export const failedAttempt = (
   return { outcome: Outcome.retry(Duration.millis(wait), error), attempt }
 }
 
+/** A delivery that could not be sent at all, and why. */
+export const notSent = (error: string): Settlement => ({ outcome: Outcome.failed(error), attempt: { error, durationMs: 0 } })
+
 /** The attributes of a delivery's `WebhookSender.deliver` span, given when it starts. */
 const spanAttributes = (delivery: Claimed) => ({
   "svc.org_id": delivery.orgId,
@@ -210,19 +213,12 @@ export class WebhookSender extends Context.Service<WebhookSender, {
 
       const send = Effect.fnUntraced(function*(delivery: Claimed) {
         const target = yield* endpoints.sendTarget(delivery.orgId, delivery.targetId)
-        if (target === undefined) {
-          return { outcome: Outcome.failed("endpoint deleted"), attempt: { error: "endpoint deleted", durationMs: 0 } }
-        }
-        if (!target.active) {
-          const reason = `endpoint inactive: ${target.deactivatedReason ?? "deactivated"}`
-          return { outcome: Outcome.failed(reason), attempt: { error: reason, durationMs: 0 } }
-        }
+        if (target === undefined) return notSent("endpoint deleted")
+        if (!target.active) return notSent(`endpoint inactive: ${target.deactivatedReason ?? "deactivated"}`)
         const event = bodies.get(delivery.eventId ?? "") ?? (yield* EventRows.one(sql`
           SELECT type, body FROM events WHERE id = ${delivery.eventId} AND org_id = ${delivery.orgId}
         `))
-        if (event === undefined) {
-          return { outcome: Outcome.failed("event no longer stored"), attempt: { error: "event no longer stored", durationMs: 0 } }
-        }
+        if (event === undefined) return notSent("event no longer stored")
         yield* Effect.annotateCurrentSpan("svc.event_type", event.type)
         const body = Buffer.from(event.body, "utf8")
         const started = yield* Clock.currentTimeMillis
