@@ -1,7 +1,6 @@
 /**
  * The delivery queue's vocabulary: what a delivery is, what a claim holds,
- * what an attempt's outcome can be, and how a row maps to a delivery. No
- * statement lives here (`Statements.ts` and the modules `DeliveryQueue.ts` wires).
+ * what an attempt's outcome can be, and how a row maps to a delivery.
  */
 import { Duration } from "effect"
 import type { DeliveryRow } from "./Rows.ts"

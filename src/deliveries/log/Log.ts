@@ -220,11 +220,7 @@ export const takeRows = (sql: PgClient.PgClient, leased: ReadonlyArray<Leased>, 
     FROM taken k JOIN moved m ON m.id = k.target_id
   `
 
-/**
- * The statements of a take: one for targets without a lease and this
- * process's own; two for a takeover, made only when a lease ran out
- * somewhere and room is left.
- */
+/** The statements of a take: the takeover's two only when a lease ran out somewhere and room is left. */
 const takeStatements = Effect.fnUntraced(function*(
   sql: PgClient.PgClient,
   kind: DeliveryKind,
@@ -241,11 +237,7 @@ const takeStatements = Effect.fnUntraced(function*(
   return rows
 })
 
-/**
- * Hands out rows of the targets this process can lease. A take that
- * failed puts its owner id in doubt, and the next one first tells the
- * database what this process knows of its leases (`Reconcile.ts`).
- */
+/** Hands out rows of the targets this process can lease. */
 export const take = Effect.fnUntraced(function*(
   sql: PgClient.PgClient,
   leases: LogLeases,

@@ -12,9 +12,6 @@
  * database refuses while it answers other statements (a statement that
  * cannot succeed) is given up, after a few tries: its deliveries are sent
  * again once their leases run out.
- *
- * A send's fiber ends with its send: its outcome waits here, and `settled`
- * (the worker's accounting, `Outcomes.ts`) does the rest for the whole batch.
  */
 import { Cause, Duration, Effect, Latch, Schedule } from "effect"
 import type { DeliveryQueue } from "../DeliveryQueue.ts"
