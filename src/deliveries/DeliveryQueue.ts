@@ -1,43 +1,19 @@
 /**
- * The shared delivery queue: webhook deliveries and telemetry batches are
- * both "deliveries" to a target (a notification endpoint or a telemetry
- * destination), kept in PostgreSQL and claimed with leases, so any `svc`
- * process may send them and none is lost when a process dies.
- *
- * Its states, for a row leased on its own and for the log of a concurrent
- * endpoint, and how a delivery travels through these files, are in
+ * The shared delivery queue: webhook deliveries, reviewer emails and
+ * telemetry batches are all "deliveries" to a target, kept in PostgreSQL
+ * and claimed with leases, so any `svc` process may send them and none is
+ * lost when a process dies. Only this folder writes the queue's tables and
+ * knows its rules; capabilities map its statuses to their own API. Its
+ * states and how a delivery travels through these files are in
  * `docs/architecture.md` ("Delivery engine").
  *
- * Target health (`delivery_targets`) drives cooldowns: consecutive failed
- * attempts put a target in a capped exponential cooldown during which
- * nothing is claimed for it, replays included. The same row holds the
- * target's undelivered count (added to by the enqueue statements, taken
- * from by triggers on update and delete: migrations 0401, 0600), which the
- * capacity rule reads instead of counting the queue. The queue is the only
- * place that knows these rules; capabilities map statuses to their own API.
- *
- * This file is the service and its wiring; each operation lives in a file
- * of one idea, as a function of the SQL client. Here, beside it: `Enqueue.ts`
- * (the capacity rule), `Leases.ts` (claim, settle, release over both storage
- * paths: where they meet), `Targets.ts` (a target's failures and removal, its
- * cooldown), `Types.ts` and `Errors.ts`. In folders:
- *
- * - `log/`: the log of concurrent targets' deliveries (take, lease,
- *   reconcile, the settle of its successes);
- * - `rows/`: rows leased on their own (claim, settle, retry, replay);
- * - `records/`: what is read or kept afterwards (listing, stats, retention,
- *   deliveries recorded finished);
- * - `worker/`: the loop that claims, admits, sends and settles.
- *
- * A file whose name ends in `Fast` is a faster path beside the rule it
- * speeds up (it says what it buys and a test holds it to the rule). Only
- * this folder writes the queue's tables. `make(sql, ...)` binds each to the client and opens its
- * span, named `DeliveryQueue.<operation>`; the service's shape is what
- * `make` returns, so a signature is written once, in its module.
+ * This file is the service: each operation is a function of the SQL client
+ * in a file of one idea, and `make(sql, ...)` binds it and opens its span,
+ * `DeliveryQueue.<operation>`; the service's shape is what `make` returns,
+ * so a signature is written once, in its module.
  */
 import { PgClient } from "@effect/sql-pg"
 import { Context, Effect, Layer, Option, type Schema } from "effect"
-import type { Statement } from "effect/sql"
 import { DatabaseInfo } from "../platform/Database.ts"
 import { Topics, Wakeups } from "../platform/Wakeups.ts"
 import * as Enqueue from "./Enqueue.ts"
@@ -59,10 +35,9 @@ export const wakeTopic = (kind: DeliveryKind) => Topics.deliveries(kind)
 
 /**
  * `f` bound to the SQL client (its first parameter), in a span named
- * `DeliveryQueue.<name>`: the operation's signature is its module's. No
- * stack trace per span: the name says where it is, and capturing one per
- * settle batch was 0.7 % of svc's busy CPU in the webhook drain (0.04 %
- * without).
+ * `DeliveryQueue.<name>`. No stack trace per span: the name says where it
+ * is, and one per settle batch was 0.7 % of svc's busy CPU in the webhook
+ * drain (`bench/notes/webhook-sender.md`).
  */
 const bind = <C>(client: C) =>
 <Args extends ReadonlyArray<unknown>, A, E>(name: string, f: (client: C, ...args: Args) => Effect.Effect<A, E>) =>
@@ -73,8 +48,6 @@ const bind = <C>(client: C) =>
 export const make = (sql: PgClient.PgClient, wakeups: Wakeups["Service"], info: DatabaseInfo["Service"]) => {
   const op = bind(sql)
   const withInfo = bind({ sql, info })
-  // This process's target leases on the log: what it knows of the leases
-  // it holds, and the owner id it holds them under (`HeldLeases.ts`).
   const log: Leases.LogContext = { sql, leases: makeLogLeases(), rowClaims: makeRowClaimPacing() }
   const withLog = bind(log)
   const settleMany = withLog("settleMany", Leases.settleMany)
@@ -98,11 +71,8 @@ export const make = (sql: PgClient.PgClient, wakeups: Wakeups["Service"], info: 
      * Most callers want `enqueueAll`; this one saves a transaction's round
      * trips on the embedded database's only session.
      */
-    enqueueFrom: <S extends Schema.Constraint & { readonly DecodingServices: never }>(source: {
-      readonly with: Statement.Fragment
-      readonly input: Statement.Fragment
-      readonly select: Statement.Fragment
-    }, table: string, row: S) => Enqueue.enqueueFrom(sql, source, table, row).pipe(Effect.withSpan("DeliveryQueue.enqueueFrom")),
+    enqueueFrom: <S extends Schema.Constraint & { readonly DecodingServices: never }>(source: Enqueue.EnqueueSource, table: string, row: S) =>
+      Enqueue.enqueueFrom(sql, source, table, row).pipe(Effect.withSpan("DeliveryQueue.enqueueFrom")),
     /** Takes leases on due deliveries of `kind`; any process may call it. */
     claim: withLog("claim", Leases.claim),
     /**

@@ -4,7 +4,6 @@
  * full"), never dropped. The count is the target row's `undelivered`: one
  * row read, however long the queue, and kept by the enqueueing statement
  * itself (`countedTargets`; updates and deletes keep it by triggers).
- * Spans are opened by `DeliveryQueue`, which wires these.
  */
 import type { PgClient } from "@effect/sql-pg"
 import { Duration, Effect, type Schema } from "effect"
@@ -119,14 +118,16 @@ export const enqueueAll = Effect.fnUntraced(function*(sql: PgClient.PgClient, in
   return counted?.n ?? 0
 })
 
-/** `select`'s rows are decoded by `row`; `table` names them when one does not decode. */
+/** The caller's part of `enqueueFrom` (`DeliveryQueue.enqueueFrom` says what each is). */
+export interface EnqueueSource {
+  readonly with: Statement.Fragment
+  readonly input: Statement.Fragment
+  readonly select: Statement.Fragment
+}
+
 export const enqueueFrom = <S extends Schema.Constraint & { readonly DecodingServices: never }>(
   sql: PgClient.PgClient,
-  source: {
-    readonly with: Statement.Fragment
-    readonly input: Statement.Fragment
-    readonly select: Statement.Fragment
-  },
+  source: EnqueueSource,
   table: string,
   row: S
 ) =>

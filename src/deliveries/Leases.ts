@@ -1,9 +1,7 @@
 /**
- * A delivery's lease, from claim to outcome: claiming due deliveries,
- * settling what was sent (one statement per batch, target health
- * included), and giving back what was claimed but not sent. The hot
- * statements themselves are in `Statements.ts`. Spans are opened by
- * `DeliveryQueue`, which wires these.
+ * A delivery's lease, from claim to outcome, over both storage paths (the
+ * log and rows on their own): claiming, settling what was sent, and giving
+ * back what was claimed but not sent.
  */
 import type { PgClient } from "@effect/sql-pg"
 import { Clock, Duration, Effect } from "effect"
@@ -12,7 +10,7 @@ import * as Log from "./log/Log.ts"
 import { logSuccesses, settledOf, settleLogSuccesses } from "./log/SettleFast.ts"
 import { type RowClaimPacing, rowClaimDue, rowClaimRan } from "./rows/ClaimFast.ts"
 import type { LogLeases } from "./log/HeldLeases.ts"
-import { settleRowsJson, statusOf } from "./rows/SettleFast.ts"
+import { settleRowsJson } from "./rows/SettleFast.ts"
 import * as Rows from "./Rows.ts"
 import { claimStatement, settleStatement } from "./rows/Statements.ts"
 import {
@@ -28,17 +26,9 @@ import {
 /** Order of two `seq`s (decimal bigint text, no sign or leading zeros) without parsing them. */
 const compareSeq = (a: string, b: string) => a.length - b.length || (a < b ? -1 : a > b ? 1 : 0)
 
-// Claimable: due queued/retrying rows, or sending rows whose lease
-// expired, of targets not cooling down, at most `perTarget` per target
-// counting leases already live (one busy target never takes every
-// slot). Index-driven so a claim costs O(targets + claimed), not
-// O(queue length): distinct waiting targets come from a skip scan of
-// `deliveries_waiting_idx`, each target's next rows from a range scan
-// of the same index.
-//
 // A kind whose deliveries are logged (`Log.ts`) first hands out rows of
-// the targets it can lease; the per-row claim then takes what room is
-// left (retries, replays, released rows, strict targets' heads).
+// the targets it can lease; the per-row claim (`claimStatement`) then takes
+// what room is left (retries, replays, released rows, strict targets' heads).
 export const claim = Effect.fnUntraced(function*(ctx: LogContext, kind: DeliveryKind, options: ClaimOptions) {
   const { sql } = ctx
   const logged = LOGGED_KINDS.includes(kind) ? yield* Log.take(sql, ctx.leases, kind, options) : []
@@ -59,8 +49,6 @@ export const claim = Effect.fnUntraced(function*(ctx: LogContext, kind: Delivery
     .sort((a, b) => a.nextAttemptAt.getTime() - b.nextAttemptAt.getTime() || compareSeq(a.seq, b.seq))
 })
 
-export { statusOf }
-
 /** The SQL client and this process's own view of its target leases on the log (and the owner id it holds them under). */
 export interface LogContext {
   readonly sql: PgClient.PgClient
@@ -69,9 +57,8 @@ export interface LogContext {
   readonly rowClaims?: RowClaimPacing | undefined
 }
 
-// One statement per batch: each delivery's row update, its attempt
-// record, and the health of every target in the batch (see `health`); its
-// input is written by `src/deliveries/rows/SettleFast.ts`.
+// One statement per batch (`settleStatement`, or `settleLogSuccesses` for
+// a batch of the log's successes alone).
 export const settleMany: (ctx: LogContext, items: ReadonlyArray<SettleItem>) => Effect.Effect<Settled> = Effect
   .fnUntraced(function*(
   ctx: LogContext,
@@ -97,28 +84,19 @@ export const settleMany: (ctx: LogContext, items: ReadonlyArray<SettleItem>) => 
     const settled = leases.settle(targetId, leaseId, seqs)
     if (settled !== undefined) log.set(targetId, settled)
   }
-  // A batch of the log's successes alone (the common one) takes the short statement.
+  // Not written: until the batch is, its rows hold the cursor back.
+  const holdCursor = <A, E>(effect: Effect.Effect<A, E>) =>
+    Effect.tapCause(effect, () =>
+      Effect.sync(() => {
+        for (const { leaseId, seqs, targetId } of logged.values()) leases.keep(targetId, leaseId, seqs)
+      }))
   const successes = logSuccesses(items, log)
   if (successes !== undefined) {
-    const rows = yield* settleLogSuccesses(sql, successes).pipe(
-      Effect.tapCause(() =>
-        Effect.sync(() => {
-          for (const { leaseId, seqs, targetId } of logged.values()) leases.keep(targetId, leaseId, seqs)
-        })
-      )
-    )
+    const rows = yield* settleLogSuccesses(sql, successes).pipe(holdCursor)
     for (const row of rows) if (row.log_ended) leases.forget(row.id, successes.find((p) => p.targetId === row.id)!.leaseId)
     return settledOf(items, rows)
   }
-  const settled = yield* settleStatement(sql, settleRowsJson(items, log), targetIds).pipe(
-    Effect.tapCause(() =>
-      Effect.sync(() => {
-        // Not written: until the batch is, its rows hold the cursor back.
-        for (const { leaseId, seqs, targetId } of logged.values()) leases.keep(targetId, leaseId, seqs)
-      })
-    ),
-    Effect.orDie
-  )
+  const settled = yield* settleStatement(sql, settleRowsJson(items, log), targetIds).pipe(holdCursor, Effect.orDie)
   // Keyed by lease, not only by delivery: one batch may hold the same
   // delivery twice (a lease that ran out while its send was still in
   // flight, and the claim that took it over); only the holder's counts.
@@ -140,8 +118,6 @@ export const settleMany: (ctx: LogContext, items: ReadonlyArray<SettleItem>) => 
   } satisfies Settled
 })
 
-// Back to waiting, as if never claimed: the attempt is not counted and
-// nothing is recorded. Only the lease holder can.
 export const release = Effect.fnUntraced(function*(ctx: LogContext, claimed: ReadonlyArray<Claimed>) {
   if (claimed.length === 0) return 0
   const { sql } = ctx

@@ -1,9 +1,7 @@
 /**
  * Target health and a target's end: failing what a removed or deactivated
  * target still had to deliver, dropping its health record, and reading its
- * cooldown. Statements that change both deliveries and target rows take
- * the target rows first (`targetsFirst`). Spans are opened by
- * `DeliveryQueue`, which wires these.
+ * cooldown; the lock order of every statement on targets (`targetsFirst`).
  */
 import type { PgClient } from "@effect/sql-pg"
 import { Effect, Option } from "effect"
@@ -42,16 +40,12 @@ export interface ServerOrEmbedded {
   readonly info: DatabaseInfo["Service"]
 }
 
-// `sending` rows are failed too: their settle then finds the lease gone
-// (a request already in flight may still arrive: deliveries are at least
-// once, docs/webhooks.md "Delivery").
-// The target's undelivered rows as failed with `reason`, answering their
-// ids; `except`: the delivery whose handler decided this (it settles itself).
-// Logged rows past the cursor that no outcome row holds are undelivered
-// too: they are failed the same way, and the target's log lease ends (a
-// settle under it records nothing), except that `except`, if it was
-// handed out of the log, is written `sending` under that lease's id so
-// that its own settle still finds it.
+// The target's undelivered rows (logged ones included) as failed with
+// `reason`; `except`: the delivery whose handler decided this, which settles
+// itself (handed out of the log, it is written `sending` under that lease's
+// id so that its settle still finds it). `sending` rows are failed too:
+// their settle finds the lease gone (a request in flight may still arrive:
+// deliveries are at least once, docs/webhooks.md "Delivery").
 const failTargetUndelivered = (sql: PgClient.PgClient, kind: DeliveryKind, targetId: string, reason: string, except?: string) => sql`
   failed AS (
     UPDATE deliveries d
@@ -72,7 +66,7 @@ const failTargetUndelivered = (sql: PgClient.PgClient, kind: DeliveryKind, targe
 `
 
 /** A logged row `d` of the target not yet settled: past the cursor, and no outcome row holds it. */
-const loggedUndelivered = (sql: PgClient.PgClient, targetId: string) =>
+export const loggedUndelivered = (sql: PgClient.PgClient, targetId: string) =>
   sql`d.seq > coalesce((SELECT cursor FROM delivery_targets WHERE id = ${targetId}), 0)
       AND NOT EXISTS (
         SELECT 1 FROM delivery_outcomes x
@@ -143,11 +137,7 @@ export const cooldownUntil = Effect.fnUntraced(function*(sql: PgClient.PgClient,
   return Option.fromNullishOr(row?.cooldown_until ?? null)
 })
 
-/**
- * Whether the target's deliveries go one at a time in the order they were
- * enqueued (`strict`) or several at once in no promised order. Kept on the
- * target's row (created here when it has none yet), which the claim reads.
- */
+/** Kept on the target's row (created here when it has none yet), which the claim reads. */
 export const setStrict = Effect.fnUntraced(function*(
   sql: PgClient.PgClient,
   kind: DeliveryKind,

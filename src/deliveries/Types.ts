@@ -1,7 +1,6 @@
 /**
  * The delivery queue's vocabulary: what a delivery is, what a claim holds,
- * what an attempt's outcome can be, and how a row maps to a delivery. No
- * statement lives here (`Statements.ts` and the modules `DeliveryQueue.ts` wires).
+ * what an attempt's outcome can be, and how a row maps to a delivery.
  */
 import { Duration } from "effect"
 import type { DeliveryRow } from "./Rows.ts"
@@ -108,12 +107,9 @@ export interface AttemptRecord {
 
 /**
  * What a send answers: how it went, and what to record of the attempt; or,
- * `giveBack`, that it could not be made or decided because the database
- * was unavailable: the delivery is given back and sent again later, its
- * attempt not counted and its endpoint not blamed (the outcome and attempt
- * only say so to the send's span). Most such sends never went out; one
- * whose request went out (and whose answer's consequences could not be
- * written) goes out again.
+ * `giveBack`, that the database was unavailable (`defectSettlement` in
+ * `worker/Start.ts`): the delivery is given back unrecorded, and the
+ * outcome and attempt only say so to the send's span.
  */
 export interface Settlement {
   readonly outcome: Outcome

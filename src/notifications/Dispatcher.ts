@@ -18,9 +18,6 @@ import { FIRST_BATCH, nextBatch } from "./DispatcherFast.ts"
 import { EventBodies } from "./EventBodies.ts"
 import { actionClassMatches } from "./Filters.ts"
 
-/** `Wakeups` topic the event producer signals after committing events. */
-export const EVENTS_TOPIC = Topics.events
-
 const POLL_EVERY = Duration.seconds(1)
 
 /** An event fanned out, with how many deliveries of each kind the statement queued. */
@@ -39,11 +36,10 @@ const DispatchedRow = Schema.Struct({
  * statement with a CTE `lock (locked)`: read in order from the index on
  * `CASE WHEN dispatched_at IS NULL THEN seq END` (migration 0675). A
  * planner without statistics took "dispatched_at IS NULL" for a handful of
- * rows and read every event of a burst by a bitmap scan, then sorted them
- * (24 ms for 200 events of a 19 400-event burst). The limit is written
- * into the statement (one prepared statement per batch size), so that the
- * server may keep a generic plan for it: with the limit a parameter it
- * planned every execution anew (1.2 ms of its CPU each).
+ * rows and read and sorted every event of a burst (24 ms a statement). The
+ * limit is written into the statement (one prepared statement per batch
+ * size), so that the server may keep a generic plan for it instead of
+ * planning every execution anew.
  */
 export const undispatchedEvents = (sql: PgClient.PgClient, batch: number) =>
   sql`
@@ -141,7 +137,7 @@ export class Dispatcher extends Context.Service<Dispatcher, {
       const size = batch
       const taken = yield* dispatcher.dispatchOnce(size)
       batch = nextBatch(size, taken)
-      if (taken < size) yield* wakeups.wait(EVENTS_TOPIC, POLL_EVERY)
+      if (taken < size) yield* wakeups.wait(Topics.events, POLL_EVERY)
     }).pipe(
       Effect.catchCause((cause) =>
         Cause.hasInterruptsOnly(cause)

@@ -22,7 +22,7 @@ import { Outcome } from "../deliveries/DeliveryQueue.ts"
 import { runWorker, type Settlement } from "../deliveries/worker/DeliveryWorker.ts"
 import { SvcConfig } from "../platform/Config.ts"
 import { rowsOf } from "../platform/Rows.ts"
-import { retryDelay, WebhookSender } from "./Sender.ts"
+import { failedAttempt, notSent, WebhookSender } from "./Sender.ts"
 
 const DEFAULT_FROM = "svc notifications <notifications@svc.invalid>"
 
@@ -31,7 +31,6 @@ const subjects: Record<string, string> = {
   "approval.expiring": "Approval deadline approaching",
   "approval.escalated": "Approval escalated: another review window"
 }
-
 
 /** The event to mail and where to: the organization's reviewer address, if any. */
 const MailRows = rowsOf("events", Schema.Struct({ reviewer_email: Schema.NullOr(Schema.String), type: Schema.String, body: Schema.String }))
@@ -141,13 +140,9 @@ export class ReviewerEmail extends Context.Service<ReviewerEmail, {
           WHERE e.id = ${delivery.eventId} AND e.org_id = ${delivery.orgId}
         `)
         if (Option.isNone(transport) || row === undefined || row.reviewer_email === null) {
-          const error = "reviewer email is not configured any more"
-          return { outcome: Outcome.failed(error), attempt: { error, durationMs: 0 } }
+          return notSent("reviewer email is not configured any more")
         }
-        if (subjects[row.type] === undefined) {
-          const error = `${row.type} events are not mailed`
-          return { outcome: Outcome.failed(error), attempt: { error, durationMs: 0 } }
-        }
+        if (subjects[row.type] === undefined) return notSent(`${row.type} events are not mailed`)
         // A new link for each mail (only its hash is kept, so an earlier
         // mail's link cannot be sent again); each opens this approval only.
         const approvalId = approvalIdOf(row.body)
@@ -178,13 +173,7 @@ export class ReviewerEmail extends Context.Service<ReviewerEmail, {
         const durationMs = (yield* Clock.currentTimeMillis) - started
         if (sent._tag === "Success") return { outcome: Outcome.delivered(), attempt: { durationMs } }
         const error = typeof sent.failure === "string" ? sent.failure : "SMTP send timed out"
-        const delay = retryDelay(config.webhookRetrySchedule, delivery.attempts)
-        return {
-          outcome: delay === undefined
-            ? Outcome.failed(`${error}; no retries left`)
-            : Outcome.retry(Duration.millis(delay), error),
-          attempt: { error, durationMs }
-        }
+        return failedAttempt(config.webhookRetrySchedule, delivery, error, { error, durationMs })
       })
 
       return ReviewerEmail.of({ deliver })

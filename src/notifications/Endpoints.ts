@@ -31,8 +31,6 @@ import { SecretStore, type SecretOwner } from "../secrets/SecretStore.ts"
 import { Topics, Wakeups } from "../platform/Wakeups.ts"
 import { disableEndpoint, startFailing, stopFailing } from "./Operational.ts"
 import { endpointOwner, makeSendTargets, type SendTarget } from "./SendTargets.ts"
-
-export { endpointOwner, SEND_TARGET_TTL_MS, type SendTarget } from "./SendTargets.ts"
 import { newSigningSecret } from "./Signing.ts"
 
 /** A `notification_endpoints` row (with, where a query joins it, the end of a cooldown in progress). */
@@ -74,32 +72,19 @@ export const toEndpoint = (row: EndpointRow): NotificationEndpoint => ({
 /** Most entries an events list may have (duplicates collapse; there are eight types). */
 const MAX_EVENT_ENTRIES = 20
 
+const invalidEvents = (field: string, detail: string) =>
+  Effect.fail(new InvalidWebhookEvents({ field, detail, supported: [...EventTypes] }))
+
 /** `undefined` → the six approval events; empty or unknown → `INVALID_WEBHOOK_EVENTS`; duplicates collapse. */
 export const checkEvents = (
   events: ReadonlyArray<string> | undefined
 ): Effect.Effect<ReadonlyArray<EventType>, InvalidWebhookEvents> => {
   if (events === undefined) return Effect.succeed(DefaultEventTypes)
-  if (events.length === 0) {
-    return Effect.fail(new InvalidWebhookEvents({
-      field: "events",
-      detail: "events must name at least one event type",
-      supported: [...EventTypes]
-    }))
-  }
-  if (events.length > MAX_EVENT_ENTRIES) {
-    return Effect.fail(new InvalidWebhookEvents({
-      field: "events",
-      detail: `events may list at most ${MAX_EVENT_ENTRIES} entries`,
-      supported: [...EventTypes]
-    }))
-  }
+  if (events.length === 0) return invalidEvents("events", "events must name at least one event type")
+  if (events.length > MAX_EVENT_ENTRIES) return invalidEvents("events", `events may list at most ${MAX_EVENT_ENTRIES} entries`)
   const unknown = events.findIndex((event) => !(EventTypes as ReadonlyArray<string>).includes(event))
   if (unknown >= 0) {
-    return Effect.fail(new InvalidWebhookEvents({
-      field: `events[${unknown}]`,
-      detail: `unknown event type ${JSON.stringify(events[unknown]!.slice(0, 100))}`,
-      supported: [...EventTypes]
-    }))
+    return invalidEvents(`events[${unknown}]`, `unknown event type ${JSON.stringify(events[unknown]!.slice(0, 100))}`)
   }
   return Effect.succeed([...new Set(events)] as ReadonlyArray<EventType>)
 }
@@ -162,8 +147,6 @@ const rotateSigning = (
     const until = new Date(now.getTime() + overlapSeconds * 1000)
     const current = yield* secrets.list(owner)
     for (const [index, old] of current.entries()) {
-      // Every delivery is signed with each secret in use: at most
-      // MAX_SIGNING_SECRETS at once, so the oldest previous ones stop now.
       if (index >= MAX_SIGNING_SECRETS - 1) yield* secrets.expire(owner, old.id, now)
       // Shorten, never lengthen, the life of a secret already expiring.
       else if (old.expires_at === null || new Date(old.expires_at) > until) yield* secrets.expire(owner, old.id, until)
@@ -262,17 +245,9 @@ export class NotificationEndpoints extends Context.Service<NotificationEndpoints
   readonly recovered: (orgId: string, id: string) => Effect.Effect<void>
   /** The signing secrets in use now, newest first (several during a rotation overlap). */
   readonly signingSecrets: (orgId: string, id: string) => Effect.Effect<ReadonlyArray<string>>
-  /**
-   * What the sender needs for one endpoint (URL, state, secrets), or
-   * `undefined` when it is gone. Cached for at most `SEND_TARGET_TTL`;
-   * changes made through this process clear the entry at once.
-   */
+  /** What the sender needs for one endpoint, or `undefined` when it is gone (cached: `SendTargets.ts`). */
   readonly sendTarget: (orgId: string, id: string) => Effect.Effect<SendTarget | undefined>
-  /**
-   * `sendTarget` without an effect: what a lookup found within the last
-   * `SEND_TARGET_TTL`, or `undefined` when this process knows nothing that
-   * fresh (then `sendTarget` looks it up). For sends without a fiber.
-   */
+  /** `sendTarget` without an effect, for sends without a fiber: `undefined` when this process knows nothing fresh. */
   readonly sendTargetNow: (orgId: string, id: string) => SendTarget | undefined
   readonly reviewerEmail: (orgId: string) => Effect.Effect<string | null>
   readonly setReviewerEmail: (orgId: string, email: string | null) => Effect.Effect<string | null>

@@ -29,6 +29,13 @@ const toDelivery = (delivery: Delivery): NotificationDelivery => ({
   finished_at: isoOrNull(delivery.finishedAt)
 })
 
+/** A replay refused because the endpoint is inactive. */
+const inactive = (endpoint: { readonly deactivated_reason: string | null }) =>
+  new NotReplayable({
+    delivery_status: "failed",
+    detail: "The endpoint is inactive (" + (endpoint.deactivated_reason ?? "deactivated") + "); PATCH it to reactivate, then replay."
+  })
+
 export const NotificationsHandlers = HttpApiBuilder.group(
   Api,
   "notifications",
@@ -80,11 +87,7 @@ export const NotificationsHandlers = HttpApiBuilder.group(
                   detail: `Only a failed delivery can be replayed; this one is ${status}.`
                 })
               }
-              return yield* new NotReplayable({
-                delivery_status: "failed",
-                detail: "The endpoint is inactive (" + (endpoint.deactivated_reason ?? "deactivated") +
-                  "); PATCH it to reactivate, then replay."
-              })
+              return yield* inactive(endpoint)
             }
             return yield* queue.replay({
               orgId: p.orgId,
@@ -103,13 +106,7 @@ export const NotificationsHandlers = HttpApiBuilder.group(
           Effect.gen(function*() {
             const endpoint = yield* endpoints.find(p.orgId, params.id)
             const dryRun = payload.dry_run === true
-            if (!endpoint.active && !dryRun) {
-              return yield* new NotReplayable({
-                delivery_status: "failed",
-                detail: "The endpoint is inactive (" + (endpoint.deactivated_reason ?? "deactivated") +
-                  "); PATCH it to reactivate, then replay."
-              })
-            }
+            if (!endpoint.active && !dryRun) return yield* inactive(endpoint)
             const result = yield* operations.replayWindow({
               orgId: p.orgId,
               kind: "webhook",

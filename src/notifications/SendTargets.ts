@@ -9,11 +9,8 @@
  * leave its answer here.
  *
  * What it buys: the direct send reads its endpoint with a map lookup
- * instead of `Cache.get` in a fiber; with the sends run directly, svc's CPU
- * per delivery in the `webhooks` drain went 213 → 197, 208 → 204 and
- * 169 → 147 µs (three A/B runs, load 5-6) and the Effect runtime's share of
- * svc's samples in the sends 10 % → 1 % (`docs/performance.md`, "The
- * drain's cost").
+ * instead of `Cache.get` in a fiber (the direct sends' figures:
+ * `bench/notes/delivery-log.md`, "What was cut").
  */
 import { PgClient } from "@effect/sql-pg"
 import { Cache, Clock, Duration, Effect, Schema } from "effect"
@@ -98,12 +95,7 @@ export const makeSendTargetMirror = (clock: Clock.Clock, ttlMs: number) => {
   }
 }
 
-/**
- * The lookups of `NotificationEndpoints`: `sendTarget` (cached for at most
- * `SEND_TARGET_TTL_MS`, one lookup shared by concurrent sends), its mirror
- * `sendTargetNow`, and `forget` for a change made
- * through this process.
- */
+/** The lookups behind `NotificationEndpoints.sendTarget` and `sendTargetNow`, and `forget`. */
 export const makeSendTargets = Effect.fnUntraced(function*(
   sql: PgClient.PgClient,
   secrets: SecretStore["Service"],

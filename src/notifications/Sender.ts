@@ -20,9 +20,7 @@
  * never the payload.
  *
  * Most sends run without a fiber of their own (`deliverDirect`,
- * `SenderFast.ts`), with the same request, checks, span and
- * decisions; `deliver` is the same send as an effect, for what the direct
- * path leaves (an endpoint or event body not in memory, tracing off).
+ * `SenderFast.ts`); `deliver` is the same send as an effect, for the rest.
  */
 import { PgClient } from "@effect/sql-pg"
 import { Clock, Context, Duration, Effect, FiberSet, Layer, Option, Schema } from "effect"
@@ -38,7 +36,8 @@ import { maskNeedles, urlNeedles } from "../secrets/Masking.ts"
 import { SvcConfig } from "../platform/Config.ts"
 import { rowsOf } from "../platform/Rows.ts"
 import { directDeliveries } from "./SenderFast.ts"
-import { NotificationEndpoints, type SendTarget } from "./Endpoints.ts"
+import { NotificationEndpoints } from "./Endpoints.ts"
+import type { SendTarget } from "./SendTargets.ts"
 import { EventBodies } from "./EventBodies.ts"
 import { deliveryHeaders } from "./Signing.ts"
 
@@ -46,7 +45,6 @@ const SNIPPET_BYTES = 512
 const DELIVERED = Outcome.delivered()
 const RETRY_AFTER_MIN_MS = 1_000
 const RETRY_AFTER_MAX_MS = 3_600_000
-
 
 /** An event body read back when this process does not hold it. */
 const EventRows = rowsOf("events", Schema.Struct({ type: Schema.String, body: Schema.String }))
@@ -73,7 +71,7 @@ export const retryDelay = (schedule: ReadonlyArray<Duration.Duration>, attempt: 
 }
 
 /** A failed attempt's outcome: the schedule's next retry, or the receiver's `Retry-After` within bounds, or failed when the schedule is used up. */
-const failedAttempt = (
+export const failedAttempt = (
   schedule: ReadonlyArray<Duration.Duration>,
   delivery: Claimed,
   error: string,
@@ -89,6 +87,9 @@ const failedAttempt = (
     : Math.min(RETRY_AFTER_MAX_MS, Math.max(RETRY_AFTER_MIN_MS, retryAfterMs))
   return { outcome: Outcome.retry(Duration.millis(wait), error), attempt }
 }
+
+/** A delivery that could not be sent at all, and why. */
+export const notSent = (error: string): Settlement => ({ outcome: Outcome.failed(error), attempt: { error, durationMs: 0 } })
 
 /** The attributes of a delivery's `WebhookSender.deliver` span, given when it starts. */
 const spanAttributes = (delivery: Claimed) => ({
@@ -210,23 +211,14 @@ export class WebhookSender extends Context.Service<WebhookSender, {
           failedAttempt(schedule, delivery, error, { ...attempt, error }, retryAfter)
       })
 
-      // One span per delivery, its attributes given when it starts; no
-      // stack trace captured per call (`Effect.fn` would).
       const send = Effect.fnUntraced(function*(delivery: Claimed) {
         const target = yield* endpoints.sendTarget(delivery.orgId, delivery.targetId)
-        if (target === undefined) {
-          return { outcome: Outcome.failed("endpoint deleted"), attempt: { error: "endpoint deleted", durationMs: 0 } }
-        }
-        if (!target.active) {
-          const reason = `endpoint inactive: ${target.deactivatedReason ?? "deactivated"}`
-          return { outcome: Outcome.failed(reason), attempt: { error: reason, durationMs: 0 } }
-        }
+        if (target === undefined) return notSent("endpoint deleted")
+        if (!target.active) return notSent(`endpoint inactive: ${target.deactivatedReason ?? "deactivated"}`)
         const event = bodies.get(delivery.eventId ?? "") ?? (yield* EventRows.one(sql`
           SELECT type, body FROM events WHERE id = ${delivery.eventId} AND org_id = ${delivery.orgId}
         `))
-        if (event === undefined) {
-          return { outcome: Outcome.failed("event no longer stored"), attempt: { error: "event no longer stored", durationMs: 0 } }
-        }
+        if (event === undefined) return notSent("event no longer stored")
         yield* Effect.annotateCurrentSpan("svc.event_type", event.type)
         const body = Buffer.from(event.body, "utf8")
         const started = yield* Clock.currentTimeMillis
@@ -237,8 +229,8 @@ export class WebhookSender extends Context.Service<WebhookSender, {
       })
       const deliver = (delivery: Claimed) =>
         Effect.withSpan(send(delivery), "WebhookSender.deliver", {
-          // A stack trace per delivery span was ~1 % of the drain's CPU and
-          // says nothing a delivery's attributes do not.
+          // Not `Effect.fn`: a stack trace per delivery span was ~1 % of the
+          // drain's CPU and says nothing a delivery's attributes do not.
           captureStackTrace: false,
           attributes: spanAttributes(delivery)
         })

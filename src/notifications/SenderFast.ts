@@ -8,18 +8,15 @@
  * delivery's span. Same request, checks, span and decisions as
  * `WebhookSender.deliver`.
  *
- * What it buys: a send in its own fiber built, per delivery, a fiber, its
- * context, a generator per effectful function and the exchange's
- * `Effect.callback`; with the sends run directly, svc's CPU per delivery in
- * the `webhooks` drain went 213 → 197, 208 → 204 and 169 → 147 µs (three
- * A/B runs, load 5-6) and the Effect runtime's share of svc's samples in
- * the sends 10 % → 1 % (`bench/notes/delivery-log.md`, "The drain's cost").
+ * What it buys: no fiber, context, generators or `Effect.callback` per
+ * send; svc's CPU per delivery in the `webhooks` drain went 213 → 197 µs
+ * (`bench/notes/delivery-log.md`, "What was cut").
  */
 import { Cause, type Clock, Effect, Exit, type Fiber, type Tracer } from "effect"
 import { Outcome } from "../deliveries/DeliveryQueue.ts"
 import type { DirectHandle, SpanStarter } from "../deliveries/worker/StartFast.ts"
-import type { Claimed } from "../deliveries/Types.ts"
-import { defectSettlement, type Settlement } from "../deliveries/worker/Start.ts"
+import type { Claimed, Settlement } from "../deliveries/Types.ts"
+import { defectSettlement } from "../deliveries/worker/Start.ts"
 import type { Sent } from "../outbound/OutboundHttpFast.ts"
 import { OutboundFailure, type OutboundRequest } from "../outbound/OutboundHttp.ts"
 import type { SendTarget } from "./SendTargets.ts"

@@ -25,7 +25,6 @@ import { newId } from "../platform/Ids.ts"
 import { NotificationEndpoints } from "./Endpoints.ts"
 import { deliveryHeaders } from "./Signing.ts"
 
-
 /** Whether a test of the endpoint's window was taken, and how long until the next window. */
 const WindowRows = rowsOf("notification_endpoints", Schema.Struct({ claimed: Schema.Boolean, retry_after: Schema.Number }))
 

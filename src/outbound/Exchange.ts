@@ -7,12 +7,9 @@
  * listener; the outbound guard needs none of them (it keeps at most a few
  * hundred bytes and aborts on its own deadline). Here the bytes are copied
  * as they arrive, the request is aborted through undici's controller, and
- * the caller is called back once. Measured in CPU profiles of svc's drain
- * (`webhooks` benchmark, PostgreSQL server, quick burst): the self time of
- * `pool.request`'s machinery (undici's request API and body stream, Node's
- * readable streams, async hooks, event target) was 8.3 % of svc's busy CPU
- * before, 1.8 % after (socket reads included). The A/B of the whole
- * delivery is in `bench/notes/webhook-sender.md`.
+ * the caller is called back once. In CPU profiles of the `webhooks` drain
+ * `pool.request`'s machinery was 8.3 % of svc's busy CPU, this 1.8 %
+ * (`bench/notes/webhook-sender.md`).
  *
  * The rules are those of `OutboundHttp.send`: the body is read up to
  * `maxBytes` and never further (what is beyond is cut, the connection

@@ -31,13 +31,9 @@ import { networkResolver, Resolver, type ResolverShape } from "./Resolver.ts"
 import { parseTarget, type Target } from "./TargetUrl.ts"
 
 export { type CheckedUrl, OutboundFailure, type OutboundRequest, type OutboundResponse, UnsafeUrl } from "./Request.ts"
-export { trustedCas } from "./Pools.ts"
 
 /** How long `check` waits for DNS before refusing the URL as unresolvable. */
 const CHECK_RESOLVE_TIMEOUT = Duration.seconds(5)
-
-// ---------------------------------------------------------------------------
-// Resolving and judging a target
 
 export type Refusal = { readonly _tag: "Refused"; readonly message: string }
 type Unresolved = { readonly _tag: "Unresolved"; readonly code: string }
@@ -84,9 +80,6 @@ const resolveTarget = (
 }
 
 const refused = (refusal: Refusal) => new OutboundFailure({ reason: "unsafe_target", message: refusal.message })
-
-// ---------------------------------------------------------------------------
-// The service
 
 /** What a failed resolution says: the code, and for our own limits which setting it was. */
 const unresolvedMessage = (code: string) =>
@@ -205,7 +198,6 @@ export class OutboundHttp extends Context.Service<OutboundHttp, {
         return result
       })
 
-      // `send` without a fiber of its own (`OutboundHttpFast.ts`), from the same steps.
       const sendDirect = directExchange({
         prepare,
         requestAttributes,

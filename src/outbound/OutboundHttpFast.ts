@@ -4,12 +4,9 @@
  * attributes and exchange; an IP literal's exchange starts at once, a
  * name's resolution alone runs as an effect.
  *
- * What it buys: a send as an effect built, per delivery, a fiber, its
- * context, a generator per effectful function and the exchange's
- * `Effect.callback`; with the sends run directly, svc's CPU per delivery in
- * the `webhooks` drain went 213 → 197, 208 → 204 and 169 → 147 µs (three
- * A/B runs, load 5-6) and the Effect runtime's share of svc's samples in
- * the sends 10 % → 1 % (`bench/notes/delivery-log.md`, "The drain's cost").
+ * What it buys: no fiber, context, generators or `Effect.callback` per
+ * send (the direct sends' figures: `bench/notes/delivery-log.md`, "What was
+ * cut").
  */
 import { Cause, type Context, Effect, Exit, Option, type Tracer } from "effect"
 import type { Address } from "./AddressPolicy.ts"

@@ -16,8 +16,6 @@ import { OutboundFailure, type OutboundRequest, type OutboundResponse, type Prep
 const POOL_IDLE_TTL = Duration.minutes(1)
 /** Connections per pool; the callers (delivery workers) bound their own concurrency. */
 const POOL_CONNECTIONS = 32
-// ---------------------------------------------------------------------------
-// Connection pools pinned to checked addresses
 
 interface PoolKey {
   /** `https://host[:port]`, what the Host header and SNI come from. */

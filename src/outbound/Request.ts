@@ -110,9 +110,6 @@ export const makePrepare = () => {
   return prepare
 }
 
-// ---------------------------------------------------------------------------
-// Failures
-
 const errorCodes = (error: unknown): ReadonlyArray<string> => {
   const codes: Array<string> = []
   const seen = new Set<unknown>()

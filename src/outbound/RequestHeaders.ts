@@ -3,14 +3,10 @@
  * only in case, the later wins), our `user-agent` unless the caller gave
  * one, and always `accept-encoding: identity`. As undici's flat
  * `[name, value, ...]` list, which it reads without listing an object's
- * keys (a prototype-less object per request was ~2 % of a delivery's CPU).
- *
- * What the direct path buys: a webhook's headers (names already lower-case,
- * neither of ours among them) go straight into the list, without a `Map`
- * per request and its iteration; in CPU profiles of the `webhooks` drain on
- * a PostgreSQL server (both checkouts in one run) `requestHeaders` went
- * from 0.6 % to 0.14 % of svc's busy CPU (self time). Any other case takes
- * the map, as before.
+ * keys. A webhook's headers (names already lower-case, neither of ours
+ * among them) go straight into the list without a `Map` (0.6 % → 0.14 % of
+ * svc's busy CPU in the drain, `bench/notes/webhook-sender.md`); any other
+ * case takes the map.
  */
 import { VERSION } from "../api/Version.ts"
 

@@ -64,9 +64,6 @@ export interface NetworkResolverOptions {
   readonly clock?: Clock.Clock
 }
 
-// ---------------------------------------------------------------------------
-// The hosts file
-
 /** `/etc/hosts` as a map from lower-case name to addresses (in file order). */
 export const parseHosts = (text: string): ReadonlyMap<string, ReadonlyArray<string>> => {
   const table = new Map<string, Array<string>>()
@@ -114,9 +111,6 @@ const hostsTable = (path: string, clock: Clock.Clock) => {
     return table
   }
 }
-
-// ---------------------------------------------------------------------------
-// The network resolver
 
 const codeOf = (cause: unknown): string =>
   typeof cause === "object" && cause !== null && "code" in cause && typeof cause.code === "string" ? cause.code : "EFAIL"

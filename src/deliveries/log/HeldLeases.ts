@@ -7,15 +7,8 @@
  * none is left. Nothing here is needed by another process: a lease this
  * process stops working runs out, and whoever takes it next starts at the
  * cursor the database holds, skipping what the outcome rows above it name.
- *
- * The leases are held under an owner id. A take whose answer never came
- * (the connection lost after the database committed it, or before a
- * statement still running there commits) may leave the database's marks,
- * and perhaps a lease, past what is known here: the leases are then in
- * doubt, and this process takes a new owner id at once, so that nothing
- * such a statement does, whenever it commits, is taken for this process's
- * own. Before the next take the database is told what is known here
- * (`Reconcile.ts`).
+ * The leases are held under an owner id, replaced when a take's answer is
+ * lost (`Reconcile.ts`).
  */
 import { newId } from "../../platform/Ids.ts"
 

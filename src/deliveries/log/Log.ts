@@ -4,23 +4,8 @@
  * this process knows of its leases), `Reconcile.ts` (a lost take), and
  * `SettleFast.ts` (the settle of a batch of successes alone). It never
  * writes a row leased on its own (`rows/`) other than releasing its own
- * rows into one, and knows nothing of the worker or of HTTP.
- *
- * The log: deliveries of `LOGGED_KINDS` to concurrent targets are stored
- * `logged` and handed out under a lease of their whole target, not one
- * lease per row (`docs/architecture.md`, "Delivery engine").
- *
- * - `leaseAndTake` hands out rows of targets without a lease or leased by
- *   this process in one statement; a lease that ran out is taken over in
- *   two (`leaseTargets`, `takeRows`); `releaseLogged` writes rows handed
- *   out and not sent `queued`.
- * - The settle (`rows/Statements.ts`, `SettleFast.ts`) records a batch's
- *   successes as one `delivery_outcomes` row per target and moves the
- *   cursor; only failures and retries write their row. A settle under a lease id that is no
- *   longer the target's records nothing.
- * - A take whose answer was lost puts its owner id in doubt: the process
- *   takes a new one, and the next take first tells the database what this
- *   process knows (`Reconcile.ts`).
+ * rows into one, and knows nothing of the worker or of HTTP. Its states
+ * and guarantees: `docs/architecture.md` ("Delivery engine").
  *
  * Rows are handed out in seq order and a target's seqs become visible in
  * that order: every statement that adds logged rows upserts the target's
@@ -37,7 +22,7 @@ import type { Claimed, ClaimOptions, DeliveryKind } from "../Types.ts"
 import { toDelivery } from "../Types.ts"
 
 /** Above every seq: the upper end of a target's rows in `deliveries_target_seq_idx`. */
-const MAX_SEQ = "9223372036854775807"
+export const MAX_SEQ = "9223372036854775807"
 
 /** Most targets one lease statement looks at. */
 const LEASE_TARGETS = 256
@@ -110,16 +95,11 @@ const picked = (sql: PgClient.PgClient, kind: DeliveryKind, options: ClaimOption
  * over `targets (id, start, want)`: each target's next rows past `start`,
  * walked in `deliveries_target_seq_idx` order between the row values
  * (target, start) and (target, MAX_SEQ), at most the claim's room and the
- * target's bound, and no other condition. A planner without statistics
- * took `target_id = x AND seq > y` for a handful of rows, read all of the
- * target's rows past the mark by a bitmap scan and sorted them: O(its
- * backlog) per take (11.7 ms for 64 rows at a 19 000-row backlog;
- * migration 0675). Two row values it takes for a ninth of the table, so
- * the ordered scan with its limit wins, and the upper one ends the scan
- * with the target's rows (a lower bound alone read on into the next
- * targets' rows up to the limit: with 1 000 endpoints of 20 rows each, 256
- * rows per endpoint and take). Rows that are not the log's (written on
- * their own, or held by an outcome row after a takeover) are skipped
+ * target's bound, and no other condition: with `seq > y` a planner without
+ * statistics read and sorted the target's whole backlog per take (11.7 ms
+ * at 19 000 rows; migration 0675), and without the upper bound the scan
+ * read on into the next targets' rows. Rows that are not the log's (written
+ * on their own, or held by an outcome row after a takeover) are skipped
  * outside the scan. The mark moves past the rows handed out, or past all
  * that was scanned when none of it could be.
  */
@@ -172,7 +152,6 @@ const takenRows = decodeRows("deliveries", TakenRow)
  * lease and the rows handed out under it. Answers one row more (`id` NULL)
  * saying whether a lease somewhere ran out (`takeover`).
  */
-//
 // Its rows asserted, not decoded: the take feeds every claim of a busy
 // worker, and a schema decode of each full delivery row (payload included)
 // would be paid on every delivery handed out of the log.
@@ -241,11 +220,7 @@ export const takeRows = (sql: PgClient.PgClient, leased: ReadonlyArray<Leased>, 
     FROM taken k JOIN moved m ON m.id = k.target_id
   `
 
-/**
- * The statements of a take: one for targets without a lease and this
- * process's own; two for a takeover, made only when a lease ran out
- * somewhere and room is left.
- */
+/** The statements of a take: the takeover's two only when a lease ran out somewhere and room is left. */
 const takeStatements = Effect.fnUntraced(function*(
   sql: PgClient.PgClient,
   kind: DeliveryKind,
@@ -262,11 +237,7 @@ const takeStatements = Effect.fnUntraced(function*(
   return rows
 })
 
-/**
- * Hands out rows of the targets this process can lease. A take that
- * failed puts its owner id in doubt, and the next one first tells the
- * database what this process knows of its leases (`Reconcile.ts`).
- */
+/** Hands out rows of the targets this process can lease. */
 export const take = Effect.fnUntraced(function*(
   sql: PgClient.PgClient,
   leases: LogLeases,

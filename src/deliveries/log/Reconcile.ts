@@ -9,10 +9,9 @@
  * be sent: the cursor passes them once the rows after them settle.
  *
  * So a failed take puts the owner id it ran under in doubt and the process
- * takes a new one (`HeldLeases.ts`): the take only continues leases of its
- * current owner id, so whatever the lost statement did, now or when it
- * commits later, belongs to an owner nobody uses, and such a lease runs out
- * and is taken over from the target's cursor like a stopped process's.
+ * takes a new one (`HeldLeases.ts`): whatever the lost statement did, now or
+ * when it commits later, belongs to an owner nobody uses, and such a lease
+ * runs out and is taken over from the cursor like a stopped process's.
  * Before the next take one statement spares the common case that wait, for
  * every target leased under an owner id in doubt:
  *

@@ -6,12 +6,9 @@
  * every part (rows written, attempts, health rounds over failures, the
  * JSON input) is planned and run for any batch.
  *
- * What it buys: in the drain study (`bench/sql/drain-study.ts`, one
- * endpoint, 20 000 deliveries, batches of 14 as the `webhooks` drain
- * settles them; PostgreSQL 15 on the shared two-core machine, load 7-10,
- * four runs beside the general settle's), the server's CPU per batch went
- * from 573-847 µs to 251-477 µs, per delivery from 41-60 to 18-34 µs.
- * The general settle's planning alone (its bind) was 254 µs a batch.
+ * What it buys: the server's CPU per batch of 14 in the drain study
+ * (`bench/sql/drain-study.ts`) went from 573-847 µs to 251-477 µs
+ * (`bench/notes/delivery-log.md`, "What was cut").
  *
  * It writes what the general settle writes for such a batch, and nothing
  * else: per target whose lease is still the one the items were handed out

@@ -3,27 +3,21 @@
  * what a target still has to deliver. Records are read through
  * `delivery_records` and `delivery_attempt_records` (migrations 0670, 0676), which
  * read a `logged` row's status, attempt and finish through its target's
- * cursor and lease and the outcome row holding it. Spans are opened by
- * `DeliveryQueue`, which wires these.
+ * cursor and lease and the outcome row holding it.
  */
 import type { PgClient } from "@effect/sql-pg"
 import { Effect, Option } from "effect"
+import { MAX_SEQ } from "../log/Log.ts"
 import * as Rows from "../Rows.ts"
+import { loggedUndelivered } from "../Targets.ts"
 import { type Attempt, COLUMNS, type DeliveryKind, toDelivery, UNDELIVERED } from "../Types.ts"
-
-/** The highest seq: the upper bound of a target's rows by row value. */
-const MAX_SEQ = "9223372036854775807"
 
 /**
  * A target's newest deliveries, each `logged` row's record built by one
- * probe of `delivery_outcomes`. Its rows are bounded by row values (the
- * target's `(target_id, seq)` from 0 to the highest seq; organization and
- * kind alike), not by equalities: a planner without statistics takes
- * `target_id = x AND org_id = y AND kind = z` for a single row, reads every
- * row of the target through a bitmap and builds each one's record before
- * sorting (O(the target's history)); a range of row values is
- * estimated at a third of the table, so the index is read backwards and
- * only the rows listed are built.
+ * probe of `delivery_outcomes`. Its rows are bounded by row values, not by
+ * equalities, which a planner without statistics takes for a single row
+ * (then reading and building the target's whole history before sorting):
+ * so the index is read backwards and only the rows listed are built.
  */
 export interface ListInput {
   readonly orgId: string
@@ -87,11 +81,7 @@ const undeliveredRows = (sql: PgClient.PgClient, kind: DeliveryKind, targetId: s
     WHERE kind = ${kind} AND target_id = ${targetId} AND status IN ${sql.in(UNDELIVERED as Array<string>)}
     UNION ALL
     SELECT d.meta FROM deliveries d
-    WHERE d.kind = ${kind} AND d.target_id = ${targetId} AND d.status = 'logged'
-      AND d.seq > coalesce((SELECT cursor FROM delivery_targets WHERE id = ${targetId}), 0)
-      AND NOT EXISTS (
-        SELECT 1 FROM delivery_outcomes x
-        WHERE x.target_id = d.target_id AND x.to_seq >= d.seq AND x.from_seq <= d.seq AND d.seq = ANY (x.seqs))
+    WHERE d.kind = ${kind} AND d.target_id = ${targetId} AND d.status = 'logged' AND ${loggedUndelivered(sql, targetId)}
   `
 
 export const undeliveredMetaSum = Effect.fnUntraced(function*(

@@ -5,11 +5,8 @@
  * `Recorded.ts` (a delivery finished by its only attempt) and this
  * service. It never claims, leases or settles.
  *
- * Operations on a target's deliveries beside the queue's life cycle
- * (`DeliveryQueue`): recording a delivery finished by its only attempt
- * (`Recorded.ts`), replaying a window of failed ones (`BulkReplay.ts`) and
- * reading a target's recent health (`Stats.ts`). Spans are named
- * `DeliveryOperations.<operation>`.
+ * This service: operations on a target's deliveries beside the queue's life
+ * cycle (`DeliveryQueue`), bulk replay (`rows/BulkReplay.ts`) among them.
  */
 import { PgClient } from "@effect/sql-pg"
 import { Context, Effect, Layer } from "effect"
@@ -18,10 +15,6 @@ import * as BulkReplay from "../rows/BulkReplay.ts"
 import { wakeTopic } from "../DeliveryQueue.ts"
 import * as Recorded from "./Recorded.ts"
 import * as Stats from "./Stats.ts"
-
-export type { BulkReplayInput, BulkReplayResult } from "../rows/BulkReplay.ts"
-export type { FinishedInput } from "./Recorded.ts"
-export type { TargetStats } from "./Stats.ts"
 
 export class DeliveryOperations extends Context.Service<DeliveryOperations, {
   /** Stores a delivery finished by its only attempt (never queued, never counted in the target's health); answers its id. */

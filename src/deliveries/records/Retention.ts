@@ -1,7 +1,6 @@
 /**
  * Retention: payloads no longer needed and finished deliveries past their
- * keep time. Spans are opened by `DeliveryQueue`, which wires the first
- * two; the background pruning (`src/retention`) runs the batched
+ * keep time. The background pruning (`src/retention`) runs the batched
  * `pruneRecords` and `pruneAttempts` among its rules, so that the queue's
  * rows are still written only here.
  */

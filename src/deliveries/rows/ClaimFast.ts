@@ -6,10 +6,9 @@
  *
  * What it buys: during a burst to a concurrent endpoint every claim ran the
  * per-row statement after the log's take and found nothing, about 470 µs of
- * the server's CPU each (planned and run), 7 µs per delivery in the
- * `webhooks` drain; the figures after are in `bench/notes/delivery-log.md` ("The
- * drain's cost"). A row on its own becomes due at most that much later
- * while the log keeps the worker busy.
+ * the server's CPU each (`bench/notes/delivery-log.md`, "What was cut"). A
+ * row on its own becomes due at most that much later while the log keeps
+ * the worker busy.
  */
 
 /** Longest a due row on its own waits for the per-row claim while the log keeps claims fed. */

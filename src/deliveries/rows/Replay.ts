@@ -1,8 +1,6 @@
 /**
- * Replay: a `failed` delivery queued again, keeping its row and event id,
- * under the capacity rule and after its target's cooldown. Fails with the
- * queue's own errors (the handlers map them to problems). The span and the
- * wakeup of the kind's workers are `DeliveryQueue`'s.
+ * Replay (`DeliveryQueue.replay`), under the capacity rule and after its
+ * target's cooldown; fails with the queue's own errors (`Errors.ts`).
  */
 import type { PgClient } from "@effect/sql-pg"
 import { Effect, Schema } from "effect"

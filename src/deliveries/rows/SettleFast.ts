@@ -6,12 +6,10 @@
  * (nulls included) and `JSON.stringify` the array. Here a delivered
  * outcome is a short string of its few non-null fields (a key left out
  * reads as NULL in `jsonb_to_recordset`, as a JSON null did), and
- * PostgreSQL parses less JSON per row as well. In-process, a batch of 15
- * delivered outcomes: 16.1 → 10.1 µs; in CPU profiles of the `webhooks`
- * drain on a PostgreSQL server (both checkouts in one run), the building
- * went from 1.5 % to 0.4 % of svc's busy CPU (self time). Strings that may hold anything (errors, response
- * snippets, meta) still go through `JSON.stringify`; ids, statuses and
- * numbers are ours.
+ * PostgreSQL parses less JSON per row as well: the building went from 1.5 %
+ * to 0.4 % of svc's busy CPU in the drain (`bench/notes/webhook-sender.md`).
+ * Strings that may hold anything (errors, response snippets, meta) still go
+ * through `JSON.stringify`; ids, statuses and numbers are ours.
  */
 import { Duration } from "effect"
 import type { DeliveryStatus, Outcome, SettleItem } from "../Types.ts"

@@ -125,7 +125,7 @@ export const claimStatement = (
                     d.lease_owner, coalesce(t.consecutive_failures, 0) AS target_failures, p.claimed_from
 `
 
-/** When the next delivery of `kind` becomes claimable (due, out of cooldown, or lease expired); NULL when none waits. */
+/** `DeliveryQueue.nextDue`'s statement; NULL when none waits. */
 export const nextDueStatement = (sql: SqlClient.SqlClient, kind: DeliveryKind, owner: string) =>
   sql`
           WITH RECURSIVE ${waitingTargets(sql)}

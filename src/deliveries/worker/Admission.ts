@@ -26,10 +26,8 @@
  * below this many times `perTarget`: the most a crash of this process can
  * make arrive twice at one endpoint (64 at the default of 16 in flight).
  * It also bounds a settle batch of one endpoint: at twice `perTarget` a
- * busy endpoint's batches held about 14 outcomes (sends stopped at 32
- * unsettled until the batch before was written), and the settle
- * statements were a third of the drain's database CPU and most of the
- * worker's statements (`bench/notes/delivery-log.md`, "The drain's cost").
+ * busy endpoint's batches held about 14 outcomes, 21 at four times
+ * (`bench/notes/delivery-log.md`, "What was cut").
  */
 export const UNSETTLED_PER_TARGET = 4
 
@@ -213,12 +211,7 @@ export class Admission<A> {
   saturatedTargets(): Array<string> {
     const out: Array<string> = []
     if (this.groupInFlight.size === 0) return out
-    for (const [target, state] of this.targets) {
-      if (
-        state.group !== undefined && state.inFlight > 0 &&
-        (this.groupInFlight.get(state.group) ?? 0) >= this.limits.perGroup
-      ) out.push(target)
-    }
+    for (const [target, state] of this.targets) if (this.groupFull(state)) out.push(target)
     return out
   }
 
@@ -234,12 +227,15 @@ export class Admission<A> {
     return out
   }
 
+  /** Its group is at its bound, and it has a send in flight (so it may not start one more). */
+  private groupFull(state: TargetState<A>) {
+    return state.group !== undefined && state.inFlight > 0 &&
+      (this.groupInFlight.get(state.group) ?? 0) >= this.limits.perGroup
+  }
+
   private mayStart(state: TargetState<A>) {
     const unsettled = state.inFlight + state.unrecorded
-    if (
-      state.group !== undefined && state.inFlight > 0 &&
-      (this.groupInFlight.get(state.group) ?? 0) >= this.limits.perGroup
-    ) return false
+    if (this.groupFull(state)) return false
     return state.failing === true
       ? unsettled < Math.min(this.limits.perFailingTarget, this.limits.perTarget)
       : state.inFlight < this.limits.perTarget && unsettled < UNSETTLED_PER_TARGET * this.limits.perTarget

@@ -4,42 +4,18 @@
  * start), and a file per loop. `StartFast.ts` is the send without a fiber
  * of its own beside `Start.ts`.
  *
- * The loop that sends deliveries of one kind. The database is the source of
- * truth, so any number of processes can run this loop for the same kind.
- *
- * - Claim: deliveries are taken with leases, a batch at a time. A busy
- *   target may have up to `prefetch` deliveries claimed (across processes),
- *   more than it may have in flight: they wait here, ready to start, so one
- *   claim statement serves many sends instead of one claim per free slot.
- * - Send: each delivery in its own fiber, at most `concurrency` in flight in
- *   this process and `perTarget` per target (one, while the target's latest
- *   attempt failed: a failing target is probed, not flooded). A slow target
- *   holds only its own slots.
- * - Settle: outcomes are written in batches, one statement each (whatever
- *   finished while the last batch was being written, plus a short linger
- *   unless a delivery waits only for recording), and a finished send frees
- *   its slot before its outcome is written: the send's fiber ends there and
- *   the settle loop does the rest for the whole batch. Sent-but-unrecorded
- *   deliveries of a target stay within `UNSETTLED_PER_TARGET` (4) times
- *   `perTarget` (what a crash can make arrive twice). While
- *   outcomes cannot be written at all, nothing more starts or is claimed,
- *   and they are kept and written as soon as the database answers again.
- * - Groups: targets sharing a destination host (per organization) share
- *   `perGroup` sends in flight, beyond which each may still have one.
- * - Give back: a claimed delivery that waited here too long to still finish
- *   within its lease, or whose target began to cool down, is released unsent
- *   (its attempt not counted); so is everything waiting at shutdown.
- *
- * When nothing is due the loop sleeps until a wakeup, the next due instant,
- * or the poll interval.
- *
- * This file wires the loops and runs the step loop.
+ * The loop that sends deliveries of one kind; the database is the source of
+ * truth, so any number of processes can run it for the same kind. This file
+ * wires the loops and runs the step loop: each step starts what may start
+ * (`Start.ts`), gives back what must go back (`GiveBack.ts`), claims when
+ * there is room and reason to (`Claim.ts`), and otherwise waits (`Idle.ts`);
+ * the settle loop writes outcomes in batches (`Settle.ts`, `Outcomes.ts`).
  */
 import { Cause, Clock, Effect, FiberSet } from "effect"
 import { Metrics } from "../../observability/Metrics.ts"
 import { Wakeups } from "../../platform/Wakeups.ts"
 import { Admission } from "./Admission.ts"
-import { type Claimed, type CooldownPolicy, type DeliveryKind, DeliveryQueue } from "../DeliveryQueue.ts"
+import { type Claimed, type CooldownPolicy, type DeliveryKind, DeliveryQueue, type Settlement } from "../DeliveryQueue.ts"
 import type { DirectHandle } from "./StartFast.ts"
 import { makeClaim } from "./Claim.ts"
 import { releaseSetAside, shutdown } from "./GiveBack.ts"
@@ -47,10 +23,10 @@ import { makeIdle } from "./Idle.ts"
 import { FAILING_TARGET_SENDS, type LimitOptions, limitsOf } from "./Limits.ts"
 import { makeOutcomes } from "./Outcomes.ts"
 import { makeSettler } from "./Settle.ts"
-import { makePump, type Settlement } from "./Start.ts"
-import { makeState } from "./State.ts"
+import { makePump } from "./Start.ts"
+import { makeState, somethingChanged } from "./State.ts"
 
-export type { Settlement }
+export type { Settlement } from "../Types.ts"
 
 /** The loop's options: its limits (`worker/Limits.ts`, where each is described) and what it sends with. */
 export interface WorkerOptions<R> extends LimitOptions {
@@ -98,10 +74,7 @@ export const runWorker = <R>(options: WorkerOptions<R>) =>
       kind: options.kind,
       settled: makeOutcomes(options.kind, state, metrics, startWaiting),
       mayLinger: () => admission.inFlight > 0 && !admission.waitsForRecording(),
-      changed: () => {
-        state.moreMayBeDue = true
-        state.changed.openUnsafe()
-      }
+      changed: () => somethingChanged(state)
     })
     const { claim, shouldClaim } = makeClaim(queue, state, settler, limits, options)
     const pump = makePump(state, settler, {

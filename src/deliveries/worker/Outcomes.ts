@@ -48,7 +48,6 @@ export const makeOutcomes = (
       }
       admission.recorded(target)
     })
-    // Settled leases no longer count against their targets' claim limits.
     somethingChanged(state)
     const warnings = lost.length === 0 ? Effect.void : Effect.forEach(lost, (id) =>
       Effect.logWarning("delivery lease lost before settling; the outcome was not recorded").pipe(

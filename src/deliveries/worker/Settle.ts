@@ -12,9 +12,6 @@
  * database refuses while it answers other statements (a statement that
  * cannot succeed) is given up, after a few tries: its deliveries are sent
  * again once their leases run out.
- *
- * A send's fiber ends with its send: its outcome waits here, and `settled`
- * (the worker's accounting, `Outcomes.ts`) does the rest for the whole batch.
  */
 import { Cause, Duration, Effect, Latch, Schedule } from "effect"
 import type { DeliveryQueue } from "../DeliveryQueue.ts"
@@ -150,8 +147,7 @@ export const makeSettler = Effect.fnUntraced(function*(
     // While sends are still finishing, let a few more join the batch: one
     // statement for many outcomes leaves the database to the others. Not
     // when a delivery waits only for outcomes to be recorded: lingering
-    // would hold its target's sends back (the linger used to cap a busy
-    // endpoint at its unrecorded bound per linger, ~4 000/s).
+    // would hold its target's sends back.
     if (waiting.length < SETTLE_BATCH / 4 && !failing && hooks.mayLinger()) {
       lingering = true
       urgent.closeUnsafe()

@@ -11,8 +11,6 @@ import { databaseUnavailable } from "../../platform/DatabaseUnavailable.ts"
 import type { Entry } from "./Admission.ts"
 import type { DirectHandle } from "./StartFast.ts"
 import { type Claimed, type CooldownPolicy, Outcome, type Settlement } from "../Types.ts"
-
-export type { Settlement } from "../Types.ts"
 import type { Settler } from "./Settle.ts"
 import type { WorkerState } from "./State.ts"
 
@@ -63,10 +61,8 @@ export const defectSettlement = (delivery: Claimed, cause: Cause.Cause<unknown>)
  * outcomes cannot be recorded. What a send's end does (free its slot, queue
  * its outcome, start the next) runs synchronously when its fiber ends, as
  * an observer of the fiber, not as more steps of it (an `Effect.onExit`
- * frame, a suspended `pump` and a clock effect per send). In an in-process
- * A/B of this loop alone (a send that answers on the next turn, batches
- * recorded a turn later) that took fork, end and admission from 11.1 to
- * 10.1 µs of CPU per delivery (`bench/notes/webhook-sender.md`).
+ * frame, a suspended `pump` and a clock effect per send): 11.1 → 10.1 µs
+ * of CPU per delivery in process (`bench/notes/webhook-sender.md`).
  */
 export const makePump = <R>(state: WorkerState, settler: Settler, options: StartOptions<R>) => {
   const { admission } = state

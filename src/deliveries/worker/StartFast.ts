@@ -8,12 +8,9 @@
  * every other turn of a send (a failure to count, an endpoint to
  * deactivate, a recovery to announce) to an effect of its own, forked then.
  *
- * What it buys: a send in its own fiber built, per delivery, a fiber, its
- * context, a generator per effectful function on the way, and the
- * exchange's `Effect.callback`; the runtime's share of svc's busy CPU was
- * about 10 % in the sends alone (perf, the `webhooks` drain on a
- * PostgreSQL server). The figures with the direct path are in
- * `bench/notes/delivery-log.md` ("The drain's cost").
+ * What it buys: no fiber, context, generators or `Effect.callback` per
+ * send; the Effect runtime's share of svc's samples in the sends went from
+ * 10 % to 1 % (`bench/notes/delivery-log.md`, "What was cut").
  *
  * The span per send stays: `startSpan` opens it on the tracer the worker
  * found in its context (the same tracer, parent, annotations and sampling

@@ -5,7 +5,7 @@
  */
 import { assert, describe, it } from "@effect/vitest"
 import type { Clock } from "effect"
-import type { SendTarget } from "../../../src/notifications/Endpoints.ts"
+import type { SendTarget } from "../../../src/notifications/SendTargets.ts"
 import { makeSendTargetMirror } from "../../../src/notifications/SendTargets.ts"
 
 const target = (url: string): SendTarget => ({ url, active: true, deactivatedReason: null, secrets: ["whsec"] })
