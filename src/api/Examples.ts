@@ -272,9 +272,16 @@ export const updateNotificationSettings: Json<typeof UpdateNotificationSettings>
 
 export const createDestination: Json<typeof CreateTelemetryDestination> = {
   url: "https://collector.acme.test/v1/traces",
-  headers: { Authorization: "Bearer collector-token" }
+  headers: { Authorization: "Bearer collector-token" },
+  protocol: "http/protobuf",
+  compression: "gzip"
 }
-export const createdDestination = { id: ids.destination, url_hint: "https://collector.acme.test/…/traces" }
+export const createdDestination = {
+  id: ids.destination,
+  url_hint: "https://collector.acme.test/…/traces",
+  protocol: "http/protobuf" as const,
+  compression: "gzip" as const
+}
 export const destination: Json<typeof TelemetryDestination> = {
   ...createdDestination,
   created_at: at,

@@ -41,6 +41,7 @@ import m0670 from "./0670_delivery_log.ts"
 import m0675 from "./0675_ordered_scans.ts"
 import m0676 from "./0676_record_probes.ts"
 import m0680 from "./0680_schema_versions.ts"
+import m0681 from "./0681_telemetry_encoding.ts"
 
 /**
  * Every migration by its `id_name`, under the release of svc it first
@@ -81,7 +82,8 @@ export const migrationsByRelease = {
     "0676_record_probes": m0676
   },
   "0.2.0": {
-    "0680_schema_versions": m0680
+    "0680_schema_versions": m0680,
+    "0681_telemetry_encoding": m0681
   }
 }
 
