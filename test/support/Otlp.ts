@@ -22,6 +22,8 @@ const require = createRequire(import.meta.url)
 const root: any = require("@opentelemetry/otlp-proto-exporter-base/build/src/generated/root.js")
 // eslint-disable-next-line @typescript-eslint/no-explicit-any
 export const ExportTraceServiceRequest: any = root.opentelemetry.proto.collector.trace.v1.ExportTraceServiceRequest
+// eslint-disable-next-line @typescript-eslint/no-explicit-any
+export const ExportTraceServiceResponse: any = root.opentelemetry.proto.collector.trace.v1.ExportTraceServiceResponse
 
 const ID_KEYS = new Set(["traceId", "spanId", "parentSpanId"])
 
