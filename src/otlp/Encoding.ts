@@ -1,6 +1,7 @@
 /**
  * OTLP/HTTP JSON for traces, as the OTLP specification defines it
- * (`ExportTraceServiceRequest` of opentelemetry-proto, JSON-mapped):
+ * (`ExportTraceServiceRequest` of opentelemetry-proto, JSON-mapped;
+ * `Protobuf.ts` writes the same request as OTLP/HTTP protobuf):
  * lowerCamelCase field names, trace and span ids as lowercase hex (not
  * base64), 64-bit integers (unix nanoseconds, `intValue`) as decimal
  * strings, enums as integers, a resource carrying `service.name`.

@@ -83,7 +83,7 @@ layer(Svc, { excludeTestServices: true })("telemetry export", (it) => {
         // Inner spans of the same requests come along, in the same trace.
         const inner = spans.find((s) => s.name === "Tasks.create")!
         assert.strictEqual(inner.traceId, created.traceId)
-        const allowed = /^(http\.request\.method|http\.response\.status_code|http\.route|url\.path|url\.scheme|server\.address|server\.port|error\.type|svc\..+)$/
+        const allowed = /^(http\.request\.method|http\.response\.status_code|http\.route|url\.path|url\.scheme|server\.address|server\.port|error\.type|gen_ai\.(operation\.name|tool\.name|tool\.call\.id|conversation\.id)|svc\..+)$/
         for (const span of spans) {
           for (const key of Object.keys(span.attributes)) assert.match(key, allowed)
         }
@@ -151,6 +151,38 @@ layer(Svc, { excludeTestServices: true })("telemetry export", (it) => {
         assert.notInclude(everything, "argument-never-exported")
         assert.notInclude(everything, "correction-never-exported")
         for (const request of collector.requests()) assert.deepStrictEqual(decodeOtlp(request).problems, [])
+      }).pipe(Effect.scoped))
+
+    it.effect("task runs and governed steps carry the GenAI semantic conventions beside svc's own attributes", () =>
+      Effect.gen(function*() {
+        const { org, collector } = yield* withCollector(undefined, undefined, { protocol: "http/protobuf", compression: "gzip" })
+        const task = yield* org.client.tasks.create({ payload: { name: "t", answer_schema: schema } })
+        const run = yield* org.client.tasks.logRun({ params: { task_id: task.id }, payload: { input: 1, answer: {} } })
+        const session = yield* org.client.agentSessions.create({ payload: {} })
+        yield* org.client.agentSessions.governStep({
+          params: { session_id: session.id },
+          payload: { step_id: "step-7", tool: "web_search", action_class: "read", arguments: { q: "x" } }
+        })
+        const named = (name: string) => (r: ReceivedRequest) => decodeOtlp(r).spans.some((s) => s.name === name)
+        yield* collector.waitFor(named("Tasks.run"), "20 seconds")
+        yield* collector.waitFor(named("AgentSessions.governStep"), "20 seconds")
+        const spans = spansOf(collector.requests())
+        const runSpan = spans.find((s) => s.name === "Tasks.run")!
+        assert.deepInclude(runSpan.attributes, {
+          "gen_ai.operation.name": "invoke_agent",
+          "svc.task_id": task.id,
+          "svc.org_id": org.orgId
+        })
+        assert.strictEqual(runSpan.traceId, run.trace_id)
+        const step = spans.find((s) => s.name === "AgentSessions.governStep")!
+        assert.deepInclude(step.attributes, {
+          "gen_ai.operation.name": "execute_tool",
+          "gen_ai.tool.name": "web_search",
+          "gen_ai.tool.call.id": "step-7",
+          "gen_ai.conversation.id": session.id,
+          "svc.session_id": session.id,
+          "svc.action_class": "read"
+        })
       }).pipe(Effect.scoped))
 
     it.effect("only the organization's own spans reach its collector", () =>
