@@ -14,7 +14,7 @@ import { POLL_CAP_MS } from "../approvals/Scheduler.ts"
 import { Metrics } from "../observability/Metrics.ts"
 import { SvcConfig } from "../platform/Config.ts"
 import { SecretBox } from "../platform/Crypto.ts"
-import { type CursorMac, type CursorScope, encodeCursor, page, seqBound } from "../platform/Cursor.ts"
+import { type CursorMac, type CursorScope, encodeCursor, page, type PageRequest, seqBound } from "../platform/Cursor.ts"
 import { newId } from "../platform/Ids.ts"
 import { JsonColumn, rowsOf, Timestamp, TimestampOrNull } from "../platform/Rows.ts"
 import { Topics, Wakeups } from "../platform/Wakeups.ts"
@@ -94,14 +94,30 @@ const sameJson = (a: unknown, b: unknown): boolean => {
   )
 }
 
+/** The original answer to a re-sent step, or 400 when it is not the same step. */
+const replay = (existing: Pick<StepRow, "tool" | "action_class" | "arguments" | "decision" | "approval_id">, step: GovernedStep) =>
+  existing.tool === step.tool && existing.action_class === step.action_class && sameJson(existing.arguments, step.arguments)
+    ? Effect.succeed(toAnswer(existing))
+    : Effect.fail(new InvalidRequest({
+      field: "step_id",
+      detail: "This step_id was already sent in this session with another tool, action class or arguments."
+    }))
+
+/** An outcome reported again: the step as it is when it is the same outcome, else the transition refused. */
+const reportedAgain = (existing: StepRow, status: ToolOutcome["status"]) =>
+  existing.outcome !== null && existing.outcome === status
+    ? Effect.succeed(toStep(existing))
+    : Effect.fail(new InvalidTransition({
+      status_now: existing.outcome ?? existing.resolution,
+      detail: existing.outcome !== null
+        ? `The step's outcome was already reported as ${existing.outcome}.`
+        : `The step's resolution is ${existing.resolution}; only an allowed step has a tool outcome.`
+    }))
+
 export class AgentSessions extends Context.Service<AgentSessions, {
   readonly create: (orgId: string, input: { readonly task_id?: string }) => Effect.Effect<Session, NotFound>
   /** The session and a page of its steps, oldest first. */
-  readonly get: (
-    orgId: string,
-    sessionId: string,
-    page: { readonly limit?: number | undefined; readonly cursor?: string | undefined }
-  ) => Effect.Effect<SessionDetail, NotFound | InvalidRequest>
+  readonly get: (orgId: string, sessionId: string, page: PageRequest) => Effect.Effect<SessionDetail, NotFound | InvalidRequest>
   readonly governStep: (orgId: string, sessionId: string, step: GovernedStep) => Effect.Effect<StepAnswer, NotFound | InvalidRequest>
   readonly reportOutcome: (
     orgId: string,
@@ -140,11 +156,7 @@ export class AgentSessions extends Context.Service<AgentSessions, {
         return toSession(row)
       }, Effect.withSpan("AgentSessions.create", undefined, { captureStackTrace: false }))
 
-      const get = Effect.fn("AgentSessions.get")(function*(
-        orgId: string,
-        sessionId: string,
-        options: { readonly limit?: number | undefined; readonly cursor?: string | undefined }
-      ) {
+      const get = Effect.fn("AgentSessions.get")(function*(orgId: string, sessionId: string, options: PageRequest) {
         const scope: CursorScope = { orgId, list: "session-steps", filters: [sessionId] }
         const bound = yield* seqBound(mac, scope, options.cursor)
         const session = yield* findSession(orgId, sessionId)
@@ -160,15 +172,6 @@ export class AgentSessions extends Context.Service<AgentSessions, {
 
       const findStep = (sessionId: string, stepId: string) =>
         StepRows.one(sql`SELECT ${sql.literal(STEP_COLUMNS)} FROM agent_steps WHERE session_id = ${sessionId} AND step_id = ${stepId}`)
-
-      /** The original answer to a re-sent step, or 400 when it is not the same step. */
-      const replay = (existing: Pick<StepRow, "tool" | "action_class" | "arguments" | "decision" | "approval_id">, step: GovernedStep) =>
-        existing.tool === step.tool && existing.action_class === step.action_class && sameJson(existing.arguments, step.arguments)
-          ? Effect.succeed(toAnswer(existing))
-          : Effect.fail(new InvalidRequest({
-            field: "step_id",
-            detail: "This step_id was already sent in this session with another tool, action class or arguments."
-          }))
 
       /**
        * One statement (`StepStatement.ts`). It writes nothing when the
@@ -253,18 +256,8 @@ export class AgentSessions extends Context.Service<AgentSessions, {
           yield* hub.notify(sessionId)
           return toStep(result.row)
         }
-        const existing = result.row
-        if (existing.outcome !== null && existing.outcome === outcome.status) return toStep(existing)
-        return yield* new InvalidTransition({
-          status_now: existing.outcome ?? existing.resolution,
-          detail: existing.outcome !== null
-            ? `The step's outcome was already reported as ${existing.outcome}.`
-            : `The step's resolution is ${existing.resolution}; only an allowed step has a tool outcome.`
-        })
+        return yield* reportedAgain(result.row, outcome.status)
       })
-
-      const keepAliveMs = config.sseKeepAliveMs
-      const pollMs = config.ssePollMs
 
       const stream = Effect.fn("AgentSessions.stream")(function*(orgId: string, sessionId: string, after: string) {
         yield* Effect.annotateCurrentSpan({ "svc.session_id": sessionId })
@@ -278,8 +271,8 @@ export class AgentSessions extends Context.Service<AgentSessions, {
               SELECT e.seq::text AS seq, e.name, e.data FROM session_events e
               WHERE e.session_id = ${sessionId} AND e.seq > ${from} ORDER BY e.seq LIMIT ${STREAM_BATCH}
             `),
-          keepAliveMs,
-          pollMs
+          keepAliveMs: config.sseKeepAliveMs,
+          pollMs: config.ssePollMs
         })
       })
 

@@ -1,26 +1,10 @@
 /**
  * Example requests and answers for the OpenAPI document, as JSON on the
- * wire. Typed with the schemas' encoded types (type-only imports, so no
- * import cycle), and decoded with the endpoints' own schemas by
- * `test/unit/api/openapi.test.ts`.
+ * wire, checked by decoding each with its endpoint's own schemas (strict:
+ * no unknown members) in `test/unit/api/openapi.test.ts`. They import
+ * nothing: the declarations that use them import this file.
  */
-import type { GovernedStep, Session, SessionDetail, Step, StepAnswer, ToolOutcome } from "./Agents.ts"
-import type { ApprovalContext, ApprovalListItem, ApprovalSnapshot, Policy, PolicyInput } from "./Approvals.ts"
-import type { ApiKey, ConsoleSession, ConsoleSessionSummary, CreateApiKey } from "./Console.ts"
-import type { FeedbackItem, PromotePreview, Promoted, SubmitFeedback } from "./Feedback.ts"
-import type {
-  CreateEndpoint,
-  NotificationDelivery,
-  NotificationEndpoint,
-  NotificationSettings,
-  RotateSecret,
-  UpdateNotificationSettings
-} from "./Notifications.ts"
-import type { CreateTask, Dataset, DatasetSummary, LogRun, Run, Task } from "./Tasks.ts"
-import type { CreateTelemetryDestination, TelemetryDelivery, TelemetryDestination } from "./Telemetry.ts"
 import { VERSION } from "./Version.ts"
-
-type Json<S extends { readonly Encoded: unknown }> = S["Encoded"]
 
 const ids = {
   org: "0193a0a0-0000-7000-8000-00000000000a",
@@ -48,16 +32,16 @@ export const alive = { status: "ok", version: VERSION }
 
 // Tasks, runs, datasets
 
-export const createTask: Json<typeof CreateTask> = {
+export const createTask = {
   name: "triage",
   answer_schema: { type: "object", properties: { label: { type: "string" } }, required: ["label"] }
 }
-export const task: Json<typeof Task> = { id: ids.task, ...createTask, created_at: at }
+export const task = { id: ids.task, ...createTask, created_at: at }
 export const taskList = { tasks: [task], next_cursor: null }
-export const logRun: Json<typeof LogRun> = { input: { ticket: "printer on fire" }, answer: { label: "hardware" } }
-export const run: Json<typeof Run> = { trace_id: traceId, task_id: ids.task, ...logRun, created_at: at }
+export const logRun = { input: { ticket: "printer on fire" }, answer: { label: "hardware" } }
+export const run = { trace_id: traceId, task_id: ids.task, ...logRun, created_at: at }
 export const runList = { runs: [run], next_cursor: null }
-export const datasetSummary: Json<typeof DatasetSummary> = {
+export const datasetSummary = {
   id: ids.dataset,
   task_id: ids.task,
   version: 1,
@@ -65,7 +49,7 @@ export const datasetSummary: Json<typeof DatasetSummary> = {
   example_count: 1
 }
 export const datasetList = { datasets: [datasetSummary], next_cursor: null }
-export const dataset: Json<typeof Dataset> = {
+export const dataset = {
   ...datasetSummary,
   examples: [{ input: { ticket: "printer on fire" }, answer: { label: "facilities" }, feedback_id: ids.feedback }],
   next_cursor: null
@@ -74,16 +58,16 @@ export const dataset: Json<typeof Dataset> = {
 // Agent sessions and approvals
 
 export const createSession = { task_id: ids.task }
-export const session: Json<typeof Session> = { id: ids.session, task_id: ids.task, created_at: at }
-export const governedStep: Json<typeof GovernedStep> = {
+export const session = { id: ids.session, task_id: ids.task, created_at: at }
+export const governedStep = {
   step_id: "refund-1",
   tool: "stripe.refunds.create",
   action_class: "payments.refund",
   arguments: { charge: "ch_123", amount: 1200 }
 }
-export const stepAnswer: Json<typeof StepAnswer> = { decision: "pending", approval_id: ids.approval }
-export const toolOutcome: Json<typeof ToolOutcome> = { status: "succeeded", result: { refund: "re_123" } }
-export const step: Json<typeof Step> = {
+export const stepAnswer = { decision: "pending", approval_id: ids.approval }
+export const toolOutcome = { status: "succeeded", result: { refund: "re_123" } }
+export const step = {
   ...governedStep,
   decision: "pending",
   approval_id: ids.approval,
@@ -91,22 +75,22 @@ export const step: Json<typeof Step> = {
   outcome: { ...toolOutcome, reported_at: at },
   created_at: at
 }
-export const sessionDetail: Json<typeof SessionDetail> = { ...session, steps: [step], next_cursor: null }
+export const sessionDetail = { ...session, steps: [step], next_cursor: null }
 export const sessionEvent = {
   id: "3",
   event: "approval:decided",
   data: JSON.stringify({ approval_id: ids.approval, step_id: "refund-1", status: "approved" })
 }
-export const policyInput: Json<typeof PolicyInput> = {
+export const policyInput = {
   mode: "require_approval",
   review_seconds: 900,
   expiring_notice_seconds: 300,
   escalation_seconds: 1800,
   timeout_action: "reject"
 }
-export const policy: Json<typeof Policy> = { action_class: "payments.refund", ...policyInput, updated_at: at }
+export const policy = { action_class: "payments.refund", ...policyInput, updated_at: at }
 export const policyList = { policies: [policy] }
-export const approval: Json<typeof ApprovalSnapshot> = {
+export const approval = {
   approval_id: ids.approval,
   session_id: ids.session,
   step_id: "refund-1",
@@ -117,7 +101,7 @@ export const approval: Json<typeof ApprovalSnapshot> = {
   timeout_action: "reject"
 }
 export const decision = { decision: "approve", reason: "Refund matches the customer's ticket." }
-export const decidedApproval: Json<typeof ApprovalSnapshot> = {
+export const decidedApproval = {
   ...approval,
   status: "approved",
   decided_at: "2026-11-22T12:03:00.000Z",
@@ -125,7 +109,7 @@ export const decidedApproval: Json<typeof ApprovalSnapshot> = {
   decision_reason: "Refund matches the customer's ticket."
 }
 
-export const approvalListItem: Json<typeof ApprovalListItem> = {
+export const approvalListItem = {
   ...approval,
   tool: "stripe.refunds.create",
   action_class: "payments.refund",
@@ -134,7 +118,7 @@ export const approvalListItem: Json<typeof ApprovalListItem> = {
   requested_at: at
 }
 export const approvalList = { approvals: [approvalListItem], next_cursor: null }
-export const approvalContext: Json<typeof ApprovalContext> = {
+export const approvalContext = {
   approval: approvalListItem,
   task_name: "Support refunds",
   earlier_steps: [
@@ -174,12 +158,12 @@ export const approvalStreamEvent = {
 
 // Feedback
 
-export const submitFeedback: Json<typeof SubmitFeedback> = {
+export const submitFeedback = {
   inference_log_id: traceId,
   score: -1,
   correction: { label: "facilities" }
 }
-export const feedbackItem: Json<typeof FeedbackItem> = {
+export const feedbackItem = {
   id: ids.feedback,
   inference_log_id: traceId,
   task_id: ids.task,
@@ -189,9 +173,9 @@ export const feedbackItem: Json<typeof FeedbackItem> = {
   created_at: at
 }
 export const feedbackList = { feedback: [feedbackItem], next_cursor: null }
-export const stagedFeedback: Json<typeof FeedbackItem> = { ...feedbackItem, status: "staged" }
-export const rejectedFeedback: Json<typeof FeedbackItem> = { ...feedbackItem, status: "rejected" }
-export const promotePreview: Json<typeof PromotePreview> = {
+export const stagedFeedback = { ...feedbackItem, status: "staged" }
+export const rejectedFeedback = { ...feedbackItem, status: "rejected" }
+export const promotePreview = {
   base_dataset_id: ids.dataset,
   expected_feedback_revision: "3:0193a0a0-0000-7000-8000-0000000000f1",
   staged: [stagedFeedback],
@@ -202,16 +186,16 @@ export const promote = {
   base_dataset_id: ids.dataset,
   expected_feedback_revision: "3:0193a0a0-0000-7000-8000-0000000000f1"
 }
-export const promoted: Json<typeof Promoted> = { dataset_id: ids.dataset2, version: 2, promoted_count: 1 }
+export const promoted = { dataset_id: ids.dataset2, version: 2, promoted_count: 1 }
 
 // Notification endpoints
 
-export const createEndpoint: Json<typeof CreateEndpoint> = {
+export const createEndpoint = {
   url: "https://hooks.acme.test/svc",
   events: ["approval.requested", "approval.approved", "approval.rejected"],
   action_classes: ["payments.*", "email.send"]
 }
-export const notificationEndpoint: Json<typeof NotificationEndpoint> = {
+export const notificationEndpoint = {
   id: ids.endpoint,
   url_hint: "https://hooks.acme.test/…",
   events: ["approval.requested", "approval.approved", "approval.rejected"],
@@ -225,18 +209,18 @@ const secret = "whsec_JdGwaHfZnRRQKgXhf8YyUeo++QLve9wkg3u27aco3jA="
 export const createdEndpoint = { endpoint: notificationEndpoint, secret }
 export const endpointList = { endpoints: [notificationEndpoint], email_notifier: true }
 export const updateEndpoint = { events: ["approval.requested", "approval.expired"], ordering: "strict" as const }
-export const updatedEndpoint: Json<typeof NotificationEndpoint> = {
+export const updatedEndpoint = {
   ...notificationEndpoint,
   events: updateEndpoint.events,
   ordering: updateEndpoint.ordering
 }
-export const rotateSecret: Json<typeof RotateSecret> = { overlap_seconds: 86400 }
+export const rotateSecret = { overlap_seconds: 86400 }
 export const rotatedSecret = {
   endpoint: notificationEndpoint,
   secret: "whsec_I72mHP1bALnLascR/s6zXQu6pFsMh0CKncmIrr5rdd4=",
   previous_secret_expires_at: "2026-11-23T12:00:00.000Z"
 }
-export const notificationDelivery: Json<typeof NotificationDelivery> = {
+export const notificationDelivery = {
   id: ids.delivery,
   event_id: ids.event,
   label: `approval.requested ${ids.approval}`,
@@ -262,15 +246,15 @@ export const endpointStats = {
   duration_ms_p50: 41,
   duration_ms_p95: 230
 }
-export const notificationSettings: Json<typeof NotificationSettings> = {
+export const notificationSettings = {
   reviewer_email: "reviewers@acme.test",
   email_notifier: true
 }
-export const updateNotificationSettings: Json<typeof UpdateNotificationSettings> = { reviewer_email: "reviewers@acme.test" }
+export const updateNotificationSettings = { reviewer_email: "reviewers@acme.test" }
 
 // Telemetry destinations
 
-export const createDestination: Json<typeof CreateTelemetryDestination> = {
+export const createDestination = {
   url: "https://collector.acme.test/v1/traces",
   headers: { Authorization: "Bearer collector-token" },
   protocol: "http/protobuf",
@@ -279,10 +263,10 @@ export const createDestination: Json<typeof CreateTelemetryDestination> = {
 export const createdDestination = {
   id: ids.destination,
   url_hint: "https://collector.acme.test/…/traces",
-  protocol: "http/protobuf" as const,
-  compression: "gzip" as const
+  protocol: "http/protobuf",
+  compression: "gzip"
 }
-export const destination: Json<typeof TelemetryDestination> = {
+export const destination = {
   ...createdDestination,
   created_at: at,
   last_delivered_at: "2026-11-22T12:05:00.000Z",
@@ -291,7 +275,7 @@ export const destination: Json<typeof TelemetryDestination> = {
   dropped_spans: 0
 }
 export const destinationList = { destinations: [destination] }
-export const telemetryDelivery: Json<typeof TelemetryDelivery> = {
+export const telemetryDelivery = {
   id: ids.batch,
   status: "failed",
   span_count: 512,
@@ -307,7 +291,7 @@ export const testDelivered = { delivered: true }
 // Console and API keys
 
 export const signIn = { token: "svl_Jx4tQ0b8cN2mV6pL1sR7wY3zA5dF9gH0kE2iU4oT6qM" }
-export const consoleSession: Json<typeof ConsoleSession> = {
+export const consoleSession = {
   session_id: ids.consoleSession,
   org_id: ids.org,
   person: "Ada Lovelace",
@@ -318,7 +302,7 @@ export const consoleSession: Json<typeof ConsoleSession> = {
   expires_at: "2026-11-22T20:00:00.000Z",
   absolute_expires_at: "2026-11-29T12:00:00.000Z"
 }
-export const consoleSessionSummary: Json<typeof ConsoleSessionSummary> = {
+export const consoleSessionSummary = {
   id: ids.consoleSession,
   person: "Ada Lovelace",
   preset: "reviewer",
@@ -329,7 +313,7 @@ export const consoleSessionSummary: Json<typeof ConsoleSessionSummary> = {
   current: false
 }
 export const consoleSessionList = { sessions: [consoleSessionSummary] }
-export const apiKey: Json<typeof ApiKey> = {
+export const apiKey = {
   id: ids.newKey,
   name: "ci",
   key_prefix: "svc_q1mR3v1x",
@@ -339,6 +323,6 @@ export const apiKey: Json<typeof ApiKey> = {
   created_by: "console:Ada Lovelace"
 }
 export const apiKeyList = { keys: [apiKey] }
-export const createApiKey: Json<typeof CreateApiKey> = { name: "ci", scopes: ["tasks.read", "datasets.read"] }
+export const createApiKey = { name: "ci", scopes: ["tasks.read", "datasets.read"] }
 export const createdApiKey = { api_key: apiKey, key: "svc_q1mR3v1xZx0l7YkzK1m7h2m4bVqJ8d4n2s6t9u0w3yA" }
-export const revokedApiKey: Json<typeof ApiKey> = { ...apiKey, revoked_at: "2026-11-22T13:00:00.000Z" }
+export const revokedApiKey = { ...apiKey, revoked_at: "2026-11-22T13:00:00.000Z" }

@@ -10,24 +10,13 @@ import type { ApprovalContext, ApprovalHistoryItem, EarlierStep } from "../api/A
 import { MAX_EARLIER_STEPS } from "../api/Approvals.ts"
 import { InvalidRequest, NotFound } from "../api/Errors.ts"
 import { SecretBox } from "../platform/Crypto.ts"
-import { type CursorMac, type CursorScope, encodeCursor, page, seqBound } from "../platform/Cursor.ts"
-import { BigIntText, JsonColumn, rowsOf, Timestamp } from "../platform/Rows.ts"
+import { type CursorMac, keysetPage, type PageRequest } from "../platform/Cursor.ts"
+import { rowsOf, Timestamp } from "../platform/Rows.ts"
 import { iso } from "../platform/Time.ts"
-import { ApprovalColumns } from "./Events.ts"
-import { LIST_COLUMNS, LIST_FROM, listItemOf } from "./OrgStream.ts"
+import { LIST_COLUMNS, LIST_FROM, ListColumns, listItemOf } from "./OrgStream.ts"
 
 /** An approval with its step (the list's columns) and its task's name. */
-const ItemRows = rowsOf("approvals", Schema.Struct({
-  ...ApprovalColumns.fields,
-  seq: BigIntText,
-  escalation_seconds: Schema.NullOr(Schema.Number),
-  escalated: Schema.Boolean,
-  created_at: Timestamp,
-  tool: Schema.NullOr(Schema.String),
-  action_class: Schema.NullOr(Schema.String),
-  arguments: Schema.NullOr(JsonColumn(Schema.Json)),
-  task_name: Schema.NullOr(Schema.String)
-}))
+const ItemRows = rowsOf("approvals", Schema.Struct({ ...ListColumns.fields, task_name: Schema.NullOr(Schema.String) }))
 
 const StepRows = rowsOf("agent_steps", Schema.Struct({
   step_id: Schema.String,
@@ -47,7 +36,7 @@ export class ApprovalContexts extends Context.Service<ApprovalContexts, {
   /** The approval, its task's name and the session's steps before its step. */
   readonly context: (orgId: string, approvalId: string) => Effect.Effect<ApprovalContext, NotFound>
   /** Closed approvals, the latest request first. */
-  readonly history: (orgId: string, options: { readonly limit: number; readonly cursor?: string | undefined }) => Effect.Effect<
+  readonly history: (orgId: string, options: PageRequest) => Effect.Effect<
     { readonly approvals: ReadonlyArray<ApprovalHistoryItem>; readonly next_cursor: string | null },
     InvalidRequest
   >
@@ -94,19 +83,14 @@ export class ApprovalContexts extends Context.Service<ApprovalContexts, {
         }
       })
 
-      const history = Effect.fn("ApprovalContexts.history")(function*(orgId: string, options: {
-        readonly limit: number
-        readonly cursor?: string | undefined
-      }) {
-        const scope: CursorScope = { orgId, list: "approval-history" }
-        const bound = yield* seqBound(mac, scope, options.cursor)
-        const rows = yield* ItemRows.all(sql`
-          SELECT ${sql.literal(ITEM_COLUMNS)} FROM ${sql.literal(ITEM_FROM)}
-          WHERE a.org_id = ${orgId} AND a.status IN ('approved', 'rejected', 'expired')
-            ${Option.match(bound, { onNone: () => sql``, onSome: (seq) => sql`AND a.seq < ${seq}` })}
-          ORDER BY a.seq DESC LIMIT ${options.limit + 1}
-        `)
-        const { items, next_cursor } = page(rows, options.limit, (seq) => encodeCursor(mac, scope, seq))
+      const history = Effect.fn("ApprovalContexts.history")(function*(orgId: string, options: PageRequest) {
+        const { items, next_cursor } = yield* keysetPage(mac, { orgId, list: "approval-history" }, options, (bound, rows) =>
+          ItemRows.all(sql`
+            SELECT ${sql.literal(ITEM_COLUMNS)} FROM ${sql.literal(ITEM_FROM)}
+            WHERE a.org_id = ${orgId} AND a.status IN ('approved', 'rejected', 'expired')
+              ${Option.match(bound, { onNone: () => sql``, onSome: (seq) => sql`AND a.seq < ${seq}` })}
+            ORDER BY a.seq DESC LIMIT ${rows}
+          `))
         return {
           approvals: items.map((row) => ({ ...listItemOf(row), task_name: row.task_name })),
           next_cursor

@@ -30,10 +30,9 @@ export const ApprovalsHandlers = HttpApiBuilder.group(
     const guard = yield* StreamGuard
     const contexts = yield* ApprovalContexts
     return handlers.handleAll({
-      history: ({ query }) => CurrentPrincipal.use((p) => contexts.history(p.orgId, { limit: query.limit ?? 50, cursor: query.cursor })),
+      history: ({ query }) => CurrentPrincipal.use((p) => contexts.history(p.orgId, query)),
       context: ({ params }) => CurrentPrincipal.use((p) => contexts.context(p.orgId, params.approval_id)),
-      list: ({ query }) =>
-        CurrentPrincipal.use((p) => feed.list(p.orgId, { status: query.status, limit: query.limit ?? 50, cursor: query.cursor })),
+      list: ({ query }) => CurrentPrincipal.use((p) => feed.list(p.orgId, query)),
       stream: ({ query }) =>
         Effect.gen(function*() {
           const principal = yield* CurrentPrincipal

@@ -23,7 +23,7 @@ import { hubFrames, SessionHub, STREAM_BATCH } from "../streams/SessionEvents.ts
 import { Metrics } from "../observability/Metrics.ts"
 import { SvcConfig } from "../platform/Config.ts"
 import { SecretBox } from "../platform/Crypto.ts"
-import { type CursorMac, type CursorScope, encodeCursor, seqBound } from "../platform/Cursor.ts"
+import { type CursorMac, type CursorScope, keysetPage, type PageRequest } from "../platform/Cursor.ts"
 import { BigIntText, JsonColumn, rowsOf, Timestamp } from "../platform/Rows.ts"
 import { ApprovalColumns, snapshotOf } from "./Events.ts"
 
@@ -37,7 +37,7 @@ export interface StreamEntry {
 }
 
 /** An approval with its step (`LIST_COLUMNS` of `LIST_FROM`). */
-const ListColumns = Schema.Struct({
+export const ListColumns = Schema.Struct({
   ...ApprovalColumns.fields,
   seq: BigIntText,
   escalation_seconds: Schema.NullOr(Schema.Number),
@@ -101,13 +101,13 @@ export const appendApprovalStream = (sql: SqlClient.SqlClient, orgId: string, en
       `
     }), { discard: true })
 
+interface ListOptions extends PageRequest {
+  readonly status?: ApprovalStatus | undefined
+}
+
 export class ApprovalFeed extends Context.Service<ApprovalFeed, {
   /** The organization's approvals, oldest request first, optionally of one status. */
-  readonly list: (orgId: string, options: {
-    readonly status?: ApprovalStatus | undefined
-    readonly limit: number
-    readonly cursor?: string | undefined
-  }) => Effect.Effect<{ readonly approvals: ReadonlyArray<ApprovalListItem>; readonly next_cursor: string | null }, InvalidRequest>
+  readonly list: (orgId: string, options: ListOptions) => Effect.Effect<{ readonly approvals: ReadonlyArray<ApprovalListItem>; readonly next_cursor: string | null }, InvalidRequest>
   /** SSE frames of the organization's approval changes after event id `after`, live until the client leaves. */
   readonly stream: (orgId: string, after: string) => Stream.Stream<string>
 }>()("svc/approvals/ApprovalFeed") {
@@ -121,26 +121,16 @@ export class ApprovalFeed extends Context.Service<ApprovalFeed, {
       const box = yield* SecretBox
       const mac: CursorMac = (message) => box.mac("cursor", message)
 
-      const list = Effect.fn("ApprovalFeed.list")(function*(orgId: string, options: {
-        readonly status?: ApprovalStatus | undefined
-        readonly limit: number
-        readonly cursor?: string | undefined
-      }) {
+      const list = Effect.fn("ApprovalFeed.list")(function*(orgId: string, options: ListOptions) {
         const scope: CursorScope = { orgId, list: "approvals", filters: [options.status] }
-        const bound = yield* seqBound(mac, scope, options.cursor)
-        const after = Option.getOrElse(bound, () => "0")
-        const rows = yield* ListRows.all(sql`
-          SELECT ${sql.literal(LIST_COLUMNS)} FROM ${sql.literal(LIST_FROM)}
-          WHERE a.org_id = ${orgId} AND a.seq > ${after}
-            ${options.status === undefined ? sql`` : sql`AND a.status = ${options.status}`}
-          ORDER BY a.seq LIMIT ${options.limit + 1}
-        `)
-        const items = rows.slice(0, options.limit)
-        const last = items[items.length - 1]
-        return {
-          approvals: items.map(listItemOf),
-          next_cursor: rows.length > options.limit && last !== undefined ? encodeCursor(mac, scope, last.seq) : null
-        }
+        const { items, next_cursor } = yield* keysetPage(mac, scope, options, (bound, rows) =>
+          ListRows.all(sql`
+            SELECT ${sql.literal(LIST_COLUMNS)} FROM ${sql.literal(LIST_FROM)}
+            WHERE a.org_id = ${orgId} AND a.seq > ${Option.getOrElse(bound, () => "0")}
+              ${options.status === undefined ? sql`` : sql`AND a.status = ${options.status}`}
+            ORDER BY a.seq LIMIT ${rows}
+          `))
+        return { approvals: items.map(listItemOf), next_cursor }
       })
 
       const readOnce = (orgId: string, from: string) =>

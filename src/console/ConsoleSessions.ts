@@ -106,14 +106,16 @@ const SESSION_COLUMNS = "id, org_id, preset, person, created_at, last_seen_at, a
 /** The SQL condition of a live session (not revoked, not idle too long, not too old). */
 const LIVE = `revoked_at IS NULL AND last_seen_at > now() - make_interval(secs => ${IDLE_TIMEOUT_SECONDS}) AND absolute_expires_at > now()`
 
+export interface NewLink {
+  readonly orgId: string
+  readonly preset: ConsolePreset
+  readonly person: string
+  readonly ttlSeconds: number
+}
+
 export class ConsoleSessions extends Context.Service<ConsoleSessions, {
   /** A one-time sign-in link's secret and expiry (the CLI builds the URL). */
-  readonly createLink: (input: {
-    readonly orgId: string
-    readonly preset: ConsolePreset
-    readonly person: string
-    readonly ttlSeconds: number
-  }) => Effect.Effect<{ readonly token: string; readonly expiresAt: string }, OrgNotFound>
+  readonly createLink: (input: NewLink) => Effect.Effect<{ readonly token: string; readonly expiresAt: string }, OrgNotFound>
   /** Uses a link: a new session and its cookie token. */
   readonly signIn: (token: string) => Effect.Effect<
     { readonly session: LiveSession; readonly cookie: string },
@@ -136,12 +138,7 @@ export class ConsoleSessions extends Context.Service<ConsoleSessions, {
     Effect.gen(function*() {
       const sql = yield* PgClient.PgClient
 
-      const createLink = Effect.fn("ConsoleSessions.createLink")(function*(input: {
-        readonly orgId: string
-        readonly preset: ConsolePreset
-        readonly person: string
-        readonly ttlSeconds: number
-      }) {
+      const createLink = Effect.fn("ConsoleSessions.createLink")(function*(input: NewLink) {
         const [org] = yield* sql`SELECT 1 FROM orgs WHERE id = ${input.orgId}`.pipe(Effect.orDie)
         if (org === undefined) return yield* new OrgNotFound({ orgId: input.orgId })
         const token = randomToken(LINK_PREFIX)

@@ -1,9 +1,9 @@
 import { Effect } from "effect"
-import { HttpEffect, HttpServerResponse } from "effect/http"
 import { HttpApiBuilder } from "effect/http-api"
 import { Api } from "../api/Api.ts"
 import { FeedbackUsage } from "../api/Admission.ts"
 import { CurrentPrincipal } from "../api/Security.ts"
+import { responseHeader } from "../platform/ResponseHeader.ts"
 import { Feedback } from "./Feedback.ts"
 
 export const FeedbackHandlers = HttpApiBuilder.group(
@@ -22,9 +22,7 @@ export const FeedbackHandlers = HttpApiBuilder.group(
         CurrentPrincipal.use((p) => feedback.promote(p.orgId, params.task_id, payload)).pipe(
           Effect.tapError((error) =>
             error._tag === "RateLimited"
-              ? HttpEffect.appendPreResponseHandler((_request, response) =>
-                Effect.succeed(HttpServerResponse.setHeader(response, "retry-after", String(error.retry_after_seconds)))
-              )
+              ? responseHeader("retry-after", String(error.retry_after_seconds))
               : Effect.void
           )
         )

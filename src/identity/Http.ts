@@ -8,19 +8,17 @@
  * a PostgreSQL server, and within `KEY_CACHE_TTL` (2 s) in any case.
  */
 import { Context, Effect, type Fiber, Layer, Option, Redacted, References, type Types } from "effect"
-import { HttpEffect, HttpServerRequest, HttpServerResponse } from "effect/http"
+import { HttpServerRequest, type HttpServerResponse } from "effect/http"
 import { CrossSiteRequest, InsufficientScope, Unauthenticated } from "../api/Errors.ts"
 import { Authentication, CurrentPrincipal, type Principal, RequiredScope, scopeAlternatives } from "../api/Security.ts"
 import { ConsoleSessions, principalOf } from "../console/ConsoleSessions.ts"
 import { consoleCookieOf, crossSiteReason, httpsPublicUrl, publicHostOf } from "../console/Csrf.ts"
 import { SvcConfig } from "../platform/Config.ts"
 import { RequestFacts, withLogAnnotation } from "../platform/Logging.ts"
+import { responseHeader } from "../platform/ResponseHeader.ts"
 import { Identity } from "./Identity.ts"
 
-const challenge = (error: string) =>
-  HttpEffect.appendPreResponseHandler((_request, response) =>
-    Effect.succeed(HttpServerResponse.setHeader(response, "www-authenticate", `Bearer realm="svc", error="${error}"`))
-  )
+const challenge = (error: string) => responseHeader("www-authenticate", `Bearer realm="svc", error="${error}"`)
 
 const NO_CREDENTIAL = "Send the API key as `Authorization: Bearer <key>`, or sign in to the console."
 

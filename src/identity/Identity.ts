@@ -98,19 +98,21 @@ const keyInfo = ({ id, org_id, name, key_prefix, scopes, created_at, revoked_at,
   created_by
 })
 
+export interface NewKey {
+  readonly orgId: string
+  readonly scopes: ReadonlyArray<ScopeName>
+  readonly name?: string | undefined
+  /** Refuse when the organization already has this many unrevoked keys (counted under its row lock, so concurrent creates cannot pass it). */
+  readonly maxActive?: number | undefined
+  /** Who makes it (the request's actor); omitted by the CLI. */
+  readonly createdBy?: string | undefined
+}
+
 export class Identity extends Context.Service<Identity, {
   readonly createOrg: (name: string) => Effect.Effect<Org>
   readonly listOrgs: Effect.Effect<ReadonlyArray<Org>>
   readonly getOrg: (orgId: string) => Effect.Effect<Org, OrgNotFound>
-  readonly createKey: (input: {
-    readonly orgId: string
-    readonly scopes: ReadonlyArray<ScopeName>
-    readonly name?: string | undefined
-    /** Refuse when the organization already has this many unrevoked keys (counted under its row lock, so concurrent creates cannot pass it). */
-    readonly maxActive?: number | undefined
-    /** Who makes it (the request's actor); omitted by the CLI. */
-    readonly createdBy?: string | undefined
-  }) => Effect.Effect<CreatedKey, OrgNotFound | KeyCapReached>
+  readonly createKey: (input: NewKey) => Effect.Effect<CreatedKey, OrgNotFound | KeyCapReached>
   readonly listKeys: (orgId: string) => Effect.Effect<ReadonlyArray<KeyInfo>, OrgNotFound>
   readonly revokeKey: (keyId: string) => Effect.Effect<KeyInfo, KeyNotFound>
   /**
@@ -175,13 +177,7 @@ export class Identity extends Context.Service<Identity, {
         Effect.withSpan("Identity.listOrgs")
       )
 
-      const createKey = Effect.fn("Identity.createKey")(function*(input: {
-        readonly orgId: string
-        readonly scopes: ReadonlyArray<ScopeName>
-        readonly name?: string | undefined
-        readonly maxActive?: number | undefined
-        readonly createdBy?: string | undefined
-      }) {
+      const createKey = Effect.fn("Identity.createKey")(function*(input: NewKey) {
         yield* getOrg(input.orgId)
         const id = newId()
         const key = randomToken(KEY_PREFIX)
@@ -245,7 +241,7 @@ export class Identity extends Context.Service<Identity, {
           // CASCADE, or by the triggers on `orgs` for the tables that keep
           // no foreign key to it (`0600_delivery_enqueue_costs.ts`,
           // `0620_governed_steps.ts`, `0670_delivery_log.ts`).
-          const deleted = yield* sql<{ id: string }>`DELETE FROM orgs WHERE id = ${orgId} RETURNING id`
+          const deleted = yield* sql`DELETE FROM orgs WHERE id = ${orgId} RETURNING id`
           if (deleted.length === 0) return yield* new OrgNotFound({ orgId })
           // Sent at commit, as a revocation's: other processes forget the keys.
           if (info.supportsNotify) {

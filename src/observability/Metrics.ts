@@ -31,7 +31,6 @@ import { makeHttpDurationChildren } from "./HttpDurationChildren.ts"
 
 /** Delivery kinds of the shared queue (`src/deliveries`). */
 export const DELIVERY_KINDS = ["webhook", "telemetry", "email"] as const
-export type MetricsDeliveryKind = typeof DELIVERY_KINDS[number]
 
 /** What one delivery attempt led to (the queue's outcome tags). */
 export type AttemptOutcome = "Delivered" | "Partial" | "Retry" | "Failed"
@@ -97,113 +96,80 @@ export const makeMetrics = (options: { readonly processMetrics?: boolean } = {})
   const registry = new Prometheus.Registry()
   const registers = [registry]
   if (options.processMetrics !== false) Prometheus.collectDefaultMetrics({ register: registry })
+  const counter = <L extends string>(name: string, labelNames: ReadonlyArray<L>, help: string) =>
+    new Prometheus.Counter<L>({ name, help, labelNames, registers })
+  const gauge = <L extends string>(name: string, labelNames: ReadonlyArray<L>, help: string, collect?: (this: Prometheus.Gauge<L>) => void) =>
+    new Prometheus.Gauge<L>({ name, help, labelNames, registers, ...(collect === undefined ? {} : { collect }) })
+  const histogram = <L extends string>(name: string, labelNames: ReadonlyArray<L>, buckets: Array<number>, help: string) =>
+    new Prometheus.Histogram<L>({ name, help, labelNames, buckets, registers })
 
-  const httpDuration = new Prometheus.Histogram({
-    name: "http_server_request_duration_seconds",
-    help: "Duration of HTTP server requests until the response is ready (OpenTelemetry http.server.request.duration).",
-    labelNames: ["http_request_method", "http_route", "http_response_status_code"] as const,
-    buckets: HTTP_DURATION_BUCKETS,
-    registers
-  })
-  const observeHttp = makeHttpDurationChildren(httpDuration)
-  const deliveries = new Prometheus.Counter({
-    name: "svc_deliveries_total",
-    help: "Deliveries that reached a final outcome in the delivery worker, by kind and outcome.",
-    labelNames: ["kind", "outcome"] as const,
-    registers
-  })
-  const attempts = new Prometheus.Counter({
-    name: "svc_delivery_attempts_total",
-    help: "Delivery attempts recorded, by kind and what the attempt led to (delivered, partial, retry, failed).",
-    labelNames: ["kind", "outcome"] as const,
-    registers
-  })
-  const attemptDuration = new Prometheus.Histogram({
-    name: "svc_delivery_attempt_duration_seconds",
-    help: "Duration of one delivery attempt (the whole exchange with the receiver), by kind.",
-    labelNames: ["kind"] as const,
-    buckets: [0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30],
-    registers
-  })
-  const exported = new Prometheus.Counter({
-    name: "svc_telemetry_spans_exported_total",
-    help: "Spans a collector accepted, by pipeline (organizations: their destinations; operator: the service's own traces).",
-    labelNames: ["pipeline"] as const,
-    registers
-  })
-  const dropped = new Prometheus.Counter({
-    name: "svc_telemetry_spans_dropped_total",
-    help: "Spans dropped before a collector accepted them, by pipeline and reason.",
-    labelNames: ["pipeline", "reason"] as const,
-    registers
-  })
+  const observeHttp = makeHttpDurationChildren(histogram(
+    "http_server_request_duration_seconds",
+    ["http_request_method", "http_route", "http_response_status_code"],
+    HTTP_DURATION_BUCKETS,
+    "Duration of HTTP server requests until the response is ready (OpenTelemetry http.server.request.duration)."
+  ))
+  const deliveries = counter("svc_deliveries_total", ["kind", "outcome"], "Deliveries that reached a final outcome in the delivery worker, by kind and outcome.")
+  const attempts = counter(
+    "svc_delivery_attempts_total",
+    ["kind", "outcome"],
+    "Delivery attempts recorded, by kind and what the attempt led to (delivered, partial, retry, failed)."
+  )
+  const attemptDuration = histogram(
+    "svc_delivery_attempt_duration_seconds",
+    ["kind"],
+    [0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30],
+    "Duration of one delivery attempt (the whole exchange with the receiver), by kind."
+  )
+  const exported = counter(
+    "svc_telemetry_spans_exported_total",
+    ["pipeline"],
+    "Spans a collector accepted, by pipeline (organizations: their destinations; operator: the service's own traces)."
+  )
+  const dropped = counter("svc_telemetry_spans_dropped_total", ["pipeline", "reason"], "Spans dropped before a collector accepted them, by pipeline and reason.")
   const pendingReaders = new Map<SpanPipeline, () => number>()
-  new Prometheus.Gauge({
-    name: "svc_telemetry_spans_pending",
-    help: "Spans held in this process's memory, waiting to be batched (organizations) or exported (operator).",
-    labelNames: ["pipeline"] as const,
-    registers,
-    collect() {
+  gauge(
+    "svc_telemetry_spans_pending",
+    ["pipeline"],
+    "Spans held in this process's memory, waiting to be batched (organizations) or exported (operator).",
+    function() {
       for (const pipeline of ["organizations", "operator"] as const) {
         const read = pendingReaders.get(pipeline)
         this.set({ pipeline }, read === undefined ? 0 : read())
       }
     }
-  })
-  const deadlines = new Prometheus.Counter({
-    name: "svc_approval_deadlines_fired_total",
-    help: "Approval deadlines fired by the scheduler, by deadline kind (expiring, escalate, expire).",
-    labelNames: ["deadline"] as const,
-    registers
-  })
-  const schedulerLag = new Prometheus.Histogram({
-    name: "svc_approval_scheduler_lag_seconds",
-    help: "How late the scheduler fired each approval deadline after it was due.",
-    buckets: [0.01, 0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60, 300],
-    registers
-  })
-  const streams = new Prometheus.Gauge({
-    name: "svc_session_streams_open",
-    help: "Open Server-Sent Events streams in this process, by stream.",
-    labelNames: ["stream"] as const,
-    registers
-  })
+  )
+  const deadlines = counter(
+    "svc_approval_deadlines_fired_total",
+    ["deadline"],
+    "Approval deadlines fired by the scheduler, by deadline kind (expiring, escalate, expire)."
+  )
+  const schedulerLag = histogram(
+    "svc_approval_scheduler_lag_seconds",
+    [],
+    [0.01, 0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60, 300],
+    "How late the scheduler fired each approval deadline after it was due."
+  )
+  const streams = gauge("svc_session_streams_open", ["stream"], "Open Server-Sent Events streams in this process, by stream.")
   const gauges = {
-    queueDepth: new Prometheus.Gauge({
-      name: "svc_delivery_queue_depth",
-      help: "Undelivered deliveries (queued, sending, retrying) in the database, by kind.",
-      labelNames: ["kind"] as const,
-      registers
-    }),
-    queueOldestAge: new Prometheus.Gauge({
-      name: "svc_delivery_queue_oldest_age_seconds",
-      help: "Age of the oldest undelivered delivery in the database, by kind (0 when none waits).",
-      labelNames: ["kind"] as const,
-      registers
-    }),
-    targetsCoolingDown: new Prometheus.Gauge({
-      name: "svc_delivery_targets_cooling_down",
-      help: "Delivery targets (webhook endpoints, telemetry destinations) in cooldown now, by kind.",
-      labelNames: ["kind"] as const,
-      registers
-    }),
-    endpointsDeactivated: new Prometheus.Gauge({
-      name: "svc_webhook_endpoints_deactivated",
-      help: "Webhook endpoints deactivated by a 410 Gone answer and not reactivated since.",
-      registers
-    }),
-    poolMax: new Prometheus.Gauge({
-      name: "svc_db_pool_connections_max",
-      help: "Most database connections this process opens (1 on the embedded database).",
-      registers
-    }),
-    connections: new Prometheus.Gauge({
-      name: "svc_db_connections",
-      help:
-        "Connections of svc processes to this database by state (active, waiting on a lock, idle in transaction, idle), from pg_stat_activity; PostgreSQL server only.",
-      labelNames: ["state"] as const,
-      registers
-    })
+    queueDepth: gauge("svc_delivery_queue_depth", ["kind"], "Undelivered deliveries (queued, sending, retrying) in the database, by kind."),
+    queueOldestAge: gauge(
+      "svc_delivery_queue_oldest_age_seconds",
+      ["kind"],
+      "Age of the oldest undelivered delivery in the database, by kind (0 when none waits)."
+    ),
+    targetsCoolingDown: gauge(
+      "svc_delivery_targets_cooling_down",
+      ["kind"],
+      "Delivery targets (webhook endpoints, telemetry destinations) in cooldown now, by kind."
+    ),
+    endpointsDeactivated: gauge("svc_webhook_endpoints_deactivated", [], "Webhook endpoints deactivated by a 410 Gone answer and not reactivated since."),
+    poolMax: gauge("svc_db_pool_connections_max", [], "Most database connections this process opens (1 on the embedded database)."),
+    connections: gauge(
+      "svc_db_connections",
+      ["state"],
+      "Connections of svc processes to this database by state (active, waiting on a lock, idle in transaction, idle), from pg_stat_activity; PostgreSQL server only."
+    )
   }
   // Every known series starts at 0, so a rate() sees its first increase.
   for (const stream of ["session", "approvals"] as const) streams.set({ stream }, 0)

@@ -27,8 +27,9 @@
  * is logged; the scrape still answers.
  */
 import { PgClient } from "@effect/sql-pg"
-import { Clock, Context, Effect, Layer, Semaphore } from "effect"
+import { Clock, Context, Effect, Layer, Schema, Semaphore } from "effect"
 import { DatabaseInfo } from "../platform/Database.ts"
+import { rowsOf } from "../platform/Rows.ts"
 import { DELIVERY_KINDS, Metrics } from "./Metrics.ts"
 
 /** Shortest interval between two reads of the database gauges. */
@@ -39,6 +40,15 @@ const DATABASE_READ_TIMEOUT = "2 seconds"
 const POOL_MAX = { server: 10, embedded: 1, memory: 1 } as const
 
 const CONNECTION_STATES = ["active", "waiting", "idle_in_transaction", "idle"] as const
+
+const QueueRows = rowsOf("delivery_targets", Schema.Struct({
+  kind: Schema.String,
+  depth: Schema.Number,
+  cooling: Schema.Number,
+  oldest_age: Schema.NullOr(Schema.Number)
+}))
+const DeactivatedRows = rowsOf("notification_endpoints", Schema.Struct({ n: Schema.Number }))
+const ConnectionRows = rowsOf("pg_stat_activity", Schema.Struct({ state: Schema.String, n: Schema.Number }))
 
 export interface Scraped {
   readonly contentType: string
@@ -59,7 +69,7 @@ export class MetricsScrape extends Context.Service<MetricsScrape, {
       gauges.poolMax.set(POOL_MAX[info.kind])
 
       const readQueues = Effect.gen(function*() {
-        const rows = yield* sql<{ kind: string; depth: number; cooling: number; oldest_age: number | null }>`
+        const rows = yield* QueueRows.all(sql`
           WITH targets AS (
             SELECT kind, sum(undelivered)::int AS depth,
                    (count(*) FILTER (WHERE cooldown_until > now()))::int AS cooling
@@ -81,21 +91,21 @@ export class MetricsScrape extends Context.Service<MetricsScrape, {
                  ))::float8 AS oldest_age
           FROM (VALUES ('webhook'), ('telemetry'), ('email')) AS k (kind)
           LEFT JOIN targets t ON t.kind = k.kind
-        `
+        `)
         for (const kind of DELIVERY_KINDS) {
           const row = rows.find((r) => r.kind === kind)
           gauges.queueDepth.set({ kind }, row?.depth ?? 0)
           gauges.targetsCoolingDown.set({ kind }, row?.cooling ?? 0)
           gauges.queueOldestAge.set({ kind }, Math.max(0, row?.oldest_age ?? 0))
         }
-        const [deactivated] = yield* sql<{ n: number }>`
+        const [deactivated] = yield* DeactivatedRows.all(sql`
           SELECT count(*)::int AS n FROM notification_endpoints WHERE NOT active
-        `
+        `)
         gauges.endpointsDeactivated.set(deactivated?.n ?? 0)
       })
 
       const readConnections = Effect.gen(function*() {
-        const rows = yield* sql<{ state: string; n: number }>`
+        const rows = yield* ConnectionRows.all(sql`
           SELECT CASE
                    WHEN state = 'active' AND wait_event_type = 'Lock' THEN 'waiting'
                    WHEN state = 'active' THEN 'active'
@@ -106,7 +116,7 @@ export class MetricsScrape extends Context.Service<MetricsScrape, {
           FROM pg_stat_activity
           WHERE datname = current_database() AND application_name = 'svc' AND pid <> pg_backend_pid()
           GROUP BY 1
-        `
+        `)
         for (const state of CONNECTION_STATES) {
           gauges.connections.set({ state }, rows.find((row) => row.state === state)?.n ?? 0)
         }

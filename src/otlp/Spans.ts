@@ -70,36 +70,50 @@ const failureOf = (
     : errorType(status.exit)
 
 /**
- * The OTLP form of an ended span: allowlisted attributes, `error.type`,
- * never messages. The mapping's readable statement: what is sent is
- * `encodeSpan`'s text, which must be exactly this object's JSON
- * (`test/unit/telemetry/span-encoding.test.ts`).
+ * Walks an ended span's attributes: each exported one whose value `valueOf`
+ * can write goes to `keep`, the others are counted as dropped. Answers the
+ * span's status, the count and its failure (`error.type`), and the failure
+ * again when no `error.type` attribute carried it (one is owed).
  */
-export const toOtlpSpan = (span: Tracer.Span, isExported: (key: string) => boolean = isExportedAttribute): OtlpSpan => {
+const scanAttributes = <V>(
+  span: Tracer.Span,
+  isExported: (key: string) => boolean,
+  valueOf: (raw: unknown) => V | undefined,
+  keep: (key: string, value: V) => void
+) => {
   const status = span.status as Extract<Tracer.SpanStatus, { _tag: "Ended" }>
-  const attributes: Array<KeyValue> = []
   let dropped = 0
   let httpStatus: number | undefined
   let hasErrorType = false
   const source = attributesOf(span)
   if (source !== undefined) {
     for (const [key, raw] of source) {
-      if (!isExported(key)) {
-        dropped += 1
-        continue
-      }
-      const value = attributeValue(raw)
+      const value = isExported(key) ? valueOf(raw) : undefined
       if (value === undefined) {
         dropped += 1
         continue
       }
       if (key === "http.response.status_code" && typeof raw === "number") httpStatus = raw
       if (key === "error.type") hasErrorType = true
-      attributes.push({ key, value })
+      keep(key, value)
     }
   }
   const failure = failureOf(span, status, httpStatus)
-  if (failure !== undefined && !hasErrorType) attributes.push({ key: "error.type", value: { stringValue: failure } })
+  return { status, dropped, failure, owedErrorType: hasErrorType ? undefined : failure }
+}
+
+/**
+ * The OTLP form of an ended span: allowlisted attributes, `error.type`,
+ * never messages. The mapping's readable statement: what is sent is
+ * `encodeSpan`'s text, which must be exactly this object's JSON
+ * (`test/unit/telemetry/span-encoding.test.ts`).
+ */
+export const toOtlpSpan = (span: Tracer.Span, isExported: (key: string) => boolean = isExportedAttribute): OtlpSpan => {
+  const attributes: Array<KeyValue> = []
+  const { dropped, failure, owedErrorType, status } = scanAttributes(span, isExported, attributeValue, (key, value) => {
+    attributes.push({ key, value })
+  })
+  if (owedErrorType !== undefined) attributes.push({ key: "error.type", value: { stringValue: owedErrorType } })
   const parent = Option.getOrUndefined(span.parent)
   const links = span.links.length === 0
     ? undefined
@@ -143,27 +157,12 @@ const attributeValueJson = (value: unknown): string | undefined => {
  * span ends, on the request's path.
  */
 export const encodeSpan = (span: Tracer.Span, isExported: (key: string) => boolean = isExportedAttribute): string => {
-  const status = span.status as Extract<Tracer.SpanStatus, { _tag: "Ended" }>
   let attributes = ""
-  let dropped = 0
-  let httpStatus: number | undefined
-  let hasErrorType = false
-  const source = attributesOf(span)
-  if (source !== undefined) {
-    for (const [key, raw] of source) {
-      const value = isExported(key) ? attributeValueJson(raw) : undefined
-      if (value === undefined) {
-        dropped += 1
-        continue
-      }
-      if (key === "http.response.status_code" && typeof raw === "number") httpStatus = raw
-      if (key === "error.type") hasErrorType = true
-      attributes += `${attributes === "" ? "" : ","}{"key":${JSON.stringify(key)},"value":${value}}`
-    }
-  }
-  const failure = failureOf(span, status, httpStatus)
-  if (failure !== undefined && !hasErrorType) {
-    attributes += `${attributes === "" ? "" : ","}{"key":"error.type","value":{"stringValue":${JSON.stringify(failure)}}}`
+  const { dropped, failure, owedErrorType, status } = scanAttributes(span, isExported, attributeValueJson, (key, value) => {
+    attributes += `${attributes === "" ? "" : ","}{"key":${JSON.stringify(key)},"value":${value}}`
+  })
+  if (owedErrorType !== undefined) {
+    attributes += `${attributes === "" ? "" : ","}{"key":"error.type","value":{"stringValue":${JSON.stringify(owedErrorType)}}}`
   }
   const parent = Option.getOrUndefined(span.parent)
   let text = `{"traceId":${JSON.stringify(span.traceId)},"spanId":${JSON.stringify(span.spanId)}`

@@ -82,3 +82,28 @@ export const page = <Row extends { readonly seq: string | number | bigint }>(
     next_cursor: rows.length > limit && last !== undefined ? next(last.seq) : null
   }
 }
+
+/** A page request of a keyset list. */
+export interface PageRequest {
+  readonly limit?: number | undefined
+  readonly cursor?: string | undefined
+}
+
+/** Items per page when a request does not say. */
+export const DEFAULT_PAGE_LIMIT = 50
+
+/**
+ * One page of a keyset list: the bound its cursor names (a 400 for a
+ * cursor this list did not issue), `limit + 1` rows fetched past it by
+ * `fetch`, then the page and the cursor of the next one.
+ */
+export const keysetPage = <Row extends { readonly seq: string | number | bigint }, E, R>(
+  mac: CursorMac,
+  scope: CursorScope,
+  request: PageRequest,
+  fetch: (bound: Option.Option<string>, rows: number) => Effect.Effect<ReadonlyArray<Row>, E, R>
+): Effect.Effect<{ readonly items: ReadonlyArray<Row>; readonly next_cursor: string | null }, E | InvalidRequest, R> => {
+  const limit = request.limit ?? DEFAULT_PAGE_LIMIT
+  return Effect.flatMap(seqBound(mac, scope, request.cursor), (bound) =>
+    Effect.map(fetch(bound, limit + 1), (rows) => page(rows, limit, (seq) => encodeCursor(mac, scope, seq))))
+}

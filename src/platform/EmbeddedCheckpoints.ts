@@ -12,9 +12,10 @@
  * database's). A checkpoint writes the dirty pages of shared buffers
  * (at most `shared_buffers`, 128 MB) and holds the session meanwhile.
  */
-import { Duration, Effect, type Scope } from "effect"
+import { Duration, Effect, Schema, type Scope } from "effect"
 import type { SqlClient } from "effect/sql"
 import type { SqlError } from "effect/sql/SqlError"
+import { rowsOf } from "./Rows.ts"
 import { forkSupervised } from "./Supervised.ts"
 
 /** WAL written since the last checkpoint that calls for the next one (a server's `max_wal_size` is 1 GB, spread over a cycle). */
@@ -36,16 +37,18 @@ export interface CheckpointBounds {
 
 const defaults: CheckpointBounds = { walBytes: CHECKPOINT_WAL_BYTES, timeout: CHECKPOINT_TIMEOUT }
 
+const DueRows = rowsOf("pg_control_checkpoint()", Schema.Struct({ due: Schema.Boolean }))
+
 /** Runs `CHECKPOINT` when one of the bounds is passed; answers whether it did. */
 export const checkpointIfDue = (sql: SqlClient.SqlClient, bounds: CheckpointBounds = defaults): Effect.Effect<boolean, SqlError> =>
   Effect.gen(function*() {
     const timeoutMs = Duration.toMillis(Duration.fromInputUnsafe(bounds.timeout))
-    const [row] = yield* sql<{ readonly due: boolean }>`
+    const [row] = yield* DueRows.decoded(sql`
       SELECT (pg_current_wal_lsn() - redo_lsn) >= ${bounds.walBytes}
         OR ((pg_current_wal_lsn() - redo_lsn) > ${IDLE_WAL_BYTES}
           AND now() - checkpoint_time >= ${timeoutMs}::float8 * interval '1 millisecond') AS due
       FROM pg_control_checkpoint()
-    `
+    `)
     if (row?.due !== true) return false
     yield* sql`CHECKPOINT`.unprepared
     return true

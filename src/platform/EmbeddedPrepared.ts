@@ -27,20 +27,12 @@
  *   reads was altered). The next run parses it again under a new name.
  */
 import { randomBytes } from "node:crypto"
-import type { Column } from "./EmbeddedAnswer.ts"
-import { encodeClose, encodeStatement } from "./EmbeddedProtocol.ts"
+import { encodeClose, encodeStatement, type Prepared, type PreparedCache } from "./EmbeddedProtocol.ts"
 
 /** How many statements the embedded session keeps prepared. */
 export const PREPARED_STATEMENTS = 256
 
-export interface Prepared {
-  readonly name: string
-  readonly key: string
-  /** The statement's columns (`undefined`: not yet run, `null`: it returns no rows). */
-  description: ReadonlyArray<Column> | null | undefined
-}
-
-export class PreparedStatements {
+export class PreparedStatements implements PreparedCache {
   private readonly statements = new Map<string, Prepared>()
   private closes: Array<string> = []
   private counter = 0

@@ -45,7 +45,7 @@ import {
   UnknownError
 } from "effect/sql/SqlError"
 import { Worker } from "node:worker_threads"
-import type { Answer, Request } from "./embedded-worker.ts"
+import type { Answer, Op, Request } from "./embedded-worker.ts"
 import { siblingModule } from "./ModuleUrl.ts"
 
 export interface EmbeddedSessionOptions {
@@ -57,14 +57,6 @@ export interface EmbeddedSessionOptions {
   readonly transactionTimeout: Duration.Duration
 }
 
-type Query = {
-  readonly op: "query"
-  readonly sql: string
-  readonly params: ReadonlyArray<unknown>
-  readonly types: ReadonlyArray<number>
-  readonly values: boolean
-  readonly prepare: boolean
-}
 /**
  * Time the watchdog adds to `SVC_DB_STATEMENT_TIMEOUT` for the statements
  * of the fiber that provides it: for maintenance that cannot be split and
@@ -75,8 +67,6 @@ type Query = {
 export const StatementAllowance = Context.Reference<Duration.Duration>("svc/platform/EmbeddedSession/StatementAllowance", {
   defaultValue: () => Duration.zero
 })
-
-type Op = Query | { readonly op: "exec"; readonly sql: string } | { readonly op: "dump" } | { readonly op: "stop" }
 
 /** The worker and what it owes: requests in flight, each with its watchdog. */
 export interface EmbeddedSession {

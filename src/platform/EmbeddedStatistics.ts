@@ -33,9 +33,10 @@
  * `VACUUM`, autovacuum's other half, has its own thresholds and loop
  * (`EmbeddedVacuum.ts`).
  */
-import { Duration, Effect, type Scope } from "effect"
+import { Duration, Effect, Schema, type Scope } from "effect"
 import type { SqlClient } from "effect/sql"
 import type { SqlError } from "effect/sql/SqlError"
+import { rowsOf } from "./Rows.ts"
 import { forkSupervised } from "./Supervised.ts"
 
 /**
@@ -55,6 +56,8 @@ export const ANALYZE_EVERY = Duration.seconds(60)
  */
 export const STATISTICS_TARGET = 10
 
+const StaleRows = rowsOf("pg_stat_user_tables", Schema.Struct({ name: Schema.String }))
+
 /**
  * The tables whose rows changed more than autovacuum's analyze threshold
  * since their last `ANALYZE` (`autovacuum_analyze_threshold` 50 plus
@@ -63,12 +66,12 @@ export const STATISTICS_TARGET = 10
  */
 export const staleTables = (sql: SqlClient.SqlClient): Effect.Effect<ReadonlyArray<string>, SqlError> =>
   Effect.map(
-    sql<{ readonly name: string }>`
+    StaleRows.decoded(sql`
       SELECT s.relid::regclass::text AS name
       FROM pg_stat_user_tables s JOIN pg_class c ON c.oid = s.relid
       WHERE s.n_mod_since_analyze > 50 + 0.1 * greatest(c.reltuples, 0)
       ORDER BY s.n_mod_since_analyze DESC
-    `,
+    `),
     (rows) => rows.map((row) => row.name)
   )
 

@@ -54,10 +54,11 @@
  * with a round every 60 000 updates they stayed at 3.6 to 3.8 MB from the
  * second round on (six rounds, 122 ms of `VACUUM` in all).
  */
-import { Duration, Effect, type Scope } from "effect"
+import { Duration, Effect, Schema, type Scope } from "effect"
 import type { SqlClient } from "effect/sql"
 import type { SqlError } from "effect/sql/SqlError"
 import { StatementAllowance } from "./EmbeddedSession.ts"
+import { BigIntText, rowsOf } from "./Rows.ts"
 import { forkSupervised } from "./Supervised.ts"
 
 /** How often the tables are compared with the thresholds: autovacuum's naptime. */
@@ -103,6 +104,8 @@ export const AUTOVACUUM: VacuumThresholds = {
   multixactFreezeMaxAge: 400_000_000
 }
 
+const DueRows = rowsOf("pg_stat_all_tables", Schema.Struct({ name: Schema.String, bytes: BigIntText }))
+
 /**
  * The tables past one of the thresholds (see above), the ones past the
  * freeze age first, then the ones with the most dead rows.
@@ -112,7 +115,7 @@ export const dueTables = (
   thresholds: VacuumThresholds = AUTOVACUUM
 ): Effect.Effect<ReadonlyArray<DueTable>, SqlError> =>
   Effect.map(
-    sql<{ readonly name: string; readonly bytes: string | number | bigint }>`
+    DueRows.decoded(sql`
       SELECT c.oid::regclass::text AS name, pg_total_relation_size(c.oid) AS bytes
       FROM pg_class c
       JOIN pg_stat_all_tables s ON s.relid = c.oid
@@ -130,7 +133,7 @@ export const dueTables = (
         )
       ORDER BY greatest(age(c.relfrozenxid), age(t.relfrozenxid)) > ${thresholds.freezeMaxAge} DESC,
         s.n_dead_tup + coalesce(ts.n_dead_tup, 0) DESC
-    `,
+    `),
     (rows) => rows.map((row) => ({ name: row.name, bytes: Number(row.bytes) }))
   )
 

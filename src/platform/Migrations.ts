@@ -1,9 +1,10 @@
 import { NodeServices } from "@effect/platform-node"
 import { PgMigrator } from "@effect/sql-pg"
-import { Data, Effect, Layer, Option, Runtime } from "effect"
+import { Data, Effect, Layer, Option, Runtime, Schema } from "effect"
 import { SqlClient } from "effect/sql"
 import { VERSION } from "../api/Version.ts"
 import { migrations, releaseOf } from "./migrations/index.ts"
+import { rowsOf } from "./Rows.ts"
 
 /**
  * Orders two release versions (`major.minor.patch`) by their numbers:
@@ -20,11 +21,13 @@ export const compareVersions = (a: string, b: string): number => {
 }
 
 /** An applied migration as the database has it: its release, when recorded. */
-export interface AppliedMigration {
-  readonly migration_id: number
-  readonly name: string
-  readonly svc_version: string | null
-}
+const AppliedMigration = Schema.Struct({
+  migration_id: Schema.Number,
+  name: Schema.String,
+  svc_version: Schema.NullOr(Schema.String)
+})
+export type AppliedMigration = typeof AppliedMigration.Type
+const AppliedMigrations = rowsOf("svc_migrations", AppliedMigration)
 
 const keyOf = (migration: AppliedMigration) => `${String(migration.migration_id).padStart(4, "0")}_${migration.name}`
 
@@ -91,11 +94,11 @@ const runAs = (version: string) =>
         yield* sql`SET LOCAL statement_timeout = 0`
         yield* sql`SELECT pg_advisory_xact_lock(${MIGRATIONS_LOCK})`
         const applied = yield* PgMigrator.run({ loader: migrations, table: "svc_migrations" })
-        const migrated = yield* sql<AppliedMigration>`
+        const migrated = yield* AppliedMigrations.decoded(sql`
           SELECT m.migration_id, m.name, s.svc_version
           FROM svc_migrations m LEFT JOIN svc_schema_versions s USING (migration_id)
           ORDER BY m.migration_id
-        `
+        `)
         const refused = refusal(version, migrated)
         if (Option.isSome(refused)) return yield* new SchemaTooNew({ message: refused.value })
         const unrecorded = new Map<string, Array<number>>()

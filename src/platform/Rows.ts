@@ -2,7 +2,8 @@
  * Rows decoded by schemas. A row schema names a table's columns once and
  * decodes them to the domain's shape (timestamps to RFC 3339 strings,
  * snake_case columns to the names the domain uses); queries pass their rows
- * through it instead of asserting a type with `sql<Row>`.
+ * through it instead of asserting a row type on the `sql` tag, so a row
+ * whose shape the database changed fails loudly.
  *
  * A row that does not decode is a defect, not an error a caller could
  * handle: the schema and the table disagree. It dies with the table's name
@@ -10,7 +11,6 @@
  */
 import { Data, Effect, Schema, SchemaTransformation } from "effect"
 import type { SqlError } from "effect/sql/SqlError"
-import { iso } from "./Time.ts"
 
 export class RowDecodeError extends Data.TaggedError("RowDecodeError")<{
   readonly table: string
@@ -25,14 +25,6 @@ export class RowDecodeError extends Data.TaggedError("RowDecodeError")<{
 const Timestamptz = Schema.declare(
   (value: unknown): value is Date | string => value instanceof Date || typeof value === "string",
   { title: "timestamptz" }
-)
-
-/** A `timestamptz` column as the API's RFC 3339 string. */
-export const Timestamp = Timestamptz.pipe(
-  Schema.decodeTo(
-    Schema.String,
-    SchemaTransformation.transform<string, Date | string>({ decode: (value) => iso(value), encode: (text: string) => text })
-  )
 )
 
 /** A `bigint` column (a sequence), which drivers hand over as text. */
@@ -57,6 +49,14 @@ export const Instant = Timestamptz.pipe(
   )
 )
 
+/** A `timestamptz` column as the API's RFC 3339 string. */
+export const Timestamp = Instant.pipe(
+  Schema.decodeTo(
+    Schema.String,
+    SchemaTransformation.transform<string, Date>({ decode: (date) => date.toISOString(), encode: (text: string) => new Date(text) })
+  )
+)
+
 export const InstantOrNull = Schema.NullOr(Instant)
 
 /** A nullable `timestamptz` column. */
@@ -70,18 +70,11 @@ export const TimestampOrNull = Schema.NullOr(Timestamp)
 export const JsonColumn = <S extends Schema.Top>(_schema: S) =>
   Schema.declare((value: unknown): value is S["Type"] => value !== undefined, { title: "jsonb" })
 
-/** Database failures and undecodable rows of `table` as defects. */
-export const orDieRows = (table: string) =>
-<A, R>(effect: Effect.Effect<A, SqlError | Schema.SchemaError, R>): Effect.Effect<A, never, R> =>
-  Effect.catchTags(effect, {
-    SqlError: (error) => Effect.die(error),
-    SchemaError: (error) => Effect.die(new RowDecodeError({ table, detail: error.message }))
-  })
-
 /**
  * Decoders for the rows of one table: `all` for a statement's rows, `one`
  * for its first row or `undefined`, `returned` for the row a statement must
- * return. The services build their statements at the call site from
+ * return (these three die on a database failure too), `decoded` for a
+ * statement's rows with its errors kept. The services build their statements at the call site from
  * fragments (optional filters, keyset bounds, column lists), where
  * `SqlSchema`'s request-schema-first form would only wrap them; the rows
  * are decoded the same way it does (`Schema.decodeUnknownEffect` over the
@@ -89,13 +82,20 @@ export const orDieRows = (table: string) =>
  */
 export const rowsOf = <S extends Schema.Constraint & { readonly DecodingServices: never }>(table: string, row: S) => {
   const decodeAll = Schema.decodeUnknownEffect(Schema.Array(row))
+  /**
+   * The statement's rows, its own errors kept (for callers that act on
+   * them, e.g. a retry or a transaction's rollback); only an undecodable row dies.
+   */
+  const decoded = <E, R>(rows: Effect.Effect<ReadonlyArray<unknown>, E, R>): Effect.Effect<ReadonlyArray<S["Type"]>, E, R> =>
+    Effect.flatMap(rows, (found) =>
+      Effect.catchTag(decodeAll(found), "SchemaError", (error) => Effect.die(new RowDecodeError({ table, detail: error.message }))))
   const all = <R>(rows: Effect.Effect<ReadonlyArray<unknown>, SqlError, R>): Effect.Effect<ReadonlyArray<S["Type"]>, never, R> =>
-    rows.pipe(Effect.flatMap(decodeAll), orDieRows(table))
+    Effect.orDie(decoded(rows))
   const one = <R>(rows: Effect.Effect<ReadonlyArray<unknown>, SqlError, R>): Effect.Effect<S["Type"] | undefined, never, R> =>
     Effect.map(all(Effect.map(rows, (found) => found.slice(0, 1))), (decoded) => decoded[0])
   /** The row a statement must return (an INSERT or UPDATE … RETURNING of a row known to exist); none is a defect. */
   const returned = <R>(rows: Effect.Effect<ReadonlyArray<unknown>, SqlError, R>): Effect.Effect<S["Type"], never, R> =>
     Effect.flatMap(one(rows), (row) =>
       row === undefined ? Effect.die(new RowDecodeError({ table, detail: "the statement returned no row" })) : Effect.succeed(row))
-  return { all, one, returned }
+  return { all, one, returned, decoded }
 }

@@ -10,11 +10,6 @@ import { Cause, Duration, Effect, Schedule, type Scope } from "effect"
 /** Retry a failed round every second until it succeeds. */
 export const everySecond: Schedule.Schedule<unknown, unknown> = Schedule.spaced(Duration.seconds(1))
 
-/** Retry a failed round after 1 s, 2 s, 4 s … up to 30 s between attempts. */
-export const backingOff: Schedule.Schedule<unknown, unknown> = Schedule.exponential(Duration.seconds(1)).pipe(
-  Schedule.modifyDelay(({ duration }) => Effect.succeed(Duration.min(duration, Duration.seconds(30))))
-)
-
 class RoundFailed {
   readonly cause: Cause.Cause<unknown>
   constructor(cause: Cause.Cause<unknown>) {

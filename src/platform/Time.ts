@@ -1,10 +1,13 @@
-import { Effect } from "effect"
+import { Effect, Schema } from "effect"
 import type { SqlClient } from "effect/sql"
+import { Instant, rowsOf } from "./Rows.ts"
 
 /** Database timestamps come back as `Date`; the API speaks RFC 3339 strings. */
 export const iso = (value: Date | string): string => (value instanceof Date ? value : new Date(value)).toISOString()
 
 export const isoOrNull = (value: Date | string | null): string | null => value === null ? null : iso(value)
+
+const NowRows = rowsOf("now()", Schema.Struct({ now: Instant }))
 
 /**
  * The database's clock (epoch ms): `now()`, the start of the current
@@ -14,4 +17,4 @@ export const isoOrNull = (value: Date | string | null): string | null => value =
  * each other, then act on it at the same moment.
  */
 export const databaseNow = (sql: SqlClient.SqlClient) =>
-  sql<{ now: Date }>`SELECT now() AS now`.pipe(Effect.map(([row]) => new Date(row!.now).getTime()))
+  NowRows.decoded(sql`SELECT now() AS now`).pipe(Effect.map(([row]) => row!.now.getTime()))

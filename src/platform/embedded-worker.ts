@@ -21,9 +21,9 @@ interface Options {
   readonly dataDir: string | undefined
 }
 
-export type Request =
+/** What the session asks of the worker. */
+export type Op =
   | {
-    readonly id: number
     readonly op: "query"
     readonly sql: string
     readonly params: ReadonlyArray<unknown>
@@ -32,9 +32,11 @@ export type Request =
     /** Run it as a named prepared statement (`EmbeddedPrepared.ts`). */
     readonly prepare: boolean
   }
-  | { readonly id: number; readonly op: "exec"; readonly sql: string }
-  | { readonly id: number; readonly op: "dump" }
-  | { readonly id: number; readonly op: "stop" }
+  | { readonly op: "exec"; readonly sql: string }
+  | { readonly op: "dump" }
+  | { readonly op: "stop" }
+
+export type Request = Op & { readonly id: number }
 
 export interface Answer {
   readonly id: number

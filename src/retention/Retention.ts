@@ -37,6 +37,7 @@
  */
 import { PgClient } from "@effect/sql-pg"
 import { Duration, Effect, Layer, Schedule } from "effect"
+import type { Statement } from "effect/sql"
 import { IDLE_TIMEOUT_SECONDS } from "../console/ConsoleSessions.ts"
 import * as Deliveries from "../deliveries/records/Retention.ts"
 import { SvcConfig } from "../platform/Config.ts"
@@ -57,6 +58,23 @@ export const retentionRules = Effect.gen(function*() {
   const config = yield* SvcConfig
   const seconds = (d: Duration.Duration) => Duration.toMillis(d) / 1000
   const count = Effect.map((rows: ReadonlyArray<unknown>) => rows.length)
+  /** `now()` less `d`, in SQL. */
+  const ago = (d: Duration.Duration) => sql`now() - make_interval(secs => ${seconds(d)})`
+  /**
+   * Deletes at most a batch of `table`'s rows (found by `key`) that match
+   * `where`, in `order` when given, skipping rows another transaction holds.
+   */
+  const pruneOldest = (table: string, key: "id" | "ctid", where: Statement.Fragment, order?: string) => (batch: number) =>
+    sql`
+      DELETE FROM ${sql.literal(table)} WHERE ${sql.literal(key)} IN (
+        SELECT ${sql.literal(key)} FROM ${sql.literal(table)}
+        WHERE ${where}
+        ${order === undefined ? sql`` : sql`ORDER BY ${sql.literal(order)}`}
+        LIMIT ${batch}
+        FOR UPDATE SKIP LOCKED
+      )
+      RETURNING 1 AS deleted
+    `.pipe(count, Effect.orDie)
   const rules: ReadonlyArray<RetentionRule> = [
     {
       name: "deliveries",
@@ -80,7 +98,7 @@ export const retentionRules = Effect.gen(function*() {
         sql`
           DELETE FROM events WHERE seq IN (
             SELECT e.seq FROM events e
-            WHERE e.dispatched_at < now() - make_interval(secs => ${seconds(config.outboxRetention)})
+            WHERE e.dispatched_at < ${ago(config.outboxRetention)}
               AND NOT EXISTS (SELECT 1 FROM deliveries d WHERE d.event_id = e.id)
             ORDER BY e.dispatched_at
             LIMIT ${batch}
@@ -91,74 +109,35 @@ export const retentionRules = Effect.gen(function*() {
     },
     {
       name: "session events",
-      prune: (batch) =>
-        sql`
-          DELETE FROM session_events WHERE ctid IN (
-            SELECT ctid FROM session_events
-            WHERE created_at < now() - make_interval(secs => ${seconds(config.sessionEventRetention)})
-            ORDER BY created_at
-            LIMIT ${batch}
-            FOR UPDATE SKIP LOCKED
-          )
-          RETURNING 1 AS deleted
-        `.pipe(count, Effect.orDie)
+      prune: pruneOldest("session_events", "ctid", sql`created_at < ${ago(config.sessionEventRetention)}`, "created_at")
     },
     {
       name: "approval stream events",
-      prune: (batch) =>
-        sql`
-          DELETE FROM approval_stream_events WHERE ctid IN (
-            SELECT ctid FROM approval_stream_events
-            WHERE created_at < now() - make_interval(secs => ${seconds(config.sessionEventRetention)})
-            LIMIT ${batch}
-            FOR UPDATE SKIP LOCKED
-          )
-          RETURNING 1 AS deleted
-        `.pipe(count, Effect.orDie)
+      prune: pruneOldest("approval_stream_events", "ctid", sql`created_at < ${ago(config.sessionEventRetention)}`)
     },
     {
       name: "revoked API keys",
-      prune: (batch) =>
-        sql`
-          DELETE FROM api_keys WHERE id IN (
-            SELECT id FROM api_keys
-            WHERE revoked_at < now() - make_interval(secs => ${seconds(config.revokedKeyRetention)})
-            ORDER BY revoked_at
-            LIMIT ${batch}
-            FOR UPDATE SKIP LOCKED
-          )
-          RETURNING 1 AS deleted
-        `.pipe(count, Effect.orDie)
+      prune: pruneOldest("api_keys", "id", sql`revoked_at < ${ago(config.revokedKeyRetention)}`, "revoked_at")
     },
     {
       name: "console sign-in links",
-      prune: (batch) =>
-        sql`
-          DELETE FROM console_links WHERE id IN (
-            SELECT id FROM console_links
-            WHERE least(coalesce(used_at, expires_at), expires_at) < now() - make_interval(secs => ${seconds(config.sessionEventRetention)})
-            LIMIT ${batch}
-            FOR UPDATE SKIP LOCKED
-          )
-          RETURNING 1 AS deleted
-        `.pipe(count, Effect.orDie)
+      prune: pruneOldest(
+        "console_links",
+        "id",
+        sql`least(coalesce(used_at, expires_at), expires_at) < ${ago(config.sessionEventRetention)}`
+      )
     },
     {
       name: "console sessions",
-      prune: (batch) =>
-        sql`
-          DELETE FROM console_sessions WHERE id IN (
-            SELECT id FROM console_sessions
-            WHERE least(
-                coalesce(revoked_at, absolute_expires_at),
-                absolute_expires_at,
-                last_seen_at + make_interval(secs => ${IDLE_TIMEOUT_SECONDS})
-              ) < now() - make_interval(secs => ${seconds(config.sessionEventRetention)})
-            LIMIT ${batch}
-            FOR UPDATE SKIP LOCKED
-          )
-          RETURNING 1 AS deleted
-        `.pipe(count, Effect.orDie)
+      prune: pruneOldest(
+        "console_sessions",
+        "id",
+        sql`least(
+          coalesce(revoked_at, absolute_expires_at),
+          absolute_expires_at,
+          last_seen_at + make_interval(secs => ${IDLE_TIMEOUT_SECONDS})
+        ) < ${ago(config.sessionEventRetention)}`
+      )
     }
   ]
   return rules

@@ -12,8 +12,9 @@
  * breaks in between.
  */
 import { PgClient } from "@effect/sql-pg"
-import { Effect, Layer, Redacted } from "effect"
+import { Effect, Layer, Redacted, Schema } from "effect"
 import { urlHint } from "../outbound/TargetUrl.ts"
+import { rowsOf } from "../platform/Rows.ts"
 import { type OwnerKind, type SecretOwner, SecretStore } from "./SecretStore.ts"
 
 export const endpointUrlOwner = (orgId: string, id: string): SecretOwner => ({ orgId, kind: "notification_endpoint_url", id })
@@ -43,6 +44,8 @@ const hintOf = (url: string): string => {
   }
 }
 
+const UrlRow = Schema.Struct({ id: Schema.String, org_id: Schema.String, url: Schema.String })
+
 const tables: ReadonlyArray<{ readonly table: "notification_endpoints" | "telemetry_destinations"; readonly kind: OwnerKind }> = [
   { table: "notification_endpoints", kind: "notification_endpoint_url" },
   { table: "telemetry_destinations", kind: "telemetry_destination_url" }
@@ -60,9 +63,9 @@ export const sealStoredUrls = Effect.gen(function*() {
   let moved = 0
   for (const { table, kind } of tables) {
     for (;;) {
-      const rows = yield* sql<{ id: string; org_id: string; url: string }>`
+      const rows = yield* rowsOf(table, UrlRow).decoded(sql`
         SELECT id, org_id, url FROM ${sql(table)} WHERE url <> ${SEALED_URL_COLUMN} LIMIT 100
-      `
+      `)
       if (rows.length === 0) break
       for (const row of rows) {
         yield* sql.withTransaction(Effect.gen(function*() {

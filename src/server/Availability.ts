@@ -8,18 +8,12 @@
  * ones that mean "unreachable for now" (`databaseUnavailable`) and turns
  * them into the declared problem. Every other defect stays a 500.
  */
-import { Effect, Layer } from "effect"
-import { HttpEffect, HttpServerResponse } from "effect/http"
+import { Layer } from "effect"
 import { Availability } from "../api/Availability.ts"
 import { ServiceUnavailable } from "../api/Errors.ts"
 
 /** Seconds a client is asked to wait before retrying. */
 export const RETRY_AFTER_SECONDS = 5
-
-/** Adds `Retry-After` to the response of the current request, whatever it becomes. */
-export const retryAfter = HttpEffect.appendPreResponseHandler((_request, response) =>
-  Effect.succeed(HttpServerResponse.setHeader(response, "retry-after", String(RETRY_AFTER_SECONDS)))
-)
 
 /** The problem for an outage, for the client: why, and when to retry (never the driver's text). */
 export const unavailableProblem = (because: string) =>

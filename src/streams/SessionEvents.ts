@@ -13,10 +13,12 @@
 import { Clock, Context, Deferred, Duration, Effect, Layer, Option, Schema, type Scope, Stream } from "effect"
 import type { SqlClient } from "effect/sql"
 import type { SessionEventNames } from "../api/Agents.ts"
-import { rowsOf } from "../platform/Rows.ts"
+import { BigIntText, rowsOf } from "../platform/Rows.ts"
 import { type Broadcast, Wakeups } from "../platform/Wakeups.ts"
 
 export type SessionEventName = typeof SessionEventNames[number]
+
+const SeqRows = rowsOf("agent_sessions", Schema.Struct({ event_seq: BigIntText }))
 
 /**
  * Records a session event. Call inside the transaction of the change it
@@ -27,9 +29,9 @@ export const appendSessionEvent = (
   event: { readonly sessionId: string; readonly orgId: string; readonly name: SessionEventName; readonly data: unknown }
 ) =>
   Effect.gen(function*() {
-    const [bumped] = yield* sql<{ event_seq: string }>`
+    const [bumped] = yield* SeqRows.decoded(sql`
       UPDATE agent_sessions SET event_seq = event_seq + 1 WHERE id = ${event.sessionId} RETURNING event_seq
-    `
+    `)
     yield* sql`
       INSERT INTO session_events (session_id, seq, org_id, name, data)
       VALUES (${event.sessionId}, ${bumped!.event_seq}, ${event.orgId}, ${event.name}, ${JSON.stringify(event.data)})

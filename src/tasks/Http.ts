@@ -1,8 +1,8 @@
 import { Effect } from "effect"
-import { HttpEffect, HttpServerResponse } from "effect/http"
 import { HttpApiBuilder } from "effect/http-api"
 import { Api } from "../api/Api.ts"
 import { CurrentPrincipal } from "../api/Security.ts"
+import { responseHeader } from "../platform/ResponseHeader.ts"
 import { busyRetryAfter } from "./ValidationBusy.ts"
 import { Tasks } from "./Tasks.ts"
 
@@ -20,9 +20,7 @@ export const TasksHandlers = HttpApiBuilder.group(
         Effect.gen(function*() {
           const principal = yield* CurrentPrincipal
           const run = yield* tasks.logRun(principal.orgId, params.task_id, payload)
-          yield* HttpEffect.appendPreResponseHandler((_request, response) =>
-            Effect.succeed(HttpServerResponse.setHeader(response, "x-svc-trace-id", run.trace_id))
-          )
+          yield* responseHeader("x-svc-trace-id", run.trace_id)
           return run
         }),
       listRuns: ({ params, query }) =>

@@ -6,12 +6,12 @@ import { PgClient } from "@effect/sql-pg"
 import { Clock, Context, Effect, Exit, Layer, Option, Schema } from "effect"
 import { AnswerSchemaTooComplex, InvalidRequest, LimitReached, NotFound, type ValidationBusy } from "../api/Errors.ts"
 import { validationBusy } from "./ValidationBusy.ts"
-import { type Dataset, DatasetSummary, Example, Run, Task } from "../api/Tasks.ts"
+import { type CreateTask, type Dataset, DatasetSummary, Example, type LogRun, Run, Task } from "../api/Tasks.ts"
 import { randomTraceId, SecretBox } from "../platform/Crypto.ts"
-import { type CursorMac, type CursorScope, encodeCursor, page, seqBound } from "../platform/Cursor.ts"
+import { type CursorMac, type CursorScope, DEFAULT_PAGE_LIMIT, encodeCursor, keysetPage, page, type PageRequest, seqBound } from "../platform/Cursor.ts"
 import { SvcConfig } from "../platform/Config.ts"
 import { newId } from "../platform/Ids.ts"
-import { countForCap } from "../platform/OrgLimits.ts"
+import { refuseAtCap } from "../platform/OrgLimits.ts"
 import { BigIntText, JsonColumn, rowsOf, Timestamp } from "../platform/Rows.ts"
 import { AnswerSchemas } from "./AnswerSchema.ts"
 
@@ -29,23 +29,34 @@ const ExampleRows = rowsOf("dataset_examples", Schema.Struct({
   feedback_id: Schema.NullOr(Schema.String)
 }))
 
+/** A new task's answer schema, checked by the validation workers; what they refuse, as the API's problems. */
+const checkAnswerSchema = (schemas: AnswerSchemas["Service"], orgId: string, taskId: string, schema: Record<string, Json>) =>
+  schemas.check(orgId, taskId, schema).pipe(
+    Effect.catchTags({
+      SchemaUnusable: (unusable) =>
+        Effect.fail(new InvalidRequest({ field: "answer_schema", detail: `answer_schema is not a valid JSON Schema: ${unusable.message}` })),
+      OverLimit: (over) =>
+        Effect.fail(new AnswerSchemaTooComplex({
+          field: over.field,
+          limit: over.limit,
+          limit_value: over.value,
+          detail: `${over.field} ${over.message} (${over.limit}).`
+        })),
+      ValidationQueueFull: (full) => Effect.fail(validationBusy(full.value, "schema checks"))
+    })
+  )
+
 const withoutSeq = <A extends { readonly seq: string }>({ seq: _, ...rest }: A): Omit<A, "seq"> => rest
 
-export interface PageRequest {
-  readonly limit?: number | undefined
-  readonly cursor?: string | undefined
-}
-
-const DEFAULT_LIMIT = 50
 
 export class Tasks extends Context.Service<Tasks, {
-  readonly create: (orgId: string, input: { readonly name: string; readonly answer_schema: Record<string, Json> }) => Effect.Effect<
+  readonly create: (orgId: string, input: typeof CreateTask.Type) => Effect.Effect<
     Task,
     InvalidRequest | AnswerSchemaTooComplex | ValidationBusy | LimitReached
   >
   readonly list: (orgId: string, request: PageRequest) => Effect.Effect<{ readonly tasks: ReadonlyArray<Task>; readonly next_cursor: string | null }, InvalidRequest>
   readonly get: (orgId: string, taskId: string) => Effect.Effect<Task, NotFound>
-  readonly logRun: (orgId: string, taskId: string, input: { readonly input: Json; readonly answer: Json }) => Effect.Effect<Run, NotFound>
+  readonly logRun: (orgId: string, taskId: string, input: typeof LogRun.Type) => Effect.Effect<Run, NotFound>
   readonly listRuns: (orgId: string, taskId: string, request: PageRequest) => Effect.Effect<{ readonly runs: ReadonlyArray<Run>; readonly next_cursor: string | null }, NotFound | InvalidRequest>
   readonly getRun: (orgId: string, traceId: string) => Effect.Effect<Run, NotFound>
   readonly listDatasets: (orgId: string, taskId: string, request: PageRequest) => Effect.Effect<{ readonly datasets: ReadonlyArray<DatasetSummary>; readonly next_cursor: string | null }, NotFound | InvalidRequest>
@@ -62,35 +73,17 @@ export class Tasks extends Context.Service<Tasks, {
 
       const create = Effect.fn("Tasks.create")(function*(
         orgId: string,
-        input: { readonly name: string; readonly answer_schema: Record<string, Json> }
+        input: typeof CreateTask.Type
       ) {
         const id = newId()
-        yield* schemas.check(orgId, id, input.answer_schema).pipe(
-          Effect.catchTags({
-            SchemaUnusable: (unusable) =>
-              Effect.fail(new InvalidRequest({
-                field: "answer_schema",
-                detail: `answer_schema is not a valid JSON Schema: ${unusable.message}`
-              })),
-            OverLimit: (over) =>
-              Effect.fail(new AnswerSchemaTooComplex({
-                field: over.field,
-                limit: over.limit,
-                limit_value: over.value,
-                detail: `${over.field} ${over.message} (${over.limit}).`
-              })),
-            ValidationQueueFull: (full) => Effect.fail(validationBusy(full.value, "schema checks"))
-          })
-        )
+        yield* checkAnswerSchema(schemas, orgId, id, input.answer_schema)
         const row = yield* sql.withTransaction(Effect.gen(function*() {
-          if ((yield* countForCap(sql, orgId, "tasks", config.maxTasksPerOrg)) >= config.maxTasksPerOrg) {
-            return yield* new LimitReached({
-              limit: "SVC_MAX_TASKS_PER_ORG",
-              limit_value: config.maxTasksPerOrg,
-              detail: `The organization already has ${config.maxTasksPerOrg} tasks, the most allowed (SVC_MAX_TASKS_PER_ORG).`
-            })
-          }
-          const task = yield* TaskRows.one(sql`
+          yield* refuseAtCap(sql, orgId, "tasks", {
+            value: config.maxTasksPerOrg,
+            limit: "SVC_MAX_TASKS_PER_ORG",
+            detail: `The organization already has ${config.maxTasksPerOrg} tasks, the most allowed (SVC_MAX_TASKS_PER_ORG).`
+          })
+          const task = yield* TaskRows.returned(sql`
             INSERT INTO tasks (id, org_id, name, answer_schema)
             VALUES (${id}, ${orgId}, ${input.name}, ${sql.json(input.answer_schema)})
             RETURNING id, seq, name, answer_schema, created_at
@@ -100,22 +93,18 @@ export class Tasks extends Context.Service<Tasks, {
             INSERT INTO datasets (id, org_id, task_id, version, example_count, lineage_id)
             VALUES (${datasetId}, ${orgId}, ${id}, 1, 0, ${datasetId})
           `
-          if (task === undefined) return yield* Effect.die(new Error("INSERT INTO tasks returned no row"))
           return task
         })).pipe(Effect.catchTag("SqlError", Effect.die))
         return withoutSeq(row)
       })
 
       const list = Effect.fn("Tasks.list")(function*(orgId: string, request: PageRequest) {
-        const limit = request.limit ?? DEFAULT_LIMIT
-        const scope: CursorScope = { orgId, list: "tasks" }
-        const below = yield* seqBound(mac, scope, request.cursor)
-        const rows = yield* TaskRows.all(sql`
-          SELECT id, seq, name, answer_schema, created_at FROM tasks
-          WHERE org_id = ${orgId} ${Option.isSome(below) ? sql`AND seq < ${below.value}` : sql``}
-          ORDER BY seq DESC LIMIT ${limit + 1}
-        `)
-        const { items, next_cursor } = page(rows, limit, (seq) => encodeCursor(mac, scope, seq))
+        const { items, next_cursor } = yield* keysetPage(mac, { orgId, list: "tasks" }, request, (below, rows) =>
+          TaskRows.all(sql`
+            SELECT id, seq, name, answer_schema, created_at FROM tasks
+            WHERE org_id = ${orgId} ${Option.isSome(below) ? sql`AND seq < ${below.value}` : sql``}
+            ORDER BY seq DESC LIMIT ${rows}
+          `))
         return { tasks: items.map(withoutSeq), next_cursor }
       })
 
@@ -131,7 +120,7 @@ export class Tasks extends Context.Service<Tasks, {
       const logRun = Effect.fnUntraced(function*(
         orgId: string,
         taskId: string,
-        input: { readonly input: Json; readonly answer: Json }
+        input: typeof LogRun.Type
       ) {
         // The run is a trace of its own: its span's trace id is the run's
         // trace_id (the feedback `inference_log_id`), and the request span
@@ -161,16 +150,13 @@ export class Tasks extends Context.Service<Tasks, {
 
       const listRuns = Effect.fn("Tasks.listRuns")(function*(orgId: string, taskId: string, request: PageRequest) {
         yield* get(orgId, taskId)
-        const limit = request.limit ?? DEFAULT_LIMIT
-        const scope: CursorScope = { orgId, list: "runs", filters: [taskId] }
-        const below = yield* seqBound(mac, scope, request.cursor)
-        const rows = yield* RunRows.all(sql`
-          SELECT trace_id, seq, task_id, input, answer, created_at FROM runs
-          WHERE task_id = ${taskId} AND org_id = ${orgId}
-          ${Option.isSome(below) ? sql`AND seq < ${below.value}` : sql``}
-          ORDER BY seq DESC LIMIT ${limit + 1}
-        `)
-        const { items, next_cursor } = page(rows, limit, (seq) => encodeCursor(mac, scope, seq))
+        const { items, next_cursor } = yield* keysetPage(mac, { orgId, list: "runs", filters: [taskId] }, request, (below, rows) =>
+          RunRows.all(sql`
+            SELECT trace_id, seq, task_id, input, answer, created_at FROM runs
+            WHERE task_id = ${taskId} AND org_id = ${orgId}
+            ${Option.isSome(below) ? sql`AND seq < ${below.value}` : sql``}
+            ORDER BY seq DESC LIMIT ${rows}
+          `))
         return { runs: items.map(withoutSeq), next_cursor }
       })
 
@@ -186,24 +172,23 @@ export class Tasks extends Context.Service<Tasks, {
       // Oldest first: a cursor holds the last version of its page, and the
       // next page starts above it (versions only ever get added above).
       const listDatasets = Effect.fn("Tasks.listDatasets")(function*(orgId: string, taskId: string, request: PageRequest) {
-        const limit = request.limit ?? DEFAULT_LIMIT
-        const scope: CursorScope = { orgId, list: "datasets", filters: [taskId] }
-        const after = yield* seqBound(mac, scope, request.cursor)
-        yield* get(orgId, taskId)
-        const rows = yield* DatasetRows.all(sql`
-          SELECT id, task_id, version, example_count, created_at FROM datasets
-          WHERE task_id = ${taskId} AND org_id = ${orgId}
-          ${Option.isSome(after) ? sql`AND version > ${Number(after.value)}` : sql``}
-          ORDER BY version LIMIT ${limit + 1}
-        `)
-        const { items, next_cursor } = page(rows.map((row) => ({ ...row, seq: row.version })), limit, (seq) => encodeCursor(mac, scope, seq))
+        const { items, next_cursor } = yield* keysetPage(mac, { orgId, list: "datasets", filters: [taskId] }, request, (after, rows) =>
+          Effect.andThen(
+            get(orgId, taskId),
+            DatasetRows.all(sql`
+              SELECT id, task_id, version, example_count, created_at FROM datasets
+              WHERE task_id = ${taskId} AND org_id = ${orgId}
+              ${Option.isSome(after) ? sql`AND version > ${Number(after.value)}` : sql``}
+              ORDER BY version LIMIT ${rows}
+            `).pipe(Effect.map((found) => found.map((row) => ({ ...row, seq: row.version }))))
+          ))
         return { datasets: items.map(({ seq: _, ...summary }) => summary), next_cursor }
       })
 
       // A version's examples are its line's rows below its count (migration
       // 0630): one index range per page, whatever the version's size.
       const getDataset = Effect.fn("Tasks.getDataset")(function*(orgId: string, datasetId: string, request: PageRequest) {
-        const limit = request.limit ?? DEFAULT_LIMIT
+        const limit = request.limit ?? DEFAULT_PAGE_LIMIT
         const scope: CursorScope = { orgId, list: "dataset_examples", filters: [datasetId] }
         const after = yield* seqBound(mac, scope, request.cursor)
         const row = yield* VersionRows.one(sql`
@@ -221,11 +206,7 @@ export class Tasks extends Context.Service<Tasks, {
         const { lineage_id: _, ...summary } = row
         return {
           ...summary,
-          examples: items.map((example) =>
-            example.feedback_id === null
-              ? { input: example.input, answer: example.answer }
-              : { input: example.input, answer: example.answer, feedback_id: example.feedback_id }
-          ),
+          examples: items.map(({ seq: _, feedback_id, ...example }) => feedback_id === null ? example : { ...example, feedback_id }),
           next_cursor
         }
       })

@@ -1,15 +1,12 @@
 /** The answer of a refused admission to the validation workers: `429 VALIDATION_BUSY` with `Retry-After`. */
-import { Effect } from "effect"
-import { HttpEffect, HttpServerResponse } from "effect/http"
 import { ValidationBusy } from "../api/Errors.ts"
+import { responseHeader } from "../platform/ResponseHeader.ts"
 
 /** Seconds a refused client is asked to wait: a check takes milliseconds, so the queue moves within one. */
 export const VALIDATION_RETRY_AFTER_SECONDS = 1
 
 /** Adds `Retry-After` to the answer of the current request. */
-export const busyRetryAfter = HttpEffect.appendPreResponseHandler((_request, response) =>
-  Effect.succeed(HttpServerResponse.setHeader(response, "retry-after", String(VALIDATION_RETRY_AFTER_SECONDS)))
-)
+export const busyRetryAfter = responseHeader("retry-after", String(VALIDATION_RETRY_AFTER_SECONDS))
 
 /** The `429 VALIDATION_BUSY` problem for the validation queue of `capacity` (send it with `busyRetryAfter`). */
 export const validationBusy = (capacity: number, what: string) =>

@@ -48,15 +48,6 @@ export const compress = (json: string): StoredBody => {
   return { gzipped: new Uint8Array(gzipSync(raw)), bytes: raw.length }
 }
 
-/** `compress` on libuv's thread pool, so a large batch does not hold the event loop (and requests) up. */
-export const compressAsync = (json: string): Effect.Effect<StoredBody> =>
-  Effect.callback<StoredBody>((resume) => {
-    const raw = Buffer.from(json, "utf8")
-    gzip(raw, (error, out) => {
-      resume(error === null ? Effect.succeed({ gzipped: new Uint8Array(out), bytes: raw.length }) : Effect.die(error))
-    })
-  })
-
 /**
  * A batch's request body (written span by span as they were captured, see
  * `SpanBuffers`) gzipped on libuv's thread pool, after which its buffer is

@@ -77,6 +77,31 @@ export const toDeliveryRecord = (delivery: Delivery, clean: (text: string) => st
 /** The sealing context of a destination's batches: a sealed batch copied to another destination does not open. */
 export const batchContext = (destinationId: string) => `telemetry_batch:${destinationId}`
 
+/** The problem of refused collector headers: the one at fault, or each of them. */
+const headersRefused = (verdict: Extract<ReturnType<typeof checkHeaders>, { _tag: "Refused" }>) =>
+  new InvalidHeaders({
+    field: verdict.field,
+    errors: verdict.problems,
+    detail: verdict.problems.length === 1
+      ? `${verdict.field}: ${verdict.message}.`
+      : `${verdict.problems.length} headers are refused: ${verdict.problems.map((p) => `${p.field} (${p.message})`).join("; ")}.`
+  })
+
+/** The span a destination's test sends, at `now` (Unix nanoseconds). */
+const testSpan = (orgId: string, id: string, now: bigint): OtlpSpan => ({
+  traceId: randomHex(16),
+  spanId: randomHex(8),
+  name: "svc.telemetry.test",
+  kind: SpanKind.internal,
+  startTimeUnixNano: now.toString(),
+  endTimeUnixNano: now.toString(),
+  attributes: [
+    { key: "svc.org_id", value: { stringValue: orgId } },
+    { key: "svc.telemetry_destination_id", value: { stringValue: id } }
+  ],
+  status: { code: StatusCode.Unset }
+})
+
 export class TelemetryDestinations extends Context.Service<TelemetryDestinations, {
   readonly create: (
     orgId: string,
@@ -130,15 +155,7 @@ export class TelemetryDestinations extends Context.Service<TelemetryDestinations
         input: DestinationInput
       ) {
         const verdict = checkHeaders(input.headers ?? {})
-        if (verdict._tag === "Refused") {
-          return yield* new InvalidHeaders({
-            field: verdict.field,
-            errors: verdict.problems,
-            detail: verdict.problems.length === 1
-              ? `${verdict.field}: ${verdict.message}.`
-              : `${verdict.problems.length} headers are refused: ${verdict.problems.map((p) => `${p.field} (${p.message})`).join("; ")}.`
-          })
-        }
+        if (verdict._tag === "Refused") return yield* headersRefused(verdict)
         const checked = yield* outbound.check(input.url, orgId).pipe(
           Effect.mapError((unsafe) => new InvalidUrl({ field: "url", detail: `url: ${unsafe.message}.` }))
         )
@@ -186,20 +203,7 @@ export class TelemetryDestinations extends Context.Service<TelemetryDestinations
       const test = Effect.fn("TelemetryDestinations.test")(function*(orgId: string, id: string) {
         const row = yield* find(orgId, id)
         const target = yield* targetOf(row)
-        const now = BigInt(yield* Clock.currentTimeMillis) * 1_000_000n
-        const span: OtlpSpan = {
-          traceId: randomHex(16),
-          spanId: randomHex(8),
-          name: "svc.telemetry.test",
-          kind: SpanKind.internal,
-          startTimeUnixNano: now.toString(),
-          endTimeUnixNano: now.toString(),
-          attributes: [
-            { key: "svc.org_id", value: { stringValue: orgId } },
-            { key: "svc.telemetry_destination_id", value: { stringValue: id } }
-          ],
-          status: { code: StatusCode.Unset }
-        }
+        const span = testSpan(orgId, id, BigInt(yield* Clock.currentTimeMillis) * 1_000_000n)
         const body = compress(encodeRequest([span], serviceResource()))
         const { result } = yield* exportBody(target, body, 1).pipe(Effect.provideService(OutboundHttp, outbound))
         switch (result._tag) {

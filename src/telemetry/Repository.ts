@@ -24,6 +24,7 @@ const DestinationColumns = Schema.Struct({
 export type DestinationRow = typeof DestinationColumns.Type
 const DestinationRows = rowsOf("telemetry_destinations", DestinationColumns)
 const ActiveRows = rowsOf("telemetry_destinations", Schema.Struct({ id: Schema.String, org_id: Schema.String }))
+const IdRows = rowsOf("telemetry_destinations", Schema.Struct({ id: Schema.String }))
 
 const COLUMNS = "id, org_id, url, url_hint, protocol, compression, created_at, last_delivered_at, last_error, dropped_spans"
 
@@ -90,9 +91,9 @@ export class DestinationsRepo extends Context.Service<DestinationsRepo, {
             SELECT ${sql.literal(COLUMNS)} FROM telemetry_destinations WHERE id = ${id}
           `).pipe(Effect.map(one)),
         remove: (orgId, id) =>
-          sql<{ id: string }>`
+          IdRows.all(sql`
             DELETE FROM telemetry_destinations WHERE id = ${id} AND org_id = ${orgId} RETURNING id
-          `.pipe(Effect.map((rows) => rows.length > 0), Effect.orDie),
+          `).pipe(Effect.map((rows) => rows.length > 0)),
         active: () => ActiveRows.all(sql`SELECT id, org_id FROM telemetry_destinations`),
         whileExists: (id, effect, touch) =>
           sql.withTransaction(Effect.gen(function*() {

@@ -35,4 +35,19 @@ describe("rows decoded by schemas", () => {
         assert.include((defect as RowDecodeError).message, "id")
       }
     }))
+
+  it.effect("rows read with the statement's errors kept: the errors pass through, a changed row shape still dies", () =>
+    Effect.gen(function*() {
+      const Due = rowsOf("pg_control_checkpoint()", Schema.Struct({ due: Schema.Boolean }))
+      assert.deepStrictEqual(yield* Due.decoded(Effect.succeed([{ due: true }])), [{ due: true }])
+      assert.strictEqual(yield* Effect.flip(Due.decoded(Effect.fail("statement failed"))), "statement failed")
+      // The column came back as text, say after a migration changed its type.
+      const exit = yield* Effect.exit(Due.decoded(Effect.succeed([{ due: "t" }])))
+      assert.isTrue(Exit.isFailure(exit))
+      if (Exit.isFailure(exit)) {
+        const defect = Cause.squash(exit.cause)
+        assert.instanceOf(defect, RowDecodeError)
+        assert.include((defect as RowDecodeError).message, "table pg_control_checkpoint()")
+      }
+    }))
 })

@@ -1,0 +1,121 @@
+/**
+ * An approval's rows with their deadline state, and the firing of a due
+ * deadline: the expiring notice and the escalation move the review window;
+ * the final deadline expires the approval and applies its timeout action
+ * to the step. Each writes its lifecycle event to the outbox in the
+ * transaction that claimed the row.
+ */
+import { Effect, Option, Schema } from "effect"
+import type { SqlClient, SqlError } from "effect/sql"
+import type { ApprovalEventType } from "../api/Approvals.ts"
+import { InstantOrNull, rowsOf } from "../platform/Rows.ts"
+import { databaseNow } from "../platform/Time.ts"
+import { appendSessionEvent } from "../streams/SessionEvents.ts"
+import { type DeadlineState, type DueKind, fire, nextDue } from "./Deadlines.ts"
+import { ApprovalColumns, type ApprovalRow, makeApprovalEvent, snapshotOf, writeToOutbox } from "./Events.ts"
+import { appendApprovalStream, type StreamEntry } from "./OrgStream.ts"
+
+/** An `approvals` row with its deadline state. */
+export const ApprovalRows = rowsOf("approvals", Schema.Struct({
+  ...ApprovalColumns.fields,
+  expiring_at: InstantOrNull,
+  escalation_seconds: Schema.NullOr(Schema.Number),
+  expiring_sent: Schema.Boolean,
+  escalated: Schema.Boolean,
+  next_due_kind: Schema.NullOr(Schema.Literals(["expiring", "escalate", "expire"]))
+}))
+export type FullApprovalRow = NonNullable<Effect.Success<ReturnType<typeof ApprovalRows.one>>>
+
+export const APPROVAL_COLUMNS =
+  "id, org_id, session_id, step_id, task_id, status, deadline_at, expires_at, timeout_action, decided_at, decided_by, decision_reason, expiring_at, escalation_seconds, expiring_sent, escalated, next_due_kind"
+
+const stateOf = (row: FullApprovalRow): DeadlineState => ({
+  deadlineAt: row.deadline_at.getTime(),
+  expiresAt: row.expires_at.getTime(),
+  expiringAt: row.expiring_at === null ? null : row.expiring_at.getTime(),
+  escalationSeconds: row.escalation_seconds,
+  expiringSent: row.expiring_sent,
+  escalated: row.escalated
+})
+
+export const isoMs = (ms: number) => new Date(ms).toISOString()
+
+/** Writes the webhook event; `log` collects it for the organization's approval stream (appended last). */
+export const emit = (sql: SqlClient.SqlClient, type: ApprovalEventType, row: ApprovalRow, at: number, log?: Array<StreamEntry>) =>
+  Effect.andThen(
+    Effect.sync(() => log?.push({ type, approvalId: row.id })),
+    writeToOutbox(sql, makeApprovalEvent(type, row.org_id, snapshotOf(row), new Date(at)))
+  )
+
+/** Applies the due deadline of a claimed row (inside the claiming transaction; the service names its span). */
+export const fireDeadline = Effect.fnUntraced(function*(
+  sql: SqlClient.SqlClient,
+  row: FullApprovalRow,
+  now: number,
+  log: Array<StreamEntry>
+) {
+  yield* Effect.annotateCurrentSpan({ "svc.org_id": row.org_id, "svc.approval_id": row.id })
+  const state = stateOf(row)
+  const due = nextDue(state)
+  yield* Effect.annotateCurrentSpan({ "svc.deadline": due.kind })
+  if (due.kind === "expire") {
+    const expired = yield* ApprovalRows.returned(sql`
+      UPDATE approvals SET status = 'expired', next_due_at = NULL, next_due_kind = NULL
+      WHERE id = ${row.id} RETURNING ${sql.literal(APPROVAL_COLUMNS)}
+    `)
+    yield* sql`
+      UPDATE agent_steps SET resolution = ${row.timeout_action} WHERE session_id = ${row.session_id} AND step_id = ${row.step_id}
+    `
+    yield* emit(sql, "approval.expired", expired, now, log)
+    yield* appendSessionEvent(sql, {
+      sessionId: row.session_id,
+      orgId: row.org_id,
+      name: "approval:expired",
+      data: {
+        approval_id: row.id,
+        step_id: row.step_id,
+        timeout_action: row.timeout_action,
+        resolution: row.timeout_action,
+        expired_at: isoMs(now)
+      }
+    })
+    return { sessionId: row.session_id as string | null }
+  }
+  const after = fire(state, due.kind)
+  const next = nextDue(after)
+  const updated = yield* ApprovalRows.returned(sql`
+    UPDATE approvals SET expiring_sent = ${after.expiringSent}, escalated = ${after.escalated},
+      deadline_at = ${isoMs(after.deadlineAt)}::timestamptz,
+      next_due_at = ${isoMs(next.at)}::timestamptz, next_due_kind = ${next.kind}
+    WHERE id = ${row.id} RETURNING ${sql.literal(APPROVAL_COLUMNS)}
+  `)
+  yield* emit(sql, due.kind === "expiring" ? "approval.expiring" : "approval.escalated", updated, now, log)
+  return { sessionId: null }
+})
+
+/**
+ * Claims the most overdue deadline of any organization (skipping rows
+ * another process holds) and fires it with `fire` (`fireDeadline` in the
+ * service's span), in one transaction; what fired, or none when nothing is due.
+ */
+export const fireMostOverdue = (
+  sql: SqlClient.SqlClient,
+  fire: (row: FullApprovalRow, now: number, log: Array<StreamEntry>) => Effect.Effect<{ readonly sessionId: string | null }, SqlError.SqlError>
+) =>
+  sql.withTransaction(Effect.gen(function*() {
+    const row = yield* ApprovalRows.one(sql`
+      SELECT ${sql.literal(APPROVAL_COLUMNS)} FROM approvals
+      WHERE next_due_at <= now() AND status = 'pending'
+      ORDER BY next_due_at LIMIT 1
+      FOR UPDATE SKIP LOCKED
+    `)
+    if (row === undefined) {
+      return Option.none<{ sessionId: string | null; orgId: string; kind: DueKind; dueAt: number; now: number }>()
+    }
+    const due = nextDue(stateOf(row))
+    const now = yield* databaseNow(sql)
+    const log: Array<StreamEntry> = []
+    const fired = yield* fire(row, now, log)
+    yield* appendApprovalStream(sql, row.org_id, log)
+    return Option.some({ ...fired, orgId: row.org_id, kind: due.kind, dueAt: due.at, now })
+  })).pipe(Effect.orDie)

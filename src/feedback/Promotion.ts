@@ -1,0 +1,178 @@
+/**
+ * Promotion of a task's staged corrections into its next dataset version,
+ * and the preview a reviewer promotes from.
+ *
+ * The revision of a task's staged set is a digest of the staged ids. A
+ * correction only leaves `staged` by being promoted, and promotion also
+ * creates a new dataset version, so together with `base_dataset_id` the
+ * digest can never come back to an earlier value meaning something else.
+ */
+import { Effect, Option, Schema } from "effect"
+import { SqlError, type SqlClient } from "effect/sql"
+import { DatasetBaseChanged, FeedbackChanged, NothingStaged, type Promote } from "../api/Feedback.ts"
+import { LimitReached, NotFound, RateLimited } from "../api/Errors.ts"
+import type { SvcConfigShape } from "../platform/Config.ts"
+import { type SecretBox, sha256Hex } from "../platform/Crypto.ts"
+import { type CursorScope, encodeCursor, type PageRequest, page, seqBound } from "../platform/Cursor.ts"
+import { newId } from "../platform/Ids.ts"
+import { BigIntText, rowsOf } from "../platform/Rows.ts"
+import { COLUMNS, FeedbackRows, toItem } from "./Items.ts"
+
+/** The revision of a staged set: a digest of its ids (order-independent). */
+const revisionOf = (ids: ReadonlyArray<string>) => sha256Hex([...ids].sort().join(",")).slice(0, 32)
+
+const TaskRows = rowsOf("tasks", Schema.Struct({ id: Schema.String }))
+const DatasetRows = rowsOf("datasets", Schema.Struct({
+  id: Schema.String,
+  version: Schema.Number,
+  example_count: Schema.Number,
+  lineage_id: Schema.String
+}))
+const IdRows = rowsOf("feedback", Schema.Struct({ id: Schema.String }))
+const WaitRows = rowsOf("org_rate_limits", Schema.Struct({ seconds: BigIntText }))
+
+export const makePromotion = (sql: SqlClient.SqlClient, box: SecretBox["Service"], config: SvcConfigShape) => {
+  const currentDataset = (orgId: string, taskId: string, lock: boolean) =>
+    Effect.gen(function*() {
+      // Locking the task row serializes promotions of one task.
+      const task = yield* TaskRows.one(lock
+        ? sql`SELECT id FROM tasks WHERE id = ${taskId} AND org_id = ${orgId} FOR UPDATE`
+        : sql`SELECT id FROM tasks WHERE id = ${taskId} AND org_id = ${orgId}`)
+      if (task === undefined) return Option.none()
+      const dataset = yield* DatasetRows.one(sql`
+        SELECT id, version, example_count, lineage_id FROM datasets WHERE task_id = ${taskId} ORDER BY version DESC LIMIT 1
+      `)
+      return Option.fromUndefinedOr(dataset)
+    })
+
+  /** The ids of the task's staged corrections, oldest first (locked, for a promote). */
+  const stagedIds = (orgId: string, taskId: string, lock: boolean) =>
+    IdRows.all(sql`
+      SELECT id FROM feedback
+      WHERE task_id = ${taskId} AND org_id = ${orgId} AND status = 'staged' ORDER BY seq
+      ${lock ? sql`FOR UPDATE` : sql``}
+    `).pipe(Effect.map((rows) => rows.map((row) => row.id)))
+
+  const preview = Effect.fnUntraced(function*(orgId: string, taskId: string, request: PageRequest) {
+    yield* Effect.annotateCurrentSpan({ "svc.task_id": taskId })
+    const limit = request.limit ?? 50
+    const scope: CursorScope = { orgId, list: "promote_preview", filters: [taskId] }
+    const mac = (message: string) => box.mac("cursor", message)
+    const after = yield* seqBound(mac, scope, request.cursor)
+    // One snapshot: the page, the count and the revision describe the same staged set.
+    const [dataset, ids, rows] = yield* sql.withTransaction(
+      sql`SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY`.pipe(
+        Effect.andThen(Effect.all([
+          currentDataset(orgId, taskId, false),
+          stagedIds(orgId, taskId, false),
+          FeedbackRows.all(sql`
+            SELECT ${sql.unsafe(COLUMNS)} FROM feedback
+            WHERE task_id = ${taskId} AND org_id = ${orgId} AND status = 'staged'
+            ${Option.isSome(after) ? sql`AND seq > ${after.value}` : sql``}
+            ORDER BY seq LIMIT ${limit + 1}`)
+        ]))
+      )
+    ).pipe(Effect.orDie)
+    if (Option.isNone(dataset)) return yield* new NotFound({ detail: "No such task." })
+    const { items, next_cursor } = page(rows, limit, (seq) => encodeCursor(mac, scope, seq))
+    return {
+      base_dataset_id: dataset.value.id,
+      expected_feedback_revision: revisionOf(ids),
+      staged: items.map(toItem),
+      staged_count: ids.length,
+      next_cursor
+    }
+  })
+
+  // The promote rate, claimed from the database so that every process
+  // shares it: a generic cell rate (GCRA) per organization. `tat` is
+  // when the organization's allowance is next fully spent; a promote
+  // moves it one interval (a minute / the limit) later, and is allowed
+  // while that stays within a minute of now. Bursts up to the limit,
+  // then one per interval. The database's clock decides.
+  const promoteIntervalMs = 60_000 / config.maxPromotesPerMinute
+  const claimPromote = (orgId: string) =>
+    Effect.gen(function*() {
+      const interval = `${promoteIntervalMs} milliseconds`
+      const claimed = yield* sql`
+        INSERT INTO org_rate_limits AS r (org_id, name, tat)
+        VALUES (${orgId}, 'promote', now() + ${interval}::interval)
+        ON CONFLICT (org_id, name) DO UPDATE
+          SET tat = greatest(r.tat, now()) + ${interval}::interval
+          WHERE greatest(r.tat, now()) + ${interval}::interval <= now() + interval '1 minute'
+        RETURNING 1
+      `
+      if (claimed.length > 0) return
+      const [wait] = yield* WaitRows.decoded(sql`
+        SELECT ceil(extract(epoch FROM greatest(tat, now()) + ${interval}::interval - now() - interval '1 minute'))::int AS seconds
+        FROM org_rate_limits WHERE org_id = ${orgId} AND name = 'promote'
+      `)
+      const seconds = Math.max(1, Number(wait?.seconds ?? 1))
+      return yield* new RateLimited({
+        limit: "SVC_MAX_PROMOTES_PER_MINUTE",
+        limit_value: config.maxPromotesPerMinute,
+        retry_after_seconds: seconds,
+        detail: `The organization promoted ${config.maxPromotesPerMinute} times within a minute, the most allowed (SVC_MAX_PROMOTES_PER_MINUTE); retry in ${seconds} s.`
+      })
+    })
+
+  const promote = Effect.fnUntraced(function*(orgId: string, taskId: string, input: typeof Promote.Type) {
+    yield* Effect.annotateCurrentSpan({ "svc.task_id": taskId })
+    const result = yield* sql.withTransaction(Effect.gen(function*() {
+      const dataset = yield* currentDataset(orgId, taskId, true)
+      if (Option.isNone(dataset)) return yield* new NotFound({ detail: "No such task." })
+      const base = dataset.value
+      if (base.id !== input.base_dataset_id) {
+        return yield* new DatasetBaseChanged({
+          current_base_dataset_id: base.id,
+          detail: "The task has a newer dataset version than the previewed one; preview again and review."
+        })
+      }
+      const ids = yield* stagedIds(orgId, taskId, true)
+      if (ids.length === 0) {
+        return yield* new NothingStaged({ detail: "Stage corrections before promoting them." })
+      }
+      if (revisionOf(ids) !== input.expected_feedback_revision) {
+        return yield* new FeedbackChanged({
+          detail: "The staged corrections changed since the preview; preview again and review."
+        })
+      }
+      const count = base.example_count + ids.length
+      if (count > config.maxExamplesPerDataset) {
+        return yield* new LimitReached({
+          limit: "SVC_MAX_EXAMPLES_PER_DATASET",
+          limit_value: config.maxExamplesPerDataset,
+          detail: `The new version would have ${count} examples, more than the ${config.maxExamplesPerDataset} allowed (SVC_MAX_EXAMPLES_PER_DATASET); nothing was promoted.`
+        })
+      }
+      yield* claimPromote(orgId)
+      const datasetId = newId()
+      const version = base.version + 1
+      // By reference (migration 0630): the new version is its base's line
+      // plus the staged rows appended to it. Nothing earlier is copied.
+      yield* sql`
+        INSERT INTO datasets (id, org_id, task_id, version, example_count, lineage_id)
+        VALUES (${datasetId}, ${orgId}, ${taskId}, ${version}, ${count}, ${base.lineage_id})
+      `
+      const inserted = yield* sql`
+        WITH promoted AS (
+          UPDATE feedback SET status = 'promoted', promoted_dataset_id = ${datasetId}, updated_at = now()
+          WHERE id = ANY(string_to_array(${ids.join(",")}, ',')::uuid[]) AND status = 'staged'
+          RETURNING id, seq, inference_log_id, correction
+        )
+        INSERT INTO dataset_examples (lineage_id, position, dataset_id, input, answer, feedback_id)
+        SELECT ${base.lineage_id}, ${base.example_count} + (row_number() OVER (ORDER BY p.seq))::int - 1, ${datasetId}, r.input, p.correction, p.id
+        FROM promoted p JOIN runs r ON r.trace_id = p.inference_log_id
+        RETURNING 1
+      `
+      if (inserted.length !== ids.length) {
+        return yield* Effect.die(new Error(`promote appended ${inserted.length} examples for ${ids.length} locked staged corrections`))
+      }
+      return { dataset_id: datasetId, version, promoted_count: ids.length }
+    })).pipe(Effect.catch((error) => SqlError.isSqlError(error) ? Effect.die(error) : Effect.fail(error)))
+    yield* Effect.annotateCurrentSpan({ "svc.dataset_id": result.dataset_id, "svc.promoted_count": result.promoted_count })
+    return result
+  })
+
+  return { preview, promote }
+}
