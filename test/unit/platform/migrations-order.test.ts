@@ -65,7 +65,7 @@ describe("a build refuses a database that belongs to a later svc", () => {
   it("a migration recorded for a later svc: one line naming both versions and that migration", () => {
     assert.deepStrictEqual(
       refusal("0.1.0", known),
-      Option.some(`svc 0.1.0 cannot start: the database schema belongs to svc ${VERSION} (migration 0680_schema_versions); upgrade svc or use a database of this version`)
+      Option.some(`svc 0.1.0 cannot start: the database schema belongs to svc ${VERSION} (migration ${[...releaseOf].filter(([, release]) => release === VERSION).at(-1)![0]}); upgrade svc or use a database of this version`)
     )
     const later = [...known, applied("9990_next", "0.10.0"), applied("9991_next_patch", "0.10.1"), applied("9992_old_record", "0.9.9")]
     assert.include(Option.getOrThrow(refusal("0.9.0", later)), "belongs to svc 0.10.1 (migration 9991_next_patch)")
