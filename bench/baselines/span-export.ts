@@ -116,7 +116,7 @@ const svc = async () => {
   const orgId: string = await runtime.runPromise(Effect.gen(function*() {
     const identity: any = yield* Identity
     const org = yield* identity.createOrg("bench")
-    yield* ((yield* TelemetryDestinations) as any).create(org.id, { url: SINK_URL })
+    yield* ((yield* TelemetryDestinations) as any).create(org.id, { url: SINK_URL, compression: "gzip" })
     return org.id as string
   }) as any) as string
   serve({

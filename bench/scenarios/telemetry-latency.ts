@@ -40,7 +40,7 @@ export default async (context: BenchContext): Promise<ScenarioResult> => {
         for (let i = 0; i < 3; i++) await svc.api(key, "POST", "/v1/tasks", { name: `task-${i}`, answer_schema: { type: "object" } })
         let destination: string | undefined
         const exportTo = async (on: boolean) => {
-          if (on && destination === undefined) destination = (await svc.api<{ id: string }>(key, "POST", "/v1/telemetry-destinations", { url: sinkUrl })).id
+          if (on && destination === undefined) destination = (await svc.api<{ id: string }>(key, "POST", "/v1/telemetry-destinations", { url: sinkUrl, compression: "gzip" })).id
           if (!on && destination !== undefined) {
             await svc.api(key, "DELETE", `/v1/telemetry-destinations/${destination}`)
             destination = undefined

@@ -179,7 +179,15 @@ export class AgentSessions extends Context.Service<AgentSessions, {
        * again and the statement runs again.
        */
       const governStep = Effect.fn("AgentSessions.governStep")(function*(orgId: string, sessionId: string, step: GovernedStep) {
-        yield* Effect.annotateCurrentSpan({ "svc.session_id": sessionId, "svc.action_class": step.action_class })
+        // The OpenTelemetry GenAI semantic conventions' names beside svc's own (docs/telemetry.md).
+        yield* Effect.annotateCurrentSpan({
+          "svc.session_id": sessionId,
+          "svc.action_class": step.action_class,
+          "gen_ai.operation.name": "execute_tool",
+          "gen_ai.tool.name": step.tool,
+          "gen_ai.tool.call.id": step.step_id,
+          "gen_ai.conversation.id": sessionId
+        })
         for (let attempt = 1;; attempt++) {
           const cached = yield* approvals.ruleFor(orgId, step.action_class)
           const mode = cached.rule.mode

@@ -259,9 +259,16 @@ export const updateNotificationSettings = { reviewer_email: "reviewers@acme.test
 
 export const createDestination = {
   url: "https://collector.acme.test/v1/traces",
-  headers: { Authorization: "Bearer collector-token" }
+  headers: { Authorization: "Bearer collector-token" },
+  protocol: "http/protobuf",
+  compression: "gzip"
 }
-export const createdDestination = { id: ids.destination, url_hint: "https://collector.acme.test/…/traces" }
+export const createdDestination = {
+  id: ids.destination,
+  url_hint: "https://collector.acme.test/…/traces",
+  protocol: "http/protobuf",
+  compression: "gzip"
+}
 export const destination = {
   ...createdDestination,
   created_at: at,

@@ -1,6 +1,6 @@
 /**
- * Telemetry destinations: one OTLP/HTTP JSON trace collector per
- * organization (docs/telemetry.md, "The destination", "Delivery records
+ * Telemetry destinations: one OTLP/HTTP trace collector (JSON or
+ * protobuf) per organization (docs/telemetry.md, "The destination", "Delivery records
  * and replay").
  */
 import { Schema } from "effect"
@@ -41,9 +41,23 @@ export class ExportFailed extends HttpApiError.Problem<ExportFailed>()("ExportFa
   collector_status: Schema.optionalKey(Schema.Int)
 }) {}
 
+/** How batches are written: OTLP/HTTP JSON or OTLP/HTTP protobuf. */
+export const TelemetryProtocol = Schema.Literals(["http/json", "http/protobuf"]).annotate({
+  description: "The OTLP/HTTP encoding: `http/json` (`application/json`, the default) or `http/protobuf` (`application/x-protobuf`)"
+})
+export type TelemetryProtocol = typeof TelemetryProtocol.Type
+
+/** Whether request bodies are gzipped (`Content-Encoding: gzip`). */
+export const TelemetryCompression = Schema.Literals(["none", "gzip"]).annotate({
+  description: "Request body compression: `none` (the default) or `gzip` (`Content-Encoding: gzip`)"
+})
+export type TelemetryCompression = typeof TelemetryCompression.Type
+
 export const TelemetryDestination = Schema.Struct({
   id: Uuid,
   url_hint: Schema.String,
+  protocol: TelemetryProtocol,
+  compression: TelemetryCompression,
   created_at: Timestamp,
   last_delivered_at: Schema.NullOr(Timestamp),
   last_error: Schema.NullOr(Schema.String),
@@ -58,10 +72,17 @@ export const CreateTelemetryDestination = Schema.Struct({
     Schema.Record(Text, Text).annotate({
       description: "Headers sent with every export (e.g. `Authorization`), at most 10. Values are encrypted at rest and never returned."
     })
-  )
+  ),
+  protocol: Schema.optionalKey(TelemetryProtocol),
+  compression: Schema.optionalKey(TelemetryCompression)
 })
 
-export const CreatedTelemetryDestination = Schema.Struct({ id: Uuid, url_hint: Schema.String })
+export const CreatedTelemetryDestination = Schema.Struct({
+  id: Uuid,
+  url_hint: Schema.String,
+  protocol: TelemetryProtocol,
+  compression: TelemetryCompression
+})
 
 export const TelemetryDeliveryStatus = Schema.Literals(["pending", "delivered", "failed", "partial"])
 
@@ -96,7 +117,7 @@ export class TelemetryApi extends HttpApiGroup.make("telemetry")
     }).pipe(
       requireScope(
         "org_config.write",
-        "Configures the organization's one OTLP/HTTP JSON trace collector. A second one is refused with 409 `DESTINATION_EXISTS`."
+        "Configures the organization's one OTLP/HTTP trace collector (JSON or protobuf, optionally gzipped). A second one is refused with 409 `DESTINATION_EXISTS`."
       ),
       documented({
         summary: "Create the telemetry destination",

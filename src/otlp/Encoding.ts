@@ -1,6 +1,7 @@
 /**
  * OTLP/HTTP JSON for traces, as the OTLP specification defines it
- * (`ExportTraceServiceRequest` of opentelemetry-proto, JSON-mapped):
+ * (`ExportTraceServiceRequest` of opentelemetry-proto, JSON-mapped;
+ * `Protobuf.ts` writes the same request as OTLP/HTTP protobuf):
  * lowerCamelCase field names, trace and span ids as lowercase hex (not
  * base64), 64-bit integers (unix nanoseconds, `intValue`) as decimal
  * strings, enums as integers, a resource carrying `service.name`.
@@ -15,6 +16,7 @@
  * protobuf definitions.
  */
 import { VERSION } from "../api/Version.ts"
+import { readProtobufAnswer } from "./Protobuf.ts"
 
 export interface AnyValue {
   readonly stringValue?: string
@@ -126,11 +128,16 @@ export interface ExportAnswer {
 }
 
 /**
- * Reads `partialSuccess` of a JSON `ExportTraceServiceResponse`. An empty or
- * non-JSON body (some collectors answer `{}` or nothing) means full success.
+ * Reads `partialSuccess` of an `ExportTraceServiceResponse`: protobuf when
+ * the collector says so (`application/x-protobuf`, its answer to a protobuf
+ * request), JSON otherwise. An empty or unreadable body (some collectors
+ * answer `{}` or nothing) means full success.
  */
-export const readExportAnswer = (body: Uint8Array): ExportAnswer => {
+export const readExportAnswer = (body: Uint8Array, contentType?: string | undefined): ExportAnswer => {
   if (body.length === 0) return { rejectedSpans: 0, errorMessage: undefined }
+  if (contentType !== undefined && /^application\/(x-)?protobuf\b/i.test(contentType.trim())) {
+    return answerOf(readProtobufAnswer(body))
+  }
   let parsed: unknown
   try {
     parsed = JSON.parse(new TextDecoder().decode(body))
@@ -140,7 +147,11 @@ export const readExportAnswer = (body: Uint8Array): ExportAnswer => {
   if (typeof parsed !== "object" || parsed === null) return { rejectedSpans: 0, errorMessage: undefined }
   const partial = (parsed as { partialSuccess?: unknown }).partialSuccess
   if (typeof partial !== "object" || partial === null) return { rejectedSpans: 0, errorMessage: undefined }
-  const { rejectedSpans, errorMessage } = partial as { rejectedSpans?: unknown; errorMessage?: unknown }
+  return answerOf(partial as { rejectedSpans?: unknown; errorMessage?: unknown })
+}
+
+const answerOf = (partial: { readonly rejectedSpans?: unknown; readonly errorMessage?: unknown } | undefined): ExportAnswer => {
+  const { rejectedSpans, errorMessage } = partial ?? {}
   const rejected = typeof rejectedSpans === "string" || typeof rejectedSpans === "number" ? Number(rejectedSpans) : 0
   return {
     rejectedSpans: Number.isFinite(rejected) && rejected > 0 ? Math.floor(rejected) : 0,

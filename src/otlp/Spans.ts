@@ -17,7 +17,12 @@ export const allowedAttributes: ReadonlySet<string> = new Set([
   "url.scheme",
   "server.address",
   "server.port",
-  "error.type"
+  "error.type",
+  // GenAI: task runs and governed steps (docs/telemetry.md, "GenAI semantic conventions").
+  "gen_ai.operation.name",
+  "gen_ai.tool.name",
+  "gen_ai.tool.call.id",
+  "gen_ai.conversation.id"
 ])
 
 const SENSITIVE = /authorization|secret|password|passwd|api[-_]?key|token|cookie|credential|signature|header|payload|body/i

@@ -132,7 +132,8 @@ export class Tasks extends Context.Service<Tasks, {
         const runSpan = yield* Effect.makeSpan("Tasks.run", {
           root: true,
           links: Option.isSome(request) ? [{ span: request.value, attributes: {} }] : [],
-          attributes: { "svc.org_id": orgId, "svc.task_id": taskId }
+          // `invoke_agent`: the GenAI semantic conventions' operation for an agent's answer (docs/telemetry.md).
+          attributes: { "svc.org_id": orgId, "svc.task_id": taskId, "gen_ai.operation.name": "invoke_agent" }
         })
         const traceId = /^(?!0{32})[0-9a-f]{32}$/.test(runSpan.traceId) ? runSpan.traceId : randomTraceId()
         const row = yield* RunRows.one(sql`

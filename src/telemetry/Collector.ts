@@ -1,7 +1,9 @@
 /**
- * One export to a collector: the request (OTLP/HTTP JSON, gzip when it
- * pays, the destination's headers) and what its answer means. Shared by
- * the test endpoint and the export worker.
+ * One export to a collector: the request (OTLP/HTTP JSON or protobuf,
+ * gzipped or not, as the destination says, with its headers) and what its
+ * answer means. Shared by the test endpoint, the export worker and replay:
+ * a batch is kept as gzipped OTLP/JSON and written in the destination's
+ * encoding when it is sent.
  *
  * Retried: 429, 502, 503, 504 and network failures (the OTLP/HTTP
  * specification's retryable set), honouring `Retry-After`. Everything else
@@ -14,10 +16,9 @@ import { type OutboundFailure, OutboundHttp, type OutboundResponse } from "../ou
 import { parseRetryAfter as parseHttpRetryAfter } from "../outbound/RetryAfter.ts"
 import { maskNeedles, urlNeedles, valueNeedles } from "../secrets/Masking.ts"
 import { readExportAnswer } from "../otlp/Encoding.ts"
+import { protobufFromJsonBody } from "../otlp/Protobuf.ts"
 import type { SpanBatch } from "./Buffers.ts"
 
-/** Bodies at least this long (uncompressed) are sent gzipped. */
-export const GZIP_MIN_BYTES = 1024
 /** Deadline of one export request. */
 export const EXPORT_TIMEOUT = Duration.seconds(10)
 /** Longest `Retry-After` we honour; a longer one waits this long. */
@@ -30,6 +31,10 @@ export interface CollectorTarget {
   readonly headers: ReadonlyArray<readonly [name: string, value: Redacted.Redacted<string>]>
   /** The owning organization (its DNS lookups are bounded together). */
   readonly orgId?: string | undefined
+  /** OTLP/HTTP encoding; `http/json` when absent. */
+  readonly protocol?: "http/json" | "http/protobuf" | undefined
+  /** Body compression; `none` when absent. */
+  readonly compression?: "none" | "gzip" | undefined
 }
 
 /** A batch as stored: gzipped OTLP JSON, plus its uncompressed size. */
@@ -103,7 +108,7 @@ export const classify = (
 ): ExportResult => {
   const status = response.status
   if (status >= 200 && status < 300) {
-    const answer = readExportAnswer(response.body)
+    const answer = readExportAnswer(response.body, response.headers["content-type"])
     const message = answer.errorMessage === undefined ? undefined : clean(answer.errorMessage)
     if (answer.rejectedSpans > 0) {
       return {
@@ -138,26 +143,54 @@ const gunzipAsync = (bytes: Uint8Array): Effect.Effect<Uint8Array> =>
     gunzip(bytes, (error, out) => resume(error === null ? Effect.succeed(new Uint8Array(out)) : Effect.die(error)))
   })
 
-/** POSTs one OTLP/HTTP JSON body and says what the answer means. Never fails. */
+const gzipAsync = (bytes: Uint8Array): Effect.Effect<Uint8Array> =>
+  Effect.callback<Uint8Array>((resume) => {
+    gzip(bytes, { level: zlibConstants.Z_BEST_SPEED }, (error, out) =>
+      resume(error === null ? Effect.succeed(new Uint8Array(out)) : Effect.die(error)))
+  })
+
+/**
+ * The request body and its headers in the target's encoding, from a batch
+ * kept as gzipped OTLP/JSON: JSON gzipped is the batch as kept; protobuf is
+ * written from the JSON (`otlp/Protobuf.ts`) and gzipped again if asked.
+ */
+export const requestBody = (
+  target: Pick<CollectorTarget, "protocol" | "compression">,
+  body: StoredBody
+): Effect.Effect<{ readonly bytes: Uint8Array; readonly contentType: string; readonly gzip: boolean }> =>
+  Effect.gen(function*() {
+    const gzipped = target.compression === "gzip"
+    if (target.protocol !== "http/protobuf") {
+      return {
+        bytes: gzipped ? body.gzipped : yield* gunzipAsync(body.gzipped),
+        contentType: "application/json",
+        gzip: gzipped
+      }
+    }
+    const proto = protobufFromJsonBody(yield* gunzipAsync(body.gzipped))
+    return { bytes: gzipped ? yield* gzipAsync(proto) : proto, contentType: "application/x-protobuf", gzip: gzipped }
+  })
+
+/** POSTs one OTLP/HTTP body and says what the answer means. Never fails. */
 export const exportBody = Effect.fn("Collector.exportBody")(function*(
   target: CollectorTarget,
   body: StoredBody,
   spanCount: number
 ) {
   const http = yield* OutboundHttp
-  const useGzip = body.bytes >= GZIP_MIN_BYTES
+  const request = yield* requestBody(target, body)
   // Header names are the tenant's: a map without a prototype, so a header
   // named `__proto__` is a header like any other, not a prototype change.
   const headers: Record<string, string> = Object.create(null)
   for (const [name, value] of target.headers) headers[name] = Redacted.value(value)
-  headers["content-type"] = "application/json"
-  if (useGzip) headers["content-encoding"] = "gzip"
+  headers["content-type"] = request.contentType
+  if (request.gzip) headers["content-encoding"] = "gzip"
   const started = performance.now()
   const result = yield* http.send({
     url: target.url,
     method: "POST",
     headers,
-    body: useGzip ? body.gzipped : yield* gunzipAsync(body.gzipped),
+    body: request.bytes,
     timeout: EXPORT_TIMEOUT,
     maxResponseBytes: 16 * 1024,
     orgId: target.orgId

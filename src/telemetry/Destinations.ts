@@ -1,5 +1,5 @@
 /**
- * Telemetry destinations: the organization's one OTLP/HTTP JSON collector
+ * Telemetry destinations: the organization's one OTLP/HTTP collector
  * (create, list, test, delete) and its delivery records (list, replay).
  * Batches travel through the shared delivery queue (`src/deliveries`) as
  * kind `telemetry`; `Export.ts` fills and drains it.
@@ -10,11 +10,14 @@ import { InvalidUrl, type NotReplayable, type QueueFull } from "../api/Deliverie
 import { replayProblem } from "../api/ReplayProblem.ts"
 import { NotFound } from "../api/Errors.ts"
 import {
+  type CreatedTelemetryDestination,
   DestinationExists,
   ExportFailed,
   InvalidHeaders,
+  type TelemetryCompression,
   type TelemetryDelivery,
-  type TelemetryDestination
+  type TelemetryDestination,
+  type TelemetryProtocol
 } from "../api/Telemetry.ts"
 import { type Delivery, DeliveryQueue } from "../deliveries/DeliveryQueue.ts"
 import { SvcConfig } from "../platform/Config.ts"
@@ -33,6 +36,14 @@ import { type DestinationRow, DestinationsRepo } from "./Repository.ts"
 export const KEEP_FAILED_HOURS = 24
 /** How long finished delivery records stay (the API lists the latest 50). */
 export const KEEP_RECORDS_DAYS = 7
+
+/** What a create says; protocol and compression have their defaults (`http/json`, `none`). */
+export interface DestinationInput {
+  readonly url: string
+  readonly headers?: Readonly<Record<string, string>> | undefined
+  readonly protocol?: TelemetryProtocol | undefined
+  readonly compression?: TelemetryCompression | undefined
+}
 
 const owner = (orgId: string, id: string) => ({ orgId, kind: "telemetry_destination" as const, id })
 
@@ -94,8 +105,8 @@ const testSpan = (orgId: string, id: string, now: bigint): OtlpSpan => ({
 export class TelemetryDestinations extends Context.Service<TelemetryDestinations, {
   readonly create: (
     orgId: string,
-    input: { readonly url: string; readonly headers?: Readonly<Record<string, string>> | undefined }
-  ) => Effect.Effect<{ readonly id: string; readonly url_hint: string }, InvalidUrl | InvalidHeaders | DestinationExists>
+    input: DestinationInput
+  ) => Effect.Effect<typeof CreatedTelemetryDestination.Type, InvalidUrl | InvalidHeaders | DestinationExists>
   readonly list: (orgId: string) => Effect.Effect<ReadonlyArray<TelemetryDestination>>
   readonly test: (orgId: string, id: string) => Effect.Effect<{ readonly delivered: boolean }, NotFound | ExportFailed>
   readonly remove: (orgId: string, id: string) => Effect.Effect<void, NotFound>
@@ -132,6 +143,8 @@ export class TelemetryDestinations extends Context.Service<TelemetryDestinations
           const stored = yield* secrets.list(owner(row.org_id, row.id))
           return {
             orgId: row.org_id,
+            protocol: row.protocol,
+            compression: row.compression,
             url: yield* readReceiverUrl(destinationUrlOwner(row.org_id, row.id), row.url).pipe(Effect.provideService(SecretStore, secrets)),
             headers: stored.map((secret) => [secret.name, secret.value] as const)
           }
@@ -139,7 +152,7 @@ export class TelemetryDestinations extends Context.Service<TelemetryDestinations
 
       const create = Effect.fn("TelemetryDestinations.create")(function*(
         orgId: string,
-        input: { readonly url: string; readonly headers?: Readonly<Record<string, string>> | undefined }
+        input: DestinationInput
       ) {
         const verdict = checkHeaders(input.headers ?? {})
         if (verdict._tag === "Refused") return yield* headersRefused(verdict)
@@ -147,8 +160,10 @@ export class TelemetryDestinations extends Context.Service<TelemetryDestinations
           Effect.mapError((unsafe) => new InvalidUrl({ field: "url", detail: `url: ${unsafe.message}.` }))
         )
         const id = newId()
+        const protocol = input.protocol ?? "http/json"
+        const compression = input.compression ?? "none"
         const inserted = yield* sql.withTransaction(Effect.gen(function*() {
-          const row = yield* repo.insert({ id, orgId, url: SEALED_URL_COLUMN, urlHint: checked.urlHint })
+          const row = yield* repo.insert({ id, orgId, url: SEALED_URL_COLUMN, urlHint: checked.urlHint, protocol, compression })
           if (Option.isNone(row)) return false
           yield* secrets.put(destinationUrlOwner(orgId, id), URL_SECRET, Redacted.make(checked.url))
           for (const [name, value] of verdict.headers) {
@@ -163,7 +178,7 @@ export class TelemetryDestinations extends Context.Service<TelemetryDestinations
         }
         buffers.activate(orgId, id)
         yield* Effect.annotateCurrentSpan({ "svc.telemetry_destination_id": id })
-        return { id, url_hint: checked.urlHint }
+        return { id, url_hint: checked.urlHint, protocol, compression }
       })
 
       const list = Effect.fn("TelemetryDestinations.list")(function*(orgId: string) {
@@ -174,6 +189,8 @@ export class TelemetryDestinations extends Context.Service<TelemetryDestinations
             ([queued, target]): TelemetryDestination => ({
               id: row.id,
               url_hint: row.url_hint,
+              protocol: row.protocol,
+              compression: row.compression,
               created_at: row.created_at,
               last_delivered_at: row.last_delivered_at,
               last_error: row.last_error === null ? null : scrub(row.last_error, target),

@@ -13,6 +13,8 @@ const DestinationColumns = Schema.Struct({
   org_id: Schema.String,
   url: Schema.String,
   url_hint: Schema.String,
+  protocol: Schema.Literals(["http/json", "http/protobuf"]),
+  compression: Schema.Literals(["none", "gzip"]),
   created_at: Timestamp,
   last_delivered_at: TimestampOrNull,
   last_error: Schema.NullOr(Schema.String),
@@ -24,11 +26,18 @@ const DestinationRows = rowsOf("telemetry_destinations", DestinationColumns)
 const ActiveRows = rowsOf("telemetry_destinations", Schema.Struct({ id: Schema.String, org_id: Schema.String }))
 const IdRows = rowsOf("telemetry_destinations", Schema.Struct({ id: Schema.String }))
 
-const COLUMNS = "id, org_id, url, url_hint, created_at, last_delivered_at, last_error, dropped_spans"
+const COLUMNS = "id, org_id, url, url_hint, protocol, compression, created_at, last_delivered_at, last_error, dropped_spans"
 
 export class DestinationsRepo extends Context.Service<DestinationsRepo, {
   /** Inserts the organization's destination; `None` when it already has one. */
-  readonly insert: (row: { readonly id: string; readonly orgId: string; readonly url: string; readonly urlHint: string }) => Effect.Effect<Option.Option<DestinationRow>>
+  readonly insert: (row: {
+    readonly id: string
+    readonly orgId: string
+    readonly url: string
+    readonly urlHint: string
+    readonly protocol: DestinationRow["protocol"]
+    readonly compression: DestinationRow["compression"]
+  }) => Effect.Effect<Option.Option<DestinationRow>>
   readonly forOrg: (orgId: string) => Effect.Effect<ReadonlyArray<DestinationRow>>
   readonly get: (orgId: string, id: string) => Effect.Effect<Option.Option<DestinationRow>>
   /** By id alone (the export worker holds a delivery, not a caller). */
@@ -64,8 +73,8 @@ export class DestinationsRepo extends Context.Service<DestinationsRepo, {
       return DestinationsRepo.of({
         insert: (row) =>
           DestinationRows.all(sql`
-            INSERT INTO telemetry_destinations (id, org_id, url, url_hint)
-            VALUES (${row.id}, ${row.orgId}, ${row.url}, ${row.urlHint})
+            INSERT INTO telemetry_destinations (id, org_id, url, url_hint, protocol, compression)
+            VALUES (${row.id}, ${row.orgId}, ${row.url}, ${row.urlHint}, ${row.protocol}, ${row.compression})
             ON CONFLICT (org_id) DO NOTHING
             RETURNING ${sql.literal(COLUMNS)}
           `).pipe(Effect.map(one)),

@@ -6,6 +6,7 @@
 import { Effect } from "effect"
 import { afterAll, assert, beforeAll, it } from "vitest"
 import { Reply } from "../support/HttpsReceiver.ts"
+import { decodeOtlp } from "../support/Otlp.ts"
 import { checkAccessibility, describeBrowser, type Guarded, screenshot, signIn, startWorld, until, type World } from "./support.ts"
 
 let world: World
@@ -235,6 +236,47 @@ describeBrowser("Telemetry", () => {
     await page.getByRole("button", { name: "Create destination" }).waitFor()
     const listed = await world.api("GET", "/v1/telemetry-destinations")
     assert.deepStrictEqual(listed.body.destinations, [])
+    await done()
+  })
+})
+
+describeBrowser("Telemetry protocol and compression", () => {
+  it("a destination created with OTLP/HTTP protobuf and gzip shows both, and its collector gets gzipped protobuf the official definitions read", async () => {
+    const collector = await world.receiver()
+    const { page, done } = await admin()
+    await page.goto(`${world.baseUrl}/console/telemetry`)
+    await page.getByRole("textbox", { name: "Collector traces URL (HTTPS)" }).fill(collector.url("/v1/traces"))
+    const protocol = page.getByRole("combobox", { name: "Protocol" })
+    const compression = page.getByRole("combobox", { name: "Compression" })
+    assert.strictEqual(await protocol.inputValue(), "http/json", "JSON by default")
+    assert.strictEqual(await compression.inputValue(), "none", "no compression by default")
+    await protocol.selectOption("http/protobuf")
+    await compression.selectOption("gzip")
+    await screenshot(page, "telemetry-protocol-form")
+    await page.screenshot({ path: "/work/screens/otlp-create.png", fullPage: true })
+    await page.getByRole("button", { name: "Create destination" }).click()
+    const card = page.getByRole("listitem", { name: /127\.0\.0\.1/ })
+    await card.waitFor()
+    assert.strictEqual(await card.locator("[data-setting=protocol]").textContent(), "OTLP/HTTP protobuf")
+    assert.strictEqual(await card.locator("[data-setting=compression]").textContent(), "gzip")
+    const listed = await world.api("GET", "/v1/telemetry-destinations")
+    assert.deepInclude(listed.body.destinations[0], { protocol: "http/protobuf", compression: "gzip" })
+
+    await card.getByRole("button", { name: "Send test span" }).click()
+    await card.getByText("The collector accepted the test span.").waitFor()
+    const request = collector.requests().find((r) => r.path === "/v1/traces")!
+    assert.strictEqual(request.headers["content-type"], "application/x-protobuf")
+    assert.strictEqual(request.headers["content-encoding"], "gzip")
+    const decoded = decodeOtlp(request)
+    assert.deepStrictEqual(decoded.problems, [])
+    assert.strictEqual(decoded.spans[0]!.name, "svc.telemetry.test")
+    await checkAccessibility(page, "a protobuf destination")
+    await screenshot(page, "telemetry-protocol")
+    await page.screenshot({ path: "/work/screens/otlp-destination.png", fullPage: true })
+
+    await card.getByRole("button", { name: "Delete" }).click()
+    await page.getByRole("dialog", { name: "Delete this destination?" }).getByRole("button", { name: "Delete destination" }).click()
+    await page.getByRole("button", { name: "Create destination" }).waitFor()
     await done()
   })
 })

@@ -10,6 +10,8 @@
  * integers as decimal strings, enums as integers) must equal what was sent,
  * defaults aside. A misspelt or extra field, a number where the mapping
  * wants a string, an enum name, a base64 id: each makes the two differ.
+ * A protobuf body (`application/x-protobuf`) is decoded with the same
+ * definitions into that JSON form first.
  */
 import { createRequire } from "node:module"
 import { gunzipSync } from "node:zlib"
@@ -20,6 +22,8 @@ const require = createRequire(import.meta.url)
 const root: any = require("@opentelemetry/otlp-proto-exporter-base/build/src/generated/root.js")
 // eslint-disable-next-line @typescript-eslint/no-explicit-any
 export const ExportTraceServiceRequest: any = root.opentelemetry.proto.collector.trace.v1.ExportTraceServiceRequest
+// eslint-disable-next-line @typescript-eslint/no-explicit-any
+export const ExportTraceServiceResponse: any = root.opentelemetry.proto.collector.trace.v1.ExportTraceServiceResponse
 
 const ID_KEYS = new Set(["traceId", "spanId", "parentSpanId"])
 
@@ -93,14 +97,36 @@ const sortKeys = (value: unknown): unknown => {
 }
 
 /** The body of a request as sent (gunzipped when `Content-Encoding: gzip`). */
-export const bodyText = (request: ReceivedRequest): string => {
-  const raw = request.headers["content-encoding"] === "gzip" ? gunzipSync(request.body) : Buffer.from(request.body)
-  return raw.toString("utf8")
-}
+export const bodyBytes = (request: ReceivedRequest): Buffer =>
+  request.headers["content-encoding"] === "gzip" ? gunzipSync(request.body) : Buffer.from(request.body)
+
+export const bodyText = (request: ReceivedRequest): string => bodyBytes(request).toString("utf8")
+
+export const isProtobuf = (request: ReceivedRequest) => request.headers["content-type"] === "application/x-protobuf"
+
+/**
+ * A protobuf `ExportTraceServiceRequest` read with the official definitions
+ * and written in the OTLP/JSON form (ids as hex, 64-bit integers as decimal
+ * strings, enums as integers), defaults left out.
+ */
+export const protobufToJson = (bytes: Uint8Array): any =>
+  mapIds(
+    ExportTraceServiceRequest.toObject(ExportTraceServiceRequest.decode(bytes), {
+      longs: String,
+      enums: Number,
+      bytes: String,
+      defaults: false,
+      arrays: true
+    }),
+    base64ToHex
+  )
+
+/** What a request says, defaults left out and keys sorted: equal for the same spans in either encoding. */
+export const canonical = (json: unknown): string => JSON.stringify(sortKeys(stripDefaults(json)))
 
 export const decodeOtlp = (request: ReceivedRequest): Decoded => {
   const problems: Array<string> = []
-  const json = JSON.parse(bodyText(request))
+  const json = isProtobuf(request) ? protobufToJson(bodyBytes(request)) : JSON.parse(bodyText(request))
   let badId = false
   const converted = mapIds(json, (id) => {
     if (!/^[0-9a-f]+$/.test(id) || (id.length !== 32 && id.length !== 16)) badId = true

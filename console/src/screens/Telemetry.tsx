@@ -1,11 +1,12 @@
 /**
  * "Telemetry": the organization's OTLP destination, its counters (polled,
  * so they move by themselves), a test span, batch deliveries with replay,
- * and creation with headers, each refused header explained.
+ * and creation with its protocol, compression and headers, each refused
+ * header explained.
  */
 import { Exit } from "effect"
 import { useMemo, useState } from "preact/hooks"
-import type { TelemetryDestination } from "../../../src/api/Telemetry.ts"
+import type { TelemetryCompression, TelemetryDestination, TelemetryProtocol } from "../../../src/api/Telemetry.ts"
 import { type Problem, problemOf, SvcApi } from "../api.ts"
 import { refresh, useAtomValue, useMutation } from "../atoms.ts"
 import { Confirm, describeProblem, Loaded, Notice, type NoticeValue, Time, useInterval } from "../ui.tsx"
@@ -69,8 +70,20 @@ interface HeaderRow {
 
 let nextRow = 0
 
+const PROTOCOLS: ReadonlyArray<readonly [TelemetryProtocol, string]> = [
+  ["http/json", "OTLP/HTTP JSON"],
+  ["http/protobuf", "OTLP/HTTP protobuf"]
+]
+const COMPRESSIONS: ReadonlyArray<readonly [TelemetryCompression, string]> = [
+  ["none", "None"],
+  ["gzip", "gzip"]
+]
+const protocolLabel = (protocol: TelemetryProtocol) => PROTOCOLS.find(([value]) => value === protocol)?.[1] ?? protocol
+
 const CreateDestination = ({ onNotice }: { onNotice: (notice: NoticeValue) => void }) => {
   const [url, setUrl] = useState("")
+  const [protocol, setProtocol] = useState<TelemetryProtocol>("http/json")
+  const [compression, setCompression] = useState<TelemetryCompression>("none")
   const [rows, setRows] = useState<ReadonlyArray<HeaderRow>>([])
   const [urlError, setUrlError] = useState<string | undefined>(undefined)
   const [headerErrors, setHeaderErrors] = useState<ReadonlyMap<string, string>>(new Map())
@@ -86,7 +99,7 @@ const CreateDestination = ({ onNotice }: { onNotice: (notice: NoticeValue) => vo
         setUrlError(undefined)
         setHeaderErrors(new Map())
         const headers = Object.fromEntries(rows.filter((row) => row.name.trim() !== "").map((row) => [row.name.trim(), row.value]))
-        const exit = await create.run({ payload: { url, ...(rows.length > 0 ? { headers } : {}) }, reactivityKeys: ["telemetry"] })
+        const exit = await create.run({ payload: { url, protocol, compression, ...(rows.length > 0 ? { headers } : {}) }, reactivityKeys: ["telemetry"] })
         if (Exit.isSuccess(exit)) return onNotice({ tone: "success", text: `Destination ${exit.value.url_hint} created.` })
         const problem = problemOf(exit.cause)
         if (problem.code === "INVALID_URL") return setUrlError(problem.detail ?? problem.title)
@@ -102,7 +115,7 @@ const CreateDestination = ({ onNotice }: { onNotice: (notice: NoticeValue) => vo
       }}
     >
       <h2 id="create-destination">New destination</h2>
-      <p class="muted">Spans of your organization's requests are exported here as OTLP/HTTP JSON.</p>
+      <p class="muted">Spans of your organization's requests are exported here over OTLP/HTTP.</p>
       <label>
         Collector traces URL (HTTPS)
         <input
@@ -116,6 +129,18 @@ const CreateDestination = ({ onNotice }: { onNotice: (notice: NoticeValue) => vo
         />
       </label>
       {urlError && <p id="destination-url-error" class="field-error">{urlError}</p>}
+      <label>
+        Protocol
+        <select value={protocol} onChange={(event) => setProtocol(event.currentTarget.value as TelemetryProtocol)}>
+          {PROTOCOLS.map(([value, label]) => <option key={value} value={value}>{label}</option>)}
+        </select>
+      </label>
+      <label>
+        Compression
+        <select value={compression} onChange={(event) => setCompression(event.currentTarget.value as TelemetryCompression)}>
+          {COMPRESSIONS.map(([value, label]) => <option key={value} value={value}>{label}</option>)}
+        </select>
+      </label>
       <fieldset>
         <legend>Headers sent with every export</legend>
         {rows.length === 0 && <p class="muted">None.</p>}
@@ -161,6 +186,8 @@ const Destination = ({ destination, onNotice }: { destination: TelemetryDestinat
         <div class="counter"><span>Dropped spans</span><strong data-counter="dropped">{destination.dropped_spans}</strong></div>
       </div>
       <dl class="facts">
+        <div><dt>Protocol</dt><dd data-setting="protocol">{protocolLabel(destination.protocol)}</dd></div>
+        <div><dt>Compression</dt><dd data-setting="compression">{destination.compression === "none" ? "None" : destination.compression}</dd></div>
         <div><dt>Last delivery</dt><dd><Time iso={destination.last_delivered_at} /></dd></div>
         <div><dt>Last error</dt><dd>{destination.last_error ?? "none"}</dd></div>
         <div><dt>Created</dt><dd><Time iso={destination.created_at} /></dd></div>

@@ -41,6 +41,7 @@ import m0670 from "./0670_delivery_log.ts"
 import m0675 from "./0675_ordered_scans.ts"
 import m0676 from "./0676_record_probes.ts"
 import m0680 from "./0680_schema_versions.ts"
+import m0681 from "./0681_telemetry_encoding.ts"
 import m0690 from "./0690_dataset_export_digest.ts"
 
 /**
@@ -83,6 +84,7 @@ export const migrationsByRelease = {
   },
   "0.2.0": {
     "0680_schema_versions": m0680,
+    "0681_telemetry_encoding": m0681,
     "0690_dataset_export_digest": m0690
   }
 }

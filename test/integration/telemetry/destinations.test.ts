@@ -8,7 +8,7 @@ import { SvcTest, type TestOrg } from "../../../src/testing.ts"
 import { invalidNameCorpus, invalidValueCorpus, refusedNameCorpus } from "../../support/headerCorpus.ts"
 import { HttpsReceiver, Reply } from "../../support/HttpsReceiver.ts"
 import { raw } from "../../support/http.ts"
-import { decodeOtlp } from "../../support/Otlp.ts"
+import { decodeOtlp, ExportTraceServiceResponse } from "../../support/Otlp.ts"
 import { waitForDeliveries } from "../../support/telemetry.ts"
 import { loopbackTargets, TestTls } from "../../support/tls.ts"
 
@@ -38,7 +38,7 @@ layer(SecretStore.layer.pipe(Layer.provideMerge(Svc)), { excludeTestServices: tr
           headers: { Authorization: "Bearer collector-token-xyz" }
         })
         assert.strictEqual(response.status, 201)
-        assert.deepStrictEqual(Object.keys(response.json).sort(), ["id", "url_hint"])
+        assert.deepStrictEqual(Object.keys(response.json).sort(), ["compression", "id", "protocol", "url_hint"])
         assert.notInclude(response.text, "abc123secret")
         assert.notInclude(response.text, "collector-token-xyz")
         const id = response.json.id as string
@@ -50,12 +50,14 @@ layer(SecretStore.layer.pipe(Layer.provideMerge(Svc)), { excludeTestServices: tr
         assert.notInclude(listed.text, "collector-token-xyz")
         const [destination] = listed.json.destinations
         assert.deepStrictEqual(Object.keys(destination).sort(), [
+          "compression",
           "created_at",
           "dropped_spans",
           "id",
           "last_delivered_at",
           "last_error",
           "pending_spans",
+          "protocol",
           "url_hint"
         ])
         assert.strictEqual(destination.id, id)
@@ -277,6 +279,60 @@ layer(SecretStore.layer.pipe(Layer.provideMerge(Svc)), { excludeTestServices: tr
       }).pipe(Effect.scoped))
   })
 
+  describe("protocol and compression", () => {
+    it.effect("default http/json and none; http/protobuf and gzip are stored and shown; a bad value is 400 naming its field", () =>
+      Effect.gen(function*() {
+        const svc = yield* SvcTest
+        const collector = yield* HttpsReceiver.make()
+        const plain = yield* SvcTest.org()
+        const created = yield* create(plain, collector.url("/v1/traces"))
+        assert.deepInclude(created, { protocol: "http/json", compression: "none" })
+        assert.deepInclude((yield* plain.client.telemetry.list()).destinations[0]!, { protocol: "http/json", compression: "none" })
+        const org = yield* SvcTest.org()
+        const response = yield* post("/v1/telemetry-destinations", org.key, {
+          url: collector.url("/v1/traces"),
+          protocol: "http/protobuf",
+          compression: "gzip"
+        })
+        assert.strictEqual(response.status, 201)
+        assert.deepInclude(response.json, { protocol: "http/protobuf", compression: "gzip" })
+        const listed = yield* raw(`${svc.baseUrl}/v1/telemetry-destinations`, { headers: { authorization: `Bearer ${org.key}` } })
+        assert.deepInclude(listed.json.destinations[0], { protocol: "http/protobuf", compression: "gzip" })
+        const other = yield* SvcTest.org()
+        for (
+          const [field, value] of [["protocol", "grpc"], ["protocol", "http/proto"], ["compression", "zstd"], ["compression", true]] as const
+        ) {
+          const bad = yield* post("/v1/telemetry-destinations", other.key, { url: collector.url("/v1/traces"), [field]: value })
+          assert.strictEqual(bad.status, 400, `${field}: ${String(value)}`)
+          assert.strictEqual(bad.json.field, field)
+        }
+        assert.deepStrictEqual((yield* other.client.telemetry.list()).destinations, [])
+      }).pipe(Effect.scoped))
+
+    it.effect("the test span goes in the destination's protocol and compression; a protobuf partial success fails it", () =>
+      Effect.gen(function*() {
+        const org = yield* SvcTest.org()
+        const collector = yield* HttpsReceiver.make()
+        const { id } = yield* org.client.telemetry.create({
+          payload: { url: collector.url("/v1/traces"), protocol: "http/protobuf", compression: "gzip" }
+        })
+        assert.deepStrictEqual(yield* org.client.telemetry.test({ params: { id } }), { delivered: true })
+        const request = collector.requests().find((r) => decodeOtlp(r).spans.some((s) => s.name === "svc.telemetry.test"))!
+        assert.strictEqual(request.headers["content-type"], "application/x-protobuf")
+        assert.strictEqual(request.headers["content-encoding"], "gzip")
+        const decoded = decodeOtlp(request)
+        assert.deepStrictEqual(decoded.problems, [])
+        assert.strictEqual(decoded.spans[0]!.attributes["svc.org_id"], org.orgId)
+        assert.deepInclude(decoded.json.resourceSpans[0].scopeSpans[0].scope, { name: "svc", version: VERSION })
+        collector.enqueue(Reply.status(200, {
+          headers: { "content-type": "application/x-protobuf" },
+          body: ExportTraceServiceResponse.encode(ExportTraceServiceResponse.fromObject({ partialSuccess: { rejectedSpans: 1 } })).finish()
+        }))
+        const rejected = yield* Effect.flip(org.client.telemetry.test({ params: { id } }))
+        assert.strictEqual(rejected._tag, "ExportFailed")
+      }).pipe(Effect.scoped))
+  })
+
   describe("test exports one test span at once", () => {
     it.effect("200 {delivered: true} when the collector accepts; the span decodes with the official definitions", () =>
       Effect.gen(function*() {
@@ -292,7 +348,7 @@ layer(SecretStore.layer.pipe(Layer.provideMerge(Svc)), { excludeTestServices: tr
         assert.strictEqual(request!.headers["content-type"], "application/json")
         assert.strictEqual(request!.headers.authorization, "Bearer t0k3n")
         assert.strictEqual(request!.headers["user-agent"], `svc/${VERSION}`)
-        // A one-span body is small: gzip would not pay.
+        // The default: OTLP/HTTP JSON, not compressed.
         assert.isUndefined(request!.headers["content-encoding"])
         const decoded = decodeOtlp(request!)
         assert.deepStrictEqual(decoded.problems, [])

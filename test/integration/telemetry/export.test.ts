@@ -3,7 +3,10 @@ import { Effect, Layer } from "effect"
 import { SvcTest, type TestOrg } from "../../../src/testing.ts"
 import { HttpsReceiver, type ReceivedRequest, Reply } from "../../support/HttpsReceiver.ts"
 import { raw } from "../../support/http.ts"
-import { decodeOtlp, type DecodedSpan } from "../../support/Otlp.ts"
+import { gzipSync, constants as zlib } from "node:zlib"
+import type { TelemetryCompression, TelemetryProtocol } from "../../../src/api/Telemetry.ts"
+import { protobufFromJsonBody } from "../../../src/otlp/Protobuf.ts"
+import { canonical, decodeOtlp, type DecodedSpan, ExportTraceServiceResponse, protobufToJson } from "../../support/Otlp.ts"
 import { loopbackTargets, TestTls } from "../../support/tls.ts"
 import { waitForDeliveries } from "../../support/telemetry.ts"
 
@@ -12,14 +15,32 @@ const Svc = Layer.unwrap(Effect.map(TestTls.shared, (tls) => SvcTest.layer({ con
 const schema = { type: "object" }
 
 /** An organization with a destination on a fresh collector. */
-const withCollector = (respond?: (request: ReceivedRequest) => Reply, headers?: Record<string, string>) =>
+const withCollector = (
+  respond?: (request: ReceivedRequest) => Reply,
+  headers?: Record<string, string>,
+  settings: { readonly protocol?: TelemetryProtocol; readonly compression?: TelemetryCompression } = {}
+) =>
   Effect.gen(function*() {
     const org = yield* SvcTest.org()
     const collector = yield* HttpsReceiver.make(respond === undefined ? {} : { respond })
     const url = collector.url("/v1/traces")
-    const { id } = yield* org.client.telemetry.create({ payload: headers === undefined ? { url } : { url, headers } })
+    const { id } = yield* org.client.telemetry.create({ payload: { url, ...(headers === undefined ? {} : { headers }), ...settings } })
     return { org, collector, id }
   })
+
+/** A protobuf `ExportTraceServiceResponse`, written with the official definitions. */
+const protobufAnswer = (partialSuccess: object): Reply =>
+  Reply.status(200, {
+    headers: { "content-type": "application/x-protobuf" },
+    body: ExportTraceServiceResponse.encode(ExportTraceServiceResponse.fromObject({ partialSuccess })).finish()
+  })
+
+const FORMS = [
+  { protocol: "http/json", compression: "none", contentType: "application/json" },
+  { protocol: "http/json", compression: "gzip", contentType: "application/json" },
+  { protocol: "http/protobuf", compression: "none", contentType: "application/x-protobuf" },
+  { protocol: "http/protobuf", compression: "gzip", contentType: "application/x-protobuf" }
+] as const
 
 const spansOf = (requests: ReadonlyArray<ReceivedRequest>): ReadonlyArray<DecodedSpan> =>
   requests.flatMap((request) => decodeOtlp(request).spans)
@@ -62,7 +83,7 @@ layer(Svc, { excludeTestServices: true })("telemetry export", (it) => {
         // Inner spans of the same requests come along, in the same trace.
         const inner = spans.find((s) => s.name === "Tasks.create")!
         assert.strictEqual(inner.traceId, created.traceId)
-        const allowed = /^(http\.request\.method|http\.response\.status_code|http\.route|url\.path|url\.scheme|server\.address|server\.port|error\.type|svc\..+)$/
+        const allowed = /^(http\.request\.method|http\.response\.status_code|http\.route|url\.path|url\.scheme|server\.address|server\.port|error\.type|gen_ai\.(operation\.name|tool\.name|tool\.call\.id|conversation\.id)|svc\..+)$/
         for (const span of spans) {
           for (const key of Object.keys(span.attributes)) assert.match(key, allowed)
         }
@@ -132,6 +153,38 @@ layer(Svc, { excludeTestServices: true })("telemetry export", (it) => {
         for (const request of collector.requests()) assert.deepStrictEqual(decodeOtlp(request).problems, [])
       }).pipe(Effect.scoped))
 
+    it.effect("task runs and governed steps carry the GenAI semantic conventions beside svc's own attributes", () =>
+      Effect.gen(function*() {
+        const { org, collector } = yield* withCollector(undefined, undefined, { protocol: "http/protobuf", compression: "gzip" })
+        const task = yield* org.client.tasks.create({ payload: { name: "t", answer_schema: schema } })
+        const run = yield* org.client.tasks.logRun({ params: { task_id: task.id }, payload: { input: 1, answer: {} } })
+        const session = yield* org.client.agentSessions.create({ payload: {} })
+        yield* org.client.agentSessions.governStep({
+          params: { session_id: session.id },
+          payload: { step_id: "step-7", tool: "web_search", action_class: "read", arguments: { q: "x" } }
+        })
+        const named = (name: string) => (r: ReceivedRequest) => decodeOtlp(r).spans.some((s) => s.name === name)
+        yield* collector.waitFor(named("Tasks.run"), "20 seconds")
+        yield* collector.waitFor(named("AgentSessions.governStep"), "20 seconds")
+        const spans = spansOf(collector.requests())
+        const runSpan = spans.find((s) => s.name === "Tasks.run")!
+        assert.deepInclude(runSpan.attributes, {
+          "gen_ai.operation.name": "invoke_agent",
+          "svc.task_id": task.id,
+          "svc.org_id": org.orgId
+        })
+        assert.strictEqual(runSpan.traceId, run.trace_id)
+        const step = spans.find((s) => s.name === "AgentSessions.governStep")!
+        assert.deepInclude(step.attributes, {
+          "gen_ai.operation.name": "execute_tool",
+          "gen_ai.tool.name": "web_search",
+          "gen_ai.tool.call.id": "step-7",
+          "gen_ai.conversation.id": session.id,
+          "svc.session_id": session.id,
+          "svc.action_class": "read"
+        })
+      }).pipe(Effect.scoped))
+
     it.effect("only the organization's own spans reach its collector", () =>
       Effect.gen(function*() {
         const a = yield* withCollector()
@@ -169,27 +222,95 @@ layer(Svc, { excludeTestServices: true })("telemetry export", (it) => {
       }).pipe(Effect.scoped))
   })
 
-  describe("OTLP/HTTP JSON exactly, gzip when it pays", () => {
-    it.effect("batches decode with the official definitions; a large one is gzipped", () =>
+  describe("each destination's protocol and compression", () => {
+    it.effect("json or protobuf, plain or gzipped: the official definitions read the same spans from each (ids and times aside)", () =>
+      Effect.gen(function*() {
+        const marker = "01900000-0000-7000-8000-0000000f0e4d"
+        const collectors = yield* Effect.forEach(FORMS, (form) =>
+          Effect.map(withCollector(undefined, undefined, { protocol: form.protocol, compression: form.compression }), (c) => ({ ...c, form })))
+        for (const { org } of collectors) {
+          for (let i = 0; i < 5; i++) yield* traffic(org)
+          yield* org.client.tasks.get({ params: { task_id: marker } }).pipe(Effect.flip)
+        }
+        const sameness = (span: DecodedSpan) => ({
+          name: span.name,
+          kind: span.kind,
+          status: span.status.code ?? 0,
+          attributes: Object.fromEntries(Object.entries(span.attributes).filter(([key]) => !["svc.org_id", "svc.key_id", "server.port"].includes(key)))
+        })
+        const views = []
+        for (const { collector, form, org } of collectors) {
+          const request = yield* collector.waitFor((r) => decodeOtlp(r).spans.some((s) => s.attributes["url.path"] === `/v1/tasks/${marker}`), "20 seconds")
+          assert.strictEqual(request.method, "POST")
+          assert.strictEqual(request.path, "/v1/traces")
+          assert.strictEqual(request.headers["content-type"], form.contentType)
+          assert.strictEqual(request.headers["content-encoding"], form.compression === "gzip" ? "gzip" : undefined)
+          const decoded = decodeOtlp(request)
+          assert.deepStrictEqual(decoded.problems, [])
+          assert.strictEqual(decoded.resource["service.name"], "svc")
+          assert.deepStrictEqual(decoded.json.resourceSpans[0].scopeSpans[0].scope.name, "svc")
+          const span = decoded.spans.find((s) => s.attributes["url.path"] === `/v1/tasks/${marker}`)!
+          assert.match(span.traceId, /^[0-9a-f]{32}$/)
+          assert.match(span.spanId, /^[0-9a-f]{16}$/)
+          assert.strictEqual(span.attributes["svc.org_id"], org.orgId)
+          assert.isString(span.startTimeUnixNano)
+          // Unix nanoseconds of now (within a minute): 64-bit integers survive both encodings.
+          assert.isBelow(Math.abs(Number(BigInt(span.startTimeUnixNano) / 1_000_000n) - Date.now()), 60_000)
+          assert.isTrue(BigInt(span.endTimeUnixNano) >= BigInt(span.startTimeUnixNano))
+          views.push(JSON.stringify(sameness(span)))
+        }
+        assert.strictEqual(new Set(views).size, 1, views.join("\n"))
+      }).pipe(Effect.scoped))
+
+    it.effect("a typical batch, as svc writes it in protobuf, is its JSON field for field; bytes per span in each form", () =>
       Effect.gen(function*() {
         const { org, collector } = yield* withCollector()
-        for (let i = 0; i < 5; i++) yield* traffic(org)
-        const request = yield* collector.waitFor((r) => r.headers["content-encoding"] === "gzip", "20 seconds")
-        assert.strictEqual(request.method, "POST")
-        assert.strictEqual(request.path, "/v1/traces")
-        assert.strictEqual(request.headers["content-type"], "application/json")
-        assert.isBelow(request.body.length, JSON.stringify(decodeOtlp(request).json).length, "gzip paid")
-        const decoded = decodeOtlp(request)
-        assert.deepStrictEqual(decoded.problems, [])
-        assert.strictEqual(decoded.resource["service.name"], "svc")
-        const [span] = decoded.spans
-        assert.match(span!.traceId, /^[0-9a-f]{32}$/)
-        assert.match(span!.spanId, /^[0-9a-f]{16}$/)
-        const start = decoded.json.resourceSpans[0].scopeSpans[0].spans[0].startTimeUnixNano
-        assert.isString(start)
-        // Unix nanoseconds of now (within a minute).
-        assert.isBelow(Math.abs(Number(BigInt(start) / 1_000_000n) - Date.now()), 60_000)
-        assert.isNumber(decoded.json.resourceSpans[0].scopeSpans[0].spans[0].kind)
+        const task = yield* org.client.tasks.create({ payload: { name: "t", answer_schema: schema } })
+        const session = yield* org.client.agentSessions.create({ payload: {} })
+        for (let i = 0; i < 40; i++) {
+          yield* traffic(org)
+          yield* org.client.tasks.logRun({ params: { task_id: task.id }, payload: { input: i, answer: {} } })
+          yield* org.client.agentSessions.governStep({
+            params: { session_id: session.id },
+            payload: { step_id: `s${i}`, tool: "search", action_class: "read", arguments: {} }
+          })
+        }
+        const count = (r: ReceivedRequest) => decodeOtlp(r).spans.length
+        const largest = () => collector.requests().reduce((a, r) => (count(r) > count(a) ? r : a))
+        yield* collector.waitFor(() => count(largest()) >= 100, "20 seconds")
+        const request = largest()
+        const spans = count(request)
+        const text = Buffer.from(request.body)
+        const proto = Buffer.from(protobufFromJsonBody(text))
+        // The official definitions read svc's protobuf as the JSON it was written from.
+        assert.strictEqual(canonical(protobufToJson(proto)), canonical(JSON.parse(text.toString("utf8"))))
+        const sizes = {
+          json: text.length,
+          "json+gzip": gzipSync(text, { level: zlib.Z_BEST_SPEED }).length,
+          protobuf: proto.length,
+          "protobuf+gzip": gzipSync(proto, { level: zlib.Z_BEST_SPEED }).length
+        }
+        const perSpan = Object.fromEntries(Object.entries(sizes).map(([form, bytes]) => [form, Math.round(bytes / spans)]))
+        console.info(`OTLP bytes per span (batch of ${spans} spans):`, JSON.stringify(perSpan))
+        assert.isBelow(sizes.protobuf, sizes.json)
+        assert.isBelow(sizes["protobuf+gzip"], sizes.protobuf)
+        assert.isBelow(sizes["json+gzip"], sizes.json)
+      }).pipe(Effect.scoped))
+
+    it.effect("a protobuf answer's partial_success is read: rejected spans make the batch partial, never retried", () =>
+      Effect.gen(function*() {
+        const { org, collector, id } = yield* withCollector(
+          () => protobufAnswer({ rejectedSpans: 2, errorMessage: "spans too old" }),
+          undefined,
+          { protocol: "http/protobuf", compression: "gzip" }
+        )
+        yield* traffic(org)
+        const { deliveries } = yield* waitForDeliveries(org, id, (list) => list.some((d) => d.status === "partial"))
+        const partial = deliveries.find((d) => d.status === "partial")!
+        assert.strictEqual(partial.rejected_spans, 2)
+        assert.include(partial.last_error ?? "", "spans too old")
+        const ids = collector.requests().map(spanIds)
+        assert.strictEqual(new Set(ids).size, ids.length, "never retried")
       }).pipe(Effect.scoped))
   })
 
@@ -514,6 +635,29 @@ layer(Svc, { excludeTestServices: true })("telemetry export", (it) => {
   })
 
   describe("replay", () => {
+    it.effect("a replayed batch is sent in the destination's protocol and compression, the same spans as its first send", () =>
+      Effect.gen(function*() {
+        let accept = false
+        const { org, collector, id } = yield* withCollector(() => accept ? Reply.ok("") : Reply.status(400), undefined, {
+          protocol: "http/protobuf",
+          compression: "gzip"
+        })
+        yield* traffic(org)
+        const { deliveries } = yield* waitForDeliveries(org, id, (list) => list.some((d) => d.status === "failed"))
+        const failed = deliveries.find((d) => d.status === "failed")!
+        accept = true
+        yield* org.client.telemetry.replay({ params: { id, delivery: failed.id } })
+        yield* waitForDeliveries(org, id, (list) => list.some((d) => d.id === failed.id && d.status === "delivered"))
+        const sent = collector.requests()
+        for (const request of sent) {
+          assert.strictEqual(request.headers["content-type"], "application/x-protobuf")
+          assert.strictEqual(request.headers["content-encoding"], "gzip")
+        }
+        const counts = new Map<string, number>()
+        for (const request of sent) counts.set(spanIds(request), (counts.get(spanIds(request)) ?? 0) + 1)
+        assert.deepStrictEqual([...counts.values()].filter((n) => n > 1), [2], "the replay carried the failed batch")
+      }).pipe(Effect.scoped))
+
     it.effect("failed → {queued: true, id} and the same batch is sent again; delivered → 409 NOT_REPLAYABLE", () =>
       Effect.gen(function*() {
         let accept = false
