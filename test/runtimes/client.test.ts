@@ -12,6 +12,7 @@ import { createServer, type Server } from "node:http"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { fileURLToPath } from "node:url"
+import { VERSION } from "../../src/api/Version.ts"
 import { binOf, ci, missingRuntimes } from "./runtimes.ts"
 
 const root = fileURLToPath(new URL("../../", import.meta.url))
@@ -61,7 +62,7 @@ beforeAll(async () => {
   symlinkSync(realpathSync(join(root, "node_modules/effect")), join(consumer, "node_modules/effect"), "dir")
   writeFileSync(join(consumer, "package.json"), JSON.stringify({ name: "client-consumer", private: true, type: "module", dependencies: { "@svc/client": "0.2.0", effect: "^4.1.0" } }))
   server = createServer((request, response) => {
-    if (request.url === "/health") return response.writeHead(200, { "content-type": "application/json" }).end('{"status":"ok"}')
+    if (request.url === "/health") return response.writeHead(200, { "content-type": "application/json" }).end(JSON.stringify({ status: "ok", version: VERSION }))
     response.writeHead(404, { "content-type": "application/problem+json" })
       .end(JSON.stringify({ type: "urn:svc:problem:not-found", title: "Not found", status: 404, code: "NOT_FOUND" }))
   })
