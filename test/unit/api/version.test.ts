@@ -5,15 +5,22 @@ import { VERSION } from "../../../src/api/Version.ts"
 
 const root = path.join(import.meta.dirname, "../../..")
 
-/** The repository's package.json files that ship: the root's, the receiver's and each package's. */
+/** The repository's package.json files: the root's (the server), each package's, and the in-repo bin's. */
 const manifests = () =>
   [
     "package.json",
-    "src/receiver/package.json",
-    ...(fs.existsSync(path.join(root, "packages"))
-      ? fs.readdirSync(path.join(root, "packages")).map((name) => path.join("packages", name, "package.json"))
-      : [])
+    "tools/cli/package.json",
+    ...fs.readdirSync(path.join(root, "packages")).map((name) => path.join("packages", name, "package.json"))
   ].filter((file) => fs.existsSync(path.join(root, file)))
+
+/** The pages that name a release: install commands with tarball names, the README's package table. */
+const pages = () => [
+  "README.md",
+  ...fs.readdirSync(path.join(root, "docs")).map((name) => path.join("docs", name)),
+  ...fs.readdirSync(path.join(root, "packages")).map((name) => path.join("packages", name, "README.md"))
+].filter((file) => file.endsWith(".md") && fs.existsSync(path.join(root, file)))
+
+const RELEASE_MENTION = /svc(?:-client|-testing|-receiver)?-(\d+\.\d+\.\d+)\.tgz|all version (\d+\.\d+\.\d+)/g
 
 describe("one version for everything", () => {
   it("VERSION is a release version (major.minor.patch)", () => {
@@ -27,5 +34,25 @@ describe("one version for everything", () => {
       const manifest = JSON.parse(fs.readFileSync(path.join(root, file), "utf8")) as { version?: string }
       assert.strictEqual(manifest.version, VERSION, file)
     }
+  })
+
+  it("a package's dependencies on svc's own packages name VERSION exactly", () => {
+    for (const file of manifests()) {
+      const manifest = JSON.parse(fs.readFileSync(path.join(root, file), "utf8")) as { dependencies?: Record<string, string> }
+      for (const [name, range] of Object.entries(manifest.dependencies ?? {})) {
+        if (name === "svc" || name.startsWith("@svc/")) assert.strictEqual(range, VERSION, `${file}: ${name}`)
+      }
+    }
+  })
+
+  it("the pages' install commands and package table name VERSION", () => {
+    const found: Array<string> = []
+    for (const file of pages()) {
+      for (const match of fs.readFileSync(path.join(root, file), "utf8").matchAll(RELEASE_MENTION)) {
+        found.push(`${file}: ${match[1] ?? match[2]}`)
+      }
+    }
+    assert.isAbove(found.length, 0)
+    assert.deepStrictEqual(found.filter((line) => !line.endsWith(`: ${VERSION}`)), [])
   })
 })
