@@ -124,7 +124,10 @@ export const NotificationDelivery = Schema.Struct({
 export type NotificationDelivery = typeof NotificationDelivery.Type
 
 export const CreateEndpoint = Schema.Struct({
-  url: Text.check(Schema.isMaxLength(2048)).annotate({ description: "Public HTTPS receiver URL" }),
+  url: Text.check(Schema.isMaxLength(2048)).annotate({
+    description:
+      "Public HTTPS receiver URL, or a broker destination: `amqp://` / `amqps://` (RabbitMQ: `?exchange=` required, `&routing_key=` default the event type, path the virtual host) or `nats://` / `tls://` (NATS JetStream: `?subject=` required). Broker URLs may carry credentials; the URL is a secret, never returned."
+  }),
   events: Schema.optionalKey(EventSelection),
   action_classes: Schema.optionalKey(ActionClassFilters),
   ordering: Schema.optionalKey(EndpointOrdering)
@@ -144,7 +147,9 @@ export const TestDelivery = Schema.Struct({
 
 export const TestDelivered = Schema.Struct({
   delivered: Schema.Literal(true),
-  status: Schema.Int.annotate({ description: "The receiver's HTTP status (2xx)" }),
+  status: Schema.optionalKey(Schema.Int.annotate({
+    description: "The receiver's HTTP status (2xx); absent for a broker destination, which acknowledged the message"
+  })),
   duration_ms: Schema.Int
 })
 

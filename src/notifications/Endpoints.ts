@@ -6,6 +6,7 @@
  * The full URL and the secrets never leave this service through the API:
  * the secret is answered once, at creation or rotation.
  */
+import { parseEndpointUrl } from "../brokers/BrokerUrl.ts"
 import { PgClient } from "@effect/sql-pg"
 import { Context, Duration, Effect, Layer, Option, Redacted, Schema } from "effect"
 import { SqlClient } from "effect/sql"
@@ -275,7 +276,7 @@ export class NotificationEndpoints extends Context.Service<NotificationEndpoints
         input: EndpointInput
       ) {
         const events = yield* checkEvents(input.events)
-        const checked = yield* outbound.check(input.url, orgId).pipe(
+        const checked = yield* outbound.check(input.url, orgId, parseEndpointUrl).pipe(
           Effect.mapError((unsafe) => new InvalidUrl({ field: "url", detail: unsafe.message }))
         )
         const secret = newSigningSecret()
