@@ -50,8 +50,8 @@ const targetOf = perUrl(1_000, (url: string) => {
   return parsed._tag === "Ok" ? parsed.target as BrokerTarget : parsed.message
 })
 
-/** The connections kept, bounded and closed when idle. */
-const makeConnections = (now: () => number) => {
+/** The connections kept, at most `max`, closed after `IDLE_MS` unused. */
+export const makeConnections = (now: () => number, max = MAX_CONNECTIONS) => {
   const entries = new Map<string, Entry>()
   const drop = (key: string, entry: Entry) => {
     if (entries.get(key) === entry) entries.delete(key)
@@ -59,7 +59,7 @@ const makeConnections = (now: () => number) => {
   }
   /** Makes room for one more: closes the least recently used idle connection; `false` when none is idle. */
   const room = () => {
-    if (entries.size < MAX_CONNECTIONS) return true
+    if (entries.size < max) return true
     let oldest: [string, Entry] | undefined
     for (const pair of entries) if (pair[1].inFlight === 0 && (oldest === undefined || pair[1].lastUsed < oldest[1].lastUsed)) oldest = pair
     if (oldest === undefined) return false

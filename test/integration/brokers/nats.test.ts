@@ -10,7 +10,6 @@ import { assert, describe, layer } from "@effect/vitest"
 import { Duration, Effect } from "effect"
 import { constructEventFromHeaders } from "../../../packages/receiver/src/index.ts"
 import { SvcTest, type TestOrg } from "../../../src/testing.ts"
-import { eventually } from "../../support/http.ts"
 import { eventBody, insertEvents, waitForDeliveries, webhookService } from "../webhooks/support.ts"
 import { attemptsOf, jet, makeRelay, NATS, uniqueName } from "./support.ts"
 
