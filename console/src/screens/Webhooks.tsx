@@ -164,17 +164,21 @@ const CreateEndpoint = ({ onCreated, onProblem }: { onCreated: (secret: string) 
     >
       <h2 id="create-endpoint">New endpoint</h2>
       <label>
-        Receiver URL (HTTPS)
+        Destination URL
         <input
           type="url"
           required
           value={url}
           placeholder="https://hooks.example.com/svc"
           aria-invalid={error ? "true" : undefined}
-          aria-describedby={error ? "create-endpoint-error" : undefined}
+          aria-describedby={error ? "create-endpoint-error create-endpoint-kinds" : "create-endpoint-kinds"}
           onInput={(event) => setUrl(event.currentTarget.value)}
         />
       </label>
+      <p id="create-endpoint-kinds" class="muted">
+        An HTTPS receiver, or a broker: <code>amqp://</code> or <code>amqps://</code> for RabbitMQ (<code>?exchange=</code>), <code>nats://</code> or <code>tls://</code> for NATS JetStream (<code>?subject=</code>).
+        {url.trim() !== "" && <>This one: {destinationKind(url)}.</>}
+      </p>
       {error && <p id="create-endpoint-error" class="field-error">{error}</p>}
       <EventChoices legend="Events to send" selected={events} onChange={setEvents} />
       <EventChoices legend="Operational events (about the organization's other endpoints)" selected={events} onChange={setEvents} types={EndpointEventTypes} />
@@ -185,6 +189,16 @@ const CreateEndpoint = ({ onCreated, onProblem }: { onCreated: (secret: string) 
       <div class="actions"><button type="submit" class="primary" disabled={create.busy || events.size === 0}>Create endpoint</button></div>
     </form>
   )
+}
+
+/** What kind of destination an endpoint is, from its hint's scheme (the API's `url` forms). */
+export const destinationKind = (urlHint: string): string => {
+  const scheme = urlHint.slice(0, urlHint.indexOf(":")).toLowerCase()
+  return scheme === "amqp" || scheme === "amqps"
+    ? "RabbitMQ"
+    : scheme === "nats" || scheme === "tls"
+    ? "NATS JetStream"
+    : "HTTPS"
 }
 
 const EndpointCard = (
@@ -218,6 +232,7 @@ const EndpointCard = (
           </dd>
         </div>
         {cooling && <div><dt>Cooling down until</dt><dd><Time iso={endpoint.cooldown_until} /> — nothing is sent before then, replays included</dd></div>}
+        <div><dt>Kind</dt><dd>{destinationKind(endpoint.url_hint)}</dd></div>
         <div><dt>Events</dt><dd>{endpoint.events.join(", ")}</dd></div>
         <div><dt>Action classes</dt><dd>{endpoint.action_classes === null ? "all" : endpoint.action_classes.join(", ")}</dd></div>
         <div><dt>Created</dt><dd><Time iso={endpoint.created_at} /> by {endpoint.created_by}</dd></div>
@@ -361,7 +376,12 @@ const EndpointHealth = ({ endpoint, onNotice }: { endpoint: NotificationEndpoint
           onClick={async () => {
             const exit = await test.run({ params: { id: endpoint.id }, payload: {}, reactivityKeys: ["deliveries"] })
             if (Exit.isSuccess(exit)) {
-              onNotice({ tone: "success", text: `Test event delivered to ${endpoint.url_hint}: the receiver answered ${exit.value.status} in ${exit.value.duration_ms} ms.` })
+              onNotice({
+                tone: "success",
+                text: exit.value.status === undefined
+                  ? `Test event delivered to ${endpoint.url_hint}: the broker acknowledged it in ${exit.value.duration_ms} ms.`
+                  : `Test event delivered to ${endpoint.url_hint}: the receiver answered ${exit.value.status} in ${exit.value.duration_ms} ms.`
+              })
               return
             }
             const problem = problemOf(exit.cause)
