@@ -34,8 +34,9 @@ export const openAmqp = async (
     protocol: target.tls ? "amqps" : "amqp",
     hostname: address,
     port: target.port,
-    username: target.username === "" ? "guest" : target.username,
-    password: target.password === "" ? "guest" : target.password,
+    // As amqplib reads a URL: no credentials at all means RabbitMQ's default user.
+    username: target.username === "" && target.password === "" ? "guest" : target.username,
+    password: target.username === "" && target.password === "" ? "guest" : target.password,
     vhost: target.vhost,
     heartbeat: 30
   }, {

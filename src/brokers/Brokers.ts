@@ -86,6 +86,8 @@ export const makeConnections = (now: () => number, max = MAX_CONNECTIONS) => {
       return entry
     },
     /** After a publish: a connection the broker or the network closed goes. */
+    /** A publish on it ran out of time: a connection that does not acknowledge is not used again. */
+    discard: drop,
     settled: (key: string, entry: Entry) => {
       entry.inFlight -= 1
       entry.lastUsed = now()
@@ -143,10 +145,16 @@ export class Brokers extends Context.Service<Brokers, {
           entry.inFlight += 1
           const published = entry.opening.then((connection) => connection.publish(message))
           published.finally(() => connections.settled(key, entry)).catch(() => undefined)
-          return yield* Effect.tryPromise({
+          const detail = yield* Effect.tryPromise({
             try: () => published,
             catch: (error) => new OutboundFailure({ reason: "network", message: reasonOf(error) })
-          })
+          }).pipe(
+            // Out of time (e.g. a RabbitMQ that blocks publishers on a resource
+            // alarm): its publishes may never be answered, so the connection goes.
+            Effect.onInterrupt(() => Effect.sync(() => connections.discard(key, entry)))
+          )
+          yield* Effect.annotateCurrentSpan("svc.broker_ack", detail)
+          return detail
         })
 
       const publish = (url: string, orgId: string, message: BrokerMessage) =>

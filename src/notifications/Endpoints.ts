@@ -6,10 +6,10 @@
  * The full URL and the secrets never leave this service through the API:
  * the secret is answered once, at creation or rotation.
  */
-import { parseEndpointUrl } from "../brokers/BrokerUrl.ts"
 import { PgClient } from "@effect/sql-pg"
 import { Context, Duration, Effect, Layer, Option, Redacted, Schema } from "effect"
 import { SqlClient } from "effect/sql"
+import { parseEndpointUrl } from "../brokers/BrokerUrl.ts"
 import { LimitReached, NotFound } from "../api/Errors.ts"
 import { InvalidUrl } from "../api/Deliveries.ts"
 import {

@@ -25,8 +25,8 @@
  * signed bytes published, acknowledged or failed, and decided as above.
  */
 import { PgClient } from "@effect/sql-pg"
-import { Brokers } from "../brokers/Brokers.ts"
 import { Clock, Context, Duration, Effect, FiberSet, Layer, Option, Schema } from "effect"
+import { Brokers } from "../brokers/Brokers.ts"
 import type { Claimed, CooldownPolicy } from "../deliveries/DeliveryQueue.ts"
 import { DeliveryQueue, Outcome } from "../deliveries/DeliveryQueue.ts"
 import { type DirectHandle, spanStarter } from "../deliveries/worker/StartFast.ts"
@@ -222,7 +222,7 @@ export class WebhookSender extends Context.Service<WebhookSender, {
         const sent = yield* brokers.publish(target.url, delivery.orgId, message).pipe(Effect.catch((failure) => Effect.succeed(failure)))
         if (sent instanceof OutboundFailure) return yield* outcomeOf(delivery, target, sent, started)
         if (delivery.targetFailures > 0) yield* endpoints.recovered(delivery.orgId, delivery.targetId)
-        return { outcome: DELIVERED, attempt: { responseSnippet: sent.detail, durationMs: sent.elapsedMs } }
+        return { outcome: DELIVERED, attempt: { durationMs: sent.elapsedMs } }
       })
 
       const send = Effect.fnUntraced(function*(delivery: Claimed) {

@@ -160,6 +160,28 @@ layer(service, { excludeTestServices: true })("RabbitMQ destinations", (it) => {
         assert.strictEqual(queue.messages.length, 1)
       }).pipe(Effect.scoped))
 
+    it.effect("a connection that stops answering is given up after the deadline: the next attempt connects anew and is delivered", () =>
+      Effect.gen(function*() {
+        const broker = yield* rabbit
+        const exchange = uniqueName("svc.frozen")
+        yield* broker.exchange(exchange)
+        const queue = yield* broker.queue(exchange, "#")
+        const relay = yield* makeRelay(RABBITMQ)
+        relay.mode("forward")
+        const org = yield* SvcTest.org()
+        const { endpoint } = yield* create(org, `amqp://guest:guest@127.0.0.1:${relay.port}/?exchange=${exchange}`)
+        yield* insertEvents([eventBody(org.orgId, "approval.requested")])
+        yield* waitForDeliveries(endpoint.id, (rows) => rows[0]?.status === "delivered")
+        // The kept connection goes silent (as a RabbitMQ blocking publishers on an alarm would).
+        relay.freeze()
+        yield* insertEvents([eventBody(org.orgId, "approval.expiring")])
+        const stalled = yield* failedWith(endpoint.id, "no acknowledgement from the broker within 1000 ms")
+        assert.isNull(stalled.status_code)
+        const rows = yield* waitForDeliveries(endpoint.id, (rows) => rows.length === 2 && rows[1]!.status === "delivered")
+        assert.strictEqual(rows[1]!.attempts, 2)
+        yield* eventually(Effect.sync(() => queue.messages.length === 2 || undefined), { what: "both messages" })
+      }).pipe(Effect.scoped))
+
     it.effect("a broker on a port nobody listens on fails each attempt with the connection error", () =>
       Effect.gen(function*() {
         const org = yield* SvcTest.org()

@@ -22,6 +22,8 @@ export interface Relay {
   readonly port: number
   /** `reset`: accept and drop at once; `hang`: accept and never answer; `forward`: relay to the broker. */
   readonly mode: (mode: "reset" | "hang" | "forward") => void
+  /** The connections relayed so far stay open but carry nothing more, either way (new ones follow the mode). */
+  readonly freeze: () => void
 }
 
 /** A TCP relay on loopback in front of `target` (`host:port`), as long as the scope lives. */
@@ -29,6 +31,7 @@ export const makeRelay = (target: string): Effect.Effect<Relay, never, Scope.Sco
   Effect.gen(function*() {
     let mode: "reset" | "hang" | "forward" = "reset"
     const sockets = new Set<net.Socket>()
+    const frozen = new WeakSet<net.Socket>()
     const [host, port] = target.split(":") as [string, string]
     const server = net.createServer((socket) => {
       sockets.add(socket)
@@ -40,7 +43,8 @@ export const makeRelay = (target: string): Effect.Effect<Relay, never, Scope.Sco
       upstream.on("error", () => socket.destroy())
       socket.on("close", () => upstream.destroy())
       upstream.on("close", () => socket.destroy())
-      socket.pipe(upstream).pipe(socket)
+      socket.on("data", (data) => frozen.has(socket) || upstream.write(data))
+      upstream.on("data", (data) => frozen.has(socket) || socket.write(data))
     })
     yield* Effect.acquireRelease(
       Effect.promise(() => new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve))),
@@ -58,6 +62,9 @@ export const makeRelay = (target: string): Effect.Effect<Relay, never, Scope.Sco
         mode = next
         // Connections of the earlier mode go: the next publish connects anew.
         for (const socket of sockets) socket.destroy()
+      },
+      freeze: () => {
+        for (const socket of sockets) frozen.add(socket)
       }
     }
   })
