@@ -14,7 +14,7 @@
  * event type, and the delivery's signature headers (`Signing.ts`) as AMQP
  * headers, with the names and values an `https` receiver gets.
  */
-import { type ConfirmChannel, connect } from "amqplib"
+import type { ConfirmChannel } from "amqplib"
 import type { BrokerConnection, BrokerMessage, BrokerTarget } from "./BrokerUrl.ts"
 
 /** The broker's reason for closing a channel or connection, without the stack. */
@@ -30,6 +30,8 @@ export const openAmqp = async (
   ca: ReadonlyArray<string>,
   timeoutMs: number
 ): Promise<BrokerConnection> => {
+  // Loaded on first use: a service without RabbitMQ destinations never pays for it.
+  const { connect } = await import("amqplib")
   const connection = await connect({
     protocol: target.tls ? "amqps" : "amqp",
     hostname: address,

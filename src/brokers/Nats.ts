@@ -14,8 +14,6 @@
  * cluster updates (a server could otherwise point the client at addresses
  * nobody checked); a closed connection is dropped from the cache.
  */
-import { jetstream } from "@nats-io/jetstream"
-import { connect, headers } from "@nats-io/transport-node"
 import type { BrokerConnection, BrokerMessage, BrokerTarget } from "./BrokerUrl.ts"
 
 const reasonOf = (error: unknown): string => error instanceof Error ? error.message : String(error)
@@ -32,6 +30,8 @@ export const openNats = async (
     : target.password === ""
     ? { token: target.username }
     : { user: target.username, pass: target.password }
+  // Loaded on first use: a service without NATS destinations never pays for it.
+  const [{ jetstream }, { connect, headers }] = await Promise.all([import("@nats-io/jetstream"), import("@nats-io/transport-node")])
   const connection = await connect({
     servers: `${address.includes(":") ? `[${address}]` : address}:${target.port}`,
     ...credentials,
