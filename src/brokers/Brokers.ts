@@ -107,8 +107,6 @@ export const makeConnections = (now: () => number, max = MAX_CONNECTIONS) => {
 export class Brokers extends Context.Service<Brokers, {
   /** Publishes `message` to the broker destination `url` and waits for its acknowledgement. */
   readonly publish: (url: string, orgId: string, message: BrokerMessage) => Effect.Effect<Published, OutboundFailure>
-  /** Connections open now (for tests: bounded, and closed when idle). */
-  readonly connections: () => number
 }>()("svc/brokers/Brokers") {
   static readonly layer = Layer.effect(
     Brokers,
@@ -178,7 +176,7 @@ export class Brokers extends Context.Service<Brokers, {
           return { detail: maskNeedles(detail, secrets), elapsedMs: now() - started }
         })
 
-      return Brokers.of({ publish, connections: connections.size })
+      return Brokers.of({ publish })
     })
   )
 }
