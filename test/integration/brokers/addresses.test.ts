@@ -12,13 +12,16 @@ import { fixedResolver, Resolver } from "../../../src/outbound/Resolver.ts"
 import { SvcTest } from "../../../src/testing.ts"
 import { eventually } from "../../support/http.ts"
 import { eventBody, insertEvents, waitForDeliveries, webhookService } from "../webhooks/support.ts"
-import { attemptsOf, jet, rabbit, uniqueName } from "./support.ts"
+import { TestTls } from "../../support/tls.ts"
+import { attemptsOf, jet, makeTlsRelay, rabbit, RABBITMQ, uniqueName } from "./support.ts"
 
 const names = fixedResolver({
   "rabbit.broker.test": ["127.0.0.1"],
   "nats.broker.test": ["127.0.0.1"],
   // Loopback when the endpoint is created, metadata at every later resolution.
-  "rebinding.broker.test": (call) => (call === 1 ? ["127.0.0.1"] : ["169.254.169.254"])
+  "rebinding.broker.test": (call) => (call === 1 ? ["127.0.0.1"] : ["169.254.169.254"]),
+  // Covered by the test certificate's `*.svc.test`.
+  "rabbit.svc.test": ["127.0.0.1"]
 })
 
 const withNames = webhookService().pipe(Layer.provide(Layer.succeed(Resolver, names)))
@@ -43,6 +46,31 @@ layer(withNames, { excludeTestServices: true })("broker addresses (loopback allo
         yield* waitForDeliveries(jetstream.endpoint.id, (rows) => rows[0]?.status === "delivered")
         assert.lengthOf(queue.messages, 1)
         assert.lengthOf(yield* nats.messages(stream), 1)
+      }).pipe(Effect.scoped))
+
+    it.effect("amqps: TLS verified against the URL's host name with SVC_EXTRA_CA_FILE, to the checked address; an unknown certificate fails", () =>
+      Effect.gen(function*() {
+        const broker = yield* rabbit
+        const exchange = uniqueName("svc.tls")
+        yield* broker.exchange(exchange)
+        const queue = yield* broker.queue(exchange, "#")
+        const trusted = yield* makeTlsRelay(RABBITMQ, yield* TestTls.shared)
+        const untrusted = yield* makeTlsRelay(RABBITMQ, yield* TestTls.selfSigned({ dnsNames: ["*.svc.test"] }))
+        const org = yield* SvcTest.org()
+        const good = yield* org.client.notifications.create({
+          payload: { url: `amqps://guest:guest@rabbit.svc.test:${trusted}/?exchange=${exchange}` }
+        })
+        const bad = yield* org.client.notifications.create({
+          payload: { url: `amqps://guest:guest@rabbit.svc.test:${untrusted}/?exchange=${exchange}` }
+        })
+        yield* insertEvents([eventBody(org.orgId, "approval.requested")])
+        yield* waitForDeliveries(good.endpoint.id, (rows) => rows[0]?.status === "delivered")
+        assert.lengthOf(queue.messages, 1)
+        const refused = yield* eventually(
+          Effect.map(attemptsOf(bad.endpoint.id), (attempts) => attempts[0]),
+          { what: "a refused TLS attempt", intervalMs: 50 }
+        )
+        assert.match(refused.error!, /certificate/i)
       }).pipe(Effect.scoped))
 
     it.effect("a name that resolves to a metadata address at publish time is refused then, each attempt", () =>

@@ -10,6 +10,7 @@ import { type Channel, type ChannelModel, connect as amqpConnect, type ConsumeMe
 import { Effect, type Scope } from "effect"
 import { randomUUID } from "node:crypto"
 import * as net from "node:net"
+import * as tls from "node:tls"
 import { SqlClient } from "effect/sql"
 
 export const RABBITMQ = "127.0.0.1:5672"
@@ -67,6 +68,41 @@ export const makeRelay = (target: string): Effect.Effect<Relay, never, Scope.Sco
         for (const socket of sockets) frozen.add(socket)
       }
     }
+  })
+
+/** A TLS endpoint on loopback with `certificate`, relaying the plaintext to `target` (`host:port`): amqps in front of RabbitMQ. */
+export const makeTlsRelay = (
+  target: string,
+  certificate: { readonly cert: string; readonly key: string }
+): Effect.Effect<number, never, Scope.Scope> =>
+  Effect.gen(function*() {
+    const [host, port] = target.split(":") as [string, string]
+    const sockets = new Set<net.Socket>()
+    const server = tls.createServer({ cert: certificate.cert, key: certificate.key }, (socket) => {
+      const upstream = net.connect(Number(port), host)
+      for (const s of [socket, upstream]) {
+        sockets.add(s)
+        s.on("error", () => undefined)
+        s.on("close", () => {
+          sockets.delete(s)
+          socket.destroy()
+          upstream.destroy()
+        })
+      }
+      socket.pipe(upstream).pipe(socket)
+    })
+    server.on("tlsClientError", () => undefined)
+    yield* Effect.acquireRelease(
+      Effect.promise(() => new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve))),
+      () =>
+        Effect.promise(() =>
+          new Promise<void>((resolve) => {
+            for (const socket of sockets) socket.destroy()
+            server.close(() => resolve())
+          })
+        )
+    )
+    return (server.address() as net.AddressInfo).port
   })
 
 export interface Rabbit {
