@@ -32,6 +32,8 @@ export const IDLE_MS = 60_000
 
 interface Entry {
   readonly opening: Promise<BrokerConnection>
+  /** Once open. */
+  connection?: BrokerConnection
   lastUsed: number
   inFlight: number
 }
@@ -70,6 +72,11 @@ export const makeConnections = (now: () => number, max = MAX_CONNECTIONS) => {
     /** The kept connection for `key` (a new one when it has none, or its one closed); `undefined` when none can be opened. */
     use: (key: string, open: () => Promise<BrokerConnection>): Entry | undefined => {
       let entry = entries.get(key)
+      // Closed while idle (the broker restarted): replaced, not tried.
+      if (entry?.connection?.closed === true) {
+        drop(key, entry)
+        entry = undefined
+      }
       if (entry === undefined) {
         if (!room()) return undefined
         const opening = open()
@@ -77,7 +84,10 @@ export const makeConnections = (now: () => number, max = MAX_CONNECTIONS) => {
         const created = entry
         // A connection that failed to open, or closed later, is not kept.
         opening.then(
-          (connection) => connection.closed && drop(key, created),
+          (connection) => {
+            created.connection = connection
+            if (connection.closed) drop(key, created)
+          },
           () => drop(key, created)
         )
         entries.set(key, entry)

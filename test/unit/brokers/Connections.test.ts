@@ -66,6 +66,15 @@ describe("broker connections", () => {
     connections.sweep()
     await settle()
     assert.deepStrictEqual(closedLog, ["idle"])
+    // Closed by the broker while idle: the next use opens another instead of failing on it.
+    const kept = connections.use("restarted", () => Promise.resolve(fake(closedLog, "restarted")))!
+    await settle()
+    ;(await kept.opening).close()
+    const replaced = connections.use("restarted", () => Promise.resolve(fake(closedLog, "replacement")))!
+    assert.notStrictEqual(replaced, kept)
+    assert.isFalse((await replaced.opening).closed)
+    connections.discard("restarted", replaced)
+    await settle()
     const busy = connections.use("busy", () => Promise.reject(new Error("not opened again")))!
     const connection = await busy.opening
     connection.close()
