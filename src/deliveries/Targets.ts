@@ -1,7 +1,7 @@
 /**
  * Target health and a target's end: failing what a removed or deactivated
  * target still had to deliver, dropping its health record, and reading its
- * cooldown; the lock order of every statement on targets (`targetsFirst`).
+ * cooldown; its ordering and rate limit; the lock order of every statement on targets (`targetsFirst`).
  */
 import type { PgClient } from "@effect/sql-pg"
 import { Effect, Option } from "effect"
@@ -160,4 +160,25 @@ export const setStrict = Effect.fnUntraced(function*(
         AND (SELECT count(*) FROM ended) >= 0
     `.pipe(Effect.orDie)
   }
+})
+
+/**
+ * Kept on the target's row (created here when it has none yet), which the
+ * claims read: `rate_limit` deliveries per second, a burst of one second's
+ * worth, `rate_tat` the bucket's theoretical arrival time (GCRA, as
+ * `org_rate_limits` in `src/feedback/Promotion.ts`). A lifted limit
+ * forgets the bucket; a changed one keeps it.
+ */
+export const setRateLimit = Effect.fnUntraced(function*(
+  sql: PgClient.PgClient,
+  kind: DeliveryKind,
+  orgId: string,
+  targetId: string,
+  perSecond: number | null
+) {
+  yield* sql`
+    INSERT INTO delivery_targets AS t (id, org_id, kind, rate_limit) VALUES (${targetId}, ${orgId}, ${kind}, ${perSecond})
+    ON CONFLICT (id) DO UPDATE SET rate_limit = EXCLUDED.rate_limit,
+      rate_tat = CASE WHEN EXCLUDED.rate_limit IS NULL THEN NULL ELSE t.rate_tat END
+  `.pipe(Effect.orDie)
 })

@@ -145,7 +145,7 @@ export class TestDeliveries extends Context.Service<TestDeliveries, {
         const sent = yield* outbound.send({
           url: target.url,
           method: "POST",
-          headers: deliveryHeaders(target.secrets, { id, type }, Math.floor(now.getTime() / 1000), body),
+          headers: deliveryHeaders(target.secrets, { id, type }, Math.floor(now.getTime() / 1000), body, target.headers),
           body,
           timeout: config.webhookSendTimeout,
           maxResponseBytes: 1,
