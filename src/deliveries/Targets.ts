@@ -182,3 +182,19 @@ export const setRateLimit = Effect.fnUntraced(function*(
       rate_tat = CASE WHEN EXCLUDED.rate_limit IS NULL THEN NULL ELSE t.rate_tat END
   `.pipe(Effect.orDie)
 })
+
+/**
+ * SQL over a `delivery_targets` row `t`: how many deliveries its rate limit
+ * lets a claim hand out now (the bucket's tokens; a large number when
+ * unlimited), read under the row's lock.
+ */
+export const RATE_TOKENS = `CASE WHEN t.rate_limit IS NULL THEN 2147483647
+  ELSE floor(t.rate_limit - extract(epoch FROM greatest(t.rate_tat, now()) - now()) * t.rate_limit)::int END`
+
+/** SQL: the row's `rate_tat` after handing out `n` (an SQL expression) deliveries. */
+export const rateCharged = (n: string) =>
+  `CASE WHEN t.rate_limit IS NULL OR ${n} <= 0 THEN t.rate_tat
+   ELSE greatest(t.rate_tat, now()) + make_interval(secs => (${n})::float8 / t.rate_limit) END`
+
+/** SQL: when the row's bucket next has a token (NULL when unlimited or full), 1 ms late rather than early. */
+export const RATE_READY = `t.rate_tat - make_interval(secs => (t.rate_limit - 1)::float8 / t.rate_limit - 0.001)`
