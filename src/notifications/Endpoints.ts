@@ -176,7 +176,7 @@ const insertEndpoint = (
       RETURNING ${sql.literal(columns)}
     `)
     if (input.ordering === "strict") yield* queue.setStrict("webhook", orgId, id, true)
-    if (input.rate_limit != null) yield* queue.setRateLimit("webhook", orgId, id, input.rate_limit)
+    if (input.rate_limit !== undefined && input.rate_limit !== null) yield* queue.setRateLimit("webhook", orgId, id, input.rate_limit)
     if (headers !== undefined) yield* writeHeaders(secrets, orgId, id, headers)
     yield* secrets.put(endpointOwner(orgId, id), "signing", Redacted.make(secret))
     yield* secrets.put(endpointUrlOwner(orgId, id), URL_SECRET, Redacted.make(checked.url))
