@@ -10,7 +10,7 @@ const refused = (headers: Record<string, string>) => {
   return verdict as Extract<typeof verdict, { _tag: "Refused" }>
 }
 
-describe("collector header rules", () => {
+describe("header rules (collector and webhook endpoint)", () => {
   it("accepts ordinary authentication headers", () => {
     const verdict = checkHeaders({ Authorization: "Bearer abc", "X-Honeycomb-Team": "k\tey", "DD-API-KEY": "v".repeat(MAX_VALUE_BYTES) })
     assert.strictEqual(verdict._tag, "Ok")
