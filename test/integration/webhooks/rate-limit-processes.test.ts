@@ -41,6 +41,7 @@ describe.runIf(process.env.TEST_DATABASE_URL)("an endpoint's rate limit with two
         return JSON.parse(created.stdout.trim()).key as string
       })
       const [a, b] = (yield* startServers(env, 2)) as [RunningServer, RunningServer]
+      let start = 0
       yield* Effect.promise(async () => {
         await call(a, key, "POST", "/v1/notification-endpoints", {
           url: receiver.url("/limited"),
@@ -54,6 +55,7 @@ describe.runIf(process.env.TEST_DATABASE_URL)("an endpoint's rate limit with two
           timeout_action: "reject"
         })
         // Half the approvals through each process, all at once.
+        start = Date.now()
         await Promise.all(Array.from({ length: N }, async (_, i) => {
           const server = i % 2 === 0 ? a : b
           const session = await call(server, key, "POST", "/v1/agent-sessions", {})
@@ -67,14 +69,14 @@ describe.runIf(process.env.TEST_DATABASE_URL)("an endpoint's rate limit with two
       })
       const requests = yield* receiver.waitForRequests(N, "40 seconds")
       assert.strictEqual(requests.length, N)
-      const JITTER_S = 0.3
+      const JITTER_S = 0.5
       for (let i = 0; i < requests.length; i++) {
         for (let j = i; j < requests.length; j++) {
           const window = (requests[j]!.receivedAt - requests[i]!.receivedAt) / 1000
           assert.isAtMost(j - i + 1, RATE + Math.floor((window + JITTER_S) * RATE) + 1, `${j - i + 1} requests within ${window} s`)
         }
       }
-      const took = (requests.at(-1)!.receivedAt - requests[0]!.receivedAt) / 1000
-      assert.isAtLeast(took, (N - RATE) / RATE - 0.2)
+      // From the burst's start to the last receipt.
+      assert.isAtLeast((requests.at(-1)!.receivedAt - start) / 1000, (N - RATE) / RATE)
     }).pipe(Effect.scoped), 120_000)
 })
