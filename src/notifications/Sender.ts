@@ -161,7 +161,7 @@ export class WebhookSender extends Context.Service<WebhookSender, {
       const requestOf = (delivery: Claimed, target: SendTarget, type: string, body: Buffer, started: number) => ({
         url: target.url,
         method: "POST" as const,
-        headers: deliveryHeaders(target.secrets, { id: delivery.eventId ?? "", type }, Math.floor(started / 1000), body),
+        headers: deliveryHeaders(target.secrets, { id: delivery.eventId ?? "", type }, Math.floor(started / 1000), body, target.headers),
         body,
         timeout: config.webhookSendTimeout,
         maxResponseBytes: SNIPPET_BYTES + 1,

@@ -144,7 +144,7 @@ export class TestDeliveries extends Context.Service<TestDeliveries, {
         const now = new Date(yield* Clock.currentTimeMillis)
         const body = Buffer.from(testEventBody({ id, type, orgId, occurredAt: now, endpoint }), "utf8")
         const started = performance.now()
-        const headers = deliveryHeaders(target.secrets, { id, type }, Math.floor(now.getTime() / 1000), body)
+        const headers = deliveryHeaders(target.secrets, { id, type }, Math.floor(now.getTime() / 1000), body, target.headers)
         const record = (status: "delivered" | "failed", attempt: { statusCode?: number; error?: string; durationMs: number }) =>
           operations.recordFinished({
             orgId,
