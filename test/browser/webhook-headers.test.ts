@@ -29,7 +29,7 @@ describeBrowser("Webhooks custom headers and rate limit", () => {
     await page.goto(`${world.baseUrl}/console/webhooks`)
 
     const form = page.getByRole("form", { name: "New endpoint" })
-    await form.getByLabel("Receiver URL (HTTPS)").fill(receiver.url("/hooks/custom"))
+    await form.getByLabel("Destination URL").fill(receiver.url("/hooks/custom"))
     await form.getByRole("button", { name: "Add header" }).click()
     await form.getByLabel("Header name").fill("X-Gateway-Token")
     await form.getByLabel("Value").fill(TOKEN)
