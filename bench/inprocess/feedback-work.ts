@@ -30,7 +30,9 @@ import type { CorrectionReply, CorrectionRequest } from "../../src/feedback/Corr
 import { type Json, scrub } from "../../src/feedback/Scrubber.ts"
 import { makeSchemaCompiler } from "../../src/tasks/SchemaCompiler.ts"
 
-const texts = Array.from({ length: 64 }, (_, i) => JSON.stringify(correction(i)))
+// Made on first use: `writes.ts` imports this module, and its `correction` is not defined yet while this one loads.
+let textsMade: ReadonlyArray<string> | undefined
+const texts = () => (textsMade ??= Array.from({ length: 64 }, (_, i) => JSON.stringify(correction(i))))
 /** An organization with a few keys and secrets, as the scan is given them. */
 const known = {
   keyHashes: Array.from({ length: 4 }, (_, i) => `${i}`.repeat(64)),
@@ -63,7 +65,7 @@ const alone = async (requests: number) => {
   const credentials = { keyHashes: new Set(known.keyHashes), values: known.values }
   const before = process.threadCpuUsage()
   for (let i = 0; i < requests; i++) {
-    const document = JSON.parse(texts[i % texts.length]!) as Json
+    const document = JSON.parse(texts()[i % 64]!) as Json
     const checked = compiler.validate("task", answerSchema, document)
     if (checked._tag !== "Checked" || checked.violations.length > 0) throw new Error("the correction does not fit")
     await scrub(document, credentials, "correction")
@@ -96,7 +98,7 @@ const startWorker = async () => {
       id: nextId++,
       op: "correct",
       key: "task",
-      text: texts[i % texts.length]!,
+      text: texts()[i % 64]!,
       ...(first ? { schema: answerSchema } : {}),
       known: first ? { org: "org", fingerprint: "1", known } : { org: "org", fingerprint: "1" },
       root: "correction"

@@ -14,6 +14,7 @@ import { newId } from "../platform/Ids.ts"
 import { refuseAtCap } from "../platform/OrgLimits.ts"
 import { BigIntText, JsonColumn, rowsOf, Timestamp } from "../platform/Rows.ts"
 import { AnswerSchemas } from "./AnswerSchema.ts"
+import { runInsert } from "./RunInsertFast.ts"
 
 type Json = typeof Run.Type["input"]
 
@@ -136,16 +137,12 @@ export class Tasks extends Context.Service<Tasks, {
           attributes: { "svc.org_id": orgId, "svc.task_id": taskId, "gen_ai.operation.name": "invoke_agent" }
         })
         const traceId = /^(?!0{32})[0-9a-f]{32}$/.test(runSpan.traceId) ? runSpan.traceId : randomTraceId()
-        const row = yield* RunRows.one(sql`
-          INSERT INTO runs (trace_id, org_id, task_id, input, answer)
-          SELECT ${traceId}, ${orgId}, id, ${JSON.stringify(input.input)}::jsonb, ${JSON.stringify(input.answer)}::jsonb
-          FROM tasks WHERE id = ${taskId} AND org_id = ${orgId}
-          RETURNING trace_id, seq, task_id, input, answer, created_at
-        `)
+        const row = yield* runInsert(sql, traceId, orgId, taskId, JSON.stringify(input.input), JSON.stringify(input.answer))
         if (row === undefined) return yield* new NotFound({ detail: "No such task." })
         runSpan.end(yield* Clock.currentTimeNanos, Exit.void)
         yield* Effect.annotateCurrentSpan({ "svc.task_id": taskId, "svc.trace_id": traceId })
-        return withoutSeq(row)
+        // The stored input and answer are the request's, as the JSON they were stored from.
+        return { trace_id: traceId, task_id: row.task_id, input: input.input, answer: input.answer, created_at: row.created_at }
       }, Effect.withSpan("Tasks.logRun", undefined, { captureStackTrace: false }))
 
       const listRuns = Effect.fn("Tasks.listRuns")(function*(orgId: string, taskId: string, request: PageRequest) {
