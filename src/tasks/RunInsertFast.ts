@@ -10,8 +10,10 @@
  * answer's `input` and `answer` are the request's own (decoded from its
  * JSON, stored as that JSON: the same values once parsed); the statement
  * returns the task id and the creation time. Measured on the PostgreSQL
- * server with a ~1 KB run (bench/notes/request-path.md, "Fifth round"):
- * see there for the figures.
+ * server with a ~1 KB run, with the service step and handler as plain
+ * steps (`AB_ALLOC=1 sh bench/ab-request-path.sh`, two interleaved rounds):
+ * the main thread allocates 92 KB per logged run instead of 101
+ * (bench/notes/request-path.md, "Fifth round").
  */
 import { Effect } from "effect"
 import type { SqlClient } from "effect/sql"
