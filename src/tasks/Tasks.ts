@@ -122,8 +122,8 @@ export class Tasks extends Context.Service<Tasks, {
       const logRun = (orgId: string, taskId: string, input: typeof LogRun.Type) =>
         Effect.withFiber((fiber) => {
           // The run is a trace of its own: its span's trace id is the run's
-          // trace_id (the feedback `inference_log_id`), and the request's
-          // span (here `Tasks.logRun`) links to it. A fresh trace, not the
+          // trace_id (the feedback `inference_log_id`), and it links to the
+          // request's span (here `Tasks.logRun`). A fresh trace, not the
           // request's, so two runs logged under one caller `traceparent` keep
           // distinct ids. Ended only once the run exists: a log refused
           // (unknown task) is not a run, and its span, never ended, is never exported.
