@@ -1,7 +1,8 @@
 #!/bin/sh
 # A/B blocks of the request path, layer by layer: svc's CPU per request (all
 # threads, and by thread: "V8 DefaultWorke" is V8's helper threads, GC
-# mostly) for the cheapest authenticated write and a feedback POST, from
+# mostly) for the cheapest authenticated writes and a feedback POST
+# (AB_ENDPOINTS, default runs,agent-sessions,feedback), from
 # several checkouts in interleaved rounds (each run starts svc fresh on a
 # fresh database). Arms are label=path pairs; each path needs node_modules.
 # With AB_ALLOC=1, svc runs with --trace-gc-nvp and each block also prints what
@@ -18,7 +19,7 @@ for round in $(seq 1 "$rounds"); do
     label=${arm%%=*}
     dir=${arm#*=}
     echo "== round $round $label ($(uptime | sed 's/.*load average: //'))"
-    PROF_OFF=1 PROF_ALLOC=${AB_ALLOC:-0} PROF_DB=${AB_DB:-postgres} PROF_ENDPOINT=agent-sessions,feedback PROF_COUNT=${AB_COUNT:-3000} \
+    PROF_OFF=1 PROF_ALLOC=${AB_ALLOC:-0} PROF_DB=${AB_DB:-postgres} PROF_ENDPOINT=${AB_ENDPOINTS:-runs,agent-sessions,feedback} PROF_COUNT=${AB_COUNT:-3000} \
       PROF_SVC_DIR="$dir" PROF_DIR=/tmp/ab-request-path npx node bench/profile-writes.ts 2>&1 | grep -E "req/s|by thread|allocated"
   done
 done

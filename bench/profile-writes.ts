@@ -19,6 +19,7 @@ import { freshDatabase } from "./support/db.ts"
 import type { LoadResult } from "./support/load.ts"
 import { REPO, startSvc } from "./support/svc.ts"
 import { cpuMicros } from "./support/cpu.ts"
+import { runBody } from "./scenarios/writes.ts"
 
 const kind = (process.env.PROF_DB ?? "pglite") as "pglite" | "postgres"
 const dir = process.env.PROF_DIR ?? "/tmp/wprof"
@@ -118,6 +119,11 @@ try {
         url: "", urls: sessions.map((id) => `${svc.baseUrl}/v1/agent-sessions/${id}/steps`), method: "POST" as const, headers,
         bodies: [JSON.stringify({ step_id: "@STEP@", tool: "shell", action_class: step, arguments: { command: "ls -la /srv/app", cwd: "/srv" } })],
         unique: "@STEP@", count: n, concurrency: 16, expectStatus: 200
+      }
+      : ep === "runs"
+      ? {
+        url: `${svc.baseUrl}/v1/tasks/${task.id}/runs`, method: "POST" as const, headers,
+        bodies: Array.from({ length: 64 }, (_, i) => JSON.stringify(runBody(i))), count: n, concurrency: 16, expectStatus: 201
       }
       : {
         url: `${svc.baseUrl}/v1/${ep}`, method: "POST" as const, headers,

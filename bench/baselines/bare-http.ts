@@ -9,8 +9,9 @@
  *
  *   POST /v1/feedback        INSERT INTO feedback ... FROM runs (svc's statement without its fingerprint check)
  *   POST /v1/agent-sessions  INSERT INTO agent_sessions (svc's statement)
+ *   POST /v1/tasks/:id/runs  INSERT INTO runs ... FROM tasks (svc's statement, src/tasks/RunInsert.ts)
  */
-import { createHash } from "node:crypto"
+import { createHash, randomBytes } from "node:crypto"
 import { createServer, type IncomingMessage, type ServerResponse } from "node:http"
 import * as path from "node:path"
 import { v7 } from "uuid"
@@ -72,7 +73,7 @@ const answer = (res: ServerResponse, status: number, body: unknown) => {
   res.end(text)
 }
 
-const routes: Record<string, (body: any) => Promise<[number, unknown]>> = {
+const routes: Record<string, (body: any, taskId?: string) => Promise<[number, unknown]>> = {
   "/v1/feedback": async (body: { inference_log_id: string; score: number; correction?: unknown }) => {
     const id = v7()
     const [row] = await query<{ created_at: string }>(
@@ -92,14 +93,27 @@ const routes: Record<string, (body: any) => Promise<[number, unknown]>> = {
       [id, orgId, body.task_id ?? null]
     )
     return row === undefined ? [404, { code: "NOT_FOUND" }] : [201, row]
+  },
+  "/v1/tasks/:id/runs": async (body: { input: unknown; answer: unknown }, taskId?: string) => {
+    const traceId = randomBytes(16).toString("hex")
+    const [row] = await query<{ task_id: string; created_at: string }>(
+      `INSERT INTO runs (trace_id, org_id, task_id, input, answer)
+       SELECT $1, $2, id, $3::jsonb, $4::jsonb FROM tasks WHERE id = $5 AND org_id = $2
+       RETURNING task_id, created_at`,
+      [traceId, orgId, JSON.stringify(body.input), JSON.stringify(body.answer), taskId]
+    )
+    return row === undefined ? [404, { code: "NOT_FOUND" }] : [201, { trace_id: traceId, task_id: row.task_id, input: body.input, answer: body.answer, created_at: row.created_at }]
   }
 }
+
+const RUNS_PATH = /^\/v1\/tasks\/([0-9a-f-]{36})\/runs$/
 
 const handle = (req: IncomingMessage, res: ServerResponse) => {
   const chunks: Array<Buffer> = []
   req.on("data", (chunk: Buffer) => chunks.push(chunk))
   req.on("end", () => {
-    const route = routes[req.url ?? ""]
+    const runsOf = RUNS_PATH.exec(req.url ?? "")
+    const route = runsOf === null ? routes[req.url ?? ""] : routes["/v1/tasks/:id/runs"]
     if (req.method !== "POST" || route === undefined) return answer(res, 404, { code: "NOT_FOUND" })
     const auth = req.headers.authorization ?? ""
     if (!auth.startsWith("Bearer ") || sha256(auth.slice(7)) !== keyHash) return answer(res, 401, { code: "UNAUTHENTICATED" })
@@ -109,7 +123,7 @@ const handle = (req: IncomingMessage, res: ServerResponse) => {
     } catch {
       return answer(res, 400, { code: "INVALID_JSON" })
     }
-    route(body).then(([status, out]) => answer(res, status, out), () => answer(res, 500, { code: "INTERNAL" }))
+    route(body, runsOf?.[1]).then(([status, out]) => answer(res, status, out), () => answer(res, 500, { code: "INTERNAL" }))
   })
 }
 

@@ -17,6 +17,7 @@
  * secret scan: those are svc's own work.
  *
  *   POST /v1/agent-sessions                   svc's INSERT (src/agents/SessionInsert.ts)
+ *   POST /v1/tasks/:task_id/runs              svc's INSERT (src/tasks/RunInsert.ts), the answer echoing the body
  *   POST /v1/feedback                         svc's INSERT with its quota count, without the fingerprint
  *                                             check (src/feedback/InsertStatement.ts)
  *   POST /v1/agent-sessions/:session_id/steps the step's INSERT and its approval's, one statement, always
@@ -40,7 +41,7 @@ import {
 import { Reactivity } from "effect/reactivity"
 import { SqlClient, SqlError } from "effect/sql"
 import type { Connection } from "effect/sql/SqlConnection"
-import { hash } from "node:crypto"
+import { hash, randomBytes } from "node:crypto"
 import { createServer } from "node:http"
 import * as path from "node:path"
 import { v7 } from "uuid"
@@ -65,6 +66,8 @@ class Bearer extends HttpApiMiddleware.Service<Bearer, { provides: CurrentOrg; r
 
 const Session = Schema.Struct({ id: Schema.String, task_id: Schema.NullOr(Schema.String), created_at: Schema.Date })
 
+const Run = Schema.Struct({ trace_id: Schema.String, task_id: Schema.String, input: Schema.Json, answer: Schema.Json, created_at: Schema.Date })
+
 const FeedbackItem = Schema.Struct({
   id: Schema.String,
   inference_log_id: Schema.String,
@@ -81,6 +84,12 @@ class FloorApi extends HttpApi.make("floor").add(
       HttpApiEndpoint.post("createSession", "/v1/agent-sessions", {
         payload: Schema.Struct({ task_id: Schema.optionalKey(Schema.String) }),
         success: Session.pipe(HttpApiSchema.status(201)),
+        error: HttpApiError.NotFound
+      }),
+      HttpApiEndpoint.post("logRun", "/v1/tasks/:task_id/runs", {
+        params: { task_id: Schema.String },
+        payload: Schema.Struct({ input: Schema.Json, answer: Schema.Json }),
+        success: Run.pipe(HttpApiSchema.status(201)),
         error: HttpApiError.NotFound
       }),
       HttpApiEndpoint.post("submitFeedback", "/v1/feedback", {
@@ -110,6 +119,12 @@ const SESSION_INSERT = `
   SELECT $1, $2, $3
   WHERE $4::uuid IS NULL OR EXISTS (SELECT 1 FROM tasks WHERE id = $5 AND org_id = $6)
   RETURNING id, task_id, created_at`
+
+/** Copied from src/tasks/RunInsert.ts. */
+const RUN_INSERT = `
+  INSERT INTO runs (trace_id, org_id, task_id, input, answer)
+  SELECT $1, $2, id, $3::jsonb, $4::jsonb FROM tasks WHERE id = $5 AND org_id = $6
+  RETURNING task_id, created_at`
 
 /** Copied from src/feedback/InsertStatement.ts (the statement without the fingerprint check). */
 const FEEDBACK_INSERT = `
@@ -205,6 +220,20 @@ const WritesLive = HttpApiBuilder.group(
           return sql.unsafe<typeof Session.Type>(SESSION_INSERT, [v7(), orgId, taskId, taskId, taskId, orgId]).pipe(
             Effect.orDie,
             Effect.flatMap((rows) => rows[0] === undefined ? Effect.fail(new HttpApiError.NotFound()) : Effect.succeed(rows[0]))
+          )
+        }))
+      .handle("logRun", ({ params, payload }) =>
+        CurrentOrg.use((orgId) => {
+          const traceId = randomBytes(16).toString("hex")
+          return sql.unsafe<{ task_id: string; created_at: Date }>(RUN_INSERT, [
+            traceId, orgId, JSON.stringify(payload.input), JSON.stringify(payload.answer), params.task_id, orgId
+          ]).pipe(
+            Effect.orDie,
+            Effect.flatMap((rows) =>
+              rows[0] === undefined
+                ? Effect.fail(new HttpApiError.NotFound())
+                : Effect.succeed({ trace_id: traceId, task_id: rows[0].task_id, input: payload.input, answer: payload.answer, created_at: rows[0].created_at })
+            )
           )
         }))
       .handle("submitFeedback", ({ payload }) =>

@@ -8,7 +8,8 @@
  * Reported beside the same load's accepted rate of the request baselines
  * (`support/baselines.ts`: the bare server and the Effect floor, the same
  * INSERT, no validation), with svc's CPU per accepted request as a ratio of
- * each baseline's.
+ * each baseline's, and of the floor's plus the feedback POST's own work
+ * measured alone (`inprocess/feedback-work.ts`).
  */
 import * as path from "node:path"
 import { armTitle, BASELINE_NAMES, cpuRatio, startBaseline } from "../support/baselines.ts"
@@ -19,6 +20,7 @@ import type { LoadResult, LoadSpec } from "../support/load.ts"
 import type { BenchContext, ScenarioResult } from "../support/scenario.ts"
 import { round } from "../support/stats.ts"
 import { startSvc } from "../support/svc.ts"
+import { measureFeedbackWork } from "../inprocess/feedback-work.ts"
 import { answerSchema, correction } from "./writes.ts"
 
 const CONNECTIONS = 50
@@ -92,9 +94,14 @@ export default async (context: BenchContext): Promise<ScenarioResult> => {
     const result = flooded.get(arm)
     return result === undefined ? undefined : (result.cpu[arm] ?? Number.NaN) / Math.max(1, result.requests - result.refused)
   }
+  // The feedback POST's own work (the correction's check in a worker and the secret scan), measured alone.
+  const work = await measureFeedbackWork()
+  const workMicros = work.inWorker.main + work.inWorker.worker
+  const floorAndWork = perAccepted("floor") === undefined ? undefined : perAccepted("floor")! + workMicros
   const rows = [...flooded].map(([arm, result]) => ({
     ...row(armTitle(arm), result),
-    ...Object.fromEntries(BASELINE_NAMES.map((name) => [`CPU / ${name}`, cpuRatio(perAccepted(arm), perAccepted(name))]))
+    ...Object.fromEntries(BASELINE_NAMES.map((name) => [`CPU / ${name}`, cpuRatio(perAccepted(arm), perAccepted(name))])),
+    "CPU / (floor + work)": cpuRatio(perAccepted(arm), floorAndWork)
   }))
   return {
     scenario: "feedback-flood",
@@ -104,6 +111,7 @@ export default async (context: BenchContext): Promise<ScenarioResult> => {
     notes: [
       `${requests} requests after ${warmup} warm-up, over ${CONNECTIONS} connections of one organization in a closed loop (a refused request is followed at once by the next).`,
       "CPU / bare, CPU / floor: the server process's CPU per accepted request over that baseline's (the postgres backends not in it).",
+      `CPU / (floor + work): over the floor's plus the feedback POST's own work measured alone (bench/inprocess/feedback-work.ts: the correction's check through svc's correction worker and the secret scan, ${round(workMicros, 1)} µs per correction), which the floor does not do.`,
       "accepted/s counts 201 answers; refused/s every other answer (429 VALIDATION_BUSY unless `first refusal` says otherwise); svc CPU per accepted request includes the CPU its refusals cost."
     ]
   }

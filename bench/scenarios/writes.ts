@@ -1,6 +1,7 @@
 /**
  * Authenticated writes: `POST /v1/feedback` (a correction checked against an
- * order-shaped answer schema) and the cheapest authenticated write,
+ * order-shaped answer schema) and the cheapest authenticated writes,
+ * `POST /v1/tasks/:id/runs` (a logged run of about 1 KB, one INSERT) and
  * `POST /v1/agent-sessions` (one INSERT), each against the two request
  * baselines (`support/baselines.ts`): the bare server
  * (`baselines/bare-http.ts`: node:http, the key checked in memory, the same
@@ -10,7 +11,10 @@
  * each baseline and the load generator are processes of their own; each
  * arm is started fresh, warmed up with the same requests, then measured;
  * rounds run svc, then the baselines (in reverse order every other round).
- * svc's CPU per request is reported as a ratio of each baseline's.
+ * svc's CPU per request is reported as a ratio of each baseline's; the
+ * feedback POST's also over the floor's plus its own work measured alone
+ * (`inprocess/feedback-work.ts`: the correction's check in a worker and the
+ * secret scan, which the floor does not do).
  */
 import * as path from "node:path"
 import { armTitle, BASELINE_NAMES, cpuRatio, startBaseline } from "../support/baselines.ts"
@@ -21,6 +25,7 @@ import type { LoadResult, LoadSpec } from "../support/load.ts"
 import { atLeast, atMost, type BenchContext, type ScenarioResult, sizes } from "../support/scenario.ts"
 import { median, percentile, round, sorted, spread } from "../support/stats.ts"
 import { startSvc } from "../support/svc.ts"
+import { measureFeedbackWork } from "../inprocess/feedback-work.ts"
 
 export const answerSchema = {
   type: "object",
@@ -69,8 +74,19 @@ export const correction = (i: number) => ({
   token: "session-7"
 })
 
-const ENDPOINTS = ["feedback", "agent-sessions"] as const
+/** A logged run of about 1 KB: a ticket and an order-shaped answer. */
+export const runBody = (i: number) => ({
+  input: { ticket: `Order ${1000 + i}: where is my refund? The parcel came back to the depot two weeks ago and nobody has called.`, channel: "email" },
+  answer: correction(i)
+})
+
+const ENDPOINTS = ["feedback", "runs", "agent-sessions"] as const
 type Endpoint = (typeof ENDPOINTS)[number]
+const WRITE_TITLES: Record<Endpoint, string> = {
+  feedback: "POST /v1/feedback",
+  runs: "POST /v1/tasks/:id/runs",
+  "agent-sessions": "POST /v1/agent-sessions"
+}
 
 interface Measured {
   readonly requests: number
@@ -88,7 +104,7 @@ const drive = async (
   database: BenchDatabase,
   baseUrl: string,
   key: string,
-  traceId: string,
+  { taskId, traceId }: { readonly taskId: string; readonly traceId: string },
   size: ReturnType<typeof sizes>["writes"]
 ) => {
   const load = await spawnChild("load", new URL("../support/load.ts", import.meta.url))
@@ -96,11 +112,13 @@ const drive = async (
     const out = {} as Record<Endpoint, Measured>
     for (const endpoint of ENDPOINTS) {
       const spec = (count: number): LoadSpec => ({
-        url: `${baseUrl}/v1/${endpoint}`,
+        url: endpoint === "runs" ? `${baseUrl}/v1/tasks/${taskId}/runs` : `${baseUrl}/v1/${endpoint}`,
         method: "POST",
         headers: { authorization: `Bearer ${key}`, "content-type": "application/json" },
         bodies: endpoint === "feedback"
           ? Array.from({ length: 64 }, (_, i) => JSON.stringify({ inference_log_id: traceId, score: -1, correction: correction(i) }))
+          : endpoint === "runs"
+          ? Array.from({ length: 64 }, (_, i) => JSON.stringify(runBody(i)))
           : ["{}"],
         count,
         concurrency: size.concurrency,
@@ -140,7 +158,7 @@ export default async (context: BenchContext): Promise<ScenarioResult> => {
   for (let round = 0; round < size.rounds; round++) {
     const databases: Array<BenchDatabase> = []
     try {
-      let last: { database: BenchDatabase; key: string; traceId: string } | undefined
+      let last: { database: BenchDatabase; key: string; run: { taskId: string; traceId: string } } | undefined
       for (const checkout of context.checkouts) {
         const database = await freshDatabase(context.database, `writes_${checkout.label}`)
         databases.push(database)
@@ -149,19 +167,20 @@ export default async (context: BenchContext): Promise<ScenarioResult> => {
           const { key } = await svc.provision()
           const task = await svc.api<{ id: string }>(key, "POST", "/v1/tasks", { name: "orders", answer_schema: answerSchema })
           const run = await svc.api<{ trace_id: string }>(key, "POST", `/v1/tasks/${task.id}/runs`, { input: { ticket: "where is my refund" }, answer: correction(0) })
-          results.get(checkout.label)!.push(await drive(svc.meter, svc.pid, database, svc.baseUrl, key, run.trace_id, size))
-          last = { database, key, traceId: run.trace_id }
+          const ids = { taskId: task.id, traceId: run.trace_id }
+          results.get(checkout.label)!.push(await drive(svc.meter, svc.pid, database, svc.baseUrl, key, ids, size))
+          last = { database, key, run: ids }
         } finally {
           await svc.stop()
         }
       }
       // The baselines on the last svc arm's database (svc stopped: PGlite has one owner).
-      const { database, key, traceId } = last!
+      const { database, key, run } = last!
       for (const name of round % 2 === 0 ? BASELINE_NAMES : [...BASELINE_NAMES].reverse()) {
         const baseline = await startBaseline(name, database, key)
         try {
           const url = await baseline.call<string>("url")
-          results.get(name)!.push(await drive(meterOf(name, baseline.pid), baseline.pid, database, url, key, traceId, size))
+          results.get(name)!.push(await drive(meterOf(name, baseline.pid), baseline.pid, database, url, key, run, size))
           await baseline.call("close")
         } finally {
           await baseline.stop()
@@ -188,7 +207,7 @@ export default async (context: BenchContext): Promise<ScenarioResult> => {
       const requests = runs.reduce((sum, r) => sum + r.requests, 0)
       const errors = runs.reduce((sum, r) => sum + r.errors, 0)
       rows.push({
-        write: endpoint === "feedback" ? "POST /v1/feedback" : "POST /v1/agent-sessions",
+        write: WRITE_TITLES[endpoint],
         arm: armTitle(arm),
         "req/s": round(rate(arm, endpoint)),
         "req/s per round": runs.map((r) => round(r.requests / r.seconds)).join(", "),
@@ -204,7 +223,13 @@ export default async (context: BenchContext): Promise<ScenarioResult> => {
     const runs = results.get(arm)!.map((r) => r[endpoint])
     return runs.reduce((sum, r) => sum + (r.cpu["v8 helpers"] ?? 0), 0) / Math.max(1, runs.reduce((sum, r) => sum + r.requests, 0))
   }
+  // The feedback POST's own work (the correction's check in a worker and the secret scan), measured alone.
+  const work = await measureFeedbackWork()
+  const workMicros = work.inWorker.main + work.inWorker.worker
+  const overFloorAndWork = (arm: string) => serverCpu(arm, "feedback") / (serverCpu("floor", "feedback") + workMicros)
   const aims = context.checkouts.flatMap((c) => [
+    atMost(`${c.label}: CPU per logged run (POST /v1/tasks/:id/runs) / the floor's`, serverCpu(c.label, "runs") / serverCpu("floor", "runs"), 1.2),
+    atMost(`${c.label}: CPU per feedback POST / (the floor's + its own work's ${round(workMicros)} µs)`, overFloorAndWork(c.label), 1),
     atMost(`${c.label}: V8 helper (GC) CPU per cheapest write / bare's`, helpers(c.label, "agent-sessions") / Math.max(1, helpers("bare", "agent-sessions")), 1.5),
     atLeast(`${c.label}: feedback POST / bare`, rate(c.label, "feedback") / rate("bare", "feedback"), 0.7),
     atLeast(`${c.label}: cheapest authenticated write / bare`, rate(c.label, "agent-sessions") / rate("bare", "agent-sessions"), 0.8)
@@ -216,14 +241,21 @@ export default async (context: BenchContext): Promise<ScenarioResult> => {
     aims,
     notes: [
       ...context.checkouts.map((c) =>
-        `${c.label}'s CPU per request over the baselines' (bare, floor): cheapest write ${
-          BASELINE_NAMES.map((name) => cpuRatio(serverCpu(c.label, "agent-sessions"), serverCpu(name, "agent-sessions"))).join(", ")
-        }; feedback POST ${BASELINE_NAMES.map((name) => cpuRatio(serverCpu(c.label, "feedback"), serverCpu(name, "feedback"))).join(", ")}.`
+        `${c.label}'s CPU per request over the baselines' (bare, floor): ${
+          ENDPOINTS.map((endpoint) =>
+            `${WRITE_TITLES[endpoint]} ${BASELINE_NAMES.map((name) => cpuRatio(serverCpu(c.label, endpoint), serverCpu(name, endpoint))).join(", ")}`
+          ).join("; ")
+        }; feedback POST over the floor plus its own work ${cpuRatio(overFloorAndWork(c.label), 1)}.`
       ),
+      `The feedback POST's own work, measured alone (bench/inprocess/feedback-work.ts, in this process): the correction's check against the answer schema and the secret scan, ${
+        round(work.alone, 1)
+      } µs per correction in a loop; through svc's correction worker one at a time (each request wakes it, as under this load) ${round(workMicros, 1)} µs (sending thread ${
+        round(work.inWorker.main, 1)
+      }, worker ${round(work.inWorker.worker, 1)}); 16 in flight ${round(work.inWorkerBusy.main + work.inWorkerBusy.worker, 1)} µs.`,
       `${size.requests} requests per arm and round at concurrency ${size.concurrency}, after ${size.warmup} warm-up requests; ${size.rounds} round(s), each arm started fresh; req/s is the median over rounds (spread ${
         spread(results.get(arms[0]!)!.map((r) => r.feedback.requests / r.feedback.seconds), 0)
       } for ${arms[0]} feedback).`,
-      "The cheapest authenticated write is POST /v1/agent-sessions (one INSERT). The bare baseline checks the bearer key against the one it loaded at start (sha256 in memory) and makes the same INSERT (feedback's without svc's credential-fingerprint check and quota count). The Effect floor looks the key up as svc does (sha256, a 2 s cache in front of one lookup by hash), decodes the body with Schema and makes svc's INSERT (feedback's with the quota count, without the fingerprint check); no correction check, no secret scan, no request log, no spans.",
+      "The cheapest authenticated writes: POST /v1/tasks/:id/runs (a logged run of about 1 KB, one INSERT; the answer echoes it) and POST /v1/agent-sessions (an empty body, one INSERT). The bare baseline checks the bearer key against the one it loaded at start (sha256 in memory) and makes the same INSERT (feedback's without svc's credential-fingerprint check and quota count). The Effect floor looks the key up as svc does (sha256, a 2 s cache in front of one lookup by hash), decodes the body with Schema and makes svc's INSERT (feedback's with the quota count, without the fingerprint check); no correction check, no secret scan, no request log, no spans.",
       "CPU / bare, CPU / floor: the server process's CPU per request (all its threads: on PGlite the database thread too) over that baseline's, over all rounds; the postgres backends are not in it. On PGlite the baselines' database thread runs each statement through PGlite's `query` (a worker of their own), svc's through its own prepared statements: that difference is inside the ratio.",
       "CPU µs/req: each process's user+system CPU over the measured requests (/proc), divided by the requests; postgres = the server backends of the run's database; v8 helpers = the server's V8 helper threads (concurrent GC, background compilation), already inside the server's figure."
     ]

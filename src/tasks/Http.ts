@@ -20,13 +20,11 @@ export const TasksHandlers = HttpApiBuilder.group(
         CurrentPrincipal.use((p) => tasks.create(p.orgId, payload)).pipe(Effect.tapErrorTag("ValidationBusy", () => busyRetryAfter)),
       list: ({ query }) => CurrentPrincipal.use((p) => tasks.list(p.orgId, query)),
       get: ({ params }) => CurrentPrincipal.use((p) => tasks.get(p.orgId, params.task_id)),
+      // Plain steps, no generator: every logged run passes here.
       logRun: ({ params, payload }) =>
-        Effect.gen(function*() {
-          const principal = yield* CurrentPrincipal
-          const run = yield* tasks.logRun(principal.orgId, params.task_id, payload)
-          yield* responseHeader("x-svc-trace-id", run.trace_id)
-          return run
-        }),
+        CurrentPrincipal.use((p) =>
+          Effect.flatMap(tasks.logRun(p.orgId, params.task_id, payload), (run) => Effect.as(responseHeader("x-svc-trace-id", run.trace_id), run))
+        ),
       listRuns: ({ params, query }) =>
         CurrentPrincipal.use((p) => tasks.listRuns(p.orgId, params.task_id, query)),
       getRun: ({ params }) => CurrentPrincipal.use((p) => tasks.getRun(p.orgId, params.trace_id))

@@ -14,6 +14,7 @@ import { newId } from "../platform/Ids.ts"
 import { refuseAtCap } from "../platform/OrgLimits.ts"
 import { BigIntText, JsonColumn, rowsOf, Timestamp } from "../platform/Rows.ts"
 import { AnswerSchemas } from "./AnswerSchema.ts"
+import { runInsert } from "./RunInsertFast.ts"
 
 type Json = typeof Run.Type["input"]
 
@@ -116,37 +117,41 @@ export class Tasks extends Context.Service<Tasks, {
         return withoutSeq(row)
       })
 
-      // The span without `Effect.fn`'s call-site stack capture: this runs on every logged run.
-      const logRun = Effect.fnUntraced(function*(
-        orgId: string,
-        taskId: string,
-        input: typeof LogRun.Type
-      ) {
-        // The run is a trace of its own: its span's trace id is the run's
-        // trace_id (the feedback `inference_log_id`), and the request span
-        // links to it. A fresh trace, not the request's, so two runs logged
-        // under one caller `traceparent` keep distinct ids.
-        const request = yield* Effect.option(Effect.currentSpan)
-        // Ended only once the run exists: a log refused (unknown task) is not
-        // a run, and its span, never ended, is never exported.
-        const runSpan = yield* Effect.makeSpan("Tasks.run", {
-          root: true,
-          links: Option.isSome(request) ? [{ span: request.value, attributes: {} }] : [],
-          // `invoke_agent`: the GenAI semantic conventions' operation for an agent's answer (docs/telemetry.md).
-          attributes: { "svc.org_id": orgId, "svc.task_id": taskId, "gen_ai.operation.name": "invoke_agent" }
-        })
-        const traceId = /^(?!0{32})[0-9a-f]{32}$/.test(runSpan.traceId) ? runSpan.traceId : randomTraceId()
-        const row = yield* RunRows.one(sql`
-          INSERT INTO runs (trace_id, org_id, task_id, input, answer)
-          SELECT ${traceId}, ${orgId}, id, ${JSON.stringify(input.input)}::jsonb, ${JSON.stringify(input.answer)}::jsonb
-          FROM tasks WHERE id = ${taskId} AND org_id = ${orgId}
-          RETURNING trace_id, seq, task_id, input, answer, created_at
-        `)
-        if (row === undefined) return yield* new NotFound({ detail: "No such task." })
-        runSpan.end(yield* Clock.currentTimeNanos, Exit.void)
-        yield* Effect.annotateCurrentSpan({ "svc.task_id": taskId, "svc.trace_id": traceId })
-        return withoutSeq(row)
-      }, Effect.withSpan("Tasks.logRun", undefined, { captureStackTrace: false }))
+      // Plain steps, no generator, and the span without `Effect.fn`'s
+      // call-site stack capture: this runs on every logged run.
+      const logRun = (orgId: string, taskId: string, input: typeof LogRun.Type) =>
+        Effect.withFiber((fiber) => {
+          // The run is a trace of its own: its span's trace id is the run's
+          // trace_id (the feedback `inference_log_id`), and it links to the
+          // request's span (here `Tasks.logRun`). A fresh trace, not the
+          // request's, so two runs logged under one caller `traceparent` keep
+          // distinct ids. Ended only once the run exists: a log refused
+          // (unknown task) is not a run, and its span, never ended, is never exported.
+          const cached = fiber.cache.span
+          const request = cached?._tag === "Span" ? cached : undefined
+          const runSpan = Effect.makeSpan("Tasks.run", {
+            root: true,
+            links: request !== undefined ? [{ span: request, attributes: {} }] : [],
+            // `invoke_agent`: the GenAI semantic conventions' operation for an agent's answer (docs/telemetry.md).
+            attributes: { "svc.org_id": orgId, "svc.task_id": taskId, "gen_ai.operation.name": "invoke_agent" }
+          })
+          return Effect.flatMap(runSpan, (span) => {
+            const traceId = /^(?!0{32})[0-9a-f]{32}$/.test(span.traceId) ? span.traceId : randomTraceId()
+            return Effect.flatMap(
+              runInsert(sql, traceId, orgId, taskId, JSON.stringify(input.input), JSON.stringify(input.answer)),
+              (row): Effect.Effect<Run, NotFound> => {
+                if (row === undefined) return Effect.fail(new NotFound({ detail: "No such task." }))
+                span.end(fiber.getRef(Clock.Clock).currentTimeNanosUnsafe(), Exit.void)
+                if (request !== undefined && request.status._tag !== "Ended") {
+                  request.attribute("svc.task_id", taskId)
+                  request.attribute("svc.trace_id", traceId)
+                }
+                // The stored input and answer are the request's, as the JSON they were stored from.
+                return Effect.succeed({ trace_id: traceId, task_id: row.task_id, input: input.input, answer: input.answer, created_at: row.created_at })
+              }
+            )
+          })
+        }).pipe(Effect.withSpan("Tasks.logRun", undefined, { captureStackTrace: false }))
 
       const listRuns = Effect.fn("Tasks.listRuns")(function*(orgId: string, taskId: string, request: PageRequest) {
         yield* get(orgId, taskId)

@@ -91,6 +91,30 @@ layer(SvcTest.layer(), { excludeTestServices: true })("tasks, runs and dataset v
         assert.strictEqual(run.task_id, task.id)
       }))
 
+    it.effect("the run as answered is the run as stored, field for field (the answer echoes the request's input and answer)", () =>
+      Effect.gen(function*() {
+        const svc = yield* SvcTest
+        const org = yield* SvcTest.org()
+        const task = yield* org.client.tasks.create({ payload: { name: "t", answer_schema: schema } })
+        // JSON the database stores in its own form: numbers written several
+        // ways, a repeated member name (the last one counts), member order,
+        // escapes and non-ASCII text, nesting, and an upper-case task id in the path.
+        const body = `{"input": {"zeta": 1.50, "a": [1e3, -0, 0.1, 12345678901234567890], "a": {"kept": true}, "t\\u00e9xt": "caf\\u00e9 \\ud83d\\ude00"},
+          "answer": [null, false, {"b": {"c": [[]]}, "": "empty name"}, -1.5e-7]}`
+        const response = yield* raw(`${svc.baseUrl}/v1/tasks/${task.id.toUpperCase()}/runs`, {
+          method: "POST",
+          headers: { authorization: `Bearer ${org.key}`, "content-type": "application/json" },
+          body
+        })
+        assert.strictEqual(response.status, 201)
+        const stored = yield* org.client.tasks.getRun({ params: { trace_id: response.json.trace_id } })
+        assert.deepStrictEqual(response.json, { ...stored })
+        assert.strictEqual(response.json.task_id, task.id)
+        assert.deepStrictEqual(response.json.input, JSON.parse(body).input)
+        const listed = yield* org.client.tasks.listRuns({ params: { task_id: task.id }, query: {} })
+        assert.deepStrictEqual(listed.runs.map((r) => ({ ...r })), [response.json])
+      }))
+
     it.effect("every run gets its own trace id; runs list newest first", () =>
       Effect.gen(function*() {
         const org = yield* SvcTest.org()

@@ -1,0 +1,52 @@
+/**
+ * The run INSERT of `Tasks.logRun` (`POST /v1/tasks/:task_id/runs`, the
+ * cheapest write with a body) as constant text with positional parameters,
+ * returning only what svc does not already hold.
+ *
+ * What it buys: the INSERT used to be an `sql` template compiled on every
+ * POST and returned the stored `input` and `answer`, so PostgreSQL wrote
+ * both `jsonb` values back out as text and svc parsed them again (about
+ * 1 KB each way for the bench's run) and decoded the row by schema. The
+ * answer's `input` and `answer` are the request's own (decoded from its
+ * JSON, stored as that JSON: the same values once parsed); the statement
+ * returns the task id and the creation time. Measured on the PostgreSQL
+ * server with a ~1 KB run, with the service step and handler as plain
+ * steps (`AB_ALLOC=1 sh bench/ab-request-path.sh`, two interleaved rounds):
+ * the main thread allocates 92 KB per logged run instead of 101, and svc
+ * spends 457-493 µs of CPU per logged run instead of 557-570 (PGlite:
+ * 815-915 instead of 1 070-1 140; bench/notes/request-path.md, "Fifth round").
+ */
+import { Effect } from "effect"
+import type { SqlClient } from "effect/sql"
+import { RowDecodeError } from "../platform/Rows.ts"
+
+const RUN_INSERT = `
+  INSERT INTO runs (trace_id, org_id, task_id, input, answer)
+  SELECT $1, $2, id, $3::jsonb, $4::jsonb FROM tasks WHERE id = $5 AND org_id = $6
+  RETURNING task_id, created_at`
+
+/** The stored run's columns svc did not send: none when the organization has no such task. */
+export interface RunCreated {
+  readonly task_id: string
+  readonly created_at: string
+}
+
+/**
+ * The row as the drivers hand it over (a `Date`, or text on a client with
+ * no type parser), checked by hand: a schema decoder over two columns cost
+ * more than the check (the timestamp went through two transformations).
+ */
+const created = (rows: ReadonlyArray<unknown>): Effect.Effect<RunCreated | undefined> => {
+  const row = rows[0] as { readonly task_id?: unknown; readonly created_at?: unknown } | undefined
+  if (row === undefined) return Effect.succeed(undefined)
+  const at = row.created_at
+  if (typeof row.task_id === "string" && (at instanceof Date || typeof at === "string")) {
+    const date = at instanceof Date ? at : new Date(at)
+    if (!Number.isNaN(date.getTime())) return Effect.succeed({ task_id: row.task_id, created_at: date.toISOString() })
+  }
+  return Effect.die(new RowDecodeError({ table: "runs", detail: "expected task_id (text) and created_at (timestamptz)" }))
+}
+
+/** Inserts run `traceId` of `orgId`'s task `taskId` (`input` and `answer` as JSON text); none when the task is not the organization's. */
+export const runInsert = (sql: SqlClient.SqlClient, traceId: string, orgId: string, taskId: string, input: string, answer: string) =>
+  sql.unsafe(RUN_INSERT, [traceId, orgId, input, answer, taskId, orgId]).pipe(Effect.orDie, Effect.flatMap(created))
