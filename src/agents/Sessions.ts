@@ -173,11 +173,6 @@ export class AgentSessions extends Context.Service<AgentSessions, {
       const findStep = (sessionId: string, stepId: string) =>
         StepRows.one(sql`SELECT ${sql.literal(STEP_COLUMNS)} FROM agent_steps WHERE session_id = ${sessionId} AND step_id = ${stepId}`)
 
-      /** A concurrent send of this step_id committed after the step statement's snapshot: its answer. */
-      const raced = (sessionId: string, step: GovernedStep) =>
-        Effect.flatMap(findStep(sessionId, step.step_id), (found) =>
-          found === undefined ? Effect.die(new Error("a governed step neither inserted nor found")) : replay(found, step))
-
       /**
        * One statement (`StepStatement.ts`). It writes nothing when the
        * cached policy turned out to be out of date: the policy is read
@@ -206,7 +201,6 @@ export class AgentSessions extends Context.Service<AgentSessions, {
             ? wakeups.inStatement(Topics.events, Topics.approvals, hubSignal(sessionId), hubSignal(approvalsTopic(orgId)))
             : wakeups.inStatement(Topics.events, hubSignal(sessionId), hubSignal(approvalsTopic(orgId)))
           const row = yield* stepStatement(sql, { orgId, sessionId, step, cached, decision, approval, notify: wake.notify })
-          if (row === "raced") return yield* raced(sessionId, step)
           if (row === undefined || !row.found) return yield* new NotFound({ detail: "No such agent session." })
           if (row.decision !== null) {
             return yield* replay({ tool: row.tool!, action_class: row.action_class!, arguments: row.arguments, decision: row.decision, approval_id: row.approval_id }, step)
@@ -215,6 +209,12 @@ export class AgentSessions extends Context.Service<AgentSessions, {
             yield* wake.local
             if (approval !== null) yield* Effect.annotateCurrentSpan({ "svc.approval_id": approval.id })
             return toAnswer({ decision, approval_id: approval?.id ?? null })
+          }
+          if (row.fresh) {
+            // A concurrent send of this step_id committed after the statement's snapshot.
+            const raced = yield* findStep(sessionId, step.step_id)
+            if (raced === undefined) return yield* Effect.die(new Error("a governed step neither inserted nor found"))
+            return yield* replay(raced, step)
           }
           if (attempt >= MAX_POLICY_RELOADS) {
             return yield* Effect.die(new Error(`the policy of action class ${step.action_class} changed during ${attempt} attempts of one step`))

@@ -21,14 +21,8 @@
  *   time the insert runs.
  * - A `step_id` already recorded (in the statement's snapshot) is answered
  *   from its row. One committed by a concurrent send after the snapshot
- *   makes the insert fail on the step's key (or the approval's, when
- *   pending: both are the session and the `step_id`), which undoes the
- *   whole statement; the caller then reads that row in a statement of its own
- *   (`raced`, `isRaced`). A plain insert rather than `ON CONFLICT DO
- *   NOTHING`, which checks the key before and after inserting and logs
- *   the speculative insertion: the allowed step's statement cost PGlite's
- *   thread 330 → 270 µs (`BENCH_BEFORE=<earlier checkout> npx node
- *   bench/inprocess/step-statement.ts`, 8 rounds of 1 000, load 25).
+ *   makes the insert do nothing (`ON CONFLICT DO NOTHING`); the caller then
+ *   reads that row in a statement of its own (`raced`).
  * - The cached policy is checked against the stored one (`fresh`); when they
  *   differ nothing is written and the caller reloads the policy and runs the
  *   statement again.
@@ -38,8 +32,8 @@
  *   built here in the fixed key order of `approvalEventBody` (a unit test
  *   holds the two to the same bytes).
  */
-import { Effect, Schema } from "effect"
-import type { SqlClient, SqlError } from "effect/sql"
+import { Schema } from "effect"
+import type { SqlClient } from "effect/sql"
 import type { GovernedStep, StepDecision } from "../api/Agents.ts"
 import { type DueKind, nextDue, plan } from "../approvals/Deadlines.ts"
 import { streamId } from "../approvals/OrgStream.ts"
@@ -132,23 +126,8 @@ export interface StepStatementInput {
 /** Milliseconds after `t.t0`, as SQL. */
 const at = (sql: SqlClient.SqlClient, ms: number) => sql`(t.t0 + ${ms}::float8 * interval '1 millisecond')`
 
-/** The keys a concurrent send of the same `step_id` meets first: the step's, or its approval's when pending. */
-const STEP_KEYS: ReadonlySet<string> = new Set(["agent_steps_pkey", "approvals_session_id_step_id_key"])
-
-/** Whether the step's statement failed because a concurrent send of its `step_id` committed first (see the top of this file). */
-const isRaced = (error: SqlError.SqlError): boolean => error.reason._tag === "UniqueViolation" && STEP_KEYS.has(error.reason.constraint)
-
-/**
- * The one statement of a governed step (see the top of this file), its row
- * decoded; `"raced"` when a concurrent send of its `step_id` committed first
- * (nothing written). Any other database failure dies, as `rowsOf` has it.
- */
-export const stepStatement = (sql: SqlClient.SqlClient, input: StepStatementInput) =>
-  StepResultRows.decoded(stepSql(sql, input)).pipe(
-    Effect.map((rows) => rows[0]),
-    Effect.catchIf(isRaced, () => Effect.succeed("raced" as const)),
-    Effect.orDie
-  )
+/** The one statement of a governed step (see the top of this file), its rows decoded. */
+export const stepStatement = (sql: SqlClient.SqlClient, input: StepStatementInput) => StepResultRows.one(stepSql(sql, input))
 
 /** The statement of `stepStatement`, not yet run (`bench/inprocess/step-statement.ts` runs it alone). */
 export const stepSql = (sql: SqlClient.SqlClient, input: StepStatementInput) => {
@@ -237,6 +216,7 @@ export const stepSql = (sql: SqlClient.SqlClient, input: StepStatementInput) => 
         ${decision}, ${approvalId}::uuid, ${decision}, t.t0
       FROM sess, t, policy
       WHERE policy.fresh AND NOT EXISTS (SELECT 1 FROM prior)
+      ON CONFLICT (session_id, step_id) DO NOTHING
       RETURNING session_id
     ),
     bump AS (
