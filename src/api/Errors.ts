@@ -34,6 +34,35 @@ export class InvalidRequest extends HttpApiError.Problem<InvalidRequest>()("Inva
   errors: Schema.optionalKey(Schema.Array(FieldIssue))
 }) {}
 
+/**
+ * Headers to add to what svc sends (a collector's, a webhook endpoint's)
+ * break a rule (`src/outbound/HeaderRules.ts`); `field` names the header,
+ * never its value.
+ */
+export class InvalidHeaders extends HttpApiError.Problem<InvalidHeaders>()("InvalidHeaders", {
+  type: problemType("INVALID_HEADERS"),
+  status: 400,
+  title: "The headers are not accepted"
+}, {
+  code: Schema.tag("INVALID_HEADERS"),
+  field: Schema.optionalKey(Schema.String.annotate({ description: "The first refused header, e.g. `headers.Host`" })),
+  errors: Schema.optionalKey(Schema.Array(FieldIssue).annotate({ description: "Every refused header, each with its reason" }))
+}) {}
+
+/** The problem of refused headers: the one at fault, or each of them. */
+export const headersRefused = (verdict: {
+  readonly field: string
+  readonly message: string
+  readonly problems: ReadonlyArray<{ readonly field: string; readonly message: string }>
+}) =>
+  new InvalidHeaders({
+    field: verdict.field,
+    errors: verdict.problems,
+    detail: verdict.problems.length === 1
+      ? `${verdict.field}: ${verdict.message}.`
+      : `${verdict.problems.length} headers are refused: ${verdict.problems.map((p) => `${p.field} (${p.message})`).join("; ")}.`
+  })
+
 export class Unauthenticated extends HttpApiError.Problem<Unauthenticated>()("Unauthenticated", {
   type: problemType("UNAUTHENTICATED"),
   status: 401,

@@ -196,7 +196,9 @@ export const promoted = { dataset_id: ids.dataset2, version: 2, promoted_count: 
 export const createEndpoint = {
   url: "https://hooks.acme.test/svc",
   events: ["approval.requested", "approval.approved", "approval.rejected"],
-  action_classes: ["payments.*", "email.send"]
+  action_classes: ["payments.*", "email.send"],
+  headers: { "X-Routing-Key": "payments-eu" },
+  rate_limit: 20
 }
 export const notificationEndpoint = {
   id: ids.endpoint,
@@ -206,16 +208,19 @@ export const notificationEndpoint = {
   active: true,
   created_at: at,
   created_by: ids.key,
-  action_classes: null
+  action_classes: null,
+  headers: ["X-Routing-Key"],
+  rate_limit: 20
 }
 const secret = "whsec_JdGwaHfZnRRQKgXhf8YyUeo++QLve9wkg3u27aco3jA="
 export const createdEndpoint = { endpoint: notificationEndpoint, secret }
 export const endpointList = { endpoints: [notificationEndpoint], email_notifier: true }
-export const updateEndpoint = { events: ["approval.requested", "approval.expired"], ordering: "strict" as const }
+export const updateEndpoint = { events: ["approval.requested", "approval.expired"], ordering: "strict" as const, rate_limit: 5 }
 export const updatedEndpoint = {
   ...notificationEndpoint,
   events: updateEndpoint.events,
-  ordering: updateEndpoint.ordering
+  ordering: updateEndpoint.ordering,
+  rate_limit: updateEndpoint.rate_limit
 }
 export const rotateSecret = { overlap_seconds: 86400 }
 export const rotatedSecret = {

@@ -8,7 +8,7 @@ import { HttpApiEndpoint, HttpApiGroup, HttpApiSchema, OpenApi } from "effect/ht
 import { type ApprovalEventType, ApprovalEventTypes } from "./Approvals.ts"
 import { isStorable, Text, Timestamp, Uuid } from "./Common.ts"
 import { InvalidUrl, NotReplayable, QueueFull, Replayed } from "./Deliveries.ts"
-import { LimitReached, NotFound, problemType, RateLimited } from "./Errors.ts"
+import { InvalidHeaders, LimitReached, NotFound, problemType, RateLimited } from "./Errors.ts"
 import { HttpApiError } from "effect/http-api"
 import { Authentication, requireScope } from "./Security.ts"
 import { documented, notFound } from "./Documentation.ts"
@@ -84,6 +84,23 @@ export const EndpointOrdering = Schema.Literals(["concurrent", "strict"]).annota
 })
 export type EndpointOrdering = typeof EndpointOrdering.Type
 
+/** Most deliveries per second an endpoint's `rate_limit` may say. */
+export const MAX_RATE_LIMIT = 1000
+
+/** Custom headers, checked by the service (`INVALID_HEADERS` naming the header), not the schema. */
+const CustomHeaders = Schema.Record(Text, Text).annotate({
+  description:
+    "Headers sent with every delivery, retry, replay and test event to this endpoint (e.g. a routing key or a static token), at most 10. Values are encrypted at rest and never returned; only the names are listed. Transport, hop-by-hop, trace-context and cookie headers and svc's own (`Content-Type`, `User-Agent`, `Accept-Encoding`, `X-Svc-*`, `webhook-*`) are refused (`INVALID_HEADERS`)."
+})
+
+/** Deliveries per second; null: unlimited. */
+const RateLimit = Schema.NullOr(
+  Schema.Int.check(Schema.isBetween({ minimum: 1, maximum: MAX_RATE_LIMIT }))
+).annotate({
+  description:
+    `At most this many deliveries per second to the endpoint (1 to ${MAX_RATE_LIMIT}), counted across every svc process, retries and replays included, with a burst of one second's worth; null or absent: unlimited. Test events are not counted.`
+})
+
 export const NotificationEndpoint = Schema.Struct({
   id: Uuid,
   url_hint: Schema.String.annotate({ description: "Masked receiver address; the full URL is never returned" }),
@@ -106,7 +123,11 @@ export const NotificationEndpoint = Schema.Struct({
   })),
   action_classes: Schema.NullOr(Schema.Array(Schema.String)).annotate({
     description: "Action classes (exact, or prefixes ending in `.*`) whose approval events the endpoint gets; null: all"
-  })
+  }),
+  headers: Schema.Array(Schema.String).annotate({
+    description: "Names of the endpoint's custom headers, as given; their values are never returned"
+  }),
+  rate_limit: Schema.NullOr(Schema.Int).annotate({ description: "Deliveries per second at most; null: unlimited" })
 })
 export type NotificationEndpoint = typeof NotificationEndpoint.Type
 
@@ -124,16 +145,25 @@ export const NotificationDelivery = Schema.Struct({
 export type NotificationDelivery = typeof NotificationDelivery.Type
 
 export const CreateEndpoint = Schema.Struct({
-  url: Text.check(Schema.isMaxLength(2048)).annotate({ description: "Public HTTPS receiver URL" }),
+  url: Text.check(Schema.isMaxLength(2048)).annotate({
+    description:
+      "Public HTTPS receiver URL, or a broker destination: `amqp://` / `amqps://` (RabbitMQ: `?exchange=` required, `&routing_key=` default the event type, path the virtual host) or `nats://` / `tls://` (NATS JetStream: `?subject=` required). Broker URLs may carry credentials; the URL is a secret, never returned."
+  }),
   events: Schema.optionalKey(EventSelection),
   action_classes: Schema.optionalKey(ActionClassFilters),
-  ordering: Schema.optionalKey(EndpointOrdering)
+  ordering: Schema.optionalKey(EndpointOrdering),
+  headers: Schema.optionalKey(CustomHeaders),
+  rate_limit: Schema.optionalKey(RateLimit)
 })
 
 export const UpdateEndpoint = Schema.Struct({
   events: Schema.optionalKey(EventSelection.annotate({ description: "Replaces the event selection; absent: unchanged" })),
   action_classes: Schema.optionalKey(ActionClassFilters),
-  ordering: Schema.optionalKey(EndpointOrdering)
+  ordering: Schema.optionalKey(EndpointOrdering),
+  headers: Schema.optionalKey(CustomHeaders.annotate({
+    description: "Replaces the whole set of custom headers (values write-only: give every header again); `{}` removes them all; absent: unchanged. Same rules as on create."
+  })),
+  rate_limit: Schema.optionalKey(RateLimit.annotate({ description: "Replaces the rate limit; null: unlimited; absent: unchanged" }))
 })
 
 export const TestDelivery = Schema.Struct({
@@ -144,7 +174,9 @@ export const TestDelivery = Schema.Struct({
 
 export const TestDelivered = Schema.Struct({
   delivered: Schema.Literal(true),
-  status: Schema.Int.annotate({ description: "The receiver's HTTP status (2xx)" }),
+  status: Schema.optionalKey(Schema.Int.annotate({
+    description: "The receiver's HTTP status (2xx); absent for a broker destination, which acknowledged the message"
+  })),
   duration_ms: Schema.Int
 })
 
@@ -237,7 +269,7 @@ export class NotificationsApi extends HttpApiGroup.make("notifications")
     HttpApiEndpoint.post("create", "/v1/notification-endpoints", {
       payload: CreateEndpoint,
       success: Schema.Struct({ endpoint: NotificationEndpoint, secret: Schema.String }).pipe(HttpApiSchema.status(201)),
-      error: [InvalidUrl, InvalidWebhookEvents, LimitReached]
+      error: [InvalidUrl, InvalidWebhookEvents, InvalidHeaders, LimitReached]
     }).pipe(
       requireScope(
         "org_config.write",
@@ -254,14 +286,14 @@ export class NotificationsApi extends HttpApiGroup.make("notifications")
       params: EndpointId,
       payload: UpdateEndpoint,
       success: NotificationEndpoint,
-      error: [NotFound, InvalidWebhookEvents]
+      error: [NotFound, InvalidWebhookEvents, InvalidHeaders]
     }).pipe(
       requireScope(
         "org_config.write",
-        "Replaces the event selection and/or the `action_classes` filter (each unchanged when absent; `action_classes: null` clears the filter; address and secret unchanged) and reactivates an inactive endpoint. A new `ordering` applies to the deliveries still waiting too."
+        "Replaces the event selection, the `action_classes` filter, the ordering, the custom headers and/or the rate limit (each unchanged when absent; `action_classes: null` clears the filter, `headers: {}` removes the custom headers, `rate_limit: null` lifts the limit; address and secret unchanged) and reactivates an inactive endpoint. A new `ordering` or `rate_limit` applies to the deliveries still waiting too."
       ),
       documented({
-        summary: "Change an endpoint's events",
+        summary: "Change an endpoint",
         request: Examples.updateEndpoint,
         response: Examples.updatedEndpoint
       })

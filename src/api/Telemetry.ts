@@ -7,7 +7,7 @@ import { Schema } from "effect"
 import { HttpApiEndpoint, HttpApiError, HttpApiGroup, HttpApiSchema, OpenApi } from "effect/http-api"
 import { isStorable, Text, Timestamp, Uuid } from "./Common.ts"
 import { InvalidUrl, NotReplayable, QueueFull, Replayed } from "./Deliveries.ts"
-import { FieldIssue, NotFound, problemType } from "./Errors.ts"
+import { InvalidHeaders, NotFound, problemType } from "./Errors.ts"
 import { Authentication, requireScope } from "./Security.ts"
 import { documented, notFound } from "./Documentation.ts"
 import * as Examples from "./Examples.ts"
@@ -18,17 +18,6 @@ export class DestinationExists extends HttpApiError.Problem<DestinationExists>()
   title: "The organization already has a telemetry destination"
 }, {
   code: Schema.tag("DESTINATION_EXISTS")
-}) {}
-
-/** A collector header breaks a create rule; `field` names the header (never its value). */
-export class InvalidHeaders extends HttpApiError.Problem<InvalidHeaders>()("InvalidHeaders", {
-  type: problemType("INVALID_HEADERS"),
-  status: 400,
-  title: "The collector headers are not accepted"
-}, {
-  code: Schema.tag("INVALID_HEADERS"),
-  field: Schema.optionalKey(Schema.String.annotate({ description: "The first refused header, e.g. `headers.Host`" })),
-  errors: Schema.optionalKey(Schema.Array(FieldIssue).annotate({ description: "Every refused header, each with its reason" }))
 }) {}
 
 /** The collector did not accept the test span; names its status, never its body. */

@@ -126,6 +126,12 @@ export const make = (sql: PgClient.PgClient, wakeups: Wakeups["Service"], info: 
      * at once, in no promised order. Joins the caller's transaction, if any.
      */
     setStrict: op("setStrict", Targets.setStrict),
+    /**
+     * At most `perSecond` deliveries of the target per second (null:
+     * unlimited), across processes: the claims consume a bucket kept on the
+     * target's row (`Targets.ts`). Joins the caller's transaction, if any.
+     */
+    setRateLimit: op("setRateLimit", Targets.setRateLimit),
     /** The target's cooldown end, if it is cooling down now. */
     cooldownUntil: op("cooldownUntil", Targets.cooldownUntil),
     /** Whether the database answers now (a worker asks after a statement failed: unreachable, or refused?). */

@@ -1,7 +1,7 @@
 /**
  * Target health and a target's end: failing what a removed or deactivated
  * target still had to deliver, dropping its health record, and reading its
- * cooldown; the lock order of every statement on targets (`targetsFirst`).
+ * cooldown; its ordering and rate limit; the lock order of every statement on targets (`targetsFirst`).
  */
 import type { PgClient } from "@effect/sql-pg"
 import { Effect, Option } from "effect"
@@ -161,3 +161,40 @@ export const setStrict = Effect.fnUntraced(function*(
     `.pipe(Effect.orDie)
   }
 })
+
+/**
+ * Kept on the target's row (created here when it has none yet), which the
+ * claims read: `rate_limit` deliveries per second, a burst of one second's
+ * worth, `rate_tat` the bucket's theoretical arrival time (GCRA, as
+ * `org_rate_limits` in `src/feedback/Promotion.ts`). A lifted limit
+ * forgets the bucket; a changed one keeps it.
+ */
+export const setRateLimit = Effect.fnUntraced(function*(
+  sql: PgClient.PgClient,
+  kind: DeliveryKind,
+  orgId: string,
+  targetId: string,
+  perSecond: number | null
+) {
+  yield* sql`
+    INSERT INTO delivery_targets AS t (id, org_id, kind, rate_limit) VALUES (${targetId}, ${orgId}, ${kind}, ${perSecond})
+    ON CONFLICT (id) DO UPDATE SET rate_limit = EXCLUDED.rate_limit,
+      rate_tat = CASE WHEN EXCLUDED.rate_limit IS NULL THEN NULL ELSE t.rate_tat END
+  `.pipe(Effect.orDie)
+})
+
+/**
+ * SQL over a `delivery_targets` row `t`: how many deliveries its rate limit
+ * lets a claim hand out now (the bucket's tokens; a large number when
+ * unlimited), read under the row's lock.
+ */
+export const RATE_TOKENS = `CASE WHEN t.rate_limit IS NULL THEN 2147483647
+  ELSE floor(t.rate_limit - extract(epoch FROM greatest(t.rate_tat, now()) - now()) * t.rate_limit)::int END`
+
+/** SQL: the row's `rate_tat` after handing out `n` (an SQL expression) deliveries. */
+export const rateCharged = (n: string) =>
+  `CASE WHEN t.rate_limit IS NULL OR ${n} <= 0 THEN t.rate_tat
+   ELSE greatest(t.rate_tat, now()) + make_interval(secs => (${n})::float8 / t.rate_limit) END`
+
+/** SQL: when the row's bucket next has a token (NULL when unlimited or full), 1 ms late rather than early. */
+export const RATE_READY = `t.rate_tat - make_interval(secs => (t.rate_limit - 1)::float8 / t.rate_limit - 0.001)`

@@ -54,14 +54,15 @@ const MIN_URL_PART_LENGTH = 16
 
 /**
  * The literal values to look for: each value, the credential after an auth
- * scheme, and for a receiver URL its long parts (path, query, query values,
- * path segments: where hooks carry their token) and the URL without scheme.
+ * scheme, and for a receiver URL (https or a broker's) its long parts
+ * (path, query, query values, path segments: where hooks carry their token;
+ * a broker's credentials) and the URL without scheme.
  */
 export const knownNeedles = (values: ReadonlyArray<string>): ReadonlyArray<string> => {
   const needles = new Set<string>()
   for (const value of values) {
     for (const needle of valueNeedles(value, MIN_KNOWN_VALUE_LENGTH)) needles.add(needle)
-    if (/^https:\/\//i.test(value)) {
+    if (/^(https|amqps?|nats|tls):\/\//i.test(value)) {
       for (const needle of urlNeedles(value, MIN_URL_PART_LENGTH)) needles.add(needle)
     }
   }

@@ -3,22 +3,18 @@
  * signing secrets (in the secret store, sealed with the master key) and the
  * organization's notification settings (reviewer email address).
  *
- * The full URL and the secrets never leave this service through the API:
- * the secret is answered once, at creation or rotation.
+ * The full URL, the secrets and custom header values never leave this
+ * service through the API: the secret is answered once, at creation or
+ * rotation; of the headers only their names are listed.
  */
 import { PgClient } from "@effect/sql-pg"
 import { Context, Duration, Effect, Layer, Option, Redacted, Schema } from "effect"
 import { SqlClient } from "effect/sql"
+import { parseEndpointUrl } from "../brokers/BrokerUrl.ts"
+import type { InvalidHeaders } from "../api/Errors.ts"
 import { LimitReached, NotFound } from "../api/Errors.ts"
 import { InvalidUrl } from "../api/Deliveries.ts"
-import {
-  DefaultEventTypes,
-  EndpointOrdering,
-  type EventType,
-  EventTypes,
-  InvalidWebhookEvents,
-  type NotificationEndpoint
-} from "../api/Notifications.ts"
+import { EndpointOrdering, type EventType, type InvalidWebhookEvents, type NotificationEndpoint } from "../api/Notifications.ts"
 import { DeliveryQueue } from "../deliveries/DeliveryQueue.ts"
 import { type CheckedUrl, OutboundHttp } from "../outbound/OutboundHttp.ts"
 import { SvcConfig } from "../platform/Config.ts"
@@ -30,8 +26,9 @@ import { endpointUrlOwner, SEALED_URL_COLUMN, URL_SECRET } from "../secrets/Rece
 import { SecretStore, type SecretOwner } from "../secrets/SecretStore.ts"
 import { Topics, Wakeups } from "../platform/Wakeups.ts"
 import { disableEndpoint, startFailing, stopFailing } from "./Operational.ts"
-import { endpointOwner, makeSendTargets, type SendTarget } from "./SendTargets.ts"
+import { endpointHeaderOwner, endpointOwner, makeSendTargets, type SendTarget } from "./SendTargets.ts"
 import { newSigningSecret } from "./Signing.ts"
+import { checkCustomHeaders, checkEvents, type EndpointChange, type EndpointInput, headerNames, writeHeaders } from "./EndpointInput.ts"
 
 /** A `notification_endpoints` row (with, where a query joins it, the end of a cooldown in progress). */
 const EndpointColumns = Schema.Struct({
@@ -48,6 +45,8 @@ const EndpointColumns = Schema.Struct({
   created_by: Schema.String,
   action_classes: JsonColumn(Schema.NullOr(Schema.Array(Schema.String))),
   failing_since: TimestampOrNull,
+  header_names: JsonColumn(Schema.Array(Schema.String)),
+  rate_limit: Schema.NullOr(Schema.Number),
   cooldown_until: Schema.optionalKey(TimestampOrNull)
 })
 export type EndpointRow = typeof EndpointColumns.Type
@@ -66,28 +65,10 @@ export const toEndpoint = (row: EndpointRow): NotificationEndpoint => ({
   ...(row.deactivated_reason === null ? {} : { deactivated_reason: row.deactivated_reason }),
   ...(row.cooldown_until === undefined || row.cooldown_until === null ? {} : { cooldown_until: row.cooldown_until }),
   ...(row.failing_since === null ? {} : { failing_since: row.failing_since }),
-  action_classes: row.action_classes === null ? null : [...row.action_classes]
+  action_classes: row.action_classes === null ? null : [...row.action_classes],
+  headers: [...row.header_names],
+  rate_limit: row.rate_limit
 })
-
-/** Most entries an events list may have (duplicates collapse; there are eight types). */
-const MAX_EVENT_ENTRIES = 20
-
-const invalidEvents = (field: string, detail: string) =>
-  Effect.fail(new InvalidWebhookEvents({ field, detail, supported: [...EventTypes] }))
-
-/** `undefined` → the six approval events; empty or unknown → `INVALID_WEBHOOK_EVENTS`; duplicates collapse. */
-export const checkEvents = (
-  events: ReadonlyArray<string> | undefined
-): Effect.Effect<ReadonlyArray<EventType>, InvalidWebhookEvents> => {
-  if (events === undefined) return Effect.succeed(DefaultEventTypes)
-  if (events.length === 0) return invalidEvents("events", "events must name at least one event type")
-  if (events.length > MAX_EVENT_ENTRIES) return invalidEvents("events", `events may list at most ${MAX_EVENT_ENTRIES} entries`)
-  const unknown = events.findIndex((event) => !(EventTypes as ReadonlyArray<string>).includes(event))
-  if (unknown >= 0) {
-    return invalidEvents(`events[${unknown}]`, `unknown event type ${JSON.stringify(events[unknown]!.slice(0, 100))}`)
-  }
-  return Effect.succeed([...new Set(events)] as ReadonlyArray<EventType>)
-}
 
 /**
  * Sets (or, with null, clears) the organization's reviewer address; false
@@ -104,21 +85,6 @@ export const writeReviewerEmail = (orgId: string, email: string | null) =>
     `
     return rows.length > 0
   }).pipe(Effect.orDie)
-
-export interface EndpointInput {
-  readonly url: string
-  readonly events?: ReadonlyArray<string> | undefined
-  readonly action_classes?: ReadonlyArray<string> | null | undefined
-  readonly ordering?: EndpointOrdering | undefined
-}
-
-export interface EndpointChange {
-  readonly events?: ReadonlyArray<string> | undefined
-  /** `undefined`: unchanged; null: every action class. */
-  readonly action_classes?: ReadonlyArray<string> | null | undefined
-  /** `undefined`: unchanged. */
-  readonly ordering?: EndpointOrdering | undefined
-}
 
 const DEFAULT_OVERLAP_SECONDS = 24 * 3600
 
@@ -156,7 +122,7 @@ const rotateSigning = (
   })).pipe(Effect.orDie)
 
 const columns =
-  "id, org_id, url, url_hint, events, ordering, active, deactivated_at, deactivated_reason, created_at, created_by, action_classes, failing_since"
+  "id, org_id, url, url_hint, events, ordering, active, deactivated_at, deactivated_reason, created_at, created_by, action_classes, failing_since, header_names, rate_limit"
 
 /** An `action_classes` filter as stored: null (all), or its entries without duplicates. */
 const filterColumn = (filter: ReadonlyArray<string> | null | undefined) =>
@@ -184,11 +150,12 @@ const insertEndpoint = (
     readonly queue: DeliveryQueue["Service"]
     readonly limit: number
   },
-  { checked, events, input, keyId, orgId, secret }: {
+  { checked, events, headers, input, keyId, orgId, secret }: {
     readonly orgId: string
     readonly keyId: string
     readonly input: EndpointInput
     readonly events: ReadonlyArray<EventType>
+    readonly headers: ReadonlyArray<readonly [string, string]> | undefined
     readonly checked: CheckedUrl
     readonly secret: string
   }
@@ -203,12 +170,15 @@ const insertEndpoint = (
     }
     const id = newId()
     const row = yield* EndpointRows.returned(sql`
-      INSERT INTO notification_endpoints (id, org_id, url, url_hint, events, created_by, action_classes, ordering)
+      INSERT INTO notification_endpoints (id, org_id, url, url_hint, events, created_by, action_classes, ordering, header_names, rate_limit)
       VALUES (${id}, ${orgId}, ${SEALED_URL_COLUMN}, ${checked.urlHint}, ${sql.json(events)}, ${keyId},
-              ${filterColumn(input.action_classes)}::jsonb, ${input.ordering ?? "concurrent"})
+              ${filterColumn(input.action_classes)}::jsonb, ${input.ordering ?? "concurrent"}, ${headerNames(headers)}::jsonb,
+              ${input.rate_limit ?? null})
       RETURNING ${sql.literal(columns)}
     `)
     if (input.ordering === "strict") yield* queue.setStrict("webhook", orgId, id, true)
+    if (input.rate_limit !== undefined && input.rate_limit !== null) yield* queue.setRateLimit("webhook", orgId, id, input.rate_limit)
+    if (headers !== undefined) yield* writeHeaders(secrets, orgId, id, headers)
     yield* secrets.put(endpointOwner(orgId, id), "signing", Redacted.make(secret))
     yield* secrets.put(endpointUrlOwner(orgId, id), URL_SECRET, Redacted.make(checked.url))
     return row
@@ -219,12 +189,19 @@ export class NotificationEndpoints extends Context.Service<NotificationEndpoints
     orgId: string,
     keyId: string,
     input: EndpointInput
-  ) => Effect.Effect<{ readonly endpoint: NotificationEndpoint; readonly secret: string }, InvalidUrl | InvalidWebhookEvents | LimitReached>
+  ) => Effect.Effect<
+    { readonly endpoint: NotificationEndpoint; readonly secret: string },
+    InvalidUrl | InvalidWebhookEvents | InvalidHeaders | LimitReached
+  >
   readonly list: (orgId: string) => Effect.Effect<ReadonlyArray<NotificationEndpoint>>
   /** The row, or `NotFound` when absent in this organization. */
   readonly find: (orgId: string, id: string) => Effect.Effect<EndpointRow, NotFound>
   /** Changes what is given (events, filter), and reactivates the endpoint. */
-  readonly update: (orgId: string, id: string, change: EndpointChange) => Effect.Effect<NotificationEndpoint, NotFound | InvalidWebhookEvents>
+  readonly update: (
+    orgId: string,
+    id: string,
+    change: EndpointChange
+  ) => Effect.Effect<NotificationEndpoint, NotFound | InvalidWebhookEvents | InvalidHeaders>
   /** Deletes the row and its secrets; answers the deleted row (the caller ends its pending deliveries). */
   readonly remove: (orgId: string, id: string) => Effect.Effect<EndpointRow, NotFound>
   readonly rotateSecret: (orgId: string, id: string, overlapSeconds: number | undefined) => Effect.Effect<{
@@ -275,12 +252,13 @@ export class NotificationEndpoints extends Context.Service<NotificationEndpoints
         input: EndpointInput
       ) {
         const events = yield* checkEvents(input.events)
-        const checked = yield* outbound.check(input.url, orgId).pipe(
+        const headers = yield* checkCustomHeaders(input.headers)
+        const checked = yield* outbound.check(input.url, orgId, parseEndpointUrl).pipe(
           Effect.mapError((unsafe) => new InvalidUrl({ field: "url", detail: unsafe.message }))
         )
         const secret = newSigningSecret()
         const row = yield* insertEndpoint({ sql, secrets, queue, limit: config.maxEndpointsPerOrg }, {
-          orgId, keyId, input, events, checked, secret
+          orgId, keyId, input, events, headers, checked, secret
         })
         return { endpoint: toEndpoint(row), secret }
       })
@@ -299,6 +277,7 @@ export class NotificationEndpoints extends Context.Service<NotificationEndpoints
 
       const update = Effect.fn("NotificationEndpoints.update")(function*(orgId: string, id: string, change: EndpointChange) {
         const selection = change.events === undefined ? undefined : yield* checkEvents(change.events)
+        const headers = yield* checkCustomHeaders(change.headers)
         // Reactivating starts a new streak: a failing notice is due again when it fails again.
         const row = yield* sql.withTransaction(Effect.gen(function*() {
           const row = yield* EndpointRows.one(sql`
@@ -306,6 +285,8 @@ export class NotificationEndpoints extends Context.Service<NotificationEndpoints
             SET events = ${selection === undefined ? sql`events` : sql`${sql.json(selection)}`},
                 action_classes = ${change.action_classes === undefined ? sql`action_classes` : sql`${filterColumn(change.action_classes)}::jsonb`},
                 ordering = ${change.ordering ?? sql`ordering`},
+                header_names = ${headers === undefined ? sql`header_names` : sql`${headerNames(headers)}::jsonb`},
+                rate_limit = ${change.rate_limit === undefined ? sql`rate_limit` : sql`${change.rate_limit}::int`},
                 active = true, deactivated_at = NULL, deactivated_reason = NULL,
                 failing_since = CASE WHEN active THEN failing_since END
             WHERE id = ${id} AND org_id = ${orgId}
@@ -315,6 +296,8 @@ export class NotificationEndpoints extends Context.Service<NotificationEndpoints
           if (row !== undefined && change.ordering !== undefined) {
             yield* queue.setStrict("webhook", orgId, id, change.ordering === "strict")
           }
+          if (row !== undefined && change.rate_limit !== undefined) yield* queue.setRateLimit("webhook", orgId, id, change.rate_limit)
+          if (row !== undefined && headers !== undefined) yield* writeHeaders(secrets, orgId, id, headers)
           return row
         })).pipe(Effect.catchTag("SqlError", Effect.die))
         yield* forget(orgId, id)
@@ -331,6 +314,7 @@ export class NotificationEndpoints extends Context.Service<NotificationEndpoints
           if (row !== undefined) {
             yield* secrets.removeOwner(endpointOwner(orgId, id))
             yield* secrets.removeOwner(endpointUrlOwner(orgId, id))
+            yield* secrets.removeOwner(endpointHeaderOwner(orgId, id))
           }
           return row
         })).pipe(Effect.orDie)

@@ -1,5 +1,5 @@
 /**
- * What the sender needs of one endpoint (URL, state, signing secrets),
+ * What the sender needs of one endpoint (URL, state, signing secrets, custom headers),
  * looked up through a cache shared by concurrent sends, and the mirror of
  * what the lookups found, readable without an effect: the mirror behind
  * `NotificationEndpoints.sendTargetNow`, for the webhook sends that run
@@ -13,8 +13,8 @@
  * `bench/notes/delivery-log.md`, "What was cut").
  */
 import { PgClient } from "@effect/sql-pg"
-import { Cache, Clock, Duration, Effect, Schema } from "effect"
-import { rowsOf } from "../platform/Rows.ts"
+import { Cache, Clock, Duration, Effect, Redacted, Schema } from "effect"
+import { JsonColumn, rowsOf } from "../platform/Rows.ts"
 import { endpointUrlOwner, readReceiverUrl } from "../secrets/ReceiverUrls.ts"
 import { type SecretOwner, SecretStore } from "../secrets/SecretStore.ts"
 
@@ -23,6 +23,8 @@ export interface SendTarget {
   readonly active: boolean
   readonly deactivatedReason: string | null
   readonly secrets: ReadonlyArray<string>
+  /** The endpoint's custom headers, names lower-case (docs/webhooks.md, "Custom headers"). */
+  readonly headers: ReadonlyArray<readonly [string, string]>
 }
 
 /**
@@ -34,11 +36,14 @@ export interface SendTarget {
 export const SEND_TARGET_TTL_MS = 1_000
 
 export const endpointOwner = (orgId: string, id: string): SecretOwner => ({ orgId, kind: "notification_endpoint", id })
+/** The owner of an endpoint's custom header values, one secret per header, named as given. */
+export const endpointHeaderOwner = (orgId: string, id: string): SecretOwner => ({ orgId, kind: "notification_endpoint_header", id })
 
 const TargetRows = rowsOf("notification_endpoints", Schema.Struct({
   url: Schema.String,
   active: Schema.Boolean,
-  deactivated_reason: Schema.NullOr(Schema.String)
+  deactivated_reason: Schema.NullOr(Schema.String),
+  header_names: JsonColumn(Schema.Array(Schema.String))
 }))
 
 /** Entries kept; past this the mirror starts afresh (the cache holds as many). */
@@ -113,14 +118,18 @@ export const makeSendTargets = Effect.fnUntraced(function*(
           Effect.gen(function*() {
             const [orgId, id] = key.split(":") as [string, string]
             const row = yield* TargetRows.one(sql`
-              SELECT url, active, deactivated_reason FROM notification_endpoints WHERE id = ${id} AND org_id = ${orgId}
+              SELECT url, active, deactivated_reason, header_names FROM notification_endpoints WHERE id = ${id} AND org_id = ${orgId}
             `)
             if (row === undefined) return undefined
             const target: SendTarget = {
               url: yield* readReceiverUrl(endpointUrlOwner(orgId, id), row.url).pipe(Effect.provideService(SecretStore, secrets)),
               active: row.active,
               deactivatedReason: row.deactivated_reason,
-              secrets: yield* signingSecrets(orgId, id)
+              secrets: yield* signingSecrets(orgId, id),
+              // Read only when it has some: most endpoints pay no lookup for them.
+              headers: row.header_names.length === 0
+                ? []
+                : (yield* secrets.list(endpointHeaderOwner(orgId, id))).map((h) => [h.name.toLowerCase(), Redacted.value(h.value)] as const)
             }
             mirror.found(key, lookup, target)
             return target

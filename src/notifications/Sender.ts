@@ -20,10 +20,13 @@
  * never the payload.
  *
  * Most sends run without a fiber of their own (`deliverDirect`,
- * `SenderFast.ts`); `deliver` is the same send as an effect, for the rest.
+ * `SenderFast.ts`); `deliver` is the same send as an effect, for the rest,
+ * and for endpoints whose URL names a broker (`src/brokers/`): the same
+ * signed bytes published, acknowledged or failed, and decided as above.
  */
 import { PgClient } from "@effect/sql-pg"
 import { Clock, Context, Duration, Effect, FiberSet, Layer, Option, Schema } from "effect"
+import { Brokers } from "../brokers/Brokers.ts"
 import type { Claimed, CooldownPolicy } from "../deliveries/DeliveryQueue.ts"
 import { DeliveryQueue, Outcome } from "../deliveries/DeliveryQueue.ts"
 import { type DirectHandle, spanStarter } from "../deliveries/worker/StartFast.ts"
@@ -133,6 +136,7 @@ export class WebhookSender extends Context.Service<WebhookSender, {
       const queue = yield* DeliveryQueue
       const config = yield* SvcConfig
       const bodies = yield* EventBodies
+      const brokers = yield* Brokers
       const schedule = config.webhookRetrySchedule
 
       // The failed attempt that brings the endpoint's consecutive failures to
@@ -157,7 +161,7 @@ export class WebhookSender extends Context.Service<WebhookSender, {
       const requestOf = (delivery: Claimed, target: SendTarget, type: string, body: Buffer, started: number) => ({
         url: target.url,
         method: "POST" as const,
-        headers: deliveryHeaders(target.secrets, { id: delivery.eventId ?? "", type }, Math.floor(started / 1000), body),
+        headers: deliveryHeaders(target.secrets, { id: delivery.eventId ?? "", type }, Math.floor(started / 1000), body, target.headers),
         body,
         timeout: config.webhookSendTimeout,
         maxResponseBytes: SNIPPET_BYTES + 1,
@@ -211,6 +215,16 @@ export class WebhookSender extends Context.Service<WebhookSender, {
           failedAttempt(schedule, delivery, error, { ...attempt, error }, retryAfter)
       })
 
+      /** An attempt at a broker destination: acknowledged (delivered), or failed as a network failure is. */
+      const publish = Effect.fnUntraced(function*(delivery: Claimed, target: SendTarget, type: string, body: Buffer, started: number) {
+        const { headers } = requestOf(delivery, target, type, body, started)
+        const message = { eventId: delivery.eventId ?? "", type, headers, body, timeoutMs: Duration.toMillis(config.webhookSendTimeout) }
+        const sent = yield* brokers.publish(target.url, delivery.orgId, message).pipe(Effect.catch((failure) => Effect.succeed(failure)))
+        if (sent instanceof OutboundFailure) return yield* outcomeOf(delivery, target, sent, started)
+        if (delivery.targetFailures > 0) yield* endpoints.recovered(delivery.orgId, delivery.targetId)
+        return { outcome: DELIVERED, attempt: { durationMs: sent.elapsedMs } }
+      })
+
       const send = Effect.fnUntraced(function*(delivery: Claimed) {
         const target = yield* endpoints.sendTarget(delivery.orgId, delivery.targetId)
         if (target === undefined) return notSent("endpoint deleted")
@@ -222,6 +236,7 @@ export class WebhookSender extends Context.Service<WebhookSender, {
         yield* Effect.annotateCurrentSpan("svc.event_type", event.type)
         const body = Buffer.from(event.body, "utf8")
         const started = yield* Clock.currentTimeMillis
+        if (!target.url.startsWith("https:")) return yield* publish(delivery, target, event.type, body, started)
         const sent = yield* outbound.send(requestOf(delivery, target, event.type, body, started)).pipe(
           Effect.catch((failure) => Effect.succeed(failure))
         )
@@ -236,7 +251,11 @@ export class WebhookSender extends Context.Service<WebhookSender, {
         })
 
       const deliverDirect = directDeliveries({
-        sendTargetNow: endpoints.sendTargetNow,
+        // Broker destinations are sent by `deliver` (stored URLs have a lower-case scheme).
+        sendTargetNow: (orgId, id) => {
+          const target = endpoints.sendTargetNow(orgId, id)
+          return target?.url.startsWith("https:") === true ? target : undefined
+        },
         body: bodies.get,
         spans: Option.getOrUndefined(yield* spanStarter),
         clock: yield* Clock.Clock,

@@ -21,6 +21,7 @@
  * rotation, which issues a secret of the new form.
  */
 import { createHmac, createSecretKey, randomBytes, type KeyObject } from "node:crypto"
+import type { OwnHeaders } from "../outbound/HeaderRules.ts"
 
 /** A new signing secret: `whsec_` + standard base64 (with padding) of 32 random bytes. */
 export const newSigningSecret = (): string => "whsec_" + randomBytes(32).toString("base64")
@@ -84,18 +85,37 @@ export const standardSignatureHeader = (
   return header
 }
 
-/** Every signature header of a delivery: `X-Svc-*` and Standard Webhooks. */
+/**
+ * The headers a delivery's sender sets itself (these, `X-Svc-*`,
+ * `webhook-*`, and the outbound client's `user-agent` and
+ * `accept-encoding`): an endpoint's custom headers may not replace them.
+ */
+export const OWN_HEADERS: OwnHeaders = {
+  names: new Set(["content-type", "user-agent", "accept-encoding"]),
+  prefixes: ["x-svc-", "webhook-"]
+}
+
+/**
+ * Every header of a delivery: the endpoint's custom ones (`custom`, names
+ * lower-case, never one of `OWN_HEADERS`), then `X-Svc-*` and Standard
+ * Webhooks signatures.
+ */
 export const deliveryHeaders = (
   secrets: ReadonlyArray<string>,
   event: { readonly id: string; readonly type: string },
   timestamp: number,
-  body: Uint8Array | string
-): Record<string, string> => ({
-  "content-type": "application/json",
-  "x-svc-event-id": event.id,
-  "x-svc-event-type": event.type,
-  "x-svc-signature": signatureHeader(secrets, timestamp, body),
-  "webhook-id": event.id,
-  "webhook-timestamp": String(timestamp),
-  "webhook-signature": standardSignatureHeader(secrets, event.id, timestamp, body)
-})
+  body: Uint8Array | string,
+  custom: ReadonlyArray<readonly [string, string]> = []
+): Record<string, string> => {
+  const own = {
+    "content-type": "application/json",
+    "x-svc-event-id": event.id,
+    "x-svc-event-type": event.type,
+    "x-svc-signature": signatureHeader(secrets, timestamp, body),
+    "webhook-id": event.id,
+    "webhook-timestamp": String(timestamp),
+    "webhook-signature": standardSignatureHeader(secrets, event.id, timestamp, body)
+  }
+  // Most endpoints have none: their headers stay the one literal.
+  return custom.length === 0 ? own : { ...Object.fromEntries(custom), ...own }
+}

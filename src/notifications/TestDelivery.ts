@@ -13,11 +13,12 @@
  * processes.
  */
 import { PgClient } from "@effect/sql-pg"
-import { Clock, Context, Effect, Layer, Schema } from "effect"
+import { Clock, Context, Duration, Effect, Layer, Schema } from "effect"
 import { NotFound, RateLimited } from "../api/Errors.ts"
 import type { WebhookEvent } from "../api/Events.ts"
 import { DeliveryFailed, type EventType, EventTypes, InvalidWebhookEvents } from "../api/Notifications.ts"
 import { DeliveryOperations } from "../deliveries/records/Operations.ts"
+import { Brokers } from "../brokers/Brokers.ts"
 import { OutboundHttp } from "../outbound/OutboundHttp.ts"
 import { SvcConfig } from "../platform/Config.ts"
 import { rowsOf } from "../platform/Rows.ts"
@@ -85,7 +86,7 @@ export const testEventBody = (input: {
 
 export class TestDeliveries extends Context.Service<TestDeliveries, {
   readonly send: (orgId: string, endpointId: string, eventType: string | undefined) => Effect.Effect<
-    { readonly delivered: true; readonly status: number; readonly duration_ms: number },
+    { readonly delivered: true; readonly status?: number; readonly duration_ms: number },
     NotFound | InvalidWebhookEvents | DeliveryFailed | RateLimited
   >
 }>()("svc/notifications/TestDeliveries") {
@@ -95,6 +96,7 @@ export class TestDeliveries extends Context.Service<TestDeliveries, {
       const sql = yield* PgClient.PgClient
       const endpoints = yield* NotificationEndpoints
       const outbound = yield* OutboundHttp
+      const brokers = yield* Brokers
       const operations = yield* DeliveryOperations
       const config = yield* SvcConfig
       const limit = config.webhookTestsPerMinute
@@ -142,17 +144,7 @@ export class TestDeliveries extends Context.Service<TestDeliveries, {
         const now = new Date(yield* Clock.currentTimeMillis)
         const body = Buffer.from(testEventBody({ id, type, orgId, occurredAt: now, endpoint }), "utf8")
         const started = performance.now()
-        const sent = yield* outbound.send({
-          url: target.url,
-          method: "POST",
-          headers: deliveryHeaders(target.secrets, { id, type }, Math.floor(now.getTime() / 1000), body),
-          body,
-          timeout: config.webhookSendTimeout,
-          maxResponseBytes: 1,
-          partition: orgId,
-          connections: config.webhookPerHost + config.maxEndpointsPerOrg,
-          orgId
-        }).pipe(Effect.result)
+        const headers = deliveryHeaders(target.secrets, { id, type }, Math.floor(now.getTime() / 1000), body, target.headers)
         const record = (status: "delivered" | "failed", attempt: { statusCode?: number; error?: string; durationMs: number }) =>
           operations.recordFinished({
             orgId,
@@ -164,12 +156,37 @@ export class TestDeliveries extends Context.Service<TestDeliveries, {
             meta: { [TEST_META_KEY]: true },
             attempt
           })
-        if (sent._tag === "Failure") {
+        const failed = Effect.fnUntraced(function*(error: string) {
           const durationMs = Math.round(performance.now() - started)
-          const error = sent.failure.message
           yield* record("failed", { error, durationMs })
           return yield* new DeliveryFailed({ error, duration_ms: durationMs, detail: `The test delivery failed: ${error}.` })
+        })
+        if (!target.url.startsWith("https:")) {
+          // A broker destination: acknowledged, or failed; no HTTP status either way.
+          const published = yield* brokers.publish(target.url, orgId, {
+            eventId: id,
+            type,
+            headers,
+            body,
+            timeoutMs: Duration.toMillis(config.webhookSendTimeout)
+          }).pipe(Effect.result)
+          if (published._tag === "Failure") return yield* failed(published.failure.message)
+          const durationMs = Math.round(published.success.elapsedMs)
+          yield* record("delivered", { durationMs })
+          return { delivered: true as const, duration_ms: durationMs }
         }
+        const sent = yield* outbound.send({
+          url: target.url,
+          method: "POST",
+          headers,
+          body,
+          timeout: config.webhookSendTimeout,
+          maxResponseBytes: 1,
+          partition: orgId,
+          connections: config.webhookPerHost + config.maxEndpointsPerOrg,
+          orgId
+        }).pipe(Effect.result)
+        if (sent._tag === "Failure") return yield* failed(sent.failure.message)
         const response = sent.success
         const durationMs = Math.round(response.elapsedMs)
         if (response.status >= 200 && response.status < 300) {

@@ -28,7 +28,7 @@ import { directExchange } from "./OutboundHttpFast.ts"
 import { makePools, trustedCas } from "./Pools.ts"
 import { type CheckedUrl, makePrepare, OutboundFailure, type OutboundRequest, type OutboundResponse, type Prepared, UnsafeUrl } from "./Request.ts"
 import { networkResolver, Resolver, type ResolverShape } from "./Resolver.ts"
-import { parseTarget, type Target } from "./TargetUrl.ts"
+import { type Parsed, parseTarget, type Target } from "./TargetUrl.ts"
 
 export { type CheckedUrl, OutboundFailure, type OutboundRequest, type OutboundResponse, UnsafeUrl } from "./Request.ts"
 
@@ -92,8 +92,16 @@ const unresolvedMessage = (code: string) =>
   })`
 
 export class OutboundHttp extends Context.Service<OutboundHttp, {
-  /** `orgId`: whose URL it is (DNS lookups are bounded per organization). */
-  readonly check: (url: string, orgId?: string) => Effect.Effect<CheckedUrl, UnsafeUrl>
+  /**
+   * `orgId`: whose URL it is (DNS lookups are bounded per organization).
+   * `parse`: the URL rules (default `https` only, `parseTarget`).
+   */
+  readonly check: (url: string, orgId?: string, parse?: (raw: string) => Parsed) => Effect.Effect<CheckedUrl, UnsafeUrl>
+  /**
+   * The addresses a connection of another protocol (a broker's) may go to:
+   * the target's host resolved once, every address checked, within `timeoutMs`.
+   */
+  readonly addresses: (target: Target, orgId: string, timeoutMs: number) => Effect.Effect<ReadonlyArray<Address>, OutboundFailure>
   readonly send: (request: OutboundRequest) => Effect.Effect<OutboundResponse, OutboundFailure>
   /**
    * `send` without a fiber of its own (`OutboundHttpFast.ts`): the same checks
@@ -138,8 +146,8 @@ export class OutboundHttp extends Context.Service<OutboundHttp, {
       const { exchange } = yield* makePools(tls.createSecureContext({ ca: [...ca] }))
       const prepare = makePrepare()
 
-      const check = Effect.fn("OutboundHttp.check")(function*(raw: string, orgId?: string) {
-        const parsed = parseTarget(raw)
+      const check = Effect.fn("OutboundHttp.check")(function*(raw: string, orgId?: string, parse = parseTarget) {
+        const parsed = parse(raw)
         if (parsed._tag === "Refused") return yield* new UnsafeUrl({ message: parsed.message })
         yield* resolveTarget(parsed.target, allowed, resolver, orgId).pipe(
           Effect.timeoutOrElse({
@@ -164,17 +172,19 @@ export class OutboundHttp extends Context.Service<OutboundHttp, {
       })
 
       // A name's resolution runs under the deadline over the whole exchange.
-      const resolution = (request: OutboundRequest, prepared: Prepared) => {
-        const resolved = resolveTarget(prepared.target, allowed, resolver, request.orgId).pipe(
+      const resolution = (request: OutboundRequest, prepared: Prepared) =>
+        addresses(prepared.target, request.orgId, prepared.timeoutMs)
+      const addresses = (target: Target, orgId: string | undefined, timeoutMs: number) => {
+        const resolved = resolveTarget(target, allowed, resolver, orgId).pipe(
           Effect.mapError((problem) =>
             problem._tag === "Refused"
               ? refused(problem)
               : new OutboundFailure({ reason: "network", message: unresolvedMessage(problem.code) })
           )
         )
-        return prepared.target.host._tag === "Ip" ? resolved : resolved.pipe(
+        return target.host._tag === "Ip" ? resolved : resolved.pipe(
           Effect.timeoutOrElse({
-            duration: prepared.timeoutMs,
+            duration: timeoutMs,
             orElse: () => Effect.fail(new OutboundFailure({ reason: "timeout", message: unresolvedMessage("ETIMEOUT") }))
           })
         )
@@ -213,7 +223,7 @@ export class OutboundHttp extends Context.Service<OutboundHttp, {
         context: yield* Effect.context<never>()
       })
 
-      return { check, send, sendDirect }
+      return { check, send, sendDirect, addresses }
     })
   )
 }

@@ -94,10 +94,15 @@ export const parseTarget = (raw: string): Parsed => {
   }
   if (url.protocol !== "https:") return refuse("the URL must use https")
   if (url.username !== "" || url.password !== "") return refuse("the URL must not contain credentials")
+  return hostTarget(url, 443)
+}
+
+/** The host checks of every outbound URL (`https`, and broker URLs: `src/brokers/BrokerUrl.ts`), on a parsed URL whose scheme was checked. */
+export const hostTarget = (url: URL, defaultPort: number): Parsed => {
   url.hash = ""
   const hostname = url.hostname
   if (hostname === "") return refuse("the URL has no host")
-  const port = url.port === "" ? 443 : Number(url.port)
+  const port = url.port === "" ? defaultPort : Number(url.port)
   if (port === 0) return refuse("the URL's port must not be 0")
   const address = parseAddress(hostname)
   const hint = urlHint(url)

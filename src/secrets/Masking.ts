@@ -24,11 +24,20 @@ export const valueNeedles = (value: string, min = MIN_NEEDLE_LENGTH): Array<stri
   return out
 }
 
+const decodeURIComponentSafe = (part: string) => {
+  try {
+    return decodeURIComponent(part)
+  } catch {
+    return part
+  }
+}
+
 /**
  * The parts of a receiver URL that may carry a credential (chat and
  * automation hooks put their token in the path or the query): the whole
  * URL, without its scheme too, its path and query, the query alone, each
- * query value and each long path segment.
+ * query value and each long path segment, and a broker URL's user name and
+ * password.
  */
 export const urlNeedles = (raw: string, min = MIN_NEEDLE_LENGTH): Array<string> => {
   const out = new Set<string>([raw])
@@ -43,6 +52,8 @@ export const urlNeedles = (raw: string, min = MIN_NEEDLE_LENGTH): Array<string> 
   if (url.search.length > 1) out.add(url.search.slice(1))
   for (const value of url.searchParams.values()) out.add(value)
   for (const segment of url.pathname.split("/")) if (segment.length >= 8) out.add(segment)
+  // A broker URL's credentials (https receiver URLs have none); a NATS token is the user name.
+  for (const part of [url.username, url.password]) if (part !== "") out.add(decodeURIComponentSafe(part))
   return [...out].filter((needle) => needle.length >= min)
 }
 

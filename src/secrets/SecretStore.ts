@@ -1,6 +1,6 @@
 /**
  * The secret store: every secret `svc` holds for an organization (webhook
- * signing secrets, collector header values, receiver URLs), sealed with the master key
+ * signing secrets and custom header values, collector header values, receiver URLs), sealed with the master key
  * (`SecretBox`) and owned by one resource. Nothing here ever returns a
  * secret through the API; callers decide what leaves the process.
  *
@@ -20,6 +20,7 @@ import { rowsOf, Timestamp, TimestampOrNull } from "../platform/Rows.ts"
  */
 export type OwnerKind =
   | "notification_endpoint"
+  | "notification_endpoint_header"
   | "telemetry_destination"
   | "notification_endpoint_url"
   | "telemetry_destination_url"

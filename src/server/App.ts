@@ -44,6 +44,7 @@ import { Wakeups } from "../platform/Wakeups.ts"
 import { DeliveryOperations } from "../deliveries/records/Operations.ts"
 import { TestDeliveries } from "../notifications/TestDelivery.ts"
 import { OutboundHttp } from "../outbound/OutboundHttp.ts"
+import { Brokers } from "../brokers/Brokers.ts"
 import { SealReceiverUrlsLive } from "../secrets/ReceiverUrls.ts"
 import { SecretStore } from "../secrets/SecretStore.ts"
 import { AnswerSchemas } from "../tasks/AnswerSchema.ts"
@@ -78,7 +79,7 @@ export const ServicesLive = Layer.mergeAll(
   Feedback.layer.pipe(Layer.provide(Identity.layer)),
   TelemetryDestinations.layer,
   Layer.mergeAll(Dispatcher.layer, WebhookSender.layer, ReviewerEmail.layer, TestDeliveries.layer).pipe(
-    Layer.provideMerge(Layer.mergeAll(NotificationEndpoints.layer, EventBodies.layer))
+    Layer.provideMerge(Layer.mergeAll(NotificationEndpoints.layer, EventBodies.layer, Brokers.layer))
   )
 ).pipe(
   Layer.provideMerge(DestinationsRepo.layer),

@@ -8,12 +8,11 @@ import { PgClient } from "@effect/sql-pg"
 import { Clock, Context, Effect, Layer, Option, Redacted } from "effect"
 import { InvalidUrl, type NotReplayable, type QueueFull } from "../api/Deliveries.ts"
 import { replayProblem } from "../api/ReplayProblem.ts"
-import { NotFound } from "../api/Errors.ts"
+import { headersRefused, type InvalidHeaders, NotFound } from "../api/Errors.ts"
 import {
   type CreatedTelemetryDestination,
   DestinationExists,
   ExportFailed,
-  InvalidHeaders,
   type TelemetryCompression,
   type TelemetryDelivery,
   type TelemetryDestination,
@@ -28,7 +27,7 @@ import { destinationUrlOwner, readReceiverUrl, SEALED_URL_COLUMN, URL_SECRET } f
 import { SecretStore } from "../secrets/SecretStore.ts"
 import { SpanBuffers } from "./Buffers.ts"
 import { type CollectorTarget, compress, exportBody, scrub } from "./Collector.ts"
-import { checkHeaders } from "./HeaderRules.ts"
+import { checkHeaders } from "../outbound/HeaderRules.ts"
 import { encodeRequest, type OtlpSpan, serviceResource, SpanKind, StatusCode } from "../otlp/Encoding.ts"
 import { type DestinationRow, DestinationsRepo } from "./Repository.ts"
 
@@ -76,16 +75,6 @@ export const toDeliveryRecord = (delivery: Delivery, clean: (text: string) => st
 
 /** The sealing context of a destination's batches: a sealed batch copied to another destination does not open. */
 export const batchContext = (destinationId: string) => `telemetry_batch:${destinationId}`
-
-/** The problem of refused collector headers: the one at fault, or each of them. */
-const headersRefused = (verdict: Extract<ReturnType<typeof checkHeaders>, { _tag: "Refused" }>) =>
-  new InvalidHeaders({
-    field: verdict.field,
-    errors: verdict.problems,
-    detail: verdict.problems.length === 1
-      ? `${verdict.field}: ${verdict.message}.`
-      : `${verdict.problems.length} headers are refused: ${verdict.problems.map((p) => `${p.field} (${p.message})`).join("; ")}.`
-  })
 
 /** The span a destination's test sends, at `now` (Unix nanoseconds). */
 const testSpan = (orgId: string, id: string, now: bigint): OtlpSpan => ({

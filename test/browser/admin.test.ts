@@ -43,7 +43,7 @@ describeBrowser("Webhooks", () => {
     const receiver = await world.receiver()
     const { page, done } = await admin()
     await page.goto(`${world.baseUrl}/console/webhooks`)
-    await page.getByRole("textbox", { name: "Receiver URL (HTTPS)" }).fill(receiver.url("/hooks/created"))
+    await page.getByRole("textbox", { name: "Destination URL" }).fill(receiver.url("/hooks/created"))
     const events = page.getByRole("group", { name: "Events to send" }).getByRole("checkbox")
     assert.strictEqual(await events.count(), 6)
     for (const box of await events.all()) assert.isTrue(await box.isChecked(), "every event is chosen by default")

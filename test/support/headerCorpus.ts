@@ -1,5 +1,5 @@
 /** The collector header corpus (refused, invalid and accepted headers), shared by the unit and API tests. */
-import { MAX_VALUE_BYTES } from "../../src/telemetry/HeaderRules.ts"
+import { MAX_VALUE_BYTES } from "../../src/outbound/HeaderRules.ts"
 
 /** Refused header names: one entry per refused class, in several spellings. */
 export const refusedNameCorpus: ReadonlyArray<readonly [string, ReadonlyArray<string>]> = [

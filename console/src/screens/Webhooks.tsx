@@ -1,6 +1,6 @@
 /**
- * "Webhooks": notification endpoints (create, edit events and action class
- * filters, rotate the signing secret, delete), each one's health over the
+ * "Webhooks": notification endpoints (create, edit events, action class
+ * filters, custom headers and rate limit, rotate the signing secret, delete), each one's health over the
  * last 24 hours with a banner while it is disabled or failing, a test
  * event, a bulk replay of failed deliveries (counted before anything is
  * queued), its delivery log with replay, and the reviewer email address.
@@ -14,6 +14,7 @@ import { type Problem, problemOf, SvcApi } from "../api.ts"
 import { refresh, useAtomValue, useMutation } from "../atoms.ts"
 import { setQuery, useLocation } from "../router.ts"
 import { Confirm, describeProblem, Loaded, Notice, type NoticeValue, SecretOnce, Time, useInterval } from "../ui.tsx"
+import { type HeaderRow, HeaderRows, headersPayload, RateLimitField, ratePayload, rateText } from "./EndpointLimits.tsx"
 
 const endpointsAtom = SvcApi.query("notifications", "list", { reactivityKeys: ["endpoints"] })
 const settingsAtom = SvcApi.query("notifications", "getSettings", { reactivityKeys: ["settings"] })
@@ -136,6 +137,8 @@ const CreateEndpoint = ({ onCreated, onProblem }: { onCreated: (secret: string) 
   const [url, setUrl] = useState("")
   const [events, setEvents] = useState<ReadonlySet<string>>(new Set(ApprovalEventTypes))
   const [classes, setClasses] = useState("")
+  const [headers, setHeaders] = useState<ReadonlyArray<HeaderRow>>([])
+  const [rate, setRate] = useState("")
   const [error, setError] = useState<string | undefined>(undefined)
   const create = useMutation(createAtom)
   return (
@@ -146,17 +149,28 @@ const CreateEndpoint = ({ onCreated, onProblem }: { onCreated: (secret: string) 
         event.preventDefault()
         setError(undefined)
         const exit = await create.run({
-          payload: { url, events: allEventTypes.filter((type) => events.has(type)), action_classes: parseActionClasses(classes) },
+          payload: {
+            url,
+            events: allEventTypes.filter((type) => events.has(type)),
+            action_classes: parseActionClasses(classes),
+            headers: headersPayload(headers),
+            rate_limit: ratePayload(rate)
+          },
           reactivityKeys: ["endpoints"]
         })
         if (Exit.isSuccess(exit)) {
           setUrl("")
           setEvents(new Set(ApprovalEventTypes))
           setClasses("")
+          setHeaders([])
+          setRate("")
           return onCreated(exit.value.secret)
         }
         const problem = problemOf(exit.cause)
-        if (problem.code === "INVALID_URL" || problem.code === "INVALID_WEBHOOK_EVENTS" || problem.code === "INVALID_REQUEST") {
+        if (
+          problem.code === "INVALID_URL" || problem.code === "INVALID_WEBHOOK_EVENTS" || problem.code === "INVALID_HEADERS" ||
+          problem.code === "INVALID_REQUEST"
+        ) {
           setError(problem.detail ?? problem.title)
         }
         else onProblem(`Could not create the endpoint: ${describeProblem(problem)}`)
@@ -164,17 +178,21 @@ const CreateEndpoint = ({ onCreated, onProblem }: { onCreated: (secret: string) 
     >
       <h2 id="create-endpoint">New endpoint</h2>
       <label>
-        Receiver URL (HTTPS)
+        Destination URL
         <input
           type="url"
           required
           value={url}
           placeholder="https://hooks.example.com/svc"
           aria-invalid={error ? "true" : undefined}
-          aria-describedby={error ? "create-endpoint-error" : undefined}
+          aria-describedby={error ? "create-endpoint-error create-endpoint-kinds" : "create-endpoint-kinds"}
           onInput={(event) => setUrl(event.currentTarget.value)}
         />
       </label>
+      <p id="create-endpoint-kinds" class="muted">
+        An HTTPS receiver, or a broker: <code>amqp://</code> or <code>amqps://</code> for RabbitMQ (<code>?exchange=</code>), <code>nats://</code> or <code>tls://</code> for NATS JetStream (<code>?subject=</code>).
+        {url.trim() !== "" && <>This one: {destinationKind(url)}.</>}
+      </p>
       {error && <p id="create-endpoint-error" class="field-error">{error}</p>}
       <EventChoices legend="Events to send" selected={events} onChange={setEvents} />
       <EventChoices legend="Operational events (about the organization's other endpoints)" selected={events} onChange={setEvents} types={EndpointEventTypes} />
@@ -182,9 +200,21 @@ const CreateEndpoint = ({ onCreated, onProblem }: { onCreated: (secret: string) 
         Only these action classes (comma-separated, e.g. payments.*, email.send; empty for all)
         <input type="text" value={classes} placeholder="payments.*, email.send" onInput={(event) => setClasses(event.currentTarget.value)} />
       </label>
+      <HeaderRows legend="Custom headers" rows={headers} onChange={setHeaders} />
+      <RateLimitField value={rate} onChange={setRate} />
       <div class="actions"><button type="submit" class="primary" disabled={create.busy || events.size === 0}>Create endpoint</button></div>
     </form>
   )
+}
+
+/** What kind of destination an endpoint is, from its hint's scheme (the API's `url` forms). */
+export const destinationKind = (urlHint: string): string => {
+  const scheme = urlHint.slice(0, urlHint.indexOf(":")).toLowerCase()
+  return scheme === "amqp" || scheme === "amqps"
+    ? "RabbitMQ"
+    : scheme === "nats" || scheme === "tls"
+    ? "NATS JetStream"
+    : "HTTPS"
 }
 
 const EndpointCard = (
@@ -198,6 +228,9 @@ const EndpointCard = (
   const [editing, setEditing] = useState(false)
   const [events, setEvents] = useState<ReadonlySet<string>>(new Set(endpoint.events))
   const [classes, setClasses] = useState((endpoint.action_classes ?? []).join(", "))
+  // `undefined`: the headers stay as they are; rows: the whole new set (values must be typed again).
+  const [headers, setHeaders] = useState<ReadonlyArray<HeaderRow> | undefined>(undefined)
+  const [rate, setRate] = useState(endpoint.rate_limit === null ? "" : String(endpoint.rate_limit))
   const [overlap, setOverlap] = useState(86400)
   const [confirming, setConfirming] = useState(false)
   const update = useMutation(updateAtom)
@@ -218,8 +251,11 @@ const EndpointCard = (
           </dd>
         </div>
         {cooling && <div><dt>Cooling down until</dt><dd><Time iso={endpoint.cooldown_until} /> — nothing is sent before then, replays included</dd></div>}
+        <div><dt>Kind</dt><dd>{destinationKind(endpoint.url_hint)}</dd></div>
         <div><dt>Events</dt><dd>{endpoint.events.join(", ")}</dd></div>
         <div><dt>Action classes</dt><dd>{endpoint.action_classes === null ? "all" : endpoint.action_classes.join(", ")}</dd></div>
+        <div><dt>Custom headers</dt><dd>{endpoint.headers.length === 0 ? "none" : `${endpoint.headers.join(", ")} (values hidden)`}</dd></div>
+        <div><dt>Rate limit</dt><dd>{rateText(endpoint.rate_limit)}</dd></div>
         <div><dt>Created</dt><dd><Time iso={endpoint.created_at} /> by {endpoint.created_by}</dd></div>
       </dl>
       {editing
@@ -229,11 +265,17 @@ const EndpointCard = (
               event.preventDefault()
               const exit = await update.run({
                 params: { id: endpoint.id },
-                payload: { events: allEventTypes.filter((type) => events.has(type)), action_classes: parseActionClasses(classes) },
+                payload: {
+                  events: allEventTypes.filter((type) => events.has(type)),
+                  action_classes: parseActionClasses(classes),
+                  rate_limit: ratePayload(rate),
+                  ...(headers === undefined ? {} : { headers: headersPayload(headers) })
+                },
                 reactivityKeys: ["endpoints"]
               })
               if (Exit.isSuccess(exit)) {
                 setEditing(false)
+                setHeaders(undefined)
                 onNotice({ tone: "success", text: `Events of ${endpoint.url_hint} saved.` })
               } else onNotice({ tone: "error", text: `Could not save the events: ${describeProblem(problemOf(exit.cause))}` })
             }}
@@ -244,9 +286,21 @@ const EndpointCard = (
               Only these action classes (comma-separated; empty for all)
               <input type="text" value={classes} onInput={(event) => setClasses(event.currentTarget.value)} />
             </label>
+            {headers === undefined
+              ? (
+                <p>
+                  Custom headers: {endpoint.headers.length === 0 ? "none" : endpoint.headers.join(", ")}{" "}
+                  <button type="button" onClick={() => setHeaders(endpoint.headers.map((name) => ({ name, value: "" })))}>Replace headers</button>
+                </p>
+              )
+              : <HeaderRows legend={`Custom headers for ${endpoint.url_hint} (replace the whole set; type every value again)`} rows={headers} onChange={setHeaders} />}
+            <RateLimitField value={rate} onChange={setRate} />
             <div class="actions">
               <button type="submit" class="primary" disabled={update.busy || events.size === 0}>Save events</button>
-              <button type="button" onClick={() => setEditing(false)}>Cancel</button>
+              <button type="button" onClick={() => {
+                setEditing(false)
+                setHeaders(undefined)
+              }}>Cancel</button>
             </div>
           </form>
         )
@@ -361,7 +415,12 @@ const EndpointHealth = ({ endpoint, onNotice }: { endpoint: NotificationEndpoint
           onClick={async () => {
             const exit = await test.run({ params: { id: endpoint.id }, payload: {}, reactivityKeys: ["deliveries"] })
             if (Exit.isSuccess(exit)) {
-              onNotice({ tone: "success", text: `Test event delivered to ${endpoint.url_hint}: the receiver answered ${exit.value.status} in ${exit.value.duration_ms} ms.` })
+              onNotice({
+                tone: "success",
+                text: exit.value.status === undefined
+                  ? `Test event delivered to ${endpoint.url_hint}: the broker acknowledged it in ${exit.value.duration_ms} ms.`
+                  : `Test event delivered to ${endpoint.url_hint}: the receiver answered ${exit.value.status} in ${exit.value.duration_ms} ms.`
+              })
               return
             }
             const problem = problemOf(exit.cause)

@@ -18,6 +18,7 @@ import { BigIntText } from "../../platform/Rows.ts"
 import { DeliveryRow, decodeRows } from "../Rows.ts"
 import type { LogLeases } from "./HeldLeases.ts"
 import { reconcile } from "./Reconcile.ts"
+import { RATE_TOKENS, rateCharged } from "../Targets.ts"
 import type { Claimed, ClaimOptions, DeliveryKind } from "../Types.ts"
 import { toDelivery } from "../Types.ts"
 
@@ -46,7 +47,8 @@ type LeaseMode = "fresh" | "takeover"
 /**
  * The CTEs `candidates`, `shares` and `picked (id, mine, start, want)`:
  * targets with logged rows waiting, not cooling down, locked `SKIP LOCKED`,
- * each its share of the claim's room (the room over the targets with rows
+ * each its share of the claim's room, at most what its rate limit's bucket
+ * holds (read under the lock: the statement that hands rows out charges it) (the room over the targets with rows
  * to give, at least one): many targets with a few rows each are worked
  * side by side, a few at a time each, not one after another with each
  * endpoint's whole bound at once (which opened as many connections to an
@@ -64,7 +66,8 @@ const picked = (sql: PgClient.PgClient, kind: DeliveryKind, options: ClaimOption
           - CASE WHEN ${mine} THEN t.log_in_flight ELSE 0 END
           - (SELECT count(*)::int FROM deliveries b
              WHERE b.kind = ${kind} AND b.status = 'sending' AND b.lease_until > now() AND b.target_id = t.id) AS room,
-        t.log_pending - CASE WHEN ${mine} THEN t.log_in_flight ELSE 0 END AS waiting
+        t.log_pending - CASE WHEN ${mine} THEN t.log_in_flight ELSE 0 END AS waiting,
+        ${sql.literal(RATE_TOKENS)} AS tokens
       FROM delivery_targets t
       WHERE t.kind = ${kind} AND t.log_pending > 0 AND NOT t.strict
         AND (t.cooldown_until IS NULL OR t.cooldown_until <= now())
@@ -78,8 +81,8 @@ const picked = (sql: PgClient.PgClient, kind: DeliveryKind, options: ClaimOption
     ),
     shares AS (
       SELECT c.id, c.mine, c.start, c.lease_until,
-             least(c.room, c.waiting, greatest(1, ceil(${options.limit}::float8 / count(*) OVER ())))::int AS want
-      FROM candidates c WHERE least(c.room, c.waiting) > 0
+             least(c.room, c.waiting, c.tokens, greatest(1, ceil(${options.limit}::float8 / count(*) OVER ())))::int AS want
+      FROM candidates c WHERE least(c.room, c.waiting, c.tokens) > 0
     ),
     picked AS (
       SELECT id, mine, start, least(want, ${options.limit} - (upto - want))::int AS want FROM (
@@ -165,7 +168,8 @@ export const leaseAndTake = (sql: PgClient.PgClient, kind: DeliveryKind, options
           lease_id = CASE WHEN p.mine THEN t.lease_id ELSE gen_random_uuid() END,
           leased_to = greatest(p.start, coalesce(m.top, p.start)),
           log_in_flight = CASE WHEN p.mine THEN t.log_in_flight ELSE 0 END + coalesce(m.n, 0),
-          lease_until = now() + make_interval(secs => ${seconds(options)})
+          lease_until = now() + make_interval(secs => ${seconds(options)}),
+          rate_tat = ${sql.literal(rateCharged("coalesce(m.n, 0)"))}
       FROM picked p LEFT JOIN marks m ON m.target_id = p.id
       WHERE t.id = p.id
       RETURNING t.id, t.lease_id, t.leased_to, t.consecutive_failures
@@ -189,7 +193,9 @@ export const leaseTargets = (sql: PgClient.PgClient, kind: DeliveryKind, options
     WITH ${picked(sql, kind, options, owner, "takeover")}
     UPDATE delivery_targets t
     SET lease_owner = ${owner}, lease_id = gen_random_uuid(), leased_to = t.cursor, log_in_flight = 0,
-        lease_until = now() + make_interval(secs => ${seconds(options)})
+        lease_until = now() + make_interval(secs => ${seconds(options)}),
+        -- Charged for what it may take (the next statement takes at most that).
+        rate_tat = ${sql.literal(rateCharged("p.want"))}
     FROM picked p
     WHERE t.id = p.id
     RETURNING t.id, t.lease_id, p.want

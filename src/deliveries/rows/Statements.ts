@@ -18,6 +18,7 @@
 import type { SqlClient } from "effect/sql"
 import { Duration } from "effect"
 import type { ClaimOptions, DeliveryKind } from "../Types.ts"
+import { RATE_READY, RATE_TOKENS, rateCharged } from "../Targets.ts"
 
 /**
  * `waiting(target_id)`: every target with queued or retrying rows (of any
@@ -45,6 +46,8 @@ export const waitingTargets = (sql: SqlClient.SqlClient) =>
  * holds are skipped, not waited for. A strict target (`delivery_targets.strict`)
  * gives at most one, and only its head: its undelivered row of lowest
  * `seq`, once that one is due (a retry that waits holds the ones behind it).
+ * A target with a rate limit gives at most what its bucket holds, and the
+ * same statement charges the bucket for what it gave.
  */
 export const claimStatement = (
   sql: SqlClient.SqlClient,
@@ -59,17 +62,25 @@ export const claimStatement = (
             UNION
             SELECT target_id FROM deliveries WHERE kind = ${kind} AND status = 'sending' AND lease_until <= now()
           ),
+          -- Targets with a rate limit (delivery_targets_rate_idx: none for
+          -- most), locked so that claims in several processes share one
+          -- bucket; one another process holds is skipped this time.
+          limited AS (
+            SELECT t.id, ${sql.literal(RATE_TOKENS)} AS tokens FROM delivery_targets t
+            WHERE t.rate_limit IS NOT NULL AND t.id IN (SELECT target_id FROM targets)
+            FOR UPDATE OF t SKIP LOCKED
+          ),
           room AS (
-            SELECT g.target_id, coalesce(t.strict, false) AS strict,
+            SELECT g.target_id, coalesce(t.strict, false) AS strict, least(
               CASE WHEN coalesce(t.strict, false) THEN 1
                 WHEN coalesce(t.consecutive_failures, 0) > 0
                 THEN ${Math.min(options.perTarget, options.perFailingTarget ?? options.perTarget)}
                 ELSE ${options.perTarget} END - (
               SELECT count(*)::int FROM deliveries b
               WHERE b.kind = ${kind} AND b.status = 'sending' AND b.lease_until > now() AND b.target_id = g.target_id
-            ) - CASE WHEN t.lease_until > now() THEN t.log_in_flight ELSE 0 END AS free
-            FROM targets g LEFT JOIN delivery_targets t ON t.id = g.target_id
-            WHERE (t.cooldown_until IS NULL OR t.cooldown_until <= now())
+            ) - CASE WHEN t.lease_until > now() THEN t.log_in_flight ELSE 0 END, coalesce(l.tokens, 2147483647)) AS free
+            FROM targets g LEFT JOIN delivery_targets t ON t.id = g.target_id LEFT JOIN limited l ON l.id = g.target_id
+            WHERE (t.cooldown_until IS NULL OR t.cooldown_until <= now()) AND (t.rate_limit IS NULL OR l.id IS NOT NULL)
             ${(options.skipTargets?.length ?? 0) > 0 ? sql`AND g.target_id NOT IN ${sql.in([...options.skipTargets!])}` : sql``}
           ),
           candidates AS (
@@ -111,18 +122,27 @@ export const claimStatement = (
             SELECT d.id, d.target_id, d.status AS claimed_from FROM deliveries d
             WHERE d.id IN (SELECT id FROM candidates)
             FOR UPDATE OF d SKIP LOCKED
+          ),
+          claimed AS (
+            UPDATE deliveries d
+            SET status = 'sending', lease_owner = ${leaseOwner},
+                lease_until = now() + make_interval(secs => ${Duration.toMillis(options.leaseFor) / 1000}),
+                attempts = d.attempts + 1
+            FROM picked p LEFT JOIN delivery_targets t ON t.id = p.target_id
+            WHERE d.id = p.id
+              AND ((d.status IN ('queued', 'retrying') AND d.next_attempt_at <= now())
+                OR (d.status = 'sending' AND d.lease_until <= now()))
+            RETURNING d.id, d.seq, d.org_id, d.kind, d.target_id, d.status, d.label, d.event_id, d.payload, d.meta,
+                      d.attempts, d.replays, d.last_error, d.next_attempt_at, d.created_at, d.finished_at,
+                      d.lease_owner, coalesce(t.consecutive_failures, 0) AS target_failures, p.claimed_from
+          ),
+          -- The rate-limited targets' buckets pay for what was handed out.
+          charged AS (
+            UPDATE delivery_targets t SET rate_tat = ${sql.literal(rateCharged("c.n"))}
+            FROM (SELECT target_id, count(*)::int AS n FROM claimed GROUP BY target_id) c
+            WHERE t.id = c.target_id AND t.id IN (SELECT id FROM limited)
           )
-          UPDATE deliveries d
-          SET status = 'sending', lease_owner = ${leaseOwner},
-              lease_until = now() + make_interval(secs => ${Duration.toMillis(options.leaseFor) / 1000}),
-              attempts = d.attempts + 1
-          FROM picked p LEFT JOIN delivery_targets t ON t.id = p.target_id
-          WHERE d.id = p.id
-            AND ((d.status IN ('queued', 'retrying') AND d.next_attempt_at <= now())
-              OR (d.status = 'sending' AND d.lease_until <= now()))
-          RETURNING d.id, d.seq, d.org_id, d.kind, d.target_id, d.status, d.label, d.event_id, d.payload, d.meta,
-                    d.attempts, d.replays, d.last_error, d.next_attempt_at, d.created_at, d.finished_at,
-                    d.lease_owner, coalesce(t.consecutive_failures, 0) AS target_failures, p.claimed_from
+          SELECT * FROM claimed
 `
 
 /** `DeliveryQueue.nextDue`'s statement; NULL when none waits. */
@@ -134,7 +154,7 @@ export const nextDueStatement = (sql: SqlClient.SqlClient, kind: DeliveryKind, o
                       CASE WHEN h.status IS NULL THEN f.next_attempt_at
                            WHEN h.status = 'sending' THEN h.lease_until
                            ELSE h.next_attempt_at END,
-                      coalesce(t.cooldown_until, f.next_attempt_at)))
+                      coalesce(t.cooldown_until, f.next_attempt_at), ${sql.literal(RATE_READY)}))
              FROM waiting w
              CROSS JOIN LATERAL (
                -- A target's rows are all of one kind: the kind is checked
@@ -161,7 +181,7 @@ export const nextDueStatement = (sql: SqlClient.SqlClient, kind: DeliveryKind, o
                       CASE WHEN t.lease_id IS NOT NULL AND t.lease_until > now()
                              AND (t.lease_owner <> ${owner} OR t.log_pending <= t.log_in_flight)
                            THEN t.lease_until ELSE now() END,
-                      coalesce(t.cooldown_until, now())))
+                      coalesce(t.cooldown_until, now()), ${sql.literal(RATE_READY)}))
              FROM delivery_targets t
              WHERE t.kind = ${kind} AND t.log_pending > 0 AND NOT t.strict)
           ) AS at

@@ -2,7 +2,8 @@
  * Waiting for the next event when a step claimed nothing: while something
  * is under way, its end, a wakeup or a short recheck (due work may be
  * blocked by per-target limits or other processes' locks); otherwise a
- * wakeup, the next due instant the database reports, or the poll interval.
+ * wakeup, the next due instant the database reports (a rate-limited
+ * target's next token included), or the poll interval.
  */
 import { Clock, Duration, Effect, Option } from "effect"
 import { Wakeups } from "../../platform/Wakeups.ts"

@@ -95,6 +95,18 @@ describe("known organization credentials are removed, whole or embedded", () => 
     assert.notInclude(knownNeedles(["x1", "Bearer ab"]), "x1")
     assert.include(knownNeedles(["Bearer abcdefgh"]), "abcdefgh")
   })
+
+  it("a broker URL's password and token are looked for alone, as an https URL's long parts are", () => {
+    const needles = knownNeedles([
+      "amqps://svc:correct-horse-battery-staple@rabbit.example.com/prod?exchange=svc.events",
+      "tls://nats-token-0123456789abcdef@nats.example.com?subject=svc.approvals"
+    ])
+    assert.include(needles, "correct-horse-battery-staple")
+    assert.include(needles, "nats-token-0123456789abcdef")
+    // Short parts (the user name, the exchange) are ordinary text.
+    assert.notInclude(needles, "svc")
+    assert.notInclude(needles, "svc.events")
+  })
 })
 
 describe("the key name alone never triggers removal; keys holding secrets are scrubbed", () => {

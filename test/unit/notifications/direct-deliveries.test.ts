@@ -31,7 +31,7 @@ const handleWith = (
   outcomeOf: Effect.Effect<Settlement>
 ) =>
   directDeliveries({
-    sendTargetNow: () => ({ url: "https://hooks.example.com/x", active: true, deactivatedReason: null, secrets: ["whsec"] }),
+    sendTargetNow: () => ({ url: "https://hooks.example.com/x", active: true, deactivatedReason: null, secrets: ["whsec"], headers: [] }),
     body: () => ({ type: "approval.created", body: "{}" }),
     spans: { start: () => span, end: () => undefined },
     clock,

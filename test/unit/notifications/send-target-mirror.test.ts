@@ -8,7 +8,7 @@ import type { Clock } from "effect"
 import type { SendTarget } from "../../../src/notifications/SendTargets.ts"
 import { makeSendTargetMirror } from "../../../src/notifications/SendTargets.ts"
 
-const target = (url: string): SendTarget => ({ url, active: true, deactivatedReason: null, secrets: ["whsec"] })
+const target = (url: string): SendTarget => ({ url, active: true, deactivatedReason: null, secrets: ["whsec"], headers: [] })
 
 /** A clock the test moves. */
 const testClock = () => {

@@ -1,6 +1,7 @@
 import { assert, describe, it } from "@effect/vitest"
 import fc from "fast-check"
-import { checkHeaders, headerField, MAX_HEADERS, MAX_VALUE_BYTES } from "../../../src/telemetry/HeaderRules.ts"
+import { checkHeaders, headerField, MAX_HEADERS, MAX_VALUE_BYTES } from "../../../src/outbound/HeaderRules.ts"
+import { deliveryHeaders, OWN_HEADERS } from "../../../src/notifications/Signing.ts"
 import { invalidNameCorpus, invalidValueCorpus, refusedNameCorpus } from "../../support/headerCorpus.ts"
 
 const refused = (headers: Record<string, string>) => {
@@ -9,7 +10,7 @@ const refused = (headers: Record<string, string>) => {
   return verdict as Extract<typeof verdict, { _tag: "Refused" }>
 }
 
-describe("collector header rules", () => {
+describe("header rules (collector and webhook endpoint)", () => {
   it("accepts ordinary authentication headers", () => {
     const verdict = checkHeaders({ Authorization: "Bearer abc", "X-Honeycomb-Team": "k\tey", "DD-API-KEY": "v".repeat(MAX_VALUE_BYTES) })
     assert.strictEqual(verdict._tag, "Ok")
@@ -86,5 +87,24 @@ describe("collector header rules", () => {
         assert.notInclude(verdict.message, "\u00a7")
       }
     }))
+  })
+})
+
+describe("webhook endpoint header rules (svc's own headers refused too)", () => {
+  it("a header a delivery already carries, in any case, is refused; the same name is accepted for a collector", () => {
+    for (const name of ["Content-Type", "user-agent", "ACCEPT-ENCODING", "X-Svc-Signature", "x-svc-anything", "Webhook-Id", "webhook-future"]) {
+      const verdict = checkHeaders({ [name]: "v" }, OWN_HEADERS)
+      assert.strictEqual(verdict._tag, "Refused", name)
+      assert.strictEqual((verdict as Extract<typeof verdict, { _tag: "Refused" }>).field, headerField(name))
+    }
+    assert.strictEqual(checkHeaders({ "X-Svc-Signature": "v", "Webhook-Id": "v" })._tag, "Ok")
+    assert.strictEqual(checkHeaders({ "X-Routing-Key": "eu", Authorization: "Bearer t" }, OWN_HEADERS)._tag, "Ok")
+  })
+
+  it("every header a delivery sets is one of OWN_HEADERS", () => {
+    const own = Object.keys(deliveryHeaders(["whsec_a"], { id: "e", type: "t" }, 1, "{}"))
+    for (const name of [...own, "user-agent", "accept-encoding"]) {
+      assert.strictEqual(checkHeaders({ [name]: "v" }, OWN_HEADERS)._tag, "Refused", name)
+    }
   })
 })

@@ -1,6 +1,8 @@
 /**
- * The create rules for collector headers (docs/telemetry.md, "The
- * destination"). Pure: tested on its own, with a
+ * The rules for headers an organization adds to what svc sends: a
+ * collector's (docs/telemetry.md, "The destination") and a webhook
+ * endpoint's (docs/webhooks.md, "Custom headers"), which also refuses the
+ * headers svc sets itself (`own`). Pure: tested on its own, with a
  * property test.
  *
  * Refused: more than 10 headers; names that differ only in case; transport
@@ -83,12 +85,23 @@ export const isAcceptedValue = (value: string): boolean => {
   return Buffer.byteLength(value, "utf8") <= MAX_VALUE_BYTES
 }
 
+/** Headers the sender sets itself, refused beside the rules above: by exact (lower-case) name or by prefix. */
+export interface OwnHeaders {
+  readonly names: ReadonlySet<string>
+  readonly prefixes: ReadonlyArray<string>
+}
+
+const NONE: OwnHeaders = { names: new Set(), prefixes: [] }
+
+const isOwn = (lower: string, own: OwnHeaders) => own.names.has(lower) || own.prefixes.some((prefix) => lower.startsWith(prefix))
+
 /** Why one header is refused, or `undefined` when it is accepted (`seen`: lower-case names before it). */
-const refusal = (name: string, value: unknown, seen: Set<string>): string | undefined => {
+const refusal = (name: string, value: unknown, seen: Set<string>, own: OwnHeaders): string | undefined => {
   if (!TOKEN.test(name)) return "the header name is not a valid HTTP field name"
   const lower = name.toLowerCase()
   if (seen.has(lower)) return "the header is given twice (names are case-insensitive)"
   seen.add(lower)
+  if (isOwn(lower, own)) return "svc sets this header itself and it cannot be replaced"
   if (isRefusedName(name)) return "transport, hop-by-hop, trace-context and cookie headers are not accepted"
   if (typeof value !== "string" || !isAcceptedValue(value)) {
     return `the header value must be at most ${MAX_VALUE_BYTES} bytes without line breaks or other control characters`
@@ -97,7 +110,7 @@ const refusal = (name: string, value: unknown, seen: Set<string>): string | unde
 }
 
 /** Checks every header and reports every refused one at once, each with its reason. */
-export const checkHeaders = (headers: Readonly<Record<string, string>>): HeaderVerdict => {
+export const checkHeaders = (headers: Readonly<Record<string, string>>, own: OwnHeaders = NONE): HeaderVerdict => {
   const entries = Object.entries(headers)
   if (entries.length > MAX_HEADERS) {
     const message = `at most ${MAX_HEADERS} headers are accepted`
@@ -106,7 +119,7 @@ export const checkHeaders = (headers: Readonly<Record<string, string>>): HeaderV
   const seen = new Set<string>()
   const problems: Array<{ readonly field: string; readonly message: string }> = []
   for (const [name, value] of entries) {
-    const message = refusal(name, value, seen)
+    const message = refusal(name, value, seen, own)
     if (message !== undefined) problems.push({ field: headerField(name), message })
   }
   const [first] = problems
