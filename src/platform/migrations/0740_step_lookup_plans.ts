@@ -11,13 +11,17 @@ import { SqlClient } from "effect/sql"
  * seq)`, and the generic plan of a prepared statement took the latter:
  * every earlier step of the session read and filtered, on every step, for
  * the life of that plan (an allowed step's statement cost PGlite's thread
- * 340 µs in the first 1 000 steps of 16 sessions, 800 µs after 10 000).
+ * 340 µs over the first 1 000 steps of 16 sessions and 640 to 820 after
+ * 8 000 to 10 000 in one process, load 19 to 23; with this index 240 to
+ * 330 throughout: `bench/notes/steps.md`).
  *
  * The index of a session's steps in order becomes partial on
  * `seq IS NOT NULL` (every row: `seq` is an identity): the pages and the
  * cursor's `seq > $n` and `seq < $n` imply its predicate and use it as
  * before, while an equality on the session alone no longer may, so the
- * step look-ups keep to the primary key.
+ * step look-ups keep to the primary key. Building it holds off writes to
+ * `agent_steps` for as long as the build takes (as any `CREATE INDEX`; a
+ * second or so per million steps).
  */
 export default Effect.gen(function*() {
   const sql = yield* SqlClient.SqlClient
