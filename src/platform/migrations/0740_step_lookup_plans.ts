@@ -21,7 +21,8 @@ import { SqlClient } from "effect/sql"
  * before, while an equality on the session alone no longer may, so the
  * step look-ups keep to the primary key. Building it holds off writes to
  * `agent_steps` for as long as the build takes (as any `CREATE INDEX`; a
- * second or so per million steps).
+ * second per million steps: 0.85 s for a million rows on the server of
+ * bench/notes/runs.md at load 18).
  */
 export default Effect.gen(function*() {
   const sql = yield* SqlClient.SqlClient
