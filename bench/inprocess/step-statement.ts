@@ -19,12 +19,26 @@
  * or a foreign key dropped, a setting), in the same alternation.
  *
  * `BENCH_BEFORE=<checkout>` adds an embedded database opened by that
- * checkout's client (`src/platform/Database.ts` there, same schema) in the
- * same alternation: an A/B of the client in one process.
+ * checkout's client (`src/platform/Database.ts` there, its migrations)
+ * running that checkout's step statement (`stepSql`) in the same
+ * alternation: an A/B of the client and the statement in one process.
  *
  * `BENCH_KINDS` (default `allow,pending`; also `session`: the cheapest
- * write's INSERT, `SessionInsert.ts`, and `feedback`: the feedback POST's
- * INSERT, `InsertStatement.ts`) chooses the statements.
+ * write's INSERT, `SessionInsert.ts`; `feedback`: the feedback POST's
+ * INSERT, `InsertStatement.ts`; `rows`: the rows a pending step writes and
+ * nothing else, as one statement of plain INSERTs and the session's
+ * counter, no lock, no look-up of the step or the policy, the JSON built
+ * here: what PostgreSQL in PGlite costs for the step's writes alone; and
+ * `empty`: a near-empty statement, the round trip) chooses the statements.
+ *
+ * `BENCH_HISTORY=<n>` adds a second embedded database that holds `n`
+ * earlier steps before the first statement (bulk-inserted rows as a
+ * session's history has them: 10 steps a session, every other one pending
+ * with its approval, decided, its dispatched outbox event and its stream
+ * row, and every step's session event; then `ANALYZE` and `VACUUM`, as
+ * svc's maintenance loops leave a table), in the same alternation: whether
+ * a step costs more after `n` earlier ones (flatness). The fresh database's
+ * steps add up meanwhile too (`BENCH_BLOCK` times the rounds and kinds).
  *
  * `BENCH_BLOCK` statements per block (default 500), `BENCH_ROUNDS` rounds
  * (default 4). /proc counts CPU in 10 ms ticks: blocks of 500 give 20 µs
@@ -54,16 +68,24 @@ const rule = (mode: "allow" | "require_approval"): CachedRule => ({
   rule: { mode, review_seconds: 3600, expiring_notice_seconds: 60, escalation_seconds: null, timeout_action: "reject" }
 })
 
-type Kind = "session" | "feedback" | "allow" | "pending"
+type Kind = "session" | "feedback" | "allow" | "pending" | "rows" | "empty"
 
 /** One database's fixtures (an organization, two policies, 16 sessions) and its statements. */
-const prepare = (name: string, layer: DatabaseLayer, variant: ReadonlyArray<string> = [], migrations: typeof Migrations.layer = Migrations.layer) =>
+const prepare = (
+  name: string,
+  layer: DatabaseLayer,
+  variant: ReadonlyArray<string> = [],
+  migrations: typeof Migrations.layer = Migrations.layer,
+  history = 0,
+  step: typeof stepSql = stepSql
+) =>
   Effect.gen(function*() {
     const context = yield* Layer.build(migrations.pipe(Layer.provideMerge(layer)))
     const sql = Context.get(context, PgClient.PgClient)
     for (const statement of variant) yield* sql.unsafe(statement)
     const orgId = newId()
     yield* sql`INSERT INTO orgs (id, name) VALUES (${orgId}, 'bench')`
+    if (history > 0) yield* earlierSteps(sql, orgId, history)
     for (const [cls, mode] of [["bench.allow", "allow"], ["bench.ask", "require_approval"]] as const) {
       yield* sql`INSERT INTO approval_policies (org_id, action_class, mode, review_seconds, expiring_notice_seconds, timeout_action)
         VALUES (${orgId}, ${cls}, ${mode}, 3600, 60, 'reject')`
@@ -86,8 +108,40 @@ const prepare = (name: string, layer: DatabaseLayer, variant: ReadonlyArray<stri
         (rows) => rows.reduce((sum, row) => sum + cpuMicros(row.pid), 0)
       )
     let n = 0
+    const rows = () => {
+      const sessionId = sessions[n % sessions.length]!
+      const stepId = `r-${n++}`
+      const approvalId = newId()
+      const body = JSON.stringify({ type: "approval.requested", approval: { approval_id: approvalId, session_id: sessionId, step_id: stepId } })
+      return sql`
+        WITH t AS MATERIALIZED (SELECT date_trunc('milliseconds', now()) AS t0),
+        step AS (
+          INSERT INTO agent_steps (session_id, step_id, org_id, tool, action_class, arguments, decision, approval_id, resolution, created_at)
+          SELECT ${sessionId}, ${stepId}, ${orgId}, 'shell', 'bench.ask', ${JSON.stringify({ command: "ls -la /srv/app", cwd: "/srv" })}::jsonb,
+            'pending', ${approvalId}::uuid, 'pending', t.t0 FROM t
+        ),
+        bump AS (UPDATE agent_sessions SET event_seq = event_seq + 1 WHERE id = ${sessionId} RETURNING event_seq),
+        session_event AS (
+          INSERT INTO session_events (session_id, seq, org_id, name, data) SELECT ${sessionId}, event_seq, ${orgId}, 'step:governed', ${body} FROM bump
+        ),
+        approval AS (
+          INSERT INTO approvals (id, org_id, session_id, step_id, status, deadline_at, expires_at, timeout_action, next_due_at, next_due_kind, created_at)
+          SELECT ${approvalId}, ${orgId}, ${sessionId}, ${stepId}, 'pending', t.t0 + interval '1 hour', t.t0 + interval '1 hour', 'reject',
+            t.t0 + interval '59 minutes', 'expiring', t.t0 FROM t
+        ),
+        outbox AS (
+          INSERT INTO events (id, org_id, type, occurred_at, body, label)
+          SELECT ${newId()}, ${orgId}, 'approval.requested', t.t0, ${body}, ${`approval.requested ${approvalId}`} FROM t
+        )
+        INSERT INTO approval_stream_events (org_id, seq, name, data)
+        VALUES (${orgId}, (pg_current_xact_id()::text::bigint * 1024), 'approval.requested', ${body})`
+    }
     const statement = (kind: Kind) =>
-      kind === "session"
+      kind === "rows"
+        ? rows()
+        : kind === "empty"
+        ? sql`SELECT ${n++}::int AS n`
+        : kind === "session"
         ? sessionInsert(sql, newId(), orgId, null)
         : kind === "feedback"
         ? feedbackInsert(sql, {
@@ -103,7 +157,7 @@ const prepare = (name: string, layer: DatabaseLayer, variant: ReadonlyArray<stri
           maxBytes: 1_000_000_000,
           shard: n++ % 8
         })
-        : stepSql(sql, {
+        : step(sql, {
         orgId,
         sessionId: sessions[n % sessions.length]!,
         step: { step_id: `s-${n++}`, tool: "shell", action_class: kind === "allow" ? "bench.allow" : "bench.ask", arguments: { command: "ls -la /srv/app", cwd: "/srv" } },
@@ -137,6 +191,45 @@ const prepare = (name: string, layer: DatabaseLayer, variant: ReadonlyArray<stri
     return { name, block, plans, explain }
   })
 
+/**
+ * `count` earlier steps of the organization in a few statements (the rows
+ * `bench/scenarios/steps.ts` grows its history with), then what svc's
+ * maintenance would have done since: statistics and a `VACUUM`.
+ */
+const earlierSteps = (sql: PgClient.PgClient, orgId: string, count: number) =>
+  Effect.gen(function*() {
+    const sessions = Math.ceil(count / 10)
+    yield* sql`CREATE TEMP TABLE bench_grow AS SELECT gen_random_uuid() AS id FROM generate_series(1, ${sessions}::int)`
+    yield* sql`INSERT INTO agent_sessions (id, org_id, event_seq, created_at) SELECT id, ${orgId}, 10, now() - interval '1 day' FROM bench_grow`
+    yield* sql`
+      INSERT INTO agent_steps (session_id, step_id, org_id, tool, action_class, arguments, decision, approval_id, resolution, created_at)
+      SELECT g.id, 'h' || k, ${orgId}, 'shell', CASE WHEN k % 2 = 1 THEN 'bench.ask' ELSE 'bench.allow' END,
+        '{"command":"ls -la /srv/app","cwd":"/srv"}'::jsonb, CASE WHEN k % 2 = 1 THEN 'pending' ELSE 'allow' END,
+        CASE WHEN k % 2 = 1 THEN md5(g.id::text || k)::uuid END, 'allow', now() - interval '1 day'
+      FROM bench_grow g, generate_series(1, 10) k`
+    yield* sql`
+      INSERT INTO approvals (id, org_id, session_id, step_id, status, deadline_at, expires_at, timeout_action, decided_at, decided_by, created_at)
+      SELECT approval_id, org_id, session_id, step_id, 'approved', now(), now(), 'reject', now(), 'bench', now() - interval '1 day'
+      FROM agent_steps WHERE approval_id IS NOT NULL AND session_id IN (SELECT id FROM bench_grow)`
+    yield* sql`
+      INSERT INTO events (id, org_id, type, occurred_at, body, label, dispatched_at)
+      SELECT gen_random_uuid(), org_id, 'approval.requested', now() - interval '1 day',
+        '{"type":"approval.requested","approval":{"approval_id":"' || approval_id || '","status":"pending"}}',
+        'approval.requested ' || approval_id, now()
+      FROM agent_steps WHERE approval_id IS NOT NULL AND session_id IN (SELECT id FROM bench_grow)`
+    yield* sql`
+      INSERT INTO session_events (session_id, seq, org_id, name, data, created_at)
+      SELECT g.id, k, ${orgId}, 'step:governed', '{"step_id":"h' || k || '","tool":"shell","decision":"allow"}', now() - interval '1 day'
+      FROM bench_grow g, generate_series(1, 10) k`
+    // Below every transaction-numbered id, as the ids of events written before those ids existed.
+    yield* sql`
+      INSERT INTO approval_stream_events (org_id, seq, name, data)
+      SELECT ${orgId}, row_number() OVER (), 'approval.approved', '{"approval_id":"' || approval_id || '"}'
+      FROM agent_steps WHERE approval_id IS NOT NULL AND session_id IN (SELECT id FROM bench_grow)`
+    yield* sql`DROP TABLE bench_grow`
+    yield* sql`VACUUM ANALYZE`
+  })
+
 const folder = mkdtempSync(path.join(tmpdir(), "step-statement-"))
 const variant = (process.env.BENCH_VARIANT ?? "").split(";").map((s) => s.trim()).filter((s) => s !== "")
 await Effect.runPromise(Effect.scoped(Effect.gen(function*() {
@@ -145,8 +238,13 @@ await Effect.runPromise(Effect.scoped(Effect.gen(function*() {
   if (before !== undefined && before !== "") {
     const other = yield* Effect.promise(() => import(path.resolve(before, "src/platform/Database.ts")))
     const otherMigrations = yield* Effect.promise(() => import(path.resolve(before, "src/platform/Migrations.ts")))
-    databases.push(yield* prepare("pglite before", other.Database.embedded(path.join(folder, "c")), [], otherMigrations.Migrations.layer))
+    const otherStep = yield* Effect.promise(() => import(path.resolve(before, "src/agents/StepStatement.ts")))
+    databases.push(
+      yield* prepare("pglite before", other.Database.embedded(path.join(folder, "c")), [], otherMigrations.Migrations.layer, 0, otherStep.stepSql)
+    )
   }
+  const history = Number(process.env.BENCH_HISTORY ?? 0)
+  if (history > 0) databases.push(yield* prepare(`pglite, ${history} earlier steps`, Database.embedded(path.join(folder, "d")), [], Migrations.layer, history))
   if (variant.length > 0) databases.push(yield* prepare("pglite variant", Database.embedded(path.join(folder, "b")), variant))
   if (serverUrl !== undefined && serverUrl !== "") databases.push(yield* prepare("server", Database.scratch(Redacted.make(serverUrl))))
   const kinds = (process.env.BENCH_KINDS ?? "allow,pending").split(",") as ReadonlyArray<Kind>

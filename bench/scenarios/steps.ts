@@ -7,7 +7,9 @@
  * (`POST /v1/agent-sessions`) of the same process as the yardstick. Then
  * the same after 10 000 and 100 000 earlier steps (bulk-inserted history:
  * sessions, steps, decided approvals, their events and stream rows), to
- * show the cost does not grow with the data. With the endpoint subscribed,
+ * show the cost does not grow with the data (`BENCH_STEPS_LEVELS=0,100000`
+ * chooses the levels; the aims hold each level's allowed and pending step
+ * to 1.2x their cost at the first). With the endpoint subscribed,
  * also the time from a lone pending step's request to its webhook's
  * receipt, one step at a time with nothing else running (the first receipt
  * of an event svc records while it runs, on both databases alike).
@@ -62,10 +64,20 @@ const UNIQUE = "@STEP@"
 const SESSIONS = 16
 const TIMEOUT_MS = 300_000
 
+/**
+ * `BENCH_STEPS_LEVELS` (e.g. `0,100000`): the earlier steps to measure at,
+ * instead of the size's own (so a quick run can weigh flatness at 100 000).
+ */
+const levelsOf = (own: ReadonlyArray<number>) => {
+  const given = (process.env.BENCH_STEPS_LEVELS ?? "").split(",").filter((s) => s.trim() !== "").map(Number)
+  if (given.some((n) => !Number.isInteger(n) || n < 0)) throw new Error("BENCH_STEPS_LEVELS: earlier steps, whole numbers, comma-separated")
+  return given.length === 0 ? own : [...given].sort((a, b) => a - b)
+}
+
 const sizesOf = (quick: boolean) =>
   quick
-    ? { warmPass: 200, warmup: 100, requests: 500, concurrency: 16, levels: [0, 2_000], lone: 10 }
-    : { warmPass: 1_500, warmup: 500, requests: 2_000, concurrency: 16, levels: [0, 10_000, 100_000], lone: 40 }
+    ? { warmPass: 200, warmup: 100, requests: 500, concurrency: 16, levels: levelsOf([0, 2_000]), lone: 10 }
+    : { warmPass: 1_500, warmup: 500, requests: 2_000, concurrency: 16, levels: levelsOf([0, 10_000, 100_000]), lone: 40 }
 
 /** What a measurement needs of the server it drives: svc, or the Effect floor. */
 type Served = Pick<SvcProcess, "pid" | "baseUrl" | "meter" | "api" | "stop">
@@ -425,6 +437,20 @@ export default async (context: BenchContext): Promise<ScenarioResult> => {
     size.levels.flatMap((level) => [
       atMost(`${c.label} (${level} earlier): allow step / cheapest authenticated write, svc CPU`, round(svcCpu(c.label, "allow", level) / svcCpu(c.label, "session write", level), 2), 1.5),
       atMost(`${c.label} (${level} earlier): pending step, svc CPU`, round(svcCpu(c.label, "pending", level)), 1000, "µs"),
+      // On PGlite the database is svc's own thread: the step's whole cost is svc's process.
+      ...(context.database === "pglite"
+        ? [atMost(`${c.label} (${level} earlier): pending step, svc CPU with the db thread`, round(serverCpu(c.label, "pending", level)), 1000, "µs")]
+        : []),
+      // Flat: a step after the level's earlier steps costs what one with none did (the whole process, the mean of both rounds).
+      ...(level === size.levels[0]
+        ? []
+        : (["allow", "pending"] as const).map((kind) =>
+          atMost(
+            `${c.label} (${level} earlier): ${kind} step's CPU over the same at ${size.levels[0]} earlier, svc's process with its threads`,
+            round(serverCpu(c.label, kind, level) / serverCpu(c.label, kind, size.levels[0]!), 2),
+            1.2
+          )
+        )),
       atMost(
         `${c.label} (${level} earlier): a lone pending step's webhook received, p50`,
         round(percentile(sorted(lones.filter((l) => l.arm === c.label && l.level === level).flatMap((l) => l.ms)), 0.5), 1),

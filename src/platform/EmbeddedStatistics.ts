@@ -25,7 +25,9 @@
  * PGlite's thread per allowed step went from 330 µs to 2 080 without
  * this; with it, the same growth until the first round (1 030 µs after
  * 28 000 steps), then 280 to 380 (bench/notes/embedded.md, "The embedded
- * database against the server, per unit of work"). The check itself costs
+ * database against the server, per unit of work"). That look-up no longer
+ * depends on the first round (migration `0740_step_lookup_plans`: the
+ * ordered index cannot serve it), but every other plan does. The check itself costs
  * PGlite's thread 1.7 to 2.1 ms (measured unprepared; it runs prepared),
  * once per `ANALYZE_EVERY`; an `ANALYZE` at `STATISTICS_TARGET` 12 to 13
  * ms for a table of 22 000 to 122 000 rows.

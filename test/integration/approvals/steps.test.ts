@@ -250,6 +250,42 @@ layer(SvcTest.layer(), { excludeTestServices: true })("governed steps in one sta
           assert.strictEqual(problem.field, "limit", limit)
         }
       }))
+
+    it.effect("without statistics a step is found by its key, not by reading the session's steps; a page by the ordered index", () =>
+      Effect.gen(function*() {
+        const svc = yield* SvcTest
+        const org = yield* SvcTest.org()
+        const session = yield* org.client.agentSessions.create({ payload: {} })
+        yield* org.client.approvalPolicies.put({
+          params: { action_class: "read" },
+          payload: { mode: "allow", review_seconds: 60, expiring_notice_seconds: 0, timeout_action: "reject" }
+        })
+        for (let i = 0; i < 30; i++) yield* org.client.agentSessions.governStep({ params: { session_id: session.id }, payload: step(`p${i}`, "read") })
+        // A fresh database's state (the embedded one has none until its first statistics round), and the
+        // plan a prepared statement keeps (generic). Rolled back with the transaction (it ends by failing).
+        const plans = yield* svc.sql.withTransaction(Effect.gen(function*() {
+          yield* svc.sql.unsafe("DELETE FROM pg_statistic WHERE starelid = 'agent_steps'::regclass")
+          yield* svc.sql.unsafe("SET LOCAL plan_cache_mode = force_generic_plan")
+          const plan = (name: string, types: string, body: string, args: string) =>
+            Effect.gen(function*() {
+              yield* svc.sql.unsafe(`PREPARE ${name} (${types}) AS ${body}`)
+              const rows = yield* svc.sql.unsafe<{ "QUERY PLAN": string }>(`EXPLAIN EXECUTE ${name}(${args})`)
+              yield* svc.sql.unsafe(`DEALLOCATE ${name}`)
+              return rows.map((row) => row["QUERY PLAN"]).join("\n")
+            })
+          const lookup = yield* plan("plan_step_lookup", "uuid, text", "SELECT tool FROM agent_steps WHERE session_id = $1 AND step_id = $2", `'${session.id}', 'p3'`)
+          const page = yield* plan(
+            "plan_step_page",
+            "uuid, bigint",
+            "SELECT step_id FROM agent_steps WHERE session_id = $1 AND seq > $2 ORDER BY seq LIMIT 100",
+            `'${session.id}', 0`
+          )
+          return yield* Effect.fail({ lookup, page })
+        })).pipe(Effect.flip)
+        if (!("lookup" in plans)) return yield* Effect.die(plans)
+        assert.match(plans.lookup, /Index Scan using agent_steps_pkey/)
+        assert.match(plans.page, /using agent_steps_session_seq_idx/)
+      }))
   })
 
   describe.runIf(onServer)("notifications (PostgreSQL server)", () => {
