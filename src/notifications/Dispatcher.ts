@@ -2,10 +2,11 @@
  * Fans the durable approval event log (`events`, the outbox) out into
  * deliveries: one per subscribed active endpoint of the event's
  * organization, and one reviewer email for requests and deadline notices
- * when reviewer email is configured. Events are taken undispatched, in
- * `seq` order, and marked `dispatched_at` by the same statement that
- * creates their deliveries: an event is fanned out exactly once, and a crash
- * before it commits leaves it for the next pass (in any process).
+ * when reviewer email is configured. Events are taken past the dispatch
+ * cursor (`event_dispatch`, migration 0720) in `(writer, seq)` order, and
+ * the cursor is moved past them by the same statement that creates their
+ * deliveries: an event is fanned out exactly once, and a crash before it
+ * commits leaves it for the next pass (in any process).
  */
 import { PgClient } from "@effect/sql-pg"
 import { Cause, Context, Duration, Effect, Layer, Option, Schema } from "effect"
@@ -32,21 +33,31 @@ const DispatchedRow = Schema.Struct({
 })
 
 /**
- * The next `batch` undispatched events in seq order, locked, for a
- * statement with a CTE `lock (locked)`: read in order from the index on
- * `CASE WHEN dispatched_at IS NULL THEN seq END` (migration 0675). A
- * planner without statistics took "dispatched_at IS NULL" for a handful of
- * rows and read and sorted every event of a burst (24 ms a statement). The
- * limit is written into the statement (one prepared statement per batch
- * size), so that the server may keep a generic plan for it instead of
- * planning every execution anew.
+ * The CTE `cur`: the dispatch cursor, locked, for a statement with a CTE
+ * `lock (locked)` (no row when another dispatcher holds the lock). The
+ * locking read answers the cursor as last committed even when it moved
+ * after this statement's snapshot was taken.
+ */
+export const dispatchCursor = (sql: PgClient.PgClient) =>
+  sql`cur AS MATERIALIZED (SELECT writer, seq FROM event_dispatch WHERE (SELECT locked FROM lock) FOR UPDATE)`
+
+/**
+ * The next `batch` events past the cursor `cur`, in `(writer, seq)` order,
+ * of writers older than every transaction still running: those are all
+ * committed or gone, so no event can appear later below the last one taken
+ * (a transaction that took a lower seq and commits after a higher one has a
+ * writer above the horizon until it ends; one that has not written yet will
+ * have a newer writer). Read in order from `events_writer_seq_idx` between
+ * the row values. The limit is written into the statement (one prepared
+ * statement per batch size), so that the server may keep a generic plan
+ * for it instead of planning every execution anew.
  */
 export const undispatchedEvents = (sql: PgClient.PgClient, batch: number) =>
   sql`
-    SELECT seq, id, org_id, type, body, label, about_endpoint FROM events
-    WHERE (CASE WHEN dispatched_at IS NULL THEN seq END) > 0 AND (SELECT locked FROM lock)
-    ORDER BY (CASE WHEN dispatched_at IS NULL THEN seq END) LIMIT ${sql.literal(String(Math.trunc(batch)))}
-    FOR UPDATE SKIP LOCKED
+    SELECT seq, id, org_id, type, body, label, about_endpoint, writer FROM events
+    WHERE (writer, seq) > ((SELECT writer FROM cur), (SELECT seq FROM cur))
+      AND writer < pg_snapshot_xmin(pg_current_snapshot())
+    ORDER BY writer, seq LIMIT ${sql.literal(String(Math.trunc(batch)))}
   `
 
 /** Two dispatchers (processes) never interleave, so deliveries are created in event order. */
@@ -67,22 +78,25 @@ export class Dispatcher extends Context.Service<Dispatcher, {
       const emailedTypes: Array<string> = [...EmailedEventTypes]
 
       // One statement, so one round trip and no transaction held open on the
-      // embedded database's only session: take undispatched events (another
-      // dispatcher's are skipped, and the advisory lock keeps two from
-      // interleaving), mark them dispatched, and enqueue their deliveries.
-      // All of it commits together or not at all.
+      // embedded database's only session: take the events past the cursor
+      // (the advisory lock keeps two dispatchers from interleaving; one that
+      // finds it held takes nothing), move the cursor past them, and enqueue
+      // their deliveries. All of it commits together or not at all.
       const dispatchOnce = (batch: number) => Effect.gen(function*() {
         const rows = yield* queue.enqueueFrom({
           with: sql`
             lock AS (SELECT pg_try_advisory_xact_lock(${DISPATCH_LOCK}) AS locked),
+            ${dispatchCursor(sql)},
             ev AS MATERIALIZED (${undispatchedEvents(sql, batch)}),
-            marked AS (
-              UPDATE events e SET dispatched_at = now() FROM ev WHERE e.seq = ev.seq RETURNING e.seq
+            moved AS (
+              UPDATE event_dispatch c SET writer = l.writer, seq = l.seq
+              FROM (SELECT writer, seq FROM ev ORDER BY writer DESC, seq DESC LIMIT 1) l
+              RETURNING c.seq
             ),
             fan AS (
               -- Per event in order: its organization's subscribed active
               -- endpoints in their order, then the reviewer email.
-              SELECT ev.seq AS event_seq, 0 AS k, ep.seq AS ep_seq, ev.org_id, 'webhook'::text AS kind,
+              SELECT ev.writer AS event_writer, ev.seq AS event_seq, 0 AS k, ep.seq AS ep_seq, ev.org_id, 'webhook'::text AS kind,
                      ep.id AS target_id, ev.id AS event_id, ev.type, ev.body, ev.label
               FROM ev JOIN notification_endpoints ep
                 ON ep.org_id = ev.org_id AND ep.active AND ep.events @> to_jsonb(ev.type)
@@ -97,14 +111,14 @@ export class Dispatcher extends Context.Service<Dispatcher, {
                     JOIN agent_steps s ON s.session_id = a.session_id AND s.step_id = a.step_id
                     WHERE a.id = (ev.body::jsonb #>> '{approval,approval_id}')::uuid)`)})
               UNION ALL
-              SELECT ev.seq, 1, 0, ev.org_id, 'email', ev.org_id, ev.id, ev.type, ev.body, ev.label
+              SELECT ev.writer, ev.seq, 1, 0, ev.org_id, 'email', ev.org_id, ev.id, ev.type, ev.body, ev.label
               FROM ev JOIN notification_settings ns ON ns.org_id = ev.org_id AND ns.reviewer_email IS NOT NULL
               WHERE ${smtp} AND ev.type IN ${sql.in(emailedTypes)}
             )`,
           // The label was written with the event (its type and approval id);
           // an event written without one is labelled by its type.
           input: sql`
-            SELECT row_number() OVER (ORDER BY event_seq, k, ep_seq) AS ord, org_id, kind, target_id,
+            SELECT row_number() OVER (ORDER BY event_writer, event_seq, k, ep_seq) AS ord, org_id, kind, target_id,
                    coalesce(label, type) AS label,
                    event_id, NULL::text AS payload, '{}'::jsonb AS meta, ${config.webhookQueueCapacity}::int AS capacity
             FROM fan`,
@@ -112,7 +126,7 @@ export class Dispatcher extends Context.Service<Dispatcher, {
             SELECT ev.seq, ev.id, ev.org_id, ev.type, ev.body,
                    (SELECT count(*) FROM inserted WHERE kind = 'webhook')::int AS webhooks,
                    (SELECT count(*) FROM inserted WHERE kind = 'email')::int AS emails
-            FROM ev ORDER BY ev.seq`
+            FROM ev ORDER BY ev.writer, ev.seq`
         }, "events", DispatchedRow)
         for (const event of rows) bodies.remember(event.id, { type: event.type, body: event.body })
         if ((rows[0]?.webhooks ?? 0) > 0) yield* queue.wake("webhook")

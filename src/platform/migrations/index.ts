@@ -43,6 +43,7 @@ import m0676 from "./0676_record_probes.ts"
 import m0680 from "./0680_schema_versions.ts"
 import m0681 from "./0681_telemetry_encoding.ts"
 import m0690 from "./0690_dataset_export_digest.ts"
+import m0720 from "./0720_dispatch_cursor.ts"
 
 /**
  * Every migration by its `id_name`, under the release of svc it first
@@ -85,7 +86,8 @@ export const migrationsByRelease = {
   "0.2.0": {
     "0680_schema_versions": m0680,
     "0681_telemetry_encoding": m0681,
-    "0690_dataset_export_digest": m0690
+    "0690_dataset_export_digest": m0690,
+    "0720_dispatch_cursor": m0720
   }
 }
 
