@@ -15,7 +15,7 @@ import { DeliveryQueue } from "../deliveries/DeliveryQueue.ts"
 import { SvcConfig } from "../platform/Config.ts"
 import { BigIntText } from "../platform/Rows.ts"
 import { Topics, Wakeups } from "../platform/Wakeups.ts"
-import { FIRST_BATCH, nextBatch } from "./DispatcherFast.ts"
+import { FIRST_BATCH, FIRST_PAUSE, nextBatch, nextPause } from "./DispatcherFast.ts"
 import { EventBodies } from "./EventBodies.ts"
 import { actionClassMatches } from "./Filters.ts"
 
@@ -66,6 +66,8 @@ const DISPATCH_LOCK = 7_300_001
 export class Dispatcher extends Context.Service<Dispatcher, {
   /** Fans out up to `batch` undispatched events in one statement; answers how many it took. */
   readonly dispatchOnce: (batch: number) => Effect.Effect<number>
+  /** Whether events past the cursor wait for older transactions to end (the horizon of `undispatchedEvents`). */
+  readonly heldBack: Effect.Effect<boolean>
 }>()("svc/notifications/Dispatcher") {
   static readonly layer = Layer.effect(
     Dispatcher,
@@ -134,7 +136,14 @@ export class Dispatcher extends Context.Service<Dispatcher, {
         return rows.length
       }).pipe(Effect.withSpan("Dispatcher.dispatchOnce"))
 
-      return Dispatcher.of({ dispatchOnce })
+      const heldBack = sql<{ held: boolean }>`
+        SELECT EXISTS (
+          SELECT 1 FROM events
+          WHERE (writer, seq) > ((SELECT writer FROM event_dispatch), (SELECT seq FROM event_dispatch))
+        ) AS held
+      `.pipe(Effect.map((rows) => rows[0]?.held === true), Effect.orDie)
+
+      return Dispatcher.of({ dispatchOnce, heldBack })
     })
   )
 
@@ -147,11 +156,20 @@ export class Dispatcher extends Context.Service<Dispatcher, {
     const dispatcher = yield* Dispatcher
     const wakeups = yield* Wakeups
     let batch = FIRST_BATCH
+    let pause = FIRST_PAUSE
     yield* Effect.gen(function*() {
       const size = batch
       const taken = yield* dispatcher.dispatchOnce(size)
       batch = nextBatch(size, taken)
-      if (taken < size) yield* wakeups.wait(Topics.events, POLL_EVERY)
+      if (taken >= size) pause = FIRST_PAUSE
+      else if (yield* dispatcher.heldBack) {
+        // Committed events wait for an older transaction to end: no wakeup says when.
+        yield* Effect.sleep(pause)
+        pause = nextPause(pause)
+      } else {
+        pause = FIRST_PAUSE
+        yield* wakeups.wait(Topics.events, POLL_EVERY)
+      }
     }).pipe(
       Effect.catchCause((cause) =>
         Cause.hasInterruptsOnly(cause)
