@@ -13,7 +13,7 @@ import { Cause, Context, Duration, Effect, Layer, Option, Schema } from "effect"
 import { EmailedEventTypes } from "../api/Notifications.ts"
 import { DeliveryQueue } from "../deliveries/DeliveryQueue.ts"
 import { SvcConfig } from "../platform/Config.ts"
-import { BigIntText } from "../platform/Rows.ts"
+import { BigIntText, rowsOf } from "../platform/Rows.ts"
 import { Topics, Wakeups } from "../platform/Wakeups.ts"
 import { FIRST_BATCH, FIRST_PAUSE, nextBatch, nextPause } from "./DispatcherFast.ts"
 import { EventBodies } from "./EventBodies.ts"
@@ -59,6 +59,8 @@ export const undispatchedEvents = (sql: PgClient.PgClient, batch: number) =>
       AND writer < pg_snapshot_xmin(pg_current_snapshot())
     ORDER BY writer, seq LIMIT ${sql.literal(String(Math.trunc(batch)))}
   `
+
+const HeldRows = rowsOf("events", Schema.Struct({ held: Schema.Boolean }))
 
 /** Two dispatchers (processes) never interleave, so deliveries are created in event order. */
 const DISPATCH_LOCK = 7_300_001
@@ -136,12 +138,12 @@ export class Dispatcher extends Context.Service<Dispatcher, {
         return rows.length
       }).pipe(Effect.withSpan("Dispatcher.dispatchOnce"))
 
-      const heldBack = sql<{ held: boolean }>`
+      const heldBack = HeldRows.one(sql`
         SELECT EXISTS (
           SELECT 1 FROM events
           WHERE (writer, seq) > ((SELECT writer FROM event_dispatch), (SELECT seq FROM event_dispatch))
         ) AS held
-      `.pipe(Effect.map((rows) => rows[0]?.held === true), Effect.orDie)
+      `).pipe(Effect.map((row) => row?.held === true))
 
       return Dispatcher.of({ dispatchOnce, heldBack })
     })
