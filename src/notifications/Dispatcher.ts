@@ -60,6 +60,28 @@ export const undispatchedEvents = (sql: PgClient.PgClient, batch: number) =>
     ORDER BY writer, seq LIMIT ${sql.literal(String(Math.trunc(batch)))}
   `
 
+/**
+ * The events past the cursor `cur` held back longer than `HELD_FOR` by an
+ * older transaction still running (a CTE `nxt` of the events the cursor
+ * takes, and only when it takes none): fanned out now, each marked on its
+ * own (its `writer` cleared: out of the cursor's range for good) and locked
+ * as the mark was. The cursor stays where it is, so what the older
+ * transaction writes is not passed over; a transaction left open anywhere
+ * on the cluster costs the per-event mark, not the fan-out's progress.
+ */
+export const heldEvents = (sql: PgClient.PgClient, batch: number) =>
+  sql`
+    SELECT seq, id, org_id, type, body, label, about_endpoint, writer FROM events
+    WHERE (writer, seq) > ((SELECT writer FROM cur), (SELECT seq FROM cur))
+      AND dispatched_at < now() - ${sql.literal(`interval '${Duration.toSeconds(HELD_FOR)} seconds'`)}
+      AND NOT EXISTS (SELECT 1 FROM nxt)
+    ORDER BY writer, seq LIMIT ${sql.literal(String(Math.trunc(batch)))}
+    FOR UPDATE SKIP LOCKED
+  `
+
+/** How long committed events may wait past the cursor for an older transaction before they are fanned out one by one. */
+const HELD_FOR = Duration.seconds(1)
+
 const HeldRows = rowsOf("events", Schema.Struct({ held: Schema.Boolean }))
 
 /** Two dispatchers (processes) never interleave, so deliveries are created in event order. */
@@ -84,19 +106,23 @@ export class Dispatcher extends Context.Service<Dispatcher, {
       // One statement, so one round trip and no transaction held open on the
       // embedded database's only session: take the events past the cursor
       // (the advisory lock keeps two dispatchers from interleaving; one that
-      // finds it held takes nothing), move the cursor past them, and enqueue
-      // their deliveries. All of it commits together or not at all.
+      // finds it held takes nothing), move the cursor past them (or mark
+      // those held back too long), and enqueue their deliveries. All of it
+      // commits together or not at all.
       const dispatchOnce = (batch: number) => Effect.gen(function*() {
         const rows = yield* queue.enqueueFrom({
           with: sql`
             lock AS (SELECT pg_try_advisory_xact_lock(${DISPATCH_LOCK}) AS locked),
             ${dispatchCursor(sql)},
-            ev AS MATERIALIZED (${undispatchedEvents(sql, batch)}),
+            nxt AS MATERIALIZED (${undispatchedEvents(sql, batch)}),
+            late AS MATERIALIZED (${heldEvents(sql, batch)}),
+            ev AS MATERIALIZED (SELECT * FROM nxt UNION ALL SELECT * FROM late),
             moved AS (
               UPDATE event_dispatch c SET writer = l.writer, seq = l.seq
-              FROM (SELECT writer, seq FROM ev ORDER BY writer DESC, seq DESC LIMIT 1) l
+              FROM (SELECT writer, seq FROM nxt ORDER BY writer DESC, seq DESC LIMIT 1) l
               RETURNING c.seq
             ),
+            marked AS (UPDATE events e SET writer = NULL FROM late WHERE e.seq = late.seq RETURNING e.seq),
             fan AS (
               -- Per event in order: its organization's subscribed active
               -- endpoints in their order, then the reviewer email.
