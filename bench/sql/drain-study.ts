@@ -217,7 +217,15 @@ const run = (db: "postgres" | "pglite", claim: number, settle: number, dispatch:
       for (let n = 0;; n++) {
         if (explain && n === 3) yield* explained("dispatch", sql, DISPATCH, [])
         const [row] = yield* timed("dispatch", sql.unsafe<{ events: number }>(DISPATCH))
-        if ((row?.events ?? 0) === 0) break
+        if ((row?.events ?? 0) > 0) continue
+        // None taken: done, unless the cursor's events wait for another session's transaction (xids are the cluster's).
+        const [left] = yield* sql.unsafe<{ n: number }>(
+          dispatch === "mark"
+            ? "SELECT count(*)::int AS n FROM events WHERE dispatched_at IS NULL"
+            : "SELECT count(*)::int AS n FROM undispatched_events"
+        )
+        if ((left?.n ?? 0) === 0) break
+        yield* Effect.sleep("20 millis")
       }
       const ctx: Leases.LogContext = { sql, leases: makeLogLeases() }
       const inFlight: Array<Claimed> = []
