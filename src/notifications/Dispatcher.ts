@@ -34,12 +34,18 @@ const DispatchedRow = Schema.Struct({
 
 /**
  * The CTE `cur`: the dispatch cursor, locked, for a statement with a CTE
- * `lock (locked)` (no row when another dispatcher holds the lock). The
- * locking read answers the cursor as last committed even when it moved
- * after this statement's snapshot was taken.
+ * `lock (locked)`; no row when another dispatcher holds the lock, nor when
+ * one committed after this statement's snapshot was taken (the locking
+ * read answers the row's last version, the snapshot an older one): the
+ * events that one marked may look unmarked to this snapshot, so this
+ * statement takes nothing and the next one looks again.
  */
 export const dispatchCursor = (sql: PgClient.PgClient) =>
-  sql`cur AS MATERIALIZED (SELECT writer, seq FROM event_dispatch WHERE (SELECT locked FROM lock) FOR UPDATE)`
+  sql`cur AS MATERIALIZED (
+    SELECT writer, seq FROM (
+      SELECT writer, seq, xmin::text AS version FROM event_dispatch WHERE (SELECT locked FROM lock) FOR UPDATE
+    ) c WHERE version = (SELECT xmin::text FROM event_dispatch)
+  )`
 
 /**
  * The next `batch` events past the cursor `cur`, in `(writer, seq)` order,
@@ -117,9 +123,11 @@ export class Dispatcher extends Context.Service<Dispatcher, {
             nxt AS MATERIALIZED (${undispatchedEvents(sql, batch)}),
             late AS MATERIALIZED (${heldEvents(sql, batch)}),
             ev AS MATERIALIZED (SELECT * FROM nxt UNION ALL SELECT * FROM late),
+            -- A new version of the cursor's row whenever anything is taken (see dispatchCursor).
             moved AS (
-              UPDATE event_dispatch c SET writer = l.writer, seq = l.seq
+              UPDATE event_dispatch c SET writer = coalesce(l.writer, c.writer), seq = coalesce(l.seq, c.seq)
               FROM (SELECT writer, seq FROM nxt ORDER BY writer DESC, seq DESC LIMIT 1) l
+              RIGHT JOIN (SELECT 1 WHERE EXISTS (SELECT 1 FROM ev)) taken ON true
               RETURNING c.seq
             ),
             marked AS (UPDATE events e SET writer = NULL FROM late WHERE e.seq = late.seq RETURNING e.seq),
