@@ -145,6 +145,10 @@ const growWith = async (arm: Arm, c: BenchClient, count: number) => {
     SELECT gen_random_uuid(), org_id, 'approval.approved', now(), '{}', 'approval.approved ' || approval_id, now()
     FROM agent_steps WHERE approval_id IS NOT NULL AND session_id IN (SELECT id FROM bench_grow)
   `)
+  // Dispatched: where the schema has the dispatch cursor (migration 0720), moved past them.
+  if ((await c.query<{ exists: boolean }>("SELECT to_regclass('event_dispatch') IS NOT NULL AS exists")).rows[0]!.exists) {
+    await c.query("UPDATE event_dispatch SET (writer, seq) = (SELECT writer, seq FROM events WHERE writer IS NOT NULL ORDER BY writer DESC, seq DESC LIMIT 1)")
+  }
   await c.query(`
     INSERT INTO session_events (session_id, seq, org_id, name, data)
     SELECT g.id, k, $1, 'step:governed', '{}' FROM bench_grow g, generate_series(1, 10) k

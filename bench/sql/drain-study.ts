@@ -11,6 +11,7 @@
  *   ... --db pglite                      # the embedded database (this process's CPU)
  *   ... --endpoints 16 --claim 256       # the queue study's shape
  *   ... --explain                        # the take's and the settle's plans mid-drain
+ *   ... --dispatch cursor,mark           # the dispatcher moving its cursor (migration 0720), or marking each event
  *
  * Each run: a fresh database with every migration, `--endpoints` endpoints
  * of one organization subscribed to the events, events for `--deliveries`
@@ -56,6 +57,7 @@ const settles = numbers("settle", "14")
 const keep = Number(arg("keep", "32"))
 const rounds = Number(arg("rounds", "1"))
 const explain = args.includes("--explain")
+const dispatches = arg("dispatch", "cursor").split(",") as Array<"cursor" | "mark">
 
 // --- databases ---------------------------------------------------------------
 
@@ -92,7 +94,7 @@ const freshDatabase = async (db: "postgres" | "pglite") => {
 
 // --- seeding and fan-out -----------------------------------------------------------
 
-const setUp = Effect.gen(function*() {
+const setUp = (mark: boolean) => Effect.gen(function*() {
   yield* PgMigrator.run({ loader: Migrator.fromRecord(migrationRecord), table: "svc_migrations" }).pipe(
     Effect.provide(NodeServices.layer)
   )
@@ -108,22 +110,41 @@ const setUp = Effect.gen(function*() {
   const events = Math.ceil(deliveries / endpoints)
   const body = JSON.stringify({ type: "approval.requested", approval: { approval_id: newId(), status: "pending" } })
   yield* sql`
-    INSERT INTO events (id, org_id, type, occurred_at, body, label)
-    SELECT gen_random_uuid(), ${org}, 'approval.requested', now(), ${body}, 'approval.requested x'
+    INSERT INTO events (id, org_id, type, occurred_at, body, label, dispatched_at)
+    SELECT gen_random_uuid(), ${org}, 'approval.requested', now(), ${body}, 'approval.requested x',
+           CASE WHEN ${mark} THEN NULL ELSE now() END
     FROM generate_series(1, ${events})
   `
   return events * endpoints
 })
 
-/** The dispatcher's statement, 200 events at a time, until none is left. */
-const DISPATCH = `
+/**
+ * The dispatcher's statement, 200 events at a time, until none is left:
+ * `cursor` as svc's (`Dispatcher.ts`), `mark` as before migration 0720 (each
+ * event row marked dispatched; its events are written unmarked).
+ */
+const DISPATCH_CURSOR = `
+  WITH lock AS (SELECT pg_try_advisory_xact_lock(7300001) AS locked),
+  cur AS MATERIALIZED (SELECT writer, seq FROM event_dispatch WHERE (SELECT locked FROM lock) FOR UPDATE),
+  ev AS MATERIALIZED (
+    SELECT seq, id, org_id, type, body, label, writer FROM events
+    WHERE (writer, seq) > ((SELECT writer FROM cur), (SELECT seq FROM cur))
+      AND writer < pg_snapshot_xmin(pg_current_snapshot())
+    ORDER BY writer, seq LIMIT 200
+  ),
+  marked AS (
+    UPDATE event_dispatch c SET writer = l.writer, seq = l.seq
+    FROM (SELECT writer, seq FROM ev ORDER BY writer DESC, seq DESC LIMIT 1) l RETURNING c.seq
+  ),`
+const DISPATCH_MARK = `
   WITH lock AS (SELECT pg_try_advisory_xact_lock(7300001) AS locked),
   ev AS MATERIALIZED (
     SELECT seq, id, org_id, type, body, label FROM events
     WHERE (CASE WHEN dispatched_at IS NULL THEN seq END) > 0 AND (SELECT locked FROM lock)
     ORDER BY (CASE WHEN dispatched_at IS NULL THEN seq END) LIMIT 200 FOR UPDATE SKIP LOCKED
   ),
-  marked AS (UPDATE events e SET dispatched_at = now() FROM ev WHERE e.seq = ev.seq RETURNING e.seq),
+  marked AS (UPDATE events e SET dispatched_at = now() FROM ev WHERE e.seq = ev.seq RETURNING e.seq),`
+const DISPATCH_FAN = `
   fan AS (
     SELECT ev.seq AS event_seq, ep.seq AS ep_seq, ev.org_id, 'webhook'::text AS kind, ep.id AS target_id,
            ev.id AS event_id, ev.type, ev.label
@@ -177,10 +198,11 @@ interface Spent {
   rows: number
 }
 
-const run = (db: "postgres" | "pglite", claim: number, settle: number) =>
+const run = (db: "postgres" | "pglite", claim: number, settle: number, dispatch: "cursor" | "mark") =>
   Effect.promise(() => freshDatabase(db)).pipe(Effect.flatMap((fresh) =>
     Effect.gen(function*() {
-      const total = yield* setUp
+      const total = yield* setUp(dispatch === "mark")
+      const DISPATCH = (dispatch === "mark" ? DISPATCH_MARK : DISPATCH_CURSOR) + DISPATCH_FAN
       const sql = (yield* SqlClient.SqlClient) as PgClient.PgClient
       const [{ pid }] = yield* sql<{ pid: number }>`SELECT pg_backend_pid() AS pid`
       const cpu = db === "postgres" ? () => schedMicros(pid) : selfMicros
@@ -195,7 +217,15 @@ const run = (db: "postgres" | "pglite", claim: number, settle: number) =>
       for (let n = 0;; n++) {
         if (explain && n === 3) yield* explained("dispatch", sql, DISPATCH, [])
         const [row] = yield* timed("dispatch", sql.unsafe<{ events: number }>(DISPATCH))
-        if ((row?.events ?? 0) === 0) break
+        if ((row?.events ?? 0) > 0) continue
+        // None taken: done, unless the cursor's events wait for another session's transaction (xids are the cluster's).
+        const [left] = yield* sql.unsafe<{ n: number }>(
+          dispatch === "mark"
+            ? "SELECT count(*)::int AS n FROM events WHERE dispatched_at IS NULL"
+            : "SELECT count(*)::int AS n FROM undispatched_events"
+        )
+        if ((left?.n ?? 0) === 0) break
+        yield* Effect.sleep("20 millis")
       }
       const ctx: Leases.LogContext = { sql, leases: makeLogLeases() }
       const inFlight: Array<Claimed> = []
@@ -255,15 +285,15 @@ const main = Effect.gen(function*() {
     `drain study: ${deliveries} deliveries to ${endpoints} endpoint(s), takes of ${claims.join("/")} (${perTarget} per endpoint), ` +
       `settles of ${settles.join("/")}, ${keep} kept in flight; load ${loadavg().map((l) => l.toFixed(2)).join(" ")}`
   )
-  console.log("db        take  settle | dispatch µs/d | take µs/d (µs each) | row claim µs/d (µs each) | settle µs/d (µs each, rows each) | drain µs/d | check")
+  console.log("db       dispatch take  settle | dispatch µs/d | take µs/d (µs each) | row claim µs/d (µs each) | settle µs/d (µs each, rows each) | drain µs/d | check")
   for (const db of dbs) {
     for (let round = 0; round < rounds; round++) {
-      const pairs = claims.flatMap((c) => settles.map((s) => [c, s] as const))
-      for (const [claim, settle] of round % 2 === 0 ? pairs : [...pairs].reverse()) {
-        const { check, spent, total } = yield* run(db, claim, settle)
+      const pairs = claims.flatMap((c) => settles.flatMap((s) => dispatches.map((d) => [c, s, d] as const)))
+      for (const [claim, settle, dispatch] of round % 2 === 0 ? pairs : [...pairs].reverse()) {
+        const { check, spent, total } = yield* run(db, claim, settle, dispatch)
         const per = (micros: number) => (micros / total).toFixed(1).padStart(6)
         console.log(
-          `${db.padEnd(9)} ${String(claim).padStart(4)} ${String(settle).padStart(7)} | ${per(spent.dispatch).padStart(13)} | ` +
+          `${db.padEnd(9)}${dispatch.padEnd(7)} ${String(claim).padStart(4)} ${String(settle).padStart(7)} | ${per(spent.dispatch).padStart(13)} | ` +
             `${per(spent.claim)} (${Math.round(spent.claim / spent.claims)}) | ` +
             `${per(spent.rowClaim)} (${Math.round(spent.rowClaim / spent.claims)}) | ` +
             `${per(spent.settle)} (${Math.round(spent.settle / spent.settles)}, ${(total / spent.settles).toFixed(1)}) | ` +

@@ -158,9 +158,9 @@ const seed = (backlog: number) =>
     const events = Math.ceil(backlog / perOrg)
     const body = JSON.stringify({ type: "approval.requested", data: { approval_id: "x".repeat(26), tool: "deploy" } })
     yield* sql`
-      INSERT INTO events (id, org_id, type, occurred_at, body, label)
+      INSERT INTO events (id, org_id, type, occurred_at, body, label, dispatched_at)
       SELECT gen_random_uuid(), (${orgIds}::uuid[])[1 + (g % ${orgs})], 'approval.requested', now(), ${body},
-             'approval.requested x'
+             'approval.requested x', NULL
       FROM generate_series(0, ${events - 1}) AS g
     `
     return Math.round(events * perOrg)
@@ -168,7 +168,11 @@ const seed = (backlog: number) =>
 
 // --- statements ------------------------------------------------------------------
 
-/** The dispatcher's common table expressions (events taken and marked, fanned out to endpoints). */
+/**
+ * The dispatcher's common table expressions (events taken and marked, fanned out to endpoints): the
+ * dispatcher as it was before its cursor (migration 0720; its events are written unmarked above).
+ * `drain-study.ts --dispatch cursor,mark` compares the two.
+ */
 const DISPATCH_WITH = `
   lock AS (SELECT pg_try_advisory_xact_lock(7300001) AS locked),
   ev AS MATERIALIZED (

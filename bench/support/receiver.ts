@@ -5,13 +5,14 @@
  * their query count together). `wait` resolves when a path has `count`
  * receipts (or at `timeoutMs`) with the receipt times that a rate needs.
  */
+import type { IncomingMessage, ServerResponse } from "node:http"
 import { createServer } from "node:https"
 import { serve } from "./child.ts"
 
 const receipts = new Map<string, Array<number>>()
 const now = () => performance.timeOrigin + performance.now()
 
-const server = createServer({ cert: process.env.BENCH_TLS_CERT!, key: process.env.BENCH_TLS_KEY! }, (req, res) => {
+const handle = (req: IncomingMessage, res: ServerResponse) => {
   req.on("data", () => {})
   req.on("end", () => {
     const url = req.url ?? "/"
@@ -23,9 +24,17 @@ const server = createServer({ cert: process.env.BENCH_TLS_CERT!, key: process.en
     res.writeHead(204)
     res.end()
   })
-})
-await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve))
-const port = (server.address() as { port: number }).port
+}
+const tls = { cert: process.env.BENCH_TLS_CERT!, key: process.env.BENCH_TLS_KEY! }
+const listen = (port: number, host: string) =>
+  new Promise<number>((resolve, reject) => {
+    const server = createServer(tls, handle)
+    server.once("error", reject)
+    server.listen(port, host, () => resolve((server.address() as { port: number }).port))
+  })
+const port = await listen(0, "127.0.0.1")
+const addresses = Math.max(1, Number(process.env.BENCH_RECEIVER_ADDRESSES ?? 1))
+for (let k = 2; k <= addresses; k++) await listen(port, `127.0.0.${k}`)
 
 export interface Receipts {
   readonly count: number

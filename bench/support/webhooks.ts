@@ -76,7 +76,12 @@ const APPROVAL_TYPES = [
 
 /**
  * Where svc's deliveries go: `orgs` organizations with `endpointsPerOrg`
- * endpoints each, all at the receiver (one path, told apart by a query).
+ * endpoints each, all at the receiver (one path, told apart by a query),
+ * endpoint j of each organization at the loopback address 127.0.0.(1 + j
+ * mod `hosts`) (default 1: all at 127.0.0.1). With `hosts` as large as
+ * `endpointsPerOrg`, every endpoint is a host of its own for svc, which
+ * keeps a pool of connections per organization and host, as distinct
+ * receivers would be.
  * `all`: every endpoint subscribes to `approval.requested`, so each event
  * is delivered to every endpoint of its organization (the queue study's
  * shape: 16 endpoints of one organization). `one`: the organization's
@@ -88,7 +93,19 @@ export interface Topology {
   readonly orgs: number
   readonly endpointsPerOrg: number
   readonly fanOut: "all" | "one"
+  readonly hosts?: number
 }
+
+/** Loopback addresses the receiver listens on (`receiver.ts`), all on one port; a topology's `hosts` at most this. */
+export const RECEIVER_ADDRESSES = 8
+
+/** The receiver's origin at its k-th address (k from 0: 127.0.0.1, 127.0.0.2, ...). */
+export const originAt = (receiverUrl: string, k: number) => receiverUrl.replace("://127.0.0.1:", `://127.0.0.${1 + k}:`)
+
+/** Each endpoint's origin, endpoint j of organization i at index j * orgs + i (the order the `one` fan-out's events take them in). */
+export const endpointOrigins = (topology: Topology, receiverUrl: string) =>
+  Array.from({ length: topology.orgs * topology.endpointsPerOrg }, (_, n) =>
+    originAt(receiverUrl, Math.floor(n / topology.orgs) % (topology.hosts ?? 1)))
 
 export const ONE_ENDPOINT: Topology = { orgs: 1, endpointsPerOrg: 1, fanOut: "one" }
 
@@ -205,7 +222,7 @@ export const svcArm = async (
     const endpoints = orgs.flatMap((org, i) =>
       Array.from({ length: topology.endpointsPerOrg }, (_, j) => ({
         key: org.key,
-        url: `${receiverUrl}${route}?e=${i}.${j}`,
+        url: `${originAt(receiverUrl, j % (topology.hosts ?? 1))}${route}?e=${i}.${j}`,
         events: [topology.fanOut === "all" ? APPROVAL_TYPES[0] : APPROVAL_TYPES[j]!]
       }))
     )
@@ -275,12 +292,21 @@ export const svcArm = async (
   }
 }
 
-/** The bare undici sender (`baselines/bare-sender.ts`): `warmup` then `count` events from memory; its clock starts at its first send. */
-export const bareArm = async (context: BenchContext, receiver: Child, receiverUrl: string, options: { arm: string; warmup: number; count: number }): Promise<ArmResult> => {
+/**
+ * The bare undici sender (`baselines/bare-sender.ts`): `warmup` then `count` events from memory; its clock starts at its first send.
+ * With `topology`, a pool per endpoint at the endpoint's host, events taking the endpoints in turn (svc's pools, one per organization and host).
+ */
+export const bareArm = async (
+  context: BenchContext,
+  receiver: Child,
+  receiverUrl: string,
+  options: { arm: string; warmup: number; count: number; topology?: Topology }
+): Promise<ArmResult> => {
   const sender = await spawnChild("bare-sender", new URL("../baselines/bare-sender.ts", import.meta.url))
   try {
-    await sender.call("start", { origin: receiverUrl, ca: context.tls.caCert, connections: SEND_CONCURRENCY })
-    const route = `/bare-${context.database}`
+    const origins = options.topology === undefined ? undefined : endpointOrigins(options.topology, receiverUrl)
+    await sender.call("start", { origin: receiverUrl, origins, ca: context.tls.caCert, connections: SEND_CONCURRENCY })
+    const route = `/bare-${context.database}${origins === undefined ? "" : `-${origins.length}`}`
     const orgId = "01900000-0000-7000-8000-000000000001"
     const burst = async (count: number, meters: ReadonlyArray<Meter>) => {
       await receiver.call("reset", { path: route })
@@ -345,7 +371,8 @@ export const graphileArm = async (context: BenchContext, receiver: Child, receiv
 export const withReceiver = async <A>(context: BenchContext, f: (receiver: Child, receiverUrl: string) => Promise<A>) => {
   const receiver = await spawnChild("receiver", new URL("./receiver.ts", import.meta.url), {
     BENCH_TLS_CERT: context.tls.cert,
-    BENCH_TLS_KEY: context.tls.key
+    BENCH_TLS_KEY: context.tls.key,
+    BENCH_RECEIVER_ADDRESSES: String(RECEIVER_ADDRESSES)
   })
   try {
     return await f(receiver, await receiver.call<string>("url"))

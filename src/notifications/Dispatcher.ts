@@ -2,19 +2,20 @@
  * Fans the durable approval event log (`events`, the outbox) out into
  * deliveries: one per subscribed active endpoint of the event's
  * organization, and one reviewer email for requests and deadline notices
- * when reviewer email is configured. Events are taken undispatched, in
- * `seq` order, and marked `dispatched_at` by the same statement that
- * creates their deliveries: an event is fanned out exactly once, and a crash
- * before it commits leaves it for the next pass (in any process).
+ * when reviewer email is configured. Events are taken past the dispatch
+ * cursor (`event_dispatch`, migration 0720) in `(writer, seq)` order, and
+ * the cursor is moved past them by the same statement that creates their
+ * deliveries: an event is fanned out exactly once, and a crash before it
+ * commits leaves it for the next pass (in any process).
  */
 import { PgClient } from "@effect/sql-pg"
 import { Cause, Context, Duration, Effect, Layer, Option, Schema } from "effect"
 import { EmailedEventTypes } from "../api/Notifications.ts"
 import { DeliveryQueue } from "../deliveries/DeliveryQueue.ts"
 import { SvcConfig } from "../platform/Config.ts"
-import { BigIntText } from "../platform/Rows.ts"
+import { BigIntText, rowsOf } from "../platform/Rows.ts"
 import { Topics, Wakeups } from "../platform/Wakeups.ts"
-import { FIRST_BATCH, nextBatch } from "./DispatcherFast.ts"
+import { FIRST_BATCH, FIRST_PAUSE, nextBatch, nextPause } from "./DispatcherFast.ts"
 import { EventBodies } from "./EventBodies.ts"
 import { actionClassMatches } from "./Filters.ts"
 
@@ -32,22 +33,62 @@ const DispatchedRow = Schema.Struct({
 })
 
 /**
- * The next `batch` undispatched events in seq order, locked, for a
- * statement with a CTE `lock (locked)`: read in order from the index on
- * `CASE WHEN dispatched_at IS NULL THEN seq END` (migration 0675). A
- * planner without statistics took "dispatched_at IS NULL" for a handful of
- * rows and read and sorted every event of a burst (24 ms a statement). The
- * limit is written into the statement (one prepared statement per batch
- * size), so that the server may keep a generic plan for it instead of
- * planning every execution anew.
+ * The CTE `cur`: the dispatch cursor, locked, for a statement with a CTE
+ * `lock (locked)`; no row when another dispatcher holds the lock, nor when
+ * one committed after this statement's snapshot was taken (the locking
+ * read answers the row's last version, the snapshot an older one): the
+ * events that one marked may look unmarked to this snapshot, so this
+ * statement takes nothing and the next one looks again.
+ */
+export const dispatchCursor = (sql: PgClient.PgClient) =>
+  sql`cur AS MATERIALIZED (
+    SELECT writer, seq FROM (
+      SELECT writer, seq, xmin::text AS version FROM event_dispatch WHERE (SELECT locked FROM lock) FOR UPDATE
+    ) c WHERE version = (SELECT xmin::text FROM event_dispatch)
+  )`
+
+/**
+ * The next `batch` events past the cursor `cur`, in `(writer, seq)` order,
+ * of writers older than every transaction still running: those are all
+ * committed or gone, so no event can appear later below the last one taken
+ * (a transaction that took a lower seq and commits after a higher one has a
+ * writer above the horizon until it ends; one that has not written yet will
+ * have a newer writer). Read in order from `events_writer_seq_idx` between
+ * the row values. The limit is written into the statement (one prepared
+ * statement per batch size), so that the server may keep a generic plan
+ * for it instead of planning every execution anew.
  */
 export const undispatchedEvents = (sql: PgClient.PgClient, batch: number) =>
   sql`
-    SELECT seq, id, org_id, type, body, label, about_endpoint FROM events
-    WHERE (CASE WHEN dispatched_at IS NULL THEN seq END) > 0 AND (SELECT locked FROM lock)
-    ORDER BY (CASE WHEN dispatched_at IS NULL THEN seq END) LIMIT ${sql.literal(String(Math.trunc(batch)))}
+    SELECT seq, id, org_id, type, body, label, about_endpoint, writer FROM events
+    WHERE (writer, seq) > ((SELECT writer FROM cur), (SELECT seq FROM cur))
+      AND writer < pg_snapshot_xmin(pg_current_snapshot())
+    ORDER BY writer, seq LIMIT ${sql.literal(String(Math.trunc(batch)))}
+  `
+
+/**
+ * The events past the cursor `cur` held back longer than `HELD_FOR` by an
+ * older transaction still running (a CTE `nxt` of the events the cursor
+ * takes, and only when it takes none): fanned out now, each marked on its
+ * own (its `writer` cleared: out of the cursor's range for good) and locked
+ * as the mark was. The cursor stays where it is, so what the older
+ * transaction writes is not passed over; a transaction left open anywhere
+ * on the cluster costs the per-event mark, not the fan-out's progress.
+ */
+export const heldEvents = (sql: PgClient.PgClient, batch: number) =>
+  sql`
+    SELECT seq, id, org_id, type, body, label, about_endpoint, writer FROM events
+    WHERE (writer, seq) > ((SELECT writer FROM cur), (SELECT seq FROM cur))
+      AND dispatched_at < now() - ${sql.literal(`interval '${Duration.toSeconds(HELD_FOR)} seconds'`)}
+      AND NOT EXISTS (SELECT 1 FROM nxt)
+    ORDER BY writer, seq LIMIT ${sql.literal(String(Math.trunc(batch)))}
     FOR UPDATE SKIP LOCKED
   `
+
+/** How long committed events may wait past the cursor for an older transaction before they are fanned out one by one. */
+const HELD_FOR = Duration.seconds(1)
+
+const HeldRows = rowsOf("events", Schema.Struct({ held: Schema.Boolean }))
 
 /** Two dispatchers (processes) never interleave, so deliveries are created in event order. */
 const DISPATCH_LOCK = 7_300_001
@@ -55,6 +96,8 @@ const DISPATCH_LOCK = 7_300_001
 export class Dispatcher extends Context.Service<Dispatcher, {
   /** Fans out up to `batch` undispatched events in one statement; answers how many it took. */
   readonly dispatchOnce: (batch: number) => Effect.Effect<number>
+  /** Whether events past the cursor wait for older transactions to end (the horizon of `undispatchedEvents`). */
+  readonly heldBack: Effect.Effect<boolean>
 }>()("svc/notifications/Dispatcher") {
   static readonly layer = Layer.effect(
     Dispatcher,
@@ -67,22 +110,31 @@ export class Dispatcher extends Context.Service<Dispatcher, {
       const emailedTypes: Array<string> = [...EmailedEventTypes]
 
       // One statement, so one round trip and no transaction held open on the
-      // embedded database's only session: take undispatched events (another
-      // dispatcher's are skipped, and the advisory lock keeps two from
-      // interleaving), mark them dispatched, and enqueue their deliveries.
-      // All of it commits together or not at all.
+      // embedded database's only session: take the events past the cursor
+      // (the advisory lock keeps two dispatchers from interleaving; one that
+      // finds it held takes nothing), move the cursor past them (or mark
+      // those held back too long), and enqueue their deliveries. All of it
+      // commits together or not at all.
       const dispatchOnce = (batch: number) => Effect.gen(function*() {
         const rows = yield* queue.enqueueFrom({
           with: sql`
             lock AS (SELECT pg_try_advisory_xact_lock(${DISPATCH_LOCK}) AS locked),
-            ev AS MATERIALIZED (${undispatchedEvents(sql, batch)}),
-            marked AS (
-              UPDATE events e SET dispatched_at = now() FROM ev WHERE e.seq = ev.seq RETURNING e.seq
+            ${dispatchCursor(sql)},
+            nxt AS MATERIALIZED (${undispatchedEvents(sql, batch)}),
+            late AS MATERIALIZED (${heldEvents(sql, batch)}),
+            ev AS MATERIALIZED (SELECT * FROM nxt UNION ALL SELECT * FROM late),
+            -- A new version of the cursor's row whenever anything is taken (see dispatchCursor).
+            moved AS (
+              UPDATE event_dispatch c SET writer = coalesce(l.writer, c.writer), seq = coalesce(l.seq, c.seq)
+              FROM (SELECT writer, seq FROM nxt ORDER BY writer DESC, seq DESC LIMIT 1) l
+              RIGHT JOIN (SELECT 1 WHERE EXISTS (SELECT 1 FROM ev)) taken ON true
+              RETURNING c.seq
             ),
+            marked AS (UPDATE events e SET writer = NULL FROM late WHERE e.seq = late.seq RETURNING e.seq),
             fan AS (
               -- Per event in order: its organization's subscribed active
               -- endpoints in their order, then the reviewer email.
-              SELECT ev.seq AS event_seq, 0 AS k, ep.seq AS ep_seq, ev.org_id, 'webhook'::text AS kind,
+              SELECT ev.writer AS event_writer, ev.seq AS event_seq, 0 AS k, ep.seq AS ep_seq, ev.org_id, 'webhook'::text AS kind,
                      ep.id AS target_id, ev.id AS event_id, ev.type, ev.body, ev.label
               FROM ev JOIN notification_endpoints ep
                 ON ep.org_id = ev.org_id AND ep.active AND ep.events @> to_jsonb(ev.type)
@@ -97,14 +149,14 @@ export class Dispatcher extends Context.Service<Dispatcher, {
                     JOIN agent_steps s ON s.session_id = a.session_id AND s.step_id = a.step_id
                     WHERE a.id = (ev.body::jsonb #>> '{approval,approval_id}')::uuid)`)})
               UNION ALL
-              SELECT ev.seq, 1, 0, ev.org_id, 'email', ev.org_id, ev.id, ev.type, ev.body, ev.label
+              SELECT ev.writer, ev.seq, 1, 0, ev.org_id, 'email', ev.org_id, ev.id, ev.type, ev.body, ev.label
               FROM ev JOIN notification_settings ns ON ns.org_id = ev.org_id AND ns.reviewer_email IS NOT NULL
               WHERE ${smtp} AND ev.type IN ${sql.in(emailedTypes)}
             )`,
           // The label was written with the event (its type and approval id);
           // an event written without one is labelled by its type.
           input: sql`
-            SELECT row_number() OVER (ORDER BY event_seq, k, ep_seq) AS ord, org_id, kind, target_id,
+            SELECT row_number() OVER (ORDER BY event_writer, event_seq, k, ep_seq) AS ord, org_id, kind, target_id,
                    coalesce(label, type) AS label,
                    event_id, NULL::text AS payload, '{}'::jsonb AS meta, ${config.webhookQueueCapacity}::int AS capacity
             FROM fan`,
@@ -112,7 +164,7 @@ export class Dispatcher extends Context.Service<Dispatcher, {
             SELECT ev.seq, ev.id, ev.org_id, ev.type, ev.body,
                    (SELECT count(*) FROM inserted WHERE kind = 'webhook')::int AS webhooks,
                    (SELECT count(*) FROM inserted WHERE kind = 'email')::int AS emails
-            FROM ev ORDER BY ev.seq`
+            FROM ev ORDER BY ev.writer, ev.seq`
         }, "events", DispatchedRow)
         for (const event of rows) bodies.remember(event.id, { type: event.type, body: event.body })
         if ((rows[0]?.webhooks ?? 0) > 0) yield* queue.wake("webhook")
@@ -120,7 +172,14 @@ export class Dispatcher extends Context.Service<Dispatcher, {
         return rows.length
       }).pipe(Effect.withSpan("Dispatcher.dispatchOnce"))
 
-      return Dispatcher.of({ dispatchOnce })
+      const heldBack = HeldRows.one(sql`
+        SELECT EXISTS (
+          SELECT 1 FROM events
+          WHERE (writer, seq) > ((SELECT writer FROM event_dispatch), (SELECT seq FROM event_dispatch))
+        ) AS held
+      `).pipe(Effect.map((row) => row?.held === true))
+
+      return Dispatcher.of({ dispatchOnce, heldBack })
     })
   )
 
@@ -133,11 +192,20 @@ export class Dispatcher extends Context.Service<Dispatcher, {
     const dispatcher = yield* Dispatcher
     const wakeups = yield* Wakeups
     let batch = FIRST_BATCH
+    let pause = FIRST_PAUSE
     yield* Effect.gen(function*() {
       const size = batch
       const taken = yield* dispatcher.dispatchOnce(size)
       batch = nextBatch(size, taken)
-      if (taken < size) yield* wakeups.wait(Topics.events, POLL_EVERY)
+      if (taken >= size) pause = FIRST_PAUSE
+      else if (yield* dispatcher.heldBack) {
+        // Committed events wait for an older transaction to end: no wakeup says when.
+        yield* Effect.sleep(pause)
+        pause = nextPause(pause)
+      } else {
+        pause = FIRST_PAUSE
+        yield* wakeups.wait(Topics.events, POLL_EVERY)
+      }
     }).pipe(
       Effect.catchCause((cause) =>
         Cause.hasInterruptsOnly(cause)

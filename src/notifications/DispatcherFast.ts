@@ -10,6 +10,8 @@
  * 22.9 ms, not 45.1 (`bench/notes/delivery-log.md`, "What was cut").
  */
 
+import { Duration } from "effect"
+
 /** Events fanned out per statement at most: keeps each one short (PGlite is one session). */
 export const MAX_BATCH = 200
 
@@ -19,3 +21,19 @@ export const FIRST_BATCH = 16
 /** The next statement's size, after one of `size` events that took `taken`. */
 export const nextBatch = (size: number, taken: number): number =>
   taken >= size ? Math.min(MAX_BATCH, size * 2) : FIRST_BATCH
+
+/**
+ * How long the dispatcher waits before asking again when events past its
+ * cursor are held back by an older transaction still running (no wakeup
+ * comes when it ends): 5 ms, doubling up to 100 ms.
+ *
+ * What it buys: an event committed while another transaction of the
+ * cluster runs is fanned out at most 100 ms after that one ends, not at the
+ * next poll, up to a second later (one index probe per pause meanwhile); an
+ * idle dispatcher asks nothing.
+ */
+export const FIRST_PAUSE = Duration.millis(5)
+export const MAX_PAUSE = Duration.millis(100)
+
+export const nextPause = (pause: Duration.Duration): Duration.Duration =>
+  Duration.min(Duration.times(pause, 2), MAX_PAUSE)

@@ -100,6 +100,8 @@ export const retentionRules = Effect.gen(function*() {
             SELECT e.seq FROM events e
             WHERE e.dispatched_at < ${ago(config.outboxRetention)}
               AND NOT EXISTS (SELECT 1 FROM deliveries d WHERE d.event_id = e.id)
+              -- Written since migration 0720, an event is dispatched once the cursor passed it.
+              AND NOT EXISTS (SELECT 1 FROM event_dispatch c WHERE (e.writer, e.seq) > (c.writer, c.seq))
             ORDER BY e.dispatched_at
             LIMIT ${batch}
             FOR UPDATE OF e SKIP LOCKED

@@ -44,6 +44,7 @@ import m0680 from "./0680_schema_versions.ts"
 import m0681 from "./0681_telemetry_encoding.ts"
 import m0690 from "./0690_dataset_export_digest.ts"
 import m0710 from "./0710_endpoint_headers_rate.ts"
+import m0720 from "./0720_dispatch_cursor.ts"
 import m0740 from "./0740_step_lookup_plans.ts"
 
 /**
@@ -89,6 +90,7 @@ export const migrationsByRelease = {
     "0681_telemetry_encoding": m0681,
     "0690_dataset_export_digest": m0690,
     "0710_endpoint_headers_rate": m0710,
+    "0720_dispatch_cursor": m0720,
     "0740_step_lookup_plans": m0740
   }
 }

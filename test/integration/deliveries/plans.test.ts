@@ -17,7 +17,7 @@ import { attemptsStatement, listStatement } from "../../../src/deliveries/record
 import * as Rows from "../../../src/deliveries/Rows.ts"
 import { claimStatement, nextDueStatement, settleStatement } from "../../../src/deliveries/rows/Statements.ts"
 import { newId } from "../../../src/platform/Ids.ts"
-import { undispatchedEvents } from "../../../src/notifications/Dispatcher.ts"
+import { dispatchCursor, undispatchedEvents } from "../../../src/notifications/Dispatcher.ts"
 import { newOrg, QueueLive, serverUrl } from "./support.ts"
 
 const BACKLOG = 60_000
@@ -192,7 +192,7 @@ describe.skipIf(!serverUrl)("queue statement plans on a PostgreSQL server withou
           SELECT gen_random_uuid(), ${org}, 'approval.requested', now(), repeat('x', 400), 'approval.requested x'
           FROM generate_series(1, ${BURST})
         `
-        const events = yield* explain(pg`WITH lock AS (SELECT true AS locked) ${undispatchedEvents(pg, 200)}`)
+        const events = yield* explain(pg`WITH lock AS (SELECT true AS locked), ${dispatchCursor(pg)} ${undispatchedEvents(pg, 200)}`)
         assert.deepStrictEqual(
           events.filter((node) =>
             node["Relation Name"] === "events" && (node["Node Type"] === "Seq Scan" || node["Node Type"] === "Bitmap Heap Scan")

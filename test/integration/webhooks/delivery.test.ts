@@ -257,7 +257,7 @@ layer(webhookService({ webhookQueueCapacity: 5 }), { excludeTestServices: true }
         yield* insertEvents([eventBody(org.orgId, "approval.approved")])
         const sql = yield* SqlClient.SqlClient
         yield* eventually(Effect.map(
-          sql<{ n: number }>`SELECT count(*)::int AS n FROM events WHERE org_id = ${org.orgId} AND dispatched_at IS NULL`,
+          sql<{ n: number }>`SELECT count(*)::int AS n FROM undispatched_events WHERE org_id = ${org.orgId}`,
           (r) => r[0]!.n === 0 ? true : undefined
         ))
         assert.strictEqual((yield* deliveryRows(endpoint.id)).length, 2)

@@ -56,7 +56,7 @@ const deliveryStatus = Effect.gen(function*() {
     SELECT (SELECT count(*)::int FROM deliveries WHERE kind = 'webhook') AS total,
            (SELECT count(*)::int FROM delivery_records WHERE kind = 'webhook' AND status = 'delivered') AS delivered,
            (SELECT count(DISTINCT event_id)::int FROM deliveries WHERE kind = 'webhook') AS events,
-           (SELECT count(*)::int FROM events WHERE dispatched_at IS NULL) AS undispatched
+           (SELECT count(*)::int FROM undispatched_events) AS undispatched
   `
   return row!
 }).pipe(Effect.orDie)
@@ -65,7 +65,7 @@ const DELIVERY_STATUS = `
     SELECT (SELECT count(*)::int FROM deliveries WHERE kind = 'webhook') AS total,
            (SELECT count(*)::int FROM delivery_records WHERE kind = 'webhook' AND status = 'delivered') AS delivered,
            (SELECT count(DISTINCT event_id)::int FROM deliveries WHERE kind = 'webhook') AS events,
-           (SELECT count(*)::int FROM events WHERE dispatched_at IS NULL) AS undispatched`
+           (SELECT count(*)::int FROM undispatched_events) AS undispatched`
 
 const deliveryStatusThroughCli = (env: Record<string, string>) =>
   Effect.promise(async () => {

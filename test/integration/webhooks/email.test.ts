@@ -134,8 +134,8 @@ layer(WithSmtp, { excludeTestServices: true })("reviewer email", (it) => {
         yield* insertEvents([event])
         const sql = (yield* SvcTest).sql
         yield* eventually(Effect.map(
-          sql<{ n: number }>`SELECT count(*)::int AS n FROM events WHERE id = ${event.id} AND dispatched_at IS NOT NULL`,
-          (rows) => rows[0]!.n === 1 ? true : undefined
+          sql<{ n: number }>`SELECT count(*)::int AS n FROM undispatched_events WHERE id = ${event.id}`,
+          (rows) => rows[0]!.n === 0 ? true : undefined
         ))
         const rows = yield* sql`SELECT 1 FROM deliveries WHERE kind = 'email' AND org_id = ${org.orgId}`
         assert.strictEqual(rows.length, 0)

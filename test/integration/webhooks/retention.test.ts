@@ -63,8 +63,8 @@ layer(
         const lonely = yield* SvcTest.org()
         yield* insertEvents([eventBody(lonely.orgId, "approval.requested")])
         yield* eventually(Effect.map(
-          sql<{ n: number }>`SELECT count(*)::int AS n FROM events WHERE org_id = ${lonely.orgId} AND dispatched_at IS NOT NULL`,
-          (rows) => rows[0]!.n === 1 ? true : undefined
+          sql<{ n: number }>`SELECT count(*)::int AS n FROM undispatched_events WHERE org_id = ${lonely.orgId}`,
+          (rows) => rows[0]!.n === 0 ? true : undefined
         ), { what: "the lonely events dispatched" })
         yield* sql`UPDATE events SET dispatched_at = now() - interval '2 minutes' WHERE org_id = ${lonely.orgId}`
         // Session events: one backdated past the resume window, one recent.

@@ -4,7 +4,8 @@
  * finds fewer than it asked for starts the next burst small again.
  */
 import { assert, describe, it } from "@effect/vitest"
-import { FIRST_BATCH, MAX_BATCH, nextBatch } from "../../../src/notifications/DispatcherFast.ts"
+import { Duration } from "effect"
+import { FIRST_BATCH, FIRST_PAUSE, MAX_BATCH, nextBatch, nextPause } from "../../../src/notifications/DispatcherFast.ts"
 
 describe("dispatch batches", () => {
   it("a burst is taken 16, 32, 64, 128, then 200 at a time; a short statement starts over", () => {
@@ -14,5 +15,11 @@ describe("dispatch batches", () => {
     assert.strictEqual(MAX_BATCH, 200)
     assert.strictEqual(nextBatch(200, 150), FIRST_BATCH, "the burst is over")
     assert.strictEqual(nextBatch(64, 0), FIRST_BATCH)
+  })
+
+  it("events held back by an older transaction are asked for again after 5, 10, 20, 40, 80, then every 100 ms", () => {
+    const pauses = [FIRST_PAUSE]
+    while (pauses.length < 7) pauses.push(nextPause(pauses.at(-1)!))
+    assert.deepStrictEqual(pauses.map(Duration.toMillis), [5, 10, 20, 40, 80, 100, 100])
   })
 })

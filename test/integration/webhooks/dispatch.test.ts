@@ -1,0 +1,114 @@
+/**
+ * The dispatcher's cursor (migration 0720): every event is fanned out once,
+ * and none is passed over, even one whose transaction took its seq before
+ * another event's and committed after it (two transactions at once need the
+ * server: PGlite is one session); and an upgrade hands the previous
+ * release's undispatched events to the cursor and keeps its dispatcher off
+ * the new ones.
+ */
+import { NodeServices } from "@effect/platform-node"
+import { assert, describe, layer } from "@effect/vitest"
+import { PgMigrator } from "@effect/sql-pg"
+import { Deferred, Effect, Fiber, Layer, Redacted } from "effect"
+import { Migrator, SqlClient } from "effect/sql"
+import { Database } from "../../../src/platform/Database.ts"
+import { newId } from "../../../src/platform/Ids.ts"
+import { Migrations } from "../../../src/platform/Migrations.ts"
+import { migrationRecord } from "../../../src/platform/migrations/index.ts"
+import { SvcTest } from "../../../src/testing.ts"
+import { HttpsReceiver } from "../../support/HttpsReceiver.ts"
+import { eventBody, type EventBody, insertEvents, webhookService } from "./support.ts"
+
+const insertOne = (event: EventBody) =>
+  Effect.gen(function*() {
+    const sql = yield* SqlClient.SqlClient
+    const [row] = yield* sql<{ seq: string }>`
+      INSERT INTO events (id, org_id, type, occurred_at, body, label)
+      VALUES (${event.id}, ${event.org_id}, ${event.type}, ${event.occurred_at}, ${JSON.stringify(event)}, ${event.type})
+      RETURNING seq::text
+    `
+    return BigInt(row!.seq)
+  }).pipe(Effect.orDie)
+
+describe.runIf(process.env.TEST_DATABASE_URL)("the dispatch cursor", () => {
+  layer(webhookService(), { excludeTestServices: true })("on the server", (it) => {
+    it.effect("an event whose transaction commits after a later event's is fanned out, once, as is every other; the later one does not wait for it", () =>
+      Effect.gen(function*() {
+        const svc = yield* SvcTest
+        const receiver = yield* HttpsReceiver.make()
+        const org = yield* SvcTest.org()
+        yield* org.client.notifications.create({ payload: { url: receiver.url("/cursor") } })
+        const early = eventBody(org.orgId, "approval.requested")
+        const late = eventBody(org.orgId, "approval.approved")
+        const written = yield* Deferred.make<bigint>()
+        const commit = yield* Deferred.make<void>()
+        // The early event takes its seq in a transaction that stays open...
+        const straggler = yield* svc.sql.withTransaction(Effect.gen(function*() {
+          yield* Deferred.succeed(written, yield* insertOne(early))
+          yield* Deferred.await(commit)
+        })).pipe(Effect.forkChild)
+        const earlySeq = yield* Deferred.await(written)
+        // ...while a later one is written and committed: held back a second
+        // by the open transaction, then fanned out on its own, the cursor
+        // left below the straggler.
+        const lateSeq = yield* svc.sql.withTransaction(insertOne(late))
+        assert.isTrue(earlySeq < lateSeq, "the straggler took the lower seq")
+        const [first] = yield* receiver.waitForRequests(1, "10 seconds")
+        assert.strictEqual(first!.headers["x-svc-event-id"], late.id, "the later event, while the straggler is still open")
+        const before = yield* svc.sql<{ n: number }>`SELECT count(*)::int AS n FROM deliveries WHERE event_id = ${early.id}`
+        assert.strictEqual(before[0]!.n, 0, "nothing of the open transaction is visible yet")
+        yield* Deferred.succeed(commit, undefined)
+        yield* Fiber.join(straggler)
+        // Then more, through the usual path.
+        const more = [eventBody(org.orgId, "approval.requested"), eventBody(org.orgId, "approval.rejected")]
+        yield* insertEvents(more)
+        const requests = yield* receiver.waitForRequests(4, "20 seconds")
+        yield* Effect.sleep("500 millis")
+        const ids = receiver.requests().map((r) => r.headers["x-svc-event-id"])
+        assert.sameMembers(ids as Array<string>, [early.id, late.id, ...more.map((e) => e.id)], "each event once")
+        assert.strictEqual(requests.length, 4)
+        const undispatched = yield* svc.sql<{ n: number }>`SELECT count(*)::int AS n FROM undispatched_events WHERE org_id = ${org.orgId}`
+        assert.strictEqual(undispatched[0]!.n, 0)
+      }))
+  })
+})
+
+/** What the previous release's dispatcher takes (0.1.0, `Dispatcher.ts` before migration 0720). */
+const previousDispatcherTakes = (sql: SqlClient.SqlClient) =>
+  sql<{ id: string }>`
+    SELECT id FROM events WHERE (CASE WHEN dispatched_at IS NULL THEN seq END) > 0
+    ORDER BY (CASE WHEN dispatched_at IS NULL THEN seq END)
+  `
+
+const previous = Object.fromEntries(Object.entries(migrationRecord).filter(([id]) => id < "0720"))
+const seeded = { org: newId(), dispatched: newId(), waiting: newId() }
+const PreviousRelease = Layer.effectDiscard(Effect.gen(function*() {
+  const sql = yield* SqlClient.SqlClient
+  yield* PgMigrator.run({ loader: Migrator.fromRecord(previous), table: "svc_migrations" }).pipe(Effect.provide(NodeServices.layer))
+  yield* sql`INSERT INTO orgs (id, name) VALUES (${seeded.org}, 'upgrade')`
+  yield* sql`
+    INSERT INTO events (id, org_id, type, occurred_at, body, dispatched_at)
+    VALUES (${seeded.dispatched}, ${seeded.org}, 'approval.requested', now(), '{}', now()),
+           (${seeded.waiting}, ${seeded.org}, 'approval.requested', now(), '{}', NULL)
+  `
+}).pipe(Effect.orDie))
+
+const Upgraded = Migrations.layer.pipe(
+  Layer.provideMerge(PreviousRelease),
+  Layer.provideMerge(process.env.TEST_DATABASE_URL ? Database.scratch(Redacted.make(process.env.TEST_DATABASE_URL)) : Database.memory)
+)
+
+layer(Upgraded, { excludeTestServices: true })("upgrading to the dispatch cursor", (it) => {
+  it.effect("the previous release's undispatched event goes to the cursor; its dispatcher leaves the new ones alone", () =>
+    Effect.gen(function*() {
+      const sql = yield* SqlClient.SqlClient
+      const waiting = () => Effect.map(sql<{ id: string }>`SELECT id FROM undispatched_events ORDER BY writer, seq`, (rows) => rows.map((r) => r.id))
+      assert.deepStrictEqual(yield* waiting(), [seeded.waiting], "the undispatched one, not the dispatched one")
+      assert.deepStrictEqual(yield* previousDispatcherTakes(sql), [], "handed over: the previous dispatcher no longer takes it")
+      // An event written as the previous release writes it (no writer named).
+      const fresh = newId()
+      yield* sql`INSERT INTO events (id, org_id, type, occurred_at, body) VALUES (${fresh}, ${seeded.org}, 'approval.requested', now(), '{}')`
+      assert.deepStrictEqual(yield* waiting(), [seeded.waiting, fresh], "behind the handed-over one")
+      assert.deepStrictEqual(yield* previousDispatcherTakes(sql), [], "never taken by the previous release's dispatcher")
+    }).pipe(Effect.orDie))
+})
