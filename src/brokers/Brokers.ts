@@ -20,7 +20,7 @@ import { OutboundFailure, OutboundHttp } from "../outbound/OutboundHttp.ts"
 import { trustedCas } from "../outbound/Pools.ts"
 import { perUrl } from "../outbound/Request.ts"
 import { SvcConfig } from "../platform/Config.ts"
-import { maskNeedles } from "../secrets/Masking.ts"
+import { maskNeedles, maskUserinfo } from "../secrets/Masking.ts"
 import { openAmqp } from "./Amqp.ts"
 import { type BrokerConnection, type BrokerMessage, type BrokerTarget, parseBrokerUrl } from "./BrokerUrl.ts"
 import { openNats } from "./Nats.ts"
@@ -170,8 +170,10 @@ export class Brokers extends Context.Service<Brokers, {
           const target = targetOf(url)
           if (typeof target === "string") return yield* new OutboundFailure({ reason: "unsafe_target", message: target })
           const started = now()
-          // Credentials never reach a message: a broker's error may echo the user name.
+          // Credentials never reach a message: a broker's error may echo the
+          // user name, or the URL with its credentials (masked whatever their length).
           const secrets = [target.username, target.password].filter((value) => value.length >= 4)
+          const clean = (text: string) => maskNeedles(maskUserinfo(text), secrets)
           const detail = yield* attempt(url, target, orgId, message).pipe(
             Effect.timeoutOrElse({
               duration: Duration.millis(message.timeoutMs),
@@ -181,9 +183,9 @@ export class Brokers extends Context.Service<Brokers, {
                   message: `no acknowledgement from the broker within ${message.timeoutMs} ms`
                 }))
             }),
-            Effect.mapError((failure) => new OutboundFailure({ reason: failure.reason, message: maskNeedles(failure.message, secrets) }))
+            Effect.mapError((failure) => new OutboundFailure({ reason: failure.reason, message: clean(failure.message) }))
           )
-          return { detail: maskNeedles(detail, secrets), elapsedMs: now() - started }
+          return { detail: clean(detail), elapsedMs: now() - started }
         })
 
       return Brokers.of({ publish })

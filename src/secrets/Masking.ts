@@ -58,6 +58,14 @@ export const urlNeedles = (raw: string, min = MIN_NEEDLE_LENGTH): Array<string> 
 }
 
 /**
+ * `text` with the user information of every URL in it (`scheme://user:password@`)
+ * replaced by `MASK`, whatever its length: a broker's or a client library's
+ * message may echo the URL it was given, and a password too short to be
+ * searched for alone (`MIN_NEEDLE_LENGTH`) is still recognisable there.
+ */
+export const maskUserinfo = (text: string): string => text.replace(/\b([a-z][a-z0-9+.-]*:\/\/)[^\s/?#@]*@/gi, `$1${MASK}@`)
+
+/**
  * `text` with every occurrence of every needle replaced by `MASK`
  * (overlapping occurrences merge into one). With `cut`, `text` is the start
  * of something longer: a needle's beginning at its very end is masked too,

@@ -1,0 +1,42 @@
+/**
+ * Masking in text that came from elsewhere: the user information of a URL
+ * echoed in a broker's or a library's message is masked whatever its length
+ * (a one-character password included), and text without a URL is left as it is.
+ */
+import { assert, describe, it } from "@effect/vitest"
+import fc from "fast-check"
+import { MASK, maskNeedles, maskUserinfo, urlNeedles } from "../../../src/secrets/Masking.ts"
+
+const userinfoChar = fc.constantFrom(..."abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-._~%!$&'()*+,;=")
+
+describe("masking", () => {
+  it("masks a URL's user and password however short, in any scheme, and keeps the rest of the message", () => {
+    fc.assert(
+      fc.property(
+        fc.constantFrom("amqp", "amqps", "nats", "tls", "https"),
+        fc.string({ unit: userinfoChar, minLength: 1, maxLength: 12 }),
+        fc.string({ unit: userinfoChar, minLength: 1, maxLength: 12 }),
+        (scheme, user, password) => {
+          const message = `connect failed for ${scheme}://${user}:${password}@broker.example.com:5672/vhost (ACCESS_REFUSED)`
+          const masked = maskUserinfo(message)
+          assert.strictEqual(masked, `connect failed for ${scheme}://${MASK}@broker.example.com:5672/vhost (ACCESS_REFUSED)`)
+        }
+      )
+    )
+    assert.strictEqual(maskUserinfo("nats://t@127.0.0.1:4222 and amqp://u:p@h/"), `nats://${MASK}@127.0.0.1:4222 and amqp://${MASK}@h/`)
+  })
+
+  it("leaves text without user information alone", () => {
+    for (const text of ["no route to amqp://broker.example.com/", "mail me at ops@example.com", "ACCESS_REFUSED - Login was refused"]) {
+      assert.strictEqual(maskUserinfo(text), text)
+    }
+  })
+
+  it("searches a URL's credentials alone when they have four characters or more; shorter ones only in the URL", () => {
+    const needles = urlNeedles("amqp://svc-user:abc@broker.example.com/?exchange=x")
+    assert.include(needles, "svc-user")
+    assert.notInclude(needles, "abc")
+    assert.strictEqual(maskNeedles("user svc-user refused", needles), `user ${MASK} refused`)
+    assert.strictEqual(maskUserinfo("the abc of amqp://svc-user:abc@broker"), `the abc of amqp://${MASK}@broker`)
+  })
+})
