@@ -19,7 +19,7 @@ for round in $(seq 1 "$rounds"); do
     label=${arm%%=*}
     dir=${arm#*=}
     echo "== round $round $label ($(uptime | sed 's/.*load average: //'))"
-    PROF_OFF=1 PROF_ALLOC=${AB_ALLOC:-0} PROF_DB=${AB_DB:-postgres} PROF_ENDPOINT=${AB_ENDPOINTS:-runs,agent-sessions,feedback} PROF_COUNT=${AB_COUNT:-3000} \
+    PROF_OFF=1 PROF_ALLOC=${AB_ALLOC:-0} PROF_DB=${AB_DB:-postgres} PROF_ENDPOINT=${AB_ENDPOINTS:-runs,agent-sessions,feedback} PROF_COUNT=${AB_COUNT:-3000} PROF_WARMUP=${AB_WARMUP:-1000} \
       PROF_SVC_DIR="$dir" PROF_DIR=/tmp/ab-request-path npx node bench/profile-writes.ts 2>&1 | grep -E "req/s|by thread|allocated"
   done
 done

@@ -25,6 +25,8 @@ const kind = (process.env.PROF_DB ?? "pglite") as "pglite" | "postgres"
 const dir = process.env.PROF_DIR ?? "/tmp/wprof"
 const endpoint = process.env.PROF_ENDPOINT ?? "feedback"
 const count = Number(process.env.PROF_COUNT ?? 6000)
+// Requests before the measured ones, per endpoint: enough for V8 to have compiled svc's hot code (15 000 in `writes`).
+const warmup = Number(process.env.PROF_WARMUP ?? 1000)
 const profile = process.env.PROF_OFF !== "1"
 const checkoutDir = process.env.PROF_SVC_DIR ?? REPO
 const alloc = process.env.PROF_ALLOC === "1"
@@ -130,7 +132,7 @@ try {
         bodies: ep === "feedback" ? Array.from({ length: 64 }, (_, i) => JSON.stringify({ inference_log_id: run.trace_id, score: -1, correction: correction(i) })) : ["{}"],
         count: n, concurrency: 16, expectStatus: 201
       }
-    await load.call<LoadResult>("run", spec(1000))
+    await load.call<LoadResult>("run", spec(warmup))
     const t0 = threadCpu(svc.pid)
     const c0 = cpuMicros(svc.pid)
     const log0 = statSync(logFile).size

@@ -16,7 +16,11 @@
  *   127.0.0.1-5, svc keeping a pool per organization and host), so svc
  *   opens connections and pays handshakes as it would to distinct
  *   receivers; the bare sender drains both points too, with a pool per
- *   endpoint at the same hosts, so it pays the same handshakes.
+ *   endpoint at the same hosts, so it pays the same handshakes. The
+ *   receiver closes a connection idle for 5 s (Node's default), and the
+ *   table counts the connections it accepted in each measured drain: a
+ *   sender that comes back to an endpoint later than that pays a handshake
+ *   per delivery.
  *
  * Every svc arm is run as in `webhooks`: svc as its own process on a fresh
  * database, the HTTPS receiver its own process, a warm-up drain of the same
@@ -66,12 +70,16 @@ export default async (given: BenchContext): Promise<ScenarioResult> => {
   const sixteen: Topology = { orgs: 1, endpointsPerOrg: 16, fanOut: "all" }
   const many: Topology = { orgs: size.manyOrgs, endpointsPerOrg: size.endpointsPerOrg, fanOut: "one", hosts: size.endpointsPerOrg }
   const manyLabel = `${size.manyOrgs * size.endpointsPerOrg} endpoints / ${size.manyOrgs} orgs`
+  // `BENCH_SCALE_CURVES=endpoints` (or `backlog`): one curve only, e.g. for an A/B of the endpoint costs.
+  const curves = new Set((process.env.BENCH_SCALE_CURVES ?? "backlog,endpoints").split(","))
+  const backlogPoints = curves.has("backlog") ? [small, large] : []
+  const endpointPoints = curves.has("endpoints") ? ([["one", ONE_ENDPOINT], ["many", many]] as const) : []
   return withReceiver(context, async (receiver, receiverUrl) => {
     const backlog = new Map<string, ArmResult>()
     const endpoints = new Map<string, ArmResult>()
     const key = (label: string, point: string) => `${label} ${point}`
 
-    for (const [point, deliveries] of [small, large].entries()) {
+    for (const [point, deliveries] of backlogPoints.entries()) {
       for (const checkout of inTurn(context.checkouts, point)) {
         const arm = `${checkout.label} · backlog ${thousands(deliveries)} · 16 endpoints`
         backlog.set(key(checkout.label, String(deliveries)), await svcArm(context, checkout, receiver, receiverUrl, {
@@ -83,14 +91,14 @@ export default async (given: BenchContext): Promise<ScenarioResult> => {
         }))
       }
     }
-    for (const deliveries of [small, large]) {
+    for (const deliveries of backlogPoints) {
       const options = { warmup: size.warmup, count: deliveries }
       backlog.set(key("bare", String(deliveries)), await bareArm(context, receiver, receiverUrl, { ...options, arm: `bare undici sender · ${thousands(deliveries)}` }))
       if (context.database === "postgres") {
         backlog.set(key("graphile", String(deliveries)), await graphileArm(context, receiver, receiverUrl, { ...options, arm: `graphile-worker · ${thousands(deliveries)}` }))
       }
     }
-    for (const [point, [name, topology]] of ([["one", ONE_ENDPOINT], ["many", many]] as const).entries()) {
+    for (const [point, [name, topology]] of endpointPoints.entries()) {
       for (const checkout of inTurn(context.checkouts, point)) {
         const arm = `${checkout.label} · ${thousands(size.deliveries)} · ${name === "one" ? "1 endpoint" : manyLabel}`
         endpoints.set(key(checkout.label, name), await svcArm(context, checkout, receiver, receiverUrl, {
@@ -103,7 +111,7 @@ export default async (given: BenchContext): Promise<ScenarioResult> => {
       }
     }
 
-    for (const [name, topology] of [["one", ONE_ENDPOINT], ["many", many]] as const) {
+    for (const [name, topology] of endpointPoints) {
       endpoints.set(key("bare", name), await bareArm(context, receiver, receiverUrl, {
         arm: `bare undici sender · ${thousands(size.deliveries)} · ${name === "one" ? "1 endpoint" : manyLabel}`,
         warmup: size.warmup,
@@ -120,6 +128,7 @@ export default async (given: BenchContext): Promise<ScenarioResult> => {
         "steady /s": round(steady),
         "first ¼ /s": round(firstQuarter),
         "last ¼ /s": round(lastQuarter),
+        connections: r.receipts.connections,
         "CPU µs/delivery": formatPerOp(perOp(r.cpu, r.deliveries))
       }
     }
@@ -132,25 +141,26 @@ export default async (given: BenchContext): Promise<ScenarioResult> => {
     const aims: Array<Aim> = []
     const notes: Array<string> = []
     for (const c of context.checkouts) {
-      const lo = backlog.get(key(c.label, String(small)))!
-      const hi = backlog.get(key(c.label, String(large)))!
-      const one = endpoints.get(key(c.label, "one"))!
-      const wide = endpoints.get(key(c.label, "many"))!
+      const lo = backlog.get(key(c.label, String(small)))
+      const hi = backlog.get(key(c.label, String(large)))
+      const one = endpoints.get(key(c.label, "one"))
+      const wide = endpoints.get(key(c.label, "many"))
       for (const process of processes(c.label)) {
         const who = process === "postgres" ? "PostgreSQL" : "svc's process"
-        aims.push(atMost(`${c.label}: ${who} CPU per delivery, backlog ${thousands(large)} / ${thousands(small)}`, ratio(hi, lo, process), 1.2))
-        aims.push(atMost(`${c.label}: ${who} CPU per delivery, ${manyLabel} / 1 endpoint`, ratio(wide, one, process), 2))
+        if (lo && hi) aims.push(atMost(`${c.label}: ${who} CPU per delivery, backlog ${thousands(large)} / ${thousands(small)}`, ratio(hi, lo, process), 1.2))
+        if (one && wide) aims.push(atMost(`${c.label}: ${who} CPU per delivery, ${manyLabel} / 1 endpoint`, ratio(wide, one, process), 2))
       }
-      notes.push(`${c.label}: steady rate backlog ${thousands(large)} / ${thousands(small)} = ${steadyRatio(hi, lo)}x; ${manyLabel} / 1 endpoint = ${steadyRatio(wide, one)}x.`)
+      if (lo && hi) notes.push(`${c.label}: steady rate backlog ${thousands(large)} / ${thousands(small)} = ${steadyRatio(hi, lo)}x.`)
+      if (one && wide) notes.push(`${c.label}: steady rate ${manyLabel} / 1 endpoint = ${steadyRatio(wide, one)}x.`)
     }
-    for (const baseline of ["bare", ...(context.database === "postgres" ? ["graphile"] : [])]) {
+    for (const baseline of backlogPoints.length > 0 ? ["bare", ...(context.database === "postgres" ? ["graphile"] : [])] : []) {
       const lo = backlog.get(key(baseline, String(small)))!
       const hi = backlog.get(key(baseline, String(large)))!
       notes.push(`${lo.arm.split(" · ")[0]}: steady rate ${thousands(large)} / ${thousands(small)} = ${steadyRatio(hi, lo)}x.`)
     }
-    const bareOne = endpoints.get(key("bare", "one"))!
-    const bareMany = endpoints.get(key("bare", "many"))!
-    notes.push(
+    const bareOne = endpoints.get(key("bare", "one"))
+    const bareMany = endpoints.get(key("bare", "many"))
+    if (bareOne && bareMany) notes.push(
       `bare undici sender: CPU per delivery ${manyLabel} / 1 endpoint = ${round(ratio(bareMany, bareOne, "bare sender"), 2)}x, `
         + `the receiver's ${round(ratio(bareMany, bareOne, "receiver"), 2)}x; steady rate ${steadyRatio(bareMany, bareOne)}x `
         + "(a pool per endpoint, each at its endpoint's host: the connections and handshakes svc pays)."

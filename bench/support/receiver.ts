@@ -3,13 +3,16 @@
  * loopback answering 204 at once, recording when each request was received
  * (wall clock, ms) by path (the query left out: endpoints told apart by
  * their query count together). `wait` resolves when a path has `count`
- * receipts (or at `timeoutMs`) with the receipt times that a rate needs.
+ * receipts (or at `timeoutMs`) with the receipt times that a rate needs,
+ * and the TLS connections accepted since the last `reset` (each one a
+ * handshake its sender paid as well).
  */
 import type { IncomingMessage, ServerResponse } from "node:http"
 import { createServer } from "node:https"
 import { serve } from "./child.ts"
 
 const receipts = new Map<string, Array<number>>()
+let connections = 0
 const now = () => performance.timeOrigin + performance.now()
 
 const handle = (req: IncomingMessage, res: ServerResponse) => {
@@ -28,7 +31,8 @@ const handle = (req: IncomingMessage, res: ServerResponse) => {
 const tls = { cert: process.env.BENCH_TLS_CERT!, key: process.env.BENCH_TLS_KEY! }
 const listen = (port: number, host: string) =>
   new Promise<number>((resolve, reject) => {
-    const server = createServer(tls, handle)
+    const server = createServer({ ...tls, keepAliveTimeout: Number(process.env.BENCH_RECEIVER_KEEPALIVE_MS ?? 5_000) }, handle)
+    server.on("secureConnection", () => void connections++)
     server.once("error", reject)
     server.listen(port, host, () => resolve((server.address() as { port: number }).port))
   })
@@ -45,16 +49,21 @@ export interface Receipts {
   readonly p75: number
   readonly p80: number
   readonly last: number
+  /** TLS connections accepted since the last `reset`, on every path. */
+  readonly connections: number
 }
 
 const summary = (path: string): Receipts => {
   const list = receipts.get(path) ?? []
   const at = (p: number) => list[Math.min(list.length - 1, Math.max(0, Math.floor(list.length * p)))] ?? NaN
-  return { count: list.length, first: at(0), p20: at(0.2), p25: at(0.25), p75: at(0.75), p80: at(0.8), last: list[list.length - 1] ?? NaN }
+  return { count: list.length, first: at(0), p20: at(0.2), p25: at(0.25), p75: at(0.75), p80: at(0.8), last: list[list.length - 1] ?? NaN, connections }
 }
 
 serve({
-  reset: ({ path }: { path: string }) => void receipts.delete(path),
+  reset: ({ path }: { path: string }) => {
+    receipts.delete(path)
+    connections = 0
+  },
   url: () => `https://127.0.0.1:${port}`,
   wait: async ({ path, count, timeoutMs }: { path: string; count: number; timeoutMs: number }) => {
     const deadline = Date.now() + timeoutMs

@@ -372,7 +372,8 @@ export const withReceiver = async <A>(context: BenchContext, f: (receiver: Child
   const receiver = await spawnChild("receiver", new URL("./receiver.ts", import.meta.url), {
     BENCH_TLS_CERT: context.tls.cert,
     BENCH_TLS_KEY: context.tls.key,
-    BENCH_RECEIVER_ADDRESSES: String(RECEIVER_ADDRESSES)
+    BENCH_RECEIVER_ADDRESSES: String(RECEIVER_ADDRESSES),
+    BENCH_RECEIVER_KEEPALIVE_MS: process.env.BENCH_RECEIVER_KEEPALIVE_MS ?? "5000"
   })
   try {
     return await f(receiver, await receiver.call<string>("url"))
