@@ -1,12 +1,14 @@
 /**
  * What the sender needs of one endpoint (URL, state, signing secrets, custom headers),
  * looked up through a cache shared by concurrent sends, and the mirror of
- * what the lookups found, readable without an effect: the mirror behind
- * `NotificationEndpoints.sendTargetNow`, for the webhook sends that run
- * without a fiber of their own (`SenderFast.ts`). Entries
- * expire as the cache's do; a change made through this process drops its
- * endpoint's entry, and a lookup that began before the change does not
- * leave its answer here.
+ * what the lookups found, readable without an effect: every send reads its
+ * endpoint there first (`NotificationEndpoints.sendTarget`, and
+ * `sendTargetNow` for the webhook sends that run without a fiber of their
+ * own, `SenderFast.ts`). An entry is trusted for `SEND_TARGET_TTL_MS` from
+ * the lookup that found it, or from the last sweep that found its endpoint
+ * unchanged (`SendTargetsFast.ts`); a change made through this process
+ * drops its endpoint's entry at once, and a lookup that began before the
+ * change does not leave its answer here.
  *
  * What it buys: the direct send reads its endpoint with a map lookup
  * instead of `Cache.get` in a fiber (the direct sends' figures:
@@ -17,6 +19,7 @@ import { Cache, Clock, Duration, Effect, Redacted, Schema } from "effect"
 import { JsonColumn, rowsOf } from "../platform/Rows.ts"
 import { endpointUrlOwner, readReceiverUrl } from "../secrets/ReceiverUrls.ts"
 import { type SecretOwner, SecretStore } from "../secrets/SecretStore.ts"
+import { keepSweeping, STAMP } from "./SendTargetsFast.ts"
 
 export interface SendTarget {
   readonly url: string
@@ -43,11 +46,28 @@ const TargetRows = rowsOf("notification_endpoints", Schema.Struct({
   url: Schema.String,
   active: Schema.Boolean,
   deactivated_reason: Schema.NullOr(Schema.String),
-  header_names: JsonColumn(Schema.Array(Schema.String))
+  header_names: JsonColumn(Schema.Array(Schema.String)),
+  stamp: Schema.String
 }))
 
 /** Entries kept; past this the mirror starts afresh (the cache holds as many). */
 const KEPT = 10_000
+/**
+ * An entry nobody read for this long is dropped by the next sweep rather
+ * than checked (as long as the outbound pools keep an idle connection
+ * pool): an endpoint receiving one delivery every few seconds keeps its
+ * entry.
+ */
+export const SEND_TARGET_IDLE_MS = 60_000
+
+interface Entry {
+  readonly target: SendTarget
+  /** What the lookup read, as `SendTargetsFast.ts` reads it again: equal while nothing the target is made of changed. */
+  readonly stamp: string
+  until: number
+  /** When a send last read it (epoch ms): one idle for `SEND_TARGET_IDLE_MS` is dropped rather than checked. */
+  readAt: number
+}
 
 /** One lookup in flight: made stale by a change to its endpoint after it began. */
 export interface Lookup {
@@ -55,10 +75,17 @@ export interface Lookup {
 }
 
 export const makeSendTargetMirror = (clock: Clock.Clock, ttlMs: number) => {
-  const known = new Map<string, { readonly target: SendTarget; readonly until: number }>()
+  const known = new Map<string, Entry>()
   // Only endpoints with a lookup in flight have an entry: nothing is kept
   // for an endpoint once its lookups have ended.
   const inFlight = new Map<string, Set<Lookup>>()
+  const changed = (key: string) => {
+    known.delete(key)
+    const lookups = inFlight.get(key)
+    if (lookups === undefined) return
+    for (const lookup of lookups) lookup.stale = true
+    inFlight.delete(key)
+  }
   return {
     /** A lookup of `key` begins; give the answer to `found` and call `ended` however it ends. */
     began: (key: string): Lookup => {
@@ -71,11 +98,12 @@ export const makeSendTargetMirror = (clock: Clock.Clock, ttlMs: number) => {
       lookups.add(lookup)
       return lookup
     },
-    /** The lookup found `target`: kept unless the endpoint changed since it began. */
-    found: (key: string, lookup: Lookup, target: SendTarget) => {
+    /** The lookup found `target` (read as `stamp`): kept unless the endpoint changed since it began. */
+    found: (key: string, lookup: Lookup, target: SendTarget, stamp: string) => {
       if (lookup.stale) return
       if (known.size >= KEPT) known.clear()
-      known.set(key, { target, until: clock.currentTimeMillisUnsafe() + ttlMs })
+      const now = clock.currentTimeMillisUnsafe()
+      known.set(key, { target, stamp, until: now + ttlMs, readAt: now })
     },
     ended: (key: string, lookup: Lookup) => {
       const lookups = inFlight.get(key)
@@ -83,17 +111,43 @@ export const makeSendTargetMirror = (clock: Clock.Clock, ttlMs: number) => {
       if (lookups.size === 0) inFlight.delete(key)
     },
     /** The endpoint changed through this process: its entry goes, and so does what lookups in flight would leave. */
-    changed: (key: string) => {
-      known.delete(key)
-      const lookups = inFlight.get(key)
-      if (lookups === undefined) return
-      for (const lookup of lookups) lookup.stale = true
-      inFlight.delete(key)
-    },
-    /** What a lookup found within `ttlMs`, or `undefined`. */
+    changed,
+    /** What a lookup found, trusted for `ttlMs` from the lookup or the last sweep that confirmed it; else `undefined`. */
     now: (key: string) => {
       const entry = known.get(key)
-      return entry !== undefined && clock.currentTimeMillisUnsafe() < entry.until ? entry.target : undefined
+      const now = clock.currentTimeMillisUnsafe()
+      if (entry === undefined || now >= entry.until) return undefined
+      entry.readAt = now
+      return entry.target
+    },
+    /**
+     * The entries a sweep checks, by key with their stamps: those read in the
+     * last `SEND_TARGET_IDLE_MS`. The others are dropped (an endpoint nobody
+     * sends to is looked up again when somebody does).
+     */
+    toCheck: (): Array<readonly [string, string]> => {
+      const out: Array<readonly [string, string]> = []
+      const now = clock.currentTimeMillisUnsafe()
+      for (const [key, entry] of known) {
+        if (now - entry.readAt > SEND_TARGET_IDLE_MS) known.delete(key)
+        else out.push([key, entry.stamp])
+      }
+      return out
+    },
+    /**
+     * A sweep that began at `startedAt` read `stamp` for `key` (`undefined`:
+     * no such endpoint any more). The entry holding that stamp is trusted for
+     * `ttlMs` from then; one holding another is dropped, and so is what
+     * lookups in flight would leave. Answers whether it was kept.
+     */
+    confirm: (key: string, stamp: string | undefined, startedAt: number): boolean => {
+      const entry = known.get(key)
+      if (entry !== undefined && stamp === entry.stamp) {
+        entry.until = Math.max(entry.until, startedAt + ttlMs)
+        return true
+      }
+      changed(key)
+      return false
     },
     /** Endpoints with lookups in flight (for tests: this never grows past them). */
     watched: () => inFlight.size
@@ -118,7 +172,8 @@ export const makeSendTargets = Effect.fnUntraced(function*(
           Effect.gen(function*() {
             const [orgId, id] = key.split(":") as [string, string]
             const row = yield* TargetRows.one(sql`
-              SELECT url, active, deactivated_reason, header_names FROM notification_endpoints WHERE id = ${id} AND org_id = ${orgId}
+              SELECT url, active, deactivated_reason, header_names, ${sql.literal(STAMP)} AS stamp
+              FROM notification_endpoints e WHERE id = ${id} AND org_id = ${orgId}
             `)
             if (row === undefined) return undefined
             const target: SendTarget = {
@@ -131,14 +186,19 @@ export const makeSendTargets = Effect.fnUntraced(function*(
                 ? []
                 : (yield* secrets.list(endpointHeaderOwner(orgId, id))).map((h) => [h.name.toLowerCase(), Redacted.value(h.value)] as const)
             }
-            mirror.found(key, lookup, target)
+            mirror.found(key, lookup, target, row.stamp)
             return target
           }),
         (lookup) => Effect.sync(() => mirror.ended(key, lookup))
       )
   })
+  yield* keepSweeping(sql, mirror, (key) => Cache.invalidate(targetCache, key), SEND_TARGET_TTL_MS / 2)
   return {
-    sendTarget: (orgId: string, id: string) => Cache.get(targetCache, `${orgId}:${id}`),
+    sendTarget: (orgId: string, id: string) => {
+      const key = `${orgId}:${id}`
+      const known = mirror.now(key)
+      return known !== undefined ? Effect.succeed(known) : Cache.get(targetCache, key)
+    },
     sendTargetNow: (orgId: string, id: string) => mirror.now(`${orgId}:${id}`),
     /** A change made through this process drops the endpoint's entry at once. */
     forget: (orgId: string, id: string) =>
