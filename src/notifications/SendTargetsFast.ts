@@ -23,9 +23,10 @@
  * about 15 sweeps: svc's CPU per delivery 2 641 -> 345 µs (one endpoint:
  * 324), PostgreSQL's 389 -> 254 (one endpoint: 120), 371 -> 2 666
  * deliveries/s on the PostgreSQL server (`webhooks-scale`,
- * bench/notes/delivery-log.md, "Many endpoints"). Without it each delivery
- * also paid a TLS handshake: svc was too slow to come back to an endpoint
- * before the receiver closed its idle connection (5 s, Node's default).
+ * bench/notes/delivery-log.md, "A handshake per delivery"). Without it
+ * each delivery also paid a TLS handshake: svc was too slow to come back
+ * to an endpoint before the receiver closed its idle connection (5 s,
+ * Node's default).
  */
 import type { PgClient } from "@effect/sql-pg"
 import { Cause, Clock, Effect, Schema } from "effect"
