@@ -70,9 +70,6 @@ export const destinationKind = (url: string): BrokerKind | "https" => {
   return SCHEMES[url.slice(0, colon + 1).toLowerCase()]?.kind ?? "https"
 }
 
-/** Whether an endpoint URL names a broker (not an `https` receiver). */
-export const isBrokerUrl = (url: string): boolean => destinationKind(url) !== "https"
-
 const refuse = (message: string): Parsed => ({ _tag: "Refused", message })
 
 /** A percent-decoded URL part; `undefined` when its escapes are not UTF-8. */

@@ -33,7 +33,7 @@ import { admitted, makeWorkerPool, type Outcome, type PoolSettings, runInPool } 
 import { appendPath, type SchemaViolation } from "./SchemaCompiler.ts"
 import type { WorkerReply, WorkerRequest } from "./validation-worker.ts"
 
-export { appendPath, pointerToPath, type SchemaViolation } from "./SchemaCompiler.ts"
+export { appendPath, type SchemaViolation } from "./SchemaCompiler.ts"
 
 // ---------------------------------------------------------------------------
 // Limits checked before compiling
