@@ -4,10 +4,12 @@
  * receiver gets (verified with the receiver kit) and the event id as
  * `Nats-Msg-Id`, acknowledged by the stream; a subject no stream takes
  * fails visibly and, once a stream takes it, the replayed delivery goes
- * through; a broker that hangs is a timeout.
+ * through; a broker that hangs is a timeout; a refusal that quotes the
+ * URL keeps its credentials out of the record.
  */
 import { assert, describe, layer } from "@effect/vitest"
 import { Duration, Effect } from "effect"
+import * as net from "node:net"
 import { constructEventFromHeaders } from "../../../packages/receiver/src/index.ts"
 import { SvcTest, type TestOrg } from "../../../src/testing.ts"
 import { eventBody, insertEvents, waitForDeliveries, webhookService } from "../webhooks/support.ts"
@@ -110,6 +112,34 @@ layer(service, { excludeTestServices: true })("NATS JetStream destinations", (it
         assert.lengthOf(yield* nats.messages(stream), 1)
         const stats = yield* org.client.notifications.stats({ params: { id: endpoint.id } })
         assert.strictEqual(stats.delivered, 1)
+      }).pipe(Effect.scoped))
+
+    it.effect("a server's refusal quoting the URL is recorded without its user information, however short the password", () =>
+      Effect.gen(function*() {
+        // A loopback server speaking NATS's greeting that refuses the login
+        // quoting the URL it was given, credentials and all (two characters
+        // each: too short to be searched for alone).
+        const server = yield* Effect.acquireRelease(
+          Effect.callback<net.Server>((resume) => {
+            const server = net.createServer((socket) => {
+              socket.on("error", () => undefined)
+              socket.write(`INFO {"server_id":"refusing","version":"2.10.0","proto":1,"max_payload":1048576,"headers":true,"auth_required":true}\r\n`)
+              socket.on("data", (data) => {
+                if (data.toString().startsWith("CONNECT")) socket.write(`-ERR 'Authorization Violation for nats://ab:cd@127.0.0.1'\r\n`)
+              })
+            })
+            server.listen(0, "127.0.0.1", () => resume(Effect.succeed(server)))
+          }),
+          (server) => Effect.sync(() => server.close())
+        )
+        const port = (server.address() as net.AddressInfo).port
+        const org = yield* SvcTest.org()
+        const { endpoint } = yield* create(org, `nats://ab:cd@127.0.0.1:${port}?subject=${uniqueName("svc.refused")}`)
+        const failed = yield* Effect.flip(org.client.notifications.test({ params: { id: endpoint.id }, payload: {} }))
+        assert.strictEqual(failed._tag, "DeliveryFailed")
+        const error = (failed as { error: string }).error
+        assert.include(error, "Authorization Violation for nats://[redacted]@127.0.0.1")
+        assert.notInclude(error, "ab:cd")
       }).pipe(Effect.scoped))
   })
 
