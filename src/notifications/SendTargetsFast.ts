@@ -6,9 +6,9 @@
  * Every `SEND_TARGET_TTL_MS / 2` the sweep reads the stamp of every
  * endpoint whose entry a send read in the last `SEND_TARGET_IDLE_MS` (at
  * most 1 000 per statement), the same stamp its lookup read: its URL
- * column, state and header names, and the id and liveness of each of its
- * secrets (signing secrets, the sealed URL, header values; a secret is live
- * until its `expires_at` on the database's clock). An entry whose stamp is
+ * column, state and header names, and the ids of its live secrets (signing
+ * secrets, the sealed URL, header values; a secret is live until its
+ * `expires_at` on the database's clock, so one expiring leaves the stamp). An entry whose stamp is
  * unchanged is trusted for `SEND_TARGET_TTL_MS` from the sweep's start; any
  * other is dropped, and the next send looks its endpoint up. So a change
  * made anywhere (another process, direct SQL, a secret reaching its
@@ -37,13 +37,16 @@ const KINDS = "'notification_endpoint', 'notification_endpoint_url', 'notificati
 
 /**
  * The stamp of endpoint row `e`: equal while nothing its send target is
- * read from changed. Read in the lookup's first statement, before its
+ * read from changed. Expired secrets (they stay in the table) are
+ * left out, so the stamp's length follows the secrets in use, not the
+ * endpoint's rotations. Read in the lookup's first statement, before its
  * secrets: a secret changed in between makes the sweep's stamp differ, and
  * the entry is looked up again.
  */
 export const STAMP = `md5(concat_ws('|', e.url, e.active::text, coalesce(e.deactivated_reason, '-'), e.header_names::text,
-  (SELECT string_agg(s.id::text || CASE WHEN s.expires_at IS NULL OR s.expires_at > now() THEN '+' ELSE '-' END, ',' ORDER BY s.id)
-   FROM org_secrets s WHERE s.owner_kind IN (${KINDS}) AND s.owner_id = e.id AND s.org_id = e.org_id)))`
+  (SELECT string_agg(s.id::text, ',' ORDER BY s.id) FROM org_secrets s
+   WHERE s.owner_kind IN (${KINDS}) AND s.owner_id = e.id AND s.org_id = e.org_id
+     AND (s.expires_at IS NULL OR s.expires_at > now()))))`
 
 const StampRows = rowsOf("notification_endpoints", Schema.Struct({ key: Schema.String, stamp: Schema.String }))
 
