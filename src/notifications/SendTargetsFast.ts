@@ -8,12 +8,13 @@
  * most 1 000 per statement), the same stamp its lookup read: its URL
  * column, state and header names, and the ids of its live secrets (signing
  * secrets, the sealed URL, header values; a secret is live until its
- * `expires_at` on the database's clock, so one expiring leaves the stamp). An entry whose stamp is
- * unchanged is trusted for `SEND_TARGET_TTL_MS` from the sweep's start; any
- * other is dropped, and the next send looks its endpoint up. So a change
- * made anywhere (another process, direct SQL, a secret reaching its
- * expiry) reaches sends within `SEND_TARGET_TTL_MS`, as before; a sweep that
- * fails confirms nothing, and the entries lapse.
+ * `expires_at` on the database's clock, so one expiring leaves the
+ * stamp). An entry whose stamp is unchanged is trusted for
+ * `SEND_TARGET_TTL_MS` from the sweep's start; any other is dropped, and
+ * the next send looks its endpoint up. So a change made anywhere (another
+ * process, direct SQL, a secret reaching its expiry) reaches sends within
+ * `SEND_TARGET_TTL_MS`, as before; a sweep that fails confirms nothing,
+ * and the entries lapse.
  *
  * What it buys: a lookup is three statements and three decryptions (the
  * endpoint, its URL, its signing secrets). An endpoint receiving less often
