@@ -26,6 +26,17 @@ describe("masking", () => {
     assert.strictEqual(maskUserinfo("nats://t@127.0.0.1:4222 and amqp://u:p@h/"), `nats://${MASK}@127.0.0.1:4222 and amqp://${MASK}@h/`)
   })
 
+  it("masks a megabyte of text of the shape that makes a scheme search quadratic, in one pass", () => {
+    // Every `.` starts another candidate scheme: an unbounded scheme pattern
+    // read the rest of the text from each, minutes for this much.
+    for (const filler of ["a.".repeat(500_000), "a".repeat(1_000_000), "x://" + "b:".repeat(500_000)]) {
+      const masked = maskUserinfo(`${filler} amqp://u:p@broker.example.com/`)
+      assert.isTrue(masked.endsWith(` amqp://${MASK}@broker.example.com/`))
+    }
+    const longScheme = "a".repeat(40)
+    assert.strictEqual(maskUserinfo(`${longScheme}://u:p@h`), `${longScheme}://${MASK}@h`)
+  })
+
   it("leaves text without user information alone", () => {
     for (const text of ["no route to amqp://broker.example.com/", "mail me at ops@example.com", "ACCESS_REFUSED - Login was refused"]) {
       assert.strictEqual(maskUserinfo(text), text)
