@@ -47,6 +47,7 @@ import m0710 from "./0710_endpoint_headers_rate.ts"
 import m0720 from "./0720_dispatch_cursor.ts"
 import m0740 from "./0740_step_lookup_plans.ts"
 import m0770 from "./0770_dataset_export_pages.ts"
+import m0771 from "./0771_run_usage.ts"
 
 /**
  * Every migration by its `id_name`, under the release of svc it first
@@ -93,7 +94,8 @@ export const migrationsByRelease = {
     "0710_endpoint_headers_rate": m0710,
     "0720_dispatch_cursor": m0720,
     "0740_step_lookup_plans": m0740,
-    "0770_dataset_export_pages": m0770
+    "0770_dataset_export_pages": m0770,
+    "0771_run_usage": m0771
   }
 }
 
