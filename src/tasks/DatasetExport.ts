@@ -66,22 +66,25 @@ export class DatasetExport extends Context.Service<DatasetExport, {
       const config = yield* SvcConfig
 
       // One page: up to EXPORT_PAGE_ROWS rows from `from`, cut after the
-      // row that crosses EXPORT_PAGE_BYTES. The cut reads stored lengths
-      // only; the text is built for the rows it keeps.
+      // row that crosses EXPORT_PAGE_BYTES. The cut (the sub-select, run
+      // once) reads stored lengths only; the text is built for the rows up
+      // to it, both reads ranges of the primary key.
       const page = (lineageId: string, from: number, to: number) =>
         LineRows.all(sql`
-          SELECT e.position, jsonb_build_object('input', e.input, 'answer', e.answer, 'feedback_id', e.feedback_id)::text AS line
-          FROM (
-            SELECT position, sum(line_bytes) OVER (ORDER BY position) - line_bytes AS bytes_before
-            FROM (
-              SELECT position, line_bytes FROM dataset_examples
-              WHERE lineage_id = ${lineageId} AND position >= ${from} AND position < ${to}
-              ORDER BY position LIMIT ${EXPORT_PAGE_ROWS}
-            ) rows
-          ) sized
-          JOIN dataset_examples e ON e.lineage_id = ${lineageId} AND e.position = sized.position
-          WHERE sized.bytes_before < ${EXPORT_PAGE_BYTES}
-          ORDER BY e.position
+          SELECT position, jsonb_build_object('input', input, 'answer', answer, 'feedback_id', feedback_id)::text AS line
+          FROM dataset_examples
+          WHERE lineage_id = ${lineageId} AND position >= ${from} AND position <= (
+            SELECT max(position) FROM (
+              SELECT position, sum(line_bytes) OVER (ORDER BY position) - line_bytes AS bytes_before
+              FROM (
+                SELECT position, line_bytes FROM dataset_examples
+                WHERE lineage_id = ${lineageId} AND position >= ${from} AND position < ${to}
+                ORDER BY position LIMIT ${EXPORT_PAGE_ROWS}
+              ) rows
+            ) sized
+            WHERE bytes_before < ${EXPORT_PAGE_BYTES}
+          )
+          ORDER BY position
         `)
 
       /** Lines `from` to `to` (exclusive), one chunk per page. A missing row ends the body with a defect: the connection is cut, never a short body that looks complete. */

@@ -15,6 +15,9 @@
  * the main thread allocates 92 KB per logged run instead of 101, and svc
  * spends 457-493 µs of CPU per logged run instead of 557-570 (PGlite:
  * 815-915 instead of 1 070-1 140; bench/notes/request-path.md, "Fifth round").
+ * Since then the statement also checks and counts the organization's run
+ * quota (a sub-select over at most 16 usage rows and an upsert of one), as
+ * the feedback INSERT does; those figures predate it.
  */
 import { Effect } from "effect"
 import type { SqlClient } from "effect/sql"
