@@ -14,7 +14,7 @@ import { Clock, Duration, Effect, Redacted } from "effect"
 import { constants as zlibConstants, gunzip, gzip, gzipSync } from "node:zlib"
 import { type OutboundFailure, OutboundHttp, type OutboundResponse } from "../outbound/OutboundHttp.ts"
 import { parseRetryAfter as parseHttpRetryAfter } from "../outbound/RetryAfter.ts"
-import { maskNeedles, urlNeedles, valueNeedles } from "../secrets/Masking.ts"
+import { fromOutside, urlNeedles, valueNeedles } from "../secrets/Masking.ts"
 import { readExportAnswer } from "../otlp/Encoding.ts"
 import { protobufFromJsonBody } from "../otlp/Protobuf.ts"
 import type { SpanBatch } from "./Buffers.ts"
@@ -90,7 +90,7 @@ export const parseRetryAfter = (value: string | undefined, now: number): Duratio
  * carry a credential.
  */
 export const scrub = (text: string, target: CollectorTarget): string =>
-  maskNeedles(text, [
+  fromOutside(text, [
     ...target.headers.flatMap(([, value]) => valueNeedles(Redacted.value(value))),
     ...urlNeedles(target.url)
   ])
