@@ -179,7 +179,8 @@ export const cutOutside = (text: string): { readonly text: string; readonly cut:
  * The one way text from outside (brokers, collectors, receivers) is kept:
  * cut to `MAX_OUTSIDE_TEXT` first, then URL user information and every
  * needle masked (`cut`: `text` is already the start of something longer),
- * ending with `…` when anything was cut.
+ * ending with `…` when anything was cut: at most `MAX_OUTSIDE_TEXT` + 1
+ * characters.
  */
 export const fromOutside = (
   text: string,
@@ -189,5 +190,7 @@ export const fromOutside = (
   const bounded = cutOutside(text)
   const cut = bounded.cut || options.cut === true
   const masked = maskNeedles(maskUserinfo(bounded.text, cut), needles, { cut })
+  // A mask may be longer than what it hides: cut again, what is left is masked already.
+  if (masked.length > MAX_OUTSIDE_TEXT) return `${cutOutside(masked).text}…`
   return cut ? `${masked}…` : masked
 }
