@@ -52,9 +52,19 @@ export const urlNeedles = (raw: string, min = MIN_NEEDLE_LENGTH): Array<string> 
   if (url.search.length > 1) out.add(url.search.slice(1))
   for (const value of url.searchParams.values()) out.add(value)
   for (const segment of url.pathname.split("/")) if (segment.length >= 8) out.add(segment)
-  // A broker URL's credentials (https receiver URLs have none); a NATS token is the user name.
-  for (const part of [url.username, url.password]) if (part !== "") out.add(decodeURIComponentSafe(part))
+  for (const part of urlCredentials(raw)) out.add(part)
   return [...out].filter((needle) => needle.length >= min)
+}
+
+/** A broker URL's user name and password, decoded (https receiver URLs have none); a NATS token is the user name. */
+export const urlCredentials = (raw: string): Array<string> => {
+  let url: URL
+  try {
+    url = new URL(raw)
+  } catch {
+    return []
+  }
+  return [url.username, url.password].filter((part) => part !== "").map(decodeURIComponentSafe)
 }
 
 /** Longest scheme `maskUserinfo` recognises before a `://`. */
