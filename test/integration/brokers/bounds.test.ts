@@ -86,3 +86,32 @@ layer(service, { excludeTestServices: true })("broker bounds", (it) => {
       }).pipe(Effect.scoped), 120_000)
   })
 })
+
+layer(
+  webhookService({
+    webhookRetrySchedule: [Duration.millis(100), Duration.millis(100)],
+    webhookSendTimeout: Duration.seconds(1),
+    brokerConnectionsPerOrg: 1
+  }),
+  { excludeTestServices: true }
+)("broker connections at an organization's share", (it) => {
+  it.effect("a publish that got no connection within its deadline is given back, never recorded as an attempt against the endpoint", () =>
+    Effect.gen(function*() {
+      const hole = yield* fakeNats({ hang: true })
+      const org = yield* SvcTest.org()
+      // Three endpoints, one connection: two of them wait while the third holds it for its whole deadline.
+      const endpoints = yield* Effect.forEach([1, 2, 3], (i) => create(org, `nats://127.0.0.1:${hole.port}?subject=svc.share.${i}`))
+      yield* insertEvents([eventBody(org.orgId, "approval.requested")])
+      for (const { endpoint } of endpoints) {
+        const [delivery] = yield* waitForDeliveries(endpoint.id, (rows) => rows[0]?.status === "failed", "failed", 90_000)
+        // Three attempts, each a publish the broker never acknowledged; the waits in between are not among them.
+        assert.strictEqual(delivery!.attempts, 3)
+        const attempts = yield* attemptsOf(endpoint.id)
+        assert.lengthOf(attempts, 3)
+        for (const attempt of attempts) {
+          assert.include(attempt.error!, "no acknowledgement")
+          assert.notInclude(attempt.error!, "SVC_BROKER_CONNECTIONS")
+        }
+      }
+    }).pipe(Effect.scoped), 120_000)
+})
