@@ -84,10 +84,11 @@ export const parseRetryAfter = (value: string | undefined, now: number): Duratio
 
 /**
  * Collector-provided text (a `partialSuccess.errorMessage`) cut to
- * `MAX_OUTSIDE_TEXT` and with what svc protects masked (`fromOutside`), in case a collector echoes what it was sent: each header
- * value, the credential of an `Authorization`-style value alone (`Bearer
- * <token>` echoed as `<token>`), and the parts of the collector URL that may
- * carry a credential.
+ * `MAX_OUTSIDE_TEXT`, with what svc protects masked (`fromOutside`) in
+ * case a collector echoes what it was sent: each header value, the
+ * credential of an `Authorization`-style value alone (`Bearer <token>`
+ * echoed as `<token>`), and the parts of the collector URL that may carry a
+ * credential.
  */
 export const scrub = (text: string, target: CollectorTarget): string =>
   fromOutside(text, [
