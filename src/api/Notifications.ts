@@ -364,7 +364,7 @@ export class NotificationsApi extends HttpApiGroup.make("notifications")
     }).pipe(
       requireScope(
         "org_config.write",
-        "Sends one signed test event now, through the same checks and 5 s deadline as every delivery, and answers what the receiver did. The body has `\"test\": true` and an example approval. It is listed among the endpoint's deliveries with a label starting with `test`, never retried and never counted towards the cooldown. At most `SVC_WEBHOOK_TESTS_PER_MINUTE` per endpoint."
+        "Sends one signed test event now, through the same checks and 5 s deadline as every delivery, and answers what the receiver did. The body has `\"test\": true` and an example approval. It is listed among the endpoint's deliveries with a label starting with `test`, never retried and never counted towards the cooldown. At most `SVC_WEBHOOK_TESTS_PER_MINUTE` per endpoint; for a broker, also `429` when none of the organization's connections (`SVC_BROKER_CONNECTIONS_PER_ORG`) or the process's (`SVC_BROKER_CONNECTIONS`) frees within the deadline."
       ),
       documented({
         summary: "Send a test event",
