@@ -12,6 +12,8 @@
  */
 import { type CodeBlock, codeBlocks, documentationPages, read } from "./markdown.ts"
 
+export type { CodeBlock } from "./markdown.ts"
+
 export interface RunSection {
   readonly page: string
   /** The `##` heading whose shell blocks run, in order. */
