@@ -208,6 +208,9 @@ const runBlock = async (name: string, dir: string, env = userEnv()): Promise<Arr
   return outputs
 }
 
+/** The manual's samples that are modules: compiled, and loaded by Node 24 as they are. */
+const MODULE_SAMPLES = ["feedback-export.ts", "webhooks-receive.ts", "webhooks-handle.ts"]
+
 /** `@svc` packages from a registry would come from here: a loopback port nothing listens on. */
 let deadRegistry = ""
 
@@ -260,9 +263,13 @@ beforeAll(async () => {
     "api-client.ts": block("api-client").code,
     "test/svc.test.ts": block("testing-example").code,
     "test/api.test.ts": block("api-testing").code,
+    // Modules the manual shows (functions to call from a program): compiled, and loaded by Node.
+    "feedback-export.ts": block("feedback-export").code,
+    "webhooks-receive.ts": block("webhooks-receive").code,
+    "webhooks-handle.ts": block("webhooks-handle").code,
     "tsconfig.json": JSON.stringify({
       compilerOptions: { strict: true, noEmit: true, target: "ES2022", module: "NodeNext", moduleResolution: "NodeNext", lib: ["ES2022", "DOM"], types: ["node"], skipLibCheck: true },
-      files: ["consumer.ts", "broken.ts", "client-example.ts", "api-client.ts", "test/svc.test.ts", "test/api.test.ts"]
+      files: ["consumer.ts", "broken.ts", "client-example.ts", "api-client.ts", "test/svc.test.ts", "test/api.test.ts", ...MODULE_SAMPLES]
     })
   })
   writeProject(dirs.clientOnly, {}, { "client.mjs": CLIENT_MJS })
@@ -410,6 +417,11 @@ describe("svc's packages, installed from their tarballs outside the repository",
     const api = JSON.parse(ok(run(path.join(node24, "node"), ["api-client.ts"], dirs.consumer, env), "docs/api.md's client sample").trim())
     assert.match(api.trace_id, /^[0-9a-f]{32}$/)
     assert.isAtLeast(api.tasks, 1)
+  })
+
+  it("the manual's module samples load on Node 24 as they are written (TypeScript, type annotations stripped)", () => {
+    const load = MODULE_SAMPLES.map((file) => `await import("./${file}")`).join("; ")
+    ok(run(path.join(node24, "node"), ["--input-type=module", "-e", `${load}; console.log("loaded")`], dirs.consumer), "the module samples")
   })
 
   it("require(\"@svc/receiver\") from CommonJS verifies the same delivery and refuses it altered", () => {
