@@ -130,7 +130,18 @@ export class ApprovalLinksApi extends HttpApiGroup.make("approvalLinks")
           410: "The address the mail went to was replaced or removed since (`REVIEWER_ADDRESS_REPLACED`): nothing is decided."
         }
       })
-    ),
+    )
+  )
+  .annotate(OpenApi.Title, "Approval links")
+{}
+
+/**
+ * Confirming a reviewer address: the page a confirmation mail links to
+ * posts the link's token here. No authentication: the token is the
+ * credential, for that address only.
+ */
+export class ReviewerConfirmationApi extends HttpApiGroup.make("reviewerConfirmation")
+  .add(
     HttpApiEndpoint.post("confirmAddress", "/v1/approval-links/address-confirmation", {
       payload: ConfirmReviewerAddress,
       success: ReviewerAddressConfirmed,
@@ -150,5 +161,5 @@ export class ApprovalLinksApi extends HttpApiGroup.make("approvalLinks")
       })
     )
   )
-  .annotate(OpenApi.Title, "Approval links")
+  .annotate(OpenApi.Title, "Reviewer address confirmation")
 {}

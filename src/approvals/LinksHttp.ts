@@ -1,10 +1,9 @@
-/** Handlers of the links of reviewer mails: decision links and address confirmations. */
+/** Handlers of the approval links of reviewer mails. */
 import { Effect } from "effect"
 import { HttpApiBuilder } from "effect/http-api"
 import { Api } from "../api/Api.ts"
 import { publicHostOf, requireConsoleOrigin } from "../console/Csrf.ts"
 import { SvcConfig } from "../platform/Config.ts"
-import { ReviewerAddresses } from "../notifications/ReviewerAddress.ts"
 import { ApprovalMailLinks } from "./MailLinks.ts"
 
 export const ApprovalLinksHandlers = HttpApiBuilder.group(
@@ -12,15 +11,13 @@ export const ApprovalLinksHandlers = HttpApiBuilder.group(
   "approvalLinks",
   Effect.fn(function*(handlers) {
     const links = yield* ApprovalMailLinks
-    const addresses = yield* ReviewerAddresses
     const publicHost = publicHostOf((yield* SvcConfig).publicUrl)
     return handlers.handleAll({
       open: ({ payload }) => links.open(payload.token),
       // A decision changes state: the console's request rules apply (its
       // header, its own origin), so no other site can post one.
       decide: ({ payload }) =>
-        Effect.andThen(requireConsoleOrigin(publicHost), links.decide(payload.token, payload.decision, payload.reason)),
-      confirmAddress: ({ payload }) => Effect.andThen(requireConsoleOrigin(publicHost), addresses.confirm(payload.token))
+        Effect.andThen(requireConsoleOrigin(publicHost), links.decide(payload.token, payload.decision, payload.reason))
     })
   })
 )

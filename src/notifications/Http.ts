@@ -12,6 +12,7 @@ import { iso, isoOrNull } from "../platform/Time.ts"
 import { DeliveryOperations } from "../deliveries/records/Operations.ts"
 import { NotificationEndpoints } from "./Endpoints.ts"
 import { ReviewerAddresses } from "./ReviewerAddress.ts"
+import { publicHostOf, requireConsoleOrigin } from "../console/Csrf.ts"
 import { TEST_META_KEY, TestDeliveries } from "./TestDelivery.ts"
 
 /** The window of `GET /v1/notification-endpoints/:id/stats`. */
@@ -153,6 +154,21 @@ export const NotificationsHandlers = HttpApiBuilder.group(
         ),
       getSettings: () => CurrentPrincipal.use((p) => addresses.settings(p.orgId)),
       updateSettings: ({ payload }) => CurrentPrincipal.use((p) => addresses.set(p.orgId, payload.reviewer_email))
+    })
+  })
+)
+
+/** Handler of the confirmation links of reviewer addresses. */
+export const ReviewerConfirmationHandlers = HttpApiBuilder.group(
+  Api,
+  "reviewerConfirmation",
+  Effect.fn(function*(handlers) {
+    const addresses = yield* ReviewerAddresses
+    const publicHost = publicHostOf((yield* SvcConfig).publicUrl)
+    return handlers.handleAll({
+      // Confirming changes state: the console's request rules apply (its
+      // header, its own origin), so no other site can post one.
+      confirmAddress: ({ payload }) => Effect.andThen(requireConsoleOrigin(publicHost), addresses.confirm(payload.token))
     })
   })
 )

@@ -31,7 +31,7 @@ import { ReviewerEmail } from "../notifications/Email.ts"
 import { ReviewerAddresses } from "../notifications/ReviewerAddress.ts"
 import { NotificationEndpoints } from "../notifications/Endpoints.ts"
 import { EventBodies } from "../notifications/EventBodies.ts"
-import { NotificationsHandlers } from "../notifications/Http.ts"
+import { NotificationsHandlers, ReviewerConfirmationHandlers } from "../notifications/Http.ts"
 import { MetricsListener, MetricsRoute } from "../observability/Http.ts"
 import { Metrics } from "../observability/Metrics.ts"
 import { OperatorTracesLive } from "../observability/OperatorTraces.ts"
@@ -106,6 +106,7 @@ const HandlersLive = Layer.mergeAll(
   ApprovalPoliciesHandlers,
   ApprovalsHandlers,
   ApprovalLinksHandlers,
+  ReviewerConfirmationHandlers,
   FeedbackHandlers,
   TelemetryHandlers,
   NotificationsHandlers,

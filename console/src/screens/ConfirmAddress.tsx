@@ -11,7 +11,7 @@ import { problemOf, SvcApi } from "../api.ts"
 import { useMutation } from "../atoms.ts"
 import { describeProblem, Time } from "../ui.tsx"
 
-const confirmAtom = SvcApi.mutation("approvalLinks", "confirmAddress")
+const confirmAtom = SvcApi.mutation("reviewerConfirmation", "confirmAddress")
 
 /** Read once at load, then taken out of the address bar and history. */
 const token = location.hash.length > 1 ? decodeURIComponent(location.hash.slice(1)) : ""
