@@ -7,13 +7,13 @@
  * through a real SMTP client to an SMTP server on loopback.
  */
 import { assert, describe, layer } from "@effect/vitest"
-import { Effect, Layer, Option, Redacted } from "effect"
+import { Duration, Effect, Layer, Option, Redacted } from "effect"
 import { createHash } from "node:crypto"
 import type { AddressInfo } from "node:net"
 import { SMTPServer } from "smtp-server"
 import { SvcTest } from "../../../src/testing.ts"
 import { eventually, raw } from "../../support/http.ts"
-import { confirmAddress, confirmationsTo, decodeQuotedPrintable, nextConfirmation } from "../../support/reviewerMail.ts"
+import { confirmAddress, confirmationsTo, confirmedReviewer, decodeQuotedPrintable, nextConfirmation } from "../../support/reviewerMail.ts"
 import { eventBody, insertEvents, webhookService } from "./support.ts"
 
 const mails: Array<{ readonly to: ReadonlyArray<string>; readonly data: string }> = []
@@ -21,11 +21,18 @@ const mailsTo = (address: string) => mails.filter((m) => m.to.includes(address))
 
 const PER_HOUR = 4
 
+/** Recipients the SMTP server refuses for now (a temporary 451), so their mails wait to be retried. */
+const refusing = new Set<string>()
+
 const WithSmtp = Layer.unwrap(Effect.gen(function*() {
   const server = new SMTPServer({
     authOptional: true,
     disabledCommands: ["STARTTLS", "AUTH"],
     logger: false,
+    onRcptTo(address, _session, callback) {
+      if (!refusing.has(address.address)) return callback()
+      callback(Object.assign(new Error("try again later"), { responseCode: 451 }))
+    },
     onData(stream, session, callback) {
       const chunks: Array<Buffer> = []
       stream.on("data", (chunk: Buffer) => chunks.push(chunk))
@@ -43,7 +50,9 @@ const WithSmtp = Layer.unwrap(Effect.gen(function*() {
   )
   return webhookService({
     smtpUrl: Option.some(Redacted.make(`smtp://127.0.0.1:${port}/?from=approvals%40svc.test`)),
-    reviewerConfirmationsPerHour: PER_HOUR
+    reviewerConfirmationsPerHour: PER_HOUR,
+    // Room to change the settings between a refused attempt and its retry.
+    webhookRetrySchedule: Array.from({ length: 8 }, () => Duration.millis(500))
   })
 }))
 
@@ -183,6 +192,33 @@ layer(WithSmtp, { excludeTestServices: true })("confirming a reviewer address", 
           assert.strictEqual(refused.status, 404, refused.text)
           assert.strictEqual(refused.json.code, "CONFIRMATION_LINK_INVALID")
         }
+      }))
+  })
+
+  describe("a mail queued before the address changed", () => {
+    it.effect("is not sent to the new, pending address: the address is read when the mail goes", () =>
+      Effect.gen(function*() {
+        const svc = yield* SvcTest
+        const org = yield* SvcTest.org()
+        yield* confirmedReviewer(org, svc.baseUrl, "outgoing@example.com", mailsTo)
+        refusing.add("outgoing@example.com")
+        const event = eventBody(org.orgId, "approval.requested")
+        yield* insertEvents([event])
+        // Its first attempt was refused and recorded; it waits for a retry.
+        yield* eventually(Effect.map(
+          svc.sql<{ status: string }>`SELECT status FROM deliveries WHERE kind = 'email' AND event_id = ${event.id}`,
+          (rows) => rows[0]?.status === "retrying" ? true : undefined
+        ), { what: "a refused first attempt" })
+        yield* org.client.notifications.updateSettings({ payload: { reviewer_email: "incoming@example.com" } })
+        refusing.delete("outgoing@example.com")
+        const [row] = yield* eventually(Effect.map(
+          svc.sql<{ status: string; last_error: string | null }>`
+            SELECT status, last_error FROM deliveries WHERE kind = 'email' AND event_id = ${event.id}
+          `,
+          (rows) => rows[0]?.status === "failed" ? rows : undefined
+        ), { what: "the delivery given up" })
+        assert.strictEqual(row!.last_error, "no confirmed reviewer address any more")
+        assert.isFalse(mails.some((m) => m.data.includes(event.id)), "mailed to nobody")
       }))
   })
 
