@@ -62,8 +62,8 @@ export const ConfirmReviewerAddress = Schema.Struct({ token: ConfirmationToken }
 /** The reviewer address a confirmation link confirmed. */
 export const ReviewerAddressConfirmed = Schema.Struct({
   reviewer_email: Schema.String.annotate({ description: "The address confirmed: it now receives approval requests and deadline notices" }),
-  reviewer_email_status: Schema.Literal("confirmed"),
-  confirmed_at: Timestamp
+  reviewer_email_status: Schema.Literal("confirmed").annotate({ description: "Always `confirmed`, as in `GET /v1/notification-settings`" }),
+  confirmed_at: Timestamp.annotate({ description: "When the address was confirmed (the first use of any of its links)" })
 })
 
 export class ConfirmationLinkInvalid extends HttpApiError.Problem<ConfirmationLinkInvalid>()("ConfirmationLinkInvalid", {
