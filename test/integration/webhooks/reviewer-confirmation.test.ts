@@ -86,6 +86,7 @@ layer(WithSmtp, { excludeTestServices: true })("confirming a reviewer address", 
         // Only the token's hash is stored.
         const stored = yield* svc.sql<{ token_hash: string }>`SELECT token_hash FROM reviewer_confirmations WHERE org_id = ${org.orgId}`
         assert.deepStrictEqual(stored.map((r) => r.token_hash), [sha256(token)])
+        assert.isFalse(svc.logLines().some((line) => line.includes(token.slice(4))), "no log line holds the token")
 
         // An approval request while pending: no mail, no email delivery.
         const before = eventBody(org.orgId, "approval.requested")
