@@ -72,6 +72,7 @@ const LinkRows = rowsOf("approval_mail_links", Schema.Struct({
   approval_id: Schema.String,
   org_id: Schema.String,
   reviewer_email: Schema.String,
+  reviewer_address_id: Schema.NullOr(Schema.String),
   current: Schema.Boolean
 }))
 
@@ -101,7 +102,7 @@ export class ApprovalMailLinks extends Context.Service<ApprovalMailLinks, {
           // link works while the address setting it was mailed under is the
           // organization's, confirmed.
           const link = yield* LinkRows.one(sql`
-            SELECT l.approval_id, l.org_id, l.reviewer_email,
+            SELECT l.approval_id, l.org_id, l.reviewer_email, l.reviewer_address_id,
                    EXISTS (
                      SELECT 1 FROM notification_settings s
                      WHERE s.org_id = l.org_id AND s.reviewer_address_id = l.reviewer_address_id
@@ -132,7 +133,19 @@ export class ApprovalMailLinks extends Context.Service<ApprovalMailLinks, {
         reason: string | undefined
       ) {
         const link = yield* find(token)
-        yield* approvals.decide(link.org_id, mailActor(link.reviewer_email), link.approval_id, decision, reason).pipe(
+        // Checked again in the decision's transaction, the settings row
+        // shared-locked: an address replaced meanwhile commits before the
+        // decision (which is then refused) or after it, never between.
+        const holds = sql`
+          SELECT 1 FROM notification_settings
+          WHERE org_id = ${link.org_id} AND reviewer_address_id = ${link.reviewer_address_id}
+            AND reviewer_email = ${link.reviewer_email} AND reviewer_confirmed_at IS NOT NULL
+          FOR SHARE
+        `.pipe(Effect.map((rows) => rows.length > 0), Effect.orDie)
+        yield* approvals.decide(link.org_id, mailActor(link.reviewer_email), link.approval_id, decision, reason, {
+          holds,
+          refused: new ReviewerAddressReplaced({ detail: REPLACED })
+        }).pipe(
           Effect.catchTag("NotFound", () => Effect.fail(new ApprovalLinkInvalid({ detail: INVALID })))
         )
         return yield* view(link)
