@@ -28,7 +28,7 @@ import {
   validPerson
 } from "../console/ConsoleSessions.ts"
 import { Identity } from "../identity/Identity.ts"
-import { writeReviewerEmail } from "../notifications/Endpoints.ts"
+import { writeReviewerEmail } from "../notifications/ReviewerAddress.ts"
 import { parseDurations, SvcConfig } from "../platform/Config.ts"
 import { DatabaseInfo } from "../platform/Database.ts"
 import { SqlClient } from "effect/sql"
@@ -163,7 +163,7 @@ const reviewerEmail = Command.make(
       address === null ? `cleared the reviewer address of ${org}` : `reviewer address of ${org}: ${address}`
     )
   })
-).pipe(Command.withDescription("Set or clear the organization's reviewer email address (mailed when SVC_SMTP_URL is set)"))
+).pipe(Command.withDescription("Set or clear the organization's reviewer email address (mailed when SVC_SMTP_URL is set); an address the operator sets needs no confirmation"))
 
 const notifications = Command.make("notifications").pipe(
   Command.withDescription("Notification settings"),

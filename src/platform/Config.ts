@@ -55,6 +55,10 @@ export interface SvcConfigShape {
   /** Undelivered export batches a telemetry destination may hold before new spans are dropped. */
   readonly telemetryQueueBatches: number
   readonly smtpUrl: Option.Option<Redacted.Redacted<string>>
+  /** How long the link of a reviewer address's confirmation mail works. */
+  readonly reviewerConfirmationTtl: Duration.Duration
+  /** Confirmation mails one organization may cause per hour (all processes together). */
+  readonly reviewerConfirmationsPerHour: number
   /** Largest accepted request body. */
   readonly maxBodyBytes: number
   /** Silence after which a session event stream sends a keep-alive comment. */
@@ -314,6 +318,8 @@ export const svcConfig: Config.Config<SvcConfigShape> = Config.all({
     Config.mapEffect((n) => n >= 1 ? Effect.succeed(n) : Effect.fail(invalid("SVC_TELEMETRY_QUEUE_BATCHES must be at least 1")))
   ),
   smtpUrl: Config.option(Config.Redacted("SVC_SMTP_URL")),
+  reviewerConfirmationTtl: duration("SVC_REVIEWER_CONFIRMATION_TTL", "24h", Duration.minutes(1)),
+  reviewerConfirmationsPerHour: intAtLeast("SVC_REVIEWER_CONFIRMATIONS_PER_HOUR", 5, 1, 100),
   maxBodyBytes: Config.Int("SVC_MAX_BODY_BYTES").pipe(Config.withDefault(1024 * 1024)),
   sseKeepAliveMs: positiveMillis("SVC_SSE_KEEPALIVE_MS", 15_000),
   ssePollMs: positiveMillis("SVC_SSE_POLL_MS", 10_000),
