@@ -3,7 +3,7 @@
  * policies, tasks, active API keys), counted safely under concurrent creates, on PGlite and
  * on a PostgreSQL server shared by several processes; and the byte quotas
  * of what an organization stores (feedback, logged runs), kept in
- * `org_usage` (migrations 0631, 0771).
+ * `org_usage` (migrations 0631, 0791).
  *
  * Inside the creating transaction, the organization's row is locked first
  * (`FOR NO KEY UPDATE`), then the collection is counted: two creates of one

@@ -8,7 +8,7 @@
  * (`jsonb_build_object(...)::text`): the same bytes on every export and on
  * either database, numbers exactly as stored (no round trip through
  * JavaScript numbers), and nothing to parse here. A page is cut by the
- * stored length of each line (`line_bytes`, migration 0770): the text is
+ * stored length of each line (`line_bytes`, migration 0790): the text is
  * built for the rows the page returns and no others, so a page costs what
  * it sends.
  *

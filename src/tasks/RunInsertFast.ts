@@ -25,7 +25,7 @@ import { usageShard } from "../platform/OrgLimits.ts"
 import { RowDecodeError } from "../platform/Rows.ts"
 
 // The run is stored only within the organization's run quota
-// (`SVC_MAX_RUN_BYTES_PER_ORG`, `org_usage` of kind `runs`, migration 0771),
+// (`SVC_MAX_RUN_BYTES_PER_ORG`, `org_usage` of kind `runs`, migration 0791),
 // and its bytes are counted in one shard in the same statement.
 const RUN_INSERT = `
   WITH inserted AS (
