@@ -18,7 +18,7 @@
  * ```
  */
 import { PgClient } from "@effect/sql-pg"
-import { Context, Effect, Layer, Logger, Redacted, References } from "effect"
+import { Context, Duration, Effect, Layer, Logger, Redacted, References } from "effect"
 import { FetchHttpClient, HttpServer } from "effect/http"
 import { SqlClient } from "effect/sql"
 import { createServer } from "node:http"
@@ -28,7 +28,7 @@ import { make as makeClient, type SvcApiClient } from "./client.ts"
 import { Identity } from "./identity/Identity.ts"
 import { SvcConfig, type SvcConfigShape } from "./platform/Config.ts"
 import { SecretBox } from "./platform/Crypto.ts"
-import { Database, DatabaseInfo } from "./platform/Database.ts"
+import { Database, DatabaseInfo, defaultServerSessionSettings } from "./platform/Database.ts"
 import { makeJsonLogger } from "./platform/Logging.ts"
 import { AppLive } from "./server/App.ts"
 import { ListenLater } from "./server/Listener.ts"
@@ -83,9 +83,16 @@ export class SvcTest extends Context.Service<SvcTest, {
   static readonly layer = (options: SvcTestOptions = {}): Layer.Layer<SvcTest | SqlClient.SqlClient | PgClient.PgClient | DatabaseInfo | SvcConfig | SecretBox, unknown> => {
     const serverUrl = process.env.TEST_DATABASE_URL
     const wantServer = options.database === "server" || (options.database === undefined && serverUrl !== undefined && serverUrl !== "")
+    // A statement timeout in the configuration bounds the test database's statements too.
+    const statementTimeout = options.config?.dbStatementTimeout
     const DatabaseLive = wantServer
-      ? Database.scratch(Redacted.make(serverUrl ?? "postgres://postgres@127.0.0.1:5432/test"))
-      : Database.memory
+      ? Database.scratch(
+        Redacted.make(serverUrl ?? "postgres://postgres@127.0.0.1:5432/test"),
+        statementTimeout === undefined ? undefined : { ...defaultServerSessionSettings, statementTimeout }
+      )
+      : statementTimeout === undefined
+      ? Database.memory
+      : Database.memoryWith({ statementTimeout, transactionTimeout: Duration.seconds(60) })
     const lines: Array<string> = []
     const LoggerLive = Logger.layer([makeJsonLogger((line) => lines.push(line))])
 

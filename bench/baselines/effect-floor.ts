@@ -120,11 +120,19 @@ const SESSION_INSERT = `
   WHERE $4::uuid IS NULL OR EXISTS (SELECT 1 FROM tasks WHERE id = $5 AND org_id = $6)
   RETURNING id, task_id, created_at`
 
-/** Copied from src/tasks/RunInsert.ts. */
+/** Copied from src/tasks/RunInsertFast.ts. */
 const RUN_INSERT = `
-  INSERT INTO runs (trace_id, org_id, task_id, input, answer)
-  SELECT $1, $2, id, $3::jsonb, $4::jsonb FROM tasks WHERE id = $5 AND org_id = $6
-  RETURNING task_id, created_at`
+  WITH inserted AS (
+    INSERT INTO runs (trace_id, org_id, task_id, input, answer)
+    SELECT $1, $2, id, $3::jsonb, $4::jsonb FROM tasks WHERE id = $5 AND org_id = $6
+    AND (SELECT coalesce(sum(bytes), 0) FROM org_usage WHERE org_id = $7 AND kind = 'runs') + $8 <= $9
+    RETURNING task_id, created_at
+  ), counted AS (
+    INSERT INTO org_usage (org_id, kind, shard, bytes)
+    SELECT $10, 'runs', $11, $12 FROM inserted
+    ON CONFLICT (org_id, kind, shard) DO UPDATE SET bytes = org_usage.bytes + excluded.bytes
+  )
+  SELECT task_id, created_at FROM inserted`
 
 /** Copied from src/feedback/InsertStatement.ts (the statement without the fingerprint check). */
 const FEEDBACK_INSERT = `
@@ -132,18 +140,20 @@ const FEEDBACK_INSERT = `
       INSERT INTO feedback (id, org_id, task_id, inference_log_id, score, correction, redacted_fields, status)
       SELECT $1, $2, r.task_id, r.trace_id, $3, $4::jsonb, $5::jsonb, $6
       FROM runs r WHERE r.trace_id = $7 AND r.org_id = $8
-      AND (SELECT coalesce(sum(bytes), 0) FROM org_feedback_usage WHERE org_id = $9) + $10 <= $11
+      AND (SELECT coalesce(sum(bytes), 0) FROM org_usage WHERE org_id = $9 AND kind = 'feedback') + $10 <= $11
       RETURNING id, seq, task_id, inference_log_id, score, status, created_at
     ), counted AS (
-      INSERT INTO org_feedback_usage (org_id, shard, bytes)
-      SELECT $12, $13, $14 FROM inserted
-      ON CONFLICT (org_id, shard) DO UPDATE SET bytes = org_feedback_usage.bytes + excluded.bytes
+      INSERT INTO org_usage (org_id, kind, shard, bytes)
+      SELECT $12, 'feedback', $13, $14 FROM inserted
+      ON CONFLICT (org_id, kind, shard) DO UPDATE SET bytes = org_usage.bytes + excluded.bytes
     )
     SELECT id, seq, task_id, inference_log_id, score, status, created_at FROM inserted`
 
 /** What svc counts per feedback record beside its correction, and its default quota (src/feedback/Feedback.ts, src/platform/Config.ts). */
 const RECORD_BYTES = 256
 const MAX_FEEDBACK_BYTES = 1024 ** 3
+/** svc's default run quota, each run counting RECORD_BYTES beside its JSON (src/tasks/RunInsertFast.ts). */
+const MAX_RUN_BYTES = 10 * 1024 ** 3
 
 /**
  * A pending step: the session's row, the step's INSERT and its approval's
@@ -225,8 +235,13 @@ const WritesLive = HttpApiBuilder.group(
       .handle("logRun", ({ params, payload }) =>
         CurrentOrg.use((orgId) => {
           const traceId = randomBytes(16).toString("hex")
+          const input = JSON.stringify(payload.input)
+          const answer = JSON.stringify(payload.answer)
+          const runBytes = RECORD_BYTES + Buffer.byteLength(input) + Buffer.byteLength(answer)
           return sql.unsafe<{ task_id: string; created_at: Date }>(RUN_INSERT, [
-            traceId, orgId, JSON.stringify(payload.input), JSON.stringify(payload.answer), params.task_id, orgId
+            traceId, orgId, input, answer, params.task_id, orgId,
+            orgId, runBytes, MAX_RUN_BYTES,
+            orgId, Math.floor(Math.random() * 16), runBytes
           ]).pipe(
             Effect.orDie,
             Effect.flatMap((rows) =>

@@ -135,7 +135,7 @@ export class TasksApi extends HttpApiGroup.make("tasks")
       params: TaskIdParams,
       payload: LogRun,
       success: Run.pipe(HttpApiSchema.status(201)),
-      error: NotFound
+      error: [NotFound, LimitReached]
     }).pipe(
       requireScope(
         "tasks.write",
@@ -145,7 +145,10 @@ export class TasksApi extends HttpApiGroup.make("tasks")
         summary: "Log a run",
         request: Examples.logRun,
         response: Examples.run,
-        errors: { 404: notFound("task") }
+        errors: {
+          404: notFound("task"),
+          409: "The organization's logged runs would pass `SVC_MAX_RUN_BYTES_PER_ORG` bytes (`LIMIT_REACHED`); nothing is stored."
+        }
       })
     ),
     HttpApiEndpoint.get("listRuns", "/v1/tasks/:task_id/runs", {

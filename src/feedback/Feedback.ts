@@ -33,7 +33,8 @@ import type { CorrectionReply } from "./CorrectionWork.ts"
 import { feedbackInsert } from "./InsertStatement.ts"
 import { FeedbackRow, toItem } from "./Items.ts"
 import { makePromotion } from "./Promotion.ts"
-import { feedbackBytes, makeQuota, usageShard } from "./Quota.ts"
+import { feedbackBytes, makeQuota } from "./Quota.ts"
+import { usageShard } from "../platform/OrgLimits.ts"
 import { type ListRequest, makeReview } from "./Review.ts"
 
 // A new row's columns but the correction and the redacted fields: the

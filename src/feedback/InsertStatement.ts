@@ -24,12 +24,12 @@ const statement = (withFingerprint: boolean) => {
       SELECT $1, $2, r.task_id, r.trace_id, $3, $4::jsonb, $5::jsonb, $6
       FROM runs r WHERE r.trace_id = $7 AND r.org_id = $8
       ${withFingerprint ? "AND (SELECT credentials_version::text FROM orgs WHERE id = $9) = $10" : ""}
-      AND (SELECT coalesce(sum(bytes), 0) FROM org_feedback_usage WHERE org_id = $${9 + at}) + $${10 + at} <= $${11 + at}
+      AND (SELECT coalesce(sum(bytes), 0) FROM org_usage WHERE org_id = $${9 + at} AND kind = 'feedback') + $${10 + at} <= $${11 + at}
       RETURNING ${COLUMNS}
     ), counted AS (
-      INSERT INTO org_feedback_usage (org_id, shard, bytes)
-      SELECT $${12 + at}, $${13 + at}, $${14 + at} FROM inserted
-      ON CONFLICT (org_id, shard) DO UPDATE SET bytes = org_feedback_usage.bytes + excluded.bytes
+      INSERT INTO org_usage (org_id, kind, shard, bytes)
+      SELECT $${12 + at}, 'feedback', $${13 + at}, $${14 + at} FROM inserted
+      ON CONFLICT (org_id, kind, shard) DO UPDATE SET bytes = org_usage.bytes + excluded.bytes
     )
     SELECT ${COLUMNS} FROM inserted`
 }

@@ -5,11 +5,10 @@
  * checks and counts the bytes itself (`InsertStatement.ts`, migration
  * 0631); what is here refuses early and says why a row was kept out.
  */
-import { Clock, Effect, Schema } from "effect"
+import { Clock, Effect } from "effect"
 import type { SqlClient } from "effect/sql"
-import { LimitReached } from "../api/Errors.ts"
 import type { SvcConfigShape } from "../platform/Config.ts"
-import { BigIntText, rowsOf } from "../platform/Rows.ts"
+import { type ByteQuota, overQuota, readUsage as readOrgUsage } from "../platform/OrgLimits.ts"
 import { UsageHints } from "./UsageHint.ts"
 
 /** What one feedback record counts against `SVC_MAX_FEEDBACK_BYTES_PER_ORG`: the record, and its correction's JSON. */
@@ -17,35 +16,27 @@ export const FEEDBACK_RECORD_BYTES = 256
 /** How long this process weighs the feedback quota on the usage it last read (`UsageHint.ts`). */
 const USAGE_HINT_MS = 2_000
 export const feedbackBytes = (text: string | null) => FEEDBACK_RECORD_BYTES + (text === null ? 0 : Buffer.byteLength(text, "utf8"))
-/** The usage row a submission adds to (migration 0631): spread so one organization's writers seldom wait on one row. */
-export const usageShard = () => Math.floor(Math.random() * 16)
 
-const UsageRows = rowsOf("org_feedback_usage", Schema.Struct({ bytes: BigIntText }))
+/** The feedback quota (`org_usage` of kind `feedback`). */
+export const feedbackQuota = (config: SvcConfigShape): ByteQuota => ({
+  kind: "feedback",
+  limit: "SVC_MAX_FEEDBACK_BYTES_PER_ORG",
+  value: config.maxFeedbackBytesPerOrg,
+  what: "feedback"
+})
 
 export const makeQuota = (sql: SqlClient.SqlClient, config: SvcConfigShape) => {
-  /** The quota's problem when `bytes` more would pass it. */
-  const overQuota = (used: number, bytes: number) =>
-    used + bytes > config.maxFeedbackBytesPerOrg
-      ? Effect.fail(new LimitReached({
-        limit: "SVC_MAX_FEEDBACK_BYTES_PER_ORG",
-        limit_value: config.maxFeedbackBytesPerOrg,
-        detail: `The organization's feedback holds ${used} bytes; this one (${bytes} bytes) would pass the ${config.maxFeedbackBytesPerOrg} allowed (SVC_MAX_FEEDBACK_BYTES_PER_ORG).`
-      }))
-      : Effect.void
+  const quota = feedbackQuota(config)
   const hints = new UsageHints(USAGE_HINT_MS)
   /** The organization's usage as read now (and remembered as a hint). */
   const readUsage = (orgId: string) =>
-    Effect.flatMap(
-      UsageRows.one(sql`SELECT (SELECT coalesce(sum(bytes), 0) FROM org_feedback_usage WHERE org_id = ${orgId}) AS bytes`),
-      (row) =>
-        Effect.map(Clock.currentTimeMillis, (now) => {
-          const bytes = Number(row?.bytes ?? 0)
-          hints.read(orgId, bytes, now)
-          return bytes
-        })
-    )
+    Effect.flatMap(readOrgUsage(sql, orgId, quota), (bytes) =>
+      Effect.map(Clock.currentTimeMillis, (now) => {
+        hints.read(orgId, bytes, now)
+        return bytes
+      }))
   /** Fails with the quota's problem when, read now, `bytes` more would pass it. */
-  const check = (orgId: string, bytes: number) => Effect.flatMap(readUsage(orgId), (fresh) => overQuota(fresh, bytes))
+  const check = (orgId: string, bytes: number) => Effect.flatMap(readUsage(orgId), (fresh) => overQuota(quota, fresh, bytes))
   /**
    * Refused only on a fresh read: a hint that says `bytes` more would
    * pass the quota is read again first.

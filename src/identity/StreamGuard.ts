@@ -11,7 +11,7 @@
  * at most their sum.
  */
 import { PgClient } from "@effect/sql-pg"
-import { Context, Effect, Layer, Stream } from "effect"
+import { Context, Effect, Layer, type Scope, Stream } from "effect"
 import { TooManyStreams } from "../api/Errors.ts"
 import type { Principal } from "../api/Security.ts"
 import { ConsoleSessions } from "../console/ConsoleSessions.ts"
@@ -24,6 +24,15 @@ export class StreamGuard extends Context.Service<StreamGuard, {
    * revoked.
    */
   readonly guard: <A>(principal: Principal, stream: Stream.Stream<A>) => Effect.Effect<Stream.Stream<A>, TooManyStreams>
+  /**
+   * Counts a stream of `principal` from now until the scope closes, or
+   * fails with `TOO_MANY_STREAMS`: in a handler, the request's scope, which
+   * closes once the response is written, so work done before the body
+   * starts (an export's measuring pass) counts too. Pair it with `watch`.
+   */
+  readonly admit: (principal: Principal) => Effect.Effect<void, TooManyStreams, Scope.Scope>
+  /** `stream`, ended when `principal`'s credential is revoked (counted by `admit`, not here). */
+  readonly watch: <A>(principal: Principal, stream: Stream.Stream<A>) => Stream.Stream<A>
   /** Open streams of this process, in all. */
   readonly open: Effect.Effect<number>
 }>()("svc/identity/StreamGuard") {
@@ -64,26 +73,30 @@ export class StreamGuard extends Context.Service<StreamGuard, {
 
       /**
        * Counts the stream for the life of the scope (the stream's own, so
-       * the count can never outlive it); `false` when a cap was reached
-       * meanwhile (streams opened at the same instant as this one).
+       * the count can never outlive it); the refusal, counting nothing, when
+       * a cap was reached meanwhile (streams opened at the same instant).
        */
       const hold = (principal: Principal) =>
         Effect.acquireRelease(
           Effect.sync(() => {
-            if (overCap(principal) !== undefined) return false
+            const refused = overCap(principal)
+            if (refused !== undefined) return refused
             bump(perKey, principal.keyId, 1)
             bump(perOrg, principal.orgId, 1)
             total++
-            return true
+            return undefined
           }),
-          (held) =>
+          (refused) =>
             Effect.sync(() => {
-              if (!held) return
+              if (refused !== undefined) return
               bump(perKey, principal.keyId, -1)
               bump(perOrg, principal.orgId, -1)
               total--
             })
         )
+
+      const admit = (principal: Principal) =>
+        Effect.flatMap(hold(principal), (refused) => refused === undefined ? Effect.void : Effect.fail(refused))
 
       /** Whether the credential still holds (a database error counts as yes: the next check decides). */
       const stillValid = (principal: Principal): Effect.Effect<boolean> =>
@@ -109,13 +122,15 @@ export class StreamGuard extends Context.Service<StreamGuard, {
           const refused = overCap(principal)
           if (refused !== undefined) return Effect.fail(refused)
           return Effect.succeed(
-            Stream.unwrap(Effect.map(hold(principal), (held) => held ? stream : Stream.empty)).pipe(
+            Stream.unwrap(Effect.map(hold(principal), (refused) => refused === undefined ? stream : Stream.empty)).pipe(
               Stream.interruptWhen(revoked(principal))
             )
           )
         })
 
-      return StreamGuard.of({ guard, open: Effect.sync(() => total) })
+      const watch = <A>(principal: Principal, stream: Stream.Stream<A>) => Stream.interruptWhen(stream, revoked(principal))
+
+      return StreamGuard.of({ guard, admit, watch, open: Effect.sync(() => total) })
     })
   )
 }

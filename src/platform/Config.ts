@@ -107,6 +107,8 @@ export interface SvcConfigShape {
   readonly maxTasksPerOrg: number
   /** Bytes of feedback one organization may store (each record 256 bytes plus its correction's JSON). */
   readonly maxFeedbackBytesPerOrg: number
+  /** Bytes of logged runs one organization may store (each run 256 bytes plus its input's and answer's JSON). */
+  readonly maxRunBytesPerOrg: number
   /** Examples one dataset version may hold; a promote past it is refused. */
   readonly maxExamplesPerDataset: number
   /** Promotes one organization may make per minute (all processes together). */
@@ -360,6 +362,7 @@ export const svcConfig: Config.Config<SvcConfigShape> = Config.all({
   maxApprovalPoliciesPerOrg: intAtLeast("SVC_MAX_APPROVAL_POLICIES_PER_ORG", 1000, 1),
   maxTasksPerOrg: intAtLeast("SVC_MAX_TASKS_PER_ORG", 10_000, 1),
   maxFeedbackBytesPerOrg: intAtLeast("SVC_MAX_FEEDBACK_BYTES_PER_ORG", 1024 ** 3, 1024, Number.MAX_SAFE_INTEGER),
+  maxRunBytesPerOrg: intAtLeast("SVC_MAX_RUN_BYTES_PER_ORG", 10 * 1024 ** 3, 1024, Number.MAX_SAFE_INTEGER),
   // Positions are 32-bit integers in the database.
   maxExamplesPerDataset: intAtLeast("SVC_MAX_EXAMPLES_PER_DATASET", 1_000_000, 1, 2 ** 31 - 1),
   maxPromotesPerMinute: intAtLeast("SVC_MAX_PROMOTES_PER_MINUTE", 60, 1, 60_000),

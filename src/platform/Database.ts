@@ -88,11 +88,9 @@ const embeddedClient = (
     )
   })).pipe(Layer.provide(Reactivity.layer))
 
-/** A fresh, empty database in memory (tests). */
-const memoryLayer = embeddedClient(undefined, "memory", {
-  statementTimeout: Duration.seconds(30),
-  transactionTimeout: Duration.seconds(60)
-})
+/** A fresh, empty database in memory (tests), with the watchdog's bounds. */
+const memoryLayer = (settings: EmbeddedSettings = { statementTimeout: Duration.seconds(30), transactionTimeout: Duration.seconds(60) }) =>
+  embeddedClient(undefined, "memory", settings)
 
 /**
  * Prepares and holds the data directory, then starts the database in it:
@@ -193,7 +191,7 @@ const serverLayer = (
  * A fresh, empty database on the server at `adminUrl`, dropped when the
  * layer is released: isolated test runs on one PostgreSQL server.
  */
-const scratchServerLayer = (adminUrl: Redacted.Redacted<string>): DatabaseLayer =>
+const scratchServerLayer = (adminUrl: Redacted.Redacted<string>, settings: ServerSessionSettings = defaultServerSessionSettings): DatabaseLayer =>
   Layer.unwrap(Effect.gen(function*() {
     const name = `svc_test_${randomBytes(6).toString("hex")}`
     const admin = yield* PgClient.makeClient({ url: adminUrl }).pipe(Effect.provide(Reactivity.layer))
@@ -206,7 +204,7 @@ const scratchServerLayer = (adminUrl: Redacted.Redacted<string>): DatabaseLayer 
     )
     const url = new URL(Redacted.value(adminUrl))
     url.pathname = `/${name}`
-    return serverLayer(Redacted.make(url.toString()))
+    return serverLayer(Redacted.make(url.toString()), 10, settings)
   }))
 
 /** The embedded watchdog bounds `SvcConfig` asks for. */
@@ -223,7 +221,9 @@ export const Database = {
   /** Embedded PGlite persisted in `dataDir`, holding the data dir's lock. */
   embedded: embeddedLayer,
   /** Embedded PGlite in memory: a fresh, empty database (tests). */
-  memory: memoryLayer,
+  memory: memoryLayer(),
+  /** Embedded PGlite in memory, with the watchdog's bounds given (tests). */
+  memoryWith: memoryLayer,
   /** From configuration: `DATABASE_URL`, else the embedded database in `SVC_DATA_DIR`. */
   layer: Layer.unwrap(Effect.map(SvcConfig, (config): DatabaseLayer =>
     Option.match(config.databaseUrl, {

@@ -1,7 +1,9 @@
 /**
  * Caps on per-organization collections (notification endpoints, approval
  * policies, tasks, active API keys), counted safely under concurrent creates, on PGlite and
- * on a PostgreSQL server shared by several processes.
+ * on a PostgreSQL server shared by several processes; and the byte quotas
+ * of what an organization stores (feedback, logged runs), kept in
+ * `org_usage` (migrations 0631, 0791).
  *
  * Inside the creating transaction, the organization's row is locked first
  * (`FOR NO KEY UPDATE`), then the collection is counted: two creates of one
@@ -60,3 +62,43 @@ export const refuseAtCap = (
     count >= cap.value
       ? Effect.fail(new LimitReached({ limit: cap.limit, limit_value: cap.value, detail: cap.detail }))
       : Effect.void)
+
+/**
+ * A byte quota: what the organization stores of `kind` (the sum of its
+ * `org_usage` shards), at most `value` bytes, the setting `limit`. The
+ * statement that stores checks and counts the bytes itself (one shard
+ * picked at random, `usageShard`); `refuseOverQuota` says why it refused.
+ */
+export interface ByteQuota {
+  readonly kind: "feedback" | "runs"
+  readonly limit: string
+  readonly value: number
+  /** What is stored, as the problem says it: "feedback", "logged runs". */
+  readonly what: string
+}
+
+/** The usage row a write adds to: spread so one organization's writers seldom wait on one row. */
+export const usageShard = () => Math.floor(Math.random() * 16)
+
+const UsageRows = rowsOf("org_usage", Schema.Struct({ bytes: BigIntText }))
+
+/** The bytes the organization stores of the quota's kind, read now. */
+export const readUsage = (sql: SqlClient.SqlClient, orgId: string, quota: ByteQuota): Effect.Effect<number> =>
+  Effect.map(
+    UsageRows.one(sql`SELECT (SELECT coalesce(sum(bytes), 0) FROM org_usage WHERE org_id = ${orgId} AND kind = ${quota.kind}) AS bytes`),
+    (row) => Number(row?.bytes ?? 0)
+  )
+
+/** The quota's problem when `bytes` more than `used` would pass it. */
+export const overQuota = (quota: ByteQuota, used: number, bytes: number): Effect.Effect<void, LimitReached> =>
+  used + bytes > quota.value
+    ? Effect.fail(new LimitReached({
+      limit: quota.limit,
+      limit_value: quota.value,
+      detail: `The organization stores ${used} bytes of ${quota.what}; this one (${bytes} bytes) would pass the ${quota.value} allowed (${quota.limit}).`
+    }))
+    : Effect.void
+
+/** Fails with the quota's problem when, read now, `bytes` more would pass it. */
+export const refuseOverQuota = (sql: SqlClient.SqlClient, orgId: string, quota: ByteQuota, bytes: number): Effect.Effect<void, LimitReached> =>
+  Effect.flatMap(readUsage(sql, orgId, quota), (used) => overQuota(quota, used, bytes))

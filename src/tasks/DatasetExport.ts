@@ -7,15 +7,22 @@
  * The lines are PostgreSQL's own text of each example
  * (`jsonb_build_object(...)::text`): the same bytes on every export and on
  * either database, numbers exactly as stored (no round trip through
- * JavaScript numbers), and nothing to parse here. A version never changes,
- * so the export's SHA-256 and length are computed once, by the first
- * export, and stored with the version (migration 0690); every export sends
- * them before its first byte.
+ * JavaScript numbers), and nothing to parse here. A page is cut by the
+ * stored length of each line (`line_bytes`, migration 0790): the text is
+ * built for the rows the page returns and no others, so a page costs what
+ * it sends.
+ *
+ * A version never changes, so the export's SHA-256 and length are computed
+ * once, by the first export, and stored with the version (migration 0690);
+ * every export sends them before its first byte. Concurrent first exports,
+ * in any process, compute them once: one claims the version in the
+ * database and measures it, the others wait for what it stores.
  */
 import crypto from "node:crypto"
 import { PgClient } from "@effect/sql-pg"
-import { Context, Effect, Layer, Option, Schema, Stream } from "effect"
+import { Clock, Context, Duration, Effect, Exit, Layer, Option, Schema, Stream } from "effect"
 import { InvalidRequest, NotFound } from "../api/Errors.ts"
+import { SvcConfig } from "../platform/Config.ts"
 import { BigIntText, rowsOf } from "../platform/Rows.ts"
 
 /** Rows per page: one statement each, bounded by the statement timeout. */
@@ -30,6 +37,9 @@ const VersionRows = rowsOf("datasets", Schema.Struct({
   export_sha256: Schema.NullOr(Schema.String),
   export_bytes: Schema.NullOr(BigIntText)
 }))
+const DigestRows = rowsOf("datasets", Schema.Struct({ export_sha256: Schema.NullOr(Schema.String), export_bytes: Schema.NullOr(BigIntText) }))
+/** How often a first export that another is measuring looks for the stored values. */
+const CLAIM_POLL = Duration.millis(100)
 const LineRows = rowsOf("dataset_examples", Schema.Struct({ position: Schema.Number, line: Schema.String }))
 
 /** What an export answers: the checksum and size of the whole export, the line count, and the lines from `after` on. */
@@ -53,21 +63,27 @@ export class DatasetExport extends Context.Service<DatasetExport, {
     DatasetExport,
     Effect.gen(function*() {
       const sql = yield* PgClient.PgClient
+      const config = yield* SvcConfig
 
       // One page: up to EXPORT_PAGE_ROWS rows from `from`, cut after the
-      // row that crosses EXPORT_PAGE_BYTES (the running sum is PostgreSQL's).
+      // row that crosses EXPORT_PAGE_BYTES. The cut (the sub-select, run
+      // once) reads stored lengths only; the text is built for the rows up
+      // to it, both reads ranges of the primary key.
       const page = (lineageId: string, from: number, to: number) =>
         LineRows.all(sql`
-          SELECT position, line FROM (
-            SELECT position, line, sum(octet_length(line)) OVER (ORDER BY position) - octet_length(line) AS bytes_before
-            FROM (
-              SELECT position, jsonb_build_object('input', input, 'answer', answer, 'feedback_id', feedback_id)::text AS line
-              FROM dataset_examples
-              WHERE lineage_id = ${lineageId} AND position >= ${from} AND position < ${to}
-              ORDER BY position LIMIT ${EXPORT_PAGE_ROWS}
-            ) rows
-          ) sized
-          WHERE bytes_before < ${EXPORT_PAGE_BYTES}
+          SELECT position, jsonb_build_object('input', input, 'answer', answer, 'feedback_id', feedback_id)::text AS line
+          FROM dataset_examples
+          WHERE lineage_id = ${lineageId} AND position >= ${from} AND position <= (
+            SELECT max(position) FROM (
+              SELECT position, sum(line_bytes) OVER (ORDER BY position) - line_bytes AS bytes_before
+              FROM (
+                SELECT position, line_bytes FROM dataset_examples
+                WHERE lineage_id = ${lineageId} AND position >= ${from} AND position < ${to}
+                ORDER BY position LIMIT ${EXPORT_PAGE_ROWS}
+              ) rows
+            ) sized
+            WHERE bytes_before < ${EXPORT_PAGE_BYTES}
+          )
           ORDER BY position
         `)
 
@@ -86,21 +102,62 @@ export class DatasetExport extends Context.Service<DatasetExport, {
               return Effect.succeed([[chunk as Uint8Array], after < to ? Option.some(after) : Option.none<number>()] as const)
             }))
 
-      /** The checksum and size of the whole export: one paged pass over the version, stored for every later export. */
+      // A claim lasts two statements' time past its last renewal: a page
+      // never holds it longer than one, so only a stopped export lets it lapse.
+      const leaseMs = 2 * Duration.toMillis(config.dbStatementTimeout)
+      const claim = (datasetId: string) =>
+        Effect.map(
+          sql`
+            UPDATE datasets SET export_claim_until = now() + ${leaseMs}::integer * interval '1 millisecond'
+            WHERE id = ${datasetId} AND export_sha256 IS NULL AND (export_claim_until IS NULL OR export_claim_until < now())
+            RETURNING id
+          `,
+          (rows) => rows.length > 0
+        )
+      const renew = (datasetId: string) =>
+        sql`UPDATE datasets SET export_claim_until = now() + ${leaseMs}::integer * interval '1 millisecond' WHERE id = ${datasetId} AND export_sha256 IS NULL`
+      const unclaim = (datasetId: string) => sql`UPDATE datasets SET export_claim_until = NULL WHERE id = ${datasetId} AND export_sha256 IS NULL`
+
+      /** The checksum and size of the whole export: one paged pass over the version, under this export's claim. */
       const measure = Effect.fn("DatasetExport.measure")(function*(datasetId: string, lineageId: string, count: number) {
         const hash = crypto.createHash("sha256")
-        const bytes = yield* Stream.runFold(lines(lineageId, 0, count), () => 0, (total, chunk) => {
-          hash.update(chunk)
-          return total + chunk.byteLength
-        })
+        let renewedAt = yield* Clock.currentTimeMillis
+        const bytes = yield* Stream.runFoldEffect(lines(lineageId, 0, count), () => 0, (total, chunk) =>
+          Effect.gen(function*() {
+            hash.update(chunk)
+            const now = yield* Clock.currentTimeMillis
+            if (now - renewedAt >= leaseMs / 4) {
+              renewedAt = now
+              yield* renew(datasetId)
+            }
+            return total + chunk.byteLength
+          }))
         const sha256 = hash.digest("base64")
-        // Two first exports at once compute the same values; the first write stays.
         yield* sql`
-          UPDATE datasets SET export_sha256 = ${sha256}, export_bytes = ${bytes}
+          UPDATE datasets SET export_sha256 = ${sha256}, export_bytes = ${bytes}, export_claim_until = NULL
           WHERE id = ${datasetId} AND export_sha256 IS NULL
-        `.pipe(Effect.orDie)
+        `
         return { sha256, bytes }
       })
+
+      /**
+       * The stored checksum and size, measured by this export when no other
+       * is measuring the version; otherwise waited for, polling, and taken
+       * over should the other export's claim lapse.
+       */
+      const measured = (datasetId: string, lineageId: string, count: number) =>
+        Effect.gen(function*() {
+          while (true) {
+            if (yield* claim(datasetId)) {
+              return yield* measure(datasetId, lineageId, count).pipe(
+                Effect.onExit((exit) => Exit.isSuccess(exit) ? Effect.void : Effect.ignore(unclaim(datasetId)))
+              )
+            }
+            const stored = yield* DigestRows.one(sql`SELECT export_sha256, export_bytes FROM datasets WHERE id = ${datasetId}`)
+            if (stored?.export_sha256 != null && stored.export_bytes !== null) return { sha256: stored.export_sha256, bytes: Number(stored.export_bytes) }
+            yield* Effect.sleep(CLAIM_POLL)
+          }
+        }).pipe(Effect.orDie)
 
       const open = Effect.fn("DatasetExport.open")(function*(orgId: string, datasetId: string, after: number) {
         const version = yield* VersionRows.one(sql`
@@ -116,7 +173,7 @@ export class DatasetExport extends Context.Service<DatasetExport, {
         }
         const { sha256, bytes } = version.export_sha256 !== null && version.export_bytes !== null
           ? { sha256: version.export_sha256, bytes: Number(version.export_bytes) }
-          : yield* measure(datasetId, version.lineage_id, version.example_count)
+          : yield* measured(datasetId, version.lineage_id, version.example_count)
         return {
           version: version.version,
           sha256,

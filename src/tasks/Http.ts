@@ -48,12 +48,15 @@ export const DatasetsHandlers = HttpApiBuilder.group(
         Effect.gen(function*() {
           const principal = yield* CurrentPrincipal
           const after = query.after ?? 0
+          // Counted as a stream from here until the response is written (the
+          // request's scope): a first export's measuring pass counts too.
+          yield* guard.admit(principal)
           const answer = yield* exports.open(principal.orgId, params.dataset_id, after)
           // The guard ends a stream quietly when its credential is revoked; an
           // export that ends before its last line must instead cut the
           // connection, or a resumed one (no Content-Length) would look complete.
           let finished = false
-          const guarded = yield* guard.guard(principal, Stream.concat(answer.body, Stream.fromEffectDrain(Effect.sync(() => (finished = true)))))
+          const guarded = guard.watch(principal, Stream.concat(answer.body, Stream.fromEffectDrain(Effect.sync(() => (finished = true)))))
           const body = Stream.concat(guarded, Stream.fromEffectDrain(Effect.suspend(() => finished ? Effect.void : Effect.interrupt)))
           return HttpServerResponse.stream(body, {
             contentType: EXPORT_MEDIA_TYPE,

@@ -15,15 +15,35 @@
  * the main thread allocates 92 KB per logged run instead of 101, and svc
  * spends 457-493 µs of CPU per logged run instead of 557-570 (PGlite:
  * 815-915 instead of 1 070-1 140; bench/notes/request-path.md, "Fifth round").
+ * Since then the statement also checks and counts the organization's run
+ * quota (a sub-select over at most 16 usage rows and an upsert of one), as
+ * the feedback INSERT does; those figures predate it.
  */
 import { Effect } from "effect"
 import type { SqlClient } from "effect/sql"
+import { usageShard } from "../platform/OrgLimits.ts"
 import { RowDecodeError } from "../platform/Rows.ts"
 
+// The run is stored only within the organization's run quota
+// (`SVC_MAX_RUN_BYTES_PER_ORG`, `org_usage` of kind `runs`, migration 0791),
+// and its bytes are counted in one shard in the same statement.
 const RUN_INSERT = `
-  INSERT INTO runs (trace_id, org_id, task_id, input, answer)
-  SELECT $1, $2, id, $3::jsonb, $4::jsonb FROM tasks WHERE id = $5 AND org_id = $6
-  RETURNING task_id, created_at`
+  WITH inserted AS (
+    INSERT INTO runs (trace_id, org_id, task_id, input, answer)
+    SELECT $1, $2, id, $3::jsonb, $4::jsonb FROM tasks WHERE id = $5 AND org_id = $6
+    AND (SELECT coalesce(sum(bytes), 0) FROM org_usage WHERE org_id = $7 AND kind = 'runs') + $8 <= $9
+    RETURNING task_id, created_at
+  ), counted AS (
+    INSERT INTO org_usage (org_id, kind, shard, bytes)
+    SELECT $10, 'runs', $11, $12 FROM inserted
+    ON CONFLICT (org_id, kind, shard) DO UPDATE SET bytes = org_usage.bytes + excluded.bytes
+  )
+  SELECT task_id, created_at FROM inserted`
+
+/** What one logged run counts against `SVC_MAX_RUN_BYTES_PER_ORG`: the record, and its input's and answer's JSON. */
+export const RUN_RECORD_BYTES = 256
+export const runBytes = (input: string, answer: string) =>
+  RUN_RECORD_BYTES + Buffer.byteLength(input, "utf8") + Buffer.byteLength(answer, "utf8")
 
 /** The stored run's columns svc did not send: none when the organization has no such task. */
 export interface RunCreated {
@@ -47,6 +67,25 @@ const created = (rows: ReadonlyArray<unknown>): Effect.Effect<RunCreated | undef
   return Effect.die(new RowDecodeError({ table: "runs", detail: "expected task_id (text) and created_at (timestamptz)" }))
 }
 
-/** Inserts run `traceId` of `orgId`'s task `taskId` (`input` and `answer` as JSON text); none when the task is not the organization's. */
-export const runInsert = (sql: SqlClient.SqlClient, traceId: string, orgId: string, taskId: string, input: string, answer: string) =>
-  sql.unsafe(RUN_INSERT, [traceId, orgId, input, answer, taskId, orgId]).pipe(Effect.orDie, Effect.flatMap(created))
+/**
+ * Inserts run `traceId` of `orgId`'s task `taskId` (`input` and `answer` as
+ * JSON text, `bytes` their `runBytes`); none when the task is not the
+ * organization's, or when the run would pass `maxBytes`.
+ */
+export const runInsert = (
+  sql: SqlClient.SqlClient,
+  run: {
+    readonly traceId: string
+    readonly orgId: string
+    readonly taskId: string
+    readonly input: string
+    readonly answer: string
+    readonly bytes: number
+    readonly maxBytes: number
+  }
+) =>
+  sql.unsafe(RUN_INSERT, [
+    run.traceId, run.orgId, run.input, run.answer, run.taskId, run.orgId,
+    run.orgId, run.bytes, run.maxBytes,
+    run.orgId, usageShard(), run.bytes
+  ]).pipe(Effect.orDie, Effect.flatMap(created))

@@ -11,10 +11,10 @@ import { randomTraceId, SecretBox } from "../platform/Crypto.ts"
 import { type CursorMac, type CursorScope, DEFAULT_PAGE_LIMIT, encodeCursor, keysetPage, page, type PageRequest, seqBound } from "../platform/Cursor.ts"
 import { SvcConfig } from "../platform/Config.ts"
 import { newId } from "../platform/Ids.ts"
-import { refuseAtCap } from "../platform/OrgLimits.ts"
+import { type ByteQuota, refuseAtCap, refuseOverQuota } from "../platform/OrgLimits.ts"
 import { BigIntText, JsonColumn, rowsOf, Timestamp } from "../platform/Rows.ts"
 import { AnswerSchemas } from "./AnswerSchema.ts"
-import { runInsert } from "./RunInsertFast.ts"
+import { runBytes, runInsert } from "./RunInsertFast.ts"
 
 type Json = typeof Run.Type["input"]
 
@@ -49,6 +49,13 @@ const checkAnswerSchema = (schemas: AnswerSchemas["Service"], orgId: string, tas
 
 const withoutSeq = <A extends { readonly seq: string }>({ seq: _, ...rest }: A): Omit<A, "seq"> => rest
 
+/** The run quota (`org_usage` of kind `runs`): each run counts 256 bytes plus its input's and answer's JSON. */
+const runQuota = (config: { readonly maxRunBytesPerOrg: number }): ByteQuota => ({
+  kind: "runs",
+  limit: "SVC_MAX_RUN_BYTES_PER_ORG",
+  value: config.maxRunBytesPerOrg,
+  what: "logged runs"
+})
 
 export class Tasks extends Context.Service<Tasks, {
   readonly create: (orgId: string, input: typeof CreateTask.Type) => Effect.Effect<
@@ -57,7 +64,7 @@ export class Tasks extends Context.Service<Tasks, {
   >
   readonly list: (orgId: string, request: PageRequest) => Effect.Effect<{ readonly tasks: ReadonlyArray<Task>; readonly next_cursor: string | null }, InvalidRequest>
   readonly get: (orgId: string, taskId: string) => Effect.Effect<Task, NotFound>
-  readonly logRun: (orgId: string, taskId: string, input: typeof LogRun.Type) => Effect.Effect<Run, NotFound>
+  readonly logRun: (orgId: string, taskId: string, input: typeof LogRun.Type) => Effect.Effect<Run, NotFound | LimitReached>
   readonly listRuns: (orgId: string, taskId: string, request: PageRequest) => Effect.Effect<{ readonly runs: ReadonlyArray<Run>; readonly next_cursor: string | null }, NotFound | InvalidRequest>
   readonly getRun: (orgId: string, traceId: string) => Effect.Effect<Run, NotFound>
   readonly listDatasets: (orgId: string, taskId: string, request: PageRequest) => Effect.Effect<{ readonly datasets: ReadonlyArray<DatasetSummary>; readonly next_cursor: string | null }, NotFound | InvalidRequest>
@@ -137,10 +144,16 @@ export class Tasks extends Context.Service<Tasks, {
           })
           return Effect.flatMap(runSpan, (span) => {
             const traceId = /^(?!0{32})[0-9a-f]{32}$/.test(span.traceId) ? span.traceId : randomTraceId()
+            const inputText = JSON.stringify(input.input)
+            const answerText = JSON.stringify(input.answer)
+            const bytes = runBytes(inputText, answerText)
             return Effect.flatMap(
-              runInsert(sql, traceId, orgId, taskId, JSON.stringify(input.input), JSON.stringify(input.answer)),
-              (row): Effect.Effect<Run, NotFound> => {
-                if (row === undefined) return Effect.fail(new NotFound({ detail: "No such task." }))
+              runInsert(sql, { traceId, orgId, taskId, input: inputText, answer: answerText, bytes, maxBytes: config.maxRunBytesPerOrg }),
+              (row): Effect.Effect<Run, NotFound | LimitReached> => {
+                // Kept out by the quota, or the organization has no such task.
+                if (row === undefined) {
+                  return Effect.andThen(refuseOverQuota(sql, orgId, runQuota(config), bytes), Effect.fail(new NotFound({ detail: "No such task." })))
+                }
                 span.end(fiber.getRef(Clock.Clock).currentTimeNanosUnsafe(), Exit.void)
                 if (request !== undefined && request.status._tag !== "Ended") {
                   request.attribute("svc.task_id", taskId)

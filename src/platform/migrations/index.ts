@@ -47,6 +47,8 @@ import m0710 from "./0710_endpoint_headers_rate.ts"
 import m0720 from "./0720_dispatch_cursor.ts"
 import m0740 from "./0740_step_lookup_plans.ts"
 import m0780 from "./0780_reviewer_address_confirmation.ts"
+import m0790 from "./0790_dataset_export_pages.ts"
+import m0791 from "./0791_run_usage.ts"
 
 /**
  * Every migration by its `id_name`, under the release of svc it first
@@ -93,7 +95,9 @@ export const migrationsByRelease = {
     "0710_endpoint_headers_rate": m0710,
     "0720_dispatch_cursor": m0720,
     "0740_step_lookup_plans": m0740,
-    "0780_reviewer_address_confirmation": m0780
+    "0780_reviewer_address_confirmation": m0780,
+    "0790_dataset_export_pages": m0790,
+    "0791_run_usage": m0791
   }
 }
 

@@ -11,6 +11,7 @@ import { SqlClient } from "effect/sql"
 import { PgMigrator } from "@effect/sql-pg"
 import { NodeServices } from "@effect/platform-node"
 import { FEEDBACK_RECORD_BYTES } from "../../../src/feedback/Quota.ts"
+import { RUN_RECORD_BYTES } from "../../../src/tasks/RunInsertFast.ts"
 import { Database } from "../../../src/platform/Database.ts"
 import { newId } from "../../../src/platform/Ids.ts"
 import { migrations } from "../../../src/platform/migrations/index.ts"
@@ -58,10 +59,16 @@ const send = (org: TestOrg, method: string, path: string, body?: unknown) =>
 const MAX_EXAMPLES = 7
 const MAX_PROMOTES = 3
 const MAX_FEEDBACK_BYTES = 4096
+const MAX_RUN_BYTES = 64 * 1024
 
 layer(
   SvcTest.layer({
-    config: { maxExamplesPerDataset: MAX_EXAMPLES, maxPromotesPerMinute: MAX_PROMOTES, maxFeedbackBytesPerOrg: MAX_FEEDBACK_BYTES }
+    config: {
+      maxExamplesPerDataset: MAX_EXAMPLES,
+      maxPromotesPerMinute: MAX_PROMOTES,
+      maxFeedbackBytesPerOrg: MAX_FEEDBACK_BYTES,
+      maxRunBytesPerOrg: MAX_RUN_BYTES
+    }
   }),
   { excludeTestServices: true }
 )("datasets by reference", (it) => {
@@ -365,7 +372,7 @@ layer(
         assert.strictEqual(over.json.limit_value, MAX_FEEDBACK_BYTES)
         const [stored] = yield* svc.sql<{ n: number }>`SELECT count(*)::int AS n FROM feedback WHERE org_id = ${org.orgId}`
         assert.strictEqual(stored!.n, fits)
-        const [usage] = yield* svc.sql<{ bytes: string }>`SELECT sum(bytes)::text AS bytes FROM org_feedback_usage WHERE org_id = ${org.orgId}`
+        const [usage] = yield* svc.sql<{ bytes: string }>`SELECT sum(bytes)::text AS bytes FROM org_usage WHERE org_id = ${org.orgId} AND kind = 'feedback'`
         assert.strictEqual(Number(usage!.bytes), fits * each)
         // What is left still takes a smaller record: a bare score counts its record only.
         if (MAX_FEEDBACK_BYTES - fits * each >= FEEDBACK_RECORD_BYTES) {
@@ -375,6 +382,35 @@ layer(
         const theirs = yield* other.client.tasks.create({ payload: { name: "t", answer_schema: schema } })
         const theirRun = yield* other.client.tasks.logRun({ params: { task_id: theirs.id }, payload: { input: {}, answer: { label: "x" } } })
         yield* other.client.feedback.submit({ payload: { inference_log_id: theirRun.trace_id, score: -1, correction: { label } } })
+      }))
+
+    it.effect("logged-run bytes: a run past SVC_MAX_RUN_BYTES_PER_ORG is 409 LIMIT_REACHED naming it, nothing stored; other organizations are unaffected", () =>
+      Effect.gen(function*() {
+        const svc = yield* SvcTest
+        const org = yield* SvcTest.org()
+        const task = yield* org.client.tasks.create({ payload: { name: "big inputs", answer_schema: schema } })
+        const input = { items: Array.from({ length: 2000 }, (_, i) => i) }
+        const answer = { label: "x" }
+        const each = RUN_RECORD_BYTES + JSON.stringify(input).length + JSON.stringify(answer).length
+        const fits = Math.floor(MAX_RUN_BYTES / each)
+        for (let i = 0; i < fits; i++) yield* org.client.tasks.logRun({ params: { task_id: task.id }, payload: { input, answer } })
+        const over = yield* send(org, "POST", `/v1/tasks/${task.id}/runs`, { input, answer })
+        assert.strictEqual(over.status, 409)
+        assert.strictEqual(over.json.code, "LIMIT_REACHED")
+        assert.strictEqual(over.json.limit, "SVC_MAX_RUN_BYTES_PER_ORG")
+        assert.strictEqual(over.json.limit_value, MAX_RUN_BYTES)
+        const [stored] = yield* svc.sql<{ n: number }>`SELECT count(*)::int AS n FROM runs WHERE org_id = ${org.orgId}`
+        assert.strictEqual(stored!.n, fits)
+        const [usage] = yield* svc.sql<{ bytes: string }>`SELECT sum(bytes)::text AS bytes FROM org_usage WHERE org_id = ${org.orgId} AND kind = 'runs'`
+        assert.strictEqual(Number(usage!.bytes), fits * each)
+        // A smaller run still fits in what is left; an unknown task is still a 404.
+        if (MAX_RUN_BYTES - fits * each >= RUN_RECORD_BYTES + 20) {
+          yield* org.client.tasks.logRun({ params: { task_id: task.id }, payload: { input: {}, answer } })
+        }
+        assert.strictEqual((yield* send(org, "POST", `/v1/tasks/${newId()}/runs`, { input: {}, answer })).status, 404)
+        const other = yield* SvcTest.org()
+        const theirs = yield* other.client.tasks.create({ payload: { name: "t", answer_schema: schema } })
+        yield* other.client.tasks.logRun({ params: { task_id: theirs.id }, payload: { input, answer } })
       }))
   })
 })
