@@ -8,6 +8,10 @@
  * each answered with its rows or its error. Nothing else can reach it: there
  * is no socket and no wire protocol.
  *
+ * The same worker, given a `snapshot` (a copy of the data folder another
+ * worker made), opens it in memory: `db query` runs there, never on the
+ * session the services share (`readOnlyQuery`, `src/cli/Commands.ts`).
+ *
  * Values come back as `@effect/sql-pg` decodes them on a PostgreSQL server
  * (see `parsers`), so the services see the same types on either database.
  */
