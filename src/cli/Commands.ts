@@ -31,6 +31,8 @@ import { Identity } from "../identity/Identity.ts"
 import { writeReviewerEmail } from "../notifications/ReviewerAddress.ts"
 import { parseDurations, SvcConfig } from "../platform/Config.ts"
 import { DatabaseInfo } from "../platform/Database.ts"
+import { makeEmbeddedClient, startSession } from "../platform/EmbeddedSession.ts"
+import { Reactivity } from "effect/reactivity"
 import { SqlClient } from "effect/sql"
 
 const json = Flag.Boolean("json").pipe(Flag.withDescription("Print one JSON object"), Flag.withDefault(false))
@@ -256,31 +258,63 @@ const consoleCommand = Command.make("console").pipe(
 /** JSON with bigints as strings and dates as ISO text. */
 const toJson = (value: unknown) => JSON.stringify(value, (_, v) => typeof v === "bigint" ? v.toString() : v instanceof Uint8Array ? Buffer.from(v).toString("hex") : v)
 
-/** How long `db query` may run on a PostgreSQL server. */
-export const QUERY_TIMEOUT = "5s"
+/** How long `db query`'s statement may run, on either database. */
+export const QUERY_TIMEOUT = Duration.seconds(5)
+
+/**
+ * Memory of the thread that runs `db query` on a copy of the embedded
+ * database (its JavaScript heap: the rows it answers).
+ */
+const QUERY_MEMORY = { maxOldGenerationSizeMb: 256, maxYoungGenerationSizeMb: 32 }
 
 /** Carries the rows out of the transaction, which it rolls back. */
 class RolledBack extends Data.TaggedError("RolledBack")<{ readonly rows: ReadonlyArray<Record<string, unknown>> }> {}
 
+/** `statement` in a READ ONLY transaction that is always rolled back, cancelled by the server after `QUERY_TIMEOUT`. */
+const rolledBack = (sql: SqlClient.SqlClient, statement: string) =>
+  sql.withTransaction(Effect.gen(function*() {
+    yield* sql.unsafe("SET TRANSACTION READ ONLY")
+    yield* sql.unsafe(`SET LOCAL statement_timeout = ${Duration.toMillis(QUERY_TIMEOUT)}`)
+    return yield* new RolledBack({ rows: yield* sql.unsafe<Record<string, unknown>>(statement) })
+  })).pipe(Effect.catchTag("RolledBack", (done) => Effect.succeed(done.rows)))
+
 /**
  * One statement run read-only, and everything it did undone: in a
- * transaction that is READ ONLY, under a statement timeout on a server
- * (`QUERY_TIMEOUT`), and always rolled back, so that not even a session
- * setting (`set_config(..., false)`, which a read-only transaction allows)
- * outlives it on the session every request shares. More than one statement
- * is refused: the statement runs prepared, which takes exactly one (a
- * `COMMIT; ...` would otherwise leave the transaction).
+ * transaction that is READ ONLY and always rolled back, so that not even a
+ * session setting (`set_config(..., false)`, which a read-only transaction
+ * allows) outlives it, and bounded by `QUERY_TIMEOUT`. More than one
+ * statement is refused: the statement runs prepared, which takes exactly
+ * one (a `COMMIT; ...` would otherwise leave the transaction).
+ *
+ * On a server the database cancels it. The embedded database can neither
+ * bound nor cancel a statement, and its one session serves every request:
+ * so the statement never runs there. The session is held only while PGlite
+ * copies the data folder (`dumpDataDir`: a consistent copy, since nothing
+ * else runs meanwhile), and the statement runs on that copy, opened in
+ * memory in a thread of its own that is ended at `QUERY_TIMEOUT` and whose
+ * heap is bounded (`QUERY_MEMORY`).
  */
 export const readOnlyQuery = (statement: string) =>
   Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
     const info = yield* DatabaseInfo
-    return yield* sql.withTransaction(Effect.gen(function*() {
-      yield* sql.unsafe("SET TRANSACTION READ ONLY")
-      // A server cancels the statement itself; the embedded database is bounded by its watchdog.
-      if (info.kind === "server") yield* sql.unsafe(`SET LOCAL statement_timeout = '${QUERY_TIMEOUT}'`)
-      return yield* new RolledBack({ rows: yield* sql.unsafe<Record<string, unknown>>(statement) })
-    })).pipe(Effect.catchTag("RolledBack", (done) => Effect.succeed(done.rows)))
+    if (info.embedded === undefined) return yield* rolledBack(sql, statement)
+    const embedded = info.embedded
+    const copy = yield* sql.withTransaction(embedded.request({ op: "snapshot" }))
+    return yield* Effect.scoped(Effect.gen(function*() {
+      const session = yield* startSession({
+        dataDir: undefined,
+        snapshot: copy.snapshot!,
+        statementTimeout: QUERY_TIMEOUT,
+        transactionTimeout: QUERY_TIMEOUT,
+        resourceLimits: QUERY_MEMORY,
+        limitName: "db query's time limit"
+      })
+      const client = yield* makeEmbeddedClient(session).pipe(Effect.provide(Reactivity.layer))
+      // No ROLLBACK: the copy is thrown away (and after the time limit its thread is gone).
+      yield* client.unsafe("BEGIN READ ONLY")
+      return yield* client.unsafe<Record<string, unknown>>(statement)
+    }))
   })
 
 /** What the database said: the innermost cause's message (a client's own message says only that the query failed). */
@@ -297,14 +331,16 @@ export const databaseMessage = (error: unknown): string => {
 
 const dbQuery = Command.make(
   "query",
-  { statement: Argument.String("statement").pipe(Argument.withDescription("One SQL statement, run read-only and rolled back")), json },
+  { statement: Argument.String("statement").pipe(Argument.withDescription(`One SQL statement, run read-only and rolled back, for at most ${Duration.format(QUERY_TIMEOUT)}`)), json },
   Effect.fn(function*({ statement, json }) {
     const rows = yield* readOnlyQuery(statement).pipe(
       Effect.catchTag("SqlError", (error) => fail(`the query failed: ${databaseMessage(error)}`))
     )
     yield* Console.log(json ? toJson({ rows }) : rows.map(toJson).join("\n") || "(no rows)")
   })
-).pipe(Command.withDescription(`Run one read-only SQL statement (${QUERY_TIMEOUT} limit on a server), roll it back, and print its rows`))
+).pipe(Command.withDescription(
+  `Run one read-only SQL statement (at most ${Duration.format(QUERY_TIMEOUT)}; on the embedded database, on a copy of its data), roll it back, and print its rows`
+))
 
 const dbDump = Command.make(
   "dump",

@@ -44,7 +44,7 @@ import {
   UniqueViolation,
   UnknownError
 } from "effect/sql/SqlError"
-import { Worker } from "node:worker_threads"
+import { type ResourceLimits, Worker } from "node:worker_threads"
 import type { Answer, Op, Request } from "./embedded-worker.ts"
 import { siblingModule } from "./ModuleUrl.ts"
 
@@ -55,6 +55,12 @@ export interface EmbeddedSessionOptions {
   readonly statementTimeout: Duration.Duration
   /** How long a transaction may hold the session beyond one statement's time. */
   readonly transactionTimeout: Duration.Duration
+  /** Open this copy of a data folder (`snapshot` op) in memory instead of `dataDir`. */
+  readonly snapshot?: ArrayBuffer | undefined
+  /** The worker thread's memory bounds. */
+  readonly resourceLimits?: ResourceLimits | undefined
+  /** The name the watchdog gives its bound when it ends the worker (default `SVC_DB_STATEMENT_TIMEOUT`). */
+  readonly limitName?: string | undefined
 }
 
 /**
@@ -122,7 +128,9 @@ export const startSession = (options: EmbeddedSessionOptions): Effect.Effect<Emb
   Effect.gen(function*() {
     const worker = yield* Effect.callback<Worker, SqlError>((resume) => {
       const worker = new Worker(siblingModule("./embedded-worker.ts", import.meta.url), {
-        workerData: { dataDir: options.dataDir }
+        workerData: { dataDir: options.dataDir, snapshot: options.snapshot },
+        ...(options.snapshot === undefined ? {} : { transferList: [options.snapshot] }),
+        ...(options.resourceLimits === undefined ? {} : { resourceLimits: options.resourceLimits })
       })
       const failed = (message: string) => {
         void worker.terminate()
@@ -171,6 +179,7 @@ export const startSession = (options: EmbeddedSessionOptions): Effect.Effect<Emb
     })
 
     const timeoutMs = Duration.toMillis(options.statementTimeout)
+    const limitName = options.limitName ?? "SVC_DB_STATEMENT_TIMEOUT"
     const request = (op: Op, allowance: Duration.Duration = Duration.zero): Effect.Effect<Answer, SqlError> =>
       Effect.callback<Answer, SqlError>((resume) => {
         if (lostBecause !== undefined) return resume(Effect.fail(lostError(lostBecause, op.op)))
@@ -184,8 +193,8 @@ export const startSession = (options: EmbeddedSessionOptions): Effect.Effect<Emb
           () =>
             lose(
               Duration.isZero(allowance)
-                ? `a statement ran longer than SVC_DB_STATEMENT_TIMEOUT (${millis(options.statementTimeout)})`
-                : `a statement ran longer than SVC_DB_STATEMENT_TIMEOUT plus its allowance (${Math.round(boundMs)} ms)`
+                ? `a statement ran longer than ${limitName} (${millis(options.statementTimeout)})`
+                : `a statement ran longer than ${limitName} plus its allowance (${Math.round(boundMs)} ms)`
             ),
           boundMs
         )

@@ -8,6 +8,10 @@
  * each answered with its rows or its error. Nothing else can reach it: there
  * is no socket and no wire protocol.
  *
+ * The same worker, given a `snapshot` (a copy of the data folder another
+ * worker made), opens it in memory: `db query` runs there, never on the
+ * session the services share (`readOnlyQuery`, `src/cli/Commands.ts`).
+ *
  * Values come back as `@effect/sql-pg` decodes them on a PostgreSQL server
  * (see `parsers`), so the services see the same types on either database.
  */
@@ -19,6 +23,8 @@ import { runStatement } from "./EmbeddedProtocol.ts"
 
 interface Options {
   readonly dataDir: string | undefined
+  /** A copy of another database's data folder (`snapshot`) to open in memory instead. */
+  readonly snapshot?: ArrayBuffer | undefined
 }
 
 /** What the session asks of the worker. */
@@ -34,6 +40,8 @@ export type Op =
   }
   | { readonly op: "exec"; readonly sql: string }
   | { readonly op: "dump" }
+  /** A consistent copy of the data folder, as PGlite's `dumpDataDir` makes it (a tar file). */
+  | { readonly op: "snapshot" }
   | { readonly op: "stop" }
 
 export type Request = Op & { readonly id: number }
@@ -42,6 +50,7 @@ export interface Answer {
   readonly id: number
   readonly result?: { readonly rows: ReadonlyArray<unknown>; readonly command: string | undefined; readonly affectedRows: number | undefined }
   readonly dump?: string
+  readonly snapshot?: ArrayBuffer
   readonly error?: Record<string, unknown>
 }
 
@@ -72,7 +81,11 @@ const describe = (cause: unknown): Record<string, unknown> => {
 }
 
 try {
-  const db = await PGlite.create({ ...(options.dataDir === undefined ? {} : { dataDir: options.dataDir }), parsers })
+  const db = await PGlite.create({
+    ...(options.dataDir === undefined ? {} : { dataDir: options.dataDir }),
+    ...(options.snapshot === undefined ? {} : { loadDataDir: new Blob([options.snapshot]) }),
+    parsers
+  })
   // Requests run strictly in arrival order: a transaction's statements and
   // its COMMIT must not overtake one another.
   let chain: Promise<void> = Promise.resolve()
@@ -94,6 +107,10 @@ try {
       case "dump": {
         return { id: request.id, dump: await dumpData(db) }
       }
+      case "snapshot": {
+        const tar = await db.dumpDataDir("none")
+        return { id: request.id, snapshot: await tar.arrayBuffer() }
+      }
       case "stop": {
         await db.close()
         return { id: request.id }
@@ -103,7 +120,7 @@ try {
   port.on("message", (request: Request) => {
     chain = chain.then(() =>
       handle(request).then(
-        (answer) => port.postMessage(answer),
+        (answer) => port.postMessage(answer, answer.snapshot === undefined ? [] : [answer.snapshot]),
         (cause) => port.postMessage({ id: request.id, error: describe(cause) } satisfies Answer)
       )
     )

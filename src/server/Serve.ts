@@ -7,6 +7,7 @@
 import { NodeRuntime } from "@effect/platform-node"
 import { Cause, Effect, Exit, Fiber, Layer } from "effect"
 import { HttpServer } from "effect/http"
+import type { SqlClient } from "effect/sql"
 import { createServer } from "node:http"
 import { Database, DatabaseInfo } from "../platform/Database.ts"
 import { SvcConfig } from "../platform/Config.ts"
@@ -61,9 +62,10 @@ const Serve = Layer.effectDiscard(Effect.gen(function*() {
   return yield* Effect.fail(new Error(`database session lost: ${why}`))
 }).pipe(Effect.forkScoped, Effect.flatMap(Fiber.join)))
 
+// `beside`: more work on the server's database, for as long as it runs (tests add faults with it).
 // A signal interrupts the program: that is a clean stop (exit 0), not a failure.
-export const runServer = (): void =>
-  Layer.launch(Serve.pipe(Layer.provideMerge(MainLive))).pipe(
+export const runServer = (beside: Layer.Layer<never, never, SqlClient.SqlClient> = Layer.empty): void =>
+  Layer.launch(Layer.merge(Serve, beside).pipe(Layer.provideMerge(MainLive))).pipe(
     // A database of a later svc: one line that names both versions, exit 1.
     Effect.tapErrorTag("SchemaTooNew", (error) => Effect.logError(error.message)),
     Effect.provide(LoggingLive),

@@ -48,10 +48,10 @@ export interface RunningServer {
   readonly exited: Promise<number | null>
 }
 
-/** Starts `node src/main.ts` and resolves once it logs that it listens. */
-export const startServer = (env: Record<string, string>, timeoutMs = 60_000) =>
+/** Starts `node src/main.ts` (or `script`) and resolves once it logs that it listens. */
+export const startServer = (env: Record<string, string>, timeoutMs = 60_000, script = "src/main.ts") =>
   new Promise<RunningServer>((resolve, reject) => {
-    const child = spawn(process.execPath, [path.join(root, "src/main.ts")], {
+    const child = spawn(process.execPath, [path.join(root, script)], {
       cwd: root,
       env: { ...process.env, ...compileCache, PORT: "0", ...env, NODE_NO_WARNINGS: "1" },
       stdio: ["ignore", "pipe", "pipe"]
