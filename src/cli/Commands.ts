@@ -28,7 +28,6 @@ import {
   validPerson
 } from "../console/ConsoleSessions.ts"
 import { Identity } from "../identity/Identity.ts"
-import { writeReviewerEmail } from "../notifications/Endpoints.ts"
 import { parseDurations, SvcConfig } from "../platform/Config.ts"
 import { DatabaseInfo } from "../platform/Database.ts"
 import { SqlClient } from "effect/sql"
@@ -155,6 +154,9 @@ const reviewerEmail = Command.make(
     if (address !== null && (address.length > 254 || !emailPattern.test(address))) {
       return yield* fail(`not an email address: ${address}`)
     }
+    // Loaded here: the endpoints module brings the delivery queue and the
+    // outbound HTTP client, which no other command needs.
+    const { writeReviewerEmail } = yield* Effect.promise(() => import("../notifications/Endpoints.ts"))
     const found = yield* writeReviewerEmail(org, address)
     if (!found) return yield* fail(`no organization ${org}`)
     yield* print(

@@ -11,7 +11,7 @@
  *
  * With neither, `/metrics` does not exist (404, like any unknown route).
  */
-import { NodeHttpServer } from "@effect/platform-node"
+import * as NodeHttpServer from "@effect/platform-node/NodeHttpServer"
 import { Effect, Layer, Option, Redacted } from "effect"
 import { HttpRouter, HttpServerRequest, HttpServerResponse } from "effect/http"
 import { createHash, timingSafeEqual } from "node:crypto"

@@ -1,4 +1,4 @@
-import { NodeServices } from "@effect/platform-node"
+import * as NodeServices from "@effect/platform-node/NodeServices"
 import { PgMigrator } from "@effect/sql-pg"
 import { Data, Effect, Layer, Option, Runtime, Schema } from "effect"
 import { SqlClient } from "effect/sql"

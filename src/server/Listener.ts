@@ -11,7 +11,7 @@
  * between the socket opening and the handler attaching is held and handed
  * over, never left unanswered.
  */
-import { NodeHttpServer } from "@effect/platform-node"
+import * as NodeHttpServer from "@effect/platform-node/NodeHttpServer"
 import { Context, Effect, Layer, Scope } from "effect"
 import { HttpServer, type HttpServerError } from "effect/http"
 import type { SocketAddress } from "effect/net/NetAddress"

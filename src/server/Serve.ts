@@ -4,7 +4,7 @@
  * until a signal (SIGTERM and Ctrl-C drain in-flight requests and exit 0).
  * Run by `npm start` (src/main.ts) and `svc start` (src/cli/main.ts).
  */
-import { NodeRuntime } from "@effect/platform-node"
+import * as NodeRuntime from "@effect/platform-node/NodeRuntime"
 import { Cause, Effect, Exit, Fiber, Layer } from "effect"
 import { HttpServer } from "effect/http"
 import { createServer } from "node:http"
