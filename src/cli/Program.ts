@@ -16,6 +16,7 @@ import { ConsoleSessions } from "../console/ConsoleSessions.ts"
 import { Identity } from "../identity/Identity.ts"
 import { SvcConfig } from "../platform/Config.ts"
 import { isHeld } from "../platform/DataDir.ts"
+import { startFailure } from "../platform/StartFailure.ts"
 import { adminSocketPath, answers, sendCommand } from "./Admin.ts"
 import { VERSION } from "../api/Version.ts"
 import { commands } from "./Commands.ts"
@@ -47,11 +48,6 @@ const ServicesLive = Layer.mergeAll(Identity.layer, ConsoleSessions.layer).pipe(
   Layer.provideMerge(SvcConfig.layer)
 )
 
-const refuse = (line: string) => {
-  process.stderr.write(`${line}\n`)
-  process.exitCode = 1
-}
-
 const program = Effect.gen(function*() {
   const socket = yield* runningServer.pipe(Effect.provide(SvcConfig.layer))
   if (socket !== undefined) {
@@ -61,18 +57,22 @@ const program = Effect.gen(function*() {
     process.exitCode = answer.code
     return
   }
-  yield* Command.runWith(commands.pipe(Command.provide(ServicesLive)), { version: VERSION })(argv).pipe(
-    // The database it could not open (another process holds the data
-    // directory past the wait, or the server is unreachable), or one of a
-    // later svc: one line on stderr, so stdout holds only answers, and
-    // exit status 1.
-    Effect.catchTags({
-      DatabaseUnavailable: (error) => Effect.sync(() => refuse(`svc: ${error.message}`)),
-      // Its message begins with "svc <version>" already.
-      SchemaTooNew: (error) => Effect.sync(() => refuse(error.message))
+  yield* Command.runWith(commands.pipe(Command.provide(ServicesLive)), { version: VERSION })(argv)
+}).pipe(
+  // A setting it cannot use, the database it could not open (another
+  // process holds the data directory past the wait, or the server is
+  // unreachable), or one of a later svc: one line on stderr, so stdout
+  // holds only answers, and the exit code of that reason (the server's).
+  Effect.catchCause((cause) => {
+    const failure = startFailure(cause)
+    if (failure.reason === "unexpected") return Effect.failCause(cause)
+    return Effect.sync(() => {
+      // A later svc's refusal begins with "svc <version>" already.
+      process.stderr.write(`${failure.reason === "schema_too_new" ? "" : "svc: "}${failure.message}\n`)
+      process.exitCode = failure.exitCode
     })
-  )
-})
+  })
+)
 
 program.pipe(
   Effect.provide(NodeServices.layer),

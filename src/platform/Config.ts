@@ -268,7 +268,13 @@ export const svcConfig: Config.Config<SvcConfigShape> = Config.all({
   ),
   host: Config.String("HOST").pipe(Config.withDefault("127.0.0.1")),
   databaseUrl: Config.option(Config.Redacted("DATABASE_URL")).pipe(
-    Config.map(Option.filter((url) => Redacted.value(url).length > 0))
+    Config.map(Option.filter((url) => Redacted.value(url).length > 0)),
+    // Its value is never repeated: it may hold a password.
+    Config.mapEffect((url) =>
+      Option.isNone(url) || /^postgres(ql)?:$/.test(URL.parse(Redacted.value(url.value))?.protocol ?? "")
+        ? Effect.succeed(url)
+        : Effect.fail(invalid("DATABASE_URL must be a postgres:// or postgresql:// URL"))
+    )
   ),
   dataDir: Config.String("SVC_DATA_DIR").pipe(Config.withDefault("./.data")),
   masterKey: Config.option(Config.Redacted("SVC_MASTER_KEY")),
