@@ -14,7 +14,9 @@
  * - is never framed (`frame-ancestors 'none'`, `X-Frame-Options: DENY`),
  *   submits no form, and sets no base URL.
  * Styles stay inline (Scalar writes its own), images and fonts come only
- * from `data:` URLs, and the page connects nowhere. In the sandbox the
+ * from `data:` URLs, and the page connects nowhere: so it does not offer
+ * Scalar's "Test Request" client, which could not send (each operation
+ * shows its request as code to run instead). In the sandbox the
  * browser refuses web storage, which Scalar reads as it starts: a small
  * script before the bundle gives it storage that lasts as long as the page.
  */
@@ -115,7 +117,7 @@ export const DocsRoute = HttpRouter.use(Effect.fnUntraced(function*(router) {
         )) satisfies HttpRouter.HttpRouter["add"]
     }
   })
-  yield* Layer.build(HttpApiScalar.layer(Api, { path: "/docs", scalar: { withDefaultFonts: false } })).pipe(
+  yield* Layer.build(HttpApiScalar.layer(Api, { path: "/docs", scalar: { withDefaultFonts: false, hideTestRequestButton: true } })).pipe(
     Effect.provideService(HttpRouter.HttpRouter, wrapping)
   )
 }))
