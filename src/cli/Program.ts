@@ -12,15 +12,12 @@ import * as NodeRuntime from "@effect/platform-node/NodeRuntime"
 import * as NodeServices from "@effect/platform-node/NodeServices"
 import { Clock, Effect, Layer, Logger } from "effect"
 import { Command } from "effect/cli"
-import { ConsoleSessions } from "../console/ConsoleSessions.ts"
-import { Identity } from "../identity/Identity.ts"
 import { SvcConfig } from "../platform/Config.ts"
 import { isHeld } from "../platform/DataDir.ts"
 import { startFailure } from "../platform/StartFailure.ts"
 import { adminSocketPath, answers, sendCommand } from "./Admin.ts"
 import { VERSION } from "../api/Version.ts"
 import { commands } from "./Commands.ts"
-import { CliDatabaseLive } from "./Database.ts"
 
 /** How long the CLI waits for a server whose lock is held but whose admin channel does not answer yet (it is starting). */
 const ATTACH_WAIT_MS = 30_000
@@ -42,11 +39,9 @@ const runningServer = Effect.gen(function*() {
   }
 })
 
-// Commands open the database only when they run, so `--help` is instant.
-const ServicesLive = Layer.mergeAll(Identity.layer, ConsoleSessions.layer).pipe(
-  Layer.provideMerge(CliDatabaseLive),
-  Layer.provideMerge(SvcConfig.layer)
-)
+// Commands open the database only when they run, and load its modules
+// then: `--help` loads the CLI alone.
+const ServicesLive = Layer.unwrap(Effect.map(Effect.promise(() => import("./Database.ts")), (module) => module.CliServicesLive))
 
 const program = Effect.gen(function*() {
   const socket = yield* runningServer.pipe(Effect.provide(SvcConfig.layer))
