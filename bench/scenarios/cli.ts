@@ -5,7 +5,7 @@
  * embedded data directory, or the PostgreSQL server with `DATABASE_URL`).
  * Each command runs `BENCH_CLI_RUNS` times (default 7, quick 3) as
  * `node src/cli/main.ts` of each checkout; the table gives the median and
- * the spread. Aims (the issue's): `--version` and `--help` under 300 ms,
+ * the spread. Aims: `--version` and `--help` under 300 ms,
  * `orgs create` and `keys create` under 1 s.
  */
 import { execFile } from "node:child_process"
