@@ -3,6 +3,11 @@
  * PostgreSQL when DATABASE_URL is set, else on the embedded database in
  * SVC_DATA_DIR. SIGTERM and Ctrl-C drain in-flight requests and exit 0.
  */
-import { runServer } from "./server/Serve.ts"
+import * as module from "node:module"
 
+// Node's compile cache (in the system's temporary folder): most of a start
+// is compiling modules, which the cache cuts by about a third.
+module.enableCompileCache?.()
+
+const { runServer } = await import("./server/Serve.ts")
 runServer()

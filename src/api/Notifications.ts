@@ -232,7 +232,16 @@ export const EndpointStats = Schema.Struct({
 export const RotateSecret = Schema.Struct({
   overlap_seconds: Schema.optionalKey(
     Schema.Int.check(Schema.isBetween({ minimum: 0, maximum: 7 * 24 * 3600 })).annotate({
-      description: "How long the previous secret keeps signing beside the new one (0 to 604800, default 86400)"
+      description: "How long the secret signing until now keeps signing beside the new one (0 to 604800, default 86400)"
+    })
+  ),
+  expire_previous: Schema.optionalKey(
+    Schema.Literals(["latest", "all"]).annotate({
+      description: "Which earlier secrets the overlap ends. `latest` (default): only the one signing until now; " +
+        "older ones still in the overlap of an earlier rotation keep the end that rotation announced, and a rotation " +
+        "that would then make more than `SVC_WEBHOOK_MAX_SIGNING_SECRETS` secrets sign is refused (409 `LIMIT_REACHED`). " +
+        "`all`: every earlier secret ends within the overlap (none is lengthened), and the oldest beyond " +
+        "`SVC_WEBHOOK_MAX_SIGNING_SECRETS` end at once."
     })
   )
 })
@@ -328,7 +337,7 @@ export class NotificationsApi extends HttpApiGroup.make("notifications")
         secret: Schema.String,
         previous_secret_expires_at: Timestamp
       }),
-      error: NotFound
+      error: [NotFound, LimitReached]
     }).pipe(
       requireScope(
         "org_config.write",
@@ -338,7 +347,11 @@ export class NotificationsApi extends HttpApiGroup.make("notifications")
         summary: "Rotate an endpoint's signing secret",
         request: Examples.rotateSecret,
         response: Examples.rotatedSecret,
-        errors: { 404: notFound("endpoint") }
+        errors: {
+          404: notFound("endpoint"),
+          409: "With `expire_previous: \"latest\"`, the new secret would make more than `SVC_WEBHOOK_MAX_SIGNING_SECRETS` secrets " +
+            "(default 3) sign at once: wait until the oldest ends (the detail says when) or pass `expire_previous: \"all\"` (`LIMIT_REACHED`)."
+        }
       })
     ),
     HttpApiEndpoint.get("deliveries", "/v1/notification-endpoints/:id/deliveries", {

@@ -7,23 +7,9 @@
 import { Context, Schema } from "effect"
 import { HttpApiMiddleware, HttpApiSecurity, OpenApi } from "effect/http-api"
 import { CrossSiteRequest, InsufficientScope, Unauthenticated } from "./Errors.ts"
+import { ConsolePresetNames, Scopes } from "./ScopeNames.ts"
 
-/** Every scope a key can hold (docs/api.md, "Scopes"). */
-export const Scopes = [
-  "feedback.write",
-  "feedback.review",
-  "feedback.read",
-  "datasets.write",
-  "datasets.read",
-  "org_config.read",
-  "org_config.write",
-  "tasks.read",
-  "tasks.write",
-  "agents.read",
-  "agents.write",
-  "approvals.decide",
-  "keys.manage"
-] as const
+export { ConsolePresetNames, Scopes }
 
 export const ScopeName = Schema.Literals(Scopes)
 export type ScopeName = typeof ScopeName.Type
@@ -35,7 +21,6 @@ export const ConsolePresets = {
   admin: Scopes
 } as const satisfies Record<string, ReadonlyArray<ScopeName>>
 
-export const ConsolePresetNames = ["reviewer", "approver", "admin"] as const
 export const ConsolePreset = Schema.Literals(ConsolePresetNames)
 export type ConsolePreset = typeof ConsolePreset.Type
 

@@ -20,20 +20,26 @@
 import { Console, Data, Duration, Effect, Option, Schema } from "effect"
 import { Argument, Command, Flag } from "effect/cli"
 import { CliError } from "effect/cli"
-import { ConsolePresetNames, Scopes, type ScopeName } from "../api/Security.ts"
-import {
-  ConsoleSessions,
-  DEFAULT_LINK_TTL_SECONDS,
-  MAX_LINK_TTL_SECONDS,
-  validPerson
-} from "../console/ConsoleSessions.ts"
-import { Identity } from "../identity/Identity.ts"
-import { writeReviewerEmail } from "../notifications/ReviewerAddress.ts"
+import { ConsolePresetNames, Scopes } from "../api/ScopeNames.ts"
+import type { ScopeName } from "../api/Security.ts"
 import { parseDurations, SvcConfig } from "../platform/Config.ts"
-import { DatabaseInfo } from "../platform/Database.ts"
-import { makeEmbeddedClient, startSession } from "../platform/EmbeddedSession.ts"
-import { Reactivity } from "effect/reactivity"
-import { SqlClient } from "effect/sql"
+import type { SqlClient } from "effect/sql"
+
+// The services' modules (and the database's) load when a command runs:
+// `svc --help` and a mistyped flag load the CLI alone.
+const consoleModule = Effect.promise(() => import("../console/ConsoleSessions.ts"))
+const loadIdentity = Effect.gen(function*() {
+  return yield* (yield* Effect.promise(() => import("../identity/Identity.ts"))).Identity
+})
+const loadSessions = Effect.gen(function*() {
+  return yield* (yield* consoleModule).ConsoleSessions
+})
+const loadDatabaseInfo = Effect.gen(function*() {
+  return yield* (yield* Effect.promise(() => import("../platform/Database.ts"))).DatabaseInfo
+})
+const loadSql = Effect.gen(function*() {
+  return yield* (yield* Effect.promise(() => import("effect/sql"))).SqlClient.SqlClient
+})
 
 const json = Flag.Boolean("json").pipe(Flag.withDescription("Print one JSON object"), Flag.withDefault(false))
 
@@ -47,7 +53,7 @@ const orgsCreate = Command.make(
   "create",
   { name: Flag.String("name").pipe(Flag.withDescription("Organization name"), Flag.withSchema(Schema.NonEmptyString)), json },
   Effect.fn(function*({ name, json }) {
-    const identity = yield* Identity
+    const identity = yield* loadIdentity
     const org = yield* identity.createOrg(name)
     yield* print(json, org, `created organization ${org.id} (${org.name})`)
   })
@@ -57,7 +63,7 @@ const orgsList = Command.make(
   "list",
   { json },
   Effect.fn(function*({ json }) {
-    const identity = yield* Identity
+    const identity = yield* loadIdentity
     const orgs = yield* identity.listOrgs
     yield* print(json, { orgs }, orgs.map((org) => `${org.id}  ${org.name}`).join("\n") || "no organizations")
   })
@@ -67,7 +73,7 @@ const orgsDelete = Command.make(
   "delete",
   { id: Flag.String("id").pipe(Flag.withDescription("Organization id"), Flag.withSchema(Uuid)), json },
   Effect.fn(function*({ id, json }) {
-    const identity = yield* Identity
+    const identity = yield* loadIdentity
     const { keys } = yield* identity.deleteOrg(id).pipe(Effect.catchTag("OrgNotFound", () => fail(`no organization ${id}`)))
     yield* print(json, { id, deleted: true, keys }, `deleted organization ${id} and all its data (${keys} API key(s) refused from now on)`)
   })
@@ -97,7 +103,7 @@ const keysCreate = Command.make(
     json
   },
   Effect.fn(function*({ org, scopes, name, json }) {
-    const identity = yield* Identity
+    const identity = yield* loadIdentity
     const parsed = yield* parseScopes(scopes)
     const created = yield* identity.createKey({ orgId: org, scopes: parsed, name: Option.getOrUndefined(name) }).pipe(
       Effect.catchTag("OrgNotFound", () => fail(`no organization ${org}`))
@@ -114,7 +120,7 @@ const keysList = Command.make(
   "list",
   { org: Flag.String("org").pipe(Flag.withDescription("Organization id"), Flag.withSchema(Uuid)), json },
   Effect.fn(function*({ org, json }) {
-    const identity = yield* Identity
+    const identity = yield* loadIdentity
     const keys = yield* identity.listKeys(org).pipe(Effect.catchTag("OrgNotFound", () => fail(`no organization ${org}`)))
     yield* print(
       json,
@@ -130,7 +136,7 @@ const keysRevoke = Command.make(
   "revoke",
   { id: Flag.String("id").pipe(Flag.withDescription("Key id"), Flag.withSchema(Uuid)), json },
   Effect.fn(function*({ id, json }) {
-    const identity = yield* Identity
+    const identity = yield* loadIdentity
     const key = yield* identity.revokeKey(id).pipe(Effect.catchTag("KeyNotFound", () => fail(`no key ${id}`)))
     yield* print(json, key, `revoked key ${key.id}`)
   })
@@ -157,6 +163,9 @@ const reviewerEmail = Command.make(
     if (address !== null && (address.length > 254 || !emailPattern.test(address))) {
       return yield* fail(`not an email address: ${address}`)
     }
+    // Loaded here: the endpoints module brings the delivery queue and the
+    // outbound HTTP client, which no other command needs.
+    const { writeReviewerEmail } = yield* Effect.promise(() => import("../notifications/ReviewerAddress.ts"))
     const found = yield* writeReviewerEmail(org, address)
     if (!found) return yield* fail(`no organization ${org}`)
     yield* print(
@@ -177,6 +186,7 @@ const orgFlag = Flag.String("org").pipe(Flag.withDescription("Organization id"),
 /** `15m`, `1h`...: between a minute and `MAX_LINK_TTL_SECONDS`. */
 const parseTtl = (raw: string) =>
   Effect.gen(function*() {
+    const { MAX_LINK_TTL_SECONDS } = yield* consoleModule
     const parsed = yield* parseDurations("--ttl", raw).pipe(Effect.catch(() => fail(`--ttl: "${raw}" is not a duration such as 15m or 1h`)))
     const seconds = parsed.length === 1 ? Math.round(Duration.toMillis(parsed[0]!) / 1000) : Number.NaN
     if (!(seconds >= 60 && seconds <= MAX_LINK_TTL_SECONDS)) {
@@ -195,10 +205,11 @@ const consoleLogin = Command.make(
     json
   },
   Effect.fn(function*({ org, preset, name, ttl, json }) {
+    const { DEFAULT_LINK_TTL_SECONDS, validPerson } = yield* consoleModule
     if (!validPerson(name)) return yield* fail("--name must be 1 to 100 printable characters")
     const ttlSeconds = Option.isSome(ttl) ? yield* parseTtl(ttl.value) : DEFAULT_LINK_TTL_SECONDS
     const config = yield* SvcConfig
-    const sessions = yield* ConsoleSessions
+    const sessions = yield* loadSessions
     const link = yield* sessions.createLink({ orgId: org, preset, person: name.trim(), ttlSeconds }).pipe(
       Effect.catchTag("OrgNotFound", () => fail(`no organization ${org}`))
     )
@@ -218,7 +229,7 @@ const consoleSessions = Command.make(
   "sessions",
   { org: orgFlag, json },
   Effect.fn(function*({ org, json }) {
-    const sessions = yield* ConsoleSessions
+    const sessions = yield* loadSessions
     const list = yield* sessions.list(org)
     yield* print(
       json,
@@ -238,7 +249,7 @@ const consoleRevoke = Command.make(
     json
   },
   Effect.fn(function*({ session, all, org, json }) {
-    const sessions = yield* ConsoleSessions
+    const sessions = yield* loadSessions
     if (all === Option.isSome(session)) return yield* fail("give exactly one of --session ID or --all --org ORG_ID")
     if (Option.isSome(session)) {
       yield* sessions.revoke(session.value).pipe(Effect.catchTag("SessionNotFound", () => fail(`no console session ${session.value}`)))
@@ -296,11 +307,13 @@ const rolledBack = (sql: SqlClient.SqlClient, statement: string) =>
  */
 export const readOnlyQuery = (statement: string) =>
   Effect.gen(function*() {
-    const sql = yield* SqlClient.SqlClient
-    const info = yield* DatabaseInfo
+    const sql = yield* loadSql
+    const info = yield* loadDatabaseInfo
     if (info.embedded === undefined) return yield* rolledBack(sql, statement)
     const embedded = info.embedded
     const copy = yield* sql.withTransaction(embedded.request({ op: "snapshot" }))
+    const { makeEmbeddedClient, startSession } = yield* Effect.promise(() => import("../platform/EmbeddedSession.ts"))
+    const { Reactivity } = yield* Effect.promise(() => import("effect/reactivity"))
     return yield* Effect.scoped(Effect.gen(function*() {
       const session = yield* startSession({
         dataDir: undefined,
@@ -346,11 +359,11 @@ const dbDump = Command.make(
   "dump",
   {},
   Effect.fn(function*() {
-    const info = yield* DatabaseInfo
+    const info = yield* loadDatabaseInfo
     if (info.embedded === undefined) {
       return yield* fail("on a PostgreSQL server use pg_dump itself: pg_dump \"$DATABASE_URL\"")
     }
-    const sql = yield* SqlClient.SqlClient
+    const sql = yield* loadSql
     // In a transaction of its own: the dump holds the session (nothing else
     // runs between its statements) and reads one consistent snapshot.
     const answer = yield* sql.withTransaction(info.embedded.request({ op: "dump" })).pipe(

@@ -94,6 +94,10 @@ export class Feedback extends Context.Service<Feedback, {
         ),
         (pool) => Effect.sync(pool.close)
       )
+      // Started with the server, before it listens: the first correction
+      // after a start then takes what later ones take, not the seconds the
+      // workers need to load.
+      yield* Effect.promise(pool.warm)
       const corrections = makeCorrections({ sql, pool, config, identity: yield* Identity, secrets: yield* SecretStore })
       const quota = makeQuota(sql, config)
       const review = makeReview(sql, box)

@@ -71,37 +71,49 @@ export const toEndpoint = (row: EndpointRow): NotificationEndpoint => ({
 const DEFAULT_OVERLAP_SECONDS = 24 * 3600
 
 /**
- * Signing secrets an endpoint uses at once (one `v1=` each in every
- * signature): the newest and the two before it. Rotating again retires the
- * oldest at once, so rotating in a loop cannot make every delivery carry
- * and compute an unbounded number of signatures.
- */
-export const MAX_SIGNING_SECRETS = 3
-
-/**
- * Puts `secret` in use and shortens the previous ones' lives to the overlap
- * (at most `MAX_SIGNING_SECRETS` in use at once); answers the overlap's end,
- * in the database's time: that is what `list` compares with.
+ * Puts `secret` in use and ends the earlier ones within the overlap,
+ * never later than they were to end; answers the overlap's end, in the
+ * database's time: that is what `list` compares with.
+ *
+ * `latest` ends only the secret signing until now: an older one still in
+ * the overlap of an earlier rotation keeps the end that rotation
+ * announced (a receiver may still verify with it alone), so a rotation
+ * that would make more than `maxSecrets` sign at once is refused. `all`
+ * ends every earlier one within the overlap, and the oldest beyond
+ * `maxSecrets` at once: the caller asked for it.
  */
 const rotateSigning = (
   sql: PgClient.PgClient,
   secrets: SecretStore["Service"],
   owner: SecretOwner,
   secret: string,
-  overlapSeconds: number
+  rotation: { readonly overlapSeconds: number; readonly expire: "latest" | "all"; readonly maxSecrets: number }
 ) =>
   sql.withTransaction(Effect.gen(function*() {
     const now = new Date(yield* databaseNow(sql))
-    const until = new Date(now.getTime() + overlapSeconds * 1000)
+    const until = new Date(now.getTime() + rotation.overlapSeconds * 1000)
+    // Those in use, newest first.
     const current = yield* secrets.list(owner)
+    if (rotation.expire === "latest" && current.length >= rotation.maxSecrets) {
+      const oldest = current.at(-1)!
+      return yield* new LimitReached({
+        limit: "SVC_WEBHOOK_MAX_SIGNING_SECRETS",
+        limit_value: rotation.maxSecrets,
+        detail: `${current.length} secrets sign this endpoint's deliveries until the oldest ends at ${
+          iso(oldest.expires_at ?? now)
+        }; rotate after that, or pass expire_previous: "all" to end the earlier secrets within this overlap.`
+      })
+    }
     for (const [index, old] of current.entries()) {
-      if (index >= MAX_SIGNING_SECRETS - 1) yield* secrets.expire(owner, old.id, now)
+      if (index >= rotation.maxSecrets - 1) yield* secrets.expire(owner, old.id, now)
       // Shorten, never lengthen, the life of a secret already expiring.
-      else if (old.expires_at === null || new Date(old.expires_at) > until) yield* secrets.expire(owner, old.id, until)
+      else if ((index === 0 || rotation.expire === "all") && (old.expires_at === null || new Date(old.expires_at) > until)) {
+        yield* secrets.expire(owner, old.id, until)
+      }
     }
     yield* secrets.put(owner, "signing", Redacted.make(secret))
     return until
-  })).pipe(Effect.orDie)
+  })).pipe(Effect.catchTag("SqlError", Effect.die))
 
 const columns =
   "id, org_id, url, url_hint, events, ordering, active, deactivated_at, deactivated_reason, created_at, created_by, action_classes, failing_since, header_names, rate_limit"
@@ -186,11 +198,16 @@ export class NotificationEndpoints extends Context.Service<NotificationEndpoints
   ) => Effect.Effect<NotificationEndpoint, NotFound | InvalidWebhookEvents | InvalidHeaders>
   /** Deletes the row and its secrets; answers the deleted row (the caller ends its pending deliveries). */
   readonly remove: (orgId: string, id: string) => Effect.Effect<EndpointRow, NotFound>
-  readonly rotateSecret: (orgId: string, id: string, overlapSeconds: number | undefined) => Effect.Effect<{
+  readonly rotateSecret: (
+    orgId: string,
+    id: string,
+    overlapSeconds: number | undefined,
+    expirePrevious: "latest" | "all" | undefined
+  ) => Effect.Effect<{
     readonly endpoint: NotificationEndpoint
     readonly secret: string
     readonly previous_secret_expires_at: string
-  }, NotFound>
+  }, NotFound | LimitReached>
   /** Marks the endpoint inactive with a reason (the receiver answered 410 Gone) and writes `endpoint.disabled`. */
   readonly deactivate: (orgId: string, id: string, reason: string) => Effect.Effect<void>
   /**
@@ -304,12 +321,17 @@ export class NotificationEndpoints extends Context.Service<NotificationEndpoints
       const rotateSecret = Effect.fn("NotificationEndpoints.rotateSecret")(function*(
         orgId: string,
         id: string,
-        overlapSeconds: number | undefined
+        overlapSeconds: number | undefined,
+        expirePrevious: "latest" | "all" | undefined
       ) {
         const row = yield* find(orgId, id)
         const owner = endpointOwner(orgId, id)
         const secret = newSigningSecret()
-        const until = yield* rotateSigning(sql, secrets, owner, secret, overlapSeconds ?? DEFAULT_OVERLAP_SECONDS)
+        const until = yield* rotateSigning(sql, secrets, owner, secret, {
+          overlapSeconds: overlapSeconds ?? DEFAULT_OVERLAP_SECONDS,
+          expire: expirePrevious ?? "latest",
+          maxSecrets: config.webhookMaxSigningSecrets
+        })
         yield* forget(orgId, id)
         return { endpoint: toEndpoint(row), secret, previous_secret_expires_at: iso(until) }
       })

@@ -63,7 +63,7 @@ export const NotificationsHandlers = HttpApiBuilder.group(
           })
         ),
       rotateSecret: ({ params, payload }) =>
-        CurrentPrincipal.use((p) => endpoints.rotateSecret(p.orgId, params.id, payload.overlap_seconds)),
+        CurrentPrincipal.use((p) => endpoints.rotateSecret(p.orgId, params.id, payload.overlap_seconds, payload.expire_previous)),
       deliveries: ({ params }) =>
         CurrentPrincipal.use((p) =>
           Effect.gen(function*() {

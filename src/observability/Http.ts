@@ -11,13 +11,14 @@
  *
  * With neither, `/metrics` does not exist (404, like any unknown route).
  */
-import { NodeHttpServer } from "@effect/platform-node"
+import * as NodeHttpServer from "@effect/platform-node/NodeHttpServer"
 import { Effect, Layer, Option, Redacted } from "effect"
 import { HttpRouter, HttpServerRequest, HttpServerResponse } from "effect/http"
 import { createHash, timingSafeEqual } from "node:crypto"
 import { createServer } from "node:http"
 import { problemType } from "../api/Errors.ts"
 import { SvcConfig } from "../platform/Config.ts"
+import { listenFailed } from "../platform/StartFailure.ts"
 import { MetricsScrape } from "./Scrape.ts"
 
 const PROBLEM_JSON = "application/problem+json"
@@ -76,7 +77,7 @@ export const MetricsListener = Layer.effectDiscard(Effect.gen(function*() {
     port: config.metricsPort.value,
     host: config.metricsHost,
     gracefulShutdownTimeout: "2 seconds"
-  })
+  }).pipe(Effect.mapError(listenFailed("SVC_METRICS_PORT", { port: config.metricsPort.value, host: config.metricsHost })))
   const app = Effect.gen(function*() {
     const request = yield* HttpServerRequest.HttpServerRequest
     const path = request.url.split("?")[0]

@@ -27,6 +27,8 @@ export interface SvcConfigShape {
   readonly webhookCooldownMax: Duration.Duration
   /** Consecutive failed attempts before an endpoint cools down. */
   readonly webhookCooldownAfter: number
+  /** Signing secrets of one endpoint in use at once (one signature each per delivery). */
+  readonly webhookMaxSigningSecrets: number
   /** How long a process holds a claimed webhook delivery; after a crash it is sent again once this runs out. */
   readonly webhookLease: Duration.Duration
   /** The whole exchange of one webhook attempt must end within this (receivers are promised 5 s: docs/webhooks.md, "Delivery"). */
@@ -278,7 +280,13 @@ export const svcConfig: Config.Config<SvcConfigShape> = Config.all({
   ),
   host: Config.String("HOST").pipe(Config.withDefault("127.0.0.1")),
   databaseUrl: Config.option(Config.Redacted("DATABASE_URL")).pipe(
-    Config.map(Option.filter((url) => Redacted.value(url).length > 0))
+    Config.map(Option.filter((url) => Redacted.value(url).length > 0)),
+    // Its value is never repeated: it may hold a password.
+    Config.mapEffect((url) =>
+      Option.isNone(url) || /^postgres(ql)?:$/.test(URL.parse(Redacted.value(url.value))?.protocol ?? "")
+        ? Effect.succeed(url)
+        : Effect.fail(invalid("DATABASE_URL must be a postgres:// or postgresql:// URL"))
+    )
   ),
   dataDir: Config.String("SVC_DATA_DIR").pipe(Config.withDefault("./.data")),
   masterKey: Config.option(Config.Redacted("SVC_MASTER_KEY")),
@@ -291,6 +299,7 @@ export const svcConfig: Config.Config<SvcConfigShape> = Config.all({
   ),
   webhookCooldownBase: durationList("SVC_WEBHOOK_COOLDOWN_BASE", "1m").pipe(Config.map((list) => list[0] ?? Duration.minutes(1))),
   webhookCooldownMax: durationList("SVC_WEBHOOK_COOLDOWN_MAX", "1h").pipe(Config.map((list) => list[0] ?? Duration.hours(1))),
+  webhookMaxSigningSecrets: intAtLeast("SVC_WEBHOOK_MAX_SIGNING_SECRETS", 3, 2, 10),
   webhookCooldownAfter: Config.Int("SVC_WEBHOOK_COOLDOWN_AFTER").pipe(
     Config.withDefault(3),
     Config.mapEffect((n) => n >= 1 ? Effect.succeed(n) : Effect.fail(invalid("SVC_WEBHOOK_COOLDOWN_AFTER must be at least 1")))

@@ -26,6 +26,10 @@ import { keepVacuumed, VACUUM_EVERY } from "./EmbeddedVacuum.ts"
 
 export class DatabaseUnavailable extends Data.TaggedError("DatabaseUnavailable")<{
   readonly message: string
+  /** Another process holds the data directory. */
+  readonly held?: boolean
+  /** The setting at fault (the data directory cannot be used). */
+  readonly setting?: string
 }> {}
 
 /** Where the database is and what kind it is; handy for logs, the CLI and tests. */
@@ -105,8 +109,8 @@ const holdEmbedded = (absolute: string, options: { readonly waitMs?: number }) =
     fs.rmSync(legacySocket(absolute), { force: true })
   }).pipe(
     Effect.catchTags({
-      DataDirError: (error) => Effect.fail(new DatabaseUnavailable({ message: error.message })),
-      DataDirHeld: (error) => Effect.fail(new DatabaseUnavailable({ message: error.message }))
+      DataDirError: (error) => Effect.fail(new DatabaseUnavailable({ message: error.message, setting: "SVC_DATA_DIR" })),
+      DataDirHeld: (error) => Effect.fail(new DatabaseUnavailable({ message: error.message, held: true }))
     })
   )
 

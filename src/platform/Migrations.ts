@@ -1,10 +1,11 @@
-import { NodeServices } from "@effect/platform-node"
+import * as NodeServices from "@effect/platform-node/NodeServices"
 import { PgMigrator } from "@effect/sql-pg"
 import { Data, Effect, Layer, Option, Runtime, Schema } from "effect"
-import { SqlClient } from "effect/sql"
+import { SqlClient, type SqlError } from "effect/sql"
 import { VERSION } from "../api/Version.ts"
 import { migrations, releaseOf } from "./migrations/index.ts"
 import { rowsOf } from "./Rows.ts"
+import { cannotConnect, MigrationFailed } from "./StartFailure.ts"
 
 /**
  * Orders two release versions (`major.minor.patch`) by their numbers:
@@ -119,10 +120,14 @@ const runAs = (version: string) =>
   )
 
 export const Migrations = {
-  layer: Layer.effectDiscard(runAs(VERSION)).pipe(
-    // A refusal is reported by the entry point, as its one line.
-    Layer.tapError((error) => error._tag === "SchemaTooNew" ? Effect.void : Effect.logError("migrations failed", error))
-  ),
+  // The entry points report a failure as their one line (`StartFailure.ts`):
+  // a database that cannot be reached as such, a refused migration as one.
+  layer: Layer.effectDiscard(runAs(VERSION).pipe(
+    Effect.catchTag("SqlError", (error): Effect.Effect<never, SqlError.SqlError | MigrationFailed> =>
+      cannotConnect(error)
+        ? Effect.fail(error)
+        : Effect.fail(new MigrationFailed({ message: error.message })))
+  )),
   run: runAs(VERSION),
   /** As a build of another version would (tests simulate an older one). */
   runAs

@@ -150,6 +150,12 @@ export interface WorkerPool<Request, Reply> {
   /** Sends `request` to every worker outside the queue (after its current job); `undefined` from a worker replaced meanwhile. */
   readonly broadcast: (request: Request) => Promise<ReadonlyArray<Reply | undefined>>
   readonly close: () => void
+  /**
+   * Starts the workers now, if they have not started, and resolves once
+   * each has said it is ready: a server calls it while it starts, so that
+   * its first request does not wait for them.
+   */
+  readonly warm: () => Promise<void>
   /** Workers terminated and replaced so far (over the deadline, out of heap, crashed). */
   readonly replacedWorkers: () => number
   readonly load: () => PoolLoad
@@ -215,6 +221,7 @@ export const makeWorkerPool = <Request extends object, Reply extends PoolReply>(
     worker.on("message", (message: Reply | "ready") => {
       if (message === "ready") {
         slot.ready = true
+        if (slots.every((each) => each.ready)) for (const resolve of warming.splice(0)) resolve()
         pump()
         return
       }
@@ -366,6 +373,7 @@ export const makeWorkerPool = <Request extends object, Reply extends PoolReply>(
     ))
 
   const close = () => {
+    for (const resolve of warming.splice(0)) resolve()
     closed = true
     const pending = [...slots.flatMap((slot) => slot.job === undefined ? [] : [slot.job]), ...[...queues.values()].flat()]
     queues.clear()
@@ -381,8 +389,10 @@ export const makeWorkerPool = <Request extends object, Reply extends PoolReply>(
     }
   }
 
-  // Workers start on first use: a process that never checks anything (the
-  // CLI, a process busy with deliveries only) never pays for them.
+  // Workers start on first use, or when warmed: a process that never
+  // checks anything (the CLI, a process busy with deliveries only) never
+  // pays for them.
+  const warming: Array<() => void> = []
   let started = false
   const start = () => {
     if (started || closed) return
@@ -392,6 +402,12 @@ export const makeWorkerPool = <Request extends object, Reply extends PoolReply>(
 
   return {
     admit,
+    warm: () =>
+      new Promise<void>((resolve) => {
+        start()
+        if (closed || slots.every((slot) => slot.ready)) resolve()
+        else warming.push(resolve)
+      }),
     submit: (orgId, request, done, phase) => {
       start()
       return submit(orgId, request, done, phase)

@@ -15,7 +15,7 @@
  * 30 s for a whole request and 5 s idle between requests; anything that is
  * not such a request is answered 4xx or closed.
  */
-import { NodeServices } from "@effect/platform-node"
+import * as NodeServices from "@effect/platform-node/NodeServices"
 import { Cause, Console, Context, Effect, Exit, Layer, Option } from "effect"
 import { HttpServer } from "effect/http"
 import { Command } from "effect/cli"

@@ -14,7 +14,9 @@
  * - is never framed (`frame-ancestors 'none'`, `X-Frame-Options: DENY`),
  *   submits no form, and sets no base URL.
  * Styles stay inline (Scalar writes its own), images and fonts come only
- * from `data:` URLs, and the page connects nowhere. In the sandbox the
+ * from `data:` URLs, and the page connects nowhere: so it does not offer
+ * Scalar's API client ("Test Request", "Open API Client"), which could not
+ * send (each operation shows its request as code to run instead). In the sandbox the
  * browser refuses web storage, which Scalar reads as it starts: a small
  * script before the bundle gives it storage that lasts as long as the page.
  */
@@ -83,6 +85,19 @@ const docsHeaders = (csp: string) => ({
 })
 
 /**
+ * The page connects nowhere: no "Test Request" per operation, no "Open API
+ * Client", and no developer toolbar (whose "Share" uploads the document to
+ * Scalar) when opened on localhost. Scalar reads the last two, which
+ * Effect's type omits.
+ */
+const SCALAR: HttpApiScalar.ScalarConfig & { readonly hideClientButton: boolean; readonly showDeveloperTools: "never" } = {
+  withDefaultFonts: false,
+  hideTestRequestButton: true,
+  hideClientButton: true,
+  showDeveloperTools: "never"
+}
+
+/**
  * Scalar's route, registered through a router that secures its answer. The
  * page never changes while the server runs (Scalar memoizes it), so it is
  * rewritten and its policy computed once, from the first answer.
@@ -115,7 +130,7 @@ export const DocsRoute = HttpRouter.use(Effect.fnUntraced(function*(router) {
         )) satisfies HttpRouter.HttpRouter["add"]
     }
   })
-  yield* Layer.build(HttpApiScalar.layer(Api, { path: "/docs", scalar: { withDefaultFonts: false } })).pipe(
+  yield* Layer.build(HttpApiScalar.layer(Api, { path: "/docs", scalar: SCALAR })).pipe(
     Effect.provideService(HttpRouter.HttpRouter, wrapping)
   )
 }))

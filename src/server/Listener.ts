@@ -11,12 +11,13 @@
  * between the socket opening and the handler attaching is held and handed
  * over, never left unanswered.
  */
-import { NodeHttpServer } from "@effect/platform-node"
+import * as NodeHttpServer from "@effect/platform-node/NodeHttpServer"
 import { Context, Effect, Layer, Scope } from "effect"
 import { HttpServer, type HttpServerError } from "effect/http"
 import type { SocketAddress } from "effect/net/NetAddress"
 import type * as Http from "node:http"
 import { requestContext } from "./RequestContext.ts"
+import { type ListenFailed, listenFailed } from "../platform/StartFailure.ts"
 
 interface Attached {
   readonly app: Effect.Effect<any, any, any>
@@ -27,7 +28,7 @@ interface Attached {
 
 export class HttpListener extends Context.Service<HttpListener, {
   /** Opens the socket and serves the attached application until the scope closes. */
-  readonly listen: Effect.Effect<void, HttpServerError.ServeError, Scope.Scope>
+  readonly listen: Effect.Effect<void, HttpServerError.ServeError | ListenFailed, Scope.Scope>
 }>()("svc/server/HttpListener") {}
 
 /**
@@ -61,7 +62,7 @@ const layer = (evaluate: () => Http.Server, options: NodeHttpServer.Options) =>
       const early: Array<readonly [Http.IncomingMessage, Http.ServerResponse]> = []
       const hold = (request: Http.IncomingMessage, response: Http.ServerResponse) => void early.push([request, response])
       node.on("request", hold)
-      const listening = yield* NodeHttpServer.make(() => node, options)
+      const listening = yield* NodeHttpServer.make(() => node, options).pipe(Effect.mapError(listenFailed("PORT", options)))
       const scope = yield* Effect.scope
       // Requests start with the application's services less those only its
       // handlers use (`RequestContext.ts`): replaced, not merged into this

@@ -4,14 +4,15 @@
  * until a signal (SIGTERM and Ctrl-C drain in-flight requests and exit 0).
  * Run by `npm start` (src/main.ts) and `svc start` (src/cli/main.ts).
  */
-import { NodeRuntime } from "@effect/platform-node"
-import { Cause, Effect, Exit, Fiber, Layer } from "effect"
+import * as NodeRuntime from "@effect/platform-node/NodeRuntime"
+import { Cause, DateTime, Effect, Exit, Fiber, Layer } from "effect"
 import { HttpServer } from "effect/http"
 import type { SqlClient } from "effect/sql"
 import { createServer } from "node:http"
 import { Database, DatabaseInfo } from "../platform/Database.ts"
 import { SvcConfig } from "../platform/Config.ts"
 import { LoggingLive } from "../platform/Logging.ts"
+import { startFailure } from "../platform/StartFailure.ts"
 import { AppLive, PlatformLive } from "./App.ts"
 import { ListenLater } from "./Listener.ts"
 import { AdminChannelLive } from "./AdminChannel.ts"
@@ -62,15 +63,37 @@ const Serve = Layer.effectDiscard(Effect.gen(function*() {
   return yield* Effect.fail(new Error(`database session lost: ${why}`))
 }).pipe(Effect.forkScoped, Effect.flatMap(Fiber.join)))
 
+/**
+ * One JSON line for a failure that stops svc (the logs' format, written
+ * directly: the logger may be what failed to start, for an unknown
+ * `SVC_LOG_LEVEL`): what went wrong, the setting at fault, and the exit
+ * code, which differs by reason (`StartFailure.ts`).
+ */
+const reportFailure = (cause: Cause.Cause<unknown>) =>
+  Effect.gen(function*() {
+    if (Cause.hasInterruptsOnly(cause)) return
+    const failure = startFailure(cause)
+    const time = DateTime.formatIso(yield* DateTime.now)
+    process.exitCode = failure.exitCode
+    process.stdout.write(`${JSON.stringify({
+      time,
+      level: "ERROR",
+      message: failure.message,
+      reason: failure.reason,
+      ...(failure.setting === undefined ? {} : { setting: failure.setting }),
+      exit_code: failure.exitCode
+    })}\n`)
+  })
+
 // `beside`: more work on the server's database, for as long as it runs (tests add faults with it).
 // A signal interrupts the program: that is a clean stop (exit 0), not a failure.
 export const runServer = (beside: Layer.Layer<never, never, SqlClient.SqlClient> = Layer.empty): void =>
   Layer.launch(Layer.merge(Serve, beside).pipe(Layer.provideMerge(MainLive))).pipe(
-    // A database of a later svc: one line that names both versions, exit 1.
-    Effect.tapErrorTag("SchemaTooNew", (error) => Effect.logError(error.message)),
     Effect.provide(LoggingLive),
+    Effect.tapCause(reportFailure),
     NodeRuntime.runMain({
+      disableErrorReporting: true,
       teardown: (exit, onExit) =>
-        onExit(Exit.isSuccess(exit) || Cause.hasInterruptsOnly(exit.cause) ? 0 : 1)
+        onExit(Exit.isSuccess(exit) || Cause.hasInterruptsOnly(exit.cause) ? 0 : startFailure(exit.cause).exitCode)
     })
   )

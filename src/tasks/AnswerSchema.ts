@@ -189,6 +189,9 @@ export class AnswerSchemas extends Context.Service<AnswerSchemas, {
         ),
         (pool) => Effect.sync(pool.close)
       )
+      // Started with the server, before it listens: the first task then
+      // does not wait for the workers to load.
+      yield* Effect.promise(pool.warm)
 
       const overBudget = (outcome: Outcome<WorkerReply>, field: string, what: string): OverLimit =>
         outcome._tag === "Crashed" && outcome.outOfMemory

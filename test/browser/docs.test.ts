@@ -5,7 +5,8 @@
  */
 import { afterAll, assert, beforeAll, it } from "vitest"
 import { CONSOLE_CSP } from "../../src/server/Console.ts"
-import { describeBrowser, screenshot, startWorld, type World } from "./support.ts"
+import * as path from "node:path"
+import { describeBrowser, screenshot, screenshotDir, startWorld, type World } from "./support.ts"
 
 let world: World
 
@@ -17,7 +18,7 @@ afterAll(async () => {
 })
 
 describeBrowser("the API reference at /docs", () => {
-  it("carries its own CSP (its scripts by hash, sandboxed, frame-ancestors 'none') and still renders the reference with no violation", async () => {
+  it("carries its own CSP (its scripts by hash, sandboxed, frame-ancestors 'none', connecting nowhere), renders the reference with no violation, and offers no API client (Test Request) it could not send", async () => {
     const response = await fetch(`${world.baseUrl}/docs`)
     assert.strictEqual(response.status, 200)
     const csp = response.headers.get("content-security-policy") ?? ""
@@ -34,6 +35,10 @@ describeBrowser("the API reference at /docs", () => {
     await page.getByRole("heading", { name: "Check liveness" }).first().waitFor({ timeout: 30_000 })
     await page.getByRole("heading", { name: "Datasets" }).first().waitFor()
     await screenshot(page, "docs")
+    await page.screenshot({ path: path.join(screenshotDir, "docs-first-screen.png") })
+    // The page connects nowhere, so it offers no request it could not send.
+    const text = await page.evaluate(() => document.body.innerText)
+    assert.notMatch(text, /test request|api client|developer tools/i)
     // The page runs in an opaque origin: not the console's.
     assert.strictEqual(await page.evaluate(() => window.origin), "null")
     assert.deepStrictEqual(problems, [])

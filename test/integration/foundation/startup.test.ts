@@ -269,24 +269,24 @@ describe("a database of a later svc", () => {
 
   const refusedBoth = async (env: Record<string, string>) => {
     const server = await runNode("src/main.ts", [], { ...env, PORT: "0" })
-    assert.strictEqual(server.code, 1, server.stdout + server.stderr)
+    assert.strictEqual(server.code, 7, server.stdout + server.stderr)
     const errors = (server.stdout + server.stderr).split("\n").filter((text) => text.includes("ERROR") || text.includes("cannot start"))
     assert.deepStrictEqual(errors.map((text) => JSON.parse(text).message), [line])
     assert.notInclude(server.stdout, "svc listening")
     const command = await cli(["orgs", "list", "--json"], env)
-    assert.strictEqual(command.code, 1)
+    assert.strictEqual(command.code, 7)
     assert.strictEqual(command.stdout, "")
     assert.strictEqual(command.stderr, `${line}\n`)
   }
 
-  it("embedded: the server and the CLI refuse to start, with one line naming both versions, and exit 1", async () => {
+  it("embedded: the server and the CLI refuse to start, with one line naming both versions, and exit 7", async () => {
     const env = envFor(newDataDir())
     assert.strictEqual((await cli(["orgs", "list", "--json"], env)).code, 0)
     await Effect.runPromise(fromLaterRelease.pipe(Effect.provide(Database.embedded(env.SVC_DATA_DIR)), Effect.scoped))
     await refusedBoth(env)
   }, TEST_MS)
 
-  it.skipIf(!process.env.TEST_DATABASE_URL)("on PostgreSQL: the server and the CLI refuse to start, with one line naming both versions, and exit 1", () =>
+  it.skipIf(!process.env.TEST_DATABASE_URL)("on PostgreSQL: the server and the CLI refuse to start, with one line naming both versions, and exit 7", () =>
     Effect.gen(function*() {
       const url = yield* scratchDatabaseUrl("svc_later")
       const env = { DATABASE_URL: url, SVC_DATA_DIR: newDataDir(), SVC_MASTER_KEY: Buffer.alloc(32, 7).toString("base64") }

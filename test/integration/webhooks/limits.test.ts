@@ -7,7 +7,7 @@
  */
 import { assert, describe, layer } from "@effect/vitest"
 import { Effect } from "effect"
-import { MAX_SIGNING_SECRETS } from "../../../src/notifications/Endpoints.ts"
+import { createHmac } from "node:crypto"
 import { SvcTest, type TestOrg } from "../../../src/testing.ts"
 import { raw } from "../../support/http.ts"
 import { HttpsReceiver } from "../../support/HttpsReceiver.ts"
@@ -16,6 +16,19 @@ import { eventBody, insertEvents, webhookService } from "./support.ts"
 const MAX_ENDPOINTS = 5
 const MAX_POLICIES = 3
 const MAX_TASKS = 3
+/** `SVC_WEBHOOK_MAX_SIGNING_SECRETS` by default. */
+const MAX_SIGNING_SECRETS = 3
+
+/** Which of `secrets` signed a delivery's `X-Svc-Signature` (HMAC-SHA256 of `t.body`, keyed with the secret string). */
+const signedBy = (request: { readonly headers: Record<string, string | undefined>; readonly body: Uint8Array }, secrets: ReadonlyArray<string>) => {
+  const header = request.headers["x-svc-signature"]!
+  const t = /t=(\d+)/.exec(header)![1]!
+  const signatures = [...header.matchAll(/v1=([0-9a-f]+)/g)].map((m) => m[1]!)
+  return {
+    count: signatures.length,
+    by: secrets.map((secret) => signatures.includes(createHmac("sha256", secret).update(`${t}.`).update(request.body).digest("hex")))
+  }
+}
 
 const send = (org: TestOrg, method: string, path: string, body: unknown) =>
   Effect.flatMap(SvcTest, (svc) =>
@@ -111,15 +124,70 @@ layer(
       }))
   })
 
-  describe(`signing secrets in use per endpoint (at most ${MAX_SIGNING_SECRETS})`, () => {
-    it.effect("rotating again and again never makes a delivery carry more signatures", () =>
+  describe(`signing secrets in use per endpoint (SVC_WEBHOOK_MAX_SIGNING_SECRETS, ${MAX_SIGNING_SECRETS} by default)`, () => {
+    it.effect("a rotation with overlap 0 ends the secret signing until then, never an older one still in its announced overlap", () =>
+      Effect.gen(function*() {
+        const receiver = yield* HttpsReceiver.make()
+        const org = yield* SvcTest.org()
+        const { endpoint, secret: first } = yield* org.client.notifications.create({ payload: { url: receiver.url("/kept") } })
+        const params = { id: endpoint.id }
+        const second = (yield* org.client.notifications.rotateSecret({ params, payload: { overlap_seconds: 86400 } })).secret
+        const third = (yield* org.client.notifications.rotateSecret({ params, payload: { overlap_seconds: 0 } })).secret
+        yield* insertEvents([eventBody(org.orgId, "approval.requested")])
+        const [request] = yield* receiver.waitForRequests(1)
+        // The first secret was announced to sign for a day: a receiver still on it verifies.
+        assert.deepStrictEqual(signedBy(request!, [third, second, first]), { count: 2, by: [true, false, true] })
+      }))
+
+    it.effect(`a rotation that would make more than ${MAX_SIGNING_SECRETS} secrets sign is 409 LIMIT_REACHED naming the setting; expire_previous: "all" ends the oldest instead`, () =>
+      Effect.gen(function*() {
+        const receiver = yield* HttpsReceiver.make()
+        const org = yield* SvcTest.org()
+        const { endpoint, secret: first } = yield* org.client.notifications.create({ payload: { url: receiver.url("/capped") } })
+        const params = { id: endpoint.id }
+        const secrets = [first]
+        for (let i = 1; i < MAX_SIGNING_SECRETS; i++) {
+          secrets.unshift((yield* org.client.notifications.rotateSecret({ params, payload: { overlap_seconds: 86400 } })).secret)
+        }
+        const over = yield* send(org, "POST", `/v1/notification-endpoints/${endpoint.id}/rotate-secret`, { overlap_seconds: 86400 })
+        assert.strictEqual(over.status, 409)
+        assert.strictEqual(over.json.code, "LIMIT_REACHED")
+        assert.strictEqual(over.json.limit, "SVC_WEBHOOK_MAX_SIGNING_SECRETS")
+        assert.strictEqual(over.json.limit_value, MAX_SIGNING_SECRETS)
+        assert.include(over.json.detail, "expire_previous")
+        assert.notInclude(over.text, "whsec_")
+
+        const newest = (yield* org.client.notifications.rotateSecret({ params, payload: { overlap_seconds: 86400, expire_previous: "all" } })).secret
+        yield* insertEvents([eventBody(org.orgId, "approval.requested")])
+        const [request] = yield* receiver.waitForRequests(1)
+        // The newest and the two before it; the first ended at once.
+        assert.deepStrictEqual(signedBy(request!, [newest, ...secrets]), { count: MAX_SIGNING_SECRETS, by: [true, true, true, false] })
+      }))
+
+    it.effect("expire_previous: \"all\" with overlap 0 ends every earlier secret at once", () =>
+      Effect.gen(function*() {
+        const receiver = yield* HttpsReceiver.make()
+        const org = yield* SvcTest.org()
+        const { endpoint, secret: first } = yield* org.client.notifications.create({ payload: { url: receiver.url("/all") } })
+        const params = { id: endpoint.id }
+        const second = (yield* org.client.notifications.rotateSecret({ params, payload: { overlap_seconds: 86400 } })).secret
+        const third = (yield* org.client.notifications.rotateSecret({ params, payload: { overlap_seconds: 0, expire_previous: "all" } })).secret
+        yield* insertEvents([eventBody(org.orgId, "approval.requested")])
+        const [request] = yield* receiver.waitForRequests(1)
+        assert.deepStrictEqual(signedBy(request!, [third, second, first]), { count: 1, by: [true, false, false] })
+      }))
+
+    it.effect("rotating again and again with expire_previous: \"all\" never makes a delivery carry more signatures", () =>
       Effect.gen(function*() {
         const receiver = yield* HttpsReceiver.make()
         const org = yield* SvcTest.org()
         const { endpoint } = yield* org.client.notifications.create({ payload: { url: receiver.url("/rotated") } })
         let newest = ""
         for (let i = 0; i < 6; i++) {
-          newest = (yield* org.client.notifications.rotateSecret({ params: { id: endpoint.id }, payload: { overlap_seconds: 86400 } })).secret
+          newest = (yield* org.client.notifications.rotateSecret({
+            params: { id: endpoint.id },
+            payload: { overlap_seconds: 86400, expire_previous: "all" }
+          })).secret
         }
         yield* insertEvents([eventBody(org.orgId, "approval.requested")])
         const [request] = yield* receiver.waitForRequests(1)

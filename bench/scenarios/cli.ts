@@ -1,0 +1,80 @@
+/**
+ * The CLI's wall time, as a person at a terminal sees it: `svc --version`
+ * and `svc --help` (no database), then `orgs create` and `keys create`
+ * with no server running, so that the CLI opens the database itself (the
+ * embedded data directory, or the PostgreSQL server with `DATABASE_URL`).
+ * Each command runs `BENCH_CLI_RUNS` times (default 7, quick 3) as
+ * `node src/cli/main.ts` of each checkout; the table gives the median and
+ * the spread. Aims: `--version` and `--help` under 300 ms,
+ * `orgs create` and `keys create` under 1 s.
+ */
+import { execFile } from "node:child_process"
+import { randomBytes } from "node:crypto"
+import * as path from "node:path"
+import { promisify } from "node:util"
+import { freshDatabase } from "../support/db.ts"
+import { atMost, type BenchContext, type ScenarioResult } from "../support/scenario.ts"
+import { median, round, sorted } from "../support/stats.ts"
+
+const run = promisify(execFile)
+
+const AIMS_MS: Record<string, number> = { "--version": 300, "--help": 300, "orgs create": 1000, "keys create": 1000 }
+
+export default async (context: BenchContext): Promise<ScenarioResult> => {
+  const runs = Number(process.env.BENCH_CLI_RUNS ?? (context.quick ? 3 : 7))
+  const rows: Array<Record<string, string | number>> = []
+  const aims = []
+  for (const checkout of context.checkouts) {
+    const database = await freshDatabase(context.database, `cli_${checkout.label}`)
+    try {
+      // Nothing of the caller's own svc settings reaches the measured CLI.
+      const inherited = Object.fromEntries(Object.entries(process.env).filter(([name]) => !/^(DATABASE_URL|PORT|HOST|SVC_.*|OTEL_.*)$/.test(name)))
+      const env = {
+        ...inherited,
+        ...(database.kind === "pglite"
+          ? { SVC_DATA_DIR: database.dataDir! }
+          : { DATABASE_URL: database.url!, SVC_MASTER_KEY: randomBytes(32).toString("base64") })
+      }
+      const cli = async (args: ReadonlyArray<string>) => {
+        const started = performance.now()
+        const { stdout } = await run(process.execPath, [path.join(checkout.dir, "src/cli/main.ts"), ...args], { cwd: checkout.dir, env })
+        return { ms: performance.now() - started, stdout }
+      }
+      // Not measured: the first command creates the database (initdb, migrations).
+      const org = JSON.parse((await cli(["orgs", "create", "--name", "first", "--json"])).stdout) as { id: string }
+      const commands: ReadonlyArray<readonly [string, ReadonlyArray<string>]> = [
+        ["--version", ["--version"]],
+        ["--help", ["--help"]],
+        ["orgs create", ["orgs", "create", "--name", "bench", "--json"]],
+        ["keys create", ["keys", "create", "--org", org.id, "--scopes", "tasks.read", "--json"]]
+      ]
+      for (const [name, args] of commands) {
+        const times: Array<number> = []
+        for (let i = 0; i < runs; i++) times.push((await cli(args)).ms)
+        const ascending = sorted(times)
+        const middle = median(times)
+        rows.push({
+          svc: checkout.label,
+          command: `svc ${name}`,
+          "median ms": round(middle),
+          "min ms": round(ascending[0]!),
+          "max ms": round(ascending.at(-1)!),
+          runs
+        })
+        aims.push(atMost(`${checkout.label}: svc ${name}, median`, middle, AIMS_MS[name]!, " ms"))
+      }
+    } finally {
+      await database.drop()
+    }
+  }
+  return {
+    scenario: "cli",
+    database: context.database,
+    rows,
+    aims,
+    notes: [
+      "Wall time of `node src/cli/main.ts ...` from spawn to exit, no server running (the CLI opens the database itself).",
+      "The first `orgs create` (which creates the database) is not measured."
+    ]
+  }
+}

@@ -1,0 +1,76 @@
+/**
+ * The first request after a start: a task, a run and a correction are
+ * made, svc is restarted on the same database, and as soon as it answers
+ * `/ready` one `POST /v1/feedback` with a correction is timed, then
+ * `WARM` more one after another. The aim: the first within 2x the median
+ * of the warm ones (a start warms what the first correction needs: the
+ * validation workers, the task's compiled schema).
+ */
+import * as path from "node:path"
+import { freshDatabase } from "../support/db.ts"
+import { atMost, type BenchContext, type ScenarioResult } from "../support/scenario.ts"
+import { median, round } from "../support/stats.ts"
+import { startSvc } from "../support/svc.ts"
+import { answerSchema, correction } from "./writes.ts"
+
+const WARM = 20
+
+export default async (context: BenchContext): Promise<ScenarioResult> => {
+  const rounds = context.quick ? 1 : 3
+  const rows: Array<Record<string, string | number>> = []
+  const aims = []
+  for (const checkout of context.checkouts) {
+    const database = await freshDatabase(context.database, `first_${checkout.label}`)
+    const log = path.join(context.logDir, `first-request-${checkout.label}-${context.database}.log`)
+    try {
+      const setup = await startSvc(checkout, database, {}, log)
+      let key: string
+      let traceId: string
+      try {
+        key = (await setup.provision()).key
+        const task = await setup.api<{ id: string }>(key, "POST", "/v1/tasks", { name: "orders", answer_schema: answerSchema })
+        traceId = (await setup.api<{ trace_id: string }>(key, "POST", `/v1/tasks/${task.id}/runs`, {
+          input: { ticket: "where is my refund" },
+          answer: correction(0)
+        })).trace_id
+      } finally {
+        await setup.stop()
+      }
+      for (let round_ = 0; round_ < rounds; round_++) {
+        const svc = await startSvc(checkout, database, {}, log)
+        try {
+          const feedback = async (i: number) => {
+            const started = performance.now()
+            await svc.api(key, "POST", "/v1/feedback", { inference_log_id: traceId, score: -1, correction: correction(i) })
+            return performance.now() - started
+          }
+          const first = await feedback(1)
+          const warm: Array<number> = []
+          for (let i = 0; i < WARM; i++) warm.push(await feedback(i + 2))
+          const warmMedian = median(warm)
+          rows.push({
+            svc: checkout.label,
+            start: round_ + 1,
+            "first ms": round(first, 1),
+            "warm median ms": round(warmMedian, 1),
+            "first / warm": round(first / warmMedian, 2)
+          })
+          aims.push(atMost(`${checkout.label}: first correction after start ${round_ + 1} / warm median`, first / warmMedian, 2))
+        } finally {
+          await svc.stop()
+        }
+      }
+    } finally {
+      await database.drop()
+    }
+  }
+  return {
+    scenario: "first-request",
+    database: context.database,
+    rows,
+    aims,
+    notes: [
+      `After each start (once /ready answers 200): one POST /v1/feedback with a correction, timed from the client, then ${WARM} more one after another (warm).`
+    ]
+  }
+}

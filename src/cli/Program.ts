@@ -1,0 +1,77 @@
+/**
+ * Every `svc` command but `start` and `--version` (`main.ts` loads this
+ * module for them): organizations, API keys, console sign-in and the
+ * database (`Commands.ts` lists them).
+ *
+ * With `DATABASE_URL` the CLI opens that server. Embedded: when a server
+ * holds the data directory, the CLI sends the command to that server's
+ * admin channel and prints its answer; when none does, it opens the data
+ * directory itself while the command runs.
+ */
+import * as NodeRuntime from "@effect/platform-node/NodeRuntime"
+import * as NodeServices from "@effect/platform-node/NodeServices"
+import { Clock, Effect, Layer, Logger } from "effect"
+import { Command } from "effect/cli"
+import { SvcConfig } from "../platform/Config.ts"
+import { isHeld } from "../platform/DataDir.ts"
+import { startFailure } from "../platform/StartFailure.ts"
+import { adminSocketPath, answers, sendCommand } from "./Admin.ts"
+import { VERSION } from "../api/Version.ts"
+import { commands } from "./Commands.ts"
+
+/** How long the CLI waits for a server whose lock is held but whose admin channel does not answer yet (it is starting). */
+const ATTACH_WAIT_MS = 30_000
+
+const argv = process.argv.slice(2)
+const local = argv.length === 0 || argv.some((arg) => ["--help", "-h", "--version", "--wizard", "--completions"].includes(arg.split("=")[0]!))
+
+/** The running server's admin socket, if a server holds the data directory; `undefined`: run here. */
+const runningServer = Effect.gen(function*() {
+  const config = yield* SvcConfig
+  if (config.databaseUrl._tag === "Some" || local) return undefined
+  const socket = adminSocketPath(config.dataDir)
+  const deadline = (yield* Clock.currentTimeMillis) + ATTACH_WAIT_MS
+  for (;;) {
+    if (yield* Effect.promise(() => answers(socket))) return socket
+    // Held by another CLI, or by a server still starting: wait for either.
+    if (!isHeld(config.dataDir) || (yield* Clock.currentTimeMillis) >= deadline) return undefined
+    yield* Effect.sleep("100 millis")
+  }
+})
+
+// Commands open the database only when they run, and load its modules
+// then: `--help` loads the CLI alone.
+const ServicesLive = Layer.unwrap(Effect.map(Effect.promise(() => import("./Database.ts")), (module) => module.CliServicesLive))
+
+const program = Effect.gen(function*() {
+  const socket = yield* runningServer.pipe(Effect.provide(SvcConfig.layer))
+  if (socket !== undefined) {
+    const answer = yield* Effect.promise(() => sendCommand(socket, argv))
+    process.stdout.write(answer.stdout)
+    process.stderr.write(answer.stderr)
+    process.exitCode = answer.code
+    return
+  }
+  yield* Command.runWith(commands.pipe(Command.provide(ServicesLive)), { version: VERSION })(argv)
+}).pipe(
+  // A setting it cannot use, the database it could not open (another
+  // process holds the data directory past the wait, or the server is
+  // unreachable), or one of a later svc: one line on stderr, so stdout
+  // holds only answers, and the exit code of that reason (the server's).
+  Effect.catchCause((cause) => {
+    const failure = startFailure(cause)
+    if (failure.reason === "unexpected") return Effect.failCause(cause)
+    return Effect.sync(() => {
+      // A later svc's refusal begins with "svc <version>" already.
+      process.stderr.write(`${failure.reason === "schema_too_new" ? "" : "svc: "}${failure.message}\n`)
+      process.exitCode = failure.exitCode
+    })
+  })
+)
+
+program.pipe(
+  Effect.provide(NodeServices.layer),
+  // Diagnostics go to stderr so stdout holds only the answer.
+  Effect.provide(Logger.layer([Logger.withConsoleError(Logger.formatLogFmt)])),
+  NodeRuntime.runMain
+)
