@@ -5,7 +5,7 @@
  */
 import { Schema } from "effect"
 import { HttpApiEndpoint, HttpApiGroup, HttpApiSchema, OpenApi } from "effect/http-api"
-import { Cursor, JsonValue, Limit, NextCursor, Text, Timestamp, Uuid } from "./Common.ts"
+import { Cursor, JsonValue, Limit, NextCursor, Text, Timestamp, ResumeQuery, Uuid } from "./Common.ts"
 import { InvalidRequest, InvalidTransition, LimitReached, NotFound, TooManyStreams } from "./Errors.ts"
 import { Authentication, requireScope } from "./Security.ts"
 import { documented, notFound } from "./Documentation.ts"
@@ -19,7 +19,7 @@ export type TimeoutAction = typeof TimeoutAction.Type
 
 /** An action class names a kind of tool action, e.g. `payments.refund`. */
 export const ActionClass = Text.check(
-  Schema.isPattern(/^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$/, {
+  Schema.isPattern(/^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$/u, {
     message: "Expected 1 to 128 letters, digits, '.', '_', ':' or '-', starting with a letter or digit"
   })
 )
@@ -155,7 +155,7 @@ export type ApprovalHistoryItem = typeof ApprovalHistoryItem.Type
 
 /** A stream event id: a number that grows with each event of the organization (not consecutive). */
 export const ApprovalStreamEventId = Text.check(
-  Schema.isPattern(/^\d{1,18}$/, { message: "Expected an event id (a non-negative integer)" })
+  Schema.isPattern(/^\d{1,18}$/u, { message: "Expected an event id (a non-negative integer)" })
 )
 
 /** The events of the organization's approval stream: the webhook event types. */
@@ -217,9 +217,7 @@ export class ApprovalsApi extends HttpApiGroup.make("approvals")
       documented({ summary: "List approvals", response: Examples.approvalList })
     ),
     HttpApiEndpoint.get("stream", "/v1/agent-approvals/events/stream", {
-      query: {
-        after: Schema.optionalKey(ApprovalStreamEventId.annotate({ description: "Replay the events after this id (same as `Last-Event-ID`)" }))
-      },
+      query: ResumeQuery,
       success: HttpApiSchema.StreamSse({ events: ApprovalStreamEvent }),
       error: [InvalidRequest, TooManyStreams]
     }).pipe(

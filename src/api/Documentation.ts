@@ -347,6 +347,21 @@ const openObjects = (value: unknown): void => {
 }
 
 /**
+ * A parameter that travels as text but is a number (`IntegerFromDigits`,
+ * `IntegerText` in `Common.ts`): Effect writes every parameter as
+ * `{"type": "string", "allOf": [{"type": "integer", …}]}`, which no value
+ * satisfies. OpenAPI describes a parameter by the value it serializes, so
+ * the parameter is the `integer` its check says.
+ */
+const integerParameter = (schema: Operation): Operation => {
+  const members: Array<Operation> = Array.isArray(schema.allOf) ? schema.allOf : []
+  const [member] = members
+  if (schema.type !== "string" || members.length !== 1 || member?.type !== "integer") return schema
+  const { allOf: _allOf, type: _type, ...rest } = schema
+  return { ...member, ...rest }
+}
+
+/**
  * Completes the generated document: tag descriptions; explicit open objects; `status` and `title`
  * required in problems (always sent); 413 and 415 only where a request body
  * is read; an example per problem code on every error response, and a
@@ -370,6 +385,7 @@ export const completeDocument = (spec: Record<string, any>): Record<string, any>
     for (const method of METHODS) {
       const op: Operation | undefined = pathItem[method]
       if (op === undefined) continue
+      for (const parameter of op.parameters as Array<Operation>) parameter.schema = integerParameter(parameter.schema)
       if (op.requestBody === undefined) {
         delete op.responses["413"]
         delete op.responses["415"]
