@@ -27,17 +27,30 @@ export const ActionClass = Text.check(
 const Seconds = (minimum: number) =>
   Schema.Int.check(Schema.isBetween({ minimum, maximum: 30 * 24 * 3600 }))
 
+/** Whether the expiring notice comes before the end of the review time (escalation included). */
+export const noticeFits = (
+  rule: { readonly review_seconds: number; readonly expiring_notice_seconds: number; readonly escalation_seconds?: number | null | undefined }
+) => rule.expiring_notice_seconds < rule.review_seconds + (rule.escalation_seconds ?? 0)
+
 export const PolicyInput = Schema.Struct({
   mode: PolicyMode,
   review_seconds: Seconds(1).annotate({ description: "Length of the first review window" }),
   expiring_notice_seconds: Seconds(0).annotate({
-    description: "`approval.expiring` is sent this long before the approval expires (0: no notice)"
+    description: "`approval.expiring` is sent this long before the approval expires (0: no notice); with `require_approval`, shorter than `review_seconds` plus `escalation_seconds`"
   }),
   escalation_seconds: Schema.optionalKey(Seconds(1).annotate({
     description: "When set, the first deadline escalates and grants this much more review time"
   })),
   timeout_action: TimeoutAction
-})
+}).check(
+  // Across two members, which JSON Schema cannot compare: the description of
+  // `expiring_notice_seconds` states it, and the typed client checks it.
+  Schema.makeFilter((input) =>
+    input.mode !== "require_approval" || noticeFits(input)
+      ? undefined
+      : { path: ["expiring_notice_seconds"], issue: "expiring_notice_seconds must be shorter than review_seconds plus escalation_seconds." }
+  )
+)
 export type PolicyInput = typeof PolicyInput.Type
 
 export const Policy = Schema.Struct({

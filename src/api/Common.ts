@@ -79,7 +79,7 @@ export const IntegerFromDigits = (options: {
  * as a number too.
  */
 export const IntegerText = (description: string) =>
-  Schema.String.check(
+  Text.check(
     Schema.makeFilter<string>(
       (value) =>
         /^[0-9]{1,16}$/u.test(value) && Number(value) <= Number.MAX_SAFE_INTEGER
