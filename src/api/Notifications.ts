@@ -6,7 +6,7 @@
 import { Schema } from "effect"
 import { HttpApiEndpoint, HttpApiGroup, HttpApiSchema, OpenApi } from "effect/http-api"
 import { type ApprovalEventType, ApprovalEventTypes } from "./Approvals.ts"
-import { HeaderName, isStorable, Text, Timestamp, Uuid } from "./Common.ts"
+import { HeaderName, Instant, isStorable, Text, Timestamp, Uuid } from "./Common.ts"
 import { InvalidUrl, NotReplayable, QueueFull, Replayed } from "./Deliveries.ts"
 import { InvalidHeaders, LimitReached, NotFound, problemType, RateLimited } from "./Errors.ts"
 import { HttpApiError } from "effect/http-api"
@@ -191,32 +191,6 @@ export class DeliveryFailed extends HttpApiError.Problem<DeliveryFailed>()("Deli
   error: Schema.String.annotate({ description: "What went wrong: the status, or the network or TLS error" }),
   duration_ms: Schema.Int
 }) {}
-
-const DAYS_IN_MONTH = [31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31]
-
-/** Whether a date's day exists in its month (29 February in leap years only). */
-const isCalendarDay = (value: string): boolean => {
-  const year = Number(value.slice(0, 4))
-  const month = Number(value.slice(5, 7))
-  const day = Number(value.slice(8, 10))
-  const leap = year % 4 === 0 && (year % 100 !== 0 || year % 400 === 0)
-  return day <= (month === 2 && leap ? 29 : DAYS_IN_MONTH[month - 1]!)
-}
-
-/**
- * An instant of a request body: RFC 3339 with a time zone (no leap second),
- * a day that exists. The pattern and `format: date-time` say it in the
- * document; the day check is what `date-time` adds to the pattern.
- */
-const Instant = Text.check(
-  Schema.isPattern(
-    /^\d{4}-(?:0[1-9]|1[0-2])-(?:0[1-9]|[12]\d|3[01])T(?:[01]\d|2[0-3]):[0-5]\d:[0-5]\d(?:\.\d{1,9})?(?:Z|[+-](?:[01]\d|2[0-3]):[0-5]\d)$/u,
-    { message: "Expected an RFC 3339 timestamp with a time zone, e.g. 2026-11-23T08:00:00Z" }
-  ),
-  Schema.makeFilter((value: string) => isCalendarDay(value) || "Expected a date that exists", {
-    toJsonSchema: () => ({ format: "date-time" })
-  })
-)
 
 export const BulkReplay = Schema.Struct({
   since: Instant.annotate({ description: "Failed deliveries created at or after this instant" }),

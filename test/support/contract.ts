@@ -81,7 +81,8 @@ const rebase = (value: unknown): any => {
 /**
  * What is wrong with an answer, by the document, or `undefined` when it is
  * what the document says. Answers to paths the document does not have, and
- * bodies that are not JSON, are only checked for their status.
+ * bodies that are not JSON, are only checked for their status; a 404 to a
+ * path or method no operation has must be the document's `NotFound`.
  */
 export const contractViolation = (
   method: string,
@@ -92,7 +93,12 @@ export const contractViolation = (
 ): string | undefined => {
   const path = new URL(url).pathname
   const route = routeOf(method, path)
-  if (route === undefined) return undefined
+  if (route === undefined) {
+    // No such operation: the router's 404 must still be the document's not-found problem.
+    if (status !== 404) return undefined
+    const validate = validatorOf({ $ref: "#/components/schemas/NotFoundEncoded" }, "no route 404")
+    return validate(body) ? undefined : `${method} ${path} (no such operation) answered a 404 the document's NotFound refuses: ${ajv.errorsText(validate.errors)}`
+  }
   const where = `${method} ${route.template} answered ${status}`
   const response: Json | undefined = route.operation.responses[String(status)]
   if (response === undefined) {
