@@ -6,7 +6,11 @@ library only (docs/approvals.md, "The agent loop"):
   3. pending: wait on the session stream (Server-Sent Events) for the
      approval to close, read the approval, and run the tool only if it was
      approved, or expired with the timeout action "allow";
-  4. report the tool's outcome on the step.
+  4. before running the tool, read the step's recorded outcome: a step with
+     an outcome has run (the agent crashed after reporting it), so the tool
+     does not run again;
+  5. run the tool with the step as its idempotency key, and report its
+     outcome on the step.
 
 It never sends the step again to learn the decision: a re-sent step_id
 answers what it answered first ("pending"), whatever happened since.
@@ -95,9 +99,26 @@ def wait_until_closed(session_id, approval_id):
         time.sleep(1)  # the stream ended (svc restarting): resume with Last-Event-ID
 
 
-def run_tool(arguments):
-    """The tool: here it only echoes its arguments; a real agent calls the API it governs."""
-    return {"echoed": arguments}
+def run_tool(idempotency_key, arguments):
+    """The tool: here it only echoes its arguments. A real agent calls the API it
+    governs with the step as the idempotency key (Stripe's Idempotency-Key, ...):
+    when the agent crashed after the tool ran and before its outcome was
+    recorded, the run repeated on restart acts once."""
+    return {"echoed": arguments, "idempotency_key": idempotency_key}
+
+
+def recorded_outcome(session_id, step_id):
+    """The step's outcome as svc recorded it, or None: the session's steps, a page at a time."""
+    cursor = None
+    while True:
+        query = "" if cursor is None else "?cursor=" + urllib.parse.quote(cursor, safe="")
+        page = call("GET", f"/v1/agent-sessions/{session_id}{query}")
+        for step in page["steps"]:
+            if step["step_id"] == step_id:
+                return step.get("outcome")
+        cursor = page.get("next_cursor")
+        if cursor is None:
+            return None
 
 
 def main():
@@ -130,9 +151,14 @@ def main():
     if not run:
         say(f"tool {TOOL}: not run")
         return
-    # 2. Run the tool, then 4. report how it ended (tool:succeeded or tool:failed on the session stream).
+    # 4. A step whose outcome is recorded has run: do not run the tool again.
+    recorded = recorded_outcome(session_id, step_id)
+    if recorded is not None:
+        say(f"outcome {recorded['status']} already recorded: tool {TOOL} not run again")
+        return
+    # 5. Run the tool, idempotent by step, then report how it ended (tool:succeeded or tool:failed on the session stream).
     try:
-        outcome = {"status": "succeeded", "result": run_tool(arguments)}
+        outcome = {"status": "succeeded", "result": run_tool(f"{session_id}/{step_id}", arguments)}
     except Exception as error:  # the tool failed: that is an outcome too
         outcome = {"status": "failed", "error": str(error)}
     say(f"tool {TOOL}: {outcome['status']}")

@@ -7,12 +7,19 @@
  *   3. `pending`: wait on the session stream for the approval to close, read
  *      the approval, and run the tool only if it was approved, or expired
  *      with the timeout action `allow`;
- *   4. report the tool's outcome on the step.
+ *   4. before running the tool, read the step's recorded outcome: a step
+ *      with an outcome has run (the agent crashed after reporting it), so
+ *      the tool does not run again;
+ *   5. run the tool with the step as its idempotency key, and report its
+ *      outcome on the step.
  *
  * It never sends the step again to learn the decision: a re-sent `step_id`
  * answers what it answered first (`pending`), whatever happened since.
  *
- *   SVC_URL=http://127.0.0.1:8080 SVC_API_KEY=$KEY node examples/agent.ts payments.refund refund-1 '{"amount":42}'
+ *   SVC_URL=http://127.0.0.1:8080 SVC_API_KEY=$KEY npm run -s example:agent -- payments.refund refund-1 '{"amount":42}'
+ *
+ * (`npm run` runs it on the Node 24 of the dev dependencies, whatever Node
+ * the shell has; `node examples/agent.ts` needs Node >= 22.18.)
  *
  * The key needs `agents.write` and `agents.read`. `SVC_SESSION_ID` continues
  * a session; without it the agent starts one. It prints one line per change.
@@ -22,14 +29,19 @@ import { SvcClient } from "@svc/client"
 
 const [actionClass, stepId, argumentsJson = "{}"] = process.argv.slice(2)
 if (actionClass === undefined || stepId === undefined) {
-  console.error("usage: node examples/agent.ts ACTION_CLASS STEP_ID [ARGUMENTS_JSON]")
+  console.error("usage: npm run -s example:agent -- ACTION_CLASS STEP_ID [ARGUMENTS_JSON]")
   process.exit(2)
 }
 const stepArguments: Schema.Json = JSON.parse(argumentsJson)
 const tool = "example.echo"
 
-/** The tool: here it only echoes its arguments; a real agent calls the API it governs. */
-const runTool = (args: Schema.Json) => Effect.succeed({ echoed: args })
+/**
+ * The tool: here it only echoes its arguments. A real agent calls the API it
+ * governs with the step as the idempotency key (Stripe's `Idempotency-Key`,
+ * ...): when the agent crashed after the tool ran and before its outcome was
+ * recorded, the run repeated on restart acts once.
+ */
+const runTool = (idempotencyKey: string, args: Schema.Json) => Effect.succeed({ echoed: args, idempotency_key: idempotencyKey })
 
 /** A transport failure (svc restarting, a dropped connection) is worth another try; an API answer is not. */
 const retryTransport = <A, E extends { readonly _tag: string }, R>(self: Effect.Effect<A, E, R>) =>
@@ -88,8 +100,19 @@ const agent = Effect.gen(function*() {
     console.log(`tool ${tool}: not run`)
     return
   }
-  // 2. Run the tool, then 4. report how it ended (tool:succeeded or tool:failed on the session stream).
-  const outcome = yield* runTool(stepArguments).pipe(
+  // 4. A step whose outcome is recorded has run: the session's steps, a page at a time, say so.
+  let cursor: string | undefined
+  do {
+    const page = yield* svc.agentSessions.get({ params, query: cursor === undefined ? {} : { cursor } }).pipe(retryTransport)
+    const recorded = page.steps.find((step) => step.step_id === stepId)?.outcome
+    if (recorded !== undefined) {
+      console.log(`outcome ${recorded.status} already recorded: tool ${tool} not run again`)
+      return
+    }
+    cursor = page.next_cursor ?? undefined
+  } while (cursor !== undefined)
+  // 5. Run the tool, idempotent by step, then report how it ended (tool:succeeded or tool:failed on the session stream).
+  const outcome = yield* runTool(`${sessionId}/${stepId}`, stepArguments).pipe(
     Effect.map((result) => ({ status: "succeeded" as const, result })),
     Effect.catch((error) => Effect.succeed({ status: "failed" as const, error: String(error) }))
   )

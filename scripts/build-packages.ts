@@ -17,6 +17,10 @@
  *
  *   node scripts/build-packages.ts [server] [client] [receiver] [--if-stale]   (default: all)
  *   node scripts/build-packages.ts --pack <dir>                   (build, then `npm pack` the four into <dir>)
+ *
+ * The `svc` tarball is packed from a staged copy (`stageServer`): the
+ * published package has no development scripts and links only to files it
+ * ships.
  */
 import { spawn, spawnSync } from "node:child_process"
 import * as fs from "node:fs"
@@ -159,18 +163,79 @@ export const build = async (targets: ReadonlyArray<Target> = Object.keys(builds)
   await Promise.all(targets.map((target) => builds[target]()))
 }
 
+/** The repository's own fields of the root manifest: how svc is developed here, nothing a user of the `svc` package runs. */
+const DEVELOPMENT_FIELDS = ["scripts", "devDependencies", "devEngines", "workspaces", "overrides", "allowScripts"] as const
+
+/** The manual, shipped in the `svc` package beside the README that links to it. */
+const SHIPPED_PAGES = ["docs/", "examples/"] as const
+
+/**
+ * A Markdown page with every relative link to a file the package does not
+ * hold turned into its text: the packed pages link only to what they ship.
+ * Links in code blocks are left as they are (they are code, not links).
+ */
+export const unlinkMissing = (text: string, exists: (target: string) => boolean): string => {
+  let fence: string | undefined
+  return text.split("\n").map((line) => {
+    const marker = /^ {0,3}(`{3,}|~{3,})/.exec(line)
+    if (fence === undefined && marker !== null) {
+      fence = marker[1]!
+      return line
+    }
+    if (fence !== undefined) {
+      if (new RegExp(`^ {0,3}${fence[0]}{${fence.length},}\\s*$`).test(line)) fence = undefined
+      return line
+    }
+    return line.replace(/(!?)\[([^\]]*)\]\(\s*<?([^)\s>]+)>?(?:\s+"[^"]*")?\s*\)/g, (link, _image: string, label: string, target: string) => {
+      if (/^[a-z][a-z0-9+.-]*:/i.test(target) || target.startsWith("#")) return link
+      return exists(decodeURI(target.split("#", 1)[0]!)) ? link : label
+    })
+  }).join("\n")
+}
+
+/**
+ * The `svc` package as published, staged in `dir`: the root manifest's
+ * `files` and the manual (docs/, examples/), a manifest without the
+ * repository's development fields (its `prepare` builds the console from
+ * sources the package does not ship), and pages whose links resolve inside
+ * the package.
+ */
+export const stageServer = (dir: string) => {
+  fs.rmSync(dir, { recursive: true, force: true })
+  fs.mkdirSync(dir, { recursive: true })
+  const manifest = JSON.parse(fs.readFileSync(path.join(root, "package.json"), "utf8")) as Record<string, unknown> & { files: Array<string> }
+  for (const field of DEVELOPMENT_FIELDS) delete manifest[field]
+  manifest.files = [...manifest.files, ...SHIPPED_PAGES]
+  for (const entry of manifest.files) fs.cpSync(path.join(root, entry), path.join(dir, entry), { recursive: true })
+  fs.writeFileSync(path.join(dir, "package.json"), `${JSON.stringify(manifest, null, 2)}\n`)
+  for (const page of filesUnder(dir).filter((file) => file.endsWith(".md") && !file.includes(`${path.sep}node_modules${path.sep}`))) {
+    const text = fs.readFileSync(page, "utf8")
+    const fixed = unlinkMissing(text, (target) => {
+      const resolved = path.resolve(path.dirname(page), target)
+      return resolved.startsWith(dir + path.sep) && fs.existsSync(resolved)
+    })
+    if (fixed !== text) fs.writeFileSync(page, fixed)
+  }
+}
+
 /** `npm pack` of each package into `dir` (already built: the packs run no scripts); the tarballs' paths. */
 export const pack = (dir: string): Array<string> => {
   fs.mkdirSync(dir, { recursive: true })
-  return Object.values(packageDirs).map((packageDir) => {
-    const result = spawnSync("npm", ["pack", "--ignore-scripts", "--json", "--pack-destination", dir], {
-      cwd: packageDir,
-      encoding: "utf8"
+  const staged = path.join(dir, `.svc-staged-${process.pid}`)
+  try {
+    stageServer(staged)
+    return Object.entries(packageDirs).map(([name, packageDir]) => {
+      const result = spawnSync("npm", ["pack", "--ignore-scripts", "--json", "--pack-destination", dir], {
+        cwd: name === "server" ? staged : packageDir,
+        encoding: "utf8"
+      })
+      if (result.status !== 0) throw new Error(`npm pack in ${packageDir} failed:\n${result.stderr}`)
+      const [tarball] = JSON.parse(result.stdout) as Array<{ filename: string }>
+      return path.join(dir, tarball!.filename)
     })
-    if (result.status !== 0) throw new Error(`npm pack in ${packageDir} failed:\n${result.stderr}`)
-    const [tarball] = JSON.parse(result.stdout) as Array<{ filename: string }>
-    return path.join(dir, tarball!.filename)
-  })
+  } finally {
+    fs.rmSync(staged, { recursive: true, force: true })
+  }
 }
 
 if (process.argv[1] !== undefined && fileURLToPath(import.meta.url) === path.resolve(process.argv[1])) {

@@ -12,8 +12,23 @@ export const MAX_REASON = 1000
 export const deciderName = (decidedBy: string | undefined): string => {
   if (decidedBy === undefined) return "nobody"
   if (decidedBy.startsWith("console:")) return `${decidedBy.slice("console:".length)} (console)`
-  if (decidedBy.startsWith("email:")) return `${decidedBy.slice("email:".length)} (mail link)`
+  if (decidedBy.startsWith("email:")) return `${decidedBy.slice("email:".length)} (reviewer mail)`
   return `API key ${decidedBy.slice(0, 8)}…`
+}
+
+/**
+ * Who decided, shown: a decision through a reviewer mail's link carries a
+ * "reviewer mail" badge beside the address the mail went to, so it is not
+ * taken for a console user or an API key.
+ */
+export const Decider = ({ decidedBy }: { decidedBy: string | undefined }) => {
+  if (decidedBy === undefined || !decidedBy.startsWith("email:")) return <>{deciderName(decidedBy)}</>
+  const address = decidedBy.slice("email:".length)
+  return (
+    <span class="decider-mail" title={`Decided through the link of a reviewer mail sent to ${address}`}>
+      <span class="badge mail">reviewer mail</span> <span class="address">{address}</span>
+    </span>
+  )
 }
 
 const resolutionWords: Record<string, string> = { allow: "allowed", reject: "rejected", pending: "waiting" }
@@ -63,7 +78,7 @@ export const Outcome = ({ item }: { item: Approval }) => {
   return (
     <>
       <p>
-        <strong>{item.status === "approved" ? "Approved" : "Rejected"}</strong> by {deciderName(item.decided_by)} at{" "}
+        <strong>{item.status === "approved" ? "Approved" : "Rejected"}</strong> by <Decider decidedBy={item.decided_by} /> at{" "}
         <Time iso={item.decided_at} />.
       </p>
       {item.decision_reason !== undefined && <blockquote class="reason">{item.decision_reason}</blockquote>}

@@ -8,6 +8,7 @@ import { navigate, onLinkClick, useLocation } from "./router.ts"
 import { has, type Screen, screens, sessionAtom } from "./session.ts"
 import { ApiKeys } from "./screens/ApiKeys.tsx"
 import { Approvals } from "./screens/Approvals.tsx"
+import { ConfirmAddress } from "./screens/ConfirmAddress.tsx"
 import { Decide } from "./screens/Decide.tsx"
 import { Promote } from "./screens/Promote.tsx"
 import { Review } from "./screens/Review.tsx"
@@ -113,6 +114,8 @@ const App = () => {
   if (path === "/sign-in") return <SignIn />
   // A reviewer mail's link: this one approval, without a console session.
   if (path === "/decide") return <Decide />
+  // A confirmation mail's link: confirms the reviewer address, without a console session.
+  if (path === "/confirm-address") return <ConfirmAddress />
   return <Authenticated />
 }
 

@@ -9,7 +9,7 @@ import { Availability } from "./Availability.ts"
 import { apiDocumentation } from "./Documentation.ts"
 import { addWebhooks } from "./Events.ts"
 import { ApprovalPoliciesApi, ApprovalsApi } from "./Approvals.ts"
-import { ApprovalLinksApi } from "./ApprovalLinks.ts"
+import { ApprovalLinksApi, ReviewerConfirmationApi } from "./ApprovalLinks.ts"
 import { ApiKeysApi, ConsoleApi, ConsoleSignInApi } from "./Console.ts"
 import { FeedbackApi } from "./Feedback.ts"
 import { NotificationsApi } from "./Notifications.ts"
@@ -27,6 +27,7 @@ export class Api extends HttpApi.make("svc")
   .add(ApprovalPoliciesApi)
   .add(ApprovalsApi)
   .add(ApprovalLinksApi)
+  .add(ReviewerConfirmationApi)
   .add(FeedbackApi)
   .add(TelemetryApi)
   .add(NotificationsApi)

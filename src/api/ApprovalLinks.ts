@@ -11,7 +11,7 @@
 import { Schema } from "effect"
 import { HttpApiEndpoint, HttpApiError, HttpApiGroup, OpenApi } from "effect/http-api"
 import { ApprovalContext, DecisionReason } from "./Approvals.ts"
-import { Text } from "./Common.ts"
+import { Text, Timestamp } from "./Common.ts"
 import { CrossSiteRequest, InvalidTransition, problemType } from "./Errors.ts"
 import { documented } from "./Documentation.ts"
 import * as Examples from "./Examples.ts"
@@ -45,12 +45,59 @@ export class ApprovalLinkInvalid extends HttpApiError.Problem<ApprovalLinkInvali
   code: Schema.tag("APPROVAL_LINK_INVALID")
 }) {}
 
+export class ReviewerAddressReplaced extends HttpApiError.Problem<ReviewerAddressReplaced>()("ReviewerAddressReplaced", {
+  type: problemType("REVIEWER_ADDRESS_REPLACED"),
+  status: 410,
+  title: "The address this link was mailed to is no longer the organization's reviewer address"
+}, {
+  code: Schema.tag("REVIEWER_ADDRESS_REPLACED")
+}) {}
+
+export const ConfirmationToken = Text.check(Schema.isMinLength(1), Schema.isMaxLength(200)).annotate({
+  description: "The secret of the confirmation mail's link: the part after `#` in `/console/confirm-address#<token>`"
+})
+
+export const ConfirmReviewerAddress = Schema.Struct({ token: ConfirmationToken })
+
+/** The reviewer address a confirmation link confirmed. */
+export const ReviewerAddressConfirmed = Schema.Struct({
+  reviewer_email: Schema.String.annotate({ description: "The address confirmed: it now receives approval requests and deadline notices" }),
+  reviewer_email_status: Schema.Literal("confirmed").annotate({ description: "Always `confirmed`, as in `GET /v1/notification-settings`" }),
+  confirmed_at: Timestamp.annotate({ description: "When the address was confirmed (the first use of any of its links)" })
+})
+
+export class ConfirmationLinkInvalid extends HttpApiError.Problem<ConfirmationLinkInvalid>()("ConfirmationLinkInvalid", {
+  type: problemType("CONFIRMATION_LINK_INVALID"),
+  status: 404,
+  title: "This is not the confirmation link of a reviewer address of this service"
+}, {
+  code: Schema.tag("CONFIRMATION_LINK_INVALID")
+}) {}
+
+export class ConfirmationLinkUsed extends HttpApiError.Problem<ConfirmationLinkUsed>()("ConfirmationLinkUsed", {
+  type: problemType("CONFIRMATION_LINK_USED"),
+  status: 410,
+  title: "The confirmation link was already used"
+}, {
+  code: Schema.tag("CONFIRMATION_LINK_USED"),
+  used_at: Timestamp
+}) {}
+
+export class ConfirmationLinkExpired extends HttpApiError.Problem<ConfirmationLinkExpired>()("ConfirmationLinkExpired", {
+  type: problemType("CONFIRMATION_LINK_EXPIRED"),
+  status: 410,
+  title: "The confirmation link has expired"
+}, {
+  code: Schema.tag("CONFIRMATION_LINK_EXPIRED"),
+  expired_at: Timestamp
+}) {}
+
 export class ApprovalLinksApi extends HttpApiGroup.make("approvalLinks")
   .add(
     HttpApiEndpoint.post("open", "/v1/approval-links/open", {
       payload: OpenApprovalLink,
       success: ApprovalLinkView,
-      error: ApprovalLinkInvalid
+      error: [ApprovalLinkInvalid, ReviewerAddressReplaced]
     }).pipe(
       documented({
         summary: "Read the approval of a mail's link",
@@ -58,28 +105,61 @@ export class ApprovalLinksApi extends HttpApiGroup.make("approvalLinks")
           "The approval a reviewer mail's link opens, with the task's name and the session's earlier steps, as it stands now: pending, or closed with who decided, when and why. Reading changes nothing and signs nobody in. No authentication: the link's token is the credential, for this approval only.",
         request: Examples.openApprovalLink,
         response: Examples.approvalLinkView,
-        errors: { 404: "The token is not the link of an approval of this service (`APPROVAL_LINK_INVALID`)." }
+        errors: {
+          404: "The token is not the link of an approval of this service (`APPROVAL_LINK_INVALID`).",
+          410: "The address the mail went to was replaced or removed since, or is not confirmed (`REVIEWER_ADDRESS_REPLACED`): the link opens nothing."
+        }
       })
     ),
     HttpApiEndpoint.post("decide", "/v1/approval-links/decision", {
       payload: DecideByLink,
       success: ApprovalLinkView,
-      error: [ApprovalLinkInvalid, InvalidTransition, CrossSiteRequest]
+      error: [ApprovalLinkInvalid, ReviewerAddressReplaced, InvalidTransition, CrossSiteRequest]
     }).pipe(
       documented({
         summary: "Approve or reject through a mail's link",
         description:
-          "The person who opened a reviewer mail's link approves or rejects that approval, optionally saying why (`reason`, at most 1 000 characters). The record names them `email:<reviewer address>`. The link works until the approval closes; after that this answers 409 `INVALID_TRANSITION` and the link shows the final state. Like every state-changing console request it must carry the `X-Svc-Console: 1` header and must not come from another site. No authentication: the link's token is the credential, for this approval only.",
+          "The person who opened a reviewer mail's link approves or rejects that approval, optionally saying why (`reason`, at most 1 000 characters). The record names them `email:<reviewer address>`. The link works until the approval closes, and only while the address it was mailed to is still the organization's confirmed reviewer address; after the approval closes this answers 409 `INVALID_TRANSITION` and the link shows the final state. Like every state-changing console request it must carry the `X-Svc-Console: 1` header and must not come from another site. No authentication: the link's token is the credential, for this approval only.",
         request: Examples.decideByLink,
         response: Examples.approvalLinkDecided,
         errors: {
           400: "`reason` is longer than 1 000 characters or holds a string that cannot be stored (`INVALID_REQUEST`).",
           403: "No `X-Svc-Console` header, or a request from another site (`CROSS_SITE_REQUEST`).",
           404: "The token is not the link of an approval of this service (`APPROVAL_LINK_INVALID`).",
-          409: "The approval is no longer pending (`INVALID_TRANSITION`)."
+          409: "The approval is no longer pending (`INVALID_TRANSITION`).",
+          410: "The address the mail went to was replaced or removed since (`REVIEWER_ADDRESS_REPLACED`): nothing is decided."
         }
       })
     )
   )
   .annotate(OpenApi.Title, "Approval links")
+{}
+
+/**
+ * Confirming a reviewer address: the page a confirmation mail links to
+ * posts the link's token here. No authentication: the token is the
+ * credential, for that address only.
+ */
+export class ReviewerConfirmationApi extends HttpApiGroup.make("reviewerConfirmation")
+  .add(
+    HttpApiEndpoint.post("confirmAddress", "/v1/approval-links/address-confirmation", {
+      payload: ConfirmReviewerAddress,
+      success: ReviewerAddressConfirmed,
+      error: [ConfirmationLinkInvalid, ConfirmationLinkUsed, ConfirmationLinkExpired, ReviewerAddressReplaced, CrossSiteRequest]
+    }).pipe(
+      documented({
+        summary: "Confirm a reviewer address",
+        description:
+          "The person who received a confirmation mail (sent when `PUT /v1/notification-settings` sets a new reviewer address) confirms that address: from then on it receives approval requests and deadline notices, each with its decision link. The mail links to `/console/confirm-address#<token>`; that page posts the token here when the person presses Confirm. A link works once, within `SVC_REVIEWER_CONFIRMATION_TTL` (default 24 hours), and only for the address it was mailed to. Like every state-changing console request it must carry the `X-Svc-Console: 1` header and must not come from another site. No authentication: the link's token is the credential, for this address only.",
+        request: Examples.confirmReviewerAddress,
+        response: Examples.reviewerAddressConfirmed,
+        errors: {
+          403: "No `X-Svc-Console` header, or a request from another site (`CROSS_SITE_REQUEST`).",
+          404: "The token is not a confirmation link of this service (`CONFIRMATION_LINK_INVALID`).",
+          410: "The link was used already (`CONFIRMATION_LINK_USED`), its time ran out (`CONFIRMATION_LINK_EXPIRED`), or the address it was mailed to was replaced or removed since (`REVIEWER_ADDRESS_REPLACED`)."
+        }
+      })
+    )
+  )
+  .annotate(OpenApi.Title, "Reviewer address confirmation")
 {}

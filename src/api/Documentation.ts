@@ -40,7 +40,9 @@ export const TagDescriptions: Readonly<Record<string, string>> = {
   "Approvals":
     "Approvals that governed steps wait for: read the snapshot and what a person needs to decide (the task's name, the session's earlier steps), approve or reject with an optional reason, and read the history of closed ones. Every lifecycle change is also sent to the organization's notification endpoints.",
   "Approval links":
-    "The link in a reviewer mail about a pending approval (`/console/decide#<token>` under `SVC_PUBLIC_URL`): it opens that approval only, signs nobody in, and lets the person who opened it approve or reject it, recorded as `email:<reviewer address>`. No authentication: the token is the credential.",
+    "The link in a reviewer mail about a pending approval (`/console/decide#<token>` under `SVC_PUBLIC_URL`): it opens that approval only, signs nobody in, and lets the person who opened it approve or reject it, recorded as `email:<reviewer address>`, while that address is still the organization's reviewer address. No authentication: the token is the credential.",
+  "Reviewer address confirmation":
+    "The link in the confirmation mail a new reviewer address is sent (`/console/confirm-address#<token>` under `SVC_PUBLIC_URL`): it confirms that address once, before it expires, while it is still the organization's; only then does it receive approval mail. No authentication: the token is the credential.",
   "Feedback":
     "Scores and corrections on logged runs. A correction is checked against the task's answer schema and scrubbed of secrets, then reviewed (staged or rejected) and promoted into a new dataset version.",
   "Telemetry destinations":
@@ -89,6 +91,17 @@ export const ProblemExamples: Readonly<Record<string, (context: ProblemContext) 
   }),
   LINK_INVALID: () => ({ detail: "Ask for a new link: `npm run cli -- console login`." }),
   APPROVAL_LINK_INVALID: () => ({ detail: "This link opens no approval of this service. Use the whole link of the mail, or decide in the console." }),
+  REVIEWER_ADDRESS_REPLACED: () => ({
+    detail: "The address this mail went to is no longer the organization's reviewer address: its links open nothing."
+  }),
+  CONFIRMATION_LINK_INVALID: () => ({
+    detail: "This is not the confirmation link of a reviewer address of this service. Use the whole link of the latest mail."
+  }),
+  CONFIRMATION_LINK_USED: () => ({ detail: "This confirmation link was used already; a link works once.", used_at: "2026-11-22T12:01:00.000Z" }),
+  CONFIRMATION_LINK_EXPIRED: () => ({
+    detail: "This confirmation link expired before it was used. Set the address again to be sent a new one.",
+    expired_at: "2026-11-23T12:00:00.000Z"
+  }),
   LINK_USED: () => ({ detail: "This sign-in link was used already; ask for a new one.", used_at: "2026-11-22T12:01:00.000Z" }),
   LINK_EXPIRED: () => ({ detail: "This sign-in link expired; ask for a new one.", expired_at: "2026-11-22T12:15:00.000Z" }),
   INSUFFICIENT_SCOPE: ({ scope }) => ({

@@ -256,7 +256,14 @@ export const endpointStats = {
 }
 export const notificationSettings = {
   reviewer_email: "reviewers@acme.test",
+  reviewer_email_status: "confirmed",
   email_notifier: true
+}
+export const confirmReviewerAddress = { token: "svr_Q29uZmlybS1leGFtcGxlLXRva2VuLW5vdC1yZWFsLTAwMQ" }
+export const reviewerAddressConfirmed = {
+  reviewer_email: "reviewers@acme.test",
+  reviewer_email_status: "confirmed",
+  confirmed_at: "2026-05-04T09:12:44.000Z"
 }
 export const updateNotificationSettings = { reviewer_email: "reviewers@acme.test" }
 

@@ -230,8 +230,16 @@ export const RotateSecret = Schema.Struct({
 })
 
 export const NotificationSettings = Schema.Struct({
-  reviewer_email: Schema.NullOr(Schema.String),
-  email_notifier: Schema.Boolean
+  reviewer_email: Schema.NullOr(Schema.String).annotate({
+    description: "The reviewer address that receives approval requests and deadline notices; null: none"
+  }),
+  reviewer_email_status: Schema.NullOr(Schema.Literals(["pending", "confirmed"])).annotate({
+    description:
+      "`pending`: a confirmation mail went to the address and it receives no approval mail until its link is opened and confirmed; `confirmed`: it receives them. Null without an address."
+  }),
+  email_notifier: Schema.Boolean.annotate({
+    description: "Whether reviewer email is active: `SVC_SMTP_URL` is set and the reviewer address is confirmed"
+  })
 })
 
 export const UpdateNotificationSettings = Schema.Struct({
@@ -356,7 +364,7 @@ export class NotificationsApi extends HttpApiGroup.make("notifications")
     }).pipe(
       requireScope(
         "org_config.write",
-        "Sends one signed test event now, through the same checks and 5 s deadline as every delivery, and answers what the receiver did. The body has `\"test\": true` and an example approval. It is listed among the endpoint's deliveries with a label starting with `test`, never retried and never counted towards the cooldown. At most `SVC_WEBHOOK_TESTS_PER_MINUTE` per endpoint."
+        "Sends one signed test event now, through the same checks and 5 s deadline as every delivery, and answers what the receiver did. The body has `\"test\": true` and an example approval. It is listed among the endpoint's deliveries with a label starting with `test`, never retried and never counted towards the cooldown. At most `SVC_WEBHOOK_TESTS_PER_MINUTE` per endpoint; for a broker, also `429` when none of the organization's connections (`SVC_BROKER_CONNECTIONS_PER_ORG`) or the process's (`SVC_BROKER_CONNECTIONS`) frees within the deadline."
       ),
       documented({
         summary: "Send a test event",
@@ -409,14 +417,18 @@ export class NotificationsApi extends HttpApiGroup.make("notifications")
     ),
     HttpApiEndpoint.put("updateSettings", "/v1/notification-settings", {
       payload: UpdateNotificationSettings,
-      success: NotificationSettings
+      success: NotificationSettings,
+      error: RateLimited
     }).pipe(
       requireScope(
         "org_config.write",
-        "Sets (or, with null, clears) the reviewer email address that receives approval requests and deadline notices."
+        "Sets (or, with null, clears) the reviewer email address that receives approval requests and deadline notices. A new address is `pending`: it is sent a confirmation mail whose one-time link (valid for `SVC_REVIEWER_CONFIRMATION_TTL`) confirms it, and it receives no approval mail before. Setting the address it already has changes nothing, except that a pending one is sent a new confirmation mail. Replacing or clearing the address ends every link mailed to the previous one."
       ),
       documented({
         summary: "Set the reviewer email address",
+        errors: {
+          429: "Confirmation mails of the organization over `SVC_REVIEWER_CONFIRMATIONS_PER_HOUR` (`RATE_LIMITED`, with `retry_after_seconds`); the address is not changed."
+        },
         request: Examples.updateNotificationSettings,
         response: Examples.notificationSettings
       })

@@ -22,6 +22,12 @@ import { appendApprovalStream, approvalsTopic, type StreamEntry } from "./OrgStr
 import { makePolicies } from "./Policies.ts"
 import type { CachedRule } from "./PolicyCache.ts"
 
+/** A decider's precondition (`Approvals.decide`): `holds` runs in the decision's transaction; `refused` is the failure when it does not hold. */
+export interface DecisionGuard<E> {
+  readonly holds: Effect.Effect<boolean>
+  readonly refused: E
+}
+
 const DueRows = rowsOf("approvals", Schema.Struct({ at: InstantOrNull, now: Instant }))
 
 export class Approvals extends Context.Service<Approvals, {
@@ -36,15 +42,22 @@ export class Approvals extends Context.Service<Approvals, {
   /** Forgets the organization's cached rules here (a statement found one out of date). */
   readonly forgetRules: (orgId: string) => Effect.Effect<void>
   readonly get: (orgId: string, approvalId: string) => Effect.Effect<ApprovalSnapshot, NotFound>
-  readonly decide: (
+  readonly decide: <E = never>(
     orgId: string,
     /** Who decides, as records name them: an API key's id, `console:<person>` or `email:<reviewer address>`. */
     actor: string,
     approvalId: string,
     decision: "approve" | "reject",
     /** Why, in the decider's words (already checked for length); recognizable secrets are removed before it is stored. */
-    reason?: string | undefined
-  ) => Effect.Effect<ApprovalSnapshot, NotFound | InvalidTransition>
+    reason?: string | undefined,
+    /**
+     * What must still hold for this decider, checked in the decision's
+     * transaction once the approval's row is locked (so a concurrent change
+     * to what it reads commits before or after the decision, never between):
+     * false decides nothing and fails with `refused`.
+     */
+    guard?: DecisionGuard<E>
+  ) => Effect.Effect<ApprovalSnapshot, NotFound | InvalidTransition | E>
   /** Fires the most overdue deadline, if any is due; true when one fired. */
   readonly fireNextDue: Effect.Effect<boolean>
   /** The earliest deadline still to fire and the database's time now (epoch ms), for the scheduler's sleep. */
@@ -84,12 +97,13 @@ export class Approvals extends Context.Service<Approvals, {
         return snapshotOf(row)
       })
 
-      const decide = Effect.fn("Approvals.decide")(function*(
+      const decide = Effect.fn("Approvals.decide")(function*<E = never>(
         orgId: string,
         actor: string,
         approvalId: string,
         decision: "approve" | "reject",
-        reason?: string | undefined
+        reason?: string | undefined,
+        guard?: DecisionGuard<E>
       ) {
         yield* Effect.annotateCurrentSpan({ "svc.approval_id": approvalId })
         const stored = reason === undefined ? null : yield* scrubReason(reason)
@@ -104,6 +118,7 @@ export class Approvals extends Context.Service<Approvals, {
           `)
           if (current === undefined) return { _tag: "missing" as const }
           if (current.status !== "pending") return { _tag: "closed" as const, status: current.status }
+          if (guard !== undefined && !(yield* guard.holds)) return { _tag: "refused" as const }
           const now = yield* databaseNow(sql)
           if (current.expires_at.getTime() <= now) {
             // The final deadline lapsed before the scheduler fired it (a
@@ -146,6 +161,7 @@ export class Approvals extends Context.Service<Approvals, {
           return { _tag: "decided" as const, row }
         })).pipe(Effect.orDie)
         if (decided._tag === "missing") return yield* new NotFound({ detail: "No such approval." })
+        if (decided._tag === "refused") return yield* Effect.fail(guard!.refused)
         if (decided._tag === "closed") {
           return yield* new InvalidTransition({
             status_now: decided.status,

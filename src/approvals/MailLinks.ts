@@ -2,9 +2,13 @@
  * The links of reviewer mails (`/console/decide#<token>`): each opens one
  * approval and nothing else.
  *
- * - A link is made when a mail about a pending approval is sent; the token
- *   is 256 random bits and only its SHA-256 is stored, with the address the
- *   mail went to.
+ * - A link is made when a mail about a pending approval is sent to the
+ *   organization's confirmed reviewer address; the token is 256 random bits
+ *   and only its SHA-256 is stored, with the address the mail went to and
+ *   that address setting's id.
+ * - It works only while that setting is the organization's reviewer
+ *   address, confirmed: checked at every use, in the database, so replacing
+ *   or clearing the address ends every link mailed to it, in every process.
  * - Opening it reads the approval (a mail scanner that follows the link
  *   gets the console's page, and the page's read changes nothing); it signs
  *   nobody in: no cookie, no session, no other approval.
@@ -15,7 +19,7 @@
 import { PgClient } from "@effect/sql-pg"
 import { Context, Effect, Layer, Option, Schema } from "effect"
 import type { SqlClient } from "effect/sql"
-import { ApprovalLinkInvalid, type ApprovalLinkView } from "../api/ApprovalLinks.ts"
+import { ApprovalLinkInvalid, type ApprovalLinkView, ReviewerAddressReplaced } from "../api/ApprovalLinks.ts"
 import type { InvalidTransition } from "../api/Errors.ts"
 import type { SvcConfigShape } from "../platform/Config.ts"
 import { randomToken, sha256Hex } from "../platform/Crypto.ts"
@@ -49,16 +53,16 @@ export const publicBaseUrl = (
   })
 
 /**
- * Makes the link of one mail to `address` about `approvalId`, if that
- * approval exists in the organization; the token, which only the mail
- * will hold.
+ * Makes the link of one mail to `address` (the address setting
+ * `addressId`) about `approvalId`, if that approval exists in the
+ * organization; the token, which only the mail will hold.
  */
-export const issueMailLink = (sql: SqlClient.SqlClient, orgId: string, approvalId: string, address: string) =>
+export const issueMailLink = (sql: SqlClient.SqlClient, orgId: string, approvalId: string, address: string, addressId: string) =>
   Effect.gen(function*() {
     const token = randomToken(MAIL_LINK_PREFIX)
     const rows = yield* sql`
-      INSERT INTO approval_mail_links (token_hash, approval_id, org_id, reviewer_email)
-      SELECT ${sha256Hex(token)}, id, org_id, ${address} FROM approvals WHERE id = ${approvalId} AND org_id = ${orgId}
+      INSERT INTO approval_mail_links (token_hash, approval_id, org_id, reviewer_email, reviewer_address_id)
+      SELECT ${sha256Hex(token)}, id, org_id, ${address}, ${addressId} FROM approvals WHERE id = ${approvalId} AND org_id = ${orgId}
       RETURNING approval_id
     `
     return rows.length === 0 ? Option.none<string>() : Option.some(token)
@@ -67,18 +71,22 @@ export const issueMailLink = (sql: SqlClient.SqlClient, orgId: string, approvalI
 const LinkRows = rowsOf("approval_mail_links", Schema.Struct({
   approval_id: Schema.String,
   org_id: Schema.String,
-  reviewer_email: Schema.String
+  reviewer_email: Schema.String,
+  reviewer_address_id: Schema.NullOr(Schema.String),
+  current: Schema.Boolean
 }))
 
 const INVALID = "This link opens no approval of this service. Use the whole link of the mail, or decide in the console."
+const REPLACED =
+  "The address this mail went to is no longer the organization's reviewer address: its links open nothing. Decide in the console, or through a mail to the current address."
 
 export class ApprovalMailLinks extends Context.Service<ApprovalMailLinks, {
-  readonly open: (token: string) => Effect.Effect<ApprovalLinkView, ApprovalLinkInvalid>
+  readonly open: (token: string) => Effect.Effect<ApprovalLinkView, ApprovalLinkInvalid | ReviewerAddressReplaced>
   readonly decide: (
     token: string,
     decision: "approve" | "reject",
     reason: string | undefined
-  ) => Effect.Effect<ApprovalLinkView, ApprovalLinkInvalid | InvalidTransition>
+  ) => Effect.Effect<ApprovalLinkView, ApprovalLinkInvalid | ReviewerAddressReplaced | InvalidTransition>
 }>()("svc/approvals/ApprovalMailLinks") {
   static readonly layer = Layer.effect(
     ApprovalMailLinks,
@@ -90,11 +98,21 @@ export class ApprovalMailLinks extends Context.Service<ApprovalMailLinks, {
       const find = (token: string) =>
         Effect.gen(function*() {
           if (!token.startsWith(MAIL_LINK_PREFIX) || token.length > 200) return yield* new ApprovalLinkInvalid({ detail: INVALID })
+          // Checked at each use against the settings as they are now: the
+          // link works while the address setting it was mailed under is the
+          // organization's, confirmed.
           const link = yield* LinkRows.one(sql`
-            SELECT approval_id, org_id, reviewer_email FROM approval_mail_links WHERE token_hash = ${sha256Hex(token)}
+            SELECT l.approval_id, l.org_id, l.reviewer_email, l.reviewer_address_id,
+                   EXISTS (
+                     SELECT 1 FROM notification_settings s
+                     WHERE s.org_id = l.org_id AND s.reviewer_address_id = l.reviewer_address_id
+                       AND s.reviewer_email = l.reviewer_email AND s.reviewer_confirmed_at IS NOT NULL
+                   ) AS current
+            FROM approval_mail_links l WHERE l.token_hash = ${sha256Hex(token)}
           `)
           if (link === undefined) return yield* new ApprovalLinkInvalid({ detail: INVALID })
           yield* Effect.annotateCurrentSpan({ "svc.org_id": link.org_id, "svc.approval_id": link.approval_id })
+          if (!link.current) return yield* new ReviewerAddressReplaced({ detail: REPLACED })
           return link
         })
 
@@ -115,7 +133,19 @@ export class ApprovalMailLinks extends Context.Service<ApprovalMailLinks, {
         reason: string | undefined
       ) {
         const link = yield* find(token)
-        yield* approvals.decide(link.org_id, mailActor(link.reviewer_email), link.approval_id, decision, reason).pipe(
+        // Checked again in the decision's transaction, the settings row
+        // shared-locked: an address replaced meanwhile commits before the
+        // decision (which is then refused) or after it, never between.
+        const holds = sql`
+          SELECT 1 FROM notification_settings
+          WHERE org_id = ${link.org_id} AND reviewer_address_id = ${link.reviewer_address_id}
+            AND reviewer_email = ${link.reviewer_email} AND reviewer_confirmed_at IS NOT NULL
+          FOR SHARE
+        `.pipe(Effect.map((rows) => rows.length > 0), Effect.orDie)
+        yield* approvals.decide(link.org_id, mailActor(link.reviewer_email), link.approval_id, decision, reason, {
+          holds,
+          refused: new ReviewerAddressReplaced({ detail: REPLACED })
+        }).pipe(
           Effect.catchTag("NotFound", () => Effect.fail(new ApprovalLinkInvalid({ detail: INVALID })))
         )
         return yield* view(link)

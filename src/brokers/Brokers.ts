@@ -10,27 +10,56 @@
  *   and the broker's acknowledgement; no acknowledgement is a failure.
  * - Failure messages never carry the URL's credentials.
  *
- * Connections are kept per endpoint URL and checked address, at most
- * `MAX_CONNECTIONS` per process (the least recently used idle one is
- * closed to make room; with none idle the publish fails, naming the
- * limit), and closed after `IDLE_MS` unused.
+ * Connections are kept per organization, endpoint URL and checked
+ * address, at most `SVC_BROKER_CONNECTIONS` per process and
+ * `SVC_BROKER_CONNECTIONS_PER_ORG` of them for one organization (as its
+ * `https` requests have pools of their own): the least recently used idle
+ * one (of the organization, when it is at its share) is closed to make
+ * room. With none idle, a publish waits for a slot within its deadline;
+ * a publish that got none fails as `ConnectionsBusy`, a limit of this
+ * process and never the broker's failure. Connections are closed after
+ * `IDLE_MS` unused.
+ *
+ * Text a broker sends (errors, acknowledgements) is cut and masked by
+ * `fromOutside` before anything else reads it.
  */
-import { Clock, Context, Duration, Effect, Layer } from "effect"
+import { Clock, Context, Data, Effect, Layer } from "effect"
 import { OutboundFailure, OutboundHttp } from "../outbound/OutboundHttp.ts"
 import { trustedCas } from "../outbound/Pools.ts"
 import { perUrl } from "../outbound/Request.ts"
 import { SvcConfig } from "../platform/Config.ts"
-import { maskNeedles, maskUserinfo } from "../secrets/Masking.ts"
+import { fromOutside } from "../secrets/Masking.ts"
 import { openAmqp } from "./Amqp.ts"
 import { type BrokerConnection, type BrokerMessage, type BrokerTarget, parseBrokerUrl } from "./BrokerUrl.ts"
 import { openNats } from "./Nats.ts"
 
-/** Broker connections one process keeps open at most. */
-export const MAX_CONNECTIONS = 256
 /** A connection unused this long is closed. */
 export const IDLE_MS = 60_000
 
+/** Which bound kept a publish from getting a connection. */
+export type ConnectionLimit = "SVC_BROKER_CONNECTIONS" | "SVC_BROKER_CONNECTIONS_PER_ORG"
+
+/**
+ * No connection could be had within the publish's deadline: every one this
+ * process (or the organization's share of them) may keep was busy. A limit
+ * of this process, not a failure of the broker: never counted against the
+ * endpoint.
+ */
+export class ConnectionsBusy extends Data.TaggedError("ConnectionsBusy")<{
+  readonly limit: ConnectionLimit
+  readonly limitValue: number
+  readonly message: string
+}> {}
+
+export interface ConnectionLimits {
+  /** Connections one process keeps open at most. */
+  readonly total: number
+  /** Of those, connections one organization keeps open at most. */
+  readonly perOrg: number
+}
+
 interface Entry {
+  readonly orgId: string
   readonly opening: Promise<BrokerConnection>
   /** Once open. */
   connection?: BrokerConnection
@@ -52,57 +81,153 @@ const targetOf = perUrl(1_000, (url: string) => {
   return parsed._tag === "Ok" ? parsed.target as BrokerTarget : parsed.message
 })
 
-/** The connections kept, at most `max`, closed after `IDLE_MS` unused. */
-export const makeConnections = (now: () => number, max = MAX_CONNECTIONS) => {
+/** A publish started on a connection; boxed, so that resuming with it does not await it. */
+interface Started {
+  readonly entry: Entry
+  readonly published: Promise<string>
+}
+
+/** The connections kept, within `limits`, closed after `IDLE_MS` unused. */
+export const makeConnections = (now: () => number, limits: ConnectionLimits) => {
   const entries = new Map<string, Entry>()
+  const perOrg = new Map<string, number>()
+  /** Publishes waiting for a slot, oldest first: each tries again when one may have freed. */
+  const waiters = new Set<() => void>()
+  let waking = false
+  const wake = () => {
+    if (waking || waiters.size === 0) return
+    waking = true
+    queueMicrotask(() => {
+      waking = false
+      for (const waiter of [...waiters]) waiter()
+    })
+  }
   const drop = (key: string, entry: Entry) => {
-    if (entries.get(key) === entry) entries.delete(key)
+    if (entries.get(key) === entry) {
+      entries.delete(key)
+      const left = (perOrg.get(entry.orgId) ?? 1) - 1
+      if (left > 0) perOrg.set(entry.orgId, left)
+      else perOrg.delete(entry.orgId)
+      wake()
+    }
     entry.opening.then((connection) => connection.close(), () => undefined)
   }
-  /** Makes room for one more: closes the least recently used idle connection; `false` when none is idle. */
-  const room = () => {
-    if (entries.size < max) return true
+  /** The least recently used idle connection (of `orgId` only, when given). */
+  const idlest = (orgId?: string) => {
     let oldest: [string, Entry] | undefined
-    for (const pair of entries) if (pair[1].inFlight === 0 && (oldest === undefined || pair[1].lastUsed < oldest[1].lastUsed)) oldest = pair
-    if (oldest === undefined) return false
-    drop(...oldest)
-    return true
+    for (const pair of entries) {
+      const entry = pair[1]
+      if (entry.inFlight === 0 && (orgId === undefined || entry.orgId === orgId) && (oldest === undefined || entry.lastUsed < oldest[1].lastUsed)) {
+        oldest = pair
+      }
+    }
+    return oldest
+  }
+  /** Makes room for one more connection of `orgId`, closing an idle one if need be; or names the bound that has none. */
+  const room = (orgId: string): ConnectionLimit | undefined => {
+    if ((perOrg.get(orgId) ?? 0) >= limits.perOrg) {
+      const own = idlest(orgId)
+      if (own === undefined) return "SVC_BROKER_CONNECTIONS_PER_ORG"
+      drop(...own)
+    }
+    if (entries.size >= limits.total) {
+      const any = idlest()
+      if (any === undefined) return "SVC_BROKER_CONNECTIONS"
+      drop(...any)
+    }
+    return undefined
+  }
+  /** The kept connection for `key` (a new one when it has none, or its one closed), taken for one publish; or the bound with no room. */
+  const use = (key: string, orgId: string, open: () => Promise<BrokerConnection>): Entry | ConnectionLimit => {
+    let entry = entries.get(key)
+    // Closed while idle (the broker restarted): replaced, not tried.
+    if (entry?.connection?.closed === true) {
+      drop(key, entry)
+      entry = undefined
+    }
+    if (entry === undefined) {
+      const full = room(orgId)
+      if (full !== undefined) return full
+      const opening = open()
+      entry = { orgId, opening, lastUsed: now(), inFlight: 0 }
+      const created = entry
+      // A connection that failed to open, or closed later, is not kept.
+      opening.then(
+        (connection) => {
+          created.connection = connection
+          if (connection.closed) drop(key, created)
+        },
+        () => drop(key, created)
+      )
+      entries.set(key, entry)
+      perOrg.set(orgId, (perOrg.get(orgId) ?? 0) + 1)
+    }
+    entry.lastUsed = now()
+    entry.inFlight += 1
+    return entry
+  }
+  /** After a publish: a connection the broker or the network closed goes; an idle one may make room for a waiting publish. */
+  const settled = (key: string, entry: Entry) => {
+    entry.inFlight -= 1
+    entry.lastUsed = now()
+    entry.opening.then((connection) => connection.closed && drop(key, entry), () => undefined)
+    if (entry.inFlight === 0) wake()
   }
   return {
-    /** The kept connection for `key` (a new one when it has none, or its one closed); `undefined` when none can be opened. */
-    use: (key: string, open: () => Promise<BrokerConnection>): Entry | undefined => {
-      let entry = entries.get(key)
-      // Closed while idle (the broker restarted): replaced, not tried.
-      if (entry?.connection?.closed === true) {
-        drop(key, entry)
-        entry = undefined
-      }
-      if (entry === undefined) {
-        if (!room()) return undefined
-        const opening = open()
-        entry = { opening, lastUsed: now(), inFlight: 0 }
-        const created = entry
-        // A connection that failed to open, or closed later, is not kept.
-        opening.then(
-          (connection) => {
-            created.connection = connection
-            if (connection.closed) drop(key, created)
-          },
-          () => drop(key, created)
-        )
-        entries.set(key, entry)
-      }
-      entry.lastUsed = now()
-      return entry
-    },
-    /** After a publish: a connection the broker or the network closed goes. */
+    use,
+    settled,
+    /**
+     * Starts `publish` on the connection for `key`, waiting up to `waitMs`
+     * for room; fails as `ConnectionsBusy` naming the bound that had none.
+     */
+    start: (
+      key: string,
+      orgId: string,
+      open: () => Promise<BrokerConnection>,
+      publish: (connection: BrokerConnection) => Promise<string>,
+      waitMs: number
+    ): Effect.Effect<Started, ConnectionsBusy> =>
+      Effect.callback<Started, ConnectionsBusy>((resume) => {
+        const begin = (entry: Entry): Started => {
+          const published = entry.opening.then(publish)
+          published.finally(() => settled(key, entry)).catch(() => undefined)
+          return { entry, published }
+        }
+        const first = use(key, orgId, open)
+        if (typeof first !== "string") return resume(Effect.succeed(begin(first)))
+        let limit = first
+        let timer: ReturnType<typeof setTimeout> | undefined = undefined
+        const waiter = () => {
+          const entry = use(key, orgId, open)
+          if (typeof entry === "string") {
+            limit = entry
+            return
+          }
+          waiters.delete(waiter)
+          clearTimeout(timer)
+          resume(Effect.succeed(begin(entry)))
+        }
+        waiters.add(waiter)
+        timer = setTimeout(() => {
+          waiters.delete(waiter)
+          const limitValue = limit === "SVC_BROKER_CONNECTIONS" ? limits.total : limits.perOrg
+          resume(Effect.fail(
+            new ConnectionsBusy({
+              limit,
+              limitValue,
+              message: limit === "SVC_BROKER_CONNECTIONS"
+                ? `all ${limitValue} broker connections of this process (${limit}) stayed busy for ${waitMs} ms`
+                : `all ${limitValue} broker connections of this organization (${limit}) stayed busy for ${waitMs} ms`
+            })
+          ))
+        }, Math.max(0, Math.floor(waitMs)))
+        return Effect.sync(() => {
+          waiters.delete(waiter)
+          clearTimeout(timer)
+        })
+      }),
     /** A publish on it ran out of time: a connection that does not acknowledge is not used again. */
     discard: drop,
-    settled: (key: string, entry: Entry) => {
-      entry.inFlight -= 1
-      entry.lastUsed = now()
-      entry.opening.then((connection) => connection.closed && drop(key, entry), () => undefined)
-    },
     sweep: () => {
       const at = now()
       for (const [key, entry] of entries) if (entry.inFlight === 0 && at - entry.lastUsed >= IDLE_MS) drop(key, entry)
@@ -110,13 +235,17 @@ export const makeConnections = (now: () => number, max = MAX_CONNECTIONS) => {
     closeAll: () => {
       for (const [key, entry] of entries) drop(key, entry)
     },
-    size: () => entries.size
+    size: () => entries.size,
+    waiting: () => waiters.size
   }
 }
 
 export class Brokers extends Context.Service<Brokers, {
-  /** Publishes `message` to the broker destination `url` and waits for its acknowledgement. */
-  readonly publish: (url: string, orgId: string, message: BrokerMessage) => Effect.Effect<Published, OutboundFailure>
+  /**
+   * Publishes `message` to the broker destination `url` and waits for its
+   * acknowledgement; `ConnectionsBusy` when no connection could be had in time.
+   */
+  readonly publish: (url: string, orgId: string, message: BrokerMessage) => Effect.Effect<Published, OutboundFailure | ConnectionsBusy>
 }>()("svc/brokers/Brokers") {
   static readonly layer = Layer.effect(
     Brokers,
@@ -126,7 +255,7 @@ export class Brokers extends Context.Service<Brokers, {
       const clock = yield* Clock.Clock
       const ca = yield* trustedCas(config.extraCaFile._tag === "Some" ? config.extraCaFile.value : undefined)
       const now = () => clock.currentTimeMillisUnsafe()
-      const connections = makeConnections(now)
+      const connections = makeConnections(now, { total: config.brokerConnections, perOrg: config.brokerConnectionsPerOrg })
       const sweeper = setInterval(connections.sweep, IDLE_MS / 4)
       sweeper.unref()
       yield* Effect.addFinalizer(() =>
@@ -136,33 +265,38 @@ export class Brokers extends Context.Service<Brokers, {
         })
       )
 
-      const attempt = (url: string, target: BrokerTarget, orgId: string, message: BrokerMessage) =>
+      /** One publish, all of it (resolution, a connection, the acknowledgement) by `deadline`. */
+      const attempt = (url: string, target: BrokerTarget, orgId: string, message: BrokerMessage, deadline: number) =>
         Effect.gen(function*() {
           yield* Effect.annotateCurrentSpan({ "svc.url_hint": target.hint, "svc.broker": target.kind })
           const addresses = yield* outbound.addresses(target, orgId, message.timeoutMs)
           const address = addresses[0]!.toString()
-          const key = `${url}\n${address}`
+          // Never shared across organizations.
+          const key = `${orgId}\n${url}\n${address}`
           const open = target.kind === "amqp" ? openAmqp : openNats
-          const entry = connections.use(key, () => open(target, address, ca, message.timeoutMs))
-          if (entry === undefined) {
-            return yield* new OutboundFailure({
-              reason: "network",
-              message: `this process has ${MAX_CONNECTIONS} broker connections open, all busy (the most kept)`
-            })
-          }
-          entry.inFlight += 1
-          const published = entry.opening.then((connection) => connection.publish(message))
-          published.finally(() => connections.settled(key, entry)).catch(() => undefined)
-          const detail = yield* Effect.tryPromise({
+          const { entry, published } = yield* connections.start(
+            key,
+            orgId,
+            () => open(target, address, ca, Math.max(1, deadline - now())),
+            (connection) => connection.publish(message),
+            deadline - now()
+          )
+          return yield* Effect.tryPromise({
             try: () => published,
             catch: (error) => new OutboundFailure({ reason: "network", message: reasonOf(error) })
           }).pipe(
             // Out of time (e.g. a RabbitMQ that blocks publishers on a resource
             // alarm): its publishes may never be answered, so the connection goes.
-            Effect.onInterrupt(() => Effect.sync(() => connections.discard(key, entry)))
+            Effect.onInterrupt(() => Effect.sync(() => connections.discard(key, entry))),
+            Effect.timeoutOrElse({
+              duration: Math.max(1, deadline - now()),
+              orElse: () =>
+                Effect.fail(new OutboundFailure({
+                  reason: "timeout",
+                  message: `no acknowledgement from the broker within ${message.timeoutMs} ms`
+                }))
+            })
           )
-          yield* Effect.annotateCurrentSpan("svc.broker_ack", detail)
-          return detail
         })
 
       const publish = (url: string, orgId: string, message: BrokerMessage) =>
@@ -173,19 +307,16 @@ export class Brokers extends Context.Service<Brokers, {
           // Credentials never reach a message: a broker's error may echo the
           // user name, or the URL with its credentials (masked whatever their length).
           const secrets = [target.username, target.password].filter((value) => value.length >= 4)
-          const clean = (text: string) => maskNeedles(maskUserinfo(text), secrets)
-          const detail = yield* attempt(url, target, orgId, message).pipe(
-            Effect.timeoutOrElse({
-              duration: Duration.millis(message.timeoutMs),
-              orElse: () =>
-                Effect.fail(new OutboundFailure({
-                  reason: "timeout",
-                  message: `no acknowledgement from the broker within ${message.timeoutMs} ms`
-                }))
-            }),
-            Effect.mapError((failure) => new OutboundFailure({ reason: failure.reason, message: clean(failure.message) }))
+          const clean = (text: string) => fromOutside(text, secrets)
+          const detail = clean(
+            yield* attempt(url, target, orgId, message, started + message.timeoutMs).pipe(
+              Effect.mapError((failure) =>
+                failure instanceof OutboundFailure ? new OutboundFailure({ reason: failure.reason, message: clean(failure.message) }) : failure
+              )
+            )
           )
-          return { detail: clean(detail), elapsedMs: now() - started }
+          yield* Effect.annotateCurrentSpan("svc.broker_ack", detail)
+          return { detail, elapsedMs: now() - started }
         })
 
       return Brokers.of({ publish })

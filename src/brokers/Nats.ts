@@ -14,6 +14,7 @@
  * cluster updates (a server could otherwise point the client at addresses
  * nobody checked); a closed connection is dropped from the cache.
  */
+import { cutOutside } from "../secrets/Masking.ts"
 import type { BrokerConnection, BrokerMessage, BrokerTarget } from "./BrokerUrl.ts"
 
 const reasonOf = (error: unknown): string => error instanceof Error ? error.message : String(error)
@@ -42,6 +43,14 @@ export const openNats = async (
     noEcho: true,
     // The client passes its TLS options on to `tls.connect` (the server name too, which its types leave out).
     tls: target.tls ? { servername: target.url.hostname, ca: ca.join("\n") } as { readonly ca: string } : null
+  }).catch((error: unknown) => {
+    // A server that requires TLS makes the client start it even when told
+    // not to, and it fails reading the TLS options it was not given (a
+    // `TypeError`, the cause of its connection error): what that means, instead.
+    const cause = error instanceof Error ? error.cause : undefined
+    throw !target.tls && (error instanceof TypeError || cause instanceof TypeError)
+      ? new Error("the server requires TLS: use tls:// instead of nats://")
+      : error
   })
   let closed = false
   void connection.closed().then(() => {
@@ -66,9 +75,10 @@ export const openNats = async (
           timeout: message.timeoutMs,
           retries: 1
         })
-        return `acknowledged by JetStream stream ${ack.stream} (seq ${ack.seq}${ack.duplicate ? ", duplicate" : ""})`
+        return `acknowledged by JetStream stream ${cutOutside(ack.stream).text} (seq ${ack.seq}${ack.duplicate ? ", duplicate" : ""})`
       } catch (error) {
-        const reason = reasonOf(error)
+        // Cut before it is read: the text is the server's.
+        const reason = cutOutside(reasonOf(error)).text
         // The client reads "no responders" as JetStream being off; for a
         // publish it means no stream takes the subject.
         throw new Error(

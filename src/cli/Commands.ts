@@ -17,7 +17,7 @@
  *   console sessions --org <org id> --json
  *   console revoke (--session <session id> | --all --org <org id>) --json
  */
-import { Console, Duration, Effect, Option, Schema } from "effect"
+import { Console, Data, Duration, Effect, Option, Schema } from "effect"
 import { Argument, Command, Flag } from "effect/cli"
 import { CliError } from "effect/cli"
 import { ConsolePresetNames, Scopes, type ScopeName } from "../api/Security.ts"
@@ -28,7 +28,7 @@ import {
   validPerson
 } from "../console/ConsoleSessions.ts"
 import { Identity } from "../identity/Identity.ts"
-import { writeReviewerEmail } from "../notifications/Endpoints.ts"
+import { writeReviewerEmail } from "../notifications/ReviewerAddress.ts"
 import { parseDurations, SvcConfig } from "../platform/Config.ts"
 import { DatabaseInfo } from "../platform/Database.ts"
 import { SqlClient } from "effect/sql"
@@ -163,7 +163,7 @@ const reviewerEmail = Command.make(
       address === null ? `cleared the reviewer address of ${org}` : `reviewer address of ${org}: ${address}`
     )
   })
-).pipe(Command.withDescription("Set or clear the organization's reviewer email address (mailed when SVC_SMTP_URL is set)"))
+).pipe(Command.withDescription("Set or clear the organization's reviewer email address (mailed when SVC_SMTP_URL is set); an address the operator sets needs no confirmation"))
 
 const notifications = Command.make("notifications").pipe(
   Command.withDescription("Notification settings"),
@@ -256,21 +256,55 @@ const consoleCommand = Command.make("console").pipe(
 /** JSON with bigints as strings and dates as ISO text. */
 const toJson = (value: unknown) => JSON.stringify(value, (_, v) => typeof v === "bigint" ? v.toString() : v instanceof Uint8Array ? Buffer.from(v).toString("hex") : v)
 
-const dbQuery = Command.make(
-  "query",
-  { statement: Argument.String("statement").pipe(Argument.withDescription("One SQL statement, run read-only")), json },
-  Effect.fn(function*({ statement, json }) {
+/** How long `db query` may run on a PostgreSQL server. */
+export const QUERY_TIMEOUT = "5s"
+
+/** Carries the rows out of the transaction, which it rolls back. */
+class RolledBack extends Data.TaggedError("RolledBack")<{ readonly rows: ReadonlyArray<Record<string, unknown>> }> {}
+
+/**
+ * One statement run read-only, and everything it did undone: in a
+ * transaction that is READ ONLY, under a statement timeout on a server
+ * (`QUERY_TIMEOUT`), and always rolled back, so that not even a session
+ * setting (`set_config(..., false)`, which a read-only transaction allows)
+ * outlives it on the session every request shares. More than one statement
+ * is refused: the statement runs prepared, which takes exactly one (a
+ * `COMMIT; ...` would otherwise leave the transaction).
+ */
+export const readOnlyQuery = (statement: string) =>
+  Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
     const info = yield* DatabaseInfo
-    const rows = yield* sql.withTransaction(Effect.gen(function*() {
+    return yield* sql.withTransaction(Effect.gen(function*() {
       yield* sql.unsafe("SET TRANSACTION READ ONLY")
       // A server cancels the statement itself; the embedded database is bounded by its watchdog.
-      if (info.kind === "server") yield* sql.unsafe("SET LOCAL statement_timeout = '5s'")
-      return yield* sql.unsafe<Record<string, unknown>>(statement)
-    })).pipe(Effect.catchTag("SqlError", (error) => fail(`the query failed: ${error.message}`)))
+      if (info.kind === "server") yield* sql.unsafe(`SET LOCAL statement_timeout = '${QUERY_TIMEOUT}'`)
+      return yield* new RolledBack({ rows: yield* sql.unsafe<Record<string, unknown>>(statement) })
+    })).pipe(Effect.catchTag("RolledBack", (done) => Effect.succeed(done.rows)))
+  })
+
+/** What the database said: the innermost cause's message (a client's own message says only that the query failed). */
+export const databaseMessage = (error: unknown): string => {
+  let message = error instanceof Error ? error.message : String(error)
+  let at: unknown = error
+  for (let depth = 0; depth < 5 && typeof at === "object" && at !== null; depth++) {
+    const next: unknown = "reason" in at && at.reason !== undefined ? at.reason : "cause" in at ? at.cause : undefined
+    if (next instanceof Error && next.message !== "") message = next.message
+    at = next
+  }
+  return message
+}
+
+const dbQuery = Command.make(
+  "query",
+  { statement: Argument.String("statement").pipe(Argument.withDescription("One SQL statement, run read-only and rolled back")), json },
+  Effect.fn(function*({ statement, json }) {
+    const rows = yield* readOnlyQuery(statement).pipe(
+      Effect.catchTag("SqlError", (error) => fail(`the query failed: ${databaseMessage(error)}`))
+    )
     yield* Console.log(json ? toJson({ rows }) : rows.map(toJson).join("\n") || "(no rows)")
   })
-).pipe(Command.withDescription("Run one read-only SQL statement (5 s limit on a server) and print its rows"))
+).pipe(Command.withDescription(`Run one read-only SQL statement (${QUERY_TIMEOUT} limit on a server), roll it back, and print its rows`))
 
 const dbDump = Command.make(
   "dump",

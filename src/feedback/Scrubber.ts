@@ -15,7 +15,7 @@
  * The result lists the JSON paths of the changed strings, never the values.
  */
 import { sha256Hex } from "../platform/Crypto.ts"
-import { urlNeedles, valueNeedles } from "../secrets/Masking.ts"
+import { urlCredentials, urlNeedles, valueNeedles } from "../secrets/Masking.ts"
 import { KEY_PATTERN, KEY_PREFIX } from "../identity/Identity.ts"
 import { appendPath } from "../tasks/AnswerSchema.ts"
 import { patternRulesIn, type Range, scanPatterns, scanSecretlint } from "./SecretRules.ts"
@@ -56,7 +56,8 @@ const MIN_URL_PART_LENGTH = 16
  * The literal values to look for: each value, the credential after an auth
  * scheme, and for a receiver URL (https or a broker's) its long parts
  * (path, query, query values, path segments: where hooks carry their token;
- * a broker's credentials) and the URL without scheme.
+ * a broker's credentials, from `MIN_KNOWN_VALUE_LENGTH` like every known
+ * value) and the URL without scheme.
  */
 export const knownNeedles = (values: ReadonlyArray<string>): ReadonlyArray<string> => {
   const needles = new Set<string>()
@@ -64,6 +65,8 @@ export const knownNeedles = (values: ReadonlyArray<string>): ReadonlyArray<strin
     for (const needle of valueNeedles(value, MIN_KNOWN_VALUE_LENGTH)) needles.add(needle)
     if (/^(https|amqps?|nats|tls):\/\//i.test(value)) {
       for (const needle of urlNeedles(value, MIN_URL_PART_LENGTH)) needles.add(needle)
+      // A broker's password or token is a known value like any other: from 8 characters.
+      for (const credential of urlCredentials(value)) if (credential.length >= MIN_KNOWN_VALUE_LENGTH) needles.add(credential)
     }
   }
   // Longest first, so a value that contains another is removed whole.

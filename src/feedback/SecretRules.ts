@@ -115,10 +115,11 @@ export const patternRules: ReadonlyArray<PatternRule> = [
     id: "svc-console-token",
     source: "svc",
     // Console sign-in link tokens (`svl_` + 43), session cookies (`svcs_` + 43)
-    // and the approval links of reviewer mails (`sva_` + 43).
-    pattern: /(?=((?:svl|svcs|sva)_[A-Za-z0-9_-]{43}))/dg,
+    // and the approval links (`sva_` + 43) and address confirmation links
+    // (`svr_` + 43) of reviewer mails.
+    pattern: /(?=((?:svl|svcs|sva|svr)_[A-Za-z0-9_-]{43}))/dg,
     group: 1,
-    keywords: ["svl_", "svcs_", "sva_"]
+    keywords: ["svl_", "svcs_", "sva_", "svr_"]
   },
   {
     id: "slack-webhook-url",

@@ -133,7 +133,8 @@ export class Dispatcher extends Context.Service<Dispatcher, {
             marked AS (UPDATE events e SET writer = NULL FROM late WHERE e.seq = late.seq RETURNING e.seq),
             fan AS (
               -- Per event in order: its organization's subscribed active
-              -- endpoints in their order, then the reviewer email.
+              -- endpoints in their order, then the reviewer email (to a
+              -- confirmed address only).
               SELECT ev.writer AS event_writer, ev.seq AS event_seq, 0 AS k, ep.seq AS ep_seq, ev.org_id, 'webhook'::text AS kind,
                      ep.id AS target_id, ev.id AS event_id, ev.type, ev.body, ev.label
               FROM ev JOIN notification_endpoints ep
@@ -150,7 +151,8 @@ export class Dispatcher extends Context.Service<Dispatcher, {
                     WHERE a.id = (ev.body::jsonb #>> '{approval,approval_id}')::uuid)`)})
               UNION ALL
               SELECT ev.writer, ev.seq, 1, 0, ev.org_id, 'email', ev.org_id, ev.id, ev.type, ev.body, ev.label
-              FROM ev JOIN notification_settings ns ON ns.org_id = ev.org_id AND ns.reviewer_email IS NOT NULL
+              FROM ev JOIN notification_settings ns
+                ON ns.org_id = ev.org_id AND ns.reviewer_email IS NOT NULL AND ns.reviewer_confirmed_at IS NOT NULL
               WHERE ${smtp} AND ev.type IN ${sql.in(emailedTypes)}
             )`,
           // The label was written with the event (its type and approval id);

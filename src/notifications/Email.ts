@@ -1,8 +1,9 @@
 /**
  * Reviewer email: approval requests and deadline notices (requested,
- * expiring, escalated) mailed to the organization's reviewer address when
- * `SVC_SMTP_URL` is set (final approved and rejected events are for
- * webhook receivers only). The dispatcher queues one `email`
+ * expiring, escalated) mailed to the organization's confirmed reviewer
+ * address when `SVC_SMTP_URL` is set (final approved and rejected events
+ * are for webhook receivers only), and the confirmation mail a new address
+ * is sent (`ReviewerAddress.ts`). The dispatcher queues one `email`
  * delivery per such event; this worker sends it with nodemailer and the
  * shared queue retries it on the webhook schedule.
  *
@@ -22,6 +23,7 @@ import { Outcome } from "../deliveries/DeliveryQueue.ts"
 import { runWorker, type Settlement } from "../deliveries/worker/DeliveryWorker.ts"
 import { SvcConfig } from "../platform/Config.ts"
 import { rowsOf } from "../platform/Rows.ts"
+import { CONFIRM_META_KEY, confirmationUrl, issueConfirmation } from "./ReviewerAddress.ts"
 import { failedAttempt, notSent, WebhookSender } from "./Sender.ts"
 
 const DEFAULT_FROM = "svc notifications <notifications@svc.invalid>"
@@ -32,8 +34,13 @@ const subjects: Record<string, string> = {
   "approval.escalated": "Approval escalated: another review window"
 }
 
-/** The event to mail and where to: the organization's reviewer address, if any. */
-const MailRows = rowsOf("events", Schema.Struct({ reviewer_email: Schema.NullOr(Schema.String), type: Schema.String, body: Schema.String }))
+/** The event to mail and where to: the organization's confirmed reviewer address, if any, and its setting's id. */
+const MailRows = rowsOf("events", Schema.Struct({
+  reviewer_email: Schema.NullOr(Schema.String),
+  reviewer_address_id: Schema.NullOr(Schema.String),
+  type: Schema.String,
+  body: Schema.String
+}))
 
 /**
  * What may appear in a reviewer email. The recipient is an address the
@@ -98,6 +105,23 @@ export const renderEmail = (type: string, body: string, link?: string) => {
   return { subject: `${subject}: ${approvalId ?? ""}`.trim(), text: lines.join("\n") }
 }
 
+/**
+ * Subject and plain-text body of the mail that asks a new reviewer address
+ * to confirm itself: svc's fixed wording, its own link and the link's
+ * expiry; nothing the tenant wrote.
+ */
+export const renderConfirmation = (link: string, expiresAt: Date) => ({
+  subject: "Confirm this address for approval requests",
+  text: [
+    "This address was set to receive approval requests of an organization on svc.",
+    "It receives none until it is confirmed: open this link and press Confirm (it works once):",
+    link,
+    "",
+    `The link expires at ${expiresAt.toISOString()}.`,
+    "If you did not expect this mail, ignore it: nothing is sent to this address without confirmation."
+  ].join("\n")
+})
+
 export class ReviewerEmail extends Context.Service<ReviewerEmail, {
   readonly deliver: (delivery: Claimed) => Effect.Effect<Settlement>
 }>()("svc/notifications/ReviewerEmail") {
@@ -132,37 +156,65 @@ export class ReviewerEmail extends Context.Service<ReviewerEmail, {
       })
       yield* Effect.addFinalizer(() => Effect.sync(() => Option.map(transport, (t) => t.mailer.close())))
 
-      const deliver = Effect.fn("ReviewerEmail.deliver")(function*(delivery: Claimed) {
-        yield* Effect.annotateCurrentSpan({ "svc.org_id": delivery.orgId, "svc.delivery_id": delivery.id })
+      /** A confirmation mail: its link is made now, for the address setting the delivery names, while it is pending. */
+      const confirmation = Effect.fn("ReviewerEmail.confirmation")(function*(delivery: Claimed, addressId: string) {
+        const issued = yield* issueConfirmation(sql, delivery.orgId, addressId, config.reviewerConfirmationTtl)
+        if (Option.isNone(issued)) return Option.none()
+        const { subject, text } = renderConfirmation(confirmationUrl(baseUrl(), issued.value.token), issued.value.expiresAt)
+        return Option.some({ to: issued.value.address, subject, text, headers: { "X-Svc-Mail-Type": "reviewer.confirmation" } })
+      })
+
+      /** A mail about an approval event, to the organization's confirmed address. */
+      const approvalMail = Effect.fn("ReviewerEmail.approvalMail")(function*(delivery: Claimed) {
+        // The address is read when the mail goes: a pending one (replaced
+        // after the delivery was queued) is sent nothing.
         const row = yield* MailRows.one(sql`
-          SELECT s.reviewer_email, e.type, e.body
-          FROM events e LEFT JOIN notification_settings s ON s.org_id = e.org_id
+          SELECT s.reviewer_email, s.reviewer_address_id, e.type, e.body
+          FROM events e LEFT JOIN notification_settings s ON s.org_id = e.org_id AND s.reviewer_confirmed_at IS NOT NULL
           WHERE e.id = ${delivery.eventId} AND e.org_id = ${delivery.orgId}
         `)
-        if (Option.isNone(transport) || row === undefined || row.reviewer_email === null) {
-          return notSent("reviewer email is not configured any more")
+        if (row === undefined || row.reviewer_email === null || row.reviewer_address_id === null) {
+          return "no confirmed reviewer address any more"
         }
-        if (subjects[row.type] === undefined) return notSent(`${row.type} events are not mailed`)
+        if (subjects[row.type] === undefined) return `${row.type} events are not mailed`
         // A new link for each mail (only its hash is kept, so an earlier
-        // mail's link cannot be sent again); each opens this approval only.
+        // mail's link cannot be sent again); each opens this approval only,
+        // while this address setting is the organization's.
         const approvalId = approvalIdOf(row.body)
         const token = approvalId === undefined
           ? Option.none<string>()
-          : yield* issueMailLink(sql, delivery.orgId, approvalId, row.reviewer_email)
+          : yield* issueMailLink(sql, delivery.orgId, approvalId, row.reviewer_email, row.reviewer_address_id)
         const link = Option.map(token, (t) => mailLinkUrl(baseUrl(), t))
         const { subject, text } = renderEmail(row.type, row.body, Option.getOrUndefined(link))
+        return {
+          to: row.reviewer_email,
+          subject,
+          text,
+          headers: {
+            "X-Svc-Event-Id": safe(delivery.eventId, UUID) ?? "",
+            "X-Svc-Event-Type": row.type
+          }
+        }
+      })
+
+      const deliver = Effect.fn("ReviewerEmail.deliver")(function*(delivery: Claimed) {
+        yield* Effect.annotateCurrentSpan({ "svc.org_id": delivery.orgId, "svc.delivery_id": delivery.id })
+        if (Option.isNone(transport)) return notSent("reviewer email is not configured any more")
+        const confirms = delivery.meta[CONFIRM_META_KEY]
+        // A string: why nothing is sent.
+        const message = typeof confirms === "string"
+          ? Option.getOrElse(yield* confirmation(delivery, confirms), () => "the address to confirm was replaced, removed or confirmed since")
+          : yield* approvalMail(delivery)
+        if (typeof message === "string") return notSent(message)
         const started = yield* Clock.currentTimeMillis
         const sent = yield* Effect.tryPromise({
           try: () =>
             transport.value.mailer.sendMail({
               from: transport.value.from,
-              to: row.reviewer_email!,
-              subject,
-              text,
-              headers: {
-                "X-Svc-Event-Id": safe(delivery.eventId, UUID) ?? "",
-                "X-Svc-Event-Type": subjects[row.type] === undefined ? "" : row.type
-              }
+              to: message.to,
+              subject: message.subject,
+              text: message.text,
+              headers: message.headers
             }),
           // Only the SMTP reply code and status: messages may quote addresses.
           catch: (error) => {

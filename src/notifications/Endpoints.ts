@@ -1,15 +1,14 @@
 /**
  * Notification endpoints: the organization's webhook receivers, their
- * signing secrets (in the secret store, sealed with the master key) and the
- * organization's notification settings (reviewer email address).
+ * signing secrets (in the secret store, sealed with the master key); the
+ * reviewer address is `ReviewerAddress.ts`.
  *
  * The full URL, the secrets and custom header values never leave this
  * service through the API: the secret is answered once, at creation or
  * rotation; of the headers only their names are listed.
  */
 import { PgClient } from "@effect/sql-pg"
-import { Context, Duration, Effect, Layer, Option, Redacted, Schema } from "effect"
-import { SqlClient } from "effect/sql"
+import { Context, Duration, Effect, Layer, Redacted, Schema } from "effect"
 import { parseEndpointUrl } from "../brokers/BrokerUrl.ts"
 import type { InvalidHeaders } from "../api/Errors.ts"
 import { LimitReached, NotFound } from "../api/Errors.ts"
@@ -51,7 +50,6 @@ const EndpointColumns = Schema.Struct({
 })
 export type EndpointRow = typeof EndpointColumns.Type
 const EndpointRows = rowsOf("notification_endpoints", EndpointColumns)
-const SettingsRows = rowsOf("notification_settings", Schema.Struct({ reviewer_email: Schema.NullOr(Schema.String) }))
 
 export const toEndpoint = (row: EndpointRow): NotificationEndpoint => ({
   id: row.id,
@@ -69,22 +67,6 @@ export const toEndpoint = (row: EndpointRow): NotificationEndpoint => ({
   headers: [...row.header_names],
   rate_limit: row.rate_limit
 })
-
-/**
- * Sets (or, with null, clears) the organization's reviewer address; false
- * when the organization does not exist. Shared by the API and the CLI.
- */
-export const writeReviewerEmail = (orgId: string, email: string | null) =>
-  Effect.gen(function*() {
-    const sql = yield* SqlClient.SqlClient
-    const rows = yield* sql`
-      INSERT INTO notification_settings (org_id, reviewer_email, updated_at)
-      SELECT id, ${email}, now() FROM orgs WHERE id = ${orgId}
-      ON CONFLICT (org_id) DO UPDATE SET reviewer_email = EXCLUDED.reviewer_email, updated_at = now()
-      RETURNING org_id
-    `
-    return rows.length > 0
-  }).pipe(Effect.orDie)
 
 const DEFAULT_OVERLAP_SECONDS = 24 * 3600
 
@@ -226,10 +208,6 @@ export class NotificationEndpoints extends Context.Service<NotificationEndpoints
   readonly sendTarget: (orgId: string, id: string) => Effect.Effect<SendTarget | undefined>
   /** `sendTarget` without an effect, for sends without a fiber: `undefined` when this process knows nothing fresh. */
   readonly sendTargetNow: (orgId: string, id: string) => SendTarget | undefined
-  readonly reviewerEmail: (orgId: string) => Effect.Effect<string | null>
-  readonly setReviewerEmail: (orgId: string, email: string | null) => Effect.Effect<string | null>
-  /** `SVC_SMTP_URL` is set and the organization has a reviewer address. */
-  readonly emailNotifier: (orgId: string) => Effect.Effect<boolean>
 }>()("svc/notifications/NotificationEndpoints") {
   static readonly layer = Layer.effect(
     NotificationEndpoints,
@@ -359,20 +337,6 @@ export class NotificationEndpoints extends Context.Service<NotificationEndpoints
         yield* stopFailing(sql, orgId, id)
       })
 
-      const reviewerEmail = Effect.fn("NotificationEndpoints.reviewerEmail")(function*(orgId: string) {
-        return (yield* SettingsRows.one(sql`SELECT reviewer_email FROM notification_settings WHERE org_id = ${orgId}`))?.reviewer_email ?? null
-      })
-
-      const setReviewerEmail = Effect.fn("NotificationEndpoints.setReviewerEmail")(function*(orgId: string, email: string | null) {
-        yield* writeReviewerEmail(orgId, email).pipe(Effect.provideService(SqlClient.SqlClient, sql))
-        return email
-      })
-
-      const emailNotifier = Effect.fn("NotificationEndpoints.emailNotifier")(function*(orgId: string) {
-        if (Option.isNone(config.smtpUrl)) return false
-        return (yield* reviewerEmail(orgId)) !== null
-      })
-
       return NotificationEndpoints.of({
         create,
         list,
@@ -385,10 +349,7 @@ export class NotificationEndpoints extends Context.Service<NotificationEndpoints
         recovered,
         signingSecrets,
         sendTarget,
-        sendTargetNow,
-        reviewerEmail,
-        setReviewerEmail,
-        emailNotifier
+        sendTargetNow
       })
     })
   )

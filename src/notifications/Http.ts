@@ -11,6 +11,8 @@ import { SvcConfig } from "../platform/Config.ts"
 import { iso, isoOrNull } from "../platform/Time.ts"
 import { DeliveryOperations } from "../deliveries/records/Operations.ts"
 import { NotificationEndpoints } from "./Endpoints.ts"
+import { ReviewerAddresses } from "./ReviewerAddress.ts"
+import { publicHostOf, requireConsoleOrigin } from "../console/Csrf.ts"
 import { TEST_META_KEY, TestDeliveries } from "./TestDelivery.ts"
 
 /** The window of `GET /v1/notification-endpoints/:id/stats`. */
@@ -41,6 +43,7 @@ export const NotificationsHandlers = HttpApiBuilder.group(
   "notifications",
   Effect.fn(function*(handlers) {
     const endpoints = yield* NotificationEndpoints
+    const addresses = yield* ReviewerAddresses
     const queue = yield* DeliveryQueue
     const config = yield* SvcConfig
     const operations = yield* DeliveryOperations
@@ -48,7 +51,7 @@ export const NotificationsHandlers = HttpApiBuilder.group(
     return handlers.handleAll({
       list: () =>
         CurrentPrincipal.use((p) =>
-          Effect.all({ endpoints: endpoints.list(p.orgId), email_notifier: endpoints.emailNotifier(p.orgId) })
+          Effect.all({ endpoints: endpoints.list(p.orgId), email_notifier: Effect.map(addresses.settings(p.orgId), (s) => s.email_notifier) })
         ),
       create: ({ payload }) => CurrentPrincipal.use((p) => endpoints.create(p.orgId, p.actor, payload)),
       update: ({ params, payload }) => CurrentPrincipal.use((p) => endpoints.update(p.orgId, params.id, payload)),
@@ -149,17 +152,23 @@ export const NotificationsHandlers = HttpApiBuilder.group(
             }
           })
         ),
-      getSettings: () =>
-        CurrentPrincipal.use((p) =>
-          Effect.all({ reviewer_email: endpoints.reviewerEmail(p.orgId), email_notifier: endpoints.emailNotifier(p.orgId) })
-        ),
-      updateSettings: ({ payload }) =>
-        CurrentPrincipal.use((p) =>
-          Effect.gen(function*() {
-            const reviewer_email = yield* endpoints.setReviewerEmail(p.orgId, payload.reviewer_email)
-            return { reviewer_email, email_notifier: yield* endpoints.emailNotifier(p.orgId) }
-          })
-        )
+      getSettings: () => CurrentPrincipal.use((p) => addresses.settings(p.orgId)),
+      updateSettings: ({ payload }) => CurrentPrincipal.use((p) => addresses.set(p.orgId, payload.reviewer_email))
+    })
+  })
+)
+
+/** Handler of the confirmation links of reviewer addresses. */
+export const ReviewerConfirmationHandlers = HttpApiBuilder.group(
+  Api,
+  "reviewerConfirmation",
+  Effect.fn(function*(handlers) {
+    const addresses = yield* ReviewerAddresses
+    const publicHost = publicHostOf((yield* SvcConfig).publicUrl)
+    return handlers.handleAll({
+      // Confirming changes state: the console's request rules apply (its
+      // header, its own origin), so no other site can post one.
+      confirmAddress: ({ payload }) => Effect.andThen(requireConsoleOrigin(publicHost), addresses.confirm(payload.token))
     })
   })
 )

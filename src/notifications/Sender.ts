@@ -26,7 +26,7 @@
  */
 import { PgClient } from "@effect/sql-pg"
 import { Clock, Context, Duration, Effect, FiberSet, Layer, Option, Schema } from "effect"
-import { Brokers } from "../brokers/Brokers.ts"
+import { Brokers, ConnectionsBusy } from "../brokers/Brokers.ts"
 import type { Claimed, CooldownPolicy } from "../deliveries/DeliveryQueue.ts"
 import { DeliveryQueue, Outcome } from "../deliveries/DeliveryQueue.ts"
 import { type DirectHandle, spanStarter } from "../deliveries/worker/StartFast.ts"
@@ -35,7 +35,7 @@ import { OutboundFailure, OutboundHttp, type OutboundResponse } from "../outboun
 import { perUrl } from "../outbound/Request.ts"
 import { parseRetryAfter } from "../outbound/RetryAfter.ts"
 import { jittered } from "../platform/Backoff.ts"
-import { maskNeedles, urlNeedles } from "../secrets/Masking.ts"
+import { fromOutside, urlNeedles } from "../secrets/Masking.ts"
 import { SvcConfig } from "../platform/Config.ts"
 import { rowsOf } from "../platform/Rows.ts"
 import { directDeliveries } from "./SenderFast.ts"
@@ -110,9 +110,9 @@ const spanAttributes = (delivery: Claimed) => ({
 const snippet = (body: Uint8Array, truncated: boolean, url: string) => {
   // Most receivers answer with no body at all: nothing to decode or mask.
   if (body.length === 0 && !truncated) return ""
-  const cut = truncated || body.length > SNIPPET_BYTES
-  const text = maskNeedles(decoder.decode(body.subarray(0, SNIPPET_BYTES)), needlesOf(url), { cut })
-  return cut ? `${text}…` : text
+  return fromOutside(decoder.decode(body.subarray(0, SNIPPET_BYTES)), needlesOf(url), {
+    cut: truncated || body.length > SNIPPET_BYTES
+  })
 }
 
 const decoder = new TextDecoder("utf-8", { fatal: false })
@@ -220,6 +220,10 @@ export class WebhookSender extends Context.Service<WebhookSender, {
         const { headers } = requestOf(delivery, target, type, body, started)
         const message = { eventId: delivery.eventId ?? "", type, headers, body, timeoutMs: Duration.toMillis(config.webhookSendTimeout) }
         const sent = yield* brokers.publish(target.url, delivery.orgId, message).pipe(Effect.catch((failure) => Effect.succeed(failure)))
+        // This process had no connection for it: given back, not an attempt against the endpoint.
+        if (sent instanceof ConnectionsBusy) {
+          return { outcome: Outcome.retry(Duration.zero, sent.message), attempt: { error: sent.message, durationMs: 0 }, giveBack: true } satisfies Settlement
+        }
         if (sent instanceof OutboundFailure) return yield* outcomeOf(delivery, target, sent, started)
         if (delivery.targetFailures > 0) yield* endpoints.recovered(delivery.orgId, delivery.targetId)
         return { outcome: DELIVERED, attempt: { durationMs: sent.elapsedMs } }

@@ -18,7 +18,7 @@ import { NotFound, RateLimited } from "../api/Errors.ts"
 import type { WebhookEvent } from "../api/Events.ts"
 import { DeliveryFailed, type EventType, EventTypes, InvalidWebhookEvents } from "../api/Notifications.ts"
 import { DeliveryOperations } from "../deliveries/records/Operations.ts"
-import { Brokers } from "../brokers/Brokers.ts"
+import { Brokers, ConnectionsBusy } from "../brokers/Brokers.ts"
 import { OutboundHttp } from "../outbound/OutboundHttp.ts"
 import { SvcConfig } from "../platform/Config.ts"
 import { rowsOf } from "../platform/Rows.ts"
@@ -170,6 +170,16 @@ export class TestDeliveries extends Context.Service<TestDeliveries, {
             body,
             timeoutMs: Duration.toMillis(config.webhookSendTimeout)
           }).pipe(Effect.result)
+          if (published._tag === "Failure" && published.failure instanceof ConnectionsBusy) {
+            // A limit of this process, not the broker's answer: not recorded.
+            const busy = published.failure
+            return yield* new RateLimited({
+              limit: busy.limit,
+              limit_value: busy.limitValue,
+              retry_after_seconds: 1,
+              detail: `The test event was not sent: ${busy.message}; retry in 1 s.`
+            })
+          }
           if (published._tag === "Failure") return yield* failed(published.failure.message)
           const durationMs = Math.round(published.success.elapsedMs)
           yield* record("delivered", { durationMs })

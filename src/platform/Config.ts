@@ -40,6 +40,10 @@ export interface SvcConfigShape {
   readonly webhookPerHost: number
   /** Test deliveries one endpoint may be sent per minute (all processes together). */
   readonly webhookTestsPerMinute: number
+  /** Broker connections (RabbitMQ, NATS) one process keeps open at most. */
+  readonly brokerConnections: number
+  /** Of those, the most one organization's endpoints hold; past it they wait for one of their own. */
+  readonly brokerConnectionsPerOrg: number
   /** Most failed deliveries one bulk replay takes (at most 10 000). */
   readonly webhookReplayMax: number
   /** How long an endpoint may fail without one successful delivery before svc stops sending to it. */
@@ -51,6 +55,10 @@ export interface SvcConfigShape {
   /** Undelivered export batches a telemetry destination may hold before new spans are dropped. */
   readonly telemetryQueueBatches: number
   readonly smtpUrl: Option.Option<Redacted.Redacted<string>>
+  /** How long the link of a reviewer address's confirmation mail works. */
+  readonly reviewerConfirmationTtl: Duration.Duration
+  /** Confirmation mails one organization may cause per hour (all processes together). */
+  readonly reviewerConfirmationsPerHour: number
   /** Largest accepted request body. */
   readonly maxBodyBytes: number
   /** Silence after which a session event stream sends a keep-alive comment. */
@@ -289,6 +297,8 @@ export const svcConfig: Config.Config<SvcConfigShape> = Config.all({
   webhookSendTimeout: durationList("SVC_WEBHOOK_TIMEOUT", "5s").pipe(Config.map((list) => list[0] ?? Duration.seconds(5))),
   webhookPerHost: intAtLeast("SVC_WEBHOOK_PER_HOST", 32, 1, 1024),
   webhookTestsPerMinute: intAtLeast("SVC_WEBHOOK_TESTS_PER_MINUTE", 6, 1, 600),
+  brokerConnections: intAtLeast("SVC_BROKER_CONNECTIONS", 256, 1, 65_536),
+  brokerConnectionsPerOrg: intAtLeast("SVC_BROKER_CONNECTIONS_PER_ORG", 32, 1, 65_536),
   webhookReplayMax: intAtLeast("SVC_WEBHOOK_REPLAY_MAX", 10_000, 1, 10_000),
   webhookDisableAfter: duration("SVC_WEBHOOK_DISABLE_AFTER", "5d", Duration.seconds(1)),
   telemetrySampleRatio: Config.Finite("SVC_TELEMETRY_SAMPLE_RATIO").pipe(
@@ -308,6 +318,8 @@ export const svcConfig: Config.Config<SvcConfigShape> = Config.all({
     Config.mapEffect((n) => n >= 1 ? Effect.succeed(n) : Effect.fail(invalid("SVC_TELEMETRY_QUEUE_BATCHES must be at least 1")))
   ),
   smtpUrl: Config.option(Config.Redacted("SVC_SMTP_URL")),
+  reviewerConfirmationTtl: duration("SVC_REVIEWER_CONFIRMATION_TTL", "24h", Duration.minutes(1)),
+  reviewerConfirmationsPerHour: intAtLeast("SVC_REVIEWER_CONFIRMATIONS_PER_HOUR", 5, 1, 100),
   maxBodyBytes: Config.Int("SVC_MAX_BODY_BYTES").pipe(Config.withDefault(1024 * 1024)),
   sseKeepAliveMs: positiveMillis("SVC_SSE_KEEPALIVE_MS", 15_000),
   ssePollMs: positiveMillis("SVC_SSE_POLL_MS", 10_000),

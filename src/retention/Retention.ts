@@ -17,6 +17,7 @@
  * - a console sign-in link, and a console session, once it has ended (used,
  *   expired, revoked, idle too long) for `SVC_SESSION_EVENT_RETENTION` too:
  *   until then a used link still says "used" and `console sessions` lists it;
+ *   so is a reviewer address's confirmation link once used or expired;
  * - a revoked API key once revoked for `SVC_REVOKED_KEY_RETENTION`: until
  *   then it is listed as revoked and the feedback scrubber still removes it
  *   by its hash (after that, by its shape, as any `svc_` key);
@@ -126,6 +127,14 @@ export const retentionRules = Effect.gen(function*() {
       prune: pruneOldest(
         "console_links",
         "id",
+        sql`least(coalesce(used_at, expires_at), expires_at) < ${ago(config.sessionEventRetention)}`
+      )
+    },
+    {
+      name: "reviewer address confirmation links",
+      prune: pruneOldest(
+        "reviewer_confirmations",
+        "ctid",
         sql`least(coalesce(used_at, expires_at), expires_at) < ${ago(config.sessionEventRetention)}`
       )
     },

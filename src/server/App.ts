@@ -28,9 +28,10 @@ import { Identity } from "../identity/Identity.ts"
 import { ApiKeysHandlers } from "../identity/KeysHttp.ts"
 import { Dispatcher } from "../notifications/Dispatcher.ts"
 import { ReviewerEmail } from "../notifications/Email.ts"
+import { ReviewerAddresses } from "../notifications/ReviewerAddress.ts"
 import { NotificationEndpoints } from "../notifications/Endpoints.ts"
 import { EventBodies } from "../notifications/EventBodies.ts"
-import { NotificationsHandlers } from "../notifications/Http.ts"
+import { NotificationsHandlers, ReviewerConfirmationHandlers } from "../notifications/Http.ts"
 import { MetricsListener, MetricsRoute } from "../observability/Http.ts"
 import { Metrics } from "../observability/Metrics.ts"
 import { OperatorTracesLive } from "../observability/OperatorTraces.ts"
@@ -78,7 +79,7 @@ export const ServicesLive = Layer.mergeAll(
   ),
   Feedback.layer.pipe(Layer.provide(Identity.layer)),
   TelemetryDestinations.layer,
-  Layer.mergeAll(Dispatcher.layer, WebhookSender.layer, ReviewerEmail.layer, TestDeliveries.layer).pipe(
+  Layer.mergeAll(Dispatcher.layer, WebhookSender.layer, ReviewerEmail.layer, TestDeliveries.layer, ReviewerAddresses.layer).pipe(
     Layer.provideMerge(Layer.mergeAll(NotificationEndpoints.layer, EventBodies.layer, Brokers.layer))
   )
 ).pipe(
@@ -105,6 +106,7 @@ const HandlersLive = Layer.mergeAll(
   ApprovalPoliciesHandlers,
   ApprovalsHandlers,
   ApprovalLinksHandlers,
+  ReviewerConfirmationHandlers,
   FeedbackHandlers,
   TelemetryHandlers,
   NotificationsHandlers,

@@ -14,7 +14,7 @@ import { Clock, Duration, Effect, Redacted } from "effect"
 import { constants as zlibConstants, gunzip, gzip, gzipSync } from "node:zlib"
 import { type OutboundFailure, OutboundHttp, type OutboundResponse } from "../outbound/OutboundHttp.ts"
 import { parseRetryAfter as parseHttpRetryAfter } from "../outbound/RetryAfter.ts"
-import { maskNeedles, urlNeedles, valueNeedles } from "../secrets/Masking.ts"
+import { fromOutside, urlNeedles, valueNeedles } from "../secrets/Masking.ts"
 import { readExportAnswer } from "../otlp/Encoding.ts"
 import { protobufFromJsonBody } from "../otlp/Protobuf.ts"
 import type { SpanBatch } from "./Buffers.ts"
@@ -83,14 +83,15 @@ export const parseRetryAfter = (value: string | undefined, now: number): Duratio
 }
 
 /**
- * Collector-provided text (a `partialSuccess.errorMessage`) with what svc
- * protects masked, in case a collector echoes what it was sent: each header
- * value, the credential of an `Authorization`-style value alone (`Bearer
- * <token>` echoed as `<token>`), and the parts of the collector URL that may
- * carry a credential.
+ * Collector-provided text (a `partialSuccess.errorMessage`) cut to
+ * `MAX_OUTSIDE_TEXT`, with what svc protects masked (`fromOutside`) in
+ * case a collector echoes what it was sent: each header value, the
+ * credential of an `Authorization`-style value alone (`Bearer <token>`
+ * echoed as `<token>`), and the parts of the collector URL that may carry a
+ * credential.
  */
 export const scrub = (text: string, target: CollectorTarget): string =>
-  maskNeedles(text, [
+  fromOutside(text, [
     ...target.headers.flatMap(([, value]) => valueNeedles(Redacted.value(value))),
     ...urlNeedles(target.url)
   ])

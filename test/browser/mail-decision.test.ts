@@ -1,15 +1,18 @@
 /**
  * Deciding from the reviewer mail in a real browser: svc mails a reviewer
- * through an SMTP server on loopback; the link in the mail opens the
- * approval's page without a sign-in; opening it decides nothing; pressing
- * Approve records `email:<reviewer address>`; afterwards the link shows the
- * final state.
+ * through an SMTP server on loopback. A new reviewer address first gets a
+ * confirmation mail whose page confirms it (once) and no approval mail
+ * before; then the link in an approval mail opens the approval's page
+ * without a sign-in; opening it decides nothing; pressing Approve records
+ * `email:<reviewer address>`, which the console's history shows as a
+ * reviewer mail decision; afterwards the link shows the final state, and
+ * once the address is replaced the link opens nothing and says why.
  */
 import type { AddressInfo } from "node:net"
 import type { Page } from "playwright-core"
 import { SMTPServer } from "smtp-server"
 import { afterAll, assert, beforeAll, it } from "vitest"
-import { checkAccessibility, describeBrowser, screenshot, startWorld, until, type World } from "./support.ts"
+import { checkAccessibility, describeBrowser, screenshot, signIn, startWorld, until, type World } from "./support.ts"
 
 let world: World
 let smtp: SMTPServer
@@ -36,6 +39,7 @@ beforeAll(async () => {
   world = await startWorld("mail-decision", { env: { SVC_SMTP_URL: `smtp://127.0.0.1:${port}/?from=approvals%40svc.test` } })
   const settings = await world.api("PUT", "/v1/notification-settings", { reviewer_email: "alex@example.com" })
   assert.strictEqual(settings.status, 200, JSON.stringify(settings.body))
+  assert.strictEqual(settings.body.reviewer_email_status, "pending")
   const allowed = await world.api("PUT", "/v1/approval-policies/crm.read", {
     mode: "allow",
     review_seconds: 60,
@@ -83,7 +87,76 @@ const sectionGaps = (page: Page) =>
     return gaps
   })
 
+const CONFIRM_LINK = /(http:\/\/\S+\/console\/confirm-address#svr_[A-Za-z0-9_-]{43})/
+
+/** Who-cell text of the history row, and whether it carries the reviewer mail badge. */
+const historyRow = async (page: Page, tool: string) => {
+  const row = page.getByRole("table", { name: "Decided and expired approvals" }).getByRole("row", { name: new RegExp(tool.replace(".", "\\.")) })
+  await row.waitFor()
+  return row
+}
+
 describeBrowser("Deciding from the reviewer mail", () => {
+  it("a new reviewer address gets a confirmation mail and no approval mail; Confirm on its page confirms it once; the Webhooks screen shows pending, then confirmed", async () => {
+    const mail = await until(async () => mails.find((m) => m.to.includes("alex@example.com") && CONFIRM_LINK.test(m.text)), "the confirmation mail", 30_000)
+    const link = CONFIRM_LINK.exec(mail.text)![1]!
+    assert.isTrue(link.startsWith(`${world.baseUrl}/console/confirm-address#`), link)
+
+    // While pending, an approval request is not mailed.
+    const task = await world.api("POST", "/v1/tasks", { name: "Before confirmation", answer_schema: { type: "object" } })
+    const session = await world.api("POST", "/v1/agent-sessions", { task_id: task.body.id })
+    const early = await world.api("POST", `/v1/agent-sessions/${session.body.id}/steps`, {
+      step_id: "early",
+      tool: "payments.refund-early",
+      action_class: "payments.refund",
+      arguments: { order: 1 }
+    })
+    assert.strictEqual(early.body.decision, "pending")
+
+    const admin = await world.open()
+    await signIn(admin.page, await world.link("admin", "Ada Admin"))
+    await admin.page.goto(`${world.baseUrl}/console/webhooks`)
+    await admin.page.getByText("pending confirmation").waitFor()
+    await admin.page.getByText(/alex@example\.com gets no approval request until the link of its confirmation mail is opened/).waitFor()
+    await screenshot(admin.page, "mail-reviewer-pending")
+
+    // A link scanner fetches the page: nothing changes.
+    assert.strictEqual((await fetch(link)).status, 200)
+    assert.strictEqual((await world.api("GET", "/v1/notification-settings")).body.reviewer_email_status, "pending")
+
+    const { page, context, done } = await world.open()
+    await page.goto(link)
+    await page.getByRole("heading", { name: "Confirm your reviewer address" }).waitFor()
+    // The token leaves the address bar once read.
+    assert.strictEqual(new URL(page.url()).hash, "")
+    await checkAccessibility(page, "the confirmation page")
+    await screenshot(page, "mail-confirm-open")
+    await page.getByRole("button", { name: "Confirm" }).click()
+    await page.getByRole("heading", { name: "Address confirmed" }).waitFor()
+    await page.getByText(/now receives approval requests and deadline notices/).waitFor()
+    await screenshot(page, "mail-confirm-done")
+    assert.deepStrictEqual(await context.cookies(), [])
+    const settings = await world.api("GET", "/v1/notification-settings")
+    assert.deepStrictEqual(settings.body, { reviewer_email: "alex@example.com", reviewer_email_status: "confirmed", email_notifier: true })
+
+    // The same link again (a new load of the page): used.
+    await page.goto("about:blank")
+    await page.goto(link)
+    await page.getByRole("button", { name: "Confirm" }).click()
+    await page.getByRole("heading", { name: "Link already used" }).waitFor()
+    await page.getByText("This confirmation link was already used. A link works once.").waitFor()
+    await checkAccessibility(page, "a used confirmation link")
+    await done()
+
+    await admin.page.reload()
+    await admin.page.getByText("alex@example.com confirmed it reads this service's mail.").waitFor()
+    await admin.page.getByText("Email is active.").waitFor()
+    await screenshot(admin.page, "mail-reviewer-confirmed")
+    await admin.done()
+    // The request made while pending was never mailed.
+    assert.isFalse(mails.some((m) => m.text.includes(early.body.approval_id)))
+  })
+
   it("the mail's link opens the approval without a sign-in; pressing Approve records email:<address>; the link then shows the final state", async () => {
     const { approvalId, link } = await pendingWithLink("payments.refund-order")
     // The link points at this server (the address it listens on, SVC_PUBLIC_URL being unset).
@@ -123,7 +196,8 @@ describeBrowser("Deciding from the reviewer mail", () => {
     // Opened again later: the final state, with who, when and why; no buttons.
     await page.reload()
     await page.getByRole("heading", { name: "Final state" }).waitFor()
-    await page.getByText("alex@example.com (mail link)").waitFor()
+    const final = page.locator(".final .decider-mail")
+    assert.strictEqual((await final.textContent())?.replace(/\s+/g, " ").trim(), "reviewer mail alex@example.com")
     await page.getByText("Customer called; refund agreed.").waitFor()
     assert.strictEqual(await page.getByRole("button", { name: "Reject" }).count(), 0)
     assert.deepStrictEqual(await sectionGaps(page), { Arguments: 1.5, "Earlier steps in this session (1)": 1.5, "Final state": 1.5 })
@@ -154,11 +228,53 @@ describeBrowser("Deciding from the reviewer mail", () => {
     await done()
   })
 
+  it("the console's approvals history shows a decision through a mail with a reviewer mail badge and the address", async () => {
+    const { approvalId, link } = await pendingWithLink("payments.refund-history")
+    const reviewer = await world.open()
+    await reviewer.page.goto(link)
+    await reviewer.page.getByRole("button", { name: "Reject" }).click()
+    await reviewer.page.getByRole("heading", { name: "Approval rejected: payments.refund-history" }).waitFor()
+    await reviewer.done()
+    assert.strictEqual((await world.api("GET", `/v1/agent-approvals/${approvalId}`)).body.decided_by, "email:alex@example.com")
+
+    const { page, done } = await world.open()
+    await signIn(page, await world.link("approver", "Alex Approver"))
+    await page.goto(`${world.baseUrl}/console/approvals?view=history`)
+    const row = await historyRow(page, "payments.refund-history")
+    const cells = (await row.getByRole("cell").allTextContents()).map((text) => text.replace(/\s+/g, " ").trim())
+    assert.strictEqual(cells[3], "reviewer mail alex@example.com")
+    assert.strictEqual(await row.locator(".badge.mail").count(), 1)
+    assert.strictEqual(
+      await row.locator(".decider-mail").getAttribute("title"),
+      "Decided through the link of a reviewer mail sent to alex@example.com"
+    )
+    await checkAccessibility(page, "the approvals history with a mail decision")
+    await screenshot(page, "mail-decision-history")
+    await done()
+  })
+
   it("a link that is not one of this service's says so", async () => {
     const { page, done } = await world.open()
     await page.goto(`${world.baseUrl}/console/decide#sva_${"x".repeat(43)}`)
     await page.getByRole("heading", { name: "Cannot open this approval" }).waitFor()
     await page.getByText("This link opens no approval of this service.").waitFor()
+    await done()
+  })
+
+  // Last: it changes the organization's reviewer address.
+  it("once the reviewer address is replaced, an earlier mail's link opens nothing and says why; the approval stays pending", async () => {
+    const { approvalId, link } = await pendingWithLink("payments.refund-replaced")
+    const replaced = await world.api("PUT", "/v1/notification-settings", { reviewer_email: "new-team@example.com" })
+    assert.strictEqual(replaced.body.reviewer_email_status, "pending")
+    const { page, done } = await world.open({ width: 390 })
+    await page.goto(link)
+    await page.getByRole("heading", { name: "Cannot open this approval" }).waitFor()
+    await page.getByText(/The address this mail went to is no longer the organization's reviewer address/).waitFor()
+    assert.strictEqual(await page.getByText("payments.refund-replaced").count(), 0, "the approval is not shown")
+    assert.strictEqual(await page.getByRole("button", { name: "Approve" }).count(), 0)
+    await checkAccessibility(page, "a mail link of a replaced address")
+    await screenshot(page, "mail-decision-replaced-390")
+    assert.strictEqual((await world.api("GET", `/v1/agent-approvals/${approvalId}`)).body.status, "pending")
     await done()
   })
 })

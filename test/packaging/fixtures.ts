@@ -5,7 +5,7 @@
 
 /** Type-checked with `tsc --strict`: each package's public API, typed errors included. */
 export const CONSUMER_TS = `import { Effect } from "effect"
-import { NotFound, SvcClient } from "@svc/client"
+import { CorrectionShapeMismatch, DeliveryFailed, NotFound, SvcClient } from "@svc/client"
 import { constructEvent, handleRequest, memoryDedupStore, type WebhookEvent, WebhookVerificationError } from "@svc/receiver"
 import { SvcWebhooks, WebhookRejected } from "@svc/receiver/effect"
 import { SvcTest, type TestOrg } from "@svc/testing"
@@ -39,6 +39,16 @@ export const inEffect = (raw: string, header: string) =>
   )
 
 export const orgId = Effect.map(SvcTest.org({ scopes: ["tasks.write"] }), (org: TestOrg) => org.orgId)
+
+// A capability's own problems are exported classes: matched by tag with their fields typed, or by instanceof.
+export const corrected = Effect.gen(function*() {
+  const svc = yield* SvcClient
+  const runs = yield* svc.tasks.listRuns({ params: { task_id: "0193a0a0-0000-7000-8000-000000000000" }, query: { limit: 5 } })
+  return yield* svc.feedback.submit({ payload: { inference_log_id: runs.runs[0]!.trace_id, score: -1, correction: {} } })
+}).pipe(
+  Effect.catchTag("CorrectionShapeMismatch", (error: CorrectionShapeMismatch) => Effect.succeed(error.field))
+)
+export const isDeliveryFailure = (error: unknown): error is DeliveryFailed => error instanceof DeliveryFailed
 `
 
 /** Must fail to compile, and alone: proof that the types above were checked, not resolved to \`any\`. */
@@ -54,6 +64,8 @@ export const wrongPayload = Effect.flatMap(client, (svc) => svc.tasks.create({ p
 export const wrongTag = Effect.flatMap(client, (svc) => svc.tasks.list({})).pipe(Effect.catchTag("NoSuchError", () => Effect.void))
 export const wrongArgs = constructEvent(1, 2, 3)
 export const wrongScope = SvcTest.org({ scopes: ["no.such.scope"] })
+export const wrongQueryType = Effect.flatMap(client, (svc) => svc.tasks.list({ query: { limit: "10" } }))
+export const wrongQueryName = Effect.flatMap(client, (svc) => svc.tasks.list({ query: { page_size: 10 } }))
 `
 
 /**
@@ -123,31 +135,6 @@ constructEventFromHeaders(delivery.body, delivery.headers, secret).then(async (e
   const refused = await constructEventFromHeaders(delivery.body + " ", delivery.headers, secret).catch((error) => error)
   console.log(JSON.stringify({ type: event.type, test: event.test, refused: refused instanceof WebhookVerificationError ? refused.reason : "accepted" }))
 })
-`
-
-/** A consumer's test file with the test kit. */
-export const KIT_TEST_TS = `import { assert, layer } from "@effect/vitest"
-import { Effect } from "effect"
-import { SvcTest } from "@svc/testing"
-
-layer(SvcTest.layer(), { excludeTestServices: true })("svc in-process", (it) => {
-  it.effect("logs a run and reads it back", () =>
-    Effect.gen(function*() {
-      const org = yield* SvcTest.org({ scopes: ["tasks.write", "tasks.read"] })
-      const task = yield* org.client.tasks.create({ payload: { name: "triage", answer_schema: { type: "object" } } })
-      const run = yield* org.client.tasks.logRun({ params: { task_id: task.id }, payload: { input: "q", answer: {} } })
-      const again = yield* org.client.tasks.getRun({ params: { trace_id: run.trace_id } })
-      assert.strictEqual(again.trace_id, run.trace_id)
-      const error = yield* org.client.tasks.get({ params: { task_id: "0193a0a0-0000-7000-8000-000000000000" } }).pipe(Effect.flip)
-      assert.strictEqual(error._tag, "NotFound")
-    }))
-})
-`
-
-/** The consumer's vitest settings: the test kit starts a whole service (a few seconds) in \`layer\`'s hook. */
-export const KIT_VITEST_CONFIG = `import { defineConfig } from "vitest/config"
-
-export default defineConfig({ test: { hookTimeout: 60_000 } })
 `
 
 /** \`@svc/receiver/effect\`: the same delivery, verified in an Effect program, and a typed rejection. */

@@ -3,11 +3,16 @@
  * is a command or a request (`sh`, `bash`, `http`... or text that starts
  * with `curl`, `npm`, `npx` or `svc`) either is one of these or says
  * `illustrative` in its fence (```` ```sh illustrative ````):
- * test/unit/docs/examples.test.ts checks it. A runner takes its blocks from
+ * test/unit/docs/examples.test.ts checks it. A block a user runs outside
+ * the repository, with the packed packages, says `consumer=<name>` in its
+ * fence: the packaging test (test/packaging/packages.test.ts) runs it by
+ * that name, as written, in a project of its own. A runner takes its blocks from
  * `blocksRun` here, so what it runs and what the check counts as run are
  * the same list.
  */
-import { type CodeBlock, codeBlocks, read } from "./markdown.ts"
+import { type CodeBlock, codeBlocks, documentationPages, read } from "./markdown.ts"
+
+export type { CodeBlock } from "./markdown.ts"
 
 export interface RunSection {
   readonly page: string
@@ -48,6 +53,35 @@ export const blocksRun = (page: string, section: string, text: string = read(pag
     .map((block) => ({ ...block, line: block.line + before - 1 }))
 }
 
-/** Every block a runner runs, as `page:line`. */
+/** The pages whose `consumer=` blocks the packaging test runs: the documentation and the packages' READMEs. */
+export const consumerPages = (): Array<string> => [
+  ...documentationPages(),
+  "packages/client/README.md",
+  "packages/testing/README.md",
+  "packages/receiver/README.md"
+]
+
+/** A block's name for the packaging test (`consumer=<name>` in its fence), if it has one. */
+export const consumerName = (block: CodeBlock): string | undefined =>
+  block.flags.find((flag) => flag.startsWith("consumer="))?.slice("consumer=".length)
+
+/** Every `consumer=` block of those pages, by name. */
+export const consumerBlocks = (): Map<string, CodeBlock> => {
+  const found = new Map<string, CodeBlock>()
+  for (const page of consumerPages()) {
+    for (const block of codeBlocks(page, read(page))) {
+      const name = consumerName(block)
+      if (name === undefined) continue
+      if (found.has(name)) throw new Error(`${page}:${block.line}: consumer=${name} is also ${found.get(name)!.page}:${found.get(name)!.line}`)
+      found.set(name, block)
+    }
+  }
+  return found
+}
+
+/** Every block a runner runs, as `page:line`: the sections above, and the blocks the packaging test runs. */
 export const allBlocksRun = (): Set<string> =>
-  new Set(RUN_SECTIONS.flatMap(({ page, section }) => blocksRun(page, section).map((block) => `${block.page}:${block.line}`)))
+  new Set([
+    ...RUN_SECTIONS.flatMap(({ page, section }) => blocksRun(page, section).map((block) => `${block.page}:${block.line}`)),
+    ...[...consumerBlocks().values()].map((block) => `${block.page}:${block.line}`)
+  ])

@@ -87,6 +87,7 @@ export const secretSamples = (seed = 7): ReadonlyArray<SecretSample> => {
     sample("svc-signing-secret", `whsec_${c(ALNUM + "+/", 43)}=`, "whsec_ secrets are base64 now"),
     sample("svc-console-token", `svcs_${c(ALNUM + "_-", 43)}`, "svl_ and svcs_ start console tokens"),
     sample("svc-console-token", `sva_${c(ALNUM + "_-", 43)}`, "sva_ starts the link of a reviewer mail"),
+    sample("svc-console-token", `svr_${c(ALNUM + "_-", 43)}`, "svr_ starts the confirmation link of a reviewer address"),
     sample("slack-webhook-url", `https://hooks.slack.com/services/T${c(UPPER_NUM, 8)}/B${c(UPPER_NUM, 8)}/${c(ALNUM, 24)}`, "https://hooks.slack.com/ is where webhooks live")
   ]
 }

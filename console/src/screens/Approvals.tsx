@@ -12,7 +12,7 @@ import { useEffect, useMemo, useRef, useState } from "preact/hooks"
 import { type ApprovalContext, type ApprovalHistoryItem, ApprovalListItem } from "../../../src/api/Approvals.ts"
 import type { ConsoleSession } from "../../../src/api/Console.ts"
 import { problemOf, SvcApi } from "../api.ts"
-import { deciderName, EarlierSteps, ReasonField } from "../approval-parts.tsx"
+import { Decider, deciderName, EarlierSteps, ReasonField } from "../approval-parts.tsx"
 import { refresh, runMutation, useMutation } from "../atoms.ts"
 import { setQuery, useLocation } from "../router.ts"
 import { has, sessionAtom } from "../session.ts"
@@ -296,7 +296,7 @@ const History = ({ closedCount }: { closedCount: number }) => {
                   </span>
                   {item.status === "expired" && <span class="muted"> · {item.timeout_action === "allow" ? "allowed" : "rejected"} by timeout</span>}
                 </td>
-                <td>{item.status === "expired" ? <span class="muted">nobody</span> : deciderName(item.decided_by)}</td>
+                <td>{item.status === "expired" ? <span class="muted">nobody</span> : <Decider decidedBy={item.decided_by} />}</td>
                 <td><Time iso={item.status === "expired" ? item.expires_at : item.decided_at} /></td>
                 <td class="why">{item.decision_reason ?? <span class="muted">—</span>}</td>
               </tr>

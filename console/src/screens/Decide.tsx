@@ -4,7 +4,8 @@
  * opens this one approval: the page reads it (which changes nothing, so a
  * mail scanner that follows the link decides nothing) and the person
  * presses Approve or Reject. Nobody is signed in: no cookie is set, and
- * the rest of the console still needs a sign-in link.
+ * the rest of the console still needs a sign-in link. A link whose address
+ * was replaced or removed from the settings since opens nothing.
  */
 import { Exit } from "effect"
 import { useEffect, useRef, useState } from "preact/hooks"
@@ -18,6 +19,9 @@ type View = typeof ApprovalLinkView.Type
 
 const openAtom = SvcApi.mutation("approvalLinks", "open")
 const decideAtom = SvcApi.mutation("approvalLinks", "decide")
+
+const REPLACED =
+  "The address this mail went to is no longer the organization's reviewer address, so its links open nothing. Decide in the console, or through a mail to the current address."
 
 const tokenOf = () => (location.hash.length > 1 ? decodeURIComponent(location.hash.slice(1)) : "")
 
@@ -41,7 +45,11 @@ export const Decide = () => {
     const problem = problemOf(exit.cause)
     setState({
       kind: "invalid",
-      text: problem.code === "APPROVAL_LINK_INVALID" ? "This link opens no approval of this service." : `The approval could not be read: ${describeProblem(problem)}`
+      text: problem.code === "APPROVAL_LINK_INVALID"
+        ? "This link opens no approval of this service."
+        : problem.code === "REVIEWER_ADDRESS_REPLACED"
+        ? REPLACED
+        : `The approval could not be read: ${describeProblem(problem)}`
     })
   }
   useEffect(() => {
@@ -58,6 +66,7 @@ export const Decide = () => {
       return setNotice({ tone: "success", text: decision === "approve" ? "Approved. The agent may go ahead." : "Rejected. The agent will not run this step." })
     }
     const problem = problemOf(exit.cause)
+    if (problem.code === "REVIEWER_ADDRESS_REPLACED") return setState({ kind: "invalid", text: REPLACED })
     if (problem.code === "INVALID_TRANSITION") {
       setNotice({ tone: "warning", text: "This approval was closed meanwhile; your decision was not recorded." })
       return load()

@@ -589,7 +589,9 @@ const ReviewerEmail = ({ onNotice }: { onNotice: (notice: NoticeValue) => void }
                   tone: "success",
                   text: exit.value.reviewer_email === null
                     ? "Reviewer email cleared."
-                    : `Reviewer email set to ${exit.value.reviewer_email}.${exit.value.email_notifier ? "" : " Email is not sent until the service has an SMTP server (SVC_SMTP_URL)."}`
+                    : exit.value.reviewer_email_status === "confirmed"
+                    ? `Reviewer email set to ${exit.value.reviewer_email}.${exit.value.email_notifier ? "" : " Email is not sent until the service has an SMTP server (SVC_SMTP_URL)."}`
+                    : `Reviewer email set to ${exit.value.reviewer_email}, pending confirmation: a confirmation mail goes there (through the service's SMTP server, SVC_SMTP_URL). It gets no approval request until its link is opened.`
                 })
               } else onNotice({ tone: "error", text: `Could not save the reviewer email: ${describeProblem(problemOf(exit.cause))}` })
             }}
@@ -599,7 +601,17 @@ const ReviewerEmail = ({ onNotice }: { onNotice: (notice: NoticeValue) => void }
               <input type="email" value={draft ?? value.reviewer_email ?? ""} onInput={(event) => setDraft(event.currentTarget.value)} placeholder="reviewers@example.com" />
             </label>
             <button type="submit" disabled={save.busy}>Save email</button>
-            <p class="muted">{value.email_notifier ? "Email is active." : "Email is off (no address, or no SMTP server configured)."}</p>
+            {value.reviewer_email !== null && (
+              <p>
+                <span class={`badge ${value.reviewer_email_status === "confirmed" ? "active" : "pending"}`}>
+                  {value.reviewer_email_status === "confirmed" ? "confirmed" : "pending confirmation"}
+                </span>{" "}
+                {value.reviewer_email_status === "confirmed"
+                  ? `${value.reviewer_email} confirmed it reads this service's mail.`
+                  : `${value.reviewer_email} gets no approval request until the link of its confirmation mail is opened. Save the address again to send a new one.`}
+              </p>
+            )}
+            <p class="muted">{value.email_notifier ? "Email is active." : "Email is off (no confirmed address, or no SMTP server configured)."}</p>
           </form>
         )}
       </Loaded>

@@ -6,7 +6,10 @@
  * rejected by a person, expired with either timeout action), a stream
  * cut while they wait, and a restart that re-sends the step. Each prints
  * one line per change and reports the outcome of a tool it ran; the test
- * reads the outcome back from svc. A person decides only after the agent
+ * reads the outcome back from svc. Run again for a step whose outcome is
+ * recorded (a crash after reporting it), an agent does not run its tool
+ * again; the tool gets the step as its idempotency key, for a crash
+ * between running it and reporting. A person decides only after the agent
  * says it is waiting, and a re-sent step answers `pending` for ever, so an
  * agent that waited for a re-sent step's new decision would never print
  * the approval's status: its run times out.
@@ -237,7 +240,7 @@ layer(SvcTest.layer(), { excludeTestServices: true })("the agent loop of docs/ap
             assert.strictEqual(step.resolution, c.ran ? "allow" : "reject")
             if (c.ran) {
               assert.strictEqual(step.outcome?.status, "succeeded")
-              assert.deepStrictEqual(step.outcome?.result, { echoed: ARGUMENTS })
+              assert.deepStrictEqual(step.outcome?.result, { echoed: ARGUMENTS, idempotency_key: `${sessionId}/refund-1` })
             } else {
               assert.isUndefined(step.outcome)
             }
@@ -262,6 +265,43 @@ layer(SvcTest.layer(), { excludeTestServices: true })("the agent loop of docs/ap
           assert.deepStrictEqual(lines.map(normalize), [asked, ...pending, "approval …: approved", ...ran], agent.output())
           // The first stream starts from the beginning; each reconnection resumes after step:governed (event 1).
           assert.deepStrictEqual(proxy.resumes.slice(0, 3), ["0", "1", "1"])
+        }).pipe(Effect.scoped), 60_000)
+
+      it.effect("a restarted agent whose step already has an outcome (a crash after reporting it) reads it and does not run the tool again", () =>
+        Effect.gen(function*() {
+          const svc = yield* SvcTest
+          const org = yield* SvcTest.org()
+          const agentKey = yield* org.newKey(["agents.read", "agents.write"])
+          yield* org.client.approvalPolicies.put({
+            params: { action_class: ACTION_CLASS },
+            payload: { mode: "allow", review_seconds: 60, timeout_action: "reject", expiring_notice_seconds: 0 }
+          })
+          const session = yield* org.client.agentSessions.create({ payload: {} })
+          // Steps before it fill the first page (100), so the agent finds its step on the next one.
+          for (let i = 0; i < 100; i++) {
+            yield* org.client.agentSessions.governStep({
+              params: { session_id: session.id },
+              payload: { step_id: `earlier-${i}`, tool: "example.echo", action_class: ACTION_CLASS, arguments: {} }
+            })
+          }
+          yield* org.client.agentSessions.governStep({
+            params: { session_id: session.id },
+            payload: { step_id: "refund-1", tool: "example.echo", action_class: ACTION_CLASS, arguments: ARGUMENTS }
+          })
+          yield* org.client.agentSessions.reportOutcome({
+            params: { session_id: session.id, step_id: "refund-1" },
+            payload: { status: "succeeded", result: { refunded: "once" } }
+          })
+          const agent = yield* start(example.command, [example.script, ACTION_CLASS, "refund-1", JSON.stringify(ARGUMENTS)], {
+            SVC_URL: svc.baseUrl,
+            SVC_API_KEY: agentKey.key,
+            SVC_SESSION_ID: session.id
+          })
+          const { code, lines } = yield* finished(agent)
+          assert.strictEqual(code, 0, agent.output())
+          assert.deepStrictEqual(lines.map(normalize), [asked, "step refund-1: allow", "outcome succeeded already recorded: tool example.echo not run again"])
+          const { events } = yield* recorded(org, session.id)
+          assert.deepStrictEqual(events.filter((name) => name.startsWith("tool:")), ["tool:succeeded"])
         }).pipe(Effect.scoped), 60_000)
 
       it.effect("a restarted agent re-sends its saved step: the same approval, still pending, and it waits for the person", () =>
@@ -321,17 +361,20 @@ layer(SvcTest.layer(), { excludeTestServices: true })("the agent loop of docs/ap
         const lines = loop[0]!.code.split("\n")
         const commands = lines.filter((line) => !line.startsWith("#"))
         const shown = lines.filter((line) => line.startsWith("# ")).map((line) => line.slice(2).replaceAll("0193…", "…"))
-        assert.deepStrictEqual(commands.map((command) => command.split(" ").slice(2, 4).join(" ")), [
-          "node examples/agent.ts",
-          "python3 examples/agent.py"
+        assert.deepStrictEqual(commands.map((command) => command.split(" ").slice(2, 6).join(" ")), [
+          "npm run -s example:agent",
+          "python3 examples/agent.py payments.refund refund-2"
         ])
+        // As in a newcomer's terminal: the shell's own Node (whatever its version) and npm, no
+        // node_modules/.bin on PATH, no npm variables; this run's svc for 127.0.0.1:8080.
+        const shell: Record<string, string> = {}
+        for (const [name, value] of Object.entries(process.env)) {
+          if (value !== undefined && !name.toLowerCase().startsWith("npm_") && name !== "NODE") shell[name] = value
+        }
+        shell.PATH = (process.env.PATH ?? "").split(path.delimiter).filter((dir) => !dir.includes("node_modules")).join(path.delimiter)
         for (const command of commands) {
           const stepId = / (refund-\d+) /.exec(command)![1]!
-          // As in a terminal, with this run's svc for 127.0.0.1:8080 and this Node first on PATH.
-          const agent = yield* start("bash", ["-c", command.replaceAll("http://127.0.0.1:8080", svc.baseUrl)], {
-            KEY: agentKey.key,
-            PATH: `${path.dirname(process.execPath)}${path.delimiter}${process.env.PATH ?? ""}`
-          })
+          const agent = yield* start("env", ["-i", ...Object.entries({ ...shell, KEY: agentKey.key }).map(([name, value]) => `${name}=${value}`), "bash", "-c", command.replaceAll("http://127.0.0.1:8080", svc.baseUrl)], {})
           yield* decideWhenWaiting(org, agent, "approve")
           const done = yield* finished(agent)
           assert.strictEqual(done.code, 0, agent.output())

@@ -15,6 +15,7 @@ import type { AddressInfo } from "node:net"
 import { SMTPServer } from "smtp-server"
 import { SvcTest } from "../../../src/testing.ts"
 import { eventually, raw } from "../../support/http.ts"
+import { confirmedReviewer } from "../../support/reviewerMail.ts"
 import { eventBody, insertEvents, webhookService } from "../webhooks/support.ts"
 
 interface Mail {
@@ -24,6 +25,7 @@ interface Mail {
 }
 
 const mails: Array<Mail> = []
+const mailsTo = (address: string) => mails.filter((m) => m.to.includes(address)).map((m) => m.text)
 
 const decodeQuotedPrintable = (data: string) =>
   data.replace(/=\r?\n/g, "").replace(/=([0-9A-F]{2})/g, (_, hex: string) => String.fromCharCode(parseInt(hex, 16)))
@@ -63,7 +65,7 @@ const pendingWithMail = (address: string, stepId = "refund-1") =>
   Effect.gen(function*() {
     const svc = yield* SvcTest
     const org = yield* SvcTest.org()
-    yield* org.client.notifications.updateSettings({ payload: { reviewer_email: address } })
+    yield* confirmedReviewer(org, svc.baseUrl, address, mailsTo)
     const task = yield* org.client.tasks.create({ payload: { name: "Support refunds", answer_schema: { type: "object" } } })
     const session = yield* org.client.agentSessions.create({ payload: { task_id: task.id } })
     yield* org.client.agentSessions.governStep({
@@ -97,6 +99,37 @@ const pendingWithMail = (address: string, stepId = "refund-1") =>
   })
 
 layer(WithSmtp, { excludeTestServices: true })("deciding from the reviewer mail", (it) => {
+  describe("links of an address no longer in the settings", () => {
+    for (const [change, next] of [["replaced", "successor@example.com"], ["removed", null]] as const) {
+      it.effect(`once the address is ${change}, its links open and decide nothing: 410 REVIEWER_ADDRESS_REPLACED, the approval stays pending`, () =>
+        Effect.gen(function*() {
+          const address = `${change}@example.com`
+          const { org, approvalId, token, open, decide } = yield* pendingWithMail(address)
+          assert.strictEqual((yield* open(token)).status, 200)
+          yield* org.client.notifications.updateSettings({ payload: { reviewer_email: next } })
+          const opened = yield* open(token)
+          assert.strictEqual(opened.status, 410, opened.text)
+          assert.strictEqual(opened.json.code, "REVIEWER_ADDRESS_REPLACED")
+          assert.notInclude(opened.text, "stripe.refund", "the approval's tool and arguments are not shown")
+          const decided = yield* decide(token, { decision: "approve" })
+          assert.strictEqual(decided.status, 410, decided.text)
+          assert.strictEqual(decided.json.code, "REVIEWER_ADDRESS_REPLACED")
+          assert.strictEqual((yield* org.client.approvals.get({ params: { approval_id: approvalId } })).status, "pending")
+        }))
+    }
+
+    it.effect("setting the same address again after a replacement does not revive its earlier links", () =>
+      Effect.gen(function*() {
+        const { svc, org, approvalId, token, open, decide } = yield* pendingWithMail("comeback@example.com")
+        yield* confirmedReviewer(org, svc.baseUrl, "interim@example.com", mailsTo)
+        yield* confirmedReviewer(org, svc.baseUrl, "comeback@example.com", mailsTo)
+        assert.strictEqual((yield* org.client.notifications.getSettings()).reviewer_email_status, "confirmed")
+        assert.strictEqual((yield* open(token)).status, 410)
+        assert.strictEqual((yield* decide(token, { decision: "reject" })).status, 410)
+        assert.strictEqual((yield* org.client.approvals.get({ params: { approval_id: approvalId } })).status, "pending")
+      }))
+  })
+
   describe("the link in the mail", () => {
     it.effect("a requested mail links to /console/decide#<token> under the listen address; only the token's hash is stored, and no log line holds it", () =>
       Effect.gen(function*() {
@@ -214,6 +247,22 @@ layer(WithSmtp, { excludeTestServices: true })("deciding from the reviewer mail"
         assert.strictEqual(rejected.status, 200)
         assert.strictEqual(rejected.json.approval.approval_id, first.approvalId)
         assert.strictEqual((yield* first.org.client.approvals.get({ params: { approval_id: answer.approval_id! } })).status, "pending")
+      }))
+
+    it.effect("a link for approval A cannot decide approval B: naming B beside A's token is refused and B stays pending", () =>
+      Effect.gen(function*() {
+        const a = yield* pendingWithMail("a-not-b@example.com", "a")
+        const b = yield* a.org.client.agentSessions.governStep({
+          params: { session_id: a.session.id },
+          payload: { step_id: "b", tool: "stripe.refund", action_class: "payments.refund", arguments: { amount: 2 } }
+        })
+        const named = yield* a.decide(a.token, { decision: "approve", approval_id: b.approval_id })
+        assert.strictEqual(named.status, 400, named.text)
+        const opened = yield* a.open(a.token)
+        assert.strictEqual(opened.json.approval.approval_id, a.approvalId)
+        const decided = yield* a.decide(a.token, { decision: "approve" })
+        assert.strictEqual(decided.json.approval.approval_id, a.approvalId)
+        assert.strictEqual((yield* a.org.client.approvals.get({ params: { approval_id: b.approval_id! } })).status, "pending")
       }))
 
     it.effect("a reason over 1 000 characters is 400 naming reason", () =>

@@ -196,3 +196,68 @@ export const attemptsOf = (endpointId: string) =>
       WHERE d.target_id = ${endpointId} ORDER BY d.seq, a.attempt
     `
   }).pipe(Effect.orDie)
+
+export interface FakeNats {
+  readonly port: number
+  /** Connections accepted so far. */
+  readonly accepted: () => number
+}
+
+/**
+ * A loopback server speaking enough of NATS for a JetStream publish: its
+ * greeting (`info` merged into it: `tls_required` for a TLS-only server),
+ * `PING`, subscriptions, and every publish with a reply subject answered
+ * with `answer()` as the message on that reply subject. `hang`: accepts
+ * connections and never says anything.
+ */
+export const fakeNats = (
+  options: { readonly answer?: () => string; readonly info?: Record<string, unknown>; readonly hang?: boolean }
+): Effect.Effect<FakeNats, never, Scope.Scope> =>
+  Effect.gen(function*() {
+    let accepted = 0
+    const sockets = new Set<net.Socket>()
+    const server = net.createServer((socket) => {
+      accepted++
+      sockets.add(socket)
+      socket.on("close", () => sockets.delete(socket))
+      socket.on("error", () => undefined)
+      if (options.hang === true) return
+      const info = { server_id: "fake", version: "2.10.0", proto: 1, headers: true, max_payload: 1_048_576, ...options.info }
+      socket.write(`INFO ${JSON.stringify(info)}\r\n`)
+      const subscriptions: Array<{ readonly prefix: string; readonly sid: string }> = []
+      let buffered = Buffer.alloc(0)
+      socket.on("data", (data) => {
+        buffered = Buffer.concat([buffered, data])
+        for (;;) {
+          const end = buffered.indexOf("\r\n")
+          if (end < 0) return
+          const [verb, ...args] = buffered.subarray(0, end).toString().split(" ")
+          let consumed = end + 2
+          if (verb === "PUB" || verb === "HPUB") {
+            const size = Number(args[args.length - 1])
+            if (buffered.length < consumed + size + 2) return
+            consumed += size + 2
+            const reply = args.length === (verb === "PUB" ? 3 : 4) ? args[1]! : undefined
+            const subscription = subscriptions.find((s) => reply?.startsWith(s.prefix))
+            if (reply !== undefined && subscription !== undefined) {
+              const payload = Buffer.from(options.answer?.() ?? "{}")
+              socket.write(Buffer.concat([Buffer.from(`MSG ${reply} ${subscription.sid} ${payload.length}\r\n`), payload, Buffer.from("\r\n")]))
+            }
+          } else if (verb === "PING") socket.write("PONG\r\n")
+          else if (verb === "SUB") subscriptions.push({ prefix: args[0]!.replace(/\*$/, ""), sid: args[args.length - 1]! })
+          buffered = buffered.subarray(consumed)
+        }
+      })
+    })
+    yield* Effect.acquireRelease(
+      Effect.promise(() => new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve))),
+      () =>
+        Effect.promise(() =>
+          new Promise<void>((resolve) => {
+            for (const socket of sockets) socket.destroy()
+            server.close(() => resolve())
+          })
+        )
+    )
+    return { port: (server.address() as net.AddressInfo).port, accepted: () => accepted }
+  })

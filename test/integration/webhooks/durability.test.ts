@@ -122,7 +122,8 @@ describe("the service as processes on an embedded data directory", () => {
       let server = yield* Effect.promise(() => startServer(env))
       try {
         const settings = yield* api(server, key, "/v1/notification-settings")
-        assert.deepStrictEqual(settings.json, { reviewer_email: "reviewers@example.com", email_notifier: false })
+        // The operator's address needs no confirmation mail.
+        assert.deepStrictEqual(settings.json, { reviewer_email: "reviewers@example.com", reviewer_email_status: "confirmed", email_notifier: false })
         const created = yield* api(server, key, "/v1/notification-endpoints", { method: "POST", body: { url: receiver.url("/durable") } })
         assert.strictEqual(created.status, 201)
 

@@ -1,5 +1,5 @@
 /**
- * Reviewer email: with SVC_SMTP_URL set and a reviewer
+ * Reviewer email: with SVC_SMTP_URL set and a confirmed reviewer
  * address, requests and deadline notices are mailed through a real SMTP
  * client to a local SMTP server; final decisions are for webhooks only.
  */
@@ -10,6 +10,7 @@ import { SMTPServer } from "smtp-server"
 import { SvcTest } from "../../../src/testing.ts"
 import { eventually } from "../../support/http.ts"
 import { HttpsReceiver } from "../../support/HttpsReceiver.ts"
+import { confirmedReviewer } from "../../support/reviewerMail.ts"
 import { eventBody, type EventType, insertEvents, waitForDeliveries, webhookService } from "./support.ts"
 
 interface Mail {
@@ -19,6 +20,7 @@ interface Mail {
 }
 
 const mails: Array<Mail> = []
+const mailsTo = (address: string) => mails.filter((m) => m.to.includes(address)).map((m) => m.data)
 
 const WithSmtp = Layer.unwrap(Effect.gen(function*() {
   const server = new SMTPServer({
@@ -51,14 +53,20 @@ const WithSmtp = Layer.unwrap(Effect.gen(function*() {
 
 layer(WithSmtp, { excludeTestServices: true })("reviewer email", (it) => {
   describe("email_notifier", () => {
-    it.effect("is true exactly when SVC_SMTP_URL is set and the organization has a reviewer address", () =>
+    it.effect("is true exactly when SVC_SMTP_URL is set and the organization's reviewer address is confirmed", () =>
       Effect.gen(function*() {
         const org = yield* SvcTest.org()
         assert.strictEqual((yield* org.client.notifications.list()).email_notifier, false)
         const set = yield* org.client.notifications.updateSettings({ payload: { reviewer_email: "reviewers@example.com" } })
-        assert.isTrue(set.email_notifier)
+        // Pending until its confirmation mail's link is opened.
+        assert.isFalse(set.email_notifier)
+        yield* confirmedReviewer(org, (yield* SvcTest).baseUrl, "reviewers@example.com", mailsTo)
         assert.isTrue((yield* org.client.notifications.list()).email_notifier)
-        assert.deepStrictEqual(yield* org.client.notifications.getSettings(), { reviewer_email: "reviewers@example.com", email_notifier: true })
+        assert.deepStrictEqual(yield* org.client.notifications.getSettings(), {
+          reviewer_email: "reviewers@example.com",
+          reviewer_email_status: "confirmed",
+          email_notifier: true
+        })
         yield* org.client.notifications.updateSettings({ payload: { reviewer_email: null } })
         assert.isFalse((yield* org.client.notifications.list()).email_notifier)
       }))
@@ -70,7 +78,7 @@ layer(WithSmtp, { excludeTestServices: true })("reviewer email", (it) => {
         const receiver = yield* HttpsReceiver.make()
         const org = yield* SvcTest.org()
         const { endpoint } = yield* org.client.notifications.create({ payload: { url: receiver.url("/all") } })
-        yield* org.client.notifications.updateSettings({ payload: { reviewer_email: "team-reviewers@example.com" } })
+        yield* confirmedReviewer(org, (yield* SvcTest).baseUrl, "team-reviewers@example.com", mailsTo)
         const types: ReadonlyArray<EventType> = [
           "approval.requested",
           "approval.expiring",
@@ -83,7 +91,7 @@ layer(WithSmtp, { excludeTestServices: true })("reviewer email", (it) => {
         yield* insertEvents(events)
         yield* waitForDeliveries(endpoint.id, (rows) => rows.length === 6 && rows.every((r) => r.status === "delivered"))
         const mine = yield* eventually(Effect.sync(() => {
-          const found = mails.filter((mail) => mail.to.includes("team-reviewers@example.com"))
+          const found = mails.filter((mail) => mail.to.includes("team-reviewers@example.com") && /X-Svc-Event-Id/i.test(mail.data))
           return found.length >= 3 ? found : undefined
         }), { what: "three mails" })
         const ids = mine.map((mail) => /X-Svc-Event-Id: (\S+)/i.exec(mail.data)?.[1])
@@ -95,7 +103,7 @@ layer(WithSmtp, { excludeTestServices: true })("reviewer email", (it) => {
         const sql = (yield* SvcTest).sql
         // The mail server has the mails before the sender records them: poll for the records.
         const emailRows = yield* eventually(Effect.map(
-          sql<{ status: string }>`SELECT status FROM deliveries WHERE kind = 'email' AND org_id = ${org.orgId}`,
+          sql<{ status: string }>`SELECT status FROM deliveries WHERE kind = 'email' AND org_id = ${org.orgId} AND event_id IS NOT NULL`,
           (rows) => rows.every((r) => r.status === "delivered") ? rows : undefined
         ), { what: "the email deliveries recorded" })
         assert.deepStrictEqual(emailRows.map((r) => r.status), ["delivered", "delivered", "delivered"])
@@ -104,7 +112,7 @@ layer(WithSmtp, { excludeTestServices: true })("reviewer email", (it) => {
     it.effect("a mail carries no text the tenant wrote: a step_id is left out, only ids, statuses, timestamps and fixed words", () =>
       Effect.gen(function*() {
         const org = yield* SvcTest.org()
-        yield* org.client.notifications.updateSettings({ payload: { reviewer_email: "anyone@example.org" } })
+        yield* confirmedReviewer(org, (yield* SvcTest).baseUrl, "anyone@example.org", mailsTo)
         const spam = "WIN FREE MONEY at https://evil.example/claim?x=1"
         const base = eventBody(org.orgId, "approval.requested")
         const event = { ...base, approval: { ...base.approval, step_id: spam } }

@@ -193,7 +193,7 @@ layer(webhookService(), { excludeTestServices: true })("notification endpoints",
       Effect.gen(function*() {
         const org = yield* SvcTest.org()
         const set = yield* org.client.notifications.updateSettings({ payload: { reviewer_email: "reviewers@example.com" } })
-        assert.deepStrictEqual(set, { reviewer_email: "reviewers@example.com", email_notifier: false })
+        assert.deepStrictEqual(set, { reviewer_email: "reviewers@example.com", reviewer_email_status: "pending", email_notifier: false })
         assert.strictEqual((yield* org.client.notifications.list()).email_notifier, false)
         const svc = yield* SvcTest
         const bad = yield* raw(`${svc.baseUrl}/v1/notification-settings`, {
@@ -204,7 +204,7 @@ layer(webhookService(), { excludeTestServices: true })("notification endpoints",
         assert.strictEqual(bad.status, 400)
         assert.strictEqual(bad.json.code, "INVALID_REQUEST")
         const cleared = yield* org.client.notifications.updateSettings({ payload: { reviewer_email: null } })
-        assert.deepStrictEqual(cleared, { reviewer_email: null, email_notifier: false })
+        assert.deepStrictEqual(cleared, { reviewer_email: null, reviewer_email_status: null, email_notifier: false })
       }))
   })
 })

@@ -109,6 +109,27 @@ layer(
         assert.strictEqual(listed.deliveries.find((d) => d.id === recent!.id)!.status, "delivered")
       }).pipe(Effect.scoped))
 
+    it.effect("reviewer address confirmation links once used or expired, after the same time as console links", () =>
+      Effect.gen(function*() {
+        const sql = yield* SqlClient.SqlClient
+        const org = yield* SvcTest.org()
+        const link = (name: string, expires: string, used: string | null) =>
+          sql`
+            INSERT INTO reviewer_confirmations (token_hash, org_id, reviewer_address_id, reviewer_email, expires_at, used_at)
+            VALUES (${name}, ${org.orgId}, gen_random_uuid(), 'r@example.com', now() + ${expires}::interval,
+                    ${used === null ? null : sql`now() + ${used}::interval`})
+          `
+        yield* link("expired long ago", "-2 minutes", null)
+        yield* link("used long ago", "10 minutes", "-2 minutes")
+        yield* link("unused", "10 minutes", null)
+        yield* link("used just now", "10 minutes", "0 seconds")
+        const left = yield* eventually(Effect.map(
+          sql<{ token_hash: string }>`SELECT token_hash FROM reviewer_confirmations WHERE org_id = ${org.orgId}`,
+          (rows) => rows.length === 2 ? rows : undefined
+        ), { what: "pruning", timeoutMs: 20_000 })
+        assert.deepStrictEqual(left.map((r) => r.token_hash).sort(), ["unused", "used just now"])
+      }))
+
     it.effect("approval stream events, and console links and sessions once ended", () =>
       Effect.gen(function*() {
         const sql = yield* SqlClient.SqlClient

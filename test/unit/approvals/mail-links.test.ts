@@ -1,7 +1,8 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Option } from "effect"
 import { mailLinkUrl, publicBaseUrl } from "../../../src/approvals/MailLinks.ts"
-import { renderEmail } from "../../../src/notifications/Email.ts"
+import { renderConfirmation, renderEmail } from "../../../src/notifications/Email.ts"
+import { confirmationUrl } from "../../../src/notifications/ReviewerAddress.ts"
 
 const config = { publicUrl: Option.none<string>(), host: "127.0.0.1", port: 8080 }
 
@@ -41,5 +42,18 @@ describe("where a reviewer mail's link points", () => {
     const link = "https://svc.example.com/console/decide#sva_abc"
     assert.include(renderEmail("approval.requested", body, link).text.split("\n"), link)
     assert.notInclude(renderEmail("approval.requested", body).text, "/console/decide")
+  })
+})
+
+describe("the confirmation mail of a new reviewer address", () => {
+  it("links to /console/confirm-address with the token in the fragment, on a line of its own, and says when it expires", () => {
+    const link = confirmationUrl("https://svc.example.com", "svr_abc")
+    const url = new URL(link)
+    assert.strictEqual(url.pathname, "/console/confirm-address")
+    assert.strictEqual(url.hash, "#svr_abc")
+    const mail = renderConfirmation(link, new Date("2026-11-24T10:00:00.000Z"))
+    assert.strictEqual(mail.subject, "Confirm this address for approval requests")
+    assert.include(mail.text.split("\n"), link)
+    assert.include(mail.text, "The link expires at 2026-11-24T10:00:00.000Z.")
   })
 })

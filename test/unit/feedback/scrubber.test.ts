@@ -107,6 +107,17 @@ describe("known organization credentials are removed, whole or embedded", () => 
     assert.notInclude(needles, "svc")
     assert.notInclude(needles, "svc.events")
   })
+
+  it("a broker's password or token is removed from 8 characters, as every known value is", async () => {
+    const known = {
+      keyHashes: new Set<string>(),
+      values: ["nats://tok-0123456789@nats.example.com?subject=svc.approvals", "amqp://svc:pw-12345@rabbit.example.com/?exchange=svc.events"]
+    }
+    const { value } = await scrub({ note: "connect with tok-0123456789 or pw-12345; user svc" }, known, "correction")
+    assert.deepStrictEqual(value, { note: `connect with ${REDACTION_MARKER} or ${REDACTION_MARKER}; user svc` })
+    // Shorter than 8: ordinary text.
+    assert.notInclude(knownNeedles(["nats://tok-123@nats.example.com?subject=svc.a"]), "tok-123")
+  })
 })
 
 describe("the key name alone never triggers removal; keys holding secrets are scrubbed", () => {

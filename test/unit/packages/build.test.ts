@@ -2,13 +2,13 @@
  * The build's checks of what a package holds (scripts/build-packages.ts):
  * @svc/client is src/client.ts and src/api/** only, importing nothing
  * outside itself but `effect`; compiled workers are found by their `.js`
- * name.
+ * name; the `svc` package's pages link only to files it ships.
  */
 import { assert, describe, it } from "@effect/vitest"
 import * as fs from "node:fs"
 import { tmpdir } from "node:os"
 import * as path from "node:path"
-import { checkClientClosure, importsOf } from "../../../scripts/build-packages.ts"
+import { checkClientClosure, importsOf, unlinkMissing } from "../../../scripts/build-packages.ts"
 import { siblingModule } from "../../../src/platform/ModuleUrl.ts"
 
 const withDist = (files: Record<string, string>, check: (dist: string) => void) => {
@@ -66,5 +66,25 @@ describe("worker scripts", () => {
   it("are named by their source and found by it when svc runs from source", () => {
     const url = siblingModule("./embedded-worker.ts", "file:///repo/src/platform/EmbeddedSession.ts")
     assert.strictEqual(url.href, "file:///repo/src/platform/embedded-worker.ts")
+  })
+})
+
+describe("the svc package's pages", () => {
+  it("a relative link to a file the package does not ship becomes its text; shipped files, anchors, web addresses and code blocks keep theirs", () => {
+    const shipped = new Set(["docs/api.md", "CHANGELOG.md"])
+    const page = [
+      "See [the API](docs/api.md#errors), [the changelog](CHANGELOG.md) and [the bench](bench/README.md).",
+      "[`examples/agent.ts`](examples/agent.ts), [up](#top), [Effect](https://effect.website).",
+      "```md",
+      "[kept in code](bench/README.md)",
+      "```"
+    ].join("\n")
+    assert.strictEqual(unlinkMissing(page, (target) => shipped.has(target)), [
+      "See [the API](docs/api.md#errors), [the changelog](CHANGELOG.md) and the bench.",
+      "`examples/agent.ts`, [up](#top), [Effect](https://effect.website).",
+      "```md",
+      "[kept in code](bench/README.md)",
+      "```"
+    ].join("\n"))
   })
 })

@@ -5,7 +5,7 @@
  */
 import { assert, describe, it } from "@effect/vitest"
 import fc from "fast-check"
-import { MASK, maskNeedles, maskUserinfo, urlNeedles } from "../../../src/secrets/Masking.ts"
+import { fromOutside, MASK, MAX_OUTSIDE_TEXT, maskNeedles, maskUserinfo, urlNeedles } from "../../../src/secrets/Masking.ts"
 
 const userinfoChar = fc.constantFrom(..."abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-._~%!$&'()*+,;=")
 
@@ -49,5 +49,34 @@ describe("masking", () => {
     assert.notInclude(needles, "abc")
     assert.strictEqual(maskNeedles("user svc-user refused", needles), `user ${MASK} refused`)
     assert.strictEqual(maskUserinfo("the abc of amqp://svc-user:abc@broker"), `the abc of amqp://${MASK}@broker`)
+  })
+
+  it("text from outside is cut to MAX_OUTSIDE_TEXT characters before it is masked, marked with an ellipsis", () => {
+    const huge = `refused by amqp://svc:pw@broker ${"x".repeat(20_000_000)}`
+    const kept = fromOutside(huge, ["svc-secret"])
+    assert.isAtMost(kept.length, MAX_OUTSIDE_TEXT + 1)
+    assert.isTrue(kept.endsWith("…"))
+    assert.isTrue(kept.startsWith(`refused by amqp://${MASK}@broker x`))
+    assert.strictEqual(fromOutside("short and plain"), "short and plain")
+    // A secret or user information running past the cut leaves nothing of itself behind.
+    const needle = "token-0123456789"
+    const atCut = fromOutside(`${"y".repeat(MAX_OUTSIDE_TEXT - 6)}${needle} more`, [needle])
+    assert.notInclude(atCut, "token-")
+    assert.isTrue(atCut.endsWith("…"))
+    assert.isAtMost(atCut.length, MAX_OUTSIDE_TEXT + 1)
+    const openUserinfo = fromOutside(`${"z ".repeat(MAX_OUTSIDE_TEXT / 2 - 10)}nats://user:secretpass@host`)
+    assert.notInclude(openUserinfo, "secret")
+    assert.notInclude(openUserinfo, "user:")
+    // Never half a surrogate pair.
+    const emoji = fromOutside(`${"a".repeat(MAX_OUTSIDE_TEXT - 1)}😀 and more`)
+    assert.strictEqual(emoji, `${"a".repeat(MAX_OUTSIDE_TEXT - 1)}…`)
+  })
+
+  it("masks user information in one pass over ten megabytes of any shape, which a search reading on from every start could not finish", () => {
+    // A quadratic scan of these is ~10^13 steps: far past the test's timeout.
+    for (const filler of ["a://".repeat(2_500_000), "a.a:/".repeat(2_000_000), `x://${"b".repeat(10_000_000)}`]) {
+      const masked = maskUserinfo(`${filler} nats://u:p@broker.example.com/`)
+      assert.isTrue(masked.endsWith(` nats://${MASK}@broker.example.com/`))
+    }
   })
 })

@@ -1,0 +1,264 @@
+/**
+ * The organization's reviewer address, and its confirmation: an address
+ * receives approval mail (whose links decide approvals) only once the
+ * mailbox has shown it reads svc's mail.
+ *
+ * - Setting a new address (`PUT /v1/notification-settings`) gives it a new
+ *   `reviewer_address_id` and makes it `pending`, and queues one
+ *   confirmation mail (an `email` delivery, sent by `ReviewerEmail` through
+ *   the same SMTP path as approval mail). Setting the address it already
+ *   has changes nothing, except that a pending one gets a new mail. How many
+ *   confirmation mails an organization may cause is bounded per hour
+ *   (`SVC_REVIEWER_CONFIRMATIONS_PER_HOUR`), counted on its settings row in
+ *   the statement that claims one, so the bound holds across processes.
+ * - The mail's link (`/console/confirm-address#<token>`) is made when the
+ *   mail is sent: 256 random bits, only the SHA-256 stored, with the
+ *   address setting it confirms; it works once, within
+ *   `SVC_REVIEWER_CONFIRMATION_TTL`, and only while that setting is the
+ *   organization's.
+ * - Every decision link names the setting it was mailed under; it works
+ *   while that setting is the organization's and confirmed
+ *   (`MailLinks.ts` checks it when the link is used).
+ * - An address the operator sets (`svc notifications reviewer-email`) is
+ *   confirmed at once: the operator answers for it.
+ */
+import { PgClient } from "@effect/sql-pg"
+import { Context, Duration, Effect, Layer, Option, Schema } from "effect"
+import { SqlClient } from "effect/sql"
+import {
+  ConfirmationLinkExpired,
+  ConfirmationLinkInvalid,
+  ConfirmationLinkUsed,
+  ReviewerAddressReplaced
+} from "../api/ApprovalLinks.ts"
+import { RateLimited } from "../api/Errors.ts"
+import type { NotificationSettings } from "../api/Notifications.ts"
+import { DeliveryQueue } from "../deliveries/DeliveryQueue.ts"
+import { SvcConfig } from "../platform/Config.ts"
+import { randomToken, sha256Hex } from "../platform/Crypto.ts"
+import { newId } from "../platform/Ids.ts"
+import { Instant, InstantOrNull, rowsOf } from "../platform/Rows.ts"
+import { iso } from "../platform/Time.ts"
+
+/** Tokens of confirmation links start with this (the scrubber knows the shape). */
+export const CONFIRMATION_PREFIX = "svr_"
+
+/** The console page a confirmation mail links to; the token goes in the fragment, which browsers never send. */
+export const confirmationUrl = (baseUrl: string, token: string) => `${baseUrl}/console/confirm-address#${token}`
+
+/** Meta key of a confirmation mail's delivery: the address setting it confirms. */
+export const CONFIRM_META_KEY = "confirms_address"
+
+/** Label of a confirmation mail's delivery. */
+const CONFIRM_LABEL = "reviewer.confirmation"
+
+const WINDOW_SECONDS = 3600
+
+const SettingsRow = Schema.Struct({
+  reviewer_email: Schema.NullOr(Schema.String),
+  reviewer_address_id: Schema.NullOr(Schema.String),
+  reviewer_confirmed_at: InstantOrNull
+})
+const SettingsRows = rowsOf("notification_settings", SettingsRow)
+const WindowRows = rowsOf("notification_settings", Schema.Struct({ claimed: Schema.Boolean, retry_after: Schema.Number }))
+const IssuedRows = rowsOf("reviewer_confirmations", Schema.Struct({ reviewer_email: Schema.String, expires_at: Instant }))
+const ConfirmedRows = rowsOf("reviewer_confirmations", Schema.Struct({
+  used: Schema.Boolean,
+  reviewer_email: Schema.NullOr(Schema.String),
+  reviewer_confirmed_at: InstantOrNull
+}))
+const KnownRows = rowsOf("reviewer_confirmations", Schema.Struct({ used_at: InstantOrNull, expires_at: Instant }))
+
+type Settings = typeof NotificationSettings.Type
+
+/**
+ * Sets (or, with null, clears) the organization's reviewer address as the
+ * operator: confirmed at once. False when the organization does not exist.
+ */
+export const writeReviewerEmail = (orgId: string, email: string | null) =>
+  Effect.gen(function*() {
+    const sql = yield* SqlClient.SqlClient
+    const rows = yield* sql`
+      INSERT INTO notification_settings (org_id, reviewer_email, reviewer_address_id, reviewer_confirmed_at, updated_at)
+      SELECT id, ${email}, ${email === null ? null : newId()}, ${email === null ? null : sql`now()`}, now() FROM orgs WHERE id = ${orgId}
+      ON CONFLICT (org_id) DO UPDATE SET
+        reviewer_email = EXCLUDED.reviewer_email,
+        reviewer_address_id = CASE WHEN notification_settings.reviewer_email IS NOT DISTINCT FROM EXCLUDED.reviewer_email
+          THEN notification_settings.reviewer_address_id ELSE EXCLUDED.reviewer_address_id END,
+        reviewer_confirmed_at = CASE WHEN EXCLUDED.reviewer_email IS NULL THEN NULL
+          ELSE coalesce(notification_settings.reviewer_confirmed_at, EXCLUDED.reviewer_confirmed_at) END,
+        updated_at = now()
+      RETURNING org_id
+    `
+    return rows.length > 0
+  }).pipe(Effect.orDie)
+
+/**
+ * Makes the link of one confirmation mail for the address setting
+ * `addressId`, while it is the organization's and still pending: the token
+ * (only the mail holds it), the address and when the link expires.
+ */
+export const issueConfirmation = (sql: SqlClient.SqlClient, orgId: string, addressId: string, ttl: Duration.Duration) =>
+  Effect.gen(function*() {
+    const token = randomToken(CONFIRMATION_PREFIX)
+    const row = yield* IssuedRows.one(sql`
+      INSERT INTO reviewer_confirmations (token_hash, org_id, reviewer_address_id, reviewer_email, expires_at)
+      SELECT ${sha256Hex(token)}, org_id, reviewer_address_id, reviewer_email,
+             now() + make_interval(secs => ${Duration.toSeconds(ttl)})
+      FROM notification_settings
+      WHERE org_id = ${orgId} AND reviewer_address_id = ${addressId} AND reviewer_email IS NOT NULL
+        AND reviewer_confirmed_at IS NULL
+      RETURNING reviewer_email, expires_at
+    `)
+    return row === undefined ? Option.none() : Option.some({ token, address: row.reviewer_email, expiresAt: row.expires_at })
+  }).pipe(Effect.orDie)
+
+const INVALID = "This is not the confirmation link of a reviewer address of this service. Use the whole link of the latest mail."
+
+export class ReviewerAddresses extends Context.Service<ReviewerAddresses, {
+  readonly settings: (orgId: string) => Effect.Effect<Settings>
+  /** The API's `PUT`: a new address is pending and is sent a confirmation mail. */
+  readonly set: (orgId: string, email: string | null) => Effect.Effect<Settings, RateLimited>
+  /** Uses a confirmation link once: the address it was mailed to is confirmed. */
+  readonly confirm: (token: string) => Effect.Effect<
+    { readonly reviewer_email: string; readonly reviewer_email_status: "confirmed"; readonly confirmed_at: string },
+    ConfirmationLinkInvalid | ConfirmationLinkUsed | ConfirmationLinkExpired | ReviewerAddressReplaced
+  >
+}>()("svc/notifications/ReviewerAddresses") {
+  static readonly layer = Layer.effect(
+    ReviewerAddresses,
+    Effect.gen(function*() {
+      const sql = yield* PgClient.PgClient
+      const config = yield* SvcConfig
+      const queue = yield* DeliveryQueue
+      const smtp = Option.isSome(config.smtpUrl)
+
+      const current = (orgId: string, lock: boolean) =>
+        SettingsRows.one(sql`
+          SELECT reviewer_email, reviewer_address_id, reviewer_confirmed_at FROM notification_settings WHERE org_id = ${orgId}
+          ${lock ? sql`FOR UPDATE` : sql``}
+        `)
+
+      const toSettings = (row: typeof SettingsRow.Type | undefined): Settings => {
+        const email = row?.reviewer_email ?? null
+        const confirmed = email !== null && row?.reviewer_confirmed_at !== null
+        return {
+          reviewer_email: email,
+          reviewer_email_status: email === null ? null : confirmed ? "confirmed" : "pending",
+          email_notifier: smtp && confirmed
+        }
+      }
+
+      const settings = Effect.fn("ReviewerAddresses.settings")(function*(orgId: string) {
+        return toSettings(yield* current(orgId, false))
+      }, Effect.orDie)
+
+      /** Takes one confirmation mail of the organization's hourly window, or answers when the next one is possible. */
+      const claimWindow = (orgId: string) =>
+        Effect.gen(function*() {
+          const limit = config.reviewerConfirmationsPerHour
+          const fresh = sql`(confirm_window_at IS NULL OR confirm_window_at <= now() - make_interval(secs => ${WINDOW_SECONDS}))`
+          const row = yield* WindowRows.one(sql`
+            WITH claimed AS (
+              UPDATE notification_settings
+              SET confirm_window_at = CASE WHEN ${fresh} THEN now() ELSE confirm_window_at END,
+                  confirm_count = CASE WHEN ${fresh} THEN 1 ELSE confirm_count + 1 END
+              WHERE org_id = ${orgId} AND (${fresh} OR confirm_count < ${limit})
+              RETURNING org_id
+            )
+            SELECT EXISTS (SELECT 1 FROM claimed) AS claimed,
+                   coalesce((SELECT ceil(extract(epoch FROM confirm_window_at + make_interval(secs => ${WINDOW_SECONDS}) - now()))::int
+                             FROM notification_settings WHERE org_id = ${orgId}), 1) AS retry_after
+          `).pipe(Effect.orDie)
+          if (row?.claimed === true) return
+          const retryAfter = Math.max(1, row?.retry_after ?? 1)
+          return yield* new RateLimited({
+            limit: "SVC_REVIEWER_CONFIRMATIONS_PER_HOUR",
+            limit_value: limit,
+            retry_after_seconds: retryAfter,
+            detail:
+              `This organization caused ${limit} confirmation mails in the last hour, the most allowed (SVC_REVIEWER_CONFIRMATIONS_PER_HOUR); the address was not changed. Retry in ${retryAfter} s.`
+          })
+        })
+
+      const set = Effect.fn("ReviewerAddresses.set")(function*(orgId: string, email: string | null) {
+        const mailed = yield* sql.withTransaction(Effect.gen(function*() {
+          const before = yield* current(orgId, true).pipe(Effect.orDie)
+          const same = (before?.reviewer_email ?? null) === email
+          if (same && (email === null || before?.reviewer_confirmed_at !== null)) return false
+          const addressId = email === null ? null : same ? before!.reviewer_address_id ?? newId() : newId()
+          yield* sql`
+            INSERT INTO notification_settings (org_id, reviewer_email, reviewer_address_id, reviewer_confirmed_at, updated_at)
+            VALUES (${orgId}, ${email}, ${addressId}, NULL, now())
+            ON CONFLICT (org_id) DO UPDATE SET reviewer_email = EXCLUDED.reviewer_email,
+              reviewer_address_id = EXCLUDED.reviewer_address_id, reviewer_confirmed_at = NULL, updated_at = now()
+          `.pipe(Effect.orDie)
+          // Without SMTP no mail can go: the address waits, and setting it
+          // again once SMTP is configured sends the mail.
+          if (email === null || addressId === null || !smtp) return false
+          yield* claimWindow(orgId)
+          yield* queue.enqueue({
+            orgId,
+            kind: "email",
+            targetId: orgId,
+            label: CONFIRM_LABEL,
+            meta: { [CONFIRM_META_KEY]: addressId },
+            capacity: config.webhookQueueCapacity
+          })
+          return true
+        })).pipe(Effect.catchTag("SqlError", Effect.die))
+        if (mailed) yield* queue.wake("email")
+        return yield* settings(orgId)
+      })
+
+      const confirm = Effect.fn("ReviewerAddresses.confirm")(function*(token: string) {
+        if (!token.startsWith(CONFIRMATION_PREFIX) || token.length > 200) {
+          return yield* new ConfirmationLinkInvalid({ detail: INVALID })
+        }
+        const hash = sha256Hex(token)
+        // One statement uses the link and confirms its address: of two
+        // racing requests, one uses it and the other finds it used.
+        const row = yield* ConfirmedRows.one(sql`
+          WITH used AS (
+            UPDATE reviewer_confirmations SET used_at = now()
+            WHERE token_hash = ${hash} AND used_at IS NULL AND expires_at > now()
+            RETURNING org_id, reviewer_address_id
+          ),
+          confirmed AS (
+            UPDATE notification_settings ns
+            SET reviewer_confirmed_at = coalesce(ns.reviewer_confirmed_at, now()), updated_at = now()
+            FROM used WHERE ns.org_id = used.org_id AND ns.reviewer_address_id = used.reviewer_address_id
+              AND ns.reviewer_email IS NOT NULL
+            RETURNING ns.reviewer_email, ns.reviewer_confirmed_at
+          )
+          SELECT EXISTS (SELECT 1 FROM used) AS used, c.reviewer_email, c.reviewer_confirmed_at
+          FROM (SELECT 1) one LEFT JOIN confirmed c ON true
+        `).pipe(Effect.orDie)
+        if (row !== undefined && row.reviewer_email !== null && row.reviewer_confirmed_at !== null) {
+          return { reviewer_email: row.reviewer_email, reviewer_email_status: "confirmed" as const, confirmed_at: iso(row.reviewer_confirmed_at) }
+        }
+        if (row?.used === true) {
+          return yield* new ReviewerAddressReplaced({
+            detail: "The address this link was mailed to is no longer the organization's reviewer address; nothing was confirmed."
+          })
+        }
+        const known = yield* KnownRows.one(sql`SELECT used_at, expires_at FROM reviewer_confirmations WHERE token_hash = ${hash}`).pipe(
+          Effect.orDie
+        )
+        if (known === undefined) return yield* new ConfirmationLinkInvalid({ detail: INVALID })
+        if (known.used_at !== null) {
+          return yield* new ConfirmationLinkUsed({
+            used_at: iso(known.used_at),
+            detail: "This confirmation link was used already; a link works once."
+          })
+        }
+        return yield* new ConfirmationLinkExpired({
+          expired_at: iso(known.expires_at),
+          detail: "This confirmation link expired before it was used. Set the address again to be sent a new one."
+        })
+      })
+
+      return ReviewerAddresses.of({ settings, set, confirm })
+    })
+  )
+}
