@@ -360,19 +360,14 @@ const openObjects = (value: unknown): void => {
 }
 
 /**
- * A parameter that travels as text but is a number (`IntegerFromDigits`,
- * `IntegerText` in `Common.ts`): Effect writes every parameter as
- * `{"type": "string", "allOf": [{"type": "integer", …}]}`, which no value
- * satisfies. OpenAPI describes a parameter by the value it serializes, so
- * the parameter is the `integer` its check says.
+ * A parameter sent as text that is a number (`IntegerFromDigits` in `Common.ts`): Effect writes
+ * `{"type": "string", "allOf": [{"type": "integer", …}]}`, which no value satisfies; OpenAPI
+ * describes a parameter by the value it serializes, the `integer` its check states.
  */
-const integerParameter = (schema: Operation): Operation => {
-  const members: Array<Operation> = Array.isArray(schema.allOf) ? schema.allOf : []
-  const [member] = members
-  if (schema.type !== "string" || members.length !== 1 || member?.type !== "integer") return schema
-  const { allOf: _allOf, type: _type, ...rest } = schema
-  return { ...member, ...rest }
-}
+const integerParameter = (schema: Operation): Operation =>
+  schema.type === "string" && schema.allOf?.length === 1 && schema.allOf[0].type === "integer"
+    ? (({ allOf, type: _type, ...rest }: Operation) => ({ ...allOf[0], ...rest }))(schema)
+    : schema
 
 /**
  * Completes the generated document: tag descriptions; explicit open objects; `status` and `title`
