@@ -285,14 +285,13 @@ export const LastEventId = Schema.String.check(
 
 /**
  * The name of a header an organization adds to what svc sends: an RFC 9110
- * field name (a `token`), and not `__proto__`, which a JavaScript object
- * cannot hold as a plain member (it would be dropped, never sent). What the
- * header may be beyond its syntax (not a transport or svc's own header, at
- * most 10, values without control characters) is checked by the service
- * and answered `INVALID_HEADERS`.
+ * field name (a `token`; `__proto__` is one, stored and sent like any
+ * other). What the header may be beyond its syntax (not a transport or
+ * svc's own header, at most 10, values without control characters) is
+ * checked by the service and answered `INVALID_HEADERS`.
  */
 export const HeaderName = Text.check(
-  Schema.isPattern(/^(?!__proto__$)[!#$%&'*+\-.^_`|~0-9A-Za-z]+$/u, {
-    message: "Expected an HTTP field name (letters, digits and !#$%&'*+-.^_`|~), not __proto__"
+  Schema.isPattern(/^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$/u, {
+    message: "Expected an HTTP field name (letters, digits and !#$%&'*+-.^_`|~)"
   })
 )

@@ -11,6 +11,7 @@
  *   INVALID_REQUEST` naming it: a rule missing from the server fails here.
  * - Every path parameter at its documented maximum length reaches its
  *   operation (not the router's 404).
+ * - `Accept` is not negotiated (docs/api.md): JSON routes answer JSON.
  *
  * Allowed values come from fast-check arbitraries derived from each
  * parameter's JSON Schema (patterns through `fc.stringMatching`, bounds,
@@ -276,6 +277,19 @@ layer(SvcTest.layer(), { excludeTestServices: true })("the document is the behav
         // Only the operations that a key cannot reach by design.
         for (const name of new Set(skipped)) assert.match(name, /\/v1\/console\/(sign-in|sign-out|me)|\/v1\/approval-links\//, name)
       }), { timeout: 120_000 })
+  })
+
+  describe("media types", () => {
+    it.effect("Accept is not negotiated: Accept: text/plain on a JSON route still answers JSON, never 406", () =>
+      Effect.gen(function*() {
+        const svc = yield* SvcTest
+        const org = yield* SvcTest.org()
+        for (const accept of ["text/plain", "application/xml", "*/*"]) {
+          const response = yield* raw(`${svc.baseUrl}/v1/tasks`, { headers: { authorization: `Bearer ${org.key}`, accept } })
+          assert.strictEqual(response.status, 200, accept)
+          assert.match(response.headers.get("content-type") ?? "", /^application\/json/, accept)
+        }
+      }))
   })
 
   describe("path parameters", () => {

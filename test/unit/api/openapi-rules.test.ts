@@ -54,12 +54,12 @@ describe("the document states each input rule the server enforces", () => {
     }
   })
 
-  it("custom header names: propertyNames with the HTTP field-name pattern, __proto__ excluded", () => {
+  it("custom header names: propertyNames with the HTTP field-name pattern", () => {
     for (const [path, member] of [["/v1/notification-endpoints", "headers"], ["/v1/telemetry-destinations", "headers"]] as const) {
       const names = body(path, "post").properties[member].propertyNames
       const pattern = new RegExp(names.pattern, "u")
-      for (const ok of ["X-Token", "authorization", "a.b_c~d"]) assert.isTrue(pattern.test(ok), ok)
-      for (const bad of ["", "Bad Name", "x:y", "__proto__", "Ключ"]) assert.isFalse(pattern.test(bad), bad)
+      for (const ok of ["X-Token", "authorization", "a.b_c~d", "__proto__"]) assert.isTrue(pattern.test(ok), ok)
+      for (const bad of ["", "Bad Name", "x:y", "Ключ"]) assert.isFalse(pattern.test(bad), bad)
     }
   })
 })
