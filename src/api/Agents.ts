@@ -5,7 +5,7 @@
 import { Schema } from "effect"
 import { HttpApiEndpoint, HttpApiGroup, HttpApiSchema, OpenApi } from "effect/http-api"
 import { ActionClass } from "./Approvals.ts"
-import { Cursor, JsonValue, NextCursor, Text, Timestamp, Uuid } from "./Common.ts"
+import { Cursor, IntegerFromDigits, JsonValue, NextCursor, Text, Timestamp, ResumeQuery, Uuid } from "./Common.ts"
 import { InvalidRequest, InvalidTransition, NotFound, TooManyStreams } from "./Errors.ts"
 import { Authentication, requireScope } from "./Security.ts"
 import { documented, notFound } from "./Documentation.ts"
@@ -70,8 +70,7 @@ export type Step = typeof Step.Type
 export const STEPS_PAGE_DEFAULT = 100
 
 export const StepsLimit = Schema.optionalKey(
-  Schema.NumberFromString.check(Schema.isInt(), Schema.isBetween({ minimum: 1, maximum: 100 }))
-    .annotate({ description: "Steps per page, 1 to 100 (default 100)" })
+  IntegerFromDigits({ minimum: 1, maximum: 100, description: "Steps per page, 1 to 100 (default 100)" })
 )
 
 export const SessionDetail = Schema.Struct({
@@ -85,7 +84,7 @@ export type SessionDetail = typeof SessionDetail.Type
 
 /** A stream event id: the session's event sequence number (1, 2, 3, ...). */
 export const EventId = Text.check(
-  Schema.isPattern(/^\d{1,18}$/, { message: "Expected an event id (a non-negative integer)" })
+  Schema.isPattern(/^\d{1,18}$/u, { message: "Expected an event id (a non-negative integer)" })
 )
 
 export const SessionEventNames = ["step:governed", "tool:succeeded", "tool:failed", "approval:decided", "approval:expired"] as const
@@ -161,9 +160,7 @@ export class AgentSessionsApi extends HttpApiGroup.make("agentSessions")
     ),
     HttpApiEndpoint.get("stream", "/v1/agent-sessions/:session_id/events/stream", {
       params: SessionParams,
-      query: {
-        after: Schema.optionalKey(EventId.annotate({ description: "Replay the events after this id (same as `Last-Event-ID`)" }))
-      },
+      query: ResumeQuery,
       success: HttpApiSchema.StreamSse({ events: SessionStreamEvent }),
       error: [NotFound, InvalidRequest, TooManyStreams]
     }).pipe(

@@ -5,7 +5,7 @@
  */
 import { Schema } from "effect"
 import { HttpApiEndpoint, HttpApiGroup, HttpApiSchema, OpenApi } from "effect/http-api"
-import { Cursor, JsonValue, Limit, NextCursor, Text, Timestamp, Uuid } from "./Common.ts"
+import { Cursor, JsonValue, Limit, NextCursor, Text, Timestamp, ResumeQuery, Uuid } from "./Common.ts"
 import { InvalidRequest, InvalidTransition, LimitReached, NotFound, TooManyStreams } from "./Errors.ts"
 import { Authentication, requireScope } from "./Security.ts"
 import { documented, notFound } from "./Documentation.ts"
@@ -19,7 +19,7 @@ export type TimeoutAction = typeof TimeoutAction.Type
 
 /** An action class names a kind of tool action, e.g. `payments.refund`. */
 export const ActionClass = Text.check(
-  Schema.isPattern(/^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$/, {
+  Schema.isPattern(/^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$/u, {
     message: "Expected 1 to 128 letters, digits, '.', '_', ':' or '-', starting with a letter or digit"
   })
 )
@@ -27,17 +27,30 @@ export const ActionClass = Text.check(
 const Seconds = (minimum: number) =>
   Schema.Int.check(Schema.isBetween({ minimum, maximum: 30 * 24 * 3600 }))
 
+/** Whether the expiring notice comes before the end of the review time (escalation included). */
+export const noticeFits = (
+  rule: { readonly review_seconds: number; readonly expiring_notice_seconds: number; readonly escalation_seconds?: number | null | undefined }
+) => rule.expiring_notice_seconds < rule.review_seconds + (rule.escalation_seconds ?? 0)
+
 export const PolicyInput = Schema.Struct({
   mode: PolicyMode,
   review_seconds: Seconds(1).annotate({ description: "Length of the first review window" }),
   expiring_notice_seconds: Seconds(0).annotate({
-    description: "`approval.expiring` is sent this long before the approval expires (0: no notice)"
+    description: "`approval.expiring` is sent this long before the approval expires (0: no notice); with `require_approval`, shorter than `review_seconds` plus `escalation_seconds`"
   }),
   escalation_seconds: Schema.optionalKey(Seconds(1).annotate({
     description: "When set, the first deadline escalates and grants this much more review time"
   })),
   timeout_action: TimeoutAction
-})
+}).check(
+  // Across two members, which JSON Schema cannot compare: the description of
+  // `expiring_notice_seconds` states it, and the typed client checks it.
+  Schema.makeFilter((input) =>
+    input.mode !== "require_approval" || noticeFits(input)
+      ? undefined
+      : { path: ["expiring_notice_seconds"], issue: "expiring_notice_seconds must be shorter than review_seconds plus escalation_seconds." }
+  )
+)
 export type PolicyInput = typeof PolicyInput.Type
 
 export const Policy = Schema.Struct({
@@ -155,7 +168,7 @@ export type ApprovalHistoryItem = typeof ApprovalHistoryItem.Type
 
 /** A stream event id: a number that grows with each event of the organization (not consecutive). */
 export const ApprovalStreamEventId = Text.check(
-  Schema.isPattern(/^\d{1,18}$/, { message: "Expected an event id (a non-negative integer)" })
+  Schema.isPattern(/^\d{1,18}$/u, { message: "Expected an event id (a non-negative integer)" })
 )
 
 /** The events of the organization's approval stream: the webhook event types. */
@@ -217,9 +230,7 @@ export class ApprovalsApi extends HttpApiGroup.make("approvals")
       documented({ summary: "List approvals", response: Examples.approvalList })
     ),
     HttpApiEndpoint.get("stream", "/v1/agent-approvals/events/stream", {
-      query: {
-        after: Schema.optionalKey(ApprovalStreamEventId.annotate({ description: "Replay the events after this id (same as `Last-Event-ID`)" }))
-      },
+      query: ResumeQuery,
       success: HttpApiSchema.StreamSse({ events: ApprovalStreamEvent }),
       error: [InvalidRequest, TooManyStreams]
     }).pipe(

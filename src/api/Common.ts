@@ -1,5 +1,5 @@
 /** Schemas shared by several groups: ids, timestamps, pagination. */
-import { Schema } from "effect"
+import { Schema, SchemaGetter } from "effect"
 import { ParsedJsonObject } from "./ParsedJsonObject.ts"
 
 /**
@@ -33,10 +33,87 @@ export const Uuid = Text.check(Schema.isUUID(undefined, { message: "Expected a U
 /** Timestamps travel as RFC 3339 strings in UTC. */
 export const Timestamp = Schema.String.annotate({ format: "date-time", description: "RFC 3339 timestamp (UTC)" })
 
-/** A W3C trace id: 32 lowercase hex characters, not all zero. */
-export const TraceId = Text.check(
-  Schema.isPattern(/^(?!0{32})[0-9a-f]{32}$/, { message: "Expected a W3C trace id (32 lowercase hex characters)" })
+const DAYS_IN_MONTH = [31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31]
+
+/** Whether a date's day exists in its month (29 February in leap years only). */
+const isCalendarDay = (value: string): boolean => {
+  const year = Number(value.slice(0, 4))
+  const month = Number(value.slice(5, 7))
+  const day = Number(value.slice(8, 10))
+  const leap = year % 4 === 0 && (year % 100 !== 0 || year % 400 === 0)
+  return day <= (month === 2 && leap ? 29 : DAYS_IN_MONTH[month - 1]!)
+}
+
+/**
+ * An instant of a request body: RFC 3339 with a time zone (no leap second),
+ * a day that exists. The pattern and `format: date-time` say it in the
+ * document; the day check is what `date-time` adds to the pattern.
+ */
+export const Instant = Text.check(
+  Schema.isPattern(
+    /^\d{4}-(?:0[1-9]|1[0-2])-(?:0[1-9]|[12]\d|3[01])T(?:[01]\d|2[0-3]):[0-5]\d:[0-5]\d(?:\.\d{1,9})?(?:Z|[+-](?:[01]\d|2[0-3]):[0-5]\d)$/u,
+    { message: "Expected an RFC 3339 timestamp with a time zone, e.g. 2026-11-23T08:00:00Z" }
+  ),
+  Schema.makeFilter((value: string) => isCalendarDay(value) || "Expected a date that exists", {
+    toJsonSchema: () => ({ format: "date-time" })
+  })
 )
+
+/**
+ * A W3C trace id: 32 lowercase hex characters, not all zero.
+ *
+ * Every pattern of the API carries the `u` flag: Effect writes a pattern
+ * into the OpenAPI document only for a Unicode RegExp, and without it the
+ * document would show a plain string where the server checks a pattern.
+ */
+export const TraceId = Text.check(
+  Schema.isPattern(/^(?!0{32})[0-9a-f]{32}$/u, { message: "Expected a W3C trace id (32 lowercase hex characters)" })
+)
+
+/**
+ * A whole number carried as text (a query parameter, a path segment):
+ * decimal digits only, so `0x10`, `1e1`, `+5`, ` 5` and `5.0` are refused,
+ * then the bounds. The document states it as what it is, an `integer`
+ * with its bounds (`toJsonSchema` below; `completeDocument` drops the
+ * `string` type Effect writes for every parameter), so a generated client
+ * passes a number and `?limit=10` is what it sends.
+ */
+export const IntegerFromDigits = (options: {
+  readonly minimum: number
+  readonly maximum: number
+  readonly description: string
+}) => {
+  const { description, ...bounds } = options
+  const digits = new RegExp(`^[0-9]{1,${String(bounds.maximum).length}}$`, "u")
+  return Schema.String.check(
+    Schema.makeFilter<string>(
+      (value) =>
+        digits.test(value) ? undefined : `Expected a whole number from ${bounds.minimum} to ${bounds.maximum} in decimal digits`,
+      { toJsonSchema: () => ({ type: "integer", ...bounds, description }) }
+    )
+  ).pipe(
+    Schema.decodeTo(Schema.Int.check(Schema.isBetween(bounds)), {
+      decode: SchemaGetter.transform((value: string) => Number(value)),
+      encode: SchemaGetter.transform((value: number) => String(value))
+    })
+  )
+}
+
+/**
+ * The same kept as the text that was sent (event ids, which clients hold as
+ * text): decimal digits, at most 2^53 - 1 so that every client can hold it
+ * as a number too.
+ */
+export const IntegerText = (description: string) =>
+  Text.check(
+    Schema.makeFilter<string>(
+      (value) =>
+        /^[0-9]{1,16}$/u.test(value) && Number(value) <= Number.MAX_SAFE_INTEGER
+          ? undefined
+          : `Expected a whole number from 0 to ${Number.MAX_SAFE_INTEGER} in decimal digits`,
+      { toJsonSchema: () => ({ type: "integer", minimum: 0, maximum: Number.MAX_SAFE_INTEGER, description }) }
+    )
+  )
 
 /**
  * How deeply arrays and objects may nest inside one JSON field of a request
@@ -182,8 +259,7 @@ export const JsonValue = Schema.Json.check(isStorableJson, withinDepth)
 export const JsonObject = ParsedJsonObject.check(isStorableJson, withinDepth)
 
 export const Limit = Schema.optionalKey(
-  Schema.NumberFromString.check(Schema.isInt(), Schema.isBetween({ minimum: 1, maximum: 100 }))
-    .annotate({ description: "Page size, 1 to 100 (default 50)" })
+  IntegerFromDigits({ minimum: 1, maximum: 100, description: "Page size, 1 to 100 (default 50)" })
 )
 
 export const Cursor = Schema.optionalKey(
@@ -191,3 +267,31 @@ export const Cursor = Schema.optionalKey(
 )
 
 export const NextCursor = Schema.NullOr(Schema.String)
+
+/** Where a server-sent event stream resumes: `after` in the query… */
+export const ResumeQuery = {
+  after: Schema.optionalKey(IntegerText("Replay the events after this id (same as `Last-Event-ID`)"))
+}
+
+/**
+ * …or the `Last-Event-ID` header a reconnecting `EventSource` sends (it
+ * wins; empty: absent). Read by the stream's handler with this schema, not
+ * declared on the endpoint: a declared header would become a required
+ * argument of every typed-client call.
+ */
+export const LastEventId = Schema.String.check(
+  Schema.makeFilter<string>((value) => value === "" || Schema.is(ResumeQuery.after.schema)(value))
+)
+
+/**
+ * The name of a header an organization adds to what svc sends: an RFC 9110
+ * field name (a `token`; `__proto__` is one, stored and sent like any
+ * other). What the header may be beyond its syntax (not a transport or
+ * svc's own header, at most 10, values without control characters) is
+ * checked by the service and answered `INVALID_HEADERS`.
+ */
+export const HeaderName = Text.check(
+  Schema.isPattern(/^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$/u, {
+    message: "Expected an HTTP field name (letters, digits and !#$%&'*+-.^_`|~)"
+  })
+)

@@ -360,6 +360,16 @@ const openObjects = (value: unknown): void => {
 }
 
 /**
+ * A parameter sent as text that is a number (`IntegerFromDigits` in `Common.ts`): Effect writes
+ * `{"type": "string", "allOf": [{"type": "integer", …}]}`, which no value satisfies; OpenAPI
+ * describes a parameter by the value it serializes, the `integer` its check states.
+ */
+const integerParameter = (schema: Operation): Operation =>
+  schema.type === "string" && schema.allOf?.length === 1 && schema.allOf[0].type === "integer"
+    ? (({ allOf, type: _type, ...rest }: Operation) => ({ ...allOf[0], ...rest }))(schema)
+    : schema
+
+/**
  * Completes the generated document: tag descriptions; explicit open objects; `status` and `title`
  * required in problems (always sent); 413 and 415 only where a request body
  * is read; an example per problem code on every error response, and a
@@ -383,6 +393,7 @@ export const completeDocument = (spec: Record<string, any>): Record<string, any>
     for (const method of METHODS) {
       const op: Operation | undefined = pathItem[method]
       if (op === undefined) continue
+      for (const parameter of op.parameters as Array<Operation>) parameter.schema = integerParameter(parameter.schema)
       if (op.requestBody === undefined) {
         delete op.responses["413"]
         delete op.responses["415"]

@@ -98,7 +98,9 @@ export class NotFound extends HttpApiError.Problem<NotFound>()("NotFound", {
   status: 404,
   title: "Not found"
 }, {
-  code: Schema.tag("NOT_FOUND")
+  code: Schema.tag("NOT_FOUND"),
+  // The router's own 404 (no such route) is made by the server, like a 413.
+  request_id: RequestIdMember
 }) {}
 
 export class InvalidTransition extends HttpApiError.Problem<InvalidTransition>()("InvalidTransition", {
@@ -117,7 +119,7 @@ export class InvalidTransition extends HttpApiError.Problem<InvalidTransition>()
  */
 const limitFields = {
   limit: Schema.String.annotate({ description: "The `SVC_*` setting whose limit was reached" }),
-  limit_value: Schema.Number.annotate({ description: "Its value in force" })
+  limit_value: Schema.Finite.annotate({ description: "Its value in force" })
 }
 
 /**
@@ -132,7 +134,7 @@ export class PayloadTooLarge extends HttpApiError.Problem<PayloadTooLarge>()("Pa
 }, {
   code: Schema.tag("PAYLOAD_TOO_LARGE"),
   ...limitFields,
-  limit_bytes: Schema.optionalKey(Schema.Number.annotate({
+  limit_bytes: Schema.optionalKey(Schema.Finite.annotate({
     description: "Deprecated: the same number as `limit_value`, which to read instead"
   })),
   request_id: RequestIdMember

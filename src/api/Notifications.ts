@@ -6,7 +6,7 @@
 import { Schema } from "effect"
 import { HttpApiEndpoint, HttpApiGroup, HttpApiSchema, OpenApi } from "effect/http-api"
 import { type ApprovalEventType, ApprovalEventTypes } from "./Approvals.ts"
-import { isStorable, Text, Timestamp, Uuid } from "./Common.ts"
+import { HeaderName, Instant, isStorable, Text, Timestamp, Uuid } from "./Common.ts"
 import { InvalidUrl, NotReplayable, QueueFull, Replayed } from "./Deliveries.ts"
 import { InvalidHeaders, LimitReached, NotFound, problemType, RateLimited } from "./Errors.ts"
 import { HttpApiError } from "effect/http-api"
@@ -57,7 +57,7 @@ export const MAX_ACTION_CLASS_FILTERS = 50
 
 /** One entry of an `action_classes` filter: an action class, or a prefix ending in `.*`. */
 export const ActionClassFilter = Text.check(
-  Schema.isPattern(/^[A-Za-z0-9](?:[A-Za-z0-9._:-]{0,127}|[A-Za-z0-9._:-]{0,125}\.\*)$/, {
+  Schema.isPattern(/^[A-Za-z0-9](?:[A-Za-z0-9._:-]{0,127}|[A-Za-z0-9._:-]{0,125}\.\*)$/u, {
     message: "Expected an action class (1 to 128 letters, digits, '.', '_', ':' or '-') or a prefix ending in '.*'"
   })
 )
@@ -87,8 +87,8 @@ export type EndpointOrdering = typeof EndpointOrdering.Type
 /** Most deliveries per second an endpoint's `rate_limit` may say. */
 export const MAX_RATE_LIMIT = 1000
 
-/** Custom headers, checked by the service (`INVALID_HEADERS` naming the header), not the schema. */
-const CustomHeaders = Schema.Record(Text, Text).annotate({
+/** Custom headers: names checked here (`HeaderName`), the rest by the service (`INVALID_HEADERS` naming the header). */
+const CustomHeaders = Schema.Record(HeaderName, Text).annotate({
   description:
     "Headers sent with every delivery, retry, replay and test event to this endpoint (e.g. a routing key or a static token), at most 10. Values are encrypted at rest and never returned; only the names are listed. Transport, hop-by-hop, trace-context and cookie headers and svc's own (`Content-Type`, `User-Agent`, `Accept-Encoding`, `X-Svc-*`, `webhook-*`) are refused (`INVALID_HEADERS`)."
 })
@@ -192,14 +192,6 @@ export class DeliveryFailed extends HttpApiError.Problem<DeliveryFailed>()("Deli
   duration_ms: Schema.Int
 }) {}
 
-/** An instant of a request body: RFC 3339 with a time zone. */
-const Instant = Text.check(
-  Schema.isPattern(/^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d{1,9})?(?:Z|[+-]\d{2}:\d{2})$/, {
-    message: "Expected an RFC 3339 timestamp with a time zone, e.g. 2026-11-23T08:00:00Z"
-  }),
-  Schema.makeFilter((value: string) => Number.isFinite(Date.parse(value)) || "Expected a valid date and time")
-).annotate({ format: "date-time" })
-
 export const BulkReplay = Schema.Struct({
   since: Instant.annotate({ description: "Failed deliveries created at or after this instant" }),
   until: Schema.optionalKey(Instant.annotate({ description: "… and before this one (default: now)" })),
@@ -263,7 +255,7 @@ export const UpdateNotificationSettings = Schema.Struct({
   reviewer_email: Schema.NullOr(
     Text.check(
       Schema.isMaxLength(254),
-      Schema.isPattern(/^[^\s@<>",;:()\\[\]]+@[^\s@<>",;:()\\[\]]+\.[^\s@<>",;:()\\[\]]+$/, {
+      Schema.isPattern(/^[^\s@<>",;:()\\[\]]+@[^\s@<>",;:()\\[\]]+\.[^\s@<>",;:()\\[\]]+$/u, {
         message: "Expected an email address"
       })
     )

@@ -4,7 +4,7 @@
  */
 import { Schema } from "effect"
 import { HttpApiEndpoint, HttpApiGroup, HttpApiSchema, OpenApi } from "effect/http-api"
-import { Cursor, JsonObject, JsonValue, Limit, NextCursor, Text, Timestamp, TraceId, Uuid } from "./Common.ts"
+import { Cursor, IntegerFromDigits, JsonObject, JsonValue, Limit, NextCursor, Text, Timestamp, TraceId, Uuid } from "./Common.ts"
 import { AnswerSchemaTooComplex, InvalidRequest, LimitReached, NotFound, TooManyStreams, ValidationBusy } from "./Errors.ts"
 import { Authentication, requireScope } from "./Security.ts"
 import { documented, notFound } from "./Documentation.ts"
@@ -217,7 +217,9 @@ export class DatasetsApi extends HttpApiGroup.make("datasets")
       params: { dataset_id: Uuid },
       query: {
         after: Schema.optionalKey(
-          Schema.NumberFromString.check(Schema.isInt(), Schema.isBetween({ minimum: 0, maximum: 2 ** 31 - 1 })).annotate({
+          IntegerFromDigits({
+            minimum: 0,
+            maximum: 2 ** 31 - 1,
             description: "Lines already received: the export resumes with the next one (0, the default, starts at the first)"
           })
         )

@@ -5,7 +5,7 @@
  */
 import { Schema } from "effect"
 import { HttpApiEndpoint, HttpApiError, HttpApiGroup, HttpApiSchema, OpenApi } from "effect/http-api"
-import { isStorable, Text, Timestamp, Uuid } from "./Common.ts"
+import { HeaderName, isStorable, Text, Timestamp, Uuid } from "./Common.ts"
 import { InvalidUrl, NotReplayable, QueueFull, Replayed } from "./Deliveries.ts"
 import { InvalidHeaders, NotFound, problemType } from "./Errors.ts"
 import { Authentication, requireScope } from "./Security.ts"
@@ -58,7 +58,7 @@ export type TelemetryDestination = typeof TelemetryDestination.Type
 export const CreateTelemetryDestination = Schema.Struct({
   url: Schema.String.annotate({ description: "Public HTTPS URL of the collector's OTLP/HTTP traces endpoint (e.g. `https://collector.example.com/v1/traces`)" }).check(isStorable),
   headers: Schema.optionalKey(
-    Schema.Record(Text, Text).annotate({
+    Schema.Record(HeaderName, Text).annotate({
       description: "Headers sent with every export (e.g. `Authorization`), at most 10. Values are encrypted at rest and never returned."
     })
   ),

@@ -85,5 +85,4 @@ export const sleepMillis = (nextDueAt: number | null, now: number, capMs: number
   nextDueAt === null ? capMs : Math.max(0, Math.min(capMs, nextDueAt - now))
 
 /** A policy is consistent when its notice falls after the approval is requested. */
-export const noticeFits = (rule: Pick<PolicyRule, "review_seconds" | "expiring_notice_seconds" | "escalation_seconds">) =>
-  rule.expiring_notice_seconds < rule.review_seconds + (rule.escalation_seconds ?? 0)
+export { noticeFits } from "../api/Approvals.ts"

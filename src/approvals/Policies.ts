@@ -7,12 +7,11 @@
 import { Effect, Schema } from "effect"
 import type { SqlClient } from "effect/sql"
 import { Policy, type PolicyInput, TimeoutAction } from "../api/Approvals.ts"
-import { InvalidRequest } from "../api/Errors.ts"
 import type { SvcConfigShape } from "../platform/Config.ts"
 import { refuseAtCap } from "../platform/OrgLimits.ts"
 import { rowsOf, Timestamp } from "../platform/Rows.ts"
 import type { Broadcast, Wakeups } from "../platform/Wakeups.ts"
-import { DEFAULT_POLICY, noticeFits } from "./Deadlines.ts"
+import { DEFAULT_POLICY } from "./Deadlines.ts"
 import { type CachedRule, makePolicyCache } from "./PolicyCache.ts"
 
 /** The `Wakeups` signal that an organization's approval policies changed. */
@@ -44,12 +43,6 @@ const toPolicy = (row: PolicyRow): Policy => ({
 export const makePolicies = Effect.fnUntraced(function*(sql: SqlClient.SqlClient, config: SvcConfigShape, wakeups: Wakeups["Service"]) {
   const putPolicy = Effect.fnUntraced(function*(orgId: string, actionClass: string, input: PolicyInput) {
     const escalation = input.escalation_seconds ?? null
-    if (input.mode === "require_approval" && !noticeFits({ ...input, escalation_seconds: escalation })) {
-      return yield* new InvalidRequest({
-        field: "expiring_notice_seconds",
-        detail: "expiring_notice_seconds must be shorter than review_seconds plus escalation_seconds."
-      })
-    }
     // Every policy is listed in one answer: the number of action classes
     // with a policy is capped (a new one only; changing one always works).
     const maxPolicies = config.maxApprovalPoliciesPerOrg

@@ -21,13 +21,15 @@ const problems: Record<number, { code: string; title: string }> = {
   403: { code: "FORBIDDEN", title: "Forbidden" },
   404: { code: "NOT_FOUND", title: "Not found" },
   405: { code: "NOT_FOUND", title: "Not found" },
-  406: { code: "NOT_ACCEPTABLE", title: "Not acceptable" },
   408: { code: "REQUEST_TIMEOUT", title: "Request timeout" },
   413: { code: "PAYLOAD_TOO_LARGE", title: "The request body is over the limit" },
   415: { code: "UNSUPPORTED_MEDIA_TYPE", title: "The request body must be application/json" },
   500: { code: "INTERNAL", title: "Internal error" },
   503: { code: "SERVICE_UNAVAILABLE", title: "The service is temporarily unavailable" }
 }
+
+/** The statuses whose documented problem carries `request_id` (`src/api/Errors.ts`); the header always does. */
+const WITH_REQUEST_ID: ReadonlySet<number> = new Set([404, 413, 415, 500])
 
 /**
  * An error answer that is not already problem+json becomes one, keeping
@@ -46,7 +48,15 @@ const asProblem = (response: HttpServerResponse.HttpServerResponse, requestId: s
     ? { detail: `The request body is larger than SVC_MAX_BODY_BYTES (${bytes} bytes).`, limit: "SVC_MAX_BODY_BYTES", limit_value: bytes, limit_bytes: bytes }
     : {}
   return HttpServerResponse.jsonUnsafe(
-    { type: problemType(known.code), status, title: known.title, code: known.code, ...limit, request_id: requestId },
+    {
+      type: problemType(known.code),
+      status,
+      title: known.title,
+      code: known.code,
+      ...limit,
+      // Only where the document's problem for the status has it.
+      ...(WITH_REQUEST_ID.has(status) ? { request_id: requestId } : {})
+    },
     { status, headers, contentType: PROBLEM_JSON }
   )
 }

@@ -1,5 +1,6 @@
 /** Raw HTTP helpers for tests that must see the wire (status, headers, exact body). */
 import { Effect } from "effect"
+import { contractViolation } from "./contract.ts"
 
 export interface RawResponse {
   readonly status: number
@@ -8,6 +9,11 @@ export interface RawResponse {
   readonly json: any
 }
 
+/**
+ * One request, and its answer as text and JSON. An answer of svc (it carries
+ * `x-request-id`) to a documented operation must be what `/openapi.json`
+ * says for its status (`./contract.ts`): otherwise the test fails here.
+ */
 export const raw = (url: string, init?: RequestInit) =>
   Effect.promise(async (): Promise<RawResponse> => {
     const response = await fetch(url, init)
@@ -17,6 +23,11 @@ export const raw = (url: string, init?: RequestInit) =>
       json = JSON.parse(text)
     } catch {
       json = undefined
+    }
+    const method = (init?.method ?? "GET").toUpperCase()
+    if (response.headers.has("x-request-id") && method !== "HEAD") {
+      const violation = contractViolation(method, url, response.status, response.headers.get("content-type"), json)
+      if (violation !== undefined) throw new Error(`The answer is not what /openapi.json says: ${violation}`)
     }
     return { status: response.status, headers: response.headers, text, json }
   })

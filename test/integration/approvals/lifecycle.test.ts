@@ -6,7 +6,7 @@ import { assert, describe, layer } from "@effect/vitest"
 import { Effect } from "effect"
 import { SvcTest } from "../../../src/testing.ts"
 import { outboxOf, outboxOfOrg } from "../../support/approvals.ts"
-import { eventually } from "../../support/http.ts"
+import { eventually, raw } from "../../support/http.ts"
 
 const SNAPSHOT_KEYS = ["approval_id", "session_id", "step_id", "task_id", "status", "deadline_at", "expires_at", "timeout_action"]
 const DECIDED_KEYS = [...SNAPSHOT_KEYS, "decided_at", "decided_by"]
@@ -56,15 +56,22 @@ layer(SvcTest.layer(), { excludeTestServices: true })("approvals lifecycle", (it
         else assert.fail(`expected InsufficientScope, got ${listError._tag}`)
       }))
 
-    it.effect("an expiring notice that does not fall inside the review time is 400 naming the field", () =>
+    it.effect("an expiring notice that does not fall inside the review time is 400 naming the field (the typed client refuses it before sending)", () =>
       Effect.gen(function*() {
+        const svc = yield* SvcTest
         const org = yield* SvcTest.org()
-        const error = yield* org.client.approvalPolicies.put({
-          params: { action_class: "x" },
-          payload: { mode: "require_approval", review_seconds: 60, expiring_notice_seconds: 60, timeout_action: "reject" }
-        }).pipe(Effect.flip)
-        assert.strictEqual(error._tag, "InvalidRequest")
-        if (error._tag === "InvalidRequest") assert.strictEqual(error.field, "expiring_notice_seconds")
+        const payload = { mode: "require_approval", review_seconds: 60, expiring_notice_seconds: 60, timeout_action: "reject" } as const
+        const error = yield* org.client.approvalPolicies.put({ params: { action_class: "x" }, payload }).pipe(Effect.flip)
+        assert.strictEqual(error._tag, "SchemaError")
+        assert.include(String(error), "expiring_notice_seconds")
+        const response = yield* raw(`${svc.baseUrl}/v1/approval-policies/x`, {
+          method: "PUT",
+          headers: { authorization: `Bearer ${org.key}`, "content-type": "application/json" },
+          body: JSON.stringify(payload)
+        })
+        assert.strictEqual(response.status, 400)
+        assert.strictEqual(response.json.code, "INVALID_REQUEST")
+        assert.strictEqual(response.json.field, "expiring_notice_seconds")
       }))
 
     it.effect("an action class without a policy requires approval: 15 min review, reject on timeout", () =>
