@@ -200,7 +200,7 @@ export const unlinkMissing = (text: string, exists: (target: string) => boolean)
  * sources the package does not ship), and pages whose links resolve inside
  * the package.
  */
-export const stageServer = (dir: string) => {
+const stageServer = (dir: string) => {
   fs.rmSync(dir, { recursive: true, force: true })
   fs.mkdirSync(dir, { recursive: true })
   const manifest = JSON.parse(fs.readFileSync(path.join(root, "package.json"), "utf8")) as Record<string, unknown> & { files: Array<string> }

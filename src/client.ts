@@ -24,7 +24,13 @@ import { Authentication } from "./api/Security.ts"
 export { Api } from "./api/Api.ts"
 export * from "./api/Errors.ts"
 // The problems of one capability, beside the shared ones above: every error class the API answers is exported.
-export { ApprovalLinkInvalid } from "./api/ApprovalLinks.ts"
+export {
+  ApprovalLinkInvalid,
+  ConfirmationLinkExpired,
+  ConfirmationLinkInvalid,
+  ConfirmationLinkUsed,
+  ReviewerAddressReplaced
+} from "./api/ApprovalLinks.ts"
 export { LinkExpired, LinkInvalid, LinkUsed } from "./api/Console.ts"
 export { InvalidUrl, NotReplayable, QueueFull } from "./api/Deliveries.ts"
 export { CorrectionContainsSecret, CorrectionShapeMismatch, DatasetBaseChanged, FeedbackChanged, NothingStaged } from "./api/Feedback.ts"

@@ -107,9 +107,11 @@ export interface AttemptRecord {
 
 /**
  * What a send answers: how it went, and what to record of the attempt; or,
- * `giveBack`, that the database was unavailable (`defectSettlement` in
- * `worker/Start.ts`): the delivery is given back unrecorded, and the
- * outcome and attempt only say so to the send's span.
+ * `giveBack`, that it was not an attempt against the receiver (the
+ * database was unavailable, `defectSettlement` in `worker/Start.ts`; or no
+ * broker connection was free in time, a limit of this process): the
+ * delivery is given back unrecorded, and the outcome and attempt only say
+ * so to the send's span.
  */
 export interface Settlement {
   readonly outcome: Outcome

@@ -41,7 +41,7 @@ import { Instant, InstantOrNull, rowsOf } from "../platform/Rows.ts"
 import { iso } from "../platform/Time.ts"
 
 /** Tokens of confirmation links start with this (the scrubber knows the shape). */
-export const CONFIRMATION_PREFIX = "svr_"
+const CONFIRMATION_PREFIX = "svr_"
 
 /** The console page a confirmation mail links to; the token goes in the fragment, which browsers never send. */
 export const confirmationUrl = (baseUrl: string, token: string) => `${baseUrl}/console/confirm-address#${token}`

@@ -4,9 +4,57 @@
  * read that mail from a test's SMTP server and confirm the address the way
  * a person does (the page posts the link's token).
  */
-import { Effect } from "effect"
+import { Effect, type Scope } from "effect"
+import type { AddressInfo } from "node:net"
+import { SMTPServer } from "smtp-server"
 import type { TestOrg } from "../../src/testing.ts"
 import { eventually, raw } from "./http.ts"
+
+/** A message the test's SMTP server accepted: the envelope's recipients and sender, and the raw message. */
+export interface SinkMail {
+  readonly to: ReadonlyArray<string>
+  readonly from: string
+  readonly data: string
+}
+
+/**
+ * An SMTP server on loopback (no TLS, no authentication) until the scope
+ * closes: each message it accepts goes to `onMail`; a recipient `refuse`
+ * names is refused for now (a temporary 451), so its mail waits to be
+ * retried. Answers the port.
+ */
+export const smtpSink = (
+  onMail: (mail: SinkMail) => void,
+  refuse: (address: string) => boolean = () => false
+): Effect.Effect<number, never, Scope.Scope> => {
+  const server = new SMTPServer({
+    authOptional: true,
+    disabledCommands: ["STARTTLS", "AUTH"],
+    logger: false,
+    onRcptTo(address, _session, callback) {
+      if (!refuse(address.address)) return callback()
+      callback(Object.assign(new Error("try again later"), { responseCode: 451 }))
+    },
+    onData(stream, session, callback) {
+      const chunks: Array<Buffer> = []
+      stream.on("data", (chunk: Buffer) => chunks.push(chunk))
+      stream.on("end", () => {
+        onMail({
+          to: session.envelope.rcptTo.map((r) => r.address),
+          from: session.envelope.mailFrom ? session.envelope.mailFrom.address : "",
+          data: Buffer.concat(chunks).toString("utf8")
+        })
+        callback()
+      })
+    }
+  })
+  return Effect.acquireRelease(
+    Effect.callback<number>((resume) => {
+      server.listen(0, "127.0.0.1", () => resume(Effect.succeed((server.server.address() as AddressInfo).port)))
+    }),
+    () => Effect.callback<void>((resume) => server.close(() => resume(Effect.void)))
+  )
+}
 
 /** The link of a confirmation mail: base URL and token. */
 export const CONFIRM_LINK = /(\S+)\/console\/confirm-address#(svr_[A-Za-z0-9_-]{43})/

@@ -9,13 +9,13 @@ import { Exit } from "effect"
 import { useEffect, useRef, useState } from "preact/hooks"
 import { problemOf, SvcApi } from "../api.ts"
 import { useMutation } from "../atoms.ts"
+import { takeFragmentToken } from "../fragment.ts"
 import { describeProblem, Time } from "../ui.tsx"
 
 const confirmAtom = SvcApi.mutation("reviewerConfirmation", "confirmAddress")
 
 /** Read once at load, then taken out of the address bar and history. */
-const token = location.hash.length > 1 ? decodeURIComponent(location.hash.slice(1)) : ""
-if (token !== "" && location.pathname.endsWith("/confirm-address")) history.replaceState(null, "", location.pathname)
+const token = takeFragmentToken("/confirm-address")
 
 type Outcome =
   | { readonly kind: "confirmed"; readonly address: string; readonly at: string }

@@ -13,6 +13,7 @@ import type { ApprovalLinkView } from "../../../src/api/ApprovalLinks.ts"
 import { problemOf, SvcApi } from "../api.ts"
 import { EarlierSteps, Outcome, ReasonField } from "../approval-parts.tsx"
 import { runMutation, useMutation } from "../atoms.ts"
+import { fragmentToken } from "../fragment.ts"
 import { describeProblem, formatDuration, Json, Time, useNow } from "../ui.tsx"
 
 type View = typeof ApprovalLinkView.Type
@@ -23,7 +24,7 @@ const decideAtom = SvcApi.mutation("approvalLinks", "decide")
 const REPLACED =
   "The address this mail went to is no longer the organization's reviewer address, so its links open nothing. Decide in the console, or through a mail to the current address."
 
-const tokenOf = () => (location.hash.length > 1 ? decodeURIComponent(location.hash.slice(1)) : "")
+const tokenOf = () => fragmentToken(location.hash)
 
 type Loaded =
   | { readonly kind: "loading" }

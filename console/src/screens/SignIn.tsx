@@ -9,13 +9,13 @@ import { problemOf, SvcApi } from "../api.ts"
 import { refresh, useMutation } from "../atoms.ts"
 import { navigate } from "../router.ts"
 import { sessionAtom } from "../session.ts"
+import { takeFragmentToken } from "../fragment.ts"
 import { describeProblem } from "../ui.tsx"
 
 const signIn = SvcApi.mutation("consoleSignIn", "signIn")
 
 /** Read once at load, then taken out of the address bar and history. */
-const token = location.hash.length > 1 ? decodeURIComponent(location.hash.slice(1)) : ""
-if (token !== "" && location.pathname.endsWith("/sign-in")) history.replaceState(null, "", location.pathname)
+const token = takeFragmentToken("/sign-in")
 
 type Outcome = { kind: "used" | "expired" | "invalid" | "error"; text: string } | undefined
 

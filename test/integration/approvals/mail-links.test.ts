@@ -11,11 +11,9 @@
 import { assert, describe, layer } from "@effect/vitest"
 import { Effect, Layer, Option, Redacted } from "effect"
 import { createHash } from "node:crypto"
-import type { AddressInfo } from "node:net"
-import { SMTPServer } from "smtp-server"
 import { SvcTest } from "../../../src/testing.ts"
 import { eventually, raw } from "../../support/http.ts"
-import { confirmedReviewer } from "../../support/reviewerMail.ts"
+import { confirmedReviewer, decodeQuotedPrintable, smtpSink } from "../../support/reviewerMail.ts"
 import { eventBody, insertEvents, webhookService } from "../webhooks/support.ts"
 
 interface Mail {
@@ -27,32 +25,8 @@ interface Mail {
 const mails: Array<Mail> = []
 const mailsTo = (address: string) => mails.filter((m) => m.to.includes(address)).map((m) => m.text)
 
-const decodeQuotedPrintable = (data: string) =>
-  data.replace(/=\r?\n/g, "").replace(/=([0-9A-F]{2})/g, (_, hex: string) => String.fromCharCode(parseInt(hex, 16)))
-
 const WithSmtp = Layer.unwrap(Effect.gen(function*() {
-  const server = new SMTPServer({
-    authOptional: true,
-    disabledCommands: ["STARTTLS", "AUTH"],
-    logger: false,
-    onData(stream, session, callback) {
-      const chunks: Array<Buffer> = []
-      stream.on("data", (chunk: Buffer) => chunks.push(chunk))
-      stream.on("end", () => {
-        mails.push({
-          to: session.envelope.rcptTo.map((r) => r.address),
-          text: decodeQuotedPrintable(Buffer.concat(chunks).toString("utf8"))
-        })
-        callback()
-      })
-    }
-  })
-  const port = yield* Effect.acquireRelease(
-    Effect.callback<number>((resume) => {
-      server.listen(0, "127.0.0.1", () => resume(Effect.succeed((server.server.address() as AddressInfo).port)))
-    }),
-    () => Effect.callback<void>((resume) => server.close(() => resume(Effect.void)))
-  )
+  const port = yield* smtpSink((mail) => mails.push({ to: mail.to, text: decodeQuotedPrintable(mail.data) }))
   return webhookService({ smtpUrl: Option.some(Redacted.make(`smtp://127.0.0.1:${port}/?from=approvals%40svc.test`)) })
 }))
 

@@ -17,6 +17,19 @@ export const RABBITMQ = "127.0.0.1:5672"
 export const NATS = "127.0.0.1:4222"
 
 /** A name no other test (or earlier run) uses. */
+/** Listens on a loopback port until the scope closes, then ends `sockets` (the server's live connections) and closes. */
+const listenScoped = (server: net.Server, sockets: ReadonlySet<net.Socket>): Effect.Effect<void, never, Scope.Scope> =>
+  Effect.acquireRelease(
+    Effect.promise(() => new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve))),
+    () =>
+      Effect.promise(() =>
+        new Promise<void>((resolve) => {
+          for (const socket of sockets) socket.destroy()
+          server.close(() => resolve())
+        })
+      )
+  )
+
 export const uniqueName = (prefix: string) => `${prefix}.${randomUUID().slice(0, 8)}`
 
 export interface Relay {
@@ -47,16 +60,7 @@ export const makeRelay = (target: string): Effect.Effect<Relay, never, Scope.Sco
       socket.on("data", (data) => frozen.has(socket) || upstream.write(data))
       upstream.on("data", (data) => frozen.has(socket) || socket.write(data))
     })
-    yield* Effect.acquireRelease(
-      Effect.promise(() => new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve))),
-      () =>
-        Effect.promise(() =>
-          new Promise<void>((resolve) => {
-            for (const socket of sockets) socket.destroy()
-            server.close(() => resolve())
-          })
-        )
-    )
+    yield* listenScoped(server, sockets)
     return {
       port: (server.address() as net.AddressInfo).port,
       mode: (next) => {
@@ -92,16 +96,7 @@ export const makeTlsRelay = (
       socket.pipe(upstream).pipe(socket)
     })
     server.on("tlsClientError", () => undefined)
-    yield* Effect.acquireRelease(
-      Effect.promise(() => new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve))),
-      () =>
-        Effect.promise(() =>
-          new Promise<void>((resolve) => {
-            for (const socket of sockets) socket.destroy()
-            server.close(() => resolve())
-          })
-        )
-    )
+    yield* listenScoped(server, sockets)
     return (server.address() as net.AddressInfo).port
   })
 
@@ -249,15 +244,6 @@ export const fakeNats = (
         }
       })
     })
-    yield* Effect.acquireRelease(
-      Effect.promise(() => new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve))),
-      () =>
-        Effect.promise(() =>
-          new Promise<void>((resolve) => {
-            for (const socket of sockets) socket.destroy()
-            server.close(() => resolve())
-          })
-        )
-    )
+    yield* listenScoped(server, sockets)
     return { port: (server.address() as net.AddressInfo).port, accepted: () => accepted }
   })

@@ -5,47 +5,17 @@
  */
 import { assert, describe, layer } from "@effect/vitest"
 import { Effect, Layer, Option, Redacted } from "effect"
-import type { AddressInfo } from "node:net"
-import { SMTPServer } from "smtp-server"
 import { SvcTest } from "../../../src/testing.ts"
 import { eventually } from "../../support/http.ts"
 import { HttpsReceiver } from "../../support/HttpsReceiver.ts"
-import { confirmedReviewer } from "../../support/reviewerMail.ts"
+import { confirmedReviewer, type SinkMail, smtpSink } from "../../support/reviewerMail.ts"
 import { eventBody, type EventType, insertEvents, waitForDeliveries, webhookService } from "./support.ts"
 
-interface Mail {
-  readonly to: ReadonlyArray<string>
-  readonly from: string
-  readonly data: string
-}
-
-const mails: Array<Mail> = []
+const mails: Array<SinkMail> = []
 const mailsTo = (address: string) => mails.filter((m) => m.to.includes(address)).map((m) => m.data)
 
 const WithSmtp = Layer.unwrap(Effect.gen(function*() {
-  const server = new SMTPServer({
-    authOptional: true,
-    disabledCommands: ["STARTTLS", "AUTH"],
-    logger: false,
-    onData(stream, session, callback) {
-      const chunks: Array<Buffer> = []
-      stream.on("data", (chunk: Buffer) => chunks.push(chunk))
-      stream.on("end", () => {
-        mails.push({
-          to: session.envelope.rcptTo.map((r) => r.address),
-          from: session.envelope.mailFrom ? session.envelope.mailFrom.address : "",
-          data: Buffer.concat(chunks).toString("utf8")
-        })
-        callback()
-      })
-    }
-  })
-  const port = yield* Effect.acquireRelease(
-    Effect.callback<number>((resume) => {
-      server.listen(0, "127.0.0.1", () => resume(Effect.succeed((server.server.address() as AddressInfo).port)))
-    }),
-    () => Effect.callback<void>((resume) => server.close(() => resume(Effect.void)))
-  )
+  const port = yield* smtpSink((mail) => mails.push(mail))
   return webhookService({
     smtpUrl: Option.some(Redacted.make(`smtp://127.0.0.1:${port}/?from=approvals%40svc.test`))
   })

@@ -9,14 +9,20 @@
 import { assert, describe, layer } from "@effect/vitest"
 import { Duration, Effect, Layer, Option, Redacted } from "effect"
 import { createHash } from "node:crypto"
-import type { AddressInfo } from "node:net"
-import { SMTPServer } from "smtp-server"
 import { SvcTest } from "../../../src/testing.ts"
 import { eventually, raw } from "../../support/http.ts"
-import { confirmAddress, confirmationsTo, confirmedReviewer, decodeQuotedPrintable, nextConfirmation } from "../../support/reviewerMail.ts"
+import {
+  confirmAddress,
+  confirmationsTo,
+  confirmedReviewer,
+  decodeQuotedPrintable,
+  nextConfirmation,
+  type SinkMail,
+  smtpSink
+} from "../../support/reviewerMail.ts"
 import { eventBody, insertEvents, webhookService } from "./support.ts"
 
-const mails: Array<{ readonly to: ReadonlyArray<string>; readonly data: string }> = []
+const mails: Array<SinkMail> = []
 const mailsTo = (address: string) => mails.filter((m) => m.to.includes(address)).map((m) => m.data)
 
 const PER_HOUR = 4
@@ -25,29 +31,7 @@ const PER_HOUR = 4
 const refusing = new Set<string>()
 
 const WithSmtp = Layer.unwrap(Effect.gen(function*() {
-  const server = new SMTPServer({
-    authOptional: true,
-    disabledCommands: ["STARTTLS", "AUTH"],
-    logger: false,
-    onRcptTo(address, _session, callback) {
-      if (!refusing.has(address.address)) return callback()
-      callback(Object.assign(new Error("try again later"), { responseCode: 451 }))
-    },
-    onData(stream, session, callback) {
-      const chunks: Array<Buffer> = []
-      stream.on("data", (chunk: Buffer) => chunks.push(chunk))
-      stream.on("end", () => {
-        mails.push({ to: session.envelope.rcptTo.map((r) => r.address), data: Buffer.concat(chunks).toString("utf8") })
-        callback()
-      })
-    }
-  })
-  const port = yield* Effect.acquireRelease(
-    Effect.callback<number>((resume) => {
-      server.listen(0, "127.0.0.1", () => resume(Effect.succeed((server.server.address() as AddressInfo).port)))
-    }),
-    () => Effect.callback<void>((resume) => server.close(() => resume(Effect.void)))
-  )
+  const port = yield* smtpSink((mail) => mails.push(mail), (address) => refusing.has(address))
   return webhookService({
     smtpUrl: Option.some(Redacted.make(`smtp://127.0.0.1:${port}/?from=approvals%40svc.test`)),
     reviewerConfirmationsPerHour: PER_HOUR,
