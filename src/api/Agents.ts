@@ -38,7 +38,11 @@ export type GovernedStep = typeof GovernedStep.Type
 /** The governed-step answer: `allow` or `reject` at once, or `pending` with the approval to wait for. */
 export const StepAnswer = Schema.Struct({
   decision: StepDecision,
-  approval_id: Schema.optionalKey(Uuid)
+  approval_id: Schema.optionalKey(Uuid),
+  rule: Schema.optionalKey(Schema.String.annotate({
+    description: "The name of the policy's rule on arguments that decided; absent when the action class's settings did"
+  })),
+  reason: Schema.optionalKey(Schema.String.annotate({ description: "Why a rule rejected the step, in the rule's words" }))
 })
 export type StepAnswer = typeof StepAnswer.Type
 

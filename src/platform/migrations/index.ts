@@ -46,6 +46,7 @@ import m0690 from "./0690_dataset_export_digest.ts"
 import m0710 from "./0710_endpoint_headers_rate.ts"
 import m0720 from "./0720_dispatch_cursor.ts"
 import m0740 from "./0740_step_lookup_plans.ts"
+import m0800 from "./0800_policy_rules.ts"
 
 /**
  * Every migration by its `id_name`, under the release of svc it first
@@ -91,7 +92,8 @@ export const migrationsByRelease = {
     "0690_dataset_export_digest": m0690,
     "0710_endpoint_headers_rate": m0710,
     "0720_dispatch_cursor": m0720,
-    "0740_step_lookup_plans": m0740
+    "0740_step_lookup_plans": m0740,
+    "0800_policy_rules": m0800
   }
 }
 
