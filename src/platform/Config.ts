@@ -365,7 +365,7 @@ export const svcConfig: Config.Config<SvcConfigShape> = Config.all({
     maxLength: intAtLeast("SVC_APPROVAL_RULE_MAX_LENGTH", 2000, 1, 8000),
     maxNodes: intAtLeast("SVC_APPROVAL_RULE_MAX_NODES", 200, 1, 2000),
     maxDepth: intAtLeast("SVC_APPROVAL_RULE_MAX_DEPTH", 12, 1, 50),
-    maxCost: intAtLeast("SVC_APPROVAL_RULE_MAX_COST", 20_000, 1, 1_000_000)
+    maxCost: intAtLeast("SVC_APPROVAL_RULE_MAX_COST", 5000, 1, 1_000_000)
   }),
   maxTasksPerOrg: intAtLeast("SVC_MAX_TASKS_PER_ORG", 10_000, 1),
   maxFeedbackBytesPerOrg: intAtLeast("SVC_MAX_FEEDBACK_BYTES_PER_ORG", 1024 ** 3, 1024, Number.MAX_SAFE_INTEGER),
