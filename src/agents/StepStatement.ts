@@ -62,11 +62,13 @@ export const requestedPieces = (input: {
   readonly sessionId: string
   readonly step: GovernedStep
   readonly rule: CachedRule["rule"]
+  /** The rule on arguments that required the approval, if one did. */
+  readonly ruleName?: string | undefined
 }): RequestedPieces => {
   const snapshotHead = `{"approval_id":${J(input.approvalId)},"session_id":${J(input.sessionId)},"step_id":${J(input.step.step_id)},"task_id":`
   const snapshotStatus = `,"status":"pending","deadline_at":"`
   const snapshotExpires = `","expires_at":"`
-  const timeoutAction = `","timeout_action":${J(input.rule.timeout_action)}`
+  const timeoutAction = `","timeout_action":${J(input.rule.timeout_action)}${input.ruleName === undefined ? "" : `,"rule":${J(input.ruleName)}`}`
   return {
     event: [
       `{"id":${J(input.eventId)},"type":"approval.requested","org_id":${J(input.orgId)},"occurred_at":"`,
@@ -168,7 +170,8 @@ export const stepSql = (sql: SqlClient.SqlClient, input: StepStatementInput) => 
       approvalId: input.approval.id,
       sessionId,
       step,
-      rule
+      rule,
+      ruleName: verdict?.rule
     })
     const task = sql`coalesce(to_json(sess.task_id)::text, 'null')`
     const [e0, e1, e2, e3, e4] = pieces.event

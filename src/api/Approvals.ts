@@ -150,6 +150,9 @@ export const ApprovalSnapshot = Schema.Struct({
   deadline_at: Timestamp.annotate({ description: "End of the current review window" }),
   expires_at: Timestamp.annotate({ description: "When the approval expires if nobody decides" }),
   timeout_action: TimeoutAction,
+  rule: Schema.optionalKey(Schema.String.annotate({
+    description: "The policy's rule on arguments that required this approval (its name); absent when the action class's settings did"
+  })),
   decided_at: Schema.optionalKey(Timestamp),
   decided_by: Schema.optionalKey(Schema.String.annotate({
     description:
