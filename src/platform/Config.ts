@@ -100,13 +100,7 @@ export interface SvcConfigShape {
   /** Approval policies (action classes) one organization may have. */
   readonly maxApprovalPoliciesPerOrg: number
   /** Rules on arguments: rules per policy, a condition's characters, AST nodes and nesting depth, and a rule's evaluation cost budget. */
-  readonly approvalRules: {
-    readonly maxRules: number
-    readonly maxLength: number
-    readonly maxNodes: number
-    readonly maxDepth: number
-    readonly maxCost: number
-  }
+  readonly approvalRules: { readonly maxRules: number; readonly maxLength: number; readonly maxNodes: number; readonly maxDepth: number; readonly maxCost: number }
   /** Tasks one organization may have. */
   readonly maxTasksPerOrg: number
   /** Bytes of feedback one organization may store (each record 256 bytes plus its correction's JSON). */
