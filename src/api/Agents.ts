@@ -143,7 +143,7 @@ export class AgentSessionsApi extends HttpApiGroup.make("agentSessions")
     }).pipe(
       requireScope(
         "agents.write",
-        "Asks whether a step may run. The answer follows the organization's policy for the action class: `allow`, `reject`, or `pending` with an `approval_id`. Re-sending a `step_id` returns the original answer; re-sending it with another tool, action class or arguments is 400."
+        "Asks whether a step may run. The answer follows the organization's policy for the action class (its rules on arguments first: `rule` names the one that decided, `reason` gives a rejecting rule's reason): `allow`, `reject`, or `pending` with an `approval_id`. Re-sending a `step_id` returns the original answer; re-sending it with another tool, action class or arguments is 400."
       ),
       documented({
         summary: "Ask to run a governed step",
