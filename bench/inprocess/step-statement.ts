@@ -65,6 +65,8 @@ const serverUrl = process.env.BENCH_DATABASE_URL
 
 const rule = (mode: "allow" | "require_approval"): CachedRule => ({
   stored: true,
+  conditions: [],
+  conditionsJson: "[]",
   rule: { mode, review_seconds: 3600, expiring_notice_seconds: 60, escalation_seconds: null, timeout_action: "reject" }
 })
 

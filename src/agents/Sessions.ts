@@ -10,6 +10,7 @@ import { approvalsTopic } from "../approvals/OrgStream.ts"
 import { GovernedStep, type Session, STEPS_PAGE_DEFAULT, type SessionDetail, type Step, type StepAnswer, StepDecision, type ToolOutcome } from "../api/Agents.ts"
 import { InvalidRequest, InvalidTransition, NotFound } from "../api/Errors.ts"
 import { Approvals } from "../approvals/Approvals.ts"
+import { resolve } from "../approvals/Rules.ts"
 import { POLL_CAP_MS } from "../approvals/Scheduler.ts"
 import { Metrics } from "../observability/Metrics.ts"
 import { SvcConfig } from "../platform/Config.ts"
@@ -35,6 +36,8 @@ const StepColumns = Schema.Struct({
   arguments: JsonColumn(GovernedStep.fields.arguments),
   decision: StepDecision,
   approval_id: Schema.NullOr(Schema.String),
+  rule: Schema.NullOr(Schema.String),
+  reason: Schema.NullOr(Schema.String),
   resolution: StepDecision,
   outcome: Schema.NullOr(Schema.Literals(["succeeded", "failed"])),
   outcome_body: Schema.NullOr(JsonColumn(Schema.Struct({ result: Schema.optionalKey(Schema.Json), error: Schema.optionalKey(Schema.String) }))),
@@ -49,7 +52,7 @@ const EventRows = storedEvents("session_events")
 /** Runs of a step's statement that may find the cached policy out of date (a policy changed meanwhile each time). */
 const MAX_POLICY_RELOADS = 5
 
-const STEP_COLUMNS = "step_id, tool, action_class, arguments, decision, approval_id, resolution, outcome, outcome_body, outcome_at, created_at"
+const STEP_COLUMNS = "step_id, tool, action_class, arguments, decision, approval_id, rule, reason, resolution, outcome, outcome_body, outcome_at, created_at"
 
 const toSession = (row: { readonly id: string; readonly task_id: string | null; readonly created_at: string }): Session => ({
   id: row.id,
@@ -57,8 +60,12 @@ const toSession = (row: { readonly id: string; readonly task_id: string | null; 
   created_at: row.created_at
 })
 
-const toAnswer = (row: Pick<StepRow, "decision" | "approval_id">): StepAnswer =>
-  row.approval_id === null ? { decision: row.decision } : { decision: row.decision, approval_id: row.approval_id }
+const toAnswer = (row: Pick<StepRow, "decision" | "approval_id" | "rule" | "reason">): StepAnswer => ({
+  decision: row.decision,
+  ...(row.approval_id === null ? {} : { approval_id: row.approval_id }),
+  ...(row.rule === null ? {} : { rule: row.rule }),
+  ...(row.reason === null ? {} : { reason: row.reason })
+})
 
 const toStep = (row: StepRow): Step => ({
   step_id: row.step_id,
@@ -95,7 +102,7 @@ const sameJson = (a: unknown, b: unknown): boolean => {
 }
 
 /** The original answer to a re-sent step, or 400 when it is not the same step. */
-const replay = (existing: Pick<StepRow, "tool" | "action_class" | "arguments" | "decision" | "approval_id">, step: GovernedStep) =>
+const replay = (existing: Pick<StepRow, "tool" | "action_class" | "arguments" | "decision" | "approval_id" | "rule" | "reason">, step: GovernedStep) =>
   existing.tool === step.tool && existing.action_class === step.action_class && sameJson(existing.arguments, step.arguments)
     ? Effect.succeed(toAnswer(existing))
     : Effect.fail(new InvalidRequest({
@@ -138,6 +145,7 @@ export class AgentSessions extends Context.Service<AgentSessions, {
       const metrics = yield* Metrics
       const config = yield* SvcConfig
       const box = yield* SecretBox
+      const maxRuleCost = config.approvalRules.maxCost
       const mac: CursorMac = (message) => box.mac("cursor", message)
 
       const findSession = (orgId: string, sessionId: string) =>
@@ -190,25 +198,52 @@ export class AgentSessions extends Context.Service<AgentSessions, {
         })
         for (let attempt = 1;; attempt++) {
           const cached = yield* approvals.ruleFor(orgId, step.action_class)
+          // Rules on arguments (`Rules.ts`), compiled when the policy was read, decide first.
+          const resolution = cached.conditions.length === 0
+            ? undefined
+            : resolve(cached.rule, cached.conditions, { tool: step.tool, arguments: step.arguments, session: { id: sessionId } }, maxRuleCost)
+          const verdict = resolution?.rule == null
+            ? undefined
+            : { rule: resolution.rule, reason: resolution.reason ?? null, settings: resolution.settings }
+          const settings = verdict?.settings ?? cached.rule
           const mode = cached.rule.mode
-          const decision: StepDecision = mode === "allow" ? "allow" : mode === "reject" ? "reject" : "pending"
+          const decision: StepDecision = resolution !== undefined
+            ? resolution.decision
+            : mode === "allow" ? "allow" : mode === "reject" ? "reject" : "pending"
           const approval = decision === "pending" ? { id: newId(), eventId: newId() } : null
           // The scheduler re-reads its next deadline at least every POLL_CAP_MS:
           // only an approval due sooner than that needs to wake it.
           const wake = approval === null
             ? wakeups.inStatement(hubSignal(sessionId))
-            : deadlineOffsets(cached.rule).due <= POLL_CAP_MS
+            : deadlineOffsets(settings).due <= POLL_CAP_MS
             ? wakeups.inStatement(Topics.events, Topics.approvals, hubSignal(sessionId), hubSignal(approvalsTopic(orgId)))
             : wakeups.inStatement(Topics.events, hubSignal(sessionId), hubSignal(approvalsTopic(orgId)))
-          const row = yield* stepStatement(sql, { orgId, sessionId, step, cached, decision, approval, notify: wake.notify })
+          const row = yield* stepStatement(sql, {
+            orgId,
+            sessionId,
+            step,
+            cached,
+            decision,
+            approval,
+            notify: wake.notify,
+            ...(verdict === undefined ? {} : { verdict })
+          })
           if (row === undefined || !row.found) return yield* new NotFound({ detail: "No such agent session." })
           if (row.decision !== null) {
-            return yield* replay({ tool: row.tool!, action_class: row.action_class!, arguments: row.arguments, decision: row.decision, approval_id: row.approval_id }, step)
+            return yield* replay({
+              tool: row.tool!,
+              action_class: row.action_class!,
+              arguments: row.arguments,
+              decision: row.decision,
+              approval_id: row.approval_id,
+              rule: row.rule,
+              reason: row.reason
+            }, step)
           }
           if (row.inserted) {
             yield* wake.local
             if (approval !== null) yield* Effect.annotateCurrentSpan({ "svc.approval_id": approval.id })
-            return toAnswer({ decision, approval_id: approval?.id ?? null })
+            return toAnswer({ decision, approval_id: approval?.id ?? null, rule: verdict?.rule ?? null, reason: verdict?.reason ?? null })
           }
           if (row.fresh) {
             // A concurrent send of this step_id committed after the statement's snapshot.

@@ -62,11 +62,13 @@ export const requestedPieces = (input: {
   readonly sessionId: string
   readonly step: GovernedStep
   readonly rule: CachedRule["rule"]
+  /** The rule on arguments that required the approval, if one did. */
+  readonly ruleName?: string | undefined
 }): RequestedPieces => {
   const snapshotHead = `{"approval_id":${J(input.approvalId)},"session_id":${J(input.sessionId)},"step_id":${J(input.step.step_id)},"task_id":`
   const snapshotStatus = `,"status":"pending","deadline_at":"`
   const snapshotExpires = `","expires_at":"`
-  const timeoutAction = `","timeout_action":${J(input.rule.timeout_action)}`
+  const timeoutAction = `","timeout_action":${J(input.rule.timeout_action)}${input.ruleName === undefined ? "" : `,"rule":${J(input.ruleName)}`}`
   return {
     event: [
       `{"id":${J(input.eventId)},"type":"approval.requested","org_id":${J(input.orgId)},"occurred_at":"`,
@@ -108,7 +110,9 @@ export const StepResultRows = rowsOf("agent_steps", Schema.Struct({
   action_class: Schema.NullOr(Schema.String),
   arguments: Schema.NullOr(JsonColumn(Schema.Json)),
   decision: Schema.NullOr(Schema.Literals(["allow", "reject", "pending"])),
-  approval_id: Schema.NullOr(Schema.String)
+  approval_id: Schema.NullOr(Schema.String),
+  rule: Schema.NullOr(Schema.String),
+  reason: Schema.NullOr(Schema.String)
 }))
 
 export interface StepStatementInput {
@@ -117,6 +121,8 @@ export interface StepStatementInput {
   readonly step: GovernedStep
   readonly cached: CachedRule
   readonly decision: StepDecision
+  /** The rule on arguments that decided (`Rules.ts`), with a rejecting rule's reason and the approval's deadline settings; absent when the class's settings decided. */
+  readonly verdict?: { readonly rule: string; readonly reason: string | null; readonly settings: CachedRule["rule"] }
   /** For a pending step: the new approval's id and its outbox event's id. */
   readonly approval: { readonly id: string; readonly eventId: string } | null
   /** The `pg_notify` of the step's signals, when notifications reach other processes. */
@@ -131,8 +137,10 @@ export const stepStatement = (sql: SqlClient.SqlClient, input: StepStatementInpu
 
 /** The statement of `stepStatement`, not yet run (`bench/inprocess/step-statement.ts` runs it alone). */
 export const stepSql = (sql: SqlClient.SqlClient, input: StepStatementInput) => {
-  const { orgId, sessionId, step, cached, decision } = input
-  const rule = cached.rule
+  const { orgId, sessionId, step, cached, decision, verdict } = input
+  const stored = cached.rule
+  // The approval's deadlines: the deciding rule's, else the class's.
+  const rule = verdict?.settings ?? stored
   const approvalId = input.approval?.id ?? null
   const sessionEvent = J({
     step_id: step.step_id,
@@ -140,15 +148,17 @@ export const stepSql = (sql: SqlClient.SqlClient, input: StepStatementInput) => 
     action_class: step.action_class,
     arguments: step.arguments,
     decision,
-    ...(approvalId === null ? {} : { approval_id: approvalId })
+    ...(approvalId === null ? {} : { approval_id: approvalId }),
+    ...(verdict === undefined ? {} : { rule: verdict.rule }),
+    ...(verdict?.reason == null ? {} : { reason: verdict.reason })
   })
   // The stored policy says what the cached rule says (or, for the default rule, there is none).
   const fresh = cached.stored
     ? sql`EXISTS (SELECT 1 FROM approval_policies WHERE org_id = ${orgId} AND action_class = ${step.action_class}
-        AND mode = ${rule.mode} AND review_seconds = ${rule.review_seconds}
-        AND expiring_notice_seconds = ${rule.expiring_notice_seconds}
-        AND escalation_seconds IS NOT DISTINCT FROM ${rule.escalation_seconds}::int
-        AND timeout_action = ${rule.timeout_action})`
+        AND mode = ${stored.mode} AND review_seconds = ${stored.review_seconds}
+        AND expiring_notice_seconds = ${stored.expiring_notice_seconds}
+        AND escalation_seconds IS NOT DISTINCT FROM ${stored.escalation_seconds}::int
+        AND timeout_action = ${stored.timeout_action} AND rules = ${cached.conditionsJson}::jsonb)`
     : sql`NOT EXISTS (SELECT 1 FROM approval_policies WHERE org_id = ${orgId} AND action_class = ${step.action_class})`
 
   const pending = (() => {
@@ -160,7 +170,8 @@ export const stepSql = (sql: SqlClient.SqlClient, input: StepStatementInput) => 
       approvalId: input.approval.id,
       sessionId,
       step,
-      rule
+      rule,
+      ruleName: verdict?.rule
     })
     const task = sql`coalesce(to_json(sess.task_id)::text, 'null')`
     const [e0, e1, e2, e3, e4] = pieces.event
@@ -168,11 +179,11 @@ export const stepSql = (sql: SqlClient.SqlClient, input: StepStatementInput) => 
     return sql`,
     approval AS (
       INSERT INTO approvals (id, org_id, session_id, step_id, task_id, status, deadline_at, expires_at, timeout_action,
-        expiring_at, escalation_seconds, next_due_at, next_due_kind, created_at)
+        expiring_at, escalation_seconds, next_due_at, next_due_kind, created_at, rule)
       SELECT ${input.approval.id}, ${orgId}, sess.id, ${step.step_id}, sess.task_id, 'pending',
         ${at(sql, offsets.deadline)}, ${at(sql, offsets.expires)}, ${rule.timeout_action},
         ${offsets.expiring === null ? sql`NULL::timestamptz` : at(sql, offsets.expiring)}, ${rule.escalation_seconds}::int,
-        ${at(sql, offsets.due)}, ${offsets.dueKind}, t.t0
+        ${at(sql, offsets.due)}, ${offsets.dueKind}, t.t0, ${verdict?.rule ?? null}
       FROM step, sess, t
       RETURNING id
     ),
@@ -205,15 +216,17 @@ export const stepSql = (sql: SqlClient.SqlClient, input: StepStatementInput) => 
       SELECT id, task_id FROM agent_sessions WHERE id = ${sessionId} AND org_id = ${orgId} FOR UPDATE
     ),
     prior AS MATERIALIZED (
-      SELECT tool, action_class, arguments, decision, approval_id FROM agent_steps
+      SELECT tool, action_class, arguments, decision, approval_id, rule, reason FROM agent_steps
       WHERE session_id = ${sessionId} AND step_id = ${step.step_id}
     ),
     policy AS MATERIALIZED (SELECT ${fresh} AS fresh),
     t AS MATERIALIZED (SELECT date_trunc('milliseconds', now()) AS t0),
     step AS (
-      INSERT INTO agent_steps (session_id, step_id, org_id, tool, action_class, arguments, decision, approval_id, resolution, created_at)
+      INSERT INTO agent_steps (session_id, step_id, org_id, tool, action_class, arguments, decision, approval_id, resolution, created_at${
+    verdict === undefined ? sql`` : sql`, rule, reason`
+  })
       SELECT sess.id, ${step.step_id}, ${orgId}, ${step.tool}, ${step.action_class}, ${J(step.arguments)}::jsonb,
-        ${decision}, ${approvalId}::uuid, ${decision}, t.t0
+        ${decision}, ${approvalId}::uuid, ${decision}, t.t0${verdict === undefined ? sql`` : sql`, ${verdict.rule}, ${verdict.reason}`}
       FROM sess, t, policy
       WHERE policy.fresh AND NOT EXISTS (SELECT 1 FROM prior)
       ON CONFLICT (session_id, step_id) DO NOTHING
@@ -227,7 +240,8 @@ export const stepSql = (sql: SqlClient.SqlClient, input: StepStatementInput) => 
       SELECT ${sessionId}, bump.event_seq, ${orgId}, 'step:governed', ${sessionEvent} FROM bump
     )${pending}${notify.cte}
     SELECT EXISTS (SELECT 1 FROM sess) AS found, (SELECT fresh FROM policy) AS fresh, EXISTS (SELECT 1 FROM step) AS inserted,
-      prior.tool, prior.action_class, prior.arguments, prior.decision, prior.approval_id::text AS approval_id${notify.column}
+      prior.tool, prior.action_class, prior.arguments, prior.decision, prior.approval_id::text AS approval_id,
+      prior.rule, prior.reason${notify.column}
     FROM (SELECT 1) AS one LEFT JOIN prior ON true
   `
 }

@@ -38,7 +38,11 @@ export type GovernedStep = typeof GovernedStep.Type
 /** The governed-step answer: `allow` or `reject` at once, or `pending` with the approval to wait for. */
 export const StepAnswer = Schema.Struct({
   decision: StepDecision,
-  approval_id: Schema.optionalKey(Uuid)
+  approval_id: Schema.optionalKey(Uuid),
+  rule: Schema.optionalKey(Schema.String.annotate({
+    description: "The name of the policy's rule on arguments that decided; absent when the action class's settings did"
+  })),
+  reason: Schema.optionalKey(Schema.String.annotate({ description: "Why a rule rejected the step, in the rule's words" }))
 })
 export type StepAnswer = typeof StepAnswer.Type
 
@@ -138,7 +142,7 @@ export class AgentSessionsApi extends HttpApiGroup.make("agentSessions")
     }).pipe(
       requireScope(
         "agents.write",
-        "Asks whether a step may run. The answer follows the organization's policy for the action class: `allow`, `reject`, or `pending` with an `approval_id`. Re-sending a `step_id` returns the original answer; re-sending it with another tool, action class or arguments is 400."
+        "Asks whether a step may run. The answer follows the organization's policy for the action class (its rules on arguments first: `rule` names the one that decided, `reason` gives a rejecting rule's reason): `allow`, `reject`, or `pending` with an `approval_id`. Re-sending a `step_id` returns the original answer; re-sending it with another tool, action class or arguments is 400."
       ),
       documented({
         summary: "Ask to run a governed step",

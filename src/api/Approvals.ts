@@ -6,7 +6,7 @@
 import { Schema } from "effect"
 import { HttpApiEndpoint, HttpApiGroup, HttpApiSchema, OpenApi } from "effect/http-api"
 import { Cursor, JsonValue, Limit, NextCursor, Text, Timestamp, ResumeQuery, Uuid } from "./Common.ts"
-import { InvalidRequest, InvalidTransition, LimitReached, NotFound, TooManyStreams } from "./Errors.ts"
+import { InvalidRequest, InvalidTransition, LimitReached, NotFound, PolicyRulesTooComplex, TooManyStreams } from "./Errors.ts"
 import { Authentication, requireScope } from "./Security.ts"
 import { documented, notFound } from "./Documentation.ts"
 import * as Examples from "./Examples.ts"
@@ -24,6 +24,9 @@ export const ActionClass = Text.check(
   })
 )
 
+/** The longest decision reason, in characters (UTF-16 code units, as JSON strings count them). */
+export const MAX_DECISION_REASON_LENGTH = 1000
+
 const Seconds = (minimum: number) =>
   Schema.Int.check(Schema.isBetween({ minimum, maximum: 30 * 24 * 3600 }))
 
@@ -31,6 +34,66 @@ const Seconds = (minimum: number) =>
 export const noticeFits = (
   rule: { readonly review_seconds: number; readonly expiring_notice_seconds: number; readonly escalation_seconds?: number | null | undefined }
 ) => rule.expiring_notice_seconds < rule.review_seconds + (rule.escalation_seconds ?? 0)
+
+/** The longest rule condition the schema accepts, in characters (`SVC_APPROVAL_RULE_MAX_LENGTH` may lower it). */
+export const MAX_RULE_CONDITION_LENGTH = 8000
+
+/** The most rules a policy's schema accepts (`SVC_APPROVAL_RULES_MAX` may lower it). */
+export const MAX_POLICY_RULES = 200
+
+/** A rule's deadline settings when a person must decide: as a policy's. */
+const RequireApprovalResult = Schema.Struct({
+  decision: Schema.Literal("require_approval"),
+  review_seconds: Seconds(1).annotate({ description: "Length of the first review window" }),
+  expiring_notice_seconds: Seconds(0).annotate({
+    description: "`approval.expiring` is sent this long before the approval expires (0: no notice)"
+  }),
+  escalation_seconds: Schema.optionalKey(Seconds(1).annotate({
+    description: "When set, the first deadline escalates and grants this much more review time"
+  })),
+  timeout_action: TimeoutAction
+}).check(
+  Schema.makeFilter((result) =>
+    noticeFits(result)
+      ? undefined
+      : { path: ["expiring_notice_seconds"], issue: "expiring_notice_seconds must be shorter than review_seconds plus escalation_seconds." }
+  )
+)
+
+export const RuleResult = Schema.Union([
+  Schema.Struct({ decision: Schema.Literal("allow") }),
+  Schema.Struct({
+    decision: Schema.Literal("reject"),
+    reason: Text.check(Schema.isMinLength(1), Schema.isMaxLength(MAX_DECISION_REASON_LENGTH)).annotate({
+      description: "Why the step is refused: the step's answer carries it as `reason`"
+    })
+  }),
+  RequireApprovalResult
+]).annotate({ description: "What a matching rule decides: `allow`, `reject` with a reason, or `require_approval` with its own deadlines" })
+export type RuleResult = typeof RuleResult.Type
+
+export const PolicyRule = Schema.Struct({
+  name: Text.check(
+    Schema.isPattern(/^[A-Za-z0-9][A-Za-z0-9._:-]{0,63}$/, {
+      message: "Expected 1 to 64 letters, digits, '.', '_', ':' or '-', starting with a letter or digit"
+    })
+  ).annotate({ description: "Names the rule in the answers it decides (`rule`); unique within the policy" }),
+  condition: Text.check(Schema.isMinLength(1), Schema.isMaxLength(MAX_RULE_CONDITION_LENGTH)).annotate({
+    description:
+      "A CEL expression of type bool over `tool` (string), `arguments` (the step's arguments, dynamic) and `session` (a map with the session's `id`), e.g. `arguments.amount > 100.0`"
+  }),
+  result: RuleResult
+})
+export type PolicyRule = typeof PolicyRule.Type
+
+export const PolicyRules = Schema.Array(PolicyRule).check(
+  Schema.isMaxLength(MAX_POLICY_RULES),
+  Schema.makeFilter((rules: ReadonlyArray<{ readonly name: string }>) =>
+    new Set(rules.map((rule) => rule.name)).size === rules.length || "Expected rule names unique within the policy")
+).annotate({
+  description:
+    "Evaluated in order before the class's settings: the first rule whose condition holds decides the step; when none does (or one cannot be evaluated for the step), the settings above decide"
+})
 
 export const PolicyInput = Schema.Struct({
   mode: PolicyMode,
@@ -41,7 +104,8 @@ export const PolicyInput = Schema.Struct({
   escalation_seconds: Schema.optionalKey(Seconds(1).annotate({
     description: "When set, the first deadline escalates and grants this much more review time"
   })),
-  timeout_action: TimeoutAction
+  timeout_action: TimeoutAction,
+  rules: Schema.optionalKey(PolicyRules)
 }).check(
   // Across two members, which JSON Schema cannot compare: the description of
   // `expiring_notice_seconds` states it, and the typed client checks it.
@@ -56,9 +120,41 @@ export type PolicyInput = typeof PolicyInput.Type
 export const Policy = Schema.Struct({
   action_class: Schema.String,
   ...PolicyInput.fields,
+  rules: PolicyRules,
   updated_at: Timestamp
 })
 export type Policy = typeof Policy.Type
+
+/** A policy's dry run: a sample step, and the policy to try (the stored one when absent). */
+export const DryRunInput = Schema.Struct({
+  tool: Text.check(Schema.isMinLength(1), Schema.isMaxLength(200)),
+  arguments: JsonValue,
+  session: Schema.optionalKey(Schema.Struct({
+    id: Schema.optionalKey(Uuid)
+  }).annotate({ description: "The session the conditions see as `session` (default: the zero UUID)" })),
+  policy: Schema.optionalKey(PolicyInput.annotate({ description: "A policy to try instead of the stored one; it is not stored" }))
+})
+
+export type DryRunInput = typeof DryRunInput.Type
+
+export const DryRunAnswer = Schema.Struct({
+  decision: Schema.Literals(["allow", "reject", "pending"]),
+  rule: Schema.NullOr(Schema.String).annotate({ description: "The rule that decided; null when the class's settings did" }),
+  reason: Schema.optionalKey(Schema.String.annotate({ description: "A rejecting rule's reason" })),
+  approval: Schema.optionalKey(Schema.Struct({
+    review_seconds: Schema.Int,
+    expiring_notice_seconds: Schema.Int,
+    escalation_seconds: Schema.NullOr(Schema.Int),
+    timeout_action: TimeoutAction
+  }).annotate({ description: "For `pending`: the deadline settings the approval would get" })),
+  error: Schema.optionalKey(Schema.Struct({ rule: Schema.String, message: Schema.String }).annotate({
+    description: "A rule that could not be evaluated for this step (the class's settings decided)"
+  })),
+  policy: Schema.Literals(["stored", "given", "default"]).annotate({
+    description: "Which policy was evaluated: the stored one, the one in the request, or the default (no policy stored)"
+  })
+})
+export type DryRunAnswer = typeof DryRunAnswer.Type
 
 export const ApprovalStatus = Schema.Literals(["pending", "approved", "rejected", "expired"])
 export type ApprovalStatus = typeof ApprovalStatus.Type
@@ -73,6 +169,9 @@ export const ApprovalSnapshot = Schema.Struct({
   deadline_at: Timestamp.annotate({ description: "End of the current review window" }),
   expires_at: Timestamp.annotate({ description: "When the approval expires if nobody decides" }),
   timeout_action: TimeoutAction,
+  rule: Schema.optionalKey(Schema.String.annotate({
+    description: "The policy's rule on arguments that required this approval (its name); absent when the action class's settings did"
+  })),
   decided_at: Schema.optionalKey(Timestamp),
   decided_by: Schema.optionalKey(Schema.String.annotate({
     description:
@@ -95,9 +194,6 @@ export const ApprovalEventTypes = [
 ] as const
 export const ApprovalEventType = Schema.Literals(ApprovalEventTypes)
 export type ApprovalEventType = typeof ApprovalEventType.Type
-
-/** The longest decision reason, in characters (UTF-16 code units, as JSON strings count them). */
-export const MAX_DECISION_REASON_LENGTH = 1000
 
 export const DecisionReason = Text.check(
   Schema.isMaxLength(MAX_DECISION_REASON_LENGTH, {
@@ -188,7 +284,7 @@ export class ApprovalPoliciesApi extends HttpApiGroup.make("approvalPolicies")
       params: { action_class: ActionClass },
       payload: PolicyInput,
       success: Policy,
-      error: [InvalidRequest, LimitReached]
+      error: [InvalidRequest, LimitReached, PolicyRulesTooComplex]
     }).pipe(
       requireScope(
         "org_config.write",
@@ -198,7 +294,29 @@ export class ApprovalPoliciesApi extends HttpApiGroup.make("approvalPolicies")
         summary: "Set an approval policy",
         request: Examples.policyInput,
         response: Examples.policy,
-        errors: { 409: "A policy for one more action class than `SVC_MAX_APPROVAL_POLICIES_PER_ORG` allows (`LIMIT_REACHED`)." }
+        errors: {
+          400: "A rule's condition does not parse or type-check (`INVALID_REQUEST`, `field`: `rules[i].condition`, the detail naming the rule and the position), or is over a limit (`POLICY_RULES_TOO_COMPLEX`, `limit` naming the setting).",
+          409: "A policy for one more action class than `SVC_MAX_APPROVAL_POLICIES_PER_ORG` allows (`LIMIT_REACHED`)."
+        }
+      })
+    ),
+    HttpApiEndpoint.post("dryRun", "/v1/approval-policies/:action_class/dry-run", {
+      params: { action_class: ActionClass },
+      payload: DryRunInput,
+      success: DryRunAnswer,
+      error: [InvalidRequest, PolicyRulesTooComplex]
+    }).pipe(
+      requireScope(
+        "org_config.read",
+        "Evaluates the action class's policy (the stored one, or `policy` from the request) against a sample step, as a governed step would be decided: which rule decides and what it answers. Nothing is created or stored."
+      ),
+      documented({
+        summary: "Try a policy on a sample step",
+        request: Examples.dryRunInput,
+        response: Examples.dryRunAnswer,
+        errors: {
+          400: "A rule of the given policy does not compile or is over a limit (`INVALID_REQUEST` or `POLICY_RULES_TOO_COMPLEX`, `field` naming the rule)."
+        }
       })
     ),
     HttpApiEndpoint.get("list", "/v1/approval-policies", {

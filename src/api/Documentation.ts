@@ -186,6 +186,12 @@ export const ProblemExamples: Readonly<Record<string, (context: ProblemContext) 
     limit: "SVC_ANSWER_SCHEMA_MAX_PATTERN_LENGTH",
     limit_value: 512
   }),
+  POLICY_RULES_TOO_COMPLEX: () => ({
+    detail: "Rule \"huge\": the condition nests deeper than 12 (SVC_APPROVAL_RULE_MAX_DEPTH).",
+    field: "rules[1].condition",
+    limit: "SVC_APPROVAL_RULE_MAX_DEPTH",
+    limit_value: 12
+  }),
   CORRECTION_TOO_COMPLEX: () => ({
     detail: "checking the correction against the answer schema took longer than 1000 ms (SVC_ANSWER_VALIDATION_TIMEOUT); send a smaller correction or simplify the answer schema.",
     field: "correction",

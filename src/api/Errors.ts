@@ -180,6 +180,17 @@ export class LimitReached extends HttpApiError.Problem<LimitReached>()("LimitRea
   ...limitFields
 }) {}
 
+/** A policy's rules over a documented size or complexity limit (`field` names the rule: `rules[2].condition`). */
+export class PolicyRulesTooComplex extends HttpApiError.Problem<PolicyRulesTooComplex>()("PolicyRulesTooComplex", {
+  type: problemType("POLICY_RULES_TOO_COMPLEX"),
+  status: 400,
+  title: "The policy's rules are over a size or complexity limit"
+}, {
+  code: Schema.tag("POLICY_RULES_TOO_COMPLEX"),
+  field: Schema.String,
+  ...limitFields
+}) {}
+
 /** An answer schema over a documented size or complexity limit. */
 export class AnswerSchemaTooComplex extends HttpApiError.Problem<AnswerSchemaTooComplex>()("AnswerSchemaTooComplex", {
   type: problemType("ANSWER_SCHEMA_TOO_COMPLEX"),

@@ -89,9 +89,19 @@ export const policyInput = {
   review_seconds: 900,
   expiring_notice_seconds: 300,
   escalation_seconds: 1800,
-  timeout_action: "reject"
+  timeout_action: "reject",
+  rules: [
+    { name: "small-refunds", condition: "arguments.amount <= 100.0", result: { decision: "allow" } },
+    {
+      name: "huge-refunds",
+      condition: "arguments.amount > 5000.0",
+      result: { decision: "reject", reason: "Refunds above 5 000 go through finance." }
+    }
+  ]
 }
 export const policy = { action_class: "payments.refund", ...policyInput, updated_at: at }
+export const dryRunInput = { tool: "stripe.refund", arguments: { amount: 6200, currency: "EUR" } }
+export const dryRunAnswer = { decision: "reject", rule: "huge-refunds", reason: "Refunds above 5 000 go through finance.", policy: "stored" }
 export const policyList = { policies: [policy] }
 export const approval = {
   approval_id: ids.approval,

@@ -7,8 +7,8 @@
  */
 import { PgClient } from "@effect/sql-pg"
 import { Context, Effect, Layer, Option, Schema } from "effect"
-import type { ApprovalSnapshot, Policy, PolicyInput } from "../api/Approvals.ts"
-import { type InvalidRequest, InvalidTransition, type LimitReached, NotFound } from "../api/Errors.ts"
+import type { ApprovalSnapshot, DryRunAnswer, DryRunInput, Policy, PolicyInput } from "../api/Approvals.ts"
+import { type InvalidRequest, InvalidTransition, type LimitReached, NotFound, type PolicyRulesTooComplex } from "../api/Errors.ts"
 import { appendSessionEvent, hubSignal } from "../streams/SessionEvents.ts"
 import { SvcConfig } from "../platform/Config.ts"
 import { Metrics } from "../observability/Metrics.ts"
@@ -31,8 +31,14 @@ export interface DecisionGuard<E> {
 const DueRows = rowsOf("approvals", Schema.Struct({ at: InstantOrNull, now: Instant }))
 
 export class Approvals extends Context.Service<Approvals, {
-  readonly putPolicy: (orgId: string, actionClass: string, input: PolicyInput) => Effect.Effect<Policy, InvalidRequest | LimitReached>
+  readonly putPolicy: (
+    orgId: string,
+    actionClass: string,
+    input: PolicyInput
+  ) => Effect.Effect<Policy, InvalidRequest | LimitReached | PolicyRulesTooComplex>
   readonly listPolicies: (orgId: string) => Effect.Effect<ReadonlyArray<Policy>>
+  /** Evaluates the stored (or a given) policy against a sample step; creates nothing. */
+  readonly dryRun: (orgId: string, actionClass: string, input: DryRunInput) => Effect.Effect<DryRunAnswer, InvalidRequest | PolicyRulesTooComplex>
   /**
    * The organization's rule for `actionClass`, or the default rule, from the
    * process's cache (`PolicyCache.ts`): a statement that acts on it checks
@@ -196,6 +202,7 @@ export class Approvals extends Context.Service<Approvals, {
       return Approvals.of({
         putPolicy: Effect.fn("Approvals.putPolicy")(policies.putPolicy),
         listPolicies: Effect.fn("Approvals.listPolicies")(policies.listPolicies),
+        dryRun: Effect.fn("Approvals.dryRun")(policies.dryRun),
         ruleFor: policies.ruleFor,
         forgetRules: policies.forgetRules,
         get,

@@ -24,13 +24,15 @@ export const ApprovalColumns = Schema.Struct({
   timeout_action: TimeoutAction,
   decided_at: InstantOrNull,
   decided_by: Schema.NullOr(Schema.String),
-  decision_reason: Schema.NullOr(Schema.String)
+  decision_reason: Schema.NullOr(Schema.String),
+  rule: Schema.NullOr(Schema.String)
 })
 export type ApprovalRow = typeof ApprovalColumns.Type
 
 /**
  * The approval snapshot in its fixed key order; `decided_at`/`decided_by`
- * only for a person's decision, `decision_reason` only when they gave one.
+ * only for a person's decision, `decision_reason` only when they gave one,
+ * `rule` only when a policy's rule on arguments required the approval.
  */
 export const snapshotOf = (row: ApprovalRow): ApprovalSnapshot => {
   const snapshot: {
@@ -45,6 +47,7 @@ export const snapshotOf = (row: ApprovalRow): ApprovalSnapshot => {
     expires_at: iso(row.expires_at),
     timeout_action: row.timeout_action
   }
+  if (row.rule !== null) snapshot.rule = row.rule
   if (row.decided_at !== null && row.decided_by !== null) {
     snapshot.decided_at = iso(row.decided_at)
     snapshot.decided_by = row.decided_by
@@ -82,6 +85,7 @@ export const approvalEventBody = (event: ApprovalEvent): string => {
     deadline_at: a.deadline_at,
     expires_at: a.expires_at,
     timeout_action: a.timeout_action,
+    ...(a.rule !== undefined ? { rule: a.rule } : {}),
     ...(a.decided_at !== undefined ? { decided_at: a.decided_at } : {}),
     ...(a.decided_by !== undefined ? { decided_by: a.decided_by } : {}),
     ...(a.decision_reason !== undefined ? { decision_reason: a.decision_reason } : {})

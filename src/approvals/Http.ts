@@ -15,6 +15,7 @@ export const ApprovalPoliciesHandlers = HttpApiBuilder.group(
     const approvals = yield* Approvals
     return handlers.handleAll({
       put: ({ params, payload }) => CurrentPrincipal.use((p) => approvals.putPolicy(p.orgId, params.action_class, payload)),
+      dryRun: ({ params, payload }) => CurrentPrincipal.use((p) => approvals.dryRun(p.orgId, params.action_class, payload)),
       list: () =>
         CurrentPrincipal.use((p) => approvals.listPolicies(p.orgId)).pipe(Effect.map((policies) => ({ policies })))
     })

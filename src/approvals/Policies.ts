@@ -6,13 +6,15 @@
  */
 import { Effect, Schema } from "effect"
 import type { SqlClient } from "effect/sql"
-import { Policy, type PolicyInput, TimeoutAction } from "../api/Approvals.ts"
+import { type DryRunAnswer, type DryRunInput, Policy, type PolicyInput, PolicyRule, TimeoutAction } from "../api/Approvals.ts"
+import { InvalidRequest, PolicyRulesTooComplex } from "../api/Errors.ts"
 import type { SvcConfigShape } from "../platform/Config.ts"
 import { refuseAtCap } from "../platform/OrgLimits.ts"
-import { rowsOf, Timestamp } from "../platform/Rows.ts"
+import { JsonColumn, rowsOf, Timestamp } from "../platform/Rows.ts"
 import type { Broadcast, Wakeups } from "../platform/Wakeups.ts"
 import { DEFAULT_POLICY } from "./Deadlines.ts"
 import { type CachedRule, makePolicyCache } from "./PolicyCache.ts"
+import { type CompiledRule, compileRules, resolve, type RuleLimits } from "./Rules.ts"
 
 /** The `Wakeups` signal that an organization's approval policies changed. */
 export const policiesSignal = (orgId: string): Broadcast => `policies:${orgId}`
@@ -24,11 +26,12 @@ const PolicyRows = rowsOf("approval_policies", Schema.Struct({
   expiring_notice_seconds: Schema.Number,
   escalation_seconds: Schema.NullOr(Schema.Number),
   timeout_action: TimeoutAction,
+  rules: JsonColumn(Schema.Array(PolicyRule)),
   updated_at: Timestamp
 }))
 type PolicyRow = NonNullable<Effect.Success<ReturnType<typeof PolicyRows.one>>>
 
-const POLICY_COLUMNS = "action_class, mode, review_seconds, expiring_notice_seconds, escalation_seconds, timeout_action, updated_at"
+const POLICY_COLUMNS = "action_class, mode, review_seconds, expiring_notice_seconds, escalation_seconds, timeout_action, rules, updated_at"
 
 const toPolicy = (row: PolicyRow): Policy => ({
   action_class: row.action_class,
@@ -37,12 +40,27 @@ const toPolicy = (row: PolicyRow): Policy => ({
   expiring_notice_seconds: row.expiring_notice_seconds,
   ...(row.escalation_seconds === null ? {} : { escalation_seconds: row.escalation_seconds }),
   timeout_action: row.timeout_action,
+  rules: row.rules,
   updated_at: row.updated_at
 })
 
 export const makePolicies = Effect.fnUntraced(function*(sql: SqlClient.SqlClient, config: SvcConfigShape, wakeups: Wakeups["Service"]) {
+  const limits: RuleLimits = config.approvalRules
+  /** Compiles a policy's rules, or the 400 naming the rule (and the limit) at fault. */
+  const checkRules = (rules: ReadonlyArray<PolicyRule>) => {
+    const compiled = compileRules(rules, limits)
+    // The notice of a rule's own deadlines is checked by its schema (`RequireApprovalResult`).
+    if (compiled.ok) return Effect.succeed(compiled.rules)
+    const { problem } = compiled
+    return Effect.fail(
+      problem.limit === undefined
+        ? new InvalidRequest({ field: problem.field, detail: problem.detail })
+        : new PolicyRulesTooComplex({ field: problem.field, limit: problem.limit.name, limit_value: problem.limit.value, detail: problem.detail })
+    )
+  }
   const putPolicy = Effect.fnUntraced(function*(orgId: string, actionClass: string, input: PolicyInput) {
     const escalation = input.escalation_seconds ?? null
+    yield* checkRules(input.rules ?? [])
     // Every policy is listed in one answer: the number of action classes
     // with a policy is capped (a new one only; changing one always works).
     const maxPolicies = config.maxApprovalPoliciesPerOrg
@@ -58,13 +76,14 @@ export const makePolicies = Effect.fnUntraced(function*(sql: SqlClient.SqlClient
         })
       }
       return yield* PolicyRows.returned(sql`
-        INSERT INTO approval_policies (org_id, action_class, mode, review_seconds, expiring_notice_seconds, escalation_seconds, timeout_action)
-        VALUES (${orgId}, ${actionClass}, ${input.mode}, ${input.review_seconds}, ${input.expiring_notice_seconds}, ${escalation}, ${input.timeout_action})
+        INSERT INTO approval_policies (org_id, action_class, mode, review_seconds, expiring_notice_seconds, escalation_seconds, timeout_action, rules)
+        VALUES (${orgId}, ${actionClass}, ${input.mode}, ${input.review_seconds}, ${input.expiring_notice_seconds}, ${escalation}, ${input.timeout_action},
+          ${JSON.stringify(input.rules ?? [])}::jsonb)
         ON CONFLICT (org_id, action_class) DO UPDATE SET
           mode = EXCLUDED.mode, review_seconds = EXCLUDED.review_seconds,
           expiring_notice_seconds = EXCLUDED.expiring_notice_seconds,
           escalation_seconds = EXCLUDED.escalation_seconds, timeout_action = EXCLUDED.timeout_action,
-          updated_at = now()
+          rules = EXCLUDED.rules, updated_at = now()
         RETURNING ${sql.literal(POLICY_COLUMNS)}
       `)
     })).pipe(Effect.catchTag("SqlError", Effect.die))
@@ -85,7 +104,15 @@ export const makePolicies = Effect.fnUntraced(function*(sql: SqlClient.SqlClient
         SELECT ${sql.literal(POLICY_COLUMNS)} FROM approval_policies WHERE org_id = ${orgId} AND action_class = ${actionClass}
       `),
       (row): CachedRule =>
-        row === undefined ? { rule: DEFAULT_POLICY, stored: false } : {
+        row === undefined ? { rule: DEFAULT_POLICY, stored: false, conditions: [], conditionsJson: "[]" } : {
+          // Stored rules compiled when stored; they compile again here unless
+          // the limits were lowered since, and then none applies (the
+          // class's settings decide) until the policy is stored again.
+          conditions: (() => {
+            const compiled = compileRules(row.rules, limits)
+            return compiled.ok ? compiled.rules : []
+          })(),
+          conditionsJson: JSON.stringify(row.rules),
           rule: {
             mode: row.mode,
             review_seconds: row.review_seconds,
@@ -97,7 +124,46 @@ export const makePolicies = Effect.fnUntraced(function*(sql: SqlClient.SqlClient
         }
     )
   const policies = makePolicyCache(loadRule)
+
+  const NO_SESSION = "00000000-0000-0000-0000-000000000000"
+  const dryRun = Effect.fnUntraced(function*(orgId: string, actionClass: string, input: DryRunInput) {
+    const facts = {
+      tool: input.tool,
+      arguments: input.arguments,
+      session: { id: input.session?.id ?? NO_SESSION }
+    }
+    let settings: CachedRule["rule"]
+    let rules: ReadonlyArray<CompiledRule>
+    let which: DryRunAnswer["policy"]
+    if (input.policy !== undefined) {
+      rules = yield* checkRules(input.policy.rules ?? [])
+      settings = { ...input.policy, escalation_seconds: input.policy.escalation_seconds ?? null }
+      which = "given"
+    } else {
+      const cached = yield* loadRule(orgId, actionClass)
+      rules = cached.conditions
+      settings = cached.rule
+      which = cached.stored ? "stored" : "default"
+    }
+    const resolution = resolve(settings, rules, facts, limits.maxCost)
+    const answer: DryRunAnswer = {
+      decision: resolution.decision,
+      rule: resolution.rule,
+      ...(resolution.reason === undefined ? {} : { reason: resolution.reason }),
+      ...(resolution.decision !== "pending" ? {} : {
+        approval: {
+          review_seconds: resolution.settings.review_seconds,
+          expiring_notice_seconds: resolution.settings.expiring_notice_seconds,
+          escalation_seconds: resolution.settings.escalation_seconds,
+          timeout_action: resolution.settings.timeout_action
+        }
+      }),
+      ...(resolution.error === undefined ? {} : { error: resolution.error }),
+      policy: which
+    }
+    return answer
+  })
   // A policy changed here or (NOTIFY, on a server) in another process.
   yield* wakeups.subscribe("policies:", policies.invalidate, Effect.void)
-  return { putPolicy, listPolicies, ruleFor: policies.get, forgetRules: policies.invalidate }
+  return { putPolicy, listPolicies, dryRun, ruleFor: policies.get, forgetRules: policies.invalidate }
 })

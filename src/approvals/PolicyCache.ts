@@ -16,6 +16,7 @@
  */
 import { Clock, Effect } from "effect"
 import type { PolicyRule } from "./Deadlines.ts"
+import type { CompiledRule } from "./Rules.ts"
 
 /** How long a rule is used before it is read again, even without a change announced. */
 export const POLICY_CACHE_MS = 5_000
@@ -30,6 +31,9 @@ export const POLICY_CACHE_RULES_PER_ORG = 1_000
 export interface CachedRule {
   readonly rule: PolicyRule
   readonly stored: boolean
+  /** The policy's rules on arguments, compiled (`Rules.ts`), and their stored JSON (the statement checks it is still stored). */
+  readonly conditions: ReadonlyArray<CompiledRule>
+  readonly conditionsJson: string
 }
 
 interface OrgEntry {

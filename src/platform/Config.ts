@@ -105,6 +105,8 @@ export interface SvcConfigShape {
   readonly maxEndpointsPerOrg: number
   /** Approval policies (action classes) one organization may have. */
   readonly maxApprovalPoliciesPerOrg: number
+  /** Rules on arguments: rules per policy, a condition's characters, AST nodes and nesting depth, and a rule's evaluation cost budget. */
+  readonly approvalRules: { readonly maxRules: number; readonly maxLength: number; readonly maxNodes: number; readonly maxDepth: number; readonly maxCost: number }
   /** Tasks one organization may have. */
   readonly maxTasksPerOrg: number
   /** Bytes of feedback one organization may store (each record 256 bytes plus its correction's JSON). */
@@ -369,6 +371,13 @@ export const svcConfig: Config.Config<SvcConfigShape> = Config.all({
   dnsLookupsPerOrg: intAtLeast("SVC_DNS_LOOKUPS_PER_ORG", 8, 1),
   maxEndpointsPerOrg: intAtLeast("SVC_MAX_ENDPOINTS_PER_ORG", 50, 1),
   maxApprovalPoliciesPerOrg: intAtLeast("SVC_MAX_APPROVAL_POLICIES_PER_ORG", 1000, 1),
+  approvalRules: Config.all({
+    maxRules: intAtLeast("SVC_APPROVAL_RULES_MAX", 50, 0, 200),
+    maxLength: intAtLeast("SVC_APPROVAL_RULE_MAX_LENGTH", 2000, 1, 8000),
+    maxNodes: intAtLeast("SVC_APPROVAL_RULE_MAX_NODES", 200, 1, 2000),
+    maxDepth: intAtLeast("SVC_APPROVAL_RULE_MAX_DEPTH", 12, 1, 50),
+    maxCost: intAtLeast("SVC_APPROVAL_RULE_MAX_COST", 5000, 1, 1_000_000)
+  }),
   maxTasksPerOrg: intAtLeast("SVC_MAX_TASKS_PER_ORG", 10_000, 1),
   maxFeedbackBytesPerOrg: intAtLeast("SVC_MAX_FEEDBACK_BYTES_PER_ORG", 1024 ** 3, 1024, Number.MAX_SAFE_INTEGER),
   maxRunBytesPerOrg: intAtLeast("SVC_MAX_RUN_BYTES_PER_ORG", 10 * 1024 ** 3, 1024, Number.MAX_SAFE_INTEGER),

@@ -29,6 +29,7 @@ export const RUN_SECTIONS: ReadonlyArray<RunSection> = [
   { page: "docs/approvals.md", section: "Governed steps", runner: "test/integration/approvals/agent-examples.test.ts" },
   { page: "docs/approvals.md", section: "The agent loop", runner: "test/integration/approvals/agent-examples.test.ts" },
   { page: "docs/approvals.md", section: "Policies", runner: "test/integration/approvals/agent-examples.test.ts" },
+  { page: "docs/approvals.md", section: "Rules on arguments", runner: "test/integration/approvals/agent-examples.test.ts" },
   { page: "docs/approvals.md", section: "Deciding", runner: "test/integration/approvals/agent-examples.test.ts" }
 ]
 

@@ -51,6 +51,8 @@ export interface ApprovalSnapshot {
   readonly expires_at: string
   /** What applies to the step when it expires. */
   readonly timeout_action: "reject" | "allow"
+  /** The name of the policy's rule on arguments that required the approval; absent when the action class's settings did. */
+  readonly rule?: string
   /** When a person decided (`approval.approved` / `approval.rejected` only). */
   readonly decided_at?: string
   /** Who decided: an API key id, `console:<person>` or `email:<reviewer address>`. */

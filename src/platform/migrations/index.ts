@@ -49,6 +49,7 @@ import m0740 from "./0740_step_lookup_plans.ts"
 import m0780 from "./0780_reviewer_address_confirmation.ts"
 import m0790 from "./0790_dataset_export_pages.ts"
 import m0791 from "./0791_run_usage.ts"
+import m0800 from "./0800_policy_rules.ts"
 
 /**
  * Every migration by its `id_name`, under the release of svc it first
@@ -97,7 +98,8 @@ export const migrationsByRelease = {
     "0740_step_lookup_plans": m0740,
     "0780_reviewer_address_confirmation": m0780,
     "0790_dataset_export_pages": m0790,
-    "0791_run_usage": m0791
+    "0791_run_usage": m0791,
+    "0800_policy_rules": m0800
   }
 }
 

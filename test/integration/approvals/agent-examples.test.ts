@@ -382,13 +382,13 @@ layer(SvcTest.layer(), { excludeTestServices: true })("the agent loop of docs/ap
         }
       }).pipe(Effect.scoped), 90_000)
 
-    it.effect("its requests answer as the page says: a pending step, a policy, a decision with a reason", () =>
+    it.effect("its requests answer as the page says: a pending step, a policy, rules on arguments and their dry run, a decision with a reason", () =>
       Effect.gen(function*() {
         const svc = yield* SvcTest
         const org = yield* SvcTest.org()
         const session = yield* org.client.agentSessions.create({ payload: {} })
         const requests = blocks.filter((block) => block.lang === "sh" && !block.flags.includes("illustrative") && !inLoop(block.line))
-        assert.lengthOf(requests, 3)
+        assert.lengthOf(requests, 5)
         const env: Record<string, string> = { SVC: svc.baseUrl, KEY: org.key, SESSION: session.id }
         const answers: Array<any> = []
         for (const block of requests) {
@@ -400,9 +400,16 @@ layer(SvcTest.layer(), { excludeTestServices: true })("the agent loop of docs/ap
           answers.push(answer)
           if (answer.approval_id !== undefined) env.APPROVAL = answer.approval_id
         }
-        const [step, policy, decision] = answers
+        const [step, policy, rules, dryRun, decision] = answers
         assert.strictEqual(step.decision, "pending") // no policy yet: the default asks a person
         assert.deepStrictEqual([policy.action_class, policy.mode, policy.escalation_seconds], [ACTION_CLASS, "require_approval", 3600])
+        assert.deepStrictEqual(rules.rules.map((rule: { name: string }) => rule.name), ["small", "huge", "eur"])
+        assert.deepStrictEqual(dryRun, {
+          decision: "reject",
+          rule: "huge",
+          reason: "Refunds above 5 000 go through finance.",
+          policy: "stored"
+        })
         assert.deepStrictEqual([decision.status, decision.decision_reason], ["rejected", "Order 31 was refunded last week already."])
       }).pipe(Effect.scoped), 60_000)
   })

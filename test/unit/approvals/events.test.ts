@@ -18,6 +18,7 @@ const rows = fc.record({
   deadline_at: instant,
   expires_at: instant,
   timeout_action: fc.constantFrom("allow" as const, "reject" as const),
+  rule: fc.option(fc.stringMatching(/^[a-z][a-z0-9-]{0,20}$/), { nil: null }),
   decided: fc.option(fc.record({ at: instant, by: uuid, reason: fc.option(fc.string({ maxLength: 1000 }), { nil: null }) }), { nil: null })
 }).map(({ decided, ...row }) => ({
   ...row,
@@ -27,13 +28,23 @@ const rows = fc.record({
 }))
 
 describe("the webhook event body", () => {
-  it("has a fixed key order, decodes as ApprovalEvent, and carries decided_at/decided_by only for a person's decision, decision_reason only when given", () => {
+  it("has a fixed key order, decodes as ApprovalEvent, and carries decided_at/decided_by only for a person's decision, decision_reason only when given, rule only when a rule required it", () => {
     fc.assert(fc.property(rows, fc.constantFrom(...ApprovalEventTypes), instant, (row, type, at) => {
       const event = makeApprovalEvent(type, row.org_id, snapshotOf(row), at)
       const body = approvalEventBody(event)
       const parsed = JSON.parse(body)
       assert.deepStrictEqual(Object.keys(parsed), ["id", "type", "org_id", "occurred_at", "approval"])
-      const keys = ["approval_id", "session_id", "step_id", "task_id", "status", "deadline_at", "expires_at", "timeout_action"]
+      const keys = [
+        "approval_id",
+        "session_id",
+        "step_id",
+        "task_id",
+        "status",
+        "deadline_at",
+        "expires_at",
+        "timeout_action",
+        ...(row.rule === null ? [] : ["rule"])
+      ]
       assert.deepStrictEqual(
         Object.keys(parsed.approval),
         row.decided_at === null
@@ -62,7 +73,8 @@ describe("the webhook event body", () => {
       timeout_action: "reject" as const,
       decided_at: null,
       decided_by: null,
-      decision_reason: null
+      decision_reason: null,
+      rule: null
     }
     const a = makeApprovalEvent("approval.requested", row.org_id, snapshotOf(row), new Date())
     const b = makeApprovalEvent("approval.requested", row.org_id, snapshotOf(row), new Date())
