@@ -5,6 +5,9 @@ export default defineConfig({
     include: ["test/**/*.test.ts"],
     // The packaging test (npm run test:packages) packs and installs everything: its own step.
     exclude: [...configDefaults.exclude, "test/packaging/**"],
+    // A migrated database written once, that every in-process service on
+    // PGlite starts as a copy of (test/support/global-setup.ts).
+    globalSetup: ["test/support/global-setup.ts"],
     testTimeout: 60_000,
     hookTimeout: 120_000,
     // Integration files each start a service and a database; two cores.

@@ -12,6 +12,7 @@
  * (see `parsers`), so the services see the same types on either database.
  */
 import { PGlite, types } from "@electric-sql/pglite"
+import { readFile, writeFile } from "node:fs/promises"
 import { parentPort, workerData } from "node:worker_threads"
 import { dumpData } from "./EmbeddedDump.ts"
 import { PreparedStatements } from "./EmbeddedPrepared.ts"
@@ -19,6 +20,8 @@ import { runStatement } from "./EmbeddedProtocol.ts"
 
 interface Options {
   readonly dataDir: string | undefined
+  /** A database in memory starts as a copy of this snapshot (`snapshot` below) instead of empty. */
+  readonly from?: string | undefined
 }
 
 /** What the session asks of the worker. */
@@ -34,6 +37,8 @@ export type Op =
   }
   | { readonly op: "exec"; readonly sql: string }
   | { readonly op: "dump" }
+  /** Writes the whole data folder (PGlite's `dumpDataDir`, uncompressed tar) to `path`: tests start fresh databases from it. */
+  | { readonly op: "snapshot"; readonly path: string }
   | { readonly op: "stop" }
 
 export type Request = Op & { readonly id: number }
@@ -72,7 +77,11 @@ const describe = (cause: unknown): Record<string, unknown> => {
 }
 
 try {
-  const db = await PGlite.create({ ...(options.dataDir === undefined ? {} : { dataDir: options.dataDir }), parsers })
+  const db = await PGlite.create({
+    ...(options.dataDir === undefined ? {} : { dataDir: options.dataDir }),
+    ...(options.from === undefined ? {} : { loadDataDir: new Blob([await readFile(options.from)]) }),
+    parsers
+  })
   // Requests run strictly in arrival order: a transaction's statements and
   // its COMMIT must not overtake one another.
   let chain: Promise<void> = Promise.resolve()
@@ -93,6 +102,11 @@ try {
       }
       case "dump": {
         return { id: request.id, dump: await dumpData(db) }
+      }
+      case "snapshot": {
+        const tar = await db.dumpDataDir("none")
+        await writeFile(request.path, new Uint8Array(await tar.arrayBuffer()))
+        return { id: request.id }
       }
       case "stop": {
         await db.close()
