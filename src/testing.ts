@@ -20,6 +20,7 @@
 import { PgClient } from "@effect/sql-pg"
 import { Context, Effect, Layer, Logger, Redacted, References } from "effect"
 import { FetchHttpClient, HttpServer } from "effect/http"
+import { Reactivity } from "effect/reactivity"
 import { SqlClient } from "effect/sql"
 import { createServer } from "node:http"
 import type { ScopeName } from "./api/Security.ts"
@@ -96,15 +97,33 @@ export class SvcTest extends Context.Service<SvcTest, {
       Effect.scoped
     )
 
+  /**
+   * Creates the migrated database `name` on the PostgreSQL server of
+   * `adminUrl` and closes every connection to it: with
+   * `TEST_DATABASE_TEMPLATE` naming it, every `SvcTest.layer` on that
+   * server starts as a copy of it instead of running the migrations. Drop
+   * it (`WITH (FORCE)`) when the run ends.
+   */
+  static readonly makeTemplate = (adminUrl: string, name: string): Effect.Effect<void, unknown> =>
+    Effect.gen(function*() {
+      const admin = yield* PgClient.makeClient({ url: Redacted.make(adminUrl) })
+      yield* admin.unsafe(`CREATE DATABASE ${name}`)
+      const url = new URL(adminUrl)
+      url.pathname = `/${name}`
+      yield* Layer.build(Migrations.layer.pipe(Layer.provideMerge(Database.server(Redacted.make(url.toString()), 1)))).pipe(Effect.scoped)
+    }).pipe(Effect.provide(Reactivity.layer), Effect.scoped)
+
   /** The whole service, in-process, with its typed client. */
   static readonly layer = (options: SvcTestOptions = {}): Layer.Layer<SvcTest | SqlClient.SqlClient | PgClient.PgClient | DatabaseInfo | SvcConfig | SecretBox, unknown> => {
     const serverUrl = process.env.TEST_DATABASE_URL
     const wantServer = options.database === "server" || (options.database === undefined && serverUrl !== undefined && serverUrl !== "")
     // `TEST_DATABASE_SNAPSHOT`: a migrated database's snapshot
-    // (`SvcTest.writeSnapshot`) each in-memory database starts as a copy of.
+    // (`SvcTest.writeSnapshot`) each in-memory database starts as a copy of;
+    // `TEST_DATABASE_TEMPLATE`: a migrated database on the server each
+    // scratch database is a copy of (`SvcTest.makeTemplate`).
     const snapshot = process.env.TEST_DATABASE_SNAPSHOT
     const DatabaseLive = wantServer
-      ? Database.scratch(Redacted.make(serverUrl ?? "postgres://postgres@127.0.0.1:5432/test"))
+      ? Database.scratch(Redacted.make(serverUrl ?? "postgres://postgres@127.0.0.1:5432/test"), process.env.TEST_DATABASE_TEMPLATE)
       : snapshot !== undefined && snapshot !== ""
       ? Database.memoryFrom(snapshot)
       : Database.memory

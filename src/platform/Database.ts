@@ -202,14 +202,17 @@ const serverLayer = (
 
 /**
  * A fresh, empty database on the server at `adminUrl`, dropped when the
- * layer is released: isolated test runs on one PostgreSQL server.
+ * layer is released: isolated test runs on one PostgreSQL server. With
+ * `template` (a database nobody is connected to, e.g. one already
+ * migrated), a copy of it: the server copies its files, a fraction of the
+ * time the migrations take.
  */
-const scratchServerLayer = (adminUrl: Redacted.Redacted<string>): DatabaseLayer =>
+const scratchServerLayer = (adminUrl: Redacted.Redacted<string>, template?: string): DatabaseLayer =>
   Layer.unwrap(Effect.gen(function*() {
     const name = `svc_test_${randomBytes(6).toString("hex")}`
     const admin = yield* PgClient.makeClient({ url: adminUrl }).pipe(Effect.provide(Reactivity.layer))
     yield* Effect.acquireRelease(
-      admin.unsafe(`CREATE DATABASE ${name}`),
+      admin.unsafe(template === undefined || template === "" ? `CREATE DATABASE ${name}` : `CREATE DATABASE ${name} TEMPLATE "${template.replace(/"/g, "\"\"")}"`),
       () =>
         admin.unsafe(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`).pipe(
           Effect.catch((error) => Effect.logWarning(`could not drop scratch database ${name}`, error))
@@ -227,7 +230,7 @@ export const embeddedSettings = (config: SvcConfigShape): EmbeddedSettings => ({
 })
 
 export const Database = {
-  /** A fresh database on the PostgreSQL server at the URL, dropped afterwards (tests). */
+  /** A fresh database (or a copy of `template`) on the PostgreSQL server at the URL, dropped afterwards (tests). */
   scratch: scratchServerLayer,
   /** PostgreSQL server at `url`. */
   server: serverLayer,

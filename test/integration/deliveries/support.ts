@@ -16,7 +16,7 @@ export const QueueLive = DeliveryQueue.layer.pipe(
   Layer.provideMerge(Migrations.layer),
   Layer.provideMerge(
     serverUrl
-      ? Database.scratch(Redacted.make(serverUrl))
+      ? Database.scratch(Redacted.make(serverUrl), process.env.TEST_DATABASE_TEMPLATE)
       : process.env.TEST_DATABASE_SNAPSHOT
       ? Database.memoryFrom(process.env.TEST_DATABASE_SNAPSHOT)
       : Database.memory
