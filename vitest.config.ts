@@ -5,10 +5,18 @@ export default defineConfig({
     include: ["test/**/*.test.ts"],
     // The packaging test (npm run test:packages) packs and installs everything: its own step.
     exclude: [...configDefaults.exclude, "test/packaging/**"],
+    // A migrated database written once, that every in-process service on
+    // PGlite starts as a copy of (test/support/global-setup.ts).
+    globalSetup: ["test/support/global-setup.ts"],
     testTimeout: 60_000,
     hookTimeout: 120_000,
     // Integration files each start a service and a database; two cores.
     maxWorkers: 2,
+    // Each worker runs file after file in one process: the modules every
+    // file imports (Effect, the service) load once per worker, not once per
+    // file in a process of its own. Each file still builds its own service
+    // and database; nothing in src/ keeps state between them but caches.
+    isolate: false,
     // V8 in Node 24 can abort the process (SIGTRAP, "Check failed:
     // jit_page.has_value()") when it tiers up a wasm-to-JS wrapper and, in the
     // same step, frees the wrappers of a wasm instance that is gone: seen in

@@ -51,6 +51,8 @@ import { siblingModule } from "./ModuleUrl.ts"
 export interface EmbeddedSessionOptions {
   /** The data folder of the database, or `undefined` for a fresh one in memory. */
   readonly dataDir: string | undefined
+  /** In memory: start as a copy of this snapshot (written by `snapshot`) instead of empty. */
+  readonly from?: string | undefined
   /** The watchdog: how long one statement may run. */
   readonly statementTimeout: Duration.Duration
   /** How long a transaction may hold the session beyond one statement's time. */
@@ -128,7 +130,7 @@ export const startSession = (options: EmbeddedSessionOptions): Effect.Effect<Emb
   Effect.gen(function*() {
     const worker = yield* Effect.callback<Worker, SqlError>((resume) => {
       const worker = new Worker(siblingModule("./embedded-worker.ts", import.meta.url), {
-        workerData: { dataDir: options.dataDir, snapshot: options.snapshot },
+        workerData: { dataDir: options.dataDir, snapshot: options.snapshot, from: options.from },
         ...(options.snapshot === undefined ? {} : { transferList: [options.snapshot] }),
         ...(options.resourceLimits === undefined ? {} : { resourceLimits: options.resourceLimits })
       })

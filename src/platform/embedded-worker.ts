@@ -16,6 +16,7 @@
  * (see `parsers`), so the services see the same types on either database.
  */
 import { PGlite, types } from "@electric-sql/pglite"
+import { readFile, writeFile } from "node:fs/promises"
 import { parentPort, workerData } from "node:worker_threads"
 import { dumpData } from "./EmbeddedDump.ts"
 import { PreparedStatements } from "./EmbeddedPrepared.ts"
@@ -25,6 +26,8 @@ interface Options {
   readonly dataDir: string | undefined
   /** A copy of another database's data folder (`snapshot`) to open in memory instead. */
   readonly snapshot?: ArrayBuffer | undefined
+  /** A database in memory starts as a copy of this snapshot (`snapshot` below) instead of empty. */
+  readonly from?: string | undefined
 }
 
 /** What the session asks of the worker. */
@@ -40,8 +43,8 @@ export type Op =
   }
   | { readonly op: "exec"; readonly sql: string }
   | { readonly op: "dump" }
-  /** A consistent copy of the data folder, as PGlite's `dumpDataDir` makes it (a tar file). */
-  | { readonly op: "snapshot" }
+  /** A consistent copy of the data folder, as PGlite's `dumpDataDir` makes it (an uncompressed tar): answered, or with `path` written there (tests start fresh databases from it). */
+  | { readonly op: "snapshot"; readonly path?: string | undefined }
   | { readonly op: "stop" }
 
 export type Request = Op & { readonly id: number }
@@ -83,7 +86,11 @@ const describe = (cause: unknown): Record<string, unknown> => {
 try {
   const db = await PGlite.create({
     ...(options.dataDir === undefined ? {} : { dataDir: options.dataDir }),
-    ...(options.snapshot === undefined ? {} : { loadDataDir: new Blob([options.snapshot]) }),
+    ...(options.snapshot !== undefined
+      ? { loadDataDir: new Blob([options.snapshot]) }
+      : options.from !== undefined
+      ? { loadDataDir: new Blob([await readFile(options.from)]) }
+      : {}),
     parsers
   })
   // Requests run strictly in arrival order: a transaction's statements and
@@ -109,7 +116,9 @@ try {
       }
       case "snapshot": {
         const tar = await db.dumpDataDir("none")
-        return { id: request.id, snapshot: await tar.arrayBuffer() }
+        if (request.path === undefined) return { id: request.id, snapshot: await tar.arrayBuffer() }
+        await writeFile(request.path, new Uint8Array(await tar.arrayBuffer()))
+        return { id: request.id }
       }
       case "stop": {
         await db.close()

@@ -92,6 +92,10 @@ const admin = <A, E>(effect: Effect.Effect<A, E, SqlClient.SqlClient>) =>
     Effect.orDie
   )
 
+/** Drops a database of the PostgreSQL server of `TEST_DATABASE_URL`, connections and all. */
+export const dropDatabase = (name: string) =>
+  admin(SqlClient.SqlClient.use((sql) => sql.unsafe(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`)))
+
 /**
  * A fresh database on the PostgreSQL server of `TEST_DATABASE_URL` for
  * service processes to share; answers its URL. Dropped, connections and
@@ -105,7 +109,7 @@ export const scratchDatabaseUrl = (prefix: string) =>
       yield* sql.unsafe(`CREATE DATABASE ${name}`)
       return name
     })),
-    (name) => admin(SqlClient.SqlClient.use((sql) => sql.unsafe(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`)))
+    dropDatabase
   ).pipe(Effect.map((name) => {
     const url = new URL(process.env.TEST_DATABASE_URL!)
     url.pathname = `/${name}`

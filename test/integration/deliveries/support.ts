@@ -14,7 +14,13 @@ export const serverUrl = process.env.TEST_DATABASE_URL
 export const QueueLive = DeliveryQueue.layer.pipe(
   Layer.provideMerge(Wakeups.layer),
   Layer.provideMerge(Migrations.layer),
-  Layer.provideMerge(serverUrl ? Database.scratch(Redacted.make(serverUrl)) : Database.memory)
+  Layer.provideMerge(
+    serverUrl
+      ? Database.scratch(Redacted.make(serverUrl), { template: process.env.TEST_DATABASE_TEMPLATE })
+      : process.env.TEST_DATABASE_SNAPSHOT
+      ? Database.memoryFrom(process.env.TEST_DATABASE_SNAPSHOT)
+      : Database.memory
+  )
 )
 
 /** A new organization (deliveries and targets belong to one). */

@@ -1,0 +1,43 @@
+/**
+ * Vitest's global setup: once per run, a migrated, empty database is made
+ * that every in-process service (`SvcTest.layer`) starts as a copy of,
+ * instead of running the migrations again (and, on PGlite, `initdb`): on
+ * PGlite a snapshot file (`TEST_DATABASE_SNAPSHOT`), about 1 s to open
+ * instead of 3 to 5; on the PostgreSQL server of `TEST_DATABASE_URL` a
+ * template database (`TEST_DATABASE_TEMPLATE`), about 0.5 s to copy
+ * instead of 3 to 4. The suite starts about a hundred such services.
+ */
+import { Effect } from "effect"
+import { randomBytes } from "node:crypto"
+import * as fs from "node:fs"
+import * as os from "node:os"
+import * as path from "node:path"
+import { SvcTest } from "../../src/testing.ts"
+import { dropDatabase } from "./process.ts"
+
+export default async function setup() {
+  const done: Array<() => Promise<void> | void> = []
+  if (process.env.TEST_DATABASE_SNAPSHOT === undefined) {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), "svc-test-snapshot-"))
+    const file = path.join(dir, "migrated.tar")
+    await Effect.runPromise(SvcTest.writeSnapshot(file))
+    process.env.TEST_DATABASE_SNAPSHOT = file
+    done.push(() => {
+      delete process.env.TEST_DATABASE_SNAPSHOT
+      fs.rmSync(dir, { recursive: true, force: true })
+    })
+  }
+  const serverUrl = process.env.TEST_DATABASE_URL
+  if (serverUrl !== undefined && serverUrl !== "" && process.env.TEST_DATABASE_TEMPLATE === undefined) {
+    const name = `svc_template_${randomBytes(6).toString("hex")}`
+    await Effect.runPromise(SvcTest.makeTemplate(serverUrl, name))
+    process.env.TEST_DATABASE_TEMPLATE = name
+    done.push(async () => {
+      delete process.env.TEST_DATABASE_TEMPLATE
+      await Effect.runPromise(dropDatabase(name))
+    })
+  }
+  return async () => {
+    for (const step of done.reverse()) await step()
+  }
+}
