@@ -91,17 +91,12 @@ export const ProblemExamples: Readonly<Record<string, (context: ProblemContext) 
   }),
   LINK_INVALID: () => ({ detail: "Ask for a new link: `npm run cli -- console login`." }),
   APPROVAL_LINK_INVALID: () => ({ detail: "This link opens no approval of this service. Use the whole link of the mail, or decide in the console." }),
-  REVIEWER_ADDRESS_REPLACED: () => ({
-    detail: "The address this mail went to is no longer the organization's reviewer address: its links open nothing."
-  }),
+  REVIEWER_ADDRESS_REPLACED: () => ({ detail: "The address this mail went to is no longer the organization's reviewer address: its links open nothing." }),
   CONFIRMATION_LINK_INVALID: () => ({
     detail: "This is not the confirmation link of a reviewer address of this service. Use the whole link of the latest mail."
   }),
   CONFIRMATION_LINK_USED: () => ({ detail: "This confirmation link was used already; a link works once.", used_at: "2026-11-22T12:01:00.000Z" }),
-  CONFIRMATION_LINK_EXPIRED: () => ({
-    detail: "This confirmation link expired before it was used. Set the address again to be sent a new one.",
-    expired_at: "2026-11-23T12:00:00.000Z"
-  }),
+  CONFIRMATION_LINK_EXPIRED: () => ({ detail: "This confirmation link expired before it was used. Set the address again to be sent a new one.", expired_at: "2026-11-23T12:00:00.000Z" }),
   LINK_USED: () => ({ detail: "This sign-in link was used already; ask for a new one.", used_at: "2026-11-22T12:01:00.000Z" }),
   LINK_EXPIRED: () => ({ detail: "This sign-in link expired; ask for a new one.", expired_at: "2026-11-22T12:15:00.000Z" }),
   INSUFFICIENT_SCOPE: ({ scope }) => ({
@@ -365,11 +360,8 @@ const openObjects = (value: unknown): void => {
   }
 }
 
-/**
- * A parameter sent as text that is a number (`IntegerFromDigits` in `Common.ts`): Effect writes
- * `{"type": "string", "allOf": [{"type": "integer", …}]}`, which no value satisfies; OpenAPI
- * describes a parameter by the value it serializes, the `integer` its check states.
- */
+// A parameter sent as text that is a number (`IntegerFromDigits`): Effect writes `{"type": "string", "allOf": [{"type": "integer", …}]}`,
+// which no value satisfies; OpenAPI describes a parameter by the value it serializes, the `integer` its check states.
 const integerParameter = (schema: Operation): Operation =>
   schema.type === "string" && schema.allOf?.length === 1 && schema.allOf[0].type === "integer"
     ? (({ allOf, type: _type, ...rest }: Operation) => ({ ...allOf[0], ...rest }))(schema)

@@ -339,11 +339,8 @@ export class NotificationsApi extends HttpApiGroup.make("notifications")
         summary: "Rotate an endpoint's signing secret",
         request: Examples.rotateSecret,
         response: Examples.rotatedSecret,
-        errors: {
-          404: notFound("endpoint"),
-          409: "With `expire_previous: \"latest\"`, the new secret would make more than `SVC_WEBHOOK_MAX_SIGNING_SECRETS` secrets " +
-            "(default 3) sign at once: wait until the oldest ends (the detail says when) or pass `expire_previous: \"all\"` (`LIMIT_REACHED`)."
-        }
+        errors: { 404: notFound("endpoint"), 409: "With `expire_previous: \"latest\"`, the new secret would make more than `SVC_WEBHOOK_MAX_SIGNING_SECRETS` secrets " +
+            "(default 3) sign at once: wait until the oldest ends (the detail says when) or pass `expire_previous: \"all\"` (`LIMIT_REACHED`)." }
       })
     ),
     HttpApiEndpoint.get("deliveries", "/v1/notification-endpoints/:id/deliveries", {

@@ -33,12 +33,7 @@ export interface SvcConfigShape {
   readonly webhookLease: Duration.Duration
   /** The whole exchange of one webhook attempt must end within this (receivers are promised 5 s: docs/webhooks.md, "Delivery"). */
   readonly webhookSendTimeout: Duration.Duration
-  /**
-   * Webhook requests in flight at once per process to one destination host
-   * (host and port) from one organization, all its endpoints together,
-   * beyond which each endpoint may still have one; its connections to that
-   * host are one pool of this plus `maxEndpointsPerOrg`.
-   */
+  /** Webhook requests in flight per process to one host:port from one organization (each endpoint may still have one beyond); its pool is this plus `maxEndpointsPerOrg`. */
   readonly webhookPerHost: number
   /** Test deliveries one endpoint may be sent per minute (all processes together). */
   readonly webhookTestsPerMinute: number
@@ -88,11 +83,7 @@ export interface SvcConfigShape {
   readonly scrubTimeoutMs: number
   /** Heap of each validation worker; a check that needs more is refused. */
   readonly answerValidationHeapMb: number
-  /**
-   * Checks admitted at once per process (waiting or in a worker) before an
-   * organization holding its share (this divided by the organizations with
-   * checks admitted) is refused with 429.
-   */
+  /** Checks admitted at once per process (waiting or in a worker); an organization holding its share (this over the organizations admitted) gets 429. */
   readonly answerValidationQueue: number
   /** DNS servers for outbound names (`host` or `host:port`); empty: those of /etc/resolv.conf. */
   readonly dnsServers: ReadonlyArray<string>
@@ -117,12 +108,7 @@ export interface SvcConfigShape {
   readonly maxExamplesPerDataset: number
   /** Promotes one organization may make per minute (all processes together). */
   readonly maxPromotesPerMinute: number
-  /**
-   * Retention (`src/retention/Retention.ts`): finished webhook and email
-   * deliveries (from when they finished), delivery attempts (from when they
-   * were made), dispatched outbox events no delivery refers to any more, and
-   * session stream events (the documented resume window).
-   */
+  /** Retention (`src/retention/Retention.ts`) of finished deliveries, attempts, dispatched outbox events nothing refers to, and session stream events. */
   readonly webhookDeliveryRetention: Duration.Duration
   readonly deliveryAttemptRetention: Duration.Duration
   readonly outboxRetention: Duration.Duration

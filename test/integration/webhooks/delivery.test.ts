@@ -343,7 +343,8 @@ layer(webhookService({ webhookQueueCapacity: 5 }), { excludeTestServices: true }
           yield* Effect.promise(() => constructEvent(request!.body, header, secret))
           stripe.webhooks.constructEvent(Buffer.from(request!.body), header, secret)
         }
-        // Overlap 0: the old secret stops at once.
+        // Overlap 0: the secret signing until now stops at once; the first
+        // one keeps the rest of its announced overlap.
         const { secret: newest } = yield* org.client.notifications.rotateSecret({
           params: { id: endpoint.id },
           payload: { overlap_seconds: 0 }
@@ -351,8 +352,9 @@ layer(webhookService({ webhookQueueCapacity: 5 }), { excludeTestServices: true }
         yield* insertEvents([eventBody(org.orgId, "approval.expiring")])
         const [, second] = yield* receiver.waitForRequests(2)
         const header2 = second!.headers["x-svc-signature"]!
-        assert.match(header2, /^t=\d+,v1=[0-9a-f]{64}$/)
+        assert.match(header2, /^t=\d+,v1=[0-9a-f]{64},v1=[0-9a-f]{64}$/)
         yield* Effect.promise(() => verifySignature(second!.body, header2, newest))
+        yield* Effect.promise(() => verifySignature(second!.body, header2, oldSecret))
         const refused = yield* Effect.flip(Effect.tryPromise(() => verifySignature(second!.body, header2, newSecret)))
         assert.isDefined(refused)
       }).pipe(Effect.scoped))
