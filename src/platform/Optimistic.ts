@@ -9,15 +9,16 @@ import { Data, Effect } from "effect"
 /** What an attempt was computed from changed before it was written. */
 export class Stale extends Data.TaggedError("Stale")<{ readonly what: string }> {}
 
+const isStale = (error: unknown): error is Stale => error instanceof Stale
+
 /**
- * `attempt` run again while it fails with `Stale`, at most `attempts` times
- * in all; past that, a defect naming what kept changing.
+ * `attempt` run again while it fails with `Stale`, at most `attempts` (2 or
+ * more) times in all; past that, a defect naming what kept changing. The
+ * first run costs one catch: the retry's policy is made only when it is
+ * stale (some 3 µs a request otherwise).
  */
 export const whileStale = <A, E, R>(attempts: number, attempt: Effect.Effect<A, E | Stale, R>): Effect.Effect<A, Exclude<E, Stale>, R> =>
   attempt.pipe(
-    Effect.retry({ times: attempts - 1, while: (error) => error instanceof Stale }),
-    Effect.catchIf(
-      (error): error is Stale => error instanceof Stale,
-      (stale) => Effect.die(new Error(`${stale.what} kept changing during ${attempts} attempts`))
-    )
+    Effect.catchIf(isStale, () => Effect.retry(attempt, { times: attempts - 2, while: isStale })),
+    Effect.catchIf(isStale, (stale) => Effect.die(new Error(`${stale.what} kept changing during ${attempts} attempts`)))
   ) as Effect.Effect<A, Exclude<E, Stale>, R>
