@@ -19,6 +19,7 @@ import { type CursorMac, type CursorScope, encodeCursor, page, type PageRequest,
 import { newId } from "../platform/Ids.ts"
 import { JsonColumn, rowsOf, Timestamp, TimestampOrNull } from "../platform/Rows.ts"
 import { Topics, Wakeups } from "../platform/Wakeups.ts"
+import { Stale, whileStale } from "../platform/Optimistic.ts"
 import { appendSessionEvent, hubFrames, hubSignal, SessionHub, STREAM_BATCH, storedEvents } from "../streams/SessionEvents.ts"
 import { sessionInsert } from "./SessionInsert.ts"
 import { deadlineOffsets, stepStatement } from "./StepStatement.ts"
@@ -196,66 +197,65 @@ export class AgentSessions extends Context.Service<AgentSessions, {
           "gen_ai.tool.call.id": step.step_id,
           "gen_ai.conversation.id": sessionId
         })
-        for (let attempt = 1;; attempt++) {
-          const cached = yield* approvals.ruleFor(orgId, step.action_class)
-          // Rules on arguments (`Rules.ts`), compiled when the policy was read, decide first.
-          const resolution = cached.conditions.length === 0
-            ? undefined
-            : resolve(cached.rule, cached.conditions, { tool: step.tool, arguments: step.arguments, session: { id: sessionId } }, maxRuleCost)
-          const verdict = resolution?.rule == null
-            ? undefined
-            : { rule: resolution.rule, reason: resolution.reason ?? null, settings: resolution.settings }
-          const settings = verdict?.settings ?? cached.rule
-          const mode = cached.rule.mode
-          const decision: StepDecision = resolution !== undefined
-            ? resolution.decision
-            : mode === "allow" ? "allow" : mode === "reject" ? "reject" : "pending"
-          const approval = decision === "pending" ? { id: newId(), eventId: newId() } : null
-          // The scheduler re-reads its next deadline at least every POLL_CAP_MS:
-          // only an approval due sooner than that needs to wake it.
-          const wake = approval === null
-            ? wakeups.inStatement(hubSignal(sessionId))
-            : deadlineOffsets(settings).due <= POLL_CAP_MS
-            ? wakeups.inStatement(Topics.events, Topics.approvals, hubSignal(sessionId), hubSignal(approvalsTopic(orgId)))
-            : wakeups.inStatement(Topics.events, hubSignal(sessionId), hubSignal(approvalsTopic(orgId)))
-          const row = yield* stepStatement(sql, {
-            orgId,
-            sessionId,
-            step,
-            cached,
-            decision,
-            approval,
-            notify: wake.notify,
-            ...(verdict === undefined ? {} : { verdict })
-          })
-          if (row === undefined || !row.found) return yield* new NotFound({ detail: "No such agent session." })
-          if (row.decision !== null) {
-            return yield* replay({
-              tool: row.tool!,
-              action_class: row.action_class!,
-              arguments: row.arguments,
-              decision: row.decision,
-              approval_id: row.approval_id,
-              rule: row.rule,
-              reason: row.reason
-            }, step)
-          }
-          if (row.inserted) {
-            yield* wake.local
-            if (approval !== null) yield* Effect.annotateCurrentSpan({ "svc.approval_id": approval.id })
-            return toAnswer({ decision, approval_id: approval?.id ?? null, rule: verdict?.rule ?? null, reason: verdict?.reason ?? null })
-          }
-          if (row.fresh) {
-            // A concurrent send of this step_id committed after the statement's snapshot.
-            const raced = yield* findStep(sessionId, step.step_id)
-            if (raced === undefined) return yield* Effect.die(new Error("a governed step neither inserted nor found"))
-            return yield* replay(raced, step)
-          }
-          if (attempt >= MAX_POLICY_RELOADS) {
-            return yield* Effect.die(new Error(`the policy of action class ${step.action_class} changed during ${attempt} attempts of one step`))
-          }
-          yield* approvals.forgetRules(orgId)
-        }
+        return yield* whileStale(MAX_POLICY_RELOADS, Effect.gen(function*() {
+            const cached = yield* approvals.ruleFor(orgId, step.action_class)
+            // Rules on arguments (`Rules.ts`), compiled when the policy was read, decide first.
+            const resolution = cached.conditions.length === 0
+              ? undefined
+              : resolve(cached.rule, cached.conditions, { tool: step.tool, arguments: step.arguments, session: { id: sessionId } }, maxRuleCost)
+            const verdict = resolution?.rule == null
+              ? undefined
+              : { rule: resolution.rule, reason: resolution.reason ?? null, settings: resolution.settings }
+            const settings = verdict?.settings ?? cached.rule
+            const mode = cached.rule.mode
+            const decision: StepDecision = resolution !== undefined
+              ? resolution.decision
+              : mode === "allow" ? "allow" : mode === "reject" ? "reject" : "pending"
+            const approval = decision === "pending" ? { id: newId(), eventId: newId() } : null
+            // The scheduler re-reads its next deadline at least every POLL_CAP_MS:
+            // only an approval due sooner than that needs to wake it.
+            const wake = approval === null
+              ? wakeups.inStatement(hubSignal(sessionId))
+              : deadlineOffsets(settings).due <= POLL_CAP_MS
+              ? wakeups.inStatement(Topics.events, Topics.approvals, hubSignal(sessionId), hubSignal(approvalsTopic(orgId)))
+              : wakeups.inStatement(Topics.events, hubSignal(sessionId), hubSignal(approvalsTopic(orgId)))
+            const row = yield* stepStatement(sql, {
+              orgId,
+              sessionId,
+              step,
+              cached,
+              decision,
+              approval,
+              notify: wake.notify,
+              ...(verdict === undefined ? {} : { verdict })
+            })
+            if (row === undefined || !row.found) return yield* new NotFound({ detail: "No such agent session." })
+            if (row.decision !== null) {
+              return yield* replay({
+                tool: row.tool!,
+                action_class: row.action_class!,
+                arguments: row.arguments,
+                decision: row.decision,
+                approval_id: row.approval_id,
+                rule: row.rule,
+                reason: row.reason
+              }, step)
+            }
+            if (row.inserted) {
+              yield* wake.local
+              if (approval !== null) yield* Effect.annotateCurrentSpan({ "svc.approval_id": approval.id })
+              return toAnswer({ decision, approval_id: approval?.id ?? null, rule: verdict?.rule ?? null, reason: verdict?.reason ?? null })
+            }
+            if (row.fresh) {
+              // A concurrent send of this step_id committed after the statement's snapshot.
+              const raced = yield* findStep(sessionId, step.step_id)
+              if (raced === undefined) return yield* Effect.die(new Error("a governed step neither inserted nor found"))
+              return yield* replay(raced, step)
+            }
+            // The cached policy was out of date: read it again.
+            yield* approvals.forgetRules(orgId)
+            return yield* new Stale({ what: `the policy of action class ${step.action_class}` })
+          }))
       })
 
       const reportOutcome = Effect.fn("AgentSessions.reportOutcome")(function*(

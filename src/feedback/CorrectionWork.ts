@@ -1,15 +1,15 @@
 /**
  * What `Feedback` and its correction workers (`correction-worker.ts`) say to
- * each other, and the phases of a request, each with its own deadline
- * (the index into the pool's `phaseTimeoutsMs`).
+ * each other, and the phases of a request, each with its own deadline.
  */
 import type { SchemaViolation } from "../tasks/SchemaCompiler.ts"
 import type { Json, ScrubResult } from "./Scrubber.ts"
 
-/** The phases of a request, the index of their deadline. */
-export const PHASE_CHECK = 0
-export const PHASE_SCRUB = 1
-export const PHASE_RECHECK = 2
+/** The phases of a request, in order: the pool and the worker know a phase by its place here. */
+export const PHASES = ["check", "scrub", "recheck"] as const
+export type Phase = typeof PHASES[number]
+/** A phase's place in `PHASES`, as the pool's deadlines (`phaseTimeoutsMs`) and the worker's phase cell hold it. */
+export const phaseIndex = (phase: Phase) => PHASES.indexOf(phase)
 
 export interface Known {
   readonly keyHashes: ReadonlyArray<string>

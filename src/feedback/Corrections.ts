@@ -7,7 +7,7 @@
  * trip, with a deadline per phase and per-organization turns
  * (`correction-worker.ts`, `../platform/WorkerPool.ts`).
  */
-import { Effect, Redacted, Schema } from "effect"
+import { Cache, Effect, Redacted, Schema } from "effect"
 import type { SqlClient } from "effect/sql"
 import { CorrectionContainsSecret } from "../api/Feedback.ts"
 import { CorrectionTooComplex } from "../api/Errors.ts"
@@ -17,7 +17,7 @@ import { JsonColumn, rowsOf } from "../platform/Rows.ts"
 import { runInPool, type WorkerPool } from "../platform/WorkerPool.ts"
 import type { SecretStore } from "../secrets/SecretStore.ts"
 import type { SchemaViolation } from "../tasks/AnswerSchema.ts"
-import { type CorrectionReply, type CorrectionRequest, type KnownRef, PHASE_CHECK, PHASE_SCRUB } from "./CorrectionWork.ts"
+import { type CorrectionReply, type CorrectionRequest, type KnownRef, type Phase, phaseIndex, PHASES } from "./CorrectionWork.ts"
 import { type Json, type KnownCredentials, REDACTION_MARKER } from "./Scrubber.ts"
 
 export type JsonObject = { readonly [key: string]: Json }
@@ -34,12 +34,15 @@ type DistributiveOmit<T, K extends PropertyKey> = T extends unknown ? Omit<T, K>
 export type PoolRequest = DistributiveOmit<CorrectionRequest, "id">
 export type CorrectionPool = WorkerPool<PoolRequest, CorrectionReply>
 
-/** The limit each worker phase runs under, in phase order (`CorrectionWork.ts`). */
-export const phaseLimitsOf = (config: SvcConfigShape) => [
-  { limit: "SVC_ANSWER_VALIDATION_TIMEOUT", value: config.answerValidationTimeoutMs, what: "checking the correction against the answer schema" },
-  { limit: "SVC_SCRUB_TIMEOUT", value: config.scrubTimeoutMs, what: "removing protected values from the correction" },
-  { limit: "SVC_ANSWER_VALIDATION_TIMEOUT", value: config.answerValidationTimeoutMs, what: "checking the scrubbed correction against the answer schema" }
-]
+/** The limit each worker phase runs under (`CorrectionWork.ts`). */
+export const phaseLimitsOf = (config: SvcConfigShape): Record<Phase, { limit: string; value: number; what: string }> => ({
+  check: { limit: "SVC_ANSWER_VALIDATION_TIMEOUT", value: config.answerValidationTimeoutMs, what: "checking the correction against the answer schema" },
+  scrub: { limit: "SVC_SCRUB_TIMEOUT", value: config.scrubTimeoutMs, what: "removing protected values from the correction" },
+  recheck: { limit: "SVC_ANSWER_VALIDATION_TIMEOUT", value: config.answerValidationTimeoutMs, what: "checking the scrubbed correction against the answer schema" }
+})
+
+/** The pool's deadline per phase, in the order of `PHASES`. */
+export const phaseTimeoutsOf = (config: SvcConfigShape) => PHASES.map((phase) => phaseLimitsOf(config)[phase].value)
 
 /** A violation's path inside the request body: `correction.items[2].price`. */
 const correctionPath = (path: string) => path === "" ? "correction" : path.startsWith("[") ? `correction${path}` : `correction.${path}`
@@ -47,30 +50,25 @@ const correctionPath = (path: string) => path === "" ? "correction" : path.start
 export const issues = (violations: ReadonlyArray<SchemaViolation>) =>
   violations.map((v) => ({ field: correctionPath(v.path), message: v.message }))
 
-const CACHE_LIMIT = 1000
-
-/** Sets `key` in a cache bounded to `CACHE_LIMIT` entries, dropping the oldest. */
-export const remember = <V>(map: Map<string, V>, key: string, value: V) => {
-  map.delete(key)
-  if (map.size >= CACHE_LIMIT) map.delete(map.keys().next().value!)
-  map.set(key, value)
-}
+/** Organizations (and runs, `Feedback.ts`) whose lookups this process keeps. */
+export const CACHE_LIMIT = 1000
 
 const SchemaRows = rowsOf("tasks", Schema.Struct({ answer_schema: JsonColumn(Schema.Unknown) }))
+const FingerprintRows = rowsOf("orgs", Schema.Struct({ fingerprint: Schema.String }))
 
-export const makeCorrections = (deps: {
+export const makeCorrections = Effect.fnUntraced(function*(deps: {
   readonly sql: SqlClient.SqlClient
   readonly pool: CorrectionPool
   readonly config: SvcConfigShape
   readonly identity: Identity["Service"]
   readonly secrets: SecretStore["Service"]
-}) => {
+}) {
   const { config, identity, pool, secrets, sql } = deps
   const phaseLimits = phaseLimitsOf(config)
 
   /** A request to the workers; over a deadline or the heap, the 422 naming the limit. */
-  const inPool = (orgId: string, request: DistributiveOmit<CorrectionRequest, "id">, phase: number) =>
-    runInPool(pool, orgId, request, phase).pipe(
+  const inPool = (orgId: string, request: DistributiveOmit<CorrectionRequest, "id">, phase: Phase) =>
+    runInPool(pool, orgId, request, phaseIndex(phase)).pipe(
       Effect.flatMap((outcome): Effect.Effect<CorrectionReply, CorrectionTooComplex> => {
         if (outcome._tag === "Reply") {
           const reply = outcome.reply
@@ -84,7 +82,7 @@ export const makeCorrections = (deps: {
             detail: `checking the correction needed more than ${config.answerValidationHeapMb} MB (SVC_ANSWER_VALIDATION_HEAP_MB); send a smaller correction or simplify the answer schema.`
           }))
         }
-        const over = phaseLimits[outcome._tag === "Timeout" ? outcome.phase : PHASE_CHECK] ?? phaseLimits[PHASE_CHECK]!
+        const over = phaseLimits[outcome._tag === "Timeout" ? PHASES[outcome.phase] ?? "check" : "check"]
         return Effect.fail(new CorrectionTooComplex({
           field: "correction",
           limit: over.limit,
@@ -101,10 +99,10 @@ export const makeCorrections = (deps: {
   })
   const knownRef = (entry: CredentialEntry): KnownRef => ({ org: entry.orgId, fingerprint: entry.fingerprint })
   const scrub = (orgId: string, document: Json, entry: CredentialEntry) =>
-    inPool(orgId, { op: "scrub", document, known: knownRef(entry), root: "" }, PHASE_SCRUB).pipe(
+    inPool(orgId, { op: "scrub", document, known: knownRef(entry), root: "" }, "scrub").pipe(
       Effect.flatMap((reply) =>
         reply._tag === "Missing"
-          ? inPool(orgId, { op: "scrub", document, known: wireKnown(entry), root: "" }, PHASE_SCRUB)
+          ? inPool(orgId, { op: "scrub", document, known: wireKnown(entry), root: "" }, "scrub")
           : Effect.succeed(reply)
       ),
       Effect.flatMap((reply) =>
@@ -112,25 +110,35 @@ export const makeCorrections = (deps: {
       )
     )
 
+  // The fingerprint is the version of the organization's known
+  // credentials (API keys and secret store values), moved by triggers on
+  // every change of either (migration 0550). Revocation and expiry do
+  // not move it: revoked keys and expired secrets are scrubbed too.
+  const fingerprintOf = (orgId: string) =>
+    FingerprintRows.one(sql`SELECT credentials_version::text AS fingerprint FROM orgs WHERE id = ${orgId}`).pipe(
+      Effect.map((row) => row?.fingerprint ?? "")
+    )
   // Known credentials per organization, labelled with the fingerprint
   // read BEFORE they were loaded (a label never claims more than the
   // content holds). The INSERT only happens while the fingerprint still
   // matches (see `Feedback.submit`), so a key or secret created a moment
   // ago, by this process or another, is always scrubbed.
-  const credentialCache = new Map<string, CredentialEntry>()
-  const loadCredentials = Effect.fn("Corrections.loadCredentials")(function*(orgId: string, fingerprint: string) {
-    const [keyHashes, values] = yield* Effect.all([identity.keyHashes(orgId), secrets.orgValues(orgId)], {
-      concurrency: "unbounded"
+  const credentialCache = yield* Cache.make({
+    capacity: CACHE_LIMIT,
+    lookup: Effect.fn("Corrections.loadCredentials")(function*(orgId: string) {
+      const fingerprint = yield* fingerprintOf(orgId)
+      const [keyHashes, values] = yield* Effect.all([identity.keyHashes(orgId), secrets.orgValues(orgId)], {
+        concurrency: "unbounded"
+      })
+      return { orgId, fingerprint, known: { keyHashes, values: values.map(Redacted.value) } } satisfies CredentialEntry
     })
-    const entry: CredentialEntry = { orgId, fingerprint, known: { keyHashes, values: values.map(Redacted.value) } }
-    remember(credentialCache, orgId, entry)
-    return entry
   })
-  /** The organization's credentials under `fingerprint`: the cached ones when they still hold. */
-  const credentialsAt = (orgId: string, fingerprint: string) => {
-    const cached = credentialCache.get(orgId)
-    return cached !== undefined && cached.fingerprint === fingerprint ? Effect.succeed(cached) : loadCredentials(orgId, fingerprint)
-  }
+  /** The organization's credentials as cached, whatever their fingerprint (loaded when none are). */
+  const credentials = (orgId: string) => Cache.get(credentialCache, orgId)
+  /** Whether the organization's credentials changed since `entry` was loaded; if so, `entry` is forgotten. */
+  const moved = (entry: CredentialEntry) =>
+    Effect.flatMap(fingerprintOf(entry.orgId), (fingerprint) =>
+      fingerprint === entry.fingerprint ? Effect.succeed(false) : Effect.as(Cache.invalidate(credentialCache, entry.orgId), true))
 
   const answerSchema = (taskId: string) =>
     SchemaRows.one(sql`SELECT answer_schema FROM tasks WHERE id = ${taskId}`).pipe(
@@ -146,13 +154,13 @@ export const makeCorrections = (deps: {
    */
   const correct = Effect.fnUntraced(function*(orgId: string, taskId: string, correction: JsonObject, text: string, entry: CredentialEntry) {
     const request = { op: "correct" as const, key: taskId, text, known: knownRef(entry), root: "correction" }
-    let reply = yield* inPool(orgId, request, PHASE_CHECK)
+    let reply = yield* inPool(orgId, request, "check")
     if (reply._tag === "Missing") {
       reply = yield* inPool(orgId, {
         ...request,
         ...(reply.schema ? { schema: yield* answerSchema(taskId) } : {}),
         ...(reply.known ? { known: wireKnown(entry) } : {})
-      }, PHASE_CHECK)
+      }, "check")
     }
     if (reply._tag === "Mismatch") return { _tag: "Mismatch" as const, violations: reply.violations }
     if (reply._tag !== "Corrected") return yield* Effect.die(new Error(`unexpected correction answer: ${reply._tag}`))
@@ -181,9 +189,10 @@ export const makeCorrections = (deps: {
   return {
     correct,
     scrub,
-    credentialsAt,
-    /** The cached credentials of `orgId`, whatever their fingerprint. */
-    cached: (orgId: string) => credentialCache.get(orgId),
-    loadCredentials
+    credentials,
+    moved,
+    /** The organization's credentials as they are now. */
+    current: (orgId: string) =>
+      Effect.flatMap(credentials(orgId), (entry) => Effect.flatMap(moved(entry), (m) => m ? credentials(orgId) : Effect.succeed(entry)))
   }
-}
+})

@@ -5,7 +5,7 @@
  * next dataset version (`Promotion.ts`).
  */
 import { PgClient } from "@effect/sql-pg"
-import { Clock, Context, Effect, Layer, Schema } from "effect"
+import { Cache, Clock, Context, Duration, Effect, Exit, Layer, Schema } from "effect"
 import {
   CorrectionContainsSecret,
   CorrectionShapeMismatch,
@@ -28,7 +28,9 @@ import { SecretStore } from "../secrets/SecretStore.ts"
 import { SvcConfig } from "../platform/Config.ts"
 import { siblingModule } from "../platform/ModuleUrl.ts"
 import { makeWorkerPool } from "../platform/WorkerPool.ts"
-import { issues, type JsonObject, makeCorrections, phaseLimitsOf, type PoolRequest, remember } from "./Corrections.ts"
+import { CACHE_LIMIT, type CredentialEntry, issues, type JsonObject, makeCorrections, phaseTimeoutsOf, type PoolRequest } from "./Corrections.ts"
+import { Stale, whileStale } from "../platform/Optimistic.ts"
+import type { SchemaViolation } from "../tasks/AnswerSchema.ts"
 import type { CorrectionReply } from "./CorrectionWork.ts"
 import { feedbackInsert } from "./InsertStatement.ts"
 import { FeedbackRow, toItem } from "./Items.ts"
@@ -42,7 +44,10 @@ import { type ListRequest, makeReview } from "./Review.ts"
 // correction once more per submission).
 const InsertedRow = FeedbackRow.mapFields(({ correction: _c, redacted_fields: _r, ...rest }) => rest)
 const InsertedRows = rowsOf("feedback", InsertedRow)
-const RunRows = rowsOf("runs", Schema.Struct({ task_id: Schema.String, fingerprint: Schema.String }))
+const RunRows = rowsOf("runs", Schema.Struct({ task_id: Schema.String }))
+/** Attempts of one submission that may find the cached credentials out of date (they changed meanwhile each time). */
+const MAX_ATTEMPTS = 6
+const runNotFound = () => new NotFound({ detail: "No logged run of this organization has this inference_log_id." })
 
 export class Feedback extends Context.Service<Feedback, {
   readonly submit: (orgId: string, input: typeof SubmitFeedback.Type, usedBytes?: number) => Effect.Effect<FeedbackItem, NotFound | CorrectionShapeMismatch | CorrectionContainsSecret | CorrectionTooComplex | LimitReached>
@@ -75,7 +80,6 @@ export class Feedback extends Context.Service<Feedback, {
       const sql = yield* PgClient.PgClient
       const box = yield* SecretBox
       const config = yield* SvcConfig
-      const phaseLimits = phaseLimitsOf(config)
       const clock = yield* Clock.Clock
       const pool = yield* Effect.acquireRelease(
         Effect.sync(() =>
@@ -86,7 +90,7 @@ export class Feedback extends Context.Service<Feedback, {
               clock,
               workers: config.answerValidationWorkers,
               timeoutMs: config.answerValidationTimeoutMs,
-              phaseTimeoutsMs: phaseLimits.map((phase) => phase.value),
+              phaseTimeoutsMs: phaseTimeoutsOf(config),
               heapMb: config.answerValidationHeapMb,
               queueCapacity: config.answerValidationQueue
             }
@@ -98,108 +102,96 @@ export class Feedback extends Context.Service<Feedback, {
       // after a start then takes what later ones take, not the seconds the
       // workers need to load.
       yield* Effect.promise(pool.warm)
-      const corrections = makeCorrections({ sql, pool, config, identity: yield* Identity, secrets: yield* SecretStore })
+      const corrections = yield* makeCorrections({ sql, pool, config, identity: yield* Identity, secrets: yield* SecretStore })
       const quota = makeQuota(sql, config)
       const review = makeReview(sql, box)
       const promotion = makePromotion(sql, box, config)
 
-      // A run never changes once logged: cache which task it belongs to.
-      // The task's schema is not kept here: the validation workers hold
-      // compiled validators (bounded) and ask for a schema only when they
-      // do not hold its task's.
-      interface RunContext {
-        readonly task_id: string
-      }
-      const runCache = new Map<string, RunContext>()
-      // The fingerprint is the version of the organization's known
-      // credentials (API keys and secret store values), moved by triggers on
-      // every change of either (migration 0550). Revocation and expiry do
-      // not move it: revoked keys and expired secrets are scrubbed too.
-      const lookupRun = (orgId: string, traceId: string) =>
-        RunRows.one(sql`
-          SELECT r.task_id, (SELECT credentials_version::text FROM orgs WHERE id = ${orgId}) AS fingerprint
-          FROM runs r
-          WHERE r.trace_id = ${traceId} AND r.org_id = ${orgId}
-        `).pipe(
-          Effect.flatMap((row) => {
-            if (row === undefined) return Effect.fail(new NotFound({ detail: "No logged run of this organization has this inference_log_id." }))
-            remember(runCache, `${orgId}:${traceId}`, { task_id: row.task_id })
-            return Effect.succeed(row)
-          })
+      // A run never changes once logged: which task it belongs to is kept
+      // (a run not found is not). The task's schema is not kept here: the
+      // validation workers hold compiled validators (bounded) and ask for a
+      // schema only when they do not hold its task's.
+      const runs = yield* Cache.makeWith((key: string) => {
+        const at = key.indexOf(" ")
+        return RunRows.one(sql`SELECT task_id FROM runs WHERE trace_id = ${key.slice(at + 1)} AND org_id = ${key.slice(0, at)}`).pipe(
+          Effect.flatMap((row) => row === undefined ? Effect.fail(runNotFound()) : Effect.succeed(row.task_id))
         )
+      }, { capacity: CACHE_LIMIT, timeToLive: (exit) => Exit.isSuccess(exit) ? Duration.infinity : Duration.zero })
+
+      /**
+       * Inserts the row (the organization's stored bytes are checked and
+       * counted in the same statement, `SVC_MAX_FEEDBACK_BYTES_PER_ORG`).
+       * When nothing was inserted, fails with why: the quota, credentials
+       * changed since `known` was loaded (`Stale`), or the run is gone.
+       */
+      const insert = Effect.fnUntraced(function*(
+        orgId: string,
+        input: typeof SubmitFeedback.Type,
+        corrected: { readonly value: JsonObject; readonly text: string; readonly fields: ReadonlyArray<string> } | undefined,
+        known: CredentialEntry | undefined
+      ) {
+        const text = corrected?.text ?? null
+        const redacted = corrected?.fields ?? []
+        const bytes = feedbackBytes(text)
+        const row = yield* InsertedRows.one(feedbackInsert(sql, {
+          id: newId(),
+          orgId,
+          score: input.score,
+          text,
+          redacted,
+          status: corrected === undefined ? "recorded" : "pending",
+          inferenceLogId: input.inference_log_id,
+          fingerprint: known?.fingerprint ?? null,
+          bytes,
+          maxBytes: config.maxFeedbackBytesPerOrg,
+          shard: usageShard()
+        }))
+        if (row !== undefined) {
+          quota.stored(orgId, bytes)
+          return toItem({ ...row, correction: corrected?.value ?? null, redacted_fields: redacted.length === 0 ? null : redacted })
+        }
+        yield* quota.check(orgId, bytes)
+        if (known !== undefined && (yield* corrections.moved(known))) return yield* new Stale({ what: "the organization's credentials" })
+        yield* Cache.invalidate(runs, `${orgId} ${input.inference_log_id}`)
+        return yield* runNotFound()
+      })
+
+      /**
+       * The correction does not fit the schema. A member name in a path can
+       * itself be a pasted secret (e.g. under `additionalProperties: false`):
+       * the problem never repeats one.
+       */
+      const mismatch = Effect.fnUntraced(function*(orgId: string, violations: ReadonlyArray<SchemaViolation>) {
+        const known = yield* corrections.current(orgId)
+        const all = (yield* corrections.scrub(orgId, issues(violations), known)).value as ReturnType<typeof issues>
+        return yield* new CorrectionShapeMismatch({ field: all[0]!.field, errors: all, detail: `${all[0]!.field} ${all[0]!.message}` })
+      })
 
       // The span without `Effect.fn`'s call-site stack capture: this runs on every POST.
       const submit = Effect.fnUntraced(function*(orgId: string, input: typeof SubmitFeedback.Type, usedBytes?: number) {
-        // Refused before anything else is done with the correction: the
+        // The quota, before anything else is done with the correction: the
         // organization's bytes as read before the body (`FeedbackQuota`), or
         // now, and the correction's JSON as sent. The INSERT checks again.
         const sent = input.correction === undefined ? null : JSON.stringify(input.correction)
         if (sent !== null) yield* quota.weigh(orgId, usedBytes ?? (yield* quota.usage(orgId)), feedbackBytes(sent))
-        let fresh: (RunContext & { fingerprint: string }) | undefined
-        let run = runCache.get(`${orgId}:${input.inference_log_id}`)
-        if (run === undefined) run = fresh = yield* lookupRun(orgId, input.inference_log_id)
-        yield* Effect.annotateCurrentSpan({ "svc.task_id": run.task_id })
-
-        // The correction goes as its JSON text (`text`), already made for the
-        // worker: serialising it again per submission is what `sql.json` would do.
-        // The organization's stored bytes are checked and counted in the same
-        // statement (`SVC_MAX_FEEDBACK_BYTES_PER_ORG`, migration 0631).
-        const insert = (correction: JsonObject | null, text: string | null, redacted: ReadonlyArray<string>, fingerprint: string | null) => {
-          const bytes = feedbackBytes(text)
-          return InsertedRows.one(feedbackInsert(sql, {
-            id: newId(),
-            orgId,
-            score: input.score,
-            text,
-            redacted,
-            status: correction === null ? "recorded" : "pending",
-            inferenceLogId: input.inference_log_id,
-            fingerprint,
-            bytes,
-            maxBytes: config.maxFeedbackBytesPerOrg,
-            shard: usageShard()
-          })).pipe(Effect.map((row) =>
-            row === undefined ? undefined : { ...row, correction, redacted_fields: redacted.length === 0 ? null : redacted }
-          ))
-        }
-        /** Fails with the quota's problem when it is what kept the row out. */
-        const checkQuota = (text: string | null) => quota.check(orgId, feedbackBytes(text))
-
-        if (input.correction === undefined) {
-          const row = yield* insert(null, null, [], null)
-          if (row !== undefined) quota.stored(orgId, feedbackBytes(null))
-          if (row === undefined) yield* checkQuota(null)
-          if (row === undefined) return yield* new NotFound({ detail: "No logged run of this organization has this inference_log_id." })
-          return toItem(row)
-        }
-
-        // Optimistic: check and scrub with the cached credentials and insert
-        // only if their fingerprint still holds; otherwise reload and try again.
-        for (let attempt = 0;; attempt++) {
-          let entry = corrections.cached(orgId)
-          if (entry === undefined || (fresh !== undefined && entry.fingerprint !== fresh.fingerprint)) {
-            if (fresh === undefined) fresh = yield* lookupRun(orgId, input.inference_log_id)
-            entry = yield* corrections.loadCredentials(orgId, fresh.fingerprint)
-          }
-          const corrected = yield* corrections.correct(orgId, run.task_id, input.correction, sent!, entry)
-          if (corrected._tag === "Mismatch") {
-            // A member name in a path can itself be a pasted secret (e.g. under
-            // `additionalProperties: false`): the problem never repeats one.
-            if (fresh === undefined) fresh = yield* lookupRun(orgId, input.inference_log_id)
-            const current = yield* corrections.credentialsAt(orgId, fresh.fingerprint)
-            const all = (yield* corrections.scrub(orgId, issues(corrected.violations), current)).value as ReturnType<typeof issues>
-            return yield* new CorrectionShapeMismatch({ field: all[0]!.field, errors: all, detail: `${all[0]!.field} ${all[0]!.message}` })
-          }
-          const row = yield* insert(corrected.value, corrected.text, corrected.fields, entry.fingerprint)
-          if (row !== undefined) {
-            quota.stored(orgId, feedbackBytes(corrected.text))
-            return toItem(row)
-          }
-          yield* checkQuota(corrected.text)
-          if (attempt >= 5) return yield* Effect.die(new Error("organization credentials kept changing during feedback submission"))
-          // The fingerprint moved (or the run is gone: lookupRun says 404).
-          fresh = yield* lookupRun(orgId, input.inference_log_id)
-        }
+        // The run, read once.
+        const taskId = yield* Cache.get(runs, `${orgId} ${input.inference_log_id}`)
+        yield* Effect.annotateCurrentSpan({ "svc.task_id": taskId })
+        const correction = input.correction
+        // Optimistic: checked and scrubbed with the cached credentials, and
+        // inserted only while their fingerprint holds; otherwise again with
+        // the credentials as they are now. The correction goes as its JSON
+        // text, already made for the worker.
+        return yield* whileStale(
+          MAX_ATTEMPTS,
+          Effect.gen(function*() {
+            if (correction === undefined || sent === null) return yield* insert(orgId, input, undefined, undefined)
+            const known = yield* corrections.credentials(orgId)
+            const corrected = yield* corrections.correct(orgId, taskId, correction, sent, known)
+            if (corrected._tag === "Mismatch") return yield* mismatch(orgId, corrected.violations)
+            return yield* insert(orgId, input, corrected, known)
+          })
+        )
       }, Effect.withSpan("Feedback.submit", undefined, { captureStackTrace: false }))
 
       return Feedback.of({

@@ -1,38 +1,39 @@
 /**
- * The feedback INSERT of `Feedback.submit` as constant text with positional
- * parameters, instead of an `sql` template of nested fragments.
- *
- * What it buys: the template (two sub-selects as fragments, an optional
- * fingerprint clause, `sql.json`, two `sql.unsafe` column lists) was built
- * and compiled into its text on every feedback POST. Measured A/B on the
- * PostgreSQL server (`AB_ALLOC=1 sh bench/ab-request-path.sh`,
- * 2026-11-23): the main thread allocates 111-113 KB per feedback POST
- * instead of 118.5-120 (bench/notes/request-path.md, "Third round").
- * The text is the one the template compiled to, parameter for parameter
- * in the same order; the redacted fields travel as JSON text cast to
- * `jsonb`, as the correction already did.
+ * The feedback INSERT of `Feedback.submit`: constant text with named
+ * parameters, numbered once when the module loads. (As an `sql` template
+ * of nested fragments it was built and compiled on every POST: 118.5-120 KB
+ * allocated per feedback POST instead of 111-113, bench/notes/request-path.md,
+ * "Third round".) The redacted fields travel as JSON text cast to `jsonb`.
  */
 import type { SqlClient } from "effect/sql"
 
 const COLUMNS = "id, seq, task_id, inference_log_id, score, status, created_at"
 
-const statement = (withFingerprint: boolean) => {
-  const at = withFingerprint ? 2 : 0
-  return `
+/** Text with named parameters (`$name`) numbered once: the text PostgreSQL gets, and the names in the order of their numbers. */
+const named = (text: string) => {
+  const names: Array<string> = []
+  const numbered = text.replace(/\$([a-z][A-Za-z]*)/g, (_, name: string) => {
+    if (!names.includes(name)) names.push(name)
+    return `$${names.indexOf(name) + 1}`
+  })
+  return { text: numbered, names: names as ReadonlyArray<keyof FeedbackInsert> }
+}
+
+const statement = (withFingerprint: boolean) =>
+  named(`
     WITH inserted AS (
       INSERT INTO feedback (id, org_id, task_id, inference_log_id, score, correction, redacted_fields, status)
-      SELECT $1, $2, r.task_id, r.trace_id, $3, $4::jsonb, $5::jsonb, $6
-      FROM runs r WHERE r.trace_id = $7 AND r.org_id = $8
-      ${withFingerprint ? "AND (SELECT credentials_version::text FROM orgs WHERE id = $9) = $10" : ""}
-      AND (SELECT coalesce(sum(bytes), 0) FROM org_usage WHERE org_id = $${9 + at} AND kind = 'feedback') + $${10 + at} <= $${11 + at}
+      SELECT $id, $orgId, r.task_id, r.trace_id, $score, $text::jsonb, $redacted::jsonb, $status
+      FROM runs r WHERE r.trace_id = $inferenceLogId AND r.org_id = $orgId
+      ${withFingerprint ? "AND (SELECT credentials_version::text FROM orgs WHERE id = $orgId) = $fingerprint" : ""}
+      AND (SELECT coalesce(sum(bytes), 0) FROM org_usage WHERE org_id = $orgId AND kind = 'feedback') + $bytes <= $maxBytes
       RETURNING ${COLUMNS}
     ), counted AS (
       INSERT INTO org_usage (org_id, kind, shard, bytes)
-      SELECT $${12 + at}, 'feedback', $${13 + at}, $${14 + at} FROM inserted
+      SELECT $orgId, 'feedback', $shard, $bytes FROM inserted
       ON CONFLICT (org_id, kind, shard) DO UPDATE SET bytes = org_usage.bytes + excluded.bytes
     )
-    SELECT ${COLUMNS} FROM inserted`
-}
+    SELECT ${COLUMNS} FROM inserted`)
 
 const WITH_FINGERPRINT = statement(true)
 const WITHOUT_FINGERPRINT = statement(false)
@@ -60,11 +61,8 @@ export interface FeedbackInsert {
  * (unless the fingerprint moved or the quota would be passed), counts its
  * bytes in the usage shard, and returns the new row's columns.
  */
-export const feedbackInsert = (sql: SqlClient.SqlClient, row: FeedbackInsert) =>
-  sql.unsafe(row.fingerprint === null ? WITHOUT_FINGERPRINT : WITH_FINGERPRINT, [
-    row.id, row.orgId, row.score, row.text, row.redacted.length === 0 ? null : JSON.stringify(row.redacted), row.status,
-    row.inferenceLogId, row.orgId,
-    ...(row.fingerprint === null ? [] : [row.orgId, row.fingerprint]),
-    row.orgId, row.bytes, row.maxBytes,
-    row.orgId, row.shard, row.bytes
-  ])
+export const feedbackInsert = (sql: SqlClient.SqlClient, row: FeedbackInsert) => {
+  const { names, text } = row.fingerprint === null ? WITHOUT_FINGERPRINT : WITH_FINGERPRINT
+  const redacted = row.redacted.length === 0 ? null : JSON.stringify(row.redacted)
+  return sql.unsafe(text, names.map((name) => name === "redacted" ? redacted : row[name]))
+}

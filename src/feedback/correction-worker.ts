@@ -15,7 +15,7 @@
 import { parentPort, workerData } from "node:worker_threads"
 import { enterPhase, type PhaseCell } from "../platform/WorkerPool.ts"
 import { makeSchemaCompiler, type SchemaViolation } from "../tasks/SchemaCompiler.ts"
-import { type CorrectionReply, type CorrectionRequest, KNOWN_KEPT_PER_WORKER, type KnownRef, PHASE_RECHECK, PHASE_SCRUB } from "./CorrectionWork.ts"
+import { type CorrectionReply, type CorrectionRequest, KNOWN_KEPT_PER_WORKER, type KnownRef, phaseIndex } from "./CorrectionWork.ts"
 import { type Json, type KnownCredentials, scrub } from "./Scrubber.ts"
 
 const port = parentPort!
@@ -53,7 +53,7 @@ const handle = async (request: CorrectionRequest, receivedAt: number): Promise<C
     case "scrub": {
       const known = knownOf(request.known)
       if (known === undefined) return { id: request.id, _tag: "Missing", schema: false, known: true }
-      enterPhase(cell, receivedAt, PHASE_SCRUB)
+      enterPhase(cell, receivedAt, phaseIndex("scrub"))
       return { id: request.id, _tag: "Scrubbed", ...(await scrub(request.document, known, request.root)) }
     }
     case "correct": {
@@ -65,11 +65,11 @@ const handle = async (request: CorrectionRequest, receivedAt: number): Promise<C
       // A stored schema was checked on the way in; failing now is a bug.
       if (checked._tag === "Unusable") return failed(request.id, `stored answer schema is unusable: ${checked.message}`)
       if (checked.violations.length > 0) return { id: request.id, _tag: "Mismatch", violations: checked.violations }
-      enterPhase(cell, receivedAt, PHASE_SCRUB)
+      enterPhase(cell, receivedAt, phaseIndex("scrub"))
       const result = await scrub(document, known, request.root)
       let after: ReadonlyArray<SchemaViolation> = []
       if (result.fields.length > 0 && result.collisions.length === 0) {
-        enterPhase(cell, receivedAt, PHASE_RECHECK)
+        enterPhase(cell, receivedAt, phaseIndex("recheck"))
         const again = compiler.validate(request.key, undefined, result.value)
         if (again._tag === "Unusable") return failed(request.id, `stored answer schema is unusable: ${again.message}`)
         after = again.violations

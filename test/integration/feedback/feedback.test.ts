@@ -174,6 +174,21 @@ layer(SvcTest.layer(), { excludeTestServices: true })("feedback on task answers"
         }
       }))
 
+    it.effect("a secret stored after earlier feedback, used as an unexpected member name, is not repeated in the 422", () =>
+      Effect.gen(function*() {
+        const org = yield* SvcTest.org()
+        const { run } = yield* setup(org, { type: "object", additionalProperties: false, properties: { a: { type: "string" } } })
+        yield* org.client.feedback.submit({ payload: { inference_log_id: run.trace_id, score: -1, correction: { a: "warm any credential cache" } } })
+        const store = yield* Effect.gen(function*() {
+          return yield* SecretStore
+        }).pipe(Effect.provide(SecretStore.layer))
+        const secret = chars("abcdefghijklmnopqrstuvwxyz", 24, 14)
+        yield* store.put({ orgId: org.orgId, kind: "notification_endpoint", id: newId() }, "signing_secret", Redacted.make(secret))
+        const error = yield* org.client.feedback.submit({ payload: { inference_log_id: run.trace_id, score: -1, correction: { [secret]: "x" } } }).pipe(Effect.flip)
+        assert.strictEqual(error._tag, "CorrectionShapeMismatch")
+        assert.notInclude(JSON.stringify(error), secret)
+      }))
+
     it.effect("draft-07 schemas work too (definitions, $ref)", () =>
       Effect.gen(function*() {
         const org = yield* SvcTest.org()
