@@ -10,6 +10,9 @@
  * - A value the document forbids there (out of its bounds, off its
  *   pattern, its format or its enum, of another type) is refused with `400
  *   INVALID_REQUEST` naming it: a rule missing from the server fails here.
+ * - A `cursor` a list issued gives its next page; any other string (made
+ *   up within the documented 200 characters, edited, another list's, or
+ *   longer) is refused with `400 INVALID_REQUEST` naming `cursor`.
  * - Every path parameter at its documented maximum length reaches its
  *   operation (not the router's 404).
  * - `Accept` is not negotiated (docs/api.md): JSON routes answer JSON.
@@ -42,7 +45,8 @@ const SEED = 41
 /**
  * Parameters whose allowed values depend on state, not on their form:
  * a cursor is an opaque token the list issued (anything else is `400`
- * naming `cursor`, as the document's description says).
+ * naming `cursor`, as the document's description says); "cursors" below
+ * tries the ones each list issues and every other kind.
  */
 const STATEFUL = new Set(["cursor"])
 
@@ -454,6 +458,92 @@ layer(SvcTest.layer(), { excludeTestServices: true })("the document is the behav
         // Only the operations that a key cannot reach by design.
         for (const name of new Set(skipped)) assert.match(name, /\/v1\/console\/(sign-in|sign-out|me)|\/v1\/approval-links\//, name)
       }), { timeout: 120_000 })
+  })
+
+  describe("cursors", () => {
+    /** Strings a list never issued: made up (any text up to the documented 200 characters, and cursor-shaped ones). */
+    const madeUp = [
+      "",
+      ".",
+      "MA.",
+      "a".repeat(200),
+      ...fc.sample(fc.string({ maxLength: 200 }), { numRuns: SAMPLES, seed: SEED }),
+      ...fc.sample(fc.stringMatching(/^[A-Za-z0-9_-]{1,27}\.[A-Za-z0-9_-]{22}$/), { numRuns: SAMPLES, seed: SEED })
+    ]
+
+    it.effect("a cursor a list issued gives its next page; any other value (made up, edited, another list's, over 200 characters) is 400 naming cursor", () =>
+      Effect.gen(function*() {
+        const org = yield* SvcTest.org()
+        const client = org.client
+        // Two items or more in every list that takes a cursor, so that a page of one has a next one.
+        const task = yield* client.tasks.create({ payload: { name: "paged", answer_schema: { type: "object" } } })
+        yield* client.tasks.create({ payload: { name: "paged-too", answer_schema: { type: "object" } } })
+        const feedback: Array<string> = []
+        for (let i = 0; i < 5; i++) {
+          const run = yield* client.tasks.logRun({ params: { task_id: task.id }, payload: { input: { n: i }, answer: {} } })
+          feedback.push((yield* client.feedback.submit({ payload: { inference_log_id: run.trace_id, score: -1, correction: { n: i } } })).id)
+        }
+        const promote = (ids: ReadonlyArray<string>) =>
+          Effect.gen(function*() {
+            for (const id of ids) yield* client.feedback.stage({ params: { feedback_id: id } })
+            const preview = yield* client.feedback.promotePreview({ params: { task_id: task.id }, query: {} })
+            return yield* client.feedback.promote({
+              params: { task_id: task.id },
+              payload: { base_dataset_id: preview.base_dataset_id, expected_feedback_revision: preview.expected_feedback_revision }
+            })
+          })
+        const dataset = yield* promote(feedback.slice(0, 2))
+        yield* promote(feedback.slice(2, 3))
+        for (const id of feedback.slice(3)) yield* client.feedback.stage({ params: { feedback_id: id } })
+        const session = yield* client.agentSessions.create({ payload: {} })
+        const steps: Array<string> = []
+        for (let i = 0; i < 4; i++) {
+          const step = yield* client.agentSessions.governStep({
+            params: { session_id: session.id },
+            payload: { step_id: `step-${i}`, tool: "t", action_class: "paged.review", arguments: {} }
+          })
+          steps.push(step.approval_id!)
+        }
+        for (const id of steps.slice(0, 2)) yield* client.approvals.decide({ params: { approval_id: id }, payload: { decision: "approve" } })
+
+        const paths: Record<string, string> = { task_id: task.id, dataset_id: dataset.dataset_id, session_id: session.id }
+        const listing = operations.filter((operation) => operation.parameters.some((p) => p.name === "cursor" && p.in === "query"))
+        const cursorOf = (response: RawResponse) => response.json?.next_cursor as string | null | undefined
+        const failures: Array<string> = []
+        const issued = new Map<string, string>()
+        for (const operation of listing) {
+          const name = `${operation.method} ${operation.template}`
+          const first = yield* send(org.key, operation, paths, { limit: "1" }, undefined)
+          const cursor = cursorOf(first)
+          if (first.status !== 200 || typeof cursor !== "string") {
+            failures.push(`${name}: a first page of one answered ${first.status} with next_cursor ${JSON.stringify(cursor)}`)
+            continue
+          }
+          issued.set(name, cursor)
+          const next = yield* send(org.key, operation, paths, { limit: "1", cursor }, undefined)
+          if (next.status !== 200) failures.push(`${name}: its own cursor answered ${next.status} ${next.text.slice(0, 200)}`)
+        }
+        for (const operation of listing) {
+          const name = `${operation.method} ${operation.template}`
+          const own = issued.get(name) ?? "MA.AAAAAAAAAAAAAAAAAAAAAA"
+          const others = [...issued].filter(([other]) => other !== name).map(([, cursor]) => cursor)
+          const edited = `${own.slice(0, -1)}${own.endsWith("A") ? "B" : "A"}`
+          const refused: ReadonlyArray<readonly [string, string]> = [
+            ...madeUp.map((value) => ["made up", value] as const),
+            ["edited", edited],
+            ["another list's", others[0]!],
+            ["over 200 characters", "a".repeat(201)]
+          ]
+          for (const [why, cursor] of refused) {
+            const response = yield* send(org.key, operation, paths, { limit: "1", cursor }, undefined)
+            if (!(response.status === 400 && response.json?.code === "INVALID_REQUEST" && response.json?.field === "cursor")) {
+              failures.push(`${name} cursor=${JSON.stringify(cursor).slice(0, 60)} (${why}): answered ${response.status} ${response.json?.code ?? ""} ${response.json?.field ?? ""}`)
+            }
+          }
+        }
+        assert.deepStrictEqual(failures, [])
+        assert.isAtLeast(listing.length, 9)
+      }), { timeout: 60_000 })
   })
 
   describe("media types", () => {
