@@ -13,6 +13,9 @@
  * - A `cursor` a list issued gives its next page; any other string (made
  *   up within the documented 200 characters, edited, another list's, or
  *   longer) is refused with `400 INVALID_REQUEST` naming `cursor`.
+ * - Every string and integer an operation accepts is bounded in the
+ *   document (a length, a pattern, an enum or a format; both bounds), so a
+ *   bound dropped from a schema fails here even where nothing else checks it.
  * - Every path parameter at its documented maximum length reaches its
  *   operation (not the router's 404).
  * - `Accept` is not negotiated (docs/api.md): JSON routes answer JSON.
@@ -458,6 +461,38 @@ layer(SvcTest.layer(), { excludeTestServices: true })("the document is the behav
         // Only the operations that a key cannot reach by design.
         for (const name of new Set(skipped)) assert.match(name, /\/v1\/console\/(sign-in|sign-out|me)|\/v1\/approval-links\//, name)
       }), { timeout: 120_000 })
+  })
+
+  describe("bounds", () => {
+    /**
+     * Inputs whose bound is a rule of the service, stated in their
+     * description and answered with its own problem: a header's value
+     * (`INVALID_HEADERS`: visible characters, at most 4096 bytes) and an event
+     * type (`INVALID_WEBHOOK_EVENTS`: one of the types the description lists).
+     */
+    const serviceBound = /^(POST|PATCH) \/v1\/(notification-endpoints|telemetry-destinations)[^ ]* (headers\{\}|events\[\]|event_type)$/
+
+    it("every string and integer an operation accepts is bounded in the document: a length, a pattern, an enum or a format; a minimum and a maximum", () => {
+      const unbounded: Array<string> = []
+      const walk = (schema: Json, at: string, where: string): void => {
+        schema = resolve(schema)
+        for (const variant of (schema.anyOf ?? []) as Array<Json>) walk(variant, at, where)
+        const name = `${where} ${at}`
+        if (schema.type === "string" && schema.enum === undefined && schema.maxLength === undefined && schema.pattern === undefined && schema.format === undefined && !serviceBound.test(name)) unbounded.push(name)
+        if (schema.type === "integer" && schema.enum === undefined && (schema.minimum === undefined || schema.maximum === undefined)) unbounded.push(name)
+        if (schema.type === "object") {
+          for (const [member, inner] of Object.entries((schema.properties ?? {}) as Record<string, Json>)) walk(inner, at === "" ? member : `${at}.${member}`, where)
+          if (isRecord(schema.additionalProperties)) walk(schema.additionalProperties, `${at}{}`, where)
+        }
+        if (schema.type === "array" && isRecord(schema.items)) walk(schema.items, `${at}[]`, where)
+      }
+      for (const operation of operations) {
+        const where = `${operation.method} ${operation.template}`
+        if (operation.body !== undefined) walk(operation.body, "", where)
+        for (const parameter of operation.parameters) if (parameter.in === "path" || parameter.in === "query") walk(parameter.schema, parameter.name, where)
+      }
+      assert.deepStrictEqual(unbounded, [])
+    })
   })
 
   describe("cursors", () => {
