@@ -206,6 +206,27 @@ const forbidden = (schema: Json, asText: boolean): ReadonlyArray<readonly [strin
 
 const asText = (value: unknown) => encodeURIComponent(String(value))
 
+/**
+ * Rules of the service the document states in words, each answered with its
+ * own problem: a URL must be an allowed public HTTPS address (`INVALID_URL`),
+ * an event type one the description lists (`INVALID_WEBHOOK_EVENTS`), a custom
+ * header one svc may send (`INVALID_HEADERS`). A problem naming another
+ * field, or another problem naming a field, is a rule the document does not
+ * show.
+ */
+const SERVICE_RULES: Record<string, RegExp> = {
+  INVALID_URL: /^url$/,
+  INVALID_WEBHOOK_EVENTS: /^(events(\[\d+\])?|event_type)$/,
+  INVALID_HEADERS: /^headers\b/
+}
+
+/** A 400 other than `INVALID_REQUEST` naming `field` (or listing it) that is not one of the service's stated rules. */
+const refusedByOwnRule = (response: RawResponse, field: string): boolean => {
+  if (response.status !== 400 || response.json?.code === "INVALID_REQUEST") return false
+  const named = response.json?.field === field || ((response.json?.errors ?? []) as Array<{ field?: string }>).some((error) => error.field === field)
+  return named && !(SERVICE_RULES[response.json?.code]?.test(field) ?? false)
+}
+
 const isRecord = (value: unknown): value is Record<string, unknown> => typeof value === "object" && value !== null && !Array.isArray(value)
 
 /** The variant of a union (`anyOf`) a value is of: the one whose enum members it has; `undefined` for `null` or no object variant. */
@@ -447,6 +468,7 @@ layer(SvcTest.layer(), { excludeTestServices: true })("the document is the behav
             if (variation.why === undefined) {
               if (response.status >= 500) failures.push(`${shown}: allowed, answered ${response.status}`)
               else if (namesIt) failures.push(`${shown}: allowed by the document, refused: ${response.json.detail}`)
+              else if (refusedByOwnRule(response, variation.field)) failures.push(`${shown}: allowed by the document, refused ${response.json.code}: ${response.json.detail}`)
             } else if (!namesIt) {
               failures.push(`${shown}: ${variation.why}, answered ${response.status} ${response.json?.code ?? ""} ${response.json?.field ?? ""}`)
             }
