@@ -74,7 +74,7 @@ export type RuleResult = typeof RuleResult.Type
 
 export const PolicyRule = Schema.Struct({
   name: Text.check(
-    Schema.isPattern(/^[A-Za-z0-9][A-Za-z0-9._:-]{0,63}$/, {
+    Schema.isPattern(/^[A-Za-z0-9][A-Za-z0-9._:-]{0,63}$/u, {
       message: "Expected 1 to 64 letters, digits, '.', '_', ':' or '-', starting with a letter or digit"
     })
   ).annotate({ description: "Names the rule in the answers it decides (`rule`); unique within the policy" }),

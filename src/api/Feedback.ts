@@ -19,11 +19,14 @@ export const RedactionWarning = Schema.Struct({
   message: Schema.String
 })
 
+/** A verdict on an answer: 1 right, 0 neutral, -1 wrong. */
+export const Score = Schema.Literals([1, 0, -1]).annotate({ description: "1 right, 0 neutral, -1 wrong" })
+
 export const FeedbackItem = Schema.Struct({
   id: Uuid,
   inference_log_id: TraceId,
   task_id: Uuid,
-  score: Schema.Int,
+  score: Score,
   correction: Schema.NullOr(JsonObject),
   status: FeedbackStatus,
   created_at: Timestamp,
@@ -33,7 +36,7 @@ export type FeedbackItem = typeof FeedbackItem.Type
 
 export const SubmitFeedback = Schema.Struct({
   inference_log_id: TraceId.annotate({ description: "The run's `trace_id` (also its `x-svc-trace-id` header)" }),
-  score: Schema.Literals([1, 0, -1]).annotate({ description: "1 right, 0 neutral, -1 wrong" }),
+  score: Score,
   correction: Schema.optionalKey(JsonObject.annotate({ description: "The answer that should have been returned, in the task's answer shape" }))
 })
 

@@ -56,7 +56,7 @@ export const TelemetryDestination = Schema.Struct({
 export type TelemetryDestination = typeof TelemetryDestination.Type
 
 export const CreateTelemetryDestination = Schema.Struct({
-  url: Schema.String.annotate({ description: "Public HTTPS URL of the collector's OTLP/HTTP traces endpoint (e.g. `https://collector.example.com/v1/traces`)" }).check(isStorable),
+  url: Schema.String.annotate({ description: "Public HTTPS URL of the collector's OTLP/HTTP traces endpoint (e.g. `https://collector.example.com/v1/traces`), at most 2048 characters" }).check(isStorable, Schema.isMaxLength(2048)),
   headers: Schema.optionalKey(
     Schema.Record(HeaderName, Text).annotate({
       description: "Headers sent with every export (e.g. `Authorization`), at most 10. Values are encrypted at rest and never returned."

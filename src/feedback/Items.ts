@@ -3,7 +3,7 @@
  * it (with the redaction warning when protected values were removed).
  */
 import { Schema } from "effect"
-import { type FeedbackItem, FeedbackStatus } from "../api/Feedback.ts"
+import { type FeedbackItem, FeedbackStatus, Score } from "../api/Feedback.ts"
 import { BigIntText, JsonColumn, rowsOf, Timestamp } from "../platform/Rows.ts"
 
 export const FeedbackRow = Schema.Struct({
@@ -11,7 +11,7 @@ export const FeedbackRow = Schema.Struct({
   seq: BigIntText,
   task_id: Schema.String,
   inference_log_id: Schema.String,
-  score: Schema.Number,
+  score: Score,
   correction: Schema.NullOr(JsonColumn(Schema.Record(Schema.String, Schema.Json))),
   redacted_fields: Schema.NullOr(JsonColumn(Schema.Array(Schema.String))),
   status: FeedbackStatus,

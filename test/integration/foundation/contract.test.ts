@@ -3,12 +3,19 @@
  * inputs made from the document itself are answered as it says.
  *
  * - A value the document allows for a path parameter, a query parameter or
- *   a simple body member is never refused as invalid (`400
- *   INVALID_REQUEST` naming it) and never answered 5xx: a rule only a
- *   handler knows fails here.
+ *   a body member at any depth (members of objects inside objects, items
+ *   of arrays, members of arrays of objects, a map's keys) is never refused
+ *   as invalid (`400 INVALID_REQUEST` naming it) and never answered 5xx: a
+ *   rule only a handler knows fails here.
  * - A value the document forbids there (out of its bounds, off its
  *   pattern, its format or its enum, of another type) is refused with `400
  *   INVALID_REQUEST` naming it: a rule missing from the server fails here.
+ * - A `cursor` a list issued gives its next page; any other string (made
+ *   up within the documented 200 characters, edited, another list's, or
+ *   longer) is refused with `400 INVALID_REQUEST` naming `cursor`.
+ * - Every string and integer an operation accepts is bounded in the
+ *   document (a length, a pattern, an enum or a format; both bounds), so a
+ *   bound dropped from a schema fails here even where nothing else checks it.
  * - Every path parameter at its documented maximum length reaches its
  *   operation (not the router's 404).
  * - `Accept` is not negotiated (docs/api.md): JSON routes answer JSON.
@@ -16,7 +23,11 @@
  * Allowed values come from fast-check arbitraries derived from each
  * parameter's JSON Schema (patterns through `fc.stringMatching`, bounds,
  * formats, enums), a few per value with the bounds always among them;
- * bodies are the operation's documented example with one member replaced.
+ * bodies are the operation's documented example with one member replaced,
+ * at any depth (an object the example leaves out is made from its schema);
+ * a member the document calls a CEL condition gets sentences of CEL.
+ * A field is named as the server names it (`rules[0].result.reason`,
+ * `headers["a b"]`); a value no variant of a union has may name the union.
  * Every answer is also checked against the document by `raw`
  * (`test/support/contract.ts`). One service for the whole file.
  */
@@ -26,6 +37,7 @@ import * as fc from "fast-check"
 import { SvcTest } from "../../../src/testing.ts"
 import { document, routes } from "../../support/contract.ts"
 import { raw, type RawResponse } from "../../support/http.ts"
+import { toJsonPath } from "../../../src/server/Validation.ts"
 
 type Json = Record<string, any>
 
@@ -36,7 +48,8 @@ const SEED = 41
 /**
  * Parameters whose allowed values depend on state, not on their form:
  * a cursor is an opaque token the list issued (anything else is `400`
- * naming `cursor`, as the document's description says).
+ * naming `cursor`, as the document's description says); "cursors" below
+ * tries the ones each list issues and every other kind.
  */
 const STATEFUL = new Set(["cursor"])
 
@@ -72,9 +85,40 @@ const matching = (pattern: string): fc.Arbitrary<string> => {
   return fc.stringMatching(new RegExp(withoutLookaheads, "u")).filter((value) => full.test(value))
 }
 
+/** The schema of a nullable member (`anyOf` of one schema and `null`); `undefined` for anything else. */
+const nullableOf = (schema: Json): Json | undefined => {
+  if (!Array.isArray(schema.anyOf) || schema.anyOf.length !== 2) return undefined
+  const [a, b] = (schema.anyOf as Array<Json>).map(resolve)
+  if (b!.type === "null" && a!.type !== "null") return a
+  if (a!.type === "null" && b!.type !== "null") return b
+  return undefined
+}
+
+/**
+ * Conditions in the language a member's description names (CEL, of type
+ * bool over `tool`, `arguments` and `session`): a string JSON Schema cannot
+ * describe is allowed when it is a sentence of that language.
+ */
+const celCondition: fc.Arbitrary<string> = (() => {
+  const name = fc.stringMatching(/^[a-z][a-z0-9_]{0,11}$/)
+  const number = fc.double({ min: -1e6, max: 1e6, noNaN: true }).map((value) => value.toFixed(1))
+  const comparison = fc.oneof(
+    fc.tuple(name, fc.constantFrom(">", ">=", "<", "<=", "==", "!="), number).map(([member, op, value]) => `double(arguments.${member}) ${op} ${value}`),
+    fc.string({ maxLength: 20 }).map((text) => `tool == ${JSON.stringify(text)}`),
+    name.map((member) => `has(arguments.${member})`),
+    fc.constantFrom("true", "false", "session.id != \"\"")
+  )
+  return fc.array(comparison, { minLength: 1, maxLength: 4 }).chain((parts) =>
+    fc.array(fc.constantFrom(" && ", " || "), { minLength: parts.length - 1, maxLength: parts.length - 1 })
+      .map((ops) => parts.reduce((out, part, i) => (i === 0 ? part : `${out}${ops[i - 1]}${part}`), ""))
+  )
+})()
+
 /** Values the schema allows: its bounds, then arbitraries. `undefined`: not a schema this test derives values for. */
 const allowed = (schema: Json): ReadonlyArray<unknown> | undefined => {
   schema = resolve(schema)
+  const nullable = nullableOf(schema)
+  if (nullable !== undefined) return [null, ...(allowed(nullable) ?? [])]
   if (Array.isArray(schema.enum)) return schema.enum
   const sample = <A>(arbitrary: fc.Arbitrary<A>) => fc.sample(arbitrary, { numRuns: SAMPLES, seed: SEED })
   switch (schema.type) {
@@ -92,6 +136,7 @@ const allowed = (schema: Json): ReadonlyArray<unknown> | undefined => {
           .map((date) => date.toISOString())
       }
       if (schema.format !== undefined) return undefined
+      if (String(schema.description ?? "").startsWith("A CEL expression of type bool")) return sample(celCondition)
       const minLength = schema.minLength ?? 0
       const maxLength = schema.maxLength ?? 64
       const arbitrary = typeof schema.pattern === "string"
@@ -108,6 +153,8 @@ const allowed = (schema: Json): ReadonlyArray<unknown> | undefined => {
 /** Values the schema forbids, with what each shows. `asText`: the value travels as text (a parameter). */
 const forbidden = (schema: Json, asText: boolean): ReadonlyArray<readonly [string, unknown]> => {
   schema = resolve(schema)
+  const nullable = nullableOf(schema)
+  if (nullable !== undefined) return forbidden(nullable, asText)
   const out: Array<readonly [string, unknown]> = []
   if (Array.isArray(schema.enum)) {
     out.push(["not in the enum", "not-a-member-of-the-enum"])
@@ -143,11 +190,146 @@ const forbidden = (schema: Json, asText: boolean): ReadonlyArray<readonly [strin
       if (!asText) out.push(["not a string", 123])
       break
     }
+    case "array": {
+      if (asText) break
+      if (typeof schema.maxItems === "number") out.push(["over the maximum of items", Array.from({ length: schema.maxItems + 1 }, () => built(schema.items))])
+      if (typeof schema.minItems === "number" && schema.minItems > 0) out.push(["under the minimum of items", []])
+      out.push(["not an array", "x"])
+      break
+    }
+    case "object":
+      if (!asText && isRecord(schema.properties)) out.push(["not an object", 5])
+      break
   }
   return out
 }
 
 const asText = (value: unknown) => encodeURIComponent(String(value))
+
+/**
+ * Rules of the service the document states in words, each answered with its
+ * own problem: a URL must be an allowed public HTTPS address (`INVALID_URL`),
+ * an event type one the description lists (`INVALID_WEBHOOK_EVENTS`), a custom
+ * header one svc may send (`INVALID_HEADERS`). A problem naming another
+ * field, or another problem naming a field, is a rule the document does not
+ * show.
+ */
+const SERVICE_RULES: Record<string, RegExp> = {
+  INVALID_URL: /^url$/,
+  INVALID_WEBHOOK_EVENTS: /^(events(\[\d+\])?|event_type)$/,
+  INVALID_HEADERS: /^headers\b/
+}
+
+/** A 400 other than `INVALID_REQUEST` naming `field` (or listing it) that is not one of the service's stated rules. */
+const refusedByOwnRule = (response: RawResponse, field: string): boolean => {
+  if (response.status !== 400 || response.json?.code === "INVALID_REQUEST") return false
+  const named = response.json?.field === field || ((response.json?.errors ?? []) as Array<{ field?: string }>).some((error) => error.field === field)
+  return named && !(SERVICE_RULES[response.json?.code]?.test(field) ?? false)
+}
+
+const isRecord = (value: unknown): value is Record<string, unknown> => typeof value === "object" && value !== null && !Array.isArray(value)
+
+/** The variant of a union (`anyOf`) a value is of: the one whose enum members it has; `undefined` for `null` or no object variant. */
+const variantOf = (schema: Json, value: unknown): Json | undefined => {
+  schema = resolve(schema)
+  if (!Array.isArray(schema.anyOf)) return schema
+  if (value === null) return undefined
+  const variants = (schema.anyOf as Array<Json>).map(resolve).filter((variant) => variant.type !== "null")
+  return variants.find((variant) =>
+    Object.entries((variant.properties ?? {}) as Record<string, Json>).every(([name, inner]) => {
+      const member = resolve(inner)
+      return !Array.isArray(member.enum) || !isRecord(value) || member.enum.includes(value[name])
+    })
+  ) ?? variants[0]
+}
+
+/** The smallest value a schema allows (required members only), to stand for a member the example leaves out. */
+const built = (schema: Json): unknown => {
+  schema = resolve(schema)
+  if (Array.isArray(schema.anyOf)) return built(variantOf(schema, {}) ?? { type: "null" })
+  if (Array.isArray(schema.enum)) return schema.enum[0]
+  switch (schema.type) {
+    case "object":
+      return Object.fromEntries(((schema.required ?? []) as Array<string>).map((name) => [name, built(schema.properties[name])]))
+    case "array":
+      return []
+    case "integer":
+      return schema.minimum ?? 0
+    case "boolean":
+      return true
+    case "null":
+      return null
+    default:
+      return allowed(schema)?.at(-1) ?? "a"
+  }
+}
+
+/** `body` with the value at `at` replaced (members and array items on the way copied). */
+const setAt = (body: unknown, at: ReadonlyArray<string | number>, value: unknown): unknown => {
+  if (at.length === 0) return value
+  const [head, ...rest] = at
+  if (typeof head === "number") {
+    const items = Array.isArray(body) ? [...body] : []
+    items[head] = setAt(items[head], rest, value)
+    return items
+  }
+  const members = isRecord(body) ? body : {}
+  return { ...members, [head!]: setAt(members[head!], rest, value) }
+}
+
+/** A member of a body at any depth: where it is, its schema, the body around it, its siblings' names. */
+interface BodyMember {
+  readonly at: ReadonlyArray<string | number>
+  readonly schema: Json
+  /** The whole body, with the objects on the way to this member made when the example leaves them out. */
+  readonly body: unknown
+  readonly siblings: ReadonlyArray<string>
+  /** Names of a map's keys (`propertyNames`): the member is a key of it, not a value. */
+  readonly keys?: Json
+  /**
+   * A union's tag (`decision` of a rule's result): a value no variant has
+   * fails the whole union, so the refusal may name the union's member instead.
+   */
+  readonly union?: string
+}
+
+/**
+ * Every member of a body: members of objects inside objects, items of arrays
+ * (each item of the example's arrays, objects or not), a map's keys, down to
+ * any depth. An object member the example leaves out is made from its schema
+ * (`built`) so what is inside it is tried too.
+ */
+const bodyMembers = (schema: Json, body: unknown, at: ReadonlyArray<string | number> = []): Array<BodyMember> => {
+  const value = at.reduce<unknown>((inner, segment) => (inner as any)?.[segment], body)
+  const node = variantOf(schema, value)
+  if (node === undefined) return []
+  const resolved = resolve(schema)
+  const isUnion = Array.isArray(resolved.anyOf) && (resolved.anyOf as Array<Json>).filter((variant) => resolve(variant).type !== "null").length > 1
+  const out: Array<BodyMember> = []
+  if (node.type === "object" && isRecord(node.properties)) {
+    const names = Object.keys(node.properties)
+    for (const name of names) {
+      const inner = node.properties[name] as Json
+      const present = isRecord(value) && value[name] !== undefined
+      const filled = present ? body : setAt(body, [...at, name], built(inner))
+      const tag = isUnion && Array.isArray(resolve(inner).enum)
+      out.push({ at: [...at, name], schema: inner, body, siblings: names.filter((other) => other !== name), ...(tag ? { union: toJsonPath(at) } : {}) })
+      out.push(...bodyMembers(inner, filled, [...at, name]))
+    }
+  }
+  if (node.type === "object" && isRecord(node.propertyNames) && isRecord(value)) {
+    out.push({ at, schema: node.propertyNames, body, siblings: [], keys: node.propertyNames })
+  }
+  if (node.type === "array" && isRecord(node.items)) {
+    const items = Array.isArray(value) && value.length > 0 ? value : [built(node.items)]
+    const filled = Array.isArray(value) && value.length > 0 ? body : setAt(body, at, items)
+    items.forEach((_, index) => {
+      out.push({ at: [...at, index], schema: node.items, body: filled, siblings: [] })
+      out.push(...bodyMembers(node.items, filled, [...at, index]))
+    })
+  }
+  return out
+}
 
 interface Operation {
   readonly method: string
@@ -203,6 +385,8 @@ layer(SvcTest.layer(), { excludeTestServices: true })("the document is the behav
   const variations = (operation: Operation) => {
     const out: Array<{
       readonly field: string
+      /** Another name a refusal of this value may give: the union it is the tag of. */
+      readonly union?: string
       readonly value: unknown
       readonly why: string | undefined
       readonly path: Record<string, string>
@@ -226,17 +410,32 @@ layer(SvcTest.layer(), { excludeTestServices: true })("the document is the behav
           : { field: parameter.name, value, why, path: paths, query: { [parameter.name]: String(value) }, body: baseBody })
       }
     }
-    if (operation.body?.type === "object" && typeof baseBody === "object" && baseBody !== null) {
-      for (const [member, schema] of Object.entries((operation.body.properties ?? {}) as Record<string, Json>)) {
+    if (operation.body?.type === "object" && isRecord(baseBody)) {
+      for (const member of bodyMembers(operation.body, baseBody)) {
+        if (member.keys !== undefined) {
+          // A map's keys: each allowed name is accepted; each forbidden one is refused naming the key.
+          const map = member.at.reduce<unknown>((inner, segment) => (inner as any)?.[segment], member.body) as Record<string, unknown>
+          const sample = Object.values(map)[0] ?? "v"
+          for (const name of allowed(member.keys) ?? []) {
+            if (typeof name !== "string" || name === "") continue
+            out.push({ field: toJsonPath([...member.at, name]), value: name, why: undefined, path: paths, query: {}, body: setAt(member.body, member.at, { [name]: sample }) })
+          }
+          for (const [why, name] of forbidden(member.keys, false)) {
+            if (typeof name !== "string") continue
+            out.push({ field: toJsonPath([...member.at, name]), value: name, why: `a key ${why}`, path: paths, query: {}, body: setAt(member.body, member.at, { [name]: sample }) })
+          }
+          continue
+        }
+        const field = toJsonPath(member.at)
+        const union = member.union === undefined ? {} : { union: member.union }
         // A rule across members (JSON Schema cannot compare two members) is stated in the member's description,
         // naming the others: a value it refuses is not "allowed by the document".
-        const others = Object.keys(operation.body.properties ?? {}).filter((other) => other !== member)
-        const acrossMembers = others.some((other) => String(resolve(schema).description ?? "").includes(`\`${other}\``))
-        for (const value of acrossMembers ? [] : allowed(schema) ?? []) {
-          out.push({ field: member, value, why: undefined, path: paths, query: {}, body: { ...baseBody, [member]: value } })
+        const acrossMembers = member.siblings.some((other) => String(resolve(member.schema).description ?? "").includes(`\`${other}\``))
+        for (const value of acrossMembers ? [] : allowed(member.schema) ?? []) {
+          out.push({ field, ...union, value, why: undefined, path: paths, query: {}, body: setAt(member.body, member.at, value) })
         }
-        for (const [why, value] of forbidden(schema, false)) {
-          out.push({ field: member, value, why, path: paths, query: {}, body: { ...baseBody, [member]: value } })
+        for (const [why, value] of forbidden(member.schema, false)) {
+          out.push({ field, ...union, value, why, path: paths, query: {}, body: setAt(member.body, member.at, value) })
         }
       }
     }
@@ -250,6 +449,7 @@ layer(SvcTest.layer(), { excludeTestServices: true })("the document is the behav
         const failures: Array<string> = []
         const skipped: Array<string> = []
         let checked = 0
+        const tried = new Set<string>()
         for (const operation of operations) {
           const name = `${operation.method} ${operation.template}`
           for (const variation of variations(operation)) {
@@ -261,22 +461,146 @@ layer(SvcTest.layer(), { excludeTestServices: true })("the document is the behav
               break
             }
             checked++
+            tried.add(variation.field)
             const shown = `${name} ${variation.field}=${JSON.stringify(variation.value)?.slice(0, 60)}`
+            const namesIt = response.status === 400 && response.json?.code === "INVALID_REQUEST" &&
+              (response.json?.field === variation.field || (variation.union !== undefined && response.json?.field === variation.union))
             if (variation.why === undefined) {
               if (response.status >= 500) failures.push(`${shown}: allowed, answered ${response.status}`)
-              else if (response.status === 400 && response.json?.code === "INVALID_REQUEST" && response.json?.field === variation.field) {
-                failures.push(`${shown}: allowed by the document, refused: ${response.json.detail}`)
-              }
-            } else if (!(response.status === 400 && response.json?.code === "INVALID_REQUEST" && response.json?.field === variation.field)) {
+              else if (namesIt) failures.push(`${shown}: allowed by the document, refused: ${response.json.detail}`)
+              else if (refusedByOwnRule(response, variation.field)) failures.push(`${shown}: allowed by the document, refused ${response.json.code}: ${response.json.detail}`)
+            } else if (!namesIt) {
               failures.push(`${shown}: ${variation.why}, answered ${response.status} ${response.json?.code ?? ""} ${response.json?.field ?? ""}`)
             }
           }
         }
         assert.deepStrictEqual(failures, [])
         assert.isAbove(checked, 300)
+        // Members of objects inside objects, of arrays of objects, items of arrays and a map's keys were tried too.
+        for (const field of ["rules[0].condition", "rules[1].result.reason", "policy.rules[0].name", "session.id", "action_classes[0]", "scopes[0]", 'headers["a b"]']) {
+          assert.isTrue(tried.has(field), field)
+        }
         // Only the operations that a key cannot reach by design.
         for (const name of new Set(skipped)) assert.match(name, /\/v1\/console\/(sign-in|sign-out|me)|\/v1\/approval-links\//, name)
       }), { timeout: 120_000 })
+  })
+
+  describe("bounds", () => {
+    /**
+     * Inputs whose bound is a rule of the service, stated in their
+     * description and answered with its own problem: a header's value
+     * (`INVALID_HEADERS`: visible characters, at most 4096 bytes) and an event
+     * type (`INVALID_WEBHOOK_EVENTS`: one of the types the description lists).
+     */
+    const serviceBound = /^(POST|PATCH) \/v1\/(notification-endpoints|telemetry-destinations)[^ ]* (headers\{\}|events\[\]|event_type)$/
+
+    it("every string and integer an operation accepts is bounded in the document: a length, a pattern, an enum or a format; a minimum and a maximum", () => {
+      const unbounded: Array<string> = []
+      const walk = (schema: Json, at: string, where: string): void => {
+        schema = resolve(schema)
+        for (const variant of (schema.anyOf ?? []) as Array<Json>) walk(variant, at, where)
+        const name = `${where} ${at}`
+        if (schema.type === "string" && schema.enum === undefined && schema.maxLength === undefined && schema.pattern === undefined && schema.format === undefined && !serviceBound.test(name)) unbounded.push(name)
+        if (schema.type === "integer" && schema.enum === undefined && (schema.minimum === undefined || schema.maximum === undefined)) unbounded.push(name)
+        if (schema.type === "object") {
+          for (const [member, inner] of Object.entries((schema.properties ?? {}) as Record<string, Json>)) walk(inner, at === "" ? member : `${at}.${member}`, where)
+          if (isRecord(schema.additionalProperties)) walk(schema.additionalProperties, `${at}{}`, where)
+        }
+        if (schema.type === "array" && isRecord(schema.items)) walk(schema.items, `${at}[]`, where)
+      }
+      for (const operation of operations) {
+        const where = `${operation.method} ${operation.template}`
+        if (operation.body !== undefined) walk(operation.body, "", where)
+        for (const parameter of operation.parameters) if (parameter.in === "path" || parameter.in === "query") walk(parameter.schema, parameter.name, where)
+      }
+      assert.deepStrictEqual(unbounded, [])
+    })
+  })
+
+  describe("cursors", () => {
+    /** Strings a list never issued: made up (any text up to the documented 200 characters, and cursor-shaped ones). */
+    const madeUp = [
+      "",
+      ".",
+      "MA.",
+      "a".repeat(200),
+      ...fc.sample(fc.string({ maxLength: 200 }), { numRuns: SAMPLES, seed: SEED }),
+      ...fc.sample(fc.stringMatching(/^[A-Za-z0-9_-]{1,27}\.[A-Za-z0-9_-]{22}$/), { numRuns: SAMPLES, seed: SEED })
+    ]
+
+    it.effect("a cursor a list issued gives its next page; any other value (made up, edited, another list's, over 200 characters) is 400 naming cursor", () =>
+      Effect.gen(function*() {
+        const org = yield* SvcTest.org()
+        const client = org.client
+        // Two items or more in every list that takes a cursor, so that a page of one has a next one.
+        const task = yield* client.tasks.create({ payload: { name: "paged", answer_schema: { type: "object" } } })
+        yield* client.tasks.create({ payload: { name: "paged-too", answer_schema: { type: "object" } } })
+        const feedback: Array<string> = []
+        for (let i = 0; i < 5; i++) {
+          const run = yield* client.tasks.logRun({ params: { task_id: task.id }, payload: { input: { n: i }, answer: {} } })
+          feedback.push((yield* client.feedback.submit({ payload: { inference_log_id: run.trace_id, score: -1, correction: { n: i } } })).id)
+        }
+        const promote = (ids: ReadonlyArray<string>) =>
+          Effect.gen(function*() {
+            for (const id of ids) yield* client.feedback.stage({ params: { feedback_id: id } })
+            const preview = yield* client.feedback.promotePreview({ params: { task_id: task.id }, query: {} })
+            return yield* client.feedback.promote({
+              params: { task_id: task.id },
+              payload: { base_dataset_id: preview.base_dataset_id, expected_feedback_revision: preview.expected_feedback_revision }
+            })
+          })
+        const dataset = yield* promote(feedback.slice(0, 2))
+        yield* promote(feedback.slice(2, 3))
+        for (const id of feedback.slice(3)) yield* client.feedback.stage({ params: { feedback_id: id } })
+        const session = yield* client.agentSessions.create({ payload: {} })
+        const steps: Array<string> = []
+        for (let i = 0; i < 4; i++) {
+          const step = yield* client.agentSessions.governStep({
+            params: { session_id: session.id },
+            payload: { step_id: `step-${i}`, tool: "t", action_class: "paged.review", arguments: {} }
+          })
+          steps.push(step.approval_id!)
+        }
+        for (const id of steps.slice(0, 2)) yield* client.approvals.decide({ params: { approval_id: id }, payload: { decision: "approve" } })
+
+        const paths: Record<string, string> = { task_id: task.id, dataset_id: dataset.dataset_id, session_id: session.id }
+        const listing = operations.filter((operation) => operation.parameters.some((p) => p.name === "cursor" && p.in === "query"))
+        const cursorOf = (response: RawResponse) => response.json?.next_cursor as string | null | undefined
+        const failures: Array<string> = []
+        const issued = new Map<string, string>()
+        for (const operation of listing) {
+          const name = `${operation.method} ${operation.template}`
+          const first = yield* send(org.key, operation, paths, { limit: "1" }, undefined)
+          const cursor = cursorOf(first)
+          if (first.status !== 200 || typeof cursor !== "string") {
+            failures.push(`${name}: a first page of one answered ${first.status} with next_cursor ${JSON.stringify(cursor)}`)
+            continue
+          }
+          issued.set(name, cursor)
+          const next = yield* send(org.key, operation, paths, { limit: "1", cursor }, undefined)
+          if (next.status !== 200) failures.push(`${name}: its own cursor answered ${next.status} ${next.text.slice(0, 200)}`)
+        }
+        for (const operation of listing) {
+          const name = `${operation.method} ${operation.template}`
+          const own = issued.get(name) ?? "MA.AAAAAAAAAAAAAAAAAAAAAA"
+          const others = [...issued].filter(([other]) => other !== name).map(([, cursor]) => cursor)
+          const edited = `${own.slice(0, -1)}${own.endsWith("A") ? "B" : "A"}`
+          const refused: ReadonlyArray<readonly [string, string]> = [
+            ...madeUp.map((value) => ["made up", value] as const),
+            ["edited", edited],
+            ["another list's", others[0]!],
+            ["over 200 characters", "a".repeat(201)]
+          ]
+          for (const [why, cursor] of refused) {
+            const response = yield* send(org.key, operation, paths, { limit: "1", cursor }, undefined)
+            if (!(response.status === 400 && response.json?.code === "INVALID_REQUEST" && response.json?.field === "cursor")) {
+              failures.push(`${name} cursor=${JSON.stringify(cursor).slice(0, 60)} (${why}): answered ${response.status} ${response.json?.code ?? ""} ${response.json?.field ?? ""}`)
+            }
+          }
+        }
+        assert.deepStrictEqual(failures, [])
+        assert.isAtLeast(listing.length, 9)
+      }), { timeout: 60_000 })
   })
 
   describe("media types", () => {
