@@ -25,6 +25,7 @@
  */
 import * as path from "node:path"
 import { type Child, spawnChild } from "../support/child.ts"
+import { formatPerOp, measureCpu, type Meter, perOp } from "../support/cpu.ts"
 import { freshDatabase } from "../support/db.ts"
 import { cell, match, parseRates, summarize } from "../support/latency.ts"
 import type { LoadResult } from "../support/load.ts"
@@ -48,6 +49,8 @@ interface Phase {
   readonly result: OpenLoopResult
   /** Events in the outbox when the phase started (history). */
   readonly history: number
+  /** CPU (µs) by process from the first due time to the last receipt. */
+  readonly cpu: Record<string, number>
 }
 
 interface Stamp {
@@ -100,7 +103,7 @@ export default async (context: BenchContext): Promise<ScenarioResult> => {
     aims,
     notes: [
       `Open loop: requests started at their due time (start + i / rate) whatever the answers, ${k.seconds} s per rate after ${k.warmupSeconds} s at 50/s, one svc process on one database through all rates (history grows from rate to rate: the \`history\` column); ${SESSIONS} agent sessions in turn; one endpoint, at an HTTPS receiver of its own that answers 204 at once.`,
-      "webhook ms: due time → first receipt at the receiver; answer ms: due time → the step's (event's) answer; p50 / p95 / p99 / max. late ms: how late the generator started a request past its due time at worst (above a few ms the machine did not offer the rate). missing: offered and answered 2xx, never received within 60 s of the last due time; dup: receipts beyond the first.",
+      "webhook ms: due time → first receipt at the receiver; answer ms: due time → the step's (event's) answer; p50 / p95 / p99 / max. late ms: how late the generator started a request past its due time at worst (above a few ms the machine did not offer the rate). missing: offered and answered 2xx, never received within 60 s of the last due time; dup: receipts beyond the first. CPU µs each: svc's process (on PGlite its database thread included) and, on the server, the run database's backends (the events' writer included), from the first due time to the last receipt, per offered step or event.",
       "where the time goes (p50 / p95 ms, from svc's own timestamps in the database): write = due → the event's writing transaction's start (the request path before the step's statement); fan-out = → the dispatcher's statement that made its delivery (the step's commit, the dispatcher's wakeup or back-off, its statement); to receipt = fan-out → receipt (the worker's wakeup and claim, the send up to the receiver); send = svc's own timing of the POST (request to answer); settle = receipt → the outcome row's statement.",
       ...(context.database === "pglite" ? ["events (written straight to the outbox) run on the server only: the embedded data folder has one owner, svc."] : []),
       ...notes
@@ -137,14 +140,17 @@ const runKind = async (
         await new Promise((r) => setTimeout(r, 100))
       }
     }
+    const meters: Array<Meter> = [svc.meter, ...(database.meter === undefined ? [] : [database.meter])]
     const offer = async (rate: number, seconds: number, label: string) => {
-      const result = kind === "steps"
-        ? await generator.call<OpenLoopResult>("steps", { baseUrl: svc.baseUrl, key, sessions, rate, seconds, prefix: `${label}-${rate}`, actionClass: ACTION_CLASS })
-        : await generator.call<OpenLoopResult>("events", { connectionString: database.url, orgId, rate, seconds })
-      const ok = result.items.filter((s) => s.status >= 200 && s.status < 300).length
-      expected += ok
-      await settle()
-      return result
+      const { result, cpu } = await measureCpu(meters, async () => {
+        const result = kind === "steps"
+          ? await generator.call<OpenLoopResult>("steps", { baseUrl: svc.baseUrl, key, sessions, rate, seconds, prefix: `${label}-${rate}`, actionClass: ACTION_CLASS })
+          : await generator.call<OpenLoopResult>("events", { connectionString: database.url, orgId, rate, seconds })
+        expected += result.items.filter((s) => s.status >= 200 && s.status < 300).length
+        await settle()
+        return result
+      })
+      return { result, cpu }
     }
     await offer(50, k.warmupSeconds, "warmup")
     history = expected
@@ -158,8 +164,8 @@ const runKind = async (
         notes.push(`${checkout.label} ${kind}: the highest rate the machine offers measured at ${rate}/s (${kind === "steps" ? "pending steps answered per second, closed loop of 16 connections" : "events written per second by the generator's 16 connections"}).`)
       } else rate = wanted
       const before = history
-      const result = await offer(rate, k.seconds, `r${phases.length}`)
-      phases.push({ kind, rate, label: String(wanted), result, history: before })
+      const { result, cpu } = await offer(rate, k.seconds, `r${phases.length}`)
+      phases.push({ kind, rate, label: String(wanted), result, history: before, cpu })
       history = expected
     }
     await generator.call("close")
@@ -231,7 +237,8 @@ const row = (arm: string, phase: Phase, byKey: ReadonlyMap<string, Stamp>, arriv
     "webhook ms p50/p95/p99/max": cell(summarize(matched.latencies)),
     errors: phase.result.errors,
     missing: matched.missing,
-    dup: matched.duplicates
+    dup: matched.duplicates,
+    "CPU µs each": formatPerOp(perOp(phase.cpu, items.length))
   }
 }
 
