@@ -48,6 +48,8 @@ const knobs = (quick: boolean) => ({
 interface Dead {
   readonly queue: number
   readonly all: number
+  /** The queue's tables with dead rows, e.g. `delivery_targets 40`. */
+  readonly byTable: string
 }
 
 const deadTuples = async (url: string): Promise<Dead> => {
@@ -56,12 +58,13 @@ const deadTuples = async (url: string): Promise<Dead> => {
   const client = new pg.Client({ connectionString: url })
   await client.connect()
   try {
-    const { rows } = await client.query<{ queue: string; all: string }>(
-      `SELECT coalesce(sum(n_dead_tup) FILTER (WHERE relname = ANY ($1::text[])), 0)::text AS queue, coalesce(sum(n_dead_tup), 0)::text AS all
+    const { rows } = await client.query<{ queue: string; all: string; by_table: string | null }>(
+      `SELECT coalesce(sum(n_dead_tup) FILTER (WHERE relname = ANY ($1::text[])), 0)::text AS queue, coalesce(sum(n_dead_tup), 0)::text AS all,
+              string_agg(relname || ' ' || n_dead_tup, ', ' ORDER BY n_dead_tup DESC) FILTER (WHERE relname = ANY ($1::text[]) AND n_dead_tup > 0) AS by_table
        FROM pg_stat_user_tables`,
       [[...QUEUE_TABLES]]
     )
-    return { queue: Number(rows[0]!.queue), all: Number(rows[0]!.all) }
+    return { queue: Number(rows[0]!.queue), all: Number(rows[0]!.all), byTable: rows[0]!.by_table ?? "none" }
   } finally {
     await client.end()
   }
@@ -80,6 +83,7 @@ export default async (context: BenchContext): Promise<ScenarioResult> => {
   const k = knobs(context.quick)
   return withReceiver(context, async (receiver, receiverUrl) => {
     const rows: Array<Record<string, string | number>> = []
+    const notes: Array<string> = []
     const aims = []
     for (const checkout of context.checkouts) {
       const results = new Map<Arm, Awaited<ReturnType<typeof drain>>>()
@@ -99,6 +103,7 @@ export default async (context: BenchContext): Promise<ScenarioResult> => {
           "dead rows, all tables": `${r.before.all} → ${r.after.all}`
         })
       }
+      for (const [arm, r] of results) notes.push(`${checkout.label} ${arm}: dead rows of the queue's tables after the drain: ${r.after.byTable}.`)
       aims.push(
         atLeast(`${checkout.label}: steady rate with a REPEATABLE READ transaction held / without`, rates(results.get("held")!.arm).steady / fresh, 0.8),
         atLeast(`${checkout.label}: steady rate after ${k.history} events of history / fresh`, rates(results.get("history")!.arm).steady / fresh, 0.8)
@@ -111,7 +116,8 @@ export default async (context: BenchContext): Promise<ScenarioResult> => {
       aims,
       notes: [
         `A backlog of ${k.backlog} approval events committed in one transaction (with svc's wakeup), each delivered once to one endpoint, after a warm-up drain of ${k.warmup}; each arm on a fresh database and svc process. held: a REPEATABLE READ transaction (\`SELECT 1\`) opened on another connection before the backlog's commit and ended after its last receipt. history: ${k.history} events delivered first, in transactions of 500.`,
-        "steady = receipts between the 20th and 80th percentile over their span; average = all receipts over commit → last receipt. Dead rows: pg_stat_user_tables.n_dead_tup summed over the queue's tables (events, event_dispatch, deliveries, delivery_targets, delivery_outcomes, delivery_attempts) and over all tables, before the commit and after the last receipt (held: while the transaction is still open)."
+        "steady = receipts between the 20th and 80th percentile over their span; average = all receipts over commit → last receipt. Dead rows: pg_stat_user_tables.n_dead_tup summed over the queue's tables (events, event_dispatch, deliveries, delivery_targets, delivery_outcomes, delivery_attempts) and over all tables, before the commit and after the last receipt (held: while the transaction is still open).",
+        ...notes
       ]
     }
   })
