@@ -1,5 +1,6 @@
 /**
- * The fault study's webhook receiver (`bench/faults.ts`), a child process of
+ * The fault study's webhook receiver (`bench/faults.ts`; also the latency
+ * scenario's, with no delay), a child process of
  * its own: an HTTPS server on loopback that records every request's
  * `x-svc-event-id` by path (the query left out), when it arrived (wall
  * clock, ms) and from which local port of the sender, and answers 204 after
@@ -8,7 +9,7 @@
  * keeps every receipt: the study counts deliveries that arrive twice, not
  * rates.
  *
- * Commands: `url`; `progress` (receipts and distinct event ids by path);
+ * Commands: `url`; `arrivals` (by event id, its arrival times, of a path); `progress` (receipts and distinct event ids by path);
  * `senders` (of the given sender ports: requests being answered now and
  * received in the last second, by path); `label` (these sender ports are
  * that process's: the report counts receipts by process); `report` (given
@@ -114,6 +115,7 @@ export interface Report {
 
 serve({
   url: () => `https://127.0.0.1:${port}`,
+  arrivals: ({ path }: { path: string }): Array<readonly [string, ReadonlyArray<number>]> => [...(paths.get(path)?.byId ?? [])],
   progress: (): Progress =>
     Object.fromEntries([...paths].map(([path, log]) => [path, { receipts: log.receipts, distinct: log.byId.size }])),
   senders: ({ ports }: { ports: ReadonlyArray<number> }): Senders => {

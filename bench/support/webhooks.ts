@@ -132,7 +132,7 @@ const eventPlan = (topology: Topology, orgIds: ReadonlyArray<string>, deliveries
 const wakeupDeliveries = (topology: Topology) => topology.fanOut === "all" ? topology.endpointsPerOrg : 1
 
 /** Inserts `count` events (`event(k)` says whose and which type) through `client`, 2 000 a statement; the caller commits. */
-const insertEvents = async (client: BenchClient, count: number, event: (k: number) => { orgId: string; type: string }) => {
+export const insertEvents = async (client: BenchClient, count: number, event: (k: number) => { orgId: string; type: string }) => {
   for (let i = 0; i < count; i += 2_000) {
     const batch: Array<OutboxEvent & { orgId: string; type: string }> = []
     for (let k = i; k < Math.min(count, i + 2_000); k++) {

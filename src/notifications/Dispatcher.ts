@@ -15,7 +15,7 @@ import { DeliveryQueue } from "../deliveries/DeliveryQueue.ts"
 import { SvcConfig } from "../platform/Config.ts"
 import { BigIntText, rowsOf } from "../platform/Rows.ts"
 import { Topics, Wakeups } from "../platform/Wakeups.ts"
-import { FIRST_BATCH, FIRST_PAUSE, nextBatch, nextPause } from "./DispatcherFast.ts"
+import { FIRST_BATCH, nextBatch, pauseAfter } from "./DispatcherFast.ts"
 import { EventBodies } from "./EventBodies.ts"
 import { actionClassMatches } from "./Filters.ts"
 
@@ -194,18 +194,23 @@ export class Dispatcher extends Context.Service<Dispatcher, {
     const dispatcher = yield* Dispatcher
     const wakeups = yield* Wakeups
     let batch = FIRST_BATCH
-    let pause = FIRST_PAUSE
+    /** The last pause waited for held-back events; undefined once the dispatcher has caught up. */
+    let pause: Duration.Duration | undefined
     yield* Effect.gen(function*() {
       const size = batch
       const taken = yield* dispatcher.dispatchOnce(size)
       batch = nextBatch(size, taken)
-      if (taken >= size) pause = FIRST_PAUSE
+      if (taken >= size) pause = undefined
       else if (yield* dispatcher.heldBack) {
-        // Committed events wait for an older transaction to end: no wakeup says when.
-        yield* Effect.sleep(pause)
-        pause = nextPause(pause)
+        // Committed events wait for older transactions to end. After a pass
+        // that took some, they are ending: mostly other writers of events,
+        // whose commit wakes this loop. After one that took none, the
+        // holder may write no events at all: the pause alone, so that a
+        // held horizon costs no statements per commit.
+        pause = pauseAfter(pause, taken)
+        yield* taken > 0 ? wakeups.wait(Topics.events, pause) : Effect.sleep(pause)
       } else {
-        pause = FIRST_PAUSE
+        pause = undefined
         yield* wakeups.wait(Topics.events, POLL_EVERY)
       }
     }).pipe(

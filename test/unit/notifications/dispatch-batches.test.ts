@@ -1,11 +1,13 @@
 /**
  * The dispatcher's statement sizes through a burst: a few events first,
  * twice as many after each full statement, at most 200; a statement that
- * finds fewer than it asked for starts the next burst small again.
+ * finds fewer than it asked for starts the next burst small again. Events
+ * held back by an older transaction are asked for again after a pause that
+ * grows while nothing is taken and starts over after a pass that took some.
  */
 import { assert, describe, it } from "@effect/vitest"
 import { Duration } from "effect"
-import { FIRST_BATCH, FIRST_PAUSE, MAX_BATCH, nextBatch, nextPause } from "../../../src/notifications/DispatcherFast.ts"
+import { FIRST_BATCH, FIRST_PAUSE, MAX_BATCH, nextBatch, nextPause, pauseAfter } from "../../../src/notifications/DispatcherFast.ts"
 
 describe("dispatch batches", () => {
   it("a burst is taken 16, 32, 64, 128, then 200 at a time; a short statement starts over", () => {
@@ -21,5 +23,13 @@ describe("dispatch batches", () => {
     const pauses = [FIRST_PAUSE]
     while (pauses.length < 7) pauses.push(nextPause(pauses.at(-1)!))
     assert.deepStrictEqual(pauses.map(Duration.toMillis), [5, 10, 20, 40, 80, 100, 100])
+  })
+
+  it("the pause for held-back events starts over after a pass that took events, and after catching up", () => {
+    assert.strictEqual(Duration.toMillis(pauseAfter(undefined, 0)), 5)
+    assert.strictEqual(Duration.toMillis(pauseAfter(Duration.millis(40), 0)), 80)
+    assert.strictEqual(Duration.toMillis(pauseAfter(Duration.millis(100), 0)), 100)
+    // Progress: the older transaction ended, the next one will soon.
+    assert.strictEqual(Duration.toMillis(pauseAfter(Duration.millis(100), 3)), 5)
   })
 })
