@@ -65,6 +65,10 @@ export const Step = Schema.Struct({
   resolution: StepDecision.annotate({
     description: "Where the step stands now: `allow` or `reject` once decided (by policy, a person or the timeout action), else `pending`"
   }),
+  rule: Schema.optionalKey(Schema.String.annotate({
+    description: "The policy's rule on arguments that decided the step (its name); absent when the action class's settings did"
+  })),
+  reason: Schema.optionalKey(Schema.String.annotate({ description: "A rejecting rule's reason" })),
   outcome: Schema.optionalKey(Schema.Struct({ ...ToolOutcome.fields, reported_at: Timestamp })),
   created_at: Timestamp
 })

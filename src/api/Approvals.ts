@@ -239,6 +239,9 @@ export const EarlierStep = Schema.Struct({
   resolution: Schema.Literals(["allow", "reject", "pending"]).annotate({
     description: "Where the step stands: `allow` or `reject` once decided (by policy, a person or a timeout action), else `pending`"
   }),
+  rule: Schema.optionalKey(Schema.String.annotate({
+    description: "The policy's rule on arguments that decided the step (its name); absent when the action class's settings did"
+  })),
   outcome: Schema.optionalKey(Schema.Literals(["succeeded", "failed"]).annotate({
     description: "How its tool run ended, when the agent reported it"
   })),

@@ -28,13 +28,13 @@ export type Vote = typeof Vote.Type
 
 /** The members an approval's snapshot carries when it needs more than one approval. */
 export const QuorumFields = {
-  quorum: Schema.optionalKey(Schema.Int.annotate({
+  quorum: Schema.optionalKey(Schema.Int.check(Schema.isBetween({ minimum: 2, maximum: MAX_QUORUM })).annotate({
     description: "How many distinct people must approve; present when more than one must (absent: one decision decides)"
   })),
   votes: Schema.optionalKey(Schema.Array(Vote).annotate({
     description: "The votes cast so far, oldest first (with `quorum`); the last one is the decision that closed the approval"
   })),
-  approvals_remaining: Schema.optionalKey(Schema.Int.annotate({
+  approvals_remaining: Schema.optionalKey(Schema.Int.check(Schema.isBetween({ minimum: 0, maximum: MAX_QUORUM })).annotate({
     description: "While pending (with `quorum`): how many more distinct people must approve"
   }))
 }

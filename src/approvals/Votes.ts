@@ -11,11 +11,26 @@
  * first), so two votes for the last needed approval serialize: the first
  * closes the approval, the second finds it closed.
  */
-import { Effect } from "effect"
+import { Effect, Schema } from "effect"
 import type { SqlClient } from "effect/sql"
+import type { ApprovalStatus } from "../api/Approvals.ts"
 import type { Vote } from "../api/Votes.ts"
+import { rowsOf } from "../platform/Rows.ts"
 import { appendSessionEvent } from "../streams/SessionEvents.ts"
-import type { ApprovalRow } from "./Events.ts"
+
+/** What of an `approvals` row (`Events.ts`, `ApprovalColumns`) a vote reads. */
+interface ApprovalRow {
+  readonly id: string
+  readonly org_id: string
+  readonly session_id: string
+  readonly step_id: string
+  readonly status: ApprovalStatus
+  readonly quorum: number
+  /** JSON text, from `votesColumns`. */
+  readonly votes: string | null
+}
+
+const CountRows = rowsOf("approval_votes", Schema.Struct({ approvals: Schema.Number }))
 
 /** A new approval's quorum: the rule's or the class's, 1 when neither sets one. */
 export const quorumOf = (settings: { readonly quorum?: number | undefined }): number => settings.quorum ?? 1
@@ -75,10 +90,10 @@ export const castVote = Effect.fnUntraced(function*(
   `
   if (inserted.length === 0) return { _tag: "duplicate" } as Cast
   if (decision === "reject" || row.quorum <= 1) return { _tag: "closes" } as Cast
-  const [counted] = yield* sql<{ readonly approvals: number | string }>`
-    SELECT count(*) AS approvals FROM approval_votes WHERE approval_id = ${row.id} AND decision = 'approve'
-  `
-  const remaining = row.quorum - Number(counted!.approvals)
+  const counted = yield* CountRows.returned(sql`
+    SELECT count(*)::int AS approvals FROM approval_votes WHERE approval_id = ${row.id} AND decision = 'approve'
+  `)
+  const remaining = row.quorum - counted.approvals
   return (remaining <= 0 ? { _tag: "closes" } : { _tag: "open", remaining }) as Cast
 })
 
