@@ -45,7 +45,7 @@ const requestPayout = async (stepId: string, amount: number) => {
 }
 
 describeBrowser("Quorum", () => {
-  it("the card shows the votes so far; the first person's vote keeps it pending, a second vote is refused; another person's approval closes it", async () => {
+  it("the card shows the votes so far and how many remain; the approval that completes the quorum closes it", async () => {
     const approvalId = await requestPayout("payout-1", 4800)
     // Someone else approved already, with a reason.
     const first = await world.api("POST", `/v1/agent-approvals/${approvalId}/decision`, { decision: "approve", reason: "Invoice 2291 checked." })
@@ -79,7 +79,6 @@ describeBrowser("Quorum", () => {
     const card = page.getByRole("listitem", { name: /bank\.payout/ }).filter({ hasText: "2500" })
     await card.waitFor()
     await card.getByText("No vote yet.").waitFor()
-    // The earlier step was decided by the class's settings, this one by the rule "large".
     await card.getByRole("textbox", { name: /Reason/ }).fill("Matches the signed contract.")
     await card.getByRole("button", { name: "Approve" }).click()
     await page.getByText(/Your approval is recorded: bank.payout \(payments.payout\) needs 1 more from someone else./).waitFor()
