@@ -32,6 +32,7 @@ export {
   ReviewerAddressReplaced
 } from "./api/ApprovalLinks.ts"
 export { LinkExpired, LinkInvalid, LinkUsed } from "./api/Console.ts"
+export { AlreadyVoted } from "./api/Votes.ts"
 export { InvalidUrl, NotReplayable, QueueFull } from "./api/Deliveries.ts"
 export { CorrectionContainsSecret, CorrectionShapeMismatch, DatasetBaseChanged, FeedbackChanged, NothingStaged } from "./api/Feedback.ts"
 export { DeliveryFailed, InvalidWebhookEvents } from "./api/Notifications.ts"

@@ -55,6 +55,7 @@ export const EarlierSteps = ({ context, headingLevel = 3 }: { context: Context |
                   <span class={`badge ${step.resolution === "allow" ? "delivered" : step.resolution === "reject" ? "rejected" : "pending"}`}>
                     {resolutionWords[step.resolution] ?? step.resolution}
                   </span>
+                  {step.rule !== undefined && <span class="muted"> · rule {step.rule}</span>}
                   {step.outcome !== undefined && <span class="muted"> · tool {step.outcome}</span>}
                 </li>
               ))}
@@ -83,6 +84,43 @@ export const Outcome = ({ item }: { item: Approval }) => {
       </p>
       {item.decision_reason !== undefined && <blockquote class="reason">{item.decision_reason}</blockquote>}
     </>
+  )
+}
+
+/**
+ * The votes of an approval that several people must approve: how many
+ * approvals it needs, who voted so far (when, how, why) and how many remain.
+ * Nothing for an approval one decision closes.
+ */
+export const Votes = ({ item, headingLevel = 3 }: { item: Approval; headingLevel?: 2 | 3 }) => {
+  if (item.quorum === undefined) return null
+  const Heading = headingLevel === 2 ? "h2" : "h3"
+  const votes = item.votes ?? []
+  const approvals = votes.filter((vote) => vote.decision === "approve").length
+  return (
+    <section class="votes" aria-label="Votes">
+      <Heading>Votes: {approvals} of {item.quorum} approvals</Heading>
+      <p class="muted">
+        {item.status === "pending"
+          ? `Needs ${item.approvals_remaining ?? item.quorum - approvals} more approval${(item.approvals_remaining ?? 0) === 1 ? "" : "s"} from different people; one rejection rejects it. Each person votes once.`
+          : `${item.quorum} different people had to approve; one rejection rejected it.`}
+      </p>
+      {votes.length === 0
+        ? <p class="muted">No vote yet.</p>
+        : (
+          <ol class="vote-list" aria-label="Votes so far">
+            {votes.map((vote) => (
+              <li key={vote.decided_by}>
+                <span class={`badge ${vote.decision === "approve" ? "delivered" : "rejected"}`}>
+                  {vote.decision === "approve" ? "approved" : "rejected"}
+                </span>{" "}
+                <Decider decidedBy={vote.decided_by} /> <span class="muted">at <Time iso={vote.decided_at} /></span>
+                {vote.reason !== undefined && <blockquote class="reason">{vote.reason}</blockquote>}
+              </li>
+            ))}
+          </ol>
+        )}
+    </section>
   )
 }
 

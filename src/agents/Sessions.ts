@@ -76,6 +76,8 @@ const toStep = (row: StepRow): Step => ({
   decision: row.decision,
   ...(row.approval_id === null ? {} : { approval_id: row.approval_id }),
   resolution: row.resolution,
+  ...(row.rule === null ? {} : { rule: row.rule }),
+  ...(row.reason === null ? {} : { reason: row.reason }),
   ...(row.outcome === null ? {} : {
     outcome: {
       status: row.outcome,

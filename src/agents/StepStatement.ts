@@ -68,7 +68,10 @@ export const requestedPieces = (input: {
   const snapshotHead = `{"approval_id":${J(input.approvalId)},"session_id":${J(input.sessionId)},"step_id":${J(input.step.step_id)},"task_id":`
   const snapshotStatus = `,"status":"pending","deadline_at":"`
   const snapshotExpires = `","expires_at":"`
-  const timeoutAction = `","timeout_action":${J(input.rule.timeout_action)}${input.ruleName === undefined ? "" : `,"rule":${J(input.ruleName)}`}`
+  const quorum = input.rule.quorum ?? 1
+  const timeoutAction = `","timeout_action":${J(input.rule.timeout_action)}${input.ruleName === undefined ? "" : `,"rule":${J(input.ruleName)}`}${
+    quorum > 1 ? `,"quorum":${quorum},"votes":[],"approvals_remaining":${quorum}` : ""
+  }`
   return {
     event: [
       `{"id":${J(input.eventId)},"type":"approval.requested","org_id":${J(input.orgId)},"occurred_at":"`,
@@ -158,7 +161,8 @@ export const stepSql = (sql: SqlClient.SqlClient, input: StepStatementInput) => 
         AND mode = ${stored.mode} AND review_seconds = ${stored.review_seconds}
         AND expiring_notice_seconds = ${stored.expiring_notice_seconds}
         AND escalation_seconds IS NOT DISTINCT FROM ${stored.escalation_seconds}::int
-        AND timeout_action = ${stored.timeout_action} AND rules = ${cached.conditionsJson}::jsonb)`
+        AND timeout_action = ${stored.timeout_action} AND rules = ${cached.conditionsJson}::jsonb
+        AND quorum = ${stored.quorum ?? 1})`
     : sql`NOT EXISTS (SELECT 1 FROM approval_policies WHERE org_id = ${orgId} AND action_class = ${step.action_class})`
 
   const pending = (() => {
@@ -179,11 +183,11 @@ export const stepSql = (sql: SqlClient.SqlClient, input: StepStatementInput) => 
     return sql`,
     approval AS (
       INSERT INTO approvals (id, org_id, session_id, step_id, task_id, status, deadline_at, expires_at, timeout_action,
-        expiring_at, escalation_seconds, next_due_at, next_due_kind, created_at, rule)
+        expiring_at, escalation_seconds, next_due_at, next_due_kind, created_at, rule, quorum)
       SELECT ${input.approval.id}, ${orgId}, sess.id, ${step.step_id}, sess.task_id, 'pending',
         ${at(sql, offsets.deadline)}, ${at(sql, offsets.expires)}, ${rule.timeout_action},
         ${offsets.expiring === null ? sql`NULL::timestamptz` : at(sql, offsets.expiring)}, ${rule.escalation_seconds}::int,
-        ${at(sql, offsets.due)}, ${offsets.dueKind}, t.t0, ${verdict?.rule ?? null}
+        ${at(sql, offsets.due)}, ${offsets.dueKind}, t.t0, ${verdict?.rule ?? null}, ${rule.quorum ?? 1}
       FROM step, sess, t
       RETURNING id
     ),

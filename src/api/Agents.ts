@@ -65,6 +65,10 @@ export const Step = Schema.Struct({
   resolution: StepDecision.annotate({
     description: "Where the step stands now: `allow` or `reject` once decided (by policy, a person or the timeout action), else `pending`"
   }),
+  rule: Schema.optionalKey(Schema.String.annotate({
+    description: "The policy's rule on arguments that decided the step (its name); absent when the action class's settings did"
+  })),
+  reason: Schema.optionalKey(Schema.String.annotate({ description: "A rejecting rule's reason" })),
   outcome: Schema.optionalKey(Schema.Struct({ ...ToolOutcome.fields, reported_at: Timestamp })),
   created_at: Timestamp
 })
@@ -91,7 +95,7 @@ export const EventId = Text.check(
   Schema.isPattern(/^\d{1,18}$/u, { message: "Expected an event id (a non-negative integer)" })
 )
 
-export const SessionEventNames = ["step:governed", "tool:succeeded", "tool:failed", "approval:decided", "approval:expired"] as const
+export const SessionEventNames = ["step:governed", "tool:succeeded", "tool:failed", "approval:decided", "approval:voted", "approval:expired"] as const
 
 /** One event of the session stream, as the typed client yields it. */
 export const SessionStreamEvent = Schema.Struct({
@@ -170,7 +174,7 @@ export class AgentSessionsApi extends HttpApiGroup.make("agentSessions")
     }).pipe(
       requireScope(
         "agents.read",
-        "Server-sent events of the session: `step:governed`, `tool:succeeded`, `tool:failed`, `approval:decided`, `approval:expired`. Each has an `id:` (the session's event number) and JSON `data`. Resume with the `Last-Event-ID` header or `after`: exactly the later events are replayed, then live ones follow. Comment lines keep idle streams open. The stream ends when its key or console session is revoked (within `SVC_STREAM_AUTH_RECHECK`); open streams are capped per key or session, per organization and per server (429 `TOO_MANY_STREAMS`)."
+        "Server-sent events of the session: `step:governed`, `tool:succeeded`, `tool:failed`, `approval:decided`, `approval:voted` (one vote of several an approval needs, when it stays pending), `approval:expired`. Each has an `id:` (the session's event number) and JSON `data`. Resume with the `Last-Event-ID` header or `after`: exactly the later events are replayed, then live ones follow. Comment lines keep idle streams open. The stream ends when its key or console session is revoked (within `SVC_STREAM_AUTH_RECHECK`); open streams are capped per key or session, per organization and per server (429 `TOO_MANY_STREAMS`)."
       ),
       documented({
         summary: "Follow a session's events",

@@ -15,6 +15,7 @@ import { Text, Timestamp } from "./Common.ts"
 import { CrossSiteRequest, InvalidTransition, problemType } from "./Errors.ts"
 import { documented } from "./Documentation.ts"
 import * as Examples from "./Examples.ts"
+import { AlreadyVoted } from "./Votes.ts"
 
 export const ApprovalLinkToken = Text.check(Schema.isMinLength(1), Schema.isMaxLength(200)).annotate({
   description: "The secret of the mail's link: the part after `#` in `/console/decide#<token>`"
@@ -114,7 +115,7 @@ export class ApprovalLinksApi extends HttpApiGroup.make("approvalLinks")
     HttpApiEndpoint.post("decide", "/v1/approval-links/decision", {
       payload: DecideByLink,
       success: ApprovalLinkView,
-      error: [ApprovalLinkInvalid, ReviewerAddressReplaced, InvalidTransition, CrossSiteRequest]
+      error: [ApprovalLinkInvalid, ReviewerAddressReplaced, InvalidTransition, AlreadyVoted, CrossSiteRequest]
     }).pipe(
       documented({
         summary: "Approve or reject through a mail's link",
@@ -126,7 +127,7 @@ export class ApprovalLinksApi extends HttpApiGroup.make("approvalLinks")
           400: "`reason` is longer than 1 000 characters or holds a string that cannot be stored (`INVALID_REQUEST`).",
           403: "No `X-Svc-Console` header, or a request from another site (`CROSS_SITE_REQUEST`).",
           404: "The token is not the link of an approval of this service (`APPROVAL_LINK_INVALID`).",
-          409: "The approval is no longer pending (`INVALID_TRANSITION`).",
+          409: "The approval is no longer pending (`INVALID_TRANSITION`), or it needs several approvals and this address has already voted (`ALREADY_VOTED`).",
           410: "The address the mail went to was replaced or removed since (`REVIEWER_ADDRESS_REPLACED`): nothing is decided."
         }
       })

@@ -10,6 +10,7 @@ import { InvalidRequest, InvalidTransition, LimitReached, NotFound, PolicyRulesT
 import { Authentication, requireScope } from "./Security.ts"
 import { documented, notFound } from "./Documentation.ts"
 import * as Examples from "./Examples.ts"
+import { AlreadyVoted, Quorum, QuorumFields } from "./Votes.ts"
 
 export const PolicyMode = Schema.Literals(["allow", "reject", "require_approval"])
 export type PolicyMode = typeof PolicyMode.Type
@@ -51,7 +52,8 @@ const RequireApprovalResult = Schema.Struct({
   escalation_seconds: Schema.optionalKey(Seconds(1).annotate({
     description: "When set, the first deadline escalates and grants this much more review time"
   })),
-  timeout_action: TimeoutAction
+  timeout_action: TimeoutAction,
+  quorum: Schema.optionalKey(Quorum)
 }).check(
   Schema.makeFilter((result) =>
     noticeFits(result)
@@ -105,7 +107,8 @@ export const PolicyInput = Schema.Struct({
     description: "When set, the first deadline escalates and grants this much more review time"
   })),
   timeout_action: TimeoutAction,
-  rules: Schema.optionalKey(PolicyRules)
+  rules: Schema.optionalKey(PolicyRules),
+  quorum: Schema.optionalKey(Quorum)
 }).check(
   // Across two members, which JSON Schema cannot compare: the description of
   // `expiring_notice_seconds` states it, and the typed client checks it.
@@ -145,7 +148,8 @@ export const DryRunAnswer = Schema.Struct({
     review_seconds: Schema.Int,
     expiring_notice_seconds: Schema.Int,
     escalation_seconds: Schema.NullOr(Schema.Int),
-    timeout_action: TimeoutAction
+    timeout_action: TimeoutAction,
+    quorum: Schema.optionalKey(Schema.Int.annotate({ description: "How many distinct people must approve, when more than one" }))
   }).annotate({ description: "For `pending`: the deadline settings the approval would get" })),
   error: Schema.optionalKey(Schema.Struct({ rule: Schema.String, message: Schema.String }).annotate({
     description: "A rule that could not be evaluated for this step (the class's settings decided)"
@@ -180,7 +184,8 @@ export const ApprovalSnapshot = Schema.Struct({
   decision_reason: Schema.optionalKey(Schema.String.annotate({
     description:
       "Why, in the decider's words, when a reason was given with the decision (recognizable secrets in it are replaced by `[REDACTED]`)"
-  }))
+  })),
+  ...QuorumFields
 })
 export type ApprovalSnapshot = typeof ApprovalSnapshot.Type
 
@@ -234,6 +239,9 @@ export const EarlierStep = Schema.Struct({
   resolution: Schema.Literals(["allow", "reject", "pending"]).annotate({
     description: "Where the step stands: `allow` or `reject` once decided (by policy, a person or a timeout action), else `pending`"
   }),
+  rule: Schema.optionalKey(Schema.String.annotate({
+    description: "The policy's rule on arguments that decided the step (its name); absent when the action class's settings did"
+  })),
   outcome: Schema.optionalKey(Schema.Literals(["succeeded", "failed"]).annotate({
     description: "How its tool run ended, when the agent reported it"
   })),
@@ -400,11 +408,11 @@ export class ApprovalsApi extends HttpApiGroup.make("approvals")
       params: { approval_id: Uuid },
       payload: Decision,
       success: ApprovalSnapshot,
-      error: [NotFound, InvalidTransition]
+      error: [NotFound, InvalidTransition, AlreadyVoted]
     }).pipe(
       requireScope(
         "approvals.decide",
-        "A person approves or rejects a pending approval, optionally saying why (`reason`, at most 1 000 characters; the snapshot carries it as `decision_reason`). A decision on a closed approval is 409 INVALID_TRANSITION."
+        "A person approves or rejects a pending approval, optionally saying why (`reason`, at most 1 000 characters; the snapshot carries it as `decision_reason`). A decision on a closed approval is 409 INVALID_TRANSITION. When the approval needs several approvals (`quorum`), a decision is one vote: it stays pending until `quorum` distinct deciders have approved, one rejection rejects it, and the answer shows the `votes` so far and `approvals_remaining`; a decider votes once (a second vote is 409 ALREADY_VOTED)."
       ),
       documented({
         summary: "Approve or reject",
@@ -412,7 +420,7 @@ export class ApprovalsApi extends HttpApiGroup.make("approvals")
         response: Examples.decidedApproval,
         errors: {
           400: "`reason` is longer than 1 000 characters or holds a string that cannot be stored (`INVALID_REQUEST`, `field`: `reason`).",
-          409: "The approval is no longer pending (`INVALID_TRANSITION`)."
+          409: "The approval is no longer pending (`INVALID_TRANSITION`), or, when it needs several approvals (`quorum`), this decider has already voted on it (`ALREADY_VOTED`)."
         }
       })
     )

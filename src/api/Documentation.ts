@@ -105,6 +105,7 @@ export const ProblemExamples: Readonly<Record<string, (context: ProblemContext) 
   }),
   NOT_FOUND: () => ({ detail: "No such resource in this organization." }),
   INVALID_TRANSITION: () => ({ detail: "Only a pending item can change.", status_now: "staged" }),
+  ALREADY_VOTED: () => ({ detail: "This decider has already voted on this approval.", decided_by: "console:ana@example.com" }),
   PAYLOAD_TOO_LARGE: () => ({
     detail: "The request body is larger than SVC_MAX_BODY_BYTES (1048576 bytes).",
     limit: "SVC_MAX_BODY_BYTES",

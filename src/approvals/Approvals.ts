@@ -21,6 +21,8 @@ import { scrubReason } from "./Reasons.ts"
 import { appendApprovalStream, approvalsTopic, type StreamEntry } from "./OrgStream.ts"
 import { makePolicies } from "./Policies.ts"
 import type { CachedRule } from "./PolicyCache.ts"
+import { announceVote, castVote, quorumMembers } from "./Votes.ts"
+import { AlreadyVoted } from "../api/Votes.ts"
 
 /** A decider's precondition (`Approvals.decide`): `holds` runs in the decision's transaction; `refused` is the failure when it does not hold. */
 export interface DecisionGuard<E> {
@@ -63,7 +65,7 @@ export class Approvals extends Context.Service<Approvals, {
      * false decides nothing and fails with `refused`.
      */
     guard?: DecisionGuard<E>
-  ) => Effect.Effect<ApprovalSnapshot, NotFound | InvalidTransition | E>
+  ) => Effect.Effect<ApprovalSnapshot, NotFound | InvalidTransition | AlreadyVoted | E>
   /** Fires the most overdue deadline, if any is due; true when one fired. */
   readonly fireNextDue: Effect.Effect<boolean>
   /** The earliest deadline still to fire and the database's time now (epoch ms), for the scheduler's sleep. */
@@ -139,6 +141,14 @@ export class Approvals extends Context.Service<Approvals, {
             yield* appendApprovalStream(sql, orgId, log)
             return { _tag: "lapsed" as const, sessionId }
           }
+          // With a quorum, this decision is one vote (`Votes.ts`): it closes the approval only when it completes the quorum or rejects.
+          const vote = yield* castVote(sql, current, actor, decision, stored, now)
+          if (vote._tag === "duplicate") return { _tag: "duplicate" as const }
+          if (vote._tag === "open") {
+            yield* announceVote(sql, current, { actor, reason: stored, now, remaining: vote.remaining })
+            const pending = yield* ApprovalRows.one(sql`SELECT ${sql.literal(APPROVAL_COLUMNS)} FROM approvals WHERE id = ${approvalId}`)
+            return { _tag: "voted" as const, row: pending! }
+          }
           const row = yield* ApprovalRows.returned(sql`
             UPDATE approvals SET status = ${status}, decided_at = ${isoMs(now)}::timestamptz, decided_by = ${actor},
               decision_reason = ${stored}, next_due_at = NULL, next_due_kind = NULL
@@ -160,7 +170,8 @@ export class Approvals extends Context.Service<Approvals, {
               resolution,
               decided_at: iso(row.decided_at ?? new Date(now)),
               decided_by: actor,
-              ...(stored === null ? {} : { decision_reason: stored })
+              ...(stored === null ? {} : { decision_reason: stored }),
+              ...quorumMembers(row)
             }
           })
           yield* appendApprovalStream(sql, orgId, log)
@@ -168,6 +179,13 @@ export class Approvals extends Context.Service<Approvals, {
         })).pipe(Effect.orDie)
         if (decided._tag === "missing") return yield* new NotFound({ detail: "No such approval." })
         if (decided._tag === "refused") return yield* Effect.fail(guard!.refused)
+        if (decided._tag === "duplicate") {
+          return yield* new AlreadyVoted({ decided_by: actor, detail: "This decider has already voted on this approval; a decider votes once." })
+        }
+        if (decided._tag === "voted") {
+          yield* announce({ orgId, sessionId: decided.row.session_id, topics: [] })
+          return snapshotOf(decided.row)
+        }
         if (decided._tag === "closed") {
           return yield* new InvalidTransition({
             status_now: decided.status,

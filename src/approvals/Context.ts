@@ -23,6 +23,7 @@ const StepRows = rowsOf("agent_steps", Schema.Struct({
   tool: Schema.String,
   action_class: Schema.String,
   resolution: Schema.Literals(["allow", "reject", "pending"]),
+  rule: Schema.NullOr(Schema.String),
   outcome: Schema.NullOr(Schema.Literals(["succeeded", "failed"])),
   created_at: Timestamp,
   total: Schema.Number
@@ -57,8 +58,8 @@ export class ApprovalContexts extends Context.Service<ApprovalContexts, {
         // The latest steps before this one (a session's steps are numbered
         // in the order they were asked), then oldest first for reading.
         const steps = yield* StepRows.all(sql`
-          SELECT step_id, tool, action_class, resolution, outcome, created_at, total FROM (
-            SELECT s.seq, s.step_id, s.tool, s.action_class, s.resolution, s.outcome, s.created_at,
+          SELECT step_id, tool, action_class, resolution, rule, outcome, created_at, total FROM (
+            SELECT s.seq, s.step_id, s.tool, s.action_class, s.resolution, s.rule, s.outcome, s.created_at,
               count(*) OVER ()::int AS total
             FROM agent_steps s
             WHERE s.session_id = ${row.session_id}
@@ -72,6 +73,7 @@ export class ApprovalContexts extends Context.Service<ApprovalContexts, {
           tool: step.tool,
           action_class: step.action_class,
           resolution: step.resolution,
+          ...(step.rule === null ? {} : { rule: step.rule }),
           ...(step.outcome === null ? {} : { outcome: step.outcome }),
           created_at: iso(step.created_at)
         }))

@@ -11,6 +11,8 @@ export interface PolicyRule {
   readonly expiring_notice_seconds: number
   readonly escalation_seconds: number | null
   readonly timeout_action: TimeoutAction
+  /** How many distinct people must approve (absent: one). */
+  readonly quorum?: number | undefined
 }
 
 /**

@@ -14,6 +14,7 @@ import { appendSessionEvent } from "../streams/SessionEvents.ts"
 import { type DeadlineState, type DueKind, fire, nextDue } from "./Deadlines.ts"
 import { ApprovalColumns, type ApprovalRow, makeApprovalEvent, snapshotOf, writeToOutbox } from "./Events.ts"
 import { appendApprovalStream, type StreamEntry } from "./OrgStream.ts"
+import { votesColumns } from "./Votes.ts"
 
 /** An `approvals` row with its deadline state. */
 export const ApprovalRows = rowsOf("approvals", Schema.Struct({
@@ -27,7 +28,8 @@ export const ApprovalRows = rowsOf("approvals", Schema.Struct({
 export type FullApprovalRow = NonNullable<Effect.Success<ReturnType<typeof ApprovalRows.one>>>
 
 export const APPROVAL_COLUMNS =
-  "id, org_id, session_id, step_id, task_id, status, deadline_at, expires_at, timeout_action, decided_at, decided_by, decision_reason, rule, expiring_at, escalation_seconds, expiring_sent, escalated, next_due_kind"
+  "id, org_id, session_id, step_id, task_id, status, deadline_at, expires_at, timeout_action, decided_at, decided_by, decision_reason, rule, expiring_at, escalation_seconds, expiring_sent, escalated, next_due_kind, " +
+  votesColumns("approvals")
 
 const stateOf = (row: FullApprovalRow): DeadlineState => ({
   deadlineAt: row.deadline_at.getTime(),

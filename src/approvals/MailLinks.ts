@@ -21,6 +21,7 @@ import { Context, Effect, Layer, Option, Schema } from "effect"
 import type { SqlClient } from "effect/sql"
 import { ApprovalLinkInvalid, type ApprovalLinkView, ReviewerAddressReplaced } from "../api/ApprovalLinks.ts"
 import type { InvalidTransition } from "../api/Errors.ts"
+import type { AlreadyVoted } from "../api/Votes.ts"
 import type { SvcConfigShape } from "../platform/Config.ts"
 import { randomToken, sha256Hex } from "../platform/Crypto.ts"
 import { rowsOf } from "../platform/Rows.ts"
@@ -86,7 +87,7 @@ export class ApprovalMailLinks extends Context.Service<ApprovalMailLinks, {
     token: string,
     decision: "approve" | "reject",
     reason: string | undefined
-  ) => Effect.Effect<ApprovalLinkView, ApprovalLinkInvalid | ReviewerAddressReplaced | InvalidTransition>
+  ) => Effect.Effect<ApprovalLinkView, ApprovalLinkInvalid | ReviewerAddressReplaced | InvalidTransition | AlreadyVoted>
 }>()("svc/approvals/ApprovalMailLinks") {
   static readonly layer = Layer.effect(
     ApprovalMailLinks,

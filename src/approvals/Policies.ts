@@ -27,11 +27,12 @@ const PolicyRows = rowsOf("approval_policies", Schema.Struct({
   escalation_seconds: Schema.NullOr(Schema.Number),
   timeout_action: TimeoutAction,
   rules: JsonColumn(Schema.Array(PolicyRule)),
+  quorum: Schema.Number,
   updated_at: Timestamp
 }))
 type PolicyRow = NonNullable<Effect.Success<ReturnType<typeof PolicyRows.one>>>
 
-const POLICY_COLUMNS = "action_class, mode, review_seconds, expiring_notice_seconds, escalation_seconds, timeout_action, rules, updated_at"
+const POLICY_COLUMNS = "action_class, mode, review_seconds, expiring_notice_seconds, escalation_seconds, timeout_action, rules, quorum, updated_at"
 
 const toPolicy = (row: PolicyRow): Policy => ({
   action_class: row.action_class,
@@ -41,6 +42,7 @@ const toPolicy = (row: PolicyRow): Policy => ({
   ...(row.escalation_seconds === null ? {} : { escalation_seconds: row.escalation_seconds }),
   timeout_action: row.timeout_action,
   rules: row.rules,
+  ...(row.quorum > 1 ? { quorum: row.quorum } : {}),
   updated_at: row.updated_at
 })
 
@@ -76,14 +78,14 @@ export const makePolicies = Effect.fnUntraced(function*(sql: SqlClient.SqlClient
         })
       }
       return yield* PolicyRows.returned(sql`
-        INSERT INTO approval_policies (org_id, action_class, mode, review_seconds, expiring_notice_seconds, escalation_seconds, timeout_action, rules)
+        INSERT INTO approval_policies (org_id, action_class, mode, review_seconds, expiring_notice_seconds, escalation_seconds, timeout_action, rules, quorum)
         VALUES (${orgId}, ${actionClass}, ${input.mode}, ${input.review_seconds}, ${input.expiring_notice_seconds}, ${escalation}, ${input.timeout_action},
-          ${JSON.stringify(input.rules ?? [])}::jsonb)
+          ${JSON.stringify(input.rules ?? [])}::jsonb, ${input.quorum ?? 1})
         ON CONFLICT (org_id, action_class) DO UPDATE SET
           mode = EXCLUDED.mode, review_seconds = EXCLUDED.review_seconds,
           expiring_notice_seconds = EXCLUDED.expiring_notice_seconds,
           escalation_seconds = EXCLUDED.escalation_seconds, timeout_action = EXCLUDED.timeout_action,
-          rules = EXCLUDED.rules, updated_at = now()
+          rules = EXCLUDED.rules, quorum = EXCLUDED.quorum, updated_at = now()
         RETURNING ${sql.literal(POLICY_COLUMNS)}
       `)
     })).pipe(Effect.catchTag("SqlError", Effect.die))
@@ -118,7 +120,8 @@ export const makePolicies = Effect.fnUntraced(function*(sql: SqlClient.SqlClient
             review_seconds: row.review_seconds,
             expiring_notice_seconds: row.expiring_notice_seconds,
             escalation_seconds: row.escalation_seconds,
-            timeout_action: row.timeout_action
+            timeout_action: row.timeout_action,
+            ...(row.quorum > 1 ? { quorum: row.quorum } : {})
           },
           stored: true
         }
@@ -155,7 +158,8 @@ export const makePolicies = Effect.fnUntraced(function*(sql: SqlClient.SqlClient
           review_seconds: resolution.settings.review_seconds,
           expiring_notice_seconds: resolution.settings.expiring_notice_seconds,
           escalation_seconds: resolution.settings.escalation_seconds,
-          timeout_action: resolution.settings.timeout_action
+          timeout_action: resolution.settings.timeout_action,
+          ...((resolution.settings.quorum ?? 1) > 1 ? { quorum: resolution.settings.quorum! } : {})
         }
       }),
       ...(resolution.error === undefined ? {} : { error: resolution.error }),

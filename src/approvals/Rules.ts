@@ -285,7 +285,8 @@ export const resolve = (
           review_seconds: result.review_seconds,
           expiring_notice_seconds: result.expiring_notice_seconds,
           escalation_seconds: result.escalation_seconds ?? null,
-          timeout_action: result.timeout_action
+          timeout_action: result.timeout_action,
+          ...(result.quorum === undefined ? {} : { quorum: result.quorum })
         }
       }
   }

@@ -12,7 +12,7 @@ import { useEffect, useMemo, useRef, useState } from "preact/hooks"
 import { type ApprovalContext, type ApprovalHistoryItem, ApprovalListItem } from "../../../src/api/Approvals.ts"
 import type { ConsoleSession } from "../../../src/api/Console.ts"
 import { problemOf, SvcApi } from "../api.ts"
-import { Decider, deciderName, EarlierSteps, ReasonField } from "../approval-parts.tsx"
+import { Decider, deciderName, EarlierSteps, ReasonField, Votes } from "../approval-parts.tsx"
 import { refresh, runMutation, useMutation } from "../atoms.ts"
 import { setQuery, useLocation } from "../router.ts"
 import { has, sessionAtom } from "../session.ts"
@@ -158,6 +158,13 @@ export const Approvals = ({ session }: { session: ConsoleSession }) => {
                   })
                   setNotice({ tone: "success", text: `${decision === "approve" ? "Approved" : "Rejected"}: ${item.tool} (${item.action_class}).` })
                 }}
+                onVoted={(snapshot) => {
+                  setPending((current) => new Map(current).set(item.approval_id, { ...item, ...snapshot }))
+                  setNotice({
+                    tone: "success",
+                    text: `Your approval is recorded: ${item.tool} (${item.action_class}) needs ${snapshot.approvals_remaining ?? 1} more from someone else.`
+                  })
+                }}
                 onGone={(text) => {
                   setPending((current) => {
                     const next = new Map(current)
@@ -176,10 +183,12 @@ export const Approvals = ({ session }: { session: ConsoleSession }) => {
 }
 
 const ApprovalCard = (
-  { item, canDecide, onDecided, onGone, onError }: {
+  { item, canDecide, onDecided, onVoted, onGone, onError }: {
     item: Approval
     canDecide: boolean
     onDecided: (decision: "approve" | "reject") => void
+    /** A vote that left the approval pending (it needs more approvals). */
+    onVoted: (snapshot: Partial<Approval>) => void
     onGone: (text: string) => void
     onError: (text: string) => void
   }
@@ -205,8 +214,13 @@ const ApprovalCard = (
       params: { approval_id: item.approval_id },
       payload: given === "" ? { decision } : { decision, reason: given }
     })
-    if (Exit.isSuccess(exit)) return onDecided(decision)
+    if (Exit.isSuccess(exit)) {
+      if (exit.value.status !== "pending") return onDecided(decision)
+      setReason("")
+      return onVoted(exit.value)
+    }
     const problem = problemOf(exit.cause)
+    if (problem.code === "ALREADY_VOTED") return onError("You have already voted on this approval; it waits for someone else.")
     if (problem.code === "INVALID_TRANSITION" || problem.code === "NOT_FOUND") {
       return onGone(`This approval was closed elsewhere meanwhile${problem.error?.status_now ? ` (${String(problem.error.status_now)})` : ""}; nothing was changed.`)
     }
@@ -236,6 +250,7 @@ const ApprovalCard = (
       </dl>
       <h3>Arguments</h3>
       <Json value={item.arguments} label={`Arguments of ${item.tool}`} />
+      <Votes item={item} />
       <EarlierSteps context={context} />
       {canDecide && (
         <>

@@ -11,7 +11,7 @@ import { Exit } from "effect"
 import { useEffect, useRef, useState } from "preact/hooks"
 import type { ApprovalLinkView } from "../../../src/api/ApprovalLinks.ts"
 import { problemOf, SvcApi } from "../api.ts"
-import { EarlierSteps, Outcome, ReasonField } from "../approval-parts.tsx"
+import { EarlierSteps, Outcome, ReasonField, Votes } from "../approval-parts.tsx"
 import { runMutation, useMutation } from "../atoms.ts"
 import { fragmentToken } from "../fragment.ts"
 import { describeProblem, formatDuration, Json, Time, useNow } from "../ui.tsx"
@@ -64,10 +64,14 @@ export const Decide = () => {
     const exit = await decide.run({ payload: given === "" ? { token, decision } : { token, decision, reason: given } })
     if (Exit.isSuccess(exit)) {
       setState({ kind: "view", view: exit.value })
+      if (exit.value.approval.status === "pending") {
+        return setNotice({ tone: "success", text: "Your approval is recorded. The approval needs more from other people before the agent may go ahead." })
+      }
       return setNotice({ tone: "success", text: decision === "approve" ? "Approved. The agent may go ahead." : "Rejected. The agent will not run this step." })
     }
     const problem = problemOf(exit.cause)
     if (problem.code === "REVIEWER_ADDRESS_REPLACED") return setState({ kind: "invalid", text: REPLACED })
+    if (problem.code === "ALREADY_VOTED") return setNotice({ tone: "warning", text: "This address has already voted on this approval." })
     if (problem.code === "INVALID_TRANSITION") {
       setNotice({ tone: "warning", text: "This approval was closed meanwhile; your decision was not recorded." })
       return load()
@@ -115,6 +119,7 @@ export const Decide = () => {
       </dl>
       <h2>Arguments</h2>
       <Json value={item.arguments} label={`Arguments of ${item.tool}`} />
+      <Votes item={item} headingLevel={2} />
       <EarlierSteps context={view} headingLevel={2} />
       {pending
         ? (

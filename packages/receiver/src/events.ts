@@ -59,7 +59,23 @@ export interface ApprovalSnapshot {
   readonly decided_by?: string
   /** Why the person decided, when they gave a reason (`approval.approved` / `approval.rejected`). */
   readonly decision_reason?: string
+  /** How many distinct people must approve; present when more than one must. */
+  readonly quorum?: number
+  /** With `quorum`: the votes cast, oldest first; on `approval.approved` / `approval.rejected` the last one closed the approval. */
+  readonly votes?: ReadonlyArray<ApprovalVote>
+  /** With `quorum`, while pending: how many more distinct people must approve. */
+  readonly approvals_remaining?: number
   readonly [field: string]: unknown
+}
+
+/** One person's vote on an approval that needs several approvals. */
+export interface ApprovalVote {
+  /** Who voted, as `decided_by` names deciders. */
+  readonly decided_by: string
+  readonly decision: "approve" | "reject"
+  readonly decided_at: string
+  /** Why, when the voter said. */
+  readonly reason?: string
 }
 
 /** The body of an approval event. `id` is the deduplication key. */

@@ -35,11 +35,17 @@ const LINK = /(\S+)\/console\/decide#(sva_[A-Za-z0-9_-]{43})/
 const sha256 = (value: string) => createHash("sha256").update(value).digest("hex")
 
 /** An organization with a reviewer address and a pending approval; the mail of its request and the link in it. */
-const pendingWithMail = (address: string, stepId = "refund-1") =>
+const pendingWithMail = (address: string, stepId = "refund-1", quorum?: number) =>
   Effect.gen(function*() {
     const svc = yield* SvcTest
     const org = yield* SvcTest.org()
     yield* confirmedReviewer(org, svc.baseUrl, address, mailsTo)
+    if (quorum !== undefined) {
+      yield* org.client.approvalPolicies.put({
+        params: { action_class: "payments.refund" },
+        payload: { mode: "require_approval", review_seconds: 900, expiring_notice_seconds: 300, timeout_action: "reject", quorum }
+      })
+    }
     const task = yield* org.client.tasks.create({ payload: { name: "Support refunds", answer_schema: { type: "object" } } })
     const session = yield* org.client.agentSessions.create({ payload: { task_id: task.id } })
     yield* org.client.agentSessions.governStep({
@@ -208,6 +214,23 @@ layer(WithSmtp, { excludeTestServices: true })("deciding from the reviewer mail"
         assert.strictEqual(again.status, 409, again.text)
         assert.strictEqual(again.json.code, "INVALID_TRANSITION")
         assert.strictEqual(again.json.status_now, "approved")
+      }))
+
+    it.effect("with a quorum, a link's approval is one vote named email:<reviewer address>; the address votes once (409 ALREADY_VOTED)", () =>
+      Effect.gen(function*() {
+        const { org, approvalId, token, decide } = yield* pendingWithMail("quorum@example.com", "refund-1", 2)
+        const voted = yield* decide(token, { decision: "approve", reason: "Ticket 4411." })
+        assert.strictEqual(voted.status, 200, voted.text)
+        assert.strictEqual(voted.json.approval.status, "pending")
+        assert.strictEqual(voted.json.approval.approvals_remaining, 1)
+        assert.deepStrictEqual(voted.json.approval.votes.map((v: { decided_by: string }) => v.decided_by), ["email:quorum@example.com"])
+        const again = yield* decide(token, { decision: "reject" })
+        assert.strictEqual(again.status, 409, again.text)
+        assert.strictEqual(again.json.code, "ALREADY_VOTED")
+        assert.strictEqual(again.json.decided_by, "email:quorum@example.com")
+        const closed = yield* org.client.approvals.decide({ params: { approval_id: approvalId }, payload: { decision: "approve" } })
+        assert.strictEqual(closed.status, "approved")
+        assert.deepStrictEqual(closed.votes!.map((v) => v.decided_by), ["email:quorum@example.com", org.keyId])
       }))
 
     it.effect("a link decides its own approval only: another approval of the same organization stays pending", () =>

@@ -148,6 +148,29 @@ layer(SvcTest.layer(), { excludeTestServices: true })("rules on arguments", (it)
         assert.strictEqual(events.at(-1)!.json.approval.rule, "eur")
       }))
 
+    it.effect("the session's steps and an approval's earlier steps name the rule that decided each, with a rejecting rule's reason", () =>
+      Effect.gen(function*() {
+        const org = yield* SvcTest.org()
+        yield* org.client.approvalPolicies.put({ params: { action_class: "payments.refund" }, payload: refunds })
+        const session = yield* org.client.agentSessions.create({ payload: {} })
+        const govern = (stepId: string, args: Record<string, unknown>) =>
+          org.client.agentSessions.governStep({ params: { session_id: session.id }, payload: refund(stepId, args) })
+        yield* govern("s1", { amount: 20, currency: "EUR" })
+        yield* govern("s2", { amount: 9000, currency: "EUR" })
+        yield* govern("s3", { amount: 300, currency: "USD" })
+        const last = yield* govern("s4", { amount: 300, currency: "EUR" })
+        const detail = yield* org.client.agentSessions.get({ params: { session_id: session.id }, query: {} })
+        assert.deepStrictEqual(detail.steps.map((s) => [s.step_id, s.rule, s.reason]), [
+          ["s1", "small", undefined],
+          ["s2", "huge", "Above 5 000: finance decides."],
+          ["s3", undefined, undefined],
+          ["s4", "eur", undefined]
+        ])
+        const context = yield* org.client.approvals.context({ params: { approval_id: last.approval_id! } })
+        assert.deepStrictEqual(context.earlier_steps.map((s) => [s.step_id, s.rule]), [["s1", "small"], ["s2", "huge"], ["s3", undefined]])
+        assert.notProperty(context.earlier_steps[2], "rule")
+      }))
+
     it.effect("a changed policy's rules apply to the next step", () =>
       Effect.gen(function*() {
         const org = yield* SvcTest.org()

@@ -19,16 +19,27 @@ const rows = fc.record({
   expires_at: instant,
   timeout_action: fc.constantFrom("allow" as const, "reject" as const),
   rule: fc.option(fc.stringMatching(/^[a-z][a-z0-9-]{0,20}$/), { nil: null }),
-  decided: fc.option(fc.record({ at: instant, by: uuid, reason: fc.option(fc.string({ maxLength: 1000 }), { nil: null }) }), { nil: null })
-}).map(({ decided, ...row }) => ({
+  decided: fc.option(fc.record({ at: instant, by: uuid, reason: fc.option(fc.string({ maxLength: 1000 }), { nil: null }) }), { nil: null }),
+  quorum: fc.integer({ min: 1, max: 10 }),
+  votes: fc.array(
+    fc.record({
+      decided_by: uuid,
+      decision: fc.constantFrom("approve" as const, "reject" as const),
+      decided_at: instant.map((at) => at.toISOString()),
+      reason: fc.option(fc.string({ maxLength: 100 }), { nil: null })
+    }),
+    { maxLength: 10 }
+  )
+}).map(({ decided, votes, ...row }) => ({
   ...row,
+  votes: row.quorum > 1 ? JSON.stringify(votes) : null,
   decided_at: decided?.at ?? null,
   decided_by: decided?.by ?? null,
   decision_reason: decided?.reason ?? null
 }))
 
 describe("the webhook event body", () => {
-  it("has a fixed key order, decodes as ApprovalEvent, and carries decided_at/decided_by only for a person's decision, decision_reason only when given, rule only when a rule required it", () => {
+  it("has a fixed key order, decodes as ApprovalEvent, and carries decided_at/decided_by only for a person's decision, decision_reason only when given, rule only when a rule required it, quorum and votes only when more than one must approve", () => {
     fc.assert(fc.property(rows, fc.constantFrom(...ApprovalEventTypes), instant, (row, type, at) => {
       const event = makeApprovalEvent(type, row.org_id, snapshotOf(row), at)
       const body = approvalEventBody(event)
@@ -45,14 +56,19 @@ describe("the webhook event body", () => {
         "timeout_action",
         ...(row.rule === null ? [] : ["rule"])
       ]
+      const quorumKeys = row.quorum === 1 ? [] : row.status === "pending" ? ["quorum", "votes", "approvals_remaining"] : ["quorum", "votes"]
       assert.deepStrictEqual(
         Object.keys(parsed.approval),
         row.decided_at === null
-          ? keys
+          ? [...keys, ...quorumKeys]
           : row.decision_reason === null
-          ? [...keys, "decided_at", "decided_by"]
-          : [...keys, "decided_at", "decided_by", "decision_reason"]
+          ? [...keys, "decided_at", "decided_by", ...quorumKeys]
+          : [...keys, "decided_at", "decided_by", "decision_reason", ...quorumKeys]
       )
+      if (row.quorum > 1) {
+        const votes = JSON.parse(row.votes!) as Array<{ reason: string | null }>
+        assert.deepStrictEqual(parsed.approval.votes, votes.map(({ reason, ...vote }) => reason === null ? vote : { ...vote, reason }))
+      }
       if (row.decided_at !== null && row.decision_reason !== null) assert.strictEqual(parsed.approval.decision_reason, row.decision_reason)
       assert.deepStrictEqual(Schema.decodeUnknownSync(ApprovalEvent)(parsed), event)
       // Built again from the decoded event: the same bytes (retries and replays send identical bodies).
@@ -74,7 +90,9 @@ describe("the webhook event body", () => {
       decided_at: null,
       decided_by: null,
       decision_reason: null,
-      rule: null
+      rule: null,
+      quorum: 1,
+      votes: null
     }
     const a = makeApprovalEvent("approval.requested", row.org_id, snapshotOf(row), new Date())
     const b = makeApprovalEvent("approval.requested", row.org_id, snapshotOf(row), new Date())

@@ -1,0 +1,120 @@
+/**
+ * Quorum: an approval that `quorum` distinct people must approve. Each
+ * decision on it is a vote (`approval_votes`, one per decider); the approval
+ * stays pending until `quorum` distinct deciders have approved or one has
+ * rejected, and the vote that gets there closes it as a single decision
+ * would (`Approvals.decide`). A vote that does not close it records itself
+ * and `approval:voted` on the session stream, and nothing else: no webhook
+ * event, no change to the deadlines (docs/events.md, "Quorum").
+ *
+ * Votes are cast under the approval's row lock (`Approvals.decide` locks it
+ * first), so two votes for the last needed approval serialize: the first
+ * closes the approval, the second finds it closed.
+ */
+import { Effect, Schema } from "effect"
+import type { SqlClient } from "effect/sql"
+import type { ApprovalStatus } from "../api/Approvals.ts"
+import type { Vote } from "../api/Votes.ts"
+import { rowsOf } from "../platform/Rows.ts"
+import { appendSessionEvent } from "../streams/SessionEvents.ts"
+
+/** What of an `approvals` row (`Events.ts`, `ApprovalColumns`) a vote reads. */
+interface ApprovalRow {
+  readonly id: string
+  readonly org_id: string
+  readonly session_id: string
+  readonly step_id: string
+  readonly status: ApprovalStatus
+  readonly quorum: number
+  /** JSON text, from `votesColumns`. */
+  readonly votes: string | null
+}
+
+const CountRows = rowsOf("approval_votes", Schema.Struct({ approvals: Schema.Number }))
+
+/** A new approval's quorum: the rule's or the class's, 1 when neither sets one. */
+export const quorumOf = (settings: { readonly quorum?: number | undefined }): number => settings.quorum ?? 1
+
+/**
+ * SQL: the `quorum` and `votes` columns of `approvals` row `table` (an alias
+ * or the table's name), for `ApprovalColumns`: the votes (JSON text, oldest
+ * first) only when the approval needs more than one approval, so a
+ * single-decider approval reads as before.
+ */
+export const votesColumns = (table: string) =>
+  `${table}.quorum, CASE WHEN ${table}.quorum > 1 THEN (
+    SELECT coalesce(json_agg(json_build_object('decided_by', v.decided_by, 'decision', v.decision,
+      'decided_at', svc_iso(v.decided_at), 'reason', v.reason) ORDER BY v.decided_at, v.decided_by), '[]'::json)::text
+    FROM approval_votes v WHERE v.approval_id = ${table}.id) END AS votes`
+
+/** The snapshot's quorum members (`QuorumFields`) for a row, in their fixed order; none for a single-decider approval. */
+export const quorumMembers = (
+  row: Pick<ApprovalRow, "quorum" | "votes" | "status">
+): { quorum?: number; votes?: ReadonlyArray<Vote>; approvals_remaining?: number } => {
+  if (row.quorum <= 1) return {}
+  const stored = JSON.parse(row.votes ?? "[]") as ReadonlyArray<
+    { decided_by: string; decision: "approve" | "reject"; decided_at: string; reason: string | null }
+  >
+  const votes = stored.map(({ decided_at, decided_by, decision, reason }): Vote =>
+    reason === null ? { decided_by, decision, decided_at } : { decided_by, decision, decided_at, reason }
+  )
+  if (row.status !== "pending") return { quorum: row.quorum, votes }
+  const approved = votes.filter((vote) => vote.decision === "approve").length
+  return { quorum: row.quorum, votes, approvals_remaining: Math.max(0, row.quorum - approved) }
+}
+
+/** What a vote did: it closes the approval (the caller decides it), it is recorded and the approval stays pending, or its decider had voted. */
+export type Cast =
+  | { readonly _tag: "closes" }
+  | { readonly _tag: "open"; readonly remaining: number }
+  | { readonly _tag: "duplicate" }
+
+/**
+ * Records `actor`'s vote on the locked, pending approval `row` at `now`
+ * (the database's time, epoch ms). Run it in the decision's transaction,
+ * after the row lock.
+ */
+export const castVote = Effect.fnUntraced(function*(
+  sql: SqlClient.SqlClient,
+  row: ApprovalRow,
+  actor: string,
+  decision: "approve" | "reject",
+  reason: string | null,
+  now: number
+) {
+  const inserted = yield* sql`
+    INSERT INTO approval_votes (approval_id, decided_by, decision, reason, decided_at)
+    VALUES (${row.id}, ${actor}, ${decision}, ${reason}, ${new Date(now).toISOString()}::timestamptz)
+    ON CONFLICT (approval_id, decided_by) DO NOTHING
+    RETURNING 1 AS one
+  `
+  if (inserted.length === 0) return { _tag: "duplicate" } as Cast
+  if (decision === "reject" || row.quorum <= 1) return { _tag: "closes" } as Cast
+  const counted = yield* CountRows.returned(sql`
+    SELECT count(*)::int AS approvals FROM approval_votes WHERE approval_id = ${row.id} AND decision = 'approve'
+  `)
+  const remaining = row.quorum - counted.approvals
+  return (remaining <= 0 ? { _tag: "closes" } : { _tag: "open", remaining }) as Cast
+})
+
+/** The session's `approval:voted` event for a vote that left the approval pending. */
+export const announceVote = (
+  sql: SqlClient.SqlClient,
+  row: ApprovalRow,
+  vote: { readonly actor: string; readonly reason: string | null; readonly now: number; readonly remaining: number }
+) =>
+  appendSessionEvent(sql, {
+    sessionId: row.session_id,
+    orgId: row.org_id,
+    name: "approval:voted",
+    data: {
+      approval_id: row.id,
+      step_id: row.step_id,
+      decision: "approve",
+      decided_at: new Date(vote.now).toISOString(),
+      decided_by: vote.actor,
+      ...(vote.reason === null ? {} : { reason: vote.reason }),
+      quorum: row.quorum,
+      approvals_remaining: vote.remaining
+    }
+  })
