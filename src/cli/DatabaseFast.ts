@@ -10,8 +10,9 @@
  * the process cannot exit before the background thread has finished what
  * it started (V8's platform joins its threads at exit).
  *
- * What it buys: `svc orgs create` on the embedded database, on two cores,
- * 1.20 s to 0.93 s wall, 1.55 s to 1.05 s CPU (`npm run bench -- cli`).
+ * What it buys: `svc orgs create` on the embedded database, on two cores
+ * shared with other work, 1.20 s to 0.93 s wall and a third less CPU
+ * (1.8 s to 1.2 s under heavy load); `npm run bench -- cli` measures it.
  * The flags are process-wide and read when WebAssembly is compiled, so
  * they are set before the database's worker starts, and only by the CLI
  * (`Database.ts`): `svc start` never loads this module.

@@ -8,11 +8,13 @@
  * database PGlite's code compiled on first call).
  *
  * What it buys: the first `POST /v1/feedback` with a correction after a
- * start, embedded database, two cores: 79 ms to 12 ms against 4-5 ms for
- * the following ones (`npm run bench -- first-request`), for about 60 ms
- * more before the server is ready. Bounded: at most `WARM_TASKS` tasks and
- * `WARM_TIMEOUT_MS`; a failure here is logged and the start goes on (the
- * first request then pays as it did before).
+ * start skips the schema's compilation, the credentials' loading and the
+ * worker's second round trip; on a shared two-core machine, embedded
+ * database, about 75-90 ms to 30-50 ms (later ones 4-10 ms), for some
+ * tens of milliseconds more before the server is ready
+ * (`npm run bench -- first-request` measures it). Bounded: at most
+ * `WARM_TASKS` tasks and `WARM_TIMEOUT_MS`; a failure here is logged and
+ * the start goes on (the first request then pays as it did before).
  */
 import { Duration, Effect, Schema } from "effect"
 import type { SqlClient } from "effect/sql"
