@@ -17,9 +17,16 @@
  *   console sessions --org <org id> --json
  *   console revoke (--session <session id> | --all --org <org id>) --json
  */
-import { Console, Data, Duration, Effect, Option, Schema } from "effect"
-import { Argument, Command, Flag } from "effect/cli"
-import { CliError } from "effect/cli"
+import * as Console from "effect/Console"
+import * as Data from "effect/Data"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as Option from "effect/Option"
+import * as Schema from "effect/Schema"
+import * as Argument from "effect/cli/Argument"
+import * as Command from "effect/cli/Command"
+import * as Flag from "effect/cli/Flag"
+import * as CliError from "effect/cli/CliError"
 import { ConsolePresetNames, Scopes } from "../api/ScopeNames.ts"
 import type { ScopeName } from "../api/Security.ts"
 import { parseDurations, SvcConfig } from "../platform/Config.ts"

@@ -10,8 +10,11 @@
  */
 import * as NodeRuntime from "@effect/platform-node/NodeRuntime"
 import * as NodeServices from "@effect/platform-node/NodeServices"
-import { Clock, Effect, Layer, Logger } from "effect"
-import { Command } from "effect/cli"
+import * as Clock from "effect/Clock"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import * as Logger from "effect/Logger"
+import * as Command from "effect/cli/Command"
 import { SvcConfig } from "../platform/Config.ts"
 import { isHeld } from "../platform/DataDir.ts"
 import { startFailure } from "../platform/StartFailure.ts"

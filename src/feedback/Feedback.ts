@@ -38,6 +38,7 @@ import { makePromotion } from "./Promotion.ts"
 import { feedbackBytes, makeQuota } from "./Quota.ts"
 import { usageShard } from "../platform/OrgLimits.ts"
 import { type ListRequest, makeReview } from "./Review.ts"
+import { warmStart } from "./WarmStart.ts"
 
 // A new row's columns but the correction and the redacted fields: the
 // INSERT already holds them (sending them back would parse and decode the
@@ -104,6 +105,7 @@ export class Feedback extends Context.Service<Feedback, {
       yield* Effect.promise(pool.warm)
       const corrections = yield* makeCorrections({ sql, pool, config, identity: yield* Identity, secrets: yield* SecretStore })
       const quota = makeQuota(sql, config)
+      yield* warmStart({ sql, pool, corrections, quota, cacheEntries: config.answerValidationCacheEntries })
       const review = makeReview(sql, box)
       const promotion = makePromotion(sql, box, config)
 

@@ -4,7 +4,15 @@
  * ("Configuration"), which a test keeps equal to this file. Secrets stay
  * `Redacted`.
  */
-import { Config, ConfigProvider, Context, Duration, Effect, Layer, type LogLevel, Option, Redacted } from "effect"
+import * as Config from "effect/Config"
+import * as ConfigProvider from "effect/ConfigProvider"
+import * as Context from "effect/Context"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import type * as LogLevel from "effect/LogLevel"
+import * as Option from "effect/Option"
+import * as Redacted from "effect/Redacted"
 
 export interface SvcConfigShape {
   readonly port: number
@@ -227,15 +235,7 @@ const millisBetween = (name: string, fallback: string, minimum: number, maximum:
         : Effect.fail(invalid(`${name} must be one duration between ${minimum}ms and ${maximum}ms`))
     })
   )
-const LOG_LEVELS: Record<string, LogLevel.LogLevel> = {
-  trace: "Trace",
-  debug: "Debug",
-  info: "Info",
-  warn: "Warn",
-  error: "Error",
-  fatal: "Fatal",
-  none: "None"
-}
+const LOG_LEVELS: Record<string, LogLevel.LogLevel> = { trace: "Trace", debug: "Debug", info: "Info", warn: "Warn", error: "Error", fatal: "Fatal", none: "None" }
 
 /**
  * `SVC_LOG_LEVEL`: `trace`, `debug`, `info` (the default), `warn`, `error`,

@@ -18,7 +18,10 @@
  * The lock file itself stays: removing it could let two processes lock two
  * different files of the same name.
  */
-import { Clock, Data, Effect, type Scope } from "effect"
+import * as Clock from "effect/Clock"
+import * as Data from "effect/Data"
+import * as Effect from "effect/Effect"
+import type * as Scope from "effect/Scope"
 import * as fs from "node:fs"
 import * as path from "node:path"
 import { DatabaseSync } from "node:sqlite"

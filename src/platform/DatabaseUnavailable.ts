@@ -10,8 +10,9 @@
  * Database failures are defects in the services (STYLE: infrastructure
  * failures are not domain errors), so this reads a whole `Cause`.
  */
-import { Cause, Option } from "effect"
-import { SqlError } from "effect/sql"
+import * as Cause from "effect/Cause"
+import * as Option from "effect/Option"
+import * as SqlError from "effect/sql/SqlError"
 
 // PostgreSQL SQLSTATE classes and codes that mean the server is not there
 // for the moment (https://www.postgresql.org/docs/current/errcodes-appendix.html):

@@ -129,7 +129,7 @@ const millis = (duration: Duration.Duration) => `${Math.round(Duration.toMillis(
 export const startSession = (options: EmbeddedSessionOptions): Effect.Effect<EmbeddedSession, SqlError, Scope.Scope> =>
   Effect.gen(function*() {
     const worker = yield* Effect.callback<Worker, SqlError>((resume) => {
-      const worker = new Worker(siblingModule("./embedded-worker.ts", import.meta.url), {
+      const worker = new Worker(siblingModule("./embedded-worker-cached.ts", import.meta.url), {
         workerData: { dataDir: options.dataDir, snapshot: options.snapshot, from: options.from },
         ...(options.snapshot === undefined ? {} : { transferList: [options.snapshot] }),
         ...(options.resourceLimits === undefined ? {} : { resourceLimits: options.resourceLimits })

@@ -6,8 +6,10 @@
  * script can tell them apart without reading the text. Never a stack
  * trace, never a setting's value.
  */
-import { Cause, Data, Option } from "effect"
-import { SqlError } from "effect/sql"
+import * as Cause from "effect/Cause"
+import * as Data from "effect/Data"
+import * as Option from "effect/Option"
+import * as SqlError from "effect/sql/SqlError"
 import { databaseUnavailable } from "./DatabaseUnavailable.ts"
 
 /** A listener could not take its address (in use, not allowed, not on this host). */

@@ -1,0 +1,105 @@
+/**
+ * What the first correction after a start would otherwise load, done while
+ * the server starts: the validation workers compile the answer schemas of
+ * the most recently created tasks and hold their organizations' known
+ * credentials, this process holds those credentials too (the cache
+ * `Corrections.ts` keeps), and the statements a correction runs have been
+ * run once on the database (its catalog caches, and on the embedded
+ * database PGlite's code compiled on first call).
+ *
+ * What it buys: the first `POST /v1/feedback` with a correction after a
+ * start skips the schema's compilation, the credentials' loading and the
+ * worker's second round trip; on a shared two-core machine, embedded
+ * database, about 75-90 ms to 30-50 ms (later ones 4-10 ms), for some
+ * tens of milliseconds more before the server is ready
+ * (`npm run bench -- first-request` measures it). Bounded: at most
+ * `WARM_TASKS` tasks and `WARM_TIMEOUT_MS`; a failure here is logged and
+ * the start goes on (the first request then pays as it did before).
+ */
+import { Duration, Effect, Schema } from "effect"
+import type { SqlClient } from "effect/sql"
+import { FeedbackItem, SubmitFeedback } from "../api/Feedback.ts"
+import { rowsOf } from "../platform/Rows.ts"
+import type { CorrectionPool, CredentialEntry, makeCorrections } from "./Corrections.ts"
+import { feedbackInsert } from "./InsertStatement.ts"
+import type { makeQuota } from "./Quota.ts"
+
+/** Tasks whose schemas are compiled at start, newest first (a worker keeps `SVC_ANSWER_VALIDATION_CACHE`). */
+const WARM_TASKS = 8
+/** The most a start waits for the warm-up. */
+const WARM_TIMEOUT_MS = 2_000
+
+const TaskRows = rowsOf("tasks", Schema.Struct({ id: Schema.String, org_id: Schema.String, answer_schema: Schema.Unknown, fingerprint: Schema.String }))
+
+/** A valid body and answer, decoded and encoded once so their parsers are built. */
+const SAMPLE_TRACE = "4bf92f3577b34da6a3ce929d0e0e4736"
+const SAMPLE_ID = "00000000-0000-7000-8000-000000000000"
+
+export const warmStart = (deps: {
+  readonly sql: SqlClient.SqlClient
+  readonly pool: CorrectionPool
+  readonly corrections: ReturnType<typeof makeCorrections>
+  readonly quota: ReturnType<typeof makeQuota>
+  readonly cacheEntries: number
+}) =>
+  Effect.gen(function*() {
+    const { corrections, pool, quota, sql } = deps
+    yield* Schema.decodeUnknownEffect(SubmitFeedback)({ inference_log_id: SAMPLE_TRACE, score: -1, correction: { a: [1, "b"] } })
+    yield* Schema.encodeUnknownEffect(FeedbackItem)({
+      id: SAMPLE_ID,
+      inference_log_id: SAMPLE_TRACE,
+      task_id: SAMPLE_ID,
+      score: -1,
+      correction: { a: [1, "b"] },
+      status: "pending",
+      created_at: "1970-01-01T00:00:00.000Z"
+    })
+    const tasks = yield* TaskRows.all(sql`
+      SELECT t.id, t.org_id, t.answer_schema, o.credentials_version::text AS fingerprint
+      FROM tasks t JOIN orgs o ON o.id = t.org_id
+      ORDER BY t.seq DESC
+      LIMIT ${Math.min(WARM_TASKS, deps.cacheEntries)}
+    `)
+    // The organizations' credentials, labelled with the fingerprint read
+    // before them (as `Feedback.submit` labels them).
+    const entries = new Map<string, CredentialEntry>()
+    for (const task of tasks) {
+      if (entries.has(task.org_id)) continue
+      entries.set(task.org_id, yield* corrections.loadCredentials(task.org_id, task.fingerprint))
+      yield* Effect.ignore(quota.usage(task.org_id))
+      // The run lookup and the INSERT, by an id no run has: nothing is
+      // inserted (the INSERT takes its row from the run).
+      yield* sql`SELECT r.task_id FROM runs r WHERE r.trace_id = ${SAMPLE_TRACE} AND r.org_id = ${task.org_id}`
+      yield* feedbackInsert(sql, {
+        id: SAMPLE_ID,
+        orgId: task.org_id,
+        score: -1,
+        text: "{}",
+        redacted: [],
+        status: "pending",
+        inferenceLogId: SAMPLE_TRACE,
+        fingerprint: task.fingerprint,
+        bytes: 0,
+        maxBytes: 0,
+        shard: 0
+      })
+    }
+    // Every worker compiles each schema (checking an empty object against
+    // it) and keeps the organization's credentials.
+    for (const task of tasks) {
+      const entry = entries.get(task.org_id)!
+      yield* Effect.promise(() =>
+        pool.broadcast({
+          op: "correct",
+          key: task.id,
+          schema: task.answer_schema,
+          text: "{}",
+          known: { org: entry.orgId, fingerprint: entry.fingerprint, known: { keyHashes: [...entry.known.keyHashes], values: entry.known.values } },
+          root: "correction"
+        })
+      )
+    }
+  }).pipe(
+    Effect.timeout(Duration.millis(WARM_TIMEOUT_MS)),
+    Effect.catchCause((cause) => Effect.logWarning("feedback warm-up at start did not finish", cause))
+  )
