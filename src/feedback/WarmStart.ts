@@ -38,7 +38,7 @@ const SAMPLE_ID = "00000000-0000-7000-8000-000000000000"
 export const warmStart = (deps: {
   readonly sql: SqlClient.SqlClient
   readonly pool: CorrectionPool
-  readonly corrections: ReturnType<typeof makeCorrections>
+  readonly corrections: Effect.Success<ReturnType<typeof makeCorrections>>
   readonly quota: ReturnType<typeof makeQuota>
   readonly cacheEntries: number
 }) =>
@@ -60,12 +60,11 @@ export const warmStart = (deps: {
       ORDER BY t.seq DESC
       LIMIT ${Math.min(WARM_TASKS, deps.cacheEntries)}
     `)
-    // The organizations' credentials, labelled with the fingerprint read
-    // before them (as `Feedback.submit` labels them).
+    // The organizations' credentials, into the cache `Feedback.submit` reads.
     const entries = new Map<string, CredentialEntry>()
     for (const task of tasks) {
       if (entries.has(task.org_id)) continue
-      entries.set(task.org_id, yield* corrections.loadCredentials(task.org_id, task.fingerprint))
+      entries.set(task.org_id, yield* corrections.credentials(task.org_id))
       yield* Effect.ignore(quota.usage(task.org_id))
       // The run lookup and the INSERT, by an id no run has: nothing is
       // inserted (the INSERT takes its row from the run).
