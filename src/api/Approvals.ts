@@ -6,7 +6,17 @@
 import { Schema } from "effect"
 import { HttpApiEndpoint, HttpApiGroup, HttpApiSchema, OpenApi } from "effect/http-api"
 import { Cursor, JsonValue, Limit, NextCursor, Text, Timestamp, ResumeQuery, Uuid } from "./Common.ts"
-import { InvalidRequest, InvalidTransition, LimitReached, NotFound, PolicyRulesTooComplex, TooManyStreams } from "./Errors.ts"
+import {
+  AnswerSchemaTooComplex,
+  InvalidRequest,
+  InvalidTransition,
+  LimitReached,
+  NotFound,
+  PolicyRulesTooComplex,
+  TooManyStreams,
+  ValidationBusy
+} from "./Errors.ts"
+import { ArgumentsSchema, ArgumentsShapeMismatch, ArgumentsTooComplex, DecisionEditFields, EditSnapshotFields, editFitsDecision } from "./ApprovalEdits.ts"
 import { Authentication, requireScope } from "./Security.ts"
 import { documented, notFound } from "./Documentation.ts"
 import * as Examples from "./Examples.ts"
@@ -105,7 +115,8 @@ export const PolicyInput = Schema.Struct({
     description: "When set, the first deadline escalates and grants this much more review time"
   })),
   timeout_action: TimeoutAction,
-  rules: Schema.optionalKey(PolicyRules)
+  rules: Schema.optionalKey(PolicyRules),
+  arguments_schema: Schema.optionalKey(ArgumentsSchema)
 }).check(
   // Across two members, which JSON Schema cannot compare: the description of
   // `expiring_notice_seconds` states it, and the typed client checks it.
@@ -180,7 +191,8 @@ export const ApprovalSnapshot = Schema.Struct({
   decision_reason: Schema.optionalKey(Schema.String.annotate({
     description:
       "Why, in the decider's words, when a reason was given with the decision (recognizable secrets in it are replaced by `[REDACTED]`)"
-  }))
+  })),
+  ...EditSnapshotFields
 })
 export type ApprovalSnapshot = typeof ApprovalSnapshot.Type
 
@@ -206,8 +218,9 @@ export const DecisionReason = Text.check(
 
 export const Decision = Schema.Struct({
   decision: Schema.Literals(["approve", "reject"]),
-  reason: Schema.optionalKey(DecisionReason)
-})
+  reason: Schema.optionalKey(DecisionReason),
+  ...DecisionEditFields
+}).check(Schema.makeFilter(editFitsDecision))
 
 /**
  * An approval in the organization's list and stream: the snapshot plus the
@@ -284,7 +297,7 @@ export class ApprovalPoliciesApi extends HttpApiGroup.make("approvalPolicies")
       params: { action_class: ActionClass },
       payload: PolicyInput,
       success: Policy,
-      error: [InvalidRequest, LimitReached, PolicyRulesTooComplex]
+      error: [InvalidRequest, LimitReached, PolicyRulesTooComplex, AnswerSchemaTooComplex, ValidationBusy]
     }).pipe(
       requireScope(
         "org_config.write",
@@ -400,7 +413,7 @@ export class ApprovalsApi extends HttpApiGroup.make("approvals")
       params: { approval_id: Uuid },
       payload: Decision,
       success: ApprovalSnapshot,
-      error: [NotFound, InvalidTransition]
+      error: [NotFound, InvalidTransition, ArgumentsShapeMismatch, ArgumentsTooComplex, ValidationBusy]
     }).pipe(
       requireScope(
         "approvals.decide",

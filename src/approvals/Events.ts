@@ -10,6 +10,7 @@ import type { ApprovalEvent } from "../api/Events.ts"
 import { newId } from "../platform/Ids.ts"
 import { Instant, InstantOrNull } from "../platform/Rows.ts"
 import { iso } from "../platform/Time.ts"
+import { EditColumns, editSnapshot } from "./Edits.ts"
 
 /** An `approvals` row as the snapshot needs it. */
 export const ApprovalColumns = Schema.Struct({
@@ -25,14 +26,16 @@ export const ApprovalColumns = Schema.Struct({
   decided_at: InstantOrNull,
   decided_by: Schema.NullOr(Schema.String),
   decision_reason: Schema.NullOr(Schema.String),
-  rule: Schema.NullOr(Schema.String)
+  rule: Schema.NullOr(Schema.String),
+  ...EditColumns.fields
 })
 export type ApprovalRow = typeof ApprovalColumns.Type
 
 /**
  * The approval snapshot in its fixed key order; `decided_at`/`decided_by`
  * only for a person's decision, `decision_reason` only when they gave one,
- * `rule` only when a policy's rule on arguments required the approval.
+ * `rule` only when a policy's rule on arguments required the approval;
+ * then an edit's or an answer's members (`Edits.ts`).
  */
 export const snapshotOf = (row: ApprovalRow): ApprovalSnapshot => {
   const snapshot: {
@@ -53,7 +56,7 @@ export const snapshotOf = (row: ApprovalRow): ApprovalSnapshot => {
     snapshot.decided_by = row.decided_by
     if (row.decision_reason !== null) snapshot.decision_reason = row.decision_reason
   }
-  return snapshot
+  return Object.assign(snapshot, editSnapshot(row))
 }
 
 /** A new lifecycle event (its `id` is the receivers' deduplication key). */
@@ -88,7 +91,8 @@ export const approvalEventBody = (event: ApprovalEvent): string => {
     ...(a.rule !== undefined ? { rule: a.rule } : {}),
     ...(a.decided_at !== undefined ? { decided_at: a.decided_at } : {}),
     ...(a.decided_by !== undefined ? { decided_by: a.decided_by } : {}),
-    ...(a.decision_reason !== undefined ? { decision_reason: a.decision_reason } : {})
+    ...(a.decision_reason !== undefined ? { decision_reason: a.decision_reason } : {}),
+    ...editSnapshot(a)
   }
   return JSON.stringify({
     id: event.id,

@@ -3,6 +3,7 @@ import { Schema } from "effect"
 import * as fc from "fast-check"
 import { ApprovalEventTypes } from "../../../src/api/Approvals.ts"
 import { ApprovalEvent } from "../../../src/api/Events.ts"
+import { argumentsDigest, NOTHING_SETTLED } from "../../../src/approvals/Edits.ts"
 import { approvalEventBody, makeApprovalEvent, snapshotOf } from "../../../src/approvals/Events.ts"
 
 const uuid = fc.uuid({ version: 7 })
@@ -19,16 +20,33 @@ const rows = fc.record({
   expires_at: instant,
   timeout_action: fc.constantFrom("allow" as const, "reject" as const),
   rule: fc.option(fc.stringMatching(/^[a-z][a-z0-9-]{0,20}$/), { nil: null }),
-  decided: fc.option(fc.record({ at: instant, by: uuid, reason: fc.option(fc.string({ maxLength: 1000 }), { nil: null }) }), { nil: null })
-}).map(({ decided, ...row }) => ({
+  decided: fc.option(fc.record({ at: instant, by: uuid, reason: fc.option(fc.string({ maxLength: 1000 }), { nil: null }) }), { nil: null }),
+  edit: fc.option(
+    fc.oneof(
+      fc.record({
+        edited: fc.dictionary(
+          fc.stringMatching(/^[a-z]{1,6}$/),
+          fc.oneof(fc.integer(), fc.boolean(), fc.stringMatching(/^[a-z ]{0,10}$/)) as fc.Arbitrary<Schema.Json>
+        )
+      }),
+      fc.record({ response: fc.stringMatching(/^[a-z ]{1,40}$/) })
+    ),
+    { nil: null }
+  )
+}).map(({ decided, edit, ...row }) => ({
   ...row,
   decided_at: decided?.at ?? null,
   decided_by: decided?.by ?? null,
-  decision_reason: decided?.reason ?? null
+  decision_reason: decided?.reason ?? null,
+  ...NOTHING_SETTLED,
+  ...(edit !== null && "edited" in edit
+    ? { approved_arguments: edit.edited, arguments_changed: ["/amount"], arguments_digest: argumentsDigest(edit.edited) }
+    : {}),
+  ...(edit !== null && "response" in edit ? { response: edit.response } : {})
 }))
 
 describe("the webhook event body", () => {
-  it("has a fixed key order, decodes as ApprovalEvent, and carries decided_at/decided_by only for a person's decision, decision_reason only when given, rule only when a rule required it", () => {
+  it("has a fixed key order, decodes as ApprovalEvent, and carries decided_at/decided_by only for a person's decision, decision_reason only when given, rule only when a rule required it, an edit's or an answer's members only when given", () => {
     fc.assert(fc.property(rows, fc.constantFrom(...ApprovalEventTypes), instant, (row, type, at) => {
       const event = makeApprovalEvent(type, row.org_id, snapshotOf(row), at)
       const body = approvalEventBody(event)
@@ -45,13 +63,20 @@ describe("the webhook event body", () => {
         "timeout_action",
         ...(row.rule === null ? [] : ["rule"])
       ]
+      const edits = [
+        ...(row.approved_arguments === null ? [] : ["approved_arguments", "arguments_changed", "arguments_digest"]),
+        ...(row.response === null ? [] : ["response"])
+      ]
       assert.deepStrictEqual(
         Object.keys(parsed.approval),
-        row.decided_at === null
-          ? keys
-          : row.decision_reason === null
-          ? [...keys, "decided_at", "decided_by"]
-          : [...keys, "decided_at", "decided_by", "decision_reason"]
+        [
+          ...(row.decided_at === null
+            ? keys
+            : row.decision_reason === null
+            ? [...keys, "decided_at", "decided_by"]
+            : [...keys, "decided_at", "decided_by", "decision_reason"]),
+          ...edits
+        ]
       )
       if (row.decided_at !== null && row.decision_reason !== null) assert.strictEqual(parsed.approval.decision_reason, row.decision_reason)
       assert.deepStrictEqual(Schema.decodeUnknownSync(ApprovalEvent)(parsed), event)
@@ -74,7 +99,8 @@ describe("the webhook event body", () => {
       decided_at: null,
       decided_by: null,
       decision_reason: null,
-      rule: null
+      rule: null,
+      ...NOTHING_SETTLED
     }
     const a = makeApprovalEvent("approval.requested", row.org_id, snapshotOf(row), new Date())
     const b = makeApprovalEvent("approval.requested", row.org_id, snapshotOf(row), new Date())
