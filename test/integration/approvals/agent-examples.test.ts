@@ -415,13 +415,13 @@ layer(SvcTest.layer(), { excludeTestServices: true })("the agent loop of docs/ap
         }
       }).pipe(Effect.scoped), 90_000)
 
-    it.effect("its requests answer as the page says: a pending step, a policy, rules on arguments and their dry run, a decision with a reason", () =>
+    it.effect("its requests answer as the page says: a pending step, a policy, rules on arguments and their dry run, a decision with a reason, an arguments schema and an approval with edits", () =>
       Effect.gen(function*() {
         const svc = yield* SvcTest
         const org = yield* SvcTest.org()
         const session = yield* org.client.agentSessions.create({ payload: {} })
         const requests = blocks.filter((block) => block.lang === "sh" && !block.flags.includes("illustrative") && !inLoop(block.line))
-        assert.lengthOf(requests, 5)
+        assert.lengthOf(requests, 8)
         const env: Record<string, string> = { SVC: svc.baseUrl, KEY: org.key, SESSION: session.id }
         const answers: Array<any> = []
         for (const block of requests) {
@@ -433,7 +433,7 @@ layer(SvcTest.layer(), { excludeTestServices: true })("the agent loop of docs/ap
           answers.push(answer)
           if (answer.approval_id !== undefined) env.APPROVAL = answer.approval_id
         }
-        const [step, policy, rules, dryRun, decision] = answers
+        const [step, policy, rules, dryRun, decision, schemaPolicy, editedStep, edited] = answers
         assert.strictEqual(step.decision, "pending") // no policy yet: the default asks a person
         assert.deepStrictEqual([policy.action_class, policy.mode, policy.escalation_seconds], [ACTION_CLASS, "require_approval", 3600])
         assert.deepStrictEqual(rules.rules.map((rule: { name: string }) => rule.name), ["small", "huge", "eur"])
@@ -444,6 +444,13 @@ layer(SvcTest.layer(), { excludeTestServices: true })("the agent loop of docs/ap
           policy: "stored"
         })
         assert.deepStrictEqual([decision.status, decision.decision_reason], ["rejected", "Order 31 was refunded last week already."])
+        assert.deepStrictEqual(schemaPolicy.arguments_schema.required, ["amount"])
+        assert.strictEqual(editedStep.decision, "pending")
+        assert.deepStrictEqual(
+          [edited.status, edited.approved_arguments, edited.arguments_changed],
+          ["approved", { amount: 100, currency: "EUR" }, ["/amount"]]
+        )
+        assert.match(edited.arguments_digest, /^[0-9a-f]{64}$/)
       }).pipe(Effect.scoped), 60_000)
   })
 })
