@@ -94,3 +94,18 @@ export class ArgumentsTooComplex extends HttpApiError.Problem<ArgumentsTooComple
   field: Schema.String,
   ...limitFields
 }) {}
+
+/** The examples of these problems in the OpenAPI document (`Documentation.ts`). */
+export const argumentsProblemExamples = {
+  ARGUMENTS_SHAPE_MISMATCH: () => ({
+    detail: "arguments.amount must be <= 5000",
+    field: "arguments.amount",
+    errors: [{ field: "arguments.amount", message: "must be <= 5000" }]
+  }),
+  ARGUMENTS_TOO_COMPLEX: () => ({
+    detail: "checking arguments against its schema took longer than 1000 ms (SVC_ANSWER_VALIDATION_TIMEOUT).",
+    field: "arguments",
+    limit: "SVC_ANSWER_VALIDATION_TIMEOUT",
+    limit_value: 1000
+  }),
+}

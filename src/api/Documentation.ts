@@ -12,6 +12,7 @@
  */
 import { Context, Option } from "effect"
 import { type HttpApiEndpoint, OpenApi } from "effect/http-api"
+import { argumentsProblemExamples } from "./ApprovalEdits.ts"
 import { RequiredScope } from "./Security.ts"
 
 /**
@@ -193,17 +194,7 @@ export const ProblemExamples: Readonly<Record<string, (context: ProblemContext) 
     limit: "SVC_ANSWER_VALIDATION_TIMEOUT",
     limit_value: 1000
   }),
-  ARGUMENTS_SHAPE_MISMATCH: () => ({
-    detail: "arguments.amount must be <= 5000",
-    field: "arguments.amount",
-    errors: [{ field: "arguments.amount", message: "must be <= 5000" }]
-  }),
-  ARGUMENTS_TOO_COMPLEX: () => ({
-    detail: "checking arguments against its schema took longer than 1000 ms (SVC_ANSWER_VALIDATION_TIMEOUT).",
-    field: "arguments",
-    limit: "SVC_ANSWER_VALIDATION_TIMEOUT",
-    limit_value: 1000
-  }),
+  ...argumentsProblemExamples,
   VALIDATION_BUSY: () => ({
     detail: "The validation queue holds 128 checks (SVC_ANSWER_VALIDATION_QUEUE) and this organization holds at least its share of them; retry after 1 second.",
     limit: "SVC_ANSWER_VALIDATION_QUEUE",
