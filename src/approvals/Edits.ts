@@ -84,10 +84,10 @@ const pointer = (base: string, segment: string | number) => `${base}/${String(se
 /**
  * What `after` changed of `before`, as JSON Pointers (RFC 6901): each
  * member or item added, removed or replaced, the deepest that differs
- * (objects and arrays are compared member by member, item by item).
+ * (objects and arrays are compared member by member, item by item). One
+ * walk over both values: its cost is their size.
  */
 export const changedPointers = (before: Json, after: Json, at = ""): Array<string> => {
-  if (canonicalJson(before) === canonicalJson(after)) return []
   const isObject = (v: Json): v is { readonly [key: string]: Json } => typeof v === "object" && v !== null && !Array.isArray(v)
   if (Array.isArray(before) && Array.isArray(after)) {
     const out: Array<string> = []
@@ -100,10 +100,12 @@ export const changedPointers = (before: Json, after: Json, at = ""): Array<strin
   if (isObject(before) && isObject(after)) {
     const keys = [...new Set([...Object.keys(before), ...Object.keys(after)])].sort()
     return keys.flatMap((key) =>
-      !(key in before) || !(key in after) ? [pointer(at, key)] : changedPointers(before[key]!, after[key]!, pointer(at, key))
+      !Object.hasOwn(before, key) || !Object.hasOwn(after, key)
+        ? [pointer(at, key)]
+        : changedPointers(before[key]!, after[key]!, pointer(at, key))
     )
   }
-  return [at]
+  return before === after ? [] : [at]
 }
 
 /** A violation's path inside the request body: `arguments.amount`. */
