@@ -308,7 +308,7 @@ export class ApprovalPoliciesApi extends HttpApiGroup.make("approvalPolicies")
         request: Examples.policyInput,
         response: Examples.policy,
         errors: {
-          400: "A rule's condition does not parse or type-check (`INVALID_REQUEST`, `field`: `rules[i].condition`, the detail naming the rule and the position), or is over a limit (`POLICY_RULES_TOO_COMPLEX`, `limit` naming the setting).",
+          400: "A rule's condition does not parse or type-check (`INVALID_REQUEST`, `field`: `rules[i].condition`, the detail naming the rule and the position), or is over a limit (`POLICY_RULES_TOO_COMPLEX`, `limit` naming the setting); `arguments_schema` is not JSON Schema (`INVALID_REQUEST`, `field`: `arguments_schema`) or is over a limit (`ANSWER_SCHEMA_TOO_COMPLEX`).",
           409: "A policy for one more action class than `SVC_MAX_APPROVAL_POLICIES_PER_ORG` allows (`LIMIT_REACHED`)."
         }
       })
@@ -317,7 +317,7 @@ export class ApprovalPoliciesApi extends HttpApiGroup.make("approvalPolicies")
       params: { action_class: ActionClass },
       payload: DryRunInput,
       success: DryRunAnswer,
-      error: [InvalidRequest, PolicyRulesTooComplex]
+      error: [InvalidRequest, PolicyRulesTooComplex, AnswerSchemaTooComplex, ValidationBusy]
     }).pipe(
       requireScope(
         "org_config.read",
@@ -328,7 +328,7 @@ export class ApprovalPoliciesApi extends HttpApiGroup.make("approvalPolicies")
         request: Examples.dryRunInput,
         response: Examples.dryRunAnswer,
         errors: {
-          400: "A rule of the given policy does not compile or is over a limit (`INVALID_REQUEST` or `POLICY_RULES_TOO_COMPLEX`, `field` naming the rule)."
+          400: "A rule of the given policy does not compile or is over a limit (`INVALID_REQUEST` or `POLICY_RULES_TOO_COMPLEX`, `field` naming the rule), or its `arguments_schema` is not JSON Schema or is over a limit (`INVALID_REQUEST` or `ANSWER_SCHEMA_TOO_COMPLEX`)."
         }
       })
     ),
@@ -417,7 +417,7 @@ export class ApprovalsApi extends HttpApiGroup.make("approvals")
     }).pipe(
       requireScope(
         "approvals.decide",
-        "A person approves or rejects a pending approval, optionally saying why (`reason`, at most 1 000 characters; the snapshot carries it as `decision_reason`). A decision on a closed approval is 409 INVALID_TRANSITION."
+        "A person approves or rejects a pending approval, optionally saying why (`reason`, at most 1 000 characters; the snapshot carries it as `decision_reason`). Approving may carry edited `arguments` (checked against the action class's `arguments_schema`; the snapshot then carries `approved_arguments`, `arguments_changed` and `arguments_digest`); rejecting may carry a `response` for the agent instead of running the tool. A decision on a closed approval is 409 INVALID_TRANSITION."
       ),
       documented({
         summary: "Approve or reject",
@@ -425,7 +425,9 @@ export class ApprovalsApi extends HttpApiGroup.make("approvals")
         response: Examples.decidedApproval,
         errors: {
           400: "`reason` is longer than 1 000 characters or holds a string that cannot be stored (`INVALID_REQUEST`, `field`: `reason`).",
-          409: "The approval is no longer pending (`INVALID_TRANSITION`)."
+          409: "The approval is no longer pending (`INVALID_TRANSITION`).",
+          422: "Edited `arguments` do not fit the action class's `arguments_schema`, or it declares none (`ARGUMENTS_SHAPE_MISMATCH`, `field` naming the first at fault, `errors` each), or checking them went over its budget (`ARGUMENTS_TOO_COMPLEX`).",
+          429: "Too many schema checks of this organization are waiting (`VALIDATION_BUSY`, with `Retry-After`)."
         }
       })
     )

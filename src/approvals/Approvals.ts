@@ -41,7 +41,11 @@ export class Approvals extends Context.Service<Approvals, {
   ) => Effect.Effect<Policy, InvalidRequest | LimitReached | PolicyRulesTooComplex | AnswerSchemaTooComplex | ValidationBusy>
   readonly listPolicies: (orgId: string) => Effect.Effect<ReadonlyArray<Policy>>
   /** Evaluates the stored (or a given) policy against a sample step; creates nothing. */
-  readonly dryRun: (orgId: string, actionClass: string, input: DryRunInput) => Effect.Effect<DryRunAnswer, InvalidRequest | PolicyRulesTooComplex>
+  readonly dryRun: (
+    orgId: string,
+    actionClass: string,
+    input: DryRunInput
+  ) => Effect.Effect<DryRunAnswer, InvalidRequest | PolicyRulesTooComplex | AnswerSchemaTooComplex | ValidationBusy>
   /**
    * The organization's rule for `actionClass`, or the default rule, from the
    * process's cache (`PolicyCache.ts`): a statement that acts on it checks

@@ -19,7 +19,10 @@ export const ApprovalPoliciesHandlers = HttpApiBuilder.group(
         CurrentPrincipal.use((p) => approvals.putPolicy(p.orgId, params.action_class, payload)).pipe(
           Effect.tapErrorTag("ValidationBusy", () => busyRetryAfter)
         ),
-      dryRun: ({ params, payload }) => CurrentPrincipal.use((p) => approvals.dryRun(p.orgId, params.action_class, payload)),
+      dryRun: ({ params, payload }) =>
+        CurrentPrincipal.use((p) => approvals.dryRun(p.orgId, params.action_class, payload)).pipe(
+          Effect.tapErrorTag("ValidationBusy", () => busyRetryAfter)
+        ),
       list: () =>
         CurrentPrincipal.use((p) => approvals.listPolicies(p.orgId)).pipe(Effect.map((policies) => ({ policies })))
     })

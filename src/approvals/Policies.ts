@@ -148,6 +148,7 @@ export const makePolicies = Effect.fnUntraced(function*(
     let which: DryRunAnswer["policy"]
     if (input.policy !== undefined) {
       rules = yield* checkRules(input.policy.rules ?? [])
+      yield* checkArgumentsSchema(orgId, actionClass, input.policy.arguments_schema)
       settings = { ...input.policy, escalation_seconds: input.policy.escalation_seconds ?? null }
       which = "given"
     } else {

@@ -96,6 +96,17 @@ layer(SvcTest.layer(), { excludeTestServices: true })("approve with edits, or an
         assert.match(error.field, /^arguments_schema\.properties\.a/)
       }))
 
+    it.effect("a dry run's given policy has its arguments schema checked too", () =>
+      Effect.gen(function*() {
+        const { org } = yield* setup(null)
+        const error = yield* org.client.approvalPolicies.dryRun({
+          params: { action_class: "payments.refund" },
+          payload: { tool: "stripe.refund", arguments: { amount: 1 }, policy: { ...refunds, arguments_schema: { type: "no-such-type" } } }
+        }).pipe(Effect.flip)
+        assert.strictEqual(error._tag, "InvalidRequest")
+        if (error._tag === "InvalidRequest") assert.strictEqual(error.field, "arguments_schema")
+      }))
+
     it.effect("one that is not an object is 400 from the request schema", () =>
       Effect.gen(function*() {
         const { svc, org } = yield* setup(null)
