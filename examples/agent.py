@@ -5,7 +5,11 @@ library only (docs/approvals.md, "The agent loop"):
   2. allow: run the tool; reject: do not;
   3. pending: wait on the session stream (Server-Sent Events) for the
      approval to close, read the approval, and run the tool only if it was
-     approved, or expired with the timeout action "allow";
+     approved, or expired with the timeout action "allow". A person who
+     approved with edits gave approved_arguments: the tool runs with those,
+     and the outcome carries their arguments_digest. A person who rejected
+     may have answered instead (response): the agent passes it on (here,
+     prints it);
   4. before running the tool, read the step's recorded outcome: a step with
      an outcome has run (the agent crashed after reporting it), so the tool
      does not run again;
@@ -137,6 +141,7 @@ def main():
     say(f"step {step_id}: {answer['decision']}" + (f" approval {approval_id}" if approval_id else ""))
 
     run = answer["decision"] == "allow"
+    digest = None  # the digest of a person's edited arguments, which the outcome must carry
     if answer["decision"] == "pending":
         # 3. Wait until the approval closes; the approval read is the answer, the stream only wakes the agent.
         approval = call("GET", f"/v1/agent-approvals/{approval_id}")
@@ -147,6 +152,11 @@ def main():
         status = approval["status"]
         say(f"approval {approval_id}: {status}" + (f" (timeout action {approval['timeout_action']})" if status == "expired" else ""))
         run = status == "approved" or (status == "expired" and approval["timeout_action"] == "allow")
+        if "approved_arguments" in approval:  # a person edited the arguments: the tool runs with theirs
+            arguments, digest = approval["approved_arguments"], approval["arguments_digest"]
+            say("arguments edited: " + " ".join(approval.get("arguments_changed", [])))
+        if "response" in approval:  # a person answered instead of letting the tool run
+            say("response: " + json.dumps(approval["response"], separators=(",", ":")))
 
     if not run:
         say(f"tool {TOOL}: not run")
@@ -162,6 +172,8 @@ def main():
     except Exception as error:  # the tool failed: that is an outcome too
         outcome = {"status": "failed", "error": str(error)}
     say(f"tool {TOOL}: {outcome['status']}")
+    if digest is not None:  # svc refuses an outcome of edited arguments without their digest
+        outcome["arguments_digest"] = digest
     step = call("POST", f"/v1/agent-sessions/{session_id}/steps/{urllib.parse.quote(step_id, safe='')}/outcome", outcome)
     say(f"outcome {step['outcome']['status']} recorded")
 

@@ -6,7 +6,10 @@
  *   2. `allow`: run the tool; `reject`: do not;
  *   3. `pending`: wait on the session stream for the approval to close, read
  *      the approval, and run the tool only if it was approved, or expired
- *      with the timeout action `allow`;
+ *      with the timeout action `allow`. A person who approved with edits
+ *      gave `approved_arguments`: the tool runs with those, and the outcome
+ *      carries their `arguments_digest`. A person who rejected may have
+ *      answered instead (`response`): the agent passes it on (here, prints it);
  *   4. before running the tool, read the step's recorded outcome: a step
  *      with an outcome has run (the agent crashed after reporting it), so
  *      the tool does not run again;
@@ -62,6 +65,9 @@ const agent = Effect.gen(function*() {
   console.log(`step ${stepId}: ${answer.decision}${answer.approval_id === undefined ? "" : ` approval ${answer.approval_id}`}`)
 
   let run = answer.decision === "allow"
+  // The arguments the tool runs with: the step's, unless a person approved edited ones.
+  let toolArguments = stepArguments
+  let argumentsDigest: string | undefined
   if (answer.decision === "pending") {
     const approvalId = answer.approval_id!
     // 3. Wait until the approval closes. The stream replays the session's
@@ -94,6 +100,12 @@ const agent = Effect.gen(function*() {
     }
     console.log(`approval ${approvalId}: ${approval.status}${approval.status === "expired" ? ` (timeout action ${approval.timeout_action})` : ""}`)
     run = approval.status === "approved" || (approval.status === "expired" && approval.timeout_action === "allow")
+    if (approval.approved_arguments !== undefined) {
+      toolArguments = approval.approved_arguments
+      argumentsDigest = approval.arguments_digest
+      console.log(`arguments edited: ${(approval.arguments_changed ?? []).join(" ")}`)
+    }
+    if (approval.response !== undefined) console.log(`response: ${JSON.stringify(approval.response)}`)
   }
 
   if (!run) {
@@ -112,12 +124,14 @@ const agent = Effect.gen(function*() {
     cursor = page.next_cursor ?? undefined
   } while (cursor !== undefined)
   // 5. Run the tool, idempotent by step, then report how it ended (tool:succeeded or tool:failed on the session stream).
-  const outcome = yield* runTool(`${sessionId}/${stepId}`, stepArguments).pipe(
+  const outcome = yield* runTool(`${sessionId}/${stepId}`, toolArguments).pipe(
     Effect.map((result) => ({ status: "succeeded" as const, result })),
     Effect.catch((error) => Effect.succeed({ status: "failed" as const, error: String(error) }))
   )
   console.log(`tool ${tool}: ${outcome.status}`)
-  const step = yield* svc.agentSessions.reportOutcome({ params: { ...params, step_id: stepId }, payload: outcome }).pipe(retryTransport)
+  // An outcome of edited arguments carries their digest: svc refuses it for any other arguments.
+  const payload = argumentsDigest === undefined ? outcome : { ...outcome, arguments_digest: argumentsDigest }
+  const step = yield* svc.agentSessions.reportOutcome({ params: { ...params, step_id: stepId }, payload }).pipe(retryTransport)
   console.log(`outcome ${step.outcome?.status} recorded`)
 })
 

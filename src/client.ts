@@ -31,6 +31,7 @@ export {
   ConfirmationLinkUsed,
   ReviewerAddressReplaced
 } from "./api/ApprovalLinks.ts"
+export { ArgumentsShapeMismatch, ArgumentsTooComplex } from "./api/ApprovalEdits.ts"
 export { LinkExpired, LinkInvalid, LinkUsed } from "./api/Console.ts"
 export { AlreadyVoted } from "./api/Votes.ts"
 export { InvalidUrl, NotReplayable, QueueFull } from "./api/Deliveries.ts"

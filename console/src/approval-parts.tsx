@@ -1,6 +1,7 @@
 /** Pieces the approvals screen and the page of a reviewer mail's link share. */
+import type { Schema } from "effect"
 import type { ApprovalContext, ApprovalListItem } from "../../src/api/Approvals.ts"
-import { Time } from "./ui.tsx"
+import { Json, Time } from "./ui.tsx"
 
 type Approval = typeof ApprovalListItem.Type
 type Context = typeof ApprovalContext.Type
@@ -83,6 +84,18 @@ export const Outcome = ({ item }: { item: Approval }) => {
         <Time iso={item.decided_at} />.
       </p>
       {item.decision_reason !== undefined && <blockquote class="reason">{item.decision_reason}</blockquote>}
+      {item.approved_arguments !== undefined && (
+        <>
+          <p>With edited arguments (changed: {(item.arguments_changed ?? []).join(", ") || "nothing"}); the tool runs with these:</p>
+          <Json value={item.approved_arguments} label="Approved arguments" />
+        </>
+      )}
+      {item.response !== undefined && (
+        <>
+          <p>Answered the agent instead of running the tool:</p>
+          <blockquote class="reason">{typeof item.response === "string" ? item.response : JSON.stringify(item.response)}</blockquote>
+        </>
+      )}
     </>
   )
 }
@@ -144,3 +157,47 @@ export const ReasonField = (
     </span>
   </label>
 )
+
+/**
+ * Edit the arguments before approving, or answer the agent instead of
+ * running the tool. The service checks edited arguments against the action
+ * class's `arguments_schema` (and refuses them when it declares none).
+ */
+export const EditFields = (
+  { id, args, onArgs, response, onResponse, disabled }: {
+    id: string
+    args: string
+    onArgs: (value: string) => void
+    response: string
+    onResponse: (value: string) => void
+    disabled?: boolean
+  }
+) => (
+  <details class="edits">
+    <summary>Edit the arguments, or answer instead</summary>
+    <label for={`${id}-args`} class="reason-field">
+      Arguments to run with (JSON, sent with Approve)
+      <textarea id={`${id}-args`} rows={6} class="mono" value={args} disabled={disabled} spellcheck={false}
+        onInput={(event) => onArgs((event.target as HTMLTextAreaElement).value)} />
+      <span class="hint">Checked against the action class's arguments schema; the agent runs the tool with these.</span>
+    </label>
+    <label for={`${id}-response`} class="reason-field">
+      Answer to the agent (sent with Reject)
+      <textarea id={`${id}-response`} rows={2} value={response} disabled={disabled}
+        onInput={(event) => onResponse((event.target as HTMLTextAreaElement).value)} />
+      <span class="hint">The tool does not run; the agent gets this answer.</span>
+    </label>
+  </details>
+)
+
+/** What Approve or Reject sends beside the reason: edited arguments (when changed) or an answer; a string when the arguments are not JSON. */
+export const editPayload = (decision: "approve" | "reject", original: unknown, args: string, response: string) => {
+  if (decision === "reject") return response.trim() === "" ? {} : { response: response.trim() }
+  let parsed: Schema.Json
+  try {
+    parsed = JSON.parse(args) as Schema.Json
+  } catch (error) {
+    return `the edited arguments are not JSON (${String(error)}).`
+  }
+  return JSON.stringify(parsed) === JSON.stringify(original) ? {} : { arguments: parsed }
+}

@@ -10,6 +10,7 @@ import { approvalsTopic } from "../approvals/OrgStream.ts"
 import { GovernedStep, type Session, STEPS_PAGE_DEFAULT, type SessionDetail, type Step, type StepAnswer, StepDecision, type ToolOutcome } from "../api/Agents.ts"
 import { InvalidRequest, InvalidTransition, NotFound } from "../api/Errors.ts"
 import { Approvals } from "../approvals/Approvals.ts"
+import { EditColumns, editStepMembers } from "../approvals/Edits.ts"
 import { resolve } from "../approvals/Rules.ts"
 import { POLL_CAP_MS } from "../approvals/Scheduler.ts"
 import { Metrics } from "../observability/Metrics.ts"
@@ -41,8 +42,15 @@ const StepColumns = Schema.Struct({
   reason: Schema.NullOr(Schema.String),
   resolution: StepDecision,
   outcome: Schema.NullOr(Schema.Literals(["succeeded", "failed"])),
-  outcome_body: Schema.NullOr(JsonColumn(Schema.Struct({ result: Schema.optionalKey(Schema.Json), error: Schema.optionalKey(Schema.String) }))),
+  outcome_body: Schema.NullOr(JsonColumn(Schema.Struct({
+    result: Schema.optionalKey(Schema.Json),
+    error: Schema.optionalKey(Schema.String),
+    arguments_digest: Schema.optionalKey(Schema.String)
+  }))),
   outcome_at: TimestampOrNull,
+  approved_arguments: EditColumns.fields.approved_arguments,
+  arguments_digest: EditColumns.fields.arguments_digest,
+  response: EditColumns.fields.response,
   created_at: Timestamp
 })
 type StepRow = typeof StepColumns.Type
@@ -53,7 +61,8 @@ const EventRows = storedEvents("session_events")
 /** Runs of a step's statement that may find the cached policy out of date (a policy changed meanwhile each time). */
 const MAX_POLICY_RELOADS = 5
 
-const STEP_COLUMNS = "step_id, tool, action_class, arguments, decision, approval_id, rule, reason, resolution, outcome, outcome_body, outcome_at, created_at"
+const STEP_COLUMNS =
+  "step_id, tool, action_class, arguments, decision, approval_id, rule, reason, resolution, outcome, outcome_body, outcome_at, approved_arguments, arguments_digest, response, created_at"
 
 const toSession = (row: { readonly id: string; readonly task_id: string | null; readonly created_at: string }): Session => ({
   id: row.id,
@@ -78,11 +87,13 @@ const toStep = (row: StepRow): Step => ({
   resolution: row.resolution,
   ...(row.rule === null ? {} : { rule: row.rule }),
   ...(row.reason === null ? {} : { reason: row.reason }),
+  ...editStepMembers(row),
   ...(row.outcome === null ? {} : {
     outcome: {
       status: row.outcome,
       ...(row.outcome_body?.result === undefined ? {} : { result: row.outcome_body.result }),
       ...(row.outcome_body?.error === undefined ? {} : { error: row.outcome_body.error }),
+      ...(row.outcome_body?.arguments_digest === undefined ? {} : { arguments_digest: row.outcome_body.arguments_digest }),
       reported_at: row.outcome_at ?? row.created_at
     }
   }),
@@ -124,6 +135,15 @@ const reportedAgain = (existing: StepRow, status: ToolOutcome["status"]) =>
         : `The step's resolution is ${existing.resolution}; only an allowed step has a tool outcome.`
     }))
 
+/** An outcome whose `arguments_digest` is not the step's (`Edits.ts`): it is bound to the arguments that were approved. */
+const digestRefused = (existing: StepRow) =>
+  Effect.fail(new InvalidRequest({
+    field: "arguments_digest",
+    detail: existing.arguments_digest === null
+      ? "The step was not approved with edited arguments: its tool runs with the step's own, and its outcome carries no arguments_digest."
+      : "A person approved the step with edited arguments: report the outcome of the tool run with its approved_arguments, with their arguments_digest."
+  }))
+
 export class AgentSessions extends Context.Service<AgentSessions, {
   readonly create: (orgId: string, input: { readonly task_id?: string }) => Effect.Effect<Session, NotFound>
   /** The session and a page of its steps, oldest first. */
@@ -134,7 +154,7 @@ export class AgentSessions extends Context.Service<AgentSessions, {
     sessionId: string,
     stepId: string,
     outcome: ToolOutcome
-  ) => Effect.Effect<Step, NotFound | InvalidTransition>
+  ) => Effect.Effect<Step, NotFound | InvalidTransition | InvalidRequest>
   /** SSE frames of the session after event id `after` (`"0"`: from the start), live until the client leaves. */
   readonly stream: (orgId: string, sessionId: string, after: string) => Effect.Effect<Stream.Stream<string>, NotFound>
 }>()("svc/agents/AgentSessions") {
@@ -270,13 +290,15 @@ export class AgentSessions extends Context.Service<AgentSessions, {
         yield* findSession(orgId, sessionId)
         const body = {
           ...(outcome.result === undefined ? {} : { result: outcome.result }),
-          ...(outcome.error === undefined ? {} : { error: outcome.error })
+          ...(outcome.error === undefined ? {} : { error: outcome.error }),
+          ...(outcome.arguments_digest === undefined ? {} : { arguments_digest: outcome.arguments_digest })
         }
         const result = yield* sql.withTransaction(Effect.gen(function*() {
           const row = yield* StepRows.one(sql`
             UPDATE agent_steps SET outcome = ${outcome.status}, outcome_body = ${sql.json(body)},
               outcome_at = now()
             WHERE session_id = ${sessionId} AND step_id = ${stepId} AND resolution = 'allow' AND outcome IS NULL
+              AND arguments_digest IS NOT DISTINCT FROM ${outcome.arguments_digest ?? null}
             RETURNING ${sql.literal(STEP_COLUMNS)}
           `)
           if (row === undefined) return { recorded: false as const, row: yield* findStep(sessionId, stepId) }
@@ -293,6 +315,7 @@ export class AgentSessions extends Context.Service<AgentSessions, {
           yield* hub.notify(sessionId)
           return toStep(result.row)
         }
+        if (result.row.resolution === "allow" && result.row.outcome === null) return yield* digestRefused(result.row)
         return yield* reportedAgain(result.row, outcome.status)
       })
 

@@ -4,6 +4,7 @@
  */
 import { Schema } from "effect"
 import { HttpApiEndpoint, HttpApiGroup, HttpApiSchema, OpenApi } from "effect/http-api"
+import { ArgumentsDigest, EditStepFields } from "./ApprovalEdits.ts"
 import { ActionClass } from "./Approvals.ts"
 import { Cursor, IntegerFromDigits, JsonValue, NextCursor, Text, Timestamp, ResumeQuery, Uuid } from "./Common.ts"
 import { InvalidRequest, InvalidTransition, NotFound, TooManyStreams } from "./Errors.ts"
@@ -51,7 +52,11 @@ export const OutcomeStatus = Schema.Literals(["succeeded", "failed"])
 export const ToolOutcome = Schema.Struct({
   status: OutcomeStatus,
   result: Schema.optionalKey(JsonValue),
-  error: Schema.optionalKey(Text.check(Schema.isMaxLength(4000)))
+  error: Schema.optionalKey(Text.check(Schema.isMaxLength(4000))),
+  arguments_digest: Schema.optionalKey(ArgumentsDigest.annotate({
+    description:
+      "The `arguments_digest` of the arguments the tool ran with, as the step carries it: required when a person approved the step with edited arguments (the outcome is then bound to them), refused otherwise"
+  }))
 })
 export type ToolOutcome = typeof ToolOutcome.Type
 
@@ -69,6 +74,7 @@ export const Step = Schema.Struct({
     description: "The policy's rule on arguments that decided the step (its name); absent when the action class's settings did"
   })),
   reason: Schema.optionalKey(Schema.String.annotate({ description: "A rejecting rule's reason" })),
+  ...EditStepFields,
   outcome: Schema.optionalKey(Schema.Struct({ ...ToolOutcome.fields, reported_at: Timestamp })),
   created_at: Timestamp
 })
@@ -158,13 +164,18 @@ export class AgentSessionsApi extends HttpApiGroup.make("agentSessions")
       params: { ...SessionParams, step_id: StepId },
       payload: ToolOutcome,
       success: Step,
-      error: [NotFound, InvalidTransition]
+      error: [NotFound, InvalidTransition, InvalidRequest]
     }).pipe(
       requireScope(
         "agents.write",
-        "Reports how an allowed step's tool run ended (`tool:succeeded` or `tool:failed` on the session stream). Only a step whose resolution is `allow` has an outcome; reporting the same status again returns the step."
+        "Reports how an allowed step's tool run ended (`tool:succeeded` or `tool:failed` on the session stream). Only a step whose resolution is `allow` has an outcome; reporting the same status again returns the step. A step a person approved with edited arguments carries `approved_arguments` and `arguments_digest`: its tool runs with those, and its outcome must carry that `arguments_digest` (400 `INVALID_REQUEST`, `field`: `arguments_digest`, when it is missing or another; also when the step has no digest)."
       ),
-      documented({ summary: "Report a step's outcome", request: Examples.toolOutcome, response: Examples.step })
+      documented({
+        summary: "Report a step's outcome",
+        request: Examples.toolOutcome,
+        response: Examples.step,
+        errors: { 400: "`arguments_digest` is missing for a step approved with edited arguments, or is not the step's (`INVALID_REQUEST`, `field`: `arguments_digest`)." }
+      })
     ),
     HttpApiEndpoint.get("stream", "/v1/agent-sessions/:session_id/events/stream", {
       params: SessionParams,

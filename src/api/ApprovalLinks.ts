@@ -12,7 +12,8 @@ import { Schema } from "effect"
 import { HttpApiEndpoint, HttpApiError, HttpApiGroup, OpenApi } from "effect/http-api"
 import { ApprovalContext, DecisionReason } from "./Approvals.ts"
 import { Text, Timestamp } from "./Common.ts"
-import { CrossSiteRequest, InvalidTransition, problemType } from "./Errors.ts"
+import { CrossSiteRequest, InvalidTransition, problemType, ValidationBusy } from "./Errors.ts"
+import { ArgumentsShapeMismatch, ArgumentsTooComplex, DecisionEditFields, editFitsDecision } from "./ApprovalEdits.ts"
 import { documented } from "./Documentation.ts"
 import * as Examples from "./Examples.ts"
 import { AlreadyVoted } from "./Votes.ts"
@@ -26,8 +27,9 @@ export const OpenApprovalLink = Schema.Struct({ token: ApprovalLinkToken })
 export const DecideByLink = Schema.Struct({
   token: ApprovalLinkToken,
   decision: Schema.Literals(["approve", "reject"]),
-  reason: Schema.optionalKey(DecisionReason)
-})
+  reason: Schema.optionalKey(DecisionReason),
+  ...DecisionEditFields
+}).check(Schema.makeFilter(editFitsDecision))
 
 /** The approval a mail's link opens, and who a decision through it names. */
 export const ApprovalLinkView = Schema.Struct({
@@ -115,12 +117,12 @@ export class ApprovalLinksApi extends HttpApiGroup.make("approvalLinks")
     HttpApiEndpoint.post("decide", "/v1/approval-links/decision", {
       payload: DecideByLink,
       success: ApprovalLinkView,
-      error: [ApprovalLinkInvalid, ReviewerAddressReplaced, InvalidTransition, AlreadyVoted, CrossSiteRequest]
+      error: [ApprovalLinkInvalid, ReviewerAddressReplaced, InvalidTransition, AlreadyVoted, CrossSiteRequest, ArgumentsShapeMismatch, ArgumentsTooComplex, ValidationBusy]
     }).pipe(
       documented({
         summary: "Approve or reject through a mail's link",
         description:
-          "The person who opened a reviewer mail's link approves or rejects that approval, optionally saying why (`reason`, at most 1 000 characters). The record names them `email:<reviewer address>`. The link works until the approval closes, and only while the address it was mailed to is still the organization's confirmed reviewer address; after the approval closes this answers 409 `INVALID_TRANSITION` and the link shows the final state. Like every state-changing console request it must carry the `X-Svc-Console: 1` header and must not come from another site. No authentication: the link's token is the credential, for this approval only.",
+          "The person who opened a reviewer mail's link approves or rejects that approval, optionally saying why (`reason`, at most 1 000 characters), approving with edited `arguments` or rejecting with a `response` for the agent as `POST /v1/agent-approvals/{approval_id}/decision` does. The record names them `email:<reviewer address>`. The link works until the approval closes, and only while the address it was mailed to is still the organization's confirmed reviewer address; after the approval closes this answers 409 `INVALID_TRANSITION` and the link shows the final state. Like every state-changing console request it must carry the `X-Svc-Console: 1` header and must not come from another site. No authentication: the link's token is the credential, for this approval only.",
         request: Examples.decideByLink,
         response: Examples.approvalLinkDecided,
         errors: {
@@ -128,7 +130,9 @@ export class ApprovalLinksApi extends HttpApiGroup.make("approvalLinks")
           403: "No `X-Svc-Console` header, or a request from another site (`CROSS_SITE_REQUEST`).",
           404: "The token is not the link of an approval of this service (`APPROVAL_LINK_INVALID`).",
           409: "The approval is no longer pending (`INVALID_TRANSITION`), or it needs several approvals and this address has already voted (`ALREADY_VOTED`).",
-          410: "The address the mail went to was replaced or removed since (`REVIEWER_ADDRESS_REPLACED`): nothing is decided."
+          410: "The address the mail went to was replaced or removed since (`REVIEWER_ADDRESS_REPLACED`): nothing is decided.",
+          422: "Edited `arguments` do not fit the action class's `arguments_schema`, or it declares none (`ARGUMENTS_SHAPE_MISMATCH`, `field` naming the first at fault), or checking them went over its budget (`ARGUMENTS_TOO_COMPLEX`).",
+          429: "Too many schema checks of this organization are waiting (`VALIDATION_BUSY`, with `Retry-After`)."
         }
       })
     )

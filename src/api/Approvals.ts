@@ -6,7 +6,17 @@
 import { Schema } from "effect"
 import { HttpApiEndpoint, HttpApiGroup, HttpApiSchema, OpenApi } from "effect/http-api"
 import { Cursor, JsonValue, Limit, NextCursor, Text, Timestamp, ResumeQuery, Uuid } from "./Common.ts"
-import { InvalidRequest, InvalidTransition, LimitReached, NotFound, PolicyRulesTooComplex, TooManyStreams } from "./Errors.ts"
+import {
+  AnswerSchemaTooComplex,
+  InvalidRequest,
+  InvalidTransition,
+  LimitReached,
+  NotFound,
+  PolicyRulesTooComplex,
+  TooManyStreams,
+  ValidationBusy
+} from "./Errors.ts"
+import { ArgumentsSchema, ArgumentsShapeMismatch, ArgumentsTooComplex, DecisionEditFields, EditSnapshotFields, editFitsDecision } from "./ApprovalEdits.ts"
 import { Authentication, requireScope } from "./Security.ts"
 import { documented, notFound } from "./Documentation.ts"
 import * as Examples from "./Examples.ts"
@@ -108,7 +118,8 @@ export const PolicyInput = Schema.Struct({
   })),
   timeout_action: TimeoutAction,
   rules: Schema.optionalKey(PolicyRules),
-  quorum: Schema.optionalKey(Quorum)
+  quorum: Schema.optionalKey(Quorum),
+  arguments_schema: Schema.optionalKey(ArgumentsSchema)
 }).check(
   // Across two members, which JSON Schema cannot compare: the description of
   // `expiring_notice_seconds` states it, and the typed client checks it.
@@ -185,7 +196,8 @@ export const ApprovalSnapshot = Schema.Struct({
     description:
       "Why, in the decider's words, when a reason was given with the decision (recognizable secrets in it are replaced by `[REDACTED]`)"
   })),
-  ...QuorumFields
+  ...QuorumFields,
+  ...EditSnapshotFields
 })
 export type ApprovalSnapshot = typeof ApprovalSnapshot.Type
 
@@ -211,8 +223,9 @@ export const DecisionReason = Text.check(
 
 export const Decision = Schema.Struct({
   decision: Schema.Literals(["approve", "reject"]),
-  reason: Schema.optionalKey(DecisionReason)
-})
+  reason: Schema.optionalKey(DecisionReason),
+  ...DecisionEditFields
+}).check(Schema.makeFilter(editFitsDecision))
 
 /**
  * An approval in the organization's list and stream: the snapshot plus the
@@ -292,7 +305,7 @@ export class ApprovalPoliciesApi extends HttpApiGroup.make("approvalPolicies")
       params: { action_class: ActionClass },
       payload: PolicyInput,
       success: Policy,
-      error: [InvalidRequest, LimitReached, PolicyRulesTooComplex]
+      error: [InvalidRequest, LimitReached, PolicyRulesTooComplex, AnswerSchemaTooComplex, ValidationBusy]
     }).pipe(
       requireScope(
         "org_config.write",
@@ -303,7 +316,7 @@ export class ApprovalPoliciesApi extends HttpApiGroup.make("approvalPolicies")
         request: Examples.policyInput,
         response: Examples.policy,
         errors: {
-          400: "A rule's condition does not parse or type-check (`INVALID_REQUEST`, `field`: `rules[i].condition`, the detail naming the rule and the position), or is over a limit (`POLICY_RULES_TOO_COMPLEX`, `limit` naming the setting).",
+          400: "A rule's condition does not parse or type-check (`INVALID_REQUEST`, `field`: `rules[i].condition`, the detail naming the rule and the position), or is over a limit (`POLICY_RULES_TOO_COMPLEX`, `limit` naming the setting); `arguments_schema` is not JSON Schema (`INVALID_REQUEST`, `field`: `arguments_schema`) or is over a limit (`ANSWER_SCHEMA_TOO_COMPLEX`).",
           409: "A policy for one more action class than `SVC_MAX_APPROVAL_POLICIES_PER_ORG` allows (`LIMIT_REACHED`)."
         }
       })
@@ -312,7 +325,7 @@ export class ApprovalPoliciesApi extends HttpApiGroup.make("approvalPolicies")
       params: { action_class: ActionClass },
       payload: DryRunInput,
       success: DryRunAnswer,
-      error: [InvalidRequest, PolicyRulesTooComplex]
+      error: [InvalidRequest, PolicyRulesTooComplex, AnswerSchemaTooComplex, ValidationBusy]
     }).pipe(
       requireScope(
         "org_config.read",
@@ -323,7 +336,7 @@ export class ApprovalPoliciesApi extends HttpApiGroup.make("approvalPolicies")
         request: Examples.dryRunInput,
         response: Examples.dryRunAnswer,
         errors: {
-          400: "A rule of the given policy does not compile or is over a limit (`INVALID_REQUEST` or `POLICY_RULES_TOO_COMPLEX`, `field` naming the rule)."
+          400: "A rule of the given policy does not compile or is over a limit (`INVALID_REQUEST` or `POLICY_RULES_TOO_COMPLEX`, `field` naming the rule), or its `arguments_schema` is not JSON Schema or is over a limit (`INVALID_REQUEST` or `ANSWER_SCHEMA_TOO_COMPLEX`)."
         }
       })
     ),
@@ -408,11 +421,11 @@ export class ApprovalsApi extends HttpApiGroup.make("approvals")
       params: { approval_id: Uuid },
       payload: Decision,
       success: ApprovalSnapshot,
-      error: [NotFound, InvalidTransition, AlreadyVoted]
+      error: [NotFound, InvalidTransition, AlreadyVoted, ArgumentsShapeMismatch, ArgumentsTooComplex, ValidationBusy]
     }).pipe(
       requireScope(
         "approvals.decide",
-        "A person approves or rejects a pending approval, optionally saying why (`reason`, at most 1 000 characters; the snapshot carries it as `decision_reason`). A decision on a closed approval is 409 INVALID_TRANSITION. When the approval needs several approvals (`quorum`), a decision is one vote: it stays pending until `quorum` distinct deciders have approved, one rejection rejects it, and the answer shows the `votes` so far and `approvals_remaining`; a decider votes once (a second vote is 409 ALREADY_VOTED)."
+        "A person approves or rejects a pending approval, optionally saying why (`reason`, at most 1 000 characters; the snapshot carries it as `decision_reason`). Approving may carry edited `arguments` (checked against the action class's `arguments_schema`; the snapshot then carries `approved_arguments`, `arguments_changed` and `arguments_digest`); rejecting may carry a `response` for the agent instead of running the tool. A decision on a closed approval is 409 INVALID_TRANSITION. When the approval needs several approvals (`quorum`), a decision is one vote: it stays pending until `quorum` distinct deciders have approved, one rejection rejects it, and the answer shows the `votes` so far and `approvals_remaining`; a decider votes once (a second vote is 409 ALREADY_VOTED); edited `arguments` are taken only with the vote that completes the quorum."
       ),
       documented({
         summary: "Approve or reject",
@@ -420,7 +433,10 @@ export class ApprovalsApi extends HttpApiGroup.make("approvals")
         response: Examples.decidedApproval,
         errors: {
           400: "`reason` is longer than 1 000 characters or holds a string that cannot be stored (`INVALID_REQUEST`, `field`: `reason`).",
-          409: "The approval is no longer pending (`INVALID_TRANSITION`), or, when it needs several approvals (`quorum`), this decider has already voted on it (`ALREADY_VOTED`)."
+          409: "The approval is no longer pending (`INVALID_TRANSITION`), or, when it needs several approvals (`quorum`), this decider has already voted on it (`ALREADY_VOTED`).",
+          422: "Edited `arguments` do not fit the action class's `arguments_schema`, or it declares none (`ARGUMENTS_SHAPE_MISMATCH`, `field` naming the first at fault, `errors` each), or checking them went over its budget (`ARGUMENTS_TOO_COMPLEX`).",
+          429: "Too many schema checks of this organization are waiting (`VALIDATION_BUSY`, with `Retry-After`)."
+
         }
       })
     )

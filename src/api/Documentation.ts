@@ -12,6 +12,7 @@
  */
 import { Context, Option } from "effect"
 import { type HttpApiEndpoint, OpenApi } from "effect/http-api"
+import { argumentsProblemExamples } from "./ApprovalEdits.ts"
 import { RequiredScope } from "./Security.ts"
 
 /**
@@ -194,6 +195,7 @@ export const ProblemExamples: Readonly<Record<string, (context: ProblemContext) 
     limit: "SVC_ANSWER_VALIDATION_TIMEOUT",
     limit_value: 1000
   }),
+  ...argumentsProblemExamples,
   VALIDATION_BUSY: () => ({
     detail: "The validation queue holds 128 checks (SVC_ANSWER_VALIDATION_QUEUE) and this organization holds at least its share of them; retry after 1 second.",
     limit: "SVC_ANSWER_VALIDATION_QUEUE",

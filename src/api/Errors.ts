@@ -117,7 +117,7 @@ export class InvalidTransition extends HttpApiError.Problem<InvalidTransition>()
  * value in force. Every limit of the service is answered with these two
  * members, so a client can tell which one it ran into.
  */
-const limitFields = {
+export const limitFields = {
   limit: Schema.String.annotate({ description: "The `SVC_*` setting whose limit was reached" }),
   limit_value: Schema.Finite.annotate({ description: "Its value in force" })
 }

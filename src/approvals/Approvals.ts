@@ -8,13 +8,16 @@
 import { PgClient } from "@effect/sql-pg"
 import { Context, Effect, Layer, Option, Schema } from "effect"
 import type { ApprovalSnapshot, DryRunAnswer, DryRunInput, Policy, PolicyInput } from "../api/Approvals.ts"
-import { type InvalidRequest, InvalidTransition, type LimitReached, NotFound, type PolicyRulesTooComplex } from "../api/Errors.ts"
+import { ArgumentsShapeMismatch, type ArgumentsTooComplex } from "../api/ApprovalEdits.ts"
+import { type AnswerSchemaTooComplex, type InvalidRequest, InvalidTransition, type LimitReached, NotFound, type PolicyRulesTooComplex, type ValidationBusy } from "../api/Errors.ts"
+import { AnswerSchemas } from "../tasks/AnswerSchema.ts"
 import { appendSessionEvent, hubSignal } from "../streams/SessionEvents.ts"
 import { SvcConfig } from "../platform/Config.ts"
 import { Metrics } from "../observability/Metrics.ts"
 import { Instant, InstantOrNull, rowsOf } from "../platform/Rows.ts"
 import { databaseNow, iso } from "../platform/Time.ts"
 import { type Topic, Topics, Wakeups } from "../platform/Wakeups.ts"
+import { type DecisionEdit, editSnapshot, makeEdits, settledValues } from "./Edits.ts"
 import { snapshotOf } from "./Events.ts"
 import { APPROVAL_COLUMNS, ApprovalRows, emit, fireDeadline as fireDue, fireMostOverdue, type FullApprovalRow, isoMs } from "./Firing.ts"
 import { scrubReason } from "./Reasons.ts"
@@ -37,10 +40,14 @@ export class Approvals extends Context.Service<Approvals, {
     orgId: string,
     actionClass: string,
     input: PolicyInput
-  ) => Effect.Effect<Policy, InvalidRequest | LimitReached | PolicyRulesTooComplex>
+  ) => Effect.Effect<Policy, InvalidRequest | LimitReached | PolicyRulesTooComplex | AnswerSchemaTooComplex | ValidationBusy>
   readonly listPolicies: (orgId: string) => Effect.Effect<ReadonlyArray<Policy>>
   /** Evaluates the stored (or a given) policy against a sample step; creates nothing. */
-  readonly dryRun: (orgId: string, actionClass: string, input: DryRunInput) => Effect.Effect<DryRunAnswer, InvalidRequest | PolicyRulesTooComplex>
+  readonly dryRun: (
+    orgId: string,
+    actionClass: string,
+    input: DryRunInput
+  ) => Effect.Effect<DryRunAnswer, InvalidRequest | PolicyRulesTooComplex | AnswerSchemaTooComplex | ValidationBusy>
   /**
    * The organization's rule for `actionClass`, or the default rule, from the
    * process's cache (`PolicyCache.ts`): a statement that acts on it checks
@@ -64,8 +71,13 @@ export class Approvals extends Context.Service<Approvals, {
      * to what it reads commits before or after the decision, never between):
      * false decides nothing and fails with `refused`.
      */
-    guard?: DecisionGuard<E>
-  ) => Effect.Effect<ApprovalSnapshot, NotFound | InvalidTransition | AlreadyVoted | E>
+    guard?: DecisionGuard<E>,
+    /** Edited arguments (with approve) or a response for the agent (with reject): `Edits.ts`. */
+    edit?: DecisionEdit
+  ) => Effect.Effect<
+    ApprovalSnapshot,
+    NotFound | InvalidTransition | AlreadyVoted | ArgumentsShapeMismatch | ArgumentsTooComplex | ValidationBusy | E
+  >
   /** Fires the most overdue deadline, if any is due; true when one fired. */
   readonly fireNextDue: Effect.Effect<boolean>
   /** The earliest deadline still to fire and the database's time now (epoch ms), for the scheduler's sleep. */
@@ -79,7 +91,8 @@ export class Approvals extends Context.Service<Approvals, {
       const wakeups = yield* Wakeups
       const metrics = yield* Metrics
 
-      const policies = yield* makePolicies(sql, config, wakeups)
+      const edits = makeEdits(sql, yield* AnswerSchemas, config.answerValidationQueue)
+      const policies = yield* makePolicies(sql, config, wakeups, edits.checkArgumentsSchema)
       /** Applies the due deadline of a claimed row (`Firing.ts`), inside the claiming transaction. */
       const fireDeadline = Effect.fn("Approvals.fireDeadline")((row: FullApprovalRow, now: number, log: Array<StreamEntry>) =>
         fireDue(sql, row, now, log)
@@ -111,9 +124,14 @@ export class Approvals extends Context.Service<Approvals, {
         approvalId: string,
         decision: "approve" | "reject",
         reason?: string | undefined,
-        guard?: DecisionGuard<E>
+        guard?: DecisionGuard<E>,
+        edit?: DecisionEdit
       ) {
         yield* Effect.annotateCurrentSpan({ "svc.approval_id": approvalId })
+        // Edited arguments are checked against the class's schema before the row is locked.
+        const settled = yield* edits.settle(orgId, approvalId, edit)
+        if (settled === undefined) return yield* new NotFound({ detail: "No such approval." })
+        const settle = settledValues(settled)
         const stored = reason === undefined ? null : yield* scrubReason(reason)
         const status = decision === "approve" ? "approved" : "rejected"
         const resolution = decision === "approve" ? "allow" : "reject"
@@ -141,6 +159,9 @@ export class Approvals extends Context.Service<Approvals, {
             yield* appendApprovalStream(sql, orgId, log)
             return { _tag: "lapsed" as const, sessionId }
           }
+          // Every approver of an approval that needs several approves the same
+          // arguments: edits are taken only where one approval decides.
+          if (settle.approvedArguments !== null && current.quorum > 1) return { _tag: "editWithQuorum" as const }
           // With a quorum, this decision is one vote (`Votes.ts`): it closes the approval only when it completes the quorum or rejects.
           const vote = yield* castVote(sql, current, actor, decision, stored, now)
           if (vote._tag === "duplicate") return { _tag: "duplicate" as const }
@@ -151,12 +172,16 @@ export class Approvals extends Context.Service<Approvals, {
           }
           const row = yield* ApprovalRows.returned(sql`
             UPDATE approvals SET status = ${status}, decided_at = ${isoMs(now)}::timestamptz, decided_by = ${actor},
-              decision_reason = ${stored}, next_due_at = NULL, next_due_kind = NULL
+              decision_reason = ${stored}, next_due_at = NULL, next_due_kind = NULL,
+              approved_arguments = ${settle.approvedArguments}::jsonb, arguments_changed = ${settle.changed}::jsonb,
+              arguments_digest = ${settle.digest}, response = ${settle.response}::jsonb
             WHERE id = ${approvalId}
             RETURNING ${sql.literal(APPROVAL_COLUMNS)}
           `)
           yield* sql`
-            UPDATE agent_steps SET resolution = ${resolution} WHERE session_id = ${row.session_id} AND step_id = ${row.step_id}
+            UPDATE agent_steps SET resolution = ${resolution}, approved_arguments = ${settle.approvedArguments}::jsonb,
+              arguments_digest = ${settle.digest}, response = ${settle.response}::jsonb
+            WHERE session_id = ${row.session_id} AND step_id = ${row.step_id}
           `
           yield* emit(sql, decision === "approve" ? "approval.approved" : "approval.rejected", row, now, log)
           yield* appendSessionEvent(sql, {
@@ -171,7 +196,8 @@ export class Approvals extends Context.Service<Approvals, {
               decided_at: iso(row.decided_at ?? new Date(now)),
               decided_by: actor,
               ...(stored === null ? {} : { decision_reason: stored }),
-              ...quorumMembers(row)
+              ...quorumMembers(row),
+              ...editSnapshot(settled)
             }
           })
           yield* appendApprovalStream(sql, orgId, log)
@@ -181,6 +207,10 @@ export class Approvals extends Context.Service<Approvals, {
         if (decided._tag === "refused") return yield* Effect.fail(guard!.refused)
         if (decided._tag === "duplicate") {
           return yield* new AlreadyVoted({ decided_by: actor, detail: "This decider has already voted on this approval; a decider votes once." })
+        }
+        if (decided._tag === "editWithQuorum") {
+          const message = "cannot be edited when the approval needs several approvals: every approver approves the same arguments"
+          return yield* new ArgumentsShapeMismatch({ field: "arguments", errors: [{ field: "arguments", message }], detail: `arguments ${message}.` })
         }
         if (decided._tag === "voted") {
           yield* announce({ orgId, sessionId: decided.row.session_id, topics: [] })

@@ -11,6 +11,7 @@ import { newId } from "../platform/Ids.ts"
 import { Instant, InstantOrNull } from "../platform/Rows.ts"
 import { iso } from "../platform/Time.ts"
 import { quorumMembers } from "./Votes.ts"
+import { EditColumns, editSnapshot } from "./Edits.ts"
 
 /** An `approvals` row as the snapshot needs it. */
 export const ApprovalColumns = Schema.Struct({
@@ -29,7 +30,8 @@ export const ApprovalColumns = Schema.Struct({
   rule: Schema.NullOr(Schema.String),
   quorum: Schema.Number,
   /** The votes as JSON text (`Votes.ts`), when the approval needs more than one approval. */
-  votes: Schema.NullOr(Schema.String)
+  votes: Schema.NullOr(Schema.String),
+  ...EditColumns.fields
 })
 export type ApprovalRow = typeof ApprovalColumns.Type
 
@@ -38,7 +40,7 @@ export type ApprovalRow = typeof ApprovalColumns.Type
  * only for a person's decision, `decision_reason` only when they gave one,
  * `rule` only when a policy's rule on arguments required the approval,
  * `quorum`, `votes` and `approvals_remaining` only when it needs more than
- * one approval (`Votes.ts`).
+ * one approval (`Votes.ts`); then an edit's or an answer's members (`Edits.ts`).
  */
 export const snapshotOf = (row: ApprovalRow): ApprovalSnapshot => {
   const snapshot: {
@@ -59,7 +61,7 @@ export const snapshotOf = (row: ApprovalRow): ApprovalSnapshot => {
     snapshot.decided_by = row.decided_by
     if (row.decision_reason !== null) snapshot.decision_reason = row.decision_reason
   }
-  return Object.assign(snapshot, quorumMembers(row))
+  return Object.assign(snapshot, quorumMembers(row), editSnapshot(row))
 }
 
 /** A new lifecycle event (its `id` is the receivers' deduplication key). */
@@ -97,7 +99,8 @@ export const approvalEventBody = (event: ApprovalEvent): string => {
     ...(a.decision_reason !== undefined ? { decision_reason: a.decision_reason } : {}),
     ...(a.quorum !== undefined ? { quorum: a.quorum } : {}),
     ...(a.votes !== undefined ? { votes: a.votes } : {}),
-    ...(a.approvals_remaining !== undefined ? { approvals_remaining: a.approvals_remaining } : {})
+    ...(a.approvals_remaining !== undefined ? { approvals_remaining: a.approvals_remaining } : {}),
+    ...editSnapshot(a)
   }
   return JSON.stringify({
     id: event.id,

@@ -28,7 +28,7 @@ export const ApprovalRows = rowsOf("approvals", Schema.Struct({
 export type FullApprovalRow = NonNullable<Effect.Success<ReturnType<typeof ApprovalRows.one>>>
 
 export const APPROVAL_COLUMNS =
-  "id, org_id, session_id, step_id, task_id, status, deadline_at, expires_at, timeout_action, decided_at, decided_by, decision_reason, rule, expiring_at, escalation_seconds, expiring_sent, escalated, next_due_kind, " +
+  "id, org_id, session_id, step_id, task_id, status, deadline_at, expires_at, timeout_action, decided_at, decided_by, decision_reason, rule, approved_arguments, arguments_changed, arguments_digest, response, expiring_at, escalation_seconds, expiring_sent, escalated, next_due_kind, " +
   votesColumns("approvals")
 
 const stateOf = (row: FullApprovalRow): DeadlineState => ({

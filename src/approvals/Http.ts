@@ -4,6 +4,7 @@ import { Api } from "../api/Api.ts"
 import { CurrentPrincipal } from "../api/Security.ts"
 import { resumeAfter, sseResponse } from "../streams/Sse.ts"
 import { StreamGuard } from "../identity/StreamGuard.ts"
+import { busyRetryAfter } from "../tasks/ValidationBusy.ts"
 import { Approvals } from "./Approvals.ts"
 import { ApprovalContexts } from "./Context.ts"
 import { ApprovalFeed } from "./OrgStream.ts"
@@ -14,8 +15,14 @@ export const ApprovalPoliciesHandlers = HttpApiBuilder.group(
   Effect.fn(function*(handlers) {
     const approvals = yield* Approvals
     return handlers.handleAll({
-      put: ({ params, payload }) => CurrentPrincipal.use((p) => approvals.putPolicy(p.orgId, params.action_class, payload)),
-      dryRun: ({ params, payload }) => CurrentPrincipal.use((p) => approvals.dryRun(p.orgId, params.action_class, payload)),
+      put: ({ params, payload }) =>
+        CurrentPrincipal.use((p) => approvals.putPolicy(p.orgId, params.action_class, payload)).pipe(
+          Effect.tapErrorTag("ValidationBusy", () => busyRetryAfter)
+        ),
+      dryRun: ({ params, payload }) =>
+        CurrentPrincipal.use((p) => approvals.dryRun(p.orgId, params.action_class, payload)).pipe(
+          Effect.tapErrorTag("ValidationBusy", () => busyRetryAfter)
+        ),
       list: () =>
         CurrentPrincipal.use((p) => approvals.listPolicies(p.orgId)).pipe(Effect.map((policies) => ({ policies })))
     })
@@ -42,7 +49,9 @@ export const ApprovalsHandlers = HttpApiBuilder.group(
         }),
       get: ({ params }) => CurrentPrincipal.use((p) => approvals.get(p.orgId, params.approval_id)),
       decide: ({ params, payload }) =>
-        CurrentPrincipal.use((p) => approvals.decide(p.orgId, p.actor, params.approval_id, payload.decision, payload.reason))
+        CurrentPrincipal.use((p) =>
+          approvals.decide(p.orgId, p.actor, params.approval_id, payload.decision, payload.reason, undefined, payload)
+        ).pipe(Effect.tapErrorTag("ValidationBusy", () => busyRetryAfter))
     })
   })
 )

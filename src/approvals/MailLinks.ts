@@ -20,13 +20,15 @@ import { PgClient } from "@effect/sql-pg"
 import { Context, Effect, Layer, Option, Schema } from "effect"
 import type { SqlClient } from "effect/sql"
 import { ApprovalLinkInvalid, type ApprovalLinkView, ReviewerAddressReplaced } from "../api/ApprovalLinks.ts"
-import type { InvalidTransition } from "../api/Errors.ts"
+import type { ArgumentsShapeMismatch, ArgumentsTooComplex } from "../api/ApprovalEdits.ts"
+import type { InvalidTransition, ValidationBusy } from "../api/Errors.ts"
 import type { AlreadyVoted } from "../api/Votes.ts"
 import type { SvcConfigShape } from "../platform/Config.ts"
 import { randomToken, sha256Hex } from "../platform/Crypto.ts"
 import { rowsOf } from "../platform/Rows.ts"
 import { Approvals } from "./Approvals.ts"
 import { ApprovalContexts } from "./Context.ts"
+import type { DecisionEdit } from "./Edits.ts"
 
 /** Tokens of mail links start with this (the scrubber knows the shape). */
 export const MAIL_LINK_PREFIX = "sva_"
@@ -86,8 +88,12 @@ export class ApprovalMailLinks extends Context.Service<ApprovalMailLinks, {
   readonly decide: (
     token: string,
     decision: "approve" | "reject",
-    reason: string | undefined
-  ) => Effect.Effect<ApprovalLinkView, ApprovalLinkInvalid | ReviewerAddressReplaced | InvalidTransition | AlreadyVoted>
+    reason: string | undefined,
+    edit?: DecisionEdit
+  ) => Effect.Effect<
+    ApprovalLinkView,
+    ApprovalLinkInvalid | ReviewerAddressReplaced | InvalidTransition | AlreadyVoted | ArgumentsShapeMismatch | ArgumentsTooComplex | ValidationBusy
+  >
 }>()("svc/approvals/ApprovalMailLinks") {
   static readonly layer = Layer.effect(
     ApprovalMailLinks,
@@ -131,7 +137,8 @@ export class ApprovalMailLinks extends Context.Service<ApprovalMailLinks, {
       const decide = Effect.fn("ApprovalMailLinks.decide")(function*(
         token: string,
         decision: "approve" | "reject",
-        reason: string | undefined
+        reason: string | undefined,
+        edit?: DecisionEdit
       ) {
         const link = yield* find(token)
         // Checked again in the decision's transaction, the settings row
@@ -146,7 +153,7 @@ export class ApprovalMailLinks extends Context.Service<ApprovalMailLinks, {
         yield* approvals.decide(link.org_id, mailActor(link.reviewer_email), link.approval_id, decision, reason, {
           holds,
           refused: new ReviewerAddressReplaced({ detail: REPLACED })
-        }).pipe(
+        }, edit).pipe(
           Effect.catchTag("NotFound", () => Effect.fail(new ApprovalLinkInvalid({ detail: INVALID })))
         )
         return yield* view(link)

@@ -71,7 +71,7 @@ const HORIZON_WAIT_MS = [2, 5, 10, 20, 50, 100, 200]
 
 /** The columns of `approvals a` joined with its step `s`, for `ListRow`. */
 export const LIST_COLUMNS =
-  "a.seq::text AS seq, a.id, a.org_id, a.session_id, a.step_id, a.task_id, a.status, a.deadline_at, a.expires_at, a.timeout_action, a.decided_at, a.decided_by, a.decision_reason, a.rule, a.escalation_seconds, a.escalated, a.created_at, s.tool, s.action_class, s.arguments, " +
+  "a.seq::text AS seq, a.id, a.org_id, a.session_id, a.step_id, a.task_id, a.status, a.deadline_at, a.expires_at, a.timeout_action, a.decided_at, a.decided_by, a.decision_reason, a.rule, a.approved_arguments, a.arguments_changed, a.arguments_digest, a.response, a.escalation_seconds, a.escalated, a.created_at, s.tool, s.action_class, s.arguments, " +
   votesColumns("a")
 
 export const LIST_FROM = "approvals a LEFT JOIN agent_steps s ON s.session_id = a.session_id AND s.step_id = a.step_id"

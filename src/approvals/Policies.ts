@@ -7,7 +7,8 @@
 import { Effect, Schema } from "effect"
 import type { SqlClient } from "effect/sql"
 import { type DryRunAnswer, type DryRunInput, Policy, type PolicyInput, PolicyRule, TimeoutAction } from "../api/Approvals.ts"
-import { InvalidRequest, PolicyRulesTooComplex } from "../api/Errors.ts"
+import { ArgumentsSchema } from "../api/ApprovalEdits.ts"
+import { type AnswerSchemaTooComplex, InvalidRequest, PolicyRulesTooComplex, type ValidationBusy } from "../api/Errors.ts"
 import type { SvcConfigShape } from "../platform/Config.ts"
 import { refuseAtCap } from "../platform/OrgLimits.ts"
 import { JsonColumn, rowsOf, Timestamp } from "../platform/Rows.ts"
@@ -28,11 +29,12 @@ const PolicyRows = rowsOf("approval_policies", Schema.Struct({
   timeout_action: TimeoutAction,
   rules: JsonColumn(Schema.Array(PolicyRule)),
   quorum: Schema.Number,
+  arguments_schema: Schema.NullOr(JsonColumn(ArgumentsSchema)),
   updated_at: Timestamp
 }))
 type PolicyRow = NonNullable<Effect.Success<ReturnType<typeof PolicyRows.one>>>
 
-const POLICY_COLUMNS = "action_class, mode, review_seconds, expiring_notice_seconds, escalation_seconds, timeout_action, rules, quorum, updated_at"
+const POLICY_COLUMNS = "action_class, mode, review_seconds, expiring_notice_seconds, escalation_seconds, timeout_action, rules, quorum, arguments_schema, updated_at"
 
 const toPolicy = (row: PolicyRow): Policy => ({
   action_class: row.action_class,
@@ -43,10 +45,17 @@ const toPolicy = (row: PolicyRow): Policy => ({
   timeout_action: row.timeout_action,
   rules: row.rules,
   ...(row.quorum > 1 ? { quorum: row.quorum } : {}),
+  ...(row.arguments_schema === null ? {} : { arguments_schema: row.arguments_schema }),
   updated_at: row.updated_at
 })
 
-export const makePolicies = Effect.fnUntraced(function*(sql: SqlClient.SqlClient, config: SvcConfigShape, wakeups: Wakeups["Service"]) {
+export const makePolicies = Effect.fnUntraced(function*(
+  sql: SqlClient.SqlClient,
+  config: SvcConfigShape,
+  wakeups: Wakeups["Service"],
+  /** Checks a policy's `arguments_schema` (`Edits.ts`). */
+  checkArgumentsSchema: (orgId: string, actionClass: string, schema: ArgumentsSchema | undefined) => Effect.Effect<void, InvalidRequest | AnswerSchemaTooComplex | ValidationBusy>
+) {
   const limits: RuleLimits = config.approvalRules
   /** Compiles a policy's rules, or the 400 naming the rule (and the limit) at fault. */
   const checkRules = (rules: ReadonlyArray<PolicyRule>) => {
@@ -63,6 +72,7 @@ export const makePolicies = Effect.fnUntraced(function*(sql: SqlClient.SqlClient
   const putPolicy = Effect.fnUntraced(function*(orgId: string, actionClass: string, input: PolicyInput) {
     const escalation = input.escalation_seconds ?? null
     yield* checkRules(input.rules ?? [])
+    yield* checkArgumentsSchema(orgId, actionClass, input.arguments_schema)
     // Every policy is listed in one answer: the number of action classes
     // with a policy is capped (a new one only; changing one always works).
     const maxPolicies = config.maxApprovalPoliciesPerOrg
@@ -78,14 +88,16 @@ export const makePolicies = Effect.fnUntraced(function*(sql: SqlClient.SqlClient
         })
       }
       return yield* PolicyRows.returned(sql`
-        INSERT INTO approval_policies (org_id, action_class, mode, review_seconds, expiring_notice_seconds, escalation_seconds, timeout_action, rules, quorum)
+        INSERT INTO approval_policies (org_id, action_class, mode, review_seconds, expiring_notice_seconds, escalation_seconds, timeout_action, rules,
+          quorum, arguments_schema)
         VALUES (${orgId}, ${actionClass}, ${input.mode}, ${input.review_seconds}, ${input.expiring_notice_seconds}, ${escalation}, ${input.timeout_action},
-          ${JSON.stringify(input.rules ?? [])}::jsonb, ${input.quorum ?? 1})
+          ${JSON.stringify(input.rules ?? [])}::jsonb, ${input.quorum ?? 1},
+          ${input.arguments_schema === undefined ? null : JSON.stringify(input.arguments_schema)}::jsonb)
         ON CONFLICT (org_id, action_class) DO UPDATE SET
           mode = EXCLUDED.mode, review_seconds = EXCLUDED.review_seconds,
           expiring_notice_seconds = EXCLUDED.expiring_notice_seconds,
           escalation_seconds = EXCLUDED.escalation_seconds, timeout_action = EXCLUDED.timeout_action,
-          rules = EXCLUDED.rules, quorum = EXCLUDED.quorum, updated_at = now()
+          rules = EXCLUDED.rules, quorum = EXCLUDED.quorum, arguments_schema = EXCLUDED.arguments_schema, updated_at = now()
         RETURNING ${sql.literal(POLICY_COLUMNS)}
       `)
     })).pipe(Effect.catchTag("SqlError", Effect.die))
@@ -140,6 +152,7 @@ export const makePolicies = Effect.fnUntraced(function*(sql: SqlClient.SqlClient
     let which: DryRunAnswer["policy"]
     if (input.policy !== undefined) {
       rules = yield* checkRules(input.policy.rules ?? [])
+      yield* checkArgumentsSchema(orgId, actionClass, input.policy.arguments_schema)
       settings = { ...input.policy, escalation_seconds: input.policy.escalation_seconds ?? null }
       which = "given"
     } else {

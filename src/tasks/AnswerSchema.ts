@@ -148,7 +148,13 @@ export class AnswerSchemas extends Context.Service<AnswerSchemas, {
    * `key`, the new task's id). `SchemaUnusable` when it is not usable JSON
    * Schema, `OverLimit` naming the limit it exceeds.
    */
-  readonly check: (orgId: string, key: string, schema: unknown) => Effect.Effect<void, SchemaUnusable | OverLimit | ValidationQueueFull>
+  readonly check: (
+    orgId: string,
+    key: string,
+    schema: unknown,
+    /** The request's member holding the schema, naming it in `OverLimit` (default `answer_schema`). */
+    field?: string
+  ) => Effect.Effect<void, SchemaUnusable | OverLimit | ValidationQueueFull>
   /**
    * Validates `value` against the schema of task `key`; `schema` is read
    * only when the worker does not hold the task's validator. `OverLimit`
@@ -158,7 +164,9 @@ export class AnswerSchemas extends Context.Service<AnswerSchemas, {
     orgId: string,
     key: string,
     schema: Effect.Effect<unknown>,
-    value: unknown
+    value: unknown,
+    /** The request's member holding `value`, naming it in `OverLimit` (default `correction`). */
+    field?: string
   ) => Effect.Effect<ReadonlyArray<SchemaViolation>, OverLimit | ValidationQueueFull>
   /** What each worker holds: compiled validators kept and schemas in Ajv's registries. */
   readonly stats: Effect.Effect<ReadonlyArray<{ readonly cached: number; readonly registered: number }>>
@@ -216,11 +224,11 @@ export class AnswerSchemas extends Context.Service<AnswerSchemas, {
             Effect.fail(new ValidationQueueFull({ limit: "SVC_ANSWER_VALIDATION_QUEUE", value: config.answerValidationQueue })))
         )
 
-      const check = Effect.fn("AnswerSchemas.check")(function*(orgId: string, key: string, schema: unknown) {
-        const exceeded = measureSchema(schema, limits)
+      const check = Effect.fn("AnswerSchemas.check")(function*(orgId: string, key: string, schema: unknown, field = "answer_schema") {
+        const exceeded = measureSchema(schema, limits, field)
         if (exceeded !== undefined) return yield* exceeded
         const outcome = yield* admit(orgId, run(orgId, { op: "check", key, schema }))
-        if (outcome._tag !== "Reply") return yield* overBudget(outcome, "answer_schema", "compiling the schema")
+        if (outcome._tag !== "Reply") return yield* overBudget(outcome, field, "compiling the schema")
         if (outcome.reply._tag === "Unusable") return yield* new SchemaUnusable({ message: outcome.reply.message })
       })
 
@@ -229,7 +237,8 @@ export class AnswerSchemas extends Context.Service<AnswerSchemas, {
         orgId: string,
         key: string,
         schema: Effect.Effect<unknown>,
-        value: unknown
+        value: unknown,
+        field = "correction"
       ) {
         const outcome = yield* admit(
           orgId,
@@ -238,7 +247,11 @@ export class AnswerSchemas extends Context.Service<AnswerSchemas, {
               ? Effect.flatMap(schema, (schema) => run(orgId, { op: "validate", key, schema, value }))
               : Effect.succeed(first))
         )
-        if (outcome._tag !== "Reply") return yield* overBudget(outcome, "correction", "checking the correction against the answer schema")
+        if (outcome._tag !== "Reply") return yield* overBudget(
+          outcome,
+          field,
+          field === "correction" ? "checking the correction against the answer schema" : `checking ${field} against its schema`
+        )
         const reply = outcome.reply
         if (reply._tag === "Checked") return reply.violations
         // A stored schema was checked on the way in; failing now is a bug.

@@ -4,8 +4,7 @@
  */
 import { PgClient } from "@effect/sql-pg"
 import { Clock, Context, Effect, Exit, Layer, Option, Schema } from "effect"
-import { AnswerSchemaTooComplex, InvalidRequest, LimitReached, NotFound, type ValidationBusy } from "../api/Errors.ts"
-import { validationBusy } from "./ValidationBusy.ts"
+import { type AnswerSchemaTooComplex, type InvalidRequest, LimitReached, NotFound, type ValidationBusy } from "../api/Errors.ts"
 import { type CreateTask, type Dataset, DatasetSummary, Example, type LogRun, Run, Task } from "../api/Tasks.ts"
 import { randomTraceId, SecretBox } from "../platform/Crypto.ts"
 import { type CursorMac, type CursorScope, DEFAULT_PAGE_LIMIT, encodeCursor, keysetPage, page, type PageRequest, seqBound } from "../platform/Cursor.ts"
@@ -14,9 +13,9 @@ import { newId } from "../platform/Ids.ts"
 import { type ByteQuota, refuseAtCap, refuseOverQuota } from "../platform/OrgLimits.ts"
 import { BigIntText, JsonColumn, rowsOf, Timestamp } from "../platform/Rows.ts"
 import { AnswerSchemas } from "./AnswerSchema.ts"
+import { checkSchema } from "./SchemaCheck.ts"
 import { runBytes, runInsert } from "./RunInsertFast.ts"
 
-type Json = typeof Run.Type["input"]
 
 // Rows carry `seq` for paging; the domain shapes do not.
 const TaskRows = rowsOf("tasks", Schema.Struct({ ...Task.fields, answer_schema: JsonColumn(Task.fields.answer_schema), created_at: Timestamp, seq: BigIntText }))
@@ -29,23 +28,6 @@ const ExampleRows = rowsOf("dataset_examples", Schema.Struct({
   answer: JsonColumn(Example.fields.answer),
   feedback_id: Schema.NullOr(Schema.String)
 }))
-
-/** A new task's answer schema, checked by the validation workers; what they refuse, as the API's problems. */
-const checkAnswerSchema = (schemas: AnswerSchemas["Service"], orgId: string, taskId: string, schema: Record<string, Json>) =>
-  schemas.check(orgId, taskId, schema).pipe(
-    Effect.catchTags({
-      SchemaUnusable: (unusable) =>
-        Effect.fail(new InvalidRequest({ field: "answer_schema", detail: `answer_schema is not a valid JSON Schema: ${unusable.message}` })),
-      OverLimit: (over) =>
-        Effect.fail(new AnswerSchemaTooComplex({
-          field: over.field,
-          limit: over.limit,
-          limit_value: over.value,
-          detail: `${over.field} ${over.message} (${over.limit}).`
-        })),
-      ValidationQueueFull: (full) => Effect.fail(validationBusy(full.value, "schema checks"))
-    })
-  )
 
 const withoutSeq = <A extends { readonly seq: string }>({ seq: _, ...rest }: A): Omit<A, "seq"> => rest
 
@@ -84,7 +66,7 @@ export class Tasks extends Context.Service<Tasks, {
         input: typeof CreateTask.Type
       ) {
         const id = newId()
-        yield* checkAnswerSchema(schemas, orgId, id, input.answer_schema)
+        yield* checkSchema(schemas, orgId, id, input.answer_schema)
         const row = yield* sql.withTransaction(Effect.gen(function*() {
           yield* refuseAtCap(sql, orgId, "tasks", {
             value: config.maxTasksPerOrg,

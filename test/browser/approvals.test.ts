@@ -2,7 +2,8 @@
  * "Approvals" in a real browser: a live list over the organization's
  * stream; each card shows what a person needs to decide (task name, tool,
  * the session's earlier steps) and takes an optional reason; "History"
- * shows closed approvals with who, when and why.
+ * shows closed approvals with who, when and why. A card edits the
+ * arguments before approving, or answers the agent instead.
  */
 import { afterAll, assert, beforeAll, it } from "vitest"
 import { checkAccessibility, describeBrowser, screenshot, signIn, startWorld, until, type World } from "./support.ts"
@@ -126,6 +127,45 @@ describeBrowser("Approvals", () => {
     assert.include(await card.textContent(), "Escalationescalated")
     await card.waitFor({ state: "detached", timeout: 15_000 })
     await page.getByText("An approval for restart-cache expired: rejected by its timeout action.").waitFor()
+    await done()
+  })
+
+  it("a card approves with edited arguments, checked by the class's schema, or answers the agent instead", async () => {
+    const policy = await world.api("PUT", "/v1/approval-policies/refunds", {
+      mode: "require_approval",
+      review_seconds: 600,
+      expiring_notice_seconds: 0,
+      timeout_action: "reject",
+      arguments_schema: { type: "object", required: ["order", "amount"], properties: { order: { type: "integer" }, amount: { type: "number", maximum: 500 } } }
+    })
+    assert.strictEqual(policy.status, 200, JSON.stringify(policy.body))
+    const edited = await requestApproval("refund-edit", { order: 31, amount: 1200 }, "refunds")
+    const answered = await requestApproval("refund-answer", { order: 32, amount: 80 }, "refunds")
+    const { page, done } = await world.open()
+    await signIn(page, await world.link("approver", "Alex Approver"))
+    const card = page.getByRole("listitem", { name: /refund-edit/ })
+    await card.waitFor()
+    await card.getByText("Edit the arguments, or answer instead").click()
+    const args = card.getByRole("textbox", { name: /Arguments to run with/ })
+    await args.fill(JSON.stringify({ order: 31, amount: 900 }))
+    await card.getByRole("button", { name: "Approve" }).click()
+    await page.getByText(/Could not approve: arguments\.amount must be <= 500/).waitFor()
+    assert.strictEqual((await world.api("GET", `/v1/agent-approvals/${edited}`)).body.status, "pending")
+    await args.fill(JSON.stringify({ order: 31, amount: 500 }, null, 2))
+    await checkAccessibility(page, "an approval card with its arguments editor")
+    await screenshot(page, "approvals-edit")
+    await card.getByRole("button", { name: "Approve" }).click()
+    await card.waitFor({ state: "detached" })
+    const snapshot = await world.api("GET", `/v1/agent-approvals/${edited}`)
+    assert.deepStrictEqual([snapshot.body.status, snapshot.body.approved_arguments, snapshot.body.arguments_changed], ["approved", { order: 31, amount: 500 }, ["/amount"]])
+
+    const other = page.getByRole("listitem", { name: /refund-answer/ })
+    await other.getByText("Edit the arguments, or answer instead").click()
+    await other.getByRole("textbox", { name: /Answer to the agent/ }).fill("Order 32 ships tomorrow; no refund needed.")
+    await other.getByRole("button", { name: "Reject" }).click()
+    await other.waitFor({ state: "detached" })
+    const rejected = await world.api("GET", `/v1/agent-approvals/${answered}`)
+    assert.deepStrictEqual([rejected.body.status, rejected.body.response], ["rejected", "Order 32 ships tomorrow; no refund needed."])
     await done()
   })
 

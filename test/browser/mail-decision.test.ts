@@ -208,6 +208,23 @@ describeBrowser("Deciding from the reviewer mail", () => {
     await done()
   })
 
+  it("the mail's page answers the agent instead of running the tool; the final state shows the answer", async () => {
+    const { approvalId, link } = await pendingWithLink("payments.refund-answer")
+    const { page, done } = await world.open()
+    await page.goto(link)
+    await page.getByText("Edit the arguments, or answer instead").click()
+    await page.getByRole("textbox", { name: /Answer to the agent/ }).fill("Refunds above 100 go through the billing desk.")
+    await page.getByRole("button", { name: "Reject" }).click()
+    await page.getByRole("heading", { name: "Approval rejected: payments.refund-answer" }).waitFor()
+    await page.getByText("Answered the agent instead of running the tool:").waitFor()
+    await page.getByText("Refunds above 100 go through the billing desk.").waitFor()
+    const record = await world.api("GET", `/v1/agent-approvals/${approvalId}`)
+    assert.deepStrictEqual([record.body.status, record.body.response], ["rejected", "Refunds above 100 go through the billing desk."])
+    await checkAccessibility(page, "a mail link's approval answered")
+    await screenshot(page, "mail-decision-answered")
+    await done()
+  })
+
   it("a link whose approval was decided elsewhere meanwhile says so and shows who decided", async () => {
     const { approvalId, link } = await pendingWithLink("payments.refund-twice")
     const { page, done } = await world.open({ colorScheme: "dark", width: 390 })

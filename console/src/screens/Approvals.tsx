@@ -12,7 +12,7 @@ import { useEffect, useMemo, useRef, useState } from "preact/hooks"
 import { type ApprovalContext, type ApprovalHistoryItem, ApprovalListItem } from "../../../src/api/Approvals.ts"
 import type { ConsoleSession } from "../../../src/api/Console.ts"
 import { problemOf, SvcApi } from "../api.ts"
-import { Decider, deciderName, EarlierSteps, ReasonField, Votes } from "../approval-parts.tsx"
+import { Decider, deciderName, EarlierSteps, EditFields, editPayload, ReasonField, Votes } from "../approval-parts.tsx"
 import { refresh, runMutation, useMutation } from "../atoms.ts"
 import { setQuery, useLocation } from "../router.ts"
 import { has, sessionAtom } from "../session.ts"
@@ -196,6 +196,8 @@ const ApprovalCard = (
   const now = useNow()
   const decide = useMutation(decideAtom)
   const [reason, setReason] = useState("")
+  const [args, setArgs] = useState(() => JSON.stringify(item.arguments, null, 2))
+  const [response, setResponse] = useState("")
   const [context, setContext] = useState<Context | undefined>(undefined)
   useEffect(() => {
     let alive = true
@@ -210,9 +212,11 @@ const ApprovalCard = (
   const titleId = `approval-${item.approval_id}`
   const submit = async (decision: "approve" | "reject") => {
     const given = reason.trim()
+    const edit = editPayload(decision, item.arguments, args, response)
+    if (typeof edit === "string") return onError(`Could not ${decision}: ${edit}`)
     const exit = await decide.run({
       params: { approval_id: item.approval_id },
-      payload: given === "" ? { decision } : { decision, reason: given }
+      payload: given === "" ? { decision, ...edit } : { decision, reason: given, ...edit }
     })
     if (Exit.isSuccess(exit)) {
       if (exit.value.status !== "pending") return onDecided(decision)
@@ -255,6 +259,7 @@ const ApprovalCard = (
       {canDecide && (
         <>
           <ReasonField id={`reason-${item.approval_id}`} value={reason} onInput={setReason} disabled={decide.busy} />
+          <EditFields id={`edit-${item.approval_id}`} args={args} onArgs={setArgs} response={response} onResponse={setResponse} disabled={decide.busy} />
           <div class="actions">
             <button type="button" class="primary" disabled={decide.busy} onClick={() => submit("approve")}>Approve</button>
             <button type="button" class="danger" disabled={decide.busy} onClick={() => submit("reject")}>Reject</button>

@@ -11,7 +11,7 @@ import { Exit } from "effect"
 import { useEffect, useRef, useState } from "preact/hooks"
 import type { ApprovalLinkView } from "../../../src/api/ApprovalLinks.ts"
 import { problemOf, SvcApi } from "../api.ts"
-import { EarlierSteps, Outcome, ReasonField, Votes } from "../approval-parts.tsx"
+import { EarlierSteps, EditFields, editPayload, Outcome, ReasonField, Votes } from "../approval-parts.tsx"
 import { runMutation, useMutation } from "../atoms.ts"
 import { fragmentToken } from "../fragment.ts"
 import { describeProblem, formatDuration, Json, Time, useNow } from "../ui.tsx"
@@ -36,6 +36,9 @@ export const Decide = () => {
   const [state, setState] = useState<Loaded>(token === "" ? { kind: "invalid", text: "" } : { kind: "loading" })
   const [notice, setNotice] = useState<{ tone: "success" | "warning" | "error"; text: string } | undefined>(undefined)
   const [reason, setReason] = useState("")
+  // The edited arguments (undefined: not touched, the step's own) and an answer to the agent.
+  const [args, setArgs] = useState<string | undefined>(undefined)
+  const [response, setResponse] = useState("")
   const decide = useMutation(decideAtom)
   const heading = useRef<HTMLHeadingElement>(null)
   const now = useNow()
@@ -61,7 +64,10 @@ export const Decide = () => {
 
   const submit = async (decision: "approve" | "reject") => {
     const given = reason.trim()
-    const exit = await decide.run({ payload: given === "" ? { token, decision } : { token, decision, reason: given } })
+    const original = state.kind === "view" ? state.view.approval.arguments : null
+    const edit = args === undefined && decision === "approve" ? {} : editPayload(decision, original, args ?? "", response)
+    if (typeof edit === "string") return setNotice({ tone: "error", text: `Could not ${decision}: ${edit}` })
+    const exit = await decide.run({ payload: given === "" ? { token, decision, ...edit } : { token, decision, reason: given, ...edit } })
     if (Exit.isSuccess(exit)) {
       setState({ kind: "view", view: exit.value })
       if (exit.value.approval.status === "pending") {
@@ -127,6 +133,14 @@ export const Decide = () => {
             <h2 id="decide-title">Your decision</h2>
             <p class="muted">Recorded as <strong>{view.decider}</strong>. This page opens this approval only; it signs you in to nothing.</p>
             <ReasonField id="reason" value={reason} onInput={setReason} disabled={decide.busy} />
+            <EditFields
+              id="edit"
+              args={args ?? JSON.stringify(item.arguments, null, 2)}
+              onArgs={setArgs}
+              response={response}
+              onResponse={setResponse}
+              disabled={decide.busy}
+            />
             <div class="actions">
               <button type="button" class="primary" disabled={decide.busy} onClick={() => submit("approve")}>Approve</button>
               <button type="button" class="danger" disabled={decide.busy} onClick={() => submit("reject")}>Reject</button>

@@ -33,6 +33,13 @@ export const MAX_SIGNATURE_HEADER_LENGTH = 1024
  */
 export const MAX_SIGNATURES = 8
 
+/** Any JSON value. */
+export type Json = null | number | boolean | string | JsonArray | JsonObject
+export interface JsonArray extends ReadonlyArray<Json> {}
+export interface JsonObject {
+  readonly [key: string]: Json
+}
+
 /**
  * The approval as it was when the event was recorded. The fields are those
  * of the catalogue (docs/events.md); a later version may add fields, which
@@ -65,6 +72,14 @@ export interface ApprovalSnapshot {
   readonly votes?: ReadonlyArray<ApprovalVote>
   /** With `quorum`, while pending: how many more distinct people must approve. */
   readonly approvals_remaining?: number
+  /** The arguments a person approved the tool to run with when they edited the step's (`approval.approved` only). */
+  readonly approved_arguments?: Json
+  /** With `approved_arguments`: what the edit changed, as JSON Pointers into the arguments. */
+  readonly arguments_changed?: ReadonlyArray<string>
+  /** With `approved_arguments`: their SHA-256 (JSON with members sorted by name), lowercase hex. */
+  readonly arguments_digest?: string
+  /** A person's answer to the agent instead of running the tool (`approval.rejected` only). */
+  readonly response?: Json
   readonly [field: string]: unknown
 }
 

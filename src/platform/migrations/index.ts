@@ -50,6 +50,7 @@ import m0780 from "./0780_reviewer_address_confirmation.ts"
 import m0790 from "./0790_dataset_export_pages.ts"
 import m0791 from "./0791_run_usage.ts"
 import m0800 from "./0800_policy_rules.ts"
+import m0810 from "./0810_approval_edits.ts"
 import m0820 from "./0820_approval_votes.ts"
 
 /**
@@ -101,6 +102,7 @@ export const migrationsByRelease = {
     "0790_dataset_export_pages": m0790,
     "0791_run_usage": m0791,
     "0800_policy_rules": m0800,
+    "0810_approval_edits": m0810,
     "0820_approval_votes": m0820
   }
 }

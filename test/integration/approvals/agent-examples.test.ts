@@ -17,7 +17,7 @@
  * Also: every request block of docs/approvals.md runs here as written.
  */
 import { assert, describe, layer } from "@effect/vitest"
-import { Effect } from "effect"
+import { Effect, type Schema } from "effect"
 import { type ChildProcess, spawn } from "node:child_process"
 import * as http from "node:http"
 import * as path from "node:path"
@@ -25,6 +25,8 @@ import { SvcTest, type TestOrg } from "../../../src/testing.ts"
 import { codeBlocks, read } from "../../support/markdown.ts"
 import { eventually } from "../../support/http.ts"
 import { root } from "../../support/process.ts"
+
+type Decision = typeof import("../../../src/api/Approvals.ts").Decision.Type
 
 const AGENT_RUN_MS = 30_000
 const ARGUMENTS = { amount: 42 }
@@ -99,9 +101,16 @@ const EXAMPLES = [
 
 interface Case {
   readonly title: string
-  readonly policy: { readonly mode: "allow" | "reject" | "require_approval"; readonly review_seconds: number; readonly timeout_action: "allow" | "reject" }
+  readonly policy: {
+    readonly mode: "allow" | "reject" | "require_approval"
+    readonly review_seconds: number
+    readonly timeout_action: "allow" | "reject"
+    readonly arguments_schema?: { readonly [key: string]: Schema.Json }
+  }
   /** What a person decides once the agent waits; none: the step closes by itself. */
-  readonly decide?: "approve" | "reject"
+  readonly decide?: Decision
+  /** The arguments the tool ran with, when not the step's. */
+  readonly ranWith?: Schema.Json
   readonly printed: ReadonlyArray<string>
   readonly events: ReadonlyArray<string>
   readonly ran: boolean
@@ -130,7 +139,7 @@ const CASES: ReadonlyArray<Case> = [
   {
     title: "pending, then approved by a person: runs the tool and reports its outcome",
     policy: { mode: "require_approval", review_seconds: 600, timeout_action: "reject" },
-    decide: "approve",
+    decide: { decision: "approve" },
     printed: [asked, ...pending, "approval …: approved", ...ran],
     events: ["step:governed", "approval:decided", "tool:succeeded"],
     ran: true
@@ -138,8 +147,30 @@ const CASES: ReadonlyArray<Case> = [
   {
     title: "pending, then rejected by a person: does not run the tool",
     policy: { mode: "require_approval", review_seconds: 600, timeout_action: "allow" },
-    decide: "reject",
+    decide: { decision: "reject" },
     printed: [asked, ...pending, "approval …: rejected", ...notRun],
+    events: ["step:governed", "approval:decided"],
+    ran: false
+  },
+  {
+    title: "pending, then approved with edited arguments: runs the tool with them and reports the outcome with their digest",
+    policy: {
+      mode: "require_approval",
+      review_seconds: 600,
+      timeout_action: "reject",
+      arguments_schema: { type: "object", required: ["amount"], properties: { amount: { type: "number", maximum: 40 } } }
+    },
+    decide: { decision: "approve", arguments: { amount: 40 } },
+    printed: [asked, ...pending, "approval …: approved", "arguments edited: /amount", ...ran],
+    events: ["step:governed", "approval:decided", "tool:succeeded"],
+    ran: true,
+    ranWith: { amount: 40 }
+  },
+  {
+    title: "pending, then answered instead: does not run the tool and passes the response on",
+    policy: { mode: "require_approval", review_seconds: 600, timeout_action: "allow" },
+    decide: { decision: "reject", response: "Refunds go through the billing desk." },
+    printed: [asked, ...pending, "approval …: rejected", "response: \"Refunds go through the billing desk.\"", ...notRun],
     events: ["step:governed", "approval:decided"],
     ran: false
   },
@@ -169,10 +200,11 @@ const recorded = (org: TestOrg, sessionId: string) =>
   })
 
 /** Decides the agent's approval once it says it waits; answers the approval id. */
-const decideWhenWaiting = (org: TestOrg, agent: Agent, decision: "approve" | "reject") =>
+const decideWhenWaiting = (org: TestOrg, agent: Agent, decision: Decision | "approve" | "reject") =>
   Effect.gen(function*() {
     const [, approvalId] = yield* Effect.promise(() => agent.line(/^waiting for approval (\S+)$/))
-    yield* org.client.approvals.decide({ params: { approval_id: approvalId! }, payload: { decision } })
+    const payload = typeof decision === "string" ? { decision } : decision
+    yield* org.client.approvals.decide({ params: { approval_id: approvalId! }, payload })
   })
 
 /**
@@ -240,7 +272,8 @@ layer(SvcTest.layer(), { excludeTestServices: true })("the agent loop of docs/ap
             assert.strictEqual(step.resolution, c.ran ? "allow" : "reject")
             if (c.ran) {
               assert.strictEqual(step.outcome?.status, "succeeded")
-              assert.deepStrictEqual(step.outcome?.result, { echoed: ARGUMENTS, idempotency_key: `${sessionId}/refund-1` })
+              assert.deepStrictEqual(step.outcome?.result, { echoed: c.ranWith ?? ARGUMENTS, idempotency_key: `${sessionId}/refund-1` })
+              if (c.ranWith !== undefined) assert.strictEqual(step.outcome?.arguments_digest, step.arguments_digest)
             } else {
               assert.isUndefined(step.outcome)
             }
@@ -382,13 +415,13 @@ layer(SvcTest.layer(), { excludeTestServices: true })("the agent loop of docs/ap
         }
       }).pipe(Effect.scoped), 90_000)
 
-    it.effect("its requests answer as the page says: a pending step, a policy, rules on arguments and their dry run, a decision with a reason", () =>
+    it.effect("its requests answer as the page says: a pending step, a policy, rules on arguments and their dry run, a decision with a reason, an arguments schema and an approval with edits", () =>
       Effect.gen(function*() {
         const svc = yield* SvcTest
         const org = yield* SvcTest.org()
         const session = yield* org.client.agentSessions.create({ payload: {} })
         const requests = blocks.filter((block) => block.lang === "sh" && !block.flags.includes("illustrative") && !inLoop(block.line))
-        assert.lengthOf(requests, 5)
+        assert.lengthOf(requests, 8)
         const env: Record<string, string> = { SVC: svc.baseUrl, KEY: org.key, SESSION: session.id }
         const answers: Array<any> = []
         for (const block of requests) {
@@ -400,7 +433,7 @@ layer(SvcTest.layer(), { excludeTestServices: true })("the agent loop of docs/ap
           answers.push(answer)
           if (answer.approval_id !== undefined) env.APPROVAL = answer.approval_id
         }
-        const [step, policy, rules, dryRun, decision] = answers
+        const [step, policy, rules, dryRun, decision, schemaPolicy, editedStep, edited] = answers
         assert.strictEqual(step.decision, "pending") // no policy yet: the default asks a person
         assert.deepStrictEqual([policy.action_class, policy.mode, policy.escalation_seconds], [ACTION_CLASS, "require_approval", 3600])
         assert.deepStrictEqual(rules.rules.map((rule: { name: string }) => rule.name), ["small", "huge", "eur"])
@@ -411,6 +444,13 @@ layer(SvcTest.layer(), { excludeTestServices: true })("the agent loop of docs/ap
           policy: "stored"
         })
         assert.deepStrictEqual([decision.status, decision.decision_reason], ["rejected", "Order 31 was refunded last week already."])
+        assert.deepStrictEqual(schemaPolicy.arguments_schema.required, ["amount"])
+        assert.strictEqual(editedStep.decision, "pending")
+        assert.deepStrictEqual(
+          [edited.status, edited.approved_arguments, edited.arguments_changed],
+          ["approved", { amount: 100, currency: "EUR" }, ["/amount"]]
+        )
+        assert.match(edited.arguments_digest, /^[0-9a-f]{64}$/)
       }).pipe(Effect.scoped), 60_000)
   })
 })

@@ -262,6 +262,46 @@ layer(WithSmtp, { excludeTestServices: true })("deciding from the reviewer mail"
         assert.strictEqual((yield* a.org.client.approvals.get({ params: { approval_id: b.approval_id! } })).status, "pending")
       }))
 
+    it.effect("edited arguments through a link: checked against the class's schema as it is when the person decides (refused without one)", () =>
+      Effect.gen(function*() {
+        const { org, approvalId, token, decide } = yield* pendingWithMail("edits@example.com")
+        const unchecked = yield* decide(token, { decision: "approve", arguments: { amount: 40 } })
+        assert.strictEqual(unchecked.status, 422, unchecked.text)
+        assert.strictEqual(unchecked.json.code, "ARGUMENTS_SHAPE_MISMATCH")
+        const misplaced = yield* decide(token, { decision: "approve", response: "no" })
+        assert.strictEqual(misplaced.status, 400, misplaced.text)
+        assert.strictEqual(misplaced.json.field, "response")
+        yield* org.client.approvalPolicies.put({
+          params: { action_class: "payments.refund" },
+          payload: {
+            mode: "require_approval",
+            review_seconds: 900,
+            expiring_notice_seconds: 300,
+            timeout_action: "reject",
+            arguments_schema: { type: "object", properties: { amount: { type: "number", maximum: 40 } } }
+          }
+        })
+        const over = yield* decide(token, { decision: "approve", arguments: { amount: 41 } })
+        assert.strictEqual(over.status, 422, over.text)
+        assert.strictEqual(over.json.field, "arguments.amount")
+        const decided = yield* decide(token, { decision: "approve", arguments: { amount: 40 } })
+        assert.strictEqual(decided.status, 200, decided.text)
+        assert.deepStrictEqual(decided.json.approval.approved_arguments, { amount: 40 })
+        assert.deepStrictEqual(decided.json.approval.arguments_changed, ["/amount"])
+        const snapshot = yield* org.client.approvals.get({ params: { approval_id: approvalId } })
+        assert.strictEqual(snapshot.decided_by, "email:edits@example.com")
+        assert.deepStrictEqual(snapshot.approved_arguments, { amount: 40 })
+      }))
+
+    it.effect("an answer through a link: rejected, with the response", () =>
+      Effect.gen(function*() {
+        const { org, approvalId, token, decide } = yield* pendingWithMail("answers@example.com")
+        const decided = yield* decide(token, { decision: "reject", response: "Refunds go through the billing desk." })
+        assert.strictEqual(decided.status, 200, decided.text)
+        const snapshot = yield* org.client.approvals.get({ params: { approval_id: approvalId } })
+        assert.deepStrictEqual([snapshot.status, snapshot.response], ["rejected", "Refunds go through the billing desk."])
+      }))
+
     it.effect("a reason over 1 000 characters is 400 naming reason", () =>
       Effect.gen(function*() {
         const { token, decide } = yield* pendingWithMail("long@example.com")

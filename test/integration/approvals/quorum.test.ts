@@ -177,6 +177,26 @@ layer(SvcTest.layer(), { excludeTestServices: true })("quorum", (it) => {
         assert.deepStrictEqual((yield* outboxOf(svc.sql, approvalId)).map((e) => e.type), ["approval.requested"])
       }))
 
+    it.effect("every approver approves the same arguments: edits are 422 naming arguments and cast no vote; a response rejects", () =>
+      Effect.gen(function*() {
+        const schema = { type: "object", properties: { amount: { type: "number" } } }
+        const { deciders: [alice, bob], pending } = yield* setup({ ...refunds(2), arguments_schema: schema })
+        const params = { approval_id: yield* pending("edited") }
+        for (const decider of [alice!, bob!]) {
+          const error = yield* decider.client.approvals.decide({ params, payload: { decision: "approve", arguments: { amount: 900 } } }).pipe(
+            Effect.flip
+          )
+          assert.strictEqual(error._tag, "ArgumentsShapeMismatch")
+          if (error._tag === "ArgumentsShapeMismatch") assert.strictEqual(error.field, "arguments")
+        }
+        assert.deepStrictEqual((yield* alice!.client.approvals.get({ params })).votes, [])
+        const answered = { approval_id: yield* pending("answered") }
+        yield* alice!.client.approvals.decide({ params: answered, payload: { decision: "approve" } })
+        const rejected = yield* bob!.client.approvals.decide({ params: answered, payload: { decision: "reject", response: "Refund 900 instead." } })
+        assert.strictEqual(rejected.status, "rejected")
+        assert.strictEqual(rejected.response, "Refund 900 instead.")
+      }))
+
     it.effect("one rejection rejects, whatever approvals came before", () =>
       Effect.gen(function*() {
         const { deciders: [alice, bob], pending, svc, org } = yield* setup(refunds(3))

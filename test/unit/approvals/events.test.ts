@@ -3,6 +3,7 @@ import { Schema } from "effect"
 import * as fc from "fast-check"
 import { ApprovalEventTypes } from "../../../src/api/Approvals.ts"
 import { ApprovalEvent } from "../../../src/api/Events.ts"
+import { argumentsDigest, NOTHING_SETTLED } from "../../../src/approvals/Edits.ts"
 import { approvalEventBody, makeApprovalEvent, snapshotOf } from "../../../src/approvals/Events.ts"
 
 const uuid = fc.uuid({ version: 7 })
@@ -29,17 +30,34 @@ const rows = fc.record({
       reason: fc.option(fc.string({ maxLength: 100 }), { nil: null })
     }),
     { maxLength: 10 }
+  ),
+  edit: fc.option(
+    fc.oneof(
+      fc.record({
+        edited: fc.dictionary(
+          fc.stringMatching(/^[a-z]{1,6}$/),
+          fc.oneof(fc.integer(), fc.boolean(), fc.stringMatching(/^[a-z ]{0,10}$/)) as fc.Arbitrary<Schema.Json>
+        )
+      }),
+      fc.record({ response: fc.stringMatching(/^[a-z ]{1,40}$/) })
+    ),
+    { nil: null }
   )
-}).map(({ decided, votes, ...row }) => ({
+}).map(({ decided, edit, votes, ...row }) => ({
   ...row,
   votes: row.quorum > 1 ? JSON.stringify(votes) : null,
   decided_at: decided?.at ?? null,
   decided_by: decided?.by ?? null,
-  decision_reason: decided?.reason ?? null
+  decision_reason: decided?.reason ?? null,
+  ...NOTHING_SETTLED,
+  ...(edit !== null && "edited" in edit
+    ? { approved_arguments: edit.edited, arguments_changed: ["/amount"], arguments_digest: argumentsDigest(edit.edited) }
+    : {}),
+  ...(edit !== null && "response" in edit ? { response: edit.response } : {})
 }))
 
 describe("the webhook event body", () => {
-  it("has a fixed key order, decodes as ApprovalEvent, and carries decided_at/decided_by only for a person's decision, decision_reason only when given, rule only when a rule required it, quorum and votes only when more than one must approve", () => {
+  it("has a fixed key order, decodes as ApprovalEvent, and carries decided_at/decided_by only for a person's decision, decision_reason only when given, rule only when a rule required it, quorum and votes only when more than one must approve, an edit's or an answer's members only when given", () => {
     fc.assert(fc.property(rows, fc.constantFrom(...ApprovalEventTypes), instant, (row, type, at) => {
       const event = makeApprovalEvent(type, row.org_id, snapshotOf(row), at)
       const body = approvalEventBody(event)
@@ -57,13 +75,21 @@ describe("the webhook event body", () => {
         ...(row.rule === null ? [] : ["rule"])
       ]
       const quorumKeys = row.quorum === 1 ? [] : row.status === "pending" ? ["quorum", "votes", "approvals_remaining"] : ["quorum", "votes"]
+      const edits = [
+        ...(row.approved_arguments === null ? [] : ["approved_arguments", "arguments_changed", "arguments_digest"]),
+        ...(row.response === null ? [] : ["response"])
+      ]
       assert.deepStrictEqual(
         Object.keys(parsed.approval),
-        row.decided_at === null
-          ? [...keys, ...quorumKeys]
-          : row.decision_reason === null
-          ? [...keys, "decided_at", "decided_by", ...quorumKeys]
-          : [...keys, "decided_at", "decided_by", "decision_reason", ...quorumKeys]
+        [
+          ...(row.decided_at === null
+            ? keys
+            : row.decision_reason === null
+            ? [...keys, "decided_at", "decided_by"]
+            : [...keys, "decided_at", "decided_by", "decision_reason"]),
+          ...quorumKeys,
+          ...edits
+        ]
       )
       if (row.quorum > 1) {
         const votes = JSON.parse(row.votes!) as Array<{ reason: string | null }>
@@ -92,7 +118,8 @@ describe("the webhook event body", () => {
       decision_reason: null,
       rule: null,
       quorum: 1,
-      votes: null
+      votes: null,
+      ...NOTHING_SETTLED
     }
     const a = makeApprovalEvent("approval.requested", row.org_id, snapshotOf(row), new Date())
     const b = makeApprovalEvent("approval.requested", row.org_id, snapshotOf(row), new Date())

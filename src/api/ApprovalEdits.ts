@@ -1,0 +1,111 @@
+/**
+ * Approve with edits, or answer (docs/approvals.md, "Approve with edits, or
+ * answer"): the JSON Schema a policy declares for its tool's arguments, what
+ * a decision may carry beside approve or reject, and what the approval and
+ * the step then show.
+ */
+import { Schema } from "effect"
+import { HttpApiError } from "effect/http-api"
+import { JsonObject, JsonValue, Text } from "./Common.ts"
+import { FieldIssue, limitFields, problemType } from "./Errors.ts"
+
+export const ArgumentsSchema = JsonObject.annotate({
+  description:
+    "The JSON Schema of the tool's arguments (draft 2020-12 unless `$schema` says 2019-09 or draft-07), checked and bounded as a task's `answer_schema` (`SVC_ANSWER_SCHEMA_MAX_*`). When set, a person may approve with edited `arguments`, which must fit it; without it, edits are refused."
+})
+
+export type ArgumentsSchema = typeof ArgumentsSchema.Type
+
+/** The SHA-256 of arguments as JSON with object members sorted by name, no whitespace: lowercase hex. */
+export const ArgumentsDigest = Text.check(
+  Schema.isPattern(/^[0-9a-f]{64}$/u, { message: "Expected a SHA-256 digest: 64 lowercase hexadecimal digits" })
+)
+
+/** What a decision may carry beside `decision` and `reason`. */
+export const DecisionEditFields = {
+  arguments: Schema.optionalKey(JsonValue.annotate({
+    description:
+      "With `approve` only: the arguments the tool is to run with instead of the step's, checked against the action class's `arguments_schema` (422 `ARGUMENTS_SHAPE_MISMATCH` naming the field; refused when the class declares none)."
+  })),
+  response: Schema.optionalKey(JsonValue.annotate({
+    description:
+      "With `reject` only: an answer for the agent instead of running the tool (any JSON, e.g. a text). The step is resolved `reject` and carries it as `response`."
+  }))
+}
+
+/** A decision's members that belong together: `arguments` with `approve`, `response` with `reject`. */
+export const editFitsDecision = (input: { readonly decision: string; readonly arguments?: unknown; readonly response?: unknown }) =>
+  input.arguments === null
+    ? { path: ["arguments"], issue: "arguments must not be null." }
+    : input.response === null
+    ? { path: ["response"], issue: "response must not be null." }
+    : input.arguments !== undefined && input.decision !== "approve"
+    ? { path: ["arguments"], issue: "arguments (edited arguments) go with decision approve only." }
+    : input.response !== undefined && input.decision !== "reject"
+    ? { path: ["response"], issue: "response (an answer instead of running the tool) goes with decision reject only." }
+    : undefined
+
+const ApprovedArguments = JsonValue.annotate({
+  description: "The arguments a person approved the tool to run with when they edited the step's: the tool runs with these, not the step's"
+})
+const ArgumentsChanged = Schema.Array(Schema.String).annotate({
+  description:
+    "With `approved_arguments`: what the edit changed, as JSON Pointers (RFC 6901) into the arguments, each a member or item added, removed or replaced (`\"\"` when the whole value was)"
+})
+const DigestMember = Schema.String.annotate({
+  description:
+    "With `approved_arguments`: their SHA-256 (JSON with members sorted by name, no whitespace), lowercase hex. The step's outcome must carry it (`arguments_digest`)"
+})
+const Response = JsonValue.annotate({ description: "A person's answer to the agent instead of running the tool (with a rejection)" })
+
+/** The approval snapshot's members of an edit or an answer. */
+export const EditSnapshotFields = {
+  approved_arguments: Schema.optionalKey(ApprovedArguments),
+  arguments_changed: Schema.optionalKey(ArgumentsChanged),
+  arguments_digest: Schema.optionalKey(DigestMember),
+  response: Schema.optionalKey(Response)
+}
+
+/** The step's members of an edit or an answer. */
+export const EditStepFields = {
+  approved_arguments: Schema.optionalKey(ApprovedArguments),
+  arguments_digest: Schema.optionalKey(DigestMember),
+  response: Schema.optionalKey(Response)
+}
+
+/** Edited arguments that do not fit the action class's `arguments_schema`, or edits where it declares none. */
+export class ArgumentsShapeMismatch extends HttpApiError.Problem<ArgumentsShapeMismatch>()("ArgumentsShapeMismatch", {
+  type: problemType("ARGUMENTS_SHAPE_MISMATCH"),
+  status: 422,
+  title: "The edited arguments do not fit the action class's arguments schema"
+}, {
+  code: Schema.tag("ARGUMENTS_SHAPE_MISMATCH"),
+  field: Schema.String,
+  errors: Schema.Array(FieldIssue)
+}) {}
+
+/** Edited arguments whose check against the arguments schema went over the time or memory budget. */
+export class ArgumentsTooComplex extends HttpApiError.Problem<ArgumentsTooComplex>()("ArgumentsTooComplex", {
+  type: problemType("ARGUMENTS_TOO_COMPLEX"),
+  status: 422,
+  title: "Checking the edited arguments against the arguments schema went over its budget"
+}, {
+  code: Schema.tag("ARGUMENTS_TOO_COMPLEX"),
+  field: Schema.String,
+  ...limitFields
+}) {}
+
+/** The examples of these problems in the OpenAPI document (`Documentation.ts`). */
+export const argumentsProblemExamples = {
+  ARGUMENTS_SHAPE_MISMATCH: () => ({
+    detail: "arguments.amount must be <= 5000",
+    field: "arguments.amount",
+    errors: [{ field: "arguments.amount", message: "must be <= 5000" }]
+  }),
+  ARGUMENTS_TOO_COMPLEX: () => ({
+    detail: "checking arguments against its schema took longer than 1000 ms (SVC_ANSWER_VALIDATION_TIMEOUT).",
+    field: "arguments",
+    limit: "SVC_ANSWER_VALIDATION_TIMEOUT",
+    limit_value: 1000
+  }),
+}

@@ -1,0 +1,179 @@
+/**
+ * Approve with edits, or answer. An action class's policy may declare the
+ * JSON Schema of its tool's arguments (`arguments_schema`), checked and
+ * bounded as answer schemas are (`../tasks/SchemaCheck.ts`). A person who
+ * approves may send edited arguments: they are checked against that schema
+ * by the validation workers, before the decision's transaction, and the
+ * approval and its step then carry them (`approved_arguments`), what they
+ * changed (JSON Pointers) and their digest, which the step's outcome must
+ * carry. A person who rejects may send a response for the agent instead.
+ */
+import { Effect, Schema } from "effect"
+import type { SqlClient } from "effect/sql"
+import { ArgumentsShapeMismatch, ArgumentsTooComplex } from "../api/ApprovalEdits.ts"
+import { sha256Hex } from "../platform/Crypto.ts"
+import { JsonColumn, rowsOf } from "../platform/Rows.ts"
+import type { AnswerSchemas } from "../tasks/AnswerSchema.ts"
+import { checkSchema } from "../tasks/SchemaCheck.ts"
+import { validationBusy } from "../tasks/ValidationBusy.ts"
+
+type Json = Schema.Json
+
+/** What a decision carries beside approve or reject (already checked against the request schema). */
+export interface DecisionEdit {
+  readonly arguments?: Json | undefined
+  readonly response?: Json | undefined
+}
+
+/** What a decision settles, as stored on the approval and its step (`null`: none). */
+export interface Settled {
+  readonly approved_arguments: Json | null
+  readonly arguments_changed: ReadonlyArray<string> | null
+  readonly arguments_digest: string | null
+  readonly response: Json | null
+}
+
+export const NOTHING_SETTLED: Settled = { approved_arguments: null, arguments_changed: null, arguments_digest: null, response: null }
+
+/** The `approvals` columns of an edit or an answer. */
+export const EditColumns = Schema.Struct({
+  approved_arguments: Schema.NullOr(JsonColumn(Schema.Json)),
+  arguments_changed: Schema.NullOr(JsonColumn(Schema.Array(Schema.String))),
+  arguments_digest: Schema.NullOr(Schema.String),
+  response: Schema.NullOr(JsonColumn(Schema.Json))
+})
+
+/** The snapshot's members of an edit or an answer, in their fixed order; none when the decision carried neither. */
+export const editSnapshot = (row: {
+  readonly approved_arguments?: Json | null | undefined
+  readonly arguments_changed?: ReadonlyArray<string> | null | undefined
+  readonly arguments_digest?: string | null | undefined
+  readonly response?: Json | null | undefined
+}) => ({
+  ...(row.approved_arguments == null ? {} : {
+    approved_arguments: row.approved_arguments,
+    arguments_changed: row.arguments_changed ?? [],
+    arguments_digest: row.arguments_digest ?? ""
+  }),
+  ...(row.response == null ? {} : { response: row.response })
+})
+
+/** The step's members of an edit or an answer; none when the decision carried neither. */
+export const editStepMembers = (row: {
+  readonly approved_arguments: Json | null
+  readonly arguments_digest: string | null
+  readonly response: Json | null
+}) => ({
+  ...(row.approved_arguments === null ? {} : { approved_arguments: row.approved_arguments, arguments_digest: row.arguments_digest ?? "" }),
+  ...(row.response === null ? {} : { response: row.response })
+})
+
+/** JSON text with object members sorted by name and no whitespace: the digest's input. */
+export const canonicalJson = (value: Json): string => {
+  if (value === null || typeof value !== "object") return JSON.stringify(value)
+  if (Array.isArray(value)) return `[${value.map(canonicalJson).join(",")}]`
+  const object = value as { readonly [key: string]: Json }
+  return `{${Object.keys(object).sort().map((key) => `${JSON.stringify(key)}:${canonicalJson(object[key]!)}`).join(",")}}`
+}
+
+/** The digest the step's outcome must carry: SHA-256 of `canonicalJson`, lowercase hex. */
+export const argumentsDigest = (value: Json) => sha256Hex(canonicalJson(value))
+
+const pointer = (base: string, segment: string | number) => `${base}/${String(segment).replaceAll("~", "~0").replaceAll("/", "~1")}`
+
+/**
+ * What `after` changed of `before`, as JSON Pointers (RFC 6901): each
+ * member or item added, removed or replaced, the deepest that differs
+ * (objects and arrays are compared member by member, item by item). One
+ * walk over both values: its cost is their size.
+ */
+export const changedPointers = (before: Json, after: Json, at = ""): Array<string> => {
+  const isObject = (v: Json): v is { readonly [key: string]: Json } => typeof v === "object" && v !== null && !Array.isArray(v)
+  if (Array.isArray(before) && Array.isArray(after)) {
+    const out: Array<string> = []
+    for (let i = 0; i < Math.max(before.length, after.length); i++) {
+      if (i >= before.length || i >= after.length) out.push(pointer(at, i))
+      else out.push(...changedPointers(before[i]!, after[i]!, pointer(at, i)))
+    }
+    return out
+  }
+  if (isObject(before) && isObject(after)) {
+    const keys = [...new Set([...Object.keys(before), ...Object.keys(after)])].sort()
+    return keys.flatMap((key) =>
+      !Object.hasOwn(before, key) || !Object.hasOwn(after, key)
+        ? [pointer(at, key)]
+        : changedPointers(before[key]!, after[key]!, pointer(at, key))
+    )
+  }
+  return before === after ? [] : [at]
+}
+
+/** A violation's path inside the request body: `arguments.amount`. */
+const argumentsPath = (path: string) => path === "" ? "arguments" : path.startsWith("[") ? `arguments${path}` : `arguments.${path}`
+
+const StepRows = rowsOf("agent_steps", Schema.Struct({
+  arguments: JsonColumn(Schema.Json),
+  action_class: Schema.String,
+  arguments_schema: Schema.NullOr(JsonColumn(Schema.Json))
+}))
+
+/** The validators' key of a class's arguments schema: a changed schema is another validator. */
+const schemaKey = (orgId: string, actionClass: string, schema: Json) => `arguments:${orgId}:${actionClass}:${argumentsDigest(schema)}`
+
+export const makeEdits = (sql: SqlClient.SqlClient, schemas: AnswerSchemas["Service"], queueCapacity: number) => {
+  /** A policy's `arguments_schema`, checked and bounded as a task's answer schema. */
+  const checkArgumentsSchema = (orgId: string, actionClass: string, schema: Json | undefined) =>
+    schema === undefined ? Effect.void : checkSchema(schemas, orgId, schemaKey(orgId, actionClass, schema), schema, "arguments_schema")
+
+  /**
+   * What a decision with `edit` settles: edited arguments checked against
+   * the class's current `arguments_schema` (422 naming the field; refused
+   * when it declares none), or the response. `undefined` when the approval
+   * does not exist (the decision answers 404).
+   */
+  const settle = Effect.fnUntraced(function*(orgId: string, approvalId: string, edit: DecisionEdit | undefined) {
+    if (edit === undefined || (edit.arguments === undefined && edit.response === undefined)) return NOTHING_SETTLED
+    if (edit.arguments === undefined) return { ...NOTHING_SETTLED, response: edit.response ?? null }
+    const edited = edit.arguments
+    const step = yield* StepRows.one(sql`
+      SELECT s.arguments, s.action_class, p.arguments_schema FROM approvals a
+      JOIN agent_steps s ON s.session_id = a.session_id AND s.step_id = a.step_id
+      LEFT JOIN approval_policies p ON p.org_id = a.org_id AND p.action_class = s.action_class
+      WHERE a.id = ${approvalId} AND a.org_id = ${orgId}
+    `)
+    if (step === undefined) return undefined
+    if (step.arguments_schema === null) {
+      const message = `the action class ${step.action_class} declares no arguments_schema: edited arguments cannot be checked, so they are refused`
+      return yield* new ArgumentsShapeMismatch({ field: "arguments", errors: [{ field: "arguments", message }], detail: `arguments: ${message}.` })
+    }
+    const schema = step.arguments_schema
+    const violations = yield* schemas.validate(orgId, schemaKey(orgId, step.action_class, schema), Effect.succeed(schema), edited, "arguments").pipe(
+      Effect.catchTags({
+        OverLimit: (over) =>
+          Effect.fail(new ArgumentsTooComplex({ field: "arguments", limit: over.limit, limit_value: over.value, detail: `${over.message} (${over.limit}).` })),
+        ValidationQueueFull: () => Effect.fail(validationBusy(queueCapacity, "schema checks"))
+      })
+    )
+    if (violations.length > 0) {
+      const errors = violations.map((v) => ({ field: argumentsPath(v.path), message: v.message }))
+      return yield* new ArgumentsShapeMismatch({ field: errors[0]!.field, errors, detail: `${errors[0]!.field} ${errors[0]!.message}` })
+    }
+    return {
+      ...NOTHING_SETTLED,
+      approved_arguments: edited,
+      arguments_changed: changedPointers(step.arguments, edited),
+      arguments_digest: argumentsDigest(edited)
+    } satisfies Settled
+  })
+
+  return { checkArgumentsSchema, settle }
+}
+
+/** SQL values of what a decision settled, for the approval's and the step's columns. */
+export const settledValues = (settled: Settled) => ({
+  approvedArguments: settled.approved_arguments === null ? null : JSON.stringify(settled.approved_arguments),
+  changed: settled.arguments_changed === null ? null : JSON.stringify(settled.arguments_changed),
+  digest: settled.arguments_digest,
+  response: settled.response === null ? null : JSON.stringify(settled.response)
+})
+
