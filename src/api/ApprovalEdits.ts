@@ -95,8 +95,9 @@ export class ArgumentsTooComplex extends HttpApiError.Problem<ArgumentsTooComple
   ...limitFields
 }) {}
 
-/** The examples of these problems in the OpenAPI document (`Documentation.ts`). */
-export const argumentsProblemExamples = {
+/** The examples of these problems, and of a second vote's (`Votes.ts`), in the OpenAPI document (`Documentation.ts`). */
+export const decisionProblemExamples = {
+  ALREADY_VOTED: () => ({ detail: "This decider has already voted on this approval.", decided_by: "console:ana@example.com" }),
   ARGUMENTS_SHAPE_MISMATCH: () => ({
     detail: "arguments.amount must be <= 5000",
     field: "arguments.amount",

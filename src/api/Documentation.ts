@@ -12,7 +12,7 @@
  */
 import { Context, Option } from "effect"
 import { type HttpApiEndpoint, OpenApi } from "effect/http-api"
-import { argumentsProblemExamples } from "./ApprovalEdits.ts"
+import { decisionProblemExamples } from "./ApprovalEdits.ts"
 import { RequiredScope } from "./Security.ts"
 
 /**
@@ -106,7 +106,6 @@ export const ProblemExamples: Readonly<Record<string, (context: ProblemContext) 
   }),
   NOT_FOUND: () => ({ detail: "No such resource in this organization." }),
   INVALID_TRANSITION: () => ({ detail: "Only a pending item can change.", status_now: "staged" }),
-  ALREADY_VOTED: () => ({ detail: "This decider has already voted on this approval.", decided_by: "console:ana@example.com" }),
   PAYLOAD_TOO_LARGE: () => ({
     detail: "The request body is larger than SVC_MAX_BODY_BYTES (1048576 bytes).",
     limit: "SVC_MAX_BODY_BYTES",
@@ -195,7 +194,7 @@ export const ProblemExamples: Readonly<Record<string, (context: ProblemContext) 
     limit: "SVC_ANSWER_VALIDATION_TIMEOUT",
     limit_value: 1000
   }),
-  ...argumentsProblemExamples,
+  ...decisionProblemExamples,
   VALIDATION_BUSY: () => ({
     detail: "The validation queue holds 128 checks (SVC_ANSWER_VALIDATION_QUEUE) and this organization holds at least its share of them; retry after 1 second.",
     limit: "SVC_ANSWER_VALIDATION_QUEUE",
