@@ -12,6 +12,8 @@ export interface SvcConfigShape {
   /** PostgreSQL server; `None` means the embedded PGlite database. */
   readonly databaseUrl: Option.Option<Redacted.Redacted<string>>
   readonly dataDir: string
+  /** How long an embedded CLI waits for another process's hold on `dataDir` before it gives up. */
+  readonly cliHoldWait: Duration.Duration
   /** 32 bytes, base64. Embedded mode generates one into `dataDir` when unset. */
   readonly masterKey: Option.Option<Redacted.Redacted<string>>
   /** CIDRs that outbound URL checks accept although not public. */
@@ -279,6 +281,7 @@ export const svcConfig: Config.Config<SvcConfigShape> = Config.all({
     )
   ),
   dataDir: Config.String("SVC_DATA_DIR").pipe(Config.withDefault("./.data")),
+  cliHoldWait: duration("SVC_CLI_HOLD_WAIT", "30s", Duration.seconds(1)),
   masterKey: Config.option(Config.Redacted("SVC_MASTER_KEY")),
   allowedTargetCidrs: list("SVC_ALLOWED_TARGET_CIDRS"),
   extraCaFile: Config.option(Config.String("SVC_EXTRA_CA_FILE")),
