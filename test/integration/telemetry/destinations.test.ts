@@ -1,5 +1,5 @@
 import { assert, describe, layer } from "@effect/vitest"
-import { Duration, Effect, Layer, Redacted } from "effect"
+import { Effect, Layer, Redacted } from "effect"
 import { VERSION } from "../../../src/api/Version.ts"
 import { SecretStore } from "../../../src/secrets/SecretStore.ts"
 import { headerField } from "../../../src/outbound/HeaderRules.ts"
@@ -12,10 +12,7 @@ import { decodeOtlp, ExportTraceServiceResponse } from "../../support/Otlp.ts"
 import { waitForDeliveries } from "../../support/telemetry.ts"
 import { loopbackTargets, TestTls } from "../../support/tls.ts"
 
-/** Flush rounds every 200 ms instead of 2 s: tests wait a tenth as long for a batch. */
-const Svc = Layer.unwrap(Effect.map(TestTls.shared, (tls) =>
-  SvcTest.layer({ config: { ...loopbackTargets(tls), telemetryFlushInterval: Duration.millis(200) } })
-))
+const Svc = Layer.unwrap(Effect.map(TestTls.shared, (tls) => SvcTest.layer({ config: loopbackTargets(tls) })))
 
 const post = (path: string, key: string, body: unknown) =>
   SvcTest.use((svc) =>
