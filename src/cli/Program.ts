@@ -11,6 +11,7 @@
 import * as NodeRuntime from "@effect/platform-node/NodeRuntime"
 import * as NodeServices from "@effect/platform-node/NodeServices"
 import * as Clock from "effect/Clock"
+import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Logger from "effect/Logger"
@@ -22,9 +23,6 @@ import { adminSocketPath, answers, sendCommand } from "./Admin.ts"
 import { VERSION } from "../api/Version.ts"
 import { commands } from "./Commands.ts"
 
-/** How long the CLI waits for a server whose lock is held but whose admin channel does not answer yet (it is starting). */
-const ATTACH_WAIT_MS = 30_000
-
 const argv = process.argv.slice(2)
 const local = argv.length === 0 || argv.some((arg) => ["--help", "-h", "--version", "--wizard", "--completions"].includes(arg.split("=")[0]!))
 
@@ -33,7 +31,8 @@ const runningServer = Effect.gen(function*() {
   const config = yield* SvcConfig
   if (config.databaseUrl._tag === "Some" || local) return undefined
   const socket = adminSocketPath(config.dataDir)
-  const deadline = (yield* Clock.currentTimeMillis) + ATTACH_WAIT_MS
+  // Held but not answering: another CLI, or a server still starting (`SVC_CLI_HOLD_WAIT`).
+  const deadline = (yield* Clock.currentTimeMillis) + Duration.toMillis(config.cliHoldWait)
   for (;;) {
     if (yield* Effect.promise(() => answers(socket))) return socket
     // Held by another CLI, or by a server still starting: wait for either.

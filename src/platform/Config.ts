@@ -20,6 +20,8 @@ export interface SvcConfigShape {
   /** PostgreSQL server; `None` means the embedded PGlite database. */
   readonly databaseUrl: Option.Option<Redacted.Redacted<string>>
   readonly dataDir: string
+  /** How long an embedded CLI waits for another process's hold on `dataDir` before it gives up. */
+  readonly cliHoldWait: Duration.Duration
   /** 32 bytes, base64. Embedded mode generates one into `dataDir` when unset. */
   readonly masterKey: Option.Option<Redacted.Redacted<string>>
   /** CIDRs that outbound URL checks accept although not public. */
@@ -59,6 +61,8 @@ export interface SvcConfigShape {
   readonly telemetryBufferSpans: number
   /** Undelivered export batches a telemetry destination may hold before new spans are dropped. */
   readonly telemetryQueueBatches: number
+  /** A telemetry flush round runs at least this often (sooner when a batch is full). */
+  readonly telemetryFlushInterval: Duration.Duration
   readonly smtpUrl: Option.Option<Redacted.Redacted<string>>
   /** How long the link of a reviewer address's confirmation mail works. */
   readonly reviewerConfirmationTtl: Duration.Duration
@@ -277,6 +281,7 @@ export const svcConfig: Config.Config<SvcConfigShape> = Config.all({
     )
   ),
   dataDir: Config.String("SVC_DATA_DIR").pipe(Config.withDefault("./.data")),
+  cliHoldWait: duration("SVC_CLI_HOLD_WAIT", "30s", Duration.seconds(1)),
   masterKey: Config.option(Config.Redacted("SVC_MASTER_KEY")),
   allowedTargetCidrs: list("SVC_ALLOWED_TARGET_CIDRS"),
   extraCaFile: Config.option(Config.String("SVC_EXTRA_CA_FILE")),
@@ -308,14 +313,9 @@ export const svcConfig: Config.Config<SvcConfigShape> = Config.all({
         : Effect.fail(invalid("SVC_TELEMETRY_SAMPLE_RATIO must be between 0 and 1"))
     )
   ),
-  telemetryBufferSpans: Config.Int("SVC_TELEMETRY_BUFFER_SPANS").pipe(
-    Config.withDefault(4096),
-    Config.mapEffect((n) => n >= 1 ? Effect.succeed(n) : Effect.fail(invalid("SVC_TELEMETRY_BUFFER_SPANS must be at least 1")))
-  ),
-  telemetryQueueBatches: Config.Int("SVC_TELEMETRY_QUEUE_BATCHES").pipe(
-    Config.withDefault(20),
-    Config.mapEffect((n) => n >= 1 ? Effect.succeed(n) : Effect.fail(invalid("SVC_TELEMETRY_QUEUE_BATCHES must be at least 1")))
-  ),
+  telemetryBufferSpans: intAtLeast("SVC_TELEMETRY_BUFFER_SPANS", 4096, 1),
+  telemetryQueueBatches: intAtLeast("SVC_TELEMETRY_QUEUE_BATCHES", 20, 1),
+  telemetryFlushInterval: duration("SVC_TELEMETRY_FLUSH_INTERVAL", "2s", Duration.millis(100)),
   smtpUrl: Config.option(Config.Redacted("SVC_SMTP_URL")),
   reviewerConfirmationTtl: duration("SVC_REVIEWER_CONFIRMATION_TTL", "24h", Duration.minutes(1)),
   reviewerConfirmationsPerHour: intAtLeast("SVC_REVIEWER_CONFIRMATIONS_PER_HOUR", 5, 1, 100),

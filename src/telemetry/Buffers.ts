@@ -12,7 +12,7 @@ import { SvcConfig } from "../platform/Config.ts"
 
 /** Spans per export batch (the OTLP exporters' usual maximum). */
 export const BATCH_SPANS = 512
-/** A flush round runs at least this often (see `TelemetryExport`); sooner when a batch is full. */
+/** A flush round runs at least this often by default (`SVC_TELEMETRY_FLUSH_INTERVAL`, see `TelemetryExport`); sooner when a batch is full. */
 export const FLUSH_EVERY = Duration.seconds(2)
 
 /** What surrounds a batch's spans in its request body (see `encodeRequestParts`). */
@@ -92,7 +92,7 @@ export class SpanBuffers extends Context.Service<SpanBuffers, {
    * Closes the destination's batches for a flush round and answers how many
    * `take` may remove: the full ones, and the one being filled (spans
    * captured from now on start a new one), except in a round started by a
-   * full batch (`"full"`) less than `FLUSH_EVERY` after the last cut: under
+   * full batch (`"full"`) less than the flush interval after the last cut: under
    * steady traffic such a round would cut a full batch and a small one each
    * time, twice the requests to the collector and records in the database;
    * the small one's spans join the next batch instead.
@@ -117,12 +117,17 @@ export class SpanBuffers extends Context.Service<SpanBuffers, {
   /** Opens when some buffer holds a full batch. */
   readonly batchReady: Latch.Latch
 }>()("svc/telemetry/SpanBuffers") {
-  /** `capacity`: spans held per destination before overflow drops them; `metrics` counts the drops. */
+  /**
+   * `capacity`: spans held per destination before overflow drops them;
+   * `metrics` counts the drops; `flushEvery`: the flush rounds' period.
+   */
   static readonly make = (
     capacity: number,
     metrics?: MetricsShape,
+    flushEvery: Duration.Duration = FLUSH_EVERY,
     framing: BatchFraming = exportFraming
   ): SpanBuffers["Service"] => {
+    const flushEveryMs = Duration.toMillis(flushEvery)
     const byOrg = new Map<string, Buffer>()
     const byDestination = new Map<string, Buffer>()
     const inFlight = new Map<string, number>()
@@ -229,7 +234,7 @@ export class SpanBuffers extends Context.Service<SpanBuffers, {
         const buffer = byDestination.get(destinationId)
         if (buffer === undefined) return 0
         const fullOnly = round === "full" && buffer.lastCut !== undefined &&
-          now - buffer.lastCut < Duration.toMillis(FLUSH_EVERY)
+          now - buffer.lastCut < flushEveryMs
         const last = buffer.chunks.at(-1)
         if (!fullOnly && last !== undefined && last.count > 0 && !last.closed) close(buffer, last)
         let closed = 0
@@ -292,7 +297,7 @@ export class SpanBuffers extends Context.Service<SpanBuffers, {
     Effect.gen(function*() {
       const config = yield* SvcConfig
       const metrics = yield* Metrics
-      const buffers = SpanBuffers.make(config.telemetryBufferSpans, metrics)
+      const buffers = SpanBuffers.make(config.telemetryBufferSpans, metrics, config.telemetryFlushInterval)
       metrics.pendingSpans("organizations", () => {
         let pending = 0
         for (const state of buffers.states()) pending += state.size

@@ -1,5 +1,5 @@
 /**
- * The flush: at least every `FLUSH_EVERY` (at once when a buffer holds a
+ * The flush: at least every `SVC_TELEMETRY_FLUSH_INTERVAL` (at once when a buffer holds a
  * full batch) each buffer becomes batches of at most 512 spans, gzipped,
  * sent from memory while nothing of the destination waits in the queue and
  * a slot is free (`MemorySender`); otherwise, and at shutdown, stored in the
@@ -11,7 +11,7 @@ import { Clock, Duration, Effect, Option } from "effect"
 import { DeliveryQueue } from "../../deliveries/DeliveryQueue.ts"
 import type { OutboundHttp } from "../../outbound/OutboundHttp.ts"
 import { SvcConfig } from "../../platform/Config.ts"
-import { FLUSH_EVERY, SpanBuffers } from "../Buffers.ts"
+import { SpanBuffers } from "../Buffers.ts"
 import { type CollectorTarget, compressBatch } from "../Collector.ts"
 import { DestinationsRepo } from "../Repository.ts"
 import type { MemorySender } from "./MemorySender.ts"
@@ -30,7 +30,7 @@ export interface Flush {
    * soon after the last cuts only full batches).
    */
   readonly all: (direct: boolean, round: Round) => Effect.Effect<void, never, OutboundHttp>
-  /** Rounds for the life of the scope: on a full batch, and every `FLUSH_EVERY`. */
+  /** Rounds for the life of the scope: on a full batch, and every `SVC_TELEMETRY_FLUSH_INTERVAL`. */
   readonly loop: Effect.Effect<never, never, OutboundHttp>
 }
 
@@ -45,7 +45,7 @@ export const makeFlush = (deps: {
     const buffers = yield* SpanBuffers
     const repo = yield* DestinationsRepo
     const queue = yield* DeliveryQueue
-    const { telemetryQueueBatches } = yield* SvcConfig
+    const { telemetryQueueBatches, telemetryFlushInterval } = yield* SvcConfig
 
     const flushOne = (destinationId: string, orgId: string, direct: boolean, round: Round) =>
       Effect.gen(function*() {
@@ -101,11 +101,11 @@ export const makeFlush = (deps: {
     // batch) cuts full batches; one the period started cuts everything. The
     // period is kept whatever rounds full batches start in between: the
     // spans left behind by the last full batch of a burst leave within
-    // `FLUSH_EVERY` of the previous period round, not `FLUSH_EVERY` after
+    // the interval of the previous period round, not the interval after
     // that batch.
     const loop = Effect.gen(function*() {
       let startedBy: Round = "period"
-      let periodAt = (yield* Clock.currentTimeMillis) + Duration.toMillis(FLUSH_EVERY)
+      let periodAt = (yield* Clock.currentTimeMillis) + Duration.toMillis(telemetryFlushInterval)
       return yield* Effect.sync(() => buffers.batchReady.closeUnsafe()).pipe(
         Effect.andThen(Effect.suspend(() => all(true, startedBy))),
         Effect.catchCause((cause) => Effect.logWarning("telemetry flush failed; trying again", cause)),
@@ -117,7 +117,7 @@ export const makeFlush = (deps: {
             if (Option.isSome(opened)) startedBy = "full"
             else {
               startedBy = "period"
-              periodAt = now + Duration.toMillis(FLUSH_EVERY)
+              periodAt = now + Duration.toMillis(telemetryFlushInterval)
             }
           })
         ),

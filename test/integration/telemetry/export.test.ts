@@ -1,5 +1,5 @@
 import { assert, describe, layer } from "@effect/vitest"
-import { Effect, Layer } from "effect"
+import { Duration, Effect, Layer } from "effect"
 import { SvcTest, type TestOrg } from "../../../src/testing.ts"
 import { HttpsReceiver, type ReceivedRequest, Reply } from "../../support/HttpsReceiver.ts"
 import { raw } from "../../support/http.ts"
@@ -10,7 +10,12 @@ import { canonical, decodeOtlp, type DecodedSpan, ExportTraceServiceResponse, pr
 import { loopbackTargets, TestTls } from "../../support/tls.ts"
 import { waitForDeliveries } from "../../support/telemetry.ts"
 
-const Svc = Layer.unwrap(Effect.map(TestTls.shared, (tls) => SvcTest.layer({ config: loopbackTargets(tls) })))
+/** Flush rounds every 200 ms instead of 2 s: a test waits for its spans a tenth as long. */
+const Svc = Layer.unwrap(Effect.map(TestTls.shared, (tls) =>
+  SvcTest.layer({ config: { ...loopbackTargets(tls), telemetryFlushInterval: Duration.millis(200) } })
+))
+/** The default period: bursts fill batches of 512 before a period round cuts them. */
+const SvcDefaultFlush = Layer.unwrap(Effect.map(TestTls.shared, (tls) => SvcTest.layer({ config: loopbackTargets(tls) })))
 
 const schema = { type: "object" }
 
@@ -262,41 +267,6 @@ layer(Svc, { excludeTestServices: true })("telemetry export", (it) => {
         assert.strictEqual(new Set(views).size, 1, views.join("\n"))
       }).pipe(Effect.scoped))
 
-    it.effect("a typical batch, as svc writes it in protobuf, is its JSON field for field; bytes per span in each form", () =>
-      Effect.gen(function*() {
-        const { org, collector } = yield* withCollector()
-        const task = yield* org.client.tasks.create({ payload: { name: "t", answer_schema: schema } })
-        const session = yield* org.client.agentSessions.create({ payload: {} })
-        for (let i = 0; i < 40; i++) {
-          yield* traffic(org)
-          yield* org.client.tasks.logRun({ params: { task_id: task.id }, payload: { input: i, answer: {} } })
-          yield* org.client.agentSessions.governStep({
-            params: { session_id: session.id },
-            payload: { step_id: `s${i}`, tool: "search", action_class: "read", arguments: {} }
-          })
-        }
-        const count = (r: ReceivedRequest) => decodeOtlp(r).spans.length
-        const largest = () => collector.requests().reduce((a, r) => (count(r) > count(a) ? r : a))
-        yield* collector.waitFor(() => count(largest()) >= 100, "20 seconds")
-        const request = largest()
-        const spans = count(request)
-        const text = Buffer.from(request.body)
-        const proto = Buffer.from(protobufFromJsonBody(text))
-        // The official definitions read svc's protobuf as the JSON it was written from.
-        assert.strictEqual(canonical(protobufToJson(proto)), canonical(JSON.parse(text.toString("utf8"))))
-        const sizes = {
-          json: text.length,
-          "json+gzip": gzipSync(text, { level: zlib.Z_BEST_SPEED }).length,
-          protobuf: proto.length,
-          "protobuf+gzip": gzipSync(proto, { level: zlib.Z_BEST_SPEED }).length
-        }
-        const perSpan = Object.fromEntries(Object.entries(sizes).map(([form, bytes]) => [form, Math.round(bytes / spans)]))
-        console.info(`OTLP bytes per span (batch of ${spans} spans):`, JSON.stringify(perSpan))
-        assert.isBelow(sizes.protobuf, sizes.json)
-        assert.isBelow(sizes["protobuf+gzip"], sizes.protobuf)
-        assert.isBelow(sizes["json+gzip"], sizes.json)
-      }).pipe(Effect.scoped))
-
     it.effect("a protobuf answer's partial_success is read: rejected spans make the batch partial, never retried", () =>
       Effect.gen(function*() {
         const { org, collector, id } = yield* withCollector(
@@ -311,25 +281,6 @@ layer(Svc, { excludeTestServices: true })("telemetry export", (it) => {
         assert.include(partial.last_error ?? "", "spans too old")
         const ids = collector.requests().map(spanIds)
         assert.strictEqual(new Set(ids).size, ids.length, "never retried")
-      }).pipe(Effect.scoped))
-  })
-
-  describe("batches of at most 512 spans", () => {
-    it.effect("a burst of spans goes out in batches of 512 (a full batch is sent without waiting for the period)", () =>
-      Effect.gen(function*() {
-        const svc = yield* SvcTest
-        const { org, collector, id } = yield* withCollector()
-        const list = () => raw(`${svc.baseUrl}/v1/tasks`, { headers: { authorization: `Bearer ${org.key}` } })
-        // Each request is two spans (the request's and Tasks.list): well over 512 in all.
-        yield* Effect.forEach(Array.from({ length: 700 }), list, { concurrency: 16, discard: true })
-        const { deliveries } = yield* waitForDeliveries(org, id, (list) => list.some((d) => d.status === "delivered" && d.span_count === 512))
-        assert.isTrue(deliveries.every((d) => d.span_count <= 512))
-        for (const request of collector.requests()) assert.isAtMost(decodeOtlp(request).spans.length, 512)
-        // A healthy collector and a buffer far from full: nothing is dropped.
-        yield* Effect.forEach(Array.from({ length: 700 }), list, { concurrency: 16, discard: true })
-        yield* waitForDeliveries(org, id, (list) => list.filter((d) => d.span_count === 512).length >= 2)
-        const after = yield* destination(org)
-        assert.strictEqual(after.dropped_spans, 0)
       }).pipe(Effect.scoped))
   })
 
@@ -353,50 +304,6 @@ layer(Svc, { excludeTestServices: true })("telemetry export", (it) => {
         assert.isNull(row!.payload)
         assert.strictEqual(row!.attempts, 0)
       }).pipe(Effect.scoped))
-
-    it.effect("batches beyond the sends under way wait in memory, not sealed in the queue: a slow collector gets them all from memory", () =>
-      Effect.gen(function*() {
-        const svc = yield* SvcTest
-        // Slow enough that every send slot is taken while more batches are cut.
-        const { org, id } = yield* withCollector(() => Reply.delayed(4000, { status: 200, body: "{}" }))
-        const list = () => raw(`${svc.baseUrl}/v1/tasks`, { headers: { authorization: `Bearer ${org.key}` } })
-        // Two spans a request: more than 4 batches of 512.
-        const requests = 1300
-        yield* Effect.forEach(Array.from({ length: requests }), list, { concurrency: 16, discard: true })
-        const { deliveries } = yield* waitForDeliveries(org, id, (list) =>
-          list.filter((d) => d.status === "delivered").reduce((sum, d) => sum + d.span_count, 0) >= requests * 2
-        )
-        assert.isAbove(deliveries.length, 4)
-        for (const d of deliveries) assert.strictEqual(d.attempts, 1)
-        // None was stored, so the queue's worker never sent one (it records every attempt it settles).
-        const [row] = yield* svc.sql<{ stored: number; attempts: number }>`
-          SELECT count(*) FILTER (WHERE d.payload IS NOT NULL)::int AS stored,
-                 (SELECT count(*)::int FROM delivery_attempts a JOIN deliveries x ON x.id = a.delivery_id WHERE x.target_id = ${id}) AS attempts
-          FROM deliveries d WHERE d.target_id = ${id}
-        `
-        assert.deepStrictEqual(row, { stored: 0, attempts: 0 })
-        assert.strictEqual((yield* destination(org)).dropped_spans, 0)
-      }).pipe(Effect.scoped), { timeout: 90_000 })
-
-    it.effect("the records of batches the collector takes together are written together: one statement, not one a batch", () =>
-      Effect.gen(function*() {
-        const svc = yield* SvcTest
-        // Every send slot is taken, then the four answers come within a few milliseconds of each other.
-        const { org, id } = yield* withCollector(() => Reply.delayed(1500, { status: 200, body: "{}" }))
-        const list = () => raw(`${svc.baseUrl}/v1/tasks`, { headers: { authorization: `Bearer ${org.key}` } })
-        // Two spans a request: more than 4 full batches.
-        yield* Effect.forEach(Array.from({ length: 1100 }), list, { concurrency: 16, discard: true })
-        yield* waitForDeliveries(org, id, (list) => list.filter((d) => d.status === "delivered").length >= 4)
-        // Rows inserted by one statement share its transaction's now().
-        const rows = yield* svc.sql<{ created_at: Date; n: number; spans: number }>`
-          SELECT created_at, count(*)::int AS n, sum((meta->>'span_count')::int)::int AS spans FROM deliveries
-          WHERE target_id = ${id} AND status = 'delivered' GROUP BY created_at ORDER BY created_at
-        `
-        assert.isAbove(Math.max(...rows.map((row) => row.n)), 1, JSON.stringify(rows))
-        // Until then its spans counted as pending; none is lost or counted twice.
-        const after = yield* destination(org)
-        assert.strictEqual(after.dropped_spans, 0)
-      }).pipe(Effect.scoped), { timeout: 60_000 })
 
     it.effect("a retryable first answer stores the batch sealed, retrying, with the attempt counted", () =>
       Effect.gen(function*() {
@@ -753,5 +660,105 @@ layer(Svc, { excludeTestServices: true })("telemetry export", (it) => {
         assert.isFalse(newSpans.some((s) => s.attributes["url.path"] === `/v1/telemetry-destinations/${id}`))
         void created
       }).pipe(Effect.scoped))
+  })
+})
+
+layer(SvcDefaultFlush, { excludeTestServices: true })("telemetry export under bursts (the default flush period)", (it) => {
+  describe("batches of at most 512 spans, sent from memory", () => {
+    it.effect("a typical batch, as svc writes it in protobuf, is its JSON field for field; bytes per span in each form", () =>
+      Effect.gen(function*() {
+        const { org, collector } = yield* withCollector()
+        const task = yield* org.client.tasks.create({ payload: { name: "t", answer_schema: schema } })
+        const session = yield* org.client.agentSessions.create({ payload: {} })
+        for (let i = 0; i < 40; i++) {
+          yield* traffic(org)
+          yield* org.client.tasks.logRun({ params: { task_id: task.id }, payload: { input: i, answer: {} } })
+          yield* org.client.agentSessions.governStep({
+            params: { session_id: session.id },
+            payload: { step_id: `s${i}`, tool: "search", action_class: "read", arguments: {} }
+          })
+        }
+        const count = (r: ReceivedRequest) => decodeOtlp(r).spans.length
+        const largest = () => collector.requests().reduce((a, r) => (count(r) > count(a) ? r : a))
+        yield* collector.waitFor(() => count(largest()) >= 100, "20 seconds")
+        const request = largest()
+        const spans = count(request)
+        const text = Buffer.from(request.body)
+        const proto = Buffer.from(protobufFromJsonBody(text))
+        // The official definitions read svc's protobuf as the JSON it was written from.
+        assert.strictEqual(canonical(protobufToJson(proto)), canonical(JSON.parse(text.toString("utf8"))))
+        const sizes = {
+          json: text.length,
+          "json+gzip": gzipSync(text, { level: zlib.Z_BEST_SPEED }).length,
+          protobuf: proto.length,
+          "protobuf+gzip": gzipSync(proto, { level: zlib.Z_BEST_SPEED }).length
+        }
+        const perSpan = Object.fromEntries(Object.entries(sizes).map(([form, bytes]) => [form, Math.round(bytes / spans)]))
+        console.info(`OTLP bytes per span (batch of ${spans} spans):`, JSON.stringify(perSpan))
+        assert.isBelow(sizes.protobuf, sizes.json)
+        assert.isBelow(sizes["protobuf+gzip"], sizes.protobuf)
+        assert.isBelow(sizes["json+gzip"], sizes.json)
+      }).pipe(Effect.scoped))
+
+    it.effect("a burst of spans goes out in batches of 512 (a full batch is sent without waiting for the period)", () =>
+      Effect.gen(function*() {
+        const svc = yield* SvcTest
+        const { org, collector, id } = yield* withCollector()
+        const list = () => raw(`${svc.baseUrl}/v1/tasks`, { headers: { authorization: `Bearer ${org.key}` } })
+        // Each request is two spans (the request's and Tasks.list): well over 512 in all.
+        yield* Effect.forEach(Array.from({ length: 700 }), list, { concurrency: 16, discard: true })
+        const { deliveries } = yield* waitForDeliveries(org, id, (list) => list.some((d) => d.status === "delivered" && d.span_count === 512))
+        assert.isTrue(deliveries.every((d) => d.span_count <= 512))
+        for (const request of collector.requests()) assert.isAtMost(decodeOtlp(request).spans.length, 512)
+        // A healthy collector and a buffer far from full: nothing is dropped.
+        yield* Effect.forEach(Array.from({ length: 700 }), list, { concurrency: 16, discard: true })
+        yield* waitForDeliveries(org, id, (list) => list.filter((d) => d.span_count === 512).length >= 2)
+        const after = yield* destination(org)
+        assert.strictEqual(after.dropped_spans, 0)
+      }).pipe(Effect.scoped))
+
+    it.effect("batches beyond the sends under way wait in memory, not sealed in the queue: a slow collector gets them all from memory", () =>
+      Effect.gen(function*() {
+        const svc = yield* SvcTest
+        // Slow enough that every send slot is taken while more batches are cut.
+        const { org, id } = yield* withCollector(() => Reply.delayed(4000, { status: 200, body: "{}" }))
+        const list = () => raw(`${svc.baseUrl}/v1/tasks`, { headers: { authorization: `Bearer ${org.key}` } })
+        // Two spans a request: more than 4 batches of 512.
+        const requests = 1300
+        yield* Effect.forEach(Array.from({ length: requests }), list, { concurrency: 16, discard: true })
+        const { deliveries } = yield* waitForDeliveries(org, id, (list) =>
+          list.filter((d) => d.status === "delivered").reduce((sum, d) => sum + d.span_count, 0) >= requests * 2
+        )
+        assert.isAbove(deliveries.length, 4)
+        for (const d of deliveries) assert.strictEqual(d.attempts, 1)
+        // None was stored, so the queue's worker never sent one (it records every attempt it settles).
+        const [row] = yield* svc.sql<{ stored: number; attempts: number }>`
+          SELECT count(*) FILTER (WHERE d.payload IS NOT NULL)::int AS stored,
+                 (SELECT count(*)::int FROM delivery_attempts a JOIN deliveries x ON x.id = a.delivery_id WHERE x.target_id = ${id}) AS attempts
+          FROM deliveries d WHERE d.target_id = ${id}
+        `
+        assert.deepStrictEqual(row, { stored: 0, attempts: 0 })
+        assert.strictEqual((yield* destination(org)).dropped_spans, 0)
+      }).pipe(Effect.scoped), { timeout: 90_000 })
+
+    it.effect("the records of batches the collector takes together are written together: one statement, not one a batch", () =>
+      Effect.gen(function*() {
+        const svc = yield* SvcTest
+        // Every send slot is taken, then the four answers come within a few milliseconds of each other.
+        const { org, id } = yield* withCollector(() => Reply.delayed(1500, { status: 200, body: "{}" }))
+        const list = () => raw(`${svc.baseUrl}/v1/tasks`, { headers: { authorization: `Bearer ${org.key}` } })
+        // Two spans a request: more than 4 full batches.
+        yield* Effect.forEach(Array.from({ length: 1100 }), list, { concurrency: 16, discard: true })
+        yield* waitForDeliveries(org, id, (list) => list.filter((d) => d.status === "delivered").length >= 4)
+        // Rows inserted by one statement share its transaction's now().
+        const rows = yield* svc.sql<{ created_at: Date; n: number; spans: number }>`
+          SELECT created_at, count(*)::int AS n, sum((meta->>'span_count')::int)::int AS spans FROM deliveries
+          WHERE target_id = ${id} AND status = 'delivered' GROUP BY created_at ORDER BY created_at
+        `
+        assert.isAbove(Math.max(...rows.map((row) => row.n)), 1, JSON.stringify(rows))
+        // Until then its spans counted as pending; none is lost or counted twice.
+        const after = yield* destination(org)
+        assert.strictEqual(after.dropped_spans, 0)
+      }).pipe(Effect.scoped), { timeout: 60_000 })
   })
 })

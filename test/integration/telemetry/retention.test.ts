@@ -13,7 +13,7 @@ import { waitForDeliveries } from "../../support/telemetry.ts"
 import { loopbackTargets, TestTls } from "../../support/tls.ts"
 
 const Svc = Layer.unwrap(Effect.map(TestTls.shared, (tls) =>
-  SvcTest.layer({ config: { ...loopbackTargets(tls), retentionInterval: Duration.millis(200) } })))
+  SvcTest.layer({ config: { ...loopbackTargets(tls), retentionInterval: Duration.millis(200), telemetryFlushInterval: Duration.millis(200) } })))
 
 layer(Svc, { excludeTestServices: true })("telemetry retention", (it) => {
   describe("the retention fiber prunes telemetry batches by their own ages", () => {
