@@ -166,6 +166,14 @@ export const build = async (targets: ReadonlyArray<Target> = Object.keys(builds)
 /** The repository's own fields of the root manifest: how svc is developed here, nothing a user of the `svc` package runs. */
 const DEVELOPMENT_FIELDS = ["scripts", "devDependencies", "devEngines", "workspaces", "overrides", "allowScripts"] as const
 
+/**
+ * The published package's bin. Not in the root manifest: there `npx svc`
+ * would take the root for a package to install into npx's cache (checking
+ * its engines against the machine's Node) before running the workspace's
+ * bin (`tools/cli`, on the project's Node 24).
+ */
+const SERVER_BIN = { svc: "bin/svc.js" } as const
+
 /** The manual, shipped in the `svc` package beside the README that links to it. */
 const SHIPPED_PAGES = ["docs/", "examples/"] as const
 
@@ -205,6 +213,7 @@ const stageServer = (dir: string) => {
   fs.mkdirSync(dir, { recursive: true })
   const manifest = JSON.parse(fs.readFileSync(path.join(root, "package.json"), "utf8")) as Record<string, unknown> & { files: Array<string> }
   for (const field of DEVELOPMENT_FIELDS) delete manifest[field]
+  manifest.bin = SERVER_BIN
   manifest.files = [...manifest.files, ...SHIPPED_PAGES]
   for (const entry of manifest.files) fs.cpSync(path.join(root, entry), path.join(dir, entry), { recursive: true })
   fs.writeFileSync(path.join(dir, "package.json"), `${JSON.stringify(manifest, null, 2)}\n`)
