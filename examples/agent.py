@@ -9,7 +9,9 @@ library only (docs/approvals.md, "The agent loop"):
      approved with edits gave approved_arguments: the tool runs with those,
      and the outcome carries their arguments_digest. A person who rejected
      may have answered instead (response): the agent passes it on (here,
-     prints it);
+     prints it). An approval that needs several approvers (quorum) stays
+     pending until enough have approved: each vote arrives as
+     approval:voted (printed), and the agent waits on until it closes;
   4. before running the tool, read the step's recorded outcome: a step with
      an outcome has run (the agent crashed after reporting it), so the tool
      does not run again;
@@ -96,7 +98,11 @@ def wait_until_closed(session_id, approval_id):
         try:
             for event_id, name, data in session_events(session_id, after):
                 after = event_id or after
-                if name in ("approval:decided", "approval:expired") and data.get("approval_id") == approval_id:
+                if data.get("approval_id") != approval_id:
+                    continue
+                if name == "approval:voted":  # a quorum: one more approval, still pending
+                    say(f"vote approve by {data['decided_by']}: {data['approvals_remaining']} more needed")
+                if name in ("approval:decided", "approval:expired"):
                     return
         except (OSError, http.client.HTTPException):
             pass  # a dropped connection (URLError, a reset, a timeout, a cut response)

@@ -9,7 +9,10 @@
  *      with the timeout action `allow`. A person who approved with edits
  *      gave `approved_arguments`: the tool runs with those, and the outcome
  *      carries their `arguments_digest`. A person who rejected may have
- *      answered instead (`response`): the agent passes it on (here, prints it);
+ *      answered instead (`response`): the agent passes it on (here, prints it).
+ *      An approval that needs several approvers (`quorum`) stays pending
+ *      until enough have approved: each vote arrives as `approval:voted`
+ *      (printed), and the agent waits on until the approval closes;
  *   4. before running the tool, read the step's recorded outcome: a step
  *      with an outcome has run (the agent crashed after reporting it), so
  *      the tool does not run again;
@@ -84,6 +87,13 @@ const agent = Effect.gen(function*() {
           Effect.flatMap((events) =>
             events.pipe(
               Stream.tap((event) => Effect.sync(() => (after = event.id))),
+              // With a quorum, each approving vote that leaves it pending arrives as `approval:voted`.
+              Stream.tap((event) => {
+                const vote = event.data as { readonly approval_id?: string; readonly decided_by?: string; readonly approvals_remaining?: number }
+                return event.event === "approval:voted" && vote.approval_id === approvalId
+                  ? Effect.sync(() => console.log(`vote approve by ${vote.decided_by}: ${vote.approvals_remaining} more needed`))
+                  : Effect.void
+              }),
               Stream.filter((event) =>
                 (event.event === "approval:decided" || event.event === "approval:expired") &&
                 (event.data as { readonly approval_id?: string }).approval_id === approvalId

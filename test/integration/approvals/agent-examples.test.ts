@@ -106,9 +106,14 @@ interface Case {
     readonly review_seconds: number
     readonly timeout_action: "allow" | "reject"
     readonly arguments_schema?: { readonly [key: string]: Schema.Json }
+    readonly quorum?: number
   }
-  /** What a person decides once the agent waits; none: the step closes by itself. */
-  readonly decide?: Decision
+  /**
+   * What a person decides once the agent waits; none: the step closes by
+   * itself. Several: votes of distinct people (keys), each after the agent
+   * printed the one before.
+   */
+  readonly decide?: Decision | ReadonlyArray<Decision>
   /** The arguments the tool ran with, when not the step's. */
   readonly ranWith?: Schema.Json
   readonly printed: ReadonlyArray<string>
@@ -175,6 +180,22 @@ const CASES: ReadonlyArray<Case> = [
     ran: false
   },
   {
+    title: "pending with a quorum of two: waits through the first vote, then runs the tool once the second approver closes it",
+    policy: { mode: "require_approval", review_seconds: 600, timeout_action: "reject", quorum: 2 },
+    decide: [{ decision: "approve", reason: "Ticket 4411 matches." }, { decision: "approve" }],
+    printed: [asked, ...pending, "vote approve by …: 1 more needed", "approval …: approved", ...ran],
+    events: ["step:governed", "approval:voted", "approval:decided", "tool:succeeded"],
+    ran: true
+  },
+  {
+    title: "pending with a quorum of two: one approval, then a rejection closes it and the tool does not run",
+    policy: { mode: "require_approval", review_seconds: 600, timeout_action: "allow", quorum: 2 },
+    decide: [{ decision: "approve" }, { decision: "reject", reason: "Not this customer." }],
+    printed: [asked, ...pending, "vote approve by …: 1 more needed", "approval …: rejected", ...notRun],
+    events: ["step:governed", "approval:voted", "approval:decided"],
+    ran: false
+  },
+  {
     title: "pending, then expired with the timeout action reject: does not run the tool",
     policy: { mode: "require_approval", review_seconds: 2, timeout_action: "reject" },
     printed: [asked, ...pending, "approval …: expired (timeout action reject)", ...notRun],
@@ -205,6 +226,24 @@ const decideWhenWaiting = (org: TestOrg, agent: Agent, decision: Decision | "app
     const [, approvalId] = yield* Effect.promise(() => agent.line(/^waiting for approval (\S+)$/))
     const payload = typeof decision === "string" ? { decision } : decision
     yield* org.client.approvals.decide({ params: { approval_id: approvalId! }, payload })
+  })
+
+/**
+ * Votes on the agent's approval once it says it waits, each by another
+ * person (a key of its own with `approvals.decide`); after each vote that
+ * leaves the approval pending, waits until the agent has printed it.
+ */
+const votesWhenWaiting = (org: TestOrg, agent: Agent, votes: ReadonlyArray<Decision>) =>
+  Effect.gen(function*() {
+    const [, approvalId] = yield* Effect.promise(() => agent.line(/^waiting for approval (\S+)$/))
+    for (const [index, payload] of votes.entries()) {
+      const decider = yield* org.newKey(["approvals.decide"])
+      const answer = yield* decider.client.approvals.decide({ params: { approval_id: approvalId! }, payload })
+      if (answer.status !== "pending") break
+      const remaining = answer.approvals_remaining
+      yield* Effect.promise(() => agent.line(new RegExp(`^vote approve by ${decider.keyId}: ${remaining} more needed$`)))
+      assert.isBelow(index, votes.length - 1)
+    }
   })
 
 /**
@@ -259,7 +298,8 @@ layer(SvcTest.layer(), { excludeTestServices: true })("the agent loop of docs/ap
               SVC_URL: svc.baseUrl,
               SVC_API_KEY: agentKey.key
             })
-            if (c.decide !== undefined) yield* decideWhenWaiting(org, agent, c.decide)
+            if (Array.isArray(c.decide)) yield* votesWhenWaiting(org, agent, c.decide)
+            else if (c.decide !== undefined) yield* decideWhenWaiting(org, agent, c.decide as Decision)
             const { code, lines } = yield* finished(agent)
             assert.strictEqual(code, 0, agent.output())
             assert.deepStrictEqual(lines.map(normalize), c.printed, agent.output())
@@ -381,6 +421,16 @@ layer(SvcTest.layer(), { excludeTestServices: true })("the agent loop of docs/ap
             block.lang === "sh" || block.lang === "text" || block.flags.includes("illustrative"),
             `${page}:${block.line}: a \`${block.lang}\` block neither runs here nor is marked illustrative`
           )
+        }
+      }))
+
+    it.effect("the agent loop's outputs of an edit, a response and a quorum are what the example agents print", () =>
+      Effect.sync(() => {
+        const shown = blocks.filter((block) => block.lang === "text" && inLoop(block.line))
+        assert.lengthOf(shown, 3)
+        const printed = CASES.map((c) => c.printed.join("\n"))
+        for (const block of shown) {
+          assert.include(printed, block.code.trim().replaceAll("0193…", "…"), `${page}:${block.line}`)
         }
       }))
 
