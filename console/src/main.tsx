@@ -10,6 +10,7 @@ import { ApiKeys } from "./screens/ApiKeys.tsx"
 import { Approvals } from "./screens/Approvals.tsx"
 import { ConfirmAddress } from "./screens/ConfirmAddress.tsx"
 import { Decide } from "./screens/Decide.tsx"
+import { Policies } from "./screens/Policies.tsx"
 import { Promote } from "./screens/Promote.tsx"
 import { Review } from "./screens/Review.tsx"
 import { SignIn } from "./screens/SignIn.tsx"
@@ -21,6 +22,7 @@ const views: Record<string, (props: { session: ConsoleSession }) => preact.JSX.E
   "/review": Review,
   "/promote": Promote,
   "/approvals": Approvals,
+  "/policies": Policies,
   "/webhooks": Webhooks,
   "/telemetry": Telemetry,
   "/keys": ApiKeys

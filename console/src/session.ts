@@ -16,6 +16,7 @@ export const screens: ReadonlyArray<Screen> = [
   { path: "/review", label: "Review", scope: "feedback.read" },
   { path: "/promote", label: "Promote", scope: "datasets.write" },
   { path: "/approvals", label: "Approvals", scope: "approvals.decide" },
+  { path: "/policies", label: "Policies", scope: "org_config.write" },
   { path: "/webhooks", label: "Webhooks", scope: "org_config.write" },
   { path: "/telemetry", label: "Telemetry", scope: "org_config.write" },
   { path: "/keys", label: "API keys", scope: "keys.manage" }

@@ -117,6 +117,7 @@ describeBrowser("presets and scopes", () => {
       ["/console/promote", "Promote", "datasets.write"],
       ["/console/webhooks", "Webhooks", "org_config.write"],
       ["/console/telemetry", "Telemetry", "org_config.write"],
+      ["/console/policies", "Policies", "org_config.write"],
       ["/console/keys", "API keys", "keys.manage"],
       ["/console/approvals", "Approvals", "approvals.decide"]
     ] as const) {
