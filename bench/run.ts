@@ -22,7 +22,7 @@ import type { BenchContext, Scenario, ScenarioResult } from "./support/scenario.
 import { describeCheckout, REPO, svcCheckouts } from "./support/svc.ts"
 
 const SCENARIOS = ["writes", "feedback-flood", "steps", "webhooks", "webhooks-scale", "latency", "held-horizon", "telemetry-latency", "telemetry-export", "cli", "first-request"] as const
-const INPROCESS = ["approvals", "metrics"] as const
+const INPROCESS = ["approvals", "metrics", "rules"] as const
 
 const wanted = process.argv.slice(2)
 const quick = ["1", "true", "yes"].includes(process.env.BENCH_QUICK ?? "")

@@ -1,5 +1,7 @@
 /**
  * Governed steps: `POST /v1/agent-sessions/:id/steps` answered `allow`,
+ * `allow` by the last of ten rules on arguments (`BENCH_RULES`: each
+ * evaluated, weighed against `allow` without rules, aimed at 1.2x),
  * `reject`, `pending` (an approval, its outbox event, the session's and the
  * organization's stream events) and `pending` with one subscribed webhook
  * endpoint (the fan-out and the delivery to a receiver on loopback, waited
@@ -48,17 +50,37 @@ import { atMost, type Aim, type BenchContext, type ScenarioResult } from "../sup
 import { percentile, round, sorted } from "../support/stats.ts"
 import { apiOn, startSvc, type SvcProcess } from "../support/svc.ts"
 
-const KINDS = ["session write", "allow", "reject", "pending", "pending + endpoint"] as const
+const KINDS = ["session write", "allow", "allow by rule 10", "reject", "pending", "pending + endpoint"] as const
 type Kind = (typeof KINDS)[number]
 /** What the Effect floor serves: the cheapest write, and a step as a pending one is written. */
 const FLOOR_KINDS = ["session write", "pending"] as const satisfies ReadonlyArray<Kind>
 
 const CLASS: Record<Exclude<Kind, "session write">, string> = {
   allow: "bench.allow",
+  "allow by rule 10": "bench.rules",
   reject: "bench.reject",
   pending: "bench.ask",
   "pending + endpoint": "bench.ask"
 }
+
+/**
+ * A realistic rule list for the `allow by rule 10` kind: ten rules over the
+ * step's tool and arguments, the first nine of which do not hold for the
+ * measured step (`shell` in `/srv`), the tenth allows it. Every rule is
+ * evaluated for it, so the kind weighs the rules against `allow` (no rules).
+ */
+export const BENCH_RULES = [
+  ["refund-huge", `tool == "stripe.refund" && arguments.amount > 5000.0`, { decision: "reject", reason: "Refunds above 5 000 go through finance." }],
+  ["refund-small", `tool == "stripe.refund" && arguments.amount <= 100.0`, { decision: "allow" }],
+  ["shell-rm", `tool == "shell" && arguments.command.startsWith("rm ")`, { decision: "reject", reason: "No deletions from the shell." }],
+  ["shell-sudo", `tool == "shell" && arguments.command.contains("sudo")`, { decision: "require_approval", review_seconds: 600, expiring_notice_seconds: 60, timeout_action: "reject" }],
+  ["shell-etc", `tool == "shell" && arguments.cwd.startsWith("/etc")`, { decision: "require_approval", review_seconds: 600, expiring_notice_seconds: 60, timeout_action: "reject", quorum: 2 }],
+  ["shell-pipe", `tool == "shell" && arguments.command.contains("| sh")`, { decision: "reject", reason: "No piping into a shell." }],
+  ["mail-many", `tool in ["email.send", "slack.post"] && size(arguments.to) > 10`, { decision: "require_approval", review_seconds: 600, expiring_notice_seconds: 60, timeout_action: "reject" }],
+  ["db-drop", `tool == "db.query" && arguments.sql.contains("DROP")`, { decision: "reject", reason: "No schema changes." }],
+  ["blocked-session", `session.id == "00000000-0000-4000-8000-000000000001"`, { decision: "reject", reason: "This session is blocked." }],
+  ["shell-srv", `tool == "shell" && arguments.cwd.startsWith("/srv")`, { decision: "allow" }]
+].map(([name, condition, result]) => ({ name: name as string, condition: condition as string, result }))
 
 const UNIQUE = "@STEP@"
 const SESSIONS = 16
@@ -218,6 +240,8 @@ export default async (context: BenchContext): Promise<ScenarioResult> => {
       const { orgId, key } = await svc.provision()
       const policy = (mode: string) => ({ mode, review_seconds: 3600, expiring_notice_seconds: 60, timeout_action: "reject" })
       await svc.api(key, "PUT", "/v1/approval-policies/bench.allow", policy("allow"))
+      // The class's own settings would ask a person: only the last rule allows the measured step.
+      await svc.api(key, "PUT", "/v1/approval-policies/bench.rules", { ...policy("require_approval"), rules: BENCH_RULES })
       await svc.api(key, "PUT", "/v1/approval-policies/bench.reject", policy("reject"))
       await svc.api(key, "PUT", "/v1/approval-policies/bench.ask", policy("require_approval"))
       arms.push({ label: checkout.label, svc, start, database, key, orgId, bulk: 0, steps: 0 })
@@ -440,6 +464,11 @@ export default async (context: BenchContext): Promise<ScenarioResult> => {
   const aims: Array<Aim> = context.checkouts.flatMap((c) =>
     size.levels.flatMap((level) => [
       atMost(`${c.label} (${level} earlier): allow step / cheapest authenticated write, svc CPU`, round(svcCpu(c.label, "allow", level) / svcCpu(c.label, "session write", level), 2), 1.5),
+      atMost(
+        `${c.label} (${level} earlier): step allowed by the 10th of 10 rules / allowed without rules, svc CPU`,
+        round(svcCpu(c.label, "allow by rule 10", level) / svcCpu(c.label, "allow", level), 2),
+        1.2
+      ),
       atMost(`${c.label} (${level} earlier): pending step, svc CPU`, round(svcCpu(c.label, "pending", level)), 1000, "µs"),
       // On PGlite the database is svc's own thread: the step's whole cost is svc's process.
       ...(context.database === "pglite"

@@ -100,6 +100,18 @@ describeBrowser("Policies: the rules editor and the dry run", () => {
     await until(async () => (await huge.getByRole("alert").count()) === 1, "the rule's error after the dry run")
     await checkAccessibility(page, "the policy editor with a refused rule")
     await screenshot(page, "policies-rule-error")
+
+    // A class without a policy: from the list, edited from the default settings and saved.
+    await page.getByRole("link", { name: "All policies" }).click()
+    await page.getByLabel("Action class").fill("payments.payout")
+    await page.getByRole("button", { name: "Edit new policy" }).click()
+    await page.getByRole("heading", { name: "payments.payout" }).waitFor()
+    await page.getByText("Not saved yet").waitFor()
+    await page.getByLabel("Mode").selectOption("allow")
+    await page.getByRole("button", { name: "Save policy" }).click()
+    await page.getByRole("status").filter({ hasText: "Policy for payments.payout saved" }).waitFor()
+    const payout = (await world.api("GET", "/v1/approval-policies")).body.policies.find((p: { action_class: string }) => p.action_class === "payments.payout")
+    assert.deepStrictEqual([payout.mode, payout.review_seconds, payout.rules], ["allow", 900, []])
     await done()
 
     // Dark, and a phone's width: the list and the editor.

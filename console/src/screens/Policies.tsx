@@ -32,6 +32,8 @@ export const Policies = () => {
   const selected = query.get("class") ?? undefined
   const policies = useAtomValue(policiesAtom)
   const [notice, setNotice] = useState<NoticeValue | undefined>(undefined)
+  // A notice is about the policy it was shown with.
+  useEffect(() => setNotice(undefined), [selected])
   return (
     <section aria-labelledby="page-title">
       <h1 id="page-title" tabIndex={-1}>Policies</h1>
