@@ -4,7 +4,7 @@
  * three nested comprehensions over the widest arguments the cost budget
  * admits, so each runs to its last element), how long a hostile rule takes
  * to be refused by its cost estimate, and what the ten rules of the `steps`
- * scenario's `allow by rule 10` kind cost per step. Each shape is compiled
+ * scenario's `allow by the 10th rule` kind cost per step. Each shape is compiled
  * once, as a stored policy is, evaluated once cold, then warmed and timed.
  */
 import { DEFAULT_POLICY } from "../../src/approvals/Deadlines.ts"

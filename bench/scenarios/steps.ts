@@ -50,21 +50,21 @@ import { atMost, type Aim, type BenchContext, type ScenarioResult } from "../sup
 import { percentile, round, sorted } from "../support/stats.ts"
 import { apiOn, startSvc, type SvcProcess } from "../support/svc.ts"
 
-const KINDS = ["session write", "allow", "allow by rule 10", "reject", "pending", "pending + endpoint"] as const
+const KINDS = ["session write", "allow", "allow by the 10th rule", "reject", "pending", "pending + endpoint"] as const
 type Kind = (typeof KINDS)[number]
 /** What the Effect floor serves: the cheapest write, and a step as a pending one is written. */
 const FLOOR_KINDS = ["session write", "pending"] as const satisfies ReadonlyArray<Kind>
 
 const CLASS: Record<Exclude<Kind, "session write">, string> = {
   allow: "bench.allow",
-  "allow by rule 10": "bench.rules",
+  "allow by the 10th rule": "bench.rules",
   reject: "bench.reject",
   pending: "bench.ask",
   "pending + endpoint": "bench.ask"
 }
 
 /**
- * A realistic rule list for the `allow by rule 10` kind: ten rules over the
+ * A realistic rule list for the `allow by the 10th rule` kind: ten rules over the
  * step's tool and arguments, the first nine of which do not hold for the
  * measured step (`shell` in `/srv`), the tenth allows it. Every rule is
  * evaluated for it, so the kind weighs the rules against `allow` (no rules).
@@ -466,7 +466,7 @@ export default async (context: BenchContext): Promise<ScenarioResult> => {
       atMost(`${c.label} (${level} earlier): allow step / cheapest authenticated write, svc CPU`, round(svcCpu(c.label, "allow", level) / svcCpu(c.label, "session write", level), 2), 1.5),
       atMost(
         `${c.label} (${level} earlier): step allowed by the 10th of 10 rules / allowed without rules, svc CPU`,
-        round(svcCpu(c.label, "allow by rule 10", level) / svcCpu(c.label, "allow", level), 2),
+        round(svcCpu(c.label, "allow by the 10th rule", level) / svcCpu(c.label, "allow", level), 2),
         1.2
       ),
       atMost(`${c.label} (${level} earlier): pending step, svc CPU`, round(svcCpu(c.label, "pending", level)), 1000, "µs"),

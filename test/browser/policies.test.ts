@@ -50,20 +50,20 @@ describeBrowser("Policies: the rules editor and the dry run", () => {
     await page.getByRole("heading", { name: ACTION_CLASS }).waitFor()
 
     // The stored rules, in order.
-    const rules = page.getByRole("group", { name: /^Rule \d/ })
-    assert.deepStrictEqual(await rules.locator("legend").allTextContents(), ["Rule 1: small", "Rule 2: huge"])
+    const rules = page.getByRole("group", { name: /^Position \d/ })
+    assert.deepStrictEqual(await rules.locator("legend").allTextContents(), ["Position 1: small", "Position 2: huge"])
 
     // Edit: "small" now allows up to 50, and a new rule asks two people above 1 000, moved first.
-    const small = page.getByRole("group", { name: "Rule 1: small" })
+    const small = page.getByRole("group", { name: "Position 1: small" })
     await small.getByLabel("Condition (CEL)").fill("arguments.amount <= 50.0")
     await page.getByRole("button", { name: "Add rule" }).click()
-    const added = page.getByRole("group", { name: "Rule 3: rule-3" })
+    const added = page.getByRole("group", { name: "Position 3: rule-3" })
     await added.getByLabel("Name").fill("large")
-    await page.getByRole("group", { name: "Rule 3: large" }).getByLabel("Condition (CEL)").fill("arguments.amount > 1000.0")
-    await page.getByRole("group", { name: "Rule 3: large" }).getByLabel("Quorum (approvers)").fill("2")
-    await page.getByRole("button", { name: "Move Rule 3: large up" }).click()
-    await page.getByRole("button", { name: "Move Rule 2: large up" }).click()
-    assert.deepStrictEqual(await rules.locator("legend").allTextContents(), ["Rule 1: large", "Rule 2: small", "Rule 3: huge"])
+    await page.getByRole("group", { name: "Position 3: large" }).getByLabel("Condition (CEL)").fill("arguments.amount > 1000.0")
+    await page.getByRole("group", { name: "Position 3: large" }).getByLabel("Quorum (approvers)").fill("2")
+    await page.getByRole("button", { name: "Move large up" }).click()
+    await page.getByRole("button", { name: "Move large up" }).click()
+    assert.deepStrictEqual(await rules.locator("legend").allTextContents(), ["Position 1: large", "Position 2: small", "Position 3: huge"])
 
     // The dry run tries the edited policy, not the stored one.
     assert.strictEqual(await dryRun(page, `{"amount": 80}`), "Decided by the action class's settings: require approval (review 900 s, then reject).")
@@ -85,7 +85,7 @@ describeBrowser("Policies: the rules editor and the dry run", () => {
     assert.deepStrictEqual(saved.rules[0].result, { decision: "require_approval", review_seconds: 900, expiring_notice_seconds: 300, timeout_action: "reject", quorum: 2 })
 
     // A condition that does not compile: the service's problem, with its position, next to that rule; nothing saved.
-    const huge = page.getByRole("group", { name: "Rule 3: huge" })
+    const huge = page.getByRole("group", { name: "Position 3: huge" })
     await huge.getByLabel("Condition (CEL)").fill("arguments.amount >")
     await page.getByRole("button", { name: "Save policy" }).click()
     const error = huge.getByRole("alert")
@@ -122,7 +122,7 @@ describeBrowser("Policies: the rules editor and the dry run", () => {
       await view.page.getByRole("link", { name: ACTION_CLASS }).waitFor()
       await screenshot(view.page, `${name}-list`)
       await view.page.goto(`${world.baseUrl}/console/policies?class=${ACTION_CLASS}`)
-      await view.page.getByRole("group", { name: "Rule 1: large" }).waitFor()
+      await view.page.getByRole("group", { name: "Position 1: large" }).waitFor()
       assert.strictEqual(await dryRun(view.page, `{"amount": 6200}`), "Decided by rule large: require approval by 2 people (review 900 s, then reject).")
       const overflow = await view.page.evaluate(() => document.documentElement.scrollWidth - document.documentElement.clientWidth)
       assert.isAtMost(overflow, 0, "nothing wider than the window")

@@ -67,7 +67,8 @@ const RuleEditor = (
     onRemove: () => void
   }
 ) => {
-  const title = `Rule ${index + 1}${rule.name.trim() ? `: ${rule.name.trim()}` : ""}`
+  const name = rule.name.trim() || `the rule at position ${index + 1}`
+  const title = `Position ${index + 1}${rule.name.trim() ? `: ${rule.name.trim()}` : ""}`
   const errorId = `rule-${rule.key}-error`
   return (
     <li>
@@ -110,9 +111,9 @@ const RuleEditor = (
           <DeadlineFields id={`rule-${rule.key}`} value={rule.deadlines} onChange={(deadlines) => onChange({ ...rule, deadlines })} />
         )}
         <div class="actions">
-          <button type="button" disabled={index === 0} aria-label={`Move ${title} up`} onClick={() => onMove(-1)}>Up</button>
-          <button type="button" disabled={index === count - 1} aria-label={`Move ${title} down`} onClick={() => onMove(1)}>Down</button>
-          <button type="button" class="danger" aria-label={`Remove ${title}`} onClick={onRemove}>Remove</button>
+          <button type="button" disabled={index === 0} aria-label={`Move ${name} up`} onClick={() => onMove(-1)}>Up</button>
+          <button type="button" disabled={index === count - 1} aria-label={`Move ${name} down`} onClick={() => onMove(1)}>Down</button>
+          <button type="button" class="danger" aria-label={`Remove ${name}`} onClick={onRemove}>Remove</button>
         </div>
       </fieldset>
     </li>
