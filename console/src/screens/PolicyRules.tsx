@@ -243,7 +243,7 @@ export const DryRun = (
       {argsError && <p id="dry-run-arguments-error" class="field-error">{argsError}</p>}
       <label>
         Session id (optional)
-        <input value={sessionId} placeholder="00000000-0000-0000-0000-000000000000" onInput={(event) => setSessionId(event.currentTarget.value)} />
+        <input size={38} value={sessionId} placeholder="00000000-0000-0000-0000-000000000000" onInput={(event) => setSessionId(event.currentTarget.value)} />
       </label>
       <div class="actions"><button type="submit" disabled={dryRun.busy}>Dry run</button></div>
       <div role="status" aria-label="Dry run result">
