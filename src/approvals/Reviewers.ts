@@ -85,7 +85,7 @@ const GroupRow = Schema.Struct({
 })
 const GroupRows = rowsOf("reviewer_groups", GroupRow)
 
-const GROUP_COLUMNS = `g.name, (SELECT coalesce(json_agg(m.member ORDER BY m.member), '[]'::json)::text
+const GROUP_COLUMNS = `g.name, (SELECT coalesce(jsonb_agg(m.member ORDER BY m.member), '[]'::jsonb)
   FROM reviewer_group_members m WHERE m.group_id = g.id) AS members, g.created_at, g.updated_at`
 
 const toGroup = (row: typeof GroupRow.Type): ReviewerGroup => ({ ...row, members: row.members.map(reviewerOf) })
