@@ -238,5 +238,5 @@ export class ReviewersApi extends HttpApiGroup.make("reviewers")
     )
   )
   .middleware(Authentication)
-  .annotate(OpenApi.Title, "Reviewers")
+  .annotate(OpenApi.Title, "Reviewer groups")
 {}
