@@ -159,7 +159,7 @@ export class Reviewers extends Context.Service<Reviewers, {
           const existing = yield* lockGroup(orgId, name)
           let groupId = existing?.id
           if (groupId === undefined) {
-            const max = config.maxReviewerGroupsPerOrg
+            const max = config.reviewerLimits.groups
             yield* refuseAtCap(sql, orgId, "reviewer_groups", {
               value: max,
               limit: "SVC_MAX_REVIEWER_GROUPS_PER_ORG",
@@ -230,7 +230,7 @@ export class Reviewers extends Context.Service<Reviewers, {
           })
         }
         const row = yield* sql.withTransaction(Effect.gen(function*() {
-          const max = config.maxDelegationsPerOrg
+          const max = config.reviewerLimits.delegations
           yield* refuseAtCap(sql, orgId, "reviewer_delegations", {
             value: max,
             limit: "SVC_MAX_DELEGATIONS_PER_ORG",

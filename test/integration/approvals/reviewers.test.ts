@@ -63,7 +63,7 @@ const setup = Effect.gen(function*() {
   return { svc, org, lead: lead!, lead2: lead2!, financier: financier!, outsider: outsider!, pending, usePolicy, decideRaw }
 })
 
-layer(SvcTest.layer({ config: { maxReviewerGroupsPerOrg: MAX_GROUPS } }), { excludeTestServices: true })("reviewer groups", (it) => {
+layer(SvcTest.layer({ config: { reviewerLimits: { groups: MAX_GROUPS, delegations: 1000 } } }), { excludeTestServices: true })("reviewer groups", (it) => {
   describe("groups", () => {
     it.effect("a group is set by name with keys and console persons, read back, listed, and deleted", () =>
       Effect.gen(function*() {
