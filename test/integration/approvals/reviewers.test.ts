@@ -163,6 +163,11 @@ layer(SvcTest.layer({ config: { reviewerLimits: { groups: MAX_GROUPS, delegation
         assert.deepStrictEqual(requested!.json.approval, read)
         const listed = (yield* org.client.approvals.list({ query: {} })).approvals.find((a) => a.approval_id === approvalId)
         assert.strictEqual(listed!.assigned_group, "leads")
+        // The organization's stream carries the same item as the list, written by the step's own statement.
+        const [streamed] = yield* svc.sql<{ data: string }>`
+          SELECT data FROM approval_stream_events WHERE name = 'approval.requested' AND data::jsonb ->> 'approval_id' = ${approvalId}
+        `
+        assert.deepStrictEqual(JSON.parse(streamed!.data), listed)
 
         const refused = yield* decideRaw(outsider.key, approvalId)
         assert.strictEqual(refused.status, 403, refused.text)
