@@ -137,7 +137,15 @@ layer(SvcTest.layer({ config: { reviewerLimits: { groups: MAX_GROUPS, delegation
         assert.strictEqual(noEscalation.status, 400, noEscalation.text)
         assert.strictEqual(noEscalation.json.field, "escalation_group")
 
-        yield* usePolicy(refunds({ chain: true }))
+        const stored = yield* usePolicy(refunds({ chain: true }))
+        const result = stored.rules[0]!.result
+        assert.deepStrictEqual(result.decision === "require_approval" && [result.group, result.escalation_group], ["leads", "finance"])
+        const tried = yield* org.client.approvalPolicies.dryRun({
+          params: { action_class: "payments.refund" },
+          payload: { tool: "stripe.refund", arguments: { amount: 5000 } }
+        })
+        assert.strictEqual(tried.approval?.group, "leads")
+        assert.strictEqual(tried.approval?.escalation_group, "finance")
         for (const name of ["leads", "finance"]) {
           const used = yield* Effect.flip(org.client.reviewers.deleteGroup({ params: { name } }))
           assert.strictEqual(used._tag, "GroupInUse")
