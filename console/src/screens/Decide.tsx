@@ -138,6 +138,16 @@ export const Decide = () => {
             <p class="notice info voted">You voted on this approval as <strong>{view.decider}</strong>. It waits for {item.approvals_remaining ?? 1} more approval{(item.approvals_remaining ?? 1) === 1 ? "" : "s"} from someone else.</p>
           </section>
         )
+        : pending && item.assigned_group !== undefined
+        ? (
+          <section aria-labelledby="decide-title" class="decide">
+            <h2 id="decide-title">Who decides</h2>
+            <p class="notice info not-assigned">
+              This approval is assigned to the reviewer group <strong>{item.assigned_group}</strong>: its members (or their delegates) decide it
+              in the console. This mail's link shows it but cannot decide it.
+            </p>
+          </section>
+        )
         : pending
         ? (
           <section aria-labelledby="decide-title" class="decide">
