@@ -34,6 +34,7 @@ export {
 export { ArgumentsShapeMismatch, ArgumentsTooComplex } from "./api/ApprovalEdits.ts"
 export { LinkExpired, LinkInvalid, LinkUsed } from "./api/Console.ts"
 export { AlreadyVoted } from "./api/Votes.ts"
+export { GroupInUse, NotAssigned } from "./api/Reviewers.ts"
 export { InvalidUrl, NotReplayable, QueueFull } from "./api/Deliveries.ts"
 export { CorrectionContainsSecret, CorrectionShapeMismatch, DatasetBaseChanged, FeedbackChanged, NothingStaged } from "./api/Feedback.ts"
 export { DeliveryFailed, InvalidWebhookEvents } from "./api/Notifications.ts"

@@ -105,6 +105,21 @@ export const Outcome = ({ item }: { item: Approval }) => {
  * approvals it needs, who voted so far (when, how, why) and how many remain.
  * Nothing for an approval one decision closes.
  */
+/** Whether `decider` has voted on the approval (with a quorum: then they cannot vote again). */
+export const hasVoted = (item: Approval, decider: string) => (item.votes ?? []).some((vote) => vote.decided_by === decider)
+
+/** The reviewer group an approval is assigned to, as a fact of its card. */
+export const Assignment = ({ item }: { item: Approval }) =>
+  item.assigned_group === undefined ? null : (
+    <div>
+      <dt>Assigned to</dt>
+      <dd>
+        <span class="badge">{item.assigned_group}</span>
+        {item.escalation_level === 1 && <span class="muted"> · escalated to this group</span>}
+      </dd>
+    </div>
+  )
+
 export const Votes = ({ item, headingLevel = 3 }: { item: Approval; headingLevel?: 2 | 3 }) => {
   if (item.quorum === undefined) return null
   const Heading = headingLevel === 2 ? "h2" : "h3"
@@ -163,24 +178,34 @@ export const ReasonField = (
  * running the tool. The service checks edited arguments against the action
  * class's `arguments_schema` (and refuses them when it declares none).
  */
+/**
+ * The arguments editor and the answer to the agent. An approval that needs
+ * several approvals takes no edits (every approver approves the same
+ * arguments), so for one (`quorum`) only the answer is offered.
+ */
 export const EditFields = (
-  { id, args, onArgs, response, onResponse, disabled }: {
+  { id, args, onArgs, response, onResponse, disabled, quorum }: {
     id: string
     args: string
     onArgs: (value: string) => void
     response: string
     onResponse: (value: string) => void
     disabled?: boolean
+    quorum?: number | undefined
   }
 ) => (
   <details class="edits">
-    <summary>Edit the arguments, or answer instead</summary>
-    <label for={`${id}-args`} class="reason-field">
-      Arguments to run with (JSON, sent with Approve)
-      <textarea id={`${id}-args`} rows={6} class="mono" value={args} disabled={disabled} spellcheck={false}
-        onInput={(event) => onArgs((event.target as HTMLTextAreaElement).value)} />
-      <span class="hint">Checked against the action class's arguments schema; the agent runs the tool with these.</span>
-    </label>
+    <summary>{quorum === undefined ? "Edit the arguments, or answer instead" : "Answer the agent instead"}</summary>
+    {quorum === undefined
+      ? (
+        <label for={`${id}-args`} class="reason-field">
+          Arguments to run with (JSON, sent with Approve)
+          <textarea id={`${id}-args`} rows={6} class="mono" value={args} disabled={disabled} spellcheck={false}
+            onInput={(event) => onArgs((event.target as HTMLTextAreaElement).value)} />
+          <span class="hint">Checked against the action class's arguments schema; the agent runs the tool with these.</span>
+        </label>
+      )
+      : <p class="hint">{quorum} people approve the same arguments, so they cannot be edited here.</p>}
     <label for={`${id}-response`} class="reason-field">
       Answer to the agent (sent with Reject)
       <textarea id={`${id}-response`} rows={2} value={response} disabled={disabled}

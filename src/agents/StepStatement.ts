@@ -71,7 +71,7 @@ export const requestedPieces = (input: {
   const quorum = input.rule.quorum ?? 1
   const timeoutAction = `","timeout_action":${J(input.rule.timeout_action)}${input.ruleName === undefined ? "" : `,"rule":${J(input.ruleName)}`}${
     quorum > 1 ? `,"quorum":${quorum},"votes":[],"approvals_remaining":${quorum}` : ""
-  }`
+  }${input.rule.group === undefined ? "" : `,"assigned_group":${J(input.rule.group)},"escalation_level":0`}`
   return {
     event: [
       `{"id":${J(input.eventId)},"type":"approval.requested","org_id":${J(input.orgId)},"occurred_at":"`,
@@ -162,7 +162,8 @@ export const stepSql = (sql: SqlClient.SqlClient, input: StepStatementInput) => 
         AND expiring_notice_seconds = ${stored.expiring_notice_seconds}
         AND escalation_seconds IS NOT DISTINCT FROM ${stored.escalation_seconds}::int
         AND timeout_action = ${stored.timeout_action} AND rules = ${cached.conditionsJson}::jsonb
-        AND quorum = ${stored.quorum ?? 1})`
+        AND quorum = ${stored.quorum ?? 1} AND reviewer_group IS NOT DISTINCT FROM ${stored.group ?? null}::text
+        AND escalation_group IS NOT DISTINCT FROM ${stored.escalation_group ?? null}::text)`
     : sql`NOT EXISTS (SELECT 1 FROM approval_policies WHERE org_id = ${orgId} AND action_class = ${step.action_class})`
 
   const pending = (() => {
@@ -183,11 +184,13 @@ export const stepSql = (sql: SqlClient.SqlClient, input: StepStatementInput) => 
     return sql`,
     approval AS (
       INSERT INTO approvals (id, org_id, session_id, step_id, task_id, status, deadline_at, expires_at, timeout_action,
-        expiring_at, escalation_seconds, next_due_at, next_due_kind, created_at, rule, quorum)
+        expiring_at, escalation_seconds, next_due_at, next_due_kind, created_at, rule, quorum,
+        assigned_group, escalation_group)
       SELECT ${input.approval.id}, ${orgId}, sess.id, ${step.step_id}, sess.task_id, 'pending',
         ${at(sql, offsets.deadline)}, ${at(sql, offsets.expires)}, ${rule.timeout_action},
         ${offsets.expiring === null ? sql`NULL::timestamptz` : at(sql, offsets.expiring)}, ${rule.escalation_seconds}::int,
-        ${at(sql, offsets.due)}, ${offsets.dueKind}, t.t0, ${verdict?.rule ?? null}, ${rule.quorum ?? 1}
+        ${at(sql, offsets.due)}, ${offsets.dueKind}, t.t0, ${verdict?.rule ?? null}, ${rule.quorum ?? 1},
+        ${rule.group ?? null}::text, ${rule.escalation_group ?? null}::text
       FROM step, sess, t
       RETURNING id
     ),

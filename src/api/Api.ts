@@ -9,6 +9,7 @@ import { Availability } from "./Availability.ts"
 import { apiDocumentation } from "./Documentation.ts"
 import { addWebhooks } from "./Events.ts"
 import { ApprovalPoliciesApi, ApprovalsApi } from "./Approvals.ts"
+import { ReviewersApi } from "./Reviewers.ts"
 import { ApprovalLinksApi, ReviewerConfirmationApi } from "./ApprovalLinks.ts"
 import { ApiKeysApi, ConsoleApi, ConsoleSignInApi } from "./Console.ts"
 import { FeedbackApi } from "./Feedback.ts"
@@ -26,6 +27,7 @@ export class Api extends HttpApi.make("svc")
   .add(AgentSessionsApi)
   .add(ApprovalPoliciesApi)
   .add(ApprovalsApi)
+  .add(ReviewersApi)
   .add(ApprovalLinksApi)
   .add(ReviewerConfirmationApi)
   .add(FeedbackApi)

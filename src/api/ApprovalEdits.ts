@@ -98,6 +98,8 @@ export class ArgumentsTooComplex extends HttpApiError.Problem<ArgumentsTooComple
 /** The examples of these problems, and of a second vote's (`Votes.ts`), in the OpenAPI document (`Documentation.ts`). */
 export const decisionProblemExamples = {
   ALREADY_VOTED: () => ({ detail: "This decider has already voted on this approval.", decided_by: "console:ana@example.com" }),
+  NOT_ASSIGNED: () => ({ detail: "The approval is assigned to the reviewer group \"payments-leads\": only its members and their active delegates decide it.", assigned_group: "payments-leads" }),
+  GROUP_IN_USE: () => ({ detail: "A policy names this group, or a pending approval is assigned to it: change those first." }),
   ARGUMENTS_SHAPE_MISMATCH: () => ({
     detail: "arguments.amount must be <= 5000",
     field: "arguments.amount",

@@ -17,6 +17,7 @@ import { ArgumentsShapeMismatch, ArgumentsTooComplex, DecisionEditFields, editFi
 import { documented } from "./Documentation.ts"
 import * as Examples from "./Examples.ts"
 import { AlreadyVoted } from "./Votes.ts"
+import { NotAssigned } from "./Reviewers.ts"
 
 export const ApprovalLinkToken = Text.check(Schema.isMinLength(1), Schema.isMaxLength(200)).annotate({
   description: "The secret of the mail's link: the part after `#` in `/console/decide#<token>`"
@@ -117,7 +118,7 @@ export class ApprovalLinksApi extends HttpApiGroup.make("approvalLinks")
     HttpApiEndpoint.post("decide", "/v1/approval-links/decision", {
       payload: DecideByLink,
       success: ApprovalLinkView,
-      error: [ApprovalLinkInvalid, ReviewerAddressReplaced, InvalidTransition, AlreadyVoted, CrossSiteRequest, ArgumentsShapeMismatch, ArgumentsTooComplex, ValidationBusy]
+      error: [ApprovalLinkInvalid, ReviewerAddressReplaced, InvalidTransition, AlreadyVoted, NotAssigned, CrossSiteRequest, ArgumentsShapeMismatch, ArgumentsTooComplex, ValidationBusy]
     }).pipe(
       documented({
         summary: "Approve or reject through a mail's link",

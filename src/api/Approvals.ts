@@ -21,6 +21,7 @@ import { Authentication, requireScope } from "./Security.ts"
 import { documented, notFound } from "./Documentation.ts"
 import * as Examples from "./Examples.ts"
 import { AlreadyVoted, Quorum, QuorumFields } from "./Votes.ts"
+import { AssignedToQuery, AssignmentFields, AssignmentSnapshotFields, escalationGroupFits, NotAssigned } from "./Reviewers.ts"
 
 export const PolicyMode = Schema.Literals(["allow", "reject", "require_approval"])
 export type PolicyMode = typeof PolicyMode.Type
@@ -63,13 +64,13 @@ const RequireApprovalResult = Schema.Struct({
     description: "When set, the first deadline escalates and grants this much more review time"
   })),
   timeout_action: TimeoutAction,
-  quorum: Schema.optionalKey(Quorum)
+  quorum: Schema.optionalKey(Quorum), ...AssignmentFields
 }).check(
   Schema.makeFilter((result) =>
     noticeFits(result)
       ? undefined
       : { path: ["expiring_notice_seconds"], issue: "expiring_notice_seconds must be shorter than review_seconds plus escalation_seconds." }
-  )
+  ), Schema.makeFilter(escalationGroupFits)
 )
 
 export const RuleResult = Schema.Union([
@@ -118,9 +119,9 @@ export const PolicyInput = Schema.Struct({
   })),
   timeout_action: TimeoutAction,
   rules: Schema.optionalKey(PolicyRules),
-  quorum: Schema.optionalKey(Quorum),
+  quorum: Schema.optionalKey(Quorum), ...AssignmentFields,
   arguments_schema: Schema.optionalKey(ArgumentsSchema)
-}).check(
+}).check(Schema.makeFilter(escalationGroupFits)).check(
   // Across two members, which JSON Schema cannot compare: the description of
   // `expiring_notice_seconds` states it, and the typed client checks it.
   Schema.makeFilter((input) =>
@@ -160,7 +161,7 @@ export const DryRunAnswer = Schema.Struct({
     expiring_notice_seconds: Schema.Int,
     escalation_seconds: Schema.NullOr(Schema.Int),
     timeout_action: TimeoutAction,
-    quorum: Schema.optionalKey(Schema.Int.annotate({ description: "How many distinct people must approve, when more than one" }))
+    quorum: Schema.optionalKey(Schema.Int.annotate({ description: "How many distinct people must approve, when more than one" })), ...AssignmentFields
   }).annotate({ description: "For `pending`: the deadline settings the approval would get" })),
   error: Schema.optionalKey(Schema.Struct({ rule: Schema.String, message: Schema.String }).annotate({
     description: "A rule that could not be evaluated for this step (the class's settings decided)"
@@ -197,6 +198,7 @@ export const ApprovalSnapshot = Schema.Struct({
       "Why, in the decider's words, when a reason was given with the decision (recognizable secrets in it are replaced by `[REDACTED]`)"
   })),
   ...QuorumFields,
+  ...AssignmentSnapshotFields,
   ...EditSnapshotFields
 })
 export type ApprovalSnapshot = typeof ApprovalSnapshot.Type
@@ -356,6 +358,7 @@ export class ApprovalsApi extends HttpApiGroup.make("approvals")
     HttpApiEndpoint.get("list", "/v1/agent-approvals", {
       query: {
         status: Schema.optionalKey(ApprovalStatus.annotate({ description: "Only approvals with this status" })),
+        assigned_to: AssignedToQuery,
         limit: Limit,
         cursor: Cursor
       },
@@ -421,11 +424,11 @@ export class ApprovalsApi extends HttpApiGroup.make("approvals")
       params: { approval_id: Uuid },
       payload: Decision,
       success: ApprovalSnapshot,
-      error: [NotFound, InvalidTransition, AlreadyVoted, ArgumentsShapeMismatch, ArgumentsTooComplex, ValidationBusy]
+      error: [NotFound, InvalidTransition, AlreadyVoted, NotAssigned, ArgumentsShapeMismatch, ArgumentsTooComplex, ValidationBusy]
     }).pipe(
       requireScope(
         "approvals.decide",
-        "A person approves or rejects a pending approval, optionally saying why (`reason`, at most 1 000 characters; the snapshot carries it as `decision_reason`). Approving may carry edited `arguments` (checked against the action class's `arguments_schema`; the snapshot then carries `approved_arguments`, `arguments_changed` and `arguments_digest`); rejecting may carry a `response` for the agent instead of running the tool. A decision on a closed approval is 409 INVALID_TRANSITION. When the approval needs several approvals (`quorum`), a decision is one vote: it stays pending until `quorum` distinct deciders have approved, one rejection rejects it, and the answer shows the `votes` so far and `approvals_remaining`; a decider votes once (a second vote is 409 ALREADY_VOTED); edited `arguments` are taken only with the vote that completes the quorum."
+        "A person approves or rejects a pending approval, optionally saying why (`reason`, at most 1 000 characters; the snapshot carries it as `decision_reason`). Approving may carry edited `arguments` (checked against the action class's `arguments_schema`; the snapshot then carries `approved_arguments`, `arguments_changed` and `arguments_digest`); rejecting may carry a `response` for the agent instead of running the tool. A decision on a closed approval is 409 INVALID_TRANSITION. When the approval needs several approvals (`quorum`), a decision is one vote: it stays pending until `quorum` distinct deciders have approved, one rejection rejects it, and the answer shows the `votes` so far and `approvals_remaining`; a decider votes once (a second vote is 409 ALREADY_VOTED); such an approval takes no edited `arguments` (422 ARGUMENTS_SHAPE_MISMATCH): every approver approves the same arguments. An approval assigned to a reviewer group (`assigned_group`) is decided only by its members and their active delegates (403 NOT_ASSIGNED)."
       ),
       documented({
         summary: "Approve or reject",
@@ -433,6 +436,7 @@ export class ApprovalsApi extends HttpApiGroup.make("approvals")
         response: Examples.decidedApproval,
         errors: {
           400: "`reason` is longer than 1 000 characters or holds a string that cannot be stored (`INVALID_REQUEST`, `field`: `reason`).",
+          403: "The approval is assigned to a reviewer group the caller is not in, nor delegated to by a member (`NOT_ASSIGNED`, naming `assigned_group`).",
           409: "The approval is no longer pending (`INVALID_TRANSITION`), or, when it needs several approvals (`quorum`), this decider has already voted on it (`ALREADY_VOTED`).",
           422: "Edited `arguments` do not fit the action class's `arguments_schema`, or it declares none (`ARGUMENTS_SHAPE_MISMATCH`, `field` naming the first at fault, `errors` each), or checking them went over its budget (`ARGUMENTS_TOO_COMPLEX`).",
           429: "Too many schema checks of this organization are waiting (`VALIDATION_BUSY`, with `Retry-After`)."

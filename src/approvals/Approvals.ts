@@ -26,6 +26,8 @@ import { makePolicies } from "./Policies.ts"
 import type { CachedRule } from "./PolicyCache.ts"
 import { announceVote, castVote, quorumMembers } from "./Votes.ts"
 import { AlreadyVoted } from "../api/Votes.ts"
+import { NotAssigned } from "../api/Reviewers.ts"
+import { mayDecide } from "./Reviewers.ts"
 
 /** A decider's precondition (`Approvals.decide`): `holds` runs in the decision's transaction; `refused` is the failure when it does not hold. */
 export interface DecisionGuard<E> {
@@ -76,7 +78,7 @@ export class Approvals extends Context.Service<Approvals, {
     edit?: DecisionEdit
   ) => Effect.Effect<
     ApprovalSnapshot,
-    NotFound | InvalidTransition | AlreadyVoted | ArgumentsShapeMismatch | ArgumentsTooComplex | ValidationBusy | E
+    NotFound | InvalidTransition | AlreadyVoted | NotAssigned | ArgumentsShapeMismatch | ArgumentsTooComplex | ValidationBusy | E
   >
   /** Fires the most overdue deadline, if any is due; true when one fired. */
   readonly fireNextDue: Effect.Effect<boolean>
@@ -145,6 +147,10 @@ export class Approvals extends Context.Service<Approvals, {
           if (current === undefined) return { _tag: "missing" as const }
           if (current.status !== "pending") return { _tag: "closed" as const, status: current.status }
           if (guard !== undefined && !(yield* guard.holds)) return { _tag: "refused" as const }
+          // Assigned to a group: only its members and their active delegates decide (`Reviewers.ts`).
+          if (current.assigned_group !== null && !(yield* mayDecide(sql, orgId, actor, current.assigned_group))) {
+            return { _tag: "notAssigned" as const, group: current.assigned_group }
+          }
           const now = yield* databaseNow(sql)
           if (current.expires_at.getTime() <= now) {
             // The final deadline lapsed before the scheduler fired it (a
@@ -205,6 +211,12 @@ export class Approvals extends Context.Service<Approvals, {
         })).pipe(Effect.orDie)
         if (decided._tag === "missing") return yield* new NotFound({ detail: "No such approval." })
         if (decided._tag === "refused") return yield* Effect.fail(guard!.refused)
+        if (decided._tag === "notAssigned") {
+          return yield* new NotAssigned({
+            assigned_group: decided.group,
+            detail: `The approval is assigned to the reviewer group ${JSON.stringify(decided.group)}: only its members and their active delegates decide it.`
+          })
+        }
         if (decided._tag === "duplicate") {
           return yield* new AlreadyVoted({ decided_by: actor, detail: "This decider has already voted on this approval; a decider votes once." })
         }

@@ -13,6 +13,9 @@ export interface PolicyRule {
   readonly timeout_action: TimeoutAction
   /** How many distinct people must approve (absent: one). */
   readonly quorum?: number | undefined
+  /** The reviewer group the approval is assigned to, and the one its escalation hands it to (absent: none). */
+  readonly group?: string | undefined
+  readonly escalation_group?: string | undefined
 }
 
 /**

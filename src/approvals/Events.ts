@@ -31,6 +31,8 @@ export const ApprovalColumns = Schema.Struct({
   quorum: Schema.Number,
   /** The votes as JSON text (`Votes.ts`), when the approval needs more than one approval. */
   votes: Schema.NullOr(Schema.String),
+  assigned_group: Schema.NullOr(Schema.String),
+  escalation_level: Schema.Number,
   ...EditColumns.fields
 })
 export type ApprovalRow = typeof ApprovalColumns.Type
@@ -40,8 +42,13 @@ export type ApprovalRow = typeof ApprovalColumns.Type
  * only for a person's decision, `decision_reason` only when they gave one,
  * `rule` only when a policy's rule on arguments required the approval,
  * `quorum`, `votes` and `approvals_remaining` only when it needs more than
- * one approval (`Votes.ts`); then an edit's or an answer's members (`Edits.ts`).
+ * one approval (`Votes.ts`), `assigned_group` and `escalation_level` only
+ * when a reviewer group reviews it; then an edit's or an answer's members (`Edits.ts`).
  */
+/** The snapshot's assignment members: none when no reviewer group reviews the approval. */
+export const assignmentMembers = (row: Pick<ApprovalRow, "assigned_group" | "escalation_level">) =>
+  row.assigned_group === null ? {} : { assigned_group: row.assigned_group, escalation_level: row.escalation_level }
+
 export const snapshotOf = (row: ApprovalRow): ApprovalSnapshot => {
   const snapshot: {
     -readonly [K in keyof ApprovalSnapshot]: ApprovalSnapshot[K]
@@ -61,7 +68,7 @@ export const snapshotOf = (row: ApprovalRow): ApprovalSnapshot => {
     snapshot.decided_by = row.decided_by
     if (row.decision_reason !== null) snapshot.decision_reason = row.decision_reason
   }
-  return Object.assign(snapshot, quorumMembers(row), editSnapshot(row))
+  return Object.assign(snapshot, quorumMembers(row), assignmentMembers(row), editSnapshot(row))
 }
 
 /** A new lifecycle event (its `id` is the receivers' deduplication key). */
@@ -100,6 +107,7 @@ export const approvalEventBody = (event: ApprovalEvent): string => {
     ...(a.quorum !== undefined ? { quorum: a.quorum } : {}),
     ...(a.votes !== undefined ? { votes: a.votes } : {}),
     ...(a.approvals_remaining !== undefined ? { approvals_remaining: a.approvals_remaining } : {}),
+    ...(a.assigned_group !== undefined ? { assigned_group: a.assigned_group, escalation_level: a.escalation_level } : {}),
     ...editSnapshot(a)
   }
   return JSON.stringify({

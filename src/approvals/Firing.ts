@@ -23,12 +23,13 @@ export const ApprovalRows = rowsOf("approvals", Schema.Struct({
   escalation_seconds: Schema.NullOr(Schema.Number),
   expiring_sent: Schema.Boolean,
   escalated: Schema.Boolean,
-  next_due_kind: Schema.NullOr(Schema.Literals(["expiring", "escalate", "expire"]))
+  next_due_kind: Schema.NullOr(Schema.Literals(["expiring", "escalate", "expire"])),
+  escalation_group: Schema.NullOr(Schema.String)
 }))
 export type FullApprovalRow = NonNullable<Effect.Success<ReturnType<typeof ApprovalRows.one>>>
 
 export const APPROVAL_COLUMNS =
-  "id, org_id, session_id, step_id, task_id, status, deadline_at, expires_at, timeout_action, decided_at, decided_by, decision_reason, rule, approved_arguments, arguments_changed, arguments_digest, response, expiring_at, escalation_seconds, expiring_sent, escalated, next_due_kind, " +
+  "id, org_id, session_id, step_id, task_id, status, deadline_at, expires_at, timeout_action, decided_at, decided_by, decision_reason, rule, approved_arguments, arguments_changed, arguments_digest, response, expiring_at, escalation_seconds, expiring_sent, escalated, next_due_kind, assigned_group, escalation_group, escalation_level, " +
   votesColumns("approvals")
 
 const stateOf = (row: FullApprovalRow): DeadlineState => ({
@@ -85,8 +86,11 @@ export const fireDeadline = Effect.fnUntraced(function*(
   }
   const after = fire(state, due.kind)
   const next = nextDue(after)
+  // An escalation with a chain hands the approval to the chain's next group.
+  const handOver = due.kind === "escalate" && row.escalation_group !== null
   const updated = yield* ApprovalRows.returned(sql`
     UPDATE approvals SET expiring_sent = ${after.expiringSent}, escalated = ${after.escalated},
+      assigned_group = ${handOver ? row.escalation_group : row.assigned_group}, escalation_level = ${handOver ? 1 : row.escalation_level},
       deadline_at = ${isoMs(after.deadlineAt)}::timestamptz,
       next_due_at = ${isoMs(next.at)}::timestamptz, next_due_kind = ${next.kind}
     WHERE id = ${row.id} RETURNING ${sql.literal(APPROVAL_COLUMNS)}

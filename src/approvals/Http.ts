@@ -40,7 +40,8 @@ export const ApprovalsHandlers = HttpApiBuilder.group(
     return handlers.handleAll({
       history: ({ query }) => CurrentPrincipal.use((p) => contexts.history(p.orgId, query)),
       context: ({ params }) => CurrentPrincipal.use((p) => contexts.context(p.orgId, params.approval_id)),
-      list: ({ query }) => CurrentPrincipal.use((p) => feed.list(p.orgId, query)),
+      list: ({ query }) =>
+        CurrentPrincipal.use((p) => feed.list(p.orgId, { ...query, assignedTo: query.assigned_to === "me" ? p.actor : undefined })),
       stream: ({ query }) =>
         Effect.gen(function*() {
           const principal = yield* CurrentPrincipal

@@ -23,6 +23,7 @@ import { ApprovalLinkInvalid, type ApprovalLinkView, ReviewerAddressReplaced } f
 import type { ArgumentsShapeMismatch, ArgumentsTooComplex } from "../api/ApprovalEdits.ts"
 import type { InvalidTransition, ValidationBusy } from "../api/Errors.ts"
 import type { AlreadyVoted } from "../api/Votes.ts"
+import type { NotAssigned } from "../api/Reviewers.ts"
 import type { SvcConfigShape } from "../platform/Config.ts"
 import { randomToken, sha256Hex } from "../platform/Crypto.ts"
 import { rowsOf } from "../platform/Rows.ts"
@@ -92,7 +93,7 @@ export class ApprovalMailLinks extends Context.Service<ApprovalMailLinks, {
     edit?: DecisionEdit
   ) => Effect.Effect<
     ApprovalLinkView,
-    ApprovalLinkInvalid | ReviewerAddressReplaced | InvalidTransition | AlreadyVoted | ArgumentsShapeMismatch | ArgumentsTooComplex | ValidationBusy
+    ApprovalLinkInvalid | ReviewerAddressReplaced | InvalidTransition | AlreadyVoted | NotAssigned | ArgumentsShapeMismatch | ArgumentsTooComplex | ValidationBusy
   >
 }>()("svc/approvals/ApprovalMailLinks") {
   static readonly layer = Layer.effect(

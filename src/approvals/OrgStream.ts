@@ -26,6 +26,7 @@ import { SecretBox } from "../platform/Crypto.ts"
 import { type CursorMac, type CursorScope, keysetPage, type PageRequest } from "../platform/Cursor.ts"
 import { BigIntText, JsonColumn, rowsOf, Timestamp } from "../platform/Rows.ts"
 import { ApprovalColumns, snapshotOf } from "./Events.ts"
+import { reviews } from "./Reviewers.ts"
 import { votesColumns } from "./Votes.ts"
 
 /** The `SessionHub` key that the organization's approval streams watch. */
@@ -71,7 +72,7 @@ const HORIZON_WAIT_MS = [2, 5, 10, 20, 50, 100, 200]
 
 /** The columns of `approvals a` joined with its step `s`, for `ListRow`. */
 export const LIST_COLUMNS =
-  "a.seq::text AS seq, a.id, a.org_id, a.session_id, a.step_id, a.task_id, a.status, a.deadline_at, a.expires_at, a.timeout_action, a.decided_at, a.decided_by, a.decision_reason, a.rule, a.approved_arguments, a.arguments_changed, a.arguments_digest, a.response, a.escalation_seconds, a.escalated, a.created_at, s.tool, s.action_class, s.arguments, " +
+  "a.seq::text AS seq, a.id, a.org_id, a.session_id, a.step_id, a.task_id, a.status, a.deadline_at, a.expires_at, a.timeout_action, a.decided_at, a.decided_by, a.decision_reason, a.rule, a.approved_arguments, a.arguments_changed, a.arguments_digest, a.response, a.escalation_seconds, a.escalated, a.assigned_group, a.escalation_level, a.created_at, s.tool, s.action_class, s.arguments, " +
   votesColumns("a")
 
 export const LIST_FROM = "approvals a LEFT JOIN agent_steps s ON s.session_id = a.session_id AND s.step_id = a.step_id"
@@ -105,6 +106,8 @@ export const appendApprovalStream = (sql: SqlClient.SqlClient, orgId: string, en
 
 interface ListOptions extends PageRequest {
   readonly status?: ApprovalStatus | undefined
+  /** Only the approvals this decider may decide as a member of their group or a member's delegate. */
+  readonly assignedTo?: string | undefined
 }
 
 export class ApprovalFeed extends Context.Service<ApprovalFeed, {
@@ -124,12 +127,13 @@ export class ApprovalFeed extends Context.Service<ApprovalFeed, {
       const mac: CursorMac = (message) => box.mac("cursor", message)
 
       const list = Effect.fn("ApprovalFeed.list")(function*(orgId: string, options: ListOptions) {
-        const scope: CursorScope = { orgId, list: "approvals", filters: [options.status] }
+        const scope: CursorScope = { orgId, list: "approvals", filters: [options.status, options.assignedTo] }
         const { items, next_cursor } = yield* keysetPage(mac, scope, options, (bound, rows) =>
           ListRows.all(sql`
             SELECT ${sql.literal(LIST_COLUMNS)} FROM ${sql.literal(LIST_FROM)}
             WHERE a.org_id = ${orgId} AND a.seq > ${Option.getOrElse(bound, () => "0")}
               ${options.status === undefined ? sql`` : sql`AND a.status = ${options.status}`}
+              ${options.assignedTo === undefined ? sql`` : sql`AND a.assigned_group IS NOT NULL AND ${reviews(sql, orgId, options.assignedTo, sql`a.assigned_group`)}`}
             ORDER BY a.seq LIMIT ${rows}
           `))
         return { approvals: items.map(listItemOf), next_cursor }

@@ -15,6 +15,7 @@ import { JsonColumn, rowsOf, Timestamp } from "../platform/Rows.ts"
 import type { Broadcast, Wakeups } from "../platform/Wakeups.ts"
 import { DEFAULT_POLICY } from "./Deadlines.ts"
 import { type CachedRule, makePolicyCache } from "./PolicyCache.ts"
+import { checkGroups } from "./Reviewers.ts"
 import { type CompiledRule, compileRules, resolve, type RuleLimits } from "./Rules.ts"
 
 /** The `Wakeups` signal that an organization's approval policies changed. */
@@ -29,12 +30,20 @@ const PolicyRows = rowsOf("approval_policies", Schema.Struct({
   timeout_action: TimeoutAction,
   rules: JsonColumn(Schema.Array(PolicyRule)),
   quorum: Schema.Number,
+  reviewer_group: Schema.NullOr(Schema.String),
+  escalation_group: Schema.NullOr(Schema.String),
   arguments_schema: Schema.NullOr(JsonColumn(ArgumentsSchema)),
   updated_at: Timestamp
 }))
 type PolicyRow = NonNullable<Effect.Success<ReturnType<typeof PolicyRows.one>>>
 
-const POLICY_COLUMNS = "action_class, mode, review_seconds, expiring_notice_seconds, escalation_seconds, timeout_action, rules, quorum, arguments_schema, updated_at"
+const POLICY_COLUMNS = "action_class, mode, review_seconds, expiring_notice_seconds, escalation_seconds, timeout_action, rules, quorum, reviewer_group, escalation_group, arguments_schema, updated_at"
+
+/** A policy row's `group` and `escalation_group`, when set. */
+const assignmentOf = (row: Pick<PolicyRow, "reviewer_group" | "escalation_group">) => ({
+  ...(row.reviewer_group === null ? {} : { group: row.reviewer_group }),
+  ...(row.escalation_group === null ? {} : { escalation_group: row.escalation_group })
+})
 
 const toPolicy = (row: PolicyRow): Policy => ({
   action_class: row.action_class,
@@ -45,6 +54,7 @@ const toPolicy = (row: PolicyRow): Policy => ({
   timeout_action: row.timeout_action,
   rules: row.rules,
   ...(row.quorum > 1 ? { quorum: row.quorum } : {}),
+  ...assignmentOf(row),
   ...(row.arguments_schema === null ? {} : { arguments_schema: row.arguments_schema }),
   updated_at: row.updated_at
 })
@@ -73,6 +83,7 @@ export const makePolicies = Effect.fnUntraced(function*(
     const escalation = input.escalation_seconds ?? null
     yield* checkRules(input.rules ?? [])
     yield* checkArgumentsSchema(orgId, actionClass, input.arguments_schema)
+    yield* checkGroups(sql, orgId, input)
     // Every policy is listed in one answer: the number of action classes
     // with a policy is capped (a new one only; changing one always works).
     const maxPolicies = config.maxApprovalPoliciesPerOrg
@@ -89,15 +100,16 @@ export const makePolicies = Effect.fnUntraced(function*(
       }
       return yield* PolicyRows.returned(sql`
         INSERT INTO approval_policies (org_id, action_class, mode, review_seconds, expiring_notice_seconds, escalation_seconds, timeout_action, rules,
-          quorum, arguments_schema)
+          quorum, reviewer_group, escalation_group, arguments_schema)
         VALUES (${orgId}, ${actionClass}, ${input.mode}, ${input.review_seconds}, ${input.expiring_notice_seconds}, ${escalation}, ${input.timeout_action},
-          ${JSON.stringify(input.rules ?? [])}::jsonb, ${input.quorum ?? 1},
+          ${JSON.stringify(input.rules ?? [])}::jsonb, ${input.quorum ?? 1}, ${input.group ?? null}, ${input.escalation_group ?? null},
           ${input.arguments_schema === undefined ? null : JSON.stringify(input.arguments_schema)}::jsonb)
         ON CONFLICT (org_id, action_class) DO UPDATE SET
           mode = EXCLUDED.mode, review_seconds = EXCLUDED.review_seconds,
           expiring_notice_seconds = EXCLUDED.expiring_notice_seconds,
           escalation_seconds = EXCLUDED.escalation_seconds, timeout_action = EXCLUDED.timeout_action,
-          rules = EXCLUDED.rules, quorum = EXCLUDED.quorum, arguments_schema = EXCLUDED.arguments_schema, updated_at = now()
+          rules = EXCLUDED.rules, quorum = EXCLUDED.quorum,
+          reviewer_group = EXCLUDED.reviewer_group, escalation_group = EXCLUDED.escalation_group, arguments_schema = EXCLUDED.arguments_schema, updated_at = now()
         RETURNING ${sql.literal(POLICY_COLUMNS)}
       `)
     })).pipe(Effect.catchTag("SqlError", Effect.die))
@@ -133,7 +145,8 @@ export const makePolicies = Effect.fnUntraced(function*(
             expiring_notice_seconds: row.expiring_notice_seconds,
             escalation_seconds: row.escalation_seconds,
             timeout_action: row.timeout_action,
-            ...(row.quorum > 1 ? { quorum: row.quorum } : {})
+            ...(row.quorum > 1 ? { quorum: row.quorum } : {}),
+            ...assignmentOf(row)
           },
           stored: true
         }
@@ -172,7 +185,9 @@ export const makePolicies = Effect.fnUntraced(function*(
           expiring_notice_seconds: resolution.settings.expiring_notice_seconds,
           escalation_seconds: resolution.settings.escalation_seconds,
           timeout_action: resolution.settings.timeout_action,
-          ...((resolution.settings.quorum ?? 1) > 1 ? { quorum: resolution.settings.quorum! } : {})
+          ...((resolution.settings.quorum ?? 1) > 1 ? { quorum: resolution.settings.quorum! } : {}),
+          ...(resolution.settings.group === undefined ? {} : { group: resolution.settings.group }),
+          ...(resolution.settings.escalation_group === undefined ? {} : { escalation_group: resolution.settings.escalation_group })
         }
       }),
       ...(resolution.error === undefined ? {} : { error: resolution.error }),

@@ -286,7 +286,9 @@ export const resolve = (
           expiring_notice_seconds: result.expiring_notice_seconds,
           escalation_seconds: result.escalation_seconds ?? null,
           timeout_action: result.timeout_action,
-          ...(result.quorum === undefined ? {} : { quorum: result.quorum })
+          ...(result.quorum === undefined ? {} : { quorum: result.quorum }),
+          ...(result.group === undefined ? {} : { group: result.group }),
+          ...(result.escalation_group === undefined ? {} : { escalation_group: result.escalation_group })
         }
       }
   }

@@ -108,6 +108,8 @@ export interface SvcConfigShape {
   readonly maxEndpointsPerOrg: number
   /** Approval policies (action classes) one organization may have. */
   readonly maxApprovalPoliciesPerOrg: number
+  /** Reviewer groups one organization may have, and its delegations not yet over. */
+  readonly reviewerLimits: { readonly groups: number; readonly delegations: number }
   /** Rules on arguments: rules per policy, a condition's characters, AST nodes and nesting depth, and a rule's evaluation cost budget. */
   readonly approvalRules: { readonly maxRules: number; readonly maxLength: number; readonly maxNodes: number; readonly maxDepth: number; readonly maxCost: number }
   /** Tasks one organization may have. */
@@ -357,6 +359,7 @@ export const svcConfig: Config.Config<SvcConfigShape> = Config.all({
   dnsLookupsPerOrg: intAtLeast("SVC_DNS_LOOKUPS_PER_ORG", 8, 1),
   maxEndpointsPerOrg: intAtLeast("SVC_MAX_ENDPOINTS_PER_ORG", 50, 1),
   maxApprovalPoliciesPerOrg: intAtLeast("SVC_MAX_APPROVAL_POLICIES_PER_ORG", 1000, 1),
+  reviewerLimits: Config.all({ groups: intAtLeast("SVC_MAX_REVIEWER_GROUPS_PER_ORG", 100, 1), delegations: intAtLeast("SVC_MAX_DELEGATIONS_PER_ORG", 1000, 1) }),
   approvalRules: Config.all({
     maxRules: intAtLeast("SVC_APPROVAL_RULES_MAX", 50, 0, 200),
     maxLength: intAtLeast("SVC_APPROVAL_RULE_MAX_LENGTH", 2000, 1, 8000),
@@ -443,8 +446,5 @@ export class SvcConfig extends Context.Service<SvcConfig, SvcConfigShape>()("svc
 
   /** A fixed configuration, for tests and for embedding `svc` in another program. */
   static readonly layerWith = (overrides: Partial<SvcConfigShape> = {}) =>
-    Layer.effect(
-      SvcConfig,
-      Effect.map(svcConfig, (fromEnv) => ({ ...fromEnv, ...overrides }))
-    )
+    Layer.effect(SvcConfig, Effect.map(svcConfig, (fromEnv) => ({ ...fromEnv, ...overrides })))
 }

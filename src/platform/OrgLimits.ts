@@ -19,14 +19,17 @@ import { BigIntText, rowsOf } from "./Rows.ts"
 
 const CountRow = Schema.Struct({ count: BigIntText })
 
-export type CappedTable = "notification_endpoints" | "approval_policies" | "tasks" | "api_keys"
+export type CappedTable = "notification_endpoints" | "approval_policies" | "tasks" | "api_keys" | "reviewer_groups" | "reviewer_delegations"
 
 /** Rows of a table that count against its cap: a revoked API key no longer does. */
 const COUNTED: Record<CappedTable, string> = {
   notification_endpoints: "",
   approval_policies: "",
   tasks: "",
-  api_keys: " AND revoked_at IS NULL"
+  api_keys: " AND revoked_at IS NULL",
+  reviewer_groups: "",
+  // A delegation ended, or whose window is over, no longer counts.
+  reviewer_delegations: " AND ended_at IS NULL AND ends_at > now()"
 }
 
 /**

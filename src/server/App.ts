@@ -18,6 +18,8 @@ import { ApprovalFeed } from "../approvals/OrgStream.ts"
 import { ApprovalContexts } from "../approvals/Context.ts"
 import { ApprovalLinksHandlers } from "../approvals/LinksHttp.ts"
 import { ApprovalMailLinks } from "../approvals/MailLinks.ts"
+import { Reviewers } from "../approvals/Reviewers.ts"
+import { ReviewersHandlers } from "../approvals/ReviewersHttp.ts"
 import { StreamGuard } from "../identity/StreamGuard.ts"
 import { ConsoleSessions } from "../console/ConsoleSessions.ts"
 import { ConsoleHandlers, ConsoleSignInHandlers } from "../console/Http.ts"
@@ -73,7 +75,7 @@ export const ServicesLive = Layer.mergeAll(
   StreamGuard.layer.pipe(Layer.provideMerge(ConsoleSessions.layer)),
   Tasks.layer,
   DatasetExport.layer,
-  Layer.mergeAll(AgentSessions.layer, ApprovalFeed.layer, ApprovalMailLinks.layer).pipe(
+  Layer.mergeAll(AgentSessions.layer, ApprovalFeed.layer, ApprovalMailLinks.layer, Reviewers.layer).pipe(
     Layer.provideMerge(Layer.mergeAll(Approvals.layer, ApprovalContexts.layer)),
     Layer.provideMerge(SessionHub.layer)
   ),
@@ -105,6 +107,7 @@ const HandlersLive = Layer.mergeAll(
   AgentSessionsHandlers,
   ApprovalPoliciesHandlers,
   ApprovalsHandlers,
+  ReviewersHandlers,
   ApprovalLinksHandlers,
   ReviewerConfirmationHandlers,
   FeedbackHandlers,

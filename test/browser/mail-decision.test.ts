@@ -278,6 +278,26 @@ describeBrowser("Deciding from the reviewer mail", () => {
     await done()
   })
 
+  it("an approval assigned to a reviewer group opens from the mail with its group and who decides, and no Approve or Reject", async () => {
+    const group = await world.api("PUT", "/v1/reviewer-groups/payments-leads", { members: [{ console_user: "Lena Lead" }] })
+    assert.strictEqual(group.status, 200, JSON.stringify(group.body))
+    const settings = { review_seconds: 600, expiring_notice_seconds: 0, timeout_action: "reject" }
+    const policy = await world.api("PUT", "/v1/approval-policies/payments.refund", { mode: "require_approval", ...settings, group: "payments-leads" })
+    assert.strictEqual(policy.status, 200, JSON.stringify(policy.body))
+    const { approvalId, link } = await pendingWithLink("payments.refund-assigned")
+    // Back to the default for the tests after this one.
+    await world.api("PUT", "/v1/approval-policies/payments.refund", { mode: "require_approval", ...settings })
+    const { page, done } = await world.open()
+    await page.goto(link)
+    await page.getByRole("heading", { name: "Approval requested: payments.refund-assigned" }).waitFor()
+    await page.getByText(/This approval is assigned to the reviewer group payments-leads/).waitFor()
+    assert.strictEqual(await page.getByRole("button", { name: "Approve" }).count(), 0)
+    await checkAccessibility(page, "a mail link of an assigned approval")
+    await screenshot(page, "mail-decision-assigned")
+    assert.strictEqual((await world.api("GET", `/v1/agent-approvals/${approvalId}`)).body.assigned_group, "payments-leads")
+    await done()
+  })
+
   // Last: it changes the organization's reviewer address.
   it("once the reviewer address is replaced, an earlier mail's link opens nothing and says why; the approval stays pending", async () => {
     const { approvalId, link } = await pendingWithLink("payments.refund-replaced")

@@ -77,13 +77,17 @@ describeBrowser("Quorum", () => {
     await done()
   })
 
-  it("a person's own vote keeps the card, shows the vote and what remains, and a second vote is refused", async () => {
+  it("a person's own vote keeps the card, shows the vote and what remains, and offers no second vote", async () => {
     const approvalId = await requestPayout("payout-2", 2500)
     const { page, done } = await world.open()
     await signIn(page, await world.link("approver", "Bea Approver"))
     const card = page.getByRole("listitem", { name: /bank\.payout/ }).filter({ hasText: "2500" })
     await card.waitFor()
     await card.getByText("No vote yet.").waitFor()
+    // Every approver approves the same arguments: no arguments editor, only the answer to the agent.
+    await card.getByText("Answer the agent instead").click()
+    assert.strictEqual(await card.getByRole("textbox", { name: /Arguments to run with/ }).count(), 0)
+    await card.getByText("2 people approve the same arguments, so they cannot be edited here.").waitFor()
     await card.getByRole("textbox", { name: /Reason/ }).fill("Matches the signed contract.")
     await card.getByRole("button", { name: "Approve" }).click()
     await page.getByText(/Your approval is recorded: bank.payout \(payments.payout\) needs 1 more from someone else./).waitFor()
@@ -93,8 +97,10 @@ describeBrowser("Quorum", () => {
     assert.include(await votes.textContent(), "Matches the signed contract.")
     await screenshot(page, "approvals-quorum-voted")
 
-    await card.getByRole("button", { name: "Approve" }).click()
-    await page.getByText("You have already voted on this approval; it waits for someone else.").waitFor()
+    // The person who voted is shown that they voted, and offered no second vote.
+    await card.getByText("You voted on this approval. It waits for 1 more approval from someone else.").waitFor()
+    assert.strictEqual(await card.getByRole("button", { name: "Approve" }).count(), 0)
+    assert.strictEqual(await card.getByRole("button", { name: "Reject" }).count(), 0)
     const still = await world.api("GET", `/v1/agent-approvals/${approvalId}`)
     assert.strictEqual(still.body.status, "pending")
     assert.strictEqual(still.body.votes.length, 1)

@@ -5,14 +5,17 @@
  * the list is fetched again on every (re)connection so nothing is missed).
  * Each card shows what a person needs to decide (the task's name, the tool,
  * the session's earlier steps) and takes an optional reason with Approve or
- * Reject. "History" lists closed approvals with who decided, when and why.
+ * Reject. "Assigned to me" narrows them to those assigned to a reviewer
+ * group the person is in (or was delegated by a member), as the list's
+ * `assigned_to=me` answers. "History" lists closed approvals with who
+ * decided, when and why.
  */
 import { Exit, Schema } from "effect"
 import { useEffect, useMemo, useRef, useState } from "preact/hooks"
 import { type ApprovalContext, type ApprovalHistoryItem, ApprovalListItem } from "../../../src/api/Approvals.ts"
 import type { ConsoleSession } from "../../../src/api/Console.ts"
 import { problemOf, SvcApi } from "../api.ts"
-import { Decider, deciderName, EarlierSteps, EditFields, editPayload, ReasonField, Votes } from "../approval-parts.tsx"
+import { Assignment, Decider, deciderName, EarlierSteps, EditFields, editPayload, hasVoted, ReasonField, Votes } from "../approval-parts.tsx"
 import { refresh, runMutation, useMutation } from "../atoms.ts"
 import { setQuery, useLocation } from "../router.ts"
 import { has, sessionAtom } from "../session.ts"
@@ -49,13 +52,21 @@ export const Approvals = ({ session }: { session: ConsoleSession }) => {
    */
   const known = useRef(new Set<string>())
   const listed = useRef(false)
-  const view = useLocation().query.get("view") === "history" ? "history" : "pending"
+  const asked = useLocation().query.get("view")
+  const view = asked === "history" ? "history" : asked === "mine" ? "mine" : "pending"
+  /** The pending approvals assigned to this person (`assigned_to=me`), read again when an assigned one changes. */
+  const [assigned, setAssigned] = useState<ReadonlySet<string> | undefined>(undefined)
   /** Bumped whenever an approval closes, so an open history reloads. */
   const [closedCount, setClosedCount] = useState(0)
 
   useEffect(() => {
     let closed = false
+    const loadAssigned = async () => {
+      const exit = await runMutation(listAtom, { query: { status: "pending", assigned_to: "me", limit: 100 } })
+      if (!closed && Exit.isSuccess(exit)) setAssigned(new Set(exit.value.approvals.map((item) => item.approval_id)))
+    }
     const load = async () => {
+      void loadAssigned()
       const exit = await runMutation(listAtom, { query: { status: "pending", limit: 100 } })
       if (closed) return
       if (Exit.isSuccess(exit)) {
@@ -83,6 +94,7 @@ export const Approvals = ({ session }: { session: ConsoleSession }) => {
       const decoded = decodeItem(event.data)
       if (Exit.isFailure(decoded)) return
       const item = decoded.value
+      if (item.assigned_group !== undefined && listed.current) void loadAssigned()
       const news = listed.current && known.current.has(item.approval_id)
       if (item.status === "pending" && listed.current) known.current.add(item.approval_id)
       if (item.status !== "pending") known.current.delete(item.approval_id)
@@ -111,10 +123,12 @@ export const Approvals = ({ session }: { session: ConsoleSession }) => {
     }
   }, [])
 
-  const items = useMemo(
+  const all = useMemo(
     () => [...pending.values()].sort((a, b) => a.expires_at.localeCompare(b.expires_at)),
     [pending]
   )
+  const mineOnly = useMemo(() => all.filter((item) => assigned?.has(item.approval_id) === true), [all, assigned])
+  const items = view === "mine" ? mineOnly : all
 
   return (
     <section aria-labelledby="page-title">
@@ -127,7 +141,13 @@ export const Approvals = ({ session }: { session: ConsoleSession }) => {
           event.preventDefault()
           setQuery({ view: undefined })
         }}>
-          Pending{loaded ? ` (${items.length})` : ""}
+          Pending{loaded ? ` (${all.length})` : ""}
+        </a>
+        <a href="/console/approvals?view=mine" aria-current={view === "mine" ? "page" : undefined} onClick={(event) => {
+          event.preventDefault()
+          setQuery({ view: "mine" })
+        }}>
+          Assigned to me{assigned !== undefined ? ` (${mineOnly.length})` : ""}
         </a>
         <a href="/console/approvals?view=history" aria-current={view === "history" ? "page" : undefined} onClick={(event) => {
           event.preventDefault()
@@ -140,7 +160,7 @@ export const Approvals = ({ session }: { session: ConsoleSession }) => {
       {view === "history" ? <History closedCount={closedCount} /> : !loaded
         ? <p class="muted" aria-busy="true">Loading approvals…</p>
         : items.length === 0
-        ? <p class="empty">No approval is waiting for a decision.</p>
+        ? <p class="empty">{view === "mine" ? "No approval assigned to your reviewer groups is waiting." : "No approval is waiting for a decision."}</p>
         : (
           <ul class="cards" aria-label="Pending approvals">
             {items.map((item) => (
@@ -148,6 +168,8 @@ export const Approvals = ({ session }: { session: ConsoleSession }) => {
                 key={item.approval_id}
                 item={item}
                 canDecide={canDecide}
+                decider={session.actor}
+                assignedToMe={assigned === undefined ? undefined : assigned.has(item.approval_id)}
                 onDecided={(decision) => {
                   mine.current.add(item.approval_id)
                   setClosedCount((n) => n + 1)
@@ -183,9 +205,13 @@ export const Approvals = ({ session }: { session: ConsoleSession }) => {
 }
 
 const ApprovalCard = (
-  { item, canDecide, onDecided, onVoted, onGone, onError }: {
+  { item, canDecide, decider, assignedToMe, onDecided, onVoted, onGone, onError }: {
     item: Approval
     canDecide: boolean
+    /** Who this console's decisions are recorded as (`console:<person>`). */
+    decider: string
+    /** Whether the approval is assigned to this person (`undefined`: not known yet). */
+    assignedToMe: boolean | undefined
     onDecided: (decision: "approve" | "reject") => void
     /** A vote that left the approval pending (it needs more approvals). */
     onVoted: (snapshot: Partial<Approval>) => void
@@ -225,6 +251,9 @@ const ApprovalCard = (
     }
     const problem = problemOf(exit.cause)
     if (problem.code === "ALREADY_VOTED") return onError("You have already voted on this approval; it waits for someone else.")
+    if (problem.code === "NOT_ASSIGNED") {
+      return onError(`This approval is assigned to the reviewer group ${String(problem.error?.assigned_group ?? item.assigned_group)}: only its members and their delegates decide it.`)
+    }
     if (problem.code === "INVALID_TRANSITION" || problem.code === "NOT_FOUND") {
       return onGone(`This approval was closed elsewhere meanwhile${problem.error?.status_now ? ` (${String(problem.error.status_now)})` : ""}; nothing was changed.`)
     }
@@ -239,6 +268,7 @@ const ApprovalCard = (
           <dd>{item.task_id === null ? "none" : context === undefined ? "…" : context.task_name ?? "(deleted task)"}</dd>
         </div>
         <div><dt>Tool</dt><dd>{item.tool}</dd></div>
+        <Assignment item={item} />
         <div>
           <dt>{item.escalation === "pending" ? "Escalates in" : "Expires in"}</dt>
           <dd class="countdown" aria-live="off">
@@ -256,10 +286,24 @@ const ApprovalCard = (
       <Json value={item.arguments} label={`Arguments of ${item.tool}`} />
       <Votes item={item} />
       <EarlierSteps context={context} />
-      {canDecide && (
+      {canDecide && hasVoted(item, decider) && (
+        <p class="notice info voted">You voted on this approval. It waits for {item.approvals_remaining ?? 1} more approval{(item.approvals_remaining ?? 1) === 1 ? "" : "s"} from someone else.</p>
+      )}
+      {canDecide && !hasVoted(item, decider) && item.assigned_group !== undefined && assignedToMe === false && (
+        <p class="muted not-assigned">Only members of {item.assigned_group} (or their delegates) decide this approval.</p>
+      )}
+      {canDecide && !hasVoted(item, decider) && (item.assigned_group === undefined || assignedToMe !== false) && (
         <>
           <ReasonField id={`reason-${item.approval_id}`} value={reason} onInput={setReason} disabled={decide.busy} />
-          <EditFields id={`edit-${item.approval_id}`} args={args} onArgs={setArgs} response={response} onResponse={setResponse} disabled={decide.busy} />
+          <EditFields
+            id={`edit-${item.approval_id}`}
+            args={args}
+            onArgs={setArgs}
+            response={response}
+            onResponse={setResponse}
+            disabled={decide.busy}
+            quorum={item.quorum}
+          />
           <div class="actions">
             <button type="button" class="primary" disabled={decide.busy} onClick={() => submit("approve")}>Approve</button>
             <button type="button" class="danger" disabled={decide.busy} onClick={() => submit("reject")}>Reject</button>

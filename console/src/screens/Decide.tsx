@@ -11,7 +11,7 @@ import { Exit } from "effect"
 import { useEffect, useRef, useState } from "preact/hooks"
 import type { ApprovalLinkView } from "../../../src/api/ApprovalLinks.ts"
 import { problemOf, SvcApi } from "../api.ts"
-import { EarlierSteps, EditFields, editPayload, Outcome, ReasonField, Votes } from "../approval-parts.tsx"
+import { Assignment, EarlierSteps, EditFields, editPayload, hasVoted, Outcome, ReasonField, Votes } from "../approval-parts.tsx"
 import { runMutation, useMutation } from "../atoms.ts"
 import { fragmentToken } from "../fragment.ts"
 import { describeProblem, formatDuration, Json, Time, useNow } from "../ui.tsx"
@@ -78,6 +78,9 @@ export const Decide = () => {
     const problem = problemOf(exit.cause)
     if (problem.code === "REVIEWER_ADDRESS_REPLACED") return setState({ kind: "invalid", text: REPLACED })
     if (problem.code === "ALREADY_VOTED") return setNotice({ tone: "warning", text: "This address has already voted on this approval." })
+    if (problem.code === "NOT_ASSIGNED") {
+      return setNotice({ tone: "warning", text: "This approval is assigned to a reviewer group: decide it in the console as one of its members." })
+    }
     if (problem.code === "INVALID_TRANSITION") {
       setNotice({ tone: "warning", text: "This approval was closed meanwhile; your decision was not recorded." })
       return load()
@@ -114,6 +117,7 @@ export const Decide = () => {
         <div><dt>Task</dt><dd>{view.task_name ?? "none"}</dd></div>
         <div><dt>Tool</dt><dd>{item.tool}</dd></div>
         <div><dt>Action class</dt><dd>{item.action_class}</dd></div>
+        <Assignment item={item} />
         <div><dt>Requested</dt><dd><Time iso={item.requested_at} /></dd></div>
         {pending && (
           <div>
@@ -127,7 +131,24 @@ export const Decide = () => {
       <Json value={item.arguments} label={`Arguments of ${item.tool}`} />
       <Votes item={item} headingLevel={2} />
       <EarlierSteps context={view} headingLevel={2} />
-      {pending
+      {pending && hasVoted(item, view.decider)
+        ? (
+          <section aria-labelledby="decide-title" class="decide">
+            <h2 id="decide-title">Your decision</h2>
+            <p class="notice info voted">You voted on this approval as <strong>{view.decider}</strong>. It waits for {item.approvals_remaining ?? 1} more approval{(item.approvals_remaining ?? 1) === 1 ? "" : "s"} from someone else.</p>
+          </section>
+        )
+        : pending && item.assigned_group !== undefined
+        ? (
+          <section aria-labelledby="decide-title" class="decide">
+            <h2 id="decide-title">Who decides</h2>
+            <p class="notice info not-assigned">
+              This approval is assigned to the reviewer group <strong>{item.assigned_group}</strong>: its members (or their delegates) decide it
+              in the console. This mail's link shows it but cannot decide it.
+            </p>
+          </section>
+        )
+        : pending
         ? (
           <section aria-labelledby="decide-title" class="decide">
             <h2 id="decide-title">Your decision</h2>
@@ -140,6 +161,7 @@ export const Decide = () => {
               response={response}
               onResponse={setResponse}
               disabled={decide.busy}
+              quorum={item.quorum}
             />
             <div class="actions">
               <button type="button" class="primary" disabled={decide.busy} onClick={() => submit("approve")}>Approve</button>

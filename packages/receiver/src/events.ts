@@ -72,6 +72,10 @@ export interface ApprovalSnapshot {
   readonly votes?: ReadonlyArray<ApprovalVote>
   /** With `quorum`, while pending: how many more distinct people must approve. */
   readonly approvals_remaining?: number
+  /** The reviewer group the approval is assigned to now; absent when anyone with `approvals.decide` may decide it. */
+  readonly assigned_group?: string
+  /** With `assigned_group`: 0 with the first group of its chain, 1 once the first deadline handed it to the next. */
+  readonly escalation_level?: number
   /** The arguments a person approved the tool to run with when they edited the step's (`approval.approved` only). */
   readonly approved_arguments?: Json
   /** With `approved_arguments`: what the edit changed, as JSON Pointers into the arguments. */

@@ -52,6 +52,7 @@ import m0791 from "./0791_run_usage.ts"
 import m0800 from "./0800_policy_rules.ts"
 import m0810 from "./0810_approval_edits.ts"
 import m0820 from "./0820_approval_votes.ts"
+import m0830 from "./0830_reviewer_groups.ts"
 
 /**
  * Every migration by its `id_name`, under the release of svc it first
@@ -103,7 +104,8 @@ export const migrationsByRelease = {
     "0791_run_usage": m0791,
     "0800_policy_rules": m0800,
     "0810_approval_edits": m0810,
-    "0820_approval_votes": m0820
+    "0820_approval_votes": m0820,
+    "0830_reviewer_groups": m0830
   }
 }
 

@@ -22,6 +22,7 @@ const rows = fc.record({
   rule: fc.option(fc.stringMatching(/^[a-z][a-z0-9-]{0,20}$/), { nil: null }),
   decided: fc.option(fc.record({ at: instant, by: uuid, reason: fc.option(fc.string({ maxLength: 1000 }), { nil: null }) }), { nil: null }),
   quorum: fc.integer({ min: 1, max: 10 }),
+  assigned: fc.option(fc.record({ group: fc.stringMatching(/^[a-z][a-z0-9-]{0,20}$/), level: fc.integer({ min: 0, max: 1 }) }), { nil: null }),
   votes: fc.array(
     fc.record({
       decided_by: uuid,
@@ -43,8 +44,10 @@ const rows = fc.record({
     ),
     { nil: null }
   )
-}).map(({ decided, edit, votes, ...row }) => ({
+}).map(({ assigned, decided, edit, votes, ...row }) => ({
   ...row,
+  assigned_group: assigned?.group ?? null,
+  escalation_level: assigned?.level ?? 0,
   votes: row.quorum > 1 ? JSON.stringify(votes) : null,
   decided_at: decided?.at ?? null,
   decided_by: decided?.by ?? null,
@@ -57,7 +60,7 @@ const rows = fc.record({
 }))
 
 describe("the webhook event body", () => {
-  it("has a fixed key order, decodes as ApprovalEvent, and carries decided_at/decided_by only for a person's decision, decision_reason only when given, rule only when a rule required it, quorum and votes only when more than one must approve, an edit's or an answer's members only when given", () => {
+  it("has a fixed key order, decodes as ApprovalEvent, and carries decided_at/decided_by only for a person's decision, decision_reason only when given, rule only when a rule required it, quorum and votes only when more than one must approve, assigned_group and escalation_level only when a reviewer group reviews it, an edit's or an answer's members only when given", () => {
     fc.assert(fc.property(rows, fc.constantFrom(...ApprovalEventTypes), instant, (row, type, at) => {
       const event = makeApprovalEvent(type, row.org_id, snapshotOf(row), at)
       const body = approvalEventBody(event)
@@ -88,6 +91,7 @@ describe("the webhook event body", () => {
             ? [...keys, "decided_at", "decided_by"]
             : [...keys, "decided_at", "decided_by", "decision_reason"]),
           ...quorumKeys,
+          ...(row.assigned_group === null ? [] : ["assigned_group", "escalation_level"]),
           ...edits
         ]
       )
@@ -119,6 +123,8 @@ describe("the webhook event body", () => {
       rule: null,
       quorum: 1,
       votes: null,
+      assigned_group: null,
+      escalation_level: 0,
       ...NOTHING_SETTLED
     }
     const a = makeApprovalEvent("approval.requested", row.org_id, snapshotOf(row), new Date())

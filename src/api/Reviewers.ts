@@ -1,0 +1,242 @@
+/**
+ * Named reviewers: reviewer groups, delegations, and the problem a person
+ * outside an approval's group gets (docs/approvals.md, "Reviewer groups").
+ */
+import { Schema } from "effect"
+import { HttpApiEndpoint, HttpApiError, HttpApiGroup, HttpApiSchema, OpenApi } from "effect/http-api"
+import { Instant, Text, Timestamp, Uuid } from "./Common.ts"
+import { InvalidRequest, LimitReached, NotFound, problemType } from "./Errors.ts"
+import { Authentication, requireScope } from "./Security.ts"
+import { documented, notFound } from "./Documentation.ts"
+
+/** The most members a reviewer group can have. */
+export const MAX_GROUP_MEMBERS = 50
+
+/** The longest delegation window, in days. */
+export const MAX_DELEGATION_DAYS = 90
+
+/** A reviewer group's name: what policies, rules and approvals call it. */
+export const GroupName = Text.check(
+  Schema.isPattern(/^[A-Za-z0-9][A-Za-z0-9._:-]{0,63}$/u, {
+    message: "Expected 1 to 64 letters, digits, '.', '_', ':' or '-', starting with a letter or digit"
+  })
+).annotate({ description: "A reviewer group's name (1 to 64 letters, digits, '.', '_', ':' or '-')" })
+
+/** Who reviews an approval: its reviewer group, and the group its escalation hands it to. */
+export const AssignmentFields = {
+  group: Schema.optionalKey(GroupName.annotate({
+    description: "The reviewer group the approval is assigned to: only its members (or their active delegates) may decide it"
+  })),
+  escalation_group: Schema.optionalKey(GroupName.annotate({
+    description: "With `escalation_seconds`: the group the first deadline hands the approval to (the next in the chain)"
+  }))
+}
+
+/** An `escalation_group` needs an escalation to happen. */
+export const escalationGroupFits = (input: { readonly escalation_group?: string; readonly escalation_seconds?: number }) =>
+  input.escalation_group === undefined || input.escalation_seconds !== undefined
+    ? undefined
+    : { path: ["escalation_group"], issue: "escalation_group needs escalation_seconds: the first deadline is what escalates." }
+
+/** The snapshot's members naming who reviews the approval now. */
+export const AssignmentSnapshotFields = {
+  assigned_group: Schema.optionalKey(Schema.String.annotate({
+    description: "The reviewer group the approval is assigned to now: only its members (or their active delegates) may decide it; absent when anyone with `approvals.decide` may"
+  })),
+  escalation_level: Schema.optionalKey(Schema.Int.check(Schema.isBetween({ minimum: 0, maximum: 1 })).annotate({
+    description: "With `assigned_group`: 0 while with the first group of its chain, 1 once the first deadline handed it to `escalation_group`"
+  }))
+}
+
+/** The approvals list's filter for the caller's inbox. */
+export const AssignedToQuery = Schema.optionalKey(Schema.Literal("me").annotate({
+  description: "`me`: only approvals assigned to a reviewer group the caller is in, or a member of which delegated to the caller for now"
+}))
+
+/** A console person's name, as `console login --name` gives it. */
+const PersonName = Text.check(
+  Schema.isPattern(/^[^\s\p{Cc}][^\p{Cc}]{0,127}$/u, {
+    message: "Expected 1 to 128 characters, no control characters, not starting with a space"
+  })
+)
+
+/** A person who may decide: an API key (by id) or a console person (by name). */
+export const Reviewer = Schema.Union([
+  Schema.Struct({ key_id: Uuid.annotate({ description: "An API key of the organization holding `approvals.decide`" }) }),
+  Schema.Struct({ console_user: PersonName.annotate({ description: "A console person, as `decided_by` names them after `console:`" }) })
+]).annotate({ description: "An API key (`key_id`) or a console person (`console_user`)" })
+export type Reviewer = typeof Reviewer.Type
+
+/** The decider a record names for a reviewer: the key's id, or `console:<person>`. */
+export const deciderOf = (reviewer: Reviewer): string =>
+  "key_id" in reviewer ? reviewer.key_id : `console:${reviewer.console_user}`
+
+/** The reviewer a stored decider names. */
+export const reviewerOf = (decider: string): Reviewer =>
+  decider.startsWith("console:") ? { console_user: decider.slice("console:".length) } : { key_id: decider }
+
+export const GroupInput = Schema.Struct({
+  members: Schema.Array(Reviewer).check(
+    Schema.isMaxLength(MAX_GROUP_MEMBERS),
+    Schema.makeFilter((members: ReadonlyArray<Reviewer>) =>
+      new Set(members.map(deciderOf)).size === members.length || "Expected each member once")
+  ).annotate({ description: `The group's members, at most ${MAX_GROUP_MEMBERS}, each once` })
+})
+export type GroupInput = typeof GroupInput.Type
+
+export const ReviewerGroup = Schema.Struct({
+  name: Schema.String,
+  members: Schema.Array(Reviewer),
+  created_at: Timestamp,
+  updated_at: Timestamp
+})
+export type ReviewerGroup = typeof ReviewerGroup.Type
+
+export const DelegationInput = Schema.Struct({
+  delegate: Reviewer.annotate({ description: "Who decides in the caller's place: the approvals assigned to the caller's groups" }),
+  starts_at: Schema.optionalKey(Instant.annotate({ description: "When the delegation starts (default: now)" })),
+  ends_at: Instant.annotate({ description: `When it ends: after \`starts_at\`, at most ${MAX_DELEGATION_DAYS} days after it` })
+}).check(
+  Schema.makeFilter((input) => {
+    const ends = Date.parse(input.ends_at)
+    const starts = input.starts_at === undefined ? undefined : Date.parse(input.starts_at)
+    if (starts !== undefined && ends <= starts) return { path: ["ends_at"], issue: "ends_at must be after starts_at." }
+    if (starts !== undefined && ends - starts > MAX_DELEGATION_DAYS * 86_400_000) {
+      return { path: ["ends_at"], issue: `A delegation lasts at most ${MAX_DELEGATION_DAYS} days.` }
+    }
+    return undefined
+  })
+)
+export type DelegationInput = typeof DelegationInput.Type
+
+export const Delegation = Schema.Struct({
+  delegation_id: Uuid,
+  delegator: Reviewer.annotate({ description: "Who delegated (the caller that created it)" }),
+  delegate: Reviewer,
+  starts_at: Timestamp,
+  ends_at: Timestamp,
+  ended_at: Schema.NullOr(Timestamp).annotate({ description: "When the delegator ended it early; null otherwise" })
+})
+export type Delegation = typeof Delegation.Type
+
+/** A decision by someone outside the approval's assigned group (nor a member's active delegate). */
+export class NotAssigned extends HttpApiError.Problem<NotAssigned>()("NotAssigned", {
+  type: problemType("NOT_ASSIGNED"),
+  status: 403,
+  title: "The approval is assigned to a reviewer group this decider is not in"
+}, {
+  code: Schema.tag("NOT_ASSIGNED"),
+  assigned_group: Schema.String.annotate({ description: "The group the approval is assigned to" })
+}) {}
+
+/** A group a policy names, or that pending approvals are assigned to, cannot be deleted. */
+export class GroupInUse extends HttpApiError.Problem<GroupInUse>()("GroupInUse", {
+  type: problemType("GROUP_IN_USE"),
+  status: 409,
+  title: "The reviewer group is in use"
+}, {
+  code: Schema.tag("GROUP_IN_USE")
+}) {}
+
+const groupExample = {
+  name: "payments-leads",
+  members: [{ console_user: "ana" }, { key_id: "0193b7a2-6f1e-7c3a-9a55-2f4e8c1d0b17" }],
+  created_at: "2026-11-22T12:00:00.000Z",
+  updated_at: "2026-11-22T12:00:00.000Z"
+}
+const delegationExample = {
+  delegation_id: "0193b7a2-6f1e-7c3a-9a55-2f4e8c1d0b18",
+  delegator: { console_user: "ana" },
+  delegate: { console_user: "ben" },
+  starts_at: "2026-11-23T00:00:00.000Z",
+  ends_at: "2026-11-30T00:00:00.000Z",
+  ended_at: null
+}
+
+export class ReviewersApi extends HttpApiGroup.make("reviewers")
+  .add(
+    HttpApiEndpoint.put("putGroup", "/v1/reviewer-groups/:name", {
+      params: { name: GroupName },
+      payload: GroupInput,
+      success: ReviewerGroup,
+      error: [InvalidRequest, LimitReached]
+    }).pipe(
+      requireScope(
+        "org_config.write",
+        `Creates the reviewer group \`name\` or replaces its members: API keys of the organization holding \`approvals.decide\`, and console persons. At most ${MAX_GROUP_MEMBERS} members; an organization has at most \`SVC_MAX_REVIEWER_GROUPS_PER_ORG\` groups (default 100).`
+      ),
+      documented({
+        summary: "Set a reviewer group",
+        request: { members: groupExample.members },
+        response: groupExample,
+        errors: {
+          400: "A member key is not an active key of the organization holding `approvals.decide` (`INVALID_REQUEST`, `field`: `members[i].key_id`).",
+          409: "One more group than `SVC_MAX_REVIEWER_GROUPS_PER_ORG` allows (`LIMIT_REACHED`)."
+        }
+      })
+    ),
+    HttpApiEndpoint.get("listGroups", "/v1/reviewer-groups", {
+      success: Schema.Struct({ groups: Schema.Array(ReviewerGroup) })
+    }).pipe(
+      requireScope("org_config.read", "The organization's reviewer groups, by name."),
+      documented({ summary: "List reviewer groups", response: { groups: [groupExample] } })
+    ),
+    HttpApiEndpoint.get("getGroup", "/v1/reviewer-groups/:name", {
+      params: { name: GroupName },
+      success: ReviewerGroup,
+      error: NotFound
+    }).pipe(
+      requireScope("org_config.read", "One reviewer group and its members."),
+      documented({ summary: "Get a reviewer group", response: groupExample, errors: { 404: notFound("reviewer group") } })
+    ),
+    HttpApiEndpoint.delete("deleteGroup", "/v1/reviewer-groups/:name", {
+      params: { name: GroupName },
+      success: HttpApiSchema.NoContent,
+      error: [NotFound, GroupInUse]
+    }).pipe(
+      requireScope(
+        "org_config.write",
+        "Deletes a reviewer group no policy names (as `group` or `escalation_group`, its own or a rule's) and no pending approval is assigned to."
+      ),
+      documented({
+        summary: "Delete a reviewer group",
+        errors: { 404: notFound("reviewer group"), 409: "A policy names the group, or a pending approval is assigned to it (`GROUP_IN_USE`)." }
+      })
+    ),
+    HttpApiEndpoint.post("delegate", "/v1/reviewer-delegations", {
+      payload: DelegationInput,
+      success: Delegation,
+      error: [InvalidRequest, LimitReached]
+    }).pipe(
+      requireScope(
+        "approvals.decide",
+        `The caller delegates their reviewing to \`delegate\` from \`starts_at\` (default now) until \`ends_at\` (at most ${MAX_DELEGATION_DAYS} days): in that window the delegate may decide the approvals assigned to the caller's groups. An organization has at most \`SVC_MAX_DELEGATIONS_PER_ORG\` delegations not yet over (default 1000).`
+      ),
+      documented({
+        summary: "Delegate reviewing",
+        request: { delegate: { console_user: "ben" }, starts_at: "2026-11-23T00:00:00Z", ends_at: "2026-11-30T00:00:00Z" },
+        response: delegationExample,
+        errors: {
+          400: "The delegate is the caller, or a key that is not an active key of the organization holding `approvals.decide` (`INVALID_REQUEST`, `field`: `delegate`); the window is empty or too long (`field`: `ends_at`).",
+          409: "One more delegation than `SVC_MAX_DELEGATIONS_PER_ORG` allows (`LIMIT_REACHED`)."
+        }
+      })
+    ),
+    HttpApiEndpoint.get("listDelegations", "/v1/reviewer-delegations", {
+      success: Schema.Struct({ delegations: Schema.Array(Delegation) })
+    }).pipe(
+      requireScope("approvals.decide", "The organization's delegations not yet over (not ended, `ends_at` to come), by start."),
+      documented({ summary: "List delegations", response: { delegations: [delegationExample] } })
+    ),
+    HttpApiEndpoint.post("endDelegation", "/v1/reviewer-delegations/:delegation_id/end", {
+      params: { delegation_id: Uuid },
+      success: Delegation,
+      error: NotFound
+    }).pipe(
+      requireScope("approvals.decide", "Ends one of the caller's own delegations now. Ending one already over answers it unchanged."),
+      documented({ summary: "End a delegation", response: { ...delegationExample, ended_at: "2026-11-25T09:00:00.000Z" }, errors: { 404: notFound("delegation of the caller") } })
+    )
+  )
+  .middleware(Authentication)
+  .annotate(OpenApi.Title, "Reviewer groups")
+{}

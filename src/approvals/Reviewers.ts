@@ -1,0 +1,275 @@
+/**
+ * Named reviewers (docs/approvals.md, "Reviewer groups"): an organization's
+ * reviewer groups, the delegations of a member's reviewing to another person
+ * for a time window, and who may decide an approval assigned to a group.
+ *
+ * Members and delegates are stored as records name deciders (`decided_by`):
+ * an API key's id or `console:<person>`, so "may this decider decide" is one
+ * lookup of the decider's own name.
+ */
+import { PgClient } from "@effect/sql-pg"
+import { Context, Effect, Layer, Schema } from "effect"
+import type { SqlClient } from "effect/sql"
+import type { PolicyInput } from "../api/Approvals.ts"
+import { InvalidRequest, type LimitReached, NotFound } from "../api/Errors.ts"
+import {
+  type Delegation,
+  type DelegationInput,
+  deciderOf,
+  GroupInUse,
+  type GroupInput,
+  MAX_DELEGATION_DAYS,
+  type Reviewer,
+  type ReviewerGroup,
+  reviewerOf
+} from "../api/Reviewers.ts"
+import { SvcConfig } from "../platform/Config.ts"
+import { newId } from "../platform/Ids.ts"
+import { refuseAtCap } from "../platform/OrgLimits.ts"
+import { JsonColumn, rowsOf, Timestamp, TimestampOrNull } from "../platform/Rows.ts"
+import { databaseNow } from "../platform/Time.ts"
+
+/**
+ * SQL: whether `actor` may decide an approval assigned to the group named
+ * by `group` (a value or a column): a member of it, or the delegate of a
+ * member whose delegation is in force now (the database's clock).
+ */
+export const reviews = (sql: SqlClient.SqlClient, orgId: string, actor: string, group: unknown) =>
+  sql`EXISTS (
+    SELECT 1 FROM reviewer_groups g JOIN reviewer_group_members m ON m.group_id = g.id
+    WHERE g.org_id = ${orgId} AND g.name = ${group} AND (m.member = ${actor} OR m.member IN (
+      SELECT d.delegator FROM reviewer_delegations d
+      WHERE d.org_id = ${orgId} AND d.delegate = ${actor} AND d.ended_at IS NULL AND d.starts_at <= now() AND d.ends_at > now())))`
+
+const Holds = rowsOf("reviewer_groups", Schema.Struct({ holds: Schema.Boolean }))
+
+/** Whether `actor` may decide an approval assigned to `group` (run it in the decision's transaction). */
+export const mayDecide = (sql: SqlClient.SqlClient, orgId: string, actor: string, group: string) =>
+  Effect.map(Holds.returned(sql`SELECT ${reviews(sql, orgId, actor, group)} AS holds`), (row) => row.holds)
+
+/** The groups a policy names, each with the field that names it. */
+const groupsNamed = (input: PolicyInput): ReadonlyArray<{ readonly field: string; readonly name: string }> => [
+  ...(input.group === undefined ? [] : [{ field: "group", name: input.group }]),
+  ...(input.escalation_group === undefined ? [] : [{ field: "escalation_group", name: input.escalation_group }]),
+  ...(input.rules ?? []).flatMap((rule, i) =>
+    rule.result.decision !== "require_approval" ? [] : [
+      ...(rule.result.group === undefined ? [] : [{ field: `rules[${i}].result.group`, name: rule.result.group }]),
+      ...(rule.result.escalation_group === undefined
+        ? []
+        : [{ field: `rules[${i}].result.escalation_group`, name: rule.result.escalation_group }])
+    ]
+  )
+]
+
+const NameRows = rowsOf("reviewer_groups", Schema.Struct({ name: Schema.String }))
+
+/** Every group a policy names exists, or the 400 naming the first field that names one that does not. */
+export const checkGroups = Effect.fnUntraced(function*(sql: SqlClient.SqlClient, orgId: string, input: PolicyInput) {
+  const named = groupsNamed(input)
+  if (named.length === 0) return
+  const found = yield* NameRows.all(sql`
+    SELECT name FROM reviewer_groups WHERE org_id = ${orgId} AND name IN ${sql.in(named.map((group) => group.name))}
+  `)
+  const known = new Set(found.map((row) => row.name))
+  const missing = named.find((group) => !known.has(group.name))
+  if (missing !== undefined) {
+    return yield* new InvalidRequest({ field: missing.field, detail: `No reviewer group is named ${JSON.stringify(missing.name)}.` })
+  }
+})
+
+const GroupRow = Schema.Struct({
+  name: Schema.String,
+  members: JsonColumn(Schema.Array(Schema.String)),
+  created_at: Timestamp,
+  updated_at: Timestamp
+})
+const GroupRows = rowsOf("reviewer_groups", GroupRow)
+
+const GROUP_COLUMNS = `g.name, (SELECT coalesce(jsonb_agg(m.member ORDER BY m.member), '[]'::jsonb)
+  FROM reviewer_group_members m WHERE m.group_id = g.id) AS members, g.created_at, g.updated_at`
+
+const toGroup = (row: typeof GroupRow.Type): ReviewerGroup => ({ ...row, members: row.members.map(reviewerOf) })
+
+const DelegationRow = Schema.Struct({
+  id: Schema.String,
+  delegator: Schema.String,
+  delegate: Schema.String,
+  starts_at: Timestamp,
+  ends_at: Timestamp,
+  ended_at: TimestampOrNull
+})
+const DelegationRows = rowsOf("reviewer_delegations", DelegationRow)
+
+const DELEGATION_COLUMNS = "id, delegator, delegate, starts_at, ends_at, ended_at"
+
+const toDelegation = (row: typeof DelegationRow.Type): Delegation => ({
+  delegation_id: row.id,
+  delegator: reviewerOf(row.delegator),
+  delegate: reviewerOf(row.delegate),
+  starts_at: row.starts_at,
+  ends_at: row.ends_at,
+  ended_at: row.ended_at
+})
+
+const KeyRows = rowsOf("api_keys", Schema.Struct({ id: Schema.String }))
+const IdRows = rowsOf("reviewer_groups", Schema.Struct({ id: Schema.String }))
+
+export class Reviewers extends Context.Service<Reviewers, {
+  readonly putGroup: (orgId: string, name: string, input: GroupInput) => Effect.Effect<ReviewerGroup, InvalidRequest | LimitReached>
+  readonly listGroups: (orgId: string) => Effect.Effect<ReadonlyArray<ReviewerGroup>>
+  readonly getGroup: (orgId: string, name: string) => Effect.Effect<ReviewerGroup, NotFound>
+  readonly deleteGroup: (orgId: string, name: string) => Effect.Effect<void, NotFound | GroupInUse>
+  readonly delegate: (orgId: string, actor: string, input: DelegationInput) => Effect.Effect<Delegation, InvalidRequest | LimitReached>
+  readonly listDelegations: (orgId: string) => Effect.Effect<ReadonlyArray<Delegation>>
+  readonly endDelegation: (orgId: string, actor: string, delegationId: string) => Effect.Effect<Delegation, NotFound>
+}>()("svc/approvals/Reviewers") {
+  static readonly layer = Layer.effect(
+    Reviewers,
+    Effect.gen(function*() {
+      const sql = yield* PgClient.PgClient
+      const config = yield* SvcConfig
+
+      /** The first of `reviewers` that is a key but not an active key of the organization holding `approvals.decide`. */
+      const firstUnfitKey = Effect.fnUntraced(function*(orgId: string, reviewers: ReadonlyArray<Reviewer>) {
+        const keys = reviewers.flatMap((reviewer, i) => "key_id" in reviewer ? [{ i, id: reviewer.key_id }] : [])
+        if (keys.length === 0) return undefined
+        const fit = yield* KeyRows.all(sql`
+          SELECT id FROM api_keys WHERE org_id = ${orgId} AND id IN ${sql.in(keys.map((key) => key.id))}
+            AND revoked_at IS NULL AND 'approvals.decide' = ANY (scopes)
+        `)
+        const known = new Set(fit.map((row) => row.id))
+        return keys.find((key) => !known.has(key.id))
+      })
+
+      const lockGroup = (orgId: string, name: string) =>
+        IdRows.one(sql`SELECT id FROM reviewer_groups WHERE org_id = ${orgId} AND name = ${name} FOR UPDATE`)
+
+      const readGroup = (orgId: string, name: string) =>
+        GroupRows.one(sql`SELECT ${sql.literal(GROUP_COLUMNS)} FROM reviewer_groups g WHERE g.org_id = ${orgId} AND g.name = ${name}`)
+
+      const putGroup = Effect.fn("Reviewers.putGroup")(function*(orgId: string, name: string, input: GroupInput) {
+        const unfit = yield* firstUnfitKey(orgId, input.members)
+        if (unfit !== undefined) {
+          return yield* new InvalidRequest({
+            field: `members[${unfit.i}].key_id`,
+            detail: "Not an active API key of the organization holding approvals.decide."
+          })
+        }
+        yield* sql.withTransaction(Effect.gen(function*() {
+          const existing = yield* lockGroup(orgId, name)
+          let groupId = existing?.id
+          if (groupId === undefined) {
+            const max = config.reviewerLimits.groups
+            yield* refuseAtCap(sql, orgId, "reviewer_groups", {
+              value: max,
+              limit: "SVC_MAX_REVIEWER_GROUPS_PER_ORG",
+              detail: `The organization already has ${max} reviewer groups, the most allowed (SVC_MAX_REVIEWER_GROUPS_PER_ORG).`
+            })
+            groupId = newId()
+            yield* sql`INSERT INTO reviewer_groups (id, org_id, name) VALUES (${groupId}, ${orgId}, ${name})`
+          } else {
+            yield* sql`UPDATE reviewer_groups SET updated_at = now() WHERE id = ${groupId}`
+            yield* sql`DELETE FROM reviewer_group_members WHERE group_id = ${groupId}`
+          }
+          const id = groupId
+          yield* Effect.forEach(input.members, (member) =>
+            sql`INSERT INTO reviewer_group_members (group_id, member) VALUES (${id}, ${deciderOf(member)})`, { discard: true })
+        })).pipe(Effect.catchTag("SqlError", Effect.die))
+        return toGroup((yield* readGroup(orgId, name))!)
+      })
+
+      const listGroups = Effect.fn("Reviewers.listGroups")(function*(orgId: string) {
+        const rows = yield* GroupRows.all(sql`
+          SELECT ${sql.literal(GROUP_COLUMNS)} FROM reviewer_groups g WHERE g.org_id = ${orgId} ORDER BY g.name
+        `)
+        return rows.map(toGroup)
+      })
+
+      const getGroup = Effect.fn("Reviewers.getGroup")(function*(orgId: string, name: string) {
+        const row = yield* readGroup(orgId, name)
+        if (row === undefined) return yield* new NotFound({ detail: "No such reviewer group." })
+        return toGroup(row)
+      })
+
+      const deleteGroup = Effect.fn("Reviewers.deleteGroup")(function*(orgId: string, name: string) {
+        const outcome = yield* sql.withTransaction(Effect.gen(function*() {
+          const group = yield* lockGroup(orgId, name)
+          if (group === undefined) return "missing" as const
+          const [used] = yield* sql`
+            SELECT 1 FROM approval_policies p WHERE p.org_id = ${orgId} AND (p.reviewer_group = ${name} OR p.escalation_group = ${name}
+              OR EXISTS (SELECT 1 FROM jsonb_array_elements(p.rules) r
+                WHERE r->'result'->>'group' = ${name} OR r->'result'->>'escalation_group' = ${name}))
+            UNION ALL
+            SELECT 1 FROM approvals a WHERE a.org_id = ${orgId} AND a.status = 'pending'
+              AND (a.assigned_group = ${name} OR a.escalation_group = ${name})
+            LIMIT 1
+          `
+          if (used !== undefined) return "used" as const
+          yield* sql`DELETE FROM reviewer_groups WHERE id = ${group.id}`
+          return "deleted" as const
+        })).pipe(Effect.orDie)
+        if (outcome === "missing") return yield* new NotFound({ detail: "No such reviewer group." })
+        if (outcome === "used") {
+          return yield* new GroupInUse({ detail: "A policy names this group, or a pending approval is assigned to it: change those first." })
+        }
+      })
+
+      const delegate = Effect.fn("Reviewers.delegate")(function*(orgId: string, actor: string, input: DelegationInput) {
+        const delegate = deciderOf(input.delegate)
+        if (delegate === actor) return yield* new InvalidRequest({ field: "delegate", detail: "A person cannot delegate to themselves." })
+        if ((yield* firstUnfitKey(orgId, [input.delegate])) !== undefined) {
+          return yield* new InvalidRequest({ field: "delegate", detail: "Not an active API key of the organization holding approvals.decide." })
+        }
+        const now = yield* Effect.orDie(databaseNow(sql))
+        const startsAt = input.starts_at === undefined ? now : Date.parse(input.starts_at)
+        const endsAt = Date.parse(input.ends_at)
+        if (endsAt <= Math.max(startsAt, now) || endsAt - startsAt > MAX_DELEGATION_DAYS * 86_400_000) {
+          return yield* new InvalidRequest({
+            field: "ends_at",
+            detail: `ends_at must be in the future, after starts_at, and at most ${MAX_DELEGATION_DAYS} days after it.`
+          })
+        }
+        const row = yield* sql.withTransaction(Effect.gen(function*() {
+          const max = config.reviewerLimits.delegations
+          yield* refuseAtCap(sql, orgId, "reviewer_delegations", {
+            value: max,
+            limit: "SVC_MAX_DELEGATIONS_PER_ORG",
+            detail: `The organization already has ${max} delegations not yet over, the most allowed (SVC_MAX_DELEGATIONS_PER_ORG).`
+          })
+          return yield* DelegationRows.returned(sql`
+            INSERT INTO reviewer_delegations (id, org_id, delegator, delegate, starts_at, ends_at)
+            VALUES (${newId()}, ${orgId}, ${actor}, ${delegate}, ${new Date(startsAt).toISOString()}::timestamptz,
+              ${new Date(endsAt).toISOString()}::timestamptz)
+            RETURNING ${sql.literal(DELEGATION_COLUMNS)}
+          `)
+        })).pipe(Effect.catchTag("SqlError", Effect.die))
+        return toDelegation(row)
+      })
+
+      const listDelegations = Effect.fn("Reviewers.listDelegations")(function*(orgId: string) {
+        const rows = yield* DelegationRows.all(sql`
+          SELECT ${sql.literal(DELEGATION_COLUMNS)} FROM reviewer_delegations
+          WHERE org_id = ${orgId} AND ended_at IS NULL AND ends_at > now() ORDER BY starts_at, id
+        `)
+        return rows.map(toDelegation)
+      })
+
+      const endDelegation = Effect.fn("Reviewers.endDelegation")(function*(orgId: string, actor: string, delegationId: string) {
+        const [ended] = yield* DelegationRows.all(sql`
+          UPDATE reviewer_delegations SET ended_at = now()
+          WHERE id = ${delegationId} AND org_id = ${orgId} AND delegator = ${actor} AND ended_at IS NULL AND ends_at > now()
+          RETURNING ${sql.literal(DELEGATION_COLUMNS)}
+        `)
+        if (ended !== undefined) return toDelegation(ended)
+        const row = yield* DelegationRows.one(sql`
+          SELECT ${sql.literal(DELEGATION_COLUMNS)} FROM reviewer_delegations
+          WHERE id = ${delegationId} AND org_id = ${orgId} AND delegator = ${actor}
+        `)
+        if (row === undefined) return yield* new NotFound({ detail: "No such delegation of the caller." })
+        return toDelegation(row)
+      })
+
+      return Reviewers.of({ putGroup, listGroups, getGroup, deleteGroup, delegate, listDelegations, endDelegation })
+    })
+  )
+}

@@ -1,0 +1,24 @@
+/** Handlers of reviewer groups and delegations (`Reviewers.ts`). */
+import { Effect } from "effect"
+import { HttpApiBuilder } from "effect/http-api"
+import { Api } from "../api/Api.ts"
+import { CurrentPrincipal } from "../api/Security.ts"
+import { Reviewers } from "./Reviewers.ts"
+
+export const ReviewersHandlers = HttpApiBuilder.group(
+  Api,
+  "reviewers",
+  Effect.fn(function*(handlers) {
+    const reviewers = yield* Reviewers
+    return handlers.handleAll({
+      putGroup: ({ params, payload }) => CurrentPrincipal.use((p) => reviewers.putGroup(p.orgId, params.name, payload)),
+      listGroups: () => CurrentPrincipal.use((p) => reviewers.listGroups(p.orgId)).pipe(Effect.map((groups) => ({ groups }))),
+      getGroup: ({ params }) => CurrentPrincipal.use((p) => reviewers.getGroup(p.orgId, params.name)),
+      deleteGroup: ({ params }) => CurrentPrincipal.use((p) => reviewers.deleteGroup(p.orgId, params.name)),
+      delegate: ({ payload }) => CurrentPrincipal.use((p) => reviewers.delegate(p.orgId, p.actor, payload)),
+      listDelegations: () =>
+        CurrentPrincipal.use((p) => reviewers.listDelegations(p.orgId)).pipe(Effect.map((delegations) => ({ delegations }))),
+      endDelegation: ({ params }) => CurrentPrincipal.use((p) => reviewers.endDelegation(p.orgId, p.actor, params.delegation_id))
+    })
+  })
+)

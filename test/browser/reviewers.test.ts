@@ -1,0 +1,74 @@
+/**
+ * Reviewer groups in a real browser: an approval assigned to a group shows
+ * its group; "Assigned to me" lists only those of the person's groups (or of
+ * a member who delegated to them); a person outside the group is offered no
+ * Approve or Reject, a member decides.
+ */
+import { afterAll, assert, beforeAll, it } from "vitest"
+import { checkAccessibility, describeBrowser, screenshot, signIn, startWorld, type World } from "./support.ts"
+
+let world: World
+
+const settings = { review_seconds: 600, expiring_notice_seconds: 0, timeout_action: "reject" }
+
+beforeAll(async () => {
+  world = await startWorld("reviewers")
+  const group = await world.api("PUT", "/v1/reviewer-groups/payments-leads", { members: [{ console_user: "Lena Lead" }] })
+  assert.strictEqual(group.status, 200, JSON.stringify(group.body))
+  const policy = await world.api("PUT", "/v1/approval-policies/payments.payout", {
+    mode: "require_approval",
+    ...settings,
+    rules: [{ name: "large", condition: "arguments.amount > 1000.0", result: { decision: "require_approval", ...settings, group: "payments-leads" } }]
+  })
+  assert.strictEqual(policy.status, 200, JSON.stringify(policy.body))
+})
+afterAll(async () => {
+  await world?.close()
+})
+
+const requestPayout = async (stepId: string, amount: number) => {
+  const session = await world.api("POST", "/v1/agent-sessions", {})
+  const step = await world.api("POST", `/v1/agent-sessions/${session.body.id}/steps`, {
+    step_id: stepId,
+    tool: "bank.payout",
+    action_class: "payments.payout",
+    arguments: { amount, to: "DE89370400440532013000" }
+  })
+  assert.strictEqual(step.body.decision, "pending", JSON.stringify(step.body))
+  return step.body.approval_id as string
+}
+
+describeBrowser("Reviewer groups", () => {
+  it("a member sees the approval under Assigned to me, with its group, and decides it", async () => {
+    const approvalId = await requestPayout("payout-big", 4800)
+    await requestPayout("payout-small", 250)
+    const { page, done } = await world.open()
+    await signIn(page, await world.link("approver", "Lena Lead"))
+    await page.getByRole("listitem", { name: /bank\.payout/ }).filter({ hasText: "250" }).waitFor()
+    await page.getByRole("link", { name: /Assigned to me/ }).click()
+    await page.getByRole("link", { name: "Assigned to me (1)" }).waitFor()
+    const card = page.getByRole("listitem", { name: /bank\.payout/ }).filter({ hasText: "4800" })
+    await card.waitFor()
+    assert.strictEqual(await page.getByRole("listitem", { name: /bank\.payout/ }).count(), 1)
+    assert.include(await card.textContent(), "Assigned topayments-leads")
+    await checkAccessibility(page, "approvals assigned to me")
+    await screenshot(page, "approvals-assigned-to-me")
+    await card.getByRole("button", { name: "Approve" }).click()
+    await card.waitFor({ state: "detached" })
+    const closed = await world.api("GET", `/v1/agent-approvals/${approvalId}`)
+    assert.strictEqual(closed.body.decided_by, "console:Lena Lead")
+    await done()
+  })
+
+  it("a person outside the group is told who decides, and offered no Approve or Reject", async () => {
+    await requestPayout("payout-other", 2600)
+    const { page, done } = await world.open()
+    await signIn(page, await world.link("approver", "Omar Outside"))
+    const card = page.getByRole("listitem", { name: /bank\.payout/ }).filter({ hasText: "2600" })
+    await card.getByText("Only members of payments-leads (or their delegates) decide this approval.").waitFor()
+    assert.strictEqual(await card.getByRole("button", { name: "Approve" }).count(), 0)
+    await page.getByRole("link", { name: "Assigned to me (0)" }).waitFor()
+    await screenshot(page, "approvals-not-assigned")
+    await done()
+  })
+})
