@@ -13,7 +13,7 @@ import { type DeadlineDraft, DraftError, move, newRule, payloadOf, placeOf, type
 
 const dryRunAtom = SvcApi.mutation("approvalPolicies", "dryRun")
 
-/** Review window, notice, escalation, timeout action and quorum, as number fields. */
+/** Review window, notice, escalation, timeout action and quorum, as number fields; the reviewer groups by name. */
 export const DeadlineFields = (
   { id, value, onChange }: { id: string; value: DeadlineDraft; onChange: (value: DeadlineDraft) => void }
 ) => {
@@ -33,6 +33,17 @@ export const DeadlineFields = (
       />
     </label>
   )
+  const group = (key: "group" | "escalationGroup", label: string) => (
+    <label>
+      {label}
+      <input
+        id={`${id}-${key}`}
+        placeholder="none"
+        value={value[key]}
+        onInput={(event) => onChange({ ...value, [key]: event.currentTarget.value })}
+      />
+    </label>
+  )
   return (
     <div class="form">
       {field("review", "Review seconds", 1)}
@@ -46,6 +57,8 @@ export const DeadlineFields = (
         </select>
       </label>
       {field("quorum", "Quorum (approvers)", 1, "1")}
+      {group("group", "Reviewer group")}
+      {group("escalationGroup", "Escalation group")}
     </div>
   )
 }

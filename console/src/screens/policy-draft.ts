@@ -14,6 +14,10 @@ export interface DeadlineDraft {
   readonly timeout: TimeoutAction
   /** Empty: one approval. */
   readonly quorum: string
+  /** The reviewer group it is assigned to; empty: none. */
+  readonly group: string
+  /** The group the first deadline hands it to; empty: none. */
+  readonly escalationGroup: string
 }
 
 export type RuleDecision = RuleResult["decision"]
@@ -39,7 +43,7 @@ export interface PolicyDraft {
 let nextKey = 0
 
 /** The settings an action class without a policy has (docs/approvals.md, "Policies"). */
-export const DEFAULT_DEADLINES: DeadlineDraft = { review: "900", notice: "300", escalation: "", timeout: "reject", quorum: "" }
+export const DEFAULT_DEADLINES: DeadlineDraft = { review: "900", notice: "300", escalation: "", timeout: "reject", quorum: "", group: "", escalationGroup: "" }
 
 export const newRule = (index: number): RuleDraft => ({
   key: nextKey++,
@@ -55,13 +59,23 @@ export const emptyDraft = (): PolicyDraft => ({ mode: "require_approval", deadli
 const text = (value: number | null | undefined) => (value === undefined || value === null ? "" : String(value))
 
 const deadlinesOf = (
-  source: { review_seconds: number; expiring_notice_seconds: number; escalation_seconds?: number | null; timeout_action: TimeoutAction; quorum?: number }
+  source: {
+    review_seconds: number
+    expiring_notice_seconds: number
+    escalation_seconds?: number | null
+    timeout_action: TimeoutAction
+    quorum?: number
+    group?: string
+    escalation_group?: string
+  }
 ): DeadlineDraft => ({
   review: String(source.review_seconds),
   notice: String(source.expiring_notice_seconds),
   escalation: text(source.escalation_seconds),
   timeout: source.timeout_action,
-  quorum: text(source.quorum)
+  quorum: text(source.quorum),
+  group: source.group ?? "",
+  escalationGroup: source.escalation_group ?? ""
 })
 
 export const draftOf = (policy: Policy): PolicyDraft => ({
@@ -94,7 +108,9 @@ const deadlinesPayload = (draft: DeadlineDraft) => ({
   expiring_notice_seconds: seconds(draft.notice),
   ...(draft.escalation.trim() === "" ? {} : { escalation_seconds: seconds(draft.escalation) }),
   timeout_action: draft.timeout,
-  ...(draft.quorum.trim() === "" ? {} : { quorum: seconds(draft.quorum) })
+  ...(draft.quorum.trim() === "" ? {} : { quorum: seconds(draft.quorum) }),
+  ...(draft.group.trim() === "" ? {} : { group: draft.group.trim() }),
+  ...(draft.escalationGroup.trim() === "" ? {} : { escalation_group: draft.escalationGroup.trim() })
 })
 
 const resultPayload = (rule: RuleDraft): RuleResult => {

@@ -8,13 +8,15 @@ const stored = {
   expiring_notice_seconds: 300,
   escalation_seconds: 3600,
   timeout_action: "reject" as const,
+  group: "payments",
+  escalation_group: "finance",
   rules: [
     { name: "small", condition: "arguments.amount <= 100.0", result: { decision: "allow" as const } },
     { name: "huge", condition: "arguments.amount > 5000.0", result: { decision: "reject" as const, reason: "Finance decides." } },
     {
       name: "eur",
       condition: "arguments.currency == \"EUR\"",
-      result: { decision: "require_approval" as const, review_seconds: 300, expiring_notice_seconds: 60, timeout_action: "allow" as const, quorum: 2 }
+      result: { decision: "require_approval" as const, review_seconds: 300, expiring_notice_seconds: 60, timeout_action: "allow" as const, quorum: 2, group: "treasury" }
     }
   ],
   arguments_schema: { type: "object" },
@@ -27,10 +29,10 @@ describe("the Policies screen's draft of a policy", () => {
     assert.deepStrictEqual(payloadOf(draftOf(stored)), input)
   })
 
-  it("empty escalation and quorum are left out; an arguments schema that is not JSON names its field", () => {
-    const draft = { ...draftOf(stored), deadlines: { review: "60", notice: "0", escalation: " ", timeout: "allow" as const, quorum: "" }, schema: "" }
+  it("empty escalation, quorum and groups are left out; an arguments schema that is not JSON names its field", () => {
+    const draft = { ...draftOf(stored), deadlines: { review: "60", notice: "0", escalation: " ", timeout: "allow" as const, quorum: "", group: "", escalationGroup: " " }, schema: "" }
     const payload = payloadOf(draft)
-    assert.deepStrictEqual([payload.review_seconds, payload.expiring_notice_seconds, "escalation_seconds" in payload, "quorum" in payload, "arguments_schema" in payload], [60, 0, false, false, false])
+    assert.deepStrictEqual([payload.review_seconds, payload.expiring_notice_seconds, "escalation_seconds" in payload, "quorum" in payload, "group" in payload, "escalation_group" in payload, "arguments_schema" in payload], [60, 0, false, false, false, false, false])
     assert.throws(() => payloadOf({ ...draft, schema: "{type:" }), DraftError)
   })
 
