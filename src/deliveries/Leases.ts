@@ -7,10 +7,10 @@ import type { PgClient } from "@effect/sql-pg"
 import { Clock, Duration, Effect } from "effect"
 import { newId } from "../platform/Ids.ts"
 import * as Log from "./log/Log.ts"
-import { logSuccesses, settledOf, settleLogSuccesses } from "./log/SettleFast.ts"
-import { type RowClaimPacing, rowClaimDue, rowClaimRan } from "./rows/ClaimFast.ts"
+import { logSuccesses, settledOf, settleLogSuccesses } from "./log/SettleSuccesses.ts"
+import { type RowClaimPacing, rowClaimDue, rowClaimRan } from "./rows/ClaimPacing.ts"
 import type { LogLeases } from "./log/HeldLeases.ts"
-import { settleRowsJson } from "./rows/SettleFast.ts"
+import { settleRowsJson } from "./rows/SettleInput.ts"
 import * as Rows from "./Rows.ts"
 import { claimStatement, settleStatement } from "./rows/Statements.ts"
 import {
@@ -53,7 +53,7 @@ export const claim = Effect.fnUntraced(function*(ctx: LogContext, kind: Delivery
 export interface LogContext {
   readonly sql: PgClient.PgClient
   readonly leases: LogLeases
-  /** When a claim fed by the log runs the per-row statement too (`src/deliveries/rows/ClaimFast.ts`); every time without. */
+  /** When a claim fed by the log runs the per-row statement too (`src/deliveries/rows/ClaimPacing.ts`); every time without. */
   readonly rowClaims?: RowClaimPacing | undefined
 }
 

@@ -1,7 +1,7 @@
 /**
  * Folder `worker/`: the process side of the queue, free of SQL (it calls
  * `DeliveryQueue`): this loop, `Admission.ts` (which claimed delivery may
- * start), and a file per loop. `StartFast.ts` is the send without a fiber
+ * start), and a file per loop. `DirectStart.ts` is the send without a fiber
  * of its own beside `Start.ts`.
  *
  * The loop that sends deliveries of one kind; the database is the source of
@@ -16,7 +16,7 @@ import { Metrics } from "../../observability/Metrics.ts"
 import { Wakeups } from "../../platform/Wakeups.ts"
 import { Admission } from "./Admission.ts"
 import { type Claimed, type CooldownPolicy, type DeliveryKind, DeliveryQueue, type Settlement } from "../DeliveryQueue.ts"
-import type { DirectHandle } from "./StartFast.ts"
+import type { DirectHandle } from "./DirectStart.ts"
 import { makeClaim } from "./Claim.ts"
 import { releaseSetAside, shutdown } from "./GiveBack.ts"
 import { makeIdle } from "./Idle.ts"
@@ -43,7 +43,7 @@ export interface WorkerOptions<R> extends LimitOptions {
   readonly perGroup?: number | undefined
   /** Sends one delivery and says how it went; it should not fail (a defect is recorded as a retry). */
   readonly handle: (delivery: Claimed) => Effect.Effect<Settlement, never, R>
-  /** Offered each delivery before `handle`: a send without a fiber of its own, when it takes it (`src/deliveries/worker/StartFast.ts`). */
+  /** Offered each delivery before `handle`: a send without a fiber of its own, when it takes it (`src/deliveries/worker/DirectStart.ts`). */
   readonly handleDirect?: DirectHandle | undefined
 }
 

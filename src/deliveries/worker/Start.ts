@@ -9,7 +9,7 @@
 import { Cause, type Clock, Duration, Effect, Exit, type Fiber, Option } from "effect"
 import { databaseUnavailable } from "../../platform/DatabaseUnavailable.ts"
 import type { Entry } from "./Admission.ts"
-import type { DirectHandle } from "./StartFast.ts"
+import type { DirectHandle } from "./DirectStart.ts"
 import { type Claimed, type CooldownPolicy, Outcome, type Settlement } from "../Types.ts"
 import type { Settler } from "./Settle.ts"
 import type { WorkerState } from "./State.ts"
@@ -19,7 +19,7 @@ const DEFECT_RETRY = Duration.seconds(30)
 
 export interface StartOptions<R> {
   readonly handle: (delivery: Claimed) => Effect.Effect<Settlement, never, R>
-  /** Offered each delivery first: a send without a fiber of its own (`src/deliveries/worker/StartFast.ts`). */
+  /** Offered each delivery first: a send without a fiber of its own (`src/deliveries/worker/DirectStart.ts`). */
   readonly handleDirect?: DirectHandle | undefined
   readonly cooldown?: CooldownPolicy | undefined
   /** Forks into the worker's fiber set. */

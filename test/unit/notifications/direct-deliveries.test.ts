@@ -6,9 +6,9 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Clock, Deferred, Effect, Exit, type Fiber, FiberSet, Scope, type Tracer } from "effect"
 import { type Claimed, Outcome } from "../../../src/deliveries/DeliveryQueue.ts"
-import type { Sent } from "../../../src/outbound/OutboundHttpFast.ts"
+import type { Sent } from "../../../src/outbound/DirectExchange.ts"
 import type { Settlement } from "../../../src/deliveries/Types.ts"
-import { directDeliveries } from "../../../src/notifications/SenderFast.ts"
+import { directDeliveries } from "../../../src/notifications/send/DirectSend.ts"
 import { OutboundFailure, type OutboundRequest } from "../../../src/outbound/OutboundHttp.ts"
 import { eventually } from "../../support/http.ts"
 

@@ -1,6 +1,6 @@
 /**
  * Webhook sends without a fiber of their own: the worker's `handleDirect`
- * for kind `webhook` (`src/deliveries/worker/StartFast.ts`). It takes the common
+ * for kind `webhook` (`src/deliveries/worker/DirectStart.ts`). It takes the common
  * case (an endpoint and an event body this process knows, tracing on),
  * settles a 2xx answer from a healthy endpoint in the exchange's callback,
  * and forks whatever else the answer asks for (`outcomeOf`: a failure to
@@ -8,19 +8,19 @@
  * delivery's span. Same request, checks, span and decisions as
  * `WebhookSender.deliver`.
  *
- * What it buys: no fiber, context, generators or `Effect.callback` per
+ * Speeds up: no fiber, context, generators or `Effect.callback` per
  * send; svc's CPU per delivery in the `webhooks` drain went 213 → 197 µs
  * (`bench/notes/delivery-log.md`, "What was cut").
  */
 import { Cause, type Clock, Effect, Exit, type Fiber, type Tracer } from "effect"
-import { Outcome } from "../deliveries/DeliveryQueue.ts"
-import type { DirectHandle, SpanStarter } from "../deliveries/worker/StartFast.ts"
-import type { Claimed, Settlement } from "../deliveries/Types.ts"
-import { defectSettlement } from "../deliveries/worker/Start.ts"
-import type { Sent } from "../outbound/OutboundHttpFast.ts"
-import { OutboundFailure, type OutboundRequest } from "../outbound/OutboundHttp.ts"
+import { Outcome } from "../../deliveries/DeliveryQueue.ts"
+import type { DirectHandle, SpanStarter } from "../../deliveries/worker/DirectStart.ts"
+import type { Claimed, Settlement } from "../../deliveries/Types.ts"
+import { defectSettlement } from "../../deliveries/worker/Start.ts"
+import type { Sent } from "../../outbound/DirectExchange.ts"
+import { OutboundFailure, type OutboundRequest } from "../../outbound/OutboundHttp.ts"
 import type { SendTarget } from "./SendTargets.ts"
-import type { EventBody } from "./EventBodies.ts"
+import type { EventBody } from "../dispatch/EventBodies.ts"
 
 const DELIVERED = Outcome.delivered()
 

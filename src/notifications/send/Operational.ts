@@ -16,8 +16,8 @@
  */
 import type { PgClient } from "@effect/sql-pg"
 import { Duration, Effect } from "effect"
-import type { EndpointEvent, EndpointSnapshot } from "../api/Events.ts"
-import { newId } from "../platform/Ids.ts"
+import type { EndpointEvent, EndpointSnapshot } from "../../api/Events.ts"
+import { newId } from "../../platform/Ids.ts"
 
 /** RFC 3339 UTC with milliseconds, as every other event's `occurred_at`. */
 const ISO = `'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"'`

@@ -20,29 +20,29 @@
  * never the payload.
  *
  * Most sends run without a fiber of their own (`deliverDirect`,
- * `SenderFast.ts`); `deliver` is the same send as an effect, for the rest,
+ * `DirectSend.ts`); `deliver` is the same send as an effect, for the rest,
  * and for endpoints whose URL names a broker (`src/brokers/`): the same
  * signed bytes published, acknowledged or failed, and decided as above.
  */
 import { PgClient } from "@effect/sql-pg"
 import { Clock, Context, Duration, Effect, FiberSet, Layer, Option, Schema } from "effect"
-import { Brokers, ConnectionsBusy } from "../brokers/Brokers.ts"
-import type { Claimed, CooldownPolicy } from "../deliveries/DeliveryQueue.ts"
-import { DeliveryQueue, Outcome } from "../deliveries/DeliveryQueue.ts"
-import { type DirectHandle, spanStarter } from "../deliveries/worker/StartFast.ts"
-import { runWorker, type Settlement } from "../deliveries/worker/DeliveryWorker.ts"
-import { OutboundFailure, OutboundHttp, type OutboundResponse } from "../outbound/OutboundHttp.ts"
-import { perUrl } from "../outbound/Request.ts"
-import { parseRetryAfter } from "../outbound/RetryAfter.ts"
-import { jittered } from "../platform/Backoff.ts"
-import { fromOutside, urlNeedles } from "../secrets/Masking.ts"
-import { SvcConfig } from "../platform/Config.ts"
-import { rowsOf } from "../platform/Rows.ts"
-import { directDeliveries } from "./SenderFast.ts"
-import { NotificationEndpoints } from "./Endpoints.ts"
+import { Brokers, ConnectionsBusy } from "../../brokers/Brokers.ts"
+import type { Claimed, CooldownPolicy } from "../../deliveries/DeliveryQueue.ts"
+import { DeliveryQueue, Outcome } from "../../deliveries/DeliveryQueue.ts"
+import { type DirectHandle, spanStarter } from "../../deliveries/worker/DirectStart.ts"
+import { runWorker, type Settlement } from "../../deliveries/worker/DeliveryWorker.ts"
+import { OutboundFailure, OutboundHttp, type OutboundResponse } from "../../outbound/OutboundHttp.ts"
+import { perUrl } from "../../outbound/Request.ts"
+import { parseRetryAfter } from "../../outbound/RetryAfter.ts"
+import { jittered } from "../../platform/Backoff.ts"
+import { fromOutside, urlNeedles } from "../../secrets/Masking.ts"
+import { SvcConfig } from "../../platform/Config.ts"
+import { rowsOf } from "../../platform/Rows.ts"
+import { directDeliveries } from "./DirectSend.ts"
+import { NotificationEndpoints } from "../Endpoints.ts"
 import type { SendTarget } from "./SendTargets.ts"
-import { EventBodies } from "./EventBodies.ts"
-import { deliveryHeaders } from "./Signing.ts"
+import { EventBodies } from "../dispatch/EventBodies.ts"
+import { deliveryHeaders } from "../Signing.ts"
 
 const SNIPPET_BYTES = 512
 const DELIVERED = Outcome.delivered()
@@ -122,7 +122,7 @@ const needlesOf = perUrl(1_000, urlNeedles)
 
 export class WebhookSender extends Context.Service<WebhookSender, {
   readonly deliver: (delivery: Claimed) => Effect.Effect<Settlement>
-  /** `deliver` without a fiber of its own, when it can (`src/deliveries/worker/StartFast.ts`). */
+  /** `deliver` without a fiber of its own, when it can (`src/deliveries/worker/DirectStart.ts`). */
   readonly deliverDirect: DirectHandle
   /** Which per-host bound the delivery counts against (`SVC_WEBHOOK_PER_HOST`). */
   readonly hostGroup: (delivery: Claimed) => Effect.Effect<string | undefined>

@@ -10,12 +10,12 @@
  */
 import { PgClient } from "@effect/sql-pg"
 import { Cause, Context, Duration, Effect, Layer, Option, Schema } from "effect"
-import { EmailedEventTypes } from "../api/Notifications.ts"
-import { DeliveryQueue } from "../deliveries/DeliveryQueue.ts"
-import { SvcConfig } from "../platform/Config.ts"
-import { BigIntText, rowsOf } from "../platform/Rows.ts"
-import { Topics, Wakeups } from "../platform/Wakeups.ts"
-import { FIRST_BATCH, nextBatch, pauseAfter } from "./DispatcherFast.ts"
+import { EmailedEventTypes } from "../../api/Notifications.ts"
+import { DeliveryQueue } from "../../deliveries/DeliveryQueue.ts"
+import { SvcConfig } from "../../platform/Config.ts"
+import { BigIntText, rowsOf } from "../../platform/Rows.ts"
+import { Topics, Wakeups } from "../../platform/Wakeups.ts"
+import { FIRST_BATCH, nextBatch, pauseAfter } from "./DispatchBatches.ts"
 import { EventBodies } from "./EventBodies.ts"
 import { actionClassMatches } from "./Filters.ts"
 
@@ -187,7 +187,7 @@ export class Dispatcher extends Context.Service<Dispatcher, {
 
   /**
    * The dispatch loop: a batch at a time, growing through a burst
-   * (`DispatcherFast.ts`); when none is left, waits for an `events` wakeup
+   * (`DispatchBatches.ts`); when none is left, waits for an `events` wakeup
    * or the poll interval.
    */
   static readonly worker = Layer.effectDiscard(Effect.gen(function*() {

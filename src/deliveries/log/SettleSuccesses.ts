@@ -6,7 +6,7 @@
  * every part (rows written, attempts, health rounds over failures, the
  * JSON input) is planned and run for any batch.
  *
- * What it buys: the server's CPU per batch of 14 in the drain study
+ * Speeds up: the server's CPU per batch of 14 in the drain study
  * (`bench/sql/drain-study.ts`) went from 573-847 µs to 251-477 µs
  * (`bench/notes/delivery-log.md`, "What was cut").
  *

@@ -8,7 +8,7 @@
  * every other turn of a send (a failure to count, an endpoint to
  * deactivate, a recovery to announce) to an effect of its own, forked then.
  *
- * What it buys: no fiber, context, generators or `Effect.callback` per
+ * Speeds up: no fiber, context, generators or `Effect.callback` per
  * send; the Effect runtime's share of svc's samples in the sends went from
  * 10 % to 1 % (`bench/notes/delivery-log.md`, "What was cut").
  *
