@@ -124,6 +124,7 @@ export const settledOf = (items: ReadonlyArray<SettleItem>, rows: ReadonlyArray<
   const held = new Set(rows.map((row) => row.id))
   return {
     held: items.map((item) => held.has(item.claimed.targetId)),
-    coolingFor: new Map<string, Duration.Duration>()
+    coolingFor: new Map<string, Duration.Duration>(),
+    failures: new Map(rows.map((row) => [row.id, 0]))
   }
 }

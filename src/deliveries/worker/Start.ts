@@ -73,9 +73,9 @@ export const makePump = <R>(state: WorkerState, settler: Settler, options: Start
       admission.sendEnded(entry, undefined)
       state.toRelease.push(entry.item)
     } else if (settlement !== undefined) {
-      const { attempt, outcome } = settlement
+      const { attempt, outcome, signal } = settlement
       admission.sendEnded(entry, outcome._tag === "Retry" || outcome._tag === "Failed")
-      settler.push({ item: { claimed: entry.item, outcome, attempt, cooldown: options.cooldown }, target: entry.target })
+      settler.push({ item: { claimed: entry.item, outcome, attempt, cooldown: options.cooldown, signal }, target: entry.target })
     } else {
       admission.sendEnded(entry, undefined)
     }

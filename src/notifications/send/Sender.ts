@@ -5,49 +5,38 @@
  * every retry and replay carries the same bytes and event id) with a fresh
  * `t` and one `v1=` per signing secret in use, through the outbound guard
  * (address checked again, pinned connection, no redirects, one 5 s deadline
- * over the whole exchange). What happened is decided here:
+ * over the whole exchange). What the answer makes of the delivery and what
+ * it says of the endpoint is `Verdict.ts`; the endpoint's health is applied
+ * once the attempt is recorded (`EndpointHealth.ts`, the worker's `health`).
  *
- * - 2xx: delivered.
- * - 410 Gone: the endpoint is deactivated (reason visible on the endpoint)
- *   and its pending deliveries fail; PATCH reactivates it.
- * - 429 / 503 with `Retry-After`: the next try waits that long, within
- *   [1 s, 1 h], instead of the schedule's delay.
- * - anything else (3xx included, timeouts, network and TLS failures): retried
- *   after the next delay of `SVC_WEBHOOK_RETRY_SCHEDULE` (±10 % jitter);
- *   failed when the schedule is used up.
- *
- * The attempt record keeps the status and a truncated response snippet,
- * never the payload.
- *
- * Most sends run without a fiber of their own (`deliverDirect`,
- * `DirectSend.ts`); `deliver` is the same send as an effect, for the rest,
- * and for endpoints whose URL names a broker (`src/brokers/`): the same
- * signed bytes published, acknowledged or failed, and decided as above.
+ * An HTTPS send to an endpoint and event this process knows runs without a
+ * fiber of its own (`deliverDirect`, `DirectSend.ts`), traced or not;
+ * `deliver` is the same send as an effect, for an endpoint or event read
+ * from the database first and for endpoints whose URL names a broker
+ * (`src/brokers/`): the same signed bytes published, acknowledged or
+ * failed, and decided as above.
  */
 import { PgClient } from "@effect/sql-pg"
-import { Clock, Context, Duration, Effect, FiberSet, Layer, Option, Schema } from "effect"
+import { Clock, Context, Duration, Effect, FiberSet, Layer, Schema } from "effect"
 import { Brokers, ConnectionsBusy } from "../../brokers/Brokers.ts"
 import type { Claimed, CooldownPolicy } from "../../deliveries/DeliveryQueue.ts"
 import { DeliveryQueue, Outcome } from "../../deliveries/DeliveryQueue.ts"
 import { type DirectHandle, spanStarter } from "../../deliveries/worker/DirectStart.ts"
 import { runWorker, type Settlement } from "../../deliveries/worker/DeliveryWorker.ts"
-import { OutboundFailure, OutboundHttp, type OutboundResponse } from "../../outbound/OutboundHttp.ts"
-import { perUrl } from "../../outbound/Request.ts"
-import { parseRetryAfter } from "../../outbound/RetryAfter.ts"
-import { jittered } from "../../platform/Backoff.ts"
-import { fromOutside, urlNeedles } from "../../secrets/Masking.ts"
+import { OutboundFailure, OutboundHttp } from "../../outbound/OutboundHttp.ts"
 import { SvcConfig } from "../../platform/Config.ts"
 import { rowsOf } from "../../platform/Rows.ts"
+import { Wakeups } from "../../platform/Wakeups.ts"
 import { directDeliveries } from "./DirectSend.ts"
 import { NotificationEndpoints } from "../Endpoints.ts"
 import type { SendTarget } from "./SendTargets.ts"
 import { EventBodies } from "../dispatch/EventBodies.ts"
 import { deliveryHeaders } from "../Signing.ts"
+import { eventBody } from "../../outbox/Outbox.ts"
+import { makeEndpointHealth } from "./EndpointHealth.ts"
+import { delivered, notSent, SNIPPET_BYTES, verdictOf } from "./Verdict.ts"
 
-const SNIPPET_BYTES = 512
-const DELIVERED = Outcome.delivered()
-const RETRY_AFTER_MIN_MS = 1_000
-const RETRY_AFTER_MAX_MS = 3_600_000
+export { failedAttempt, notSent, retryDelay } from "./Verdict.ts"
 
 /** An event body read back when this process does not hold it. */
 const EventRows = rowsOf("events", Schema.Struct({ type: Schema.String, body: Schema.String }))
@@ -66,34 +55,6 @@ export const PER_ENDPOINT = 16
  */
 export const ENDPOINT_PREFETCH = 256
 
-/** Delay before retry number `attempt` (1-based), jittered ±10 %; `undefined` when the schedule is used up. */
-export const retryDelay = (schedule: ReadonlyArray<Duration.Duration>, attempt: number, random = Math.random) => {
-  const base = schedule[attempt - 1]
-  if (base === undefined) return undefined
-  return jittered(Duration.toMillis(base), 0.1, random())
-}
-
-/** A failed attempt's outcome: the schedule's next retry, or the receiver's `Retry-After` within bounds, or failed when the schedule is used up. */
-export const failedAttempt = (
-  schedule: ReadonlyArray<Duration.Duration>,
-  delivery: Claimed,
-  error: string,
-  attempt: Settlement["attempt"],
-  retryAfterMs?: number
-) => {
-  const delay = retryDelay(schedule, delivery.attempts)
-  if (delay === undefined) {
-    return { outcome: Outcome.failed(`${error}; no retries left`), attempt }
-  }
-  const wait = retryAfterMs === undefined
-    ? delay
-    : Math.min(RETRY_AFTER_MAX_MS, Math.max(RETRY_AFTER_MIN_MS, retryAfterMs))
-  return { outcome: Outcome.retry(Duration.millis(wait), error), attempt }
-}
-
-/** A delivery that could not be sent at all, and why. */
-export const notSent = (error: string): Settlement => ({ outcome: Outcome.failed(error), attempt: { error, durationMs: 0 } })
-
 /** The attributes of a delivery's `WebhookSender.deliver` span, given when it starts. */
 const spanAttributes = (delivery: Claimed) => ({
   "svc.org_id": delivery.orgId,
@@ -103,29 +64,14 @@ const spanAttributes = (delivery: Claimed) => ({
   "svc.attempt": delivery.attempts
 })
 
-/**
- * The start of a receiver's answer, with the parts of its URL that may carry
- * a credential masked (a 404 page often echoes the path it was asked for).
- */
-const snippet = (body: Uint8Array, truncated: boolean, url: string) => {
-  // Most receivers answer with no body at all: nothing to decode or mask.
-  if (body.length === 0 && !truncated) return ""
-  return fromOutside(decoder.decode(body.subarray(0, SNIPPET_BYTES)), needlesOf(url), {
-    cut: truncated || body.length > SNIPPET_BYTES
-  })
-}
-
-const decoder = new TextDecoder("utf-8", { fatal: false })
-
-/** `urlNeedles` of the last few URLs answered. */
-const needlesOf = perUrl(1_000, urlNeedles)
-
 export class WebhookSender extends Context.Service<WebhookSender, {
   readonly deliver: (delivery: Claimed) => Effect.Effect<Settlement>
   /** `deliver` without a fiber of its own, when it can (`src/deliveries/worker/DirectStart.ts`). */
   readonly deliverDirect: DirectHandle
   /** Which per-host bound the delivery counts against (`SVC_WEBHOOK_PER_HOST`). */
   readonly hostGroup: (delivery: Claimed) => Effect.Effect<string | undefined>
+  /** Applies what recorded attempts say of their endpoints (`EndpointHealth.ts`). */
+  readonly health: ReturnType<typeof makeEndpointHealth>
 }>()("svc/notifications/WebhookSender") {
   static readonly layer = Layer.effect(
     WebhookSender,
@@ -133,29 +79,10 @@ export class WebhookSender extends Context.Service<WebhookSender, {
       const sql = yield* PgClient.PgClient
       const outbound = yield* OutboundHttp
       const endpoints = yield* NotificationEndpoints
-      const queue = yield* DeliveryQueue
       const config = yield* SvcConfig
       const bodies = yield* EventBodies
       const brokers = yield* Brokers
       const schedule = config.webhookRetrySchedule
-
-      // The failed attempt that brings the endpoint's consecutive failures to
-      // the cooldown threshold starts a failing streak (`endpoint.failing`,
-      // once: later failures find it failing already).
-      // An endpoint failing for SVC_WEBHOOK_DISABLE_AFTER is deactivated
-      // instead (`endpoint.disabled`): its undelivered deliveries fail, and
-      // so does this one (answered as `Some(failure)`).
-      const noteFailure = Effect.fnUntraced(function*(delivery: Claimed, error: string, attempt: Settlement["attempt"]) {
-        if (delivery.targetFailures + 1 < config.webhookCooldownAfter) return undefined
-        const disabled = yield* endpoints.failing(
-          delivery.orgId,
-          delivery.targetId,
-          `${delivery.targetFailures + 1} consecutive failed attempts; last: ${error}`
-        )
-        if (disabled === undefined) return undefined
-        yield* queue.failUndelivered("webhook", delivery.targetId, `endpoint deactivated: ${disabled}`, { except: delivery.id })
-        return { outcome: Outcome.failed(`${error}; endpoint deactivated: ${disabled}`), attempt }
-      })
 
       /** The request of one attempt: the stored body bytes, signed now. */
       const requestOf = (delivery: Claimed, target: SendTarget, type: string, body: Buffer, started: number) => ({
@@ -175,46 +102,6 @@ export class WebhookSender extends Context.Service<WebhookSender, {
         orgId: delivery.orgId
       })
 
-      /** What the answer (or the failure) of an attempt makes of the delivery. */
-      const outcomeOf = Effect.fnUntraced(function*(
-        delivery: Claimed,
-        target: SendTarget,
-        sent: OutboundResponse | OutboundFailure,
-        started: number
-      ) {
-        if (sent instanceof OutboundFailure) {
-          const error = sent.message
-          const attempt = { error, durationMs: (yield* Clock.currentTimeMillis) - started }
-          return (yield* noteFailure(delivery, error, attempt)) ?? failedAttempt(schedule, delivery, error, attempt)
-        }
-        const attempt = {
-          statusCode: sent.status,
-          responseSnippet: snippet(sent.body, sent.truncated, target.url),
-          durationMs: sent.elapsedMs
-        }
-        if (sent.status >= 200 && sent.status < 300) {
-          // Only after failures (never on the healthy path): the failing streak, if any, is over.
-          if (delivery.targetFailures > 0) yield* endpoints.recovered(delivery.orgId, delivery.targetId)
-          return { outcome: DELIVERED, attempt }
-        }
-        if (sent.status === 410) {
-          const reason = "the receiver answered 410 Gone"
-          yield* endpoints.deactivate(delivery.orgId, delivery.targetId, reason)
-          yield* queue.failUndelivered("webhook", delivery.targetId, `endpoint deactivated: ${reason}`, {
-            except: delivery.id
-          })
-          return { outcome: Outcome.failed(`410 Gone: endpoint deactivated`), attempt: { ...attempt, error: reason } }
-        }
-        const error = sent.status >= 300 && sent.status < 400
-          ? `HTTP ${sent.status} (redirects are not followed)`
-          : `HTTP ${sent.status}`
-        const retryAfter = sent.status === 429 || sent.status === 503
-          ? parseRetryAfter(sent.headers["retry-after"], yield* Clock.currentTimeMillis)
-          : undefined
-        return (yield* noteFailure(delivery, error, { ...attempt, error })) ??
-          failedAttempt(schedule, delivery, error, { ...attempt, error }, retryAfter)
-      })
-
       /** An attempt at a broker destination: acknowledged (delivered), or failed as a network failure is. */
       const publish = Effect.fnUntraced(function*(delivery: Claimed, target: SendTarget, type: string, body: Buffer, started: number) {
         const { headers } = requestOf(delivery, target, type, body, started)
@@ -224,18 +111,16 @@ export class WebhookSender extends Context.Service<WebhookSender, {
         if (sent instanceof ConnectionsBusy) {
           return { outcome: Outcome.retry(Duration.zero, sent.message), attempt: { error: sent.message, durationMs: 0 }, giveBack: true } satisfies Settlement
         }
-        if (sent instanceof OutboundFailure) return yield* outcomeOf(delivery, target, sent, started)
-        if (delivery.targetFailures > 0) yield* endpoints.recovered(delivery.orgId, delivery.targetId)
-        return { outcome: DELIVERED, attempt: { durationMs: sent.elapsedMs } }
+        if (!(sent instanceof OutboundFailure)) return delivered(delivery, { durationMs: sent.elapsedMs })
+        return verdictOf(schedule, delivery, target.url, sent, started, yield* Clock.currentTimeMillis)
       })
 
       const send = Effect.fnUntraced(function*(delivery: Claimed) {
         const target = yield* endpoints.sendTarget(delivery.orgId, delivery.targetId)
         if (target === undefined) return notSent("endpoint deleted")
         if (!target.active) return notSent(`endpoint inactive: ${target.deactivatedReason ?? "deactivated"}`)
-        const event = bodies.get(delivery.eventId ?? "") ?? (yield* EventRows.one(sql`
-          SELECT type, body FROM events WHERE id = ${delivery.eventId} AND org_id = ${delivery.orgId}
-        `))
+        const event = bodies.get(delivery.eventId ?? "") ??
+          (yield* EventRows.one(eventBody(sql, delivery.orgId, delivery.eventId)))
         if (event === undefined) return notSent("event no longer stored")
         yield* Effect.annotateCurrentSpan("svc.event_type", event.type)
         const body = Buffer.from(event.body, "utf8")
@@ -244,7 +129,7 @@ export class WebhookSender extends Context.Service<WebhookSender, {
         const sent = yield* outbound.send(requestOf(delivery, target, event.type, body, started)).pipe(
           Effect.catch((failure) => Effect.succeed(failure))
         )
-        return yield* outcomeOf(delivery, target, sent, started)
+        return verdictOf(schedule, delivery, target.url, sent, started, yield* Clock.currentTimeMillis)
       })
       const deliver = (delivery: Claimed) =>
         Effect.withSpan(send(delivery), "WebhookSender.deliver", {
@@ -261,14 +146,22 @@ export class WebhookSender extends Context.Service<WebhookSender, {
           return target?.url.startsWith("https:") === true ? target : undefined
         },
         body: bodies.get,
-        spans: Option.getOrUndefined(yield* spanStarter),
+        spans: yield* spanStarter,
         clock: yield* Clock.Clock,
         fork: yield* FiberSet.makeRuntime<never, Settlement, never>(),
         sendDirect: outbound.sendDirect,
         spanAttributes,
         requestOf,
-        outcomeOf,
-        snippet
+        verdictOf: (delivery, url, sent, started, now) => verdictOf(schedule, delivery, url, sent, started, now)
+      })
+
+      const health = makeEndpointHealth({
+        sql,
+        queue: yield* DeliveryQueue,
+        wakeups: yield* Wakeups,
+        forget: endpoints.forget,
+        failingAfter: config.webhookCooldownAfter,
+        disableAfter: config.webhookDisableAfter
       })
 
       /** The bound a delivery shares: its organization and its endpoint's destination host (and port). */
@@ -284,7 +177,7 @@ export class WebhookSender extends Context.Service<WebhookSender, {
           })
         )
 
-      return WebhookSender.of({ deliver, deliverDirect, hostGroup })
+      return WebhookSender.of({ deliver, deliverDirect, hostGroup, health })
     })
   )
 
@@ -313,7 +206,8 @@ export class WebhookSender extends Context.Service<WebhookSender, {
       group: sender.hostGroup,
       perGroup: config.webhookPerHost,
       handle: sender.deliver,
-      handleDirect: sender.deliverDirect
+      handleDirect: sender.deliverDirect,
+      health: sender.health
     })
   }))
 }
