@@ -119,12 +119,15 @@ export const settleLogSuccesses = (sql: PgClient.PgClient, parts: ReadonlyArray<
     SELECT id, log_ended FROM health
   `.pipe(Effect.orDie)
 
+const NONE: ReadonlyMap<string, number> = new Map()
+
 /** `Settled` of the batch `items` from what `settleLogSuccesses` answered. */
 export const settledOf = (items: ReadonlyArray<SettleItem>, rows: ReadonlyArray<{ id: string }>): Settled => {
   const held = new Set(rows.map((row) => row.id))
   return {
     held: items.map((item) => held.has(item.claimed.targetId)),
     coolingFor: new Map<string, Duration.Duration>(),
-    failures: new Map(rows.map((row) => [row.id, 0]))
+    // Nothing failed: no target's failures to apply.
+    failures: NONE
   }
 }
