@@ -28,9 +28,9 @@
  *   statement again.
  * - Every instant is the database's: `now()` truncated to the millisecond,
  *   as `Date` would carry it, and the deadlines are offsets from it
- *   (`Deadlines.plan`). The outbox body is assembled around them from pieces
- *   built here in the fixed key order of `approvalEventBody` (a unit test
- *   holds the two to the same bytes).
+ *   (`Deadlines.plan`). The outbox body is assembled around them by
+ *   `outbox/Outbox.ts` (`requestedEventInsert`), as `approvalEventBody`
+ *   builds every other body; the stream item from pieces built here.
  */
 import { Schema } from "effect"
 import type { SqlClient } from "effect/sql"
@@ -38,12 +38,11 @@ import type { GovernedStep, StepDecision } from "../api/Agents.ts"
 import { type DueKind, nextDue, plan } from "../approvals/Deadlines.ts"
 import { streamId } from "../approvals/OrgStream.ts"
 import type { CachedRule } from "../approvals/PolicyCache.ts"
+import { requestedEventInsert } from "../outbox/Outbox.ts"
 import { JsonColumn, rowsOf } from "../platform/Rows.ts"
 
-/** The pieces of a pending step's JSON around what only the statement knows: its instant, the session's task and the deadlines. */
+/** The pieces of a pending step's stream item around what only the statement knows: the session's task, the deadlines and its instant. */
 export interface RequestedPieces {
-  /** `approval.requested` outbox body: before `occurred_at`, before `task_id`, before `deadline_at`, before `expires_at`, the rest. */
-  readonly event: readonly [string, string, string, string, string]
   /** The organization stream's item: before `task_id`, before `deadline_at`, before `expires_at`, before `requested_at`, the rest. */
   readonly item: readonly [string, string, string, string, string]
 }
@@ -51,13 +50,11 @@ export interface RequestedPieces {
 const J = JSON.stringify
 
 /**
- * The JSON of a new approval's outbox event and stream item, cut where the
- * statement inserts the instants and the task id: `approvalEventBody` and
- * `listItemOf` in their key order.
+ * The JSON of a new approval's stream item, cut where the statement inserts
+ * the instants and the task id: `listItemOf` in its key order (the outbox
+ * body is `outbox/Outbox.ts`'s `requestedEventInsert`).
  */
 export const requestedPieces = (input: {
-  readonly eventId: string
-  readonly orgId: string
   readonly approvalId: string
   readonly sessionId: string
   readonly step: GovernedStep
@@ -73,13 +70,6 @@ export const requestedPieces = (input: {
     quorum > 1 ? `,"quorum":${quorum},"votes":[],"approvals_remaining":${quorum}` : ""
   }${input.rule.group === undefined ? "" : `,"assigned_group":${J(input.rule.group)},"escalation_level":0`}`
   return {
-    event: [
-      `{"id":${J(input.eventId)},"type":"approval.requested","org_id":${J(input.orgId)},"occurred_at":"`,
-      `","approval":${snapshotHead}`,
-      snapshotStatus,
-      snapshotExpires,
-      `${timeoutAction}}}`
-    ],
     item: [
       snapshotHead,
       snapshotStatus,
@@ -170,8 +160,6 @@ export const stepSql = (sql: SqlClient.SqlClient, input: StepStatementInput) => 
     if (input.approval === null) return sql``
     const offsets = deadlineOffsets(rule)
     const pieces = requestedPieces({
-      eventId: input.approval.eventId,
-      orgId,
       approvalId: input.approval.id,
       sessionId,
       step,
@@ -179,7 +167,6 @@ export const stepSql = (sql: SqlClient.SqlClient, input: StepStatementInput) => 
       ruleName: verdict?.rule
     })
     const task = sql`coalesce(to_json(sess.task_id)::text, 'null')`
-    const [e0, e1, e2, e3, e4] = pieces.event
     const [i0, i1, i2, i3, i4] = pieces.item
     return sql`,
     approval AS (
@@ -194,14 +181,25 @@ export const stepSql = (sql: SqlClient.SqlClient, input: StepStatementInput) => 
       FROM step, sess, t
       RETURNING id
     ),
-    outbox AS (
-      INSERT INTO events (id, org_id, type, occurred_at, body, label)
-      SELECT ${input.approval.eventId}, ${orgId}, 'approval.requested', t.t0,
-        ${e0} || svc_iso(t.t0) || ${e1} || ${task} || ${e2} || svc_iso(${at(sql, offsets.deadline)})
-          || ${e3} || svc_iso(${at(sql, offsets.expires)}) || ${e4},
-        ${`approval.requested ${input.approval.id}`}
-      FROM approval, sess, t
-    ),
+    outbox AS (${
+      requestedEventInsert(sql, {
+        eventId: input.approval.eventId,
+        orgId,
+        approvalId: input.approval.id,
+        sessionId,
+        stepId: step.step_id,
+        timeoutAction: rule.timeout_action,
+        rule: verdict?.rule,
+        quorum: rule.quorum ?? 1,
+        group: rule.group,
+        at: sql`t.t0`,
+        occurredAt: sql`svc_iso(t.t0)`,
+        taskId: task,
+        deadlineAt: sql`svc_iso(${at(sql, offsets.deadline)})`,
+        expiresAt: sql`svc_iso(${at(sql, offsets.expires)})`,
+        from: sql`approval, sess, t`
+      })
+    }),
     org_event AS (
       INSERT INTO approval_stream_events (org_id, seq, name, data)
       SELECT ${orgId}, ${sql.literal(streamId(0))}, 'approval.requested',

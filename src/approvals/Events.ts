@@ -1,10 +1,8 @@
 /**
- * The approval lifecycle events as receivers get them, and the outbox they
- * are written to. The body is built once, with a fixed key order, and stored
- * as text: every delivery, retry and replay sends the same bytes.
+ * The approval lifecycle events as receivers get them; their body is built
+ * and written to the outbox by `outbox/Outbox.ts`.
  */
-import { Effect, Schema } from "effect"
-import type { SqlClient } from "effect/sql"
+import { Schema } from "effect"
 import { type ApprovalEventType, type ApprovalSnapshot, ApprovalStatus, TimeoutAction } from "../api/Approvals.ts"
 import type { ApprovalEvent } from "../api/Events.ts"
 import { newId } from "../platform/Ids.ts"
@@ -37,6 +35,10 @@ export const ApprovalColumns = Schema.Struct({
 })
 export type ApprovalRow = typeof ApprovalColumns.Type
 
+/** The snapshot's assignment members: none when no reviewer group reviews the approval. */
+export const assignmentMembers = (row: Pick<ApprovalRow, "assigned_group" | "escalation_level">) =>
+  row.assigned_group === null ? {} : { assigned_group: row.assigned_group, escalation_level: row.escalation_level }
+
 /**
  * The approval snapshot in its fixed key order; `decided_at`/`decided_by`
  * only for a person's decision, `decision_reason` only when they gave one,
@@ -45,10 +47,6 @@ export type ApprovalRow = typeof ApprovalColumns.Type
  * one approval (`Votes.ts`), `assigned_group` and `escalation_level` only
  * when a reviewer group reviews it; then an edit's or an answer's members (`Edits.ts`).
  */
-/** The snapshot's assignment members: none when no reviewer group reviews the approval. */
-export const assignmentMembers = (row: Pick<ApprovalRow, "assigned_group" | "escalation_level">) =>
-  row.assigned_group === null ? {} : { assigned_group: row.assigned_group, escalation_level: row.escalation_level }
-
 export const snapshotOf = (row: ApprovalRow): ApprovalSnapshot => {
   const snapshot: {
     -readonly [K in keyof ApprovalSnapshot]: ApprovalSnapshot[K]
@@ -84,49 +82,3 @@ export const makeApprovalEvent = (
   occurred_at: iso(occurredAt),
   approval
 })
-
-/**
- * The exact JSON a webhook receiver gets for `event`:
- * `{"id","type","org_id","occurred_at","approval":{...}}` in that order.
- */
-export const approvalEventBody = (event: ApprovalEvent): string => {
-  const a = event.approval
-  const approval = {
-    approval_id: a.approval_id,
-    session_id: a.session_id,
-    step_id: a.step_id,
-    task_id: a.task_id,
-    status: a.status,
-    deadline_at: a.deadline_at,
-    expires_at: a.expires_at,
-    timeout_action: a.timeout_action,
-    ...(a.rule !== undefined ? { rule: a.rule } : {}),
-    ...(a.decided_at !== undefined ? { decided_at: a.decided_at } : {}),
-    ...(a.decided_by !== undefined ? { decided_by: a.decided_by } : {}),
-    ...(a.decision_reason !== undefined ? { decision_reason: a.decision_reason } : {}),
-    ...(a.quorum !== undefined ? { quorum: a.quorum } : {}),
-    ...(a.votes !== undefined ? { votes: a.votes } : {}),
-    ...(a.approvals_remaining !== undefined ? { approvals_remaining: a.approvals_remaining } : {}),
-    ...(a.assigned_group !== undefined ? { assigned_group: a.assigned_group, escalation_level: a.escalation_level } : {}),
-    ...editSnapshot(a)
-  }
-  return JSON.stringify({
-    id: event.id,
-    type: event.type,
-    org_id: event.org_id,
-    occurred_at: event.occurred_at,
-    approval
-  })
-}
-
-/**
- * Appends a lifecycle event to the outbox (`events`). Call it inside the
- * transaction that makes the state change, and signal `Wakeups` topic
- * `"events"` after commit.
- */
-export const writeToOutbox = (sql: SqlClient.SqlClient, event: ApprovalEvent) =>
-  sql`
-    INSERT INTO events (id, org_id, type, occurred_at, body, label)
-    VALUES (${event.id}, ${event.org_id}, ${event.type}, ${event.occurred_at}::timestamptz, ${approvalEventBody(event)},
-            ${`${event.type} ${event.approval.approval_id}`})
-  `.pipe(Effect.asVoid)

@@ -12,7 +12,8 @@ import { InstantOrNull, rowsOf } from "../platform/Rows.ts"
 import { databaseNow } from "../platform/Time.ts"
 import { appendSessionEvent } from "../streams/SessionEvents.ts"
 import { type DeadlineState, type DueKind, fire, nextDue } from "./Deadlines.ts"
-import { ApprovalColumns, type ApprovalRow, makeApprovalEvent, snapshotOf, writeToOutbox } from "./Events.ts"
+import { writeApprovalEvent } from "../outbox/Outbox.ts"
+import { ApprovalColumns, type ApprovalRow, makeApprovalEvent, snapshotOf } from "./Events.ts"
 import { appendApprovalStream, type StreamEntry } from "./OrgStream.ts"
 import { votesColumns } from "./Votes.ts"
 
@@ -47,7 +48,7 @@ export const isoMs = (ms: number) => new Date(ms).toISOString()
 export const emit = (sql: SqlClient.SqlClient, type: ApprovalEventType, row: ApprovalRow, at: number, log?: Array<StreamEntry>) =>
   Effect.andThen(
     Effect.sync(() => log?.push({ type, approvalId: row.id })),
-    writeToOutbox(sql, makeApprovalEvent(type, row.org_id, snapshotOf(row), new Date(at)))
+    writeApprovalEvent(sql, makeApprovalEvent(type, row.org_id, snapshotOf(row), new Date(at)))
   )
 
 /** Applies the due deadline of a claimed row (inside the claiming transaction; the service names its span). */

@@ -7,10 +7,10 @@ import type { PgClient } from "@effect/sql-pg"
 import { Clock, Duration, Effect } from "effect"
 import { newId } from "../platform/Ids.ts"
 import * as Log from "./log/Log.ts"
-import { logSuccesses, settledOf, settleLogSuccesses } from "./log/SettleFast.ts"
-import { type RowClaimPacing, rowClaimDue, rowClaimRan } from "./rows/ClaimFast.ts"
+import { logSuccesses, settledOf, settleLogSuccesses } from "./log/SettleSuccesses.ts"
+import { type RowClaimPacing, rowClaimDue, rowClaimRan } from "./rows/ClaimPacing.ts"
 import type { LogLeases } from "./log/HeldLeases.ts"
-import { settleRowsJson } from "./rows/SettleFast.ts"
+import { settleRowsJson } from "./rows/SettleInput.ts"
 import * as Rows from "./Rows.ts"
 import { claimStatement, settleStatement } from "./rows/Statements.ts"
 import {
@@ -53,7 +53,7 @@ export const claim = Effect.fnUntraced(function*(ctx: LogContext, kind: Delivery
 export interface LogContext {
   readonly sql: PgClient.PgClient
   readonly leases: LogLeases
-  /** When a claim fed by the log runs the per-row statement too (`src/deliveries/rows/ClaimFast.ts`); every time without. */
+  /** When a claim fed by the log runs the per-row statement too (`src/deliveries/rows/ClaimPacing.ts`); every time without. */
   readonly rowClaims?: RowClaimPacing | undefined
 }
 
@@ -64,7 +64,7 @@ export const settleMany: (ctx: LogContext, items: ReadonlyArray<SettleItem>) => 
   ctx: LogContext,
   items: ReadonlyArray<SettleItem>
 ) {
-  if (items.length === 0) return { held: [], coolingFor: new Map<string, Duration.Duration>() } satisfies Settled
+  if (items.length === 0) return { held: [], coolingFor: new Map<string, Duration.Duration>(), failures: new Map() } satisfies Settled
   const { leases, sql } = ctx
   const targetIds = [...new Set(items.map((item) => item.claimed.targetId))].sort()
   // Rows handed out of the log: where each target's cursor may move once
@@ -104,8 +104,10 @@ export const settleMany: (ctx: LogContext, items: ReadonlyArray<SettleItem>) => 
   // How long each target still cools down, measured by the database (the
   // caller counts it from its own clock).
   const coolingFor = new Map<string, Duration.Duration>()
+  const failures = new Map<string, number>()
   for (const row of settled) {
     if (row.cooldown_ms !== null && row.cooldown_ms > 0) coolingFor.set(row.target_id, Duration.millis(row.cooldown_ms))
+    if (row.failures !== null) failures.set(row.target_id, row.failures)
     if (row.log_ended) leases.forget(row.target_id, row.lease_owner)
   }
   // A lease lost is not forgotten here: an item may go unrecorded with the
@@ -114,7 +116,8 @@ export const settleMany: (ctx: LogContext, items: ReadonlyArray<SettleItem>) => 
   // replaced when this process takes the target again.
   return {
     held: items.map((item) => held.has(`${item.claimed.id}:${item.claimed.leaseOwner}`)),
-    coolingFor
+    coolingFor,
+    failures
   } satisfies Settled
 })
 

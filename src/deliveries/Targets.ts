@@ -41,26 +41,16 @@ export interface ServerOrEmbedded {
 }
 
 // The target's undelivered rows (logged ones included) as failed with
-// `reason`; `except`: the delivery whose handler decided this, which settles
-// itself (handed out of the log, it is written `sending` under that lease's
-// id so that its settle still finds it). `sending` rows are failed too:
-// their settle finds the lease gone (a request in flight may still arrive:
-// deliveries are at least once, docs/webhooks.md "Delivery").
-const failTargetUndelivered = (sql: PgClient.PgClient, kind: DeliveryKind, targetId: string, reason: string, except?: string) => sql`
+// `reason`. `sending` rows are failed too: their settle finds the lease
+// gone (a request in flight may still arrive: deliveries are at least
+// once, docs/webhooks.md "Delivery"). The attempt that deactivated a
+// target is recorded before this runs (`EndpointHealth.ts`).
+const failTargetUndelivered = (sql: PgClient.PgClient, kind: DeliveryKind, targetId: string, reason: string) => sql`
   failed AS (
     UPDATE deliveries d
     SET status = 'failed', last_error = ${reason}, finished_at = now(), lease_owner = NULL, lease_until = NULL
     WHERE d.kind = ${kind} AND d.target_id = ${targetId}
       AND (d.status IN ${sql.in(UNDELIVERED as Array<string>)} OR (d.status = 'logged' AND ${loggedUndelivered(sql, targetId)}))
-    ${except === undefined ? sql`` : sql`AND d.id <> ${except}`}
-    RETURNING d.id
-  ),
-  kept AS (
-    UPDATE deliveries d
-    SET status = 'sending', attempts = d.attempts + 1, lease_owner = t.lease_id, lease_until = t.lease_until
-    FROM delivery_targets t
-    WHERE ${except === undefined ? sql`false` : sql`d.id = ${except}`} AND d.status = 'logged' AND t.id = d.target_id
-      AND t.lease_id IS NOT NULL AND ${loggedUndelivered(sql, targetId)}
     RETURNING d.id
   )
 `
@@ -91,21 +81,15 @@ const failThen = (
   kind: DeliveryKind,
   targetId: string,
   reason: string,
-  except: string | undefined,
   then: Statement.Fragment
 ) =>
   targetsFirst(sql, info, [targetId], Rows.count(sql`
-    WITH ${failTargetUndelivered(sql, kind, targetId, reason, except)}, after AS (${then})
-    SELECT (SELECT count(*)::int FROM failed) AS n, (SELECT count(*) FROM kept) AS kept, (SELECT count(*) FROM after) AS after
+    WITH ${failTargetUndelivered(sql, kind, targetId, reason)}, after AS (${then})
+    SELECT (SELECT count(*)::int FROM failed) AS n, (SELECT count(*) FROM after) AS after
   `).pipe(Effect.orDie)).pipe(Effect.map((rows) => rows[0]!.n))
 
-export const failUndelivered = (
-  ctx: ServerOrEmbedded,
-  kind: DeliveryKind,
-  targetId: string,
-  reason: string,
-  options?: { readonly except?: string | undefined }
-) => failThen(ctx, kind, targetId, reason, options?.except, endLease(ctx.sql, targetId))
+export const failUndelivered = (ctx: ServerOrEmbedded, kind: DeliveryKind, targetId: string, reason: string) =>
+  failThen(ctx, kind, targetId, reason, endLease(ctx.sql, targetId))
 
 // One statement: the count trigger then finds the target row gone and
 // leaves it gone.
@@ -117,7 +101,7 @@ export const removeTarget = Effect.fnUntraced(function*(
   options?: { readonly dropPayloads?: boolean | undefined }
 ) {
   const { sql } = ctx
-  const n = yield* failThen(ctx, kind, targetId, reason, undefined, sql`
+  const n = yield* failThen(ctx, kind, targetId, reason, sql`
     DELETE FROM delivery_targets WHERE id = ${targetId} AND kind = ${kind} RETURNING id
   `)
   // Nothing of the target can be sent any more: its payloads go too.

@@ -66,6 +66,8 @@ export interface Settled {
   readonly held: ReadonlyArray<boolean>
   /** Targets of the batch that are cooling down now, and for how much longer (as the database measured it). */
   readonly coolingFor: ReadonlyMap<string, Duration.Duration>
+  /** Consecutive failed attempts of each target whose health the batch changed, as recorded. */
+  readonly failures: ReadonlyMap<string, number>
 }
 
 export interface Attempt {
@@ -117,7 +119,16 @@ export interface Settlement {
   readonly outcome: Outcome
   readonly attempt: AttemptRecord
   readonly giveBack?: true | undefined
+  readonly signal?: TargetSignal | undefined
 }
+
+/**
+ * What an attempt says of its target, applied once the attempt is
+ * recorded (the worker's `health`), from the counts the settle wrote: it
+ * delivered after failures, it failed, or it is gone for good.
+ */
+export type TargetSignal = "recovered" | "failing" | "gone"
+
 
 /**
  * Cooldown after failed attempts: from the `after`-th consecutive failure on,
@@ -134,6 +145,7 @@ export interface SettleItem {
   readonly outcome: Outcome
   readonly attempt: AttemptRecord
   readonly cooldown?: CooldownPolicy | undefined
+  readonly signal?: TargetSignal | undefined
 }
 
 export interface EnqueueInput {

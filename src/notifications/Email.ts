@@ -24,7 +24,7 @@ import { runWorker, type Settlement } from "../deliveries/worker/DeliveryWorker.
 import { SvcConfig } from "../platform/Config.ts"
 import { rowsOf } from "../platform/Rows.ts"
 import { CONFIRM_META_KEY, confirmationUrl, issueConfirmation } from "./ReviewerAddress.ts"
-import { failedAttempt, notSent, WebhookSender } from "./Sender.ts"
+import { failedAttempt, notSent, WebhookSender } from "./send/Sender.ts"
 
 const DEFAULT_FROM = "svc notifications <notifications@svc.invalid>"
 

@@ -8,7 +8,7 @@ import { headersRefused } from "../api/Errors.ts"
 import { DefaultEventTypes, type EndpointOrdering, type EventType, EventTypes, InvalidWebhookEvents } from "../api/Notifications.ts"
 import { checkHeaders } from "../outbound/HeaderRules.ts"
 import type { SecretStore } from "../secrets/SecretStore.ts"
-import { endpointHeaderOwner } from "./SendTargets.ts"
+import { endpointHeaderOwner } from "./send/SendTargets.ts"
 import { OWN_HEADERS } from "./Signing.ts"
 
 /** Most entries an events list may have (duplicates collapse; there are eight types). */

@@ -8,7 +8,7 @@
  * rotation; of the headers only their names are listed.
  */
 import { PgClient } from "@effect/sql-pg"
-import { Context, Duration, Effect, Layer, Redacted, Schema } from "effect"
+import { Context, Effect, Layer, Redacted, Schema } from "effect"
 import { parseEndpointUrl } from "../brokers/BrokerUrl.ts"
 import type { InvalidHeaders } from "../api/Errors.ts"
 import { LimitReached, NotFound } from "../api/Errors.ts"
@@ -23,9 +23,7 @@ import { JsonColumn, rowsOf, Timestamp, TimestampOrNull } from "../platform/Rows
 import { databaseNow, iso } from "../platform/Time.ts"
 import { endpointUrlOwner, SEALED_URL_COLUMN, URL_SECRET } from "../secrets/ReceiverUrls.ts"
 import { SecretStore, type SecretOwner } from "../secrets/SecretStore.ts"
-import { Topics, Wakeups } from "../platform/Wakeups.ts"
-import { disableEndpoint, startFailing, stopFailing } from "./Operational.ts"
-import { endpointHeaderOwner, endpointOwner, makeSendTargets, type SendTarget } from "./SendTargets.ts"
+import { endpointHeaderOwner, endpointOwner, makeSendTargets, type SendTarget } from "./send/SendTargets.ts"
 import { newSigningSecret } from "./Signing.ts"
 import { checkCustomHeaders, checkEvents, type EndpointChange, type EndpointInput, headerNames, writeHeaders } from "./EndpointInput.ts"
 
@@ -196,7 +194,7 @@ export class NotificationEndpoints extends Context.Service<NotificationEndpoints
     id: string,
     change: EndpointChange
   ) => Effect.Effect<NotificationEndpoint, NotFound | InvalidWebhookEvents | InvalidHeaders>
-  /** Deletes the row and its secrets; answers the deleted row (the caller ends its pending deliveries). */
+  /** Deletes the row, its secrets and the queue's target (its undelivered deliveries fail), in one transaction; answers the deleted row. */
   readonly remove: (orgId: string, id: string) => Effect.Effect<EndpointRow, NotFound>
   readonly rotateSecret: (
     orgId: string,
@@ -208,17 +206,8 @@ export class NotificationEndpoints extends Context.Service<NotificationEndpoints
     readonly secret: string
     readonly previous_secret_expires_at: string
   }, NotFound | LimitReached>
-  /** Marks the endpoint inactive with a reason (the receiver answered 410 Gone) and writes `endpoint.disabled`. */
-  readonly deactivate: (orgId: string, id: string, reason: string) => Effect.Effect<void>
-  /**
-   * A failed attempt took the endpoint into a cooldown: writes
-   * `endpoint.failing` unless it is failing already; when it has been
-   * failing for `SVC_WEBHOOK_DISABLE_AFTER`, deactivates it and writes
-   * `endpoint.disabled` instead. Answers the deactivation's reason when it did that.
-   */
-  readonly failing: (orgId: string, id: string, reason: string) => Effect.Effect<string | undefined>
-  /** The endpoint delivered again: its failing streak is over. */
-  readonly recovered: (orgId: string, id: string) => Effect.Effect<void>
+  /** Drops what this process holds of the endpoint for its sends (its health changed: `send/EndpointHealth.ts`). */
+  readonly forget: (orgId: string, id: string) => Effect.Effect<void>
   /** The signing secrets in use now, newest first (several during a rotation overlap). */
   readonly signingSecrets: (orgId: string, id: string) => Effect.Effect<ReadonlyArray<string>>
   /** What the sender needs for one endpoint, or `undefined` when it is gone (cached: `SendTargets.ts`). */
@@ -233,7 +222,6 @@ export class NotificationEndpoints extends Context.Service<NotificationEndpoints
       const outbound = yield* OutboundHttp
       const secrets = yield* SecretStore
       const config = yield* SvcConfig
-      const wakeups = yield* Wakeups
       const queue = yield* DeliveryQueue
       const signingSecrets = Effect.fn("NotificationEndpoints.signingSecrets")(function*(orgId: string, id: string) {
         const stored = yield* secrets.list(endpointOwner(orgId, id))
@@ -310,6 +298,7 @@ export class NotificationEndpoints extends Context.Service<NotificationEndpoints
             yield* secrets.removeOwner(endpointOwner(orgId, id))
             yield* secrets.removeOwner(endpointUrlOwner(orgId, id))
             yield* secrets.removeOwner(endpointHeaderOwner(orgId, id))
+            yield* queue.removeTarget("webhook", id, "endpoint deleted")
           }
           return row
         })).pipe(Effect.orDie)
@@ -336,29 +325,6 @@ export class NotificationEndpoints extends Context.Service<NotificationEndpoints
         return { endpoint: toEndpoint(row), secret, previous_secret_expires_at: iso(until) }
       })
 
-      const deactivate = Effect.fn("NotificationEndpoints.deactivate")(function*(orgId: string, id: string, reason: string) {
-        const written = yield* disableEndpoint(sql, orgId, id, reason)
-        yield* forget(orgId, id)
-        if (written) yield* wakeups.signal(Topics.events)
-      })
-
-      const failing = Effect.fn("NotificationEndpoints.failing")(function*(orgId: string, id: string, reason: string) {
-        if (yield* startFailing(sql, orgId, id, reason)) {
-          yield* wakeups.signal(Topics.events)
-          return undefined
-        }
-        const after = config.webhookDisableAfter
-        const disabled = `no successful delivery for ${Duration.format(after)} (SVC_WEBHOOK_DISABLE_AFTER); last: ${reason}`
-        if (!(yield* disableEndpoint(sql, orgId, id, disabled, { failingFor: after }))) return undefined
-        yield* forget(orgId, id)
-        yield* wakeups.signal(Topics.events)
-        return disabled
-      })
-
-      const recovered = Effect.fn("NotificationEndpoints.recovered")(function*(orgId: string, id: string) {
-        yield* stopFailing(sql, orgId, id)
-      })
-
       return NotificationEndpoints.of({
         create,
         list,
@@ -366,9 +332,7 @@ export class NotificationEndpoints extends Context.Service<NotificationEndpoints
         update,
         remove,
         rotateSecret,
-        deactivate,
-        failing,
-        recovered,
+        forget,
         signingSecrets,
         sendTarget,
         sendTargetNow

@@ -55,13 +55,7 @@ export const NotificationsHandlers = HttpApiBuilder.group(
         ),
       create: ({ payload }) => CurrentPrincipal.use((p) => endpoints.create(p.orgId, p.actor, payload)),
       update: ({ params, payload }) => CurrentPrincipal.use((p) => endpoints.update(p.orgId, params.id, payload)),
-      remove: ({ params }) =>
-        CurrentPrincipal.use((p) =>
-          Effect.gen(function*() {
-            yield* endpoints.remove(p.orgId, params.id)
-            yield* queue.removeTarget("webhook", params.id, "endpoint deleted")
-          })
-        ),
+      remove: ({ params }) => CurrentPrincipal.use((p) => Effect.asVoid(endpoints.remove(p.orgId, params.id))),
       rotateSecret: ({ params, payload }) =>
         CurrentPrincipal.use((p) => endpoints.rotateSecret(p.orgId, params.id, payload.overlap_seconds, payload.expire_previous)),
       deliveries: ({ params }) =>

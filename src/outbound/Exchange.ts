@@ -2,7 +2,7 @@
  * One HTTP exchange through a pool, as undici's own handler API runs it
  * (`Dispatcher.dispatch`), instead of `pool.request`.
  *
- * What it buys: `pool.request` builds, per request, a Node `Readable` for
+ * Speeds up: `pool.request` builds, per request, a Node `Readable` for
  * the body, an async iterator to read it, a promise, and an `AbortSignal`
  * listener; the outbound guard needs none of them (it keeps at most a few
  * hundred bytes and aborts on its own deadline). Here the bytes are copied

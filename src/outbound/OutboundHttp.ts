@@ -24,7 +24,7 @@ import { Resolver as DnsResolver } from "node:dns/promises"
 import * as tls from "node:tls"
 import { SvcConfig } from "../platform/Config.ts"
 import { type Address, type Cidr, judge, parseAddress, parseCidrs, unmap } from "./AddressPolicy.ts"
-import { directExchange } from "./OutboundHttpFast.ts"
+import { directExchange } from "./DirectExchange.ts"
 import { makePools, trustedCas } from "./Pools.ts"
 import { type CheckedUrl, makePrepare, OutboundFailure, type OutboundRequest, type OutboundResponse, type Prepared, UnsafeUrl } from "./Request.ts"
 import { networkResolver, Resolver, type ResolverShape } from "./Resolver.ts"
@@ -104,7 +104,7 @@ export class OutboundHttp extends Context.Service<OutboundHttp, {
   readonly addresses: (target: Target, orgId: string, timeoutMs: number) => Effect.Effect<ReadonlyArray<Address>, OutboundFailure>
   readonly send: (request: OutboundRequest) => Effect.Effect<OutboundResponse, OutboundFailure>
   /**
-   * `send` without a fiber of its own (`OutboundHttpFast.ts`): the same checks
+   * `send` without a fiber of its own (`DirectExchange.ts`): the same checks
    * and exchange, the request's attributes put on `span`, `done` called once
    * with the answer or the failure (never synchronously).
    */

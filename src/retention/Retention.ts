@@ -43,6 +43,7 @@ import { IDLE_TIMEOUT_SECONDS } from "../console/ConsoleSessions.ts"
 import * as Deliveries from "../deliveries/records/Retention.ts"
 import { SvcConfig } from "../platform/Config.ts"
 import { forkSupervised } from "../platform/Supervised.ts"
+import { pruneEvents } from "../outbox/Outbox.ts"
 import { KEEP_FAILED_HOURS, KEEP_RECORDS_DAYS } from "../telemetry/Destinations.ts"
 
 /** Batches one rule deletes per round before the next rule's turn (then the round ends). */
@@ -95,20 +96,7 @@ export const retentionRules = Effect.gen(function*() {
     },
     {
       name: "outbox events",
-      prune: (batch) =>
-        sql`
-          DELETE FROM events WHERE seq IN (
-            SELECT e.seq FROM events e
-            WHERE e.dispatched_at < ${ago(config.outboxRetention)}
-              AND NOT EXISTS (SELECT 1 FROM deliveries d WHERE d.event_id = e.id)
-              -- Written since migration 0720, an event is dispatched once the cursor passed it.
-              AND NOT EXISTS (SELECT 1 FROM event_dispatch c WHERE (e.writer, e.seq) > (c.writer, c.seq))
-            ORDER BY e.dispatched_at
-            LIMIT ${batch}
-            FOR UPDATE OF e SKIP LOCKED
-          )
-          RETURNING 1 AS deleted
-        `.pipe(count, Effect.orDie)
+      prune: (batch) => pruneEvents(sql, ago(config.outboxRetention), batch).pipe(count, Effect.orDie)
     },
     {
       name: "session events",

@@ -2,7 +2,7 @@
  * Folder `log/`: the log of deliveries to concurrent targets, from take to
  * settle: `Log.ts` (take, lease, takeover, release), `HeldLeases.ts` (what
  * this process knows of its leases), `Reconcile.ts` (a lost take), and
- * `SettleFast.ts` (the settle of a batch of successes alone). It never
+ * `SettleSuccesses.ts` (the settle of a batch of successes alone). It never
  * writes a row leased on its own (`rows/`) other than releasing its own
  * rows into one, and knows nothing of the worker or of HTTP. Its states
  * and guarantees: `docs/architecture.md` ("Delivery engine").

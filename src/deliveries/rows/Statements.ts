@@ -2,8 +2,8 @@
  * Folder `rows/`: deliveries leased one row at a time (telemetry batches,
  * emails, strict endpoints, and a webhook delivery once an attempt of it
  * failed, was released or replayed): `Statements.ts` (claim, next due,
- * settle), `ClaimFast.ts` (how often a claim the log fed also runs the
- * per-row claim), `SettleFast.ts` (the settle's input as JSON text),
+ * settle), `ClaimPacing.ts` (how often a claim the log fed also runs the
+ * per-row claim), `SettleInput.ts` (the settle's input as JSON text),
  * `Replay.ts` and `BulkReplay.ts`. It moves no log cursor or lease except
  * through the settle's log part, and knows nothing of the worker or of HTTP.
  *
@@ -221,6 +221,7 @@ export const settleStatement = (sql: SqlClient.SqlClient, rows: string, targetId
     delivery_id: string
     lease_owner: string
     cooldown_ms: number | null
+    failures: number | null
     target_id: string
     log_ended: boolean
   }>`
@@ -320,10 +321,10 @@ export const settleStatement = (sql: SqlClient.SqlClient, rows: string, targetId
             ) r
             WHERE t.id = r.target_id
               AND (r.failures > 0 OR t.consecutive_failures <> 0 OR t.cooldown_until IS NOT NULL OR r.log_n > 0)
-            RETURNING t.id, t.cooldown_until, (r.log_n > 0 AND t.lease_id IS NULL) AS log_ended
+            RETURNING t.id, t.cooldown_until, t.consecutive_failures, (r.log_n > 0 AND t.lease_id IS NULL) AS log_ended
           )
           SELECT h.id AS delivery_id, h.lease_owner, h.target_id,
-                 (extract(epoch FROM t.cooldown_until - now()) * 1000)::float8 AS cooldown_ms,
+                 (extract(epoch FROM t.cooldown_until - now()) * 1000)::float8 AS cooldown_ms, t.consecutive_failures AS failures,
                  coalesce(t.log_ended, false) AS log_ended
           FROM held h LEFT JOIN health t ON t.id = h.target_id
 `

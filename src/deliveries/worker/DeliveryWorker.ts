@@ -1,7 +1,7 @@
 /**
  * Folder `worker/`: the process side of the queue, free of SQL (it calls
  * `DeliveryQueue`): this loop, `Admission.ts` (which claimed delivery may
- * start), and a file per loop. `StartFast.ts` is the send without a fiber
+ * start), and a file per loop. `DirectStart.ts` is the send without a fiber
  * of its own beside `Start.ts`.
  *
  * The loop that sends deliveries of one kind; the database is the source of
@@ -16,17 +16,19 @@ import { Metrics } from "../../observability/Metrics.ts"
 import { Wakeups } from "../../platform/Wakeups.ts"
 import { Admission } from "./Admission.ts"
 import { type Claimed, type CooldownPolicy, type DeliveryKind, DeliveryQueue, type Settlement } from "../DeliveryQueue.ts"
-import type { DirectHandle } from "./StartFast.ts"
+import type { DirectHandle } from "./DirectStart.ts"
 import { makeClaim } from "./Claim.ts"
 import { releaseSetAside, shutdown } from "./GiveBack.ts"
 import { makeIdle } from "./Idle.ts"
 import { FAILING_TARGET_SENDS, type LimitOptions, limitsOf } from "./Limits.ts"
 import { makeOutcomes } from "./Outcomes.ts"
 import { makeSettler } from "./Settle.ts"
+import type { SignalledTarget } from "./Outcomes.ts"
 import { makePump } from "./Start.ts"
 import { makeState, somethingChanged } from "./State.ts"
 
 export type { Settlement } from "../Types.ts"
+export type { SignalledTarget } from "./Outcomes.ts"
 
 /** The loop's options: its limits (`worker/Limits.ts`, where each is described) and what it sends with. */
 export interface WorkerOptions<R> extends LimitOptions {
@@ -43,7 +45,14 @@ export interface WorkerOptions<R> extends LimitOptions {
   readonly perGroup?: number | undefined
   /** Sends one delivery and says how it went; it should not fail (a defect is recorded as a retry). */
   readonly handle: (delivery: Claimed) => Effect.Effect<Settlement, never, R>
-  /** Offered each delivery before `handle`: a send without a fiber of its own, when it takes it (`src/deliveries/worker/StartFast.ts`). */
+  /**
+   * Applies what recorded attempts say of their targets (`TargetSignal`),
+   * once per target and batch, after the batch is written: the recorded
+   * consecutive failures are the settle's. A failure here is logged; the
+   * outcomes stay recorded.
+   */
+  readonly health?: ((signals: ReadonlyArray<SignalledTarget>) => Effect.Effect<void>) | undefined
+  /** Offered each delivery before `handle`: a send without a fiber of its own, when it takes it (`src/deliveries/worker/DirectStart.ts`). */
   readonly handleDirect?: DirectHandle | undefined
 }
 
@@ -72,7 +81,7 @@ export const runWorker = <R>(options: WorkerOptions<R>) =>
     const startWaiting: Effect.Effect<void> = Effect.suspend(() => pump)
     const settler = yield* makeSettler(queue, {
       kind: options.kind,
-      settled: makeOutcomes(options.kind, state, metrics, startWaiting),
+      settled: makeOutcomes(options.kind, state, metrics, startWaiting, options.health),
       mayLinger: () => admission.inFlight > 0 && !admission.waitsForRecording(),
       changed: () => somethingChanged(state)
     })

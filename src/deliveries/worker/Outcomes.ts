@@ -2,20 +2,48 @@
  * What a written (or given-up) settle batch means here: the outcomes the
  * database held are counted, lost leases are reported, targets the
  * database says cool down stop starting, and the batch's room is free
- * again, so the next waiting deliveries may start.
+ * again, so the next waiting deliveries may start. What the recorded
+ * attempts say of their targets goes to the worker's `health`, with the
+ * failures the settle counted.
  */
 import { Cause, Clock, Duration, Effect } from "effect"
 import type { MetricsShape } from "../../observability/Metrics.ts"
-import type { DeliveryKind, Settled } from "../Types.ts"
+import type { Claimed, DeliveryKind, Settled, TargetSignal } from "../Types.ts"
 import type { Pending } from "./Settle.ts"
 import { somethingChanged, type WorkerState } from "./State.ts"
+
+/** A target's signal in a written batch: the last attempt that gave one (a `gone` wins), and its recorded failures. */
+export interface SignalledTarget {
+  readonly claimed: Claimed
+  readonly signal: TargetSignal
+  readonly failures: number
+  /** The attempt's error, if it failed. */
+  readonly error: string
+}
+
+const signalsOf = (batch: ReadonlyArray<Pending>, result: Settled) => {
+  const byTarget = new Map<string, SignalledTarget>()
+  batch.forEach(({ item }, i) => {
+    if (item.signal === undefined || result.held[i] !== true) return
+    const target = item.claimed.targetId
+    if (byTarget.get(target)?.signal === "gone") return
+    byTarget.set(target, {
+      claimed: item.claimed,
+      signal: item.signal,
+      failures: result.failures.get(target) ?? 0,
+      error: item.attempt.error ?? ""
+    })
+  })
+  return [...byTarget.values()]
+}
 
 export const makeOutcomes = (
   kind: DeliveryKind,
   state: WorkerState,
   metrics: MetricsShape,
   /** Starts what may start now. */
-  pump: Effect.Effect<void>
+  pump: Effect.Effect<void>,
+  health?: ((signals: ReadonlyArray<SignalledTarget>) => Effect.Effect<void>) | undefined
 ) =>
 (batch: ReadonlyArray<Pending>, result: Settled | Cause.Cause<unknown>): Effect.Effect<void> =>
   Effect.suspend(() => {
@@ -53,5 +81,9 @@ export const makeOutcomes = (
       Effect.logWarning("delivery lease lost before settling; the outcome was not recorded").pipe(
         Effect.annotateLogs({ delivery_id: id })
       ), { discard: true })
-    return Effect.andThen(cooling, Effect.andThen(warnings, pump))
+    const signals = health === undefined ? [] : signalsOf(batch, result)
+    const applied = signals.length === 0 ? Effect.void : health!(signals).pipe(
+      Effect.catchCause((cause) => Effect.logError("applying endpoint health after a settle failed", Cause.squash(cause)))
+    )
+    return Effect.andThen(cooling, Effect.andThen(warnings, Effect.andThen(pump, applied)))
   })

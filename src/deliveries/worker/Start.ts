@@ -9,7 +9,7 @@
 import { Cause, type Clock, Duration, Effect, Exit, type Fiber, Option } from "effect"
 import { databaseUnavailable } from "../../platform/DatabaseUnavailable.ts"
 import type { Entry } from "./Admission.ts"
-import type { DirectHandle } from "./StartFast.ts"
+import type { DirectHandle } from "./DirectStart.ts"
 import { type Claimed, type CooldownPolicy, Outcome, type Settlement } from "../Types.ts"
 import type { Settler } from "./Settle.ts"
 import type { WorkerState } from "./State.ts"
@@ -19,7 +19,7 @@ const DEFECT_RETRY = Duration.seconds(30)
 
 export interface StartOptions<R> {
   readonly handle: (delivery: Claimed) => Effect.Effect<Settlement, never, R>
-  /** Offered each delivery first: a send without a fiber of its own (`src/deliveries/worker/StartFast.ts`). */
+  /** Offered each delivery first: a send without a fiber of its own (`src/deliveries/worker/DirectStart.ts`). */
   readonly handleDirect?: DirectHandle | undefined
   readonly cooldown?: CooldownPolicy | undefined
   /** Forks into the worker's fiber set. */
@@ -73,9 +73,9 @@ export const makePump = <R>(state: WorkerState, settler: Settler, options: Start
       admission.sendEnded(entry, undefined)
       state.toRelease.push(entry.item)
     } else if (settlement !== undefined) {
-      const { attempt, outcome } = settlement
+      const { attempt, outcome, signal } = settlement
       admission.sendEnded(entry, outcome._tag === "Retry" || outcome._tag === "Failed")
-      settler.push({ item: { claimed: entry.item, outcome, attempt, cooldown: options.cooldown }, target: entry.target })
+      settler.push({ item: { claimed: entry.item, outcome, attempt, cooldown: options.cooldown, signal }, target: entry.target })
     } else {
       admission.sendEnded(entry, undefined)
     }

@@ -287,6 +287,8 @@ layer(SvcTest.layer({ config: { reviewerLimits: { groups: MAX_GROUPS, delegation
           { what: "the escalation", timeoutMs: 20_000 }
         )
         assert.deepStrictEqual(events.map((e) => e.type), ["approval.requested", "approval.escalated"])
+        // The requested body, written by the step statement, names the first group as every later one names its group.
+        assert.deepStrictEqual([events[0]!.json.approval.assigned_group, events[0]!.json.approval.escalation_level], ["leads", 0])
         assert.strictEqual(events[1]!.json.approval.assigned_group, "finance")
         assert.strictEqual(events[1]!.json.approval.escalation_level, 1)
         assert.strictEqual((yield* decideRaw(lead.key, approvalId)).status, 403)

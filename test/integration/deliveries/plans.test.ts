@@ -17,7 +17,7 @@ import { attemptsStatement, listStatement } from "../../../src/deliveries/record
 import * as Rows from "../../../src/deliveries/Rows.ts"
 import { claimStatement, nextDueStatement, settleStatement } from "../../../src/deliveries/rows/Statements.ts"
 import { newId } from "../../../src/platform/Ids.ts"
-import { dispatchCursor, undispatchedEvents } from "../../../src/notifications/Dispatcher.ts"
+import { dispatchCursor, undispatchedEvents } from "../../../src/outbox/Outbox.ts"
 import { newOrg, QueueLive, serverUrl } from "./support.ts"
 
 const BACKLOG = 60_000

@@ -249,9 +249,9 @@ layer(webhookService({ webhookQueueCapacity: 5 }), { excludeTestServices: true }
         yield* insertEvents([eventBody(org.orgId, "approval.requested"), eventBody(org.orgId, "approval.expiring")])
         const rows = yield* waitForDeliveries(endpoint.id, (rows) => rows.length === 2 && rows.every((r) => r.status === "failed"))
         assert.isTrue(rows.some((r) => r.last_error!.includes("410")))
-        const [listed] = (yield* org.client.notifications.list()).endpoints
-        assert.strictEqual(listed!.active, false)
-        assert.include(listed!.deactivated_reason!, "410 Gone")
+        // Deactivated once the 410's attempt is recorded (the endpoint's health follows the settle).
+        const listed = yield* eventually(Effect.map(org.client.notifications.list(), ({ endpoints: [e] }) => e?.active === false ? e : undefined))
+        assert.include(listed.deactivated_reason!, "410 Gone")
         // Inactive: new events make no deliveries.
         const sent = receiver.requests().length
         yield* insertEvents([eventBody(org.orgId, "approval.approved")])

@@ -115,11 +115,13 @@ layer(webhookService(), { excludeTestServices: true })("notification endpoints",
         assert.strictEqual(missing._tag, "NotFound")
       }))
 
-    it.effect("DELETE answers 204, then 404; the endpoint and its secrets are gone", () =>
+    it.effect("DELETE answers 204, then 404; the endpoint, its secrets and the queue's target are gone", () =>
       Effect.gen(function*() {
         const svc = yield* SvcTest
         const org = yield* SvcTest.org()
-        const { endpoint } = yield* org.client.notifications.create({ payload: { url: hookUrl } })
+        // Strict: the queue keeps a target row for it from the start.
+        const { endpoint } = yield* org.client.notifications.create({ payload: { url: hookUrl, ordering: "strict" } })
+        assert.lengthOf(yield* svc.sql`SELECT 1 FROM delivery_targets WHERE id = ${endpoint.id}`, 1)
         const first = yield* raw(`${svc.baseUrl}/v1/notification-endpoints/${endpoint.id}`, {
           method: "DELETE",
           headers: { authorization: `Bearer ${org.key}` }
@@ -130,6 +132,7 @@ layer(webhookService(), { excludeTestServices: true })("notification endpoints",
         assert.deepStrictEqual((yield* org.client.notifications.list()).endpoints, [])
         const secrets = yield* svc.sql`SELECT 1 FROM org_secrets WHERE owner_id = ${endpoint.id}`
         assert.strictEqual(secrets.length, 0)
+        assert.lengthOf(yield* svc.sql`SELECT 1 FROM delivery_targets WHERE id = ${endpoint.id}`, 0)
       }))
 
     it.effect("rotate-secret returns a new secret once and says until when the previous one still signs", () =>

@@ -292,6 +292,8 @@ layer(
         const { endpoint } = yield* org.client.notifications.create({ payload: { url: receiver.url("/gone") } })
         yield* insertEvents([eventBody(org.orgId, "approval.requested")])
         yield* waitForDeliveries(endpoint.id, (rows) => rows[0]?.status === "failed", "a failed delivery")
+        // Deactivated once the 410's attempt is recorded.
+        yield* eventually(Effect.map(org.client.notifications.list(), ({ endpoints: [e] }) => e?.active === false ? true : undefined))
         const since = new Date(Date.now() - 60_000).toISOString()
         const refused = yield* post(`/v1/notification-endpoints/${endpoint.id}/deliveries/replay`, org.key, { since })
         assert.strictEqual(refused.status, 409)

@@ -4,7 +4,8 @@ import * as fc from "fast-check"
 import { ApprovalEventTypes } from "../../../src/api/Approvals.ts"
 import { ApprovalEvent } from "../../../src/api/Events.ts"
 import { argumentsDigest, NOTHING_SETTLED } from "../../../src/approvals/Edits.ts"
-import { approvalEventBody, makeApprovalEvent, snapshotOf } from "../../../src/approvals/Events.ts"
+import { makeApprovalEvent, snapshotOf } from "../../../src/approvals/Events.ts"
+import { approvalEventBody } from "../../../src/outbox/Outbox.ts"
 
 const uuid = fc.uuid({ version: 7 })
 const instant = fc.integer({ min: Date.UTC(2020, 0, 1), max: Date.UTC(2040, 0, 1) }).map((ms) => new Date(ms))

@@ -6,7 +6,7 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Duration } from "effect"
 import { type Claimed, Outcome, type SettleItem } from "../../../src/deliveries/DeliveryQueue.ts"
-import { settleRowsJson } from "../../../src/deliveries/rows/SettleFast.ts"
+import { settleRowsJson } from "../../../src/deliveries/rows/SettleInput.ts"
 
 const claimed = (id: string) =>
   ({

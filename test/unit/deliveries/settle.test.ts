@@ -20,7 +20,7 @@ const pending = (n: number): Pending => ({
   target: "t"
 })
 
-const written = (items: ReadonlyArray<SettleItem>): Settled => ({ held: items.map(() => true), coolingFor: new Map() })
+const written = (items: ReadonlyArray<SettleItem>): Settled => ({ held: items.map(() => true), coolingFor: new Map(), failures: new Map() })
 
 /** A settler over a fake queue; `settled` remembers what the worker was told. */
 const harness = (queue: {

@@ -47,7 +47,7 @@ const memoryQueue = () => {
     settleMany: (items: ReadonlyArray<SettleItem>) =>
       Effect.sync(() => {
         settled.push(...items)
-        return { held: items.map(() => true), coolingFor: new Map<string, number>() }
+        return { held: items.map(() => true), coolingFor: new Map<string, number>(), failures: new Map() }
       }),
     release: (items: ReadonlyArray<Claimed>) =>
       Effect.sync(() => {

@@ -6,8 +6,8 @@
  */
 import { assert, describe, it } from "@effect/vitest"
 import type { Clock } from "effect"
-import type { SendTarget } from "../../../src/notifications/SendTargets.ts"
-import { makeSendTargetMirror, SEND_TARGET_IDLE_MS } from "../../../src/notifications/SendTargets.ts"
+import type { SendTarget } from "../../../src/notifications/send/SendTargets.ts"
+import { makeSendTargetMirror, SEND_TARGET_IDLE_MS } from "../../../src/notifications/send/SendTargets.ts"
 
 const target = (url: string): SendTarget => ({ url, active: true, deactivatedReason: null, secrets: ["whsec"], headers: [] })
 

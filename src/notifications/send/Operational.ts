@@ -16,48 +16,7 @@
  */
 import type { PgClient } from "@effect/sql-pg"
 import { Duration, Effect } from "effect"
-import type { EndpointEvent, EndpointSnapshot } from "../api/Events.ts"
-import { newId } from "../platform/Ids.ts"
-
-/** RFC 3339 UTC with milliseconds, as every other event's `occurred_at`. */
-const ISO = `'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"'`
-
-/**
- * The outbox row of an operational event about the endpoint `changed`
- * (a CTE that answers `id, org_id, url_hint` and the instant the change
- * stamped, `stamp`): the `INSERT ... SELECT` both events share. `type` and
- * `stamp` come from the closed unions below, never from a caller's text.
- */
-const insertEvent = (
-  sql: PgClient.PgClient,
-  eventId: string,
-  event: {
-    readonly type: EndpointEvent["type"]
-    readonly stamp: Extract<keyof EndpointSnapshot, "deactivated_at" | "failing_since">
-    readonly active: boolean
-    readonly reason: string
-  }
-) => {
-  const type = sql.literal(`'${event.type}'`)
-  const label = sql.literal(`'${event.type} '`)
-  const stampKey = sql.literal(`'${event.stamp}'`)
-  const stamp = sql.literal(event.stamp)
-  return sql`
-    INSERT INTO events (id, org_id, type, occurred_at, body, label, about_endpoint)
-    SELECT ${eventId}, c.org_id, ${type}, now(),
-           json_build_object(
-             'id', ${eventId}::uuid, 'type', ${type}, 'org_id', c.org_id,
-             'occurred_at', to_char(now() AT TIME ZONE 'UTC', ${sql.literal(ISO)}),
-             'endpoint', json_build_object(
-               'id', c.id, 'url_hint', c.url_hint, 'reason', ${event.reason}::text, 'active', ${sql.literal(String(event.active))},
-               ${stampKey}, to_char(c.${stamp} AT TIME ZONE 'UTC', ${sql.literal(ISO)})
-             )
-           )::text,
-           ${label} || c.id, c.id
-    FROM changed c
-    RETURNING id
-  `
-}
+import { endpointEventInsert } from "../../outbox/Outbox.ts"
 
 /**
  * Marks the endpoint inactive with `reason` and writes `endpoint.disabled`,
@@ -70,7 +29,6 @@ export const disableEndpoint = (
   reason: string,
   options?: { readonly failingFor?: Duration.Duration | undefined }
 ) => {
-  const eventId = newId()
   // With `failingFor`: only when the endpoint has been failing that long.
   const failingLongEnough = options?.failingFor === undefined
     ? sql``
@@ -82,7 +40,7 @@ export const disableEndpoint = (
       WHERE id = ${endpointId} AND org_id = ${orgId} AND active ${failingLongEnough}
       RETURNING id, org_id, url_hint, deactivated_at
     )
-    ${insertEvent(sql, eventId, { type: "endpoint.disabled", stamp: "deactivated_at", active: false, reason })}
+    ${endpointEventInsert(sql, { type: "endpoint.disabled", stamp: "deactivated_at", active: false, reason })}
   `.pipe(Effect.map((rows) => rows.length > 0), Effect.orDie)
 }
 
@@ -91,14 +49,13 @@ export const disableEndpoint = (
  * it is active and not failing already. Answers whether it did.
  */
 export const startFailing = (sql: PgClient.PgClient, orgId: string, endpointId: string, reason: string) => {
-  const eventId = newId()
   return sql`
     WITH changed AS (
       UPDATE notification_endpoints SET failing_since = now()
       WHERE id = ${endpointId} AND org_id = ${orgId} AND active AND failing_since IS NULL
       RETURNING id, org_id, url_hint, failing_since
     )
-    ${insertEvent(sql, eventId, { type: "endpoint.failing", stamp: "failing_since", active: true, reason })}
+    ${endpointEventInsert(sql, { type: "endpoint.failing", stamp: "failing_since", active: true, reason })}
   `.pipe(Effect.map((rows) => rows.length > 0), Effect.orDie)
 }
 

@@ -3,7 +3,7 @@
  * statement takes a few, each full one twice as many as the last, up to
  * `MAX_BATCH`; one that finds fewer than it asked for starts over.
  *
- * What it buys: a statement of 200 events holds the endpoints' rows it
+ * Speeds up: a statement of 200 events holds the endpoints' rows it
  * counts into until it commits, and on the embedded database the one
  * session, so the worker's first claim of a burst waited behind it; with a
  * first statement of 16 events the first receipt on the server came at
@@ -33,7 +33,7 @@ export const nextBatch = (size: number, taken: number): number =>
  * writes no event (a report, a backup) sends no wakeup, and waking on
  * every other commit meanwhile would cost two statements each.
  *
- * What it buys: an event committed while another transaction of the
+ * Speeds up: an event committed while another transaction of the
  * cluster runs is fanned out at most 100 ms after that one ends, not at the
  * next poll, up to a second later (one index probe per pause meanwhile); an
  * idle dispatcher asks nothing. Under a steady load of steps, events are

@@ -1,5 +1,6 @@
 /**
- * Fans the durable approval event log (`events`, the outbox) out into
+ * Fans the durable approval event log (`events`, the outbox: its rows and
+ * cursor are `outbox/Outbox.ts`'s) out into
  * deliveries: one per subscribed active endpoint of the event's
  * organization, and one reviewer email for requests and deadline notices
  * when reviewer email is configured. Events are taken past the dispatch
@@ -10,12 +11,13 @@
  */
 import { PgClient } from "@effect/sql-pg"
 import { Cause, Context, Duration, Effect, Layer, Option, Schema } from "effect"
-import { EmailedEventTypes } from "../api/Notifications.ts"
-import { DeliveryQueue } from "../deliveries/DeliveryQueue.ts"
-import { SvcConfig } from "../platform/Config.ts"
-import { BigIntText, rowsOf } from "../platform/Rows.ts"
-import { Topics, Wakeups } from "../platform/Wakeups.ts"
-import { FIRST_BATCH, nextBatch, pauseAfter } from "./DispatcherFast.ts"
+import { EmailedEventTypes } from "../../api/Notifications.ts"
+import { DeliveryQueue } from "../../deliveries/DeliveryQueue.ts"
+import { SvcConfig } from "../../platform/Config.ts"
+import { BigIntText } from "../../platform/Rows.ts"
+import { Topics, Wakeups } from "../../platform/Wakeups.ts"
+import { heldBack as heldBackEvents, takeEvents } from "../../outbox/Outbox.ts"
+import { FIRST_BATCH, nextBatch, pauseAfter } from "./DispatchBatches.ts"
 import { EventBodies } from "./EventBodies.ts"
 import { actionClassMatches } from "./Filters.ts"
 
@@ -31,64 +33,6 @@ const DispatchedRow = Schema.Struct({
   webhooks: Schema.Number,
   emails: Schema.Number
 })
-
-/**
- * The CTE `cur`: the dispatch cursor, locked, for a statement with a CTE
- * `lock (locked)`; no row when another dispatcher holds the lock, nor when
- * one committed after this statement's snapshot was taken (the locking
- * read answers the row's last version, the snapshot an older one): the
- * events that one marked may look unmarked to this snapshot, so this
- * statement takes nothing and the next one looks again.
- */
-export const dispatchCursor = (sql: PgClient.PgClient) =>
-  sql`cur AS MATERIALIZED (
-    SELECT writer, seq FROM (
-      SELECT writer, seq, xmin::text AS version FROM event_dispatch WHERE (SELECT locked FROM lock) FOR UPDATE
-    ) c WHERE version = (SELECT xmin::text FROM event_dispatch)
-  )`
-
-/**
- * The next `batch` events past the cursor `cur`, in `(writer, seq)` order,
- * of writers older than every transaction still running: those are all
- * committed or gone, so no event can appear later below the last one taken
- * (a transaction that took a lower seq and commits after a higher one has a
- * writer above the horizon until it ends; one that has not written yet will
- * have a newer writer). Read in order from `events_writer_seq_idx` between
- * the row values. The limit is written into the statement (one prepared
- * statement per batch size), so that the server may keep a generic plan
- * for it instead of planning every execution anew.
- */
-export const undispatchedEvents = (sql: PgClient.PgClient, batch: number) =>
-  sql`
-    SELECT seq, id, org_id, type, body, label, about_endpoint, writer FROM events
-    WHERE (writer, seq) > ((SELECT writer FROM cur), (SELECT seq FROM cur))
-      AND writer < pg_snapshot_xmin(pg_current_snapshot())
-    ORDER BY writer, seq LIMIT ${sql.literal(String(Math.trunc(batch)))}
-  `
-
-/**
- * The events past the cursor `cur` held back longer than `HELD_FOR` by an
- * older transaction still running (a CTE `nxt` of the events the cursor
- * takes, and only when it takes none): fanned out now, each marked on its
- * own (its `writer` cleared: out of the cursor's range for good) and locked
- * as the mark was. The cursor stays where it is, so what the older
- * transaction writes is not passed over; a transaction left open anywhere
- * on the cluster costs the per-event mark, not the fan-out's progress.
- */
-export const heldEvents = (sql: PgClient.PgClient, batch: number) =>
-  sql`
-    SELECT seq, id, org_id, type, body, label, about_endpoint, writer FROM events
-    WHERE (writer, seq) > ((SELECT writer FROM cur), (SELECT seq FROM cur))
-      AND dispatched_at < now() - ${sql.literal(`interval '${Duration.toSeconds(HELD_FOR)} seconds'`)}
-      AND NOT EXISTS (SELECT 1 FROM nxt)
-    ORDER BY writer, seq LIMIT ${sql.literal(String(Math.trunc(batch)))}
-    FOR UPDATE SKIP LOCKED
-  `
-
-/** How long committed events may wait past the cursor for an older transaction before they are fanned out one by one. */
-const HELD_FOR = Duration.seconds(1)
-
-const HeldRows = rowsOf("events", Schema.Struct({ held: Schema.Boolean }))
 
 /** Two dispatchers (processes) never interleave, so deliveries are created in event order. */
 const DISPATCH_LOCK = 7_300_001
@@ -118,19 +62,7 @@ export class Dispatcher extends Context.Service<Dispatcher, {
       const dispatchOnce = (batch: number) => Effect.gen(function*() {
         const rows = yield* queue.enqueueFrom({
           with: sql`
-            lock AS (SELECT pg_try_advisory_xact_lock(${DISPATCH_LOCK}) AS locked),
-            ${dispatchCursor(sql)},
-            nxt AS MATERIALIZED (${undispatchedEvents(sql, batch)}),
-            late AS MATERIALIZED (${heldEvents(sql, batch)}),
-            ev AS MATERIALIZED (SELECT * FROM nxt UNION ALL SELECT * FROM late),
-            -- A new version of the cursor's row whenever anything is taken (see dispatchCursor).
-            moved AS (
-              UPDATE event_dispatch c SET writer = coalesce(l.writer, c.writer), seq = coalesce(l.seq, c.seq)
-              FROM (SELECT writer, seq FROM nxt ORDER BY writer DESC, seq DESC LIMIT 1) l
-              RIGHT JOIN (SELECT 1 WHERE EXISTS (SELECT 1 FROM ev)) taken ON true
-              RETURNING c.seq
-            ),
-            marked AS (UPDATE events e SET writer = NULL FROM late WHERE e.seq = late.seq RETURNING e.seq),
+            ${takeEvents(sql, batch, DISPATCH_LOCK)},
             fan AS (
               -- Per event in order: its organization's subscribed active
               -- endpoints in their order, then the reviewer email (to a
@@ -174,12 +106,7 @@ export class Dispatcher extends Context.Service<Dispatcher, {
         return rows.length
       }).pipe(Effect.withSpan("Dispatcher.dispatchOnce"))
 
-      const heldBack = HeldRows.one(sql`
-        SELECT EXISTS (
-          SELECT 1 FROM events
-          WHERE (writer, seq) > ((SELECT writer FROM event_dispatch), (SELECT seq FROM event_dispatch))
-        ) AS held
-      `).pipe(Effect.map((row) => row?.held === true))
+      const heldBack = heldBackEvents(sql).pipe(Effect.orDie)
 
       return Dispatcher.of({ dispatchOnce, heldBack })
     })
@@ -187,7 +114,7 @@ export class Dispatcher extends Context.Service<Dispatcher, {
 
   /**
    * The dispatch loop: a batch at a time, growing through a burst
-   * (`DispatcherFast.ts`); when none is left, waits for an `events` wakeup
+   * (`DispatchBatches.ts`); when none is left, waits for an `events` wakeup
    * or the poll interval.
    */
   static readonly worker = Layer.effectDiscard(Effect.gen(function*() {

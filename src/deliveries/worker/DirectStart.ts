@@ -3,16 +3,15 @@
  * kind has one) is offered each delivery first: it either declines, and the
  * delivery is sent by `handle` in a fiber as before, or it takes it and
  * calls `done` exactly once, later, with the settlement. The webhook
- * sender takes the common case (an endpoint and an event body this process
- * already knows, an answer in 2xx from a healthy endpoint) and leaves
- * every other turn of a send (a failure to count, an endpoint to
- * deactivate, a recovery to announce) to an effect of its own, forked then.
+ * sender takes every HTTPS send to an endpoint and event body this process
+ * already knows; a broker, or an endpoint or event to read first, is sent
+ * by `handle`.
  *
- * What it buys: no fiber, context, generators or `Effect.callback` per
+ * Speeds up: no fiber, context, generators or `Effect.callback` per
  * send; the Effect runtime's share of svc's samples in the sends went from
  * 10 % to 1 % (`bench/notes/delivery-log.md`, "What was cut").
  *
- * The span per send stays: `startSpan` opens it on the tracer the worker
+ * The span per send stays: `spanStarter` opens it on the tracer the worker
  * found in its context (the same tracer, parent, annotations and sampling
  * `Effect.withSpan` would use there), and the sender ends it with the
  * send's settlement, so operators and organizations' collectors see the
@@ -37,11 +36,15 @@ export interface SpanStarter {
 }
 
 /**
- * The span starter of the current context, or none when tracing is off
- * there (then sends keep their fibers, which make no-op spans).
+ * The span starter of the current context. When tracing is off there, every
+ * span it starts is the one that records nothing (as `Effect.withSpan`'s
+ * would be), so a send takes the same path traced or not.
  */
-export const spanStarter: Effect.Effect<Option.Option<SpanStarter>> = Effect.gen(function*() {
-  if (!(yield* References.TracerEnabled)) return Option.none()
+export const spanStarter: Effect.Effect<SpanStarter> = Effect.gen(function*() {
+  if (!(yield* References.TracerEnabled)) {
+    const none = yield* Effect.makeSpan("DirectStart.untraced")
+    return { start: () => none, end: () => {} }
+  }
   const tracer = yield* Tracer.Tracer
   const clock = yield* Clock.Clock
   const timing = yield* References.TracerTimingEnabled
@@ -51,7 +54,7 @@ export const spanStarter: Effect.Effect<Option.Option<SpanStarter>> = Effect.gen
   const parent = yield* Effect.option(Effect.currentParentSpan)
   const sampled = Option.isSome(parent) && parent.value.sampled === false ? false : sampledHere
   const now = () => (timing ? clock.currentTimeNanosUnsafe() : 0n)
-  return Option.some<SpanStarter>({
+  return {
     start: (name, attributes) => {
       const span = tracer.span({
         name,
@@ -68,5 +71,5 @@ export const spanStarter: Effect.Effect<Option.Option<SpanStarter>> = Effect.gen
       return span
     },
     end: (span, value) => span.end(now(), Exit.succeed(value))
-  })
+  } satisfies SpanStarter
 })

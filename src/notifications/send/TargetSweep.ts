@@ -16,7 +16,7 @@
  * `SEND_TARGET_TTL_MS`, as before; a sweep that fails confirms nothing,
  * and the entries lapse.
  *
- * What it buys: a lookup is three statements and three decryptions (the
+ * Speeds up: a lookup is three statements and three decryptions (the
  * endpoint, its URL, its signing secrets). An endpoint receiving less often
  * than once a second was looked up for nearly every delivery: 1 000
  * endpoints over 200 organizations, 20 000 deliveries taking them in turn,
@@ -31,7 +31,7 @@
  */
 import type { PgClient } from "@effect/sql-pg"
 import { Cause, Clock, Effect, Schema } from "effect"
-import { rowsOf } from "../platform/Rows.ts"
+import { rowsOf } from "../../platform/Rows.ts"
 
 /** The secret kinds an endpoint's send target is made of. */
 const KINDS = "'notification_endpoint', 'notification_endpoint_url', 'notification_endpoint_header'"

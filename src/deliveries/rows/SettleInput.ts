@@ -2,7 +2,7 @@
  * The settle statement's input (`jsonb_to_recordset` in `Statements.ts`),
  * written straight as JSON text, one object per outcome in batch order.
  *
- * What it buys: `settleMany` used to build a 17-field object per outcome
+ * Speeds up: `settleMany` used to build a 17-field object per outcome
  * (nulls included) and `JSON.stringify` the array. Here a delivered
  * outcome is a short string of its few non-null fields (a key left out
  * reads as NULL in `jsonb_to_recordset`, as a JSON null did), and

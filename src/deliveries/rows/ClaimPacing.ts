@@ -4,7 +4,7 @@
  * out): at once while it finds something, and otherwise at most every
  * `ROW_CLAIM_EVERY_MS`. A claim the log gave nothing always runs it.
  *
- * What it buys: during a burst to a concurrent endpoint every claim ran the
+ * Speeds up: during a burst to a concurrent endpoint every claim ran the
  * per-row statement after the log's take and found nothing, about 470 µs of
  * the server's CPU each (`bench/notes/delivery-log.md`, "What was cut"). A
  * row on its own becomes due at most that much later while the log keeps

@@ -4,22 +4,23 @@
  * what the lookups found, readable without an effect: every send reads its
  * endpoint there first (`NotificationEndpoints.sendTarget`, and
  * `sendTargetNow` for the webhook sends that run without a fiber of their
- * own, `SenderFast.ts`). An entry is trusted for `SEND_TARGET_TTL_MS` from
+ * own, `DirectSend.ts`). An entry is trusted for `SEND_TARGET_TTL_MS` from
  * the lookup that found it, or from the last sweep that found its endpoint
- * unchanged (`SendTargetsFast.ts`); a change made through this process
+ * unchanged (`TargetSweep.ts`); a change made through this process
  * drops its endpoint's entry at once, and a lookup that began before the
  * change does not leave its answer here.
  *
- * What it buys: the direct send reads its endpoint with a map lookup
- * instead of `Cache.get` in a fiber (the direct sends' figures:
- * `bench/notes/delivery-log.md`, "What was cut").
+ * Speeds up: the send's endpoint lookup, a map read instead of `Cache.get`
+ * in a fiber; with the direct start, the Effect runtime's share of svc's
+ * samples in the sends went from 10 % to 1 % (`bench/notes/delivery-log.md`,
+ * "What was cut").
  */
 import { PgClient } from "@effect/sql-pg"
 import { Cache, Clock, Duration, Effect, Redacted, Schema } from "effect"
-import { JsonColumn, rowsOf } from "../platform/Rows.ts"
-import { endpointUrlOwner, readReceiverUrl } from "../secrets/ReceiverUrls.ts"
-import { type SecretOwner, SecretStore } from "../secrets/SecretStore.ts"
-import { keepSweeping, STAMP } from "./SendTargetsFast.ts"
+import { JsonColumn, rowsOf } from "../../platform/Rows.ts"
+import { endpointUrlOwner, readReceiverUrl } from "../../secrets/ReceiverUrls.ts"
+import { type SecretOwner, SecretStore } from "../../secrets/SecretStore.ts"
+import { keepSweeping, STAMP } from "./TargetSweep.ts"
 
 export interface SendTarget {
   readonly url: string
@@ -64,7 +65,7 @@ export const SEND_TARGET_IDLE_MS = 5_000
 
 interface Entry {
   readonly target: SendTarget
-  /** What the lookup read, as `SendTargetsFast.ts` reads it again: equal while nothing the target is made of changed. */
+  /** What the lookup read, as `TargetSweep.ts` reads it again: equal while nothing the target is made of changed. */
   readonly stamp: string
   until: number
   /** When a send last read it (epoch ms): one idle for `SEND_TARGET_IDLE_MS` is dropped rather than checked. */

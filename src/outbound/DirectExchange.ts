@@ -1,12 +1,13 @@
 /**
  * `OutboundHttp.send` without a fiber of its own, for the webhook sends that
- * run without one (`src/deliveries/worker/StartFast.ts`): the same checks, span
+ * run without one (`src/deliveries/worker/DirectStart.ts`): the same checks, span
  * attributes and exchange; an IP literal's exchange starts at once, a
  * name's resolution alone runs as an effect.
  *
- * What it buys: no fiber, context, generators or `Effect.callback` per
- * send (the direct sends' figures: `bench/notes/delivery-log.md`, "What was
- * cut").
+ * Speeds up: the exchange of each send, with no fiber, context, generators
+ * or `Effect.callback`; with the direct start, the Effect runtime's share of
+ * svc's samples in the sends went from 10 % to 1 %
+ * (`bench/notes/delivery-log.md`, "What was cut").
  */
 import { Cause, type Context, Effect, Exit, Option, type Tracer } from "effect"
 import type { Address } from "./AddressPolicy.ts"

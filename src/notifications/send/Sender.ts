@@ -1,0 +1,213 @@
+/**
+ * Sends webhook deliveries: the `DeliveryWorker` handler for kind `webhook`.
+ *
+ * Each attempt POSTs the event's stored body bytes (never re-encoded, so
+ * every retry and replay carries the same bytes and event id) with a fresh
+ * `t` and one `v1=` per signing secret in use, through the outbound guard
+ * (address checked again, pinned connection, no redirects, one 5 s deadline
+ * over the whole exchange). What the answer makes of the delivery and what
+ * it says of the endpoint is `Verdict.ts`; the endpoint's health is applied
+ * once the attempt is recorded (`EndpointHealth.ts`, the worker's `health`).
+ *
+ * An HTTPS send to an endpoint and event this process knows runs without a
+ * fiber of its own (`deliverDirect`, `DirectSend.ts`), traced or not;
+ * `deliver` is the same send as an effect, for an endpoint or event read
+ * from the database first and for endpoints whose URL names a broker
+ * (`src/brokers/`): the same signed bytes published, acknowledged or
+ * failed, and decided as above.
+ */
+import { PgClient } from "@effect/sql-pg"
+import { Clock, Context, Duration, Effect, FiberSet, Layer, Schema } from "effect"
+import { Brokers, ConnectionsBusy } from "../../brokers/Brokers.ts"
+import type { Claimed, CooldownPolicy } from "../../deliveries/DeliveryQueue.ts"
+import { DeliveryQueue, Outcome } from "../../deliveries/DeliveryQueue.ts"
+import { type DirectHandle, spanStarter } from "../../deliveries/worker/DirectStart.ts"
+import { runWorker, type Settlement } from "../../deliveries/worker/DeliveryWorker.ts"
+import { OutboundFailure, OutboundHttp } from "../../outbound/OutboundHttp.ts"
+import { SvcConfig } from "../../platform/Config.ts"
+import { rowsOf } from "../../platform/Rows.ts"
+import { Wakeups } from "../../platform/Wakeups.ts"
+import { directDeliveries } from "./DirectSend.ts"
+import { NotificationEndpoints } from "../Endpoints.ts"
+import type { SendTarget } from "./SendTargets.ts"
+import { EventBodies } from "../dispatch/EventBodies.ts"
+import { deliveryHeaders } from "../Signing.ts"
+import { eventBody } from "../../outbox/Outbox.ts"
+import { makeEndpointHealth } from "./EndpointHealth.ts"
+import { delivered, notSent, SNIPPET_BYTES, verdictOf } from "./Verdict.ts"
+
+export { failedAttempt, notSent, retryDelay } from "./Verdict.ts"
+
+/** An event body read back when this process does not hold it. */
+const EventRows = rowsOf("events", Schema.Struct({ type: Schema.String, body: Schema.String }))
+
+/**
+ * Requests in flight per process, and per endpoint per process (a failing
+ * endpoint gets one at a time until it answers again). Hanging endpoints
+ * hold only their own slots, so a process has room for many of them.
+ */
+export const WORKER_CONCURRENCY = 256
+export const PER_ENDPOINT = 16
+/**
+ * Deliveries of one endpoint claimed at once across processes: a busy
+ * endpoint's next deliveries are already claimed when a slot frees, so a
+ * burst costs a claim statement per few hundred deliveries, not per slot.
+ */
+export const ENDPOINT_PREFETCH = 256
+
+/** The attributes of a delivery's `WebhookSender.deliver` span, given when it starts. */
+const spanAttributes = (delivery: Claimed) => ({
+  "svc.org_id": delivery.orgId,
+  "svc.delivery_id": delivery.id,
+  "svc.endpoint_id": delivery.targetId,
+  "svc.event_id": delivery.eventId ?? "",
+  "svc.attempt": delivery.attempts
+})
+
+export class WebhookSender extends Context.Service<WebhookSender, {
+  readonly deliver: (delivery: Claimed) => Effect.Effect<Settlement>
+  /** `deliver` without a fiber of its own, when it can (`src/deliveries/worker/DirectStart.ts`). */
+  readonly deliverDirect: DirectHandle
+  /** Which per-host bound the delivery counts against (`SVC_WEBHOOK_PER_HOST`). */
+  readonly hostGroup: (delivery: Claimed) => Effect.Effect<string | undefined>
+  /** Applies what recorded attempts say of their endpoints (`EndpointHealth.ts`). */
+  readonly health: ReturnType<typeof makeEndpointHealth>
+}>()("svc/notifications/WebhookSender") {
+  static readonly layer = Layer.effect(
+    WebhookSender,
+    Effect.gen(function*() {
+      const sql = yield* PgClient.PgClient
+      const outbound = yield* OutboundHttp
+      const endpoints = yield* NotificationEndpoints
+      const config = yield* SvcConfig
+      const bodies = yield* EventBodies
+      const brokers = yield* Brokers
+      const schedule = config.webhookRetrySchedule
+
+      /** The request of one attempt: the stored body bytes, signed now. */
+      const requestOf = (delivery: Claimed, target: SendTarget, type: string, body: Buffer, started: number) => ({
+        url: target.url,
+        method: "POST" as const,
+        headers: deliveryHeaders(target.secrets, { id: delivery.eventId ?? "", type }, Math.floor(started / 1000), body, target.headers),
+        body,
+        timeout: config.webhookSendTimeout,
+        maxResponseBytes: SNIPPET_BYTES + 1,
+        // One pool per organization and destination host, as large as the
+        // worker's bound on requests in flight to it (`SVC_WEBHOOK_PER_HOST`,
+        // plus one per further endpoint): no request ever waits behind
+        // another (a hanging endpoint's) in it, and one organization's
+        // endpoints never hold another's connections.
+        partition: delivery.orgId,
+        connections: config.webhookPerHost + config.maxEndpointsPerOrg,
+        orgId: delivery.orgId
+      })
+
+      /** An attempt at a broker destination: acknowledged (delivered), or failed as a network failure is. */
+      const publish = Effect.fnUntraced(function*(delivery: Claimed, target: SendTarget, type: string, body: Buffer, started: number) {
+        const { headers } = requestOf(delivery, target, type, body, started)
+        const message = { eventId: delivery.eventId ?? "", type, headers, body, timeoutMs: Duration.toMillis(config.webhookSendTimeout) }
+        const sent = yield* brokers.publish(target.url, delivery.orgId, message).pipe(Effect.catch((failure) => Effect.succeed(failure)))
+        // This process had no connection for it: given back, not an attempt against the endpoint.
+        if (sent instanceof ConnectionsBusy) {
+          return { outcome: Outcome.retry(Duration.zero, sent.message), attempt: { error: sent.message, durationMs: 0 }, giveBack: true } satisfies Settlement
+        }
+        if (!(sent instanceof OutboundFailure)) return delivered(delivery, { durationMs: sent.elapsedMs })
+        return verdictOf(schedule, delivery, target.url, sent, started, yield* Clock.currentTimeMillis)
+      })
+
+      const send = Effect.fnUntraced(function*(delivery: Claimed) {
+        const target = yield* endpoints.sendTarget(delivery.orgId, delivery.targetId)
+        if (target === undefined) return notSent("endpoint deleted")
+        if (!target.active) return notSent(`endpoint inactive: ${target.deactivatedReason ?? "deactivated"}`)
+        const event = bodies.get(delivery.eventId ?? "") ??
+          (yield* EventRows.one(eventBody(sql, delivery.orgId, delivery.eventId)))
+        if (event === undefined) return notSent("event no longer stored")
+        yield* Effect.annotateCurrentSpan("svc.event_type", event.type)
+        const body = Buffer.from(event.body, "utf8")
+        const started = yield* Clock.currentTimeMillis
+        if (!target.url.startsWith("https:")) return yield* publish(delivery, target, event.type, body, started)
+        const sent = yield* outbound.send(requestOf(delivery, target, event.type, body, started)).pipe(
+          Effect.catch((failure) => Effect.succeed(failure))
+        )
+        return verdictOf(schedule, delivery, target.url, sent, started, yield* Clock.currentTimeMillis)
+      })
+      const deliver = (delivery: Claimed) =>
+        Effect.withSpan(send(delivery), "WebhookSender.deliver", {
+          // Not `Effect.fn`: a stack trace per delivery span was ~1 % of the
+          // drain's CPU and says nothing a delivery's attributes do not.
+          captureStackTrace: false,
+          attributes: spanAttributes(delivery)
+        })
+
+      const deliverDirect = directDeliveries({
+        // Broker destinations are sent by `deliver` (stored URLs have a lower-case scheme).
+        sendTargetNow: (orgId, id) => {
+          const target = endpoints.sendTargetNow(orgId, id)
+          return target?.url.startsWith("https:") === true ? target : undefined
+        },
+        body: bodies.get,
+        spans: yield* spanStarter,
+        clock: yield* Clock.Clock,
+        fork: yield* FiberSet.makeRuntime<never, Settlement, never>(),
+        sendDirect: outbound.sendDirect,
+        spanAttributes,
+        requestOf,
+        verdictOf: (delivery, url, sent, started, now) => verdictOf(schedule, delivery, url, sent, started, now)
+      })
+
+      const health = makeEndpointHealth({
+        sql,
+        queue: yield* DeliveryQueue,
+        wakeups: yield* Wakeups,
+        forget: endpoints.forget,
+        failingAfter: config.webhookCooldownAfter,
+        disableAfter: config.webhookDisableAfter
+      })
+
+      /** The bound a delivery shares: its organization and its endpoint's destination host (and port). */
+      const hostGroup = (delivery: Claimed) =>
+        endpoints.sendTarget(delivery.orgId, delivery.targetId).pipe(
+          Effect.map((target) => {
+            if (target === undefined) return undefined
+            try {
+              return `${delivery.orgId} ${new URL(target.url).host}`
+            } catch {
+              return undefined
+            }
+          })
+        )
+
+      return WebhookSender.of({ deliver, deliverDirect, hostGroup, health })
+    })
+  )
+
+  /** The cooldown policy of webhook endpoints, from configuration. */
+  static readonly cooldown = (config: SvcConfig["Service"]): CooldownPolicy => ({
+    after: config.webhookCooldownAfter,
+    base: config.webhookCooldownBase,
+    cap: config.webhookCooldownMax
+  })
+
+  /** The delivery loop of kind `webhook`, as long as the layer lives. */
+  static readonly worker = Layer.effectDiscard(Effect.gen(function*() {
+    const sender = yield* WebhookSender
+    const config = yield* SvcConfig
+    yield* runWorker({
+      kind: "webhook",
+      concurrency: WORKER_CONCURRENCY,
+      perTarget: PER_ENDPOINT,
+      prefetch: ENDPOINT_PREFETCH,
+      // Longer than a send (5 s) plus its bookkeeping; a crashed process's
+      // deliveries are sent again after this.
+      leaseFor: config.webhookLease,
+      handleTimeout: config.webhookSendTimeout,
+      pollEvery: Duration.seconds(2),
+      cooldown: WebhookSender.cooldown(config),
+      group: sender.hostGroup,
+      perGroup: config.webhookPerHost,
+      handle: sender.deliver,
+      handleDirect: sender.deliverDirect,
+      health: sender.health
+    })
+  }))
+}
