@@ -9,5 +9,5 @@ import * as module from "node:module"
 // is compiling modules, which the cache cuts by about a third.
 module.enableCompileCache?.()
 
-const { runServer } = await import("./server/Serve.ts")
-runServer()
+const [{ runServer }, { AdminChannelLive }] = await Promise.all([import("./server/Serve.ts"), import("./cli/AdminChannel.ts")])
+runServer({ channel: AdminChannelLive })

@@ -1,5 +1,5 @@
 /**
- * The CLI's side of the admin channel (`src/server/AdminChannel.ts`): when
+ * The CLI's side of the admin channel (`src/cli/AdminChannel.ts`): when
  * a server holds the embedded data directory, the CLI sends it its
  * arguments over `admin.sock` and prints what the command printed there.
  */

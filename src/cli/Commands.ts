@@ -1,7 +1,7 @@
 /**
  * The CLI's commands, run by `npm run cli` in its own process or, while a
  * server holds the embedded data directory, by that server on its admin
- * channel (`src/server/AdminChannel.ts`): the same handlers either way.
+ * channel (`src/cli/AdminChannel.ts`): the same handlers either way.
  *
  *   db query "SELECT ..." --json
  *   db dump > svc.sql

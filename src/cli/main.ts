@@ -25,8 +25,8 @@ const argv = process.argv.slice(2)
 if (argv.length === 1 && argv[0] === "--version") {
   process.stdout.write(`svc v${VERSION}\n`)
 } else if (argv.length === 1 && argv[0] === "start") {
-  const { runServer } = await import("../server/Serve.ts")
-  runServer()
+  const [{ runServer }, { AdminChannelLive }] = await Promise.all([import("../server/Serve.ts"), import("./AdminChannel.ts")])
+  runServer({ channel: AdminChannelLive })
 } else {
   await import("./Program.ts")
 }

@@ -2,7 +2,8 @@
  * The HTTP service on HOST:PORT (default 127.0.0.1:8080), on PostgreSQL
  * when DATABASE_URL is set, else on the embedded database in SVC_DATA_DIR,
  * until a signal (SIGTERM and Ctrl-C drain in-flight requests and exit 0).
- * Run by `npm start` (src/main.ts) and `svc start` (src/cli/main.ts).
+ * Run by `npm start` (src/main.ts) and `svc start` (src/cli/main.ts), which
+ * give it the CLI's admin channel.
  */
 import * as NodeRuntime from "@effect/platform-node/NodeRuntime"
 import { Cause, DateTime, Effect, Exit, Fiber, Layer } from "effect"
@@ -15,7 +16,6 @@ import { LoggingLive } from "../platform/Logging.ts"
 import { startFailure } from "../platform/StartFailure.ts"
 import { AppLive, PlatformLive } from "./App.ts"
 import { ListenLater } from "./Listener.ts"
-import { AdminChannelLive } from "./AdminChannel.ts"
 
 // Listens only once AppLive is built (routes, migrations, workers).
 const NodeServerLive = Layer.unwrap(Effect.map(SvcConfig, (config) =>
@@ -39,8 +39,15 @@ const Announce = Layer.effectDiscard(Effect.gen(function*() {
   yield* Effect.logInfo("svc listening").pipe(Effect.annotateLogs({ address, database: database.kind }))
 }))
 
-const MainLive = Announce.pipe(
-  Layer.provideMerge(AdminChannelLive),
+/** What runs beside the HTTP service on what it has built: the CLI's admin channel (`src/cli/AdminChannel.ts`), given by the entry point. */
+export type Beside = Layer.Layer<
+  never,
+  Error,
+  Layer.Success<typeof AppLive> | Layer.Success<typeof Database.layer> | SvcConfig | HttpServer.HttpServer
+>
+
+const mainLive = (channel: Beside) => Announce.pipe(
+  Layer.provideMerge(channel),
   Layer.provideMerge(AppLive),
   Layer.provide(NodeServerLive),
   Layer.provideMerge(Database.layer),
@@ -85,10 +92,15 @@ const reportFailure = (cause: Cause.Cause<unknown>) =>
     })}\n`)
   })
 
-// `beside`: more work on the server's database, for as long as it runs (tests add faults with it).
+// `channel`: the CLI's admin channel (the entry points give it: the server
+// imports nothing of the CLI). `beside`: more work on the server's
+// database, for as long as it runs (tests add faults with it).
 // A signal interrupts the program: that is a clean stop (exit 0), not a failure.
-export const runServer = (beside: Layer.Layer<never, never, SqlClient.SqlClient> = Layer.empty): void =>
-  Layer.launch(Layer.merge(Serve, beside).pipe(Layer.provideMerge(MainLive))).pipe(
+export const runServer = (options: {
+  readonly channel?: Beside
+  readonly beside?: Layer.Layer<never, never, SqlClient.SqlClient>
+} = {}): void =>
+  Layer.launch(Layer.merge(Serve, options.beside ?? Layer.empty).pipe(Layer.provideMerge(mainLive(options.channel ?? Layer.empty)))).pipe(
     Effect.provide(LoggingLive),
     Effect.tapCause(reportFailure),
     NodeRuntime.runMain({

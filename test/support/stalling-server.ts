@@ -13,4 +13,4 @@ const Stall = Layer.effectDiscard(Effect.gen(function*() {
   process.on("SIGUSR2", () => void Effect.runFork(Effect.ignore(sql`SELECT pg_sleep(30)`)))
 }))
 
-runServer(Stall)
+runServer({ beside: Stall })

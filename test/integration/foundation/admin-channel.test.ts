@@ -19,7 +19,7 @@ import { Identity } from "../../../src/identity/Identity.ts"
 import { SvcConfig } from "../../../src/platform/Config.ts"
 import { Database, DatabaseInfo } from "../../../src/platform/Database.ts"
 import { Migrations } from "../../../src/platform/Migrations.ts"
-import { adminSocketPath, type CliAnswer, runCommand, serveAdmin } from "../../../src/server/AdminChannel.ts"
+import { adminSocketPath, type CliAnswer, runCommand, serveAdmin } from "../../../src/cli/AdminChannel.ts"
 
 const newDataDir = () => fs.mkdtempSync(path.join(os.tmpdir(), "svc-admin-"))
 

@@ -10,7 +10,7 @@ import { Effect, Layer } from "effect"
 import { SqlClient } from "effect/sql"
 import { ConsoleSessions } from "../../../src/console/ConsoleSessions.ts"
 import { Identity } from "../../../src/identity/Identity.ts"
-import { runCommand } from "../../../src/server/AdminChannel.ts"
+import { runCommand } from "../../../src/cli/AdminChannel.ts"
 import { SvcTest, type TestOrg } from "../../../src/testing.ts"
 import { raw } from "../../support/http.ts"
 

@@ -15,7 +15,7 @@ import * as path from "node:path"
 import { VERSION } from "../../../src/api/Version.ts"
 import { KEY_CACHE_TTL } from "../../../src/identity/Identity.ts"
 import { Database } from "../../../src/platform/Database.ts"
-import { adminSocketPath } from "../../../src/server/AdminChannel.ts"
+import { adminSocketPath } from "../../../src/cli/AdminChannel.ts"
 import { holdDataDir, isHeld } from "../../../src/platform/DataDir.ts"
 import { cli, startServer } from "../../support/process.ts"
 

@@ -16,7 +16,7 @@ import * as path from "node:path"
 import { VERSION } from "../../../src/api/Version.ts"
 import { isHeld } from "../../../src/platform/DataDir.ts"
 import { Database, DatabaseInfo } from "../../../src/platform/Database.ts"
-import { adminSocketPath } from "../../../src/server/AdminChannel.ts"
+import { adminSocketPath } from "../../../src/cli/AdminChannel.ts"
 import { cli, runNode, type RunningServer, scratchDatabaseUrl, startServer } from "../../support/process.ts"
 import { freePort } from "../../support/privatePostgres.ts"
 

@@ -14,7 +14,11 @@ const filesOf = (dir: string): Array<string> =>
     entry.isDirectory() ? filesOf(path.join(dir, entry.name)) : entry.name.endsWith(".ts") ? [path.join(dir, entry.name)] : []
   )
 
-/** folder -> the folders its files import (type-only imports count: they couple the code as much). */
+/**
+ * folder -> the folders its files import: static, type-only (they couple the
+ * code as much) and dynamic (`import("...")`, loaded later but still a
+ * dependency).
+ */
 const folderGraph = () => {
   const graph = new Map<string, Set<string>>()
   for (const file of filesOf(src)) {
@@ -22,7 +26,7 @@ const folderGraph = () => {
     if (!fs.statSync(path.join(src, folder)).isDirectory()) continue
     const edges = graph.get(folder) ?? new Set<string>()
     graph.set(folder, edges)
-    for (const match of fs.readFileSync(file, "utf8").matchAll(/from "(\.\.?\/[^"]+)"/g)) {
+    for (const match of fs.readFileSync(file, "utf8").matchAll(/(?:from |import\()"(\.\.?\/[^"]+)"/g)) {
       const target = path.relative(src, path.resolve(path.dirname(file), match[1]!)).split(path.sep)[0]!
       if (target !== folder && fs.existsSync(path.join(src, target)) && fs.statSync(path.join(src, target)).isDirectory()) edges.add(target)
     }

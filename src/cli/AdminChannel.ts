@@ -23,9 +23,9 @@ import * as fs from "node:fs"
 import * as http from "node:http"
 import * as path from "node:path"
 import { inspect } from "node:util"
-import { adminSocketPath, type CliAnswer } from "../cli/Admin.ts"
+import { adminSocketPath, type CliAnswer } from "./Admin.ts"
 import { VERSION } from "../api/Version.ts"
-import { commands } from "../cli/Commands.ts"
+import { commands } from "./Commands.ts"
 
 export { adminSocketPath, type CliAnswer }
 import { ConsoleSessions } from "../console/ConsoleSessions.ts"
