@@ -16,7 +16,7 @@ import { answerSchema, correction } from "./writes.ts"
 const WARM = 20
 
 export default async (context: BenchContext): Promise<ScenarioResult> => {
-  const rounds = context.quick ? 1 : 3
+  const rounds = context.quick ? 1 : 5
   const rows: Array<Record<string, string | number>> = []
   const aims = []
   for (const checkout of context.checkouts) {

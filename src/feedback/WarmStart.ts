@@ -16,9 +16,10 @@
  * `WARM_TASKS` tasks and `WARM_TIMEOUT_MS`; a failure here is logged and
  * the start goes on (the first request then pays as it did before).
  */
-import { Duration, Effect, Schema } from "effect"
+import { Data, Duration, Effect, Schema } from "effect"
 import type { SqlClient } from "effect/sql"
 import { FeedbackItem, SubmitFeedback } from "../api/Feedback.ts"
+import { newId } from "../platform/Ids.ts"
 import { rowsOf } from "../platform/Rows.ts"
 import type { CorrectionPool, CredentialEntry, makeCorrections } from "./Corrections.ts"
 import { feedbackInsert } from "./InsertStatement.ts"
@@ -28,6 +29,11 @@ import type { makeQuota } from "./Quota.ts"
 const WARM_TASKS = 8
 /** The most a start waits for the warm-up. */
 const WARM_TIMEOUT_MS = 2_000
+
+const RunRows = rowsOf("runs", Schema.Struct({ trace_id: Schema.String }))
+
+/** Ends the transaction of the rehearsed INSERT: it is rolled back, always. */
+class RolledBack extends Data.TaggedError("RolledBack") {}
 
 const TaskRows = rowsOf("tasks", Schema.Struct({ id: Schema.String, org_id: Schema.String, answer_schema: Schema.Unknown, fingerprint: Schema.String }))
 
@@ -82,6 +88,34 @@ export const warmStart = (deps: {
         maxBytes: 0,
         shard: 0
       })
+    }
+    // One INSERT that inserts, for the newest task's latest run, in a
+    // transaction that is rolled back: the first write to the feedback
+    // table and its indexes in this session happens here, not in a
+    // client's request (on the embedded database it is most of what the
+    // first correction waited for). Nothing stays; the identity column
+    // `seq` skips one value, as after any failed INSERT.
+    const newest = tasks[0]
+    const run = newest === undefined
+      ? undefined
+      : yield* RunRows.one(sql`SELECT trace_id FROM runs WHERE task_id = ${newest.id} ORDER BY seq DESC LIMIT 1`)
+    if (newest !== undefined && run !== undefined) {
+      yield* sql.withTransaction(Effect.andThen(
+        feedbackInsert(sql, {
+          id: newId(),
+          orgId: newest.org_id,
+          score: -1,
+          text: "{}",
+          redacted: [],
+          status: "pending",
+          inferenceLogId: run.trace_id,
+          fingerprint: newest.fingerprint,
+          bytes: 2,
+          maxBytes: Number.MAX_SAFE_INTEGER,
+          shard: 0
+        }),
+        Effect.fail(new RolledBack())
+      )).pipe(Effect.catchTag("RolledBack", () => Effect.void))
     }
     // Every worker compiles each schema (checking an empty object against
     // it) and keeps the organization's credentials.
