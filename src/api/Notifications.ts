@@ -6,11 +6,12 @@
 import { Schema } from "effect"
 import { HttpApiEndpoint, HttpApiGroup, HttpApiSchema, OpenApi } from "effect/http-api"
 import { type ApprovalEventType, ApprovalEventTypes } from "./Approvals.ts"
-import { HeaderName, Instant, isStorable, Text, Timestamp, Uuid } from "./Common.ts"
+import { HeaderName, Instant, Text, Timestamp, Uuid } from "./Common.ts"
 import { InvalidUrl, NotReplayable, QueueFull, Replayed } from "./Deliveries.ts"
 import { InvalidHeaders, LimitReached, NotFound, problemType, RateLimited } from "./Errors.ts"
 import { HttpApiError } from "effect/http-api"
 import { Authentication, requireScope } from "./Security.ts"
+import { answeredAs } from "./Validation.ts"
 import { documented, notFound } from "./Documentation.ts"
 import * as Examples from "./Examples.ts"
 
@@ -43,14 +44,29 @@ export class InvalidWebhookEvents extends HttpApiError.Problem<InvalidWebhookEve
   supported: Schema.optionalKey(Schema.Array(Schema.String))
 }) {}
 
+/** One event type an endpoint may subscribe to; any other is `400 INVALID_WEBHOOK_EVENTS`. */
+export const EventTypeName = Schema.String.check(Schema.makeFilter(
+  (value: string) => (EventTypes as ReadonlyArray<string>).includes(value) || `unknown event type ${JSON.stringify(value.slice(0, 100))}`,
+  { toJsonSchema: () => ({ enum: [...EventTypes] }), ...answeredAs("INVALID_WEBHOOK_EVENTS") }
+))
+
+/** Most entries an events list may have (duplicates collapse; there are eight types). */
+export const MAX_EVENT_ENTRIES = 20
+
 /**
- * Event names (and how many) are checked by the service, not the schema, so
- * that an empty, unknown or oversized selection is
- * `400 INVALID_WEBHOOK_EVENTS`, not a generic decode error (the request body
- * limit bounds the input).
+ * An event selection: 1 to `MAX_EVENT_ENTRIES` known event types (duplicates
+ * collapse). Stated here, answered `400 INVALID_WEBHOOK_EVENTS` naming the
+ * entry or the list.
  */
-const EventSelection = Schema.Array(Text)
-  .annotate({ description: `Event types to subscribe to: ${EventTypes.join(", ")}` })
+const EventSelection = Schema.Array(EventTypeName)
+  .check(
+    Schema.isMinLength(1, { message: "events must name at least one event type", ...answeredAs("INVALID_WEBHOOK_EVENTS") }),
+    Schema.isMaxLength(MAX_EVENT_ENTRIES, {
+      message: `events may list at most ${MAX_EVENT_ENTRIES} entries`,
+      ...answeredAs("INVALID_WEBHOOK_EVENTS")
+    })
+  )
+  .annotate({ description: `Event types to subscribe to (1 to ${MAX_EVENT_ENTRIES} entries): ${EventTypes.join(", ")}` })
 
 /** Most entries an `action_classes` filter may have. */
 export const MAX_ACTION_CLASS_FILTERS = 50
@@ -167,9 +183,9 @@ export const UpdateEndpoint = Schema.Struct({
 })
 
 export const TestDelivery = Schema.Struct({
-  event_type: Schema.optionalKey(Schema.String.annotate({
+  event_type: Schema.optionalKey(EventTypeName.annotate({
     description: "One of the endpoint's event types; default: its first"
-  }).check(isStorable))
+  }))
 })
 
 export const TestDelivered = Schema.Struct({

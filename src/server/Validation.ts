@@ -1,9 +1,11 @@
 /** The server side of `RequestValidation`: decode failures become `400 INVALID_REQUEST`. */
-import { Cause, Effect, ErrorReporter, Layer, SchemaIssue } from "effect"
+import { Cause, Effect, ErrorReporter, Layer, SchemaIssue, type SchemaAST } from "effect"
 import { HttpServerRespondable, type HttpServerResponse } from "effect/http"
 import { HttpApiError } from "effect/http-api"
-import { InternalError, InvalidRequest } from "../api/Errors.ts"
-import { RequestValidation } from "../api/Validation.ts"
+import { InvalidUrl } from "../api/Deliveries.ts"
+import { InternalError, InvalidHeaders, InvalidRequest } from "../api/Errors.ts"
+import { EventTypes, InvalidWebhookEvents } from "../api/Notifications.ts"
+import { ANSWERED_AS, type AnsweredAs, RequestValidation } from "../api/Validation.ts"
 
 const formatIssues = SchemaIssue.makeFormatterStandardSchemaV1()
 
@@ -23,9 +25,57 @@ export const toJsonPath = (segments: ReadonlyArray<PropertyKey>): string => {
   return out
 }
 
+type Path = ReadonlyArray<PropertyKey>
+
+const answeredAsOf = (annotations: object | undefined): AnsweredAs | undefined =>
+  (annotations as Record<string, AnsweredAs | undefined> | undefined)?.[ANSWERED_AS]
+
+/**
+ * The fields whose failure comes from a rule annotated `answeredAs` (the
+ * innermost annotation wins), with that rule's problem code.
+ */
+const answeredFields = (issue: SchemaIssue.Issue, path: Path = [], code?: AnsweredAs, out = new Map<string, AnsweredAs>()) => {
+  const astCode = (ast: SchemaAST.AST) => answeredAsOf(ast.annotations) ?? code
+  switch (issue._tag) {
+    case "Filter":
+      answeredFields(issue.issue, path, answeredAsOf(issue.filter.annotations) ?? code, out)
+      break
+    case "Pointer":
+      answeredFields(issue.issue, [...path, ...issue.path], code, out)
+      break
+    case "Encoding":
+      answeredFields(issue.issue, path, astCode(issue.ast), out)
+      break
+    case "Composite":
+    case "AnyOf":
+      for (const inner of issue.issues) answeredFields(inner, path, astCode(issue.ast), out)
+      if (issue.issues.length === 0 && astCode(issue.ast) !== undefined) out.set(toJsonPath(path), astCode(issue.ast)!)
+      break
+    case "InvalidType":
+    case "OneOf":
+      if (astCode(issue.ast) !== undefined) out.set(toJsonPath(path), astCode(issue.ast)!)
+      break
+    default:
+      if (code !== undefined) out.set(toJsonPath(path), code)
+  }
+  return out
+}
+
+/** The problem of a rule the schema states and the documentation answers with a code of its own. */
+const answeredProblem = (code: AnsweredAs, field: string, detail: string, issues: ReadonlyArray<{ readonly field: string; readonly message: string }>) => {
+  switch (code) {
+    case "INVALID_WEBHOOK_EVENTS":
+      return new InvalidWebhookEvents({ field, detail, supported: [...EventTypes] })
+    case "INVALID_URL":
+      return new InvalidUrl({ field, detail })
+    case "INVALID_HEADERS":
+      return new InvalidHeaders({ field, detail, errors: issues })
+  }
+}
+
 const schemaErrorProblem = (
   error: HttpApiError.HttpApiSchemaError
-): Effect.Effect<HttpServerResponse.HttpServerResponse, InvalidRequest> => {
+): Effect.Effect<HttpServerResponse.HttpServerResponse, InvalidRequest | InvalidWebhookEvents | InvalidUrl | InvalidHeaders> => {
   // "Body" and "ResponseHeaders" are our own answers failing to encode: a bug.
   if (error.kind === "Body" || error.kind === "ResponseHeaders") {
     return Effect.andThen(
@@ -38,6 +88,14 @@ const schemaErrorProblem = (
     message: issue.message
   }))
   const first = issues[0]
+  if (first !== undefined) {
+    const answered = answeredFields(error.cause.issue)
+    const code = answered.get(first.field)
+    if (code !== undefined) {
+      const same = issues.filter((issue) => answered.get(issue.field) === code)
+      return Effect.fail(answeredProblem(code, first.field, `${first.field}: ${first.message}`, same))
+    }
+  }
   const where = error.kind === "Params" ? "path" : error.kind === "Query" ? "query" : error.kind === "Headers" ? "headers" : "body"
   return Effect.fail(
     new InvalidRequest({
