@@ -3,15 +3,14 @@
  * records and replay, secret rotation and the reviewer email address
  * (docs/webhooks.md, "Endpoints" and "Delivery").
  */
-import { Schema } from "effect"
+import { Schema, SchemaTransformation } from "effect"
 import { HttpApiEndpoint, HttpApiGroup, HttpApiSchema, OpenApi } from "effect/http-api"
 import { type ApprovalEventType, ApprovalEventTypes } from "./Approvals.ts"
-import { HeaderName, Instant, Text, Timestamp, Uuid } from "./Common.ts"
+import { answeredAs, HeaderName, HeaderValue, Instant, Text, Timestamp, UrlOf, Uuid } from "./Common.ts"
 import { InvalidUrl, NotReplayable, QueueFull, Replayed } from "./Deliveries.ts"
 import { InvalidHeaders, LimitReached, NotFound, problemType, RateLimited } from "./Errors.ts"
 import { HttpApiError } from "effect/http-api"
 import { Authentication, requireScope } from "./Security.ts"
-import { answeredAs } from "./Validation.ts"
 import { documented, notFound } from "./Documentation.ts"
 import * as Examples from "./Examples.ts"
 
@@ -45,10 +44,11 @@ export class InvalidWebhookEvents extends HttpApiError.Problem<InvalidWebhookEve
 }) {}
 
 /** One event type an endpoint may subscribe to; any other is `400 INVALID_WEBHOOK_EVENTS`. */
-export const EventTypeName = Schema.String.check(Schema.makeFilter(
-  (value: string) => (EventTypes as ReadonlyArray<string>).includes(value) || `unknown event type ${JSON.stringify(value.slice(0, 100))}`,
-  { toJsonSchema: () => ({ enum: [...EventTypes] }), ...answeredAs("INVALID_WEBHOOK_EVENTS") }
-))
+// The enum on the wire (the document's `enum`); a plain string once decoded,
+// so code that holds an event type from elsewhere passes it as it is.
+export const EventTypeName = Schema.Literals(EventTypes).annotate(answeredAs("INVALID_WEBHOOK_EVENTS")).pipe(
+  Schema.decodeTo(Schema.String, SchemaTransformation.passthroughSubtype())
+)
 
 /** Most entries an events list may have (duplicates collapse; there are eight types). */
 export const MAX_EVENT_ENTRIES = 20
@@ -103,8 +103,8 @@ export type EndpointOrdering = typeof EndpointOrdering.Type
 /** Most deliveries per second an endpoint's `rate_limit` may say. */
 export const MAX_RATE_LIMIT = 1000
 
-/** Custom headers: names checked here (`HeaderName`), the rest by the service (`INVALID_HEADERS` naming the header). */
-const CustomHeaders = Schema.Record(HeaderName, Text).annotate({
+/** Custom headers: names and values checked here (`HeaderName`, `HeaderValue`), which headers svc may send by the service (`INVALID_HEADERS` naming the header). */
+const CustomHeaders = Schema.Record(HeaderName, HeaderValue).annotate({
   description:
     "Headers sent with every delivery, retry, replay and test event to this endpoint (e.g. a routing key or a static token), at most 10. Values are encrypted at rest and never returned; only the names are listed. Transport, hop-by-hop, trace-context and cookie headers and svc's own (`Content-Type`, `User-Agent`, `Accept-Encoding`, `X-Svc-*`, `webhook-*`) are refused (`INVALID_HEADERS`)."
 })
@@ -161,7 +161,7 @@ export const NotificationDelivery = Schema.Struct({
 export type NotificationDelivery = typeof NotificationDelivery.Type
 
 export const CreateEndpoint = Schema.Struct({
-  url: Text.check(Schema.isMaxLength(2048)).annotate({
+  url: UrlOf(["https", "amqp", "amqps", "nats", "tls"], "Expected an https, amqp, amqps, nats or tls URL").annotate({
     description:
       "Public HTTPS receiver URL, or a broker destination: `amqp://` / `amqps://` (RabbitMQ: `?exchange=` required, `&routing_key=` default the event type, path the virtual host) or `nats://` / `tls://` (NATS JetStream: `?subject=` required). Broker URLs may carry credentials; the URL is a secret, never returned."
   }),

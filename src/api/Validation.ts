@@ -15,13 +15,3 @@ export class RequestValidation extends HttpApiMiddleware.Service<RequestValidati
   error: [InvalidRequest, PayloadTooLarge, UnsupportedMediaType, InternalError]
 }) {}
 
-/**
- * A schema rule answered with a problem of its own rather than
- * `INVALID_REQUEST`: the rule is stated in the schema (so the document and
- * the typed client say it) and keeps the code the documentation promises
- * for it. Put on a schema or a check with `.annotate(answeredAs(code))`;
- * the server reads it from the failure (`src/server/Validation.ts`).
- */
-export const ANSWERED_AS = "svc/api/answeredAs"
-export type AnsweredAs = "INVALID_WEBHOOK_EVENTS" | "INVALID_URL" | "INVALID_HEADERS"
-export const answeredAs = (code: AnsweredAs): { readonly [ANSWERED_AS]: AnsweredAs } => ({ [ANSWERED_AS]: code })

@@ -5,7 +5,9 @@ import { HttpApiError } from "effect/http-api"
 import { InvalidUrl } from "../api/Deliveries.ts"
 import { InternalError, InvalidHeaders, InvalidRequest } from "../api/Errors.ts"
 import { EventTypes, InvalidWebhookEvents } from "../api/Notifications.ts"
-import { ANSWERED_AS, type AnsweredAs, RequestValidation } from "../api/Validation.ts"
+import { ANSWERED_AS, type AnsweredAs } from "../api/Common.ts"
+import { RequestValidation } from "../api/Validation.ts"
+import { headerField } from "../outbound/HeaderRules.ts"
 
 const formatIssues = SchemaIssue.makeFormatterStandardSchemaV1()
 
@@ -31,11 +33,22 @@ const answeredAsOf = (annotations: object | undefined): AnsweredAs | undefined =
   (annotations as Record<string, AnsweredAs | undefined> | undefined)?.[ANSWERED_AS]
 
 /**
- * The fields whose failure comes from a rule annotated `answeredAs` (the
- * innermost annotation wins), with that rule's problem code.
+ * The fields whose every failure comes from a rule annotated `answeredAs`
+ * (the innermost annotation wins), with that rule's problem code; `null`
+ * for a field that also breaks a rule without one (`INVALID_REQUEST`).
  */
-const answeredFields = (issue: SchemaIssue.Issue, path: Path = [], code?: AnsweredAs, out = new Map<string, AnsweredAs>()) => {
+const answeredFields = (
+  issue: SchemaIssue.Issue,
+  path: Path = [],
+  code?: AnsweredAs,
+  out = new Map<string, AnsweredAs | null>()
+): Map<string, AnsweredAs | null> => {
   const astCode = (ast: SchemaAST.AST) => answeredAsOf(ast.annotations) ?? code
+  const leaf = (answered: AnsweredAs | undefined) => {
+    const field = toJsonPath(path)
+    const before = out.get(field)
+    out.set(field, answered === undefined || before === null || (before !== undefined && before !== answered) ? null : answered)
+  }
   switch (issue._tag) {
     case "Filter":
       answeredFields(issue.issue, path, answeredAsOf(issue.filter.annotations) ?? code, out)
@@ -49,16 +62,22 @@ const answeredFields = (issue: SchemaIssue.Issue, path: Path = [], code?: Answer
     case "Composite":
     case "AnyOf":
       for (const inner of issue.issues) answeredFields(inner, path, astCode(issue.ast), out)
-      if (issue.issues.length === 0 && astCode(issue.ast) !== undefined) out.set(toJsonPath(path), astCode(issue.ast)!)
+      if (issue.issues.length === 0) leaf(astCode(issue.ast))
       break
     case "InvalidType":
     case "OneOf":
-      if (astCode(issue.ast) !== undefined) out.set(toJsonPath(path), astCode(issue.ast)!)
+      leaf(astCode(issue.ast))
       break
     default:
-      if (code !== undefined) out.set(toJsonPath(path), code)
+      leaf(code)
   }
   return out
+}
+
+/** `headers["X-Key"]` → `headers.X-Key`, as the service's own header checks name it (`headerField`). */
+const asHeaderField = (field: string) => {
+  const name = /^headers\[(".*")\]$/.exec(field)?.[1]
+  return name === undefined ? field : headerField(JSON.parse(name) as string)
 }
 
 /** The problem of a rule the schema states and the documentation answers with a code of its own. */
@@ -69,7 +88,11 @@ const answeredProblem = (code: AnsweredAs, field: string, detail: string, issues
     case "INVALID_URL":
       return new InvalidUrl({ field, detail })
     case "INVALID_HEADERS":
-      return new InvalidHeaders({ field, detail, errors: issues })
+      return new InvalidHeaders({
+        field: asHeaderField(field),
+        detail: `${asHeaderField(field)}${detail.slice(field.length)}`,
+        errors: issues.map((issue) => ({ ...issue, field: asHeaderField(issue.field) }))
+      })
   }
 }
 
@@ -91,7 +114,7 @@ const schemaErrorProblem = (
   if (first !== undefined) {
     const answered = answeredFields(error.cause.issue)
     const code = answered.get(first.field)
-    if (code !== undefined) {
+    if (code !== undefined && code !== null) {
       const same = issues.filter((issue) => answered.get(issue.field) === code)
       return Effect.fail(answeredProblem(code, first.field, `${first.field}: ${first.message}`, same))
     }
