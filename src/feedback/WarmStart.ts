@@ -3,18 +3,23 @@
  * the server starts: the validation workers compile the answer schemas of
  * the most recently created tasks and hold their organizations' known
  * credentials, this process holds those credentials too (the cache
- * `Corrections.ts` keeps), and the statements a correction runs have been
+ * `Corrections.ts` keeps), the statements a correction runs have been
  * run once on the database (its catalog caches, and on the embedded
- * database PGlite's code compiled on first call).
+ * database PGlite's code compiled on first call), and the feedback INSERT
+ * has inserted once, for the newest task's latest run, in a transaction
+ * that is rolled back (the first write to the table and its indexes).
+ * The HTTP side (router, authentication, answers) is warmed by
+ * `src/server/WarmRequest.ts`.
  *
  * What it buys: the first `POST /v1/feedback` with a correction after a
- * start skips the schema's compilation, the credentials' loading and the
- * worker's second round trip; on a shared two-core machine, embedded
- * database, about 75-90 ms to 30-50 ms (later ones 4-10 ms), for some
- * tens of milliseconds more before the server is ready
- * (`npm run bench -- first-request` measures it). Bounded: at most
- * `WARM_TASKS` tasks and `WARM_TIMEOUT_MS`; a failure here is logged and
- * the start goes on (the first request then pays as it did before).
+ * start skips the schema's compilation, the credentials' loading, the
+ * worker's second round trip and the first write; `npm run bench --
+ * first-request` measures the first against the warm ones
+ * (bench/notes/first-request.md). Bounded: at most `WARM_TASKS` tasks and
+ * `WARM_TIMEOUT_MS`; a failure here is logged and the start goes on (the
+ * first request then pays as it did before). Nothing stays: the rolled-back
+ * INSERT leaves no row and no usage; the identity column `seq` skips one
+ * value, as after any failed INSERT.
  */
 import { Data, Duration, Effect, Schema } from "effect"
 import type { SqlClient } from "effect/sql"
