@@ -32,6 +32,8 @@ import type { makeQuota } from "./Quota.ts"
 
 /** Tasks whose schemas are compiled at start, newest first (a worker keeps `SVC_ANSWER_VALIDATION_CACHE`). */
 const WARM_TASKS = 8
+/** Pool connections opened and warmed at start (at most the pool's size are open at once). */
+const WARM_CONNECTIONS = 4
 /** The most a start waits for the warm-up. */
 const WARM_TIMEOUT_MS = 2_000
 
@@ -122,6 +124,17 @@ export const warmStart = (deps: {
         Effect.fail(new RolledBack())
       )).pipe(Effect.catchTag("RolledBack", () => Effect.void))
     }
+    // The pool's other connections (on a PostgreSQL server a request may
+    // get one the start never used): opened, and the correction's
+    // statements run on each, so none is cold for the first request.
+    yield* Effect.all(
+      Array.from({ length: WARM_CONNECTIONS }, () =>
+        sql.withTransaction(Effect.andThen(
+          sql`SELECT r.task_id FROM runs r WHERE r.trace_id = ${SAMPLE_TRACE}`,
+          sql`SELECT credentials_version::text FROM orgs WHERE id = ${SAMPLE_ID}`
+        ))),
+      { concurrency: "unbounded", discard: true }
+    )
     // Every worker compiles each schema (checking an empty object against
     // it) and keeps the organization's credentials.
     for (const task of tasks) {
