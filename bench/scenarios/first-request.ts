@@ -2,9 +2,13 @@
  * The first request after a start: a task, a run and a correction are
  * made, svc is restarted on the same database, and as soon as it answers
  * `/ready` one `POST /v1/feedback` with a correction is timed, then
- * `WARM` more one after another. The aim: the first within 2x the median
- * of the warm ones (a start warms what the first correction needs: the
- * validation workers, the task's compiled schema).
+ * `WARM` more one after another, after each of five starts. The aim: the
+ * first within 2x the median of the warm ones (a start warms what the
+ * first correction needs: the validation workers, the task's compiled
+ * schema, the first write, the HTTP side: `src/feedback/WarmStart.ts`,
+ * `src/server/WarmRequest.ts`). On a shared two-core machine under load,
+ * PGlite: the first 32-143 ms (before 280-491), warm medians 4-16 ms;
+ * bench/notes/first-request.md has the figures and what remains.
  */
 import * as path from "node:path"
 import { freshDatabase } from "../support/db.ts"
