@@ -6,9 +6,10 @@
  * first within 2x the median of the warm ones (a start warms what the
  * first correction needs: the validation workers, the task's compiled
  * schema, the first write, the HTTP side: `src/feedback/WarmStart.ts`,
- * `src/server/WarmRequest.ts`). On a shared two-core machine under load,
- * PGlite: the first 32-143 ms (before 280-491), warm medians 4-16 ms;
- * bench/notes/first-request.md has the figures and what remains.
+ * `src/server/WarmRequest.ts`). On a shared two-core machine, quietest
+ * run: PGlite first/warm 2.9-5.1 (before 2.9-9.8), PostgreSQL 2.0-2.7
+ * with one start at 29 (before 2.3-7.6); bench/notes/first-request.md
+ * has the figures and what remains.
  */
 import * as path from "node:path"
 import { freshDatabase } from "../support/db.ts"
