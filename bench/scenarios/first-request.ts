@@ -2,9 +2,14 @@
  * The first request after a start: a task, a run and a correction are
  * made, svc is restarted on the same database, and as soon as it answers
  * `/ready` one `POST /v1/feedback` with a correction is timed, then
- * `WARM` more one after another. The aim: the first within 2x the median
- * of the warm ones (a start warms what the first correction needs: the
- * validation workers, the task's compiled schema).
+ * `WARM` more one after another, after each of five starts. The aim: the
+ * first within 2x the median of the warm ones (a start warms what the
+ * first correction needs: the validation workers, the task's compiled
+ * schema, the first write, the HTTP side: `src/feedback/WarmStart.ts`,
+ * `src/server/WarmRequest.ts`). On a shared two-core machine, quietest
+ * run: PGlite first/warm 2.9-5.1 (before 2.9-9.8), PostgreSQL 2.0-2.7
+ * with one start at 29 (before 2.3-7.6); bench/notes/first-request.md
+ * has the figures and what remains.
  */
 import * as path from "node:path"
 import { freshDatabase } from "../support/db.ts"
@@ -16,7 +21,7 @@ import { answerSchema, correction } from "./writes.ts"
 const WARM = 20
 
 export default async (context: BenchContext): Promise<ScenarioResult> => {
-  const rounds = context.quick ? 1 : 3
+  const rounds = context.quick ? 1 : 5
   const rows: Array<Record<string, string | number>> = []
   const aims = []
   for (const checkout of context.checkouts) {

@@ -295,3 +295,46 @@ export const HeaderName = Text.check(
     message: "Expected an HTTP field name (letters, digits and !#$%&'*+-.^_`|~)"
   })
 )
+
+/**
+ * A schema rule answered with a problem of its own rather than
+ * `INVALID_REQUEST`: the rule is stated in the schema (so the document and
+ * the typed client say it) and keeps the code the documentation promises
+ * for it. Put on a schema or a check with `.annotate(answeredAs(code))`;
+ * the server reads it from the failure (`src/server/Validation.ts`).
+ */
+export const ANSWERED_AS = "svc/api/answeredAs"
+export type AnsweredAs = "INVALID_WEBHOOK_EVENTS" | "INVALID_URL" | "INVALID_HEADERS"
+export const answeredAs = (code: AnsweredAs): { readonly [ANSWERED_AS]: AnsweredAs } => ({ [ANSWERED_AS]: code })
+
+/** At most this many UTF-8 bytes in a custom header's value. */
+export const MAX_HEADER_VALUE_BYTES = 4096
+
+/**
+ * The value of a header an organization adds: visible characters, spaces,
+ * tabs and the Latin-1 part of obs-text (RFC 9110 `field-value`), at most
+ * 4096 characters; no line breaks nor other control characters. Its UTF-8
+ * length (at most 4096 bytes: a character above U+007F takes two) is
+ * checked by the service. Answered `INVALID_HEADERS` naming the header.
+ */
+export const HeaderValue = Text.check(
+  Schema.isMaxLength(MAX_HEADER_VALUE_BYTES, { message: `Expected at most ${MAX_HEADER_VALUE_BYTES} bytes`, ...answeredAs("INVALID_HEADERS") }),
+  Schema.isPattern(/^[\t\x20-\x7E\xA0-\xFF]*$/u, {
+    message: "Expected a header value without line breaks or other control characters",
+    ...answeredAs("INVALID_HEADERS")
+  })
+)
+
+/**
+ * An absolute URL of one of `schemes` (any case), at most 2048 characters:
+ * `format: uri` and a pattern in the document. Whether the address is an
+ * allowed public one is the service's rule; both are answered `INVALID_URL`.
+ */
+export const UrlOf = (schemes: ReadonlyArray<string>, message: string) => {
+  const anyCase = schemes.map((scheme) => [...scheme].map((c) => /[a-z]/.test(c) ? `[${c}${c.toUpperCase()}]` : c).join(""))
+  return Text.check(
+    Schema.isMaxLength(2048, { ...answeredAs("INVALID_URL") }),
+    Schema.isPattern(new RegExp(`^(?:${anyCase.join("|")})://[^\\s]+$`, "u"), { message, ...answeredAs("INVALID_URL") }),
+    Schema.makeFilter((value: string) => URL.canParse(value) || message, { toJsonSchema: () => ({ format: "uri" }), ...answeredAs("INVALID_URL") })
+  )
+}

@@ -3,10 +3,10 @@
  * records and replay, secret rotation and the reviewer email address
  * (docs/webhooks.md, "Endpoints" and "Delivery").
  */
-import { Schema } from "effect"
+import { Schema, SchemaTransformation } from "effect"
 import { HttpApiEndpoint, HttpApiGroup, HttpApiSchema, OpenApi } from "effect/http-api"
 import { type ApprovalEventType, ApprovalEventTypes } from "./Approvals.ts"
-import { HeaderName, Instant, isStorable, Text, Timestamp, Uuid } from "./Common.ts"
+import { answeredAs, HeaderName, HeaderValue, Instant, Text, Timestamp, UrlOf, Uuid } from "./Common.ts"
 import { InvalidUrl, NotReplayable, QueueFull, Replayed } from "./Deliveries.ts"
 import { InvalidHeaders, LimitReached, NotFound, problemType, RateLimited } from "./Errors.ts"
 import { HttpApiError } from "effect/http-api"
@@ -43,14 +43,15 @@ export class InvalidWebhookEvents extends HttpApiError.Problem<InvalidWebhookEve
   supported: Schema.optionalKey(Schema.Array(Schema.String))
 }) {}
 
-/**
- * Event names (and how many) are checked by the service, not the schema, so
- * that an empty, unknown or oversized selection is
- * `400 INVALID_WEBHOOK_EVENTS`, not a generic decode error (the request body
- * limit bounds the input).
- */
-const EventSelection = Schema.Array(Text)
-  .annotate({ description: `Event types to subscribe to: ${EventTypes.join(", ")}` })
+/** An event type: the enum on the wire, a string once decoded; any other is `400 INVALID_WEBHOOK_EVENTS`. */
+export const EventTypeName = Schema.Literals(EventTypes).annotate(answeredAs("INVALID_WEBHOOK_EVENTS"))
+  .pipe(Schema.decodeTo(Text, SchemaTransformation.passthroughSubtype()))
+
+/** An event selection: 1 to 20 event types (duplicates collapse), else `400 INVALID_WEBHOOK_EVENTS`. */
+const EventSelection = Schema.Array(EventTypeName).check(
+  Schema.isMinLength(1, { message: "events must name at least one event type", ...answeredAs("INVALID_WEBHOOK_EVENTS") }),
+  Schema.isMaxLength(20, { message: "events may list at most 20 entries", ...answeredAs("INVALID_WEBHOOK_EVENTS") })
+).annotate({ description: `Event types to subscribe to (1 to 20 entries): ${EventTypes.join(", ")}` })
 
 /** Most entries an `action_classes` filter may have. */
 export const MAX_ACTION_CLASS_FILTERS = 50
@@ -87,8 +88,8 @@ export type EndpointOrdering = typeof EndpointOrdering.Type
 /** Most deliveries per second an endpoint's `rate_limit` may say. */
 export const MAX_RATE_LIMIT = 1000
 
-/** Custom headers: names checked here (`HeaderName`), the rest by the service (`INVALID_HEADERS` naming the header). */
-const CustomHeaders = Schema.Record(HeaderName, Text).annotate({
+/** Custom headers: names and values checked here (`HeaderName`, `HeaderValue`), which headers svc may send by the service (`INVALID_HEADERS` naming the header). */
+const CustomHeaders = Schema.Record(HeaderName, HeaderValue).annotate({
   description:
     "Headers sent with every delivery, retry, replay and test event to this endpoint (e.g. a routing key or a static token), at most 10. Values are encrypted at rest and never returned; only the names are listed. Transport, hop-by-hop, trace-context and cookie headers and svc's own (`Content-Type`, `User-Agent`, `Accept-Encoding`, `X-Svc-*`, `webhook-*`) are refused (`INVALID_HEADERS`)."
 })
@@ -145,7 +146,7 @@ export const NotificationDelivery = Schema.Struct({
 export type NotificationDelivery = typeof NotificationDelivery.Type
 
 export const CreateEndpoint = Schema.Struct({
-  url: Text.check(Schema.isMaxLength(2048)).annotate({
+  url: UrlOf(["https", "amqp", "amqps", "nats", "tls"], "Expected an https, amqp, amqps, nats or tls URL").annotate({
     description:
       "Public HTTPS receiver URL, or a broker destination: `amqp://` / `amqps://` (RabbitMQ: `?exchange=` required, `&routing_key=` default the event type, path the virtual host) or `nats://` / `tls://` (NATS JetStream: `?subject=` required). Broker URLs may carry credentials; the URL is a secret, never returned."
   }),
@@ -167,9 +168,9 @@ export const UpdateEndpoint = Schema.Struct({
 })
 
 export const TestDelivery = Schema.Struct({
-  event_type: Schema.optionalKey(Schema.String.annotate({
+  event_type: Schema.optionalKey(EventTypeName.annotate({
     description: "One of the endpoint's event types; default: its first"
-  }).check(isStorable))
+  }))
 })
 
 export const TestDelivered = Schema.Struct({

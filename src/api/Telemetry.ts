@@ -5,7 +5,7 @@
  */
 import { Schema } from "effect"
 import { HttpApiEndpoint, HttpApiError, HttpApiGroup, HttpApiSchema, OpenApi } from "effect/http-api"
-import { HeaderName, isStorable, Text, Timestamp, Uuid } from "./Common.ts"
+import { HeaderName, HeaderValue, Timestamp, UrlOf, Uuid } from "./Common.ts"
 import { InvalidUrl, NotReplayable, QueueFull, Replayed } from "./Deliveries.ts"
 import { InvalidHeaders, NotFound, problemType } from "./Errors.ts"
 import { Authentication, requireScope } from "./Security.ts"
@@ -56,9 +56,9 @@ export const TelemetryDestination = Schema.Struct({
 export type TelemetryDestination = typeof TelemetryDestination.Type
 
 export const CreateTelemetryDestination = Schema.Struct({
-  url: Schema.String.annotate({ description: "Public HTTPS URL of the collector's OTLP/HTTP traces endpoint (e.g. `https://collector.example.com/v1/traces`), at most 2048 characters" }).check(isStorable, Schema.isMaxLength(2048)),
+  url: UrlOf(["https"], "Expected an https URL").annotate({ description: "Public HTTPS URL of the collector's OTLP/HTTP traces endpoint (e.g. `https://collector.example.com/v1/traces`), at most 2048 characters" }),
   headers: Schema.optionalKey(
-    Schema.Record(HeaderName, Text).annotate({
+    Schema.Record(HeaderName, HeaderValue).annotate({
       description: "Headers sent with every export (e.g. `Authorization`), at most 10. Values are encrypted at rest and never returned."
     })
   ),

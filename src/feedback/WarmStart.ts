@@ -3,22 +3,28 @@
  * the server starts: the validation workers compile the answer schemas of
  * the most recently created tasks and hold their organizations' known
  * credentials, this process holds those credentials too (the cache
- * `Corrections.ts` keeps), and the statements a correction runs have been
+ * `Corrections.ts` keeps), the statements a correction runs have been
  * run once on the database (its catalog caches, and on the embedded
- * database PGlite's code compiled on first call).
+ * database PGlite's code compiled on first call), and the feedback INSERT
+ * has inserted once, for the newest task's latest run, in a transaction
+ * that is rolled back (the first write to the table and its indexes).
+ * The HTTP side (router, authentication, answers) is warmed by
+ * `src/server/WarmRequest.ts`.
  *
  * What it buys: the first `POST /v1/feedback` with a correction after a
- * start skips the schema's compilation, the credentials' loading and the
- * worker's second round trip; on a shared two-core machine, embedded
- * database, about 75-90 ms to 30-50 ms (later ones 4-10 ms), for some
- * tens of milliseconds more before the server is ready
- * (`npm run bench -- first-request` measures it). Bounded: at most
- * `WARM_TASKS` tasks and `WARM_TIMEOUT_MS`; a failure here is logged and
- * the start goes on (the first request then pays as it did before).
+ * start skips the schema's compilation, the credentials' loading, the
+ * worker's second round trip and the first write; `npm run bench --
+ * first-request` measures the first against the warm ones
+ * (bench/notes/first-request.md). Bounded: at most `WARM_TASKS` tasks and
+ * `WARM_TIMEOUT_MS`; a failure here is logged and the start goes on (the
+ * first request then pays as it did before). Nothing stays: the rolled-back
+ * INSERT leaves no row and no usage; the identity column `seq` skips one
+ * value, as after any failed INSERT.
  */
-import { Duration, Effect, Schema } from "effect"
+import { Data, Duration, Effect, Schema } from "effect"
 import type { SqlClient } from "effect/sql"
 import { FeedbackItem, SubmitFeedback } from "../api/Feedback.ts"
+import { newId } from "../platform/Ids.ts"
 import { rowsOf } from "../platform/Rows.ts"
 import type { CorrectionPool, CredentialEntry, makeCorrections } from "./Corrections.ts"
 import { feedbackInsert } from "./InsertStatement.ts"
@@ -26,8 +32,15 @@ import type { makeQuota } from "./Quota.ts"
 
 /** Tasks whose schemas are compiled at start, newest first (a worker keeps `SVC_ANSWER_VALIDATION_CACHE`). */
 const WARM_TASKS = 8
+/** Pool connections opened and warmed at start (at most the pool's size are open at once). */
+const WARM_CONNECTIONS = 4
 /** The most a start waits for the warm-up. */
 const WARM_TIMEOUT_MS = 2_000
+
+const RunRows = rowsOf("runs", Schema.Struct({ trace_id: Schema.String }))
+
+/** Ends the transaction of the rehearsed INSERT: it is rolled back, always. */
+class RolledBack extends Data.TaggedError("RolledBack") {}
 
 const TaskRows = rowsOf("tasks", Schema.Struct({ id: Schema.String, org_id: Schema.String, answer_schema: Schema.Unknown, fingerprint: Schema.String }))
 
@@ -83,6 +96,45 @@ export const warmStart = (deps: {
         shard: 0
       })
     }
+    // One INSERT that inserts, for the newest task's latest run, in a
+    // transaction that is rolled back: the first write to the feedback
+    // table and its indexes in this session happens here, not in a
+    // client's request (on the embedded database it is most of what the
+    // first correction waited for). Nothing stays; the identity column
+    // `seq` skips one value, as after any failed INSERT.
+    const newest = tasks[0]
+    const run = newest === undefined
+      ? undefined
+      : yield* RunRows.one(sql`SELECT trace_id FROM runs WHERE task_id = ${newest.id} ORDER BY seq DESC LIMIT 1`)
+    if (newest !== undefined && run !== undefined) {
+      yield* sql.withTransaction(Effect.andThen(
+        feedbackInsert(sql, {
+          id: newId(),
+          orgId: newest.org_id,
+          score: -1,
+          text: "{}",
+          redacted: [],
+          status: "pending",
+          inferenceLogId: run.trace_id,
+          fingerprint: newest.fingerprint,
+          bytes: 2,
+          maxBytes: Number.MAX_SAFE_INTEGER,
+          shard: 0
+        }),
+        Effect.fail(new RolledBack())
+      )).pipe(Effect.catchTag("RolledBack", () => Effect.void))
+    }
+    // The pool's other connections (on a PostgreSQL server a request may
+    // get one the start never used): opened, and the correction's
+    // statements run on each, so none is cold for the first request.
+    yield* Effect.all(
+      Array.from({ length: WARM_CONNECTIONS }, () =>
+        sql.withTransaction(Effect.andThen(
+          sql`SELECT r.task_id FROM runs r WHERE r.trace_id = ${SAMPLE_TRACE}`,
+          sql`SELECT credentials_version::text FROM orgs WHERE id = ${SAMPLE_ID}`
+        ))),
+      { concurrency: "unbounded", discard: true }
+    )
     // Every worker compiles each schema (checking an empty object against
     // it) and keeps the organization's credentials.
     for (const task of tasks) {

@@ -68,6 +68,7 @@ import { ListenLater } from "./Listener.ts"
 import { RequestMiddleware } from "./Middleware.ts"
 import { SystemHandlers } from "./System.ts"
 import { RequestValidationLive } from "./Validation.ts"
+import { WarmRequestsLive } from "./WarmRequest.ts"
 
 /** Domain services. They need a migrated database, `SvcConfig` and `SecretBox`. */
 export const ServicesLive = Layer.mergeAll(
@@ -196,6 +197,8 @@ export const HttpLive = HttpRouter.serve(
  */
 export const AppLive = SessionHub.closeOnShutdown.pipe(
   Layer.provideMerge(ListenLater.listen),
+  // Requests through the application before the socket opens (`WarmRequest.ts`).
+  Layer.provideMerge(WarmRequestsLive),
   Layer.provideMerge(Layer.mergeAll(HttpLive, WorkersLive)),
   Layer.provide(ServicesLive),
   Layer.provide(Migrations.layer)

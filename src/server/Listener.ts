@@ -12,10 +12,10 @@
  * over, never left unanswered.
  */
 import * as NodeHttpServer from "@effect/platform-node/NodeHttpServer"
-import { Context, Effect, Layer, Scope } from "effect"
+import { Context, Effect, Layer, References, Scope } from "effect"
 import { HttpServer, type HttpServerError } from "effect/http"
 import type { SocketAddress } from "effect/net/NetAddress"
-import type * as Http from "node:http"
+import * as Http from "node:http"
 import { requestContext } from "./RequestContext.ts"
 import { type ListenFailed, listenFailed } from "../platform/StartFailure.ts"
 
@@ -29,6 +29,12 @@ interface Attached {
 export class HttpListener extends Context.Service<HttpListener, {
   /** Opens the socket and serves the attached application until the scope closes. */
   readonly listen: Effect.Effect<void, HttpServerError.ServeError | ListenFailed, Scope.Scope>
+  /**
+   * Serves the attached application on an ephemeral loopback port (the
+   * services a request on the real socket gets, no log lines) while `use`
+   * runs; closed after.
+   */
+  readonly rehearse: <A, E>(use: (port: number) => Effect.Effect<A, E>) => Effect.Effect<A, E | Error>
 }>()("svc/server/HttpListener") {}
 
 /**
@@ -55,6 +61,34 @@ const layer = (evaluate: () => Http.Server, options: NodeHttpServer.Options) =>
       }
     })
 
+    /**
+     * A Node server on an ephemeral loopback port, serving the attached
+     * application as the real socket will (same handler, same services, no
+     * log lines), for the time `use` takes.
+     */
+    const rehearse = <A, E>(use: (port: number) => Effect.Effect<A, E>) =>
+      Effect.scoped(Effect.gen(function*() {
+        const app = attached
+        if (app === undefined) return yield* Effect.die(new Error("HttpListener.rehearse: no application attached"))
+        const scope = yield* Effect.scope
+        const forRequests = Context.merge(requestContext(Context.merge(yield* Effect.context<never>(), app.context)), Context.make(References.MinimumLogLevel, "None"))
+        const handler = yield* NodeHttpServer.makeHandler(app.app, { scope, middleware: app.middleware }).pipe(
+          Effect.updateContext((_: Context.Context<never>) => Context.add(forRequests, Scope.Scope, scope))
+        )
+        const node = Http.createServer(handler)
+        yield* Effect.acquireRelease(
+          Effect.callback<void, Error>((resume) => {
+            node.once("error", (error) => resume(Effect.fail(error)))
+            node.listen(0, "127.0.0.1", () => resume(Effect.void))
+          }),
+          () => Effect.callback<void>((resume) => {
+            node.close(() => resume(Effect.void))
+            node.closeAllConnections()
+          })
+        )
+        return yield* use((node.address() as { port: number }).port)
+      }))
+
     const listen = Effect.gen(function*() {
       const app = attached
       if (app === undefined) return yield* Effect.die(new Error("HttpListener.listen: no application attached"))
@@ -76,7 +110,7 @@ const layer = (evaluate: () => Http.Server, options: NodeHttpServer.Options) =>
       address = listening.address
     })
 
-    return Context.make(HttpServer.HttpServer, server).pipe(Context.add(HttpListener, HttpListener.of({ listen })))
+    return Context.make(HttpServer.HttpServer, server).pipe(Context.add(HttpListener, HttpListener.of({ listen, rehearse })))
   })).pipe(Layer.merge(NodeHttpServer.layerHttpServices))
 
 export const ListenLater = {

@@ -1,9 +1,13 @@
 /** The server side of `RequestValidation`: decode failures become `400 INVALID_REQUEST`. */
-import { Cause, Effect, ErrorReporter, Layer, SchemaIssue } from "effect"
+import { Cause, Effect, ErrorReporter, Layer, SchemaIssue, type SchemaAST } from "effect"
 import { HttpServerRespondable, type HttpServerResponse } from "effect/http"
 import { HttpApiError } from "effect/http-api"
-import { InternalError, InvalidRequest } from "../api/Errors.ts"
+import { InvalidUrl } from "../api/Deliveries.ts"
+import { InternalError, InvalidHeaders, InvalidRequest } from "../api/Errors.ts"
+import { EventTypes, InvalidWebhookEvents } from "../api/Notifications.ts"
+import { ANSWERED_AS, type AnsweredAs } from "../api/Common.ts"
 import { RequestValidation } from "../api/Validation.ts"
+import { headerField } from "../outbound/HeaderRules.ts"
 
 const formatIssues = SchemaIssue.makeFormatterStandardSchemaV1()
 
@@ -23,9 +27,78 @@ export const toJsonPath = (segments: ReadonlyArray<PropertyKey>): string => {
   return out
 }
 
+type Path = ReadonlyArray<PropertyKey>
+
+const answeredAsOf = (annotations: object | undefined): AnsweredAs | undefined =>
+  (annotations as Record<string, AnsweredAs | undefined> | undefined)?.[ANSWERED_AS]
+
+/**
+ * The fields whose every failure comes from a rule annotated `answeredAs`
+ * (the innermost annotation wins), with that rule's problem code; `null`
+ * for a field that also breaks a rule without one (`INVALID_REQUEST`).
+ */
+const answeredFields = (
+  issue: SchemaIssue.Issue,
+  path: Path = [],
+  code?: AnsweredAs,
+  out = new Map<string, AnsweredAs | null>()
+): Map<string, AnsweredAs | null> => {
+  const astCode = (ast: SchemaAST.AST) => answeredAsOf(ast.annotations) ?? code
+  const leaf = (answered: AnsweredAs | undefined) => {
+    const field = toJsonPath(path)
+    const before = out.get(field)
+    out.set(field, answered === undefined || before === null || (before !== undefined && before !== answered) ? null : answered)
+  }
+  switch (issue._tag) {
+    case "Filter":
+      answeredFields(issue.issue, path, answeredAsOf(issue.filter.annotations) ?? code, out)
+      break
+    case "Pointer":
+      answeredFields(issue.issue, [...path, ...issue.path], code, out)
+      break
+    case "Encoding":
+      answeredFields(issue.issue, path, astCode(issue.ast), out)
+      break
+    case "Composite":
+    case "AnyOf":
+      for (const inner of issue.issues) answeredFields(inner, path, astCode(issue.ast), out)
+      if (issue.issues.length === 0) leaf(astCode(issue.ast))
+      break
+    case "InvalidType":
+    case "OneOf":
+      leaf(astCode(issue.ast))
+      break
+    default:
+      leaf(code)
+  }
+  return out
+}
+
+/** `headers["X-Key"]` → `headers.X-Key`, as the service's own header checks name it (`headerField`). */
+const asHeaderField = (field: string) => {
+  const name = /^headers\[(".*")\]$/.exec(field)?.[1]
+  return name === undefined ? field : headerField(JSON.parse(name) as string)
+}
+
+/** The problem of a rule the schema states and the documentation answers with a code of its own. */
+const answeredProblem = (code: AnsweredAs, field: string, detail: string, issues: ReadonlyArray<{ readonly field: string; readonly message: string }>) => {
+  switch (code) {
+    case "INVALID_WEBHOOK_EVENTS":
+      return new InvalidWebhookEvents({ field, detail, supported: [...EventTypes] })
+    case "INVALID_URL":
+      return new InvalidUrl({ field, detail })
+    case "INVALID_HEADERS":
+      return new InvalidHeaders({
+        field: asHeaderField(field),
+        detail: `${asHeaderField(field)}${detail.slice(field.length)}`,
+        errors: issues.map((issue) => ({ ...issue, field: asHeaderField(issue.field) }))
+      })
+  }
+}
+
 const schemaErrorProblem = (
   error: HttpApiError.HttpApiSchemaError
-): Effect.Effect<HttpServerResponse.HttpServerResponse, InvalidRequest> => {
+): Effect.Effect<HttpServerResponse.HttpServerResponse, InvalidRequest | InvalidWebhookEvents | InvalidUrl | InvalidHeaders> => {
   // "Body" and "ResponseHeaders" are our own answers failing to encode: a bug.
   if (error.kind === "Body" || error.kind === "ResponseHeaders") {
     return Effect.andThen(
@@ -38,6 +111,14 @@ const schemaErrorProblem = (
     message: issue.message
   }))
   const first = issues[0]
+  if (first !== undefined) {
+    const answered = answeredFields(error.cause.issue)
+    const code = answered.get(first.field)
+    if (code !== undefined && code !== null) {
+      const same = issues.filter((issue) => answered.get(issue.field) === code)
+      return Effect.fail(answeredProblem(code, first.field, `${first.field}: ${first.message}`, same))
+    }
+  }
   const where = error.kind === "Params" ? "path" : error.kind === "Query" ? "query" : error.kind === "Headers" ? "headers" : "body"
   return Effect.fail(
     new InvalidRequest({

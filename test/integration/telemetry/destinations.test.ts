@@ -235,19 +235,28 @@ layer(SecretStore.layer.pipe(Layer.provideMerge(Svc)), { excludeTestServices: tr
         yield* create(org, url, ten)
       }).pipe(Effect.scoped))
 
-    it.effect("every refused header is in one answer, each with its reason", () =>
+    it.effect("every refused header is in one answer, each with its reason: values the document forbids first, then names", () =>
       Effect.gen(function*() {
         const org = yield* SvcTest.org()
         const collector = yield* HttpsReceiver.make()
-        const response = yield* post("/v1/telemetry-destinations", org.key, {
-          url: collector.url("/v1/traces"),
-          headers: { Host: "value-never-echoed", "X-Ok": "fine", Traceparent: "value-never-echoed", "X-Token": "value-never-echoed\r\n" }
+        const url = collector.url("/v1/traces")
+        const byValue = yield* post("/v1/telemetry-destinations", org.key, {
+          url,
+          headers: { Host: "fine", "X-Ok": "fine", "X-Token": "value-never-echoed\r\n", "X-Other": "value-never-echoed\u0007" }
         })
-        assert.strictEqual(response.status, 400)
-        assert.strictEqual(response.json.code, "INVALID_HEADERS")
-        assert.strictEqual(response.json.field, "headers.Host")
-        assert.deepStrictEqual(response.json.errors.map((e: { field: string }) => e.field), ["headers.Host", "headers.Traceparent", "headers.X-Token"])
-        assert.notInclude(response.text, "value-never-echoed")
+        assert.strictEqual(byValue.status, 400)
+        assert.strictEqual(byValue.json.code, "INVALID_HEADERS")
+        assert.strictEqual(byValue.json.field, "headers.X-Token")
+        assert.deepStrictEqual(byValue.json.errors.map((e: { field: string }) => e.field), ["headers.X-Token", "headers.X-Other"])
+        assert.notInclude(byValue.text, "value-never-echoed")
+        const byName = yield* post("/v1/telemetry-destinations", org.key, {
+          url,
+          headers: { Host: "value-never-echoed", "X-Ok": "fine", Traceparent: "value-never-echoed" }
+        })
+        assert.strictEqual(byName.json.code, "INVALID_HEADERS")
+        assert.strictEqual(byName.json.field, "headers.Host")
+        assert.deepStrictEqual(byName.json.errors.map((e: { field: string }) => e.field), ["headers.Host", "headers.Traceparent"])
+        assert.notInclude(byName.text, "value-never-echoed")
       }).pipe(Effect.scoped))
 
     it.effect("values are encrypted at rest, never returned or logged, sent to the collector, and join the protected values", () =>

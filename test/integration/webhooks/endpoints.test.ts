@@ -54,22 +54,33 @@ layer(webhookService(), { excludeTestServices: true })("notification endpoints",
         assert.isFalse(svc.logLines().some((line) => line.includes(secret)))
       }))
 
-    it.effect("an empty or unknown events list is 400 INVALID_WEBHOOK_EVENTS, on create and on PATCH", () =>
+    it.effect("an empty or unknown events list is 400 INVALID_WEBHOOK_EVENTS naming the entry, on create and on PATCH", () =>
       Effect.gen(function*() {
+        const svc = yield* SvcTest
         const org = yield* SvcTest.org()
-        const empty = yield* Effect.flip(org.client.notifications.create({ payload: { url: hookUrl, events: [] } }))
-        assert.strictEqual(empty._tag, "InvalidWebhookEvents")
-        assert.strictEqual((empty as { code: string }).code, "INVALID_WEBHOOK_EVENTS")
-        const unknown = yield* Effect.flip(
-          org.client.notifications.create({ payload: { url: hookUrl, events: ["approval.requested", "approval.deleted"] } })
-        )
-        assert.strictEqual(unknown._tag, "InvalidWebhookEvents")
-        assert.strictEqual((unknown as { field?: string }).field, "events[1]")
+        const send = (method: string, path: string, body: unknown) =>
+          raw(`${svc.baseUrl}${path}`, {
+            method,
+            headers: { authorization: `Bearer ${org.key}`, "content-type": "application/json" },
+            body: JSON.stringify(body)
+          })
+        const empty = yield* send("POST", "/v1/notification-endpoints", { url: hookUrl, events: [] })
+        assert.strictEqual(empty.status, 400)
+        assert.strictEqual(empty.json.code, "INVALID_WEBHOOK_EVENTS")
+        assert.strictEqual(empty.json.field, "events")
+        const unknown = yield* send("POST", "/v1/notification-endpoints", { url: hookUrl, events: ["approval.requested", "approval.deleted"] })
+        assert.strictEqual(unknown.status, 400)
+        assert.strictEqual(unknown.json.code, "INVALID_WEBHOOK_EVENTS")
+        assert.strictEqual(unknown.json.field, "events[1]")
+        assert.include(unknown.json.supported, "approval.requested")
         const { endpoint } = yield* org.client.notifications.create({ payload: { url: hookUrl, events: ["approval.approved"] } })
         for (const events of [[], ["approval.requested", "task.created"]]) {
-          const error = yield* Effect.flip(org.client.notifications.update({ params: { id: endpoint.id }, payload: { events } }))
-          assert.strictEqual(error._tag, "InvalidWebhookEvents")
+          const error = yield* send("PATCH", `/v1/notification-endpoints/${endpoint.id}`, { events })
+          assert.strictEqual(error.json.code, "INVALID_WEBHOOK_EVENTS")
         }
+        // The typed client knows the rule too: it refuses an unknown type before sending.
+        const refused = yield* Effect.flip(org.client.notifications.create({ payload: { url: hookUrl, events: ["task.created" as never] } }))
+        assert.notStrictEqual((refused as { code?: string }).code, "INVALID_WEBHOOK_EVENTS")
         assert.strictEqual((yield* org.client.notifications.list()).endpoints.length, 1)
       }))
 
@@ -225,12 +236,19 @@ const guarded = webhookService({ allowedTargetCidrs: [] }).pipe(
 )
 
 layer(guarded, { excludeTestServices: true })("public HTTPS address checks on create", (it) => {
+  // Sent as is (the typed client refuses a URL the document's pattern forbids before sending it).
   const refuse = (url: string) =>
     Effect.gen(function*() {
+      const svc = yield* SvcTest
       const org = yield* SvcTest.org()
-      const error = yield* Effect.flip(org.client.notifications.create({ payload: { url } }))
-      assert.strictEqual(error._tag, "InvalidUrl", url)
-      assert.strictEqual((error as { code: string }).code, "INVALID_URL")
+      const response = yield* raw(`${svc.baseUrl}/v1/notification-endpoints`, {
+        method: "POST",
+        headers: { authorization: `Bearer ${org.key}`, "content-type": "application/json" },
+        body: JSON.stringify({ url })
+      })
+      assert.strictEqual(response.status, 400, url)
+      assert.strictEqual(response.json.code, "INVALID_URL", url)
+      assert.strictEqual(response.json.field, "url", url)
       assert.deepStrictEqual((yield* org.client.notifications.list()).endpoints, [])
     })
 
