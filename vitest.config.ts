@@ -1,4 +1,5 @@
 import { configDefaults, defineConfig } from "vitest/config"
+import { SlowFirst } from "./test/support/sequencer.ts"
 
 export default defineConfig({
   test: {
@@ -25,6 +26,8 @@ export default defineConfig({
     // imports on V8's generic wrapper, so that path never runs. svc itself
     // opens one embedded database per process and is not affected.
     execArgv: ["--wasm-wrapper-tiering-budget=1000000000"],
-    sequence: { concurrent: false }
+    // Files that start processes or a browser first, on a new checkout too
+    // (test/support/sequencer.ts): no long file left to run alone at the end.
+    sequence: { concurrent: false, sequencer: SlowFirst }
   }
 })
