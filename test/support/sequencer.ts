@@ -1,6 +1,6 @@
 /**
- * The order files start in: the two workers take the next file from one
- * queue, so a long file started last keeps one worker busy after the other
+ * The order files start in: the workers take the next file from one
+ * queue, so a long file started last keeps one worker busy after the others
  * has finished. Vitest runs the longest first when it has the durations of
  * an earlier run (node_modules/.vite); without them (a new checkout, as in
  * CI) it runs the largest files first, which put short files that start
