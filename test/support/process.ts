@@ -74,7 +74,12 @@ export const startServer = (env: Record<string, string>, timeoutMs = 60_000, scr
     })
     let output = ""
     const exited = new Promise<number | null>((done) => child.on("exit", (code) => done(code)))
-    const timer = setTimeout(() => reject(new Error(`server did not start:\n${output}`)), timeoutMs)
+    // A server that did not start in time is ended, not left running (and
+    // loading the machine) after its test has failed.
+    const timer = setTimeout(() => {
+      child.kill("SIGKILL")
+      reject(new Error(`server did not start:\n${output}`))
+    }, timeoutMs)
     const onData = (chunk: Buffer) => {
       output += chunk.toString()
       const match = /"message":"svc listening","address":"(http:\/\/[^"]+)"/.exec(output)
