@@ -1,4 +1,5 @@
 import { configDefaults, defineConfig } from "vitest/config"
+import { SlowFirst } from "./test/support/sequencer.ts"
 
 export default defineConfig({
   test: {
@@ -10,8 +11,12 @@ export default defineConfig({
     globalSetup: ["test/support/global-setup.ts"],
     testTimeout: 60_000,
     hookTimeout: 120_000,
-    // Integration files each start a service and a database; two cores.
-    maxWorkers: 2,
+    // Three workers on two cores: an integration file keeps a core about
+    // half busy on its own (it waits on its receivers, retries and flush
+    // periods: telemetry/export 36 CPU-s in 77 s, webhooks/delivery 21 in
+    // 44), so with two workers a core often idles; files that start
+    // processes use more than one core and need no more workers.
+    maxWorkers: 3,
     // Each worker runs file after file in one process: the modules every
     // file imports (Effect, the service) load once per worker, not once per
     // file in a process of its own. Each file still builds its own service
@@ -25,6 +30,8 @@ export default defineConfig({
     // imports on V8's generic wrapper, so that path never runs. svc itself
     // opens one embedded database per process and is not affected.
     execArgv: ["--wasm-wrapper-tiering-budget=1000000000"],
-    sequence: { concurrent: false }
+    // Files that start processes or a browser first, on a new checkout too
+    // (test/support/sequencer.ts): no long file left to run alone at the end.
+    sequence: { concurrent: false, sequencer: SlowFirst }
   }
 })

@@ -12,7 +12,6 @@ import axe from "axe-core"
 import { Effect, Exit, Scope } from "effect"
 import { SqlClient } from "effect/sql"
 import * as fs from "node:fs"
-import * as os from "node:os"
 import * as path from "node:path"
 import { type Browser, type BrowserContext, chromium, type Page } from "playwright-core"
 import { assert, describe } from "vitest"
@@ -20,7 +19,7 @@ import { buildConsole } from "../../scripts/build-console.ts"
 import { Scopes } from "../../src/api/Security.ts"
 import { Database } from "../../src/platform/Database.ts"
 import { HttpsReceiver, type HttpsReceiverOptions } from "../support/HttpsReceiver.ts"
-import { cli, type RunningServer, root, startServer } from "../support/process.ts"
+import { cli, type RunningServer, root, seededDataDir, startServer } from "../support/process.ts"
 import { TestTls } from "../support/tls.ts"
 
 export const chromiumPath = process.env.SVC_CHROMIUM ?? "/usr/bin/chromium"
@@ -91,7 +90,7 @@ export const startWorld = async (name: string, options: { readonly env?: Record<
   await ensureBuilt()
   const scope = Effect.runSync(Scope.make())
   const tls = await Effect.runPromise(TestTls.shared)
-  const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), `svc-browser-${name}-`))
+  const dataDir = seededDataDir(`svc-browser-${name}-`)
   const env: Record<string, string> = {
     SVC_DATA_DIR: dataDir,
     DATABASE_URL: "",
@@ -101,7 +100,7 @@ export const startWorld = async (name: string, options: { readonly env?: Record<
     SVC_WEBHOOK_RETRY_SCHEDULE: "1s",
     ...options.env
   }
-  // The server creates and migrates the database; the CLI then works through its admin channel.
+  // The server opens the migrated database; the CLI then works through its admin channel.
   let [server, browser] = await Promise.all([
     startServer(env),
     chromium.launch({ executablePath: chromiumPath, headless: true, args: ["--no-sandbox", "--disable-dev-shm-usage"] })

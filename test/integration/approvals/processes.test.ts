@@ -8,11 +8,8 @@ import { assert, describe, it } from "@effect/vitest"
 import { Effect, Redacted } from "effect"
 import { Reactivity } from "effect/reactivity"
 import { SqlClient } from "effect/sql"
-import * as fs from "node:fs"
-import * as os from "node:os"
-import * as path from "node:path"
 import { Database } from "../../../src/platform/Database.ts"
-import { cli, type RunningServer, scratchDatabaseUrl, startServer, startServers } from "../../support/process.ts"
+import { cli, type RunningServer, scratchDatabaseUrl, seededDataDir, startServer, startServers } from "../../support/process.ts"
 import { openSse } from "../../support/sse.ts"
 
 const SCOPES = "org_config.write,agents.write,agents.read,approvals.decide"
@@ -56,7 +53,7 @@ const eventTypes = (sql: SqlClient.SqlClient) =>
 
 describe("deadlines across restarts (embedded database)", () => {
   it("deadlines that came due while the service was down fire after restart, once each; open streams end at shutdown", async () => {
-    const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), "svc-deadlines-"))
+    const dataDir = seededDataDir("svc-deadlines-")
     const env = { SVC_DATA_DIR: dataDir, DATABASE_URL: "" }
     const key = await provision(env)
     const first = await startServer(env)
@@ -123,7 +120,7 @@ describe("deadlines across restarts (embedded database)", () => {
       (await typesNow()).get(approval.approval_id),
       "approval.requested,approval.expiring,approval.escalated,approval.expired"
     )
-    // Five process starts (the first with PGlite's initdb): room for a loaded machine.
+    // Five process starts: room for a loaded machine.
   }, 300_000)
 })
 

@@ -7,11 +7,8 @@
  */
 import { assert, describe, it } from "@effect/vitest"
 import { Effect } from "effect"
-import * as fs from "node:fs"
 import * as net from "node:net"
-import * as os from "node:os"
-import * as path from "node:path"
-import { cli, type RunningServer, scratchDatabaseUrl, startServer, startServers } from "../../support/process.ts"
+import { cli, type RunningServer, scratchDatabaseUrl, seededDataDir, startServer, startServers } from "../../support/process.ts"
 import { openSse } from "../../support/sse.ts"
 
 const HEADERS = { "content-type": "application/json", "x-svc-console": "1" }
@@ -37,7 +34,7 @@ const orgAndKey = async (env: Record<string, string>) => {
 
 describe("console CLI (embedded database, running server)", () => {
   it("login prints one JSON object whose link signs in once; sessions lists it; revoke ends it at once", async () => {
-    const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), "svc-console-"))
+    const dataDir = seededDataDir("svc-console-")
     const env = { SVC_DATA_DIR: dataDir, DATABASE_URL: "" }
     const server = await startServer(env)
     try {
@@ -88,7 +85,7 @@ describe("console CLI (embedded database, running server)", () => {
 
 describe("server connections", () => {
   it("beyond SVC_MAX_CONNECTIONS a new connection is closed at once; a freed place serves again", async () => {
-    const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), "svc-connections-"))
+    const dataDir = seededDataDir("svc-connections-")
     const server = await startServer({ SVC_DATA_DIR: dataDir, DATABASE_URL: "", SVC_MAX_CONNECTIONS: "16" })
     const sockets: Array<net.Socket> = []
     try {

@@ -8,10 +8,7 @@ import { NodeServices } from "@effect/platform-node"
 import { assert, describe, it } from "@effect/vitest"
 import { Context, Duration, Effect, Exit, Fiber, Layer, Scope } from "effect"
 import { SqlClient } from "effect/sql"
-import * as fs from "node:fs"
 import * as net from "node:net"
-import * as os from "node:os"
-import * as path from "node:path"
 import { randomBytes } from "node:crypto"
 import { sendCommand } from "../../../src/cli/Admin.ts"
 import { ConsoleSessions } from "../../../src/console/ConsoleSessions.ts"
@@ -20,8 +17,10 @@ import { SvcConfig } from "../../../src/platform/Config.ts"
 import { Database, DatabaseInfo } from "../../../src/platform/Database.ts"
 import { Migrations } from "../../../src/platform/Migrations.ts"
 import { adminSocketPath, type CliAnswer, runCommand, serveAdmin } from "../../../src/cli/AdminChannel.ts"
+import { seededDataDir } from "../../support/process.ts"
 
-const newDataDir = () => fs.mkdtempSync(path.join(os.tmpdir(), "svc-admin-"))
+/** Each test on a data directory whose database is already migrated (the run's snapshot). */
+const newDataDir = () => seededDataDir("svc-admin-")
 
 const servicesFor = (dataDir: string, settings = { statementTimeout: 30_000, transactionTimeout: 60_000 }) =>
   Layer.mergeAll(Identity.layer, ConsoleSessions.layer, NodeServices.layer).pipe(

@@ -6,16 +6,13 @@
  * had answered.
  */
 import { assert, describe, it } from "vitest"
-import * as fs from "node:fs"
-import * as os from "node:os"
-import * as path from "node:path"
-import { cli, startServer } from "../../support/process.ts"
+import { cli, seededDataDir, startServer } from "../../support/process.ts"
 
 const json = (text: string) => JSON.parse(text)
 
 describe("liveness of the embedded database", () => {
   it("a statement past SVC_DB_STATEMENT_TIMEOUT loses the session: the process exits 1 within the timeout plus 10 s; a restart serves every accepted write", async () => {
-    const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), "svc-liveness-"))
+    const dataDir = seededDataDir("svc-liveness-")
     const env = { SVC_DATA_DIR: dataDir, DATABASE_URL: "", SVC_DB_STATEMENT_TIMEOUT: "2s" }
     const server = await startServer(env, 150_000, "test/support/stalling-server.ts")
     let again: Awaited<ReturnType<typeof startServer>> | undefined

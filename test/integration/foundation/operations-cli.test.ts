@@ -1,16 +1,17 @@
 /**
  * The CLI example of docs/operations.md ("The CLI") runs as a reader runs
- * it: in bash, from the repository, on a fresh embedded data folder, each
- * command in turn with the variables the earlier ones set; what its
- * `# {…}` lines say a command prints is there. Its only change: `svc.sql`
- * is written into the test's own folder.
+ * it: in bash, from the repository, on a new embedded data folder (its
+ * database migrated beforehand, from the run's snapshot), each command in
+ * turn with the variables the earlier ones set; what its `# {…}` lines say
+ * a command prints is there. Its only change: `svc.sql` is written into the
+ * test's own folder.
  */
 import { assert, describe, it } from "@effect/vitest"
 import { spawnSync } from "node:child_process"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
-import { root } from "../../support/process.ts"
+import { root, seededDataDir } from "../../support/process.ts"
 import { blocksRun } from "../../support/run-blocks.ts"
 
 /** `"key":value` pairs a `# {…}` line promises (those without `…`). */
@@ -29,7 +30,7 @@ describe.skipIf(process.env.TEST_DATABASE_URL !== undefined && process.env.TEST_
     try {
       const env: Record<string, string> = {}
       for (const [key, value] of Object.entries(process.env)) if (value !== undefined && !key.startsWith("npm_")) env[key] = value
-      Object.assign(env, { NO_COLOR: "1", DATABASE_URL: "", SVC_DATA_DIR: path.join(work, "data") })
+      Object.assign(env, { NO_COLOR: "1", DATABASE_URL: "", SVC_DATA_DIR: seededDataDir("svc-ops-cli-data-") })
       const lines = blocks[0]!.code.split("\n")
       const commands = lines.filter((line) => line.trim() !== "" && !line.startsWith("#"))
       const state = path.join(work, "state.sh")

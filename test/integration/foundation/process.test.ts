@@ -10,14 +10,12 @@ import { SqlClient } from "effect/sql"
 import { createHash } from "node:crypto"
 import * as fs from "node:fs"
 import * as http from "node:http"
-import * as os from "node:os"
-import * as path from "node:path"
 import { VERSION } from "../../../src/api/Version.ts"
 import { KEY_CACHE_TTL } from "../../../src/identity/Identity.ts"
 import { Database } from "../../../src/platform/Database.ts"
 import { adminSocketPath } from "../../../src/cli/AdminChannel.ts"
 import { holdDataDir, isHeld } from "../../../src/platform/DataDir.ts"
-import { cli, startServer } from "../../support/process.ts"
+import { cli, seededDataDir, startServer } from "../../support/process.ts"
 
 const sha256 = (value: string) => createHash("sha256").update(value).digest("hex")
 
@@ -51,7 +49,7 @@ const slowPost = (url: string, key: string, body: string, chunks: number, gapMs:
   })
 
 describe("the CLI and the server on the embedded database", () => {
-  const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), "svc-process-"))
+  const dataDir = seededDataDir("svc-process-")
   const env = { SVC_DATA_DIR: dataDir, DATABASE_URL: "" }
 
   // Each is a whole process start (about a second of CPU on its own):
@@ -73,8 +71,8 @@ describe("the CLI and the server on the embedded database", () => {
     assert.strictEqual(version.stdout.trim(), `svc v${VERSION}`)
   }, 180_000)
 
-  // The tests below start several processes each (the first runs PGlite's
-  // initdb): minutes, not seconds, on a loaded machine.
+  // The tests below start several processes each: minutes, not seconds,
+  // on a loaded machine.
   it("issues organizations and keys without a server; the key is shown once and stored as a hash", async () => {
     const org = json((await cli(["orgs", "create", "--name", "acme", "--json"], env)).stdout)
     assert.deepStrictEqual(Object.keys(org).sort(), ["created_at", "id", "name"])

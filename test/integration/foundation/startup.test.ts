@@ -17,10 +17,12 @@ import { VERSION } from "../../../src/api/Version.ts"
 import { isHeld } from "../../../src/platform/DataDir.ts"
 import { Database, DatabaseInfo } from "../../../src/platform/Database.ts"
 import { adminSocketPath } from "../../../src/cli/AdminChannel.ts"
-import { cli, runNode, type RunningServer, scratchDatabaseUrl, startServer } from "../../support/process.ts"
+import { cli, runNode, type RunningServer, scratchDatabaseUrl, seededDataDir, startServer } from "../../support/process.ts"
 import { freePort } from "../../support/privatePostgres.ts"
 
 const newDataDir = () => path.join(fs.mkdtempSync(path.join(os.tmpdir(), "svc-start-")), "data")
+/** A data directory whose database is already migrated, for tests of what follows a first start. */
+const migratedDataDir = () => seededDataDir("svc-start-")
 
 const envFor = (dataDir: string) => ({ SVC_DATA_DIR: dataDir, DATABASE_URL: "" })
 
@@ -35,8 +37,8 @@ const mode = (file: string) => fs.statSync(file).mode & 0o777
 
 const linux = process.platform === "linux"
 
-// Every test here starts processes on a new data directory (PGlite's initdb
-// included): on a loaded machine that takes a while.
+// Tests of a first start use an empty data directory (PGlite's initdb and
+// every migration): on a loaded machine that takes a while.
 const START_MS = 150_000
 const TEST_MS = 300_000
 
@@ -105,7 +107,7 @@ describe("one process holds a data directory", () => {
   }, TEST_MS)
 
   it("a restart right after kill -9 succeeds and loses nothing that was accepted", async () => {
-    const dataDir = newDataDir()
+    const dataDir = migratedDataDir()
     const env = envFor(dataDir)
     const first = await startServer(env, START_MS)
     let second: RunningServer | undefined
@@ -136,7 +138,7 @@ describe("one process holds a data directory", () => {
 
   it.live.skipIf(!linux)("the lock is free only once the database has closed its files", () =>
     Effect.gen(function*() {
-      const dataDir = newDataDir()
+      const dataDir = migratedDataDir()
       const pgdata = path.join(dataDir, "pgdata")
       const scope = yield* Scope.make()
       const context = yield* Layer.buildWithScope(Database.embedded(dataDir), scope)
@@ -183,8 +185,7 @@ describe("the embedded database is private", () => {
   }, TEST_MS)
 
   it("an existing data directory that others can enter is made private, and says so", async () => {
-    const dataDir = newDataDir()
-    fs.mkdirSync(path.join(dataDir, "pgdata"), { recursive: true, mode: 0o755 })
+    const dataDir = migratedDataDir()
     fs.chmodSync(dataDir, 0o755)
     fs.chmodSync(path.join(dataDir, "pgdata"), 0o755)
     const server = await startServer(envFor(dataDir), START_MS)
@@ -280,7 +281,7 @@ describe("a database of a later svc", () => {
   }
 
   it("embedded: the server and the CLI refuse to start, with one line naming both versions, and exit 7", async () => {
-    const env = envFor(newDataDir())
+    const env = envFor(migratedDataDir())
     assert.strictEqual((await cli(["orgs", "list", "--json"], env)).code, 0)
     await Effect.runPromise(fromLaterRelease.pipe(Effect.provide(Database.embedded(env.SVC_DATA_DIR)), Effect.scoped))
     await refusedBoth(env)

@@ -9,7 +9,7 @@ import * as fs from "node:fs"
 import * as net from "node:net"
 import * as os from "node:os"
 import * as path from "node:path"
-import { cli, runNode, type Ran, startServer } from "../../support/process.ts"
+import { cli, runNode, type Ran, seededDataDir, startServer } from "../../support/process.ts"
 import { freePort } from "../../support/privatePostgres.ts"
 
 const newDataDir = () => path.join(fs.mkdtempSync(path.join(os.tmpdir(), "svc-refused-")), "data")
@@ -90,7 +90,7 @@ describe("a start that cannot succeed", () => {
   }, 120_000)
 
   it("a data directory another server holds: exit 5, naming the holder; a port another process listens on: exit 6, naming PORT", async () => {
-    const env = base()
+    const env = { ...base(), SVC_DATA_DIR: seededDataDir("svc-refused-") }
     const first = await startServer(env, 150_000)
     const taken = net.createServer()
     try {

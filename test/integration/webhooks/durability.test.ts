@@ -8,9 +8,6 @@ import { assert, describe, it } from "@effect/vitest"
 import { Effect, Redacted } from "effect"
 import { SqlClient } from "effect/sql"
 import { PgClient } from "@effect/sql-pg"
-import * as fs from "node:fs"
-import * as os from "node:os"
-import * as path from "node:path"
 import { randomBytes } from "node:crypto"
 import { Database } from "../../../src/platform/Database.ts"
 import { eventually } from "../../support/http.ts"
@@ -18,7 +15,7 @@ import { postgresBin, privatePostgres } from "../../support/privatePostgres.ts"
 import { UNSETTLED_PER_TARGET } from "../../../src/deliveries/worker/Admission.ts"
 import { PER_ENDPOINT } from "../../../src/notifications/send/Sender.ts"
 import { HttpsReceiver, Reply } from "../../support/HttpsReceiver.ts"
-import { cli, type RunningServer, scratchDatabaseUrl, startServer, startServers } from "../../support/process.ts"
+import { cli, type RunningServer, scratchDatabaseUrl, seededDataDir, startServer, startServers } from "../../support/process.ts"
 import { TestTls } from "../../support/tls.ts"
 import { eventBody, type EventBody } from "./support.ts"
 
@@ -106,7 +103,7 @@ describe("the service as processes on an embedded data directory", () => {
   it.live("the CLI sets the reviewer address; kill -9 during delivery and a restart lose no event", () =>
     Effect.gen(function*() {
       const tls = yield* TestTls.shared
-      const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), "svc-webhooks-"))
+      const dataDir = seededDataDir("svc-webhooks-")
       const env = { SVC_DATA_DIR: dataDir, DATABASE_URL: "", ...fastEnv(tls.caFile) }
       const org = json((yield* Effect.promise(() => cli(["orgs", "create", "--name", "durable", "--json"], env))).stdout)
       const key = json((yield* Effect.promise(() => cli(["keys", "create", "--org", org.id, "--scopes", "org_config.read,org_config.write", "--json"], env))).stdout).key
