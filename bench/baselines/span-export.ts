@@ -15,6 +15,7 @@
 import { createRequire } from "node:module"
 import * as path from "node:path"
 import { pathToFileURL } from "node:url"
+import { checkoutModule } from "../support/checkoutModule.ts"
 import { serve } from "../support/child.ts"
 
 /** Spans the queues must hold without dropping. */
@@ -88,15 +89,15 @@ const sdk = async () => {
 }
 
 const svc = async () => {
-  const src = (file: string) => import(pathToFileURL(path.join(process.env.BENCH_SVC_SRC!, "src", file)).href)
+  const src = (file: string) => import(checkoutModule(process.env.BENCH_SVC_SRC!, file))
   // The checkout's own Effect: its modules and the harness's must share one instance.
   const effect = createRequire(path.join(process.env.BENCH_SVC_SRC!, "package.json")).resolve("effect")
   const { Effect, Layer, ManagedRuntime, Option, Redacted } = await import(pathToFileURL(effect).href) as typeof import("effect")
   const { Identity } = await src("identity/Identity.ts")
   const { SvcConfig } = await src("platform/Config.ts")
   const { SecretBox } = await src("platform/Crypto.ts")
-  const { Database } = await src("platform/Database.ts")
-  const { Migrations } = await src("platform/Migrations.ts")
+  const { Database } = await src("database/Database.ts")
+  const { Migrations } = await src("database/Migrations.ts")
   const { ServicesLive, WorkersLive } = await src("server/App.ts")
   const { TelemetryDestinations } = await src("telemetry/Destinations.ts")
   const url = process.env.BENCH_DATABASE_URL

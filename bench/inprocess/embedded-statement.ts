@@ -2,8 +2,8 @@
  * `npx node bench/inprocess/embedded-statement.ts`: the CPU of one
  * statement on embedded PGlite, PGlite's `query` (Parse, Describe, Bind,
  * Describe, Execute, Sync: six calls into WebAssembly) against svc's
- * `runStatement` (`src/platform/EmbeddedProtocol.ts`: one call) and the
- * same as a named prepared statement (`src/platform/EmbeddedPrepared.ts`:
+ * `runStatement` (`src/database/embedded/EmbeddedProtocol.ts`: one call) and the
+ * same as a named prepared statement (`src/database/embedded/EmbeddedPrepared.ts`:
  * parsed once, then bound and executed), in one
  * process on one in-memory database, in alternating blocks (ABBA) so that
  * other work on the machine falls on both alike.
@@ -14,8 +14,8 @@
  */
 import { PGlite, types } from "@electric-sql/pglite"
 import { randomUUID } from "node:crypto"
-import { PreparedStatements } from "../../src/platform/EmbeddedPrepared.ts"
-import { runStatement } from "../../src/platform/EmbeddedProtocol.ts"
+import { PreparedStatements } from "../../src/database/embedded/EmbeddedPrepared.ts"
+import { runStatement } from "../../src/database/embedded/EmbeddedProtocol.ts"
 
 const BLOCK = Number(process.env.BENCH_BLOCK ?? 2_000)
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 4)

@@ -1,7 +1,7 @@
 /**
  * `npx node bench/inprocess/round-trip.ts`: what one statement costs svc
  * around the database's own work, on the embedded database's client
- * (`src/platform/EmbeddedSession.ts`: a message to PGlite's worker thread
+ * (`src/database/embedded/EmbeddedSession.ts`: a message to PGlite's worker thread
  * and back) and, with `BENCH_DATABASE_URL`, on `@effect/sql-pg` against a
  * scratch database of that server. The statement does nearly nothing
  * (`SELECT $1::int AS n`, prepared), so what is left is the client: Effect,
@@ -15,7 +15,7 @@
  * /proc), this process's main thread and V8's helper threads.
  *
  * `BENCH_BEFORE=<checkout>` adds an embedded database opened by that
- * checkout's client (`src/platform/Database.ts` there) in the same
+ * checkout's client (`src/database/Database.ts` there) in the same
  * alternation: an A/B of the client in one process.
  *
  * `BENCH_BLOCK` statements per block (default 4 000), `BENCH_ROUNDS`
@@ -23,10 +23,10 @@
  */
 import { PgClient } from "@effect/sql-pg"
 import { Context, Effect, Layer, Redacted } from "effect"
-import * as path from "node:path"
+import { checkoutModule } from "../support/checkoutModule.ts"
 import { cpuMicros } from "../support/cpu.ts"
 import { alternate, ownThreads } from "./threads.ts"
-import { Database, type DatabaseLayer } from "../../src/platform/Database.ts"
+import { Database, type DatabaseLayer } from "../../src/database/Database.ts"
 
 const BLOCK = Number(process.env.BENCH_BLOCK ?? 4_000)
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 4)
@@ -71,7 +71,7 @@ await Effect.runPromise(Effect.scoped(Effect.gen(function*() {
   const databases = [yield* prepare("pglite", Database.memory)]
   const before = process.env.BENCH_BEFORE
   if (before !== undefined && before !== "") {
-    const other = yield* Effect.promise(() => import(path.resolve(before, "src/platform/Database.ts")))
+    const other = yield* Effect.promise(() => import(checkoutModule(before, "database/Database.ts")))
     databases.push(yield* prepare("pglite before", other.Database.memory))
   }
   if (serverUrl !== undefined && serverUrl !== "") databases.push(yield* prepare("server", Database.scratch(Redacted.make(serverUrl))))

@@ -19,7 +19,7 @@
  * or a foreign key dropped, a setting), in the same alternation.
  *
  * `BENCH_BEFORE=<checkout>` adds an embedded database opened by that
- * checkout's client (`src/platform/Database.ts` there, its migrations)
+ * checkout's client (`src/database/Database.ts` there, its migrations)
  * running that checkout's step statement (`stepSql`) in the same
  * alternation: an A/B of the client and the statement in one process.
  *
@@ -49,15 +49,16 @@ import { Context, Effect, Layer, Redacted } from "effect"
 import { mkdtempSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
 import * as path from "node:path"
+import { checkoutModule } from "../support/checkoutModule.ts"
 import { cpuMicros } from "../support/cpu.ts"
 import { alternate, ownThreads } from "./threads.ts"
 import { sessionInsert } from "../../src/agents/SessionInsert.ts"
 import { stepSql } from "../../src/agents/StepStatement.ts"
 import { feedbackInsert } from "../../src/feedback/InsertStatement.ts"
 import type { CachedRule } from "../../src/approvals/PolicyCache.ts"
-import { Database, type DatabaseLayer } from "../../src/platform/Database.ts"
+import { Database, type DatabaseLayer } from "../../src/database/Database.ts"
 import { newId } from "../../src/platform/Ids.ts"
-import { Migrations } from "../../src/platform/Migrations.ts"
+import { Migrations } from "../../src/database/Migrations.ts"
 
 const BLOCK = Number(process.env.BENCH_BLOCK ?? 500)
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 4)
@@ -238,8 +239,8 @@ await Effect.runPromise(Effect.scoped(Effect.gen(function*() {
   const databases = [yield* prepare("pglite", Database.embedded(path.join(folder, "a")))]
   const before = process.env.BENCH_BEFORE
   if (before !== undefined && before !== "") {
-    const other = yield* Effect.promise(() => import(path.resolve(before, "src/platform/Database.ts")))
-    const otherMigrations = yield* Effect.promise(() => import(path.resolve(before, "src/platform/Migrations.ts")))
+    const other = yield* Effect.promise(() => import(checkoutModule(before, "database/Database.ts")))
+    const otherMigrations = yield* Effect.promise(() => import(checkoutModule(before, "database/Migrations.ts")))
     const otherStep = yield* Effect.promise(() => import(path.resolve(before, "src/agents/StepStatement.ts")))
     databases.push(
       yield* prepare("pglite before", other.Database.embedded(path.join(folder, "c")), [], otherMigrations.Migrations.layer, 0, otherStep.stepSql)

@@ -1,6 +1,6 @@
 /**
  * `npx node bench/inprocess/vacuum.ts`: what `VACUUM` on the embedded
- * database costs and buys (`src/platform/EmbeddedVacuum.ts`), through svc's
+ * database costs and buys (`src/database/embedded/EmbeddedVacuum.ts`), through svc's
  * own client on fresh data folders with svc's schema, the loops held off
  * (their rounds are run here, when the study says).
  *
@@ -41,9 +41,9 @@ import { Context, Effect, Layer } from "effect"
 import { mkdtempSync, readdirSync, rmSync, statSync } from "node:fs"
 import { loadavg, tmpdir } from "node:os"
 import * as path from "node:path"
-import { Database } from "../../src/platform/Database.ts"
-import { dueTables, vacuumDue } from "../../src/platform/EmbeddedVacuum.ts"
-import { Migrations } from "../../src/platform/Migrations.ts"
+import { Database } from "../../src/database/Database.ts"
+import { dueTables, vacuumDue } from "../../src/database/embedded/EmbeddedVacuum.ts"
+import { Migrations } from "../../src/database/Migrations.ts"
 import { ownThreads } from "./threads.ts"
 
 const UPDATES = Number(process.env.BENCH_UPDATES ?? 200_000)

@@ -12,7 +12,7 @@ import { type AnswerSchemaTooComplex, InvalidRequest, PolicyRulesTooComplex, typ
 import type { SvcConfigShape } from "../platform/Config.ts"
 import { refuseAtCap } from "../platform/OrgLimits.ts"
 import { JsonColumn, rowsOf, Timestamp } from "../platform/Rows.ts"
-import type { Broadcast, Wakeups } from "../platform/Wakeups.ts"
+import type { Broadcast, Wakeups } from "../database/Wakeups.ts"
 import { DEFAULT_POLICY } from "./Deadlines.ts"
 import { type CachedRule, makePolicyCache } from "./PolicyCache.ts"
 import { checkGroups } from "./Reviewers.ts"

@@ -11,7 +11,7 @@
  */
 import { Effect, Layer, Schedule } from "effect"
 import { forkSupervised } from "../platform/Supervised.ts"
-import { Topics, Wakeups } from "../platform/Wakeups.ts"
+import { Topics, Wakeups } from "../database/Wakeups.ts"
 import { Approvals } from "./Approvals.ts"
 import { sleepMillis } from "./Deadlines.ts"
 

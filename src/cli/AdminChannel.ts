@@ -31,7 +31,7 @@ export { adminSocketPath, type CliAnswer }
 import { ConsoleSessions } from "../console/ConsoleSessions.ts"
 import { Identity } from "../identity/Identity.ts"
 import { SvcConfig } from "../platform/Config.ts"
-import { DatabaseInfo } from "../platform/Database.ts"
+import { DatabaseInfo } from "../database/Database.ts"
 
 // sun_path holds 108 bytes on Linux, 104 on macOS and the BSDs, the NUL included.
 const MAX_SOCKET_PATH = process.platform === "linux" ? 107 : 103

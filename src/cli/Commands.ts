@@ -42,7 +42,7 @@ const loadSessions = Effect.gen(function*() {
   return yield* (yield* consoleModule).ConsoleSessions
 })
 const loadDatabaseInfo = Effect.gen(function*() {
-  return yield* (yield* Effect.promise(() => import("../platform/Database.ts"))).DatabaseInfo
+  return yield* (yield* Effect.promise(() => import("../database/Database.ts"))).DatabaseInfo
 })
 const loadSql = Effect.gen(function*() {
   return yield* (yield* Effect.promise(() => import("effect/sql"))).SqlClient.SqlClient
@@ -319,7 +319,7 @@ export const readOnlyQuery = (statement: string) =>
     if (info.embedded === undefined) return yield* rolledBack(sql, statement)
     const embedded = info.embedded
     const copy = yield* sql.withTransaction(embedded.request({ op: "snapshot" }))
-    const { makeEmbeddedClient, startSession } = yield* Effect.promise(() => import("../platform/EmbeddedSession.ts"))
+    const { makeEmbeddedClient, startSession } = yield* Effect.promise(() => import("../database/embedded/EmbeddedSession.ts"))
     const { Reactivity } = yield* Effect.promise(() => import("effect/reactivity"))
     return yield* Effect.scoped(Effect.gen(function*() {
       const session = yield* startSession({

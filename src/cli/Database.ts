@@ -9,8 +9,8 @@ import { Effect, Layer, Option } from "effect"
 import { ConsoleSessions } from "../console/ConsoleSessions.ts"
 import { Identity } from "../identity/Identity.ts"
 import { SvcConfig } from "../platform/Config.ts"
-import { Database, embeddedSettings, serverSessionSettings } from "../platform/Database.ts"
-import { Migrations } from "../platform/Migrations.ts"
+import { Database, embeddedSettings, serverSessionSettings } from "../database/Database.ts"
+import { Migrations } from "../database/Migrations.ts"
 import { baselineWasmOnly } from "./DatabaseFast.ts"
 
 export const CliDatabaseLive = Layer.unwrap(Effect.gen(function*() {

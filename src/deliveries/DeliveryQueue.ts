@@ -14,8 +14,8 @@
  */
 import { PgClient } from "@effect/sql-pg"
 import { Context, Effect, Layer, Option, type Schema } from "effect"
-import { DatabaseInfo } from "../platform/Database.ts"
-import { Topics, Wakeups } from "../platform/Wakeups.ts"
+import { DatabaseInfo } from "../database/Database.ts"
+import { Topics, Wakeups } from "../database/Wakeups.ts"
 import * as Enqueue from "./Enqueue.ts"
 import * as Leases from "./Leases.ts"
 import * as Listing from "./records/Listing.ts"

@@ -5,7 +5,7 @@
  */
 import type { PgClient } from "@effect/sql-pg"
 import { Effect, Option } from "effect"
-import type { DatabaseInfo } from "../platform/Database.ts"
+import type { DatabaseInfo } from "../database/Database.ts"
 import type { Statement } from "effect/sql"
 import * as Rows from "./Rows.ts"
 import { type DeliveryKind, UNDELIVERED } from "./Types.ts"

@@ -28,7 +28,7 @@
  */
 import { PgClient } from "@effect/sql-pg"
 import { Clock, Context, Effect, Layer, Schema, Semaphore } from "effect"
-import { DatabaseInfo } from "../platform/Database.ts"
+import { DatabaseInfo } from "../database/Database.ts"
 import { rowsOf } from "../platform/Rows.ts"
 import { DELIVERY_KINDS, Metrics } from "./Metrics.ts"
 

@@ -14,7 +14,7 @@ import { Clock, Context, Deferred, Duration, Effect, Layer, Option, Schema, type
 import type { SqlClient } from "effect/sql"
 import type { SessionEventNames } from "../api/Agents.ts"
 import { BigIntText, rowsOf } from "../platform/Rows.ts"
-import { type Broadcast, Wakeups } from "../platform/Wakeups.ts"
+import { type Broadcast, Wakeups } from "../database/Wakeups.ts"
 
 export type SessionEventName = typeof SessionEventNames[number]
 

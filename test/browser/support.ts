@@ -17,7 +17,7 @@ import { type Browser, type BrowserContext, chromium, type Page } from "playwrig
 import { assert, describe } from "vitest"
 import { buildConsole } from "../../scripts/build-console.ts"
 import { Scopes } from "../../src/api/Security.ts"
-import { Database } from "../../src/platform/Database.ts"
+import { Database } from "../../src/database/Database.ts"
 import { HttpsReceiver, type HttpsReceiverOptions } from "../support/HttpsReceiver.ts"
 import { cli, type RunningServer, root, seededDataDir, startServer } from "../support/process.ts"
 import { TestTls } from "../support/tls.ts"

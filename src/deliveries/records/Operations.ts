@@ -10,7 +10,7 @@
  */
 import { PgClient } from "@effect/sql-pg"
 import { Context, Effect, Layer } from "effect"
-import { Wakeups } from "../../platform/Wakeups.ts"
+import { Wakeups } from "../../database/Wakeups.ts"
 import * as BulkReplay from "../rows/BulkReplay.ts"
 import { wakeTopic } from "../DeliveryQueue.ts"
 import * as Recorded from "./Recorded.ts"

@@ -13,7 +13,7 @@
  */
 import { Cause, Clock, Effect, FiberSet } from "effect"
 import { Metrics } from "../../observability/Metrics.ts"
-import { Wakeups } from "../../platform/Wakeups.ts"
+import { Wakeups } from "../../database/Wakeups.ts"
 import { Admission } from "./Admission.ts"
 import { type Claimed, type CooldownPolicy, type DeliveryKind, DeliveryQueue, type Settlement } from "../DeliveryQueue.ts"
 import type { DirectHandle } from "./DirectStart.ts"

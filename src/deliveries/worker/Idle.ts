@@ -6,7 +6,7 @@
  * target's next token included), or the poll interval.
  */
 import { Clock, Duration, Effect, Option } from "effect"
-import { Wakeups } from "../../platform/Wakeups.ts"
+import { Wakeups } from "../../database/Wakeups.ts"
 import { type DeliveryQueue, wakeTopic } from "../DeliveryQueue.ts"
 import type { DeliveryKind } from "../Types.ts"
 import type { Limits } from "./Limits.ts"

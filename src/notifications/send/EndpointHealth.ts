@@ -21,7 +21,7 @@ import type { PgClient } from "@effect/sql-pg"
 import { Duration, Effect } from "effect"
 import type { DeliveryQueue } from "../../deliveries/DeliveryQueue.ts"
 import type { SignalledTarget } from "../../deliveries/worker/DeliveryWorker.ts"
-import { Topics, type Wakeups } from "../../platform/Wakeups.ts"
+import { Topics, type Wakeups } from "../../database/Wakeups.ts"
 import { disableEndpoint, startFailing, stopFailing } from "./Operational.ts"
 import { GONE } from "./Verdict.ts"
 

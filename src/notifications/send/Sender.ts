@@ -26,7 +26,7 @@ import { runWorker, type Settlement } from "../../deliveries/worker/DeliveryWork
 import { OutboundFailure, OutboundHttp } from "../../outbound/OutboundHttp.ts"
 import { SvcConfig } from "../../platform/Config.ts"
 import { rowsOf } from "../../platform/Rows.ts"
-import { Wakeups } from "../../platform/Wakeups.ts"
+import { Wakeups } from "../../database/Wakeups.ts"
 import { directDeliveries } from "./DirectSend.ts"
 import { NotificationEndpoints } from "../Endpoints.ts"
 import type { SendTarget } from "./SendTargets.ts"

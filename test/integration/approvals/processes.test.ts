@@ -8,7 +8,7 @@ import { assert, describe, it } from "@effect/vitest"
 import { Effect, Redacted } from "effect"
 import { Reactivity } from "effect/reactivity"
 import { SqlClient } from "effect/sql"
-import { Database } from "../../../src/platform/Database.ts"
+import { Database } from "../../../src/database/Database.ts"
 import { cli, type RunningServer, scratchDatabaseUrl, seededDataDir, startServer, startServers } from "../../support/process.ts"
 import { openSse } from "../../support/sse.ts"
 

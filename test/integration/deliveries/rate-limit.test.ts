@@ -10,9 +10,9 @@ import { assert, layer } from "@effect/vitest"
 import { PgClient } from "@effect/sql-pg"
 import { Clock, Effect } from "effect"
 import { type Claimed, DeliveryQueue, make, Outcome } from "../../../src/deliveries/DeliveryQueue.ts"
-import { DatabaseInfo } from "../../../src/platform/Database.ts"
+import { DatabaseInfo } from "../../../src/database/Database.ts"
 import { newId } from "../../../src/platform/Ids.ts"
-import { Wakeups } from "../../../src/platform/Wakeups.ts"
+import { Wakeups } from "../../../src/database/Wakeups.ts"
 import { boom, newOrg, ok, QueueLive } from "./support.ts"
 
 const RATE = 10

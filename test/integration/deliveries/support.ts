@@ -2,10 +2,10 @@
 import { Effect, Layer, Redacted } from "effect"
 import { SqlClient } from "effect/sql"
 import { DeliveryQueue } from "../../../src/deliveries/DeliveryQueue.ts"
-import { Database } from "../../../src/platform/Database.ts"
+import { Database } from "../../../src/database/Database.ts"
 import { newId } from "../../../src/platform/Ids.ts"
-import { Migrations } from "../../../src/platform/Migrations.ts"
-import { Wakeups } from "../../../src/platform/Wakeups.ts"
+import { Migrations } from "../../../src/database/Migrations.ts"
+import { Wakeups } from "../../../src/database/Wakeups.ts"
 
 /** A PostgreSQL server when set (a scratch database on it), else in-memory PGlite. */
 export const serverUrl = process.env.TEST_DATABASE_URL

@@ -8,7 +8,7 @@ import { assert, describe, layer } from "@effect/vitest"
 import { Duration, Effect, Fiber } from "effect"
 import { SqlClient } from "effect/sql"
 import { databaseMessage, QUERY_TIMEOUT, readOnlyQuery } from "../../../src/cli/Commands.ts"
-import { DatabaseInfo } from "../../../src/platform/Database.ts"
+import { DatabaseInfo } from "../../../src/database/Database.ts"
 import { SvcTest } from "../../../src/testing.ts"
 
 const searchPath = Effect.gen(function*() {

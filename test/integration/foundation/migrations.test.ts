@@ -4,9 +4,9 @@ import { assert, describe, it } from "@effect/vitest"
 import { Effect, Layer, Redacted } from "effect"
 import { Migrator, SqlClient } from "effect/sql"
 import { VERSION } from "../../../src/api/Version.ts"
-import { Database } from "../../../src/platform/Database.ts"
-import { Migrations } from "../../../src/platform/Migrations.ts"
-import { migrationRecord, migrationsByRelease, releaseOf } from "../../../src/platform/migrations/index.ts"
+import { Database } from "../../../src/database/Database.ts"
+import { Migrations } from "../../../src/database/Migrations.ts"
+import { migrationRecord, migrationsByRelease, releaseOf } from "../../../src/database/migrations/index.ts"
 
 const databases = [
   ["embedded PGlite", () => Database.memory] as const,

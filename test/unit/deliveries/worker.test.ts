@@ -8,7 +8,7 @@ import { Duration, Effect, Exit, Fiber, Layer, Option, Scope } from "effect"
 import { TestClock } from "effect/testing"
 import { type Claimed, DeliveryQueue, Outcome, type SettleItem } from "../../../src/deliveries/DeliveryQueue.ts"
 import { runWorker } from "../../../src/deliveries/worker/DeliveryWorker.ts"
-import { Wakeups } from "../../../src/platform/Wakeups.ts"
+import { Wakeups } from "../../../src/database/Wakeups.ts"
 
 const delivery = (n: number, targetId = "t1"): Claimed => ({
   id: `d${n}`,

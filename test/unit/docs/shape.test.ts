@@ -8,7 +8,7 @@
  */
 import { assert, describe, it } from "@effect/vitest"
 import { VERSION } from "../../../src/api/Version.ts"
-import { compareVersions } from "../../../src/platform/Migrations.ts"
+import { compareVersions } from "../../../src/database/Migrations.ts"
 import { codeBlocks, read } from "../../support/markdown.ts"
 
 export const README_MAX_LINES = 300

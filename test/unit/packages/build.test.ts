@@ -64,8 +64,8 @@ describe("the client package's contents", () => {
 
 describe("worker scripts", () => {
   it("are named by their source and found by it when svc runs from source", () => {
-    const url = siblingModule("./embedded-worker.ts", "file:///repo/src/platform/EmbeddedSession.ts")
-    assert.strictEqual(url.href, "file:///repo/src/platform/embedded-worker.ts")
+    const url = siblingModule("./embedded-worker.ts", "file:///repo/src/database/embedded/EmbeddedSession.ts")
+    assert.strictEqual(url.href, "file:///repo/src/database/embedded/embedded-worker.ts")
   })
 })
 

@@ -1,8 +1,8 @@
 import { PGlite, parse } from "@electric-sql/pglite"
 import { afterAll, assert, beforeAll, describe, it } from "vitest"
-import { AnswerBytes, readAnswer } from "../../../src/platform/EmbeddedAnswer.ts"
-import { encodeStatement, runStatement } from "../../../src/platform/EmbeddedProtocol.ts"
-import { needsSync } from "../../../src/platform/EmbeddedWriteThrough.ts"
+import { AnswerBytes, readAnswer } from "../../../src/database/embedded/EmbeddedAnswer.ts"
+import { encodeStatement, runStatement } from "../../../src/database/embedded/EmbeddedProtocol.ts"
+import { needsSync } from "../../../src/database/embedded/EmbeddedWriteThrough.ts"
 
 /** Statements whose answers cover rows, nulls, text in any script, counts, DDL and errors. */
 const STATEMENTS: ReadonlyArray<readonly [string, ReadonlyArray<string | null>, ReadonlyArray<number>]> = [

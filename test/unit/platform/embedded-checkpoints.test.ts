@@ -4,8 +4,8 @@ import { SqlClient } from "effect/sql"
 import { mkdtempSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
 import * as path from "node:path"
-import { checkpointIfDue, keepCheckpoints } from "../../../src/platform/EmbeddedCheckpoints.ts"
-import { Database } from "../../../src/platform/Database.ts"
+import { checkpointIfDue, keepCheckpoints } from "../../../src/database/embedded/EmbeddedCheckpoints.ts"
+import { Database } from "../../../src/database/Database.ts"
 import { eventually } from "../../support/http.ts"
 
 const redo = (sql: SqlClient.SqlClient) =>

@@ -3,9 +3,9 @@ import { PGlite } from "@electric-sql/pglite"
 import { Effect } from "effect"
 import { SqlClient } from "effect/sql"
 import { afterAll, beforeAll } from "vitest"
-import { Database } from "../../../src/platform/Database.ts"
-import { PreparedStatements } from "../../../src/platform/EmbeddedPrepared.ts"
-import { runStatement } from "../../../src/platform/EmbeddedProtocol.ts"
+import { Database } from "../../../src/database/Database.ts"
+import { PreparedStatements } from "../../../src/database/embedded/EmbeddedPrepared.ts"
+import { runStatement } from "../../../src/database/embedded/EmbeddedProtocol.ts"
 
 /** The message types of a batch, in order. */
 const kinds = (batch: Uint8Array) => {

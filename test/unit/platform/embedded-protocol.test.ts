@@ -4,8 +4,8 @@ import { Effect } from "effect"
 import { SqlClient } from "effect/sql"
 import { SqlError } from "effect/sql/SqlError"
 import fc from "fast-check"
-import { encodeStatement, serializeParam } from "../../../src/platform/EmbeddedProtocol.ts"
-import { Database } from "../../../src/platform/Database.ts"
+import { encodeStatement, serializeParam } from "../../../src/database/embedded/EmbeddedProtocol.ts"
+import { Database } from "../../../src/database/Database.ts"
 
 /** Text without NUL (PostgreSQL text cannot hold it), any other code point. */
 const text = fc.string({ unit: "grapheme", maxLength: 40 }).filter((s) => !s.includes("\u0000"))

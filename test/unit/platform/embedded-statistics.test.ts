@@ -4,8 +4,8 @@ import { mkdtempSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
 import * as path from "node:path"
 import { SqlClient } from "effect/sql"
-import { Database } from "../../../src/platform/Database.ts"
-import { analyzeStale, staleTables } from "../../../src/platform/EmbeddedStatistics.ts"
+import { Database } from "../../../src/database/Database.ts"
+import { analyzeStale, staleTables } from "../../../src/database/embedded/EmbeddedStatistics.ts"
 import { eventually } from "../../support/http.ts"
 
 /** The counters `pg_stat_user_tables` shows are written at the backend's next idle moment; this makes it the next statement. */

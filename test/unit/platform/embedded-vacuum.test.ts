@@ -5,9 +5,9 @@ import { tmpdir } from "node:os"
 import * as path from "node:path"
 import { Reactivity } from "effect/reactivity"
 import { SqlClient } from "effect/sql"
-import { Database } from "../../../src/platform/Database.ts"
-import { makeEmbeddedClient, StatementAllowance, startSession } from "../../../src/platform/EmbeddedSession.ts"
-import { AUTOVACUUM, dueTables, vacuumDue } from "../../../src/platform/EmbeddedVacuum.ts"
+import { Database } from "../../../src/database/Database.ts"
+import { makeEmbeddedClient, StatementAllowance, startSession } from "../../../src/database/embedded/EmbeddedSession.ts"
+import { AUTOVACUUM, dueTables, vacuumDue } from "../../../src/database/embedded/EmbeddedVacuum.ts"
 import { eventually } from "../../support/http.ts"
 
 /** The counters `pg_stat_user_tables` shows are written at the backend's next idle moment; this makes it the next statement. */

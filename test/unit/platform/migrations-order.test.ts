@@ -4,10 +4,10 @@ import fc from "fast-check"
 import * as fs from "node:fs"
 import * as path from "node:path"
 import { VERSION } from "../../../src/api/Version.ts"
-import { compareVersions, refusal } from "../../../src/platform/Migrations.ts"
-import { migrationsByRelease, releaseOf } from "../../../src/platform/migrations/index.ts"
+import { compareVersions, refusal } from "../../../src/database/Migrations.ts"
+import { migrationsByRelease, releaseOf } from "../../../src/database/migrations/index.ts"
 
-const dir = path.join(import.meta.dirname, "../../../src/platform/migrations")
+const dir = path.join(import.meta.dirname, "../../../src/database/migrations")
 
 describe("migration ids", () => {
   it("index.ts lists every migration file once, in ascending id order (the migrator skips an id below the latest applied)", () => {

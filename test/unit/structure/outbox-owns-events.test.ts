@@ -23,7 +23,7 @@ describe("the outbox owns its tables", () => {
     const found: Array<string> = []
     for (const file of filesOf(src)) {
       const relative = path.relative(src, file)
-      if (relative.startsWith(`outbox${path.sep}`) || relative.startsWith(path.join("platform", "migrations"))) continue
+      if (relative.startsWith(`outbox${path.sep}`) || relative.startsWith(path.join("database", "migrations"))) continue
       for (const match of fs.readFileSync(file, "utf8").matchAll(WRITE)) found.push(`${relative}: ${match[0]}`)
     }
     assert.deepStrictEqual(found, [])

@@ -23,7 +23,7 @@ describe("the delivery queue owns its tables", () => {
     const found: Array<string> = []
     for (const file of filesOf(src)) {
       const relative = path.relative(src, file)
-      if (relative.startsWith(`deliveries${path.sep}`) || relative.startsWith(path.join("platform", "migrations"))) continue
+      if (relative.startsWith(`deliveries${path.sep}`) || relative.startsWith(path.join("database", "migrations"))) continue
       for (const match of fs.readFileSync(file, "utf8").matchAll(WRITE)) found.push(`${relative}: ${match[0]}`)
     }
     assert.deepStrictEqual(found, [])

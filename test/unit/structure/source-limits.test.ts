@@ -33,7 +33,7 @@ const filesOf = (dir: string): Array<string> =>
 const sources = (): ReadonlyArray<{ readonly file: string; readonly text: string }> =>
   filesOf(src).map((file) => ({ file: path.relative(src, file).split(path.sep).join("/"), text: fs.readFileSync(file, "utf8") }))
 
-const isMigration = (file: string) => file.startsWith("platform/migrations/")
+const isMigration = (file: string) => file.startsWith("database/migrations/")
 
 const ASSERTED = /\bsql</
 
@@ -80,7 +80,7 @@ describe("rows are decoded by schemas", () => {
     assert.deepStrictEqual(assertedProblems([explained]), [])
     const six = Array.from({ length: MAX_ASSERTED + 1 }, (_, i) => ({ ...explained, file: `a/F${i}.ts` }))
     assert.strictEqual(assertedProblems(six).length, 1)
-    assert.deepStrictEqual(assertedProblems([{ file: "platform/migrations/0001_x.ts", text: bare.text }]), [])
+    assert.deepStrictEqual(assertedProblems([{ file: "database/migrations/0001_x.ts", text: bare.text }]), [])
   })
 })
 

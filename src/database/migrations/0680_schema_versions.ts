@@ -3,7 +3,7 @@ import { SqlClient } from "effect/sql"
 
 /**
  * The release of svc each applied migration belongs to, so that a build
- * older than its database refuses to start (`src/platform/Migrations.ts`).
+ * older than its database refuses to start (`src/database/Migrations.ts`).
  *
  * Rows are written by `Migrations.ts` after each run, in the run's
  * transaction: every applied migration without a row gets the release

@@ -15,8 +15,8 @@
 import { Duration, Effect, Schema, type Scope } from "effect"
 import type { SqlClient } from "effect/sql"
 import type { SqlError } from "effect/sql/SqlError"
-import { rowsOf } from "./Rows.ts"
-import { forkSupervised } from "./Supervised.ts"
+import { rowsOf } from "../../platform/Rows.ts"
+import { forkSupervised } from "../../platform/Supervised.ts"
 
 /** WAL written since the last checkpoint that calls for the next one (a server's `max_wal_size` is 1 GB, spread over a cycle). */
 export const CHECKPOINT_WAL_BYTES = 256 * 1024 * 1024

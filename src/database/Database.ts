@@ -17,12 +17,12 @@ import * as path from "node:path"
 import { randomBytes } from "node:crypto"
 import { Reactivity } from "effect/reactivity"
 import { SqlClient, type SqlError } from "effect/sql"
-import { SvcConfig, type SvcConfigShape } from "./Config.ts"
-import { ensurePrivateDir, holdDataDir } from "./DataDir.ts"
-import { type EmbeddedSession, makeEmbeddedClient, startSession } from "./EmbeddedSession.ts"
-import { keepCheckpoints } from "./EmbeddedCheckpoints.ts"
-import { ANALYZE_EVERY, keepStatistics } from "./EmbeddedStatistics.ts"
-import { keepVacuumed, VACUUM_EVERY } from "./EmbeddedVacuum.ts"
+import { SvcConfig, type SvcConfigShape } from "../platform/Config.ts"
+import { ensurePrivateDir, holdDataDir } from "../platform/DataDir.ts"
+import { type EmbeddedSession, makeEmbeddedClient, startSession } from "./embedded/EmbeddedSession.ts"
+import { keepCheckpoints } from "./embedded/EmbeddedCheckpoints.ts"
+import { ANALYZE_EVERY, keepStatistics } from "./embedded/EmbeddedStatistics.ts"
+import { keepVacuumed, VACUUM_EVERY } from "./embedded/EmbeddedVacuum.ts"
 
 export class DatabaseUnavailable extends Data.TaggedError("DatabaseUnavailable")<{
   readonly message: string

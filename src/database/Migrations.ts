@@ -4,8 +4,8 @@ import { Data, Effect, Layer, Option, Runtime, Schema } from "effect"
 import { SqlClient, type SqlError } from "effect/sql"
 import { VERSION } from "../api/Version.ts"
 import { migrations, releaseOf } from "./migrations/index.ts"
-import { rowsOf } from "./Rows.ts"
-import { cannotConnect, MigrationFailed } from "./StartFailure.ts"
+import { rowsOf } from "../platform/Rows.ts"
+import { cannotConnect, MigrationFailed } from "../platform/StartFailure.ts"
 
 /**
  * Orders two release versions (`major.minor.patch`) by their numbers:

@@ -38,8 +38,8 @@
 import { Duration, Effect, Schema, type Scope } from "effect"
 import type { SqlClient } from "effect/sql"
 import type { SqlError } from "effect/sql/SqlError"
-import { rowsOf } from "./Rows.ts"
-import { forkSupervised } from "./Supervised.ts"
+import { rowsOf } from "../../platform/Rows.ts"
+import { forkSupervised } from "../../platform/Supervised.ts"
 
 /**
  * How often the tables' changes are compared with the threshold:

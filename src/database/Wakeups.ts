@@ -19,7 +19,7 @@ import { PgClient } from "@effect/sql-pg"
 import * as crypto from "node:crypto"
 import { Context, Deferred, Duration, Effect, Latch, Layer, Queue, type Scope } from "effect"
 import { DatabaseInfo } from "./Database.ts"
-import { doubling } from "./Backoff.ts"
+import { doubling } from "../platform/Backoff.ts"
 
 const CHANNEL = "svc_wakeup"
 

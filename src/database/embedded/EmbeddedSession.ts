@@ -46,7 +46,7 @@ import {
 } from "effect/sql/SqlError"
 import { type ResourceLimits, Worker } from "node:worker_threads"
 import type { Answer, Op, Request } from "./embedded-worker.ts"
-import { siblingModule } from "./ModuleUrl.ts"
+import { siblingModule } from "../../platform/ModuleUrl.ts"
 
 export interface EmbeddedSessionOptions {
   /** The data folder of the database, or `undefined` for a fresh one in memory. */

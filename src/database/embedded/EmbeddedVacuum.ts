@@ -58,8 +58,8 @@ import { Duration, Effect, Schema, type Scope } from "effect"
 import type { SqlClient } from "effect/sql"
 import type { SqlError } from "effect/sql/SqlError"
 import { StatementAllowance } from "./EmbeddedSession.ts"
-import { BigIntText, rowsOf } from "./Rows.ts"
-import { forkSupervised } from "./Supervised.ts"
+import { BigIntText, rowsOf } from "../../platform/Rows.ts"
+import { forkSupervised } from "../../platform/Supervised.ts"
 
 /** How often the tables are compared with the thresholds: autovacuum's naptime. */
 export const VACUUM_EVERY = Duration.seconds(60)
