@@ -307,7 +307,7 @@ export class ApprovalPoliciesApi extends HttpApiGroup.make("approvalPolicies")
       params: { action_class: ActionClass },
       payload: PolicyInput,
       success: Policy,
-      error: [InvalidRequest, LimitReached, PolicyRulesTooComplex, AnswerSchemaTooComplex, ValidationBusy]
+      error: [InvalidRequest, NotFound, LimitReached, PolicyRulesTooComplex, AnswerSchemaTooComplex, ValidationBusy]
     }).pipe(
       requireScope(
         "org_config.write",
@@ -319,7 +319,7 @@ export class ApprovalPoliciesApi extends HttpApiGroup.make("approvalPolicies")
         response: Examples.policy,
         errors: {
           400: "A rule's condition does not parse or type-check (`INVALID_REQUEST`, `field`: `rules[i].condition`, the detail naming the rule and the position), or is over a limit (`POLICY_RULES_TOO_COMPLEX`, `limit` naming the setting); `arguments_schema` is not JSON Schema (`INVALID_REQUEST`, `field`: `arguments_schema`) or is over a limit (`ANSWER_SCHEMA_TOO_COMPLEX`).",
-          409: "A policy for one more action class than `SVC_MAX_APPROVAL_POLICIES_PER_ORG` allows (`LIMIT_REACHED`)."
+          404: "A `group` or `escalation_group` names no reviewer group of the organization (`NOT_FOUND`, the detail naming the field).", 409: "A policy for one more action class than `SVC_MAX_APPROVAL_POLICIES_PER_ORG` allows (`LIMIT_REACHED`)."
         }
       })
     ),

@@ -60,16 +60,23 @@ const PersonName = Text.check(
   })
 )
 
-/** A person who may decide: an API key (by id) or a console person (by name). */
-export const Reviewer = Schema.Union([
-  Schema.Struct({ key_id: Uuid.annotate({ description: "An API key of the organization holding `approvals.decide`" }) }),
-  Schema.Struct({ console_user: PersonName.annotate({ description: "A console person, as `decided_by` names them after `console:`" }) })
-]).annotate({ description: "An API key (`key_id`) or a console person (`console_user`)" })
+/**
+ * A person who may decide: an API key (by id) or a console person (by
+ * name), exactly one of the two members. One object with both optional and
+ * one property, rather than a union of two, so that a refused `key_id` is
+ * named as `key_id` (a union's refusal names its last variant's member).
+ */
+export const Reviewer = Schema.Struct({
+  key_id: Schema.optionalKey(Uuid.annotate({ description: "An API key of the organization holding `approvals.decide`" })),
+  console_user: Schema.optionalKey(PersonName.annotate({ description: "A console person, as `decided_by` names them after `console:`" }))
+}).check(Schema.isMinProperties(1), Schema.isMaxProperties(1)).annotate({
+  description: "An API key (`key_id`) or a console person (`console_user`): exactly one of them"
+})
 export type Reviewer = typeof Reviewer.Type
 
 /** The decider a record names for a reviewer: the key's id, or `console:<person>`. */
 export const deciderOf = (reviewer: Reviewer): string =>
-  "key_id" in reviewer ? reviewer.key_id : `console:${reviewer.console_user}`
+  reviewer.key_id !== undefined ? reviewer.key_id : `console:${reviewer.console_user ?? ""}`
 
 /** The reviewer a stored decider names. */
 export const reviewerOf = (decider: string): Reviewer =>
@@ -159,7 +166,7 @@ export class ReviewersApi extends HttpApiGroup.make("reviewers")
       params: { name: GroupName },
       payload: GroupInput,
       success: ReviewerGroup,
-      error: [InvalidRequest, LimitReached]
+      error: [InvalidRequest, NotFound, LimitReached]
     }).pipe(
       requireScope(
         "org_config.write",
@@ -170,7 +177,7 @@ export class ReviewersApi extends HttpApiGroup.make("reviewers")
         request: { members: groupExample.members },
         response: groupExample,
         errors: {
-          400: "A member key is not an active key of the organization holding `approvals.decide` (`INVALID_REQUEST`, `field`: `members[i].key_id`).",
+          404: "A member key is not an active key of the organization holding `approvals.decide` (`NOT_FOUND`, the detail naming `members[i].key_id`).",
           409: "One more group than `SVC_MAX_REVIEWER_GROUPS_PER_ORG` allows (`LIMIT_REACHED`)."
         }
       })
@@ -206,7 +213,7 @@ export class ReviewersApi extends HttpApiGroup.make("reviewers")
     HttpApiEndpoint.post("delegate", "/v1/reviewer-delegations", {
       payload: DelegationInput,
       success: Delegation,
-      error: [InvalidRequest, LimitReached]
+      error: [InvalidRequest, NotFound, LimitReached]
     }).pipe(
       requireScope(
         "approvals.decide",
@@ -217,7 +224,8 @@ export class ReviewersApi extends HttpApiGroup.make("reviewers")
         request: { delegate: { console_user: "ben" }, starts_at: "2026-11-23T00:00:00Z", ends_at: "2026-11-30T00:00:00Z" },
         response: delegationExample,
         errors: {
-          400: "The delegate is the caller, or a key that is not an active key of the organization holding `approvals.decide` (`INVALID_REQUEST`, `field`: `delegate`); the window is empty or too long (`field`: `ends_at`).",
+          400: "The delegate is the caller (`INVALID_REQUEST`, `field`: `delegate`); the window is empty or too long (`field`: `ends_at`).",
+          404: "The delegate is a key that is not an active key of the organization holding `approvals.decide` (`NOT_FOUND`).",
           409: "One more delegation than `SVC_MAX_DELEGATIONS_PER_ORG` allows (`LIMIT_REACHED`)."
         }
       })

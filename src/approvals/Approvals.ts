@@ -42,7 +42,7 @@ export class Approvals extends Context.Service<Approvals, {
     orgId: string,
     actionClass: string,
     input: PolicyInput
-  ) => Effect.Effect<Policy, InvalidRequest | LimitReached | PolicyRulesTooComplex | AnswerSchemaTooComplex | ValidationBusy>
+  ) => Effect.Effect<Policy, InvalidRequest | NotFound | LimitReached | PolicyRulesTooComplex | AnswerSchemaTooComplex | ValidationBusy>
   readonly listPolicies: (orgId: string) => Effect.Effect<ReadonlyArray<Policy>>
   /** Evaluates the stored (or a given) policy against a sample step; creates nothing. */
   readonly dryRun: (

@@ -63,7 +63,7 @@ const groupsNamed = (input: PolicyInput): ReadonlyArray<{ readonly field: string
 
 const NameRows = rowsOf("reviewer_groups", Schema.Struct({ name: Schema.String }))
 
-/** Every group a policy names exists, or the 400 naming the first field that names one that does not. */
+/** Every group a policy names exists, or the 404 naming the first field that names one that does not (as an absent task is for a session). */
 export const checkGroups = Effect.fnUntraced(function*(sql: SqlClient.SqlClient, orgId: string, input: PolicyInput) {
   const named = groupsNamed(input)
   if (named.length === 0) return
@@ -73,7 +73,7 @@ export const checkGroups = Effect.fnUntraced(function*(sql: SqlClient.SqlClient,
   const known = new Set(found.map((row) => row.name))
   const missing = named.find((group) => !known.has(group.name))
   if (missing !== undefined) {
-    return yield* new InvalidRequest({ field: missing.field, detail: `No reviewer group is named ${JSON.stringify(missing.name)}.` })
+    return yield* new NotFound({ detail: `No reviewer group is named ${JSON.stringify(missing.name)} (${missing.field}).` })
   }
 })
 
@@ -115,11 +115,11 @@ const KeyRows = rowsOf("api_keys", Schema.Struct({ id: Schema.String }))
 const IdRows = rowsOf("reviewer_groups", Schema.Struct({ id: Schema.String }))
 
 export class Reviewers extends Context.Service<Reviewers, {
-  readonly putGroup: (orgId: string, name: string, input: GroupInput) => Effect.Effect<ReviewerGroup, InvalidRequest | LimitReached>
+  readonly putGroup: (orgId: string, name: string, input: GroupInput) => Effect.Effect<ReviewerGroup, NotFound | LimitReached>
   readonly listGroups: (orgId: string) => Effect.Effect<ReadonlyArray<ReviewerGroup>>
   readonly getGroup: (orgId: string, name: string) => Effect.Effect<ReviewerGroup, NotFound>
   readonly deleteGroup: (orgId: string, name: string) => Effect.Effect<void, NotFound | GroupInUse>
-  readonly delegate: (orgId: string, actor: string, input: DelegationInput) => Effect.Effect<Delegation, InvalidRequest | LimitReached>
+  readonly delegate: (orgId: string, actor: string, input: DelegationInput) => Effect.Effect<Delegation, InvalidRequest | NotFound | LimitReached>
   readonly listDelegations: (orgId: string) => Effect.Effect<ReadonlyArray<Delegation>>
   readonly endDelegation: (orgId: string, actor: string, delegationId: string) => Effect.Effect<Delegation, NotFound>
 }>()("svc/approvals/Reviewers") {
@@ -131,7 +131,7 @@ export class Reviewers extends Context.Service<Reviewers, {
 
       /** The first of `reviewers` that is a key but not an active key of the organization holding `approvals.decide`. */
       const firstUnfitKey = Effect.fnUntraced(function*(orgId: string, reviewers: ReadonlyArray<Reviewer>) {
-        const keys = reviewers.flatMap((reviewer, i) => "key_id" in reviewer ? [{ i, id: reviewer.key_id }] : [])
+        const keys = reviewers.flatMap((reviewer, i) => reviewer.key_id !== undefined ? [{ i, id: reviewer.key_id }] : [])
         if (keys.length === 0) return undefined
         const fit = yield* KeyRows.all(sql`
           SELECT id FROM api_keys WHERE org_id = ${orgId} AND id IN ${sql.in(keys.map((key) => key.id))}
@@ -150,9 +150,8 @@ export class Reviewers extends Context.Service<Reviewers, {
       const putGroup = Effect.fn("Reviewers.putGroup")(function*(orgId: string, name: string, input: GroupInput) {
         const unfit = yield* firstUnfitKey(orgId, input.members)
         if (unfit !== undefined) {
-          return yield* new InvalidRequest({
-            field: `members[${unfit.i}].key_id`,
-            detail: "Not an active API key of the organization holding approvals.decide."
+          return yield* new NotFound({
+            detail: `No active API key of the organization holding approvals.decide has the id members[${unfit.i}].key_id names.`
           })
         }
         yield* sql.withTransaction(Effect.gen(function*() {
@@ -218,7 +217,7 @@ export class Reviewers extends Context.Service<Reviewers, {
         const delegate = deciderOf(input.delegate)
         if (delegate === actor) return yield* new InvalidRequest({ field: "delegate", detail: "A person cannot delegate to themselves." })
         if ((yield* firstUnfitKey(orgId, [input.delegate])) !== undefined) {
-          return yield* new InvalidRequest({ field: "delegate", detail: "Not an active API key of the organization holding approvals.decide." })
+          return yield* new NotFound({ detail: "No active API key of the organization holding approvals.decide has the id delegate.key_id names." })
         }
         const now = yield* Effect.orDie(databaseNow(sql))
         const startsAt = input.starts_at === undefined ? now : Date.parse(input.starts_at)

@@ -94,11 +94,19 @@ layer(SvcTest.layer({ config: { reviewerLimits: { groups: MAX_GROUPS, delegation
             body: JSON.stringify(body)
           })
         const noScope = yield* put("x", { members: [{ console_user: "ana" }, { key_id: reader.keyId }] })
-        assert.strictEqual(noScope.status, 400, noScope.text)
-        assert.strictEqual(noScope.json.field, "members[1].key_id")
+        // A reference to no such key is answered as an absent task is: 404, the detail naming the member.
+        assert.strictEqual(noScope.status, 404, noScope.text)
+        assert.include(noScope.json.detail, "members[1].key_id")
         const other = yield* SvcTest.org()
         const foreign = yield* put("x", { members: [{ key_id: other.keyId }] })
-        assert.strictEqual(foreign.status, 400, foreign.text)
+        assert.strictEqual(foreign.status, 404, foreign.text)
+        // Exactly one of key_id and console_user; a bad key_id is named as key_id.
+        const both = yield* put("x", { members: [{ key_id: other.keyId, console_user: "ana" }] })
+        assert.strictEqual(both.status, 400, both.text)
+        const neither = yield* put("x", { members: [{}] })
+        assert.strictEqual(neither.status, 400, neither.text)
+        const badKey = yield* put("x", { members: [{ key_id: "not-a-uuid" }] })
+        assert.strictEqual(badKey.json.field, "members[0].key_id", badKey.text)
         const twice = yield* put("x", { members: [{ console_user: "ana" }, { console_user: "ana" }] })
         assert.strictEqual(twice.status, 400, twice.text)
         const tooMany = yield* put("x", { members: Array.from({ length: MAX_GROUP_MEMBERS + 1 }, (_, i) => ({ console_user: `p${i}` })) })
@@ -118,16 +126,17 @@ layer(SvcTest.layer({ config: { reviewerLimits: { groups: MAX_GROUPS, delegation
         yield* org.client.reviewers.putGroup({ params: { name: "third" }, payload: { members: [{ console_user: "ana" }] } })
       }))
 
-    it.effect("a policy naming a group that does not exist is 400 naming the field; a group in use is not deleted (409 GROUP_IN_USE)", () =>
+    it.effect("a policy naming a group that does not exist is 404 naming the field; a group in use is not deleted (409 GROUP_IN_USE)", () =>
       Effect.gen(function*() {
         const { org, usePolicy, pending, svc } = yield* setup
         const unknown = yield* Effect.flip(org.client.approvalPolicies.put({
           params: { action_class: "payments.refund" },
           payload: { mode: "require_approval", ...settings, group: "nobody" }
         }))
-        assert.strictEqual(unknown._tag === "InvalidRequest" && unknown.field, "group")
+        assert.strictEqual(unknown._tag, "NotFound")
+        assert.include(unknown._tag === "NotFound" ? unknown.detail : "", "(group)")
         const inRule = yield* Effect.flip(usePolicy({ ...refunds(), rules: [{ ...refunds().rules![0]!, result: { ...refunds().rules![0]!.result, group: "nobody" } as any }] }))
-        assert.strictEqual(inRule._tag === "InvalidRequest" && inRule.field, "rules[0].result.group")
+        assert.include(inRule._tag === "NotFound" ? inRule.detail : "", "(rules[0].result.group)")
         // The schema says it (the typed client checks it before sending): the server answers 400 too.
         const noEscalation = yield* raw(`${svc.baseUrl}/v1/approval-policies/payments.refund`, {
           method: "PUT",
@@ -261,7 +270,7 @@ layer(SvcTest.layer({ config: { reviewerLimits: { groups: MAX_GROUPS, delegation
         const self = yield* post({ delegate: { key_id: lead.keyId }, ends_at: hour })
         assert.strictEqual(self.json.field, "delegate", self.text)
         const noScope = yield* post({ delegate: { key_id: reader.keyId }, ends_at: hour })
-        assert.strictEqual(noScope.json.field, "delegate", noScope.text)
+        assert.strictEqual(noScope.status, 404, noScope.text)
         const past = yield* post({ delegate: { console_user: "ben" }, ends_at: new Date(Date.now() - 1000).toISOString() })
         assert.strictEqual(past.json.field, "ends_at", past.text)
         const tooLong = yield* post({

@@ -264,8 +264,13 @@ const built = (schema: Json): unknown => {
   if (Array.isArray(schema.anyOf)) return built(variantOf(schema, {}) ?? { type: "null" })
   if (Array.isArray(schema.enum)) return schema.enum[0]
   switch (schema.type) {
-    case "object":
-      return Object.fromEntries(((schema.required ?? []) as Array<string>).map((name) => [name, built(schema.properties[name])]))
+    case "object": {
+      // The required members, and as many optional ones, in order, as `minProperties` asks for.
+      const required = (schema.required ?? []) as Array<string>
+      const optional = Object.keys(schema.properties ?? {}).filter((name) => !required.includes(name))
+      const names = [...required, ...optional.slice(0, Math.max(0, (schema.minProperties ?? 0) - required.length))]
+      return Object.fromEntries(names.map((name) => [name, built(schema.properties[name])]))
+    }
     case "array":
       return []
     case "integer":
