@@ -6,6 +6,7 @@
  */
 import { Effect, Layer } from "effect"
 import { SqlClient } from "effect/sql"
+import { AdminChannelLive } from "../../src/cli/AdminChannel.ts"
 import { runServer } from "../../src/server/Serve.ts"
 
 const Stall = Layer.effectDiscard(Effect.gen(function*() {
@@ -13,4 +14,5 @@ const Stall = Layer.effectDiscard(Effect.gen(function*() {
   process.on("SIGUSR2", () => void Effect.runFork(Effect.ignore(sql`SELECT pg_sleep(30)`)))
 }))
 
-runServer({ beside: Stall })
+// With the admin channel, as `src/main.ts` runs it: the CLI reaches the data through it.
+runServer({ channel: AdminChannelLive, beside: Stall })

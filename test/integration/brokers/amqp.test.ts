@@ -10,7 +10,7 @@ import { assert, describe, layer } from "@effect/vitest"
 import { Duration, Effect } from "effect"
 import { constructEvent, verifyStandardWebhook } from "../../../packages/receiver/src/index.ts"
 import { SvcTest, type TestOrg } from "../../../src/testing.ts"
-import { eventually } from "../../support/http.ts"
+import { eventually, raw } from "../../support/http.ts"
 import { eventBody, insertEvents, waitForDeliveries, webhookService } from "../webhooks/support.ts"
 import { attemptsOf, makeRelay, RABBITMQ, rabbit, uniqueName } from "./support.ts"
 
@@ -204,20 +204,27 @@ layer(service, { excludeTestServices: true })("RabbitMQ destinations", (it) => {
   })
 
   describe("URLs checked at create", () => {
+    // Sent as any client sends it: the typed client refuses some of these itself (the document's scheme pattern).
     const refuse = (url: string, text: string) =>
       Effect.gen(function*() {
+        const svc = yield* SvcTest
         const org = yield* SvcTest.org()
-        const error = yield* Effect.flip(create(org, url))
-        assert.strictEqual(error._tag, "InvalidUrl", url)
-        assert.strictEqual((error as { field?: string }).field, "url")
-        assert.include((error as { detail: string }).detail, text, url)
-        assert.notInclude((error as { detail: string }).detail, "s3cret", url)
+        const answer = yield* raw(`${svc.baseUrl}/v1/notification-endpoints`, {
+          method: "POST",
+          headers: { authorization: `Bearer ${org.key}`, "content-type": "application/json" },
+          body: JSON.stringify({ url })
+        })
+        assert.strictEqual(answer.status, 400, url)
+        assert.strictEqual(answer.json.code, "INVALID_URL", url)
+        assert.strictEqual(answer.json.field, "url")
+        assert.include(answer.json.detail, text, url)
+        assert.notInclude(answer.text, "s3cret", url)
       })
 
     it.effect("a 400 naming url for a missing or bad exchange, unknown parameters, blocked or non-public hosts", () =>
       Effect.gen(function*() {
         yield* refuse(`amqp://u:s3cret@${RABBITMQ}/`, "exchange is required")
-        yield* refuse(`amqp://u:s3cret@${RABBITMQ}/?exchange=bad name`, "exchange is required")
+        yield* refuse(`amqp://u:s3cret@${RABBITMQ}/?exchange=bad%20name`, "exchange is required")
         yield* refuse(`amqp://u:s3cret@${RABBITMQ}/?exchange=x&heartbeat=1`, "unknown query parameter \"heartbeat\"")
         yield* refuse(`amqp://u:s3cret@${RABBITMQ}/?exchange=x&exchange=y`, "more than once")
         yield* refuse("amqp://u:s3cret@localhost/?exchange=x", "local or metadata name")
@@ -225,7 +232,7 @@ layer(service, { excludeTestServices: true })("RabbitMQ destinations", (it) => {
         yield* refuse("amqp://u:s3cret@169.254.169.254/?exchange=x", "non-public address")
         // Hex and short IPv4 spellings are normalised as in https URLs before the check.
         yield* refuse("amqp://u:s3cret@0xa9fea9fe/?exchange=x", "non-public address")
-        yield* refuse("mqtt://u:s3cret@127.0.0.1/?exchange=x", "must use https, amqp, amqps, nats or tls")
+        yield* refuse("mqtt://u:s3cret@127.0.0.1/?exchange=x", "https, amqp, amqps")
       }))
   })
 })
