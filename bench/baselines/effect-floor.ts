@@ -120,7 +120,7 @@ const SESSION_INSERT = `
   WHERE $4::uuid IS NULL OR EXISTS (SELECT 1 FROM tasks WHERE id = $5 AND org_id = $6)
   RETURNING id, task_id, created_at`
 
-/** Copied from src/tasks/RunInsertFast.ts. */
+/** Copied from src/tasks/RunInsert.ts. */
 const RUN_INSERT = `
   WITH inserted AS (
     INSERT INTO runs (trace_id, org_id, task_id, input, answer)
@@ -152,7 +152,7 @@ const FEEDBACK_INSERT = `
 /** What svc counts per feedback record beside its correction, and its default quota (src/feedback/Feedback.ts, src/platform/Config.ts). */
 const RECORD_BYTES = 256
 const MAX_FEEDBACK_BYTES = 1024 ** 3
-/** svc's default run quota, each run counting RECORD_BYTES beside its JSON (src/tasks/RunInsertFast.ts). */
+/** svc's default run quota, each run counting RECORD_BYTES beside its JSON (src/tasks/RunInsert.ts). */
 const MAX_RUN_BYTES = 10 * 1024 ** 3
 
 /**

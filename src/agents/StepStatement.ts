@@ -7,7 +7,7 @@
  * a pool connection (or on the embedded database's only session) while svc
  * prepares the next statement.
  *
- * What it buys (bench/notes/steps.md): a step made 12
+ * Speeds up: (bench/notes/steps.md) a step made 12
  * round trips when allowed and 20 when pending; each cost svc 75-120 µs of
  * CPU and PostgreSQL 60-110 µs. In one statement, with the policy from the
  * process's cache (`PolicyCache.ts`), an allowed step on a PostgreSQL server

@@ -5,7 +5,7 @@
  * object, not an array or a scalar, and lets the value through as it is;
  * `JsonObject` (`Common.ts`) adds the storable-string and depth checks.
  *
- * What it buys: `Schema.Record(Schema.String, Schema.Json)` decoded a
+ * Speeds up: `Schema.Record(Schema.String, Schema.Json)` decoded a
  * correction key by key through Effect's object parser (a generator step
  * per member, a copy of the object) and walked every value again for
  * `Schema.Json` (a `WeakMap` per walk), on the way in and again when the

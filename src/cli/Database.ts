@@ -11,7 +11,7 @@ import { Identity } from "../identity/Identity.ts"
 import { SvcConfig } from "../platform/Config.ts"
 import { Database, embeddedSettings, serverSessionSettings } from "../database/Database.ts"
 import { Migrations } from "../database/Migrations.ts"
-import { baselineWasmOnly } from "./DatabaseFast.ts"
+import { baselineWasmOnly } from "./BaselineWasm.ts"
 
 export const CliDatabaseLive = Layer.unwrap(Effect.gen(function*() {
   const config = yield* SvcConfig

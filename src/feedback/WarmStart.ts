@@ -11,7 +11,7 @@
  * The HTTP side (router, authentication, answers) is warmed by
  * `src/server/WarmRequest.ts`.
  *
- * What it buys: the first `POST /v1/feedback` with a correction after a
+ * Speeds up: the first `POST /v1/feedback` with a correction after a
  * start skips the schema's compilation, the credentials' loading, the
  * worker's second round trip and the first write; `npm run bench --
  * first-request` measures the first against the warm ones

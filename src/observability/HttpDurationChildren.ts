@@ -1,11 +1,12 @@
 /**
  * The request duration histogram's children, kept per label set.
  *
- * What it buys: `histogram.observe(labels, value)` builds and sorts a hash
+ * Speeds up: `histogram.observe(labels, value)` builds and sorts a hash
  * of the label object on every call (prom-client); a child from
  * `labels(...)` has it computed once. A request then pays a `Map.get` on a
- * short string and the bucket update (see bench/notes/request-path.md for the
- * request path's figures). Label sets are bounded: methods outside the
+ * short string and the bucket update (with the middleware as one plain step:
+ * bench/notes/request-path.md, arm `mw`: a feedback POST 660 to 583 µs of
+ * svc CPU in the first round). Label sets are bounded: methods outside the
  * known ones and unmatched routes are already folded into `_OTHER`, and
  * statuses are three digits.
  */

@@ -2,7 +2,7 @@
  * A UUID's 36-character text written straight from its 16 bytes, for
  * `newId` (`Ids.ts`), which makes one to three ids on every write.
  *
- * What it buys: `uuid`'s `v7({ random, msecs, seq })` allocates an options
+ * Speeds up: `uuid`'s `v7({ random, msecs, seq })` allocates an options
  * object, a 16-byte `Uint8Array` and a view of the random bytes per id, and
  * builds the text from 20 concatenated pieces (cons strings) that
  * `toLowerCase` then flattens into a copy: about 1.1 KB per id. Here the

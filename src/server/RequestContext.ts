@@ -2,7 +2,7 @@
  * The services a request fiber starts with: the application's, without
  * svc's own domain services and database clients.
  *
- * What it buys: HttpApiBuilder provides each handler group's services to
+ * Speeds up: HttpApiBuilder provides each handler group's services to
  * every request of the group (`Effect.provideContext`), and `Context.merge`
  * copies the request's context twice to do it (flattened, then copied
  * again before the group's services are added). The domain services are

@@ -14,7 +14,7 @@ import { type ByteQuota, refuseAtCap, refuseOverQuota } from "../platform/OrgLim
 import { BigIntText, JsonColumn, rowsOf, Timestamp } from "../platform/Rows.ts"
 import { AnswerSchemas } from "./AnswerSchema.ts"
 import { checkSchema } from "./SchemaCheck.ts"
-import { runBytes, runInsert } from "./RunInsertFast.ts"
+import { runBytes, runInsert } from "./RunInsert.ts"
 
 
 // Rows carry `seq` for paging; the domain shapes do not.

@@ -7,7 +7,7 @@
  * plan. Without it every statement on PGlite was planned from its text
  * each time (the server's PostgreSQL was not).
  *
- * What it buys: the database thread's CPU per statement, most where the
+ * Speeds up: the database thread's CPU per statement, most where the
  * text is long. `bench/profile-writes.ts` on PGlite, 3 000 requests at
  * concurrency 16, two interleaved rounds each (load average 4 to 15):
  * database thread per pending governed step (one statement of

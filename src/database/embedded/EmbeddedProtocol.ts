@@ -14,7 +14,7 @@
  * shapes of PGlite's own `parseResults` (`EmbeddedAnswer.ts`), so rows
  * look exactly as before.
  *
- * What it buys: about half the CPU of a statement (INSERT with seven
+ * Speeds up: about half the CPU of a statement (INSERT with seven
  * parameters 113 → 59 µs, SELECT by key 138 → 69 µs;
  * `bench/inprocess/embedded-statement.ts`), 10 to 35 % less CPU per write
  * request on the embedded database (figures in bench/notes/embedded.md).

@@ -13,7 +13,7 @@
  * samples at most 30 000 rows of a table, so each holds the session for a
  * bounded time, whatever the table's size.
  *
- * What it buys: a governed step's database work stays flat as a session's
+ * Speeds up: a governed step's database work stays flat as a session's
  * steps accumulate. Without statistics, the allowed step's statement
  * (`StepStatement.ts`) keeps the generic plan it got when `agent_steps` was
  * nearly empty, which finds a re-sent `step_id` through the index on

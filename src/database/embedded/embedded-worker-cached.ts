@@ -6,7 +6,7 @@
  * enables the cache itself before it loads them, which a static import
  * cannot wait for.
  *
- * What it buys: about 50 ms of CPU at each start of the embedded
+ * Speeds up: about 50 ms of CPU at each start of the embedded
  * database, a `svc orgs create` included (1.20 s to 1.15 s CPU on a
  * shared two-core machine; `npm run bench -- cli` measures the command).
  */

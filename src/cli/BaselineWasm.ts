@@ -10,7 +10,7 @@
  * the process cannot exit before the background thread has finished what
  * it started (V8's platform joins its threads at exit).
  *
- * What it buys: `svc orgs create` on the embedded database, on two cores
+ * Speeds up: `svc orgs create` on the embedded database, on two cores
  * shared with other work, 1.20 s to 0.93 s wall and a third less CPU
  * (1.8 s to 1.2 s under heavy load); `npm run bench -- cli` measures it.
  * The flags are process-wide and read when WebAssembly is compiled, so

@@ -3,7 +3,7 @@
  * cheapest write with a body) as constant text with positional parameters,
  * returning only what svc does not already hold.
  *
- * What it buys: the INSERT used to be an `sql` template compiled on every
+ * Speeds up: the INSERT used to be an `sql` template compiled on every
  * POST and returned the stored `input` and `answer`, so PostgreSQL wrote
  * both `jsonb` values back out as text and svc parsed them again (about
  * 1 KB each way for the bench's run) and decoded the row by schema. The
