@@ -83,11 +83,13 @@ export const makePolicies = Effect.fnUntraced(function*(
     const escalation = input.escalation_seconds ?? null
     yield* checkRules(input.rules ?? [])
     yield* checkArgumentsSchema(orgId, actionClass, input.arguments_schema)
-    yield* checkGroups(sql, orgId, input)
     // Every policy is listed in one answer: the number of action classes
     // with a policy is capped (a new one only; changing one always works).
     const maxPolicies = config.maxApprovalPoliciesPerOrg
     const row = yield* sql.withTransaction(Effect.gen(function*() {
+      // The groups it names, held (FOR SHARE) until the policy is stored: a
+      // concurrent delete of one of them waits, then finds the policy.
+      yield* checkGroups(sql, orgId, input)
       const [existing] = yield* sql`
         SELECT 1 FROM approval_policies WHERE org_id = ${orgId} AND action_class = ${actionClass}
       `

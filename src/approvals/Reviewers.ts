@@ -63,12 +63,19 @@ const groupsNamed = (input: PolicyInput): ReadonlyArray<{ readonly field: string
 
 const NameRows = rowsOf("reviewer_groups", Schema.Struct({ name: Schema.String }))
 
-/** Every group a policy names exists, or the 404 naming the first field that names one that does not (as an absent task is for a session). */
+/**
+ * Every group a policy names exists, or the 404 naming the first field that
+ * names one that does not (as an absent task is for a session). Run in the
+ * policy's transaction: the rows are held `FOR SHARE` until it commits, so
+ * a group's delete (which locks its row, then looks for policies naming it)
+ * either waits and finds the policy, or has deleted the row first and this
+ * finds it absent.
+ */
 export const checkGroups = Effect.fnUntraced(function*(sql: SqlClient.SqlClient, orgId: string, input: PolicyInput) {
   const named = groupsNamed(input)
   if (named.length === 0) return
   const found = yield* NameRows.all(sql`
-    SELECT name FROM reviewer_groups WHERE org_id = ${orgId} AND name IN ${sql.in(named.map((group) => group.name))}
+    SELECT name FROM reviewer_groups WHERE org_id = ${orgId} AND name IN ${sql.in(named.map((group) => group.name))} FOR SHARE
   `)
   const known = new Set(found.map((row) => row.name))
   const missing = named.find((group) => !known.has(group.name))

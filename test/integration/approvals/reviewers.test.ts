@@ -6,7 +6,7 @@
  * approval to the chain's next group, and the inbox filter `assigned_to=me`.
  */
 import { assert, describe, layer } from "@effect/vitest"
-import { Effect } from "effect"
+import { Deferred, Effect, Fiber } from "effect"
 import type { PolicyInput } from "../../../src/api/Approvals.ts"
 import { MAX_GROUP_MEMBERS } from "../../../src/api/Reviewers.ts"
 import { SvcTest } from "../../../src/testing.ts"
@@ -124,6 +124,33 @@ layer(SvcTest.layer({ config: { reviewerLimits: { groups: MAX_GROUPS, delegation
         assert.strictEqual(refused._tag, "LimitReached")
         assert.strictEqual(refused._tag === "LimitReached" && refused.limit, "SVC_MAX_REVIEWER_GROUPS_PER_ORG")
         yield* org.client.reviewers.putGroup({ params: { name: "third" }, payload: { members: [{ console_user: "ana" }] } })
+      }))
+
+    // Two connections at once: on the embedded database (one session) the held transaction would hold every request.
+    it.effect.runIf(process.env.TEST_DATABASE_URL)("a policy stored while the group it names is being deleted waits for the delete, then is 404: no policy names a deleted group", () =>
+      Effect.gen(function*() {
+        const { org, svc } = yield* setup
+        yield* org.client.reviewers.putGroup({ params: { name: "leaving" }, payload: { members: [] } })
+        const deleted = yield* Deferred.make<void>()
+        // What a group's delete does first: lock its row; then, in the same transaction, remove it.
+        const deleting = yield* svc.sql.withTransaction(Effect.gen(function*() {
+          yield* svc.sql`SELECT id FROM reviewer_groups WHERE org_id = ${org.orgId} AND name = 'leaving' FOR UPDATE`
+          yield* Deferred.await(deleted)
+          yield* svc.sql`DELETE FROM reviewer_groups WHERE org_id = ${org.orgId} AND name = 'leaving'`
+        })).pipe(Effect.forkChild)
+        yield* Effect.sleep("200 millis")
+        const storing = yield* raw(`${svc.baseUrl}/v1/approval-policies/payments.refund`, {
+          method: "PUT",
+          headers: { authorization: `Bearer ${org.key}`, "content-type": "application/json" },
+          body: JSON.stringify({ mode: "require_approval", ...settings, group: "leaving" })
+        }).pipe(Effect.forkChild)
+        yield* Effect.sleep("300 millis")
+        yield* Deferred.succeed(deleted, undefined)
+        yield* Fiber.join(deleting)
+        const answer = yield* Fiber.join(storing)
+        assert.strictEqual(answer.status, 404, answer.text)
+        const policies = yield* org.client.approvalPolicies.list()
+        assert.notInclude(policies.policies.map((p) => p.group), "leaving")
       }))
 
     it.effect("a policy naming a group that does not exist is 404 naming the field; a group in use is not deleted (409 GROUP_IN_USE)", () =>
