@@ -1,35 +1,21 @@
 /**
- * What a create or PATCH of a notification endpoint says, and the checks
- * of its event selection and custom headers (docs/webhooks.md,
- * "Endpoints", "Custom headers"), each a 400 naming the field at fault.
+ * What a create or PATCH of a notification endpoint says, its event
+ * selection as stored, and the checks of its custom headers against the
+ * headers svc sets (docs/webhooks.md, "Endpoints", "Custom headers"), a 400
+ * naming the field at fault. The event types and their count are the
+ * schema's rule (`EventSelection` in src/api/Notifications.ts).
  */
 import { Effect, Redacted } from "effect"
 import { headersRefused } from "../api/Errors.ts"
-import { DefaultEventTypes, type EndpointOrdering, type EventType, EventTypes, InvalidWebhookEvents } from "../api/Notifications.ts"
+import { DefaultEventTypes, type EndpointOrdering, type EventType } from "../api/Notifications.ts"
 import { checkHeaders } from "../outbound/HeaderRules.ts"
 import type { SecretStore } from "../secrets/SecretStore.ts"
 import { endpointHeaderOwner } from "./send/SendTargets.ts"
 import { OWN_HEADERS } from "./Signing.ts"
 
-/** Most entries an events list may have (duplicates collapse; there are eight types). */
-const MAX_EVENT_ENTRIES = 20
-
-const invalidEvents = (field: string, detail: string) =>
-  Effect.fail(new InvalidWebhookEvents({ field, detail, supported: [...EventTypes] }))
-
-/** `undefined` → the six approval events; empty or unknown → `INVALID_WEBHOOK_EVENTS`; duplicates collapse. */
-export const checkEvents = (
-  events: ReadonlyArray<string> | undefined
-): Effect.Effect<ReadonlyArray<EventType>, InvalidWebhookEvents> => {
-  if (events === undefined) return Effect.succeed(DefaultEventTypes)
-  if (events.length === 0) return invalidEvents("events", "events must name at least one event type")
-  if (events.length > MAX_EVENT_ENTRIES) return invalidEvents("events", `events may list at most ${MAX_EVENT_ENTRIES} entries`)
-  const unknown = events.findIndex((event) => !(EventTypes as ReadonlyArray<string>).includes(event))
-  if (unknown >= 0) {
-    return invalidEvents(`events[${unknown}]`, `unknown event type ${JSON.stringify(events[unknown]!.slice(0, 100))}`)
-  }
-  return Effect.succeed([...new Set(events)] as ReadonlyArray<EventType>)
-}
+/** The selection to store: the six approval events when none is given; duplicates collapse (the schema has refused any other type). */
+export const eventSelection = (events: ReadonlyArray<string> | undefined): ReadonlyArray<EventType> =>
+  events === undefined ? DefaultEventTypes : [...new Set(events)] as ReadonlyArray<EventType>
 
 export interface EndpointInput {
   readonly url: string

@@ -25,7 +25,7 @@ import { endpointUrlOwner, SEALED_URL_COLUMN, URL_SECRET } from "../secrets/Rece
 import { SecretStore, type SecretOwner } from "../secrets/SecretStore.ts"
 import { endpointHeaderOwner, endpointOwner, makeSendTargets, type SendTarget } from "./send/SendTargets.ts"
 import { newSigningSecret } from "./Signing.ts"
-import { checkCustomHeaders, checkEvents, type EndpointChange, type EndpointInput, headerNames, writeHeaders } from "./EndpointInput.ts"
+import { checkCustomHeaders, type EndpointChange, type EndpointInput, eventSelection, headerNames, writeHeaders } from "./EndpointInput.ts"
 
 /** A `notification_endpoints` row (with, where a query joins it, the end of a cooldown in progress). */
 const EndpointColumns = Schema.Struct({
@@ -234,7 +234,7 @@ export class NotificationEndpoints extends Context.Service<NotificationEndpoints
         keyId: string,
         input: EndpointInput
       ) {
-        const events = yield* checkEvents(input.events)
+        const events = eventSelection(input.events)
         const headers = yield* checkCustomHeaders(input.headers)
         const checked = yield* outbound.check(input.url, orgId, parseEndpointUrl).pipe(
           Effect.mapError((unsafe) => new InvalidUrl({ field: "url", detail: unsafe.message }))
@@ -259,7 +259,7 @@ export class NotificationEndpoints extends Context.Service<NotificationEndpoints
       })
 
       const update = Effect.fn("NotificationEndpoints.update")(function*(orgId: string, id: string, change: EndpointChange) {
-        const selection = change.events === undefined ? undefined : yield* checkEvents(change.events)
+        const selection = change.events === undefined ? undefined : eventSelection(change.events)
         const headers = yield* checkCustomHeaders(change.headers)
         // Reactivating starts a new streak: a failing notice is due again when it fails again.
         const row = yield* sql.withTransaction(Effect.gen(function*() {
