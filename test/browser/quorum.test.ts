@@ -5,7 +5,7 @@
  * vote that completes the quorum closes it.
  */
 import { afterAll, assert, beforeAll, it } from "vitest"
-import { checkAccessibility, describeBrowser, screenshot, signIn, startWorld, type World } from "./support.ts"
+import { checkAccessibility, describeBrowser, pendingPayout, screenshot, signIn, startWorld, type World } from "./support.ts"
 
 let world: World
 
@@ -37,14 +37,7 @@ const requestPayout = async (stepId: string, amount: number) => {
     arguments: { amount: 12, to: "NL91ABNA0417164300" }
   })
   assert.deepStrictEqual(small.body, { decision: "allow", rule: "small" })
-  const step = await world.api("POST", `/v1/agent-sessions/${session.body.id}/steps`, {
-    step_id: stepId,
-    tool: "bank.payout",
-    action_class: "payments.payout",
-    arguments: { amount, to: "DE89370400440532013000" }
-  })
-  assert.strictEqual(step.body.decision, "pending", JSON.stringify(step.body))
-  return step.body.approval_id as string
+  return pendingPayout(world, session.body.id, stepId, amount)
 }
 
 describeBrowser("Quorum", () => {

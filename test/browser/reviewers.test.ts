@@ -5,7 +5,7 @@
  * Approve or Reject, a member decides.
  */
 import { afterAll, assert, beforeAll, it } from "vitest"
-import { checkAccessibility, describeBrowser, screenshot, signIn, startWorld, type World } from "./support.ts"
+import { checkAccessibility, describeBrowser, pendingPayout, screenshot, signIn, startWorld, type World } from "./support.ts"
 
 let world: World
 
@@ -28,14 +28,7 @@ afterAll(async () => {
 
 const requestPayout = async (stepId: string, amount: number) => {
   const session = await world.api("POST", "/v1/agent-sessions", {})
-  const step = await world.api("POST", `/v1/agent-sessions/${session.body.id}/steps`, {
-    step_id: stepId,
-    tool: "bank.payout",
-    action_class: "payments.payout",
-    arguments: { amount, to: "DE89370400440532013000" }
-  })
-  assert.strictEqual(step.body.decision, "pending", JSON.stringify(step.body))
-  return step.body.approval_id as string
+  return pendingPayout(world, session.body.id, stepId, amount)
 }
 
 describeBrowser("Reviewer groups", () => {

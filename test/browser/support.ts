@@ -224,6 +224,18 @@ export const startWorld = async (name: string, options: { readonly env?: Record<
 }
 
 /** Signs in through the link page, as a person would: open the link, press "Sign in". */
+/** A `bank.payout` step of `amount` (class `payments.payout`) in `sessionId`, which the world's policy leaves pending: its approval's id. */
+export const pendingPayout = async (world: World, sessionId: string, stepId: string, amount: number) => {
+  const step = await world.api("POST", `/v1/agent-sessions/${sessionId}/steps`, {
+    step_id: stepId,
+    tool: "bank.payout",
+    action_class: "payments.payout",
+    arguments: { amount, to: "DE89370400440532013000" }
+  })
+  assert.strictEqual(step.body.decision, "pending", JSON.stringify(step.body))
+  return step.body.approval_id as string
+}
+
 export const signIn = async (page: Page, link: string) => {
   await page.goto(link)
   await page.getByRole("button", { name: "Sign in" }).click()
