@@ -21,6 +21,7 @@ import { SvcConfig, type SvcConfigShape } from "../platform/Config.ts"
 import { ensurePrivateDir, holdDataDir } from "../platform/DataDir.ts"
 import { type EmbeddedSession, makeEmbeddedClient, startSession } from "./embedded/EmbeddedSession.ts"
 import { keepCheckpoints } from "./embedded/EmbeddedCheckpoints.ts"
+import { compiledPglite } from "./embedded/CompiledOnce.ts"
 import { ANALYZE_EVERY, keepStatistics } from "./embedded/EmbeddedStatistics.ts"
 import { keepVacuumed, VACUUM_EVERY } from "./embedded/EmbeddedVacuum.ts"
 
@@ -74,7 +75,14 @@ const embeddedClient = (
 ): DatabaseLayer =>
   Layer.effectContext(Effect.gen(function*() {
     yield* before
-    const session = yield* startSession({ dataDir, from, ...settings }).pipe(
+    // Databases in memory (tests open dozens per process) share one compiled PGlite.
+    const wasmModule = kind === "memory"
+      ? yield* Effect.tryPromise({
+        try: compiledPglite,
+        catch: (cause) => new DatabaseUnavailable({ message: `cannot compile the embedded database: ${String(cause)}` })
+      })
+      : undefined
+    const session = yield* startSession({ dataDir, from, wasmModule, ...settings }).pipe(
       Effect.mapError((error) => new DatabaseUnavailable({ message: error.message }))
     )
     const client = yield* makeEmbeddedClient(session)

@@ -41,7 +41,7 @@
  * costs no message.
  */
 import { Clock, Data, Effect } from "effect"
-import { Worker } from "node:worker_threads"
+import { startWorker } from "./ModuleUrl.ts"
 
 export interface PoolSettings {
   readonly workers: number
@@ -99,7 +99,7 @@ interface Job<Request, Reply> {
 }
 
 interface Slot<Request, Reply> {
-  readonly worker: Worker
+  readonly worker: ReturnType<typeof startWorker>
   readonly cell: PhaseCell
   ready: boolean
   job: Job<Request, Reply> | undefined
@@ -209,7 +209,7 @@ export const makeWorkerPool = <Request extends object, Reply extends PoolReply>(
 
   const spawn = (index: number) => {
     const cell: PhaseCell = new Int32Array(new SharedArrayBuffer(8))
-    const worker = new Worker(script, {
+    const worker = startWorker(script, {
       workerData: phased ? { ...(workerData as object), phaseCell: cell } : workerData,
       resourceLimits: { maxOldGenerationSizeMb: settings.heapMb },
       stdout: false,

@@ -44,9 +44,9 @@ import {
   UniqueViolation,
   UnknownError
 } from "effect/sql/SqlError"
-import { type ResourceLimits, Worker } from "node:worker_threads"
+import type { ResourceLimits, Worker } from "node:worker_threads"
 import type { Answer, Op, Request } from "./embedded-worker.ts"
-import { siblingModule } from "../../platform/ModuleUrl.ts"
+import { siblingModule, startWorker } from "../../platform/ModuleUrl.ts"
 
 export interface EmbeddedSessionOptions {
   /** The data folder of the database, or `undefined` for a fresh one in memory. */
@@ -59,6 +59,8 @@ export interface EmbeddedSessionOptions {
   readonly transactionTimeout: Duration.Duration
   /** Open this copy of a data folder (`snapshot` op) in memory instead of `dataDir`. */
   readonly snapshot?: ArrayBuffer | undefined
+  /** PGlite compiled already (`CompiledOnce.ts`), instead of compiling it in the worker. */
+  readonly wasmModule?: WebAssembly.Module | undefined
   /** The worker thread's memory bounds. */
   readonly resourceLimits?: ResourceLimits | undefined
   /** The name the watchdog gives its bound when it ends the worker (default `SVC_DB_STATEMENT_TIMEOUT`). */
@@ -129,8 +131,8 @@ const millis = (duration: Duration.Duration) => `${Math.round(Duration.toMillis(
 export const startSession = (options: EmbeddedSessionOptions): Effect.Effect<EmbeddedSession, SqlError, Scope.Scope> =>
   Effect.gen(function*() {
     const worker = yield* Effect.callback<Worker, SqlError>((resume) => {
-      const worker = new Worker(siblingModule("./embedded-worker-cached.ts", import.meta.url), {
-        workerData: { dataDir: options.dataDir, snapshot: options.snapshot, from: options.from },
+      const worker = startWorker(siblingModule("./embedded-worker.ts", import.meta.url), {
+        workerData: { dataDir: options.dataDir, snapshot: options.snapshot, from: options.from, wasmModule: options.wasmModule },
         ...(options.snapshot === undefined ? {} : { transferList: [options.snapshot] }),
         ...(options.resourceLimits === undefined ? {} : { resourceLimits: options.resourceLimits })
       })

@@ -28,6 +28,8 @@ interface Options {
   readonly snapshot?: ArrayBuffer | undefined
   /** A database in memory starts as a copy of this snapshot (`snapshot` below) instead of empty. */
   readonly from?: string | undefined
+  /** PGlite compiled by the parent (`CompiledOnce.ts`). */
+  readonly wasmModule?: WebAssembly.Module | undefined
 }
 
 /** What the session asks of the worker. */
@@ -86,6 +88,7 @@ const describe = (cause: unknown): Record<string, unknown> => {
 try {
   const db = await PGlite.create({
     ...(options.dataDir === undefined ? {} : { dataDir: options.dataDir }),
+    ...(options.wasmModule === undefined ? {} : { pgliteWasmModule: options.wasmModule }),
     ...(options.snapshot !== undefined
       ? { loadDataDir: new Blob([options.snapshot]) }
       : options.from !== undefined
