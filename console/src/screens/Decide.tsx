@@ -138,7 +138,7 @@ export const Decide = () => {
             <p class="notice info voted">You voted on this approval as <strong>{view.decider}</strong>. It waits for {item.approvals_remaining ?? 1} more approval{(item.approvals_remaining ?? 1) === 1 ? "" : "s"} from someone else.</p>
           </section>
         )
-        : pending && item.assigned_group !== undefined
+        : pending && item.assigned_group !== undefined && view.decider.startsWith("email:")
         ? (
           <section aria-labelledby="decide-title" class="decide">
             <h2 id="decide-title">Who decides</h2>
