@@ -101,9 +101,9 @@ export const GroupMemberInput = Schema.Struct({
     description:
       "The person's own reviewer address (at most 254 characters): mail about approvals assigned to a group they are in goes to it once it is confirmed. One address per person in the organization, whichever group sets it; a new one is `pending` and is sent a confirmation mail. `null` clears it; absent leaves it as it is."
   }))
-}).check(Schema.isMinProperties(1), Schema.isMaxProperties(2), isOneReviewer).annotate({
+}).annotate({
   description: "A member: an API key (`key_id`) or a console person (`console_user`), exactly one of them, and optionally their `email`"
-})
+}).check(Schema.isMinProperties(1), Schema.isMaxProperties(2), isOneReviewer)
 export type GroupMemberInput = typeof GroupMemberInput.Type
 
 /** A member as group reads show it: the person, their reviewer address and its state. */
