@@ -120,6 +120,28 @@ layer(WithSmtp, { excludeTestServices: true })("reviewer mail to the assigned gr
         assert.strictEqual(again.status, 410)
       }))
 
+    it.effect("members' confirmation mails count in the organization's hourly bound: past it the PUT is 429 RATE_LIMITED and changes nothing", () =>
+      Effect.gen(function*() {
+        const svc = yield* SvcTest
+        const { org } = yield* world({ mode: "require_approval", ...settings, group: "leads" })
+        const before = yield* org.client.reviewers.getGroup({ params: { name: "leads" } })
+        // The layer allows 20 an hour: 21 new addresses in one PUT are one too many.
+        const members = Array.from({ length: 21 }, (_, i) => ({ console_user: `p${i}`, email: addressOf(`p${i}`) }))
+        const refused = yield* raw(`${svc.baseUrl}/v1/reviewer-groups/leads`, {
+          method: "PUT",
+          headers: { authorization: `Bearer ${org.key}`, "content-type": "application/json" },
+          body: JSON.stringify({ members })
+        })
+        assert.strictEqual(refused.status, 429, refused.text)
+        assert.deepStrictEqual([refused.json.code, refused.json.limit], ["RATE_LIMITED", "SVC_REVIEWER_CONFIRMATIONS_PER_HOUR"])
+        assert.deepStrictEqual(yield* org.client.reviewers.getGroup({ params: { name: "leads" } }), before)
+        const stored = yield* svc.sql<{ n: number }>`SELECT count(*)::int AS n FROM reviewer_member_addresses WHERE org_id = ${org.orgId}`
+        assert.strictEqual(stored[0]!.n, 0)
+        // Twenty fit (the refused PUT took none of the hour's mails).
+        const fits = yield* org.client.reviewers.putGroup({ params: { name: "leads" }, payload: { members: members.slice(0, 20) } })
+        assert.isTrue(fits.members.every((m) => m.email_status === "pending"))
+      }))
+
     it.effect("a member is exactly one of key_id and console_user, beside which email may stand; the address has the documented form and length", () =>
       Effect.gen(function*() {
         const svc = yield* SvcTest
