@@ -150,16 +150,14 @@ export class ApprovalMailLinks extends Context.Service<ApprovalMailLinks, {
           // link works while the address setting it was mailed under is the
           // organization's (or, for a member's link, that member's),
           // confirmed.
-          const found = yield* LinkRows.one(sql`
+          const link = yield* LinkRows.one(sql`
             SELECT approval_id, org_id, reviewer_email, reviewer_address_id, member
             FROM approval_mail_links WHERE token_hash = ${sha256Hex(token)}
           `)
-          const link = found === undefined
-            ? undefined
-            : { ...found, current: (yield* Effect.orDie(addressHolds(sql, found, false))).length > 0 }
           if (link === undefined) return yield* new ApprovalLinkInvalid({ detail: INVALID })
           yield* Effect.annotateCurrentSpan({ "svc.org_id": link.org_id, "svc.approval_id": link.approval_id })
-          if (!link.current) return yield* new ReviewerAddressReplaced({ detail: REPLACED })
+          const current = yield* Effect.orDie(addressHolds(sql, link, false))
+          if (current.length === 0) return yield* new ReviewerAddressReplaced({ detail: REPLACED })
           return link
         })
 
