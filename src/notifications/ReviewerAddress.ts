@@ -125,7 +125,8 @@ export const issueConfirmation = (sql: SqlClient.SqlClient, orgId: string, addre
 /**
  * Takes one confirmation mail of the organization's hourly window
  * (`SVC_REVIEWER_CONFIRMATIONS_PER_HOUR`, counted on its settings row, made
- * here if it has none), or fails with when the next one is possible.
+ * here if it has none), or fails with `RateLimited` saying when the next one
+ * is possible.
  */
 export const claimConfirmationWindow = (sql: SqlClient.SqlClient, orgId: string, limit: number) =>
   Effect.gen(function*() {
