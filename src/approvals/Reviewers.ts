@@ -24,12 +24,12 @@ import {
   reviewerOf
 } from "../api/Reviewers.ts"
 import { DeliveryQueue } from "../deliveries/DeliveryQueue.ts"
-import { writeMemberAddresses } from "../notifications/MemberAddresses.ts"
 import { SvcConfig } from "../platform/Config.ts"
 import { newId } from "../platform/Ids.ts"
 import { refuseAtCap } from "../platform/OrgLimits.ts"
 import { JsonColumn, rowsOf, Timestamp, TimestampOrNull } from "../platform/Rows.ts"
 import { databaseNow } from "../platform/Time.ts"
+import { writeMemberAddresses } from "./MemberAddresses.ts"
 
 /**
  * SQL: whether `actor` may decide an approval assigned to the group named

@@ -14,6 +14,7 @@
 import { PgClient } from "@effect/sql-pg"
 import { Cause, Context, Duration, Effect, Layer, Option, Schema } from "effect"
 import { EmailedEventTypes } from "../../api/Notifications.ts"
+import { MEMBER_META_KEY } from "../../approvals/MemberAddresses.ts"
 import { DeliveryQueue } from "../../deliveries/DeliveryQueue.ts"
 import { SvcConfig } from "../../platform/Config.ts"
 import { BigIntText } from "../../platform/Rows.ts"
@@ -21,7 +22,6 @@ import { Topics, Wakeups } from "../../database/Wakeups.ts"
 import { heldBack as heldBackEvents, takeEvents } from "../../outbox/Outbox.ts"
 import { FIRST_BATCH, nextBatch, pauseAfter } from "./DispatchBatches.ts"
 import { EventBodies } from "./EventBodies.ts"
-import { MEMBER_META_KEY } from "../MemberAddresses.ts"
 import { actionClassMatches } from "./Filters.ts"
 
 const POLL_EVERY = Duration.seconds(1)

@@ -6,7 +6,7 @@
  * (`PUT /v1/reviewer-groups/:name`, a member's `email`).
  *
  * An address is confirmed exactly as the organization's is
- * (`ReviewerAddress.ts`): a new one is `pending`, gets a new setting id and
+ * (`notifications/ReviewerAddress.ts`, `AddressConfirmations.ts`): a new one is `pending`, gets a new setting id and
  * one confirmation mail (counted in the organization's hourly bound), and
  * receives no approval mail before its link is used. Setting the address a
  * person already has changes nothing, except that a pending one gets a new
@@ -21,7 +21,7 @@ import type { DeliveryQueue } from "../deliveries/DeliveryQueue.ts"
 import type { SvcConfigShape } from "../platform/Config.ts"
 import { newId } from "../platform/Ids.ts"
 import { InstantOrNull, rowsOf } from "../platform/Rows.ts"
-import { claimConfirmationWindow, queueConfirmation } from "./ReviewerAddress.ts"
+import { claimConfirmationWindow, queueConfirmation } from "./AddressConfirmations.ts"
 
 /** Meta key of an approval mail's delivery to a member's own address: that address setting's id. */
 export const MEMBER_META_KEY = "member_address"
