@@ -6,7 +6,8 @@
  * page posts it here. The token opens that one approval and nothing else:
  * reading it changes nothing, it signs nobody in, and only a person
  * pressing Approve or Reject on the page decides, named
- * `email:<reviewer address>` in `decided_by`.
+ * `email:<reviewer address>` in `decided_by`, or the member a reviewer
+ * group member's mail went to.
  */
 import { Schema } from "effect"
 import { HttpApiEndpoint, HttpApiError, HttpApiGroup, OpenApi } from "effect/http-api"
@@ -36,7 +37,8 @@ export const DecideByLink = Schema.Struct({
 export const ApprovalLinkView = Schema.Struct({
   ...ApprovalContext.fields,
   decider: Schema.String.annotate({
-    description: "How a decision through this link is recorded in `decided_by`: `email:<reviewer address>` (the address the mail went to)"
+    description:
+      "How a decision through this link is recorded in `decided_by`: `email:<reviewer address>` (the organization's address the mail went to), or, for a mail to a reviewer group member's own address, that member (`console:<name>` or the API key's id)"
   })
 })
 export type ApprovalLinkView = typeof ApprovalLinkView.Type
@@ -123,15 +125,15 @@ export class ApprovalLinksApi extends HttpApiGroup.make("approvalLinks")
       documented({
         summary: "Approve or reject through a mail's link",
         description:
-          "The person who opened a reviewer mail's link approves or rejects that approval, optionally saying why (`reason`, at most 1 000 characters), approving with edited `arguments` or rejecting with a `response` for the agent as `POST /v1/agent-approvals/{approval_id}/decision` does. The record names them `email:<reviewer address>`. The link works until the approval closes, and only while the address it was mailed to is still the organization's confirmed reviewer address; after the approval closes this answers 409 `INVALID_TRANSITION` and the link shows the final state. Like every state-changing console request it must carry the `X-Svc-Console: 1` header and must not come from another site. No authentication: the link's token is the credential, for this approval only.",
+          "The person who opened a reviewer mail's link approves or rejects that approval, optionally saying why (`reason`, at most 1 000 characters), approving with edited `arguments` or rejecting with a `response` for the agent as `POST /v1/agent-approvals/{approval_id}/decision` does. The record names them `email:<reviewer address>`, or, for a mail to a reviewer group member's own address, that member (`console:<name>` or the key's id), whose one vote it is under a quorum. The link works until the approval closes, and only while the address it was mailed to is still the organization's confirmed reviewer address (or that member's confirmed own address); after the approval closes this answers 409 `INVALID_TRANSITION` and the link shows the final state. Like every state-changing console request it must carry the `X-Svc-Console: 1` header and must not come from another site. No authentication: the link's token is the credential, for this approval only.",
         request: Examples.decideByLink,
         response: Examples.approvalLinkDecided,
         errors: {
           400: "`reason` is longer than 1 000 characters or holds a string that cannot be stored (`INVALID_REQUEST`).",
-          403: "No `X-Svc-Console` header, or a request from another site (`CROSS_SITE_REQUEST`).",
+          403: "No `X-Svc-Console` header, or a request from another site (`CROSS_SITE_REQUEST`); the approval is assigned to a reviewer group the link's decider is not in, nor delegated to by a member: an organization address's link, or a member's who was removed from the group (`NOT_ASSIGNED`).",
           404: "The token is not the link of an approval of this service (`APPROVAL_LINK_INVALID`).",
           409: "The approval is no longer pending (`INVALID_TRANSITION`), or it needs several approvals and this address has already voted (`ALREADY_VOTED`).",
-          410: "The address the mail went to was replaced or removed since (`REVIEWER_ADDRESS_REPLACED`): nothing is decided.",
+          410: "The address the mail went to was replaced or removed since, the organization's or the member's (`REVIEWER_ADDRESS_REPLACED`): nothing is decided.",
           422: "Edited `arguments` do not fit the action class's `arguments_schema`, or it declares none (`ARGUMENTS_SHAPE_MISMATCH`, `field` naming the first at fault), or checking them went over its budget (`ARGUMENTS_TOO_COMPLEX`).",
           429: "Too many schema checks of this organization are waiting (`VALIDATION_BUSY`, with `Retry-After`)."
         }

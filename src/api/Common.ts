@@ -27,6 +27,14 @@ export const isStorable = Schema.makeFilter<string>((value) => isUnstorableStrin
 /** A request string: any string PostgreSQL can store. Further checks follow it (`Text.check(...)`). */
 export const Text = Schema.String.check(isStorable)
 
+/** A reviewer address: at most 254 characters, one `@`, a dot in the domain, no spaces, quotes or brackets. */
+export const EmailAddress = Text.check(
+  Schema.isMaxLength(254),
+  Schema.isPattern(/^[^\s@<>",;:()\\[\]]+@[^\s@<>",;:()\\[\]]+\.[^\s@<>",;:()\\[\]]+$/u, {
+    message: "Expected an email address"
+  })
+)
+
 /** A UUID path or body id. Checked here so a malformed id is a 400, never a database error. */
 export const Uuid = Text.check(Schema.isUUID(undefined, { message: "Expected a UUID" }))
 

@@ -6,7 +6,7 @@
 import { Schema, SchemaTransformation } from "effect"
 import { HttpApiEndpoint, HttpApiGroup, HttpApiSchema, OpenApi } from "effect/http-api"
 import { type ApprovalEventType, ApprovalEventTypes } from "./Approvals.ts"
-import { answeredAs, HeaderName, HeaderValue, Instant, Text, Timestamp, UrlOf, Uuid } from "./Common.ts"
+import { answeredAs, EmailAddress, HeaderName, HeaderValue, Instant, Text, Timestamp, UrlOf, Uuid } from "./Common.ts"
 import { InvalidUrl, NotReplayable, QueueFull, Replayed } from "./Deliveries.ts"
 import { InvalidHeaders, LimitReached, NotFound, problemType, RateLimited } from "./Errors.ts"
 import { HttpApiError } from "effect/http-api"
@@ -253,14 +253,7 @@ export const NotificationSettings = Schema.Struct({
 })
 
 export const UpdateNotificationSettings = Schema.Struct({
-  reviewer_email: Schema.NullOr(
-    Text.check(
-      Schema.isMaxLength(254),
-      Schema.isPattern(/^[^\s@<>",;:()\\[\]]+@[^\s@<>",;:()\\[\]]+\.[^\s@<>",;:()\\[\]]+$/u, {
-        message: "Expected an email address"
-      })
-    )
-  )
+  reviewer_email: Schema.NullOr(EmailAddress)
 })
 
 const EndpointId = { id: Uuid }

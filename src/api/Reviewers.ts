@@ -4,8 +4,8 @@
  */
 import { Schema } from "effect"
 import { HttpApiEndpoint, HttpApiError, HttpApiGroup, HttpApiSchema, OpenApi } from "effect/http-api"
-import { Instant, Text, Timestamp, Uuid } from "./Common.ts"
-import { InvalidRequest, LimitReached, NotFound, problemType } from "./Errors.ts"
+import { EmailAddress, Instant, Text, Timestamp, Uuid } from "./Common.ts"
+import { InvalidRequest, LimitReached, NotFound, problemType, RateLimited } from "./Errors.ts"
 import { Authentication, requireScope } from "./Security.ts"
 import { documented, notFound } from "./Documentation.ts"
 
@@ -60,16 +60,18 @@ const PersonName = Text.check(
   })
 )
 
+const ReviewerFields = {
+  key_id: Schema.optionalKey(Uuid.annotate({ description: "An API key of the organization holding `approvals.decide`" })),
+  console_user: Schema.optionalKey(PersonName.annotate({ description: "A console person, as `decided_by` names them after `console:`" }))
+}
+
 /**
  * A person who may decide: an API key (by id) or a console person (by
  * name), exactly one of the two members. One object with both optional and
  * one property, rather than a union of two, so that a refused `key_id` is
  * named as `key_id` (a union's refusal names its last variant's member).
  */
-export const Reviewer = Schema.Struct({
-  key_id: Schema.optionalKey(Uuid.annotate({ description: "An API key of the organization holding `approvals.decide`" })),
-  console_user: Schema.optionalKey(PersonName.annotate({ description: "A console person, as `decided_by` names them after `console:`" }))
-}).check(Schema.isMinProperties(1), Schema.isMaxProperties(1)).annotate({
+export const Reviewer = Schema.Struct(ReviewerFields).check(Schema.isMinProperties(1), Schema.isMaxProperties(1)).annotate({
   description: "An API key (`key_id`) or a console person (`console_user`): exactly one of them"
 })
 export type Reviewer = typeof Reviewer.Type
@@ -82,10 +84,42 @@ export const deciderOf = (reviewer: Reviewer): string =>
 export const reviewerOf = (decider: string): Reviewer =>
   decider.startsWith("console:") ? { console_user: decider.slice("console:".length) } : { key_id: decider }
 
+/** Exactly one of `key_id` and `console_user` (beside which `email` may stand); documented as the `oneOf` of the two. */
+const isOneReviewer = Schema.makeFilter(
+  (member: { readonly key_id?: string; readonly console_user?: string }) =>
+    (member.key_id === undefined) !== (member.console_user === undefined) || "Expected exactly one of key_id and console_user",
+  { toJsonSchema: () => ({ oneOf: [{ required: ["key_id"] }, { required: ["console_user"] }] }) }
+)
+
+/**
+ * A group member as `PUT` sets it: the person (exactly one of `key_id` and
+ * `console_user`) and, optionally, their own reviewer address.
+ */
+export const GroupMemberInput = Schema.Struct({
+  ...ReviewerFields,
+  email: Schema.optionalKey(Schema.NullOr(EmailAddress).annotate({
+    description:
+      "The person's own reviewer address (at most 254 characters): mail about approvals assigned to a group they are in goes to it once it is confirmed. One address per person in the organization, whichever group sets it; a new one is `pending` and is sent a confirmation mail. `null` clears it; absent leaves it as it is."
+  }))
+}).annotate({
+  description: "A member: an API key (`key_id`) or a console person (`console_user`), exactly one of them, and optionally their `email`"
+}).check(Schema.isMinProperties(1), Schema.isMaxProperties(2), isOneReviewer)
+export type GroupMemberInput = typeof GroupMemberInput.Type
+
+/** A member as group reads show it: the person, their reviewer address and its state. */
+export const GroupMember = Schema.Struct({
+  ...ReviewerFields,
+  email: Schema.NullOr(Schema.String).annotate({ description: "The person's own reviewer address; null: none (mail for the group goes to its other members)" }),
+  email_status: Schema.NullOr(Schema.Literals(["pending", "confirmed"])).annotate({
+    description: "`pending`: the address was sent a confirmation mail and receives no approval mail until it is confirmed; `confirmed`: it receives the group's approval mail. Null without an address."
+  })
+})
+export type GroupMember = typeof GroupMember.Type
+
 export const GroupInput = Schema.Struct({
-  members: Schema.Array(Reviewer).check(
+  members: Schema.Array(GroupMemberInput).check(
     Schema.isMaxLength(MAX_GROUP_MEMBERS),
-    Schema.makeFilter((members: ReadonlyArray<Reviewer>) =>
+    Schema.makeFilter((members: ReadonlyArray<GroupMemberInput>) =>
       new Set(members.map(deciderOf)).size === members.length || "Expected each member once")
   ).annotate({ description: `The group's members, at most ${MAX_GROUP_MEMBERS}, each once` })
 })
@@ -93,7 +127,7 @@ export type GroupInput = typeof GroupInput.Type
 
 export const ReviewerGroup = Schema.Struct({
   name: Schema.String,
-  members: Schema.Array(Reviewer),
+  members: Schema.Array(GroupMember),
   created_at: Timestamp,
   updated_at: Timestamp
 })
@@ -147,7 +181,10 @@ export class GroupInUse extends HttpApiError.Problem<GroupInUse>()("GroupInUse",
 
 const groupExample = {
   name: "payments-leads",
-  members: [{ console_user: "ana" }, { key_id: "0193b7a2-6f1e-7c3a-9a55-2f4e8c1d0b17" }],
+  members: [
+    { console_user: "ana", email: "ana@example.com", email_status: "pending" },
+    { key_id: "0193b7a2-6f1e-7c3a-9a55-2f4e8c1d0b17", email: null, email_status: null }
+  ],
   created_at: "2026-11-22T12:00:00.000Z",
   updated_at: "2026-11-22T12:00:00.000Z"
 }
@@ -166,19 +203,20 @@ export class ReviewersApi extends HttpApiGroup.make("reviewers")
       params: { name: GroupName },
       payload: GroupInput,
       success: ReviewerGroup,
-      error: [InvalidRequest, NotFound, LimitReached]
+      error: [InvalidRequest, NotFound, LimitReached, RateLimited]
     }).pipe(
       requireScope(
         "org_config.write",
-        `Creates the reviewer group \`name\` or replaces its members: API keys of the organization holding \`approvals.decide\`, and console persons. At most ${MAX_GROUP_MEMBERS} members; an organization has at most \`SVC_MAX_REVIEWER_GROUPS_PER_ORG\` groups (default 100).`
+        `Creates the reviewer group \`name\` or replaces its members: API keys of the organization holding \`approvals.decide\`, and console persons, each optionally with their own reviewer \`email\`. At most ${MAX_GROUP_MEMBERS} members; an organization has at most \`SVC_MAX_REVIEWER_GROUPS_PER_ORG\` groups (default 100). A person has one address in the organization, whichever group sets it: a new address is \`pending\` and is sent a confirmation mail (its one-time link valid for \`SVC_REVIEWER_CONFIRMATION_TTL\`); once confirmed it receives the mail of approvals assigned to a group the person is in, each with a link that decides as that person. Setting the address a person already has changes nothing (a pending one is sent a new confirmation mail); \`null\` clears it; replacing or clearing it ends every link mailed to the previous one. Removing a member from the group leaves their address in place for their other groups.`
       ),
       documented({
         summary: "Set a reviewer group",
-        request: { members: groupExample.members },
+        request: { members: [{ console_user: "ana", email: "ana@example.com" }, { key_id: "0193b7a2-6f1e-7c3a-9a55-2f4e8c1d0b17" }] },
         response: groupExample,
         errors: {
           404: "A member key is not an active key of the organization holding `approvals.decide` (`NOT_FOUND`, the detail naming `members[i].key_id`).",
-          409: "One more group than `SVC_MAX_REVIEWER_GROUPS_PER_ORG` allows (`LIMIT_REACHED`)."
+          409: "One more group than `SVC_MAX_REVIEWER_GROUPS_PER_ORG` allows (`LIMIT_REACHED`).",
+          429: "The new addresses' confirmation mails would take the organization over `SVC_REVIEWER_CONFIRMATIONS_PER_HOUR` (`RATE_LIMITED`, with `retry_after_seconds`); the group is not changed."
         }
       })
     ),

@@ -3,18 +3,23 @@
  * approval and nothing else.
  *
  * - A link is made when a mail about a pending approval is sent to the
- *   organization's confirmed reviewer address; the token is 256 random bits
- *   and only its SHA-256 is stored, with the address the mail went to and
- *   that address setting's id.
- * - It works only while that setting is the organization's reviewer
- *   address, confirmed: checked at every use, in the database, so replacing
- *   or clearing the address ends every link mailed to it, in every process.
+ *   organization's confirmed reviewer address, or to a group member's own
+ *   (an approval assigned to the group); the token is 256 random bits and
+ *   only its SHA-256 is stored, with the address the mail went to, that
+ *   address setting's id and, for a member's, the member.
+ * - It works only while that setting is current and confirmed (the
+ *   organization's address, or that member's): checked at every use, in
+ *   the database, so replacing or clearing the address ends every link
+ *   mailed to it, in every process.
  * - Opening it reads the approval (a mail scanner that follows the link
  *   gets the console's page, and the page's read changes nothing); it signs
  *   nobody in: no cookie, no session, no other approval.
  * - A decision through it is the ordinary decision of `Approvals.decide`,
- *   by `email:<address>`: it works while the approval is pending, after
- *   which the link shows the final state.
+ *   by `email:<address>`, or by the member a member's link was mailed to
+ *   (so the group check, under the approval's row lock, refuses a member
+ *   removed from the group: `NOT_ASSIGNED`; under a quorum it is that
+ *   member's one vote): it works while the approval is pending, after which
+ *   the link shows the final state.
  */
 import { PgClient } from "@effect/sql-pg"
 import { Context, Effect, Layer, Option, Schema } from "effect"
@@ -58,31 +63,66 @@ export const publicBaseUrl = (
 
 /**
  * Makes the link of one mail to `address` (the address setting
- * `addressId`) about `approvalId`, if that approval exists in the
- * organization; the token, which only the mail will hold.
+ * `addressId`, of `member` when it is a group member's own) about
+ * `approvalId`, if that approval exists in the organization; the token,
+ * which only the mail will hold.
  */
-export const issueMailLink = (sql: SqlClient.SqlClient, orgId: string, approvalId: string, address: string, addressId: string) =>
+export const issueMailLink = (
+  sql: SqlClient.SqlClient,
+  orgId: string,
+  approvalId: string,
+  address: string,
+  addressId: string,
+  member: string | null = null
+) =>
   Effect.gen(function*() {
     const token = randomToken(MAIL_LINK_PREFIX)
     const rows = yield* sql`
-      INSERT INTO approval_mail_links (token_hash, approval_id, org_id, reviewer_email, reviewer_address_id)
-      SELECT ${sha256Hex(token)}, id, org_id, ${address}, ${addressId} FROM approvals WHERE id = ${approvalId} AND org_id = ${orgId}
+      INSERT INTO approval_mail_links (token_hash, approval_id, org_id, reviewer_email, reviewer_address_id, member)
+      SELECT ${sha256Hex(token)}, id, org_id, ${address}, ${addressId}, ${member} FROM approvals WHERE id = ${approvalId} AND org_id = ${orgId}
       RETURNING approval_id
     `
     return rows.length === 0 ? Option.none<string>() : Option.some(token)
   }).pipe(Effect.orDie)
 
-const LinkRows = rowsOf("approval_mail_links", Schema.Struct({
+const LinkRow = Schema.Struct({
   approval_id: Schema.String,
   org_id: Schema.String,
   reviewer_email: Schema.String,
   reviewer_address_id: Schema.NullOr(Schema.String),
-  current: Schema.Boolean
-}))
+  member: Schema.NullOr(Schema.String)
+})
+const LinkRows = rowsOf("approval_mail_links", LinkRow)
+type Link = typeof LinkRow.Type
+
+/**
+ * SQL: whether the address setting a link was mailed under is current and
+ * confirmed: the organization's, or (for a member's link) that member's
+ * own. `lock` shares the row until the transaction ends.
+ */
+const addressHolds = (
+  sql: SqlClient.SqlClient,
+  link: Pick<Link, "org_id" | "reviewer_address_id" | "reviewer_email" | "member">,
+  lock: boolean
+) =>
+  link.member === null
+    ? sql`
+      SELECT 1 FROM notification_settings
+      WHERE org_id = ${link.org_id} AND reviewer_address_id = ${link.reviewer_address_id}
+        AND reviewer_email = ${link.reviewer_email} AND reviewer_confirmed_at IS NOT NULL
+      ${lock ? sql`FOR SHARE` : sql``}`
+    : sql`
+      SELECT 1 FROM reviewer_member_addresses
+      WHERE org_id = ${link.org_id} AND member = ${link.member} AND address_id = ${link.reviewer_address_id}
+        AND email = ${link.reviewer_email} AND confirmed_at IS NOT NULL
+      ${lock ? sql`FOR SHARE` : sql``}`
+
+/** Who a decision through a link is recorded as: the member it was mailed to, else `email:<address>`. */
+const deciderOfLink = (link: Pick<Link, "member" | "reviewer_email">) => link.member ?? mailActor(link.reviewer_email)
 
 const INVALID = "This link opens no approval of this service. Use the whole link of the mail, or decide in the console."
 const REPLACED =
-  "The address this mail went to is no longer the organization's reviewer address: its links open nothing. Decide in the console, or through a mail to the current address."
+  "The address this mail went to is no longer the reviewer address it was mailed as (the organization's, or the member's own): its links open nothing. Decide in the console, or through a mail to the current address."
 
 export class ApprovalMailLinks extends Context.Service<ApprovalMailLinks, {
   readonly open: (token: string) => Effect.Effect<ApprovalLinkView, ApprovalLinkInvalid | ReviewerAddressReplaced>
@@ -108,27 +148,24 @@ export class ApprovalMailLinks extends Context.Service<ApprovalMailLinks, {
           if (!token.startsWith(MAIL_LINK_PREFIX) || token.length > 200) return yield* new ApprovalLinkInvalid({ detail: INVALID })
           // Checked at each use against the settings as they are now: the
           // link works while the address setting it was mailed under is the
-          // organization's, confirmed.
+          // organization's (or, for a member's link, that member's),
+          // confirmed.
           const link = yield* LinkRows.one(sql`
-            SELECT l.approval_id, l.org_id, l.reviewer_email, l.reviewer_address_id,
-                   EXISTS (
-                     SELECT 1 FROM notification_settings s
-                     WHERE s.org_id = l.org_id AND s.reviewer_address_id = l.reviewer_address_id
-                       AND s.reviewer_email = l.reviewer_email AND s.reviewer_confirmed_at IS NOT NULL
-                   ) AS current
-            FROM approval_mail_links l WHERE l.token_hash = ${sha256Hex(token)}
+            SELECT approval_id, org_id, reviewer_email, reviewer_address_id, member
+            FROM approval_mail_links WHERE token_hash = ${sha256Hex(token)}
           `)
           if (link === undefined) return yield* new ApprovalLinkInvalid({ detail: INVALID })
           yield* Effect.annotateCurrentSpan({ "svc.org_id": link.org_id, "svc.approval_id": link.approval_id })
-          if (!link.current) return yield* new ReviewerAddressReplaced({ detail: REPLACED })
+          const current = yield* Effect.orDie(addressHolds(sql, link, false))
+          if (current.length === 0) return yield* new ReviewerAddressReplaced({ detail: REPLACED })
           return link
         })
 
-      const view = (link: { readonly approval_id: string; readonly org_id: string; readonly reviewer_email: string }) =>
+      const view = (link: Pick<Link, "approval_id" | "org_id" | "reviewer_email" | "member">) =>
         contexts.context(link.org_id, link.approval_id).pipe(
           // The link goes with its approval: a missing one is a link that opens nothing.
           Effect.catchTag("NotFound", () => Effect.fail(new ApprovalLinkInvalid({ detail: INVALID }))),
-          Effect.map((context): ApprovalLinkView => ({ ...context, decider: mailActor(link.reviewer_email) }))
+          Effect.map((context): ApprovalLinkView => ({ ...context, decider: deciderOfLink(link) }))
         )
 
       const open = Effect.fn("ApprovalMailLinks.open")(function*(token: string) {
@@ -145,13 +182,8 @@ export class ApprovalMailLinks extends Context.Service<ApprovalMailLinks, {
         // Checked again in the decision's transaction, the settings row
         // shared-locked: an address replaced meanwhile commits before the
         // decision (which is then refused) or after it, never between.
-        const holds = sql`
-          SELECT 1 FROM notification_settings
-          WHERE org_id = ${link.org_id} AND reviewer_address_id = ${link.reviewer_address_id}
-            AND reviewer_email = ${link.reviewer_email} AND reviewer_confirmed_at IS NOT NULL
-          FOR SHARE
-        `.pipe(Effect.map((rows) => rows.length > 0), Effect.orDie)
-        yield* approvals.decide(link.org_id, mailActor(link.reviewer_email), link.approval_id, decision, reason, {
+        const holds = addressHolds(sql, link, true).pipe(Effect.map((rows) => rows.length > 0), Effect.orDie)
+        yield* approvals.decide(link.org_id, deciderOfLink(link), link.approval_id, decision, reason, {
           holds,
           refused: new ReviewerAddressReplaced({ detail: REPLACED })
         }, edit).pipe(

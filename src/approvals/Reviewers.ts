@@ -11,7 +11,7 @@ import { PgClient } from "@effect/sql-pg"
 import { Context, Effect, Layer, Schema } from "effect"
 import type { SqlClient } from "effect/sql"
 import type { PolicyInput } from "../api/Approvals.ts"
-import { InvalidRequest, type LimitReached, NotFound } from "../api/Errors.ts"
+import { InvalidRequest, type LimitReached, NotFound, type RateLimited } from "../api/Errors.ts"
 import {
   type Delegation,
   type DelegationInput,
@@ -23,11 +23,13 @@ import {
   type ReviewerGroup,
   reviewerOf
 } from "../api/Reviewers.ts"
+import { DeliveryQueue } from "../deliveries/DeliveryQueue.ts"
 import { SvcConfig } from "../platform/Config.ts"
 import { newId } from "../platform/Ids.ts"
 import { refuseAtCap } from "../platform/OrgLimits.ts"
 import { JsonColumn, rowsOf, Timestamp, TimestampOrNull } from "../platform/Rows.ts"
 import { databaseNow } from "../platform/Time.ts"
+import { writeMemberAddresses } from "./MemberAddresses.ts"
 
 /**
  * SQL: whether `actor` may decide an approval assigned to the group named
@@ -86,16 +88,30 @@ export const checkGroups = Effect.fnUntraced(function*(sql: SqlClient.SqlClient,
 
 const GroupRow = Schema.Struct({
   name: Schema.String,
-  members: JsonColumn(Schema.Array(Schema.String)),
+  members: JsonColumn(Schema.Array(Schema.Struct({
+    member: Schema.String,
+    email: Schema.NullOr(Schema.String),
+    confirmed: Schema.Boolean
+  }))),
   created_at: Timestamp,
   updated_at: Timestamp
 })
 const GroupRows = rowsOf("reviewer_groups", GroupRow)
 
-const GROUP_COLUMNS = `g.name, (SELECT coalesce(jsonb_agg(m.member ORDER BY m.member), '[]'::jsonb)
-  FROM reviewer_group_members m WHERE m.group_id = g.id) AS members, g.created_at, g.updated_at`
+/** Each member with their own address (one per person in the organization, whichever group set it). */
+const GROUP_COLUMNS = `g.name, (SELECT coalesce(jsonb_agg(jsonb_build_object('member', m.member, 'email', a.email,
+    'confirmed', a.confirmed_at IS NOT NULL) ORDER BY m.member), '[]'::jsonb)
+  FROM reviewer_group_members m LEFT JOIN reviewer_member_addresses a ON a.org_id = g.org_id AND a.member = m.member
+  WHERE m.group_id = g.id) AS members, g.created_at, g.updated_at`
 
-const toGroup = (row: typeof GroupRow.Type): ReviewerGroup => ({ ...row, members: row.members.map(reviewerOf) })
+const toGroup = (row: typeof GroupRow.Type): ReviewerGroup => ({
+  ...row,
+  members: row.members.map((m) => ({
+    ...reviewerOf(m.member),
+    email: m.email,
+    email_status: m.email === null ? null : m.confirmed ? "confirmed" : "pending"
+  }))
+})
 
 const DelegationRow = Schema.Struct({
   id: Schema.String,
@@ -122,7 +138,7 @@ const KeyRows = rowsOf("api_keys", Schema.Struct({ id: Schema.String }))
 const IdRows = rowsOf("reviewer_groups", Schema.Struct({ id: Schema.String }))
 
 export class Reviewers extends Context.Service<Reviewers, {
-  readonly putGroup: (orgId: string, name: string, input: GroupInput) => Effect.Effect<ReviewerGroup, NotFound | LimitReached>
+  readonly putGroup: (orgId: string, name: string, input: GroupInput) => Effect.Effect<ReviewerGroup, NotFound | LimitReached | RateLimited>
   readonly listGroups: (orgId: string) => Effect.Effect<ReadonlyArray<ReviewerGroup>>
   readonly getGroup: (orgId: string, name: string) => Effect.Effect<ReviewerGroup, NotFound>
   readonly deleteGroup: (orgId: string, name: string) => Effect.Effect<void, NotFound | GroupInUse>
@@ -135,6 +151,7 @@ export class Reviewers extends Context.Service<Reviewers, {
     Effect.gen(function*() {
       const sql = yield* PgClient.PgClient
       const config = yield* SvcConfig
+      const queue = yield* DeliveryQueue
 
       /** The first of `reviewers` that is a key but not an active key of the organization holding `approvals.decide`. */
       const firstUnfitKey = Effect.fnUntraced(function*(orgId: string, reviewers: ReadonlyArray<Reviewer>) {
@@ -161,7 +178,7 @@ export class Reviewers extends Context.Service<Reviewers, {
             detail: `No active API key of the organization holding approvals.decide has the id members[${unfit.i}].key_id names.`
           })
         }
-        yield* sql.withTransaction(Effect.gen(function*() {
+        const mailed = yield* sql.withTransaction(Effect.gen(function*() {
           const existing = yield* lockGroup(orgId, name)
           let groupId = existing?.id
           if (groupId === undefined) {
@@ -180,7 +197,9 @@ export class Reviewers extends Context.Service<Reviewers, {
           const id = groupId
           yield* Effect.forEach(input.members, (member) =>
             sql`INSERT INTO reviewer_group_members (group_id, member) VALUES (${id}, ${deciderOf(member)})`, { discard: true })
+          return yield* writeMemberAddresses(sql, queue, config, orgId, input.members)
         })).pipe(Effect.catchTag("SqlError", Effect.die))
+        if (mailed) yield* queue.wake("email")
         return toGroup((yield* readGroup(orgId, name))!)
       })
 

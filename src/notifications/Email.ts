@@ -1,7 +1,8 @@
 /**
  * Reviewer email: approval requests and deadline notices (requested,
  * expiring, escalated) mailed to the organization's confirmed reviewer
- * address when `SVC_SMTP_URL` is set (final approved and rejected events
+ * address, or for an approval assigned to a reviewer group to each of its
+ * members' confirmed own addresses, when `SVC_SMTP_URL` is set (final approved and rejected events
  * are for webhook receivers only), and the confirmation mail a new address
  * is sent (`ReviewerAddress.ts`). The dispatcher queues one `email`
  * delivery per such event; this worker sends it with nodemailer and the
@@ -23,7 +24,9 @@ import { Outcome } from "../deliveries/DeliveryQueue.ts"
 import { runWorker, type Settlement } from "../deliveries/worker/DeliveryWorker.ts"
 import { SvcConfig } from "../platform/Config.ts"
 import { rowsOf } from "../platform/Rows.ts"
-import { CONFIRM_META_KEY, confirmationUrl, issueConfirmation } from "./ReviewerAddress.ts"
+import { CONFIRM_META_KEY } from "../approvals/AddressConfirmations.ts"
+import { MEMBER_META_KEY } from "../approvals/MemberAddresses.ts"
+import { confirmationUrl, issueConfirmation } from "./ReviewerAddress.ts"
 import { failedAttempt, notSent, WebhookSender } from "./send/Sender.ts"
 
 const DEFAULT_FROM = "svc notifications <notifications@svc.invalid>"
@@ -34,10 +37,11 @@ const subjects: Record<string, string> = {
   "approval.escalated": "Approval escalated: another review window"
 }
 
-/** The event to mail and where to: the organization's confirmed reviewer address, if any, and its setting's id. */
+/** The event to mail and where to: the confirmed reviewer address, if any, its setting's id and the member it is of (null: the organization's). */
 const MailRows = rowsOf("events", Schema.Struct({
   reviewer_email: Schema.NullOr(Schema.String),
   reviewer_address_id: Schema.NullOr(Schema.String),
+  member: Schema.NullOr(Schema.String),
   type: Schema.String,
   body: Schema.String
 }))
@@ -164,26 +168,41 @@ export class ReviewerEmail extends Context.Service<ReviewerEmail, {
         return Option.some({ to: issued.value.address, subject, text, headers: { "X-Svc-Mail-Type": "reviewer.confirmation" } })
       })
 
-      /** A mail about an approval event, to the organization's confirmed address. */
+      /**
+       * A mail about an approval event: to the organization's confirmed
+       * address, or, when the delivery names a member's address setting
+       * (`MEMBER_META_KEY`), to that member's, while it is confirmed.
+       */
       const approvalMail = Effect.fn("ReviewerEmail.approvalMail")(function*(delivery: Claimed) {
+        const memberAddress = delivery.meta[MEMBER_META_KEY]
         // The address is read when the mail goes: a pending one (replaced
         // after the delivery was queued) is sent nothing.
-        const row = yield* MailRows.one(sql`
-          SELECT s.reviewer_email, s.reviewer_address_id, e.type, e.body
-          FROM events e LEFT JOIN notification_settings s ON s.org_id = e.org_id AND s.reviewer_confirmed_at IS NOT NULL
-          WHERE e.id = ${delivery.eventId} AND e.org_id = ${delivery.orgId}
-        `)
+        const row = yield* MailRows.one(
+          typeof memberAddress === "string"
+            ? sql`
+              SELECT a.email AS reviewer_email, a.address_id AS reviewer_address_id, a.member, e.type, e.body
+              FROM events e LEFT JOIN reviewer_member_addresses a
+                ON a.org_id = e.org_id AND a.address_id = ${memberAddress} AND a.confirmed_at IS NOT NULL
+              WHERE e.id = ${delivery.eventId} AND e.org_id = ${delivery.orgId}
+            `
+            : sql`
+              SELECT s.reviewer_email, s.reviewer_address_id, NULL::text AS member, e.type, e.body
+              FROM events e LEFT JOIN notification_settings s ON s.org_id = e.org_id AND s.reviewer_confirmed_at IS NOT NULL
+              WHERE e.id = ${delivery.eventId} AND e.org_id = ${delivery.orgId}
+            `
+        )
         if (row === undefined || row.reviewer_email === null || row.reviewer_address_id === null) {
           return "no confirmed reviewer address any more"
         }
         if (subjects[row.type] === undefined) return `${row.type} events are not mailed`
         // A new link for each mail (only its hash is kept, so an earlier
         // mail's link cannot be sent again); each opens this approval only,
-        // while this address setting is the organization's.
+        // while this address setting is current, and a member's decides as
+        // that member.
         const approvalId = approvalIdOf(row.body)
         const token = approvalId === undefined
           ? Option.none<string>()
-          : yield* issueMailLink(sql, delivery.orgId, approvalId, row.reviewer_email, row.reviewer_address_id)
+          : yield* issueMailLink(sql, delivery.orgId, approvalId, row.reviewer_email, row.reviewer_address_id, row.member)
         const link = Option.map(token, (t) => mailLinkUrl(baseUrl(), t))
         const { subject, text } = renderEmail(row.type, row.body, Option.getOrUndefined(link))
         return {

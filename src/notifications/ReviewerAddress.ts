@@ -21,6 +21,9 @@
  *   (`MailLinks.ts` checks it when the link is used).
  * - An address the operator sets (`svc notifications reviewer-email`) is
  *   confirmed at once: the operator answers for it.
+ * - A group member's own address (`approvals/MemberAddresses.ts`) is confirmed the
+ *   same way: the same mail, link, TTL and hourly bound, its setting's id
+ *   standing where the organization's would.
  */
 import { PgClient } from "@effect/sql-pg"
 import { Context, Duration, Effect, Layer, Option, Schema } from "effect"
@@ -33,6 +36,7 @@ import {
 } from "../api/ApprovalLinks.ts"
 import { RateLimited } from "../api/Errors.ts"
 import type { NotificationSettings } from "../api/Notifications.ts"
+import { claimConfirmationWindow, queueConfirmation } from "../approvals/AddressConfirmations.ts"
 import { DeliveryQueue } from "../deliveries/DeliveryQueue.ts"
 import { SvcConfig } from "../platform/Config.ts"
 import { randomToken, sha256Hex } from "../platform/Crypto.ts"
@@ -46,13 +50,6 @@ const CONFIRMATION_PREFIX = "svr_"
 /** The console page a confirmation mail links to; the token goes in the fragment, which browsers never send. */
 export const confirmationUrl = (baseUrl: string, token: string) => `${baseUrl}/console/confirm-address#${token}`
 
-/** Meta key of a confirmation mail's delivery: the address setting it confirms. */
-export const CONFIRM_META_KEY = "confirms_address"
-
-/** Label of a confirmation mail's delivery. */
-const CONFIRM_LABEL = "reviewer.confirmation"
-
-const WINDOW_SECONDS = 3600
 
 const SettingsRow = Schema.Struct({
   reviewer_email: Schema.NullOr(Schema.String),
@@ -60,7 +57,6 @@ const SettingsRow = Schema.Struct({
   reviewer_confirmed_at: InstantOrNull
 })
 const SettingsRows = rowsOf("notification_settings", SettingsRow)
-const WindowRows = rowsOf("notification_settings", Schema.Struct({ claimed: Schema.Boolean, retry_after: Schema.Number }))
 const IssuedRows = rowsOf("reviewer_confirmations", Schema.Struct({ reviewer_email: Schema.String, expires_at: Instant }))
 const ConfirmedRows = rowsOf("reviewer_confirmations", Schema.Struct({
   used: Schema.Boolean,
@@ -101,13 +97,19 @@ export const writeReviewerEmail = (orgId: string, email: string | null) =>
 export const issueConfirmation = (sql: SqlClient.SqlClient, orgId: string, addressId: string, ttl: Duration.Duration) =>
   Effect.gen(function*() {
     const token = randomToken(CONFIRMATION_PREFIX)
+    // The setting is the organization's address or a group member's own
+    // (reviewer_member_addresses): address ids are unique across both.
     const row = yield* IssuedRows.one(sql`
       INSERT INTO reviewer_confirmations (token_hash, org_id, reviewer_address_id, reviewer_email, expires_at)
-      SELECT ${sha256Hex(token)}, org_id, reviewer_address_id, reviewer_email,
-             now() + make_interval(secs => ${Duration.toSeconds(ttl)})
-      FROM notification_settings
-      WHERE org_id = ${orgId} AND reviewer_address_id = ${addressId} AND reviewer_email IS NOT NULL
-        AND reviewer_confirmed_at IS NULL
+      SELECT ${sha256Hex(token)}, org_id, address_id, email, now() + make_interval(secs => ${Duration.toSeconds(ttl)})
+      FROM (
+        SELECT org_id, reviewer_address_id AS address_id, reviewer_email AS email FROM notification_settings
+        WHERE org_id = ${orgId} AND reviewer_address_id = ${addressId} AND reviewer_email IS NOT NULL
+          AND reviewer_confirmed_at IS NULL
+        UNION ALL
+        SELECT org_id, address_id, email FROM reviewer_member_addresses
+        WHERE org_id = ${orgId} AND address_id = ${addressId} AND confirmed_at IS NULL
+      ) pending
       RETURNING reviewer_email, expires_at
     `)
     return row === undefined ? Option.none() : Option.some({ token, address: row.reviewer_email, expiresAt: row.expires_at })
@@ -153,34 +155,6 @@ export class ReviewerAddresses extends Context.Service<ReviewerAddresses, {
         return toSettings(yield* current(orgId, false))
       }, Effect.orDie)
 
-      /** Takes one confirmation mail of the organization's hourly window, or answers when the next one is possible. */
-      const claimWindow = (orgId: string) =>
-        Effect.gen(function*() {
-          const limit = config.reviewerConfirmationsPerHour
-          const fresh = sql`(confirm_window_at IS NULL OR confirm_window_at <= now() - make_interval(secs => ${WINDOW_SECONDS}))`
-          const row = yield* WindowRows.one(sql`
-            WITH claimed AS (
-              UPDATE notification_settings
-              SET confirm_window_at = CASE WHEN ${fresh} THEN now() ELSE confirm_window_at END,
-                  confirm_count = CASE WHEN ${fresh} THEN 1 ELSE confirm_count + 1 END
-              WHERE org_id = ${orgId} AND (${fresh} OR confirm_count < ${limit})
-              RETURNING org_id
-            )
-            SELECT EXISTS (SELECT 1 FROM claimed) AS claimed,
-                   coalesce((SELECT ceil(extract(epoch FROM confirm_window_at + make_interval(secs => ${WINDOW_SECONDS}) - now()))::int
-                             FROM notification_settings WHERE org_id = ${orgId}), 1) AS retry_after
-          `).pipe(Effect.orDie)
-          if (row?.claimed === true) return
-          const retryAfter = Math.max(1, row?.retry_after ?? 1)
-          return yield* new RateLimited({
-            limit: "SVC_REVIEWER_CONFIRMATIONS_PER_HOUR",
-            limit_value: limit,
-            retry_after_seconds: retryAfter,
-            detail:
-              `This organization caused ${limit} confirmation mails in the last hour, the most allowed (SVC_REVIEWER_CONFIRMATIONS_PER_HOUR); the address was not changed. Retry in ${retryAfter} s.`
-          })
-        })
-
       const set = Effect.fn("ReviewerAddresses.set")(function*(orgId: string, email: string | null) {
         const mailed = yield* sql.withTransaction(Effect.gen(function*() {
           const before = yield* current(orgId, true).pipe(Effect.orDie)
@@ -196,15 +170,8 @@ export class ReviewerAddresses extends Context.Service<ReviewerAddresses, {
           // Without SMTP no mail can go: the address waits, and setting it
           // again once SMTP is configured sends the mail.
           if (email === null || addressId === null || !smtp) return false
-          yield* claimWindow(orgId)
-          yield* queue.enqueue({
-            orgId,
-            kind: "email",
-            targetId: orgId,
-            label: CONFIRM_LABEL,
-            meta: { [CONFIRM_META_KEY]: addressId },
-            capacity: config.webhookQueueCapacity
-          })
+          yield* claimConfirmationWindow(sql, orgId, config.reviewerConfirmationsPerHour)
+          yield* queueConfirmation(queue, orgId, addressId, config.webhookQueueCapacity)
           return true
         })).pipe(Effect.catchTag("SqlError", Effect.die))
         if (mailed) yield* queue.wake("email")
@@ -230,16 +197,22 @@ export class ReviewerAddresses extends Context.Service<ReviewerAddresses, {
             FROM used WHERE ns.org_id = used.org_id AND ns.reviewer_address_id = used.reviewer_address_id
               AND ns.reviewer_email IS NOT NULL
             RETURNING ns.reviewer_email, ns.reviewer_confirmed_at
+          ),
+          member_confirmed AS (
+            UPDATE reviewer_member_addresses a
+            SET confirmed_at = coalesce(a.confirmed_at, now()), updated_at = now()
+            FROM used WHERE a.org_id = used.org_id AND a.address_id = used.reviewer_address_id
+            RETURNING a.email AS reviewer_email, a.confirmed_at AS reviewer_confirmed_at
           )
           SELECT EXISTS (SELECT 1 FROM used) AS used, c.reviewer_email, c.reviewer_confirmed_at
-          FROM (SELECT 1) one LEFT JOIN confirmed c ON true
+          FROM (SELECT 1) one LEFT JOIN (SELECT * FROM confirmed UNION ALL SELECT * FROM member_confirmed) c ON true
         `).pipe(Effect.orDie)
         if (row !== undefined && row.reviewer_email !== null && row.reviewer_confirmed_at !== null) {
           return { reviewer_email: row.reviewer_email, reviewer_email_status: "confirmed" as const, confirmed_at: iso(row.reviewer_confirmed_at) }
         }
         if (row?.used === true) {
           return yield* new ReviewerAddressReplaced({
-            detail: "The address this link was mailed to is no longer the organization's reviewer address; nothing was confirmed."
+            detail: "The address this link was mailed to is no longer the reviewer address it was set as (the organization's, or a group member's); nothing was confirmed."
           })
         }
         const known = yield* KnownRows.one(sql`SELECT used_at, expires_at FROM reviewer_confirmations WHERE token_hash = ${hash}`).pipe(

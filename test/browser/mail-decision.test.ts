@@ -6,7 +6,9 @@
  * without a sign-in; opening it decides nothing; pressing Approve records
  * `email:<reviewer address>`, which the console's history shows as a
  * reviewer mail decision; afterwards the link shows the final state, and
- * once the address is replaced the link opens nothing and says why.
+ * once the address is replaced the link opens nothing and says why. An
+ * approval assigned to a reviewer group is mailed to its member's own
+ * address instead, whose link decides as that member.
  */
 import type { AddressInfo } from "node:net"
 import type { Page } from "playwright-core"
@@ -54,7 +56,7 @@ afterAll(async () => {
 })
 
 /** A pending approval after an allowed step, in a session of a named task; the link of its request mail. */
-const pendingWithLink = async (tool: string) => {
+const pendingWithLink = async (tool: string, address = "alex@example.com") => {
   const task = await world.api("POST", "/v1/tasks", { name: "Customer refunds", answer_schema: { type: "object" } })
   const session = await world.api("POST", "/v1/agent-sessions", { task_id: task.body.id })
   const steps = `/v1/agent-sessions/${session.body.id}/steps`
@@ -63,7 +65,7 @@ const pendingWithLink = async (tool: string) => {
   assert.strictEqual(step.body.decision, "pending", JSON.stringify(step.body))
   const approvalId = step.body.approval_id as string
   const mail = await until(async () => mails.find((m) => m.text.includes(approvalId)), "the request mail", 30_000)
-  assert.deepStrictEqual(mail.to, ["alex@example.com"])
+  assert.deepStrictEqual(mail.to, [address])
   const link = /(http:\/\/\S+\/console\/decide#sva_[A-Za-z0-9_-]{43})/.exec(mail.text)?.[1]
   assert.isString(link, mail.text)
   return { approvalId, link: link! }
@@ -278,23 +280,35 @@ describeBrowser("Deciding from the reviewer mail", () => {
     await done()
   })
 
-  it("an approval assigned to a reviewer group opens from the mail with its group and who decides, and no Approve or Reject", async () => {
-    const group = await world.api("PUT", "/v1/reviewer-groups/payments-leads", { members: [{ console_user: "Lena Lead" }] })
+  it("an approval assigned to a reviewer group is mailed to its member's own confirmed address, not the organization's; the link's page names the member and Approve records them", async () => {
+    const group = await world.api("PUT", "/v1/reviewer-groups/payments-leads", { members: [{ console_user: "Lena Lead", email: "lena@example.com" }] })
     assert.strictEqual(group.status, 200, JSON.stringify(group.body))
+    assert.strictEqual(group.body.members[0].email_status, "pending")
+    const confirmation = await until(async () => mails.find((m) => m.to.includes("lena@example.com") && CONFIRM_LINK.test(m.text)), "the member's confirmation mail", 30_000)
+    const confirm = await world.open()
+    await confirm.page.goto(CONFIRM_LINK.exec(confirmation.text)![1]!)
+    await confirm.page.getByRole("button", { name: "Confirm" }).click()
+    await confirm.page.getByRole("heading", { name: "Address confirmed" }).waitFor()
+    await confirm.done()
+    assert.strictEqual((await world.api("GET", "/v1/reviewer-groups/payments-leads")).body.members[0].email_status, "confirmed")
     const settings = { review_seconds: 600, expiring_notice_seconds: 0, timeout_action: "reject" }
     const policy = await world.api("PUT", "/v1/approval-policies/payments.refund", { mode: "require_approval", ...settings, group: "payments-leads" })
     assert.strictEqual(policy.status, 200, JSON.stringify(policy.body))
-    const { approvalId, link } = await pendingWithLink("payments.refund-assigned")
+    const { approvalId, link } = await pendingWithLink("payments.refund-assigned", "lena@example.com")
     // Back to the default for the tests after this one.
     await world.api("PUT", "/v1/approval-policies/payments.refund", { mode: "require_approval", ...settings })
     const { page, done } = await world.open()
     await page.goto(link)
     await page.getByRole("heading", { name: "Approval requested: payments.refund-assigned" }).waitFor()
-    await page.getByText(/This approval is assigned to the reviewer group payments-leads/).waitFor()
-    assert.strictEqual(await page.getByRole("button", { name: "Approve" }).count(), 0)
-    await checkAccessibility(page, "a mail link of an assigned approval")
+    await page.getByText("console:Lena Lead").first().waitFor()
+    assert.strictEqual(await page.locator(".not-assigned").count(), 0)
+    await checkAccessibility(page, "a member's mail link of an assigned approval")
     await screenshot(page, "mail-decision-assigned")
-    assert.strictEqual((await world.api("GET", `/v1/agent-approvals/${approvalId}`)).body.assigned_group, "payments-leads")
+    await page.getByRole("button", { name: "Approve" }).click()
+    await page.getByRole("heading", { name: "Approval approved: payments.refund-assigned" }).waitFor()
+    const record = await world.api("GET", `/v1/agent-approvals/${approvalId}`)
+    assert.deepStrictEqual([record.body.status, record.body.decided_by, record.body.assigned_group], ["approved", "console:Lena Lead", "payments-leads"])
+    assert.isFalse(mails.some((m) => m.to.includes("alex@example.com") && m.text.includes(approvalId)), "the organization's address got none of its mail")
     await done()
   })
 

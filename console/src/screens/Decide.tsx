@@ -22,7 +22,7 @@ const openAtom = SvcApi.mutation("approvalLinks", "open")
 const decideAtom = SvcApi.mutation("approvalLinks", "decide")
 
 const REPLACED =
-  "The address this mail went to is no longer the organization's reviewer address, so its links open nothing. Decide in the console, or through a mail to the current address."
+  "The address this mail went to is no longer the organization's reviewer address (or, for a group member's mail, the member's own), so its links open nothing. Decide in the console, or through a mail to the current address."
 
 const tokenOf = () => fragmentToken(location.hash)
 
@@ -79,7 +79,13 @@ export const Decide = () => {
     if (problem.code === "REVIEWER_ADDRESS_REPLACED") return setState({ kind: "invalid", text: REPLACED })
     if (problem.code === "ALREADY_VOTED") return setNotice({ tone: "warning", text: "This address has already voted on this approval." })
     if (problem.code === "NOT_ASSIGNED") {
-      return setNotice({ tone: "warning", text: "This approval is assigned to a reviewer group: decide it in the console as one of its members." })
+      const decider = state.kind === "view" ? state.view.decider : "email:"
+      return setNotice({
+        tone: "warning",
+        text: !decider.startsWith("email:")
+          ? `This approval is assigned to a reviewer group ${decider} is not in (any more): its members decide it.`
+          : "This approval is assigned to a reviewer group: decide it in the console as one of its members."
+      })
     }
     if (problem.code === "INVALID_TRANSITION") {
       setNotice({ tone: "warning", text: "This approval was closed meanwhile; your decision was not recorded." })
@@ -138,7 +144,7 @@ export const Decide = () => {
             <p class="notice info voted">You voted on this approval as <strong>{view.decider}</strong>. It waits for {item.approvals_remaining ?? 1} more approval{(item.approvals_remaining ?? 1) === 1 ? "" : "s"} from someone else.</p>
           </section>
         )
-        : pending && item.assigned_group !== undefined
+        : pending && item.assigned_group !== undefined && view.decider.startsWith("email:")
         ? (
           <section aria-labelledby="decide-title" class="decide">
             <h2 id="decide-title">Who decides</h2>

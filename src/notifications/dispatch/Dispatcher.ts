@@ -2,8 +2,10 @@
  * Fans the durable approval event log (`events`, the outbox: its rows and
  * cursor are `outbox/Outbox.ts`'s) out into
  * deliveries: one per subscribed active endpoint of the event's
- * organization, and one reviewer email for requests and deadline notices
- * when reviewer email is configured. Events are taken past the dispatch
+ * organization, and reviewer email for requests and deadline notices when
+ * reviewer email is configured: to the organization's confirmed address,
+ * or, for an approval assigned to a reviewer group, one to each of the
+ * group's members' confirmed own addresses. Events are taken past the dispatch
  * cursor (`event_dispatch`, migration 0720) in `(writer, seq)` order, and
  * the cursor is moved past them by the same statement that creates their
  * deliveries: an event is fanned out exactly once, and a crash before it
@@ -12,6 +14,7 @@
 import { PgClient } from "@effect/sql-pg"
 import { Cause, Context, Duration, Effect, Layer, Option, Schema } from "effect"
 import { EmailedEventTypes } from "../../api/Notifications.ts"
+import { MEMBER_META_KEY } from "../../approvals/MemberAddresses.ts"
 import { DeliveryQueue } from "../../deliveries/DeliveryQueue.ts"
 import { SvcConfig } from "../../platform/Config.ts"
 import { BigIntText } from "../../platform/Rows.ts"
@@ -52,6 +55,8 @@ export class Dispatcher extends Context.Service<Dispatcher, {
       const bodies = yield* EventBodies
       const smtp = Option.isSome(config.smtpUrl)
       const emailedTypes: Array<string> = [...EmailedEventTypes]
+      /** The group the event's approval is assigned to (its snapshot's), or null. */
+      const assignedGroup = sql`(ev.body::jsonb #>> '{approval,assigned_group}')`
 
       // One statement, so one round trip and no transaction held open on the
       // embedded database's only session: take the events past the cursor
@@ -68,7 +73,7 @@ export class Dispatcher extends Context.Service<Dispatcher, {
               -- endpoints in their order, then the reviewer email (to a
               -- confirmed address only).
               SELECT ev.writer AS event_writer, ev.seq AS event_seq, 0 AS k, ep.seq AS ep_seq, ev.org_id, 'webhook'::text AS kind,
-                     ep.id AS target_id, ev.id AS event_id, ev.type, ev.body, ev.label
+                     ep.id AS target_id, ev.id AS event_id, ev.type, ev.body, ev.label, '{}'::jsonb AS meta
               FROM ev JOIN notification_endpoints ep
                 ON ep.org_id = ev.org_id AND ep.active AND ep.events @> to_jsonb(ev.type)
                 -- An operational event never goes to the endpoint it is about.
@@ -82,9 +87,19 @@ export class Dispatcher extends Context.Service<Dispatcher, {
                     JOIN agent_steps s ON s.session_id = a.session_id AND s.step_id = a.step_id
                     WHERE a.id = (ev.body::jsonb #>> '{approval,approval_id}')::uuid)`)})
               UNION ALL
-              SELECT ev.writer, ev.seq, 1, 0, ev.org_id, 'email', ev.org_id, ev.id, ev.type, ev.body, ev.label
+              SELECT ev.writer, ev.seq, 1, 0, ev.org_id, 'email', ev.org_id, ev.id, ev.type, ev.body, ev.label, '{}'::jsonb
               FROM ev JOIN notification_settings ns
                 ON ns.org_id = ev.org_id AND ns.reviewer_email IS NOT NULL AND ns.reviewer_confirmed_at IS NOT NULL
+              WHERE ${smtp} AND ev.type IN ${sql.in(emailedTypes)} AND ${assignedGroup} IS NULL
+              UNION ALL
+              -- An approval assigned to a group (at this event: after an
+              -- escalation, the escalation group) is mailed to each of its
+              -- members' confirmed own addresses instead, one delivery each.
+              SELECT ev.writer, ev.seq, 2, 0, ev.org_id, 'email', ev.org_id, ev.id, ev.type, ev.body, ev.label,
+                     jsonb_build_object(${MEMBER_META_KEY}::text, a.address_id)
+              FROM ev JOIN reviewer_groups g ON g.org_id = ev.org_id AND g.name = ${assignedGroup}
+              JOIN reviewer_group_members m ON m.group_id = g.id
+              JOIN reviewer_member_addresses a ON a.org_id = ev.org_id AND a.member = m.member AND a.confirmed_at IS NOT NULL
               WHERE ${smtp} AND ev.type IN ${sql.in(emailedTypes)}
             )`,
           // The label was written with the event (its type and approval id);
@@ -92,7 +107,7 @@ export class Dispatcher extends Context.Service<Dispatcher, {
           input: sql`
             SELECT row_number() OVER (ORDER BY event_writer, event_seq, k, ep_seq) AS ord, org_id, kind, target_id,
                    coalesce(label, type) AS label,
-                   event_id, NULL::text AS payload, '{}'::jsonb AS meta, ${config.webhookQueueCapacity}::int AS capacity
+                   event_id, NULL::text AS payload, meta, ${config.webhookQueueCapacity}::int AS capacity
             FROM fan`,
           select: sql`
             SELECT ev.seq, ev.id, ev.org_id, ev.type, ev.body,

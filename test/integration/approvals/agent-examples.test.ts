@@ -494,7 +494,10 @@ layer(SvcTest.layer(), { excludeTestServices: true })("the agent loop of docs/ap
           policy: "stored"
         })
         assert.deepStrictEqual([decision.status, decision.decision_reason], ["rejected", "Order 31 was refunded last week already."])
-        assert.deepStrictEqual([group.name, group.members], ["payments-leads", [{ console_user: "ana" }, { console_user: "ben" }]])
+        assert.deepStrictEqual([group.name, group.members], ["payments-leads", [
+          { console_user: "ana", email: "ana@example.com", email_status: "pending" },
+          { console_user: "ben", email: null, email_status: null }
+        ]])
         assert.deepStrictEqual([delegation.delegate, delegation.ended_at], [{ console_user: "ben" }, null])
         assert.isAbove(Date.parse(delegation.ends_at) - Date.now(), 6 * 86_400_000)
         assert.deepStrictEqual(schemaPolicy.arguments_schema.required, ["amount"])

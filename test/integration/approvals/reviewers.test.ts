@@ -73,10 +73,11 @@ layer(SvcTest.layer({ config: { reviewerLimits: { groups: MAX_GROUPS, delegation
           payload: { members: [{ console_user: "ana" }, { key_id: lead.keyId }] }
         })
         assert.strictEqual(put.name, "oncall")
-        assert.sameDeepMembers([...put.members], [{ console_user: "ana" }, { key_id: lead.keyId }])
+        const none = { email: null, email_status: null }
+        assert.sameDeepMembers([...put.members], [{ console_user: "ana", ...none }, { key_id: lead.keyId, ...none }])
         assert.deepStrictEqual(yield* org.client.reviewers.getGroup({ params: { name: "oncall" } }), put)
         const replaced = yield* org.client.reviewers.putGroup({ params: { name: "oncall" }, payload: { members: [{ console_user: "ben" }] } })
-        assert.deepStrictEqual(replaced.members, [{ console_user: "ben" }])
+        assert.deepStrictEqual(replaced.members, [{ console_user: "ben", ...none }])
         assert.deepStrictEqual((yield* org.client.reviewers.listGroups()).groups.map((g) => g.name), ["finance", "leads", "oncall"])
         yield* org.client.reviewers.deleteGroup({ params: { name: "oncall" } })
         const gone = yield* Effect.flip(org.client.reviewers.getGroup({ params: { name: "oncall" } }))
