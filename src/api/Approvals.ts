@@ -191,7 +191,7 @@ export const ApprovalSnapshot = Schema.Struct({
   decided_at: Schema.optionalKey(Timestamp),
   decided_by: Schema.optionalKey(Schema.String.annotate({
     description:
-      "Who decided: the id of the API key, `console:<person>` for a console session, or `email:<reviewer address>` for a decision made through the link of a reviewer mail"
+      "Who decided: the id of the API key, `console:<person>` for a console person, or `email:<reviewer address>` for a decision made through the link of a mail to the organization's reviewer address (the link of a mail to a group member's own address decides as that member)"
   })),
   decision_reason: Schema.optionalKey(Schema.String.annotate({
     description:
