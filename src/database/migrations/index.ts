@@ -53,6 +53,7 @@ import m0800 from "./0800_policy_rules.ts"
 import m0810 from "./0810_approval_edits.ts"
 import m0820 from "./0820_approval_votes.ts"
 import m0830 from "./0830_reviewer_groups.ts"
+import m0840 from "./0840_policy_versions.ts"
 
 /**
  * Every migration by its `id_name`, under the release of svc it first
@@ -105,7 +106,8 @@ export const migrationsByRelease = {
     "0800_policy_rules": m0800,
     "0810_approval_edits": m0810,
     "0820_approval_votes": m0820,
-    "0830_reviewer_groups": m0830
+    "0830_reviewer_groups": m0830,
+    "0840_policy_versions": m0840
   }
 }
 
