@@ -64,12 +64,19 @@ const BLOCK = Number(process.env.BENCH_BLOCK ?? 500)
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 4)
 const serverUrl = process.env.BENCH_DATABASE_URL
 
-const rule = (mode: "allow" | "require_approval"): CachedRule => ({
-  stored: true,
+const rule = (mode: "allow" | "require_approval", version: string): CachedRule => ({
+  version,
   conditions: [],
-  conditionsJson: "[]",
   rule: { mode, review_seconds: 3600, expiring_notice_seconds: 60, escalation_seconds: null, timeout_action: "reject" }
 })
+
+/**
+ * A checkout's step statement from before policies had a version: its
+ * cached rule said whether it was stored and carried its rules' JSON, which
+ * the statement compared with the stored ones.
+ */
+const unversioned = (before: typeof stepSql): typeof stepSql => (sql, input) =>
+  before(sql, { ...input, cached: { ...input.cached, stored: input.cached.version !== null, conditionsJson: "[]" } as CachedRule })
 
 type Kind = "session" | "feedback" | "allow" | "pending" | "rows" | "empty"
 
@@ -89,9 +96,14 @@ const prepare = (
     const orgId = newId()
     yield* sql`INSERT INTO orgs (id, name) VALUES (${orgId}, 'bench')`
     if (history > 0) yield* earlierSteps(sql, orgId, history)
+    // Each policy's version, where the checkout's schema has one (none before migration 0840).
+    const cached: Partial<Record<"allow" | "require_approval", CachedRule>> = {}
     for (const [cls, mode] of [["bench.allow", "allow"], ["bench.ask", "require_approval"]] as const) {
-      yield* sql`INSERT INTO approval_policies (org_id, action_class, mode, review_seconds, expiring_notice_seconds, timeout_action)
-        VALUES (${orgId}, ${cls}, ${mode}, 3600, 60, 'reject')`
+      const [row] = yield* sql<{ version: string | null }>`
+        INSERT INTO approval_policies (org_id, action_class, mode, review_seconds, expiring_notice_seconds, timeout_action)
+        VALUES (${orgId}, ${cls}, ${mode}, 3600, 60, 'reject')
+        RETURNING to_jsonb(approval_policies) ->> 'version' AS version`
+      cached[mode] = rule(mode, row?.version ?? "0")
     }
     const taskId = newId()
     yield* sql`INSERT INTO tasks (id, org_id, name, answer_schema) VALUES (${taskId}, ${orgId}, 'bench', '{}'::jsonb)`
@@ -164,7 +176,7 @@ const prepare = (
         orgId,
         sessionId: sessions[n % sessions.length]!,
         step: { step_id: `s-${n++}`, tool: "shell", action_class: kind === "allow" ? "bench.allow" : "bench.ask", arguments: { command: "ls -la /srv/app", cwd: "/srv" } },
-        cached: rule(kind === "allow" ? "allow" : "require_approval"),
+        cached: cached[kind === "allow" ? "allow" : "require_approval"]!,
         decision: kind === "allow" ? "allow" : "pending",
         approval: kind === "allow" ? null : { id: newId(), eventId: newId() },
         notify: undefined
@@ -243,7 +255,7 @@ await Effect.runPromise(Effect.scoped(Effect.gen(function*() {
     const otherMigrations = yield* Effect.promise(() => import(checkoutModule(before, "database/Migrations.ts")))
     const otherStep = yield* Effect.promise(() => import(path.resolve(before, "src/agents/StepStatement.ts")))
     databases.push(
-      yield* prepare("pglite before", other.Database.embedded(path.join(folder, "c")), [], otherMigrations.Migrations.layer, 0, otherStep.stepSql)
+      yield* prepare("pglite before", other.Database.embedded(path.join(folder, "c")), [], otherMigrations.Migrations.layer, 0, unversioned(otherStep.stepSql))
     )
   }
   const history = Number(process.env.BENCH_HISTORY ?? 0)
