@@ -30,9 +30,9 @@
  *   `0840_policy_versions`), or, for the default rule, there must still be
  *   no row. When it differs nothing is written and the caller reloads the
  *   policy and runs the statement again. One number whatever the size of
- *   the policy's rules (comparing every setting and the rules' JSON cost
- *   the database about 14 % more CPU per step with ten rules,
- *   bench/notes/rules.md).
+ *   the policy's rules: comparing every setting sent the rules' JSON
+ *   (1.7 KB with ten rules) with every step, for the database to parse and
+ *   compare (bench/notes/rules.md, "The policy's version").
  * - Every instant is the database's: `now()` truncated to the millisecond,
  *   as `Date` would carry it, and the deadlines are offsets from it
  *   (`Deadlines.plan`). The outbox body is assembled around them by
