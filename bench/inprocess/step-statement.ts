@@ -21,9 +21,14 @@
  * `BENCH_BEFORE=<checkout>` adds an embedded database opened by that
  * checkout's client (`src/database/Database.ts` there, its migrations)
  * running that checkout's step statement (`stepSql`) in the same
- * alternation: an A/B of the client and the statement in one process.
+ * alternation: an A/B of the client and the statement in one process;
+ * with `BENCH_DATABASE_URL`, also a scratch database of that server
+ * (`server before`).
  *
- * `BENCH_KINDS` (default `allow,pending`; also `session`: the cheapest
+ * `BENCH_KINDS` (default `allow,pending`; also `rules`: an allowed step
+ * of a class whose policy holds the ten rules of the `steps` scenario
+ * (`BENCH_RULES`), the tenth deciding, as the step of its `allow by the
+ * 10th rule`; `session`: the cheapest
  * write's INSERT, `SessionInsert.ts`; `feedback`: the feedback POST's
  * INSERT, `InsertStatement.ts`; `rows`: the rows a pending step writes and
  * nothing else, as one statement of plain INSERTs and the session's
@@ -52,6 +57,7 @@ import * as path from "node:path"
 import { checkoutModule } from "../support/checkoutModule.ts"
 import { cpuMicros } from "../support/cpu.ts"
 import { alternate, ownThreads } from "./threads.ts"
+import { BENCH_RULES } from "../scenarios/steps.ts"
 import { sessionInsert } from "../../src/agents/SessionInsert.ts"
 import { stepSql } from "../../src/agents/StepStatement.ts"
 import { feedbackInsert } from "../../src/feedback/InsertStatement.ts"
@@ -64,14 +70,28 @@ const BLOCK = Number(process.env.BENCH_BLOCK ?? 500)
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 4)
 const serverUrl = process.env.BENCH_DATABASE_URL
 
-const rule = (mode: "allow" | "require_approval"): CachedRule => ({
-  stored: true,
+const rule = (mode: "allow" | "require_approval", version: string): CachedRule => ({
+  version,
   conditions: [],
-  conditionsJson: "[]",
   rule: { mode, review_seconds: 3600, expiring_notice_seconds: 60, escalation_seconds: null, timeout_action: "reject" }
 })
 
-type Kind = "session" | "feedback" | "allow" | "pending" | "rows" | "empty"
+/** The policies the statements check, by kind: their class, mode and rules. */
+const POLICIES = [
+  ["allow", "bench.allow", "allow", []],
+  ["pending", "bench.ask", "require_approval", []],
+  ["rules", "bench.rules", "require_approval", BENCH_RULES]
+] as const
+
+/**
+ * A checkout's step statement from before policies had a version: its
+ * cached rule said whether it was stored and carried its rules' JSON, which
+ * the statement compared with the stored ones.
+ */
+const unversioned = (before: typeof stepSql): typeof stepSql => (sql, input) =>
+  before(sql, { ...input, cached: { stored: input.cached.version !== null, conditionsJson: "[]", ...input.cached } as CachedRule })
+
+type Kind = "session" | "feedback" | "allow" | "pending" | "rules" | "rows" | "empty"
 
 /** One database's fixtures (an organization, two policies, 16 sessions) and its statements. */
 const prepare = (
@@ -89,9 +109,15 @@ const prepare = (
     const orgId = newId()
     yield* sql`INSERT INTO orgs (id, name) VALUES (${orgId}, 'bench')`
     if (history > 0) yield* earlierSteps(sql, orgId, history)
-    for (const [cls, mode] of [["bench.allow", "allow"], ["bench.ask", "require_approval"]] as const) {
-      yield* sql`INSERT INTO approval_policies (org_id, action_class, mode, review_seconds, expiring_notice_seconds, timeout_action)
-        VALUES (${orgId}, ${cls}, ${mode}, 3600, 60, 'reject')`
+    // Each policy's version, where the checkout's schema has one (none before migration 0840), and its rules'
+    // JSON, which a checkout from before compares instead.
+    const cached: Partial<Record<Kind, CachedRule>> = {}
+    for (const [kind, cls, mode, rules] of POLICIES) {
+      const [row] = yield* sql<{ version: string | null; rules: string }>`
+        INSERT INTO approval_policies (org_id, action_class, mode, review_seconds, expiring_notice_seconds, timeout_action, rules)
+        VALUES (${orgId}, ${cls}, ${mode}, 3600, 60, 'reject', ${JSON.stringify(rules)}::jsonb)
+        RETURNING to_jsonb(approval_policies) ->> 'version' AS version, rules::text AS rules`
+      cached[kind] = Object.assign(rule(mode, row?.version ?? "0"), { conditionsJson: row!.rules })
     }
     const taskId = newId()
     yield* sql`INSERT INTO tasks (id, org_id, name, answer_schema) VALUES (${taskId}, ${orgId}, 'bench', '{}'::jsonb)`
@@ -105,8 +131,9 @@ const prepare = (
       sessions.push(id)
     }
     // The server's backends of this database (the client's pool opens them as it needs them).
+    const onServer = name.startsWith("server")
     const backends = () =>
-      name !== "server" ? Effect.succeed(0) : Effect.map(
+      !onServer ? Effect.succeed(0) : Effect.map(
         sql<{ pid: number }>`SELECT pid FROM pg_stat_activity WHERE datname = current_database()`,
         (rows) => rows.reduce((sum, row) => sum + cpuMicros(row.pid), 0)
       )
@@ -163,11 +190,17 @@ const prepare = (
         : step(sql, {
         orgId,
         sessionId: sessions[n % sessions.length]!,
-        step: { step_id: `s-${n++}`, tool: "shell", action_class: kind === "allow" ? "bench.allow" : "bench.ask", arguments: { command: "ls -la /srv/app", cwd: "/srv" } },
-        cached: rule(kind === "allow" ? "allow" : "require_approval"),
-        decision: kind === "allow" ? "allow" : "pending",
-        approval: kind === "allow" ? null : { id: newId(), eventId: newId() },
-        notify: undefined
+        step: {
+          step_id: `s-${n++}`,
+          tool: "shell",
+          action_class: POLICIES.find(([k]) => k === kind)![1],
+          arguments: { command: "ls -la /srv/app", cwd: "/srv" }
+        },
+        cached: cached[kind]!,
+        decision: kind === "pending" ? "pending" : "allow",
+        approval: kind === "pending" ? { id: newId(), eventId: newId() } : null,
+        notify: undefined,
+        ...(kind === "rules" ? { verdict: { rule: "shell-srv", reason: null, settings: cached.rules!.rule } } : {})
       })
     const block = (kind: Kind) =>
       Effect.gen(function*() {
@@ -177,7 +210,7 @@ const prepare = (
         const db1 = yield* backends()
         const after = ownThreads()
         return {
-          database: (name !== "server" ? after.worker - before.worker : db1 - db0) / BLOCK,
+          database: (!onServer ? after.worker - before.worker : db1 - db0) / BLOCK,
           main: (after.main - before.main) / BLOCK,
           helpers: (after.helpers - before.helpers) / BLOCK
         }
@@ -237,19 +270,24 @@ const folder = mkdtempSync(path.join(tmpdir(), "step-statement-"))
 const variant = (process.env.BENCH_VARIANT ?? "").split(";").map((s) => s.trim()).filter((s) => s !== "")
 await Effect.runPromise(Effect.scoped(Effect.gen(function*() {
   const databases = [yield* prepare("pglite", Database.embedded(path.join(folder, "a")))]
-  const before = process.env.BENCH_BEFORE
-  if (before !== undefined && before !== "") {
-    const other = yield* Effect.promise(() => import(checkoutModule(before, "database/Database.ts")))
-    const otherMigrations = yield* Effect.promise(() => import(checkoutModule(before, "database/Migrations.ts")))
-    const otherStep = yield* Effect.promise(() => import(path.resolve(before, "src/agents/StepStatement.ts")))
-    databases.push(
-      yield* prepare("pglite before", other.Database.embedded(path.join(folder, "c")), [], otherMigrations.Migrations.layer, 0, otherStep.stepSql)
-    )
+  const beforeDir = process.env.BENCH_BEFORE
+  const before = beforeDir === undefined || beforeDir === "" ? undefined : {
+    Database: (yield* Effect.promise(() => import(checkoutModule(beforeDir, "database/Database.ts")))).Database,
+    migrations: (yield* Effect.promise(() => import(checkoutModule(beforeDir, "database/Migrations.ts")))).Migrations.layer,
+    step: unversioned((yield* Effect.promise(() => import(path.resolve(beforeDir, "src/agents/StepStatement.ts")))).stepSql)
+  }
+  if (before !== undefined) {
+    databases.push(yield* prepare("pglite before", before.Database.embedded(path.join(folder, "c")), [], before.migrations, 0, before.step))
   }
   const history = Number(process.env.BENCH_HISTORY ?? 0)
   if (history > 0) databases.push(yield* prepare(`pglite, ${history} earlier steps`, Database.embedded(path.join(folder, "d")), [], Migrations.layer, history))
   if (variant.length > 0) databases.push(yield* prepare("pglite variant", Database.embedded(path.join(folder, "b")), variant))
-  if (serverUrl !== undefined && serverUrl !== "") databases.push(yield* prepare("server", Database.scratch(Redacted.make(serverUrl))))
+  if (serverUrl !== undefined && serverUrl !== "") {
+    databases.push(yield* prepare("server", Database.scratch(Redacted.make(serverUrl))))
+    if (before !== undefined) {
+      databases.push(yield* prepare("server before", before.Database.scratch(Redacted.make(serverUrl)), [], before.migrations, 0, before.step))
+    }
+  }
   const kinds = (process.env.BENCH_KINDS ?? "allow,pending").split(",") as ReadonlyArray<Kind>
   yield* alternate(databases, kinds, ROUNDS, "database")
   for (const db of databases) console.log(db.name, "plans of the step statements:", JSON.stringify(yield* db.plans))

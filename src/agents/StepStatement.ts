@@ -23,9 +23,16 @@
  *   from its row. One committed by a concurrent send after the snapshot
  *   makes the insert do nothing (`ON CONFLICT DO NOTHING`); the caller then
  *   reads that row in a statement of its own (`raced`).
- * - The cached policy is checked against the stored one (`fresh`); when they
- *   differ nothing is written and the caller reloads the policy and runs the
- *   statement again.
+ * - The cached policy is checked against the stored one (`fresh`) by its
+ *   version: the row must still hold the `version` the cache read with it
+ *   (a trigger moves it on every update, whoever writes, and a policy
+ *   stored again after a delete takes a new one from a sequence, migration
+ *   `0840_policy_versions`), or, for the default rule, there must still be
+ *   no row. When it differs nothing is written and the caller reloads the
+ *   policy and runs the statement again. One number whatever the size of
+ *   the policy's rules: comparing every setting sent the rules' JSON
+ *   (1.7 KB with ten rules) with every step, for the database to parse and
+ *   compare (bench/notes/rules.md, "The policy's version").
  * - Every instant is the database's: `now()` truncated to the millisecond,
  *   as `Date` would carry it, and the deadlines are offsets from it
  *   (`Deadlines.plan`). The outbox body is assembled around them by
@@ -131,9 +138,8 @@ export const stepStatement = (sql: SqlClient.SqlClient, input: StepStatementInpu
 /** The statement of `stepStatement`, not yet run (`bench/inprocess/step-statement.ts` runs it alone). */
 export const stepSql = (sql: SqlClient.SqlClient, input: StepStatementInput) => {
   const { orgId, sessionId, step, cached, decision, verdict } = input
-  const stored = cached.rule
   // The approval's deadlines: the deciding rule's, else the class's.
-  const rule = verdict?.settings ?? stored
+  const rule = verdict?.settings ?? cached.rule
   const approvalId = input.approval?.id ?? null
   const sessionEvent = J({
     step_id: step.step_id,
@@ -145,15 +151,10 @@ export const stepSql = (sql: SqlClient.SqlClient, input: StepStatementInput) => 
     ...(verdict === undefined ? {} : { rule: verdict.rule }),
     ...(verdict?.reason == null ? {} : { reason: verdict.reason })
   })
-  // The stored policy says what the cached rule says (or, for the default rule, there is none).
-  const fresh = cached.stored
+  // The stored policy is the version the cached rule was read from (or, for the default rule, there is none).
+  const fresh = cached.version !== null
     ? sql`EXISTS (SELECT 1 FROM approval_policies WHERE org_id = ${orgId} AND action_class = ${step.action_class}
-        AND mode = ${stored.mode} AND review_seconds = ${stored.review_seconds}
-        AND expiring_notice_seconds = ${stored.expiring_notice_seconds}
-        AND escalation_seconds IS NOT DISTINCT FROM ${stored.escalation_seconds}::int
-        AND timeout_action = ${stored.timeout_action} AND rules = ${cached.conditionsJson}::jsonb
-        AND quorum = ${stored.quorum ?? 1} AND reviewer_group IS NOT DISTINCT FROM ${stored.group ?? null}::text
-        AND escalation_group IS NOT DISTINCT FROM ${stored.escalation_group ?? null}::text)`
+        AND version = ${cached.version}::bigint)`
     : sql`NOT EXISTS (SELECT 1 FROM approval_policies WHERE org_id = ${orgId} AND action_class = ${step.action_class})`
 
   const pending = (() => {

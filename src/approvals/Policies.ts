@@ -11,7 +11,7 @@ import { ArgumentsSchema } from "../api/ApprovalEdits.ts"
 import { type AnswerSchemaTooComplex, InvalidRequest, PolicyRulesTooComplex, type ValidationBusy } from "../api/Errors.ts"
 import type { SvcConfigShape } from "../platform/Config.ts"
 import { refuseAtCap } from "../platform/OrgLimits.ts"
-import { JsonColumn, rowsOf, Timestamp } from "../platform/Rows.ts"
+import { BigIntText, JsonColumn, rowsOf, Timestamp } from "../platform/Rows.ts"
 import type { Broadcast, Wakeups } from "../database/Wakeups.ts"
 import { DEFAULT_POLICY } from "./Deadlines.ts"
 import { type CachedRule, makePolicyCache } from "./PolicyCache.ts"
@@ -21,7 +21,7 @@ import { type CompiledRule, compileRules, resolve, type RuleLimits } from "./Rul
 /** The `Wakeups` signal that an organization's approval policies changed. */
 export const policiesSignal = (orgId: string): Broadcast => `policies:${orgId}`
 
-const PolicyRows = rowsOf("approval_policies", Schema.Struct({
+const policyColumns = {
   action_class: Schema.String,
   mode: Policy.fields.mode,
   review_seconds: Schema.Number,
@@ -34,8 +34,12 @@ const PolicyRows = rowsOf("approval_policies", Schema.Struct({
   escalation_group: Schema.NullOr(Schema.String),
   arguments_schema: Schema.NullOr(JsonColumn(ArgumentsSchema)),
   updated_at: Timestamp
-}))
+}
+const PolicyRows = rowsOf("approval_policies", Schema.Struct(policyColumns))
 type PolicyRow = NonNullable<Effect.Success<ReturnType<typeof PolicyRows.one>>>
+
+/** A policy as the cache reads it: with its `version`, which the step's statement checks is still stored. */
+const VersionedPolicyRows = rowsOf("approval_policies", Schema.Struct({ ...policyColumns, version: BigIntText }))
 
 const POLICY_COLUMNS = "action_class, mode, review_seconds, expiring_notice_seconds, escalation_seconds, timeout_action, rules, quorum, reviewer_group, escalation_group, arguments_schema, updated_at"
 
@@ -128,11 +132,11 @@ export const makePolicies = Effect.fnUntraced(function*(
 
   const loadRule = (orgId: string, actionClass: string) =>
     Effect.map(
-      PolicyRows.one(sql`
-        SELECT ${sql.literal(POLICY_COLUMNS)} FROM approval_policies WHERE org_id = ${orgId} AND action_class = ${actionClass}
+      VersionedPolicyRows.one(sql`
+        SELECT ${sql.literal(POLICY_COLUMNS)}, version FROM approval_policies WHERE org_id = ${orgId} AND action_class = ${actionClass}
       `),
       (row): CachedRule =>
-        row === undefined ? { rule: DEFAULT_POLICY, stored: false, conditions: [], conditionsJson: "[]" } : {
+        row === undefined ? { rule: DEFAULT_POLICY, version: null, conditions: [] } : {
           // Stored rules compiled when stored; they compile again here unless
           // the limits were lowered since, and then none applies (the
           // class's settings decide) until the policy is stored again.
@@ -140,7 +144,6 @@ export const makePolicies = Effect.fnUntraced(function*(
             const compiled = compileRules(row.rules, limits)
             return compiled.ok ? compiled.rules : []
           })(),
-          conditionsJson: JSON.stringify(row.rules),
           rule: {
             mode: row.mode,
             review_seconds: row.review_seconds,
@@ -150,7 +153,7 @@ export const makePolicies = Effect.fnUntraced(function*(
             ...(row.quorum > 1 ? { quorum: row.quorum } : {}),
             ...assignmentOf(row)
           },
-          stored: true
+          version: row.version
         }
     )
   const policies = makePolicyCache(loadRule)
@@ -174,7 +177,7 @@ export const makePolicies = Effect.fnUntraced(function*(
       const cached = yield* loadRule(orgId, actionClass)
       rules = cached.conditions
       settings = cached.rule
-      which = cached.stored ? "stored" : "default"
+      which = cached.version === null ? "default" : "stored"
     }
     const resolution = resolve(settings, rules, facts, limits.maxCost)
     const answer: DryRunAnswer = {

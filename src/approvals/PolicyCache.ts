@@ -6,10 +6,12 @@
  * bench/notes/steps.md).
  *
  * A cached rule is never trusted alone: the step's statement checks that the
- * policy row still says what the rule says (one primary-key probe inside the
- * statement, `StepStatement.ts`), and when it does not, the step reloads
- * and runs again. So a policy changed through another process applies to the
- * next step at once. The cache only saves the read: a change is announced
+ * policy row still has the version the rule was read at (one primary-key
+ * probe inside the statement, `StepStatement.ts`; the version moves on
+ * every change of the row, whoever makes it, migration
+ * `0840_policy_versions`), and when it does not, the step reloads and runs
+ * again. So a policy changed through another process applies to the next
+ * step at once. The cache only saves the read: a change is announced
  * (`Wakeups` signal `policies:<org id>`: in this process, and by NOTIFY to
  * the others on a server) and drops the organization's rules, and any rule
  * is read again after `POLICY_CACHE_MS` whatever happened.
@@ -27,13 +29,13 @@ export const POLICY_CACHE_ORGS = 10_000
 /** Action classes kept per organization (steps may name any number without a policy); beyond it the organization starts afresh. */
 export const POLICY_CACHE_RULES_PER_ORG = 1_000
 
-/** A rule and whether it is a stored policy (`false`: the default rule, no row). */
+/** A rule and the version of the stored policy it was read from. */
 export interface CachedRule {
   readonly rule: PolicyRule
-  readonly stored: boolean
-  /** The policy's rules on arguments, compiled (`Rules.ts`), and their stored JSON (the statement checks it is still stored). */
+  /** The policy row's `version` (a bigint, as text) when it was read; `null`: the default rule, no row. */
+  readonly version: string | null
+  /** The policy's rules on arguments, compiled (`Rules.ts`). */
   readonly conditions: ReadonlyArray<CompiledRule>
-  readonly conditionsJson: string
 }
 
 interface OrgEntry {

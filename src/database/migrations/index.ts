@@ -53,6 +53,7 @@ import m0800 from "./0800_policy_rules.ts"
 import m0810 from "./0810_approval_edits.ts"
 import m0820 from "./0820_approval_votes.ts"
 import m0830 from "./0830_reviewer_groups.ts"
+import m0840 from "./0840_policy_versions.ts"
 import m0850 from "./0850_reviewer_member_addresses.ts"
 
 /**
@@ -107,6 +108,7 @@ export const migrationsByRelease = {
     "0810_approval_edits": m0810,
     "0820_approval_votes": m0820,
     "0830_reviewer_groups": m0830,
+    "0840_policy_versions": m0840,
     "0850_reviewer_member_addresses": m0850
   }
 }

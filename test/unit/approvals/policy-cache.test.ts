@@ -9,8 +9,8 @@ import { TestClock } from "effect/testing"
 import { DEFAULT_POLICY } from "../../../src/approvals/Deadlines.ts"
 import { type CachedRule, makePolicyCache, POLICY_CACHE_MS, POLICY_CACHE_ORGS, POLICY_CACHE_RULES_PER_ORG } from "../../../src/approvals/PolicyCache.ts"
 
-const allow: CachedRule = { rule: { ...DEFAULT_POLICY, mode: "allow" }, stored: true, conditions: [], conditionsJson: "[]" }
-const fallback: CachedRule = { rule: DEFAULT_POLICY, stored: false, conditions: [], conditionsJson: "[]" }
+const allow: CachedRule = { rule: { ...DEFAULT_POLICY, mode: "allow" }, version: "1", conditions: [] }
+const fallback: CachedRule = { rule: DEFAULT_POLICY, version: null, conditions: [] }
 
 /** A loader answering from `stored`, counting its reads. */
 const loader = (stored: Map<string, CachedRule>) => {
