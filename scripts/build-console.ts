@@ -38,7 +38,8 @@ const newestSource = (): number => {
   return newest
 }
 
-const isStale = () => {
+/** Whether a source of the bundle is newer than the last build (or there is none). */
+export const isStale = () => {
   const built = fs.statSync(stamp, { throwIfNoEntry: false })
   return built === undefined || built.mtimeMs < newestSource()
 }

@@ -15,7 +15,6 @@ import * as fs from "node:fs"
 import * as path from "node:path"
 import { type Browser, type BrowserContext, chromium, type Page } from "playwright-core"
 import { assert, describe } from "vitest"
-import { buildConsole } from "../../scripts/build-console.ts"
 import { Scopes } from "../../src/api/Security.ts"
 import { Database } from "../../src/database/Database.ts"
 import { HttpsReceiver, type HttpsReceiverOptions } from "../support/HttpsReceiver.ts"
@@ -39,9 +38,6 @@ export const describeBrowser = (name: string, body: () => void) => {
 
 export const screenshotDir = path.join(root, "browser-screenshots")
 
-let built: Promise<void> | undefined
-/** The console bundle, built once per test process (as `npm install` builds it). */
-export const ensureBuilt = () => (built ??= buildConsole().then(() => undefined))
 
 const json = (text: string) => JSON.parse(text.trim().split("\n").at(-1)!)
 
@@ -87,7 +83,6 @@ export const startWorld = async (name: string, options: { readonly env?: Record<
   if (!browserAvailable) {
     throw new Error(`no chromium at ${chromiumPath}: the browser tests need it (apt-get install -y chromium)`)
   }
-  await ensureBuilt()
   const scope = Effect.runSync(Scope.make())
   const tls = await Effect.runPromise(TestTls.shared)
   const dataDir = seededDataDir(`svc-browser-${name}-`)

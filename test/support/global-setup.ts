@@ -8,6 +8,7 @@
  * instead of 3 to 4. The suite starts about a hundred such services.
  */
 import { Effect } from "effect"
+import { buildConsole, isStale } from "../../scripts/build-console.ts"
 import { randomBytes } from "node:crypto"
 import * as fs from "node:fs"
 import * as os from "node:os"
@@ -16,6 +17,11 @@ import { SvcTest } from "../../src/testing.ts"
 import { dropDatabase } from "./process.ts"
 
 export default async function setup() {
+  // The console's bundle, once, before any file starts: the servers of
+  // the browser and console tests serve it, and a build in one test process
+  // would replace the folder under another's server. It is fresh after
+  // `npm install` (`prepare`); rebuilt here only when a source changed.
+  if (isStale()) await buildConsole()
   const done: Array<() => Promise<void> | void> = []
   if (process.env.TEST_DATABASE_SNAPSHOT === undefined) {
     const dir = fs.mkdtempSync(path.join(os.tmpdir(), "svc-test-snapshot-"))
