@@ -94,7 +94,18 @@ describe("the admin channel under hostile local clients", () => {
         const baseline: Array<number> = []
         for (let i = 0; i < 5; i++) baseline.push((await timed(() => command(socket, ["orgs", "list", "--json"]))).ms)
         const usual = baseline.sort((a, b) => a - b)[2]!
-        const rssBefore = process.memoryUsage().rss
+        // The channel runs on this thread: its memory is this isolate's heap
+        // and the buffers it holds, sampled through the attack (the process's
+        // RSS also counts the database's worker thread, whose WebAssembly
+        // code V8 optimizes in the background while the test runs, and, with
+        // files sharing a process, whatever an earlier file left to collect).
+        const held = () => {
+          const usage = process.memoryUsage()
+          return usage.heapUsed + usage.external
+        }
+        const heldBefore = held()
+        let heldPeak = heldBefore
+        const sampler = setInterval(() => (heldPeak = Math.max(heldPeak, held())), 10)
 
         const hostile = [
           // An unknown message type (PostgreSQL framing), garbage to HTTP.
@@ -137,6 +148,7 @@ describe("the admin channel under hostile local clients", () => {
         const churned = await timed(() => churn)
         assert.isBelow(churned.ms, 60_000, "10 000 connections were taken and dropped in bounded time")
         const answers = await Promise.all(hostile)
+        clearInterval(sampler)
         // A refused request is told so (or closed), never answered 200 or 5xx.
         for (const answer of answers) assert.notMatch(answer, /^HTTP\/1\.1 (200|5\d\d)/)
         assert.match(answers[1]!, /^HTTP\/1\.1 400/)
@@ -147,8 +159,9 @@ describe("the admin channel under hostile local clients", () => {
         // full for at most the 1 s header timeout).
         const median = latencies.sort((a, b) => a - b)[5]!
         assert.isBelow(median, usual * 5 + 1_500, `median ${median} ms against a usual ${usual} ms`)
-        // Memory: the 8 MiB body and the 100 kB headers were never held.
-        assert.isBelow(process.memoryUsage().rss - rssBefore, 64 * 1024 * 1024)
+        // Memory: the 8 MiB body and the 100 kB headers were never held
+        // (the test's own buffers, about 10 MiB, count in the peak too).
+        assert.isBelow(heldPeak - heldBefore, 64 * 1024 * 1024, `peak ${heldPeak - heldBefore} bytes over the start`)
 
         const listed = await command(socket, ["orgs", "list", "--json"])
         const ids = (JSON.parse(listed.stdout).orgs as Array<{ id: string }>).map((org) => org.id)
