@@ -9,5 +9,8 @@ import * as module from "node:module"
 // is compiling modules, which the cache cuts by about a third.
 module.enableCompileCache?.()
 
+// The embedded database's worker loads PGlite while the server's modules load.
+if (process.env.DATABASE_URL === undefined) (await import("./database/embedded/EarlyWorker.ts")).startEarlyWorker()
+
 const [{ runServer }, { AdminChannelLive }] = await Promise.all([import("./server/Serve.ts"), import("./cli/AdminChannel.ts")])
 runServer({ channel: AdminChannelLive })

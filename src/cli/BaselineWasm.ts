@@ -15,7 +15,8 @@
  * (1.8 s to 1.2 s under heavy load); `npm run bench -- cli` measures it.
  * The flags are process-wide and read when WebAssembly is compiled, so
  * they are set before the database's worker starts, and only by the CLI
- * (`Database.ts`): `svc start` never loads this module.
+ * (`main.ts`, with the worker started early): `svc start` never loads
+ * this module.
  */
 import * as v8 from "node:v8"
 

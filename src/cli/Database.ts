@@ -11,11 +11,9 @@ import { Identity } from "../identity/Identity.ts"
 import { SvcConfig } from "../platform/Config.ts"
 import { Database, embeddedSettings, serverSessionSettings } from "../database/Database.ts"
 import { Migrations } from "../database/Migrations.ts"
-import { baselineWasmOnly } from "./BaselineWasm.ts"
 
 export const CliDatabaseLive = Layer.unwrap(Effect.gen(function*() {
   const config = yield* SvcConfig
-  if (Option.isNone(config.databaseUrl)) baselineWasmOnly()
   const database = Option.isSome(config.databaseUrl)
     ? Database.server(config.databaseUrl.value, 2, serverSessionSettings(config))
     : Database.embedded(config.dataDir, embeddedSettings(config), { waitMs: 0 })

@@ -21,10 +21,9 @@ import { isHeld } from "../platform/DataDir.ts"
 import { startFailure } from "../platform/StartFailure.ts"
 import { adminSocketPath, answers, sendCommand } from "./Admin.ts"
 import { VERSION } from "../api/Version.ts"
+import { argv, local } from "./Argv.ts"
 import { commands } from "./Commands.ts"
 
-const argv = process.argv.slice(2)
-const local = argv.length === 0 || argv.some((arg) => ["--help", "-h", "--version", "--wizard", "--completions"].includes(arg.split("=")[0]!))
 
 /** The running server's admin socket, if a server holds the data directory; `undefined`: run here. */
 const runningServer = Effect.gen(function*() {

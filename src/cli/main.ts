@@ -17,16 +17,24 @@
  */
 import * as module from "node:module"
 import { VERSION } from "../api/Version.ts"
+import { argv, local } from "./Argv.ts"
 
 module.enableCompileCache?.()
-
-const argv = process.argv.slice(2)
 
 if (argv.length === 1 && argv[0] === "--version") {
   process.stdout.write(`svc v${VERSION}\n`)
 } else if (argv.length === 1 && argv[0] === "start") {
+  // The embedded database's worker loads PGlite while the server's modules load.
+  if (process.env.DATABASE_URL === undefined) (await import("../database/embedded/EarlyWorker.ts")).startEarlyWorker()
   const [{ runServer }, { AdminChannelLive }] = await Promise.all([import("../server/Serve.ts"), import("./AdminChannel.ts")])
   runServer({ channel: AdminChannelLive })
 } else {
+  // A command (not help) on the embedded database: its worker loads PGlite
+  // while the CLI's modules load, on V8's baseline compiler only (`BaselineWasm.ts`).
+  if (!local && process.env.DATABASE_URL === undefined) {
+    const [{ baselineWasmOnly }, { startEarlyWorker }] = await Promise.all([import("./BaselineWasm.ts"), import("../database/embedded/EarlyWorker.ts")])
+    baselineWasmOnly()
+    startEarlyWorker()
+  }
   await import("./Program.ts")
 }

@@ -47,6 +47,7 @@ import {
 import type { ResourceLimits, Worker } from "node:worker_threads"
 import type { Answer, Op, Request } from "./embedded-worker.ts"
 import { siblingModule, startWorker } from "../../platform/ModuleUrl.ts"
+import { takeEarlyWorker } from "./EarlyWorker.ts"
 
 export interface EmbeddedSessionOptions {
   /** The data folder of the database, or `undefined` for a fresh one in memory. */
@@ -131,9 +132,14 @@ const millis = (duration: Duration.Duration) => `${Math.round(Duration.toMillis(
 export const startSession = (options: EmbeddedSessionOptions): Effect.Effect<EmbeddedSession, SqlError, Scope.Scope> =>
   Effect.gen(function*() {
     const worker = yield* Effect.callback<Worker, SqlError>((resume) => {
-      const worker = startWorker(siblingModule("./embedded-worker.ts", import.meta.url), {
-        workerData: { dataDir: options.dataDir, snapshot: options.snapshot, from: options.from, wasmModule: options.wasmModule },
-        ...(options.snapshot === undefined ? {} : { transferList: [options.snapshot] }),
+      const workerData = { dataDir: options.dataDir, snapshot: options.snapshot, from: options.from, wasmModule: options.wasmModule }
+      const transferList = options.snapshot === undefined ? [] : [options.snapshot]
+      // A worker the entry point started early (`EarlyWorker.ts`) has no memory bounds.
+      const early = options.resourceLimits === undefined ? takeEarlyWorker() : undefined
+      early?.postMessage(workerData, transferList)
+      const worker = early ?? startWorker(siblingModule("./embedded-worker.ts", import.meta.url), {
+        workerData,
+        transferList,
         ...(options.resourceLimits === undefined ? {} : { resourceLimits: options.resourceLimits })
       })
       const failed = (message: string) => {

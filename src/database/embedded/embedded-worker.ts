@@ -18,6 +18,7 @@
 import { PGlite, types } from "@electric-sql/pglite"
 import { readFile, writeFile } from "node:fs/promises"
 import { parentPort, workerData } from "node:worker_threads"
+import { compiledPglite } from "./CompiledOnce.ts"
 import { dumpData } from "./EmbeddedDump.ts"
 import { PreparedStatements } from "./EmbeddedPrepared.ts"
 import { runStatement } from "./EmbeddedProtocol.ts"
@@ -72,8 +73,22 @@ const parsers = {
     value === "infinity" || value === "-infinity" ? new Date(Number.NaN) : new Date(value)
 }
 
-const options = workerData as Options
 const port = parentPort!
+
+/**
+ * Started early (`EarlyWorker.ts`): PGlite's modules load and its
+ * WebAssembly compiles while the parent is still loading its own; the
+ * first message says which database to open.
+ */
+const openEarly = async (): Promise<Options> => {
+  const compiling = compiledPglite().then((module) => module, () => undefined)
+  const opened = await new Promise<Options>((resolve) => port.once("message", resolve))
+  return { ...opened, wasmModule: opened.wasmModule ?? await compiling }
+}
+
+const options: Options = (workerData as { readonly early?: boolean } | undefined)?.early === true
+  ? await openEarly()
+  : workerData as Options
 
 const describe = (cause: unknown): Record<string, unknown> => {
   if (typeof cause !== "object" || cause === null) return { message: String(cause) }

@@ -1,0 +1,45 @@
+/**
+ * The embedded database's worker thread, started by a process's entry
+ * point before the modules that will open the database have loaded.
+ *
+ * A command or a server start spends its first few hundred milliseconds
+ * loading modules on its main thread, and only then starts the database's
+ * worker, which spends about as long again loading PGlite and compiling
+ * its WebAssembly while the main thread waits. Started first, the worker
+ * does that on the other core in the meantime, and waits to be told which
+ * database to open (`takeEarlyWorker`, `EmbeddedSession.ts`): nothing
+ * touches the data directory before its lock is held. A worker nobody
+ * takes (the command went to a running server's admin channel, or the
+ * database is a PostgreSQL server after all) keeps nothing alive and ends
+ * with the process.
+ *
+ * Speeds up: `svc orgs create` on the embedded database (`npm run bench --
+ * cli`) and a server's start on it; figures in `bench/notes/first-request.md`.
+ */
+import type { Worker } from "node:worker_threads"
+import { siblingModule, startWorker } from "../../platform/ModuleUrl.ts"
+
+let early: { readonly worker: Worker; gone: boolean } | undefined
+
+/** Starts the database's worker now, to be opened later (once per process). */
+export const startEarlyWorker = (): void => {
+  if (early !== undefined) return
+  const worker = startWorker(siblingModule("./embedded-worker.ts", import.meta.url), { workerData: { early: true } })
+  const entry = { worker, gone: false }
+  const gone = () => {
+    entry.gone = true
+  }
+  worker.once("error", gone)
+  worker.once("exit", gone)
+  worker.unref()
+  early = entry
+}
+
+/** The worker started early, if there is one still running and nobody took it. */
+export const takeEarlyWorker = (): Worker | undefined => {
+  const entry = early
+  early = undefined
+  if (entry === undefined || entry.gone) return undefined
+  entry.worker.ref()
+  return entry.worker
+}
