@@ -9,8 +9,8 @@ import type { ConsoleSession } from "../../../src/api/Console.ts"
 import { type Delegation, MAX_DELEGATION_DAYS } from "../../../src/api/Reviewers.ts"
 import { problemOf, SvcApi } from "../api.ts"
 import { useAtomValue, useMutation } from "../atoms.ts"
-import { Confirm, describeProblem, Loaded, type NoticeValue, Time } from "../ui.tsx"
-import { delegateOf, type FieldIssue, instantOf, localIn, type MemberKind, problemIssues, reviewerText } from "./reviewer-draft.ts"
+import { Confirm, describeProblem, formatTime, Loaded, type NoticeValue, Time } from "../ui.tsx"
+import { checkDelegation, delegateOf, type FieldIssue, instantOf, localIn, type MemberKind, problemIssues, reviewerText } from "./reviewer-draft.ts"
 import { FieldProblems, names, PersonFields } from "./ReviewerFields.tsx"
 
 const delegationsAtom = SvcApi.query("reviewers", "listDelegations", { reactivityKeys: ["delegations"] })
@@ -34,7 +34,7 @@ export const Delegations = (
       : { tone: "error", text: `Could not end the delegation: ${describeProblem(problemOf(exit.cause))}` })
   }
   return (
-    <section aria-labelledby="delegations-title">
+    <section class="delegations" aria-labelledby="delegations-title">
       <h2 id="delegations-title">Delegations</h2>
       <p class="muted">
         While a delegation lasts, its delegate decides the approvals assigned to every group of the person who delegated, under their own name.
@@ -80,6 +80,7 @@ export const Delegations = (
             )}
       </Loaded>
       <Confirm
+        id="end-delegation-title"
         open={ending !== undefined}
         title="End this delegation now?"
         confirmLabel="End delegation"
@@ -109,17 +110,16 @@ const NewDelegation = (
       aria-labelledby="new-delegation-title"
       onSubmit={async (event) => {
         event.preventDefault()
-        setIssues([])
-        if (ends.trim() === "") return setIssues([{ field: "ends_at", message: "Choose when the delegation ends." }])
         const startsAt = instantOf(starts)
-        const exit = await create.run({
-          payload: { delegate: delegateOf(kind, who), ...(startsAt === "" ? {} : { starts_at: startsAt }), ends_at: instantOf(ends) },
-          reactivityKeys: ["delegations"]
-        })
+        const payload = { delegate: delegateOf(kind, who), ...(startsAt === "" ? {} : { starts_at: startsAt }), ends_at: instantOf(ends) }
+        const refused = ends.trim() === "" ? [{ field: "ends_at", message: "Choose when the delegation ends." }] : checkDelegation(payload)
+        setIssues(refused)
+        if (refused.length > 0) return
+        const exit = await create.run({ payload, reactivityKeys: ["delegations"] })
         if (Exit.isSuccess(exit)) {
           setWho("")
           setStarts("")
-          return onNotice({ tone: "success", text: `Delegated to ${reviewerText(exit.value.delegate)} until ${new Date(exit.value.ends_at).toLocaleString()}.` })
+          return onNotice({ tone: "success", text: `Delegated to ${reviewerText(exit.value.delegate)} until ${formatTime(exit.value.ends_at)}.` })
         }
         setIssues(problemIssues(problemOf(exit.cause), describeProblem))
       }}

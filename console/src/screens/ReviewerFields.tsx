@@ -28,13 +28,27 @@ export const KeyChoices = () => {
   )
 }
 
+/** A key member by its name and prefix where the session may list keys (`named`), and by its id. */
+export const KeyMember = ({ id, named }: { id: string; named: boolean }) => (
+  <>
+    API key {named && <KeyName id={id} />}
+    <code class="key-id">{id}</code>
+  </>
+)
+
+const KeyName = ({ id }: { id: string }) => {
+  const keys = useAtomValue(keysAtom)
+  const key = keys._tag === "Success" ? keys.value.keys.find((candidate) => candidate.id === id) : undefined
+  return key ? <><strong>{key.name ?? "unnamed"}</strong> ({key.key_prefix}…)<br /></> : null
+}
+
 /** Whether an issue is about `field` or something inside it. */
 export const names = (issues: ReadonlyArray<FieldIssue>, field: string) =>
   issues.some((issue) => issue.field === field || issue.field.startsWith(`${field}.`) || issue.field.startsWith(`${field}[`))
 
 /** The problems of one form, next to it; announced when they appear. */
 export const FieldProblems = ({ id, issues, lead }: { id: string; issues: ReadonlyArray<FieldIssue>; lead: string }) => (
-  <div id={id} role="alert">
+  <div id={id} role="alert" class="problems-slot">
     {issues.length > 0 && (
       <div class="notice error">
         <div>
@@ -79,7 +93,7 @@ export const PersonFields = (
         value={who}
         placeholder={kind === "console_user" ? "Ana Lima" : "0193b7a2-…"}
         list={kind === "key_id" && keyChoices ? KEY_CHOICES : undefined}
-        class={kind === "key_id" ? "mono" : undefined}
+        class={kind === "key_id" ? "key-id" : undefined}
         aria-invalid={invalid ? "true" : undefined}
         onInput={(event) => onChange(kind, event.currentTarget.value)}
       />

@@ -6,7 +6,7 @@
  * so they stay as they are (and a pending one is not mailed again).
  */
 import { Exit } from "effect"
-import { useState } from "preact/hooks"
+import { useEffect, useState } from "preact/hooks"
 import type { GroupInput, GroupMember, ReviewerGroup } from "../../../src/api/Reviewers.ts"
 import { problemOf, SvcApi } from "../api.ts"
 import { useMutation } from "../atoms.ts"
@@ -14,6 +14,7 @@ import { Confirm, describeProblem, type NoticeValue, Time } from "../ui.tsx"
 import {
   addPayload,
   addressPayload,
+  checkGroup,
   emptyMember,
   type FieldIssue,
   type MemberDraft,
@@ -22,7 +23,7 @@ import {
   removePayload,
   reviewerText
 } from "./reviewer-draft.ts"
-import { FieldProblems, MemberFields } from "./ReviewerFields.tsx"
+import { FieldProblems, KeyMember, MemberFields } from "./ReviewerFields.tsx"
 
 export const putGroupAtom = SvcApi.mutation("reviewers", "putGroup")
 const deleteGroupAtom = SvcApi.mutation("reviewers", "deleteGroup")
@@ -50,7 +51,9 @@ export const GroupCard = (
 
   /** Stores the group's new members; the outcome in words, or the problems next to the members. */
   const save = async (payload: GroupInput, done: (saved: ReviewerGroup) => string) => {
-    setIssues([])
+    const refused = checkGroup(group.name, payload)
+    setIssues(refused)
+    if (refused.length > 0) return
     const exit = await put.run({ params: { name: group.name }, payload, reactivityKeys: ["reviewer-groups"] })
     if (Exit.isSuccess(exit)) {
       setEditing(undefined)
@@ -81,7 +84,6 @@ export const GroupCard = (
                 <tr>
                   <th scope="col">Member</th>
                   <th scope="col">Address</th>
-                  <th scope="col">Address status</th>
                   <th scope="col"><span class="sr-only">Actions</span></th>
                 </tr>
               </thead>
@@ -93,7 +95,7 @@ export const GroupCard = (
                       <td>
                         {member.console_user !== undefined
                           ? <>{member.console_user} <span class="muted">(console person)</span></>
-                          : <>API key <code>{member.key_id}</code></>}
+                          : <KeyMember id={member.key_id ?? ""} named={keyChoices} />}
                       </td>
                       <td>
                         {editing === index
@@ -118,9 +120,12 @@ export const GroupCard = (
                               <button type="button" onClick={() => setEditing(undefined)}>Cancel</button>
                             </form>
                           )
-                          : member.email ?? <span class="muted">—</span>}
+                          : (
+                            <>
+                              {member.email !== null && <span class="address">{member.email}</span>} <AddressStatus member={member} />
+                            </>
+                          )}
                       </td>
-                      <td><AddressStatus member={member} /></td>
                       <td>
                         <div class="actions row-actions">
                           <button
@@ -168,6 +173,7 @@ export const GroupCard = (
         <button type="button" class="danger" aria-label={`Delete group ${group.name}`} onClick={() => setConfirming(true)}>Delete group</button>
       </div>
       <Confirm
+        id={`${id}-confirm`}
         open={confirming}
         title={`Delete the group ${group.name}?`}
         confirmLabel="Delete group"
@@ -190,6 +196,8 @@ const AddMember = (
   const [draft, setDraft] = useState<MemberDraft>(emptyMember)
   const [issues, setIssues] = useState<ReadonlyArray<FieldIssue>>([])
   const put = useMutation(putGroupAtom)
+  // Problems name members by their place: once the members change, they name someone else.
+  useEffect(() => setIssues([]), [group.updated_at])
   const field = `members[${group.members.length}]`
   return (
     <form
@@ -198,8 +206,11 @@ const AddMember = (
       aria-labelledby={`${id}-add-title`}
       onSubmit={async (event) => {
         event.preventDefault()
-        setIssues([])
-        const exit = await put.run({ params: { name: group.name }, payload: addPayload(group.members, draft), reactivityKeys: ["reviewer-groups"] })
+        const payload = addPayload(group.members, draft)
+        const refused = checkGroup(group.name, payload)
+        setIssues(refused)
+        if (refused.length > 0) return
+        const exit = await put.run({ params: { name: group.name }, payload, reactivityKeys: ["reviewer-groups"] })
         if (Exit.isSuccess(exit)) {
           const added = reviewerText(memberInput(draft))
           setDraft(emptyMember())

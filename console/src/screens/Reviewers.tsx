@@ -16,7 +16,7 @@ import { useAtomValue, useMutation } from "../atoms.ts"
 import { has } from "../session.ts"
 import { describeProblem, Loaded, Notice, type NoticeValue } from "../ui.tsx"
 import { Delegations } from "./Delegations.tsx"
-import { createPayload, emptyMember, type FieldIssue, type MemberDraft, problemIssues } from "./reviewer-draft.ts"
+import { checkGroup, createPayload, emptyMember, type FieldIssue, type MemberDraft, problemIssues } from "./reviewer-draft.ts"
 import { FieldProblems, KeyChoices, MemberFields, names } from "./ReviewerFields.tsx"
 import { GroupCard, putGroupAtom } from "./ReviewerGroupCard.tsx"
 
@@ -68,10 +68,14 @@ const NewGroup = (
       aria-labelledby="new-group-title"
       onSubmit={async (event) => {
         event.preventDefault()
-        setIssues([])
+        const payload = createPayload(members)
         // The API's PUT replaces an existing group's members: a new group must not do that unseen.
-        if (existing.includes(name)) return setIssues([{ field: "name", message: `A group named ${name} exists: change its members below.` }])
-        const exit = await put.run({ params: { name }, payload: createPayload(members), reactivityKeys: ["reviewer-groups"] })
+        const refused = existing.includes(name)
+          ? [{ field: "name", message: `A group named ${name} exists: change its members below.` }]
+          : checkGroup(name, payload)
+        setIssues(refused)
+        if (refused.length > 0) return
+        const exit = await put.run({ params: { name }, payload, reactivityKeys: ["reviewer-groups"] })
         if (Exit.isSuccess(exit)) {
           const pending = exit.value.members.filter((member) => member.email_status === "pending").length
           setName("")

@@ -1,11 +1,18 @@
 /**
  * What the Reviewers screen sends and how it reads the answers: members as
- * the form holds them, the group payloads of each edit, and every problem
- * (the API's, or the typed client's own check of the contract's schemas
- * before anything is sent) as a list of fields and what is wrong there.
+ * the form holds them, the group payloads of each edit, the contract's own
+ * schemas checked before anything is sent, and every problem (those, or the
+ * API's) as a list of fields and what is wrong there.
  */
-import { SchemaIssue } from "effect"
-import type { GroupInput, GroupMember, GroupMemberInput, Reviewer } from "../../../src/api/Reviewers.ts"
+import { Result, Schema, SchemaIssue } from "effect"
+import {
+  DelegationInput,
+  GroupInput,
+  type GroupMember,
+  type GroupMemberInput,
+  GroupName,
+  type Reviewer
+} from "../../../src/api/Reviewers.ts"
 import type { Problem } from "../api.ts"
 
 export type MemberKind = "console_user" | "key_id"
@@ -71,6 +78,30 @@ export const fieldPath = (segments: ReadonlyArray<PropertyKey>): string =>
 
 const formatIssues = SchemaIssue.makeFormatterStandardSchemaV1()
 
+const issuesOf = (issue: SchemaIssue.Issue, under: ReadonlyArray<PropertyKey> = []): ReadonlyArray<FieldIssue> =>
+  formatIssues(issue).issues.map((one) => ({
+    field: fieldPath([...under, ...(one.path ?? []).map((segment) => (typeof segment === "object" ? segment.key : segment))]),
+    message: one.message
+  }))
+
+const check = <S extends Schema.Top & { readonly DecodingServices: never }>(schema: S, value: unknown, under: ReadonlyArray<PropertyKey> = []) =>
+  Result.match(Schema.decodeUnknownResult(schema, { errors: "all" })(value), {
+    onSuccess: (): ReadonlyArray<FieldIssue> => [],
+    onFailure: (error) => issuesOf(error.issue, under)
+  })
+
+/**
+ * What the API would refuse of a group's `PUT`, by the contract's schemas
+ * (the typed client would refuse it too, as a failure of its own without
+ * the fields): the name, then each member.
+ */
+export const checkGroup = (name: string, payload: GroupInput): ReadonlyArray<FieldIssue> => [
+  ...check(GroupName, name, ["name"]),
+  ...check(GroupInput, payload)
+]
+
+export const checkDelegation = (payload: DelegationInput): ReadonlyArray<FieldIssue> => check(DelegationInput, payload)
+
 /** A field named in a detail: the API's 404 for a member key names `members[i].key_id`. */
 const NAMED_FIELD = /\b((?:members\[\d+\]|delegate)\.key_id)\b/
 
@@ -78,19 +109,13 @@ const NAMED_FIELD = /\b((?:members\[\d+\]|delegate)\.key_id)\b/
 const GENERAL = new Set(["INSUFFICIENT_SCOPE", "UNAUTHENTICATED", "CROSS_SITE_REQUEST", "SERVICE_UNAVAILABLE", "NETWORK"])
 
 /**
- * A problem as the fields it names: each issue of a schema check (the typed
- * client's, before sending, or the API's `errors`), the API's `field`, a
- * field its detail names, or else one issue about the whole request, in
- * `describe`'s words when the detail is not the best (a session's problem).
+ * An API problem as the fields it names: each of its `errors`, its
+ * `field`, a field its detail names, or else one issue about the whole
+ * request, in `describe`'s words when the detail is not the best (a
+ * session's problem).
  */
 export const problemIssues = (problem: Problem, describe: (problem: Problem) => string): ReadonlyArray<FieldIssue> => {
   const error = problem.error ?? {}
-  if (problem.tag === "SchemaError" && SchemaIssue.isIssue(error.issue)) {
-    return formatIssues(error.issue).issues.map((issue) => ({
-      field: fieldPath((issue.path ?? []).map((segment) => (typeof segment === "object" ? segment.key : segment))),
-      message: issue.message
-    }))
-  }
   const listed = error.errors
   if (Array.isArray(listed) && listed.length > 0) return listed as ReadonlyArray<FieldIssue>
   const message = GENERAL.has(problem.code) ? describe(problem) : problem.detail ?? describe(problem)
