@@ -98,6 +98,24 @@ describeBrowser("Reviewers: groups, member addresses and delegations", () => {
       { console_user: "Ana Lima", email: "ana@example.com", email_status: "pending" }
     ])
 
+    // Give the remaining member a new address: pending again, until confirmed.
+    await card.getByRole("button", { name: "Change address of Ana Lima" }).click()
+    const editor = card.getByRole("form", { name: "New address of Ana Lima" })
+    assert.strictEqual(await editor.getByLabel("New address of Ana Lima").evaluate((input) => input === document.activeElement), true)
+    await editor.getByLabel("New address of Ana Lima").fill("ana.lima@")
+    await editor.getByRole("button", { name: "Save address" }).click()
+    const wrong = card.getByRole("alert").filter({ hasText: "payments-leads was not changed" })
+    await wrong.waitFor()
+    assert.match((await wrong.textContent())!, /Member 1, address \(members\[0\]\.email\): Expected an email address/)
+    assert.strictEqual(await editor.getByLabel("New address of Ana Lima").getAttribute("aria-invalid"), "true")
+    await checkAccessibility(page, "a member's address being changed")
+    await screenshot(page, "reviewers-change-address")
+    await editor.getByLabel("New address of Ana Lima").fill("ana.lima@example.com")
+    await editor.getByRole("button", { name: "Save address" }).click()
+    await page.getByRole("status").filter({ hasText: "Address of Ana Lima set: it waits for confirmation from the mail sent there." }).waitFor()
+    await ana.getByText("ana.lima@example.com").waitFor()
+    await ana.getByText("waiting for confirmation").waitFor()
+
     // Clear Ana's address.
     await card.getByRole("button", { name: "Clear address of Ana Lima" }).click()
     await page.getByRole("status").filter({ hasText: "Address of Ana Lima cleared" }).waitFor()

@@ -6,7 +6,7 @@
  * so they stay as they are (and a pending one is not mailed again).
  */
 import { Exit } from "effect"
-import { useEffect, useState } from "preact/hooks"
+import { useEffect, useRef, useState } from "preact/hooks"
 import type { GroupInput, GroupMember, ReviewerGroup } from "../../../src/api/Reviewers.ts"
 import { problemOf, SvcApi } from "../api.ts"
 import { useMutation } from "../atoms.ts"
@@ -23,7 +23,7 @@ import {
   removePayload,
   reviewerText
 } from "./reviewer-draft.ts"
-import { FieldProblems, KeyMember, MemberFields } from "./ReviewerFields.tsx"
+import { FieldProblems, KeyMember, MemberFields, names } from "./ReviewerFields.tsx"
 
 export const putGroupAtom = SvcApi.mutation("reviewers", "putGroup")
 const deleteGroupAtom = SvcApi.mutation("reviewers", "deleteGroup")
@@ -46,7 +46,6 @@ export const GroupCard = (
   const remove = useMutation(deleteGroupAtom)
   const [issues, setIssues] = useState<ReadonlyArray<FieldIssue>>([])
   const [editing, setEditing] = useState<number | undefined>(undefined)
-  const [address, setAddress] = useState("")
   const [confirming, setConfirming] = useState(false)
 
   /** Stores the group's new members; the outcome in words, or the problems next to the members. */
@@ -100,25 +99,18 @@ export const GroupCard = (
                       <td>
                         {editing === index
                           ? (
-                            <form
-                              class="form inline-edit"
-                              noValidate
-                              aria-label={`New address of ${who}`}
-                              onSubmit={async (event) => {
-                                event.preventDefault()
-                                await save(addressPayload(group.members, index, address.trim()), (saved) =>
-                                  saved.members[index]?.email_status === "pending"
+                            <AddressEditor
+                              who={who}
+                              initial={member.email ?? ""}
+                              invalid={names(issues, `members[${index}].email`)}
+                              busy={put.busy}
+                              onCancel={() => setEditing(undefined)}
+                              onSave={(email) =>
+                                save(addressPayload(group.members, index, email), (saved) =>
+                                  saved.members.find((m) => reviewerText(m) === who)?.email_status === "pending"
                                     ? `Address of ${who} set: it waits for confirmation from the mail sent there.`
-                                    : `Address of ${who} set.`)
-                              }}
-                            >
-                              <label>
-                                New address of {who}
-                                <input type="email" value={address} required onInput={(event) => setAddress(event.currentTarget.value)} />
-                              </label>
-                              <button type="submit" class="primary" disabled={put.busy}>Save address</button>
-                              <button type="button" onClick={() => setEditing(undefined)}>Cancel</button>
-                            </form>
+                                    : `Address of ${who} set.`)}
+                            />
                           )
                           : (
                             <>
@@ -132,10 +124,7 @@ export const GroupCard = (
                             type="button"
                             aria-label={`Change address of ${who}`}
                             disabled={put.busy}
-                            onClick={() => {
-                              setAddress(member.email ?? "")
-                              setEditing(index)
-                            }}
+                            onClick={() => setEditing(index)}
                           >
                             Change address
                           </button>
@@ -187,6 +176,50 @@ export const GroupCard = (
         </p>
       </Confirm>
     </li>
+  )
+}
+
+/** A member's new address, in place of the address; focused when it opens, as a dialog would be. */
+const AddressEditor = (
+  { who, initial, invalid, busy, onSave, onCancel }: {
+    who: string
+    initial: string
+    invalid: boolean
+    busy: boolean
+    onSave: (email: string) => void
+    onCancel: () => void
+  }
+) => {
+  const [address, setAddress] = useState(initial)
+  const input = useRef<HTMLInputElement>(null)
+  useEffect(() => input.current?.focus(), [])
+  return (
+    <form
+      class="form inline-edit"
+      noValidate
+      aria-label={`New address of ${who}`}
+      onSubmit={(event) => {
+        event.preventDefault()
+        onSave(address.trim())
+      }}
+    >
+      <label>
+        New address of {who}
+        <input
+          ref={input}
+          type="email"
+          value={address}
+          required
+          aria-invalid={invalid ? "true" : undefined}
+          onInput={(event) => setAddress(event.currentTarget.value)}
+          onKeyDown={(event) => {
+            if (event.key === "Escape") onCancel()
+          }}
+        />
+      </label>
+      <button type="submit" class="primary" disabled={busy}>Save address</button>
+      <button type="button" onClick={onCancel}>Cancel</button>
+    </form>
   )
 }
 
