@@ -13,6 +13,7 @@ import { Decide } from "./screens/Decide.tsx"
 import { Policies } from "./screens/Policies.tsx"
 import { Promote } from "./screens/Promote.tsx"
 import { Review } from "./screens/Review.tsx"
+import { Reviewers } from "./screens/Reviewers.tsx"
 import { SignIn } from "./screens/SignIn.tsx"
 import { Telemetry } from "./screens/Telemetry.tsx"
 import { Webhooks } from "./screens/Webhooks.tsx"
@@ -23,6 +24,7 @@ const views: Record<string, (props: { session: ConsoleSession }) => preact.JSX.E
   "/promote": Promote,
   "/approvals": Approvals,
   "/policies": Policies,
+  "/reviewers": Reviewers,
   "/webhooks": Webhooks,
   "/telemetry": Telemetry,
   "/keys": ApiKeys

@@ -17,6 +17,7 @@ export const screens: ReadonlyArray<Screen> = [
   { path: "/promote", label: "Promote", scope: "datasets.write" },
   { path: "/approvals", label: "Approvals", scope: "approvals.decide" },
   { path: "/policies", label: "Policies", scope: "org_config.write" },
+  { path: "/reviewers", label: "Reviewers", scope: "org_config.write" },
   { path: "/webhooks", label: "Webhooks", scope: "org_config.write" },
   { path: "/telemetry", label: "Telemetry", scope: "org_config.write" },
   { path: "/keys", label: "API keys", scope: "keys.manage" }

@@ -136,7 +136,7 @@ export const useModal = (open: boolean) => {
  * and focus returns to what opened it.
  */
 export const Confirm = (
-  { open, title, children, confirmLabel, onConfirm, onCancel, busy }: {
+  { open, title, children, confirmLabel, onConfirm, onCancel, busy, id = "confirm-title" }: {
     open: boolean
     title: string
     children: ComponentChildren
@@ -144,15 +144,17 @@ export const Confirm = (
     onConfirm: () => void
     onCancel: () => void
     busy?: boolean
+    /** The title's id: one per confirmation, where a screen has several. */
+    id?: string
   }
 ) => {
   const ref = useModal(open)
   return (
-    <dialog ref={ref} aria-labelledby="confirm-title" onCancel={(event) => {
+    <dialog ref={ref} aria-labelledby={id} onCancel={(event) => {
       event.preventDefault()
       onCancel()
     }}>
-      <h2 id="confirm-title">{title}</h2>
+      <h2 id={id}>{title}</h2>
       <div>{children}</div>
       <div class="actions">
         <button type="button" class="danger" disabled={busy} onClick={onConfirm}>{confirmLabel}</button>

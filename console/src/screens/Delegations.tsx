@@ -1,0 +1,162 @@
+/**
+ * Delegations on the Reviewers screen: the organization's delegations not
+ * yet over, a new one from the signed-in person (the API makes the caller
+ * the delegator) to someone else for a window, and ending one's own.
+ */
+import { Exit } from "effect"
+import { useState } from "preact/hooks"
+import type { ConsoleSession } from "../../../src/api/Console.ts"
+import { type Delegation, MAX_DELEGATION_DAYS } from "../../../src/api/Reviewers.ts"
+import { problemOf, SvcApi } from "../api.ts"
+import { useAtomValue, useMutation } from "../atoms.ts"
+import { Confirm, describeProblem, formatTime, Loaded, type NoticeValue, Time } from "../ui.tsx"
+import { checkDelegation, delegateOf, type FieldIssue, instantOf, localIn, type MemberKind, problemIssues, reviewerText } from "./reviewer-draft.ts"
+import { FieldProblems, names, PersonFields } from "./ReviewerFields.tsx"
+
+const delegationsAtom = SvcApi.query("reviewers", "listDelegations", { reactivityKeys: ["delegations"] })
+const delegateAtom = SvcApi.mutation("reviewers", "delegate")
+const endAtom = SvcApi.mutation("reviewers", "endDelegation")
+
+const isOwn = (delegation: Delegation, session: ConsoleSession) => delegation.delegator.console_user === session.person
+
+export const Delegations = (
+  { session, keyChoices, onNotice }: { session: ConsoleSession; keyChoices: boolean; onNotice: (notice: NoticeValue) => void }
+) => {
+  const delegations = useAtomValue(delegationsAtom)
+  const [ending, setEnding] = useState<Delegation | undefined>(undefined)
+  const end = useMutation(endAtom)
+  const confirmEnd = async () => {
+    if (!ending) return
+    const exit = await end.run({ params: { delegation_id: ending.delegation_id }, reactivityKeys: ["delegations"] })
+    setEnding(undefined)
+    onNotice(Exit.isSuccess(exit)
+      ? { tone: "success", text: `Delegation to ${reviewerText(ending.delegate)} ended: from now on they decide only what they could before.` }
+      : { tone: "error", text: `Could not end the delegation: ${describeProblem(problemOf(exit.cause))}` })
+  }
+  return (
+    <section class="delegations" aria-labelledby="delegations-title">
+      <h2 id="delegations-title">Delegations</h2>
+      <p class="muted">
+        While a delegation lasts, its delegate decides the approvals assigned to every group of the person who delegated, under their own name.
+      </p>
+      <NewDelegation session={session} keyChoices={keyChoices} onNotice={onNotice} />
+      <Loaded result={delegations} what="the delegations">
+        {(value) =>
+          value.delegations.length === 0
+            ? <p class="empty">No delegations under way or to come.</p>
+            : (
+              <div class="table-wrap">
+                <table aria-labelledby="delegations-title">
+                  <thead>
+                    <tr>
+                      <th scope="col">From</th>
+                      <th scope="col">To</th>
+                      <th scope="col">Starts</th>
+                      <th scope="col">Ends</th>
+                      <th scope="col"><span class="sr-only">Action</span></th>
+                    </tr>
+                  </thead>
+                  <tbody>
+                    {value.delegations.map((delegation) => (
+                      <tr key={delegation.delegation_id}>
+                        <td>{reviewerText(delegation.delegator)}{isOwn(delegation, session) && <span class="muted"> (you)</span>}</td>
+                        <td>{reviewerText(delegation.delegate)}</td>
+                        <td><Time iso={delegation.starts_at} /></td>
+                        <td><Time iso={delegation.ends_at} /></td>
+                        <td>
+                          {isOwn(delegation, session)
+                            ? (
+                              <button type="button" class="danger" aria-label={`End delegation to ${reviewerText(delegation.delegate)}`} onClick={() => setEnding(delegation)}>
+                                End
+                              </button>
+                            )
+                            : <span class="muted">only its delegator ends it</span>}
+                        </td>
+                      </tr>
+                    ))}
+                  </tbody>
+                </table>
+              </div>
+            )}
+      </Loaded>
+      <Confirm
+        id="end-delegation-title"
+        open={ending !== undefined}
+        title="End this delegation now?"
+        confirmLabel="End delegation"
+        busy={end.busy}
+        onCancel={() => setEnding(undefined)}
+        onConfirm={confirmEnd}
+      >
+        <p>{ending ? `${reviewerText(ending.delegate)} stops deciding in your place at once.` : ""}</p>
+      </Confirm>
+    </section>
+  )
+}
+
+const NewDelegation = (
+  { session, keyChoices, onNotice }: { session: ConsoleSession; keyChoices: boolean; onNotice: (notice: NoticeValue) => void }
+) => {
+  const [kind, setKind] = useState<MemberKind>("console_user")
+  const [who, setWho] = useState("")
+  const [starts, setStarts] = useState("")
+  const [ends, setEnds] = useState(() => localIn(Date.now(), 7))
+  const [issues, setIssues] = useState<ReadonlyArray<FieldIssue>>([])
+  const create = useMutation(delegateAtom)
+  return (
+    <form
+      class="form stack card"
+      noValidate
+      aria-labelledby="new-delegation-title"
+      onSubmit={async (event) => {
+        event.preventDefault()
+        const startsAt = instantOf(starts)
+        const payload = { delegate: delegateOf(kind, who), ...(startsAt === "" ? {} : { starts_at: startsAt }), ends_at: instantOf(ends) }
+        const refused = ends.trim() === "" ? [{ field: "ends_at", message: "Choose when the delegation ends." }] : checkDelegation(payload)
+        setIssues(refused)
+        if (refused.length > 0) return
+        const exit = await create.run({ payload, reactivityKeys: ["delegations"] })
+        if (Exit.isSuccess(exit)) {
+          setWho("")
+          setStarts("")
+          return onNotice({ tone: "success", text: `Delegated to ${reviewerText(exit.value.delegate)} until ${formatTime(exit.value.ends_at)}.` })
+        }
+        setIssues(problemIssues(problemOf(exit.cause), describeProblem))
+      }}
+    >
+      <h3 id="new-delegation-title">New delegation</h3>
+      <p>
+        From: <strong>{session.person}</strong> <span class="muted">(you: a delegation is always its maker's own)</span>
+      </p>
+      <fieldset>
+        <legend>Delegate to</legend>
+        <div class="form">
+          <PersonFields
+            id="delegate"
+            kind={kind}
+            who={who}
+            keyChoices={keyChoices}
+            invalid={names(issues, "delegate")}
+            onChange={(nextKind, nextWho) => {
+              setKind(nextKind)
+              setWho(nextWho)
+            }}
+          />
+        </div>
+      </fieldset>
+      <div class="form">
+        <label>
+          Starts (empty: now)
+          <input type="datetime-local" value={starts} aria-invalid={names(issues, "starts_at") ? "true" : undefined} onInput={(event) => setStarts(event.currentTarget.value)} />
+        </label>
+        <label>
+          Ends
+          <input type="datetime-local" required value={ends} aria-invalid={names(issues, "ends_at") ? "true" : undefined} onInput={(event) => setEnds(event.currentTarget.value)} />
+        </label>
+      </div>
+      <p class="muted">In your browser's time zone; at most {MAX_DELEGATION_DAYS} days.</p>
+      <FieldProblems id="new-delegation-problems" issues={issues} lead="Not delegated:" />
+      <div class="actions"><button type="submit" class="primary" disabled={create.busy}>Delegate</button></div>
+    </form>
+  )
+}
