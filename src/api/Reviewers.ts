@@ -29,7 +29,7 @@ export const MAX_ESCALATION_CHAIN = 5
 const repeatedGroup = Schema.makeFilter(
   (chain: ReadonlyArray<string>) => {
     const i = chain.findIndex((name, j) => chain.indexOf(name) !== j)
-    return i < 0 ? undefined : { path: [i], issue: `Expected each group once: ${JSON.stringify(chain[i])} is also escalation_chain[${chain.indexOf(chain[i]!)}]` }
+    return i < 0 ? undefined : { path: [i], issue: `Expected each group once: ${JSON.stringify(chain[i])} is also entry ${chain.indexOf(chain[i]!)} of the chain` }
   },
   { toJsonSchema: () => ({ uniqueItems: true }) }
 )
@@ -272,7 +272,7 @@ export class ReviewersApi extends HttpApiGroup.make("reviewers")
     }).pipe(
       requireScope(
         "org_config.write",
-        "Deletes a reviewer group no policy names (as `group` or in `escalation_chain`, its own or a rule's) and no pending approval is assigned to."
+        "Deletes a reviewer group no policy names (as `group` or in `escalation_chain`, its own or a rule's) and no pending approval is assigned to or may be handed to."
       ),
       documented({
         summary: "Delete a reviewer group",
