@@ -115,7 +115,7 @@ export const Assignment = ({ item }: { item: Approval }) =>
       <dt>Assigned to</dt>
       <dd>
         <span class="badge">{item.assigned_group}</span>
-        {item.escalation_level === 1 && <span class="muted"> · escalated to this group</span>}
+        {(item.escalation_level ?? 0) > 0 && <span class="muted"> · escalated to this group (escalation {item.escalation_level})</span>}
       </dd>
     </div>
   )

@@ -173,12 +173,12 @@ export const stepSql = (sql: SqlClient.SqlClient, input: StepStatementInput) => 
     approval AS (
       INSERT INTO approvals (id, org_id, session_id, step_id, task_id, status, deadline_at, expires_at, timeout_action,
         expiring_at, escalation_seconds, next_due_at, next_due_kind, created_at, rule, quorum,
-        assigned_group, escalation_group)
+        assigned_group, escalation_chain)
       SELECT ${input.approval.id}, ${orgId}, sess.id, ${step.step_id}, sess.task_id, 'pending',
         ${at(sql, offsets.deadline)}, ${at(sql, offsets.expires)}, ${rule.timeout_action},
         ${offsets.expiring === null ? sql`NULL::timestamptz` : at(sql, offsets.expiring)}, ${rule.escalation_seconds}::int,
         ${at(sql, offsets.due)}, ${offsets.dueKind}, t.t0, ${verdict?.rule ?? null}, ${rule.quorum ?? 1},
-        ${rule.group ?? null}::text, ${rule.escalation_group ?? null}::text
+        ${rule.group ?? null}::text, ${rule.escalation_chain === undefined ? null : [...rule.escalation_chain]}::text[]
       FROM step, sess, t
       RETURNING id
     ),

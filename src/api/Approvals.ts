@@ -21,7 +21,7 @@ import { Authentication, requireScope } from "./Security.ts"
 import { documented, notFound } from "./Documentation.ts"
 import * as Examples from "./Examples.ts"
 import { AlreadyVoted, Quorum, QuorumFields } from "./Votes.ts"
-import { AssignedToQuery, AssignmentFields, AssignmentSnapshotFields, escalationGroupFits, NotAssigned } from "./Reviewers.ts"
+import { AssignedToQuery, AssignmentFields, AssignmentSnapshotFields, escalationChainFits, escalationCount, NotAssigned } from "./Reviewers.ts"
 
 export const PolicyMode = Schema.Literals(["allow", "reject", "require_approval"])
 export type PolicyMode = typeof PolicyMode.Type
@@ -42,10 +42,21 @@ export const MAX_DECISION_REASON_LENGTH = 1000
 const Seconds = (minimum: number) =>
   Schema.Int.check(Schema.isBetween({ minimum, maximum: 30 * 24 * 3600 }))
 
-/** Whether the expiring notice comes before the end of the review time (escalation included). */
+/** Whether the expiring notice comes before the end of the whole review time (every escalation's window included). */
 export const noticeFits = (
-  rule: { readonly review_seconds: number; readonly expiring_notice_seconds: number; readonly escalation_seconds?: number | null | undefined }
-) => rule.expiring_notice_seconds < rule.review_seconds + (rule.escalation_seconds ?? 0)
+  rule: Parameters<typeof escalationCount>[0] & { readonly review_seconds: number; readonly expiring_notice_seconds: number }
+) => rule.expiring_notice_seconds < rule.review_seconds + (rule.escalation_seconds ?? 0) * escalationCount(rule)
+
+const EscalationSeconds = Schema.optionalKey(Seconds(1).annotate({
+  description: "When set, a deadline escalates (`approval.escalated`) and grants this much more review time: once per group of `escalation_chain`, or once (keeping the group) without a chain"
+}))
+
+/** The notice rule, where a person must decide (a policy's `require_approval` mode, or a rule's result). */
+const noticeCheck = Schema.makeFilter((input: Parameters<typeof noticeFits>[0] & { readonly mode?: PolicyMode }) =>
+  (input.mode ?? "require_approval") !== "require_approval" || noticeFits(input) ? undefined : {
+    path: ["expiring_notice_seconds"],
+    issue: "expiring_notice_seconds must be shorter than review_seconds plus escalation_seconds for each escalation."
+  })
 
 /** The longest rule condition the schema accepts, in characters (`SVC_APPROVAL_RULE_MAX_LENGTH` may lower it). */
 export const MAX_RULE_CONDITION_LENGTH = 8000
@@ -60,18 +71,10 @@ const RequireApprovalResult = Schema.Struct({
   expiring_notice_seconds: Seconds(0).annotate({
     description: "`approval.expiring` is sent this long before the approval expires (0: no notice)"
   }),
-  escalation_seconds: Schema.optionalKey(Seconds(1).annotate({
-    description: "When set, the first deadline escalates and grants this much more review time"
-  })),
+  escalation_seconds: EscalationSeconds,
   timeout_action: TimeoutAction,
   quorum: Schema.optionalKey(Quorum), ...AssignmentFields
-}).check(
-  Schema.makeFilter((result) =>
-    noticeFits(result)
-      ? undefined
-      : { path: ["expiring_notice_seconds"], issue: "expiring_notice_seconds must be shorter than review_seconds plus escalation_seconds." }
-  ), Schema.makeFilter(escalationGroupFits)
-)
+}).check(noticeCheck, escalationChainFits)
 
 export const RuleResult = Schema.Union([
   Schema.Struct({ decision: Schema.Literal("allow") }),
@@ -108,28 +111,20 @@ export const PolicyRules = Schema.Array(PolicyRule).check(
     "Evaluated in order before the class's settings: the first rule whose condition holds decides the step; when none does (or one cannot be evaluated for the step), the settings above decide"
 })
 
+// The notice rule compares members, which JSON Schema cannot: the
+// description of `expiring_notice_seconds` states it, and the typed client checks it.
 export const PolicyInput = Schema.Struct({
   mode: PolicyMode,
   review_seconds: Seconds(1).annotate({ description: "Length of the first review window" }),
   expiring_notice_seconds: Seconds(0).annotate({
-    description: "`approval.expiring` is sent this long before the approval expires (0: no notice); with `require_approval`, shorter than `review_seconds` plus `escalation_seconds`"
+    description: "`approval.expiring` is sent this long before the approval expires (0: no notice); with `require_approval`, shorter than the whole review time: `review_seconds` plus `escalation_seconds` times the escalations (the chain's length, at least 1)"
   }),
-  escalation_seconds: Schema.optionalKey(Seconds(1).annotate({
-    description: "When set, the first deadline escalates and grants this much more review time"
-  })),
+  escalation_seconds: EscalationSeconds,
   timeout_action: TimeoutAction,
   rules: Schema.optionalKey(PolicyRules),
   quorum: Schema.optionalKey(Quorum), ...AssignmentFields,
   arguments_schema: Schema.optionalKey(ArgumentsSchema)
-}).check(Schema.makeFilter(escalationGroupFits)).check(
-  // Across two members, which JSON Schema cannot compare: the description of
-  // `expiring_notice_seconds` states it, and the typed client checks it.
-  Schema.makeFilter((input) =>
-    input.mode !== "require_approval" || noticeFits(input)
-      ? undefined
-      : { path: ["expiring_notice_seconds"], issue: "expiring_notice_seconds must be shorter than review_seconds plus escalation_seconds." }
-  )
-)
+}).check(escalationChainFits).check(noticeCheck)
 export type PolicyInput = typeof PolicyInput.Type
 
 export const Policy = Schema.Struct({
@@ -240,7 +235,7 @@ export const ApprovalListItem = Schema.Struct({
   arguments: JsonValue,
   escalation: Schema.Literals(["none", "pending", "escalated"]).annotate({
     description:
-      "`none`: the policy has no escalation; `pending`: at `deadline_at` the approval escalates and gains review time; `escalated`: it has escalated and `deadline_at` is its expiry"
+      "`none`: the policy has no escalation; `pending`: another escalation is still to come at `deadline_at` (the approval gains review time and, with a chain, goes to the chain's next group); `escalated`: no escalation remains (the last one has fired) and `deadline_at` is its expiry"
   }),
   requested_at: Timestamp
 })
@@ -319,7 +314,7 @@ export class ApprovalPoliciesApi extends HttpApiGroup.make("approvalPolicies")
         response: Examples.policy,
         errors: {
           400: "A rule's condition does not parse or type-check (`INVALID_REQUEST`, `field`: `rules[i].condition`, the detail naming the rule and the position), or is over a limit (`POLICY_RULES_TOO_COMPLEX`, `limit` naming the setting); `arguments_schema` is not JSON Schema (`INVALID_REQUEST`, `field`: `arguments_schema`) or is over a limit (`ANSWER_SCHEMA_TOO_COMPLEX`).",
-          404: "A `group` or `escalation_group` names no reviewer group of the organization (`NOT_FOUND`, the detail naming the field).", 409: "A policy for one more action class than `SVC_MAX_APPROVAL_POLICIES_PER_ORG` allows (`LIMIT_REACHED`)."
+          404: "A `group` or an `escalation_chain` entry names no reviewer group of the organization (`NOT_FOUND`, the detail naming the field, e.g. `escalation_chain[1]`).", 409: "A policy for one more action class than `SVC_MAX_APPROVAL_POLICIES_PER_ORG` allows (`LIMIT_REACHED`)."
         }
       })
     ),

@@ -37,7 +37,7 @@ export const TagDescriptions: Readonly<Record<string, string>> = {
     "Per action class: allow, reject, or require a person's approval within review windows, with an expiring notice, an optional escalation and a timeout action.",
   "Approvals":
     "Approvals that governed steps wait for: read the snapshot and what a person needs to decide (the task's name, the session's earlier steps), approve or reject with an optional reason, and read the history of closed ones. Every lifecycle change is also sent to the organization's notification endpoints.",
-  "Reviewer groups": "Named groups of people who decide the approvals assigned to them (by a policy's or a rule's `group`), and delegations of a member's reviewing to another person for a time window. An approval's first deadline may hand it to the next group of its chain (`escalation_group`).",
+  "Reviewer groups": "Named groups of people who decide the approvals assigned to them (by a policy's or a rule's `group`), and delegations of a member's reviewing to another person for a time window. Each of an approval's deadlines may hand it to the next group of its chain (`escalation_chain`, up to 5 groups).",
   "Approval links":
     "The link in a reviewer mail about a pending approval (`/console/decide#<token>` under `SVC_PUBLIC_URL`): it opens that approval only, signs nobody in, and lets the person who opened it approve or reject it, recorded as `email:<reviewer address>`, while that address is still the organization's reviewer address. No authentication: the token is the credential.",
   "Reviewer address confirmation":

@@ -122,7 +122,7 @@ export const EventSchemas = {
   "approval.escalated": approvalEvent(
     "approval.escalated",
     "ApprovalEscalatedEvent",
-    "The first review window ended without a decision and the policy has `escalation_seconds`: another window opens (`deadline_at` moves to `expires_at`); the approval is still pending.",
+    "A review window ended without a decision and the policy has `escalation_seconds` with an escalation still to come: another `escalation_seconds` window opens (`deadline_at` moves to its end, which is `expires_at` after the last escalation) and, with an `escalation_chain`, the approval is handed to the chain's next group (`assigned_group`, `escalation_level` + 1); it is still pending. One event per escalation.",
     undecidedSnapshot("pending")
   ),
   "approval.approved": approvalEvent(

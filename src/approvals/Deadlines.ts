@@ -4,6 +4,7 @@
  * epoch milliseconds.
  */
 import type { PolicyMode, TimeoutAction } from "../api/Approvals.ts"
+import { escalationCount } from "../api/Reviewers.ts"
 
 export interface PolicyRule {
   readonly mode: PolicyMode
@@ -13,9 +14,9 @@ export interface PolicyRule {
   readonly timeout_action: TimeoutAction
   /** How many distinct people must approve (absent: one). */
   readonly quorum?: number | undefined
-  /** The reviewer group the approval is assigned to, and the one its escalation hands it to (absent: none). */
+  /** The reviewer group the approval is assigned to, and the groups its escalations hand it to, in order (absent: none). */
   readonly group?: string | undefined
-  readonly escalation_group?: string | undefined
+  readonly escalation_chain?: ReadonlyArray<string> | undefined
 }
 
 /**
@@ -42,22 +43,34 @@ export interface DeadlineState {
   readonly expiringAt: number | null
   readonly escalationSeconds: number | null
   readonly expiringSent: boolean
-  readonly escalated: boolean
+  /** How many escalations the approval gets (`escalationCount`: one per group of the chain, one without a chain, none without `escalation_seconds`). */
+  readonly escalations: number
+  /** How many of them have fired. */
+  readonly escalationsDone: number
 }
 
-/** The deadlines of an approval requested at `now` under `rule`. */
+/**
+ * The deadlines of an approval requested at `now` under `rule`: the first
+ * window, then one `escalation_seconds` window per escalation; it expires
+ * when the last one ends.
+ */
 export const plan = (rule: PolicyRule, now: number): DeadlineState => {
   const deadlineAt = now + rule.review_seconds * 1000
-  const expiresAt = deadlineAt + (rule.escalation_seconds ?? 0) * 1000
+  const escalations = escalationCount(rule)
+  const expiresAt = deadlineAt + (rule.escalation_seconds ?? 0) * escalations * 1000
   return {
     deadlineAt,
     expiresAt,
     expiringAt: rule.expiring_notice_seconds > 0 ? expiresAt - rule.expiring_notice_seconds * 1000 : null,
     escalationSeconds: rule.escalation_seconds,
     expiringSent: false,
-    escalated: false
+    escalations,
+    escalationsDone: 0
   }
 }
+
+/** Whether an escalation is still to come (at `deadlineAt`). */
+export const escalationPending = (state: Pick<DeadlineState, "escalations" | "escalationsDone">) => state.escalationsDone < state.escalations
 
 const order: Record<DueKind, number> = { expiring: 0, escalate: 1, expire: 2 }
 
@@ -69,17 +82,17 @@ const order: Record<DueKind, number> = { expiring: 0, escalate: 1, expire: 2 }
 export const nextDue = (state: DeadlineState): { readonly at: number; readonly kind: DueKind } => {
   const candidates: Array<{ at: number; kind: DueKind }> = []
   if (state.expiringAt !== null && !state.expiringSent) candidates.push({ at: state.expiringAt, kind: "expiring" })
-  if (state.escalationSeconds !== null && !state.escalated) candidates.push({ at: state.deadlineAt, kind: "escalate" })
+  if (state.escalationSeconds !== null && escalationPending(state)) candidates.push({ at: state.deadlineAt, kind: "escalate" })
   candidates.push({ at: state.expiresAt, kind: "expire" })
   candidates.sort((a, b) => a.at - b.at || order[a.kind] - order[b.kind])
   return candidates[0]!
 }
 
-/** The state after `kind` fired. Escalation opens the last window, which ends at `expiresAt`. */
+/** The state after `kind` fired. An escalation opens the next window; the last one ends at `expiresAt`. */
 export const fire = (state: DeadlineState, kind: Exclude<DueKind, "expire">): DeadlineState =>
   kind === "expiring"
     ? { ...state, expiringSent: true }
-    : { ...state, escalated: true, deadlineAt: state.deadlineAt + (state.escalationSeconds ?? 0) * 1000 }
+    : { ...state, escalationsDone: state.escalationsDone + 1, deadlineAt: state.deadlineAt + (state.escalationSeconds ?? 0) * 1000 }
 
 /**
  * How long the scheduler may sleep: until the earliest deadline, but never

@@ -11,7 +11,8 @@ import type { ApprovalEventType } from "../api/Approvals.ts"
 import { InstantOrNull, rowsOf } from "../platform/Rows.ts"
 import { databaseNow } from "../platform/Time.ts"
 import { appendSessionEvent } from "../streams/SessionEvents.ts"
-import { type DeadlineState, type DueKind, fire, nextDue } from "./Deadlines.ts"
+import { escalationCount } from "../api/Reviewers.ts"
+import { type DeadlineState, type DueKind, escalationPending, fire, nextDue } from "./Deadlines.ts"
 import { writeApprovalEvent } from "../outbox/Outbox.ts"
 import { ApprovalColumns, type ApprovalRow, makeApprovalEvent, snapshotOf } from "./Events.ts"
 import { appendApprovalStream, type StreamEntry } from "./OrgStream.ts"
@@ -25,22 +26,32 @@ export const ApprovalRows = rowsOf("approvals", Schema.Struct({
   expiring_sent: Schema.Boolean,
   escalated: Schema.Boolean,
   next_due_kind: Schema.NullOr(Schema.Literals(["expiring", "escalate", "expire"])),
-  escalation_group: Schema.NullOr(Schema.String)
+  escalation_chain: Schema.NullOr(Schema.Array(Schema.String))
 }))
 export type FullApprovalRow = NonNullable<Effect.Success<ReturnType<typeof ApprovalRows.one>>>
 
 export const APPROVAL_COLUMNS =
-  "id, org_id, session_id, step_id, task_id, status, deadline_at, expires_at, timeout_action, decided_at, decided_by, decision_reason, rule, approved_arguments, arguments_changed, arguments_digest, response, expiring_at, escalation_seconds, expiring_sent, escalated, next_due_kind, assigned_group, escalation_group, escalation_level, " +
+  "id, org_id, session_id, step_id, task_id, status, deadline_at, expires_at, timeout_action, decided_at, decided_by, decision_reason, rule, approved_arguments, arguments_changed, arguments_digest, response, expiring_at, escalation_seconds, expiring_sent, escalated, next_due_kind, assigned_group, escalation_chain, escalation_level, " +
   votesColumns("approvals")
 
-const stateOf = (row: FullApprovalRow): DeadlineState => ({
-  deadlineAt: row.deadline_at.getTime(),
-  expiresAt: row.expires_at.getTime(),
-  expiringAt: row.expiring_at === null ? null : row.expiring_at.getTime(),
-  escalationSeconds: row.escalation_seconds,
-  expiringSent: row.expiring_sent,
-  escalated: row.escalated
-})
+/**
+ * The row's deadline state. The escalations done are counted by
+ * `escalation_level` along a chain (one per group handed to); without a
+ * chain the one escalation keeps the level, and `escalated` (no escalation
+ * remains) says whether it fired.
+ */
+const stateOf = (row: FullApprovalRow): DeadlineState => {
+  const escalations = escalationCount(row)
+  return {
+    deadlineAt: row.deadline_at.getTime(),
+    expiresAt: row.expires_at.getTime(),
+    expiringAt: row.expiring_at === null ? null : row.expiring_at.getTime(),
+    escalationSeconds: row.escalation_seconds,
+    expiringSent: row.expiring_sent,
+    escalations,
+    escalationsDone: row.escalated ? escalations : row.escalation_chain === null ? 0 : row.escalation_level
+  }
+}
 
 export const isoMs = (ms: number) => new Date(ms).toISOString()
 
@@ -87,11 +98,14 @@ export const fireDeadline = Effect.fnUntraced(function*(
   }
   const after = fire(state, due.kind)
   const next = nextDue(after)
-  // An escalation with a chain hands the approval to the chain's next group.
-  const handOver = due.kind === "escalate" && row.escalation_group !== null
+  // An escalation along a chain hands the approval to the chain's next
+  // group: the n-th escalation to its n-th group, at level n.
+  const nextGroup = due.kind === "escalate" && row.escalation_chain !== null ? row.escalation_chain[state.escalationsDone] : undefined
+  const escalated = row.escalated || (due.kind === "escalate" && !escalationPending(after))
   const updated = yield* ApprovalRows.returned(sql`
-    UPDATE approvals SET expiring_sent = ${after.expiringSent}, escalated = ${after.escalated},
-      assigned_group = ${handOver ? row.escalation_group : row.assigned_group}, escalation_level = ${handOver ? 1 : row.escalation_level},
+    UPDATE approvals SET expiring_sent = ${after.expiringSent}, escalated = ${escalated},
+      assigned_group = ${nextGroup ?? row.assigned_group},
+      escalation_level = ${nextGroup === undefined ? row.escalation_level : state.escalationsDone + 1},
       deadline_at = ${isoMs(after.deadlineAt)}::timestamptz,
       next_due_at = ${isoMs(next.at)}::timestamptz, next_due_kind = ${next.kind}
     WHERE id = ${row.id} RETURNING ${sql.literal(APPROVAL_COLUMNS)}

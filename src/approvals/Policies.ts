@@ -31,7 +31,7 @@ const policyColumns = {
   rules: JsonColumn(Schema.Array(PolicyRule)),
   quorum: Schema.Number,
   reviewer_group: Schema.NullOr(Schema.String),
-  escalation_group: Schema.NullOr(Schema.String),
+  escalation_chain: Schema.NullOr(Schema.Array(Schema.String)),
   arguments_schema: Schema.NullOr(JsonColumn(ArgumentsSchema)),
   updated_at: Timestamp
 }
@@ -41,12 +41,12 @@ type PolicyRow = NonNullable<Effect.Success<ReturnType<typeof PolicyRows.one>>>
 /** A policy as the cache reads it: with its `version`, which the step's statement checks is still stored. */
 const VersionedPolicyRows = rowsOf("approval_policies", Schema.Struct({ ...policyColumns, version: BigIntText }))
 
-const POLICY_COLUMNS = "action_class, mode, review_seconds, expiring_notice_seconds, escalation_seconds, timeout_action, rules, quorum, reviewer_group, escalation_group, arguments_schema, updated_at"
+const POLICY_COLUMNS = "action_class, mode, review_seconds, expiring_notice_seconds, escalation_seconds, timeout_action, rules, quorum, reviewer_group, escalation_chain, arguments_schema, updated_at"
 
-/** A policy row's `group` and `escalation_group`, when set. */
-const assignmentOf = (row: Pick<PolicyRow, "reviewer_group" | "escalation_group">) => ({
+/** A policy row's `group` and `escalation_chain`, when set. */
+const assignmentOf = (row: Pick<PolicyRow, "reviewer_group" | "escalation_chain">) => ({
   ...(row.reviewer_group === null ? {} : { group: row.reviewer_group }),
-  ...(row.escalation_group === null ? {} : { escalation_group: row.escalation_group })
+  ...(row.escalation_chain === null ? {} : { escalation_chain: row.escalation_chain })
 })
 
 const toPolicy = (row: PolicyRow): Policy => ({
@@ -106,16 +106,16 @@ export const makePolicies = Effect.fnUntraced(function*(
       }
       return yield* PolicyRows.returned(sql`
         INSERT INTO approval_policies (org_id, action_class, mode, review_seconds, expiring_notice_seconds, escalation_seconds, timeout_action, rules,
-          quorum, reviewer_group, escalation_group, arguments_schema)
+          quorum, reviewer_group, escalation_chain, arguments_schema)
         VALUES (${orgId}, ${actionClass}, ${input.mode}, ${input.review_seconds}, ${input.expiring_notice_seconds}, ${escalation}, ${input.timeout_action},
-          ${JSON.stringify(input.rules ?? [])}::jsonb, ${input.quorum ?? 1}, ${input.group ?? null}, ${input.escalation_group ?? null},
+          ${JSON.stringify(input.rules ?? [])}::jsonb, ${input.quorum ?? 1}, ${input.group ?? null}, ${input.escalation_chain === undefined ? null : [...input.escalation_chain]}::text[],
           ${input.arguments_schema === undefined ? null : JSON.stringify(input.arguments_schema)}::jsonb)
         ON CONFLICT (org_id, action_class) DO UPDATE SET
           mode = EXCLUDED.mode, review_seconds = EXCLUDED.review_seconds,
           expiring_notice_seconds = EXCLUDED.expiring_notice_seconds,
           escalation_seconds = EXCLUDED.escalation_seconds, timeout_action = EXCLUDED.timeout_action,
           rules = EXCLUDED.rules, quorum = EXCLUDED.quorum,
-          reviewer_group = EXCLUDED.reviewer_group, escalation_group = EXCLUDED.escalation_group, arguments_schema = EXCLUDED.arguments_schema, updated_at = now()
+          reviewer_group = EXCLUDED.reviewer_group, escalation_chain = EXCLUDED.escalation_chain, arguments_schema = EXCLUDED.arguments_schema, updated_at = now()
         RETURNING ${sql.literal(POLICY_COLUMNS)}
       `)
     })).pipe(Effect.catchTag("SqlError", Effect.die))
@@ -192,7 +192,7 @@ export const makePolicies = Effect.fnUntraced(function*(
           timeout_action: resolution.settings.timeout_action,
           ...((resolution.settings.quorum ?? 1) > 1 ? { quorum: resolution.settings.quorum! } : {}),
           ...(resolution.settings.group === undefined ? {} : { group: resolution.settings.group }),
-          ...(resolution.settings.escalation_group === undefined ? {} : { escalation_group: resolution.settings.escalation_group })
+          ...(resolution.settings.escalation_chain === undefined ? {} : { escalation_chain: resolution.settings.escalation_chain })
         }
       }),
       ...(resolution.error === undefined ? {} : { error: resolution.error }),

@@ -49,16 +49,18 @@ const Holds = rowsOf("reviewer_groups", Schema.Struct({ holds: Schema.Boolean })
 export const mayDecide = (sql: SqlClient.SqlClient, orgId: string, actor: string, group: string) =>
   Effect.map(Holds.returned(sql`SELECT ${reviews(sql, orgId, actor, group)} AS holds`), (row) => row.holds)
 
+/** The groups of an escalation chain, each named by its index (`escalation_chain[1]`). */
+const chainNamed = (field: string, chain: ReadonlyArray<string> | undefined) =>
+  (chain ?? []).map((name, i) => ({ field: `${field}[${i}]`, name }))
+
 /** The groups a policy names, each with the field that names it. */
 const groupsNamed = (input: PolicyInput): ReadonlyArray<{ readonly field: string; readonly name: string }> => [
   ...(input.group === undefined ? [] : [{ field: "group", name: input.group }]),
-  ...(input.escalation_group === undefined ? [] : [{ field: "escalation_group", name: input.escalation_group }]),
+  ...chainNamed("escalation_chain", input.escalation_chain),
   ...(input.rules ?? []).flatMap((rule, i) =>
     rule.result.decision !== "require_approval" ? [] : [
       ...(rule.result.group === undefined ? [] : [{ field: `rules[${i}].result.group`, name: rule.result.group }]),
-      ...(rule.result.escalation_group === undefined
-        ? []
-        : [{ field: `rules[${i}].result.escalation_group`, name: rule.result.escalation_group }])
+      ...chainNamed(`rules[${i}].result.escalation_chain`, rule.result.escalation_chain)
     ]
   )
 ]
@@ -221,12 +223,12 @@ export class Reviewers extends Context.Service<Reviewers, {
           const group = yield* lockGroup(orgId, name)
           if (group === undefined) return "missing" as const
           const [used] = yield* sql`
-            SELECT 1 FROM approval_policies p WHERE p.org_id = ${orgId} AND (p.reviewer_group = ${name} OR p.escalation_group = ${name}
+            SELECT 1 FROM approval_policies p WHERE p.org_id = ${orgId} AND (p.reviewer_group = ${name} OR ${name} = ANY(p.escalation_chain)
               OR EXISTS (SELECT 1 FROM jsonb_array_elements(p.rules) r
-                WHERE r->'result'->>'group' = ${name} OR r->'result'->>'escalation_group' = ${name}))
+                WHERE r->'result'->>'group' = ${name} OR r->'result'->'escalation_chain' @> jsonb_build_array(${name}::text)))
             UNION ALL
             SELECT 1 FROM approvals a WHERE a.org_id = ${orgId} AND a.status = 'pending'
-              AND (a.assigned_group = ${name} OR a.escalation_group = ${name})
+              AND (a.assigned_group = ${name} OR ${name} = ANY(a.escalation_chain))
             LIMIT 1
           `
           if (used !== undefined) return "used" as const

@@ -288,7 +288,7 @@ export const resolve = (
           timeout_action: result.timeout_action,
           ...(result.quorum === undefined ? {} : { quorum: result.quorum }),
           ...(result.group === undefined ? {} : { group: result.group }),
-          ...(result.escalation_group === undefined ? {} : { escalation_group: result.escalation_group })
+          ...(result.escalation_chain === undefined ? {} : { escalation_chain: result.escalation_chain })
         }
       }
   }

@@ -1,6 +1,6 @@
 /**
  * The Policies screen: an admin opens the organization's policy, edits a
- * rule, dry-runs the unsaved policy on a sample step and sees which rule
+ * rule (its quorum and escalation chain), dry-runs the unsaved policy on a sample step and sees which rule
  * decided, saves it (the service then holds the edit), and a condition
  * that does not compile is shown next to its rule with the position the
  * service names. In light and dark, and at 390 px wide.
@@ -43,6 +43,7 @@ const dryRun = async (page: Page, args: string) => {
 describeBrowser("Policies: the rules editor and the dry run", () => {
   it("edits a rule, dry-runs the unsaved policy, saves it, and shows a bad condition's position next to its rule", async () => {
     assert.strictEqual((await world.api("PUT", `/v1/approval-policies/${ACTION_CLASS}`, stored)).status, 200)
+    for (const group of ["finance", "cfo"]) assert.strictEqual((await world.api("PUT", `/v1/reviewer-groups/${group}`, { members: [] })).status, 200)
     const { page, done } = await world.open()
     await signIn(page, await world.link("admin", "Ada Admin"))
     await page.getByRole("navigation", { name: "Screens" }).getByRole("link", { name: "Policies" }).click()
@@ -61,6 +62,9 @@ describeBrowser("Policies: the rules editor and the dry run", () => {
     await added.getByLabel("Name").fill("large")
     await page.getByRole("group", { name: "Position 3: large" }).getByLabel("Condition (CEL)").fill("arguments.amount > 1000.0")
     await page.getByRole("group", { name: "Position 3: large" }).getByLabel("Quorum (approvers)").fill("2")
+    // Its escalation chain: the groups in order, comma-separated.
+    await page.getByRole("group", { name: "Position 3: large" }).getByLabel("Escalation seconds").fill("600")
+    await page.getByRole("group", { name: "Position 3: large" }).getByLabel("Escalation chain").fill("finance, cfo")
     await page.getByRole("button", { name: "Move large up" }).click()
     await page.getByRole("button", { name: "Move large up" }).click()
     assert.deepStrictEqual(await rules.locator("legend").allTextContents(), ["Position 1: large", "Position 2: small", "Position 3: huge"])
@@ -82,7 +86,15 @@ describeBrowser("Policies: the rules editor and the dry run", () => {
     const saved = (await world.api("GET", "/v1/approval-policies")).body.policies[0]
     assert.deepStrictEqual(saved.rules.map((rule: { name: string }) => rule.name), ["large", "small", "huge"])
     assert.strictEqual(saved.rules[1].condition, "arguments.amount <= 50.0")
-    assert.deepStrictEqual(saved.rules[0].result, { decision: "require_approval", review_seconds: 900, expiring_notice_seconds: 300, timeout_action: "reject", quorum: 2 })
+    assert.deepStrictEqual(saved.rules[0].result, {
+      decision: "require_approval",
+      review_seconds: 900,
+      expiring_notice_seconds: 300,
+      escalation_seconds: 600,
+      timeout_action: "reject",
+      quorum: 2,
+      escalation_chain: ["finance", "cfo"]
+    })
 
     // A condition that does not compile: the service's problem, with its position, next to that rule; nothing saved.
     const huge = page.getByRole("group", { name: "Position 3: huge" })

@@ -33,12 +33,12 @@ export const DeadlineFields = (
       />
     </label>
   )
-  const group = (key: "group" | "escalationGroup", label: string) => (
+  const group = (key: "group" | "escalationChain", label: string, placeholder = "none") => (
     <label>
       {label}
       <input
         id={`${id}-${key}`}
-        placeholder="none"
+        placeholder={placeholder}
         value={value[key]}
         onInput={(event) => onChange({ ...value, [key]: event.currentTarget.value })}
       />
@@ -58,7 +58,7 @@ export const DeadlineFields = (
       </label>
       {field("quorum", "Quorum (approvers)", 1, "1")}
       {group("group", "Reviewer group")}
-      {group("escalationGroup", "Escalation group")}
+      {group("escalationChain", "Escalation chain", "none (groups in order, comma-separated)")}
     </div>
   )
 }

@@ -16,8 +16,8 @@ export interface DeadlineDraft {
   readonly quorum: string
   /** The reviewer group it is assigned to; empty: none. */
   readonly group: string
-  /** The group the first deadline hands it to; empty: none. */
-  readonly escalationGroup: string
+  /** The groups its deadlines hand it to, in order, comma-separated; empty: none. */
+  readonly escalationChain: string
 }
 
 export type RuleDecision = RuleResult["decision"]
@@ -43,7 +43,7 @@ export interface PolicyDraft {
 let nextKey = 0
 
 /** The settings an action class without a policy has (docs/approvals.md, "Policies"). */
-export const DEFAULT_DEADLINES: DeadlineDraft = { review: "900", notice: "300", escalation: "", timeout: "reject", quorum: "", group: "", escalationGroup: "" }
+export const DEFAULT_DEADLINES: DeadlineDraft = { review: "900", notice: "300", escalation: "", timeout: "reject", quorum: "", group: "", escalationChain: "" }
 
 export const newRule = (index: number): RuleDraft => ({
   key: nextKey++,
@@ -66,7 +66,7 @@ const deadlinesOf = (
     timeout_action: TimeoutAction
     quorum?: number
     group?: string
-    escalation_group?: string
+    escalation_chain?: ReadonlyArray<string>
   }
 ): DeadlineDraft => ({
   review: String(source.review_seconds),
@@ -75,7 +75,7 @@ const deadlinesOf = (
   timeout: source.timeout_action,
   quorum: text(source.quorum),
   group: source.group ?? "",
-  escalationGroup: source.escalation_group ?? ""
+  escalationChain: (source.escalation_chain ?? []).join(", ")
 })
 
 export const draftOf = (policy: Policy): PolicyDraft => ({
@@ -103,6 +103,9 @@ export class DraftError extends Error {
 
 const seconds = (value: string) => Number(value.trim())
 
+/** The chain's group names as typed: comma-separated, blanks around them dropped. */
+const chainOf = (text: string) => text.split(",").map((name) => name.trim()).filter((name) => name !== "")
+
 const deadlinesPayload = (draft: DeadlineDraft) => ({
   review_seconds: seconds(draft.review),
   expiring_notice_seconds: seconds(draft.notice),
@@ -110,7 +113,7 @@ const deadlinesPayload = (draft: DeadlineDraft) => ({
   timeout_action: draft.timeout,
   ...(draft.quorum.trim() === "" ? {} : { quorum: seconds(draft.quorum) }),
   ...(draft.group.trim() === "" ? {} : { group: draft.group.trim() }),
-  ...(draft.escalationGroup.trim() === "" ? {} : { escalation_group: draft.escalationGroup.trim() })
+  ...(chainOf(draft.escalationChain).length === 0 ? {} : { escalation_chain: chainOf(draft.escalationChain) })
 })
 
 const resultPayload = (rule: RuleDraft): RuleResult => {

@@ -55,6 +55,7 @@ import m0820 from "./0820_approval_votes.ts"
 import m0830 from "./0830_reviewer_groups.ts"
 import m0840 from "./0840_policy_versions.ts"
 import m0850 from "./0850_reviewer_member_addresses.ts"
+import m0860 from "./0860_escalation_chains.ts"
 
 /**
  * Every migration by its `id_name`, under the release of svc it first
@@ -109,7 +110,8 @@ export const migrationsByRelease = {
     "0820_approval_votes": m0820,
     "0830_reviewer_groups": m0830,
     "0840_policy_versions": m0840,
-    "0850_reviewer_member_addresses": m0850
+    "0850_reviewer_member_addresses": m0850,
+    "0860_escalation_chains": m0860
   }
 }
 

@@ -92,8 +92,8 @@ export class Dispatcher extends Context.Service<Dispatcher, {
                 ON ns.org_id = ev.org_id AND ns.reviewer_email IS NOT NULL AND ns.reviewer_confirmed_at IS NOT NULL
               WHERE ${smtp} AND ev.type IN ${sql.in(emailedTypes)} AND ${assignedGroup} IS NULL
               UNION ALL
-              -- An approval assigned to a group (at this event: after an
-              -- escalation, the escalation group) is mailed to each of its
+              -- An approval assigned to a group (at this event: after each
+              -- escalation, the chain's group it was handed to) is mailed to each of its
               -- members' confirmed own addresses instead, one delivery each.
               SELECT ev.writer, ev.seq, 2, 0, ev.org_id, 'email', ev.org_id, ev.id, ev.type, ev.body, ev.label,
                      jsonb_build_object(${MEMBER_META_KEY}::text, a.address_id)

@@ -465,13 +465,13 @@ layer(SvcTest.layer(), { excludeTestServices: true })("the agent loop of docs/ap
         }
       }).pipe(Effect.scoped), 90_000)
 
-    it.effect("its requests answer as the page says: a pending step, a policy, rules on arguments and their dry run, a decision with a reason, a reviewer group and a delegation, an arguments schema and an approval with edits", () =>
+    it.effect("its requests answer as the page says: a pending step, a policy, rules on arguments and their dry run, a decision with a reason, a reviewer group, a delegation and an escalation chain, an arguments schema and an approval with edits", () =>
       Effect.gen(function*() {
         const svc = yield* SvcTest
         const org = yield* SvcTest.org()
         const session = yield* org.client.agentSessions.create({ payload: {} })
         const requests = blocks.filter((block) => block.lang === "sh" && !block.flags.includes("illustrative") && !inLoop(block.line))
-        assert.lengthOf(requests, 10)
+        assert.lengthOf(requests, 11)
         const env: Record<string, string> = { SVC: svc.baseUrl, KEY: org.key, SESSION: session.id }
         const answers: Array<any> = []
         for (const block of requests) {
@@ -483,7 +483,7 @@ layer(SvcTest.layer(), { excludeTestServices: true })("the agent loop of docs/ap
           answers.push(answer)
           if (answer.approval_id !== undefined) env.APPROVAL = answer.approval_id
         }
-        const [step, policy, rules, dryRun, decision, group, delegation, schemaPolicy, editedStep, edited] = answers
+        const [step, policy, rules, dryRun, decision, group, delegation, chain, schemaPolicy, editedStep, edited] = answers
         assert.strictEqual(step.decision, "pending") // no policy yet: the default asks a person
         assert.deepStrictEqual([policy.action_class, policy.mode, policy.escalation_seconds], [ACTION_CLASS, "require_approval", 3600])
         assert.deepStrictEqual(rules.rules.map((rule: { name: string }) => rule.name), ["small", "huge", "eur"])
@@ -500,6 +500,8 @@ layer(SvcTest.layer(), { excludeTestServices: true })("the agent loop of docs/ap
         ]])
         assert.deepStrictEqual([delegation.delegate, delegation.ended_at], [{ console_user: "ben" }, null])
         assert.isAbove(Date.parse(delegation.ends_at) - Date.now(), 6 * 86_400_000)
+        assert.deepStrictEqual([chain.action_class, chain.group, chain.escalation_chain], ["payments.payout", "payments-leads", ["finance", "cfo"]])
+        assert.deepStrictEqual((yield* org.client.reviewers.listGroups()).groups.map((g) => g.name), ["cfo", "finance", "payments-leads"])
         assert.deepStrictEqual(schemaPolicy.arguments_schema.required, ["amount"])
         assert.strictEqual(editedStep.decision, "pending")
         assert.deepStrictEqual(

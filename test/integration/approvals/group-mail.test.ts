@@ -3,7 +3,8 @@
  * address (one per person per organization), confirmed as the
  * organization's is. Mail about an approval assigned to a group (requested,
  * expiring, escalated) goes to each confirmed member address of the group
- * it is assigned to at that event, one mail each with its own link, and
+ * it is assigned to at that event (after each escalation, the chain's group
+ * it was handed to), one mail each with its own link, and
  * not to the organization's address; a member's link decides as that
  * member (one vote under a quorum), and stops deciding once the member is
  * removed from the group or their address is replaced. Mails go through a
@@ -64,6 +65,7 @@ const world = (policy: PolicyInput) =>
     const session = yield* org.client.agentSessions.create({ payload: {} })
     yield* org.client.reviewers.putGroup({ params: { name: "leads" }, payload: { members: [{ console_user: "nobody" }] } })
     yield* org.client.reviewers.putGroup({ params: { name: "finance" }, payload: { members: [{ console_user: "nobody" }] } })
+    yield* org.client.reviewers.putGroup({ params: { name: "cfo" }, payload: { members: [{ console_user: "nobody" }] } })
     const usePolicy = (p: PolicyInput) => org.client.approvalPolicies.put({ params: { action_class: "payments.refund" }, payload: p })
     yield* usePolicy(policy)
     const pending = (stepId: string) =>
@@ -214,35 +216,39 @@ layer(WithSmtp, { excludeTestServices: true })("reviewer mail to the assigned gr
         for (const tenantText of ["leads", "console:ana", "assigned", "stripe.refund"]) assert.notInclude(text.split("\n\n").slice(1).join("\n\n"), tenantText)
       }))
 
-    it.effect("the escalation moves the mail to the escalation group's members", () =>
+    it.effect("each escalation moves the mail to the group it hands the approval to: each hop's escalated mail goes to that group's members only", () =>
       Effect.gen(function*() {
         const { svc, org, pending, linkOf, emailsOf, decide } = yield* world({
           mode: "require_approval",
           ...settings,
           review_seconds: 1,
-          escalation_seconds: 600,
+          escalation_seconds: 5,
           group: "leads",
-          escalation_group: "finance"
+          escalation_chain: ["finance", "cfo"]
         })
-        const [ana, fin] = [addressOf("ana"), addressOf("fin")]
+        const [ana, fin, chief] = [addressOf("ana"), addressOf("fin"), addressOf("chief")]
         yield* putGroup(org, "leads", [{ console_user: "ana", email: ana }], [ana])
         yield* putGroup(org, "finance", [{ console_user: "fin", email: fin }], [fin])
+        yield* putGroup(org, "cfo", [{ console_user: "chief", email: chief }], [chief])
         const approvalId = yield* pending("escalating")
         const anaToken = yield* linkOf(ana, approvalId)
         const finToken = yield* linkOf(fin, approvalId, "Approval escalated")
+        const chiefToken = yield* linkOf(chief, approvalId, "Approval escalated")
         const events = yield* outboxOf(svc.sql, approvalId)
-        assert.deepStrictEqual(events.map((e) => e.type), ["approval.requested", "approval.escalated"])
-        assert.lengthOf(yield* emailsOf(events[0]!.id), 1)
-        assert.lengthOf(yield* emailsOf(events[1]!.id), 1)
-        assert.deepStrictEqual(mailsTo(fin).filter((text) => text.includes(`Approval: ${approvalId}`)).length, 1, "finance got the escalation only")
+        assert.deepStrictEqual(events.map((e) => e.type), ["approval.requested", "approval.escalated", "approval.escalated"])
+        for (const event of events) assert.lengthOf(yield* emailsOf(event.id), 1, `${event.type} ${event.json.approval.assigned_group}`)
         assert.lengthOf(approvalMails(ana, approvalId), 1, "leads got the request only")
-        // The first group's member no longer decides; the escalation group's member does.
-        const refused = yield* decide(anaToken)
-        assert.strictEqual(refused.status, 403, refused.text)
-        assert.strictEqual(refused.json.code, "NOT_ASSIGNED")
-        const decided = yield* decide(finToken, "reject")
+        assert.lengthOf(approvalMails(fin, approvalId), 1, "finance got the first escalation only")
+        assert.lengthOf(approvalMails(chief, approvalId), 1, "cfo got the second escalation only")
+        // The earlier groups' members no longer decide; the group it is with now does.
+        for (const token of [anaToken, finToken]) {
+          const refused = yield* decide(token)
+          assert.strictEqual(refused.status, 403, refused.text)
+          assert.deepStrictEqual([refused.json.code, refused.json.assigned_group], ["NOT_ASSIGNED", "cfo"])
+        }
+        const decided = yield* decide(chiefToken, "reject")
         assert.strictEqual(decided.status, 200, decided.text)
-        assert.strictEqual(decided.json.approval.decided_by, "console:fin")
+        assert.strictEqual(decided.json.approval.decided_by, "console:chief")
       }))
   })
 

@@ -36,7 +36,7 @@ const refunds = (options: { readonly chain?: boolean; readonly quorum?: number; 
       review_seconds: options.reviewSeconds ?? 900,
       expiring_notice_seconds: 0,
       group: "leads",
-      ...(options.chain === true ? { escalation_seconds: 600, escalation_group: "finance" } : {}),
+      ...(options.chain === true ? { escalation_seconds: 600, escalation_chain: ["finance"] } : {}),
       ...(options.quorum === undefined ? {} : { quorum: options.quorum })
     }
   }]
@@ -169,20 +169,20 @@ layer(SvcTest.layer({ config: { reviewerLimits: { groups: MAX_GROUPS, delegation
         const noEscalation = yield* raw(`${svc.baseUrl}/v1/approval-policies/payments.refund`, {
           method: "PUT",
           headers: { authorization: `Bearer ${org.key}`, "content-type": "application/json" },
-          body: JSON.stringify({ mode: "require_approval", ...settings, escalation_group: "finance" })
+          body: JSON.stringify({ mode: "require_approval", ...settings, escalation_chain: ["finance"] })
         })
         assert.strictEqual(noEscalation.status, 400, noEscalation.text)
-        assert.strictEqual(noEscalation.json.field, "escalation_group")
+        assert.strictEqual(noEscalation.json.field, "escalation_chain")
 
         const stored = yield* usePolicy(refunds({ chain: true }))
         const result = stored.rules[0]!.result
-        assert.deepStrictEqual(result.decision === "require_approval" && [result.group, result.escalation_group], ["leads", "finance"])
+        assert.deepStrictEqual(result.decision === "require_approval" && [result.group, result.escalation_chain], ["leads", ["finance"]])
         const tried = yield* org.client.approvalPolicies.dryRun({
           params: { action_class: "payments.refund" },
           payload: { tool: "stripe.refund", arguments: { amount: 5000 } }
         })
         assert.strictEqual(tried.approval?.group, "leads")
-        assert.strictEqual(tried.approval?.escalation_group, "finance")
+        assert.deepStrictEqual(tried.approval?.escalation_chain, ["finance"])
         for (const name of ["leads", "finance"]) {
           const used = yield* Effect.flip(org.client.reviewers.deleteGroup({ params: { name } }))
           assert.strictEqual(used._tag, "GroupInUse")
@@ -192,6 +192,45 @@ layer(SvcTest.layer({ config: { reviewerLimits: { groups: MAX_GROUPS, delegation
         // No policy names it now, but a pending approval is assigned to it.
         const assigned = yield* Effect.flip(org.client.reviewers.deleteGroup({ params: { name: "leads" } }))
         assert.strictEqual(assigned._tag, "GroupInUse")
+      }))
+
+    it.effect("an escalation chain names groups that exist: an unknown one is 404 naming its index, in the policy or in a rule", () =>
+      Effect.gen(function*() {
+        const { org, usePolicy } = yield* setup
+        const chained = { mode: "require_approval", ...settings, escalation_seconds: 600, group: "leads" } as const
+        const unknown = yield* Effect.flip(usePolicy({ ...chained, escalation_chain: ["finance", "nobody"] }))
+        assert.strictEqual(unknown._tag, "NotFound")
+        assert.include(unknown._tag === "NotFound" ? unknown.detail : "", "(escalation_chain[1])")
+        const rule = refunds({ chain: true }).rules![0]!
+        const inRule = yield* Effect.flip(usePolicy({ ...refunds(), rules: [{ ...rule, result: { ...rule.result, escalation_chain: ["nobody"] } as any }] }))
+        assert.include(inRule._tag === "NotFound" ? inRule.detail : "", "(rules[0].result.escalation_chain[0])")
+        const stored = yield* usePolicy({ ...chained, escalation_chain: ["finance"] })
+        assert.deepStrictEqual(stored.escalation_chain, ["finance"])
+        assert.deepStrictEqual((yield* org.client.approvalPolicies.list()).policies[0]!.escalation_chain, ["finance"])
+      }))
+
+    it.effect("an escalation chain has 1 to 5 distinct groups: duplicates, six entries or none are 400 naming the field", () =>
+      Effect.gen(function*() {
+        const { org, svc } = yield* setup
+        const put = (body: unknown) =>
+          raw(`${svc.baseUrl}/v1/approval-policies/payments.refund`, {
+            method: "PUT",
+            headers: { authorization: `Bearer ${org.key}`, "content-type": "application/json" },
+            body: JSON.stringify(body)
+          })
+        const chained = (chain: ReadonlyArray<string>) => ({ mode: "require_approval", ...settings, escalation_seconds: 600, escalation_chain: chain })
+        const twice = yield* put(chained(["finance", "leads", "finance"]))
+        assert.strictEqual(twice.status, 400, twice.text)
+        assert.strictEqual(twice.json.field, "escalation_chain[2]")
+        const six = yield* put(chained(["a", "b", "c", "d", "e", "f"]))
+        assert.strictEqual(six.status, 400, six.text)
+        assert.strictEqual(six.json.field, "escalation_chain")
+        const none = yield* put(chained([]))
+        assert.strictEqual(none.status, 400, none.text)
+        assert.strictEqual(none.json.field, "escalation_chain")
+        const inRule = yield* put({ ...refunds(), rules: [{ ...refunds().rules![0]!, result: { ...refunds({ chain: true }).rules![0]!.result, escalation_chain: ["finance", "finance"] } }] })
+        assert.strictEqual(inRule.status, 400, inRule.text)
+        assert.strictEqual(inRule.json.field, "rules[0].result.escalation_chain[1]")
       }))
   })
 

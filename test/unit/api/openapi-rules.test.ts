@@ -64,6 +64,27 @@ describe("the document states each input rule the server enforces", () => {
   })
 })
 
+describe("the escalation chain's rules are in the document", () => {
+  const schemaOf = (schema: any) => (schema.$ref === undefined ? schema : spec.components.schemas[schema.$ref.replace("#/components/schemas/", "")])
+  const policy = schemaOf(body("/v1/approval-policies/{action_class}", "put"))
+  const ruleResult = policy.properties.rules.items.properties.result.anyOf.find((r: any) => r.properties.decision.enum[0] === "require_approval")
+
+  it("escalation_chain: 1 to 5 distinct group names, in a policy and in a rule's result, and only with escalation_seconds", () => {
+    for (const [where, holder] of [["policy", policy], ["rule", ruleResult]] as const) {
+      const chain = holder.properties.escalation_chain
+      assert.deepInclude(chain, { type: "array", minItems: 1, maxItems: 5, uniqueItems: true }, where)
+      assert.strictEqual(chain.items.pattern, holder.properties.group.pattern, where)
+      assert.deepInclude(holder.allOf, { dependentRequired: { escalation_chain: ["escalation_seconds"] } }, where)
+      assert.notProperty(holder.properties, "escalation_group", where)
+    }
+  })
+
+  it("the snapshot's escalation_level: 0 to 5", () => {
+    const snapshot = schemaOf(spec.paths["/v1/agent-approvals/{approval_id}"].get.responses["200"].content["application/json"].schema)
+    assert.deepInclude(snapshot.properties.escalation_level, { type: "integer", minimum: 0, maximum: 5 })
+  })
+})
+
 describe("problems are typed as sent", () => {
   it("limit_value is a finite number, never \"Infinity\" or \"NaN\"", () => {
     for (const [name, schema] of Object.entries(spec.components.schemas as Record<string, any>)) {

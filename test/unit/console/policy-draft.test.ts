@@ -9,7 +9,7 @@ const stored = {
   escalation_seconds: 3600,
   timeout_action: "reject" as const,
   group: "payments",
-  escalation_group: "finance",
+  escalation_chain: ["finance", "cfo"],
   rules: [
     { name: "small", condition: "arguments.amount <= 100.0", result: { decision: "allow" as const } },
     { name: "huge", condition: "arguments.amount > 5000.0", result: { decision: "reject" as const, reason: "Finance decides." } },
@@ -30,10 +30,17 @@ describe("the Policies screen's draft of a policy", () => {
   })
 
   it("empty escalation, quorum and groups are left out; an arguments schema that is not JSON names its field", () => {
-    const draft = { ...draftOf(stored), deadlines: { review: "60", notice: "0", escalation: " ", timeout: "allow" as const, quorum: "", group: "", escalationGroup: " " }, schema: "" }
+    const draft = { ...draftOf(stored), deadlines: { review: "60", notice: "0", escalation: " ", timeout: "allow" as const, quorum: "", group: "", escalationChain: " , " }, schema: "" }
     const payload = payloadOf(draft)
-    assert.deepStrictEqual([payload.review_seconds, payload.expiring_notice_seconds, "escalation_seconds" in payload, "quorum" in payload, "group" in payload, "escalation_group" in payload, "arguments_schema" in payload], [60, 0, false, false, false, false, false])
+    assert.deepStrictEqual([payload.review_seconds, payload.expiring_notice_seconds, "escalation_seconds" in payload, "quorum" in payload, "group" in payload, "escalation_chain" in payload, "arguments_schema" in payload], [60, 0, false, false, false, false, false])
     assert.throws(() => payloadOf({ ...draft, schema: "{type:" }), DraftError)
+  })
+
+  it("the escalation chain is typed as group names separated by commas, in order; blanks around them are dropped", () => {
+    const draft = draftOf(stored)
+    assert.strictEqual(draft.deadlines.escalationChain, "finance, cfo")
+    const payload = payloadOf({ ...draft, deadlines: { ...draft.deadlines, escalationChain: " finance ,cfo,, board " } })
+    assert.deepStrictEqual(payload.escalation_chain, ["finance", "cfo", "board"])
   })
 
   it("a problem's field goes to the rule or the schema it names", () => {
