@@ -90,6 +90,8 @@ export const policyInput = {
   expiring_notice_seconds: 300,
   escalation_seconds: 1800,
   timeout_action: "reject",
+  group: "support-leads",
+  escalation_chain: ["finance-reviewers", "finance-directors"],
   rules: [
     { name: "small-refunds", condition: "arguments.amount <= 100.0", result: { decision: "allow" } },
     {
@@ -110,8 +112,10 @@ export const approval = {
   task_id: ids.task,
   status: "pending",
   deadline_at: "2026-11-22T12:15:00.000Z",
-  expires_at: "2026-11-22T12:45:00.000Z",
-  timeout_action: "reject"
+  expires_at: "2026-11-22T13:15:00.000Z",
+  timeout_action: "reject",
+  assigned_group: "support-leads",
+  escalation_level: 0
 }
 export const decision = { decision: "approve", reason: "Refund matches the customer's ticket." }
 export const decidedApproval = {

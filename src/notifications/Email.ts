@@ -80,7 +80,11 @@ export const renderEmail = (type: string, body: string, link?: string) => {
   // written by svc) still gets the type's fixed wording and nothing else.
   const event = Option.getOrUndefined(decodeEvent(body))
   const approval = event?.approval
-  const subject = subjects[type] ?? "Approval notice"
+  // An escalation that handed the approval along a chain says so; the group's
+  // name is the tenant's text, its level a number svc counted.
+  const level = typeof approval?.escalation_level === "number" && Number.isInteger(approval.escalation_level) ? approval.escalation_level : undefined
+  const handedOn = type === "approval.escalated" && level !== undefined && level > 0
+  const subject = handedOn ? "Approval escalated: handed to the next reviewer group" : subjects[type] ?? "Approval notice"
   const approvalId = safe(approval?.approval_id, UUID)
   const sessionId = safe(approval?.session_id, UUID)
   const taskId = safe(approval?.task_id, UUID)
@@ -99,6 +103,7 @@ export const renderEmail = (type: string, body: string, link?: string) => {
     ...(deadline ? [`Review deadline: ${deadline}`] : []),
     ...(expires ? [`Expires at: ${expires}`] : []),
     ...(timeoutAction ? [`If nobody decides: ${timeoutAction}`] : []),
+    ...(handedOn ? [`Escalation level: ${level} (the group of the escalation chain it is now with)`] : []),
     "",
     ...(link === undefined ? [] : ["Read the step and approve or reject it in the console (this link opens this approval only):", link, ""]),
     ...(approvalId

@@ -109,9 +109,10 @@ describeBrowser("Approvals", () => {
   })
 
   it("escalation and expiry update the list live: the countdown moves to the new deadline, then the approval leaves with a notice", async () => {
+    // Long enough a review window for the card to show it first on a busy machine.
     const policy = await world.api("PUT", "/v1/approval-policies/quick", {
       mode: "require_approval",
-      review_seconds: 2,
+      review_seconds: 6,
       expiring_notice_seconds: 0,
       escalation_seconds: 3,
       timeout_action: "reject"

@@ -240,6 +240,9 @@ layer(WithSmtp, { excludeTestServices: true })("reviewer mail to the assigned gr
         assert.lengthOf(approvalMails(ana, approvalId), 1, "leads got the request only")
         assert.lengthOf(approvalMails(fin, approvalId), 1, "finance got the first escalation only")
         assert.lengthOf(approvalMails(chief, approvalId), 1, "cfo got the second escalation only")
+        // Each hop's mail says it was handed on, and how far along the chain.
+        assert.include(approvalMails(fin, approvalId)[0], "Subject: Approval escalated: handed to the next reviewer group:")
+        assert.include(approvalMails(chief, approvalId)[0], "Escalation level: 2 ")
         // The earlier groups' members no longer decide; the group it is with now does.
         for (const token of [anaToken, finToken]) {
           const refused = yield* decide(token)

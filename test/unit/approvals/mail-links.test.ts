@@ -43,6 +43,35 @@ describe("where a reviewer mail's link points", () => {
     assert.include(renderEmail("approval.requested", body, link).text.split("\n"), link)
     assert.notInclude(renderEmail("approval.requested", body).text, "/console/decide")
   })
+
+  it("an escalation that hands the approval to a chain's next group says so, with the level; one that keeps the group does not", () => {
+    const escalated = (approval: Record<string, unknown>) =>
+      JSON.stringify({
+        id: "0193a4b0-0000-7000-8000-000000000009",
+        type: "approval.escalated",
+        org_id: "0193a4b0-0000-7000-8000-000000000002",
+        occurred_at: "2026-11-23T10:00:00.000Z",
+        approval: {
+          approval_id: "0193a4b0-0000-7000-8000-000000000001",
+          session_id: "0193a4b0-0000-7000-8000-000000000003",
+          step_id: "s",
+          task_id: null,
+          status: "pending",
+          deadline_at: "2026-11-23T10:15:00.000Z",
+          expires_at: "2026-11-23T10:45:00.000Z",
+          timeout_action: "reject",
+          ...approval
+        }
+      })
+    const handed = renderEmail("approval.escalated", escalated({ assigned_group: "finance", escalation_level: 2 }))
+    assert.strictEqual(handed.subject, "Approval escalated: handed to the next reviewer group: 0193a4b0-0000-7000-8000-000000000001")
+    assert.include(handed.text.split("\n"), "Escalation level: 2 (the group of the escalation chain it is now with)")
+    assert.notInclude(handed.text, "finance")
+    for (const kept of [renderEmail("approval.escalated", escalated({})), renderEmail("approval.escalated", escalated({ assigned_group: "finance", escalation_level: 0 }))]) {
+      assert.strictEqual(kept.subject, "Approval escalated: another review window: 0193a4b0-0000-7000-8000-000000000001")
+      assert.notInclude(kept.text, "Escalation level")
+    }
+  })
 })
 
 describe("the confirmation mail of a new reviewer address", () => {
