@@ -14,10 +14,10 @@
  * NAME such as `token` or `password_hint` never triggers removal by itself.
  * The result lists the JSON paths of the changed strings, never the values.
  */
-import { sha256Hex } from "../platform/Crypto.ts"
+import { sha256Hex } from "../platform/Digest.ts"
 import { urlCredentials, urlNeedles, valueNeedles } from "../secrets/Masking.ts"
-import { KEY_PATTERN, KEY_PREFIX } from "../identity/Identity.ts"
-import { appendPath } from "../tasks/AnswerSchema.ts"
+import { KEY_PATTERN, KEY_PREFIX } from "../identity/KeyFormat.ts"
+import { appendPath } from "../tasks/SchemaCompiler.ts"
 import { patternRulesIn, type Range, scanPatterns, scanSecretlint } from "./SecretRules.ts"
 
 export const REDACTION_MARKER = "[REDACTED]"

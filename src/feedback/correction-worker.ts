@@ -13,7 +13,7 @@
  * not hold the task's and is sent the schema again.
  */
 import { parentPort, workerData } from "node:worker_threads"
-import { enterPhase, type PhaseCell } from "../platform/WorkerPool.ts"
+import { enterPhase, type PhaseCell } from "../platform/WorkerPhase.ts"
 import { makeSchemaCompiler, type SchemaViolation } from "../tasks/SchemaCompiler.ts"
 import { type CorrectionReply, type CorrectionRequest, KNOWN_KEPT_PER_WORKER, type KnownRef, phaseIndex } from "./CorrectionWork.ts"
 import { type Json, type KnownCredentials, scrub } from "./Scrubber.ts"

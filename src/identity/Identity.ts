@@ -24,11 +24,7 @@ import { keepListening } from "../database/Wakeups.ts"
 import { newId } from "../platform/Ids.ts"
 import { countForCap } from "../platform/OrgLimits.ts"
 import { rowsOf, Timestamp, TimestampOrNull } from "../platform/Rows.ts"
-
-/** Every key starts with this, so secret scanners (ours included) recognize it. */
-export const KEY_PREFIX = "svc_"
-/** The pattern of a key, for scanners. */
-export const KEY_PATTERN = /svc_[A-Za-z0-9_-]{43}/g
+import { KEY_PREFIX } from "./KeyFormat.ts"
 
 /** Longest a process keeps authenticating a key from memory: the cross-process revocation bound without NOTIFY. */
 export const KEY_CACHE_TTL = Duration.seconds(2)

@@ -12,7 +12,7 @@ import { ensurePrivateDir } from "./DataDir.ts"
 /** `prefix` + `bytes` random bytes in base64url. */
 export const randomToken = (prefix: string, bytes = 32) => prefix + crypto.randomBytes(bytes).toString("base64url")
 
-export const sha256Hex = (value: string) => crypto.hash("sha256", value, "hex")
+export { sha256Hex } from "./Digest.ts"
 
 // Trace ids come from random bytes drawn 4 KiB at a time: one
 // `randomBytes` call per new trace cost about 20 µs per request.

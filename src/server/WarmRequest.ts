@@ -17,7 +17,7 @@
  */
 import { Duration, Effect, Layer } from "effect"
 import * as Http from "node:http"
-import { KEY_PREFIX } from "../identity/Identity.ts"
+import { KEY_PREFIX } from "../identity/KeyFormat.ts"
 import { randomToken } from "../platform/Crypto.ts"
 import { HttpListener } from "./Listener.ts"
 

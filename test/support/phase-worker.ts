@@ -1,6 +1,6 @@
 /** A worker for `test/unit/platform/worker-pool.test.ts`: spends the given milliseconds in each given phase. */
 import { parentPort, workerData } from "node:worker_threads"
-import { enterPhase, type PhaseCell } from "../../src/platform/WorkerPool.ts"
+import { enterPhase, type PhaseCell } from "../../src/platform/WorkerPhase.ts"
 
 const port = parentPort!
 const cell = (workerData as { phaseCell?: PhaseCell } | undefined)?.phaseCell
