@@ -179,7 +179,8 @@ export class SvcTest extends Context.Service<SvcTest, {
       })
     )
 
-    const ConfigLive = SvcConfig.layerWith({ ...options.config })
+    // No warm-up unless asked (`warmStart`): a test's first request may wait for the workers.
+    const ConfigLive = SvcConfig.layerWith({ warmStart: false, ...options.config })
     return Harness.pipe(
       Layer.provideMerge(Identity.layer),
       Layer.provideMerge(AppLive),

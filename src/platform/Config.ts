@@ -156,6 +156,8 @@ export interface SvcConfigShape {
   readonly metricsToken: Option.Option<Redacted.Redacted<string>>
   /** Least severe log line written (`SVC_LOG_LEVEL`); `Logging.ts` applies it. */
   readonly logLevel: LogLevel.LogLevel
+  /** Warm up before answering (`SVC_WARM_START`): workers, the first write, requests through the app; off in `SvcTest.layer` unless asked. */
+  readonly warmStart: boolean
 }
 
 const list = (name: string) =>
@@ -172,6 +174,8 @@ const durationList = (name: string, fallback: string) =>
 
 const invalid = (message: string) => new Config.ConfigError(new ConfigProvider.SourceError({ message }))
 
+const durationIn = { ms: Duration.millis, s: Duration.seconds, m: Duration.minutes, h: Duration.hours, d: Duration.days }
+
 /** `5s,5m,30m,2h` → durations; anything else is a configuration error naming the variable. */
 export const parseDurations = (
   name: string,
@@ -184,19 +188,7 @@ export const parseDurations = (
     if (match === null) {
       return Effect.fail(invalid(`${name}: "${part}" is not a duration such as 500ms, 5s, 5m, 2h or 1d`))
     }
-    const amount = Number(match[1])
-    const unit = match[2] as "ms" | "s" | "m" | "h" | "d"
-    out.push(
-      unit === "ms"
-        ? Duration.millis(amount)
-        : unit === "s"
-        ? Duration.seconds(amount)
-        : unit === "m"
-        ? Duration.minutes(amount)
-        : unit === "h"
-        ? Duration.hours(amount)
-        : Duration.days(amount)
-    )
+    out.push(durationIn[match[2] as keyof typeof durationIn](Number(match[1])))
   }
   return Effect.succeed(out)
 }
@@ -338,6 +330,7 @@ export const svcConfig: Config.Config<SvcConfigShape> = Config.all({
   // An organization whose checks are slow holds at most all workers but
   // one (`WorkerPool.ts`): with two, the others always have one.
   answerValidationWorkers: intAtLeast("SVC_ANSWER_VALIDATION_WORKERS", 2, 2, 64),
+  warmStart: Config.Boolean("SVC_WARM_START").pipe(Config.withDefault(true)),
   answerValidationCacheEntries: intAtLeast("SVC_ANSWER_VALIDATION_CACHE", 256, 1),
   answerValidationHeapMb: intAtLeast("SVC_ANSWER_VALIDATION_HEAP_MB", 256, 32),
   // Scrubbing a correction near the body limit takes a few hundred

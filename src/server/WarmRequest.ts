@@ -18,6 +18,7 @@
 import { Duration, Effect, Layer } from "effect"
 import * as Http from "node:http"
 import { KEY_PREFIX } from "../identity/KeyFormat.ts"
+import { SvcConfig } from "../platform/Config.ts"
 import { randomToken } from "../platform/Crypto.ts"
 import { HttpListener } from "./Listener.ts"
 
@@ -66,6 +67,7 @@ const send = (port: number, agent: Http.Agent, sample: Sample) =>
 export const WarmRequestsLive = Layer.effectDiscard(
   Effect.gen(function*() {
     const listener = yield* HttpListener
+    if (!(yield* SvcConfig).warmStart) return
     // A key of the right shape that no organization has: authentication looks it up and refuses it.
     const unknownKey = randomToken(KEY_PREFIX)
     yield* listener.rehearse((port) =>

@@ -199,7 +199,7 @@ export class AnswerSchemas extends Context.Service<AnswerSchemas, {
       )
       // Started with the server, before it listens: the first task then
       // does not wait for the workers to load.
-      yield* Effect.promise(pool.warm)
+      if (config.warmStart) yield* Effect.promise(pool.warm)
 
       const overBudget = (outcome: Outcome<WorkerReply>, field: string, what: string): OverLimit =>
         outcome._tag === "Crashed" && outcome.outOfMemory

@@ -15,6 +15,13 @@ describe("configuration", () => {
       assert.include(old, "SVC_ANSWER_VALIDATION_QUEUE_PER_ORG was replaced by SVC_ANSWER_VALIDATION_QUEUE")
     }))
 
+  it.effect("a server warms up before it answers unless SVC_WARM_START=false; the word is checked", () =>
+    Effect.gen(function*() {
+      assert.isTrue((yield* read({})).warmStart)
+      assert.isFalse((yield* read({ SVC_WARM_START: "false" })).warmStart)
+      assert.include(String(yield* Effect.flip(read({ SVC_WARM_START: "sometimes" }))), "SVC_WARM_START")
+    }))
+
   it.effect("revoked keys are kept 90 days by default; settable down to a minute", () =>
     Effect.gen(function*() {
       assert.strictEqual(Duration.toMillis((yield* read({})).revokedKeyRetention), 90 * 24 * 3600_000)
