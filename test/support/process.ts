@@ -64,12 +64,17 @@ export interface RunningServer {
   readonly exited: Promise<number | null>
 }
 
-/** Starts `node src/main.ts` (or `script`) and resolves once it logs that it listens. */
+/**
+ * Starts `node src/main.ts` (or `script`) and resolves once it logs that it
+ * listens. Without the warm-up before listening (`SVC_WARM_START=false`,
+ * about 1.5 CPU-s a start) unless `env` asks for it: the tests of the
+ * warm-up do (`feedback/warm-start.test.ts`).
+ */
 export const startServer = (env: Record<string, string>, timeoutMs = 60_000, script = "src/main.ts") =>
   new Promise<RunningServer>((resolve, reject) => {
     const child = spawn(process.execPath, [path.join(root, script)], {
       cwd: root,
-      env: { ...process.env, ...compileCache, PORT: "0", ...env, NODE_NO_WARNINGS: "1" },
+      env: { ...process.env, ...compileCache, PORT: "0", SVC_WARM_START: "false", ...env, NODE_NO_WARNINGS: "1" },
       stdio: ["ignore", "pipe", "pipe"]
     })
     let output = ""

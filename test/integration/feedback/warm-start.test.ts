@@ -25,7 +25,7 @@ const stop = async (server: RunningServer) => {
 describe("warm start", () => {
   it("a restart on a database with a task and a run leaves no feedback and no log line of its warm-up", async () => {
     const dataDir = path.join(fs.mkdtempSync(path.join(os.tmpdir(), "svc-warm-")), "data")
-    const env = { SVC_DATA_DIR: dataDir, DATABASE_URL: "" }
+    const env = { SVC_DATA_DIR: dataDir, DATABASE_URL: "", SVC_WARM_START: "true" }
     const first = await startServer(env, START_MS)
     let key: string
     let traceId: string
