@@ -82,8 +82,8 @@ export const renderEmail = (type: string, body: string, link?: string) => {
   const approval = event?.approval
   // An escalation that handed the approval along a chain says so; the group's
   // name is the tenant's text, its level a number svc counted.
-  const level = typeof approval?.escalation_level === "number" && Number.isInteger(approval.escalation_level) ? approval.escalation_level : undefined
-  const handedOn = type === "approval.escalated" && level !== undefined && level > 0
+  const level = approval?.escalation_level ?? 0
+  const handedOn = type === "approval.escalated" && level > 0
   const subject = handedOn ? "Approval escalated: handed to the next reviewer group" : subjects[type] ?? "Approval notice"
   const approvalId = safe(approval?.approval_id, UUID)
   const sessionId = safe(approval?.session_id, UUID)
