@@ -11,12 +11,12 @@ export default defineConfig({
     globalSetup: ["test/support/global-setup.ts"],
     testTimeout: 60_000,
     hookTimeout: 120_000,
-    // Three workers on two cores: an integration file keeps a core about
-    // half busy on its own (it waits on its receivers, retries and flush
-    // periods: telemetry/export 36 CPU-s in 77 s, webhooks/delivery 21 in
-    // 44), so with two workers a core often idles; files that start
-    // processes use more than one core and need no more workers.
-    maxWorkers: 3,
+    // Four workers on two cores: an integration file keeps a core about
+    // a third busy on its own (it waits on its receivers, retries and flush
+    // periods: telemetry/export 25 CPU-s in 78 s, webhooks/delivery 16 in
+    // 55), so with fewer workers a core often idles. Measured on two cores,
+    // the whole suite: three workers 454 s (1.5 cores busy), four 398-447 s.
+    maxWorkers: 4,
     // Each worker runs file after file in one process: the modules every
     // file imports (Effect, the service) load once per worker, not once per
     // file in a process of its own. Each file still builds its own service
