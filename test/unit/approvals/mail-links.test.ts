@@ -6,6 +6,26 @@ import { confirmationUrl } from "../../../src/notifications/ReviewerAddress.ts"
 
 const config = { publicUrl: Option.none<string>(), host: "127.0.0.1", port: 8080 }
 
+/** An approval event's body as svc writes it, with `approval` members replaced. */
+const eventBody = (type: string, approval: Record<string, unknown> = {}) =>
+  JSON.stringify({
+    id: "0193a4b0-0000-7000-8000-000000000009",
+    type,
+    org_id: "0193a4b0-0000-7000-8000-000000000002",
+    occurred_at: "2026-11-23T10:00:00.000Z",
+    approval: {
+      approval_id: "0193a4b0-0000-7000-8000-000000000001",
+      session_id: "0193a4b0-0000-7000-8000-000000000003",
+      step_id: "s",
+      task_id: null,
+      status: "pending",
+      deadline_at: "2026-11-23T10:15:00.000Z",
+      expires_at: "2026-11-23T10:15:00.000Z",
+      timeout_action: "reject",
+      ...approval
+    }
+  })
+
 describe("where a reviewer mail's link points", () => {
   it("SVC_PUBLIC_URL when set, else the address the server listens on (an unspecified host is reached on loopback)", () => {
     assert.strictEqual(publicBaseUrl({ ...config, publicUrl: Option.some("https://svc.example.com/base") }, Option.none()), "https://svc.example.com/base")
@@ -23,46 +43,14 @@ describe("where a reviewer mail's link points", () => {
   })
 
   it("the mail shows the link on a line of its own, and no link when none was made", () => {
-    const body = JSON.stringify({
-      id: "0193a4b0-0000-7000-8000-000000000009",
-      type: "approval.requested",
-      org_id: "0193a4b0-0000-7000-8000-000000000002",
-      occurred_at: "2026-11-23T10:00:00.000Z",
-      approval: {
-        approval_id: "0193a4b0-0000-7000-8000-000000000001",
-        session_id: "0193a4b0-0000-7000-8000-000000000003",
-        step_id: "s",
-        task_id: null,
-        status: "pending",
-        deadline_at: "2026-11-23T10:15:00.000Z",
-        expires_at: "2026-11-23T10:15:00.000Z",
-        timeout_action: "reject"
-      }
-    })
+    const body = eventBody("approval.requested")
     const link = "https://svc.example.com/console/decide#sva_abc"
     assert.include(renderEmail("approval.requested", body, link).text.split("\n"), link)
     assert.notInclude(renderEmail("approval.requested", body).text, "/console/decide")
   })
 
   it("an escalation that hands the approval to a chain's next group says so, with the level; one that keeps the group does not", () => {
-    const escalated = (approval: Record<string, unknown>) =>
-      JSON.stringify({
-        id: "0193a4b0-0000-7000-8000-000000000009",
-        type: "approval.escalated",
-        org_id: "0193a4b0-0000-7000-8000-000000000002",
-        occurred_at: "2026-11-23T10:00:00.000Z",
-        approval: {
-          approval_id: "0193a4b0-0000-7000-8000-000000000001",
-          session_id: "0193a4b0-0000-7000-8000-000000000003",
-          step_id: "s",
-          task_id: null,
-          status: "pending",
-          deadline_at: "2026-11-23T10:15:00.000Z",
-          expires_at: "2026-11-23T10:45:00.000Z",
-          timeout_action: "reject",
-          ...approval
-        }
-      })
+    const escalated = (approval: Record<string, unknown>) => eventBody("approval.escalated", { expires_at: "2026-11-23T10:45:00.000Z", ...approval })
     const handed = renderEmail("approval.escalated", escalated({ assigned_group: "finance", escalation_level: 2 }))
     assert.strictEqual(handed.subject, "Approval escalated: handed to the next reviewer group: 0193a4b0-0000-7000-8000-000000000001")
     assert.include(handed.text.split("\n"), "Escalation level: 2 (the group of the escalation chain it is now with)")
