@@ -13,6 +13,7 @@ import * as Layer from "effect/Layer"
 import type * as LogLevel from "effect/LogLevel"
 import * as Option from "effect/Option"
 import * as Redacted from "effect/Redacted"
+import { DEFAULT_DATA_DIR } from "./DataDirDefault.ts"
 
 export interface SvcConfigShape {
   readonly port: number
@@ -274,7 +275,7 @@ export const svcConfig: Config.Config<SvcConfigShape> = Config.all({
         : Effect.fail(invalid("DATABASE_URL must be a postgres:// or postgresql:// URL"))
     )
   ),
-  dataDir: Config.String("SVC_DATA_DIR").pipe(Config.withDefault("./.data")),
+  dataDir: Config.String("SVC_DATA_DIR").pipe(Config.withDefault(DEFAULT_DATA_DIR)),
   cliHoldWait: duration("SVC_CLI_HOLD_WAIT", "30s", Duration.seconds(1)),
   masterKey: Config.option(Config.Redacted("SVC_MASTER_KEY")),
   allowedTargetCidrs: list("SVC_ALLOWED_TARGET_CIDRS"),

@@ -23,8 +23,8 @@ export interface Ran {
  */
 const compileCache = { NODE_COMPILE_CACHE: path.join(os.tmpdir(), "svc-test-compile-cache") }
 
-/** Runs `node <script> ...args` to completion with extra environment. */
-export const runNode = (script: string, args: ReadonlyArray<string>, env: Record<string, string>) =>
+/** Runs `node <script> ...args` to completion with extra environment (`undefined`: a variable unset). */
+export const runNode = (script: string, args: ReadonlyArray<string>, env: Record<string, string | undefined>) =>
   new Promise<Ran>((resolve, reject) => {
     const child = spawn(process.execPath, [path.join(root, script), ...args], {
       cwd: root,
@@ -39,7 +39,7 @@ export const runNode = (script: string, args: ReadonlyArray<string>, env: Record
     child.on("close", (code) => resolve({ code, stdout, stderr }))
   })
 
-export const cli = (args: ReadonlyArray<string>, env: Record<string, string>) => runNode("src/cli/main.ts", args, env)
+export const cli = (args: ReadonlyArray<string>, env: Record<string, string | undefined>) => runNode("src/cli/main.ts", args, env)
 
 /**
  * A new data directory whose database is already migrated: the run's

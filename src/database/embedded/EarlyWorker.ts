@@ -8,10 +8,10 @@
  * its WebAssembly while the main thread waits. Started first, the worker
  * does that on the other core in the meantime, and waits to be told which
  * database to open (`takeEarlyWorker`, `EmbeddedSession.ts`): nothing
- * touches the data directory before its lock is held. A worker nobody
- * takes (the command went to a running server's admin channel, or the
- * database is a PostgreSQL server after all) keeps nothing alive and ends
- * with the process.
+ * touches the data directory before its lock is held. A command that a
+ * running server answers never starts it (`src/cli/main.ts`); a worker
+ * nobody takes (a server still starting took the command after all)
+ * keeps nothing alive and ends with the process.
  *
  * Speeds up: `svc orgs create` on the embedded database, about 1 010 to
  * 920 ms wall (medians of eight runs each, alternated, on two cores under

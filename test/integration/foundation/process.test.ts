@@ -10,12 +10,15 @@ import { SqlClient } from "effect/sql"
 import { createHash } from "node:crypto"
 import * as fs from "node:fs"
 import * as http from "node:http"
+import * as os from "node:os"
+import * as path from "node:path"
+import { pathToFileURL } from "node:url"
 import { VERSION } from "../../../src/api/Version.ts"
 import { KEY_CACHE_TTL } from "../../../src/identity/Identity.ts"
 import { Database } from "../../../src/database/Database.ts"
 import { adminSocketPath } from "../../../src/cli/AdminChannel.ts"
 import { holdDataDir, isHeld } from "../../../src/platform/DataDir.ts"
-import { cli, seededDataDir, startServer } from "../../support/process.ts"
+import { cli, root, seededDataDir, startServer } from "../../support/process.ts"
 
 const sha256 = (value: string) => createHash("sha256").update(value).digest("hex")
 
@@ -147,6 +150,29 @@ describe("the CLI and the server on the embedded database", () => {
       }
     } finally {
       server.child.kill("SIGKILL")
+    }
+  }, 300_000)
+
+  it("a command a running server answers starts no embedded database of its own; one that runs without a server does", async () => {
+    // The threads each command started, seen by a module preloaded into it.
+    const threads = async (args: ReadonlyArray<string>) => {
+      const log = path.join(fs.mkdtempSync(path.join(os.tmpdir(), "svc-threads-")), "log")
+      const ran = await cli(args, {
+        ...env,
+        DATABASE_URL: undefined,
+        NODE_OPTIONS: `--import=${pathToFileURL(path.join(root, "test/support/worker-probe.ts"))}`,
+        SVC_TEST_WORKER_LOG: log
+      })
+      assert.strictEqual(ran.code, 0, ran.stderr)
+      return fs.existsSync(log) ? fs.readFileSync(log, "utf8").trim().split("\n") : []
+    }
+    assert.isNotEmpty(await threads(["orgs", "list", "--json"]))
+    const server = await startServer(env, 150_000)
+    try {
+      assert.deepStrictEqual(await threads(["orgs", "list", "--json"]), [])
+    } finally {
+      server.child.kill("SIGTERM")
+      await server.exited
     }
   }, 300_000)
 
