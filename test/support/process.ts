@@ -65,6 +65,19 @@ export interface RunningServer {
 }
 
 /**
+ * The servers tests start keep the embedded database's WebAssembly on V8's
+ * baseline compiler, as the CLI does (`src/cli/BaselineWasm.ts`): a server
+ * that lives for a few checks never profits from recompiling PostgreSQL's
+ * hot functions on V8's background threads, which cost a start about
+ * 1.5 CPU-s. Measured on eight files that start servers (the startup,
+ * durability, process and browser files), three runs each: 155-189 CPU-s
+ * against 175-199. The test services in the test process itself keep V8's
+ * default (their heavier database work came out slower: 162 against 137
+ * CPU-s), and so does svc (`npm start`, the benchmarks).
+ */
+const BASELINE_WASM = ["--no-wasm-dynamic-tiering", "--no-wasm-tier-up"]
+
+/**
  * Starts `node src/main.ts` (or `script`) and resolves once it logs that it
  * listens. Without the warm-up before listening (`SVC_WARM_START=false`,
  * about 1.5 CPU-s a start) unless `env` asks for it: the tests of the
@@ -72,7 +85,7 @@ export interface RunningServer {
  */
 export const startServer = (env: Record<string, string>, timeoutMs = 60_000, script = "src/main.ts") =>
   new Promise<RunningServer>((resolve, reject) => {
-    const child = spawn(process.execPath, [path.join(root, script)], {
+    const child = spawn(process.execPath, [...BASELINE_WASM, path.join(root, script)], {
       cwd: root,
       env: { ...process.env, ...compileCache, PORT: "0", SVC_WARM_START: "false", ...env, NODE_NO_WARNINGS: "1" },
       stdio: ["ignore", "pipe", "pipe"]
