@@ -41,7 +41,8 @@ if (argv.length === 1 && argv[0] === "--version") {
   // answers, and nothing here opens the database then): its worker loads
   // PGlite while the CLI's modules load, on V8's baseline compiler only
   // (`BaselineWasm.ts`). Sent to a server, a command costs about half the
-  // CPU without the worker (`orgs create` 0.64-0.81 to 0.34-0.42 CPU-s).
+  // CPU without the worker (`orgs create` 0.88 to 0.46 CPU-s and 597 to
+  // 386 ms, `npm run bench -- cli`).
   if (!local && process.env.DATABASE_URL === undefined && !(await serverAnswers())) {
     const [{ baselineWasmOnly }, { startEarlyWorker }] = await Promise.all([import("./BaselineWasm.ts"), import("../database/embedded/EarlyWorker.ts")])
     baselineWasmOnly()

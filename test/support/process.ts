@@ -69,9 +69,9 @@ export interface RunningServer {
  * baseline compiler, as the CLI does (`src/cli/BaselineWasm.ts`): a server
  * that lives for a few checks never profits from recompiling PostgreSQL's
  * hot functions on V8's background threads, which cost a start about
- * 1.5 CPU-s. Measured on eight files that start servers (the startup,
- * durability, process and browser files), three runs each: 155-189 CPU-s
- * against 175-199. The test services in the test process itself keep V8's
+ * 1.5 CPU-s. Measured on eight files that start servers (both startup
+ * files, durability, liveness, both processes files and two browser
+ * files), runs alternated, three each: 155-189 CPU-s against 175-199. The test services in the test process itself keep V8's
  * default (their heavier database work came out slower: 162 against 137
  * CPU-s), and so does svc (`npm start`, the benchmarks).
  */

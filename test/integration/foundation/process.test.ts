@@ -156,15 +156,20 @@ describe("the CLI and the server on the embedded database", () => {
   it("a command a running server answers starts no embedded database of its own; one that runs without a server does", async () => {
     // The threads each command started, seen by a module preloaded into it.
     const threads = async (args: ReadonlyArray<string>) => {
-      const log = path.join(fs.mkdtempSync(path.join(os.tmpdir(), "svc-threads-")), "log")
-      const ran = await cli(args, {
-        ...env,
-        DATABASE_URL: undefined,
-        NODE_OPTIONS: `--import=${pathToFileURL(path.join(root, "test/support/worker-probe.ts"))}`,
-        SVC_TEST_WORKER_LOG: log
-      })
-      assert.strictEqual(ran.code, 0, ran.stderr)
-      return fs.existsSync(log) ? fs.readFileSync(log, "utf8").trim().split("\n") : []
+      const dir = fs.mkdtempSync(path.join(os.tmpdir(), "svc-threads-"))
+      const log = path.join(dir, "log")
+      try {
+        const ran = await cli(args, {
+          ...env,
+          DATABASE_URL: undefined,
+          NODE_OPTIONS: `--import=${pathToFileURL(path.join(root, "test/support/worker-probe.ts"))}`,
+          SVC_TEST_WORKER_LOG: log
+        })
+        assert.strictEqual(ran.code, 0, ran.stderr)
+        return fs.existsSync(log) ? fs.readFileSync(log, "utf8").trim().split("\n") : []
+      } finally {
+        fs.rmSync(dir, { recursive: true, force: true })
+      }
     }
     assert.isNotEmpty(await threads(["orgs", "list", "--json"]))
     const server = await startServer(env, 150_000)
