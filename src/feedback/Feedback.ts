@@ -99,13 +99,15 @@ export class Feedback extends Context.Service<Feedback, {
         ),
         (pool) => Effect.sync(pool.close)
       )
+      const corrections = yield* makeCorrections({ sql, pool, config, identity: yield* Identity, secrets: yield* SecretStore })
+      const quota = makeQuota(sql, config)
       // Started with the server, before it listens: the first correction
       // after a start then takes what later ones take, not the seconds the
       // workers need to load.
-      if (config.warmStart) yield* Effect.promise(pool.warm)
-      const corrections = yield* makeCorrections({ sql, pool, config, identity: yield* Identity, secrets: yield* SecretStore })
-      const quota = makeQuota(sql, config)
-      if (config.warmStart) yield* warmStart({ sql, pool, corrections, quota, cacheEntries: config.answerValidationCacheEntries })
+      if (config.warmStart) {
+        yield* Effect.promise(pool.warm)
+        yield* warmStart({ sql, pool, corrections, quota, cacheEntries: config.answerValidationCacheEntries })
+      }
       const review = makeReview(sql, box)
       const promotion = makePromotion(sql, box, config)
 
