@@ -11,7 +11,7 @@
 import { Effect, Schema } from "effect"
 import type { SqlClient } from "effect/sql"
 import { ArgumentsShapeMismatch, ArgumentsTooComplex } from "../api/ApprovalEdits.ts"
-import { sha256Hex } from "../platform/Crypto.ts"
+import { sha256Hex } from "../platform/Digest.ts"
 import { JsonColumn, rowsOf } from "../platform/Rows.ts"
 import type { AnswerSchemas } from "../tasks/AnswerSchema.ts"
 import { checkSchema } from "../tasks/SchemaCheck.ts"

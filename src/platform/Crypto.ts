@@ -12,8 +12,6 @@ import { ensurePrivateDir } from "./DataDir.ts"
 /** `prefix` + `bytes` random bytes in base64url. */
 export const randomToken = (prefix: string, bytes = 32) => prefix + crypto.randomBytes(bytes).toString("base64url")
 
-export { sha256Hex } from "./Digest.ts"
-
 // Trace ids come from random bytes drawn 4 KiB at a time: one
 // `randomBytes` call per new trace cost about 20 µs per request.
 let pool = Buffer.alloc(0)

@@ -1,7 +1,7 @@
 /**
- * A SHA-256 digest in hex, apart from `Crypto.ts` (which loads Effect and
- * the configuration) for the correction workers' scrubber: a worker's
- * modules load no Effect.
+ * A SHA-256 digest in hex. Not in `Crypto.ts`, which loads Effect and the
+ * configuration: the correction workers' scrubber uses it too, and a
+ * worker's modules load no Effect.
  */
 import * as crypto from "node:crypto"
 

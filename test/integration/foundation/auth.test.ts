@@ -1,7 +1,7 @@
 import { assert, describe, layer } from "@effect/vitest"
 import { Duration, Effect } from "effect"
 import { KEY_CACHE_TTL } from "../../../src/identity/Identity.ts"
-import { sha256Hex } from "../../../src/platform/Crypto.ts"
+import { sha256Hex } from "../../../src/platform/Digest.ts"
 import { SvcTest } from "../../../src/testing.ts"
 import { raw } from "../../support/http.ts"
 

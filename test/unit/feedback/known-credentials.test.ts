@@ -6,7 +6,7 @@
  */
 import { assert, describe, it } from "@effect/vitest"
 import type { CorrectionReply, CorrectionRequest } from "../../../src/feedback/CorrectionWork.ts"
-import { sha256Hex } from "../../../src/platform/Crypto.ts"
+import { sha256Hex } from "../../../src/platform/Digest.ts"
 import { makeWorkerPool } from "../../../src/platform/WorkerPool.ts"
 
 type Request = CorrectionRequest extends infer R ? R extends { readonly id: number } ? Omit<R, "id"> : never : never

@@ -1,7 +1,8 @@
 import { assert, describe, it } from "@effect/vitest"
 import * as fc from "fast-check"
 import { KEY_PREFIX } from "../../../src/identity/KeyFormat.ts"
-import { randomToken, sha256Hex } from "../../../src/platform/Crypto.ts"
+import { randomToken } from "../../../src/platform/Crypto.ts"
+import { sha256Hex } from "../../../src/platform/Digest.ts"
 import { childPath, type Json, knownNeedles, REDACTION_MARKER, redactRanges, scrub } from "../../../src/feedback/Scrubber.ts"
 import { secretSamples } from "../../support/secretSamples.ts"
 
