@@ -4,13 +4,14 @@
  * SVC_DATA_DIR. SIGTERM and Ctrl-C drain in-flight requests and exit 0.
  */
 import * as module from "node:module"
+import { embeddedDatabase } from "./platform/EntrySettings.ts"
 
 // Node's compile cache (in the system's temporary folder): most of a start
 // is compiling modules, which the cache cuts by about a third.
 module.enableCompileCache?.()
 
 // The embedded database's worker loads PGlite while the server's modules load.
-if (process.env.DATABASE_URL === undefined) (await import("./database/embedded/EarlyWorker.ts")).startEarlyWorker()
+if (embeddedDatabase()) (await import("./database/embedded/EarlyWorker.ts")).startEarlyWorker()
 
 const [{ runServer }, { AdminChannelLive }] = await Promise.all([import("./server/Serve.ts"), import("./cli/AdminChannel.ts")])
 runServer({ channel: AdminChannelLive })

@@ -17,7 +17,7 @@
  */
 import * as module from "node:module"
 import { VERSION } from "../api/Version.ts"
-import { DEFAULT_DATA_DIR } from "../platform/DataDirDefault.ts"
+import { DEFAULT_DATA_DIR, embeddedDatabase } from "../platform/EntrySettings.ts"
 import { argv, local } from "./Argv.ts"
 
 module.enableCompileCache?.()
@@ -32,7 +32,7 @@ if (argv.length === 1 && argv[0] === "--version") {
   process.stdout.write(`svc v${VERSION}\n`)
 } else if (argv.length === 1 && argv[0] === "start") {
   // The embedded database's worker loads PGlite while the server's modules load.
-  if (process.env.DATABASE_URL === undefined) (await import("../database/embedded/EarlyWorker.ts")).startEarlyWorker()
+  if (embeddedDatabase()) (await import("../database/embedded/EarlyWorker.ts")).startEarlyWorker()
   const [{ runServer }, { AdminChannelLive }] = await Promise.all([import("../server/Serve.ts"), import("./AdminChannel.ts")])
   runServer({ channel: AdminChannelLive })
 } else {
@@ -43,7 +43,7 @@ if (argv.length === 1 && argv[0] === "--version") {
   // (`BaselineWasm.ts`). Sent to a server, a command costs about half the
   // CPU without the worker (`orgs create` 0.88 to 0.46 CPU-s and 597 to
   // 386 ms, `npm run bench -- cli`).
-  if (!local && process.env.DATABASE_URL === undefined && !(await serverAnswers())) {
+  if (!local && embeddedDatabase() && !(await serverAnswers())) {
     const [{ baselineWasmOnly }, { startEarlyWorker }] = await Promise.all([import("./BaselineWasm.ts"), import("../database/embedded/EarlyWorker.ts")])
     baselineWasmOnly()
     startEarlyWorker()

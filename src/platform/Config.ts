@@ -13,7 +13,7 @@ import * as Layer from "effect/Layer"
 import type * as LogLevel from "effect/LogLevel"
 import * as Option from "effect/Option"
 import * as Redacted from "effect/Redacted"
-import { DEFAULT_DATA_DIR } from "./DataDirDefault.ts"
+import { DEFAULT_DATA_DIR } from "./EntrySettings.ts"
 
 export interface SvcConfigShape {
   readonly port: number
