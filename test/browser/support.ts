@@ -16,6 +16,7 @@ import * as path from "node:path"
 import { type Browser, type BrowserContext, chromium, type Page } from "playwright-core"
 import { assert, describe } from "vitest"
 import { Scopes } from "../../src/api/Security.ts"
+import { adminSocketPath, sendCommand } from "../../src/cli/Admin.ts"
 import { Database } from "../../src/database/Database.ts"
 import { HttpsReceiver, type HttpsReceiverOptions } from "../support/HttpsReceiver.ts"
 import { cli, type RunningServer, root, seededDataDir, startServer } from "../support/process.ts"
@@ -54,9 +55,9 @@ export interface World {
   /** A one-time sign-in link from `npm run cli -- console login`, pointed at this server. */
   readonly signInLink: (preset: "reviewer" | "approver" | "admin", name: string, extra?: ReadonlyArray<string>) => Promise<string>
   /**
-   * The same link, made in this process by the service the CLI uses (a CLI
-   * run costs a Node start): for flows about what a session does, not how
-   * the link is made.
+   * The same link, asked of the server's admin channel from this process
+   * as the CLI asks it (a CLI run costs a Node start): for flows about what
+   * a session does, not how the link is made.
    */
   readonly link: (preset: "reviewer" | "approver" | "admin", name: string) => Promise<string>
   /** A fresh browser context with the guards on (see `Guarded`). */
@@ -95,15 +96,18 @@ export const startWorld = async (name: string, options: { readonly env?: Record<
     SVC_WEBHOOK_RETRY_SCHEDULE: "1s",
     ...options.env
   }
-  // The server opens the migrated database; the CLI then works through its admin channel.
+  // The server opens the migrated database; commands then go through its
+  // admin channel, sent from this process as the CLI sends them (a CLI run
+  // costs a Node start; the flows about the CLI itself run it).
+  const admin = (args: ReadonlyArray<string>) => sendCommand(adminSocketPath(dataDir), args)
   let [server, browser] = await Promise.all([
     startServer(env),
     chromium.launch({ executablePath: chromiumPath, headless: true, args: ["--no-sandbox", "--disable-dev-shm-usage"] })
   ])
-  const org = await cli(["orgs", "create", "--name", name, "--json"], env)
+  const org = await admin(["orgs", "create", "--name", name, "--json"])
   assert.strictEqual(org.code, 0, org.stderr)
   const orgId = json(org.stdout).id as string
-  const key = await cli(["keys", "create", "--org", orgId, "--scopes", ALL_SCOPES.join(","), "--json"], env)
+  const key = await admin(["keys", "create", "--org", orgId, "--scopes", ALL_SCOPES.join(","), "--json"])
   assert.strictEqual(key.code, 0, key.stderr)
   const adminKey = json(key.stdout).key as string
   const baseUrl = server.baseUrl
@@ -188,7 +192,7 @@ export const startWorld = async (name: string, options: { readonly env?: Record<
   }
 
   const link: World["link"] = async (preset, person) => {
-    const made = await cli(["console", "login", "--org", orgId, "--preset", preset, "--name", person, "--json"], env)
+    const made = await admin(["console", "login", "--org", orgId, "--preset", preset, "--name", person, "--json"])
     assert.strictEqual(made.code, 0, made.stderr)
     return `${baseUrl}/console/sign-in#${new URL(json(made.stdout).url as string).hash.slice(1)}`
   }
