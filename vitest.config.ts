@@ -11,12 +11,15 @@ export default defineConfig({
     globalSetup: ["test/support/global-setup.ts"],
     testTimeout: 60_000,
     hookTimeout: 120_000,
-    // Four workers on two cores: an integration file keeps a core about
+    // Six workers on two cores: an integration file keeps a core about
     // a third busy on its own (it waits on its receivers, retries and flush
-    // periods: telemetry/export 25 CPU-s in 78 s, webhooks/delivery 16 in
-    // 55), so with fewer workers a core often idles. Measured on two cores,
-    // the whole suite: three workers 454 s (1.5 cores busy), four 398-447 s.
-    maxWorkers: 4,
+    // periods: telemetry/export 25 CPU-s in 87 s, webhooks/delivery 7 in
+    // 42), so with fewer workers a core often idles. Measured on two cores,
+    // the whole suite: three workers 454 s (1.5 cores busy), four 484 s
+    // (1.52), six 401 and 440 s (1.65). On a PostgreSQL server
+    // (`TEST_DATABASE_URL`) four: each test service holds a pool of up to
+    // ten connections, and the server's default allows a hundred.
+    maxWorkers: process.env.TEST_DATABASE_URL ? 4 : 6,
     // Each worker runs file after file in one process: the modules every
     // file imports (Effect, the service) load once per worker, not once per
     // file in a process of its own. Each file still builds its own service

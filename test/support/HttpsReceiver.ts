@@ -58,6 +58,8 @@ export interface Reply {
   readonly body?: string | Uint8Array
   /** Wait this long before sending the status line and headers. */
   readonly delayMs?: number
+  /** Wait for this first (then `delayMs`): answers held until the test lets them go. */
+  readonly after?: Promise<unknown>
   /** Send the headers at once, then the body in `chunks` pieces, one every `intervalMs`. */
   readonly trickle?: { readonly chunks: number; readonly intervalMs: number }
   /** Never answer (the request stays open until the client gives up or the receiver closes). */
@@ -177,8 +179,12 @@ export class HttpsReceiver extends Context.Service<HttpsReceiver, {
           }
           later(reply.trickle.intervalMs, next)
         }
-        if (reply.delayMs !== undefined && reply.delayMs > 0) later(reply.delayMs, send)
-        else send()
+        const go = () => {
+          if (reply.delayMs !== undefined && reply.delayMs > 0) later(reply.delayMs, send)
+          else send()
+        }
+        if (reply.after === undefined) go()
+        else void reply.after.then(go)
       }
 
       const onRequest = (req: IncomingMessage, res: ServerResponse) => {

@@ -2,14 +2,15 @@ import { Effect } from "effect"
 import type { TelemetryDelivery } from "../../src/api/Telemetry.ts"
 import type { TestOrg } from "../../src/testing.ts"
 
-/** Polls the destination's delivery records until `done` holds. */
+/** Polls the destination's delivery records until `done` holds (for at most `timeoutMs`). */
 export const waitForDeliveries = (
   org: TestOrg,
   id: string,
-  done: (list: ReadonlyArray<TelemetryDelivery>) => boolean
+  done: (list: ReadonlyArray<TelemetryDelivery>) => boolean,
+  timeoutMs = 20_000
 ) =>
   Effect.gen(function*() {
-    const deadline = Date.now() + 20_000
+    const deadline = Date.now() + timeoutMs
     for (;;) {
       const result = yield* org.client.telemetry.deliveries({ params: { id } })
       if (done(result.deliveries)) return result

@@ -6,6 +6,7 @@ import { raw } from "../../support/http.ts"
 import { gzipSync, constants as zlib } from "node:zlib"
 import type { TelemetryCompression, TelemetryProtocol } from "../../../src/api/Telemetry.ts"
 import { protobufFromJsonBody } from "../../../src/otlp/Protobuf.ts"
+import { MEMORY_SENDS } from "../../../src/telemetry/export/MemorySender.ts"
 import { canonical, decodeOtlp, type DecodedSpan, ExportTraceServiceResponse, protobufToJson } from "../../support/Otlp.ts"
 import { loopbackTargets, TestTls } from "../../support/tls.ts"
 import { waitForDeliveries } from "../../support/telemetry.ts"
@@ -14,8 +15,15 @@ import { waitForDeliveries } from "../../support/telemetry.ts"
 const Svc = Layer.unwrap(Effect.map(TestTls.shared, (tls) =>
   SvcTest.layer({ config: { ...loopbackTargets(tls), telemetryFlushInterval: Duration.millis(200) } })
 ))
-/** The default period: bursts fill batches of 512 before a period round cuts them. */
-const SvcDefaultFlush = Layer.unwrap(Effect.map(TestTls.shared, (tls) => SvcTest.layer({ config: loopbackTargets(tls) })))
+/**
+ * A period of 10 s (the default is 2 s) for the bursts: a burst fills
+ * batches of 512 before a period round cuts it, however slowly its requests
+ * come on a machine busy with other tests (512 spans in 2 s needs about 260
+ * requests a second, which a loaded two-core machine does not always give).
+ */
+const SvcLongFlush = Layer.unwrap(Effect.map(TestTls.shared, (tls) =>
+  SvcTest.layer({ config: { ...loopbackTargets(tls), telemetryFlushInterval: Duration.seconds(10) } })
+))
 
 const schema = { type: "object" }
 
@@ -663,7 +671,7 @@ layer(Svc, { excludeTestServices: true })("telemetry export", (it) => {
   })
 })
 
-layer(SvcDefaultFlush, { excludeTestServices: true })("telemetry export under bursts (the default flush period)", (it) => {
+layer(SvcLongFlush, { excludeTestServices: true })("telemetry export under bursts (a flush period longer than a burst)", (it) => {
   describe("batches of at most 512 spans, sent from memory", () => {
     it.effect("a typical batch, as svc writes it in protobuf, is its JSON field for field; bytes per span in each form", () =>
       Effect.gen(function*() {
@@ -726,9 +734,9 @@ layer(SvcDefaultFlush, { excludeTestServices: true })("telemetry export under bu
         // Two spans a request: more than 4 batches of 512.
         const requests = 1300
         yield* Effect.forEach(Array.from({ length: requests }), list, { concurrency: 16, discard: true })
+        // The last, partial batch waits for the period (10 s), then 4 s at the collector.
         const { deliveries } = yield* waitForDeliveries(org, id, (list) =>
-          list.filter((d) => d.status === "delivered").reduce((sum, d) => sum + d.span_count, 0) >= requests * 2
-        )
+          list.filter((d) => d.status === "delivered").reduce((sum, d) => sum + d.span_count, 0) >= requests * 2, 40_000)
         assert.isAbove(deliveries.length, 4)
         for (const d of deliveries) assert.strictEqual(d.attempts, 1)
         // None was stored, so the queue's worker never sent one (it records every attempt it settles).
@@ -744,8 +752,14 @@ layer(SvcDefaultFlush, { excludeTestServices: true })("telemetry export under bu
     it.effect("the records of batches the collector takes together are written together: one statement, not one a batch", () =>
       Effect.gen(function*() {
         const svc = yield* SvcTest
-        // Every send slot is taken, then the four answers come within a few milliseconds of each other.
-        const { org, id } = yield* withCollector(() => Reply.delayed(1500, { status: 200, body: "{}" }))
+        // The collector holds its answers until every send slot holds a
+        // batch, then gives the four at once, however slowly the batches came.
+        let release!: () => void
+        const allSlotsTaken = new Promise<void>((resolve) => (release = resolve))
+        const { org, id } = yield* withCollector((request) => {
+          if (request.index >= MEMORY_SENDS - 1) release()
+          return { status: 200, body: "{}", after: allSlotsTaken }
+        })
         const list = () => raw(`${svc.baseUrl}/v1/tasks`, { headers: { authorization: `Bearer ${org.key}` } })
         // Two spans a request: more than 4 full batches.
         yield* Effect.forEach(Array.from({ length: 1100 }), list, { concurrency: 16, discard: true })
