@@ -16,7 +16,8 @@ export default defineConfig({
     // periods: telemetry/export 25 CPU-s in 87 s, webhooks/delivery 7 in
     // 42), so with fewer workers a core often idles. Measured on two cores,
     // the whole suite: three workers 454 s (1.5 cores busy), four 484 s
-    // (1.52), six 401 and 440 s (1.65). On a PostgreSQL server
+    // (1.52), six 401 and 440 s (1.65), eight 470 s (1.67, but a tenth
+    // more CPU in all: the files slow each other). On a PostgreSQL server
     // (`TEST_DATABASE_URL`) four: each test service holds a pool of up to
     // ten connections, and the server's default allows a hundred.
     maxWorkers: process.env.TEST_DATABASE_URL ? 4 : 6,
