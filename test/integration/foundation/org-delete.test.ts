@@ -6,7 +6,7 @@
  */
 import { NodeServices } from "@effect/platform-node"
 import { assert, describe, layer } from "@effect/vitest"
-import { Effect, Layer } from "effect"
+import { Duration, Effect, Layer } from "effect"
 import { SqlClient } from "effect/sql"
 import { ConsoleSessions } from "../../../src/console/ConsoleSessions.ts"
 import { Identity } from "../../../src/identity/Identity.ts"
@@ -50,11 +50,24 @@ const populated = Effect.gen(function*() {
   })
   const login = yield* runCommand(["console", "login", "--org", org.orgId, "--preset", "admin", "--name", "Ada", "--json"])
   assert.strictEqual(login.code, 0, login.stderr)
+  // The approval's event reaches the endpoint's queue in the background and
+  // its first attempt (refused: nothing listens on port 9) is settled: after
+  // this only the test changes the organization's rows (the next attempt is
+  // an hour away, `webhookRetrySchedule` below).
+  const sql = yield* SqlClient.SqlClient
+  for (let polls = 0; ; polls++) {
+    const [row] = yield* sql<{ n: number }>`
+      SELECT count(*)::int AS n FROM deliveries WHERE org_id = ${org.orgId} AND attempts >= 1 AND lease_owner IS NULL
+    `
+    if (row!.n > 0) break
+    assert.isBelow(polls, 400, "the approval's delivery was never attempted")
+    yield* Effect.sleep("50 millis")
+  }
   return org
 })
 
 const Services = Layer.mergeAll(Identity.layer, ConsoleSessions.layer, NodeServices.layer).pipe(
-  Layer.provideMerge(SvcTest.layer({ config: { allowedTargetCidrs: ["127.0.0.0/8"] } }))
+  Layer.provideMerge(SvcTest.layer({ config: { allowedTargetCidrs: ["127.0.0.0/8"], webhookRetrySchedule: [Duration.hours(1)] } }))
 )
 
 layer(Services, { excludeTestServices: true })("deleting an organization", (it) => {
