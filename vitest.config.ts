@@ -11,16 +11,14 @@ export default defineConfig({
     globalSetup: ["test/support/global-setup.ts"],
     testTimeout: 60_000,
     hookTimeout: 120_000,
-    // Six workers on two cores: an integration file keeps a core about
+    // Four workers on two cores: an integration file keeps a core about
     // a third busy on its own (it waits on its receivers, retries and flush
     // periods: telemetry/export 25 CPU-s in 87 s, webhooks/delivery 7 in
     // 42), so with fewer workers a core often idles. Measured on two cores,
-    // the whole suite: three workers 454 s (1.5 cores busy), four 484 s
-    // (1.52), six 401 and 440 s (1.65), eight 470 s (1.67, but a tenth
-    // more CPU in all: the files slow each other). On a PostgreSQL server
-    // (`TEST_DATABASE_URL`) four: each test service holds a pool of up to
-    // ten connections, and the server's default allows a hundred.
-    maxWorkers: process.env.TEST_DATABASE_URL ? 4 : 6,
+    // the whole suite: three workers 454 s (1.5 cores busy); four against
+    // six back to back, 430 s and 687 CPU-s against 438 s and 726 (1.59
+    // and 1.65 busy: the files slow each other); eight 470 s and 790.
+    maxWorkers: 4,
     // Each worker runs file after file in one process: the modules every
     // file imports (Effect, the service) load once per worker, not once per
     // file in a process of its own. Each file still builds its own service
