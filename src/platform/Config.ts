@@ -13,7 +13,7 @@ import * as Layer from "effect/Layer"
 import type * as LogLevel from "effect/LogLevel"
 import * as Option from "effect/Option"
 import * as Redacted from "effect/Redacted"
-import { DEFAULT_DATA_DIR } from "./EntrySettings.ts"
+import { DEFAULT_DATA_DIR, namesEmbedded } from "./EntrySettings.ts"
 
 export interface SvcConfigShape {
   readonly port: number
@@ -267,7 +267,7 @@ export const svcConfig: Config.Config<SvcConfigShape> = Config.all({
   ),
   host: Config.String("HOST").pipe(Config.withDefault("127.0.0.1")),
   databaseUrl: Config.option(Config.Redacted("DATABASE_URL")).pipe(
-    Config.map(Option.filter((url) => Redacted.value(url).length > 0)),
+    Config.map(Option.filter((url) => !namesEmbedded(Redacted.value(url)))),
     // Its value is never repeated: it may hold a password.
     Config.mapEffect((url) =>
       Option.isNone(url) || /^postgres(ql)?:$/.test(URL.parse(Redacted.value(url.value))?.protocol ?? "")

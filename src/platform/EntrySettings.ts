@@ -7,5 +7,8 @@
  */
 export const DEFAULT_DATA_DIR = "./.data"
 
-/** The embedded database: `DATABASE_URL` unset or empty, as `Config.ts` takes it. */
-export const embeddedDatabase = (): boolean => (process.env.DATABASE_URL ?? "") === ""
+/** Whether a `DATABASE_URL` of this value means the embedded database: unset or empty (`Config.ts` reads it so too). */
+export const namesEmbedded = (databaseUrl: string | undefined): boolean => (databaseUrl ?? "") === ""
+
+/** The embedded database, by the environment's `DATABASE_URL`. */
+export const embeddedDatabase = (): boolean => namesEmbedded(process.env.DATABASE_URL)
