@@ -17,7 +17,10 @@ export default defineConfig({
     // 42), so with fewer workers a core often idles. Measured on two cores,
     // the whole suite: three workers 454 s (1.5 cores busy); four against
     // six back to back, 430 s and 687 CPU-s against 438 s and 726 (1.59
-    // and 1.65 busy: the files slow each other); eight 470 s and 790.
+    // and 1.65 busy: the files slow each other); eight 470 s and 790. On a
+    // faster two-core machine six passed once in 309 s against four's 338,
+    // and in another run two SvcTest.layer builds of one file waited 120 s
+    // each with their process idle (cause not found): four until that is.
     maxWorkers: 4,
     // Each worker runs file after file in one process: the modules every
     // file imports (Effect, the service) load once per worker, not once per
