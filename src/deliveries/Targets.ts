@@ -114,6 +114,20 @@ export const removeTarget = Effect.fnUntraced(function*(
   return n
 })
 
+/**
+ * A target's failing streak (`failing_since`), kept beside the failures and
+ * cooldown the settle writes. Statements for a caller's CTE or transaction:
+ * `start` answers `id, failing_since` when it began a streak (none running,
+ * and `when` holds over the row `t`); `end` ends one where `when` holds.
+ */
+export const failingStreak = {
+  start: (sql: PgClient.PgClient, targetId: string, when: Statement.Fragment) =>
+    sql`UPDATE delivery_targets t SET failing_since = now()
+        WHERE t.id = ${targetId} AND t.failing_since IS NULL AND ${when} RETURNING t.id, t.failing_since`,
+  end: (sql: PgClient.PgClient, targetId: string, when: Statement.Fragment = sql`true`) =>
+    sql`UPDATE delivery_targets t SET failing_since = NULL WHERE t.id = ${targetId} AND t.failing_since IS NOT NULL AND ${when}`
+}
+
 export const cooldownUntil = Effect.fnUntraced(function*(sql: PgClient.PgClient, targetId: string) {
   const [row] = yield* Rows.cooldown(sql`
     SELECT cooldown_until FROM delivery_targets WHERE id = ${targetId} AND cooldown_until > now()

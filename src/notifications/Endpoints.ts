@@ -8,6 +8,7 @@
  * rotation; of the headers only their names are listed.
  */
 import { PgClient } from "@effect/sql-pg"
+import type { Statement } from "effect/sql"
 import { Context, Effect, Layer, Redacted, Schema } from "effect"
 import { parseEndpointUrl } from "../brokers/BrokerUrl.ts"
 import type { InvalidHeaders } from "../api/Errors.ts"
@@ -15,6 +16,7 @@ import { LimitReached, NotFound } from "../api/Errors.ts"
 import { InvalidUrl } from "../api/Deliveries.ts"
 import { EndpointOrdering, type EventType, type InvalidWebhookEvents, type NotificationEndpoint } from "../api/Notifications.ts"
 import { DeliveryQueue } from "../deliveries/DeliveryQueue.ts"
+import { failingStreak } from "../deliveries/Targets.ts"
 import { type CheckedUrl, OutboundHttp } from "../outbound/OutboundHttp.ts"
 import { SvcConfig } from "../platform/Config.ts"
 import { newId } from "../platform/Ids.ts"
@@ -23,11 +25,12 @@ import { JsonColumn, rowsOf, Timestamp, TimestampOrNull } from "../platform/Rows
 import { databaseNow, iso } from "../platform/Time.ts"
 import { endpointUrlOwner, SEALED_URL_COLUMN, URL_SECRET } from "../secrets/ReceiverUrls.ts"
 import { SecretStore, type SecretOwner } from "../secrets/SecretStore.ts"
+import { activeEndpoint } from "./send/Operational.ts"
 import { endpointHeaderOwner, endpointOwner, makeSendTargets, type SendTarget } from "./send/SendTargets.ts"
 import { newSigningSecret } from "./Signing.ts"
 import { checkCustomHeaders, type EndpointChange, type EndpointInput, eventSelection, headerNames, writeHeaders } from "./EndpointInput.ts"
 
-/** A `notification_endpoints` row (with, where a query joins it, the end of a cooldown in progress). */
+/** A `notification_endpoints` row (with, where a query joins it, its health: `withHealth`). */
 const EndpointColumns = Schema.Struct({
   id: Schema.String,
   org_id: Schema.String,
@@ -41,10 +44,10 @@ const EndpointColumns = Schema.Struct({
   created_at: Timestamp,
   created_by: Schema.String,
   action_classes: JsonColumn(Schema.NullOr(Schema.Array(Schema.String))),
-  failing_since: TimestampOrNull,
   header_names: JsonColumn(Schema.Array(Schema.String)),
   rate_limit: Schema.NullOr(Schema.Number),
-  cooldown_until: Schema.optionalKey(TimestampOrNull)
+  cooldown_until: Schema.optionalKey(TimestampOrNull),
+  failing_since: Schema.optionalKey(TimestampOrNull)
 })
 export type EndpointRow = typeof EndpointColumns.Type
 const EndpointRows = rowsOf("notification_endpoints", EndpointColumns)
@@ -60,7 +63,7 @@ export const toEndpoint = (row: EndpointRow): NotificationEndpoint => ({
   ...(row.deactivated_at === null ? {} : { deactivated_at: row.deactivated_at }),
   ...(row.deactivated_reason === null ? {} : { deactivated_reason: row.deactivated_reason }),
   ...(row.cooldown_until === undefined || row.cooldown_until === null ? {} : { cooldown_until: row.cooldown_until }),
-  ...(row.failing_since === null ? {} : { failing_since: row.failing_since }),
+  ...(row.failing_since === undefined || row.failing_since === null ? {} : { failing_since: row.failing_since }),
   action_classes: row.action_classes === null ? null : [...row.action_classes],
   headers: [...row.header_names],
   rate_limit: row.rate_limit
@@ -114,18 +117,28 @@ const rotateSigning = (
   })).pipe(Effect.catchTag("SqlError", Effect.die))
 
 const columns =
-  "id, org_id, url, url_hint, events, ordering, active, deactivated_at, deactivated_reason, created_at, created_by, action_classes, failing_since, header_names, rate_limit"
+  "id, org_id, url, url_hint, events, ordering, active, deactivated_at, deactivated_reason, created_at, created_by, action_classes, header_names, rate_limit"
 
 /** An `action_classes` filter as stored: null (all), or its entries without duplicates. */
 const filterColumn = (filter: ReadonlyArray<string> | null | undefined) =>
   filter === undefined || filter === null ? null : JSON.stringify([...new Set(filter)])
 
-/** The organization's endpoints, each with the end of a cooldown in progress (the delivery target's health), in the database's time. */
+/**
+ * The columns of endpoints `e` with their health, kept in their delivery
+ * targets `t`: the failing streak, and the end of a cooldown in progress
+ * (in the database's time).
+ */
+const healthColumns = `${columns.split(", ").map((column) => `e.${column}`).join(", ")},
+  t.failing_since, CASE WHEN t.cooldown_until > now() THEN t.cooldown_until END AS cooldown_until`
+
+/** The endpoint rows `rows` answers, with their health. */
+const withHealth = (sql: PgClient.PgClient, rows: Statement.Fragment) =>
+  sql`WITH e AS (${rows}) SELECT ${sql.literal(healthColumns)} FROM e LEFT JOIN delivery_targets t ON t.id = e.id`
+
+/** The organization's endpoints with their health, in the order they were made. */
 const listStatement = (sql: PgClient.PgClient, orgId: string) =>
   sql`
-    SELECT ${sql.literal(columns.split(", ").map((column) => `e.${column}`).join(", "))}, t.cooldown_until
-    FROM notification_endpoints e
-    LEFT JOIN delivery_targets t ON t.id = e.id AND t.cooldown_until > now()
+    SELECT ${sql.literal(healthColumns)} FROM notification_endpoints e LEFT JOIN delivery_targets t ON t.id = e.id
     WHERE e.org_id = ${orgId} ORDER BY e.seq
   `
 
@@ -251,9 +264,10 @@ export class NotificationEndpoints extends Context.Service<NotificationEndpoints
       })
 
       const find = Effect.fn("NotificationEndpoints.find")(function*(orgId: string, id: string) {
-        const row = yield* EndpointRows.one(sql`
-          SELECT ${sql.literal(columns)} FROM notification_endpoints WHERE id = ${id} AND org_id = ${orgId}
-        `)
+        const row = yield* EndpointRows.one(withHealth(
+          sql,
+          sql`SELECT ${sql.literal(columns)} FROM notification_endpoints WHERE id = ${id} AND org_id = ${orgId}`
+        ))
         if (row === undefined) return yield* new NotFound({ detail: "No such notification endpoint." })
         return row
       })
@@ -263,18 +277,21 @@ export class NotificationEndpoints extends Context.Service<NotificationEndpoints
         const headers = yield* checkCustomHeaders(change.headers)
         // Reactivating starts a new streak: a failing notice is due again when it fails again.
         const row = yield* sql.withTransaction(Effect.gen(function*() {
-          const row = yield* EndpointRows.one(sql`
+          yield* failingStreak.end(sql, id, activeEndpoint(sql, orgId, false))
+          const row = yield* EndpointRows.one(withHealth(
+            sql,
+            sql`
             UPDATE notification_endpoints
             SET events = ${selection === undefined ? sql`events` : sql`${sql.json(selection)}`},
                 action_classes = ${change.action_classes === undefined ? sql`action_classes` : sql`${filterColumn(change.action_classes)}::jsonb`},
                 ordering = ${change.ordering ?? sql`ordering`},
                 header_names = ${headers === undefined ? sql`header_names` : sql`${headerNames(headers)}::jsonb`},
                 rate_limit = ${change.rate_limit === undefined ? sql`rate_limit` : sql`${change.rate_limit}::int`},
-                active = true, deactivated_at = NULL, deactivated_reason = NULL,
-                failing_since = CASE WHEN active THEN failing_since END
+                active = true, deactivated_at = NULL, deactivated_reason = NULL
             WHERE id = ${id} AND org_id = ${orgId}
             RETURNING ${sql.literal(columns)}
-          `)
+          `
+          ))
           // The queue's side of the ordering, in the same transaction.
           if (row !== undefined && change.ordering !== undefined) {
             yield* queue.setStrict("webhook", orgId, id, change.ordering === "strict")

@@ -56,6 +56,7 @@ import m0830 from "./0830_reviewer_groups.ts"
 import m0840 from "./0840_policy_versions.ts"
 import m0850 from "./0850_reviewer_member_addresses.ts"
 import m0860 from "./0860_escalation_chains.ts"
+import m0870 from "./0870_endpoint_health.ts"
 
 /**
  * Every migration by its `id_name`, under the release of svc it first
@@ -111,7 +112,8 @@ export const migrationsByRelease = {
     "0830_reviewer_groups": m0830,
     "0840_policy_versions": m0840,
     "0850_reviewer_member_addresses": m0850,
-    "0860_escalation_chains": m0860
+    "0860_escalation_chains": m0860,
+    "0870_endpoint_health": m0870
   }
 }
 

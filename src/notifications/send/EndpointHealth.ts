@@ -54,7 +54,7 @@ export const makeEndpointHealth = ({ disableAfter, failingAfter, forget, queue, 
   const apply = ({ claimed: { orgId, targetId }, error, failures, signal }: SignalledTarget): Effect.Effect<void> => {
     switch (signal) {
       case "recovered":
-        return stopFailing(sql, orgId, targetId)
+        return stopFailing(sql, targetId)
       case "gone":
         return Effect.asVoid(deactivate(orgId, targetId, GONE))
       case "failing": {

@@ -13,9 +13,12 @@
  * Body: `{id, type, org_id, occurred_at, endpoint: {id, url_hint, reason,
  * active, ...}}` (`deactivated_at` for disabled, `failing_since` for
  * failing): `EndpointEvent` and its per-type schemas in src/api/Events.ts.
+ * The failing streak is kept with the rest of the endpoint's health, in its
+ * `delivery_targets` row; `active` in its `notification_endpoints` row.
  */
 import type { PgClient } from "@effect/sql-pg"
 import { Duration, Effect } from "effect"
+import { failingStreak } from "../../deliveries/Targets.ts"
 import { endpointEventInsert } from "../../outbox/Outbox.ts"
 
 /**
@@ -32,7 +35,8 @@ export const disableEndpoint = (
   // With `failingFor`: only when the endpoint has been failing that long.
   const failingLongEnough = options?.failingFor === undefined
     ? sql``
-    : sql`AND failing_since <= now() - make_interval(secs => ${Duration.toMillis(options.failingFor) / 1000})`
+    : sql`AND id IN (SELECT id FROM delivery_targets
+             WHERE id = ${endpointId} AND failing_since <= now() - make_interval(secs => ${Duration.toMillis(options.failingFor) / 1000}))`
   return sql`
     WITH changed AS (
       UPDATE notification_endpoints
@@ -50,18 +54,16 @@ export const disableEndpoint = (
  */
 export const startFailing = (sql: PgClient.PgClient, orgId: string, endpointId: string, reason: string) => {
   return sql`
-    WITH changed AS (
-      UPDATE notification_endpoints SET failing_since = now()
-      WHERE id = ${endpointId} AND org_id = ${orgId} AND active AND failing_since IS NULL
-      RETURNING id, org_id, url_hint, failing_since
-    )
+    WITH started AS (${failingStreak.start(sql, endpointId, activeEndpoint(sql, orgId, true))}),
+    changed AS (SELECT e.id, e.org_id, e.url_hint, s.failing_since FROM started s JOIN notification_endpoints e ON e.id = s.id)
     ${endpointEventInsert(sql, { type: "endpoint.failing", stamp: "failing_since", active: true, reason })}
   `.pipe(Effect.map((rows) => rows.length > 0), Effect.orDie)
 }
 
 /** Ends the endpoint's failing streak (it delivered again). */
-export const stopFailing = (sql: PgClient.PgClient, orgId: string, endpointId: string) =>
-  sql`
-    UPDATE notification_endpoints SET failing_since = NULL
-    WHERE id = ${endpointId} AND org_id = ${orgId} AND failing_since IS NOT NULL
-  `.pipe(Effect.asVoid, Effect.orDie)
+export const stopFailing = (sql: PgClient.PgClient, endpointId: string) =>
+  failingStreak.end(sql, endpointId).pipe(Effect.asVoid, Effect.orDie)
+
+/** Over a delivery target `t`: it is the organization's endpoint, and is (or is not) active. */
+export const activeEndpoint = (sql: PgClient.PgClient, orgId: string, active: boolean) =>
+  sql`EXISTS (SELECT 1 FROM notification_endpoints e WHERE e.id = t.id AND e.org_id = ${orgId} AND e.active = ${active})`

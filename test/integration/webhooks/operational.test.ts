@@ -5,11 +5,16 @@
  * sent to the organization's other endpoints that subscribed to them and
  * never to the endpoint they are about nor by default.
  */
-import { assert, describe, layer } from "@effect/vitest"
-import { Duration, Effect } from "effect"
-import { SqlClient } from "effect/sql"
+import { NodeServices } from "@effect/platform-node"
+import { PgMigrator } from "@effect/sql-pg"
+import { assert, describe, it, layer } from "@effect/vitest"
+import { Duration, Effect, Layer, Redacted } from "effect"
+import { Migrator, SqlClient } from "effect/sql"
 import { Webhook as StandardWebhook } from "standardwebhooks"
 import { constructEvent, type EndpointEvent } from "../../../packages/receiver/src/index.ts"
+import { Database } from "../../../src/database/Database.ts"
+import { Migrations } from "../../../src/database/Migrations.ts"
+import { migrationRecord } from "../../../src/database/migrations/index.ts"
 import { SvcTest } from "../../../src/testing.ts"
 import { eventually } from "../../support/http.ts"
 import { HttpsReceiver, type ReceivedRequest, Reply } from "../../support/HttpsReceiver.ts"
@@ -159,5 +164,52 @@ layer(
       const event = (yield* Effect.promise(() => constructEvent(notice.body, notice.headers["x-svc-signature"], admin.secret))) as EndpointEvent
       assert.strictEqual(event.endpoint.active, false)
       assert.match(event.endpoint.reason, /SVC_WEBHOOK_DISABLE_AFTER/)
+      // The streak is kept while it is disabled; a PATCH reactivates it and ends the streak (a new one, a new notice).
+      assert.isString(endpoint.failing_since)
+      const reactivated = yield* org.client.notifications.update({ params: { id: down.endpoint.id }, payload: {} })
+      assert.strictEqual(reactivated.active, true)
+      assert.isUndefined(reactivated.failing_since)
+      const active = yield* org.client.notifications.update({ params: { id: admin.endpoint.id }, payload: {} })
+      assert.isUndefined(active.failing_since)
     }).pipe(Effect.scoped))
+})
+
+const databases = [
+  ["embedded PGlite", () => Database.memory] as const,
+  ...(process.env.TEST_DATABASE_URL
+    ? [["PostgreSQL server", () => Database.scratch(Redacted.make(process.env.TEST_DATABASE_URL!))] as const]
+    : [])
+]
+
+describe("a failing streak stored on the endpoint before health moved to its delivery target", () => {
+  const before = Object.fromEntries(Object.entries(migrationRecord).filter(([key]) => key < "0870"))
+  for (const [name, database] of databases) {
+    it.live(`moves to the target's row, made when it had none; the endpoint's column is gone (${name})`, () =>
+      Effect.gen(function*() {
+        yield* PgMigrator.run({ loader: Migrator.fromRecord(before), table: "svc_migrations" }).pipe(Effect.provide(NodeServices.layer))
+        const sql = yield* SqlClient.SqlClient
+        const orgId = "00000000-0000-4000-8000-000000000870"
+        const [withTarget, without, healthy] = ["871", "872", "873"].map((n) => `00000000-0000-4000-8000-000000000${n}`)
+        yield* sql`INSERT INTO orgs (id, name) VALUES (${orgId}, 'health')`
+        yield* sql`
+          INSERT INTO notification_endpoints (id, org_id, url, url_hint, events, created_by, failing_since)
+          VALUES (${withTarget}, ${orgId}, 'u', 'h', '[]', 'k', '2026-01-01T00:00:00Z'),
+                 (${without}, ${orgId}, 'u', 'h', '[]', 'k', '2026-01-02T00:00:00Z'),
+                 (${healthy}, ${orgId}, 'u', 'h', '[]', 'k', NULL)
+        `
+        yield* sql`INSERT INTO delivery_targets (id, org_id, kind, consecutive_failures) VALUES (${withTarget}, ${orgId}, 'webhook', 4)`
+        yield* Migrations.run
+        const targets = yield* sql<{ id: string; failing_since: Date | string | null; consecutive_failures: number }>`
+          SELECT id, failing_since, consecutive_failures FROM delivery_targets ORDER BY id
+        `
+        assert.deepStrictEqual(targets.map((t) => [t.id, new Date(t.failing_since!).toISOString(), t.consecutive_failures]), [
+          [withTarget, "2026-01-01T00:00:00.000Z", 4],
+          [without, "2026-01-02T00:00:00.000Z", 0]
+        ])
+        const old = yield* sql`
+          SELECT 1 FROM information_schema.columns WHERE table_name = 'notification_endpoints' AND column_name = 'failing_since'
+        `
+        assert.deepStrictEqual(old, [])
+      }).pipe(Effect.provide(Layer.fresh(database()))), 60_000)
+  }
 })

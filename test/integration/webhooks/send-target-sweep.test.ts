@@ -49,7 +49,8 @@ layer(webhookService(), { excludeTestServices: true })("send-target sweep", (it)
         const { dropped, sweep } = yield* mirrorHolding(org, id)
         assert.isTrue(yield* sweep)
         assert.isTrue(yield* sweep)
-        yield* svc.sql`UPDATE notification_endpoints SET failing_since = now() WHERE id = ${id}`
+        yield* svc.sql`INSERT INTO delivery_targets (id, org_id, kind, failing_since) VALUES (${id}, ${org.orgId}, 'webhook', now())
+          ON CONFLICT (id) DO UPDATE SET failing_since = now()`
         assert.isTrue(yield* sweep)
         assert.deepStrictEqual(dropped, [])
       }))
