@@ -1,8 +1,8 @@
 /**
  * What the sender needs of one endpoint (URL, state, signing secrets, custom headers),
- * looked up through a cache shared by concurrent sends, and the mirror of
- * what the lookups found, readable without an effect: every send reads its
- * endpoint there first (`NotificationEndpoints.sendTarget`, and
+ * looked up once for all the sends that want it meanwhile, and the mirror
+ * of what the lookups found, readable without an effect: every send reads
+ * its endpoint there (`NotificationEndpoints.sendTarget`, and
  * `sendTargetNow` for the webhook sends that run without a fiber of their
  * own, `DirectSend.ts`). An entry is trusted for `SEND_TARGET_TTL_MS` from
  * the lookup that found it, or from the last sweep that found its endpoint
@@ -16,7 +16,7 @@
  * "What was cut").
  */
 import { PgClient } from "@effect/sql-pg"
-import { Cache, Clock, Duration, Effect, Redacted, Schema } from "effect"
+import { Clock, Deferred, Effect, Redacted, Schema } from "effect"
 import { JsonColumn, rowsOf } from "../../platform/Rows.ts"
 import { endpointUrlOwner, readReceiverUrl } from "../../secrets/ReceiverUrls.ts"
 import { type SecretOwner, SecretStore } from "../../secrets/SecretStore.ts"
@@ -51,7 +51,7 @@ const TargetRows = rowsOf("notification_endpoints", Schema.Struct({
   stamp: Schema.String
 }))
 
-/** Entries kept; past this the mirror starts afresh (the cache holds as many). */
+/** Entries kept; past this the mirror starts afresh. */
 const KEPT = 10_000
 /**
  * An entry nobody read for this long is dropped by the next sweep rather
@@ -75,6 +75,8 @@ interface Entry {
 /** One lookup in flight: made stale by a change to its endpoint after it began. */
 export interface Lookup {
   stale: boolean
+  /** What it found, for the sends that joined it. */
+  readonly answer: Deferred.Deferred<SendTarget | undefined>
 }
 
 export const makeSendTargetMirror = (clock: Clock.Clock, ttlMs: number) => {
@@ -92,7 +94,7 @@ export const makeSendTargetMirror = (clock: Clock.Clock, ttlMs: number) => {
   return {
     /** A lookup of `key` begins; give the answer to `found` and call `ended` however it ends. */
     began: (key: string): Lookup => {
-      const lookup: Lookup = { stale: false }
+      const lookup: Lookup = { stale: false, answer: Deferred.makeUnsafe() }
       let lookups = inFlight.get(key)
       if (lookups === undefined) {
         lookups = new Set()
@@ -113,6 +115,8 @@ export const makeSendTargetMirror = (clock: Clock.Clock, ttlMs: number) => {
       if (lookups === undefined || !lookups.delete(lookup)) return
       if (lookups.size === 0) inFlight.delete(key)
     },
+    /** A lookup of `key` in flight that no change made stale, for a send to join rather than start another. */
+    running: (key: string): Lookup | undefined => inFlight.get(key)?.values().next().value,
     /** The endpoint changed through this process: its entry goes, and so does what lookups in flight would leave. */
     changed,
     /** What a lookup found, trusted for `ttlMs` from the lookup or the last sweep that confirmed it; else `undefined`. */
@@ -164,51 +168,45 @@ export const makeSendTargets = Effect.fnUntraced(function*(
   signingSecrets: (orgId: string, id: string) => Effect.Effect<ReadonlyArray<string>>
 ) {
   const mirror = makeSendTargetMirror(yield* Clock.Clock, SEND_TARGET_TTL_MS)
-  // Concurrent sends to one endpoint share one lookup (no stampede when the entry expires).
-  const targetCache = yield* Cache.make<string, SendTarget | undefined>({
-    capacity: 10_000,
-    timeToLive: Duration.millis(SEND_TARGET_TTL_MS),
-    lookup: (key: string) =>
-      Effect.acquireUseRelease(
-        Effect.sync(() => mirror.began(key)),
-        (lookup) =>
-          Effect.gen(function*() {
-            const [orgId, id] = key.split(":") as [string, string]
-            const row = yield* TargetRows.one(sql`
-              SELECT url, active, deactivated_reason, header_names, ${sql.literal(STAMP)} AS stamp
-              FROM notification_endpoints e WHERE id = ${id} AND org_id = ${orgId}
-            `)
-            if (row === undefined) return undefined
-            const target: SendTarget = {
-              url: yield* readReceiverUrl(endpointUrlOwner(orgId, id), row.url).pipe(Effect.provideService(SecretStore, secrets)),
-              active: row.active,
-              deactivatedReason: row.deactivated_reason,
-              secrets: yield* signingSecrets(orgId, id),
-              // Read only when it has some: most endpoints pay no lookup for them.
-              headers: row.header_names.length === 0
-                ? []
-                : (yield* secrets.list(endpointHeaderOwner(orgId, id))).map((h) => [h.name.toLowerCase(), Redacted.value(h.value)] as const)
-            }
-            mirror.found(key, lookup, target, row.stamp)
-            return target
-          }),
-        (lookup) => Effect.sync(() => mirror.ended(key, lookup))
-      )
+  const read = Effect.fnUntraced(function*(key: string, lookup: Lookup) {
+    const [orgId, id] = key.split(":") as [string, string]
+    const row = yield* TargetRows.one(sql`
+      SELECT url, active, deactivated_reason, header_names, ${sql.literal(STAMP)} AS stamp
+      FROM notification_endpoints e WHERE id = ${id} AND org_id = ${orgId}
+    `)
+    if (row === undefined) return undefined
+    const target: SendTarget = {
+      url: yield* readReceiverUrl(endpointUrlOwner(orgId, id), row.url).pipe(Effect.provideService(SecretStore, secrets)),
+      active: row.active,
+      deactivatedReason: row.deactivated_reason,
+      secrets: yield* signingSecrets(orgId, id),
+      // Read only when it has some: most endpoints pay no lookup for them.
+      headers: row.header_names.length === 0
+        ? []
+        : (yield* secrets.list(endpointHeaderOwner(orgId, id))).map((h) => [h.name.toLowerCase(), Redacted.value(h.value)] as const)
+    }
+    mirror.found(key, lookup, target, row.stamp)
+    return target
   })
-  yield* keepSweeping(sql, mirror, (key) => Cache.invalidate(targetCache, key), SEND_TARGET_TTL_MS / 2)
+  // Concurrent sends to one endpoint share one lookup (no stampede when its entry lapses).
+  const lookUp = (key: string): Effect.Effect<SendTarget | undefined> =>
+    Effect.suspend(() => {
+      const running = mirror.running(key)
+      if (running !== undefined) return Deferred.await(running.answer)
+      const lookup = mirror.began(key)
+      return read(key, lookup).pipe(Effect.onExit((exit) =>
+        Effect.andThen(Deferred.done(lookup.answer, exit), Effect.sync(() => mirror.ended(key, lookup)))
+      ))
+    })
+  yield* keepSweeping(sql, mirror, SEND_TARGET_TTL_MS / 2)
   return {
     sendTarget: (orgId: string, id: string) => {
       const key = `${orgId}:${id}`
       const known = mirror.now(key)
-      return known !== undefined ? Effect.succeed(known) : Cache.get(targetCache, key)
+      return known !== undefined ? Effect.succeed(known) : lookUp(key)
     },
     sendTargetNow: (orgId: string, id: string) => mirror.now(`${orgId}:${id}`),
     /** A change made through this process drops the endpoint's entry at once. */
-    forget: (orgId: string, id: string) =>
-      Effect.suspend(() => {
-        const key = `${orgId}:${id}`
-        mirror.changed(key)
-        return Cache.invalidate(targetCache, key)
-      })
+    forget: (orgId: string, id: string) => Effect.sync(() => mirror.changed(`${orgId}:${id}`))
   }
 })

@@ -59,13 +59,10 @@ export interface Sweepable {
   readonly confirm: (key: string, stamp: string | undefined, startedAt: number) => boolean
 }
 
-/** One sweep of `mirror`; `dropped` is told each key whose entry went (for the lookup cache behind it). */
-export const sweepOnce = (
-  sql: PgClient.PgClient,
-  mirror: Sweepable,
-  dropped: (key: string) => Effect.Effect<void>
-) =>
+/** One sweep of `mirror`: answers the keys whose entries went. */
+export const sweepOnce = (sql: PgClient.PgClient, mirror: Sweepable) =>
   Effect.gen(function*() {
+    const dropped: Array<string> = []
     const entries = mirror.toCheck()
     for (let i = 0; i < entries.length; i += CHUNK) {
       const chunk = entries.slice(i, i + CHUNK)
@@ -78,23 +75,19 @@ export const sweepOnce = (
       `)
       const current = new Map(rows.map((row) => [row.key, row.stamp]))
       for (const [key] of chunk) {
-        if (!mirror.confirm(key, current.get(key), startedAt)) yield* dropped(key)
+        if (!mirror.confirm(key, current.get(key), startedAt)) dropped.push(key)
       }
     }
+    return dropped
   })
 
 /** Sweeps `mirror` every `everyMs` while the scope lasts; a failed sweep is logged and the next one tries again. */
-export const keepSweeping = (
-  sql: PgClient.PgClient,
-  mirror: Sweepable,
-  dropped: (key: string) => Effect.Effect<void>,
-  everyMs: number
-) =>
+export const keepSweeping = (sql: PgClient.PgClient, mirror: Sweepable, everyMs: number) =>
   Effect.forkScoped(
     Effect.forever(
       Effect.andThen(
         Effect.sleep(everyMs),
-        sweepOnce(sql, mirror, dropped).pipe(
+        sweepOnce(sql, mirror).pipe(
           Effect.catchCause((cause) =>
             Cause.hasInterruptsOnly(cause)
               ? Effect.failCause(cause)

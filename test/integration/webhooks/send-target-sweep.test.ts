@@ -30,7 +30,7 @@ const mirrorHolding = (org: TestOrg, endpointId: string) =>
     /** One sweep, the entry read just before it (as a send would): whether the entry is still held after it. */
     const sweep = Effect.gen(function*() {
       mirror.now(key)
-      yield* sweepOnce(sql, mirror, (gone) => Effect.sync(() => dropped.push(gone)))
+      dropped.push(...(yield* sweepOnce(sql, mirror)))
       return mirror.now(key) !== undefined
     })
     return { sweep, dropped, key }

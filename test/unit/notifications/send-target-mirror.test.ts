@@ -1,8 +1,8 @@
 /**
  * The send-target mirror (`sendTargetNow`): what a lookup found, as fresh
  * as the cache's entries unless a sweep confirms it; a change through this
- * process wins over a lookup that began before it; nothing is kept for an
- * endpoint once its lookups end.
+ * process wins over a lookup that began before it; concurrent sends join
+ * one lookup; nothing is kept for an endpoint once its lookups end.
  */
 import { assert, describe, it } from "@effect/vitest"
 import type { Clock } from "effect"
@@ -49,6 +49,22 @@ describe("send-target mirror", () => {
     assert.strictEqual(mirror.now("o:e")?.url, "https://new.example/")
     mirror.changed("o:e")
     assert.isUndefined(mirror.now("o:e"))
+  })
+
+  it("a lookup in flight is there to join until it ends, or until a change makes it stale", () => {
+    const mirror = makeSendTargetMirror(testClock().clock, 1_000)
+    assert.isUndefined(mirror.running("o:e"))
+    const first = mirror.began("o:e")
+    assert.strictEqual(mirror.running("o:e"), first)
+    mirror.ended("o:e", first)
+    assert.isUndefined(mirror.running("o:e"))
+    const before = mirror.began("o:e")
+    mirror.changed("o:e")
+    assert.isUndefined(mirror.running("o:e"))
+    const after = mirror.began("o:e")
+    assert.strictEqual(mirror.running("o:e"), after)
+    mirror.ended("o:e", before)
+    assert.strictEqual(mirror.running("o:e"), after)
   })
 
   it("keeps nothing for an endpoint once its lookups have ended, whatever changed meanwhile", () => {
