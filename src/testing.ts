@@ -91,7 +91,7 @@ export class SvcTest extends Context.Service<SvcTest, {
   static readonly writeSnapshot = (path: string): Effect.Effect<void, unknown> =>
     Effect.gen(function*() {
       const info = yield* DatabaseInfo
-      yield* info.embedded!.request({ op: "snapshot", path })
+      yield* info.embedded!.request({ op: "snapshot", path, forCopies: true })
     }).pipe(
       Effect.provide(Migrations.layer.pipe(Layer.provideMerge(Layer.fresh(Database.memory)))),
       Effect.scoped

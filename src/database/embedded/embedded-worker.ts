@@ -19,6 +19,7 @@ import { PGlite, types } from "@electric-sql/pglite"
 import { readFile, writeFile } from "node:fs/promises"
 import { parentPort, workerData } from "node:worker_threads"
 import { compiledPglite } from "./CompiledOnce.ts"
+import { trimForCopies } from "./CopySnapshot.ts"
 import { dumpData } from "./EmbeddedDump.ts"
 import { PreparedStatements } from "./EmbeddedPrepared.ts"
 import { runStatement } from "./EmbeddedProtocol.ts"
@@ -46,8 +47,12 @@ export type Op =
   }
   | { readonly op: "exec"; readonly sql: string }
   | { readonly op: "dump" }
-  /** A consistent copy of the data folder, as PGlite's `dumpDataDir` makes it (an uncompressed tar): answered, or with `path` written there (tests start fresh databases from it). */
-  | { readonly op: "snapshot"; readonly path?: string | undefined }
+  /**
+   * A consistent copy of the data folder, as PGlite's `dumpDataDir` makes it
+   * (an uncompressed tar): answered, or with `path` written there (tests start
+   * fresh databases from it; `forCopies`: trimmed for them, `CopySnapshot.ts`).
+   */
+  | { readonly op: "snapshot"; readonly path?: string | undefined; readonly forCopies?: boolean | undefined }
   | { readonly op: "stop" }
 
 export type Request = Op & { readonly id: number }
@@ -133,6 +138,7 @@ try {
         return { id: request.id, dump: await dumpData(db) }
       }
       case "snapshot": {
+        if (request.forCopies === true) await trimForCopies(db)
         const tar = await db.dumpDataDir("none")
         if (request.path === undefined) return { id: request.id, snapshot: await tar.arrayBuffer() }
         await writeFile(request.path, new Uint8Array(await tar.arrayBuffer()))

@@ -2,11 +2,16 @@ import { PgMigrator } from "@effect/sql-pg"
 import { NodeServices } from "@effect/platform-node"
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Layer, Redacted } from "effect"
+import { execFileSync } from "node:child_process"
+import * as fs from "node:fs"
+import * as os from "node:os"
+import * as path from "node:path"
 import { Migrator, SqlClient } from "effect/sql"
 import { VERSION } from "../../../src/api/Version.ts"
 import { Database } from "../../../src/database/Database.ts"
 import { Migrations } from "../../../src/database/Migrations.ts"
 import { migrationRecord, migrationsByRelease, releaseOf } from "../../../src/database/migrations/index.ts"
+import { SvcTest } from "../../../src/testing.ts"
 
 const databases = [
   ["embedded PGlite", () => Database.memory] as const,
@@ -101,4 +106,27 @@ describe("the database records the release of svc each migration belongs to; a b
       assert.strictEqual(results.filter((applied) => applied.length > 0).length, 1)
       assert.deepStrictEqual((yield* recorded).map((row) => [row.key, row.svc_version]), [...releaseOf])
     }).pipe(Effect.provide(Layer.fresh(Database.scratch(Redacted.make(process.env.TEST_DATABASE_URL!))))), 60_000)
+})
+
+describe("the test kit's snapshot (SvcTest.writeSnapshot)", () => {
+  it.live("holds the migrated database without the template databases nor the WAL's unwritten end; a copy opens with every migration", () =>
+    Effect.gen(function*() {
+      const dir = fs.mkdtempSync(path.join(os.tmpdir(), "svc-snapshot-"))
+      yield* Effect.addFinalizer(() => Effect.sync(() => fs.rmSync(dir, { recursive: true, force: true })))
+      const file = path.join(dir, "migrated.tar")
+      yield* SvcTest.writeSnapshot(file)
+      // `tar -tv`: mode, owner, size, date, time, name.
+      const entries = execFileSync("tar", ["-tvf", file], { encoding: "utf8", stdio: ["ignore", "pipe", "ignore"] }).trim().split("\n")
+        .map((line) => line.trim().split(/\s+/)).map((fields) => ({ size: Number(fields[2]), name: fields.slice(5).join(" ").replace(/^\/?/, "") }))
+      const databases = new Set(entries.flatMap((entry) => /^base\/(\d+)\//.exec(entry.name)?.[1] ?? []))
+      assert.strictEqual(databases.size, 1, `one database's files, not ${[...databases].join(", ")}`)
+      const segments = entries.filter((entry) => /^pg_wal\/[0-9A-F]{24}$/.test(entry.name))
+      assert.isAbove(segments.length, 0)
+      for (const segment of segments) assert.isBelow(segment.size, 16 * 1024 * 1024)
+      const applied = yield* Effect.gen(function*() {
+        const sql = yield* SqlClient.SqlClient
+        return yield* sql<{ n: number }>`SELECT count(*)::int AS n FROM svc_migrations`
+      }).pipe(Effect.provide(Layer.fresh(Database.memoryFrom(file))))
+      assert.strictEqual(applied[0]!.n, Object.keys(migrationRecord).length)
+    }).pipe(Effect.scoped), 120_000)
 })
