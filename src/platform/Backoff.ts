@@ -2,8 +2,8 @@
  * The two rules every retry in svc is built from: a delay that doubles per
  * attempt up to a cap, and a jitter that spreads retries of many senders
  * apart. Webhooks take their delays from `SVC_WEBHOOK_RETRY_SCHEDULE`
- * (jittered ±10 %), telemetry export doubles from 1 s (±20 %), listeners
- * and the outcome recorder double without jitter.
+ * (jittered ±10 %), telemetry export from `SVC_TELEMETRY_RETRY_SCHEDULE`
+ * (±20 %); listeners and the outcome recorder double without jitter.
  */
 
 /** `firstMs` · 2^(attempt − 1), at most `capMs` (attempt 1 waits `firstMs`). */

@@ -64,6 +64,9 @@ export interface SvcConfigShape {
   readonly telemetryQueueBatches: number
   /** A telemetry flush round runs at least this often (sooner when a batch is full). */
   readonly telemetryFlushInterval: Duration.Duration
+  /** Delays before each retry of a telemetry batch (one attempt more than delays); the deadline of one export request. */
+  readonly telemetryRetrySchedule: ReadonlyArray<Duration.Duration>
+  readonly telemetryExportTimeout: Duration.Duration
   readonly smtpUrl: Option.Option<Redacted.Redacted<string>>
   /** How long the link of a reviewer address's confirmation mail works. */
   readonly reviewerConfirmationTtl: Duration.Duration
@@ -311,6 +314,8 @@ export const svcConfig: Config.Config<SvcConfigShape> = Config.all({
   telemetryBufferSpans: intAtLeast("SVC_TELEMETRY_BUFFER_SPANS", 4096, 1),
   telemetryQueueBatches: intAtLeast("SVC_TELEMETRY_QUEUE_BATCHES", 20, 1),
   telemetryFlushInterval: duration("SVC_TELEMETRY_FLUSH_INTERVAL", "2s", Duration.millis(100)),
+  telemetryRetrySchedule: durationList("SVC_TELEMETRY_RETRY_SCHEDULE", "1s,2s,4s,8s"),
+  telemetryExportTimeout: duration("SVC_TELEMETRY_EXPORT_TIMEOUT", "10s", Duration.millis(100)),
   smtpUrl: Config.option(Config.Redacted("SVC_SMTP_URL")),
   reviewerConfirmationTtl: duration("SVC_REVIEWER_CONFIRMATION_TTL", "24h", Duration.minutes(1)),
   reviewerConfirmationsPerHour: intAtLeast("SVC_REVIEWER_CONFIRMATIONS_PER_HOUR", 5, 1, 100),

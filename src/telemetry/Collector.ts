@@ -19,8 +19,6 @@ import { readExportAnswer } from "../otlp/Encoding.ts"
 import { protobufFromJsonBody } from "../otlp/Protobuf.ts"
 import type { SpanBatch } from "./Buffers.ts"
 
-/** Deadline of one export request. */
-export const EXPORT_TIMEOUT = Duration.seconds(10)
 /** Longest `Retry-After` we honour; a longer one waits this long. */
 export const MAX_RETRY_AFTER = Duration.minutes(5)
 
@@ -176,7 +174,9 @@ export const requestBody = (
 export const exportBody = Effect.fn("Collector.exportBody")(function*(
   target: CollectorTarget,
   body: StoredBody,
-  spanCount: number
+  spanCount: number,
+  /** `SVC_TELEMETRY_EXPORT_TIMEOUT` */
+  timeout: Duration.Duration
 ) {
   const http = yield* OutboundHttp
   const request = yield* requestBody(target, body)
@@ -192,7 +192,7 @@ export const exportBody = Effect.fn("Collector.exportBody")(function*(
     method: "POST",
     headers,
     body: request.bytes,
-    timeout: EXPORT_TIMEOUT,
+    timeout,
     maxResponseBytes: 16 * 1024,
     orgId: target.orgId
   }).pipe(

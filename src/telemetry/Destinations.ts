@@ -194,7 +194,7 @@ export class TelemetryDestinations extends Context.Service<TelemetryDestinations
         const target = yield* targetOf(row)
         const span = testSpan(orgId, id, BigInt(yield* Clock.currentTimeMillis) * 1_000_000n)
         const body = compress(encodeRequest([span], serviceResource()))
-        const { result } = yield* exportBody(target, body, 1).pipe(Effect.provideService(OutboundHttp, outbound))
+        const { result } = yield* exportBody(target, body, 1, config.telemetryExportTimeout).pipe(Effect.provideService(OutboundHttp, outbound))
         switch (result._tag) {
           case "Accepted":
             yield* repo.recordSuccess(id, null)

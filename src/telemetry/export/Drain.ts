@@ -1,8 +1,8 @@
 /**
  * The durable drain: the shared delivery worker claims queued batches (any
  * process may) and exports them, retrying 429/502/503/504 and network
- * failures with backoff and `Retry-After`, at most `MAX_ATTEMPTS` times per
- * round (`Retries.ts`).
+ * failures with `SVC_TELEMETRY_RETRY_SCHEDULE`'s delays and `Retry-After`,
+ * one attempt more per round than the schedule has delays (`Retries.ts`).
  *
  * Per-batch database work kept small: the collector (URL and opened
  * headers) is cached (`Targets`), and a run of successes updates
@@ -16,11 +16,12 @@ import { Duration, Effect, Option, Redacted } from "effect"
 import { type Claimed, Outcome } from "../../deliveries/DeliveryQueue.ts"
 import { runWorker, type Settlement } from "../../deliveries/worker/DeliveryWorker.ts"
 import { Metrics } from "../../observability/Metrics.ts"
+import { SvcConfig } from "../../platform/Config.ts"
 import { SecretBox } from "../../platform/Crypto.ts"
 import { exportBody } from "../Collector.ts"
 import { batchContext } from "../Destinations.ts"
 import type { LastOutcome } from "./LastOutcome.ts"
-import { attemptInRound, MAX_ATTEMPTS, retryDelay } from "./Retries.ts"
+import { attemptInRound, retryDelay } from "./Retries.ts"
 import type { Targets } from "./Targets.ts"
 
 const settle = (outcome: Outcome, attempt: Settlement["attempt"]): Settlement => ({ outcome, attempt })
@@ -30,6 +31,7 @@ export const runDrain = (deps: { readonly targets: Targets; readonly lastOutcome
     const { lastOutcome, targets } = deps
     const box = yield* SecretBox
     const metrics = yield* Metrics
+    const { telemetryExportTimeout, telemetryRetrySchedule: schedule } = yield* SvcConfig
 
     const handle = (delivery: Claimed) =>
       Effect.gen(function*() {
@@ -50,7 +52,8 @@ export const runDrain = (deps: { readonly targets: Targets; readonly lastOutcome
         const { result, durationMs } = yield* exportBody(
           target.value,
           { gzipped: new Uint8Array(bytes), bytes: size },
-          spanCount
+          spanCount,
+          telemetryExportTimeout
         )
         // No response snippet is kept: a collector's body may echo what it was sent.
         const attempt = {
@@ -71,10 +74,10 @@ export const runDrain = (deps: { readonly targets: Targets; readonly lastOutcome
           case "Retryable": {
             yield* lastOutcome.recordError(delivery.targetId, result.error)
             const round = attemptInRound(delivery)
-            if (round >= MAX_ATTEMPTS) {
-              return settle(fail(`${result.error} (gave up after ${MAX_ATTEMPTS} attempts)`), attempt)
+            if (round > schedule.length) {
+              return settle(fail(`${result.error} (gave up after ${schedule.length + 1} attempts)`), attempt)
             }
-            return settle(Outcome.retry(retryDelay(round, result), result.error), attempt)
+            return settle(Outcome.retry(retryDelay(schedule, round, result), result.error), attempt)
           }
         }
       })

@@ -17,6 +17,7 @@
 import { Clock, Duration, Effect, FiberSet } from "effect"
 import { DeliveryQueue } from "../../deliveries/DeliveryQueue.ts"
 import { Metrics } from "../../observability/Metrics.ts"
+import { SvcConfig } from "../../platform/Config.ts"
 import type { OutboundHttp } from "../../outbound/OutboundHttp.ts"
 import { SpanBuffers } from "../Buffers.ts"
 import { type CollectorTarget, exportBody, type StoredBody } from "../Collector.ts"
@@ -55,6 +56,7 @@ export const makeMemorySender = (deps: {
     const repo = yield* DestinationsRepo
     const queue = yield* DeliveryQueue
     const metrics = yield* Metrics
+    const { telemetryExportTimeout, telemetryRetrySchedule: schedule } = yield* SvcConfig
     const sends = yield* FiberSet.make<void>()
     const inFlight = new Map<string, number>()
     let closing = false
@@ -63,7 +65,7 @@ export const makeMemorySender = (deps: {
       Effect.suspend(() => {
         let deferred = false
         return Effect.gen(function*() {
-          const { result, durationMs } = yield* exportBody(target, body, spanCount)
+          const { result, durationMs } = yield* exportBody(target, body, spanCount, telemetryExportTimeout)
           const meta = { span_count: spanCount, bytes: body.bytes, round_start: 0 }
           /** A failed batch's record, kept sealed for its retry or a replay (nothing when the destination is gone). */
           const record = (input: {
@@ -118,7 +120,7 @@ export const makeMemorySender = (deps: {
                 status: "retrying",
                 payload: ready.seal(destinationId, body),
                 error: result.error,
-                retryAfter: retryDelay(1, result)
+                retryAfter: retryDelay(schedule, 1, result)
               })
               yield* repo.recordError(destinationId, result.error)
               metrics.deliveryAttempt("telemetry", "Retry", durationMs)

@@ -1,18 +1,17 @@
 /**
- * How often, and how long apart, a telemetry batch is tried: at most
- * `MAX_ATTEMPTS` attempts per round (a first attempt from memory counts; a
- * replay starts a new round), spaced by a doubling backoff or the
- * collector's `Retry-After`, whichever is longer.
+ * How often, and how long apart, a telemetry batch is tried: one attempt
+ * more per round than `SVC_TELEMETRY_RETRY_SCHEDULE` has delays (a first
+ * attempt from memory counts; a replay starts a new round), spaced by the
+ * schedule's delays (±20 %) or the collector's `Retry-After`, whichever is
+ * longer.
  */
 import { Duration } from "effect"
 import type { Claimed } from "../../deliveries/DeliveryQueue.ts"
-import { doubling, jittered } from "../../platform/Backoff.ts"
+import { jittered } from "../../platform/Backoff.ts"
 import type { ExportResult } from "../Collector.ts"
 
-/** Attempts per round (a replay starts a new round). */
+/** Attempts per round of the default schedule: the rounds of rows written before rounds were recorded. */
 export const MAX_ATTEMPTS = 5
-const BACKOFF_BASE_MS = 1000
-const BACKOFF_CAP_MS = 30_000
 
 /**
  * Which attempt of its round a claimed batch is on. A round begins at
@@ -26,14 +25,19 @@ export const attemptInRound = (delivery: Pick<Claimed, "attempts" | "replays" | 
   return delivery.attempts - (Number.isFinite(start) ? start : MAX_ATTEMPTS * delivery.replays)
 }
 
-/** Delay before retry `n` (1 = after the first attempt): 1 s, 2 s, 4 s... at most 30 s, ±20 % jitter. */
-export const backoff = (n: number, random: number = Math.random()): Duration.Duration => {
-  return Duration.millis(jittered(doubling(n, BACKOFF_BASE_MS, BACKOFF_CAP_MS), 0.2, random))
+/** Delay before retry `n` (1 = after the first attempt): the schedule's `n`th (its last past its end), ±20 % jitter. */
+export const backoff = (schedule: ReadonlyArray<Duration.Duration>, n: number, random: number = Math.random()): Duration.Duration => {
+  const delay = schedule[Math.min(n, schedule.length) - 1]
+  return Duration.millis(delay === undefined ? 0 : jittered(Duration.toMillis(delay), 0.2, random))
 }
 
 /** Delay before the next attempt after a retryable answer to attempt `round`. */
-export const retryDelay = (round: number, result: Extract<ExportResult, { _tag: "Retryable" }>): Duration.Duration =>
+export const retryDelay = (
+  schedule: ReadonlyArray<Duration.Duration>,
+  round: number,
+  result: Extract<ExportResult, { _tag: "Retryable" }>
+): Duration.Duration =>
   Duration.millis(Math.max(
-    Duration.toMillis(backoff(round)),
+    Duration.toMillis(backoff(schedule, round)),
     result.retryAfter === undefined ? 0 : Duration.toMillis(result.retryAfter)
   ))

@@ -11,9 +11,22 @@ import { canonical, decodeOtlp, type DecodedSpan, ExportTraceServiceResponse, pr
 import { loopbackTargets, TestTls } from "../../support/tls.ts"
 import { waitForDeliveries } from "../../support/telemetry.ts"
 
-/** Flush rounds every 200 ms instead of 2 s: a test waits for its spans a tenth as long. */
+/**
+ * Flush rounds every 200 ms instead of 2 s, three retries after 100 to
+ * 400 ms instead of four after 1 to 8 s, an export request ended after 1 s
+ * instead of 10: a test waits for its spans, retries and hanging collectors
+ * a tenth as long.
+ */
+const RETRY_SCHEDULE = [100, 200, 400].map(Duration.millis)
 const Svc = Layer.unwrap(Effect.map(TestTls.shared, (tls) =>
-  SvcTest.layer({ config: { ...loopbackTargets(tls), telemetryFlushInterval: Duration.millis(200) } })
+  SvcTest.layer({
+    config: {
+      ...loopbackTargets(tls),
+      telemetryFlushInterval: Duration.millis(200),
+      telemetryRetrySchedule: RETRY_SCHEDULE,
+      telemetryExportTimeout: Duration.seconds(1)
+    }
+  })
 ))
 /**
  * A period of 10 s (the default is 2 s) for the bursts: a burst fills
@@ -405,15 +418,15 @@ layer(Svc, { excludeTestServices: true })("telemetry export", (it) => {
         assert.isAtLeast(second!.receivedAt - first!.completedAt, 1900)
       }).pipe(Effect.scoped))
 
-    it.effect("retries are bounded: a collector that keeps answering 503 fails the batch after 5 attempts", () =>
+    it.effect("retries are bounded: a collector that keeps answering 503 fails the batch after one attempt more than SVC_TELEMETRY_RETRY_SCHEDULE has delays", () =>
       Effect.gen(function*() {
         const { org, collector, id } = yield* withCollector(() => Reply.status(503))
         yield* traffic(org)
         const { deliveries } = yield* waitForDeliveries(org, id, (list) => list.some((d) => d.status === "failed"))
         const failed = deliveries.find((d) => d.status === "failed")!
-        assert.strictEqual(failed.attempts, 5)
+        assert.strictEqual(failed.attempts, RETRY_SCHEDULE.length + 1)
         assert.include(failed.last_error ?? "", "503")
-        assert.isAtLeast(collector.requests().length, 5)
+        assert.isAtLeast(collector.requests().length, RETRY_SCHEDULE.length + 1)
       }).pipe(Effect.scoped), { timeout: 60_000 })
   })
 
@@ -453,12 +466,14 @@ layer(Svc, { excludeTestServices: true })("telemetry export", (it) => {
         assert.isAbove(now.pending_spans, 0)
       }).pipe(Effect.scoped))
 
-    it.effect("a hanging collector leaves the batch pending", () =>
+    it.effect("a hanging collector: the attempt ends at SVC_TELEMETRY_EXPORT_TIMEOUT and the batch stays pending, to be retried", () =>
       Effect.gen(function*() {
         const { org, id } = yield* withCollector(() => Reply.hang())
         yield* traffic(org)
-        const { deliveries } = yield* waitForDeliveries(org, id, (list) => list.length > 0)
-        assert.strictEqual(deliveries[0]!.status, "pending")
+        const { deliveries } = yield* waitForDeliveries(org, id, (list) => list.some((d) => d.last_error !== null))
+        const timedOut = deliveries.find((d) => d.last_error !== null)!
+        assert.strictEqual(timedOut.status, "pending")
+        assert.include(timedOut.last_error, "within 1000 ms")
         const now = yield* destination(org)
         assert.isAbove(now.pending_spans, 0)
       }).pipe(Effect.scoped))
