@@ -1,5 +1,5 @@
 import { assert, describe, layer } from "@effect/vitest"
-import { Effect, Layer } from "effect"
+import { Duration, Effect, Layer } from "effect"
 import { SvcTest } from "../../../src/testing.ts"
 import { HttpsReceiver, Reply } from "../../support/HttpsReceiver.ts"
 import { raw } from "../../support/http.ts"
@@ -9,10 +9,15 @@ import { loopbackTargets, TestTls } from "../../support/tls.ts"
 const BUFFER = 100
 const QUEUE = 2
 
-/** Small buffers and queue so a hanging collector fills them quickly. */
+/** Small buffers and queue, and an export request ended after 1 s (not 10), so a hanging collector fills them quickly. */
 const Svc = Layer.unwrap(Effect.map(TestTls.shared, (tls) =>
   SvcTest.layer({
-    config: { ...loopbackTargets(tls), telemetryBufferSpans: BUFFER, telemetryQueueBatches: QUEUE }
+    config: {
+      ...loopbackTargets(tls),
+      telemetryBufferSpans: BUFFER,
+      telemetryQueueBatches: QUEUE,
+      telemetryExportTimeout: Duration.seconds(1)
+    }
   })))
 
 layer(Svc, { excludeTestServices: true })("telemetry under a collector that hangs", (it) => {
