@@ -26,14 +26,18 @@ export const URL_SECRET = "url"
 /** A URL moved into the store leaves this in its resource's `url` column. */
 export const SEALED_URL_COLUMN = ""
 
-/** The receiver URL of `owner`: from the store, or the clear `column` of a row not moved yet. */
+/**
+ * The receiver URL of `owner`: from the store, or the clear `column` of a row
+ * not moved yet. `undefined` when the store has none: the receiver was
+ * deleted since its row was read (the delete removes both in one
+ * transaction), and the caller answers as if the row were gone.
+ */
 export const readReceiverUrl = (owner: SecretOwner, column: string) =>
   Effect.gen(function*() {
     if (column !== SEALED_URL_COLUMN) return column
     const secrets = yield* SecretStore
     const [stored] = yield* secrets.list(owner)
-    if (stored === undefined) return yield* Effect.die(new Error(`receiver URL of ${owner.kind} ${owner.id} is missing from the secret store`))
-    return Redacted.value(stored.value)
+    return stored === undefined ? undefined : Redacted.value(stored.value)
   })
 
 const hintOf = (url: string): string => {

@@ -5,7 +5,7 @@
  * kind `telemetry`; `Export.ts` fills and drains it.
  */
 import { PgClient } from "@effect/sql-pg"
-import { Clock, Context, Effect, Layer, Option, Redacted } from "effect"
+import { Array as Arr, Clock, Context, Effect, Layer, Option, Redacted } from "effect"
 import { InvalidUrl, type NotReplayable, type QueueFull } from "../api/Deliveries.ts"
 import { replayProblem } from "../api/ReplayProblem.ts"
 import { headersRefused, type InvalidHeaders, NotFound } from "../api/Errors.ts"
@@ -127,17 +127,22 @@ export class TelemetryDestinations extends Context.Service<TelemetryDestinations
           onSome: Effect.succeed
         }))
 
+      /** The collector of `row`; none when the destination was deleted since `row` was read (its URL is gone). */
       const targetOf = (row: DestinationRow) =>
         Effect.gen(function*() {
+          const url = yield* readReceiverUrl(destinationUrlOwner(row.org_id, row.id), row.url).pipe(Effect.provideService(SecretStore, secrets))
+          if (url === undefined) return Option.none()
           const stored = yield* secrets.list(owner(row.org_id, row.id))
-          return {
+          return Option.some({
             orgId: row.org_id,
             protocol: row.protocol,
             compression: row.compression,
-            url: yield* readReceiverUrl(destinationUrlOwner(row.org_id, row.id), row.url).pipe(Effect.provideService(SecretStore, secrets)),
+            url,
             headers: stored.map((secret) => [secret.name, secret.value] as const)
-          }
+          })
         })
+      const foundTarget = (row: DestinationRow) =>
+        Effect.flatMap(targetOf(row), Option.match({ onNone: () => Effect.fail(notFound()), onSome: Effect.succeed }))
 
       const create = Effect.fn("TelemetryDestinations.create")(function*(
         orgId: string,
@@ -172,10 +177,11 @@ export class TelemetryDestinations extends Context.Service<TelemetryDestinations
 
       const list = Effect.fn("TelemetryDestinations.list")(function*(orgId: string) {
         const rows = yield* repo.forOrg(orgId)
-        return yield* Effect.forEach(rows, (row) =>
+        // A destination deleted since `forOrg` read it is left out.
+        const listed = yield* Effect.forEach(rows, (row) =>
           Effect.map(
             Effect.all([queue.undeliveredMetaSum("telemetry", row.id, "span_count"), targetOf(row)]),
-            ([queued, target]): TelemetryDestination => ({
+            ([queued, kept]) => Option.map(kept, (target): TelemetryDestination => ({
               id: row.id,
               url_hint: row.url_hint,
               protocol: row.protocol,
@@ -185,13 +191,14 @@ export class TelemetryDestinations extends Context.Service<TelemetryDestinations
               last_error: row.last_error === null ? null : scrub(row.last_error, target),
               pending_spans: queued + buffers.size(row.id) + buffers.sending(row.id),
               dropped_spans: Number(row.dropped_spans) + buffers.unsavedDropped(row.id)
-            })
+            }))
           ))
+        return Arr.getSomes(listed)
       })
 
       const test = Effect.fn("TelemetryDestinations.test")(function*(orgId: string, id: string) {
         const row = yield* find(orgId, id)
-        const target = yield* targetOf(row)
+        const target = yield* foundTarget(row)
         const span = testSpan(orgId, id, BigInt(yield* Clock.currentTimeMillis) * 1_000_000n)
         const body = compress(encodeRequest([span], serviceResource()))
         const { result } = yield* exportBody(target, body, 1, config.telemetryExportTimeout).pipe(Effect.provideService(OutboundHttp, outbound))
@@ -233,7 +240,7 @@ export class TelemetryDestinations extends Context.Service<TelemetryDestinations
       })
 
       const deliveries = Effect.fn("TelemetryDestinations.deliveries")(function*(orgId: string, id: string) {
-        const target = yield* targetOf(yield* find(orgId, id))
+        const target = yield* foundTarget(yield* find(orgId, id))
         const rows = yield* queue.list({ orgId, kind: "telemetry", targetId: id, limit: 50 })
         return rows.map((row) => toDeliveryRecord(row, (text) => scrub(text, target)))
       })
@@ -254,7 +261,7 @@ export class TelemetryDestinations extends Context.Service<TelemetryDestinations
       const target = Effect.fn("TelemetryDestinations.target")(function*(id: string) {
         const row = yield* repo.byId(id)
         if (Option.isNone(row)) return Option.none()
-        return Option.some(yield* targetOf(row.value))
+        return yield* targetOf(row.value)
       })
 
       return TelemetryDestinations.of({ create, list, test, remove, deliveries, replay, target })

@@ -165,7 +165,9 @@ export const startWorld = async (name: string, options: { readonly env?: Record<
       problems,
       done: async () => {
         await context.close()
-        assert.deepStrictEqual(problems, [], "the page had errors or reached another origin")
+        // The server's own account of a failed answer, beside the page's.
+        const logged = problems.length === 0 ? [] : server.output().split("\n").filter((line) => /"level":"(ERROR|FATAL)"/.test(line)).slice(-5)
+        assert.deepStrictEqual(problems, [], `the page had errors or reached another origin${logged.length === 0 ? "" : `; the server logged:\n${logged.join("\n")}`}`)
       }
     }
   }

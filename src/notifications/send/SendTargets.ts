@@ -174,9 +174,13 @@ export const makeSendTargets = Effect.fnUntraced(function*(
       SELECT url, active, deactivated_reason, header_names, ${sql.literal(STAMP)} AS stamp
       FROM notification_endpoints e WHERE id = ${id} AND org_id = ${orgId}
     `)
-    if (row === undefined) return undefined
+    const url = row === undefined
+      ? undefined
+      : yield* readReceiverUrl(endpointUrlOwner(orgId, id), row.url).pipe(Effect.provideService(SecretStore, secrets))
+    // No row, or deleted since it was read.
+    if (row === undefined || url === undefined) return undefined
     const target: SendTarget = {
-      url: yield* readReceiverUrl(endpointUrlOwner(orgId, id), row.url).pipe(Effect.provideService(SecretStore, secrets)),
+      url,
       active: row.active,
       deactivatedReason: row.deactivated_reason,
       secrets: yield* signingSecrets(orgId, id),

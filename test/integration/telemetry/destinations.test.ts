@@ -95,6 +95,19 @@ layer(SecretStore.layer.pipe(Layer.provideMerge(Svc)), { excludeTestServices: tr
         assert.strictEqual(results.filter((r) => r._tag === "Success").length, 1)
       }).pipe(Effect.scoped))
 
+    it.effect("a destination deleted between a request's reads (its row read, its URL gone): left out of the list, its test span and deliveries 404, never a 500", () =>
+      Effect.gen(function*() {
+        const svc = yield* SvcTest
+        const org = yield* SvcTest.org()
+        const collector = yield* HttpsReceiver.make()
+        const { id } = yield* create(org, collector.url("/v1/traces"))
+        // What a concurrent DELETE has done when the request reads the URL: the row is still there to read.
+        yield* svc.sql`DELETE FROM org_secrets WHERE owner_kind = 'telemetry_destination_url' AND owner_id = ${id}`
+        assert.deepStrictEqual((yield* org.client.telemetry.list()).destinations, [])
+        assert.strictEqual((yield* Effect.flip(org.client.telemetry.test({ params: { id } })))._tag, "NotFound")
+        assert.strictEqual((yield* Effect.flip(org.client.telemetry.deliveries({ params: { id } })))._tag, "NotFound")
+      }).pipe(Effect.scoped))
+
     it.effect("scopes: org_config.read lists and reads deliveries; creating, testing, deleting and replaying need org_config.write", () =>
       Effect.gen(function*() {
         const org = yield* SvcTest.org()
