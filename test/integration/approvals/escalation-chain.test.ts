@@ -10,15 +10,15 @@
 import { NodeServices } from "@effect/platform-node"
 import { PgMigrator } from "@effect/sql-pg"
 import { assert, describe, it, layer } from "@effect/vitest"
-import { Effect, Layer, Redacted } from "effect"
+import { Effect, Layer } from "effect"
 import { Migrator, SqlClient } from "effect/sql"
 import type { PolicyInput } from "../../../src/api/Approvals.ts"
-import { Database } from "../../../src/database/Database.ts"
 import { Migrations } from "../../../src/database/Migrations.ts"
 import { migrationRecord } from "../../../src/database/migrations/index.ts"
 import { SvcTest } from "../../../src/testing.ts"
 import { outboxOf } from "../../support/approvals.ts"
 import { eventually, raw } from "../../support/http.ts"
+import { databases } from "../../support/databases.ts"
 
 const CHAIN = ["finance", "cfo", "board"] as const
 const REVIEW = 1
@@ -129,13 +129,6 @@ layer(SvcTest.layer(), { excludeTestServices: true })("an escalation chain of th
       )
     }), 60_000)
 })
-
-const databases = [
-  ["embedded PGlite", () => Database.memory] as const,
-  ...(process.env.TEST_DATABASE_URL
-    ? [["PostgreSQL server", () => Database.scratch(Redacted.make(process.env.TEST_DATABASE_URL!))] as const]
-    : [])
-]
 
 describe("an escalation_group stored before chains existed", () => {
   const before = Object.fromEntries(Object.entries(migrationRecord).filter(([key]) => key < "0860"))

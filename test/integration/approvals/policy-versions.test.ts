@@ -10,13 +10,13 @@
 import { NodeServices } from "@effect/platform-node"
 import { PgMigrator } from "@effect/sql-pg"
 import { assert, describe, it, layer } from "@effect/vitest"
-import { Effect, Layer, Redacted } from "effect"
+import { Effect, Layer } from "effect"
 import { Migrator, SqlClient } from "effect/sql"
 import type { PolicyInput } from "../../../src/api/Approvals.ts"
-import { Database } from "../../../src/database/Database.ts"
 import { Migrations } from "../../../src/database/Migrations.ts"
 import { migrationRecord } from "../../../src/database/migrations/index.ts"
 import { SvcTest } from "../../../src/testing.ts"
+import { databases } from "../../support/databases.ts"
 
 const shell: PolicyInput = {
   mode: "require_approval",
@@ -105,13 +105,6 @@ layer(SvcTest.layer(), { excludeTestServices: true })("the version of a stored p
       }))
   })
 })
-
-const databases = [
-  ["embedded PGlite", () => Database.memory] as const,
-  ...(process.env.TEST_DATABASE_URL
-    ? [["PostgreSQL server", () => Database.scratch(Redacted.make(process.env.TEST_DATABASE_URL!))] as const]
-    : [])
-]
 
 describe("policies stored before the version existed", () => {
   const before = Object.fromEntries(Object.entries(migrationRecord).filter(([key]) => key < "0840"))

@@ -12,13 +12,7 @@ import { Database } from "../../../src/database/Database.ts"
 import { Migrations } from "../../../src/database/Migrations.ts"
 import { migrationRecord, migrationsByRelease, releaseOf } from "../../../src/database/migrations/index.ts"
 import { SvcTest } from "../../../src/testing.ts"
-
-const databases = [
-  ["embedded PGlite", () => Database.memory] as const,
-  ...(process.env.TEST_DATABASE_URL
-    ? [["PostgreSQL server", () => Database.scratch(Redacted.make(process.env.TEST_DATABASE_URL!))] as const]
-    : [])
-]
+import { databases } from "../../support/databases.ts"
 
 const recorded = Effect.gen(function*() {
   const sql = yield* SqlClient.SqlClient

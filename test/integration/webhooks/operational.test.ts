@@ -8,17 +8,17 @@
 import { NodeServices } from "@effect/platform-node"
 import { PgMigrator } from "@effect/sql-pg"
 import { assert, describe, it, layer } from "@effect/vitest"
-import { Duration, Effect, Layer, Redacted } from "effect"
+import { Duration, Effect, Layer } from "effect"
 import { Migrator, SqlClient } from "effect/sql"
 import { Webhook as StandardWebhook } from "standardwebhooks"
 import { constructEvent, type EndpointEvent } from "../../../packages/receiver/src/index.ts"
-import { Database } from "../../../src/database/Database.ts"
 import { Migrations } from "../../../src/database/Migrations.ts"
 import { migrationRecord } from "../../../src/database/migrations/index.ts"
 import { SvcTest } from "../../../src/testing.ts"
 import { eventually } from "../../support/http.ts"
 import { HttpsReceiver, type ReceivedRequest, Reply } from "../../support/HttpsReceiver.ts"
 import { eventBody, insertEvents, waitForDeliveries, webhookService } from "./support.ts"
+import { databases } from "../../support/databases.ts"
 
 const text = (bytes: Uint8Array) => new TextDecoder().decode(bytes)
 const OPERATIONAL = ["endpoint.failing", "endpoint.disabled"] as const
@@ -173,13 +173,6 @@ layer(
       assert.isUndefined(active.failing_since)
     }).pipe(Effect.scoped))
 })
-
-const databases = [
-  ["embedded PGlite", () => Database.memory] as const,
-  ...(process.env.TEST_DATABASE_URL
-    ? [["PostgreSQL server", () => Database.scratch(Redacted.make(process.env.TEST_DATABASE_URL!))] as const]
-    : [])
-]
 
 describe("a failing streak stored on the endpoint before health moved to its delivery target", () => {
   const before = Object.fromEntries(Object.entries(migrationRecord).filter(([key]) => key < "0870"))
