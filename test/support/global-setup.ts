@@ -2,7 +2,7 @@
  * Vitest's global setup: once per run, a migrated, empty database is made
  * that every in-process service (`SvcTest.layer`) starts as a copy of,
  * instead of running the migrations again (and, on PGlite, `initdb`): on
- * PGlite a snapshot file (`TEST_DATABASE_SNAPSHOT`), about 1 s to open
+ * PGlite a snapshot file (`TEST_DATABASE_SNAPSHOT`), about 0.6 s to open
  * instead of 3 to 5; on the PostgreSQL server of `TEST_DATABASE_URL` a
  * template database (`TEST_DATABASE_TEMPLATE`), about 0.5 s to copy
  * instead of 3 to 4. The suite starts about a hundred such services.
