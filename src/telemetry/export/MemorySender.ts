@@ -84,6 +84,17 @@ export const makeMemorySender = (deps: {
             records.add(destinationId, { ...entry, orgId, spans: spanCount })
             deferred = true
           }
+          /** Failed for good: kept sealed for a replay; the round that a replay starts begins after this attempt. */
+          const failed = (error: string) =>
+            Effect.gen(function*() {
+              lastOutcome.forgetSuccess(destinationId)
+              yield* records.writeOf(destinationId)
+              yield* record({ status: "failed", payload: ready.seal(destinationId, body), error, meta: { ...meta, round_start: 1 } })
+              yield* repo.recordError(destinationId, error)
+              metrics.deliveryAttempt("telemetry", "Failed", durationMs)
+              metrics.spansDropped("organizations", "export_failed", spanCount)
+              return false
+            })
           switch (result._tag) {
             case "Accepted":
               later({
@@ -105,15 +116,10 @@ export const makeMemorySender = (deps: {
               return true
             }
             case "Rejected":
-              lastOutcome.forgetSuccess(destinationId)
-              yield* records.writeOf(destinationId)
-              // Kept sealed for a replay; the round that a replay starts begins after this attempt.
-              yield* record({ status: "failed", payload: ready.seal(destinationId, body), error: result.error, meta: { ...meta, round_start: 1 } })
-              yield* repo.recordError(destinationId, result.error)
-              metrics.deliveryAttempt("telemetry", "Failed", durationMs)
-              metrics.spansDropped("organizations", "export_failed", spanCount)
-              return false
+              return yield* failed(result.error)
             case "Retryable":
+              // An empty schedule: one attempt, no retry.
+              if (schedule.length === 0) return yield* failed(`${result.error} (gave up after 1 attempt)`)
               lastOutcome.forgetSuccess(destinationId)
               yield* records.writeOf(destinationId)
               yield* record({

@@ -686,6 +686,24 @@ layer(Svc, { excludeTestServices: true })("telemetry export", (it) => {
   })
 })
 
+/** No retries: an empty schedule. */
+const SvcNoRetry = Layer.unwrap(Effect.map(TestTls.shared, (tls) =>
+  SvcTest.layer({ config: { ...loopbackTargets(tls), telemetryFlushInterval: Duration.millis(200), telemetryRetrySchedule: [] } })
+))
+
+layer(SvcNoRetry, { excludeTestServices: true })("telemetry export without retries", (it) => {
+  it.effect("an empty SVC_TELEMETRY_RETRY_SCHEDULE: a retryable answer fails the batch after its one attempt", () =>
+    Effect.gen(function*() {
+      const { org, id } = yield* withCollector(() => Reply.status(503))
+      yield* traffic(org)
+      const { deliveries } = yield* waitForDeliveries(org, id, (list) => list.some((d) => d.status === "failed"))
+      const failed = deliveries.find((d) => d.status === "failed")!
+      assert.strictEqual(failed.attempts, 1)
+      assert.include(failed.last_error ?? "", "503")
+      assert.isFalse(deliveries.some((d) => d.attempts > 1))
+    }).pipe(Effect.scoped))
+})
+
 layer(SvcLongFlush, { excludeTestServices: true })("telemetry export under bursts (a flush period longer than a burst)", (it) => {
   describe("batches of at most 512 spans, sent from memory", () => {
     it.effect("a typical batch, as svc writes it in protobuf, is its JSON field for field; bytes per span in each form", () =>
