@@ -119,6 +119,7 @@ export const holdDataDir = (
   Effect.acquireRelease(
     Effect.gen(function*() {
       const deadline = (yield* Clock.currentTimeMillis) + (options.waitMs ?? 0)
+      let lastLook = false
       for (;;) {
         const db = yield* Effect.try({
           try: () => tryLock(dir),
@@ -137,6 +138,14 @@ export const holdDataDir = (
         }
         if ((yield* Clock.currentTimeMillis) >= deadline) {
           const pid = readHolderPid(dir)
+          // Held but nobody named: the holder is taking or giving up the hold
+          // this moment (its pid file comes after the lock and goes before
+          // it). One more look names it, or finds the folder free.
+          if (pid === undefined && !lastLook) {
+            lastLook = true
+            yield* Effect.sleep("100 millis")
+            continue
+          }
           return yield* new DataDirHeld({
             dir,
             pid,
