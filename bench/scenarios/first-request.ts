@@ -6,10 +6,10 @@
  * first within 2x the median of the warm ones (a start warms what the
  * first correction needs: the validation workers, the task's compiled
  * schema, the first write, the HTTP side: `src/feedback/WarmStart.ts`,
- * `src/server/WarmRequest.ts`). On a shared two-core machine, quietest
- * run: PGlite first/warm 2.9-5.1 (before 2.9-9.8), PostgreSQL 2.0-2.7
- * with one start at 29 (before 2.3-7.6); bench/notes/first-request.md
- * has the figures and what remains.
+ * `src/server/WarmRequest.ts`). On a quiet two-core machine: PGlite
+ * first/warm 2.0-3.1, PostgreSQL 2.3-3.2 (before the rehearsed submit and
+ * the authenticated rehearsal request, 2.4-3.9 and 3.3-4.2);
+ * bench/notes/first-request.md has the figures and what remains.
  */
 import * as path from "node:path"
 import { freshDatabase } from "../support/db.ts"

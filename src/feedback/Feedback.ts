@@ -38,7 +38,7 @@ import { makePromotion } from "./Promotion.ts"
 import { feedbackBytes, makeQuota } from "./Quota.ts"
 import { usageShard } from "../platform/OrgLimits.ts"
 import { type ListRequest, makeReview } from "./Review.ts"
-import { warmStart } from "./WarmStart.ts"
+import { rehearseSubmit, warmStart } from "./WarmStart.ts"
 
 // A new row's columns but the correction and the redacted fields: the
 // INSERT already holds them (sending them back would parse and decode the
@@ -101,13 +101,6 @@ export class Feedback extends Context.Service<Feedback, {
       )
       const corrections = yield* makeCorrections({ sql, pool, config, identity: yield* Identity, secrets: yield* SecretStore })
       const quota = makeQuota(sql, config)
-      // Started with the server, before it listens: the first correction
-      // after a start then takes what later ones take, not the seconds the
-      // workers need to load.
-      if (config.warmStart) {
-        yield* Effect.promise(pool.warm)
-        yield* warmStart({ sql, pool, corrections, quota, cacheEntries: config.answerValidationCacheEntries })
-      }
       const review = makeReview(sql, box)
       const promotion = makePromotion(sql, box, config)
 
@@ -197,6 +190,17 @@ export class Feedback extends Context.Service<Feedback, {
           })
         )
       }, Effect.withSpan("Feedback.submit", undefined, { captureStackTrace: false }))
+
+      // Started with the server, before it listens: the first correction
+      // after a start then takes what later ones take, not the seconds the
+      // workers need to load nor the first run of the submit's code.
+      if (config.warmStart) {
+        yield* Effect.promise(pool.warm)
+        const sample = yield* warmStart({ sql, pool, corrections, quota, cacheEntries: config.answerValidationCacheEntries })
+        if (sample !== undefined) {
+          yield* rehearseSubmit(sql, sample, Cache.get(runs, `${sample.orgId} ${sample.traceId}`), submit)
+        }
+      }
 
       return Feedback.of({
         submit,

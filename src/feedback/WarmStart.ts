@@ -3,31 +3,29 @@
  * the server starts: the validation workers compile the answer schemas of
  * the most recently created tasks and hold their organizations' known
  * credentials, this process holds those credentials too (the cache
- * `Corrections.ts` keeps), the statements a correction runs have been
- * run once on the database (its catalog caches, and on the embedded
- * database PGlite's code compiled on first call), and the feedback INSERT
- * has inserted once, for the newest task's latest run, in a transaction
- * that is rolled back (the first write to the table and its indexes).
- * The HTTP side (router, authentication, answers) is warmed by
- * `src/server/WarmRequest.ts`.
+ * `Corrections.ts` keeps), the pool's connections have run the
+ * correction's lookups, and the submit itself has run (`rehearseSubmit`)
+ * for the newest task's latest run, with that run's answer as the
+ * correction, in transactions that are rolled back. The HTTP side (router,
+ * authentication, decoding, answers) is warmed by `src/server/WarmRequest.ts`.
  *
  * Speeds up: the first `POST /v1/feedback` with a correction after a
  * start skips the schema's compilation, the credentials' loading, the
- * worker's second round trip and the first write; `npm run bench --
- * first-request` measures the first against the warm ones
- * (bench/notes/first-request.md). Bounded: at most `WARM_TASKS` tasks and
- * `WARM_TIMEOUT_MS`; a failure here is logged and the start goes on (the
- * first request then pays as it did before). Nothing stays: the rolled-back
- * INSERT leaves no row and no usage; the identity column `seq` skips one
- * value, as after any failed INSERT.
+ * worker's second round trip, the first write and the first run of the
+ * submit's code; `npm run bench -- first-request` measures the first
+ * against the warm ones (bench/notes/first-request.md: with the rehearsed
+ * submit and the authenticated rehearsal request, the first went from
+ * 12-22 ms to 8-11 on the embedded database and from 12-13 ms to 7-10 on
+ * PostgreSQL, the warm ones 3-4.5). Bounded: at most `WARM_TASKS` tasks
+ * and `WARM_TIMEOUT_MS` for each of the two steps; a failure here is
+ * logged and the start goes on (the first request then pays as it did
+ * before).
  */
 import { Data, Duration, Effect, Schema } from "effect"
 import type { SqlClient } from "effect/sql"
 import { FeedbackItem, SubmitFeedback } from "../api/Feedback.ts"
-import { newId } from "../platform/Ids.ts"
 import { rowsOf } from "../platform/Rows.ts"
-import type { CorrectionPool, CredentialEntry, makeCorrections } from "./Corrections.ts"
-import { feedbackInsert } from "./InsertStatement.ts"
+import type { CorrectionPool, CredentialEntry, JsonObject, makeCorrections } from "./Corrections.ts"
 import type { makeQuota } from "./Quota.ts"
 
 /** Tasks whose schemas are compiled at start, newest first (a worker keeps `SVC_ANSWER_VALIDATION_CACHE`). */
@@ -37,10 +35,29 @@ const WARM_CONNECTIONS = 4
 /** The most a start waits for the warm-up. */
 const WARM_TIMEOUT_MS = 2_000
 
-const RunRows = rowsOf("runs", Schema.Struct({ trace_id: Schema.String }))
+/** The newest task's latest run: its answer (when small) is the rehearsed correction. */
+const SampleRows = rowsOf("runs", Schema.Struct({ org_id: Schema.String, trace_id: Schema.String, answer: Schema.NullOr(Schema.Unknown) }))
+/** The largest answer sent back as the rehearsed correction (JSON bytes); a larger one is rehearsed as a bare score. */
+const REHEARSED_ANSWER_BYTES = 16 * 1024
+/** Rehearsals of the submit (the first compiles, the next ones let the JIT see the path). */
+const REHEARSALS = 3
 
-/** Ends the transaction of the rehearsed INSERT: it is rolled back, always. */
+/** Ends the transaction of a rehearsed submit: it is rolled back, always. */
 class RolledBack extends Data.TaggedError("RolledBack") {}
+
+/** A run to rehearse the submit on. */
+export interface WarmSample {
+  readonly orgId: string
+  readonly traceId: string
+  readonly correction: JsonObject | undefined
+}
+
+/** What the warm-up may take of a start: at most `WARM_TIMEOUT_MS`; a failure is logged and the start goes on. */
+const bounded = <A, E, R>(effect: Effect.Effect<A, E, R>) =>
+  effect.pipe(
+    Effect.timeout(Duration.millis(WARM_TIMEOUT_MS)),
+    Effect.catchCause((cause) => Effect.as(Effect.logWarning("feedback warm-up at start did not finish", cause), undefined))
+  )
 
 const TaskRows = rowsOf("tasks", Schema.Struct({ id: Schema.String, org_id: Schema.String, answer_schema: Schema.Unknown, fingerprint: Schema.String }))
 
@@ -79,50 +96,6 @@ export const warmStart = (deps: {
       if (entries.has(task.org_id)) continue
       entries.set(task.org_id, yield* corrections.credentials(task.org_id))
       yield* Effect.ignore(quota.usage(task.org_id))
-      // The run lookup and the INSERT, by an id no run has: nothing is
-      // inserted (the INSERT takes its row from the run).
-      yield* sql`SELECT r.task_id FROM runs r WHERE r.trace_id = ${SAMPLE_TRACE} AND r.org_id = ${task.org_id}`
-      yield* feedbackInsert(sql, {
-        id: SAMPLE_ID,
-        orgId: task.org_id,
-        score: -1,
-        text: "{}",
-        redacted: [],
-        status: "pending",
-        inferenceLogId: SAMPLE_TRACE,
-        fingerprint: task.fingerprint,
-        bytes: 0,
-        maxBytes: 0,
-        shard: 0
-      })
-    }
-    // One INSERT that inserts, for the newest task's latest run, in a
-    // transaction that is rolled back: the first write to the feedback
-    // table and its indexes in this session happens here, not in a
-    // client's request (on the embedded database it is most of what the
-    // first correction waited for). Nothing stays; the identity column
-    // `seq` skips one value, as after any failed INSERT.
-    const newest = tasks[0]
-    const run = newest === undefined
-      ? undefined
-      : yield* RunRows.one(sql`SELECT trace_id FROM runs WHERE task_id = ${newest.id} ORDER BY seq DESC LIMIT 1`)
-    if (newest !== undefined && run !== undefined) {
-      yield* sql.withTransaction(Effect.andThen(
-        feedbackInsert(sql, {
-          id: newId(),
-          orgId: newest.org_id,
-          score: -1,
-          text: "{}",
-          redacted: [],
-          status: "pending",
-          inferenceLogId: run.trace_id,
-          fingerprint: newest.fingerprint,
-          bytes: 2,
-          maxBytes: Number.MAX_SAFE_INTEGER,
-          shard: 0
-        }),
-        Effect.fail(new RolledBack())
-      )).pipe(Effect.catchTag("RolledBack", () => Effect.void))
     }
     // The pool's other connections (on a PostgreSQL server a request may
     // get one the start never used): opened, and the correction's
@@ -150,7 +123,45 @@ export const warmStart = (deps: {
         })
       )
     }
-  }).pipe(
-    Effect.timeout(Duration.millis(WARM_TIMEOUT_MS)),
-    Effect.catchCause((cause) => Effect.logWarning("feedback warm-up at start did not finish", cause))
-  )
+    const newest = tasks[0]
+    if (newest === undefined) return undefined
+    const run = yield* SampleRows.one(sql`
+      SELECT org_id, trace_id, CASE WHEN octet_length(answer::text) <= ${REHEARSED_ANSWER_BYTES} THEN answer END AS answer
+      FROM runs WHERE task_id = ${newest.id} ORDER BY seq DESC LIMIT 1
+    `)
+    if (run === undefined) return undefined
+    const answer = run.answer
+    const correction = typeof answer === "object" && answer !== null && !Array.isArray(answer) ? answer as JsonObject : undefined
+    return { orgId: run.org_id, traceId: run.trace_id, correction } satisfies WarmSample
+  }).pipe(bounded)
+
+/**
+ * The submit itself, for `sample`'s run with its own answer as the
+ * correction, `REHEARSALS` times, each in a transaction that is rolled
+ * back and with tracing off: the quota, the run, the credentials, the
+ * workers' check and scrub, the INSERT and its row run once before a
+ * client's request does (on the embedded database the first write to the
+ * table and its indexes is most of what the first correction waited for).
+ * Nothing stays: no row, no usage, no span; the identity column `seq`
+ * skips a value, as after any failed INSERT; this process's usage hint
+ * counts the rehearsed bytes for at most its two seconds (a hint never
+ * refuses a record on its own). `prime` reads the run's task outside the
+ * transactions (the cache's lookup does not run inside them).
+ */
+export const rehearseSubmit = (
+  sql: SqlClient.SqlClient,
+  sample: WarmSample,
+  prime: Effect.Effect<unknown, unknown>,
+  submit: (orgId: string, input: typeof SubmitFeedback.Type, usedBytes: number) => Effect.Effect<unknown, unknown>
+) =>
+  Effect.gen(function*() {
+    yield* prime
+    const input: typeof SubmitFeedback.Type = sample.correction === undefined
+      ? { inference_log_id: sample.traceId, score: -1 }
+      : { inference_log_id: sample.traceId, score: -1, correction: sample.correction }
+    for (let pass = 0; pass < REHEARSALS; pass++) {
+      yield* sql.withTransaction(Effect.andThen(Effect.exit(submit(sample.orgId, input, 0)), Effect.fail(new RolledBack()))).pipe(
+        Effect.catchTag("RolledBack", () => Effect.void)
+      )
+    }
+  }).pipe(Effect.withTracerEnabled(false), bounded)

@@ -1,8 +1,9 @@
 /**
  * The warm-up of a start (`src/feedback/WarmStart.ts`, `src/server/WarmRequest.ts`):
  * on a database with a task and a run, a restarted server rehearses the
- * feedback INSERT in a rolled-back transaction and sends requests through
- * its own application before it listens. Nothing of it stays or shows:
+ * feedback submit (the run's answer as its correction) in rolled-back
+ * transactions and sends requests through its own application before it
+ * listens. Nothing of it stays or shows:
  * no feedback, no request log line, no warning; the first
  * client's feedback is then the only one.
  */
