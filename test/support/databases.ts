@@ -11,3 +11,13 @@ export const databases = [
     ? [["PostgreSQL server", () => Database.scratch(Redacted.make(process.env.TEST_DATABASE_URL!))] as const]
     : [])
 ]
+
+/**
+ * A database in memory for a test that needs no empty one: a copy of the
+ * run's migrated snapshot when there is one (test/support/global-setup.ts;
+ * it opens in about 0.4 s, initdb takes several), else a fresh one.
+ */
+export const memoryDatabase = () => {
+  const snapshot = process.env.TEST_DATABASE_SNAPSHOT
+  return snapshot ? Database.memoryFrom(snapshot) : Database.memory
+}

@@ -17,6 +17,7 @@ import { VERSION } from "../../../src/api/Version.ts"
 import { isHeld } from "../../../src/platform/DataDir.ts"
 import { Database, DatabaseInfo } from "../../../src/database/Database.ts"
 import { adminSocketPath } from "../../../src/cli/AdminChannel.ts"
+import { memoryDatabase } from "../../support/databases.ts"
 import { cli, runNode, type RunningServer, scratchDatabaseUrl, seededDataDir, startServer } from "../../support/process.ts"
 import { freePort } from "../../support/privatePostgres.ts"
 
@@ -208,7 +209,7 @@ describe("the embedded database is private", () => {
           assert.sameMembers(tcpListeners(process.pid), before)
           return info
         })
-      ).pipe(Effect.provide(Database.memory), Effect.orDie)
+      ).pipe(Effect.provide(memoryDatabase()), Effect.orDie)
       assert.strictEqual(info.kind, "memory")
       assert.strictEqual(info.address, "memory")
     }), TEST_MS)
@@ -217,7 +218,7 @@ describe("the embedded database is private", () => {
 describe("the HTTP port opens when the application is ready", () => {
   /** Probes `port` while a server starts on it; `taken` when another process took the port first. */
   const watchStart = async (port: number) => {
-    const starting = startServer({ ...envFor(newDataDir()), PORT: String(port) }, START_MS)
+    const starting = startServer({ ...envFor(migratedDataDir()), PORT: String(port) }, START_MS)
     let failedToStart: unknown
     starting.catch((error) => (failedToStart = error))
     let refused = 0
@@ -242,8 +243,8 @@ describe("the HTTP port opens when the application is ready", () => {
   }
 
   it("a client connecting in a loop while the server starts is refused or fully answered, never left hanging", async () => {
-    // A fresh data directory: initdb and migrations make the start long.
-    // The port is chosen free before the server binds it; on a busy
+    // Loading the modules and opening the database take most of a second
+    // before the port opens. The port is chosen free before the server binds it; on a busy
     // machine another process may take it first: then another port.
     let watched: Awaited<ReturnType<typeof watchStart>> = "taken"
     for (let attempt = 0; attempt < 3 && watched === "taken"; attempt++) watched = await watchStart(await freePort())

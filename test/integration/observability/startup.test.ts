@@ -100,7 +100,8 @@ describe("a start that cannot succeed", () => {
 
       await new Promise<void>((resolve) => taken.listen(0, "127.0.0.1", resolve))
       const port = (taken.address() as net.AddressInfo).port
-      const busy = refusal(await start({ ...base(), HOST: "127.0.0.1", PORT: String(port) }))
+      // A migrated data directory: the start reaches the port without initdb and every migration.
+      const busy = refusal(await start({ ...base(), SVC_DATA_DIR: seededDataDir("svc-refused-"), HOST: "127.0.0.1", PORT: String(port) }))
       assert.deepInclude(busy, {
         message: `cannot listen on 127.0.0.1:${port} (PORT): another process listens there`,
         reason: "port",
