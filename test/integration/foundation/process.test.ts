@@ -13,12 +13,13 @@ import * as http from "node:http"
 import * as os from "node:os"
 import * as path from "node:path"
 import { pathToFileURL } from "node:url"
+import { afterAll, beforeAll } from "vitest"
 import { VERSION } from "../../../src/api/Version.ts"
 import { KEY_CACHE_TTL } from "../../../src/identity/Identity.ts"
 import { Database } from "../../../src/database/Database.ts"
 import { adminSocketPath } from "../../../src/cli/AdminChannel.ts"
 import { holdDataDir, isHeld } from "../../../src/platform/DataDir.ts"
-import { cli, root, seededDataDir, startServer } from "../../support/process.ts"
+import { cli, root, type RunningServer, seededDataDir, startServer } from "../../support/process.ts"
 
 const sha256 = (value: string) => createHash("sha256").update(value).digest("hex")
 
@@ -153,55 +154,56 @@ describe("the CLI and the server on the embedded database", () => {
     }
   }, 300_000)
 
-  it("a command a running server answers starts no embedded database of its own; one that runs without a server starts it first", async () => {
-    // The threads each command started, seen by a module preloaded into it.
-    const threads = async (args: ReadonlyArray<string>, databaseUrl?: string) => {
-      const dir = fs.mkdtempSync(path.join(os.tmpdir(), "svc-threads-"))
-      const log = path.join(dir, "log")
-      try {
-        const ran = await cli(args, {
-          ...env,
-          DATABASE_URL: databaseUrl,
-          NODE_OPTIONS: `--import=${pathToFileURL(path.join(root, "test/support/worker-probe.ts"))}`,
-          SVC_TEST_WORKER_LOG: log
-        })
-        assert.strictEqual(ran.code, 0, ran.stderr)
-        return fs.existsSync(log) ? fs.readFileSync(log, "utf8").trim().split("\n") : []
-      } finally {
-        fs.rmSync(dir, { recursive: true, force: true })
-      }
+  // The threads a command started, seen by a module preloaded into it.
+  const threads = async (args: ReadonlyArray<string>, databaseUrl?: string) => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), "svc-threads-"))
+    const log = path.join(dir, "log")
+    try {
+      const ran = await cli(args, {
+        ...env,
+        DATABASE_URL: databaseUrl,
+        NODE_OPTIONS: `--import=${pathToFileURL(path.join(root, "test/support/worker-probe.ts"))}`,
+        SVC_TEST_WORKER_LOG: log
+      })
+      assert.strictEqual(ran.code, 0, ran.stderr)
+      return fs.existsSync(log) ? fs.readFileSync(log, "utf8").trim().split("\n") : []
+    } finally {
+      fs.rmSync(dir, { recursive: true, force: true })
     }
+  }
+
+  it("a command that runs without a server starts the embedded database first", async () => {
     // The embedded database's worker, started by the entry point before the
     // CLI loads (on V8's baseline compiler): with DATABASE_URL unset, and
     // set empty, which the configuration also reads as the embedded database.
     assert.deepStrictEqual(await threads(["orgs", "list", "--json"]), ["early"])
     assert.deepStrictEqual(await threads(["orgs", "list", "--json"], ""), ["early"])
-    const server = await startServer(env, 150_000)
-    try {
-      assert.deepStrictEqual(await threads(["orgs", "list", "--json"]), [])
-    } finally {
-      server.child.kill("SIGTERM")
-      await server.exited
-    }
   }, 300_000)
 
-  it("a second server refuses a data dir another server holds, saying which process", async () => {
-    const first = await startServer(env, 150_000)
-    try {
+  // One server for these checks (each start is a couple of CPU-seconds).
+  describe("while a server runs on the data dir", () => {
+    let server: RunningServer
+    beforeAll(async () => {
+      server = await startServer(env, 150_000)
+    }, 200_000)
+    afterAll(async () => {
+      server.child.kill("SIGTERM")
+      assert.strictEqual(await server.exited, 0)
+    })
+
+    it("a command the server answers starts no embedded database of its own", async () => {
+      assert.deepStrictEqual(await threads(["orgs", "list", "--json"]), [])
+    }, 300_000)
+
+    it("a second server refuses the data dir, saying which process holds it", async () => {
       const second = await startServer(env, 150_000).then(
         () => assert.fail("second server started"),
         (error: Error) => error.message
       )
-      assert.include(second, "held by process")
-    } finally {
-      first.child.kill("SIGTERM")
-      await first.exited
-    }
-  }, 300_000)
+      assert.include(second, `held by process ${server.child.pid}`)
+    }, 300_000)
 
-  it("two CLIs at once while the server runs: both go through its admin channel, both succeed, both results are kept", async () => {
-    const server = await startServer(env, 150_000)
-    try {
+    it("two CLIs at once: both go through its admin channel, both succeed, both results are kept", async () => {
       const [a, b] = await Promise.all([
         cli(["orgs", "create", "--name", "twin-a", "--json"], env),
         cli(["orgs", "create", "--name", "twin-b", "--json"], env)
@@ -224,11 +226,8 @@ describe("the CLI and the server on the embedded database", () => {
       assert.strictEqual(tasks.status, 200)
       const names = json((await cli(["orgs", "list", "--json"], env)).stdout).orgs.map((org: { name: string }) => org.name)
       assert.includeMembers(names, ["twin-a", "twin-b"])
-    } finally {
-      server.child.kill("SIGTERM")
-      await server.exited
-    }
-  }, 300_000)
+    }, 300_000)
+  })
 
   it("two CLIs at once with no server: the second waits for the first's hold on the data folder (or, losing the race to take it, is refused naming the holder); neither hangs, nothing made is lost", async () => {
     assert.isFalse(isHeld(dataDir))
