@@ -44,6 +44,8 @@ layer(withNames, { excludeTestServices: true })("broker addresses (loopback allo
         yield* insertEvents([eventBody(org.orgId, "approval.requested")])
         yield* waitForDeliveries(amqp.endpoint.id, (rows) => rows[0]?.status === "delivered")
         yield* waitForDeliveries(jetstream.endpoint.id, (rows) => rows[0]?.status === "delivered")
+        // The broker confirmed the publish; the test's consumer gets its copy a moment later.
+        yield* eventually(Effect.sync(() => queue.messages.length > 0 || undefined), { what: "the message" })
         assert.lengthOf(queue.messages, 1)
         assert.lengthOf(yield* nats.messages(stream), 1)
       }).pipe(Effect.scoped))
@@ -65,6 +67,8 @@ layer(withNames, { excludeTestServices: true })("broker addresses (loopback allo
         })
         yield* insertEvents([eventBody(org.orgId, "approval.requested")])
         yield* waitForDeliveries(good.endpoint.id, (rows) => rows[0]?.status === "delivered")
+        // The broker confirmed the publish; the test's consumer gets its copy a moment later.
+        yield* eventually(Effect.sync(() => queue.messages.length > 0 || undefined), { what: "the message" })
         assert.lengthOf(queue.messages, 1)
         const refused = yield* eventually(
           Effect.map(attemptsOf(bad.endpoint.id), (attempts) => attempts[0]),

@@ -157,6 +157,8 @@ layer(service, { excludeTestServices: true })("RabbitMQ destinations", (it) => {
         assert.isNull(hung.status_code)
         relay.mode("forward")
         yield* waitForDeliveries(endpoint.id, (rows) => rows[0]?.status === "delivered")
+        // The broker confirmed the publish; the test's consumer gets its copy a moment later.
+        yield* eventually(Effect.sync(() => queue.messages.length > 0 || undefined), { what: "the message" })
         assert.strictEqual(queue.messages.length, 1)
       }).pipe(Effect.scoped))
 
