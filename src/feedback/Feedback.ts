@@ -198,7 +198,7 @@ export class Feedback extends Context.Service<Feedback, {
         yield* Effect.promise(pool.warm)
         const sample = yield* warmStart({ sql, pool, corrections, quota, cacheEntries: config.answerValidationCacheEntries })
         if (sample !== undefined) {
-          yield* rehearseSubmit(sql, sample, Cache.get(runs, `${sample.orgId} ${sample.traceId}`), submit)
+          yield* rehearseSubmit(sql, sample, submit)
         }
       }
 

@@ -145,17 +145,14 @@ export const warmStart = (deps: {
  * Nothing stays: no row, no usage, no span; the identity column `seq`
  * skips a value, as after any failed INSERT; this process's usage hint
  * counts the rehearsed bytes for at most its two seconds (a hint never
- * refuses a record on its own). `prime` reads the run's task outside the
- * transactions (the cache's lookup does not run inside them).
+ * refuses a record on its own).
  */
 export const rehearseSubmit = (
   sql: SqlClient.SqlClient,
   sample: WarmSample,
-  prime: Effect.Effect<unknown, unknown>,
   submit: (orgId: string, input: typeof SubmitFeedback.Type, usedBytes: number) => Effect.Effect<unknown, unknown>
 ) =>
   Effect.gen(function*() {
-    yield* prime
     const input: typeof SubmitFeedback.Type = sample.correction === undefined
       ? { inference_log_id: sample.traceId, score: -1 }
       : { inference_log_id: sample.traceId, score: -1, correction: sample.correction }
