@@ -21,3 +21,16 @@ export const memoryDatabase = () => {
   const snapshot = process.env.TEST_DATABASE_SNAPSHOT
   return snapshot ? Database.memoryFrom(snapshot) : Database.memory
 }
+
+/**
+ * The same databases already migrated, for tests of what a migrated
+ * database does: a copy of the run's snapshot, and on the server a copy of
+ * its migrated template (fresh ones when the run made neither).
+ */
+export const migratedDatabases = new Map([
+  ["embedded PGlite", memoryDatabase] as const,
+  ...(process.env.TEST_DATABASE_URL
+    ? [["PostgreSQL server", () =>
+      Database.scratch(Redacted.make(process.env.TEST_DATABASE_URL!), { template: process.env.TEST_DATABASE_TEMPLATE })] as const]
+    : [])
+])

@@ -12,7 +12,7 @@ import { Database } from "../../../src/database/Database.ts"
 import { Migrations } from "../../../src/database/Migrations.ts"
 import { migrationRecord, migrationsByRelease, releaseOf } from "../../../src/database/migrations/index.ts"
 import { SvcTest } from "../../../src/testing.ts"
-import { databases } from "../../support/databases.ts"
+import { databases, migratedDatabases } from "../../support/databases.ts"
 
 const recorded = Effect.gen(function*() {
   const sql = yield* SqlClient.SqlClient
@@ -76,7 +76,7 @@ describe("the database records the release of svc each migration belongs to; a b
         )
         assert.deepStrictEqual(yield* recorded, before)
         assert.deepStrictEqual(yield* Migrations.runAs(VERSION), [])
-      }).pipe(Effect.provide(Layer.fresh(database()))), 60_000)
+      }).pipe(Effect.provide(Layer.fresh(migratedDatabases.get(name)!()))), 60_000)
 
     it.live(`an applied migration this build does not know is refused, whatever release it names (${name})`, () =>
       Effect.gen(function*() {
@@ -91,7 +91,7 @@ describe("the database records the release of svc each migration belongs to; a b
         yield* sql`UPDATE svc_schema_versions SET svc_version = '0.10.0' WHERE migration_id = 9990`
         const later = yield* Migrations.run.pipe(Effect.flip)
         assert.include(later.message, `svc ${VERSION} cannot start: the database schema belongs to svc 0.10.0 (migration 9990_from_elsewhere)`)
-      }).pipe(Effect.provide(Layer.fresh(database()))), 60_000)
+      }).pipe(Effect.provide(Layer.fresh(migratedDatabases.get(name)!()))), 60_000)
   }
 
   it.live.skipIf(!process.env.TEST_DATABASE_URL)("processes starting at once on one empty PostgreSQL database take turns: one migrates, every one starts", () =>
