@@ -14,12 +14,11 @@
  * worker's second round trip, the first write and the first run of the
  * submit's code; `npm run bench -- first-request` measures the first
  * against the warm ones (bench/notes/first-request.md: with the rehearsed
- * submit and the authenticated rehearsal request, the first went from
- * 12-22 ms to 8-11 on the embedded database and from 12-13 ms to 7-10 on
- * PostgreSQL, the warm ones 3-4.5). Bounded: at most `WARM_TASKS` tasks
- * and `WARM_TIMEOUT_MS` for each of the two steps; a failure here is
- * logged and the start goes on (the first request then pays as it did
- * before).
+ * submit, the first went from a median of 14.2 ms to 10.8 on PostgreSQL
+ * and 13.9 to 13.1 on the embedded database, the warm ones 3.5-4.5).
+ * Bounded: at most `WARM_TASKS` tasks and `WARM_TIMEOUT_MS` for each of
+ * the two steps; a failure here is logged and the start goes on (the first
+ * request then pays as it did before).
  */
 import { Data, Duration, Effect, Schema } from "effect"
 import type { SqlClient } from "effect/sql"

@@ -2,15 +2,11 @@
  * `warmStart` (`SVC_WARM_START`, on by default): before it answers, a
  * service starts its worker threads and sends requests through its own
  * application (`src/server/WarmRequest.ts`), which the request metrics
- * count: `POST /v1/feedback` with a made-up key (401) and with a key of no
- * organization that lasts as long as the rehearsal (404: no such run), and
- * `GET /ready`.
+ * count (a made-up key's `POST /v1/feedback` answered 401, and `GET /ready`).
  * The test kit's `SvcTest.layer` skips it unless its `config` asks.
  */
 import { assert, describe, layer } from "@effect/vitest"
 import { Effect, Option, Redacted } from "effect"
-import { Identity } from "../../../src/identity/Identity.ts"
-import { sha256Hex } from "../../../src/platform/Digest.ts"
 import { SvcTest } from "../../../src/testing.ts"
 import { histogram, scrape } from "../../support/prometheus.ts"
 
@@ -23,45 +19,23 @@ const rehearsed = Effect.gen(function*() {
   const scraped = yield* scrape(`${svc.baseUrl}/metrics`, TOKEN)
   const count = (method: string, route: string, status: string) =>
     histogram(scraped, "http_server_request_duration_seconds", { http_request_method: method, http_route: route, http_response_status_code: status })?.count ?? 0
-  return {
-    feedback: count("POST", "/v1/feedback", "401"),
-    authenticated: count("POST", "/v1/feedback", "404"),
-    ready: count("GET", "/ready", "200")
-  }
+  return { feedback: count("POST", "/v1/feedback", "401"), ready: count("GET", "/ready", "200") }
 })
 
 describe("warming up before answering", () => {
-  layer(SvcTest.layer({ config: { metricsToken, warmStart: true } }))("with warmStart", (it) => {
+  layer(SvcTest.layer({ config: { metricsToken, warmStart: true } }), { excludeTestServices: true })("with warmStart", (it) => {
     it.effect("the service rehearses its first requests before it answers", () =>
       Effect.gen(function*() {
-        const { authenticated, feedback, ready } = yield* rehearsed
+        const { feedback, ready } = yield* rehearsed
         assert.isAbove(feedback, 0)
-        assert.isAbove(authenticated, 0)
         assert.isAbove(ready, 0)
       }))
-
-    it.effect("the rehearsal's key authenticates only while its scope is open, as no organization's, and is never stored", () =>
-      Effect.gen(function*() {
-        const svc = yield* SvcTest
-        const identity = yield* Identity
-        const key = yield* Effect.scoped(Effect.gen(function*() {
-          const key = yield* identity.rehearsalKey(["feedback.write"])
-          const principal = yield* identity.authenticate(key)
-          assert.isTrue(Option.isSome(principal))
-          assert.deepStrictEqual([...Option.getOrThrow(principal).scopes], ["feedback.write"])
-          const orgId = Option.getOrThrow(principal).orgId
-          assert.lengthOf(yield* svc.sql`SELECT 1 FROM orgs WHERE id = ${orgId}`, 0)
-          assert.lengthOf(yield* svc.sql`SELECT 1 FROM api_keys WHERE key_hash = ${sha256Hex(key)}`, 0)
-          return key
-        }))
-        assert.isTrue(Option.isNone(yield* identity.authenticate(key)))
-      }).pipe(Effect.provide(Identity.layer)))
   })
 
-  layer(SvcTest.layer({ config: { metricsToken } }))("the test kit, by default", (it) => {
+  layer(SvcTest.layer({ config: { metricsToken } }), { excludeTestServices: true })("the test kit, by default", (it) => {
     it.effect("answers without a warm-up: no request went through it before the test's", () =>
       Effect.gen(function*() {
-        assert.deepStrictEqual(yield* rehearsed, { feedback: 0, authenticated: 0, ready: 0 })
+        assert.deepStrictEqual(yield* rehearsed, { feedback: 0, ready: 0 })
       }))
   })
 })
