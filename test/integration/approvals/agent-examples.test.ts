@@ -331,13 +331,22 @@ layer(SvcTest.layer(), { excludeTestServices: true })("the agent loop of docs/ap
             SVC_API_KEY: agentKey.key
           })
           const [, approvalId] = yield* Effect.promise(() => agent.line(/^waiting for approval (\S+)$/))
-          yield* eventually(Effect.sync(() => (proxy.resumes.length >= 3 ? true : undefined)), { what: "two reconnections", timeoutMs: 15_000 })
+          // Two reconnections after the agent saw step:governed (event 1). On a loaded machine a stream
+          // may be cut before that event reached the agent: it then starts from the beginning again.
+          yield* eventually(Effect.sync(() => (proxy.resumes.filter((at) => at === "1").length >= 2 ? true : undefined)), {
+            what: "two reconnections after event 1",
+            timeoutMs: 15_000
+          })
           yield* org.client.approvals.decide({ params: { approval_id: approvalId! }, payload: { decision: "approve" } })
           const { code, lines } = yield* finished(agent)
           assert.strictEqual(code, 0, agent.output())
           assert.deepStrictEqual(lines.map(normalize), [asked, ...pending, "approval …: approved", ...ran], agent.output())
-          // The first stream starts from the beginning; each reconnection resumes after step:governed (event 1).
-          assert.deepStrictEqual(proxy.resumes.slice(0, 3), ["0", "1", "1"])
+          // The first stream starts from the beginning; each reconnection resumes after the last event the
+          // agent saw: the beginning until step:governed (event 1) arrived, then after it, never earlier.
+          const seen = proxy.resumes.slice(0, proxy.resumes.lastIndexOf("1") + 1)
+          assert.strictEqual(seen[0], "0")
+          assert.deepStrictEqual(seen, [...seen].sort(), `resumes ${proxy.resumes.join(", ")}`)
+          for (const at of seen) assert.oneOf(at, ["0", "1"])
         }).pipe(Effect.scoped), 60_000)
 
       it.effect("a restarted agent whose step already has an outcome (a crash after reporting it) reads it and does not run the tool again", () =>
