@@ -15,7 +15,7 @@
  * submit's code; `npm run bench -- first-request` measures the first
  * against the warm ones (bench/notes/first-request.md: with the rehearsed
  * submit, the first went from a median of 14.2 ms to 10.8 on PostgreSQL
- * and 13.9 to 13.1 on the embedded database, the warm ones 3.5-4.5).
+ * and 13.9 to 13.1 on the embedded database, the warm ones 3.3-4.6).
  * Bounded: at most `WARM_TASKS` tasks and `WARM_TIMEOUT_MS` for each of
  * the two steps; a failure here is logged and the start goes on (the first
  * request then pays as it did before).
