@@ -14,7 +14,7 @@
  * a listener reconnects) a revoked key is refused at the latest
  * `KEY_CACHE_TTL` after the revocation committed.
  */
-import { Context, Data, Duration, Effect, Layer, Option, Schema } from "effect"
+import { Context, Data, Duration, Effect, Layer, Option, Schema, type Scope } from "effect"
 import { PgClient } from "@effect/sql-pg"
 import { type Principal, ScopeName } from "../api/Security.ts"
 import { randomToken } from "../platform/Crypto.ts"
@@ -121,6 +121,14 @@ export class Identity extends Context.Service<Identity, {
   readonly authenticate: (key: string) => Effect.Effect<Option.Option<Principal>>
   /** Hashes of every key the organization has had, revoked ones included (the feedback scrubber removes those too). */
   readonly keyHashes: (orgId: string) => Effect.Effect<ReadonlySet<string>>
+  /**
+   * A key that authenticates in this process only, while the scope is
+   * open, as a principal of an organization that does not exist, with
+   * `scopes`: the requests a start rehearses before it listens
+   * (`server/WarmRequest.ts`) go through authentication as a client's do,
+   * and reach no organization's data. Never stored.
+   */
+  readonly rehearsalKey: (scopes: ReadonlyArray<ScopeName>) => Effect.Effect<string, never, Scope.Scope>
 }>()("svc/identity/Identity") {
   static readonly layer = Layer.effect(
     Identity,
@@ -262,7 +270,18 @@ export class Identity extends Context.Service<Identity, {
         return new Set(rows.map((row) => row.key_hash))
       })
 
-      return Identity.of({ createOrg, listOrgs, getOrg, createKey, listKeys, revokeKey, deleteOrg, authenticate, keyHashes })
+      const rehearsalKey = (scopes: ReadonlyArray<ScopeName>) =>
+        Effect.acquireRelease(
+          Effect.sync(() => {
+            const key = randomToken(KEY_PREFIX)
+            const id = newId()
+            principals.hold(sha256Hex(key), { orgId: newId(), keyId: id, actor: id, scopes: new Set(scopes) })
+            return key
+          }),
+          (key) => Effect.sync(() => principals.invalidate(sha256Hex(key)))
+        )
+
+      return Identity.of({ createOrg, listOrgs, getOrg, createKey, listKeys, revokeKey, deleteOrg, authenticate, keyHashes, rehearsalKey })
     })
   )
 }

@@ -33,6 +33,8 @@ export interface KeyCache {
   readonly get: (hash: string) => Effect.Effect<Option.Option<Principal>>
   readonly invalidate: (hash: string) => void
   readonly invalidateAll: () => void
+  /** Serves `principal` for `hash` from memory, without a database read, until `invalidate(hash)`. */
+  readonly hold: (hash: string, principal: Principal) => void
 }
 
 export const makeKeyCache = (options: {
@@ -76,6 +78,9 @@ export const makeKeyCache = (options: {
     invalidateAll: () => {
       epoch++
       entries.clear()
+    },
+    hold: (hash, principal) => {
+      entries.set(hash, { principal, until: Number.POSITIVE_INFINITY })
     }
   }
 }

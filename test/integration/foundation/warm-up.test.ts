@@ -2,7 +2,9 @@
  * `warmStart` (`SVC_WARM_START`, on by default): before it answers, a
  * service starts its worker threads and sends requests through its own
  * application (`src/server/WarmRequest.ts`), which the request metrics
- * count (a made-up key's `POST /v1/feedback` answered 401, and `GET /ready`).
+ * count: `POST /v1/feedback` with a made-up key (401) and with a key of no
+ * organization that lasts as long as the rehearsal (404: no such run), and
+ * `GET /ready`.
  * The test kit's `SvcTest.layer` skips it unless its `config` asks.
  */
 import { assert, describe, layer } from "@effect/vitest"
@@ -19,23 +21,35 @@ const rehearsed = Effect.gen(function*() {
   const scraped = yield* scrape(`${svc.baseUrl}/metrics`, TOKEN)
   const count = (method: string, route: string, status: string) =>
     histogram(scraped, "http_server_request_duration_seconds", { http_request_method: method, http_route: route, http_response_status_code: status })?.count ?? 0
-  return { feedback: count("POST", "/v1/feedback", "401"), ready: count("GET", "/ready", "200") }
+  return {
+    feedback: count("POST", "/v1/feedback", "401"),
+    authenticated: count("POST", "/v1/feedback", "404"),
+    ready: count("GET", "/ready", "200")
+  }
 })
 
 describe("warming up before answering", () => {
   layer(SvcTest.layer({ config: { metricsToken, warmStart: true } }), { excludeTestServices: true })("with warmStart", (it) => {
     it.effect("the service rehearses its first requests before it answers", () =>
       Effect.gen(function*() {
-        const { feedback, ready } = yield* rehearsed
+        const { authenticated, feedback, ready } = yield* rehearsed
         assert.isAbove(feedback, 0)
+        assert.isAbove(authenticated, 0)
         assert.isAbove(ready, 0)
+      }))
+
+    it.effect("the rehearsal's key belongs to no organization and is never stored", () =>
+      Effect.gen(function*() {
+        const svc = yield* SvcTest
+        // Nothing was provisioned in this database: the warm-up wrote no organization and no key.
+        assert.deepStrictEqual(yield* svc.sql`SELECT (SELECT count(*) FROM orgs)::int AS orgs, (SELECT count(*) FROM api_keys)::int AS keys`, [{ orgs: 0, keys: 0 }])
       }))
   })
 
   layer(SvcTest.layer({ config: { metricsToken } }), { excludeTestServices: true })("the test kit, by default", (it) => {
     it.effect("answers without a warm-up: no request went through it before the test's", () =>
       Effect.gen(function*() {
-        assert.deepStrictEqual(yield* rehearsed, { feedback: 0, ready: 0 })
+        assert.deepStrictEqual(yield* rehearsed, { feedback: 0, authenticated: 0, ready: 0 })
       }))
   })
 })

@@ -27,6 +27,18 @@ const setup = (capacity = 10) => {
 }
 
 describe("the key cache", () => {
+  it.effect("a held principal is served without a read, whatever the clock, until it is invalidated", () =>
+    Effect.gen(function*() {
+      const { advance, cache, reads } = setup()
+      cache.hold("held", principal("held"))
+      advance(1_000_000)
+      assert.strictEqual(Option.getOrThrow(yield* cache.get("held")).keyId, "held")
+      assert.deepStrictEqual(reads, [])
+      cache.invalidate("held")
+      assert.isTrue(Option.isNone(yield* cache.get("held")))
+      assert.deepStrictEqual(reads, ["held"])
+    }))
+
   it.effect("a found key is served from memory until the lifetime runs out, then read again; an unknown key is never kept", () =>
     Effect.gen(function*() {
       const { cache, reads, known, advance } = setup()
