@@ -6,9 +6,10 @@
  * first within 2x the median of the warm ones (a start warms what the
  * first correction needs: the validation workers, the task's compiled
  * schema, the first write, the HTTP side: `src/feedback/WarmStart.ts`,
- * `src/server/WarmRequest.ts`). On a quiet two-core machine, medians:
- * PGlite first/warm 3.2, PostgreSQL 3.1 (before the rehearsed submit, 3.3
- * and 3.7); bench/notes/first-request.md has the figures and what remains.
+ * `src/server/WarmRequest.ts`). On a two-core machine, same run, medians
+ * of first/warm: PGlite 1.94, PostgreSQL 2.01 (before the authenticated
+ * rehearsal request, 2.9 and 2.21); bench/notes/first-request.md has the
+ * figures and what remains.
  */
 import * as path from "node:path"
 import { freshDatabase } from "../support/db.ts"
