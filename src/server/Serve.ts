@@ -6,14 +6,14 @@
  * give it the CLI's admin channel.
  */
 import * as NodeRuntime from "@effect/platform-node/NodeRuntime"
-import { Cause, DateTime, Effect, Exit, Fiber, Layer } from "effect"
+import { Cause, Effect, Exit, Fiber, Layer } from "effect"
 import { HttpServer } from "effect/http"
 import type { SqlClient } from "effect/sql"
 import { createServer } from "node:http"
 import { Database, DatabaseInfo } from "../database/Database.ts"
 import { SvcConfig } from "../platform/Config.ts"
 import { LoggingLive } from "../platform/Logging.ts"
-import { startFailure } from "../platform/StartFailure.ts"
+import { reportStartFailure, startFailure } from "../platform/StartFailure.ts"
 import { AppLive, PlatformLive } from "./App.ts"
 import { ListenLater } from "./Listener.ts"
 
@@ -70,28 +70,6 @@ const Serve = Layer.effectDiscard(Effect.gen(function*() {
   return yield* Effect.fail(new Error(`database session lost: ${why}`))
 }).pipe(Effect.forkScoped, Effect.flatMap(Fiber.join)))
 
-/**
- * One JSON line for a failure that stops svc (the logs' format, written
- * directly: the logger may be what failed to start, for an unknown
- * `SVC_LOG_LEVEL`): what went wrong, the setting at fault, and the exit
- * code, which differs by reason (`StartFailure.ts`).
- */
-const reportFailure = (cause: Cause.Cause<unknown>) =>
-  Effect.gen(function*() {
-    if (Cause.hasInterruptsOnly(cause)) return
-    const failure = startFailure(cause)
-    const time = DateTime.formatIso(yield* DateTime.now)
-    process.exitCode = failure.exitCode
-    process.stdout.write(`${JSON.stringify({
-      time,
-      level: "ERROR",
-      message: failure.message,
-      reason: failure.reason,
-      ...(failure.setting === undefined ? {} : { setting: failure.setting }),
-      exit_code: failure.exitCode
-    })}\n`)
-  })
-
 // `channel`: the CLI's admin channel (the entry points give it: the server
 // imports nothing of the CLI). `beside`: more work on the server's
 // database, for as long as it runs (tests add faults with it).
@@ -102,7 +80,7 @@ export const runServer = (options: {
 } = {}): void =>
   Layer.launch(Layer.merge(Serve, options.beside ?? Layer.empty).pipe(Layer.provideMerge(mainLive(options.channel ?? Layer.empty)))).pipe(
     Effect.provide(LoggingLive),
-    Effect.tapCause(reportFailure),
+    Effect.tapCause(reportStartFailure),
     NodeRuntime.runMain({
       disableErrorReporting: true,
       teardown: (exit, onExit) =>
