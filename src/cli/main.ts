@@ -33,9 +33,10 @@ if (argv.length === 1 && argv[0] === "--version") {
 } else if (argv.length === 1 && argv[0] === "start") {
   // The embedded database's worker loads PGlite while the server's modules load.
   if (embeddedDatabase()) (await import("../database/embedded/EarlyWorker.ts")).startEarlyWorker()
-  await (await import("../server/SettingsCheck.ts")).refuseUnusableSettings()
-  const [{ runServer }, { AdminChannelLive }] = await Promise.all([import("../server/Serve.ts"), import("./AdminChannel.ts")])
-  runServer({ channel: AdminChannelLive })
+  if (await (await import("../server/SettingsCheck.ts")).settingsUsable()) {
+    const [{ runServer }, { AdminChannelLive }] = await Promise.all([import("../server/Serve.ts"), import("./AdminChannel.ts")])
+    runServer({ channel: AdminChannelLive })
+  }
 } else {
   // A command (not help) on the embedded database that no running server
   // takes through its admin channel (`Program.ts` sends it there when one
