@@ -32,9 +32,6 @@ interface ApprovalRow {
 
 const CountRows = rowsOf("approval_votes", Schema.Struct({ approvals: Schema.Number }))
 
-/** A new approval's quorum: the rule's or the class's, 1 when neither sets one. */
-export const quorumOf = (settings: { readonly quorum?: number | undefined }): number => settings.quorum ?? 1
-
 /**
  * SQL: the `quorum` and `votes` columns of `approvals` row `table` (an alias
  * or the table's name), for `ApprovalColumns`: the votes (JSON text, oldest
