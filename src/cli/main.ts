@@ -33,7 +33,7 @@ if (argv.length === 1 && argv[0] === "--version") {
 } else if (argv.length === 1 && argv[0] === "start") {
   // The embedded database's worker loads PGlite while the server's modules load.
   if (embeddedDatabase()) (await import("../database/embedded/EarlyWorker.ts")).startEarlyWorker()
-  if (await (await import("../server/SettingsCheck.ts")).settingsUsable()) {
+  if (await (await import("../server/Refusal.ts")).settingsUsable()) {
     const [{ runServer }, { AdminChannelLive }] = await Promise.all([import("../server/Serve.ts"), import("./AdminChannel.ts")])
     runServer({ channel: AdminChannelLive })
   }

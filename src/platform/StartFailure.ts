@@ -8,8 +8,6 @@
  */
 import * as Cause from "effect/Cause"
 import * as Data from "effect/Data"
-import * as DateTime from "effect/DateTime"
-import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
 import * as SqlError from "effect/sql/SqlError"
 import { databaseUnavailable } from "./DatabaseUnavailable.ts"
@@ -159,25 +157,3 @@ export const startFailure = (cause: Cause.Cause<unknown>): StartFailure => {
   const first = values[0]
   return failure("unexpected", first === undefined ? "svc stopped" : messageOf(first))
 }
-
-/**
- * One JSON line for a failure that stops svc (the logs' format, written
- * directly: the logger may be what failed to start, for an unknown
- * `SVC_LOG_LEVEL`): what went wrong, the setting at fault, and the exit
- * code, which differs by reason (`EXIT_CODES`).
- */
-export const reportStartFailure = (cause: Cause.Cause<unknown>) =>
-  Effect.gen(function*() {
-    if (Cause.hasInterruptsOnly(cause)) return
-    const refused = startFailure(cause)
-    const time = DateTime.formatIso(yield* DateTime.now)
-    process.exitCode = refused.exitCode
-    process.stdout.write(`${JSON.stringify({
-      time,
-      level: "ERROR",
-      message: refused.message,
-      reason: refused.reason,
-      ...(refused.setting === undefined ? {} : { setting: refused.setting }),
-      exit_code: refused.exitCode
-    })}\n`)
-  })

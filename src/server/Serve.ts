@@ -13,9 +13,10 @@ import { createServer } from "node:http"
 import { Database, DatabaseInfo } from "../database/Database.ts"
 import { SvcConfig } from "../platform/Config.ts"
 import { LoggingLive } from "../platform/Logging.ts"
-import { reportStartFailure, startFailure } from "../platform/StartFailure.ts"
+import { startFailure } from "../platform/StartFailure.ts"
 import { AppLive, PlatformLive } from "./App.ts"
 import { ListenLater } from "./Listener.ts"
+import { reportStartFailure } from "./Refusal.ts"
 
 // Listens only once AppLive is built (routes, migrations, workers).
 const NodeServerLive = Layer.unwrap(Effect.map(SvcConfig, (config) =>
