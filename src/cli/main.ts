@@ -31,12 +31,8 @@ const serverAnswers = async () => {
 if (argv.length === 1 && argv[0] === "--version") {
   process.stdout.write(`svc v${VERSION}\n`)
 } else if (argv.length === 1 && argv[0] === "start") {
-  // The embedded database's worker loads PGlite while the server's modules load.
-  if (embeddedDatabase()) (await import("../database/embedded/EarlyWorker.ts")).startEarlyWorker()
-  if (await (await import("../server/Refusal.ts")).settingsUsable()) {
-    const [{ runServer }, { AdminChannelLive }] = await Promise.all([import("../server/Serve.ts"), import("./AdminChannel.ts")])
-    runServer({ channel: AdminChannelLive })
-  }
+  // The same start as `npm start`.
+  await import("../main.ts")
 } else {
   // A command (not help) on the embedded database that no running server
   // takes through its admin channel (`Program.ts` sends it there when one
