@@ -16,7 +16,7 @@ export const CliDatabaseLive = Layer.unwrap(Effect.gen(function*() {
   const config = yield* SvcConfig
   const database = Option.isSome(config.databaseUrl)
     ? Database.server(config.databaseUrl.value, 2, serverSessionSettings(config))
-    : Database.embedded(config.dataDir, embeddedSettings(config), { waitMs: 0 })
+    : Database.embedded(config.dataDir, embeddedSettings(config), { waitMs: 0, smallBufferPool: true })
   return Migrations.layer.pipe(Layer.provideMerge(database))
 }))
 

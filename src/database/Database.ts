@@ -71,7 +71,8 @@ const embeddedClient = (
   settings: EmbeddedSettings,
   before: Effect.Effect<void, DatabaseUnavailable, Scope.Scope> = Effect.void,
   every: { readonly statistics?: Duration.Input | undefined; readonly vacuum?: Duration.Input | undefined } = {},
-  from?: string
+  from?: string,
+  smallBufferPool?: boolean
 ): DatabaseLayer =>
   Layer.effectContext(Effect.gen(function*() {
     yield* before
@@ -82,7 +83,7 @@ const embeddedClient = (
         catch: (cause) => new DatabaseUnavailable({ message: `cannot compile the embedded database: ${String(cause)}` })
       })
       : undefined
-    const session = yield* startSession({ dataDir, from, wasmModule, ...settings }).pipe(
+    const session = yield* startSession({ dataDir, from, wasmModule, smallBufferPool, ...settings }).pipe(
       Effect.mapError((error) => new DatabaseUnavailable({ message: error.message }))
     )
     const client = yield* makeEmbeddedClient(session)
@@ -145,12 +146,14 @@ const embeddedLayer = (dataDir: string, settings: EmbeddedSettings = {
   readonly statisticsEvery?: Duration.Input
   /** How often the tables are looked at for `VACUUM` (`EmbeddedVacuum.ts`; tests shorten it). */
   readonly vacuumEvery?: Duration.Input
+  /** A process that holds the data folder for a moment (the CLI): a small buffer pool (`BufferPool.ts`). */
+  readonly smallBufferPool?: boolean
 } = { waitMs: HOLDER_EXIT_WAIT_MS }): DatabaseLayer => {
   const absolute = path.resolve(dataDir)
   return embeddedClient(path.join(absolute, "pgdata"), "embedded", settings, holdEmbedded(absolute, options), {
     statistics: options.statisticsEvery,
     vacuum: options.vacuumEvery
-  })
+  }, undefined, options.smallBufferPool)
 }
 
 /**

@@ -62,6 +62,8 @@ export interface EmbeddedSessionOptions {
   readonly snapshot?: ArrayBuffer | undefined
   /** PGlite compiled already (`CompiledOnce.ts`), instead of compiling it in the worker. */
   readonly wasmModule?: WebAssembly.Module | undefined
+  /** A data folder opened for a short while (a CLI command): the small buffer pool a database in memory has (`BufferPool.ts`). */
+  readonly smallBufferPool?: boolean | undefined
   /** The worker thread's memory bounds. */
   readonly resourceLimits?: ResourceLimits | undefined
   /** The name the watchdog gives its bound when it ends the worker (default `SVC_DB_STATEMENT_TIMEOUT`). */
@@ -132,7 +134,13 @@ const millis = (duration: Duration.Duration) => `${Math.round(Duration.toMillis(
 export const startSession = (options: EmbeddedSessionOptions): Effect.Effect<EmbeddedSession, SqlError, Scope.Scope> =>
   Effect.gen(function*() {
     const worker = yield* Effect.callback<Worker, SqlError>((resume) => {
-      const workerData = { dataDir: options.dataDir, snapshot: options.snapshot, from: options.from, wasmModule: options.wasmModule }
+      const workerData = {
+        dataDir: options.dataDir,
+        snapshot: options.snapshot,
+        from: options.from,
+        wasmModule: options.wasmModule,
+        smallBufferPool: options.smallBufferPool
+      }
       const transferList = options.snapshot === undefined ? [] : [options.snapshot]
       // A worker the entry point started early (`EarlyWorker.ts`) has no memory bounds.
       const early = options.resourceLimits === undefined ? takeEarlyWorker() : undefined

@@ -18,6 +18,7 @@
 import { PGlite, types } from "@electric-sql/pglite"
 import { readFile, writeFile } from "node:fs/promises"
 import { parentPort, workerData } from "node:worker_threads"
+import { smallPoolStartParams } from "./BufferPool.ts"
 import { compiledPglite } from "./CompiledOnce.ts"
 import { trimForCopies } from "./CopySnapshot.ts"
 import { dumpData } from "./EmbeddedDump.ts"
@@ -32,6 +33,8 @@ interface Options {
   readonly from?: string | undefined
   /** PGlite compiled by the parent (`CompiledOnce.ts`). */
   readonly wasmModule?: WebAssembly.Module | undefined
+  /** The small buffer pool (`BufferPool.ts`) for a data folder too, not only in memory. */
+  readonly smallBufferPool?: boolean | undefined
 }
 
 /** What the session asks of the worker. */
@@ -109,6 +112,7 @@ try {
   const db = await PGlite.create({
     ...(options.dataDir === undefined ? {} : { dataDir: options.dataDir }),
     ...(options.wasmModule === undefined ? {} : { pgliteWasmModule: options.wasmModule }),
+    ...(options.dataDir === undefined || options.smallBufferPool === true ? { startParams: [...smallPoolStartParams] } : {}),
     ...(options.snapshot !== undefined
       ? { loadDataDir: new Blob([options.snapshot]) }
       : options.from !== undefined
