@@ -11,6 +11,7 @@ import { SqlClient } from "effect/sql"
 import { Database } from "../../../src/database/Database.ts"
 import { cli, type RunningServer, scratchDatabaseUrl, seededDataDir, startServer, startServers } from "../../support/process.ts"
 import { openSse } from "../../support/sse.ts"
+import { onServerRun } from "../../support/databases.ts"
 
 const SCOPES = "org_config.write,agents.write,agents.read,approvals.decide"
 
@@ -51,7 +52,7 @@ const eventTypes = (sql: SqlClient.SqlClient) =>
     FROM events GROUP BY 1
   `.pipe(Effect.orDie, Effect.map((rows) => new Map(rows.map((r) => [r.approval_id, r.types]))))
 
-describe("deadlines across restarts (embedded database)", () => {
+describe.skipIf(onServerRun)("deadlines across restarts (embedded database)", () => {
   it("deadlines that came due while the service was down fire after restart, once each; open streams end at shutdown", async () => {
     const dataDir = seededDataDir("svc-deadlines-")
     const env = { SVC_DATA_DIR: dataDir, DATABASE_URL: "" }

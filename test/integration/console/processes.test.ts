@@ -10,6 +10,7 @@ import { Effect } from "effect"
 import * as net from "node:net"
 import { cli, type RunningServer, scratchDatabaseUrl, seededDataDir, startServer, startServers } from "../../support/process.ts"
 import { openSse } from "../../support/sse.ts"
+import { onServerRun } from "../../support/databases.ts"
 
 const HEADERS = { "content-type": "application/json", "x-svc-console": "1" }
 
@@ -32,7 +33,7 @@ const orgAndKey = async (env: Record<string, string>) => {
   return { orgId: org.id as string, key: key.key as string }
 }
 
-describe("console CLI (embedded database, running server)", () => {
+describe.skipIf(onServerRun)("console CLI (embedded database, running server)", () => {
   it("login prints one JSON object whose link signs in once; sessions lists it; revoke ends it at once", async () => {
     const dataDir = seededDataDir("svc-console-")
     const env = { SVC_DATA_DIR: dataDir, DATABASE_URL: "" }
@@ -83,7 +84,7 @@ describe("console CLI (embedded database, running server)", () => {
   }, 240_000)
 })
 
-describe("server connections", () => {
+describe.skipIf(onServerRun)("server connections", () => {
   it("beyond SVC_MAX_CONNECTIONS a new connection is closed at once; a freed place serves again", async () => {
     const dataDir = seededDataDir("svc-connections-")
     const server = await startServer({ SVC_DATA_DIR: dataDir, DATABASE_URL: "", SVC_MAX_CONNECTIONS: "16" })

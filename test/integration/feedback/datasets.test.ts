@@ -6,16 +6,16 @@
  * problem naming their setting.
  */
 import { assert, describe, it, layer } from "@effect/vitest"
-import { Effect, Layer, Redacted } from "effect"
+import { Effect, Layer } from "effect"
 import { SqlClient } from "effect/sql"
 import { PgMigrator } from "@effect/sql-pg"
 import { NodeServices } from "@effect/platform-node"
 import { FEEDBACK_RECORD_BYTES } from "../../../src/feedback/Quota.ts"
 import { RUN_RECORD_BYTES } from "../../../src/tasks/RunInsert.ts"
-import { Database } from "../../../src/database/Database.ts"
 import { newId } from "../../../src/platform/Ids.ts"
 import { migrations } from "../../../src/database/migrations/index.ts"
 import { SvcTest, type TestOrg } from "../../../src/testing.ts"
+import { databases } from "../../support/databases.ts"
 import { raw } from "../../support/http.ts"
 
 const schema = {
@@ -428,12 +428,6 @@ describe("existing datasets migrate by reference", () => {
                                     FROM dataset_examples e WHERE e.lineage_id = d.lineage_id AND e.position < d.example_count), '[]') AS examples
       FROM datasets d ORDER BY d.id`
 
-  const databases = [
-    ["embedded PGlite", () => Database.memory] as const,
-    ...(process.env.TEST_DATABASE_URL
-      ? [["PostgreSQL server", () => Database.scratch(Redacted.make(process.env.TEST_DATABASE_URL!))] as const]
-      : [])
-  ]
   for (const [name, database] of databases) {
     it.live(`every version reads the same examples in the same order, each example stored once per line; versions that did not extend their predecessor keep theirs (${name})`, () =>
       Effect.gen(function*() {

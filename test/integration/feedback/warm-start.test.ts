@@ -12,6 +12,7 @@ import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
 import { cli, type RunningServer, startServer } from "../../support/process.ts"
+import { onServerRun } from "../../support/databases.ts"
 
 const START_MS = 150_000
 const TEST_MS = 300_000
@@ -23,7 +24,7 @@ const stop = async (server: RunningServer) => {
   return server.exited
 }
 
-describe("warm start", () => {
+describe.skipIf(onServerRun)("warm start", () => {
   it("a restart on a database with a task and a run leaves no feedback and no log line of its warm-up", async () => {
     const dataDir = path.join(fs.mkdtempSync(path.join(os.tmpdir(), "svc-warm-")), "data")
     const env = { SVC_DATA_DIR: dataDir, DATABASE_URL: "", SVC_WARM_START: "true" }

@@ -18,6 +18,7 @@ import { Database, DatabaseInfo } from "../../../src/database/Database.ts"
 import { Migrations } from "../../../src/database/Migrations.ts"
 import { adminSocketPath, type CliAnswer, runCommand, serveAdmin } from "../../../src/cli/AdminChannel.ts"
 import { seededDataDir } from "../../support/process.ts"
+import { onServerRun } from "../../support/databases.ts"
 
 /** Each test on a data directory whose database is already migrated (the run's snapshot). */
 const newDataDir = () => seededDataDir("svc-admin-")
@@ -73,7 +74,7 @@ const timed = async <A>(f: () => Promise<A>) => {
   return { value, ms: performance.now() - started }
 }
 
-describe("the admin channel under hostile local clients", () => {
+describe.skipIf(onServerRun)("the admin channel under hostile local clients", () => {
   it.live("garbage, zero and 4 GiB lengths, half-sent requests, 10 000 dropped connections, idle connections and noise: other requests keep their latency, memory stays bounded, nothing accepted is lost", () =>
     Effect.gen(function*() {
       const dataDir = newDataDir()
@@ -177,7 +178,7 @@ describe("the admin channel under hostile local clients", () => {
     }), 240_000)
 })
 
-describe("the embedded session's owner", () => {
+describe.skipIf(onServerRun)("the embedded session's owner", () => {
   it.live("a worker that dies under load is said at once: statements fail as connection errors, `lost` completes; a reopen finds every committed row", () =>
     Effect.gen(function*() {
       const dataDir = newDataDir()

@@ -7,10 +7,11 @@
  */
 import { assert, describe, it } from "vitest"
 import { cli, seededDataDir, startServer } from "../../support/process.ts"
+import { onServerRun } from "../../support/databases.ts"
 
 const json = (text: string) => JSON.parse(text)
 
-describe("liveness of the embedded database", () => {
+describe.skipIf(onServerRun)("liveness of the embedded database", () => {
   it("a statement past SVC_DB_STATEMENT_TIMEOUT loses the session: the process exits 1 within the timeout plus 10 s; a restart serves every accepted write", async () => {
     const dataDir = seededDataDir("svc-liveness-")
     const env = { SVC_DATA_DIR: dataDir, DATABASE_URL: "", SVC_DB_STATEMENT_TIMEOUT: "2s" }

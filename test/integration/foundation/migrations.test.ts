@@ -12,7 +12,7 @@ import { Database } from "../../../src/database/Database.ts"
 import { Migrations } from "../../../src/database/Migrations.ts"
 import { migrationRecord, migrationsByRelease, releaseOf } from "../../../src/database/migrations/index.ts"
 import { SvcTest } from "../../../src/testing.ts"
-import { databases, migratedDatabases } from "../../support/databases.ts"
+import { databases, migratedDatabases, onServerRun } from "../../support/databases.ts"
 
 const recorded = Effect.gen(function*() {
   const sql = yield* SqlClient.SqlClient
@@ -102,7 +102,7 @@ describe("the database records the release of svc each migration belongs to; a b
     }).pipe(Effect.provide(Layer.fresh(Database.scratch(Redacted.make(process.env.TEST_DATABASE_URL!))))), 60_000)
 })
 
-describe("the test kit's snapshot (SvcTest.writeSnapshot)", () => {
+describe.skipIf(onServerRun)("the test kit's snapshot (SvcTest.writeSnapshot)", () => {
   it.live("holds the migrated database without the template databases nor the WAL's unwritten end; a copy opens with every migration", () =>
     Effect.gen(function*() {
       const dir = fs.mkdtempSync(path.join(os.tmpdir(), "svc-snapshot-"))

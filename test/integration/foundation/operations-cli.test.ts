@@ -13,6 +13,7 @@ import * as os from "node:os"
 import * as path from "node:path"
 import { root, seededDataDir } from "../../support/process.ts"
 import { blocksRun } from "../../support/run-blocks.ts"
+import { onServerRun } from "../../support/databases.ts"
 
 /** `"key":value` pairs a `# {…}` line promises (those without `…`). */
 const promisedPairs = (comment: string): Array<string> =>
@@ -20,7 +21,7 @@ const promisedPairs = (comment: string): Array<string> =>
 
 const jq = spawnSync("jq", ["--version"]).status === 0
 
-describe.skipIf(process.env.TEST_DATABASE_URL !== undefined && process.env.TEST_DATABASE_URL !== "")("the CLI example of docs/operations.md", () => {
+describe.skipIf(onServerRun)("the CLI example of docs/operations.md", () => {
   // Without jq a developer's run skips this with a warning; CI fails (.ci/run installs it).
   if (!jq && process.env.CI === undefined) console.warn("\n*** SKIPPED the CLI example of docs/operations.md: install jq ***\n")
   it.skipIf(!jq && process.env.CI === undefined)("runs, command by command, and prints what it says", () => {

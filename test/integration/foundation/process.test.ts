@@ -20,6 +20,7 @@ import { Database } from "../../../src/database/Database.ts"
 import { adminSocketPath } from "../../../src/cli/AdminChannel.ts"
 import { holdDataDir, isHeld } from "../../../src/platform/DataDir.ts"
 import { cli, root, type RunningServer, seededDataDir, startServer } from "../../support/process.ts"
+import { onServerRun } from "../../support/databases.ts"
 
 const sha256 = (value: string) => createHash("sha256").update(value).digest("hex")
 
@@ -52,7 +53,7 @@ const slowPost = (url: string, key: string, body: string, chunks: number, gapMs:
     next()
   })
 
-describe("the CLI and the server on the embedded database", () => {
+describe.skipIf(onServerRun)("the CLI and the server on the embedded database", () => {
   const dataDir = seededDataDir("svc-process-")
   const env = { SVC_DATA_DIR: dataDir, DATABASE_URL: "" }
 

@@ -21,6 +21,7 @@ import * as path from "node:path"
 import { read } from "../../support/markdown.ts"
 import { blocksRun, RUN_SECTIONS } from "../../support/run-blocks.ts"
 import { root } from "../../support/process.ts"
+import { onServerRun } from "../../support/databases.ts"
 
 /** The README's shell blocks under one `##` heading, in order: the ones `RUN_SECTIONS` says this test runs. */
 const shellBlocksOf = (text: string, heading: string): Array<string> => {
@@ -93,7 +94,7 @@ const waitFor = async (what: string, condition: () => boolean, job: Job, timeout
 const jq = spawnSync("jq", ["--version"]).status === 0
 const curl = spawnSync("curl", ["--version"]).status === 0
 
-describe.skipIf(process.env.TEST_DATABASE_URL !== undefined && process.env.TEST_DATABASE_URL !== "")("the README, as a newcomer runs it", () => {
+describe.skipIf(onServerRun)("the README, as a newcomer runs it", () => {
   const readme = read("README.md")
 
   it("the quick start is npm install, npm start and npm test, and npm test runs this suite", () => {

@@ -17,7 +17,7 @@ import { VERSION } from "../../../src/api/Version.ts"
 import { isHeld } from "../../../src/platform/DataDir.ts"
 import { Database, DatabaseInfo } from "../../../src/database/Database.ts"
 import { adminSocketPath } from "../../../src/cli/AdminChannel.ts"
-import { memoryDatabase } from "../../support/databases.ts"
+import { memoryDatabase, onServerRun } from "../../support/databases.ts"
 import { cli, runNode, type RunningServer, scratchDatabaseUrl, seededDataDir, startServer } from "../../support/process.ts"
 import { freePort } from "../../support/privatePostgres.ts"
 
@@ -89,7 +89,7 @@ const probe = (port: number, route: string, timeoutMs: number) =>
     request.on("error", (error: NodeJS.ErrnoException) => error.code === "ECONNREFUSED" ? resolve("refused") : reject(error))
   })
 
-describe("one process holds a data directory", () => {
+describe.skipIf(onServerRun)("one process holds a data directory", () => {
   it("two servers started at the same instant on an empty data directory: exactly one serves, the other says which process holds it", async () => {
     const dataDir = newDataDir()
     const env = envFor(dataDir)
@@ -161,7 +161,7 @@ describe("one process holds a data directory", () => {
     }), TEST_MS)
 })
 
-describe("the embedded database is private", () => {
+describe.skipIf(onServerRun)("the embedded database is private", () => {
   it.runIf(linux)("the data directory is created 0700, pgdata is not world-readable, the database listens on no socket and no TCP port; only the admin channel's socket (0600) is there", async () => {
     const dataDir = newDataDir()
     const env = envFor(dataDir)
@@ -215,7 +215,7 @@ describe("the embedded database is private", () => {
     }), TEST_MS)
 })
 
-describe("the HTTP port opens when the application is ready", () => {
+describe.skipIf(onServerRun)("the HTTP port opens when the application is ready", () => {
   /** Probes `port` while a server starts on it; `taken` when another process took the port first. */
   const watchStart = async (port: number) => {
     const starting = startServer({ ...envFor(migratedDataDir()), PORT: String(port) }, START_MS)
@@ -281,7 +281,7 @@ describe("a database of a later svc", () => {
     assert.strictEqual(command.stderr, `${line}\n`)
   }
 
-  it("embedded: the server and the CLI refuse to start, with one line naming both versions, and exit 7", async () => {
+  it.skipIf(onServerRun)("embedded: the server and the CLI refuse to start, with one line naming both versions, and exit 7", async () => {
     const env = envFor(migratedDataDir())
     assert.strictEqual((await cli(["orgs", "list", "--json"], env)).code, 0)
     await Effect.runPromise(fromLaterRelease.pipe(Effect.provide(Database.embedded(env.SVC_DATA_DIR)), Effect.scoped))

@@ -11,6 +11,7 @@ import * as os from "node:os"
 import * as path from "node:path"
 import { cli, runNode, type Ran, seededDataDir, startServer } from "../../support/process.ts"
 import { freePort } from "../../support/privatePostgres.ts"
+import { onServerRun } from "../../support/databases.ts"
 
 const newDataDir = () => path.join(fs.mkdtempSync(path.join(os.tmpdir(), "svc-refused-")), "data")
 const base = () => ({ SVC_DATA_DIR: newDataDir(), DATABASE_URL: "", PORT: "0" })
@@ -32,7 +33,7 @@ const refusal = (ran: Ran) => {
 const start = (env: Record<string, string>) => runNode("src/main.ts", [], env)
 
 describe("a start that cannot succeed", () => {
-  it("settings svc cannot use: one JSON line naming the variable, exit 2, without the value", async () => {
+  it.skipIf(onServerRun)("settings svc cannot use: one JSON line naming the variable, exit 2, without the value", async () => {
     const grpc = refusal(await start({
       ...base(),
       OTEL_EXPORTER_OTLP_ENDPOINT: "http://127.0.0.1:4318",
@@ -54,7 +55,7 @@ describe("a start that cannot succeed", () => {
     assert.deepInclude(refusal(url), { reason: "setting", setting: "DATABASE_URL", exit_code: 2 })
   }, 120_000)
 
-  it("a missing or malformed SVC_MASTER_KEY: exit 3, naming it, without the value", async () => {
+  it.skipIf(onServerRun)("a missing or malformed SVC_MASTER_KEY: exit 3, naming it, without the value", async () => {
     const malformed = await start({ ...base(), SVC_MASTER_KEY: "not-a-key-at-all" })
     assert.notInclude(malformed.stdout + malformed.stderr, "not-a-key-at-all")
     assert.deepInclude(refusal(malformed), {
@@ -68,7 +69,7 @@ describe("a start that cannot succeed", () => {
     assert.deepInclude(missing, { reason: "master_key", setting: "SVC_MASTER_KEY", exit_code: 3 })
   }, 120_000)
 
-  it("a database server that cannot be reached: exit 4, naming DATABASE_URL, without its password; the CLI says the same with the same code", async () => {
+  it.skipIf(onServerRun)("a database server that cannot be reached: exit 4, naming DATABASE_URL, without its password; the CLI says the same with the same code", async () => {
     const env = { ...base(), DATABASE_URL: `postgres://svc:hunter2@127.0.0.1:${await freePort()}/svc`, SVC_MASTER_KEY: MASTER_KEY }
     const server = await start(env)
     assert.notInclude(server.stdout + server.stderr, "hunter2")
@@ -89,7 +90,7 @@ describe("a start that cannot succeed", () => {
     assert.include(line.message, "svc_no_such_database")
   }, 120_000)
 
-  it("a data directory another server holds: exit 5, naming the holder; a port another process listens on: exit 6, naming PORT", async () => {
+  it.skipIf(onServerRun)("a data directory another server holds: exit 5, naming the holder; a port another process listens on: exit 6, naming PORT", async () => {
     const env = { ...base(), SVC_DATA_DIR: seededDataDir("svc-refused-") }
     const first = await startServer(env, 150_000)
     const taken = net.createServer()

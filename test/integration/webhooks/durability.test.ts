@@ -18,6 +18,7 @@ import { HttpsReceiver, Reply } from "../../support/HttpsReceiver.ts"
 import { cli, type RunningServer, scratchDatabaseUrl, seededDataDir, startServer, startServers } from "../../support/process.ts"
 import { TestTls } from "../../support/tls.ts"
 import { eventBody, type EventBody } from "./support.ts"
+import { onServerRun } from "../../support/databases.ts"
 
 const json = (stdout: string) => JSON.parse(stdout.trim().split("\n").at(-1)!)
 
@@ -99,7 +100,7 @@ const fastEnv = (caFile: string) => ({
   SVC_WEBHOOK_RETRY_SCHEDULE: "200ms,200ms,200ms,200ms,200ms"
 })
 
-describe("the service as processes on an embedded data directory", () => {
+describe.skipIf(onServerRun)("the service as processes on an embedded data directory", () => {
   it.live("the CLI sets the reviewer address; kill -9 during delivery and a restart lose no event", () =>
     Effect.gen(function*() {
       const tls = yield* TestTls.shared
