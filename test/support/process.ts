@@ -21,7 +21,7 @@ export interface Ran {
  * loading and compiling modules (TypeScript included), which the cache
  * cuts by about a third on this machine.
  */
-const compileCache = { NODE_COMPILE_CACHE: path.join(os.tmpdir(), "svc-test-compile-cache") }
+export const compileCache = { NODE_COMPILE_CACHE: path.join(os.tmpdir(), "svc-test-compile-cache") }
 
 /** Runs `node <script> ...args` to completion with extra environment (`undefined`: a variable unset). */
 export const runNode = (script: string, args: ReadonlyArray<string>, env: Record<string, string | undefined>) =>

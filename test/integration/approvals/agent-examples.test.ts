@@ -24,7 +24,7 @@ import * as path from "node:path"
 import { SvcTest, type TestOrg } from "../../../src/testing.ts"
 import { codeBlocks, read } from "../../support/markdown.ts"
 import { eventually } from "../../support/http.ts"
-import { root } from "../../support/process.ts"
+import { compileCache, root } from "../../support/process.ts"
 
 type Decision = typeof import("../../../src/api/Approvals.ts").Decision.Type
 
@@ -45,7 +45,7 @@ const start = (command: string, args: ReadonlyArray<string>, env: Record<string,
     Effect.sync(() => {
       const child: ChildProcess = spawn(command, args, {
         cwd: root,
-        env: { ...process.env, NODE_NO_WARNINGS: "1", PYTHONUNBUFFERED: "1", ...env },
+        env: { ...process.env, ...compileCache, NODE_NO_WARNINGS: "1", PYTHONUNBUFFERED: "1", ...env },
         stdio: ["ignore", "pipe", "pipe"]
       })
       let stdout = ""

@@ -12,7 +12,7 @@ import * as os from "node:os"
 import * as path from "node:path"
 import { SvcTest } from "../../../src/testing.ts"
 import { eventually } from "../../support/http.ts"
-import { root } from "../../support/process.ts"
+import { compileCache, root } from "../../support/process.ts"
 import { TestTls } from "../../support/tls.ts"
 import { eventBody, insertEvents, waitForDeliveries, webhookService } from "./support.ts"
 
@@ -21,7 +21,7 @@ const startReceiver = (env: Record<string, string>) =>
     Effect.callback<{ url: string; output: () => string }>((resume) => {
       const child = spawn(process.execPath, [path.join(root, "scripts/example-receiver.ts")], {
         cwd: root,
-        env: { ...process.env, ...env, NODE_NO_WARNINGS: "1" },
+        env: { ...process.env, ...compileCache, ...env, NODE_NO_WARNINGS: "1" },
         stdio: ["ignore", "pipe", "pipe"]
       })
       let output = ""
