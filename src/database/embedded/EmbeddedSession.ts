@@ -207,15 +207,16 @@ export const startSession = (options: EmbeddedSessionOptions): Effect.Effect<Emb
         // fiber that asked is interrupted: the worker is still busy with it.
         // Per statement: no Duration built unless an allowance was given.
         const boundMs = Duration.isZero(allowance) ? timeoutMs : timeoutMs + Duration.toMillis(allowance)
-        const timer = setTimeout(
-          () =>
-            lose(
+        // Decided once the loop has taken in the answers that came meanwhile:
+        // a main thread kept busy past the bound is not a statement past it.
+        const timer = setTimeout(() =>
+          setImmediate(() =>
+            pending.has(id) && lose(
               Duration.isZero(allowance)
                 ? `a statement ran longer than ${limitName} (${millis(options.statementTimeout)})`
                 : `a statement ran longer than ${limitName} plus its allowance (${Math.round(boundMs)} ms)`
-            ),
-          boundMs
-        )
+            )
+          ), boundMs)
         pending.set(id, {
           timer,
           resume: (answer) =>

@@ -236,4 +236,27 @@ describe.skipIf(onServerRun)("the embedded session's owner", () => {
       assert.include(yield* info.lost, "SVC_DB_STATEMENT_TIMEOUT")
       yield* Scope.close(scope, Exit.void)
     }), 60_000)
+
+  it.live("the watchdog: a statement answered in time keeps the session though this thread was busy past the bound", () =>
+    Effect.gen(function*() {
+      const scope = yield* Scope.make()
+      const context = yield* Layer.buildWithScope(
+        Database.memoryWith({ statementTimeout: Duration.millis(300), transactionTimeout: Duration.seconds(60) }),
+        scope
+      )
+      const sql = Context.get(context, SqlClient.SqlClient)
+      const info = Context.get(context, DatabaseInfo)
+      for (let round = 0; round < 3; round++) {
+        // Sent, then this thread is busy for three times the bound: the answer waits in its queue.
+        const answered = yield* Effect.forkChild(sql<{ one: number }>`SELECT 1 AS one`)
+        yield* Effect.yieldNow
+        yield* Effect.sync(() => {
+          const until = performance.now() + 900
+          while (performance.now() < until) { /* busy */ }
+        })
+        assert.deepStrictEqual(yield* Fiber.join(answered), [{ one: 1 }])
+        assert.isFalse(info.embedded!.isLost())
+      }
+      yield* Scope.close(scope, Exit.void)
+    }), 60_000)
 })
