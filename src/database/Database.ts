@@ -70,9 +70,12 @@ const embeddedClient = (
   kind: "embedded" | "memory",
   settings: EmbeddedSettings,
   before: Effect.Effect<void, DatabaseUnavailable, Scope.Scope> = Effect.void,
-  every: { readonly statistics?: Duration.Input | undefined; readonly vacuum?: Duration.Input | undefined } = {},
-  from?: string,
-  smallBufferPool?: boolean
+  options: {
+    readonly statistics?: Duration.Input | undefined
+    readonly vacuum?: Duration.Input | undefined
+    readonly from?: string | undefined
+    readonly smallBufferPool?: boolean | undefined
+  } = {}
 ): DatabaseLayer =>
   Layer.effectContext(Effect.gen(function*() {
     yield* before
@@ -83,7 +86,7 @@ const embeddedClient = (
         catch: (cause) => new DatabaseUnavailable({ message: `cannot compile the embedded database: ${String(cause)}` })
       })
       : undefined
-    const session = yield* startSession({ dataDir, from, wasmModule, smallBufferPool, ...settings }).pipe(
+    const session = yield* startSession({ dataDir, from: options.from, wasmModule, smallBufferPool: options.smallBufferPool, ...settings }).pipe(
       Effect.mapError((error) => new DatabaseUnavailable({ message: error.message }))
     )
     const client = yield* makeEmbeddedClient(session)
@@ -92,8 +95,8 @@ const embeddedClient = (
     // freezes old rows, and the checkpoints that bound the WAL are kept
     // here, for a data folder (a database in memory lives as long as a test).
     if (kind === "embedded") {
-      yield* keepStatistics(client, every.statistics ?? ANALYZE_EVERY)
-      yield* keepVacuumed(client, every.vacuum ?? VACUUM_EVERY)
+      yield* keepStatistics(client, options.statistics ?? ANALYZE_EVERY)
+      yield* keepVacuumed(client, options.vacuum ?? VACUUM_EVERY)
       yield* keepCheckpoints(client)
     }
     return Context.make(PgClient.PgClient, client).pipe(
@@ -114,7 +117,7 @@ const memorySettings: EmbeddedSettings = {
  * fraction of the time `initdb` and the migrations take).
  */
 const memoryLayer = (settings: EmbeddedSettings = memorySettings, from?: string): DatabaseLayer =>
-  embeddedClient(undefined, "memory", settings, Effect.void, {}, from)
+  embeddedClient(undefined, "memory", settings, Effect.void, { from })
 
 /**
  * Prepares and holds the data directory, then starts the database in it:
@@ -152,8 +155,9 @@ const embeddedLayer = (dataDir: string, settings: EmbeddedSettings = {
   const absolute = path.resolve(dataDir)
   return embeddedClient(path.join(absolute, "pgdata"), "embedded", settings, holdEmbedded(absolute, options), {
     statistics: options.statisticsEvery,
-    vacuum: options.vacuumEvery
-  }, undefined, options.smallBufferPool)
+    vacuum: options.vacuumEvery,
+    smallBufferPool: options.smallBufferPool
+  })
 }
 
 /**

@@ -11,6 +11,7 @@ import type { ApprovalEvent } from "../../../src/api/Events.ts"
 import { approvalEventBody } from "../../../src/outbox/Outbox.ts"
 import { iso } from "../../../src/platform/Time.ts"
 import { Wakeups } from "../../../src/database/Wakeups.ts"
+import { onServerRun } from "../../support/databases.ts"
 import { eventually } from "../../support/http.ts"
 import { SvcTest } from "../../../src/testing.ts"
 import { openSse } from "../../support/sse.ts"
@@ -21,8 +22,6 @@ const step = (step_id: string, action_class: string, args: unknown = { path: "/s
   action_class,
   arguments: args as any
 })
-
-const onServer = process.env.TEST_DATABASE_URL !== undefined && process.env.TEST_DATABASE_URL !== ""
 
 /** The payloads of `svc_wakeup` notifications heard until `marker` (sent after the work committed, so it comes last). */
 const heardUntilMarker = <E>(notes: Queue.Dequeue<{ readonly payload: string }, E>, marker: string) =>
@@ -288,7 +287,7 @@ layer(SvcTest.layer(), { excludeTestServices: true })("governed steps in one sta
       }))
   })
 
-  describe.runIf(onServer)("notifications (PostgreSQL server)", () => {
+  describe.runIf(onServerRun)("notifications (PostgreSQL server)", () => {
     it.effect("a step sends one notification carrying every signal of its change; allow and reject only the session's", () =>
       Effect.gen(function*() {
         const pg = yield* PgClient.PgClient

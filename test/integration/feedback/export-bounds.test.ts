@@ -11,6 +11,7 @@ import { assert, describe, layer } from "@effect/vitest"
 import { Duration, Effect, Exit, Fiber } from "effect"
 import { newId } from "../../../src/platform/Ids.ts"
 import { SvcTest, type TestOrg } from "../../../src/testing.ts"
+import { onServerRun } from "../../support/databases.ts"
 import { eventually, raw } from "../../support/http.ts"
 
 const schema = {
@@ -77,8 +78,7 @@ const download = (org: TestOrg, datasetId: string) =>
 // the large version below takes several times longer on either database;
 // long enough for a page of 1 MiB on a busy machine (the embedded database
 // prints several times slower than the server).
-const onServer = (process.env.TEST_DATABASE_URL ?? "") !== ""
-const STATEMENT_TIMEOUT = onServer ? Duration.seconds(1) : Duration.seconds(2)
+const STATEMENT_TIMEOUT = onServerRun ? Duration.seconds(1) : Duration.seconds(2)
 
 layer(SvcTest.layer({ config: { dbStatementTimeout: STATEMENT_TIMEOUT, maxStreamsPerOrg: 1 } }), { excludeTestServices: true })(
   "dataset export bounds",

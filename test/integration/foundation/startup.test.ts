@@ -199,7 +199,7 @@ describe.skipIf(onServerRun)("the embedded database is private", () => {
     }
   }, TEST_MS)
 
-  it.live.skipIf(!linux)("the in-memory database (svc/testing) is reached in-process: no socket, no TCP port", () =>
+  it.live.skipIf(!linux)("the in-memory database (svc/testing) is reached in-process: no socket, no TCP port, a small buffer pool", () =>
     Effect.gen(function*() {
       const before = tcpListeners(process.pid)
       const info = yield* DatabaseInfo.use((info) =>
@@ -207,6 +207,9 @@ describe.skipIf(onServerRun)("the embedded database is private", () => {
           const rows = yield* SqlClient.SqlClient.use((sql) => sql<{ one: number }>`SELECT 1 AS one`)
           assert.strictEqual(rows[0]!.one, 1)
           assert.sameMembers(tcpListeners(process.pid), before)
+          // Its pages live in memory already: the small buffer pool (`BufferPool.ts`).
+          const pool = yield* SqlClient.SqlClient.use((sql) => sql<{ shared_buffers: string }>`SHOW shared_buffers`)
+          assert.strictEqual(pool[0]!.shared_buffers, "16MB")
           return info
         })
       ).pipe(Effect.provide(memoryDatabase()), Effect.orDie)
