@@ -1,12 +1,13 @@
 /**
  * On a new checkout (no durations of an earlier run) the suite starts the
- * files that start processes or a browser first: a short one of them left
- * to the end would run alone on one worker (test/support/sequencer.ts).
+ * longest files first, by the durations recorded in
+ * test/support/durations.json; a file not recorded is placed by what it
+ * does (test/support/sequencer.ts).
  */
 import { assert, describe, it } from "@effect/vitest"
 import * as fs from "node:fs"
 import * as path from "node:path"
-import { firstRunOrder, weightOf } from "../../support/sequencer.ts"
+import { firstRunOrder, recorded, weightOf } from "../../support/sequencer.ts"
 
 const root = path.join(import.meta.dirname, "../../..")
 
@@ -17,24 +18,29 @@ const testFiles = (dir: string): Array<string> =>
       : entry.name.endsWith(".test.ts") ? [path.join(dir, entry.name)] : []
   )
 
+const at = (order: ReadonlyArray<string>, file: string) => order.indexOf(path.join(root, file))
+
 describe("the order of a first run", () => {
-  it("files that start processes or a browser come first, then integration files, then the rest; largest first within each", () => {
+  it("longest recorded first; every recorded file exists", () => {
     const files = testFiles(path.join(root, "test"))
-    const order = firstRunOrder(files)
+    const record = recorded()
+    for (const file of Object.keys(record)) assert.isTrue(fs.existsSync(path.join(root, file)), `${file} is recorded but gone: node test/support/sequencer.ts after a run`)
+    const order = firstRunOrder(files, record)
     assert.sameMembers(order, files)
-    const at = (file: string) => order.indexOf(path.join(root, file))
-    // Short files that start processes, ahead of every file that starts none.
-    for (const file of ["test/integration/foundation/liveness.test.ts", "test/integration/foundation/operations-cli.test.ts"]) {
-      assert.strictEqual(weightOf(path.join(root, file)), 0, file)
-      assert.isBelow(at(file), at("test/integration/telemetry/export.test.ts"), file)
-    }
-    assert.strictEqual(weightOf(path.join(root, "test/browser/signin.test.ts")), 0)
-    assert.strictEqual(weightOf(path.join(root, "test/integration/telemetry/export.test.ts")), 1)
-    assert.strictEqual(weightOf(path.join(root, "test/unit/structure/test-order.test.ts")), 2)
-    const weights = order.map(weightOf)
-    assert.deepStrictEqual(weights, [...weights].sort((a, b) => a - b))
-    for (let i = 1; i < order.length; i++) {
-      if (weights[i] === weights[i - 1]) assert.isAtMost(fs.statSync(order[i]!).size, fs.statSync(order[i - 1]!).size)
-    }
+    const seconds = order.map((file) => record[path.relative(root, file)]).filter((s) => s !== undefined)
+    assert.deepStrictEqual(seconds, [...seconds].sort((a, b) => b - a))
+  })
+
+  it("a file not recorded is placed by what it does: one that starts processes or a browser among the long files", () => {
+    const files = ["test/integration/foundation/liveness.test.ts", "test/integration/telemetry/export.test.ts", "test/unit/structure/test-order.test.ts", "test/browser/signin.test.ts"]
+      .map((file) => path.join(root, file))
+    assert.strictEqual(weightOf(files[0]!), 0)
+    assert.strictEqual(weightOf(files[1]!), 1)
+    assert.strictEqual(weightOf(files[2]!), 2)
+    assert.strictEqual(weightOf(files[3]!), 0)
+    const order = firstRunOrder(files, { "test/integration/telemetry/export.test.ts": 10 })
+    assert.isBelow(at(order, "test/integration/foundation/liveness.test.ts"), at(order, "test/integration/telemetry/export.test.ts"))
+    assert.isBelow(at(order, "test/integration/telemetry/export.test.ts"), at(order, "test/unit/structure/test-order.test.ts"))
+    assert.deepStrictEqual(firstRunOrder(files, {}).map(weightOf), [0, 0, 1, 2])
   })
 })
