@@ -149,10 +149,7 @@ const secretlintConfig: SecretLintCoreConfig = {
 }
 
 /** The ids of every rule in the ruleset (secretlint's and ours). */
-export const ruleIds: ReadonlyArray<string> = [
-  ...presetRules.filter((rule) => rule.meta.id !== FILTER_COMMENTS).map((rule) => rule.meta.id),
-  ...patternRules.map((rule) => rule.id)
-]
+export const ruleIds: ReadonlyArray<string> = [...secretlintConfig.rules, ...patternRules].map((rule) => rule.id)
 
 export interface Finding {
   readonly ruleId: string
@@ -188,11 +185,14 @@ export const scanPatterns = (text: string, rules: ReadonlyArray<PatternRule> = p
 /** The file secretlint is told it scans: a text file. */
 export const SCAN_FILE_PATH = "/correction.txt"
 
-const lint = (config: SecretLintCoreConfig, text: string) =>
-  lintSource({
+/** Findings of `config`'s rules in `text`. */
+const lint = async (config: SecretLintCoreConfig, text: string): Promise<Array<Finding>> => {
+  const result = await lintSource({
     source: { content: text, filePath: SCAN_FILE_PATH, contentType: "text" },
     options: { config, noPhysicFilePath: true }
   })
+  return result.messages.map((message) => ({ ruleId: message.ruleId, range: [message.range[0], message.range[1]] as const }))
+}
 
 /** Drops keywords that contain another: text holding the longer one holds the shorter. */
 const minimal = (keywords: Iterable<string>): ReadonlyArray<string> => {
@@ -310,16 +310,11 @@ export const secretlintRulesFor = async (text: string): Promise<ReadonlyArray<st
  */
 export const scanSecretlint = async (text: string): Promise<Array<Finding>> => {
   const rules = await rulesFor(text)
-  if (rules.length === 0) return []
-  const result = await lint({ rules: [...rules] }, text)
-  return result.messages.map((message) => ({ ruleId: message.ruleId, range: [message.range[0], message.range[1]] as const }))
+  return rules.length === 0 ? [] : lint({ rules: [...rules] }, text)
 }
 
 /** The whole preset on `text`, without the prefilter (for tests that compare the two). */
-export const scanSecretlintUnfiltered = async (text: string): Promise<Array<Finding>> => {
-  const result = await lint(secretlintConfig, text)
-  return result.messages.map((message) => ({ ruleId: message.ruleId, range: [message.range[0], message.range[1]] as const }))
-}
+export const scanSecretlintUnfiltered = (text: string) => lint(secretlintConfig, text)
 
 /** Every finding of the whole ruleset in `text`. */
 export const scanText = async (text: string): Promise<Array<Finding>> => [
