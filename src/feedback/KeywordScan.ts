@@ -18,13 +18,8 @@
  * `includes` by property.
  */
 
-export interface KeywordScan {
-  /** The keywords (as given, lower-case) that `text` holds, ignoring case. */
-  readonly present: (text: string) => ReadonlySet<string>
-}
-
 /** An automaton for `keywords` (non-empty, lower-case ASCII). */
-export const keywordScan = (keywords: Iterable<string>): KeywordScan => {
+export const keywordScan = (keywords: Iterable<string>) => {
   const unique = [...new Set(keywords)]
   // Symbol 0 is every character no keyword uses.
   const symbolOf = new Uint8Array(128)
@@ -87,7 +82,8 @@ export const keywordScan = (keywords: Iterable<string>): KeywordScan => {
   }
 
   return {
-    present: (text) => {
+    /** The keywords (as given, lower-case) that `text` holds, ignoring case. */
+    present: (text: string): ReadonlySet<string> => {
       const out = new Set<string>()
       const lower = text.toLowerCase()
       let state = 0

@@ -23,7 +23,7 @@ import { lintSource } from "@secretlint/core"
 import { secretLintProfiler } from "@secretlint/profiler"
 import { rules as presetRules } from "@secretlint/secretlint-rule-preset-recommend"
 import type { SecretLintCoreConfig } from "@secretlint/types"
-import { type KeywordScan, keywordScan } from "./KeywordScan.ts"
+import { keywordScan } from "./KeywordScan.ts"
 import { regexKeywords } from "./SecretKeywords.ts"
 
 /** A half-open range `[start, end)` of a string that holds a secret. */
@@ -261,7 +261,7 @@ interface Prefilter {
   readonly always: ReadonlyArray<SecretLintCoreConfig["rules"][number]>
   readonly gated: ReadonlyArray<{ readonly entry: SecretLintCoreConfig["rules"][number]; readonly keywords: ReadonlyArray<string> }>
   /** Finds the gated rules' keywords in a text, in one pass. */
-  readonly scan: KeywordScan
+  readonly scan: ReturnType<typeof keywordScan>
 }
 
 let prefilter: Promise<Prefilter> | undefined
