@@ -34,47 +34,42 @@ export const keywordScan = (keywords: Iterable<string>) => {
     }
   }
 
-  // The trie: children per state and symbol (0: none; state 0 is the root, never a child).
-  const children: Array<Int32Array> = [new Int32Array(width)]
+  // The trie, a row of `width` transitions per state (0: none; state 0 is
+  // the root, never a child), made into the automaton below.
+  const trie: Array<number> = new Array(width).fill(0)
   const found: Array<Array<string> | undefined> = [undefined]
   for (const keyword of unique) {
     let at = 0
     for (let i = 0; i < keyword.length; i++) {
-      const symbol = symbolOf[keyword.charCodeAt(i)]!
-      let child = children[at]![symbol]!
-      if (child === 0) {
-        child = children.length
-        children.push(new Int32Array(width))
+      const cell = at * width + symbolOf[keyword.charCodeAt(i)]!
+      if (trie[cell] === 0) {
+        trie[cell] = found.length
         found.push(undefined)
-        children[at]![symbol] = child
+        trie.push(...new Array<number>(width).fill(0))
       }
-      at = child
+      at = trie[cell]!
     }
     found[at] = [...(found[at] ?? []), keyword]
   }
 
   // Breadth first: each state's failure (longest proper suffix that is a
-  // trie state) is done before it, so its transitions can be copied.
-  const table = new Int32Array(children.length * width)
-  const fail = new Int32Array(children.length)
-  const queue: Array<number> = []
-  for (let symbol = 1; symbol < width; symbol++) {
-    const child = children[0]![symbol]!
-    table[symbol] = child
-    if (child !== 0) queue.push(child)
-  }
+  // trie state) is done before it, so its transitions can be copied. A
+  // state's own row still holds its trie children until it is done.
+  const table = Int32Array.from(trie)
+  const fail = new Int32Array(found.length)
+  const queue = [...table.subarray(0, width)].filter((child) => child !== 0)
   for (let head = 0; head < queue.length; head++) {
     const state = queue[head]!
     const failure = fail[state]!
     const inherited = found[failure]
     if (inherited !== undefined) found[state] = [...(found[state] ?? []), ...inherited]
     for (let symbol = 1; symbol < width; symbol++) {
-      const child = children[state]![symbol]!
+      const cell = state * width + symbol
+      const child = table[cell]!
       const viaFailure = table[failure * width + symbol]!
       if (child === 0) {
-        table[state * width + symbol] = viaFailure
+        table[cell] = viaFailure
       } else {
-        table[state * width + symbol] = child
         fail[child] = viaFailure
         queue.push(child)
       }
