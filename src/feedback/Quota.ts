@@ -17,16 +17,14 @@ export const FEEDBACK_RECORD_BYTES = 256
 const USAGE_HINT_MS = 2_000
 export const feedbackBytes = (text: string | null) => FEEDBACK_RECORD_BYTES + (text === null ? 0 : Buffer.byteLength(text, "utf8"))
 
-/** The feedback quota (`org_usage` of kind `feedback`). */
-export const feedbackQuota = (config: SvcConfigShape): ByteQuota => ({
-  kind: "feedback",
-  limit: "SVC_MAX_FEEDBACK_BYTES_PER_ORG",
-  value: config.maxFeedbackBytesPerOrg,
-  what: "feedback"
-})
-
 export const makeQuota = (sql: SqlClient.SqlClient, config: SvcConfigShape) => {
-  const quota = feedbackQuota(config)
+  /** The feedback quota (`org_usage` of kind `feedback`). */
+  const quota: ByteQuota = {
+    kind: "feedback",
+    limit: "SVC_MAX_FEEDBACK_BYTES_PER_ORG",
+    value: config.maxFeedbackBytesPerOrg,
+    what: "feedback"
+  }
   const hints = new UsageHints(USAGE_HINT_MS)
   /** The organization's usage as read now (and remembered as a hint). */
   const readUsage = (orgId: string) =>
