@@ -98,17 +98,13 @@ export const makeCorrections = Effect.fnUntraced(function*(deps: {
     known: { keyHashes: [...entry.known.keyHashes], values: entry.known.values }
   })
   const knownRef = (entry: CredentialEntry): KnownRef => ({ org: entry.orgId, fingerprint: entry.fingerprint })
-  const scrub = (orgId: string, document: Json, entry: CredentialEntry) =>
-    inPool(orgId, { op: "scrub", document, known: knownRef(entry), root: "" }, "scrub").pipe(
-      Effect.flatMap((reply) =>
-        reply._tag === "Missing"
-          ? inPool(orgId, { op: "scrub", document, known: wireKnown(entry), root: "" }, "scrub")
-          : Effect.succeed(reply)
-      ),
-      Effect.flatMap((reply) =>
-        reply._tag === "Scrubbed" ? Effect.succeed(reply) : Effect.die(new Error(`unexpected scrub answer: ${reply._tag}`))
-      )
-    )
+  const scrub = Effect.fnUntraced(function*(orgId: string, document: Json, entry: CredentialEntry) {
+    const request = { op: "scrub" as const, document, known: knownRef(entry), root: "" }
+    let reply = yield* inPool(orgId, request, "scrub")
+    if (reply._tag === "Missing") reply = yield* inPool(orgId, { ...request, known: wireKnown(entry) }, "scrub")
+    if (reply._tag !== "Scrubbed") return yield* Effect.die(new Error(`unexpected scrub answer: ${reply._tag}`))
+    return reply
+  })
 
   // The fingerprint is the version of the organization's known
   // credentials (API keys and secret store values), moved by triggers on
