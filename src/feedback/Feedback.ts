@@ -197,9 +197,7 @@ export class Feedback extends Context.Service<Feedback, {
       if (config.warmStart) {
         yield* Effect.promise(pool.warm)
         const sample = yield* warmStart({ sql, pool, corrections, quota, cacheEntries: config.answerValidationCacheEntries })
-        if (sample !== undefined) {
-          yield* rehearseSubmit(sql, sample, submit)
-        }
+        if (sample !== undefined) yield* rehearseSubmit(sql, sample, submit)
       }
 
       return Feedback.of({
