@@ -33,11 +33,10 @@ import { Stale, whileStale } from "../platform/Optimistic.ts"
 import type { SchemaViolation } from "../tasks/AnswerSchema.ts"
 import type { CorrectionReply } from "./CorrectionWork.ts"
 import { feedbackInsert } from "./InsertStatement.ts"
-import { FeedbackRow, toItem } from "./Items.ts"
 import { makePromotion } from "./Promotion.ts"
 import { feedbackBytes, makeQuota } from "./Quota.ts"
 import { usageShard } from "../platform/OrgLimits.ts"
-import { type ListRequest, makeReview } from "./Review.ts"
+import { FeedbackRow, type ListRequest, makeReview, toItem } from "./Review.ts"
 import { rehearseSubmit, warmStart } from "./WarmStart.ts"
 
 // A new row's columns but the correction and the redacted fields: the

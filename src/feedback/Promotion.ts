@@ -17,7 +17,7 @@ import { sha256Hex } from "../platform/Digest.ts"
 import { type CursorScope, encodeCursor, type PageRequest, page, seqBound } from "../platform/Cursor.ts"
 import { newId } from "../platform/Ids.ts"
 import { BigIntText, rowsOf } from "../platform/Rows.ts"
-import { COLUMNS, FeedbackRows, toItem } from "./Items.ts"
+import { COLUMNS, FeedbackRows, toItem } from "./Review.ts"
 
 /** The revision of a staged set: a digest of its ids (order-independent). */
 const revisionOf = (ids: ReadonlyArray<string>) => sha256Hex([...ids].sort().join(",")).slice(0, 32)
