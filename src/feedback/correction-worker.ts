@@ -29,18 +29,15 @@ const knownByOrg = new Map<string, { readonly fingerprint: string; readonly know
 /** The organization's known credentials of this fingerprint: kept, or sent with the request (then kept). */
 const knownOf = (ref: KnownRef): KnownCredentials | undefined => {
   const kept = knownByOrg.get(ref.org)
-  if (ref.known === undefined) {
-    if (kept === undefined || kept.fingerprint !== ref.fingerprint) return undefined
-    // Most recently used last.
-    knownByOrg.delete(ref.org)
-    knownByOrg.set(ref.org, kept)
-    return kept.known
-  }
-  const known = { keyHashes: new Set(ref.known.keyHashes), values: ref.known.values }
+  const entry = ref.known === undefined
+    ? kept?.fingerprint === ref.fingerprint ? kept : undefined
+    : { fingerprint: ref.fingerprint, known: { keyHashes: new Set(ref.known.keyHashes), values: ref.known.values } }
+  if (entry === undefined) return undefined
+  // Most recently used last.
   knownByOrg.delete(ref.org)
   if (knownByOrg.size >= KNOWN_KEPT_PER_WORKER) knownByOrg.delete(knownByOrg.keys().next().value!)
-  knownByOrg.set(ref.org, { fingerprint: ref.fingerprint, known })
-  return known
+  knownByOrg.set(ref.org, entry)
+  return entry.known
 }
 
 const failed = (id: number, message: string): CorrectionReply => ({ id, _tag: "Failed", message })
