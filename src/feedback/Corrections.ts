@@ -9,7 +9,7 @@
  */
 import { Cache, Effect, Redacted, Schema } from "effect"
 import type { SqlClient } from "effect/sql"
-import { CorrectionContainsSecret } from "../api/Feedback.ts"
+import { CorrectionContainsSecret, CorrectionShapeMismatch } from "../api/Feedback.ts"
 import { CorrectionTooComplex } from "../api/Errors.ts"
 import type { Identity } from "../identity/Identity.ts"
 import type { SvcConfigShape } from "../platform/Config.ts"
@@ -47,7 +47,7 @@ export const phaseTimeoutsOf = (config: SvcConfigShape) => PHASES.map((phase) =>
 /** A violation's path inside the request body: `correction.items[2].price`. */
 const correctionPath = (path: string) => path === "" ? "correction" : path.startsWith("[") ? `correction${path}` : `correction.${path}`
 
-export const issues = (violations: ReadonlyArray<SchemaViolation>) =>
+const issues = (violations: ReadonlyArray<SchemaViolation>) =>
   violations.map((v) => ({ field: correctionPath(v.path), message: v.message }))
 
 /** Organizations (and runs, `Feedback.ts`) whose lookups this process keeps. */
@@ -143,6 +143,10 @@ export const makeCorrections = Effect.fnUntraced(function*(deps: {
       )
     )
 
+  /** The organization's credentials as they are now. */
+  const current = (orgId: string) =>
+    Effect.flatMap(credentials(orgId), (entry) => Effect.flatMap(moved(entry), (m) => m ? credentials(orgId) : Effect.succeed(entry)))
+
   /**
    * Checks the correction against the task's schema, scrubs it and, when
    * scrubbing changed it, checks it again: one round trip to a worker
@@ -158,7 +162,12 @@ export const makeCorrections = Effect.fnUntraced(function*(deps: {
         ...(reply.known ? { known: wireKnown(entry) } : {})
       }, "check")
     }
-    if (reply._tag === "Mismatch") return { _tag: "Mismatch" as const, violations: reply.violations }
+    if (reply._tag === "Mismatch") {
+      // A member name in a path can itself be a pasted secret (e.g. under
+      // `additionalProperties: false`): the problem never repeats one.
+      const all = (yield* scrub(orgId, issues(reply.violations), yield* current(orgId))).value as ReturnType<typeof issues>
+      return yield* new CorrectionShapeMismatch({ field: all[0]!.field, errors: all, detail: `${all[0]!.field} ${all[0]!.message}` })
+    }
     if (reply._tag !== "Corrected") return yield* Effect.die(new Error(`unexpected correction answer: ${reply._tag}`))
     if (reply.collisions.length > 0) {
       return yield* new CorrectionContainsSecret({
@@ -179,16 +188,8 @@ export const makeCorrections = Effect.fnUntraced(function*(deps: {
     }
     // Unchanged, the text the worker checked is the correction's JSON as stored.
     const value = (reply.value ?? correction) as JsonObject
-    return { _tag: "Corrected" as const, value, text: reply.value === undefined ? request.text : JSON.stringify(value), fields: reply.fields }
+    return { value, text: reply.value === undefined ? request.text : JSON.stringify(value), fields: reply.fields }
   })
 
-  return {
-    correct,
-    scrub,
-    credentials,
-    moved,
-    /** The organization's credentials as they are now. */
-    current: (orgId: string) =>
-      Effect.flatMap(credentials(orgId), (entry) => Effect.flatMap(moved(entry), (m) => m ? credentials(orgId) : Effect.succeed(entry)))
-  }
+  return { correct, credentials, moved }
 })

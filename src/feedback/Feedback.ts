@@ -28,9 +28,8 @@ import { SecretStore } from "../secrets/SecretStore.ts"
 import { SvcConfig } from "../platform/Config.ts"
 import { siblingModule } from "../platform/ModuleUrl.ts"
 import { makeWorkerPool } from "../platform/WorkerPool.ts"
-import { CACHE_LIMIT, type CredentialEntry, issues, type JsonObject, makeCorrections, phaseTimeoutsOf, type PoolRequest } from "./Corrections.ts"
+import { CACHE_LIMIT, type CredentialEntry, type JsonObject, makeCorrections, phaseTimeoutsOf, type PoolRequest } from "./Corrections.ts"
 import { Stale, whileStale } from "../platform/Optimistic.ts"
-import type { SchemaViolation } from "../tasks/AnswerSchema.ts"
 import type { CorrectionReply } from "./CorrectionWork.ts"
 import { feedbackInsert } from "./InsertStatement.ts"
 import { makePromotion } from "./Promotion.ts"
@@ -152,17 +151,6 @@ export class Feedback extends Context.Service<Feedback, {
         return yield* runNotFound()
       })
 
-      /**
-       * The correction does not fit the schema. A member name in a path can
-       * itself be a pasted secret (e.g. under `additionalProperties: false`):
-       * the problem never repeats one.
-       */
-      const mismatch = Effect.fnUntraced(function*(orgId: string, violations: ReadonlyArray<SchemaViolation>) {
-        const known = yield* corrections.current(orgId)
-        const all = (yield* corrections.scrub(orgId, issues(violations), known)).value as ReturnType<typeof issues>
-        return yield* new CorrectionShapeMismatch({ field: all[0]!.field, errors: all, detail: `${all[0]!.field} ${all[0]!.message}` })
-      })
-
       // The span without `Effect.fn`'s call-site stack capture: this runs on every POST.
       const submit = Effect.fnUntraced(function*(orgId: string, input: typeof SubmitFeedback.Type, usedBytes?: number) {
         // The quota, before anything else is done with the correction: the
@@ -184,7 +172,6 @@ export class Feedback extends Context.Service<Feedback, {
             if (correction === undefined || sent === null) return yield* insert(orgId, input, undefined, undefined)
             const known = yield* corrections.credentials(orgId)
             const corrected = yield* corrections.correct(orgId, taskId, correction, sent, known)
-            if (corrected._tag === "Mismatch") return yield* mismatch(orgId, corrected.violations)
             return yield* insert(orgId, input, corrected, known)
           })
         )
