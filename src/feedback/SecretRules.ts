@@ -256,15 +256,9 @@ export const deriveKeywords = async (): Promise<ReadonlyArray<RuleKeywords>> => 
   return out
 }
 
-interface Prefilter {
-  /** Rules that run on every text (no keywords could be derived for them). */
-  readonly always: ReadonlyArray<SecretLintCoreConfig["rules"][number]>
-  readonly gated: ReadonlyArray<{ readonly entry: SecretLintCoreConfig["rules"][number]; readonly keywords: ReadonlyArray<string> }>
-  /** Finds the gated rules' keywords in a text, in one pass. */
-  readonly scan: ReturnType<typeof keywordScan>
-}
+type Rule = SecretLintCoreConfig["rules"][number]
 
-let prefilter: Promise<Prefilter> | undefined
+let prefilter: ReturnType<typeof makePrefilter> | undefined
 
 /**
  * Rules that only read files of given types (by `source.ext`, which the
@@ -276,20 +270,22 @@ let prefilter: Promise<Prefilter> | undefined
  */
 export const OTHER_FILE_TYPES: ReadonlySet<string> = new Set(["@secretlint/secretlint-rule-gcp"])
 
-const makePrefilter = async (): Promise<Prefilter> => {
+const makePrefilter = async () => {
   const derived = new Map((await deriveKeywords()).map((rule) => [rule.id, rule.keywords]))
-  const always: Array<SecretLintCoreConfig["rules"][number]> = []
-  const gated: Array<Prefilter["gated"][number]> = []
+  /** Rules that run on every text (no keywords could be derived for them). */
+  const always: Array<Rule> = []
+  const gated: Array<{ readonly entry: Rule; readonly keywords: ReadonlyArray<string> }> = []
   for (const entry of secretlintConfig.rules) {
     if (OTHER_FILE_TYPES.has(entry.id)) continue
     const keywords = derived.get(entry.id)
     if (keywords === undefined) always.push(entry)
     else gated.push({ entry, keywords })
   }
+  // `scan` finds the gated rules' keywords in a text, in one pass.
   return { always, gated, scan: keywordScan(gated.flatMap((rule) => rule.keywords)) }
 }
 
-const rulesFor = async (text: string): Promise<ReadonlyArray<SecretLintCoreConfig["rules"][number]>> => {
+const rulesFor = async (text: string): Promise<ReadonlyArray<Rule>> => {
   prefilter ??= makePrefilter()
   const { always, gated, scan } = await prefilter
   const present = scan.present(text)
