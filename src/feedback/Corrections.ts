@@ -31,7 +31,7 @@ export interface CredentialEntry {
 
 type DistributiveOmit<T, K extends PropertyKey> = T extends unknown ? Omit<T, K> : never
 
-export type PoolRequest = DistributiveOmit<CorrectionRequest, "id">
+type PoolRequest = DistributiveOmit<CorrectionRequest, "id">
 export type CorrectionPool = WorkerPool<PoolRequest, CorrectionReply>
 
 /** The limit each worker phase runs under (`CorrectionWork.ts`). */
@@ -67,7 +67,7 @@ export const makeCorrections = Effect.fnUntraced(function*(deps: {
   const phaseLimits = phaseLimitsOf(config)
 
   /** A request to the workers; over a deadline or the heap, the 422 naming the limit. */
-  const inPool = (orgId: string, request: DistributiveOmit<CorrectionRequest, "id">, phase: Phase) =>
+  const inPool = (orgId: string, request: PoolRequest, phase: Phase) =>
     runInPool(pool, orgId, request, phaseIndex(phase)).pipe(
       Effect.flatMap((outcome): Effect.Effect<CorrectionReply, CorrectionTooComplex> => {
         if (outcome._tag === "Reply") {

@@ -28,9 +28,8 @@ import { SecretStore } from "../secrets/SecretStore.ts"
 import { SvcConfig } from "../platform/Config.ts"
 import { siblingModule } from "../platform/ModuleUrl.ts"
 import { makeWorkerPool } from "../platform/WorkerPool.ts"
-import { CACHE_LIMIT, type CredentialEntry, type JsonObject, makeCorrections, phaseTimeoutsOf, type PoolRequest } from "./Corrections.ts"
+import { CACHE_LIMIT, type CorrectionPool, type CredentialEntry, type JsonObject, makeCorrections, phaseTimeoutsOf } from "./Corrections.ts"
 import { Stale, whileStale } from "../platform/Optimistic.ts"
-import type { CorrectionReply } from "./CorrectionWork.ts"
 import { feedbackInsert } from "./InsertStatement.ts"
 import { makePromotion } from "./Promotion.ts"
 import { feedbackBytes, makeQuota } from "./Quota.ts"
@@ -41,8 +40,7 @@ import { rehearseSubmit, warmStart } from "./WarmStart.ts"
 // A new row's columns but the correction and the redacted fields: the
 // INSERT already holds them (sending them back would parse and decode the
 // correction once more per submission).
-const InsertedRow = FeedbackRow.mapFields(({ correction: _c, redacted_fields: _r, ...rest }) => rest)
-const InsertedRows = rowsOf("feedback", InsertedRow)
+const InsertedRows = rowsOf("feedback", FeedbackRow.mapFields(({ correction: _c, redacted_fields: _r, ...rest }) => rest))
 const RunRows = rowsOf("runs", Schema.Struct({ task_id: Schema.String }))
 /** Attempts of one submission that may find the cached credentials out of date (they changed meanwhile each time). */
 const MAX_ATTEMPTS = 6
@@ -81,8 +79,8 @@ export class Feedback extends Context.Service<Feedback, {
       const config = yield* SvcConfig
       const clock = yield* Clock.Clock
       const pool = yield* Effect.acquireRelease(
-        Effect.sync(() =>
-          makeWorkerPool<PoolRequest, CorrectionReply>(
+        Effect.sync((): CorrectionPool =>
+          makeWorkerPool(
             siblingModule("./correction-worker.ts", import.meta.url),
             { cacheEntries: config.answerValidationCacheEntries },
             {
