@@ -1,8 +1,8 @@
 /**
  * Feedback on logged task answers: submission (shape check, then removal of
- * protected values: `Corrections.ts`; the quota: `Quota.ts`), review
- * (`Review.ts`), and promotion of the staged corrections into the task's
- * next dataset version (`Promotion.ts`).
+ * protected values: `Corrections.ts`; the quota: `Quota.ts`), review and
+ * promotion of the staged corrections into the task's next dataset version
+ * (`Promotion.ts`).
  */
 import { PgClient } from "@effect/sql-pg"
 import { Cache, Clock, Context, Duration, Effect, Exit, Layer, Schema } from "effect"
@@ -31,10 +31,9 @@ import { makeWorkerPool } from "../platform/WorkerPool.ts"
 import { CACHE_LIMIT, type CorrectionPool, type CredentialEntry, type JsonObject, makeCorrections, phaseTimeoutsOf } from "./Corrections.ts"
 import { Stale, whileStale } from "../platform/Optimistic.ts"
 import { feedbackInsert } from "./InsertStatement.ts"
-import { makePromotion } from "./Promotion.ts"
+import { FeedbackRow, type ListRequest, makeReview, toItem } from "./Promotion.ts"
 import { feedbackBytes, makeQuota } from "./Quota.ts"
 import { usageShard } from "../platform/OrgLimits.ts"
-import { FeedbackRow, type ListRequest, makeReview, toItem } from "./Review.ts"
 import { rehearseSubmit, warmStart } from "./WarmStart.ts"
 
 // A new row's columns but the correction and the redacted fields: the
@@ -97,8 +96,7 @@ export class Feedback extends Context.Service<Feedback, {
       )
       const corrections = yield* makeCorrections({ sql, pool, config, identity: yield* Identity, secrets: yield* SecretStore })
       const quota = makeQuota(sql, config)
-      const review = makeReview(sql, box)
-      const promotion = makePromotion(sql, box, config)
+      const review = makeReview(sql, box, config)
 
       // A run never changes once logged: which task it belongs to is kept
       // (a run not found is not). The task's schema is not kept here: the
@@ -192,8 +190,8 @@ export class Feedback extends Context.Service<Feedback, {
         list: Effect.fn("Feedback.list")(review.list),
         stage: Effect.fn("Feedback.stage")(review.stage),
         reject: Effect.fn("Feedback.reject")(review.reject),
-        preview: Effect.fn("Feedback.preview")(promotion.preview),
-        promote: Effect.fn("Feedback.promote")(promotion.promote)
+        preview: Effect.fn("Feedback.preview")(review.preview),
+        promote: Effect.fn("Feedback.promote")(review.promote)
       })
     })
   )
