@@ -28,11 +28,8 @@ export const makeQuota = (sql: SqlClient.SqlClient, config: SvcConfigShape) => {
   const hints = new UsageHints(USAGE_HINT_MS)
   /** The organization's usage as read now (and remembered as a hint). */
   const readUsage = (orgId: string) =>
-    Effect.flatMap(readOrgUsage(sql, orgId, quota), (bytes) =>
-      Effect.map(Clock.currentTimeMillis, (now) => {
-        hints.read(orgId, bytes, now)
-        return bytes
-      }))
+    Effect.tap(readOrgUsage(sql, orgId, quota), (bytes) =>
+      Effect.map(Clock.currentTimeMillis, (now) => hints.read(orgId, bytes, now)))
   /** Fails with the quota's problem when, read now, `bytes` more would pass it. */
   const check = (orgId: string, bytes: number) => Effect.flatMap(readUsage(orgId), (fresh) => overQuota(quota, fresh, bytes))
   /**
