@@ -63,23 +63,16 @@ const handle = async (request: CorrectionRequest, receivedAt: number): Promise<C
       if (checked._tag === "Unusable") return failed(request.id, `stored answer schema is unusable: ${checked.message}`)
       if (checked.violations.length > 0) return { id: request.id, _tag: "Mismatch", violations: checked.violations }
       enterPhase(cell, receivedAt, phaseIndex("scrub"))
-      const result = await scrub(document, known, request.root)
+      const { value, fields, collisions } = await scrub(document, known, request.root)
       let after: ReadonlyArray<SchemaViolation> = []
-      if (result.fields.length > 0 && result.collisions.length === 0) {
+      if (fields.length > 0 && collisions.length === 0) {
         enterPhase(cell, receivedAt, phaseIndex("recheck"))
-        const again = compiler.validate(request.key, undefined, result.value)
+        const again = compiler.validate(request.key, undefined, value)
         if (again._tag === "Unusable") return failed(request.id, `stored answer schema is unusable: ${again.message}`)
         after = again.violations
       }
-      const changed = result.fields.length > 0 || result.collisions.length > 0
-      return {
-        id: request.id,
-        _tag: "Corrected",
-        fields: result.fields,
-        collisions: result.collisions,
-        after,
-        ...(changed ? { value: result.value } : {})
-      }
+      const changed = fields.length > 0 || collisions.length > 0
+      return { id: request.id, _tag: "Corrected", fields, collisions, after, ...(changed ? { value } : {}) }
     }
   }
 }
