@@ -202,12 +202,6 @@ const minimal = (keywords: Iterable<string>): ReadonlyArray<string> => {
   return kept
 }
 
-export interface RuleKeywords {
-  readonly id: string
-  /** Lower-case strings one of which is in any text the rule finds something in; undefined: the rule always runs. */
-  readonly keywords: ReadonlyArray<string> | undefined
-}
-
 /**
  * The keyword prefilter of the secretlint preset, derived from the rules
  * themselves rather than listed by hand (a list by hand drifts when the
@@ -227,7 +221,7 @@ export interface RuleKeywords {
  * `test/unit/feedback/prefilter.test.ts` checks that every sample secret
  * is still caught and that the cheap path is taken for ordinary text.
  */
-export const deriveKeywords = async (): Promise<ReadonlyArray<RuleKeywords>> => {
+export const deriveKeywords = async () => {
   const probe = "svc secretlint keyword probe"
   const exec = RegExp.prototype.exec
   const applied = async (config: SecretLintCoreConfig) => {
@@ -244,7 +238,7 @@ export const deriveKeywords = async (): Promise<ReadonlyArray<RuleKeywords>> => 
     return seen
   }
   const core = await applied({ rules: [] })
-  const out: Array<RuleKeywords> = []
+  const out: Array<{ readonly id: string; readonly keywords: ReadonlyArray<string> | undefined }> = []
   for (const entry of secretlintConfig.rules) {
     const seen = [...(await applied({ rules: [entry] })).entries()].filter(([key]) => !core.has(key)).map(([, regex]) => regex)
     const found = seen.map(regexKeywords)
