@@ -157,7 +157,6 @@ export class Feedback extends Context.Service<Feedback, {
         // The run, read once.
         const taskId = yield* Cache.get(runs, `${orgId} ${input.inference_log_id}`)
         yield* Effect.annotateCurrentSpan({ "svc.task_id": taskId })
-        const correction = input.correction
         // Optimistic: checked and scrubbed with the cached credentials, and
         // inserted only while their fingerprint holds; otherwise again with
         // the credentials as they are now. The correction goes as its JSON
@@ -165,9 +164,9 @@ export class Feedback extends Context.Service<Feedback, {
         return yield* whileStale(
           MAX_ATTEMPTS,
           Effect.gen(function*() {
-            if (correction === undefined || sent === null) return yield* insert(orgId, input, undefined, undefined)
+            if (input.correction === undefined || sent === null) return yield* insert(orgId, input, undefined, undefined)
             const known = yield* corrections.credentials(orgId)
-            const corrected = yield* corrections.correct(orgId, taskId, correction, sent, known)
+            const corrected = yield* corrections.correct(orgId, taskId, input.correction, sent, known)
             return yield* insert(orgId, input, corrected, known)
           })
         )
