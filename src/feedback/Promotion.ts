@@ -166,10 +166,9 @@ export const makeReview = (sql: SqlClient.SqlClient, box: SecretBox["Service"], 
   // moves it one interval (a minute / the limit) later, and is allowed
   // while that stays within a minute of now. Bursts up to the limit,
   // then one per interval. The database's clock decides.
-  const promoteIntervalMs = 60_000 / config.maxPromotesPerMinute
+  const interval = `${60_000 / config.maxPromotesPerMinute} milliseconds`
   const claimPromote = (orgId: string) =>
     Effect.gen(function*() {
-      const interval = `${promoteIntervalMs} milliseconds`
       const claimed = yield* sql`
         INSERT INTO org_rate_limits AS r (org_id, name, tat)
         VALUES (${orgId}, 'promote', now() + ${interval}::interval)
