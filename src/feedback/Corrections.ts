@@ -35,7 +35,7 @@ type PoolRequest = DistributiveOmit<CorrectionRequest, "id">
 export type CorrectionPool = WorkerPool<PoolRequest, CorrectionReply>
 
 /** The limit each worker phase runs under (`CorrectionWork.ts`). */
-export const phaseLimitsOf = (config: SvcConfigShape): Record<Phase, { limit: string; value: number; what: string }> => ({
+const phaseLimitsOf = (config: SvcConfigShape): Record<Phase, { limit: string; value: number; what: string }> => ({
   check: { limit: "SVC_ANSWER_VALIDATION_TIMEOUT", value: config.answerValidationTimeoutMs, what: "checking the correction against the answer schema" },
   scrub: { limit: "SVC_SCRUB_TIMEOUT", value: config.scrubTimeoutMs, what: "removing protected values from the correction" },
   recheck: { limit: "SVC_ANSWER_VALIDATION_TIMEOUT", value: config.answerValidationTimeoutMs, what: "checking the scrubbed correction against the answer schema" }

@@ -49,7 +49,6 @@ export const makeQuota = (sql: SqlClient.SqlClient, config: SvcConfigShape) => {
     usage,
     weigh,
     check,
-    /** This process stored `bytes` more for `orgId`. */
     stored: (orgId: string, bytes: number) => hints.stored(orgId, bytes)
   }
 }
