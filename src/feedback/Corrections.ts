@@ -9,7 +9,7 @@
  */
 import { Cache, Effect, Redacted, Schema } from "effect"
 import type { SqlClient } from "effect/sql"
-import { CorrectionContainsSecret } from "../api/Feedback.ts"
+import { CorrectionContainsSecret, CorrectionShapeMismatch } from "../api/Feedback.ts"
 import { CorrectionTooComplex } from "../api/Errors.ts"
 import type { Identity } from "../identity/Identity.ts"
 import type { SvcConfigShape } from "../platform/Config.ts"
@@ -31,11 +31,11 @@ export interface CredentialEntry {
 
 type DistributiveOmit<T, K extends PropertyKey> = T extends unknown ? Omit<T, K> : never
 
-export type PoolRequest = DistributiveOmit<CorrectionRequest, "id">
+type PoolRequest = DistributiveOmit<CorrectionRequest, "id">
 export type CorrectionPool = WorkerPool<PoolRequest, CorrectionReply>
 
 /** The limit each worker phase runs under (`CorrectionWork.ts`). */
-export const phaseLimitsOf = (config: SvcConfigShape): Record<Phase, { limit: string; value: number; what: string }> => ({
+const phaseLimitsOf = (config: SvcConfigShape): Record<Phase, { limit: string; value: number; what: string }> => ({
   check: { limit: "SVC_ANSWER_VALIDATION_TIMEOUT", value: config.answerValidationTimeoutMs, what: "checking the correction against the answer schema" },
   scrub: { limit: "SVC_SCRUB_TIMEOUT", value: config.scrubTimeoutMs, what: "removing protected values from the correction" },
   recheck: { limit: "SVC_ANSWER_VALIDATION_TIMEOUT", value: config.answerValidationTimeoutMs, what: "checking the scrubbed correction against the answer schema" }
@@ -47,7 +47,7 @@ export const phaseTimeoutsOf = (config: SvcConfigShape) => PHASES.map((phase) =>
 /** A violation's path inside the request body: `correction.items[2].price`. */
 const correctionPath = (path: string) => path === "" ? "correction" : path.startsWith("[") ? `correction${path}` : `correction.${path}`
 
-export const issues = (violations: ReadonlyArray<SchemaViolation>) =>
+const issues = (violations: ReadonlyArray<SchemaViolation>) =>
   violations.map((v) => ({ field: correctionPath(v.path), message: v.message }))
 
 /** Organizations (and runs, `Feedback.ts`) whose lookups this process keeps. */
@@ -67,7 +67,7 @@ export const makeCorrections = Effect.fnUntraced(function*(deps: {
   const phaseLimits = phaseLimitsOf(config)
 
   /** A request to the workers; over a deadline or the heap, the 422 naming the limit. */
-  const inPool = (orgId: string, request: DistributiveOmit<CorrectionRequest, "id">, phase: Phase) =>
+  const inPool = (orgId: string, request: PoolRequest, phase: Phase) =>
     runInPool(pool, orgId, request, phaseIndex(phase)).pipe(
       Effect.flatMap((outcome): Effect.Effect<CorrectionReply, CorrectionTooComplex> => {
         if (outcome._tag === "Reply") {
@@ -98,17 +98,13 @@ export const makeCorrections = Effect.fnUntraced(function*(deps: {
     known: { keyHashes: [...entry.known.keyHashes], values: entry.known.values }
   })
   const knownRef = (entry: CredentialEntry): KnownRef => ({ org: entry.orgId, fingerprint: entry.fingerprint })
-  const scrub = (orgId: string, document: Json, entry: CredentialEntry) =>
-    inPool(orgId, { op: "scrub", document, known: knownRef(entry), root: "" }, "scrub").pipe(
-      Effect.flatMap((reply) =>
-        reply._tag === "Missing"
-          ? inPool(orgId, { op: "scrub", document, known: wireKnown(entry), root: "" }, "scrub")
-          : Effect.succeed(reply)
-      ),
-      Effect.flatMap((reply) =>
-        reply._tag === "Scrubbed" ? Effect.succeed(reply) : Effect.die(new Error(`unexpected scrub answer: ${reply._tag}`))
-      )
-    )
+  const scrub = Effect.fnUntraced(function*(orgId: string, document: Json, entry: CredentialEntry) {
+    const request = { op: "scrub" as const, document, known: knownRef(entry), root: "" }
+    let reply = yield* inPool(orgId, request, "scrub")
+    if (reply._tag === "Missing") reply = yield* inPool(orgId, { ...request, known: wireKnown(entry) }, "scrub")
+    if (reply._tag !== "Scrubbed") return yield* Effect.die(new Error(`unexpected scrub answer: ${reply._tag}`))
+    return reply
+  })
 
   // The fingerprint is the version of the organization's known
   // credentials (API keys and secret store values), moved by triggers on
@@ -147,6 +143,10 @@ export const makeCorrections = Effect.fnUntraced(function*(deps: {
       )
     )
 
+  /** The organization's credentials as they are now. */
+  const current = (orgId: string) =>
+    Effect.flatMap(credentials(orgId), (entry) => Effect.flatMap(moved(entry), (m) => m ? credentials(orgId) : Effect.succeed(entry)))
+
   /**
    * Checks the correction against the task's schema, scrubs it and, when
    * scrubbing changed it, checks it again: one round trip to a worker
@@ -162,7 +162,12 @@ export const makeCorrections = Effect.fnUntraced(function*(deps: {
         ...(reply.known ? { known: wireKnown(entry) } : {})
       }, "check")
     }
-    if (reply._tag === "Mismatch") return { _tag: "Mismatch" as const, violations: reply.violations }
+    if (reply._tag === "Mismatch") {
+      // A member name in a path can itself be a pasted secret (e.g. under
+      // `additionalProperties: false`): the problem never repeats one.
+      const all = (yield* scrub(orgId, issues(reply.violations), yield* current(orgId))).value as ReturnType<typeof issues>
+      return yield* new CorrectionShapeMismatch({ field: all[0]!.field, errors: all, detail: `${all[0]!.field} ${all[0]!.message}` })
+    }
     if (reply._tag !== "Corrected") return yield* Effect.die(new Error(`unexpected correction answer: ${reply._tag}`))
     if (reply.collisions.length > 0) {
       return yield* new CorrectionContainsSecret({
@@ -183,16 +188,8 @@ export const makeCorrections = Effect.fnUntraced(function*(deps: {
     }
     // Unchanged, the text the worker checked is the correction's JSON as stored.
     const value = (reply.value ?? correction) as JsonObject
-    return { _tag: "Corrected" as const, value, text: reply.value === undefined ? request.text : JSON.stringify(value), fields: reply.fields }
+    return { value, text: reply.value === undefined ? request.text : JSON.stringify(value), fields: reply.fields }
   })
 
-  return {
-    correct,
-    scrub,
-    credentials,
-    moved,
-    /** The organization's credentials as they are now. */
-    current: (orgId: string) =>
-      Effect.flatMap(credentials(orgId), (entry) => Effect.flatMap(moved(entry), (m) => m ? credentials(orgId) : Effect.succeed(entry)))
-  }
+  return { correct, credentials, moved }
 })

@@ -1,8 +1,8 @@
 /**
  * Feedback on logged task answers: submission (shape check, then removal of
- * protected values: `Corrections.ts`; the quota: `Quota.ts`), review
- * (`Review.ts`), and promotion of the staged corrections into the task's
- * next dataset version (`Promotion.ts`).
+ * protected values: `Corrections.ts`; the quota: `Quota.ts`), review and
+ * promotion of the staged corrections into the task's next dataset version
+ * (`Promotion.ts`).
  */
 import { PgClient } from "@effect/sql-pg"
 import { Cache, Clock, Context, Duration, Effect, Exit, Layer, Schema } from "effect"
@@ -28,23 +28,18 @@ import { SecretStore } from "../secrets/SecretStore.ts"
 import { SvcConfig } from "../platform/Config.ts"
 import { siblingModule } from "../platform/ModuleUrl.ts"
 import { makeWorkerPool } from "../platform/WorkerPool.ts"
-import { CACHE_LIMIT, type CredentialEntry, issues, type JsonObject, makeCorrections, phaseTimeoutsOf, type PoolRequest } from "./Corrections.ts"
+import { CACHE_LIMIT, type CorrectionPool, type CredentialEntry, type JsonObject, makeCorrections, phaseTimeoutsOf } from "./Corrections.ts"
 import { Stale, whileStale } from "../platform/Optimistic.ts"
-import type { SchemaViolation } from "../tasks/AnswerSchema.ts"
-import type { CorrectionReply } from "./CorrectionWork.ts"
 import { feedbackInsert } from "./InsertStatement.ts"
-import { FeedbackRow, toItem } from "./Items.ts"
-import { makePromotion } from "./Promotion.ts"
+import { FeedbackRow, type ListRequest, makeReview, toItem } from "./Promotion.ts"
 import { feedbackBytes, makeQuota } from "./Quota.ts"
 import { usageShard } from "../platform/OrgLimits.ts"
-import { type ListRequest, makeReview } from "./Review.ts"
 import { rehearseSubmit, warmStart } from "./WarmStart.ts"
 
 // A new row's columns but the correction and the redacted fields: the
 // INSERT already holds them (sending them back would parse and decode the
 // correction once more per submission).
-const InsertedRow = FeedbackRow.mapFields(({ correction: _c, redacted_fields: _r, ...rest }) => rest)
-const InsertedRows = rowsOf("feedback", InsertedRow)
+const InsertedRows = rowsOf("feedback", FeedbackRow.mapFields(({ correction: _c, redacted_fields: _r, ...rest }) => rest))
 const RunRows = rowsOf("runs", Schema.Struct({ task_id: Schema.String }))
 /** Attempts of one submission that may find the cached credentials out of date (they changed meanwhile each time). */
 const MAX_ATTEMPTS = 6
@@ -83,8 +78,8 @@ export class Feedback extends Context.Service<Feedback, {
       const config = yield* SvcConfig
       const clock = yield* Clock.Clock
       const pool = yield* Effect.acquireRelease(
-        Effect.sync(() =>
-          makeWorkerPool<PoolRequest, CorrectionReply>(
+        Effect.sync((): CorrectionPool =>
+          makeWorkerPool(
             siblingModule("./correction-worker.ts", import.meta.url),
             { cacheEntries: config.answerValidationCacheEntries },
             {
@@ -101,8 +96,7 @@ export class Feedback extends Context.Service<Feedback, {
       )
       const corrections = yield* makeCorrections({ sql, pool, config, identity: yield* Identity, secrets: yield* SecretStore })
       const quota = makeQuota(sql, config)
-      const review = makeReview(sql, box)
-      const promotion = makePromotion(sql, box, config)
+      const review = makeReview(sql, box, config)
 
       // A run never changes once logged: which task it belongs to is kept
       // (a run not found is not). The task's schema is not kept here: the
@@ -153,17 +147,6 @@ export class Feedback extends Context.Service<Feedback, {
         return yield* runNotFound()
       })
 
-      /**
-       * The correction does not fit the schema. A member name in a path can
-       * itself be a pasted secret (e.g. under `additionalProperties: false`):
-       * the problem never repeats one.
-       */
-      const mismatch = Effect.fnUntraced(function*(orgId: string, violations: ReadonlyArray<SchemaViolation>) {
-        const known = yield* corrections.current(orgId)
-        const all = (yield* corrections.scrub(orgId, issues(violations), known)).value as ReturnType<typeof issues>
-        return yield* new CorrectionShapeMismatch({ field: all[0]!.field, errors: all, detail: `${all[0]!.field} ${all[0]!.message}` })
-      })
-
       // The span without `Effect.fn`'s call-site stack capture: this runs on every POST.
       const submit = Effect.fnUntraced(function*(orgId: string, input: typeof SubmitFeedback.Type, usedBytes?: number) {
         // The quota, before anything else is done with the correction: the
@@ -174,7 +157,6 @@ export class Feedback extends Context.Service<Feedback, {
         // The run, read once.
         const taskId = yield* Cache.get(runs, `${orgId} ${input.inference_log_id}`)
         yield* Effect.annotateCurrentSpan({ "svc.task_id": taskId })
-        const correction = input.correction
         // Optimistic: checked and scrubbed with the cached credentials, and
         // inserted only while their fingerprint holds; otherwise again with
         // the credentials as they are now. The correction goes as its JSON
@@ -182,10 +164,9 @@ export class Feedback extends Context.Service<Feedback, {
         return yield* whileStale(
           MAX_ATTEMPTS,
           Effect.gen(function*() {
-            if (correction === undefined || sent === null) return yield* insert(orgId, input, undefined, undefined)
+            if (input.correction === undefined || sent === null) return yield* insert(orgId, input, undefined, undefined)
             const known = yield* corrections.credentials(orgId)
-            const corrected = yield* corrections.correct(orgId, taskId, correction, sent, known)
-            if (corrected._tag === "Mismatch") return yield* mismatch(orgId, corrected.violations)
+            const corrected = yield* corrections.correct(orgId, taskId, input.correction, sent, known)
             return yield* insert(orgId, input, corrected, known)
           })
         )
@@ -197,9 +178,7 @@ export class Feedback extends Context.Service<Feedback, {
       if (config.warmStart) {
         yield* Effect.promise(pool.warm)
         const sample = yield* warmStart({ sql, pool, corrections, quota, cacheEntries: config.answerValidationCacheEntries })
-        if (sample !== undefined) {
-          yield* rehearseSubmit(sql, sample, submit)
-        }
+        if (sample !== undefined) yield* rehearseSubmit(sql, sample, submit)
       }
 
       return Feedback.of({
@@ -210,8 +189,8 @@ export class Feedback extends Context.Service<Feedback, {
         list: Effect.fn("Feedback.list")(review.list),
         stage: Effect.fn("Feedback.stage")(review.stage),
         reject: Effect.fn("Feedback.reject")(review.reject),
-        preview: Effect.fn("Feedback.preview")(promotion.preview),
-        promote: Effect.fn("Feedback.promote")(promotion.promote)
+        preview: Effect.fn("Feedback.preview")(review.preview),
+        promote: Effect.fn("Feedback.promote")(review.promote)
       })
     })
   )

@@ -20,11 +20,7 @@ export const FeedbackHandlers = HttpApiBuilder.group(
       promotePreview: ({ params, query }) => CurrentPrincipal.use((p) => feedback.preview(p.orgId, params.task_id, query)),
       promote: ({ params, payload }) =>
         CurrentPrincipal.use((p) => feedback.promote(p.orgId, params.task_id, payload)).pipe(
-          Effect.tapError((error) =>
-            error._tag === "RateLimited"
-              ? responseHeader("retry-after", String(error.retry_after_seconds))
-              : Effect.void
-          )
+          Effect.tapErrorTag("RateLimited", (error) => responseHeader("retry-after", String(error.retry_after_seconds)))
         )
     })
   })

@@ -18,13 +18,8 @@
  * `includes` by property.
  */
 
-export interface KeywordScan {
-  /** The keywords (as given, lower-case) that `text` holds, ignoring case. */
-  readonly present: (text: string) => ReadonlySet<string>
-}
-
 /** An automaton for `keywords` (non-empty, lower-case ASCII). */
-export const keywordScan = (keywords: Iterable<string>): KeywordScan => {
+export const keywordScan = (keywords: Iterable<string>) => {
   const unique = [...new Set(keywords)]
   // Symbol 0 is every character no keyword uses.
   const symbolOf = new Uint8Array(128)
@@ -39,47 +34,42 @@ export const keywordScan = (keywords: Iterable<string>): KeywordScan => {
     }
   }
 
-  // The trie: children per state and symbol (0: none; state 0 is the root, never a child).
-  const children: Array<Int32Array> = [new Int32Array(width)]
+  // The trie, a row of `width` transitions per state (0: none; state 0 is
+  // the root, never a child), made into the automaton below.
+  const trie: Array<number> = new Array(width).fill(0)
   const found: Array<Array<string> | undefined> = [undefined]
   for (const keyword of unique) {
     let at = 0
     for (let i = 0; i < keyword.length; i++) {
-      const symbol = symbolOf[keyword.charCodeAt(i)]!
-      let child = children[at]![symbol]!
-      if (child === 0) {
-        child = children.length
-        children.push(new Int32Array(width))
+      const cell = at * width + symbolOf[keyword.charCodeAt(i)]!
+      if (trie[cell] === 0) {
+        trie[cell] = found.length
         found.push(undefined)
-        children[at]![symbol] = child
+        trie.push(...new Array<number>(width).fill(0))
       }
-      at = child
+      at = trie[cell]!
     }
     found[at] = [...(found[at] ?? []), keyword]
   }
 
   // Breadth first: each state's failure (longest proper suffix that is a
-  // trie state) is done before it, so its transitions can be copied.
-  const table = new Int32Array(children.length * width)
-  const fail = new Int32Array(children.length)
-  const queue: Array<number> = []
-  for (let symbol = 1; symbol < width; symbol++) {
-    const child = children[0]![symbol]!
-    table[symbol] = child
-    if (child !== 0) queue.push(child)
-  }
+  // trie state) is done before it, so its transitions can be copied. A
+  // state's own row still holds its trie children until it is done.
+  const table = Int32Array.from(trie)
+  const fail = new Int32Array(found.length)
+  const queue = [...table.subarray(0, width)].filter((child) => child !== 0)
   for (let head = 0; head < queue.length; head++) {
     const state = queue[head]!
     const failure = fail[state]!
     const inherited = found[failure]
     if (inherited !== undefined) found[state] = [...(found[state] ?? []), ...inherited]
     for (let symbol = 1; symbol < width; symbol++) {
-      const child = children[state]![symbol]!
+      const cell = state * width + symbol
+      const child = table[cell]!
       const viaFailure = table[failure * width + symbol]!
       if (child === 0) {
-        table[state * width + symbol] = viaFailure
+        table[cell] = viaFailure
       } else {
-        table[state * width + symbol] = child
         fail[child] = viaFailure
         queue.push(child)
       }
@@ -87,7 +77,8 @@ export const keywordScan = (keywords: Iterable<string>): KeywordScan => {
   }
 
   return {
-    present: (text) => {
+    /** The keywords (as given, lower-case) that `text` holds, ignoring case. */
+    present: (text: string): ReadonlySet<string> => {
       const out = new Set<string>()
       const lower = text.toLowerCase()
       let state = 0

@@ -1,6 +1,10 @@
 /**
- * Promotion of a task's staged corrections into its next dataset version,
- * and the preview a reviewer promotes from.
+ * Feedback rows as the database holds them and the items the API shows for
+ * them (with the redaction warning when protected values were removed), and
+ * what a reviewer does with them: the organization's list, newest first;
+ * the transitions pending to staged or rejected; promotion of a task's
+ * staged corrections into its next dataset version, and the preview a
+ * reviewer promotes from.
  *
  * The revision of a task's staged set is a digest of the staged ids. A
  * correction only leaves `staged` by being promoted, and promotion also
@@ -9,15 +13,50 @@
  */
 import { Effect, Option, Schema } from "effect"
 import { SqlError, type SqlClient } from "effect/sql"
-import { DatasetBaseChanged, FeedbackChanged, NothingStaged, type Promote } from "../api/Feedback.ts"
-import { LimitReached, NotFound, RateLimited } from "../api/Errors.ts"
+import { DatasetBaseChanged, type FeedbackItem, FeedbackChanged, FeedbackStatus, NothingStaged, type Promote, Score } from "../api/Feedback.ts"
+import { InvalidTransition, LimitReached, NotFound, RateLimited } from "../api/Errors.ts"
 import type { SvcConfigShape } from "../platform/Config.ts"
 import { type SecretBox } from "../platform/Crypto.ts"
 import { sha256Hex } from "../platform/Digest.ts"
-import { type CursorScope, encodeCursor, type PageRequest, page, seqBound } from "../platform/Cursor.ts"
+import { type CursorScope, encodeCursor, keysetPage, type PageRequest, page, seqBound } from "../platform/Cursor.ts"
 import { newId } from "../platform/Ids.ts"
-import { BigIntText, rowsOf } from "../platform/Rows.ts"
-import { COLUMNS, FeedbackRows, toItem } from "./Items.ts"
+import { BigIntText, JsonColumn, rowsOf, Timestamp } from "../platform/Rows.ts"
+
+export const FeedbackRow = Schema.Struct({
+  id: Schema.String,
+  seq: BigIntText,
+  task_id: Schema.String,
+  inference_log_id: Schema.String,
+  score: Score,
+  correction: Schema.NullOr(JsonColumn(Schema.Record(Schema.String, Schema.Json))),
+  redacted_fields: Schema.NullOr(JsonColumn(Schema.Array(Schema.String))),
+  status: FeedbackStatus,
+  created_at: Timestamp
+})
+const FeedbackRows = rowsOf("feedback", FeedbackRow)
+
+const COLUMNS = "id, seq, task_id, inference_log_id, score, correction, redacted_fields, status, created_at"
+
+const REDACTION_MESSAGE =
+  "Protected values (credentials or recognizable secrets) were removed from these fields of the correction before it was saved."
+
+export const toItem = (row: typeof FeedbackRow.Type): FeedbackItem => ({
+  id: row.id,
+  inference_log_id: row.inference_log_id,
+  task_id: row.task_id,
+  score: row.score,
+  correction: row.correction as FeedbackItem["correction"],
+  status: row.status,
+  created_at: row.created_at,
+  ...(row.redacted_fields !== null && row.redacted_fields.length > 0
+    ? { redaction_warning: { fields: row.redacted_fields, message: REDACTION_MESSAGE } }
+    : {})
+})
+
+export interface ListRequest extends PageRequest {
+  readonly task_id?: string | undefined
+  readonly status?: FeedbackStatus | undefined
+}
 
 /** The revision of a staged set: a digest of its ids (order-independent). */
 const revisionOf = (ids: ReadonlyArray<string>) => sha256Hex([...ids].sort().join(",")).slice(0, 32)
@@ -30,9 +69,46 @@ const DatasetRows = rowsOf("datasets", Schema.Struct({
   lineage_id: Schema.String
 }))
 const IdRows = rowsOf("feedback", Schema.Struct({ id: Schema.String }))
+const StatusRows = rowsOf("feedback", Schema.Struct({ status: FeedbackStatus }))
 const WaitRows = rowsOf("org_rate_limits", Schema.Struct({ seconds: BigIntText }))
 
-export const makePromotion = (sql: SqlClient.SqlClient, box: SecretBox["Service"], config: SvcConfigShape) => {
+/** Reading, reviewing and promoting feedback. */
+export const makeReview = (sql: SqlClient.SqlClient, box: SecretBox["Service"], config: SvcConfigShape) => {
+  const mac = (message: string) => box.mac("cursor", message)
+  const list = Effect.fnUntraced(function*(orgId: string, request: ListRequest) {
+    const scope: CursorScope = { orgId, list: "feedback", filters: [request.task_id, request.status] }
+    const { items, next_cursor } = yield* keysetPage(mac, scope, request, (below, rows) =>
+      FeedbackRows.all(sql`
+        SELECT ${sql.unsafe(COLUMNS)} FROM feedback
+        WHERE org_id = ${orgId}
+        ${request.task_id !== undefined ? sql`AND task_id = ${request.task_id}` : sql``}
+        ${request.status !== undefined ? sql`AND status = ${request.status}` : sql``}
+        ${Option.isSome(below) ? sql`AND seq < ${below.value}` : sql``}
+        ORDER BY seq DESC LIMIT ${rows}
+      `))
+    return { feedback: items.map(toItem), next_cursor }
+  })
+
+  const decide = Effect.fnUntraced(function*(orgId: string, feedbackId: string, to: "staged" | "rejected") {
+    yield* Effect.annotateCurrentSpan({ "svc.feedback_id": feedbackId })
+    const updated = yield* FeedbackRows.one(sql`
+      UPDATE feedback SET status = ${to}, updated_at = now()
+      WHERE id = ${feedbackId} AND org_id = ${orgId} AND status = 'pending'
+      RETURNING ${sql.unsafe(COLUMNS)}
+    `)
+    if (updated !== undefined) return toItem(updated)
+    const current = yield* StatusRows.one(sql`
+      SELECT status FROM feedback WHERE id = ${feedbackId} AND org_id = ${orgId}
+    `)
+    if (current === undefined) return yield* new NotFound({ detail: "No such feedback." })
+    return yield* new InvalidTransition({
+      status_now: current.status,
+      detail: current.status === "recorded"
+        ? "Feedback without a correction cannot be staged or rejected."
+        : `Only pending corrections can be ${to}; this one is ${current.status}.`
+    })
+  })
+
   const currentDataset = (orgId: string, taskId: string, lock: boolean) =>
     Effect.gen(function*() {
       // Locking the task row serializes promotions of one task.
@@ -58,7 +134,6 @@ export const makePromotion = (sql: SqlClient.SqlClient, box: SecretBox["Service"
     yield* Effect.annotateCurrentSpan({ "svc.task_id": taskId })
     const limit = request.limit ?? 50
     const scope: CursorScope = { orgId, list: "promote_preview", filters: [taskId] }
-    const mac = (message: string) => box.mac("cursor", message)
     const after = yield* seqBound(mac, scope, request.cursor)
     // One snapshot: the page, the count and the revision describe the same staged set.
     const [dataset, ids, rows] = yield* sql.withTransaction(
@@ -91,10 +166,9 @@ export const makePromotion = (sql: SqlClient.SqlClient, box: SecretBox["Service"
   // moves it one interval (a minute / the limit) later, and is allowed
   // while that stays within a minute of now. Bursts up to the limit,
   // then one per interval. The database's clock decides.
-  const promoteIntervalMs = 60_000 / config.maxPromotesPerMinute
+  const interval = `${60_000 / config.maxPromotesPerMinute} milliseconds`
   const claimPromote = (orgId: string) =>
     Effect.gen(function*() {
-      const interval = `${promoteIntervalMs} milliseconds`
       const claimed = yield* sql`
         INSERT INTO org_rate_limits AS r (org_id, name, tat)
         VALUES (${orgId}, 'promote', now() + ${interval}::interval)
@@ -175,5 +249,11 @@ export const makePromotion = (sql: SqlClient.SqlClient, box: SecretBox["Service"
     return result
   })
 
-  return { preview, promote }
+  return {
+    list,
+    stage: (orgId: string, feedbackId: string) => decide(orgId, feedbackId, "staged"),
+    reject: (orgId: string, feedbackId: string) => decide(orgId, feedbackId, "rejected"),
+    preview,
+    promote
+  }
 }

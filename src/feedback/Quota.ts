@@ -17,24 +17,19 @@ export const FEEDBACK_RECORD_BYTES = 256
 const USAGE_HINT_MS = 2_000
 export const feedbackBytes = (text: string | null) => FEEDBACK_RECORD_BYTES + (text === null ? 0 : Buffer.byteLength(text, "utf8"))
 
-/** The feedback quota (`org_usage` of kind `feedback`). */
-export const feedbackQuota = (config: SvcConfigShape): ByteQuota => ({
-  kind: "feedback",
-  limit: "SVC_MAX_FEEDBACK_BYTES_PER_ORG",
-  value: config.maxFeedbackBytesPerOrg,
-  what: "feedback"
-})
-
 export const makeQuota = (sql: SqlClient.SqlClient, config: SvcConfigShape) => {
-  const quota = feedbackQuota(config)
+  /** The feedback quota (`org_usage` of kind `feedback`). */
+  const quota: ByteQuota = {
+    kind: "feedback",
+    limit: "SVC_MAX_FEEDBACK_BYTES_PER_ORG",
+    value: config.maxFeedbackBytesPerOrg,
+    what: "feedback"
+  }
   const hints = new UsageHints(USAGE_HINT_MS)
   /** The organization's usage as read now (and remembered as a hint). */
   const readUsage = (orgId: string) =>
-    Effect.flatMap(readOrgUsage(sql, orgId, quota), (bytes) =>
-      Effect.map(Clock.currentTimeMillis, (now) => {
-        hints.read(orgId, bytes, now)
-        return bytes
-      }))
+    Effect.tap(readOrgUsage(sql, orgId, quota), (bytes) =>
+      Effect.map(Clock.currentTimeMillis, (now) => hints.read(orgId, bytes, now)))
   /** Fails with the quota's problem when, read now, `bytes` more would pass it. */
   const check = (orgId: string, bytes: number) => Effect.flatMap(readUsage(orgId), (fresh) => overQuota(quota, fresh, bytes))
   /**
@@ -54,7 +49,6 @@ export const makeQuota = (sql: SqlClient.SqlClient, config: SvcConfigShape) => {
     usage,
     weigh,
     check,
-    /** This process stored `bytes` more for `orgId`. */
     stored: (orgId: string, bytes: number) => hints.stored(orgId, bytes)
   }
 }

@@ -23,7 +23,7 @@ import { patternRulesIn, type Range, scanPatterns, scanSecretlint } from "./Secr
 export const REDACTION_MARKER = "[REDACTED]"
 
 /** Known values shorter than this are ignored: they would remove ordinary text. */
-export const MIN_KNOWN_VALUE_LENGTH = 8
+const MIN_KNOWN_VALUE_LENGTH = 8
 
 export type Json = null | boolean | number | string | ReadonlyArray<Json> | { readonly [key: string]: Json }
 
@@ -41,13 +41,6 @@ export interface ScrubResult {
   /** Paths of objects where two keys became the same after redaction. */
   readonly collisions: ReadonlyArray<string>
 }
-
-/**
- * Paths use the API's `field` convention (see `appendPath`): identifiers as
- * `.name`, array indexes as `[2]`, any other name as a JSON string in
- * brackets (`["two words"]`, `["a.b"]`).
- */
-export const childPath = appendPath
 
 /** Parts of a receiver URL shorter than this are not looked for alone (`/v1/traces` is ordinary text). */
 const MIN_URL_PART_LENGTH = 16
@@ -193,12 +186,12 @@ export const scrub = async (document: Json, known: KnownCredentials, root = ""):
       if (changed) fields.push(path)
       return redacted
     }
-    if (Array.isArray(value)) return value.map((item, i) => rebuild(item, childPath(path, i)))
+    if (Array.isArray(value)) return value.map((item, i) => rebuild(item, appendPath(path, i)))
     if (value !== null && typeof value === "object") {
       const out: Record<string, Json> = {}
       for (const item of Object.values(value)) {
         const { redacted: name, changed } = next()
-        const itemPath = childPath(path, name)
+        const itemPath = appendPath(path, name)
         if (changed) fields.push(itemPath)
         if (Object.hasOwn(out, name)) collisions.push(path)
         // defineProperty: a `__proto__` member stays a plain member.

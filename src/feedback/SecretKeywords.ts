@@ -10,8 +10,7 @@
  * not contain any fixed string has no keyword set at all (`undefined`): a
  * prefilter must then let every text through.
  */
-import { parseRegExpLiteral } from "@eslint-community/regexpp"
-import type { AST } from "@eslint-community/regexpp"
+import { type AST, parseRegExpLiteral } from "@eslint-community/regexpp"
 
 /** Largest finite set of strings an element may stand for before it is treated as open. */
 const MAX_EXACT = 64
@@ -105,10 +104,9 @@ const sequence = (elements: ReadonlyArray<AST.Element>): Facts => {
 }
 
 const alternatives = (alts: ReadonlyArray<AST.Alternative>): Facts => {
-  const each = alts.map((alt) => sequence(alt.elements))
   let exact: Set<string> | undefined = new Set()
   let required: Set<string> | undefined = new Set()
-  for (const facts of each) {
+  for (const facts of alts.map((alt) => sequence(alt.elements))) {
     if (exact !== undefined && facts.exact !== undefined && exact.size + facts.exact.size <= MAX_EXACT) {
       for (const s of facts.exact) exact.add(s)
     } else {
@@ -124,10 +122,11 @@ const alternatives = (alts: ReadonlyArray<AST.Alternative>): Facts => {
 const quantifier = (q: AST.Quantifier): Facts => {
   const inner = node(q.element)
   if (q.min === 0) {
-    // Optional: it may match nothing, so it requires nothing.
+    // Optional: it may match nothing, so it requires nothing (and `x*` and
+    // the like are no fixed set of strings either).
     return q.max === 1 && inner.exact !== undefined && inner.exact.size < MAX_EXACT
       ? { exact: new Set([...inner.exact, ""]), required: undefined }
-      : EMPTY_OR_OPEN(q)
+      : OPEN
   }
   if (q.min === q.max && inner.exact !== undefined) {
     let out: ReadonlySet<string> | undefined = new Set([""])
@@ -136,9 +135,6 @@ const quantifier = (q: AST.Quantifier): Facts => {
   }
   return { exact: undefined, required: inner.required }
 }
-
-// `x*` and the like: neither a fixed set of strings nor a required one.
-const EMPTY_OR_OPEN = (_q: AST.Quantifier): Facts => OPEN
 
 const node = (n: AST.Element): Facts => {
   switch (n.type) {

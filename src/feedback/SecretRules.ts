@@ -23,7 +23,7 @@ import { lintSource } from "@secretlint/core"
 import { secretLintProfiler } from "@secretlint/profiler"
 import { rules as presetRules } from "@secretlint/secretlint-rule-preset-recommend"
 import type { SecretLintCoreConfig } from "@secretlint/types"
-import { type KeywordScan, keywordScan } from "./KeywordScan.ts"
+import { keywordScan } from "./KeywordScan.ts"
 import { regexKeywords } from "./SecretKeywords.ts"
 
 /** A half-open range `[start, end)` of a string that holds a secret. */
@@ -149,30 +149,25 @@ const secretlintConfig: SecretLintCoreConfig = {
 }
 
 /** The ids of every rule in the ruleset (secretlint's and ours). */
-export const ruleIds: ReadonlyArray<string> = [
-  ...presetRules.filter((rule) => rule.meta.id !== FILTER_COMMENTS).map((rule) => rule.meta.id),
-  ...patternRules.map((rule) => rule.id)
-]
+export const ruleIds: ReadonlyArray<string> = [...secretlintConfig.rules, ...patternRules].map((rule) => rule.id)
 
 export interface Finding {
   readonly ruleId: string
   readonly range: Range
 }
 
-/** The hand-written rules whose keywords `text` holds (the only ones that can find anything in it or in a part of it). */
-export const patternRulesIn = (text: string): ReadonlyArray<PatternRule> => {
+/** The hand-written rules (of `rules`) whose keywords `text` holds: the only ones that can find anything in it or in a part of it. */
+export const patternRulesIn = (text: string, rules = patternRules): ReadonlyArray<PatternRule> => {
   // A dozen keywords: `includes` each is as quick as one pass of `keywordScan`.
   const lower = text.toLowerCase()
-  return patternRules.filter((rule) => rule.keywords.some((keyword) => lower.includes(keyword)))
+  return rules.filter((rule) => rule.keywords.some((keyword) => lower.includes(keyword)))
 }
 
 /** Findings of the hand-written rules (`rules`, by default all) in `text`. */
 export const scanPatterns = (text: string, rules: ReadonlyArray<PatternRule> = patternRules): Array<Finding> => {
   const out: Array<Finding> = []
   if (rules.length === 0) return out
-  const lower = text.toLowerCase()
-  for (const rule of rules) {
-    if (!rule.keywords.some((keyword) => lower.includes(keyword))) continue
+  for (const rule of patternRulesIn(text, rules)) {
     for (const match of text.matchAll(rule.pattern)) {
       const secret = match[rule.group]
       if (secret === undefined || secret === "") continue
@@ -188,11 +183,14 @@ export const scanPatterns = (text: string, rules: ReadonlyArray<PatternRule> = p
 /** The file secretlint is told it scans: a text file. */
 export const SCAN_FILE_PATH = "/correction.txt"
 
-const lint = (config: SecretLintCoreConfig, text: string) =>
-  lintSource({
+/** Findings of `config`'s rules in `text`. */
+const lint = async (config: SecretLintCoreConfig, text: string): Promise<Array<Finding>> => {
+  const result = await lintSource({
     source: { content: text, filePath: SCAN_FILE_PATH, contentType: "text" },
     options: { config, noPhysicFilePath: true }
   })
+  return result.messages.map((message) => ({ ruleId: message.ruleId, range: [message.range[0], message.range[1]] as const }))
+}
 
 /** Drops keywords that contain another: text holding the longer one holds the shorter. */
 const minimal = (keywords: Iterable<string>): ReadonlyArray<string> => {
@@ -200,12 +198,6 @@ const minimal = (keywords: Iterable<string>): ReadonlyArray<string> => {
   const kept: Array<string> = []
   for (const keyword of sorted) if (!kept.some((shorter) => keyword.includes(shorter))) kept.push(keyword)
   return kept
-}
-
-export interface RuleKeywords {
-  readonly id: string
-  /** Lower-case strings one of which is in any text the rule finds something in; undefined: the rule always runs. */
-  readonly keywords: ReadonlyArray<string> | undefined
 }
 
 /**
@@ -227,7 +219,7 @@ export interface RuleKeywords {
  * `test/unit/feedback/prefilter.test.ts` checks that every sample secret
  * is still caught and that the cheap path is taken for ordinary text.
  */
-export const deriveKeywords = async (): Promise<ReadonlyArray<RuleKeywords>> => {
+export const deriveKeywords = async () => {
   const probe = "svc secretlint keyword probe"
   const exec = RegExp.prototype.exec
   const applied = async (config: SecretLintCoreConfig) => {
@@ -244,7 +236,7 @@ export const deriveKeywords = async (): Promise<ReadonlyArray<RuleKeywords>> => 
     return seen
   }
   const core = await applied({ rules: [] })
-  const out: Array<RuleKeywords> = []
+  const out: Array<{ readonly id: string; readonly keywords: ReadonlyArray<string> | undefined }> = []
   for (const entry of secretlintConfig.rules) {
     const seen = [...(await applied({ rules: [entry] })).entries()].filter(([key]) => !core.has(key)).map(([, regex]) => regex)
     const found = seen.map(regexKeywords)
@@ -256,15 +248,9 @@ export const deriveKeywords = async (): Promise<ReadonlyArray<RuleKeywords>> => 
   return out
 }
 
-interface Prefilter {
-  /** Rules that run on every text (no keywords could be derived for them). */
-  readonly always: ReadonlyArray<SecretLintCoreConfig["rules"][number]>
-  readonly gated: ReadonlyArray<{ readonly entry: SecretLintCoreConfig["rules"][number]; readonly keywords: ReadonlyArray<string> }>
-  /** Finds the gated rules' keywords in a text, in one pass. */
-  readonly scan: KeywordScan
-}
+type Rule = SecretLintCoreConfig["rules"][number]
 
-let prefilter: Promise<Prefilter> | undefined
+let prefilter: ReturnType<typeof makePrefilter> | undefined
 
 /**
  * Rules that only read files of given types (by `source.ext`, which the
@@ -276,20 +262,22 @@ let prefilter: Promise<Prefilter> | undefined
  */
 export const OTHER_FILE_TYPES: ReadonlySet<string> = new Set(["@secretlint/secretlint-rule-gcp"])
 
-const makePrefilter = async (): Promise<Prefilter> => {
+const makePrefilter = async () => {
   const derived = new Map((await deriveKeywords()).map((rule) => [rule.id, rule.keywords]))
-  const always: Array<SecretLintCoreConfig["rules"][number]> = []
-  const gated: Array<Prefilter["gated"][number]> = []
+  /** Rules that run on every text (no keywords could be derived for them). */
+  const always: Array<Rule> = []
+  const gated: Array<{ readonly entry: Rule; readonly keywords: ReadonlyArray<string> }> = []
   for (const entry of secretlintConfig.rules) {
     if (OTHER_FILE_TYPES.has(entry.id)) continue
     const keywords = derived.get(entry.id)
     if (keywords === undefined) always.push(entry)
     else gated.push({ entry, keywords })
   }
+  // `scan` finds the gated rules' keywords in a text, in one pass.
   return { always, gated, scan: keywordScan(gated.flatMap((rule) => rule.keywords)) }
 }
 
-const rulesFor = async (text: string): Promise<ReadonlyArray<SecretLintCoreConfig["rules"][number]>> => {
+const rulesFor = async (text: string): Promise<ReadonlyArray<Rule>> => {
   prefilter ??= makePrefilter()
   const { always, gated, scan } = await prefilter
   const present = scan.present(text)
@@ -310,16 +298,11 @@ export const secretlintRulesFor = async (text: string): Promise<ReadonlyArray<st
  */
 export const scanSecretlint = async (text: string): Promise<Array<Finding>> => {
   const rules = await rulesFor(text)
-  if (rules.length === 0) return []
-  const result = await lint({ rules: [...rules] }, text)
-  return result.messages.map((message) => ({ ruleId: message.ruleId, range: [message.range[0], message.range[1]] as const }))
+  return rules.length === 0 ? [] : lint({ rules: [...rules] }, text)
 }
 
 /** The whole preset on `text`, without the prefilter (for tests that compare the two). */
-export const scanSecretlintUnfiltered = async (text: string): Promise<Array<Finding>> => {
-  const result = await lint(secretlintConfig, text)
-  return result.messages.map((message) => ({ ruleId: message.ruleId, range: [message.range[0], message.range[1]] as const }))
-}
+export const scanSecretlintUnfiltered = (text: string) => lint(secretlintConfig, text)
 
 /** Every finding of the whole ruleset in `text`. */
 export const scanText = async (text: string): Promise<Array<Finding>> => [

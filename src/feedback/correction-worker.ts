@@ -29,18 +29,15 @@ const knownByOrg = new Map<string, { readonly fingerprint: string; readonly know
 /** The organization's known credentials of this fingerprint: kept, or sent with the request (then kept). */
 const knownOf = (ref: KnownRef): KnownCredentials | undefined => {
   const kept = knownByOrg.get(ref.org)
-  if (ref.known === undefined) {
-    if (kept === undefined || kept.fingerprint !== ref.fingerprint) return undefined
-    // Most recently used last.
-    knownByOrg.delete(ref.org)
-    knownByOrg.set(ref.org, kept)
-    return kept.known
-  }
-  const known = { keyHashes: new Set(ref.known.keyHashes), values: ref.known.values }
+  const entry = ref.known === undefined
+    ? kept?.fingerprint === ref.fingerprint ? kept : undefined
+    : { fingerprint: ref.fingerprint, known: { keyHashes: new Set(ref.known.keyHashes), values: ref.known.values } }
+  if (entry === undefined) return undefined
+  // Most recently used last.
   knownByOrg.delete(ref.org)
   if (knownByOrg.size >= KNOWN_KEPT_PER_WORKER) knownByOrg.delete(knownByOrg.keys().next().value!)
-  knownByOrg.set(ref.org, { fingerprint: ref.fingerprint, known })
-  return known
+  knownByOrg.set(ref.org, entry)
+  return entry.known
 }
 
 const failed = (id: number, message: string): CorrectionReply => ({ id, _tag: "Failed", message })
@@ -66,23 +63,16 @@ const handle = async (request: CorrectionRequest, receivedAt: number): Promise<C
       if (checked._tag === "Unusable") return failed(request.id, `stored answer schema is unusable: ${checked.message}`)
       if (checked.violations.length > 0) return { id: request.id, _tag: "Mismatch", violations: checked.violations }
       enterPhase(cell, receivedAt, phaseIndex("scrub"))
-      const result = await scrub(document, known, request.root)
+      const { value, fields, collisions } = await scrub(document, known, request.root)
       let after: ReadonlyArray<SchemaViolation> = []
-      if (result.fields.length > 0 && result.collisions.length === 0) {
+      if (fields.length > 0 && collisions.length === 0) {
         enterPhase(cell, receivedAt, phaseIndex("recheck"))
-        const again = compiler.validate(request.key, undefined, result.value)
+        const again = compiler.validate(request.key, undefined, value)
         if (again._tag === "Unusable") return failed(request.id, `stored answer schema is unusable: ${again.message}`)
         after = again.violations
       }
-      const changed = result.fields.length > 0 || result.collisions.length > 0
-      return {
-        id: request.id,
-        _tag: "Corrected",
-        fields: result.fields,
-        collisions: result.collisions,
-        after,
-        ...(changed ? { value: result.value } : {})
-      }
+      const changed = fields.length > 0 || collisions.length > 0
+      return { id: request.id, _tag: "Corrected", fields, collisions, after, ...(changed ? { value } : {}) }
     }
   }
 }

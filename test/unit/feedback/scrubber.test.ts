@@ -3,7 +3,8 @@ import * as fc from "fast-check"
 import { KEY_PREFIX } from "../../../src/identity/KeyFormat.ts"
 import { randomToken } from "../../../src/platform/Crypto.ts"
 import { sha256Hex } from "../../../src/platform/Digest.ts"
-import { childPath, type Json, knownNeedles, REDACTION_MARKER, redactRanges, scrub } from "../../../src/feedback/Scrubber.ts"
+import { type Json, knownNeedles, REDACTION_MARKER, redactRanges, scrub } from "../../../src/feedback/Scrubber.ts"
+import { appendPath } from "../../../src/tasks/SchemaCompiler.ts"
 import { secretSamples } from "../../support/secretSamples.ts"
 
 const liveKey = randomToken(KEY_PREFIX)
@@ -150,11 +151,11 @@ describe("the key name alone never triggers removal; keys holding secrets are sc
 
 describe("paths and ranges", () => {
   it("paths: identifiers dotted, indexes bracketed, other names as JSON strings in brackets", () => {
-    assert.strictEqual(childPath("correction", "items"), "correction.items")
-    assert.strictEqual(childPath("correction.items", 2), "correction.items[2]")
-    assert.strictEqual(childPath("correction", "two words"), 'correction["two words"]')
-    assert.strictEqual(childPath("correction", "a.b"), 'correction["a.b"]')
-    assert.strictEqual(childPath("", "x"), "x")
+    assert.strictEqual(appendPath("correction", "items"), "correction.items")
+    assert.strictEqual(appendPath("correction.items", 2), "correction.items[2]")
+    assert.strictEqual(appendPath("correction", "two words"), 'correction["two words"]')
+    assert.strictEqual(appendPath("correction", "a.b"), 'correction["a.b"]')
+    assert.strictEqual(appendPath("", "x"), "x")
   })
 
   it("overlapping ranges merge into one marker", () => {
