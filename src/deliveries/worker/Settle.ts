@@ -30,9 +30,10 @@ const SETTLE_REFUSALS = 3
 export const settleBackoff = Schedule.min([Schedule.exponential("50 millis"), Schedule.spaced("1 second")])
 
 /** Why one try of a batch ended without it being written. */
-export type NotWritten =
-  | { readonly _tag: "Unanswered"; readonly cause: Cause.Cause<unknown> }
-  | { readonly _tag: "Refused"; readonly cause: Cause.Cause<unknown> }
+export interface NotWritten {
+  readonly _tag: "Unanswered" | "Refused"
+  readonly cause: Cause.Cause<unknown>
+}
 
 /**
  * When a batch is tried again, one schedule per batch: on `settleBackoff`
@@ -63,18 +64,7 @@ export interface SettleHooks {
   readonly changed: () => void
 }
 
-export interface Settler {
-  /** Queues an ended send's outcome for the next batch. */
-  readonly push: (pending: Pending) => void
-  /** Outcomes not yet written. */
-  readonly pending: () => number
-  /** The last try failed and the database has not answered since. */
-  readonly failing: () => boolean
-  /** Whether a batch is waiting for more outcomes now. */
-  readonly lingering: () => boolean
-  /** Something now waits for recording: end the linger early. */
-  readonly hurry: () => void
-}
+export type Settler = Effect.Success<ReturnType<typeof makeSettler>>
 
 /** Starts the settle loop in a fiber of the current scope. */
 export const makeSettler = Effect.fnUntraced(function*(
@@ -159,15 +149,20 @@ export const makeSettler = Effect.fnUntraced(function*(
   }).pipe(Effect.forever, Effect.forkScoped)
 
   return {
-    push: (pending) => {
+    /** Queues an ended send's outcome for the next batch. */
+    push: (pending: Pending) => {
       waiting.push(pending)
       wanted.openUnsafe()
     },
+    /** Outcomes not yet written. */
     pending: () => waiting.length,
+    /** The last try failed and the database has not answered since. */
     failing: () => failing,
+    /** Whether a batch is waiting for more outcomes now. */
     lingering: () => lingering,
+    /** Something now waits for recording: end the linger early. */
     hurry: () => {
       if (lingering) urgent.openUnsafe()
     }
-  } satisfies Settler
+  }
 })
