@@ -7,6 +7,7 @@
  */
 import type { PgClient } from "@effect/sql-pg"
 import { Effect, Option } from "effect"
+import type { Statement } from "effect/sql"
 import { MAX_SEQ } from "../log/Log.ts"
 import * as Rows from "../Rows.ts"
 import { loggedUndelivered } from "../Targets.ts"
@@ -35,10 +36,8 @@ export const listStatement = (sql: PgClient.PgClient, input: ListInput) =>
     ORDER BY target_id DESC, seq DESC LIMIT ${input.limit ?? 50}
   `
 
-export const list = Effect.fnUntraced(function*(sql: PgClient.PgClient, input: ListInput) {
-  const rows = yield* Rows.deliveries(listStatement(sql, input)).pipe(Effect.orDie)
-  return rows.map(toDelivery)
-})
+export const list = (sql: PgClient.PgClient, input: ListInput) =>
+  Rows.deliveries(listStatement(sql, input)).pipe(Effect.orDie, Effect.map((rows) => rows.map(toDelivery)))
 
 export const get = Effect.fnUntraced(function*(sql: PgClient.PgClient, input: {
   readonly orgId: string
@@ -84,21 +83,15 @@ const undeliveredRows = (sql: PgClient.PgClient, kind: DeliveryKind, targetId: s
     WHERE d.kind = ${kind} AND d.target_id = ${targetId} AND d.status = 'logged' AND ${loggedUndelivered(sql, targetId)}
   `
 
-export const undeliveredMetaSum = Effect.fnUntraced(function*(
-  sql: PgClient.PgClient,
-  kind: DeliveryKind,
-  targetId: string,
-  key: string
-) {
-  const [row] = yield* Rows.count(sql`
-    SELECT coalesce(sum((meta->>${key})::int), 0)::int AS n FROM (${undeliveredRows(sql, kind, targetId)}) d
-  `).pipe(Effect.orDie)
-  return row?.n ?? 0
-})
+/** `total` (an SQL aggregate over the target's undelivered rows `d`) as one number. */
+const overUndelivered = (sql: PgClient.PgClient, kind: DeliveryKind, targetId: string, total: Statement.Fragment) =>
+  Rows.count(sql`SELECT ${total} AS n FROM (${undeliveredRows(sql, kind, targetId)}) d`).pipe(
+    Effect.orDie,
+    Effect.map(([row]) => row!.n)
+  )
 
-export const undelivered = Effect.fnUntraced(function*(sql: PgClient.PgClient, kind: DeliveryKind, targetId: string) {
-  const [row] = yield* Rows.count(sql`
-    SELECT count(*)::int AS n FROM (${undeliveredRows(sql, kind, targetId)}) d
-  `).pipe(Effect.orDie)
-  return row!.n
-})
+export const undeliveredMetaSum = (sql: PgClient.PgClient, kind: DeliveryKind, targetId: string, key: string) =>
+  overUndelivered(sql, kind, targetId, sql`coalesce(sum((meta->>${key})::int), 0)::int`)
+
+export const undelivered = (sql: PgClient.PgClient, kind: DeliveryKind, targetId: string) =>
+  overUndelivered(sql, kind, targetId, sql`count(*)::int`)
