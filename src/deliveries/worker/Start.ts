@@ -106,7 +106,5 @@ export const makePump = <R>(state: WorkerState, settler: Settler, options: Start
     }
   }
 
-  const pump: Effect.Effect<void> = Effect.sync(startNow)
-
-  return pump
+  return Effect.sync(startNow)
 }
