@@ -129,7 +129,6 @@ export interface Settlement {
  */
 export type TargetSignal = "recovered" | "failing" | "gone"
 
-
 /**
  * Cooldown after failed attempts: from the `after`-th consecutive failure on,
  * `base * 2^(failures - after)`, at most `cap`.
