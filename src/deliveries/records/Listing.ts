@@ -39,17 +39,11 @@ export const listStatement = (sql: PgClient.PgClient, input: ListInput) =>
 export const list = (sql: PgClient.PgClient, input: ListInput) =>
   Rows.deliveries(listStatement(sql, input)).pipe(Effect.orDie, Effect.map((rows) => rows.map(toDelivery)))
 
-export const get = Effect.fnUntraced(function*(sql: PgClient.PgClient, input: {
-  readonly orgId: string
-  readonly kind: DeliveryKind
-  readonly deliveryId: string
-}) {
-  const [row] = yield* Rows.deliveries(sql`
+export const get = (sql: PgClient.PgClient, input: { orgId: string; kind: DeliveryKind; deliveryId: string }) =>
+  Rows.deliveries(sql`
     SELECT ${sql.literal(COLUMNS)} FROM delivery_records
     WHERE id = ${input.deliveryId} AND org_id = ${input.orgId} AND kind = ${input.kind}
-  `).pipe(Effect.orDie)
-  return Option.map(Option.fromNullishOr(row), toDelivery)
-})
+  `).pipe(Effect.orDie, Effect.map(([row]) => Option.map(Option.fromNullishOr(row), toDelivery)))
 
 /** One delivery's attempts, a `logged` row's one attempt read from its outcome row by one probe. */
 export const attemptsStatement = (sql: PgClient.PgClient, deliveryId: string) =>
