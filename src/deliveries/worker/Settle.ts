@@ -82,19 +82,13 @@ export const makeSettler = Effect.fnUntraced(function*(
     // Asked afresh at every try.
     Effect.suspend(() => queue.settleMany(batch.map((pending) => pending.item))).pipe(
       Effect.catchCause((cause) =>
-        Effect.flatMap(queue.reachable.pipe(Effect.orElseSucceed(() => false)), (reachable): Effect.Effect<never, NotWritten> => {
-          const first = !failing
+        Effect.flatMap(queue.reachable.pipe(Effect.orElseSucceed(() => false)), (reachable) => {
+          const logged = failing ? Effect.void : Effect.logError(
+            "recording delivery outcomes failed; they are kept here and recorded as soon as the database answers",
+            Cause.squash(cause)
+          ).pipe(Effect.annotateLogs({ kind: hooks.kind, waiting: waiting.length }))
           failing = true
-          const fail = Effect.fail<NotWritten>({ _tag: reachable ? "Refused" : "Unanswered", cause })
-          return first
-            ? Effect.andThen(
-              Effect.logError(
-                "recording delivery outcomes failed; they are kept here and recorded as soon as the database answers",
-                Cause.squash(cause)
-              ).pipe(Effect.annotateLogs({ kind: hooks.kind, waiting: waiting.length })),
-              fail
-            )
-            : fail
+          return Effect.andThen(logged, Effect.fail<NotWritten>({ _tag: reachable ? "Refused" : "Unanswered", cause }))
         })
       ),
       Effect.ensuring(Effect.sync(hooks.changed))
