@@ -11,19 +11,26 @@
  * retries are the probe that says when the database is back, and they go
  * first (a claim could take over this process's own leases).
  */
-import { Clock, Effect } from "effect"
+import { Clock, type Duration, Effect } from "effect"
 import type { DeliveryQueue } from "../DeliveryQueue.ts"
-import type { WorkerOptions } from "./DeliveryWorker.ts"
+import type { Claimed, DeliveryKind } from "../Types.ts"
 import { FAILING_TARGET_SENDS, type Limits } from "./Limits.ts"
 import type { Settler } from "./Settle.ts"
 import type { WorkerState } from "./State.ts"
+
+export interface ClaimLoopOptions<R> {
+  readonly kind: DeliveryKind
+  readonly concurrency: number
+  readonly leaseFor: Duration.Input
+  readonly group?: ((delivery: Claimed) => Effect.Effect<string | undefined, never, R>) | undefined
+}
 
 export const makeClaim = <R>(
   queue: DeliveryQueue["Service"],
   state: WorkerState,
   settler: Settler,
   limits: Limits,
-  options: Pick<WorkerOptions<R>, "kind" | "concurrency" | "leaseFor" | "group">
+  options: ClaimLoopOptions<R>
 ) => {
   const { admission } = state
 
