@@ -29,7 +29,7 @@ const Status = Schema.Literals(["queued", "sending", "retrying", "delivered", "f
 const StoredStatus = Schema.Literals(["queued", "sending", "retrying", "delivered", "failed", "partial", "logged"])
 const Count = Schema.Number
 
-/** A delivery as `COLUMNS` reads it (`Row` in `Types.ts`). */
+/** A delivery as `COLUMNS` reads it (`toDelivery` in `Types.ts` maps it). */
 export const DeliveryRow = Schema.Struct({
   id: Schema.String,
   seq: BigIntText,

@@ -202,10 +202,8 @@ export interface ReplayInput {
   readonly replayable?: ((delivery: Delivery) => boolean) | undefined
 }
 
-/** A delivery row as read (`COLUMNS`), decoded by `DeliveryRow`. */
-export type Row = typeof DeliveryRow.Type
-
-export const toDelivery = (row: Row): Delivery => ({
+/** A delivery of its row as read (`COLUMNS`), decoded by `DeliveryRow`. */
+export const toDelivery = (row: typeof DeliveryRow.Type): Delivery => ({
   id: row.id,
   seq: String(row.seq),
   orgId: row.org_id,
