@@ -10,10 +10,9 @@
  */
 import { PgClient } from "@effect/sql-pg"
 import { Context, Effect, Layer } from "effect"
-import { Wakeups } from "../../database/Wakeups.ts"
+import { Topics, Wakeups } from "../../database/Wakeups.ts"
 import { newId } from "../../platform/Ids.ts"
 import * as BulkReplay from "../rows/BulkReplay.ts"
-import { wakeTopic } from "../DeliveryQueue.ts"
 import type { AttemptRecord, DeliveryKind, DeliveryMeta } from "../Types.ts"
 import * as Stats from "./Stats.ts"
 
@@ -73,7 +72,7 @@ export class DeliveryOperations extends Context.Service<DeliveryOperations, {
         }),
         replayWindow: Effect.fn("DeliveryOperations.replayWindow")(function*(input: BulkReplay.BulkReplayInput) {
           const result = yield* BulkReplay.replayWindow(sql, input)
-          if (result.queued > 0 && !input.dryRun) yield* wakeups.signal(wakeTopic(input.kind))
+          if (result.queued > 0 && !input.dryRun) yield* wakeups.signal(Topics.deliveries(input.kind))
           return result
         }),
         stats: Effect.fn("DeliveryOperations.stats")(function*(input: Parameters<typeof Stats.targetStats>[1]) {

@@ -6,8 +6,8 @@
  * target's next token included), or the poll interval.
  */
 import { Clock, Duration, Effect, Option } from "effect"
-import { Wakeups } from "../../database/Wakeups.ts"
-import { type DeliveryQueue, wakeTopic } from "../DeliveryQueue.ts"
+import { Topics, Wakeups } from "../../database/Wakeups.ts"
+import type { DeliveryQueue } from "../DeliveryQueue.ts"
 import type { DeliveryKind } from "../Types.ts"
 import type { Limits } from "./Limits.ts"
 import type { Settler } from "./Settle.ts"
@@ -24,7 +24,7 @@ export const makeIdle = (
   settler: Settler,
   limits: Limits
 ) => {
-  const wake = wakeups.wait(wakeTopic(kind), Duration.infinity).pipe(
+  const wake = wakeups.wait(Topics.deliveries(kind), Duration.infinity).pipe(
     Effect.andThen(Effect.sync(() => {
       state.woken = true
     }))
