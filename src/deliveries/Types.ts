@@ -147,10 +147,14 @@ export interface SettleItem {
   readonly signal?: TargetSignal | undefined
 }
 
-export interface EnqueueInput {
+/** A target of one organization, and the kind of its deliveries. */
+export interface TargetRef {
   readonly orgId: string
   readonly kind: DeliveryKind
   readonly targetId: string
+}
+
+export interface EnqueueInput extends TargetRef {
   readonly label?: string | undefined
   readonly eventId?: string | undefined
   readonly payload?: string | undefined
@@ -163,10 +167,7 @@ export interface EnqueueInput {
  * A delivery whose first attempt was made before it was stored (a
  * telemetry batch sent from memory): recorded with that attempt's outcome.
  */
-export interface AttemptedInput {
-  readonly orgId: string
-  readonly kind: DeliveryKind
-  readonly targetId: string
+export interface AttemptedInput extends TargetRef {
   readonly status: "delivered" | "partial" | "retrying" | "failed"
   /** Kept for a retry or a replay; null once delivered. */
   readonly payload: string | null

@@ -11,7 +11,7 @@ import type { Statement } from "effect/sql"
 import { MAX_SEQ } from "../log/Log.ts"
 import * as Rows from "../Rows.ts"
 import { loggedUndelivered } from "../Targets.ts"
-import { type Attempt, COLUMNS, type DeliveryKind, toDelivery, UNDELIVERED } from "../Types.ts"
+import { type Attempt, COLUMNS, type DeliveryKind, type TargetRef, toDelivery, UNDELIVERED } from "../Types.ts"
 
 /**
  * A target's newest deliveries, each `logged` row's record built by one
@@ -20,10 +20,7 @@ import { type Attempt, COLUMNS, type DeliveryKind, toDelivery, UNDELIVERED } fro
  * (then reading and building the target's whole history before sorting):
  * so the index is read backwards and only the rows listed are built.
  */
-export interface ListInput {
-  readonly orgId: string
-  readonly kind: DeliveryKind
-  readonly targetId: string
+export interface ListInput extends TargetRef {
   readonly limit?: number | undefined
 }
 

@@ -13,7 +13,7 @@ import { Context, Effect, Layer } from "effect"
 import { Topics, Wakeups } from "../../database/Wakeups.ts"
 import { newId } from "../../platform/Ids.ts"
 import * as BulkReplay from "../rows/BulkReplay.ts"
-import type { AttemptRecord, DeliveryKind, DeliveryMeta } from "../Types.ts"
+import type { AttemptRecord, DeliveryMeta, TargetRef } from "../Types.ts"
 import * as Stats from "./Stats.ts"
 
 /**
@@ -23,10 +23,7 @@ import * as Stats from "./Stats.ts"
  * never waits in the queue, so it changes neither the target's count nor
  * its health (no cooldown counts it).
  */
-export interface FinishedInput {
-  readonly orgId: string
-  readonly kind: DeliveryKind
-  readonly targetId: string
+export interface FinishedInput extends TargetRef {
   readonly label: string
   readonly eventId: string
   readonly status: "delivered" | "failed"
