@@ -1,13 +1,26 @@
 /**
  * Replay (`DeliveryQueue.replay`), under the capacity rule and after its
- * target's cooldown; fails with the queue's own errors (`Errors.ts`).
+ * target's cooldown. It fails with the queue's own errors, not HTTP
+ * problems: the handlers that call it say what they mean to a client
+ * (`replayProblem` in `src/api/ReplayProblem.ts`).
  */
 import type { PgClient } from "@effect/sql-pg"
-import { Effect, Schema } from "effect"
-import { DeliveryNotFound, DeliveryNotReplayable, DeliveryQueueFull } from "../Errors.ts"
+import { Data, Effect, Schema } from "effect"
 import { InstantOrNull } from "../../platform/Rows.ts"
 import * as Rows from "../Rows.ts"
-import { COLUMNS, type ReplayInput, toDelivery } from "../Types.ts"
+import { COLUMNS, type DeliveryStatus, type ReplayInput, toDelivery } from "../Types.ts"
+
+/** No such delivery (of this organization, kind and target). */
+export class DeliveryNotFound extends Data.TaggedError("DeliveryNotFound")<{ readonly deliveryId: string }> {}
+
+/** Only a failed delivery whose payload is still kept can be replayed. */
+export class DeliveryNotReplayable extends Data.TaggedError("DeliveryNotReplayable")<{
+  readonly deliveryId: string
+  readonly status: DeliveryStatus
+}> {}
+
+/** The target already holds its capacity of undelivered deliveries. */
+export class DeliveryQueueFull extends Data.TaggedError("DeliveryQueueFull")<{ readonly targetId: string }> {}
 
 const withCooldown = Rows.decodeRows("deliveries", Schema.Struct({ ...Rows.DeliveryRow.fields, cooldown_until: InstantOrNull }))
 
