@@ -28,14 +28,13 @@ import { Cause, Clock, Duration, Effect, FiberSet, Option } from "effect"
 import { Metrics } from "../../observability/Metrics.ts"
 import { Topics, Wakeups } from "../../database/Wakeups.ts"
 import { Admission } from "./Admission.ts"
-import { type Claimed, type CooldownPolicy, type DeliveryKind, DeliveryQueue, type Settlement } from "../DeliveryQueue.ts"
-import type { DirectHandle } from "./DirectStart.ts"
+import { type Claimed, type DeliveryKind, DeliveryQueue } from "../DeliveryQueue.ts"
 import { makeClaim } from "./Claim.ts"
 import { FAILING_TARGET_SENDS, type LimitOptions, limitsOf, SETTLE_MARGIN_MS } from "./Limits.ts"
 import { makeOutcomes } from "./Outcomes.ts"
 import { makeSettler } from "./Settle.ts"
 import type { SignalledTarget } from "./Outcomes.ts"
-import { makePump } from "./Start.ts"
+import { makePump, type StartOptions } from "./Start.ts"
 import { makeState, somethingChanged } from "./State.ts"
 
 export type { Settlement } from "../Types.ts"
@@ -50,10 +49,9 @@ const SHUTDOWN_RELEASE = Duration.seconds(2)
 /** How often to look again when due work is blocked by per-target limits or other processes' locks. */
 const BLOCKED_RECHECK_MS = 200
 
-/** The loop's options: its limits (`worker/Limits.ts`, where each is described) and what it sends with. */
-export interface WorkerOptions<R> extends LimitOptions {
+/** The loop's options: its limits (`Limits.ts`) and how it sends (`Start.ts`), each described there. */
+export interface WorkerOptions<R> extends LimitOptions, Pick<StartOptions<R>, "handle" | "handleDirect" | "cooldown"> {
   readonly kind: DeliveryKind
-  readonly cooldown?: CooldownPolicy | undefined
   /**
    * Targets that share a bound (webhook endpoints of one organization on one
    * destination host): at most `perGroup` of their deliveries in flight at
@@ -63,8 +61,6 @@ export interface WorkerOptions<R> extends LimitOptions {
    */
   readonly group?: ((delivery: Claimed) => Effect.Effect<string | undefined, never, R>) | undefined
   readonly perGroup?: number | undefined
-  /** Sends one delivery and says how it went; it should not fail (a defect is recorded as a retry). */
-  readonly handle: (delivery: Claimed) => Effect.Effect<Settlement, never, R>
   /**
    * Applies what recorded attempts say of their targets (`TargetSignal`),
    * once per target and batch, after the batch is written: the recorded
@@ -72,8 +68,6 @@ export interface WorkerOptions<R> extends LimitOptions {
    * outcomes stay recorded.
    */
   readonly health?: ((signals: ReadonlyArray<SignalledTarget>) => Effect.Effect<void>) | undefined
-  /** Offered each delivery before `handle`: a send without a fiber of its own, when it takes it (`src/deliveries/worker/DirectStart.ts`). */
-  readonly handleDirect?: DirectHandle | undefined
 }
 
 /** Runs the loop in a fiber of the current scope. */
