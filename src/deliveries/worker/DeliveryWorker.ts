@@ -100,14 +100,7 @@ export const runWorker = <R>(options: WorkerOptions<R>) =>
       changed: () => somethingChanged(state)
     })
     const { claim, shouldClaim } = makeClaim(queue, state, settler, limits, options)
-    const pump = makePump(state, settler, {
-      handle: options.handle,
-      handleDirect: options.handleDirect,
-      cooldown: options.cooldown,
-      fork,
-      clock,
-      wantsClaim: shouldClaim
-    })
+    const pump = makePump(state, settler, { ...options, fork, clock, wantsClaim: shouldClaim })
     // Releases what was set aside; what the database did not take is tried
     // again next time (or its lease runs out).
     const release = Effect.suspend(() => {
@@ -167,25 +160,23 @@ export const runWorker = <R>(options: WorkerOptions<R>) =>
     })
 
     // Give back what waits, then let sends under way finish and be recorded.
-    yield* Effect.addFinalizer(() =>
-      Effect.suspend(() => {
-        state.closing = true
-        const rest = [...state.toRelease, ...admission.takeAllWaiting()]
-        state.toRelease = []
-        return queue.release(rest).pipe(
-          Effect.timeout(SHUTDOWN_RELEASE),
-          Effect.ignore,
-          Effect.andThen(
-            Effect.gen(function*() {
-              while (admission.inFlight > 0 || settler.pending() > 0) yield* Effect.sleep(SHUTDOWN_POLL)
-            }).pipe(
-              Effect.timeout(Duration.millis(Math.min(limits.handleMs + SETTLE_MARGIN_MS, SHUTDOWN_GRACE_MAX_MS))),
-              Effect.ignore
-            )
+    yield* Effect.addFinalizer(() => {
+      state.closing = true
+      const rest = [...state.toRelease, ...admission.takeAllWaiting()]
+      state.toRelease = []
+      return queue.release(rest).pipe(
+        Effect.timeout(SHUTDOWN_RELEASE),
+        Effect.ignore,
+        Effect.andThen(
+          Effect.gen(function*() {
+            while (admission.inFlight > 0 || settler.pending() > 0) yield* Effect.sleep(SHUTDOWN_POLL)
+          }).pipe(
+            Effect.timeout(Duration.millis(Math.min(limits.handleMs + SETTLE_MARGIN_MS, SHUTDOWN_GRACE_MAX_MS))),
+            Effect.ignore
           )
         )
-      })
-    )
+      )
+    })
 
     yield* step.pipe(
       Effect.catchCause((cause) =>
