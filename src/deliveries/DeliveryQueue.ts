@@ -30,9 +30,6 @@ import * as Targets from "./Targets.ts"
 export * from "./Types.ts"
 import type { AttemptRecord, Claimed, CooldownPolicy, DeliveryKind, Outcome, ReplayInput } from "./Types.ts"
 
-/** `Wakeups` topic of a kind's workers. */
-export const wakeTopic = (kind: DeliveryKind) => Topics.deliveries(kind)
-
 /**
  * `f` bound to the SQL client (its first parameter), in a span named
  * `DeliveryQueue.<name>`. No stack trace per span: the name says where it
@@ -94,7 +91,7 @@ export const make = (sql: PgClient.PgClient, wakeups: Wakeups["Service"], info: 
     release: withLog("release", Leases.release),
     /** Queues a `failed` delivery again, keeping its row and event id; respects the target's cooldown. Wakes the kind's workers. */
     replay: op("replay", (sql, input: ReplayInput) =>
-      Effect.tap(Replay.replay(sql, input), () => wakeups.signal(wakeTopic(input.kind)))),
+      Effect.tap(Replay.replay(sql, input), () => wakeups.signal(Topics.deliveries(input.kind)))),
     /** The target's latest deliveries, newest first. */
     list: op("list", Listing.list),
     get: op("get", Listing.get),
@@ -136,13 +133,12 @@ export const make = (sql: PgClient.PgClient, wakeups: Wakeups["Service"], info: 
     cooldownUntil: op("cooldownUntil", Targets.cooldownUntil),
     /** Whether the database answers now (a worker asks after a statement failed: unreachable, or refused?). */
     reachable: sql`SELECT 1`.pipe(
+      Effect.timeout("2 seconds"),
       Effect.as(true),
-      Effect.timeoutOption("2 seconds"),
-      Effect.map((answered) => answered._tag === "Some"),
       Effect.orElseSucceed(() => false)
     ),
     /** Wakes this kind's workers here and (on a server) in other processes. Call after the enqueueing transaction commits. */
-    wake: (kind: DeliveryKind) => wakeups.signal(wakeTopic(kind))
+    wake: (kind: DeliveryKind) => wakeups.signal(Topics.deliveries(kind))
   }
 }
 

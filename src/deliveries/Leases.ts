@@ -59,12 +59,11 @@ export interface LogContext {
 
 // One statement per batch (`settleStatement`, or `settleLogSuccesses` for
 // a batch of the log's successes alone).
-export const settleMany: (ctx: LogContext, items: ReadonlyArray<SettleItem>) => Effect.Effect<Settled> = Effect
-  .fnUntraced(function*(
+export const settleMany = Effect.fnUntraced(function*(
   ctx: LogContext,
   items: ReadonlyArray<SettleItem>
-) {
-  if (items.length === 0) return { held: [], coolingFor: new Map<string, Duration.Duration>(), failures: new Map() } satisfies Settled
+): Effect.fn.Return<Settled> {
+  if (items.length === 0) return { held: [], coolingFor: new Map(), failures: new Map() }
   const { leases, sql } = ctx
   const targetIds = [...new Set(items.map((item) => item.claimed.targetId))].sort()
   // Rows handed out of the log: where each target's cursor may move once
@@ -118,7 +117,7 @@ export const settleMany: (ctx: LogContext, items: ReadonlyArray<SettleItem>) => 
     held: items.map((item) => held.has(`${item.claimed.id}:${item.claimed.leaseOwner}`)),
     coolingFor,
     failures
-  } satisfies Settled
+  }
 })
 
 export const release = Effect.fnUntraced(function*(ctx: LogContext, claimed: ReadonlyArray<Claimed>) {

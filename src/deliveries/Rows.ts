@@ -29,7 +29,7 @@ const Status = Schema.Literals(["queued", "sending", "retrying", "delivered", "f
 const StoredStatus = Schema.Literals(["queued", "sending", "retrying", "delivered", "failed", "partial", "logged"])
 const Count = Schema.Number
 
-/** A delivery as `COLUMNS` reads it (`Row` in `Types.ts`). */
+/** A delivery as `COLUMNS` reads it (`toDelivery` in `Types.ts` maps it). */
 export const DeliveryRow = Schema.Struct({
   id: Schema.String,
   seq: BigIntText,
@@ -49,27 +49,23 @@ export const DeliveryRow = Schema.Struct({
   finished_at: InstantOrNull
 })
 
+export const deliveries = decodeRows("deliveries", DeliveryRow)
 /** A row the per-row claim handed out: the delivery, its lease and its target's failures. */
-export const ClaimedDeliveryRow = Schema.Struct({
+export const claimed = decodeRows("deliveries", Schema.Struct({
   ...DeliveryRow.fields,
   lease_owner: Schema.String,
   target_failures: Count,
   claimed_from: StoredStatus
-})
-
+}))
 /** One attempt as `delivery_attempt_records` reads it. */
-export const AttemptRow = Schema.Struct({
+export const attempts = decodeRows("delivery_attempt_records", Schema.Struct({
   attempt: Count,
   at: Instant,
   status_code: Schema.NullOr(Count),
   error: Schema.NullOr(Schema.String),
   response_snippet: Schema.NullOr(Schema.String),
   duration_ms: Count
-})
-
-export const deliveries = decodeRows("deliveries", DeliveryRow)
-export const claimed = decodeRows("deliveries", ClaimedDeliveryRow)
-export const attempts = decodeRows("delivery_attempt_records", AttemptRow)
+}))
 /** A statement answering one count, `n`. */
 export const count = decodeRows("deliveries", Schema.Struct({ n: Count }))
 export const status = decodeRows("delivery_records", Schema.Struct({ status: Status }))

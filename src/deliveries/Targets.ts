@@ -20,19 +20,12 @@ import { type DeliveryKind, UNDELIVERED } from "./Types.ts"
 // order; claims and releases leave the counts alone. PGlite is one
 // session, where nothing waits for a lock: there the extra statement
 // and transaction are skipped.
-const targetsFirst = <A, R>(
-  sql: PgClient.PgClient,
-  info: DatabaseInfo["Service"],
-  targetIds: ReadonlyArray<string>,
-  effect: Effect.Effect<A, never, R>
-) =>
-  info.kind !== "server" || targetIds.length === 0
+const targetsFirst = <A, R>({ info, sql }: ServerOrEmbedded, targetId: string, effect: Effect.Effect<A, never, R>) =>
+  info.kind !== "server"
     ? effect
-    : sql.withTransaction(Effect.gen(function*() {
-      const ordered = [...new Set(targetIds)].sort()
-      yield* sql`SELECT id FROM delivery_targets WHERE id IN ${sql.in(ordered)} ORDER BY id FOR UPDATE`
-      return yield* effect
-    })).pipe(Effect.orDie)
+    : sql.withTransaction(
+      Effect.andThen(sql`SELECT id FROM delivery_targets WHERE id = ${targetId} FOR UPDATE`, effect)
+    ).pipe(Effect.orDie)
 
 /** The client and what kind of database it speaks to (a server takes the targets' locks first). */
 export interface ServerOrEmbedded {
@@ -83,7 +76,7 @@ const failThen = (
   reason: string,
   then: Statement.Fragment
 ) =>
-  targetsFirst(sql, info, [targetId], Rows.count(sql`
+  targetsFirst({ info, sql }, targetId, Rows.count(sql`
     WITH ${failTargetUndelivered(sql, kind, targetId, reason)}, after AS (${then})
     SELECT (SELECT count(*)::int FROM failed) AS n, (SELECT count(*) FROM after) AS after
   `).pipe(Effect.orDie)).pipe(Effect.map((rows) => rows[0]!.n))

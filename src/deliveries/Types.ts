@@ -129,7 +129,6 @@ export interface Settlement {
  */
 export type TargetSignal = "recovered" | "failing" | "gone"
 
-
 /**
  * Cooldown after failed attempts: from the `after`-th consecutive failure on,
  * `base * 2^(failures - after)`, at most `cap`.
@@ -148,10 +147,14 @@ export interface SettleItem {
   readonly signal?: TargetSignal | undefined
 }
 
-export interface EnqueueInput {
+/** A target of one organization, and the kind of its deliveries. */
+export interface TargetRef {
   readonly orgId: string
   readonly kind: DeliveryKind
   readonly targetId: string
+}
+
+export interface EnqueueInput extends TargetRef {
   readonly label?: string | undefined
   readonly eventId?: string | undefined
   readonly payload?: string | undefined
@@ -164,10 +167,7 @@ export interface EnqueueInput {
  * A delivery whose first attempt was made before it was stored (a
  * telemetry batch sent from memory): recorded with that attempt's outcome.
  */
-export interface AttemptedInput {
-  readonly orgId: string
-  readonly kind: DeliveryKind
-  readonly targetId: string
+export interface AttemptedInput extends TargetRef {
   readonly status: "delivered" | "partial" | "retrying" | "failed"
   /** Kept for a retry or a replay; null once delivered. */
   readonly payload: string | null
@@ -203,10 +203,8 @@ export interface ReplayInput {
   readonly replayable?: ((delivery: Delivery) => boolean) | undefined
 }
 
-/** A delivery row as read (`COLUMNS`), decoded by `DeliveryRow`. */
-export type Row = typeof DeliveryRow.Type
-
-export const toDelivery = (row: Row): Delivery => ({
+/** A delivery of its row as read (`COLUMNS`), decoded by `DeliveryRow`. */
+export const toDelivery = (row: typeof DeliveryRow.Type): Delivery => ({
   id: row.id,
   seq: String(row.seq),
   orgId: row.org_id,

@@ -22,68 +22,24 @@ interface Held {
   readonly kept: Set<bigint>
 }
 
-export interface LogLeases {
-  /** Rows handed out under `leaseId`; `mark` is the target's new `leased_to`. A new lease id replaces what was known. */
-  readonly taken: (
-    targetId: string,
-    leaseId: string,
-    mark: bigint,
-    seqs: ReadonlyArray<bigint>,
-    leaseSeconds: number
-  ) => void
-  /**
-   * Removes `seqs` from what is in flight and answers the cursor the
-   * target may move to (and the lease's length); undefined when the lease
-   * is not known here.
-   */
-  readonly settle: (
-    targetId: string,
-    leaseId: string,
-    seqs: ReadonlyArray<bigint>
-  ) => { readonly cursor: bigint; readonly leaseSeconds: number } | undefined
-  /** A batch the database refused: its seqs hold the cursor back for the rest of the lease. */
-  readonly keep: (targetId: string, leaseId: string, seqs: ReadonlyArray<bigint>) => void
-  /** The lease is over (ended by the database with nothing in flight under it): forget it. */
-  readonly forget: (targetId: string, leaseId: string) => void
-  /** How many target leases are known (for tests). */
-  readonly size: () => number
-  /** The owner id this process takes leases under now. */
-  readonly owner: () => string
-  /**
-   * A take's answer was lost: the database may have moved marks or leased
-   * targets under the owner id without this process knowing. Takes a new
-   * owner id; the earlier ones are in doubt until `resolved`.
-   */
-  readonly doubt: () => void
-  /** The owner ids in doubt (empty when none is). */
-  readonly doubtful: () => ReadonlyArray<string>
-  /** Every lease known here, with its mark: what the database is told when in doubt. */
-  readonly known: () => ReadonlyArray<{ readonly id: string; readonly lease_id: string; readonly mark: string }>
-  /** The database was told (`owners`, those in doubt when it was): they are no longer. */
-  readonly resolved: (owners: ReadonlyArray<string>) => void
-}
-
-const lowest = (values: Set<bigint>): bigint | undefined => {
+/** Just below the lowest seq in flight or kept; the mark when there is none. */
+const cursorOf = (lease: Held) => {
   let low: bigint | undefined
-  for (const value of values) if (low === undefined || value < low) low = value
-  return low
+  for (const seq of lease.pending) if (low === undefined || seq < low) low = seq
+  for (const seq of lease.kept) if (low === undefined || seq < low) low = seq
+  return low === undefined ? lease.mark : low - 1n
 }
 
-export const makeLogLeases = (): LogLeases => {
+export type LogLeases = ReturnType<typeof makeLogLeases>
+
+export const makeLogLeases = () => {
   const held = new Map<string, Held>()
   let owner = newId()
   let former: Array<string> = []
 
-  const cursorOf = (lease: Held) => {
-    const low = [lowest(lease.pending), lowest(lease.kept)].reduce<bigint | undefined>(
-      (a, b) => a === undefined ? b : b === undefined ? a : a < b ? a : b,
-      undefined
-    )
-    return low === undefined ? lease.mark : low - 1n
-  }
-
   return {
-    taken: (targetId, leaseId, mark, seqs, leaseSeconds) => {
+    /** Rows handed out under `leaseId`; `mark` is the target's new `leased_to`. A new lease id replaces what was known. */
+    taken: (targetId: string, leaseId: string, mark: bigint, seqs: ReadonlyArray<bigint>, leaseSeconds: number) => {
       let lease = held.get(targetId)
       if (lease === undefined || lease.leaseId !== leaseId) {
         lease = { leaseId, mark, leaseSeconds, pending: new Set(), kept: new Set() }
@@ -97,7 +53,12 @@ export const makeLogLeases = (): LogLeases => {
         if (seq > lease.mark) lease.mark = seq
       }
     },
-    settle: (targetId, leaseId, seqs) => {
+    /**
+     * Removes `seqs` from what is in flight and answers the cursor the
+     * target may move to (and the lease's length); undefined when the lease
+     * is not known here.
+     */
+    settle: (targetId: string, leaseId: string, seqs: ReadonlyArray<bigint>) => {
       const lease = held.get(targetId)
       if (lease === undefined || lease.leaseId !== leaseId) return undefined
       for (const seq of seqs) {
@@ -106,24 +67,36 @@ export const makeLogLeases = (): LogLeases => {
       }
       return { cursor: cursorOf(lease), leaseSeconds: lease.leaseSeconds }
     },
-    keep: (targetId, leaseId, seqs) => {
+    /** A batch the database refused: its seqs hold the cursor back for the rest of the lease. */
+    keep: (targetId: string, leaseId: string, seqs: ReadonlyArray<bigint>) => {
       const lease = held.get(targetId)
       if (lease === undefined || lease.leaseId !== leaseId) return
       for (const seq of seqs) lease.kept.add(seq)
     },
-    forget: (targetId, leaseId) => {
+    /** The lease is over (ended by the database with nothing in flight under it): forget it. */
+    forget: (targetId: string, leaseId: string) => {
       // Sends still in flight under it will find the lease gone when they settle.
       if (held.get(targetId)?.leaseId === leaseId) held.delete(targetId)
     },
+    /** How many target leases are known (for tests). */
     size: () => held.size,
+    /** The owner id this process takes leases under now. */
     owner: () => owner,
+    /**
+     * A take's answer was lost: the database may have moved marks or leased
+     * targets under the owner id without this process knowing. Takes a new
+     * owner id; the earlier ones are in doubt until `resolved`.
+     */
     doubt: () => {
       former.push(owner)
       owner = newId()
     },
-    doubtful: () => former,
+    /** The owner ids in doubt (empty when none is). */
+    doubtful: (): ReadonlyArray<string> => former,
+    /** Every lease known here, with its mark: what the database is told when in doubt. */
     known: () => Array.from(held, ([id, lease]) => ({ id, lease_id: lease.leaseId, mark: lease.mark.toString() })),
-    resolved: (owners) => {
+    /** The database was told (`owners`, those in doubt when it was): they are no longer. */
+    resolved: (owners: ReadonlyArray<string>) => {
       former = former.filter((id) => !owners.includes(id))
     }
   }

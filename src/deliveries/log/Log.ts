@@ -226,23 +226,6 @@ export const takeRows = (sql: PgClient.PgClient, leased: ReadonlyArray<Leased>, 
     FROM taken k JOIN moved m ON m.id = k.target_id
   `
 
-/** The statements of a take: the takeover's two only when a lease ran out somewhere and room is left. */
-const takeStatements = Effect.fnUntraced(function*(
-  sql: PgClient.PgClient,
-  kind: DeliveryKind,
-  options: ClaimOptions,
-  owner: string
-) {
-  const fresh = yield* leaseAndTake(sql, kind, options, owner).pipe(Effect.orDie)
-  const rows: Array<TakenRow> = fresh.filter((row) => row.id !== null)
-  const room = options.limit - rows.length
-  if (fresh[0]?.takeover === true && room > 0) {
-    const leased = yield* leasedRows(leaseTargets(sql, kind, { ...options, limit: room }, owner)).pipe(Effect.orDie)
-    if (leased.length > 0) rows.push(...(yield* takenRows(takeRows(sql, leased, { ...options, limit: room })).pipe(Effect.orDie)))
-  }
-  return rows
-})
-
 /** Hands out rows of the targets this process can lease. */
 export const take = Effect.fnUntraced(function*(
   sql: PgClient.PgClient,
@@ -252,7 +235,18 @@ export const take = Effect.fnUntraced(function*(
 ) {
   if (options.limit <= 0) return []
   if (leases.doubtful().length > 0) yield* reconcile(sql, leases)
-  const rows = yield* takeStatements(sql, kind, options, leases.owner()).pipe(
+  const owner = leases.owner()
+  // The takeover's two statements only when a lease ran out somewhere and room is left.
+  const rows = yield* Effect.gen(function*() {
+    const fresh = yield* leaseAndTake(sql, kind, options, owner).pipe(Effect.orDie)
+    const handed: Array<TakenRow> = fresh.filter((row) => row.id !== null)
+    const room = options.limit - handed.length
+    if (fresh[0]?.takeover === true && room > 0) {
+      const leased = yield* leasedRows(leaseTargets(sql, kind, { ...options, limit: room }, owner)).pipe(Effect.orDie)
+      if (leased.length > 0) handed.push(...(yield* takenRows(takeRows(sql, leased, { ...options, limit: room })).pipe(Effect.orDie)))
+    }
+    return handed
+  }).pipe(
     // Committed, to be committed or not: the answer is lost, and what the
     // database holds under this owner id is in doubt.
     Effect.onError(() => Effect.sync(() => leases.doubt()))

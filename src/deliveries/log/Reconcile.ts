@@ -31,50 +31,42 @@ import type { PgClient } from "@effect/sql-pg"
 import { Effect } from "effect"
 import type { LogLeases } from "./HeldLeases.ts"
 
-export const reconcileStatement = (
-  sql: PgClient.PgClient,
-  doubtful: ReadonlyArray<string>,
-  owner: string,
-  known: ReturnType<LogLeases["known"]>
-) =>
-  sql`
-    WITH known AS (
-      SELECT * FROM jsonb_to_recordset(${JSON.stringify(known)}::jsonb) AS k(id uuid, lease_id uuid, mark bigint)
-    ),
-    locked AS (
-      SELECT t.id, t.lease_id, t.leased_to FROM delivery_targets t
-      WHERE t.lease_owner IN ${sql.in([...doubtful])}
-      ORDER BY t.id
-      FOR UPDATE
-    ),
-    doubted AS (
-      SELECT l.id, k.mark,
-        CASE WHEN k.id IS NULL OR l.leased_to <= k.mark THEN 0 ELSE (
-          SELECT count(*)::int FROM deliveries d
-          WHERE (d.target_id, d.seq) > (l.id, k.mark) AND (d.target_id, d.seq) <= (l.id, l.leased_to)
-            AND d.status = 'logged'
-            AND NOT EXISTS (
-              SELECT 1 FROM delivery_outcomes x
-              WHERE x.target_id = d.target_id AND x.to_seq >= d.seq AND x.from_seq <= d.seq AND d.seq = ANY (x.seqs))
-        ) END AS lost
-      FROM locked l LEFT JOIN known k ON k.id = l.id AND k.lease_id = l.lease_id
-    )
-    UPDATE delivery_targets t
-    SET lease_owner = CASE WHEN g.mark IS NULL THEN NULL ELSE ${owner}::uuid END,
-        lease_id = CASE WHEN g.mark IS NULL THEN NULL ELSE t.lease_id END,
-        log_in_flight = CASE WHEN g.mark IS NULL THEN 0 ELSE greatest(0, t.log_in_flight - g.lost) END,
-        leased_to = CASE WHEN g.mark IS NULL THEN t.leased_to ELSE least(t.leased_to, g.mark) END
-    FROM doubted g
-    WHERE t.id = g.id
-    RETURNING t.id, g.mark IS NULL AS ended
-  `
-
 /** When owner ids are in doubt, tells the database what is known here; nothing otherwise. */
 export const reconcile = (sql: PgClient.PgClient, leases: LogLeases) =>
   Effect.suspend(() => {
     const doubtful = [...leases.doubtful()]
     if (doubtful.length === 0) return Effect.void
-    return reconcileStatement(sql, doubtful, leases.owner(), leases.known()).pipe(
+    return sql`
+      WITH known AS (
+        SELECT * FROM jsonb_to_recordset(${JSON.stringify(leases.known())}::jsonb) AS k(id uuid, lease_id uuid, mark bigint)
+      ),
+      locked AS (
+        SELECT t.id, t.lease_id, t.leased_to FROM delivery_targets t
+        WHERE t.lease_owner IN ${sql.in([...doubtful])}
+        ORDER BY t.id
+        FOR UPDATE
+      ),
+      doubted AS (
+        SELECT l.id, k.mark,
+          CASE WHEN k.id IS NULL OR l.leased_to <= k.mark THEN 0 ELSE (
+            SELECT count(*)::int FROM deliveries d
+            WHERE (d.target_id, d.seq) > (l.id, k.mark) AND (d.target_id, d.seq) <= (l.id, l.leased_to)
+              AND d.status = 'logged'
+              AND NOT EXISTS (
+                SELECT 1 FROM delivery_outcomes x
+                WHERE x.target_id = d.target_id AND x.to_seq >= d.seq AND x.from_seq <= d.seq AND d.seq = ANY (x.seqs))
+          ) END AS lost
+        FROM locked l LEFT JOIN known k ON k.id = l.id AND k.lease_id = l.lease_id
+      )
+      UPDATE delivery_targets t
+      SET lease_owner = CASE WHEN g.mark IS NULL THEN NULL ELSE ${leases.owner()}::uuid END,
+          lease_id = CASE WHEN g.mark IS NULL THEN NULL ELSE t.lease_id END,
+          log_in_flight = CASE WHEN g.mark IS NULL THEN 0 ELSE greatest(0, t.log_in_flight - g.lost) END,
+          leased_to = CASE WHEN g.mark IS NULL THEN t.leased_to ELSE least(t.leased_to, g.mark) END
+      FROM doubted g
+      WHERE t.id = g.id
+      RETURNING t.id, g.mark IS NULL AS ended
+    `.pipe(
       Effect.andThen(Effect.sync(() => leases.resolved(doubtful))),
       Effect.orDie
     )

@@ -7,10 +7,11 @@
  */
 import type { PgClient } from "@effect/sql-pg"
 import { Effect, Option } from "effect"
+import type { Statement } from "effect/sql"
 import { MAX_SEQ } from "../log/Log.ts"
 import * as Rows from "../Rows.ts"
 import { loggedUndelivered } from "../Targets.ts"
-import { type Attempt, COLUMNS, type DeliveryKind, toDelivery, UNDELIVERED } from "../Types.ts"
+import { type Attempt, COLUMNS, type DeliveryKind, type TargetRef, toDelivery, UNDELIVERED } from "../Types.ts"
 
 /**
  * A target's newest deliveries, each `logged` row's record built by one
@@ -19,10 +20,7 @@ import { type Attempt, COLUMNS, type DeliveryKind, toDelivery, UNDELIVERED } fro
  * (then reading and building the target's whole history before sorting):
  * so the index is read backwards and only the rows listed are built.
  */
-export interface ListInput {
-  readonly orgId: string
-  readonly kind: DeliveryKind
-  readonly targetId: string
+export interface ListInput extends TargetRef {
   readonly limit?: number | undefined
 }
 
@@ -35,22 +33,14 @@ export const listStatement = (sql: PgClient.PgClient, input: ListInput) =>
     ORDER BY target_id DESC, seq DESC LIMIT ${input.limit ?? 50}
   `
 
-export const list = Effect.fnUntraced(function*(sql: PgClient.PgClient, input: ListInput) {
-  const rows = yield* Rows.deliveries(listStatement(sql, input)).pipe(Effect.orDie)
-  return rows.map(toDelivery)
-})
+export const list = (sql: PgClient.PgClient, input: ListInput) =>
+  Rows.deliveries(listStatement(sql, input)).pipe(Effect.orDie, Effect.map((rows) => rows.map(toDelivery)))
 
-export const get = Effect.fnUntraced(function*(sql: PgClient.PgClient, input: {
-  readonly orgId: string
-  readonly kind: DeliveryKind
-  readonly deliveryId: string
-}) {
-  const [row] = yield* Rows.deliveries(sql`
+export const get = (sql: PgClient.PgClient, input: { orgId: string; kind: DeliveryKind; deliveryId: string }) =>
+  Rows.deliveries(sql`
     SELECT ${sql.literal(COLUMNS)} FROM delivery_records
     WHERE id = ${input.deliveryId} AND org_id = ${input.orgId} AND kind = ${input.kind}
-  `).pipe(Effect.orDie)
-  return Option.map(Option.fromNullishOr(row), toDelivery)
-})
+  `).pipe(Effect.orDie, Effect.map(([row]) => Option.map(Option.fromNullishOr(row), toDelivery)))
 
 /** One delivery's attempts, a `logged` row's one attempt read from its outcome row by one probe. */
 export const attemptsStatement = (sql: PgClient.PgClient, deliveryId: string) =>
@@ -84,21 +74,15 @@ const undeliveredRows = (sql: PgClient.PgClient, kind: DeliveryKind, targetId: s
     WHERE d.kind = ${kind} AND d.target_id = ${targetId} AND d.status = 'logged' AND ${loggedUndelivered(sql, targetId)}
   `
 
-export const undeliveredMetaSum = Effect.fnUntraced(function*(
-  sql: PgClient.PgClient,
-  kind: DeliveryKind,
-  targetId: string,
-  key: string
-) {
-  const [row] = yield* Rows.count(sql`
-    SELECT coalesce(sum((meta->>${key})::int), 0)::int AS n FROM (${undeliveredRows(sql, kind, targetId)}) d
-  `).pipe(Effect.orDie)
-  return row?.n ?? 0
-})
+/** `total` (an SQL aggregate over the target's undelivered rows `d`) as one number. */
+const overUndelivered = (sql: PgClient.PgClient, kind: DeliveryKind, targetId: string, total: Statement.Fragment) =>
+  Rows.count(sql`SELECT ${total} AS n FROM (${undeliveredRows(sql, kind, targetId)}) d`).pipe(
+    Effect.orDie,
+    Effect.map(([row]) => row!.n)
+  )
 
-export const undelivered = Effect.fnUntraced(function*(sql: PgClient.PgClient, kind: DeliveryKind, targetId: string) {
-  const [row] = yield* Rows.count(sql`
-    SELECT count(*)::int AS n FROM (${undeliveredRows(sql, kind, targetId)}) d
-  `).pipe(Effect.orDie)
-  return row!.n
-})
+export const undeliveredMetaSum = (sql: PgClient.PgClient, kind: DeliveryKind, targetId: string, key: string) =>
+  overUndelivered(sql, kind, targetId, sql`coalesce(sum((meta->>${key})::int), 0)::int`)
+
+export const undelivered = (sql: PgClient.PgClient, kind: DeliveryKind, targetId: string) =>
+  overUndelivered(sql, kind, targetId, sql`count(*)::int`)

@@ -9,26 +9,22 @@ import { Effect } from "effect"
 import type { Statement } from "effect/sql"
 import type { DeliveryKind } from "../Types.ts"
 
-export const prunePayloads = Effect.fnUntraced(function*(sql: PgClient.PgClient, kind: DeliveryKind, keepFailedHours: number) {
-  const rows = yield* sql`
+export const prunePayloads = (sql: PgClient.PgClient, kind: DeliveryKind, keepFailedHours: number) =>
+  sql`
     UPDATE deliveries SET payload = NULL
     WHERE kind = ${kind} AND payload IS NOT NULL AND (
       status IN ('delivered', 'partial')
       OR (status = 'failed' AND finished_at < now() - make_interval(hours => ${keepFailedHours}))
     )
     RETURNING id
-  `.pipe(Effect.orDie)
-  return rows.length
-})
+  `.pipe(Effect.map((rows) => rows.length), Effect.orDie)
 
-export const pruneFinished = Effect.fnUntraced(function*(sql: PgClient.PgClient, kind: DeliveryKind, keepDays: number) {
-  const rows = yield* sql`
+export const pruneFinished = (sql: PgClient.PgClient, kind: DeliveryKind, keepDays: number) =>
+  sql`
     DELETE FROM deliveries
     WHERE kind = ${kind} AND finished_at < now() - make_interval(days => ${keepDays})
     RETURNING id
-  `.pipe(Effect.orDie)
-  return rows.length
-})
+  `.pipe(Effect.map((rows) => rows.length), Effect.orDie)
 
 /**
  * Deletes at most `batch` finished (`delivered` or `failed`) deliveries of

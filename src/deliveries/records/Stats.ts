@@ -8,7 +8,7 @@ import type { PgClient } from "@effect/sql-pg"
 import { Effect, Schema } from "effect"
 import { Instant } from "../../platform/Rows.ts"
 import { decodeRows } from "../Rows.ts"
-import type { DeliveryKind } from "../Types.ts"
+import type { TargetRef } from "../Types.ts"
 
 export interface TargetStats {
   readonly since: Date
@@ -29,10 +29,7 @@ const StatsRows = decodeRows("deliveries", Schema.Struct({
   p95: Schema.NullOr(Schema.Union([Schema.Number, Schema.String]))
 }))
 
-export const targetStats = Effect.fnUntraced(function*(sql: PgClient.PgClient, input: {
-  readonly orgId: string
-  readonly kind: DeliveryKind
-  readonly targetId: string
+export const targetStats = Effect.fnUntraced(function*(sql: PgClient.PgClient, input: TargetRef & {
   readonly hours: number
   /** Deliveries whose `meta` has this key are not counted (e.g. test deliveries). */
   readonly excludeMetaKey?: string | undefined

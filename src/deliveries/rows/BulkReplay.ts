@@ -15,12 +15,9 @@ import type { PgClient } from "@effect/sql-pg"
 import { Effect, Schema } from "effect"
 import { InstantOrNull } from "../../platform/Rows.ts"
 import { decodeRows } from "../Rows.ts"
-import type { DeliveryKind } from "../Types.ts"
+import type { TargetRef } from "../Types.ts"
 
-export interface BulkReplayInput {
-  readonly orgId: string
-  readonly kind: DeliveryKind
-  readonly targetId: string
+export interface BulkReplayInput extends TargetRef {
   readonly since: Date
   /** Exclusive; default: the database's now. */
   readonly until?: Date | undefined

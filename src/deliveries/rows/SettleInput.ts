@@ -15,14 +15,12 @@ import { Duration } from "effect"
 import type { DeliveryStatus, Outcome, SettleItem } from "../Types.ts"
 
 /** The status an outcome leaves its delivery in. */
-export const statusOf = (outcome: Outcome): DeliveryStatus =>
-  outcome._tag === "Delivered"
-    ? "delivered"
-    : outcome._tag === "Partial"
-    ? "partial"
-    : outcome._tag === "Retry"
-    ? "retrying"
-    : "failed"
+const STATUS_OF: Record<Outcome["_tag"], DeliveryStatus> = {
+  Delivered: "delivered",
+  Partial: "partial",
+  Retry: "retrying",
+  Failed: "failed"
+}
 
 /** A finite number as JSON; anything else as null (what `JSON.stringify` wrote). */
 const num = (value: number) => Number.isFinite(value) ? String(value) : "null"
@@ -45,7 +43,7 @@ export const settleRowsJson = (
     // but they are quoted through JSON all the same should one ever not be.
     out += (ord === 0 ? "{" : ",{") +
       `"ord":${ord},"id":${JSON.stringify(claimed.id)},"lease_owner":${JSON.stringify(claimed.leaseOwner)}` +
-      `,"target_id":${JSON.stringify(claimed.targetId)},"status":"${statusOf(outcome)}"` +
+      `,"target_id":${JSON.stringify(claimed.targetId)},"status":"${STATUS_OF[tag]}"` +
       `,"finished":${tag !== "Retry"},"failed_attempt":${tag === "Retry" || tag === "Failed"}` +
       `,"duration_ms":${num(Math.max(0, Math.round(attempt.durationMs)))}`
     if (tag !== "Delivered") out += `,"last_error":${JSON.stringify(outcome.error)}`

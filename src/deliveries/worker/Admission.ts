@@ -89,14 +89,6 @@ export class Admission<A> {
     return this.waitingTotal
   }
 
-  inFlightOf(target: string) {
-    return this.targets.get(target)?.inFlight ?? 0
-  }
-
-  unrecordedOf(target: string) {
-    return this.targets.get(target)?.unrecorded ?? 0
-  }
-
   inFlightOfGroup(group: string) {
     return this.groupInFlight.get(group) ?? 0
   }
@@ -202,7 +194,9 @@ export class Admission<A> {
   waitsForRecording(): boolean {
     if (this.waitingTotal === 0 || this.inFlightTotal >= this.limits.concurrency) return false
     for (const state of this.targets.values()) {
-      if (state.waiting.length > 0 && state.unrecorded > 0 && !this.mayStart(state) && this.mayStartOnceRecorded(state)) return true
+      if (state.waiting.length === 0 || state.unrecorded === 0 || this.mayStart(state)) continue
+      // It could start if none of its target's outcomes waited to be recorded.
+      if (this.mayStart({ ...state, unrecorded: 0 })) return true
     }
     return false
   }
@@ -239,11 +233,6 @@ export class Admission<A> {
     return state.failing === true
       ? unsettled < Math.min(this.limits.perFailingTarget, this.limits.perTarget)
       : state.inFlight < this.limits.perTarget && unsettled < UNSETTLED_PER_TARGET * this.limits.perTarget
-  }
-
-  /** `mayStart` if none of the target's outcomes waited to be recorded. */
-  private mayStartOnceRecorded(state: TargetState<A>) {
-    return this.mayStart({ ...state, unrecorded: 0 })
   }
 
   private target(target: string) {

@@ -7,33 +7,51 @@
  * The loop that sends deliveries of one kind; the database is the source of
  * truth, so any number of processes can run it for the same kind. This file
  * wires the loops and runs the step loop: each step starts what may start
- * (`Start.ts`), gives back what must go back (`GiveBack.ts`), claims when
- * there is room and reason to (`Claim.ts`), and otherwise waits (`Idle.ts`);
- * the settle loop writes outcomes in batches (`Settle.ts`, `Outcomes.ts`).
+ * (`Start.ts`), gives back what must go back, claims when there is room and
+ * reason to (`Claim.ts`), and otherwise waits; the settle loop writes
+ * outcomes in batches (`Settle.ts`, `Outcomes.ts`).
+ *
+ * Giving back: claimed deliveries set aside (their target began to cool
+ * down, or they waited too long to still finish within their lease) are
+ * released unsent, their attempt not counted. At shutdown everything
+ * waiting here goes back at once instead of after its lease, and sends
+ * under way get a grace to finish and be recorded, so a stopping process
+ * leaves nothing to be sent twice unless the grace runs out first.
+ *
+ * Waiting for the next event when a step claimed nothing: while something
+ * is under way, its end, a wakeup or a short recheck (due work may be
+ * blocked by per-target limits or other processes' locks); otherwise a
+ * wakeup, the next due instant the database reports (a rate-limited
+ * target's next token included), or the poll interval.
  */
-import { Cause, Clock, Effect, FiberSet } from "effect"
+import { Cause, Clock, Duration, Effect, FiberSet, Option } from "effect"
 import { Metrics } from "../../observability/Metrics.ts"
-import { Wakeups } from "../../database/Wakeups.ts"
+import { Topics, Wakeups } from "../../database/Wakeups.ts"
 import { Admission } from "./Admission.ts"
-import { type Claimed, type CooldownPolicy, type DeliveryKind, DeliveryQueue, type Settlement } from "../DeliveryQueue.ts"
-import type { DirectHandle } from "./DirectStart.ts"
+import { type Claimed, type DeliveryKind, DeliveryQueue } from "../DeliveryQueue.ts"
 import { makeClaim } from "./Claim.ts"
-import { releaseSetAside, shutdown } from "./GiveBack.ts"
-import { makeIdle } from "./Idle.ts"
-import { FAILING_TARGET_SENDS, type LimitOptions, limitsOf } from "./Limits.ts"
+import { FAILING_TARGET_SENDS, type LimitOptions, limitsOf, SETTLE_MARGIN_MS } from "./Limits.ts"
 import { makeOutcomes } from "./Outcomes.ts"
 import { makeSettler } from "./Settle.ts"
 import type { SignalledTarget } from "./Outcomes.ts"
-import { makePump } from "./Start.ts"
+import { makePump, type StartOptions } from "./Start.ts"
 import { makeState, somethingChanged } from "./State.ts"
 
 export type { Settlement } from "../Types.ts"
 export type { SignalledTarget } from "./Outcomes.ts"
 
-/** The loop's options: its limits (`worker/Limits.ts`, where each is described) and what it sends with. */
-export interface WorkerOptions<R> extends LimitOptions {
+/** Longest a stopping worker waits for sends under way and their outcomes. */
+const SHUTDOWN_GRACE_MAX_MS = 10_000
+const SHUTDOWN_POLL = Duration.millis(10)
+/** Longest the shutdown's release may take. */
+const SHUTDOWN_RELEASE = Duration.seconds(2)
+
+/** How often to look again when due work is blocked by per-target limits or other processes' locks. */
+const BLOCKED_RECHECK_MS = 200
+
+/** The loop's options: its limits (`Limits.ts`) and how it sends (`Start.ts`), each described there. */
+export interface WorkerOptions<R> extends LimitOptions, Pick<StartOptions<R>, "handle" | "handleDirect" | "cooldown"> {
   readonly kind: DeliveryKind
-  readonly cooldown?: CooldownPolicy | undefined
   /**
    * Targets that share a bound (webhook endpoints of one organization on one
    * destination host): at most `perGroup` of their deliveries in flight at
@@ -43,8 +61,6 @@ export interface WorkerOptions<R> extends LimitOptions {
    */
   readonly group?: ((delivery: Claimed) => Effect.Effect<string | undefined, never, R>) | undefined
   readonly perGroup?: number | undefined
-  /** Sends one delivery and says how it went; it should not fail (a defect is recorded as a retry). */
-  readonly handle: (delivery: Claimed) => Effect.Effect<Settlement, never, R>
   /**
    * Applies what recorded attempts say of their targets (`TargetSignal`),
    * once per target and batch, after the batch is written: the recorded
@@ -52,8 +68,6 @@ export interface WorkerOptions<R> extends LimitOptions {
    * outcomes stay recorded.
    */
   readonly health?: ((signals: ReadonlyArray<SignalledTarget>) => Effect.Effect<void>) | undefined
-  /** Offered each delivery before `handle`: a send without a fiber of its own, when it takes it (`src/deliveries/worker/DirectStart.ts`). */
-  readonly handleDirect?: DirectHandle | undefined
 }
 
 /** Runs the loop in a fiber of the current scope. */
@@ -86,16 +100,50 @@ export const runWorker = <R>(options: WorkerOptions<R>) =>
       changed: () => somethingChanged(state)
     })
     const { claim, shouldClaim } = makeClaim(queue, state, settler, limits, options)
-    const pump = makePump(state, settler, {
-      handle: options.handle,
-      handleDirect: options.handleDirect,
-      cooldown: options.cooldown,
-      fork,
-      clock,
-      wantsClaim: shouldClaim
+    const pump = makePump(state, settler, { ...options, fork, clock, wantsClaim: shouldClaim })
+    // Releases what was set aside; what the database did not take is tried
+    // again next time (or its lease runs out).
+    const release = Effect.suspend(() => {
+      if (state.toRelease.length === 0) return Effect.void
+      const batch = state.toRelease
+      state.toRelease = []
+      return queue.release(batch).pipe(
+        Effect.andThen(Effect.sync(() => {
+          state.moreMayBeDue = true
+        })),
+        Effect.onError(() => Effect.sync(() => state.toRelease.push(...batch)))
+      )
     })
-    const release = releaseSetAside(queue, state)
-    const idle = makeIdle(options.kind, queue, wakeups, state, settler, limits)
+
+    const next = Effect.raceFirst(
+      wakeups.wait(Topics.deliveries(options.kind), Duration.infinity).pipe(
+        Effect.andThen(Effect.sync(() => {
+          state.woken = true
+        }))
+      ),
+      state.changed.await
+    )
+    const idle = Effect.gen(function*() {
+      if (admission.inFlight > 0 || admission.waiting > 0 || settler.pending() > 0) {
+        // Something is under way: its end (or new work, or a short recheck) is the next event.
+        const result = yield* next.pipe(Effect.timeoutOption(Duration.millis(Math.min(limits.pollMs, BLOCKED_RECHECK_MS))))
+        if (Option.isNone(result)) state.woken = true
+        return
+      }
+      const due = yield* queue.nextDue(options.kind)
+      const now = yield* Clock.currentTimeMillis
+      const untilDue = Option.match(due, {
+        onNone: () => limits.pollMs,
+        // Due now but the claim did not take it (other processes hold the
+        // rows, or its target is at its limit): look again shortly.
+        onSome: (at) => {
+          const wait = at.getTime() - now
+          return wait <= 0 ? BLOCKED_RECHECK_MS : Math.min(limits.pollMs, wait)
+        }
+      })
+      yield* next.pipe(Effect.timeoutOption(Duration.millis(untilDue)))
+      state.woken = true
+    })
 
     const step = Effect.gen(function*() {
       state.changed.closeUnsafe()
@@ -111,7 +159,24 @@ export const runWorker = <R>(options: WorkerOptions<R>) =>
       yield* idle
     })
 
-    yield* Effect.addFinalizer(() => shutdown(queue, state, settler, limits))
+    // Give back what waits, then let sends under way finish and be recorded.
+    yield* Effect.addFinalizer(() => {
+      state.closing = true
+      const rest = [...state.toRelease, ...admission.takeAllWaiting()]
+      state.toRelease = []
+      return queue.release(rest).pipe(
+        Effect.timeout(SHUTDOWN_RELEASE),
+        Effect.ignore,
+        Effect.andThen(
+          Effect.gen(function*() {
+            while (admission.inFlight > 0 || settler.pending() > 0) yield* Effect.sleep(SHUTDOWN_POLL)
+          }).pipe(
+            Effect.timeout(Duration.millis(Math.min(limits.handleMs + SETTLE_MARGIN_MS, SHUTDOWN_GRACE_MAX_MS))),
+            Effect.ignore
+          )
+        )
+      )
+    })
 
     yield* step.pipe(
       Effect.catchCause((cause) =>

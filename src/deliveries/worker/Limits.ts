@@ -34,23 +34,7 @@ export interface LimitOptions {
   readonly pollEvery: Duration.Input
 }
 
-export interface Limits {
-  readonly leaseMs: number
-  readonly pollMs: number
-  readonly handleMs: number
-  /** Whether deliveries are claimed ahead of their turn, to wait here. */
-  readonly prefetching: boolean
-  /** Most deliveries of one target claimed at once, all processes together. */
-  readonly prefetch: number
-  /** The longest a delivery may wait here before it must be given back. */
-  readonly maxWaitMs: number
-  /** Claimed and not started, at most (beyond this the claim waits). */
-  readonly holdLimit: number
-  /** Claim more for a busy target once fewer than this wait here. */
-  readonly lowWater: number
-}
-
-export const limitsOf = (options: LimitOptions): Limits => {
+export const limitsOf = (options: LimitOptions) => {
   const leaseMs = Duration.toMillis(options.leaseFor)
   const pollMs = Duration.toMillis(options.pollEvery)
   const handleMs = Duration.toMillis(options.handleTimeout ?? Duration.millis(leaseMs / 2))
@@ -63,11 +47,18 @@ export const limitsOf = (options: LimitOptions): Limits => {
     leaseMs,
     pollMs,
     handleMs,
+    /** Whether deliveries are claimed ahead of their turn, to wait here. */
     prefetching,
+    /** Most deliveries of one target claimed at once, all processes together. */
     prefetch,
+    /** The longest a delivery may wait here before it must be given back. */
     // At the shortest lease allowed, a second of the recording margin.
     maxWaitMs: Math.max(leaseMs - handleMs - SETTLE_MARGIN_MS, MIN_WAIT_MS),
+    /** Claimed and not started, at most (beyond this the claim waits). */
     holdLimit: Math.max(options.concurrency, prefetch) * 2,
+    /** Claim more for a busy target once fewer than this wait here. */
     lowWater: Math.max(1, Math.floor(prefetch / 4))
   }
 }
+
+export type Limits = ReturnType<typeof limitsOf>

@@ -30,9 +30,10 @@ const SETTLE_REFUSALS = 3
 export const settleBackoff = Schedule.min([Schedule.exponential("50 millis"), Schedule.spaced("1 second")])
 
 /** Why one try of a batch ended without it being written. */
-export type NotWritten =
-  | { readonly _tag: "Unanswered"; readonly cause: Cause.Cause<unknown> }
-  | { readonly _tag: "Refused"; readonly cause: Cause.Cause<unknown> }
+export interface NotWritten {
+  readonly _tag: "Unanswered" | "Refused"
+  readonly cause: Cause.Cause<unknown>
+}
 
 /**
  * When a batch is tried again, one schedule per batch: on `settleBackoff`
@@ -63,18 +64,7 @@ export interface SettleHooks {
   readonly changed: () => void
 }
 
-export interface Settler {
-  /** Queues an ended send's outcome for the next batch. */
-  readonly push: (pending: Pending) => void
-  /** Outcomes not yet written. */
-  readonly pending: () => number
-  /** The last try failed and the database has not answered since. */
-  readonly failing: () => boolean
-  /** Whether a batch is waiting for more outcomes now. */
-  readonly lingering: () => boolean
-  /** Something now waits for recording: end the linger early. */
-  readonly hurry: () => void
-}
+export type Settler = Effect.Success<ReturnType<typeof makeSettler>>
 
 /** Starts the settle loop in a fiber of the current scope. */
 export const makeSettler = Effect.fnUntraced(function*(
@@ -92,19 +82,13 @@ export const makeSettler = Effect.fnUntraced(function*(
     // Asked afresh at every try.
     Effect.suspend(() => queue.settleMany(batch.map((pending) => pending.item))).pipe(
       Effect.catchCause((cause) =>
-        Effect.flatMap(queue.reachable.pipe(Effect.orElseSucceed(() => false)), (reachable): Effect.Effect<never, NotWritten> => {
-          const first = !failing
+        Effect.flatMap(queue.reachable.pipe(Effect.orElseSucceed(() => false)), (reachable) => {
+          const logged = failing ? Effect.void : Effect.logError(
+            "recording delivery outcomes failed; they are kept here and recorded as soon as the database answers",
+            Cause.squash(cause)
+          ).pipe(Effect.annotateLogs({ kind: hooks.kind, waiting: waiting.length }))
           failing = true
-          const fail = Effect.fail<NotWritten>({ _tag: reachable ? "Refused" : "Unanswered", cause })
-          return first
-            ? Effect.andThen(
-              Effect.logError(
-                "recording delivery outcomes failed; they are kept here and recorded as soon as the database answers",
-                Cause.squash(cause)
-              ).pipe(Effect.annotateLogs({ kind: hooks.kind, waiting: waiting.length })),
-              fail
-            )
-            : fail
+          return Effect.andThen(logged, Effect.fail<NotWritten>({ _tag: reachable ? "Refused" : "Unanswered", cause }))
         })
       ),
       Effect.ensuring(Effect.sync(hooks.changed))
@@ -159,15 +143,20 @@ export const makeSettler = Effect.fnUntraced(function*(
   }).pipe(Effect.forever, Effect.forkScoped)
 
   return {
-    push: (pending) => {
+    /** Queues an ended send's outcome for the next batch. */
+    push: (pending: Pending) => {
       waiting.push(pending)
       wanted.openUnsafe()
     },
+    /** Outcomes not yet written. */
     pending: () => waiting.length,
+    /** The last try failed and the database has not answered since. */
     failing: () => failing,
+    /** Whether a batch is waiting for more outcomes now. */
     lingering: () => lingering,
+    /** Something now waits for recording: end the linger early. */
     hurry: () => {
       if (lingering) urgent.openUnsafe()
     }
-  } satisfies Settler
+  }
 })

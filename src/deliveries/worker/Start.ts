@@ -18,8 +18,9 @@ import type { WorkerState } from "./State.ts"
 const DEFECT_RETRY = Duration.seconds(30)
 
 export interface StartOptions<R> {
+  /** Sends one delivery and says how it went; it should not fail (a defect is recorded as a retry). */
   readonly handle: (delivery: Claimed) => Effect.Effect<Settlement, never, R>
-  /** Offered each delivery first: a send without a fiber of its own (`src/deliveries/worker/DirectStart.ts`). */
+  /** Offered each delivery before `handle`: a send without a fiber of its own, when it takes it (`DirectStart.ts`). */
   readonly handleDirect?: DirectHandle | undefined
   readonly cooldown?: CooldownPolicy | undefined
   /** Forks into the worker's fiber set. */
@@ -106,7 +107,5 @@ export const makePump = <R>(state: WorkerState, settler: Settler, options: Start
     }
   }
 
-  const pump: Effect.Effect<void> = Effect.sync(startNow)
-
-  return pump
+  return Effect.sync(startNow)
 }

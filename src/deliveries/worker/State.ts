@@ -8,28 +8,21 @@ import { Latch } from "effect"
 import { Admission } from "./Admission.ts"
 import type { Claimed } from "../Types.ts"
 
-export interface WorkerState {
-  readonly admission: Admission<Claimed>
-  /** Claimed deliveries to give back unsent (cooling target, waited too long). */
-  toRelease: Array<Claimed>
-  /** Something changed that may make a claim find more (new work, room freed, a claim that was full). */
-  moreMayBeDue: boolean
-  /** A wakeup arrived (or a recheck is due) since the last claim. */
-  woken: boolean
-  /** Shutting down: nothing more starts. */
-  closing: boolean
-  /** Opened when the claim loop has something to look at. */
-  readonly changed: Latch.Latch
-}
-
-export const makeState = (admission: Admission<Claimed>): WorkerState => ({
+export const makeState = (admission: Admission<Claimed>) => ({
   admission,
-  toRelease: [],
+  /** Claimed deliveries to give back unsent (cooling target, waited too long). */
+  toRelease: [] as Array<Claimed>,
+  /** Something changed that may make a claim find more (new work, room freed, a claim that was full). */
   moreMayBeDue: true,
+  /** A wakeup arrived (or a recheck is due) since the last claim. */
   woken: true,
+  /** Shutting down: nothing more starts. */
   closing: false,
+  /** Opened when the claim loop has something to look at. */
   changed: Latch.makeUnsafe(false)
 })
+
+export type WorkerState = ReturnType<typeof makeState>
 
 /** Settled or released leases no longer count against their targets' claim limits: look again. */
 export const somethingChanged = (state: WorkerState) => {
