@@ -31,7 +31,7 @@ import { JsonColumn, rowsOf, Timestamp, TimestampOrNull } from "../platform/Rows
 import { databaseNow, iso } from "../platform/Time.ts"
 import { endpointUrlOwner, SEALED_URL_COLUMN, URL_SECRET } from "../secrets/ReceiverUrls.ts"
 import { SecretStore } from "../secrets/SecretStore.ts"
-import { activeEndpoint } from "./send/Operational.ts"
+import { activeEndpoint } from "./send/EndpointHealth.ts"
 import { endpointHeaderOwner, endpointOwner, makeSendTargets, type SendTarget } from "./send/SendTargets.ts"
 import { newSigningSecret, OWN_HEADERS } from "./Signing.ts"
 

@@ -81,8 +81,8 @@ export class Dispatcher extends Context.Service<Dispatcher, {
                 -- events of those classes only; the class is looked up for
                 -- such endpoints alone (OR evaluates left to right). An entry
                 -- is an action class, matched exactly, or a prefix ending in
-                -- `.*` (`payments.*` matches `payments.refund` and
-                -- `payments.card.capture`, not `payments`); a NULL class none.
+                -- '.*' ('payments.*' matches 'payments.refund' and
+                -- 'payments.card.capture', not 'payments'); a NULL class none.
                 AND (ep.action_classes IS NULL OR ev.about_endpoint IS NOT NULL OR coalesce((
                   SELECT bool_or(CASE WHEN right(f.entry, 2) = '.*' THEN starts_with(c.cls, left(f.entry, -1)) ELSE f.entry = c.cls END)
                   FROM (SELECT (
