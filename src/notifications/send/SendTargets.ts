@@ -81,26 +81,23 @@ export interface Lookup {
 
 export const makeSendTargetMirror = (clock: Clock.Clock, ttlMs: number) => {
   const known = new Map<string, Entry>()
-  // Only endpoints with a lookup in flight have an entry: nothing is kept
-  // for an endpoint once its lookups have ended.
-  const inFlight = new Map<string, Set<Lookup>>()
+  // The lookup in flight per endpoint, one at most (a send joins it rather
+  // than start another): nothing is kept for an endpoint once it has ended.
+  const inFlight = new Map<string, Lookup>()
   const changed = (key: string) => {
     known.delete(key)
-    const lookups = inFlight.get(key)
-    if (lookups === undefined) return
-    for (const lookup of lookups) lookup.stale = true
+    const lookup = inFlight.get(key)
+    if (lookup !== undefined) lookup.stale = true
     inFlight.delete(key)
   }
   return {
-    /** A lookup of `key` begins; give the answer to `found` and call `ended` however it ends. */
+    /**
+     * A lookup of `key` begins, when none is `running`; give the answer to
+     * `found` and call `ended` however it ends.
+     */
     began: (key: string): Lookup => {
       const lookup: Lookup = { stale: false, answer: Deferred.makeUnsafe() }
-      let lookups = inFlight.get(key)
-      if (lookups === undefined) {
-        lookups = new Set()
-        inFlight.set(key, lookups)
-      }
-      lookups.add(lookup)
+      inFlight.set(key, lookup)
       return lookup
     },
     /** The lookup found `target` (read as `stamp`): kept unless the endpoint changed since it began. */
@@ -111,12 +108,10 @@ export const makeSendTargetMirror = (clock: Clock.Clock, ttlMs: number) => {
       known.set(key, { target, stamp, until: now + ttlMs, readAt: now })
     },
     ended: (key: string, lookup: Lookup) => {
-      const lookups = inFlight.get(key)
-      if (lookups === undefined || !lookups.delete(lookup)) return
-      if (lookups.size === 0) inFlight.delete(key)
+      if (inFlight.get(key) === lookup) inFlight.delete(key)
     },
     /** A lookup of `key` in flight that no change made stale, for a send to join rather than start another. */
-    running: (key: string): Lookup | undefined => inFlight.get(key)?.values().next().value,
+    running: (key: string): Lookup | undefined => inFlight.get(key),
     /** The endpoint changed through this process: its entry goes, and so does what lookups in flight would leave. */
     changed,
     /** What a lookup found, trusted for `ttlMs` from the lookup or the last sweep that confirmed it; else `undefined`. */
