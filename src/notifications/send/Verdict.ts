@@ -38,8 +38,7 @@ export const GONE = "the receiver answered 410 Gone"
 /** Delay before retry number `attempt` (1-based), jittered ±10 %; `undefined` when the schedule is used up. */
 export const retryDelay = (schedule: ReadonlyArray<Duration.Duration>, attempt: number, random = Math.random) => {
   const base = schedule[attempt - 1]
-  if (base === undefined) return undefined
-  return jittered(Duration.toMillis(base), 0.1, random())
+  return base === undefined ? undefined : jittered(Duration.toMillis(base), 0.1, random())
 }
 
 /** A failed attempt's outcome: the schedule's next retry, or the receiver's `Retry-After` within bounds, or failed when the schedule is used up. */
