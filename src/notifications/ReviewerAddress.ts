@@ -51,7 +51,6 @@ const CONFIRMATION_PREFIX = "svr_"
 /** The console page a confirmation mail links to; the token goes in the fragment, which browsers never send. */
 export const confirmationUrl = (baseUrl: string, token: string) => `${baseUrl}/console/confirm-address#${token}`
 
-
 const SettingsRow = Schema.Struct({
   reviewer_email: Schema.NullOr(Schema.String),
   reviewer_address_id: Schema.NullOr(Schema.String),
