@@ -26,7 +26,7 @@ import { SvcConfig } from "../platform/Config.ts"
 import { type Address, type Cidr, judge, parseAddress, parseCidrs, unmap } from "./AddressPolicy.ts"
 import { directExchange } from "./DirectExchange.ts"
 import { makePools, trustedCas } from "./Pools.ts"
-import { type CheckedUrl, makePrepare, OutboundFailure, type OutboundRequest, type OutboundResponse, type Prepared, UnsafeUrl } from "./Request.ts"
+import { type CheckedUrl, makePrepare, OutboundFailure, type OutboundRequest, type OutboundResponse, UnsafeUrl } from "./Request.ts"
 import { networkResolver, Resolver, type ResolverShape } from "./Resolver.ts"
 import { type Parsed, parseTarget, type Target } from "./TargetUrl.ts"
 
@@ -171,9 +171,7 @@ export class OutboundHttp extends Context.Service<OutboundHttp, {
         "svc.url_hint": target.hint
       })
 
-      // A name's resolution runs under the deadline over the whole exchange.
-      const resolution = (request: OutboundRequest, prepared: Prepared) =>
-        addresses(prepared.target, request.orgId, prepared.timeoutMs)
+      // A name resolves within `timeoutMs`: a send's is its deadline over the whole exchange.
       const addresses = (target: Target, orgId: string | undefined, timeoutMs: number) => {
         const resolved = resolveTarget(target, allowed, resolver, orgId).pipe(
           Effect.mapError((problem) =>
@@ -196,9 +194,9 @@ export class OutboundHttp extends Context.Service<OutboundHttp, {
         const prepared = prepare(request)
         if (prepared instanceof OutboundFailure) return yield* prepared
         yield* Effect.annotateCurrentSpan(requestAttributes(request, prepared.target))
-        const addresses = yield* resolution(request, prepared)
+        const checked = yield* addresses(prepared.target, request.orgId, prepared.timeoutMs)
         const result = yield* Effect.callback<OutboundResponse, OutboundFailure>((resume) => {
-          const abort = exchange(request, prepared, addresses, (result) => {
+          const abort = exchange(request, prepared, checked, (result) => {
             resume(result instanceof OutboundFailure ? Effect.fail(result) : Effect.succeed(result))
           })
           // Interrupted (the caller gave up): abort the request.
@@ -217,8 +215,7 @@ export class OutboundHttp extends Context.Service<OutboundHttp, {
           const checked = checkLiteral(host.address, allowed)
           return "_tag" in checked ? refused(checked) : checked
         },
-        resolution,
-        unresolvable: () => new OutboundFailure({ reason: "network", message: "the host name could not be resolved" }),
+        addresses,
         exchange,
         context: yield* Effect.context<never>()
       })
