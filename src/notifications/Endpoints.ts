@@ -64,17 +64,16 @@ const checkCustomHeaders = (headers: Readonly<Record<string, string>> | undefine
 }
 
 /** Replaces the endpoint's custom header values (sealed, one secret each); in the caller's transaction. */
-const writeHeaders = (
+const writeHeaders = Effect.fnUntraced(function*(
   secrets: SecretStore["Service"],
   orgId: string,
   id: string,
   headers: ReadonlyArray<readonly [string, string]>
-) =>
-  Effect.gen(function*() {
-    const owner = endpointHeaderOwner(orgId, id)
-    yield* secrets.removeOwner(owner)
-    for (const [name, value] of headers) yield* secrets.put(owner, name, Redacted.make(value))
-  })
+) {
+  const owner = endpointHeaderOwner(orgId, id)
+  yield* secrets.removeOwner(owner)
+  for (const [name, value] of headers) yield* secrets.put(owner, name, Redacted.make(value))
+})
 
 const headerNames = (headers: ReadonlyArray<readonly [string, string]> | undefined) => JSON.stringify((headers ?? []).map(([name]) => name))
 

@@ -119,25 +119,24 @@ interface PoolEntry {
 }
 
 /** The CA certificates outbound TLS trusts: Node's default store plus the extra PEM bundle (exported for tests). */
-export const trustedCas = (extraCaFile: string | undefined): Effect.Effect<ReadonlyArray<string>> =>
-  Effect.gen(function*() {
-    // `getCACertificates("default")` is what Node itself trusts (bundled
-    // Mozilla roots, plus NODE_EXTRA_CA_CERTS and the OS store when Node is
-    // told to use them); `rootCertificates` is the bundled set alone.
-    const base = typeof tls.getCACertificates === "function"
-      ? tls.getCACertificates("default")
-      : [...tls.rootCertificates]
-    if (extraCaFile === undefined) return base
-    const pem = yield* Effect.try({
-      try: () => readFileSync(extraCaFile, "utf8"),
-      catch: () => new Error(`SVC_EXTRA_CA_FILE: cannot read ${extraCaFile}`)
-    }).pipe(Effect.orDie)
-    const certificates = pem.match(/-----BEGIN CERTIFICATE-----[\s\S]+?-----END CERTIFICATE-----/g) ?? []
-    if (certificates.length === 0) {
-      return yield* Effect.die(new Error(`SVC_EXTRA_CA_FILE: ${extraCaFile} holds no PEM certificate`))
-    }
-    return [...base, ...certificates]
-  })
+export const trustedCas = Effect.fnUntraced(function*(extraCaFile: string | undefined) {
+  // `getCACertificates("default")` is what Node itself trusts (bundled
+  // Mozilla roots, plus NODE_EXTRA_CA_CERTS and the OS store when Node is
+  // told to use them); `rootCertificates` is the bundled set alone.
+  const base = typeof tls.getCACertificates === "function"
+    ? tls.getCACertificates("default")
+    : [...tls.rootCertificates]
+  if (extraCaFile === undefined) return base
+  const pem = yield* Effect.try({
+    try: () => readFileSync(extraCaFile, "utf8"),
+    catch: () => new Error(`SVC_EXTRA_CA_FILE: cannot read ${extraCaFile}`)
+  }).pipe(Effect.orDie)
+  const certificates = pem.match(/-----BEGIN CERTIFICATE-----[\s\S]+?-----END CERTIFICATE-----/g) ?? []
+  if (certificates.length === 0) {
+    return yield* Effect.die(new Error(`SVC_EXTRA_CA_FILE: ${extraCaFile} holds no PEM certificate`))
+  }
+  return [...base, ...certificates]
+})
 
 /** The pools of one `OutboundHttp` layer: swept when idle, destroyed with the scope. */
 export const makePools = Effect.fnUntraced(function*(trust: tls.SecureContext) {

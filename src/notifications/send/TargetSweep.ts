@@ -60,26 +60,25 @@ export interface Sweepable {
 }
 
 /** One sweep of `mirror`: answers the keys whose entries went. */
-export const sweepOnce = (sql: PgClient.PgClient, mirror: Sweepable) =>
-  Effect.gen(function*() {
-    const dropped: Array<string> = []
-    const entries = mirror.toCheck()
-    for (let i = 0; i < entries.length; i += CHUNK) {
-      const chunk = entries.slice(i, i + CHUNK)
-      // Before the statement: what it reads is at least as new as this.
-      const startedAt = yield* Clock.currentTimeMillis
-      const rows = yield* StampRows.all(sql`
-        SELECT e.org_id::text || ':' || e.id::text AS key, ${sql.literal(STAMP)} AS stamp
-        FROM notification_endpoints e
-        WHERE e.id IN ${sql.in(chunk.map(([key]) => key.slice(key.indexOf(":") + 1)))}
-      `)
-      const current = new Map(rows.map((row) => [row.key, row.stamp]))
-      for (const [key] of chunk) {
-        if (!mirror.confirm(key, current.get(key), startedAt)) dropped.push(key)
-      }
+export const sweepOnce = Effect.fnUntraced(function*(sql: PgClient.PgClient, mirror: Sweepable) {
+  const dropped: Array<string> = []
+  const entries = mirror.toCheck()
+  for (let i = 0; i < entries.length; i += CHUNK) {
+    const chunk = entries.slice(i, i + CHUNK)
+    // Before the statement: what it reads is at least as new as this.
+    const startedAt = yield* Clock.currentTimeMillis
+    const rows = yield* StampRows.all(sql`
+      SELECT e.org_id::text || ':' || e.id::text AS key, ${sql.literal(STAMP)} AS stamp
+      FROM notification_endpoints e
+      WHERE e.id IN ${sql.in(chunk.map(([key]) => key.slice(key.indexOf(":") + 1)))}
+    `)
+    const current = new Map(rows.map((row) => [row.key, row.stamp]))
+    for (const [key] of chunk) {
+      if (!mirror.confirm(key, current.get(key), startedAt)) dropped.push(key)
     }
-    return dropped
-  })
+  }
+  return dropped
+})
 
 /** Sweeps `mirror` every `everyMs` while the scope lasts; a failed sweep is logged and the next one tries again. */
 export const keepSweeping = (sql: PgClient.PgClient, mirror: Sweepable, everyMs: number) =>
