@@ -146,23 +146,6 @@ export class OutboundHttp extends Context.Service<OutboundHttp, {
       const { exchange } = yield* makePools(tls.createSecureContext({ ca: [...ca] }))
       const prepare = makePrepare()
 
-      const check = Effect.fn("OutboundHttp.check")(function*(raw: string, orgId?: string, parse = parseTarget) {
-        const parsed = parse(raw)
-        if (parsed._tag === "Refused") return yield* new UnsafeUrl({ message: parsed.message })
-        yield* resolveTarget(parsed.target, allowed, resolver, orgId).pipe(
-          Effect.timeoutOrElse({
-            duration: CHECK_RESOLVE_TIMEOUT,
-            orElse: () => Effect.fail<Unresolved>({ _tag: "Unresolved", code: "ETIMEOUT" })
-          }),
-          Effect.mapError((problem) =>
-            new UnsafeUrl({
-              message: problem._tag === "Refused" ? problem.message : unresolvedMessage(problem.code)
-            })
-          )
-        )
-        return { url: parsed.target.url.href, urlHint: parsed.target.hint }
-      })
-
       /** The attributes a send gives its caller's span, before and after the exchange. */
       const requestAttributes = (request: OutboundRequest, target: Target) => ({
         "http.request.method": request.method,
@@ -187,6 +170,15 @@ export class OutboundHttp extends Context.Service<OutboundHttp, {
           })
         )
       }
+
+      const check = Effect.fn("OutboundHttp.check")(function*(raw: string, orgId?: string, parse = parseTarget) {
+        const parsed = parse(raw)
+        if (parsed._tag === "Refused") return yield* new UnsafeUrl({ message: parsed.message })
+        yield* addresses(parsed.target, orgId, Duration.toMillis(CHECK_RESOLVE_TIMEOUT)).pipe(
+          Effect.mapError((failure) => new UnsafeUrl({ message: failure.message }))
+        )
+        return { url: parsed.target.url.href, urlHint: parsed.target.hint }
+      })
 
       // Untraced: its attributes go on the caller's span (one span per
       // delivery, not two).
