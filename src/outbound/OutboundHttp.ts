@@ -27,7 +27,7 @@ import { type Address, type Cidr, judge, parseAddress, parseCidrs, unmap } from 
 import { directExchange } from "./DirectExchange.ts"
 import { makePools, trustedCas } from "./Pools.ts"
 import { type CheckedUrl, makePrepare, OutboundFailure, type OutboundRequest, type OutboundResponse, UnsafeUrl } from "./Request.ts"
-import { networkResolver, Resolver, type ResolverShape } from "./Resolver.ts"
+import { networkResolver, Resolver } from "./Resolver.ts"
 import { type Parsed, parseTarget, type Target } from "./TargetUrl.ts"
 
 export { type CheckedUrl, OutboundFailure, type OutboundRequest, type OutboundResponse, UnsafeUrl } from "./Request.ts"
@@ -35,51 +35,13 @@ export { type CheckedUrl, OutboundFailure, type OutboundRequest, type OutboundRe
 /** How long `check` waits for DNS before refusing the URL as unresolvable. */
 const CHECK_RESOLVE_TIMEOUT = Duration.seconds(5)
 
-export type Refusal = { readonly _tag: "Refused"; readonly message: string }
-type Unresolved = { readonly _tag: "Unresolved"; readonly code: string }
+const unsafe = (message: string) => new OutboundFailure({ reason: "unsafe_target", message })
 
 /** The address to connect to for an IP literal host, checked; or why not. */
-export const checkLiteral = (address: Address, allowed: ReadonlyArray<Cidr>): ReadonlyArray<Address> | Refusal => {
+const checkLiteral = (address: Address, allowed: ReadonlyArray<Cidr>): ReadonlyArray<Address> | OutboundFailure => {
   const verdict = judge(address, allowed)
-  return verdict.public ? [unmap(address)] : { _tag: "Refused", message: `the host is a non-public address (${verdict.range})` }
+  return verdict.public ? [unmap(address)] : unsafe(`the host is a non-public address (${verdict.range})`)
 }
-
-/**
- * The addresses to connect to, every one of them checked; or why not.
- * One resolution, never more: the caller connects to exactly these.
- */
-const resolveTarget = (
-  target: Target,
-  allowed: ReadonlyArray<Cidr>,
-  resolver: ResolverShape,
-  orgId: string | undefined
-): Effect.Effect<ReadonlyArray<Address>, Refusal | Unresolved> => {
-  const host = target.host
-  if (host._tag === "Ip") {
-    const checked = checkLiteral(host.address, allowed)
-    return "_tag" in checked ? Effect.fail(checked) : Effect.succeed(checked)
-  }
-  return resolver.resolve(host.name, orgId).pipe(
-    Effect.mapError((failure): Unresolved => ({ _tag: "Unresolved", code: failure.code })),
-    Effect.flatMap((answers): Effect.Effect<ReadonlyArray<Address>, Refusal | Unresolved> => {
-      const addresses: Array<Address> = []
-      for (const answer of answers) {
-        const address = parseAddress(answer)
-        // Every answer must be public: connecting to "one of them" would let a
-        // name with one public and one private address reach the private one.
-        if (address === undefined || !judge(address, allowed).public) {
-          return Effect.fail({ _tag: "Refused", message: "the host resolves to a non-public address" })
-        }
-        addresses.push(unmap(address))
-      }
-      return addresses.length === 0
-        ? Effect.fail({ _tag: "Unresolved", code: "ENODATA" })
-        : Effect.succeed(addresses)
-    })
-  )
-}
-
-const refused = (refusal: Refusal) => new OutboundFailure({ reason: "unsafe_target", message: refusal.message })
 
 /** What a failed resolution says: the code, and for our own limits which setting it was. */
 const unresolvedMessage = (code: string) =>
@@ -154,16 +116,38 @@ export class OutboundHttp extends Context.Service<OutboundHttp, {
         "svc.url_hint": target.hint
       })
 
-      // A name resolves within `timeoutMs`: a send's is its deadline over the whole exchange.
-      const addresses = (target: Target, orgId: string | undefined, timeoutMs: number) => {
-        const resolved = resolveTarget(target, allowed, resolver, orgId).pipe(
-          Effect.mapError((problem) =>
-            problem._tag === "Refused"
-              ? refused(problem)
-              : new OutboundFailure({ reason: "network", message: unresolvedMessage(problem.code) })
-          )
-        )
-        return target.host._tag === "Ip" ? resolved : resolved.pipe(
+      /**
+       * The addresses to connect to, every one of them checked; or why not.
+       * One resolution, never more: the caller connects to exactly these. A
+       * name resolves within `timeoutMs` (a send's: its deadline over the
+       * whole exchange).
+       */
+      const addresses = (
+        target: Target,
+        orgId: string | undefined,
+        timeoutMs: number
+      ): Effect.Effect<ReadonlyArray<Address>, OutboundFailure> => {
+        const host = target.host
+        if (host._tag === "Ip") {
+          const checked = checkLiteral(host.address, allowed)
+          return checked instanceof OutboundFailure ? Effect.fail(checked) : Effect.succeed(checked)
+        }
+        const unresolved = (code: string) => new OutboundFailure({ reason: "network", message: unresolvedMessage(code) })
+        return resolver.resolve(host.name, orgId).pipe(
+          Effect.mapError((failure) => unresolved(failure.code)),
+          Effect.flatMap((answers) => {
+            const addresses: Array<Address> = []
+            for (const answer of answers) {
+              const address = parseAddress(answer)
+              // Every answer must be public: connecting to "one of them" would let a
+              // name with one public and one private address reach the private one.
+              if (address === undefined || !judge(address, allowed).public) {
+                return Effect.fail(unsafe("the host resolves to a non-public address"))
+              }
+              addresses.push(unmap(address))
+            }
+            return addresses.length === 0 ? Effect.fail(unresolved("ENODATA")) : Effect.succeed(addresses)
+          }),
           Effect.timeoutOrElse({
             duration: timeoutMs,
             orElse: () => Effect.fail(new OutboundFailure({ reason: "timeout", message: unresolvedMessage("ETIMEOUT") }))
@@ -203,9 +187,7 @@ export class OutboundHttp extends Context.Service<OutboundHttp, {
         requestAttributes,
         literal: (prepared) => {
           const host = prepared.target.host
-          if (host._tag !== "Ip") return undefined
-          const checked = checkLiteral(host.address, allowed)
-          return "_tag" in checked ? refused(checked) : checked
+          return host._tag === "Ip" ? checkLiteral(host.address, allowed) : undefined
         },
         addresses,
         exchange,
