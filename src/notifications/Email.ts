@@ -228,14 +228,8 @@ export class ReviewerEmail extends Context.Service<ReviewerEmail, {
         if (typeof message === "string") return notSent(message)
         const started = yield* Clock.currentTimeMillis
         const sent = yield* Effect.tryPromise({
-          try: () =>
-            transport.value.mailer.sendMail({
-              from: transport.value.from,
-              to: message.to,
-              subject: message.subject,
-              text: message.text,
-              headers: message.headers
-            }),
+          // `message` is the mail's `to`, `subject`, `text` and `headers`.
+          try: () => transport.value.mailer.sendMail({ from: transport.value.from, ...message }),
           // Only the SMTP reply code and status: messages may quote addresses.
           catch: (error) => {
             const e = error as { responseCode?: number; code?: string }
