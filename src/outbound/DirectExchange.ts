@@ -37,8 +37,6 @@ export interface ExchangeSteps {
   readonly context: Context.Context<never>
 }
 
-const isFailure = <A extends object>(value: A | OutboundFailure): value is OutboundFailure => "_tag" in value
-
 /**
  * The direct exchange: `request`'s attributes put on `span`, `done` called
  * once with the answer or the failure, never before it returns.
@@ -50,12 +48,12 @@ export const directExchange = (steps: ExchangeSteps) =>
   // is reported after it returns, as its contract says.
   let returned = false
   const report = (sent: Sent) => {
-    if (!isFailure(sent)) span.attribute("http.response.status_code", sent.status)
+    if (!(sent instanceof OutboundFailure)) span.attribute("http.response.status_code", sent.status)
     if (returned) done(sent)
     else queueMicrotask(() => done(sent))
   }
   const prepared = steps.prepare(request)
-  if (isFailure(prepared)) {
+  if (prepared instanceof OutboundFailure) {
     report(prepared)
   } else {
     const attributes = steps.requestAttributes(request, prepared.target)
@@ -81,7 +79,7 @@ export const directExchange = (steps: ExchangeSteps) =>
           report(new OutboundFailure({ reason: "network", message: "the host name could not be resolved" }))
         }
       })
-    } else if (isFailure(literal)) {
+    } else if (literal instanceof OutboundFailure) {
       report(literal)
     } else {
       steps.exchange(request, prepared, literal, report)
