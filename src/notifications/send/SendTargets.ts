@@ -90,10 +90,7 @@ export const makeSendTargetMirror = (clock: Clock.Clock, ttlMs: number) => {
     inFlight.delete(key)
   }
   return {
-    /**
-     * A lookup of `key` begins, when none is `running`; give the answer to
-     * `found` and call `ended` however it ends.
-     */
+    /** A lookup of `key` begins (none is `running`); give the answer to `found` and call `ended` however it ends. */
     began: (key: string): Lookup => {
       const lookup: Lookup = { stale: false, answer: Deferred.makeUnsafe() }
       inFlight.set(key, lookup)
