@@ -125,9 +125,7 @@ export class Dispatcher extends Context.Service<Dispatcher, {
         return rows.length
       }).pipe(Effect.withSpan("Dispatcher.dispatchOnce"))
 
-      const heldBack = heldBackEvents(sql).pipe(Effect.orDie)
-
-      return Dispatcher.of({ dispatchOnce, heldBack })
+      return Dispatcher.of({ dispatchOnce, heldBack: heldBackEvents(sql).pipe(Effect.orDie) })
     })
   )
 
