@@ -314,8 +314,8 @@ export class NotificationEndpoints extends Context.Service<NotificationEndpoints
         const expire = expirePrevious ?? "latest"
         const maxSecrets = config.webhookMaxSigningSecrets
         // Puts `secret` in use and ends the earlier ones within the overlap,
-        // never later than they were to end; `until` is the overlap's end, in
-        // the database's time: that is what `list` compares with.
+        // never later than they were to end; `overlapEnd` is the overlap's
+        // end, in the database's time: that is what `list` compares with.
         //
         // `latest` ends only the secret signing until now: an older one still
         // in the overlap of an earlier rotation keeps the end that rotation
@@ -323,7 +323,7 @@ export class NotificationEndpoints extends Context.Service<NotificationEndpoints
         // that would make more than `maxSecrets` sign at once is refused.
         // `all` ends every earlier one within the overlap, and the oldest
         // beyond `maxSecrets` at once: the caller asked for it.
-        const until = yield* sql.withTransaction(Effect.gen(function*() {
+        const overlapEnd = yield* sql.withTransaction(Effect.gen(function*() {
           const now = new Date(yield* databaseNow(sql))
           const until = new Date(now.getTime() + (overlapSeconds ?? DEFAULT_OVERLAP_SECONDS) * 1000)
           // Those in use, newest first.
@@ -349,7 +349,7 @@ export class NotificationEndpoints extends Context.Service<NotificationEndpoints
           return until
         })).pipe(Effect.catchTag("SqlError", Effect.die))
         yield* forget(orgId, id)
-        return { endpoint: toEndpoint(row), secret, previous_secret_expires_at: iso(until) }
+        return { endpoint: toEndpoint(row), secret, previous_secret_expires_at: iso(overlapEnd) }
       })
 
       return NotificationEndpoints.of({

@@ -136,7 +136,7 @@ export class OutboundHttp extends Context.Service<OutboundHttp, {
         return resolver.resolve(host.name, orgId).pipe(
           Effect.mapError((failure) => unresolved(failure.code)),
           Effect.flatMap((answers) => {
-            const addresses: Array<Address> = []
+            const checked: Array<Address> = []
             for (const answer of answers) {
               const address = parseAddress(answer)
               // Every answer must be public: connecting to "one of them" would let a
@@ -144,9 +144,9 @@ export class OutboundHttp extends Context.Service<OutboundHttp, {
               if (address === undefined || !judge(address, allowed).public) {
                 return Effect.fail(unsafe("the host resolves to a non-public address"))
               }
-              addresses.push(unmap(address))
+              checked.push(unmap(address))
             }
-            return addresses.length === 0 ? Effect.fail(unresolved("ENODATA")) : Effect.succeed(addresses)
+            return checked.length === 0 ? Effect.fail(unresolved("ENODATA")) : Effect.succeed(checked)
           }),
           Effect.timeoutOrElse({
             duration: timeoutMs,
