@@ -63,10 +63,6 @@ const decodeEvent = Schema.decodeUnknownOption(Schema.fromJsonString(ApprovalEve
 const safe = (value: unknown, form: RegExp | ReadonlySet<string>): string | undefined =>
   typeof value === "string" && (form instanceof RegExp ? form.test(value) : form.has(value)) ? value : undefined
 
-/** The approval id of an event body svc wrote, if it is one. */
-export const approvalIdOf = (body: string): string | undefined =>
-  safe(Option.getOrUndefined(decodeEvent(body))?.approval.approval_id, UUID)
-
 /**
  * Subject and plain-text body of a reviewer email for one event: the event
  * type's fixed wording, the approval's ids, status, deadlines and timeout
@@ -204,7 +200,7 @@ export class ReviewerEmail extends Context.Service<ReviewerEmail, {
         // mail's link cannot be sent again); each opens this approval only,
         // while this address setting is current, and a member's decides as
         // that member.
-        const approvalId = approvalIdOf(row.body)
+        const approvalId = safe(Option.getOrUndefined(decodeEvent(row.body))?.approval.approval_id, UUID)
         const token = approvalId === undefined
           ? Option.none<string>()
           : yield* issueMailLink(sql, delivery.orgId, approvalId, row.reviewer_email, row.reviewer_address_id, row.member)
@@ -232,14 +228,8 @@ export class ReviewerEmail extends Context.Service<ReviewerEmail, {
         if (typeof message === "string") return notSent(message)
         const started = yield* Clock.currentTimeMillis
         const sent = yield* Effect.tryPromise({
-          try: () =>
-            transport.value.mailer.sendMail({
-              from: transport.value.from,
-              to: message.to,
-              subject: message.subject,
-              text: message.text,
-              headers: message.headers
-            }),
+          // `message` is the mail's `to`, `subject`, `text` and `headers`.
+          try: () => transport.value.mailer.sendMail({ from: transport.value.from, ...message }),
           // Only the SMTP reply code and status: messages may quote addresses.
           catch: (error) => {
             const e = error as { responseCode?: number; code?: string }

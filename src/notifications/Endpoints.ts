@@ -6,29 +6,76 @@
  * The full URL, the secrets and custom header values never leave this
  * service through the API: the secret is answered once, at creation or
  * rotation; of the headers only their names are listed.
+ *
+ * What a create or PATCH says is checked here: its custom headers against
+ * the headers svc sets (docs/webhooks.md, "Endpoints", "Custom headers"), a
+ * 400 naming the field at fault. The event types and their count are the
+ * schema's rule (`EventSelection` in src/api/Notifications.ts).
  */
 import { PgClient } from "@effect/sql-pg"
 import type { Statement } from "effect/sql"
 import { Context, Effect, Layer, Redacted, Schema } from "effect"
 import { parseEndpointUrl } from "../brokers/BrokerUrl.ts"
-import type { InvalidHeaders } from "../api/Errors.ts"
-import { LimitReached, NotFound } from "../api/Errors.ts"
+import { headersRefused, type InvalidHeaders, LimitReached, NotFound } from "../api/Errors.ts"
 import { InvalidUrl } from "../api/Deliveries.ts"
 import { EndpointOrdering, type EventType, type InvalidWebhookEvents, type NotificationEndpoint } from "../api/Notifications.ts"
+import { DefaultEventTypes } from "../api/Notifications.ts"
 import { DeliveryQueue } from "../deliveries/DeliveryQueue.ts"
 import { failingStreak } from "../deliveries/Targets.ts"
-import { type CheckedUrl, OutboundHttp } from "../outbound/OutboundHttp.ts"
+import { checkHeaders } from "../outbound/HeaderRules.ts"
+import { OutboundHttp } from "../outbound/OutboundHttp.ts"
 import { SvcConfig } from "../platform/Config.ts"
 import { newId } from "../platform/Ids.ts"
 import { countForCap } from "../platform/OrgLimits.ts"
 import { JsonColumn, rowsOf, Timestamp, TimestampOrNull } from "../platform/Rows.ts"
 import { databaseNow, iso } from "../platform/Time.ts"
 import { endpointUrlOwner, SEALED_URL_COLUMN, URL_SECRET } from "../secrets/ReceiverUrls.ts"
-import { SecretStore, type SecretOwner } from "../secrets/SecretStore.ts"
-import { activeEndpoint } from "./send/Operational.ts"
+import { SecretStore } from "../secrets/SecretStore.ts"
+import { activeEndpoint } from "./send/EndpointHealth.ts"
 import { endpointHeaderOwner, endpointOwner, makeSendTargets, type SendTarget } from "./send/SendTargets.ts"
-import { newSigningSecret } from "./Signing.ts"
-import { checkCustomHeaders, type EndpointChange, type EndpointInput, eventSelection, headerNames, writeHeaders } from "./EndpointInput.ts"
+import { newSigningSecret, OWN_HEADERS } from "./Signing.ts"
+
+/** The selection to store: the six approval events when none is given; duplicates collapse (the schema has refused any other type). */
+const eventSelection = (events: ReadonlyArray<string> | undefined): ReadonlyArray<EventType> =>
+  events === undefined ? DefaultEventTypes : [...new Set(events)] as ReadonlyArray<EventType>
+
+export interface EndpointChange {
+  readonly events?: ReadonlyArray<string> | undefined
+  /** `undefined`: unchanged; null: every action class. */
+  readonly action_classes?: ReadonlyArray<string> | null | undefined
+  /** `undefined`: unchanged. */
+  readonly ordering?: EndpointOrdering | undefined
+  /** `undefined`: unchanged; otherwise the whole new set (`{}`: none). */
+  readonly headers?: Readonly<Record<string, string>> | undefined
+  /** `undefined`: unchanged; null: unlimited. */
+  readonly rate_limit?: number | null | undefined
+}
+
+/** A create: what a change may say (given or not), and the URL. */
+export interface EndpointInput extends EndpointChange {
+  readonly url: string
+}
+
+/** The custom headers as given, or `INVALID_HEADERS` naming each refused one (never its value). */
+const checkCustomHeaders = (headers: Readonly<Record<string, string>> | undefined) => {
+  if (headers === undefined) return Effect.succeed(undefined)
+  const verdict = checkHeaders(headers, OWN_HEADERS)
+  return verdict._tag === "Refused" ? Effect.fail(headersRefused(verdict)) : Effect.succeed(verdict.headers)
+}
+
+/** Replaces the endpoint's custom header values (sealed, one secret each); in the caller's transaction. */
+const writeHeaders = Effect.fnUntraced(function*(
+  secrets: SecretStore["Service"],
+  orgId: string,
+  id: string,
+  headers: ReadonlyArray<readonly [string, string]>
+) {
+  const owner = endpointHeaderOwner(orgId, id)
+  yield* secrets.removeOwner(owner)
+  for (const [name, value] of headers) yield* secrets.put(owner, name, Redacted.make(value))
+})
+
+const headerNames = (headers: ReadonlyArray<readonly [string, string]> | undefined) => JSON.stringify((headers ?? []).map(([name]) => name))
 
 /** A `notification_endpoints` row (with, where a query joins it, its health: `withHealth`). */
 const EndpointColumns = Schema.Struct({
@@ -71,51 +118,6 @@ export const toEndpoint = (row: EndpointRow): NotificationEndpoint => ({
 
 const DEFAULT_OVERLAP_SECONDS = 24 * 3600
 
-/**
- * Puts `secret` in use and ends the earlier ones within the overlap,
- * never later than they were to end; answers the overlap's end, in the
- * database's time: that is what `list` compares with.
- *
- * `latest` ends only the secret signing until now: an older one still in
- * the overlap of an earlier rotation keeps the end that rotation
- * announced (a receiver may still verify with it alone), so a rotation
- * that would make more than `maxSecrets` sign at once is refused. `all`
- * ends every earlier one within the overlap, and the oldest beyond
- * `maxSecrets` at once: the caller asked for it.
- */
-const rotateSigning = (
-  sql: PgClient.PgClient,
-  secrets: SecretStore["Service"],
-  owner: SecretOwner,
-  secret: string,
-  rotation: { readonly overlapSeconds: number; readonly expire: "latest" | "all"; readonly maxSecrets: number }
-) =>
-  sql.withTransaction(Effect.gen(function*() {
-    const now = new Date(yield* databaseNow(sql))
-    const until = new Date(now.getTime() + rotation.overlapSeconds * 1000)
-    // Those in use, newest first.
-    const current = yield* secrets.list(owner)
-    if (rotation.expire === "latest" && current.length >= rotation.maxSecrets) {
-      const oldest = current.at(-1)!
-      return yield* new LimitReached({
-        limit: "SVC_WEBHOOK_MAX_SIGNING_SECRETS",
-        limit_value: rotation.maxSecrets,
-        detail: `${current.length} secrets sign this endpoint's deliveries until the oldest ends at ${
-          iso(oldest.expires_at ?? now)
-        }; rotate after that, or pass expire_previous: "all" to end the earlier secrets within this overlap.`
-      })
-    }
-    for (const [index, old] of current.entries()) {
-      if (index >= rotation.maxSecrets - 1) yield* secrets.expire(owner, old.id, now)
-      // Shorten, never lengthen, the life of a secret already expiring.
-      else if ((index === 0 || rotation.expire === "all") && (old.expires_at === null || new Date(old.expires_at) > until)) {
-        yield* secrets.expire(owner, old.id, until)
-      }
-    }
-    yield* secrets.put(owner, "signing", Redacted.make(secret))
-    return until
-  })).pipe(Effect.catchTag("SqlError", Effect.die))
-
 const columns =
   "id, org_id, url, url_hint, events, ordering, active, deactivated_at, deactivated_reason, created_at, created_by, action_classes, header_names, rate_limit"
 
@@ -134,60 +136,6 @@ const healthColumns = `${columns.split(", ").map((column) => `e.${column}`).join
 /** The endpoint rows `rows` answers, with their health. */
 const withHealth = (sql: PgClient.PgClient, rows: Statement.Fragment) =>
   sql`WITH e AS (${rows}) SELECT ${sql.literal(healthColumns)} FROM e LEFT JOIN delivery_targets t ON t.id = e.id`
-
-/** The organization's endpoints with their health, in the order they were made. */
-const listStatement = (sql: PgClient.PgClient, orgId: string) =>
-  sql`
-    SELECT ${sql.literal(healthColumns)} FROM notification_endpoints e LEFT JOIN delivery_targets t ON t.id = e.id
-    WHERE e.org_id = ${orgId} ORDER BY e.seq
-  `
-
-/**
- * The endpoint's row, the queue's side of its ordering and its secrets, in
- * one transaction. Each endpoint multiplies every event into one more
- * signed POST: the number per organization is capped, counted under the
- * organization's row lock so concurrent creates cannot pass it.
- */
-const insertEndpoint = (
-  { limit, queue, secrets, sql }: {
-    readonly sql: PgClient.PgClient
-    readonly secrets: SecretStore["Service"]
-    readonly queue: DeliveryQueue["Service"]
-    readonly limit: number
-  },
-  { checked, events, headers, input, keyId, orgId, secret }: {
-    readonly orgId: string
-    readonly keyId: string
-    readonly input: EndpointInput
-    readonly events: ReadonlyArray<EventType>
-    readonly headers: ReadonlyArray<readonly [string, string]> | undefined
-    readonly checked: CheckedUrl
-    readonly secret: string
-  }
-) =>
-  sql.withTransaction(Effect.gen(function*() {
-    if ((yield* countForCap(sql, orgId, "notification_endpoints", limit)) >= limit) {
-      return yield* new LimitReached({
-        limit: "SVC_MAX_ENDPOINTS_PER_ORG",
-        limit_value: limit,
-        detail: `The organization already has ${limit} notification endpoints, the most allowed (SVC_MAX_ENDPOINTS_PER_ORG); delete one first.`
-      })
-    }
-    const id = newId()
-    const row = yield* EndpointRows.returned(sql`
-      INSERT INTO notification_endpoints (id, org_id, url, url_hint, events, created_by, action_classes, ordering, header_names, rate_limit)
-      VALUES (${id}, ${orgId}, ${SEALED_URL_COLUMN}, ${checked.urlHint}, ${sql.json(events)}, ${keyId},
-              ${filterColumn(input.action_classes)}::jsonb, ${input.ordering ?? "concurrent"}, ${headerNames(headers)}::jsonb,
-              ${input.rate_limit ?? null})
-      RETURNING ${sql.literal(columns)}
-    `)
-    if (input.ordering === "strict") yield* queue.setStrict("webhook", orgId, id, true)
-    if (input.rate_limit !== undefined && input.rate_limit !== null) yield* queue.setRateLimit("webhook", orgId, id, input.rate_limit)
-    if (headers !== undefined) yield* writeHeaders(secrets, orgId, id, headers)
-    yield* secrets.put(endpointOwner(orgId, id), "signing", Redacted.make(secret))
-    yield* secrets.put(endpointUrlOwner(orgId, id), URL_SECRET, Redacted.make(checked.url))
-    return row
-  })).pipe(Effect.catchTag("SqlError", Effect.die))
 
 export class NotificationEndpoints extends Context.Service<NotificationEndpoints, {
   readonly create: (
@@ -253,14 +201,44 @@ export class NotificationEndpoints extends Context.Service<NotificationEndpoints
           Effect.mapError((unsafe) => new InvalidUrl({ field: "url", detail: unsafe.message }))
         )
         const secret = newSigningSecret()
-        const row = yield* insertEndpoint({ sql, secrets, queue, limit: config.maxEndpointsPerOrg }, {
-          orgId, keyId, input, events, headers, checked, secret
-        })
+        const limit = config.maxEndpointsPerOrg
+        // The endpoint's row, the queue's side of its ordering and its secrets, in
+        // one transaction. Each endpoint multiplies every event into one more
+        // signed POST: the number per organization is capped, counted under the
+        // organization's row lock so concurrent creates cannot pass it.
+        const row = yield* sql.withTransaction(Effect.gen(function*() {
+          if ((yield* countForCap(sql, orgId, "notification_endpoints", limit)) >= limit) {
+            return yield* new LimitReached({
+              limit: "SVC_MAX_ENDPOINTS_PER_ORG",
+              limit_value: limit,
+              detail: `The organization already has ${limit} notification endpoints, the most allowed (SVC_MAX_ENDPOINTS_PER_ORG); delete one first.`
+            })
+          }
+          const id = newId()
+          const row = yield* EndpointRows.returned(sql`
+            INSERT INTO notification_endpoints (id, org_id, url, url_hint, events, created_by, action_classes, ordering, header_names, rate_limit)
+            VALUES (${id}, ${orgId}, ${SEALED_URL_COLUMN}, ${checked.urlHint}, ${sql.json(events)}, ${keyId},
+                    ${filterColumn(input.action_classes)}::jsonb, ${input.ordering ?? "concurrent"}, ${headerNames(headers)}::jsonb,
+                    ${input.rate_limit ?? null})
+            RETURNING ${sql.literal(columns)}
+          `)
+          if (input.ordering === "strict") yield* queue.setStrict("webhook", orgId, id, true)
+          if (input.rate_limit !== undefined && input.rate_limit !== null) yield* queue.setRateLimit("webhook", orgId, id, input.rate_limit)
+          if (headers !== undefined) yield* writeHeaders(secrets, orgId, id, headers)
+          yield* secrets.put(endpointOwner(orgId, id), "signing", Redacted.make(secret))
+          yield* secrets.put(endpointUrlOwner(orgId, id), URL_SECRET, Redacted.make(checked.url))
+          return row
+        })).pipe(Effect.catchTag("SqlError", Effect.die))
         return { endpoint: toEndpoint(row), secret }
       })
 
       const list = Effect.fn("NotificationEndpoints.list")(function*(orgId: string) {
-        return (yield* EndpointRows.all(listStatement(sql, orgId))).map(toEndpoint)
+        // With their health, in the order they were made.
+        const rows = yield* EndpointRows.all(sql`
+          SELECT ${sql.literal(healthColumns)} FROM notification_endpoints e LEFT JOIN delivery_targets t ON t.id = e.id
+          WHERE e.org_id = ${orgId} ORDER BY e.seq
+        `)
+        return rows.map(toEndpoint)
       })
 
       const find = Effect.fn("NotificationEndpoints.find")(function*(orgId: string, id: string) {
@@ -333,13 +311,45 @@ export class NotificationEndpoints extends Context.Service<NotificationEndpoints
         const row = yield* find(orgId, id)
         const owner = endpointOwner(orgId, id)
         const secret = newSigningSecret()
-        const until = yield* rotateSigning(sql, secrets, owner, secret, {
-          overlapSeconds: overlapSeconds ?? DEFAULT_OVERLAP_SECONDS,
-          expire: expirePrevious ?? "latest",
-          maxSecrets: config.webhookMaxSigningSecrets
-        })
+        const expire = expirePrevious ?? "latest"
+        const maxSecrets = config.webhookMaxSigningSecrets
+        // Puts `secret` in use and ends the earlier ones within the overlap,
+        // never later than they were to end; `overlapEnd` is the overlap's
+        // end, in the database's time: that is what `list` compares with.
+        //
+        // `latest` ends only the secret signing until now: an older one still
+        // in the overlap of an earlier rotation keeps the end that rotation
+        // announced (a receiver may still verify with it alone), so a rotation
+        // that would make more than `maxSecrets` sign at once is refused.
+        // `all` ends every earlier one within the overlap, and the oldest
+        // beyond `maxSecrets` at once: the caller asked for it.
+        const overlapEnd = yield* sql.withTransaction(Effect.gen(function*() {
+          const now = new Date(yield* databaseNow(sql))
+          const until = new Date(now.getTime() + (overlapSeconds ?? DEFAULT_OVERLAP_SECONDS) * 1000)
+          // Those in use, newest first.
+          const current = yield* secrets.list(owner)
+          if (expire === "latest" && current.length >= maxSecrets) {
+            const oldest = current.at(-1)!
+            return yield* new LimitReached({
+              limit: "SVC_WEBHOOK_MAX_SIGNING_SECRETS",
+              limit_value: maxSecrets,
+              detail: `${current.length} secrets sign this endpoint's deliveries until the oldest ends at ${
+                iso(oldest.expires_at ?? now)
+              }; rotate after that, or pass expire_previous: "all" to end the earlier secrets within this overlap.`
+            })
+          }
+          for (const [index, old] of current.entries()) {
+            if (index >= maxSecrets - 1) yield* secrets.expire(owner, old.id, now)
+            // Shorten, never lengthen, the life of a secret already expiring.
+            else if ((index === 0 || expire === "all") && (old.expires_at === null || new Date(old.expires_at) > until)) {
+              yield* secrets.expire(owner, old.id, until)
+            }
+          }
+          yield* secrets.put(owner, "signing", Redacted.make(secret))
+          return until
+        })).pipe(Effect.catchTag("SqlError", Effect.die))
         yield* forget(orgId, id)
-        return { endpoint: toEndpoint(row), secret, previous_secret_expires_at: iso(until) }
+        return { endpoint: toEndpoint(row), secret, previous_secret_expires_at: iso(overlapEnd) }
       })
 
       return NotificationEndpoints.of({

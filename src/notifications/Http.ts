@@ -59,93 +59,89 @@ export const NotificationsHandlers = HttpApiBuilder.group(
       rotateSecret: ({ params, payload }) =>
         CurrentPrincipal.use((p) => endpoints.rotateSecret(p.orgId, params.id, payload.overlap_seconds, payload.expire_previous)),
       deliveries: ({ params }) =>
-        CurrentPrincipal.use((p) =>
-          Effect.gen(function*() {
-            yield* endpoints.find(p.orgId, params.id)
-            const list = yield* queue.list({ orgId: p.orgId, kind: "webhook", targetId: params.id, limit: 50 })
-            return { deliveries: list.map(toDelivery) }
-          })
-        ),
+        Effect.gen(function*() {
+          const p = yield* CurrentPrincipal
+          yield* endpoints.find(p.orgId, params.id)
+          const list = yield* queue.list({ orgId: p.orgId, kind: "webhook", targetId: params.id, limit: 50 })
+          return { deliveries: list.map(toDelivery) }
+        }),
       replay: ({ params }) =>
-        CurrentPrincipal.use((p) =>
-          Effect.gen(function*() {
-            const endpoint = yield* endpoints.find(p.orgId, params.id)
-            if (!endpoint.active) {
-              // An absent or unfinished delivery answers as it would on an active endpoint.
-              const delivery = Option.filter(
-                yield* queue.get({ orgId: p.orgId, kind: "webhook", deliveryId: params.delivery }),
-                (d) => d.targetId === endpoint.id
-              )
-              if (Option.isNone(delivery)) return yield* new NotFound({ detail: "No such delivery." })
-              const status = toDelivery(delivery.value).status
-              if (status !== "failed") {
-                return yield* new NotReplayable({
-                  delivery_status: status,
-                  detail: `Only a failed delivery can be replayed; this one is ${status}.`
-                })
-              }
-              return yield* inactive(endpoint)
+        Effect.gen(function*() {
+          const p = yield* CurrentPrincipal
+          const endpoint = yield* endpoints.find(p.orgId, params.id)
+          if (!endpoint.active) {
+            // An absent or unfinished delivery answers as it would on an active endpoint.
+            const delivery = Option.filter(
+              yield* queue.get({ orgId: p.orgId, kind: "webhook", deliveryId: params.delivery }),
+              (d) => d.targetId === endpoint.id
+            )
+            if (Option.isNone(delivery)) return yield* new NotFound({ detail: "No such delivery." })
+            const status = toDelivery(delivery.value).status
+            if (status !== "failed") {
+              return yield* new NotReplayable({
+                delivery_status: status,
+                detail: `Only a failed delivery can be replayed; this one is ${status}.`
+              })
             }
-            return yield* queue.replay({
-              orgId: p.orgId,
-              kind: "webhook",
-              targetId: params.id,
-              deliveryId: params.delivery,
-              capacity: config.webhookQueueCapacity,
-              // A test delivery is never sent again.
-              replayable: (delivery) => delivery.meta[TEST_META_KEY] !== true
-            }).pipe(Effect.mapError(replayProblem))
-          })
-        ),
+            return yield* inactive(endpoint)
+          }
+          return yield* queue.replay({
+            orgId: p.orgId,
+            kind: "webhook",
+            targetId: params.id,
+            deliveryId: params.delivery,
+            capacity: config.webhookQueueCapacity,
+            // A test delivery is never sent again.
+            replayable: (delivery) => delivery.meta[TEST_META_KEY] !== true
+          }).pipe(Effect.mapError(replayProblem))
+        }),
       test: ({ params, payload }) => CurrentPrincipal.use((p) => tests.send(p.orgId, params.id, payload.event_type)),
       replayFailed: ({ params, payload }) =>
-        CurrentPrincipal.use((p) =>
-          Effect.gen(function*() {
-            const endpoint = yield* endpoints.find(p.orgId, params.id)
-            const dryRun = payload.dry_run === true
-            if (!endpoint.active && !dryRun) return yield* inactive(endpoint)
-            const result = yield* operations.replayWindow({
-              orgId: p.orgId,
-              kind: "webhook",
-              targetId: params.id,
-              since: new Date(payload.since),
-              until: payload.until === undefined ? undefined : new Date(payload.until),
-              dryRun,
-              capacity: config.webhookQueueCapacity,
-              max: config.webhookReplayMax,
-              excludeMetaKey: TEST_META_KEY
-            })
-            return {
-              matched: result.matched,
-              queued: result.queued,
-              not_queued: result.notQueued,
-              ...(result.nextSince === null ? {} : { next_since: iso(result.nextSince) })
-            }
+        Effect.gen(function*() {
+          const p = yield* CurrentPrincipal
+          const endpoint = yield* endpoints.find(p.orgId, params.id)
+          const dryRun = payload.dry_run === true
+          if (!endpoint.active && !dryRun) return yield* inactive(endpoint)
+          const result = yield* operations.replayWindow({
+            orgId: p.orgId,
+            kind: "webhook",
+            targetId: params.id,
+            since: new Date(payload.since),
+            until: payload.until === undefined ? undefined : new Date(payload.until),
+            dryRun,
+            capacity: config.webhookQueueCapacity,
+            max: config.webhookReplayMax,
+            excludeMetaKey: TEST_META_KEY
           })
-        ),
+          return {
+            matched: result.matched,
+            queued: result.queued,
+            not_queued: result.notQueued,
+            ...(result.nextSince === null ? {} : { next_since: iso(result.nextSince) })
+          }
+        }),
       stats: ({ params }) =>
-        CurrentPrincipal.use((p) =>
-          Effect.gen(function*() {
-            yield* endpoints.find(p.orgId, params.id)
-            const stats = yield* operations.stats({
-              orgId: p.orgId,
-              kind: "webhook",
-              targetId: params.id,
-              hours: STATS_HOURS,
-              excludeMetaKey: TEST_META_KEY
-            })
-            const finished = stats.delivered + stats.failed
-            return {
-              since: iso(stats.since),
-              delivered: stats.delivered,
-              failed: stats.failed,
-              pending: stats.pending,
-              success_rate: finished === 0 ? null : Math.round((stats.delivered / finished) * 10_000) / 10_000,
-              duration_ms_p50: stats.durationP50,
-              duration_ms_p95: stats.durationP95
-            }
+        Effect.gen(function*() {
+          const p = yield* CurrentPrincipal
+          yield* endpoints.find(p.orgId, params.id)
+          const stats = yield* operations.stats({
+            orgId: p.orgId,
+            kind: "webhook",
+            targetId: params.id,
+            hours: STATS_HOURS,
+            excludeMetaKey: TEST_META_KEY
           })
-        ),
+          const finished = stats.delivered + stats.failed
+          return {
+            since: iso(stats.since),
+            delivered: stats.delivered,
+            failed: stats.failed,
+            pending: stats.pending,
+            success_rate: finished === 0 ? null : Math.round((stats.delivered / finished) * 10_000) / 10_000,
+            duration_ms_p50: stats.durationP50,
+            duration_ms_p95: stats.durationP95
+          }
+        }),
       getSettings: () => CurrentPrincipal.use((p) => addresses.settings(p.orgId)),
       updateSettings: ({ payload }) => CurrentPrincipal.use((p) => addresses.set(p.orgId, payload.reviewer_email))
     })

@@ -51,7 +51,6 @@ const CONFIRMATION_PREFIX = "svr_"
 /** The console page a confirmation mail links to; the token goes in the fragment, which browsers never send. */
 export const confirmationUrl = (baseUrl: string, token: string) => `${baseUrl}/console/confirm-address#${token}`
 
-
 const SettingsRow = Schema.Struct({
   reviewer_email: Schema.NullOr(Schema.String),
   reviewer_address_id: Schema.NullOr(Schema.String),
@@ -72,23 +71,22 @@ type Settings = typeof NotificationSettings.Type
  * Sets (or, with null, clears) the organization's reviewer address as the
  * operator: confirmed at once. False when the organization does not exist.
  */
-export const writeReviewerEmail = (orgId: string, email: string | null) =>
-  Effect.gen(function*() {
-    const sql = yield* SqlClient.SqlClient
-    const rows = yield* sql`
-      INSERT INTO notification_settings (org_id, reviewer_email, reviewer_address_id, reviewer_confirmed_at, updated_at)
-      SELECT id, ${email}, ${email === null ? null : newId()}, ${email === null ? null : sql`now()`}, now() FROM orgs WHERE id = ${orgId}
-      ON CONFLICT (org_id) DO UPDATE SET
-        reviewer_email = EXCLUDED.reviewer_email,
-        reviewer_address_id = CASE WHEN notification_settings.reviewer_email IS NOT DISTINCT FROM EXCLUDED.reviewer_email
-          THEN notification_settings.reviewer_address_id ELSE EXCLUDED.reviewer_address_id END,
-        reviewer_confirmed_at = CASE WHEN EXCLUDED.reviewer_email IS NULL THEN NULL
-          ELSE coalesce(notification_settings.reviewer_confirmed_at, EXCLUDED.reviewer_confirmed_at) END,
-        updated_at = now()
-      RETURNING org_id
-    `
-    return rows.length > 0
-  }).pipe(Effect.orDie)
+export const writeReviewerEmail = Effect.fnUntraced(function*(orgId: string, email: string | null) {
+  const sql = yield* SqlClient.SqlClient
+  const rows = yield* sql`
+    INSERT INTO notification_settings (org_id, reviewer_email, reviewer_address_id, reviewer_confirmed_at, updated_at)
+    SELECT id, ${email}, ${email === null ? null : newId()}, ${email === null ? null : sql`now()`}, now() FROM orgs WHERE id = ${orgId}
+    ON CONFLICT (org_id) DO UPDATE SET
+      reviewer_email = EXCLUDED.reviewer_email,
+      reviewer_address_id = CASE WHEN notification_settings.reviewer_email IS NOT DISTINCT FROM EXCLUDED.reviewer_email
+        THEN notification_settings.reviewer_address_id ELSE EXCLUDED.reviewer_address_id END,
+      reviewer_confirmed_at = CASE WHEN EXCLUDED.reviewer_email IS NULL THEN NULL
+        ELSE coalesce(notification_settings.reviewer_confirmed_at, EXCLUDED.reviewer_confirmed_at) END,
+      updated_at = now()
+    RETURNING org_id
+  `
+  return rows.length > 0
+}, Effect.orDie)
 
 /**
  * Makes the link of one confirmation mail for the address setting

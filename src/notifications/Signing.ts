@@ -48,13 +48,12 @@ const kept = (cache: Map<string, KeyObject>, secret: string, bytes: (secret: str
 const keyOf = (secret: string) => kept(keys, secret, (s) => Buffer.from(s, "utf8"))
 const standardKeyOf = (secret: string) => kept(standardKeys, secret, standardKeyBytes)
 
-const bytesOf = (body: Uint8Array | string) => typeof body === "string" ? Buffer.from(body, "utf8") : body
-
-export const signatureDigest = (secret: string, timestamp: number, body: Uint8Array | string): string =>
-  createHmac("sha256", keyOf(secret))
-    .update(`${timestamp}.`, "utf8")
-    .update(bytesOf(body))
-    .digest("hex")
+/** HMAC-SHA256 keyed with `key` over `prefix`, then the body's bytes. */
+const hmac = (key: KeyObject, prefix: string, body: Uint8Array | string, encoding: "hex" | "base64") =>
+  createHmac("sha256", key)
+    .update(prefix, "utf8")
+    .update(typeof body === "string" ? Buffer.from(body, "utf8") : body)
+    .digest(encoding)
 
 export const signatureHeader = (
   secrets: ReadonlyArray<string>,
@@ -62,18 +61,11 @@ export const signatureHeader = (
   body: Uint8Array | string
 ): string => {
   let header = `t=${timestamp}`
-  for (const secret of secrets) header += `,v1=${signatureDigest(secret, timestamp, body)}`
+  for (const secret of secrets) header += `,v1=${hmac(keyOf(secret), `${timestamp}.`, body, "hex")}`
   return header
 }
 
-/** One Standard Webhooks signature: base64 HMAC-SHA256 over `${id}.${timestamp}.${body}`. */
-export const standardDigest = (secret: string, id: string, timestamp: number, body: Uint8Array | string): string =>
-  createHmac("sha256", standardKeyOf(secret))
-    .update(`${id}.${timestamp}.`, "utf8")
-    .update(bytesOf(body))
-    .digest("base64")
-
-/** `webhook-signature`: `v1,<base64>` per secret, space-separated. */
+/** `webhook-signature`: `v1,<base64>` per secret, space-separated, each an HMAC-SHA256 over `${id}.${timestamp}.${body}`. */
 export const standardSignatureHeader = (
   secrets: ReadonlyArray<string>,
   id: string,
@@ -81,7 +73,9 @@ export const standardSignatureHeader = (
   body: Uint8Array | string
 ): string => {
   let header = ""
-  for (const secret of secrets) header += `${header === "" ? "" : " "}v1,${standardDigest(secret, id, timestamp, body)}`
+  for (const secret of secrets) {
+    header += `${header === "" ? "" : " "}v1,${hmac(standardKeyOf(secret), `${id}.${timestamp}.`, body, "base64")}`
+  }
   return header
 }
 

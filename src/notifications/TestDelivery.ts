@@ -24,6 +24,7 @@ import { SvcConfig } from "../platform/Config.ts"
 import { rowsOf } from "../platform/Rows.ts"
 import { newId } from "../platform/Ids.ts"
 import { NotificationEndpoints } from "./Endpoints.ts"
+import { httpError } from "./send/Verdict.ts"
 import { deliveryHeaders } from "./Signing.ts"
 
 /** Whether a test of the endpoint's window was taken, and how long until the next window. */
@@ -103,15 +104,13 @@ export class TestDeliveries extends Context.Service<TestDeliveries, {
 
       /** Takes one test of the endpoint's window, or answers how long until the next window. */
       const claim = Effect.fnUntraced(function*(orgId: string, endpointId: string) {
+        const lapsed = sql`test_window_at IS NULL OR test_window_at <= now() - make_interval(secs => ${WINDOW_SECONDS})`
         const row = yield* WindowRows.one(sql`
           WITH claimed AS (
             UPDATE notification_endpoints
-            SET test_window_at = CASE WHEN test_window_at IS NULL OR test_window_at <= now() - make_interval(secs => ${WINDOW_SECONDS})
-                                      THEN now() ELSE test_window_at END,
-                test_count = CASE WHEN test_window_at IS NULL OR test_window_at <= now() - make_interval(secs => ${WINDOW_SECONDS})
-                                  THEN 1 ELSE test_count + 1 END
-            WHERE id = ${endpointId} AND org_id = ${orgId}
-              AND (test_window_at IS NULL OR test_window_at <= now() - make_interval(secs => ${WINDOW_SECONDS}) OR test_count < ${limit})
+            SET test_window_at = CASE WHEN ${lapsed} THEN now() ELSE test_window_at END,
+                test_count = CASE WHEN ${lapsed} THEN 1 ELSE test_count + 1 END
+            WHERE id = ${endpointId} AND org_id = ${orgId} AND (${lapsed} OR test_count < ${limit})
             RETURNING id
           )
           SELECT EXISTS (SELECT 1 FROM claimed) AS claimed,
@@ -203,9 +202,7 @@ export class TestDeliveries extends Context.Service<TestDeliveries, {
           yield* record("delivered", { statusCode: response.status, durationMs })
           return { delivered: true as const, status: response.status, duration_ms: durationMs }
         }
-        const error = response.status >= 300 && response.status < 400
-          ? `HTTP ${response.status} (redirects are not followed)`
-          : `HTTP ${response.status}`
+        const error = httpError(response.status)
         yield* record("failed", { statusCode: response.status, error, durationMs })
         return yield* new DeliveryFailed({
           receiver_status: response.status,

@@ -102,9 +102,7 @@ export type Cidr = readonly [Address, number]
  * CIDRs in `invalid`, so configuration can refuse to start with a clear
  * message instead of silently allowing less (or more) than intended.
  */
-export const parseCidrs = (
-  entries: ReadonlyArray<string>
-): { readonly cidrs: ReadonlyArray<Cidr>; readonly invalid: ReadonlyArray<string> } => {
+export const parseCidrs = (entries: ReadonlyArray<string>) => {
   const cidrs: Array<Cidr> = []
   const invalid: Array<string> = []
   for (const entry of entries) {

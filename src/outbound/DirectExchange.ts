@@ -11,7 +11,7 @@
  */
 import { Cause, type Context, Effect, Exit, Option, type Tracer } from "effect"
 import type { Address } from "./AddressPolicy.ts"
-import type { OutboundFailure, OutboundRequest, OutboundResponse, Prepared } from "./Request.ts"
+import { OutboundFailure, type OutboundRequest, type OutboundResponse, type Prepared } from "./Request.ts"
 import type { Target } from "./TargetUrl.ts"
 
 /** What an exchange ends with: the answer, or why there was none. */
@@ -24,10 +24,8 @@ export interface ExchangeSteps {
   readonly requestAttributes: (request: OutboundRequest, target: Target) => Readonly<Record<string, unknown>>
   /** An IP literal host's checked address, or its refusal; `undefined` for a host name. */
   readonly literal: (prepared: Prepared) => ReadonlyArray<Address> | OutboundFailure | undefined
-  /** A host name's resolution, every address checked, under the request's deadline. */
-  readonly resolution: (request: OutboundRequest, prepared: Prepared) => Effect.Effect<ReadonlyArray<Address>, OutboundFailure>
-  /** What a resolution that died answers. */
-  readonly unresolvable: () => OutboundFailure
+  /** A host name's resolution, every address checked, within `timeoutMs`. */
+  readonly addresses: (target: Target, orgId: string | undefined, timeoutMs: number) => Effect.Effect<ReadonlyArray<Address>, OutboundFailure>
   /** The exchange with the checked addresses; `done` called once. */
   readonly exchange: (
     request: OutboundRequest,
@@ -38,8 +36,6 @@ export interface ExchangeSteps {
   /** The layer's context, where a resolution's defect is logged. */
   readonly context: Context.Context<never>
 }
-
-const isFailure = <A extends object>(value: A | OutboundFailure): value is OutboundFailure => "_tag" in value
 
 /**
  * The direct exchange: `request`'s attributes put on `span`, `done` called
@@ -52,19 +48,19 @@ export const directExchange = (steps: ExchangeSteps) =>
   // is reported after it returns, as its contract says.
   let returned = false
   const report = (sent: Sent) => {
-    if (!isFailure(sent)) span.attribute("http.response.status_code", sent.status)
+    if (!(sent instanceof OutboundFailure)) span.attribute("http.response.status_code", sent.status)
     if (returned) done(sent)
     else queueMicrotask(() => done(sent))
   }
   const prepared = steps.prepare(request)
-  if (isFailure(prepared)) {
+  if (prepared instanceof OutboundFailure) {
     report(prepared)
   } else {
     const attributes = steps.requestAttributes(request, prepared.target)
     for (const key in attributes) span.attribute(key, attributes[key])
     const literal = steps.literal(prepared)
     if (literal === undefined) {
-      Effect.runCallback(steps.resolution(request, prepared), {
+      Effect.runCallback(steps.addresses(prepared.target, request.orgId, prepared.timeoutMs), {
         onExit: (exit) => {
           if (Exit.isSuccess(exit)) {
             steps.exchange(request, prepared, exit.value, report)
@@ -80,10 +76,10 @@ export const directExchange = (steps: ExchangeSteps) =>
           Effect.runForkWith(steps.context)(
             Effect.logError("resolving the host name failed; answered as a network failure", exit.cause)
           )
-          report(steps.unresolvable())
+          report(new OutboundFailure({ reason: "network", message: "the host name could not be resolved" }))
         }
       })
-    } else if (isFailure(literal)) {
+    } else if (literal instanceof OutboundFailure) {
       report(literal)
     } else {
       steps.exchange(request, prepared, literal, report)

@@ -38,11 +38,6 @@ export interface ExchangeRequest {
   readonly bodyTimeout: number
 }
 
-/** A started exchange: `abort` ends it early (its callback is then not called). */
-export interface Running {
-  readonly abort: () => void
-}
-
 /** Why a response was cut: the handler aborts the rest with this (never reported). */
 const CUT = new Error("response body cut at its limit")
 
@@ -148,13 +143,14 @@ class Handler implements Dispatcher.DispatchHandler {
 
 /**
  * Starts one exchange; `callback` gets the answer or what undici threw,
- * exactly once, unless `abort` came first.
+ * exactly once, unless the answered `abort` came first (it ends the
+ * exchange early).
  */
 export const startExchange = (
   pool: Pool,
   request: ExchangeRequest,
   callback: (error: unknown, exchanged: Exchanged | undefined) => void
-): Running => {
+) => {
   const handler = new Handler(request.maxBytes, callback)
   // Invalid arguments are reported to the handler too (`onResponseError`).
   pool.dispatch({

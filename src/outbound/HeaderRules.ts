@@ -65,11 +65,6 @@ const IDENTIFIER = /^[A-Za-z_$][A-Za-z0-9_$-]*$/
 export const headerField = (name: string): string =>
   IDENTIFIER.test(name) ? `headers.${name}` : `headers[${JSON.stringify(name)}]`
 
-export const isRefusedName = (name: string): boolean => {
-  const lower = name.toLowerCase()
-  return refusedNames.has(lower) || refusedPrefixes.some((prefix) => lower.startsWith(prefix))
-}
-
 /**
  * A value may hold visible characters, spaces, tabs and the Latin-1 part of
  * obs-text (RFC 9110 `field-value`); anything else (CR, LF, NUL, other C0
@@ -93,16 +88,16 @@ export interface OwnHeaders {
 
 const NONE: OwnHeaders = { names: new Set(), prefixes: [] }
 
-const isOwn = (lower: string, own: OwnHeaders) => own.names.has(lower) || own.prefixes.some((prefix) => lower.startsWith(prefix))
-
 /** Why one header is refused, or `undefined` when it is accepted (`seen`: lower-case names before it). */
 const refusal = (name: string, value: unknown, seen: Set<string>, own: OwnHeaders): string | undefined => {
   if (!TOKEN.test(name)) return "the header name is not a valid HTTP field name"
   const lower = name.toLowerCase()
   if (seen.has(lower)) return "the header is given twice (names are case-insensitive)"
   seen.add(lower)
-  if (isOwn(lower, own)) return "svc sets this header itself and it cannot be replaced"
-  if (isRefusedName(name)) return "transport, hop-by-hop, trace-context and cookie headers are not accepted"
+  if (own.names.has(lower) || own.prefixes.some((prefix) => lower.startsWith(prefix))) {
+    return "svc sets this header itself and it cannot be replaced"
+  }
+  if (refusedNames.has(lower) || refusedPrefixes.some((prefix) => lower.startsWith(prefix))) return "transport, hop-by-hop, trace-context and cookie headers are not accepted"
   if (typeof value !== "string" || !isAcceptedValue(value)) {
     return `the header value must be at most ${MAX_VALUE_BYTES} bytes without line breaks or other control characters`
   }

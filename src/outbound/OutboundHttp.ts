@@ -26,8 +26,8 @@ import { SvcConfig } from "../platform/Config.ts"
 import { type Address, type Cidr, judge, parseAddress, parseCidrs, unmap } from "./AddressPolicy.ts"
 import { directExchange } from "./DirectExchange.ts"
 import { makePools, trustedCas } from "./Pools.ts"
-import { type CheckedUrl, makePrepare, OutboundFailure, type OutboundRequest, type OutboundResponse, type Prepared, UnsafeUrl } from "./Request.ts"
-import { networkResolver, Resolver, type ResolverShape } from "./Resolver.ts"
+import { type CheckedUrl, makePrepare, OutboundFailure, type OutboundRequest, type OutboundResponse, UnsafeUrl } from "./Request.ts"
+import { networkResolver, Resolver } from "./Resolver.ts"
 import { type Parsed, parseTarget, type Target } from "./TargetUrl.ts"
 
 export { type CheckedUrl, OutboundFailure, type OutboundRequest, type OutboundResponse, UnsafeUrl } from "./Request.ts"
@@ -35,51 +35,13 @@ export { type CheckedUrl, OutboundFailure, type OutboundRequest, type OutboundRe
 /** How long `check` waits for DNS before refusing the URL as unresolvable. */
 const CHECK_RESOLVE_TIMEOUT = Duration.seconds(5)
 
-export type Refusal = { readonly _tag: "Refused"; readonly message: string }
-type Unresolved = { readonly _tag: "Unresolved"; readonly code: string }
+const unsafe = (message: string) => new OutboundFailure({ reason: "unsafe_target", message })
 
 /** The address to connect to for an IP literal host, checked; or why not. */
-export const checkLiteral = (address: Address, allowed: ReadonlyArray<Cidr>): ReadonlyArray<Address> | Refusal => {
+const checkLiteral = (address: Address, allowed: ReadonlyArray<Cidr>): ReadonlyArray<Address> | OutboundFailure => {
   const verdict = judge(address, allowed)
-  return verdict.public ? [unmap(address)] : { _tag: "Refused", message: `the host is a non-public address (${verdict.range})` }
+  return verdict.public ? [unmap(address)] : unsafe(`the host is a non-public address (${verdict.range})`)
 }
-
-/**
- * The addresses to connect to, every one of them checked; or why not.
- * One resolution, never more: the caller connects to exactly these.
- */
-const resolveTarget = (
-  target: Target,
-  allowed: ReadonlyArray<Cidr>,
-  resolver: ResolverShape,
-  orgId: string | undefined
-): Effect.Effect<ReadonlyArray<Address>, Refusal | Unresolved> => {
-  const host = target.host
-  if (host._tag === "Ip") {
-    const checked = checkLiteral(host.address, allowed)
-    return "_tag" in checked ? Effect.fail(checked) : Effect.succeed(checked)
-  }
-  return resolver.resolve(host.name, orgId).pipe(
-    Effect.mapError((failure): Unresolved => ({ _tag: "Unresolved", code: failure.code })),
-    Effect.flatMap((answers): Effect.Effect<ReadonlyArray<Address>, Refusal | Unresolved> => {
-      const addresses: Array<Address> = []
-      for (const answer of answers) {
-        const address = parseAddress(answer)
-        // Every answer must be public: connecting to "one of them" would let a
-        // name with one public and one private address reach the private one.
-        if (address === undefined || !judge(address, allowed).public) {
-          return Effect.fail({ _tag: "Refused", message: "the host resolves to a non-public address" })
-        }
-        addresses.push(unmap(address))
-      }
-      return addresses.length === 0
-        ? Effect.fail({ _tag: "Unresolved", code: "ENODATA" })
-        : Effect.succeed(addresses)
-    })
-  )
-}
-
-const refused = (refusal: Refusal) => new OutboundFailure({ reason: "unsafe_target", message: refusal.message })
 
 /** What a failed resolution says: the code, and for our own limits which setting it was. */
 const unresolvedMessage = (code: string) =>
@@ -146,23 +108,6 @@ export class OutboundHttp extends Context.Service<OutboundHttp, {
       const { exchange } = yield* makePools(tls.createSecureContext({ ca: [...ca] }))
       const prepare = makePrepare()
 
-      const check = Effect.fn("OutboundHttp.check")(function*(raw: string, orgId?: string, parse = parseTarget) {
-        const parsed = parse(raw)
-        if (parsed._tag === "Refused") return yield* new UnsafeUrl({ message: parsed.message })
-        yield* resolveTarget(parsed.target, allowed, resolver, orgId).pipe(
-          Effect.timeoutOrElse({
-            duration: CHECK_RESOLVE_TIMEOUT,
-            orElse: () => Effect.fail<Unresolved>({ _tag: "Unresolved", code: "ETIMEOUT" })
-          }),
-          Effect.mapError((problem) =>
-            new UnsafeUrl({
-              message: problem._tag === "Refused" ? problem.message : unresolvedMessage(problem.code)
-            })
-          )
-        )
-        return { url: parsed.target.url.href, urlHint: parsed.target.hint }
-      })
-
       /** The attributes a send gives its caller's span, before and after the exchange. */
       const requestAttributes = (request: OutboundRequest, target: Target) => ({
         "http.request.method": request.method,
@@ -171,18 +116,38 @@ export class OutboundHttp extends Context.Service<OutboundHttp, {
         "svc.url_hint": target.hint
       })
 
-      // A name's resolution runs under the deadline over the whole exchange.
-      const resolution = (request: OutboundRequest, prepared: Prepared) =>
-        addresses(prepared.target, request.orgId, prepared.timeoutMs)
-      const addresses = (target: Target, orgId: string | undefined, timeoutMs: number) => {
-        const resolved = resolveTarget(target, allowed, resolver, orgId).pipe(
-          Effect.mapError((problem) =>
-            problem._tag === "Refused"
-              ? refused(problem)
-              : new OutboundFailure({ reason: "network", message: unresolvedMessage(problem.code) })
-          )
-        )
-        return target.host._tag === "Ip" ? resolved : resolved.pipe(
+      /**
+       * The addresses to connect to, every one of them checked; or why not.
+       * One resolution, never more: the caller connects to exactly these. A
+       * name resolves within `timeoutMs` (a send's: its deadline over the
+       * whole exchange).
+       */
+      const addresses = (
+        target: Target,
+        orgId: string | undefined,
+        timeoutMs: number
+      ): Effect.Effect<ReadonlyArray<Address>, OutboundFailure> => {
+        const host = target.host
+        if (host._tag === "Ip") {
+          const checked = checkLiteral(host.address, allowed)
+          return checked instanceof OutboundFailure ? Effect.fail(checked) : Effect.succeed(checked)
+        }
+        const unresolved = (code: string) => new OutboundFailure({ reason: "network", message: unresolvedMessage(code) })
+        return resolver.resolve(host.name, orgId).pipe(
+          Effect.mapError((failure) => unresolved(failure.code)),
+          Effect.flatMap((answers) => {
+            const checked: Array<Address> = []
+            for (const answer of answers) {
+              const address = parseAddress(answer)
+              // Every answer must be public: connecting to "one of them" would let a
+              // name with one public and one private address reach the private one.
+              if (address === undefined || !judge(address, allowed).public) {
+                return Effect.fail(unsafe("the host resolves to a non-public address"))
+              }
+              checked.push(unmap(address))
+            }
+            return checked.length === 0 ? Effect.fail(unresolved("ENODATA")) : Effect.succeed(checked)
+          }),
           Effect.timeoutOrElse({
             duration: timeoutMs,
             orElse: () => Effect.fail(new OutboundFailure({ reason: "timeout", message: unresolvedMessage("ETIMEOUT") }))
@@ -190,15 +155,24 @@ export class OutboundHttp extends Context.Service<OutboundHttp, {
         )
       }
 
+      const check = Effect.fn("OutboundHttp.check")(function*(raw: string, orgId?: string, parse = parseTarget) {
+        const parsed = parse(raw)
+        if (parsed._tag === "Refused") return yield* new UnsafeUrl({ message: parsed.message })
+        yield* addresses(parsed.target, orgId, Duration.toMillis(CHECK_RESOLVE_TIMEOUT)).pipe(
+          Effect.mapError((failure) => new UnsafeUrl({ message: failure.message }))
+        )
+        return { url: parsed.target.url.href, urlHint: parsed.target.hint }
+      })
+
       // Untraced: its attributes go on the caller's span (one span per
       // delivery, not two).
       const send = Effect.fnUntraced(function*(request: OutboundRequest) {
         const prepared = prepare(request)
         if (prepared instanceof OutboundFailure) return yield* prepared
         yield* Effect.annotateCurrentSpan(requestAttributes(request, prepared.target))
-        const addresses = yield* resolution(request, prepared)
+        const checked = yield* addresses(prepared.target, request.orgId, prepared.timeoutMs)
         const result = yield* Effect.callback<OutboundResponse, OutboundFailure>((resume) => {
-          const abort = exchange(request, prepared, addresses, (result) => {
+          const abort = exchange(request, prepared, checked, (result) => {
             resume(result instanceof OutboundFailure ? Effect.fail(result) : Effect.succeed(result))
           })
           // Interrupted (the caller gave up): abort the request.
@@ -213,12 +187,9 @@ export class OutboundHttp extends Context.Service<OutboundHttp, {
         requestAttributes,
         literal: (prepared) => {
           const host = prepared.target.host
-          if (host._tag !== "Ip") return undefined
-          const checked = checkLiteral(host.address, allowed)
-          return "_tag" in checked ? refused(checked) : checked
+          return host._tag === "Ip" ? checkLiteral(host.address, allowed) : undefined
         },
-        resolution,
-        unresolvable: () => new OutboundFailure({ reason: "network", message: "the host name could not be resolved" }),
+        addresses,
         exchange,
         context: yield* Effect.context<never>()
       })

@@ -1,21 +1,57 @@
 /**
  * Connection pools pinned to checked addresses, and one exchange through
- * them under what is left of the send's deadline; the CA certificates
- * outbound TLS trusts. Pools live as long as the scope that made them.
+ * them under what is left of the send's deadline, with the headers as
+ * sent; the CA certificates outbound TLS trusts. Pools live as long as the scope that made them.
  */
 import { Duration, Effect } from "effect"
 import { readFileSync } from "node:fs"
 import * as tls from "node:tls"
 import { buildConnector, Pool } from "undici"
+import { VERSION } from "../api/Version.ts"
 import { type Address, parseAddress } from "./AddressPolicy.ts"
 import { startExchange } from "./Exchange.ts"
-import { requestHeaders } from "./RequestHeaders.ts"
 import { OutboundFailure, type OutboundRequest, type OutboundResponse, type Prepared, toFailure } from "./Request.ts"
 
 /** How long an idle connection pool for one (origin, checked addresses) pair is kept. */
 const POOL_IDLE_TTL = Duration.minutes(1)
 /** Connections per pool; the callers (delivery workers) bound their own concurrency. */
 const POOL_CONNECTIONS = 32
+
+const USER_AGENT = `svc/${VERSION}`
+
+/**
+ * The headers as sent: the caller's, lower-cased (of two names that differ
+ * only in case, the later wins), our `user-agent` unless the caller gave
+ * one, and always `accept-encoding: identity`. As undici's flat
+ * `[name, value, ...]` list, which it reads without listing an object's
+ * keys. A webhook's headers (names already lower-case, neither of ours
+ * among them) go straight into the list without a `Map` (0.6 % → 0.14 % of
+ * svc's busy CPU in the drain, `bench/notes/webhook-sender.md`); any other
+ * case takes the map.
+ */
+const requestHeaders = (headers: Readonly<Record<string, string>>): Array<string> => {
+  // The names of an object are distinct: when all are lower-case and none is
+  // ours, nothing needs folding or replacing.
+  const out: Array<string> = ["user-agent", USER_AGENT]
+  for (const name in headers) {
+    if (name !== name.toLowerCase() || name === "user-agent" || name === "accept-encoding") return mergedHeaders(headers)
+    out.push(name, headers[name]!)
+  }
+  // We never decompress, so a compressed answer can never expand beyond what
+  // we read; asking for identity keeps the kept snippet readable.
+  out.push("accept-encoding", "identity")
+  return out
+}
+
+/** `requestHeaders` when names need folding or replace ours. */
+const mergedHeaders = (headers: Readonly<Record<string, string>>): Array<string> => {
+  const byName = new Map<string, string>([["user-agent", USER_AGENT]])
+  for (const name in headers) byName.set(name.toLowerCase(), headers[name]!)
+  byName.set("accept-encoding", "identity")
+  const out: Array<string> = []
+  for (const [name, value] of byName) out.push(name, value)
+  return out
+}
 
 interface PoolKey {
   /** `https://host[:port]`, what the Host header and SNI come from. */
@@ -83,25 +119,24 @@ interface PoolEntry {
 }
 
 /** The CA certificates outbound TLS trusts: Node's default store plus the extra PEM bundle (exported for tests). */
-export const trustedCas = (extraCaFile: string | undefined): Effect.Effect<ReadonlyArray<string>> =>
-  Effect.gen(function*() {
-    // `getCACertificates("default")` is what Node itself trusts (bundled
-    // Mozilla roots, plus NODE_EXTRA_CA_CERTS and the OS store when Node is
-    // told to use them); `rootCertificates` is the bundled set alone.
-    const base = typeof tls.getCACertificates === "function"
-      ? tls.getCACertificates("default")
-      : [...tls.rootCertificates]
-    if (extraCaFile === undefined) return base
-    const pem = yield* Effect.try({
-      try: () => readFileSync(extraCaFile, "utf8"),
-      catch: () => new Error(`SVC_EXTRA_CA_FILE: cannot read ${extraCaFile}`)
-    }).pipe(Effect.orDie)
-    const certificates = pem.match(/-----BEGIN CERTIFICATE-----[\s\S]+?-----END CERTIFICATE-----/g) ?? []
-    if (certificates.length === 0) {
-      return yield* Effect.die(new Error(`SVC_EXTRA_CA_FILE: ${extraCaFile} holds no PEM certificate`))
-    }
-    return [...base, ...certificates]
-  })
+export const trustedCas = Effect.fnUntraced(function*(extraCaFile: string | undefined) {
+  // `getCACertificates("default")` is what Node itself trusts (bundled
+  // Mozilla roots, plus NODE_EXTRA_CA_CERTS and the OS store when Node is
+  // told to use them); `rootCertificates` is the bundled set alone.
+  const base = typeof tls.getCACertificates === "function"
+    ? tls.getCACertificates("default")
+    : [...tls.rootCertificates]
+  if (extraCaFile === undefined) return base
+  const pem = yield* Effect.try({
+    try: () => readFileSync(extraCaFile, "utf8"),
+    catch: () => new Error(`SVC_EXTRA_CA_FILE: cannot read ${extraCaFile}`)
+  }).pipe(Effect.orDie)
+  const certificates = pem.match(/-----BEGIN CERTIFICATE-----[\s\S]+?-----END CERTIFICATE-----/g) ?? []
+  if (certificates.length === 0) {
+    return yield* Effect.die(new Error(`SVC_EXTRA_CA_FILE: ${extraCaFile} holds no PEM certificate`))
+  }
+  return [...base, ...certificates]
+})
 
 /** The pools of one `OutboundHttp` layer: swept when idle, destroyed with the scope. */
 export const makePools = Effect.fnUntraced(function*(trust: tls.SecureContext) {

@@ -96,8 +96,7 @@ export const perUrl = <A>(kept: number, f: (url: string) => A) => {
  */
 export const makePrepare = () => {
   const parseCached = perUrl(1_024, parseTarget)
-
-  const prepare = (request: OutboundRequest): Prepared | OutboundFailure => {
+  return (request: OutboundRequest): Prepared | OutboundFailure => {
     const started = performance.now()
     const timeoutMs = Duration.toMillis(request.timeout)
     if (!(timeoutMs > 0)) {
@@ -107,7 +106,6 @@ export const makePrepare = () => {
     if (parsed._tag === "Refused") return new OutboundFailure({ reason: "unsafe_target", message: parsed.message })
     return { started, timeoutMs, target: parsed.target, maxBytes: request.maxResponseBytes ?? DEFAULT_MAX_RESPONSE_BYTES }
   }
-  return prepare
 }
 
 const errorCodes = (error: unknown): ReadonlyArray<string> => {

@@ -22,7 +22,6 @@ import { Topics, Wakeups } from "../../database/Wakeups.ts"
 import { heldBack as heldBackEvents, takeEvents } from "../../outbox/Outbox.ts"
 import { FIRST_BATCH, nextBatch, pauseAfter } from "./DispatchBatches.ts"
 import { EventBodies } from "./EventBodies.ts"
-import { actionClassMatches } from "./Filters.ts"
 
 const POLL_EVERY = Duration.seconds(1)
 
@@ -80,12 +79,17 @@ export class Dispatcher extends Context.Service<Dispatcher, {
                 AND ep.id IS DISTINCT FROM ev.about_endpoint
                 -- An endpoint with an action class filter gets the approval
                 -- events of those classes only; the class is looked up for
-                -- such endpoints alone (OR evaluates left to right).
-                AND (ep.action_classes IS NULL OR ev.about_endpoint IS NOT NULL
-                  OR ${actionClassMatches(sql, sql`ep.action_classes`, sql`(
+                -- such endpoints alone (OR evaluates left to right). An entry
+                -- is an action class, matched exactly, or a prefix ending in
+                -- '.*' ('payments.*' matches 'payments.refund' and
+                -- 'payments.card.capture', not 'payments'); a NULL class none.
+                AND (ep.action_classes IS NULL OR ev.about_endpoint IS NOT NULL OR coalesce((
+                  SELECT bool_or(CASE WHEN right(f.entry, 2) = '.*' THEN starts_with(c.cls, left(f.entry, -1)) ELSE f.entry = c.cls END)
+                  FROM (SELECT (
                     SELECT s.action_class FROM approvals a
                     JOIN agent_steps s ON s.session_id = a.session_id AND s.step_id = a.step_id
-                    WHERE a.id = (ev.body::jsonb #>> '{approval,approval_id}')::uuid)`)})
+                    WHERE a.id = (ev.body::jsonb #>> '{approval,approval_id}')::uuid) AS cls) c,
+                  jsonb_array_elements_text(ep.action_classes) AS f(entry)), false))
               UNION ALL
               SELECT ev.writer, ev.seq, 1, 0, ev.org_id, 'email', ev.org_id, ev.id, ev.type, ev.body, ev.label, '{}'::jsonb
               FROM ev JOIN notification_settings ns
@@ -121,9 +125,7 @@ export class Dispatcher extends Context.Service<Dispatcher, {
         return rows.length
       }).pipe(Effect.withSpan("Dispatcher.dispatchOnce"))
 
-      const heldBack = heldBackEvents(sql).pipe(Effect.orDie)
-
-      return Dispatcher.of({ dispatchOnce, heldBack })
+      return Dispatcher.of({ dispatchOnce, heldBack: heldBackEvents(sql).pipe(Effect.orDie) })
     })
   )
 

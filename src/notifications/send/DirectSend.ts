@@ -40,7 +40,6 @@ export interface DirectDeliveryParts {
   readonly verdictOf: (delivery: Claimed, url: string, sent: Sent, started: number, now: number) => Settlement
 }
 
-/** The direct webhook send. */
 export const directDeliveries = (parts: DirectDeliveryParts): DirectHandle => {
   const { clock, fork, spans } = parts
   return (delivery, done) => {

@@ -168,12 +168,8 @@ export class WebhookSender extends Context.Service<WebhookSender, {
       const hostGroup = (delivery: Claimed) =>
         endpoints.sendTarget(delivery.orgId, delivery.targetId).pipe(
           Effect.map((target) => {
-            if (target === undefined) return undefined
-            try {
-              return `${delivery.orgId} ${new URL(target.url).host}`
-            } catch {
-              return undefined
-            }
+            const host = target === undefined ? undefined : URL.parse(target.url)?.host
+            return host === undefined ? undefined : `${delivery.orgId} ${host}`
           })
         )
 

@@ -38,8 +38,7 @@ export const GONE = "the receiver answered 410 Gone"
 /** Delay before retry number `attempt` (1-based), jittered ±10 %; `undefined` when the schedule is used up. */
 export const retryDelay = (schedule: ReadonlyArray<Duration.Duration>, attempt: number, random = Math.random) => {
   const base = schedule[attempt - 1]
-  if (base === undefined) return undefined
-  return jittered(Duration.toMillis(base), 0.1, random())
+  return base === undefined ? undefined : jittered(Duration.toMillis(base), 0.1, random())
 }
 
 /** A failed attempt's outcome: the schedule's next retry, or the receiver's `Retry-After` within bounds, or failed when the schedule is used up. */
@@ -84,6 +83,10 @@ export const snippet = (body: Uint8Array, truncated: boolean, url: string) => {
   })
 }
 
+/** The error an answer that is not 2xx records. */
+export const httpError = (status: number) =>
+  status >= 300 && status < 400 ? `HTTP ${status} (redirects are not followed)` : `HTTP ${status}`
+
 /** What the answer (or the failure) of an attempt started at `started` makes of the delivery, `now` being its end. */
 export const verdictOf = (
   schedule: ReadonlyArray<Duration.Duration>,
@@ -105,9 +108,7 @@ export const verdictOf = (
   if (sent.status === 410) {
     return { outcome: Outcome.failed(`410 Gone: endpoint deactivated`), attempt: { ...attempt, error: GONE }, signal: "gone" }
   }
-  const error = sent.status >= 300 && sent.status < 400
-    ? `HTTP ${sent.status} (redirects are not followed)`
-    : `HTTP ${sent.status}`
+  const error = httpError(sent.status)
   const retryAfter = sent.status === 429 || sent.status === 503
     ? parseRetryAfter(sent.headers["retry-after"], now)
     : undefined

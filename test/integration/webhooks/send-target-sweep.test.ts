@@ -9,8 +9,13 @@
 import { PgClient } from "@effect/sql-pg"
 import { assert, describe, layer } from "@effect/vitest"
 import { Clock, Effect } from "effect"
-import { makeSendTargetMirror, SEND_TARGET_TTL_MS, type SendTarget } from "../../../src/notifications/send/SendTargets.ts"
-import { STAMP, sweepOnce } from "../../../src/notifications/send/TargetSweep.ts"
+import {
+  makeSendTargetMirror,
+  SEND_TARGET_TTL_MS,
+  type SendTarget,
+  STAMP,
+  sweepOnce
+} from "../../../src/notifications/send/SendTargets.ts"
 import { SvcTest, type TestOrg } from "../../../src/testing.ts"
 import { webhookService } from "./support.ts"
 
