@@ -50,7 +50,6 @@ export class DatabaseInfo extends Context.Service<DatabaseInfo, {
   readonly embedded: EmbeddedSession | undefined
 }>()("svc/platform/DatabaseInfo") {}
 
-
 /** What an earlier version served in the data directory (a PostgreSQL socket): removed once we hold the lock. */
 const legacySocket = (dataDir: string) => path.join(dataDir, ".s.PGSQL.5432")
 
@@ -105,7 +104,7 @@ const embeddedClient = (
     )
   })).pipe(Layer.provide(Reactivity.layer))
 
-const memorySettings: EmbeddedSettings = {
+const defaultEmbeddedSettings: EmbeddedSettings = {
   statementTimeout: Duration.seconds(30),
   transactionTimeout: Duration.seconds(60)
 }
@@ -116,7 +115,7 @@ const memorySettings: EmbeddedSettings = {
  * `snapshot` request wrote: a copy of a migrated database opens in a
  * fraction of the time `initdb` and the migrations take).
  */
-const memoryLayer = (settings: EmbeddedSettings = memorySettings, from?: string): DatabaseLayer =>
+const memoryLayer = (settings = defaultEmbeddedSettings, from?: string): DatabaseLayer =>
   embeddedClient(undefined, "memory", settings, Effect.void, { from })
 
 /**
@@ -140,10 +139,7 @@ const holdEmbedded = (absolute: string, options: { readonly waitMs?: number }) =
 /** How long a starting server waits for the lock of a holder that was just killed. */
 const HOLDER_EXIT_WAIT_MS = 2_000
 
-const embeddedLayer = (dataDir: string, settings: EmbeddedSettings = {
-  statementTimeout: Duration.seconds(30),
-  transactionTimeout: Duration.seconds(60)
-}, options: {
+const embeddedLayer = (dataDir: string, settings = defaultEmbeddedSettings, options: {
   readonly waitMs?: number
   /** How often the planner statistics are looked at (`EmbeddedStatistics.ts`; tests shorten it). */
   readonly statisticsEvery?: Duration.Input

@@ -97,7 +97,6 @@ export const keepListening = (options: {
     yield* Deferred.await(firstAttempt)
   })
 
-
 /** The prefix of a notification payload that names its sender: `~<origin> <signal> <signal> ...`. */
 const ORIGIN_MARK = "~"
 
