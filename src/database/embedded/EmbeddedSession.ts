@@ -98,6 +98,9 @@ export interface EmbeddedSession {
 const lostError = (why: string, operation: string) =>
   new SqlError({ reason: new ConnectionError({ cause: new Error(why), message: `embedded database: ${why}`, operation }) })
 
+const unknownError = (message: string, operation: string, cause = message) =>
+  new SqlError({ reason: new UnknownError({ cause: new Error(cause), message, operation }) })
+
 /** The same classification `@effect/sql-pg` gives a server's SQLSTATE. */
 const classify = (error: Record<string, unknown>, operation: string): SqlError => {
   const cause = Object.assign(new Error(String(error.message)), error)
@@ -376,15 +379,7 @@ const commit = (conn: Connection): Effect.Effect<void, SqlError> =>
     conn.executeRaw("COMMIT", []) as Effect.Effect<{ readonly command: string | undefined }, SqlError>,
     (result) =>
       result.command === "ROLLBACK"
-        ? Effect.fail(
-          new SqlError({
-            reason: new UnknownError({
-              cause: new Error("COMMIT rolled back an aborted transaction"),
-              message: "COMMIT rolled back an aborted transaction",
-              operation: "commit"
-            })
-          })
-        )
+        ? Effect.fail(unknownError("COMMIT rolled back an aborted transaction", "commit"))
         : Effect.void
   )
 
@@ -434,15 +429,11 @@ export const makeEmbeddedClient = (session: EmbeddedSession): Effect.Effect<PgCl
       // The fragment `PgClient.json` makes: the compiler turns it into a jsonb parameter.
       json: (value: unknown) => Statement.fragment([PgJson(value, undefined, undefined)]),
       listen: (_channel: string) =>
-        Effect.fail(
-          new SqlError({
-            reason: new UnknownError({
-              cause: new Error("LISTEN needs a PostgreSQL server"),
-              message: "the embedded database is one session: LISTEN has no one to hear",
-              operation: "listen"
-            })
-          })
-        ),
+        Effect.fail(unknownError(
+          "the embedded database is one session: LISTEN has no one to hear",
+          "listen",
+          "LISTEN needs a PostgreSQL server"
+        )),
       notify: (_channel: string, _payload: string) => Effect.void
     }) as unknown as PgClient.PgClient
   })
