@@ -100,13 +100,6 @@ export const keepListening = (options: {
 /** The prefix of a notification payload that names its sender: `~<origin> <signal> <signal> ...`. */
 const ORIGIN_MARK = "~"
 
-/** The signals of a notification payload and who sent it (`undefined`: a bare topic, from SQL or an older process). */
-export const parsePayload = (payload: string): { readonly origin: string | undefined; readonly signals: ReadonlyArray<string> } => {
-  if (!payload.startsWith(ORIGIN_MARK)) return { origin: undefined, signals: [payload] }
-  const parts = payload.slice(ORIGIN_MARK.length).split(" ")
-  return { origin: parts[0], signals: parts.slice(1).filter((s) => s.length > 0) }
-}
-
 export class Wakeups extends Context.Service<Wakeups, {
   /** New work for each signal: wake its waiters and subscribers here and, on a server, in other processes (one NOTIFY). */
   readonly signal: (...signals: ReadonlyArray<Signal>) => Effect.Effect<void>
@@ -160,8 +153,10 @@ export class Wakeups extends Context.Service<Wakeups, {
           sql,
           channel: CHANNEL,
           handle: (payload) => {
-            const parsed = parsePayload(payload)
-            return parsed.origin === origin ? Effect.void : wakeAllLocal(parsed.signals)
+            // A payload without the mark is a bare topic, from SQL or an older process.
+            if (!payload.startsWith(ORIGIN_MARK)) return wakeAllLocal([payload])
+            const [sender, ...signals] = payload.slice(ORIGIN_MARK.length).split(" ")
+            return sender === origin ? Effect.void : wakeAllLocal(signals.filter((s) => s.length > 0))
           },
           // Work signalled while we were not listening: every waiter looks.
           resync: Effect.andThen(
