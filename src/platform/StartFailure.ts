@@ -10,7 +10,7 @@ import * as Cause from "effect/Cause"
 import * as Data from "effect/Data"
 import * as Option from "effect/Option"
 import * as SqlError from "effect/sql/SqlError"
-import { databaseUnavailable } from "./DatabaseUnavailable.ts"
+import { databaseUnavailable, sqlState } from "./DatabaseUnavailable.ts"
 
 /** A listener could not take its address (in use, not allowed, not on this host). */
 export class ListenFailed extends Data.TaggedError("ListenFailed")<{
@@ -48,11 +48,8 @@ export const listenFailed = (setting: string, options: { readonly port?: number 
  * server refused for its credentials (SQLSTATE class 28) or for a
  * database that does not exist (3D000).
  */
-export const cannotConnect = (error: SqlError.SqlError): boolean => {
-  if (Option.isSome(databaseUnavailable(Cause.fail(error)))) return true
-  const code = (error.reason.cause as { code?: unknown } | undefined)?.code
-  return typeof code === "string" && /^(28|3D000)/.test(code)
-}
+export const cannotConnect = (error: SqlError.SqlError): boolean =>
+  Option.isSome(databaseUnavailable(Cause.fail(error))) || /^(28|3D000)/.test(sqlState(error) ?? "")
 
 /** A migration the database refused (connection failures are `database` instead). */
 export class MigrationFailed extends Data.TaggedError("MigrationFailed")<{ readonly message: string }> {}
