@@ -126,10 +126,9 @@ try {
   const prepared = new PreparedStatements()
   const handle = async (request: Request): Promise<Answer> => {
     switch (request.op) {
-      case "query": {
+      case "query":
         // One call into PGlite per statement (`EmbeddedProtocol.ts`).
         return { id: request.id, result: await runStatement(db, request.sql, request.params, request.types, request.values, request.prepare ? prepared : undefined) }
-      }
       case "exec": {
         const results = await db.exec(request.sql)
         const last = results[results.length - 1]
@@ -138,9 +137,8 @@ try {
           result: { rows: last?.rows ?? [], command: (last as { command?: string } | undefined)?.command, affectedRows: last?.affectedRows }
         }
       }
-      case "dump": {
+      case "dump":
         return { id: request.id, dump: await dumpData(db) }
-      }
       case "snapshot": {
         if (request.forCopies === true) await trimForCopies(db)
         const tar = await db.dumpDataDir("none")
@@ -148,10 +146,9 @@ try {
         await writeFile(request.path, new Uint8Array(await tar.arrayBuffer()))
         return { id: request.id }
       }
-      case "stop": {
+      case "stop":
         await db.close()
         return { id: request.id }
-      }
     }
   }
   port.on("message", (request: Request) => {
