@@ -164,11 +164,10 @@ export interface SvcConfigShape {
   readonly warmStart: boolean
 }
 
-const list = (name: string) =>
-  Config.String(name).pipe(
-    Config.withDefault(""),
-    Config.map((raw) => raw.split(",").map((part) => part.trim()).filter((part) => part.length > 0))
-  )
+/** The non-empty items of a comma-separated value, trimmed. */
+const items = (raw: string) => raw.split(",").map((part) => part.trim()).filter((part) => part.length > 0)
+
+const list = (name: string) => Config.String(name).pipe(Config.withDefault(""), Config.map(items))
 
 const durationList = (name: string, fallback: string) =>
   Config.String(name).pipe(
@@ -185,9 +184,8 @@ export const parseDurations = (
   name: string,
   raw: string
 ): Effect.Effect<ReadonlyArray<Duration.Duration>, Config.ConfigError> => {
-  const parts = raw.split(",").map((part) => part.trim()).filter((part) => part.length > 0)
   const out: Array<Duration.Duration> = []
-  for (const part of parts) {
+  for (const part of items(raw)) {
     const match = /^(\d+(?:\.\d+)?)(ms|s|m|h|d)$/.exec(part)
     if (match === null) {
       return Effect.fail(invalid(`${name}: "${part}" is not a duration such as 500ms, 5s, 5m, 2h or 1d`))
