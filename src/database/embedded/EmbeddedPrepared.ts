@@ -27,12 +27,12 @@
  *   reads was altered). The next run parses it again under a new name.
  */
 import { randomBytes } from "node:crypto"
-import { encodeClose, encodeStatement, type Prepared } from "./EmbeddedProtocol.ts"
+import { encodeClose, encodeStatement, type Prepared, type PreparedCache } from "./EmbeddedProtocol.ts"
 
 /** How many statements the embedded session keeps prepared. */
 export const PREPARED_STATEMENTS = 256
 
-export class PreparedStatements {
+export class PreparedStatements implements PreparedCache {
   private readonly statements = new Map<string, Prepared>()
   private closes: Array<string> = []
   private counter = 0

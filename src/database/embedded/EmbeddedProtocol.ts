@@ -25,7 +25,6 @@
  */
 import { types as pgTypes } from "@electric-sql/pglite"
 import { type Answer, AnswerBytes, type Column, readAnswer } from "./EmbeddedAnswer.ts"
-import type { PreparedStatements } from "./EmbeddedPrepared.ts"
 import { needsSync } from "./EmbeddedWriteThrough.ts"
 
 type Serializers = Record<number | string, ((value: any) => string) | undefined>
@@ -166,6 +165,13 @@ export interface Prepared {
   description: ReadonlyArray<Column> | null | undefined
 }
 
+/** The named statements `runStatement` may run under (`PreparedStatements`, `EmbeddedPrepared.ts`). */
+export interface PreparedCache {
+  get(sql: string, types: ReadonlyArray<number>): Prepared
+  failed(prepared: Prepared): void
+  encode(prepared: Prepared, sql: string, values: ReadonlyArray<string | null>, types: ReadonlyArray<number>): Uint8Array
+}
+
 export interface StatementResult {
   readonly rows: ReadonlyArray<unknown>
   readonly command: string | undefined
@@ -212,7 +218,7 @@ export const runStatement = async (
   params: ReadonlyArray<unknown>,
   types: ReadonlyArray<number>,
   values: boolean,
-  prepared?: PreparedStatements
+  prepared?: PreparedCache
 ): Promise<StatementResult> => {
   const text = params.map((value, i) => serializeParam(value, types[i] ?? 0, db.serializers))
   const statement = prepared?.get(sql, types)
