@@ -7,9 +7,6 @@
  */
 import { Cause, Duration, Effect, Schedule, type Scope } from "effect"
 
-/** Retry a failed round every second until it succeeds. */
-export const everySecond: Schedule.Schedule<unknown, unknown> = Schedule.spaced(Duration.seconds(1))
-
 /**
  * Runs `round` forever. `name` names the loop in its log lines; `retry`
  * spaces the attempts after a failed round (default: every second).
@@ -39,7 +36,7 @@ export const supervisedLoop = <E, R>(options: {
       )
     )
     return attempt.pipe(
-      Effect.retry(options.retry ?? everySecond),
+      Effect.retry(options.retry ?? Schedule.spaced(Duration.seconds(1))),
       // A finite `retry` that gave up: start over with the next round.
       Effect.ignore,
       Effect.forever
