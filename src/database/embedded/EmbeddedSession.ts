@@ -45,25 +45,15 @@ import {
   UnknownError
 } from "effect/sql/SqlError"
 import type { ResourceLimits, Worker } from "node:worker_threads"
-import type { Answer, Op, Request } from "./embedded-worker.ts"
+import type { Answer, Op, OpenOptions, Request } from "./embedded-worker.ts"
 import { siblingModule, startWorker } from "../../platform/ModuleUrl.ts"
 import { takeEarlyWorker } from "./EarlyWorker.ts"
 
-export interface EmbeddedSessionOptions {
-  /** The data folder of the database, or `undefined` for a fresh one in memory. */
-  readonly dataDir: string | undefined
-  /** In memory: start as a copy of this snapshot (written by `snapshot`) instead of empty. */
-  readonly from?: string | undefined
+export interface EmbeddedSessionOptions extends OpenOptions {
   /** The watchdog: how long one statement may run. */
   readonly statementTimeout: Duration.Duration
   /** How long a transaction may hold the session beyond one statement's time. */
   readonly transactionTimeout: Duration.Duration
-  /** Open this copy of a data folder (`snapshot` op) in memory instead of `dataDir`. */
-  readonly snapshot?: ArrayBuffer | undefined
-  /** PGlite compiled already (`CompiledOnce.ts`), instead of compiling it in the worker. */
-  readonly wasmModule?: WebAssembly.Module | undefined
-  /** A data folder opened for a short while (a CLI command): the small buffer pool a database in memory has (`BufferPool.ts`). */
-  readonly smallBufferPool?: boolean | undefined
   /** The worker thread's memory bounds. */
   readonly resourceLimits?: ResourceLimits | undefined
   /** The name the watchdog gives its bound when it ends the worker (default `SVC_DB_STATEMENT_TIMEOUT`). */

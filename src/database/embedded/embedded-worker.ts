@@ -25,15 +25,17 @@ import { dumpData } from "./EmbeddedDump.ts"
 import { PreparedStatements } from "./EmbeddedPrepared.ts"
 import { runStatement } from "./EmbeddedProtocol.ts"
 
-interface Options {
+/** Which database the worker opens, and how. */
+export interface OpenOptions {
+  /** The data folder of the database, or `undefined` for a fresh one in memory. */
   readonly dataDir: string | undefined
   /** A copy of another database's data folder (`snapshot`) to open in memory instead. */
   readonly snapshot?: ArrayBuffer | undefined
   /** A database in memory starts as a copy of this snapshot (`snapshot` below) instead of empty. */
   readonly from?: string | undefined
-  /** PGlite compiled by the parent (`CompiledOnce.ts`). */
+  /** PGlite compiled already (`CompiledOnce.ts`), instead of compiling it in the worker. */
   readonly wasmModule?: WebAssembly.Module | undefined
-  /** The small buffer pool (`BufferPool.ts`) for a data folder too, not only in memory. */
+  /** A data folder opened for a short while (a CLI command): the small buffer pool (`BufferPool.ts`) a database in memory has. */
   readonly smallBufferPool?: boolean | undefined
 }
 
@@ -88,15 +90,15 @@ const port = parentPort!
  * WebAssembly compiles while the parent is still loading its own; the
  * first message says which database to open.
  */
-const openEarly = async (): Promise<Options> => {
+const openEarly = async (): Promise<OpenOptions> => {
   const compiling = compiledPglite().then((module) => module, () => undefined)
-  const opened = await new Promise<Options>((resolve) => port.once("message", resolve))
+  const opened = await new Promise<OpenOptions>((resolve) => port.once("message", resolve))
   return { ...opened, wasmModule: opened.wasmModule ?? await compiling }
 }
 
-const options: Options = (workerData as { readonly early?: boolean } | undefined)?.early === true
+const options: OpenOptions = (workerData as { readonly early?: boolean } | undefined)?.early === true
   ? await openEarly()
-  : workerData as Options
+  : workerData as OpenOptions
 
 const describe = (cause: unknown): Record<string, unknown> => {
   if (typeof cause !== "object" || cause === null) return { message: String(cause) }
