@@ -19,7 +19,7 @@ import { Reactivity } from "effect/reactivity"
 import { SqlClient, type SqlError } from "effect/sql"
 import { SvcConfig, type SvcConfigShape } from "../platform/Config.ts"
 import { ensurePrivateDir, holdDataDir } from "../platform/DataDir.ts"
-import { type EmbeddedSession, makeEmbeddedClient, startSession } from "./embedded/EmbeddedSession.ts"
+import { type EmbeddedSession, type EmbeddedSessionOptions, makeEmbeddedClient, startSession } from "./embedded/EmbeddedSession.ts"
 import { keepCheckpoints } from "./embedded/EmbeddedCheckpoints.ts"
 import { compiledPglite } from "./embedded/CompiledOnce.ts"
 import { ANALYZE_EVERY, keepStatistics } from "./embedded/EmbeddedStatistics.ts"
@@ -50,16 +50,8 @@ export class DatabaseInfo extends Context.Service<DatabaseInfo, {
   readonly embedded: EmbeddedSession | undefined
 }>()("svc/platform/DatabaseInfo") {}
 
-/** What an earlier version served in the data directory (a PostgreSQL socket): removed once we hold the lock. */
-const legacySocket = (dataDir: string) => path.join(dataDir, ".s.PGSQL.5432")
-
-/** The watchdog bounds of the embedded session. */
-export interface EmbeddedSettings {
-  /** `SVC_DB_STATEMENT_TIMEOUT`: one statement may hold the session this long; past it the session is lost. */
-  readonly statementTimeout: Duration.Duration
-  /** `SVC_DB_IDLE_IN_TRANSACTION_TIMEOUT`: a transaction may hold the session this long (plus one statement's time). */
-  readonly transactionTimeout: Duration.Duration
-}
+/** The watchdog bounds of the embedded session: `SVC_DB_STATEMENT_TIMEOUT`, `SVC_DB_IDLE_IN_TRANSACTION_TIMEOUT`. */
+export type EmbeddedSettings = Pick<EmbeddedSessionOptions, "statementTimeout" | "transactionTimeout">
 
 /** What every database layer provides. */
 export type DatabaseLayer = Layer.Layer<DatabaseInfo | PgClient.PgClient | SqlClient.SqlClient, DatabaseUnavailable | SqlError.SqlError>
@@ -128,7 +120,8 @@ const holdEmbedded = (absolute: string, options: { readonly waitMs?: number }) =
     yield* ensurePrivateDir(absolute)
     yield* holdDataDir(absolute, options)
     yield* ensurePrivateDir(path.join(absolute, "pgdata"))
-    fs.rmSync(legacySocket(absolute), { force: true })
+    // What an earlier version served in the data directory (a PostgreSQL socket).
+    fs.rmSync(path.join(absolute, ".s.PGSQL.5432"), { force: true })
   }).pipe(
     Effect.catchTags({
       DataDirError: (error) => Effect.fail(new DatabaseUnavailable({ message: error.message, setting: "SVC_DATA_DIR" })),
