@@ -91,10 +91,6 @@ export const newId = (): string => {
   bytes[8] = 0x80 | ((seq >>> 14) & 0x3f)
   bytes[9] = (seq >>> 6) & 0xff
   bytes[10] = ((seq << 2) & 0xff) | (pool[r + 10]! & 0x03)
-  bytes[11] = pool[r + 11]!
-  bytes[12] = pool[r + 12]!
-  bytes[13] = pool[r + 13]!
-  bytes[14] = pool[r + 14]!
-  bytes[15] = pool[r + 15]!
+  for (let i = 11; i < ID_BYTES; i++) bytes[i] = pool[r + i]!
   return uuidText(bytes)
 }
