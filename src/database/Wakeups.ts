@@ -194,9 +194,7 @@ export class Wakeups extends Context.Service<Wakeups, {
       }
 
       const subscribe = (prefix: string, handle: (rest: string) => Effect.Effect<void>, resync: Effect.Effect<void>) =>
-        Effect.sync(() => {
-          subscribers.push({ prefix, handle, resync })
-        })
+        Effect.sync(() => void subscribers.push({ prefix, handle, resync }))
 
       return Wakeups.of({ signal, inStatement, wait, subscribe })
     })
