@@ -142,9 +142,7 @@ export class Wakeups extends Context.Service<Wakeups, {
       const wakeLocal = (signal: string): Effect.Effect<void> => {
         const handlers = subscribers.filter((s) => signal.startsWith(s.prefix))
         if (handlers.length === 0) return Effect.asVoid(latch(signal).open)
-        return handlers.length === 1
-          ? handlers[0]!.handle(signal.slice(handlers[0]!.prefix.length))
-          : Effect.forEach(handlers, (s) => s.handle(signal.slice(s.prefix.length)), { discard: true })
+        return Effect.forEach(handlers, (s) => s.handle(signal.slice(s.prefix.length)), { discard: true })
       }
       const wakeAllLocal = (signals: ReadonlyArray<string>) => Effect.forEach(signals, wakeLocal, { discard: true })
 
