@@ -10,6 +10,7 @@
  * Database failures are defects in the services (STYLE: infrastructure
  * failures are not domain errors), so this reads a whole `Cause`.
  */
+import * as Arr from "effect/Array"
 import * as Cause from "effect/Cause"
 import * as Option from "effect/Option"
 import * as SqlError from "effect/sql/SqlError"
@@ -42,13 +43,8 @@ const unavailableBecause = (error: SqlError.SqlError): string | undefined => {
 }
 
 /** Why `cause` means the database is unavailable for now, if it does. */
-export const databaseUnavailable = (cause: Cause.Cause<unknown>): Option.Option<string> => {
-  for (const reason of cause.reasons) {
+export const databaseUnavailable = (cause: Cause.Cause<unknown>): Option.Option<string> =>
+  Arr.findFirst(cause.reasons, (reason) => {
     const value = Cause.isDieReason(reason) ? reason.defect : Cause.isFailReason(reason) ? reason.error : undefined
-    if (SqlError.isSqlError(value)) {
-      const because = unavailableBecause(value)
-      if (because !== undefined) return Option.some(because)
-    }
-  }
-  return Option.none()
-}
+    return Option.fromUndefinedOr(SqlError.isSqlError(value) ? unavailableBecause(value) : undefined)
+  })
