@@ -22,8 +22,8 @@ import { ensurePrivateDir, holdDataDir } from "../platform/DataDir.ts"
 import { type EmbeddedSession, type EmbeddedSessionOptions, makeEmbeddedClient, startSession } from "./embedded/EmbeddedSession.ts"
 import { keepCheckpoints } from "./embedded/EmbeddedCheckpoints.ts"
 import { compiledPglite } from "./embedded/CompiledOnce.ts"
-import { ANALYZE_EVERY, keepStatistics } from "./embedded/EmbeddedStatistics.ts"
-import { keepVacuumed, VACUUM_EVERY } from "./embedded/EmbeddedVacuum.ts"
+import { keepStatistics } from "./embedded/EmbeddedStatistics.ts"
+import { keepVacuumed } from "./embedded/EmbeddedVacuum.ts"
 
 export class DatabaseUnavailable extends Data.TaggedError("DatabaseUnavailable")<{
   readonly message: string
@@ -62,8 +62,8 @@ const embeddedClient = (
   settings: EmbeddedSettings,
   before: Effect.Effect<void, DatabaseUnavailable, Scope.Scope> = Effect.void,
   options: {
-    readonly statistics?: Duration.Input | undefined
-    readonly vacuum?: Duration.Input | undefined
+    readonly statisticsEvery?: Duration.Input | undefined
+    readonly vacuumEvery?: Duration.Input | undefined
     readonly from?: string | undefined
     readonly smallBufferPool?: boolean | undefined
   } = {}
@@ -86,8 +86,8 @@ const embeddedClient = (
     // freezes old rows, and the checkpoints that bound the WAL are kept
     // here, for a data folder (a database in memory lives as long as a test).
     if (kind === "embedded") {
-      yield* keepStatistics(client, options.statistics ?? ANALYZE_EVERY)
-      yield* keepVacuumed(client, options.vacuum ?? VACUUM_EVERY)
+      yield* keepStatistics(client, options.statisticsEvery)
+      yield* keepVacuumed(client, options.vacuumEvery)
       yield* keepCheckpoints(client)
     }
     return Context.make(PgClient.PgClient, client).pipe(
@@ -142,11 +142,7 @@ const embeddedLayer = (dataDir: string, settings = defaultEmbeddedSettings, opti
   readonly smallBufferPool?: boolean
 } = { waitMs: HOLDER_EXIT_WAIT_MS }): DatabaseLayer => {
   const absolute = path.resolve(dataDir)
-  return embeddedClient(path.join(absolute, "pgdata"), "embedded", settings, holdEmbedded(absolute, options), {
-    statistics: options.statisticsEvery,
-    vacuum: options.vacuumEvery,
-    smallBufferPool: options.smallBufferPool
-  })
+  return embeddedClient(path.join(absolute, "pgdata"), "embedded", settings, holdEmbedded(absolute, options), options)
 }
 
 /**
