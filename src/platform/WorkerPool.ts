@@ -411,10 +411,8 @@ export const runInPool = <Request extends object, Reply extends PoolReply>(
   request: Request,
   phase?: number
 ): Effect.Effect<Outcome<Reply>> =>
-  Effect.callback<Outcome<Reply>>((resume) => {
-    const withdraw = pool.submit(orgId, request, (outcome) => resume(Effect.succeed(outcome)), phase)
-    return Effect.sync(withdraw)
-  })
+  Effect.callback<Outcome<Reply>>((resume) =>
+    Effect.sync(pool.submit(orgId, request, (outcome) => resume(Effect.succeed(outcome)), phase)))
 
 /** Runs `effect` holding one admission of `orgId`; `PoolQueueFull` at once when the pool refuses it. */
 export const admitted = <A, E, R>(
