@@ -132,8 +132,7 @@ try {
         // One call into PGlite per statement (`EmbeddedProtocol.ts`).
         return { id: request.id, result: await runStatement(db, request.sql, request.params, request.types, request.values, request.prepare ? prepared : undefined) }
       case "exec": {
-        const results = await db.exec(request.sql)
-        const last = results[results.length - 1]
+        const last = (await db.exec(request.sql)).at(-1)
         return {
           id: request.id,
           result: { rows: last?.rows ?? [], command: (last as { command?: string } | undefined)?.command, affectedRows: last?.affectedRows }
