@@ -19,11 +19,11 @@ import { Reactivity } from "effect/reactivity"
 import { SqlClient, type SqlError } from "effect/sql"
 import { SvcConfig, type SvcConfigShape } from "../platform/Config.ts"
 import { ensurePrivateDir, holdDataDir } from "../platform/DataDir.ts"
-import { type EmbeddedSession, makeEmbeddedClient, startSession } from "./embedded/EmbeddedSession.ts"
+import { type EmbeddedSession, type EmbeddedSessionOptions, makeEmbeddedClient, startSession } from "./embedded/EmbeddedSession.ts"
 import { keepCheckpoints } from "./embedded/EmbeddedCheckpoints.ts"
 import { compiledPglite } from "./embedded/CompiledOnce.ts"
-import { ANALYZE_EVERY, keepStatistics } from "./embedded/EmbeddedStatistics.ts"
-import { keepVacuumed, VACUUM_EVERY } from "./embedded/EmbeddedVacuum.ts"
+import { keepStatistics } from "./embedded/EmbeddedStatistics.ts"
+import { keepVacuumed } from "./embedded/EmbeddedVacuum.ts"
 
 export class DatabaseUnavailable extends Data.TaggedError("DatabaseUnavailable")<{
   readonly message: string
@@ -50,17 +50,8 @@ export class DatabaseInfo extends Context.Service<DatabaseInfo, {
   readonly embedded: EmbeddedSession | undefined
 }>()("svc/platform/DatabaseInfo") {}
 
-
-/** What an earlier version served in the data directory (a PostgreSQL socket): removed once we hold the lock. */
-const legacySocket = (dataDir: string) => path.join(dataDir, ".s.PGSQL.5432")
-
-/** The watchdog bounds of the embedded session. */
-export interface EmbeddedSettings {
-  /** `SVC_DB_STATEMENT_TIMEOUT`: one statement may hold the session this long; past it the session is lost. */
-  readonly statementTimeout: Duration.Duration
-  /** `SVC_DB_IDLE_IN_TRANSACTION_TIMEOUT`: a transaction may hold the session this long (plus one statement's time). */
-  readonly transactionTimeout: Duration.Duration
-}
+/** The watchdog bounds of the embedded session: `SVC_DB_STATEMENT_TIMEOUT`, `SVC_DB_IDLE_IN_TRANSACTION_TIMEOUT`. */
+export type EmbeddedSettings = Pick<EmbeddedSessionOptions, "statementTimeout" | "transactionTimeout">
 
 /** What every database layer provides. */
 export type DatabaseLayer = Layer.Layer<DatabaseInfo | PgClient.PgClient | SqlClient.SqlClient, DatabaseUnavailable | SqlError.SqlError>
@@ -71,8 +62,8 @@ const embeddedClient = (
   settings: EmbeddedSettings,
   before: Effect.Effect<void, DatabaseUnavailable, Scope.Scope> = Effect.void,
   options: {
-    readonly statistics?: Duration.Input | undefined
-    readonly vacuum?: Duration.Input | undefined
+    readonly statisticsEvery?: Duration.Input | undefined
+    readonly vacuumEvery?: Duration.Input | undefined
     readonly from?: string | undefined
     readonly smallBufferPool?: boolean | undefined
   } = {}
@@ -95,8 +86,8 @@ const embeddedClient = (
     // freezes old rows, and the checkpoints that bound the WAL are kept
     // here, for a data folder (a database in memory lives as long as a test).
     if (kind === "embedded") {
-      yield* keepStatistics(client, options.statistics ?? ANALYZE_EVERY)
-      yield* keepVacuumed(client, options.vacuum ?? VACUUM_EVERY)
+      yield* keepStatistics(client, options.statisticsEvery)
+      yield* keepVacuumed(client, options.vacuumEvery)
       yield* keepCheckpoints(client)
     }
     return Context.make(PgClient.PgClient, client).pipe(
@@ -105,7 +96,7 @@ const embeddedClient = (
     )
   })).pipe(Layer.provide(Reactivity.layer))
 
-const memorySettings: EmbeddedSettings = {
+const defaultEmbeddedSettings: EmbeddedSettings = {
   statementTimeout: Duration.seconds(30),
   transactionTimeout: Duration.seconds(60)
 }
@@ -116,7 +107,7 @@ const memorySettings: EmbeddedSettings = {
  * `snapshot` request wrote: a copy of a migrated database opens in a
  * fraction of the time `initdb` and the migrations take).
  */
-const memoryLayer = (settings: EmbeddedSettings = memorySettings, from?: string): DatabaseLayer =>
+const memoryLayer = (settings = defaultEmbeddedSettings, from?: string): DatabaseLayer =>
   embeddedClient(undefined, "memory", settings, Effect.void, { from })
 
 /**
@@ -129,7 +120,8 @@ const holdEmbedded = (absolute: string, options: { readonly waitMs?: number }) =
     yield* ensurePrivateDir(absolute)
     yield* holdDataDir(absolute, options)
     yield* ensurePrivateDir(path.join(absolute, "pgdata"))
-    fs.rmSync(legacySocket(absolute), { force: true })
+    // What an earlier version served in the data directory (a PostgreSQL socket).
+    fs.rmSync(path.join(absolute, ".s.PGSQL.5432"), { force: true })
   }).pipe(
     Effect.catchTags({
       DataDirError: (error) => Effect.fail(new DatabaseUnavailable({ message: error.message, setting: "SVC_DATA_DIR" })),
@@ -140,10 +132,7 @@ const holdEmbedded = (absolute: string, options: { readonly waitMs?: number }) =
 /** How long a starting server waits for the lock of a holder that was just killed. */
 const HOLDER_EXIT_WAIT_MS = 2_000
 
-const embeddedLayer = (dataDir: string, settings: EmbeddedSettings = {
-  statementTimeout: Duration.seconds(30),
-  transactionTimeout: Duration.seconds(60)
-}, options: {
+const embeddedLayer = (dataDir: string, settings = defaultEmbeddedSettings, options: {
   readonly waitMs?: number
   /** How often the planner statistics are looked at (`EmbeddedStatistics.ts`; tests shorten it). */
   readonly statisticsEvery?: Duration.Input
@@ -153,11 +142,7 @@ const embeddedLayer = (dataDir: string, settings: EmbeddedSettings = {
   readonly smallBufferPool?: boolean
 } = { waitMs: HOLDER_EXIT_WAIT_MS }): DatabaseLayer => {
   const absolute = path.resolve(dataDir)
-  return embeddedClient(path.join(absolute, "pgdata"), "embedded", settings, holdEmbedded(absolute, options), {
-    statistics: options.statisticsEvery,
-    vacuum: options.vacuumEvery,
-    smallBufferPool: options.smallBufferPool
-  })
+  return embeddedClient(path.join(absolute, "pgdata"), "embedded", settings, holdEmbedded(absolute, options), options)
 }
 
 /**

@@ -1,7 +1,7 @@
 import * as NodeServices from "@effect/platform-node/NodeServices"
 import { PgMigrator } from "@effect/sql-pg"
 import { Data, Effect, Layer, Option, Runtime, Schema } from "effect"
-import { SqlClient, type SqlError } from "effect/sql"
+import { SqlClient } from "effect/sql"
 import { VERSION } from "../api/Version.ts"
 import { migrations, releaseOf } from "./migrations/index.ts"
 import { rowsOf } from "../platform/Rows.ts"
@@ -123,10 +123,8 @@ export const Migrations = {
   // The entry points report a failure as their one line (`StartFailure.ts`):
   // a database that cannot be reached as such, a refused migration as one.
   layer: Layer.effectDiscard(runAs(VERSION).pipe(
-    Effect.catchTag("SqlError", (error): Effect.Effect<never, SqlError.SqlError | MigrationFailed> =>
-      cannotConnect(error)
-        ? Effect.fail(error)
-        : Effect.fail(new MigrationFailed({ message: error.message })))
+    Effect.catchTag("SqlError", (error) =>
+      Effect.fail(cannotConnect(error) ? error : new MigrationFailed({ message: error.message })))
   )),
   run: runAs(VERSION),
   /** As a build of another version would (tests simulate an older one). */

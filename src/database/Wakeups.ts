@@ -97,16 +97,8 @@ export const keepListening = (options: {
     yield* Deferred.await(firstAttempt)
   })
 
-
 /** The prefix of a notification payload that names its sender: `~<origin> <signal> <signal> ...`. */
 const ORIGIN_MARK = "~"
-
-/** The signals of a notification payload and who sent it (`undefined`: a bare topic, from SQL or an older process). */
-export const parsePayload = (payload: string): { readonly origin: string | undefined; readonly signals: ReadonlyArray<string> } => {
-  if (!payload.startsWith(ORIGIN_MARK)) return { origin: undefined, signals: [payload] }
-  const parts = payload.slice(ORIGIN_MARK.length).split(" ")
-  return { origin: parts[0], signals: parts.slice(1).filter((s) => s.length > 0) }
-}
 
 export class Wakeups extends Context.Service<Wakeups, {
   /** New work for each signal: wake its waiters and subscribers here and, on a server, in other processes (one NOTIFY). */
@@ -150,9 +142,7 @@ export class Wakeups extends Context.Service<Wakeups, {
       const wakeLocal = (signal: string): Effect.Effect<void> => {
         const handlers = subscribers.filter((s) => signal.startsWith(s.prefix))
         if (handlers.length === 0) return Effect.asVoid(latch(signal).open)
-        return handlers.length === 1
-          ? handlers[0]!.handle(signal.slice(handlers[0]!.prefix.length))
-          : Effect.forEach(handlers, (s) => s.handle(signal.slice(s.prefix.length)), { discard: true })
+        return Effect.forEach(handlers, (s) => s.handle(signal.slice(s.prefix.length)), { discard: true })
       }
       const wakeAllLocal = (signals: ReadonlyArray<string>) => Effect.forEach(signals, wakeLocal, { discard: true })
 
@@ -161,8 +151,10 @@ export class Wakeups extends Context.Service<Wakeups, {
           sql,
           channel: CHANNEL,
           handle: (payload) => {
-            const parsed = parsePayload(payload)
-            return parsed.origin === origin ? Effect.void : wakeAllLocal(parsed.signals)
+            // A payload without the mark is a bare topic, from SQL or an older process.
+            if (!payload.startsWith(ORIGIN_MARK)) return wakeAllLocal([payload])
+            const [sender, ...signals] = payload.slice(ORIGIN_MARK.length).split(" ")
+            return sender === origin ? Effect.void : wakeAllLocal(signals.filter((s) => s.length > 0))
           },
           // Work signalled while we were not listening: every waiter looks.
           resync: Effect.andThen(
@@ -200,9 +192,7 @@ export class Wakeups extends Context.Service<Wakeups, {
       }
 
       const subscribe = (prefix: string, handle: (rest: string) => Effect.Effect<void>, resync: Effect.Effect<void>) =>
-        Effect.sync(() => {
-          subscribers.push({ prefix, handle, resync })
-        })
+        Effect.sync(() => void subscribers.push({ prefix, handle, resync }))
 
       return Wakeups.of({ signal, inStatement, wait, subscribe })
     })

@@ -164,11 +164,10 @@ export interface SvcConfigShape {
   readonly warmStart: boolean
 }
 
-const list = (name: string) =>
-  Config.String(name).pipe(
-    Config.withDefault(""),
-    Config.map((raw) => raw.split(",").map((part) => part.trim()).filter((part) => part.length > 0))
-  )
+/** The non-empty items of a comma-separated value, trimmed. */
+const items = (raw: string) => raw.split(",").map((part) => part.trim()).filter((part) => part.length > 0)
+
+const list = (name: string) => Config.String(name).pipe(Config.withDefault(""), Config.map(items))
 
 const durationList = (name: string, fallback: string) =>
   Config.String(name).pipe(
@@ -185,9 +184,8 @@ export const parseDurations = (
   name: string,
   raw: string
 ): Effect.Effect<ReadonlyArray<Duration.Duration>, Config.ConfigError> => {
-  const parts = raw.split(",").map((part) => part.trim()).filter((part) => part.length > 0)
   const out: Array<Duration.Duration> = []
-  for (const part of parts) {
+  for (const part of items(raw)) {
     const match = /^(\d+(?:\.\d+)?)(ms|s|m|h|d)$/.exec(part)
     if (match === null) {
       return Effect.fail(invalid(`${name}: "${part}" is not a duration such as 500ms, 5s, 5m, 2h or 1d`))
@@ -284,17 +282,11 @@ export const svcConfig: Config.Config<SvcConfigShape> = Config.all({
   allowedTargetCidrs: list("SVC_ALLOWED_TARGET_CIDRS"),
   extraCaFile: Config.option(Config.String("SVC_EXTRA_CA_FILE")),
   webhookRetrySchedule: durationList("SVC_WEBHOOK_RETRY_SCHEDULE", "5s,5m,30m,2h,5h,10h,10h"),
-  webhookQueueCapacity: Config.Int("SVC_WEBHOOK_QUEUE_CAPACITY").pipe(
-    Config.withDefault(10_000),
-    Config.mapEffect((n) => n >= 1 ? Effect.succeed(n) : Effect.fail(invalid("SVC_WEBHOOK_QUEUE_CAPACITY must be at least 1")))
-  ),
+  webhookQueueCapacity: intAtLeast("SVC_WEBHOOK_QUEUE_CAPACITY", 10_000, 1),
   webhookCooldownBase: durationList("SVC_WEBHOOK_COOLDOWN_BASE", "1m").pipe(Config.map((list) => list[0] ?? Duration.minutes(1))),
   webhookCooldownMax: durationList("SVC_WEBHOOK_COOLDOWN_MAX", "1h").pipe(Config.map((list) => list[0] ?? Duration.hours(1))),
   webhookMaxSigningSecrets: intAtLeast("SVC_WEBHOOK_MAX_SIGNING_SECRETS", 3, 2, 10),
-  webhookCooldownAfter: Config.Int("SVC_WEBHOOK_COOLDOWN_AFTER").pipe(
-    Config.withDefault(3),
-    Config.mapEffect((n) => n >= 1 ? Effect.succeed(n) : Effect.fail(invalid("SVC_WEBHOOK_COOLDOWN_AFTER must be at least 1")))
-  ),
+  webhookCooldownAfter: intAtLeast("SVC_WEBHOOK_COOLDOWN_AFTER", 3, 1),
   webhookLease: durationList("SVC_WEBHOOK_LEASE", "30s").pipe(Config.map((list) => list[0] ?? Duration.seconds(30))),
   webhookSendTimeout: durationList("SVC_WEBHOOK_TIMEOUT", "5s").pipe(Config.map((list) => list[0] ?? Duration.seconds(5))),
   webhookPerHost: intAtLeast("SVC_WEBHOOK_PER_HOST", 32, 1, 1024),
@@ -384,14 +376,10 @@ export const svcConfig: Config.Config<SvcConfigShape> = Config.all({
     Config.map(Option.filter((url) => url.length > 0)),
     Config.mapEffect((url) => {
       if (Option.isNone(url)) return Effect.succeed(url)
-      try {
-        const parsed = new URL(url.value)
-        return parsed.protocol === "http:" || parsed.protocol === "https:"
-          ? Effect.succeed(Option.some(url.value.replace(/\/+$/, "")))
-          : Effect.fail(invalid("SVC_PUBLIC_URL must be an http or https URL"))
-      } catch {
-        return Effect.fail(invalid("SVC_PUBLIC_URL must be an http or https URL"))
-      }
+      const protocol = URL.parse(url.value)?.protocol
+      return protocol === "http:" || protocol === "https:"
+        ? Effect.succeed(Option.some(url.value.replace(/\/+$/, "")))
+        : Effect.fail(invalid("SVC_PUBLIC_URL must be an http or https URL"))
     })
   ),
   maxApiKeysPerOrg: intAtLeast("SVC_MAX_API_KEYS_PER_ORG", 1000, 1),

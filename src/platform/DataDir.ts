@@ -43,9 +43,6 @@ export const lockFile = (dir: string) => path.join(dir, "svc.lock.sqlite")
 /** Who holds the lock, for messages only: the lock itself decides. */
 export const holderFile = (dir: string) => path.join(dir, "svc.pid")
 
-/** What an earlier version kept in the data directory (a pid it trusted): removed once we hold the lock. */
-const legacyLockFile = (dir: string) => path.join(dir, "svc.lock")
-
 const octal = (mode: number) => (mode & 0o777).toString(8).padStart(4, "0")
 
 /**
@@ -132,7 +129,8 @@ export const holdDataDir = (
             const temp = `${holderFile(dir)}.${process.pid}`
             fs.writeFileSync(temp, JSON.stringify({ pid: process.pid, started_at: new Date().toISOString() }), { mode: 0o600 })
             fs.renameSync(temp, holderFile(dir))
-            fs.rmSync(legacyLockFile(dir), { force: true })
+            // What an earlier version kept there (a pid it trusted).
+            fs.rmSync(path.join(dir, "svc.lock"), { force: true })
           })
           return db
         }

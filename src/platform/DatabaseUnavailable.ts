@@ -10,6 +10,7 @@
  * Database failures are defects in the services (STYLE: infrastructure
  * failures are not domain errors), so this reads a whole `Cause`.
  */
+import * as Arr from "effect/Array"
 import * as Cause from "effect/Cause"
 import * as Option from "effect/Option"
 import * as SqlError from "effect/sql/SqlError"
@@ -20,17 +21,16 @@ import * as SqlError from "effect/sql/SqlError"
 // 57P01-57P05 shutdown, crash, starting up, idle session timeout.
 const UNAVAILABLE_STATE = /^(08|53|57P0[1-5])/
 
-const sqlState = (value: unknown): string | undefined => {
-  if (typeof value !== "object" || value === null) return undefined
-  const code = (value as { code?: unknown }).code
+/** The SQLSTATE of the driver's error behind `error`, if it has one. */
+export const sqlState = (error: SqlError.SqlError): string | undefined => {
+  const code = (error.reason.cause as { code?: unknown } | null | undefined)?.code
   return typeof code === "string" ? code : undefined
 }
 
 /** Why a `SqlError` means the database is unavailable for now, or `undefined` when it means something else. */
 const unavailableBecause = (error: SqlError.SqlError): string | undefined => {
-  const reason = error.reason
-  const code = sqlState(reason.cause)
-  switch (reason._tag) {
+  const code = sqlState(error)
+  switch (error.reason._tag) {
     case "ConnectionError":
       return `the database cannot be reached${code === undefined ? "" : ` (${code})`}`
     case "StatementTimeoutError":
@@ -43,13 +43,8 @@ const unavailableBecause = (error: SqlError.SqlError): string | undefined => {
 }
 
 /** Why `cause` means the database is unavailable for now, if it does. */
-export const databaseUnavailable = (cause: Cause.Cause<unknown>): Option.Option<string> => {
-  for (const reason of cause.reasons) {
+export const databaseUnavailable = (cause: Cause.Cause<unknown>): Option.Option<string> =>
+  Arr.findFirst(cause.reasons, (reason) => {
     const value = Cause.isDieReason(reason) ? reason.defect : Cause.isFailReason(reason) ? reason.error : undefined
-    if (SqlError.isSqlError(value)) {
-      const because = unavailableBecause(value)
-      if (because !== undefined) return Option.some(because)
-    }
-  }
-  return Option.none()
-}
+    return Option.fromUndefinedOr(SqlError.isSqlError(value) ? unavailableBecause(value) : undefined)
+  })

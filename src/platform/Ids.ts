@@ -1,6 +1,3 @@
-import { randomFillSync } from "node:crypto"
-import { uuidText } from "./UuidText.ts"
-
 /**
  * Time-ordered UUIDs (v7, RFC 9562): index-friendly and creation-ordered,
  * which keeps inserts local in B-trees.
@@ -8,13 +5,50 @@ import { uuidText } from "./UuidText.ts"
  * The layout is `uuid`'s `v7` (48-bit milliseconds, version 7, a 31-bit
  * counter over the version and variant bits, 32 random bits), written here
  * into one reused 16-byte buffer and turned into text by `uuidText`
- * (`UuidText.ts`: no per-id buffers or string pieces). The random bytes are
+ * (below: no per-id buffers or string pieces). The random bytes are
  * drawn from the system's CSPRNG 4 KiB at a time (one `getRandomValues`
  * call per id, as `v7()` makes, cost about 20 µs per request on the write
  * path, several ids each). The counter is seeded from the random bytes in
  * each new millisecond and incremented within one, so ids of one process
  * are strictly increasing.
+ *
+ * Speeds up: `uuid`'s `v7({ random, msecs, seq })` allocates an options
+ * object, a 16-byte `Uint8Array` and a view of the random bytes per id, and
+ * builds the text from 20 concatenated pieces (cons strings) that
+ * `toLowerCase` then flattens into a copy: about 1.1 KB per id. Here the
+ * hex digits go into one reused buffer and the text is made once, as one
+ * flat 36-byte string: 73 bytes per id (measured in process, 20 000 ids in
+ * a young generation that does not collect meanwhile: 1 050-1 110 B per id
+ * before, 73 B after; time per id moved within the machine's noise, 0.3-1 µs
+ * either way).
  */
+import { randomFillSync } from "node:crypto"
+
+const DIGITS = "0123456789abcdef"
+
+/** For byte `b`: its two lowercase hex digits' char codes at `2b`, `2b + 1`. */
+const HEX = new Uint8Array(512)
+for (let b = 0; b < 256; b++) {
+  HEX[2 * b] = DIGITS.charCodeAt(b >> 4)
+  HEX[2 * b + 1] = DIGITS.charCodeAt(b & 15)
+}
+
+/** Where each of the 16 bytes' two digits go in `8-4-4-4-12` text. */
+const AT = [0, 2, 4, 6, 9, 11, 14, 16, 19, 21, 24, 26, 28, 30, 32, 34]
+
+const text = Buffer.alloc(36, "-")
+
+/** The text of the UUID in `bytes[0..16)`, lowercase, with its four dashes. */
+export const uuidText = (bytes: Uint8Array): string => {
+  for (let i = 0; i < 16; i++) {
+    const b = bytes[i]! << 1
+    const at = AT[i]!
+    text[at] = HEX[b]!
+    text[at + 1] = HEX[b + 1]!
+  }
+  return text.toString("latin1", 0, 36)
+}
+
 const ID_BYTES = 16
 const POOL_BYTES = 256 * ID_BYTES
 const pool = new Uint8Array(POOL_BYTES)
@@ -57,10 +91,6 @@ export const newId = (): string => {
   bytes[8] = 0x80 | ((seq >>> 14) & 0x3f)
   bytes[9] = (seq >>> 6) & 0xff
   bytes[10] = ((seq << 2) & 0xff) | (pool[r + 10]! & 0x03)
-  bytes[11] = pool[r + 11]!
-  bytes[12] = pool[r + 12]!
-  bytes[13] = pool[r + 13]!
-  bytes[14] = pool[r + 14]!
-  bytes[15] = pool[r + 15]!
+  for (let i = 11; i < ID_BYTES; i++) bytes[i] = pool[r + i]!
   return uuidText(bytes)
 }

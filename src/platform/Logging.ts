@@ -4,7 +4,7 @@
  * annotations. Annotation keys that name credentials are masked as a last
  * line of defence; the code never logs them on purpose.
  */
-import { Cause, Context, Effect, Layer, Logger, References } from "effect"
+import { Cause, Context, Layer, Logger, References } from "effect"
 import { logLevelConfig } from "./Config.ts"
 
 const SENSITIVE_KEY = /authorization|secret|password|passwd|api[-_]?key|token|cookie|credential|signature/i
@@ -50,9 +50,9 @@ export const makeJsonLogger = (write: (line: string) => void) =>
   Logger.make<unknown, void>(({ cause, date, fiber, logLevel, message }) => {
   const entry: Record<string, unknown> = {
     time: date.toISOString(),
-    level: logLevel.toUpperCase()
+    level: logLevel.toUpperCase(),
+    message: !Array.isArray(message) ? plain(message) : message.length === 1 ? plain(message[0]) : message.map(plain)
   }
-  entry.message = !Array.isArray(message) ? plain(message) : message.length === 1 ? plain(message[0]) : message.map(plain)
   // Every request writes a line: the annotations are read in place (no
   // array of entries per line).
   const annotations = fiber.getRef(References.CurrentLogAnnotations)
@@ -78,12 +78,7 @@ export const jsonLogger = makeJsonLogger((line) => process.stdout.write(line + "
  * and more severe; an unknown level fails the start naming the variable.
  */
 export const loggingLayer = (logger: Logger.Logger<unknown, void>) =>
-  Layer.merge(
-    Logger.layer([logger]),
-    Layer.effect(References.MinimumLogLevel, Effect.gen(function*() {
-      return yield* logLevelConfig
-    }))
-  )
+  Layer.merge(Logger.layer([logger]), Layer.effect(References.MinimumLogLevel, logLevelConfig))
 
 /** Replaces the default logger with JSON lines, at `SVC_LOG_LEVEL`. */
 export const LoggingLive = loggingLayer(jsonLogger)

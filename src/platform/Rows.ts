@@ -21,12 +21,6 @@ export class RowDecodeError extends Data.TaggedError("RowDecodeError")<{
   }
 }
 
-/** A `timestamptz` value as the drivers hand it over: a `Date`, or text where no type parser is installed. */
-const Timestamptz = Schema.declare(
-  (value: unknown): value is Date | string => value instanceof Date || typeof value === "string",
-  { title: "timestamptz" }
-)
-
 /** A `bigint` column (a sequence), which drivers hand over as text. */
 export const BigIntText = Schema.Union([Schema.String, Schema.Number, Schema.BigInt]).pipe(
   Schema.decodeTo(
@@ -37,9 +31,13 @@ export const BigIntText = Schema.Union([Schema.String, Schema.Number, Schema.Big
 
 /**
  * A `timestamptz` column kept as a `Date`, for code that computes with
- * instants (deadlines) rather than passing them on.
+ * instants (deadlines) rather than passing them on. The drivers hand it
+ * over as a `Date`, or as text where no type parser is installed.
  */
-export const Instant = Timestamptz.pipe(
+export const Instant = Schema.declare(
+  (value: unknown): value is Date | string => value instanceof Date || typeof value === "string",
+  { title: "timestamptz" }
+).pipe(
   Schema.decodeTo(
     Schema.Date,
     SchemaTransformation.transform<Date, Date | string>({

@@ -10,7 +10,7 @@ import * as Cause from "effect/Cause"
 import * as Data from "effect/Data"
 import * as Option from "effect/Option"
 import * as SqlError from "effect/sql/SqlError"
-import { databaseUnavailable } from "./DatabaseUnavailable.ts"
+import { databaseUnavailable, sqlState } from "./DatabaseUnavailable.ts"
 
 /** A listener could not take its address (in use, not allowed, not on this host). */
 export class ListenFailed extends Data.TaggedError("ListenFailed")<{
@@ -48,11 +48,8 @@ export const listenFailed = (setting: string, options: { readonly port?: number 
  * server refused for its credentials (SQLSTATE class 28) or for a
  * database that does not exist (3D000).
  */
-export const cannotConnect = (error: SqlError.SqlError): boolean => {
-  if (Option.isSome(databaseUnavailable(Cause.fail(error)))) return true
-  const code = (error.reason.cause as { code?: unknown } | undefined)?.code
-  return typeof code === "string" && /^(28|3D000)/.test(code)
-}
+export const cannotConnect = (error: SqlError.SqlError): boolean =>
+  Option.isSome(databaseUnavailable(Cause.fail(error))) || /^(28|3D000)/.test(sqlState(error) ?? "")
 
 /** A migration the database refused (connection failures are `database` instead). */
 export class MigrationFailed extends Data.TaggedError("MigrationFailed")<{ readonly message: string }> {}
@@ -102,25 +99,25 @@ const rootMessage = (value: unknown): string => {
 
 const SETTING = /^[A-Z][A-Z0-9_]*[A-Z0-9]$/
 
-/**
- * A configuration error's variable and text: either a message of svc's
- * that begins with the variable's name, or a schema error that names it
- * in its path (`at ["PORT"]`).
- */
-const settingError = (error: { readonly message: string }): { setting: string | undefined; message: string } => {
-  const text = error.message.startsWith("SchemaError(") ? error.message.slice(12, -1) : error.message.replace(/^SourceError: /, "")
-  const path = /\n\s*at \["([A-Za-z0-9_]+)"\]/.exec(text)
-  if (path !== null) return { setting: path[1]!, message: `${path[1]}: ${text.slice(0, path.index).trim()}` }
-  const first = /^[A-Za-z0-9_]+/.exec(text)?.[0]
-  return { setting: first !== undefined && SETTING.test(first) ? first : undefined, message: text.split("\n")[0]! }
-}
-
 const failure = (reason: StartFailureReason, message: string, setting?: string): StartFailure => ({
   reason,
   message,
   exitCode: EXIT_CODES[reason],
   ...(setting === undefined ? {} : { setting })
 })
+
+/**
+ * A configuration error's failure, naming its variable: either a message
+ * of svc's that begins with the variable's name, or a schema error that
+ * names it in its path (`at ["PORT"]`).
+ */
+const settingError = (error: { readonly message: string }): StartFailure => {
+  const text = error.message.startsWith("SchemaError(") ? error.message.slice(12, -1) : error.message.replace(/^SourceError: /, "")
+  const path = /\n\s*at \["([A-Za-z0-9_]+)"\]/.exec(text)
+  if (path !== null) return failure("setting", `${path[1]}: ${text.slice(0, path.index).trim()}`, path[1]!)
+  const first = /^[A-Za-z0-9_]+/.exec(text)?.[0]
+  return failure("setting", text.split("\n")[0]!, first !== undefined && SETTING.test(first) ? first : undefined)
+}
 
 /** Why `cause` stopped a start. */
 export const startFailure = (cause: Cause.Cause<unknown>): StartFailure => {
@@ -131,10 +128,8 @@ export const startFailure = (cause: Cause.Cause<unknown>): StartFailure => {
     switch (tagOf(value) ?? (value instanceof Error ? value.name : undefined)) {
       // Both begin with the variable's name (OTEL_*: `src/observability/OtelEnv.ts`).
       case "ConfigError":
-      case "OtelEnvError": {
-        const { setting, message } = settingError(value as { message: string })
-        return failure("setting", message, setting)
-      }
+      case "OtelEnvError":
+        return settingError(value as { message: string })
       case "MasterKeyError":
         return failure("master_key", messageOf(value), "SVC_MASTER_KEY")
       case "DatabaseUnavailable":

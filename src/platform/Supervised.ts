@@ -7,16 +7,6 @@
  */
 import { Cause, Duration, Effect, Schedule, type Scope } from "effect"
 
-/** Retry a failed round every second until it succeeds. */
-export const everySecond: Schedule.Schedule<unknown, unknown> = Schedule.spaced(Duration.seconds(1))
-
-class RoundFailed {
-  readonly cause: Cause.Cause<unknown>
-  constructor(cause: Cause.Cause<unknown>) {
-    this.cause = cause
-  }
-}
-
 /**
  * Runs `round` forever. `name` names the loop in its log lines; `retry`
  * spaces the attempts after a failed round (default: every second).
@@ -28,15 +18,13 @@ export const supervisedLoop = <E, R>(options: {
 }): Effect.Effect<never, never, R> =>
   Effect.suspend(() => {
     let failing = false
-    const attempt: Effect.Effect<void, RoundFailed, R> = options.round.pipe(
-      Effect.catchCause((cause): Effect.Effect<never, RoundFailed> =>
-        Cause.hasInterruptsOnly(cause) ? Effect.interrupt : Effect.fail(new RoundFailed(cause))
-      ),
-      Effect.tapError((failed) =>
+    const attempt = options.round.pipe(
+      Effect.catchCause((cause) => Cause.hasInterruptsOnly(cause) ? Effect.interrupt : Effect.fail(cause)),
+      Effect.tapError((cause) =>
         Effect.suspend(() => {
           if (failing) return Effect.void
           failing = true
-          return Effect.logError(`${options.name} failed; retrying until it runs again`, failed.cause)
+          return Effect.logError(`${options.name} failed; retrying until it runs again`, cause)
         })
       ),
       Effect.tap(() =>
@@ -48,7 +36,7 @@ export const supervisedLoop = <E, R>(options: {
       )
     )
     return attempt.pipe(
-      Effect.retry(options.retry ?? everySecond),
+      Effect.retry(options.retry ?? Schedule.spaced(Duration.seconds(1))),
       // A finite `retry` that gave up: start over with the next round.
       Effect.ignore,
       Effect.forever

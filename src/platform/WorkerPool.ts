@@ -329,6 +329,7 @@ export const makeWorkerPool = <Request extends object, Reply extends PoolReply>(
   }
 
   const submit = (orgId: string, request: Request, done: (outcome: Outcome<Reply>) => void, phase = 0) => {
+    start()
     const queue = queues.get(orgId) ?? []
     const job: Job<Request, Reply> = { id: nextId++, orgId, request, done, phase, startedAt: 0 }
     queue.push(job)
@@ -345,14 +346,16 @@ export const makeWorkerPool = <Request extends object, Reply extends PoolReply>(
     }
   }
 
-  const broadcast = (request: Request) =>
-    Promise.all(slots.map((slot) =>
+  const broadcast = (request: Request) => {
+    start()
+    return Promise.all(slots.map((slot) =>
       new Promise<Reply | undefined>((resolve) => {
         const id = nextId++
         slot.side.set(id, resolve)
         slot.worker.postMessage({ ...request, id })
       })
     ))
+  }
 
   const close = () => {
     for (const resolve of warming.splice(0)) resolve()
@@ -390,14 +393,8 @@ export const makeWorkerPool = <Request extends object, Reply extends PoolReply>(
         if (closed || slots.every((slot) => slot.ready)) resolve()
         else warming.push(resolve)
       }),
-    submit: (orgId, request, done, phase) => {
-      start()
-      return submit(orgId, request, done, phase)
-    },
-    broadcast: (request) => {
-      start()
-      return broadcast(request)
-    },
+    submit,
+    broadcast,
     close,
     replacedWorkers: () => replaced,
     load: () => ({ admitted: admittedTotal, waiting: waitingTotal, running: runningTotal, idleWithWork })
@@ -414,10 +411,8 @@ export const runInPool = <Request extends object, Reply extends PoolReply>(
   request: Request,
   phase?: number
 ): Effect.Effect<Outcome<Reply>> =>
-  Effect.callback<Outcome<Reply>>((resume) => {
-    const withdraw = pool.submit(orgId, request, (outcome) => resume(Effect.succeed(outcome)), phase)
-    return Effect.sync(withdraw)
-  })
+  Effect.callback<Outcome<Reply>>((resume) =>
+    Effect.sync(pool.submit(orgId, request, (outcome) => resume(Effect.succeed(outcome)), phase)))
 
 /** Runs `effect` holding one admission of `orgId`; `PoolQueueFull` at once when the pool refuses it. */
 export const admitted = <A, E, R>(

@@ -68,23 +68,17 @@ export class PreparedStatements implements PreparedCache {
     this.closes.push(prepared.name)
   }
 
-  /** The `Close` messages owed, to send ahead of the next statement. */
-  takeCloses(): Uint8Array | undefined {
-    if (this.closes.length === 0) return undefined
-    const frames = Buffer.concat(this.closes.map((name) => encodeClose(name)))
-    this.closes = []
-    return frames
-  }
-
   /**
    * The messages of one run of `prepared`: owed Closes, then Parse and
    * Describe the first time, else only Bind, Execute and Sync.
    */
   encode(prepared: Prepared, sql: string, values: ReadonlyArray<string | null>, types: ReadonlyArray<number>): Uint8Array {
-    const closes = this.takeCloses()
     const first = prepared.description === undefined
     const statement = encodeStatement(sql, values, types, { name: prepared.name, parse: first, describe: first })
-    return closes === undefined ? statement : Buffer.concat([closes, statement])
+    if (this.closes.length === 0) return statement
+    const closes = this.closes.map((name) => encodeClose(name))
+    this.closes = []
+    return Buffer.concat([...closes, statement])
   }
 
   /** How many statements are held (tests). */

@@ -45,25 +45,15 @@ import {
   UnknownError
 } from "effect/sql/SqlError"
 import type { ResourceLimits, Worker } from "node:worker_threads"
-import type { Answer, Op, Request } from "./embedded-worker.ts"
+import type { Answer, Op, OpenOptions, Request } from "./embedded-worker.ts"
 import { siblingModule, startWorker } from "../../platform/ModuleUrl.ts"
 import { takeEarlyWorker } from "./EarlyWorker.ts"
 
-export interface EmbeddedSessionOptions {
-  /** The data folder of the database, or `undefined` for a fresh one in memory. */
-  readonly dataDir: string | undefined
-  /** In memory: start as a copy of this snapshot (written by `snapshot`) instead of empty. */
-  readonly from?: string | undefined
+export interface EmbeddedSessionOptions extends OpenOptions {
   /** The watchdog: how long one statement may run. */
   readonly statementTimeout: Duration.Duration
   /** How long a transaction may hold the session beyond one statement's time. */
   readonly transactionTimeout: Duration.Duration
-  /** Open this copy of a data folder (`snapshot` op) in memory instead of `dataDir`. */
-  readonly snapshot?: ArrayBuffer | undefined
-  /** PGlite compiled already (`CompiledOnce.ts`), instead of compiling it in the worker. */
-  readonly wasmModule?: WebAssembly.Module | undefined
-  /** A data folder opened for a short while (a CLI command): the small buffer pool a database in memory has (`BufferPool.ts`). */
-  readonly smallBufferPool?: boolean | undefined
   /** The worker thread's memory bounds. */
   readonly resourceLimits?: ResourceLimits | undefined
   /** The name the watchdog gives its bound when it ends the worker (default `SVC_DB_STATEMENT_TIMEOUT`). */
@@ -97,6 +87,9 @@ export interface EmbeddedSession {
 
 const lostError = (why: string, operation: string) =>
   new SqlError({ reason: new ConnectionError({ cause: new Error(why), message: `embedded database: ${why}`, operation }) })
+
+const unknownError = (message: string, operation: string, cause = message) =>
+  new SqlError({ reason: new UnknownError({ cause: new Error(cause), message, operation }) })
 
 /** The same classification `@effect/sql-pg` gives a server's SQLSTATE. */
 const classify = (error: Record<string, unknown>, operation: string): SqlError => {
@@ -376,15 +369,7 @@ const commit = (conn: Connection): Effect.Effect<void, SqlError> =>
     conn.executeRaw("COMMIT", []) as Effect.Effect<{ readonly command: string | undefined }, SqlError>,
     (result) =>
       result.command === "ROLLBACK"
-        ? Effect.fail(
-          new SqlError({
-            reason: new UnknownError({
-              cause: new Error("COMMIT rolled back an aborted transaction"),
-              message: "COMMIT rolled back an aborted transaction",
-              operation: "commit"
-            })
-          })
-        )
+        ? Effect.fail(unknownError("COMMIT rolled back an aborted transaction", "commit"))
         : Effect.void
   )
 
@@ -434,15 +419,11 @@ export const makeEmbeddedClient = (session: EmbeddedSession): Effect.Effect<PgCl
       // The fragment `PgClient.json` makes: the compiler turns it into a jsonb parameter.
       json: (value: unknown) => Statement.fragment([PgJson(value, undefined, undefined)]),
       listen: (_channel: string) =>
-        Effect.fail(
-          new SqlError({
-            reason: new UnknownError({
-              cause: new Error("LISTEN needs a PostgreSQL server"),
-              message: "the embedded database is one session: LISTEN has no one to hear",
-              operation: "listen"
-            })
-          })
-        ),
+        Effect.fail(unknownError(
+          "the embedded database is one session: LISTEN has no one to hear",
+          "listen",
+          "LISTEN needs a PostgreSQL server"
+        )),
       notify: (_channel: string, _payload: string) => Effect.void
     }) as unknown as PgClient.PgClient
   })

@@ -74,12 +74,6 @@ export const VACUUM_EVERY = Duration.seconds(60)
  */
 export const VACUUM_BYTES_PER_SECOND = 10 * 1024 * 1024
 
-/** A table due for `VACUUM`: its quoted name and its size with TOAST and indexes. */
-export interface DueTable {
-  readonly name: string
-  readonly bytes: number
-}
-
 /** The thresholds a table is compared with (tests lower them). */
 export interface VacuumThresholds {
   /** `autovacuum_vacuum_threshold` and `autovacuum_vacuum_scale_factor`: dead rows. */
@@ -108,12 +102,13 @@ const DueRows = rowsOf("pg_stat_all_tables", Schema.Struct({ name: Schema.String
 
 /**
  * The tables past one of the thresholds (see above), the ones past the
- * freeze age first, then the ones with the most dead rows.
+ * freeze age first, then the ones with the most dead rows: each one's
+ * quoted name and its size with TOAST and indexes.
  */
 export const dueTables = (
   sql: SqlClient.SqlClient,
   thresholds: VacuumThresholds = AUTOVACUUM
-): Effect.Effect<ReadonlyArray<DueTable>, SqlError> =>
+): Effect.Effect<ReadonlyArray<{ readonly name: string; readonly bytes: number }>, SqlError> =>
   Effect.map(
     DueRows.decoded(sql`
       SELECT c.oid::regclass::text AS name, pg_total_relation_size(c.oid) AS bytes
@@ -137,18 +132,13 @@ export const dueTables = (
     (rows) => rows.map((row) => ({ name: row.name, bytes: Number(row.bytes) }))
   )
 
-/** The watchdog's allowance for vacuuming `bytes` (table, TOAST and indexes). */
-export const vacuumAllowance = (bytes: number): Duration.Duration =>
-  Duration.millis(Math.ceil(bytes / VACUUM_BYTES_PER_SECOND * 1000))
-
 /** Vacuums every table past a threshold, one statement each, each with its allowance; answers how many. */
 export const vacuumDue = (sql: SqlClient.SqlClient, thresholds: VacuumThresholds = AUTOVACUUM): Effect.Effect<number, SqlError> =>
   Effect.gen(function*() {
     const tables = yield* dueTables(sql, thresholds)
     for (const table of tables) {
-      yield* sql.unsafe(`VACUUM ${table.name}`).unprepared.pipe(
-        Effect.provideService(StatementAllowance, vacuumAllowance(table.bytes))
-      )
+      const allowance = Duration.millis(Math.ceil(table.bytes / VACUUM_BYTES_PER_SECOND * 1000))
+      yield* sql.unsafe(`VACUUM ${table.name}`).unprepared.pipe(Effect.provideService(StatementAllowance, allowance))
     }
     return tables.length
   })

@@ -25,15 +25,17 @@ import { dumpData } from "./EmbeddedDump.ts"
 import { PreparedStatements } from "./EmbeddedPrepared.ts"
 import { runStatement } from "./EmbeddedProtocol.ts"
 
-interface Options {
+/** Which database the worker opens, and how. */
+export interface OpenOptions {
+  /** The data folder of the database, or `undefined` for a fresh one in memory. */
   readonly dataDir: string | undefined
   /** A copy of another database's data folder (`snapshot`) to open in memory instead. */
   readonly snapshot?: ArrayBuffer | undefined
   /** A database in memory starts as a copy of this snapshot (`snapshot` below) instead of empty. */
   readonly from?: string | undefined
-  /** PGlite compiled by the parent (`CompiledOnce.ts`). */
+  /** PGlite compiled already (`CompiledOnce.ts`), instead of compiling it in the worker. */
   readonly wasmModule?: WebAssembly.Module | undefined
-  /** The small buffer pool (`BufferPool.ts`) for a data folder too, not only in memory. */
+  /** A data folder opened for a short while (a CLI command): the small buffer pool (`BufferPool.ts`) a database in memory has. */
   readonly smallBufferPool?: boolean | undefined
 }
 
@@ -88,15 +90,15 @@ const port = parentPort!
  * WebAssembly compiles while the parent is still loading its own; the
  * first message says which database to open.
  */
-const openEarly = async (): Promise<Options> => {
+const openEarly = async (): Promise<OpenOptions> => {
   const compiling = compiledPglite().then((module) => module, () => undefined)
-  const opened = await new Promise<Options>((resolve) => port.once("message", resolve))
+  const opened = await new Promise<OpenOptions>((resolve) => port.once("message", resolve))
   return { ...opened, wasmModule: opened.wasmModule ?? await compiling }
 }
 
-const options: Options = (workerData as { readonly early?: boolean } | undefined)?.early === true
+const options: OpenOptions = (workerData as { readonly early?: boolean } | undefined)?.early === true
   ? await openEarly()
-  : workerData as Options
+  : workerData as OpenOptions
 
 const describe = (cause: unknown): Record<string, unknown> => {
   if (typeof cause !== "object" || cause === null) return { message: String(cause) }
@@ -126,21 +128,18 @@ try {
   const prepared = new PreparedStatements()
   const handle = async (request: Request): Promise<Answer> => {
     switch (request.op) {
-      case "query": {
+      case "query":
         // One call into PGlite per statement (`EmbeddedProtocol.ts`).
         return { id: request.id, result: await runStatement(db, request.sql, request.params, request.types, request.values, request.prepare ? prepared : undefined) }
-      }
       case "exec": {
-        const results = await db.exec(request.sql)
-        const last = results[results.length - 1]
+        const last = (await db.exec(request.sql)).at(-1)
         return {
           id: request.id,
           result: { rows: last?.rows ?? [], command: (last as { command?: string } | undefined)?.command, affectedRows: last?.affectedRows }
         }
       }
-      case "dump": {
+      case "dump":
         return { id: request.id, dump: await dumpData(db) }
-      }
       case "snapshot": {
         if (request.forCopies === true) await trimForCopies(db)
         const tar = await db.dumpDataDir("none")
@@ -148,10 +147,9 @@ try {
         await writeFile(request.path, new Uint8Array(await tar.arrayBuffer()))
         return { id: request.id }
       }
-      case "stop": {
+      case "stop":
         await db.close()
         return { id: request.id }
-      }
     }
   }
   port.on("message", (request: Request) => {

@@ -1,8 +1,7 @@
 import { assert, describe, it } from "@effect/vitest"
 import { randomBytes } from "node:crypto"
 import { validate, version } from "uuid"
-import { newId } from "../../../src/platform/Ids.ts"
-import { uuidText } from "../../../src/platform/UuidText.ts"
+import { newId, uuidText } from "../../../src/platform/Ids.ts"
 
 describe("newId", () => {
   it("makes valid v7 UUIDs, strictly increasing within a process and unique, across pool refills", () => {
