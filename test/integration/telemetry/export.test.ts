@@ -33,9 +33,16 @@ const Svc = Layer.unwrap(Effect.map(TestTls.shared, (tls) =>
  * batches of 512 before a period round cuts it, however slowly its requests
  * come on a machine busy with other tests (512 spans in 2 s needs about 260
  * requests a second, which a loaded two-core machine does not always give).
+ * An export request ends after 60 s (the default is 10 s): a collector that
+ * holds its answers until every send slot is taken holds the first batch
+ * for as long as the next three take to fill, which on a loaded machine
+ * was once longer than 10 s (the first batches then timed out and were
+ * stored and retried, each recorded on its own).
  */
 const SvcLongFlush = Layer.unwrap(Effect.map(TestTls.shared, (tls) =>
-  SvcTest.layer({ config: { ...loopbackTargets(tls), telemetryFlushInterval: Duration.seconds(10) } })
+  SvcTest.layer({
+    config: { ...loopbackTargets(tls), telemetryFlushInterval: Duration.seconds(10), telemetryExportTimeout: Duration.seconds(60) }
+  })
 ))
 
 const schema = { type: "object" }
