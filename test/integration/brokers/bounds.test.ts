@@ -90,7 +90,10 @@ layer(service, { excludeTestServices: true })("broker bounds", (it) => {
 layer(
   webhookService({
     webhookRetrySchedule: [Duration.millis(100), Duration.millis(100)],
-    webhookSendTimeout: Duration.seconds(1),
+    // Each attempt opens a connection and then waits for the acknowledgement
+    // within this deadline: 1 s once left a loaded machine too little for the
+    // handshake itself (the client's connect timed out first).
+    webhookSendTimeout: Duration.seconds(2),
     brokerConnectionsPerOrg: 1
   }),
   { excludeTestServices: true }
