@@ -75,6 +75,15 @@ export interface Published {
 
 const reasonOf = (error: unknown): string => error instanceof Error ? error.message : String(error)
 
+/** A publish out of time: whether the broker had not finished its handshake, or had and did not acknowledge. */
+const unanswered = (entry: Entry, message: BrokerMessage) =>
+  new OutboundFailure({
+    reason: "timeout",
+    message: entry.connection === undefined
+      ? `no connection to the broker within ${message.timeoutMs} ms`
+      : `no acknowledgement from the broker within ${message.timeoutMs} ms`
+  })
+
 /** The parsed destination of the last URLs published to. */
 const targetOf = perUrl(1_000, (url: string) => {
   const parsed = parseBrokerUrl(url)
@@ -283,18 +292,20 @@ export class Brokers extends Context.Service<Brokers, {
           )
           return yield* Effect.tryPromise({
             try: () => published,
-            catch: (error) => new OutboundFailure({ reason: "network", message: reasonOf(error) })
+            catch: (error) =>
+              // The NATS client's own timeouts (its connect and its publish
+              // get what is left of the deadline) say only "timeout": said
+              // as the deadline says it.
+              error instanceof Error && error.name === "TimeoutError"
+                ? unanswered(entry, message)
+                : new OutboundFailure({ reason: "network", message: reasonOf(error) })
           }).pipe(
             // Out of time (e.g. a RabbitMQ that blocks publishers on a resource
             // alarm): its publishes may never be answered, so the connection goes.
             Effect.onInterrupt(() => Effect.sync(() => connections.discard(key, entry))),
             Effect.timeoutOrElse({
               duration: Math.max(1, deadline - now()),
-              orElse: () =>
-                Effect.fail(new OutboundFailure({
-                  reason: "timeout",
-                  message: `no acknowledgement from the broker within ${message.timeoutMs} ms`
-                }))
+              orElse: () => Effect.fail(unanswered(entry, message))
             })
           )
         })
