@@ -8,10 +8,7 @@
  * client's feedback is then the only one.
  */
 import { assert, describe, it } from "@effect/vitest"
-import * as fs from "node:fs"
-import * as os from "node:os"
-import * as path from "node:path"
-import { cli, type RunningServer, startServer } from "../../support/process.ts"
+import { cli, type RunningServer, seededDataDir, startServer } from "../../support/process.ts"
 import { onServerRun } from "../../support/databases.ts"
 
 const START_MS = 150_000
@@ -26,7 +23,8 @@ const stop = async (server: RunningServer) => {
 
 describe.skipIf(onServerRun)("warm start", () => {
   it("a restart on a database with a task and a run leaves no feedback and no log line of its warm-up", async () => {
-    const dataDir = path.join(fs.mkdtempSync(path.join(os.tmpdir(), "svc-warm-")), "data")
+    // Already migrated: what is tested is the second start, not the first.
+    const dataDir = seededDataDir("svc-warm-")
     const env = { SVC_DATA_DIR: dataDir, DATABASE_URL: "", SVC_WARM_START: "true" }
     const first = await startServer(env, START_MS)
     let key: string
