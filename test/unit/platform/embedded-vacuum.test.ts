@@ -170,9 +170,8 @@ describe("VACUUM on the embedded database", () => {
       // The setup and the test's own reads are allowed their time; the VACUUM
       // of 600 000 dead rows and four indexes takes several times the bound
       // (about 300 ms on two cores). The rows are written before the indexes
-      // are built and then deleted: a third of the setup's time of rows
-      // written into the indexes one by one and then updated, for the same
-      // VACUUM.
+      // are built, then deleted: a third of the time of writing them through
+      // the indexes and updating them, for a VACUUM as long.
       yield* Effect.gen(function*() {
         yield* sql`CREATE TABLE vac_big (id int, k int, v text)`.unprepared
         yield* sql`INSERT INTO vac_big SELECT g, g, md5(g::text) FROM generate_series(1, 600000) g`.unprepared
