@@ -39,6 +39,26 @@ describe("configuration", () => {
       assert.strictEqual(Duration.toMillis(defaults.webhookLease), 30_000)
     }))
 
+  it.effect("the webhook deadline, lease and cooldowns are one duration each: a list, zero or a word is refused at start, naming the variable", () =>
+    Effect.gen(function*() {
+      for (const name of ["SVC_WEBHOOK_TIMEOUT", "SVC_WEBHOOK_LEASE", "SVC_WEBHOOK_COOLDOWN_BASE", "SVC_WEBHOOK_COOLDOWN_MAX"]) {
+        for (const value of ["5s,10s", "0s"]) {
+          assert.include(String(yield* Effect.flip(read({ [name]: value }))), `${name} must be one duration of at least`, `${name}=${value}`)
+        }
+        assert.include(String(yield* Effect.flip(read({ [name]: "soon" }))), `${name}: "soon" is not a duration`)
+      }
+      const set = yield* read({ SVC_WEBHOOK_TIMEOUT: "2s", SVC_WEBHOOK_LEASE: "10s", SVC_WEBHOOK_COOLDOWN_BASE: "1s", SVC_WEBHOOK_COOLDOWN_MAX: "2s" })
+      assert.deepStrictEqual(
+        [set.webhookSendTimeout, set.webhookLease, set.webhookCooldownBase, set.webhookCooldownMax].map(Duration.toMillis),
+        [2_000, 10_000, 1_000, 2_000]
+      )
+      const defaults = yield* read({})
+      assert.deepStrictEqual(
+        [defaults.webhookSendTimeout, defaults.webhookCooldownBase, defaults.webhookCooldownMax].map(Duration.toMillis),
+        [5_000, 60_000, 3_600_000]
+      )
+    }))
+
   it.effect("settings that would break a documented guarantee of tenant isolation are refused at start", () =>
     Effect.gen(function*() {
       // Validation's time budget is at most one second.
