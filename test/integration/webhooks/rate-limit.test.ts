@@ -26,12 +26,15 @@ const send = (org: TestOrg, method: string, path: string, body: unknown) =>
 /**
  * No window between two arrivals held more requests than the burst (one
  * second's worth) and the rate over the window allow, give or take how
- * much a send's own time varies (a first request's TLS handshake, say);
- * answers the seconds from `start` (when the burst was committed) to the
- * last.
+ * much a send's own time varies (a first request's TLS handshake, say):
+ * on two cores busy with other files, a burst's sends were seen reaching
+ * the receiver about 0.8 s late, bunched with the next second's. Without
+ * pacing all N arrive within a fraction of a second, well over the bound,
+ * and the total time below catches it too. Answers the seconds from
+ * `start` (when the burst was committed) to the last.
  */
 const paced = (requests: ReadonlyArray<ReceivedRequest>, start: number) => {
-  const JITTER_S = 0.5
+  const JITTER_S = 1
   for (let i = 0; i < requests.length; i++) {
     for (let j = i; j < requests.length; j++) {
       const window = (requests[j]!.receivedAt - requests[i]!.receivedAt) / 1000
