@@ -2,7 +2,9 @@
  * Builds svc's four packages to JavaScript and declarations, the compilers
  * running side by side:
  *
- * - `svc` (the repository root): src/ into dist/ (tsconfig.build.json);
+ * - `svc` (the repository root): src/ into dist/ (tsconfig.build.json),
+ *   and the bundle its `svc` command runs into dist/cli-bundle/
+ *   (scripts/bundle-cli.ts);
  *   the console (console/dist) is built by scripts/build-console.ts;
  * - `@svc/client` (packages/client): src/client.ts and what it imports
  *   (src/api/**) into packages/client/dist, checked to be nothing else and
@@ -26,6 +28,7 @@ import { spawn, spawnSync } from "node:child_process"
 import * as fs from "node:fs"
 import * as path from "node:path"
 import { fileURLToPath } from "node:url"
+import { bundleCli } from "./bundle-cli.ts"
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..")
 const tsc = path.join(root, "node_modules/typescript/bin/tsc")
@@ -140,7 +143,11 @@ const replaceDist = async (dist: string, make: (next: string) => Promise<void>) 
 }
 
 const builds = {
-  server: () => replaceDist(path.join(root, "dist"), (next) => compile(path.join(root, "tsconfig.build.json"), next)),
+  // The compiled modules, and the bundle the installed `svc` command runs (scripts/bundle-cli.ts).
+  server: () =>
+    replaceDist(path.join(root, "dist"), async (next) => {
+      await Promise.all([compile(path.join(root, "tsconfig.build.json"), next), bundleCli(path.join(next, "cli-bundle"))])
+    }),
   client: () =>
     replaceDist(path.join(packageDirs.client, "dist"), async (next) => {
       await compile(path.join(packageDirs.client, "tsconfig.json"), next)

@@ -5,8 +5,10 @@
  * embedded data directory, or the PostgreSQL server with `DATABASE_URL`);
  * on the embedded database also `orgs create` while a server holds the
  * data directory, which the CLI sends to the server's admin channel.
- * Each command runs `BENCH_CLI_RUNS` times (default 7, quick 3) as
- * `node src/cli/main.ts` of each checkout; the table gives the median and
+ * Each command runs `BENCH_CLI_RUNS` times (default 7, quick 3) as the
+ * installed `svc` runs it: `node bin/svc.js` of each checkout, which runs
+ * the build in dist/ (built first when its sources are newer, as `npm
+ * install` does); the table gives the median and
  * the spread of its wall time, and the median CPU of its process (threads
  * included). Aims: `--version` and `--help` under 300 ms,
  * `orgs create` and `keys create` under 1 s.
@@ -36,6 +38,7 @@ export default async (context: BenchContext): Promise<ScenarioResult> => {
   const rows: Array<Record<string, string | number>> = []
   const aims: Array<Aim> = []
   for (const checkout of context.checkouts) {
+    await run(process.execPath, [path.join(checkout.dir, "scripts/build-packages.ts"), "server", "--if-stale"], { cwd: checkout.dir })
     const database = await freshDatabase(context.database, `cli_${checkout.label}`)
     try {
       // Nothing of the caller's own svc settings reaches the measured CLI.
@@ -54,7 +57,7 @@ export default async (context: BenchContext): Promise<ScenarioResult> => {
       const cli = async (args: ReadonlyArray<string>) => {
         const started = performance.now()
         const cpuBefore = childrenMicros()
-        const { stdout } = await run(process.execPath, [path.join(checkout.dir, "src/cli/main.ts"), ...args], { cwd: checkout.dir, env })
+        const { stdout } = await run(process.execPath, [path.join(checkout.dir, "bin/svc.js"), ...args], { cwd: checkout.dir, env })
         return { ms: performance.now() - started, cpuMs: (childrenMicros() - cpuBefore) / 1000, stdout }
       }
       // Not measured: the first command creates the database (initdb, migrations).
@@ -105,7 +108,7 @@ export default async (context: BenchContext): Promise<ScenarioResult> => {
     rows,
     aims,
     notes: [
-      "Wall time of `node src/cli/main.ts ...` from spawn to exit, no server running (the CLI opens the database itself), but for the row that says so.",
+      "Wall time of `node bin/svc.js ...` (the installed `svc`) from spawn to exit, no server running (the CLI opens the database itself), but for the row that says so.",
       "The first `orgs create` (which creates the database) is not measured."
     ]
   }

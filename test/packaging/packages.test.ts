@@ -399,6 +399,15 @@ describe("svc's packages, installed from their tarballs outside the repository",
     assert.strictEqual(fs.existsSync(path.join(dirs.production, "node_modules/vitest")), false, "dev dependencies were omitted")
   })
 
+  it("the installed svc command, with no server on its data folder, opens the embedded database itself: the bundle finds its database worker", () => {
+    const help = ok(run("npx", ["--no-install", "svc", "orgs", "create", "--help"], dirs.production, userEnv()), "svc orgs create --help")
+    assert.include(help, "USAGE")
+    const env = userEnv({ SVC_DATA_DIR: path.join(work, "cli-data") })
+    const made = JSON.parse(ok(run("npx", ["--no-install", "svc", "orgs", "create", "--name", "alone", "--json"], dirs.production, env), "svc orgs create"))
+    const listed = JSON.parse(ok(run("npx", ["--no-install", "svc", "orgs", "list", "--json"], dirs.production, env), "svc orgs list"))
+    assert.deepStrictEqual(listed.orgs.map((org: { id: string }) => org.id), [made.id])
+  })
+
   it("the svc package has no development scripts or fields, and every link of its pages resolves inside the package", () => {
     const installed = path.join(dirs.production, "node_modules/svc")
     const manifest = JSON.parse(fs.readFileSync(path.join(installed, "package.json"), "utf8"))
