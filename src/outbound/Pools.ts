@@ -228,7 +228,7 @@ export const makePools = Effect.fnUntraced(function*(trust: tls.SecureContext) {
       done(
         exchanged !== undefined
           ? { ...exchanged, elapsedMs: Math.round(performance.now() - started) } satisfies OutboundResponse
-          : toFailure(error)
+          : toFailure(error, timedOut)
       )
     })
     if (!ended && Number.isFinite(remainingMs)) {

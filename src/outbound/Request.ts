@@ -123,22 +123,22 @@ const errorCodes = (error: unknown): ReadonlyArray<string> => {
 }
 
 const tlsCode = /^(ERR_TLS_|ERR_SSL_|ERR_OSSL_|CERT_|UNABLE_TO_|DEPTH_ZERO_SELF_SIGNED_CERT|SELF_SIGNED_CERT_IN_CHAIN|HOSTNAME_MISMATCH|INVALID_CA|INVALID_PURPOSE|PATH_LENGTH_EXCEEDED|ERR_TLS)/
-const timeoutCode = /^(UND_ERR_CONNECT_TIMEOUT|UND_ERR_HEADERS_TIMEOUT|UND_ERR_BODY_TIMEOUT|ETIMEDOUT)$/
+const timeoutCode = /^(UND_ERR_CONNECT_TIMEOUT|ETIMEDOUT)$/
 
 /**
  * Maps what undici or Node threw to our failure. Only error codes are kept:
  * the libraries' messages may contain host names, addresses or header text.
+ * undici's headers and body timeouts are backstops set to the exchange's
+ * deadline (`Pools.ts`): whichever fires first, it or the deadline's own
+ * timer, the failure is `deadline`'s.
  */
-export const toFailure = (error: unknown): OutboundFailure => {
+export const toFailure = (error: unknown, deadline: () => OutboundFailure): OutboundFailure => {
   const codes = errorCodes(error)
+  if (codes.includes("UND_ERR_HEADERS_TIMEOUT") || codes.includes("UND_ERR_BODY_TIMEOUT")) return deadline()
   const tlsFailure = codes.find((code) => tlsCode.test(code))
-  if (tlsFailure !== undefined) {
-    return new OutboundFailure({ reason: "tls", message: `TLS verification or handshake failed (${tlsFailure})` })
-  }
+  if (tlsFailure !== undefined) return new OutboundFailure({ reason: "tls", message: `TLS verification or handshake failed (${tlsFailure})` })
   const timeout = codes.find((code) => timeoutCode.test(code))
-  if (timeout !== undefined) {
-    return new OutboundFailure({ reason: "timeout", message: `the exchange timed out (${timeout})` })
-  }
+  if (timeout !== undefined) return new OutboundFailure({ reason: "timeout", message: `the exchange timed out (${timeout})` })
   if (codes.includes("UND_ERR_INVALID_ARG")) {
     return new OutboundFailure({ reason: "network", message: "the request was refused before sending (invalid method, header or body)" })
   }

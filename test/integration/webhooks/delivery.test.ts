@@ -235,7 +235,8 @@ layer(webhookService({ webhookQueueCapacity: 5 }), { excludeTestServices: true }
           const [row] = yield* waitForDeliveries(endpoint.id, (rows) => rows[0]?.status === "delivered")
           assert.strictEqual(row!.attempts, 2)
           const [first] = yield* attempts(row!.id)
-          assert.match(first!.error!, /timed out|no complete answer within 5000 ms/)
+          // Whichever of undici's own timeouts and the deadline's timer fires first, the record names the deadline.
+          assert.include(first!.error!, "no complete answer within 5000 ms")
         }
       }).pipe(Effect.scoped), 30_000)
   })
