@@ -26,7 +26,7 @@ export const compileCache = { NODE_COMPILE_CACHE: path.join(os.tmpdir(), "svc-te
 /** Runs `node <script> ...args` to completion with extra environment (`undefined`: a variable unset). */
 export const runNode = (script: string, args: ReadonlyArray<string>, env: Record<string, string | undefined>) =>
   new Promise<Ran>((resolve, reject) => {
-    const child = spawn(process.execPath, [path.join(root, script), ...args], {
+    const child = spawn(process.execPath, [path.resolve(root, script), ...args], {
       cwd: root,
       env: { ...process.env, ...compileCache, ...env, NODE_NO_WARNINGS: "1" },
       stdio: ["ignore", "pipe", "pipe"]
@@ -39,7 +39,13 @@ export const runNode = (script: string, args: ReadonlyArray<string>, env: Record
     child.on("close", (code) => resolve({ code, stdout, stderr }))
   })
 
-export const cli = (args: ReadonlyArray<string>, env: Record<string, string | undefined>) => runNode("src/cli/main.ts", args, env)
+/**
+ * Runs `svc <args>` as installed: the CLI's bundle (scripts/bundle-cli.ts)
+ * that the global setup builds from these sources (`TEST_SVC_CLI`), or the
+ * sources themselves when a file runs without it.
+ */
+export const cli = (args: ReadonlyArray<string>, env: Record<string, string | undefined>) =>
+  runNode(process.env.TEST_SVC_CLI ?? "src/cli/main.ts", args, env)
 
 /**
  * A new data directory whose database is already migrated: the run's
