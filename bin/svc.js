@@ -1,7 +1,6 @@
 #!/usr/bin/env node
 // `svc`: the server (`svc start`) and its command line (`svc orgs create ...`),
-// compiled in dist/; the command line runs from its bundle, dist/cli-bundle/
-// (scripts/bundle-cli.ts). Plain JavaScript that any Node can parse, so that
+// both run from one bundle, dist/cli-bundle/ (scripts/bundle-cli.ts). Plain JavaScript that any Node can parse, so that
 // an old one says what it lacks instead of failing on the first modern syntax.
 const [major, minor] = process.versions.node.split(".").map(Number)
 if (major < 22 || (major === 22 && minor < 19)) {

@@ -1,20 +1,24 @@
 /**
  * Speeds up: the installed `svc` command (`bin/svc.js`), which runs this
- * bundle of `src/cli/main.ts` instead of dist/'s module tree. A command
- * loaded about 244 modules, 203 of them Effect's, and spent most of its
- * time resolving and reading them (package.json lookups, file stats, URL
- * work); the bundle is 47 files. Two-core machine, `/usr/bin/time`, five
- * runs each, alternated: `svc --help` 0.32-0.59 s to 0.15-0.21 s, `svc orgs
- * create` on the embedded database (no server) 1.02-1.24 s to 0.69-0.81 s.
+ * bundle of `src/cli/main.ts` and, for `svc start`, of `src/main.ts`,
+ * instead of dist/'s module tree. A process loaded about 244 modules, 203
+ * of them Effect's, and spent most of its time resolving and reading them
+ * (package.json lookups, file stats, URL work). Two-core machine,
+ * `/usr/bin/time`, five runs each, alternated: `svc --help` 0.32-0.59 s to
+ * 0.15-0.21 s, `svc orgs create` on the embedded database (no server)
+ * 1.02-1.24 s to 0.69-0.81 s; `svc start` on a migrated embedded database,
+ * until it listens (four starts each): 1.51-1.63 CPU-s to 1.25-1.39, and
+ * 1.21-1.27 s to 0.99-1.10 s.
  *
  * What is bundled: svc's own modules, Effect and the `@effect/*` packages,
  * in one module graph, so that a process holds a single copy of Effect.
  * Every other package stays an import of node_modules (PGlite finds its
- * WebAssembly beside its own files). Entry points: the CLI, and each module
- * svc starts as a worker thread, all in one folder, since a worker is
- * found beside the module that starts it (`src/platform/ModuleUrl.ts`).
- * `svc start` loads the compiled server (dist/main.js) as it is: the
- * bundle's entry imports nothing of Effect before it.
+ * WebAssembly beside its own files). Entry points: the CLI, the server, and
+ * each module svc starts as a worker thread, all in one folder, since a
+ * worker is found beside the module that starts it
+ * (`src/platform/ModuleUrl.ts`). The folder sits two below the package, as
+ * `src/server/` does: the server finds the console's build at
+ * `../../console/dist`.
  */
 import * as esbuild from "esbuild"
 import * as fs from "node:fs"
@@ -23,14 +27,19 @@ import { fileURLToPath } from "node:url"
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..")
 
-/** The CLI, and every module started as a worker thread (named by file, as `siblingModule` finds them). */
-export const BUNDLE_ENTRIES = [
-  "src/cli/main.ts",
-  "src/platform/compile-cached.ts",
-  "src/database/embedded/embedded-worker.ts",
-  "src/tasks/validation-worker.ts",
-  "src/feedback/correction-worker.ts"
-] as const
+/**
+ * The bundle's entry points by output name: the CLI, the server `svc start`
+ * runs, and every module started as a worker thread (named by its file, as
+ * `siblingModule` finds them).
+ */
+export const BUNDLE_ENTRIES = {
+  main: "src/cli/main.ts",
+  server: "src/main.ts",
+  "compile-cached": "src/platform/compile-cached.ts",
+  "embedded-worker": "src/database/embedded/embedded-worker.ts",
+  "validation-worker": "src/tasks/validation-worker.ts",
+  "correction-worker": "src/feedback/correction-worker.ts"
+} as const
 
 /** Bundled: Effect's packages; every other bare specifier stays external. */
 const bundled = (specifier: string) => specifier === "effect" || specifier.startsWith("effect/") || specifier.startsWith("@effect/")
@@ -38,15 +47,12 @@ const bundled = (specifier: string) => specifier === "effect" || specifier.start
 const externals: esbuild.Plugin = {
   name: "svc-externals",
   setup(build) {
-    // `svc start`: the compiled server beside the bundle (dist/main.js).
-    build.onResolve({ filter: /^\.\.\/main\.ts$/ }, (args) =>
-      args.importer === path.join(root, "src/cli/main.ts") ? { path: "../main.js", external: true } : undefined)
     build.onResolve({ filter: /^[^./]/ }, (args) => (bundled(args.path) ? undefined : { path: args.path, external: true }))
   }
 }
 
 /**
- * Writes the bundle into `outDir` (dist/cli-bundle, beside dist/main.js).
+ * Writes the bundle into `outDir` (dist/cli-bundle).
  * A module Effect imports dynamically is written as a chunk even when
  * nothing the bundle keeps imports it (Effect's API reference pages, 5 MB):
  * only the files an entry point reaches are kept.
@@ -54,7 +60,7 @@ const externals: esbuild.Plugin = {
 export const bundleCli = async (outDir: string): Promise<void> => {
   const { metafile } = await esbuild.build({
     absWorkingDir: root,
-    entryPoints: [...BUNDLE_ENTRIES],
+    entryPoints: BUNDLE_ENTRIES,
     bundle: true,
     splitting: true,
     format: "esm",
@@ -74,7 +80,7 @@ export const bundleCli = async (outDir: string): Promise<void> => {
     for (const imported of metafile.outputs[output].imports) visit(imported.path)
   }
   // A dynamically imported module is an entry point of esbuild's too: start from ours.
-  const entries = new Set<string>(BUNDLE_ENTRIES)
+  const entries = new Set<string>(Object.values(BUNDLE_ENTRIES))
   for (const [output, { entryPoint }] of Object.entries(metafile.outputs)) if (entryPoint !== undefined && entries.has(entryPoint)) visit(output)
   for (const output of Object.keys(metafile.outputs)) if (!reached.has(output)) fs.rmSync(path.join(root, output))
 }

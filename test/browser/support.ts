@@ -1,6 +1,6 @@
 /**
- * The browser tests' world: a real `svc` started as the README starts it
- * (`node src/main.ts`, its own data directory and port, the console built
+ * The browser tests' world: a real `svc` server started as `svc start`
+ * starts it (`startServer`: its own data directory and port, the console built
  * by the build script `npm install` runs), Debian's chromium driven by
  * playwright-core, and guards that fail a test on any page error, console
  * error or request to another origin.

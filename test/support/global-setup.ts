@@ -24,19 +24,21 @@ export default async function setup() {
   // `npm install` (`prepare`); rebuilt here only when a source changed.
   if (isStale()) await buildConsole()
   const done: Array<() => Promise<void> | void> = []
-  // The command line as installed (`bin/svc.js` runs this bundle), built
-  // from this checkout's sources once per run: a command loads one file
-  // graph instead of about 244 modules (0.2-0.4 CPU-s less a run, and the
-  // suite runs the CLI about eighty times). Under node_modules, so that the
-  // packages left out of the bundle resolve as they do for dist/cli-bundle.
+  // svc as installed (`bin/svc.js` runs this bundle: the CLI and `svc
+  // start`'s server), built from this checkout's sources once per run: a
+  // process loads one file graph instead of about 244 modules from src/
+  // (a server's start 0.27 CPU-s less, a CLI command 0.2-0.4). Two folders
+  // below the checkout, as dist/cli-bundle is below the package: the
+  // packages left out of the bundle resolve from node_modules, and the
+  // server finds the console's build.
   if (process.env.TEST_SVC_CLI === undefined) {
-    const cache = path.join(root, "node_modules", ".cache")
-    fs.mkdirSync(cache, { recursive: true })
-    const dir = fs.mkdtempSync(path.join(cache, "svc-test-cli-"))
+    const dir = fs.mkdtempSync(path.join(root, "node_modules", ".svc-test-bundle-"))
     await bundleCli(dir)
     process.env.TEST_SVC_CLI = path.join(dir, "main.js")
+    process.env.TEST_SVC_SERVER = path.join(dir, "server.js")
     done.push(() => {
       delete process.env.TEST_SVC_CLI
+      delete process.env.TEST_SVC_SERVER
       fs.rmSync(dir, { recursive: true, force: true })
     })
   }

@@ -40,12 +40,18 @@ export const runNode = (script: string, args: ReadonlyArray<string>, env: Record
   })
 
 /**
- * Runs `svc <args>` as installed: the CLI's bundle (scripts/bundle-cli.ts)
- * that the global setup builds from these sources (`TEST_SVC_CLI`), or the
- * sources themselves when a file runs without it.
+ * The bundle that the installed `svc` runs (scripts/bundle-cli.ts), which
+ * the global setup builds from these sources: `svc` runs the CLI from its
+ * `main.js` (`TEST_SVC_CLI`) and `svc start` the server from its `server.js`
+ * (`TEST_SVC_SERVER`). A file run without the global setup runs the sources.
  */
-export const cli = (args: ReadonlyArray<string>, env: Record<string, string | undefined>) =>
-  runNode(process.env.TEST_SVC_CLI ?? "src/cli/main.ts", args, env)
+export const svcScripts = () => ({
+  cli: process.env.TEST_SVC_CLI ?? "src/cli/main.ts",
+  server: process.env.TEST_SVC_SERVER ?? "src/main.ts"
+})
+
+/** Runs `svc <args>` as installed (`svcScripts`). */
+export const cli = (args: ReadonlyArray<string>, env: Record<string, string | undefined>) => runNode(svcScripts().cli, args, env)
 
 /**
  * A new data directory whose database is already migrated: the run's
@@ -84,14 +90,14 @@ export interface RunningServer {
 const BASELINE_WASM = ["--no-wasm-dynamic-tiering", "--no-wasm-tier-up"]
 
 /**
- * Starts `node src/main.ts` (or `script`) and resolves once it logs that it
+ * Starts svc's server (`svc start` as installed, `svcScripts`; or `script`) and resolves once it logs that it
  * listens. Without the warm-up before listening (`SVC_WARM_START=false`,
  * about 1.5 CPU-s a start) unless `env` asks for it: the tests of the
  * warm-up do (`feedback/warm-start.test.ts`).
  */
-export const startServer = (env: Record<string, string>, timeoutMs = 60_000, script = "src/main.ts") =>
+export const startServer = (env: Record<string, string>, timeoutMs = 60_000, script = svcScripts().server) =>
   new Promise<RunningServer>((resolve, reject) => {
-    const child = spawn(process.execPath, [...BASELINE_WASM, path.join(root, script)], {
+    const child = spawn(process.execPath, [...BASELINE_WASM, path.resolve(root, script)], {
       cwd: root,
       env: { ...process.env, ...compileCache, PORT: "0", SVC_WARM_START: "false", ...env, NODE_NO_WARNINGS: "1" },
       stdio: ["ignore", "pipe", "pipe"]

@@ -18,7 +18,7 @@ import { isHeld } from "../../../src/platform/DataDir.ts"
 import { Database, DatabaseInfo } from "../../../src/database/Database.ts"
 import { adminSocketPath } from "../../../src/cli/AdminChannel.ts"
 import { memoryDatabase, onServerRun } from "../../support/databases.ts"
-import { cli, runNode, type RunningServer, scratchDatabaseUrl, seededDataDir, startServer } from "../../support/process.ts"
+import { cli, runNode, type RunningServer, scratchDatabaseUrl, seededDataDir, startServer, svcScripts } from "../../support/process.ts"
 import { freePort } from "../../support/privatePostgres.ts"
 
 const newDataDir = () => path.join(fs.mkdtempSync(path.join(os.tmpdir(), "svc-start-")), "data")
@@ -280,7 +280,7 @@ describe("a database of a later svc", () => {
   const line = `svc ${VERSION} cannot start: the database schema belongs to svc 9.0.0 (migration 9990_later_release); upgrade svc or use a database of this version`
 
   const refusedBoth = async (env: Record<string, string>) => {
-    const server = await runNode("src/main.ts", [], { ...env, PORT: "0" })
+    const server = await runNode(svcScripts().server, [], { ...env, PORT: "0" })
     assert.strictEqual(server.code, 7, server.stdout + server.stderr)
     const errors = (server.stdout + server.stderr).split("\n").filter((text) => text.includes("ERROR") || text.includes("cannot start"))
     assert.deepStrictEqual(errors.map((text) => JSON.parse(text).message), [line])

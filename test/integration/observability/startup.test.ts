@@ -9,7 +9,7 @@ import * as fs from "node:fs"
 import * as net from "node:net"
 import * as os from "node:os"
 import * as path from "node:path"
-import { cli, runNode, type Ran, seededDataDir, startServer } from "../../support/process.ts"
+import { cli, runNode, type Ran, seededDataDir, startServer, svcScripts } from "../../support/process.ts"
 import { freePort } from "../../support/privatePostgres.ts"
 import { onServerRun } from "../../support/databases.ts"
 
@@ -30,7 +30,7 @@ const refusal = (ran: Ran) => {
   return line
 }
 
-const start = (env: Record<string, string>) => runNode("src/main.ts", [], env)
+const start = (env: Record<string, string>) => runNode(svcScripts().server, [], env)
 
 describe("a start that cannot succeed", () => {
   it.skipIf(onServerRun)("settings svc cannot use: one JSON line naming the variable, exit 2, without the value", async () => {
