@@ -103,7 +103,7 @@ export const checkClientClosure = (dist: string): Array<string> => {
 }
 
 /** The newest modification time under `entries` (files and folders, recursively). */
-const newest = (entries: ReadonlyArray<string>): number =>
+export const newest = (entries: ReadonlyArray<string>): number =>
   Math.max(0, ...entries.flatMap((entry) => {
     const stat = fs.statSync(entry, { throwIfNoEntry: false })
     if (stat === undefined) return []
