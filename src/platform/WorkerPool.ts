@@ -27,7 +27,9 @@
  * mid-computation, turns between organizations, admission by share) is
  * what general worker-pool libraries leave out.
  *
- * Workers start on first use. The worker script answers each request
+ * Workers start as requests need them (a request that finds none free
+ * and none starting starts one), or all at once when warmed (`warm`, a
+ * server's start) or asked (`broadcast`). The worker script answers each request
  * `{ id, op, ... }` with one message
  * `{ id, _tag, ... }`, answers `{ op: "stats" }` too, and posts `"ready"`
  * once it can take requests (after any warm-up: no deadline pays for it).
@@ -110,6 +112,8 @@ export interface PoolLoad {
   readonly running: number
   /** Times a worker was left idle while requests waited (for organizations already holding their workers). */
   readonly idleWithWork: number
+  /** Workers started (ready or starting). */
+  readonly workers: number
 }
 
 export interface WorkerPool<Request, Reply> {
@@ -279,6 +283,12 @@ export const makeWorkerPool = <Request extends object, Reply extends PoolReply>(
 
   const pump = () => {
     if (closed) return
+    // A job waiting with no worker free or starting for it starts one more.
+    let spare = slots.filter((slot) => !slot.ready || slot.job === undefined).length
+    while (waitingTotal > spare && slots.length < settings.workers) {
+      spawn(slots.length)
+      spare += 1
+    }
     slots.forEach((slot, index) => {
       if (!slot.ready || slot.job !== undefined) return
       const job = nextJob()
@@ -329,7 +339,6 @@ export const makeWorkerPool = <Request extends object, Reply extends PoolReply>(
   }
 
   const submit = (orgId: string, request: Request, done: (outcome: Outcome<Reply>) => void, phase = 0) => {
-    start()
     const queue = queues.get(orgId) ?? []
     const job: Job<Request, Reply> = { id: nextId++, orgId, request, done, phase, startedAt: 0 }
     queue.push(job)
@@ -374,15 +383,13 @@ export const makeWorkerPool = <Request extends object, Reply extends PoolReply>(
     }
   }
 
-  // Workers start on first use, or when warmed: a process that never
-  // checks anything (the CLI, a process busy with deliveries only) never
-  // pays for them.
+  // Workers start when needed: a process that never checks anything (the
+  // CLI, a process busy with deliveries only) never pays for them, and one
+  // that checks one thing at a time for one (a test's service) for one.
   const warming: Array<() => void> = []
-  let started = false
   const start = () => {
-    if (started || closed) return
-    started = true
-    for (let index = 0; index < settings.workers; index++) spawn(index)
+    if (closed) return
+    for (let index = slots.length; index < settings.workers; index++) spawn(index)
   }
 
   return {
@@ -397,7 +404,7 @@ export const makeWorkerPool = <Request extends object, Reply extends PoolReply>(
     broadcast,
     close,
     replacedWorkers: () => replaced,
-    load: () => ({ admitted: admittedTotal, waiting: waitingTotal, running: runningTotal, idleWithWork })
+    load: () => ({ admitted: admittedTotal, waiting: waitingTotal, running: runningTotal, idleWithWork, workers: slots.length })
   }
 }
 

@@ -37,6 +37,36 @@ const warm = async (pool: Pool, orgId: string) => {
   for (let i = 0; i < 3; i++) await job(pool, orgId, 0)
 }
 
+describe("workers start as requests need them", () => {
+  it("one request at a time runs on one worker; a request that finds it busy starts the next; warming starts them all", async () => {
+    const pool = make(3, 8)
+    try {
+      assert.strictEqual(pool.load().workers, 0)
+      for (let i = 0; i < 3; i++) await job(pool, "one-at-a-time", 0)
+      assert.strictEqual(pool.load().workers, 1)
+      const both = [job(pool, "two-at-once", 300), job(pool, "two-at-once", 300)]
+      await until(() => pool.load().running === 2, "both jobs to run")
+      assert.strictEqual(pool.load().workers, 2)
+      await Promise.all(both)
+      await pool.warm()
+      assert.strictEqual(pool.load().workers, 3)
+    } finally {
+      pool.close()
+    }
+  })
+
+  it("requests arriving together at a pool with no worker start one worker each, up to the pool's size", async () => {
+    const pool = make(2, 8)
+    try {
+      const jobs = [0, 1, 2].map(() => job(pool, "burst", 0))
+      assert.strictEqual(pool.load().workers, 2)
+      await Promise.all(jobs)
+    } finally {
+      pool.close()
+    }
+  })
+})
+
 describe("fair admission: the queue is shared, refused only above a share", () => {
   it("a lone organization is admitted up to the whole queue, and refused only beyond it", () => {
     const pool = make(2, 8)
