@@ -2,8 +2,10 @@
  * The databases a test of stored data runs on, each fresh: embedded PGlite,
  * or with `TEST_DATABASE_URL` a scratch database on that server.
  */
-import { Redacted } from "effect"
-import { Database } from "../../src/database/Database.ts"
+import { PGlite } from "@electric-sql/pglite"
+import { Effect, Layer, Redacted } from "effect"
+import * as fs from "node:fs"
+import { Database, DatabaseInfo, type EmbeddedSettings } from "../../src/database/Database.ts"
 
 /**
  * A run on the PostgreSQL server of `TEST_DATABASE_URL`. The integration
@@ -14,9 +16,36 @@ import { Database } from "../../src/database/Database.ts"
  */
 export const onServerRun = (process.env.TEST_DATABASE_URL ?? "") !== ""
 
+/**
+ * Writes an empty database (what initdb makes, nothing migrated) to `file`,
+ * as `SvcTest.writeSnapshot` writes a migrated one: with
+ * `TEST_DATABASE_EMPTY_SNAPSHOT` naming it, `emptyDatabase` and
+ * `emptyPGlite` open copies of it (about 0.3 CPU-s each, against 1.5 for
+ * initdb on two cores). Written once per run (test/support/global-setup.ts).
+ */
+export const writeEmptySnapshot = (file: string) =>
+  Effect.gen(function*() {
+    const info = yield* DatabaseInfo
+    yield* info.embedded!.request({ op: "snapshot", path: file, forCopies: true })
+  }).pipe(Effect.provide(Layer.fresh(Database.memory)), Effect.scoped)
+
+const emptySnapshot = () => process.env.TEST_DATABASE_EMPTY_SNAPSHOT || undefined
+
+/** An empty embedded database in memory (`settings`: its timeouts): a copy of the run's empty snapshot, else initdb's. */
+export const emptyDatabase = (settings?: EmbeddedSettings) => {
+  const snapshot = emptySnapshot()
+  return snapshot !== undefined ? Database.memoryFrom(snapshot, settings) : settings === undefined ? Database.memory : Database.memoryWith(settings)
+}
+
+/** A bare PGlite on an empty database, as `emptyDatabase` opens one. */
+export const emptyPGlite = () => {
+  const snapshot = emptySnapshot()
+  return PGlite.create(snapshot === undefined ? {} : { loadDataDir: new Blob([fs.readFileSync(snapshot)]) })
+}
+
 export const databases = onServerRun
   ? [["PostgreSQL server", () => Database.scratch(Redacted.make(process.env.TEST_DATABASE_URL!))] as const]
-  : [["embedded PGlite", () => Database.memory] as const]
+  : [["embedded PGlite", () => emptyDatabase()] as const]
 
 /**
  * A database in memory for a test that needs no empty one: a copy of the

@@ -16,6 +16,7 @@ import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
 import { SvcTest } from "../../src/testing.ts"
+import { writeEmptySnapshot } from "./databases.ts"
 import { dropDatabase, root } from "./process.ts"
 
 export default async function setup() {
@@ -33,7 +34,9 @@ export default async function setup() {
   // package: the packages left out of the bundle resolve from node_modules,
   // and the server finds the console's build. Always the same folder, so
   // that Node's compile cache (`compileCache`) knows its files next run.
-  if (process.env.TEST_SVC_CLI === undefined) {
+  // Built while the snapshots below are written (esbuild runs in a process of its own).
+  const bundling = (async () => {
+    if (process.env.TEST_SVC_CLI !== undefined) return
     const dir = path.join(root, "node_modules", ".svc-test-bundle")
     const built = fs.statSync(path.join(dir, "main.js"), { throwIfNoEntry: false })
     const sources = ["src", "package-lock.json", "scripts/bundle-cli.ts"].map((source) => path.join(root, source))
@@ -50,17 +53,23 @@ export default async function setup() {
       delete process.env.TEST_SVC_CLI
       delete process.env.TEST_SVC_SERVER
     })
-  }
+  })()
   if (process.env.TEST_DATABASE_SNAPSHOT === undefined) {
     const dir = fs.mkdtempSync(path.join(os.tmpdir(), "svc-test-snapshot-"))
     const file = path.join(dir, "migrated.tar")
-    await Effect.runPromise(SvcTest.writeSnapshot(file))
+    const empty = path.join(dir, "empty.tar")
+    // The empty one for tests of a database before svc's migrations (and of
+    // the embedded database itself), which would otherwise each run initdb.
+    await Promise.all([Effect.runPromise(SvcTest.writeSnapshot(file)), Effect.runPromise(writeEmptySnapshot(empty))])
     process.env.TEST_DATABASE_SNAPSHOT = file
+    process.env.TEST_DATABASE_EMPTY_SNAPSHOT = empty
     done.push(() => {
       delete process.env.TEST_DATABASE_SNAPSHOT
+      delete process.env.TEST_DATABASE_EMPTY_SNAPSHOT
       fs.rmSync(dir, { recursive: true, force: true })
     })
   }
+  await bundling
   const serverUrl = process.env.TEST_DATABASE_URL
   if (serverUrl !== undefined && serverUrl !== "" && process.env.TEST_DATABASE_TEMPLATE === undefined) {
     const name = `svc_template_${randomBytes(6).toString("hex")}`

@@ -22,6 +22,7 @@ import { migrationRecord } from "../../../src/database/migrations/index.ts"
 import { Wakeups } from "../../../src/database/Wakeups.ts"
 import { eventually } from "../../support/http.ts"
 import { boom, newOrg, ok, QueueLive, serverUrl } from "./support.ts"
+import { emptyDatabase } from "../../support/databases.ts"
 
 const webhook = (orgId: string, targetId: string) => ({ orgId, kind: "webhook" as const, targetId, capacity: 1_000 })
 const claimOf = (queue: DeliveryQueue["Service"], target: string, options?: { limit?: number; perTarget?: number; leaseFor?: Duration.Input }) =>
@@ -481,7 +482,7 @@ const Upgraded = DeliveryQueue.layer.pipe(
   Layer.provideMerge(Wakeups.layer),
   Layer.provideMerge(Migrations.layer),
   Layer.provideMerge(PreviousRelease),
-  Layer.provideMerge(serverUrl ? Database.scratch(Redacted.make(serverUrl)) : Database.memory)
+  Layer.provideMerge(serverUrl ? Database.scratch(Redacted.make(serverUrl)) : emptyDatabase())
 )
 
 layer(Upgraded, { excludeTestServices: true })("upgrading to the log", (it) => {

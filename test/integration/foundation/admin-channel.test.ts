@@ -18,7 +18,7 @@ import { Database, DatabaseInfo } from "../../../src/database/Database.ts"
 import { Migrations } from "../../../src/database/Migrations.ts"
 import { adminSocketPath, type CliAnswer, runCommand, serveAdmin } from "../../../src/cli/AdminChannel.ts"
 import { seededDataDir } from "../../support/process.ts"
-import { onServerRun } from "../../support/databases.ts"
+import { emptyDatabase, onServerRun } from "../../support/databases.ts"
 
 /** Each test on a data directory whose database is already migrated (the run's snapshot). */
 const newDataDir = () => seededDataDir("svc-admin-")
@@ -241,7 +241,7 @@ describe.skipIf(onServerRun)("the embedded session's owner", () => {
     Effect.gen(function*() {
       const scope = yield* Scope.make()
       const context = yield* Layer.buildWithScope(
-        Database.memoryWith({ statementTimeout: Duration.millis(300), transactionTimeout: Duration.seconds(60) }),
+        emptyDatabase({ statementTimeout: Duration.millis(300), transactionTimeout: Duration.seconds(60) }),
         scope
       )
       const sql = Context.get(context, SqlClient.SqlClient)

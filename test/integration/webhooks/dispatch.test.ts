@@ -18,6 +18,7 @@ import { migrationRecord } from "../../../src/database/migrations/index.ts"
 import { SvcTest } from "../../../src/testing.ts"
 import { HttpsReceiver } from "../../support/HttpsReceiver.ts"
 import { eventBody, type EventBody, insertEvents, webhookService } from "./support.ts"
+import { emptyDatabase } from "../../support/databases.ts"
 
 const insertOne = (event: EventBody) =>
   Effect.gen(function*() {
@@ -95,7 +96,7 @@ const PreviousRelease = Layer.effectDiscard(Effect.gen(function*() {
 
 const Upgraded = Migrations.layer.pipe(
   Layer.provideMerge(PreviousRelease),
-  Layer.provideMerge(process.env.TEST_DATABASE_URL ? Database.scratch(Redacted.make(process.env.TEST_DATABASE_URL)) : Database.memory)
+  Layer.provideMerge(process.env.TEST_DATABASE_URL ? Database.scratch(Redacted.make(process.env.TEST_DATABASE_URL)) : emptyDatabase())
 )
 
 layer(Upgraded, { excludeTestServices: true })("upgrading to the dispatch cursor", (it) => {

@@ -3,6 +3,7 @@ import { afterAll, assert, beforeAll, describe, it } from "vitest"
 import { AnswerBytes, readAnswer } from "../../../src/database/embedded/EmbeddedAnswer.ts"
 import { encodeStatement, runStatement } from "../../../src/database/embedded/EmbeddedProtocol.ts"
 import { needsSync } from "../../../src/database/embedded/EmbeddedWriteThrough.ts"
+import { emptyPGlite } from "../../support/databases.ts"
 
 /** Statements whose answers cover rows, nulls, text in any script, counts, DDL and errors. */
 const STATEMENTS: ReadonlyArray<readonly [string, ReadonlyArray<string | null>, ReadonlyArray<number>]> = [
@@ -30,8 +31,8 @@ describe("reading PGlite's raw answer", () => {
     return pg
   }
   beforeAll(async () => {
-    db = await setUp(await PGlite.create())
-    twin = await setUp(await PGlite.create())
+    db = await setUp(await emptyPGlite())
+    twin = await setUp(await emptyPGlite())
   })
   afterAll(async () => {
     await db.close()
@@ -86,7 +87,7 @@ describe("reading PGlite's raw answer", () => {
 
 describe("syncing PGlite's files after a statement", () => {
   it("is skipped on the file systems that write through, and kept on any other", async () => {
-    const db = await PGlite.create()
+    const db = await emptyPGlite()
     try {
       let syncs = 0
       const sync = db.syncToFs.bind(db)

@@ -3,9 +3,9 @@ import { PGlite } from "@electric-sql/pglite"
 import { Effect } from "effect"
 import { SqlClient } from "effect/sql"
 import { afterAll, beforeAll } from "vitest"
-import { Database } from "../../../src/database/Database.ts"
 import { PreparedStatements } from "../../../src/database/embedded/EmbeddedPrepared.ts"
 import { runStatement } from "../../../src/database/embedded/EmbeddedProtocol.ts"
+import { emptyDatabase, emptyPGlite } from "../../support/databases.ts"
 
 /** The message types of a batch, in order. */
 const kinds = (batch: Uint8Array) => {
@@ -47,7 +47,7 @@ describe("named prepared statements on the embedded database", () => {
   describe("on PGlite", () => {
     let db: PGlite
     beforeAll(async () => {
-      db = await PGlite.create()
+      db = await emptyPGlite()
       await db.exec("CREATE TABLE t (id int PRIMARY KEY, v text)")
     })
     afterAll(() => db.close())
@@ -93,7 +93,7 @@ describe("named prepared statements on the embedded database", () => {
     })
   })
 
-  it.layer(Database.memory)((it) => {
+  it.layer(emptyDatabase())((it) => {
     it.effect("the embedded session runs svc's statements under names it keeps", () =>
       Effect.gen(function*() {
         const sql = yield* SqlClient.SqlClient

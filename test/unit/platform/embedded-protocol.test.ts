@@ -5,7 +5,7 @@ import { SqlClient } from "effect/sql"
 import { SqlError } from "effect/sql/SqlError"
 import fc from "fast-check"
 import { encodeStatement, serializeParam } from "../../../src/database/embedded/EmbeddedProtocol.ts"
-import { Database } from "../../../src/database/Database.ts"
+import { emptyDatabase } from "../../support/databases.ts"
 
 /** Text without NUL (PostgreSQL text cannot hold it), any other code point. */
 const text = fc.string({ unit: "grapheme", maxLength: 40 }).filter((s) => !s.includes("\u0000"))
@@ -38,7 +38,7 @@ describe("the embedded statement protocol", () => {
     assert.strictEqual(serializeParam([null, "a b"], 0, serializers)!.toUpperCase(), '{NULL,"A B"}')
   })
 
-  it.layer(Database.memory)((it) => {
+  it.layer(emptyDatabase())((it) => {
     it.effect("values of every type come back as they went in", () =>
       Effect.gen(function*() {
         const client = yield* SqlClient.SqlClient

@@ -7,6 +7,7 @@ import { SqlClient } from "effect/sql"
 import { Database } from "../../../src/database/Database.ts"
 import { analyzeStale, staleTables } from "../../../src/database/embedded/EmbeddedStatistics.ts"
 import { eventually } from "../../support/http.ts"
+import { emptyDatabase } from "../../support/databases.ts"
 
 /** The counters `pg_stat_user_tables` shows are written at the backend's next idle moment; this makes it the next statement. */
 const flushCounters = (sql: SqlClient.SqlClient) =>
@@ -21,7 +22,7 @@ const analyzed = (sql: SqlClient.SqlClient, table: string) =>
   )
 
 describe("planner statistics on the embedded database", () => {
-  it.layer(Database.memory)((it) => {
+  it.layer(emptyDatabase())((it) => {
     it.effect("a table changed by more than 50 rows plus a tenth of it is analyzed, one changed by less is not", () =>
       Effect.gen(function*() {
         const sql = yield* SqlClient.SqlClient

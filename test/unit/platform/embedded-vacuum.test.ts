@@ -9,6 +9,7 @@ import { Database } from "../../../src/database/Database.ts"
 import { makeEmbeddedClient, StatementAllowance, startSession } from "../../../src/database/embedded/EmbeddedSession.ts"
 import { AUTOVACUUM, dueTables, vacuumDue } from "../../../src/database/embedded/EmbeddedVacuum.ts"
 import { eventually } from "../../support/http.ts"
+import { emptyDatabase } from "../../support/databases.ts"
 
 /** The counters `pg_stat_user_tables` shows are written at the backend's next idle moment; this makes it the next statement. */
 const flushCounters = (sql: SqlClient.SqlClient) =>
@@ -34,7 +35,7 @@ const names = (sql: SqlClient.SqlClient, thresholds = AUTOVACUUM) =>
   Effect.map(Effect.andThen(flushCounters(sql), dueTables(sql, thresholds)), (tables) => tables.map((table) => table.name))
 
 describe("VACUUM on the embedded database", () => {
-  it.layer(Database.memory)((it) => {
+  it.layer(emptyDatabase())((it) => {
     it.effect("every table is vacuumed once; after that, one with dead rows past 50 plus a fifth of it is, one below is left alone", () =>
       Effect.gen(function*() {
         const sql = yield* SqlClient.SqlClient
@@ -107,7 +108,7 @@ describe("VACUUM on the embedded database", () => {
       }))
   })
 
-  it.layer(Database.memory)((it) => {
+  it.layer(emptyDatabase())((it) => {
     it.effect("a table whose oldest multixact id is past the multixact freeze age is vacuumed", () =>
       Effect.gen(function*() {
         const sql = yield* SqlClient.SqlClient
