@@ -60,10 +60,18 @@ export const cli = (args: ReadonlyArray<string>, env: Record<string, string | un
  * (about 1 CPU-second) instead of running initdb and every migration
  * (about 4). Tests of a first start on an empty directory use an empty one.
  */
-export const seededDataDir = (prefix = "svc-seeded-") => {
+export const seededDataDir = (prefix = "svc-seeded-") => dataDirFrom(prefix, process.env.TEST_DATABASE_SNAPSHOT)
+
+/**
+ * A new data directory whose database is empty, as initdb leaves it: the
+ * run's empty snapshot (`TEST_DATABASE_EMPTY_SNAPSHOT`) unpacked as its
+ * `pgdata`, for tests of the embedded database itself on a data folder.
+ */
+export const emptyDataDir = (prefix: string) => dataDirFrom(prefix, process.env.TEST_DATABASE_EMPTY_SNAPSHOT)
+
+const dataDirFrom = (prefix: string, snapshot: string | undefined) => {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), prefix))
   fs.mkdirSync(path.join(dir, "pgdata"), { mode: 0o700 })
-  const snapshot = process.env.TEST_DATABASE_SNAPSHOT
   if (snapshot !== undefined && snapshot !== "") execFileSync("tar", ["-xf", snapshot, "-C", path.join(dir, "pgdata")], { stdio: "ignore" })
   return dir
 }

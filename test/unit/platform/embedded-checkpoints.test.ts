@@ -1,12 +1,11 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Effect } from "effect"
 import { SqlClient } from "effect/sql"
-import { mkdtempSync, rmSync } from "node:fs"
-import { tmpdir } from "node:os"
-import * as path from "node:path"
+import { rmSync } from "node:fs"
 import { checkpointIfDue, keepCheckpoints } from "../../../src/database/embedded/EmbeddedCheckpoints.ts"
 import { Database } from "../../../src/database/Database.ts"
 import { eventually } from "../../support/http.ts"
+import { emptyDataDir } from "../../support/process.ts"
 
 const redo = (sql: SqlClient.SqlClient) =>
   Effect.map(sql<{ readonly redo: string }>`SELECT redo_lsn::text AS redo FROM pg_control_checkpoint()`.unprepared, (rows) => rows[0]!.redo)
@@ -18,7 +17,7 @@ const write = (sql: SqlClient.SqlClient) =>
 /** A data folder, as svc runs the embedded database (a database in memory has no WAL files to bound). */
 const inFolder = <A, E>(body: (sql: SqlClient.SqlClient) => Effect.Effect<A, E, SqlClient.SqlClient>) =>
   Effect.gen(function*() {
-    const folder = mkdtempSync(path.join(tmpdir(), "svc-checkpoints-"))
+    const folder = emptyDataDir("svc-checkpoints-")
     yield* Effect.addFinalizer(() => Effect.sync(() => rmSync(folder, { recursive: true, force: true })))
     return yield* Effect.flatMap(SqlClient.SqlClient, body).pipe(Effect.provide(Database.embedded(folder)))
   }).pipe(Effect.scoped)

@@ -1,12 +1,11 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Effect } from "effect"
-import { mkdtempSync, rmSync } from "node:fs"
-import { tmpdir } from "node:os"
-import * as path from "node:path"
+import { rmSync } from "node:fs"
 import { SqlClient } from "effect/sql"
 import { Database } from "../../../src/database/Database.ts"
 import { analyzeStale, staleTables } from "../../../src/database/embedded/EmbeddedStatistics.ts"
 import { eventually } from "../../support/http.ts"
+import { emptyDataDir } from "../../support/process.ts"
 import { emptyDatabase } from "../../support/databases.ts"
 
 /** The counters `pg_stat_user_tables` shows are written at the backend's next idle moment; this makes it the next statement. */
@@ -49,7 +48,7 @@ describe("planner statistics on the embedded database", () => {
 
   it.live("the embedded database in a data folder analyzes what changed without being asked", () =>
     Effect.gen(function*() {
-      const folder = mkdtempSync(path.join(tmpdir(), "svc-stats-"))
+      const folder = emptyDataDir("svc-stats-")
       yield* Effect.addFinalizer(() => Effect.sync(() => rmSync(folder, { recursive: true, force: true })))
       yield* Effect.gen(function*() {
         const sql = yield* SqlClient.SqlClient

@@ -1,14 +1,13 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Duration, Effect } from "effect"
-import { mkdtempSync, rmSync } from "node:fs"
-import { tmpdir } from "node:os"
-import * as path from "node:path"
+import { rmSync } from "node:fs"
 import { Reactivity } from "effect/reactivity"
 import { SqlClient } from "effect/sql"
 import { Database } from "../../../src/database/Database.ts"
 import { makeEmbeddedClient, StatementAllowance, startSession } from "../../../src/database/embedded/EmbeddedSession.ts"
 import { AUTOVACUUM, dueTables, vacuumDue } from "../../../src/database/embedded/EmbeddedVacuum.ts"
 import { eventually } from "../../support/http.ts"
+import { emptyDataDir } from "../../support/process.ts"
 import { emptyDatabase } from "../../support/databases.ts"
 
 /** The counters `pg_stat_user_tables` shows are written at the backend's next idle moment; this makes it the next statement. */
@@ -195,7 +194,7 @@ describe("VACUUM on the embedded database", () => {
 
   it.live("the embedded database in a data folder vacuums without being asked", () =>
     Effect.gen(function*() {
-      const folder = mkdtempSync(path.join(tmpdir(), "svc-vacuum-"))
+      const folder = emptyDataDir("svc-vacuum-")
       yield* Effect.addFinalizer(() => Effect.sync(() => rmSync(folder, { recursive: true, force: true })))
       yield* Effect.gen(function*() {
         const sql = yield* SqlClient.SqlClient
