@@ -90,7 +90,13 @@ export const ALL_SCOPES = Scopes
  */
 let sharedBrowser: Promise<Browser> | undefined
 const launchedBrowser = (): Promise<Browser> => {
-  sharedBrowser ??= chromium.launch({ executablePath: chromiumPath, headless: true, args: ["--no-sandbox", "--disable-dev-shm-usage"] }).then(
+  sharedBrowser ??= chromium.launch({
+    // chromium.sh runs chromiumPath without the address bar's popups (see there).
+    executablePath: path.join(import.meta.dirname, "chromium.sh"),
+    env: { ...process.env, SVC_CHROMIUM: chromiumPath },
+    headless: true,
+    args: ["--no-sandbox", "--disable-dev-shm-usage"]
+  }).then(
     (browser) => {
       browser.on("disconnected", () => (sharedBrowser = undefined))
       return browser
