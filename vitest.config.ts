@@ -21,6 +21,8 @@ export default defineConfig({
     // faster two-core machine six passed once in 309 s against four's 338,
     // and in another run two SvcTest.layer builds of one file waited 120 s
     // each with their process idle (cause not found): four until that is.
+    // Later, with less CPU a file: four and six alike (299.9 and 299.8 s),
+    // the machine's two cores busy 95 % of the run either way.
     maxWorkers: 4,
     // Each worker runs file after file in one process: the modules every
     // file imports (Effect, the service) load once per worker, not once per
