@@ -29,9 +29,8 @@
  *
  * Workers start as requests need them (a request that finds none free
  * and none starting starts one), or all at once when warmed (`warm`, a
- * server's start) or asked (`broadcast`). The worker script answers each request
- * `{ id, op, ... }` with one message
- * `{ id, _tag, ... }`, answers `{ op: "stats" }` too, and posts `"ready"`
+ * server's start) or asked (`broadcast`). The worker script answers each
+ * request `{ id, op, ... }` with one message `{ id, _tag, ... }`, answers `{ op: "stats" }` too, and posts `"ready"`
  * once it can take requests (after any warm-up: no deadline pays for it).
  *
  * Phases: one request may do several things with deadlines of their own
@@ -284,10 +283,10 @@ export const makeWorkerPool = <Request extends object, Reply extends PoolReply>(
   const pump = () => {
     if (closed) return
     // A job waiting with no worker free or starting for it starts one more.
-    let spare = slots.filter((slot) => !slot.ready || slot.job === undefined).length
-    while (waitingTotal > spare && slots.length < settings.workers) {
-      spawn(slots.length)
-      spare += 1
+    if (waitingTotal > 0 && slots.length < settings.workers) {
+      let spare = 0
+      for (const slot of slots) if (!slot.ready || slot.job === undefined) spare += 1
+      for (; waitingTotal > spare && slots.length < settings.workers; spare += 1) spawn(slots.length)
     }
     slots.forEach((slot, index) => {
       if (!slot.ready || slot.job !== undefined) return
