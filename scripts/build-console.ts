@@ -13,6 +13,7 @@ import * as fs from "node:fs"
 import * as path from "node:path"
 import { fileURLToPath } from "node:url"
 import { gzipSync } from "node:zlib"
+import { isOutdated } from "./build-packages.ts"
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..")
 const consoleDir = path.join(root, "console")
@@ -23,26 +24,8 @@ const sources = [path.join(consoleDir, "src"), path.join(consoleDir, "index.html
 
 const args = new Set(process.argv.slice(2))
 
-const newestSource = (): number => {
-  let newest = 0
-  const visit = (entry: string) => {
-    const stat = fs.statSync(entry, { throwIfNoEntry: false })
-    if (stat === undefined) return
-    if (stat.isDirectory()) {
-      for (const name of fs.readdirSync(entry)) visit(path.join(entry, name))
-    } else {
-      newest = Math.max(newest, stat.mtimeMs)
-    }
-  }
-  for (const source of sources) visit(source)
-  return newest
-}
-
 /** Whether a source of the bundle is newer than the last build (or there is none). */
-export const isStale = () => {
-  const built = fs.statSync(stamp, { throwIfNoEntry: false })
-  return built === undefined || built.mtimeMs < newestSource()
-}
+export const isStale = () => isOutdated(stamp, sources)
 
 export interface BuildReport {
   readonly script: string

@@ -103,7 +103,7 @@ export const checkClientClosure = (dist: string): Array<string> => {
 }
 
 /** The newest modification time under `entries` (files and folders, recursively). */
-export const newest = (entries: ReadonlyArray<string>): number =>
+const newest = (entries: ReadonlyArray<string>): number =>
   Math.max(0, ...entries.flatMap((entry) => {
     const stat = fs.statSync(entry, { throwIfNoEntry: false })
     if (stat === undefined) return []
@@ -117,10 +117,14 @@ const inputs = {
   receiver: { sources: ["packages/receiver/src", "packages/receiver/tsconfig.json", "packages/receiver/tsconfig.cjs.json"], stamp: "packages/receiver/dist/cjs/package.json" }
 } as const
 
-const isStale = (target: keyof typeof inputs): boolean => {
-  const built = fs.statSync(path.join(root, inputs[target].stamp), { throwIfNoEntry: false })
-  return built === undefined || built.mtimeMs < newest(inputs[target].sources.map((source) => path.join(root, source)))
+/** Whether the build whose file is `stamp` is missing or older than a file under `sources` (absolute paths). */
+export const isOutdated = (stamp: string, sources: ReadonlyArray<string>): boolean => {
+  const built = fs.statSync(stamp, { throwIfNoEntry: false })
+  return built === undefined || built.mtimeMs < newest(sources)
 }
+
+const isStale = (target: keyof typeof inputs): boolean =>
+  isOutdated(path.join(root, inputs[target].stamp), inputs[target].sources.map((source) => path.join(root, source)))
 
 /**
  * Builds into a fresh folder beside `dist`, then puts it in place: a build

@@ -29,18 +29,17 @@ export const writeEmptySnapshot = (file: string) =>
     yield* info.embedded!.request({ op: "snapshot", path: file, forCopies: true })
   }).pipe(Effect.provide(Layer.fresh(Database.memory)), Effect.scoped)
 
-const emptySnapshot = () => process.env.TEST_DATABASE_EMPTY_SNAPSHOT || undefined
+/** A database in memory opened as a copy of `snapshot` (with `settings`: its timeouts), or initdb's without one. */
+const memoryCopy = (snapshot: string | undefined, settings?: EmbeddedSettings) =>
+  snapshot ? Database.memoryFrom(snapshot, settings) : settings === undefined ? Database.memory : Database.memoryWith(settings)
 
-/** An empty embedded database in memory (`settings`: its timeouts): a copy of the run's empty snapshot, else initdb's. */
-export const emptyDatabase = (settings?: EmbeddedSettings) => {
-  const snapshot = emptySnapshot()
-  return snapshot !== undefined ? Database.memoryFrom(snapshot, settings) : settings === undefined ? Database.memory : Database.memoryWith(settings)
-}
+/** An empty embedded database in memory: a copy of the run's empty snapshot. */
+export const emptyDatabase = (settings?: EmbeddedSettings) => memoryCopy(process.env.TEST_DATABASE_EMPTY_SNAPSHOT, settings)
 
 /** A bare PGlite on an empty database, as `emptyDatabase` opens one. */
 export const emptyPGlite = () => {
-  const snapshot = emptySnapshot()
-  return PGlite.create(snapshot === undefined ? {} : { loadDataDir: new Blob([fs.readFileSync(snapshot)]) })
+  const snapshot = process.env.TEST_DATABASE_EMPTY_SNAPSHOT
+  return PGlite.create(snapshot ? { loadDataDir: new Blob([fs.readFileSync(snapshot)]) } : {})
 }
 
 export const databases = onServerRun
@@ -52,10 +51,7 @@ export const databases = onServerRun
  * run's migrated snapshot when there is one (test/support/global-setup.ts;
  * it opens in about 0.4 s, initdb takes several), else a fresh one.
  */
-export const memoryDatabase = () => {
-  const snapshot = process.env.TEST_DATABASE_SNAPSHOT
-  return snapshot ? Database.memoryFrom(snapshot) : Database.memory
-}
+export const memoryDatabase = () => memoryCopy(process.env.TEST_DATABASE_SNAPSHOT)
 
 /**
  * The same databases already migrated, for tests of what a migrated

@@ -10,7 +10,7 @@
 import { Effect } from "effect"
 import { bundleCli } from "../../scripts/bundle-cli.ts"
 import { buildConsole, isStale } from "../../scripts/build-console.ts"
-import { newest } from "../../scripts/build-packages.ts"
+import { isOutdated } from "../../scripts/build-packages.ts"
 import { randomBytes } from "node:crypto"
 import * as fs from "node:fs"
 import * as os from "node:os"
@@ -34,13 +34,12 @@ export default async function setup() {
   // package: the packages left out of the bundle resolve from node_modules,
   // and the server finds the console's build. Always the same folder, so
   // that Node's compile cache (`compileCache`) knows its files next run.
-  // Built while the snapshots below are written (esbuild runs in a process of its own).
+  // Built while the snapshots below are written (esbuild runs apart).
   const bundling = (async () => {
     if (process.env.TEST_SVC_CLI !== undefined) return
     const dir = path.join(root, "node_modules", ".svc-test-bundle")
-    const built = fs.statSync(path.join(dir, "main.js"), { throwIfNoEntry: false })
     const sources = ["src", "package-lock.json", "scripts/bundle-cli.ts"].map((source) => path.join(root, source))
-    if (built === undefined || built.mtimeMs < newest(sources)) {
+    if (isOutdated(path.join(dir, "main.js"), sources)) {
       // Built beside it, then put in place: a run never sees half a bundle.
       const next = `${dir}.next-${process.pid}`
       await bundleCli(next)

@@ -98,10 +98,10 @@ export interface RunningServer {
 const BASELINE_WASM = ["--no-wasm-dynamic-tiering", "--no-wasm-tier-up"]
 
 /**
- * Starts svc's server (`svc start` as installed, `svcScripts`; or `script`) and resolves once it logs that it
- * listens. Without the warm-up before listening (`SVC_WARM_START=false`,
- * about 1.5 CPU-s a start) unless `env` asks for it: the tests of the
- * warm-up do (`feedback/warm-start.test.ts`).
+ * Starts svc's server (as `svc start` runs it, `svcScripts`; or `script`)
+ * and resolves once it logs that it listens. Without the warm-up before
+ * listening (`SVC_WARM_START=false`, about 1.5 CPU-s a start) unless `env`
+ * asks for it: the tests of the warm-up do (`feedback/warm-start.test.ts`).
  */
 export const startServer = (env: Record<string, string>, timeoutMs = 60_000, script = svcScripts().server) =>
   new Promise<RunningServer>((resolve, reject) => {

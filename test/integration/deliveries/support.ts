@@ -6,7 +6,7 @@ import { Database } from "../../../src/database/Database.ts"
 import { newId } from "../../../src/platform/Ids.ts"
 import { Migrations } from "../../../src/database/Migrations.ts"
 import { Wakeups } from "../../../src/database/Wakeups.ts"
-import { emptyDatabase } from "../../support/databases.ts"
+import { memoryDatabase } from "../../support/databases.ts"
 
 /** A PostgreSQL server when set (a scratch database on it), else in-memory PGlite. */
 export const serverUrl = process.env.TEST_DATABASE_URL
@@ -18,9 +18,7 @@ export const QueueLive = DeliveryQueue.layer.pipe(
   Layer.provideMerge(
     serverUrl
       ? Database.scratch(Redacted.make(serverUrl), { template: process.env.TEST_DATABASE_TEMPLATE })
-      : process.env.TEST_DATABASE_SNAPSHOT
-      ? Database.memoryFrom(process.env.TEST_DATABASE_SNAPSHOT)
-      : emptyDatabase()
+      : memoryDatabase()
   )
 )
 
