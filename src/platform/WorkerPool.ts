@@ -30,8 +30,9 @@
  * Workers start as requests need them (a request that finds none free
  * and none starting starts one), or all at once when warmed (`warm`, a
  * server's start) or asked (`broadcast`). The worker script answers each
- * request `{ id, op, ... }` with one message `{ id, _tag, ... }`, answers `{ op: "stats" }` too, and posts `"ready"`
- * once it can take requests (after any warm-up: no deadline pays for it).
+ * request `{ id, op, ... }` with one message `{ id, _tag, ... }`, answers
+ * `{ op: "stats" }` too, and posts `"ready"` once it can take requests
+ * (after any warm-up: no deadline pays for it).
  *
  * Phases: one request may do several things with deadlines of their own
  * (check a correction, scrub it, check it again) in one round trip. The
