@@ -20,11 +20,11 @@ export const DefaultEventTypes: ReadonlyArray<ApprovalEventType> = ApprovalEvent
 
 /**
  * Operational events about the organization's endpoints: one stopped being
- * sent to (`endpoint.disabled`) or started failing (`endpoint.failing`).
- * Never part of the default subscription, never sent to the endpoint they
- * are about.
+ * sent to (`endpoint.disabled`), started failing (`endpoint.failing`) or
+ * has a client certificate near its expiry (`endpoint.certificate_expiring`).
+ * Never in the default subscription, never sent to the endpoint they are about.
  */
-export const EndpointEventTypes = ["endpoint.disabled", "endpoint.failing"] as const
+export const EndpointEventTypes = ["endpoint.disabled", "endpoint.failing", "endpoint.certificate_expiring"] as const
 export type EndpointEventType = typeof EndpointEventTypes[number]
 
 /** Every event type an endpoint may subscribe to. */

@@ -33,6 +33,8 @@ import { databaseNow, iso } from "../platform/Time.ts"
 import { endpointUrlOwner, SEALED_URL_COLUMN, URL_SECRET } from "../secrets/ReceiverUrls.ts"
 import { SecretStore } from "../secrets/SecretStore.ts"
 import { activeEndpoint } from "./send/EndpointHealth.ts"
+import { writeCertificateNotices } from "./auth/CertificateNotices.ts"
+import { Topics, Wakeups } from "../database/Wakeups.ts"
 import {
   type AuthInput,
   authOwner,
@@ -206,6 +208,13 @@ export class NotificationEndpoints extends Context.Service<NotificationEndpoints
       const secrets = yield* SecretStore
       const config = yield* SvcConfig
       const queue = yield* DeliveryQueue
+      const wakeups = yield* Wakeups
+      /** A certificate just set may be near its end already: told at once, with the change. */
+      const noticeIfDue = (id: string, certificate: unknown) =>
+        certificate === undefined || certificate === null
+          ? Effect.succeed(0)
+          : writeCertificateNotices(sql, config.webhookCertificateNotice, id)
+      const woken = (written: number) => written > 0 ? wakeups.signal(Topics.events) : Effect.void
       const signingSecrets = Effect.fn("NotificationEndpoints.signingSecrets")(function*(orgId: string, id: string) {
         const stored = yield* secrets.list(endpointOwner(orgId, id))
         return stored.map((secret) => Redacted.value(secret.value))
@@ -228,6 +237,7 @@ export class NotificationEndpoints extends Context.Service<NotificationEndpoints
         const certificate = yield* prepareCertificate(input.tls_client_certificate)
         const secret = newSigningSecret()
         const limit = config.maxEndpointsPerOrg
+        let noticed = 0
         // The endpoint's row, the queue's side of its ordering and its secrets, in
         // one transaction. Each endpoint multiplies every event into one more
         // signed POST: the number per organization is capped, counted under the
@@ -257,8 +267,10 @@ export class NotificationEndpoints extends Context.Service<NotificationEndpoints
           yield* writeSecrets(secrets, certificateOwner(orgId, id), certificate)
           yield* secrets.put(endpointOwner(orgId, id), "signing", Redacted.make(secret))
           yield* secrets.put(endpointUrlOwner(orgId, id), URL_SECRET, Redacted.make(checked.url))
+          noticed = yield* noticeIfDue(id, certificate)
           return row
         })).pipe(Effect.catchTag("SqlError", Effect.die))
+        yield* woken(noticed)
         return { endpoint: toEndpoint(row), secret }
       })
 
@@ -291,6 +303,7 @@ export class NotificationEndpoints extends Context.Service<NotificationEndpoints
         )
         const auth = yield* prepareAuth(change.auth, (url) => outbound.check(url, orgId))
         const certificate = yield* prepareCertificate(change.tls_client_certificate)
+        let noticed = 0
         // Reactivating starts a new streak: a failing notice is due again when it fails again.
         const row = yield* sql.withTransaction(Effect.gen(function*() {
           yield* failingStreak.end(sql, id, activeEndpoint(sql, orgId, false))
@@ -320,9 +333,11 @@ export class NotificationEndpoints extends Context.Service<NotificationEndpoints
           if (row !== undefined && headers !== undefined) yield* writeHeaders(secrets, orgId, id, headers)
           if (row !== undefined) yield* writeSecrets(secrets, authOwner(orgId, id), auth)
           if (row !== undefined) yield* writeSecrets(secrets, certificateOwner(orgId, id), certificate)
+          if (row !== undefined) noticed = yield* noticeIfDue(id, certificate)
           return row
         })).pipe(Effect.catchTag("SqlError", Effect.die))
         yield* forget(orgId, id)
+        yield* woken(noticed)
         if (row === undefined) return yield* new NotFound({ detail: "No such notification endpoint." })
         return toEndpoint(row)
       })

@@ -75,6 +75,8 @@ export const testEventBody = (input: {
     ? { ...head, type: input.type, endpoint: { ...endpoint, active: false, deactivated_at: occurredAt } }
     : input.type === "endpoint.failing"
     ? { ...head, type: input.type, endpoint: { ...endpoint, active: true, failing_since: occurredAt } }
+    : input.type === "endpoint.certificate_expiring"
+    ? { ...head, type: input.type, endpoint: { ...endpoint, active: true, certificate_expires_at: later(14 * 86_400) } }
     : input.type === "approval.approved"
     ? { ...head, type: input.type, approval: { ...approval("approved"), ...decided } }
     : input.type === "approval.rejected"

@@ -58,6 +58,7 @@ import { SpanBuffers } from "../telemetry/Buffers.ts"
 import { TracerLive } from "../telemetry/Capture.ts"
 import { TelemetryDestinations } from "../telemetry/Destinations.ts"
 import { EndpointTokens } from "../notifications/auth/Tokens.ts"
+import { CertificateNoticesLive } from "../notifications/auth/CertificateNotices.ts"
 import { TelemetryExportLive } from "../telemetry/Export.ts"
 import { TelemetryHandlers } from "../telemetry/Http.ts"
 import { DestinationsRepo } from "../telemetry/Repository.ts"
@@ -129,6 +130,7 @@ export const WorkersLive = Layer.mergeAll(
   ReviewerEmail.worker,
   RetentionLive,
   SealReceiverUrlsLive,
+  CertificateNoticesLive,
   MetricsListener
 )
 

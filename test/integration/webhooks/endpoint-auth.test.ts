@@ -10,8 +10,10 @@
  * in an answer, a log line, a span or a stored row.
  */
 import { assert, describe, layer } from "@effect/vitest"
+import { PgClient } from "@effect/sql-pg"
 import { Duration, Effect, Layer, Tracer } from "effect"
 import { createHmac } from "node:crypto"
+import { writeCertificateNotices } from "../../../src/notifications/auth/CertificateNotices.ts"
 import { SvcTest, type TestOrg } from "../../../src/testing.ts"
 import { makeDnsServer, type TestDnsServer } from "../../support/dns.ts"
 import { raw } from "../../support/http.ts"
@@ -360,6 +362,47 @@ layer(service, { excludeTestServices: true })("endpoint authentication", (it) =>
         ])
         yield* org.client.notifications.remove({ params: { id: endpoint.id } })
         assert.lengthOf(yield* svc.sql`SELECT 1 FROM org_secrets WHERE owner_id = ${endpoint.id}`, 0)
+      }).pipe(Effect.scoped))
+  })
+  describe("endpoint.certificate_expiring", () => {
+    it.effect("a certificate within SVC_WEBHOOK_CERTIFICATE_NOTICE of its end is told to the other endpoints once; a new one again; a later one not", () =>
+      Effect.gen(function*() {
+        const svc = yield* SvcTest
+        const sql = yield* PgClient.PgClient
+        const tls = yield* TestTls.shared
+        const days = (n: number) => new Date(Date.now() + n * 86_400_000)
+        const soon = yield* Effect.promise(() => tls.issueClient("soon", { notBeforeDate: days(-1), notAfterDate: days(10) }))
+        const later = yield* Effect.promise(() => tls.issueClient("later", { notBeforeDate: days(-1), notAfterDate: days(30) }))
+        const receiver = yield* HttpsReceiver.make()
+        const org = yield* SvcTest.org()
+        const admin = yield* org.client.notifications.create({
+          payload: { url: receiver.url("/admin"), events: ["endpoint.certificate_expiring"] }
+        })
+        const pair = (c: { cert: string; key: string }) => ({ certificate: c.cert, private_key: c.key })
+        const { endpoint } = yield* org.client.notifications.create({
+          payload: { url: receiver.url("/mtls"), tls_client_certificate: pair(soon) }
+        })
+        const notices = () =>
+          svc.sql<{ body: string }>`
+            SELECT body FROM events WHERE type = 'endpoint.certificate_expiring' AND about_endpoint = ${endpoint.id} ORDER BY occurred_at
+          `
+        const notice = yield* receiver.waitFor((r) => r.path === "/admin")
+        const body = JSON.parse(new TextDecoder().decode(notice.body))
+        assert.strictEqual(body.type, "endpoint.certificate_expiring")
+        assert.strictEqual(body.endpoint.id, endpoint.id)
+        assert.strictEqual(body.endpoint.certificate_expires_at, endpoint.tls_client_certificate!.not_after)
+        assert.match(body.endpoint.reason, /expires within 14d/)
+        // Once: the loop of every process finds it told already.
+        assert.strictEqual(yield* writeCertificateNotices(sql, Duration.days(14)), 0)
+        assert.lengthOf(yield* notices(), 1)
+        // A certificate with more time left is not told; a new one near its end is, again.
+        yield* org.client.notifications.update({ params: { id: endpoint.id }, payload: { tls_client_certificate: pair(later) } })
+        assert.lengthOf(yield* notices(), 1)
+        yield* org.client.notifications.update({ params: { id: endpoint.id }, payload: { tls_client_certificate: pair(soon) } })
+        assert.lengthOf(yield* notices(), 2)
+        // Never to the endpoint it is about.
+        assert.lengthOf(receiver.requests().filter((r) => r.path === "/mtls"), 0)
+        assert.strictEqual(admin.endpoint.events[0], "endpoint.certificate_expiring")
       }).pipe(Effect.scoped))
   })
 })
