@@ -95,8 +95,8 @@ export const AuthenticationFields = (
         ))}
       </div>
       {oauth && (
-        <>
-          <label>
+        <div class="stack">
+          <label class="wide">
             Token URL
             <input type="url" required value={draft.tokenUrl} placeholder="https://login.example.com/oauth/token" onInput={(event) => set({ tokenUrl: event.currentTarget.value })} />
           </label>
@@ -116,19 +116,19 @@ export const AuthenticationFields = (
             Audience (optional)
             <input type="text" value={draft.audience} onInput={(event) => set({ audience: event.currentTarget.value })} />
           </label>
-        </>
+        </div>
       )}
       {certificate && (
-        <>
-          <label>
+        <div class="stack">
+          <label class="wide">
             Client certificate (PEM)
-            <textarea required rows={4} value={draft.certificate} placeholder="-----BEGIN CERTIFICATE-----" onInput={(event) => set({ certificate: event.currentTarget.value })} />
+            <textarea class="mono" required rows={4} value={draft.certificate} placeholder="-----BEGIN CERTIFICATE-----" onInput={(event) => set({ certificate: event.currentTarget.value })} />
           </label>
-          <label>
+          <label class="wide">
             Private key (PEM, unencrypted)
-            <textarea required rows={4} autocomplete="off" value={draft.privateKey} placeholder="-----BEGIN PRIVATE KEY-----" onInput={(event) => set({ privateKey: event.currentTarget.value })} />
+            <textarea class="mono" required rows={4} autocomplete="off" value={draft.privateKey} placeholder="-----BEGIN PRIVATE KEY-----" onInput={(event) => set({ privateKey: event.currentTarget.value })} />
           </label>
-        </>
+        </div>
       )}
     </fieldset>
   )
