@@ -18,7 +18,7 @@
  * is a registered one, or the network failure) and never the client
  * secret, the token or the token endpoint's body.
  */
-import { Clock, Context, Deferred, Duration, Effect, Layer } from "effect"
+import { Cause, Clock, Context, Deferred, Duration, Effect, Exit, Layer } from "effect"
 import { OutboundFailure, OutboundHttp } from "../../outbound/OutboundHttp.ts"
 import { SvcConfig } from "../../platform/Config.ts"
 
@@ -161,9 +161,17 @@ export class EndpointTokens extends Context.Service<EndpointTokens, {
           inFlight.set(target.key, deferred)
           const fetched = yield* fetch(target, orgId, timeoutMs).pipe(
             Effect.onExit((exit) =>
-              Effect.andThen(Deferred.done(deferred, exit), Effect.sync(() => {
-                if (inFlight.get(target.key) === deferred) inFlight.delete(target.key)
-              }))
+              // The sends that joined fail as this one does; when it was
+              // interrupted (its own attempt ended), they are told so and
+              // fail their attempt rather than being interrupted with it.
+              Effect.andThen(
+                Exit.isFailure(exit) && Cause.hasInterruptsOnly(exit.cause)
+                  ? Deferred.fail(deferred, failure("the token request was interrupted"))
+                  : Deferred.done(deferred, exit),
+                Effect.sync(() => {
+                  if (inFlight.get(target.key) === deferred) inFlight.delete(target.key)
+                })
+              )
             )
           )
           if (known.size >= KEPT) known.clear()
