@@ -171,6 +171,28 @@ layer(service, { excludeTestServices: true })("endpoint authentication", (it) =>
         }
       }).pipe(Effect.scoped))
 
+    it.effect("a client certificate alone: every delivery presents it (the sends without a fiber of their own too)", () =>
+      Effect.gen(function*() {
+        const tls = yield* TestTls.shared
+        const client = yield* Effect.promise(() => tls.issueClient("svc-client"))
+        const receiver = yield* HttpsReceiver.make({
+          clientCa: tls.caCert,
+          respond: (request) => request.clientCertificate === "svc-client" ? Reply.ok() : Reply.status(403)
+        })
+        const org = yield* SvcTest.org()
+        const { endpoint } = yield* org.client.notifications.create({
+          payload: { url: receiver.url("/mtls-only"), tls_client_certificate: { certificate: client.cert, private_key: client.key } }
+        })
+        assert.isNull(endpoint.auth)
+        yield* insertEvents(Array.from({ length: 5 }, () => eventBody(org.orgId, "approval.requested")))
+        const rows = yield* waitForDeliveries(endpoint.id, (rows) => rows.length === 5 && rows.every((row) => row.status === "delivered"))
+        assert.isTrue(rows.every((row) => row.attempts === 1))
+        for (const request of receiver.requests()) {
+          assert.strictEqual(request.clientCertificate, "svc-client")
+          assert.isUndefined(request.headers["authorization"])
+        }
+      }).pipe(Effect.scoped))
+
     it.effect("a token the receiver refuses (401) is fetched again once and the delivery goes through in one attempt", () =>
       Effect.gen(function*() {
         const tls = yield* TestTls.shared
