@@ -106,7 +106,8 @@ const endpointEvent = <S extends Schema.Top>(
     endpoint
   }).annotate({ identifier, title: type, description })
 
-const { failing_since: _fs, deactivated_at: _dat, certificate_expires_at: _cea, ...endpointBase } = EndpointSnapshot.fields
+const { failing_since: _fs, deactivated_at: _dat, certificate_expires_at: _cea, ...endpointBase } =
+  EndpointSnapshot.fields
 
 /** One schema per event type, in the order of `EventTypes`. */
 export const EventSchemas = {

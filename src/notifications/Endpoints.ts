@@ -178,7 +178,10 @@ export class NotificationEndpoints extends Context.Service<NotificationEndpoints
     orgId: string,
     id: string,
     change: EndpointChange
-  ) => Effect.Effect<NotificationEndpoint, NotFound | InvalidUrl | InvalidWebhookEvents | InvalidHeaders | InvalidRequest>
+  ) => Effect.Effect<
+    NotificationEndpoint,
+    NotFound | InvalidUrl | InvalidWebhookEvents | InvalidHeaders | InvalidRequest
+  >
   /** Deletes the row, its secrets and the queue's target (its undelivered deliveries fail), in one transaction; answers the deleted row. */
   readonly remove: (orgId: string, id: string) => Effect.Effect<EndpointRow, NotFound>
   readonly rotateSecret: (
@@ -232,7 +235,8 @@ export class NotificationEndpoints extends Context.Service<NotificationEndpoints
           Effect.mapError((unsafe) => new InvalidUrl({ field: "url", detail: unsafe.message }))
         )
         yield* refuseForBroker(new URL(checked.url).protocol.slice(0, -1), input.auth, input.tls_client_certificate)
-        yield* refuseAuthorizationHeader(input.auth !== undefined && input.auth !== null, (headers ?? []).map(([name]) => name))
+        const hasAuth = input.auth !== undefined && input.auth !== null
+        yield* refuseAuthorizationHeader(hasAuth, (headers ?? []).map(([name]) => name))
         const auth = yield* prepareAuth(input.auth, (url) => outbound.check(url, orgId))
         const certificate = yield* prepareCertificate(input.tls_client_certificate)
         const secret = newSigningSecret()
@@ -252,12 +256,12 @@ export class NotificationEndpoints extends Context.Service<NotificationEndpoints
           }
           const id = newId()
           const row = yield* EndpointRows.returned(sql`
-            INSERT INTO notification_endpoints (id, org_id, url, url_hint, events, created_by, action_classes, ordering, header_names, rate_limit,
-                                                auth, client_certificate, certificate_expires_at)
+            INSERT INTO notification_endpoints (id, org_id, url, url_hint, events, created_by, action_classes, ordering,
+                                                header_names, rate_limit, auth, client_certificate, certificate_expires_at)
             VALUES (${id}, ${orgId}, ${SEALED_URL_COLUMN}, ${checked.urlHint}, ${sql.json(events)}, ${keyId},
                     ${filterColumn(input.action_classes)}::jsonb, ${input.ordering ?? "concurrent"}, ${headerNames(headers)}::jsonb,
-                    ${input.rate_limit ?? null}, ${jsonOrNull(auth?.column)}::jsonb, ${jsonOrNull(certificate?.column)}::jsonb,
-                    ${certificate?.expiresAt ?? null})
+                    ${input.rate_limit ?? null}, ${jsonOrNull(auth?.column)}::jsonb,
+                    ${jsonOrNull(certificate?.column)}::jsonb, ${certificate?.expiresAt ?? null})
             RETURNING ${sql.literal(columns)}
           `)
           if (input.ordering === "strict") yield* queue.setStrict("webhook", orgId, id, true)
@@ -317,8 +321,12 @@ export class NotificationEndpoints extends Context.Service<NotificationEndpoints
                 header_names = ${headers === undefined ? sql`header_names` : sql`${headerNames(headers)}::jsonb`},
                 rate_limit = ${change.rate_limit === undefined ? sql`rate_limit` : sql`${change.rate_limit}::int`},
                 auth = ${auth === undefined ? sql`auth` : sql`${jsonOrNull(auth?.column)}::jsonb`},
-                client_certificate = ${certificate === undefined ? sql`client_certificate` : sql`${jsonOrNull(certificate?.column)}::jsonb`},
-                certificate_expires_at = ${certificate === undefined ? sql`certificate_expires_at` : sql`${certificate?.expiresAt ?? null}`},
+                client_certificate = ${
+              certificate === undefined ? sql`client_certificate` : sql`${jsonOrNull(certificate?.column)}::jsonb`
+            },
+                certificate_expires_at = ${
+              certificate === undefined ? sql`certificate_expires_at` : sql`${certificate?.expiresAt ?? null}`
+            },
                 certificate_notice_at = ${certificate === undefined ? sql`certificate_notice_at` : sql`NULL`},
                 active = true, deactivated_at = NULL, deactivated_reason = NULL
             WHERE id = ${id} AND org_id = ${orgId}

@@ -10,7 +10,14 @@ import { buildConnector, Pool } from "undici"
 import { VERSION } from "../api/Version.ts"
 import { type Address, parseAddress } from "./AddressPolicy.ts"
 import { startExchange } from "./Exchange.ts"
-import { type ClientCertificate, OutboundFailure, type OutboundRequest, type OutboundResponse, type Prepared, toFailure } from "./Request.ts"
+import {
+  type ClientCertificate,
+  OutboundFailure,
+  type OutboundRequest,
+  type OutboundResponse,
+  type Prepared,
+  toFailure
+} from "./Request.ts"
 
 /** How long an idle connection pool for one (origin, checked addresses) pair is kept. */
 const POOL_IDLE_TTL = Duration.minutes(1)

@@ -85,7 +85,9 @@ export const ServicesLive = Layer.mergeAll(
   Feedback.layer.pipe(Layer.provide(Identity.layer)),
   TelemetryDestinations.layer,
   Layer.mergeAll(Dispatcher.layer, WebhookSender.layer, ReviewerEmail.layer, TestDeliveries.layer, ReviewerAddresses.layer).pipe(
-    Layer.provideMerge(Layer.mergeAll(NotificationEndpoints.layer, EventBodies.layer, Brokers.layer, EndpointTokens.layer))
+    Layer.provideMerge(
+      Layer.mergeAll(NotificationEndpoints.layer, EventBodies.layer, Brokers.layer, EndpointTokens.layer)
+    )
   )
 ).pipe(
   Layer.provideMerge(DestinationsRepo.layer),

@@ -23,7 +23,8 @@ export const CHECK_EVERY = Duration.minutes(10)
 /** Writes the notices due (of endpoint `id` only, when given); answers how many. */
 export const writeCertificateNotices = (sql: PgClient.PgClient, notice: Duration.Duration, id?: string) => {
   const seconds = Duration.toMillis(notice) / 1000
-  const reason = `the client certificate (tls_client_certificate) expires within ${Duration.format(notice)}; PATCH the endpoint with a new one`
+  const reason = `the client certificate (tls_client_certificate) expires within ${Duration.format(notice)}; ` +
+    "PATCH the endpoint with a new one"
   return sql`
     WITH changed AS (
       UPDATE notification_endpoints SET certificate_notice_at = now()

@@ -56,7 +56,8 @@ export const refuseForBroker = (scheme: string, auth: unknown, certificate: unkn
   if (field === undefined) return Effect.void
   return Effect.fail(new InvalidRequest({
     field,
-    detail: `${field} is for HTTPS endpoints only; a broker destination (${scheme}) authenticates with the credentials in its URL.`
+    detail: `${field} is for HTTPS endpoints only; ` +
+      `a broker destination (${scheme}) authenticates with the credentials in its URL.`
   }))
 }
 

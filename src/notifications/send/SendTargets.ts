@@ -244,7 +244,10 @@ type Stored = ReadonlyArray<{ readonly id: string; readonly name: string; readon
 
 const named = (stored: Stored, name: string) => stored.find((secret) => secret.name === name)
 
-/** The OAuth credentials of an endpoint: its `auth` column and its secrets (the cache key holds the client secret's id). */
+/**
+ * The OAuth credentials of an endpoint: its `auth` column and its secrets
+ * (the token cache's key holds the client secret's id).
+ */
 const oauthTarget = (key: string, column: NonNullable<EndpointAuthView>, stored: Stored): OAuthTarget | undefined => {
   const tokenUrl = named(stored, TOKEN_URL)
   const secret = named(stored, CLIENT_SECRET)
@@ -295,8 +298,11 @@ export const makeSendTargets = Effect.fnUntraced(function*(
       headers: row.header_names.length === 0
         ? []
         : (yield* secrets.list(endpointHeaderOwner(orgId, id))).map((h) => [h.name.toLowerCase(), Redacted.value(h.value)] as const),
+      // Likewise credentials and certificates.
       oauth: row.auth === null ? undefined : oauthTarget(key, row.auth, yield* secrets.list(authOwner(orgId, id))),
-      clientCertificate: row.has_certificate ? clientCertificate(yield* secrets.list(certificateOwner(orgId, id))) : undefined
+      clientCertificate: row.has_certificate
+        ? clientCertificate(yield* secrets.list(certificateOwner(orgId, id)))
+        : undefined
     }
     mirror.found(key, lookup, target, row.stamp)
     return target

@@ -130,7 +130,8 @@ export class WebhookSender extends Context.Service<WebhookSender, {
         const body = Buffer.from(event.body, "utf8")
         const started = yield* Clock.currentTimeMillis
         if (!target.url.startsWith("https:")) return yield* publish(delivery, target, event.type, body, started)
-        const sent = yield* authorizedSend(requestOf(delivery, target, event.type, body, started), target.oauth, delivery.orgId).pipe(
+        const request = requestOf(delivery, target, event.type, body, started)
+        const sent = yield* authorizedSend(request, target.oauth, delivery.orgId).pipe(
           Effect.catch((failure) => Effect.succeed(failure))
         )
         return verdictOf(schedule, delivery, target.url, sent, started, yield* Clock.currentTimeMillis)
