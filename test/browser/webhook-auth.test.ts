@@ -73,6 +73,8 @@ describeBrowser("Webhooks endpoint authentication", () => {
 
     await card.getByRole("button", { name: "Edit events" }).click()
     await card.getByRole("button", { name: "Replace authentication" }).click()
+    await card.getByRole("radio", { name: "OAuth 2.0 client credentials" }).check()
+    await screenshot(page, "webhooks-auth-edit")
     await card.getByRole("radio", { name: "None (signatures only)" }).check()
     await card.getByRole("button", { name: "Save events" }).click()
     await page.getByText(/Events of .* saved\./).waitFor()
