@@ -44,7 +44,10 @@ export const EndpointSnapshot = Schema.Struct({
   reason: Schema.String.annotate({ description: "Why, in svc's words" }),
   active: Schema.Boolean.annotate({ description: "Whether svc still sends to the endpoint" }),
   failing_since: Schema.optionalKey(Timestamp.annotate({ description: "`endpoint.failing`: when the failing streak began" })),
-  deactivated_at: Schema.optionalKey(Timestamp.annotate({ description: "`endpoint.disabled`: when svc deactivated the endpoint" }))
+  deactivated_at: Schema.optionalKey(Timestamp.annotate({ description: "`endpoint.disabled`: when svc deactivated the endpoint" })),
+  certificate_expires_at: Schema.optionalKey(
+    Timestamp.annotate({ description: "`endpoint.certificate_expiring`: when the endpoint's client certificate expires (its `not_after`)" })
+  )
 })
 export type EndpointSnapshot = typeof EndpointSnapshot.Type
 
@@ -103,7 +106,8 @@ const endpointEvent = <S extends Schema.Top>(
     endpoint
   }).annotate({ identifier, title: type, description })
 
-const { failing_since: _fs, deactivated_at: _dat, ...endpointBase } = EndpointSnapshot.fields
+const { failing_since: _fs, deactivated_at: _dat, certificate_expires_at: _cea, ...endpointBase } =
+  EndpointSnapshot.fields
 
 /** One schema per event type, in the order of `EventTypes`. */
 export const EventSchemas = {
@@ -154,6 +158,16 @@ export const EventSchemas = {
     "EndpointFailingEvent",
     "Another endpoint of the organization entered a cooldown after having been healthy (`SVC_WEBHOOK_COOLDOWN_AFTER` consecutive failed attempts); once per failing streak.",
     Schema.Struct({ ...endpointBase, active: Schema.Literal(true), failing_since: EndpointSnapshot.fields.failing_since.schema })
+  ),
+  "endpoint.certificate_expiring": endpointEvent(
+    "endpoint.certificate_expiring",
+    "EndpointCertificateExpiringEvent",
+    "The client certificate of another endpoint of the organization (`tls_client_certificate`, mutual TLS) expires within `SVC_WEBHOOK_CERTIFICATE_NOTICE` (14 days by default); once per certificate. PATCH the endpoint with a new one.",
+    Schema.Struct({
+      ...endpointBase,
+      active: Schema.Literal(true),
+      certificate_expires_at: EndpointSnapshot.fields.certificate_expires_at.schema
+    })
   )
 } as const satisfies Record<EventType, Schema.Top>
 

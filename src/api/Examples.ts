@@ -212,7 +212,14 @@ export const createEndpoint = {
   events: ["approval.requested", "approval.approved", "approval.rejected"],
   action_classes: ["payments.*", "email.send"],
   headers: { "X-Routing-Key": "payments-eu" },
-  rate_limit: 20
+  rate_limit: 20,
+  auth: {
+    type: "oauth2_client_credentials",
+    token_url: "https://login.acme.test/oauth/token",
+    client_id: "svc-webhooks",
+    client_secret: "cs_5Jq2w8RkT1vYb7Lm",
+    scope: "webhooks.write"
+  }
 }
 export const notificationEndpoint = {
   id: ids.endpoint,
@@ -224,7 +231,15 @@ export const notificationEndpoint = {
   created_by: ids.key,
   action_classes: null,
   headers: ["X-Routing-Key"],
-  rate_limit: 20
+  rate_limit: 20,
+  auth: {
+    type: "oauth2_client_credentials",
+    token_url_hint: "https://login.acme.test/…",
+    client_id: "svc-webhooks",
+    scope: "webhooks.write",
+    auth_method: "client_secret_basic"
+  },
+  tls_client_certificate: null
 }
 const secret = "whsec_JdGwaHfZnRRQKgXhf8YyUeo++QLve9wkg3u27aco3jA="
 export const createdEndpoint = { endpoint: notificationEndpoint, secret }

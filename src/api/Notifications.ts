@@ -8,10 +8,11 @@ import { HttpApiEndpoint, HttpApiGroup, HttpApiSchema, OpenApi } from "effect/ht
 import { type ApprovalEventType, ApprovalEventTypes } from "./Approvals.ts"
 import { answeredAs, EmailAddress, HeaderName, HeaderValue, Instant, Text, Timestamp, UrlOf, Uuid } from "./Common.ts"
 import { InvalidUrl, NotReplayable, QueueFull, Replayed } from "./Deliveries.ts"
-import { InvalidHeaders, LimitReached, NotFound, problemType, RateLimited } from "./Errors.ts"
+import { InvalidHeaders, InvalidRequest, LimitReached, NotFound, problemType, RateLimited } from "./Errors.ts"
 import { HttpApiError } from "effect/http-api"
 import { Authentication, requireScope } from "./Security.ts"
 import { documented, notFound } from "./Documentation.ts"
+import { ClientCertificateInput, ClientCertificateView, EndpointAuthInput, EndpointAuthView } from "./EndpointAuth.ts"
 import * as Examples from "./Examples.ts"
 
 /** The six approval event types (spec "Events"), in lifecycle order: the default subscription. */
@@ -19,11 +20,11 @@ export const DefaultEventTypes: ReadonlyArray<ApprovalEventType> = ApprovalEvent
 
 /**
  * Operational events about the organization's endpoints: one stopped being
- * sent to (`endpoint.disabled`) or started failing (`endpoint.failing`).
- * Never part of the default subscription, never sent to the endpoint they
- * are about.
+ * sent to (`endpoint.disabled`), started failing (`endpoint.failing`) or
+ * has a client certificate near its expiry (`endpoint.certificate_expiring`).
+ * Never in the default subscription, never sent to the endpoint they are about.
  */
-export const EndpointEventTypes = ["endpoint.disabled", "endpoint.failing"] as const
+export const EndpointEventTypes = ["endpoint.disabled", "endpoint.failing", "endpoint.certificate_expiring"] as const
 export type EndpointEventType = typeof EndpointEventTypes[number]
 
 /** Every event type an endpoint may subscribe to. */
@@ -128,7 +129,9 @@ export const NotificationEndpoint = Schema.Struct({
   headers: Schema.Array(Schema.String).annotate({
     description: "Names of the endpoint's custom headers, as given; their values are never returned"
   }),
-  rate_limit: Schema.NullOr(Schema.Int).annotate({ description: "Deliveries per second at most; null: unlimited" })
+  rate_limit: Schema.NullOr(Schema.Int).annotate({ description: "Deliveries per second at most; null: unlimited" }),
+  auth: EndpointAuthView,
+  tls_client_certificate: ClientCertificateView
 })
 export type NotificationEndpoint = typeof NotificationEndpoint.Type
 
@@ -154,7 +157,9 @@ export const CreateEndpoint = Schema.Struct({
   action_classes: Schema.optionalKey(ActionClassFilters),
   ordering: Schema.optionalKey(EndpointOrdering),
   headers: Schema.optionalKey(CustomHeaders),
-  rate_limit: Schema.optionalKey(RateLimit)
+  rate_limit: Schema.optionalKey(RateLimit),
+  auth: Schema.optionalKey(EndpointAuthInput),
+  tls_client_certificate: Schema.optionalKey(ClientCertificateInput)
 })
 
 export const UpdateEndpoint = Schema.Struct({
@@ -164,7 +169,9 @@ export const UpdateEndpoint = Schema.Struct({
   headers: Schema.optionalKey(CustomHeaders.annotate({
     description: "Replaces the whole set of custom headers (values write-only: give every header again); `{}` removes them all; absent: unchanged. Same rules as on create."
   })),
-  rate_limit: Schema.optionalKey(RateLimit.annotate({ description: "Replaces the rate limit; null: unlimited; absent: unchanged" }))
+  rate_limit: Schema.optionalKey(RateLimit.annotate({ description: "Replaces the rate limit; null: unlimited; absent: unchanged" })),
+  auth: Schema.optionalKey(EndpointAuthInput),
+  tls_client_certificate: Schema.optionalKey(ClientCertificateInput)
 })
 
 export const TestDelivery = Schema.Struct({
@@ -272,7 +279,7 @@ export class NotificationsApi extends HttpApiGroup.make("notifications")
     HttpApiEndpoint.post("create", "/v1/notification-endpoints", {
       payload: CreateEndpoint,
       success: Schema.Struct({ endpoint: NotificationEndpoint, secret: Schema.String }).pipe(HttpApiSchema.status(201)),
-      error: [InvalidUrl, InvalidWebhookEvents, InvalidHeaders, LimitReached]
+      error: [InvalidUrl, InvalidWebhookEvents, InvalidHeaders, InvalidRequest, LimitReached]
     }).pipe(
       requireScope(
         "org_config.write",
@@ -289,7 +296,7 @@ export class NotificationsApi extends HttpApiGroup.make("notifications")
       params: EndpointId,
       payload: UpdateEndpoint,
       success: NotificationEndpoint,
-      error: [NotFound, InvalidWebhookEvents, InvalidHeaders]
+      error: [NotFound, InvalidUrl, InvalidWebhookEvents, InvalidHeaders, InvalidRequest]
     }).pipe(
       requireScope(
         "org_config.write",

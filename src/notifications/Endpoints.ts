@@ -16,7 +16,8 @@ import { PgClient } from "@effect/sql-pg"
 import type { Statement } from "effect/sql"
 import { Context, Effect, Layer, Redacted, Schema } from "effect"
 import { parseEndpointUrl } from "../brokers/BrokerUrl.ts"
-import { headersRefused, type InvalidHeaders, LimitReached, NotFound } from "../api/Errors.ts"
+import { headersRefused, type InvalidHeaders, type InvalidRequest, LimitReached, NotFound } from "../api/Errors.ts"
+import { ClientCertificateView, EndpointAuthView } from "../api/EndpointAuth.ts"
 import { InvalidUrl } from "../api/Deliveries.ts"
 import { EndpointOrdering, type EventType, type InvalidWebhookEvents, type NotificationEndpoint } from "../api/Notifications.ts"
 import { DefaultEventTypes } from "../api/Notifications.ts"
@@ -32,6 +33,19 @@ import { databaseNow, iso } from "../platform/Time.ts"
 import { endpointUrlOwner, SEALED_URL_COLUMN, URL_SECRET } from "../secrets/ReceiverUrls.ts"
 import { SecretStore } from "../secrets/SecretStore.ts"
 import { activeEndpoint } from "./send/EndpointHealth.ts"
+import { writeCertificateNotices } from "./auth/CertificateNotices.ts"
+import { Topics, Wakeups } from "../database/Wakeups.ts"
+import {
+  type AuthInput,
+  authOwner,
+  type CertificateInput,
+  certificateOwner,
+  prepareAuth,
+  prepareCertificate,
+  refuseAuthorizationHeader,
+  refuseForBroker,
+  writeSecrets
+} from "./auth/StoredAuth.ts"
 import { endpointHeaderOwner, endpointOwner, makeSendTargets, type SendTarget } from "./send/SendTargets.ts"
 import { newSigningSecret, OWN_HEADERS } from "./Signing.ts"
 
@@ -49,6 +63,10 @@ export interface EndpointChange {
   readonly headers?: Readonly<Record<string, string>> | undefined
   /** `undefined`: unchanged; null: unlimited. */
   readonly rate_limit?: number | null | undefined
+  /** `undefined`: unchanged; null: none; otherwise the whole new credentials. */
+  readonly auth?: AuthInput | null | undefined
+  /** `undefined`: unchanged; null: none. */
+  readonly tls_client_certificate?: CertificateInput | null | undefined
 }
 
 /** A create: what a change may say (given or not), and the URL. */
@@ -75,6 +93,8 @@ const writeHeaders = Effect.fnUntraced(function*(
   for (const [name, value] of headers) yield* secrets.put(owner, name, Redacted.make(value))
 })
 
+const jsonOrNull = (value: object | undefined) => value === undefined ? null : JSON.stringify(value)
+
 const headerNames = (headers: ReadonlyArray<readonly [string, string]> | undefined) => JSON.stringify((headers ?? []).map(([name]) => name))
 
 /** A `notification_endpoints` row (with, where a query joins it, its health: `withHealth`). */
@@ -93,6 +113,8 @@ const EndpointColumns = Schema.Struct({
   action_classes: JsonColumn(Schema.NullOr(Schema.Array(Schema.String))),
   header_names: JsonColumn(Schema.Array(Schema.String)),
   rate_limit: Schema.NullOr(Schema.Number),
+  auth: JsonColumn(EndpointAuthView),
+  client_certificate: JsonColumn(ClientCertificateView),
   cooldown_until: Schema.optionalKey(TimestampOrNull),
   failing_since: Schema.optionalKey(TimestampOrNull)
 })
@@ -113,13 +135,15 @@ export const toEndpoint = (row: EndpointRow): NotificationEndpoint => ({
   ...(row.failing_since === undefined || row.failing_since === null ? {} : { failing_since: row.failing_since }),
   action_classes: row.action_classes === null ? null : [...row.action_classes],
   headers: [...row.header_names],
-  rate_limit: row.rate_limit
+  rate_limit: row.rate_limit,
+  auth: row.auth,
+  tls_client_certificate: row.client_certificate
 })
 
 const DEFAULT_OVERLAP_SECONDS = 24 * 3600
 
 const columns =
-  "id, org_id, url, url_hint, events, ordering, active, deactivated_at, deactivated_reason, created_at, created_by, action_classes, header_names, rate_limit"
+  "id, org_id, url, url_hint, events, ordering, active, deactivated_at, deactivated_reason, created_at, created_by, action_classes, header_names, rate_limit, auth, client_certificate"
 
 /** An `action_classes` filter as stored: null (all), or its entries without duplicates. */
 const filterColumn = (filter: ReadonlyArray<string> | null | undefined) =>
@@ -144,7 +168,7 @@ export class NotificationEndpoints extends Context.Service<NotificationEndpoints
     input: EndpointInput
   ) => Effect.Effect<
     { readonly endpoint: NotificationEndpoint; readonly secret: string },
-    InvalidUrl | InvalidWebhookEvents | InvalidHeaders | LimitReached
+    InvalidUrl | InvalidWebhookEvents | InvalidHeaders | InvalidRequest | LimitReached
   >
   readonly list: (orgId: string) => Effect.Effect<ReadonlyArray<NotificationEndpoint>>
   /** The row, or `NotFound` when absent in this organization. */
@@ -154,7 +178,10 @@ export class NotificationEndpoints extends Context.Service<NotificationEndpoints
     orgId: string,
     id: string,
     change: EndpointChange
-  ) => Effect.Effect<NotificationEndpoint, NotFound | InvalidWebhookEvents | InvalidHeaders>
+  ) => Effect.Effect<
+    NotificationEndpoint,
+    NotFound | InvalidUrl | InvalidWebhookEvents | InvalidHeaders | InvalidRequest
+  >
   /** Deletes the row, its secrets and the queue's target (its undelivered deliveries fail), in one transaction; answers the deleted row. */
   readonly remove: (orgId: string, id: string) => Effect.Effect<EndpointRow, NotFound>
   readonly rotateSecret: (
@@ -184,6 +211,13 @@ export class NotificationEndpoints extends Context.Service<NotificationEndpoints
       const secrets = yield* SecretStore
       const config = yield* SvcConfig
       const queue = yield* DeliveryQueue
+      const wakeups = yield* Wakeups
+      /** A certificate just set may be near its end already: told at once, with the change. */
+      const noticeIfDue = (id: string, certificate: unknown) =>
+        certificate === undefined || certificate === null
+          ? Effect.succeed(0)
+          : writeCertificateNotices(sql, config.webhookCertificateNotice, id)
+      const woken = (written: number) => written > 0 ? wakeups.signal(Topics.events) : Effect.void
       const signingSecrets = Effect.fn("NotificationEndpoints.signingSecrets")(function*(orgId: string, id: string) {
         const stored = yield* secrets.list(endpointOwner(orgId, id))
         return stored.map((secret) => Redacted.value(secret.value))
@@ -200,8 +234,14 @@ export class NotificationEndpoints extends Context.Service<NotificationEndpoints
         const checked = yield* outbound.check(input.url, orgId, parseEndpointUrl).pipe(
           Effect.mapError((unsafe) => new InvalidUrl({ field: "url", detail: unsafe.message }))
         )
+        yield* refuseForBroker(new URL(checked.url).protocol.slice(0, -1), input.auth, input.tls_client_certificate)
+        const hasAuth = input.auth !== undefined && input.auth !== null
+        yield* refuseAuthorizationHeader(hasAuth, (headers ?? []).map(([name]) => name))
+        const auth = yield* prepareAuth(input.auth, (url) => outbound.check(url, orgId))
+        const certificate = yield* prepareCertificate(input.tls_client_certificate)
         const secret = newSigningSecret()
         const limit = config.maxEndpointsPerOrg
+        let noticed = 0
         // The endpoint's row, the queue's side of its ordering and its secrets, in
         // one transaction. Each endpoint multiplies every event into one more
         // signed POST: the number per organization is capped, counted under the
@@ -216,19 +256,25 @@ export class NotificationEndpoints extends Context.Service<NotificationEndpoints
           }
           const id = newId()
           const row = yield* EndpointRows.returned(sql`
-            INSERT INTO notification_endpoints (id, org_id, url, url_hint, events, created_by, action_classes, ordering, header_names, rate_limit)
+            INSERT INTO notification_endpoints (id, org_id, url, url_hint, events, created_by, action_classes, ordering,
+                                                header_names, rate_limit, auth, client_certificate, certificate_expires_at)
             VALUES (${id}, ${orgId}, ${SEALED_URL_COLUMN}, ${checked.urlHint}, ${sql.json(events)}, ${keyId},
                     ${filterColumn(input.action_classes)}::jsonb, ${input.ordering ?? "concurrent"}, ${headerNames(headers)}::jsonb,
-                    ${input.rate_limit ?? null})
+                    ${input.rate_limit ?? null}, ${jsonOrNull(auth?.column)}::jsonb,
+                    ${jsonOrNull(certificate?.column)}::jsonb, ${certificate?.expiresAt ?? null})
             RETURNING ${sql.literal(columns)}
           `)
           if (input.ordering === "strict") yield* queue.setStrict("webhook", orgId, id, true)
           if (input.rate_limit !== undefined && input.rate_limit !== null) yield* queue.setRateLimit("webhook", orgId, id, input.rate_limit)
           if (headers !== undefined) yield* writeHeaders(secrets, orgId, id, headers)
+          yield* writeSecrets(secrets, authOwner(orgId, id), auth)
+          yield* writeSecrets(secrets, certificateOwner(orgId, id), certificate)
           yield* secrets.put(endpointOwner(orgId, id), "signing", Redacted.make(secret))
           yield* secrets.put(endpointUrlOwner(orgId, id), URL_SECRET, Redacted.make(checked.url))
+          noticed = yield* noticeIfDue(id, certificate)
           return row
         })).pipe(Effect.catchTag("SqlError", Effect.die))
+        yield* woken(noticed)
         return { endpoint: toEndpoint(row), secret }
       })
 
@@ -253,6 +299,15 @@ export class NotificationEndpoints extends Context.Service<NotificationEndpoints
       const update = Effect.fn("NotificationEndpoints.update")(function*(orgId: string, id: string, change: EndpointChange) {
         const selection = change.events === undefined ? undefined : eventSelection(change.events)
         const headers = yield* checkCustomHeaders(change.headers)
+        const before = yield* find(orgId, id)
+        yield* refuseForBroker(before.url_hint.slice(0, before.url_hint.indexOf(":")), change.auth, change.tls_client_certificate)
+        yield* refuseAuthorizationHeader(
+          change.auth === undefined ? before.auth !== null : change.auth !== null,
+          headers === undefined ? before.header_names : headers.map(([name]) => name)
+        )
+        const auth = yield* prepareAuth(change.auth, (url) => outbound.check(url, orgId))
+        const certificate = yield* prepareCertificate(change.tls_client_certificate)
+        let noticed = 0
         // Reactivating starts a new streak: a failing notice is due again when it fails again.
         const row = yield* sql.withTransaction(Effect.gen(function*() {
           yield* failingStreak.end(sql, id, activeEndpoint(sql, orgId, false))
@@ -265,6 +320,14 @@ export class NotificationEndpoints extends Context.Service<NotificationEndpoints
                 ordering = ${change.ordering ?? sql`ordering`},
                 header_names = ${headers === undefined ? sql`header_names` : sql`${headerNames(headers)}::jsonb`},
                 rate_limit = ${change.rate_limit === undefined ? sql`rate_limit` : sql`${change.rate_limit}::int`},
+                auth = ${auth === undefined ? sql`auth` : sql`${jsonOrNull(auth?.column)}::jsonb`},
+                client_certificate = ${
+              certificate === undefined ? sql`client_certificate` : sql`${jsonOrNull(certificate?.column)}::jsonb`
+            },
+                certificate_expires_at = ${
+              certificate === undefined ? sql`certificate_expires_at` : sql`${certificate?.expiresAt ?? null}`
+            },
+                certificate_notice_at = ${certificate === undefined ? sql`certificate_notice_at` : sql`NULL`},
                 active = true, deactivated_at = NULL, deactivated_reason = NULL
             WHERE id = ${id} AND org_id = ${orgId}
             RETURNING ${sql.literal(columns)}
@@ -276,9 +339,13 @@ export class NotificationEndpoints extends Context.Service<NotificationEndpoints
           }
           if (row !== undefined && change.rate_limit !== undefined) yield* queue.setRateLimit("webhook", orgId, id, change.rate_limit)
           if (row !== undefined && headers !== undefined) yield* writeHeaders(secrets, orgId, id, headers)
+          if (row !== undefined) yield* writeSecrets(secrets, authOwner(orgId, id), auth)
+          if (row !== undefined) yield* writeSecrets(secrets, certificateOwner(orgId, id), certificate)
+          if (row !== undefined) noticed = yield* noticeIfDue(id, certificate)
           return row
         })).pipe(Effect.catchTag("SqlError", Effect.die))
         yield* forget(orgId, id)
+        yield* woken(noticed)
         if (row === undefined) return yield* new NotFound({ detail: "No such notification endpoint." })
         return toEndpoint(row)
       })
@@ -293,6 +360,8 @@ export class NotificationEndpoints extends Context.Service<NotificationEndpoints
             yield* secrets.removeOwner(endpointOwner(orgId, id))
             yield* secrets.removeOwner(endpointUrlOwner(orgId, id))
             yield* secrets.removeOwner(endpointHeaderOwner(orgId, id))
+            yield* secrets.removeOwner(authOwner(orgId, id))
+            yield* secrets.removeOwner(certificateOwner(orgId, id))
             yield* queue.removeTarget("webhook", id, "endpoint deleted")
           }
           return row

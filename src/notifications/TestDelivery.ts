@@ -26,6 +26,8 @@ import { newId } from "../platform/Ids.ts"
 import { NotificationEndpoints } from "./Endpoints.ts"
 import { httpError } from "./send/Verdict.ts"
 import { deliveryHeaders } from "./Signing.ts"
+import { makeAuthorizedSend } from "./auth/AuthorizedSend.ts"
+import { EndpointTokens } from "./auth/Tokens.ts"
 
 /** Whether a test of the endpoint's window was taken, and how long until the next window. */
 const WindowRows = rowsOf("notification_endpoints", Schema.Struct({ claimed: Schema.Boolean, retry_after: Schema.Number }))
@@ -73,6 +75,8 @@ export const testEventBody = (input: {
     ? { ...head, type: input.type, endpoint: { ...endpoint, active: false, deactivated_at: occurredAt } }
     : input.type === "endpoint.failing"
     ? { ...head, type: input.type, endpoint: { ...endpoint, active: true, failing_since: occurredAt } }
+    : input.type === "endpoint.certificate_expiring"
+    ? { ...head, type: input.type, endpoint: { ...endpoint, active: true, certificate_expires_at: later(14 * 86_400) } }
     : input.type === "approval.approved"
     ? { ...head, type: input.type, approval: { ...approval("approved"), ...decided } }
     : input.type === "approval.rejected"
@@ -101,6 +105,7 @@ export class TestDeliveries extends Context.Service<TestDeliveries, {
       const operations = yield* DeliveryOperations
       const config = yield* SvcConfig
       const limit = config.webhookTestsPerMinute
+      const authorizedSend = makeAuthorizedSend(outbound, yield* EndpointTokens)
 
       /** Takes one test of the endpoint's window, or answers how long until the next window. */
       const claim = Effect.fnUntraced(function*(orgId: string, endpointId: string) {
@@ -184,7 +189,7 @@ export class TestDeliveries extends Context.Service<TestDeliveries, {
           yield* record("delivered", { durationMs })
           return { delivered: true as const, duration_ms: durationMs }
         }
-        const sent = yield* outbound.send({
+        const sent = yield* authorizedSend({
           url: target.url,
           method: "POST",
           headers,
@@ -193,8 +198,9 @@ export class TestDeliveries extends Context.Service<TestDeliveries, {
           maxResponseBytes: 1,
           partition: orgId,
           connections: config.webhookPerHost + config.maxEndpointsPerOrg,
-          orgId
-        }).pipe(Effect.result)
+          orgId,
+          clientCertificate: target.clientCertificate
+        }, target.oauth, orgId).pipe(Effect.result)
         if (sent._tag === "Failure") return yield* failed(sent.failure.message)
         const response = sent.success
         const durationMs = Math.round(response.elapsedMs)

@@ -21,7 +21,6 @@
  */
 import { Clock, Context, Duration, Effect, Layer, type Tracer } from "effect"
 import { Resolver as DnsResolver } from "node:dns/promises"
-import * as tls from "node:tls"
 import { SvcConfig } from "../platform/Config.ts"
 import { type Address, type Cidr, judge, parseAddress, parseCidrs, unmap } from "./AddressPolicy.ts"
 import { directExchange } from "./DirectExchange.ts"
@@ -30,7 +29,14 @@ import { type CheckedUrl, makePrepare, OutboundFailure, type OutboundRequest, ty
 import { networkResolver, Resolver } from "./Resolver.ts"
 import { type Parsed, parseTarget, type Target } from "./TargetUrl.ts"
 
-export { type CheckedUrl, OutboundFailure, type OutboundRequest, type OutboundResponse, UnsafeUrl } from "./Request.ts"
+export {
+  type CheckedUrl,
+  type ClientCertificate,
+  OutboundFailure,
+  type OutboundRequest,
+  type OutboundResponse,
+  UnsafeUrl
+} from "./Request.ts"
 
 /** How long `check` waits for DNS before refusing the URL as unresolvable. */
 const CHECK_RESOLVE_TIMEOUT = Duration.seconds(5)
@@ -105,7 +111,7 @@ export class OutboundHttp extends Context.Service<OutboundHttp, {
         return yield* Effect.die(new Error(`SVC_ALLOWED_TARGET_CIDRS: not a CIDR: ${invalid.join(", ")}`))
       }
       const ca = yield* trustedCas(config.extraCaFile._tag === "Some" ? config.extraCaFile.value : undefined)
-      const { exchange } = yield* makePools(tls.createSecureContext({ ca: [...ca] }))
+      const { exchange } = yield* makePools(ca)
       const prepare = makePrepare()
 
       /** The attributes a send gives its caller's span, before and after the exchange. */

@@ -10,7 +10,14 @@ import { buildConnector, Pool } from "undici"
 import { VERSION } from "../api/Version.ts"
 import { type Address, parseAddress } from "./AddressPolicy.ts"
 import { startExchange } from "./Exchange.ts"
-import { OutboundFailure, type OutboundRequest, type OutboundResponse, type Prepared, toFailure } from "./Request.ts"
+import {
+  type ClientCertificate,
+  OutboundFailure,
+  type OutboundRequest,
+  type OutboundResponse,
+  type Prepared,
+  toFailure
+} from "./Request.ts"
 
 /** How long an idle connection pool for one (origin, checked addresses) pair is kept. */
 const POOL_IDLE_TTL = Duration.minutes(1)
@@ -60,6 +67,8 @@ interface PoolKey {
   readonly addresses: ReadonlyArray<string>
   readonly partition: string
   readonly connections: number
+  /** Presented on every connection of the pool (mutual TLS). */
+  readonly clientCertificate: ClientCertificate | undefined
 }
 
 const familyOf = (address: string) => (address.includes(":") ? 6 : 4)
@@ -83,13 +92,18 @@ const pinnedLookup = (addresses: ReadonlyArray<string>) =>
   }
 }
 
-const makePool = (key: PoolKey, trust: tls.SecureContext) => {
+const makePool = (key: PoolKey, trust: tls.SecureContext, ca: ReadonlyArray<string>) => {
   const url = new URL(key.origin)
   const literal = parseAddress(url.hostname)
+  const certificate = key.clientCertificate
   const connector = buildConnector({
     // Built once from the trusted CAs: given `ca` instead, every new
-    // connection would parse the whole root store again (~15 ms each).
-    secureContext: trust,
+    // connection would parse the whole root store again (~15 ms each). A
+    // pool with a client certificate builds its own context once, with the
+    // same CAs and the certificate and key.
+    secureContext: certificate === undefined
+      ? trust
+      : tls.createSecureContext({ ca: [...ca], cert: certificate.certificate, key: certificate.privateKey }),
     rejectUnauthorized: true,
     // HTTP/1.1 only: one well-understood framing, no h2 stream multiplexing
     // surprises across deliveries.
@@ -139,16 +153,17 @@ export const trustedCas = Effect.fnUntraced(function*(extraCaFile: string | unde
 })
 
 /** The pools of one `OutboundHttp` layer: swept when idle, destroyed with the scope. */
-export const makePools = Effect.fnUntraced(function*(trust: tls.SecureContext) {
+export const makePools = Effect.fnUntraced(function*(ca: ReadonlyArray<string>) {
+  const trust = tls.createSecureContext({ ca: [...ca] })
   // Pools by key, each with its exchanges in flight; one idle for
   // POOL_IDLE_TTL is destroyed by the sweep. A plain map, not a scoped
   // resource per send: looking a pool up costs a string key and a get.
   const pools = new Map<string, PoolEntry>()
   const poolFor = (key: PoolKey) => {
-    const id = `${key.origin} ${key.addresses.join(",")} ${key.partition} ${key.connections}`
+    const id = `${key.origin} ${key.addresses.join(",")} ${key.partition} ${key.connections} ${key.clientCertificate?.id ?? ""}`
     let entry = pools.get(id)
     if (entry === undefined) {
-      entry = { pool: makePool(key, trust), active: 0, idleSince: performance.now() }
+      entry = { pool: makePool(key, trust, ca), active: 0, idleSince: performance.now() }
       pools.set(id, entry)
     } else {
       // Taken now: not idle, whatever happens before its exchange starts.
@@ -200,7 +215,8 @@ export const makePools = Effect.fnUntraced(function*(trust: tls.SecureContext) {
       origin: target.url.origin,
       addresses: addresses.map((address) => address.toString()),
       partition: request.partition ?? "",
-      connections: request.connections ?? POOL_CONNECTIONS
+      connections: request.connections ?? POOL_CONNECTIONS,
+      clientCertificate: request.clientCertificate
     })
     let timer: ReturnType<typeof setTimeout> | undefined
     let ended = false

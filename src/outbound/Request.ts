@@ -17,6 +17,14 @@ export interface CheckedUrl {
 /** Why a URL is refused; `message` never echoes the URL or its credentials. */
 export class UnsafeUrl extends Data.TaggedError("UnsafeUrl")<{ readonly message: string }> {}
 
+/** A client certificate to present in the TLS handshake (mutual TLS); `id` names this certificate and key. */
+export interface ClientCertificate {
+  readonly id: string
+  /** PEM, leaf first, then any intermediates. */
+  readonly certificate: string
+  readonly privateKey: string
+}
+
 export interface OutboundRequest {
   readonly url: string
   readonly method: "POST" | "GET"
@@ -42,6 +50,8 @@ export interface OutboundRequest {
   readonly connections?: number | undefined
   /** Whose request this is: DNS lookups in flight are bounded per organization. */
   readonly orgId?: string | undefined
+  /** Presented when the server asks for one; its connections have a pool of their own. */
+  readonly clientCertificate?: ClientCertificate | undefined
 }
 
 export interface OutboundResponse {

@@ -160,7 +160,7 @@ export const endpointEventInsert = (
   sql: PgClient.PgClient,
   event: {
     readonly type: EndpointEvent["type"]
-    readonly stamp: Extract<keyof EndpointSnapshot, "deactivated_at" | "failing_since">
+    readonly stamp: Extract<keyof EndpointSnapshot, "deactivated_at" | "failing_since" | "certificate_expires_at">
     readonly active: boolean
     readonly reason: string
   }

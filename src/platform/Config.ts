@@ -56,6 +56,10 @@ export interface SvcConfigShape {
   readonly webhookReplayMax: number
   /** How long an endpoint may fail without one successful delivery before svc stops sending to it. */
   readonly webhookDisableAfter: Duration.Duration
+  /** Most bytes of an OAuth token endpoint's answer svc reads (an endpoint's `auth`). */
+  readonly webhookTokenMaxBytes: number
+  /** How long before an endpoint's client certificate expires `endpoint.certificate_expiring` is sent. */
+  readonly webhookCertificateNotice: Duration.Duration
   /** Share of traces exported to an organization's collector. */
   readonly telemetrySampleRatio: number
   /** Spans each telemetry destination buffers in memory per process before dropping. */
@@ -295,6 +299,8 @@ export const svcConfig: Config.Config<SvcConfigShape> = Config.all({
   brokerConnectionsPerOrg: intAtLeast("SVC_BROKER_CONNECTIONS_PER_ORG", 32, 1, 65_536),
   webhookReplayMax: intAtLeast("SVC_WEBHOOK_REPLAY_MAX", 10_000, 1, 10_000),
   webhookDisableAfter: duration("SVC_WEBHOOK_DISABLE_AFTER", "5d", Duration.seconds(1)),
+  webhookTokenMaxBytes: intAtLeast("SVC_WEBHOOK_TOKEN_MAX_BYTES", 16_384, 1_024, 1_048_576),
+  webhookCertificateNotice: duration("SVC_WEBHOOK_CERTIFICATE_NOTICE", "14d", Duration.minutes(1)),
   telemetrySampleRatio: Config.Finite("SVC_TELEMETRY_SAMPLE_RATIO").pipe(
     Config.withDefault(1),
     Config.mapEffect((ratio) =>

@@ -1,6 +1,7 @@
 /**
  * The secret store: every secret `svc` holds for an organization (webhook
- * signing secrets and custom header values, collector header values, receiver URLs), sealed with the master key
+ * signing secrets, custom header values and authentication credentials,
+ * collector header values, receiver URLs), sealed with the master key
  * (`SecretBox`) and owned by one resource. Nothing here ever returns a
  * secret through the API; callers decide what leaves the process.
  *
@@ -21,6 +22,8 @@ import { rowsOf, Timestamp, TimestampOrNull } from "../platform/Rows.ts"
 export type OwnerKind =
   | "notification_endpoint"
   | "notification_endpoint_header"
+  | "notification_endpoint_auth"
+  | "notification_endpoint_certificate"
   | "telemetry_destination"
   | "notification_endpoint_url"
   | "telemetry_destination_url"

@@ -57,6 +57,8 @@ import { Tasks } from "../tasks/Tasks.ts"
 import { SpanBuffers } from "../telemetry/Buffers.ts"
 import { TracerLive } from "../telemetry/Capture.ts"
 import { TelemetryDestinations } from "../telemetry/Destinations.ts"
+import { EndpointTokens } from "../notifications/auth/Tokens.ts"
+import { CertificateNoticesLive } from "../notifications/auth/CertificateNotices.ts"
 import { TelemetryExportLive } from "../telemetry/Export.ts"
 import { TelemetryHandlers } from "../telemetry/Http.ts"
 import { DestinationsRepo } from "../telemetry/Repository.ts"
@@ -83,7 +85,9 @@ export const ServicesLive = Layer.mergeAll(
   Feedback.layer.pipe(Layer.provide(Identity.layer)),
   TelemetryDestinations.layer,
   Layer.mergeAll(Dispatcher.layer, WebhookSender.layer, ReviewerEmail.layer, TestDeliveries.layer, ReviewerAddresses.layer).pipe(
-    Layer.provideMerge(Layer.mergeAll(NotificationEndpoints.layer, EventBodies.layer, Brokers.layer))
+    Layer.provideMerge(
+      Layer.mergeAll(NotificationEndpoints.layer, EventBodies.layer, Brokers.layer, EndpointTokens.layer)
+    )
   )
 ).pipe(
   Layer.provideMerge(DestinationsRepo.layer),
@@ -128,6 +132,7 @@ export const WorkersLive = Layer.mergeAll(
   ReviewerEmail.worker,
   RetentionLive,
   SealReceiverUrlsLive,
+  CertificateNoticesLive,
   MetricsListener
 )
 

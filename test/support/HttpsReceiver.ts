@@ -49,6 +49,8 @@ export interface ReceivedRequest {
   readonly connectionId: number
   /** The SNI name the client sent, if any (none for IP literals). */
   readonly servername: string | undefined
+  /** With `clientCa`: the subject's common name of the client certificate the client presented (verified against that CA). */
+  readonly clientCertificate: string | undefined
 }
 
 export interface Reply {
@@ -94,6 +96,13 @@ export interface HttpsReceiverOptions {
   readonly certificate?: TestCertificate
   /** How to answer requests the queue has no reply for (default 200 "ok"). */
   readonly respond?: (request: ReceivedRequest) => Reply
+  /** Mutual TLS: a client certificate signed by this CA (PEM) is required, else the handshake fails. */
+  readonly clientCa?: string
+}
+
+const peerName = (socket: TLSSocket) => {
+  const cn = socket.getPeerCertificate().subject?.CN
+  return Array.isArray(cn) ? cn.join(",") : cn
 }
 
 export class HttpsReceiver extends Context.Service<HttpsReceiver, {
@@ -209,7 +218,8 @@ export class HttpsReceiver extends Context.Service<HttpsReceiver, {
             localAddress: socket.localAddress ?? "",
             remoteAddress: socket.remoteAddress ?? "",
             connectionId: connectionIds.get(socket) ?? -1,
-            servername: typeof socket.servername === "string" ? socket.servername : undefined
+            servername: typeof socket.servername === "string" ? socket.servername : undefined,
+            clientCertificate: options.clientCa === undefined ? undefined : peerName(socket)
           }
           received.push(request)
           answer(queue.shift() ?? handler(request), req, res)
@@ -237,7 +247,11 @@ export class HttpsReceiver extends Context.Service<HttpsReceiver, {
 
       let port = 0
       for (const host of hosts) {
-        const server = createServer({ cert: certificate.cert, key: certificate.key }, onRequest)
+        const server = createServer({
+          cert: certificate.cert,
+          key: certificate.key,
+          ...(options.clientCa === undefined ? {} : { ca: options.clientCa, requestCert: true, rejectUnauthorized: true })
+        }, onRequest)
         server.on("secureConnection", (socket) => {
           connectionCount += 1
           connectionIds.set(socket, connectionCount)

@@ -46,7 +46,7 @@ export const catalogue = (): { readonly entries: Map<string, CatalogueEntry>; re
   const page = sections(read(CATALOGUE))
   const entries = new Map<string, CatalogueEntry>()
   for (const [heading, section] of page) {
-    if (!/^(approval|endpoint)\.[a-z]+$/.test(heading)) continue
+    if (!/^(approval|endpoint)\.[a-z_]+$/.test(heading)) continue
     const [example, schema, ...rest] = jsonBlocks(section)
     if (example === undefined || schema === undefined || rest.length > 0) {
       throw new Error(`${CATALOGUE}, ${heading}: expected two JSON blocks, the example and the schema`)

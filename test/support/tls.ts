@@ -37,6 +37,8 @@ export interface TestTlsMaterial extends TestCertificate {
   readonly caFile: string
   /** Signs another server certificate with the same CA. */
   readonly issue: (names: SanOptions) => Promise<TestCertificate>
+  /** Signs a client certificate (TLS client authentication) for `commonName`, valid over `validity` (default: now, for 30 days). */
+  readonly issueClient: (commonName: string, validity?: { readonly notBeforeDate: Date; readonly notAfterDate: Date }) => Promise<TestCertificate>
 }
 
 export interface SanOptions {
@@ -94,10 +96,24 @@ export const makeTestTls = async (names: SanOptions = {}): Promise<TestTlsMateri
     })
     return { cert: leaf.cert, key: leaf.private }
   }
+  const issueClient = async (commonName: string, period = validity()): Promise<TestCertificate> => {
+    const leaf = await generate([{ name: "commonName", value: commonName }], {
+      keyType: "ec",
+      algorithm: "sha256",
+      ...period,
+      ca: { key: ca.private, cert: ca.cert },
+      extensions: [
+        { name: "basicConstraints", cA: false, critical: true },
+        { name: "keyUsage", digitalSignature: true, critical: true },
+        { name: "extKeyUsage", clientAuth: true }
+      ]
+    })
+    return { cert: leaf.cert, key: leaf.private }
+  }
   const server = await issue(names)
   const caFile = join(tempDir(), "ca.pem")
   writeFileSync(caFile, ca.cert)
-  return { ...server, caCert: ca.cert, caKey: ca.private, caFile, issue }
+  return { ...server, caCert: ca.cert, caKey: ca.private, caFile, issue, issueClient }
 }
 
 /** A self-signed server certificate for `names` that no test CA vouches for. */

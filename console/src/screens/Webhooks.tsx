@@ -15,6 +15,7 @@ import { refresh, useAtomValue, useMutation } from "../atoms.ts"
 import { setQuery, useLocation } from "../router.ts"
 import { Confirm, describeProblem, Loaded, Notice, type NoticeValue, SecretOnce, Time, useInterval } from "../ui.tsx"
 import { type HeaderRow, HeaderRows, headersPayload, RateLimitField, ratePayload, rateText } from "./EndpointLimits.tsx"
+import { type AuthDraft, AuthenticationFields, authPayload, authText, emptyAuth } from "./EndpointAuthentication.tsx"
 
 const endpointsAtom = SvcApi.query("notifications", "list", { reactivityKeys: ["endpoints"] })
 const settingsAtom = SvcApi.query("notifications", "getSettings", { reactivityKeys: ["settings"] })
@@ -139,6 +140,7 @@ const CreateEndpoint = ({ onCreated, onProblem }: { onCreated: (secret: string) 
   const [classes, setClasses] = useState("")
   const [headers, setHeaders] = useState<ReadonlyArray<HeaderRow>>([])
   const [rate, setRate] = useState("")
+  const [auth, setAuth] = useState<AuthDraft>(emptyAuth)
   const [error, setError] = useState<string | undefined>(undefined)
   const create = useMutation(createAtom)
   return (
@@ -154,12 +156,14 @@ const CreateEndpoint = ({ onCreated, onProblem }: { onCreated: (secret: string) 
             events: allEventTypes.filter((type) => events.has(type)),
             action_classes: parseActionClasses(classes),
             headers: headersPayload(headers),
-            rate_limit: ratePayload(rate)
+            rate_limit: ratePayload(rate),
+            ...authPayload(auth)
           },
           reactivityKeys: ["endpoints"]
         })
         if (Exit.isSuccess(exit)) {
           setUrl("")
+          setAuth(emptyAuth)
           setEvents(new Set(ApprovalEventTypes))
           setClasses("")
           setHeaders([])
@@ -202,6 +206,7 @@ const CreateEndpoint = ({ onCreated, onProblem }: { onCreated: (secret: string) 
       </label>
       <HeaderRows legend="Custom headers" rows={headers} onChange={setHeaders} />
       <RateLimitField value={rate} onChange={setRate} />
+      <AuthenticationFields legend="Authentication" draft={auth} onChange={setAuth} />
       <div class="actions"><button type="submit" class="primary" disabled={create.busy || events.size === 0}>Create endpoint</button></div>
     </form>
   )
@@ -231,6 +236,8 @@ const EndpointCard = (
   // `undefined`: the headers stay as they are; rows: the whole new set (values must be typed again).
   const [headers, setHeaders] = useState<ReadonlyArray<HeaderRow> | undefined>(undefined)
   const [rate, setRate] = useState(endpoint.rate_limit === null ? "" : String(endpoint.rate_limit))
+  // `undefined`: the authentication stays as it is; a draft: the whole new one (secrets typed again).
+  const [auth, setAuth] = useState<AuthDraft | undefined>(undefined)
   const [overlap, setOverlap] = useState(86400)
   const [confirming, setConfirming] = useState(false)
   const update = useMutation(updateAtom)
@@ -256,6 +263,7 @@ const EndpointCard = (
         <div><dt>Action classes</dt><dd>{endpoint.action_classes === null ? "all" : endpoint.action_classes.join(", ")}</dd></div>
         <div><dt>Custom headers</dt><dd>{endpoint.headers.length === 0 ? "none" : `${endpoint.headers.join(", ")} (values hidden)`}</dd></div>
         <div><dt>Rate limit</dt><dd>{rateText(endpoint.rate_limit)}</dd></div>
+        <div><dt>Authentication</dt><dd>{authText(endpoint)}</dd></div>
         <div><dt>Created</dt><dd><Time iso={endpoint.created_at} /> by {endpoint.created_by}</dd></div>
       </dl>
       {editing
@@ -269,13 +277,15 @@ const EndpointCard = (
                   events: allEventTypes.filter((type) => events.has(type)),
                   action_classes: parseActionClasses(classes),
                   rate_limit: ratePayload(rate),
-                  ...(headers === undefined ? {} : { headers: headersPayload(headers) })
+                  ...(headers === undefined ? {} : { headers: headersPayload(headers) }),
+                  ...(auth === undefined ? {} : authPayload(auth))
                 },
                 reactivityKeys: ["endpoints"]
               })
               if (Exit.isSuccess(exit)) {
                 setEditing(false)
                 setHeaders(undefined)
+                setAuth(undefined)
                 onNotice({ tone: "success", text: `Events of ${endpoint.url_hint} saved.` })
               } else onNotice({ tone: "error", text: `Could not save the events: ${describeProblem(problemOf(exit.cause))}` })
             }}
@@ -295,11 +305,20 @@ const EndpointCard = (
               )
               : <HeaderRows legend={`Custom headers for ${endpoint.url_hint} (replace the whole set; type every value again)`} rows={headers} onChange={setHeaders} />}
             <RateLimitField value={rate} onChange={setRate} />
+            {auth === undefined
+              ? (
+                <p>
+                  Authentication: {authText(endpoint)}{" "}
+                  <button type="button" onClick={() => setAuth(emptyAuth)}>Replace authentication</button>
+                </p>
+              )
+              : <AuthenticationFields legend={`Authentication for ${endpoint.url_hint} (give it whole again; None removes it)`} draft={auth} onChange={setAuth} />}
             <div class="actions">
               <button type="submit" class="primary" disabled={update.busy || events.size === 0}>Save events</button>
               <button type="button" onClick={() => {
                 setEditing(false)
                 setHeaders(undefined)
+                setAuth(undefined)
               }}>Cancel</button>
             </div>
           </form>

@@ -12,7 +12,7 @@ export const APPROVAL_EVENT_TYPES = [
 export type ApprovalEventType = typeof APPROVAL_EVENT_TYPES[number]
 
 /** Operational events about the organization's other endpoints (never in the default subscription). */
-export const ENDPOINT_EVENT_TYPES = ["endpoint.disabled", "endpoint.failing"] as const
+export const ENDPOINT_EVENT_TYPES = ["endpoint.disabled", "endpoint.failing", "endpoint.certificate_expiring"] as const
 export type EndpointEventType = typeof ENDPOINT_EVENT_TYPES[number]
 
 /** Every event type the service sends. A receiver refuses any other type. */
@@ -116,16 +116,18 @@ export interface EndpointSnapshot {
   readonly id: string
   readonly url_hint: string
   readonly reason: string
-  /** `true` for `endpoint.failing`, `false` for `endpoint.disabled`. */
+  /** `false` for `endpoint.disabled`, `true` for the others. */
   readonly active: boolean
   /** `endpoint.failing`: when the failing streak began. */
   readonly failing_since?: string
   /** `endpoint.disabled`: when svc deactivated the endpoint. */
   readonly deactivated_at?: string
+  /** `endpoint.certificate_expiring`: when the endpoint's client certificate expires. */
+  readonly certificate_expires_at?: string
   readonly [field: string]: unknown
 }
 
-/** The body of an operational event (`endpoint.disabled`, `endpoint.failing`). */
+/** The body of an operational event (`endpoint.disabled`, `endpoint.failing`, `endpoint.certificate_expiring`). */
 export interface EndpointEvent {
   readonly id: string
   readonly type: EndpointEventType

@@ -20,6 +20,10 @@ import { Cause, Clock, Deferred, Effect, Redacted, Schema } from "effect"
 import { JsonColumn, rowsOf } from "../../platform/Rows.ts"
 import { endpointUrlOwner, readReceiverUrl } from "../../secrets/ReceiverUrls.ts"
 import { type SecretOwner, SecretStore } from "../../secrets/SecretStore.ts"
+import type { ClientCertificate } from "../../outbound/Request.ts"
+import type { EndpointAuthView } from "../../api/EndpointAuth.ts"
+import { authOwner, CERTIFICATE, certificateOwner, CLIENT_SECRET, PRIVATE_KEY, TOKEN_URL } from "../auth/StoredAuth.ts"
+import type { OAuthTarget } from "../auth/Tokens.ts"
 
 export interface SendTarget {
   readonly url: string
@@ -28,6 +32,10 @@ export interface SendTarget {
   readonly secrets: ReadonlyArray<string>
   /** The endpoint's custom headers, names lower-case (docs/webhooks.md, "Custom headers"). */
   readonly headers: ReadonlyArray<readonly [string, string]>
+  /** OAuth 2.0 client credentials: a bearer token is fetched for each send (`auth/Tokens.ts`). */
+  readonly oauth?: OAuthTarget | undefined
+  /** The client certificate presented for mutual TLS. */
+  readonly clientCertificate?: ClientCertificate | undefined
 }
 
 /**
@@ -47,6 +55,8 @@ const TargetRows = rowsOf("notification_endpoints", Schema.Struct({
   active: Schema.Boolean,
   deactivated_reason: Schema.NullOr(Schema.String),
   header_names: JsonColumn(Schema.Array(Schema.String)),
+  auth: JsonColumn(Schema.NullOr(Schema.Any)),
+  has_certificate: Schema.Boolean,
   stamp: Schema.String
 }))
 
@@ -185,7 +195,8 @@ export const makeSendTargetMirror = (clock: Clock.Clock, ttlMs: number) => {
  */
 
 /** The secret kinds an endpoint's send target is made of. */
-const KINDS = "'notification_endpoint', 'notification_endpoint_url', 'notification_endpoint_header'"
+const KINDS =
+  "'notification_endpoint', 'notification_endpoint_url', 'notification_endpoint_header', 'notification_endpoint_auth', 'notification_endpoint_certificate'"
 
 /**
  * The stamp of endpoint row `e`: equal while nothing its send target is
@@ -229,6 +240,36 @@ export const sweepOnce = Effect.fnUntraced(function*(
   return dropped
 })
 
+type Stored = ReadonlyArray<{ readonly id: string; readonly name: string; readonly value: Redacted.Redacted<string> }>
+
+const named = (stored: Stored, name: string) => stored.find((secret) => secret.name === name)
+
+/**
+ * The OAuth credentials of an endpoint: its `auth` column and its secrets
+ * (the token cache's key holds the client secret's id).
+ */
+const oauthTarget = (key: string, column: NonNullable<EndpointAuthView>, stored: Stored): OAuthTarget | undefined => {
+  const tokenUrl = named(stored, TOKEN_URL)
+  const secret = named(stored, CLIENT_SECRET)
+  if (tokenUrl === undefined || secret === undefined) return undefined
+  return {
+    key: `${key}:${secret.id}`,
+    tokenUrl: Redacted.value(tokenUrl.value),
+    clientId: column.client_id,
+    clientSecret: Redacted.value(secret.value),
+    scope: column.scope,
+    audience: column.audience,
+    method: column.auth_method
+  }
+}
+
+const clientCertificate = (stored: Stored): ClientCertificate | undefined => {
+  const certificate = named(stored, CERTIFICATE)
+  const key = named(stored, PRIVATE_KEY)
+  if (certificate === undefined || key === undefined) return undefined
+  return { id: key.id, certificate: Redacted.value(certificate.value), privateKey: Redacted.value(key.value) }
+}
+
 /** The lookups behind `NotificationEndpoints.sendTarget` and `sendTargetNow`, and `forget`. */
 export const makeSendTargets = Effect.fnUntraced(function*(
   sql: PgClient.PgClient,
@@ -239,7 +280,8 @@ export const makeSendTargets = Effect.fnUntraced(function*(
   const read = Effect.fnUntraced(function*(key: string, lookup: Lookup) {
     const [orgId, id] = key.split(":") as [string, string]
     const row = yield* TargetRows.one(sql`
-      SELECT url, active, deactivated_reason, header_names, ${sql.literal(STAMP)} AS stamp
+      SELECT url, active, deactivated_reason, header_names, auth, client_certificate IS NOT NULL AS has_certificate,
+             ${sql.literal(STAMP)} AS stamp
       FROM notification_endpoints e WHERE id = ${id} AND org_id = ${orgId}
     `)
     const url = row === undefined
@@ -255,7 +297,12 @@ export const makeSendTargets = Effect.fnUntraced(function*(
       // Read only when it has some: most endpoints pay no lookup for them.
       headers: row.header_names.length === 0
         ? []
-        : (yield* secrets.list(endpointHeaderOwner(orgId, id))).map((h) => [h.name.toLowerCase(), Redacted.value(h.value)] as const)
+        : (yield* secrets.list(endpointHeaderOwner(orgId, id))).map((h) => [h.name.toLowerCase(), Redacted.value(h.value)] as const),
+      // Likewise credentials and certificates.
+      oauth: row.auth === null ? undefined : oauthTarget(key, row.auth, yield* secrets.list(authOwner(orgId, id))),
+      clientCertificate: row.has_certificate
+        ? clientCertificate(yield* secrets.list(certificateOwner(orgId, id)))
+        : undefined
     }
     mirror.found(key, lookup, target, row.stamp)
     return target

@@ -34,6 +34,8 @@ import { EventBodies } from "../dispatch/EventBodies.ts"
 import { deliveryHeaders } from "../Signing.ts"
 import { eventBody } from "../../outbox/Outbox.ts"
 import { makeEndpointHealth } from "./EndpointHealth.ts"
+import { makeAuthorizedSend } from "../auth/AuthorizedSend.ts"
+import { EndpointTokens } from "../auth/Tokens.ts"
 import { delivered, notSent, SNIPPET_BYTES, verdictOf } from "./Verdict.ts"
 
 export { failedAttempt, notSent, retryDelay } from "./Verdict.ts"
@@ -82,6 +84,7 @@ export class WebhookSender extends Context.Service<WebhookSender, {
       const config = yield* SvcConfig
       const bodies = yield* EventBodies
       const brokers = yield* Brokers
+      const authorizedSend = makeAuthorizedSend(outbound, yield* EndpointTokens)
       const schedule = config.webhookRetrySchedule
 
       /** The request of one attempt: the stored body bytes, signed now. */
@@ -99,7 +102,8 @@ export class WebhookSender extends Context.Service<WebhookSender, {
         // endpoints never hold another's connections.
         partition: delivery.orgId,
         connections: config.webhookPerHost + config.maxEndpointsPerOrg,
-        orgId: delivery.orgId
+        orgId: delivery.orgId,
+        clientCertificate: target.clientCertificate
       })
 
       /** An attempt at a broker destination: acknowledged (delivered), or failed as a network failure is. */
@@ -126,7 +130,8 @@ export class WebhookSender extends Context.Service<WebhookSender, {
         const body = Buffer.from(event.body, "utf8")
         const started = yield* Clock.currentTimeMillis
         if (!target.url.startsWith("https:")) return yield* publish(delivery, target, event.type, body, started)
-        const sent = yield* outbound.send(requestOf(delivery, target, event.type, body, started)).pipe(
+        const request = requestOf(delivery, target, event.type, body, started)
+        const sent = yield* authorizedSend(request, target.oauth, delivery.orgId).pipe(
           Effect.catch((failure) => Effect.succeed(failure))
         )
         return verdictOf(schedule, delivery, target.url, sent, started, yield* Clock.currentTimeMillis)
@@ -140,10 +145,11 @@ export class WebhookSender extends Context.Service<WebhookSender, {
         })
 
       const deliverDirect = directDeliveries({
-        // Broker destinations are sent by `deliver` (stored URLs have a lower-case scheme).
+        // Broker destinations are sent by `deliver` (stored URLs have a lower-case scheme),
+        // and so are endpoints that want a token first.
         sendTargetNow: (orgId, id) => {
           const target = endpoints.sendTargetNow(orgId, id)
-          return target?.url.startsWith("https:") === true ? target : undefined
+          return target?.url.startsWith("https:") === true && target.oauth === undefined ? target : undefined
         },
         body: bodies.get,
         spans: yield* spanStarter,

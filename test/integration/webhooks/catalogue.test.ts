@@ -2,8 +2,9 @@
  * The event catalogue (docs/events.md, src/api/Events.ts) tells the truth
  * about what svc sends: every event type is made to happen for real (an
  * approval through its deadlines to expiry, one approved with a reason, one
- * rejected, an endpoint that fails, one that answers 410 Gone, and a test
- * event of every type), received over HTTPS, verified, and each body fits
+ * rejected, an endpoint that fails, one that answers 410 Gone, one whose
+ * client certificate nears its expiry, and a test event of every type),
+ * received over HTTPS, verified, and each body fits
  * its JSON Schema (also closed: no field it does not name) and has the keys
  * of the catalogue's example; the headers are the ones the catalogue lists.
  *
@@ -19,6 +20,7 @@ import { SvcTest } from "../../../src/testing.ts"
 import { catalogue, eventValidators, keyPaths } from "../../support/eventCatalogue.ts"
 import { eventually } from "../../support/http.ts"
 import { HttpsReceiver, type ReceivedRequest, Reply } from "../../support/HttpsReceiver.ts"
+import { TestTls } from "../../support/tls.ts"
 import { webhookService } from "./support.ts"
 
 /** Headers of the HTTP exchange itself, not of the event. */
@@ -31,7 +33,9 @@ layer(
     webhookCooldownAfter: 2,
     webhookCooldownBase: Duration.millis(200),
     webhookCooldownMax: Duration.millis(400),
-    webhookTestsPerMinute: 100
+    webhookTestsPerMinute: 100,
+    // The test CA's client certificates last 30 days: told at once.
+    webhookCertificateNotice: Duration.days(60)
   }),
   { excludeTestServices: true }
 )("the event catalogue", (it) => {
@@ -48,6 +52,15 @@ layer(
         yield* org.client.notifications.create({ payload: { url: receiver.url("/default") } })
         const failing = yield* org.client.notifications.create({ payload: { url: receiver.url("/failing"), events: [...EventTypes] } })
         const gone = yield* org.client.notifications.create({ payload: { url: receiver.url("/gone"), events: [...EventTypes] } })
+        const tls = yield* TestTls.shared
+        const client = yield* Effect.promise(() => tls.issueClient("catalogue"))
+        const expiring = yield* org.client.notifications.create({
+          payload: {
+            url: receiver.url("/expiring"),
+            events: [...EventTypes],
+            tls_client_certificate: { certificate: client.cert, private_key: client.key }
+          }
+        })
 
         // Deadlines a second apart: the notice and the escalation after 1 s, expiry after 2 s.
         yield* org.client.approvalPolicies.put({
@@ -124,7 +137,14 @@ layer(
         // Who gets what: the default subscription has the approval events only,
         // and no endpoint is told about itself.
         assert.includeMembers(["approval.requested", "approval.expiring", "approval.escalated", "approval.approved", "approval.rejected", "approval.expired"], [...new Set(at("/default").map(typeOf))])
-        for (const [path, id] of [["/failing", failing.endpoint.id], ["/gone", gone.endpoint.id], ["/all", all.endpoint.id]] as const) {
+        for (
+          const [path, id] of [
+            ["/failing", failing.endpoint.id],
+            ["/gone", gone.endpoint.id],
+            ["/expiring", expiring.endpoint.id],
+            ["/all", all.endpoint.id]
+          ] as const
+        ) {
           const about = at(path).slice(0, path === "/all" ? real.length : undefined).map((r) => JSON.parse(text(r.body)).endpoint?.id).filter((e) => e !== undefined)
           assert.notInclude(about, id, `${path} is not told about itself`)
         }

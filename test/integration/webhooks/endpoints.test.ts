@@ -32,7 +32,12 @@ layer(webhookService(), { excludeTestServices: true })("notification endpoints",
         assert.strictEqual(endpoint.active, true)
         assert.strictEqual(endpoint.created_by, org.keyId)
         assert.isString(endpoint.created_at)
-        assert.deepStrictEqual(Object.keys(endpoint).sort(), ["action_classes", "active", "created_at", "created_by", "events", "headers", "id", "ordering", "rate_limit", "url_hint"])
+        assert.deepStrictEqual(Object.keys(endpoint).sort(), [
+          "action_classes", "active", "auth", "created_at", "created_by", "events", "headers", "id", "ordering", "rate_limit",
+          "tls_client_certificate", "url_hint"
+        ])
+        assert.isNull(endpoint.auth)
+        assert.isNull(endpoint.tls_client_certificate)
         assert.notInclude(endpoint.url_hint, "secret-path-token")
         assert.notInclude(endpoint.url_hint, "sig=abc")
 
