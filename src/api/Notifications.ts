@@ -239,9 +239,11 @@ export const RotateSecret = Schema.Struct({
     Schema.Literals(["latest", "all"]).annotate({
       description: "Which earlier secrets the overlap ends. `latest` (default): only the one signing until now; " +
         "older ones still in the overlap of an earlier rotation keep the end that rotation announced, and a rotation " +
-        "that would then make more than `SVC_WEBHOOK_MAX_SIGNING_SECRETS` secrets sign is refused (409 `LIMIT_REACHED`). " +
+        "after which more than `SVC_WEBHOOK_MAX_SIGNING_SECRETS` secrets would sign is refused (409 `LIMIT_REACHED`; " +
+        "with `overlap_seconds: 0` the one signing until now ends at once, so it is taken at the cap). " +
         "`all`: every earlier secret ends within the overlap (none is lengthened), and the oldest beyond " +
-        "`SVC_WEBHOOK_MAX_SIGNING_SECRETS` end at once."
+        "`SVC_WEBHOOK_MAX_SIGNING_SECRETS` end at once; with `overlap_seconds: 0` every earlier secret ends now " +
+        "(a leaked secret), whatever signs."
     })
   )
 })
@@ -341,7 +343,8 @@ export class NotificationsApi extends HttpApiGroup.make("notifications")
         request: Examples.rotateSecret,
         response: Examples.rotatedSecret,
         errors: { 404: notFound("endpoint"), 409: "With `expire_previous: \"latest\"`, the new secret would make more than `SVC_WEBHOOK_MAX_SIGNING_SECRETS` secrets " +
-            "(default 3) sign at once: wait until the oldest ends (the detail says when) or pass `expire_previous: \"all\"` (`LIMIT_REACHED`)." }
+            "(default 3) sign at once: wait until the oldest ends (the detail says when), rotate with `overlap_seconds: 0`, " +
+            "or pass `expire_previous: \"all\"` (`LIMIT_REACHED`)." }
       })
     ),
     HttpApiEndpoint.get("deliveries", "/v1/notification-endpoints/:id/deliveries", {

@@ -16,6 +16,7 @@ import { JsonColumn, rowsOf } from "../platform/Rows.ts"
 import type { AnswerSchemas } from "../tasks/AnswerSchema.ts"
 import { checkSchema } from "../tasks/SchemaCheck.ts"
 import { validationBusy } from "../tasks/ValidationBusy.ts"
+import { scrubResponse } from "./Reasons.ts"
 
 type Json = Schema.Json
 
@@ -133,7 +134,10 @@ export const makeEdits = (sql: SqlClient.SqlClient, schemas: AnswerSchemas["Serv
    */
   const settle = Effect.fnUntraced(function*(orgId: string, approvalId: string, edit: DecisionEdit | undefined) {
     if (edit === undefined || (edit.arguments === undefined && edit.response === undefined)) return NOTHING_SETTLED
-    if (edit.arguments === undefined) return { ...NOTHING_SETTLED, response: edit.response ?? null }
+    // The response reaches the agent, the webhooks and the console: recognizable secrets go first, as from a reason.
+    if (edit.arguments === undefined) {
+      return { ...NOTHING_SETTLED, response: edit.response === undefined ? null : yield* scrubResponse(edit.response) }
+    }
     const edited = edit.arguments
     const step = yield* StepRows.one(sql`
       SELECT s.arguments, s.action_class, p.arguments_schema FROM approvals a

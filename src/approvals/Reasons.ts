@@ -7,7 +7,13 @@
  * anything in the shape of a credential svc issues (API keys, signing
  * secrets, console tokens) and the recognizable formats of `SecretRules.ts`.
  * Only the secret part is replaced, by `[REDACTED]`; the rest stays as the
- * person wrote it.
+ * person wrote it. A rejection's `response` (an answer for the agent, which
+ * travels as far) is scrubbed the same way, every string of it.
+ *
+ * A response is bounded by the request body (`SVC_MAX_BODY_BYTES`, 1 MB):
+ * one of ordinary text near that bound scans in under 0.1 s, one packed
+ * with secret-shaped text in about 1 s on a busy two-core machine, here in
+ * the request; a smaller bound on responses keeps that short.
  *
  * The reason is at most 1 000 characters (the API checks it), so it is
  * scanned here, in the request, not in the feedback worker pool that
@@ -16,7 +22,7 @@
  * under a millisecond.
  */
 import { Effect } from "effect"
-import { scrub } from "../feedback/Scrubber.ts"
+import { type Json, scrub } from "../feedback/Scrubber.ts"
 
 const NOTHING_KNOWN = { keyHashes: new Set<string>(), values: [] }
 
@@ -27,3 +33,7 @@ export const scrubReason = (reason: string): Effect.Effect<string> =>
     : Effect.promise(() => scrub(reason, NOTHING_KNOWN)).pipe(
       Effect.map((result) => typeof result.value === "string" ? result.value : reason)
     )
+
+/** A decision's `response` with every recognizable secret replaced by `[REDACTED]`. */
+export const scrubResponse = (response: Json): Effect.Effect<Json> =>
+  Effect.promise(() => scrub(response, NOTHING_KNOWN)).pipe(Effect.map((result) => result.value))

@@ -11,14 +11,16 @@
  *
  * Only the secret substring is replaced, by `REDACTION_MARKER`. Object keys
  * are scanned like values (a secret used as a key is still a secret); a key
- * NAME such as `token` or `password_hint` never triggers removal by itself.
+ * NAME such as `token` or `password_hint` never triggers removal by itself,
+ * but a rule that knows a secret by its name sees a member's name and its
+ * string value together (`{"aws_secret_access_key": "<key>"}`).
  * The result lists the JSON paths of the changed strings, never the values.
  */
 import { sha256Hex } from "../platform/Digest.ts"
 import { urlCredentials, urlNeedles, valueNeedles } from "../secrets/Masking.ts"
 import { KEY_PATTERN, KEY_PREFIX } from "../identity/KeyFormat.ts"
 import { appendPath } from "../tasks/SchemaCompiler.ts"
-import { patternRulesIn, type Range, scanPatterns, scanSecretlint } from "./SecretRules.ts"
+import { type Range, scanPatterns, scanSecretlint } from "./SecretRules.ts"
 
 export const REDACTION_MARKER = "[REDACTED]"
 
@@ -117,14 +119,23 @@ export const redactRanges = (text: string, ranges: ReadonlyArray<Range>): string
   return out + text.slice(at)
 }
 
-/** Every string of the document (keys and values), in a fixed traversal order. */
-const collectStrings = (value: Json, out: Array<string>): void => {
-  if (typeof value === "string") out.push(value)
-  else if (Array.isArray(value)) for (const item of value) collectStrings(item, out)
-  else if (value !== null && typeof value === "object") {
+/**
+ * Every string of the document (keys and values), in a fixed traversal
+ * order, and what joins each to the next in the text secretlint scans:
+ * `MEMBER` between a member's name and its string value, `SEPARATOR`
+ * elsewhere.
+ */
+const collectStrings = (value: Json, out: Array<string>, glue: Array<string>): void => {
+  if (typeof value === "string") {
+    out.push(value)
+    glue.push(SEPARATOR)
+  } else if (Array.isArray(value)) {
+    for (const item of value) collectStrings(item, out, glue)
+  } else if (value !== null && typeof value === "object") {
     for (const [key, item] of Object.entries(value)) {
       out.push(key)
-      collectStrings(item, out)
+      glue.push(typeof item === "string" ? MEMBER : SEPARATOR)
+      collectStrings(item, out, glue)
     }
   }
 }
@@ -132,24 +143,41 @@ const collectStrings = (value: Json, out: Array<string>): void => {
 // Strings are scanned by secretlint in one pass, joined by a separator no
 // rule matches across; findings are then split back per string.
 const SEPARATOR = "\n\n"
+// A member's name and its string value are joined as YAML writes them, so
+// the rules that know a secret by its name (`aws_secret_access_key: <key>`)
+// see it in `{"aws_secret_access_key": "<key>"}` too.
+const MEMBER = ": "
 
 export const scrub = async (document: Json, known: KnownCredentials, root = ""): Promise<ScrubResult> => {
   const strings: Array<string> = []
-  collectStrings(document, strings)
+  const glue: Array<string> = []
+  collectStrings(document, strings, glue)
   if (strings.length === 0) return { value: document, fields: [], collisions: [] }
 
   const ranges: Array<Array<Range>> = strings.map(() => [])
   const starts: Array<number> = []
+  const parts: Array<string> = []
   let offset = 0
-  for (const text of strings) {
+  strings.forEach((text, i) => {
     starts.push(offset)
-    offset += text.length + SEPARATOR.length
-  }
-  const joined = strings.join(SEPARATOR)
-  for (const finding of await scanSecretlint(joined)) {
+    parts.push(text, glue[i]!)
+    offset += text.length + glue[i]!.length
+  })
+  const joined = parts.join("")
+  // Both rule sets read the joined text: a member's name and value together.
+  for (const finding of [...(await scanSecretlint(joined)), ...scanPatterns(joined)]) {
     const [start, end] = finding.range
-    // Findings rarely span strings; clip each to the strings it touches.
-    for (let i = 0; i < strings.length; i++) {
+    // Findings rarely span strings; clip each to the strings it touches,
+    // from the last string starting at or before it (a binary search: a
+    // document may hold many strings and many findings).
+    let low = 0
+    let high = strings.length - 1
+    while (low < high) {
+      const middle = (low + high + 1) >> 1
+      if (starts[middle]! <= start) low = middle
+      else high = middle - 1
+    }
+    for (let i = low; i < strings.length; i++) {
       const s = starts[i]!
       const e = s + strings[i]!.length
       if (end <= s) break
@@ -158,13 +186,10 @@ export const scrub = async (document: Json, known: KnownCredentials, root = ""):
     }
   }
   const needles = knownNeedles(known.values)
-  // A rule whose keywords the joined text lacks has none in any one string.
-  const rules = patternRulesIn(joined)
   let found = false
   strings.forEach((text, i) => {
     // One push per range, never `push(...ranges)`: spreading a long list
     // into arguments throws a RangeError.
-    for (const finding of scanPatterns(text, rules)) ranges[i]!.push(finding.range)
     for (const range of knownRanges(text, needles, known.keyHashes)) ranges[i]!.push(range)
     if (ranges[i]!.length > 0) found = true
   })

@@ -14,10 +14,14 @@
  *   `secretlint-disable` comments, and a correction must not be able to
  *   switch the scanner off.
  *
- * The formats the preset does not cover (JWTs, bearer and basic
- * credentials in header-like strings, Google API keys, Slack webhook URLs,
- * PEM private keys whose body secretlint cannot parse) are the extra rules
- * below, modelled on gitleaks' default rules (rule ids cited per rule).
+ * Its rules' reported ranges are not trusted: each report's named value
+ * is removed where it stands (`lint` below).
+ *
+ * The formats the preset does not cover (AWS secret access keys it misses,
+ * JWTs, bearer and basic credentials in header-like strings, Google API
+ * keys, Slack webhook URLs, PEM private keys whose body secretlint cannot
+ * parse) are the extra rules below, modelled on gitleaks' default rules
+ * (rule ids cited per rule).
  */
 import { lintSource } from "@secretlint/core"
 import { secretLintProfiler } from "@secretlint/profiler"
@@ -48,6 +52,19 @@ export interface PatternRule {
  * Patterns are global and use only the JavaScript regex dialect.
  */
 export const patternRules: ReadonlyArray<PatternRule> = [
+  {
+    id: "aws-secret-access-key",
+    source: "secretlint:aws",
+    // secretlint's AWS rule, `["']?(AWS_?)?SECRET_?ACCESS_?KEY["']?\s*(:|=>|=)\s*["']?<40>["']?\b`,
+    // misses a key that ends in `/`, `+` or `=` (no word boundary after
+    // it) and one whose quotes are escaped (`\"aws_secret_access_key\": \"…\"`
+    // inside a JSON string). Same names and connectors; the key ends where
+    // its alphabet does. Each match starts at a fixed name: linear in the text.
+    pattern: /secret[_ -]?access[_ -]?key\\?["']?\s*(?::|=>|=)\s*\\?["']?([A-Za-z0-9/+=]{40})(?![A-Za-z0-9/+=])/gi,
+    group: 1,
+    // Every match holds one of these (fewer keywords than the whole name's sixteen spellings).
+    keywords: ["accesskey", "access_key", "access key", "access-key"]
+  },
   {
     id: "jwt",
     source: "gitleaks:jwt",
@@ -183,14 +200,60 @@ export const scanPatterns = (text: string, rules: ReadonlyArray<PatternRule> = p
 /** The file secretlint is told it scans: a text file. */
 export const SCAN_FILE_PATH = "/correction.txt"
 
-/** Findings of `config`'s rules in `text`. */
+/** A value a rule reports shorter than this is not looked for (its range still goes). */
+const MIN_REPORTED_VALUE_LENGTH = 8
+/**
+ * How far past its reported range a value a rule found is looked for. A
+ * rule's match starts at or before its range and holds the value, its name
+ * and connector before it: a window of its own, so that each report costs
+ * at most this much (a correction near the body limit holds tens of
+ * thousands of reports; searching the whole text for each was quadratic).
+ */
+const REPORTED_VALUE_WINDOW = 1024
+
+/**
+ * Findings of `config`'s rules in `text`: for each report, where the value
+ * it names stands, else its range.
+ *
+ * A rule's range need not cover what it found: the AWS rule reports a
+ * secret access key found in `AWS_SECRET_ACCESS_KEY=<key>` at the start of
+ * the whole match with the key's length, so the range ends 22 characters
+ * into the key and its last 18-24 characters stay. What a rule found is the
+ * value its message names (`data`: `KEY`, `TOKEN`, `URI`...), so each such
+ * value is removed where it stands near the range, and the range too unless
+ * a value stands on it (then the text around the value, such as the name
+ * in `AWS_SECRET_ACCESS_KEY=`, stays). The file name some rules name is no
+ * secret.
+ */
 const lint = async (config: SecretLintCoreConfig, text: string): Promise<Array<Finding>> => {
   const result = await lintSource({
     source: { content: text, filePath: SCAN_FILE_PATH, contentType: "text" },
     options: { config, noPhysicFilePath: true }
   })
-  return result.messages.map((message) => ({ ruleId: message.ruleId, range: [message.range[0], message.range[1]] as const }))
+  const out: Array<Finding> = []
+  for (const message of result.messages) {
+    const [start, end] = message.range
+    let covered = false
+    for (const value of reportedValues(message.data)) {
+      const from = Math.max(0, start - value.length)
+      const at = text.slice(from, end + value.length + REPORTED_VALUE_WINDOW).indexOf(value)
+      if (at < 0) continue
+      const range = [from + at, from + at + value.length] as const
+      out.push({ ruleId: message.ruleId, range })
+      if (range[0] < end && start < range[1]) covered = true
+    }
+    if (!covered) out.push({ ruleId: message.ruleId, range: [start, end] })
+  }
+  return out
 }
+
+/** The string values a report names, less the scanned file's name and those too short to look for. */
+const reportedValues = (data: unknown): ReadonlyArray<string> =>
+  data === null || typeof data !== "object"
+    ? []
+    : Object.values(data).filter((value): value is string =>
+      typeof value === "string" && value.length >= MIN_REPORTED_VALUE_LENGTH && !SCAN_FILE_PATH.includes(value)
+    )
 
 /** Drops keywords that contain another: text holding the longer one holds the shorter. */
 const minimal = (keywords: Iterable<string>): ReadonlyArray<string> => {

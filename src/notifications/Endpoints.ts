@@ -389,26 +389,37 @@ export class NotificationEndpoints extends Context.Service<NotificationEndpoints
         // `latest` ends only the secret signing until now: an older one still
         // in the overlap of an earlier rotation keeps the end that rotation
         // announced (a receiver may still verify with it alone), so a rotation
-        // that would make more than `maxSecrets` sign at once is refused.
-        // `all` ends every earlier one within the overlap, and the oldest
-        // beyond `maxSecrets` at once: the caller asked for it.
+        // after which more than `maxSecrets` would sign at once is refused;
+        // with overlap 0 the one signing until now ends at once, so it never
+        // adds one. `all` ends every earlier one within the overlap, and the
+        // oldest beyond `maxSecrets` at once: the caller asked for it (with
+        // overlap 0, every earlier secret ends now, at the cap too).
+        //
+        // The endpoint's row is locked first: concurrent rotations of one
+        // endpoint (on a PostgreSQL server, from any process) take turns, and
+        // each counts the secrets the one before it left.
         const overlapEnd = yield* sql.withTransaction(Effect.gen(function*() {
+          const locked = yield* sql`SELECT id FROM notification_endpoints WHERE id = ${id} AND org_id = ${orgId} FOR UPDATE`
+          if (locked.length === 0) return yield* new NotFound({ detail: "No such notification endpoint." })
           const now = new Date(yield* databaseNow(sql))
-          const until = new Date(now.getTime() + (overlapSeconds ?? DEFAULT_OVERLAP_SECONDS) * 1000)
+          const overlap = overlapSeconds ?? DEFAULT_OVERLAP_SECONDS
+          const until = new Date(now.getTime() + overlap * 1000)
           // Those in use, newest first.
           const current = yield* secrets.list(owner)
-          if (expire === "latest" && current.length >= maxSecrets) {
+          const signingAfter = 1 + current.length - (overlap === 0 && current.length > 0 ? 1 : 0)
+          if (expire === "latest" && signingAfter > maxSecrets) {
             const oldest = current.at(-1)!
             return yield* new LimitReached({
               limit: "SVC_WEBHOOK_MAX_SIGNING_SECRETS",
               limit_value: maxSecrets,
               detail: `${current.length} secrets sign this endpoint's deliveries until the oldest ends at ${
                 iso(oldest.expires_at ?? now)
-              }; rotate after that, or pass expire_previous: "all" to end the earlier secrets within this overlap.`
+              }; rotate after that, with overlap_seconds: 0 (the secret signing until now ends at once), ` +
+                `or pass expire_previous: "all" to end the earlier secrets within this overlap.`
             })
           }
           for (const [index, old] of current.entries()) {
-            if (index >= maxSecrets - 1) yield* secrets.expire(owner, old.id, now)
+            if (expire === "all" && index >= maxSecrets - 1) yield* secrets.expire(owner, old.id, now)
             // Shorten, never lengthen, the life of a secret already expiring.
             else if ((index === 0 || expire === "all") && (old.expires_at === null || new Date(old.expires_at) > until)) {
               yield* secrets.expire(owner, old.id, until)

@@ -37,6 +37,7 @@
  * way.
  */
 import * as fs from "node:fs"
+import { maskSettingText } from "../platform/SettingText.ts"
 
 export type SamplerName =
   | "always_on"
@@ -102,7 +103,8 @@ const decode = (name: string, text: string): string => {
   try {
     return decodeURIComponent(text)
   } catch {
-    return fail(`${name}: "${text}" is not valid percent-encoding`)
+    // The text may be a header's value (a token): named, never quoted.
+    return fail(`${name}: a member is not valid percent-encoding`)
   }
 }
 
@@ -119,7 +121,7 @@ export const parseKeyValues = (name: string, raw: string): ReadonlyArray<readonl
   for (const member of raw.split(",")) {
     if (member.trim() === "") continue
     const at = member.indexOf("=")
-    if (at <= 0) fail(`${name}: "${member.trim()}" is not key=value`)
+    if (at <= 0) fail(`${name}: a member is not key=value`)
     const key = decode(name, member.slice(0, at).trim())
     if (key === "") fail(`${name}: a member has an empty key`)
     out.push([key, decode(name, member.slice(at + 1).trim())])
@@ -170,7 +172,7 @@ export const tracesUrl = (env: Env): { readonly name: string; readonly url: stri
   try {
     url = new URL(raw)
   } catch {
-    return fail(`${name}: "${raw}" is not a URL`)
+    return fail(`${name}: "${maskSettingText(raw)}" is not a URL`)
   }
   if (url.protocol !== "http:" && url.protocol !== "https:") fail(`${name} must be an http:// or https:// URL`)
   if (url.username !== "" || url.password !== "") fail(`${name} must not carry credentials; use OTEL_EXPORTER_OTLP_HEADERS`)

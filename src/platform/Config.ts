@@ -14,6 +14,7 @@ import type * as LogLevel from "effect/LogLevel"
 import * as Option from "effect/Option"
 import * as Redacted from "effect/Redacted"
 import { DEFAULT_DATA_DIR, namesEmbedded } from "./EntrySettings.ts"
+import { isSmtpUrl } from "./SmtpUrl.ts"
 
 export interface SvcConfigShape {
   readonly port: number
@@ -314,7 +315,14 @@ export const svcConfig: Config.Config<SvcConfigShape> = Config.all({
   telemetryFlushInterval: duration("SVC_TELEMETRY_FLUSH_INTERVAL", "2s", Duration.millis(100)),
   telemetryRetrySchedule: durationList("SVC_TELEMETRY_RETRY_SCHEDULE", "1s,2s,4s,8s"),
   telemetryExportTimeout: duration("SVC_TELEMETRY_EXPORT_TIMEOUT", "10s", Duration.millis(100)),
-  smtpUrl: Config.option(Config.Redacted("SVC_SMTP_URL")),
+  // Checked at start, not when the first mail goes; its value is never repeated (it holds a password).
+  smtpUrl: Config.option(Config.Redacted("SVC_SMTP_URL")).pipe(
+    Config.mapEffect((url) =>
+      Option.isNone(url) || isSmtpUrl(Redacted.value(url.value))
+        ? Effect.succeed(url)
+        : Effect.fail(invalid("SVC_SMTP_URL must be an smtp:// or smtps:// URL with a host, and a from= address when it has one"))
+    )
+  ),
   reviewerConfirmationTtl: duration("SVC_REVIEWER_CONFIRMATION_TTL", "24h", Duration.minutes(1)),
   reviewerConfirmationsPerHour: intAtLeast("SVC_REVIEWER_CONFIRMATIONS_PER_HOUR", 5, 1, 100),
   maxBodyBytes: Config.Int("SVC_MAX_BODY_BYTES").pipe(Config.withDefault(1024 * 1024)),

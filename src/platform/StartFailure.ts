@@ -4,13 +4,14 @@
  * `exit_code`), the CLI as one line on stderr; each reason exits with a
  * code of its own (docs/operations.md, "Exit codes"), so a supervisor or a
  * script can tell them apart without reading the text. Never a stack
- * trace, never a setting's value.
+ * trace, never a setting's value, never a URL's credentials.
  */
 import * as Cause from "effect/Cause"
 import * as Data from "effect/Data"
 import * as Option from "effect/Option"
 import * as SqlError from "effect/sql/SqlError"
 import { databaseUnavailable, sqlState } from "./DatabaseUnavailable.ts"
+import { maskSettingText } from "./SettingText.ts"
 
 /** A listener could not take its address (in use, not allowed, not on this host). */
 export class ListenFailed extends Data.TaggedError("ListenFailed")<{
@@ -99,9 +100,12 @@ const rootMessage = (value: unknown): string => {
 
 const SETTING = /^[A-Z][A-Z0-9_]*[A-Z0-9]$/
 
+// Whatever a message quotes (a setting svc could not use, a driver's or a
+// library's words about a URL it was given), a URL's user name and
+// password never leave in it.
 const failure = (reason: StartFailureReason, message: string, setting?: string): StartFailure => ({
   reason,
-  message,
+  message: maskSettingText(message),
   exitCode: EXIT_CODES[reason],
   ...(setting === undefined ? {} : { setting })
 })

@@ -54,6 +54,13 @@ export const secretSamples = (seed = 7): ReadonlyArray<SecretSample> => {
       secret: awsSecret,
       lookalike: "aws_secret_access_key = <put your key here>"
     },
+    {
+      // A key ending in `/` (or `+`, `=`): no word boundary after it, which secretlint's rule needs.
+      rule: "aws-secret-access-key",
+      text: `"aws_secret_access_key": "${awsSecret.slice(0, 39)}/"`,
+      secret: `${awsSecret.slice(0, 39)}/`,
+      lookalike: "aws_secret_access_key: see the vault"
+    },
     sample("@secretlint/secretlint-rule-github", `ghp_${c(ALNUM, 36)}`, "ghp_short_token"),
     sample("@secretlint/secretlint-rule-gitlab", `glpat-${c(ALNUM, 20)}`, "glpat-tiny"),
     sample("@secretlint/secretlint-rule-slack", `xoxb-${c("0123456789", 12)}-${c("0123456789", 13)}-${c(ALNUM, 24)}`, "xoxb is the bot token prefix"),
@@ -109,3 +116,100 @@ export const ordinaryStrings: ReadonlyArray<string> = [
   "AKIA",
   LETTERS.slice(0, 20)
 ]
+
+/**
+ * How a secret is written where someone pastes it. A kind known by its own
+ * shape (`ghp_…`, a PEM block, a URL with a password) stands alone in any
+ * surrounding; a kind known only by what it is called (an AWS secret access
+ * key, a bearer or basic credential) is written in one of its own forms,
+ * and that form in any surrounding.
+ */
+export interface Planting {
+  readonly rule: string
+  readonly secret: string
+  /** The text that names the secret as its kind requires (the secret alone for kinds known by their shape). */
+  readonly forms: ReadonlyArray<string>
+}
+
+/** Forms that name an AWS secret access key, as configuration files and shells write it. */
+const awsForms = (key: string) => [
+  `AWS_SECRET_ACCESS_KEY=${key}`,
+  `aws_secret_access_key = ${key}`,
+  `aws_secret_access_key=${key}`,
+  `"aws_secret_access_key": "${key}"`,
+  `'aws_secret_access_key': '${key}'`,
+  `export AWS_SECRET_ACCESS_KEY="${key}"`,
+  `AWS_SECRET_ACCESS_KEY='${key}'`,
+  `aws_secret_access_key: ${key}`,
+  `SecretAccessKey: ${key}`,
+  `"SecretAccessKey": "${key}"`,
+  `secret_access_key => ${key}`
+]
+
+export const plantings = (seed = 7): ReadonlyArray<Planting> =>
+  secretSamples(seed).map((sample) => {
+    if (sample.rule === "aws-secret-access-key" || (sample.rule === "@secretlint/secretlint-rule-aws" && sample.text !== `value: ${sample.secret} end`)) {
+      return { rule: sample.rule, secret: sample.secret, forms: awsForms(sample.secret) }
+    }
+    if (sample.rule === "bearer-credential") {
+      return { rule: sample.rule, secret: sample.secret, forms: [`Bearer ${sample.secret}`, `Authorization: Bearer ${sample.secret}`] }
+    }
+    if (sample.rule === "basic-credential") {
+      return { rule: sample.rule, secret: sample.secret, forms: [`Basic ${sample.secret}`, `Authorization: Basic ${sample.secret}`] }
+    }
+    // A URL with credentials: the password is the secret (the rest is an address).
+    const password = /^[a-z]+:\/\/[^:/@]+:([^@]+)@/.exec(sample.secret)?.[1]
+    return { rule: sample.rule, secret: password ?? sample.secret, forms: [sample.secret] }
+  })
+
+/** AWS secret access keys end in any base64 character, `/`, `+` and `=` included. */
+export const awsSecretEndings = (seed = 7): ReadonlyArray<Planting> =>
+  ["/", "+", "=", "//", "A+"].map((end) => {
+    const key = chars(ALNUM + "/+", 40 - end.length, seed) + end
+    return { rule: "@secretlint/secretlint-rule-aws", secret: key, forms: awsForms(key) }
+  })
+
+/**
+ * Surroundings a planted form is pasted into: assignments, JSON, YAML,
+ * URLs (credentials and query strings), prose, line starts and ends, and
+ * punctuation right against it. A multi-line form (a PEM block) goes where
+ * a line of its own may stand.
+ */
+export const surroundings: ReadonlyArray<(form: string) => string> = [
+  (s) => s,
+  (s) => `TOKEN=${s}`,
+  (s) => `token = ${s}`,
+  (s) => `token: ${s}`,
+  (s) => `export TOKEN="${s}"`,
+  (s) => `TOKEN='${s}'`,
+  (s) => JSON.stringify({ config: { token: s } }),
+  (s) => JSON.stringify({ config: { token: s } }, null, 2),
+  (s) => `config:\n  token: ${s}\n  region: eu-west-1\n`,
+  (s) => `config:\n  - "${s}"\n`,
+  (s) => `https://user:${s}@example.com/path`,
+  (s) => `https://example.com/callback?token=${s}&page=2`,
+  (s) => `My key is ${s}, please rotate it.`,
+  (s) => `${s}\nnext line`,
+  (s) => `first line\n${s}`,
+  (s) => `first line\n${s}\nlast line`,
+  (s) => `(${s})`,
+  (s) => `[${s}]`,
+  (s) => `<${s}>`,
+  (s) => `${s}.`,
+  (s) => `${s},`,
+  (s) => `${s};`,
+  (s) => `"${s}"`,
+  (s) => `\`${s}\``,
+  (s) => `{${s}}`,
+  (s) => `- ${s}\t# pasted`
+]
+
+/** Every window of `width` characters of `secret` that `text` still holds. */
+export const survivingWindows = (text: string, secret: string, width = 12): ReadonlyArray<string> => {
+  const out: Array<string> = []
+  for (let i = 0; i + width <= secret.length; i++) {
+    const window = secret.slice(i, i + width)
+    if (text.includes(window)) out.push(window)
+  }
+  return out
+}

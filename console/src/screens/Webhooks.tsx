@@ -45,7 +45,7 @@ const replayWindows = [
 ]
 
 const overlaps = [
-  { seconds: 0, label: "None (it stops now)" },
+  { seconds: 0, label: "None (it stops now; older ones keep their end)" },
   { seconds: 3600, label: "1 hour" },
   { seconds: 86400, label: "24 hours (default)" },
   { seconds: 604800, label: "7 days" }
@@ -239,6 +239,8 @@ const EndpointCard = (
   // `undefined`: the authentication stays as it is; a draft: the whole new one (secrets typed again).
   const [auth, setAuth] = useState<AuthDraft | undefined>(undefined)
   const [overlap, setOverlap] = useState(86400)
+  // A leaked secret: the new one alone signs from now, every earlier one ends (at the cap of secrets in use too).
+  const [endAll, setEndAll] = useState(false)
   const [confirming, setConfirming] = useState(false)
   const update = useMutation(updateAtom)
   const remove = useMutation(removeAtom)
@@ -328,18 +330,31 @@ const EndpointCard = (
             <button type="button" onClick={() => setEditing(true)}>Edit events</button>
             <label class="inline">
               Old secret keeps working
-              <select value={overlap} onChange={(event) => setOverlap(Number(event.currentTarget.value))}>
+              <select value={overlap} disabled={endAll} onChange={(event) => setOverlap(Number(event.currentTarget.value))}>
                 {overlaps.map((choice) => <option key={choice.seconds} value={choice.seconds}>{choice.label}</option>)}
               </select>
+            </label>
+            <label class="inline">
+              <input type="checkbox" checked={endAll} onChange={(event) => setEndAll(event.currentTarget.checked)} />
+              End every earlier secret now
             </label>
             <button
               type="button"
               disabled={rotate.busy}
               onClick={async () => {
-                const exit = await rotate.run({ params: { id: endpoint.id }, payload: { overlap_seconds: overlap }, reactivityKeys: ["endpoints"] })
+                const payload = endAll ? { overlap_seconds: 0, expire_previous: "all" as const } : { overlap_seconds: overlap }
+                const exit = await rotate.run({ params: { id: endpoint.id }, payload, reactivityKeys: ["endpoints"] })
                 if (Exit.isSuccess(exit)) {
                   onSecret(exit.value.secret)
-                  onNotice({ tone: "success", text: `Secret rotated. Deliveries are signed with the previous secret too until ${new Date(exit.value.previous_secret_expires_at).toLocaleString()}.` })
+                  setEndAll(false)
+                  onNotice({
+                    tone: "success",
+                    text: endAll
+                      ? "Secret rotated. Every earlier secret stopped signing: deliveries are signed with the new secret alone."
+                      : `Secret rotated. Deliveries are signed with the previous secret too until ${
+                        new Date(exit.value.previous_secret_expires_at).toLocaleString()
+                      }.`
+                  })
                 } else onNotice({ tone: "error", text: `Could not rotate the secret: ${describeProblem(problemOf(exit.cause))}` })
               }}
             >

@@ -10,7 +10,7 @@ import { Effect } from "effect"
 import { SvcTest } from "../../../src/testing.ts"
 import { outboxOf } from "../../support/approvals.ts"
 import { raw } from "../../support/http.ts"
-import { secretSamples } from "../../support/secretSamples.ts"
+import { awsSecretEndings, plantings, secretSamples, survivingWindows } from "../../support/secretSamples.ts"
 
 const step = (step_id: string) => ({
   step_id,
@@ -134,6 +134,38 @@ layer(SvcTest.layer(), { excludeTestServices: true })("decision reasons", (it) =
           assert.notInclude(stored!.decision_reason, sample.secret)
           assert.notInclude(streamed, sample.secret)
         }
+      }))
+
+    it.effect("an AWS secret access key in its assignment forms leaves no 12 characters of itself in the reason, the event or the stream", () =>
+      Effect.gen(function*() {
+        const { svc, org, pending, decidedEvents } = yield* setup
+        for (const [i, planting] of [...plantings(), ...awsSecretEndings()].filter((p) => p.rule.includes("aws") && p.forms.length > 1).entries()) {
+          const forms = planting.forms.slice(0, 6)
+          const approvalId = yield* pending(`aws-${i}`)
+          const reason = `Pasted by mistake: ${forms.join(" | ")}`
+          const decided = yield* org.client.approvals.decide({ params: { approval_id: approvalId }, payload: { decision: "reject", reason } })
+          assert.strictEqual(decided.decision_reason, `Pasted by mistake: ${forms.map((f) => f.replace(planting.secret, "[REDACTED]")).join(" | ")}`)
+          const [stored] = yield* svc.sql<{ decision_reason: string }>`SELECT decision_reason FROM approvals WHERE id = ${approvalId}`
+          for (const text of [stored!.decision_reason, (yield* outboxOf(svc.sql, approvalId))[1]!.body, JSON.stringify(yield* decidedEvents)]) {
+            assert.deepStrictEqual(survivingWindows(text, planting.secret), [])
+          }
+        }
+      }))
+
+    it.effect("a rejection's response has its recognizable secrets replaced before the answer, the step, the event or the stream carry it", () =>
+      Effect.gen(function*() {
+        const { svc, session, pending, send, decidedEvents } = yield* setup
+        const planted = [...plantings(), ...awsSecretEndings()].map((p) => [p.forms[0]!, p.secret] as const)
+        const approvalId = yield* pending("response-secret")
+        const response = { note: "Use the billing desk instead.", pasted: planted.map(([form]) => `see ${form} here`) }
+        const decided = yield* send(approvalId, { decision: "reject", response })
+        assert.strictEqual(decided.status, 200, decided.text)
+        assert.strictEqual(decided.json.response.note, "Use the billing desk instead.")
+        const [step] = yield* svc.sql<{ response: string }>`
+          SELECT response::text AS response FROM agent_steps WHERE session_id = ${session.id} AND step_id = 'response-secret'
+        `
+        const texts = [decided.text, step!.response, (yield* outboxOf(svc.sql, approvalId))[1]!.body, JSON.stringify(yield* decidedEvents)]
+        for (const [, secret] of planted) for (const text of texts) assert.deepStrictEqual(survivingWindows(text, secret), [], text)
       }))
   })
 })

@@ -6,7 +6,7 @@ import { newId } from "../../../src/platform/Ids.ts"
 import { SecretStore } from "../../../src/secrets/SecretStore.ts"
 import { SvcTest, type TestOrg } from "../../../src/testing.ts"
 import { raw } from "../../support/http.ts"
-import { chars, secretSamples } from "../../support/secretSamples.ts"
+import { awsSecretEndings, chars, plantings, secretSamples, survivingWindows } from "../../support/secretSamples.ts"
 
 /** A realistic answer schema: an order with line items. */
 const orderSchema = {
@@ -364,6 +364,20 @@ layer(SvcTest.layer(), { excludeTestServices: true })("feedback on task answers"
         const item = yield* org.client.feedback.submit({ payload: { inference_log_id: run.trace_id, score: 1, correction: { ...goodCorrection, token: jwt.secret } } })
         assert.strictEqual((item.correction as { token: string }).token, REDACTION_MARKER)
         assert.deepStrictEqual(item.redaction_warning?.fields, ["correction.token"])
+      }))
+
+    it.effect("an AWS secret access key in its assignment forms and as a named member leaves no 12 characters of itself", () =>
+      Effect.gen(function*() {
+        const org = yield* SvcTest.org()
+        const { run } = yield* setup(org, { type: "object" })
+        for (const planting of [...plantings(), ...awsSecretEndings()].filter((p) => p.rule.includes("aws") && p.forms.length > 1)) {
+          const correction = { ...goodCorrection, pasted: planting.forms, credentials: { aws_secret_access_key: planting.secret } }
+          const item = yield* org.client.feedback.submit({ payload: { inference_log_id: run.trace_id, score: 1, correction } })
+          assert.deepStrictEqual(survivingWindows(JSON.stringify(item.correction), planting.secret), [])
+          const stored = (yield* org.client.feedback.list({ query: {} })).feedback
+          assert.deepStrictEqual(survivingWindows(JSON.stringify(stored), planting.secret), [])
+          assert.include(JSON.stringify(item.correction), "AWS_SECRET_ACCESS_KEY=[REDACTED]")
+        }
       }))
 
     it.effect("property: planted secrets never survive in what is stored or returned; clean documents pass unchanged", () =>

@@ -55,6 +55,31 @@ describe("a start that cannot succeed", () => {
     assert.deepInclude(refusal(url), { reason: "setting", setting: "DATABASE_URL", exit_code: 2 })
   }, 120_000)
 
+  it.skipIf(onServerRun)("a URL setting svc cannot use: exit 2 naming it, and no password it holds in anything printed", async () => {
+    // The headers are read when traces are on: with an endpoint.
+    const collector = { OTEL_EXPORTER_OTLP_ENDPOINT: "http://127.0.0.1:4318" }
+    const cases: ReadonlyArray<readonly [string, string, Record<string, string>?]> = [
+      ["SVC_SMTP_URL", "smtp//svc:hunter2@mail.example.com:587"],
+      ["SVC_SMTP_URL", "htp://svc:hunter2@mail.example.com"],
+      ["SVC_SMTP_URL", "smtps:/svc:hunter2@mail example.com"],
+      ["SVC_SMTP_URL", "smtp://svc:hunter2@mail.example.com?from=nobody"],
+      ["OTEL_EXPORTER_OTLP_ENDPOINT", "http//svc:hunter2@collector.example:4318"],
+      ["OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "http//svc:hunter2@collector.example:4318/v1/traces"],
+      ["OTEL_EXPORTER_OTLP_HEADERS", "Bearer hunter2", collector],
+      ["OTEL_EXPORTER_OTLP_HEADERS", "authorization=Bearer%ZZhunter2", collector],
+      ["DATABASE_URL", "postgres://svc:hunter2@db example/svc"]
+    ]
+    for (const [setting, value, more] of cases) {
+      const ran = await start({ ...base(), SVC_MASTER_KEY: MASTER_KEY, ...more, [setting]: value })
+      assert.notInclude(ran.stdout + ran.stderr, "hunter2", `${setting}=${value}`)
+      assert.deepInclude(refusal(ran), { reason: "setting", setting, exit_code: 2 }, `${setting}=${value}`)
+    }
+    const command = await cli(["orgs", "list"], { ...base(), SVC_SMTP_URL: "htp://svc:hunter2@mail.example.com" })
+    assert.strictEqual(command.code, 2)
+    assert.notInclude(command.stdout + command.stderr, "hunter2")
+    assert.include(command.stderr, "SVC_SMTP_URL")
+  }, 180_000)
+
   it.skipIf(onServerRun)("a missing or malformed SVC_MASTER_KEY: exit 3, naming it, without the value", async () => {
     const malformed = await start({ ...base(), SVC_MASTER_KEY: "not-a-key-at-all" })
     assert.notInclude(malformed.stdout + malformed.stderr, "not-a-key-at-all")

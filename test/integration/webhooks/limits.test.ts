@@ -177,6 +177,69 @@ layer(
         assert.deepStrictEqual(signedBy(request!, [third, second, first]), { count: 1, by: [true, false, false] })
       }))
 
+    it.effect(`at the cap, a rotation with overlap 0 is taken: the secret signing until then ends, so no more than ${MAX_SIGNING_SECRETS} sign`, () =>
+      Effect.gen(function*() {
+        const receiver = yield* HttpsReceiver.make()
+        const org = yield* SvcTest.org()
+        const { endpoint, secret: first } = yield* org.client.notifications.create({ payload: { url: receiver.url("/emergency") } })
+        const params = { id: endpoint.id }
+        const second = (yield* org.client.notifications.rotateSecret({ params, payload: { overlap_seconds: 86400 } })).secret
+        const third = (yield* org.client.notifications.rotateSecret({ params, payload: { overlap_seconds: 86400 } })).secret
+        const emergency = yield* send(org, "POST", `/v1/notification-endpoints/${endpoint.id}/rotate-secret`, { overlap_seconds: 0 })
+        assert.strictEqual(emergency.status, 200, emergency.text)
+        const fourth = emergency.json.secret as string
+        yield* insertEvents([eventBody(org.orgId, "approval.requested")])
+        const [request] = yield* receiver.waitForRequests(1)
+        // The third (signing until now) ended at once; the first two keep the end they were announced.
+        assert.deepStrictEqual(signedBy(request!, [fourth, third, second, first]), { count: 3, by: [true, false, true, true] })
+      }))
+
+    it.effect("at the cap, overlap 0 with expire_previous: \"all\" ends every earlier secret at once", () =>
+      Effect.gen(function*() {
+        const receiver = yield* HttpsReceiver.make()
+        const org = yield* SvcTest.org()
+        const { endpoint, secret: first } = yield* org.client.notifications.create({ payload: { url: receiver.url("/leaked") } })
+        const params = { id: endpoint.id }
+        const earlier = [first]
+        for (let i = 1; i < MAX_SIGNING_SECRETS; i++) {
+          earlier.unshift((yield* org.client.notifications.rotateSecret({ params, payload: { overlap_seconds: 86400 } })).secret)
+        }
+        const only = yield* org.client.notifications.rotateSecret({ params, payload: { overlap_seconds: 0, expire_previous: "all" } })
+        yield* insertEvents([eventBody(org.orgId, "approval.requested")])
+        const [request] = yield* receiver.waitForRequests(1)
+        assert.deepStrictEqual(signedBy(request!, [only.secret, ...earlier]), { count: 1, by: [true, false, false, false] })
+      }))
+
+    it.effect(`20 concurrent rotations never leave more than ${MAX_SIGNING_SECRETS} secrets signing, whichever earlier secrets they end`, () =>
+      Effect.gen(function*() {
+        const receiver = yield* HttpsReceiver.make()
+        const org = yield* SvcTest.org()
+        const modes = ["latest", "all"] as const
+        const rotated: Array<ReadonlyArray<string>> = []
+        for (const expire_previous of modes) {
+          const { endpoint } = yield* org.client.notifications.create({ payload: { url: receiver.url(`/concurrent-${expire_previous}`) } })
+          const path = `/v1/notification-endpoints/${endpoint.id}/rotate-secret`
+          const answers = yield* Effect.all(
+            Array.from({ length: 20 }, () => send(org, "POST", path, { overlap_seconds: 86400, expire_previous })),
+            { concurrency: "unbounded" }
+          )
+          const statuses = answers.map((answer) => answer.status)
+          // `latest` refuses what would pass the cap; `all` ends the oldest instead.
+          const allowed = expire_previous === "all" ? [200] : [200, 409]
+          assert.isTrue(statuses.every((status) => allowed.includes(status)), `${expire_previous}: ${statuses.join(" ")}`)
+          rotated.push(answers.filter((answer) => answer.status === 200).map((answer) => answer.json.secret as string))
+        }
+        yield* insertEvents([eventBody(org.orgId, "approval.requested")])
+        const requests = yield* receiver.waitForRequests(2)
+        for (const [i, expire_previous] of modes.entries()) {
+          const request = requests.find((r) => r.path.endsWith(`/concurrent-${expire_previous}`))!
+          const signed = signedBy(request, rotated[i]!)
+          const count = request.headers["x-svc-signature"]!.match(/v1=/g)!.length
+          assert.isAtMost(count, MAX_SIGNING_SECRETS, `${expire_previous}: ${count} secrets sign`)
+          assert.isTrue(signed.by.some(Boolean), `${expire_previous}: a secret a rotation returned signs`)
+        }
+      }))
+
     it.effect("rotating again and again with expire_previous: \"all\" never makes a delivery carry more signatures", () =>
       Effect.gen(function*() {
         const receiver = yield* HttpsReceiver.make()
