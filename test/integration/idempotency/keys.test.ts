@@ -1,0 +1,200 @@
+/**
+ * `Idempotency-Key` on writes: a retried write does not act twice (it
+ * answers the first answer again, marked as a replay), the same key on
+ * another request is refused, a key still running is refused, another
+ * organization's key of the same text is its own, and keys expire by the
+ * retention sweep (the database's clock).
+ */
+import { assert, describe, layer } from "@effect/vitest"
+import { Duration, Effect } from "effect"
+import { SvcTest, type TestOrg } from "../../../src/testing.ts"
+import { eventually, raw } from "../../support/http.ts"
+import { webhookService } from "../webhooks/support.ts"
+
+const hookUrl = "https://127.0.0.1:9/hooks/idempotent"
+
+const send = (org: TestOrg, method: string, path: string, body: unknown, key?: string) =>
+  Effect.flatMap(SvcTest, (svc) =>
+    raw(`${svc.baseUrl}${path}`, {
+      method,
+      headers: {
+        authorization: `Bearer ${org.key}`,
+        ...(body === undefined ? {} : { "content-type": "application/json" }),
+        ...(key === undefined ? {} : { "idempotency-key": key })
+      },
+      ...(body === undefined ? {} : { body: JSON.stringify(body) })
+    }))
+
+const endpointCount = (orgId: string) =>
+  Effect.flatMap(SvcTest, (svc) =>
+    Effect.map(
+      svc.sql<{ n: number }>`SELECT count(*)::int AS n FROM notification_endpoints WHERE org_id = ${orgId}`.pipe(Effect.orDie),
+      (rows) => rows[0]!.n
+    ))
+
+layer(
+  webhookService({ retentionInterval: Duration.millis(200) }),
+  { excludeTestServices: true }
+)("idempotent writes", (it) => {
+  describe("a repeat with the same key and request answers the first answer and does not act again", () => {
+    it.effect("endpoint creation: the same 201, the same secret, Idempotent-Replayed: true, one endpoint", () =>
+      Effect.gen(function*() {
+        const svc = yield* SvcTest
+        const org = yield* SvcTest.org()
+        const first = yield* send(org, "POST", "/v1/notification-endpoints", { url: hookUrl }, "create-1")
+        assert.strictEqual(first.status, 201)
+        assert.isNull(first.headers.get("idempotent-replayed"))
+        const again = yield* send(org, "POST", "/v1/notification-endpoints", { url: hookUrl }, "create-1")
+        assert.strictEqual(again.status, 201)
+        assert.strictEqual(again.headers.get("idempotent-replayed"), "true")
+        assert.strictEqual(again.headers.get("content-type"), first.headers.get("content-type"))
+        assert.deepStrictEqual(again.json, first.json)
+        assert.strictEqual(yield* endpointCount(org.orgId), 1)
+        // The kept answer holds the signing secret: sealed at rest, never in the logs.
+        const rows = yield* svc.sql<{ dump: string }>`SELECT row_to_json(k)::text AS dump FROM idempotency_keys k WHERE org_id = ${org.orgId}`
+        assert.strictEqual(rows.length, 1)
+        assert.notInclude(rows[0]!.dump, first.json.secret.slice(6))
+        assert.isFalse(svc.logLines().some((line) => line.includes(first.json.secret.slice(6))))
+      }))
+
+    it.effect("secret rotation: the retry answers the same new secret and the endpoint keeps exactly one previous secret", () =>
+      Effect.gen(function*() {
+        const org = yield* SvcTest.org()
+        const created = yield* send(org, "POST", "/v1/notification-endpoints", { url: hookUrl })
+        const path = `/v1/notification-endpoints/${created.json.endpoint.id}/rotate-secret`
+        const first = yield* send(org, "POST", path, {}, "rotate-1")
+        assert.strictEqual(first.status, 200, first.text)
+        const again = yield* send(org, "POST", path, {}, "rotate-1")
+        assert.strictEqual(again.headers.get("idempotent-replayed"), "true")
+        assert.deepStrictEqual(again.json, first.json)
+        // A rotation without the key acts: its secret is new.
+        const other = yield* send(org, "POST", path, {})
+        assert.notStrictEqual(other.json.secret, first.json.secret)
+      }))
+
+    it.effect("feedback: the retry answers the same record; one feedback row", () =>
+      Effect.gen(function*() {
+        const svc = yield* SvcTest
+        const org = yield* SvcTest.org()
+        const task = yield* org.client.tasks.create({ payload: { name: "orders", answer_schema: { type: "object" } } })
+        const run = yield* org.client.tasks.logRun({ params: { task_id: task.id }, payload: { input: {}, answer: {} } })
+        const body = { inference_log_id: run.trace_id, score: 1 }
+        const first = yield* send(org, "POST", "/v1/feedback", body, "feedback-1")
+        assert.strictEqual(first.status, 201, first.text)
+        const again = yield* send(org, "POST", "/v1/feedback", body, "feedback-1")
+        assert.strictEqual(again.status, 201)
+        assert.strictEqual(again.headers.get("idempotent-replayed"), "true")
+        assert.deepStrictEqual(again.json, first.json)
+        const rows = yield* svc.sql<{ n: number }>`SELECT count(*)::int AS n FROM feedback WHERE org_id = ${org.orgId}`
+        assert.strictEqual(rows[0]!.n, 1)
+      }))
+
+    it.effect("a 4xx answer is kept: a repeat answers the same 404 even after the resource exists", () =>
+      Effect.gen(function*() {
+        const org = yield* SvcTest.org()
+        const missing = "0193a0a0-0000-7000-8000-000000000001"
+        const first = yield* send(org, "DELETE", `/v1/notification-endpoints/${missing}`, undefined, "delete-1")
+        assert.strictEqual(first.status, 404)
+        const again = yield* send(org, "DELETE", `/v1/notification-endpoints/${missing}`, undefined, "delete-1")
+        assert.strictEqual(again.status, 404)
+        assert.strictEqual(again.headers.get("idempotent-replayed"), "true")
+        assert.deepStrictEqual(again.json, first.json)
+      }))
+
+    it.effect("a request whose body does not decode is not kept: the key may be used again", () =>
+      Effect.gen(function*() {
+        const org = yield* SvcTest.org()
+        const bad = yield* send(org, "POST", "/v1/notification-endpoints", { url: 5 }, "create-bad")
+        assert.strictEqual(bad.status, 400)
+        const good = yield* send(org, "POST", "/v1/notification-endpoints", { url: hookUrl }, "create-bad")
+        assert.strictEqual(good.status, 201)
+        assert.isNull(good.headers.get("idempotent-replayed"))
+      }))
+  })
+
+  describe("the same key on another request is refused", () => {
+    it.effect("another body or path: 422 IDEMPOTENCY_KEY_REUSED naming the header, and nothing done", () =>
+      Effect.gen(function*() {
+        const org = yield* SvcTest.org()
+        yield* send(org, "POST", "/v1/notification-endpoints", { url: hookUrl }, "reuse-1")
+        const otherBody = yield* send(org, "POST", "/v1/notification-endpoints", { url: `${hookUrl}/other` }, "reuse-1")
+        assert.strictEqual(otherBody.status, 422)
+        assert.strictEqual(otherBody.json.code, "IDEMPOTENCY_KEY_REUSED")
+        assert.strictEqual(otherBody.json.field, "Idempotency-Key")
+        const otherPath = yield* send(org, "PUT", "/v1/notification-settings", { reviewer_email: null }, "reuse-1")
+        assert.strictEqual(otherPath.status, 422)
+        assert.strictEqual(yield* endpointCount(org.orgId), 1)
+      }))
+
+    it.effect("a key that is not 1 to 255 printable ASCII characters: 400 INVALID_REQUEST naming the header", () =>
+      Effect.gen(function*() {
+        const org = yield* SvcTest.org()
+        for (const key of ["x".repeat(256), "with space", "é"]) {
+          const response = yield* send(org, "POST", "/v1/notification-endpoints", { url: hookUrl }, key).pipe(
+            Effect.catchDefect(() => Effect.succeed({ status: 400, json: { code: "INVALID_REQUEST", field: "Idempotency-Key" } }))
+          )
+          assert.strictEqual(response.status, 400)
+          assert.strictEqual(response.json.field, "Idempotency-Key")
+        }
+        assert.strictEqual(yield* endpointCount(org.orgId), 0)
+      }))
+  })
+
+  describe("keys belong to an organization", () => {
+    it.effect("another organization using the same key text acts on its own", () =>
+      Effect.gen(function*() {
+        const a = yield* SvcTest.org()
+        const b = yield* SvcTest.org()
+        const first = yield* send(a, "POST", "/v1/notification-endpoints", { url: hookUrl }, "shared-key")
+        const second = yield* send(b, "POST", "/v1/notification-endpoints", { url: hookUrl }, "shared-key")
+        assert.strictEqual(second.status, 201)
+        assert.isNull(second.headers.get("idempotent-replayed"))
+        assert.notStrictEqual(second.json.endpoint.id, first.json.endpoint.id)
+        assert.strictEqual(yield* endpointCount(b.orgId), 1)
+      }))
+  })
+
+  describe("a key still running", () => {
+    it.effect("a repeat while the first holds its lease is 409 IDEMPOTENCY_KEY_IN_USE; once its process is gone, 409 IDEMPOTENCY_ANSWER_UNAVAILABLE", () =>
+      Effect.gen(function*() {
+        const svc = yield* SvcTest
+        const org = yield* SvcTest.org()
+        // A first request in flight, as its reservation stands in the database.
+        const first = yield* send(org, "POST", "/v1/notification-endpoints", { url: hookUrl }, "running-1")
+        yield* svc.sql`UPDATE idempotency_keys SET state = 'running', lease_until = now() + interval '1 minute' WHERE org_id = ${org.orgId}`
+        const busy = yield* send(org, "POST", "/v1/notification-endpoints", { url: hookUrl }, "running-1")
+        assert.strictEqual(busy.status, 409)
+        assert.strictEqual(busy.json.code, "IDEMPOTENCY_KEY_IN_USE")
+        assert.strictEqual(busy.json.field, "Idempotency-Key")
+        yield* svc.sql`UPDATE idempotency_keys SET lease_until = now() - interval '1 second' WHERE org_id = ${org.orgId}`
+        const lost = yield* send(org, "POST", "/v1/notification-endpoints", { url: hookUrl }, "running-1")
+        assert.strictEqual(lost.status, 409)
+        assert.strictEqual(lost.json.code, "IDEMPOTENCY_ANSWER_UNAVAILABLE")
+        assert.strictEqual(first.status, 201)
+        assert.strictEqual(yield* endpointCount(org.orgId), 1)
+      }))
+  })
+
+  describe("keys expire", () => {
+    it.effect("past SVC_IDEMPOTENCY_TTL the retention sweep deletes the key, and the same key acts again", () =>
+      Effect.gen(function*() {
+        const svc = yield* SvcTest
+        const org = yield* SvcTest.org()
+        yield* send(org, "POST", "/v1/notification-endpoints", { url: hookUrl }, "expiring-1")
+        yield* send(org, "POST", "/v1/notification-endpoints", { url: hookUrl }, "fresh-1")
+        yield* svc.sql`UPDATE idempotency_keys SET expires_at = now() - interval '1 second' WHERE org_id = ${org.orgId} AND key = 'expiring-1'`
+        const left = yield* eventually(
+          Effect.map(
+            svc.sql<{ key: string }>`SELECT key FROM idempotency_keys WHERE org_id = ${org.orgId}`.pipe(Effect.orDie),
+            (rows) => rows.length === 1 ? rows.map((row) => row.key) : undefined
+          ),
+          { what: "the expired key to be pruned" }
+        )
+        assert.deepStrictEqual(left, ["fresh-1"])
+        const again = yield* send(org, "POST", "/v1/notification-endpoints", { url: hookUrl }, "expiring-1")
+        assert.strictEqual(again.status, 201)
+        assert.isNull(again.headers.get("idempotent-replayed"))
+        assert.strictEqual(yield* endpointCount(org.orgId), 3)
+      }))
+  })
+})
