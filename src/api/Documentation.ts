@@ -192,6 +192,19 @@ export const ProblemExamples: Readonly<Record<string, (context: ProblemContext) 
     limit: "SVC_ANSWER_VALIDATION_TIMEOUT",
     limit_value: 1000
   }),
+  IDEMPOTENCY_KEY_REUSED: () => ({
+    detail: "This key was used for a request with another method, path or body. Use a new key for a new request.",
+    field: "Idempotency-Key"
+  }),
+  IDEMPOTENCY_KEY_IN_USE: () => ({
+    detail: "The first request with this key is still running; retry once it has answered.",
+    field: "Idempotency-Key"
+  }),
+  IDEMPOTENCY_ANSWER_UNAVAILABLE: () => ({
+    detail:
+      "The first request with this key began, but svc stopped before recording its answer: whether it took effect is unknown. Read the resource to find out; it is not run again under this key.",
+    field: "Idempotency-Key"
+  }),
   ...decisionProblemExamples,
   VALIDATION_BUSY: () => ({
     detail: "The validation queue holds 128 checks (SVC_ANSWER_VALIDATION_QUEUE) and this organization holds at least its share of them; retry after 1 second.",
