@@ -8,6 +8,7 @@
 import { assert, describe, layer } from "@effect/vitest"
 import { Duration, Effect } from "effect"
 import { SvcTest, type TestOrg } from "../../../src/testing.ts"
+import { outboxOf } from "../../support/approvals.ts"
 import { eventually, raw } from "../../support/http.ts"
 import { webhookService } from "../webhooks/support.ts"
 
@@ -87,6 +88,54 @@ layer(
         assert.deepStrictEqual(again.json, first.json)
         const rows = yield* svc.sql<{ n: number }>`SELECT count(*)::int AS n FROM feedback WHERE org_id = ${org.orgId}`
         assert.strictEqual(rows[0]!.n, 1)
+      }))
+
+    it.effect("approval decision: the retry answers the same approval, with one approval.approved event", () =>
+      Effect.gen(function*() {
+        const svc = yield* SvcTest
+        const org = yield* SvcTest.org()
+        const session = yield* org.client.agentSessions.create({ payload: {} })
+        const step = yield* org.client.agentSessions.governStep({
+          params: { session_id: session.id },
+          payload: { step_id: "refund-1", tool: "stripe.refund", action_class: "payments.refund", arguments: { amount: 42 } as never }
+        })
+        const path = `/v1/agent-approvals/${step.approval_id!}/decision`
+        const first = yield* send(org, "POST", path, { decision: "approve", reason: "checked" }, "decide-1")
+        assert.strictEqual(first.status, 200, first.text)
+        const again = yield* send(org, "POST", path, { decision: "approve", reason: "checked" }, "decide-1")
+        assert.strictEqual(again.status, 200)
+        assert.strictEqual(again.headers.get("idempotent-replayed"), "true")
+        assert.deepStrictEqual(again.json, first.json)
+        const events = yield* outboxOf(svc.sql, step.approval_id!)
+        assert.deepStrictEqual(events.map((event) => event.type).filter((type) => type === "approval.approved"), ["approval.approved"])
+        // Without the key, the second decision is refused by the approval itself.
+        const unkeyed = yield* send(org, "POST", path, { decision: "approve", reason: "checked" })
+        assert.strictEqual(unkeyed.status, 409)
+      }))
+
+    it.effect("promotion: the retry answers the same dataset version; one version is made", () =>
+      Effect.gen(function*() {
+        const svc = yield* SvcTest
+        const org = yield* SvcTest.org()
+        const schema = { type: "object", required: ["label"], properties: { label: { type: "string" } } }
+        const task = yield* org.client.tasks.create({ payload: { name: "tickets", answer_schema: schema } })
+        const run = yield* org.client.tasks.logRun({ params: { task_id: task.id }, payload: { input: {}, answer: { label: "wrong" } } })
+        const item = yield* org.client.feedback.submit({ payload: { inference_log_id: run.trace_id, score: -1, correction: { label: "right" } } })
+        yield* org.client.feedback.stage({ params: { feedback_id: item.id } })
+        const preview = yield* org.client.feedback.promotePreview({ params: { task_id: task.id }, query: {} })
+        const body = { base_dataset_id: preview.base_dataset_id, expected_feedback_revision: preview.expected_feedback_revision }
+        const versions = Effect.map(
+          svc.sql<{ n: number }>`SELECT count(*)::int AS n FROM datasets WHERE task_id = ${task.id}`.pipe(Effect.orDie),
+          (rows) => rows[0]!.n
+        )
+        const before = yield* versions
+        const first = yield* send(org, "POST", `/v1/tasks/${task.id}/feedback/promote`, body, "promote-1")
+        assert.isBelow(first.status, 300, first.text)
+        const again = yield* send(org, "POST", `/v1/tasks/${task.id}/feedback/promote`, body, "promote-1")
+        assert.strictEqual(again.status, first.status)
+        assert.strictEqual(again.headers.get("idempotent-replayed"), "true")
+        assert.deepStrictEqual(again.json, first.json)
+        assert.strictEqual(yield* versions, before + 1)
       }))
 
     it.effect("a 4xx answer is kept: a repeat answers the same 404 even after the resource exists", () =>
