@@ -6,9 +6,10 @@
  * retention sweep (the database's clock).
  */
 import { assert, describe, layer } from "@effect/vitest"
-import { Duration, Effect } from "effect"
+import { Duration, Effect, Fiber } from "effect"
 import { SvcTest, type TestOrg } from "../../../src/testing.ts"
 import { outboxOf } from "../../support/approvals.ts"
+import { HttpsReceiver } from "../../support/HttpsReceiver.ts"
 import { eventually, raw } from "../../support/http.ts"
 import { webhookService } from "../webhooks/support.ts"
 
@@ -204,7 +205,30 @@ layer(
   })
 
   describe("a key still running", () => {
-    it.effect("a repeat while the first holds its lease is 409 IDEMPOTENCY_KEY_IN_USE; once its process is gone, 409 IDEMPOTENCY_ANSWER_UNAVAILABLE", () =>
+    it.effect("a repeat while the first is in flight is 409 IDEMPOTENCY_KEY_IN_USE at once; after it answered, its answer", () =>
+      Effect.gen(function*() {
+        const org = yield* SvcTest.org()
+        const receiver = yield* HttpsReceiver.make()
+        const created = yield* send(org, "POST", "/v1/notification-endpoints", { url: receiver.url("/held") })
+        let release = () => {}
+        receiver.enqueue({ status: 200, body: "ok", after: new Promise((resolve) => (release = () => resolve(undefined))) })
+        const path = `/v1/notification-endpoints/${created.json.endpoint.id}/test`
+        const first = yield* Effect.forkChild(send(org, "POST", path, {}, "test-1"))
+        yield* receiver.waitForRequests(1)
+        const busy = yield* send(org, "POST", path, {}, "test-1")
+        assert.strictEqual(busy.status, 409)
+        assert.strictEqual(busy.json.code, "IDEMPOTENCY_KEY_IN_USE")
+        assert.strictEqual(busy.json.field, "Idempotency-Key")
+        release()
+        const answered = yield* Fiber.join(first)
+        assert.strictEqual(answered.status, 200, answered.text)
+        const again = yield* send(org, "POST", path, {}, "test-1")
+        assert.strictEqual(again.headers.get("idempotent-replayed"), "true")
+        assert.deepStrictEqual(again.json, answered.json)
+        assert.strictEqual(receiver.requests().length, 1, "one test event sent")
+      }).pipe(Effect.scoped))
+
+    it.effect("a reservation whose lease is renewed is in use; once its lease lapsed (its process gone), 409 IDEMPOTENCY_ANSWER_UNAVAILABLE", () =>
       Effect.gen(function*() {
         const svc = yield* SvcTest
         const org = yield* SvcTest.org()
