@@ -13,6 +13,7 @@
 import { Context, Option } from "effect"
 import { type HttpApiEndpoint, OpenApi } from "effect/http-api"
 import { decisionProblemExamples } from "./ApprovalEdits.ts"
+import { idempotencyProblemExamples } from "./Idempotency.ts"
 import { RequiredScope } from "./Security.ts"
 
 /** The license the document declares: MIT, as `LICENSE` and the package manifests do. */
@@ -192,19 +193,7 @@ export const ProblemExamples: Readonly<Record<string, (context: ProblemContext) 
     limit: "SVC_ANSWER_VALIDATION_TIMEOUT",
     limit_value: 1000
   }),
-  IDEMPOTENCY_KEY_REUSED: () => ({
-    detail: "This key was used for a request with another method, path or body. Use a new key for a new request.",
-    field: "Idempotency-Key"
-  }),
-  IDEMPOTENCY_KEY_IN_USE: () => ({
-    detail: "The first request with this key is still running; retry once it has answered.",
-    field: "Idempotency-Key"
-  }),
-  IDEMPOTENCY_ANSWER_UNAVAILABLE: () => ({
-    detail:
-      "The first request with this key began, but svc stopped before recording its answer: whether it took effect is unknown. Read the resource to find out; it is not run again under this key.",
-    field: "Idempotency-Key"
-  }),
+  ...idempotencyProblemExamples,
   ...decisionProblemExamples,
   VALIDATION_BUSY: () => ({
     detail: "The validation queue holds 128 checks (SVC_ANSWER_VALIDATION_QUEUE) and this organization holds at least its share of them; retry after 1 second.",

@@ -10,7 +10,7 @@
 import { Context, Option, Schema } from "effect"
 import { HttpApi, type HttpApiEndpoint, HttpApiError, HttpApiMiddleware, OpenApi } from "effect/http-api"
 import { CurrentPrincipal, Authentication } from "./Security.ts"
-import { problemType } from "./Errors.ts"
+import { problemType, RateLimited } from "./Errors.ts"
 
 /** The request header, as HTTP names it (lower case on the wire in Node). */
 export const IDEMPOTENCY_HEADER = "Idempotency-Key"
@@ -73,14 +73,30 @@ export class IdempotencyAnswerUnavailable extends HttpApiError.Problem<Idempoten
   }
 ) {}
 
+/** What each problem says (the server's `detail`, and the document's examples). */
+export const IdempotencyDetails = {
+  reused: "This key was used for a request with another method, path or body. Use a new key for a new request.",
+  inUse: "The first request with this key is still running; retry once it has answered.",
+  interrupted:
+    "The first request with this key began, but svc stopped before recording its answer: whether it took effect is unknown. Read the resource to find out; it is not run again under this key."
+} as const
+
+/** The examples of `Documentation.ts`'s `ProblemExamples`, one per code. */
+export const idempotencyProblemExamples = {
+  IDEMPOTENCY_KEY_REUSED: () => ({ detail: IdempotencyDetails.reused, field: IDEMPOTENCY_HEADER }),
+  IDEMPOTENCY_KEY_IN_USE: () => ({ detail: IdempotencyDetails.inUse, field: IDEMPOTENCY_HEADER }),
+  IDEMPOTENCY_ANSWER_UNAVAILABLE: () => ({ detail: IdempotencyDetails.interrupted, field: IDEMPOTENCY_HEADER })
+}
+
 /**
  * Keeps and replays the answers of keyed writes. Runs inside
- * `Authentication` (the key belongs to the caller's organization).
+ * `Authentication` (the key belongs to the caller's organization). A new
+ * key beyond `SVC_IDEMPOTENCY_MAX_KEYS_PER_ORG` is `429 RATE_LIMITED`.
  */
 export class Idempotency extends HttpApiMiddleware.Service<Idempotency, {
   requires: CurrentPrincipal
 }>()("svc/api/Idempotency", {
-  error: [IdempotencyKeyReused, IdempotencyKeyInUse, IdempotencyAnswerUnavailable]
+  error: [IdempotencyKeyReused, IdempotencyKeyInUse, IdempotencyAnswerUnavailable, RateLimited]
 }) {}
 
 const WRITES: ReadonlySet<string> = new Set(["POST", "PUT", "PATCH", "DELETE"])
@@ -128,7 +144,8 @@ export const withIdempotency = <A extends HttpApi.Constraint>(api: A): A => {
   const groups = Object.values(self.groups).map((group) => {
     const writes = Object.values(group.endpoints).filter(isKeyedWrite).map(keyed)
     // `add` replaces the endpoints of the same name.
-    return writes.length === 0 ? group : (group.add as (...endpoints: ReadonlyArray<unknown>) => typeof group)(...writes)
+    const add = (group.add as (...endpoints: ReadonlyArray<unknown>) => typeof group).bind(group)
+    return writes.length === 0 ? group : add(...writes)
   })
   const rebuilt = (HttpApi.make(self.identifier).add as (...groups: ReadonlyArray<unknown>) => HttpApi.Top)(...groups)
   return rebuilt.annotateMerge(self.annotations) as unknown as A

@@ -37,6 +37,7 @@ import {
   Idempotency,
   IDEMPOTENCY_HEADER,
   IdempotencyAnswerUnavailable,
+  IdempotencyDetails,
   IdempotencyKey,
   IdempotencyKeyInUse,
   IdempotencyKeyReused,
@@ -47,6 +48,7 @@ import { CurrentPrincipal } from "../api/Security.ts"
 import { SvcConfig } from "../platform/Config.ts"
 import { SecretBox } from "../platform/Crypto.ts"
 import { sha256Hex } from "../platform/Digest.ts"
+import { responseHeader } from "../platform/ResponseHeader.ts"
 import * as Keys from "./Keys.ts"
 
 /** How long a running request holds its key without renewing it; renewed every `RENEW_EVERY`. */
@@ -55,6 +57,7 @@ const RENEW_EVERY = "3 seconds"
 
 const HEADER = IDEMPOTENCY_HEADER.toLowerCase()
 const isKey = Schema.is(IdempotencyKey)
+const KEY_RULE = `1 to ${MAX_KEY_LENGTH} printable ASCII characters without spaces`
 
 /** The seal's context: a kept answer opens only as the answer of its own organization's key. */
 const sealContext = (r: Keys.Reservation) => `idempotency:${r.orgId}:${r.key}`
@@ -68,7 +71,11 @@ const keptFailure = (cause: Cause.Cause<unknown>): unknown => {
 }
 
 const bodyOf = (response: HttpServerResponse.HttpServerResponse): Uint8Array | undefined =>
-  response.body._tag === "Uint8Array" ? response.body.body : response.body._tag === "Empty" ? new Uint8Array() : undefined
+  response.body._tag === "Uint8Array"
+    ? response.body.body
+    : response.body._tag === "Empty"
+    ? new Uint8Array()
+    : undefined
 
 export const IdempotencyLive = Layer.effect(
   Idempotency,
@@ -107,8 +114,10 @@ export const IdempotencyLive = Layer.effect(
             ? exit.value.status < 500 ? record(r, exit.value) : Keys.release(sql, r)
             : failure === undefined
             ? Keys.release(sql, r)
-            : Effect.flatMap(HttpServerRespondable.toResponse(failure as HttpServerRespondable.Respondable), (response) =>
-              record(r, response))
+            : Effect.flatMap(
+              HttpServerRespondable.toResponse(failure as HttpServerRespondable.Respondable),
+              (response) => record(r, response)
+            )
           return Effect.andThen(after, exit)
         })
       )
@@ -119,19 +128,18 @@ export const IdempotencyLive = Layer.effect(
         if (row.fingerprint !== r.fingerprint) {
           return yield* new IdempotencyKeyReused({
             field: IDEMPOTENCY_HEADER,
-            detail: "This key was used for a request with another method, path or body. Use a new key for a new request."
+            detail: IdempotencyDetails.reused
           })
         }
         if (row.state === "running") {
           return yield* row.leased
             ? new IdempotencyKeyInUse({
               field: IDEMPOTENCY_HEADER,
-              detail: "The first request with this key is still running; retry once it has answered."
+              detail: IdempotencyDetails.inUse
             })
             : new IdempotencyAnswerUnavailable({
               field: IDEMPOTENCY_HEADER,
-              detail:
-                "The first request with this key began, but svc stopped before recording its answer: whether it took effect is unknown. Read the resource to find out; it is not run again under this key."
+              detail: IdempotencyDetails.interrupted
             })
         }
         if (!row.kept || row.status === null) {
@@ -151,25 +159,31 @@ export const IdempotencyLive = Layer.effect(
         })
       })
 
-    const keyed = (raw: string, request: HttpServerRequest.HttpServerRequest, httpEffect: Effect.Effect<any, any, any>) =>
+    const keyed = (
+      raw: string,
+      request: HttpServerRequest.HttpServerRequest,
+      httpEffect: Effect.Effect<HttpServerResponse.HttpServerResponse, unknown, unknown>
+    ) =>
       Effect.gen(function*() {
         if (!isKey(raw)) {
           return yield* new InvalidRequest({
             field: IDEMPOTENCY_HEADER,
-            detail: `${IDEMPOTENCY_HEADER}: 1 to ${MAX_KEY_LENGTH} printable ASCII characters without spaces`,
-            errors: [{ field: IDEMPOTENCY_HEADER, message: `Expected 1 to ${MAX_KEY_LENGTH} printable ASCII characters without spaces` }]
+            detail: `${IDEMPOTENCY_HEADER}: expected ${KEY_RULE}`,
+            errors: [{ field: IDEMPOTENCY_HEADER, message: `Expected ${KEY_RULE}` }]
           })
         }
         const principal = yield* CurrentPrincipal
         const body = yield* Effect.orDie(request.arrayBuffer)
-        const fingerprint = sha256Hex(`${request.method} ${request.url}\n${sha256Hex(Buffer.from(body).toString("latin1"))}`)
+        // The body's bytes as latin1: one character per byte, so any body has one digest.
+        const bodyDigest = sha256Hex(Buffer.from(body).toString("latin1"))
+        const fingerprint = sha256Hex(`${request.method} ${request.url}\n${bodyDigest}`)
         const r: Keys.Reservation = { orgId: principal.orgId, key: raw, fingerprint }
-        if (yield* Effect.orDie(Keys.reserve(sql, r, { ttlSeconds, leaseSeconds: LEASE_SECONDS, maxKeys: settings.maxKeysPerOrg }))) {
-          return yield* runFirst(r, httpEffect)
-        }
+        const reserved = Keys.reserve(sql, r, { ttlSeconds, leaseSeconds: LEASE_SECONDS, maxKeys: settings.maxKeysPerOrg })
+        if (yield* Effect.orDie(reserved)) return yield* runFirst(r, httpEffect)
         const row = yield* Keys.read(sql, r.orgId, r.key)
         if (row !== undefined) return yield* repeat(r, row)
         const seconds = yield* Keys.secondsUntilOldestExpires(sql, r.orgId)
+        yield* responseHeader("retry-after", String(seconds))
         return yield* new RateLimited({
           limit: "SVC_IDEMPOTENCY_MAX_KEYS_PER_ORG",
           limit_value: settings.maxKeysPerOrg,

@@ -47,8 +47,9 @@ export const reserve = (
     INSERT INTO idempotency_keys AS k (org_id, key, fingerprint, state, lease_until, expires_at)
     SELECT ${r.orgId}, ${r.key}, ${r.fingerprint}, 'running',
       now() + make_interval(secs => ${options.leaseSeconds}), now() + make_interval(secs => ${options.ttlSeconds})
-    WHERE (SELECT count(*) FROM (SELECT 1 FROM idempotency_keys WHERE org_id = ${r.orgId} LIMIT ${options.maxKeys}) held)
-      < ${options.maxKeys}
+    WHERE (
+      SELECT count(*) FROM (SELECT 1 FROM idempotency_keys WHERE org_id = ${r.orgId} LIMIT ${options.maxKeys}) held
+    ) < ${options.maxKeys}
     ON CONFLICT (org_id, key) DO UPDATE SET
       fingerprint = EXCLUDED.fingerprint, state = 'running', lease_until = EXCLUDED.lease_until, status = NULL,
       content_type = NULL, answer = NULL, kept = true, created_at = now(), expires_at = EXCLUDED.expires_at
@@ -66,7 +67,8 @@ export const read = (sql: PgClient.PgClient, orgId: string, key: string) =>
 /** Seconds until the organization's oldest key expires (when it holds as many as it may). */
 export const secondsUntilOldestExpires = (sql: PgClient.PgClient, orgId: string) =>
   secondsRows.one(sql`
-    SELECT ceil(extract(epoch FROM min(expires_at) - now()))::int AS seconds FROM idempotency_keys WHERE org_id = ${orgId}
+    SELECT ceil(extract(epoch FROM min(expires_at) - now()))::int AS seconds
+    FROM idempotency_keys WHERE org_id = ${orgId}
   `).pipe(Effect.map((row) => Math.max(1, row?.seconds ?? 1)))
 
 /** The running request's process is alive: its lease goes on. */
@@ -80,7 +82,12 @@ export const renew = (sql: PgClient.PgClient, r: Reservation, leaseSeconds: numb
 export const complete = (
   sql: PgClient.PgClient,
   r: Reservation,
-  answer: { readonly status: number; readonly contentType: string | null; readonly sealed: string | null; readonly kept: boolean }
+  answer: {
+    readonly status: number
+    readonly contentType: string | null
+    readonly sealed: string | null
+    readonly kept: boolean
+  }
 ) =>
   sql`
     UPDATE idempotency_keys SET state = 'done', lease_until = now(), status = ${answer.status},

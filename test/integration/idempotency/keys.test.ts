@@ -271,3 +271,46 @@ layer(
       }))
   })
 })
+
+layer(
+  SvcTest.layer({ config: { idempotency: { ttl: Duration.hours(24), maxKeysPerOrg: 2, maxAnswerBytes: 1024 } } }),
+  { excludeTestServices: true }
+)("idempotency bounds", (it) => {
+  it.effect("keys an organization holds beyond SVC_IDEMPOTENCY_MAX_KEYS_PER_ORG: 429 RATE_LIMITED naming it; held keys still replay", () =>
+    Effect.gen(function*() {
+      const org = yield* SvcTest.org()
+      const other = yield* SvcTest.org()
+      const task = (key: string, who = org) => send(who, "POST", "/v1/tasks", { name: key, answer_schema: { type: "object" } }, key)
+      assert.strictEqual((yield* task("k1")).status, 201)
+      assert.strictEqual((yield* task("k2")).status, 201)
+      const refused = yield* task("k3")
+      assert.strictEqual(refused.status, 429)
+      assert.strictEqual(refused.json.code, "RATE_LIMITED")
+      assert.strictEqual(refused.json.limit, "SVC_IDEMPOTENCY_MAX_KEYS_PER_ORG")
+      assert.strictEqual(refused.json.limit_value, 2)
+      assert.isAbove(Number(refused.headers.get("retry-after")), 86_000)
+      assert.strictEqual((yield* task("k1")).headers.get("idempotent-replayed"), "true")
+      // Another organization's keys are counted apart.
+      assert.strictEqual((yield* task("k3", other)).status, 201)
+      const tasks = yield* send(org, "GET", "/v1/tasks", undefined)
+      assert.strictEqual(tasks.json.tasks.length, 2)
+    }))
+
+  it.effect("an answer over SVC_IDEMPOTENCY_MAX_ANSWER_BYTES is sent but not kept: a repeat is 409 IDEMPOTENCY_ANSWER_UNAVAILABLE, not a second record", () =>
+    Effect.gen(function*() {
+      const svc = yield* SvcTest
+      const org = yield* SvcTest.org()
+      // Set up without keys (the typed client would send some: this organization may hold two).
+      const created = yield* send(org, "POST", "/v1/tasks", { name: "notes", answer_schema: { type: "object" } })
+      const run = yield* send(org, "POST", `/v1/tasks/${created.json.id}/runs`, { input: {}, answer: {} })
+      const body = { inference_log_id: run.json.trace_id, score: 0, correction: { note: "n".repeat(2000) } }
+      const first = yield* send(org, "POST", "/v1/feedback", body, "large-1")
+      assert.strictEqual(first.status, 201, first.text)
+      const again = yield* send(org, "POST", "/v1/feedback", body, "large-1")
+      assert.strictEqual(again.status, 409)
+      assert.strictEqual(again.json.code, "IDEMPOTENCY_ANSWER_UNAVAILABLE")
+      assert.include(again.json.detail, "SVC_IDEMPOTENCY_MAX_ANSWER_BYTES")
+      const rows = yield* svc.sql<{ n: number }>`SELECT count(*)::int AS n FROM feedback WHERE org_id = ${org.orgId}`
+      assert.strictEqual(rows[0]!.n, 1)
+    }))
+})
