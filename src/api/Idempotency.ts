@@ -128,7 +128,10 @@ const keyed = (endpoint: HttpApiEndpoint.Top): HttpApiEndpoint.Top => {
     return { ...out, parameters: [...(out.parameters ?? []), idempotencyParameter] }
   }
   // `annotate` answers a new endpoint; its own middleware set is replaced by
-  // one that starts with `Idempotency`: the first middleware is the innermost.
+  // one that starts with `Idempotency`: the first middleware is the innermost,
+  // inside `Authentication` and inside the endpoint's own admission to the
+  // validation workers, which still refuses before the body is read (a
+  // repeat it refuses is a 429 to retry, as the first would have been).
   return Object.assign(endpoint.annotate(OpenApi.Transform, transform), {
     middlewares: new Set([Idempotency, ...endpoint.middlewares])
   })
