@@ -179,7 +179,9 @@ export const IdempotencyLive = Layer.effect(
         const fingerprint = sha256Hex(`${request.method} ${request.url}\n${bodyDigest}`)
         const r: Keys.Reservation = { orgId: principal.orgId, key: raw, fingerprint }
         const reserved = Keys.reserve(sql, r, { ttlSeconds, leaseSeconds: LEASE_SECONDS, maxKeys: settings.maxKeysPerOrg })
-        if (yield* Effect.orDie(reserved)) return yield* runFirst(r, httpEffect)
+        // Uninterruptible: a client that gives up (a timeout) must not leave
+        // a change made and its key released; the retry it sends gets the answer.
+        if (yield* Effect.orDie(reserved)) return yield* Effect.uninterruptible(runFirst(r, httpEffect))
         const row = yield* Keys.read(sql, r.orgId, r.key)
         if (row !== undefined) return yield* repeat(r, row)
         const seconds = yield* Keys.secondsUntilOldestExpires(sql, r.orgId)

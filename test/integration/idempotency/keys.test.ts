@@ -228,6 +228,35 @@ layer(
         assert.strictEqual(receiver.requests().length, 1, "one test event sent")
       }).pipe(Effect.scoped))
 
+    it.effect("a client that gave up before the answer: its retry gets the answer, and the change was made once", () =>
+      Effect.gen(function*() {
+        const svc = yield* SvcTest
+        const org = yield* SvcTest.org()
+        const receiver = yield* HttpsReceiver.make()
+        const created = yield* send(org, "POST", "/v1/notification-endpoints", { url: receiver.url("/abandoned") })
+        let release = () => {}
+        receiver.enqueue({ status: 200, body: "ok", after: new Promise((resolve) => (release = () => resolve(undefined))) })
+        const path = `/v1/notification-endpoints/${created.json.endpoint.id}/test`
+        const abort = new AbortController()
+        const abandoned = fetch(`${svc.baseUrl}${path}`, {
+          method: "POST",
+          headers: { authorization: `Bearer ${org.key}`, "content-type": "application/json", "idempotency-key": "abandoned-1" },
+          body: "{}",
+          signal: abort.signal
+        }).catch(() => undefined)
+        yield* receiver.waitForRequests(1)
+        abort.abort()
+        yield* Effect.promise(() => abandoned)
+        release()
+        const retried = yield* eventually(
+          Effect.map(send(org, "POST", path, {}, "abandoned-1"), (answer) => answer.status === 409 ? undefined : answer),
+          { what: "the first request to answer" }
+        )
+        assert.strictEqual(retried.status, 200, retried.text)
+        assert.strictEqual(retried.headers.get("idempotent-replayed"), "true")
+        assert.strictEqual(receiver.requests().length, 1, "one test event sent")
+      }).pipe(Effect.scoped))
+
     it.effect("a reservation whose lease is renewed is in use; once its lease lapsed (its process gone), 409 IDEMPOTENCY_ANSWER_UNAVAILABLE", () =>
       Effect.gen(function*() {
         const svc = yield* SvcTest
