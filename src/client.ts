@@ -19,6 +19,7 @@ import { Context, Effect, Layer, Redacted } from "effect"
 import { FetchHttpClient, HttpClient, HttpClientRequest } from "effect/http"
 import { HttpApiClient, HttpApiMiddleware } from "effect/http-api"
 import { Api } from "./api/Api.ts"
+import { IDEMPOTENCY_HEADER, Idempotency } from "./api/Idempotency.ts"
 import { Authentication } from "./api/Security.ts"
 
 export { Api } from "./api/Api.ts"
@@ -39,6 +40,7 @@ export { InvalidUrl, NotReplayable, QueueFull } from "./api/Deliveries.ts"
 export { CorrectionContainsSecret, CorrectionShapeMismatch, DatasetBaseChanged, FeedbackChanged, NothingStaged } from "./api/Feedback.ts"
 export { DeliveryFailed, InvalidWebhookEvents } from "./api/Notifications.ts"
 export { DestinationExists, ExportFailed } from "./api/Telemetry.ts"
+export { IdempotencyAnswerUnavailable, IdempotencyKeyInUse, IdempotencyKeyReused } from "./api/Idempotency.ts"
 export { Scopes, type ScopeName } from "./api/Security.ts"
 
 export type SvcApiClient = HttpApiClient.ForApi<typeof Api>
@@ -58,12 +60,42 @@ const authentication = (apiKey: ClientOptions["apiKey"]) =>
       ? next(request)
       : next(HttpClientRequest.bearerToken(request, typeof apiKey === "string" ? apiKey : Redacted.value(apiKey))))
 
+/**
+ * The `Idempotency-Key` the writes of an effect send (`withIdempotencyKey`);
+ * unset, each write sends a new one.
+ */
+export const IdempotencyKey = Context.Reference<string | undefined>("svc/client/IdempotencyKey", {
+  defaultValue: () => undefined
+})
+
+/**
+ * Sends `key` as the `Idempotency-Key` of the writes `effect` makes, e.g. a
+ * key your program stored before a call that may have to be retried after a
+ * restart: `svc.feedback.submit({...}).pipe(withIdempotencyKey(key))`.
+ */
+export const withIdempotencyKey = (key: string) => <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> =>
+  Effect.provideService(effect, IdempotencyKey, key)
+
+/**
+ * Every write sends an `Idempotency-Key`: the one `withIdempotencyKey`
+ * gave, else a new one for this call. It is set before the `HttpClient`
+ * runs, so the client's own retries (`transformClient`) resend the same key
+ * and the server answers a retry of a write that took effect with its first
+ * answer instead of acting twice. A header already on the request is kept.
+ */
+const idempotency = HttpApiMiddleware.layerClient(Idempotency, ({ next, request }) =>
+  Effect.withFiber((fiber) => {
+    if (request.headers[IDEMPOTENCY_HEADER.toLowerCase()] !== undefined) return next(request)
+    const key: string = fiber.getRef(IdempotencyKey) ?? globalThis.crypto.randomUUID()
+    return next(HttpClientRequest.setHeader(request, IDEMPOTENCY_HEADER, key))
+  }))
+
 /** Builds a client; needs an `HttpClient` (e.g. `FetchHttpClient.layer`). */
 export const make = (options: ClientOptions): Effect.Effect<SvcApiClient, never, HttpClient.HttpClient> =>
   HttpApiClient.make(Api, {
     baseUrl: options.baseUrl,
     ...(options.transformClient === undefined ? {} : { transformClient: options.transformClient })
-  }).pipe(Effect.provide(authentication(options.apiKey)))
+  }).pipe(Effect.provide(Layer.merge(authentication(options.apiKey), idempotency)))
 
 export class SvcClient extends Context.Service<SvcClient, SvcApiClient>()("svc/client/SvcClient") {
   /** A client over `fetch`. */

@@ -13,6 +13,7 @@ import { ReviewersApi } from "./Reviewers.ts"
 import { ApprovalLinksApi, ReviewerConfirmationApi } from "./ApprovalLinks.ts"
 import { ApiKeysApi, ConsoleApi, ConsoleSignInApi } from "./Console.ts"
 import { FeedbackApi } from "./Feedback.ts"
+import { withIdempotency } from "./Idempotency.ts"
 import { NotificationsApi } from "./Notifications.ts"
 import { SystemApi } from "./System.ts"
 import { DatasetsApi, TasksApi } from "./Tasks.ts"
@@ -20,7 +21,7 @@ import { TelemetryApi } from "./Telemetry.ts"
 import { VERSION } from "./Version.ts"
 import { RequestValidation } from "./Validation.ts"
 
-export class Api extends HttpApi.make("svc")
+export class Api extends withIdempotency(HttpApi.make("svc")
   .add(SystemApi)
   .add(TasksApi)
   .add(DatasetsApi)
@@ -55,5 +56,6 @@ export class Api extends HttpApi.make("svc")
   // Servers, license, tag descriptions, problem examples (src/api/Documentation.ts).
   // Other document-wide transforms go in as arguments: an API has one Transform.
   // The webhooks: what svc sends to notification endpoints (src/api/Events.ts).
-  .annotateMerge(apiDocumentation(addWebhooks))
+  // `withIdempotency`: every authenticated write takes an `Idempotency-Key` (src/api/Idempotency.ts).
+  .annotateMerge(apiDocumentation(addWebhooks)))
 {}

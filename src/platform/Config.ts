@@ -138,6 +138,12 @@ export interface SvcConfigShape {
   readonly sessionEventRetention: Duration.Duration
   /** How long a revoked API key's record (and its hash) is kept after revocation. */
   readonly revokedKeyRetention: Duration.Duration
+  /**
+   * `Idempotency-Key` (`src/idempotency/`): how long a key and its kept
+   * answer last, the keys one organization may hold, and the largest answer
+   * kept (a larger one is recorded without its body).
+   */
+  readonly idempotency: { readonly ttl: Duration.Duration; readonly maxKeysPerOrg: number; readonly maxAnswerBytes: number }
   /** How often a process prunes what is past retention, and how many rows one statement deletes. */
   readonly retentionInterval: Duration.Duration
   readonly retentionBatch: number
@@ -384,6 +390,11 @@ export const svcConfig: Config.Config<SvcConfigShape> = Config.all({
   outboxRetention: duration("SVC_OUTBOX_RETENTION", "7d", Duration.minutes(1)),
   sessionEventRetention: duration("SVC_SESSION_EVENT_RETENTION", "7d", Duration.minutes(1)),
   revokedKeyRetention: duration("SVC_REVOKED_KEY_RETENTION", "90d", Duration.minutes(1)),
+  idempotency: Config.all({
+    ttl: duration("SVC_IDEMPOTENCY_TTL", "24h", Duration.minutes(1)),
+    maxKeysPerOrg: intAtLeast("SVC_IDEMPOTENCY_MAX_KEYS_PER_ORG", 100_000, 1, 10_000_000),
+    maxAnswerBytes: intAtLeast("SVC_IDEMPOTENCY_MAX_ANSWER_BYTES", 256 * 1024, 1024, 16 * 1024 * 1024)
+  }),
   retentionInterval: duration("SVC_RETENTION_INTERVAL", "1m", Duration.seconds(1)),
   retentionBatch: intAtLeast("SVC_RETENTION_BATCH", 500, 1, 10_000),
   publicUrl: Config.option(Config.String("SVC_PUBLIC_URL")).pipe(

@@ -18,6 +18,8 @@
  *   expired, revoked, idle too long) for `SVC_SESSION_EVENT_RETENTION` too:
  *   until then a used link still says "used" and `console sessions` lists it;
  *   so is a reviewer address's confirmation link once used or expired;
+ * - an `Idempotency-Key` and its kept answer once past `SVC_IDEMPOTENCY_TTL`
+ *   (its `expires_at`, set when the key was first used);
  * - a revoked API key once revoked for `SVC_REVOKED_KEY_RETENTION`: until
  *   then it is listed as revoked and the feedback scrubber still removes it
  *   by its hash (after that, by its shape, as any `svc_` key);
@@ -43,6 +45,7 @@ import { IDLE_TIMEOUT_SECONDS } from "../console/ConsoleSessions.ts"
 import * as Deliveries from "../deliveries/records/Retention.ts"
 import { SvcConfig } from "../platform/Config.ts"
 import { forkSupervised } from "../platform/Supervised.ts"
+import { pruneExpired as pruneIdempotencyKeys } from "../idempotency/Keys.ts"
 import { pruneEvents } from "../outbox/Outbox.ts"
 import { KEEP_FAILED_HOURS, KEEP_RECORDS_DAYS } from "../telemetry/Destinations.ts"
 
@@ -105,6 +108,10 @@ export const retentionRules = Effect.gen(function*() {
     {
       name: "approval stream events",
       prune: pruneOldest("approval_stream_events", "ctid", sql`created_at < ${ago(config.sessionEventRetention)}`)
+    },
+    {
+      name: "idempotency keys",
+      prune: (batch) => pruneIdempotencyKeys(sql, batch)
     },
     {
       name: "revoked API keys",

@@ -26,6 +26,7 @@ import { ConsoleHandlers, ConsoleSignInHandlers } from "../console/Http.ts"
 import { Feedback } from "../feedback/Feedback.ts"
 import { FeedbackHandlers } from "../feedback/Http.ts"
 import { AuthenticationLive } from "../identity/Http.ts"
+import { IdempotencyLive } from "../idempotency/Idempotency.ts"
 import { Identity } from "../identity/Identity.ts"
 import { ApiKeysHandlers } from "../identity/KeysHttp.ts"
 import { Dispatcher } from "../notifications/dispatch/Dispatcher.ts"
@@ -149,6 +150,7 @@ export const WorkersLive = Layer.mergeAll(
 const ApiRoutes = HttpApiBuilder.layer(Api, { openapiPath: "/openapi.json" }).pipe(
   Layer.provide(HandlersLive),
   Layer.provide(AuthenticationLive),
+  Layer.provide(IdempotencyLive),
   Layer.provide(RequestValidationLive),
   Layer.provide(ValidationAdmissionLive),
   Layer.provide(FeedbackQuotaLive),

@@ -27,7 +27,9 @@ export const KEPT_REFERENCES: ReadonlySet<string> = new Set([
   "svc/observability/Metrics",
   "svc/observability/OperatorSpans",
   "svc/outbound/Resolver",
-  "svc/platform/EmbeddedSession/StatementAllowance"
+  "svc/platform/EmbeddedSession/StatementAllowance",
+  // The typed client's (`src/client.ts`); a request never holds it, listed so the rule has no exception.
+  "svc/client/IdempotencyKey"
 ])
 
 const DATABASE_CLIENTS: ReadonlySet<string> = new Set(["@effect/sql-pg/PgClient", "effect/sql/SqlClient"])

@@ -69,7 +69,7 @@ describe("the database records the release of svc each migration belongs to; a b
         assert.strictEqual(error._tag, "SchemaTooNew")
         assert.strictEqual(
           error.message,
-          `svc 0.1.0 cannot start: the database schema belongs to svc ${VERSION} (migration 0870_endpoint_health); upgrade svc or use a database of this version`
+          `svc 0.1.0 cannot start: the database schema belongs to svc ${VERSION} (migration ${Object.keys(migrationRecord).at(-1)}); upgrade svc or use a database of this version`
         )
         assert.deepStrictEqual(yield* recorded, before)
         assert.deepStrictEqual(yield* Migrations.runAs(VERSION), [])
