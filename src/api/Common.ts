@@ -313,7 +313,7 @@ export const LastEventId = Schema.String.check(
  */
 export const HeaderName = Text.check(
   Schema.isPattern(/^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$/u, {
-    message: "Expected an HTTP field name (letters, digits and !#$%&'*+-.^_`|~)"
+    message: "Expected a header name that is an RFC 9110 token: letters, digits and !#$%&'*+-.^_`|~"
   })
 )
 

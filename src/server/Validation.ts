@@ -1,5 +1,5 @@
 /** The server side of `RequestValidation`: decode failures become `400 INVALID_REQUEST`. */
-import { Cause, Effect, ErrorReporter, Layer, SchemaIssue, type SchemaAST } from "effect"
+import { Cause, Effect, ErrorReporter, Layer, SchemaAST, SchemaIssue } from "effect"
 import { HttpServerRespondable, type HttpServerResponse } from "effect/http"
 import { HttpApiError } from "effect/http-api"
 import { InvalidUrl } from "../api/Deliveries.ts"
@@ -9,7 +9,41 @@ import { ANSWERED_AS, type AnsweredAs } from "../api/Common.ts"
 import { RequestValidation } from "../api/Validation.ts"
 import { headerField } from "../outbound/HeaderRules.ts"
 
-const formatIssues = SchemaIssue.makeFormatterStandardSchemaV1()
+/** The `message` annotation of a schema or of one of its checks. */
+const messageOf = (ast: SchemaAST.AST): string | undefined => {
+  const own = ast.annotations?.message
+  if (typeof own === "string") return own
+  for (const check of ast.checks ?? []) {
+    const message = check.annotations?.message
+    if (typeof message === "string") return message
+  }
+  return undefined
+}
+
+/**
+ * Each refusal says what the rule is: where Effect's default message only
+ * says that something failed ("Expected no excess property", "Missing
+ * key"), the message names the rule: the members an object has, or what a
+ * map's keys must be (the key schema's own message, e.g. a header name's
+ * token grammar).
+ */
+const ruleLeafHook: SchemaIssue.LeafHook = (issue) => {
+  if (issue._tag === "UnexpectedKey" && typeof issue.ast.annotations?.messageUnexpectedKey !== "string" && SchemaAST.isObjects(issue.ast)) {
+    const [index] = issue.ast.indexSignatures
+    if (index !== undefined) {
+      const rule = messageOf(index.parameter)
+      return rule ?? "Not an allowed key"
+    }
+    const members = issue.ast.propertySignatures.map((property) => String(property.name))
+    return members.length === 0
+      ? "Not a member: this object has no members"
+      : `Not a member: this object's members are ${members.join(", ")}`
+  }
+  if (issue._tag === "MissingKey" && typeof issue.annotations?.messageMissingKey !== "string") return "Missing: a required member"
+  return SchemaIssue.defaultLeafHook(issue)
+}
+
+const formatIssues = SchemaIssue.makeFormatterStandardSchemaV1({ leafHook: ruleLeafHook })
 
 /** `["correction", "items", 2, "price"]` → `correction.items[2].price`. */
 export const toJsonPath = (segments: ReadonlyArray<PropertyKey>): string => {

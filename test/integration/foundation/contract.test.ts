@@ -206,6 +206,15 @@ const forbidden = (schema: Json, asText: boolean): ReadonlyArray<readonly [strin
 
 const asText = (value: unknown) => encodeURIComponent(String(value))
 
+/** A member no object of the document has. */
+const UNKNOWN = "unknown_member"
+
+/**
+ * A refusal's detail says what the rule is: never only Effect's default
+ * words for a failure ("Expected no excess property", "Missing key", …).
+ */
+const RULELESS = /Expected no excess property|Unexpected key with value|: Missing key$|Expected a valid value|Invalid data |Forbidden operation|Expected exactly one member to match/
+
 /**
  * Rules of the service the document states in words, each answered with its
  * own problem: a URL must be an allowed public HTTPS address (`INVALID_URL`),
@@ -457,6 +466,15 @@ layer(SvcTest.layer(), { excludeTestServices: true })("the document is the behav
         for (const [why, value] of forbidden(member.schema, false)) {
           out.push({ field, ...union, value, why, path: paths, query: {}, body: setAt(member.body, member.at, value) })
         }
+        const closed = resolve(member.schema)
+        if (closed.type === "object" && closed.additionalProperties === false && isRecord(closed.properties)) {
+          const current = member.at.reduce<unknown>((inner, segment) => (inner as any)?.[segment], member.body)
+          const object = { ...(isRecord(current) ? current : built(closed) as Json), [UNKNOWN]: 1 }
+          out.push({ field: toJsonPath([...member.at, UNKNOWN]), value: 1, why: "a member the object does not have", path: paths, query: {}, body: setAt(member.body, member.at, object) })
+        }
+      }
+      if (operation.body.additionalProperties === false) {
+        out.push({ field: UNKNOWN, value: 1, why: "a member the body does not have", path: paths, query: {}, body: { ...baseBody, [UNKNOWN]: 1 } })
       }
     }
     return out
@@ -494,6 +512,8 @@ layer(SvcTest.layer(), { excludeTestServices: true })("the document is the behav
               else if (refusedByOwnRule(response, variation.field)) failures.push(`${shown}: allowed by the document, refused ${response.json.code}: ${response.json.detail}`)
             } else if (!namesIt) {
               failures.push(`${shown}: ${variation.why}, answered ${response.status} ${response.json?.code ?? ""} ${response.json?.field ?? ""}`)
+            } else if (RULELESS.test(String(response.json.detail))) {
+              failures.push(`${shown}: ${variation.why}, refused without saying the rule: ${response.json.detail}`)
             }
           }
         }

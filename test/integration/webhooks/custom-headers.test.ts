@@ -171,6 +171,8 @@ layer(webhookService(), { excludeTestServices: true })("custom headers", (it) =>
           assert.strictEqual(response.status, 400, name)
           assert.strictEqual(response.json.code, "INVALID_REQUEST")
           assert.strictEqual(response.json.field, field)
+          // The detail says what a header name must be, not only that the key is unexpected.
+          assert.strictEqual(response.json.detail, `${field}: Expected a header name that is an RFC 9110 token: letters, digits and !#$%&'*+-.^_\`|~`)
           assert.notInclude(response.text, "v-q8")
         }
         const eleven = Object.fromEntries(Array.from({ length: 11 }, (_, i) => [`X-H${i}`, "v"]))
