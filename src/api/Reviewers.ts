@@ -154,8 +154,9 @@ export type GroupMember = typeof GroupMember.Type
 export const GroupInput = Schema.Struct({
   members: Schema.Array(GroupMemberInput).check(
     Schema.isMaxLength(MAX_GROUP_MEMBERS),
+    // JSON Schema says the part it can (no two identical entries); the description says the rest (one entry per person).
     Schema.makeFilter((members: ReadonlyArray<GroupMemberInput>) =>
-      new Set(members.map(deciderOf)).size === members.length || "Expected each member once")
+      new Set(members.map(deciderOf)).size === members.length || "Expected each member once", { toJsonSchema: () => ({ uniqueItems: true }) })
   ).annotate({ description: `The group's members, at most ${MAX_GROUP_MEMBERS}, each once` })
 })
 export type GroupInput = typeof GroupInput.Type
