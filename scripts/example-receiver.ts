@@ -32,7 +32,12 @@
  *                       PEM files to serve; when absent a self-signed
  *                       certificate for 127.0.0.1/localhost is made and
  *                       written to RECEIVER_DATA/receiver-cert.pem (give it
- *                       to svc as SVC_EXTRA_CA_FILE)
+ *                       to svc as SVC_EXTRA_CA_FILE). A first run without
+ *                       SVC_WEBHOOK_SECRET only makes it, says where, and
+ *                       exits 0; a later run without it exits 2.
+ *
+ * Its data folder is the owner's only (0700), its files 0600: the inbox
+ * holds whole event bodies.
  */
 import * as fs from "node:fs"
 import { createServer } from "node:https"
@@ -48,7 +53,8 @@ const expectedOrgId = env.SVC_ORG_ID
 const port = Number(env.PORT ?? 8787)
 const host = env.HOST ?? "127.0.0.1"
 const dataDir = path.resolve(env.RECEIVER_DATA ?? ".receiver-data")
-fs.mkdirSync(dataDir, { recursive: true })
+// The inbox holds whole event bodies: only this user reads the folder and its files.
+fs.mkdirSync(dataDir, { recursive: true, mode: 0o700 })
 
 const log = (message: string, fields: Record<string, unknown> = {}) =>
   console.log(JSON.stringify({ at: new Date().toISOString(), message, ...fields }))
@@ -74,8 +80,11 @@ const readLines = (file: string): Array<any> =>
     })
     : []
 
+/** The data files: the owner's only (0600), also when an earlier run made them readable to others. */
+for (const file of [inboxFile, doneFile, wakeupsFile]) if (fs.existsSync(file)) fs.chmodSync(file, 0o600)
+
 const appendDurably = (file: string, value: unknown) => {
-  const fd = fs.openSync(file, "a")
+  const fd = fs.openSync(file, "a", 0o600)
   try {
     fs.writeSync(fd, `${JSON.stringify(value)}\n`)
     fs.fsyncSync(fd)
@@ -249,17 +258,24 @@ const tlsMaterial = async () => {
     } as any)
     fs.writeFileSync(certFile, pems.cert)
     fs.writeFileSync(keyFile, pems.private, { mode: 0o600 })
+    return { cert: pems.cert, key: pems.private, certFile, made: true }
   }
-  return { cert: fs.readFileSync(certFile, "utf8"), key: fs.readFileSync(keyFile, "utf8"), certFile }
+  return { cert: fs.readFileSync(certFile, "utf8"), key: fs.readFileSync(keyFile, "utf8"), certFile, made: false }
 }
 
 const tls = await tlsMaterial()
 if (secrets.length === 0) {
-  console.error([
-    "SVC_WEBHOOK_SECRET is required (the secret svc returned when the endpoint was created).",
-    ...("certFile" in tls ? [`This receiver's certificate (give it to svc as SVC_EXTRA_CA_FILE): ${tls.certFile}`] : [])
-  ].join("\n"))
-  process.exit(2)
+  const made = "made" in tls && tls.made
+  ;(made ? console.log : console.error)([
+    made
+      ? `Made this receiver's certificate: ${tls.certFile} (give it to svc as SVC_EXTRA_CA_FILE).`
+      : "SVC_WEBHOOK_SECRET is required (the secret svc returned when the endpoint was created).",
+    made
+      ? "Start the receiver again with SVC_WEBHOOK_SECRET, the secret svc returns when the endpoint is created."
+      : "certFile" in tls ? `This receiver's certificate (give it to svc as SVC_EXTRA_CA_FILE): ${tls.certFile}` : ""
+  ].filter((line) => line !== "").join("\n"))
+  // The first run, which only makes the certificate, succeeds; a later one without a secret is a mistake.
+  process.exit(made ? 0 : 2)
 }
 const MAX_BODY = 256 * 1024
 

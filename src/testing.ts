@@ -164,7 +164,7 @@ export class SvcTest extends Context.Service<SvcTest, {
           })
         const provisionOrg = (opts?: { readonly name?: string; readonly scopes?: ReadonlyArray<ScopeName> }) =>
           Effect.gen(function*() {
-            const org = yield* identity.createOrg(opts?.name ?? "test-org")
+            const org = yield* Effect.orDie(identity.createOrg(opts?.name ?? "test-org"))
             const key = yield* newKey(org.id)(opts?.scopes ?? Scopes)
             return { orgId: org.id, ...key, newKey: newKey(org.id) }
           })

@@ -98,7 +98,7 @@ export type SessionDetail = typeof SessionDetail.Type
 
 /** A stream event id: the session's event sequence number (1, 2, 3, ...). */
 export const EventId = Text.check(
-  Schema.isPattern(/^\d{1,18}$/u, { message: "Expected an event id (a non-negative integer)" })
+  Schema.isPattern(/^[0-9]{1,18}$/u, { message: "Expected an event id (a non-negative integer)" })
 )
 
 export const SessionEventNames = ["step:governed", "tool:succeeded", "tool:failed", "approval:decided", "approval:voted", "approval:expired"] as const

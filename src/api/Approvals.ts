@@ -282,7 +282,7 @@ export type ApprovalHistoryItem = typeof ApprovalHistoryItem.Type
 
 /** A stream event id: a number that grows with each event of the organization (not consecutive). */
 export const ApprovalStreamEventId = Text.check(
-  Schema.isPattern(/^\d{1,18}$/u, { message: "Expected an event id (a non-negative integer)" })
+  Schema.isPattern(/^[0-9]{1,18}$/u, { message: "Expected an event id (a non-negative integer)" })
 )
 
 /** The events of the organization's approval stream: the webhook event types. */

@@ -204,10 +204,10 @@ export const DeliveryHeaders: ReadonlyArray<{ readonly name: string; readonly de
     name: "X-Svc-Signature",
     description:
       "`t=<unix seconds>,v1=<hex>[,v1=<hex>…]`: per signing secret in use, the HMAC-SHA256 of `t`, `.` and the raw body, keyed with the secret string as returned (`whsec_…`), 64 lowercase hex characters (Stripe's scheme). Fresh `t` on every attempt.",
-    pattern: "^t=\\d+(,v1=[0-9a-f]{64})+$"
+    pattern: "^t=[0-9]+(,v1=[0-9a-f]{64})+$"
   },
   { name: "webhook-id", description: "Standard Webhooks: the event id." },
-  { name: "webhook-timestamp", description: "Standard Webhooks: the same unix seconds as `t` in `X-Svc-Signature`.", pattern: "^\\d+$" },
+  { name: "webhook-timestamp", description: "Standard Webhooks: the same unix seconds as `t` in `X-Svc-Signature`.", pattern: "^[0-9]+$" },
   {
     name: "webhook-signature",
     description:

@@ -6,7 +6,8 @@
 import { Schema, SchemaTransformation } from "effect"
 import { HttpApiEndpoint, HttpApiGroup, HttpApiSchema, OpenApi } from "effect/http-api"
 import { type ApprovalEventType, ApprovalEventTypes } from "./Approvals.ts"
-import { answeredAs, EmailAddress, HeaderName, HeaderValue, Instant, Text, Timestamp, UrlOf, Uuid } from "./Common.ts"
+import { answeredAs, EmailAddress, Instant, Text, Timestamp, UrlOf, Uuid } from "./Common.ts"
+import { CustomHeaders, TRANSPORT_HEADERS, WEBHOOK_OWN_HEADERS } from "./HeaderNames.ts"
 import { InvalidUrl, NotReplayable, QueueFull, Replayed } from "./Deliveries.ts"
 import { InvalidHeaders, InvalidRequest, LimitReached, NotFound, problemType, RateLimited } from "./Errors.ts"
 import { HttpApiError } from "effect/http-api"
@@ -89,11 +90,11 @@ export type EndpointOrdering = typeof EndpointOrdering.Type
 /** Most deliveries per second an endpoint's `rate_limit` may say. */
 export const MAX_RATE_LIMIT = 1000
 
-/** Custom headers: names and values checked here (`HeaderName`, `HeaderValue`), which headers svc may send by the service (`INVALID_HEADERS` naming the header). */
-const CustomHeaders = Schema.Record(HeaderName, HeaderValue).annotate({
-  description:
-    "Headers sent with every delivery, retry, replay and test event to this endpoint (e.g. a routing key or a static token), at most 10. Values are encrypted at rest and never returned; only the names are listed. Transport, hop-by-hop, trace-context and cookie headers and svc's own (`Content-Type`, `User-Agent`, `Accept-Encoding`, `X-Svc-*`, `webhook-*`) are refused (`INVALID_HEADERS`)."
-})
+/** Custom headers: every rule but two names differing only in case and a value's UTF-8 length is the schema's (`HeaderNames.ts`). */
+const EndpointHeaders = CustomHeaders(
+  [TRANSPORT_HEADERS, WEBHOOK_OWN_HEADERS],
+  "Headers sent with every delivery, retry, replay and test event to this endpoint (e.g. a routing key or a static token), at most 10. Values are encrypted at rest and never returned; only the names are listed. Transport, hop-by-hop, trace-context and cookie headers and svc's own (`Content-Type`, `User-Agent`, `Accept-Encoding`, `X-Svc-*`, `webhook-*`) are refused (`INVALID_HEADERS`), as are two names differing only in case and a value over 4096 UTF-8 bytes."
+)
 
 /** Deliveries per second; null: unlimited. */
 const RateLimit = Schema.NullOr(
@@ -156,7 +157,7 @@ export const CreateEndpoint = Schema.Struct({
   events: Schema.optionalKey(EventSelection),
   action_classes: Schema.optionalKey(ActionClassFilters),
   ordering: Schema.optionalKey(EndpointOrdering),
-  headers: Schema.optionalKey(CustomHeaders),
+  headers: Schema.optionalKey(EndpointHeaders),
   rate_limit: Schema.optionalKey(RateLimit),
   auth: Schema.optionalKey(EndpointAuthInput),
   tls_client_certificate: Schema.optionalKey(ClientCertificateInput)
@@ -166,7 +167,7 @@ export const UpdateEndpoint = Schema.Struct({
   events: Schema.optionalKey(EventSelection.annotate({ description: "Replaces the event selection; absent: unchanged" })),
   action_classes: Schema.optionalKey(ActionClassFilters),
   ordering: Schema.optionalKey(EndpointOrdering),
-  headers: Schema.optionalKey(CustomHeaders.annotate({
+  headers: Schema.optionalKey(EndpointHeaders.annotate({
     description: "Replaces the whole set of custom headers (values write-only: give every header again); `{}` removes them all; absent: unchanged. Same rules as on create."
   })),
   rate_limit: Schema.optionalKey(RateLimit.annotate({ description: "Replaces the rate limit; null: unlimited; absent: unchanged" })),

@@ -84,9 +84,13 @@ export const AssignedToQuery = Schema.optionalKey(Schema.Literal("me").annotate(
   description: "`me`: only approvals assigned to a reviewer group the caller is in, or a member of which delegated to the caller for now"
 }))
 
-/** A console person's name, as `console login --name` gives it. */
+/**
+ * A console person's name, as `console login --name` gives it: no control
+ * character (U+0000-U+001F, U+007F-U+009F), the first not a space either
+ * (`\s` written out, see `SPACE_CHARACTERS`).
+ */
 const PersonName = Text.check(
-  Schema.isPattern(/^[^\s\p{Cc}][^\p{Cc}]{0,127}$/u, {
+  Schema.isPattern(/^[^\x00-\x20\x7f-\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000\ufeff][^\x00-\x1f\x7f-\x9f]{0,127}$/u, {
     message: "Expected 1 to 128 characters, no control characters, not starting with a space"
   })
 )
@@ -150,8 +154,9 @@ export type GroupMember = typeof GroupMember.Type
 export const GroupInput = Schema.Struct({
   members: Schema.Array(GroupMemberInput).check(
     Schema.isMaxLength(MAX_GROUP_MEMBERS),
+    // JSON Schema says the part it can (no two identical entries); the description says the rest (one entry per person).
     Schema.makeFilter((members: ReadonlyArray<GroupMemberInput>) =>
-      new Set(members.map(deciderOf)).size === members.length || "Expected each member once")
+      new Set(members.map(deciderOf)).size === members.length || "Expected each member once", { toJsonSchema: () => ({ uniqueItems: true }) })
   ).annotate({ description: `The group's members, at most ${MAX_GROUP_MEMBERS}, each once` })
 })
 export type GroupInput = typeof GroupInput.Type

@@ -5,7 +5,8 @@
  */
 import { Schema } from "effect"
 import { HttpApiEndpoint, HttpApiError, HttpApiGroup, HttpApiSchema, OpenApi } from "effect/http-api"
-import { HeaderName, HeaderValue, Timestamp, UrlOf, Uuid } from "./Common.ts"
+import { Timestamp, UrlOf, Uuid } from "./Common.ts"
+import { CustomHeaders, TRANSPORT_HEADERS } from "./HeaderNames.ts"
 import { InvalidUrl, NotReplayable, QueueFull, Replayed } from "./Deliveries.ts"
 import { InvalidHeaders, NotFound, problemType } from "./Errors.ts"
 import { Authentication, requireScope } from "./Security.ts"
@@ -58,9 +59,10 @@ export type TelemetryDestination = typeof TelemetryDestination.Type
 export const CreateTelemetryDestination = Schema.Struct({
   url: UrlOf(["https"], "Expected an https URL").annotate({ description: "Public HTTPS URL of the collector's OTLP/HTTP traces endpoint (e.g. `https://collector.example.com/v1/traces`), at most 2048 characters" }),
   headers: Schema.optionalKey(
-    Schema.Record(HeaderName, HeaderValue).annotate({
-      description: "Headers sent with every export (e.g. `Authorization`), at most 10. Values are encrypted at rest and never returned."
-    })
+    CustomHeaders(
+      [TRANSPORT_HEADERS],
+      "Headers sent with every export (e.g. `Authorization`), at most 10. Values are encrypted at rest and never returned. Transport, hop-by-hop, trace-context and cookie headers are refused (`INVALID_HEADERS`), as are two names differing only in case and a value over 4096 UTF-8 bytes."
+    )
   ),
   protocol: Schema.optionalKey(TelemetryProtocol),
   compression: Schema.optionalKey(TelemetryCompression)

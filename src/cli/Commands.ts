@@ -3,6 +3,7 @@
  * server holds the embedded data directory, by that server on its admin
  * channel (`src/cli/AdminChannel.ts`): the same handlers either way.
  *
+ *   start   (the server: `main.ts` runs it; listed for --help)
  *   db query "SELECT ..." --json
  *   db dump > svc.sql
  *
@@ -58,13 +59,23 @@ const print = (asJson: boolean, value: unknown, text: string) => Console.log(asJ
 
 const orgsCreate = Command.make(
   "create",
-  { name: Flag.String("name").pipe(Flag.withDescription("Organization name"), Flag.withSchema(Schema.NonEmptyString)), json },
-  Effect.fn(function*({ name, json }) {
+  {
+    name: Flag.String("name").pipe(Flag.withDescription("Organization name"), Flag.withSchema(Schema.NonEmptyString)),
+    allowDuplicateName: Flag.Boolean("allow-duplicate-name").pipe(
+      Flag.withDescription("Create it even when an organization of that name (any case) exists"),
+      Flag.withDefault(false)
+    ),
+    json
+  },
+  Effect.fn(function*({ name, allowDuplicateName, json }) {
     const identity = yield* loadIdentity
-    const org = yield* identity.createOrg(name)
+    const org = yield* identity.createOrg(name, { refuseDuplicateName: !allowDuplicateName }).pipe(
+      Effect.catchTag("OrgNameTaken", (taken) =>
+        fail(`an organization named ${JSON.stringify(taken.name)} exists already (${taken.existingId}); pass --allow-duplicate-name to create another`))
+    )
     yield* print(json, org, `created organization ${org.id} (${org.name})`)
   })
-).pipe(Command.withDescription("Create an organization"))
+).pipe(Command.withDescription("Create an organization (refused when one of that name exists, unless --allow-duplicate-name)"))
 
 const orgsList = Command.make(
   "list",
@@ -385,9 +396,18 @@ const db = Command.make("db").pipe(
   Command.withSubcommands([dbQuery, dbDump])
 )
 
+/**
+ * `svc start` serves the HTTP API: `main.ts` runs the server for it before
+ * any of this loads. It is listed here so `svc --help` shows it; reached
+ * only with arguments it does not take.
+ */
+const start = Command.make("start", {}, () =>
+  fail("start takes no arguments: its settings come from the environment (PORT, HOST, DATABASE_URL, SVC_*; see the README)")
+).pipe(Command.withDescription("Serve the HTTP API on HOST:PORT, as `npm start` does (settings from the environment)"))
+
 /** The root command, without its services: the caller provides them. */
 export const commands = Command.make("svc").pipe(
   Command.withDescription("Administer svc: organizations, API keys, console sign-in and the database (`svc start` serves the HTTP API)"),
-  Command.withSubcommands([orgs, keys, notifications, consoleCommand, db])
+  Command.withSubcommands([start, orgs, keys, notifications, consoleCommand, db])
 )
 

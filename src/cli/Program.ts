@@ -44,6 +44,16 @@ const runningServer = Effect.gen(function*() {
 // then: `--help` loads the CLI alone.
 const ServicesLive = Layer.unwrap(Effect.map(Effect.promise(() => import("./Database.ts")), (module) => module.CliServicesLive))
 
+/**
+ * A failure's line for the CLI, after `svc: ` as every CLI error is. A
+ * database of a later svc is refused in the server's words ("svc 0.2.0
+ * cannot start: …"); the CLI says what it could not do.
+ */
+const cliMessage = (failure: { readonly reason: string; readonly message: string }) =>
+  failure.reason === "schema_too_new"
+    ? failure.message.replace(/^svc (\S+) cannot start: /, "this svc ($1) cannot open the database: ")
+    : failure.message
+
 const program = Effect.gen(function*() {
   const socket = yield* runningServer.pipe(Effect.provide(SvcConfig.layer))
   if (socket !== undefined) {
@@ -63,8 +73,7 @@ const program = Effect.gen(function*() {
     const failure = startFailure(cause)
     if (failure.reason === "unexpected") return Effect.failCause(cause)
     return Effect.sync(() => {
-      // A later svc's refusal begins with "svc <version>" already.
-      process.stderr.write(`${failure.reason === "schema_too_new" ? "" : "svc: "}${failure.message}\n`)
+      process.stderr.write(`svc: ${cliMessage(failure)}\n`)
       process.exitCode = failure.exitCode
     })
   })

@@ -22,6 +22,7 @@
  */
 import { createHmac, createSecretKey, randomBytes, type KeyObject } from "node:crypto"
 import type { OwnHeaders } from "../outbound/HeaderRules.ts"
+import { WEBHOOK_OWN_HEADERS } from "../api/HeaderNames.ts"
 
 /** A new signing secret: `whsec_` + standard base64 (with padding) of 32 random bytes. */
 export const newSigningSecret = (): string => "whsec_" + randomBytes(32).toString("base64")
@@ -85,8 +86,8 @@ export const standardSignatureHeader = (
  * `accept-encoding`): an endpoint's custom headers may not replace them.
  */
 export const OWN_HEADERS: OwnHeaders = {
-  names: new Set(["content-type", "user-agent", "accept-encoding"]),
-  prefixes: ["x-svc-", "webhook-"]
+  names: new Set(WEBHOOK_OWN_HEADERS.names),
+  prefixes: WEBHOOK_OWN_HEADERS.prefixes
 }
 
 /**

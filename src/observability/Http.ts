@@ -77,7 +77,7 @@ export const MetricsListener = Layer.effectDiscard(Effect.gen(function*() {
     port: config.metricsPort.value,
     host: config.metricsHost,
     gracefulShutdownTimeout: "2 seconds"
-  }).pipe(Effect.mapError(listenFailed("SVC_METRICS_PORT", { port: config.metricsPort.value, host: config.metricsHost })))
+  }).pipe(Effect.mapError(listenFailed({ port: "SVC_METRICS_PORT", host: "SVC_METRICS_HOST" }, { port: config.metricsPort.value, host: config.metricsHost })))
   const app = Effect.gen(function*() {
     const request = yield* HttpServerRequest.HttpServerRequest
     const path = request.url.split("?")[0]

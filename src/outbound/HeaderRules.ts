@@ -9,41 +9,21 @@
  * and hop-by-hop headers (we frame the request ourselves), trace-context
  * headers (the export must not join or fake a trace), cookies; names that
  * are not RFC 9110 tokens; values with control characters (CR, LF, NUL...)
- * or over 4 KiB. A refusal names the header, never its value.
+ * or over 4 KiB. A refusal names the header, never its value. The schema
+ * (`src/api/HeaderNames.ts`) states every rule but names differing only in
+ * case and a value's UTF-8 length, and refuses first; these checks stay for
+ * those two and for callers that do not decode through it.
  */
+import { MAX_HEADERS, TRANSPORT_HEADERS } from "../api/HeaderNames.ts"
 
-export const MAX_HEADERS = 10
+export { MAX_HEADERS }
 export const MAX_VALUE_BYTES = 4096
 
-/** Refused by exact (case-insensitive) name. */
-export const refusedNames: ReadonlySet<string> = new Set([
-  // transport and hop-by-hop
-  "host",
-  "connection",
-  "keep-alive",
-  "te",
-  "trailer",
-  "transfer-encoding",
-  "upgrade",
-  "content-length",
-  "expect",
-  "content-type",
-  "content-encoding",
-  // trace context
-  "traceparent",
-  "tracestate",
-  "baggage",
-  "b3",
-  "uber-trace-id",
-  "x-amzn-trace-id",
-  "x-cloud-trace-context",
-  // cookies
-  "cookie",
-  "set-cookie"
-])
+/** Refused by exact (case-insensitive) name: transport and hop-by-hop, trace context, cookies (stated in the schema too). */
+export const refusedNames: ReadonlySet<string> = new Set(TRANSPORT_HEADERS.names)
 
 /** Refused by (case-insensitive) prefix. */
-export const refusedPrefixes: ReadonlyArray<string> = ["proxy-", "x-b3-", "uberctx-", "ot-tracer-"]
+export const refusedPrefixes: ReadonlyArray<string> = TRANSPORT_HEADERS.prefixes
 
 /** RFC 9110 `token`: the only characters a field name may have. */
 const TOKEN = /^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$/

@@ -26,16 +26,32 @@ export class ListenFailed extends Data.TaggedError("ListenFailed")<{
       ? "this user may not listen there"
       : this.code === "EADDRNOTAVAIL"
       ? "this host has no such address"
+      : HOST_NAME_CODES.has(this.code)
+      ? "no address has that host name"
       : this.code
     return `cannot listen on ${this.address} (${this.setting}): ${why}`
   }
 }
 
-/** Maps a listener's failure to take `port` on `host` to `ListenFailed`, naming `setting`. */
-export const listenFailed = (setting: string, options: { readonly port?: number | undefined; readonly host?: string | undefined }) =>
+/** Codes of a host that is not an address of this machine or a name that resolves to none: the host's setting is at fault. */
+const HOST_CODES = new Set(["EADDRNOTAVAIL", "EINVAL"])
+/** Codes of a host name the resolver does not know. */
+const HOST_NAME_CODES = new Set(["ENOTFOUND", "EAI_AGAIN", "EAI_NONAME", "EAI_FAIL"])
+
+/**
+ * Maps a listener's failure to take `port` on `host` to `ListenFailed`,
+ * naming the setting at fault: the host's (`settings.host`) when the
+ * address is not one of this machine's or the name resolves to none, else
+ * the port's (in use, not allowed).
+ */
+export const listenFailed = (
+  settings: { readonly port: string; readonly host: string },
+  options: { readonly port?: number | undefined; readonly host?: string | undefined }
+) =>
 (error: { readonly cause?: unknown }): ListenFailed => {
   const code = (error.cause as { code?: unknown } | undefined)?.code
   const host = options.host ?? "0.0.0.0"
+  const setting = typeof code === "string" && (HOST_CODES.has(code) || HOST_NAME_CODES.has(code)) ? settings.host : settings.port
   return new ListenFailed({
     setting,
     address: `${host.includes(":") ? `[${host}]` : host}:${options.port ?? 0}`,

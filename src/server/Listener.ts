@@ -96,7 +96,7 @@ const layer = (evaluate: () => Http.Server, options: NodeHttpServer.Options) =>
       const early: Array<readonly [Http.IncomingMessage, Http.ServerResponse]> = []
       const hold = (request: Http.IncomingMessage, response: Http.ServerResponse) => void early.push([request, response])
       node.on("request", hold)
-      const listening = yield* NodeHttpServer.make(() => node, options).pipe(Effect.mapError(listenFailed("PORT", options)))
+      const listening = yield* NodeHttpServer.make(() => node, options).pipe(Effect.mapError(listenFailed({ port: "PORT", host: "HOST" }, options)))
       const scope = yield* Effect.scope
       // Requests start with the application's services less those only its
       // handlers use (`RequestContext.ts`): replaced, not merged into this

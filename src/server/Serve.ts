@@ -31,6 +31,9 @@ const NodeServerLive = Layer.unwrap(Effect.map(SvcConfig, (config) =>
     gracefulShutdownTimeout: "20 seconds"
   })))
 
+/** The address this process announced, once it listens: the stop line names it (and is logged only then). */
+let announced: string | undefined
+
 const Announce = Layer.effectDiscard(Effect.gen(function*() {
   const server = yield* HttpServer.HttpServer
   const database = yield* DatabaseInfo
@@ -38,7 +41,32 @@ const Announce = Layer.effectDiscard(Effect.gen(function*() {
     ? server.address.path
     : `http://${String(server.address.address)}:${server.address.port}`
   yield* Effect.logInfo("svc listening").pipe(Effect.annotateLogs({ address, database: database.kind }))
+  announced = address
 }))
+
+/** The first stop signal the process received, if any. */
+let signalled: NodeJS.Signals | undefined
+const recordSignals = () => {
+  for (const signal of ["SIGINT", "SIGTERM"] as const) process.once(signal, () => (signalled ??= signal))
+}
+
+const exitCodeOf = (exit: Exit.Exit<unknown, unknown>) =>
+  Exit.isSuccess(exit) || Cause.hasInterruptsOnly(exit.cause) ? 0 : startFailure(exit.cause).exitCode
+
+/**
+ * One line when a server that listened has stopped (in-flight requests
+ * answered, workers and the database closed), like the start's: why (the
+ * signal, or the failure that stopped it) and the exit code.
+ */
+const announceStop = (exit: Exit.Exit<unknown, unknown>) => {
+  if (announced === undefined) return Effect.void
+  const code = exitCodeOf(exit)
+  const reason = signalled ?? (code === 0 ? "interrupted" : startFailure(Exit.isFailure(exit) ? exit.cause : Cause.empty).message)
+  // Info either way: a failure that stopped it was logged as an error when it happened.
+  return Effect.logInfo("svc stopped").pipe(
+    Effect.annotateLogs({ address: announced, reason, ...(signalled === undefined ? {} : { signal: signalled }), exit_code: code })
+  )
+}
 
 /** What runs beside the HTTP service on what it has built: the CLI's admin channel (`src/cli/AdminChannel.ts`), given by the entry point. */
 export type Beside = Layer.Layer<
@@ -78,13 +106,15 @@ const Serve = Layer.effectDiscard(Effect.gen(function*() {
 export const runServer = (options: {
   readonly channel?: Beside
   readonly beside?: Layer.Layer<never, never, SqlClient.SqlClient>
-} = {}): void =>
+} = {}): void => {
+  recordSignals()
   Layer.launch(Layer.merge(Serve, options.beside ?? Layer.empty).pipe(Layer.provideMerge(mainLive(options.channel ?? Layer.empty)))).pipe(
+    Effect.onExit(announceStop),
     Effect.provide(LoggingLive),
     Effect.tapCause(reportStartFailure),
     NodeRuntime.runMain({
       disableErrorReporting: true,
-      teardown: (exit, onExit) =>
-        onExit(Exit.isSuccess(exit) || Cause.hasInterruptsOnly(exit.cause) ? 0 : startFailure(exit.cause).exitCode)
+      teardown: (exit, onExit) => onExit(exitCodeOf(exit))
     })
   )
+}

@@ -1,5 +1,5 @@
 /** The server side of `RequestValidation`: decode failures become `400 INVALID_REQUEST`. */
-import { Cause, Effect, ErrorReporter, Layer, SchemaIssue, type SchemaAST } from "effect"
+import { Cause, Effect, ErrorReporter, Layer, Result, Schema, SchemaAST, SchemaIssue, SchemaParser } from "effect"
 import { HttpServerRespondable, type HttpServerResponse } from "effect/http"
 import { HttpApiError } from "effect/http-api"
 import { InvalidUrl } from "../api/Deliveries.ts"
@@ -9,7 +9,64 @@ import { ANSWERED_AS, type AnsweredAs } from "../api/Common.ts"
 import { RequestValidation } from "../api/Validation.ts"
 import { headerField } from "../outbound/HeaderRules.ts"
 
-const formatIssues = SchemaIssue.makeFormatterStandardSchemaV1()
+/** A map's refused keys: each key's own issue by its key schema, found by the unexpected-key issue Effect reports instead. */
+type KeyIssues = WeakMap<SchemaIssue.Issue, SchemaIssue.Issue>
+
+/**
+ * Effect reports a key its map's key schema refuses only as an unexpected
+ * key; decoding the key with that schema again gives the rule it breaks
+ * (its message, and the code the rule is answered with).
+ */
+const keyIssues = (issue: SchemaIssue.Issue, out: KeyIssues = new WeakMap()): KeyIssues => {
+  switch (issue._tag) {
+    case "Pointer": {
+      const inner = issue.issue
+      const key = issue.path.at(-1)
+      const index = inner._tag === "UnexpectedKey" && SchemaAST.isObjects(inner.ast) ? inner.ast.indexSignatures[0] : undefined
+      if (index !== undefined && typeof key === "string") {
+        const decoded = SchemaParser.decodeUnknownResult(Schema.make<Schema.Codec<unknown, unknown>>(index.parameter))(key)
+        if (Result.isFailure(decoded)) out.set(inner, decoded.failure)
+      } else {
+        keyIssues(inner, out)
+      }
+      break
+    }
+    case "Filter":
+    case "Encoding":
+      keyIssues(issue.issue, out)
+      break
+    case "Composite":
+    case "AnyOf":
+      for (const inner of issue.issues) keyIssues(inner, out)
+      break
+  }
+  return out
+}
+
+/**
+ * Each refusal says what the rule is: where Effect's default message only
+ * says that something failed ("Expected no excess property", "Missing
+ * key"), the message names the rule: the members an object has, or the
+ * rule of its key schema a map's key breaks (e.g. a header name's token
+ * grammar).
+ */
+const formatIssues = (issue: SchemaIssue.Issue) => {
+  const keys = keyIssues(issue)
+  const leafHook: SchemaIssue.LeafHook = (leaf) => {
+    if (leaf._tag === "UnexpectedKey" && typeof leaf.ast.annotations?.messageUnexpectedKey !== "string" && SchemaAST.isObjects(leaf.ast)) {
+      const explained = keys.get(leaf)
+      if (explained !== undefined) return formatter(explained).issues[0]?.message ?? "Not an allowed key"
+      const members = leaf.ast.propertySignatures.map((property) => String(property.name))
+      return members.length === 0
+        ? "Not a member: this object has no members"
+        : `Not a member: this object's members are ${members.join(", ")}`
+    }
+    if (leaf._tag === "MissingKey" && typeof leaf.annotations?.messageMissingKey !== "string") return "Missing: a required member"
+    return SchemaIssue.defaultLeafHook(leaf)
+  }
+  const formatter = SchemaIssue.makeFormatterStandardSchemaV1({ leafHook })
+  return { ...formatter(issue), keys }
+}
 
 /** `["correction", "items", 2, "price"]` → `correction.items[2].price`. */
 export const toJsonPath = (segments: ReadonlyArray<PropertyKey>): string => {
@@ -39,10 +96,13 @@ const answeredAsOf = (annotations: object | undefined): AnsweredAs | undefined =
  */
 const answeredFields = (
   issue: SchemaIssue.Issue,
+  keys: KeyIssues,
   path: Path = [],
   code?: AnsweredAs,
   out = new Map<string, AnsweredAs | null>()
 ): Map<string, AnsweredAs | null> => {
+  const explained = keys.get(issue)
+  if (explained !== undefined) return answeredFields(explained, keys, path, code, out)
   const astCode = (ast: SchemaAST.AST) => answeredAsOf(ast.annotations) ?? code
   const leaf = (answered: AnsweredAs | undefined) => {
     const field = toJsonPath(path)
@@ -51,17 +111,17 @@ const answeredFields = (
   }
   switch (issue._tag) {
     case "Filter":
-      answeredFields(issue.issue, path, answeredAsOf(issue.filter.annotations) ?? code, out)
+      answeredFields(issue.issue, keys, path, answeredAsOf(issue.filter.annotations) ?? code, out)
       break
     case "Pointer":
-      answeredFields(issue.issue, [...path, ...issue.path], code, out)
+      answeredFields(issue.issue, keys, [...path, ...issue.path], code, out)
       break
     case "Encoding":
-      answeredFields(issue.issue, path, astCode(issue.ast), out)
+      answeredFields(issue.issue, keys, path, astCode(issue.ast), out)
       break
     case "Composite":
     case "AnyOf":
-      for (const inner of issue.issues) answeredFields(inner, path, astCode(issue.ast), out)
+      for (const inner of issue.issues) answeredFields(inner, keys, path, astCode(issue.ast), out)
       if (issue.issues.length === 0) leaf(astCode(issue.ast))
       break
     case "InvalidType":
@@ -106,13 +166,14 @@ const schemaErrorProblem = (
       HttpServerRespondable.toResponse(new InternalError({}))
     )
   }
-  const issues = formatIssues(error.cause.issue).issues.map((issue) => ({
+  const formatted = formatIssues(error.cause.issue)
+  const issues = formatted.issues.map((issue) => ({
     field: toJsonPath((issue.path ?? []).map((segment) => typeof segment === "object" ? segment.key : segment)),
     message: issue.message
   }))
   const first = issues[0]
   if (first !== undefined) {
-    const answered = answeredFields(error.cause.issue)
+    const answered = answeredFields(error.cause.issue, formatted.keys)
     const code = answered.get(first.field)
     if (code !== undefined && code !== null) {
       const same = issues.filter((issue) => answered.get(issue.field) === code)

@@ -238,6 +238,19 @@ let deadRegistry = ""
 const writeProject = (dir: string, manifest: object, projectFiles: Record<string, string> = {}) => {
   fs.mkdirSync(dir, { recursive: true })
   fs.writeFileSync(path.join(dir, "package.json"), JSON.stringify({ name: path.basename(dir), private: true, type: "module", ...manifest }, null, 2))
+  writeProjectFiles(dir, projectFiles)
+}
+
+/** A project as `npm init -y` leaves it (`"type": "commonjs"`), with the tarballs and files: the manual's install blocks make the rest. */
+const initProject = (dir: string, devDependencies: Record<string, string>, projectFiles: Record<string, string>) => {
+  fs.mkdirSync(dir, { recursive: true })
+  ok(run("npm", ["init", "-y"], dir, userEnv()), `npm init -y in ${path.basename(dir)}`)
+  assert.strictEqual(JSON.parse(fs.readFileSync(path.join(dir, "package.json"), "utf8")).type, "commonjs", "npm init -y writes commonjs")
+  ok(run("npm", ["pkg", "set", ...Object.entries(devDependencies).map(([name, version]) => `devDependencies.${name}=${version}`)], dir, userEnv()), "devDependencies")
+  writeProjectFiles(dir, projectFiles)
+}
+
+const writeProjectFiles = (dir: string, projectFiles: Record<string, string>) => {
   fs.writeFileSync(path.join(dir, ".npmrc"), `@svc:registry=${deadRegistry}\n`)
   for (const tarball of Object.values(tarballs_)) fs.copyFileSync(path.join(tarballs, tarball), path.join(dir, tarball))
   for (const [name, text] of Object.entries(projectFiles)) {
@@ -273,7 +286,8 @@ beforeAll(async () => {
   const typesNode = JSON.parse(fs.readFileSync(path.join(root, "node_modules/@types/node/package.json"), "utf8")).version as string
   // The consumer: the manual's samples as its files, its packages installed by the manual's commands below
   // (@types/node is the one thing a TypeScript project brings of its own).
-  writeProject(dirs.consumer, { devDependencies: { "@types/node": `^${typesNode}` } }, {
+  // As `npm init -y` leaves it: the manual's install blocks make it a project of ES modules.
+  initProject(dirs.consumer, { "@types/node": `^${typesNode}` }, {
     "consumer.ts": CONSUMER_TS,
     "broken.ts": BROKEN_TS,
     "client.mjs": CLIENT_MJS,

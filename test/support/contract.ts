@@ -78,6 +78,12 @@ const rebase = (value: unknown): any => {
   )
 }
 
+/** What the schema (a schema of the document, `$ref`s into it) refuses in `value`; `undefined` when it accepts it. */
+export const schemaViolation = (schema: Json, key: string, value: unknown): string | undefined => {
+  const validate = validatorOf(schema, key)
+  return validate(value) ? undefined : ajv.errorsText(validate.errors)
+}
+
 /**
  * What is wrong with an answer, by the document, or `undefined` when it is
  * what the document says. Answers to paths the document does not have, and

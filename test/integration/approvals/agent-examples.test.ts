@@ -20,6 +20,8 @@ import { assert, describe, layer } from "@effect/vitest"
 import { Effect, type Schema } from "effect"
 import { type ChildProcess, spawn } from "node:child_process"
 import * as http from "node:http"
+import * as fs from "node:fs"
+import * as os from "node:os"
 import * as path from "node:path"
 import { SvcTest, type TestOrg } from "../../../src/testing.ts"
 import { codeBlocks, read } from "../../support/markdown.ts"
@@ -478,19 +480,23 @@ layer(SvcTest.layer(), { excludeTestServices: true })("the agent loop of docs/ap
       Effect.gen(function*() {
         const svc = yield* SvcTest
         const org = yield* SvcTest.org()
-        const session = yield* org.client.agentSessions.create({ payload: {} })
         const requests = blocks.filter((block) => block.lang === "sh" && !block.flags.includes("illustrative") && !inLoop(block.line))
-        assert.lengthOf(requests, 11)
-        const env: Record<string, string> = { SVC: svc.baseUrl, KEY: org.key, SESSION: session.id }
+        assert.lengthOf(requests, 12)
+        // One shell session, block after block: the page defines every variable it uses but the README's KEY
+        // (its "Your first calls" makes it); what a block sets, the next ones see (exported to a state file).
+        const state = path.join(fs.mkdtempSync(path.join(os.tmpdir(), "svc-approvals-page-")), "state.sh")
+        const env: Record<string, string> = { KEY: org.key, STATE: state }
         const answers: Array<any> = []
         for (const block of requests) {
-          const curl = yield* start("bash", ["-c", `set -eo pipefail\n${block.code}`], env)
+          const code = block.code.replaceAll("http://127.0.0.1:8080", svc.baseUrl)
+          const script = `set -a\n[ -f "$STATE" ] && . "$STATE"\nset -eo pipefail\n${code}\nset +e\nexport -p > "$STATE"`
+          const curl = yield* start("bash", ["-c", script], env)
           const done = yield* finished(curl)
           assert.strictEqual(done.code, 0, curl.output())
+          if (curl.output().trim() === "") continue
           const answer = JSON.parse(curl.output())
           assert.isUndefined(answer.code, `${page}:${block.line}: ${curl.output()}`)
           answers.push(answer)
-          if (answer.approval_id !== undefined) env.APPROVAL = answer.approval_id
         }
         const [step, policy, rules, dryRun, decision, group, delegation, chain, schemaPolicy, editedStep, edited] = answers
         assert.strictEqual(step.decision, "pending") // no policy yet: the default asks a person

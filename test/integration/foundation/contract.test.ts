@@ -19,6 +19,13 @@
  * - Every path parameter at its documented maximum length reaches its
  *   operation (not the router's 404).
  * - `Accept` is not negotiated (docs/api.md): JSON routes answer JSON.
+ * - Whole requests generated from the document (every path and query
+ *   parameter, every body member at once, optional ones present or not;
+ *   kept only when ajv finds them valid by the document) are never refused
+ *   as invalid nor answered 5xx, as a property-based API tester sends them.
+ *   Refusals for rules the document states in words and the service checks
+ *   (a public address, an endpoint's own events, names differing only in
+ *   case) are allowed.
  *
  * Allowed values come from fast-check arbitraries derived from each
  * parameter's JSON Schema (patterns through `fc.stringMatching`, bounds,
@@ -35,7 +42,7 @@ import { assert, describe, layer } from "@effect/vitest"
 import { Effect } from "effect"
 import * as fc from "fast-check"
 import { SvcTest } from "../../../src/testing.ts"
-import { document, routes } from "../../support/contract.ts"
+import { document, routes, schemaViolation } from "../../support/contract.ts"
 import { raw, type RawResponse } from "../../support/http.ts"
 import { toJsonPath } from "../../../src/server/Validation.ts"
 
@@ -114,6 +121,10 @@ const celCondition: fc.Arbitrary<string> = (() => {
   )
 })()
 
+/** The patterns a string schema's `not` members refuse (`allOf: [{not: {pattern}}]`). */
+const refusedPatterns = (schema: Json): Array<RegExp> =>
+  ((schema.allOf ?? []) as Array<Json>).flatMap((part) => typeof part.not?.pattern === "string" ? [new RegExp(part.not.pattern, "u")] : [])
+
 /** Values the schema allows: its bounds, then arbitraries. `undefined`: not a schema this test derives values for. */
 const allowed = (schema: Json): ReadonlyArray<unknown> | undefined => {
   schema = resolve(schema)
@@ -139,9 +150,10 @@ const allowed = (schema: Json): ReadonlyArray<unknown> | undefined => {
       if (String(schema.description ?? "").startsWith("A CEL expression of type bool")) return sample(celCondition)
       const minLength = schema.minLength ?? 0
       const maxLength = schema.maxLength ?? 64
-      const arbitrary = typeof schema.pattern === "string"
+      const refused = refusedPatterns(schema)
+      const arbitrary = (typeof schema.pattern === "string"
         ? matching(schema.pattern).filter((value) => value.length >= minLength && value.length <= maxLength)
-        : fc.string({ minLength, maxLength: Math.min(maxLength, 64) })
+        : fc.string({ minLength, maxLength: Math.min(maxLength, 64) })).filter((value) => !refused.some((pattern) => pattern.test(value)))
       const bound = longest(schema)
       return [...(bound === undefined ? [] : [bound]), ...sample(arbitrary)]
     }
@@ -187,6 +199,10 @@ const forbidden = (schema: Json, asText: boolean): ReadonlyArray<readonly [strin
           }
         }
       }
+      for (const refused of refusedPatterns(schema)) {
+        const value = fc.sample(matching(refused.source), { numRuns: 20, seed: SEED }).find((candidate) => pattern === undefined || pattern.test(candidate))
+        if (value !== undefined) out.push([`matching a refused pattern (${JSON.stringify(value.slice(0, 12))})`, value])
+      }
       if (!asText) out.push(["not a string", 123])
       break
     }
@@ -205,6 +221,94 @@ const forbidden = (schema: Json, asText: boolean): ReadonlyArray<readonly [strin
 }
 
 const asText = (value: unknown) => encodeURIComponent(String(value))
+
+/** Whole requests generated per operation, beside the one-member variations. */
+const GENERATED = 4
+
+/** Strings a string schema allows, as an arbitrary (the same rules as `allowed`). */
+const stringArbitrary = (schema: Json): fc.Arbitrary<string> => {
+  if (schema.format === "uuid") return fc.uuid()
+  if (schema.format === "date-time" && typeof schema.pattern !== "string") {
+    return fc.date({ min: new Date("2000-01-01T00:00:00Z"), max: new Date("2100-01-01T00:00:00Z"), noInvalidDate: true }).map((date) => date.toISOString())
+  }
+  if (String(schema.description ?? "").startsWith("A CEL expression of type bool")) return celCondition
+  const minLength = schema.minLength ?? 0
+  const maxLength = schema.maxLength ?? 64
+  const refused = refusedPatterns(schema)
+  const base = typeof schema.pattern === "string"
+    ? matching(schema.pattern).filter((value) => value.length >= minLength && value.length <= maxLength)
+    : fc.string({ minLength, maxLength: Math.min(maxLength, 64) })
+  return base.filter((value) => !refused.some((pattern) => pattern.test(value)) && (schema.format !== "uri" || URL.canParse(value)))
+}
+
+/**
+ * Values the schema allows, as an arbitrary, for a whole request: every
+ * member generated, optional ones present or not, arrays and maps of a few
+ * items. Where the document states a rule in words the generator cannot
+ * read (a member whose description names a sibling, a free-form JSON
+ * value such as an answer schema), the example's value stands.
+ */
+const arbitraryOf = (schema: Json, example: unknown): fc.Arbitrary<unknown> => {
+  schema = resolve(schema)
+  const nullable = nullableOf(schema)
+  if (nullable !== undefined) return fc.oneof(fc.constant(null), arbitraryOf(nullable, example))
+  if (Array.isArray(schema.anyOf)) return fc.oneof(...(schema.anyOf as Array<Json>).map((variant) => arbitraryOf(variant, example)))
+  if (Array.isArray(schema.enum)) return fc.constantFrom(...schema.enum)
+  switch (schema.type) {
+    case "boolean":
+      return fc.boolean()
+    case "integer":
+      return fc.integer({ min: Math.max(schema.minimum ?? -(2 ** 31), -(2 ** 31)), max: Math.min(schema.maximum ?? 2 ** 31 - 1, 2 ** 31 - 1) })
+    case "number":
+      return fc.double({ min: schema.minimum ?? -1e9, max: schema.maximum ?? 1e9, noNaN: true, noDefaultInfinity: true })
+    case "string":
+      return stringArbitrary(schema)
+    case "array": {
+      const items = Array.isArray(example) ? example[0] : undefined
+      return fc.array(arbitraryOf(schema.items ?? {}, items), { minLength: schema.minItems ?? 0, maxLength: Math.min(schema.maxItems ?? 3, 3) })
+    }
+    case "object": {
+      const members = isRecord(example) ? example : {}
+      if (isRecord(schema.properties)) {
+        const names = Object.keys(schema.properties)
+        const required = new Set((schema.required ?? []) as Array<string>)
+        const describe = (name: string) => String(resolve(schema.properties[name]).description ?? "")
+        const entries = names.flatMap((name) => {
+          const inner = resolve(schema.properties[name])
+          // A rule between two members, stated in either one's description: both keep the example's values.
+          const acrossMembers = names.some((other) => other !== name && (describe(name).includes(`\`${other}\``) || describe(other).includes(`\`${name}\``)))
+          // Any JSON value: the example's, or absent when the example has none.
+          const free = inner.type === undefined && inner.anyOf === undefined && inner.enum === undefined
+          if (acrossMembers || free) return members[name] === undefined ? [] : [[name, fc.constant(members[name])] as const]
+          return [[name, arbitraryOf(inner, members[name])] as const]
+        })
+        return fc.record(Object.fromEntries(entries), { requiredKeys: entries.map(([name]) => name).filter((name) => required.has(name)) })
+      }
+      if (isRecord(schema.propertyNames) || isRecord(schema.additionalProperties)) {
+        const keys = isRecord(schema.propertyNames) ? stringArbitrary(resolve(schema.propertyNames)) : fc.string({ minLength: 1, maxLength: 16 })
+        const values = isRecord(schema.additionalProperties) ? arbitraryOf(schema.additionalProperties, Object.values(members)[0]) : fc.constant("v")
+        if (schema.additionalProperties === true) return fc.constant(example ?? {})
+        return fc.dictionary(keys, values, { minKeys: schema.minProperties ?? 0, maxKeys: Math.min(schema.maxProperties ?? 3, 3) })
+      }
+      return fc.constant(example ?? {})
+    }
+    default:
+      // Any JSON value (a run's input, a step's arguments): the example's.
+      return fc.constant(example ?? {})
+  }
+}
+
+/** A parameter's values as text (they travel in the URL). */
+const stringOrText = (schema: Json): fc.Arbitrary<string> => arbitraryOf(schema, undefined).map((value) => String(value))
+
+/** A member no object of the document has. */
+const UNKNOWN = "unknown_member"
+
+/**
+ * A refusal's detail says what the rule is: never only Effect's default
+ * words for a failure ("Expected no excess property", "Missing key", …).
+ */
+const RULELESS = /Expected no excess property|Unexpected key with value|: Missing key$|Expected a valid value|Invalid data |Forbidden operation|Expected exactly one member to match/
 
 /**
  * Rules of the service the document states in words, each answered with its
@@ -457,6 +561,15 @@ layer(SvcTest.layer(), { excludeTestServices: true })("the document is the behav
         for (const [why, value] of forbidden(member.schema, false)) {
           out.push({ field, ...union, value, why, path: paths, query: {}, body: setAt(member.body, member.at, value) })
         }
+        const closed = resolve(member.schema)
+        if (closed.type === "object" && closed.additionalProperties === false && isRecord(closed.properties)) {
+          const current = member.at.reduce<unknown>((inner, segment) => (inner as any)?.[segment], member.body)
+          const object = { ...(isRecord(current) ? current : built(closed) as Json), [UNKNOWN]: 1 }
+          out.push({ field: toJsonPath([...member.at, UNKNOWN]), value: 1, why: "a member the object does not have", path: paths, query: {}, body: setAt(member.body, member.at, object) })
+        }
+      }
+      if (operation.body.additionalProperties === false) {
+        out.push({ field: UNKNOWN, value: 1, why: "a member the body does not have", path: paths, query: {}, body: { ...baseBody, [UNKNOWN]: 1 } })
       }
     }
     return out
@@ -494,6 +607,8 @@ layer(SvcTest.layer(), { excludeTestServices: true })("the document is the behav
               else if (refusedByOwnRule(response, variation.field)) failures.push(`${shown}: allowed by the document, refused ${response.json.code}: ${response.json.detail}`)
             } else if (!namesIt) {
               failures.push(`${shown}: ${variation.why}, answered ${response.status} ${response.json?.code ?? ""} ${response.json?.field ?? ""}`)
+            } else if (RULELESS.test(String(response.json.detail))) {
+              failures.push(`${shown}: ${variation.why}, refused without saying the rule: ${response.json.detail}`)
             }
           }
         }
@@ -506,6 +621,40 @@ layer(SvcTest.layer(), { excludeTestServices: true })("the document is the behav
         // Only the operations that a key cannot reach by design.
         for (const name of new Set(skipped)) assert.match(name, /\/v1\/console\/(sign-in|sign-out|me)|\/v1\/approval-links\//, name)
       }), { timeout: 120_000 })
+  })
+
+  describe("generated requests", () => {
+    /** Codes of rules the document states in words and the service checks (a public address, an endpoint's events, names differing only in case). */
+    const SERVICE_CODES = new Set(["INVALID_URL", "INVALID_WEBHOOK_EVENTS", "INVALID_HEADERS"])
+
+    it.effect("whole requests generated from the document (path, query and every body member) are never refused as invalid nor 5xx", () =>
+      Effect.gen(function*() {
+        const org = yield* SvcTest.org()
+        const failures: Array<string> = []
+        let sent = 0
+        for (const operation of operations) {
+          const name = `${operation.method} ${operation.template}`
+          const pathParameters = operation.parameters.filter((p) => p.in === "path")
+          const queryParameters = operation.parameters.filter((p) => p.in === "query" && !STATEFUL.has(p.name))
+          const request = fc.record({
+            path: fc.record(Object.fromEntries(pathParameters.map((p) => [p.name, stringOrText(p.schema).filter((value) => value !== "" && !value.includes("/"))]))),
+            query: fc.record(Object.fromEntries(queryParameters.map((p) => [p.name, stringOrText(p.schema)])), { requiredKeys: queryParameters.filter((p) => p.required === true).map((p) => p.name) as Array<never> }),
+            body: operation.body === undefined ? fc.constant(undefined) : arbitraryOf(operation.body, operation.example)
+          })
+          // Only requests the document itself accepts (ajv on the body), so a refusal is the server's, never the generator's.
+          const valid = request.filter(({ body }) => operation.body === undefined || schemaViolation(operation.body, `generated ${name}`, body) === undefined)
+          for (const { path, query, body } of fc.sample(valid, { numRuns: GENERATED, seed: SEED })) {
+            const response = yield* send(org.key, operation, path as Record<string, string>, query as Record<string, string>, body)
+            if (unreachable(response)) break
+            sent++
+            const shown = `${name} ${JSON.stringify({ path, query, body }).slice(0, 300)}`
+            if (response.status >= 500) failures.push(`${shown}: answered ${response.status}`)
+            else if (response.status === 400 && !SERVICE_CODES.has(response.json?.code)) failures.push(`${shown}: refused ${response.json?.code}: ${response.json?.detail}`)
+          }
+        }
+        assert.deepStrictEqual(failures, [])
+        assert.isAbove(sent, 200)
+      }), { timeout: 180_000 })
   })
 
   describe("bounds", () => {

@@ -60,7 +60,7 @@ describe.skipIf(onServerRun)("the CLI and the server on the embedded database", 
   // Each is a whole process start (about a second of CPU on its own):
   // several at once, each checked, with room for a loaded machine.
   it("prints --help for every command, and --version the version of svc", async () => {
-    const commands = [[], ["orgs"], ["orgs", "create"], ["orgs", "list"], ["keys"], ["keys", "create"], ["keys", "list"], ["keys", "revoke"], ["notifications"], ["notifications", "reviewer-email"]]
+    const commands = [[], ["start"], ["orgs"], ["orgs", "create"], ["orgs", "list"], ["keys"], ["keys", "create"], ["keys", "list"], ["keys", "revoke"], ["notifications"], ["notifications", "reviewer-email"]]
     const pending = [...commands]
     const checked: Array<string> = []
     await Promise.all(Array.from({ length: 3 }, async () => {
@@ -137,6 +137,12 @@ describe.skipIf(onServerRun)("the CLI and the server on the embedded database", 
       const answer = await inFlight
       assert.strictEqual(answer.status, 201, answer.body)
       assert.strictEqual(await server.exited, 0)
+      // One line says it stopped, and why, like the start's: after the request in flight got its answer.
+      const lines = server.output().split("\n").filter((line) => line.startsWith("{")).map((line) => JSON.parse(line) as Record<string, unknown>)
+      const stopped = lines.filter((line) => line.message === "svc stopped")
+      assert.strictEqual(stopped.length, 1, server.output())
+      assert.deepInclude(stopped[0], { level: "INFO", address: server.baseUrl, reason: "SIGTERM", signal: "SIGTERM", exit_code: 0 })
+      assert.strictEqual(lines.at(-1)?.message, "svc stopped", "the last line")
       // Stopped: the data dir is free and the admin socket gone.
       assert.isFalse(isHeld(dataDir))
       assert.isFalse(fs.existsSync(adminSocketPath(dataDir)))

@@ -288,7 +288,8 @@ describe("a database of a later svc", () => {
     const command = await cli(["orgs", "list", "--json"], env)
     assert.strictEqual(command.code, 7)
     assert.strictEqual(command.stdout, "")
-    assert.strictEqual(command.stderr, `${line}\n`)
+    // The CLI's line starts with `svc: `, as every CLI error does, and says what it could not do.
+    assert.strictEqual(command.stderr, `svc: ${line.replace(`svc ${VERSION} cannot start: `, `this svc (${VERSION}) cannot open the database: `)}\n`)
   }
 
   it.skipIf(onServerRun)("embedded: the server and the CLI refuse to start, with one line naming both versions, and exit 7", async () => {

@@ -140,4 +140,11 @@ describe("a start that cannot succeed", () => {
       assert.strictEqual(await first.exited, 0)
     }
   }, 300_000)
+
+  it.skipIf(onServerRun)("a HOST that is not an address of this machine, or a name that resolves to none: exit 6, naming HOST (not PORT)", async () => {
+    for (const [host, why] of [["192.0.2.1", "this host has no such address"], ["no-such-host.invalid", "no address has that host name"]] as const) {
+      const refused = refusal(await start({ ...base(), SVC_DATA_DIR: seededDataDir("svc-refused-"), HOST: host, PORT: "0" }))
+      assert.deepInclude(refused, { message: `cannot listen on ${host}:0 (HOST): ${why}`, reason: "port", setting: "HOST", exit_code: 6 }, host)
+    }
+  }, 300_000)
 })

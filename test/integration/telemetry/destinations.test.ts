@@ -248,28 +248,25 @@ layer(SecretStore.layer.pipe(Layer.provideMerge(Svc)), { excludeTestServices: tr
         yield* create(org, url, ten)
       }).pipe(Effect.scoped))
 
-    it.effect("every refused header is in one answer, each with its reason: values the document forbids first, then names", () =>
+    it.effect("every refused header is in one answer, each with its reason (names and values are the document's rules)", () =>
       Effect.gen(function*() {
         const org = yield* SvcTest.org()
         const collector = yield* HttpsReceiver.make()
         const url = collector.url("/v1/traces")
-        const byValue = yield* post("/v1/telemetry-destinations", org.key, {
+        const refused = yield* post("/v1/telemetry-destinations", org.key, {
           url,
-          headers: { Host: "fine", "X-Ok": "fine", "X-Token": "value-never-echoed\r\n", "X-Other": "value-never-echoed\u0007" }
+          headers: { Host: "value-never-echoed", "X-Ok": "fine", "X-Token": "value-never-echoed\r\n", Traceparent: "value-never-echoed", "X-Other": "value-never-echoed\u0007" }
         })
-        assert.strictEqual(byValue.status, 400)
-        assert.strictEqual(byValue.json.code, "INVALID_HEADERS")
-        assert.strictEqual(byValue.json.field, "headers.X-Token")
-        assert.deepStrictEqual(byValue.json.errors.map((e: { field: string }) => e.field), ["headers.X-Token", "headers.X-Other"])
-        assert.notInclude(byValue.text, "value-never-echoed")
-        const byName = yield* post("/v1/telemetry-destinations", org.key, {
-          url,
-          headers: { Host: "value-never-echoed", "X-Ok": "fine", Traceparent: "value-never-echoed" }
-        })
-        assert.strictEqual(byName.json.code, "INVALID_HEADERS")
-        assert.strictEqual(byName.json.field, "headers.Host")
-        assert.deepStrictEqual(byName.json.errors.map((e: { field: string }) => e.field), ["headers.Host", "headers.Traceparent"])
-        assert.notInclude(byName.text, "value-never-echoed")
+        assert.strictEqual(refused.status, 400)
+        assert.strictEqual(refused.json.code, "INVALID_HEADERS")
+        assert.strictEqual(refused.json.field, "headers.Host")
+        assert.match(refused.json.detail, /^headers\.Host: Expected a header svc may send: not a transport, hop-by-hop, trace-context or cookie header/)
+        assert.sameMembers(refused.json.errors.map((e: { field: string }) => e.field), ["headers.Host", "headers.Traceparent", "headers.X-Token", "headers.X-Other"])
+        assert.notInclude(refused.text, "value-never-echoed")
+        // Two names differing only in case: the one rule JSON Schema cannot state, checked by the service.
+        const twice = yield* post("/v1/telemetry-destinations", org.key, { url, headers: { "X-Key": "a", "x-key": "b" } })
+        assert.strictEqual(twice.json.code, "INVALID_HEADERS")
+        assert.strictEqual(twice.json.field, "headers.x-key")
       }).pipe(Effect.scoped))
 
     it.effect("values are encrypted at rest, never returned or logged, sent to the collector, and join the protected values", () =>

@@ -5,7 +5,7 @@
  */
 import { assert, layer } from "@effect/vitest"
 import { Effect, Exit, Scope } from "effect"
-import { spawn } from "node:child_process"
+import { spawn, spawnSync } from "node:child_process"
 import * as fs from "node:fs"
 import * as https from "node:https"
 import * as os from "node:os"
@@ -60,6 +60,23 @@ const freePort = Effect.promise(() =>
 )
 
 layer(webhookService(), { excludeTestServices: true })("the example receiver", (it) => {
+  it.effect("its first run without a secret makes its certificate, says where and exits 0; a later one without a secret exits 2", () =>
+    Effect.sync(() => {
+      const data = path.join(fs.mkdtempSync(path.join(os.tmpdir(), "svc-example-receiver-")), "data")
+      const run = () => {
+        const env: Record<string, string> = { ...process.env as Record<string, string>, ...compileCache, NODE_NO_WARNINGS: "1", RECEIVER_DATA: data, PORT: "0" }
+        delete env.SVC_WEBHOOK_SECRET
+        return spawnSync(process.execPath, [path.join(root, "scripts/example-receiver.ts")], { cwd: root, env, encoding: "utf8", timeout: 60_000 })
+      }
+      const first = run()
+      assert.strictEqual(first.status, 0, first.stderr)
+      assert.include(first.stdout, path.join(data, "receiver-cert.pem"))
+      assert.isTrue(fs.existsSync(path.join(data, "receiver-cert.pem")))
+      const again = run()
+      assert.strictEqual(again.status, 2)
+      assert.include(again.stderr, "SVC_WEBHOOK_SECRET is required")
+    }), 120_000)
+
   it.effect("verifies, saves durably and answers 202 at once, then works the event off; refuses a bad signature", () =>
     Effect.gen(function*() {
       const tls = yield* TestTls.shared
@@ -99,12 +116,16 @@ layer(webhookService(), { excludeTestServices: true })("the example receiver", (
       assert.strictEqual(attempt!.status_code, 202)
       const inbox = fs.readFileSync(path.join(dir, "data", "inbox.jsonl"), "utf8")
       assert.strictEqual(JSON.parse(inbox.trim()).id, event.id)
+      // Whole event bodies: the owner's only.
+      assert.strictEqual(fs.statSync(path.join(dir, "data", "inbox.jsonl")).mode & 0o777, 0o600)
+      assert.strictEqual(fs.statSync(path.join(dir, "data")).mode & 0o777, 0o700)
       // Worked off after reading the approval's current status.
       yield* eventually(Effect.sync(() => {
         const file = path.join(dir, "data", "done.jsonl")
         return fs.existsSync(file) && fs.readFileSync(file, "utf8").includes(event.id) ? true : undefined
       }), { what: "the event worked off", timeoutMs: 20_000 })
       assert.notInclude(receiver.output(), secret)
+      assert.strictEqual(fs.statSync(path.join(dir, "data", "done.jsonl")).mode & 0o777, 0o600)
 
       const bad = yield* Effect.promise(() =>
         new Promise<number>((resolve, reject) => {

@@ -62,6 +62,26 @@ describe("the document states each input rule the server enforces", () => {
       for (const bad of ["", "Bad Name", "x:y", "Ключ"]) assert.isFalse(pattern.test(bad), bad)
     }
   })
+
+  it("custom headers: at most 10 (maxProperties); transport, trace-context and cookie names refused in any case (propertyNames not), and svc's own for webhooks", () => {
+    const refuses = (path: string, name: string) => {
+      const headers = body(path, "post").properties.headers
+      assert.strictEqual(headers.maxProperties, 10, path)
+      return headers.propertyNames.allOf.some((part: any) => new RegExp(part.not.pattern, "u").test(name))
+    }
+    for (const path of ["/v1/notification-endpoints", "/v1/telemetry-destinations"]) {
+      for (const name of ["Host", "CONTENT-LENGTH", "traceparent", "X-B3-TraceId", "Proxy-Authorization", "Cookie"]) assert.isTrue(refuses(path, name), `${path} ${name}`)
+      for (const name of ["X-Token", "Authorization", "X-Hostname", "Content-Language"]) assert.isFalse(refuses(path, name), `${path} ${name}`)
+    }
+    for (const name of ["X-Svc-Signature", "webhook-id", "User-Agent"]) {
+      assert.isTrue(refuses("/v1/notification-endpoints", name), name)
+      assert.isFalse(refuses("/v1/telemetry-destinations", name), name)
+    }
+  })
+
+  it("a reviewer group's members: no two identical entries (uniqueItems)", () => {
+    assert.isTrue(body("/v1/reviewer-groups/{name}", "put").properties.members.uniqueItems)
+  })
 })
 
 describe("the escalation chain's rules are in the document", () => {

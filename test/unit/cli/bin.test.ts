@@ -41,6 +41,8 @@ describe("the svc bin", () => {
     assert.include(result.stdout, "Administer svc")
     assert.notInclude(result.stderr, "EBADENGINE")
     for (const command of ["orgs", "keys"]) assert.include(result.stdout, command)
+    // `start` (the server) is a command too, listed with the others.
+    assert.match(result.stdout, /^\s+start\s+Serve the HTTP API on HOST:PORT/m)
   })
 
   it.skipIf(machineNode === undefined)("started by the machine's Node, it runs the CLI on a Node that can (>= 22.19)", () => {
