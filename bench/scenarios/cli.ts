@@ -65,7 +65,7 @@ export default async (context: BenchContext): Promise<ScenarioResult> => {
       const commands: ReadonlyArray<readonly [string, ReadonlyArray<string>]> = [
         ["--version", ["--version"]],
         ["--help", ["--help"]],
-        ["orgs create", ["orgs", "create", "--name", "bench", "--allow-duplicate-name", "--json"]],
+        ["orgs create", ["orgs", "create", "--name", "bench", "--json"]],
         ["keys create", ["keys", "create", "--org", org.id, "--scopes", "tasks.read", "--json"]]
       ]
       const measure = async (name: string, args: ReadonlyArray<string>) => {
@@ -93,7 +93,7 @@ export default async (context: BenchContext): Promise<ScenarioResult> => {
       if (database.kind === "pglite") {
         const server = await startSvc(checkout, database, {}, path.join(context.logDir, `cli-${checkout.label}.log`))
         try {
-          await measure("orgs create (through a running server)", ["orgs", "create", "--name", "bench", "--allow-duplicate-name", "--json"])
+          await measure("orgs create (through a running server)", ["orgs", "create", "--name", "bench", "--json"])
         } finally {
           await server.stop()
         }

@@ -156,7 +156,7 @@ export const startSvc = async (
     cli,
     api,
     provision: async () => {
-      const org = await cli<{ id: string }>("orgs", "create", "--name", "bench", "--allow-duplicate-name")
+      const org = await cli<{ id: string }>("orgs", "create", "--name", "bench")
       const key = await cli<{ key: string }>("keys", "create", "--org", org.id, "--scopes", ALL_SCOPES.join(","))
       return { orgId: org.id, key: key.key }
     },

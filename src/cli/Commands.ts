@@ -61,21 +61,20 @@ const orgsCreate = Command.make(
   "create",
   {
     name: Flag.String("name").pipe(Flag.withDescription("Organization name"), Flag.withSchema(Schema.NonEmptyString)),
-    allowDuplicateName: Flag.Boolean("allow-duplicate-name").pipe(
-      Flag.withDescription("Create it even when an organization of that name (any case) exists"),
-      Flag.withDefault(false)
-    ),
     json
   },
-  Effect.fn(function*({ name, allowDuplicateName, json }) {
+  Effect.fn(function*({ name, json }) {
     const identity = yield* loadIdentity
-    const org = yield* identity.createOrg(name, { refuseDuplicateName: !allowDuplicateName }).pipe(
-      Effect.catchTag("OrgNameTaken", (taken) =>
-        fail(`an organization named ${JSON.stringify(taken.name)} exists already (${taken.existingId}); pass --allow-duplicate-name to create another`))
-    )
+    const namesakes = yield* identity.namesakes(name)
+    const org = yield* identity.createOrg(name)
+    // Names need not be unique; a second one of a name is told on stderr, so --json's output stays one object.
+    if (namesakes.length > 0) {
+      const ids = namesakes.map((other) => other.id).join(", ")
+      yield* Console.error(`svc: note: ${JSON.stringify(name)} is also the name of ${ids}; this organization is ${org.id}`)
+    }
     yield* print(json, org, `created organization ${org.id} (${org.name})`)
   })
-).pipe(Command.withDescription("Create an organization (refused when one of that name exists, unless --allow-duplicate-name)"))
+).pipe(Command.withDescription("Create an organization (a name another has is allowed, and noted on stderr)"))
 
 const orgsList = Command.make(
   "list",

@@ -62,8 +62,6 @@ export interface KeyInfo {
 }
 
 export class OrgNotFound extends Data.TaggedError("OrgNotFound")<{ readonly orgId: string }> {}
-/** `createOrg` with `refuseDuplicateName`: an organization of that name (any case) exists. */
-export class OrgNameTaken extends Data.TaggedError("OrgNameTaken")<{ readonly name: string; readonly existingId: string }> {}
 export class KeyNotFound extends Data.TaggedError("KeyNotFound")<{ readonly keyId: string }> {}
 /** The organization already has `maxActive` unrevoked keys. */
 export class KeyCapReached extends Data.TaggedError("KeyCapReached")<{ readonly maxActive: number }> {}
@@ -84,9 +82,7 @@ const PrincipalRows = rowsOf("api_keys", Schema.Struct({ id: Schema.String, org_
 const HashRows = rowsOf("api_keys", Schema.Struct({ key_hash: Schema.String }))
 const OrgRows = rowsOf("orgs", Schema.Struct({ id: Schema.String, name: Schema.String, created_at: Timestamp }))
 const CreatedRows = rowsOf("orgs", Schema.Struct({ created_at: Timestamp }))
-const OrgIdRows = rowsOf("orgs", Schema.Struct({ id: Schema.String }))
 /** The advisory lock that makes an organization name's check and insert one step (any value no other lock uses). */
-const ORG_NAME_LOCK = 7_305_118_201
 const CreatedKeyRows = rowsOf("api_keys", Schema.Struct({ created_at: Timestamp }))
 
 const keyInfo = ({ id, org_id, name, key_prefix, scopes, created_at, revoked_at, created_by }: typeof KeyColumns.Type): KeyInfo => ({
@@ -111,12 +107,10 @@ export interface NewKey {
 }
 
 export class Identity extends Context.Service<Identity, {
-  /**
-   * A new organization. With `refuseDuplicateName`, one whose name another
-   * has (compared in any case) is refused, checked and inserted under one
-   * lock so two processes cannot both create it.
-   */
-  readonly createOrg: (name: string, options?: { readonly refuseDuplicateName?: boolean }) => Effect.Effect<Org, OrgNameTaken>
+  /** A new organization. Names need not be unique: `namesakes` tells a person who is about to make a second one. */
+  readonly createOrg: (name: string) => Effect.Effect<Org>
+  /** The organizations whose name is `name` compared in any case, oldest first (at most 10). */
+  readonly namesakes: (name: string) => Effect.Effect<ReadonlyArray<Org>>
   readonly listOrgs: Effect.Effect<ReadonlyArray<Org>>
   readonly getOrg: (orgId: string) => Effect.Effect<Org, OrgNotFound>
   readonly createKey: (input: NewKey) => Effect.Effect<CreatedKey, OrgNotFound | KeyCapReached>
@@ -180,7 +174,7 @@ export class Identity extends Context.Service<Identity, {
         return row
       })
 
-      const insertOrg = Effect.fn("Identity.insertOrg")(function*(name: string) {
+      const createOrg = Effect.fn("Identity.createOrg")(function*(name: string) {
         const id = newId()
         const { created_at } = yield* CreatedRows.returned(sql`
           INSERT INTO orgs (id, name) VALUES (${id}, ${name}) RETURNING created_at
@@ -188,14 +182,10 @@ export class Identity extends Context.Service<Identity, {
         return { id, name, created_at }
       })
 
-      const createOrg = (name: string, options?: { readonly refuseDuplicateName?: boolean }) =>
-        options?.refuseDuplicateName !== true ? insertOrg(name) : sql.withTransaction(Effect.gen(function*() {
-          // One lock for every name check: the check and the insert are one step for every process.
-          yield* Effect.orDie(sql`SELECT pg_advisory_xact_lock(${ORG_NAME_LOCK})`)
-          const existing = yield* OrgIdRows.one(sql`SELECT id FROM orgs WHERE lower(name) = lower(${name}) ORDER BY created_at LIMIT 1`)
-          if (existing !== undefined) return yield* new OrgNameTaken({ name, existingId: existing.id })
-          return yield* insertOrg(name)
-        })).pipe(Effect.catchTag("SqlError", Effect.die), Effect.withSpan("Identity.createOrg"))
+      const namesakes = (name: string) =>
+        OrgRows.all(sql`SELECT id, name, created_at FROM orgs WHERE lower(name) = lower(${name}) ORDER BY created_at, id LIMIT 10`).pipe(
+          Effect.withSpan("Identity.namesakes")
+        )
 
       const listOrgs = OrgRows.all(sql`SELECT id, name, created_at FROM orgs ORDER BY created_at, id`).pipe(
         Effect.withSpan("Identity.listOrgs")
@@ -300,7 +290,7 @@ export class Identity extends Context.Service<Identity, {
           (key) => Effect.sync(() => principals.invalidate(sha256Hex(key)))
         )
 
-      return Identity.of({ createOrg, listOrgs, getOrg, createKey, listKeys, revokeKey, deleteOrg, authenticate, keyHashes, rehearsalKey })
+      return Identity.of({ createOrg, namesakes, listOrgs, getOrg, createKey, listKeys, revokeKey, deleteOrg, authenticate, keyHashes, rehearsalKey })
     })
   )
 }

@@ -131,7 +131,7 @@ export const startWorld = async (name: string, options: { readonly env?: Record<
   // costs a Node start; the flows about the CLI itself run it).
   const admin = (args: ReadonlyArray<string>) => sendCommand(adminSocketPath(dataDir), args)
   let [server, browser] = await Promise.all([startServer(env), launchedBrowser()])
-  const org = await admin(["orgs", "create", "--name", name, "--allow-duplicate-name", "--json"])
+  const org = await admin(["orgs", "create", "--name", name, "--json"])
   assert.strictEqual(org.code, 0, org.stderr)
   const orgId = json(org.stdout).id as string
   const key = await admin(["keys", "create", "--org", orgId, "--scopes", ALL_SCOPES.join(","), "--json"])
