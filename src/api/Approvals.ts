@@ -20,7 +20,7 @@ import { ArgumentsSchema, ArgumentsShapeMismatch, ArgumentsTooComplex, DecisionE
 import { Authentication, requireScope } from "./Security.ts"
 import { documented, notFound } from "./Documentation.ts"
 import * as Examples from "./Examples.ts"
-import { AlreadyVoted, Quorum, QuorumFields } from "./Votes.ts"
+import { AlreadyVoted, DeciderFields, Quorum, QuorumFields } from "./Votes.ts"
 import { AssignedToQuery, AssignmentFields, AssignmentSnapshotFields, escalationChainFits, escalationCount, NotAssigned } from "./Reviewers.ts"
 
 export const PolicyMode = Schema.Literals(["allow", "reject", "require_approval"])
@@ -188,6 +188,7 @@ export const ApprovalSnapshot = Schema.Struct({
     description:
       "Who decided: the id of the API key, `console:<person>` for a console person, or `email:<reviewer address>` for a decision made through the link of a mail to the organization's reviewer address (the link of a mail to a group member's own address decides as that member)"
   })),
+  ...DeciderFields,
   decision_reason: Schema.optionalKey(Schema.String.annotate({
     description:
       "Why, in the decider's words, when a reason was given with the decision (recognizable secrets in it are replaced by `[REDACTED]`)"
