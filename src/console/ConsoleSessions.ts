@@ -133,6 +133,14 @@ export class ConsoleSessions extends Context.Service<ConsoleSessions, {
   readonly revoke: (sessionId: string, orgId?: string) => Effect.Effect<void, SessionNotFound>
   /** Ends every live session of the organization; how many ended. */
   readonly revokeAll: (orgId: string) => Effect.Effect<number>
+  /**
+   * Ends a console person's access, at once and in every process (one
+   * statement, `svc_revoke_console_person`, migration 0890): their sessions
+   * and unused sign-in links, the API keys that are theirs, their
+   * delegations given and received, and their reviewer address (so its
+   * links and mail). How many sessions and keys ended.
+   */
+  readonly revokePerson: (orgId: string, person: string) => Effect.Effect<{ readonly sessions: number; readonly keys: number }>
 }>()("svc/console/ConsoleSessions") {
   static readonly layer = Layer.effect(
     ConsoleSessions,
@@ -252,7 +260,14 @@ export class ConsoleSessions extends Context.Service<ConsoleSessions, {
         return rows.length
       })
 
-      return ConsoleSessions.of({ createLink, signIn, authenticate, isLive, signOut, list, revoke, revokeAll })
+      const revokePerson = Effect.fn("ConsoleSessions.revokePerson")(function*(orgId: string, person: string) {
+        const [row] = yield* sql<{ sessions: number; keys: number }>`
+          SELECT sessions, keys FROM svc_revoke_console_person(${orgId}, ${person})
+        `.pipe(Effect.orDie)
+        return { sessions: row?.sessions ?? 0, keys: row?.keys ?? 0 }
+      })
+
+      return ConsoleSessions.of({ createLink, signIn, authenticate, isLive, signOut, list, revoke, revokeAll, revokePerson })
     })
   )
 }

@@ -25,6 +25,11 @@ import { SqlClient } from "effect/sql"
  * - Revoking a key (however it is done: API, CLI, SQL) ends, in the same
  *   transaction, every delegation it gave or received and its own reviewer
  *   address (so every link mailed to it, and its mail).
+ * - `svc_revoke_console_person(org, person)` ends a console person's access
+ *   in one statement: their sessions and unused sign-in links, the keys that are theirs (each
+ *   announced on `svc_key_revoked` for the key caches, and ended as above),
+ *   their delegations given and received and their reviewer address.
+ *   Answers how many sessions and keys it ended.
  */
 export default Effect.gen(function*() {
   const sql = yield* SqlClient.SqlClient
@@ -70,6 +75,25 @@ export default Effect.gen(function*() {
         AND (delegator = NEW.id::text OR delegate = NEW.id::text);
       DELETE FROM reviewer_member_addresses WHERE org_id = NEW.org_id AND member = NEW.id::text;
       RETURN NULL;
+    END
+    $$
+  `
+  yield* sql`
+    CREATE OR REPLACE FUNCTION svc_revoke_console_person(org uuid, person_name text, OUT sessions integer, OUT keys integer)
+    LANGUAGE plpgsql AS $$
+    DECLARE
+      decider text := 'console:' || person_name;
+    BEGIN
+      UPDATE console_sessions SET revoked_at = now() WHERE org_id = org AND person = person_name AND revoked_at IS NULL;
+      GET DIAGNOSTICS sessions = ROW_COUNT;
+      UPDATE console_links SET expires_at = now() WHERE org_id = org AND person = person_name AND used_at IS NULL AND expires_at > now();
+      WITH revoked AS (
+        UPDATE api_keys SET revoked_at = now() WHERE org_id = org AND person = decider AND revoked_at IS NULL RETURNING key_hash
+      )
+      SELECT count(pg_notify('svc_key_revoked', key_hash))::int INTO keys FROM revoked;
+      UPDATE reviewer_delegations SET ended_at = now()
+      WHERE org_id = org AND ended_at IS NULL AND ends_at > now() AND (delegator = decider OR delegate = decider);
+      DELETE FROM reviewer_member_addresses WHERE org_id = org AND member = decider;
     END
     $$
   `
