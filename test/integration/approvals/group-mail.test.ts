@@ -200,7 +200,7 @@ layer(WithSmtp, { excludeTestServices: true })("reviewer mail to the assigned gr
   })
 
   describe("where the mail goes", () => {
-    it.effect("an assigned approval's mail goes to each confirmed member address, one each with its own link; not to a pending one, nor to the organization's address; an unassigned one still goes there", () =>
+    it.effect("an assigned approval's mail goes to each confirmed member address, one each with its own link; not to one its member has not accepted, nor to the organization's address; an unassigned one still goes there", () =>
       Effect.gen(function*() {
         const { svc, org, pending, linkOf, emailsOf, usePolicy } = yield* world({ mode: "require_approval", ...settings, group: "leads" })
         const orgAddress = addressOf("reviewers")
@@ -215,7 +215,7 @@ layer(WithSmtp, { excludeTestServices: true })("reviewer mail to the assigned gr
         ], [ana, leadAddress])
         assert.deepStrictEqual(
           (yield* org.client.reviewers.getGroup({ params: { name: "leads" } })).members.map((m) => [m.email, m.email_status]),
-          group.members.map((m) => [m.email, m.email === null ? null : m.email === ben ? "pending" : "confirmed"])
+          group.members.map((m) => [m.email, m.email === null ? null : m.email === ben ? "invited" : "confirmed"])
         )
         const approvalId = yield* pending("assigned")
         const anaToken = yield* linkOf(ana, approvalId)
@@ -231,7 +231,7 @@ layer(WithSmtp, { excludeTestServices: true })("reviewer mail to the assigned gr
         const [unassignedEvent] = yield* outboxOf(svc.sql, unassigned)
         assert.lengthOf(yield* emailsOf(unassignedEvent!.id), 1)
         assert.deepStrictEqual(approvalMails(orgAddress, approvalId), [], "the organization's address gets no mail of the assigned approval")
-        assert.deepStrictEqual(approvalMails(ben, approvalId), [], "a pending member address gets no approval mail")
+        assert.deepStrictEqual(approvalMails(ben, approvalId), [], "an address its member has not accepted gets no approval mail")
         assert.lengthOf(approvalMails(ana, approvalId), 1)
         assert.lengthOf(approvalMails(leadAddress, approvalId), 1)
         assert.deepStrictEqual([approvalMails(ana, unassigned), approvalMails(leadAddress, unassigned)], [[], []])
