@@ -32,8 +32,13 @@ import { claimConfirmationWindow, queueConfirmation } from "./AddressConfirmatio
 /** Meta key of an approval mail's delivery to a member's own address: that address setting's id. */
 export const MEMBER_META_KEY = "member_address"
 
-/** SQL, over `reviewer_member_addresses` aliased `alias`: the address stands (accepted by its member and confirmed). */
-export const memberAddressStands = (alias: string) => `${alias}.accepted_at IS NOT NULL AND ${alias}.confirmed_at IS NOT NULL`
+/**
+ * SQL, over `reviewer_member_addresses` aliased `alias`: the address stands
+ * (accepted by its member and confirmed, and the member is no revoked key:
+ * revocation deletes the address, and this holds however a key was revoked).
+ */
+export const memberAddressStands = (alias: string) =>
+  `${alias}.accepted_at IS NOT NULL AND ${alias}.confirmed_at IS NOT NULL AND svc_person(${alias}.org_id, ${alias}.member) IS NOT NULL`
 
 const AddressRows = rowsOf("reviewer_member_addresses", Schema.Struct({
   email: Schema.String,

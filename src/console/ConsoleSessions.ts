@@ -63,6 +63,7 @@ const SessionRows = rowsOf("console_sessions", LiveSessionRow)
 const StaleRows = rowsOf("console_sessions", Schema.Struct({ ...LiveSessionFields, stale: Schema.Boolean }).pipe(Schema.encodeKeys(SESSION_KEYS)))
 const LinkRows = rowsOf("console_links", Schema.Struct({ expires_at: Instant }))
 const UsedLinkRows = rowsOf("console_links", Schema.Struct({ org_id: Schema.String, preset: ConsolePreset, person: Schema.String }))
+const RevokedRows = rowsOf("console_sessions", Schema.Struct({ sessions: Schema.Number, keys: Schema.Number }))
 const KnownLinkRows = rowsOf("console_links", Schema.Struct({ used_at: InstantOrNull, expires_at: Instant }))
 
 const idleExpiry = (session: LiveSession) =>
@@ -261,10 +262,7 @@ export class ConsoleSessions extends Context.Service<ConsoleSessions, {
       })
 
       const revokePerson = Effect.fn("ConsoleSessions.revokePerson")(function*(orgId: string, person: string) {
-        const [row] = yield* sql<{ sessions: number; keys: number }>`
-          SELECT sessions, keys FROM svc_revoke_console_person(${orgId}, ${person})
-        `.pipe(Effect.orDie)
-        return { sessions: row?.sessions ?? 0, keys: row?.keys ?? 0 }
+        return yield* RevokedRows.returned(sql`SELECT sessions, keys FROM svc_revoke_console_person(${orgId}, ${person})`)
       })
 
       return ConsoleSessions.of({ createLink, signIn, authenticate, isLive, signOut, list, revoke, revokeAll, revokePerson })
