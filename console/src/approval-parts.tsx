@@ -39,7 +39,7 @@ export const Decider = ({ decidedBy }: { decidedBy: string | undefined }) => {
  */
 export const StandsFor = ({ person, decidedFor }: { person: string | undefined; decidedFor: string | undefined }) => (
   <>
-    {person !== undefined && <span class="stands-for"> · key of {deciderName(person)}</span>}
+    {person !== undefined && <span class="stands-for"> · belongs to {deciderName(person)}</span>}
     {decidedFor !== undefined && <span class="stands-for"> · for {deciderName(decidedFor)}, as their delegate</span>}
   </>
 )
