@@ -32,6 +32,18 @@ export const Decider = ({ decidedBy }: { decidedBy: string | undefined }) => {
   )
 }
 
+/**
+ * Who a decision stands for, beside its decider: the person behind an API
+ * key (a key a console person made is theirs) and the member a delegate
+ * decided in place of (docs/approvals.md, "Who counts as whom").
+ */
+export const StandsFor = ({ person, decidedFor }: { person: string | undefined; decidedFor: string | undefined }) => (
+  <>
+    {person !== undefined && <span class="stands-for"> · belongs to {deciderName(person)}</span>}
+    {decidedFor !== undefined && <span class="stands-for"> · for {deciderName(decidedFor)}, as their delegate</span>}
+  </>
+)
+
 const resolutionWords: Record<string, string> = { allow: "allowed", reject: "rejected", pending: "waiting" }
 
 /** The session's steps before this one: what the agent did so far. */
@@ -80,7 +92,8 @@ export const Outcome = ({ item }: { item: Approval }) => {
   return (
     <>
       <p>
-        <strong>{item.status === "approved" ? "Approved" : "Rejected"}</strong> by <Decider decidedBy={item.decided_by} /> at{" "}
+        <strong>{item.status === "approved" ? "Approved" : "Rejected"}</strong> by <Decider decidedBy={item.decided_by} />
+        <StandsFor person={item.decided_by_person} decidedFor={item.decided_for} /> at{" "}
         <Time iso={item.decided_at} />.
       </p>
       {item.decision_reason !== undefined && <blockquote class="reason">{item.decision_reason}</blockquote>}
@@ -130,7 +143,7 @@ export const Votes = ({ item, headingLevel = 3 }: { item: Approval; headingLevel
       <Heading>Votes: {approvals} of {item.quorum} approvals</Heading>
       <p class="muted">
         {item.status === "pending"
-          ? `Needs ${item.approvals_remaining ?? item.quorum - approvals} more approval${(item.approvals_remaining ?? 0) === 1 ? "" : "s"} from different people; one rejection rejects it. Each person votes once.`
+          ? `Needs ${item.approvals_remaining ?? item.quorum - approvals} more approval${(item.approvals_remaining ?? 0) === 1 ? "" : "s"} from different people; one rejection rejects it. Each person votes once, whichever of their keys they use, and a delegate votes in place of the member who delegated.`
           : `${item.quorum} different people had to approve; one rejection rejected it.`}
       </p>
       {votes.length === 0
@@ -142,7 +155,8 @@ export const Votes = ({ item, headingLevel = 3 }: { item: Approval; headingLevel
                 <span class={`badge ${vote.decision === "approve" ? "delivered" : "rejected"}`}>
                   {vote.decision === "approve" ? "approved" : "rejected"}
                 </span>{" "}
-                <Decider decidedBy={vote.decided_by} /> <span class="muted">at <Time iso={vote.decided_at} /></span>
+                <Decider decidedBy={vote.decided_by} />
+                <StandsFor person={vote.decided_by_person} decidedFor={vote.decided_for} /> <span class="muted">at <Time iso={vote.decided_at} /></span>
                 {vote.reason !== undefined && <blockquote class="reason">{vote.reason}</blockquote>}
               </li>
             ))}

@@ -97,7 +97,10 @@ export class ArgumentsTooComplex extends HttpApiError.Problem<ArgumentsTooComple
 
 /** The examples of these problems, and of a second vote's (`Votes.ts`), in the OpenAPI document (`Documentation.ts`). */
 export const decisionProblemExamples = {
-  ALREADY_VOTED: () => ({ detail: "This decider has already voted on this approval.", decided_by: "console:ana@example.com" }),
+  ALREADY_VOTED: () => ({ detail: "This person has already voted on this approval; a person votes once.", decided_by: "console:ana@example.com" }),
+  PERSON_REQUIRED: () => ({
+    detail: "This approval needs several distinct people to approve it, and a decision through the organization's shared reviewer address names no person."
+  }),
   NOT_ASSIGNED: () => ({ detail: "The approval is assigned to the reviewer group \"payments-leads\": only its members and their active delegates decide it.", assigned_group: "payments-leads" }),
   GROUP_IN_USE: () => ({ detail: "A policy names this group, or a pending approval is assigned to it: change those first." }),
   ARGUMENTS_SHAPE_MISMATCH: () => ({

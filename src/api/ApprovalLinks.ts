@@ -17,7 +17,7 @@ import { CrossSiteRequest, InvalidTransition, problemType, ValidationBusy } from
 import { ArgumentsShapeMismatch, ArgumentsTooComplex, DecisionEditFields, editFitsDecision } from "./ApprovalEdits.ts"
 import { documented } from "./Documentation.ts"
 import * as Examples from "./Examples.ts"
-import { AlreadyVoted } from "./Votes.ts"
+import { AlreadyVoted, PersonRequired } from "./Votes.ts"
 import { NotAssigned } from "./Reviewers.ts"
 
 export const ApprovalLinkToken = Text.check(Schema.isMinLength(1), Schema.isMaxLength(200)).annotate({
@@ -120,19 +120,30 @@ export class ApprovalLinksApi extends HttpApiGroup.make("approvalLinks")
     HttpApiEndpoint.post("decide", "/v1/approval-links/decision", {
       payload: DecideByLink,
       success: ApprovalLinkView,
-      error: [ApprovalLinkInvalid, ReviewerAddressReplaced, InvalidTransition, AlreadyVoted, NotAssigned, CrossSiteRequest, ArgumentsShapeMismatch, ArgumentsTooComplex, ValidationBusy]
+      error: [
+        ApprovalLinkInvalid,
+        ReviewerAddressReplaced,
+        InvalidTransition,
+        AlreadyVoted,
+        NotAssigned,
+        PersonRequired,
+        CrossSiteRequest,
+        ArgumentsShapeMismatch,
+        ArgumentsTooComplex,
+        ValidationBusy
+      ]
     }).pipe(
       documented({
         summary: "Approve or reject through a mail's link",
         description:
-          "The person who opened a reviewer mail's link approves or rejects that approval, optionally saying why (`reason`, at most 1 000 characters), approving with edited `arguments` or rejecting with a `response` for the agent as `POST /v1/agent-approvals/{approval_id}/decision` does. The record names them `email:<reviewer address>`, or, for a mail to a reviewer group member's own address, that member (`console:<name>` or the key's id), whose one vote it is under a quorum. The link works until the approval closes, and only while the address it was mailed to is still the organization's confirmed reviewer address (or that member's confirmed own address); after the approval closes this answers 409 `INVALID_TRANSITION` and the link shows the final state. Like every state-changing console request it must carry the `X-Svc-Console: 1` header and must not come from another site. No authentication: the link's token is the credential, for this approval only.",
+          "The person who opened a reviewer mail's link approves or rejects that approval, optionally saying why (`reason`, at most 1 000 characters), approving with edited `arguments` or rejecting with a `response` for the agent as `POST /v1/agent-approvals/{approval_id}/decision` does. The record names them `email:<reviewer address>`, or, for a mail to a reviewer group member's own address, that member (`console:<name>` or the key's id), whose one vote it is under a quorum. A link of the organization's shared address decides only an approval one person decides (`quorum` 1): it names no person. The link works until the approval closes, and only while the address it was mailed to is still the organization's confirmed reviewer address (or that member's own address, set or accepted by the member and confirmed); after the approval closes this answers 409 `INVALID_TRANSITION` and the link shows the final state. Like every state-changing console request it must carry the `X-Svc-Console: 1` header and must not come from another site. No authentication: the link's token is the credential, for this approval only.",
         request: Examples.decideByLink,
         response: Examples.approvalLinkDecided,
         errors: {
           400: "`reason` is longer than 1 000 characters or holds a string that cannot be stored (`INVALID_REQUEST`).",
-          403: "No `X-Svc-Console` header, or a request from another site (`CROSS_SITE_REQUEST`); the approval is assigned to a reviewer group the link's decider is not in, nor delegated to by a member: an organization address's link, or a member's who was removed from the group (`NOT_ASSIGNED`).",
+          403: "No `X-Svc-Console` header, or a request from another site (`CROSS_SITE_REQUEST`); the approval is assigned to a reviewer group the link's decider is not in, nor delegated to by a member: an organization address's link, or a member's who was removed from the group (`NOT_ASSIGNED`); the approval needs several distinct people and this is a link of the organization's shared reviewer address, which names none (`PERSON_REQUIRED`).",
           404: "The token is not the link of an approval of this service (`APPROVAL_LINK_INVALID`).",
-          409: "The approval is no longer pending (`INVALID_TRANSITION`), or it needs several approvals and this address has already voted (`ALREADY_VOTED`).",
+          409: "The approval is no longer pending (`INVALID_TRANSITION`), or it needs several approvals and this member has already voted, or the member a delegate of theirs stood in for (`ALREADY_VOTED`).",
           410: "The address the mail went to was replaced or removed since, the organization's or the member's (`REVIEWER_ADDRESS_REPLACED`): nothing is decided.",
           422: "Edited `arguments` do not fit the action class's `arguments_schema`, or it declares none (`ARGUMENTS_SHAPE_MISMATCH`, `field` naming the first at fault), or checking them went over its budget (`ARGUMENTS_TOO_COMPLEX`).",
           429: "Too many schema checks of this organization are waiting (`VALIDATION_BUSY`, with `Retry-After`)."

@@ -20,7 +20,7 @@ import { ArgumentsSchema, ArgumentsShapeMismatch, ArgumentsTooComplex, DecisionE
 import { Authentication, requireScope } from "./Security.ts"
 import { documented, notFound } from "./Documentation.ts"
 import * as Examples from "./Examples.ts"
-import { AlreadyVoted, Quorum, QuorumFields } from "./Votes.ts"
+import { AlreadyVoted, DeciderFields, Quorum, QuorumFields } from "./Votes.ts"
 import { AssignedToQuery, AssignmentFields, AssignmentSnapshotFields, escalationChainFits, escalationCount, NotAssigned } from "./Reviewers.ts"
 
 export const PolicyMode = Schema.Literals(["allow", "reject", "require_approval"])
@@ -188,6 +188,7 @@ export const ApprovalSnapshot = Schema.Struct({
     description:
       "Who decided: the id of the API key, `console:<person>` for a console person, or `email:<reviewer address>` for a decision made through the link of a mail to the organization's reviewer address (the link of a mail to a group member's own address decides as that member)"
   })),
+  ...DeciderFields,
   decision_reason: Schema.optionalKey(Schema.String.annotate({
     description:
       "Why, in the decider's words, when a reason was given with the decision (recognizable secrets in it are replaced by `[REDACTED]`)"
@@ -423,7 +424,7 @@ export class ApprovalsApi extends HttpApiGroup.make("approvals")
     }).pipe(
       requireScope(
         "approvals.decide",
-        "A person approves or rejects a pending approval, optionally saying why (`reason`, at most 1 000 characters; the snapshot carries it as `decision_reason`). Approving may carry edited `arguments` (checked against the action class's `arguments_schema`; the snapshot then carries `approved_arguments`, `arguments_changed` and `arguments_digest`); rejecting may carry a `response` for the agent instead of running the tool. A decision on a closed approval is 409 INVALID_TRANSITION. When the approval needs several approvals (`quorum`), a decision is one vote: it stays pending until `quorum` distinct deciders have approved, one rejection rejects it, and the answer shows the `votes` so far and `approvals_remaining`; a decider votes once (a second vote is 409 ALREADY_VOTED); such an approval takes no edited `arguments` (422 ARGUMENTS_SHAPE_MISMATCH): every approver approves the same arguments. An approval assigned to a reviewer group (`assigned_group`) is decided only by its members and their active delegates (403 NOT_ASSIGNED)."
+        "A person approves or rejects a pending approval, optionally saying why (`reason`, at most 1 000 characters; the snapshot carries it as `decision_reason`). Approving may carry edited `arguments` (checked against the action class's `arguments_schema`; the snapshot then carries `approved_arguments`, `arguments_changed` and `arguments_digest`); rejecting may carry a `response` for the agent instead of running the tool. A decision on a closed approval is 409 INVALID_TRANSITION. When the approval needs several approvals (`quorum`), a decision is one vote: it stays pending until `quorum` distinct people have approved, one rejection rejects it, and the answer shows the `votes` so far and `approvals_remaining`; a person votes once, whichever of their credentials they use, and a delegate's vote is the delegator's (a second is 409 ALREADY_VOTED); such an approval takes no edited `arguments` (422 ARGUMENTS_SHAPE_MISMATCH): every approver approves the same arguments. An approval assigned to a reviewer group (`assigned_group`) is decided only by its members and their active delegates (403 NOT_ASSIGNED)."
       ),
       documented({
         summary: "Approve or reject",
@@ -432,7 +433,7 @@ export class ApprovalsApi extends HttpApiGroup.make("approvals")
         errors: {
           400: "`reason` is longer than 1 000 characters or holds a string that cannot be stored (`INVALID_REQUEST`, `field`: `reason`).",
           403: "The approval is assigned to a reviewer group the caller is not in, nor delegated to by a member (`NOT_ASSIGNED`, naming `assigned_group`).",
-          409: "The approval is no longer pending (`INVALID_TRANSITION`), or, when it needs several approvals (`quorum`), this decider has already voted on it (`ALREADY_VOTED`).",
+          409: "The approval is no longer pending (`INVALID_TRANSITION`), or, when it needs several approvals (`quorum`), this person, or the member this delegate stands in for, has already voted on it (`ALREADY_VOTED`).",
           422: "Edited `arguments` do not fit the action class's `arguments_schema`, or it declares none (`ARGUMENTS_SHAPE_MISMATCH`, `field` naming the first at fault, `errors` each), or checking them went over its budget (`ARGUMENTS_TOO_COMPLEX`).",
           429: "Too many schema checks of this organization are waiting (`VALIDATION_BUSY`, with `Retry-After`)."
 

@@ -197,7 +197,7 @@ export class ApiKeysApi extends HttpApiGroup.make("apiKeys")
     }).pipe(
       requireScope(
         "keys.manage",
-        "Creates an API key with the chosen scopes; the key is in this answer only (only its SHA-256 is stored). The caller can grant only scopes it holds itself. The key records who made it (`created_by`) and does not belong to the caller: a key made in a console session keeps working after the session ends, until it is revoked. An organization has at most `SVC_MAX_API_KEYS_PER_ORG` keys that are not revoked (default 1000)."
+        "Creates an API key with the chosen scopes; the key is in this answer only (only its SHA-256 is stored). The caller can grant only scopes it holds itself. The key records who made it (`created_by`), and is that person's for good: a decision with it counts as theirs (one person, one vote: docs/approvals.md, \"Who counts as whom\"), and ending a console person's access (`console revoke --person`) revokes it. A key made in a console session keeps working after that session ends, until it is revoked. An organization has at most `SVC_MAX_API_KEYS_PER_ORG` keys that are not revoked (default 1000)."
       ),
       documented({
         summary: "Create an API key",

@@ -62,7 +62,7 @@ export const EndpointEvent = Schema.Struct({
 })
 export type EndpointEvent = typeof EndpointEvent.Type
 
-const { decided_at: _da, decided_by: _db, decision_reason: _dr, ...undecided } = ApprovalSnapshot.fields
+const { decided_at: _da, decided_by: _db, decided_by_person: _dp, decided_for: _df, decision_reason: _dr, ...undecided } = ApprovalSnapshot.fields
 
 /** A snapshot with `status` fixed and nobody's decision in it. */
 const undecidedSnapshot = (status: "pending" | "expired") => Schema.Struct({ ...undecided, status: Schema.Literal(status) })

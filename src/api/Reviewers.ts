@@ -126,6 +126,12 @@ const isOneReviewer = Schema.makeFilter(
   { toJsonSchema: () => ({ oneOf: [{ required: ["key_id"] }, { required: ["console_user"] }] }) }
 )
 
+/** A member's own address's state. */
+const AddressStatus = Schema.Literals(["invited", "pending", "confirmed"]).annotate({
+  description:
+    "`invited`: an administrator named the address and the person has not accepted it: it receives no mail and decides nothing; `pending`: the person set or accepted it, and it receives no approval mail until the link of its confirmation mail is used; `confirmed`: it receives the mail of approvals assigned to the person's groups, each with a link that decides as the person. Null without an address."
+})
+
 /**
  * A group member as `PUT` sets it: the person (exactly one of `key_id` and
  * `console_user`) and, optionally, their own reviewer address.
@@ -134,7 +140,7 @@ export const GroupMemberInput = Schema.Struct({
   ...ReviewerFields,
   email: Schema.optionalKey(Schema.NullOr(EmailAddress).annotate({
     description:
-      "The person's own reviewer address (at most 254 characters): mail about approvals assigned to a group they are in goes to it once it is confirmed. One address per person in the organization, whichever group sets it; a new one is `pending` and is sent a confirmation mail. `null` clears it; absent leaves it as it is."
+      "An invitation to the person's own reviewer address (at most 254 characters): it is `invited` until the person accepts it themselves (`PUT /v1/reviewer-address`, signed in as themselves or with their own key), then `pending` until its confirmation mail's link is used; only then does mail about approvals assigned to a group they are in go to it. One address per person in the organization, whichever group sets it. `null` clears it; absent leaves it as it is."
   }))
 }).annotate({
   description: "A member: an API key (`key_id`) or a console person (`console_user`), exactly one of them, and optionally their `email`"
@@ -145,11 +151,23 @@ export type GroupMemberInput = typeof GroupMemberInput.Type
 export const GroupMember = Schema.Struct({
   ...ReviewerFields,
   email: Schema.NullOr(Schema.String).annotate({ description: "The person's own reviewer address; null: none (mail for the group goes to its other members)" }),
-  email_status: Schema.NullOr(Schema.Literals(["pending", "confirmed"])).annotate({
-    description: "`pending`: the address was sent a confirmation mail and receives no approval mail until it is confirmed; `confirmed`: it receives the group's approval mail. Null without an address."
-  })
+  email_status: Schema.NullOr(AddressStatus)
 })
 export type GroupMember = typeof GroupMember.Type
+
+/** The caller's own reviewer address: `GET` and `PUT /v1/reviewer-address`. */
+export const OwnReviewerAddress = Schema.Struct({
+  ...ReviewerFields,
+  email: Schema.NullOr(Schema.String).annotate({ description: "The caller's own reviewer address; null: none" }),
+  email_status: Schema.NullOr(AddressStatus)
+}).annotate({ description: "The caller (`key_id` or `console_user`), their own reviewer address and its state" })
+export type OwnReviewerAddress = typeof OwnReviewerAddress.Type
+
+export const OwnAddressInput = Schema.Struct({
+  email: Schema.NullOr(EmailAddress).annotate({
+    description: "The caller's own reviewer address (at most 254 characters): the address they were invited to, to accept it, or another; `null` clears it"
+  })
+})
 
 export const GroupInput = Schema.Struct({
   members: Schema.Array(GroupMemberInput).check(
@@ -218,12 +236,13 @@ export class GroupInUse extends HttpApiError.Problem<GroupInUse>()("GroupInUse",
 const groupExample = {
   name: "payments-leads",
   members: [
-    { console_user: "ana", email: "ana@example.com", email_status: "pending" },
+    { console_user: "ana", email: "ana@example.com", email_status: "invited" },
     { key_id: "0193b7a2-6f1e-7c3a-9a55-2f4e8c1d0b17", email: null, email_status: null }
   ],
   created_at: "2026-11-22T12:00:00.000Z",
   updated_at: "2026-11-22T12:00:00.000Z"
 }
+const ownAddressExample = { console_user: "ana", email: "ana@example.com", email_status: "confirmed" }
 const delegationExample = {
   delegation_id: "0193b7a2-6f1e-7c3a-9a55-2f4e8c1d0b18",
   delegator: { console_user: "ana" },
@@ -239,11 +258,11 @@ export class ReviewersApi extends HttpApiGroup.make("reviewers")
       params: { name: GroupName },
       payload: GroupInput,
       success: ReviewerGroup,
-      error: [InvalidRequest, NotFound, LimitReached, RateLimited]
+      error: [InvalidRequest, NotFound, LimitReached]
     }).pipe(
       requireScope(
         "org_config.write",
-        `Creates the reviewer group \`name\` or replaces its members: API keys of the organization holding \`approvals.decide\`, and console persons, each optionally with their own reviewer \`email\`. At most ${MAX_GROUP_MEMBERS} members; an organization has at most \`SVC_MAX_REVIEWER_GROUPS_PER_ORG\` groups (default 100). A person has one address in the organization, whichever group sets it: a new address is \`pending\` and is sent a confirmation mail (its one-time link valid for \`SVC_REVIEWER_CONFIRMATION_TTL\`); once confirmed it receives the mail of approvals assigned to a group the person is in, each with a link that decides as that person. Setting the address a person already has changes nothing (a pending one is sent a new confirmation mail); \`null\` clears it; replacing or clearing it ends every link mailed to the previous one. Removing a member from the group leaves their address in place for their other groups.`
+        `Creates the reviewer group \`name\` or replaces its members: API keys of the organization holding \`approvals.decide\`, and console persons, each optionally with their own reviewer \`email\`. At most ${MAX_GROUP_MEMBERS} members; an organization has at most \`SVC_MAX_REVIEWER_GROUPS_PER_ORG\` groups (default 100). A person has one address in the organization, whichever group sets it. An address given here is an invitation: it is \`invited\`, mailed nothing and decides nothing until the person accepts it themselves (\`PUT /v1/reviewer-address\`); then it is sent a confirmation mail, and once confirmed it receives the mail of approvals assigned to a group the person is in, each with a link that decides as that person. Giving the address a person already has changes nothing; \`null\` clears it; replacing or clearing it ends every link mailed to the previous one. Removing a member from the group leaves their address in place for their other groups.`
       ),
       documented({
         summary: "Set a reviewer group",
@@ -251,8 +270,7 @@ export class ReviewersApi extends HttpApiGroup.make("reviewers")
         response: groupExample,
         errors: {
           404: "A member key is not an active key of the organization holding `approvals.decide` (`NOT_FOUND`, the detail naming `members[i].key_id`).",
-          409: "One more group than `SVC_MAX_REVIEWER_GROUPS_PER_ORG` allows (`LIMIT_REACHED`).",
-          429: "The new addresses' confirmation mails would take the organization over `SVC_REVIEWER_CONFIRMATIONS_PER_HOUR` (`RATE_LIMITED`, with `retry_after_seconds`); the group is not changed."
+          409: "One more group than `SVC_MAX_REVIEWER_GROUPS_PER_ORG` allows (`LIMIT_REACHED`)."
         }
       })
     ),
@@ -309,6 +327,31 @@ export class ReviewersApi extends HttpApiGroup.make("reviewers")
     }).pipe(
       requireScope("approvals.decide", "The organization's delegations not yet over (not ended, `ends_at` to come), by start."),
       documented({ summary: "List delegations", response: { delegations: [delegationExample] } })
+    ),
+    HttpApiEndpoint.get("ownAddress", "/v1/reviewer-address", {
+      success: OwnReviewerAddress
+    }).pipe(
+      requireScope("approvals.decide", "The caller's own reviewer address (the key's, or the console person's) and its state."),
+      documented({ summary: "Read my reviewer address", response: ownAddressExample })
+    ),
+    HttpApiEndpoint.put("setOwnAddress", "/v1/reviewer-address", {
+      payload: OwnAddressInput,
+      success: OwnReviewerAddress,
+      error: RateLimited
+    }).pipe(
+      requireScope(
+        "approvals.decide",
+        "The caller sets their own reviewer address, or accepts the one an administrator invited them to by giving that same address: only the person themselves (signed in to the console as themselves, or with their own key) makes an address theirs. A new address is `pending` and is sent a confirmation mail (its one-time link valid for `SVC_REVIEWER_CONFIRMATION_TTL`), counted in the organization's `SVC_REVIEWER_CONFIRMATIONS_PER_HOUR`; the invited address is accepted as it is (an address whose mailbox was confirmed stays confirmed). `null` clears it; replacing or clearing it ends every link mailed to the previous one."
+      ),
+      documented({
+        summary: "Set or accept my reviewer address",
+        request: { email: "ana@example.com" },
+        response: { ...ownAddressExample, email_status: "pending" },
+        errors: {
+          400: "Not an address of the documented form and length (`INVALID_REQUEST`, `field`: `email`).",
+          429: "The confirmation mail would take the organization over `SVC_REVIEWER_CONFIRMATIONS_PER_HOUR` (`RATE_LIMITED`, with `retry_after_seconds`); nothing is changed."
+        }
+      })
     ),
     HttpApiEndpoint.post("endDelegation", "/v1/reviewer-delegations/:delegation_id/end", {
       params: { delegation_id: Uuid },

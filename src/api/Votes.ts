@@ -15,11 +15,28 @@ export const Quorum = Schema.Int.check(Schema.isBetween({ minimum: 1, maximum: M
     `How many distinct people must approve (1 to ${MAX_QUORUM}, default 1): the approval stays pending until that many have approved, and one rejection rejects it`
 })
 
+/**
+ * Who a decision stands for, beside `decided_by` (the credential that
+ * acted): the person behind it and the person it counts for, each only
+ * where it differs (docs/approvals.md, "Who counts as whom").
+ */
+export const DeciderFields = {
+  decided_by_person: Schema.optionalKey(Schema.String.annotate({
+    description:
+      "The person behind `decided_by` when it is not that name itself: for an API key made by a console person, `console:<name>`; for a key made by another key, that key's person. Absent when `decided_by` is the person (a console person, a key made with the CLI)"
+  })),
+  decided_for: Schema.optionalKey(Schema.String.annotate({
+    description:
+      "The person this decision counts for when it is not the one who made it: the reviewer group member (as `decided_by` names them) a delegate decided in place of. Absent when it counts for the decider"
+  }))
+}
+
 /** One person's vote on an approval. */
 export const Vote = Schema.Struct({
   decided_by: Schema.String.annotate({
     description: "Who voted, as `decided_by` names deciders: an API key's id, `console:<person>` or `email:<reviewer address>`"
   }),
+  ...DeciderFields,
   decision: Schema.Literals(["approve", "reject"]),
   decided_at: Timestamp,
   reason: Schema.optionalKey(Schema.String.annotate({ description: "Why, when the voter said (recognizable secrets replaced by `[REDACTED]`)" }))
@@ -42,8 +59,17 @@ export const QuorumFields = {
 export class AlreadyVoted extends HttpApiError.Problem<AlreadyVoted>()("AlreadyVoted", {
   type: problemType("ALREADY_VOTED"),
   status: 409,
-  title: "This decider has already voted on this approval"
+  title: "This person has already voted on this approval"
 }, {
   code: Schema.tag("ALREADY_VOTED"),
-  decided_by: Schema.String.annotate({ description: "The decider whose vote is already recorded" })
+  decided_by: Schema.String.annotate({ description: "The decider whose vote was refused: they, the person behind them, or the person they would vote for has voted already" })
+}) {}
+
+/** A decision through the organization's shared reviewer address on an approval that needs several people. */
+export class PersonRequired extends HttpApiError.Problem<PersonRequired>()("PersonRequired", {
+  type: problemType("PERSON_REQUIRED"),
+  status: 403,
+  title: "This approval needs several distinct people, and this link names none"
+}, {
+  code: Schema.tag("PERSON_REQUIRED")
 }) {}

@@ -9,7 +9,7 @@ import { PgClient } from "@effect/sql-pg"
 import { Context, Effect, Layer, Option, Schema } from "effect"
 import type { ApprovalSnapshot, DryRunAnswer, DryRunInput, Policy, PolicyInput } from "../api/Approvals.ts"
 import { ArgumentsShapeMismatch, type ArgumentsTooComplex } from "../api/ApprovalEdits.ts"
-import { type AnswerSchemaTooComplex, type InvalidRequest, InvalidTransition, type LimitReached, NotFound, type PolicyRulesTooComplex, type ValidationBusy } from "../api/Errors.ts"
+import { type AnswerSchemaTooComplex, type InvalidRequest, InvalidTransition, type LimitReached, NotFound, type PolicyRulesTooComplex, Unauthenticated, type ValidationBusy } from "../api/Errors.ts"
 import { AnswerSchemas } from "../tasks/AnswerSchema.ts"
 import { appendSessionEvent, hubSignal } from "../streams/SessionEvents.ts"
 import { SvcConfig } from "../platform/Config.ts"
@@ -24,10 +24,10 @@ import { scrubReason } from "./Reasons.ts"
 import { appendApprovalStream, approvalsTopic, type StreamEntry } from "./OrgStream.ts"
 import { makePolicies } from "./Policies.ts"
 import type { CachedRule } from "./PolicyCache.ts"
-import { announceVote, castVote, quorumMembers } from "./Votes.ts"
-import { AlreadyVoted } from "../api/Votes.ts"
+import { announceVote, castVote, isSharedAddress, quorumMembers, standsFor } from "./Votes.ts"
+import { AlreadyVoted, PersonRequired } from "../api/Votes.ts"
 import { NotAssigned } from "../api/Reviewers.ts"
-import { mayDecide } from "./Reviewers.ts"
+import { standing } from "./Reviewers.ts"
 
 /** A decider's precondition (`Approvals.decide`): `holds` runs in the decision's transaction; `refused` is the failure when it does not hold. */
 export interface DecisionGuard<E> {
@@ -78,7 +78,16 @@ export class Approvals extends Context.Service<Approvals, {
     edit?: DecisionEdit
   ) => Effect.Effect<
     ApprovalSnapshot,
-    NotFound | InvalidTransition | AlreadyVoted | NotAssigned | ArgumentsShapeMismatch | ArgumentsTooComplex | ValidationBusy | E
+    | NotFound
+    | InvalidTransition
+    | AlreadyVoted
+    | NotAssigned
+    | PersonRequired
+    | Unauthenticated
+    | ArgumentsShapeMismatch
+    | ArgumentsTooComplex
+    | ValidationBusy
+    | E
   >
   /** Fires the most overdue deadline, if any is due; true when one fired. */
   readonly fireNextDue: Effect.Effect<boolean>
@@ -147,10 +156,14 @@ export class Approvals extends Context.Service<Approvals, {
           if (current === undefined) return { _tag: "missing" as const }
           if (current.status !== "pending") return { _tag: "closed" as const, status: current.status }
           if (guard !== undefined && !(yield* guard.holds)) return { _tag: "refused" as const }
-          // Assigned to a group: only its members and their active delegates decide (`Reviewers.ts`).
-          if (current.assigned_group !== null && !(yield* mayDecide(sql, orgId, actor, current.assigned_group))) {
-            return { _tag: "notAssigned" as const, group: current.assigned_group }
-          }
+          // Who decides, and for whom (`Reviewers.ts`, `standing`): a key revoked meanwhile decides
+          // nothing; on an approval assigned to a group only its members and their active delegates do.
+          const who = yield* standing(sql, orgId, actor, approvalId, current.assigned_group)
+          if (who.person === null) return { _tag: "revoked" as const }
+          if (who.decidedFor === null) return { _tag: "notAssigned" as const, group: current.assigned_group ?? "" }
+          // The shared reviewer address names no person: it cannot be one of several.
+          if (current.quorum > 1 && isSharedAddress(actor)) return { _tag: "unattributed" as const }
+          const voter = { actor, person: who.person, decidedFor: who.decidedFor }
           const now = yield* databaseNow(sql)
           if (current.expires_at.getTime() <= now) {
             // The final deadline lapsed before the scheduler fired it (a
@@ -169,10 +182,10 @@ export class Approvals extends Context.Service<Approvals, {
           // arguments: edits are taken only where one approval decides.
           if (settle.approvedArguments !== null && current.quorum > 1) return { _tag: "editWithQuorum" as const }
           // With a quorum, this decision is one vote (`Votes.ts`): it closes the approval only when it completes the quorum or rejects.
-          const vote = yield* castVote(sql, current, actor, decision, stored, now)
+          const vote = yield* castVote(sql, current, voter, decision, stored, now)
           if (vote._tag === "duplicate") return { _tag: "duplicate" as const }
           if (vote._tag === "open") {
-            yield* announceVote(sql, current, { actor, reason: stored, now, remaining: vote.remaining })
+            yield* announceVote(sql, current, { voter, reason: stored, now, remaining: vote.remaining })
             const pending = yield* ApprovalRows.one(sql`SELECT ${sql.literal(APPROVAL_COLUMNS)} FROM approvals WHERE id = ${approvalId}`)
             return { _tag: "voted" as const, row: pending! }
           }
@@ -201,6 +214,7 @@ export class Approvals extends Context.Service<Approvals, {
               resolution,
               decided_at: iso(row.decided_at ?? new Date(now)),
               decided_by: actor,
+              ...standsFor(actor, voter.person, voter.decidedFor),
               ...(stored === null ? {} : { decision_reason: stored }),
               ...quorumMembers(row),
               ...editSnapshot(settled)
@@ -218,7 +232,18 @@ export class Approvals extends Context.Service<Approvals, {
           })
         }
         if (decided._tag === "duplicate") {
-          return yield* new AlreadyVoted({ decided_by: actor, detail: "This decider has already voted on this approval; a decider votes once." })
+          return yield* new AlreadyVoted({
+            decided_by: actor,
+            detail:
+              "This person has already voted on this approval (with this or another of their credentials), or the member they stand in for has (themselves or through another delegate); a person votes once."
+          })
+        }
+        if (decided._tag === "revoked") return yield* new Unauthenticated({ detail: "The API key is unknown or revoked." })
+        if (decided._tag === "unattributed") {
+          return yield* new PersonRequired({
+            detail:
+              "This approval needs several distinct people to approve it, and a decision through the organization's shared reviewer address names no person: decide in the console, or through a mail to your own address."
+          })
         }
         if (decided._tag === "editWithQuorum") {
           const message = "cannot be edited when the approval needs several approvals: every approver approves the same arguments"

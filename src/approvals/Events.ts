@@ -8,7 +8,7 @@ import type { ApprovalEvent } from "../api/Events.ts"
 import { newId } from "../platform/Ids.ts"
 import { Instant, InstantOrNull } from "../platform/Rows.ts"
 import { iso } from "../platform/Time.ts"
-import { quorumMembers } from "./Votes.ts"
+import { deciderMembers, quorumMembers } from "./Votes.ts"
 import { EditColumns, editSnapshot } from "./Edits.ts"
 
 /** An `approvals` row as the snapshot needs it. */
@@ -29,6 +29,8 @@ export const ApprovalColumns = Schema.Struct({
   quorum: Schema.Number,
   /** The votes as JSON text (`Votes.ts`), when the approval needs more than one approval. */
   votes: Schema.NullOr(Schema.String),
+  /** The closing vote's person and whom it counted for, as JSON text (`Votes.ts`). */
+  decider: Schema.NullOr(Schema.String),
   assigned_group: Schema.NullOr(Schema.String),
   escalation_level: Schema.Number,
   ...EditColumns.fields
@@ -64,6 +66,7 @@ export const snapshotOf = (row: ApprovalRow): ApprovalSnapshot => {
   if (row.decided_at !== null && row.decided_by !== null) {
     snapshot.decided_at = iso(row.decided_at)
     snapshot.decided_by = row.decided_by
+    Object.assign(snapshot, deciderMembers(row))
     if (row.decision_reason !== null) snapshot.decision_reason = row.decision_reason
   }
   return Object.assign(snapshot, quorumMembers(row), assignmentMembers(row), editSnapshot(row))

@@ -52,7 +52,11 @@ export const ApprovalsHandlers = HttpApiBuilder.group(
       decide: ({ params, payload }) =>
         CurrentPrincipal.use((p) =>
           approvals.decide(p.orgId, p.actor, params.approval_id, payload.decision, payload.reason, undefined, payload)
-        ).pipe(Effect.tapErrorTag("ValidationBusy", () => busyRetryAfter))
+        ).pipe(
+          Effect.tapErrorTag("ValidationBusy", () => busyRetryAfter),
+          // Only the shared reviewer address's mail link lacks a person; a caller of the API never does.
+          Effect.catchTag("PersonRequired", Effect.die)
+        )
     })
   })
 )

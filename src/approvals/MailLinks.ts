@@ -27,7 +27,7 @@ import type { SqlClient } from "effect/sql"
 import { ApprovalLinkInvalid, type ApprovalLinkView, ReviewerAddressReplaced } from "../api/ApprovalLinks.ts"
 import type { ArgumentsShapeMismatch, ArgumentsTooComplex } from "../api/ApprovalEdits.ts"
 import type { InvalidTransition, ValidationBusy } from "../api/Errors.ts"
-import type { AlreadyVoted } from "../api/Votes.ts"
+import type { AlreadyVoted, PersonRequired } from "../api/Votes.ts"
 import type { NotAssigned } from "../api/Reviewers.ts"
 import type { SvcConfigShape } from "../platform/Config.ts"
 import { randomToken } from "../platform/Crypto.ts"
@@ -36,6 +36,7 @@ import { rowsOf } from "../platform/Rows.ts"
 import { Approvals } from "./Approvals.ts"
 import { ApprovalContexts } from "./Context.ts"
 import type { DecisionEdit } from "./Edits.ts"
+import { memberAddressStands } from "./MemberAddresses.ts"
 
 /** Tokens of mail links start with this (the scrubber knows the shape). */
 export const MAIL_LINK_PREFIX = "sva_"
@@ -115,7 +116,7 @@ const addressHolds = (
     : sql`
       SELECT 1 FROM reviewer_member_addresses
       WHERE org_id = ${link.org_id} AND member = ${link.member} AND address_id = ${link.reviewer_address_id}
-        AND email = ${link.reviewer_email} AND confirmed_at IS NOT NULL
+        AND email = ${link.reviewer_email} AND ${sql.literal(memberAddressStands("reviewer_member_addresses"))}
       ${lock ? sql`FOR SHARE` : sql``}`
 
 /** Who a decision through a link is recorded as: the member it was mailed to, else `email:<address>`. */
@@ -134,7 +135,15 @@ export class ApprovalMailLinks extends Context.Service<ApprovalMailLinks, {
     edit?: DecisionEdit
   ) => Effect.Effect<
     ApprovalLinkView,
-    ApprovalLinkInvalid | ReviewerAddressReplaced | InvalidTransition | AlreadyVoted | NotAssigned | ArgumentsShapeMismatch | ArgumentsTooComplex | ValidationBusy
+    | ApprovalLinkInvalid
+    | ReviewerAddressReplaced
+    | InvalidTransition
+    | AlreadyVoted
+    | NotAssigned
+    | PersonRequired
+    | ArgumentsShapeMismatch
+    | ArgumentsTooComplex
+    | ValidationBusy
   >
 }>()("svc/approvals/ApprovalMailLinks") {
   static readonly layer = Layer.effect(
@@ -188,7 +197,9 @@ export class ApprovalMailLinks extends Context.Service<ApprovalMailLinks, {
           holds,
           refused: new ReviewerAddressReplaced({ detail: REPLACED })
         }, edit).pipe(
-          Effect.catchTag("NotFound", () => Effect.fail(new ApprovalLinkInvalid({ detail: INVALID })))
+          Effect.catchTag("NotFound", () => Effect.fail(new ApprovalLinkInvalid({ detail: INVALID }))),
+          // A member key revoked meanwhile: its address went with it.
+          Effect.catchTag("Unauthenticated", () => Effect.fail(new ReviewerAddressReplaced({ detail: REPLACED })))
         )
         return yield* view(link)
       })

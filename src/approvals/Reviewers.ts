@@ -5,7 +5,8 @@
  *
  * Members and delegates are stored as records name deciders (`decided_by`):
  * an API key's id or `console:<person>`, so "may this decider decide" is one
- * lookup of the decider's own name.
+ * lookup of the decider's own name; whom their vote counts for is
+ * `standing`'s answer (docs/approvals.md, "Who counts as whom").
  */
 import { PgClient } from "@effect/sql-pg"
 import { Context, Effect, Layer, Schema } from "effect"
@@ -19,6 +20,7 @@ import {
   GroupInUse,
   type GroupInput,
   MAX_DELEGATION_DAYS,
+  type OwnReviewerAddress,
   type Reviewer,
   type ReviewerGroup,
   reviewerOf
@@ -29,7 +31,7 @@ import { newId } from "../platform/Ids.ts"
 import { refuseAtCap } from "../platform/OrgLimits.ts"
 import { JsonColumn, rowsOf, Timestamp, TimestampOrNull } from "../platform/Rows.ts"
 import { databaseNow } from "../platform/Time.ts"
-import { writeMemberAddresses } from "./MemberAddresses.ts"
+import { addressStatus, inviteMemberAddresses, readOwnAddress, setOwnAddress } from "./MemberAddresses.ts"
 
 /**
  * SQL: whether `actor` may decide an approval assigned to the group named
@@ -43,11 +45,46 @@ export const reviews = (sql: SqlClient.SqlClient, orgId: string, actor: string, 
       SELECT d.delegator FROM reviewer_delegations d
       WHERE d.org_id = ${orgId} AND d.delegate = ${actor} AND d.ended_at IS NULL AND d.starts_at <= now() AND d.ends_at > now())))`
 
-const Holds = rowsOf("reviewer_groups", Schema.Struct({ holds: Schema.Boolean }))
+const StandingRows = rowsOf("reviewer_groups", Schema.Struct({
+  person: Schema.NullOr(Schema.String),
+  decided_for: Schema.NullOr(Schema.String)
+}))
 
-/** Whether `actor` may decide an approval assigned to `group` (run it in the decision's transaction). */
-export const mayDecide = (sql: SqlClient.SqlClient, orgId: string, actor: string, group: string) =>
-  Effect.map(Holds.returned(sql`SELECT ${reviews(sql, orgId, actor, group)} AS holds`), (row) => row.holds)
+/**
+ * Who `actor` is on approval `approvalId` (run it in the decision's
+ * transaction, under the approval's row lock): `person`, the person they
+ * are (`svc_person`: a key's person, a console person, or the shared
+ * reviewer address as `email:<address>`; null for a key revoked meanwhile,
+ * checked in the database whatever the key cache of a process holds), and
+ * `decidedFor`, the person their vote counts for: themselves on an
+ * approval assigned to nobody or to a group they are in; otherwise the
+ * member of the group who delegated to them for now (the first in name
+ * order whose person has not voted yet, so two members' delegate may cast
+ * one vote, which counts for one of them); null when they may not decide it.
+ */
+export const standing = (sql: SqlClient.SqlClient, orgId: string, actor: string, approvalId: string, group: string | null) =>
+  Effect.map(
+    StandingRows.returned(sql`
+      SELECT p.person, CASE
+        WHEN p.person IS NULL THEN NULL
+        WHEN ${group}::text IS NULL OR EXISTS (
+          SELECT 1 FROM reviewer_groups g JOIN reviewer_group_members m ON m.group_id = g.id
+          WHERE g.org_id = ${orgId} AND g.name = ${group} AND m.member = ${actor}) THEN p.person
+        ELSE (
+          SELECT svc_person(${orgId}, d.delegator) AS stood_for
+          FROM reviewer_delegations d
+          JOIN reviewer_group_members m ON m.member = d.delegator
+          JOIN reviewer_groups g ON g.id = m.group_id AND g.org_id = ${orgId} AND g.name = ${group}
+          WHERE d.org_id = ${orgId} AND d.delegate = ${actor} AND d.ended_at IS NULL AND d.starts_at <= now() AND d.ends_at > now()
+            AND svc_person(${orgId}, d.delegator) IS NOT NULL
+          ORDER BY EXISTS (SELECT 1 FROM approval_votes v WHERE v.approval_id = ${approvalId} AND v.decided_for = svc_person(${orgId}, d.delegator)),
+            d.delegator
+          LIMIT 1)
+      END AS decided_for
+      FROM (SELECT svc_person(${orgId}, ${actor}) AS person) p
+    `),
+    (row) => ({ person: row.person, decidedFor: row.decided_for })
+  )
 
 /** The groups of an escalation chain, each named by its index (`escalation_chain[1]`). */
 const chainNamed = (field: string, chain: ReadonlyArray<string> | undefined) =>
@@ -93,7 +130,8 @@ const GroupRow = Schema.Struct({
   members: JsonColumn(Schema.Array(Schema.Struct({
     member: Schema.String,
     email: Schema.NullOr(Schema.String),
-    confirmed: Schema.Boolean
+    confirmed: Schema.Boolean,
+    accepted: Schema.Boolean
   }))),
   created_at: Timestamp,
   updated_at: Timestamp
@@ -102,7 +140,7 @@ const GroupRows = rowsOf("reviewer_groups", GroupRow)
 
 /** Each member with their own address (one per person in the organization, whichever group set it). */
 const GROUP_COLUMNS = `g.name, (SELECT coalesce(jsonb_agg(jsonb_build_object('member', m.member, 'email', a.email,
-    'confirmed', a.confirmed_at IS NOT NULL) ORDER BY m.member), '[]'::jsonb)
+    'confirmed', a.confirmed_at IS NOT NULL, 'accepted', a.accepted_at IS NOT NULL) ORDER BY m.member), '[]'::jsonb)
   FROM reviewer_group_members m LEFT JOIN reviewer_member_addresses a ON a.org_id = g.org_id AND a.member = m.member
   WHERE m.group_id = g.id) AS members, g.created_at, g.updated_at`
 
@@ -111,7 +149,7 @@ const toGroup = (row: typeof GroupRow.Type): ReviewerGroup => ({
   members: row.members.map((m) => ({
     ...reviewerOf(m.member),
     email: m.email,
-    email_status: m.email === null ? null : m.confirmed ? "confirmed" : "pending"
+    email_status: m.email === null ? null : addressStatus(m.accepted, m.confirmed)
   }))
 })
 
@@ -140,13 +178,17 @@ const KeyRows = rowsOf("api_keys", Schema.Struct({ id: Schema.String }))
 const IdRows = rowsOf("reviewer_groups", Schema.Struct({ id: Schema.String }))
 
 export class Reviewers extends Context.Service<Reviewers, {
-  readonly putGroup: (orgId: string, name: string, input: GroupInput) => Effect.Effect<ReviewerGroup, NotFound | LimitReached | RateLimited>
+  readonly putGroup: (orgId: string, name: string, input: GroupInput) => Effect.Effect<ReviewerGroup, NotFound | LimitReached>
   readonly listGroups: (orgId: string) => Effect.Effect<ReadonlyArray<ReviewerGroup>>
   readonly getGroup: (orgId: string, name: string) => Effect.Effect<ReviewerGroup, NotFound>
   readonly deleteGroup: (orgId: string, name: string) => Effect.Effect<void, NotFound | GroupInUse>
   readonly delegate: (orgId: string, actor: string, input: DelegationInput) => Effect.Effect<Delegation, InvalidRequest | NotFound | LimitReached>
   readonly listDelegations: (orgId: string) => Effect.Effect<ReadonlyArray<Delegation>>
   readonly endDelegation: (orgId: string, actor: string, delegationId: string) => Effect.Effect<Delegation, NotFound>
+  /** The caller's own reviewer address (`MemberAddresses.ts`). */
+  readonly ownAddress: (orgId: string, actor: string) => Effect.Effect<OwnReviewerAddress>
+  /** The caller sets their own reviewer address, or accepts the one they were invited to (the same address). */
+  readonly setOwnAddress: (orgId: string, actor: string, email: string | null) => Effect.Effect<OwnReviewerAddress, RateLimited>
 }>()("svc/approvals/Reviewers") {
   static readonly layer = Layer.effect(
     Reviewers,
@@ -180,7 +222,7 @@ export class Reviewers extends Context.Service<Reviewers, {
             detail: `No active API key of the organization holding approvals.decide has the id members[${unfit.i}].key_id names.`
           })
         }
-        const mailed = yield* sql.withTransaction(Effect.gen(function*() {
+        yield* sql.withTransaction(Effect.gen(function*() {
           const existing = yield* lockGroup(orgId, name)
           let groupId = existing?.id
           if (groupId === undefined) {
@@ -199,9 +241,9 @@ export class Reviewers extends Context.Service<Reviewers, {
           const id = groupId
           yield* Effect.forEach(input.members, (member) =>
             sql`INSERT INTO reviewer_group_members (group_id, member) VALUES (${id}, ${deciderOf(member)})`, { discard: true })
-          return yield* writeMemberAddresses(sql, queue, config, orgId, input.members)
+          // Addresses an administrator gives are invitations: the member accepts (`setOwnAddress`).
+          yield* inviteMemberAddresses(sql, orgId, input.members)
         })).pipe(Effect.catchTag("SqlError", Effect.die))
-        if (mailed) yield* queue.wake("email")
         return toGroup((yield* readGroup(orgId, name))!)
       })
 
@@ -296,7 +338,29 @@ export class Reviewers extends Context.Service<Reviewers, {
         return toDelegation(row)
       })
 
-      return Reviewers.of({ putGroup, listGroups, getGroup, deleteGroup, delegate, listDelegations, endDelegation })
+      const ownAddress = Effect.fn("Reviewers.ownAddress")(function*(orgId: string, actor: string) {
+        return { ...reviewerOf(actor), ...(yield* readOwnAddress(sql, orgId, actor)) }
+      })
+
+      const setOwn = Effect.fn("Reviewers.setOwnAddress")(function*(orgId: string, actor: string, email: string | null) {
+        const mailed = yield* sql.withTransaction(setOwnAddress(sql, queue, config, orgId, actor, email)).pipe(
+          Effect.catchTag("SqlError", Effect.die)
+        )
+        if (mailed) yield* queue.wake("email")
+        return yield* ownAddress(orgId, actor)
+      })
+
+      return Reviewers.of({
+        putGroup,
+        listGroups,
+        getGroup,
+        deleteGroup,
+        delegate,
+        listDelegations,
+        endDelegation,
+        ownAddress,
+        setOwnAddress: setOwn
+      })
     })
   )
 }

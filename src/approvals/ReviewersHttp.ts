@@ -18,7 +18,10 @@ export const ReviewersHandlers = HttpApiBuilder.group(
       delegate: ({ payload }) => CurrentPrincipal.use((p) => reviewers.delegate(p.orgId, p.actor, payload)),
       listDelegations: () =>
         CurrentPrincipal.use((p) => reviewers.listDelegations(p.orgId)).pipe(Effect.map((delegations) => ({ delegations }))),
-      endDelegation: ({ params }) => CurrentPrincipal.use((p) => reviewers.endDelegation(p.orgId, p.actor, params.delegation_id))
+      endDelegation: ({ params }) => CurrentPrincipal.use((p) => reviewers.endDelegation(p.orgId, p.actor, params.delegation_id)),
+      // The caller's own: the principal's actor (the key, or the console person), never a name from the request.
+      ownAddress: () => CurrentPrincipal.use((p) => reviewers.ownAddress(p.orgId, p.actor)),
+      setOwnAddress: ({ payload }) => CurrentPrincipal.use((p) => reviewers.setOwnAddress(p.orgId, p.actor, payload.email))
     })
   })
 )

@@ -1,8 +1,9 @@
 /**
  * Quorum: an approval that `quorum` distinct people must approve. Each
- * decision on it is a vote (`approval_votes`, one per decider); the approval
- * stays pending until `quorum` distinct deciders have approved or one has
- * rejected, and the vote that gets there closes it as a single decision
+ * decision on it is a vote (`approval_votes`), recorded under the person who
+ * cast it and the person it counts for (docs/approvals.md, "Who counts as
+ * whom"); the approval stays pending until `quorum` distinct people have
+ * approved or one has rejected, and the vote that gets there closes it as a single decision
  * would (`Approvals.decide`). A vote that does not close it records itself
  * and `approval:voted` on the session stream, and nothing else: no webhook
  * event, no change to the deadlines (docs/events.md, "Quorum").
@@ -30,31 +31,61 @@ interface ApprovalRow {
   readonly votes: string | null
 }
 
+/** Whether a decider is the organization's shared reviewer address (`email:<address>`, `MailLinks.ts`): a credential no one person holds. */
+export const isSharedAddress = (actor: string) => actor.startsWith("email:")
+
 const CountRows = rowsOf("approval_votes", Schema.Struct({ approvals: Schema.Number }))
 
 /**
- * SQL: the `quorum` and `votes` columns of `approvals` row `table` (an alias
- * or the table's name), for `ApprovalColumns`: the votes (JSON text, oldest
- * first) only when the approval needs more than one approval, so a
- * single-decider approval reads as before.
+ * SQL: the `quorum`, `votes` and `decider` columns of `approvals` row
+ * `table` (an alias or the table's name), for `ApprovalColumns`: the votes
+ * (JSON text, oldest first) only when the approval needs more than one
+ * approval, so a single-decider approval reads as before; `decider`, the
+ * closing vote's person and whom it counted for (JSON text), once a person
+ * decided.
  */
 export const votesColumns = (table: string) =>
   `${table}.quorum, CASE WHEN ${table}.quorum > 1 THEN (
-    SELECT coalesce(json_agg(json_build_object('decided_by', v.decided_by, 'decision', v.decision,
-      'decided_at', svc_iso(v.decided_at), 'reason', v.reason) ORDER BY v.decided_at, v.decided_by), '[]'::json)::text
-    FROM approval_votes v WHERE v.approval_id = ${table}.id) END AS votes`
+    SELECT coalesce(json_agg(json_build_object('decided_by', v.decided_by, 'person', v.person, 'decided_for', v.decided_for,
+      'decision', v.decision, 'decided_at', svc_iso(v.decided_at), 'reason', v.reason) ORDER BY v.decided_at, v.decided_by), '[]'::json)::text
+    FROM approval_votes v WHERE v.approval_id = ${table}.id) END AS votes,
+  CASE WHEN ${table}.decided_by IS NOT NULL THEN (
+    SELECT json_build_object('person', v.person, 'decided_for', v.decided_for)::text
+    FROM approval_votes v WHERE v.approval_id = ${table}.id AND v.decided_by = ${table}.decided_by) END AS decider`
+
+/** Who a vote stands for: the person who cast it and the person it counts for, each named only where it differs from the one before. */
+export const standsFor = (decidedBy: string, person: string | null | undefined, decidedFor: string | null | undefined) => ({
+  ...(person == null || person === decidedBy ? {} : { decided_by_person: person }),
+  ...(decidedFor == null || decidedFor === (person ?? decidedBy) ? {} : { decided_for: decidedFor })
+})
+
+/** The snapshot's members beside `decided_by` (`standsFor`), from the `decider` column. */
+export const deciderMembers = (row: { readonly decided_by: string | null; readonly decider: string | null }) => {
+  if (row.decided_by === null || row.decider === null) return {}
+  const decider = JSON.parse(row.decider) as { person: string | null; decided_for: string | null }
+  return standsFor(row.decided_by, decider.person, decider.decided_for)
+}
 
 /** The snapshot's quorum members (`QuorumFields`) for a row, in their fixed order; none for a single-decider approval. */
 export const quorumMembers = (
   row: Pick<ApprovalRow, "quorum" | "votes" | "status">
 ): { quorum?: number; votes?: ReadonlyArray<Vote>; approvals_remaining?: number } => {
   if (row.quorum <= 1) return {}
-  const stored = JSON.parse(row.votes ?? "[]") as ReadonlyArray<
-    { decided_by: string; decision: "approve" | "reject"; decided_at: string; reason: string | null }
-  >
-  const votes = stored.map(({ decided_at, decided_by, decision, reason }): Vote =>
-    reason === null ? { decided_by, decision, decided_at } : { decided_by, decision, decided_at, reason }
-  )
+  const stored = JSON.parse(row.votes ?? "[]") as ReadonlyArray<{
+    decided_by: string
+    person: string | null
+    decided_for: string | null
+    decision: "approve" | "reject"
+    decided_at: string
+    reason: string | null
+  }>
+  const votes = stored.map(({ decided_at, decided_by, decided_for, decision, person, reason }): Vote => ({
+    decided_by,
+    ...standsFor(decided_by, person, decided_for),
+    decision,
+    decided_at,
+    ...(reason === null ? {} : { reason })
+  }))
   if (row.status !== "pending") return { quorum: row.quorum, votes }
   const approved = votes.filter((vote) => vote.decision === "approve").length
   return { quorum: row.quorum, votes, approvals_remaining: Math.max(0, row.quorum - approved) }
@@ -66,23 +97,31 @@ export type Cast =
   | { readonly _tag: "open"; readonly remaining: number }
   | { readonly _tag: "duplicate" }
 
+/** Who casts a vote (`Reviewers.ts`, `standing`): the decider as records name them, the person they are and the person the vote counts for. */
+export interface Voter {
+  readonly actor: string
+  readonly person: string
+  readonly decidedFor: string
+}
+
 /**
- * Records `actor`'s vote on the locked, pending approval `row` at `now`
+ * Records `voter`'s vote on the locked, pending approval `row` at `now`
  * (the database's time, epoch ms). Run it in the decision's transaction,
- * after the row lock.
+ * after the row lock. A decider, a person and a person counted for each
+ * vote once: a second vote of any of them is a duplicate.
  */
 export const castVote = Effect.fnUntraced(function*(
   sql: SqlClient.SqlClient,
   row: ApprovalRow,
-  actor: string,
+  voter: Voter,
   decision: "approve" | "reject",
   reason: string | null,
   now: number
 ) {
   const inserted = yield* sql`
-    INSERT INTO approval_votes (approval_id, decided_by, decision, reason, decided_at)
-    VALUES (${row.id}, ${actor}, ${decision}, ${reason}, ${new Date(now).toISOString()}::timestamptz)
-    ON CONFLICT (approval_id, decided_by) DO NOTHING
+    INSERT INTO approval_votes (approval_id, decided_by, person, decided_for, decision, reason, decided_at)
+    VALUES (${row.id}, ${voter.actor}, ${voter.person}, ${voter.decidedFor}, ${decision}, ${reason}, ${new Date(now).toISOString()}::timestamptz)
+    ON CONFLICT DO NOTHING
     RETURNING 1 AS one
   `
   if (inserted.length === 0) return { _tag: "duplicate" } as Cast
@@ -98,7 +137,7 @@ export const castVote = Effect.fnUntraced(function*(
 export const announceVote = (
   sql: SqlClient.SqlClient,
   row: ApprovalRow,
-  vote: { readonly actor: string; readonly reason: string | null; readonly now: number; readonly remaining: number }
+  vote: { readonly voter: Voter; readonly reason: string | null; readonly now: number; readonly remaining: number }
 ) =>
   appendSessionEvent(sql, {
     sessionId: row.session_id,
@@ -109,7 +148,8 @@ export const announceVote = (
       step_id: row.step_id,
       decision: "approve",
       decided_at: new Date(vote.now).toISOString(),
-      decided_by: vote.actor,
+      decided_by: vote.voter.actor,
+      ...standsFor(vote.voter.actor, vote.voter.person, vote.voter.decidedFor),
       ...(vote.reason === null ? {} : { reason: vote.reason }),
       quorum: row.quorum,
       approvals_remaining: vote.remaining

@@ -16,7 +16,7 @@
  *   notifications reviewer-email --org <org id> (--email reviewers@example.com | --clear) --json
  *   console login --org <org id> --preset reviewer|approver|admin --name "Ada" [--ttl 15m] --json
  *   console sessions --org <org id> --json
- *   console revoke (--session <session id> | --all --org <org id>) --json
+ *   console revoke (--session <session id> | --all --org <org id> | --person <name> --org <org id>) --json
  */
 import * as Console from "effect/Console"
 import * as Data from "effect/Data"
@@ -262,12 +262,27 @@ const consoleRevoke = Command.make(
   {
     session: Flag.String("session").pipe(Flag.withDescription("Console session id"), Flag.withSchema(Uuid), Flag.optional),
     all: Flag.Boolean("all").pipe(Flag.withDescription("Every session of --org"), Flag.withDefault(false)),
-    org: Flag.String("org").pipe(Flag.withDescription("Organization id (with --all)"), Flag.withSchema(Uuid), Flag.optional),
+    person: Flag.String("person").pipe(
+      Flag.withDescription("One person's access to --org: their sessions, their API keys, delegations and reviewer address"),
+      Flag.optional
+    ),
+    org: Flag.String("org").pipe(Flag.withDescription("Organization id (with --all or --person)"), Flag.withSchema(Uuid), Flag.optional),
     json
   },
-  Effect.fn(function*({ session, all, org, json }) {
+  Effect.fn(function*({ session, all, person, org, json }) {
     const sessions = yield* loadSessions
-    if (all === Option.isSome(session)) return yield* fail("give exactly one of --session ID or --all --org ORG_ID")
+    if ([all, Option.isSome(session), Option.isSome(person)].filter(Boolean).length !== 1) {
+      return yield* fail("give exactly one of --session ID, --all --org ORG_ID or --person NAME --org ORG_ID")
+    }
+    if (Option.isSome(person)) {
+      if (Option.isNone(org)) return yield* fail("--person needs --org ORG_ID")
+      const ended = yield* sessions.revokePerson(org.value, person.value)
+      return yield* print(
+        json,
+        { org_id: org.value, person: person.value, ...ended },
+        `revoked console:${person.value} in ${org.value}: ${ended.sessions} session(s), ${ended.keys} API key(s), their delegations and reviewer address`
+      )
+    }
     if (Option.isSome(session)) {
       yield* sessions.revoke(session.value).pipe(Effect.catchTag("SessionNotFound", () => fail(`no console session ${session.value}`)))
       return yield* print(json, { revoked: 1, session_id: session.value }, `revoked console session ${session.value}`)
@@ -276,7 +291,7 @@ const consoleRevoke = Command.make(
     const count = yield* sessions.revokeAll(org.value)
     yield* print(json, { revoked: count, org_id: org.value }, `revoked ${count} console session(s) of ${org.value}`)
   })
-).pipe(Command.withDescription("End console sessions at once, in every process"))
+).pipe(Command.withDescription("End console sessions, or a person's access, at once, in every process"))
 
 const consoleCommand = Command.make("console").pipe(
   Command.withDescription("The web console: sign-in links and sessions"),

@@ -63,6 +63,7 @@ const SessionRows = rowsOf("console_sessions", LiveSessionRow)
 const StaleRows = rowsOf("console_sessions", Schema.Struct({ ...LiveSessionFields, stale: Schema.Boolean }).pipe(Schema.encodeKeys(SESSION_KEYS)))
 const LinkRows = rowsOf("console_links", Schema.Struct({ expires_at: Instant }))
 const UsedLinkRows = rowsOf("console_links", Schema.Struct({ org_id: Schema.String, preset: ConsolePreset, person: Schema.String }))
+const RevokedRows = rowsOf("console_sessions", Schema.Struct({ sessions: Schema.Number, keys: Schema.Number }))
 const KnownLinkRows = rowsOf("console_links", Schema.Struct({ used_at: InstantOrNull, expires_at: Instant }))
 
 const idleExpiry = (session: LiveSession) =>
@@ -133,6 +134,14 @@ export class ConsoleSessions extends Context.Service<ConsoleSessions, {
   readonly revoke: (sessionId: string, orgId?: string) => Effect.Effect<void, SessionNotFound>
   /** Ends every live session of the organization; how many ended. */
   readonly revokeAll: (orgId: string) => Effect.Effect<number>
+  /**
+   * Ends a console person's access, at once and in every process (one
+   * statement, `svc_revoke_console_person`, migration 0890): their sessions
+   * and unused sign-in links, the API keys that are theirs, their
+   * delegations given and received, and their reviewer address (so its
+   * links and mail). How many sessions and keys ended.
+   */
+  readonly revokePerson: (orgId: string, person: string) => Effect.Effect<{ readonly sessions: number; readonly keys: number }>
 }>()("svc/console/ConsoleSessions") {
   static readonly layer = Layer.effect(
     ConsoleSessions,
@@ -252,7 +261,11 @@ export class ConsoleSessions extends Context.Service<ConsoleSessions, {
         return rows.length
       })
 
-      return ConsoleSessions.of({ createLink, signIn, authenticate, isLive, signOut, list, revoke, revokeAll })
+      const revokePerson = Effect.fn("ConsoleSessions.revokePerson")(function*(orgId: string, person: string) {
+        return yield* RevokedRows.returned(sql`SELECT sessions, keys FROM svc_revoke_console_person(${orgId}, ${person})`)
+      })
+
+      return ConsoleSessions.of({ createLink, signIn, authenticate, isLive, signOut, list, revoke, revokeAll, revokePerson })
     })
   )
 }

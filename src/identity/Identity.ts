@@ -196,9 +196,15 @@ export class Identity extends Context.Service<Identity, {
         const id = newId()
         const key = randomToken(KEY_PREFIX)
         const scopes = [...new Set(input.scopes)]
+        const createdBy = input.createdBy ?? null
+        // The person the key belongs to, for good: its maker's (a console
+        // person, or the person of the key that made it), else itself.
+        const personOf = createdBy === null ? sql`${id}` : createdBy.startsWith("console:") ? sql`${createdBy}` : sql`coalesce((
+          SELECT coalesce(maker.person, maker.id::text) FROM api_keys maker WHERE maker.id::text = ${createdBy} AND maker.org_id = ${input.orgId}
+        ), ${createdBy})`
         const insert = CreatedKeyRows.returned(sql`
-          INSERT INTO api_keys (id, org_id, name, key_hash, key_prefix, scopes, created_by)
-          VALUES (${id}, ${input.orgId}, ${input.name ?? null}, ${sha256Hex(key)}, ${key.slice(0, 12)}, ${scopes}, ${input.createdBy ?? null})
+          INSERT INTO api_keys (id, org_id, name, key_hash, key_prefix, scopes, created_by, person)
+          VALUES (${id}, ${input.orgId}, ${input.name ?? null}, ${sha256Hex(key)}, ${key.slice(0, 12)}, ${scopes}, ${createdBy}, ${personOf})
           RETURNING created_at
         `)
         const maxActive = input.maxActive

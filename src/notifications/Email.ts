@@ -25,7 +25,7 @@ import { runWorker, type Settlement } from "../deliveries/worker/DeliveryWorker.
 import { SvcConfig } from "../platform/Config.ts"
 import { rowsOf } from "../platform/Rows.ts"
 import { CONFIRM_META_KEY } from "../approvals/AddressConfirmations.ts"
-import { MEMBER_META_KEY } from "../approvals/MemberAddresses.ts"
+import { MEMBER_META_KEY, memberAddressStands } from "../approvals/MemberAddresses.ts"
 import { confirmationUrl, issueConfirmation } from "./ReviewerAddress.ts"
 import { failedAttempt, notSent, WebhookSender } from "./send/Sender.ts"
 
@@ -183,7 +183,7 @@ export class ReviewerEmail extends Context.Service<ReviewerEmail, {
             ? sql`
               SELECT a.email AS reviewer_email, a.address_id AS reviewer_address_id, a.member, e.type, e.body
               FROM events e LEFT JOIN reviewer_member_addresses a
-                ON a.org_id = e.org_id AND a.address_id = ${memberAddress} AND a.confirmed_at IS NOT NULL
+                ON a.org_id = e.org_id AND a.address_id = ${memberAddress} AND ${sql.literal(memberAddressStands("a"))}
               WHERE e.id = ${delivery.eventId} AND e.org_id = ${delivery.orgId}
             `
             : sql`

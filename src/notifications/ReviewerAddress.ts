@@ -107,7 +107,7 @@ export const issueConfirmation = (sql: SqlClient.SqlClient, orgId: string, addre
           AND reviewer_confirmed_at IS NULL
         UNION ALL
         SELECT org_id, address_id, email FROM reviewer_member_addresses
-        WHERE org_id = ${orgId} AND address_id = ${addressId} AND confirmed_at IS NULL
+        WHERE org_id = ${orgId} AND address_id = ${addressId} AND confirmed_at IS NULL AND accepted_at IS NOT NULL
       ) pending
       RETURNING reviewer_email, expires_at
     `)
@@ -200,7 +200,7 @@ export class ReviewerAddresses extends Context.Service<ReviewerAddresses, {
           member_confirmed AS (
             UPDATE reviewer_member_addresses a
             SET confirmed_at = coalesce(a.confirmed_at, now()), updated_at = now()
-            FROM used WHERE a.org_id = used.org_id AND a.address_id = used.reviewer_address_id
+            FROM used WHERE a.org_id = used.org_id AND a.address_id = used.reviewer_address_id AND a.accepted_at IS NOT NULL
             RETURNING a.email AS reviewer_email, a.confirmed_at AS reviewer_confirmed_at
           )
           SELECT EXISTS (SELECT 1 FROM used) AS used, c.reviewer_email, c.reviewer_confirmed_at

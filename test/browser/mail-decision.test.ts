@@ -280,10 +280,33 @@ describeBrowser("Deciding from the reviewer mail", () => {
     await done()
   })
 
-  it("an approval assigned to a reviewer group is mailed to its member's own confirmed address, not the organization's; the link's page names the member and Approve records them", async () => {
+  it("the shared address's link shows an approval several people must approve without Approve and Reject: it names no person", async () => {
+    const settings = { review_seconds: 600, expiring_notice_seconds: 0, timeout_action: "reject" }
+    await world.api("PUT", "/v1/approval-policies/payments.refund", { mode: "require_approval", ...settings, quorum: 2 })
+    const { approvalId, link } = await pendingWithLink("payments.refund-two-people")
+    await world.api("PUT", "/v1/approval-policies/payments.refund", { mode: "require_approval", ...settings })
+    const { page, done } = await world.open()
+    await page.goto(link)
+    await page.getByRole("heading", { name: "Approval requested: payments.refund-two-people" }).waitFor()
+    await page.locator(".person-required").getByText("This approval needs 2 different people to approve it.").waitFor()
+    assert.strictEqual(await page.getByRole("button", { name: "Approve" }).count(), 0)
+    await checkAccessibility(page, "a shared address's link of a quorum approval")
+    await screenshot(page, "mail-decision-person-required")
+    assert.strictEqual((await world.api("GET", `/v1/agent-approvals/${approvalId}`)).body.status, "pending")
+    await done()
+  })
+
+  it("an approval assigned to a reviewer group is mailed to its member's own address, accepted by her and confirmed, not the organization's; the link's page names the member and Approve records them", async () => {
     const group = await world.api("PUT", "/v1/reviewer-groups/payments-leads", { members: [{ console_user: "Lena Lead", email: "lena@example.com" }] })
     assert.strictEqual(group.status, 200, JSON.stringify(group.body))
-    assert.strictEqual(group.body.members[0].email_status, "pending")
+    assert.strictEqual(group.body.members[0].email_status, "invited")
+    // The administrator only invited her: Lena accepts the address herself, signed in as herself.
+    const lena = await world.open()
+    await signIn(lena.page, await world.link("approver", "Lena Lead"))
+    await lena.page.getByRole("navigation", { name: "Screens" }).getByRole("link", { name: "Approvals" }).click()
+    await lena.page.getByRole("region", { name: "Your reviewer address" }).getByRole("button", { name: "Accept this address" }).click()
+    await lena.page.getByRole("status").filter({ hasText: "You accepted lena@example.com" }).waitFor()
+    await lena.done()
     const confirmation = await until(async () => mails.find((m) => m.to.includes("lena@example.com") && CONFIRM_LINK.test(m.text)), "the member's confirmation mail", 30_000)
     const confirm = await world.open()
     await confirm.page.goto(CONFIRM_LINK.exec(confirmation.text)![1]!)

@@ -1,12 +1,13 @@
 /**
  * The Reviewers screen: an admin creates a reviewer group with a console
- * person (with an address, shown as waiting for confirmation) and an API
+ * person (with an address, shown as an invitation the person accepts) and an API
  * key, removes a member, sees the problems the form names (a bad group
  * name, a key that is not the organization's), cannot delete a group a
  * policy names (the API's reason shown) and deletes it once no policy
  * does; delegates to someone else, sees it listed and ends it. A person
  * without `org_config.write` is not offered the screen. In light and dark,
- * and at 390 px wide.
+ * and at 390 px wide. The invited person accepts their address themselves
+ * on the Approvals screen.
  */
 import type { Page } from "playwright-core"
 import { afterAll, assert, beforeAll, it } from "vitest"
@@ -35,7 +36,7 @@ const openReviewers = async (page: Page) => {
 const groupCard = (page: Page, name: string) => page.getByRole("listitem", { name })
 
 describeBrowser("Reviewers: groups, member addresses and delegations", () => {
-  it("creates a group with two members, shows the pending address, edits and deletes it, naming every problem", async () => {
+  it("creates a group with two members, shows the invited address, edits and deletes it, naming every problem", async () => {
     const { page, done } = await world.open()
     await signIn(page, await world.link("admin", "Ada Admin"))
     await openReviewers(page)
@@ -62,21 +63,21 @@ describeBrowser("Reviewers: groups, member addresses and delegations", () => {
     await second.getByLabel("Kind").selectOption("key_id")
     await second.getByLabel("API key id").fill(keyId)
     await form.getByRole("button", { name: "Create group" }).click()
-    await page.getByRole("status").filter({ hasText: "Group payments-leads saved with 2 members; 1 address waits for confirmation." }).waitFor()
+    await page.getByRole("status").filter({ hasText: "Group payments-leads saved with 2 members; 1 address is an invitation: each person accepts theirs." }).waitFor()
     assert.strictEqual(await problems.count(), 0)
 
     const card = groupCard(page, "payments-leads")
     const ana = card.getByRole("row").filter({ hasText: "Ana Lima" })
     await ana.getByText("ana@example.com").waitFor()
-    await ana.getByText("waiting for confirmation").waitFor()
+    await ana.getByText("invited: waiting for the person to accept").waitFor()
     const key = card.getByRole("row").filter({ hasText: keyId })
     await key.getByText("no address").waitFor()
     const stored = (await world.api("GET", "/v1/reviewer-groups/payments-leads")).body
     assert.sameDeepMembers(stored.members, [
-      { console_user: "Ana Lima", email: "ana@example.com", email_status: "pending" },
+      { console_user: "Ana Lima", email: "ana@example.com", email_status: "invited" },
       { key_id: keyId, email: null, email_status: null }
     ])
-    await checkAccessibility(page, "a group with a pending address")
+    await checkAccessibility(page, "a group with an invited address")
     await screenshot(page, "reviewers-group")
 
     // A key that is not the organization's: the API's 404, naming the member's field, next to the add form.
@@ -90,15 +91,15 @@ describeBrowser("Reviewers: groups, member addresses and delegations", () => {
     assert.strictEqual(await add.getByLabel("API key id").getAttribute("aria-invalid"), "true")
     await screenshot(page, "reviewers-unknown-key")
 
-    // Remove the key: Ana stays, her address untouched (still pending, not sent a new mail's worth of changes).
+    // Remove the key: Ana stays, her address untouched (still invited).
     await card.getByRole("button", { name: `Remove API key ${keyId} from payments-leads` }).click()
     await page.getByRole("status").filter({ hasText: `API key ${keyId} removed from payments-leads.` }).waitFor()
     await key.waitFor({ state: "detached" })
     assert.deepStrictEqual((await world.api("GET", "/v1/reviewer-groups/payments-leads")).body.members, [
-      { console_user: "Ana Lima", email: "ana@example.com", email_status: "pending" }
+      { console_user: "Ana Lima", email: "ana@example.com", email_status: "invited" }
     ])
 
-    // Give the remaining member a new address: pending again, until confirmed.
+    // Give the remaining member a new address: an invitation again, until she accepts and confirms it.
     await card.getByRole("button", { name: "Change address of Ana Lima" }).click()
     const editor = card.getByRole("form", { name: "New address of Ana Lima" })
     assert.strictEqual(await editor.getByLabel("New address of Ana Lima").evaluate((input) => input === document.activeElement), true)
@@ -112,9 +113,9 @@ describeBrowser("Reviewers: groups, member addresses and delegations", () => {
     await screenshot(page, "reviewers-change-address")
     await editor.getByLabel("New address of Ana Lima").fill("ana.lima@example.com")
     await editor.getByRole("button", { name: "Save address" }).click()
-    await page.getByRole("status").filter({ hasText: "Address of Ana Lima set: it waits for confirmation from the mail sent there." }).waitFor()
+    await page.getByRole("status").filter({ hasText: "Ana Lima is invited to use this address: it gets approval mail once they accept it themselves and confirm it." }).waitFor()
     await ana.getByText("ana.lima@example.com").waitFor()
-    await ana.getByText("waiting for confirmation").waitFor()
+    await ana.getByText("invited: waiting for the person to accept").waitFor()
 
     // Clear Ana's address.
     await card.getByRole("button", { name: "Clear address of Ana Lima" }).click()
@@ -187,6 +188,24 @@ describeBrowser("Reviewers: groups, member addresses and delegations", () => {
     await done()
   })
 
+  it("an invited person accepts their own address on the Approvals screen; only then is it pending confirmation", async () => {
+    const invited = await world.api("PUT", "/v1/reviewer-groups/night", { members: [{ console_user: "Nia Night", email: "nia@example.com" }] })
+    assert.strictEqual(invited.body.members[0].email_status, "invited")
+    const { page, done } = await world.open()
+    await signIn(page, await world.link("approver", "Nia Night"))
+    await page.getByRole("navigation", { name: "Screens" }).getByRole("link", { name: "Approvals" }).click()
+    const own = page.getByRole("region", { name: "Your reviewer address" })
+    await own.getByText("invited by an administrator: not yours until you accept it").waitFor()
+    await checkAccessibility(page, "an invited reviewer address")
+    await screenshot(page, "own-address-invited")
+    await own.getByRole("button", { name: "Accept this address" }).click()
+    await page.getByRole("status").filter({ hasText: "You accepted nia@example.com" }).waitFor()
+    await own.getByText("waiting for you to confirm it from the mail sent there").waitFor()
+    const group = (await world.api("GET", "/v1/reviewer-groups/night")).body
+    assert.deepStrictEqual(group.members, [{ console_user: "Nia Night", email: "nia@example.com", email_status: "pending" }])
+    await done()
+  })
+
   it("is offered only with org_config.write; reads well in dark and at 390 px", async () => {
     assert.strictEqual((await world.api("PUT", "/v1/reviewer-groups/finance", { members: [{ console_user: "Fay Finance", email: "fay@example.com" }] })).status, 200)
     const approver = await world.open()
@@ -200,7 +219,7 @@ describeBrowser("Reviewers: groups, member addresses and delegations", () => {
       const view = await world.open(options)
       await signIn(view.page, await world.link("admin", "Ada Admin"))
       await openReviewers(view.page)
-      await groupCard(view.page, "finance").getByText("waiting for confirmation").waitFor()
+      await groupCard(view.page, "finance").getByText("invited: waiting for the person to accept").waitFor()
       await until(async () => (await view.page.getByText("No delegations under way or to come.").count()) === 1, "the delegations")
       const overflow = await view.page.evaluate(() => document.documentElement.scrollWidth - document.documentElement.clientWidth)
       assert.isAtMost(overflow, 0, "nothing wider than the window")

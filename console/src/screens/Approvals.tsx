@@ -15,6 +15,7 @@ import { useEffect, useMemo, useRef, useState } from "preact/hooks"
 import { type ApprovalContext, type ApprovalHistoryItem, ApprovalListItem } from "../../../src/api/Approvals.ts"
 import type { ConsoleSession } from "../../../src/api/Console.ts"
 import { problemOf, SvcApi } from "../api.ts"
+import { OwnAddress } from "./OwnAddress.tsx"
 import { Assignment, Decider, deciderName, EarlierSteps, EditFields, editPayload, hasVoted, ReasonField, Votes } from "../approval-parts.tsx"
 import { refresh, runMutation, useMutation } from "../atoms.ts"
 import { setQuery, useLocation } from "../router.ts"
@@ -200,6 +201,7 @@ export const Approvals = ({ session }: { session: ConsoleSession }) => {
             ))}
           </ul>
         )}
+      {canDecide && <OwnAddress onNotice={setNotice} />}
     </section>
   )
 }

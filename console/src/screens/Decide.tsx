@@ -154,6 +154,17 @@ export const Decide = () => {
             </p>
           </section>
         )
+        : pending && item.quorum !== undefined && view.decider.startsWith("email:")
+        ? (
+          <section aria-labelledby="decide-title" class="decide">
+            <h2 id="decide-title">Who decides</h2>
+            <p class="notice info person-required">
+              This approval needs {item.quorum} different people to approve it. This mail went to the organization's shared reviewer address,
+              which names no one person, so its link shows the approval but cannot vote: decide in the console, or through a mail to your own
+              address.
+            </p>
+          </section>
+        )
         : pending
         ? (
           <section aria-labelledby="decide-title" class="decide">

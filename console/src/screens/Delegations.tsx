@@ -37,7 +37,8 @@ export const Delegations = (
     <section class="delegations" aria-labelledby="delegations-title">
       <h2 id="delegations-title">Delegations</h2>
       <p class="muted">
-        While a delegation lasts, its delegate decides the approvals assigned to every group of the person who delegated, under their own name.
+        While a delegation lasts, its delegate decides the approvals assigned to every group of the person who delegated, under their own name
+        and in that person's place: under a quorum their vote is the delegator's one vote.
       </p>
       <NewDelegation session={session} keyChoices={keyChoices} onNotice={onNotice} />
       <Loaded result={delegations} what="the delegations">

@@ -32,7 +32,9 @@ const deleteGroupAtom = SvcApi.mutation("reviewers", "deleteGroup")
 const slug = (name: string) => name.replace(/[^A-Za-z0-9_-]/g, "_")
 
 const AddressStatus = ({ member }: { member: GroupMember }) =>
-  member.email_status === "pending"
+  member.email_status === "invited"
+    ? <span class="badge pending" title="Only the person makes an address theirs: they accept it in the console or with their own key">invited: waiting for the person to accept</span>
+    : member.email_status === "pending"
     ? <span class="badge pending">waiting for confirmation</span>
     : member.email_status === "confirmed"
     ? <span class="badge active">confirmed</span>
@@ -107,8 +109,8 @@ export const GroupCard = (
                               onCancel={() => setEditing(undefined)}
                               onSave={(email) =>
                                 save(addressPayload(group.members, index, email), (saved) =>
-                                  saved.members.find((m) => reviewerText(m) === who)?.email_status === "pending"
-                                    ? `Address of ${who} set: it waits for confirmation from the mail sent there.`
+                                  saved.members.find((m) => reviewerText(m) === who)?.email_status === "invited"
+                                    ? `${who} is invited to use this address: it gets approval mail once they accept it themselves and confirm it.`
                                     : `Address of ${who} set.`)}
                             />
                           )

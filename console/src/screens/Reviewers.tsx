@@ -34,7 +34,8 @@ export const Reviewers = ({ session }: { session: ConsoleSession }) => {
       {keyChoices && <KeyChoices />}
       <p class="muted">
         A reviewer group names who may decide the approvals a policy assigns to it: console persons and API keys holding{" "}
-        <code>approvals.decide</code>. A member's own address gets the group's approval mail once its owner confirms it.
+        <code>approvals.decide</code>. An address given here invites its person: it gets the group's approval mail once the person
+        accepts it (signed in as themselves, on the Approvals screen) and confirms it from the mailbox.
       </p>
       <NewGroup existing={groups._tag === "Success" ? groups.value.groups.map((group) => group.name) : []} keyChoices={keyChoices} onNotice={setNotice} />
       <h2 id="groups-title">Reviewer groups</h2>
@@ -77,13 +78,13 @@ const NewGroup = (
         if (refused.length > 0) return
         const exit = await put.run({ params: { name }, payload, reactivityKeys: ["reviewer-groups"] })
         if (Exit.isSuccess(exit)) {
-          const pending = exit.value.members.filter((member) => member.email_status === "pending").length
+          const pending = exit.value.members.filter((member) => member.email_status === "invited").length
           setName("")
           setMembers([emptyMember()])
           return onNotice({
             tone: "success",
             text: `Group ${exit.value.name} saved with ${exit.value.members.length} member${exit.value.members.length === 1 ? "" : "s"}${
-              pending > 0 ? `; ${pending} address${pending === 1 ? "" : "es"} wait${pending === 1 ? "s" : ""} for confirmation` : ""
+              pending > 0 ? `; ${pending} address${pending === 1 ? " is an invitation" : "es are invitations"}: each person accepts theirs` : ""
             }.`
           })
         }

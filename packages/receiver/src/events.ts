@@ -64,6 +64,10 @@ export interface ApprovalSnapshot {
   readonly decided_at?: string
   /** Who decided: an API key id, `console:<person>` or `email:<reviewer address>`. */
   readonly decided_by?: string
+  /** The person behind `decided_by` when it is not that name itself (an API key made by a console person: `console:<name>`). */
+  readonly decided_by_person?: string
+  /** The person the decision counts for when it is not the decider: the group member a delegate decided in place of. */
+  readonly decided_for?: string
   /** Why the person decided, when they gave a reason (`approval.approved` / `approval.rejected`). */
   readonly decision_reason?: string
   /** How many distinct people must approve; present when more than one must. */
@@ -91,6 +95,10 @@ export interface ApprovalSnapshot {
 export interface ApprovalVote {
   /** Who voted, as `decided_by` names deciders. */
   readonly decided_by: string
+  /** The person behind `decided_by` when it is not that name itself. */
+  readonly decided_by_person?: string
+  /** The person the vote counts for when it is not the voter: the group member a delegate voted in place of. */
+  readonly decided_for?: string
   readonly decision: "approve" | "reject"
   readonly decided_at: string
   /** Why, when the voter said. */

@@ -57,6 +57,7 @@ import m0840 from "./0840_policy_versions.ts"
 import m0850 from "./0850_reviewer_member_addresses.ts"
 import m0860 from "./0860_escalation_chains.ts"
 import m0870 from "./0870_endpoint_health.ts"
+import m0890 from "./0890_one_person_one_vote.ts"
 import m0920 from "./0920_idempotency_keys.ts"
 import m0940 from "./0940_endpoint_auth.ts"
 
@@ -116,6 +117,7 @@ export const migrationsByRelease = {
     "0850_reviewer_member_addresses": m0850,
     "0860_escalation_chains": m0860,
     "0870_endpoint_health": m0870,
+    "0890_one_person_one_vote": m0890,
     "0920_idempotency_keys": m0920,
     "0940_endpoint_auth": m0940
   }

@@ -14,7 +14,7 @@
 import { PgClient } from "@effect/sql-pg"
 import { Cause, Context, Duration, Effect, Layer, Option, Schema } from "effect"
 import { EmailedEventTypes } from "../../api/Notifications.ts"
-import { MEMBER_META_KEY } from "../../approvals/MemberAddresses.ts"
+import { MEMBER_META_KEY, memberAddressStands } from "../../approvals/MemberAddresses.ts"
 import { DeliveryQueue } from "../../deliveries/DeliveryQueue.ts"
 import { SvcConfig } from "../../platform/Config.ts"
 import { BigIntText } from "../../platform/Rows.ts"
@@ -103,7 +103,7 @@ export class Dispatcher extends Context.Service<Dispatcher, {
                      jsonb_build_object(${MEMBER_META_KEY}::text, a.address_id)
               FROM ev JOIN reviewer_groups g ON g.org_id = ev.org_id AND g.name = ${assignedGroup}
               JOIN reviewer_group_members m ON m.group_id = g.id
-              JOIN reviewer_member_addresses a ON a.org_id = ev.org_id AND a.member = m.member AND a.confirmed_at IS NOT NULL
+              JOIN reviewer_member_addresses a ON a.org_id = ev.org_id AND a.member = m.member AND ${sql.literal(memberAddressStands("a"))}
               WHERE ${smtp} AND ev.type IN ${sql.in(emailedTypes)}
             )`,
           // The label was written with the event (its type and approval id);

@@ -510,7 +510,7 @@ layer(SvcTest.layer(), { excludeTestServices: true })("the agent loop of docs/ap
         })
         assert.deepStrictEqual([decision.status, decision.decision_reason], ["rejected", "Order 31 was refunded last week already."])
         assert.deepStrictEqual([group.name, group.members], ["payments-leads", [
-          { console_user: "ana", email: "ana@example.com", email_status: "pending" },
+          { console_user: "ana", email: "ana@example.com", email_status: "invited" },
           { console_user: "ben", email: null, email_status: null }
         ]])
         assert.deepStrictEqual([delegation.delegate, delegation.ended_at], [{ console_user: "ben" }, null])

@@ -11,7 +11,9 @@
 import { assert, describe, layer } from "@effect/vitest"
 import { Effect, Layer, Option, Redacted } from "effect"
 import { createHash } from "node:crypto"
+import { ConsoleSessions } from "../../../src/console/ConsoleSessions.ts"
 import { SvcTest } from "../../../src/testing.ts"
+import { asConsole, consoleSession } from "../../support/console.ts"
 import { eventually, raw } from "../../support/http.ts"
 import { confirmedReviewer, decodeQuotedPrintable, smtpSink } from "../../support/reviewerMail.ts"
 import { eventBody, insertEvents, webhookService } from "../webhooks/support.ts"
@@ -27,7 +29,10 @@ const mailsTo = (address: string) => mails.filter((m) => m.to.includes(address))
 
 const WithSmtp = Layer.unwrap(Effect.gen(function*() {
   const port = yield* smtpSink((mail) => mails.push({ to: mail.to, text: decodeQuotedPrintable(mail.data) }))
-  return webhookService({ smtpUrl: Option.some(Redacted.make(`smtp://127.0.0.1:${port}/?from=approvals%40svc.test`)) })
+  // Console sessions too: a person signs in as themselves (`consoleSession`).
+  return ConsoleSessions.layer.pipe(
+    Layer.provideMerge(webhookService({ smtpUrl: Option.some(Redacted.make(`smtp://127.0.0.1:${port}/?from=approvals%40svc.test`)) }))
+  )
 }))
 
 const LINK = /(\S+)\/console\/decide#(sva_[A-Za-z0-9_-]{43})/
@@ -216,21 +221,23 @@ layer(WithSmtp, { excludeTestServices: true })("deciding from the reviewer mail"
         assert.strictEqual(again.json.status_now, "approved")
       }))
 
-    it.effect("with a quorum, a link's approval is one vote named email:<reviewer address>; the address votes once (409 ALREADY_VOTED)", () =>
+    it.effect("with a quorum, the shared address's link names no person: it cannot vote (403 PERSON_REQUIRED), so it and one console vote cannot close a 2-of-n approval", () =>
       Effect.gen(function*() {
+        const svc = yield* SvcTest
         const { org, approvalId, token, decide } = yield* pendingWithMail("quorum@example.com", "refund-1", 2)
-        const voted = yield* decide(token, { decision: "approve", reason: "Ticket 4411." })
-        assert.strictEqual(voted.status, 200, voted.text)
-        assert.strictEqual(voted.json.approval.status, "pending")
-        assert.strictEqual(voted.json.approval.approvals_remaining, 1)
-        assert.deepStrictEqual(voted.json.approval.votes.map((v: { decided_by: string }) => v.decided_by), ["email:quorum@example.com"])
-        const again = yield* decide(token, { decision: "reject" })
-        assert.strictEqual(again.status, 409, again.text)
-        assert.strictEqual(again.json.code, "ALREADY_VOTED")
-        assert.strictEqual(again.json.decided_by, "email:quorum@example.com")
-        const closed = yield* org.client.approvals.decide({ params: { approval_id: approvalId }, payload: { decision: "approve" } })
-        assert.strictEqual(closed.status, "approved")
-        assert.deepStrictEqual(closed.votes!.map((v) => v.decided_by), ["email:quorum@example.com", org.keyId])
+        const viaMail = yield* decide(token, { decision: "approve", reason: "Ticket 4411." })
+        assert.strictEqual(viaMail.status, 403, viaMail.text)
+        assert.strictEqual(viaMail.json.code, "PERSON_REQUIRED")
+        const rejecting = yield* decide(token, { decision: "reject" })
+        assert.strictEqual(rejecting.status, 403, rejecting.text)
+        const ana = yield* consoleSession(svc.baseUrl, org.orgId, "approver", "ana")
+        const byAna = yield* asConsole(svc.baseUrl, ana.cookie, "POST", `/v1/agent-approvals/${approvalId}/decision`, { decision: "approve" })
+        assert.strictEqual(byAna.status, 200, byAna.text)
+        const after = yield* org.client.approvals.get({ params: { approval_id: approvalId } })
+        assert.deepStrictEqual([after.status, after.approvals_remaining], ["pending", 1])
+        assert.deepStrictEqual(after.votes!.map((v) => v.decided_by), ["console:ana"])
+        // The page shows the approval and who it waits for; the link still decides nothing.
+        assert.strictEqual((yield* decide(token, { decision: "approve" })).status, 403)
       }))
 
     it.effect("a link decides its own approval only: another approval of the same organization stays pending", () =>

@@ -21,7 +21,17 @@ const rows = fc.record({
   expires_at: instant,
   timeout_action: fc.constantFrom("allow" as const, "reject" as const),
   rule: fc.option(fc.stringMatching(/^[a-z][a-z0-9-]{0,20}$/), { nil: null }),
-  decided: fc.option(fc.record({ at: instant, by: uuid, reason: fc.option(fc.string({ maxLength: 1000 }), { nil: null }) }), { nil: null }),
+  decided: fc.option(
+    fc.record({
+      at: instant,
+      by: uuid,
+      reason: fc.option(fc.string({ maxLength: 1000 }), { nil: null }),
+      // The person behind the decider, and whom the decision counted for (null: a decision recorded before either was).
+      person: fc.option(fc.constantFrom("self", "console:ana"), { nil: null }),
+      counted: fc.constantFrom("self", "console:ben")
+    }),
+    { nil: null }
+  ),
   quorum: fc.integer({ min: 1, max: 10 }),
   assigned: fc.option(fc.record({ group: fc.stringMatching(/^[a-z][a-z0-9-]{0,20}$/), level: fc.integer({ min: 0, max: 1 }) }), { nil: null }),
   votes: fc.array(
@@ -52,6 +62,10 @@ const rows = fc.record({
   votes: row.quorum > 1 ? JSON.stringify(votes) : null,
   decided_at: decided?.at ?? null,
   decided_by: decided?.by ?? null,
+  decider: decided?.person == null ? null : JSON.stringify({
+    person: decided.person === "self" ? decided.by : decided.person,
+    decided_for: decided.counted === "self" ? (decided.person === "self" ? decided.by : decided.person) : decided.counted
+  }),
   decision_reason: decided?.reason ?? null,
   ...NOTHING_SETTLED,
   ...(edit !== null && "edited" in edit
@@ -60,8 +74,15 @@ const rows = fc.record({
   ...(edit !== null && "response" in edit ? { response: edit.response } : {})
 }))
 
+/** The members naming who a decision stands for: the person behind the decider, and the person it counted for, each where it differs. */
+const deciderKeys = (row: { readonly decided_by: string | null; readonly decider: string | null }) => {
+  if (row.decider === null) return []
+  const { decided_for, person } = JSON.parse(row.decider) as { person: string; decided_for: string }
+  return [...(person === row.decided_by ? [] : ["decided_by_person"]), ...(decided_for === person ? [] : ["decided_for"])]
+}
+
 describe("the webhook event body", () => {
-  it("has a fixed key order, decodes as ApprovalEvent, and carries decided_at/decided_by only for a person's decision, decision_reason only when given, rule only when a rule required it, quorum and votes only when more than one must approve, assigned_group and escalation_level only when a reviewer group reviews it, an edit's or an answer's members only when given", () => {
+  it("has a fixed key order, decodes as ApprovalEvent, and carries decided_at/decided_by only for a person's decision (decided_by_person and decided_for only where they differ from the decider), decision_reason only when given, rule only when a rule required it, quorum and votes only when more than one must approve, assigned_group and escalation_level only when a reviewer group reviews it, an edit's or an answer's members only when given", () => {
     fc.assert(fc.property(rows, fc.constantFrom(...ApprovalEventTypes), instant, (row, type, at) => {
       const event = makeApprovalEvent(type, row.org_id, snapshotOf(row), at)
       const body = approvalEventBody(event)
@@ -86,11 +107,13 @@ describe("the webhook event body", () => {
       assert.deepStrictEqual(
         Object.keys(parsed.approval),
         [
-          ...(row.decided_at === null
-            ? keys
-            : row.decision_reason === null
-            ? [...keys, "decided_at", "decided_by"]
-            : [...keys, "decided_at", "decided_by", "decision_reason"]),
+          ...(row.decided_at === null ? keys : [
+            ...keys,
+            "decided_at",
+            "decided_by",
+            ...deciderKeys(row),
+            ...(row.decision_reason === null ? [] : ["decision_reason"])
+          ]),
           ...quorumKeys,
           ...(row.assigned_group === null ? [] : ["assigned_group", "escalation_level"]),
           ...edits
@@ -124,6 +147,7 @@ describe("the webhook event body", () => {
       rule: null,
       quorum: 1,
       votes: null,
+      decider: null,
       assigned_group: null,
       escalation_level: 0,
       ...NOTHING_SETTLED
