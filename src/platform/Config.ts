@@ -114,8 +114,22 @@ export interface SvcConfigShape {
   readonly maxApprovalPoliciesPerOrg: number
   /** Reviewer groups one organization may have, and its delegations not yet over. */
   readonly reviewerLimits: { readonly groups: number; readonly delegations: number }
-  /** Rules on arguments: rules per policy, a condition's characters, AST nodes and nesting depth, and a rule's evaluation cost budget. */
-  readonly approvalRules: { readonly maxRules: number; readonly maxLength: number; readonly maxNodes: number; readonly maxDepth: number; readonly maxCost: number }
+  /**
+   * Rules on arguments: rules per policy, a condition's characters, AST
+   * nodes and nesting depth; the rule workers' deadline for a policy's rules
+   * on one step, their heap, their number and queue; dry runs per minute.
+   */
+  readonly approvalRules: {
+    readonly maxRules: number
+    readonly maxLength: number
+    readonly maxNodes: number
+    readonly maxDepth: number
+    readonly timeoutMs: number
+    readonly heapMb: number
+    readonly workers: number
+    readonly queue: number
+    readonly dryRunsPerMinute: number
+  }
   /** Tasks one organization may have. */
   readonly maxTasksPerOrg: number
   /** Bytes of feedback one organization may store (each record 256 bytes plus its correction's JSON). */
@@ -356,8 +370,22 @@ export const svcConfig: Config.Config<SvcConfigShape> = Config.all({
     maxLength: intAtLeast("SVC_APPROVAL_RULE_MAX_LENGTH", 2000, 1, 8000),
     maxNodes: intAtLeast("SVC_APPROVAL_RULE_MAX_NODES", 200, 1, 2000),
     maxDepth: intAtLeast("SVC_APPROVAL_RULE_MAX_DEPTH", 12, 1, 50),
-    maxCost: intAtLeast("SVC_APPROVAL_RULE_MAX_COST", 5000, 1, 1_000_000)
+    timeoutMs: millisBetween("SVC_APPROVAL_RULES_TIMEOUT", "100ms", 10, 1000),
+    heapMb: intAtLeast("SVC_APPROVAL_RULES_HEAP_MB", 64, 16, 4096),
+    // As the validation workers: a slow organization holds all workers but one.
+    workers: intAtLeast("SVC_APPROVAL_RULE_WORKERS", 2, 2, 64),
+    queue: intAtLeast("SVC_APPROVAL_RULES_QUEUE", 128, 1, 100_000),
+    dryRunsPerMinute: intAtLeast("SVC_APPROVAL_DRY_RUNS_PER_MINUTE", 60, 1, 60_000)
   }),
+  // Replaced by a deadline enforced while rules run: a deployment that set
+  // the old estimate's budget learns at start instead of relying on it.
+  approvalRuleMaxCostGone: Config.option(Config.String("SVC_APPROVAL_RULE_MAX_COST")).pipe(
+    Config.mapEffect((value) =>
+      Option.isNone(value)
+        ? Effect.void
+        : Effect.fail(invalid("SVC_APPROVAL_RULE_MAX_COST was replaced by SVC_APPROVAL_RULES_TIMEOUT (a deadline enforced while a policy's rules run); unset it"))
+    )
+  ),
   maxTasksPerOrg: intAtLeast("SVC_MAX_TASKS_PER_ORG", 10_000, 1),
   maxFeedbackBytesPerOrg: intAtLeast("SVC_MAX_FEEDBACK_BYTES_PER_ORG", 1024 ** 3, 1024, Number.MAX_SAFE_INTEGER),
   maxRunBytesPerOrg: intAtLeast("SVC_MAX_RUN_BYTES_PER_ORG", 10 * 1024 ** 3, 1024, Number.MAX_SAFE_INTEGER),
@@ -408,7 +436,7 @@ export const svcConfig: Config.Config<SvcConfigShape> = Config.all({
     )
   )
 }).pipe(
-  Config.map(({ metricsHost, answerValidationQueuePerOrgGone: _gone, ...config }) => ({
+  Config.map(({ metricsHost, answerValidationQueuePerOrgGone: _gone, approvalRuleMaxCostGone: _costGone, ...config }) => ({
     ...config,
     metricsHost: Option.getOrElse(metricsHost, () => config.host)
   })),
