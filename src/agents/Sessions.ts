@@ -239,7 +239,13 @@ export class AgentSessions extends Context.Service<AgentSessions, {
                 Effect.catchTags({
                   OverBudget: (over) => Effect.succeed(failedRule(cached.conditions, over)),
                   RuleWorkersBusy: (busy) => Effect.fail(rulesBusy(busy))
-                })
+                }),
+                // A rule that could not be evaluated (or ran out of its budget) is named on the step's span.
+                Effect.tap((verdict) =>
+                  verdict.rule === null && verdict.error !== undefined
+                    ? Effect.annotateCurrentSpan({ "svc.rule_failed": verdict.error.rule, "svc.rule_error": verdict.error.message })
+                    : Effect.void
+                )
               )
             )
             const verdict = resolution?.rule == null
