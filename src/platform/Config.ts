@@ -14,6 +14,7 @@ import type * as LogLevel from "effect/LogLevel"
 import * as Option from "effect/Option"
 import * as Redacted from "effect/Redacted"
 import { DEFAULT_DATA_DIR, namesEmbedded } from "./EntrySettings.ts"
+import type { ApprovalRuleSettings } from "./RuleSettings.ts"
 
 export interface SvcConfigShape {
   readonly port: number
@@ -114,22 +115,8 @@ export interface SvcConfigShape {
   readonly maxApprovalPoliciesPerOrg: number
   /** Reviewer groups one organization may have, and its delegations not yet over. */
   readonly reviewerLimits: { readonly groups: number; readonly delegations: number }
-  /**
-   * Rules on arguments: rules per policy, a condition's characters, AST
-   * nodes and nesting depth; the rule workers' deadline for a policy's rules
-   * on one step, their heap, their number and queue; dry runs per minute.
-   */
-  readonly approvalRules: {
-    readonly maxRules: number
-    readonly maxLength: number
-    readonly maxNodes: number
-    readonly maxDepth: number
-    readonly timeoutMs: number
-    readonly heapMb: number
-    readonly workers: number
-    readonly queue: number
-    readonly dryRunsPerMinute: number
-  }
+  /** Rules on arguments: size limits, the rule workers' deadline, heap, number and queue, dry runs per minute (`RuleSettings.ts`). */
+  readonly approvalRules: ApprovalRuleSettings
   /** Tasks one organization may have. */
   readonly maxTasksPerOrg: number
   /** Bytes of feedback one organization may store (each record 256 bytes plus its correction's JSON). */
@@ -249,6 +236,12 @@ const millisBetween = (name: string, fallback: string, minimum: number, maximum:
         : Effect.fail(invalid(`${name} must be one duration between ${minimum}ms and ${maximum}ms`))
     })
   )
+/** A variable that was replaced: set, it stops the start, saying by what. */
+const removed = (name: string, replacement: string) =>
+  Config.option(Config.String(name)).pipe(
+    Config.mapEffect((value) => Option.isNone(value) ? Effect.void : Effect.fail(invalid(`${name} was replaced by ${replacement}; unset it`)))
+  )
+
 const LOG_LEVELS: Record<string, LogLevel.LogLevel> = { trace: "Trace", debug: "Debug", info: "Info", warn: "Warn", error: "Error", fatal: "Fatal", none: "None" }
 
 /**
@@ -351,12 +344,9 @@ export const svcConfig: Config.Config<SvcConfigShape> = Config.all({
   answerValidationQueue: intAtLeast("SVC_ANSWER_VALIDATION_QUEUE", 128, 1, 100_000),
   // Replaced by the whole queue with fair shares: a deployment that set
   // the old bound learns at start instead of running with another meaning.
-  answerValidationQueuePerOrgGone: Config.option(Config.String("SVC_ANSWER_VALIDATION_QUEUE_PER_ORG")).pipe(
-    Config.mapEffect((value) =>
-      Option.isNone(value)
-        ? Effect.void
-        : Effect.fail(invalid("SVC_ANSWER_VALIDATION_QUEUE_PER_ORG was replaced by SVC_ANSWER_VALIDATION_QUEUE (checks admitted per process, shared fairly between organizations); unset it"))
-    )
+  answerValidationQueuePerOrgGone: removed(
+    "SVC_ANSWER_VALIDATION_QUEUE_PER_ORG",
+    "SVC_ANSWER_VALIDATION_QUEUE (checks admitted per process, shared fairly between organizations)"
   ),
   dnsServers: list("SVC_DNS_SERVERS"),
   dnsTimeoutMs: millisBetween("SVC_DNS_TIMEOUT", "2s", 10, 30_000),
@@ -379,13 +369,7 @@ export const svcConfig: Config.Config<SvcConfigShape> = Config.all({
   }),
   // Replaced by a deadline enforced while rules run: a deployment that set
   // the old estimate's budget learns at start instead of relying on it.
-  approvalRuleMaxCostGone: Config.option(Config.String("SVC_APPROVAL_RULE_MAX_COST")).pipe(
-    Config.mapEffect((value) =>
-      Option.isNone(value)
-        ? Effect.void
-        : Effect.fail(invalid("SVC_APPROVAL_RULE_MAX_COST was replaced by SVC_APPROVAL_RULES_TIMEOUT (a deadline enforced while a policy's rules run); unset it"))
-    )
-  ),
+  approvalRuleMaxCostGone: removed("SVC_APPROVAL_RULE_MAX_COST", "SVC_APPROVAL_RULES_TIMEOUT (a deadline enforced while a policy's rules run)"),
   maxTasksPerOrg: intAtLeast("SVC_MAX_TASKS_PER_ORG", 10_000, 1),
   maxFeedbackBytesPerOrg: intAtLeast("SVC_MAX_FEEDBACK_BYTES_PER_ORG", 1024 ** 3, 1024, Number.MAX_SAFE_INTEGER),
   maxRunBytesPerOrg: intAtLeast("SVC_MAX_RUN_BYTES_PER_ORG", 10 * 1024 ** 3, 1024, Number.MAX_SAFE_INTEGER),
