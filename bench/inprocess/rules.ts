@@ -57,22 +57,27 @@ export default async () => {
           answer = resolution.rule ?? (resolution.error ? `error: ${resolution.error.message}` : "none")
         }
       )
+      // A worker replaced after a deadline starts again (its start is not the rule's cost): each timed call waits for one ready first.
+      const ready = workers.run("bench", compile([{ name: "ready", condition: "[1].exists(x, x == 2)", result: { decision: "allow" } }]), step({}))
       yield* once
       const times: Array<number> = []
-      const cpu = process.cpuUsage()
+      let cpuMicros = 0
       for (let i = 0; i < shape.runs; i++) {
+        yield* ready
+        const cpu = process.cpuUsage()
         const started = performance.now()
         yield* once
         times.push(performance.now() - started)
+        const used = process.cpuUsage(cpu)
+        cpuMicros += used.user + used.system
       }
-      const used = process.cpuUsage(cpu)
       times.sort((a, b) => a - b)
       rows.push({
         rules: shape.name,
         path: workers.needsWorker(shape.rules, facts.arguments) ? "worker" : "event loop",
         "p50 ms": round(quantile(times, 0.5) * 1000) / 1000,
         "max ms": round(times[times.length - 1]! * 1000) / 1000,
-        "CPU µs per call": round((used.user + used.system) / shape.runs),
+        "CPU µs per call": round(cpuMicros / shape.runs),
         answer: answer.slice(0, 100)
       })
     }
@@ -80,7 +85,7 @@ export default async () => {
       rows,
       notes: [
         `SVC_APPROVAL_RULES_TIMEOUT ${config.approvalRules.timeoutMs} ms, SVC_APPROVAL_RULES_HEAP_MB ${config.approvalRules.heapMb}, ${config.approvalRules.workers} workers; workers replaced: ${workers.replacedWorkers()}.`,
-        "CPU is this process's (the event loop and the workers together), on whatever else the machine runs."
+        "CPU is this process's (the event loop and the workers together, a replaced worker's start included when it falls in the call), on whatever else the machine runs."
       ]
     }
   })
