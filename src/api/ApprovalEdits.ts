@@ -99,7 +99,7 @@ const ApprovedArguments = JsonValue.annotate({
 })
 const ArgumentsChanged = Schema.Array(Schema.String).annotate({
   description:
-    "With `approved_arguments`: what the edit changed, as JSON Pointers (RFC 6901) into the arguments, each a member or item added, removed or replaced (`\"\"` when the whole value was)"
+    "With `approved_arguments`: what the edit changed, as JSON Pointers (RFC 6901) into the arguments, each a member or item added, removed or replaced (`\"\"` when the whole value was). At most 100 pointers of 8 192 characters together: a longer diff collapses to the top-level members or items that differ, or to `[\"\"]`"
 })
 const DigestMember = Schema.String.annotate({
   description:

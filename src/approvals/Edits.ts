@@ -5,8 +5,13 @@
  * approves may send edited arguments: they are checked against that schema
  * by the validation workers, before the decision's transaction, and the
  * approval and its step then carry them (`approved_arguments`), what they
- * changed (JSON Pointers) and their digest, which the step's outcome must
- * carry. A person who rejects may send a response for the agent instead.
+ * changed (JSON Pointers, bounded: `ArgumentsDiff.ts`) and their digest,
+ * computed in a rule worker under a deadline and a heap, which the step's
+ * outcome must carry. A person who rejects may send a response for the
+ * agent instead. Both are bounded in size by the request schema
+ * (`../api/ApprovalEdits.ts`), and `Approvals.decide` refuses what costs
+ * nothing to check (missing, closed, not a member, a quorum) before any of
+ * this runs.
  */
 import { Effect, Schema } from "effect"
 import type { SqlClient } from "effect/sql"
