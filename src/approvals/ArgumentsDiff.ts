@@ -33,48 +33,43 @@ const pointer = (base: string, segment: string | number) => `${base}/${String(se
 
 const isObject = (v: Json): v is { readonly [key: string]: Json } => typeof v === "object" && v !== null && !Array.isArray(v)
 
-/** The members (sorted) or items of two containers of one kind, with their pointers; undefined when they are not. */
-const children = (before: Json, after: Json, at: string) => {
+type Visit = (segment: string | number, before: Json | undefined, after: Json | undefined) => boolean
+
+/**
+ * Visits the members (sorted by name) or items of two containers of one
+ * kind, until `visit` answers false; undefined when they are not two
+ * containers of one kind. Nothing is allocated per item.
+ */
+const eachChild = (before: Json, after: Json, visit: Visit): boolean | undefined => {
   if (Array.isArray(before) && Array.isArray(after)) {
     const a = before as ReadonlyArray<Json>
     const b = after as ReadonlyArray<Json>
-    return Array.from({ length: Math.max(a.length, b.length) }, (_, i) => ({ at: pointer(at, i), before: a[i], after: b[i] }))
+    for (let i = 0; i < Math.max(a.length, b.length); i++) if (!visit(i, a[i], b[i])) return false
+    return true
   }
   if (isObject(before) && isObject(after)) {
-    const keys = [...new Set([...Object.keys(before), ...Object.keys(after)])].sort()
-    return keys.map((key) => ({
-      at: pointer(at, key),
-      before: Object.hasOwn(before, key) ? before[key] : undefined,
-      after: Object.hasOwn(after, key) ? after[key] : undefined
-    }))
+    for (const key of [...new Set([...Object.keys(before), ...Object.keys(after)])].sort()) {
+      if (!visit(key, Object.hasOwn(before, key) ? before[key] : undefined, Object.hasOwn(after, key) ? after[key] : undefined)) return false
+    }
+    return true
   }
   return undefined
 }
 
 /** Whether two JSON values are equal (member order aside). Recursive: request values nest at most 64 levels. */
-const same = (a: Json, b: Json): boolean => {
-  if (a === b) return true
-  const pairs = children(a, b, "")
-  return pairs !== undefined && pairs.every((pair) => pair.before !== undefined && pair.after !== undefined && same(pair.before, pair.after))
-}
+const same = (a: Json, b: Json): boolean =>
+  a === b || eachChild(a, b, (_, x, y) => x !== undefined && y !== undefined && same(x, y)) === true
 
 /** Adds what `after` changed of `before` to `out`; false as soon as the bounds are passed. */
 const walk = (before: Json, after: Json, at: string, out: Array<string>, used: { characters: number }): boolean => {
-  const pairs = children(before, after, at)
-  if (pairs === undefined) {
-    if (before === after) return true
-    out.push(at)
-    used.characters += at.length
+  const add = (pointerText: string) => {
+    out.push(pointerText)
+    used.characters += pointerText.length
     return out.length <= MAX_CHANGED_POINTERS && used.characters <= MAX_CHANGED_CHARACTERS
   }
-  for (const pair of pairs) {
-    if (pair.before === undefined || pair.after === undefined) {
-      out.push(pair.at)
-      used.characters += pair.at.length
-      if (out.length > MAX_CHANGED_POINTERS || used.characters > MAX_CHANGED_CHARACTERS) return false
-    } else if (!walk(pair.before, pair.after, pair.at, out, used)) return false
-  }
-  return true
+  const walked = eachChild(before, after, (segment, b, a) =>
+    b === undefined || a === undefined ? add(pointer(at, segment)) : b === a || walk(b, a, pointer(at, segment), out, used))
+  return walked ?? (before === after || add(at))
 }
 
 /**
@@ -87,9 +82,13 @@ const walk = (before: Json, after: Json, at: string, out: Array<string>, used: {
 export const changedPointers = (before: Json, after: Json): Array<string> => {
   const out: Array<string> = []
   if (walk(before, after, "", out, { characters: 0 })) return out
-  const top = (children(before, after, "") ?? [])
-    .filter((pair) => pair.before === undefined || pair.after === undefined || !same(pair.before, pair.after))
-    .map((pair) => pair.at)
-  const characters = top.reduce((n, at) => n + at.length, 0)
-  return top.length > 0 && top.length <= MAX_CHANGED_POINTERS && characters <= MAX_CHANGED_CHARACTERS ? top : [""]
+  const top: Array<string> = []
+  let characters = 0
+  const fits = eachChild(before, after, (segment, b, a) => {
+    if (b !== undefined && a !== undefined && same(b, a)) return true
+    top.push(pointer("", segment))
+    characters += top[top.length - 1]!.length
+    return top.length <= MAX_CHANGED_POINTERS && characters <= MAX_CHANGED_CHARACTERS
+  })
+  return fits === true && top.length > 0 ? top : [""]
 }

@@ -65,7 +65,10 @@ interface Bound {
 }
 
 const ONE: Size = { p: 0, q: 1 }
-const sum = (sizes: ReadonlyArray<Size>): Size => ({ p: sizes.reduce((a, s) => a + s.p, 0), q: sizes.reduce((a, s) => a + s.q, 0) })
+const sum = (sizes: ReadonlyArray<Size>): Size => ({
+  p: sizes.reduce((a, s) => a + s.p, 0),
+  q: sizes.reduce((a, s) => a + s.q, 0)
+})
 const add = (...costs: ReadonlyArray<CostBound>): CostBound => ({
   w2: costs.reduce((a, c) => a + c.w2, 0),
   w1: costs.reduce((a, c) => a + c.w1, 0),
@@ -87,7 +90,10 @@ const SCALAR_OPERATORS = new Set(["==", "!=", "<", "<=", ">", ">=", "in", "-", "
 const literalSize = (value: unknown): number =>
   typeof value === "string" ? value.length : value instanceof Uint8Array ? value.length : 1
 
-/** The bound of one node, or undefined when it is not flat. Recursive: the tree is at most `SVC_APPROVAL_RULE_MAX_DEPTH` deep. */
+/**
+ * The bound of one node, or undefined when it is not flat. Recursive: the
+ * tree is at most `SVC_APPROVAL_RULE_MAX_DEPTH` deep.
+ */
 const boundOf = (node: unknown): Bound | undefined => {
   if (!isNode(node)) return undefined
   const all = (children: ReadonlyArray<unknown>) => {
@@ -99,11 +105,16 @@ const boundOf = (node: unknown): Bound | undefined => {
     }
     return bounds
   }
-  const of = (children: ReadonlyArray<unknown>, size: (sizes: ReadonlyArray<Size>) => Size, extra?: (sizes: ReadonlyArray<Size>) => CostBound) => {
+  const of = (
+    children: ReadonlyArray<unknown>,
+    size: (sizes: ReadonlyArray<Size>) => Size,
+    extra?: (sizes: ReadonlyArray<Size>) => CostBound
+  ) => {
     const bounds = all(children)
     if (bounds === undefined) return undefined
     const sizes = bounds.map((b) => b.size)
-    return { size: size(sizes), cost: add(...bounds.map((b) => b.cost), linear(sum(sizes)), ...(extra === undefined ? [] : [extra(sizes)])) }
+    const own = extra === undefined ? [] : [extra(sizes)]
+    return { size: size(sizes), cost: add(...bounds.map((b) => b.cost), linear(sum(sizes)), ...own) }
   }
   const args = node.args
   switch (node.op) {
@@ -112,7 +123,13 @@ const boundOf = (node: unknown): Bound | undefined => {
       return { size, cost: linear(size) }
     }
     case "id": {
-      const size = args === "arguments" ? { p: 1, q: 0 } : args === "tool" ? { p: 0, q: TOOL_SIZE } : args === "session" ? { p: 0, q: SESSION_SIZE } : undefined
+      const size = args === "arguments"
+        ? { p: 1, q: 0 }
+        : args === "tool"
+        ? { p: 0, q: TOOL_SIZE }
+        : args === "session"
+        ? { p: 0, q: SESSION_SIZE }
+        : undefined
       return size === undefined ? undefined : { size, cost: linear(size) }
     }
     case ".":
@@ -133,7 +150,9 @@ const boundOf = (node: unknown): Bound | undefined => {
     case "rcall": {
       if (!Array.isArray(args) || typeof args[0] !== "string") return undefined
       const name = args[0]
-      const operands: ReadonlyArray<unknown> = node.op === "call" ? args[1] : [args[1], ...(args[2] as ReadonlyArray<unknown>)]
+      const operands: ReadonlyArray<unknown> = node.op === "call"
+        ? args[1]
+        : [args[1], ...(args[2] as ReadonlyArray<unknown>)]
       if (!Array.isArray(operands) || operands.length === 0) return undefined
       if (SMALL_RESULT.has(name)) return of(operands, () => ONE)
       if (SAME_SIZE.has(name)) return of(operands, (s) => ({ p: s[0]!.p, q: s[0]!.q + 32 }))
@@ -177,7 +196,10 @@ export const weightOf = (value: unknown, cap: number): number => {
 }
 
 /** Whether every rule of a policy is flat and their bounds for these arguments sum to at most `IN_PROCESS_UNITS`. */
-export const runsInProcess = (rules: ReadonlyArray<{ readonly bound: CostBound | undefined }>, args: unknown): boolean => {
+export const runsInProcess = (
+  rules: ReadonlyArray<{ readonly bound: CostBound | undefined }>,
+  args: unknown
+): boolean => {
   let total: CostBound = { w2: 0, w1: 0, w0: 0 }
   for (const rule of rules) {
     if (rule.bound === undefined) return false
@@ -186,7 +208,10 @@ export const runsInProcess = (rules: ReadonlyArray<{ readonly bound: CostBound |
   if (total.w0 > IN_PROCESS_UNITS) return false
   if (total.w2 === 0 && total.w1 === 0) return true
   // The heaviest arguments that could still pass: the walk stops past them.
-  const cap = Math.min(total.w1 > 0 ? IN_PROCESS_UNITS / total.w1 : Infinity, total.w2 > 0 ? Math.sqrt(IN_PROCESS_UNITS / total.w2) : Infinity)
+  const cap = Math.min(
+    total.w1 > 0 ? IN_PROCESS_UNITS / total.w1 : Infinity,
+    total.w2 > 0 ? Math.sqrt(IN_PROCESS_UNITS / total.w2) : Infinity
+  )
   const w = weightOf(args, cap)
   return w <= cap && total.w2 * w * w + total.w1 * w + total.w0 <= IN_PROCESS_UNITS
 }

@@ -35,7 +35,10 @@ const WORKER_URL = siblingModule("./rule-worker.ts", import.meta.url)
 const RULES = 0
 const EDIT = 1
 
-/** A computation went over its time or memory budget: `limit` names the setting; `rule` the index of the rule that was running. */
+/**
+ * A computation went over its time or memory budget: `limit` names the
+ * setting; `rule` the index of the rule that was running.
+ */
 export class OverBudget extends Data.TaggedError("OverBudget")<{
   readonly limit: string
   readonly value: number
@@ -93,30 +96,49 @@ export class RuleWorkers extends Context.Service<RuleWorkers, {
       // Started with the server, as the validation workers: the first step whose rules need one does not wait for it.
       if (config.warmStart) yield* Effect.promise(pool.warm)
 
-      const run = <A>(orgId: string, request: Request, phase: number, answer: (outcome: Outcome<RuleWorkerReply>) => Effect.Effect<A, OverBudget>) =>
+      const run = <A>(
+        orgId: string,
+        request: Request,
+        phase: number,
+        answer: (outcome: Outcome<RuleWorkerReply>) => Effect.Effect<A, OverBudget>
+      ) =>
         admitted(pool, orgId, Effect.flatMap(runInPool(pool, orgId, request, phase), answer)).pipe(
-          Effect.catchTag("PoolQueueFull", () => Effect.fail(new RuleWorkersBusy({ limit: "SVC_APPROVAL_RULES_QUEUE", value: settings.queue })))
+          Effect.catchTag("PoolQueueFull", () =>
+            Effect.fail(new RuleWorkersBusy({ limit: "SVC_APPROVAL_RULES_QUEUE", value: settings.queue })))
         )
 
-      const overBudget = (outcome: Exclude<Outcome<RuleWorkerReply>, { _tag: "Reply" }>, what: string, timeout: { limit: string; value: number }, rule?: number) =>
+      const overBudget = (
+        outcome: Exclude<Outcome<RuleWorkerReply>, { _tag: "Reply" }>,
+        what: string,
+        timeout: { limit: string; value: number },
+        rule?: number
+      ) =>
         new OverBudget({
           ...(outcome._tag === "Crashed" && outcome.outOfMemory
-            ? { limit: "SVC_APPROVAL_RULES_HEAP_MB", value: settings.heapMb, message: `${what} needed more than ${settings.heapMb} MB` }
+            ? {
+              limit: "SVC_APPROVAL_RULES_HEAP_MB",
+              value: settings.heapMb,
+              message: `${what} needed more than ${settings.heapMb} MB`
+            }
             : outcome._tag === "Crashed"
             ? { limit: timeout.limit, value: timeout.value, message: `${what} ended its worker` }
             : { ...timeout, message: `${what} took longer than ${timeout.value} ms` }),
           ...(rule === undefined ? {} : { rule })
         })
 
-      const needsWorker = (rules: ReadonlyArray<CompiledRule>, args: unknown) => rules.length > 0 && !runsInProcess(rules, args)
+      const needsWorker = (rules: ReadonlyArray<CompiledRule>, args: unknown) =>
+        rules.length > 0 && !runsInProcess(rules, args)
 
       // Untraced (no span, no stack capture): it runs on every step with rules.
       const runRules = Effect.fnUntraced(function*(orgId: string, rules: ReadonlyArray<CompiledRule>, facts: StepFacts) {
         if (rules.length === 0) return { rule: null } satisfies RuleVerdict
-        if (!needsWorker(rules, facts.arguments)) return verdictOf(rules, evaluateHere(rules.map((rule) => rule.program), facts))
+        if (!needsWorker(rules, facts.arguments)) {
+          return verdictOf(rules, evaluateHere(rules.map((rule) => rule.program), facts))
+        }
         const progress = new Int32Array(new SharedArrayBuffer(4))
         const conditions = rules.map((rule) => rule.condition)
-        const request: Request = { op: "rules", conditions, maxNodes: settings.maxNodes, maxDepth: settings.maxDepth, facts, progress }
+        const { maxNodes, maxDepth } = settings
+        const request: Request = { op: "rules", conditions, maxNodes, maxDepth, facts, progress }
         return yield* run(orgId, request, RULES, (outcome) =>
           outcome._tag === "Reply" && outcome.reply._tag === "Evaluated"
             ? Effect.succeed(verdictOf(rules, outcome.reply.evaluation))
@@ -147,7 +169,10 @@ export class RuleWorkers extends Context.Service<RuleWorkers, {
   )
 }
 
-/** For a step: a budget overrun is the failure of the rule that was running, and the class's settings decide (as any evaluation error). */
+/**
+ * For a step: a budget overrun is the failure of the rule that was running,
+ * and the class's settings decide (as any evaluation error).
+ */
 export const failedRule = (rules: ReadonlyArray<Pick<CompiledRule, "name">>, over: OverBudget): RuleVerdict => ({
   rule: null,
   error: { rule: rules[over.rule ?? 0]?.name ?? rules[0]!.name, message: `${over.message} (${over.limit})` }
@@ -158,5 +183,6 @@ export const rulesBusy = (busy: RuleWorkersBusy) =>
   new ValidationBusy({
     limit: busy.limit,
     limit_value: busy.value,
-    detail: `The rule workers hold ${busy.value} computations (${busy.limit}) and this organization holds at least its share of them; retry after 1 second.`
+    detail: `The rule workers hold ${busy.value} computations (${busy.limit}) and this organization holds at least ` +
+      "its share of them; retry after 1 second."
   })

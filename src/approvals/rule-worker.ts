@@ -38,16 +38,24 @@ port.on("message", (request: RuleWorkerRequest) => {
     case "rules": {
       let evaluation: Evaluation
       try {
-        evaluation = evaluate(programsOf(request.conditions, request), request.facts, (index) => Atomics.store(request.progress, 0, index))
+        const programs = programsOf(request.conditions, request)
+        evaluation = evaluate(programs, request.facts, (index) => Atomics.store(request.progress, 0, index))
       } catch (error) {
-        // A stored condition that no longer parses (the limits were lowered since): it fails, the class's settings decide.
-        evaluation = { failed: Atomics.load(request.progress, 0), message: error instanceof Error ? error.message.split("\n")[0]! : String(error) }
+        // A stored condition that no longer parses (the limits were lowered
+        // since): it fails, and the class's settings decide.
+        const message = error instanceof Error ? error.message.split("\n")[0]! : String(error)
+        evaluation = { failed: Atomics.load(request.progress, 0), message }
       }
       reply = { id: request.id, _tag: "Evaluated", evaluation }
       break
     }
     case "edit":
-      reply = { id: request.id, _tag: "Edited", changed: changedPointers(request.before, request.after), digest: argumentsDigest(request.after) }
+      reply = {
+        id: request.id,
+        _tag: "Edited",
+        changed: changedPointers(request.before, request.after),
+        digest: argumentsDigest(request.after)
+      }
       break
   }
   port.postMessage(reply)

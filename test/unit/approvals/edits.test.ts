@@ -42,10 +42,14 @@ describe("what an edit changed is bounded", () => {
     const key = "k".repeat(1000)
     const before = { [key]: Array.from({ length: 60_000 }, () => 1) }
     const after = { [key]: Array.from({ length: 60_000 }, () => 2) }
-    const started = performance.now()
-    const changed = changedPointers(before, after)
-    assert.deepStrictEqual(changed, [`/${key}`])
-    assert.isBelow(performance.now() - started, 500)
+    // The fastest of three: a shared machine preempts single runs.
+    let took = Infinity
+    for (let i = 0; i < 3; i++) {
+      const started = performance.now()
+      assert.deepStrictEqual(changedPointers(before, after), [`/${key}`])
+      took = Math.min(took, performance.now() - started)
+    }
+    assert.isBelow(took, 300)
   })
 })
 

@@ -66,11 +66,14 @@ describe("rules that run on the event loop", () => {
     const facts = { tool: "shell", arguments: { s: "ab".repeat(low) }, session: { id: "00000000-0000-4000-8000-000000000000" } }
     const programs = rules.map((rule) => rule.program)
     for (let i = 0; i < 20; i++) evaluate(programs, facts)
-    const started = performance.now()
-    const evaluation = evaluate(programs, facts)
-    const took = performance.now() - started
-    assert.deepStrictEqual(evaluation, { held: -1 })
-    // The bound is IN_PROCESS_UNITS (about 200 µs); the slack is a shared machine's.
-    assert.isBelow(took, 10, `took ${took} ms at ${IN_PROCESS_UNITS} units`)
+    // The fastest of 20: a shared machine preempts single runs for tens of milliseconds.
+    let took = Infinity
+    for (let i = 0; i < 20; i++) {
+      const started = performance.now()
+      assert.deepStrictEqual(evaluate(programs, facts), { held: -1 })
+      took = Math.min(took, performance.now() - started)
+    }
+    // The bound is IN_PROCESS_UNITS (about 200 µs).
+    assert.isBelow(took, 2, `took ${took} ms at ${IN_PROCESS_UNITS} units`)
   })
 })

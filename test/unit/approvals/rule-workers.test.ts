@@ -65,9 +65,10 @@ layer(Workers, { excludeTestServices: true })("rule workers", (it) => {
           // The rule that was running is named: the second one.
           assert.strictEqual(result.rule, 1)
           // The deadline, plus the arguments' copy to the worker and a shared machine's scheduling.
-          assert.isBelow(took, TIMEOUT_MS + 1500, `took ${took} ms`)
-          // Unbounded, these hold the thread for 0.5 s to forever; the slack is a shared 2-core machine's scheduling.
-          assert.isBelow(worstGapMs, 500, `the event loop stalled ${worstGapMs} ms`)
+          // Unbounded, these hold the thread for 9 s to forever; the slack is a 2-core machine shared by
+          // several test runs (load average up to 45), whose scheduling alone delays a timer by hundreds of ms.
+          assert.isBelow(took, TIMEOUT_MS + 3000, `took ${took} ms`)
+          assert.isBelow(worstGapMs, 1000, `the event loop stalled ${worstGapMs} ms`)
         }),
       30_000
     )
@@ -88,7 +89,7 @@ layer(Workers, { excludeTestServices: true })("rule workers", (it) => {
         const took = performance.now() - started
         assert.strictEqual(verdict.rule, "shell-srv")
         // Its answer does not wait for the other's deadline (the slack is a shared machine's scheduling).
-        assert.isBelow(took, TIMEOUT_MS + 250, `org-b waited ${took} ms`)
+        assert.isBelow(took, TIMEOUT_MS + 1000, `org-b waited ${took} ms`)
         yield* Fiber.await(fiber)
       }), 30_000)
   })
