@@ -162,7 +162,10 @@ export class Approvals extends Context.Service<Approvals, {
       ) {
         yield* Effect.annotateCurrentSpan({ "svc.approval_id": approvalId })
         // Before any work on edited arguments, what refuses the decider anyway (the transaction checks it again).
-        const refused = edit?.arguments === undefined ? undefined : yield* editRefused(orgId, actor, approvalId)
+        const refused = edit?.arguments === undefined
+          ? undefined
+          : (yield* editRefused(orgId, actor, approvalId)) ??
+            (guard !== undefined && !(yield* guard.holds) ? { _tag: "refused" as const } : undefined)
         // Edited arguments are checked against the class's schema before the row is locked.
         const settled = refused === undefined ? yield* edits.settle(orgId, approvalId, edit) : NOTHING_SETTLED
         if (settled === undefined) return yield* new NotFound({ detail: "No such approval." })

@@ -35,28 +35,46 @@ const hostile = (name: string) => hostileRules().find((rule) => rule.name === na
 
 const settings = { review_seconds: 900, expiring_notice_seconds: 300, timeout_action: "reject" } as const
 
+const p95 = (values: ReadonlyArray<number>) => [...values].sort((a, b) => a - b)[Math.floor(values.length * 0.95)] ?? 0
+
 /**
  * Runs `effect` while another organization reads its approvals every 20 ms;
- * answers its result and the slowest of those reads (ms).
+ * answers its result, and those reads' p95 and slowest (ms) beside the p95
+ * of 20 reads made before, when nothing else ran.
  */
 const whileOtherOrgReads = <A, E, R>(effect: Effect.Effect<A, E, R>) =>
   Effect.gen(function*() {
     const svc = yield* SvcTest
     const other = yield* SvcTest.org({ scopes: ["agents.read"] })
     const read = raw(`${svc.baseUrl}/v1/agent-approvals?limit=1`, { headers: { authorization: `Bearer ${other.key}` } })
-    yield* read
-    const latencies: Array<number> = []
-    const poller = yield* Effect.forkChild(Effect.forever(Effect.gen(function*() {
+    const timed = Effect.gen(function*() {
       const started = performance.now()
       const answer = yield* read
-      latencies.push(performance.now() - started)
       assert.strictEqual(answer.status, 200)
+      return performance.now() - started
+    })
+    const quiet: Array<number> = []
+    for (let i = 0; i < 20; i++) quiet.push(yield* timed)
+    const latencies: Array<number> = []
+    const poller = yield* Effect.forkChild(Effect.forever(Effect.gen(function*() {
+      latencies.push(yield* timed)
       yield* Effect.sleep("20 millis")
     })))
     const result = yield* effect
     yield* Fiber.interrupt(poller)
-    return { result, slowestMs: Math.max(0, ...latencies), reads: latencies.length }
+    return { result, quietP95: p95(quiet), p95: p95(latencies), slowestMs: Math.max(0, ...latencies), reads: latencies.length }
   })
+
+/**
+ * Another organization's reads meanwhile: p95 within 3x its quiet p95 plus
+ * 250 ms, none over 2 s. Unbounded, each of these rules held every
+ * organization for 9 s to forever; the slowest read's slack is a 2-core
+ * machine shared by several test runs (load average up to 45).
+ */
+const othersServed = (what: string, reads: { readonly quietP95: number; readonly p95: number; readonly slowestMs: number }) => {
+  assert.isBelow(reads.p95, 3 * reads.quietP95 + 250, `${what}: another organization's p95 ${reads.p95} ms (quiet ${reads.quietP95} ms)`)
+  assert.isBelow(reads.slowestMs, 2000, `${what}: another organization waited ${reads.slowestMs} ms`)
+}
 
 const step = (org: TestOrg, sessionId: string, stepId: string, args: unknown) =>
   Effect.gen(function*() {
@@ -78,14 +96,17 @@ layer(SvcTest.layer({ config: { approvalRules: rulesConfig } }), { excludeTestSe
         const { rule, arguments: args } = hostile("recipients")
         yield* org.client.approvalPolicies.put({ params: { action_class: "mail.send" }, payload: { mode: "reject", ...settings, rules: [rule] } })
         const session = yield* org.client.agentSessions.create({ payload: {} })
-        const { result, slowestMs, reads } = yield* whileOtherOrgReads(step(org, session.id, "fan-out-1", args))
+        // The rule workers started (a server starts them with it; the test kit does not warm).
+        const small = yield* step(org, session.id, "fan-out-0", { recipients: "a,b", blocked: "c" })
+        assert.deepStrictEqual(small.json, { decision: "reject" })
+        const { result, reads, ...others } = yield* whileOtherOrgReads(step(org, session.id, "fan-out-1", args))
         assert.strictEqual(result.status, 200, result.text.slice(0, 300))
         // The rule did not decide (it would allow): the class's settings did.
         assert.deepStrictEqual(result.json, { decision: "reject" })
-        assert.isBelow(result.ms, TIMEOUT_MS + 3000, `the step took ${result.ms} ms`)
+        // The deadline, plus reading, checking and storing a 500 KB step on a machine shared by several test runs.
+        assert.isBelow(result.ms, TIMEOUT_MS + 5000, `the step took ${result.ms} ms`)
         assert.isAbove(reads, 3)
-        // Unbounded, this rule held every organization for seconds; the slack is a shared 2-core machine's.
-        assert.isBelow(slowestMs, 750, `another organization waited ${slowestMs} ms`)
+        othersServed("recipients", others)
       }), 60_000)
 
     it.effect("string work in a comprehension is bounded alike", () =>
@@ -94,16 +115,18 @@ layer(SvcTest.layer({ config: { approvalRules: rulesConfig } }), { excludeTestSe
         const { rule, arguments: args } = hostile("contains-loop")
         yield* org.client.approvalPolicies.put({ params: { action_class: "mail.send" }, payload: { mode: "reject", ...settings, rules: [rule] } })
         const session = yield* org.client.agentSessions.create({ payload: {} })
-        const { result, slowestMs } = yield* whileOtherOrgReads(step(org, session.id, "contains-1", args))
+        yield* step(org, session.id, "contains-0", { l: [1], s: "ab", t: "c" })
+        const { result, ...others } = yield* whileOtherOrgReads(step(org, session.id, "contains-1", args))
         assert.strictEqual(result.status, 200, result.text.slice(0, 300))
         assert.deepStrictEqual(result.json, { decision: "reject" })
-        assert.isBelow(slowestMs, 750, `another organization waited ${slowestMs} ms`)
+        othersServed("contains-loop", others)
       }), 60_000)
 
     it.effect("a step sent again is answered from its row, without evaluating its rules again", () =>
       Effect.gen(function*() {
         const org = yield* SvcTest.org()
-        const { rule, arguments: args } = hostile("recipients")
+        // A small step (2 KB) whose rule runs to the deadline: what the replay costs is not the step's size.
+        const { rule, arguments: args } = hostile("bind-loop")
         yield* org.client.approvalPolicies.put({ params: { action_class: "mail.send" }, payload: { mode: "reject", ...settings, rules: [rule] } })
         const session = yield* org.client.agentSessions.create({ payload: {} })
         const first = yield* step(org, session.id, "again-1", args)
@@ -112,7 +135,7 @@ layer(SvcTest.layer({ config: { approvalRules: rulesConfig } }), { excludeTestSe
         assert.strictEqual(again.status, 200)
         assert.deepStrictEqual(again.json, first.json)
         // An evaluation runs to the deadline (the rule never ends sooner): the replay did not run it.
-        assert.isBelow(again.ms, TIMEOUT_MS - 100, `the replay took ${again.ms} ms`)
+        assert.isBelow(again.ms, TIMEOUT_MS / 2, `the replay took ${again.ms} ms`)
       }), 60_000)
   })
 
@@ -123,19 +146,27 @@ layer(SvcTest.layer({ config: { approvalRules: rulesConfig } }), { excludeTestSe
         for (const name of ["split-exists", "split-map", "bind-loop"]) {
           const org = yield* SvcTest.org({ scopes: ["org_config.read"] })
           const { rule, arguments: args } = hostile(name)
-          const started = performance.now()
-          const { result, slowestMs } = yield* whileOtherOrgReads(raw(`${svc.baseUrl}/v1/approval-policies/mail.send/dry-run`, {
-            method: "POST",
-            headers: { authorization: `Bearer ${org.key}`, "content-type": "application/json" },
-            body: JSON.stringify({ tool: "mail.send", arguments: args, policy: { mode: "reject", ...settings, rules: [rule] } })
+          const dry = (rules: ReadonlyArray<unknown>) =>
+            raw(`${svc.baseUrl}/v1/approval-policies/mail.send/dry-run`, {
+              method: "POST",
+              headers: { authorization: `Bearer ${org.key}`, "content-type": "application/json" },
+              body: JSON.stringify({ tool: "mail.send", arguments: args, policy: { mode: "reject", ...settings, rules } })
+            })
+          // A rule worker ready (the previous case's was replaced): the time measured is this dry run's.
+          assert.strictEqual((yield* dry([{ name: "ready", condition: "[1].exists(x, x == 2)", result: { decision: "allow" } }])).status, 200)
+          let took = 0
+          const { result, ...others } = yield* whileOtherOrgReads(Effect.gen(function*() {
+            const started = performance.now()
+            const answer = yield* dry([rule])
+            took = performance.now() - started
+            return answer
           }))
-          const took = performance.now() - started
           assert.strictEqual(result.status, 400, `${name}: ${result.text.slice(0, 300)}`)
           assert.strictEqual(result.json.code, "POLICY_RULES_TOO_COMPLEX")
           assert.include(["SVC_APPROVAL_RULES_TIMEOUT", "SVC_APPROVAL_RULES_HEAP_MB"], result.json.limit)
           assert.strictEqual(result.json.field, "rules[0].condition")
           assert.isBelow(took, TIMEOUT_MS + 3000, `${name} took ${took} ms`)
-          assert.isBelow(slowestMs, 750, `${name}: another organization waited ${slowestMs} ms`)
+          othersServed(name, others)
         }
       }), 120_000)
 
