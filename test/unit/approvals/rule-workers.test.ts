@@ -14,7 +14,8 @@ import { BENCH_RULES } from "../../../bench/scenarios/steps.ts"
 import { hostileRules } from "../../support/hostileRules.ts"
 
 const limits: RuleLimits = { maxRules: 50, maxLength: 2000, maxNodes: 200, maxDepth: 12 }
-const TIMEOUT_MS = 100
+/** The largest deadline allowed: an answer that did not wait for another organization's rules is told apart from one that did. */
+const TIMEOUT_MS = 1000
 
 const compiled = (rules: ReadonlyArray<PolicyRule>) => {
   const result = compileRules(rules, limits)
@@ -88,8 +89,8 @@ layer(Workers, { excludeTestServices: true })("rule workers", (it) => {
         const verdict = yield* workers.run("org-b", cheap, facts(heavy))
         const took = performance.now() - started
         assert.strictEqual(verdict.rule, "shell-srv")
-        // Its answer does not wait for the other's deadline (the slack is a shared machine's scheduling).
-        assert.isBelow(took, TIMEOUT_MS + 1000, `org-b waited ${took} ms`)
+        // Its answer does not wait for the other's deadline.
+        assert.isBelow(took, TIMEOUT_MS, `org-b waited ${took} ms`)
         yield* Fiber.await(fiber)
       }), 30_000)
   })
