@@ -8,10 +8,11 @@ import { PgClient } from "@effect/sql-pg"
 import { Context, Effect, Layer, Option, Schema, Stream } from "effect"
 import { approvalsTopic } from "../approvals/OrgStream.ts"
 import { GovernedStep, type Session, STEPS_PAGE_DEFAULT, type SessionDetail, type Step, type StepAnswer, StepDecision, type ToolOutcome } from "../api/Agents.ts"
-import { InvalidRequest, InvalidTransition, NotFound } from "../api/Errors.ts"
+import { InvalidRequest, InvalidTransition, NotFound, type ValidationBusy } from "../api/Errors.ts"
 import { Approvals } from "../approvals/Approvals.ts"
 import { EditColumns, editStepMembers } from "../approvals/Edits.ts"
 import { resolve } from "../approvals/Rules.ts"
+import { failedRule, RuleWorkers, rulesBusy } from "../approvals/RuleWorkers.ts"
 import { POLL_CAP_MS } from "../approvals/Scheduler.ts"
 import { Metrics } from "../observability/Metrics.ts"
 import { SvcConfig } from "../platform/Config.ts"
@@ -148,7 +149,7 @@ export class AgentSessions extends Context.Service<AgentSessions, {
   readonly create: (orgId: string, input: { readonly task_id?: string }) => Effect.Effect<Session, NotFound>
   /** The session and a page of its steps, oldest first. */
   readonly get: (orgId: string, sessionId: string, page: PageRequest) => Effect.Effect<SessionDetail, NotFound | InvalidRequest>
-  readonly governStep: (orgId: string, sessionId: string, step: GovernedStep) => Effect.Effect<StepAnswer, NotFound | InvalidRequest>
+  readonly governStep: (orgId: string, sessionId: string, step: GovernedStep) => Effect.Effect<StepAnswer, NotFound | InvalidRequest | ValidationBusy>
   readonly reportOutcome: (
     orgId: string,
     sessionId: string,
@@ -168,7 +169,7 @@ export class AgentSessions extends Context.Service<AgentSessions, {
       const metrics = yield* Metrics
       const config = yield* SvcConfig
       const box = yield* SecretBox
-      const maxRuleCost = config.approvalRules.maxCost
+      const ruleWorkers = yield* RuleWorkers
       const mac: CursorMac = (message) => box.mac("cursor", message)
 
       const findSession = (orgId: string, sessionId: string) =>
@@ -203,6 +204,11 @@ export class AgentSessions extends Context.Service<AgentSessions, {
 
       const findStep = (sessionId: string, stepId: string) =>
         StepRows.one(sql`SELECT ${sql.literal(STEP_COLUMNS)} FROM agent_steps WHERE session_id = ${sessionId} AND step_id = ${stepId}`)
+      /** The step as recorded, when the session is the organization's. */
+      const findOwnStep = (orgId: string, sessionId: string, stepId: string) =>
+        StepRows.one(sql`
+          SELECT ${sql.literal(STEP_COLUMNS)} FROM agent_steps WHERE session_id = ${sessionId} AND step_id = ${stepId} AND org_id = ${orgId}
+        `)
 
       /**
        * One statement (`StepStatement.ts`). It writes nothing when the
@@ -221,10 +227,27 @@ export class AgentSessions extends Context.Service<AgentSessions, {
         })
         return yield* whileStale(MAX_POLICY_RELOADS, Effect.gen(function*() {
             const cached = yield* approvals.ruleFor(orgId, step.action_class)
-            // Rules on arguments (`Rules.ts`), compiled when the policy was read, decide first.
-            const resolution = cached.conditions.length === 0
-              ? undefined
-              : resolve(cached.rule, cached.conditions, { tool: step.tool, arguments: step.arguments, session: { id: sessionId } }, maxRuleCost)
+            // Rules that need a worker run for a new step only: a step sent again is answered from its row first.
+            if (ruleWorkers.needsWorker(cached.conditions, step.arguments)) {
+              const prior = yield* findOwnStep(orgId, sessionId, step.step_id)
+              if (prior !== undefined) return yield* replay(prior, step)
+            }
+            // Rules on arguments (`Rules.ts`), compiled when the policy was read, decide first, within their budget.
+            const resolution = cached.conditions.length === 0 ? undefined : resolve(
+              cached.rule,
+              yield* ruleWorkers.run(orgId, cached.conditions, { tool: step.tool, arguments: step.arguments, session: { id: sessionId } }).pipe(
+                Effect.catchTags({
+                  OverBudget: (over) => Effect.succeed(failedRule(cached.conditions, over)),
+                  RuleWorkersBusy: (busy) => Effect.fail(rulesBusy(busy))
+                }),
+                // A rule that could not be evaluated (or ran out of its budget) is named on the step's span.
+                Effect.tap((verdict) =>
+                  verdict.rule === null && verdict.error !== undefined
+                    ? Effect.annotateCurrentSpan({ "svc.rule_failed": verdict.error.rule, "svc.rule_error": verdict.error.message })
+                    : Effect.void
+                )
+              )
+            )
             const verdict = resolution?.rule == null
               ? undefined
               : { rule: resolution.rule, reason: resolution.reason ?? null, settings: resolution.settings }

@@ -7,7 +7,7 @@ import { HttpApiEndpoint, HttpApiGroup, HttpApiSchema, OpenApi } from "effect/ht
 import { ArgumentsDigest, EditStepFields } from "./ApprovalEdits.ts"
 import { ActionClass } from "./Approvals.ts"
 import { Cursor, IntegerFromDigits, JsonValue, NextCursor, Text, Timestamp, ResumeQuery, Uuid } from "./Common.ts"
-import { InvalidRequest, InvalidTransition, NotFound, TooManyStreams } from "./Errors.ts"
+import { InvalidRequest, InvalidTransition, NotFound, TooManyStreams, ValidationBusy } from "./Errors.ts"
 import { Authentication, requireScope } from "./Security.ts"
 import { documented, notFound } from "./Documentation.ts"
 import * as Examples from "./Examples.ts"
@@ -148,16 +148,17 @@ export class AgentSessionsApi extends HttpApiGroup.make("agentSessions")
       params: SessionParams,
       payload: GovernedStep,
       success: StepAnswer,
-      error: [NotFound, InvalidRequest]
+      error: [NotFound, InvalidRequest, ValidationBusy]
     }).pipe(
       requireScope(
         "agents.write",
-        "Asks whether a step may run. The answer follows the organization's policy for the action class (its rules on arguments first: `rule` names the one that decided, `reason` gives a rejecting rule's reason): `allow`, `reject`, or `pending` with an `approval_id`. Re-sending a `step_id` returns the original answer; re-sending it with another tool, action class or arguments is 400."
+        "Asks whether a step may run. The answer follows the organization's policy for the action class (its rules on arguments first: `rule` names the one that decided, `reason` gives a rejecting rule's reason): `allow`, `reject`, or `pending` with an `approval_id`. The policy's rules run within `SVC_APPROVAL_RULES_TIMEOUT` in all and the rule workers' heap; a rule that cannot be evaluated, or runs out of that budget, leaves the decision to the class's settings. Re-sending a `step_id` returns the original answer (without evaluating the rules again); re-sending it with another tool, action class or arguments is 400."
       ),
       documented({
         summary: "Ask to run a governed step",
         request: Examples.governedStep,
-        response: Examples.stepAnswer
+        response: Examples.stepAnswer,
+        errors: { 429: "The rule workers' queue holds this organization's share (`VALIDATION_BUSY`, `limit`: `SVC_APPROVAL_RULES_QUEUE`, with `Retry-After`)." }
       })
     ),
     HttpApiEndpoint.post("reportOutcome", "/v1/agent-sessions/:session_id/steps/:step_id/outcome", {

@@ -21,36 +21,85 @@ export const ArgumentsDigest = Text.check(
   Schema.isPattern(/^[0-9a-f]{64}$/u, { message: "Expected a SHA-256 digest: 64 lowercase hexadecimal digits" })
 )
 
-/** What a decision may carry beside `decision` and `reason`. */
-export const DecisionEditFields = {
-  arguments: Schema.optionalKey(JsonValue.annotate({
-    description:
-      "With `approve` only: the arguments the tool is to run with instead of the step's, checked against the action class's `arguments_schema` (422 `ARGUMENTS_SHAPE_MISMATCH` naming the field; refused when the class declares none)."
-  })),
-  response: Schema.optionalKey(JsonValue.annotate({
-    description:
-      "With `reject` only: an answer for the agent instead of running the tool (any JSON, e.g. a text). The step is resolved `reject` and carries it as `response`."
-  }))
+/** The longest edited `arguments` a decision takes, in characters of compact JSON (escapes not counted). */
+export const MAX_EDITED_ARGUMENTS_CHARACTERS = 262_144
+
+/** The longest `response` a rejection takes, in characters of compact JSON (escapes not counted). */
+export const MAX_RESPONSE_CHARACTERS = 65_536
+
+/**
+ * The length of `value` as compact JSON (escapes not counted), counted up
+ * to a little past `max`: one iterative walk that stops there, so its cost
+ * is bounded by `max`, not by the value.
+ */
+export const jsonLength = (value: unknown, max: number): number => {
+  let length = 0
+  const stack: Array<unknown> = [value]
+  while (stack.length > 0 && length <= max) {
+    const item = stack.pop()
+    if (typeof item === "string") length += item.length + 2
+    else if (typeof item === "number") length += String(item).length
+    else if (typeof item === "boolean") length += item ? 4 : 5
+    else if (item === null || item === undefined) length += 4
+    else if (Array.isArray(item)) {
+      length += 1 + item.length
+      for (const child of item) stack.push(child)
+    } else {
+      length += 1
+      for (const key in item) {
+        length += key.length + 4
+        stack.push((item as Record<string, unknown>)[key])
+      }
+    }
+  }
+  return length
 }
 
-/** A decision's members that belong together: `arguments` with `approve`, `response` with `reject`. */
-export const editFitsDecision = (input: { readonly decision: string; readonly arguments?: unknown; readonly response?: unknown }) =>
-  input.arguments === null
-    ? { path: ["arguments"], issue: "arguments must not be null." }
-    : input.response === null
-    ? { path: ["response"], issue: "response must not be null." }
-    : input.arguments !== undefined && input.decision !== "approve"
-    ? { path: ["arguments"], issue: "arguments (edited arguments) go with decision approve only." }
-    : input.response !== undefined && input.decision !== "reject"
-    ? { path: ["response"], issue: "response (an answer instead of running the tool) goes with decision reject only." }
-    : undefined
+const jsonWithin = (max: number) =>
+  Schema.makeFilter<unknown>(
+    (value) => jsonLength(value, max) > max ? `Expected at most ${max} characters as JSON` : undefined,
+    { description: `at most ${max} characters as compact JSON` }
+  )
+
+const notNull = Schema.makeFilter<unknown>((value) => value === null ? "Expected a JSON value other than null" : undefined, {
+  description: "not null"
+})
+
+const EditedArguments = JsonValue.check(notNull, jsonWithin(MAX_EDITED_ARGUMENTS_CHARACTERS)).annotate({
+  description:
+    `The arguments the tool is to run with instead of the step's (at most ${MAX_EDITED_ARGUMENTS_CHARACTERS} characters as compact JSON), checked against the action class's \`arguments_schema\` (422 \`ARGUMENTS_SHAPE_MISMATCH\` naming the field; refused when the class declares none)`
+})
+
+const DecisionResponse = JsonValue.check(notNull, jsonWithin(MAX_RESPONSE_CHARACTERS)).annotate({
+  description:
+    `An answer for the agent instead of running the tool (any JSON but null, e.g. a text; at most ${MAX_RESPONSE_CHARACTERS} characters as compact JSON). The step is resolved \`reject\` and carries it as \`response\`.`
+})
+
+/**
+ * A decision: `approve`, optionally with edited `arguments`, or `reject`,
+ * optionally with a `response` (a union on `decision`, so the OpenAPI
+ * document shows which member goes with which), each with `reason`.
+ */
+export const decisionOf = <F extends Schema.Struct.Fields>(fields: F) =>
+  Schema.Union([
+    Schema.Struct({
+      ...fields,
+      decision: Schema.Literal("approve"),
+      arguments: Schema.optionalKey(EditedArguments)
+    }).annotate({ description: "Approve, optionally with edited arguments" }),
+    Schema.Struct({
+      ...fields,
+      decision: Schema.Literal("reject"),
+      response: Schema.optionalKey(DecisionResponse)
+    }).annotate({ description: "Reject, optionally with a response for the agent" })
+  ])
 
 const ApprovedArguments = JsonValue.annotate({
   description: "The arguments a person approved the tool to run with when they edited the step's: the tool runs with these, not the step's"
 })
 const ArgumentsChanged = Schema.Array(Schema.String).annotate({
   description:
-    "With `approved_arguments`: what the edit changed, as JSON Pointers (RFC 6901) into the arguments, each a member or item added, removed or replaced (`\"\"` when the whole value was)"
+    "With `approved_arguments`: what the edit changed, as JSON Pointers (RFC 6901) into the arguments, each a member or item added, removed or replaced (`\"\"` when the whole value was). At most 100 pointers of 8 192 characters together: a longer diff collapses to the top-level members or items that differ, or to `[\"\"]`"
 })
 const DigestMember = Schema.String.annotate({
   description:

@@ -14,7 +14,7 @@ import { HttpApiEndpoint, HttpApiError, HttpApiGroup, OpenApi } from "effect/htt
 import { ApprovalContext, DecisionReason } from "./Approvals.ts"
 import { Text, Timestamp } from "./Common.ts"
 import { CrossSiteRequest, InvalidTransition, problemType, ValidationBusy } from "./Errors.ts"
-import { ArgumentsShapeMismatch, ArgumentsTooComplex, DecisionEditFields, editFitsDecision } from "./ApprovalEdits.ts"
+import { ArgumentsShapeMismatch, ArgumentsTooComplex, decisionOf } from "./ApprovalEdits.ts"
 import { documented } from "./Documentation.ts"
 import * as Examples from "./Examples.ts"
 import { AlreadyVoted, PersonRequired } from "./Votes.ts"
@@ -26,12 +26,7 @@ export const ApprovalLinkToken = Text.check(Schema.isMinLength(1), Schema.isMaxL
 
 export const OpenApprovalLink = Schema.Struct({ token: ApprovalLinkToken })
 
-export const DecideByLink = Schema.Struct({
-  token: ApprovalLinkToken,
-  decision: Schema.Literals(["approve", "reject"]),
-  reason: Schema.optionalKey(DecisionReason),
-  ...DecisionEditFields
-}).check(Schema.makeFilter(editFitsDecision))
+export const DecideByLink = decisionOf({ token: ApprovalLinkToken, reason: Schema.optionalKey(DecisionReason) })
 
 /** The approval a mail's link opens, and who a decision through it names. */
 export const ApprovalLinkView = Schema.Struct({

@@ -13,10 +13,11 @@ import {
   LimitReached,
   NotFound,
   PolicyRulesTooComplex,
+  RateLimited,
   TooManyStreams,
   ValidationBusy
 } from "./Errors.ts"
-import { ArgumentsSchema, ArgumentsShapeMismatch, ArgumentsTooComplex, DecisionEditFields, EditSnapshotFields, editFitsDecision } from "./ApprovalEdits.ts"
+import { ArgumentsSchema, ArgumentsShapeMismatch, ArgumentsTooComplex, decisionOf, EditSnapshotFields } from "./ApprovalEdits.ts"
 import { Authentication, requireScope } from "./Security.ts"
 import { documented, notFound } from "./Documentation.ts"
 import * as Examples from "./Examples.ts"
@@ -219,11 +220,7 @@ export const DecisionReason = Text.check(
     "Why (optional, at most 1 000 characters): carried by the snapshot as `decision_reason`, so it reaches the `approval.approved`/`approval.rejected` webhooks and the session's `approval:decided` event. Recognizable secrets in it are replaced by `[REDACTED]` before it is stored."
 })
 
-export const Decision = Schema.Struct({
-  decision: Schema.Literals(["approve", "reject"]),
-  reason: Schema.optionalKey(DecisionReason),
-  ...DecisionEditFields
-}).check(Schema.makeFilter(editFitsDecision))
+export const Decision = decisionOf({ reason: Schema.optionalKey(DecisionReason) })
 
 /**
  * An approval in the organization's list and stream: the snapshot plus the
@@ -323,18 +320,19 @@ export class ApprovalPoliciesApi extends HttpApiGroup.make("approvalPolicies")
       params: { action_class: ActionClass },
       payload: DryRunInput,
       success: DryRunAnswer,
-      error: [InvalidRequest, PolicyRulesTooComplex, AnswerSchemaTooComplex, ValidationBusy]
+      error: [InvalidRequest, PolicyRulesTooComplex, AnswerSchemaTooComplex, ValidationBusy, RateLimited]
     }).pipe(
       requireScope(
         "org_config.read",
-        "Evaluates the action class's policy (the stored one, or `policy` from the request) against a sample step, as a governed step would be decided: which rule decides and what it answers. Nothing is created or stored."
+        "Evaluates the action class's policy (the stored one, or `policy` from the request) against a sample step, as a governed step would be decided: which rule decides and what it answers. Nothing is created or stored. An organization makes at most `SVC_APPROVAL_DRY_RUNS_PER_MINUTE` dry runs a minute (default 60); the rules run within `SVC_APPROVAL_RULES_TIMEOUT` in all and the rule workers' heap (`SVC_APPROVAL_RULES_HEAP_MB`)."
       ),
       documented({
         summary: "Try a policy on a sample step",
         request: Examples.dryRunInput,
         response: Examples.dryRunAnswer,
         errors: {
-          400: "A rule of the given policy does not compile or is over a limit (`INVALID_REQUEST` or `POLICY_RULES_TOO_COMPLEX`, `field` naming the rule), or its `arguments_schema` is not JSON Schema or is over a limit (`INVALID_REQUEST` or `ANSWER_SCHEMA_TOO_COMPLEX`)."
+          400: "A rule of the given policy does not compile or is over a limit (`INVALID_REQUEST` or `POLICY_RULES_TOO_COMPLEX`, `field` naming the rule), or its `arguments_schema` is not JSON Schema or is over a limit (`INVALID_REQUEST` or `ANSWER_SCHEMA_TOO_COMPLEX`); evaluating the rules for the sample step went over their time or memory budget (`POLICY_RULES_TOO_COMPLEX`, `limit`: `SVC_APPROVAL_RULES_TIMEOUT` or `SVC_APPROVAL_RULES_HEAP_MB`, `field` naming the rule that was running).",
+          429: "Over `SVC_APPROVAL_DRY_RUNS_PER_MINUTE` (`RATE_LIMITED`, with `Retry-After`), or the rule workers' queue holds this organization's share (`VALIDATION_BUSY`)."
         }
       })
     ),

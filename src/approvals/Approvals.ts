@@ -9,7 +9,17 @@ import { PgClient } from "@effect/sql-pg"
 import { Context, Effect, Layer, Option, Schema } from "effect"
 import type { ApprovalSnapshot, DryRunAnswer, DryRunInput, Policy, PolicyInput } from "../api/Approvals.ts"
 import { ArgumentsShapeMismatch, type ArgumentsTooComplex } from "../api/ApprovalEdits.ts"
-import { type AnswerSchemaTooComplex, type InvalidRequest, InvalidTransition, type LimitReached, NotFound, type PolicyRulesTooComplex, Unauthenticated, type ValidationBusy } from "../api/Errors.ts"
+import {
+  type AnswerSchemaTooComplex,
+  type InvalidRequest,
+  InvalidTransition,
+  type LimitReached,
+  NotFound,
+  type PolicyRulesTooComplex,
+  type RateLimited,
+  Unauthenticated,
+  type ValidationBusy
+} from "../api/Errors.ts"
 import { AnswerSchemas } from "../tasks/AnswerSchema.ts"
 import { appendSessionEvent, hubSignal } from "../streams/SessionEvents.ts"
 import { SvcConfig } from "../platform/Config.ts"
@@ -17,7 +27,7 @@ import { Metrics } from "../observability/Metrics.ts"
 import { Instant, InstantOrNull, rowsOf } from "../platform/Rows.ts"
 import { databaseNow, iso } from "../platform/Time.ts"
 import { type Topic, Topics, Wakeups } from "../database/Wakeups.ts"
-import { type DecisionEdit, editSnapshot, makeEdits, settledValues } from "./Edits.ts"
+import { type DecisionEdit, editSnapshot, makeEdits, NOTHING_SETTLED, settledValues } from "./Edits.ts"
 import { snapshotOf } from "./Events.ts"
 import { APPROVAL_COLUMNS, ApprovalRows, emit, fireDeadline as fireDue, fireMostOverdue, type FullApprovalRow, isoMs } from "./Firing.ts"
 import { scrubReason } from "./Reasons.ts"
@@ -28,6 +38,7 @@ import { announceVote, castVote, isSharedAddress, quorumMembers, standsFor } fro
 import { AlreadyVoted, PersonRequired } from "../api/Votes.ts"
 import { NotAssigned } from "../api/Reviewers.ts"
 import { standing } from "./Reviewers.ts"
+import { RuleWorkers } from "./RuleWorkers.ts"
 
 /** A decider's precondition (`Approvals.decide`): `holds` runs in the decision's transaction; `refused` is the failure when it does not hold. */
 export interface DecisionGuard<E> {
@@ -49,7 +60,7 @@ export class Approvals extends Context.Service<Approvals, {
     orgId: string,
     actionClass: string,
     input: DryRunInput
-  ) => Effect.Effect<DryRunAnswer, InvalidRequest | PolicyRulesTooComplex | AnswerSchemaTooComplex | ValidationBusy>
+  ) => Effect.Effect<DryRunAnswer, InvalidRequest | PolicyRulesTooComplex | AnswerSchemaTooComplex | ValidationBusy | RateLimited>
   /**
    * The organization's rule for `actionClass`, or the default rule, from the
    * process's cache (`PolicyCache.ts`): a statement that acts on it checks
@@ -102,8 +113,9 @@ export class Approvals extends Context.Service<Approvals, {
       const wakeups = yield* Wakeups
       const metrics = yield* Metrics
 
-      const edits = makeEdits(sql, yield* AnswerSchemas, config.answerValidationQueue)
-      const policies = yield* makePolicies(sql, config, wakeups, edits.checkArgumentsSchema)
+      const ruleWorkers = yield* RuleWorkers
+      const edits = makeEdits(sql, yield* AnswerSchemas, ruleWorkers, config.answerValidationQueue)
+      const policies = yield* makePolicies(sql, config, wakeups, edits.checkArgumentsSchema, ruleWorkers)
       /** Applies the due deadline of a claimed row (`Firing.ts`), inside the claiming transaction. */
       const fireDeadline = Effect.fn("Approvals.fireDeadline")((row: FullApprovalRow, now: number, log: Array<StreamEntry>) =>
         fireDue(sql, row, now, log)
@@ -129,6 +141,26 @@ export class Approvals extends Context.Service<Approvals, {
         return snapshotOf(row)
       })
 
+      /**
+       * The cheap refusals of a decision with edited arguments, read before
+       * the edit is checked or compared (so 404, 409 and 403 come before any
+       * 422): a missing or closed approval, a group the decider is not in nor
+       * delegated to, a quorum (which takes no edits).
+       */
+      const editRefused = (orgId: string, actor: string, approvalId: string) =>
+        Effect.gen(function*() {
+          const current = yield* ApprovalRows.one(sql`
+            SELECT ${sql.literal(APPROVAL_COLUMNS)} FROM approvals WHERE id = ${approvalId} AND org_id = ${orgId}
+          `)
+          if (current === undefined) return { _tag: "missing" as const }
+          if (current.status !== "pending") return { _tag: "closed" as const, status: current.status }
+          const who = yield* standing(sql, orgId, actor, approvalId, current.assigned_group)
+          if (who.person === null) return { _tag: "revoked" as const }
+          if (who.decidedFor === null) return { _tag: "notAssigned" as const, group: current.assigned_group ?? "" }
+          if (current.quorum > 1) return { _tag: "editWithQuorum" as const }
+          return undefined
+        })
+
       const decide = Effect.fn("Approvals.decide")(function*<E = never>(
         orgId: string,
         actor: string,
@@ -139,15 +171,20 @@ export class Approvals extends Context.Service<Approvals, {
         edit?: DecisionEdit
       ) {
         yield* Effect.annotateCurrentSpan({ "svc.approval_id": approvalId })
+        // Before any work on edited arguments, what refuses the decider anyway (the transaction checks it again).
+        const refused = edit?.arguments === undefined
+          ? undefined
+          : (yield* editRefused(orgId, actor, approvalId)) ??
+            (guard !== undefined && !(yield* guard.holds) ? { _tag: "refused" as const } : undefined)
         // Edited arguments are checked against the class's schema before the row is locked.
-        const settled = yield* edits.settle(orgId, approvalId, edit)
+        const settled = refused === undefined ? yield* edits.settle(orgId, approvalId, edit) : NOTHING_SETTLED
         if (settled === undefined) return yield* new NotFound({ detail: "No such approval." })
         const settle = settledValues(settled)
         const stored = reason === undefined ? null : yield* scrubReason(reason)
         const status = decision === "approve" ? "approved" : "rejected"
         const resolution = decision === "approve" ? "allow" : "reject"
         const log: Array<StreamEntry> = []
-        const decided = yield* sql.withTransaction(Effect.gen(function*() {
+        const decided = refused ?? (yield* sql.withTransaction(Effect.gen(function*() {
           // Only a pending approval moves: of two racing decisions, the second
           // waits for the first's row lock, then finds it closed.
           const current = yield* ApprovalRows.one(sql`
@@ -222,7 +259,7 @@ export class Approvals extends Context.Service<Approvals, {
           })
           yield* appendApprovalStream(sql, orgId, log)
           return { _tag: "decided" as const, row }
-        })).pipe(Effect.orDie)
+        })).pipe(Effect.orDie))
         if (decided._tag === "missing") return yield* new NotFound({ detail: "No such approval." })
         if (decided._tag === "refused") return yield* Effect.fail(guard!.refused)
         if (decided._tag === "notAssigned") {

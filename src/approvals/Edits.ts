@@ -5,18 +5,24 @@
  * approves may send edited arguments: they are checked against that schema
  * by the validation workers, before the decision's transaction, and the
  * approval and its step then carry them (`approved_arguments`), what they
- * changed (JSON Pointers) and their digest, which the step's outcome must
- * carry. A person who rejects may send a response for the agent instead.
+ * changed (JSON Pointers, bounded: `ArgumentsDiff.ts`) and their digest,
+ * computed in a rule worker under a deadline and a heap, which the step's
+ * outcome must carry. A person who rejects may send a response for the
+ * agent instead. Both are bounded in size by the request schema
+ * (`../api/ApprovalEdits.ts`), and `Approvals.decide` refuses what costs
+ * nothing to check (missing, closed, not a member, a quorum) before any of
+ * this runs.
  */
 import { Effect, Schema } from "effect"
 import type { SqlClient } from "effect/sql"
 import { ArgumentsShapeMismatch, ArgumentsTooComplex } from "../api/ApprovalEdits.ts"
-import { sha256Hex } from "../platform/Digest.ts"
 import { JsonColumn, rowsOf } from "../platform/Rows.ts"
 import type { AnswerSchemas } from "../tasks/AnswerSchema.ts"
 import { checkSchema } from "../tasks/SchemaCheck.ts"
 import { validationBusy } from "../tasks/ValidationBusy.ts"
 import { scrubResponse } from "./Reasons.ts"
+import { argumentsDigest } from "./ArgumentsDiff.ts"
+import { type RuleWorkers, rulesBusy } from "./RuleWorkers.ts"
 
 type Json = Schema.Json
 
@@ -69,45 +75,7 @@ export const editStepMembers = (row: {
   ...(row.response === null ? {} : { response: row.response })
 })
 
-/** JSON text with object members sorted by name and no whitespace: the digest's input. */
-export const canonicalJson = (value: Json): string => {
-  if (value === null || typeof value !== "object") return JSON.stringify(value)
-  if (Array.isArray(value)) return `[${value.map(canonicalJson).join(",")}]`
-  const object = value as { readonly [key: string]: Json }
-  return `{${Object.keys(object).sort().map((key) => `${JSON.stringify(key)}:${canonicalJson(object[key]!)}`).join(",")}}`
-}
-
-/** The digest the step's outcome must carry: SHA-256 of `canonicalJson`, lowercase hex. */
-export const argumentsDigest = (value: Json) => sha256Hex(canonicalJson(value))
-
-const pointer = (base: string, segment: string | number) => `${base}/${String(segment).replaceAll("~", "~0").replaceAll("/", "~1")}`
-
-/**
- * What `after` changed of `before`, as JSON Pointers (RFC 6901): each
- * member or item added, removed or replaced, the deepest that differs
- * (objects and arrays are compared member by member, item by item). One
- * walk over both values: its cost is their size.
- */
-export const changedPointers = (before: Json, after: Json, at = ""): Array<string> => {
-  const isObject = (v: Json): v is { readonly [key: string]: Json } => typeof v === "object" && v !== null && !Array.isArray(v)
-  if (Array.isArray(before) && Array.isArray(after)) {
-    const out: Array<string> = []
-    for (let i = 0; i < Math.max(before.length, after.length); i++) {
-      if (i >= before.length || i >= after.length) out.push(pointer(at, i))
-      else out.push(...changedPointers(before[i]!, after[i]!, pointer(at, i)))
-    }
-    return out
-  }
-  if (isObject(before) && isObject(after)) {
-    const keys = [...new Set([...Object.keys(before), ...Object.keys(after)])].sort()
-    return keys.flatMap((key) =>
-      !Object.hasOwn(before, key) || !Object.hasOwn(after, key)
-        ? [pointer(at, key)]
-        : changedPointers(before[key]!, after[key]!, pointer(at, key))
-    )
-  }
-  return before === after ? [] : [at]
-}
+export { argumentsDigest, canonicalJson, changedPointers } from "./ArgumentsDiff.ts"
 
 /** A violation's path inside the request body: `arguments.amount`. */
 const argumentsPath = (path: string) => path === "" ? "arguments" : path.startsWith("[") ? `arguments${path}` : `arguments.${path}`
@@ -121,7 +89,7 @@ const StepRows = rowsOf("agent_steps", Schema.Struct({
 /** The validators' key of a class's arguments schema: a changed schema is another validator. */
 const schemaKey = (orgId: string, actionClass: string, schema: Json) => `arguments:${orgId}:${actionClass}:${argumentsDigest(schema)}`
 
-export const makeEdits = (sql: SqlClient.SqlClient, schemas: AnswerSchemas["Service"], queueCapacity: number) => {
+export const makeEdits = (sql: SqlClient.SqlClient, schemas: AnswerSchemas["Service"], workers: RuleWorkers["Service"], queueCapacity: number) => {
   /** A policy's `arguments_schema`, checked and bounded as a task's answer schema. */
   const checkArgumentsSchema = (orgId: string, actionClass: string, schema: Json | undefined) =>
     schema === undefined ? Effect.void : checkSchema(schemas, orgId, schemaKey(orgId, actionClass, schema), schema, "arguments_schema")
@@ -162,12 +130,15 @@ export const makeEdits = (sql: SqlClient.SqlClient, schemas: AnswerSchemas["Serv
       const errors = violations.map((v) => ({ field: argumentsPath(v.path), message: v.message }))
       return yield* new ArgumentsShapeMismatch({ field: errors[0]!.field, errors, detail: `${errors[0]!.field} ${errors[0]!.message}` })
     }
-    return {
-      ...NOTHING_SETTLED,
-      approved_arguments: edited,
-      arguments_changed: changedPointers(step.arguments, edited),
-      arguments_digest: argumentsDigest(edited)
-    } satisfies Settled
+    // What changed and the digest: in a rule worker, under the deadline of the schema check.
+    const { changed, digest } = yield* workers.edit(orgId, step.arguments, edited).pipe(
+      Effect.catchTags({
+        OverBudget: (over) =>
+          Effect.fail(new ArgumentsTooComplex({ field: "arguments", limit: over.limit, limit_value: over.value, detail: `${over.message} (${over.limit}).` })),
+        RuleWorkersBusy: (busy) => Effect.fail(rulesBusy(busy))
+      })
+    )
+    return { ...NOTHING_SETTLED, approved_arguments: edited, arguments_changed: changed, arguments_digest: digest } satisfies Settled
   })
 
   return { checkArgumentsSchema, settle }

@@ -4,6 +4,7 @@ import { Api } from "../api/Api.ts"
 import { CurrentPrincipal } from "../api/Security.ts"
 import { resumeAfter, sseResponse } from "../streams/Sse.ts"
 import { StreamGuard } from "../identity/StreamGuard.ts"
+import { responseHeader } from "../platform/ResponseHeader.ts"
 import { busyRetryAfter } from "../tasks/ValidationBusy.ts"
 import { Approvals } from "./Approvals.ts"
 import { ApprovalContexts } from "./Context.ts"
@@ -21,7 +22,8 @@ export const ApprovalPoliciesHandlers = HttpApiBuilder.group(
         ),
       dryRun: ({ params, payload }) =>
         CurrentPrincipal.use((p) => approvals.dryRun(p.orgId, params.action_class, payload)).pipe(
-          Effect.tapErrorTag("ValidationBusy", () => busyRetryAfter)
+          Effect.tapErrorTag("ValidationBusy", () => busyRetryAfter),
+          Effect.tapErrorTag("RateLimited", (error) => responseHeader("retry-after", String(error.retry_after_seconds)))
         ),
       list: () =>
         CurrentPrincipal.use((p) => approvals.listPolicies(p.orgId)).pipe(Effect.map((policies) => ({ policies })))

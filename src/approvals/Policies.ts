@@ -10,13 +10,14 @@ import { type DryRunAnswer, type DryRunInput, Policy, type PolicyInput, PolicyRu
 import { ArgumentsSchema } from "../api/ApprovalEdits.ts"
 import { type AnswerSchemaTooComplex, InvalidRequest, PolicyRulesTooComplex, type ValidationBusy } from "../api/Errors.ts"
 import type { SvcConfigShape } from "../platform/Config.ts"
-import { refuseAtCap } from "../platform/OrgLimits.ts"
+import { claimRate, refuseAtCap } from "../platform/OrgLimits.ts"
 import { BigIntText, JsonColumn, rowsOf, Timestamp } from "../platform/Rows.ts"
 import type { Broadcast, Wakeups } from "../database/Wakeups.ts"
 import { DEFAULT_POLICY } from "./Deadlines.ts"
 import { type CachedRule, makePolicyCache } from "./PolicyCache.ts"
 import { checkGroups } from "./Reviewers.ts"
 import { type CompiledRule, compileRules, resolve, type RuleLimits } from "./Rules.ts"
+import { type RuleWorkers, rulesBusy } from "./RuleWorkers.ts"
 
 /** The `Wakeups` signal that an organization's approval policies changed. */
 export const policiesSignal = (orgId: string): Broadcast => `policies:${orgId}`
@@ -68,9 +69,16 @@ export const makePolicies = Effect.fnUntraced(function*(
   config: SvcConfigShape,
   wakeups: Wakeups["Service"],
   /** Checks a policy's `arguments_schema` (`Edits.ts`). */
-  checkArgumentsSchema: (orgId: string, actionClass: string, schema: ArgumentsSchema | undefined) => Effect.Effect<void, InvalidRequest | AnswerSchemaTooComplex | ValidationBusy>
+  checkArgumentsSchema: (orgId: string, actionClass: string, schema: ArgumentsSchema | undefined) => Effect.Effect<void, InvalidRequest | AnswerSchemaTooComplex | ValidationBusy>,
+  ruleWorkers: RuleWorkers["Service"]
 ) {
   const limits: RuleLimits = config.approvalRules
+  const dryRuns = {
+    name: "dry_run",
+    perMinute: config.approvalRules.dryRunsPerMinute,
+    limit: "SVC_APPROVAL_DRY_RUNS_PER_MINUTE",
+    what: "policy dry runs"
+  }
   /** Compiles a policy's rules, or the 400 naming the rule (and the limit) at fault. */
   const checkRules = (rules: ReadonlyArray<PolicyRule>) => {
     const compiled = compileRules(rules, limits)
@@ -160,6 +168,8 @@ export const makePolicies = Effect.fnUntraced(function*(
 
   const NO_SESSION = "00000000-0000-0000-0000-000000000000"
   const dryRun = Effect.fnUntraced(function*(orgId: string, actionClass: string, input: DryRunInput) {
+    // Each dry run may cost a rule worker its whole deadline: they are counted before anything is read.
+    yield* claimRate(sql, orgId, dryRuns).pipe(Effect.catchTag("SqlError", Effect.die))
     const facts = {
       tool: input.tool,
       arguments: input.arguments,
@@ -179,7 +189,22 @@ export const makePolicies = Effect.fnUntraced(function*(
       settings = cached.rule
       which = cached.version === null ? "default" : "stored"
     }
-    const resolution = resolve(settings, rules, facts, limits.maxCost)
+    // Over its budget, a dry run is refused naming the limit (a step would fall back to the class's settings).
+    const verdict = yield* ruleWorkers.run(orgId, rules, facts).pipe(
+      Effect.catchTags({
+        OverBudget: (over) => {
+          const index = over.rule ?? 0
+          return Effect.fail(new PolicyRulesTooComplex({
+            field: `rules[${index}].condition`,
+            limit: over.limit,
+            limit_value: over.value,
+            detail: `Rule ${JSON.stringify(rules[index]?.name ?? "")}: ${over.message} (${over.limit}); a governed step would be decided by the class's settings.`
+          }))
+        },
+        RuleWorkersBusy: (busy) => Effect.fail(rulesBusy(busy))
+      })
+    )
+    const resolution = resolve(settings, verdict)
     const answer: DryRunAnswer = {
       decision: resolution.decision,
       rule: resolution.rule,

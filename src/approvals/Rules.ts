@@ -8,36 +8,32 @@
  * the character position, and parse-time limits on AST nodes and nesting
  * depth. (`@bufbuild/cel` is conformance-tested but brings protobuf runtime
  * types and no structural limits; `cel-js` 0.8 has no type checker.) None
- * of them bounds evaluation cost, so the bound is svc's, and it is proved
- * before a rule runs, so evaluation stays in-process on the hot path:
+ * of them bounds evaluation cost, so the bound is svc's, enforced while a
+ * rule runs rather than estimated before:
  *
  * - a condition's size (characters), AST nodes and nesting depth are
  *   limited when stored (`SVC_APPROVAL_RULE_MAX_LENGTH`, `_MAX_NODES`,
- *   `_MAX_DEPTH`), as is the number of rules (`SVC_APPROVAL_RULES_MAX`);
+ *   `_MAX_DEPTH`), as is the number of rules (`SVC_APPROVAL_RULES_MAX`):
+ *   parsing and type-checking are linear in them;
  * - `matches` (a regular expression: backtracking in JavaScript) is refused;
- * - what a rule can cost is at most its nodes times (n + 1) to the power of
- *   its comprehension nesting (`all`, `exists`, `exists_one`, `map`,
- *   `filter`), where n is the longest list or map in the step's arguments.
- *   That estimate is computed before evaluating; over
- *   `SVC_APPROVAL_RULE_MAX_COST` the rule is not evaluated (it counts as an
- *   evaluation error: the class's settings decide). One unit is about a
- *   microsecond: the default budget (5 000) held a rule of the largest
- *   allowed kind 0.2 to 4 ms on a shared 2-core machine (test
- *   `rules.test.ts`), far inside an answer-schema check's deadline
- *   (`SVC_ANSWER_VALIDATION_TIMEOUT`, 1 s), so no rule holds the event loop
- *   longer than that. A rule without comprehensions costs its nodes: a
- *   199-node condition evaluated in 4 to 15 µs.
+ * - a policy's rules are evaluated for a step in the validation workers
+ *   (`RuleRuns.ts`, `../tasks/AnswerSchema.ts`), all of them within one
+ *   deadline (`SVC_APPROVAL_RULES_TIMEOUT`) and the workers' heap
+ *   (`SVC_ANSWER_VALIDATION_HEAP_MB`): a worker past either is ended and
+ *   replaced, whatever the rule builds (`split`, `map`, `cel.bind`, strings);
+ * - only rules whose cost is proved small for the step run on the event
+ *   loop instead (`InProcessRules.ts`).
  */
-import { Environment } from "@marcbachmann/cel-js"
 import type { PolicyRule, RuleResult } from "../api/Approvals.ts"
 import type { PolicyRule as DeadlineSettings } from "./Deadlines.ts"
+import { costBound, type CostBound, isNode } from "./InProcessRules.ts"
+import { Environment } from "@marcbachmann/cel-js"
 
 export interface RuleLimits {
   readonly maxRules: number
   readonly maxLength: number
   readonly maxNodes: number
   readonly maxDepth: number
-  readonly maxCost: number
 }
 
 /** Why a policy's rules are refused: the field at fault, and the limit when one was exceeded. */
@@ -55,10 +51,10 @@ interface Program {
 export interface CompiledRule {
   readonly name: string
   readonly result: RuleResult
+  readonly condition: string
   readonly program: Program
-  readonly nodes: number
-  /** How deeply comprehensions nest (0: none, evaluation is linear in the condition). */
-  readonly loops: number
+  /** What evaluating it on the event loop can cost, when that is known (`InProcessRules.ts`); none: it runs in a worker. */
+  readonly bound: CostBound | undefined
 }
 
 /** What decided a step: a rule (by name) with its result, or the class's settings (`rule: null`). */
@@ -66,12 +62,10 @@ export type RuleVerdict =
   | { readonly rule: string; readonly result: RuleResult }
   | { readonly rule: null; readonly error?: { readonly rule: string; readonly message: string } }
 
-const COMPREHENSIONS = new Set(["all", "exists", "exists_one", "map", "filter"])
-
 const environments = new Map<string, Environment>()
 
 /** One environment per (nodes, depth) limits: the variables a condition sees. */
-const environment = (limits: RuleLimits): Environment => {
+const environment = (limits: Pick<RuleLimits, "maxNodes" | "maxDepth">): Environment => {
   const key = `${limits.maxNodes}:${limits.maxDepth}`
   let env = environments.get(key)
   if (env === undefined) {
@@ -84,39 +78,26 @@ const environment = (limits: RuleLimits): Environment => {
   return env
 }
 
-interface AstNode {
-  readonly op: string
-  readonly args: unknown
-  readonly pos?: number
-}
-
-const isNode = (value: unknown): value is AstNode =>
-  typeof value === "object" && value !== null && !Array.isArray(value) && typeof (value as AstNode).op === "string"
-
-/** Nodes, comprehension nesting and the position of a `matches` call, by one iterative walk. */
-const measure = (ast: unknown): { nodes: number; loops: number; matchesAt: number | undefined } => {
-  let nodes = 0
-  let loops = 0
-  let matchesAt: number | undefined
-  const stack: Array<{ value: unknown; loops: number }> = [{ value: ast, loops: 0 }]
+/** The position of the first `matches` call, by one iterative walk. */
+const matchesAt = (ast: unknown): number | undefined => {
+  const stack: Array<unknown> = [ast]
   while (stack.length > 0) {
-    const { value, loops: depth } = stack.pop()!
+    const value = stack.pop()
     if (Array.isArray(value)) {
-      for (const item of value) stack.push({ value: item, loops: depth })
+      for (const item of value) stack.push(item)
       continue
     }
     if (!isNode(value)) continue
-    nodes++
-    let inner = depth
-    if ((value.op === "rcall" || value.op === "call") && Array.isArray(value.args) && typeof value.args[0] === "string") {
-      const name = value.args[0]
-      if (name === "matches" && matchesAt === undefined) matchesAt = value.pos ?? 0
-      if (value.op === "rcall" && COMPREHENSIONS.has(name)) inner = depth + 1
-    }
-    loops = Math.max(loops, inner)
-    stack.push({ value: value.args, loops: inner })
+    if ((value.op === "rcall" || value.op === "call") && Array.isArray(value.args) && value.args[0] === "matches") return value.pos ?? 0
+    stack.push(value.args)
   }
-  return { nodes, loops, matchesAt }
+  return undefined
+}
+
+/** `line L, column C (offset P)` of a character offset of `condition` (1-based). */
+const lineAndColumn = (condition: string, pos: number) => {
+  const before = condition.slice(0, pos).split("\n")
+  return `line ${before.length}, column ${before[before.length - 1]!.length + 1} (offset ${pos})`
 }
 
 /** The first line of a CEL error and its position as `line L, column C` (1-based). */
@@ -125,8 +106,7 @@ const located = (condition: string, error: unknown): string => {
   const node = (error as { node?: { pos?: number } } | null)?.node
   const pos = typeof node?.pos === "number" ? node.pos : undefined
   if (pos === undefined) return message
-  const before = condition.slice(0, pos).split("\n")
-  return `${message} at line ${before.length}, column ${before[before.length - 1]!.length + 1} (offset ${pos})`
+  return `${message} at ${lineAndColumn(condition, pos)}`
 }
 
 /** Compiles a policy's rules: parsed, type-checked to `bool`, measured against the limits. */
@@ -179,28 +159,17 @@ export const compileRules = (
     }
     const checked = env.check(rule.condition) as { valid: boolean; type?: string; error?: unknown }
     if (!checked.valid) return refuse(`does not type-check: ${located(rule.condition, checked.error)}.`)
-    if (checked.type !== "bool" && checked.type !== "dyn") return refuse(`the condition is of type ${checked.type}, not bool.`)
-    const { loops, matchesAt, nodes } = measure(program.ast)
-    if (matchesAt !== undefined) {
-      return refuse(`matches() is not allowed (regular expressions can backtrack without bound) at offset ${matchesAt}.`)
+    if (checked.type !== "bool" && checked.type !== "dyn") {
+      const at = (program.ast as { pos?: number } | null)?.pos ?? 0
+      return refuse(`does not type-check: the condition is of type ${checked.type}, not bool, at ${lineAndColumn(rule.condition, at)}.`)
     }
-    compiled.push({ name: rule.name, result: rule.result, program, nodes, loops })
+    const regex = matchesAt(program.ast)
+    if (regex !== undefined) {
+      return refuse(`matches() is not allowed (regular expressions can backtrack without bound) at ${lineAndColumn(rule.condition, regex)}.`)
+    }
+    compiled.push({ name: rule.name, result: rule.result, condition: rule.condition, program, bound: costBound(program.ast) })
   }
   return { ok: true, rules: compiled }
-}
-
-/** The number of elements of the longest list or map in `value` (one iterative walk). */
-export const widest = (value: unknown): number => {
-  let widest = 0
-  const stack: Array<unknown> = [value]
-  while (stack.length > 0) {
-    const item = stack.pop()
-    if (typeof item !== "object" || item === null) continue
-    const children = Array.isArray(item) ? item : Object.values(item)
-    widest = Math.max(widest, children.length)
-    for (const child of children) stack.push(child)
-  }
-  return widest
 }
 
 export interface StepFacts {
@@ -209,39 +178,64 @@ export interface StepFacts {
   readonly session: { readonly id: string }
 }
 
+/** What evaluating a policy's rules for a step found: the index of the first that held (-1: none), or the rule that failed. */
+export type Evaluation =
+  | { readonly held: number }
+  | { readonly failed: number; readonly message: string }
+
 /**
- * The first rule whose condition holds for the step. A rule that cannot be
- * evaluated (a missing key, a type the condition does not expect, over the
- * cost budget) ends the walk: the class's settings decide, as when none
- * holds, and the error is returned for the dry run.
+ * Evaluates `programs` in order for the step, up to the first that holds.
+ * One that cannot be evaluated (a missing key, a type the condition does
+ * not expect) ends the walk. The caller bounds what this costs: the
+ * programs run in a worker with a deadline, or are proved cheap.
  */
-export const decide = (rules: ReadonlyArray<CompiledRule>, facts: StepFacts, maxCost: number): RuleVerdict => {
-  if (rules.length === 0) return { rule: null }
-  let width: number | undefined
+export const evaluate = (
+  programs: ReadonlyArray<(context: Record<string, unknown>) => unknown>,
+  facts: StepFacts,
+  progress?: (index: number) => void
+): Evaluation => {
   const context = { tool: facts.tool, arguments: facts.arguments, session: facts.session }
-  for (const rule of rules) {
-    if (rule.loops > 0) {
-      width ??= widest(facts.arguments)
-      const cost = rule.nodes * Math.pow(width + 1, rule.loops)
-      if (cost > maxCost) {
-        return {
-          rule: null,
-          error: {
-            rule: rule.name,
-            message: `evaluating the rule would cost about ${Math.round(cost)}, over ${maxCost} (SVC_APPROVAL_RULE_MAX_COST)`
-          }
-        }
-      }
-    }
+  for (const [index, program] of programs.entries()) {
+    progress?.(index)
     let holds: unknown
     try {
-      holds = rule.program(context)
+      holds = program(context)
     } catch (error) {
-      return { rule: null, error: { rule: rule.name, message: (error instanceof Error ? error.message : String(error)).split("\n")[0]! } }
+      return { failed: index, message: (error instanceof Error ? error.message : String(error)).split("\n")[0]! }
     }
-    if (holds === true) return { rule: rule.name, result: rule.result }
+    if (holds === true) return { held: index }
   }
-  return { rule: null }
+  return { held: -1 }
+}
+
+/** The verdict of an evaluation of `rules`. */
+export const verdictOf = (rules: ReadonlyArray<Pick<CompiledRule, "name" | "result">>, evaluation: Evaluation): RuleVerdict =>
+  "failed" in evaluation
+    ? { rule: null, error: { rule: rules[evaluation.failed]!.name, message: evaluation.message } }
+    : evaluation.held < 0
+    ? { rule: null }
+    : { rule: rules[evaluation.held]!.name, result: rules[evaluation.held]!.result }
+
+/** Programs of conditions parsed in this thread (a worker's), by limits and text; emptied when full. */
+const parsed = new Map<string, Program>()
+const PARSED_KEPT = 2_000
+
+/**
+ * The programs of stored conditions (already checked when stored), parsed
+ * once per thread: the rule workers receive conditions as text.
+ */
+export const programsOf = (conditions: ReadonlyArray<string>, limits: Pick<RuleLimits, "maxNodes" | "maxDepth">): ReadonlyArray<Program> => {
+  const env = environment(limits)
+  return conditions.map((condition) => {
+    const key = `${limits.maxNodes}:${limits.maxDepth}:${condition}`
+    let program = parsed.get(key)
+    if (program === undefined) {
+      if (parsed.size >= PARSED_KEPT) parsed.clear()
+      program = env.parse(condition) as unknown as Program
+      parsed.set(key, program)
+    }
+    return program
+  })
 }
 
 /** How a step is decided: by a rule or the class's settings, with the deadlines of the approval when a person must decide. */
@@ -256,16 +250,8 @@ export interface Resolution {
   readonly error?: { readonly rule: string; readonly message: string }
 }
 
-
-
-/** The step's decision: the first matching rule's result, else the class's settings. */
-export const resolve = (
-  settings: DeadlineSettings,
-  rules: ReadonlyArray<CompiledRule>,
-  facts: StepFacts,
-  maxCost: number
-): Resolution => {
-  const verdict = decide(rules, facts, maxCost)
+/** The step's decision: the deciding rule's result, else the class's settings. */
+export const resolve = (settings: DeadlineSettings, verdict: RuleVerdict): Resolution => {
   if (verdict.rule === null) {
     const decision = settings.mode === "allow" ? "allow" : settings.mode === "reject" ? "reject" : "pending"
     return { decision, rule: null, settings, ...(verdict.error === undefined ? {} : { error: verdict.error }) }

@@ -14,13 +14,14 @@
 import { Effect, Option, Schema } from "effect"
 import { SqlError, type SqlClient } from "effect/sql"
 import { DatasetBaseChanged, type FeedbackItem, FeedbackChanged, FeedbackStatus, NothingStaged, type Promote, Score } from "../api/Feedback.ts"
-import { InvalidTransition, LimitReached, NotFound, RateLimited } from "../api/Errors.ts"
+import { InvalidTransition, LimitReached, NotFound } from "../api/Errors.ts"
 import type { SvcConfigShape } from "../platform/Config.ts"
 import { type SecretBox } from "../platform/Crypto.ts"
 import { sha256Hex } from "../platform/Digest.ts"
 import { type CursorScope, encodeCursor, keysetPage, type PageRequest, page, seqBound } from "../platform/Cursor.ts"
 import { newId } from "../platform/Ids.ts"
 import { BigIntText, JsonColumn, rowsOf, Timestamp } from "../platform/Rows.ts"
+import { claimRate } from "../platform/OrgLimits.ts"
 
 export const FeedbackRow = Schema.Struct({
   id: Schema.String,
@@ -70,7 +71,6 @@ const DatasetRows = rowsOf("datasets", Schema.Struct({
 }))
 const IdRows = rowsOf("feedback", Schema.Struct({ id: Schema.String }))
 const StatusRows = rowsOf("feedback", Schema.Struct({ status: FeedbackStatus }))
-const WaitRows = rowsOf("org_rate_limits", Schema.Struct({ seconds: BigIntText }))
 
 /** Reading, reviewing and promoting feedback. */
 export const makeReview = (sql: SqlClient.SqlClient, box: SecretBox["Service"], config: SvcConfigShape) => {
@@ -160,36 +160,9 @@ export const makeReview = (sql: SqlClient.SqlClient, box: SecretBox["Service"], 
     }
   })
 
-  // The promote rate, claimed from the database so that every process
-  // shares it: a generic cell rate (GCRA) per organization. `tat` is
-  // when the organization's allowance is next fully spent; a promote
-  // moves it one interval (a minute / the limit) later, and is allowed
-  // while that stays within a minute of now. Bursts up to the limit,
-  // then one per interval. The database's clock decides.
-  const interval = `${60_000 / config.maxPromotesPerMinute} milliseconds`
+  // The promote rate, shared by every process (`claimRate`).
   const claimPromote = (orgId: string) =>
-    Effect.gen(function*() {
-      const claimed = yield* sql`
-        INSERT INTO org_rate_limits AS r (org_id, name, tat)
-        VALUES (${orgId}, 'promote', now() + ${interval}::interval)
-        ON CONFLICT (org_id, name) DO UPDATE
-          SET tat = greatest(r.tat, now()) + ${interval}::interval
-          WHERE greatest(r.tat, now()) + ${interval}::interval <= now() + interval '1 minute'
-        RETURNING 1
-      `
-      if (claimed.length > 0) return
-      const [wait] = yield* WaitRows.decoded(sql`
-        SELECT ceil(extract(epoch FROM greatest(tat, now()) + ${interval}::interval - now() - interval '1 minute'))::int AS seconds
-        FROM org_rate_limits WHERE org_id = ${orgId} AND name = 'promote'
-      `)
-      const seconds = Math.max(1, Number(wait?.seconds ?? 1))
-      return yield* new RateLimited({
-        limit: "SVC_MAX_PROMOTES_PER_MINUTE",
-        limit_value: config.maxPromotesPerMinute,
-        retry_after_seconds: seconds,
-        detail: `The organization promoted ${config.maxPromotesPerMinute} times within a minute, the most allowed (SVC_MAX_PROMOTES_PER_MINUTE); retry in ${seconds} s.`
-      })
-    })
+    claimRate(sql, orgId, { name: "promote", perMinute: config.maxPromotesPerMinute, limit: "SVC_MAX_PROMOTES_PER_MINUTE", what: "promotes" })
 
   const promote = Effect.fnUntraced(function*(orgId: string, taskId: string, input: typeof Promote.Type) {
     yield* Effect.annotateCurrentSpan({ "svc.task_id": taskId })

@@ -15,6 +15,7 @@ import * as Option from "effect/Option"
 import * as Redacted from "effect/Redacted"
 import { DEFAULT_DATA_DIR, namesEmbedded } from "./EntrySettings.ts"
 import { isSmtpUrl } from "./SmtpUrl.ts"
+import type { ApprovalRuleSettings } from "./RuleSettings.ts"
 
 export interface SvcConfigShape {
   readonly port: number
@@ -119,8 +120,8 @@ export interface SvcConfigShape {
   readonly maxApprovalPoliciesPerOrg: number
   /** Reviewer groups one organization may have, and its delegations not yet over. */
   readonly reviewerLimits: { readonly groups: number; readonly delegations: number }
-  /** Rules on arguments: rules per policy, a condition's characters, AST nodes and nesting depth, and a rule's evaluation cost budget. */
-  readonly approvalRules: { readonly maxRules: number; readonly maxLength: number; readonly maxNodes: number; readonly maxDepth: number; readonly maxCost: number }
+  /** Rules on arguments: size limits, the rule workers' deadline, heap, number and queue, dry runs per minute (`RuleSettings.ts`). */
+  readonly approvalRules: ApprovalRuleSettings
   /** Tasks one organization may have. */
   readonly maxTasksPerOrg: number
   /** Bytes of feedback one organization may store (each record 256 bytes plus its correction's JSON). */
@@ -246,6 +247,12 @@ const millisBetween = (name: string, fallback: string, minimum: number, maximum:
         : Effect.fail(invalid(`${name} must be one duration between ${minimum}ms and ${maximum}ms`))
     })
   )
+/** A variable that was replaced: set, it stops the start, saying by what. */
+const removed = (name: string, replacement: string) =>
+  Config.option(Config.String(name)).pipe(
+    Config.mapEffect((value) => Option.isNone(value) ? Effect.void : Effect.fail(invalid(`${name} was replaced by ${replacement}; unset it`)))
+  )
+
 const LOG_LEVELS: Record<string, LogLevel.LogLevel> = { trace: "Trace", debug: "Debug", info: "Info", warn: "Warn", error: "Error", fatal: "Fatal", none: "None" }
 
 /**
@@ -357,12 +364,9 @@ export const svcConfig: Config.Config<SvcConfigShape> = Config.all({
   answerValidationQueue: intAtLeast("SVC_ANSWER_VALIDATION_QUEUE", 128, 1, 100_000),
   // Replaced by the whole queue with fair shares: a deployment that set
   // the old bound learns at start instead of running with another meaning.
-  answerValidationQueuePerOrgGone: Config.option(Config.String("SVC_ANSWER_VALIDATION_QUEUE_PER_ORG")).pipe(
-    Config.mapEffect((value) =>
-      Option.isNone(value)
-        ? Effect.void
-        : Effect.fail(invalid("SVC_ANSWER_VALIDATION_QUEUE_PER_ORG was replaced by SVC_ANSWER_VALIDATION_QUEUE (checks admitted per process, shared fairly between organizations); unset it"))
-    )
+  answerValidationQueuePerOrgGone: removed(
+    "SVC_ANSWER_VALIDATION_QUEUE_PER_ORG",
+    "SVC_ANSWER_VALIDATION_QUEUE (checks admitted per process, shared fairly between organizations)"
   ),
   dnsServers: list("SVC_DNS_SERVERS"),
   dnsTimeoutMs: millisBetween("SVC_DNS_TIMEOUT", "2s", 10, 30_000),
@@ -376,8 +380,16 @@ export const svcConfig: Config.Config<SvcConfigShape> = Config.all({
     maxLength: intAtLeast("SVC_APPROVAL_RULE_MAX_LENGTH", 2000, 1, 8000),
     maxNodes: intAtLeast("SVC_APPROVAL_RULE_MAX_NODES", 200, 1, 2000),
     maxDepth: intAtLeast("SVC_APPROVAL_RULE_MAX_DEPTH", 12, 1, 50),
-    maxCost: intAtLeast("SVC_APPROVAL_RULE_MAX_COST", 5000, 1, 1_000_000)
+    timeoutMs: millisBetween("SVC_APPROVAL_RULES_TIMEOUT", "100ms", 10, 1000),
+    heapMb: intAtLeast("SVC_APPROVAL_RULES_HEAP_MB", 64, 16, 4096),
+    // As the validation workers: a slow organization holds all workers but one.
+    workers: intAtLeast("SVC_APPROVAL_RULE_WORKERS", 2, 2, 64),
+    queue: intAtLeast("SVC_APPROVAL_RULES_QUEUE", 128, 1, 100_000),
+    dryRunsPerMinute: intAtLeast("SVC_APPROVAL_DRY_RUNS_PER_MINUTE", 60, 1, 60_000)
   }),
+  // Replaced by a deadline enforced while rules run: a deployment that set
+  // the old estimate's budget learns at start instead of relying on it.
+  approvalRuleMaxCostGone: removed("SVC_APPROVAL_RULE_MAX_COST", "SVC_APPROVAL_RULES_TIMEOUT (a deadline enforced while a policy's rules run)"),
   maxTasksPerOrg: intAtLeast("SVC_MAX_TASKS_PER_ORG", 10_000, 1),
   maxFeedbackBytesPerOrg: intAtLeast("SVC_MAX_FEEDBACK_BYTES_PER_ORG", 1024 ** 3, 1024, Number.MAX_SAFE_INTEGER),
   maxRunBytesPerOrg: intAtLeast("SVC_MAX_RUN_BYTES_PER_ORG", 10 * 1024 ** 3, 1024, Number.MAX_SAFE_INTEGER),
@@ -433,7 +445,7 @@ export const svcConfig: Config.Config<SvcConfigShape> = Config.all({
     )
   )
 }).pipe(
-  Config.map(({ metricsHost, answerValidationQueuePerOrgGone: _gone, ...config }) => ({
+  Config.map(({ metricsHost, answerValidationQueuePerOrgGone: _gone, approvalRuleMaxCostGone: _costGone, ...config }) => ({
     ...config,
     metricsHost: Option.getOrElse(metricsHost, () => config.host)
   })),

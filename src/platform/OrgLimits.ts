@@ -1,9 +1,10 @@
 /**
  * Caps on per-organization collections (notification endpoints, approval
  * policies, tasks, active API keys), counted safely under concurrent creates, on PGlite and
- * on a PostgreSQL server shared by several processes; and the byte quotas
+ * on a PostgreSQL server shared by several processes; the byte quotas
  * of what an organization stores (feedback, logged runs), kept in
- * `org_usage` (migrations 0631, 0791).
+ * `org_usage` (migrations 0631, 0791); and per-minute rates of an
+ * operation (promotes, policy dry runs), kept in `org_rate_limits`.
  *
  * Inside the creating transaction, the organization's row is locked first
  * (`FOR NO KEY UPDATE`), then the collection is counted: two creates of one
@@ -14,7 +15,7 @@
  */
 import { Effect, Schema } from "effect"
 import type { SqlClient, SqlError } from "effect/sql"
-import { LimitReached } from "../api/Errors.ts"
+import { LimitReached, RateLimited } from "../api/Errors.ts"
 import { BigIntText, rowsOf } from "./Rows.ts"
 
 const CountRow = Schema.Struct({ count: BigIntText })
@@ -105,3 +106,47 @@ export const overQuota = (quota: ByteQuota, used: number, bytes: number): Effect
 /** Fails with the quota's problem when, read now, `bytes` more would pass it. */
 export const refuseOverQuota = (sql: SqlClient.SqlClient, orgId: string, quota: ByteQuota, bytes: number): Effect.Effect<void, LimitReached> =>
   Effect.flatMap(readUsage(sql, orgId, quota), (used) => overQuota(quota, used, bytes))
+
+/** A per-organization rate: at most `perMinute` of the operation `name` a minute, the setting `limit`; `what` names it in the problem. */
+export interface OrgRate {
+  readonly name: string
+  readonly perMinute: number
+  readonly limit: string
+  readonly what: string
+}
+
+const WaitRows = rowsOf("org_rate_limits", Schema.Struct({ seconds: BigIntText }))
+
+/**
+ * Takes one of the organization's `rate`, or fails with `429 RATE_LIMITED`
+ * saying when to retry. Claimed from the database so that every process
+ * shares it: a generic cell rate (GCRA) per organization and operation.
+ * `tat` is when the organization's allowance is next fully spent; a claim
+ * moves it one interval (a minute / the rate) later, and is allowed while
+ * that stays within a minute of now: bursts up to the rate, then one per
+ * interval. The database's clock decides.
+ */
+export const claimRate = (sql: SqlClient.SqlClient, orgId: string, rate: OrgRate): Effect.Effect<void, RateLimited | SqlError.SqlError> =>
+  Effect.gen(function*() {
+    const interval = `${60_000 / rate.perMinute} milliseconds`
+    const claimed = yield* sql`
+      INSERT INTO org_rate_limits AS r (org_id, name, tat)
+      VALUES (${orgId}, ${rate.name}, now() + ${interval}::interval)
+      ON CONFLICT (org_id, name) DO UPDATE
+        SET tat = greatest(r.tat, now()) + ${interval}::interval
+        WHERE greatest(r.tat, now()) + ${interval}::interval <= now() + interval '1 minute'
+      RETURNING 1
+    `
+    if (claimed.length > 0) return
+    const [wait] = yield* WaitRows.decoded(sql`
+      SELECT ceil(extract(epoch FROM greatest(tat, now()) + ${interval}::interval - now() - interval '1 minute'))::int AS seconds
+      FROM org_rate_limits WHERE org_id = ${orgId} AND name = ${rate.name}
+    `)
+    const seconds = Math.max(1, Number(wait?.seconds ?? 1))
+    return yield* new RateLimited({
+      limit: rate.limit,
+      limit_value: rate.perMinute,
+      retry_after_seconds: seconds,
+      detail: `The organization made ${rate.perMinute} ${rate.what} within a minute, the most allowed (${rate.limit}); retry in ${seconds} s.`
+    })
+  })

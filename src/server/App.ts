@@ -19,6 +19,7 @@ import { ApprovalContexts } from "../approvals/Context.ts"
 import { ApprovalLinksHandlers } from "../approvals/LinksHttp.ts"
 import { ApprovalMailLinks } from "../approvals/MailLinks.ts"
 import { Reviewers } from "../approvals/Reviewers.ts"
+import { RuleWorkers } from "../approvals/RuleWorkers.ts"
 import { ReviewersHandlers } from "../approvals/ReviewersHttp.ts"
 import { StreamGuard } from "../identity/StreamGuard.ts"
 import { ConsoleSessions } from "../console/ConsoleSessions.ts"
@@ -99,7 +100,7 @@ export const ServicesLive = Layer.mergeAll(
   // The service's own traces (OTEL_* variables): the tracer also hands spans to it.
   Layer.provideMerge(OperatorTracesLive),
   Layer.provideMerge(SpanBuffers.layer),
-  Layer.provideMerge(Layer.mergeAll(AnswerSchemas.layer, SecretStore.layer, Wakeups.layer, OutboundHttp.layer)),
+  Layer.provideMerge(Layer.mergeAll(AnswerSchemas.layer, RuleWorkers.layer, SecretStore.layer, Wakeups.layer, OutboundHttp.layer)),
   // Operators' metrics: one registry for everything above, and its scrape.
   Layer.provideMerge(MetricsScrape.layer),
   Layer.provideMerge(Metrics.layer)

@@ -1,14 +1,18 @@
 /**
  * Rules on arguments: compiled once (parsed, type-checked, measured against
  * the limits), the first matching rule decides, the class's settings are the
- * fallback, and no rule costs more than its budget.
+ * fallback (the budget while they run: `rule-workers.test.ts`).
  */
 import { assert, describe, it } from "@effect/vitest"
 import type { PolicyRule } from "../../../src/api/Approvals.ts"
 import { DEFAULT_POLICY } from "../../../src/approvals/Deadlines.ts"
-import { compileRules, resolve, type RuleLimits } from "../../../src/approvals/Rules.ts"
+import { type CompiledRule, compileRules, evaluate, resolve as resolveVerdict, type RuleLimits, type StepFacts, verdictOf } from "../../../src/approvals/Rules.ts"
 
-const limits: RuleLimits = { maxRules: 50, maxLength: 2000, maxNodes: 200, maxDepth: 12, maxCost: 5000 }
+const limits: RuleLimits = { maxRules: 50, maxLength: 2000, maxNodes: 200, maxDepth: 12 }
+
+/** The step's decision by rules evaluated here (the rule workers run the same `evaluate`). */
+const resolve = (settings: Parameters<typeof resolveVerdict>[0], rules: ReadonlyArray<CompiledRule>, facts: StepFacts) =>
+  resolveVerdict(settings, verdictOf(rules, evaluate(rules.map((rule) => rule.program), facts)))
 
 const refunds: ReadonlyArray<PolicyRule> = [
   { name: "small", condition: "arguments.amount <= 100.0", result: { decision: "allow" } },
@@ -34,18 +38,18 @@ describe("rules on arguments", () => {
   const allowByDefault = { ...DEFAULT_POLICY, mode: "allow" as const }
 
   it("the first rule whose condition holds decides", () => {
-    const small = resolve(DEFAULT_POLICY, rules, step({ amount: 20, currency: "EUR" }), limits.maxCost)
+    const small = resolve(DEFAULT_POLICY, rules, step({ amount: 20, currency: "EUR" }))
     assert.strictEqual(small.decision, "allow")
     assert.strictEqual(small.rule, "small")
   })
 
   it("a rejecting rule carries its reason", () => {
-    const huge = resolve(DEFAULT_POLICY, rules, step({ amount: 6200, currency: "EUR" }), limits.maxCost)
+    const huge = resolve(DEFAULT_POLICY, rules, step({ amount: 6200, currency: "EUR" }))
     assert.deepStrictEqual([huge.decision, huge.rule, huge.reason], ["reject", "huge", "Above 5 000: finance decides."])
   })
 
   it("a rule requiring approval brings its own deadline settings", () => {
-    const eur = resolve(allowByDefault, rules, step({ amount: 300, currency: "EUR" }), limits.maxCost)
+    const eur = resolve(allowByDefault, rules, step({ amount: 300, currency: "EUR" }))
     assert.strictEqual(eur.decision, "pending")
     assert.strictEqual(eur.rule, "eur")
     assert.deepStrictEqual(eur.settings, {
@@ -58,14 +62,14 @@ describe("rules on arguments", () => {
   })
 
   it("when no rule holds, the class's settings decide and no rule is named", () => {
-    const usd = resolve(allowByDefault, rules, step({ amount: 300, currency: "USD" }), limits.maxCost)
+    const usd = resolve(allowByDefault, rules, step({ amount: 300, currency: "USD" }))
     assert.deepStrictEqual([usd.decision, usd.rule], ["allow", null])
-    const pending = resolve(DEFAULT_POLICY, rules, step({ amount: 300, currency: "USD" }), limits.maxCost)
+    const pending = resolve(DEFAULT_POLICY, rules, step({ amount: 300, currency: "USD" }))
     assert.deepStrictEqual([pending.decision, pending.rule, pending.settings], ["pending", null, DEFAULT_POLICY])
   })
 
   it("a rule that cannot be evaluated for the step ends the walk: the class's settings decide, the error names the rule", () => {
-    const missing = resolve(allowByDefault, rules, step({ currency: "EUR" }), limits.maxCost)
+    const missing = resolve(allowByDefault, rules, step({ currency: "EUR" }))
     assert.deepStrictEqual([missing.decision, missing.rule, missing.error?.rule], ["allow", null, "small"])
   })
 
@@ -89,6 +93,12 @@ describe("rules on arguments", () => {
     const notBool = compileRules([{ name: "string", condition: "tool", result: { decision: "allow" } }], limits)
     assert.isFalse(notBool.ok)
     if (!notBool.ok) assert.include(notBool.problem.detail, "not bool")
+    const sized = compileRules([{ name: "sized", condition: "\n  size(tool)", result: { decision: "allow" } }], limits)
+    assert.isFalse(sized.ok)
+    if (!sized.ok) {
+      assert.strictEqual(sized.problem.field, "rules[0].condition")
+      assert.include(sized.problem.detail, "of type int, not bool, at line 2, column 3")
+    }
   })
 
   it("regular expressions (matches) are refused", () => {
@@ -108,37 +118,5 @@ describe("rules on arguments", () => {
     assert.strictEqual(named([rule("1 + 1 + 1 + 1 + 1 + 1 == 6")], { maxNodes: 5 }), "SVC_APPROVAL_RULE_MAX_NODES")
     assert.strictEqual(named([rule("((((((((true))))))))")], { maxDepth: 4 }), "SVC_APPROVAL_RULE_MAX_DEPTH")
     assert.strictEqual(named([rule("tool == 'x'")], { maxRules: 1 }), undefined)
-  })
-
-  it("a hostile rule (nested comprehensions over a long list) answers within its budget instead of running", () => {
-    const hostile = compiled([{
-      name: "cubic",
-      condition: "arguments.items.all(x, arguments.items.all(y, arguments.items.all(z, x + y + z >= 0.0)))",
-      result: { decision: "allow" }
-    }])
-    const items = Array.from({ length: 2000 }, (_, i) => i)
-    const started = performance.now()
-    const answer = resolve(DEFAULT_POLICY, hostile, step({ items }), limits.maxCost)
-    const took = performance.now() - started
-    assert.deepStrictEqual([answer.decision, answer.rule, answer.error?.rule], ["pending", null, "cubic"])
-    assert.include(answer.error!.message, "SVC_APPROVAL_RULE_MAX_COST")
-    assert.isBelow(took, 50)
-    // Over a short list the same rule runs and decides.
-    const short = resolve(DEFAULT_POLICY, hostile, step({ items: [1, 2, 3] }), limits.maxCost)
-    assert.deepStrictEqual([short.decision, short.rule], ["allow", "cubic"])
-  })
-
-  it("the largest rule the default limits allow evaluates within a few milliseconds", () => {
-    // 200 nodes (the default SVC_APPROVAL_RULE_MAX_NODES) with one comprehension over the widest list the cost budget admits.
-    const clauses = Array.from({ length: 18 }, (_, i) => `x.v == ${i}.0`).join(" || ")
-    const condition = `arguments.items.exists(x, ${clauses})`
-    const rule = compiled([{ name: "big", condition, result: { decision: "allow" } }])[0]!
-    const width = Math.floor(limits.maxCost / rule.nodes) - 1
-    const items = Array.from({ length: width }, (_, i) => ({ v: 100 + i }))
-    const started = performance.now()
-    const answer = resolve(DEFAULT_POLICY, [rule], step({ items }), limits.maxCost)
-    const took = performance.now() - started
-    assert.deepStrictEqual([answer.rule, answer.error], [null, undefined])
-    assert.isBelow(took, 200)
   })
 })

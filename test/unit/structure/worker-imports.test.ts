@@ -13,7 +13,7 @@ import * as path from "node:path"
 const src = path.join(import.meta.dirname, "../../../src")
 
 /** Every worker thread's entry module: the files `new Worker` and `startWorker` are given. */
-const ENTRIES = ["feedback/correction-worker.ts", "tasks/validation-worker.ts", "database/embedded/embedded-worker.ts", "platform/compile-cached.ts"]
+const ENTRIES = ["approvals/rule-worker.ts", "feedback/correction-worker.ts", "tasks/validation-worker.ts", "database/embedded/embedded-worker.ts", "platform/compile-cached.ts"]
 
 const reached = (entry: string): Set<string> => {
   const seen = new Set<string>()
