@@ -38,7 +38,8 @@ export const BUNDLE_ENTRIES = {
   "compile-cached": "src/platform/compile-cached.ts",
   "embedded-worker": "src/database/embedded/embedded-worker.ts",
   "validation-worker": "src/tasks/validation-worker.ts",
-  "correction-worker": "src/feedback/correction-worker.ts"
+  "correction-worker": "src/feedback/correction-worker.ts",
+  "rule-worker": "src/approvals/rule-worker.ts"
 } as const
 
 /** Bundled: Effect's packages; every other bare specifier stays external. */

@@ -34,7 +34,7 @@ export {
 } from "./api/ApprovalLinks.ts"
 export { ArgumentsShapeMismatch, ArgumentsTooComplex } from "./api/ApprovalEdits.ts"
 export { LinkExpired, LinkInvalid, LinkUsed } from "./api/Console.ts"
-export { AlreadyVoted } from "./api/Votes.ts"
+export { AlreadyVoted, PersonRequired } from "./api/Votes.ts"
 export { GroupInUse, NotAssigned } from "./api/Reviewers.ts"
 export { InvalidUrl, NotReplayable, QueueFull } from "./api/Deliveries.ts"
 export { CorrectionContainsSecret, CorrectionShapeMismatch, DatasetBaseChanged, FeedbackChanged, NothingStaged } from "./api/Feedback.ts"
