@@ -10,8 +10,9 @@
  * samples the server's resident memory from `/proc/<pid>/status`. The case
  * passes when, during the attack, the victim's p95 is within 3 times its
  * quiet p95 plus 250 ms, and the process grew by less than `RSS_BOUND_MB`
- * and still answers `/health`. A process that died or stopped answering is
- * killed and started again on the same data, so the next case runs.
+ * and still answers `/health`. After a failed case the process is killed
+ * and started again on the same data, so that what the attack left running
+ * or holding is not counted against the next case.
  */
 import { randomBytes } from "node:crypto"
 import * as fs from "node:fs"
@@ -232,8 +233,9 @@ export const startHostile = async (): Promise<Hostile> => {
     if (!(await healthy())) {
       const said = server.output().split("\n").filter((line) => !line.includes("\"message\":\"request\"")).slice(-8).join("\n")
       failures.push(`the process ${server.child.exitCode === null ? "stopped answering" : "died"}:\n${said.slice(-1500)}`)
-      await restart()
     }
+    // A failed case may leave work running or memory held: the next case gets a fresh process.
+    if (failures.length > 0) await restart()
     const result: Figures = {
       name,
       quietP95: Math.round(quietP95),

@@ -1,7 +1,8 @@
 /**
- * Answer schemas and the corrections checked against them, at the largest
- * and most expensive the limits allow (`SVC_ANSWER_SCHEMA_MAX_*`,
- * `SVC_MAX_BODY_BYTES`, `SVC_ANSWER_VALIDATION_*`, `SVC_SCRUB_TIMEOUT`),
+ * Answer schemas, the corrections checked and scrubbed against them and the
+ * dataset versions exported from them, at the largest and most expensive
+ * the limits allow (`SVC_ANSWER_SCHEMA_MAX_*`, `SVC_MAX_BODY_BYTES`,
+ * `SVC_ANSWER_VALIDATION_*`, `SVC_SCRUB_TIMEOUT`, `SVC_MAX_STREAMS_PER_KEY`),
  * while another organization's requests are timed (test/support/hostile.ts).
  */
 import { afterAll, assert, beforeAll, describe, it } from "vitest"
@@ -56,7 +57,7 @@ const largestSchema = (salt: string) => {
   return schema
 }
 
-describe("answer schemas and corrections at the limits", () => {
+describe("answer schemas, corrections and exports at the limits", () => {
   let hostile: Hostile
   beforeAll(async () => {
     hostile = await startHostile()
@@ -152,5 +153,59 @@ describe("answer schemas and corrections at the limits", () => {
       refusedOrServed(answers)
       passes(figures)
     })
+  })
+  it("dataset exports: a version of 16 examples of about 1.8 MB each, read by 8 at once while 92 more are opened and left unread", async () => {
+    const task = await hostile.call(hostile.attacker, "POST", "/v1/tasks", { name: "exported", answer_schema: { type: "object" } })
+    assert.strictEqual(task.status, 201, task.text)
+    const big = (prefix: string) => {
+      const members: Array<string> = []
+      let size = 0
+      for (let i = 0; size < 880_000; i++) {
+        const member = `"${prefix}${i}":"${"e".repeat(24)}"`
+        members.push(member)
+        size += member.length + 1
+      }
+      return `{${members.join(",")}}`
+    }
+    const run = await hostile.call(hostile.attacker, "POST", `/v1/tasks/${task.json.id}/runs`, undefined, {
+      raw: `{"input":${big("in")},"answer":{}}`
+    })
+    assert.strictEqual(run.status, 201, run.text)
+    const correction = big("out")
+    for (let i = 0; i < 16; i++) {
+      const feedback = await hostile.call(hostile.attacker, "POST", "/v1/feedback", undefined, {
+        raw: `{"inference_log_id":"${run.json.trace_id}","score":-1,"correction":${correction}}`
+      })
+      assert.strictEqual(feedback.status, 201, feedback.text.slice(0, 300))
+      const staged = await hostile.call(hostile.attacker, "POST", `/v1/feedback/${feedback.json.id}/stage`, {})
+      assert.strictEqual(staged.status, 200, staged.text.slice(0, 300))
+    }
+    const preview = await hostile.call(hostile.attacker, "GET", `/v1/tasks/${task.json.id}/feedback/promote/preview?limit=1`)
+    const promoted = await hostile.call(hostile.attacker, "POST", `/v1/tasks/${task.json.id}/feedback/promote`, {
+      base_dataset_id: preview.json.base_dataset_id,
+      expected_feedback_revision: preview.json.expected_feedback_revision
+    })
+    assert.strictEqual(promoted.status, 201, promoted.text.slice(0, 300))
+    const url = `${hostile.baseUrl()}/v1/datasets/${promoted.json.dataset_id}/export`
+    const headers = { authorization: `Bearer ${hostile.attacker.key}` }
+    const sizes: Array<number> = []
+    const statuses: Array<number> = []
+    const figures = await hostile.measure("dataset exports, 8 read and 92 left unread", async () => {
+      const stalled = await Promise.all(Array.from({ length: 92 }, async () => {
+        const response = await fetch(url, { headers })
+        statuses.push(response.status)
+        return response
+      }))
+      await inParallel(8, 8, async () => {
+        const response = await fetch(url, { headers })
+        statuses.push(response.status)
+        sizes.push((await response.arrayBuffer()).byteLength)
+      })
+      await new Promise((resolve) => setTimeout(resolve, 3_000))
+      await Promise.all(stalled.map((response) => response.body?.cancel()))
+    })
+    assert.deepStrictEqual(statuses.filter((status) => status !== 200 && status !== 429), [])
+    assert.isAbove(Math.min(...sizes), 16 * 1_700_000)
+    passes(figures)
   })
 })
