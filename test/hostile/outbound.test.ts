@@ -30,12 +30,14 @@ const MODES: ReadonlyArray<Mode> = ["endless", "huge", "trickle", "hang"]
 
 /**
  * An HTTPS receiver (test CA) that answers 200 and then: `endless` 16 KB
- * every 10 ms until the connection closes, `huge` 32 MB at once, `trickle`
- * one byte every 200 ms, `hang` headers never. Counts the requests.
+ * every 10 ms until the connection closes, `huge` 16 MB at once (svc reads
+ * the first KiB and cuts the rest), `trickle` one byte every 200 ms, `hang`
+ * headers never. Counts the requests.
  */
 const hostileReceiver = async (hostile: Hostile) => {
   let requests = 0
   const chunk = Buffer.alloc(16 * 1024, "x")
+  const huge = Buffer.alloc(16 * 1024 * 1024, "y")
   const server: Server = createHttpsServer({ cert: hostile.tls.cert, key: hostile.tls.key }, (request, response) => {
     requests++
     request.resume()
@@ -43,7 +45,7 @@ const hostileReceiver = async (hostile: Hostile) => {
     if (mode === "hang") return
     response.writeHead(200, { "content-type": "application/json" })
     if (mode === "huge") {
-      response.end(Buffer.alloc(32 * 1024 * 1024, "y"))
+      response.end(huge)
       return
     }
     const every = mode === "endless" ? 10 : 200
@@ -172,6 +174,11 @@ describe("webhooks, receivers, collectors and brokers at the limits", () => {
         flood(socket, () => Buffer.alloc(16 * 1024, "n"))
       })
       try {
+        // Room for two more endpoints under SVC_MAX_ENDPOINTS_PER_ORG.
+        const listed = await hostile.call(hostile.attacker, "GET", "/v1/notification-endpoints")
+        for (const old of listed.json.endpoints.slice(0, 2)) {
+          await hostile.call(hostile.attacker, "DELETE", `/v1/notification-endpoints/${old.id}`)
+        }
         const made: Array<string> = []
         for (const url of [`amqp://127.0.0.1:${amqp.port}/?exchange=x`, `nats://127.0.0.1:${nats.port}?subject=x`]) {
           const created = await hostile.call(hostile.attacker, "POST", "/v1/notification-endpoints", { url })

@@ -4,9 +4,10 @@
  * measure what one organization's most expensive input costs the other.
  *
  * `measure(name, attack)` times the victim's `GET /v1/agent-approvals?limit=1`
- * every 100 ms (each request sent on time, whether or not the one before has
- * answered, so a stall shows as latency rather than as fewer requests):
- * first 2 s of quiet, then for as long as the attack runs. Meanwhile it
+ * every 100 ms from a process of its own (`hostile-probe.ts`; each request
+ * sent on time, whether or not the one before has answered, so a stall
+ * shows as latency rather than as fewer requests): first 2 s of quiet, then
+ * for as long as the attack runs. Meanwhile it
  * samples the server's resident memory from `/proc/<pid>/status`. The case
  * passes when, during the attack, the victim's p95 is within 3 times its
  * quiet p95 plus 250 ms, and the process grew by less than `RSS_BOUND_MB`
@@ -14,11 +15,13 @@
  * and started again on the same data, so that what the attack left running
  * or holding is not counted against the next case.
  */
+import { spawn } from "node:child_process"
 import { randomBytes } from "node:crypto"
 import * as fs from "node:fs"
+import * as path from "node:path"
 import pg from "pg"
 import { onServerRun } from "./databases.ts"
-import { cli, type RunningServer, seededDataDir, startServer } from "./process.ts"
+import { cli, root, type RunningServer, seededDataDir, startServer } from "./process.ts"
 import { makeTestTls, type TestTlsMaterial } from "./tls.ts"
 
 /**
@@ -31,9 +34,8 @@ import { makeTestTls, type TestTlsMaterial } from "./tls.ts"
  */
 export const RSS_BOUND_MB = 300
 
-/** Quiet period before each attack, and the victim's request interval. */
+/** Quiet period before each attack. */
 const QUIET_MS = 2_000
-const PROBE_EVERY_MS = 100
 /** A victim request still unanswered after this counts as this long. */
 const PROBE_TIMEOUT_MS = 15_000
 
@@ -179,19 +181,19 @@ export const startHostile = async (): Promise<Hostile> => {
     }
   }
 
-  /** The victim's requests every 100 ms until `until` settles (at least `minMs`): their latencies. */
+  /** The victim's requests every 100 ms (`hostile-probe.ts`) until `until` settles (at least `minMs`): their latencies. */
   const probe = async (until: Promise<unknown>, minMs: number) => {
-    const latencies: Array<Promise<number>> = []
-    let done = false
-    void until.finally(() => (done = true))
-    const started = performance.now()
-    while (!done || performance.now() - started < minMs) {
-      latencies.push(call(victim, "GET", "/v1/agent-approvals?limit=1").then((answer) =>
-        answer.status === 200 ? answer.ms : Math.max(answer.ms, PROBE_TIMEOUT_MS)
-      ))
-      await sleep(PROBE_EVERY_MS)
-    }
-    return Promise.all(latencies)
+    const child = spawn(process.execPath, [path.join(root, "test/support/hostile-probe.ts")], {
+      env: { ...process.env, PROBE_URL: server.baseUrl, PROBE_KEY: victim.key, PROBE_TIMEOUT_MS: String(PROBE_TIMEOUT_MS) },
+      stdio: ["pipe", "pipe", "inherit"]
+    })
+    let output = ""
+    child.stdout.on("data", (chunk) => (output += chunk))
+    const exited = new Promise((resolve) => child.on("exit", resolve))
+    await Promise.all([until, sleep(minMs)])
+    child.stdin.write("stop\n")
+    await exited
+    return JSON.parse(output) as Array<number>
   }
 
   const healthy = async () => {
