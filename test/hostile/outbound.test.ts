@@ -167,8 +167,14 @@ describe("webhooks, receivers, collectors and brokers at the limits", () => {
   })
 
   describe("broker addresses that answer with garbage", () => {
-    it("an AMQP address that sends endless bytes, and a NATS address whose INFO line never ends: 16 test events each", async () => {
-      const amqp = await hostileBroker((socket) => flood(socket, () => Buffer.alloc(16 * 1024, 0xce)))
+    it("an AMQP address that announces a 60 MB frame and sends it, and a NATS address whose INFO line never ends: 16 test events", async () => {
+      // A method frame on channel 0 of 60 MB (amqplib takes frames up to 64 MiB), then its bytes.
+      const frame = Buffer.from([1, 0, 0, 0x03, 0xc0, 0, 0])
+      const body = Buffer.alloc(256 * 1024, 0xce)
+      const amqp = await hostileBroker((socket) => {
+        socket.write(frame)
+        flood(socket, () => body)
+      })
       const nats = await hostileBroker((socket) => {
         socket.write("INFO {\"server_id\":\"")
         flood(socket, () => Buffer.alloc(16 * 1024, "n"))
