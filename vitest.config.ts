@@ -4,8 +4,9 @@ import { SlowFirst } from "./test/support/sequencer.ts"
 export default defineConfig({
   test: {
     include: ["test/**/*.test.ts"],
-    // The packaging test (npm run test:packages) packs and installs everything: its own step.
-    exclude: [...configDefaults.exclude, "test/packaging/**"],
+    // The packaging test (npm run test:packages) packs and installs everything, and the
+    // hostile-tenant suite (npm run test:hostile) times one server alone: their own steps.
+    exclude: [...configDefaults.exclude, "test/packaging/**", "test/hostile/**"],
     // A migrated database written once, that every in-process service on
     // PGlite starts as a copy of (test/support/global-setup.ts).
     globalSetup: ["test/support/global-setup.ts"],

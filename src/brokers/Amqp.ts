@@ -17,6 +17,9 @@
 import type { ConfirmChannel } from "amqplib"
 import type { BrokerConnection, BrokerMessage, BrokerTarget } from "./BrokerUrl.ts"
 
+/** The largest AMQP frame svc sends or reads: a larger one from the server fails the connection. */
+export const MAX_FRAME_BYTES = 131_072
+
 /** The broker's reason for closing a channel or connection, without the stack. */
 const reasonOf = (error: unknown): string => error instanceof Error ? error.message : String(error)
 
@@ -40,7 +43,13 @@ export const openAmqp = async (
     username: target.username === "" && target.password === "" ? "guest" : target.username,
     password: target.username === "" && target.password === "" ? "guest" : target.password,
     vhost: target.vhost,
-    heartbeat: 30
+    heartbeat: 30,
+    // Frames of at most 128 KiB (RabbitMQ's default) each way. amqplib joins
+    // the chunks of an incoming frame at every chunk, and takes frames of up
+    // to 64 MiB by default: a server that announced one and sent it held the
+    // event loop for as long as it kept sending, after the attempt had failed.
+    frameMax: MAX_FRAME_BYTES,
+    maxFrameSize: MAX_FRAME_BYTES
   }, {
     timeout: timeoutMs,
     ...(target.tls ? { servername: target.url.hostname, ca: [...ca] } : {})

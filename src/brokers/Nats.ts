@@ -12,10 +12,12 @@
  *
  * The connection goes to the checked address only: no reconnects and no
  * cluster updates (a server could otherwise point the client at addresses
- * nobody checked); a closed connection is dropped from the cache.
+ * nobody checked); a closed connection is dropped from the cache. The
+ * server's greeting is bounded (`NatsTransport.ts`).
  */
 import { cutOutside } from "../secrets/Masking.ts"
 import type { BrokerConnection, BrokerMessage, BrokerTarget } from "./BrokerUrl.ts"
+import { connectBounded } from "./NatsTransport.ts"
 
 const reasonOf = (error: unknown): string => error instanceof Error ? error.message : String(error)
 
@@ -32,8 +34,8 @@ export const openNats = async (
     ? { token: target.username }
     : { user: target.username, pass: target.password }
   // Loaded on first use: a service without NATS destinations never pays for it.
-  const [{ jetstream }, { connect, headers }] = await Promise.all([import("@nats-io/jetstream"), import("@nats-io/transport-node")])
-  const connection = await connect({
+  const [{ jetstream }, { headers }] = await Promise.all([import("@nats-io/jetstream"), import("@nats-io/transport-node")])
+  const connection = await connectBounded({
     servers: `${address.includes(":") ? `[${address}]` : address}:${target.port}`,
     ...credentials,
     name: "svc",
