@@ -498,7 +498,7 @@ const EndpointHealth = ({ endpoint, onNotice }: { endpoint: NotificationEndpoint
 const Deliveries = ({ endpoint, onNotice }: { endpoint: NotificationEndpoint; onNotice: (notice: NoticeValue) => void }) => {
   const { query } = useLocation()
   const status = query.get("status") ?? "all"
-  const deliveriesAtom = useMemo(() => SvcApi.query("notifications", "deliveries", { params: { id: endpoint.id }, reactivityKeys: ["deliveries"] }), [endpoint.id])
+  const deliveriesAtom = useMemo(() => SvcApi.query("notifications", "deliveries", { params: { id: endpoint.id }, query: {}, reactivityKeys: ["deliveries"] }), [endpoint.id])
   const deliveries = useAtomValue(deliveriesAtom)
   useInterval(() => refresh(deliveriesAtom), 3000)
   const replay = useMutation(replayAtom)

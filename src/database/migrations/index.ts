@@ -57,6 +57,7 @@ import m0840 from "./0840_policy_versions.ts"
 import m0850 from "./0850_reviewer_member_addresses.ts"
 import m0860 from "./0860_escalation_chains.ts"
 import m0870 from "./0870_endpoint_health.ts"
+import m0930 from "./0930_delivery_search.ts"
 
 /**
  * Every migration by its `id_name`, under the release of svc it first
@@ -113,7 +114,8 @@ export const migrationsByRelease = {
     "0840_policy_versions": m0840,
     "0850_reviewer_member_addresses": m0850,
     "0860_escalation_chains": m0860,
-    "0870_endpoint_health": m0870
+    "0870_endpoint_health": m0870,
+    "0930_delivery_search": m0930
   }
 }
 

@@ -61,7 +61,7 @@ layer(webhookService({ webhookQueueCapacity: 5 }), { excludeTestServices: true }
         assert.throws(() => stripe.webhooks.constructEvent(Buffer.from(request!.body), signature, `${secret}x`))
 
         const { deliveries } = yield* eventually(
-          Effect.map(org.client.notifications.deliveries({ params: { id: endpoint.id } }), (list) =>
+          Effect.map(org.client.notifications.deliveries({ params: { id: endpoint.id }, query: {} }), (list) =>
             list.deliveries[0]?.status === "delivered" ? list : undefined)
         )
         assert.strictEqual(deliveries.length, 1)
@@ -321,7 +321,7 @@ layer(webhookService({ webhookQueueCapacity: 5 }), { excludeTestServices: true }
         yield* org.client.notifications.remove({ params: { id: endpoint.id } })
         const rows = yield* deliveryRows(endpoint.id)
         assert.deepStrictEqual(rows.map((r) => [r.status, r.last_error]), [["failed", "endpoint deleted"], ["failed", "endpoint deleted"]])
-        const missing = yield* Effect.flip(org.client.notifications.deliveries({ params: { id: endpoint.id } }))
+        const missing = yield* Effect.flip(org.client.notifications.deliveries({ params: { id: endpoint.id }, query: {} }))
         assert.strictEqual(missing._tag, "NotFound")
       }).pipe(Effect.scoped))
   })

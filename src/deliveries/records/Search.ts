@@ -1,0 +1,231 @@
+/**
+ * Searching a target's or an organization's deliveries: filters over the
+ * `delivery_records` view, newest first by `(created_at, seq)`, one page at
+ * a time past a position. Every filter is evaluated on what the API
+ * answers (the view's status, status code, finish), so a page holds exactly
+ * the matching records; the indexes of migration 0930 only decide how few
+ * rows are read to fill it:
+ *
+ * - the list's order is an index (`deliveries_org_created_idx` per
+ *   organization and kind, `deliveries_target_created_idx` per target), so
+ *   a page of common matches (delivered, 2xx, an event type) reads about
+ *   its own rows;
+ * - failed, retrying and partial deliveries, and HTTP statuses other than
+ *   2xx (only rows written on their own carry one), are read from the
+ *   partial indexes over rows neither logged nor delivered;
+ * - queued and sending: those rows, and the logged rows past their target's
+ *   cursor (the only logged rows not yet delivered), a bounded backlog;
+ * - an event id or an approval id reads its few rows by index.
+ *
+ * What no index orders (an action class, a label, a finish time alone)
+ * narrows what those read: its cost is the rows walked before a page fills.
+ */
+import type { PgClient } from "@effect/sql-pg"
+import { Effect, Option, Schema } from "effect"
+import type { Statement } from "effect/sql"
+import { InvalidRequest } from "../../api/Errors.ts"
+import {
+  type CursorMac,
+  type CursorScope,
+  decodeCursor,
+  DEFAULT_PAGE_LIMIT,
+  encodeCursor,
+  isSeq,
+  type PageRequest
+} from "../../platform/Cursor.ts"
+import { BigIntText } from "../../platform/Rows.ts"
+import { MAX_SEQ } from "../log/Log.ts"
+import * as Rows from "../Rows.ts"
+import { COLUMNS, type Delivery, type DeliveryKind, type DeliveryStatus, toDelivery } from "../Types.ts"
+
+/** Where a page starts: strictly below this `(created_at, seq)`, `created_at` in microseconds since 1970. */
+export interface Position {
+  readonly createdMicros: string
+  readonly seq: string
+}
+
+/** The HTTP status of a delivery's last attempt: a class (`5` for 5xx) or one code. */
+export type StatusCodeFilter = { readonly _tag: "Class"; readonly digit: number } | { readonly _tag: "Code"; readonly code: number }
+
+export interface SearchInput {
+  readonly orgId: string
+  readonly kind: DeliveryKind
+  /** One target's deliveries; absent: the organization's of `kind`. */
+  readonly targetId?: string | undefined
+  /** Statuses as the records read; several: any of them. */
+  readonly statuses?: ReadonlyArray<DeliveryStatus> | undefined
+  readonly statusCode?: StatusCodeFilter | undefined
+  /** The event type its label names (a test delivery's too). */
+  readonly eventType?: string | undefined
+  readonly eventId?: string | undefined
+  readonly approvalId?: string | undefined
+  /** The action class of the approval's step: exact, or a prefix ending in `.*`. */
+  readonly actionClass?: string | undefined
+  /** The label: exact, or a prefix ending in `*`. */
+  readonly label?: string | undefined
+  /** Instants as RFC 3339 text: `from` inclusive, `until` exclusive. */
+  readonly createdFrom?: string | undefined
+  readonly createdUntil?: string | undefined
+  readonly finishedFrom?: string | undefined
+  readonly finishedUntil?: string | undefined
+  readonly after?: Position | undefined
+  readonly limit: number
+}
+
+export interface Found {
+  readonly delivery: Delivery
+  readonly statusCode: number | null
+  readonly position: Position
+}
+
+const SearchRow = Schema.Struct({
+  ...Rows.DeliveryRow.fields,
+  status_code: Schema.NullOr(Schema.Number),
+  created_us: BigIntText
+})
+const decode = Rows.decodeRows("delivery_records", SearchRow)
+
+/** Stored statuses that are their own record (never `logged`): read from the partial indexes. */
+const ON_THEIR_OWN: ReadonlyArray<DeliveryStatus> = ["queued", "sending", "retrying", "failed", "partial"]
+
+const quoted = (values: ReadonlyArray<string>) => values.map((value) => `'${value}'`).join(", ")
+
+/**
+ * The conditions every branch shares: everything but the status, which
+ * decides the branches. Statuses and status codes come from closed sets
+ * and are written as literals, so the planner can match them to the
+ * partial indexes' predicates.
+ */
+const common = (sql: PgClient.PgClient, input: SearchInput): Array<Statement.Fragment> => {
+  const where: Array<Statement.Fragment> = [sql`r.org_id = ${input.orgId}`, sql`r.kind = ${input.kind}`]
+  if (input.targetId !== undefined) where.push(sql`r.target_id = ${input.targetId}`)
+  const code = input.statusCode
+  if (code !== undefined) {
+    const [low, high] = code._tag === "Class" ? [code.digit * 100, code.digit * 100 + 99] : [code.code, code.code]
+    where.push(sql`r.status_code BETWEEN ${sql.literal(String(low))} AND ${sql.literal(String(high))}`)
+    // Only a row written on its own carries a status other than 2xx: its last attempt failed.
+    if (low >= 300 || high < 200) where.push(sql`r.stored_status NOT IN ('logged', 'delivered')`)
+  }
+  if (input.eventId !== undefined) where.push(sql`r.event_id = ${input.eventId}`)
+  if (input.approvalId !== undefined) {
+    where.push(sql`r.label LIKE 'approval.%'`, sql`split_part(r.label, ' ', 2) = ${input.approvalId}`)
+  }
+  if (input.eventType !== undefined) {
+    where.push(sql`(starts_with(r.label, ${input.eventType + " "}) OR r.label IN (${input.eventType}, ${"test " + input.eventType}))`)
+  }
+  if (input.label !== undefined) {
+    where.push(input.label.endsWith("*") ? sql`starts_with(r.label, ${input.label.slice(0, -1)})` : sql`r.label = ${input.label}`)
+  }
+  if (input.actionClass !== undefined) {
+    const cls = input.actionClass.endsWith(".*")
+      ? sql`starts_with(s.action_class, ${input.actionClass.slice(0, -1)})`
+      : sql`s.action_class = ${input.actionClass}`
+    where.push(sql`EXISTS (
+      SELECT 1 FROM approvals a JOIN agent_steps s ON s.session_id = a.session_id AND s.step_id = a.step_id
+      WHERE a.id = CASE WHEN r.label LIKE 'approval.%' THEN split_part(r.label, ' ', 2)::uuid END AND ${cls})`)
+  }
+  if (input.createdFrom !== undefined) where.push(sql`r.created_at >= ${input.createdFrom}::timestamptz`)
+  if (input.createdUntil !== undefined) where.push(sql`r.created_at < ${input.createdUntil}::timestamptz`)
+  if (input.finishedFrom !== undefined) where.push(sql`r.finished_at >= ${input.finishedFrom}::timestamptz`)
+  if (input.finishedUntil !== undefined) {
+    // A delivery is created before it finishes: the bound also limits the index range.
+    where.push(sql`r.finished_at < ${input.finishedUntil}::timestamptz`, sql`r.created_at < ${input.finishedUntil}::timestamptz`)
+  }
+  if (input.after !== undefined) {
+    where.push(sql`(r.created_at, r.seq) < (
+      'epoch'::timestamptz + ${input.after.createdMicros}::bigint * interval '1 microsecond', ${input.after.seq}::bigint)`)
+  }
+  return where
+}
+
+/**
+ * The branches a status filter reads, each one ordered scan: a status a
+ * row holds on its own from the partial indexes; `delivered` from the
+ * list's order (stored delivered or logged); `queued` and `sending` also
+ * from the logged rows past their target's cursor. No status: one branch.
+ */
+const branches = (sql: PgClient.PgClient, input: SearchInput): Array<Statement.Fragment> => {
+  const statuses = input.statuses
+  if (statuses === undefined || statuses.length === 0) return [sql``]
+  const status = sql`r.status IN (${sql.literal(quoted(statuses))})`
+  const own = statuses.filter((s) => ON_THEIR_OWN.includes(s))
+  const out: Array<Statement.Fragment> = []
+  if (own.length > 0) out.push(sql`AND r.stored_status IN (${sql.literal(quoted(own))}) AND ${status}`)
+  if (statuses.includes("delivered")) out.push(sql`AND r.stored_status IN ('delivered', 'logged') AND ${status}`)
+  else if (statuses.includes("queued") || statuses.includes("sending")) {
+    out.push(sql`AND r.stored_status = 'logged' AND ${status} AND r.id IN (
+      SELECT d.id FROM delivery_targets t
+      CROSS JOIN LATERAL (
+        SELECT d.id FROM deliveries d
+        WHERE (d.target_id, d.seq) > (t.id, t.cursor) AND (d.target_id, d.seq) <= (t.id, ${MAX_SEQ}::bigint)
+          AND d.status = 'logged'
+      ) d
+      WHERE t.org_id = ${input.orgId} AND t.kind = ${input.kind}
+        ${input.targetId === undefined ? sql`` : sql`AND t.id = ${input.targetId}`}
+    )`)
+  }
+  return out
+}
+
+/** One page of the search (`limit` rows at most), newest first, each with its position for the next page. */
+export const search = Effect.fnUntraced(function*(sql: PgClient.PgClient, input: SearchInput) {
+  const where = sql.and(common(sql, input))
+  const order = sql`ORDER BY r.created_at DESC, r.seq DESC LIMIT ${input.limit}`
+  const select = (extra: Statement.Fragment) =>
+    sql`
+      SELECT ${sql.literal(COLUMNS.split(",").map((c) => `r.${c.trim()}`).join(", "))}, r.status_code,
+             (extract(epoch FROM r.created_at) * 1000000)::bigint AS created_us
+      FROM delivery_records r WHERE ${where} ${extra} ${order}`
+  const parts = branches(sql, input).map(select)
+  const statement = parts.length === 1
+    ? parts[0]!
+    : sql`SELECT * FROM (${unionAll(sql, parts)}) r ORDER BY r.created_at DESC, r.seq DESC LIMIT ${input.limit}`
+  const rows = yield* decode(statement).pipe(Effect.orDie)
+  return rows.map((row): Found => ({
+    delivery: toDelivery(row),
+    statusCode: row.status_code,
+    position: { createdMicros: row.created_us, seq: row.seq }
+  }))
+})
+
+const unionAll = (sql: PgClient.PgClient, parts: ReadonlyArray<Statement.Fragment>) =>
+  parts.slice(1).reduce((all, part) => sql`${all} UNION ALL (${part})`, sql`(${parts[0]!})`)
+
+/** A position as a cursor carries it: `<created_at in µs>.<seq>`, each a non-negative `bigint`. */
+const isPosition = (value: string) => {
+  const parts = value.split(".")
+  return parts.length === 2 && parts.every(isSeq)
+}
+
+/**
+ * One page of a search as a list answers it: the position its cursor names
+ * (a 400 naming `cursor` for one this list, organization and filters did
+ * not issue), `limit + 1` rows past it, and the cursor of the next page.
+ */
+export const searchPage = Effect.fnUntraced(function*(
+  sql: PgClient.PgClient,
+  mac: CursorMac,
+  scope: CursorScope,
+  input: Omit<SearchInput, "after" | "limit">,
+  request: PageRequest
+) {
+  const limit = request.limit ?? DEFAULT_PAGE_LIMIT
+  let after: Position | undefined
+  if (request.cursor !== undefined) {
+    const decoded = decodeCursor(mac, scope, request.cursor, isPosition)
+    if (Option.isNone(decoded)) {
+      return yield* new InvalidRequest({ field: "cursor", detail: "cursor is not one this list issued with these filters" })
+    }
+    const [createdMicros, seq] = decoded.value.split(".") as [string, string]
+    after = { createdMicros, seq }
+  }
+  const rows = yield* search(sql, { ...input, after, limit: limit + 1 })
+  const items = rows.slice(0, limit)
+  const last = items.at(-1)
+  return {
+    items,
+    next_cursor: rows.length > limit && last !== undefined
+      ? encodeCursor(mac, scope, `${last.position.createdMicros}.${last.position.seq}`)
+      : null
+  }
+})
