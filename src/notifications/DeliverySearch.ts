@@ -40,7 +40,8 @@ export const searchDeliveries = Effect.fnUntraced(function*(
   mac: CursorMac,
   orgId: string,
   endpointId: string | undefined,
-  query: Query
+  query: Query,
+  scan: number
 ) {
   const filters = [
     endpointId,
@@ -70,7 +71,8 @@ export const searchDeliveries = Effect.fnUntraced(function*(
     createdFrom: query.created_from,
     createdUntil: query.created_until,
     finishedFrom: query.finished_from,
-    finishedUntil: query.finished_until
+    finishedUntil: query.finished_until,
+    scan
   }, { limit: query.limit, cursor: query.cursor })
   return { deliveries: page.items.map(toRecord), next_cursor: page.next_cursor }
 })

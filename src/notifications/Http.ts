@@ -54,9 +54,10 @@ export const NotificationsHandlers = HttpApiBuilder.group(
         Effect.gen(function*() {
           const p = yield* CurrentPrincipal
           yield* endpoints.find(p.orgId, params.id)
-          return yield* searchDeliveries(queue, mac, p.orgId, params.id, query)
+          return yield* searchDeliveries(queue, mac, p.orgId, params.id, query, config.deliverySearchScan)
         }),
-      allDeliveries: ({ query }) => CurrentPrincipal.use((p) => searchDeliveries(queue, mac, p.orgId, undefined, query)),
+      allDeliveries: ({ query }) =>
+        CurrentPrincipal.use((p) => searchDeliveries(queue, mac, p.orgId, undefined, query, config.deliverySearchScan)),
       replay: ({ params }) =>
         Effect.gen(function*() {
           const p = yield* CurrentPrincipal

@@ -54,6 +54,8 @@ export interface SvcConfigShape {
   readonly brokerConnectionsPerOrg: number
   /** Most failed deliveries one bulk replay takes (at most 10 000). */
   readonly webhookReplayMax: number
+  /** Most deliveries one page of a delivery search reads before it answers (a shorter page, with a cursor, when few match). */
+  readonly deliverySearchScan: number
   /** How long an endpoint may fail without one successful delivery before svc stops sending to it. */
   readonly webhookDisableAfter: Duration.Duration
   /** Share of traces exported to an organization's collector. */
@@ -294,6 +296,7 @@ export const svcConfig: Config.Config<SvcConfigShape> = Config.all({
   brokerConnections: intAtLeast("SVC_BROKER_CONNECTIONS", 256, 1, 65_536),
   brokerConnectionsPerOrg: intAtLeast("SVC_BROKER_CONNECTIONS_PER_ORG", 32, 1, 65_536),
   webhookReplayMax: intAtLeast("SVC_WEBHOOK_REPLAY_MAX", 10_000, 1, 10_000),
+  deliverySearchScan: intAtLeast("SVC_DELIVERY_SEARCH_SCAN", 20_000, 1_000, 1_000_000),
   webhookDisableAfter: duration("SVC_WEBHOOK_DISABLE_AFTER", "5d", Duration.seconds(1)),
   telemetrySampleRatio: Config.Finite("SVC_TELEMETRY_SAMPLE_RATIO").pipe(
     Config.withDefault(1),

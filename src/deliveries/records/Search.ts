@@ -17,8 +17,11 @@
  *   cursor (the only logged rows not yet delivered), a bounded backlog;
  * - an event id or an approval id reads its few rows by index.
  *
- * What no index orders (an action class, a label, a finish time alone)
- * narrows what those read: its cost is the rows walked before a page fills.
+ * What no index orders (an event type, an action class, a label, a finish
+ * time) narrows what those read. A scan reads at most `scan` rows
+ * (`SVC_DELIVERY_SEARCH_SCAN`): when few of them match, the page answers
+ * shorter, even empty, with a cursor below the last row read, so a rare
+ * match costs pages, never one unbounded statement.
  */
 import type { PgClient } from "@effect/sql-pg"
 import { Effect, Option, Schema } from "effect"
@@ -70,6 +73,8 @@ export interface SearchInput {
   readonly finishedUntil?: string | undefined
   readonly after?: Position | undefined
   readonly limit: number
+  /** Most rows one scan reads before the page answers (`SVC_DELIVERY_SEARCH_SCAN`). */
+  readonly scan: number
 }
 
 export interface Found {
@@ -90,106 +95,154 @@ const ON_THEIR_OWN: ReadonlyArray<DeliveryStatus> = ["queued", "sending", "retry
 
 const quoted = (values: ReadonlyArray<string>) => values.map((value) => `'${value}'`).join(", ")
 
+/** A search's conditions: `walk` bounds the ordered index scan (columns of the row itself), `filter` the rows it reads. */
+interface Conditions {
+  readonly walk: Array<Statement.Fragment>
+  readonly filter: Array<Statement.Fragment>
+}
+
 /**
  * The conditions every branch shares: everything but the status, which
  * decides the branches. Statuses and status codes come from closed sets
  * and are written as literals, so the planner can match them to the
  * partial indexes' predicates.
  */
-const common = (sql: PgClient.PgClient, input: SearchInput): Array<Statement.Fragment> => {
-  const where: Array<Statement.Fragment> = [sql`r.org_id = ${input.orgId}`, sql`r.kind = ${input.kind}`]
-  if (input.targetId !== undefined) where.push(sql`r.target_id = ${input.targetId}`)
+const common = (sql: PgClient.PgClient, input: SearchInput): Conditions => {
+  const walk: Array<Statement.Fragment> = [sql`r.org_id = ${input.orgId}`, sql`r.kind = ${input.kind}`]
+  const filter: Array<Statement.Fragment> = []
+  if (input.targetId !== undefined) walk.push(sql`r.target_id = ${input.targetId}`)
   const code = input.statusCode
   if (code !== undefined) {
     const [low, high] = code._tag === "Class" ? [code.digit * 100, code.digit * 100 + 99] : [code.code, code.code]
-    where.push(sql`r.status_code BETWEEN ${sql.literal(String(low))} AND ${sql.literal(String(high))}`)
+    filter.push(sql`r.status_code BETWEEN ${sql.literal(String(low))} AND ${sql.literal(String(high))}`)
     // Only a row written on its own carries a status other than 2xx: its last attempt failed.
-    if (low >= 300 || high < 200) where.push(sql`r.stored_status NOT IN ('logged', 'delivered')`)
+    if (low >= 300 || high < 200) walk.push(sql`r.stored_status NOT IN ('logged', 'delivered')`)
   }
-  if (input.eventId !== undefined) where.push(sql`r.event_id = ${input.eventId}`)
+  if (input.eventId !== undefined) walk.push(sql`r.event_id = ${input.eventId}`)
   if (input.approvalId !== undefined) {
-    where.push(sql`r.label LIKE 'approval.%'`, sql`split_part(r.label, ' ', 2) = ${input.approvalId}`)
+    walk.push(sql`r.label LIKE 'approval.%'`, sql`split_part(r.label, ' ', 2) = ${input.approvalId}`)
   }
   if (input.eventType !== undefined) {
-    where.push(sql`(starts_with(r.label, ${input.eventType + " "}) OR r.label IN (${input.eventType}, ${"test " + input.eventType}))`)
+    filter.push(sql`(starts_with(r.label, ${input.eventType + " "}) OR r.label IN (${input.eventType}, ${"test " + input.eventType}))`)
   }
   if (input.label !== undefined) {
-    where.push(input.label.endsWith("*") ? sql`starts_with(r.label, ${input.label.slice(0, -1)})` : sql`r.label = ${input.label}`)
+    filter.push(input.label.endsWith("*") ? sql`starts_with(r.label, ${input.label.slice(0, -1)})` : sql`r.label = ${input.label}`)
   }
   if (input.actionClass !== undefined) {
     const cls = input.actionClass.endsWith(".*")
       ? sql`starts_with(s.action_class, ${input.actionClass.slice(0, -1)})`
       : sql`s.action_class = ${input.actionClass}`
-    where.push(sql`EXISTS (
+    filter.push(sql`EXISTS (
       SELECT 1 FROM approvals a JOIN agent_steps s ON s.session_id = a.session_id AND s.step_id = a.step_id
       WHERE a.id = CASE WHEN r.label LIKE 'approval.%' THEN split_part(r.label, ' ', 2)::uuid END AND ${cls})`)
   }
-  if (input.createdFrom !== undefined) where.push(sql`r.created_at >= ${input.createdFrom}::timestamptz`)
-  if (input.createdUntil !== undefined) where.push(sql`r.created_at < ${input.createdUntil}::timestamptz`)
-  if (input.finishedFrom !== undefined) where.push(sql`r.finished_at >= ${input.finishedFrom}::timestamptz`)
+  if (input.createdFrom !== undefined) walk.push(sql`r.created_at >= ${input.createdFrom}::timestamptz`)
+  if (input.createdUntil !== undefined) walk.push(sql`r.created_at < ${input.createdUntil}::timestamptz`)
+  if (input.finishedFrom !== undefined) filter.push(sql`r.finished_at >= ${input.finishedFrom}::timestamptz`)
   if (input.finishedUntil !== undefined) {
-    // A delivery is created before it finishes: the bound also limits the index range.
-    where.push(sql`r.finished_at < ${input.finishedUntil}::timestamptz`, sql`r.created_at < ${input.finishedUntil}::timestamptz`)
+    // A delivery is created before it finishes: the bound also limits the walk.
+    filter.push(sql`r.finished_at < ${input.finishedUntil}::timestamptz`)
+    walk.push(sql`r.created_at < ${input.finishedUntil}::timestamptz`)
   }
   if (input.after !== undefined) {
-    where.push(sql`(r.created_at, r.seq) < (
+    walk.push(sql`(r.created_at, r.seq) < (
       'epoch'::timestamptz + ${input.after.createdMicros}::bigint * interval '1 microsecond', ${input.after.seq}::bigint)`)
   }
-  return where
+  return { walk, filter }
+}
+
+/** One ordered scan: its own conditions, and whether the scan budget bounds it. */
+interface Branch extends Conditions {
+  readonly budgeted: boolean
 }
 
 /**
  * The branches a status filter reads, each one ordered scan: a status a
  * row holds on its own from the partial indexes; `delivered` from the
  * list's order (stored delivered or logged); `queued` and `sending` also
- * from the logged rows past their target's cursor. No status: one branch.
+ * from the logged rows past their target's cursor (the backlog, bounded by
+ * the queue's capacity, so not budgeted). No status: one branch.
  */
-const branches = (sql: PgClient.PgClient, input: SearchInput): Array<Statement.Fragment> => {
+const branches = (sql: PgClient.PgClient, input: SearchInput): Array<Branch> => {
   const statuses = input.statuses
-  if (statuses === undefined || statuses.length === 0) return [sql``]
+  if (statuses === undefined || statuses.length === 0) return [{ walk: [], filter: [], budgeted: true }]
   const status = sql`r.status IN (${sql.literal(quoted(statuses))})`
   const own = statuses.filter((s) => ON_THEIR_OWN.includes(s))
-  const out: Array<Statement.Fragment> = []
-  if (own.length > 0) out.push(sql`AND r.stored_status IN (${sql.literal(quoted(own))}) AND ${status}`)
-  if (statuses.includes("delivered")) out.push(sql`AND r.stored_status IN ('delivered', 'logged') AND ${status}`)
-  else if (statuses.includes("queued") || statuses.includes("sending")) {
-    out.push(sql`AND r.stored_status = 'logged' AND ${status} AND r.id IN (
-      SELECT d.id FROM delivery_targets t
-      CROSS JOIN LATERAL (
-        SELECT d.id FROM deliveries d
-        WHERE (d.target_id, d.seq) > (t.id, t.cursor) AND (d.target_id, d.seq) <= (t.id, ${MAX_SEQ}::bigint)
-          AND d.status = 'logged'
-      ) d
-      WHERE t.org_id = ${input.orgId} AND t.kind = ${input.kind}
-        ${input.targetId === undefined ? sql`` : sql`AND t.id = ${input.targetId}`}
-    )`)
+  const out: Array<Branch> = []
+  if (own.length > 0) out.push({ walk: [sql`r.stored_status IN (${sql.literal(quoted(own))})`], filter: [status], budgeted: true })
+  if (statuses.includes("delivered")) {
+    out.push({ walk: [sql`r.stored_status IN ('delivered', 'logged')`], filter: [status], budgeted: true })
+  } else if (statuses.includes("queued") || statuses.includes("sending")) {
+    out.push({
+      walk: [sql`r.stored_status = 'logged'`, sql`r.id IN (
+        SELECT d.id FROM delivery_targets t
+        CROSS JOIN LATERAL (
+          SELECT d.id FROM deliveries d
+          WHERE (d.target_id, d.seq) > (t.id, t.cursor) AND (d.target_id, d.seq) <= (t.id, ${MAX_SEQ}::bigint)
+            AND d.status = 'logged'
+        ) d
+        WHERE t.org_id = ${input.orgId} AND t.kind = ${input.kind}
+          ${input.targetId === undefined ? sql`` : sql`AND t.id = ${input.targetId}`}
+      )`],
+      filter: [status],
+      budgeted: false
+    })
   }
   return out
 }
 
-/** One page of the search (`limit` rows at most), newest first, each with its position for the next page. */
-export const search = Effect.fnUntraced(function*(sql: PgClient.PgClient, input: SearchInput) {
-  const where = sql.and(common(sql, input))
-  const order = sql`ORDER BY r.created_at DESC, r.seq DESC LIMIT ${input.limit}`
-  const select = (extra: Statement.Fragment) =>
-    sql`
-      SELECT ${sql.literal(COLUMNS.split(",").map((c) => `r.${c.trim()}`).join(", "))}, r.status_code,
-             (extract(epoch FROM r.created_at) * 1000000)::bigint AS created_us
-      FROM delivery_records r WHERE ${where} ${extra} ${order}`
-  const parts = branches(sql, input).map(select)
-  const statement = parts.length === 1
-    ? parts[0]!
-    : sql`SELECT * FROM (${unionAll(sql, parts)}) r ORDER BY r.created_at DESC, r.seq DESC LIMIT ${input.limit}`
-  const rows = yield* decode(statement).pipe(Effect.orDie)
-  return rows.map((row): Found => ({
-    delivery: toDelivery(row),
-    statusCode: row.status_code,
-    position: { createdMicros: row.created_us, seq: row.seq }
-  }))
+const NEWEST_FIRST = "ORDER BY r.created_at DESC, r.seq DESC"
+const POSITION = "(extract(epoch FROM r.created_at) * 1000000)::bigint AS created_us"
+
+const positionOf = (row: { readonly created_us: string; readonly seq: string }): Position => ({
+  createdMicros: row.created_us,
+  seq: row.seq
 })
 
-const unionAll = (sql: PgClient.PgClient, parts: ReadonlyArray<Statement.Fragment>) =>
-  parts.slice(1).reduce((all, part) => sql`${all} UNION ALL (${part})`, sql`(${parts[0]!})`)
+/** Whether position `a` is at or above (newer than or equal to) `b`. */
+const atOrAbove = (a: Position, b: Position) => {
+  const [ac, bc] = [BigInt(a.createdMicros), BigInt(b.createdMicros)]
+  return ac > bc || (ac === bc && BigInt(a.seq) >= BigInt(b.seq))
+}
+
+const newestFirst = (a: Found, b: Found) => (atOrAbove(a.position, b.position) ? -1 : 1)
+
+/**
+ * One page of the search: at most `limit` matching rows, newest first,
+ * each with its position; and `scannedTo`, set when a scan read its whole
+ * budget (`scan` rows) before the page filled: the position of the last
+ * row read. Rows below it were not looked at, so the page holds only the
+ * matches above it (possibly none) and the next page starts there.
+ */
+export const search = Effect.fnUntraced(function*(sql: PgClient.PgClient, input: SearchInput) {
+  const shared = common(sql, input)
+  const found: Array<Found> = []
+  let scannedTo: Position | undefined
+  for (const branch of branches(sql, input)) {
+    const walk = sql.and([...shared.walk, ...branch.walk])
+    const filter = sql.and([...shared.filter, ...branch.filter])
+    const walked = branch.budgeted
+      ? sql`(SELECT * FROM delivery_records r WHERE ${walk} ${sql.literal(NEWEST_FIRST)} LIMIT ${input.scan})`
+      : sql`(SELECT * FROM delivery_records r WHERE ${walk})`
+    const rows = yield* decode(sql`
+      SELECT ${sql.literal(COLUMNS)}, r.status_code, ${sql.literal(POSITION)}
+      FROM ${walked} r WHERE ${filter} ${sql.literal(NEWEST_FIRST)} LIMIT ${input.limit}
+    `).pipe(Effect.orDie)
+    found.push(...rows.map((row): Found => ({ delivery: toDelivery(row), statusCode: row.status_code, position: positionOf(row) })))
+    if (!branch.budgeted || rows.length >= input.limit) continue
+    // The page did not fill from this scan: did it stop at its budget? Where?
+    const [last] = yield* positions(sql`
+      SELECT r.seq, ${sql.literal(POSITION)} FROM (SELECT d.*, d.status AS stored_status FROM deliveries d) r
+      WHERE ${walk} ${sql.literal(NEWEST_FIRST)} OFFSET ${input.scan - 1} LIMIT 1
+    `).pipe(Effect.orDie)
+    if (last !== undefined && (scannedTo === undefined || atOrAbove(positionOf(last), scannedTo))) scannedTo = positionOf(last)
+  }
+  const bound = scannedTo
+  const rows = found.filter((row) => bound === undefined || atOrAbove(row.position, bound)).sort(newestFirst)
+  return { rows: rows.slice(0, input.limit), scannedTo: rows.length >= input.limit ? undefined : bound }
+})
+
+const positions = Rows.decodeRows("deliveries", Schema.Struct({ seq: BigIntText, created_us: BigIntText }))
 
 /** A position as a cursor carries it: `<created_at in µs>.<seq>`, each a non-negative `bigint`. */
 const isPosition = (value: string) => {
@@ -219,13 +272,8 @@ export const searchPage = Effect.fnUntraced(function*(
     const [createdMicros, seq] = decoded.value.split(".") as [string, string]
     after = { createdMicros, seq }
   }
-  const rows = yield* search(sql, { ...input, after, limit: limit + 1 })
+  const { rows, scannedTo } = yield* search(sql, { ...input, after, limit: limit + 1 })
   const items = rows.slice(0, limit)
-  const last = items.at(-1)
-  return {
-    items,
-    next_cursor: rows.length > limit && last !== undefined
-      ? encodeCursor(mac, scope, `${last.position.createdMicros}.${last.position.seq}`)
-      : null
-  }
+  const next = rows.length > limit ? items.at(-1)?.position : scannedTo
+  return { items, next_cursor: next === undefined ? null : encodeCursor(mac, scope, `${next.createdMicros}.${next.seq}`) }
 })
