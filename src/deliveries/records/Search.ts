@@ -37,7 +37,6 @@ import {
   type PageRequest
 } from "../../platform/Cursor.ts"
 import { BigIntText } from "../../platform/Rows.ts"
-import { MAX_SEQ } from "../log/Log.ts"
 import * as Rows from "../Rows.ts"
 import { COLUMNS, type Delivery, type DeliveryKind, type DeliveryStatus, toDelivery } from "../Types.ts"
 
@@ -95,7 +94,12 @@ const ON_THEIR_OWN: ReadonlyArray<DeliveryStatus> = ["queued", "sending", "retry
 
 const quoted = (values: ReadonlyArray<string>) => values.map((value) => `'${value}'`).join(", ")
 
-/** A search's conditions: `walk` bounds the ordered index scan (columns of the row itself), `filter` the rows it reads. */
+/**
+ * A search's conditions: `walk` bounds the ordered index scan, `filter`
+ * the rows it reads: on the row itself (`r`: its label, read before
+ * anything else) or on its record (`v`, `delivery_records`: status, status
+ * code, finish), read only for the rows that pass the former.
+ */
 interface Conditions {
   readonly walk: Array<Statement.Fragment>
   readonly filter: Array<Statement.Fragment>
@@ -114,7 +118,7 @@ const common = (sql: PgClient.PgClient, input: SearchInput): Conditions => {
   const code = input.statusCode
   if (code !== undefined) {
     const [low, high] = code._tag === "Class" ? [code.digit * 100, code.digit * 100 + 99] : [code.code, code.code]
-    filter.push(sql`r.status_code BETWEEN ${sql.literal(String(low))} AND ${sql.literal(String(high))}`)
+    filter.push(sql`v.status_code BETWEEN ${sql.literal(String(low))} AND ${sql.literal(String(high))}`)
     // Only a row written on its own carries a status other than 2xx: its last attempt failed.
     if (low >= 300 || high < 200) walk.push(sql`r.stored_status NOT IN ('logged', 'delivered')`)
   }
@@ -138,10 +142,10 @@ const common = (sql: PgClient.PgClient, input: SearchInput): Conditions => {
   }
   if (input.createdFrom !== undefined) walk.push(sql`r.created_at >= ${input.createdFrom}::timestamptz`)
   if (input.createdUntil !== undefined) walk.push(sql`r.created_at < ${input.createdUntil}::timestamptz`)
-  if (input.finishedFrom !== undefined) filter.push(sql`r.finished_at >= ${input.finishedFrom}::timestamptz`)
+  if (input.finishedFrom !== undefined) filter.push(sql`v.finished_at >= ${input.finishedFrom}::timestamptz`)
   if (input.finishedUntil !== undefined) {
     // A delivery is created before it finishes: the bound also limits the walk.
-    filter.push(sql`r.finished_at < ${input.finishedUntil}::timestamptz`)
+    filter.push(sql`v.finished_at < ${input.finishedUntil}::timestamptz`)
     walk.push(sql`r.created_at < ${input.finishedUntil}::timestamptz`)
   }
   if (input.after !== undefined) {
@@ -151,47 +155,39 @@ const common = (sql: PgClient.PgClient, input: SearchInput): Conditions => {
   return { walk, filter }
 }
 
-/** One ordered scan: its own conditions, and whether the scan budget bounds it. */
-interface Branch extends Conditions {
-  readonly budgeted: boolean
-}
+/** One ordered scan: its own conditions. */
+type Branch = Conditions
 
 /**
  * The branches a status filter reads, each one ordered scan: a status a
  * row holds on its own from the partial indexes; `delivered` from the
  * list's order (stored delivered or logged); `queued` and `sending` also
- * from the logged rows past their target's cursor (the backlog, bounded by
- * the queue's capacity, so not budgeted). No status: one branch.
+ * from the logged rows past their target's cursor. No status: one branch.
  */
 const branches = (sql: PgClient.PgClient, input: SearchInput): Array<Branch> => {
   const statuses = input.statuses
-  if (statuses === undefined || statuses.length === 0) return [{ walk: [], filter: [], budgeted: true }]
-  const status = sql`r.status IN (${sql.literal(quoted(statuses))})`
+  if (statuses === undefined || statuses.length === 0) return [{ walk: [], filter: [] }]
+  const status = sql`v.status IN (${sql.literal(quoted(statuses))})`
   const own = statuses.filter((s) => ON_THEIR_OWN.includes(s))
   const out: Array<Branch> = []
-  if (own.length > 0) out.push({ walk: [sql`r.stored_status IN (${sql.literal(quoted(own))})`], filter: [status], budgeted: true })
+  if (own.length > 0) out.push({ walk: [sql`r.stored_status IN (${sql.literal(quoted(own))})`], filter: [status] })
   if (statuses.includes("delivered")) {
-    out.push({ walk: [sql`r.stored_status IN ('delivered', 'logged')`], filter: [status], budgeted: true })
+    out.push({ walk: [sql`r.stored_status IN ('delivered', 'logged')`], filter: [status] })
   } else if (statuses.includes("queued") || statuses.includes("sending")) {
+    // Logged rows past their target's cursor, the only ones not delivered: the newest, so an ordered walk meets them first.
     out.push({
-      walk: [sql`r.stored_status = 'logged'`, sql`r.id IN (
-        SELECT d.id FROM delivery_targets t
-        CROSS JOIN LATERAL (
-          SELECT d.id FROM deliveries d
-          WHERE (d.target_id, d.seq) > (t.id, t.cursor) AND (d.target_id, d.seq) <= (t.id, ${MAX_SEQ}::bigint)
-            AND d.status = 'logged'
-        ) d
-        WHERE t.org_id = ${input.orgId} AND t.kind = ${input.kind}
-          ${input.targetId === undefined ? sql`` : sql`AND t.id = ${input.targetId}`}
-      )`],
-      filter: [status],
-      budgeted: false
+      walk: [
+        sql`r.stored_status = 'logged'`,
+        sql`r.seq > coalesce((SELECT t.cursor FROM delivery_targets t WHERE t.id = r.target_id), 0)`
+      ],
+      filter: [status]
     })
   }
   return out
 }
 
 const NEWEST_FIRST = "ORDER BY r.created_at DESC, r.seq DESC"
+const RECORD_COLUMNS = COLUMNS.split(",").map((column) => `v.${column.trim()}`).join(", ")
 const POSITION = "(extract(epoch FROM r.created_at) * 1000000)::bigint AS created_us"
 
 const positionOf = (row: { readonly created_us: string; readonly seq: string }): Position => ({
@@ -208,6 +204,31 @@ const atOrAbove = (a: Position, b: Position) => {
 const newestFirst = (a: Found, b: Found) => (atOrAbove(a.position, b.position) ? -1 : 1)
 
 /**
+ * The statements of a search, one per ordered scan: `page`, its matching
+ * rows (at most `limit`); `lastRead`, the position of the scan's last row
+ * when it reads its whole budget (no row otherwise).
+ * `bench/scenarios/delivery-search.ts` explains them.
+ */
+export const statements = (sql: PgClient.PgClient, input: SearchInput) => {
+  const shared = common(sql, input)
+  return branches(sql, input).map((branch) => {
+    const walk = sql.and([...shared.walk, ...branch.walk])
+    const filter = sql.and([...shared.filter, ...branch.filter])
+    const walked = sql`
+      SELECT r.id, r.seq, r.created_at, r.label FROM (SELECT d.*, d.status AS stored_status FROM deliveries d) r
+      WHERE ${walk} ${sql.literal(NEWEST_FIRST)}`
+    return {
+      page: sql`
+        SELECT ${sql.literal(RECORD_COLUMNS)}, v.status_code, ${sql.literal(POSITION)}
+        FROM (${walked} LIMIT ${input.scan}) r
+        JOIN delivery_records v ON v.id = r.id
+        WHERE ${filter} ${sql.literal(NEWEST_FIRST)} LIMIT ${input.limit}`,
+      lastRead: sql`SELECT r.seq, ${sql.literal(POSITION)} FROM (${walked}) r OFFSET ${input.scan - 1} LIMIT 1`
+    }
+  })
+}
+
+/**
  * One page of the search: at most `limit` matching rows, newest first,
  * each with its position; and `scannedTo`, set when a scan read its whole
  * budget (`scan` rows) before the page filled: the position of the last
@@ -215,26 +236,14 @@ const newestFirst = (a: Found, b: Found) => (atOrAbove(a.position, b.position) ?
  * matches above it (possibly none) and the next page starts there.
  */
 export const search = Effect.fnUntraced(function*(sql: PgClient.PgClient, input: SearchInput) {
-  const shared = common(sql, input)
   const found: Array<Found> = []
   let scannedTo: Position | undefined
-  for (const branch of branches(sql, input)) {
-    const walk = sql.and([...shared.walk, ...branch.walk])
-    const filter = sql.and([...shared.filter, ...branch.filter])
-    const walked = branch.budgeted
-      ? sql`(SELECT * FROM delivery_records r WHERE ${walk} ${sql.literal(NEWEST_FIRST)} LIMIT ${input.scan})`
-      : sql`(SELECT * FROM delivery_records r WHERE ${walk})`
-    const rows = yield* decode(sql`
-      SELECT ${sql.literal(COLUMNS)}, r.status_code, ${sql.literal(POSITION)}
-      FROM ${walked} r WHERE ${filter} ${sql.literal(NEWEST_FIRST)} LIMIT ${input.limit}
-    `).pipe(Effect.orDie)
+  for (const statement of statements(sql, input)) {
+    const rows = yield* decode(statement.page).pipe(Effect.orDie)
     found.push(...rows.map((row): Found => ({ delivery: toDelivery(row), statusCode: row.status_code, position: positionOf(row) })))
-    if (!branch.budgeted || rows.length >= input.limit) continue
+    if (rows.length >= input.limit) continue
     // The page did not fill from this scan: did it stop at its budget? Where?
-    const [last] = yield* positions(sql`
-      SELECT r.seq, ${sql.literal(POSITION)} FROM (SELECT d.*, d.status AS stored_status FROM deliveries d) r
-      WHERE ${walk} ${sql.literal(NEWEST_FIRST)} OFFSET ${input.scan - 1} LIMIT 1
-    `).pipe(Effect.orDie)
+    const [last] = yield* positions(statement.lastRead).pipe(Effect.orDie)
     if (last !== undefined && (scannedTo === undefined || atOrAbove(positionOf(last), scannedTo))) scannedTo = positionOf(last)
   }
   const bound = scannedTo
