@@ -221,7 +221,7 @@ const load = async (client: Awaited<ReturnType<Awaited<ReturnType<typeof freshDa
                CASE WHEN g % 5 >= 2 THEN bench_uuid('t' || (g % ${(ORGS - 1) * 5}))
                     WHEN g % 1000 = 0 THEN ($2::uuid[])[${ENDPOINTS}]
                     ELSE ($2::uuid[])[1 + (g / 5) % ${ENDPOINTS - 1}] END AS target
-        FROM generate_series(1, ${total}) g
+        FROM generate_series(1::bigint, ${total}) g
       ) y
     ) x`, [orgId, endpoints])
   // The log's delivered rows: outcome rows of up to 100 seqs each, the cursor past them.
