@@ -316,7 +316,7 @@ export const telemetryDelivery = {
   created_at: at,
   finished_at: "2026-11-23T04:10:00.000Z"
 }
-export const telemetryDeliveries = { deliveries: [telemetryDelivery] }
+export const telemetryDeliveries = { deliveries: [telemetryDelivery], next_cursor: null }
 export const testDelivered = { delivered: true }
 
 // Console and API keys
