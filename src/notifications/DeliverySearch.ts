@@ -10,7 +10,7 @@ import type { NotificationDelivery } from "../api/Notifications.ts"
 import type { DeliverySearch } from "../api/WebhookDeliveries.ts"
 import type { DeliveryQueue } from "../deliveries/DeliveryQueue.ts"
 import type { Found, StatusCodeFilter } from "../deliveries/records/Search.ts"
-import type { CursorMac } from "../platform/Cursor.ts"
+import { type CursorMac, cursorRefused } from "../platform/Cursor.ts"
 import { iso, isoOrNull } from "../platform/Time.ts"
 
 type Query = { readonly [K in keyof typeof DeliverySearch]?: (typeof DeliverySearch)[K]["Type"] }
@@ -73,6 +73,6 @@ export const searchDeliveries = Effect.fnUntraced(function*(
     finishedFrom: query.finished_from,
     finishedUntil: query.finished_until,
     scan
-  }, { limit: query.limit, cursor: query.cursor })
+  }, { limit: query.limit, cursor: query.cursor }).pipe(Effect.catchTag("UnknownCursor", () => Effect.fail(cursorRefused())))
   return { deliveries: page.items.map(toRecord), next_cursor: page.next_cursor }
 })

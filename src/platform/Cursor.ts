@@ -92,6 +92,9 @@ export const page = <Row extends { readonly seq: string | number | bigint }>(
   }
 }
 
+/** The answer to a cursor a list did not issue. */
+export const cursorRefused = () => new InvalidRequest({ field: "cursor", detail: "cursor is not one this list issued with these filters" })
+
 /** A page request of a keyset list. */
 export interface PageRequest {
   readonly limit?: number | undefined

@@ -21,7 +21,7 @@ import {
 import { type Delivery, DeliveryQueue } from "../deliveries/DeliveryQueue.ts"
 import { SvcConfig } from "../platform/Config.ts"
 import { SecretBox } from "../platform/Crypto.ts"
-import type { CursorMac } from "../platform/Cursor.ts"
+import { type CursorMac, cursorRefused } from "../platform/Cursor.ts"
 import { newId } from "../platform/Ids.ts"
 import { iso, isoOrNull } from "../platform/Time.ts"
 import { OutboundHttp } from "../outbound/OutboundHttp.ts"
@@ -270,7 +270,7 @@ export class TelemetryDestinations extends Context.Service<TelemetryDestinations
           finishedFrom: times.finished_from,
           finishedUntil: times.finished_until,
           scan: config.deliverySearchScan
-        }, { limit, cursor })
+        }, { limit, cursor }).pipe(Effect.catchTag("UnknownCursor", () => Effect.fail(cursorRefused())))
         return {
           deliveries: page.items.map(({ delivery }) => toDeliveryRecord(delivery, (text) => scrub(text, target))),
           next_cursor: page.next_cursor

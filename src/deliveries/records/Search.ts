@@ -24,9 +24,8 @@
  * match costs pages, never one unbounded statement.
  */
 import type { PgClient } from "@effect/sql-pg"
-import { Effect, Option, Schema } from "effect"
+import { Data, Effect, Option, Schema } from "effect"
 import type { Statement } from "effect/sql"
-import { InvalidRequest } from "../../api/Errors.ts"
 import {
   type CursorMac,
   type CursorScope,
@@ -253,6 +252,9 @@ export const search = Effect.fnUntraced(function*(sql: PgClient.PgClient, input:
 
 const positions = Rows.decodeRows("deliveries", Schema.Struct({ seq: BigIntText, created_us: BigIntText }))
 
+/** A cursor this list (organization, filters) did not issue: the API answers 400 naming `cursor`. */
+export class UnknownCursor extends Data.TaggedError("UnknownCursor")<{}> {}
+
 /** A position as a cursor carries it: `<created_at in µs>.<seq>`, each a non-negative `bigint`. */
 const isPosition = (value: string) => {
   const parts = value.split(".")
@@ -261,8 +263,8 @@ const isPosition = (value: string) => {
 
 /**
  * One page of a search as a list answers it: the position its cursor names
- * (a 400 naming `cursor` for one this list, organization and filters did
- * not issue), `limit + 1` rows past it, and the cursor of the next page.
+ * (`UnknownCursor` for one this list, organization and filters did not
+ * issue), `limit + 1` rows past it, and the cursor of the next page.
  */
 export const searchPage = Effect.fnUntraced(function*(
   sql: PgClient.PgClient,
@@ -276,7 +278,7 @@ export const searchPage = Effect.fnUntraced(function*(
   if (request.cursor !== undefined) {
     const decoded = decodeCursor(mac, scope, request.cursor, isPosition)
     if (Option.isNone(decoded)) {
-      return yield* new InvalidRequest({ field: "cursor", detail: "cursor is not one this list issued with these filters" })
+      return yield* new UnknownCursor()
     }
     const [createdMicros, seq] = decoded.value.split(".") as [string, string]
     after = { createdMicros, seq }
