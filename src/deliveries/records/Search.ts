@@ -216,12 +216,17 @@ export const statements = (sql: PgClient.PgClient, input: SearchInput) => {
     const walked = sql`
       SELECT r.id, r.seq, r.created_at, r.label FROM (SELECT d.*, d.status AS stored_status FROM deliveries d) r
       WHERE ${walk} ${sql.literal(NEWEST_FIRST)}`
+    // An event's or an approval's few rows are read by their index, then sorted: planned on its own (a
+    // materialized CTE), the scan is not chosen for the page's LIMIT, which, on an estimate of many matches,
+    // made the planner walk the organization's whole history in order (6.3 s on 4 million rows).
+    const lookup = input.eventId !== undefined || input.approvalId !== undefined
+    const select = sql`
+      SELECT ${sql.literal(RECORD_COLUMNS)}, v.status_code, ${sql.literal(POSITION)}
+      FROM ${lookup ? sql`walked r` : sql`(${walked} LIMIT ${input.scan}) r`}
+      JOIN delivery_records v ON v.id = r.id
+      WHERE ${filter} ${sql.literal(NEWEST_FIRST)} LIMIT ${input.limit}`
     return {
-      page: sql`
-        SELECT ${sql.literal(RECORD_COLUMNS)}, v.status_code, ${sql.literal(POSITION)}
-        FROM (${walked} LIMIT ${input.scan}) r
-        JOIN delivery_records v ON v.id = r.id
-        WHERE ${filter} ${sql.literal(NEWEST_FIRST)} LIMIT ${input.limit}`,
+      page: lookup ? sql`WITH walked AS MATERIALIZED (${walked} LIMIT ${input.scan}) ${select}` : select,
       lastRead: sql`SELECT r.seq, ${sql.literal(POSITION)} FROM (${walked}) r OFFSET ${input.scan - 1} LIMIT 1`
     }
   })
