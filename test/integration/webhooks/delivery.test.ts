@@ -71,9 +71,11 @@ layer(webhookService({ webhookQueueCapacity: 5 }), { excludeTestServices: true }
         assert.strictEqual(delivery.attempts, 1)
         assert.strictEqual(delivery.replays, 0)
         assert.isString(delivery.finished_at)
+        // A delivered log row's status code is its outcome row's (the receiver's 200).
+        assert.strictEqual(delivery.status_code, 200)
         assert.deepStrictEqual(
           Object.keys(delivery).sort(),
-          ["attempts", "created_at", "event_id", "finished_at", "id", "label", "last_error", "replays", "status"]
+          ["attempts", "created_at", "endpoint_id", "event_id", "finished_at", "id", "label", "last_error", "replays", "status", "status_code"]
         )
         // The record keeps the status and duration of a success (a failed
         // attempt also a snippet of the answer), never the payload.
