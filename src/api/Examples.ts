@@ -259,16 +259,18 @@ export const rotatedSecret = {
 }
 export const notificationDelivery = {
   id: ids.delivery,
+  endpoint_id: ids.endpoint,
   event_id: ids.event,
   label: `approval.requested ${ids.approval}`,
   status: "failed",
+  status_code: 503,
   attempts: 8,
   replays: 0,
   last_error: "HTTP 503 from the receiver",
   created_at: at,
   finished_at: "2026-11-23T04:10:00.000Z"
 }
-export const notificationDeliveries = { deliveries: [notificationDelivery] }
+export const notificationDeliveries = { deliveries: [notificationDelivery], next_cursor: null }
 export const replayed = { queued: true, id: ids.delivery }
 export const testDelivery = { event_type: "approval.requested" }
 export const testDeliveredAnswer = { delivered: true, status: 204, duration_ms: 84 }
@@ -329,7 +331,7 @@ export const telemetryDelivery = {
   created_at: at,
   finished_at: "2026-11-23T04:10:00.000Z"
 }
-export const telemetryDeliveries = { deliveries: [telemetryDelivery] }
+export const telemetryDeliveries = { deliveries: [telemetryDelivery], next_cursor: null }
 export const testDelivered = { delivered: true }
 
 // Console and API keys

@@ -6,6 +6,7 @@
 import { Schema, SchemaTransformation } from "effect"
 import { HttpApiEndpoint, HttpApiGroup, HttpApiSchema, OpenApi } from "effect/http-api"
 import { type ApprovalEventType, ApprovalEventTypes } from "./Approvals.ts"
+import { ActionClassFilter, DeliveryPage, DeliverySearch, type EventType, EventTypes } from "./WebhookDeliveries.ts"
 import { answeredAs, EmailAddress, Instant, Text, Timestamp, UrlOf, Uuid } from "./Common.ts"
 import { CustomHeaders, TRANSPORT_HEADERS, WEBHOOK_OWN_HEADERS } from "./HeaderNames.ts"
 import { InvalidUrl, NotReplayable, QueueFull, Replayed } from "./Deliveries.ts"
@@ -16,21 +17,17 @@ import { documented, notFound } from "./Documentation.ts"
 import { ClientCertificateInput, ClientCertificateView, EndpointAuthInput, EndpointAuthView } from "./EndpointAuth.ts"
 import * as Examples from "./Examples.ts"
 
+export {
+  ActionClassFilter,
+  type EndpointEventType,
+  EndpointEventTypes,
+  type EventType,
+  EventTypes,
+  NotificationDelivery
+} from "./WebhookDeliveries.ts"
+
 /** The six approval event types (spec "Events"), in lifecycle order: the default subscription. */
 export const DefaultEventTypes: ReadonlyArray<ApprovalEventType> = ApprovalEventTypes
-
-/**
- * Operational events about the organization's endpoints: one stopped being
- * sent to (`endpoint.disabled`), started failing (`endpoint.failing`) or
- * has a client certificate near its expiry (`endpoint.certificate_expiring`).
- * Never in the default subscription, never sent to the endpoint they are about.
- */
-export const EndpointEventTypes = ["endpoint.disabled", "endpoint.failing", "endpoint.certificate_expiring"] as const
-export type EndpointEventType = typeof EndpointEventTypes[number]
-
-/** Every event type an endpoint may subscribe to. */
-export const EventTypes = [...ApprovalEventTypes, ...EndpointEventTypes] as const
-export type EventType = ApprovalEventType | EndpointEventType
 
 /** Event types that are also mailed to the reviewer address (approved and rejected are for webhook receivers only). */
 export const EmailedEventTypes: ReadonlyArray<EventType> = ["approval.requested", "approval.expiring", "approval.escalated"]
@@ -57,13 +54,6 @@ const EventSelection = Schema.Array(EventTypeName).check(
 
 /** Most entries an `action_classes` filter may have. */
 export const MAX_ACTION_CLASS_FILTERS = 50
-
-/** One entry of an `action_classes` filter: an action class, or a prefix ending in `.*`. */
-export const ActionClassFilter = Text.check(
-  Schema.isPattern(/^[A-Za-z0-9](?:[A-Za-z0-9._:-]{0,127}|[A-Za-z0-9._:-]{0,125}\.\*)$/u, {
-    message: "Expected an action class (1 to 128 letters, digits, '.', '_', ':' or '-') or a prefix ending in '.*'"
-  })
-)
 
 /** The approval events an endpoint gets, by their step's action class; null: all. */
 const ActionClassFilters = Schema.NullOr(
@@ -135,19 +125,6 @@ export const NotificationEndpoint = Schema.Struct({
   tls_client_certificate: ClientCertificateView
 })
 export type NotificationEndpoint = typeof NotificationEndpoint.Type
-
-export const NotificationDelivery = Schema.Struct({
-  id: Uuid,
-  event_id: Uuid,
-  label: Schema.NullOr(Schema.String),
-  status: Schema.Literals(["queued", "sending", "retrying", "delivered", "failed"]),
-  attempts: Schema.Int,
-  replays: Schema.Int,
-  last_error: Schema.NullOr(Schema.String),
-  created_at: Timestamp,
-  finished_at: Schema.NullOr(Timestamp)
-})
-export type NotificationDelivery = typeof NotificationDelivery.Type
 
 export const CreateEndpoint = Schema.Struct({
   url: UrlOf(["https", "amqp", "amqps", "nats", "tls"], "Expected an https, amqp, amqps, nats or tls URL").annotate({
@@ -350,15 +327,30 @@ export class NotificationsApi extends HttpApiGroup.make("notifications")
     ),
     HttpApiEndpoint.get("deliveries", "/v1/notification-endpoints/:id/deliveries", {
       params: EndpointId,
-      success: Schema.Struct({ deliveries: Schema.Array(NotificationDelivery) }),
-      error: NotFound
+      query: DeliverySearch,
+      success: DeliveryPage,
+      error: [NotFound, InvalidRequest]
     }).pipe(
-      requireScope("org_config.read", "The latest 50 delivery records, newest first, without payloads."),
+      requireScope(
+        "org_config.read",
+        "The endpoint's delivery records, newest first, without payloads: the latest 50 without filters; `limit` up to 100, the filters below (all must hold) and `cursor` for older pages."
+      ),
       documented({
-        summary: "List an endpoint's deliveries",
+        summary: "List and search an endpoint's deliveries",
         response: Examples.notificationDeliveries,
         errors: { 404: notFound("endpoint") }
       })
+    ),
+    HttpApiEndpoint.get("allDeliveries", "/v1/deliveries", {
+      query: DeliverySearch,
+      success: DeliveryPage,
+      error: InvalidRequest
+    }).pipe(
+      requireScope(
+        "org_config.read",
+        "The organization's webhook delivery records to every endpoint (deleted ones included), newest first, with the same filters and pages as an endpoint's list."
+      ),
+      documented({ summary: "Search the organization's deliveries", response: Examples.notificationDeliveries })
     ),
     HttpApiEndpoint.post("replay", "/v1/notification-endpoints/:id/deliveries/:delivery/replay", {
       params: { id: Uuid, delivery: Uuid },

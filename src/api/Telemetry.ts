@@ -5,13 +5,14 @@
  */
 import { Schema } from "effect"
 import { HttpApiEndpoint, HttpApiError, HttpApiGroup, HttpApiSchema, OpenApi } from "effect/http-api"
-import { Timestamp, UrlOf, Uuid } from "./Common.ts"
+import { Cursor, Limit, NextCursor, Timestamp, UrlOf, Uuid } from "./Common.ts"
 import { CustomHeaders, TRANSPORT_HEADERS } from "./HeaderNames.ts"
 import { InvalidUrl, NotReplayable, QueueFull, Replayed } from "./Deliveries.ts"
-import { InvalidHeaders, NotFound, problemType } from "./Errors.ts"
+import { InvalidHeaders, InvalidRequest, NotFound, problemType } from "./Errors.ts"
 import { Authentication, requireScope } from "./Security.ts"
 import { documented, notFound } from "./Documentation.ts"
 import * as Examples from "./Examples.ts"
+import { DeliverySearch } from "./WebhookDeliveries.ts"
 
 export class DestinationExists extends HttpApiError.Problem<DestinationExists>()("DestinationExists", {
   type: problemType("DESTINATION_EXISTS"),
@@ -137,10 +138,27 @@ export class TelemetryApi extends HttpApiGroup.make("telemetry")
     ),
     HttpApiEndpoint.get("deliveries", "/v1/telemetry-destinations/:id/deliveries", {
       params: DestinationParams,
-      success: Schema.Struct({ deliveries: Schema.Array(TelemetryDelivery) }),
-      error: NotFound
+      query: {
+        status: Schema.optionalKey(TelemetryDeliveryStatus.annotate({ description: "Only records with this status" })),
+        created_from: DeliverySearch.created_from,
+        created_until: DeliverySearch.created_until,
+        finished_from: DeliverySearch.finished_from,
+        finished_until: DeliverySearch.finished_until,
+        limit: Limit,
+        cursor: Cursor
+      },
+      success: Schema.Struct({
+        deliveries: Schema.Array(TelemetryDelivery),
+        next_cursor: NextCursor.annotate({
+          description: "Pass as `cursor`, with the same filters, for the next (older) page; null on the last page"
+        })
+      }),
+      error: [NotFound, InvalidRequest]
     }).pipe(
-      requireScope("org_config.read", "The latest 50 delivery records (batches), newest first."),
+      requireScope(
+        "org_config.read",
+        "The destination's delivery records (batches), newest first: the latest 50 without filters; `limit` up to 100, a status and time ranges (all must hold), and `cursor` for older pages."
+      ),
       documented({
         summary: "List telemetry deliveries",
         response: Examples.telemetryDeliveries,

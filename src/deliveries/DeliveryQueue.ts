@@ -23,6 +23,7 @@ import { makeLogLeases } from "./log/HeldLeases.ts"
 import { makeRowClaimPacing } from "./rows/ClaimPacing.ts"
 import * as Replay from "./rows/Replay.ts"
 import * as Retention from "./records/Retention.ts"
+import * as Search from "./records/Search.ts"
 import * as Rows from "./Rows.ts"
 import { nextDueStatement } from "./rows/Statements.ts"
 import * as Targets from "./Targets.ts"
@@ -94,6 +95,11 @@ export const make = (sql: PgClient.PgClient, wakeups: Wakeups["Service"], info: 
       Effect.tap(Replay.replay(sql, input), () => wakeups.signal(Topics.deliveries(input.kind)))),
     /** The target's latest deliveries, newest first. */
     list: op("list", Listing.list),
+    /**
+     * A page of a target's or an organization's deliveries matching every
+     * filter, newest first, and the cursor of the next (`records/Search.ts`).
+     */
+    searchPage: op("searchPage", Search.searchPage),
     get: op("get", Listing.get),
     /** Every attempt of a delivery, oldest first. */
     attempts: op("attempts", Listing.attempts),

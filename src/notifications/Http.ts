@@ -4,11 +4,13 @@ import { Api } from "../api/Api.ts"
 import { NotReplayable } from "../api/Deliveries.ts"
 import { replayProblem } from "../api/ReplayProblem.ts"
 import { NotFound } from "../api/Errors.ts"
-import type { NotificationDelivery } from "../api/Notifications.ts"
 import { CurrentPrincipal } from "../api/Security.ts"
-import { type Delivery, DeliveryQueue } from "../deliveries/DeliveryQueue.ts"
+import { DeliveryQueue } from "../deliveries/DeliveryQueue.ts"
+import { SecretBox } from "../platform/Crypto.ts"
+import type { CursorMac } from "../platform/Cursor.ts"
+import { searchDeliveries } from "./DeliverySearch.ts"
 import { SvcConfig } from "../platform/Config.ts"
-import { iso, isoOrNull } from "../platform/Time.ts"
+import { iso } from "../platform/Time.ts"
 import { DeliveryOperations } from "../deliveries/records/Operations.ts"
 import { NotificationEndpoints } from "./Endpoints.ts"
 import { ReviewerAddresses } from "./ReviewerAddress.ts"
@@ -18,18 +20,6 @@ import { TEST_META_KEY, TestDeliveries } from "./TestDelivery.ts"
 /** The window of `GET /v1/notification-endpoints/:id/stats`. */
 const STATS_HOURS = 24
 
-const toDelivery = (delivery: Delivery): NotificationDelivery => ({
-  id: delivery.id,
-  event_id: delivery.eventId ?? "",
-  label: delivery.label,
-  // Webhook deliveries are never partial; the queue's other statuses are the API's.
-  status: delivery.status === "partial" ? "failed" : delivery.status,
-  attempts: delivery.attempts,
-  replays: delivery.replays,
-  last_error: delivery.lastError,
-  created_at: iso(delivery.createdAt),
-  finished_at: isoOrNull(delivery.finishedAt)
-})
 
 /** A replay refused because the endpoint is inactive. */
 const inactive = (endpoint: { readonly deactivated_reason: string | null }) =>
@@ -48,6 +38,8 @@ export const NotificationsHandlers = HttpApiBuilder.group(
     const config = yield* SvcConfig
     const operations = yield* DeliveryOperations
     const tests = yield* TestDeliveries
+    const box = yield* SecretBox
+    const mac: CursorMac = (message) => box.mac("cursor", message)
     return handlers.handleAll({
       list: () =>
         CurrentPrincipal.use((p) =>
@@ -58,13 +50,14 @@ export const NotificationsHandlers = HttpApiBuilder.group(
       remove: ({ params }) => CurrentPrincipal.use((p) => Effect.asVoid(endpoints.remove(p.orgId, params.id))),
       rotateSecret: ({ params, payload }) =>
         CurrentPrincipal.use((p) => endpoints.rotateSecret(p.orgId, params.id, payload.overlap_seconds, payload.expire_previous)),
-      deliveries: ({ params }) =>
+      deliveries: ({ params, query }) =>
         Effect.gen(function*() {
           const p = yield* CurrentPrincipal
           yield* endpoints.find(p.orgId, params.id)
-          const list = yield* queue.list({ orgId: p.orgId, kind: "webhook", targetId: params.id, limit: 50 })
-          return { deliveries: list.map(toDelivery) }
+          return yield* searchDeliveries(queue, mac, p.orgId, params.id, query, config.deliverySearchScan)
         }),
+      allDeliveries: ({ query }) =>
+        CurrentPrincipal.use((p) => searchDeliveries(queue, mac, p.orgId, undefined, query, config.deliverySearchScan)),
       replay: ({ params }) =>
         Effect.gen(function*() {
           const p = yield* CurrentPrincipal
@@ -76,7 +69,7 @@ export const NotificationsHandlers = HttpApiBuilder.group(
               (d) => d.targetId === endpoint.id
             )
             if (Option.isNone(delivery)) return yield* new NotFound({ detail: "No such delivery." })
-            const status = toDelivery(delivery.value).status
+            const status = delivery.value.status === "partial" ? "failed" : delivery.value.status
             if (status !== "failed") {
               return yield* new NotReplayable({
                 delivery_status: status,

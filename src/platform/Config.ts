@@ -155,6 +155,7 @@ export const svcConfig: Config.Config<SvcConfigShape> = Config.all({
   brokerConnections: intAtLeast("SVC_BROKER_CONNECTIONS", 256, 1, 65_536),
   brokerConnectionsPerOrg: intAtLeast("SVC_BROKER_CONNECTIONS_PER_ORG", 32, 1, 65_536),
   webhookReplayMax: intAtLeast("SVC_WEBHOOK_REPLAY_MAX", 10_000, 1, 10_000),
+  deliverySearchScan: intAtLeast("SVC_DELIVERY_SEARCH_SCAN", 20_000, 1_000, 1_000_000),
   webhookDisableAfter: duration("SVC_WEBHOOK_DISABLE_AFTER", "5d", Duration.seconds(1)),
   webhookTokenMaxBytes: intAtLeast("SVC_WEBHOOK_TOKEN_MAX_BYTES", 16_384, 1_024, 1_048_576),
   webhookCertificateNotice: duration("SVC_WEBHOOK_CERTIFICATE_NOTICE", "14d", Duration.minutes(1)),

@@ -48,6 +48,8 @@ export interface SvcConfigShape {
   readonly brokerConnectionsPerOrg: number
   /** Most failed deliveries one bulk replay takes (at most 10 000). */
   readonly webhookReplayMax: number
+  /** Most deliveries one page of a delivery search reads before it answers (a shorter page, with a cursor, when few match). */
+  readonly deliverySearchScan: number
   /** How long an endpoint may fail without one successful delivery before svc stops sending to it. */
   readonly webhookDisableAfter: Duration.Duration
   /** Most bytes of an OAuth token endpoint's answer svc reads (an endpoint's `auth`). */

@@ -43,15 +43,24 @@ export const encodeCursor = (mac: CursorMac, scope: CursorScope, seq: string | n
   return `${Buffer.from(value, "utf8").toString("base64url")}.${mac(message(scope, value)).slice(0, TAG_CHARS)}`
 }
 
-/** The `seq` of a cursor this list issued; `None` for anything else. */
-export const decodeCursor = (mac: CursorMac, scope: CursorScope, cursor: string): Option.Option<string> => {
+/**
+ * The `seq` of a cursor this list issued; `None` for anything else. A list
+ * whose position is not one `seq` (several keys) says what it accepts with
+ * `valid`.
+ */
+export const decodeCursor = (
+  mac: CursorMac,
+  scope: CursorScope,
+  cursor: string,
+  valid: (value: string) => boolean = isSeq
+): Option.Option<string> => {
   const parts = cursor.split(".")
   if (parts.length !== 2) return Option.none()
   const [encoded, tag] = parts as [string, string]
   if (!BASE64URL.test(encoded) || tag.length !== TAG_CHARS || !BASE64URL.test(tag)) return Option.none()
   const seq = Buffer.from(encoded, "base64url").toString("utf8")
   // Canonical encodings only: one cursor per sequence number.
-  if (Buffer.from(seq, "utf8").toString("base64url") !== encoded || !isSeq(seq)) return Option.none()
+  if (Buffer.from(seq, "utf8").toString("base64url") !== encoded || !valid(seq)) return Option.none()
   const expected = Buffer.from(mac(message(scope, seq)).slice(0, TAG_CHARS), "utf8")
   const given = Buffer.from(tag, "utf8")
   return expected.length === given.length && crypto.timingSafeEqual(expected, given) ? Option.some(seq) : Option.none()
@@ -82,6 +91,9 @@ export const page = <Row extends { readonly seq: string | number | bigint }>(
     next_cursor: rows.length > limit && last !== undefined ? next(last.seq) : null
   }
 }
+
+/** The answer to a cursor a list did not issue. */
+export const cursorRefused = () => new InvalidRequest({ field: "cursor", detail: "cursor is not one this list issued with these filters" })
 
 /** A page request of a keyset list. */
 export interface PageRequest {

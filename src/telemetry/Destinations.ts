@@ -8,7 +8,7 @@ import { PgClient } from "@effect/sql-pg"
 import { Array as Arr, Clock, Context, Effect, Layer, Option, Redacted } from "effect"
 import { InvalidUrl, type NotReplayable, type QueueFull } from "../api/Deliveries.ts"
 import { replayProblem } from "../api/ReplayProblem.ts"
-import { headersRefused, type InvalidHeaders, NotFound } from "../api/Errors.ts"
+import { headersRefused, type InvalidHeaders, type InvalidRequest, NotFound } from "../api/Errors.ts"
 import {
   type CreatedTelemetryDestination,
   DestinationExists,
@@ -20,6 +20,8 @@ import {
 } from "../api/Telemetry.ts"
 import { type Delivery, DeliveryQueue } from "../deliveries/DeliveryQueue.ts"
 import { SvcConfig } from "../platform/Config.ts"
+import { SecretBox } from "../platform/Crypto.ts"
+import { type CursorMac, cursorRefused } from "../platform/Cursor.ts"
 import { newId } from "../platform/Ids.ts"
 import { iso, isoOrNull } from "../platform/Time.ts"
 import { OutboundHttp } from "../outbound/OutboundHttp.ts"
@@ -31,9 +33,20 @@ import { checkHeaders } from "../outbound/HeaderRules.ts"
 import { encodeRequest, type OtlpSpan, serviceResource, SpanKind, StatusCode } from "../otlp/Encoding.ts"
 import { type DestinationRow, DestinationsRepo } from "./Repository.ts"
 
+/** A search of a destination's records: a status, time ranges, a page. */
+export interface DeliveryQuery {
+  readonly status?: TelemetryDelivery["status"] | undefined
+  readonly created_from?: string | undefined
+  readonly created_until?: string | undefined
+  readonly finished_from?: string | undefined
+  readonly finished_until?: string | undefined
+  readonly limit?: number | undefined
+  readonly cursor?: string | undefined
+}
+
 /** How long a failed batch stays kept (sealed) for replay. */
 export const KEEP_FAILED_HOURS = 24
-/** How long finished delivery records stay (the API lists the latest 50). */
+/** How long finished delivery records stay. */
 export const KEEP_RECORDS_DAYS = 7
 
 /** What a create says; protocol and compression have their defaults (`http/json`, `none`). */
@@ -99,7 +112,10 @@ export class TelemetryDestinations extends Context.Service<TelemetryDestinations
   readonly list: (orgId: string) => Effect.Effect<ReadonlyArray<TelemetryDestination>>
   readonly test: (orgId: string, id: string) => Effect.Effect<{ readonly delivered: boolean }, NotFound | ExportFailed>
   readonly remove: (orgId: string, id: string) => Effect.Effect<void, NotFound>
-  readonly deliveries: (orgId: string, id: string) => Effect.Effect<ReadonlyArray<TelemetryDelivery>, NotFound>
+  readonly deliveries: (orgId: string, id: string, query: DeliveryQuery) => Effect.Effect<
+    { readonly deliveries: ReadonlyArray<TelemetryDelivery>; readonly next_cursor: string | null },
+    NotFound | InvalidRequest
+  >
   readonly replay: (
     orgId: string,
     id: string,
@@ -118,6 +134,8 @@ export class TelemetryDestinations extends Context.Service<TelemetryDestinations
       const queue = yield* DeliveryQueue
       const buffers = yield* SpanBuffers
       const config = yield* SvcConfig
+      const box = yield* SecretBox
+      const mac: CursorMac = (message) => box.mac("cursor", message)
 
       const notFound = () => new NotFound({ detail: "No such telemetry destination." })
 
@@ -239,10 +257,24 @@ export class TelemetryDestinations extends Context.Service<TelemetryDestinations
         yield* queue.prunePayloads("telemetry", KEEP_FAILED_HOURS)
       })
 
-      const deliveries = Effect.fn("TelemetryDestinations.deliveries")(function*(orgId: string, id: string) {
+      const deliveries = Effect.fn("TelemetryDestinations.deliveries")(function*(orgId: string, id: string, query: DeliveryQuery) {
         const target = yield* foundTarget(yield* find(orgId, id))
-        const rows = yield* queue.list({ orgId, kind: "telemetry", targetId: id, limit: 50 })
-        return rows.map((row) => toDeliveryRecord(row, (text) => scrub(text, target)))
+        const { status, limit, cursor, ...times } = query
+        const page = yield* queue.searchPage(mac, { orgId, list: "telemetry-deliveries", filters: [id, status, ...Object.values(times)] }, {
+          orgId,
+          kind: "telemetry",
+          targetId: id,
+          statuses: status === undefined ? undefined : status === "pending" ? ["queued", "sending", "retrying"] : [status],
+          createdFrom: times.created_from,
+          createdUntil: times.created_until,
+          finishedFrom: times.finished_from,
+          finishedUntil: times.finished_until,
+          scan: config.deliverySearchScan
+        }, { limit, cursor }).pipe(Effect.catchTag("UnknownCursor", () => Effect.fail(cursorRefused())))
+        return {
+          deliveries: page.items.map(({ delivery }) => toDeliveryRecord(delivery, (text) => scrub(text, target))),
+          next_cursor: page.next_cursor
+        }
       })
 
       const replay = Effect.fn("TelemetryDestinations.replay")(function*(orgId: string, id: string, deliveryId: string) {

@@ -151,6 +151,56 @@ describeBrowser("Webhooks", () => {
     await done()
   })
 
+  it("the delivery log searches by HTTP status and approval and keeps the search in the URL; a refused value is explained", async () => {
+    const receiver = await world.receiver({ respond: () => Reply.status(500) })
+    const created = await world.api("POST", "/v1/notification-endpoints", { url: receiver.url("/hooks/searched"), events: ["approval.requested"] })
+    assert.strictEqual(created.status, 201)
+    const endpointId = created.body.endpoint.id
+    const approvals = [await requestApproval("searched-one"), await requestApproval("searched-two")]
+    // Retrying or failed: either way their last attempt got a 500.
+    await until(async () => {
+      const log = await world.api("GET", `/v1/notification-endpoints/${endpointId}/deliveries?status_code=500`)
+      return log.body.deliveries.length === 2
+    }, "both deliveries' first attempt to get a 500", 30_000)
+
+    const { page, done } = await admin()
+    await page.goto(`${world.baseUrl}/console/webhooks`)
+    const card = page.getByRole("listitem", { name: created.body.endpoint.url_hint })
+    await card.getByRole("button", { name: "Deliveries" }).click()
+    const filters = card.getByRole("form", { name: "Delivery filters" })
+    await filters.getByRole("textbox", { name: "HTTP status" }).fill("5xx")
+    await filters.getByRole("textbox", { name: "Approval id" }).fill(approvals[1]!)
+    await filters.getByRole("button", { name: "Search" }).click()
+    await until(async () => {
+      const query = new URL(page.url()).searchParams
+      return query.get("status_code") === "5xx" && query.get("approval_id") === approvals[1]
+    }, "the search in the URL")
+    const row = card.getByRole("row", { name: new RegExp(`approval.requested ${approvals[1]}`) })
+    await row.waitFor()
+    assert.include(await row.textContent(), "500")
+    await until(async () => (await card.getByRole("row").count()) === 2, "only the searched delivery (and the header row)")
+    await checkAccessibility(page, "the searched delivery log")
+    await screenshot(page, "webhooks-delivery-search")
+
+    // The search survives a reload (it is the URL), and reads the same on a phone.
+    const phone = await admin({ width: 390 })
+    await phone.page.goto(page.url())
+    const phoneCard = phone.page.getByRole("listitem", { name: created.body.endpoint.url_hint })
+    await phoneCard.getByRole("row", { name: new RegExp(approvals[1]!) }).waitFor()
+    await screenshot(phone.page, "webhooks-delivery-search-phone")
+    await phone.done()
+
+    // A value the API refuses is explained, not ignored.
+    await filters.getByRole("textbox", { name: "HTTP status" }).fill("6xx")
+    await filters.getByRole("button", { name: "Search" }).click()
+    await card.getByText(/status_code/).first().waitFor()
+
+    // Cleared: every delivery again.
+    await filters.getByRole("button", { name: "Clear filters" }).click()
+    for (const approval of approvals) await card.getByRole("row", { name: new RegExp(approval) }).waitFor()
+    await done()
+  })
+
   it("the reviewer email setting", async () => {
     const { page, done } = await admin({ width: 390, colorScheme: "dark" })
     await page.goto(`${world.baseUrl}/console/webhooks`)

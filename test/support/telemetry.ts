@@ -12,7 +12,7 @@ export const waitForDeliveries = (
   Effect.gen(function*() {
     const deadline = Date.now() + timeoutMs
     for (;;) {
-      const result = yield* org.client.telemetry.deliveries({ params: { id } })
+      const result = yield* org.client.telemetry.deliveries({ params: { id }, query: {} })
       if (done(result.deliveries)) return result
       if (Date.now() > deadline) return yield* Effect.die(new Error(`deliveries never matched: ${JSON.stringify(result)}`))
       yield* Effect.sleep(50)

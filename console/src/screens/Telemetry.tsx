@@ -175,7 +175,7 @@ const Destination = ({ destination, onNotice }: { destination: TelemetryDestinat
   const replay = useMutation(replayAtom)
   const [confirming, setConfirming] = useState(false)
   const [testOutcome, setTestOutcome] = useState<string | undefined>(undefined)
-  const deliveriesAtom = useMemo(() => SvcApi.query("telemetry", "deliveries", { params: { id: destination.id }, reactivityKeys: ["telemetry-deliveries"] }), [destination.id])
+  const deliveriesAtom = useMemo(() => SvcApi.query("telemetry", "deliveries", { params: { id: destination.id }, query: {}, reactivityKeys: ["telemetry-deliveries"] }), [destination.id])
   const deliveries = useAtomValue(deliveriesAtom)
   useInterval(() => refresh(deliveriesAtom), 2000)
   return (

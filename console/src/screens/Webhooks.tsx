@@ -9,11 +9,12 @@
 import { Exit } from "effect"
 import { useMemo, useState } from "preact/hooks"
 import { ApprovalEventTypes } from "../../../src/api/Approvals.ts"
-import { EndpointEventTypes, type NotificationDelivery, type NotificationEndpoint } from "../../../src/api/Notifications.ts"
-import { type Problem, problemOf, SvcApi } from "../api.ts"
+import { EndpointEventTypes, type NotificationEndpoint } from "../../../src/api/Notifications.ts"
+import { problemOf, SvcApi } from "../api.ts"
 import { refresh, useAtomValue, useMutation } from "../atoms.ts"
 import { setQuery, useLocation } from "../router.ts"
 import { Confirm, describeProblem, Loaded, Notice, type NoticeValue, SecretOnce, Time, useInterval } from "../ui.tsx"
+import { Deliveries, noDeliveryFilters } from "./Deliveries.tsx"
 import { type HeaderRow, HeaderRows, headersPayload, RateLimitField, ratePayload, rateText } from "./EndpointLimits.tsx"
 import { type AuthDraft, AuthenticationFields, authPayload, authText, emptyAuth } from "./EndpointAuthentication.tsx"
 
@@ -23,7 +24,6 @@ const createAtom = SvcApi.mutation("notifications", "create")
 const updateAtom = SvcApi.mutation("notifications", "update")
 const removeAtom = SvcApi.mutation("notifications", "remove")
 const rotateAtom = SvcApi.mutation("notifications", "rotateSecret")
-const replayAtom = SvcApi.mutation("notifications", "replay")
 const saveSettingsAtom = SvcApi.mutation("notifications", "updateSettings")
 const testAtom = SvcApi.mutation("notifications", "test")
 const replayFailedAtom = SvcApi.mutation("notifications", "replayFailed")
@@ -50,19 +50,6 @@ const overlaps = [
   { seconds: 86400, label: "24 hours (default)" },
   { seconds: 604800, label: "7 days" }
 ]
-
-const deliveryStatuses = ["all", "failed", "delivered", "retrying", "queued", "sending"] as const
-
-const replayProblem = (problem: Problem): string => {
-  switch (problem.code) {
-    case "NOT_REPLAYABLE":
-      return `This delivery cannot be replayed: only failed deliveries can be${problem.error?.delivery_status ? ` (it is ${String(problem.error.delivery_status)})` : ""}.`
-    case "QUEUE_FULL":
-      return "The endpoint's delivery queue is full: wait until queued deliveries are sent (or fail), then replay again."
-    default:
-      return `Could not replay: ${describeProblem(problem)}`
-  }
-}
 
 const EventChoices = (
   { legend, selected, onChange, types = ApprovalEventTypes }: {
@@ -360,7 +347,7 @@ const EndpointCard = (
             >
               Rotate secret
             </button>
-            <button type="button" onClick={() => setQuery({ endpoint: showDeliveries ? undefined : endpoint.id, status: undefined })} aria-expanded={showDeliveries}>
+            <button type="button" onClick={() => setQuery({ endpoint: showDeliveries ? undefined : endpoint.id, ...noDeliveryFilters })} aria-expanded={showDeliveries}>
               {showDeliveries ? "Hide deliveries" : "Deliveries"}
             </button>
             <button type="button" class="danger" onClick={() => setConfirming(true)}>Delete</button>
@@ -525,79 +512,6 @@ const EndpointHealth = ({ endpoint, onNotice }: { endpoint: NotificationEndpoint
           )}
         </div>
       )}
-    </div>
-  )
-}
-
-const Deliveries = ({ endpoint, onNotice }: { endpoint: NotificationEndpoint; onNotice: (notice: NoticeValue) => void }) => {
-  const { query } = useLocation()
-  const status = query.get("status") ?? "all"
-  const deliveriesAtom = useMemo(() => SvcApi.query("notifications", "deliveries", { params: { id: endpoint.id }, reactivityKeys: ["deliveries"] }), [endpoint.id])
-  const deliveries = useAtomValue(deliveriesAtom)
-  useInterval(() => refresh(deliveriesAtom), 3000)
-  const replay = useMutation(replayAtom)
-  const captionId = `deliveries-${endpoint.id}`
-  return (
-    <div class="deliveries">
-      <h4 id={captionId}>Deliveries (latest 50)</h4>
-      <label>
-        Status
-        <select value={status} onChange={(event) => setQuery({ status: event.currentTarget.value === "all" ? undefined : event.currentTarget.value })}>
-          {deliveryStatuses.map((value) => <option key={value} value={value}>{value}</option>)}
-        </select>
-      </label>
-      <Loaded result={deliveries} what="deliveries">
-        {(value) => {
-          const rows = value.deliveries.filter((delivery) => status === "all" || delivery.status === status)
-          return rows.length === 0
-            ? <p class="empty">No deliveries{status === "all" ? " yet" : ` with status ${status}`}.</p>
-            : (
-              <div class="table-wrap">
-                <table aria-labelledby={captionId}>
-                  <thead>
-                    <tr><th scope="col">Event</th><th scope="col">Status</th><th scope="col">Attempts</th><th scope="col">Replays</th><th scope="col">Last error</th><th scope="col">Created</th><th scope="col">Finished</th><th scope="col"><span class="sr-only">Action</span></th></tr>
-                  </thead>
-                  <tbody>
-                    {rows.map((delivery: NotificationDelivery) => (
-                      <tr key={delivery.id}>
-                        <td>{delivery.label ?? delivery.event_id}</td>
-                        <td><span class={`badge ${delivery.status}`}>{delivery.status}</span></td>
-                        <td>{delivery.attempts}</td>
-                        <td>{delivery.replays}</td>
-                        <td>{delivery.last_error ?? "—"}</td>
-                        <td><Time iso={delivery.created_at} /></td>
-                        <td><Time iso={delivery.finished_at} /></td>
-                        <td>
-                          {delivery.status === "failed" && !(delivery.label ?? "").startsWith("test ") && (
-                            <button
-                              type="button"
-                              disabled={replay.busy}
-                              aria-label={`Replay ${delivery.label ?? delivery.event_id}`}
-                              onClick={async () => {
-                                const exit = await replay.run({ params: { id: endpoint.id, delivery: delivery.id }, reactivityKeys: ["deliveries"] })
-                                if (Exit.isSuccess(exit)) {
-                                  const cooling = endpoint.cooldown_until !== undefined && Date.parse(endpoint.cooldown_until) > Date.now()
-                                  onNotice({
-                                    tone: "success",
-                                    text: cooling
-                                      ? `Replay queued. The endpoint is cooling down after failed attempts, so it is sent after ${new Date(endpoint.cooldown_until!).toLocaleTimeString()}.`
-                                      : "Replay queued: it is sent with the same event id shortly."
-                                  })
-                                } else onNotice({ tone: "warning", text: replayProblem(problemOf(exit.cause)) })
-                              }}
-                            >
-                              Replay
-                            </button>
-                          )}
-                        </td>
-                      </tr>
-                    ))}
-                  </tbody>
-                </table>
-              </div>
-            )
-        }}
-      </Loaded>
     </div>
   )
 }

@@ -59,6 +59,7 @@ import m0860 from "./0860_escalation_chains.ts"
 import m0870 from "./0870_endpoint_health.ts"
 import m0890 from "./0890_one_person_one_vote.ts"
 import m0920 from "./0920_idempotency_keys.ts"
+import m0930 from "./0930_delivery_search.ts"
 import m0940 from "./0940_endpoint_auth.ts"
 
 /**
@@ -119,6 +120,7 @@ export const migrationsByRelease = {
     "0870_endpoint_health": m0870,
     "0890_one_person_one_vote": m0890,
     "0920_idempotency_keys": m0920,
+    "0930_delivery_search": m0930,
     "0940_endpoint_auth": m0940
   }
 }

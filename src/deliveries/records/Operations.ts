@@ -37,9 +37,10 @@ const recordFinished = Effect.fnUntraced(function*(sql: PgClient.PgClient, input
   const error = input.status === "failed" ? (input.attempt.error ?? "failed") : null
   yield* sql`
     WITH delivery AS (
-      INSERT INTO deliveries (id, org_id, kind, target_id, status, label, event_id, meta, attempts, last_error, finished_at)
+      INSERT INTO deliveries (id, org_id, kind, target_id, status, label, event_id, meta, attempts, last_error, finished_at,
+                              status_code)
       VALUES (${id}, ${input.orgId}, ${input.kind}, ${input.targetId}, ${input.status}, ${input.label}, ${input.eventId},
-              ${JSON.stringify(input.meta)}::jsonb, 1, ${error}, now())
+              ${JSON.stringify(input.meta)}::jsonb, 1, ${error}, now(), ${input.attempt.statusCode ?? null})
       RETURNING id
     )
     INSERT INTO delivery_attempts (delivery_id, attempt, status_code, error, response_snippet, duration_ms)

@@ -257,7 +257,7 @@ export const settleStatement = (sql: SqlClient.SqlClient, rows: string, targetId
                                        ELSE now() + make_interval(secs => i.retry_after_ms / 1000) END,
                 finished_at = CASE WHEN i.finished THEN now() END,
                 attempts = CASE WHEN d.status = 'logged' THEN d.attempts + 1 ELSE d.attempts END,
-                lease_owner = NULL, lease_until = NULL
+                status_code = i.status_code, lease_owner = NULL, lease_until = NULL
             FROM input i
             WHERE d.id = i.id AND NOT (i.lm AND i.status = 'delivered')
               AND ((d.status = 'sending' AND d.lease_owner = i.lease_owner) OR (d.status = 'logged' AND i.lm))

@@ -480,7 +480,8 @@ const operations: ReadonlyArray<Operation> = routes.map((route) => {
 /** A path parameter's value when another one is under test: the first value its schema allows. */
 const defaultPath = (parameter: Json): string => String(allowed(parameter.schema)?.at(-1) ?? "x")
 
-layer(SvcTest.layer(), { excludeTestServices: true })("the document is the behaviour", (it) => {
+// Loopback receivers allowed: the cursor test lists an endpoint's and a destination's deliveries.
+layer(SvcTest.layer({ config: { allowedTargetCidrs: ["127.0.0.0/8"] } }), { excludeTestServices: true })("the document is the behaviour", (it) => {
   const send = (key: string, operation: Operation, path: Record<string, string>, query: Record<string, string>, body: unknown) =>
     Effect.gen(function*() {
       const svc = yield* SvcTest
@@ -727,21 +728,32 @@ layer(SvcTest.layer(), { excludeTestServices: true })("the document is the behav
         }
         for (const id of steps.slice(0, 2)) yield* client.approvals.decide({ params: { approval_id: id }, payload: { decision: "approve" } })
 
+        // Delivery records of an endpoint and of a telemetry destination (rows as the queue keeps them).
+        const svc = yield* SvcTest
+        const { endpoint } = yield* client.notifications.create({ payload: { url: "https://127.0.0.1:9/paged" } })
+        const destination = yield* client.telemetry.create({ payload: { url: "https://127.0.0.1:9/v1/traces" } })
+        for (const [kind, target] of [["webhook", endpoint.id], ["webhook", endpoint.id], ["telemetry", destination.id], ["telemetry", destination.id]]) {
+          yield* svc.sql`
+            INSERT INTO deliveries (id, org_id, kind, target_id, status, label, event_id, finished_at)
+            VALUES (gen_random_uuid(), ${org.orgId}, ${kind}, ${target}, 'failed', 'approval.requested x', gen_random_uuid(), now())`
+        }
         const paths: Record<string, string> = { task_id: task.id, dataset_id: dataset.dataset_id, session_id: session.id }
+        const pathsOf = (operation: Operation) =>
+          ({ ...paths, id: operation.template.startsWith("/v1/telemetry") ? destination.id : endpoint.id })
         const listing = operations.filter((operation) => operation.parameters.some((p) => p.name === "cursor" && p.in === "query"))
         const cursorOf = (response: RawResponse) => response.json?.next_cursor as string | null | undefined
         const failures: Array<string> = []
         const issued = new Map<string, string>()
         for (const operation of listing) {
           const name = `${operation.method} ${operation.template}`
-          const first = yield* send(org.key, operation, paths, { limit: "1" }, undefined)
+          const first = yield* send(org.key, operation, pathsOf(operation), { limit: "1" }, undefined)
           const cursor = cursorOf(first)
           if (first.status !== 200 || typeof cursor !== "string") {
             failures.push(`${name}: a first page of one answered ${first.status} with next_cursor ${JSON.stringify(cursor)}`)
             continue
           }
           issued.set(name, cursor)
-          const next = yield* send(org.key, operation, paths, { limit: "1", cursor }, undefined)
+          const next = yield* send(org.key, operation, pathsOf(operation), { limit: "1", cursor }, undefined)
           if (next.status !== 200) failures.push(`${name}: its own cursor answered ${next.status} ${next.text.slice(0, 200)}`)
         }
         for (const operation of listing) {
@@ -756,7 +768,7 @@ layer(SvcTest.layer(), { excludeTestServices: true })("the document is the behav
             ["over 200 characters", "a".repeat(201)]
           ]
           for (const [why, cursor] of refused) {
-            const response = yield* send(org.key, operation, paths, { limit: "1", cursor }, undefined)
+            const response = yield* send(org.key, operation, pathsOf(operation), { limit: "1", cursor }, undefined)
             if (!(response.status === 400 && response.json?.code === "INVALID_REQUEST" && response.json?.field === "cursor")) {
               failures.push(`${name} cursor=${JSON.stringify(cursor).slice(0, 60)} (${why}): answered ${response.status} ${response.json?.code ?? ""} ${response.json?.field ?? ""}`)
             }

@@ -105,7 +105,7 @@ layer(SecretStore.layer.pipe(Layer.provideMerge(Svc)), { excludeTestServices: tr
         yield* svc.sql`DELETE FROM org_secrets WHERE owner_kind = 'telemetry_destination_url' AND owner_id = ${id}`
         assert.deepStrictEqual((yield* org.client.telemetry.list()).destinations, [])
         assert.strictEqual((yield* Effect.flip(org.client.telemetry.test({ params: { id } })))._tag, "NotFound")
-        assert.strictEqual((yield* Effect.flip(org.client.telemetry.deliveries({ params: { id } })))._tag, "NotFound")
+        assert.strictEqual((yield* Effect.flip(org.client.telemetry.deliveries({ params: { id }, query: {} })))._tag, "NotFound")
       }).pipe(Effect.scoped))
 
     it.effect("scopes: org_config.read lists and reads deliveries; creating, testing, deleting and replaying need org_config.write", () =>
@@ -115,7 +115,7 @@ layer(SecretStore.layer.pipe(Layer.provideMerge(Svc)), { excludeTestServices: tr
         const { id } = yield* create(org, collector.url("/v1/traces"))
         const reader = yield* org.newKey(["org_config.read"])
         assert.strictEqual((yield* reader.client.telemetry.list()).destinations.length, 1)
-        yield* reader.client.telemetry.deliveries({ params: { id } })
+        yield* reader.client.telemetry.deliveries({ params: { id }, query: {} })
         for (
           const attempt of [
             reader.client.telemetry.create({ payload: { url: collector.url("/x") } }),
@@ -146,7 +146,7 @@ layer(SecretStore.layer.pipe(Layer.provideMerge(Svc)), { excludeTestServices: tr
           const attempt of [
             stranger.client.telemetry.test({ params: { id } }),
             stranger.client.telemetry.remove({ params: { id } }),
-            stranger.client.telemetry.deliveries({ params: { id } }),
+            stranger.client.telemetry.deliveries({ params: { id }, query: {} }),
             stranger.client.telemetry.replay({ params: { id, delivery } })
           ]
         ) {
@@ -177,7 +177,7 @@ layer(SecretStore.layer.pipe(Layer.provideMerge(Svc)), { excludeTestServices: tr
                     ${JSON.stringify({ span_count: i })}::jsonb, now() + interval '1 day')
           `
         }
-        const { deliveries } = yield* org.client.telemetry.deliveries({ params: { id } })
+        const { deliveries } = yield* org.client.telemetry.deliveries({ params: { id }, query: {} })
         assert.strictEqual(deliveries.length, 50)
         assert.strictEqual(deliveries[0]!.span_count, 59)
         assert.deepStrictEqual(
@@ -289,7 +289,7 @@ layer(SecretStore.layer.pipe(Layer.provideMerge(Svc)), { excludeTestServices: tr
         assert.isTrue(collector.requests().every((r) => r.headers["x-api-key"] === "very-secret-value-42"))
         const everything = JSON.stringify([
           yield* org.client.telemetry.list(),
-          yield* org.client.telemetry.deliveries({ params: { id } }),
+          yield* org.client.telemetry.deliveries({ params: { id }, query: {} }),
           yield* svc.sql`SELECT * FROM deliveries WHERE org_id = ${org.orgId}`,
           yield* svc.sql`SELECT * FROM delivery_attempts a JOIN deliveries d ON d.id = a.delivery_id WHERE d.org_id = ${org.orgId}`,
           collector.requests().map((r) => decodeOtlp(r).json)
@@ -420,6 +420,43 @@ layer(SecretStore.layer.pipe(Layer.provideMerge(Svc)), { excludeTestServices: tr
         assert.strictEqual(down.json.code, "EXPORT_FAILED")
         assert.isUndefined(down.json.collector_status)
         assert.isFalse(svc.logLines().some((line) => line.includes("collector-body-text-never-echoed")))
+      }).pipe(Effect.scoped))
+  })
+
+  describe("searching delivery records", () => {
+    it.effect("records filter by status (pending: queued, sending or retrying) and creation time, page by cursor, refuse bad values", () =>
+      Effect.gen(function*() {
+        const svc = yield* SvcTest
+        const org = yield* SvcTest.org()
+        const collector = yield* HttpsReceiver.make()
+        const { id } = yield* create(org, collector.url("/v1/traces"))
+        // Six batches' records as the queue keeps them, one hour apart.
+        const statuses = ["delivered", "failed", "partial", "queued", "retrying", "delivered"]
+        for (const [i, status] of statuses.entries()) {
+          yield* svc.sql`
+            INSERT INTO deliveries (id, org_id, kind, target_id, status, meta, created_at, finished_at, next_attempt_at)
+            VALUES (gen_random_uuid(), ${org.orgId}, 'telemetry', ${id}, ${status}, '{"span_count": 3}'::jsonb,
+                    ${new Date(Date.UTC(2026, 10, 20, i))}, ${["queued", "retrying"].includes(status) ? null : new Date(Date.UTC(2026, 10, 20, i, 5))},
+                    now() + interval '1 day')`
+        }
+        const statusesOf = (query: Parameters<typeof org.client.telemetry.deliveries>[0]["query"]) =>
+          Effect.map(org.client.telemetry.deliveries({ params: { id }, query }), (page) => page.deliveries.map((d) => d.status))
+        assert.deepStrictEqual(yield* statusesOf({}), ["delivered", "pending", "pending", "partial", "failed", "delivered"])
+        assert.deepStrictEqual(yield* statusesOf({ status: "pending" }), ["pending", "pending"])
+        assert.deepStrictEqual(yield* statusesOf({ status: "delivered", created_from: "2026-11-20T01:00:00Z" }), ["delivered"])
+        assert.deepStrictEqual(yield* statusesOf({ created_from: "2026-11-20T01:00:00Z", created_until: "2026-11-20T03:00:00Z" }), ["partial", "failed"])
+        assert.deepStrictEqual(yield* statusesOf({ finished_until: "2026-11-20T01:00:00Z" }), ["delivered"])
+        const first = yield* org.client.telemetry.deliveries({ params: { id }, query: { limit: 4 } })
+        const rest = yield* org.client.telemetry.deliveries({ params: { id }, query: { limit: 4, cursor: first.next_cursor! } })
+        assert.strictEqual(rest.next_cursor, null)
+        assert.deepStrictEqual([...first.deliveries, ...rest.deliveries].map((d) => d.status), yield* statusesOf({}))
+        for (const [name, value] of [["status", "queued"], ["created_from", "today"], ["limit", "101"], ["cursor", "x"]]) {
+          const refused = yield* raw(`${svc.baseUrl}/v1/telemetry-destinations/${id}/deliveries?${name}=${value}`, {
+            headers: { authorization: `Bearer ${org.key}` }
+          })
+          assert.strictEqual(refused.status, 400, `${name}=${value}`)
+          assert.strictEqual(refused.json.field, name)
+        }
       }).pipe(Effect.scoped))
   })
 })

@@ -559,7 +559,7 @@ layer(Svc, { excludeTestServices: true })("telemetry export", (it) => {
         const sql = (yield* SvcTest).sql
         yield* sql`UPDATE deliveries SET meta = jsonb_set(meta, '{warning}', to_jsonb(${`old ${token}`}::text)), last_error = ${`was ${token}`} WHERE target_id = ${id}`
         yield* sql`UPDATE telemetry_destinations SET last_error = ${`bad ${token}`} WHERE id = ${id}`
-        const again = JSON.stringify([yield* org.client.telemetry.deliveries({ params: { id } }), yield* org.client.telemetry.list()])
+        const again = JSON.stringify([yield* org.client.telemetry.deliveries({ params: { id }, query: {} }), yield* org.client.telemetry.list()])
         assert.include(again, "old [redacted]")
         assert.notInclude(again, token)
       }).pipe(Effect.scoped))

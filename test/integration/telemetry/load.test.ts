@@ -59,7 +59,7 @@ layer(Svc, { excludeTestServices: true })("telemetry under a collector that hang
         assert.isAbove(dropped, 0)
         assert.isAbove(worstPending, 0)
         // Never more undelivered batches than the queue holds.
-        const { deliveries } = yield* org.client.telemetry.deliveries({ params: { id } })
+        const { deliveries } = yield* org.client.telemetry.deliveries({ params: { id }, query: {} })
         assert.isAtMost(deliveries.filter((d) => d.status === "pending").length, QUEUE)
         // Another organization's requests are answered meanwhile, and so are this one's.
         const other = yield* SvcTest.org()
@@ -81,7 +81,7 @@ layer(Svc, { excludeTestServices: true })("telemetry under a collector that hang
         yield* Effect.gen(function*() {
           for (;;) {
             yield* org.client.tasks.list({ query: {} })
-            const { deliveries } = yield* org.client.telemetry.deliveries({ params: { id } })
+            const { deliveries } = yield* org.client.telemetry.deliveries({ params: { id }, query: {} })
             if (deliveries.filter((d) => d.status === "pending").length >= QUEUE) return
             yield* Effect.sleep(100)
           }

@@ -61,7 +61,7 @@ layer(webhookService({ webhookQueueCapacity: 5 }), { excludeTestServices: true }
         assert.throws(() => stripe.webhooks.constructEvent(Buffer.from(request!.body), signature, `${secret}x`))
 
         const { deliveries } = yield* eventually(
-          Effect.map(org.client.notifications.deliveries({ params: { id: endpoint.id } }), (list) =>
+          Effect.map(org.client.notifications.deliveries({ params: { id: endpoint.id }, query: {} }), (list) =>
             list.deliveries[0]?.status === "delivered" ? list : undefined)
         )
         assert.strictEqual(deliveries.length, 1)
@@ -71,9 +71,11 @@ layer(webhookService({ webhookQueueCapacity: 5 }), { excludeTestServices: true }
         assert.strictEqual(delivery.attempts, 1)
         assert.strictEqual(delivery.replays, 0)
         assert.isString(delivery.finished_at)
+        // A delivered log row's status code is its outcome row's (the receiver's 200).
+        assert.strictEqual(delivery.status_code, 200)
         assert.deepStrictEqual(
           Object.keys(delivery).sort(),
-          ["attempts", "created_at", "event_id", "finished_at", "id", "label", "last_error", "replays", "status"]
+          ["attempts", "created_at", "endpoint_id", "event_id", "finished_at", "id", "label", "last_error", "replays", "status", "status_code"]
         )
         // The record keeps the status and duration of a success (a failed
         // attempt also a snippet of the answer), never the payload.
@@ -321,7 +323,7 @@ layer(webhookService({ webhookQueueCapacity: 5 }), { excludeTestServices: true }
         yield* org.client.notifications.remove({ params: { id: endpoint.id } })
         const rows = yield* deliveryRows(endpoint.id)
         assert.deepStrictEqual(rows.map((r) => [r.status, r.last_error]), [["failed", "endpoint deleted"], ["failed", "endpoint deleted"]])
-        const missing = yield* Effect.flip(org.client.notifications.deliveries({ params: { id: endpoint.id } }))
+        const missing = yield* Effect.flip(org.client.notifications.deliveries({ params: { id: endpoint.id }, query: {} }))
         assert.strictEqual(missing._tag, "NotFound")
       }).pipe(Effect.scoped))
   })

@@ -179,7 +179,7 @@ layer(webhookService(), { excludeTestServices: true })("notification endpoints",
         const { endpoint } = yield* org.client.notifications.create({ payload: { url: hookUrl } })
         const reader = yield* org.newKey(["org_config.read"])
         assert.strictEqual((yield* reader.client.notifications.list()).endpoints.length, 1)
-        assert.strictEqual((yield* reader.client.notifications.deliveries({ params: { id: endpoint.id } })).deliveries.length, 0)
+        assert.strictEqual((yield* reader.client.notifications.deliveries({ params: { id: endpoint.id }, query: {} })).deliveries.length, 0)
         const denied = yield* Effect.flip(reader.client.notifications.create({ payload: { url: hookUrl } }))
         assert.strictEqual(denied._tag, "InsufficientScope")
         const patch = yield* Effect.flip(reader.client.notifications.update({ params: { id: endpoint.id }, payload: { events: ["approval.approved"] } }))
@@ -198,7 +198,7 @@ layer(webhookService(), { excludeTestServices: true })("notification endpoints",
           yield* Effect.flip(other.client.notifications.update({ params, payload: { events: ["approval.approved"] } })),
           yield* Effect.flip(other.client.notifications.remove({ params })),
           yield* Effect.flip(other.client.notifications.rotateSecret({ params, payload: {} })),
-          yield* Effect.flip(other.client.notifications.deliveries({ params })),
+          yield* Effect.flip(other.client.notifications.deliveries({ params, query: {} })),
           yield* Effect.flip(other.client.notifications.replay({ params: { id: endpoint.id, delivery: endpoint.id } }))
         ]
         assert.deepStrictEqual(errors.map((e) => e._tag), ["NotFound", "NotFound", "NotFound", "NotFound", "NotFound"])

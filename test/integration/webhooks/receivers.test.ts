@@ -155,7 +155,7 @@ layer(
         const chosen = yield* org.client.notifications.test({ params: { id: endpoint.id }, payload: { event_type: "approval.requested" } })
         assert.strictEqual(chosen.status, 204)
         assert.strictEqual(bodyOf(receiver.requests()[1]!).type, "approval.requested")
-        const { deliveries } = yield* org.client.notifications.deliveries({ params: { id: endpoint.id } })
+        const { deliveries } = yield* org.client.notifications.deliveries({ params: { id: endpoint.id }, query: {} })
         assert.deepStrictEqual(
           deliveries.map((d) => [d.label, d.status, d.attempts]),
           [["test approval.requested", "delivered", 1], ["test approval.approved", "delivered", 1]]

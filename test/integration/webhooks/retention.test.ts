@@ -103,7 +103,7 @@ layer(
           })
         ))
         // Their records and attempts are gone from the API too; the waiting one keeps its status.
-        const listed = yield* org.client.notifications.deliveries({ params: { id: endpoint.id } })
+        const listed = yield* org.client.notifications.deliveries({ params: { id: endpoint.id }, query: {} })
         assert.sameMembers(listed.deliveries.map((d) => d.id), [recent!.id, waiting!.id])
         assert.strictEqual(listed.deliveries.find((d) => d.id === waiting!.id)!.status, "retrying")
         assert.strictEqual(listed.deliveries.find((d) => d.id === recent!.id)!.status, "delivered")
