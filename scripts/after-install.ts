@@ -23,8 +23,8 @@ if (npmNode !== null) {
   const [major, minor] = [Number(npmNode[1]), Number(npmNode[2])]
   if (major < 22 || (major === 22 && minor < 19)) {
     console.log(
-      `svc: npm ran on Node v${major}.${minor}, so it warned (EBADENGINE) that some packages need a newer one; ` +
-        `they run on Node ${process.versions.node} (node_modules/node), which they accept: the warnings are harmless here.`
+      `svc: the EBADENGINE lines above compare some packages' engines with Node v${major}.${minor}, which runs npm; ` +
+        `here they run on Node ${process.versions.node} (node_modules/node), which they accept: harmless.`
     )
   }
 }
