@@ -23,6 +23,7 @@ describe("the install's closing step", () => {
     assert.include(out, "Node v20.20, which runs npm")
     assert.include(out, `Node ${process.versions.node} (node_modules/node)`)
     assert.notMatch(out, /warn/i)
+    assert.include(afterInstall("npm/11.19.1 node/v22.18.0 linux x64 workspaces/false"), "Node v22.18, which runs npm")
   })
 
   it("after npm on Node 22.19 or later, or outside npm: nothing", () => {
