@@ -19,6 +19,8 @@
  * - the client on plain Node (no TypeScript, no bundler) talks to that
  *   server, on Node 24 and on Node 20 (installed there by Node 20's npm);
  *   the manual's client samples run against it;
+ * - the manual's install commands print no npm warning; on Node 20 the test
+ *   kit and the server's bin say in one line that they need Node >= 22.19;
  * - the manual's test-kit files pass with `npx vitest run` and vitest's
  *   default settings;
  * - the receiver kit verifies a real signed delivery from that server (HTTPS
@@ -220,11 +222,18 @@ const commandsOf = (code: string): Array<string> =>
     return commands
   }, [])
 
+/** The `npm warn` lines the manual's commands printed, each with the block and folder it came from. */
+const npmWarnings: Array<string> = []
+
 /** Runs a shell block as written, in bash, in `dir`: each command must succeed; what each printed. */
 const runBlock = async (name: string, dir: string, env = userEnv()): Promise<Array<string>> => {
   const b = block(name)
   const outputs: Array<string> = []
-  for (const command of commandsOf(b.code)) outputs.push(ok(await runAsync("bash", ["-c", `set -eo pipefail\n${command}`], dir, env), `${where(b)} (${name}) in ${path.basename(dir)}: ${command}`))
+  for (const command of commandsOf(b.code)) {
+    const result = await runAsync("bash", ["-c", `set -eo pipefail\n${command}`], dir, env)
+    outputs.push(ok(result, `${where(b)} (${name}) in ${path.basename(dir)}: ${command}`))
+    for (const line of result.stderr.split("\n")) if (/^npm warn/i.test(line)) npmWarnings.push(`${name} in ${path.basename(dir)}: ${line}`)
+  }
   return outputs
 }
 
@@ -337,7 +346,9 @@ beforeAll(async () => {
       const commands = commandsOf(production.code)
       assert.deepStrictEqual(commands.filter((command) => command.startsWith("npx svc start")), ["npx svc start"], where(production))
       for (const command of commands.filter((c) => c !== "npx svc start")) {
-        const out = ok(await runAsync("bash", ["-c", command], dirs.production, serverEnv), `${where(production)}: ${command}`)
+        const result = await runAsync("bash", ["-c", command], dirs.production, serverEnv)
+        const out = ok(result, `${where(production)}: ${command}`)
+        for (const line of result.stderr.split("\n")) if (/^npm warn/i.test(line)) npmWarnings.push(`production-install: ${line}`)
         if (command.includes("--version")) versionShown = out.trim()
       }
       server = spawn("bash", ["-c", "npx svc start"], { cwd: dirs.production, env: serverEnv, detached: true })
@@ -496,6 +507,24 @@ describe("svc's packages, installed from their tarballs outside the repository",
     const result = JSON.parse(out.trim().split("\n").at(-1)!)
     assert.match(result.node, /^20\./)
     assert.strictEqual(result.feedback, "recorded")
+  })
+
+  it("the manual's install commands print no npm warning (no install script to approve, no engine the Node in use lacks)", () => {
+    assert.deepStrictEqual(npmWarnings, [])
+  })
+
+  it.runIf(/^v20\./.test(spawnSync("/usr/bin/node", ["--version"], { encoding: "utf8" }).stdout ?? ""))("on Node 20 (the machine's), the test kit and the server's bin say in one line that they need Node >= 22.19; the receiver kit loads", () => {
+    const node20 = (args: ReadonlyArray<string>, dir: string) => run("/usr/bin/node", args, dir, machineEnv())
+    const needs = (what: string) => `${what} needs Node >= 22.19 (this is ${spawnSync("/usr/bin/node", ["--version"], { encoding: "utf8" }).stdout.trim()}).`
+    for (const specifier of ["@svc/testing", "svc/testing"]) {
+      const kit = node20(["--input-type=module", "-e", `import ${JSON.stringify(specifier)}`], dirs.consumer)
+      assert.strictEqual(kit.status, 1, `${specifier}: ${kit.stdout}${kit.stderr}`)
+      assert.strictEqual(`${kit.stdout}${kit.stderr}`, `${needs("svc/testing")}\n`, specifier)
+    }
+    const bin = node20([path.join(dirs.production, "node_modules/svc/bin/svc.js"), "--version"], dirs.production)
+    assert.strictEqual(bin.status, 1)
+    assert.strictEqual(`${bin.stdout}${bin.stderr}`, `${needs("svc")}\n`)
+    ok(node20(["--input-type=module", "-e", 'const m = await import("@svc/receiver"); if (typeof m.constructEvent !== "function") process.exit(3)'], dirs.consumer), "@svc/receiver on Node 20")
   })
 
   it("the manual's test-kit files pass with `npx vitest run` and vitest's default settings (no configuration file)", async () => {
