@@ -26,13 +26,14 @@ import { makeTestTls, type TestTlsMaterial } from "./tls.ts"
 
 /**
  * Growth of the server's resident memory an attack may cause. The server
- * idles at about 250 MB (the embedded database included); its schema and
- * correction workers may each use a heap of `SVC_ANSWER_VALIDATION_HEAP_MB`
- * (256) before they are ended, and a fresh worker costs about 40 MB: a bound
- * of 300 MB lets one worker fill its heap and refuses anything that grows
- * with the tenant's input.
+ * idles at about 250 MB (the embedded database included). One organization
+ * holds at most all workers of a pool but one, so with the default two of
+ * each it may fill one validation worker's heap (`SVC_ANSWER_VALIDATION_HEAP_MB`,
+ * 256) and one rule worker's (`SVC_APPROVAL_RULES_HEAP_MB`, 64) before they
+ * are ended, and a fresh worker costs about 40 MB: 400 MB allows exactly
+ * that and refuses anything that grows with the tenant's input.
  */
-export const RSS_BOUND_MB = 300
+export const RSS_BOUND_MB = 400
 
 /** Quiet period before each attack. */
 const QUIET_MS = 2_000
