@@ -8,7 +8,13 @@
  * - an edit's changed pointers and digest within
  *   `SVC_ANSWER_VALIDATION_TIMEOUT`, as its schema check;
  * - each worker's heap is `SVC_APPROVAL_RULES_HEAP_MB`: whatever a rule
- *   builds (`split`, `map`, `cel.bind`, strings) stays inside it.
+ *   builds (`split`, `map`, `cel.bind`, strings) stays inside it. Node
+ *   ends a worker at its heap limit only between steps of JavaScript: one
+ *   native step that allocates past the limit's small allowance (a `split`
+ *   or `join` of a large list) aborts the whole process. The default
+ *   (256 MB, as the validation workers') leaves the deadline to end a
+ *   runaway rule first: at 64 MB a rule building lists filled the heap
+ *   within its 100 ms on a loaded machine and the process aborted.
  *
  * A worker past its deadline or heap is terminated and replaced; the
  * request fails with `OverBudget` naming the setting (and the rule that was

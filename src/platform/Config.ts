@@ -225,7 +225,7 @@ export const svcConfig: Config.Config<SvcConfigShape> = Config.all({
     maxNodes: intAtLeast("SVC_APPROVAL_RULE_MAX_NODES", 200, 1, 2000),
     maxDepth: intAtLeast("SVC_APPROVAL_RULE_MAX_DEPTH", 12, 1, 50),
     timeoutMs: millisBetween("SVC_APPROVAL_RULES_TIMEOUT", "100ms", 10, 1000),
-    heapMb: intAtLeast("SVC_APPROVAL_RULES_HEAP_MB", 64, 16, 4096),
+    heapMb: intAtLeast("SVC_APPROVAL_RULES_HEAP_MB", 256, 64, 4096),
     // As the validation workers: a slow organization holds all workers but one.
     workers: intAtLeast("SVC_APPROVAL_RULE_WORKERS", 2, 2, 64),
     queue: intAtLeast("SVC_APPROVAL_RULES_QUEUE", 128, 1, 100_000),

@@ -29,9 +29,10 @@ import { makeTestTls, type TestTlsMaterial } from "./tls.ts"
  * idles at about 250 MB (the embedded database included). One organization
  * holds at most all workers of a pool but one, so with the default two of
  * each it may fill one validation worker's heap (`SVC_ANSWER_VALIDATION_HEAP_MB`,
- * 256) and one rule worker's (`SVC_APPROVAL_RULES_HEAP_MB`, 64) before they
- * are ended, and a fresh worker costs about 40 MB: 400 MB allows exactly
- * that and refuses anything that grows with the tenant's input.
+ * 256) or one rule worker's (`SVC_APPROVAL_RULES_HEAP_MB`, 256) before it is
+ * ended (a case attacks one pool), and a fresh worker costs about 40 MB:
+ * 400 MB allows exactly that and refuses anything that grows with the
+ * tenant's input.
  */
 export const RSS_BOUND_MB = 400
 

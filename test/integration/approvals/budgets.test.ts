@@ -25,7 +25,10 @@ const rulesConfig = {
   maxNodes: 200,
   maxDepth: 12,
   timeoutMs: TIMEOUT_MS,
-  heapMb: 64,
+  // With a deadline of a second a rule building lists fills a small heap
+  // first, and one native step past the heap's allowance ends the whole
+  // process (RuleWorkers.ts): a heap the deadline always comes before.
+  heapMb: 1024,
   workers: 2,
   queue: 128,
   dryRunsPerMinute: DRY_RUNS_PER_MINUTE

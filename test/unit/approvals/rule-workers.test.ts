@@ -16,6 +16,8 @@ import { hostileRules } from "../../support/hostileRules.ts"
 const limits: RuleLimits = { maxRules: 50, maxLength: 2000, maxNodes: 200, maxDepth: 12 }
 /** The largest deadline allowed: an answer that did not wait for another organization's rules is told apart from one that did. */
 const TIMEOUT_MS = 1000
+/** A heap the deadline always comes before: one native step past a full heap's allowance ends the process (RuleWorkers.ts). */
+const HEAP_MB = 1024
 
 const compiled = (rules: ReadonlyArray<PolicyRule>) => {
   const result = compileRules(rules, limits)
@@ -42,7 +44,7 @@ const loopLag = <A, E, R>(effect: Effect.Effect<A, E, R>) =>
 const Workers = RuleWorkers.layer.pipe(
   Layer.provideMerge(Layer.effect(
     SvcConfig,
-    Effect.map(svcConfig, (c) => ({ ...c, warmStart: false, approvalRules: { ...c.approvalRules, timeoutMs: TIMEOUT_MS } }))
+    Effect.map(svcConfig, (c) => ({ ...c, warmStart: false, approvalRules: { ...c.approvalRules, timeoutMs: TIMEOUT_MS, heapMb: HEAP_MB } }))
   ))
 )
 
