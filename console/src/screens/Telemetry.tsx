@@ -4,9 +4,9 @@
  * and creation with its protocol, compression and headers, each refused
  * header explained.
  */
-import { Exit } from "effect"
+import { Exit, Result, type Schema, SchemaIssue, SchemaParser } from "effect"
 import { useMemo, useState } from "preact/hooks"
-import type { TelemetryCompression, TelemetryDestination, TelemetryProtocol } from "../../../src/api/Telemetry.ts"
+import { CreateTelemetryDestination, type TelemetryCompression, type TelemetryDestination, type TelemetryProtocol } from "../../../src/api/Telemetry.ts"
 import { type Problem, problemOf, SvcApi } from "../api.ts"
 import { refresh, useAtomValue, useMutation } from "../atoms.ts"
 import { Confirm, describeProblem, Loaded, Notice, type NoticeValue, Time, useInterval } from "../ui.tsx"
@@ -62,6 +62,32 @@ const headerName = (field: string): string => {
   return field.replace(/^headers\./, "")
 }
 
+/** The contract's own rules for a header's name and value (`CustomHeaders`): what the API refuses, said before sending. */
+const headerSchemas = CreateTelemetryDestination.fields.headers.schema
+const formatIssue = SchemaIssue.makeFormatterStandardSchemaV1()
+
+const refusal = (schema: Schema.Codec<string, string>, input: string): string | undefined => {
+  const decoded = SchemaParser.decodeUnknownResult(schema)(input)
+  return Result.isFailure(decoded) ? formatIssue(decoded.failure).issues[0]?.message ?? "Not accepted" : undefined
+}
+
+/**
+ * Each header the contract refuses, by its name in lower case, with the
+ * rule it breaks (its name's, else its value's). The typed client checks
+ * a payload against the contract before sending it, so a refused header
+ * never reaches the service: the form says why for each one instead.
+ */
+const refusedHeaders = (headers: Readonly<Record<string, string>>): Map<string, string> => {
+  const refused = new Map<string, string>()
+  for (const [name, value] of Object.entries(headers)) {
+    const message = refusal(headerSchemas.key, name) ?? refusal(headerSchemas.value, value)
+    if (message !== undefined) refused.set(name.toLowerCase(), message)
+  }
+  return refused
+}
+
+const headersRefused = (count: number) => `The collector headers were refused: ${count} header${count === 1 ? "" : "s"} to fix below.`
+
 interface HeaderRow {
   readonly key: number
   readonly name: string
@@ -99,6 +125,11 @@ const CreateDestination = ({ onNotice }: { onNotice: (notice: NoticeValue) => vo
         setUrlError(undefined)
         setHeaderErrors(new Map())
         const headers = Object.fromEntries(rows.filter((row) => row.name.trim() !== "").map((row) => [row.name.trim(), row.value]))
+        const refused = refusedHeaders(headers)
+        if (refused.size > 0) {
+          setHeaderErrors(refused)
+          return onNotice({ tone: "error", text: headersRefused(refused.size) })
+        }
         const exit = await create.run({ payload: { url, protocol, compression, ...(rows.length > 0 ? { headers } : {}) }, reactivityKeys: ["telemetry"] })
         if (Exit.isSuccess(exit)) return onNotice({ tone: "success", text: `Destination ${exit.value.url_hint} created.` })
         const problem = problemOf(exit.cause)
@@ -109,7 +140,7 @@ const CreateDestination = ({ onNotice }: { onNotice: (notice: NoticeValue) => vo
           const byName = new Map<string, string>()
           for (const issue of issues) byName.set(headerName(issue.field).toLowerCase(), issue.message)
           setHeaderErrors(byName)
-          return onNotice({ tone: "error", text: `The collector headers were refused: ${issues.length} header${issues.length === 1 ? "" : "s"} to fix below.` })
+          return onNotice({ tone: "error", text: headersRefused(byName.size) })
         }
         onNotice({ tone: "error", text: `Could not create the destination: ${describeProblem(problem)}` })
       }}
