@@ -66,13 +66,15 @@ const isCalendarDay = (value: string): boolean => {
 }
 
 /**
- * An instant of a request body: RFC 3339 with a time zone (no leap second),
- * a day that exists. The pattern and `format: date-time` say it in the
- * document; the day check is what `date-time` adds to the pattern.
+ * An instant of a request: RFC 3339 with a time zone (no leap second), a
+ * day that exists. The pattern says it in the document, days of each
+ * month and 29 February of leap years included, so a value the pattern
+ * allows exists (a query parameter is checked by its pattern only); the
+ * day check states `format: date-time`.
  */
 export const Instant = Text.check(
   Schema.isPattern(
-    /^[0-9]{4}-(?:0[1-9]|1[0-2])-(?:0[1-9]|[12][0-9]|3[01])T(?:[01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9](?:\.[0-9]{1,9})?(?:Z|[+-](?:[01][0-9]|2[0-3]):[0-5][0-9])$/u,
+    /^(?:[0-9]{4}-(?:(?:0[13578]|1[02])-(?:0[1-9]|[12][0-9]|3[01])|(?:0[469]|11)-(?:0[1-9]|[12][0-9]|30)|02-(?:0[1-9]|1[0-9]|2[0-8]))|(?:[0-9]{2}(?:0[48]|[2468][048]|[13579][26])|(?:[02468][048]|[13579][26])00)-02-29)T(?:[01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9](?:\.[0-9]{1,9})?(?:Z|[+-](?:[01][0-9]|2[0-3]):[0-5][0-9])$/u,
     { message: "Expected an RFC 3339 timestamp with a time zone, e.g. 2026-11-23T08:00:00Z" }
   ),
   Schema.makeFilter((value: string) => isCalendarDay(value) || "Expected a date that exists", {
@@ -349,13 +351,16 @@ export const HeaderValue = Text.check(
 /**
  * An absolute URL of one of `schemes` (any case), at most 2048 characters:
  * `format: uri` and a pattern in the document. Whether the address is an
- * allowed public one is the service's rule; both are answered `INVALID_URL`.
+ * allowed public one is the service's rule; both are answered `INVALID_URL`,
+ * or, with `answered` `INVALID_REQUEST`, the schema's rules as any other
+ * member's (a URL other than the endpoint's `url`).
  */
-export const UrlOf = (schemes: ReadonlyArray<string>, message: string) => {
+export const UrlOf = (schemes: ReadonlyArray<string>, message: string, answered: "INVALID_URL" | "INVALID_REQUEST" = "INVALID_URL") => {
   const anyCase = schemes.map((scheme) => [...scheme].map((c) => /[a-z]/.test(c) ? `[${c}${c.toUpperCase()}]` : c).join(""))
+  const code = answered === "INVALID_URL" ? answeredAs("INVALID_URL") : {}
   return Text.check(
-    Schema.isMaxLength(2048, { ...answeredAs("INVALID_URL") }),
-    Schema.isPattern(new RegExp(`^(?:${anyCase.join("|")})://[^${SPACE_CHARACTERS}]+$`, "u"), { message, ...answeredAs("INVALID_URL") }),
-    Schema.makeFilter((value: string) => URL.canParse(value) || message, { toJsonSchema: () => ({ format: "uri" }), ...answeredAs("INVALID_URL") })
+    Schema.isMaxLength(2048, { ...code }),
+    Schema.isPattern(new RegExp(`^(?:${anyCase.join("|")})://[^${SPACE_CHARACTERS}]+$`, "u"), { message, ...code }),
+    Schema.makeFilter((value: string) => URL.canParse(value) || message, { toJsonSchema: () => ({ format: "uri" }), ...code })
   )
 }

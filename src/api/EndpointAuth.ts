@@ -21,17 +21,34 @@ export const ClientAuthMethod = Schema.Literals(["client_secret_basic", "client_
     "How svc presents the client credentials to the token endpoint (RFC 6749, section 2.3.1): `client_secret_basic` (default), HTTP Basic; `client_secret_post`, in the form body"
 })
 
+/**
+ * The kind of credentials, behind `suspend`: a plain literal member would
+ * make the object a tagged variant of `EndpointAuthInput`'s union, and an
+ * unknown type would then fail the union as a whole, naming `auth`; a
+ * suspended one is checked as a member, naming `auth.type`. The document
+ * shows the same `enum`.
+ */
+const CredentialsType = Schema.suspend(() => Schema.Literal("oauth2_client_credentials"))
+
+/**
+ * The token URL's schema rules (an absolute http or https URL, at most
+ * 2048 characters) are answered `INVALID_REQUEST` like any member's; that
+ * it uses https and is a public address is the service's rule, checked
+ * last and answered `INVALID_URL` (`src/notifications/auth/StoredAuth.ts`).
+ * It is the last member, so a refusal names a member of the object's own
+ * first.
+ */
 export const OAuthClientCredentials = Schema.Struct({
-  type: Schema.Literal("oauth2_client_credentials"),
-  token_url: UrlOf(["https"], "Expected an https URL").annotate({
-    description:
-      "The receiver's OAuth 2.0 token endpoint: a public HTTPS address, checked like the endpoint's URL when set and again at every token request (redirects are not followed). Secret: never returned."
-  }),
+  type: CredentialsType,
   client_id: bounded(255, "The client id svc presents to the token endpoint"),
   client_secret: bounded(1024, "The client secret: encrypted at rest, never returned"),
   scope: Schema.optionalKey(bounded(1000, "The `scope` parameter of the token request (space-separated scopes)")),
   audience: Schema.optionalKey(bounded(1000, "The `audience` parameter of the token request (Auth0, Okta and others)")),
-  auth_method: Schema.optionalKey(ClientAuthMethod)
+  auth_method: Schema.optionalKey(ClientAuthMethod),
+  token_url: UrlOf(["https", "http"], "Expected an https URL", "INVALID_REQUEST").annotate({
+    description:
+      "The receiver's OAuth 2.0 token endpoint: a public HTTPS address, checked like the endpoint's URL when set and again at every token request (redirects are not followed). Secret: never returned."
+  })
 }).annotate({
   description:
     "OAuth 2.0 client credentials (RFC 6749, section 4.4): before sending, svc gets an access token from `token_url` and sends it as `Authorization: Bearer`; the token is reused until shortly before its `expires_in`, and fetched again once when the receiver answers 401."

@@ -93,6 +93,31 @@ const ON_THEIR_OWN: ReadonlyArray<DeliveryStatus> = ["queued", "sending", "retry
 
 const quoted = (values: ReadonlyArray<string>) => values.map((value) => `'${value}'`).join(", ")
 
+const RFC_3339 = /^([0-9]{4})-([0-9]{2})-([0-9]{2})T([0-9]{2}):([0-9]{2}):([0-9]{2})(\.[0-9]+)?(?:Z|([+-])([0-9]{2}):([0-9]{2}))$/u
+
+const twoDigits = (n: number) => String(n).padStart(2, "0")
+
+/**
+ * An RFC 3339 instant (the API's `Instant`) as PostgreSQL reads every one
+ * of them: in UTC, a year before 1 as `BC`. PostgreSQL itself refuses
+ * offsets past 15:59 and the year 0000, which RFC 3339 allows; the
+ * fraction is kept whole (PostgreSQL rounds it to the microsecond).
+ */
+export const inUtc = (instant: string): string => {
+  const parts = RFC_3339.exec(instant)
+  if (parts === null) return instant
+  const [, year, month, day, hour, minute, second, fraction, sign, offsetHours, offsetMinutes] = parts
+  const offset = sign === undefined ? 0 : (sign === "-" ? -1 : 1) * (Number(offsetHours) * 60 + Number(offsetMinutes))
+  const at = new Date(0)
+  at.setUTCFullYear(Number(year), Number(month) - 1, Number(day))
+  at.setUTCHours(Number(hour), Number(minute) - offset, Number(second), 0)
+  const utcYear = at.getUTCFullYear()
+  const shownYear = String(utcYear > 0 ? utcYear : 1 - utcYear).padStart(4, "0")
+  return `${shownYear}-${twoDigits(at.getUTCMonth() + 1)}-${twoDigits(at.getUTCDate())} ${twoDigits(at.getUTCHours())}:${
+    twoDigits(at.getUTCMinutes())
+  }:${twoDigits(at.getUTCSeconds())}${fraction ?? ""}+00${utcYear > 0 ? "" : " BC"}`
+}
+
 /**
  * A search's conditions: `walk` bounds the ordered index scan, `filter`
  * the rows it reads: on the row itself (`r`: its label, read before
@@ -139,13 +164,13 @@ const common = (sql: PgClient.PgClient, input: SearchInput): Conditions => {
       SELECT 1 FROM approvals a JOIN agent_steps s ON s.session_id = a.session_id AND s.step_id = a.step_id
       WHERE a.id = CASE WHEN r.label LIKE 'approval.%' THEN split_part(r.label, ' ', 2)::uuid END AND ${cls})`)
   }
-  if (input.createdFrom !== undefined) walk.push(sql`r.created_at >= ${input.createdFrom}::timestamptz`)
-  if (input.createdUntil !== undefined) walk.push(sql`r.created_at < ${input.createdUntil}::timestamptz`)
-  if (input.finishedFrom !== undefined) filter.push(sql`v.finished_at >= ${input.finishedFrom}::timestamptz`)
+  if (input.createdFrom !== undefined) walk.push(sql`r.created_at >= ${inUtc(input.createdFrom)}::timestamptz`)
+  if (input.createdUntil !== undefined) walk.push(sql`r.created_at < ${inUtc(input.createdUntil)}::timestamptz`)
+  if (input.finishedFrom !== undefined) filter.push(sql`v.finished_at >= ${inUtc(input.finishedFrom)}::timestamptz`)
   if (input.finishedUntil !== undefined) {
     // A delivery is created before it finishes: the bound also limits the walk.
-    filter.push(sql`v.finished_at < ${input.finishedUntil}::timestamptz`)
-    walk.push(sql`r.created_at < ${input.finishedUntil}::timestamptz`)
+    filter.push(sql`v.finished_at < ${inUtc(input.finishedUntil)}::timestamptz`)
+    walk.push(sql`r.created_at < ${inUtc(input.finishedUntil)}::timestamptz`)
   }
   if (input.after !== undefined) {
     walk.push(sql`(r.created_at, r.seq) < (

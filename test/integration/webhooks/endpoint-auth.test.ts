@@ -318,8 +318,8 @@ layer(service, { excludeTestServices: true })("endpoint authentication", (it) =>
           [oauth("http://127.0.0.1/token"), "auth.token_url", "INVALID_URL"],
           [oauth("https://10.0.0.1/token"), "auth.token_url", "INVALID_URL"],
           [{ ...oauth(receiver.url("/t")), client_secret: "" }, "auth.client_secret", "INVALID_REQUEST"],
-          // An unknown type matches neither null nor a kind of credentials: the field is `auth`.
-          [{ ...oauth(receiver.url("/t")), type: "basic" }, "auth", "INVALID_REQUEST"]
+          // An unknown type is named as the field at fault, as any other member.
+          [{ ...oauth(receiver.url("/t")), type: "basic" }, "auth.type", "INVALID_REQUEST"]
         ]
         for (const [value, field, code] of certificateCases) {
           const response = yield* send(org, "POST", "/v1/notification-endpoints", { url, tls_client_certificate: value })
