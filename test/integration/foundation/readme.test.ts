@@ -79,6 +79,17 @@ const stopJob = async (job: Job) => {
   process.kill(-job.child.pid!, "SIGTERM")
   const killer = setTimeout(() => process.kill(-job.child.pid!, "SIGKILL"), 30_000)
   await job.exited
+  // npm can exit before the svc it started has finished its shutdown and
+  // let go of the data folder: the terminal's next command waits for all of them.
+  const groupAlive = () => {
+    try {
+      process.kill(-job.child.pid!, 0)
+      return true
+    } catch {
+      return false
+    }
+  }
+  while (groupAlive()) await new Promise((resolve) => setTimeout(resolve, 50))
   clearTimeout(killer)
 }
 
