@@ -57,7 +57,8 @@ export const readOnlyQuery = (statement: string) =>
     if (info.embedded === undefined) return yield* rolledBack(sql, statement)
     const embedded = info.embedded
     const copy = yield* sql.withTransaction(embedded.request({ op: "snapshot" }))
-    const { makeEmbeddedClient, startSession } = yield* Effect.promise(() => import("../database/embedded/EmbeddedSession.ts"))
+    const { startSession } = yield* Effect.promise(() => import("../database/embedded/EmbeddedSession.ts"))
+    const { makeEmbeddedClient } = yield* Effect.promise(() => import("../database/embedded/EmbeddedClient.ts"))
     const { Reactivity } = yield* Effect.promise(() => import("effect/reactivity"))
     return yield* Effect.scoped(Effect.gen(function*() {
       const session = yield* startSession({
