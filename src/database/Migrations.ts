@@ -55,7 +55,7 @@ export const refusal = (version: string, applied: ReadonlyArray<AppliedMigration
       `svc ${version} cannot start: the database schema belongs to svc ${newest.svc_version} (migration ${keyOf(newest)}); ${advice}`
     )
   }
-  const unknown = applied.filter((migration) => !releaseOf.has(keyOf(migration))).at(-1)
+  const unknown = applied.findLast((migration) => !releaseOf.has(keyOf(migration)))
   if (unknown === undefined) return Option.none()
   const recorded = unknown.svc_version === null ? "" : ` (svc ${unknown.svc_version})`
   return Option.some(`svc ${version} cannot start: the database has migration ${keyOf(unknown)}${recorded}, which this build does not know; ${advice}`)

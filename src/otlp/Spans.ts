@@ -106,7 +106,7 @@ const scanAttributes = <V>(
  * The OTLP form of an ended span: allowlisted attributes, `error.type`,
  * never messages. The mapping's readable statement: what is sent is
  * `encodeSpan`'s text, which must be exactly this object's JSON
- * (`test/unit/telemetry/span-encoding.test.ts`).
+ * (`test/unit/otlp/span-encoding.test.ts`).
  */
 export const toOtlpSpan = (span: Tracer.Span, isExported: (key: string) => boolean = isExportedAttribute): OtlpSpan => {
   const attributes: Array<KeyValue> = []

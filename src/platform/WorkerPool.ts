@@ -5,23 +5,8 @@
  * it (or runs out of heap) is terminated and replaced, which is the only
  * way to stop a regular expression or a comparison loop that is running.
  *
- * Fair admission (`admit`): the pool holds at most `queueCapacity` admitted
- * requests (waiting or in a worker) before it refuses anyone; once it is
- * full, an organization is refused only while it holds at least its share
- * (the capacity divided by the organizations holding admissions). A lone
- * organization can use the whole queue; a crowd of them each keep their
- * share, so the queue holds at most about twice its capacity. The decision
- * is two map reads: callers take the admission before reading the request's
- * body, so a refusal costs next to nothing.
- *
- * Fair service: free workers serve the waiting organizations in turns
- * (round-robin), whatever the length of each one's backlog, so no
- * organization waits behind another's. An organization whose recent
- * requests were cheap may take every worker (a lone tenant uses the whole
- * pool); one whose requests are slow (a tenth of the deadline or more on
- * average, or a miss) or not yet known holds at most all workers but one,
- * so with at least two workers one organization's expensive requests never
- * hold up the others' for longer than a cheap request takes.
+ * Fairness between organizations (who is admitted, whose waiting request
+ * a free worker takes) is `PoolFairness.ts`'s; this file runs the workers.
  *
  * Written by hand: what it needs (a deadline that terminates a worker
  * mid-computation, turns between organizations, admission by share) is
@@ -42,8 +27,9 @@
  * phase's, counted from its start, and a miss names the phase. Marking
  * costs no message.
  */
-import { Clock, Data, Effect } from "effect"
+import { Clock, Effect } from "effect"
 import { startWorker } from "./ModuleUrl.ts"
+import { makeAdmission, makeTurns } from "./PoolFairness.ts"
 import type { PhaseCell } from "./WorkerPhase.ts"
 
 export interface PoolSettings {
@@ -89,21 +75,6 @@ interface Slot<Request, Reply> {
   job: Job<Request, Reply> | undefined
   readonly side: Map<number, (reply: Reply | undefined) => void>
 }
-
-/** What an organization's recent requests cost, to decide whether it may take the last free worker. */
-interface OrgCost {
-  /** Requests of the organization in a worker now. */
-  running: number
-  /** Moving average of its requests' time in a worker (ms); `undefined` before the first one ends. */
-  averageMs: number | undefined
-  /** When it was last served (the pool's turn counter): the longest unserved goes first. */
-  lastTurn: number
-}
-
-/** Share of the deadline under which an organization's requests count as cheap. */
-const CHEAP_SHARE_OF_DEADLINE = 0.1
-/** Organizations whose costs are remembered (least recently used forgotten: they count as unknown again). */
-const COSTS_KEPT = 10_000
 
 /** What the pool holds now, for tests and metrics. */
 export interface PoolLoad {
@@ -153,14 +124,8 @@ export const makeWorkerPool = <Request extends object, Reply extends PoolReply>(
   settings: PoolSettings
 ): WorkerPool<Request, Reply> => {
   const slots: Array<Slot<Request, Reply>> = []
-  /** Waiting jobs per organization. */
-  const queues = new Map<string, Array<Job<Request, Reply>>>()
-  const costs = new Map<string, OrgCost>()
-  /** Admissions held per organization, and in all. */
-  const admitted = new Map<string, number>()
-  let admittedTotal = 0
-  let waitingTotal = 0
-  let runningTotal = 0
+  const admission = makeAdmission(settings.queueCapacity)
+  const turns = makeTurns<Job<Request, Reply>>(settings)
   let idleWithWork = 0
   let nextId = 1
   let closed = false
@@ -170,28 +135,6 @@ export const makeWorkerPool = <Request extends object, Reply extends PoolReply>(
   const now = () => clock.currentTimeMillisUnsafe()
   const timeouts = settings.phaseTimeoutsMs ?? [settings.timeoutMs]
   const phased = settings.phaseTimeoutsMs !== undefined
-  const cheapMs = settings.timeoutMs * CHEAP_SHARE_OF_DEADLINE
-
-  const costOf = (orgId: string): OrgCost => {
-    let cost = costs.get(orgId)
-    if (cost === undefined) {
-      if (costs.size >= COSTS_KEPT) {
-        for (const [key, value] of costs) {
-          if (value.running === 0) {
-            costs.delete(key)
-            break
-          }
-        }
-      }
-      cost = { running: 0, averageMs: undefined, lastTurn: 0 }
-      costs.set(orgId, cost)
-    }
-    return cost
-  }
-
-  /** Workers the organization may hold at once: all when its requests are known to be cheap, else all but one. */
-  const workersFor = (cost: OrgCost) =>
-    cost.averageMs !== undefined && cost.averageMs < cheapMs ? settings.workers : Math.max(1, settings.workers - 1)
 
   const spawn = (index: number) => {
     const cell: PhaseCell = new Int32Array(new SharedArrayBuffer(8))
@@ -245,55 +188,25 @@ export const makeWorkerPool = <Request extends object, Reply extends PoolReply>(
 
   const settle = (job: Job<Request, Reply>, outcome: Outcome<Reply>) => {
     if (job.timer !== undefined) clearTimeout(job.timer)
-    const cost = costOf(job.orgId)
-    cost.running -= 1
-    runningTotal -= 1
     // A miss counts as the whole deadline: the organization is slow.
-    const ms = outcome._tag === "Reply" ? now() - job.startedAt : settings.timeoutMs
-    cost.averageMs = cost.averageMs === undefined ? ms : cost.averageMs * 0.75 + ms * 0.25
+    turns.finished(job.orgId, outcome._tag === "Reply" ? now() - job.startedAt : settings.timeoutMs)
     job.done(outcome)
     pump()
-  }
-
-  let turn = 0
-  const nextJob = (): Job<Request, Reply> | undefined => {
-    // Turns: of the organizations waiting that may take a worker, the one
-    // served longest ago (a newcomer: never) goes first, however long the
-    // others' backlogs.
-    let chosen: OrgCost | undefined
-    let chosenOrg: string | undefined
-    for (const orgId of queues.keys()) {
-      const cost = costOf(orgId)
-      if (cost.running >= workersFor(cost)) continue
-      if (chosen === undefined || cost.lastTurn < chosen.lastTurn) {
-        chosen = cost
-        chosenOrg = orgId
-      }
-    }
-    if (chosen === undefined) return undefined
-    const queue = queues.get(chosenOrg!)!
-    const job = queue.shift()!
-    if (queue.length === 0) queues.delete(chosenOrg!)
-    chosen.lastTurn = ++turn
-    waitingTotal -= 1
-    chosen.running += 1
-    runningTotal += 1
-    return job
   }
 
   const pump = () => {
     if (closed) return
     // A job waiting with no worker free or starting for it starts one more.
-    if (waitingTotal > 0 && slots.length < settings.workers) {
+    if (turns.waiting() > 0 && slots.length < settings.workers) {
       let spare = 0
       for (const slot of slots) if (!slot.ready || slot.job === undefined) spare += 1
-      for (; waitingTotal > spare && slots.length < settings.workers; spare += 1) spawn(slots.length)
+      for (; turns.waiting() > spare && slots.length < settings.workers; spare += 1) spawn(slots.length)
     }
     slots.forEach((slot, index) => {
       if (!slot.ready || slot.job !== undefined) return
-      const job = nextJob()
+      const job = turns.next()
       if (job === undefined) {
-        if (waitingTotal > 0) idleWithWork += 1
+        if (turns.waiting() > 0) idleWithWork += 1
         return
       }
       slot.job = job
@@ -319,40 +232,10 @@ export const makeWorkerPool = <Request extends object, Reply extends PoolReply>(
     })
   }
 
-  const admit = (orgId: string) => {
-    const held = admitted.get(orgId) ?? 0
-    if (admittedTotal >= settings.queueCapacity) {
-      const holders = admitted.size + (held === 0 ? 1 : 0)
-      if (held >= Math.max(1, Math.floor(settings.queueCapacity / holders))) return undefined
-    }
-    admitted.set(orgId, held + 1)
-    admittedTotal += 1
-    let released = false
-    return () => {
-      if (released) return
-      released = true
-      admittedTotal -= 1
-      const left = (admitted.get(orgId) ?? 1) - 1
-      if (left === 0) admitted.delete(orgId)
-      else admitted.set(orgId, left)
-    }
-  }
-
   const submit = (orgId: string, request: Request, done: (outcome: Outcome<Reply>) => void, phase = 0) => {
-    const queue = queues.get(orgId) ?? []
-    const job: Job<Request, Reply> = { id: nextId++, orgId, request, done, phase, startedAt: 0 }
-    queue.push(job)
-    waitingTotal += 1
-    if (!queues.has(orgId)) queues.set(orgId, queue)
+    const withdraw = turns.enqueue({ id: nextId++, orgId, request, done, phase, startedAt: 0 })
     pump()
-    return () => {
-      const waiting = queues.get(orgId)
-      const at = waiting?.indexOf(job) ?? -1
-      if (at < 0) return
-      waiting!.splice(at, 1)
-      waitingTotal -= 1
-      if (waiting!.length === 0) queues.delete(orgId)
-    }
+    return withdraw
   }
 
   const broadcast = (request: Request) => {
@@ -369,9 +252,7 @@ export const makeWorkerPool = <Request extends object, Reply extends PoolReply>(
   const close = () => {
     for (const resolve of warming.splice(0)) resolve()
     closed = true
-    const pending = [...slots.flatMap((slot) => slot.job === undefined ? [] : [slot.job]), ...[...queues.values()].flat()]
-    queues.clear()
-    waitingTotal = 0
+    const pending = [...slots.flatMap((slot) => slot.job === undefined ? [] : [slot.job]), ...turns.drain()]
     for (const slot of slots) {
       slot.job = undefined
       for (const waiter of slot.side.values()) waiter(undefined)
@@ -393,7 +274,7 @@ export const makeWorkerPool = <Request extends object, Reply extends PoolReply>(
   }
 
   return {
-    admit,
+    admit: admission.admit,
     warm: () =>
       new Promise<void>((resolve) => {
         start()
@@ -404,12 +285,15 @@ export const makeWorkerPool = <Request extends object, Reply extends PoolReply>(
     broadcast,
     close,
     replacedWorkers: () => replaced,
-    load: () => ({ admitted: admittedTotal, waiting: waitingTotal, running: runningTotal, idleWithWork, workers: slots.length })
+    load: () => ({
+      admitted: admission.total(),
+      waiting: turns.waiting(),
+      running: turns.running(),
+      idleWithWork,
+      workers: slots.length
+    })
   }
 }
-
-/** The pool is full and the organization holds at least its share of it. */
-export class PoolQueueFull extends Data.TaggedError("PoolQueueFull")<{}> {}
 
 /** `submit` as an Effect: interrupted while waiting, the request is withdrawn (one in a worker runs to its end or deadline). */
 export const runInPool = <Request extends object, Reply extends PoolReply>(
@@ -420,15 +304,3 @@ export const runInPool = <Request extends object, Reply extends PoolReply>(
 ): Effect.Effect<Outcome<Reply>> =>
   Effect.callback<Outcome<Reply>>((resume) =>
     Effect.sync(pool.submit(orgId, request, (outcome) => resume(Effect.succeed(outcome)), phase)))
-
-/** Runs `effect` holding one admission of `orgId`; `PoolQueueFull` at once when the pool refuses it. */
-export const admitted = <A, E, R>(
-  pool: { readonly admit: (orgId: string) => (() => void) | undefined },
-  orgId: string,
-  effect: Effect.Effect<A, E, R>
-): Effect.Effect<A, E | PoolQueueFull, R> =>
-  Effect.suspend((): Effect.Effect<A, E | PoolQueueFull, R> => {
-    const release = pool.admit(orgId)
-    if (release === undefined) return Effect.fail(new PoolQueueFull())
-    return Effect.ensuring(effect, Effect.sync(release))
-  })

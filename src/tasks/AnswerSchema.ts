@@ -29,7 +29,8 @@
 import { Clock, Context, Data, Effect, Layer } from "effect"
 import { SvcConfig } from "../platform/Config.ts"
 import { siblingModule } from "../platform/ModuleUrl.ts"
-import { admitted, makeWorkerPool, type Outcome, type PoolSettings, runInPool } from "../platform/WorkerPool.ts"
+import { admitted } from "../platform/PoolFairness.ts"
+import { makeWorkerPool, type Outcome, type PoolSettings, runInPool } from "../platform/WorkerPool.ts"
 import { appendPath, type SchemaViolation } from "./SchemaCompiler.ts"
 import type { WorkerReply, WorkerRequest } from "./validation-worker.ts"
 

@@ -6,7 +6,7 @@
  * Execute and Sync, each its own call into WebAssembly with its own flush
  * and parse of the answer. svc already knows the type of every parameter
  * (`@effect/sql-pg` binds a value with the type it infers: `scalarOid` in
- * `EmbeddedSession.ts`; a string stays untyped and the statement decides),
+ * `EmbeddedParameters.ts`; a string stays untyped and the statement decides),
  * so it needs no Describe of the statement: here the parameters are
  * serialized to PostgreSQL's text format on our side and the whole
  * statement (Parse, Bind, Describe portal, Execute, Sync) goes to PGlite as

@@ -3,8 +3,9 @@
  * in a worker thread (`embedded-worker.ts`), reached through PGlite's own
  * `query`/`exec` API over the thread's message port, and offered to the
  * services as an `@effect/sql-pg` `PgClient` compiled with the same
- * PostgreSQL dialect (`PgClient.makeCompiler`). The services, the
- * migrations and `@effect/sql-pg` on a server are unchanged.
+ * PostgreSQL dialect (`EmbeddedClient.ts`). The services, the migrations
+ * and `@effect/sql-pg` on a server are unchanged. This file holds the
+ * session: the worker, its watchdog, and what is said when it is lost.
  *
  * - No other client: nothing listens on a socket or a port, so nothing
  *   outside this process can reach, stall or change the session.
@@ -27,12 +28,7 @@
  * worker it costs one message each way per statement (figures in
  * `bench/notes/embedded.md`).
  */
-import { PgClient, PgTypes } from "@effect/sql-pg"
-import { Context, Deferred, Duration, Effect, Fiber, Scope, Semaphore, Stream } from "effect"
-import { Reactivity } from "effect/reactivity"
-import { SqlClient } from "effect/sql"
-import type { Connection } from "effect/sql/SqlConnection"
-import * as Statement from "effect/sql/Statement"
+import { Context, Deferred, Duration, Effect, Scope } from "effect"
 import {
   ConnectionError,
   ConstraintError,
@@ -88,7 +84,7 @@ export interface EmbeddedSession {
 const lostError = (why: string, operation: string) =>
   new SqlError({ reason: new ConnectionError({ cause: new Error(why), message: `embedded database: ${why}`, operation }) })
 
-const unknownError = (message: string, operation: string, cause = message) =>
+export const unknownError = (message: string, operation: string, cause = message) =>
   new SqlError({ reason: new UnknownError({ cause: new Error(cause), message, operation }) })
 
 /** The same classification `@effect/sql-pg` gives a server's SQLSTATE. */
@@ -116,9 +112,7 @@ const classify = (error: Record<string, unknown>, operation: string): SqlError =
   return new SqlError({ reason })
 }
 
-const PgJson = Statement.custom<Statement.Custom<"PgJson", unknown>>("PgJson")
-
-const millis = (duration: Duration.Duration) => `${Math.round(Duration.toMillis(duration))} ms`
+export const millis = (duration: Duration.Duration) => `${Math.round(Duration.toMillis(duration))} ms`
 
 /**
  * Starts the worker and waits for PGlite to open; stops it (closing PGlite
@@ -248,182 +242,4 @@ export const startSession = (options: EmbeddedSessionOptions): Effect.Effect<Emb
       statementTimeout: options.statementTimeout,
       transactionTimeout: options.transactionTimeout
     }
-  })
-
-const OID = PgTypes.OID
-const INT32_MIN = -2147483648
-const INT32_MAX = 2147483647
-/** Array types of the element types `scalarOid` gives. */
-const ARRAY_OF: Record<number, number> = {
-  [OID.bool]: 1000,
-  [OID.int4]: 1007,
-  [OID.int8]: 1016,
-  [OID.float8]: 1022,
-  [OID.text]: 1009,
-  [OID.timestamptz]: 1185,
-  [OID.bytea]: 1001
-}
-
-/**
- * The type `@effect/sql-pg` binds a JavaScript value with (its
- * `inferScalar`), so PostgreSQL resolves operators and functions the same
- * way on both databases: a string stays untyped (0), the statement decides.
- */
-const scalarOid = (value: unknown): number => {
-  switch (typeof value) {
-    case "boolean":
-      return OID.bool
-    case "bigint":
-      return OID.int8
-    case "number":
-      return Number.isInteger(value) && value >= INT32_MIN && value <= INT32_MAX
-        ? OID.int4
-        : Number.isSafeInteger(value)
-        ? OID.int8
-        : OID.float8
-    case "string":
-      return 0
-  }
-  if (value instanceof Date) return OID.timestamptz
-  if (value instanceof Uint8Array) return OID.bytea
-  return 0
-}
-
-const arrayOid = (values: ReadonlyArray<unknown>): number => {
-  for (const element of values) {
-    if (element === null || element === undefined) continue
-    const oid = scalarOid(element)
-    return ARRAY_OF[oid === 0 ? OID.text : oid] ?? 0
-  }
-  return 0
-}
-
-/** Parameters as PGlite takes them, with the types to bind them as. */
-const toPglite = (params: ReadonlyArray<unknown>): { readonly params: ReadonlyArray<unknown>; readonly types: ReadonlyArray<number> } => {
-  const out: Array<unknown> = new Array(params.length)
-  const types: Array<number> = new Array(params.length)
-  for (let i = 0; i < params.length; i++) {
-    const value = params[i]
-    if (value === undefined || value === null) {
-      out[i] = null
-      types[i] = 0
-    } else if (PgTypes.isParameter(value)) {
-      types[i] = value.oid
-      out[i] = value.value === null
-        ? null
-        : value.oid === OID.json || value.oid === OID.jsonb
-        ? JSON.stringify(value.value, (_, v) => typeof v === "bigint" ? v.toString() : v)
-        : value.value
-    } else if (Array.isArray(value)) {
-      types[i] = value.length === 0 ? 0 : arrayOid(value)
-      out[i] = value.length === 0 ? "{}" : value
-    } else {
-      types[i] = scalarOid(value)
-      out[i] = value
-    }
-  }
-  return { params: out, types }
-}
-
-class EmbeddedConnection implements Connection {
-  readonly session: EmbeddedSession
-  constructor(session: EmbeddedSession) {
-    this.session = session
-  }
-  private run(sql: string, params: ReadonlyArray<unknown>, values = false, prepare = true) {
-    const bound = toPglite(params)
-    return Effect.map(
-      Effect.withFiber((fiber) =>
-        this.session.request(
-          { op: "query", sql, params: bound.params, types: bound.types, values, prepare },
-          fiber.getRef(StatementAllowance)
-        )
-      ),
-      (answer) => answer.result!
-    )
-  }
-  execute(sql: string, params: ReadonlyArray<unknown>, transformRows: (<A extends object>(row: ReadonlyArray<A>) => ReadonlyArray<A>) | undefined) {
-    return Effect.map(this.run(sql, params), (result) => transformRows ? transformRows(result.rows as Array<object>) : result.rows)
-  }
-  executeRaw(sql: string, params: ReadonlyArray<unknown>) {
-    return this.run(sql, params)
-  }
-  executeValues(sql: string, params: ReadonlyArray<unknown>) {
-    return Effect.map(this.run(sql, params, true), (result) => result.rows as ReadonlyArray<ReadonlyArray<unknown>>)
-  }
-  // Unprepared, as on a server: the unnamed statement, parsed each time.
-  executeValuesUnprepared(sql: string, params: ReadonlyArray<unknown>) {
-    return Effect.map(this.run(sql, params, true, false), (result) => result.rows as ReadonlyArray<ReadonlyArray<unknown>>)
-  }
-  executeUnprepared(sql: string, params: ReadonlyArray<unknown>, transformRows: (<A extends object>(row: ReadonlyArray<A>) => ReadonlyArray<A>) | undefined) {
-    return Effect.map(this.run(sql, params, false, false), (result) => transformRows ? transformRows(result.rows as Array<object>) : result.rows)
-  }
-  executeStream(sql: string, params: ReadonlyArray<unknown>, transformRows: (<A extends object>(row: ReadonlyArray<A>) => ReadonlyArray<A>) | undefined) {
-    return Stream.fromArrayEffect(this.execute(sql, params, transformRows))
-  }
-}
-
-/** PostgreSQL answers `ROLLBACK` to the `COMMIT` of an aborted transaction (as `PgClient` checks). */
-const commit = (conn: Connection): Effect.Effect<void, SqlError> =>
-  Effect.flatMap(
-    conn.executeRaw("COMMIT", []) as Effect.Effect<{ readonly command: string | undefined }, SqlError>,
-    (result) =>
-      result.command === "ROLLBACK"
-        ? Effect.fail(unknownError("COMMIT rolled back an aborted transaction", "commit"))
-        : Effect.void
-  )
-
-/**
- * The `PgClient` over `session`. LISTEN is not offered (one session has no
- * one else to hear it: `Wakeups` wakes in-process); NOTIFY is accepted and
- * goes nowhere.
- */
-export const makeEmbeddedClient = (session: EmbeddedSession): Effect.Effect<PgClient.PgClient, never, Scope.Scope | Reactivity.Reactivity> =>
-  Effect.gen(function*() {
-    const connection = new EmbeddedConnection(session)
-    const semaphore = Semaphore.makeUnsafe(1)
-    const holdBound = Duration.sum(session.transactionTimeout, session.statementTimeout)
-    // A transaction (or a reserved connection) holds the session until its
-    // scope closes; past the bound its fiber is interrupted, which rolls it back.
-    const acquirer = Effect.uninterruptibleMask((restore) =>
-      Effect.gen(function*() {
-        const holder = Fiber.getCurrent()!
-        const scope = Context.getUnsafe(holder.context, Scope.Scope)
-        yield* restore(semaphore.take(1))
-        const watchdog = yield* Effect.forkDetach(
-          Effect.sleep(holdBound).pipe(
-            Effect.andThen(Effect.logWarning(
-              `a transaction held the embedded database longer than ${millis(holdBound)}; it is interrupted and rolled back`
-            )),
-            Effect.andThen(Fiber.interrupt(holder))
-          )
-        )
-        yield* Scope.addFinalizer(scope, Effect.andThen(Fiber.interrupt(watchdog), semaphore.release(1)))
-        return connection as Connection
-      })
-    )
-    const client = yield* SqlClient.make({
-      acquirer,
-      borrower: (f) => semaphore.withPermit(f(connection)),
-      transactionAcquirer: acquirer,
-      compiler: PgClient.makeCompiler(undefined, true),
-      driver: "pglite",
-      prepareTransactionControls: true,
-      commit,
-      releaseSavepoint: (name) => `RELEASE SAVEPOINT ${name}`,
-      spanAttributes: [["db.system.name", "postgresql"], ["db.namespace", "postgres"]]
-    })
-    return Object.assign(client, {
-      [PgClient.TypeId]: PgClient.TypeId,
-      config: {} as PgClient.PgClientConfig,
-      // The fragment `PgClient.json` makes: the compiler turns it into a jsonb parameter.
-      json: (value: unknown) => Statement.fragment([PgJson(value, undefined, undefined)]),
-      listen: (_channel: string) =>
-        Effect.fail(unknownError(
-          "the embedded database is one session: LISTEN has no one to hear",
-          "listen",
-          "LISTEN needs a PostgreSQL server"
-        )),
-      notify: (_channel: string, _payload: string) => Effect.void
-    }) as unknown as PgClient.PgClient
   })

@@ -10,7 +10,7 @@
  *
  * The same worker, given a `snapshot` (a copy of the data folder another
  * worker made), opens it in memory: `db query` runs there, never on the
- * session the services share (`readOnlyQuery`, `src/cli/Commands.ts`).
+ * session the services share (`readOnlyQuery`, `src/cli/DbCommands.ts`).
  *
  * Values come back as `@effect/sql-pg` decodes them on a PostgreSQL server
  * (see `parsers`), so the services see the same types on either database.

@@ -70,8 +70,8 @@ layer(QueueLive, { excludeTestServices: true })("batch enqueue and settle", (it)
       const org = yield* newOrg
       const target = newId()
       yield* queue.enqueue({ orgId: org, kind, targetId: target, capacity: 10 })
-      const [first] = (yield* queue.claim(kind, { limit: 50, leaseFor: "150 millis", perTarget: 10 }))
-        .filter((d) => d.targetId === target)
+      const first = (yield* queue.claim(kind, { limit: 50, leaseFor: "150 millis", perTarget: 10 }))
+        .find((d) => d.targetId === target)
       // The first send is still in flight when its lease runs out and the delivery is claimed again.
       const second = yield* eventually(
         queue.claim(kind, { limit: 50, leaseFor: "1 minute", perTarget: 10 }).pipe(

@@ -65,7 +65,7 @@ layer(QueueLive, { excludeTestServices: true })("delivery bookkeeping", (it) => 
               yield* queue.failUndelivered("webhook", targetId, "endpoint deleted")
               break
             case "replay": {
-              const [failed] = (yield* queue.list({ orgId: org, kind: "webhook", targetId })).filter((d) => d.status === "failed")
+              const failed = (yield* queue.list({ orgId: org, kind: "webhook", targetId })).find((d) => d.status === "failed")
               if (failed !== undefined) yield* Effect.ignore(queue.replay({ ...base, deliveryId: failed.id }))
               break
             }

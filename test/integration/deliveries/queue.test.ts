@@ -42,8 +42,8 @@ layer(QueueLive, { excludeTestServices: true })("the shared delivery queue", (it
           const org = yield* newOrg
           const target = newId()
           yield* queue.enqueue({ ...base(org, target), kind })
-          const [first] = (yield* queue.claim(kind, { limit: 50, leaseFor: "150 millis", perTarget: 10 }))
-            .filter((d) => d.targetId === target)
+          const first = (yield* queue.claim(kind, { limit: 50, leaseFor: "150 millis", perTarget: 10 }))
+            .find((d) => d.targetId === target)
           const second = yield* eventually(
             queue.claim(kind, { limit: 50, leaseFor: "1 minute", perTarget: 10 }).pipe(
               Effect.map((rows) => rows.find((d) => d.targetId === target))
@@ -68,8 +68,8 @@ layer(QueueLive, { excludeTestServices: true })("the shared delivery queue", (it
         const org = yield* newOrg
         const target = newId()
         yield* queue.enqueue(base(org, target))
-        const [claimed] = (yield* queue.claim("webhook", { limit: 50, leaseFor: "1 minute", perTarget: 10 }))
-          .filter((d) => d.targetId === target)
+        const claimed = (yield* queue.claim("webhook", { limit: 50, leaseFor: "1 minute", perTarget: 10 }))
+          .find((d) => d.targetId === target)
         const at = new Date(Date.now() + 1_000)
         yield* queue.settle(claimed!, Outcome.retry("1 second", "HTTP 503"), { statusCode: 503, durationMs: 3 })
         const [waiting] = yield* queue.list({ orgId: org, kind: "webhook", targetId: target })
@@ -150,8 +150,8 @@ layer(QueueLive, { excludeTestServices: true })("the shared delivery queue", (it
         const created = yield* queue.enqueue({ ...base(org, target), eventId })
         const queued = yield* Effect.flip(queue.replay({ ...base(org, target), deliveryId: created.id }))
         assert.strictEqual(queued._tag, "DeliveryNotReplayable")
-        const [claimed] = (yield* queue.claim("webhook", { limit: 50, leaseFor: "1 minute", perTarget: 10 }))
-          .filter((d) => d.targetId === target)
+        const claimed = (yield* queue.claim("webhook", { limit: 50, leaseFor: "1 minute", perTarget: 10 }))
+          .find((d) => d.targetId === target)
         yield* queue.settle(claimed!, Outcome.failed("HTTP 500 after the last retry"), { statusCode: 500, durationMs: 2 })
         const replayed = yield* queue.replay({ ...base(org, target), deliveryId: created.id })
         assert.deepStrictEqual(replayed, { queued: true, id: created.id })
@@ -211,8 +211,8 @@ layer(QueueLive, { excludeTestServices: true })("the shared delivery queue", (it
         const policy = { after: 1, base: "3 seconds", cap: "3 seconds" } as const
         const first = yield* queue.enqueue(base(org, target))
         yield* queue.enqueue(base(org, target))
-        const [claimed] = (yield* queue.claim("webhook", { limit: 50, leaseFor: "1 minute", perTarget: 1 }))
-          .filter((d) => d.targetId === target)
+        const claimed = (yield* queue.claim("webhook", { limit: 50, leaseFor: "1 minute", perTarget: 1 }))
+          .find((d) => d.targetId === target)
         assert.strictEqual(claimed!.id, first.id)
         yield* queue.settle(claimed!, Outcome.failed("HTTP 500"), ok, policy)
         const until = Option.getOrThrow(yield* queue.cooldownUntil(target))
@@ -242,8 +242,8 @@ layer(QueueLive, { excludeTestServices: true })("the shared delivery queue", (it
       const target = newId()
       yield* queue.enqueue(base(org, target))
       yield* queue.enqueue(base(org, target))
-      const [inFlight] = (yield* queue.claim("webhook", { limit: 50, leaseFor: "1 minute", perTarget: 1 }))
-        .filter((d) => d.targetId === target)
+      const inFlight = (yield* queue.claim("webhook", { limit: 50, leaseFor: "1 minute", perTarget: 1 }))
+        .find((d) => d.targetId === target)
       return { queue, org, target, inFlight: inFlight! }
     })
     const allFailedWith = (org: string, target: string, reason: string) =>

@@ -7,7 +7,7 @@
 import { assert, describe, layer } from "@effect/vitest"
 import { Duration, Effect, Fiber } from "effect"
 import { SqlClient } from "effect/sql"
-import { databaseMessage, QUERY_TIMEOUT, readOnlyQuery } from "../../../src/cli/Commands.ts"
+import { databaseMessage, QUERY_TIMEOUT, readOnlyQuery } from "../../../src/cli/DbCommands.ts"
 import { DatabaseInfo } from "../../../src/database/Database.ts"
 import { SvcTest } from "../../../src/testing.ts"
 

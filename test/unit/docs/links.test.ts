@@ -26,8 +26,8 @@ const basenames = (dir: string, into = new Set<string>()): Set<string> => {
 
 describe("links in the documentation", () => {
   it("every relative link names a file of the repository and every anchor a heading of its page", () => {
-    // Beside the documentation, the READMEs of the benchmark and of the packages.
-    const pages = [...documentationPages(), "bench/README.md", "packages/receiver/README.md", "packages/client/README.md", "packages/testing/README.md"]
+    // Beside the documentation, the contributors' guide and the READMEs of the benchmark and of the packages.
+    const pages = [...documentationPages(), "CONTRIBUTING.md", "bench/README.md", "packages/receiver/README.md", "packages/client/README.md", "packages/testing/README.md"]
     const links = pages.flatMap((page) => linksOf(page, read(page)))
     assert.isAbove(links.length, 50, "the pages link to each other")
     const dead = links.flatMap((link) => {

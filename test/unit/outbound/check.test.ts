@@ -192,12 +192,11 @@ describe("check: a host name must resolve to public addresses only", () => {
     Effect.gen(function*() {
       // A name /etc/hosts maps to loopback (other than the localhost family,
       // which is refused by name anyway); the test machines have `vm`, `runsc`.
-      const hosts = readFileSync("/etc/hosts", "utf8").split("\n")
+      const name = readFileSync("/etc/hosts", "utf8").split("\n")
         .map((line) => line.replace(/#.*/, "").trim().split(/\s+/))
         .filter(([address]) => address !== undefined && /^127\./.test(address))
         .flatMap(([, ...names]) => names)
-        .filter((name) => !/localhost|^ip6-/.test(name))
-      const name = hosts[0]
+        .find((name) => !/localhost|^ip6-/.test(name))
       if (name === undefined) return
       const http = yield* OutboundHttp
       const error = yield* Effect.flip(http.check(`https://${name}/`))

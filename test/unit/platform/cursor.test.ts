@@ -73,7 +73,7 @@ describe("keyset cursors", () => {
         cursor = result.next_cursor
         if (first) {
           // newer rows arrive after the first page was read
-          rows = [...rows, ...Array.from({ length: arrivals }, (_, i) => ({ seq: n + i + 1 }))]
+          rows = rows.concat(Array.from({ length: arrivals }, (_, i) => ({ seq: n + i + 1 })))
           first = false
         }
       }

@@ -43,7 +43,7 @@ describe("the receiver kit README's Node sample", () => {
   it("runs as server.mjs in a project npm init -y made: 202 and saved once for a signed delivery, 400 for a bad signature", async () => {
     const text = read(page)
     const section = text.slice(text.indexOf("\n## Node\n"), text.indexOf("\n## ", text.indexOf("\n## Node\n") + 1))
-    const [sample] = codeBlocks(page, section).filter((block) => block.lang === "js")
+    const sample = codeBlocks(page, section).find((block) => block.lang === "js")
     assert.isDefined(sample, "a js block under ## Node")
 
     const dir = fs.mkdtempSync(path.join(os.tmpdir(), "svc-receiver-node-"))

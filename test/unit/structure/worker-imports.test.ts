@@ -20,7 +20,7 @@ const reached = (entry: string): Set<string> => {
   const visit = (file: string) => {
     if (seen.has(file)) return
     seen.add(file)
-    for (const match of fs.readFileSync(file, "utf8").matchAll(/^(?:import|export) (?!type )[^;]*?from "(\.\.?\/[^"]+)"/gms)) {
+    for (const match of fs.readFileSync(file, "utf8").matchAll(/^(?:import|export) (?!type )[^;"]*?from "(\.\.?\/[^"]+)"/gms)) {
       visit(path.resolve(path.dirname(file), match[1]!))
     }
   }
@@ -32,7 +32,7 @@ describe("a worker thread's modules", () => {
   it.each(ENTRIES)("%s loads no Effect", (entry) => {
     const offenders: Array<string> = []
     for (const file of reached(path.join(src, entry))) {
-      for (const match of fs.readFileSync(file, "utf8").matchAll(/^(?:import|export) (?!type )[^;]*?from "([^"]+)"/gms)) {
+      for (const match of fs.readFileSync(file, "utf8").matchAll(/^(?:import|export) (?!type )[^;"]*?from "([^"]+)"/gms)) {
         if (match[1] === "effect" || match[1]!.startsWith("effect/") || match[1]!.startsWith("@effect/")) offenders.push(`${path.relative(src, file)}: ${match[1]}`)
       }
     }
