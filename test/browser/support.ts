@@ -299,3 +299,23 @@ export const until = async <A>(check: () => Promise<A | undefined | false>, what
     await new Promise((resolve) => setTimeout(resolve, 100))
   }
 }
+
+/**
+ * Full-page screenshots of the current screen at 1280 and 390 px wide, in
+ * the light and the dark scheme (`<name>-<width>-<scheme>.png`), into
+ * `SVC_SHOTS_DIR` when set (to look at them outside the checkout), else
+ * the screenshot directory. The page is left at 1280 px, light.
+ */
+export const screenshots = async (page: Page, name: string) => {
+  const dir = process.env.SVC_SHOTS_DIR ?? screenshotDir
+  fs.mkdirSync(dir, { recursive: true })
+  for (const colorScheme of ["light", "dark"] as const) {
+    for (const width of [1280, 390]) {
+      await page.emulateMedia({ colorScheme })
+      await page.setViewportSize({ width, height: 900 })
+      await page.screenshot({ path: path.join(dir, `${name}-${width}-${colorScheme}.png`), fullPage: true })
+    }
+  }
+  await page.emulateMedia({ colorScheme: "light" })
+  await page.setViewportSize({ width: 1280, height: 900 })
+}
