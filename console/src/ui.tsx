@@ -198,6 +198,11 @@ export interface RefusalValue {
 
 /** The problem's own words: its title, and its detail or what to do about it when they say more. */
 export const problemWords = (problem: Problem): string => {
+  if (problem.code === "LIMIT_REACHED") {
+    const error = problem.error ?? {}
+    const limit = `${problem.title.replace(/\.$/, "")} (${String(error.limit)} = ${String(error.limit_value)})`
+    return problem.detail === undefined || problem.detail === problem.title ? `${limit}.` : `${limit}: ${problem.detail}`
+  }
   const said = describeProblem(problem)
   return said === problem.title ? said : `${problem.title.replace(/\.$/, "")}: ${said}`
 }

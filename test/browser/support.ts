@@ -313,6 +313,9 @@ export const screenshots = async (page: Page, name: string) => {
     for (const width of [1280, 390]) {
       await page.emulateMedia({ colorScheme })
       await page.setViewportSize({ width, height: 900 })
+      // Nothing may push the page wider than the screen (a table scrolls inside its own box).
+      const wide = await page.evaluate(() => document.documentElement.scrollWidth)
+      assert.isAtMost(wide, width, `${name} is ${wide} px wide at ${width} px`)
       await page.screenshot({ path: path.join(dir, `${name}-${width}-${colorScheme}.png`), fullPage: true })
     }
   }
