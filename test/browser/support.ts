@@ -315,7 +315,13 @@ export const screenshots = async (page: Page, name: string) => {
       await page.setViewportSize({ width, height: 900 })
       // Nothing may push the page wider than the screen (a table scrolls inside its own box).
       const wide = await page.evaluate(() => document.documentElement.scrollWidth)
-      assert.isAtMost(wide, width, `${name} is ${wide} px wide at ${width} px`)
+      const culprits = wide <= width ? [] : await page.evaluate((limit) =>
+        [...document.querySelectorAll("body *")]
+          .filter((node) => node.getBoundingClientRect().right > limit && !node.parentElement?.closest(".table-wrap"))
+          .concat([...document.querySelectorAll(".table-wrap")].filter((node) => node.scrollWidth > node.clientWidth && getComputedStyle(node).overflowX !== "auto"))
+          .slice(-3)
+          .map((node) => `${node.tagName.toLowerCase()}.${node.className}: ${node.textContent?.slice(0, 60)}`), width)
+      assert.isAtMost(wide, width, `${name} is ${wide} px wide at ${width} px: ${culprits.join("; ")}`)
       await page.screenshot({ path: path.join(dir, `${name}-${width}-${colorScheme}.png`), fullPage: true })
     }
   }

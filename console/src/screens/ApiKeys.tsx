@@ -67,12 +67,11 @@ export const ApiKeys = ({ session }: { session: ConsoleSession }) => {
             : (
               <div class="table-wrap">
                 <table aria-labelledby="keys-title">
-                  <thead><tr><th scope="col">Name</th><th scope="col">Id</th><th scope="col">Key</th><th scope="col">Scopes</th><th scope="col">Created</th><th scope="col">Created by</th><th scope="col"><span class="sr-only">Action</span></th></tr></thead>
+                  <thead><tr><th scope="col">Name and id</th><th scope="col">Key</th><th scope="col">Scopes</th><th scope="col">Created</th><th scope="col">Created by</th><th scope="col"><span class="sr-only">Action</span></th></tr></thead>
                   <tbody>
                     {value.keys.map((key) => (
                       <tr key={key.id}>
-                        <td>{key.name ?? <span class="muted">unnamed</span>}</td>
-                        <td><code class="id">{key.id}</code></td>
+                        <td>{key.name ?? <span class="muted">unnamed</span>}<code class="key-id">{key.id}</code></td>
                         <td><code>{key.key_prefix}…</code></td>
                         <td>{key.scopes.join(", ")}</td>
                         <td><Time iso={key.created_at} /></td>
