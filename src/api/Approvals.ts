@@ -22,6 +22,7 @@ import { Authentication, requireScope } from "./Security.ts"
 import { documented, notFound } from "./Documentation.ts"
 import * as Examples from "./Examples.ts"
 import { AlreadyVoted, DeciderFields, Quorum, QuorumFields } from "./Votes.ts"
+import { KeyNames, RequestedChain } from "./ApprovalRecord.ts"
 import { AssignedToQuery, AssignmentFields, AssignmentSnapshotFields, escalationChainFits, escalationCount, NotAssigned } from "./Reviewers.ts"
 
 export const PolicyMode = Schema.Literals(["allow", "reject", "require_approval"])
@@ -235,15 +236,9 @@ export const ApprovalListItem = Schema.Struct({
     description:
       "`none`: the policy has no escalation; `pending`: another escalation is still to come at `deadline_at` (the approval gains review time and, with a chain, goes to the chain's next group); `escalated`: no escalation remains (the last one has fired) and `deadline_at` is its expiry"
   }),
-  escalation_chain: Schema.optionalKey(Schema.Array(Schema.String).annotate({
-    description:
-      "The reviewer groups its deadlines hand it to, in order (the chain of the policy or rule that required it, as it was then); the groups still to come are those after the first `escalation_level`. Absent without a chain"
-  })),
+  escalation_chain: RequestedChain,
   requested_at: Timestamp,
-  key_names: Schema.optionalKey(Schema.Record(Schema.String, Schema.String).annotate({
-    description:
-      "The names of the API keys it names as deciders (`decided_by`, `decided_by_person`, `decided_for`, and those of `votes`), by key id, so a person reads who acted; keys without a name are left out. Absent when there are none"
-  }))
+  key_names: KeyNames
 })
 export type ApprovalListItem = typeof ApprovalListItem.Type
 
