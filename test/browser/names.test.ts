@@ -58,6 +58,7 @@ describeBrowser("Names told apart", () => {
     await screenshots(page, "review-same-names")
 
     await page.goto(`${world.baseUrl}/console/promote`)
+    await page.getByRole("combobox", { name: "Task" }).getByRole("option", { name: new RegExp(second.slice(-8)) }).waitFor({ state: "attached" })
     const promoteOptions = await page.getByRole("combobox", { name: "Task" }).getByRole("option").allTextContents()
     assert.deepStrictEqual(new Set(promoteOptions), new Set(options))
     await done()
