@@ -72,7 +72,7 @@ export const ApiKeys = ({ session }: { session: ConsoleSession }) => {
                     {value.keys.map((key) => (
                       <tr key={key.id}>
                         <td>{key.name ?? <span class="muted">unnamed</span>}<code class="key-id">{key.id}</code></td>
-                        <td><code>{key.key_prefix}…</code></td>
+                        <td><code class="prefix">{key.key_prefix}…</code></td>
                         <td>{key.scopes.join(", ")}</td>
                         <td><Time iso={key.created_at} /></td>
                         <td>{createdBy(key.created_by, value.keys)}</td>
