@@ -9,21 +9,32 @@ type Context = typeof ApprovalContext.Type
 /** The longest reason the API takes (characters). */
 export const MAX_REASON = 1000
 
-/** Who decided, in words: `console:<person>`, `email:<address>` or an API key's id. */
-export const deciderName = (decidedBy: string | undefined): string => {
+/** The names of the API keys an approval names, by id (`key_names`). */
+export type KeyNames = Readonly<Record<string, string>> | undefined
+
+/**
+ * Who decided, in words: `console:<person>`, `email:<address>`, or an API
+ * key by its name (`key_names`); an unnamed key by its whole id, which the
+ * API keys screen lists to match it.
+ */
+export const deciderName = (decidedBy: string | undefined, names?: KeyNames): string => {
   if (decidedBy === undefined) return "nobody"
   if (decidedBy.startsWith("console:")) return `${decidedBy.slice("console:".length)} (console)`
   if (decidedBy.startsWith("email:")) return `${decidedBy.slice("email:".length)} (reviewer mail)`
-  return `API key ${decidedBy.slice(0, 8)}…`
+  const name = names?.[decidedBy]
+  return name === undefined ? `unnamed API key ${decidedBy}` : `${name} (API key)`
 }
 
 /**
  * Who decided, shown: a decision through a reviewer mail's link carries a
  * "reviewer mail" badge beside the address the mail went to, so it is not
- * taken for a console user or an API key.
+ * taken for a console user or an API key; a named key keeps its id at hand.
  */
-export const Decider = ({ decidedBy }: { decidedBy: string | undefined }) => {
-  if (decidedBy === undefined || !decidedBy.startsWith("email:")) return <>{deciderName(decidedBy)}</>
+export const Decider = ({ decidedBy, names }: { decidedBy: string | undefined; names?: KeyNames }) => {
+  if (decidedBy !== undefined && names?.[decidedBy] !== undefined) {
+    return <span class="decider-key" title={`API key ${decidedBy}`}>{deciderName(decidedBy, names)}</span>
+  }
+  if (decidedBy === undefined || !decidedBy.startsWith("email:")) return <>{deciderName(decidedBy, names)}</>
   const address = decidedBy.slice("email:".length)
   return (
     <span class="decider-mail" title={`Decided through the link of a reviewer mail sent to ${address}`}>
@@ -37,10 +48,10 @@ export const Decider = ({ decidedBy }: { decidedBy: string | undefined }) => {
  * key (a key a console person made is theirs) and the member a delegate
  * decided in place of (docs/approvals.md, "Who counts as whom").
  */
-export const StandsFor = ({ person, decidedFor }: { person: string | undefined; decidedFor: string | undefined }) => (
+export const StandsFor = ({ person, decidedFor, names }: { person: string | undefined; decidedFor: string | undefined; names?: KeyNames }) => (
   <>
-    {person !== undefined && <span class="stands-for"> · belongs to {deciderName(person)}</span>}
-    {decidedFor !== undefined && <span class="stands-for"> · for {deciderName(decidedFor)}, as their delegate</span>}
+    {person !== undefined && <span class="stands-for"> · belongs to {deciderName(person, names)}</span>}
+    {decidedFor !== undefined && <span class="stands-for"> · for {deciderName(decidedFor, names)}, as their delegate</span>}
   </>
 )
 
@@ -92,8 +103,8 @@ export const Outcome = ({ item }: { item: Approval }) => {
   return (
     <>
       <p>
-        <strong>{item.status === "approved" ? "Approved" : "Rejected"}</strong> by <Decider decidedBy={item.decided_by} />
-        <StandsFor person={item.decided_by_person} decidedFor={item.decided_for} /> at{" "}
+        <strong>{item.status === "approved" ? "Approved" : "Rejected"}</strong> by <Decider decidedBy={item.decided_by} names={keyNames(item)} />
+        <StandsFor person={item.decided_by_person} decidedFor={item.decided_for} names={keyNames(item)} /> at{" "}
         <Time iso={item.decided_at} />.
       </p>
       {item.decision_reason !== undefined && <blockquote class="reason">{item.decision_reason}</blockquote>}
@@ -121,6 +132,9 @@ export const Outcome = ({ item }: { item: Approval }) => {
 /** Whether `decider` has voted on the approval (with a quorum: then they cannot vote again). */
 export const hasVoted = (item: Approval, decider: string) => (item.votes ?? []).some((vote) => vote.decided_by === decider)
 
+/** The key names an approval carries (the page of a mail's link reads a view without them). */
+export const keyNames = (item: Approval): KeyNames => item.key_names
+
 /** The reviewer group an approval is assigned to, as a fact of its card. */
 export const Assignment = ({ item }: { item: Approval }) =>
   item.assigned_group === undefined ? null : (
@@ -132,6 +146,36 @@ export const Assignment = ({ item }: { item: Approval }) =>
       </dd>
     </div>
   )
+
+/** Why a person must decide: the policy's rule on arguments that required the approval, or the action class's settings. */
+export const RequiredBy = ({ item }: { item: Approval }) => (
+  <div>
+    <dt>Required by</dt>
+    <dd>{item.rule === undefined ? "the action class's policy settings" : <>rule <strong class="rule-name">{item.rule}</strong></>}</dd>
+  </div>
+)
+
+/** The reviewer groups an approval's escalation chain still hands it to (pending), or the whole chain and how far it went. */
+export const Chain = ({ item }: { item: Approval }) => {
+  const chain = item.escalation_chain
+  if (chain === undefined) return null
+  const level = item.escalation_level ?? 0
+  const next = chain.slice(level)
+  if (item.status === "pending") {
+    return (
+      <div>
+        <dt>Escalates next to</dt>
+        <dd>{next.length === 0 ? "nobody: the chain's last group has it" : next.map((group, i) => <>{i > 0 && " → "}<span class="badge" key={group}>{group}</span></>)}</dd>
+      </div>
+    )
+  }
+  return (
+    <div>
+      <dt>Escalation chain</dt>
+      <dd>{chain.join(" → ")}{level > 0 ? ` (reached ${chain[level - 1]})` : " (not reached)"}</dd>
+    </div>
+  )
+}
 
 export const Votes = ({ item, headingLevel = 3 }: { item: Approval; headingLevel?: 2 | 3 }) => {
   if (item.quorum === undefined) return null
@@ -155,8 +199,9 @@ export const Votes = ({ item, headingLevel = 3 }: { item: Approval; headingLevel
                 <span class={`badge ${vote.decision === "approve" ? "delivered" : "rejected"}`}>
                   {vote.decision === "approve" ? "approved" : "rejected"}
                 </span>{" "}
-                <Decider decidedBy={vote.decided_by} />
-                <StandsFor person={vote.decided_by_person} decidedFor={vote.decided_for} /> <span class="muted">at <Time iso={vote.decided_at} /></span>
+                <Decider decidedBy={vote.decided_by} names={keyNames(item)} />
+                <StandsFor person={vote.decided_by_person} decidedFor={vote.decided_for} names={keyNames(item)} />{" "}
+                <span class="muted">at <Time iso={vote.decided_at} /></span>
                 {vote.reason !== undefined && <blockquote class="reason">{vote.reason}</blockquote>}
               </li>
             ))}

@@ -187,3 +187,63 @@ export const SecretOnce = ({ label, secret, onDone }: { label: string; secret: s
     </div>
   )
 }
+
+/** A refusal said where it happened: what was refused, why (the problem's words) and, when the API names them, the fields. */
+export interface RefusalValue {
+  /** What was refused, named: "Approve of stripe.refund (approval 0193…)". */
+  readonly what: string
+  readonly why: string
+  readonly issues?: ReadonlyArray<{ readonly field: string; readonly message: string }>
+}
+
+/** The problem's own words: its title, and its detail or what to do about it when they say more. */
+export const problemWords = (problem: Problem): string => {
+  if (problem.code === "LIMIT_REACHED") {
+    const error = problem.error ?? {}
+    const limit = `${problem.title.replace(/\.$/, "")} (${String(error.limit)} = ${String(error.limit_value)})`
+    return problem.detail === undefined || problem.detail === problem.title ? `${limit}.` : `${limit}: ${problem.detail}`
+  }
+  const said = describeProblem(problem)
+  return said === problem.title ? said : `${problem.title.replace(/\.$/, "")}: ${said}`
+}
+
+/** The field issues a problem carries (`errors` of INVALID_REQUEST, ARGUMENTS_SHAPE_MISMATCH and others), if any. */
+export const problemIssues = (problem: Problem): ReadonlyArray<{ field: string; message: string }> => {
+  const errors = problem.error?.errors
+  return Array.isArray(errors)
+    ? errors.filter((e): e is { field: string; message: string } => typeof e?.field === "string" && typeof e?.message === "string")
+    : []
+}
+
+export const refusalOf = (what: string, problem: Problem): RefusalValue => ({ what, why: problemWords(problem), issues: problemIssues(problem) })
+
+/**
+ * A refusal at the control that caused it (not at the top of the page):
+ * announced, and focused when it appears, so the browser scrolls to it and a
+ * screen reader reads it.
+ */
+export const Refusal = ({ id, refusal, onDismiss }: { id: string; refusal: RefusalValue | undefined; onDismiss?: () => void }) => {
+  const ref = useRef<HTMLDivElement>(null)
+  useEffect(() => {
+    if (refusal !== undefined) ref.current?.focus()
+  }, [refusal])
+  return (
+    <div id={id} class="refusal-slot" role="alert">
+      {refusal && (
+        <div class="notice error refusal" tabIndex={-1} ref={ref}>
+          <div>
+            <p><strong>{refusal.what} refused.</strong> {refusal.why}</p>
+            {(refusal.issues ?? []).length > 0 && (
+              <ul class="issues">
+                {refusal.issues!.map((issue, i) => (
+                  <li key={i}>{issue.field !== "" && <><code>{issue.field}</code>: </>}{issue.message}</li>
+                ))}
+              </ul>
+            )}
+          </div>
+          {onDismiss && <button type="button" class="link" onClick={onDismiss}>Dismiss</button>}
+        </div>
+      )}
+    </div>
+  )
+}

@@ -83,6 +83,8 @@ export const requestedPieces = (input: {
       snapshotExpires,
       `${timeoutAction},"tool":${J(input.step.tool)},"action_class":${J(input.step.action_class)},"arguments":${J(input.step.arguments)},"escalation":${
         J(input.rule.escalation_seconds === null ? "none" : "pending")
+      }${
+        input.rule.escalation_chain === undefined || input.rule.escalation_chain.length === 0 ? "" : `,"escalation_chain":${J(input.rule.escalation_chain)}`
       },"requested_at":"`,
       `"}`
     ]

@@ -22,6 +22,7 @@ import { Authentication, requireScope } from "./Security.ts"
 import { documented, notFound } from "./Documentation.ts"
 import * as Examples from "./Examples.ts"
 import { AlreadyVoted, DeciderFields, Quorum, QuorumFields } from "./Votes.ts"
+import { KeyNames, RequestedChain } from "./ApprovalRecord.ts"
 import { AssignedToQuery, AssignmentFields, AssignmentSnapshotFields, escalationChainFits, escalationCount, NotAssigned } from "./Reviewers.ts"
 
 export const PolicyMode = Schema.Literals(["allow", "reject", "require_approval"])
@@ -235,7 +236,9 @@ export const ApprovalListItem = Schema.Struct({
     description:
       "`none`: the policy has no escalation; `pending`: another escalation is still to come at `deadline_at` (the approval gains review time and, with a chain, goes to the chain's next group); `escalated`: no escalation remains (the last one has fired) and `deadline_at` is its expiry"
   }),
-  requested_at: Timestamp
+  escalation_chain: RequestedChain,
+  requested_at: Timestamp,
+  key_names: KeyNames
 })
 export type ApprovalListItem = typeof ApprovalListItem.Type
 

@@ -47,7 +47,10 @@ export const ListColumns = Schema.Struct({
   created_at: Timestamp,
   tool: Schema.NullOr(Schema.String),
   action_class: Schema.NullOr(Schema.String),
-  arguments: Schema.NullOr(JsonColumn(Schema.Json))
+  arguments: Schema.NullOr(JsonColumn(Schema.Json)),
+  escalation_chain: Schema.NullOr(Schema.Array(Schema.String)),
+  /** JSON text: the names of the named API keys among its deciders (`KEY_NAMES`), by id. */
+  key_names: Schema.NullOr(Schema.String)
 })
 export type ListRow = typeof ListColumns.Type
 const ListRows = rowsOf("approvals", ListColumns)
@@ -70,10 +73,26 @@ export const STREAM_HORIZON = `(pg_snapshot_xmin(pg_current_snapshot())::text::b
 /** How long a reader waits, at most, for transactions older than the events it found to finish before it answers with what is final. */
 const HORIZON_WAIT_MS = [2, 5, 10, 20, 50, 100, 200]
 
+/**
+ * SQL: the names of the API keys an approval `a` names as deciders (its
+ * decider and every voter, the person behind each and whom each counted
+ * for), as JSON text by id; null when none has a name. Each id is looked up
+ * by the keys' primary key; deciders that are not key ids (`console:…`,
+ * `email:…`) are never cast.
+ */
+const KEY_NAMES = `(SELECT json_object_agg(k.id::text, k.name)::text FROM api_keys k
+  WHERE k.org_id = a.org_id AND k.name IS NOT NULL AND k.id IN (
+    SELECT CASE WHEN d.who ~ '^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$' THEN d.who::uuid END FROM (
+      SELECT a.decided_by AS who
+      UNION SELECT v.decided_by FROM approval_votes v WHERE v.approval_id = a.id
+      UNION SELECT v.person FROM approval_votes v WHERE v.approval_id = a.id
+      UNION SELECT v.decided_for FROM approval_votes v WHERE v.approval_id = a.id
+    ) d)) AS key_names`
+
 /** The columns of `approvals a` joined with its step `s`, for `ListRow`. */
 export const LIST_COLUMNS =
-  "a.seq::text AS seq, a.id, a.org_id, a.session_id, a.step_id, a.task_id, a.status, a.deadline_at, a.expires_at, a.timeout_action, a.decided_at, a.decided_by, a.decision_reason, a.rule, a.approved_arguments, a.arguments_changed, a.arguments_digest, a.response, a.escalation_seconds, a.escalated, a.assigned_group, a.escalation_level, a.created_at, s.tool, s.action_class, s.arguments, " +
-  votesColumns("a")
+  "a.seq::text AS seq, a.id, a.org_id, a.session_id, a.step_id, a.task_id, a.status, a.deadline_at, a.expires_at, a.timeout_action, a.decided_at, a.decided_by, a.decision_reason, a.rule, a.approved_arguments, a.arguments_changed, a.arguments_digest, a.response, a.escalation_seconds, a.escalated, a.assigned_group, a.escalation_level, a.escalation_chain, a.created_at, s.tool, s.action_class, s.arguments, " +
+  `${KEY_NAMES}, ${votesColumns("a")}`
 
 export const LIST_FROM = "approvals a LEFT JOIN agent_steps s ON s.session_id = a.session_id AND s.step_id = a.step_id"
 
@@ -83,7 +102,9 @@ export const listItemOf = (row: ListRow): ApprovalListItem => ({
   action_class: row.action_class ?? "",
   arguments: row.arguments,
   escalation: row.escalation_seconds === null ? "none" : row.escalated ? "escalated" : "pending",
-  requested_at: row.created_at
+  ...(row.escalation_chain === null || row.escalation_chain.length === 0 ? {} : { escalation_chain: row.escalation_chain }),
+  requested_at: row.created_at,
+  ...(row.key_names === null ? {} : { key_names: JSON.parse(row.key_names) as Record<string, string> })
 })
 
 /**

@@ -7,7 +7,7 @@ import { Effect } from "effect"
 import { afterAll, assert, beforeAll, it } from "vitest"
 import { Reply } from "../support/HttpsReceiver.ts"
 import { decodeOtlp } from "../support/Otlp.ts"
-import { checkAccessibility, describeBrowser, type Guarded, screenshot, signIn, startWorld, until, type World } from "./support.ts"
+import { checkAccessibility, describeBrowser, type Guarded, screenshot, screenshots, signIn, startWorld, until, type World } from "./support.ts"
 
 let world: World
 
@@ -231,11 +231,16 @@ describeBrowser("Telemetry", () => {
     }
     await page.getByRole("button", { name: "Create destination" }).click()
     await page.getByText("The collector headers were refused: 2 headers to fix below.").waitFor()
+    // Said under the form, naming what it refused, and focused; nothing at the top of the page.
+    const refusal = page.getByRole("form", { name: "New destination" }).locator(".refusal")
+    assert.match((await refusal.textContent())!, /^Creating the destination https:\/\/\S+ refused\./)
+    assert.isTrue(await refusal.evaluate((node) => node === document.activeElement), "the focus moves to the refusal")
+    assert.strictEqual(await page.locator(".notice-slot .notice").count(), 0)
     await page.getByText("Host: Expected a header svc may send: not a transport, hop-by-hop, trace-context or cookie header").waitFor()
     await page.getByText("traceparent: Expected a header svc may send: not a transport, hop-by-hop, trace-context or cookie header").waitFor()
     assert.strictEqual(await page.getByText(/^Authorization:/).count(), 0, "Authorization is not refused")
     await checkAccessibility(page, "refused headers")
-    await screenshot(page, "telemetry-refused-headers")
+    await screenshots(page, "telemetry-refused-headers")
     await page.getByRole("button", { name: "Remove header 3" }).click()
     await page.getByRole("button", { name: "Remove header 1" }).click()
     await page.getByRole("button", { name: "Create destination" }).click()

@@ -115,7 +115,8 @@ describeBrowser("Quorum", () => {
     const card = page.getByRole("listitem", { name: /bank\.payout/ }).filter({ hasText: "3500" })
     const votes = card.getByRole("region", { name: "Votes" })
     await votes.getByText("Votes: 1 of 2 approvals").waitFor()
-    assert.include(await votes.textContent(), `belongs to API key ${maker.slice(0, 8)}`)
+    // The key by its name; its maker, a key without a name, by its whole id.
+    assert.include(await votes.textContent(), `payout-bot (API key) · belongs to unnamed API key ${maker}`)
     await screenshot(page, "approvals-quorum-person")
     await done()
   })

@@ -11,7 +11,7 @@ import { Scopes } from "../../../src/api/Security.ts"
 import { problemOf, SvcApi } from "../api.ts"
 import { refresh, useAtomValue, useMutation } from "../atoms.ts"
 import { sessionAtom } from "../session.ts"
-import { Confirm, describeProblem, Loaded, Notice, type NoticeValue, SecretOnce, Time } from "../ui.tsx"
+import { Confirm, describeProblem, Loaded, Notice, type NoticeValue, Refusal, refusalOf, type RefusalValue, SecretOnce, Time } from "../ui.tsx"
 
 const keysAtom = SvcApi.query("apiKeys", "list", { reactivityKeys: ["keys"] })
 const sessionsAtom = SvcApi.query("console", "listSessions", { reactivityKeys: ["sessions"] })
@@ -58,7 +58,6 @@ export const ApiKeys = ({ session }: { session: ConsoleSession }) => {
             text: `Key created, recorded as made by ${session.person}. It keeps working after this console session ends, until it is revoked here.`
           })
         }}
-        onProblem={(text) => setNotice({ tone: "error", text })}
       />
       <h2 id="keys-title">Keys</h2>
       <Loaded result={keys} what="API keys">
@@ -68,15 +67,15 @@ export const ApiKeys = ({ session }: { session: ConsoleSession }) => {
             : (
               <div class="table-wrap">
                 <table aria-labelledby="keys-title">
-                  <thead><tr><th scope="col">Name</th><th scope="col">Key</th><th scope="col">Scopes</th><th scope="col">Created</th><th scope="col">Created by</th><th scope="col"><span class="sr-only">Action</span></th></tr></thead>
+                  <thead><tr><th scope="col">Name and id</th><th scope="col">Key</th><th scope="col">Scopes</th><th scope="col">Created</th><th scope="col">Created by</th><th scope="col"><span class="sr-only">Action</span></th></tr></thead>
                   <tbody>
                     {value.keys.map((key) => (
                       <tr key={key.id}>
-                        <td>{key.name ?? <span class="muted">unnamed</span>}</td>
-                        <td><code>{key.key_prefix}…</code></td>
+                        <td>{key.name ?? <span class="muted">unnamed</span>}<code class="key-id">{key.id}</code></td>
+                        <td><code class="prefix">{key.key_prefix}…</code></td>
                         <td>{key.scopes.join(", ")}</td>
                         <td><Time iso={key.created_at} /></td>
-                        <td>{createdBy(key.created_by)}</td>
+                        <td>{createdBy(key.created_by, value.keys)}</td>
                         <td>
                           {key.revoked_at
                             ? <span class="muted">revoked</span>
@@ -134,17 +133,19 @@ export const ApiKeys = ({ session }: { session: ConsoleSession }) => {
 }
 
 const CreateKey = (
-  { grantable, onCreated, onProblem }: { grantable: ReadonlyArray<string>; onCreated: (key: string) => void; onProblem: (text: string) => void }
+  { grantable, onCreated }: { grantable: ReadonlyArray<string>; onCreated: (key: string) => void }
 ) => {
   const [name, setName] = useState("")
   const [scopes, setScopes] = useState<ReadonlySet<string>>(new Set())
   const create = useMutation(createAtom)
+  const [refusal, setRefusal] = useState<RefusalValue | undefined>(undefined)
   return (
     <form
       class="form stack card"
       aria-labelledby="create-key"
       onSubmit={async (event) => {
         event.preventDefault()
+        setRefusal(undefined)
         const chosen = Scopes.filter((scope) => scopes.has(scope))
         const exit = await create.run({ payload: { ...(name.trim() ? { name: name.trim() } : {}), scopes: chosen }, reactivityKeys: ["keys"] })
         if (Exit.isSuccess(exit)) {
@@ -152,7 +153,7 @@ const CreateKey = (
           setScopes(new Set())
           return onCreated(exit.value.key)
         }
-        onProblem(`Could not create the key: ${describeProblem(problemOf(exit.cause))}`)
+        setRefusal(refusalOf(`Creating the key ${name.trim() === "" ? "(unnamed)" : name.trim()}`, problemOf(exit.cause)))
       }}
     >
       <h2 id="create-key">New API key</h2>
@@ -183,14 +184,20 @@ const CreateKey = (
         ))}
       </fieldset>
       <div class="actions"><button type="submit" class="primary" aria-describedby="key-outlives-session" disabled={create.busy || scopes.size === 0}>Create key</button></div>
+      <Refusal id="create-key-refusal" refusal={refusal} onDismiss={() => setRefusal(undefined)} />
     </form>
   )
 }
 
-/** Who made a key, as a person reads it: a console person's name, "API key", or the command line. */
-const createdBy = (actor: string | null) =>
-  actor === null
-    ? <span class="muted">command line</span>
-    : actor.startsWith("console:")
-    ? `${actor.slice("console:".length)} (console)`
-    : <span class="muted">API key</span>
+/** Who made a key, as a person reads it: a console person's name, the key that made it by name (and id), or the command line. */
+const createdBy = (actor: string | null, keys: ReadonlyArray<ApiKey>) => {
+  if (actor === null) return <span class="muted">command line</span>
+  if (actor.startsWith("console:")) return `${actor.slice("console:".length)} (console)`
+  const maker = keys.find((key) => key.id === actor)
+  return (
+    <>
+      {maker?.name ? `${maker.name} (API key)` : "API key"}
+      <code class="key-id">{actor}</code>
+    </>
+  )
+}

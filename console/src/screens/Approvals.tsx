@@ -12,24 +12,23 @@
  */
 import { Exit, Schema } from "effect"
 import { useEffect, useMemo, useRef, useState } from "preact/hooks"
-import { type ApprovalContext, type ApprovalHistoryItem, ApprovalListItem } from "../../../src/api/Approvals.ts"
+import { type ApprovalContext, ApprovalListItem } from "../../../src/api/Approvals.ts"
 import type { ConsoleSession } from "../../../src/api/Console.ts"
 import { problemOf, SvcApi } from "../api.ts"
 import { OwnAddress } from "./OwnAddress.tsx"
-import { Assignment, Decider, deciderName, EarlierSteps, EditFields, editPayload, hasVoted, ReasonField, Votes } from "../approval-parts.tsx"
+import { Assignment, Chain, deciderName, EarlierSteps, EditFields, editPayload, hasVoted, ReasonField, RequiredBy, Votes } from "../approval-parts.tsx"
+import { History } from "./ApprovalHistory.tsx"
 import { refresh, runMutation, useMutation } from "../atoms.ts"
 import { setQuery, useLocation } from "../router.ts"
 import { has, sessionAtom } from "../session.ts"
-import { describeProblem, formatDuration, Json, Notice, type NoticeValue, Time, useNow } from "../ui.tsx"
+import { describeProblem, formatDuration, Json, Notice, type NoticeValue, Refusal, refusalOf, type RefusalValue, Time, useNow } from "../ui.tsx"
 
 type Approval = typeof ApprovalListItem.Type
 type Context = typeof ApprovalContext.Type
-type HistoryItem = typeof ApprovalHistoryItem.Type
 
 const listAtom = SvcApi.mutation("approvals", "list")
 const decideAtom = SvcApi.mutation("approvals", "decide")
 const contextAtom = SvcApi.mutation("approvals", "context")
-const historyAtom = SvcApi.mutation("approvals", "history")
 const decodeItem = Schema.decodeUnknownExit(Schema.fromJsonString(ApprovalListItem))
 
 const STREAM = "/v1/agent-approvals/events/stream"
@@ -111,7 +110,7 @@ export const Approvals = ({ session }: { session: ConsoleSession }) => {
           tone: "info",
           text: item.status === "expired"
             ? `An approval for ${item.tool} expired: ${item.timeout_action === "allow" ? "allowed" : "rejected"} by its timeout action.`
-            : `An approval for ${item.tool} was ${item.status} elsewhere${item.decided_by ? ` by ${deciderName(item.decided_by)}` : ""}${
+            : `An approval for ${item.tool} was ${item.status} elsewhere${item.decided_by ? ` by ${deciderName(item.decided_by, item.key_names)}` : ""}${
               item.decision_reason ? `: “${item.decision_reason}”` : ""
             }.`
         })
@@ -196,7 +195,6 @@ export const Approvals = ({ session }: { session: ConsoleSession }) => {
                   })
                   setNotice({ tone: "warning", text })
                 }}
-                onError={(text) => setNotice({ tone: "error", text })}
               />
             ))}
           </ul>
@@ -207,7 +205,7 @@ export const Approvals = ({ session }: { session: ConsoleSession }) => {
 }
 
 const ApprovalCard = (
-  { item, canDecide, decider, assignedToMe, onDecided, onVoted, onGone, onError }: {
+  { item, canDecide, decider, assignedToMe, onDecided, onVoted, onGone }: {
     item: Approval
     canDecide: boolean
     /** Who this console's decisions are recorded as (`console:<person>`). */
@@ -218,7 +216,6 @@ const ApprovalCard = (
     /** A vote that left the approval pending (it needs more approvals). */
     onVoted: (snapshot: Partial<Approval>) => void
     onGone: (text: string) => void
-    onError: (text: string) => void
   }
 ) => {
   const now = useNow()
@@ -227,6 +224,8 @@ const ApprovalCard = (
   const [args, setArgs] = useState(() => JSON.stringify(item.arguments, null, 2))
   const [response, setResponse] = useState("")
   const [context, setContext] = useState<Context | undefined>(undefined)
+  /** The latest refusal of this card's Approve or Reject, shown under its buttons. */
+  const [refusal, setRefusal] = useState<RefusalValue | undefined>(undefined)
   useEffect(() => {
     let alive = true
     void runMutation(contextAtom, { params: { approval_id: item.approval_id } }).then((exit) => {
@@ -241,7 +240,9 @@ const ApprovalCard = (
   const submit = async (decision: "approve" | "reject") => {
     const given = reason.trim()
     const edit = editPayload(decision, item.arguments, args, response)
-    if (typeof edit === "string") return onError(`Could not ${decision}: ${edit}`)
+    const what = `${decision === "approve" ? "Approve" : "Reject"} of ${item.tool} (${item.action_class}, approval ${item.approval_id})`
+    setRefusal(undefined)
+    if (typeof edit === "string") return setRefusal({ what, why: `Nothing was sent: ${edit}` })
     const exit = await decide.run({
       params: { approval_id: item.approval_id },
       payload: given === "" ? { decision, ...edit } : { decision, reason: given, ...edit }
@@ -252,14 +253,17 @@ const ApprovalCard = (
       return onVoted(exit.value)
     }
     const problem = problemOf(exit.cause)
-    if (problem.code === "ALREADY_VOTED") return onError("You have already voted on this approval; it waits for someone else.")
+    if (problem.code === "ALREADY_VOTED") {
+      return setRefusal({ what, why: "You have already voted on this approval (with this or another of your keys); it waits for someone else." })
+    }
     if (problem.code === "NOT_ASSIGNED") {
-      return onError(`This approval is assigned to the reviewer group ${String(problem.error?.assigned_group ?? item.assigned_group)}: only its members and their delegates decide it.`)
+      const group = String(problem.error?.assigned_group ?? item.assigned_group)
+      return setRefusal({ what, why: `It is assigned to the reviewer group ${group}: only its members and their delegates decide it.` })
     }
     if (problem.code === "INVALID_TRANSITION" || problem.code === "NOT_FOUND") {
       return onGone(`This approval was closed elsewhere meanwhile${problem.error?.status_now ? ` (${String(problem.error.status_now)})` : ""}; nothing was changed.`)
     }
-    onError(`Could not ${decision}: ${describeProblem(problem)}`)
+    setRefusal(refusalOf(what, problem))
   }
   return (
     <li class="card" aria-labelledby={titleId}>
@@ -270,7 +274,9 @@ const ApprovalCard = (
           <dd>{item.task_id === null ? "none" : context === undefined ? "…" : context.task_name ?? "(deleted task)"}</dd>
         </div>
         <div><dt>Tool</dt><dd>{item.tool}</dd></div>
+        <RequiredBy item={item} />
         <Assignment item={item} />
+        <Chain item={item} />
         <div>
           <dt>{item.escalation === "pending" ? "Escalates in" : "Expires in"}</dt>
           <dd class="countdown" aria-live="off">
@@ -310,71 +316,9 @@ const ApprovalCard = (
             <button type="button" class="primary" disabled={decide.busy} onClick={() => submit("approve")}>Approve</button>
             <button type="button" class="danger" disabled={decide.busy} onClick={() => submit("reject")}>Reject</button>
           </div>
+          <Refusal id={`refusal-${item.approval_id}`} refusal={refusal} onDismiss={() => setRefusal(undefined)} />
         </>
       )}
     </li>
-  )
-}
-
-/** Closed approvals, the latest first: who decided, when and why. */
-const History = ({ closedCount }: { closedCount: number }) => {
-  const [items, setItems] = useState<ReadonlyArray<HistoryItem> | undefined>(undefined)
-  const [next, setNext] = useState<string | null>(null)
-  const [error, setError] = useState<string | undefined>(undefined)
-  const [busy, setBusy] = useState(false)
-  const load = async (cursor?: string) => {
-    setBusy(true)
-    const exit = await runMutation(historyAtom, { query: cursor === undefined ? { limit: 50 } : { limit: 50, cursor } })
-    setBusy(false)
-    if (Exit.isFailure(exit)) return setError(`Could not load the history: ${describeProblem(problemOf(exit.cause))}`)
-    setError(undefined)
-    setItems((current) => cursor === undefined ? exit.value.approvals : [...(current ?? []), ...exit.value.approvals])
-    setNext(exit.value.next_cursor)
-  }
-  useEffect(() => {
-    void load()
-  }, [closedCount])
-  if (error !== undefined) return <p class="notice error" role="alert">{error}</p>
-  if (items === undefined) return <p class="muted" aria-busy="true">Loading the history…</p>
-  if (items.length === 0) return <p class="empty">No approval has been decided or has expired yet.</p>
-  return (
-    <>
-      <div class="table-wrap">
-        <table aria-label="Decided and expired approvals">
-          <thead>
-            <tr>
-              <th scope="col">Tool</th>
-              <th scope="col">Task</th>
-              <th scope="col">Outcome</th>
-              <th scope="col">Who</th>
-              <th scope="col">When</th>
-              <th scope="col">Why</th>
-            </tr>
-          </thead>
-          <tbody>
-            {items.map((item) => (
-              <tr key={item.approval_id}>
-                <td>{item.tool} <span class="muted">· {item.action_class}</span></td>
-                <td>{item.task_name ?? <span class="muted">none</span>}</td>
-                <td>
-                  <span class={`badge ${item.status === "approved" ? "delivered" : item.status === "rejected" ? "rejected" : "warning"}`}>
-                    {item.status}
-                  </span>
-                  {item.status === "expired" && <span class="muted"> · {item.timeout_action === "allow" ? "allowed" : "rejected"} by timeout</span>}
-                </td>
-                <td>{item.status === "expired" ? <span class="muted">nobody</span> : <Decider decidedBy={item.decided_by} />}</td>
-                <td><Time iso={item.status === "expired" ? item.expires_at : item.decided_at} /></td>
-                <td class="why">{item.decision_reason ?? <span class="muted">—</span>}</td>
-              </tr>
-            ))}
-          </tbody>
-        </table>
-      </div>
-      {next !== null && (
-        <div class="actions">
-          <button type="button" disabled={busy} onClick={() => load(next)}>Show older</button>
-        </div>
-      )}
-    </>
   )
 }

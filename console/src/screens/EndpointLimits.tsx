@@ -4,6 +4,7 @@
  * password fields, sent, and never shown again: the API lists names only),
  * and an empty rate limit means unlimited.
  */
+import { useEffect, useRef } from "preact/hooks"
 import { MAX_RATE_LIMIT } from "../../../src/api/Notifications.ts"
 
 export interface HeaderRow {
@@ -20,27 +21,59 @@ export const ratePayload = (text: string): number | null => text.trim() === "" ?
 
 export const rateText = (rate: number | null) => rate === null ? "unlimited" : `${rate} per second`
 
+/**
+ * The header rows of a form; a row whose header the rules refuse (`refused`,
+ * by name in lower case) says why beside it, and the first such row's name
+ * takes the focus when they appear.
+ */
 export const HeaderRows = (
-  { legend, rows, onChange }: { legend: string; rows: ReadonlyArray<HeaderRow>; onChange: (rows: ReadonlyArray<HeaderRow>) => void }
+  { legend, rows, onChange, refused = new Map(), idPrefix }: {
+    legend: string
+    rows: ReadonlyArray<HeaderRow>
+    onChange: (rows: ReadonlyArray<HeaderRow>) => void
+    refused?: ReadonlyMap<string, string>
+    /** Makes the rows' message ids unique on the page. */
+    idPrefix: string
+  }
 ) => {
   const set = (index: number, row: HeaderRow) => onChange(rows.map((old, i) => (i === index ? row : old)))
+  const first = useRef<HTMLInputElement>(null)
+  const firstRefused = rows.findIndex((row) => refused.has(row.name.trim().toLowerCase()))
+  useEffect(() => {
+    if (refused.size > 0) first.current?.focus()
+  }, [refused])
   return (
     <fieldset>
       <legend>{legend}</legend>
       <p class="muted">Sent with every delivery, retry, replay and test event (at most 10). Values are stored encrypted and never shown again.</p>
-      {rows.map((row, index) => (
-        <div class="actions" key={index}>
-          <label class="inline">
-            Header name
-            <input type="text" value={row.name} placeholder="X-Routing-Key" onInput={(event) => set(index, { ...row, name: event.currentTarget.value })} />
-          </label>
-          <label class="inline">
-            Value
-            <input type="password" autocomplete="off" value={row.value} onInput={(event) => set(index, { ...row, value: event.currentTarget.value })} />
-          </label>
-          <button type="button" aria-label={`Remove header ${row.name || index + 1}`} onClick={() => onChange(rows.filter((_, i) => i !== index))}>Remove</button>
-        </div>
-      ))}
+      {rows.map((row, index) => {
+        const error = refused.get(row.name.trim().toLowerCase())
+        const errorId = `${idPrefix}-header-${index}-error`
+        return (
+          <div key={index}>
+            <div class="actions">
+              <label class="inline">
+                Header name
+                <input
+                  type="text"
+                  value={row.name}
+                  placeholder="X-Routing-Key"
+                  ref={index === firstRefused ? first : null}
+                  aria-invalid={error ? "true" : undefined}
+                  aria-describedby={error ? errorId : undefined}
+                  onInput={(event) => set(index, { ...row, name: event.currentTarget.value })}
+                />
+              </label>
+              <label class="inline">
+                Value
+                <input type="password" autocomplete="off" value={row.value} onInput={(event) => set(index, { ...row, value: event.currentTarget.value })} />
+              </label>
+              <button type="button" aria-label={`Remove header ${row.name || index + 1}`} onClick={() => onChange(rows.filter((_, i) => i !== index))}>Remove</button>
+            </div>
+            {error && <p id={errorId} class="field-error">{row.name.trim()} is refused: {error}.</p>}
+          </div>
+        )
+      })}
       {rows.length < 10 && <button type="button" onClick={() => onChange([...rows, { name: "", value: "" }])}>Add header</button>}
     </fieldset>
   )

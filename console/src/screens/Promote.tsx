@@ -13,6 +13,7 @@ type PromotePreview = typeof PromotePreviewSchema.Type
 import { problemOf, SvcApi } from "../api.ts"
 import { refresh, runMutation, useAtomValue, useMutation } from "../atoms.ts"
 import { setQuery, useLocation } from "../router.ts"
+import { taskLabels } from "../task-labels.ts"
 import { describeProblem, Json, Loaded, Notice, type NoticeValue, Time } from "../ui.tsx"
 
 const tasksAtom = SvcApi.query("tasks", "list", { query: { limit: 100 }, timeToLive: "60 seconds" })
@@ -46,7 +47,10 @@ export const Promote = () => {
                   <label>
                     Task
                     <select value={taskId ?? ""} onChange={(event) => setQuery({ task: event.currentTarget.value })}>
-                      {value.tasks.map((task) => <option key={task.id} value={task.id}>{task.name}</option>)}
+                      {(() => {
+                        const labels = taskLabels(value.tasks)
+                        return value.tasks.map((task) => <option key={task.id} value={task.id}>{labels.get(task.id)}</option>)
+                      })()}
                     </select>
                   </label>
                 </form>

@@ -13,6 +13,7 @@ import { useAtomValue, useMutation } from "../atoms.ts"
 import { jsonDiff } from "../diff.ts"
 import { setQuery, useLocation } from "../router.ts"
 import { has } from "../session.ts"
+import { shortId, taskLabels } from "../task-labels.ts"
 import { describeProblem, Json, Loaded, Notice, type NoticeValue, Time, useModal } from "../ui.tsx"
 
 const stageAtom = SvcApi.mutation("feedback", "stage")
@@ -45,7 +46,7 @@ export const Review = ({ session }: { session: ConsoleSession }) => {
     }), [taskId, status])
   const list = useAtomValue(listAtom)
   const tasks = useAtomValue(tasksAtom)
-  const taskNames = new Map(tasks._tag === "Success" ? tasks.value.tasks.map((task) => [task.id, task.name]) : [])
+  const taskNames = taskLabels(tasks._tag === "Success" ? tasks.value.tasks : [])
   const canDecide = has(session.scopes, "feedback.review") || has(session.scopes, "feedback.write")
 
   const [gone, setGone] = useState<ReadonlySet<string>>(new Set())
@@ -164,6 +165,9 @@ export const Review = ({ session }: { session: ConsoleSession }) => {
                         <span class={`badge ${item.status}`}>{item.status}</span>
                         <span>{taskNames.get(item.task_id) ?? "task"}</span>
                         <span class="muted">score {item.score}</span>
+                        <span class="muted queue-when">
+                          <Time iso={item.created_at} /> · <span class="id">{shortId(item.id)}</span>
+                        </span>
                         {item.redaction_warning && <span class="badge warning">redacted</span>}
                       </button>
                     </li>
@@ -205,7 +209,8 @@ const Detail = (
       <header class="detail-head">
         <h2>Correction {position}</h2>
         <dl class="facts">
-          <div><dt>Task</dt><dd>{taskName ?? item.task_id}</dd></div>
+          <div><dt>Task</dt><dd>{taskName ?? item.task_id}<code class="key-id">{item.task_id}</code></dd></div>
+          <div><dt>Correction</dt><dd><code class="id">{item.id}</code></dd></div>
           <div><dt>Score</dt><dd>{item.score === 1 ? "1 (right)" : item.score === -1 ? "-1 (wrong)" : "0 (neutral)"}</dd></div>
           <div><dt>Status</dt><dd>{item.status}</dd></div>
           <div><dt>Submitted</dt><dd><Time iso={item.created_at} /></dd></div>

@@ -9,7 +9,7 @@ import { useMemo, useState } from "preact/hooks"
 import { CreateTelemetryDestination, type TelemetryCompression, type TelemetryDestination, type TelemetryProtocol } from "../../../src/api/Telemetry.ts"
 import { type Problem, problemOf, SvcApi } from "../api.ts"
 import { refresh, useAtomValue, useMutation } from "../atoms.ts"
-import { Confirm, describeProblem, Loaded, Notice, type NoticeValue, Time, useInterval } from "../ui.tsx"
+import { Confirm, describeProblem, Loaded, Notice, type NoticeValue, Time, useInterval, Refusal, refusalOf, type RefusalValue } from "../ui.tsx"
 
 const destinationsAtom = SvcApi.query("telemetry", "list", { reactivityKeys: ["telemetry"] })
 const createAtom = SvcApi.mutation("telemetry", "create")
@@ -113,6 +113,8 @@ const CreateDestination = ({ onNotice }: { onNotice: (notice: NoticeValue) => vo
   const [rows, setRows] = useState<ReadonlyArray<HeaderRow>>([])
   const [urlError, setUrlError] = useState<string | undefined>(undefined)
   const [headerErrors, setHeaderErrors] = useState<ReadonlyMap<string, string>>(new Map())
+  /** The latest refusal of this form, said under its button. */
+  const [refusal, setRefusal] = useState<RefusalValue | undefined>(undefined)
   const create = useMutation(createAtom)
   const setRow = (key: number, change: Partial<HeaderRow>) =>
     setRows((current) => current.map((row) => (row.key === key ? { ...row, ...change } : row)))
@@ -124,25 +126,27 @@ const CreateDestination = ({ onNotice }: { onNotice: (notice: NoticeValue) => vo
         event.preventDefault()
         setUrlError(undefined)
         setHeaderErrors(new Map())
+        setRefusal(undefined)
+        const what = `Creating the destination ${url.trim() || "(no URL)"}`
         const headers = Object.fromEntries(rows.filter((row) => row.name.trim() !== "").map((row) => [row.name.trim(), row.value]))
         const refused = refusedHeaders(headers)
         if (refused.size > 0) {
           setHeaderErrors(refused)
-          return onNotice({ tone: "error", text: headersRefused(refused.size) })
+          return setRefusal({ what, why: headersRefused(refused.size) })
         }
         const exit = await create.run({ payload: { url, protocol, compression, ...(rows.length > 0 ? { headers } : {}) }, reactivityKeys: ["telemetry"] })
         if (Exit.isSuccess(exit)) return onNotice({ tone: "success", text: `Destination ${exit.value.url_hint} created.` })
         const problem = problemOf(exit.cause)
-        if (problem.code === "INVALID_URL") return setUrlError(problem.detail ?? problem.title)
+        if (problem.code === "INVALID_URL") setUrlError(problem.detail ?? problem.title)
         if (problem.code === "INVALID_HEADERS") {
           const issues = (problem.error?.errors as ReadonlyArray<{ field: string; message: string }> | undefined) ??
             (problem.error?.field ? [{ field: String(problem.error.field), message: problem.detail ?? problem.title }] : [])
           const byName = new Map<string, string>()
           for (const issue of issues) byName.set(headerName(issue.field).toLowerCase(), issue.message)
           setHeaderErrors(byName)
-          return onNotice({ tone: "error", text: headersRefused(byName.size) })
+          return setRefusal({ what, why: headersRefused(byName.size) })
         }
-        onNotice({ tone: "error", text: `Could not create the destination: ${describeProblem(problem)}` })
+        setRefusal(refusalOf(what, problem))
       }}
     >
       <h2 id="create-destination">New destination</h2>
@@ -196,6 +200,7 @@ const CreateDestination = ({ onNotice }: { onNotice: (notice: NoticeValue) => vo
         <button type="button" onClick={() => setRows((current) => [...current, { key: nextRow++, name: "", value: "" }])}>Add header</button>
       </fieldset>
       <div class="actions"><button type="submit" class="primary" disabled={create.busy}>Create destination</button></div>
+      <Refusal id="create-destination-refusal" refusal={refusal} onDismiss={() => setRefusal(undefined)} />
     </form>
   )
 }

@@ -7,26 +7,26 @@
  * Secrets are shown once, when the API returns them, and kept nowhere.
  */
 import { Exit } from "effect"
-import { useMemo, useState } from "preact/hooks"
+import { useState } from "preact/hooks"
 import { ApprovalEventTypes } from "../../../src/api/Approvals.ts"
-import { EndpointEventTypes, type NotificationEndpoint } from "../../../src/api/Notifications.ts"
+import { CreateEndpoint as CreateEndpointPayload, EndpointEventTypes, type NotificationEndpoint, UpdateEndpoint } from "../../../src/api/Notifications.ts"
 import { problemOf, SvcApi } from "../api.ts"
-import { refresh, useAtomValue, useMutation } from "../atoms.ts"
+import { useAtomValue, useMutation } from "../atoms.ts"
 import { setQuery, useLocation } from "../router.ts"
-import { Confirm, describeProblem, Loaded, Notice, type NoticeValue, SecretOnce, Time, useInterval } from "../ui.tsx"
+import { refusedHeaders } from "../header-rules.ts"
+import { actorName, useKeyNames } from "../key-names.ts"
+import { Confirm, Loaded, Notice, type NoticeValue, Refusal, refusalOf, type RefusalValue, SecretOnce, Time } from "../ui.tsx"
+import { EndpointHealth } from "./EndpointHealth.tsx"
+import { ReviewerEmail } from "./ReviewerEmail.tsx"
 import { Deliveries, noDeliveryFilters } from "./Deliveries.tsx"
 import { type HeaderRow, HeaderRows, headersPayload, RateLimitField, ratePayload, rateText } from "./EndpointLimits.tsx"
 import { type AuthDraft, AuthenticationFields, authPayload, authText, emptyAuth } from "./EndpointAuthentication.tsx"
 
 const endpointsAtom = SvcApi.query("notifications", "list", { reactivityKeys: ["endpoints"] })
-const settingsAtom = SvcApi.query("notifications", "getSettings", { reactivityKeys: ["settings"] })
 const createAtom = SvcApi.mutation("notifications", "create")
 const updateAtom = SvcApi.mutation("notifications", "update")
 const removeAtom = SvcApi.mutation("notifications", "remove")
 const rotateAtom = SvcApi.mutation("notifications", "rotateSecret")
-const saveSettingsAtom = SvcApi.mutation("notifications", "updateSettings")
-const testAtom = SvcApi.mutation("notifications", "test")
-const replayFailedAtom = SvcApi.mutation("notifications", "replayFailed")
 
 /** Every event type an endpoint can subscribe to, approval events first. */
 const allEventTypes: ReadonlyArray<string> = [...ApprovalEventTypes, ...EndpointEventTypes]
@@ -36,13 +36,6 @@ const parseActionClasses = (text: string): ReadonlyArray<string> | null => {
   const entries = text.split(/[\s,]+/).map((entry) => entry.trim()).filter((entry) => entry.length > 0)
   return entries.length === 0 ? null : entries
 }
-
-const replayWindows = [
-  { hours: 1, label: "the last hour" },
-  { hours: 6, label: "the last 6 hours" },
-  { hours: 24, label: "the last 24 hours" },
-  { hours: 72, label: "the last 3 days" }
-]
 
 const overlaps = [
   { seconds: 0, label: "None (it stops now; older ones keep their end)" },
@@ -90,14 +83,7 @@ export const Webhooks = () => {
       <h1 id="page-title" tabIndex={-1}>Webhooks</h1>
       <Notice notice={notice} onClose={() => setNotice(undefined)} />
       {secret && <SecretOnce label={secret.label} secret={secret.value} onDone={() => setSecret(undefined)} />}
-      <CreateEndpoint
-        onCreated={(value) => {
-          setSecret({ label: "Signing secret of the new endpoint", value })
-          setNotice({ tone: "success", text: "Endpoint created." })
-        }}
-        onProblem={(text) => setNotice({ tone: "error", text })}
-      />
-      <h2>Endpoints</h2>
+      <h2 id="endpoints-title">Endpoints</h2>
       <Loaded result={endpoints} what="endpoints">
         {(value) =>
           value.endpoints.length === 0
@@ -116,12 +102,22 @@ export const Webhooks = () => {
               </ul>
             )}
       </Loaded>
+      <CreateEndpoint
+        onCreated={(value) => {
+          setSecret({ label: "Signing secret of the new endpoint", value })
+          setNotice({ tone: "success", text: "Endpoint created." })
+        }}
+      />
       <ReviewerEmail onNotice={setNotice} />
     </section>
   )
 }
 
-const CreateEndpoint = ({ onCreated, onProblem }: { onCreated: (secret: string) => void; onProblem: (text: string) => void }) => {
+/** The contract's rules for a new endpoint's headers, checked at each row before sending. */
+const createHeaderRules = CreateEndpointPayload.fields.headers.schema
+const updateHeaderRules = UpdateEndpoint.fields.headers.schema
+
+const CreateEndpoint = ({ onCreated }: { onCreated: (secret: string) => void }) => {
   const [url, setUrl] = useState("")
   const [events, setEvents] = useState<ReadonlySet<string>>(new Set(ApprovalEventTypes))
   const [classes, setClasses] = useState("")
@@ -129,6 +125,8 @@ const CreateEndpoint = ({ onCreated, onProblem }: { onCreated: (secret: string) 
   const [rate, setRate] = useState("")
   const [auth, setAuth] = useState<AuthDraft>(emptyAuth)
   const [error, setError] = useState<string | undefined>(undefined)
+  const [refused, setRefused] = useState<ReadonlyMap<string, string>>(new Map())
+  const [refusal, setRefusal] = useState<RefusalValue | undefined>(undefined)
   const create = useMutation(createAtom)
   return (
     <form
@@ -137,12 +135,17 @@ const CreateEndpoint = ({ onCreated, onProblem }: { onCreated: (secret: string) 
       onSubmit={async (event) => {
         event.preventDefault()
         setError(undefined)
+        setRefusal(undefined)
+        const headerMap = headersPayload(headers)
+        const refusedNow = refusedHeaders(createHeaderRules, headerMap)
+        setRefused(refusedNow)
+        if (refusedNow.size > 0) return
         const exit = await create.run({
           payload: {
             url,
             events: allEventTypes.filter((type) => events.has(type)),
             action_classes: parseActionClasses(classes),
-            headers: headersPayload(headers),
+            headers: headerMap,
             rate_limit: ratePayload(rate),
             ...authPayload(auth)
           },
@@ -158,13 +161,8 @@ const CreateEndpoint = ({ onCreated, onProblem }: { onCreated: (secret: string) 
           return onCreated(exit.value.secret)
         }
         const problem = problemOf(exit.cause)
-        if (
-          problem.code === "INVALID_URL" || problem.code === "INVALID_WEBHOOK_EVENTS" || problem.code === "INVALID_HEADERS" ||
-          problem.code === "INVALID_REQUEST"
-        ) {
-          setError(problem.detail ?? problem.title)
-        }
-        else onProblem(`Could not create the endpoint: ${describeProblem(problem)}`)
+        if (problem.code === "INVALID_URL") setError(problem.detail ?? problem.title)
+        setRefusal(refusalOf(`Creating the endpoint ${url.trim() || "(no URL)"}`, problem))
       }}
     >
       <h2 id="create-endpoint">New endpoint</h2>
@@ -191,10 +189,11 @@ const CreateEndpoint = ({ onCreated, onProblem }: { onCreated: (secret: string) 
         Only these action classes (comma-separated, e.g. payments.*, email.send; empty for all)
         <input type="text" value={classes} placeholder="payments.*, email.send" onInput={(event) => setClasses(event.currentTarget.value)} />
       </label>
-      <HeaderRows legend="Custom headers" rows={headers} onChange={setHeaders} />
+      <HeaderRows legend="Custom headers" rows={headers} onChange={setHeaders} refused={refused} idPrefix="create-endpoint" />
       <RateLimitField value={rate} onChange={setRate} />
       <AuthenticationFields legend="Authentication" draft={auth} onChange={setAuth} />
       <div class="actions"><button type="submit" class="primary" disabled={create.busy || events.size === 0}>Create endpoint</button></div>
+      <Refusal id="create-endpoint-refusal" refusal={refusal} onDismiss={() => setRefusal(undefined)} />
     </form>
   )
 }
@@ -229,6 +228,11 @@ const EndpointCard = (
   // A leaked secret: the new one alone signs from now, every earlier one ends (at the cap of secrets in use too).
   const [endAll, setEndAll] = useState(false)
   const [confirming, setConfirming] = useState(false)
+  const [refused, setRefused] = useState<ReadonlyMap<string, string>>(new Map())
+  /** The latest refusal of this card's controls, said in the card. */
+  const [refusal, setRefusal] = useState<RefusalValue | undefined>(undefined)
+  const refuse = (what: string) => (problem: Parameters<typeof refusalOf>[1]) => setRefusal(refusalOf(`${what} of ${endpoint.url_hint}`, problem))
+  const keyNames = useKeyNames()
   const update = useMutation(updateAtom)
   const remove = useMutation(removeAtom)
   const rotate = useMutation(rotateAtom)
@@ -253,13 +257,17 @@ const EndpointCard = (
         <div><dt>Custom headers</dt><dd>{endpoint.headers.length === 0 ? "none" : `${endpoint.headers.join(", ")} (values hidden)`}</dd></div>
         <div><dt>Rate limit</dt><dd>{rateText(endpoint.rate_limit)}</dd></div>
         <div><dt>Authentication</dt><dd>{authText(endpoint)}</dd></div>
-        <div><dt>Created</dt><dd><Time iso={endpoint.created_at} /> by {endpoint.created_by}</dd></div>
+        <div><dt>Created</dt><dd><Time iso={endpoint.created_at} /> by {actorName(endpoint.created_by, keyNames)}</dd></div>
       </dl>
       {editing
         ? (
           <form
             onSubmit={async (event) => {
               event.preventDefault()
+              setRefusal(undefined)
+              const refusedNow = headers === undefined ? new Map<string, string>() : refusedHeaders(updateHeaderRules, headersPayload(headers))
+              setRefused(refusedNow)
+              if (refusedNow.size > 0) return
               const exit = await update.run({
                 params: { id: endpoint.id },
                 payload: {
@@ -276,7 +284,7 @@ const EndpointCard = (
                 setHeaders(undefined)
                 setAuth(undefined)
                 onNotice({ tone: "success", text: `Events of ${endpoint.url_hint} saved.` })
-              } else onNotice({ tone: "error", text: `Could not save the events: ${describeProblem(problemOf(exit.cause))}` })
+              } else refuse("Saving the events")(problemOf(exit.cause))
             }}
           >
             <EventChoices legend={`Events for ${endpoint.url_hint}`} selected={events} onChange={setEvents} />
@@ -292,7 +300,15 @@ const EndpointCard = (
                   <button type="button" onClick={() => setHeaders(endpoint.headers.map((name) => ({ name, value: "" })))}>Replace headers</button>
                 </p>
               )
-              : <HeaderRows legend={`Custom headers for ${endpoint.url_hint} (replace the whole set; type every value again)`} rows={headers} onChange={setHeaders} />}
+              : (
+                <HeaderRows
+                  legend={`Custom headers for ${endpoint.url_hint} (replace the whole set; type every value again)`}
+                  rows={headers}
+                  onChange={setHeaders}
+                  refused={refused}
+                  idPrefix={titleId}
+                />
+              )}
             <RateLimitField value={rate} onChange={setRate} />
             {auth === undefined
               ? (
@@ -329,6 +345,7 @@ const EndpointCard = (
               type="button"
               disabled={rotate.busy}
               onClick={async () => {
+                setRefusal(undefined)
                 const payload = endAll ? { overlap_seconds: 0, expire_previous: "all" as const } : { overlap_seconds: overlap }
                 const exit = await rotate.run({ params: { id: endpoint.id }, payload, reactivityKeys: ["endpoints"] })
                 if (Exit.isSuccess(exit)) {
@@ -342,7 +359,14 @@ const EndpointCard = (
                         new Date(exit.value.previous_secret_expires_at).toLocaleString()
                       }.`
                   })
-                } else onNotice({ tone: "error", text: `Could not rotate the secret: ${describeProblem(problemOf(exit.cause))}` })
+                } else {
+                  const problem = problemOf(exit.cause)
+                  const refused = refusalOf(`Rotating the signing secret of ${endpoint.url_hint}`, problem)
+                  setRefusal(problem.code !== "LIMIT_REACHED" || endAll ? refused : {
+                    ...refused,
+                    why: `${refused.why} Keeping the latest secret beside a new one would sign with one secret too many: choose a shorter overlap, or End every earlier secret now.`
+                  })
+                }
               }}
             >
               Rotate secret
@@ -363,12 +387,13 @@ const EndpointCard = (
           const exit = await remove.run({ params: { id: endpoint.id }, reactivityKeys: ["endpoints"] })
           setConfirming(false)
           if (Exit.isSuccess(exit)) onNotice({ tone: "success", text: `Endpoint ${endpoint.url_hint} deleted.` })
-          else onNotice({ tone: "error", text: `Could not delete: ${describeProblem(problemOf(exit.cause))}` })
+          else refuse("Deleting")(problemOf(exit.cause))
         }}
       >
         <p><strong>{endpoint.url_hint}</strong> stops receiving events at once. This cannot be undone.</p>
       </Confirm>
-      <EndpointHealth endpoint={endpoint} onNotice={onNotice} />
+      <Refusal id={`refusal-${endpoint.id}`} refusal={refusal} onDismiss={() => setRefusal(undefined)} />
+      <EndpointHealth endpoint={endpoint} onNotice={onNotice} onRefusal={setRefusal} />
       {showDeliveries && <Deliveries endpoint={endpoint} onNotice={onNotice} />}
     </li>
   )
@@ -399,170 +424,4 @@ const HealthBanner = ({ endpoint, cooling }: { endpoint: NotificationEndpoint; c
     )
   }
   return null
-}
-
-const percent = (rate: number | null) => rate === null ? "—" : `${(rate * 100).toFixed(rate === 1 || rate === 0 ? 0 : 1)} %`
-const millis = (value: number | null) => value === null ? "—" : `${value} ms`
-
-/** Delivery statistics of the last 24 hours, a test event, and a bulk replay counted before it queues. */
-const EndpointHealth = ({ endpoint, onNotice }: { endpoint: NotificationEndpoint; onNotice: (notice: NoticeValue) => void }) => {
-  const statsAtom = useMemo(() => SvcApi.query("notifications", "stats", { params: { id: endpoint.id }, reactivityKeys: ["stats"] }), [endpoint.id])
-  const stats = useAtomValue(statsAtom)
-  useInterval(() => refresh(statsAtom), 5000)
-  const test = useMutation(testAtom)
-  const replayFailed = useMutation(replayFailedAtom)
-  const [hours, setHours] = useState(24)
-  const [counted, setCounted] = useState<{ since: string; matched: number; fits: number } | undefined>(undefined)
-  const statsId = `stats-${endpoint.id}`
-  return (
-    <div class="health">
-      <h4 id={statsId}>Last 24 hours</h4>
-      <Loaded result={stats} what="the delivery statistics">
-        {(value) => (
-          <dl class="facts" aria-labelledby={statsId}>
-            <div><dt>Delivered</dt><dd>{value.delivered}</dd></div>
-            <div><dt>Failed</dt><dd>{value.failed}</dd></div>
-            <div><dt>Pending</dt><dd>{value.pending}</dd></div>
-            <div><dt>Success rate</dt><dd>{percent(value.success_rate)}</dd></div>
-            <div><dt>Duration p50</dt><dd>{millis(value.duration_ms_p50)}</dd></div>
-            <div><dt>Duration p95</dt><dd>{millis(value.duration_ms_p95)}</dd></div>
-          </dl>
-        )}
-      </Loaded>
-      <div class="actions">
-        <button
-          type="button"
-          disabled={test.busy}
-          onClick={async () => {
-            const exit = await test.run({ params: { id: endpoint.id }, payload: {}, reactivityKeys: ["deliveries"] })
-            if (Exit.isSuccess(exit)) {
-              onNotice({
-                tone: "success",
-                text: exit.value.status === undefined
-                  ? `Test event delivered to ${endpoint.url_hint}: the broker acknowledged it in ${exit.value.duration_ms} ms.`
-                  : `Test event delivered to ${endpoint.url_hint}: the receiver answered ${exit.value.status} in ${exit.value.duration_ms} ms.`
-              })
-              return
-            }
-            const problem = problemOf(exit.cause)
-            const error = problem.error ?? {}
-            onNotice({
-              tone: problem.code === "RATE_LIMITED" ? "warning" : "error",
-              text: problem.code === "DELIVERY_FAILED"
-                ? `Test event not accepted by ${endpoint.url_hint}: ${String(error.error ?? problem.detail)}.`
-                : problem.code === "RATE_LIMITED"
-                ? `Too many test events for this endpoint; try again in ${String(error.retry_after_seconds)} s.`
-                : `Could not send a test event: ${describeProblem(problem)}`
-            })
-          }}
-        >
-          Send test event
-        </button>
-        <label class="inline">
-          Replay failed since
-          <select value={hours} onChange={(event) => {
-            setHours(Number(event.currentTarget.value))
-            setCounted(undefined)
-          }}>
-            {replayWindows.map((choice) => <option key={choice.hours} value={choice.hours}>{choice.label}</option>)}
-          </select>
-        </label>
-        <button
-          type="button"
-          disabled={replayFailed.busy}
-          onClick={async () => {
-            const since = new Date(Date.now() - hours * 3600_000).toISOString()
-            const exit = await replayFailed.run({ params: { id: endpoint.id }, payload: { since, dry_run: true } })
-            if (Exit.isSuccess(exit)) setCounted({ since, matched: exit.value.matched, fits: exit.value.queued })
-            else onNotice({ tone: "error", text: `Could not count failed deliveries: ${describeProblem(problemOf(exit.cause))}` })
-          }}
-        >
-          Count failed
-        </button>
-      </div>
-      {counted && (
-        <div class="notice info" role="status">
-          <p>
-            {counted.matched === 0
-              ? "No failed deliveries in that window."
-              : `${counted.matched} failed ${counted.matched === 1 ? "delivery" : "deliveries"} since ${new Date(counted.since).toLocaleString()}; ${counted.fits} fit the queue now.`}
-          </p>
-          {counted.matched > 0 && (
-            <div class="actions">
-              <button
-                type="button"
-                class="primary"
-                disabled={replayFailed.busy || counted.fits === 0}
-                onClick={async () => {
-                  const exit = await replayFailed.run({ params: { id: endpoint.id }, payload: { since: counted.since }, reactivityKeys: ["deliveries", "stats"] })
-                  setCounted(undefined)
-                  if (Exit.isSuccess(exit)) {
-                    const { queued, not_queued } = exit.value
-                    onNotice({
-                      tone: not_queued > 0 ? "warning" : "success",
-                      text: `${queued} failed ${queued === 1 ? "delivery" : "deliveries"} queued again${not_queued > 0 ? `; ${not_queued} did not fit the queue and stay failed (replay again once it drains)` : ""}.`
-                    })
-                  } else onNotice({ tone: "error", text: `Could not replay: ${describeProblem(problemOf(exit.cause))}` })
-                }}
-              >
-                Replay these {counted.fits}
-              </button>
-              <button type="button" onClick={() => setCounted(undefined)}>Cancel</button>
-            </div>
-          )}
-        </div>
-      )}
-    </div>
-  )
-}
-
-const ReviewerEmail = ({ onNotice }: { onNotice: (notice: NoticeValue) => void }) => {
-  const settings = useAtomValue(settingsAtom)
-  const save = useMutation(saveSettingsAtom)
-  const [draft, setDraft] = useState<string | undefined>(undefined)
-  return (
-    <section class="card" aria-labelledby="reviewer-email">
-      <h2 id="reviewer-email">Reviewer email</h2>
-      <Loaded result={settings} what="the notification settings">
-        {(value) => (
-          <form
-            class="form"
-            onSubmit={async (event) => {
-              event.preventDefault()
-              const address = (draft ?? value.reviewer_email ?? "").trim()
-              const exit = await save.run({ payload: { reviewer_email: address === "" ? null : address }, reactivityKeys: ["settings"] })
-              if (Exit.isSuccess(exit)) {
-                setDraft(undefined)
-                onNotice({
-                  tone: "success",
-                  text: exit.value.reviewer_email === null
-                    ? "Reviewer email cleared."
-                    : exit.value.reviewer_email_status === "confirmed"
-                    ? `Reviewer email set to ${exit.value.reviewer_email}.${exit.value.email_notifier ? "" : " Email is not sent until the service has an SMTP server (SVC_SMTP_URL)."}`
-                    : `Reviewer email set to ${exit.value.reviewer_email}, pending confirmation: a confirmation mail goes there (through the service's SMTP server, SVC_SMTP_URL). It gets no approval request until its link is opened.`
-                })
-              } else onNotice({ tone: "error", text: `Could not save the reviewer email: ${describeProblem(problemOf(exit.cause))}` })
-            }}
-          >
-            <label>
-              Address that gets approval requests and deadline notices
-              <input type="email" value={draft ?? value.reviewer_email ?? ""} onInput={(event) => setDraft(event.currentTarget.value)} placeholder="reviewers@example.com" />
-            </label>
-            <button type="submit" disabled={save.busy}>Save email</button>
-            {value.reviewer_email !== null && (
-              <p>
-                <span class={`badge ${value.reviewer_email_status === "confirmed" ? "active" : "pending"}`}>
-                  {value.reviewer_email_status === "confirmed" ? "confirmed" : "pending confirmation"}
-                </span>{" "}
-                {value.reviewer_email_status === "confirmed"
-                  ? `${value.reviewer_email} confirmed it reads this service's mail.`
-                  : `${value.reviewer_email} gets no approval request until the link of its confirmation mail is opened. Save the address again to send a new one.`}
-              </p>
-            )}
-            <p class="muted">{value.email_notifier ? "Email is active." : "Email is off (no confirmed address, or no SMTP server configured)."}</p>
-          </form>
-        )}
-      </Loaded>
-    </section>
-  )
 }
