@@ -48,6 +48,7 @@ import type { ResourceLimits, Worker } from "node:worker_threads"
 import type { Answer, Op, OpenOptions, Request } from "./embedded-worker.ts"
 import { siblingModule, startWorker } from "../../platform/ModuleUrl.ts"
 import { takeEarlyWorker } from "./EarlyWorker.ts"
+import { countStatement, type TransactionState } from "../WorkCounts.ts"
 
 export interface EmbeddedSessionOptions extends OpenOptions {
   /** The watchdog: how long one statement may run. */
@@ -325,7 +326,8 @@ const toPglite = (params: ReadonlyArray<unknown>): { readonly params: ReadonlyAr
   return { params: out, types }
 }
 
-class EmbeddedConnection implements Connection {
+class EmbeddedConnection implements Connection, TransactionState {
+  inTransaction = false
   readonly session: EmbeddedSession
   constructor(session: EmbeddedSession) {
     this.session = session
@@ -339,7 +341,11 @@ class EmbeddedConnection implements Connection {
           fiber.getRef(StatementAllowance)
         )
       ),
-      (answer) => answer.result!
+      (answer) => {
+        const result = answer.result!
+        countStatement(this, result.command, result.affectedRows)
+        return result
+      }
     )
   }
   execute(sql: string, params: ReadonlyArray<unknown>, transformRows: (<A extends object>(row: ReadonlyArray<A>) => ReadonlyArray<A>) | undefined) {
