@@ -88,32 +88,46 @@ const snapshot = async (meter: Meter) => {
   return values
 }
 
-/** Reads the work of the meters that count it, once the slowest source has settled. */
-const readWork = async (meters: ReadonlyArray<Meter>) => {
+/**
+ * Reads the work of the meters that count it: sources that publish at once
+ * next to the CPU's window, the late ones (`settleMs`) after waiting for
+ * them, before the window (for the work before it) and after it.
+ */
+const readWork = async (meters: ReadonlyArray<Meter>, when: "before" | "after") => {
   const sources = meters.filter((meter) => meter.work !== undefined)
   const settle = Math.max(0, ...sources.map((meter) => meter.work!.settleMs ?? 0))
-  if (settle > 0) await sleep(settle)
-  return Promise.all(sources.map(async (meter) => [meter.name, await meter.work!.read().catch(() => undefined)] as const))
+  const read = (late: boolean) =>
+    Promise.all(
+      sources.filter((meter) => (meter.work!.settleMs ?? 0) > 0 === late)
+        .map(async (meter) => [meter.name, await meter.work!.read().catch(() => undefined)] as const)
+    )
+  const wait = () => settle > 0 ? sleep(settle) : Promise.resolve()
+  if (when === "before") {
+    await wait()
+    const late = await read(true)
+    return new Map([...late, ...await read(false)])
+  }
+  const prompt = await read(false)
+  await wait()
+  return new Map([...prompt, ...await read(true)])
 }
 
 /**
  * Runs `body` and answers its result with the CPU time each meter used
  * meanwhile, in µs, and the database work of the meters that count it
  * (`work`; a source that publishes late is waited for, before and after,
- * outside the CPU's window, and whatever ran during that wait is counted
- * too). A pid that appears during the run counts whole (it started then);
+ * outside the CPU's window, and whatever ran during that wait is in its
+ * counts). A pid that appears during the run counts whole (it started then);
  * one that ends during the run is lost (a note says so).
  */
 export const measureCpu = async <A>(meters: ReadonlyArray<Meter>, body: () => Promise<A>) => {
-  const workBefore = await readWork(meters)
+  const workBefore = await readWork(meters, "before")
   const before = await Promise.all(meters.map(snapshot))
   const result = await body()
   const after = await Promise.all(meters.map(snapshot))
-  const workAfter = await readWork(meters)
+  const workAfter = await readWork(meters, "after")
   const work: Record<string, Work | undefined> = {}
-  workBefore.forEach(([name, counts], i) => {
-    work[name] = workDelta(counts, workAfter[i]![1])
-  })
+  for (const [name, counts] of workBefore) work[name] = workDelta(counts, workAfter.get(name))
   const cpu: Record<string, number> = {}
   meters.forEach((meter, i) => {
     let used = 0

@@ -119,7 +119,7 @@ export const freshDatabase = async (kind: DatabaseKind, label: string): Promise<
         withAdmin(async (admin) =>
           (await admin.query<{ pid: number }>("SELECT pid FROM pg_stat_activity WHERE datname = $1", [name])).rows.map((row) => row.pid)
         ),
-      work: postgresWork(name, withAdmin)
+      ...(postgresWork(name, withAdmin) === undefined ? {} : { work: postgresWork(name, withAdmin)! })
     },
     drop: () => withAdmin(async (admin) => void (await admin.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`)))
   }

@@ -45,9 +45,19 @@ export const svcWork = (metricsUrl: string): WorkSource => ({
   }
 })
 
+/**
+ * How long PostgreSQL's statistics take to hold work just done: a busy
+ * backend publishes its counts at most once a second, and what it did in
+ * its last second once it has been idle for 10 s (PostgreSQL 15's
+ * `PGSTAT_IDLE_INTERVAL`). `BENCH_PG_WORK=0` leaves PostgreSQL's side out
+ * (and its waits).
+ */
+const PG_STATS_SETTLE_MS = 10_500
+
 /** PostgreSQL's statistics of database `name`, read through a client `withAdmin` lends (on another database). */
-export const postgresWork = (name: string, withAdmin: <A>(f: (client: pg.Client) => Promise<A>) => Promise<A>): WorkSource => ({
-  settleMs: 1_100,
+export const postgresWork = (name: string, withAdmin: <A>(f: (client: pg.Client) => Promise<A>) => Promise<A>): WorkSource | undefined =>
+  process.env.BENCH_PG_WORK === "0" ? undefined : {
+  settleMs: PG_STATS_SETTLE_MS,
   read: () =>
     withAdmin(async (admin) => {
       const { rows } = await admin.query<{ xact: string; written: string }>(
@@ -57,7 +67,7 @@ export const postgresWork = (name: string, withAdmin: <A>(f: (client: pg.Client)
       const row = rows[0]
       return row === undefined ? undefined : { transactions: Number(row.xact), rowsWritten: Number(row.written) }
     })
-})
+}
 
 export const workDelta = (before: Work | undefined, after: Work | undefined): Work | undefined =>
   before === undefined || after === undefined ? undefined : {
@@ -100,4 +110,4 @@ export const sumWork = (measured: ReadonlyArray<Readonly<Record<string, Work | u
 
 /** The note every scenario that prints work per item carries. */
 export const WORK_NOTE =
-  "work/item: svc = its database client's counts from its /metrics (tx = transactions committed, a statement outside a transaction being one; st = statements, BEGIN and COMMIT included; rows = rows its INSERT/UPDATE/DELETE tags report), postgres = pg_stat_database of the run's database (xact_commit; tup_inserted+updated+deleted), every client of it; read 1.1 s after the measured work, so what ran in that second is in it; - = not counted (a checkout without the counters, or PGlite's side)."
+  "work/item: svc = its database client's counts from its /metrics (tx = transactions committed, a statement outside a transaction being one; st = statements, BEGIN and COMMIT included; rows = rows its INSERT/UPDATE/DELETE tags report), postgres = pg_stat_database of the run's database (xact_commit; tup_inserted+updated+deleted), every client of it; read 10.5 s after the measured work (when PostgreSQL has published it; BENCH_PG_WORK=0 leaves it out), so what ran in those seconds is in it; svc's read right before and after the work; - = not counted (a checkout without the counters, or PGlite's side)."
