@@ -128,7 +128,7 @@ const runKind = async (
   const svc = await startSvc(checkout, database, { SVC_ALLOWED_TARGET_CIDRS: "127.0.0.0/8", SVC_EXTRA_CA_FILE: context.tls.caFile }, logFile)
   const route = `/latency-${kind}-${checkout.label}-${context.database}`
   const phases: Array<Phase> = []
-  const notes: Array<string> = [WORK_NOTE]
+  const notes: Array<string> = []
   try {
     const { orgId, key } = await svc.provision()
     await svc.api(key, "POST", "/v1/notification-endpoints", { url: `${receiverUrl}${route}`, events: ["approval.requested"] })
