@@ -18,9 +18,9 @@
  *   prints both).
  *
  * One set per process (a process has one database; tests that open many
- * read differences). The cost is three additions and a comparison of the
- * command tag's first character per statement, well under a microsecond
- * beside a statement's 30-300 µs.
+ * read differences). The cost is a few additions and comparisons of the
+ * command tag per statement: 7-11 ns in a loop of 10 million (a loaded
+ * 2-core machine), beside a statement's 30-300 µs.
  */
 
 /** The counts so far; plain numbers, read and reset by nobody but readers taking differences. */
