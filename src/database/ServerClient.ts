@@ -6,8 +6,8 @@
  * without a copy. `PgClient.make` keeps its connection wrapper private,
  * hence this assembly of its public parts (`PgPool`, `PgClient.makeCompiler`,
  * `SqlClient.make`); it follows `@effect/sql-pg` 4.0 and a test
- * (`test/integration/database/work-counts.test.ts`) fails if the counts stop
- * matching the work.
+ * (`test/integration/database/work-counts.test.ts`) fails if the counts no
+ * longer match the work.
  */
 import { PgClient, PgPool } from "@effect/sql-pg"
 import type * as PgConnection from "@effect/sql-pg/PgConnection"
