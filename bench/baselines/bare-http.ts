@@ -5,7 +5,9 @@
  * on the same database: embedded PGlite on svc's data directory (while svc
  * is stopped) in a worker thread, as svc runs it, spoken to by messages
  * rather than svc's socket and wire protocol; or a `pg` pool of 10
- * connections (svc's pool size) on the server.
+ * connections (svc's pool size) on the server, each statement prepared once
+ * per connection (a named statement), as svc's client prepares its own.
+ * Nothing else: no framework, no logging, keep-alive connections.
  *
  *   POST /v1/feedback        INSERT INTO feedback ... FROM runs (svc's statement without its fingerprint check)
  *   POST /v1/agent-sessions  INSERT INTO agent_sessions (svc's statement)
@@ -58,7 +60,13 @@ if (options.kind === "pglite") {
 } else {
   const { default: pg } = await import("pg")
   const pool = new pg.Pool({ connectionString: options.url, max: 10 })
-  query = async (text, params) => (await pool.query(text, params as Array<unknown>)).rows
+  // Each statement text gets a name once: `pg` then parses and plans it once per connection.
+  const names = new Map<string, string>()
+  query = async (text, params) => {
+    let name = names.get(text)
+    if (name === undefined) names.set(text, name = `bare_${names.size}`)
+    return (await pool.query({ name, text, values: params as Array<unknown> })).rows
+  }
   close = () => pool.end()
 }
 

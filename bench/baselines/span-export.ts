@@ -15,6 +15,7 @@
 import { createRequire } from "node:module"
 import * as path from "node:path"
 import { pathToFileURL } from "node:url"
+import { existsSync } from "node:fs"
 import { checkoutModule } from "../support/checkoutModule.ts"
 import { serve } from "../support/child.ts"
 
@@ -84,6 +85,7 @@ const sdk = async () => {
       return { started, generated: now() }
     },
     memory: () => memory!(),
+    work: () => undefined,
     close: () => provider.shutdown()
   })
 }
@@ -135,6 +137,11 @@ const svc = async () => {
         return { started, generated: now() }
       })),
     memory: () => memory!(),
+    // The database work counts of the checkout (`src/database/WorkCounts.ts`), where it has them.
+    work: async () => {
+      const file = path.join(process.env.BENCH_SVC_SRC!, "src/database/WorkCounts.ts")
+      return existsSync(file) ? (await import(pathToFileURL(file).href)).readWorkCounts() : undefined
+    },
     close: () => runtime.dispose()
   })
 }

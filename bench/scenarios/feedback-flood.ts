@@ -15,6 +15,7 @@ import * as path from "node:path"
 import { armTitle, BASELINE_NAMES, cpuRatio, startBaseline } from "../support/baselines.ts"
 import { spawnChild } from "../support/child.ts"
 import { formatPerOp, measureCpu, meterOf, perOp, type Meter } from "../support/cpu.ts"
+import { formatWorkPerOp, type Work, WORK_NOTE } from "../support/work.ts"
 import { type BenchDatabase, freshDatabase } from "../support/db.ts"
 import type { LoadResult, LoadSpec } from "../support/load.ts"
 import type { BenchContext, ScenarioResult } from "../support/scenario.ts"
@@ -31,6 +32,7 @@ interface Flooded {
   readonly firstRefusal?: string | undefined
   readonly seconds: number
   readonly cpu: Record<string, number>
+  readonly work: Record<string, Work | undefined>
 }
 
 const flood = async (server: Meter, database: BenchDatabase, baseUrl: string, key: string, traceId: string, warmup: number, requests: number): Promise<Flooded> => {
@@ -47,8 +49,8 @@ const flood = async (server: Meter, database: BenchDatabase, baseUrl: string, ke
     })
     await load.call<LoadResult>("run", spec(warmup))
     const meters = [server, meterOf("load", load.pid), ...(database.meter ? [database.meter] : [])]
-    const { result, cpu } = await measureCpu(meters, () => load.call<LoadResult>("run", spec(requests)))
-    return { requests, refused: result.errors, firstRefusal: result.firstError, seconds: result.seconds, cpu }
+    const { result, cpu, work } = await measureCpu(meters, () => load.call<LoadResult>("run", spec(requests)))
+    return { requests, refused: result.errors, firstRefusal: result.firstError, seconds: result.seconds, cpu, work }
   } finally {
     await load.stop()
   }
@@ -112,6 +114,7 @@ export default async (context: BenchContext): Promise<ScenarioResult> => {
       `${requests} requests after ${warmup} warm-up, over ${CONNECTIONS} connections of one organization in a closed loop (a refused request is followed at once by the next).`,
       "CPU / bare, CPU / floor: the server process's CPU per accepted request over that baseline's (the postgres backends not in it).",
       `CPU / (floor + work): over the floor's plus the feedback POST's own work measured alone (bench/inprocess/feedback-work.ts: the correction's check through svc's correction worker and the secret scan, ${round(workMicros, 1)} µs per correction), which the floor does not do.`,
+      WORK_NOTE,
       "accepted/s counts 201 answers; refused/s every other answer (429 VALIDATION_BUSY unless `first refusal` says otherwise); svc CPU per accepted request includes the CPU its refusals cost."
     ]
   }
@@ -124,6 +127,7 @@ const row = (arm: string, result: Flooded): Record<string, string | number> => {
     "accepted/s": round(accepted / result.seconds),
     "refused/s": round(result.refused / result.seconds),
     "CPU µs/accepted": formatPerOp(perOp(result.cpu, accepted)),
+    "work/accepted": formatWorkPerOp(result.work, accepted),
     "first refusal": result.firstRefusal?.slice(0, 80) ?? ""
   }
 }

@@ -26,6 +26,7 @@
 import * as path from "node:path"
 import { type Child, spawnChild } from "../support/child.ts"
 import { formatPerOp, measureCpu, type Meter, perOp } from "../support/cpu.ts"
+import { formatWorkPerOp, type Work, WORK_NOTE } from "../support/work.ts"
 import { freshDatabase } from "../support/db.ts"
 import { cell, match, parseRates, summarize } from "../support/latency.ts"
 import type { LoadResult } from "../support/load.ts"
@@ -51,6 +52,8 @@ interface Phase {
   readonly history: number
   /** CPU (µs) by process from the first due time to the last receipt. */
   readonly cpu: Record<string, number>
+  /** Database work by source over the same time (`work.ts`). */
+  readonly work: Record<string, Work | undefined>
 }
 
 interface Stamp {
@@ -73,7 +76,7 @@ export default async (context: BenchContext): Promise<ScenarioResult> => {
   const k = knobs(context.quick)
   const kinds = k.kinds.filter((kind) => kind === "steps" || context.database === "postgres")
   const rows: Array<Record<string, string | number>> = []
-  const notes: Array<string> = []
+  const notes: Array<string> = [WORK_NOTE]
   const aims: Array<Aim> = []
   const receiver = await spawnChild("receiver", new URL("../support/recording-receiver.ts", import.meta.url), {
     BENCH_TLS_CERT: context.tls.cert,
@@ -142,7 +145,7 @@ const runKind = async (
     }
     const meters: Array<Meter> = [svc.meter, ...(database.meter === undefined ? [] : [database.meter])]
     const offer = async (rate: number, seconds: number, label: string) => {
-      const { result, cpu } = await measureCpu(meters, async () => {
+      const { result, cpu, work } = await measureCpu(meters, async () => {
         const result = kind === "steps"
           ? await generator.call<OpenLoopResult>("steps", { baseUrl: svc.baseUrl, key, sessions, rate, seconds, prefix: `${label}-${rate}`, actionClass: ACTION_CLASS })
           : await generator.call<OpenLoopResult>("events", { connectionString: database.url, orgId, rate, seconds })
@@ -150,7 +153,7 @@ const runKind = async (
         await settle()
         return result
       })
-      return { result, cpu }
+      return { result, cpu, work }
     }
     await offer(50, k.warmupSeconds, "warmup")
     history = expected
@@ -164,8 +167,8 @@ const runKind = async (
         notes.push(`${checkout.label} ${kind}: the highest rate the machine offers measured at ${rate}/s (${kind === "steps" ? "pending steps answered per second, closed loop of 16 connections" : "events written per second by the generator's 16 connections"}).`)
       } else rate = wanted
       const before = history
-      const { result, cpu } = await offer(rate, k.seconds, `r${phases.length}`)
-      phases.push({ kind, rate, label: String(wanted), result, history: before, cpu })
+      const { result, cpu, work } = await offer(rate, k.seconds, `r${phases.length}`)
+      phases.push({ kind, rate, label: String(wanted), result, history: before, cpu, work })
       history = expected
     }
     await generator.call("close")
@@ -238,7 +241,8 @@ const row = (arm: string, phase: Phase, byKey: ReadonlyMap<string, Stamp>, arriv
     errors: phase.result.errors,
     missing: matched.missing,
     dup: matched.duplicates,
-    "CPU µs each": formatPerOp(perOp(phase.cpu, items.length))
+    "CPU µs each": formatPerOp(perOp(phase.cpu, items.length)),
+    "work each": formatWorkPerOp(phase.work, items.length)
   }
 }
 

@@ -43,6 +43,7 @@ import * as path from "node:path"
 import { cpuRatio, startBaseline } from "../support/baselines.ts"
 import { spawnChild } from "../support/child.ts"
 import { formatPerOp, measureCpu, meterOf, perOp, threadsMeterOf, v8HelpersOf } from "../support/cpu.ts"
+import { formatWorkPerOp, type Work, WORK_NOTE } from "../support/work.ts"
 import { type BenchClient, type BenchDatabase, freshDatabase } from "../support/db.ts"
 import type { LoadResult, LoadSpec } from "../support/load.ts"
 import type { Receipts } from "../support/receiver.ts"
@@ -208,6 +209,7 @@ interface Measured {
   readonly firstError?: string | undefined
   readonly latencies: ReadonlyArray<number>
   readonly cpu: Record<string, number>
+  readonly work: Record<string, Work | undefined>
 }
 
 /** Lone pending steps: ms from each step's request to its webhook's receipt. */
@@ -307,7 +309,7 @@ export default async (context: BenchContext): Promise<ScenarioResult> => {
           meterOf("load", load.pid),
           ...(arm.database.meter ? [arm.database.meter] : [])
         ]
-        const { result, cpu } = await measureCpu(meters, async () => {
+        const { result, cpu, work } = await measureCpu(meters, async () => {
           const ran = await run(arm, kind, sessions, size.requests)
           // The webhook deliveries of the measured steps belong to their cost.
           if (endpoint !== undefined) await receiver.call<Receipts>("wait", { path: route, count: size.requests, timeoutMs: TIMEOUT_MS })
@@ -323,7 +325,8 @@ export default async (context: BenchContext): Promise<ScenarioResult> => {
           errors: result.errors,
           firstError: result.firstError,
           latencies: result.latencies,
-          cpu
+          cpu,
+          work
         })
         if (endpoint !== undefined) lones.push({ arm: arm.label, level, ms: await loneSteps(arm, sessions[0]!, route) })
       } finally {
@@ -421,6 +424,7 @@ export default async (context: BenchContext): Promise<ScenarioResult> => {
       "p50 ms": round(percentile(latencies, 0.5), 2),
       "p99 ms": round(percentile(latencies, 0.99), 2),
       "CPU µs/req": formatPerOp(perOp(r.cpu, r.requests)),
+      "work/req": formatWorkPerOp(r.work, r.requests),
       errors: r.errors === 0 ? 0 : `${r.errors} (${r.firstError})`
     }
   })
@@ -499,6 +503,7 @@ export default async (context: BenchContext): Promise<ScenarioResult> => {
     aims,
     notes: [
       ...floorRatios,
+      WORK_NOTE,
       "floor: the Effect floor (baselines/effect-floor.ts) on the first checkout's database, that svc stopped: the cheapest write, and as `pending` a step's INSERT and its approval's in one statement (no policy, no session, outbox or stream events, no webhook), after the same warm-up pass and warm-ups. On PGlite its database thread runs each statement through PGlite's `query` (the bare baseline's worker), svc's through its own prepared statements, so the ratio without the db thread compares the request paths.",
       `${size.requests} requests per measurement after ${size.warmup} warm-up, ${size.concurrency} connections over ${SESSIONS} sessions; each kind measured twice per level, the second round in the reverse order (the first kind after a kind of another shape pays V8's recompiling), the aims on the mean of both; the checkouts run at once and the measurements alternate between them. svc starts afresh at each level on both databases (the history is written while it is stopped) and first serves ${size.warmPass} requests of every kind but the webhook one.`,
       "pending + endpoint: the measurement waits for every webhook of the measured steps to reach the receiver, so svc's CPU includes the fan-out, the signing and the HTTPS POST.",

@@ -9,6 +9,7 @@
 import * as path from "node:path"
 import { spawnChild } from "../support/child.ts"
 import { formatPerOp, measureCpu, meterOf, perOp } from "../support/cpu.ts"
+import { formatWorkPerOp, sumWork, type Work, WORK_NOTE } from "../support/work.ts"
 import { freshDatabase } from "../support/db.ts"
 import type { LoadResult, LoadSpec } from "../support/load.ts"
 import { atMost, type BenchContext, type ScenarioResult, sizes } from "../support/scenario.ts"
@@ -58,13 +59,16 @@ export default async (context: BenchContext): Promise<ScenarioResult> => {
           await exportTo(on)
           await load.call("run", spec(size.warmup))
         }
-        const blocks: Record<Arm, Array<{ latencies: ReadonlyArray<number>; errors: number; cpu: Record<string, number> }>> = { off: [], on: [] }
+        const blocks: Record<Arm, Array<{ latencies: ReadonlyArray<number>; errors: number; cpu: Record<string, number>; work: Record<string, Work | undefined> }>> = {
+          off: [],
+          on: []
+        }
         const order: Array<Arm> = Array.from({ length: size.blocks * 2 }, (_, i) => (["off", "on", "on", "off"] as const)[i % 4]!)
         const meters = [svc.meter, meterOf("load", load.pid), meterOf("sink", sink.pid), ...(database.meter ? [database.meter] : [])]
         for (const arm of order) {
           await exportTo(arm === "on")
-          const { result, cpu } = await measureCpu(meters, () => load.call<LoadResult>("run", spec(size.perBlock)))
-          blocks[arm].push({ latencies: result.latencies, errors: result.errors, cpu })
+          const { result, cpu, work } = await measureCpu(meters, () => load.call<LoadResult>("run", spec(size.perBlock)))
+          blocks[arm].push({ latencies: result.latencies, errors: result.errors, cpu, work })
         }
         await exportTo(false)
         const exported = await sink.call<{ spans: number }>("stats")
@@ -82,6 +86,7 @@ export default async (context: BenchContext): Promise<ScenarioResult> => {
             "p99.9 ms": round(p(arm, 0.999), 2),
             "p99.9 spread": spread(blocks[arm].map((b) => percentile(sorted(b.latencies), 0.999))),
             "CPU µs/req": formatPerOp(perOp(cpu, requests)),
+            "work/req": formatWorkPerOp(sumWork(blocks[arm].map((b) => b.work)), requests),
             errors: blocks[arm].reduce((sum, b) => sum + b.errors, 0)
           })
         }
@@ -103,7 +108,8 @@ export default async (context: BenchContext): Promise<ScenarioResult> => {
     aims,
     notes: [
       `${size.blocks} blocks of ${size.perBlock} requests per arm at concurrency ${size.concurrency}, in off/on/on/off order, after ${size.warmup} warm-up requests with export off and as many with it on; spreads are min–max of the per-block figures.`,
-      "CPU µs/req includes, with export on, svc's export work and the sink's decoding."
+      "CPU µs/req includes, with export on, svc's export work and the sink's decoding.",
+      WORK_NOTE
     ]
   }
 }

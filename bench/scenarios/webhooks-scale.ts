@@ -39,6 +39,7 @@
  */
 import { makeTestTls } from "../../test/support/tls.ts"
 import { formatPerOp, perOp } from "../support/cpu.ts"
+import { formatWorkPerOp, WORK_NOTE } from "../support/work.ts"
 import { type Aim, atMost, type BenchContext, type ScenarioResult, SEND_CONCURRENCY, sizes } from "../support/scenario.ts"
 import { round } from "../support/stats.ts"
 import type { SvcCheckout } from "../support/svc.ts"
@@ -129,7 +130,8 @@ export default async (given: BenchContext): Promise<ScenarioResult> => {
         "first ¼ /s": round(firstQuarter),
         "last ¼ /s": round(lastQuarter),
         connections: r.receipts.connections,
-        "CPU µs/delivery": formatPerOp(perOp(r.cpu, r.deliveries))
+        "CPU µs/delivery": formatPerOp(perOp(r.cpu, r.deliveries)),
+        "work/delivery": r.work === undefined ? "" : formatWorkPerOp(r.work, r.deliveries)
       }
     }
     const rows = [...backlog.values(), ...endpoints.values()].map(row)
@@ -171,6 +173,7 @@ export default async (given: BenchContext): Promise<ScenarioResult> => {
       rows,
       aims,
       notes: [
+        WORK_NOTE + " postgres includes the producer's INSERT of the backlog (its commit opens the window).",
         ...notes,
         `Every arm: a warm-up drain of ${size.warmup} deliveries the same way first. svc's figures count the wake-up step's deliveries too (16 in the backlog curve, 1 in the endpoints curve).`,
         `svc sends at most 16 at once per endpoint, 32 per organization and host, 256 in all: one endpoint is drained 16 at a time, ${manyLabel} up to 256 at a time. The baselines send ${SEND_CONCURRENCY} at a time.`,

@@ -19,6 +19,7 @@
  * CPU on both databases (`support/webhooks.ts` says how).
  */
 import { formatPerOp, perOp } from "../support/cpu.ts"
+import { formatWorkPerOp, WORK_NOTE } from "../support/work.ts"
 import { atLeast, atMost, type BenchContext, type ScenarioResult, SEND_CONCURRENCY, sizes } from "../support/scenario.ts"
 import { round } from "../support/stats.ts"
 import { type ArmResult, bareArm, cpuPer, graphileArm, idleStartNote, ONE_ENDPOINT, rates, svcArm, withReceiver } from "../support/webhooks.ts"
@@ -53,7 +54,8 @@ export default async (context: BenchContext): Promise<ScenarioResult> => {
         "first ¼ /s": round(firstQuarter),
         "last ¼ /s": round(lastQuarter),
         "first receipt ms": round(firstMs, 1),
-        "CPU µs/delivery": formatPerOp(perOp(r.cpu, r.deliveries))
+        "CPU µs/delivery": formatPerOp(perOp(r.cpu, r.deliveries)),
+        "work/delivery": r.work === undefined ? "" : formatWorkPerOp(r.work, r.deliveries)
       }
     })
     // The aims of the delivery engine's second design (docs/performance.md); 0.7x the bare sender stays the direction.
@@ -80,6 +82,7 @@ export default async (context: BenchContext): Promise<ScenarioResult> => {
       rows,
       aims,
       notes: [
+        WORK_NOTE + " postgres includes the producer's INSERT of the backlog (its commit opens the window).",
         `Burst of ${size.events} events (svc: +1, the governed step that wakes the dispatcher) after a warm-up burst of ${size.warmup}; ${SEND_CONCURRENCY} concurrent sends; the receiver (its own process) answers 204 at once.`,
         "svc's and PostgreSQL's CPU include the dispatcher's fan-out of the events into deliveries; the producer's write of the events or jobs is not counted. 0.7x the bare sender stays the direction beyond the aims.",
         "steady = receipts between the 20th and 80th percentile over their time span; average = all receipts over first commit → last receipt; first/last ¼ = the first and last quarter of the receipts over their span (a rate that grows as the backlog shrinks shows a per-delivery cost that depends on the backlog).",

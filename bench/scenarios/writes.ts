@@ -20,6 +20,7 @@ import * as path from "node:path"
 import { armTitle, BASELINE_NAMES, cpuRatio, startBaseline } from "../support/baselines.ts"
 import { spawnChild } from "../support/child.ts"
 import { formatPerOp, measureCpu, meterOf, perOp, type Meter, v8HelpersOf } from "../support/cpu.ts"
+import { formatWorkPerOp, sumWork, type Work, WORK_NOTE } from "../support/work.ts"
 import { type BenchDatabase, freshDatabase } from "../support/db.ts"
 import type { LoadResult, LoadSpec } from "../support/load.ts"
 import { atLeast, atMost, type BenchContext, type ScenarioResult, sizes } from "../support/scenario.ts"
@@ -95,6 +96,7 @@ interface Measured {
   readonly seconds: number
   readonly latencies: ReadonlyArray<number>
   readonly cpu: Record<string, number>
+  readonly work: Record<string, Work | undefined>
 }
 
 /** Warm-up, then the measured requests, with the CPU of the server, the load generator and the database server. */
@@ -126,8 +128,8 @@ const drive = async (
       })
       await load.call<LoadResult>("run", spec(size.warmup))
       const meters = [server, v8HelpersOf("v8 helpers", serverPid), meterOf("load", load.pid), ...(database.meter ? [database.meter] : [])]
-      const { result, cpu } = await measureCpu(meters, () => load.call<LoadResult>("run", spec(size.requests)))
-      out[endpoint] = { requests: size.requests, errors: result.errors, firstError: result.firstError, seconds: result.seconds, latencies: result.latencies, cpu }
+      const { result, cpu, work } = await measureCpu(meters, () => load.call<LoadResult>("run", spec(size.requests)))
+      out[endpoint] = { requests: size.requests, errors: result.errors, firstError: result.firstError, seconds: result.seconds, latencies: result.latencies, cpu, work }
     }
     return out
   } finally {
@@ -214,6 +216,7 @@ export default async (context: BenchContext): Promise<ScenarioResult> => {
         "p50 ms": round(percentile(latencies, 0.5), 2),
         "p99 ms": round(percentile(latencies, 0.99), 2),
         "CPU µs/req": formatPerOp(perOp(cpu, requests)),
+        "work/req": formatWorkPerOp(sumWork(runs.map((r) => r.work)), requests),
         ...Object.fromEntries(BASELINE_NAMES.map((name) => [`CPU / ${name}`, cpuRatio(serverCpu(arm, endpoint), serverCpu(name, endpoint))])),
         errors: errors === 0 ? 0 : `${errors} (${runs.find((r) => r.firstError)?.firstError})`
       })
@@ -257,6 +260,7 @@ export default async (context: BenchContext): Promise<ScenarioResult> => {
       } for ${arms[0]} feedback).`,
       "The cheapest authenticated writes: POST /v1/tasks/:id/runs (a logged run of about 1 KB, one INSERT; the answer echoes it) and POST /v1/agent-sessions (an empty body, one INSERT). The bare baseline checks the bearer key against the one it loaded at start (sha256 in memory) and makes the same INSERT (feedback's without svc's credential-fingerprint check and quota count). The Effect floor looks the key up as svc does (sha256, a 2 s cache in front of one lookup by hash), decodes the body with Schema and makes svc's INSERT (feedback's with the quota count, without the fingerprint check); no correction check, no secret scan, no request log, no spans.",
       "CPU / bare, CPU / floor: the server process's CPU per request (all its threads: on PGlite the database thread too) over that baseline's, over all rounds; the postgres backends are not in it. On PGlite the baselines' database thread runs each statement through PGlite's `query` (a worker of their own), svc's through its own prepared statements: that difference is inside the ratio.",
+      WORK_NOTE,
       "CPU µs/req: each process's user+system CPU over the measured requests (/proc), divided by the requests; postgres = the server backends of the run's database; v8 helpers = the server's V8 helper threads (concurrent GC, background compilation), already inside the server's figure."
     ]
   }

@@ -5,6 +5,8 @@
  * figures are per operation over runs of thousands of operations.
  */
 import { readdirSync, readFileSync } from "node:fs"
+import { setTimeout as sleep } from "node:timers/promises"
+import { type Work, workDelta, type WorkSource } from "./work.ts"
 
 const TICK_MICROS = 1_000_000 / 100 // USER_HZ is 100 on Linux
 
@@ -30,6 +32,8 @@ export interface Meter {
   readonly pids: () => Promise<ReadonlyArray<number>> | ReadonlyArray<number>
   /** Instead of `pids`: CPU time (µs) by thread id of some threads (`threadsMeterOf`). */
   readonly threads?: () => Map<number, number>
+  /** The database work it asked for (`work.ts`), read before and after beside its CPU. */
+  readonly work?: WorkSource
 }
 
 export const meterOf = (name: string, pid: number): Meter => ({ name, pids: () => [pid] })
@@ -85,21 +89,52 @@ const snapshot = async (meter: Meter) => {
 }
 
 /**
+ * Reads the work of the meters that count it: sources that publish at once
+ * next to the CPU's window, the late ones (`settleMs`) after waiting for
+ * them, before the window (for the work before it) and after it.
+ */
+const readWork = async (meters: ReadonlyArray<Meter>, when: "before" | "after") => {
+  const sources = meters.filter((meter) => meter.work !== undefined)
+  const settle = Math.max(0, ...sources.map((meter) => meter.work!.settleMs ?? 0))
+  const read = (late: boolean) =>
+    Promise.all(
+      sources.filter((meter) => (meter.work!.settleMs ?? 0) > 0 === late)
+        .map(async (meter) => [meter.name, await meter.work!.read().catch(() => undefined)] as const)
+    )
+  const wait = () => settle > 0 ? sleep(settle) : Promise.resolve()
+  if (when === "before") {
+    await wait()
+    const late = await read(true)
+    return new Map([...late, ...await read(false)])
+  }
+  const prompt = await read(false)
+  await wait()
+  return new Map([...prompt, ...await read(true)])
+}
+
+/**
  * Runs `body` and answers its result with the CPU time each meter used
- * meanwhile, in µs. A pid that appears during the run counts whole (it
- * started then); one that ends during the run is lost (a note says so).
+ * meanwhile, in µs, and the database work of the meters that count it
+ * (`work`; a source that publishes late is waited for, before and after,
+ * outside the CPU's window, and whatever ran during that wait is in its
+ * counts). A pid that appears during the run counts whole (it started then);
+ * one that ends during the run is lost (a note says so).
  */
 export const measureCpu = async <A>(meters: ReadonlyArray<Meter>, body: () => Promise<A>) => {
+  const workBefore = await readWork(meters, "before")
   const before = await Promise.all(meters.map(snapshot))
   const result = await body()
   const after = await Promise.all(meters.map(snapshot))
+  const workAfter = await readWork(meters, "after")
+  const work: Record<string, Work | undefined> = {}
+  for (const [name, counts] of workBefore) work[name] = workDelta(counts, workAfter.get(name))
   const cpu: Record<string, number> = {}
   meters.forEach((meter, i) => {
     let used = 0
     for (const [pid, value] of after[i]!) used += value - (before[i]!.get(pid) ?? 0)
     cpu[meter.name] = (cpu[meter.name] ?? 0) + used
   })
-  return { result, cpu }
+  return { result, cpu, work }
 }
 
 /** µs of CPU per operation of each process, e.g. `svc 699 · load 41 · postgres 120`. */

@@ -10,6 +10,7 @@ import * as path from "node:path"
 import { PGlite } from "@electric-sql/pglite"
 import pg from "pg"
 import type { Meter } from "./cpu.ts"
+import { postgresWork } from "./work.ts"
 
 export type DatabaseKind = "pglite" | "postgres"
 
@@ -117,7 +118,8 @@ export const freshDatabase = async (kind: DatabaseKind, label: string): Promise<
       pids: () =>
         withAdmin(async (admin) =>
           (await admin.query<{ pid: number }>("SELECT pid FROM pg_stat_activity WHERE datname = $1", [name])).rows.map((row) => row.pid)
-        )
+        ),
+      ...(postgresWork(name, withAdmin) === undefined ? {} : { work: postgresWork(name, withAdmin)! })
     },
     drop: () => withAdmin(async (admin) => void (await admin.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`)))
   }

@@ -15,6 +15,7 @@ import { promisify } from "node:util"
 import { BASELINE_NAMES } from "./baselines.ts"
 import { cpuMicros, type Meter } from "./cpu.ts"
 import type { BenchDatabase } from "./db.ts"
+import { svcWork } from "./work.ts"
 
 export const REPO = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../..")
 
@@ -102,6 +103,11 @@ export const startSvc = async (
   logFile: string
 ): Promise<SvcProcess> => {
   const port = await freePort()
+  // The metrics listener, from which the work counts are read (`work.ts`); `BENCH_SVC_METRICS=0` leaves it off.
+  const metricsPort = process.env.BENCH_SVC_METRICS === "0" ? undefined : await freePort()
+  const metricsEnv: Record<string, string> = metricsPort === undefined
+    ? {}
+    : { SVC_METRICS_PORT: String(metricsPort), SVC_METRICS_HOST: "127.0.0.1" }
   const databaseEnv: Record<string, string> = database.kind === "pglite"
     ? { SVC_DATA_DIR: database.dataDir! }
     : { DATABASE_URL: database.url!, SVC_MASTER_KEY: masterKey }
@@ -109,7 +115,7 @@ export const startSvc = async (
   const inherited = Object.fromEntries(
     Object.entries(process.env).filter(([name]) => !/^(DATABASE_URL|PORT|HOST|SVC_.*|OTEL_.*)$/.test(name))
   )
-  const fullEnv: Record<string, string | undefined> = { ...inherited, HOST: "127.0.0.1", PORT: String(port), ...databaseEnv, ...env }
+  const fullEnv: Record<string, string | undefined> = { ...inherited, HOST: "127.0.0.1", PORT: String(port), ...metricsEnv, ...databaseEnv, ...env }
   const log = openSync(logFile, "a")
   // `BENCH_SVC_NODE_ARGS` (e.g. `--cpu-prof --cpu-prof-dir=/tmp/prof`): flags for svc's node only, to profile it.
   const nodeArgs = (process.env.BENCH_SVC_NODE_ARGS ?? "").split(" ").filter((arg) => arg !== "")
@@ -151,7 +157,11 @@ export const startSvc = async (
     label: checkout.label,
     pid: proc.pid!,
     baseUrl,
-    meter: { name: checkout.label, pids: () => [proc.pid!] },
+    meter: {
+      name: checkout.label,
+      pids: () => [proc.pid!],
+      ...(metricsPort === undefined ? {} : { work: svcWork(`http://127.0.0.1:${metricsPort}/metrics`) })
+    },
     cpu: () => cpuMicros(proc.pid!),
     cli,
     api,

@@ -29,6 +29,7 @@ import * as path from "node:path"
 import { v7 } from "uuid"
 import { type Child, spawnChild } from "./child.ts"
 import { cpuMicros, measureCpu, type Meter, meterOf } from "./cpu.ts"
+import { type Work, workDelta } from "./work.ts"
 import { type BenchClient, freshDatabase } from "./db.ts"
 import { approvalEvent, type OutboxEvent } from "./events.ts"
 import type { Receipts } from "./receiver.ts"
@@ -50,6 +51,8 @@ export interface ArmResult {
   readonly receipts: Receipts
   /** µs by process. */
   readonly cpu: Record<string, number>
+  /** Database work by source (`work.ts`), where it was counted. */
+  readonly work?: Record<string, Work | undefined>
   /** Embedded svc: the CPU of idle starts (µs); their mean is left out of svc's figure. */
   readonly idleStarts?: ReadonlyArray<number>
 }
@@ -260,26 +263,28 @@ export const svcArm = async (
           await client.end()
         }
         svc = await start()
+        const workBefore = await svc.meter.work?.read()
         const t0 = now()
         await wakeup()
         const result = await receipts()
         const cpu = { [checkout.label]: svc.cpu() - startupMicros, receiver: cpuMicros(receiver.pid) - receiverBefore }
-        return { arm: options.arm, deliveries: expected, t0, receipts: result, cpu, idleStarts } satisfies ArmResult
+        const work = { [checkout.label]: workDelta(workBefore, await svc.meter.work?.read()) }
+        return { arm: options.arm, deliveries: expected, t0, receipts: result, cpu, work, idleStarts } satisfies ArmResult
       }
       const client = await database.connect()
       try {
         const [{ pid: producer }] = (await client.query<{ pid: number }>("SELECT pg_backend_pid() AS pid")).rows as [{ pid: number }]
-        const postgres: Meter = { name: "postgres", pids: async () => (await database.meter!.pids()).filter((pid) => pid !== producer) }
+        const postgres: Meter = { ...database.meter!, pids: async () => (await database.meter!.pids()).filter((pid) => pid !== producer) }
         await client.query("BEGIN")
         await insertEvents(client, events, plan.event)
         const meters = metered ? [svc!.meter, meterOf("receiver", receiver.pid), postgres] : []
-        const { result, cpu } = await measureCpu(meters, async () => {
+        const { result, cpu, work } = await measureCpu(meters, async () => {
           await client.query("COMMIT")
           const t0 = now()
           await wakeup()
           return { t0, receipts: await receipts() }
         })
-        return { arm: options.arm, deliveries: expected, ...result, cpu } satisfies ArmResult
+        return { arm: options.arm, deliveries: expected, ...result, cpu, work } satisfies ArmResult
       } finally {
         await client.end()
       }
@@ -339,7 +344,7 @@ export const graphileArm = async (context: BenchContext, receiver: Child, receiv
     await worker.call("start", { connectionString: database.url, origin: receiverUrl, ca: context.tls.caCert, concurrency: SEND_CONCURRENCY, path: route, secret: "whsec_bench" })
     const orgId = "01900000-0000-7000-8000-000000000001"
     const [{ pid: producer }] = (await client.query<{ pid: number }>("SELECT pg_backend_pid() AS pid")).rows as [{ pid: number }]
-    const postgres: Meter = { name: "postgres", pids: async () => (await database.meter!.pids()).filter((pid) => pid !== producer) }
+    const postgres: Meter = { ...database.meter!, pids: async () => (await database.meter!.pids()).filter((pid) => pid !== producer) }
     const burst = async (count: number, meters: ReadonlyArray<Meter>) => {
       await receiver.call("reset", { path: route })
       await client.query("BEGIN")
@@ -357,9 +362,9 @@ export const graphileArm = async (context: BenchContext, receiver: Child, receiv
       })
     }
     await burst(options.warmup, [])
-    const { result, cpu } = await burst(options.count, [meterOf("graphile-worker", worker.pid), meterOf("receiver", receiver.pid), postgres])
+    const { result, cpu, work } = await burst(options.count, [meterOf("graphile-worker", worker.pid), meterOf("receiver", receiver.pid), postgres])
     await worker.call("close")
-    return { arm: options.arm, deliveries: options.count, ...result, cpu }
+    return { arm: options.arm, deliveries: options.count, ...result, cpu, work }
   } finally {
     await client.end()
     await worker.stop()

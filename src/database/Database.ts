@@ -25,6 +25,7 @@ import { keepCheckpoints } from "./embedded/EmbeddedCheckpoints.ts"
 import { compiledPglite } from "./embedded/CompiledOnce.ts"
 import { keepStatistics } from "./embedded/EmbeddedStatistics.ts"
 import { keepVacuumed } from "./embedded/EmbeddedVacuum.ts"
+import { serverClientLayer } from "./ServerClient.ts"
 
 export class DatabaseUnavailable extends Data.TaggedError("DatabaseUnavailable")<{
   readonly message: string
@@ -188,7 +189,7 @@ const serverLayer = (
   const parsed = new URL(Redacted.value(url))
   const address = `${parsed.hostname}:${parsed.port || "5432"}`
   return Layer.merge(
-    PgClient.layer({
+    serverClientLayer({
       url,
       maxConnections,
       applicationName: "svc",

@@ -28,6 +28,7 @@ import { Context, Effect, Layer, Option, type Scope } from "effect"
 import * as Prometheus from "prom-client"
 import { SvcConfig } from "../platform/Config.ts"
 import { makeHttpDurationChildren } from "./HttpDurationChildren.ts"
+import { type WorkCounts, workCounts } from "../database/WorkCounts.ts"
 
 /** Delivery kinds of the shared queue (`src/deliveries`). */
 export const DELIVERY_KINDS = ["webhook", "telemetry", "email"] as const
@@ -171,6 +172,32 @@ export const makeMetrics = (options: { readonly processMetrics?: boolean } = {})
       "Connections of svc processes to this database by state (active, waiting on a lock, idle in transaction, idle), from pg_stat_activity; PostgreSQL server only."
     )
   }
+  // The database work, counted where statements leave the process (`WorkCounts.ts`), read at scrape time.
+  const work = (name: string, help: string, read: (counts: WorkCounts) => number) =>
+    new Prometheus.Counter({
+      name,
+      help,
+      registers,
+      collect() {
+        this.reset()
+        this.inc(read(workCounts))
+      }
+    })
+  work(
+    "svc_db_statements_total",
+    "Statements this process's database client ran and the database answered (BEGIN, COMMIT and savepoints included).",
+    (counts) => counts.statements
+  )
+  work(
+    "svc_db_transactions_total",
+    "Transactions this process committed: each COMMIT, and each statement run outside a transaction.",
+    (counts) => counts.transactions
+  )
+  work(
+    "svc_db_rows_written_total",
+    "Rows this process's INSERT, UPDATE, DELETE and MERGE statements wrote, as their command tags report (not writes inside a WITH of a SELECT).",
+    (counts) => counts.rowsWritten
+  )
   // Every known series starts at 0, so a rate() sees its first increase.
   for (const stream of ["session", "approvals"] as const) streams.set({ stream }, 0)
   for (const kind of DELIVERY_KINDS) {

@@ -12,12 +12,14 @@ import { SqlClient } from "effect/sql"
 import type { Connection } from "effect/sql/SqlConnection"
 import type { SqlError } from "effect/sql/SqlError"
 import * as Statement from "effect/sql/Statement"
+import { countStatement, type TransactionState } from "../WorkCounts.ts"
 import { toPglite } from "./EmbeddedParameters.ts"
 import { type EmbeddedSession, millis, StatementAllowance, unknownError } from "./EmbeddedSession.ts"
 
 const PgJson = Statement.custom<Statement.Custom<"PgJson", unknown>>("PgJson")
 
-class EmbeddedConnection implements Connection {
+class EmbeddedConnection implements Connection, TransactionState {
+  inTransaction = false
   readonly session: EmbeddedSession
   constructor(session: EmbeddedSession) {
     this.session = session
@@ -31,7 +33,11 @@ class EmbeddedConnection implements Connection {
           fiber.getRef(StatementAllowance)
         )
       ),
-      (answer) => answer.result!
+      (answer) => {
+        const result = answer.result!
+        countStatement(this, result.command, result.affectedRows)
+        return result
+      }
     )
   }
   execute(sql: string, params: ReadonlyArray<unknown>, transformRows: (<A extends object>(row: ReadonlyArray<A>) => ReadonlyArray<A>) | undefined) {

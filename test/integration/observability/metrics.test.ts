@@ -66,7 +66,10 @@ const CONTRACT: ReadonlyArray<readonly [name: string, type: string, labels: Read
   ["svc_approval_deadlines_fired_total", "COUNTER", ["deadline"]],
   ["svc_approval_scheduler_lag_seconds", "HISTOGRAM", []],
   ["svc_session_streams_open", "GAUGE", ["stream"]],
-  ["svc_db_pool_connections_max", "GAUGE", []]
+  ["svc_db_pool_connections_max", "GAUGE", []],
+  ["svc_db_statements_total", "COUNTER", []],
+  ["svc_db_transactions_total", "COUNTER", []],
+  ["svc_db_rows_written_total", "COUNTER", []]
 ]
 
 const labelNamesOf = (scraped: Scrape, name: string): ReadonlySet<string> =>
@@ -295,6 +298,26 @@ layer(Svc, { excludeTestServices: true })("operators' metrics", (it) => {
           assert.strictEqual(value(scraped, "svc_db_pool_connections_max"), 1)
           assert.deepStrictEqual(family(scraped, "svc_db_connections")?.metrics ?? [], [])
         }
+      }))
+  })
+
+  describe("the database work", () => {
+    it.effect("statements, transactions and rows written grow with a write", () =>
+      Effect.gen(function*() {
+        const svc = yield* SvcTest
+        const org = yield* SvcTest.org()
+        const before = yield* viaListener
+        const created = yield* raw(`${svc.baseUrl}/v1/tasks`, {
+          method: "POST",
+          headers: { authorization: `Bearer ${org.key}`, "content-type": "application/json" },
+          body: JSON.stringify({ name: "work counted", answer_schema: { type: "object" } })
+        })
+        assert.strictEqual(created.status, 201)
+        const after = yield* viaListener
+        const grew = (name: string) => (value(after, name) ?? 0) - (value(before, name) ?? 0)
+        assert.isAtLeast(grew("svc_db_statements_total"), 1)
+        assert.isAtLeast(grew("svc_db_transactions_total"), 1)
+        assert.isAtLeast(grew("svc_db_rows_written_total"), 1, "the task's row")
       }))
   })
 
