@@ -12,8 +12,7 @@
  */
 import { Context, Option } from "effect"
 import { type HttpApiEndpoint, OpenApi } from "effect/http-api"
-import { decisionProblemExamples } from "./ApprovalEdits.ts"
-import { idempotencyProblemExamples } from "./Idempotency.ts"
+import { capabilityProblemExamples } from "./ProblemExampleParts.ts"
 import { RequiredScope } from "./Security.ts"
 
 /** The license the document declares: MIT, as `LICENSE` and the package manifests do. */
@@ -53,8 +52,6 @@ export const TagDescriptions: Readonly<Record<string, string>> = {
     "The web console's sessions. `npm run cli -- console login` prints a one-time link; posting its secret to sign-in sets the console cookie (`__Host-svc_console_session`, `Secure`, when the public URL is HTTPS; `svc_console_session` over plain HTTP), which authenticates the `/v1` API with the preset's scopes (reviewer, approver, admin). State-changing requests with the cookie must send `X-Svc-Console: 1` and come from the console's own origin.",
   "API keys":
     "The organization's API keys: list (never the key itself), create with chosen scopes (the key is shown once), revoke. Scope `keys.manage`.",
-  "MCP servers":
-    "The upstream MCP servers an organization's agents reach through svc's MCP endpoint (`/mcp`, docs/mcp.md): each server's tools are listed there as `<server name>__<tool>`, and every call is a governed step of the action class its tool is mapped to. URLs and header values are secrets, never returned.",
   "Notification endpoints":
     "Signed HTTPS webhooks for approval events and operational events about the endpoints (`X-Svc-Signature` in Stripe's form and the Standard Webhooks headers `webhook-id`, `webhook-timestamp`, `webhook-signature`, HMAC-SHA256), delivered at least once with retries, delivery records, replay (one or a time window), test events, filters by action class and delivery statistics, plus the reviewer email address."
 }
@@ -195,8 +192,7 @@ export const ProblemExamples: Readonly<Record<string, (context: ProblemContext) 
     limit: "SVC_ANSWER_VALIDATION_TIMEOUT",
     limit_value: 1000
   }),
-  ...idempotencyProblemExamples,
-  ...decisionProblemExamples,
+  ...capabilityProblemExamples,
   VALIDATION_BUSY: () => ({
     detail: "The validation queue holds 128 checks (SVC_ANSWER_VALIDATION_QUEUE) and this organization holds at least its share of them; retry after 1 second.",
     limit: "SVC_ANSWER_VALIDATION_QUEUE",

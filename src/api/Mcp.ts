@@ -184,4 +184,8 @@ export class McpServersApi extends HttpApiGroup.make("mcpServers")
   )
   .middleware(Authentication)
   .annotate(OpenApi.Title, "MCP servers")
+  .annotate(
+    OpenApi.Description,
+    "The upstream MCP servers an organization's agents reach through svc's MCP endpoint (`/mcp`, docs/mcp.md): each server's tools are listed there as `<server name>__<tool>`, and every call is a governed step of the action class its tool is mapped to. URLs and header values are secrets, never returned."
+  )
 {}

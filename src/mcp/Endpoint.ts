@@ -135,7 +135,7 @@ export const McpRoute = Layer.effectDiscard(Effect.gen(function*() {
       default:
         return rpcError(405, -32000, "Method not allowed: svc answers POST (and DELETE to end a session).", { allow: "POST, DELETE" })
     }
-  }).pipe(Effect.withSpan("McpEndpoint.request"))
+  }).pipe(Effect.withSpan("Endpoint.request"))
 
   yield* router.add("*", MCP_PATH, handler)
 }))
