@@ -28,9 +28,24 @@ const problem = (status: 401 | 403 | 413, code: string, title: string, detail: s
     { status, contentType: "application/problem+json", headers }
   )
 
-/** A JSON-RPC error answered over HTTP (no request id: the transport's own refusals look the same). */
-const rpcError = (status: number, code: number, message: string, headers: Record<string, string> = {}) =>
-  HttpServerResponse.jsonUnsafe({ jsonrpc: "2.0", error: { code, message }, id: null }, { status, headers })
+/**
+ * An error answered over HTTP: a problem (as every error of svc, which the
+ * router-wide middleware otherwise rewrites) that is also a JSON-RPC error
+ * without a request id, as the transport's own refusals are.
+ */
+const rpcError = (status: 400 | 404 | 405, code: number, message: string, headers: Record<string, string> = {}) =>
+  HttpServerResponse.jsonUnsafe(
+    {
+      type: problemType(status === 400 ? "INVALID_REQUEST" : status === 404 ? "NOT_FOUND" : "METHOD_NOT_ALLOWED"),
+      status,
+      title: message,
+      code: status === 400 ? "INVALID_REQUEST" : status === 404 ? "NOT_FOUND" : "METHOD_NOT_ALLOWED",
+      jsonrpc: "2.0",
+      error: { code, message },
+      id: null
+    },
+    { status, contentType: "application/problem+json", headers }
+  )
 
 const challenge = (error: string) => ({ "www-authenticate": `Bearer realm="svc", error="${error}"` })
 
