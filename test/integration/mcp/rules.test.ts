@@ -2,15 +2,16 @@
  * The MCP gateway's rules around the calls: sessions in the database
  * (required after `initialize`, unknown or ended ones refused, no standing
  * stream), the upstream server's URL and headers checked on registration,
- * a person's edited arguments used for the run, and an approval that
- * expires.
+ * a person's edited arguments used for the run, an approval that
+ * expires, and an upstream that hangs holding only its organization's
+ * upstream calls.
  */
 import { Client } from "@modelcontextprotocol/sdk/client/index.js"
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js"
 import { CallToolResultSchema, CreateTaskResultSchema } from "@modelcontextprotocol/sdk/types.js"
 import { assert, describe, layer } from "@effect/vitest"
 import { Duration, Effect, Layer } from "effect"
-import { SvcTest } from "../../../src/testing.ts"
+import { SvcTest, type TestOrg } from "../../../src/testing.ts"
 import { mcpUpstream } from "../../support/mcpUpstream.ts"
 import { loopbackTargets, TestTls } from "../../support/tls.ts"
 
@@ -22,7 +23,7 @@ const service = Layer.unwrap(Effect.gen(function*() {
       mcp: {
         upstreamTimeout: Duration.seconds(5),
         upstreamMaxBytes: 64 * 1024,
-        upstreamsPerOrg: 16,
+        upstreamsPerOrg: 1,
         approvalWait: Duration.seconds(0),
         maxServersPerOrg: 2
       }
@@ -116,6 +117,46 @@ layer(service, { excludeTestServices: true })("the MCP gateway's rules", (it) =>
         yield* org.client.mcpServers.remove({ params: { id: first!.id } })
         const gone = yield* org.client.mcpServers.get({ params: { id: first!.id } }).pipe(Effect.flip)
         assert.strictEqual(gone._tag, "NotFound")
+      })))
+  })
+
+  describe("upstream calls in flight", () => {
+    it.effect("past SVC_MCP_UPSTREAM_CALLS_PER_ORG a call is a tool error at once; another organization's calls still run", () =>
+      Effect.scoped(Effect.gen(function*() {
+        const svc = yield* SvcTest
+        const upstream = yield* mcpUpstream()
+        const connected = (org: TestOrg) =>
+          Effect.promise(async () => {
+            const client = new Client({ name: "bound", version: "1" })
+            await client.connect(new StreamableHTTPClientTransport(new URL(`${svc.baseUrl}/mcp`), { requestInit: { headers: { authorization: `Bearer ${org.key}` } } }))
+            return client
+          })
+        const register = (org: TestOrg) =>
+          Effect.gen(function*() {
+            yield* org.client.mcpServers.create({ payload: { name: "ops", url: upstream.url, default_action_class: "ops.read" } })
+            yield* org.client.approvalPolicies.put({
+              params: { action_class: "ops.read" },
+              payload: { mode: "allow", review_seconds: 60, expiring_notice_seconds: 0, timeout_action: "reject" }
+            })
+          })
+        const busy = yield* SvcTest.org()
+        const other = yield* SvcTest.org()
+        yield* register(busy)
+        yield* register(other)
+        const busyClient = yield* connected(busy)
+        const hanging = busyClient.callTool({ name: "ops__hang", arguments: {} })
+        yield* Effect.promise(async () => {
+          while (!upstream.calls.some((c) => c.tool === "hang")) await new Promise((resolve) => setTimeout(resolve, 20))
+        })
+        const refused = yield* Effect.promise(() => busyClient.callTool({ name: "ops__echo", arguments: { text: "a" } }))
+        assert.isTrue(refused.isError)
+        assert.include(textOf(refused as any), "SVC_MCP_UPSTREAM_CALLS_PER_ORG")
+        const otherClient = yield* connected(other)
+        const ran = yield* Effect.promise(() => otherClient.callTool({ name: "ops__echo", arguments: { text: "b" } }))
+        assert.strictEqual(textOf(ran as any), "echo: b")
+        const hung = yield* Effect.promise(() => hanging)
+        assert.include(textOf(hung as any), "SVC_MCP_UPSTREAM_TIMEOUT")
+        yield* Effect.promise(() => Promise.all([busyClient.close(), otherClient.close()]))
       })))
   })
 
