@@ -198,10 +198,12 @@ export class McpCalls extends Context.Service<McpCalls, {
           if (isFinished(row.state)) return (row.result ?? toolError("The call was cancelled.")) as CallToolResult
           const elapsed = performance.now() - started
           if (elapsed >= waitMs) {
-            return toolError(
-              `${settled.message ?? "The call is waiting to run."} No decision within ${waitMs} ms (SVC_MCP_APPROVAL_WAIT). ${resume(row.step_id, row.id)}`,
-              { "svc/step_id": row.step_id, "svc/task_id": row.id, ...(row.approval_id === null ? {} : { "svc/approval_id": row.approval_id }) }
-            )
+            const waiting = settled.message ?? "The call is waiting to run."
+            return toolError(`${waiting} No decision within ${waitMs} ms (SVC_MCP_APPROVAL_WAIT). ${resume(row.step_id, row.id)}`, {
+              "svc/step_id": row.step_id,
+              "svc/task_id": row.id,
+              ...(row.approval_id === null ? {} : { "svc/approval_id": row.approval_id })
+            })
           }
           yield* request.progress(settled.message ?? "The tool is running.", elapsed)
           yield* Effect.sleep(Duration.millis(Math.min(1000, waitMs - elapsed)))

@@ -76,7 +76,8 @@ export const McpRoute = Layer.effectDiscard(Effect.gen(function*() {
   const authenticate = Effect.fnUntraced(function*(request: HttpServerRequest.HttpServerRequest) {
     const match = /^Bearer[ \t]+(\S+)[ \t]*$/i.exec(request.headers["authorization"] ?? "")
     if (match === null) {
-      return yield* Effect.fail(problem(401, "UNAUTHENTICATED", "Missing API key", "Send the API key as `Authorization: Bearer <key>`.", challenge("invalid_request")))
+      const detail = "Send the API key as `Authorization: Bearer <key>`."
+      return yield* Effect.fail(problem(401, "UNAUTHENTICATED", "Missing API key", detail, challenge("invalid_request")))
     }
     const principal = yield* identity.authenticate(match[1]!)
     if (Option.isNone(principal)) {

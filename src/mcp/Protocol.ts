@@ -57,7 +57,10 @@ export class McpProtocol extends Context.Service<McpProtocol, {
             if (connection === undefined) return []
             const tools = yield* upstream.listTools(orgId, connection).pipe(
               Effect.catchTag("UpstreamError", (error) =>
-                Effect.as(Effect.logWarning("mcp: an upstream server's tools could not be listed", { mcp_server_id: row.id, error: error.message }), []))
+                Effect.as(
+                  Effect.logWarning("mcp: an upstream server's tools could not be listed", { mcp_server_id: row.id, error: error.message }),
+                  []
+                ))
             )
             return tools.map((tool): Tool => {
               const actionClass = actionClassOf(row, tool.name)
@@ -143,7 +146,8 @@ export class McpProtocol extends Context.Service<McpProtocol, {
           }).pipe(
             Effect.catchTags({
               UnknownTool: (error) => Effect.fail(new McpError(ErrorCode.InvalidParams, `Unknown tool: ${error.name}`)),
-              SessionGone: () => Effect.fail(new McpError(ErrorCode.InvalidRequest, "The session's agent session no longer exists; initialize again."))
+              SessionGone: () =>
+                Effect.fail(new McpError(ErrorCode.InvalidRequest, "The session's agent session no longer exists; initialize again."))
             })
           ))
           return answer._tag === "Task" ? { task: answer.task } : answer.result
