@@ -13,6 +13,7 @@ import { ReviewersApi } from "./Reviewers.ts"
 import { ApprovalLinksApi, ReviewerConfirmationApi } from "./ApprovalLinks.ts"
 import { ApiKeysApi, ConsoleApi, ConsoleSignInApi } from "./Console.ts"
 import { FeedbackApi } from "./Feedback.ts"
+import { McpServersApi } from "./Mcp.ts"
 import { withIdempotency } from "./Idempotency.ts"
 import { NotificationsApi } from "./Notifications.ts"
 import { SystemApi } from "./System.ts"
@@ -34,6 +35,7 @@ export class Api extends withIdempotency(HttpApi.make("svc")
   .add(FeedbackApi)
   .add(TelemetryApi)
   .add(NotificationsApi)
+  .add(McpServersApi)
   .add(ConsoleSignInApi)
   .add(ConsoleApi)
   .add(ApiKeysApi)

@@ -12,8 +12,7 @@
  */
 import { Context, Option } from "effect"
 import { type HttpApiEndpoint, OpenApi } from "effect/http-api"
-import { decisionProblemExamples } from "./ApprovalEdits.ts"
-import { idempotencyProblemExamples } from "./Idempotency.ts"
+import { capabilityProblemExamples } from "./ProblemExampleParts.ts"
 import { RequiredScope } from "./Security.ts"
 
 /** The license the document declares: MIT, as `LICENSE` and the package manifests do. */
@@ -193,8 +192,7 @@ export const ProblemExamples: Readonly<Record<string, (context: ProblemContext) 
     limit: "SVC_ANSWER_VALIDATION_TIMEOUT",
     limit_value: 1000
   }),
-  ...idempotencyProblemExamples,
-  ...decisionProblemExamples,
+  ...capabilityProblemExamples,
   VALIDATION_BUSY: () => ({
     detail: "The validation queue holds 128 checks (SVC_ANSWER_VALIDATION_QUEUE) and this organization holds at least its share of them; retry after 1 second.",
     limit: "SVC_ANSWER_VALIDATION_QUEUE",

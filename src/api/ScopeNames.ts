@@ -18,7 +18,8 @@ export const Scopes = [
   "agents.read",
   "agents.write",
   "approvals.decide",
-  "keys.manage"
+  "keys.manage",
+  "mcp.use"
 ] as const
 
 /** The console's presets (`ConsolePresets` in `Security.ts` says what each holds). */

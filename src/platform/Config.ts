@@ -234,6 +234,13 @@ export const svcConfig: Config.Config<SvcConfigShape> = Config.all({
   // Replaced by a deadline enforced while rules run: a deployment that set
   // the old estimate's budget learns at start instead of relying on it.
   approvalRuleMaxCostGone: removed("SVC_APPROVAL_RULE_MAX_COST", "SVC_APPROVAL_RULES_TIMEOUT (a deadline enforced while a policy's rules run)"),
+  mcp: Config.all({
+    upstreamTimeout: duration("SVC_MCP_UPSTREAM_TIMEOUT", "30s", Duration.millis(100)),
+    upstreamMaxBytes: intAtLeast("SVC_MCP_UPSTREAM_MAX_BYTES", 1024 * 1024, 1024, 64 * 1024 * 1024),
+    upstreamsPerOrg: intAtLeast("SVC_MCP_UPSTREAM_CALLS_PER_ORG", 16, 1, 1024),
+    approvalWait: duration("SVC_MCP_APPROVAL_WAIT", "25s", Duration.millis(0)),
+    maxServersPerOrg: intAtLeast("SVC_MAX_MCP_SERVERS_PER_ORG", 50, 1, 1000)
+  }),
   maxTasksPerOrg: intAtLeast("SVC_MAX_TASKS_PER_ORG", 10_000, 1),
   maxFeedbackBytesPerOrg: intAtLeast("SVC_MAX_FEEDBACK_BYTES_PER_ORG", 1024 ** 3, 1024, Number.MAX_SAFE_INTEGER),
   maxRunBytesPerOrg: intAtLeast("SVC_MAX_RUN_BYTES_PER_ORG", 10 * 1024 ** 3, 1024, Number.MAX_SAFE_INTEGER),

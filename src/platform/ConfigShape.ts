@@ -116,6 +116,19 @@ export interface SvcConfigShape {
   readonly reviewerLimits: { readonly groups: number; readonly delegations: number }
   /** Rules on arguments: size limits, the rule workers' deadline, heap, number and queue, dry runs per minute (`RuleSettings.ts`). */
   readonly approvalRules: ApprovalRuleSettings
+  /**
+   * The MCP gateway (docs/mcp.md): the deadline and the most bytes of one
+   * exchange with an upstream MCP server, upstream calls one organization
+   * may have in flight per process, how long a `tools/call` without a task
+   * waits for a person's decision, and upstream servers per organization.
+   */
+  readonly mcp: {
+    readonly upstreamTimeout: Duration.Duration
+    readonly upstreamMaxBytes: number
+    readonly upstreamsPerOrg: number
+    readonly approvalWait: Duration.Duration
+    readonly maxServersPerOrg: number
+  }
   /** Tasks one organization may have. */
   readonly maxTasksPerOrg: number
   /** Bytes of feedback one organization may store (each record 256 bytes plus its correction's JSON). */

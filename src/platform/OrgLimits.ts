@@ -20,7 +20,7 @@ import { BigIntText, rowsOf } from "./Rows.ts"
 
 const CountRow = Schema.Struct({ count: BigIntText })
 
-export type CappedTable = "notification_endpoints" | "approval_policies" | "tasks" | "api_keys" | "reviewer_groups" | "reviewer_delegations"
+export type CappedTable = "notification_endpoints" | "approval_policies" | "tasks" | "api_keys" | "reviewer_groups" | "reviewer_delegations" | "mcp_servers"
 
 /** Rows of a table that count against its cap: a revoked API key no longer does. */
 const COUNTED: Record<CappedTable, string> = {
@@ -29,6 +29,7 @@ const COUNTED: Record<CappedTable, string> = {
   tasks: "",
   api_keys: " AND revoked_at IS NULL",
   reviewer_groups: "",
+  mcp_servers: "",
   // A delegation ended, or whose window is over, no longer counts.
   reviewer_delegations: " AND ended_at IS NULL AND ends_at > now()"
 }

@@ -27,6 +27,8 @@ export type OwnerKind =
   | "telemetry_destination"
   | "notification_endpoint_url"
   | "telemetry_destination_url"
+  | "mcp_server_url"
+  | "mcp_server_header"
 
 export interface SecretOwner {
   readonly orgId: string

@@ -26,6 +26,13 @@ import { ConsoleSessions } from "../console/ConsoleSessions.ts"
 import { ConsoleHandlers, ConsoleSignInHandlers } from "../console/Http.ts"
 import { Feedback } from "../feedback/Feedback.ts"
 import { FeedbackHandlers } from "../feedback/Http.ts"
+import { McpCalls } from "../mcp/Calls.ts"
+import { McpRoute } from "../mcp/Endpoint.ts"
+import { McpServersHandlers } from "../mcp/Http.ts"
+import { McpProtocol } from "../mcp/Protocol.ts"
+import { McpServers } from "../mcp/Servers.ts"
+import { McpSessions } from "../mcp/Sessions.ts"
+import { Upstream } from "../mcp/Upstream.ts"
 import { AuthenticationLive } from "../identity/Http.ts"
 import { IdempotencyLive } from "../idempotency/Idempotency.ts"
 import { Identity } from "../identity/Identity.ts"
@@ -80,9 +87,14 @@ export const ServicesLive = Layer.mergeAll(
   StreamGuard.layer.pipe(Layer.provideMerge(ConsoleSessions.layer)),
   Tasks.layer,
   DatasetExport.layer,
-  Layer.mergeAll(AgentSessions.layer, ApprovalFeed.layer, ApprovalMailLinks.layer, Reviewers.layer).pipe(
-    Layer.provideMerge(Layer.mergeAll(Approvals.layer, ApprovalContexts.layer)),
-    Layer.provideMerge(SessionHub.layer)
+  // The MCP gateway over the agents' services: governed calls take the same step path as REST steps.
+  McpProtocol.layer.pipe(
+    Layer.provideMerge(Layer.mergeAll(McpCalls.layer, McpSessions.layer)),
+    Layer.provideMerge(Layer.mergeAll(McpServers.layer, Upstream.layer)),
+    Layer.provideMerge(Layer.mergeAll(AgentSessions.layer, ApprovalFeed.layer, ApprovalMailLinks.layer, Reviewers.layer).pipe(
+      Layer.provideMerge(Layer.mergeAll(Approvals.layer, ApprovalContexts.layer)),
+      Layer.provideMerge(SessionHub.layer)
+    ))
   ),
   Feedback.layer.pipe(Layer.provide(Identity.layer)),
   TelemetryDestinations.layer,
@@ -120,6 +132,7 @@ const HandlersLive = Layer.mergeAll(
   FeedbackHandlers,
   TelemetryHandlers,
   NotificationsHandlers,
+  McpServersHandlers,
   ConsoleSignInHandlers,
   ConsoleHandlers,
   ApiKeysHandlers
@@ -178,7 +191,7 @@ const MAX_PATH_PARAM_LENGTH = 200 * 9
  * database.
  */
 export const HttpLive = HttpRouter.serve(
-  Layer.mergeAll(ApiRoutes, DocsRoute, ConsoleRoutes, RequestMiddleware, MetricsRoute),
+  Layer.mergeAll(ApiRoutes, DocsRoute, ConsoleRoutes, RequestMiddleware, MetricsRoute, McpRoute),
   {
     routerConfig: { maxParamLength: MAX_PATH_PARAM_LENGTH },
     // Our RequestMiddleware writes the request log line.
