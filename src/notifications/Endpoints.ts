@@ -46,8 +46,8 @@ import {
   refuseForBroker,
   writeSecrets
 } from "./auth/StoredAuth.ts"
-import { endpointHeaderOwner, endpointOwner, makeSendTargets, type SendTarget } from "./send/SendTargets.ts"
-import { newSigningSecret, OWN_HEADERS } from "./Signing.ts"
+import { endpointHeaderOwner, endpointOwner, SendTargets } from "./send/SendTargets.ts"
+import { newSigningSecret, OWN_HEADERS } from "./send/Signing.ts"
 
 /** The selection to store: the six approval events when none is given; duplicates collapse (the schema has refused any other type). */
 const eventSelection = (events: ReadonlyArray<string> | undefined): ReadonlyArray<EventType> =>
@@ -194,14 +194,6 @@ export class NotificationEndpoints extends Context.Service<NotificationEndpoints
     readonly secret: string
     readonly previous_secret_expires_at: string
   }, NotFound | LimitReached>
-  /** Drops what this process holds of the endpoint for its sends (its health changed: `send/EndpointHealth.ts`). */
-  readonly forget: (orgId: string, id: string) => Effect.Effect<void>
-  /** The signing secrets in use now, newest first (several during a rotation overlap). */
-  readonly signingSecrets: (orgId: string, id: string) => Effect.Effect<ReadonlyArray<string>>
-  /** What the sender needs for one endpoint, or `undefined` when it is gone (cached: `SendTargets.ts`). */
-  readonly sendTarget: (orgId: string, id: string) => Effect.Effect<SendTarget | undefined>
-  /** `sendTarget` without an effect, for sends without a fiber: `undefined` when this process knows nothing fresh. */
-  readonly sendTargetNow: (orgId: string, id: string) => SendTarget | undefined
 }>()("svc/notifications/NotificationEndpoints") {
   static readonly layer = Layer.effect(
     NotificationEndpoints,
@@ -218,11 +210,7 @@ export class NotificationEndpoints extends Context.Service<NotificationEndpoints
           ? Effect.succeed(0)
           : writeCertificateNotices(sql, config.webhookCertificateNotice, id)
       const woken = (written: number) => written > 0 ? wakeups.signal(Topics.events) : Effect.void
-      const signingSecrets = Effect.fn("NotificationEndpoints.signingSecrets")(function*(orgId: string, id: string) {
-        const stored = yield* secrets.list(endpointOwner(orgId, id))
-        return stored.map((secret) => Redacted.value(secret.value))
-      })
-      const { forget, sendTarget, sendTargetNow } = yield* makeSendTargets(sql, secrets, signingSecrets)
+      const { forget } = yield* SendTargets
 
       const create = Effect.fn("NotificationEndpoints.create")(function*(
         orgId: string,
@@ -438,11 +426,7 @@ export class NotificationEndpoints extends Context.Service<NotificationEndpoints
         find,
         update,
         remove,
-        rotateSecret,
-        forget,
-        signingSecrets,
-        sendTarget,
-        sendTargetNow
+        rotateSecret
       })
     })
   )

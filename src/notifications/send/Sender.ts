@@ -28,10 +28,9 @@ import { SvcConfig } from "../../platform/Config.ts"
 import { rowsOf } from "../../platform/Rows.ts"
 import { Wakeups } from "../../database/Wakeups.ts"
 import { directDeliveries } from "./DirectSend.ts"
-import { NotificationEndpoints } from "../Endpoints.ts"
-import type { SendTarget } from "./SendTargets.ts"
+import { type SendTarget, SendTargets } from "./SendTargets.ts"
 import { EventBodies } from "../dispatch/EventBodies.ts"
-import { deliveryHeaders } from "../Signing.ts"
+import { deliveryHeaders } from "./Signing.ts"
 import { eventBody } from "../../outbox/Outbox.ts"
 import { makeEndpointHealth } from "./EndpointHealth.ts"
 import { makeAuthorizedSend } from "../auth/AuthorizedSend.ts"
@@ -80,7 +79,7 @@ export class WebhookSender extends Context.Service<WebhookSender, {
     Effect.gen(function*() {
       const sql = yield* PgClient.PgClient
       const outbound = yield* OutboundHttp
-      const endpoints = yield* NotificationEndpoints
+      const targets = yield* SendTargets
       const config = yield* SvcConfig
       const bodies = yield* EventBodies
       const brokers = yield* Brokers
@@ -120,7 +119,7 @@ export class WebhookSender extends Context.Service<WebhookSender, {
       })
 
       const send = Effect.fnUntraced(function*(delivery: Claimed) {
-        const target = yield* endpoints.sendTarget(delivery.orgId, delivery.targetId)
+        const target = yield* targets.get(delivery.orgId, delivery.targetId)
         if (target === undefined) return notSent("endpoint deleted")
         if (!target.active) return notSent(`endpoint inactive: ${target.deactivatedReason ?? "deactivated"}`)
         const event = bodies.get(delivery.eventId ?? "") ??
@@ -148,7 +147,7 @@ export class WebhookSender extends Context.Service<WebhookSender, {
         // Broker destinations are sent by `deliver` (stored URLs have a lower-case scheme),
         // and so are endpoints that want a token first.
         sendTargetNow: (orgId, id) => {
-          const target = endpoints.sendTargetNow(orgId, id)
+          const target = targets.now(orgId, id)
           return target?.url.startsWith("https:") === true && target.oauth === undefined ? target : undefined
         },
         body: bodies.get,
@@ -165,14 +164,14 @@ export class WebhookSender extends Context.Service<WebhookSender, {
         sql,
         queue: yield* DeliveryQueue,
         wakeups: yield* Wakeups,
-        forget: endpoints.forget,
+        forget: targets.forget,
         failingAfter: config.webhookCooldownAfter,
         disableAfter: config.webhookDisableAfter
       })
 
       /** The bound a delivery shares: its organization and its endpoint's destination host (and port). */
       const hostGroup = (delivery: Claimed) =>
-        endpoints.sendTarget(delivery.orgId, delivery.targetId).pipe(
+        targets.get(delivery.orgId, delivery.targetId).pipe(
           Effect.map((target) => {
             const host = target === undefined ? undefined : URL.parse(target.url)?.host
             return host === undefined ? undefined : `${delivery.orgId} ${host}`
