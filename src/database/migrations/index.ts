@@ -61,6 +61,7 @@ import m0890 from "./0890_one_person_one_vote.ts"
 import m0920 from "./0920_idempotency_keys.ts"
 import m0930 from "./0930_delivery_search.ts"
 import m0940 from "./0940_endpoint_auth.ts"
+import m0960 from "./0960_target_groups.ts"
 
 /**
  * Every migration by its `id_name`, under the release of svc it first
@@ -121,7 +122,8 @@ export const migrationsByRelease = {
     "0890_one_person_one_vote": m0890,
     "0920_idempotency_keys": m0920,
     "0930_delivery_search": m0930,
-    "0940_endpoint_auth": m0940
+    "0940_endpoint_auth": m0940,
+    "0960_target_groups": m0960
   }
 }
 

@@ -29,6 +29,17 @@ export interface SendTarget {
   readonly clientCertificate?: ClientCertificate | undefined
 }
 
+/**
+ * The bound an endpoint's deliveries share with the organization's other
+ * endpoints on the same destination host (and port): `SVC_WEBHOOK_PER_HOST`
+ * in the worker, which reads it with each claim (`DeliveryQueue.setGroup`,
+ * written when the endpoint is created; migration 0960 derives it alike).
+ */
+export const hostGroup = (orgId: string, url: string): string | null => {
+  const host = URL.parse(url)?.host
+  return host === undefined || host === "" ? null : `${orgId} ${host}`
+}
+
 export const endpointOwner = (orgId: string, id: string): SecretOwner => ({ orgId, kind: "notification_endpoint", id })
 /** The owner of an endpoint's custom header values, one secret per header, named as given. */
 export const endpointHeaderOwner = (orgId: string, id: string): SecretOwner => ({ orgId, kind: "notification_endpoint_header", id })

@@ -17,7 +17,7 @@
  * failed, and decided as above.
  */
 import { PgClient } from "@effect/sql-pg"
-import { Clock, Context, Duration, Effect, FiberSet, Layer, Schema } from "effect"
+import { Cause, Clock, Context, Duration, Effect, FiberSet, Layer, Queue, Schema } from "effect"
 import { Brokers, ConnectionsBusy } from "../../brokers/Brokers.ts"
 import type { Claimed, CooldownPolicy } from "../../deliveries/DeliveryQueue.ts"
 import { DeliveryQueue, Outcome } from "../../deliveries/DeliveryQueue.ts"
@@ -69,8 +69,6 @@ export class WebhookSender extends Context.Service<WebhookSender, {
   readonly deliver: (delivery: Claimed) => Effect.Effect<Settlement>
   /** `deliver` without a fiber of its own, when it can (`src/deliveries/worker/DirectStart.ts`). */
   readonly deliverDirect: DirectHandle
-  /** Which per-host bound the delivery counts against (`SVC_WEBHOOK_PER_HOST`). */
-  readonly hostGroup: (delivery: Claimed) => Effect.Effect<string | undefined>
   /** Applies what recorded attempts say of their endpoints (`EndpointHealth.ts`). */
   readonly health: ReturnType<typeof makeEndpointHealth>
 }>()("svc/notifications/WebhookSender") {
@@ -169,16 +167,7 @@ export class WebhookSender extends Context.Service<WebhookSender, {
         disableAfter: config.webhookDisableAfter
       })
 
-      /** The bound a delivery shares: its organization and its endpoint's destination host (and port). */
-      const hostGroup = (delivery: Claimed) =>
-        targets.get(delivery.orgId, delivery.targetId).pipe(
-          Effect.map((target) => {
-            const host = target === undefined ? undefined : URL.parse(target.url)?.host
-            return host === undefined ? undefined : `${delivery.orgId} ${host}`
-          })
-        )
-
-      return WebhookSender.of({ deliver, deliverDirect, hostGroup, health })
+      return WebhookSender.of({ deliver, deliverDirect, health })
     })
   )
 
@@ -193,7 +182,7 @@ export class WebhookSender extends Context.Service<WebhookSender, {
   static readonly worker = Layer.effectDiscard(Effect.gen(function*() {
     const sender = yield* WebhookSender
     const config = yield* SvcConfig
-    yield* runWorker({
+    const { signals } = yield* runWorker({
       kind: "webhook",
       concurrency: WORKER_CONCURRENCY,
       perTarget: PER_ENDPOINT,
@@ -204,11 +193,23 @@ export class WebhookSender extends Context.Service<WebhookSender, {
       handleTimeout: config.webhookSendTimeout,
       pollEvery: Duration.seconds(2),
       cooldown: WebhookSender.cooldown(config),
-      group: sender.hostGroup,
       perGroup: config.webhookPerHost,
       handle: sender.deliver,
-      handleDirect: sender.deliverDirect,
-      health: sender.health
+      handleDirect: sender.deliverDirect
     })
+    // What the recorded attempts said of their endpoints, applied in order, one batch at a time.
+    yield* Queue.take(signals).pipe(
+      Effect.flatMap((batch) =>
+        sender.health(batch).pipe(
+          Effect.catchCause((cause) =>
+            Cause.hasInterruptsOnly(cause)
+              ? Effect.failCause(cause)
+              : Effect.logError("applying endpoint health after a settle failed", Cause.squash(cause))
+          )
+        )
+      ),
+      Effect.forever,
+      Effect.forkScoped
+    )
   }))
 }
