@@ -21,7 +21,7 @@ import { databaseKinds } from "./support/db.ts"
 import type { BenchContext, Scenario, ScenarioResult } from "./support/scenario.ts"
 import { describeCheckout, REPO, svcCheckouts } from "./support/svc.ts"
 
-const SCENARIOS = ["writes", "feedback-flood", "steps", "webhooks", "webhooks-scale", "latency", "held-horizon", "telemetry-latency", "telemetry-export", "cli", "first-request", "delivery-search"] as const
+const SCENARIOS = ["writes", "feedback-flood", "steps", "webhooks", "webhooks-scale", "latency", "held-horizon", "drain-history", "telemetry-latency", "telemetry-export", "cli", "first-request", "delivery-search"] as const
 const INPROCESS = ["approvals", "metrics", "rules"] as const
 
 const wanted = process.argv.slice(2)

@@ -3,25 +3,55 @@
  * records and replay, secret rotation and the reviewer email address
  * (docs/webhooks.md, "Endpoints" and "Delivery").
  */
-import { Schema, SchemaTransformation } from "effect"
+import { Schema } from "effect"
 import { HttpApiEndpoint, HttpApiGroup, HttpApiSchema, OpenApi } from "effect/http-api"
 import { type ApprovalEventType, ApprovalEventTypes } from "./Approvals.ts"
-import { ActionClassFilter, DeliveryPage, DeliverySearch, type EventType, EventTypes } from "./WebhookDeliveries.ts"
-import { answeredAs, EmailAddress, Instant, Text, Timestamp, UrlOf, Uuid } from "./Common.ts"
-import { CustomHeaders, TRANSPORT_HEADERS, WEBHOOK_OWN_HEADERS } from "./HeaderNames.ts"
+import { DeliveryPage, DeliverySearch, type EventType } from "./WebhookDeliveries.ts"
+import { Timestamp, Uuid } from "./Common.ts"
 import { InvalidUrl, NotReplayable, QueueFull, Replayed } from "./Deliveries.ts"
 import { InvalidHeaders, InvalidRequest, LimitReached, NotFound, problemType, RateLimited } from "./Errors.ts"
 import { HttpApiError } from "effect/http-api"
 import { Authentication, requireScope } from "./Security.ts"
 import { documented, notFound } from "./Documentation.ts"
-import { ClientCertificateInput, ClientCertificateView, EndpointAuthInput, EndpointAuthView } from "./EndpointAuth.ts"
 import * as Examples from "./Examples.ts"
+import {
+  BulkReplay,
+  BulkReplayed,
+  DeliveryFailed,
+  EndpointStats,
+  NotificationSettings,
+  RotateSecret,
+  TestDelivered,
+  TestDelivery,
+  UpdateNotificationSettings
+} from "./EndpointOperations.ts"
+import { CreateEndpoint, NotificationEndpoint, UpdateEndpoint } from "./EndpointSettings.ts"
 
+export {
+  CreateEndpoint,
+  EndpointOrdering,
+  MAX_ACTION_CLASS_FILTERS,
+  MAX_RATE_LIMIT,
+  NotificationEndpoint,
+  UpdateEndpoint
+} from "./EndpointSettings.ts"
+export {
+  BulkReplay,
+  BulkReplayed,
+  DeliveryFailed,
+  EndpointStats,
+  NotificationSettings,
+  RotateSecret,
+  TestDelivered,
+  TestDelivery,
+  UpdateNotificationSettings
+} from "./EndpointOperations.ts"
 export {
   ActionClassFilter,
   type EndpointEventType,
   EndpointEventTypes,
   type EventType,
+  EventTypeName,
   EventTypes,
   NotificationDelivery
 } from "./WebhookDeliveries.ts"
@@ -41,207 +71,6 @@ export class InvalidWebhookEvents extends HttpApiError.Problem<InvalidWebhookEve
   field: Schema.optionalKey(Schema.String),
   supported: Schema.optionalKey(Schema.Array(Schema.String))
 }) {}
-
-/** An event type: the enum on the wire, a string once decoded; any other is `400 INVALID_WEBHOOK_EVENTS`. */
-export const EventTypeName = Schema.Literals(EventTypes).annotate(answeredAs("INVALID_WEBHOOK_EVENTS"))
-  .pipe(Schema.decodeTo(Text, SchemaTransformation.passthroughSubtype()))
-
-/** An event selection: 1 to 20 event types (duplicates collapse), else `400 INVALID_WEBHOOK_EVENTS`. */
-const EventSelection = Schema.Array(EventTypeName).check(
-  Schema.isMinLength(1, { message: "events must name at least one event type", ...answeredAs("INVALID_WEBHOOK_EVENTS") }),
-  Schema.isMaxLength(20, { message: "events may list at most 20 entries", ...answeredAs("INVALID_WEBHOOK_EVENTS") })
-).annotate({ description: `Event types to subscribe to (1 to 20 entries): ${EventTypes.join(", ")}` })
-
-/** Most entries an `action_classes` filter may have. */
-export const MAX_ACTION_CLASS_FILTERS = 50
-
-/** The approval events an endpoint gets, by their step's action class; null: all. */
-const ActionClassFilters = Schema.NullOr(
-  Schema.Array(ActionClassFilter).check(Schema.isMaxLength(MAX_ACTION_CLASS_FILTERS, {
-    message: `Expected at most ${MAX_ACTION_CLASS_FILTERS} entries`
-  }))
-).annotate({
-  description:
-    `Only approval events whose step's action class is listed (exactly, or under a prefix ending in \`.*\`, e.g. \`payments.*\`) are delivered; null or absent: all. At most ${MAX_ACTION_CLASS_FILTERS} entries. Operational events (\`endpoint.*\`) are not filtered.`
-})
-
-/**
- * How an endpoint's deliveries go out: `concurrent` (several at once, in no
- * promised order) or `strict` (one at a time, in the order the events were
- * recorded; one that keeps failing holds the ones behind it until it is
- * delivered or fails for good).
- */
-export const EndpointOrdering = Schema.Literals(["concurrent", "strict"]).annotate({
-  description:
-    "`concurrent` (default): several deliveries in flight at once, in no promised order. `strict`: one at a time, in the order the events were recorded; a delivery that keeps failing holds the ones behind it until it is delivered or fails for good."
-})
-export type EndpointOrdering = typeof EndpointOrdering.Type
-
-/** Most deliveries per second an endpoint's `rate_limit` may say. */
-export const MAX_RATE_LIMIT = 1000
-
-/** Custom headers: every rule but two names differing only in case and a value's UTF-8 length is the schema's (`HeaderNames.ts`). */
-const EndpointHeaders = CustomHeaders(
-  [TRANSPORT_HEADERS, WEBHOOK_OWN_HEADERS],
-  "Headers sent with every delivery, retry, replay and test event to this endpoint (e.g. a routing key or a static token), at most 10. Values are encrypted at rest and never returned; only the names are listed. Transport, hop-by-hop, trace-context and cookie headers and svc's own (`Content-Type`, `User-Agent`, `Accept-Encoding`, `X-Svc-*`, `webhook-*`) are refused (`INVALID_HEADERS`), as are two names differing only in case and a value over 4096 UTF-8 bytes."
-)
-
-/** Deliveries per second; null: unlimited. */
-const RateLimit = Schema.NullOr(
-  Schema.Int.check(Schema.isBetween({ minimum: 1, maximum: MAX_RATE_LIMIT }))
-).annotate({
-  description:
-    `At most this many deliveries per second to the endpoint (1 to ${MAX_RATE_LIMIT}), counted across every svc process, retries and replays included, with a burst of one second's worth; null or absent: unlimited. Test events are not counted.`
-})
-
-export const NotificationEndpoint = Schema.Struct({
-  id: Uuid,
-  url_hint: Schema.String.annotate({ description: "Masked receiver address; the full URL is never returned" }),
-  events: Schema.Array(Schema.String),
-  ordering: EndpointOrdering,
-  active: Schema.Boolean,
-  created_at: Timestamp,
-  created_by: Schema.String.annotate({ description: "Id of the API key that created the endpoint" }),
-  deactivated_at: Schema.optionalKey(Timestamp),
-  deactivated_reason: Schema.optionalKey(Schema.String.annotate({
-    description: "Why the endpoint is inactive (the receiver answered 410 Gone, or it failed for SVC_WEBHOOK_DISABLE_AFTER without a success). PATCH reactivates it."
-  })),
-  cooldown_until: Schema.optionalKey(Timestamp.annotate({
-    description:
-      "Present while the endpoint is cooling down after consecutive failed attempts: no delivery (replays included) is attempted before then"
-  })),
-  failing_since: Schema.optionalKey(Timestamp.annotate({
-    description:
-      "Present while the endpoint is failing: since it entered a cooldown after having been healthy (when `endpoint.failing` was sent); cleared by its next successful delivery"
-  })),
-  action_classes: Schema.NullOr(Schema.Array(Schema.String)).annotate({
-    description: "Action classes (exact, or prefixes ending in `.*`) whose approval events the endpoint gets; null: all"
-  }),
-  headers: Schema.Array(Schema.String).annotate({
-    description: "Names of the endpoint's custom headers, as given; their values are never returned"
-  }),
-  rate_limit: Schema.NullOr(Schema.Int).annotate({ description: "Deliveries per second at most; null: unlimited" }),
-  auth: EndpointAuthView,
-  tls_client_certificate: ClientCertificateView
-})
-export type NotificationEndpoint = typeof NotificationEndpoint.Type
-
-export const CreateEndpoint = Schema.Struct({
-  url: UrlOf(["https", "amqp", "amqps", "nats", "tls"], "Expected an https, amqp, amqps, nats or tls URL").annotate({
-    description:
-      "Public HTTPS receiver URL, or a broker destination: `amqp://` / `amqps://` (RabbitMQ: `?exchange=` required, `&routing_key=` default the event type, path the virtual host) or `nats://` / `tls://` (NATS JetStream: `?subject=` required). Broker URLs may carry credentials; the URL is a secret, never returned."
-  }),
-  events: Schema.optionalKey(EventSelection),
-  action_classes: Schema.optionalKey(ActionClassFilters),
-  ordering: Schema.optionalKey(EndpointOrdering),
-  headers: Schema.optionalKey(EndpointHeaders),
-  rate_limit: Schema.optionalKey(RateLimit),
-  auth: Schema.optionalKey(EndpointAuthInput),
-  tls_client_certificate: Schema.optionalKey(ClientCertificateInput)
-})
-
-export const UpdateEndpoint = Schema.Struct({
-  events: Schema.optionalKey(EventSelection.annotate({ description: "Replaces the event selection; absent: unchanged" })),
-  action_classes: Schema.optionalKey(ActionClassFilters),
-  ordering: Schema.optionalKey(EndpointOrdering),
-  headers: Schema.optionalKey(EndpointHeaders.annotate({
-    description: "Replaces the whole set of custom headers (values write-only: give every header again); `{}` removes them all; absent: unchanged. Same rules as on create."
-  })),
-  rate_limit: Schema.optionalKey(RateLimit.annotate({ description: "Replaces the rate limit; null: unlimited; absent: unchanged" })),
-  auth: Schema.optionalKey(EndpointAuthInput),
-  tls_client_certificate: Schema.optionalKey(ClientCertificateInput)
-})
-
-export const TestDelivery = Schema.Struct({
-  event_type: Schema.optionalKey(EventTypeName.annotate({
-    description: "One of the endpoint's event types; default: its first"
-  }))
-})
-
-export const TestDelivered = Schema.Struct({
-  delivered: Schema.Literal(true),
-  status: Schema.optionalKey(Schema.Int.annotate({
-    description: "The receiver's HTTP status (2xx); absent for a broker destination, which acknowledged the message"
-  })),
-  duration_ms: Schema.Int
-})
-
-/** A test delivery the receiver did not accept: its status or the network error, never its body. */
-export class DeliveryFailed extends HttpApiError.Problem<DeliveryFailed>()("DeliveryFailed", {
-  type: problemType("DELIVERY_FAILED"),
-  status: 502,
-  title: "The receiver did not accept the test delivery"
-}, {
-  code: Schema.tag("DELIVERY_FAILED"),
-  receiver_status: Schema.optionalKey(Schema.Int.annotate({ description: "The receiver's HTTP status, when it answered" })),
-  error: Schema.String.annotate({ description: "What went wrong: the status, or the network or TLS error" }),
-  duration_ms: Schema.Int
-}) {}
-
-export const BulkReplay = Schema.Struct({
-  since: Instant.annotate({ description: "Failed deliveries created at or after this instant" }),
-  until: Schema.optionalKey(Instant.annotate({ description: "… and before this one (default: now)" })),
-  dry_run: Schema.optionalKey(Schema.Boolean.annotate({ description: "Count only; queue nothing" }))
-})
-
-export const BulkReplayed = Schema.Struct({
-  matched: Schema.Int.annotate({ description: "Failed deliveries of the endpoint created in [since, until)" }),
-  queued: Schema.Int.annotate({ description: "Queued again (0 on a dry run)" }),
-  not_queued: Schema.Int.annotate({
-    description: "Matched but not queued: over the queue's capacity (`SVC_WEBHOOK_QUEUE_CAPACITY`) or over the most one call takes (`SVC_WEBHOOK_REPLAY_MAX`); on a dry run, those that would not fit"
-  }),
-  next_since: Schema.optionalKey(Timestamp.annotate({
-    description: "Present when the window matched more than one call takes: call again with this `since` for the rest"
-  }))
-})
-
-export const EndpointStats = Schema.Struct({
-  since: Timestamp.annotate({ description: "Start of the window (24 hours before now)" }),
-  delivered: Schema.Int,
-  failed: Schema.Int,
-  pending: Schema.Int.annotate({ description: "Queued, sending or retrying" }),
-  success_rate: Schema.NullOr(Schema.Number).annotate({
-    description: "delivered / (delivered + failed), 0 to 1; null when none finished"
-  }),
-  duration_ms_p50: Schema.NullOr(Schema.Number).annotate({ description: "Median duration of the window's attempts; null without attempts" }),
-  duration_ms_p95: Schema.NullOr(Schema.Number)
-})
-
-export const RotateSecret = Schema.Struct({
-  overlap_seconds: Schema.optionalKey(
-    Schema.Int.check(Schema.isBetween({ minimum: 0, maximum: 7 * 24 * 3600 })).annotate({
-      description: "How long the secret signing until now keeps signing beside the new one (0 to 604800, default 86400)"
-    })
-  ),
-  expire_previous: Schema.optionalKey(
-    Schema.Literals(["latest", "all"]).annotate({
-      description: "Which earlier secrets the overlap ends. `latest` (default): only the one signing until now; " +
-        "older ones still in the overlap of an earlier rotation keep the end that rotation announced, and a rotation " +
-        "after which more than `SVC_WEBHOOK_MAX_SIGNING_SECRETS` secrets would sign is refused (409 `LIMIT_REACHED`; " +
-        "with `overlap_seconds: 0` the one signing until now ends at once, so it is taken at the cap). " +
-        "`all`: every earlier secret ends within the overlap (none is lengthened), and the oldest beyond " +
-        "`SVC_WEBHOOK_MAX_SIGNING_SECRETS` end at once; with `overlap_seconds: 0` every earlier secret ends now " +
-        "(a leaked secret), whatever signs."
-    })
-  )
-})
-
-export const NotificationSettings = Schema.Struct({
-  reviewer_email: Schema.NullOr(Schema.String).annotate({
-    description: "The reviewer address that receives approval requests and deadline notices; null: none"
-  }),
-  reviewer_email_status: Schema.NullOr(Schema.Literals(["pending", "confirmed"])).annotate({
-    description:
-      "`pending`: a confirmation mail went to the address and it receives no approval mail until its link is opened and confirmed; `confirmed`: it receives them. Null without an address."
-  }),
-  email_notifier: Schema.Boolean.annotate({
-    description: "Whether reviewer email is active: `SVC_SMTP_URL` is set and the reviewer address is confirmed"
-  })
-})
-
-export const UpdateNotificationSettings = Schema.Struct({
-  reviewer_email: Schema.NullOr(EmailAddress)
-})
 
 const EndpointId = { id: Uuid }
 

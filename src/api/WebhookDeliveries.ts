@@ -4,9 +4,9 @@
  * of `GET /v1/notification-endpoints/:id/deliveries` and `GET
  * /v1/deliveries` (docs/webhooks.md, "Searching the delivery log").
  */
-import { Schema } from "effect"
+import { Schema, SchemaTransformation } from "effect"
 import { type ApprovalEventType, ApprovalEventTypes } from "./Approvals.ts"
-import { Cursor, Instant, Limit, NextCursor, Text, Timestamp, Uuid } from "./Common.ts"
+import { answeredAs, Cursor, Instant, Limit, NextCursor, Text, Timestamp, Uuid } from "./Common.ts"
 
 /**
  * Operational events about the organization's endpoints: one stopped being
@@ -20,6 +20,10 @@ export type EndpointEventType = typeof EndpointEventTypes[number]
 
 /** Every event type an endpoint may subscribe to. */
 export const EventTypes = [...ApprovalEventTypes, ...EndpointEventTypes] as const
+
+/** An event type: the enum on the wire, a string once decoded; any other is `400 INVALID_WEBHOOK_EVENTS`. */
+export const EventTypeName = Schema.Literals(EventTypes).annotate(answeredAs("INVALID_WEBHOOK_EVENTS"))
+  .pipe(Schema.decodeTo(Text, SchemaTransformation.passthroughSubtype()))
 export type EventType = ApprovalEventType | EndpointEventType
 
 /** One entry of an `action_classes` filter: an action class, or a prefix ending in `.*`. */

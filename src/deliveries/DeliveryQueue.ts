@@ -135,6 +135,12 @@ export const make = (sql: PgClient.PgClient, wakeups: Wakeups["Service"], info: 
      * target's row (`Targets.ts`). Joins the caller's transaction, if any.
      */
     setRateLimit: op("setRateLimit", Targets.setRateLimit),
+    /**
+     * Targets sharing `group` share a bound in the worker (webhook endpoints
+     * of one organization on one host: `SVC_WEBHOOK_PER_HOST`); every claim
+     * answers it with the deliveries it hands out. Joins the caller's transaction, if any.
+     */
+    setGroup: op("setGroup", Targets.setGroup),
     /** The target's cooldown end, if it is cooling down now. */
     cooldownUntil: op("cooldownUntil", Targets.cooldownUntil),
     /** Whether the database answers now (a worker asks after a statement failed: unreachable, or refused?). */

@@ -43,6 +43,7 @@ export const claim = Effect.fnUntraced(function*(ctx: LogContext, kind: Delivery
       ...toDelivery(row),
       leaseOwner: row.lease_owner,
       targetFailures: row.target_failures,
+      targetGroup: row.target_group ?? undefined,
       claimedFrom: row.claimed_from
     }))
     .concat(logged)

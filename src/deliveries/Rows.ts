@@ -55,6 +55,7 @@ export const claimed = decodeRows("deliveries", Schema.Struct({
   ...DeliveryRow.fields,
   lease_owner: Schema.String,
   target_failures: Count,
+  target_group: Schema.NullOr(Schema.String),
   claimed_from: StoredStatus
 }))
 /** One attempt as `delivery_attempt_records` reads it. */

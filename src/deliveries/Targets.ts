@@ -160,6 +160,23 @@ export const setStrict = Effect.fnUntraced(function*(
  * `org_rate_limits` in `src/feedback/Promotion.ts`). A lifted limit
  * forgets the bucket; a changed one keeps it.
  */
+/**
+ * The bound the target shares with others (`share_group`; null: none),
+ * answered with every delivery a claim hands out (`Claimed.targetGroup`).
+ */
+export const setGroup = Effect.fnUntraced(function*(
+  sql: PgClient.PgClient,
+  kind: DeliveryKind,
+  orgId: string,
+  targetId: string,
+  group: string | null
+) {
+  yield* sql`
+    INSERT INTO delivery_targets AS t (id, org_id, kind, share_group) VALUES (${targetId}, ${orgId}, ${kind}, ${group})
+    ON CONFLICT (id) DO UPDATE SET share_group = EXCLUDED.share_group WHERE t.share_group IS DISTINCT FROM EXCLUDED.share_group
+  `.pipe(Effect.orDie)
+})
+
 export const setRateLimit = Effect.fnUntraced(function*(
   sql: PgClient.PgClient,
   kind: DeliveryKind,

@@ -52,6 +52,8 @@ export interface Claimed extends Delivery {
   readonly leaseOwner: string
   /** The target's consecutive failures when claimed. */
   readonly targetFailures: number
+  /** The bound the target shares with others (`setGroup`), if any: read with the claim. */
+  readonly targetGroup?: string | undefined
   /**
    * The status it had before this claim (`sending` when it is taken over
    * from an expired lease; `logged` when handed out under its target's

@@ -13,14 +13,11 @@
  * schema's rule (`EventSelection` in src/api/Notifications.ts).
  */
 import { PgClient } from "@effect/sql-pg"
-import type { Statement } from "effect/sql"
-import { Context, Effect, Layer, Redacted, Schema } from "effect"
+import { Context, Effect, Layer, Redacted } from "effect"
 import { parseEndpointUrl } from "../brokers/BrokerUrl.ts"
 import { headersRefused, type InvalidHeaders, type InvalidRequest, LimitReached, NotFound } from "../api/Errors.ts"
-import { ClientCertificateView, EndpointAuthView } from "../api/EndpointAuth.ts"
 import { InvalidUrl } from "../api/Deliveries.ts"
-import { EndpointOrdering, type EventType, type InvalidWebhookEvents, type NotificationEndpoint } from "../api/Notifications.ts"
-import { DefaultEventTypes } from "../api/Notifications.ts"
+import type { EndpointOrdering, InvalidWebhookEvents, NotificationEndpoint } from "../api/Notifications.ts"
 import { DeliveryQueue } from "../deliveries/DeliveryQueue.ts"
 import { failingStreak } from "../deliveries/Targets.ts"
 import { checkHeaders } from "../outbound/HeaderRules.ts"
@@ -28,8 +25,7 @@ import { OutboundHttp } from "../outbound/OutboundHttp.ts"
 import { SvcConfig } from "../platform/Config.ts"
 import { newId } from "../platform/Ids.ts"
 import { countForCap } from "../platform/OrgLimits.ts"
-import { JsonColumn, rowsOf, Timestamp, TimestampOrNull } from "../platform/Rows.ts"
-import { databaseNow, iso } from "../platform/Time.ts"
+import { iso } from "../platform/Time.ts"
 import { endpointUrlOwner, SEALED_URL_COLUMN, URL_SECRET } from "../secrets/ReceiverUrls.ts"
 import { SecretStore } from "../secrets/SecretStore.ts"
 import { activeEndpoint } from "./send/EndpointHealth.ts"
@@ -46,12 +42,21 @@ import {
   refuseForBroker,
   writeSecrets
 } from "./auth/StoredAuth.ts"
-import { endpointHeaderOwner, endpointOwner, makeSendTargets, type SendTarget } from "./send/SendTargets.ts"
-import { newSigningSecret, OWN_HEADERS } from "./Signing.ts"
-
-/** The selection to store: the six approval events when none is given; duplicates collapse (the schema has refused any other type). */
-const eventSelection = (events: ReadonlyArray<string> | undefined): ReadonlyArray<EventType> =>
-  events === undefined ? DefaultEventTypes : [...new Set(events)] as ReadonlyArray<EventType>
+import { endpointHeaderOwner, endpointOwner, hostGroup, SendTargets } from "./send/SendTargets.ts"
+import { newSigningSecret, OWN_HEADERS } from "./send/Signing.ts"
+import { rotateSigningSecret } from "./SecretRotation.ts"
+import {
+  columns,
+  type EndpointRow,
+  EndpointRows,
+  eventSelection,
+  filterColumn,
+  headerNames,
+  healthColumns,
+  jsonOrNull,
+  toEndpoint,
+  withHealth
+} from "./EndpointRows.ts"
 
 export interface EndpointChange {
   readonly events?: ReadonlyArray<string> | undefined
@@ -93,74 +98,6 @@ const writeHeaders = Effect.fnUntraced(function*(
   for (const [name, value] of headers) yield* secrets.put(owner, name, Redacted.make(value))
 })
 
-const jsonOrNull = (value: object | undefined) => value === undefined ? null : JSON.stringify(value)
-
-const headerNames = (headers: ReadonlyArray<readonly [string, string]> | undefined) => JSON.stringify((headers ?? []).map(([name]) => name))
-
-/** A `notification_endpoints` row (with, where a query joins it, its health: `withHealth`). */
-const EndpointColumns = Schema.Struct({
-  id: Schema.String,
-  org_id: Schema.String,
-  url: Schema.String,
-  url_hint: Schema.String,
-  events: JsonColumn(Schema.Array(Schema.String)),
-  ordering: EndpointOrdering,
-  active: Schema.Boolean,
-  deactivated_at: TimestampOrNull,
-  deactivated_reason: Schema.NullOr(Schema.String),
-  created_at: Timestamp,
-  created_by: Schema.String,
-  action_classes: JsonColumn(Schema.NullOr(Schema.Array(Schema.String))),
-  header_names: JsonColumn(Schema.Array(Schema.String)),
-  rate_limit: Schema.NullOr(Schema.Number),
-  auth: JsonColumn(EndpointAuthView),
-  client_certificate: JsonColumn(ClientCertificateView),
-  cooldown_until: Schema.optionalKey(TimestampOrNull),
-  failing_since: Schema.optionalKey(TimestampOrNull)
-})
-export type EndpointRow = typeof EndpointColumns.Type
-const EndpointRows = rowsOf("notification_endpoints", EndpointColumns)
-
-export const toEndpoint = (row: EndpointRow): NotificationEndpoint => ({
-  id: row.id,
-  url_hint: row.url_hint,
-  events: [...row.events],
-  ordering: row.ordering,
-  active: row.active,
-  created_at: row.created_at,
-  created_by: row.created_by,
-  ...(row.deactivated_at === null ? {} : { deactivated_at: row.deactivated_at }),
-  ...(row.deactivated_reason === null ? {} : { deactivated_reason: row.deactivated_reason }),
-  ...(row.cooldown_until === undefined || row.cooldown_until === null ? {} : { cooldown_until: row.cooldown_until }),
-  ...(row.failing_since === undefined || row.failing_since === null ? {} : { failing_since: row.failing_since }),
-  action_classes: row.action_classes === null ? null : [...row.action_classes],
-  headers: [...row.header_names],
-  rate_limit: row.rate_limit,
-  auth: row.auth,
-  tls_client_certificate: row.client_certificate
-})
-
-const DEFAULT_OVERLAP_SECONDS = 24 * 3600
-
-const columns =
-  "id, org_id, url, url_hint, events, ordering, active, deactivated_at, deactivated_reason, created_at, created_by, action_classes, header_names, rate_limit, auth, client_certificate"
-
-/** An `action_classes` filter as stored: null (all), or its entries without duplicates. */
-const filterColumn = (filter: ReadonlyArray<string> | null | undefined) =>
-  filter === undefined || filter === null ? null : JSON.stringify([...new Set(filter)])
-
-/**
- * The columns of endpoints `e` with their health, kept in their delivery
- * targets `t`: the failing streak, and the end of a cooldown in progress
- * (in the database's time).
- */
-const healthColumns = `${columns.split(", ").map((column) => `e.${column}`).join(", ")},
-  t.failing_since, CASE WHEN t.cooldown_until > now() THEN t.cooldown_until END AS cooldown_until`
-
-/** The endpoint rows `rows` answers, with their health. */
-const withHealth = (sql: PgClient.PgClient, rows: Statement.Fragment) =>
-  sql`WITH e AS (${rows}) SELECT ${sql.literal(healthColumns)} FROM e LEFT JOIN delivery_targets t ON t.id = e.id`
-
 export class NotificationEndpoints extends Context.Service<NotificationEndpoints, {
   readonly create: (
     orgId: string,
@@ -194,14 +131,6 @@ export class NotificationEndpoints extends Context.Service<NotificationEndpoints
     readonly secret: string
     readonly previous_secret_expires_at: string
   }, NotFound | LimitReached>
-  /** Drops what this process holds of the endpoint for its sends (its health changed: `send/EndpointHealth.ts`). */
-  readonly forget: (orgId: string, id: string) => Effect.Effect<void>
-  /** The signing secrets in use now, newest first (several during a rotation overlap). */
-  readonly signingSecrets: (orgId: string, id: string) => Effect.Effect<ReadonlyArray<string>>
-  /** What the sender needs for one endpoint, or `undefined` when it is gone (cached: `SendTargets.ts`). */
-  readonly sendTarget: (orgId: string, id: string) => Effect.Effect<SendTarget | undefined>
-  /** `sendTarget` without an effect, for sends without a fiber: `undefined` when this process knows nothing fresh. */
-  readonly sendTargetNow: (orgId: string, id: string) => SendTarget | undefined
 }>()("svc/notifications/NotificationEndpoints") {
   static readonly layer = Layer.effect(
     NotificationEndpoints,
@@ -218,11 +147,7 @@ export class NotificationEndpoints extends Context.Service<NotificationEndpoints
           ? Effect.succeed(0)
           : writeCertificateNotices(sql, config.webhookCertificateNotice, id)
       const woken = (written: number) => written > 0 ? wakeups.signal(Topics.events) : Effect.void
-      const signingSecrets = Effect.fn("NotificationEndpoints.signingSecrets")(function*(orgId: string, id: string) {
-        const stored = yield* secrets.list(endpointOwner(orgId, id))
-        return stored.map((secret) => Redacted.value(secret.value))
-      })
-      const { forget, sendTarget, sendTargetNow } = yield* makeSendTargets(sql, secrets, signingSecrets)
+      const { forget } = yield* SendTargets
 
       const create = Effect.fn("NotificationEndpoints.create")(function*(
         orgId: string,
@@ -264,6 +189,7 @@ export class NotificationEndpoints extends Context.Service<NotificationEndpoints
                     ${jsonOrNull(certificate?.column)}::jsonb, ${certificate?.expiresAt ?? null})
             RETURNING ${sql.literal(columns)}
           `)
+          yield* queue.setGroup("webhook", orgId, id, hostGroup(orgId, checked.url))
           if (input.ordering === "strict") yield* queue.setStrict("webhook", orgId, id, true)
           if (input.rate_limit !== undefined && input.rate_limit !== null) yield* queue.setRateLimit("webhook", orgId, id, input.rate_limit)
           if (headers !== undefined) yield* writeHeaders(secrets, orgId, id, headers)
@@ -378,56 +304,12 @@ export class NotificationEndpoints extends Context.Service<NotificationEndpoints
         expirePrevious: "latest" | "all" | undefined
       ) {
         const row = yield* find(orgId, id)
-        const owner = endpointOwner(orgId, id)
-        const secret = newSigningSecret()
-        const expire = expirePrevious ?? "latest"
-        const maxSecrets = config.webhookMaxSigningSecrets
-        // Puts `secret` in use and ends the earlier ones within the overlap,
-        // never later than they were to end; `overlapEnd` is the overlap's
-        // end, in the database's time: that is what `list` compares with.
-        //
-        // `latest` ends only the secret signing until now: an older one still
-        // in the overlap of an earlier rotation keeps the end that rotation
-        // announced (a receiver may still verify with it alone), so a rotation
-        // after which more than `maxSecrets` would sign at once is refused;
-        // with overlap 0 the one signing until now ends at once, so it never
-        // adds one. `all` ends every earlier one within the overlap, and the
-        // oldest beyond `maxSecrets` at once: the caller asked for it (with
-        // overlap 0, every earlier secret ends now, at the cap too).
-        //
-        // The endpoint's row is locked first: concurrent rotations of one
-        // endpoint (on a PostgreSQL server, from any process) take turns, and
-        // each counts the secrets the one before it left.
-        const overlapEnd = yield* sql.withTransaction(Effect.gen(function*() {
-          const locked = yield* sql`SELECT id FROM notification_endpoints WHERE id = ${id} AND org_id = ${orgId} FOR UPDATE`
-          if (locked.length === 0) return yield* new NotFound({ detail: "No such notification endpoint." })
-          const now = new Date(yield* databaseNow(sql))
-          const overlap = overlapSeconds ?? DEFAULT_OVERLAP_SECONDS
-          const until = new Date(now.getTime() + overlap * 1000)
-          // Those in use, newest first.
-          const current = yield* secrets.list(owner)
-          const signingAfter = 1 + current.length - (overlap === 0 && current.length > 0 ? 1 : 0)
-          if (expire === "latest" && signingAfter > maxSecrets) {
-            const oldest = current.at(-1)!
-            return yield* new LimitReached({
-              limit: "SVC_WEBHOOK_MAX_SIGNING_SECRETS",
-              limit_value: maxSecrets,
-              detail: `${current.length} secrets sign this endpoint's deliveries until the oldest ends at ${
-                iso(oldest.expires_at ?? now)
-              }; rotate after that, with overlap_seconds: 0 (the secret signing until now ends at once), ` +
-                `or pass expire_previous: "all" to end the earlier secrets within this overlap.`
-            })
-          }
-          for (const [index, old] of current.entries()) {
-            if (expire === "all" && index >= maxSecrets - 1) yield* secrets.expire(owner, old.id, now)
-            // Shorten, never lengthen, the life of a secret already expiring.
-            else if ((index === 0 || expire === "all") && (old.expires_at === null || new Date(old.expires_at) > until)) {
-              yield* secrets.expire(owner, old.id, until)
-            }
-          }
-          yield* secrets.put(owner, "signing", Redacted.make(secret))
-          return until
-        })).pipe(Effect.catchTag("SqlError", Effect.die))
+        const { secret, overlapEnd } = yield* rotateSigningSecret(
+          sql,
+          secrets,
+          config.webhookMaxSigningSecrets,
+          { orgId, id, overlapSeconds, expirePrevious }
+        )
         yield* forget(orgId, id)
         return { endpoint: toEndpoint(row), secret, previous_secret_expires_at: iso(overlapEnd) }
       })
@@ -438,11 +320,7 @@ export class NotificationEndpoints extends Context.Service<NotificationEndpoints
         find,
         update,
         remove,
-        rotateSecret,
-        forget,
-        signingSecrets,
-        sendTarget,
-        sendTargetNow
+        rotateSecret
       })
     })
   )

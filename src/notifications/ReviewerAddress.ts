@@ -26,7 +26,7 @@
  *   standing where the organization's would.
  */
 import { PgClient } from "@effect/sql-pg"
-import { Context, Duration, Effect, Layer, Option, Schema } from "effect"
+import { Context, Effect, Layer, Option, Schema } from "effect"
 import { SqlClient } from "effect/sql"
 import {
   ConfirmationLinkExpired,
@@ -39,17 +39,11 @@ import type { NotificationSettings } from "../api/Notifications.ts"
 import { claimConfirmationWindow, queueConfirmation } from "../approvals/AddressConfirmations.ts"
 import { DeliveryQueue } from "../deliveries/DeliveryQueue.ts"
 import { SvcConfig } from "../platform/Config.ts"
-import { randomToken } from "../platform/Crypto.ts"
 import { sha256Hex } from "../platform/Digest.ts"
 import { newId } from "../platform/Ids.ts"
 import { Instant, InstantOrNull, rowsOf } from "../platform/Rows.ts"
 import { iso } from "../platform/Time.ts"
-
-/** Tokens of confirmation links start with this (the scrubber knows the shape). */
-const CONFIRMATION_PREFIX = "svr_"
-
-/** The console page a confirmation mail links to; the token goes in the fragment, which browsers never send. */
-export const confirmationUrl = (baseUrl: string, token: string) => `${baseUrl}/console/confirm-address#${token}`
+import { CONFIRMATION_PREFIX } from "./send/ConfirmationLinks.ts"
 
 const SettingsRow = Schema.Struct({
   reviewer_email: Schema.NullOr(Schema.String),
@@ -57,7 +51,6 @@ const SettingsRow = Schema.Struct({
   reviewer_confirmed_at: InstantOrNull
 })
 const SettingsRows = rowsOf("notification_settings", SettingsRow)
-const IssuedRows = rowsOf("reviewer_confirmations", Schema.Struct({ reviewer_email: Schema.String, expires_at: Instant }))
 const ConfirmedRows = rowsOf("reviewer_confirmations", Schema.Struct({
   used: Schema.Boolean,
   reviewer_email: Schema.NullOr(Schema.String),
@@ -87,32 +80,6 @@ export const writeReviewerEmail = Effect.fnUntraced(function*(orgId: string, ema
   `
   return rows.length > 0
 }, Effect.orDie)
-
-/**
- * Makes the link of one confirmation mail for the address setting
- * `addressId`, while it is the organization's and still pending: the token
- * (only the mail holds it), the address and when the link expires.
- */
-export const issueConfirmation = (sql: SqlClient.SqlClient, orgId: string, addressId: string, ttl: Duration.Duration) =>
-  Effect.gen(function*() {
-    const token = randomToken(CONFIRMATION_PREFIX)
-    // The setting is the organization's address or a group member's own
-    // (reviewer_member_addresses): address ids are unique across both.
-    const row = yield* IssuedRows.one(sql`
-      INSERT INTO reviewer_confirmations (token_hash, org_id, reviewer_address_id, reviewer_email, expires_at)
-      SELECT ${sha256Hex(token)}, org_id, address_id, email, now() + make_interval(secs => ${Duration.toSeconds(ttl)})
-      FROM (
-        SELECT org_id, reviewer_address_id AS address_id, reviewer_email AS email FROM notification_settings
-        WHERE org_id = ${orgId} AND reviewer_address_id = ${addressId} AND reviewer_email IS NOT NULL
-          AND reviewer_confirmed_at IS NULL
-        UNION ALL
-        SELECT org_id, address_id, email FROM reviewer_member_addresses
-        WHERE org_id = ${orgId} AND address_id = ${addressId} AND confirmed_at IS NULL AND accepted_at IS NOT NULL
-      ) pending
-      RETURNING reviewer_email, expires_at
-    `)
-    return row === undefined ? Option.none() : Option.some({ token, address: row.reviewer_email, expiresAt: row.expires_at })
-  }).pipe(Effect.orDie)
 
 const INVALID = "This is not the confirmation link of a reviewer address of this service. Use the whole link of the latest mail."
 

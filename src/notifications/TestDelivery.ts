@@ -24,8 +24,9 @@ import { SvcConfig } from "../platform/Config.ts"
 import { rowsOf } from "../platform/Rows.ts"
 import { newId } from "../platform/Ids.ts"
 import { NotificationEndpoints } from "./Endpoints.ts"
+import { SendTargets } from "./send/SendTargets.ts"
 import { httpError } from "./send/Verdict.ts"
-import { deliveryHeaders } from "./Signing.ts"
+import { deliveryHeaders } from "./send/Signing.ts"
 import { makeAuthorizedSend } from "./auth/AuthorizedSend.ts"
 import { EndpointTokens } from "./auth/Tokens.ts"
 
@@ -100,6 +101,7 @@ export class TestDeliveries extends Context.Service<TestDeliveries, {
     Effect.gen(function*() {
       const sql = yield* PgClient.PgClient
       const endpoints = yield* NotificationEndpoints
+      const targets = yield* SendTargets
       const outbound = yield* OutboundHttp
       const brokers = yield* Brokers
       const operations = yield* DeliveryOperations
@@ -142,7 +144,7 @@ export class TestDeliveries extends Context.Service<TestDeliveries, {
           })
         }
         yield* claim(orgId, endpointId)
-        const target = yield* endpoints.sendTarget(orgId, endpointId)
+        const target = yield* targets.get(orgId, endpointId)
         if (target === undefined) return yield* new NotFound({ detail: "No such notification endpoint." })
         const id = newId()
         const now = new Date(yield* Clock.currentTimeMillis)

@@ -38,7 +38,7 @@ import { IdempotencyLive } from "../idempotency/Idempotency.ts"
 import { Identity } from "../identity/Identity.ts"
 import { ApiKeysHandlers } from "../identity/KeysHttp.ts"
 import { Dispatcher } from "../notifications/dispatch/Dispatcher.ts"
-import { ReviewerEmail } from "../notifications/Email.ts"
+import { ReviewerEmail } from "../notifications/send/Email.ts"
 import { ReviewerAddresses } from "../notifications/ReviewerAddress.ts"
 import { NotificationEndpoints } from "../notifications/Endpoints.ts"
 import { EventBodies } from "../notifications/dispatch/EventBodies.ts"
@@ -48,6 +48,7 @@ import { Metrics } from "../observability/Metrics.ts"
 import { OperatorTracesLive } from "../observability/OperatorTraces.ts"
 import { MetricsScrape } from "../observability/Scrape.ts"
 import { WebhookSender } from "../notifications/send/Sender.ts"
+import { SendTargets } from "../notifications/send/SendTargets.ts"
 import { SvcConfig } from "../platform/Config.ts"
 import { SecretBox } from "../platform/Crypto.ts"
 import { Migrations } from "../database/Migrations.ts"
@@ -101,7 +102,8 @@ export const ServicesLive = Layer.mergeAll(
   Layer.mergeAll(Dispatcher.layer, WebhookSender.layer, ReviewerEmail.layer, TestDeliveries.layer, ReviewerAddresses.layer).pipe(
     Layer.provideMerge(
       Layer.mergeAll(NotificationEndpoints.layer, EventBodies.layer, Brokers.layer, EndpointTokens.layer)
-    )
+    ),
+    Layer.provideMerge(SendTargets.layer)
   )
 ).pipe(
   Layer.provideMerge(DestinationsRepo.layer),

@@ -7,7 +7,7 @@
 import type * as Kit from "../src/index.ts"
 import { assert, runCases, type SuiteResult, type TestCase } from "./harness.ts"
 
-/** Deliveries signed by the service (`src/notifications/Signing.ts`), made by the test that runs this suite. */
+/** Deliveries signed by the service (`src/notifications/send/Signing.ts`), made by the test that runs this suite. */
 export interface Vectors {
   readonly secret: string
   readonly oldSecret: string

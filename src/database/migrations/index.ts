@@ -61,6 +61,7 @@ import m0890 from "./0890_one_person_one_vote.ts"
 import m0920 from "./0920_idempotency_keys.ts"
 import m0930 from "./0930_delivery_search.ts"
 import m0940 from "./0940_endpoint_auth.ts"
+import m0960 from "./0960_target_groups.ts"
 import m0970 from "./0970_mcp_gateway.ts"
 
 /**
@@ -123,6 +124,7 @@ export const migrationsByRelease = {
     "0920_idempotency_keys": m0920,
     "0930_delivery_search": m0930,
     "0940_endpoint_auth": m0940,
+    "0960_target_groups": m0960,
     "0970_mcp_gateway": m0970
   }
 }

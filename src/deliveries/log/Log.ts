@@ -145,7 +145,8 @@ const TakenRow = Schema.Struct({
   ...DeliveryRow.fields,
   lease_id: Schema.String,
   mark: BigIntText,
-  target_failures: Schema.Number
+  target_failures: Schema.Number,
+  target_group: Schema.NullOr(Schema.String)
 })
 type TakenRow = typeof TakenRow.Type
 const takenRows = decodeRows("deliveries", TakenRow)
@@ -172,10 +173,10 @@ export const leaseAndTake = (sql: PgClient.PgClient, kind: DeliveryKind, options
           rate_tat = ${sql.literal(rateCharged("coalesce(m.n, 0)"))}
       FROM picked p LEFT JOIN marks m ON m.target_id = p.id
       WHERE t.id = p.id
-      RETURNING t.id, t.lease_id, t.leased_to, t.consecutive_failures
+      RETURNING t.id, t.lease_id, t.leased_to, t.consecutive_failures, t.share_group
     ),
     handed AS (
-      SELECT k.*, l.lease_id, l.leased_to AS mark, l.consecutive_failures AS target_failures
+      SELECT k.*, l.lease_id, l.leased_to AS mark, l.consecutive_failures AS target_failures, l.share_group AS target_group
       FROM taken k JOIN leased l ON l.id = k.target_id
     )
     SELECT h.*, f.takeover FROM (
@@ -220,9 +221,9 @@ export const takeRows = (sql: PgClient.PgClient, leased: ReadonlyArray<Leased>, 
           lease_until = now() + make_interval(secs => ${seconds(options)})
       FROM marks m JOIN leases l ON l.id = m.target_id
       WHERE t.id = m.target_id AND t.lease_id = l.lease_id
-      RETURNING t.id, t.lease_id, t.leased_to, t.consecutive_failures
+      RETURNING t.id, t.lease_id, t.leased_to, t.consecutive_failures, t.share_group
     )
-    SELECT k.*, m.lease_id, m.leased_to AS mark, m.consecutive_failures AS target_failures
+    SELECT k.*, m.lease_id, m.leased_to AS mark, m.consecutive_failures AS target_failures, m.share_group AS target_group
     FROM taken k JOIN moved m ON m.id = k.target_id
   `
 
@@ -265,6 +266,7 @@ export const take = Effect.fnUntraced(function*(
       attempts: row.attempts + 1,
       leaseOwner: row.lease_id,
       targetFailures: row.target_failures,
+      targetGroup: row.target_group ?? undefined,
       claimedFrom: "logged"
     }
   })

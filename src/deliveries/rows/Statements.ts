@@ -134,7 +134,8 @@ export const claimStatement = (
                 OR (d.status = 'sending' AND d.lease_until <= now()))
             RETURNING d.id, d.seq, d.org_id, d.kind, d.target_id, d.status, d.label, d.event_id, d.payload, d.meta,
                       d.attempts, d.replays, d.last_error, d.next_attempt_at, d.created_at, d.finished_at,
-                      d.lease_owner, coalesce(t.consecutive_failures, 0) AS target_failures, p.claimed_from
+                      d.lease_owner, coalesce(t.consecutive_failures, 0) AS target_failures, t.share_group AS target_group,
+                      p.claimed_from
           ),
           -- The rate-limited targets' buckets pay for what was handed out.
           charged AS (

@@ -2,8 +2,9 @@
  * Claiming: when there is room to start something and reason to think a
  * claim finds work (something changed: a wakeup, a settled or released
  * delivery, a full claim; and what waits here is running low), one claim
- * statement takes leases on up to the room left, each target's group is
- * asked once, and the claimed deliveries wait in the admission model. A
+ * statement takes leases on up to the room left, and the claimed
+ * deliveries wait in the admission model, each under the bound its target
+ * shares (`Claimed.targetGroup`, read with the claim). A
  * wakeup claims at once even when plenty waits: the new work may be
  * another target's, blocked behind nothing.
  *
@@ -18,19 +19,18 @@ import { FAILING_TARGET_SENDS, type Limits } from "./Limits.ts"
 import type { Settler } from "./Settle.ts"
 import type { WorkerState } from "./State.ts"
 
-export interface ClaimLoopOptions<R> {
+export interface ClaimLoopOptions {
   readonly kind: DeliveryKind
   readonly concurrency: number
   readonly leaseFor: Duration.Input
-  readonly group?: ((delivery: Claimed) => Effect.Effect<string | undefined, never, R>) | undefined
 }
 
-export const makeClaim = <R>(
+export const makeClaim = (
   queue: DeliveryQueue["Service"],
   state: WorkerState,
   settler: Settler,
   limits: Limits,
-  options: ClaimLoopOptions<R>
+  options: ClaimLoopOptions
 ) => {
   const { admission } = state
 
@@ -59,17 +59,10 @@ export const makeClaim = <R>(
       // not start is left to the others (or to a later claim).
       skipTargets: admission.saturatedTargets()
     })
-    const groups = new Map<string, string | undefined>()
-    if (options.group !== undefined) {
-      for (const delivery of claimed) {
-        if (groups.has(delivery.targetId)) continue
-        groups.set(delivery.targetId, yield* options.group(delivery).pipe(Effect.catchCause(() => Effect.succeed(undefined))))
-      }
-    }
-    admission.add(claimed.map((delivery) => ({
+    admission.add(claimed.map((delivery: Claimed) => ({
       item: delivery,
       target: delivery.targetId,
-      group: groups.get(delivery.targetId),
+      group: delivery.targetGroup,
       claimedAt,
       failing: delivery.targetFailures > 0
     })))

@@ -24,7 +24,7 @@
  * wakeup, the next due instant the database reports (a rate-limited
  * target's next token included), or the poll interval.
  */
-import { Cause, Clock, Duration, Effect, FiberSet, Option } from "effect"
+import { Cause, Clock, Duration, Effect, FiberSet, Option, Queue } from "effect"
 import { Metrics } from "../../observability/Metrics.ts"
 import { Topics, Wakeups } from "../../database/Wakeups.ts"
 import { Admission } from "./Admission.ts"
@@ -53,24 +53,25 @@ const BLOCKED_RECHECK_MS = 200
 export interface WorkerOptions<R> extends LimitOptions, Pick<StartOptions<R>, "handle" | "handleDirect" | "cooldown"> {
   readonly kind: DeliveryKind
   /**
-   * Targets that share a bound (webhook endpoints of one organization on one
+   * Targets that share a bound (`Claimed.targetGroup`, set by
+   * `DeliveryQueue.setGroup`; webhook endpoints of one organization on one
    * destination host): at most `perGroup` of their deliveries in flight at
    * once in this process, except that a target with none in flight may
-   * always start one (so at most `perGroup` + targets − 1). Asked once per
-   * claimed target and claim.
+   * always start one (so at most `perGroup` + targets − 1).
    */
-  readonly group?: ((delivery: Claimed) => Effect.Effect<string | undefined, never, R>) | undefined
   readonly perGroup?: number | undefined
-  /**
-   * Applies what recorded attempts say of their targets (`TargetSignal`),
-   * once per target and batch, after the batch is written: the recorded
-   * consecutive failures are the settle's. A failure here is logged; the
-   * outcomes stay recorded.
-   */
-  readonly health?: ((signals: ReadonlyArray<SignalledTarget>) => Effect.Effect<void>) | undefined
 }
 
-/** Runs the loop in a fiber of the current scope. */
+/** What recorded attempts' signals wait in at most (batches): past it the settle loop waits for the taker. */
+const SIGNAL_BATCHES = 64
+
+/**
+ * Runs the loop in a fiber of the current scope. Answers `signals`: what
+ * recorded attempts say of their targets (`TargetSignal`), once per target
+ * and batch, after the batch is written, with the consecutive failures the
+ * settle recorded. A kind whose settlements carry signals (webhooks) takes
+ * them; others never see one offered.
+ */
 export const runWorker = <R>(options: WorkerOptions<R>) =>
   Effect.gen(function*() {
     const queue = yield* DeliveryQueue
@@ -93,9 +94,10 @@ export const runWorker = <R>(options: WorkerOptions<R>) =>
     // The settle loop frees room, and freed room starts the next sends:
     // `pump` is defined after the settler it reads.
     const startWaiting: Effect.Effect<void> = Effect.suspend(() => pump)
+    const signals = yield* Queue.bounded<ReadonlyArray<SignalledTarget>>(SIGNAL_BATCHES)
     const settler = yield* makeSettler(queue, {
       kind: options.kind,
-      settled: makeOutcomes(options.kind, state, metrics, startWaiting, options.health),
+      settled: makeOutcomes(options.kind, state, metrics, startWaiting, signals),
       mayLinger: () => admission.inFlight > 0 && !admission.waitsForRecording(),
       changed: () => somethingChanged(state)
     })
@@ -189,4 +191,5 @@ export const runWorker = <R>(options: WorkerOptions<R>) =>
       Effect.forever,
       Effect.forkScoped
     )
+    return { signals: signals as Queue.Dequeue<ReadonlyArray<SignalledTarget>> }
   })

@@ -3,10 +3,11 @@
  * database held are counted, lost leases are reported, targets the
  * database says cool down stop starting, and the batch's room is free
  * again, so the next waiting deliveries may start. What the recorded
- * attempts say of their targets goes to the worker's `health`, with the
- * failures the settle counted.
+ * attempts say of their targets, with the failures the settle counted, is
+ * offered to the worker's `signals` (data the sender takes, not a call
+ * into it; a full queue holds the settle loop back, as applying them did).
  */
-import { Cause, Clock, Duration, Effect } from "effect"
+import { Cause, Clock, Duration, Effect, Queue } from "effect"
 import type { MetricsShape } from "../../observability/Metrics.ts"
 import type { Claimed, DeliveryKind, Settled, TargetSignal } from "../Types.ts"
 import type { Pending } from "./Settle.ts"
@@ -43,7 +44,7 @@ export const makeOutcomes = (
   metrics: MetricsShape,
   /** Starts what may start now. */
   pump: Effect.Effect<void>,
-  health?: ((signals: ReadonlyArray<SignalledTarget>) => Effect.Effect<void>) | undefined
+  signals: Queue.Enqueue<ReadonlyArray<SignalledTarget>>
 ) =>
 (batch: ReadonlyArray<Pending>, result: Settled | Cause.Cause<unknown>): Effect.Effect<void> =>
   Effect.suspend(() => {
@@ -81,9 +82,7 @@ export const makeOutcomes = (
       Effect.logWarning("delivery lease lost before settling; the outcome was not recorded").pipe(
         Effect.annotateLogs({ delivery_id: id })
       ), { discard: true })
-    const signals = health === undefined ? [] : signalsOf(batch, result)
-    const applied = signals.length === 0 ? Effect.void : health!(signals).pipe(
-      Effect.catchCause((cause) => Effect.logError("applying endpoint health after a settle failed", Cause.squash(cause)))
-    )
-    return Effect.andThen(cooling, Effect.andThen(warnings, Effect.andThen(pump, applied)))
+    const recorded = signalsOf(batch, result)
+    const offered = recorded.length === 0 ? Effect.void : Queue.offer(signals, recorded)
+    return Effect.andThen(cooling, Effect.andThen(warnings, Effect.andThen(pump, offered)))
   })

@@ -23,7 +23,7 @@ import type { EventBody } from "../dispatch/EventBodies.ts"
 
 /** What a direct send uses of the sender and the services it was built from. */
 export interface DirectDeliveryParts {
-  /** The endpoint as this process knows it now (`NotificationEndpoints.sendTargetNow`). */
+  /** The endpoint as this process knows it now (`SendTargets.now`). */
   readonly sendTargetNow: (orgId: string, id: string) => SendTarget | undefined
   /** The event's body if this process holds it (`EventBodies.get`). */
   readonly body: (eventId: string) => EventBody | undefined

@@ -17,7 +17,7 @@
  * failed, and decided as above.
  */
 import { PgClient } from "@effect/sql-pg"
-import { Clock, Context, Duration, Effect, FiberSet, Layer, Schema } from "effect"
+import { Cause, Clock, Context, Duration, Effect, FiberSet, Layer, Queue, Schema } from "effect"
 import { Brokers, ConnectionsBusy } from "../../brokers/Brokers.ts"
 import type { Claimed, CooldownPolicy } from "../../deliveries/DeliveryQueue.ts"
 import { DeliveryQueue, Outcome } from "../../deliveries/DeliveryQueue.ts"
@@ -28,10 +28,9 @@ import { SvcConfig } from "../../platform/Config.ts"
 import { rowsOf } from "../../platform/Rows.ts"
 import { Wakeups } from "../../database/Wakeups.ts"
 import { directDeliveries } from "./DirectSend.ts"
-import { NotificationEndpoints } from "../Endpoints.ts"
-import type { SendTarget } from "./SendTargets.ts"
+import { type SendTarget, SendTargets } from "./SendTargets.ts"
 import { EventBodies } from "../dispatch/EventBodies.ts"
-import { deliveryHeaders } from "../Signing.ts"
+import { deliveryHeaders } from "./Signing.ts"
 import { eventBody } from "../../outbox/Outbox.ts"
 import { makeEndpointHealth } from "./EndpointHealth.ts"
 import { makeAuthorizedSend } from "../auth/AuthorizedSend.ts"
@@ -70,8 +69,6 @@ export class WebhookSender extends Context.Service<WebhookSender, {
   readonly deliver: (delivery: Claimed) => Effect.Effect<Settlement>
   /** `deliver` without a fiber of its own, when it can (`src/deliveries/worker/DirectStart.ts`). */
   readonly deliverDirect: DirectHandle
-  /** Which per-host bound the delivery counts against (`SVC_WEBHOOK_PER_HOST`). */
-  readonly hostGroup: (delivery: Claimed) => Effect.Effect<string | undefined>
   /** Applies what recorded attempts say of their endpoints (`EndpointHealth.ts`). */
   readonly health: ReturnType<typeof makeEndpointHealth>
 }>()("svc/notifications/WebhookSender") {
@@ -80,7 +77,7 @@ export class WebhookSender extends Context.Service<WebhookSender, {
     Effect.gen(function*() {
       const sql = yield* PgClient.PgClient
       const outbound = yield* OutboundHttp
-      const endpoints = yield* NotificationEndpoints
+      const targets = yield* SendTargets
       const config = yield* SvcConfig
       const bodies = yield* EventBodies
       const brokers = yield* Brokers
@@ -120,7 +117,7 @@ export class WebhookSender extends Context.Service<WebhookSender, {
       })
 
       const send = Effect.fnUntraced(function*(delivery: Claimed) {
-        const target = yield* endpoints.sendTarget(delivery.orgId, delivery.targetId)
+        const target = yield* targets.get(delivery.orgId, delivery.targetId)
         if (target === undefined) return notSent("endpoint deleted")
         if (!target.active) return notSent(`endpoint inactive: ${target.deactivatedReason ?? "deactivated"}`)
         const event = bodies.get(delivery.eventId ?? "") ??
@@ -148,7 +145,7 @@ export class WebhookSender extends Context.Service<WebhookSender, {
         // Broker destinations are sent by `deliver` (stored URLs have a lower-case scheme),
         // and so are endpoints that want a token first.
         sendTargetNow: (orgId, id) => {
-          const target = endpoints.sendTargetNow(orgId, id)
+          const target = targets.now(orgId, id)
           return target?.url.startsWith("https:") === true && target.oauth === undefined ? target : undefined
         },
         body: bodies.get,
@@ -165,21 +162,12 @@ export class WebhookSender extends Context.Service<WebhookSender, {
         sql,
         queue: yield* DeliveryQueue,
         wakeups: yield* Wakeups,
-        forget: endpoints.forget,
+        forget: targets.forget,
         failingAfter: config.webhookCooldownAfter,
         disableAfter: config.webhookDisableAfter
       })
 
-      /** The bound a delivery shares: its organization and its endpoint's destination host (and port). */
-      const hostGroup = (delivery: Claimed) =>
-        endpoints.sendTarget(delivery.orgId, delivery.targetId).pipe(
-          Effect.map((target) => {
-            const host = target === undefined ? undefined : URL.parse(target.url)?.host
-            return host === undefined ? undefined : `${delivery.orgId} ${host}`
-          })
-        )
-
-      return WebhookSender.of({ deliver, deliverDirect, hostGroup, health })
+      return WebhookSender.of({ deliver, deliverDirect, health })
     })
   )
 
@@ -194,7 +182,7 @@ export class WebhookSender extends Context.Service<WebhookSender, {
   static readonly worker = Layer.effectDiscard(Effect.gen(function*() {
     const sender = yield* WebhookSender
     const config = yield* SvcConfig
-    yield* runWorker({
+    const { signals } = yield* runWorker({
       kind: "webhook",
       concurrency: WORKER_CONCURRENCY,
       perTarget: PER_ENDPOINT,
@@ -205,11 +193,23 @@ export class WebhookSender extends Context.Service<WebhookSender, {
       handleTimeout: config.webhookSendTimeout,
       pollEvery: Duration.seconds(2),
       cooldown: WebhookSender.cooldown(config),
-      group: sender.hostGroup,
       perGroup: config.webhookPerHost,
       handle: sender.deliver,
-      handleDirect: sender.deliverDirect,
-      health: sender.health
+      handleDirect: sender.deliverDirect
     })
+    // What the recorded attempts said of their endpoints, applied in order, one batch at a time.
+    yield* Queue.take(signals).pipe(
+      Effect.flatMap((batch) =>
+        sender.health(batch).pipe(
+          Effect.catchCause((cause) =>
+            Cause.hasInterruptsOnly(cause)
+              ? Effect.failCause(cause)
+              : Effect.logError("applying endpoint health after a settle failed", Cause.squash(cause))
+          )
+        )
+      ),
+      Effect.forever,
+      Effect.forkScoped
+    )
   }))
 }

@@ -17,7 +17,7 @@ import { attemptsStatement, listStatement } from "../../../src/deliveries/record
 import * as Rows from "../../../src/deliveries/Rows.ts"
 import { claimStatement, nextDueStatement, settleStatement } from "../../../src/deliveries/rows/Statements.ts"
 import { newId } from "../../../src/platform/Ids.ts"
-import { dispatchCursor, undispatchedEvents } from "../../../src/outbox/Outbox.ts"
+import { dispatchCursor, heldBackStatement, undispatchedEvents } from "../../../src/outbox/Outbox.ts"
 import { newOrg, QueueLive, serverUrl } from "./support.ts"
 
 const BACKLOG = 60_000
@@ -201,6 +201,14 @@ describe.skipIf(!serverUrl)("queue statement plans on a PostgreSQL server withou
           "the dispatcher's events"
         )
         assert.deepStrictEqual(events.filter((node) => node["Node Type"] === "Sort"), [], "the dispatcher's events: in index order")
+        // Asked after every pass that took less than a full batch: the first
+        // event past the cursor, from the index, never a walk of the events kept.
+        const held = yield* explain(heldBackStatement(pg))
+        assert.deepStrictEqual(
+          held.filter((node) => node["Relation Name"] === "events" && node["Node Type"] !== "Index Only Scan" && node["Node Type"] !== "Index Scan"),
+          [],
+          "whether events are held back"
+        )
 
         const target = newId()
         yield* sql`

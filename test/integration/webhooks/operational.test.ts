@@ -193,7 +193,9 @@ describe("a failing streak stored on the endpoint before health moved to its del
         yield* sql`INSERT INTO delivery_targets (id, org_id, kind, consecutive_failures) VALUES (${withTarget}, ${orgId}, 'webhook', 4)`
         yield* Migrations.run
         const targets = yield* sql<{ id: string; failing_since: Date | string | null; consecutive_failures: number }>`
-          SELECT id, failing_since, consecutive_failures FROM delivery_targets ORDER BY id
+          SELECT id, failing_since, consecutive_failures FROM delivery_targets
+          -- Later migrations give every endpoint a target row (0960): those with no health to move hold none.
+          WHERE failing_since IS NOT NULL OR consecutive_failures > 0 ORDER BY id
         `
         assert.deepStrictEqual(targets.map((t) => [t.id, new Date(t.failing_since!).toISOString(), t.consecutive_failures]), [
           [withTarget, "2026-01-01T00:00:00.000Z", 4],

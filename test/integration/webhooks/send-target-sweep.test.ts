@@ -9,13 +9,8 @@
 import { PgClient } from "@effect/sql-pg"
 import { assert, describe, layer } from "@effect/vitest"
 import { Clock, Effect } from "effect"
-import {
-  makeSendTargetMirror,
-  SEND_TARGET_TTL_MS,
-  type SendTarget,
-  STAMP,
-  sweepOnce
-} from "../../../src/notifications/send/SendTargets.ts"
+import type { SendTarget } from "../../../src/notifications/send/SendTargets.ts"
+import { makeSendTargetMirror, SEND_TARGET_TTL_MS, STAMP, sweepOnce } from "../../../src/notifications/send/TargetMirror.ts"
 import { SvcTest, type TestOrg } from "../../../src/testing.ts"
 import { webhookService } from "./support.ts"
 
@@ -25,7 +20,7 @@ const target: SendTarget = { url: "https://127.0.0.1:9/hook", active: true, deac
 const mirrorHolding = (org: TestOrg, endpointId: string) =>
   Effect.gen(function*() {
     const sql = yield* PgClient.PgClient
-    const mirror = makeSendTargetMirror(yield* Clock.Clock, SEND_TARGET_TTL_MS)
+    const mirror = makeSendTargetMirror<SendTarget>(yield* Clock.Clock, SEND_TARGET_TTL_MS)
     const key = `${org.orgId}:${endpointId}`
     const [row] = yield* sql<{ stamp: string }>`SELECT ${sql.literal(STAMP)} AS stamp FROM notification_endpoints e WHERE id = ${endpointId}`
     const lookup = mirror.began(key)

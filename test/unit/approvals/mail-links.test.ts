@@ -1,8 +1,8 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Option } from "effect"
 import { mailLinkUrl, publicBaseUrl } from "../../../src/approvals/MailLinks.ts"
-import { renderConfirmation, renderEmail } from "../../../src/notifications/Email.ts"
-import { confirmationUrl } from "../../../src/notifications/ReviewerAddress.ts"
+import { renderConfirmation, renderEmail } from "../../../src/notifications/send/Email.ts"
+import { confirmationUrl } from "../../../src/notifications/send/ConfirmationLinks.ts"
 
 const config = { publicUrl: Option.none<string>(), host: "127.0.0.1", port: 8080 }
 

@@ -7,7 +7,7 @@
 import { assert, describe, it } from "@effect/vitest"
 import type { Clock } from "effect"
 import type { SendTarget } from "../../../src/notifications/send/SendTargets.ts"
-import { makeSendTargetMirror, SEND_TARGET_IDLE_MS } from "../../../src/notifications/send/SendTargets.ts"
+import { makeSendTargetMirror, SEND_TARGET_IDLE_MS } from "../../../src/notifications/send/TargetMirror.ts"
 
 const target = (url: string): SendTarget => ({ url, active: true, deactivatedReason: null, secrets: ["whsec"], headers: [] })
 
@@ -25,7 +25,7 @@ const testClock = () => {
 describe("send-target mirror", () => {
   it("answers what a lookup found until it is as old as the cache's entries", () => {
     const { advance, clock } = testClock()
-    const mirror = makeSendTargetMirror(clock, 1_000)
+    const mirror = makeSendTargetMirror<SendTarget>(clock, 1_000)
     const lookup = mirror.began("o:e")
     mirror.found("o:e", lookup, target("https://a.example/"), "s1")
     mirror.ended("o:e", lookup)
@@ -37,7 +37,7 @@ describe("send-target mirror", () => {
   })
 
   it("a lookup that began before a change leaves nothing; one that began after it does", () => {
-    const mirror = makeSendTargetMirror(testClock().clock, 1_000)
+    const mirror = makeSendTargetMirror<SendTarget>(testClock().clock, 1_000)
     const before = mirror.began("o:e")
     mirror.changed("o:e")
     const after = mirror.began("o:e")
@@ -52,7 +52,7 @@ describe("send-target mirror", () => {
   })
 
   it("a lookup in flight is there to join until it ends, or until a change makes it stale", () => {
-    const mirror = makeSendTargetMirror(testClock().clock, 1_000)
+    const mirror = makeSendTargetMirror<SendTarget>(testClock().clock, 1_000)
     assert.isUndefined(mirror.running("o:e"))
     const first = mirror.began("o:e")
     assert.strictEqual(mirror.running("o:e"), first)
@@ -68,7 +68,7 @@ describe("send-target mirror", () => {
   })
 
   it("keeps nothing for an endpoint once its lookups have ended, whatever changed meanwhile", () => {
-    const mirror = makeSendTargetMirror(testClock().clock, 1_000)
+    const mirror = makeSendTargetMirror<SendTarget>(testClock().clock, 1_000)
     for (let i = 0; i < 100; i++) {
       const key = `o:e${i}`
       const lookup = mirror.began(key)
@@ -81,7 +81,7 @@ describe("send-target mirror", () => {
 
   it("a sweep that reads the same stamp trusts the entry from its start; another stamp, or none, drops it", () => {
     const { advance, clock } = testClock()
-    const mirror = makeSendTargetMirror(clock, 1_000)
+    const mirror = makeSendTargetMirror<SendTarget>(clock, 1_000)
     for (const key of ["o:same", "o:other", "o:gone"]) {
       const lookup = mirror.began(key)
       mirror.found(key, lookup, target(`https://${key.slice(2)}.example/`), "s1")
@@ -103,7 +103,7 @@ describe("send-target mirror", () => {
   })
 
   it("a sweep's changed stamp also voids what a lookup in flight would leave", () => {
-    const mirror = makeSendTargetMirror(testClock().clock, 1_000)
+    const mirror = makeSendTargetMirror<SendTarget>(testClock().clock, 1_000)
     const first = mirror.began("o:e")
     mirror.found("o:e", first, target("https://old.example/"), "s1")
     mirror.ended("o:e", first)
@@ -117,7 +117,7 @@ describe("send-target mirror", () => {
 
   it("an entry nobody read for the idle time is dropped, not checked; one read within it stays swept", () => {
     const { advance, clock } = testClock()
-    const mirror = makeSendTargetMirror(clock, 1_000)
+    const mirror = makeSendTargetMirror<SendTarget>(clock, 1_000)
     for (const key of ["o:read", "o:idle"]) {
       const lookup = mirror.began(key)
       mirror.found(key, lookup, target("https://a.example/"), "s1")

@@ -1,7 +1,7 @@
 import { assert, describe, it } from "@effect/vitest"
 import fc from "fast-check"
 import { checkHeaders, headerField, MAX_HEADERS, MAX_VALUE_BYTES } from "../../../src/outbound/HeaderRules.ts"
-import { deliveryHeaders, OWN_HEADERS } from "../../../src/notifications/Signing.ts"
+import { deliveryHeaders, OWN_HEADERS } from "../../../src/notifications/send/Signing.ts"
 import { invalidNameCorpus, invalidValueCorpus, refusedNameCorpus } from "../../support/headerCorpus.ts"
 
 const refused = (headers: Record<string, string>) => {

@@ -21,8 +21,8 @@
  * rotation, which issues a secret of the new form.
  */
 import { createHmac, createSecretKey, randomBytes, type KeyObject } from "node:crypto"
-import type { OwnHeaders } from "../outbound/HeaderRules.ts"
-import { WEBHOOK_OWN_HEADERS } from "../api/HeaderNames.ts"
+import type { OwnHeaders } from "../../outbound/HeaderRules.ts"
+import { WEBHOOK_OWN_HEADERS } from "../../api/HeaderNames.ts"
 
 /** A new signing secret: `whsec_` + standard base64 (with padding) of 32 random bytes. */
 export const newSigningSecret = (): string => "whsec_" + randomBytes(32).toString("base64")
