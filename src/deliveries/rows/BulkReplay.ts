@@ -14,13 +14,15 @@
 import type { PgClient } from "@effect/sql-pg"
 import { Effect, Schema } from "effect"
 import { InstantOrNull } from "../../platform/Rows.ts"
+import { inUtc } from "../../platform/Time.ts"
 import { decodeRows } from "../Rows.ts"
 import type { TargetRef } from "../Types.ts"
 
 export interface BulkReplayInput extends TargetRef {
-  readonly since: Date
-  /** Exclusive; default: the database's now. */
-  readonly until?: Date | undefined
+  /** RFC 3339, inclusive. */
+  readonly since: string
+  /** RFC 3339, exclusive; default: the database's now. */
+  readonly until?: string | undefined
   readonly dryRun: boolean
   readonly capacity: number
   readonly max: number
@@ -43,7 +45,7 @@ const ReplayedRows = decodeRows("deliveries", Schema.Struct({
 }))
 
 export const replayWindow = Effect.fnUntraced(function*(sql: PgClient.PgClient, input: BulkReplayInput) {
-  const until = input.until === undefined ? sql`now()` : sql`${input.until.toISOString()}::timestamptz`
+  const until = input.until === undefined ? sql`now()` : sql`${inUtc(input.until)}::timestamptz`
   const excluded = input.excludeMetaKey === undefined ? sql`` : sql`AND NOT (d.meta ? ${input.excludeMetaKey})`
   const [row] = yield* ReplayedRows(sql`
     WITH target AS (
@@ -52,7 +54,7 @@ export const replayWindow = Effect.fnUntraced(function*(sql: PgClient.PgClient, 
     matched AS (
       SELECT d.id, d.seq, d.created_at FROM deliveries d
       WHERE d.target_id = ${input.targetId} AND d.org_id = ${input.orgId} AND d.kind = ${input.kind}
-        AND d.status = 'failed' AND d.created_at >= ${input.since.toISOString()}::timestamptz AND d.created_at < ${until}
+        AND d.status = 'failed' AND d.created_at >= ${inUtc(input.since)}::timestamptz AND d.created_at < ${until}
         ${excluded}
     ),
     taken AS (

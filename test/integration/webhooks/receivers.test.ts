@@ -187,6 +187,12 @@ layer(
           payload: { since: new Date(Date.now() - 60_000).toISOString() }
         })
         assert.deepStrictEqual(bulk, { matched: 0, queued: 0, not_queued: 0 })
+        // A window RFC 3339 allows from before year 1 (PostgreSQL reads year 0000 only as 1 BC).
+        const ancient = yield* org.client.notifications.replayFailed({
+          params: { id: endpoint.id },
+          payload: { since: "0000-01-01T00:00:00+01:00", until: "0000-03-01T00:00:00Z", dry_run: true }
+        })
+        assert.deepStrictEqual(ancient, { matched: 0, queued: 0, not_queued: 0 })
         assert.strictEqual(receiver.requests().length, 2)
       }).pipe(Effect.scoped))
 
