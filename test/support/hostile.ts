@@ -221,17 +221,25 @@ export const startHostile = async (): Promise<Hostile> => {
   }
 
   /** The victim's requests every 100 ms (`hostile-probe.ts`) until `until` settles (at least `minMs`): their latencies. */
-  const probe = async (until: Promise<unknown>, minMs: number) => {
+  const probe = async (until: () => Promise<unknown>, minMs: number) => {
     const child = spawn(process.execPath, [path.join(root, "test/support/hostile-probe.ts")], {
       env: { ...process.env, PROBE_URL: server.baseUrl, PROBE_KEY: victim.key, PROBE_TIMEOUT_MS: String(PROBE_TIMEOUT_MS) },
       stdio: ["pipe", "pipe", "inherit"]
     })
     let output = ""
-    child.stdout.on("data", (chunk) => (output += chunk))
+    let ready: () => void = () => undefined
+    const probing = new Promise<void>((resolve) => (ready = resolve))
+    child.stdout.on("data", (chunk) => {
+      output += chunk
+      if (output.startsWith("ready\n")) ready()
+    })
     const exited = new Promise((resolve) => child.on("exit", resolve))
-    await Promise.all([until, sleep(minMs)])
+    // The attack starts once the probe is sending: a process takes a while to start on a loaded machine.
+    await Promise.race([probing, exited])
+    await Promise.all([until(), sleep(minMs)])
     child.stdin.write("stop\n")
     await exited
+    output = output.replace(/^ready\n/, "")
     return JSON.parse(output) as Array<number>
   }
 
@@ -249,7 +257,7 @@ export const startHostile = async (): Promise<Hostile> => {
 
   const measure: Hostile["measure"] = async (name, attack) => {
     const pid = server.child.pid!
-    const quiet = await probe(sleep(QUIET_MS), QUIET_MS)
+    const quiet = await probe(() => sleep(QUIET_MS), QUIET_MS)
     const rssBefore = rssMb(pid) ?? 0
     let rssPeak = rssBefore
     let childrenPeak = childrenRssMb(pid)
@@ -257,10 +265,14 @@ export const startHostile = async (): Promise<Hostile> => {
       rssPeak = Math.max(rssPeak, rssMb(pid) ?? 0)
       childrenPeak = Math.max(childrenPeak, childrenRssMb(pid))
     }, 50)
-    const started = performance.now()
-    let ended = started
-    const running = attack().then(() => undefined, (error: unknown) => error).finally(() => (ended = performance.now()))
-    const during = await probe(running, 0)
+    let started = 0
+    let ended = 0
+    let running: Promise<unknown> = Promise.resolve()
+    const during = await probe(() => {
+      started = performance.now()
+      running = attack().then(() => undefined, (error: unknown) => error).finally(() => (ended = performance.now()))
+      return running
+    }, 0)
     const attackError = await running
     const attackMs = ended - started
     clearInterval(sampler)
