@@ -143,9 +143,15 @@ export interface Hostile {
   readonly stop: () => Promise<void>
 }
 
-/** The server's environment: shipped limits, loopback receivers allowed, the test CA trusted. */
+/**
+ * The server's environment: shipped limits, loopback receivers allowed, the
+ * test CA trusted, and warmed up before it listens as a server is by default
+ * (`SVC_WARM_START`): its workers start before the quiet period, not during
+ * the first attack.
+ */
 const serverEnv = (tls: TestTlsMaterial, database: Record<string, string>) => ({
   ...database,
+  SVC_WARM_START: "true",
   SVC_ALLOWED_TARGET_CIDRS: "127.0.0.0/8",
   SVC_EXTRA_CA_FILE: tls.caFile
 })
