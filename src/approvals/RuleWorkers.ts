@@ -11,7 +11,7 @@
  *   heap is `SVC_APPROVAL_RULES_HEAP_MB`: whatever a rule builds (`split`,
  *   `map`, `cel.bind`, strings) stays inside it. A thread would not do:
  *   Node enforces a thread's heap limit only between steps of JavaScript,
- *   and one native step that allocates past it (a `split` of sixteen
+ *   and one native step that allocates past it (a `split` of sixty-four
  *   million characters, then a `map` over the items) aborted the whole
  *   server at 64 and 256 MB, or held it for seconds while the thread could
  *   not be terminated. A child past its deadline is killed (`SIGKILL`,

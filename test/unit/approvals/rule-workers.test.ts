@@ -79,7 +79,7 @@ layer(Workers, { excludeTestServices: true })("rule workers", (it) => {
     it.effect("a rule that builds past the heap in one native step ends its own process, and is named", () =>
       Effect.gen(function*() {
         const workers = yield* RuleWorkers
-        // Sixteen million characters (a rope: cheap to join), split in one native step, then mapped.
+        // Sixty-four million characters (a rope: cheap to join), split in one native step, then mapped.
         const condition = "cel.bind(t, arguments.s + arguments.s, cel.bind(u, t + t + t + t, cel.bind(v, u + u + u + u, " +
           "size((v + v).split(\"\").map(x, x + x)) > 0)))"
         const rules = compiled([{ name: "cheap", condition: "tool == 'never'", result: { decision: "allow" } }, {
