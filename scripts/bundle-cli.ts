@@ -29,8 +29,9 @@ const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..")
 
 /**
  * The bundle's entry points by output name: the CLI, the server `svc start`
- * runs, and every module started as a worker thread (named by its file, as
- * `siblingModule` finds them).
+ * runs, and every module started as a worker thread or a child process
+ * (named by its file, as `siblingModule` finds them): the rule workers are
+ * child processes of `compile-cached` running `rule-worker`.
  */
 export const BUNDLE_ENTRIES = {
   main: "src/cli/main.ts",

@@ -1,12 +1,14 @@
 /**
  * Which rules on arguments may run on the event loop instead of in the
- * validation workers (`RuleRuns.ts`): those whose cost for the step is
+ * rule workers (`RuleWorkers.ts`): those whose cost for the step is
  * proved small before they run.
  *
- * Speeds up: a step decided by rules. A worker's round trip costs 25 to
- * 50 µs of CPU (both threads, small arguments, a shared 2-core machine)
- * where the ten rules of the steps benchmark (`BENCH_RULES`) cost 3 µs
- * in-process, on a step of 500 to 800 µs.
+ * Speeds up: a step decided by rules. A rule worker is a child process
+ * (`RuleWorkers.ts`): its round trip costs about 36 µs of the server's CPU
+ * and 176 µs of wall time (two rules on small arguments, 2 000 in a row,
+ * a shared 2-core machine at load 18), plus the child's own, where the ten
+ * rules of the steps benchmark (`BENCH_RULES`) cost 3 µs in-process, on a
+ * step of 500 to 800 µs.
  *
  * The proof is a bound computed from the condition's syntax tree when it
  * is compiled. Only "flat" conditions have one: no comprehension (`all`,

@@ -7,21 +7,22 @@
  *   `SVC_APPROVAL_RULES_TIMEOUT` (the policy's total budget);
  * - an edit's changed pointers and digest within
  *   `SVC_ANSWER_VALIDATION_TIMEOUT`, as its schema check;
- * - each worker's heap is `SVC_APPROVAL_RULES_HEAP_MB`: whatever a rule
- *   builds (`split`, `map`, `cel.bind`, strings) stays inside it. Node
- *   ends a worker at its heap limit only between steps of JavaScript: one
- *   native step that allocates past the limit's small allowance (a `split`
- *   or `join` of a large list) aborts the whole process. The default
- *   (256 MB, as the validation workers') leaves the deadline to end a
- *   runaway rule first: at 64 MB a rule building lists filled the heap
- *   within its 100 ms on a loaded machine and the process aborted.
+ * - each worker is a child process (`../platform/ProcessWorker.ts`) whose
+ *   heap is `SVC_APPROVAL_RULES_HEAP_MB`: whatever a rule builds (`split`,
+ *   `map`, `cel.bind`, strings) stays inside it. A thread would not do:
+ *   Node enforces a thread's heap limit only between steps of JavaScript,
+ *   and one native step that allocates past it (a `split` of sixty-four
+ *   million characters, then a `map` over the items) aborted the whole
+ *   server at 64 and 256 MB, or held it for seconds while the thread could
+ *   not be terminated. A child past its deadline is killed (`SIGKILL`,
+ *   which no native step delays); one past its heap ends by itself.
  *
- * A worker past its deadline or heap is terminated and replaced; the
- * request fails with `OverBudget` naming the setting (and the rule that was
- * running). Admission is the pool's fair share of
- * `SVC_APPROVAL_RULES_QUEUE`, and an organization whose computations are
+ * A worker past its deadline or heap is replaced; the request fails with
+ * `OverBudget` naming the setting (and the rule that was running, which the
+ * child reports as it starts each rule). Admission is the pool's fair share
+ * of `SVC_APPROVAL_RULES_QUEUE`, and an organization whose computations are
  * slow holds at most all workers but one. The workers start with a server
- * (`SVC_WARM_START`), else when first needed.
+ * (`SVC_WARM_START`), else when first needed; each process has its own.
  */
 import { Clock, Context, Data, Effect, Layer } from "effect"
 import { ValidationBusy } from "../api/Errors.ts"
@@ -29,6 +30,7 @@ import { SvcConfig } from "../platform/Config.ts"
 import { siblingModule } from "../platform/ModuleUrl.ts"
 import { admitted } from "../platform/PoolFairness.ts"
 import { makeWorkerPool, type Outcome, runInPool } from "../platform/WorkerPool.ts"
+import { startProcessWorker } from "../platform/ProcessWorker.ts"
 import type { RuleWorkerReply, RuleWorkerRequest } from "./rule-worker.ts"
 import { runsInProcess } from "./InProcessRules.ts"
 import { type CompiledRule, evaluate as evaluateHere, type RuleVerdict, type StepFacts, verdictOf } from "./Rules.ts"
@@ -95,7 +97,8 @@ export class RuleWorkers extends Context.Service<RuleWorkers, {
             timeoutMs: settings.timeoutMs,
             phaseTimeoutsMs: [settings.timeoutMs, config.answerValidationTimeoutMs],
             heapMb: settings.heapMb,
-            queueCapacity: settings.queue
+            queueCapacity: settings.queue,
+            start: (script) => startProcessWorker(script, { heapMb: settings.heapMb })
           })
         ),
         (pool) => Effect.sync(pool.close)
@@ -142,7 +145,8 @@ export class RuleWorkers extends Context.Service<RuleWorkers, {
         if (!needsWorker(rules, facts.arguments)) {
           return verdictOf(rules, evaluateHere(rules.map((rule) => rule.program), facts))
         }
-        const progress = new Int32Array(new SharedArrayBuffer(4))
+        // Written by the pool from the child's reports (`ProcessWorker.ts`).
+        const progress = new Int32Array(1)
         const conditions = rules.map((rule) => rule.condition)
         const { maxNodes, maxDepth } = settings
         const request: Request = { op: "rules", conditions, maxNodes, maxDepth, facts, progress }

@@ -1,13 +1,16 @@
 /**
- * A rule worker: evaluates a policy's rules on arguments for a step, and
+ * A rule runner: evaluates a policy's rules on arguments for a step, and
  * computes what an edit changed and its digest, off the service's event
- * loop. `RuleWorkers` runs a few of these (`../platform/WorkerPool.ts`),
- * gives each request a deadline and terminates a worker that misses it or
- * runs out of heap, so a rule or an edit that costs too much (a rule that
- * builds lists and strings of its own with `split`, `map` or `cel.bind`)
- * costs only that request.
+ * loop. `RuleWorkers` runs a few of these as child processes
+ * (`../platform/ProcessWorker.ts`, `../platform/WorkerPool.ts`), gives each
+ * request a deadline and kills a runner that misses it or runs out of heap,
+ * so a rule or an edit that costs too much (a rule that builds lists and
+ * strings of its own with `split`, `map` or `cel.bind`) costs only that
+ * request. It also runs as a worker thread (`parentPort`), as the tests of
+ * the pool start it.
  */
 import { parentPort } from "node:worker_threads"
+import { exitWithParent, reportProgress } from "../platform/ProcessChild.ts"
 import { argumentsDigest, changedPointers } from "./ArgumentsDiff.ts"
 import { evaluate, type Evaluation, programsOf, type StepFacts } from "./Rules.ts"
 
@@ -21,8 +24,12 @@ export type RuleWorkerRequest =
     readonly maxNodes: number
     readonly maxDepth: number
     readonly facts: StepFacts
-    /** Where the worker marks the rule it is evaluating: a rule over the deadline is named from it. */
-    readonly progress: Int32Array
+    /**
+     * Where the runner marks the rule it is evaluating: a rule over the
+     * deadline is named from it. In a thread, shared memory; in a child
+     * process, kept by the parent and written from the child's messages.
+     */
+    readonly progress?: Int32Array
   }
   | { readonly id: number; readonly op: "edit"; readonly before: Json; readonly after: Json }
 
@@ -30,21 +37,36 @@ export type RuleWorkerReply =
   | { readonly id: number; readonly _tag: "Evaluated"; readonly evaluation: Evaluation }
   | { readonly id: number; readonly _tag: "Edited"; readonly changed: ReadonlyArray<string>; readonly digest: string }
 
-const port = parentPort!
+/** The parent: a thread's port, or a child process's channel. */
+const port = parentPort ?? {
+  on: (_event: "message", listener: (request: RuleWorkerRequest) => void) => process.on("message", listener),
+  postMessage: (message: RuleWorkerReply | "ready") => process.send!(message)
+}
+if (parentPort === null) exitWithParent()
+
+/** Marks rule `index` of `request` as the one running. */
+const mark = (request: Extract<RuleWorkerRequest, { op: "rules" }>, index: number) => {
+  if (request.progress !== undefined) Atomics.store(request.progress, 0, index)
+  else reportProgress(request.id, index)
+}
 
 port.on("message", (request: RuleWorkerRequest) => {
   let reply: RuleWorkerReply
   switch (request.op) {
     case "rules": {
       let evaluation: Evaluation
+      let running = 0
       try {
         const programs = programsOf(request.conditions, request)
-        evaluation = evaluate(programs, request.facts, (index) => Atomics.store(request.progress, 0, index))
+        evaluation = evaluate(programs, request.facts, (index) => {
+          running = index
+          mark(request, index)
+        })
       } catch (error) {
         // A stored condition that no longer parses (the limits were lowered
         // since): it fails, and the class's settings decide.
         const message = error instanceof Error ? error.message.split("\n")[0]! : String(error)
-        evaluation = { failed: Atomics.load(request.progress, 0), message }
+        evaluation = { failed: running, message }
       }
       reply = { id: request.id, _tag: "Evaluated", evaluation }
       break

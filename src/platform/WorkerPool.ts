@@ -30,6 +30,7 @@
 import { Clock, Effect } from "effect"
 import { startWorker } from "./ModuleUrl.ts"
 import { makeAdmission, makeTurns } from "./PoolFairness.ts"
+import type { PoolWorker } from "./ProcessWorker.ts"
 import type { PhaseCell } from "./WorkerPhase.ts"
 
 export interface PoolSettings {
@@ -45,6 +46,12 @@ export interface PoolSettings {
    * `Clock`, so tests can run it on `TestClock`. Default: Effect's.
    */
   readonly clock?: Clock.Clock | undefined
+  /**
+   * Starts one worker; default: a thread of `script` with `heapMb` of heap.
+   * A child process instead (`ProcessWorker.ts`) has no phase cell shared
+   * with the pool: its requests stay in the phase they start in.
+   */
+  readonly start?: ((script: URL) => PoolWorker) | undefined
 }
 
 export interface PoolReply {
@@ -69,7 +76,7 @@ interface Job<Request, Reply> {
 }
 
 interface Slot<Request, Reply> {
-  readonly worker: ReturnType<typeof startWorker>
+  readonly worker: PoolWorker
   readonly cell: PhaseCell
   ready: boolean
   job: Job<Request, Reply> | undefined
@@ -138,7 +145,7 @@ export const makeWorkerPool = <Request extends object, Reply extends PoolReply>(
 
   const spawn = (index: number) => {
     const cell: PhaseCell = new Int32Array(new SharedArrayBuffer(8))
-    const worker = startWorker(script, {
+    const worker = settings.start?.(script) ?? startWorker(script, {
       workerData: phased ? { ...(workerData as object), phaseCell: cell } : workerData,
       resourceLimits: { maxOldGenerationSizeMb: settings.heapMb },
       stdout: false,

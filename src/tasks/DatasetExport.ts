@@ -12,6 +12,16 @@
  * built for the rows the page returns and no others, so a page costs what
  * it sends.
  *
+ * An organization's exports read at most `EXPORT_PAGES_AT_ONCE` pages at
+ * a time in a process, whatever the number of its readers, so that they
+ * never hold more of the database than that: on a server, two of the
+ * process's ten connections (a hundred exports of a 29 MB version, each
+ * page one 1.8 MB example, held every connection and another organization's
+ * reads timed out at 15 s); on the embedded database, whose one session
+ * runs statements in the order they come, one page is all it queues
+ * ahead of another organization's reads. A page holds no permit while its
+ * chunk waits for its reader.
+ *
  * A version never changes, so the export's SHA-256 and length are computed
  * once, by the first export, and stored with the version (migration 0690);
  * every export sends them before its first byte. Concurrent first exports,
@@ -23,12 +33,15 @@ import { PgClient } from "@effect/sql-pg"
 import { Clock, Context, Duration, Effect, Exit, Layer, Option, Schema, Stream } from "effect"
 import { InvalidRequest, NotFound } from "../api/Errors.ts"
 import { SvcConfig } from "../platform/Config.ts"
+import { makeOrgPermits } from "../platform/OrgPermits.ts"
 import { BigIntText, rowsOf } from "../platform/Rows.ts"
 
 /** Rows per page: one statement each, bounded by the statement timeout. */
 export const EXPORT_PAGE_ROWS = 500
 /** A page stops at the row that crosses this many bytes (it always holds at least one row). */
 export const EXPORT_PAGE_BYTES = 1024 * 1024
+/** Pages one organization's exports read at once in a process: on the embedded database, and on a server. */
+export const EXPORT_PAGES_AT_ONCE = { embedded: 1, server: 2 } as const
 
 const VersionRows = rowsOf("datasets", Schema.Struct({
   version: Schema.Number,
@@ -64,13 +77,15 @@ export class DatasetExport extends Context.Service<DatasetExport, {
     Effect.gen(function*() {
       const sql = yield* PgClient.PgClient
       const config = yield* SvcConfig
+      const pagesAtOnce = Option.isNone(config.databaseUrl) ? EXPORT_PAGES_AT_ONCE.embedded : EXPORT_PAGES_AT_ONCE.server
+      const pagePermits = makeOrgPermits(pagesAtOnce)
 
       // One page: up to EXPORT_PAGE_ROWS rows from `from`, cut after the
       // row that crosses EXPORT_PAGE_BYTES. The cut (the sub-select, run
       // once) reads stored lengths only; the text is built for the rows up
       // to it, both reads ranges of the primary key.
-      const page = (lineageId: string, from: number, to: number) =>
-        LineRows.all(sql`
+      const page = (orgId: string, lineageId: string, from: number, to: number) =>
+        pagePermits.withPermit(orgId, LineRows.all(sql`
           SELECT position, jsonb_build_object('input', input, 'answer', answer, 'feedback_id', feedback_id)::text AS line
           FROM dataset_examples
           WHERE lineage_id = ${lineageId} AND position >= ${from} AND position <= (
@@ -85,14 +100,14 @@ export class DatasetExport extends Context.Service<DatasetExport, {
             WHERE bytes_before < ${EXPORT_PAGE_BYTES}
           )
           ORDER BY position
-        `)
+        `))
 
       /** Lines `from` to `to` (exclusive), one chunk per page. A missing row ends the body with a defect: the connection is cut, never a short body that looks complete. */
-      const lines = (lineageId: string, from: number, to: number): Stream.Stream<Uint8Array> =>
+      const lines = (orgId: string, lineageId: string, from: number, to: number): Stream.Stream<Uint8Array> =>
         Stream.paginate(from, (next: number) =>
           next >= to
             ? Effect.succeed([[], Option.none<number>()] as const)
-            : Effect.flatMap(page(lineageId, next, to), (rows) => {
+            : Effect.flatMap(page(orgId, lineageId, next, to), (rows) => {
               const last = rows[rows.length - 1]
               if (last === undefined || rows[0]!.position !== next || last.position !== next + rows.length - 1) {
                 return Effect.die(new Error(`dataset line ${lineageId} has no example at position ${next}`))
@@ -119,10 +134,10 @@ export class DatasetExport extends Context.Service<DatasetExport, {
       const unclaim = (datasetId: string) => sql`UPDATE datasets SET export_claim_until = NULL WHERE id = ${datasetId} AND export_sha256 IS NULL`
 
       /** The checksum and size of the whole export: one paged pass over the version, under this export's claim. */
-      const measure = Effect.fn("DatasetExport.measure")(function*(datasetId: string, lineageId: string, count: number) {
+      const measure = Effect.fn("DatasetExport.measure")(function*(orgId: string, datasetId: string, lineageId: string, count: number) {
         const hash = crypto.createHash("sha256")
         let renewedAt = yield* Clock.currentTimeMillis
-        const bytes = yield* Stream.runFoldEffect(lines(lineageId, 0, count), () => 0, (total, chunk) =>
+        const bytes = yield* Stream.runFoldEffect(lines(orgId, lineageId, 0, count), () => 0, (total, chunk) =>
           Effect.gen(function*() {
             hash.update(chunk)
             const now = yield* Clock.currentTimeMillis
@@ -145,11 +160,11 @@ export class DatasetExport extends Context.Service<DatasetExport, {
        * is measuring the version; otherwise waited for, polling, and taken
        * over should the other export's claim lapse.
        */
-      const measured = (datasetId: string, lineageId: string, count: number) =>
+      const measured = (orgId: string, datasetId: string, lineageId: string, count: number) =>
         Effect.gen(function*() {
           while (true) {
             if (yield* claim(datasetId)) {
-              return yield* measure(datasetId, lineageId, count).pipe(
+              return yield* measure(orgId, datasetId, lineageId, count).pipe(
                 Effect.onExit((exit) => Exit.isSuccess(exit) ? Effect.void : Effect.ignore(unclaim(datasetId)))
               )
             }
@@ -173,13 +188,13 @@ export class DatasetExport extends Context.Service<DatasetExport, {
         }
         const { sha256, bytes } = version.export_sha256 !== null && version.export_bytes !== null
           ? { sha256: version.export_sha256, bytes: Number(version.export_bytes) }
-          : yield* measured(datasetId, version.lineage_id, version.example_count)
+          : yield* measured(orgId, datasetId, version.lineage_id, version.example_count)
         return {
           version: version.version,
           sha256,
           bytes,
           lines: version.example_count,
-          body: lines(version.lineage_id, after, version.example_count)
+          body: lines(orgId, version.lineage_id, after, version.example_count)
         }
       })
 

@@ -365,7 +365,7 @@ beforeAll(async () => {
 
   const cli = (...args: Array<string>) => JSON.parse(ok(run("npx", ["--no-install", "svc", ...args, "--json"], dirs.production, serverEnv), `svc ${args.join(" ")}`))
   const org = cli("orgs", "create", "--name", "packaging")
-  apiKey = cli("keys", "create", "--org", org.id, "--scopes", "tasks.write,tasks.read,feedback.write,feedback.read,org_config.write").key
+  apiKey = cli("keys", "create", "--org", org.id, "--scopes", "tasks.write,tasks.read,feedback.write,feedback.read,org_config.write,org_config.read").key
 
   receiver = spawn(path.join(node24, "node"), ["receiver.mjs"], {
     cwd: dirs.consumer,
@@ -422,6 +422,28 @@ describe("svc's packages, installed from their tarballs outside the repository",
     assert.strictEqual(await statusOf(`${serverUrl}/health`), 200)
     assert.strictEqual(versionShown, `svc v${VERSION}`)
     assert.strictEqual(fs.existsSync(path.join(dirs.production, "node_modules/vitest")), false, "dev dependencies were omitted")
+  })
+
+  it("the installed server evaluates a rule that needs a rule worker: a child process started from the bundle's files", async () => {
+    // A comprehension is never proved cheap: it runs in a rule worker (src/approvals/RuleWorkers.ts).
+    const response = await fetch(`${serverUrl}/v1/approval-policies/pack.check/dry-run`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${apiKey}`, "content-type": "application/json" },
+      body: JSON.stringify({
+        tool: "t",
+        arguments: { l: [1, 2] },
+        policy: {
+          mode: "require_approval",
+          review_seconds: 900,
+          expiring_notice_seconds: 0,
+          timeout_action: "reject",
+          rules: [{ name: "has-two", condition: "arguments.l.exists(x, x == 2)", result: { decision: "allow" } }]
+        }
+      })
+    })
+    const answer = await response.json()
+    assert.strictEqual(response.status, 200, JSON.stringify(answer))
+    assert.deepStrictEqual([answer.decision, answer.rule], ["allow", "has-two"])
   })
 
   it("the installed svc command, with no server on its data folder, opens the embedded database itself: the bundle finds its database worker", () => {

@@ -3,8 +3,9 @@
  * process of its own so that the attack's client side (large bodies sent,
  * receivers answering svc) does not delay its clock: sends
  * `GET /v1/agent-approvals?limit=1` with `PROBE_KEY` to `PROBE_URL` every
- * 100 ms (after one not counted), each on time whether or not the one
- * before has answered, until a line arrives on stdin; then waits for those
+ * 100 ms (after one not counted, then `ready` on a line of its own), each
+ * on time whether or not the one before has answered, until a line arrives
+ * on stdin; then waits for those
  * in flight and prints their latencies in ms as one JSON array. A request that fails or is not
  * answered within `PROBE_TIMEOUT_MS` counts as that long.
  */
@@ -25,6 +26,7 @@ const once = async (): Promise<number> => {
 
 // One request not counted: the first of a process opens its connection and loads the client.
 await once()
+process.stdout.write("ready\n")
 const latencies: Array<Promise<number>> = [once()]
 const timer = setInterval(() => latencies.push(once()), 100)
 process.stdin.once("data", async () => {

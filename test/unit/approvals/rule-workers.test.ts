@@ -16,8 +16,8 @@ import { hostileRules } from "../../support/hostileRules.ts"
 const limits: RuleLimits = { maxRules: 50, maxLength: 2000, maxNodes: 200, maxDepth: 12 }
 /** The largest deadline allowed: an answer that did not wait for another organization's rules is told apart from one that did. */
 const TIMEOUT_MS = 1000
-/** A heap the deadline always comes before: one native step past a full heap's allowance ends the process (RuleWorkers.ts). */
-const HEAP_MB = 1024
+/** The default: a rule process past it ends, and this process goes on (RuleWorkers.ts). */
+const HEAP_MB = 256
 
 const compiled = (rules: ReadonlyArray<PolicyRule>) => {
   const result = compileRules(rules, limits)
@@ -75,6 +75,29 @@ layer(Workers, { excludeTestServices: true })("rule workers", (it) => {
         }),
       30_000
     )
+
+    it.effect("a rule that builds past the heap in one native step ends its own process, and is named", () =>
+      Effect.gen(function*() {
+        const workers = yield* RuleWorkers
+        // Sixty-four million characters (a rope: cheap to join), split in one native step, then mapped.
+        const condition = "cel.bind(t, arguments.s + arguments.s, cel.bind(u, t + t + t + t, cel.bind(v, u + u + u + u, " +
+          "size((v + v).split(\"\").map(x, x + x)) > 0)))"
+        const rules = compiled([{ name: "cheap", condition: "tool == 'never'", result: { decision: "allow" } }, {
+          name: "builds",
+          condition,
+          result: { decision: "allow" }
+        }])
+        const replaced = workers.replacedWorkers()
+        const over = yield* Effect.flip(workers.run("org-a", rules, facts({ s: "a".repeat(1_000_000) })))
+        assert.strictEqual(over._tag, "OverBudget")
+        if (over._tag !== "OverBudget") return
+        assert.include(["SVC_APPROVAL_RULES_TIMEOUT", "SVC_APPROVAL_RULES_HEAP_MB"], over.limit)
+        assert.strictEqual(over.rule, 1)
+        assert.isAbove(workers.replacedWorkers(), replaced)
+        // The pool goes on with a new process.
+        const verdict = yield* workers.run("org-a", compiled([{ name: "after", condition: "[1].exists(x, x == 1)", result: { decision: "allow" } }]), facts({}))
+        assert.strictEqual(verdict.rule, "after")
+      }), 60_000)
 
     it.effect("another organization's rules are answered while one organization's run to their deadline", () =>
       Effect.gen(function*() {

@@ -1,6 +1,6 @@
 /**
  * The bundle the installed `svc` command runs (scripts/bundle-cli.ts): one
- * copy of Effect in a process, every worker thread found beside the module
+ * copy of Effect in a process, every worker thread and child process found beside the module
  * that starts it, and no file that nothing loads.
  */
 import { assert, describe, it } from "@effect/vitest"
