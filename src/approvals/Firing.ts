@@ -40,7 +40,7 @@ export const APPROVAL_COLUMNS =
  * chain the one escalation keeps the level, and `escalated` (no escalation
  * remains) says whether it fired.
  */
-const stateOf = (row: FullApprovalRow): DeadlineState => {
+export const stateOf = (row: FullApprovalRow): DeadlineState => {
   const escalations = escalationCount(row)
   return {
     deadlineAt: row.deadline_at.getTime(),
