@@ -7,6 +7,7 @@
  */
 import { PgClient } from "@effect/sql-pg"
 import { Context, Effect, Layer, Option, Schema } from "effect"
+import type { GovernedStep } from "../api/Agents.ts"
 import type { ApprovalSnapshot, DryRunAnswer, DryRunInput, Policy, PolicyInput } from "../api/Approvals.ts"
 import type { ArgumentsTooComplex } from "../api/ApprovalEdits.ts"
 import {
@@ -31,8 +32,9 @@ import { APPROVAL_COLUMNS, ApprovalRows, fireDeadline as fireDue, fireMostOverdu
 import { scrubReason } from "./Reasons.ts"
 import { approvalsTopic, type StreamEntry } from "./OrgStream.ts"
 import { makePolicies } from "./Policies.ts"
-import type { CachedRule } from "./PolicyCache.ts"
 import { RuleWorkers } from "./RuleWorkers.ts"
+import { StepRecords } from "./StepRecords.ts"
+import { answerStep, type StepAnswerOf } from "./StepRulings.ts"
 import { transition } from "./Transition.ts"
 
 const DueRows = rowsOf("approvals", Schema.Struct({ at: InstantOrNull, now: Instant }))
@@ -51,11 +53,19 @@ export class Approvals extends Context.Service<Approvals, {
     input: DryRunInput
   ) => Effect.Effect<DryRunAnswer, InvalidRequest | PolicyRulesTooComplex | AnswerSchemaTooComplex | ValidationBusy | RateLimited>
   /**
-   * The organization's rule for `actionClass`, or the default rule, from the
-   * process's cache (`PolicyCache.ts`): a statement that acts on it checks
-   * that it is still the stored one (`stored` and the values).
+   * The policy's answer to a governed step (`StepRulings.ts`), from the
+   * organization's rule for its class or the default rule, as the process
+   * caches it (`PolicyCache.ts`: the step's statement checks its version);
+   * `sentBefore` (the step's
+   * row, when it was sent already) is read first when answering would take
+   * a rule worker, and answers instead.
    */
-  readonly ruleFor: (orgId: string, actionClass: string) => Effect.Effect<CachedRule>
+  readonly answerStep: <A, E>(
+    orgId: string,
+    sessionId: string,
+    step: GovernedStep,
+    sentBefore: Effect.Effect<A | undefined, E>
+  ) => Effect.Effect<StepAnswerOf<A>, E | ValidationBusy>
   /** Forgets the organization's cached rules here (a statement found one out of date). */
   readonly forgetRules: (orgId: string) => Effect.Effect<void>
   readonly get: (orgId: string, approvalId: string) => Effect.Effect<ApprovalSnapshot, NotFound>
@@ -76,13 +86,14 @@ export class Approvals extends Context.Service<Approvals, {
       const config = yield* SvcConfig
       const wakeups = yield* Wakeups
       const metrics = yield* Metrics
+      const steps = yield* StepRecords
 
       const ruleWorkers = yield* RuleWorkers
       const edits = makeEdits(sql, yield* AnswerSchemas, ruleWorkers, config.answerValidationQueue)
       const policies = yield* makePolicies(sql, config, wakeups, edits.checkArgumentsSchema, ruleWorkers)
       /** Applies the due deadline of a claimed row (`Firing.ts`), inside the claiming transaction. */
       const fireDeadline = Effect.fn("Approvals.fireDeadline")((row: FullApprovalRow, now: number, log: Array<StreamEntry>) =>
-        fireDue(sql, row, now, log)
+        fireDue(sql, steps, row, now, log)
       )
 
       /**
@@ -105,7 +116,7 @@ export class Approvals extends Context.Service<Approvals, {
         return snapshotOf(row)
       })
 
-      const decider = makeDecide(sql, { fireDeadline })
+      const decider = makeDecide(sql, steps, { fireDeadline })
 
       const decide = Effect.fn("Approvals.decide")(function*<E = never>(orgId: string, actor: string, approvalId: string, input: DecisionInput<E>) {
         yield* Effect.annotateCurrentSpan({ "svc.approval_id": approvalId })
@@ -149,7 +160,8 @@ export class Approvals extends Context.Service<Approvals, {
         putPolicy: Effect.fn("Approvals.putPolicy")(policies.putPolicy),
         listPolicies: Effect.fn("Approvals.listPolicies")(policies.listPolicies),
         dryRun: Effect.fn("Approvals.dryRun")(policies.dryRun),
-        ruleFor: policies.ruleFor,
+        answerStep: (orgId, sessionId, step, sentBefore) =>
+          Effect.flatMap(policies.ruleFor(orgId, step.action_class), (policy) => answerStep(ruleWorkers, orgId, sessionId, step, policy, sentBefore)),
         forgetRules: policies.forgetRules,
         get,
         decide,

@@ -14,13 +14,13 @@ import { InvalidTransition, NotFound, Unauthenticated } from "../api/Errors.ts"
 import { NotAssigned } from "../api/Reviewers.ts"
 import { AlreadyVoted, PersonRequired } from "../api/Votes.ts"
 import { databaseNow, iso } from "../platform/Time.ts"
-import { appendSessionEvent } from "../streams/SessionEvents.ts"
 import { type Topic, Topics } from "../database/Wakeups.ts"
 import { type DecisionEdit, editSnapshot, type Settled, settledValues } from "./Edits.ts"
 import { snapshotOf } from "./Events.ts"
 import { APPROVAL_COLUMNS, ApprovalRows, emit, type FullApprovalRow, isoMs, stateOf } from "./Firing.ts"
 import { appendApprovalStream, type StreamEntry } from "./OrgStream.ts"
 import { standing } from "./Reviewers.ts"
+import type { StepRecords } from "./StepRecords.ts"
 import { type Current, type Decision, Outcome } from "./Transition.ts"
 import { announceVote, quorumMembers, recordVote, standsFor, votesOf } from "./Votes.ts"
 
@@ -88,7 +88,7 @@ const refusal = {
     })
 }
 
-export const makeDecide = (sql: SqlClient.SqlClient, deps: {
+export const makeDecide = (sql: SqlClient.SqlClient, steps: StepRecords["Service"], deps: {
   /** Fires the due deadline of a locked row (`Firing.ts`, in the service's span). */
   readonly fireDeadline: (row: FullApprovalRow, now: number, log: Array<StreamEntry>) => Effect.Effect<{ readonly sessionId: string | null }, SqlError.SqlError>
 }) => {
@@ -145,7 +145,7 @@ export const makeDecide = (sql: SqlClient.SqlClient, deps: {
       Voted: ({ remaining, voter }) =>
         Effect.gen(function*() {
           yield* recordVote(sql, row!, { voter, decision: input.decision, reason, now })
-          yield* announceVote(sql, row!, { voter, reason, now, remaining })
+          yield* announceVote(steps, row!, { voter, reason, now, remaining })
           const pending = (yield* select(orgId, row!.id, false))!
           return { wake: { sessionId: pending.session_id, topics: [] }, answer: Effect.succeed(snapshotOf(pending)) } satisfies AfterCommit<E>
         }),
@@ -161,13 +161,9 @@ export const makeDecide = (sql: SqlClient.SqlClient, deps: {
             WHERE id = ${row!.id}
             RETURNING ${sql.literal(APPROVAL_COLUMNS)}
           `)
-          yield* sql`
-            UPDATE agent_steps SET resolution = ${resolution}, approved_arguments = ${settle.approvedArguments}::jsonb,
-              arguments_digest = ${settle.digest}, response = ${settle.response}::jsonb
-            WHERE session_id = ${decided.session_id} AND step_id = ${decided.step_id}
-          `
+          yield* steps.settle({ sessionId: decided.session_id, stepId: decided.step_id }, resolution, settle)
           yield* emit(sql, input.decision === "approve" ? "approval.approved" : "approval.rejected", decided, now, log)
-          yield* appendSessionEvent(sql, {
+          yield* steps.append({
             sessionId: decided.session_id,
             orgId,
             name: "approval:decided",

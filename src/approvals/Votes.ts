@@ -16,7 +16,7 @@
 import type { SqlClient } from "effect/sql"
 import type { ApprovalStatus } from "../api/Approvals.ts"
 import type { Vote } from "../api/Votes.ts"
-import { appendSessionEvent } from "../streams/SessionEvents.ts"
+import type { StepRecords } from "./StepRecords.ts"
 
 /** What of an `approvals` row (`Events.ts`, `ApprovalColumns`) a vote reads. */
 interface ApprovalRow {
@@ -119,11 +119,11 @@ export const recordVote = (
 
 /** The session's `approval:voted` event for a vote that left the approval pending. */
 export const announceVote = (
-  sql: SqlClient.SqlClient,
+  steps: StepRecords["Service"],
   row: ApprovalRow,
   vote: { readonly voter: Voter; readonly reason: string | null; readonly now: number; readonly remaining: number }
 ) =>
-  appendSessionEvent(sql, {
+  steps.append({
     sessionId: row.session_id,
     orgId: row.org_id,
     name: "approval:voted",

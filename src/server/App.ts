@@ -57,6 +57,7 @@ import { DatasetExport } from "../tasks/DatasetExport.ts"
 import { DatasetsHandlers, TasksHandlers } from "../tasks/Http.ts"
 import { Tasks } from "../tasks/Tasks.ts"
 import { SpanBuffers } from "../telemetry/Buffers.ts"
+import { StepRecordsLive } from "../agents/StepRecords.ts"
 import { TracerLive } from "../telemetry/Capture.ts"
 import { TelemetryDestinations } from "../telemetry/Destinations.ts"
 import { EndpointTokens } from "../notifications/auth/Tokens.ts"
@@ -81,7 +82,7 @@ export const ServicesLive = Layer.mergeAll(
   Tasks.layer,
   DatasetExport.layer,
   Layer.mergeAll(AgentSessions.layer, ApprovalFeed.layer, ApprovalMailLinks.layer, Reviewers.layer).pipe(
-    Layer.provideMerge(Layer.mergeAll(Approvals.layer, ApprovalContexts.layer)),
+    Layer.provideMerge(Layer.mergeAll(Approvals.layer.pipe(Layer.provide(StepRecordsLive)), ApprovalContexts.layer)),
     Layer.provideMerge(SessionHub.layer)
   ),
   Feedback.layer.pipe(Layer.provide(Identity.layer)),
