@@ -13,6 +13,7 @@ import type { SqlClient } from "effect/sql"
 import { StepRecords } from "../approvals/StepRecords.ts"
 import { BigIntText, rowsOf } from "../platform/Rows.ts"
 import type { SessionEventName } from "../streams/SessionEvents.ts"
+import type { Statement } from "effect/sql"
 
 const SeqRows = rowsOf("agent_sessions", Schema.Struct({ event_seq: BigIntText }))
 
@@ -50,3 +51,12 @@ export const StepRecordsLive = Layer.effect(
     })
   })
 )
+
+/** Deletes session events written before `before`, the oldest first (`retention/Retention.ts`): at most `batch`, skipping rows another statement holds; answers the rows. */
+export const pruneSessionEvents = (sql: SqlClient.SqlClient, before: Statement.Fragment, batch: number) =>
+  sql`
+    DELETE FROM session_events WHERE ctid IN (
+      SELECT ctid FROM session_events WHERE created_at < ${before} ORDER BY created_at LIMIT ${batch} FOR UPDATE SKIP LOCKED
+    )
+    RETURNING 1 AS deleted
+  `

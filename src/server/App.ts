@@ -50,7 +50,9 @@ import { DeliveryOperations } from "../deliveries/records/Operations.ts"
 import { TestDeliveries } from "../notifications/TestDelivery.ts"
 import { OutboundHttp } from "../outbound/OutboundHttp.ts"
 import { Brokers } from "../brokers/Brokers.ts"
-import { SealReceiverUrlsLive } from "../secrets/ReceiverUrls.ts"
+import { sealReceiverUrls } from "../secrets/ReceiverUrls.ts"
+import { endpointClearUrls } from "../notifications/EndpointUrls.ts"
+import { destinationClearUrls } from "../telemetry/Repository.ts"
 import { SecretStore } from "../secrets/SecretStore.ts"
 import { AnswerSchemas } from "../tasks/AnswerSchema.ts"
 import { DatasetExport } from "../tasks/DatasetExport.ts"
@@ -134,7 +136,7 @@ export const WorkersLive = Layer.mergeAll(
   WebhookSender.worker,
   ReviewerEmail.worker,
   RetentionLive,
-  SealReceiverUrlsLive,
+  sealReceiverUrls([endpointClearUrls, destinationClearUrls]),
   CertificateNoticesLive,
   MetricsListener
 )
