@@ -8,7 +8,8 @@
 import { PgClient } from "@effect/sql-pg"
 import { Context, Effect, Layer, Option, Schema } from "effect"
 import type { GovernedStep } from "../api/Agents.ts"
-import type { ApprovalSnapshot, DryRunAnswer, DryRunInput, Policy, PolicyInput } from "../api/Approvals.ts"
+import type { ApprovalSnapshot } from "../api/Approvals.ts"
+import type { DryRunAnswer, DryRunInput, Policy, PolicyInput } from "../api/Policies.ts"
 import type { ArgumentsTooComplex } from "../api/ApprovalEdits.ts"
 import {
   type AnswerSchemaTooComplex,
