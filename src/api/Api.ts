@@ -6,7 +6,7 @@
 import { HttpApi, OpenApi } from "effect/http-api"
 import { AgentSessionsApi } from "./Agents.ts"
 import { Availability } from "./Availability.ts"
-import { apiDocumentation } from "./Documentation.ts"
+import { apiDocumentation } from "./OpenApiDocument.ts"
 import { addWebhooks } from "./Events.ts"
 import { ApprovalsApi } from "./Approvals.ts"
 import { ApprovalPoliciesApi } from "./Policies.ts"
