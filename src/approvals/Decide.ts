@@ -103,7 +103,10 @@ export const makeDecide = (sql: SqlClient.SqlClient, steps: StepRecords["Service
    * standing and the database's time.
    */
   const read = Effect.fnUntraced(function*<E>(orgId: string, actor: string, approvalId: string, input: DecisionInput<E>, lock: boolean) {
-    const row = yield* select(orgId, approvalId, lock)
+    const locked = yield* select(orgId, approvalId, lock)
+    // A lock that waited for a concurrent decision holds the row as that one left it, but the locking statement's
+    // sub-select of the votes saw its snapshot from before the wait: a quorum's votes are read again once the row is held.
+    const row = lock && locked?.status === "pending" && locked.quorum > 1 ? yield* select(orgId, approvalId, false) : locked
     if (row === undefined || row.status !== "pending") {
       const current: Current = { approval: row && factsOf(row), guard: true, standing: { person: null, decidedFor: null } }
       return { row, current, now: 0 }
