@@ -51,6 +51,7 @@
  */
 import { PgClient } from "@effect/sql-pg"
 import { Context, Effect, Layer, Redacted } from "effect"
+import type { SqlClient } from "effect/sql"
 import { mkdtempSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
 import * as path from "node:path"
@@ -84,12 +85,21 @@ const POLICIES = [
 ] as const
 
 /**
- * A checkout's step statement from before policies had a version: its
- * cached rule said whether it was stored and carried its rules' JSON, which
- * the statement compared with the stored ones.
+ * A checkout's step statement from before the policy's answer was one
+ * ruling (`src/approvals/StepRulings.ts`): its input named the cached rule,
+ * the decision and the deciding rule (`verdict`); and from before policies
+ * had a version, its cached rule said whether it was stored and carried its
+ * rules' JSON, which the statement compared with the stored ones.
  */
-const unversioned = (before: typeof stepSql): typeof stepSql => (sql, input) =>
-  before(sql, { ...input, cached: { stored: input.cached.version !== null, conditionsJson: "[]", ...input.cached } as CachedRule })
+const unversioned = (before: (sql: SqlClient.SqlClient, input: object) => ReturnType<typeof stepSql>): typeof stepSql => (sql, input) => {
+  const { ruling, ...rest } = input
+  return before(sql, {
+    ...rest,
+    decision: ruling.decision,
+    cached: { stored: ruling.policy.version !== null, conditionsJson: "[]", ...ruling.policy },
+    ...(ruling.rule === null ? {} : { verdict: { rule: ruling.rule, reason: ruling.reason, settings: ruling.settings } })
+  })
+}
 
 type Kind = "session" | "feedback" | "allow" | "pending" | "rules" | "rows" | "empty"
 
@@ -196,11 +206,15 @@ const prepare = (
           action_class: POLICIES.find(([k]) => k === kind)![1],
           arguments: { command: "ls -la /srv/app", cwd: "/srv" }
         },
-        cached: cached[kind]!,
-        decision: kind === "pending" ? "pending" : "allow",
+        ruling: {
+          decision: kind === "pending" ? "pending" : "allow",
+          rule: kind === "rules" ? "shell-srv" : null,
+          reason: null,
+          settings: cached[kind]!.rule,
+          policy: cached[kind]!
+        },
         approval: kind === "pending" ? { id: newId(), eventId: newId() } : null,
-        notify: undefined,
-        ...(kind === "rules" ? { verdict: { rule: "shell-srv", reason: null, settings: cached.rules!.rule } } : {})
+        notify: undefined
       })
     const block = (kind: Kind) =>
       Effect.gen(function*() {

@@ -11,8 +11,7 @@ import { GovernedStep, type Session, STEPS_PAGE_DEFAULT, type SessionDetail, typ
 import { InvalidRequest, InvalidTransition, NotFound, type ValidationBusy } from "../api/Errors.ts"
 import { Approvals } from "../approvals/Approvals.ts"
 import { EditColumns, editStepMembers } from "../approvals/Edits.ts"
-import { resolve } from "../approvals/Rules.ts"
-import { failedRule, RuleWorkers, rulesBusy } from "../approvals/RuleWorkers.ts"
+import { deadlineOffsets } from "../approvals/Requested.ts"
 import { POLL_CAP_MS } from "../approvals/Scheduler.ts"
 import { Metrics } from "../observability/Metrics.ts"
 import { SvcConfig } from "../platform/Config.ts"
@@ -22,9 +21,10 @@ import { newId } from "../platform/Ids.ts"
 import { JsonColumn, rowsOf, Timestamp, TimestampOrNull } from "../platform/Rows.ts"
 import { Topics, Wakeups } from "../database/Wakeups.ts"
 import { Stale, whileStale } from "../platform/Optimistic.ts"
-import { appendSessionEvent, hubFrames, hubSignal, SessionHub, STREAM_BATCH, storedEvents } from "../streams/SessionEvents.ts"
+import { hubFrames, hubSignal, SessionHub, STREAM_BATCH, storedEvents } from "../streams/SessionEvents.ts"
 import { sessionInsert } from "./SessionInsert.ts"
-import { deadlineOffsets, stepStatement } from "./StepStatement.ts"
+import { appendSessionEvent } from "./StepRecords.ts"
+import { stepStatement } from "./StepStatement.ts"
 
 const SessionRows = rowsOf("agent_sessions", Schema.Struct({
   id: Schema.String,
@@ -169,7 +169,6 @@ export class AgentSessions extends Context.Service<AgentSessions, {
       const metrics = yield* Metrics
       const config = yield* SvcConfig
       const box = yield* SecretBox
-      const ruleWorkers = yield* RuleWorkers
       const mac: CursorMac = (message) => box.mac("cursor", message)
 
       const findSession = (orgId: string, sessionId: string) =>
@@ -226,54 +225,19 @@ export class AgentSessions extends Context.Service<AgentSessions, {
           "gen_ai.conversation.id": sessionId
         })
         return yield* whileStale(MAX_POLICY_RELOADS, Effect.gen(function*() {
-            const cached = yield* approvals.ruleFor(orgId, step.action_class)
-            // Rules that need a worker run for a new step only: a step sent again is answered from its row first.
-            if (ruleWorkers.needsWorker(cached.conditions, step.arguments)) {
-              const prior = yield* findOwnStep(orgId, sessionId, step.step_id)
-              if (prior !== undefined) return yield* replay(prior, step)
-            }
-            // Rules on arguments (`Rules.ts`), compiled when the policy was read, decide first, within their budget.
-            const resolution = cached.conditions.length === 0 ? undefined : resolve(
-              cached.rule,
-              yield* ruleWorkers.run(orgId, cached.conditions, { tool: step.tool, arguments: step.arguments, session: { id: sessionId } }).pipe(
-                Effect.catchTags({
-                  OverBudget: (over) => Effect.succeed(failedRule(cached.conditions, over)),
-                  RuleWorkersBusy: (busy) => Effect.fail(rulesBusy(busy))
-                }),
-                // A rule that could not be evaluated (or ran out of its budget) is named on the step's span.
-                Effect.tap((verdict) =>
-                  verdict.rule === null && verdict.error !== undefined
-                    ? Effect.annotateCurrentSpan({ "svc.rule_failed": verdict.error.rule, "svc.rule_error": verdict.error.message })
-                    : Effect.void
-                )
-              )
-            )
-            const verdict = resolution?.rule == null
-              ? undefined
-              : { rule: resolution.rule, reason: resolution.reason ?? null, settings: resolution.settings }
-            const settings = verdict?.settings ?? cached.rule
-            const mode = cached.rule.mode
-            const decision: StepDecision = resolution !== undefined
-              ? resolution.decision
-              : mode === "allow" ? "allow" : mode === "reject" ? "reject" : "pending"
-            const approval = decision === "pending" ? { id: newId(), eventId: newId() } : null
+            // The policy's answer (`approvals/StepRulings.ts`); a step sent again is answered from its row when that costs less.
+            const answered = yield* approvals.answerStep(orgId, sessionId, step, findOwnStep(orgId, sessionId, step.step_id))
+            if (answered._tag === "SentBefore") return yield* replay(answered.answer, step)
+            const { ruling } = answered
+            const approval = ruling.decision === "pending" ? { id: newId(), eventId: newId() } : null
             // The scheduler re-reads its next deadline at least every POLL_CAP_MS:
             // only an approval due sooner than that needs to wake it.
             const wake = approval === null
               ? wakeups.inStatement(hubSignal(sessionId))
-              : deadlineOffsets(settings).due <= POLL_CAP_MS
+              : deadlineOffsets(ruling.settings).due <= POLL_CAP_MS
               ? wakeups.inStatement(Topics.events, Topics.approvals, hubSignal(sessionId), hubSignal(approvalsTopic(orgId)))
               : wakeups.inStatement(Topics.events, hubSignal(sessionId), hubSignal(approvalsTopic(orgId)))
-            const row = yield* stepStatement(sql, {
-              orgId,
-              sessionId,
-              step,
-              cached,
-              decision,
-              approval,
-              notify: wake.notify,
-              ...(verdict === undefined ? {} : { verdict })
-            })
+            const row = yield* stepStatement(sql, { orgId, sessionId, step, ruling, approval, notify: wake.notify })
             if (row === undefined || !row.found) return yield* new NotFound({ detail: "No such agent session." })
             if (row.decision !== null) {
               return yield* replay({
@@ -289,7 +253,7 @@ export class AgentSessions extends Context.Service<AgentSessions, {
             if (row.inserted) {
               yield* wake.local
               if (approval !== null) yield* Effect.annotateCurrentSpan({ "svc.approval_id": approval.id })
-              return toAnswer({ decision, approval_id: approval?.id ?? null, rule: verdict?.rule ?? null, reason: verdict?.reason ?? null })
+              return toAnswer({ decision: ruling.decision, approval_id: approval?.id ?? null, rule: ruling.rule, reason: ruling.reason })
             }
             if (row.fresh) {
               // A concurrent send of this step_id committed after the statement's snapshot.

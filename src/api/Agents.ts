@@ -5,7 +5,7 @@
 import { Schema } from "effect"
 import { HttpApiEndpoint, HttpApiGroup, HttpApiSchema, OpenApi } from "effect/http-api"
 import { ArgumentsDigest, EditStepFields } from "./ApprovalEdits.ts"
-import { ActionClass } from "./Approvals.ts"
+import { ActionClass } from "./Policies.ts"
 import { Cursor, IntegerFromDigits, JsonValue, NextCursor, Text, Timestamp, ResumeQuery, Uuid } from "./Common.ts"
 import { InvalidRequest, InvalidTransition, NotFound, TooManyStreams, ValidationBusy } from "./Errors.ts"
 import { Authentication, requireScope } from "./Security.ts"

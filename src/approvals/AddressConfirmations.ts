@@ -2,7 +2,9 @@
  * Confirmation mails of reviewer addresses, the organization's
  * (`notifications/ReviewerAddress.ts`) and group members' own
  * (`MemberAddresses.ts`): the delivery that asks `ReviewerEmail` to send
- * one, and the organization's hourly bound on them.
+ * one, the organization's hourly bound on them, and the statements that
+ * set and confirm the addresses (approvals writes `notification_settings`
+ * and `reviewer_member_addresses`; the mail and its link are notifications').
  */
 import { Effect, Schema } from "effect"
 import type { SqlClient } from "effect/sql"
@@ -63,3 +65,48 @@ export const queueConfirmation = (
   capacity: number
 ) => queue.enqueue({ orgId, kind: "email", targetId: orgId, label: CONFIRM_LABEL, meta: { [CONFIRM_META_KEY]: addressId }, capacity })
 
+/** Sets (null: clears) the organization's reviewer address as setting `addressId`, pending its confirmation. */
+export const setOrgAddress = (sql: SqlClient.SqlClient, orgId: string, email: string | null, addressId: string | null) =>
+  sql`
+    INSERT INTO notification_settings (org_id, reviewer_email, reviewer_address_id, reviewer_confirmed_at, updated_at)
+    VALUES (${orgId}, ${email}, ${addressId}, NULL, now())
+    ON CONFLICT (org_id) DO UPDATE SET reviewer_email = EXCLUDED.reviewer_email,
+      reviewer_address_id = EXCLUDED.reviewer_address_id, reviewer_confirmed_at = NULL, updated_at = now()
+  `
+
+/** Sets (null: clears) the organization's reviewer address confirmed (the operator's); a new setting is `addressId`. Answers the organization's row, none when it does not exist. */
+export const setConfirmedOrgAddress = (sql: SqlClient.SqlClient, orgId: string, email: string | null, addressId: string | null) =>
+  sql`
+    INSERT INTO notification_settings (org_id, reviewer_email, reviewer_address_id, reviewer_confirmed_at, updated_at)
+    SELECT id, ${email}, ${addressId}, ${email === null ? null : sql`now()`}, now() FROM orgs WHERE id = ${orgId}
+    ON CONFLICT (org_id) DO UPDATE SET
+      reviewer_email = EXCLUDED.reviewer_email,
+      reviewer_address_id = CASE WHEN notification_settings.reviewer_email IS NOT DISTINCT FROM EXCLUDED.reviewer_email
+        THEN notification_settings.reviewer_address_id ELSE EXCLUDED.reviewer_address_id END,
+      reviewer_confirmed_at = CASE WHEN EXCLUDED.reviewer_email IS NULL THEN NULL
+        ELSE coalesce(notification_settings.reviewer_confirmed_at, EXCLUDED.reviewer_confirmed_at) END,
+      updated_at = now()
+    RETURNING org_id
+  `
+
+/**
+ * SQL: the CTEs `confirmed` and `member_confirmed` (after a comma) that
+ * confirm the address setting a used link names (the CTE `used`: `org_id`,
+ * `reviewer_address_id`), the organization's or an accepted member's; each
+ * answers `reviewer_email`, `reviewer_confirmed_at`.
+ */
+export const addressConfirmed = (sql: SqlClient.SqlClient) =>
+  sql`,
+          confirmed AS (
+            UPDATE notification_settings ns
+            SET reviewer_confirmed_at = coalesce(ns.reviewer_confirmed_at, now()), updated_at = now()
+            FROM used WHERE ns.org_id = used.org_id AND ns.reviewer_address_id = used.reviewer_address_id
+              AND ns.reviewer_email IS NOT NULL
+            RETURNING ns.reviewer_email, ns.reviewer_confirmed_at
+          ),
+          member_confirmed AS (
+            UPDATE reviewer_member_addresses a
+            SET confirmed_at = coalesce(a.confirmed_at, now()), updated_at = now()
+            FROM used WHERE a.org_id = used.org_id AND a.address_id = used.reviewer_address_id AND a.accepted_at IS NOT NULL
+            RETURNING a.email AS reviewer_email, a.confirmed_at AS reviewer_confirmed_at
+          )`

@@ -3,7 +3,7 @@
  * fall, which one is due next, and what firing it changes. All instants are
  * epoch milliseconds.
  */
-import type { PolicyMode, TimeoutAction } from "../api/Approvals.ts"
+import type { PolicyMode, TimeoutAction } from "../api/Policies.ts"
 import { escalationCount } from "../api/Reviewers.ts"
 
 export interface PolicyRule {
@@ -103,4 +103,4 @@ export const sleepMillis = (nextDueAt: number | null, now: number, capMs: number
   nextDueAt === null ? capMs : Math.max(0, Math.min(capMs, nextDueAt - now))
 
 /** A policy is consistent when its notice falls after the approval is requested. */
-export { noticeFits } from "../api/Approvals.ts"
+export { noticeFits } from "../api/Policies.ts"

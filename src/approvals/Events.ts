@@ -3,7 +3,8 @@
  * and written to the outbox by `outbox/Outbox.ts`.
  */
 import { Schema } from "effect"
-import { type ApprovalEventType, type ApprovalSnapshot, ApprovalStatus, TimeoutAction } from "../api/Approvals.ts"
+import { type ApprovalEventType, type ApprovalSnapshot, ApprovalStatus } from "../api/Approvals.ts"
+import { TimeoutAction } from "../api/Policies.ts"
 import type { ApprovalEvent } from "../api/Events.ts"
 import { newId } from "../platform/Ids.ts"
 import { Instant, InstantOrNull } from "../platform/Rows.ts"

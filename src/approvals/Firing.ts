@@ -10,12 +10,12 @@ import type { SqlClient, SqlError } from "effect/sql"
 import type { ApprovalEventType } from "../api/Approvals.ts"
 import { InstantOrNull, rowsOf } from "../platform/Rows.ts"
 import { databaseNow } from "../platform/Time.ts"
-import { appendSessionEvent } from "../streams/SessionEvents.ts"
 import { escalationCount } from "../api/Reviewers.ts"
 import { type DeadlineState, type DueKind, escalationPending, fire, nextDue } from "./Deadlines.ts"
 import { writeApprovalEvent } from "../outbox/Outbox.ts"
 import { ApprovalColumns, type ApprovalRow, makeApprovalEvent, snapshotOf } from "./Events.ts"
 import { appendApprovalStream, type StreamEntry } from "./OrgStream.ts"
+import type { StepRecords } from "./StepRecords.ts"
 import { votesColumns } from "./Votes.ts"
 
 /** An `approvals` row with its deadline state. */
@@ -40,7 +40,7 @@ export const APPROVAL_COLUMNS =
  * chain the one escalation keeps the level, and `escalated` (no escalation
  * remains) says whether it fired.
  */
-const stateOf = (row: FullApprovalRow): DeadlineState => {
+export const stateOf = (row: FullApprovalRow): DeadlineState => {
   const escalations = escalationCount(row)
   return {
     deadlineAt: row.deadline_at.getTime(),
@@ -65,6 +65,7 @@ export const emit = (sql: SqlClient.SqlClient, type: ApprovalEventType, row: App
 /** Applies the due deadline of a claimed row (inside the claiming transaction; the service names its span). */
 export const fireDeadline = Effect.fnUntraced(function*(
   sql: SqlClient.SqlClient,
+  steps: StepRecords["Service"],
   row: FullApprovalRow,
   now: number,
   log: Array<StreamEntry>
@@ -78,11 +79,9 @@ export const fireDeadline = Effect.fnUntraced(function*(
       UPDATE approvals SET status = 'expired', next_due_at = NULL, next_due_kind = NULL
       WHERE id = ${row.id} RETURNING ${sql.literal(APPROVAL_COLUMNS)}
     `)
-    yield* sql`
-      UPDATE agent_steps SET resolution = ${row.timeout_action} WHERE session_id = ${row.session_id} AND step_id = ${row.step_id}
-    `
+    yield* steps.settle({ sessionId: row.session_id, stepId: row.step_id }, row.timeout_action)
     yield* emit(sql, "approval.expired", expired, now, log)
-    yield* appendSessionEvent(sql, {
+    yield* steps.append({
       sessionId: row.session_id,
       orgId: row.org_id,
       name: "approval:expired",

@@ -53,7 +53,7 @@ export const ApprovalsHandlers = HttpApiBuilder.group(
       get: ({ params }) => CurrentPrincipal.use((p) => approvals.get(p.orgId, params.approval_id)),
       decide: ({ params, payload }) =>
         CurrentPrincipal.use((p) =>
-          approvals.decide(p.orgId, p.actor, params.approval_id, payload.decision, payload.reason, undefined, payload)
+          approvals.decide(p.orgId, p.actor, params.approval_id, { decision: payload.decision, reason: payload.reason, edit: payload })
         ).pipe(
           Effect.tapErrorTag("ValidationBusy", () => busyRetryAfter),
           // Only the shared reviewer address's mail link lacks a person; a caller of the API never does.

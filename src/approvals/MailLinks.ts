@@ -193,10 +193,12 @@ export class ApprovalMailLinks extends Context.Service<ApprovalMailLinks, {
         // shared-locked: an address replaced meanwhile commits before the
         // decision (which is then refused) or after it, never between.
         const holds = addressHolds(sql, link, true).pipe(Effect.map((rows) => rows.length > 0), Effect.orDie)
-        yield* approvals.decide(link.org_id, deciderOfLink(link), link.approval_id, decision, reason, {
-          holds,
-          refused: new ReviewerAddressReplaced({ detail: REPLACED })
-        }, edit).pipe(
+        yield* approvals.decide(link.org_id, deciderOfLink(link), link.approval_id, {
+          decision,
+          reason,
+          guard: { holds, refused: new ReviewerAddressReplaced({ detail: REPLACED }) },
+          edit
+        }).pipe(
           Effect.catchTag("NotFound", () => Effect.fail(new ApprovalLinkInvalid({ detail: INVALID }))),
           // A member key revoked meanwhile: its address went with it.
           Effect.catchTag("Unauthenticated", () => Effect.fail(new ReviewerAddressReplaced({ detail: REPLACED })))

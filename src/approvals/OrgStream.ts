@@ -28,6 +28,7 @@ import { BigIntText, JsonColumn, rowsOf, Timestamp } from "../platform/Rows.ts"
 import { ApprovalColumns, snapshotOf } from "./Events.ts"
 import { reviews } from "./Reviewers.ts"
 import { votesColumns } from "./Votes.ts"
+import type { Statement } from "effect/sql"
 
 /** The `SessionHub` key that the organization's approval streams watch. */
 export const approvalsTopic = (orgId: string) => `approvals:${orgId}`
@@ -199,3 +200,12 @@ export class ApprovalFeed extends Context.Service<ApprovalFeed, {
     })
   )
 }
+
+/** Deletes approval stream events written before `before` (`retention/Retention.ts`): at most `batch`, skipping rows another statement holds; answers the rows. */
+export const pruneApprovalStream = (sql: SqlClient.SqlClient, before: Statement.Fragment, batch: number) =>
+  sql`
+    DELETE FROM approval_stream_events WHERE ctid IN (
+      SELECT ctid FROM approval_stream_events WHERE created_at < ${before} LIMIT ${batch} FOR UPDATE SKIP LOCKED
+    )
+    RETURNING 1 AS deleted
+  `

@@ -6,7 +6,7 @@
  */
 import { Effect, Schema } from "effect"
 import type { SqlClient } from "effect/sql"
-import { type DryRunAnswer, type DryRunInput, Policy, type PolicyInput, PolicyRule, TimeoutAction } from "../api/Approvals.ts"
+import { type DryRunAnswer, type DryRunInput, Policy, type PolicyInput, PolicyRule, TimeoutAction } from "../api/Policies.ts"
 import { ArgumentsSchema } from "../api/ApprovalEdits.ts"
 import { type AnswerSchemaTooComplex, InvalidRequest, PolicyRulesTooComplex, type ValidationBusy } from "../api/Errors.ts"
 import type { SvcConfigShape } from "../platform/Config.ts"

@@ -11,7 +11,7 @@
 import { PgClient } from "@effect/sql-pg"
 import { Context, Effect, Layer, Schema } from "effect"
 import type { SqlClient } from "effect/sql"
-import type { PolicyInput } from "../api/Approvals.ts"
+import type { PolicyInput } from "../api/Policies.ts"
 import { InvalidRequest, type LimitReached, NotFound, type RateLimited } from "../api/Errors.ts"
 import {
   type Delegation,

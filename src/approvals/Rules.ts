@@ -24,7 +24,7 @@
  * - only rules whose cost is proved small for the step run on the event
  *   loop instead (`InProcessRules.ts`).
  */
-import type { PolicyRule, RuleResult } from "../api/Approvals.ts"
+import type { PolicyRule, RuleResult } from "../api/Policies.ts"
 import type { PolicyRule as DeadlineSettings } from "./Deadlines.ts"
 import { costBound, type CostBound, isNode } from "./InProcessRules.ts"
 import { Environment } from "@marcbachmann/cel-js"

@@ -8,16 +8,15 @@
  * and `approval:voted` on the session stream, and nothing else: no webhook
  * event, no change to the deadlines (docs/events.md, "Quorum").
  *
- * Votes are cast under the approval's row lock (`Approvals.decide` locks it
+ * Votes are cast under the approval's row lock (`Decide.ts` locks it
  * first), so two votes for the last needed approval serialize: the first
- * closes the approval, the second finds it closed.
+ * closes the approval, the second finds it closed; whether a vote counts,
+ * and what it does, is `Transition.ts`'s answer.
  */
-import { Effect, Schema } from "effect"
 import type { SqlClient } from "effect/sql"
 import type { ApprovalStatus } from "../api/Approvals.ts"
 import type { Vote } from "../api/Votes.ts"
-import { rowsOf } from "../platform/Rows.ts"
-import { appendSessionEvent } from "../streams/SessionEvents.ts"
+import type { StepRecords } from "./StepRecords.ts"
 
 /** What of an `approvals` row (`Events.ts`, `ApprovalColumns`) a vote reads. */
 interface ApprovalRow {
@@ -33,8 +32,6 @@ interface ApprovalRow {
 
 /** Whether a decider is the organization's shared reviewer address (`email:<address>`, `MailLinks.ts`): a credential no one person holds. */
 export const isSharedAddress = (actor: string) => actor.startsWith("email:")
-
-const CountRows = rowsOf("approval_votes", Schema.Struct({ approvals: Schema.Number }))
 
 /**
  * SQL: the `quorum`, `votes` and `decider` columns of `approvals` row
@@ -67,19 +64,25 @@ export const deciderMembers = (row: { readonly decided_by: string | null; readon
 }
 
 /** The snapshot's quorum members (`QuorumFields`) for a row, in their fixed order; none for a single-decider approval. */
+/** The votes of a row (`votes` column), oldest first; none for a single-decider approval. */
+export const votesOf = (row: Pick<ApprovalRow, "votes">): ReadonlyArray<StoredVote> => JSON.parse(row.votes ?? "[]")
+
+/** A vote as the `votes` column carries it. */
+interface StoredVote {
+  readonly decided_by: string
+  readonly person: string | null
+  readonly decided_for: string | null
+  readonly decision: "approve" | "reject"
+  readonly decided_at: string
+  readonly reason: string | null
+}
+
+/** The snapshot's quorum members (`QuorumFields`) for a row, in their fixed order; none for a single-decider approval. */
 export const quorumMembers = (
   row: Pick<ApprovalRow, "quorum" | "votes" | "status">
 ): { quorum?: number; votes?: ReadonlyArray<Vote>; approvals_remaining?: number } => {
   if (row.quorum <= 1) return {}
-  const stored = JSON.parse(row.votes ?? "[]") as ReadonlyArray<{
-    decided_by: string
-    person: string | null
-    decided_for: string | null
-    decision: "approve" | "reject"
-    decided_at: string
-    reason: string | null
-  }>
-  const votes = stored.map(({ decided_at, decided_by, decided_for, decision, person, reason }): Vote => ({
+  const votes = votesOf(row).map(({ decided_at, decided_by, decided_for, decision, person, reason }): Vote => ({
     decided_by,
     ...standsFor(decided_by, person, decided_for),
     decision,
@@ -91,12 +94,6 @@ export const quorumMembers = (
   return { quorum: row.quorum, votes, approvals_remaining: Math.max(0, row.quorum - approved) }
 }
 
-/** What a vote did: it closes the approval (the caller decides it), it is recorded and the approval stays pending, or its decider had voted. */
-export type Cast =
-  | { readonly _tag: "closes" }
-  | { readonly _tag: "open"; readonly remaining: number }
-  | { readonly _tag: "duplicate" }
-
 /** Who casts a vote (`Reviewers.ts`, `standing`): the decider as records name them, the person they are and the person the vote counts for. */
 export interface Voter {
   readonly actor: string
@@ -106,40 +103,27 @@ export interface Voter {
 
 /**
  * Records `voter`'s vote on the locked, pending approval `row` at `now`
- * (the database's time, epoch ms). Run it in the decision's transaction,
- * after the row lock. A decider, a person and a person counted for each
- * vote once: a second vote of any of them is a duplicate.
+ * (the database's time, epoch ms), once `Transition.ts` found it is their
+ * first: run it in the decision's transaction, after the row lock.
  */
-export const castVote = Effect.fnUntraced(function*(
+export const recordVote = (
   sql: SqlClient.SqlClient,
-  row: ApprovalRow,
-  voter: Voter,
-  decision: "approve" | "reject",
-  reason: string | null,
-  now: number
-) {
-  const inserted = yield* sql`
+  row: Pick<ApprovalRow, "id">,
+  vote: { readonly voter: Voter; readonly decision: "approve" | "reject"; readonly reason: string | null; readonly now: number }
+) =>
+  sql`
     INSERT INTO approval_votes (approval_id, decided_by, person, decided_for, decision, reason, decided_at)
-    VALUES (${row.id}, ${voter.actor}, ${voter.person}, ${voter.decidedFor}, ${decision}, ${reason}, ${new Date(now).toISOString()}::timestamptz)
-    ON CONFLICT DO NOTHING
-    RETURNING 1 AS one
+    VALUES (${row.id}, ${vote.voter.actor}, ${vote.voter.person}, ${vote.voter.decidedFor}, ${vote.decision}, ${vote.reason},
+      ${new Date(vote.now).toISOString()}::timestamptz)
   `
-  if (inserted.length === 0) return { _tag: "duplicate" } as Cast
-  if (decision === "reject" || row.quorum <= 1) return { _tag: "closes" } as Cast
-  const counted = yield* CountRows.returned(sql`
-    SELECT count(*)::int AS approvals FROM approval_votes WHERE approval_id = ${row.id} AND decision = 'approve'
-  `)
-  const remaining = row.quorum - counted.approvals
-  return (remaining <= 0 ? { _tag: "closes" } : { _tag: "open", remaining }) as Cast
-})
 
 /** The session's `approval:voted` event for a vote that left the approval pending. */
 export const announceVote = (
-  sql: SqlClient.SqlClient,
+  steps: StepRecords["Service"],
   row: ApprovalRow,
   vote: { readonly voter: Voter; readonly reason: string | null; readonly now: number; readonly remaining: number }
 ) =>
-  appendSessionEvent(sql, {
+  steps.append({
     sessionId: row.session_id,
     orgId: row.org_id,
     name: "approval:voted",

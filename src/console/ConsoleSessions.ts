@@ -19,6 +19,7 @@ import { sha256Hex } from "../platform/Digest.ts"
 import { newId } from "../platform/Ids.ts"
 import { Instant, InstantOrNull, rowsOf } from "../platform/Rows.ts"
 import { iso } from "../platform/Time.ts"
+import type { SqlClient, Statement } from "effect/sql"
 
 /** Sign-in link secrets start with this; session cookies with `SESSION_PREFIX`. */
 export const LINK_PREFIX = "svl_"
@@ -269,3 +270,25 @@ export class ConsoleSessions extends Context.Service<ConsoleSessions, {
     })
   )
 }
+
+/** Deletes sign-in links used or expired before `before` (`retention/Retention.ts`): at most `batch`, skipping rows another statement holds; answers the rows. */
+export const pruneLinks = (sql: SqlClient.SqlClient, before: Statement.Fragment, batch: number) =>
+  sql`
+    DELETE FROM console_links WHERE id IN (
+      SELECT id FROM console_links WHERE least(coalesce(used_at, expires_at), expires_at) < ${before} LIMIT ${batch} FOR UPDATE SKIP LOCKED
+    )
+    RETURNING 1 AS deleted
+  `
+
+/** Deletes console sessions ended (revoked, expired, idle too long) before `before` (`retention/Retention.ts`): at most `batch`, skipping rows another statement holds; answers the rows. */
+export const pruneSessions = (sql: SqlClient.SqlClient, before: Statement.Fragment, batch: number) =>
+  sql`
+    DELETE FROM console_sessions WHERE id IN (
+      SELECT id FROM console_sessions WHERE least(
+        coalesce(revoked_at, absolute_expires_at),
+        absolute_expires_at,
+        last_seen_at + make_interval(secs => ${IDLE_TIMEOUT_SECONDS})
+      ) < ${before} LIMIT ${batch} FOR UPDATE SKIP LOCKED
+    )
+    RETURNING 1 AS deleted
+  `

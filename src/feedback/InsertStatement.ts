@@ -6,6 +6,7 @@
  * "Third round".) The redacted fields travel as JSON text cast to `jsonb`.
  */
 import type { SqlClient } from "effect/sql"
+import { usageCountText } from "../platform/OrgLimits.ts"
 
 const COLUMNS = "id, seq, task_id, inference_log_id, score, status, created_at"
 
@@ -29,9 +30,7 @@ const statement = (withFingerprint: boolean) =>
       AND (SELECT coalesce(sum(bytes), 0) FROM org_usage WHERE org_id = $orgId AND kind = 'feedback') + $bytes <= $maxBytes
       RETURNING ${COLUMNS}
     ), counted AS (
-      INSERT INTO org_usage (org_id, kind, shard, bytes)
-      SELECT $orgId, 'feedback', $shard, $bytes FROM inserted
-      ON CONFLICT (org_id, kind, shard) DO UPDATE SET bytes = org_usage.bytes + excluded.bytes
+      ${usageCountText("feedback", { orgId: "$orgId", shard: "$shard", bytes: "$bytes", from: "inserted" })}
     )
     SELECT ${COLUMNS} FROM inserted`)
 

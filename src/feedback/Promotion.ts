@@ -12,6 +12,7 @@
  * digest can never come back to an earlier value meaning something else.
  */
 import { Effect, Option, Schema } from "effect"
+import { insertDatasetVersion } from "../tasks/DatasetVersions.ts"
 import { SqlError, type SqlClient } from "effect/sql"
 import { DatasetBaseChanged, type FeedbackItem, FeedbackChanged, FeedbackStatus, NothingStaged, type Promote, Score } from "../api/Feedback.ts"
 import { InvalidTransition, LimitReached, NotFound } from "../api/Errors.ts"
@@ -198,10 +199,7 @@ export const makeReview = (sql: SqlClient.SqlClient, box: SecretBox["Service"], 
       const version = base.version + 1
       // By reference (migration 0630): the new version is its base's line
       // plus the staged rows appended to it. Nothing earlier is copied.
-      yield* sql`
-        INSERT INTO datasets (id, org_id, task_id, version, example_count, lineage_id)
-        VALUES (${datasetId}, ${orgId}, ${taskId}, ${version}, ${count}, ${base.lineage_id})
-      `
+      yield* insertDatasetVersion(sql, { id: datasetId, orgId, taskId, version, exampleCount: count, lineageId: base.lineage_id })
       const inserted = yield* sql`
         WITH promoted AS (
           UPDATE feedback SET status = 'promoted', promoted_dataset_id = ${datasetId}, updated_at = now()

@@ -26,6 +26,7 @@ import { newId } from "../platform/Ids.ts"
 import { countForCap } from "../platform/OrgLimits.ts"
 import { rowsOf, Timestamp, TimestampOrNull } from "../platform/Rows.ts"
 import { KEY_PREFIX } from "./KeyFormat.ts"
+import type { SqlClient, Statement } from "effect/sql"
 
 /** Longest a process keeps authenticating a key from memory: the cross-process revocation bound without NOTIFY. */
 export const KEY_CACHE_TTL = Duration.seconds(2)
@@ -300,3 +301,12 @@ export class Identity extends Context.Service<Identity, {
     })
   )
 }
+
+/** Deletes API keys revoked before `before`, the first revoked first (`retention/Retention.ts`): at most `batch`, skipping rows another statement holds; answers the rows. */
+export const pruneRevokedKeys = (sql: SqlClient.SqlClient, before: Statement.Fragment, batch: number) =>
+  sql`
+    DELETE FROM api_keys WHERE id IN (
+      SELECT id FROM api_keys WHERE revoked_at < ${before} ORDER BY revoked_at LIMIT ${batch} FOR UPDATE SKIP LOCKED
+    )
+    RETURNING 1 AS deleted
+  `

@@ -36,7 +36,7 @@ import {
 } from "../api/ApprovalLinks.ts"
 import { RateLimited } from "../api/Errors.ts"
 import type { NotificationSettings } from "../api/Notifications.ts"
-import { claimConfirmationWindow, queueConfirmation } from "../approvals/AddressConfirmations.ts"
+import { addressConfirmed, claimConfirmationWindow, queueConfirmation, setConfirmedOrgAddress, setOrgAddress } from "../approvals/AddressConfirmations.ts"
 import { DeliveryQueue } from "../deliveries/DeliveryQueue.ts"
 import { SvcConfig } from "../platform/Config.ts"
 import { sha256Hex } from "../platform/Digest.ts"
@@ -44,6 +44,7 @@ import { newId } from "../platform/Ids.ts"
 import { Instant, InstantOrNull, rowsOf } from "../platform/Rows.ts"
 import { iso } from "../platform/Time.ts"
 import { CONFIRMATION_PREFIX } from "./send/ConfirmationLinks.ts"
+import type { Statement } from "effect/sql"
 
 const SettingsRow = Schema.Struct({
   reviewer_email: Schema.NullOr(Schema.String),
@@ -66,18 +67,7 @@ type Settings = typeof NotificationSettings.Type
  */
 export const writeReviewerEmail = Effect.fnUntraced(function*(orgId: string, email: string | null) {
   const sql = yield* SqlClient.SqlClient
-  const rows = yield* sql`
-    INSERT INTO notification_settings (org_id, reviewer_email, reviewer_address_id, reviewer_confirmed_at, updated_at)
-    SELECT id, ${email}, ${email === null ? null : newId()}, ${email === null ? null : sql`now()`}, now() FROM orgs WHERE id = ${orgId}
-    ON CONFLICT (org_id) DO UPDATE SET
-      reviewer_email = EXCLUDED.reviewer_email,
-      reviewer_address_id = CASE WHEN notification_settings.reviewer_email IS NOT DISTINCT FROM EXCLUDED.reviewer_email
-        THEN notification_settings.reviewer_address_id ELSE EXCLUDED.reviewer_address_id END,
-      reviewer_confirmed_at = CASE WHEN EXCLUDED.reviewer_email IS NULL THEN NULL
-        ELSE coalesce(notification_settings.reviewer_confirmed_at, EXCLUDED.reviewer_confirmed_at) END,
-      updated_at = now()
-    RETURNING org_id
-  `
+  const rows = yield* setConfirmedOrgAddress(sql, orgId, email, email === null ? null : newId())
   return rows.length > 0
 }, Effect.orDie)
 
@@ -127,12 +117,7 @@ export class ReviewerAddresses extends Context.Service<ReviewerAddresses, {
           const same = (before?.reviewer_email ?? null) === email
           if (same && (email === null || before?.reviewer_confirmed_at !== null)) return false
           const addressId = email === null ? null : same ? before!.reviewer_address_id ?? newId() : newId()
-          yield* sql`
-            INSERT INTO notification_settings (org_id, reviewer_email, reviewer_address_id, reviewer_confirmed_at, updated_at)
-            VALUES (${orgId}, ${email}, ${addressId}, NULL, now())
-            ON CONFLICT (org_id) DO UPDATE SET reviewer_email = EXCLUDED.reviewer_email,
-              reviewer_address_id = EXCLUDED.reviewer_address_id, reviewer_confirmed_at = NULL, updated_at = now()
-          `.pipe(Effect.orDie)
+          yield* setOrgAddress(sql, orgId, email, addressId).pipe(Effect.orDie)
           // Without SMTP no mail can go: the address waits, and setting it
           // again once SMTP is configured sends the mail.
           if (email === null || addressId === null || !smtp) return false
@@ -156,20 +141,7 @@ export class ReviewerAddresses extends Context.Service<ReviewerAddresses, {
             UPDATE reviewer_confirmations SET used_at = now()
             WHERE token_hash = ${hash} AND used_at IS NULL AND expires_at > now()
             RETURNING org_id, reviewer_address_id
-          ),
-          confirmed AS (
-            UPDATE notification_settings ns
-            SET reviewer_confirmed_at = coalesce(ns.reviewer_confirmed_at, now()), updated_at = now()
-            FROM used WHERE ns.org_id = used.org_id AND ns.reviewer_address_id = used.reviewer_address_id
-              AND ns.reviewer_email IS NOT NULL
-            RETURNING ns.reviewer_email, ns.reviewer_confirmed_at
-          ),
-          member_confirmed AS (
-            UPDATE reviewer_member_addresses a
-            SET confirmed_at = coalesce(a.confirmed_at, now()), updated_at = now()
-            FROM used WHERE a.org_id = used.org_id AND a.address_id = used.reviewer_address_id AND a.accepted_at IS NOT NULL
-            RETURNING a.email AS reviewer_email, a.confirmed_at AS reviewer_confirmed_at
-          )
+          )${addressConfirmed(sql)}
           SELECT EXISTS (SELECT 1 FROM used) AS used, c.reviewer_email, c.reviewer_confirmed_at
           FROM (SELECT 1) one LEFT JOIN (SELECT * FROM confirmed UNION ALL SELECT * FROM member_confirmed) c ON true
         `).pipe(Effect.orDie)
@@ -201,3 +173,12 @@ export class ReviewerAddresses extends Context.Service<ReviewerAddresses, {
     })
   )
 }
+
+/** Deletes reviewer address confirmation links used or expired before `before` (`retention/Retention.ts`): at most `batch`, skipping rows another statement holds; answers the rows. */
+export const pruneConfirmations = (sql: SqlClient.SqlClient, before: Statement.Fragment, batch: number) =>
+  sql`
+    DELETE FROM reviewer_confirmations WHERE ctid IN (
+      SELECT ctid FROM reviewer_confirmations WHERE least(coalesce(used_at, expires_at), expires_at) < ${before} LIMIT ${batch} FOR UPDATE SKIP LOCKED
+    )
+    RETURNING 1 AS deleted
+  `

@@ -12,11 +12,12 @@
  * `endpoint` (`EndpointEvent` in src/api/Events.ts).
  */
 import type { PgClient } from "@effect/sql-pg"
-import { Duration, Effect } from "effect"
+import { Duration, Effect, Schema } from "effect"
 import type { SqlClient, Statement } from "effect/sql"
 import { ApprovalSnapshot } from "../api/Approvals.ts"
 import type { ApprovalEvent, EndpointEvent, EndpointSnapshot } from "../api/Events.ts"
 import { newId } from "../platform/Ids.ts"
+import { rowsOf } from "../platform/Rows.ts"
 
 /** A place in a body the writing statement fills: an instant (`svc_iso` text, quoted here) or the task id (JSON text). */
 class Hole {
@@ -187,9 +188,11 @@ export const endpointEventInsert = (
   `
 }
 
+const BodyRows = rowsOf("events", Schema.Struct({ type: Schema.String, body: Schema.String }))
+
 /** An event's type and body, read back when the process sending it does not hold it. */
 export const eventBody = (sql: PgClient.PgClient, orgId: string, eventId: string | null) =>
-  sql<{ type: string; body: string }>`SELECT type, body FROM events WHERE id = ${eventId} AND org_id = ${orgId}`
+  BodyRows.decoded(sql`SELECT type, body FROM events WHERE id = ${eventId} AND org_id = ${orgId}`)
 
 /**
  * The CTE `cur`: the dispatch cursor, locked, for a statement with a CTE

@@ -85,6 +85,16 @@ export interface ByteQuota {
 /** The usage row a write adds to: spread so one organization's writers seldom wait on one row. */
 export const usageShard = () => Math.floor(Math.random() * 16)
 
+/**
+ * SQL text of a storing statement's CTE that counts what it stored of
+ * `kind`: `bytes` in the organization's `shard`, once for each row of
+ * `from` (each argument the text of a parameter or a CTE).
+ */
+export const usageCountText = (kind: ByteQuota["kind"], p: { readonly orgId: string; readonly shard: string; readonly bytes: string; readonly from: string }) =>
+  `INSERT INTO org_usage (org_id, kind, shard, bytes)
+    SELECT ${p.orgId}, '${kind}', ${p.shard}, ${p.bytes} FROM ${p.from}
+    ON CONFLICT (org_id, kind, shard) DO UPDATE SET bytes = org_usage.bytes + excluded.bytes`
+
 const UsageRows = rowsOf("org_usage", Schema.Struct({ bytes: BigIntText }))
 
 /** The bytes the organization stores of the quota's kind, read now. */

@@ -31,17 +31,21 @@
  * `SVC_RETENTION_BATCH` rows, chosen with `FOR UPDATE SKIP LOCKED`, so
  * processes sharing a database split the work instead of waiting on each
  * other, and no statement holds many locks or runs long. Ages are compared
- * with the database's clock. The statements on deliveries and their
- * attempts are the delivery queue's (`src/deliveries/records/Retention.ts`), the
- * only code that writes its rows; its two telemetry statements are not
+ * with the database's clock. Each statement is its table's owner's
+ * (test/unit/structure/table-owners.test.ts): the delivery queue's
+ * (`src/deliveries/records/Retention.ts`) for deliveries and their attempts; its two telemetry statements are not
  * batched yet: each takes every row it finds in one statement (a few per
  * destination and minute: a batch the collector took from memory never
  * stores its payload).
  */
 import { PgClient } from "@effect/sql-pg"
 import { Duration, Effect, Layer, Schedule } from "effect"
-import type { Statement } from "effect/sql"
-import { IDLE_TIMEOUT_SECONDS } from "../console/ConsoleSessions.ts"
+import type { SqlClient, SqlError, Statement } from "effect/sql"
+import { pruneSessionEvents } from "../agents/StepRecords.ts"
+import { pruneApprovalStream } from "../approvals/OrgStream.ts"
+import { pruneLinks, pruneSessions } from "../console/ConsoleSessions.ts"
+import { pruneRevokedKeys } from "../identity/Identity.ts"
+import { pruneConfirmations } from "../notifications/ReviewerAddress.ts"
 import * as Deliveries from "../deliveries/records/Retention.ts"
 import { SvcConfig } from "../platform/Config.ts"
 import { forkSupervised } from "../platform/Supervised.ts"
@@ -65,21 +69,12 @@ export const retentionRules = Effect.gen(function*() {
   const count = Effect.map((rows: ReadonlyArray<unknown>) => rows.length)
   /** `now()` less `d`, in SQL. */
   const ago = (d: Duration.Duration) => sql`now() - make_interval(secs => ${seconds(d)})`
-  /**
-   * Deletes at most a batch of `table`'s rows (found by `key`) that match
-   * `where`, in `order` when given, skipping rows another transaction holds.
-   */
-  const pruneOldest = (table: string, key: "id" | "ctid", where: Statement.Fragment, order?: string) => (batch: number) =>
-    sql`
-      DELETE FROM ${sql.literal(table)} WHERE ${sql.literal(key)} IN (
-        SELECT ${sql.literal(key)} FROM ${sql.literal(table)}
-        WHERE ${where}
-        ${order === undefined ? sql`` : sql`ORDER BY ${sql.literal(order)}`}
-        LIMIT ${batch}
-        FOR UPDATE SKIP LOCKED
-      )
-      RETURNING 1 AS deleted
-    `.pipe(count, Effect.orDie)
+  /** A statement of the table's owner that deletes at most a batch of rows written before `before`: how many it deleted. */
+  const pruneBefore = (
+    prune: (sql: SqlClient.SqlClient, before: Statement.Fragment, batch: number) => Effect.Effect<ReadonlyArray<unknown>, SqlError.SqlError>,
+    before: Statement.Fragment
+  ) =>
+  (batch: number) => prune(sql, before, batch).pipe(count, Effect.orDie)
   const rules: ReadonlyArray<RetentionRule> = [
     {
       name: "deliveries",
@@ -101,50 +96,16 @@ export const retentionRules = Effect.gen(function*() {
       name: "outbox events",
       prune: (batch) => pruneEvents(sql, ago(config.outboxRetention), batch).pipe(count, Effect.orDie)
     },
-    {
-      name: "session events",
-      prune: pruneOldest("session_events", "ctid", sql`created_at < ${ago(config.sessionEventRetention)}`, "created_at")
-    },
-    {
-      name: "approval stream events",
-      prune: pruneOldest("approval_stream_events", "ctid", sql`created_at < ${ago(config.sessionEventRetention)}`)
-    },
+    { name: "session events", prune: pruneBefore(pruneSessionEvents, ago(config.sessionEventRetention)) },
+    { name: "approval stream events", prune: pruneBefore(pruneApprovalStream, ago(config.sessionEventRetention)) },
     {
       name: "idempotency keys",
       prune: (batch) => pruneIdempotencyKeys(sql, batch)
     },
-    {
-      name: "revoked API keys",
-      prune: pruneOldest("api_keys", "id", sql`revoked_at < ${ago(config.revokedKeyRetention)}`, "revoked_at")
-    },
-    {
-      name: "console sign-in links",
-      prune: pruneOldest(
-        "console_links",
-        "id",
-        sql`least(coalesce(used_at, expires_at), expires_at) < ${ago(config.sessionEventRetention)}`
-      )
-    },
-    {
-      name: "reviewer address confirmation links",
-      prune: pruneOldest(
-        "reviewer_confirmations",
-        "ctid",
-        sql`least(coalesce(used_at, expires_at), expires_at) < ${ago(config.sessionEventRetention)}`
-      )
-    },
-    {
-      name: "console sessions",
-      prune: pruneOldest(
-        "console_sessions",
-        "id",
-        sql`least(
-          coalesce(revoked_at, absolute_expires_at),
-          absolute_expires_at,
-          last_seen_at + make_interval(secs => ${IDLE_TIMEOUT_SECONDS})
-        ) < ${ago(config.sessionEventRetention)}`
-      )
-    }
+    { name: "revoked API keys", prune: pruneBefore(pruneRevokedKeys, ago(config.revokedKeyRetention)) },
+    { name: "console sign-in links", prune: pruneBefore(pruneLinks, ago(config.sessionEventRetention)) },
+    { name: "reviewer address confirmation links", prune: pruneBefore(pruneConfirmations, ago(config.sessionEventRetention)) },
+    { name: "console sessions", prune: pruneBefore(pruneSessions, ago(config.sessionEventRetention)) }
   ]
   return rules
 })

@@ -12,6 +12,7 @@
  * breaks in between.
  */
 import { PgClient } from "@effect/sql-pg"
+import type { SqlClient, SqlError } from "effect/sql"
 import { Effect, Layer, Redacted, Schema } from "effect"
 import { urlHint } from "../outbound/TargetUrl.ts"
 import { rowsOf } from "../platform/Rows.ts"
@@ -48,47 +49,51 @@ const hintOf = (url: string): string => {
   }
 }
 
-const UrlRow = Schema.Struct({ id: Schema.String, org_id: Schema.String, url: Schema.String })
-
-const tables: ReadonlyArray<{ readonly table: "notification_endpoints" | "telemetry_destinations"; readonly kind: OwnerKind }> = [
-  { table: "notification_endpoints", kind: "notification_endpoint_url" },
-  { table: "telemetry_destinations", kind: "telemetry_destination_url" }
-]
+/** A receiver's row with its URL. */
+export const ClearUrlRow = Schema.Struct({ id: Schema.String, org_id: Schema.String, url: Schema.String })
 
 /**
- * Moves every clear receiver URL into the secret store, and rewrites its
- * hint (scheme and host only). Each row in its own transaction, claimed by
- * its clear value: processes starting together move each URL once.
- * Answers how many it moved.
+ * The statements of the owner of a table of receivers (their folder writes
+ * it): a page of rows whose URL is still in clear (`url` not
+ * `SEALED_URL_COLUMN`), and the claim of one, which seals its `url` column
+ * and sets its `hint` only while it still holds the clear `url` it was read with.
  */
-export const sealStoredUrls = Effect.gen(function*() {
-  const sql = yield* PgClient.PgClient
-  const secrets = yield* SecretStore
-  let moved = 0
-  for (const { table, kind } of tables) {
-    for (;;) {
-      const rows = yield* rowsOf(table, UrlRow).decoded(sql`
-        SELECT id, org_id, url FROM ${sql(table)} WHERE url <> ${SEALED_URL_COLUMN} LIMIT 100
-      `)
-      if (rows.length === 0) break
-      for (const row of rows) {
-        yield* sql.withTransaction(Effect.gen(function*() {
-          const claimed = yield* sql`
-            UPDATE ${sql(table)} SET url = ${SEALED_URL_COLUMN}, url_hint = ${hintOf(row.url)}
-            WHERE id = ${row.id} AND url = ${row.url}
-            RETURNING id
-          `
-          if (claimed.length === 0) return
-          yield* secrets.put({ orgId: row.org_id, kind, id: row.id }, URL_SECRET, Redacted.make(row.url))
-          moved++
-        }))
+export interface ClearUrls {
+  readonly kind: OwnerKind
+  readonly table: string
+  readonly clear: (sql: SqlClient.SqlClient) => Effect.Effect<ReadonlyArray<unknown>, SqlError.SqlError>
+  readonly claim: (sql: SqlClient.SqlClient, row: typeof ClearUrlRow.Type, hint: string) => Effect.Effect<ReadonlyArray<unknown>, SqlError.SqlError>
+}
+
+/**
+ * Moves every clear receiver URL of `owners` into the secret store, and
+ * rewrites its hint (scheme and host only). Each row in its own
+ * transaction, claimed by its clear value: processes starting together
+ * move each URL once. Answers how many it moved.
+ */
+export const sealStoredUrls = (owners: ReadonlyArray<ClearUrls>) =>
+  Effect.gen(function*() {
+    const sql = yield* PgClient.PgClient
+    const secrets = yield* SecretStore
+    let moved = 0
+    for (const owner of owners) {
+      for (;;) {
+        const rows = yield* rowsOf(owner.table, ClearUrlRow).decoded(owner.clear(sql))
+        if (rows.length === 0) break
+        for (const row of rows) {
+          yield* sql.withTransaction(Effect.gen(function*() {
+            const claimed = yield* owner.claim(sql, row, hintOf(row.url))
+            if (claimed.length === 0) return
+            yield* secrets.put({ orgId: row.org_id, kind: owner.kind, id: row.id }, URL_SECRET, Redacted.make(row.url))
+            moved++
+          }))
+        }
       }
     }
-  }
-  return moved
-}).pipe(Effect.orDie)
+    return moved
+  }).pipe(Effect.orDie)
 
 /** At start, before the server listens: no clear receiver URL stays at rest. */
-export const SealReceiverUrlsLive = Layer.effectDiscard(
-  Effect.tap(sealStoredUrls, (moved) => moved > 0 ? Effect.logInfo(`moved ${moved} receiver URLs into the secret store`) : Effect.void)
+export const sealReceiverUrls = (owners: ReadonlyArray<ClearUrls>) => Layer.effectDiscard(
+  Effect.tap(sealStoredUrls(owners), (moved) => moved > 0 ? Effect.logInfo(`moved ${moved} receiver URLs into the secret store`) : Effect.void)
 )

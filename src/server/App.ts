@@ -58,13 +58,16 @@ import { DeliveryOperations } from "../deliveries/records/Operations.ts"
 import { TestDeliveries } from "../notifications/TestDelivery.ts"
 import { OutboundHttp } from "../outbound/OutboundHttp.ts"
 import { Brokers } from "../brokers/Brokers.ts"
-import { SealReceiverUrlsLive } from "../secrets/ReceiverUrls.ts"
+import { sealReceiverUrls } from "../secrets/ReceiverUrls.ts"
+import { endpointClearUrls } from "../notifications/EndpointUrls.ts"
+import { destinationClearUrls } from "../telemetry/Repository.ts"
 import { SecretStore } from "../secrets/SecretStore.ts"
 import { AnswerSchemas } from "../tasks/AnswerSchema.ts"
 import { DatasetExport } from "../tasks/DatasetExport.ts"
 import { DatasetsHandlers, TasksHandlers } from "../tasks/Http.ts"
 import { Tasks } from "../tasks/Tasks.ts"
 import { SpanBuffers } from "../telemetry/Buffers.ts"
+import { StepRecordsLive } from "../agents/StepRecords.ts"
 import { TracerLive } from "../telemetry/Capture.ts"
 import { TelemetryDestinations } from "../telemetry/Destinations.ts"
 import { EndpointTokens } from "../notifications/auth/Tokens.ts"
@@ -93,7 +96,7 @@ export const ServicesLive = Layer.mergeAll(
     Layer.provideMerge(Layer.mergeAll(McpCalls.layer, McpSessions.layer)),
     Layer.provideMerge(Layer.mergeAll(McpServers.layer, Upstream.layer)),
     Layer.provideMerge(Layer.mergeAll(AgentSessions.layer, ApprovalFeed.layer, ApprovalMailLinks.layer, Reviewers.layer).pipe(
-      Layer.provideMerge(Layer.mergeAll(Approvals.layer, ApprovalContexts.layer)),
+      Layer.provideMerge(Layer.mergeAll(Approvals.layer.pipe(Layer.provide(StepRecordsLive)), ApprovalContexts.layer)),
       Layer.provideMerge(SessionHub.layer)
     ))
   ),
@@ -148,7 +151,7 @@ export const WorkersLive = Layer.mergeAll(
   WebhookSender.worker,
   ReviewerEmail.worker,
   RetentionLive,
-  SealReceiverUrlsLive,
+  sealReceiverUrls([endpointClearUrls, destinationClearUrls]),
   CertificateNoticesLive,
   MetricsListener
 )

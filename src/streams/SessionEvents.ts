@@ -1,8 +1,7 @@
 /**
  * The recorded events of an agent session and their Server-Sent Events
- * stream. Each session numbers its events 1, 2, 3, ... (the SSE `id:`);
- * appending bumps the session's counter, which holds the session row lock to
- * commit, so a session's events become visible in id order and a reader that
+ * stream. Each session numbers its events 1, 2, 3, ... (the SSE `id:`), in
+ * commit order (`agents/StepRecords.ts` appends them), so a reader that
  * resumes after id N misses nothing and sees nothing twice.
  *
  * Idle streams cost no database queries: a stream reads when its session
@@ -11,32 +10,11 @@
  * slow poll.
  */
 import { Clock, Context, Deferred, Duration, Effect, Layer, Option, Schema, type Scope, Stream } from "effect"
-import type { SqlClient } from "effect/sql"
 import type { SessionEventNames } from "../api/Agents.ts"
-import { BigIntText, rowsOf } from "../platform/Rows.ts"
+import { rowsOf } from "../platform/Rows.ts"
 import { type Broadcast, Wakeups } from "../database/Wakeups.ts"
 
 export type SessionEventName = typeof SessionEventNames[number]
-
-const SeqRows = rowsOf("agent_sessions", Schema.Struct({ event_seq: BigIntText }))
-
-/**
- * Records a session event. Call inside the transaction of the change it
- * reports, then `SessionHub.notify(sessionId)` after commit.
- */
-export const appendSessionEvent = (
-  sql: SqlClient.SqlClient,
-  event: { readonly sessionId: string; readonly orgId: string; readonly name: SessionEventName; readonly data: unknown }
-) =>
-  Effect.gen(function*() {
-    const [bumped] = yield* SeqRows.decoded(sql`
-      UPDATE agent_sessions SET event_seq = event_seq + 1 WHERE id = ${event.sessionId} RETURNING event_seq
-    `)
-    yield* sql`
-      INSERT INTO session_events (session_id, seq, org_id, name, data)
-      VALUES (${event.sessionId}, ${bumped!.event_seq}, ${event.orgId}, ${event.name}, ${JSON.stringify(event.data)})
-    `
-  })
 
 /** The `Wakeups` signal that carries "the stream `key` has new events" (also between processes on a server). */
 export const hubSignal = (key: string): Broadcast => `hub:${key}`

@@ -21,7 +21,7 @@
  */
 import { Effect } from "effect"
 import type { SqlClient } from "effect/sql"
-import { usageShard } from "../platform/OrgLimits.ts"
+import { usageCountText, usageShard } from "../platform/OrgLimits.ts"
 import { RowDecodeError } from "../platform/Rows.ts"
 
 // The run is stored only within the organization's run quota
@@ -34,9 +34,7 @@ const RUN_INSERT = `
     AND (SELECT coalesce(sum(bytes), 0) FROM org_usage WHERE org_id = $7 AND kind = 'runs') + $8 <= $9
     RETURNING task_id, created_at
   ), counted AS (
-    INSERT INTO org_usage (org_id, kind, shard, bytes)
-    SELECT $10, 'runs', $11, $12 FROM inserted
-    ON CONFLICT (org_id, kind, shard) DO UPDATE SET bytes = org_usage.bytes + excluded.bytes
+    ${usageCountText("runs", { orgId: "$10", shard: "$11", bytes: "$12", from: "inserted" })}
   )
   SELECT task_id, created_at FROM inserted`
 

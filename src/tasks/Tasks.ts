@@ -3,6 +3,7 @@
  * creates its first, empty dataset version in the same transaction.
  */
 import { PgClient } from "@effect/sql-pg"
+import { insertDatasetVersion } from "./DatasetVersions.ts"
 import { Clock, Context, Effect, Exit, Layer, Option, Schema } from "effect"
 import { type AnswerSchemaTooComplex, type InvalidRequest, LimitReached, NotFound, type ValidationBusy } from "../api/Errors.ts"
 import { type CreateTask, type Dataset, DatasetSummary, Example, type LogRun, Run, Task } from "../api/Tasks.ts"
@@ -79,10 +80,7 @@ export class Tasks extends Context.Service<Tasks, {
             RETURNING id, seq, name, answer_schema, created_at
           `)
           const datasetId = newId()
-          yield* sql`
-            INSERT INTO datasets (id, org_id, task_id, version, example_count, lineage_id)
-            VALUES (${datasetId}, ${orgId}, ${id}, 1, 0, ${datasetId})
-          `
+          yield* insertDatasetVersion(sql, { id: datasetId, orgId, taskId: id, version: 1, exampleCount: 0, lineageId: datasetId })
           return task
         })).pipe(Effect.catchTag("SqlError", Effect.die))
         return withoutSeq(row)

@@ -7,6 +7,7 @@
 import { PgClient } from "@effect/sql-pg"
 import { Context, Effect, Layer, Option, Schema } from "effect"
 import { BigIntText, rowsOf, Timestamp, TimestampOrNull } from "../platform/Rows.ts"
+import { type ClearUrls, SEALED_URL_COLUMN } from "../secrets/ReceiverUrls.ts"
 
 const DestinationColumns = Schema.Struct({
   id: Schema.String,
@@ -120,4 +121,13 @@ export class DestinationsRepo extends Context.Service<DestinationsRepo, {
       })
     })
   )
+}
+
+/** The destinations' URLs still in clear, and the claim that seals one, for their move into the secret store at start (`secrets/ReceiverUrls.ts`). */
+export const destinationClearUrls: ClearUrls = {
+  kind: "telemetry_destination_url",
+  table: "telemetry_destinations",
+  clear: (sql) => sql`SELECT id, org_id, url FROM telemetry_destinations WHERE url <> ${SEALED_URL_COLUMN} LIMIT 100`,
+  claim: (sql, row, hint) =>
+    sql`UPDATE telemetry_destinations SET url = ${SEALED_URL_COLUMN}, url_hint = ${hint} WHERE id = ${row.id} AND url = ${row.url} RETURNING id`
 }

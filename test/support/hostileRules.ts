@@ -6,7 +6,7 @@
  * does string work in a comprehension. Unbounded, each holds a thread for
  * seconds to forever, and the `map` one grows the heap by gigabytes.
  */
-import type { PolicyRule } from "../../src/api/Approvals.ts"
+import type { PolicyRule } from "../../src/api/Policies.ts"
 
 export interface HostileRule {
   readonly name: string

@@ -8,7 +8,7 @@
  */
 import { Exit } from "effect"
 import { useEffect, useState } from "preact/hooks"
-import type { Policy, PolicyMode } from "../../../src/api/Approvals.ts"
+import type { Policy, PolicyMode } from "../../../src/api/Policies.ts"
 import { problemOf, SvcApi } from "../api.ts"
 import { useAtomValue, useMutation } from "../atoms.ts"
 import { setQuery, useLocation } from "../router.ts"

@@ -5,7 +5,7 @@
  */
 import { Exit } from "effect"
 import { useState } from "preact/hooks"
-import type { DryRunAnswer } from "../../../src/api/Approvals.ts"
+import type { DryRunAnswer } from "../../../src/api/Policies.ts"
 import { problemOf, SvcApi } from "../api.ts"
 import { useMutation } from "../atoms.ts"
 import { describeProblem } from "../ui.tsx"

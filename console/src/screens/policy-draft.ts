@@ -4,7 +4,7 @@
  * (the same schema the typed client encodes with); only JSON text is read
  * here, since the API takes values, not text.
  */
-import type { Policy, PolicyInput, PolicyMode, RuleResult, TimeoutAction } from "../../../src/api/Approvals.ts"
+import type { Policy, PolicyInput, PolicyMode, RuleResult, TimeoutAction } from "../../../src/api/Policies.ts"
 
 export interface DeadlineDraft {
   readonly review: string

@@ -9,7 +9,7 @@
  */
 import { assert, describe, layer } from "@effect/vitest"
 import { Effect, Fiber } from "effect"
-import type { PolicyInput } from "../../../src/api/Approvals.ts"
+import type { PolicyInput } from "../../../src/api/Policies.ts"
 import { MAX_EDITED_ARGUMENTS_CHARACTERS } from "../../../src/api/ApprovalEdits.ts"
 import { SvcTest, type TestOrg } from "../../../src/testing.ts"
 import { hostileRules } from "../../support/hostileRules.ts"

@@ -12,7 +12,7 @@
  */
 import { assert, describe, layer } from "@effect/vitest"
 import { Effect, Layer, Option, Redacted } from "effect"
-import type { PolicyInput } from "../../../src/api/Approvals.ts"
+import type { PolicyInput } from "../../../src/api/Policies.ts"
 import type { GroupMemberInput } from "../../../src/api/Reviewers.ts"
 import { ConsoleSessions } from "../../../src/console/ConsoleSessions.ts"
 import { SvcTest, type TestOrg } from "../../../src/testing.ts"

@@ -9,7 +9,7 @@
  */
 import { assert, describe, layer } from "@effect/vitest"
 import { Effect, Layer, Option, Redacted } from "effect"
-import type { PolicyInput } from "../../../src/api/Approvals.ts"
+import type { PolicyInput } from "../../../src/api/Policies.ts"
 import { ConsoleSessions } from "../../../src/console/ConsoleSessions.ts"
 import { SvcTest } from "../../../src/testing.ts"
 import { asConsole, consoleSession } from "../../support/console.ts"

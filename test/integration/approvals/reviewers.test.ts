@@ -7,7 +7,7 @@
  */
 import { assert, describe, layer } from "@effect/vitest"
 import { Deferred, Effect, Fiber } from "effect"
-import type { PolicyInput } from "../../../src/api/Approvals.ts"
+import type { PolicyInput } from "../../../src/api/Policies.ts"
 import { MAX_GROUP_MEMBERS } from "../../../src/api/Reviewers.ts"
 import { SvcTest } from "../../../src/testing.ts"
 import { outboxOf } from "../../support/approvals.ts"

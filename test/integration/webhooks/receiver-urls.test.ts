@@ -4,7 +4,9 @@
  */
 import { assert, describe, layer } from "@effect/vitest"
 import { Effect } from "effect"
+import { endpointClearUrls } from "../../../src/notifications/EndpointUrls.ts"
 import { sealStoredUrls } from "../../../src/secrets/ReceiverUrls.ts"
+import { destinationClearUrls } from "../../../src/telemetry/Repository.ts"
 import { SecretStore } from "../../../src/secrets/SecretStore.ts"
 import { SvcTest } from "../../../src/testing.ts"
 import { eventually } from "../../support/http.ts"
@@ -64,9 +66,9 @@ layer(webhookService(), { excludeTestServices: true })("receiver URLs are secret
         const url = receiver.url(`/legacy/${TOKEN}`)
         yield* svc.sql`DELETE FROM org_secrets WHERE owner_id = ${endpoint.id} AND owner_kind = 'notification_endpoint_url'`
         yield* svc.sql`UPDATE notification_endpoints SET url = ${url}, url_hint = ${"https://127.0.0.1/…/3a"} WHERE id = ${endpoint.id}`
-        const moved = yield* sealStoredUrls.pipe(Effect.provide(SecretStore.layer))
+        const moved = yield* sealStoredUrls([endpointClearUrls, destinationClearUrls]).pipe(Effect.provide(SecretStore.layer))
         assert.isAtLeast(moved, 1)
-        assert.strictEqual(yield* sealStoredUrls.pipe(Effect.provide(SecretStore.layer)), 0, "each URL moves once")
+        assert.strictEqual(yield* sealStoredUrls([endpointClearUrls, destinationClearUrls]).pipe(Effect.provide(SecretStore.layer)), 0, "each URL moves once")
         const [row] = yield* svc.sql<{ url: string; url_hint: string }>`SELECT url, url_hint FROM notification_endpoints WHERE id = ${endpoint.id}`
         assert.strictEqual(row!.url, "")
         assert.match(row!.url_hint, /^https:\/\/127\.0\.0\.1:\d+\/…$/)

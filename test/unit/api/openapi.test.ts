@@ -9,7 +9,8 @@ import { assert, describe, it } from "@effect/vitest"
 import { Context, Schema } from "effect"
 import { HttpApi, HttpApiSchema, OpenApi } from "effect/http-api"
 import { Api } from "../../../src/api/Api.ts"
-import { OperationExamples, ProblemExamples } from "../../../src/api/Documentation.ts"
+import { OperationExamples } from "../../../src/api/Documentation.ts"
+import { ProblemExamples } from "../../../src/api/ProblemExamples.ts"
 
 const doc = OpenApi.fromApi(Api) as unknown as Record<string, any>
 const schemas: Record<string, any> = doc.components.schemas

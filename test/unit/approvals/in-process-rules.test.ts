@@ -6,7 +6,7 @@
  * under a millisecond's order.
  */
 import { assert, describe, it } from "@effect/vitest"
-import type { PolicyRule } from "../../../src/api/Approvals.ts"
+import type { PolicyRule } from "../../../src/api/Policies.ts"
 import { IN_PROCESS_UNITS, runsInProcess, weightOf } from "../../../src/approvals/InProcessRules.ts"
 import { compileRules, evaluate, type RuleLimits } from "../../../src/approvals/Rules.ts"
 import { BENCH_RULES } from "../../../bench/scenarios/steps.ts"

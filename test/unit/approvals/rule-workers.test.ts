@@ -6,7 +6,7 @@
  */
 import { assert, describe, layer } from "@effect/vitest"
 import { Effect, Fiber, Layer } from "effect"
-import type { PolicyRule } from "../../../src/api/Approvals.ts"
+import type { PolicyRule } from "../../../src/api/Policies.ts"
 import { compileRules, type RuleLimits } from "../../../src/approvals/Rules.ts"
 import { RuleWorkers } from "../../../src/approvals/RuleWorkers.ts"
 import { SvcConfig, svcConfig } from "../../../src/platform/Config.ts"

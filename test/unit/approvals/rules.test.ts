@@ -4,7 +4,7 @@
  * fallback (the budget while they run: `rule-workers.test.ts`).
  */
 import { assert, describe, it } from "@effect/vitest"
-import type { PolicyRule } from "../../../src/api/Approvals.ts"
+import type { PolicyRule } from "../../../src/api/Policies.ts"
 import { DEFAULT_POLICY } from "../../../src/approvals/Deadlines.ts"
 import { type CompiledRule, compileRules, evaluate, resolve as resolveVerdict, type RuleLimits, type StepFacts, verdictOf } from "../../../src/approvals/Rules.ts"
 
