@@ -6,7 +6,7 @@
  */
 import { Schema } from "effect"
 import { HttpApiEndpoint, HttpApiError, HttpApiGroup, HttpApiSchema, OpenApi } from "effect/http-api"
-import { ActionClass } from "./Approvals.ts"
+import { ActionClass } from "./Policies.ts"
 import { Text, Timestamp, UrlOf, Uuid } from "./Common.ts"
 import { InvalidUrl } from "./Deliveries.ts"
 import { documented, notFound } from "./Documentation.ts"
