@@ -45,7 +45,13 @@ const startSvc = async (dir: string, databaseUrl: string) => {
   const out = fs.openSync(log, "w")
   const proc = spawn(process.execPath, ["src/main.ts"], {
     cwd: dir,
-    env: { ...process.env, PORT: String(port), HOST: "127.0.0.1", DATABASE_URL: databaseUrl, SVC_MASTER_KEY: crypto.randomBytes(32).toString("base64") },
+    env: {
+      ...process.env,
+      PORT: String(port),
+      HOST: "127.0.0.1",
+      DATABASE_URL: databaseUrl,
+      SVC_MASTER_KEY: crypto.randomBytes(32).toString("base64")
+    },
     stdio: ["ignore", out, out]
   })
   const base = `http://127.0.0.1:${port}`
@@ -82,13 +88,24 @@ const run = async (dir: string) => {
       await db.query("INSERT INTO orgs (id, name) VALUES ($1, 'bench')", [org])
       await db.query(
         "INSERT INTO api_keys (id, org_id, key_hash, key_prefix, scopes) VALUES ($1, $2, $3, $4, $5)",
-        [crypto.randomUUID(), org, crypto.createHash("sha256").update(key).digest("hex"), key.slice(0, 12), ["tasks.write", "tasks.read", "datasets.read"]]
+        [crypto.randomUUID(), org, crypto.createHash("sha256").update(key).digest("hex"), key.slice(0, 12), [
+          "tasks.write",
+          "tasks.read",
+          "datasets.read"
+        ]]
       )
       const headers = { authorization: `Bearer ${key}`, "content-type": "application/json" }
-      const task = await (await fetch(`${svc.base}/v1/tasks`, { method: "POST", headers, body: JSON.stringify({ name: "bench", answer_schema: { type: "object" } }) })).json() as any
+      const task = await (await fetch(`${svc.base}/v1/tasks`, {
+        method: "POST",
+        headers,
+        body: JSON.stringify({ name: "bench", answer_schema: { type: "object" } })
+      })).json() as any
       const first = (await db.query("SELECT id FROM datasets WHERE task_id = $1", [task.id])).rows[0].id
       const id = crypto.randomUUID()
-      await db.query("INSERT INTO datasets (id, org_id, task_id, version, example_count, lineage_id) VALUES ($1, $2, $3, 2, $4, $5)", [id, org, task.id, examples, first])
+      await db.query(
+        "INSERT INTO datasets (id, org_id, task_id, version, example_count, lineage_id) VALUES ($1, $2, $3, 2, $4, $5)",
+        [id, org, task.id, examples, first]
+      )
       for (let from = 0; from < examples; from += 100) {
         await db.query(
           `WITH ones AS (SELECT jsonb_agg(1) AS v FROM generate_series(1, $1::int))
@@ -102,9 +119,21 @@ const run = async (dir: string) => {
         const started = performance.now()
         const response = await fetch(`${svc.base}/v1/datasets/${id}/export`, { headers })
         const firstByte = performance.now() - started
-        if (!response.ok) return { status: response.status, first_byte_ms: Math.round(firstByte), ms: Math.round(performance.now() - started), bytes: 0 }
+        if (!response.ok) {
+          return {
+            status: response.status,
+            first_byte_ms: Math.round(firstByte),
+            ms: Math.round(performance.now() - started),
+            bytes: 0
+          }
+        }
         const bytes = (await response.arrayBuffer()).byteLength
-        return { status: response.status, first_byte_ms: Math.round(firstByte), ms: Math.round(performance.now() - started), bytes }
+        return {
+          status: response.status,
+          first_byte_ms: Math.round(firstByte),
+          ms: Math.round(performance.now() - started),
+          bytes
+        }
       }
       const firstExport = await download()
       const laterExport = await download()
@@ -112,7 +141,10 @@ const run = async (dir: string) => {
       let cursor: string | null = null
       let read = 0
       do {
-        const response: Response = await fetch(`${svc.base}/v1/datasets/${id}?limit=100${cursor === null ? "" : `&cursor=${cursor}`}`, { headers })
+        const response: Response = await fetch(
+          `${svc.base}/v1/datasets/${id}?limit=100${cursor === null ? "" : `&cursor=${cursor}`}`,
+          { headers }
+        )
         const body = await response.json() as any
         if (!response.ok) throw new Error(`GET /v1/datasets/${id}: ${response.status} ${JSON.stringify(body)}`)
         read += body.examples.length
@@ -136,7 +168,11 @@ const run = async (dir: string) => {
 }
 
 const results: Array<Record<string, string | number>> = []
-console.log(`load before: ${os.loadavg().map((l) => l.toFixed(2)).join(" ")} (${os.cpus().length} cores); ${examples} examples of ${elements} elements`)
+console.log(
+  `load before: ${
+    os.loadavg().map((l) => l.toFixed(2)).join(" ")
+  } (${os.cpus().length} cores); ${examples} examples of ${elements} elements`
+)
 for (const checkout of checkouts) {
   results.push({ checkout: checkout.label, ...(await run(checkout.dir)) })
   console.log(JSON.stringify(results.at(-1)))

@@ -22,12 +22,12 @@
  * `BENCH_SVC_DIR` (as for `npm run bench`) runs svc from other checkouts,
  * each in turn.
  */
+import { Effect, Exit, Scope } from "effect"
 import { execFileSync } from "node:child_process"
 import { mkdirSync, mkdtempSync, readdirSync, readFileSync, readlinkSync, writeFileSync } from "node:fs"
 import { cpus, loadavg, tmpdir, totalmem } from "node:os"
 import * as path from "node:path"
 import { parseArgs } from "node:util"
-import { Effect, Exit, Scope } from "effect"
 import pg from "pg"
 import { PER_ENDPOINT } from "../src/notifications/send/Sender.ts"
 import { postgresBin, privatePostgres } from "../test/support/privatePostgres.ts"
@@ -35,11 +35,18 @@ import { makeTestTls } from "../test/support/tls.ts"
 import { spawnChild } from "./support/child.ts"
 import { type BenchDatabase, freshDatabase } from "./support/db.ts"
 import { approvalEvent } from "./support/events.ts"
+import {
+  boundPerEndpoint,
+  type FaultKind,
+  type FaultWindow,
+  type KindSummary,
+  summarize,
+  tally
+} from "./support/fault-tally.ts"
 import { replyDropper } from "./support/pg-reply-dropper.ts"
-import { boundPerEndpoint, type FaultKind, type FaultWindow, type KindSummary, summarize, tally } from "./support/fault-tally.ts"
 import type { Progress, Report, Senders } from "./support/recording-receiver.ts"
 import { round } from "./support/stats.ts"
-import { describeCheckout, REPO, type SvcCheckout, svcCheckouts, startSvc, type SvcProcess } from "./support/svc.ts"
+import { describeCheckout, REPO, startSvc, type SvcCheckout, svcCheckouts, type SvcProcess } from "./support/svc.ts"
 
 const { values: args } = parseArgs({
   options: {
@@ -86,7 +93,9 @@ BENCH_SVC_DIR as for npm run bench: svc from these checkouts, each in turn.`)
 
 const range = (text: string, what: string): readonly [number, number] => {
   const [a, b = a] = text.split("-").map(Number) as [number, number?]
-  if (!Number.isFinite(a) || !Number.isFinite(b) || a < 0 || b < a) throw new Error(`--${what}: give A or A-B, got ${text}`)
+  if (!Number.isFinite(a) || !Number.isFinite(b) || a < 0 || b < a) {
+    throw new Error(`--${what}: give A or A-B, got ${text}`)
+  }
   return [a, b]
 }
 const count = (text: string, what: string, min = 0) => {
@@ -114,7 +123,9 @@ const options = {
 type Kind = "pglite" | "postgres"
 const databases: ReadonlyArray<Kind> = (args.databases ?? (postgresBin === undefined ? "pglite" : "pglite,postgres"))
   .split(",").map((s) => s.trim()).filter((s): s is Kind => s === "pglite" || s === "postgres")
-if (databases.includes("postgres") && postgresBin === undefined) throw new Error("no PostgreSQL binaries under /usr/lib/postgresql: run with --databases pglite")
+if (databases.includes("postgres") && postgresBin === undefined) {
+  throw new Error("no PostgreSQL binaries under /usr/lib/postgresql: run with --databases pglite")
+}
 
 /** mulberry32: the study's random choices, repeatable with `--seed`. */
 const random = (() => {
@@ -290,7 +301,14 @@ interface Study {
   readonly expected: number
   readonly seconds: number
   readonly drainSeconds: number
-  readonly faults: ReadonlyArray<FaultRecord & { readonly duplicates: number; readonly byEndpoint: Record<string, number>; readonly worstEndpoint: number; readonly lastRepeatMs: number }>
+  readonly faults: ReadonlyArray<
+    FaultRecord & {
+      readonly duplicates: number
+      readonly byEndpoint: Record<string, number>
+      readonly worstEndpoint: number
+      readonly lastRepeatMs: number
+    }
+  >
   readonly plannedFaults: number
   readonly receipts: number
   /** Receipts by the process (slot and pid) that sent them. */
@@ -315,7 +333,12 @@ const privateServer = async () => {
   return { server, close: () => Effect.runPromise(Scope.close(scope, Exit.void)) }
 }
 
-const runStudy = async (checkout: SvcCheckout, kind: Kind, tls: Awaited<ReturnType<typeof makeTestTls>>, logDir: string): Promise<Study> => {
+const runStudy = async (
+  checkout: SvcCheckout,
+  kind: Kind,
+  tls: Awaited<ReturnType<typeof makeTestTls>>,
+  logDir: string
+): Promise<Study> => {
   const started = now()
   const processes = kind === "pglite" ? 1 : options.processes
   const owned = kind === "postgres" ? await privateServer() : undefined
@@ -328,7 +351,10 @@ const runStudy = async (checkout: SvcCheckout, kind: Kind, tls: Awaited<ReturnTy
       connect: async () => {
         const client = new pg.Client({ connectionString: owned.server.url })
         await client.connect()
-        return { query: async (sql, params) => ({ rows: (await client.query(sql, params as Array<unknown>)).rows }), end: () => client.end() }
+        return {
+          query: async (sql, params) => ({ rows: (await client.query(sql, params as Array<unknown>)).rows }),
+          end: () => client.end()
+        }
       },
       drop: () => owned.close()
     }
@@ -347,7 +373,10 @@ const runStudy = async (checkout: SvcCheckout, kind: Kind, tls: Awaited<ReturnTy
     : { ...database, url: Object.assign(new URL(owned!.server.url), { port: String(dropper.port) }).toString() }
   const receiverUrl = await receiver.call<string>("url")
   const receiverPort = Number(new URL(receiverUrl).port)
-  const logs = Array.from({ length: processes }, (_, i) => path.join(logDir, `faults-${checkout.label}-${kind}-${i}.log`))
+  const logs = Array.from(
+    { length: processes },
+    (_, i) => path.join(logDir, `faults-${checkout.label}-${kind}-${i}.log`)
+  )
   const env: Record<string, string> = {
     SVC_ALLOWED_TARGET_CIDRS: "127.0.0.0/8",
     SVC_EXTRA_CA_FILE: tls.caFile,
@@ -373,7 +402,7 @@ const runStudy = async (checkout: SvcCheckout, kind: Kind, tls: Awaited<ReturnTy
         return (await procs[0]!.cli<{ rows: Array<A> }>("db", "query", sql)).rows[0]!
       } catch (error) {
         const e = error as { message?: string; stderr?: string; stdout?: string }
-        throw new Error(`db query failed: ${e.message}\n${e.stderr ?? ""}${e.stdout ?? ""}`)
+        throw new Error(`db query failed: ${e.message}\n${e.stderr ?? ""}${e.stdout ?? ""}`, { cause: error })
       }
     }
     const client = await database.connect()
@@ -389,7 +418,10 @@ const runStudy = async (checkout: SvcCheckout, kind: Kind, tls: Awaited<ReturnTy
     const { orgId, key } = await procs[0]!.provision()
     const endpoints = Array.from({ length: options.endpoints }, (_, i) => `/e${i}`)
     for (const route of endpoints) {
-      await procs[0]!.api(key, "POST", "/v1/notification-endpoints", { url: `${receiverUrl}${route}`, events: ["approval.requested"] })
+      await procs[0]!.api(key, "POST", "/v1/notification-endpoints", {
+        url: `${receiverUrl}${route}`,
+        events: ["approval.requested"]
+      })
     }
 
     // The backlog, committed in one transaction (embedded: while svc is stopped, as the data folder has one owner).
@@ -413,7 +445,11 @@ const runStudy = async (checkout: SvcCheckout, kind: Kind, tls: Awaited<ReturnTy
     if (database.offline) procs[0] = await start(0)
     const drainStart = now()
     const expected = options.events * options.endpoints
-    console.log(`  ${expected} deliveries (${options.events} events × ${options.endpoints} endpoints) on ${processes} process${processes === 1 ? "" : "es"}`)
+    console.log(
+      `  ${expected} deliveries (${options.events} events × ${options.endpoints} endpoints) on ${processes} process${
+        processes === 1 ? "" : "es"
+      }`
+    )
 
     // The faults: kinds in a random order, each at a share of the receipts spread over the drain.
     const kinds: Array<FaultKind> = [
@@ -434,7 +470,10 @@ const runStudy = async (checkout: SvcCheckout, kind: Kind, tls: Awaited<ReturnTy
     /** Tells the receiver which sender ports are whose, so that it counts receipts by process. */
     const label = (slot: number) => {
       const proc = procs[slot]!
-      return receiver.call("label", { ports: portsTo(proc.pid, receiverPort), label: `process ${slot} (pid ${proc.pid})` })
+      return receiver.call("label", {
+        ports: portsTo(proc.pid, receiverPort),
+        label: `process ${slot} (pid ${proc.pid})`
+      })
     }
     const labelAll = () => Promise.all(procs.map((_, slot) => label(slot)))
     let labelledAt = 0
@@ -445,7 +484,9 @@ const runStudy = async (checkout: SvcCheckout, kind: Kind, tls: Awaited<ReturnTy
 
     const kill = async (index: number, receivedBefore: number) => {
       await labelAll()
-      const senders = await Promise.all(procs.map((proc) => receiver.call<Senders>("senders", { ports: portsTo(proc.pid, receiverPort) })))
+      const senders = await Promise.all(
+        procs.map((proc) => receiver.call<Senders>("senders", { ports: portsTo(proc.pid, receiverPort) }))
+      )
       const sending = procs.map((_, slot) => slot).filter((slot) => sum(senders[slot]!.lastSecond) > 0)
       const among = options.victim === "sending" && sending.length > 0 ? sending : procs.map((_, slot) => slot)
       const victim = among[Math.floor(random() * among.length)]!
@@ -456,10 +497,22 @@ const runStudy = async (checkout: SvcCheckout, kind: Kind, tls: Awaited<ReturnTy
       const until = now()
       procs[victim] = await start(victim)
       const fault: FaultRecord = {
-        index, kind: "kill", at, until, victim, pid: proc.pid, receivedBefore,
-        answering: sum(senders[victim]!.answering), lastSecond: sum(senders[victim]!.lastSecond), restartMs: Math.round(now() - at)
+        index,
+        kind: "kill",
+        at,
+        until,
+        victim,
+        pid: proc.pid,
+        receivedBefore,
+        answering: sum(senders[victim]!.answering),
+        lastSecond: sum(senders[victim]!.lastSecond),
+        restartMs: Math.round(now() - at)
       }
-      console.log(`  ${fault.kind} #${index} of process ${victim} at ${round(receivedBefore / expected * 100)} %: it had ${fault.answering} requests being answered, ${fault.lastSecond} in the last second; ready again after ${fault.restartMs} ms`)
+      console.log(
+        `  ${fault.kind} #${index} of process ${victim} at ${
+          round(receivedBefore / expected * 100)
+        } %: it had ${fault.answering} requests being answered, ${fault.lastSecond} in the last second; ready again after ${fault.restartMs} ms`
+      )
       return fault
     }
 
@@ -484,13 +537,29 @@ const runStudy = async (checkout: SvcCheckout, kind: Kind, tls: Awaited<ReturnTy
       }
       const readyBy = now() + 60_000
       for (const proc of procs) {
-        while (now() < readyBy && !(await fetch(`${proc.baseUrl}/ready`).then((r) => r.ok, () => false))) await sleep(100)
+        while (now() < readyBy && !(await fetch(`${proc.baseUrl}/ready`).then((r) => r.ok, () => false))) {
+          await sleep(100)
+        }
       }
       const fault: FaultRecord = {
-        index, kind: "crash", at, until, receivedBefore, answering: sum(senders.answering), lastSecond: sum(senders.lastSecond),
-        downMs: Math.round(until - at), readyAgainMs: Math.round(now() - until), exited: gone
+        index,
+        kind: "crash",
+        at,
+        until,
+        receivedBefore,
+        answering: sum(senders.answering),
+        lastSecond: sum(senders.lastSecond),
+        downMs: Math.round(until - at),
+        readyAgainMs: Math.round(now() - until),
+        exited: gone
       }
-      console.log(`  crash #${index} at ${round(receivedBefore / expected * 100)} %: ${fault.answering} requests being answered, ${fault.lastSecond} in the last second; down ${fault.downMs} ms, every process ready ${fault.readyAgainMs} ms after${gone.length > 0 ? `; process(es) ${gone.join(", ")} EXITED and were restarted` : ""}`)
+      console.log(
+        `  crash #${index} at ${
+          round(receivedBefore / expected * 100)
+        } %: ${fault.answering} requests being answered, ${fault.lastSecond} in the last second; down ${fault.downMs} ms, every process ready ${fault.readyAgainMs} ms after${
+          gone.length > 0 ? `; process(es) ${gone.join(", ")} EXITED and were restarted` : ""
+        }`
+      )
       return fault
     }
 
@@ -502,7 +571,13 @@ const runStudy = async (checkout: SvcCheckout, kind: Kind, tls: Awaited<ReturnTy
       if (dropped === undefined) dropper!.disarm()
       const at = dropped?.at ?? armedAt
       const fault: FaultRecord = { index, kind: "reply", at, until: at, receivedBefore, answering: 0, lastSecond: 0 }
-      console.log(`  lost reply #${index} at ${round(receivedBefore / expected * 100)} %: ${dropped === undefined ? "no such statement ran in 10 s" : `the answer to ${options.lostReply} withheld, its connection closed`}`)
+      console.log(
+        `  lost reply #${index} at ${round(receivedBefore / expected * 100)} %: ${
+          dropped === undefined
+            ? "no such statement ran in 10 s"
+            : `the answer to ${options.lostReply} withheld, its connection closed`
+        }`
+      )
       return fault
     }
 
@@ -519,7 +594,10 @@ const runStudy = async (checkout: SvcCheckout, kind: Kind, tls: Awaited<ReturnTy
         labelledAt = now()
       }
       const next = plan[faults.length]
-      if (next !== undefined && got >= next.share * expected && now() >= quietFrom + options.gapSeconds * 1_000 && got > receivedAtQuiet) {
+      if (
+        next !== undefined && got >= next.share * expected && now() >= quietFrom + options.gapSeconds * 1_000 &&
+        got > receivedAtQuiet
+      ) {
         faults.push(
           next.kind === "kill"
             ? await kill(faults.length, got)
@@ -534,7 +612,10 @@ const runStudy = async (checkout: SvcCheckout, kind: Kind, tls: Awaited<ReturnTy
       await sleep(100)
     }
     // Every id has arrived; what a fault left unrecorded is sent again once its lease runs out: wait until nothing is left.
-    const cursor = await query<{ v: boolean }>("SELECT to_regclass('undispatched_events') IS NOT NULL AS v").then((row) => row.v, () => true)
+    const cursor = await query<{ v: boolean }>("SELECT to_regclass('undispatched_events') IS NOT NULL AS v").then(
+      (row) => row.v,
+      () => true
+    )
     while (!timedOut) {
       const left = await query<{ left: number }>(undispatched(LEFT, cursor)).then((row) => row.left, (error) => {
         console.log(`  (${error instanceof Error ? error.message : String(error)}; asking again)`)
@@ -593,7 +674,9 @@ const runStudy = async (checkout: SvcCheckout, kind: Kind, tls: Awaited<ReturnTy
       receipts: endpoints.reduce((n, route) => n + report[route]!.receipts, 0),
       byProcess,
       lost,
-      missing: Object.fromEntries(endpoints.filter((r) => report[r]!.missingCount > 0).map((r) => [r, report[r]!.missing])),
+      missing: Object.fromEntries(
+        endpoints.filter((r) => report[r]!.missingCount > 0).map((r) => [r, report[r]!.missing])
+      ),
       duplicates: t.total,
       outside: t.outside,
       kills: summarize("kill", faults, t, PER_ENDPOINT),
@@ -623,11 +706,15 @@ const machine = {
   cpus: `${cpus().length} × ${cpus()[0]?.model ?? "?"}`,
   memoryGb: Math.round(totalmem() / 2 ** 30),
   node: process.version,
-  postgres: postgresBin === undefined ? undefined : execFileSync(`${postgresBin}/postgres`, ["--version"], { encoding: "utf8" }).trim(),
+  postgres: postgresBin === undefined
+    ? undefined
+    : execFileSync(`${postgresBin}/postgres`, ["--version"], { encoding: "utf8" }).trim(),
   loadavgAtStart: loadavg().map((n) => n.toFixed(2)).join(" ")
 }
 const checkoutInfo = await Promise.all(checkouts.map(async (c) => ({ ...c, commit: await describeCheckout(c.dir) })))
-console.log(`svc fault study on ${machine.cpus}, load ${machine.loadavgAtStart}; seed ${options.seed}; svc logs in ${logDir}`)
+console.log(
+  `svc fault study on ${machine.cpus}, load ${machine.loadavgAtStart}; seed ${options.seed}; svc logs in ${logDir}`
+)
 for (const c of checkoutInfo) console.log(`  ${c.label}: ${c.dir} (${c.commit})`)
 
 const studies: Array<Study | { checkout: string; database: Kind; error: string }> = []
@@ -650,20 +737,53 @@ for (const checkout of checkouts) {
         "last repeat s": round(f.lastRepeatMs / 1_000, 1)
       })))
       const line = (name: string, s: KindSummary) =>
-        `${name}: ${s.faults}, ${s.duplicates} duplicates; per fault worst ${s.worstPerFault}, mean ${round(s.meanPerFault, 1)}; per fault and endpoint worst ${s.worstPerEndpoint} (bound ${s.boundPerEndpoint}${s.overBound > 0 ? `, EXCEEDED by ${s.overBound} fault(s)` : ""})`
-      console.log(`  ${study.expected} deliveries in ${study.drainSeconds} s, ${study.receipts} requests received; lost ${study.lost}; duplicates ${study.duplicates} (${round(study.duplicates / study.expected * 100, 3)} %)`)
+        `${name}: ${s.faults}, ${s.duplicates} duplicates; per fault worst ${s.worstPerFault}, mean ${
+          round(s.meanPerFault, 1)
+        }; per fault and endpoint worst ${s.worstPerEndpoint} (bound ${s.boundPerEndpoint}${
+          s.overBound > 0 ? `, EXCEEDED by ${s.overBound} fault(s)` : ""
+        })`
+      console.log(
+        `  ${study.expected} deliveries in ${study.drainSeconds} s, ${study.receipts} requests received; lost ${study.lost}; duplicates ${study.duplicates} (${
+          round(study.duplicates / study.expected * 100, 3)
+        } %)`
+      )
       console.log(`  received by process: ${Object.entries(study.byProcess).map(([p, n]) => `${p} ${n}`).join(", ")}`)
       console.log(`  ${line("kills", study.kills)}`)
       if (kind === "postgres") console.log(`  ${line("crashes", study.crashes)}`)
       if (study.replies.faults > 0) console.log(`  ${line("lost replies", study.replies)}`)
       if (study.outside.length > 0) console.log(`  REPEATS WITH NO FAULT BEFORE THEM: ${study.outside.length}`)
-      if (study.faults.length < study.plannedFaults) console.log(`  ${study.plannedFaults - study.faults.length} planned fault(s) not made: the drain ended first`)
+      if (study.faults.length < study.plannedFaults) {
+        console.log(`  ${study.plannedFaults - study.faults.length} planned fault(s) not made: the drain ended first`)
+      }
       const r = study.records ?? ({ total: NaN, delivered: NaN } as unknown as Records)
       if (study.recordsError !== undefined) console.log(`  RECORDS NOT READ: ${study.recordsError}`)
-      else console.log(`  records: ${r.delivered} of ${r.total} delivered (${JSON.stringify(r.by_status)}), ${r.pairs} event × endpoint pairs, ${r.undispatched} events undispatched; attempts ${r.attempts} (${r.attempt_records} attempt records), ${r.rows_written} rows written; targets' counts undelivered ${r.undelivered}, pending ${r.log_pending}, in flight ${r.log_in_flight}; seqs in two outcome rows ${r.seqs_in_two_outcomes}${r.view_delivered === undefined ? "" : `; delivery_records says ${r.view_delivered} delivered`}`)
-      if (r.failed_attempts != null) console.log(`  failed attempts: ${JSON.stringify(r.failed_attempts)}; endpoints' consecutive failures at the end ${r.consecutive_failures}`)
+      else {console.log(
+          `  records: ${r.delivered} of ${r.total} delivered (${
+            JSON.stringify(r.by_status)
+          }), ${r.pairs} event × endpoint pairs, ${r.undispatched} events undispatched; attempts ${r.attempts} (${r.attempt_records} attempt records), ${r.rows_written} rows written; targets' counts undelivered ${r.undelivered}, pending ${r.log_pending}, in flight ${r.log_in_flight}; seqs in two outcome rows ${r.seqs_in_two_outcomes}${
+            r.view_delivered === undefined ? "" : `; delivery_records says ${r.view_delivered} delivered`
+          }`
+        )}
+      if (r.failed_attempts != null) {
+        console.log(
+          `  failed attempts: ${
+            JSON.stringify(r.failed_attempts)
+          }; endpoints' consecutive failures at the end ${r.consecutive_failures}`
+        )
+      }
       if (study.timedOut) console.log("  TIMED OUT before every delivery was recorded")
-      if (study.lost > 0 || (study.records !== undefined && (r.delivered !== study.expected || r.total !== study.expected || (r.view_delivered ?? r.delivered) !== study.expected))) console.log(`  LOSS: ${study.lost} never received; records delivered ${r.delivered} of ${study.expected}; missing, by endpoint, e.g. ${JSON.stringify(Object.fromEntries(Object.entries(study.missing).map(([e, ids]) => [e, ids.slice(0, 3)])))} (all in the JSON, at most 100 per endpoint)`)
+      if (
+        study.lost > 0 ||
+        (study.records !== undefined &&
+          (r.delivered !== study.expected || r.total !== study.expected ||
+            (r.view_delivered ?? r.delivered) !== study.expected))
+      ) {
+        console.log(
+          `  LOSS: ${study.lost} never received; records delivered ${r.delivered} of ${study.expected}; missing, by endpoint, e.g. ${
+            JSON.stringify(Object.fromEntries(Object.entries(study.missing).map(([e, ids]) => [e, ids.slice(0, 3)])))
+          } (all in the JSON, at most 100 per endpoint)`
+        )
+      }
     } catch (error) {
       const message = error instanceof Error ? (error.stack ?? error.message) : String(error)
       studies.push({ checkout: checkout.label, database: kind, error: message })
@@ -676,13 +796,24 @@ const finished = new Date()
 const out = path.join(REPO, "bench-results")
 mkdirSync(out, { recursive: true })
 const file = path.join(out, `faults-${startedAt.toISOString().replace(/[:.]/g, "-")}.json`)
-writeFileSync(file, JSON.stringify({
-  started: startedAt.toISOString(),
-  seconds: Math.round((finished.getTime() - startedAt.getTime()) / 1000),
-  options: { ...options, databases, perEndpoint: PER_ENDPOINT },
-  machine: { ...machine, loadavgAtEnd: loadavg().map((n) => n.toFixed(2)).join(" ") },
-  checkouts: checkoutInfo,
-  studies
-}, null, 2))
-console.log(`\nwritten ${path.relative(process.cwd(), file)}; load average at the end ${loadavg().map((n) => n.toFixed(2)).join(" ")}`)
+writeFileSync(
+  file,
+  JSON.stringify(
+    {
+      started: startedAt.toISOString(),
+      seconds: Math.round((finished.getTime() - startedAt.getTime()) / 1000),
+      options: { ...options, databases, perEndpoint: PER_ENDPOINT },
+      machine: { ...machine, loadavgAtEnd: loadavg().map((n) => n.toFixed(2)).join(" ") },
+      checkouts: checkoutInfo,
+      studies
+    },
+    null,
+    2
+  )
+)
+console.log(
+  `\nwritten ${path.relative(process.cwd(), file)}; load average at the end ${
+    loadavg().map((n) => n.toFixed(2)).join(" ")
+  }`
+)
 process.exit(0)

@@ -14,12 +14,12 @@
  */
 import { mkdirSync, readdirSync, readFileSync, statSync } from "node:fs"
 import * as path from "node:path"
+import { runBody } from "./scenarios/writes.ts"
 import { spawnChild } from "./support/child.ts"
+import { cpuMicros } from "./support/cpu.ts"
 import { freshDatabase } from "./support/db.ts"
 import type { LoadResult } from "./support/load.ts"
 import { REPO, startSvc } from "./support/svc.ts"
-import { cpuMicros } from "./support/cpu.ts"
-import { runBody } from "./scenarios/writes.ts"
 
 const kind = (process.env.PROF_DB ?? "pglite") as "pglite" | "postgres"
 const dir = process.env.PROF_DIR ?? "/tmp/wprof"
@@ -33,20 +33,56 @@ const alloc = process.env.PROF_ALLOC === "1"
 // A small young generation: many collections in the measured window, so
 // the figure does not hang on where a few fall (CPU figures of such a run
 // are not comparable with those of a run without it).
-if (alloc) process.env.BENCH_SVC_NODE_ARGS = `${process.env.BENCH_SVC_NODE_ARGS ?? ""} --trace-gc-nvp --max-semi-space-size=2`
+if (alloc) {
+  process.env.BENCH_SVC_NODE_ARGS = `${process.env.BENCH_SVC_NODE_ARGS ?? ""} --trace-gc-nvp --max-semi-space-size=2`
+}
 const answerSchema = {
-  type: "object", required: ["customer", "items", "total", "currency"], additionalProperties: false,
+  type: "object",
+  required: ["customer", "items", "total", "currency"],
+  additionalProperties: false,
   properties: {
-    customer: { type: "object", required: ["id", "email"], properties: { id: { type: "string", pattern: "^C-[0-9]{6}$" }, email: { type: "string", format: "email" }, name: { type: "string", maxLength: 200 } } },
-    items: { type: "array", minItems: 1, maxItems: 50, items: { type: "object", required: ["sku", "quantity", "price"], properties: { sku: { type: "string", minLength: 3 }, quantity: { type: "integer", minimum: 1 }, price: { type: "number", minimum: 0 }, note: { type: "string" } } } },
-    total: { type: "number" }, currency: { enum: ["EUR", "USD", "GBP"] }, status: { enum: ["open", "refunded", "shipped"] }, notes: { type: "string", maxLength: 2000 }, token: { type: "string" }
+    customer: {
+      type: "object",
+      required: ["id", "email"],
+      properties: {
+        id: { type: "string", pattern: "^C-[0-9]{6}$" },
+        email: { type: "string", format: "email" },
+        name: { type: "string", maxLength: 200 }
+      }
+    },
+    items: {
+      type: "array",
+      minItems: 1,
+      maxItems: 50,
+      items: {
+        type: "object",
+        required: ["sku", "quantity", "price"],
+        properties: {
+          sku: { type: "string", minLength: 3 },
+          quantity: { type: "integer", minimum: 1 },
+          price: { type: "number", minimum: 0 },
+          note: { type: "string" }
+        }
+      }
+    },
+    total: { type: "number" },
+    currency: { enum: ["EUR", "USD", "GBP"] },
+    status: { enum: ["open", "refunded", "shipped"] },
+    notes: { type: "string", maxLength: 2000 },
+    token: { type: "string" }
   }
 }
 const correction = (i: number) => ({
   customer: { id: `C-${String(100000 + (i % 900000))}`, email: `buyer${i}@example.com`, name: "Ada Lovelace" },
-  items: Array.from({ length: 5 }, (_, k) => ({ sku: `SKU-${k}-${i % 97}`, quantity: 1 + k, price: 9.99 * (k + 1), note: "gift wrap please" })),
-  total: 149.85, currency: "EUR", status: "refunded",
-  notes: "Customer called twice about the late delivery; refund approved by the shift lead after checking the courier log.",
+  items: Array.from(
+    { length: 5 },
+    (_, k) => ({ sku: `SKU-${k}-${i % 97}`, quantity: 1 + k, price: 9.99 * (k + 1), note: "gift wrap please" })
+  ),
+  total: 149.85,
+  currency: "EUR",
+  status: "refunded",
+  notes:
+    "Customer called twice about the late delivery; refund approved by the shift lead after checking the courier log.",
   token: "session-7"
 })
 /** CPU time (µs) of each thread of `pid` so far, by thread id and name. */
@@ -56,7 +92,10 @@ const threadCpu = (pid: number) => {
     try {
       const stat = readFileSync(`/proc/${pid}/task/${tid}/stat`, "utf8")
       const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ")
-      out.set(`${tid} ${stat.slice(stat.indexOf("(") + 1, stat.lastIndexOf(")"))}`, (Number(fields[11]) + Number(fields[12])) * 10_000)
+      out.set(
+        `${tid} ${stat.slice(stat.indexOf("(") + 1, stat.lastIndexOf(")"))}`,
+        (Number(fields[11]) + Number(fields[12])) * 10_000
+      )
     } catch {
       // The thread ended meanwhile.
     }
@@ -106,9 +145,17 @@ const load = await spawnChild("load", new URL("./support/load.ts", import.meta.u
 try {
   const { key } = await svc.provision()
   const task = await svc.api<{ id: string }>(key, "POST", "/v1/tasks", { name: "orders", answer_schema: answerSchema })
-  const run = await svc.api<{ trace_id: string }>(key, "POST", `/v1/tasks/${task.id}/runs`, { input: { ticket: "x" }, answer: correction(0) })
+  const run = await svc.api<{ trace_id: string }>(key, "POST", `/v1/tasks/${task.id}/runs`, {
+    input: { ticket: "x" },
+    answer: correction(0)
+  })
   // Governed steps (`steps-allow`, `steps-pending`): the policies and sessions of `bench/scenarios/steps.ts`.
-  const policy = (mode: string) => ({ mode, review_seconds: 3600, expiring_notice_seconds: 60, timeout_action: "reject" })
+  const policy = (mode: string) => ({
+    mode,
+    review_seconds: 3600,
+    expiring_notice_seconds: 60,
+    timeout_action: "reject"
+  })
   await svc.api(key, "PUT", "/v1/approval-policies/bench.allow", policy("allow"))
   await svc.api(key, "PUT", "/v1/approval-policies/bench.ask", policy("require_approval"))
   const sessions: Array<string> = []
@@ -116,22 +163,48 @@ try {
   for (const ep of endpoint.split(",")) {
     const headers = { authorization: `Bearer ${key}`, "content-type": "application/json" }
     const step = ep.startsWith("steps-") ? (ep === "steps-allow" ? "bench.allow" : "bench.ask") : undefined
-    const spec = (n: number) => step !== undefined
-      ? {
-        url: "", urls: sessions.map((id) => `${svc.baseUrl}/v1/agent-sessions/${id}/steps`), method: "POST" as const, headers,
-        bodies: [JSON.stringify({ step_id: "@STEP@", tool: "shell", action_class: step, arguments: { command: "ls -la /srv/app", cwd: "/srv" } })],
-        unique: "@STEP@", count: n, concurrency: 16, expectStatus: 200
-      }
-      : ep === "runs"
-      ? {
-        url: `${svc.baseUrl}/v1/tasks/${task.id}/runs`, method: "POST" as const, headers,
-        bodies: Array.from({ length: 64 }, (_, i) => JSON.stringify(runBody(i))), count: n, concurrency: 16, expectStatus: 201
-      }
-      : {
-        url: `${svc.baseUrl}/v1/${ep}`, method: "POST" as const, headers,
-        bodies: ep === "feedback" ? Array.from({ length: 64 }, (_, i) => JSON.stringify({ inference_log_id: run.trace_id, score: -1, correction: correction(i) })) : ["{}"],
-        count: n, concurrency: 16, expectStatus: 201
-      }
+    const spec = (n: number) =>
+      step !== undefined
+        ? {
+          url: "",
+          urls: sessions.map((id) => `${svc.baseUrl}/v1/agent-sessions/${id}/steps`),
+          method: "POST" as const,
+          headers,
+          bodies: [
+            JSON.stringify({
+              step_id: "@STEP@",
+              tool: "shell",
+              action_class: step,
+              arguments: { command: "ls -la /srv/app", cwd: "/srv" }
+            })
+          ],
+          unique: "@STEP@",
+          count: n,
+          concurrency: 16,
+          expectStatus: 200
+        }
+        : ep === "runs"
+        ? {
+          url: `${svc.baseUrl}/v1/tasks/${task.id}/runs`,
+          method: "POST" as const,
+          headers,
+          bodies: Array.from({ length: 64 }, (_, i) => JSON.stringify(runBody(i))),
+          count: n,
+          concurrency: 16,
+          expectStatus: 201
+        }
+        : {
+          url: `${svc.baseUrl}/v1/${ep}`,
+          method: "POST" as const,
+          headers,
+          bodies: ep === "feedback"
+            ? Array.from({ length: 64 }, (_, i) =>
+              JSON.stringify({ inference_log_id: run.trace_id, score: -1, correction: correction(i) }))
+            : ["{}"],
+          count: n,
+          concurrency: 16,
+          expectStatus: 201
+        }
     await load.call<LoadResult>("run", spec(warmup))
     const t0 = threadCpu(svc.pid)
     const c0 = cpuMicros(svc.pid)
@@ -148,8 +221,16 @@ try {
       const name = thread.slice(thread.indexOf(" ") + 1)
       byName.set(name, (byName.get(name) ?? 0) + (micros - (t0.get(thread) ?? 0)) / count)
     }
-    console.log(`  by thread (µs/req): ${[...byName].filter(([, v]) => v >= 1).map(([k, v]) => `${k} ${v.toFixed(0)}`).join(" · ")}`)
-    console.log(`${kind} ${ep}: ${(count / r.seconds).toFixed(0)} req/s, svc CPU ${((c1 - c0) / count).toFixed(0)} µs/req, errors ${r.errors} ${r.firstError ?? ""}`)
+    console.log(
+      `  by thread (µs/req): ${
+        [...byName].filter(([, v]) => v >= 1).map(([k, v]) => `${k} ${v.toFixed(0)}`).join(" · ")
+      }`
+    )
+    console.log(
+      `${kind} ${ep}: ${(count / r.seconds).toFixed(0)} req/s, svc CPU ${
+        ((c1 - c0) / count).toFixed(0)
+      } µs/req, errors ${r.errors} ${r.firstError ?? ""}`
+    )
   }
 } finally {
   await load.stop()

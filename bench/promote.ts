@@ -47,7 +47,13 @@ const startSvc = async (dir: string, databaseUrl: string) => {
   const out = fs.openSync(log, "w")
   const proc = spawn(process.execPath, ["src/main.ts"], {
     cwd: dir,
-    env: { ...process.env, PORT: String(port), HOST: "127.0.0.1", DATABASE_URL: databaseUrl, SVC_MASTER_KEY: crypto.randomBytes(32).toString("base64") },
+    env: {
+      ...process.env,
+      PORT: String(port),
+      HOST: "127.0.0.1",
+      DATABASE_URL: databaseUrl,
+      SVC_MASTER_KEY: crypto.randomBytes(32).toString("base64")
+    },
     stdio: ["ignore", out, out]
   })
   const base = `http://127.0.0.1:${port}`
@@ -84,12 +90,22 @@ const run = async (dir: string, size: number) => {
       await db.query("INSERT INTO orgs (id, name) VALUES ($1, 'bench')", [org])
       await db.query(
         "INSERT INTO api_keys (id, org_id, key_hash, key_prefix, scopes) VALUES ($1, $2, $3, $4, $5)",
-        [crypto.randomUUID(), org, crypto.createHash("sha256").update(key).digest("hex"), key.slice(0, 12), ["tasks.write", "tasks.read", "feedback.read", "feedback.write", "datasets.write", "datasets.read"]]
+        [crypto.randomUUID(), org, crypto.createHash("sha256").update(key).digest("hex"), key.slice(0, 12), [
+          "tasks.write",
+          "tasks.read",
+          "feedback.read",
+          "feedback.write",
+          "datasets.write",
+          "datasets.read"
+        ]]
       )
       const api = async (method: string, route: string, body?: unknown) => {
         const response = await fetch(`${svc.base}${route}`, {
           method,
-          headers: { authorization: `Bearer ${key}`, ...(body === undefined ? {} : { "content-type": "application/json" }) },
+          headers: {
+            authorization: `Bearer ${key}`,
+            ...(body === undefined ? {} : { "content-type": "application/json" })
+          },
           ...(body === undefined ? {} : { body: JSON.stringify(body) })
         })
         const json = await response.json() as any
@@ -122,7 +138,8 @@ const run = async (dir: string, size: number) => {
         await promote()
       }
       const rows = async () => Number((await db.query("SELECT count(*) AS n FROM dataset_examples")).rows[0].n)
-      const bytes = async () => Number((await db.query("SELECT pg_total_relation_size('dataset_examples') AS n")).rows[0].n)
+      const bytes = async () =>
+        Number((await db.query("SELECT pg_total_relation_size('dataset_examples') AS n")).rows[0].n)
       const times: Array<number> = []
       const rowsBefore = await rows()
       const bytesBefore = await bytes()

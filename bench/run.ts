@@ -21,21 +21,39 @@ import { databaseKinds } from "./support/db.ts"
 import type { BenchContext, Scenario, ScenarioResult } from "./support/scenario.ts"
 import { describeCheckout, REPO, svcCheckouts } from "./support/svc.ts"
 
-const SCENARIOS = ["writes", "feedback-flood", "steps", "webhooks", "webhooks-scale", "latency", "held-horizon", "drain-history", "telemetry-latency", "telemetry-export", "cli", "first-request", "delivery-search"] as const
+const SCENARIOS = [
+  "writes",
+  "feedback-flood",
+  "steps",
+  "webhooks",
+  "webhooks-scale",
+  "latency",
+  "held-horizon",
+  "drain-history",
+  "telemetry-latency",
+  "telemetry-export",
+  "cli",
+  "first-request",
+  "delivery-search"
+] as const
 const INPROCESS = ["approvals", "metrics", "rules"] as const
 
 const wanted = process.argv.slice(2)
 const quick = ["1", "true", "yes"].includes(process.env.BENCH_QUICK ?? "")
 
 for (const name of wanted.filter((n) => (INPROCESS as ReadonlyArray<string>).includes(n))) {
-  const scenario = (await import(`./inprocess/${name}.ts`)).default as () => Promise<{ rows: Array<unknown>; notes?: Array<string> }>
+  const scenario = (await import(`./inprocess/${name}.ts`)).default as () => Promise<
+    { rows: Array<unknown>; notes?: Array<string> }
+  >
   console.log(`\n== ${name} (in-process, not part of the fair comparison)`)
   const result = await scenario()
   console.table(result.rows)
   for (const note of result.notes ?? []) console.log(`  ${note}`)
 }
 const selected = wanted.length === 0 ? SCENARIOS : SCENARIOS.filter((n) => wanted.includes(n))
-const unknown = wanted.filter((n) => !(SCENARIOS as ReadonlyArray<string>).includes(n) && !(INPROCESS as ReadonlyArray<string>).includes(n))
+const unknown = wanted.filter((n) =>
+  !(SCENARIOS as ReadonlyArray<string>).includes(n) && !(INPROCESS as ReadonlyArray<string>).includes(n)
+)
 if (unknown.length > 0) {
   console.error(`unknown scenario(s): ${unknown.join(", ")}; known: ${[...SCENARIOS, ...INPROCESS].join(", ")}`)
   process.exit(2)
@@ -56,11 +74,16 @@ const machine = {
   loadavgAtStart: loadavg().map((n) => n.toFixed(2)).join(" ")
 }
 const checkoutInfo = await Promise.all(checkouts.map(async (c) => ({ ...c, commit: await describeCheckout(c.dir) })))
-console.log(`svc bench ${quick ? "(quick) " : ""}on ${machine.cpus}, ${machine.memoryGb} GB, Node ${machine.node}, load ${machine.loadavgAtStart}`)
+console.log(
+  `svc bench ${
+    quick ? "(quick) " : ""
+  }on ${machine.cpus}, ${machine.memoryGb} GB, Node ${machine.node}, load ${machine.loadavgAtStart}`
+)
 for (const c of checkoutInfo) console.log(`  ${c.label}: ${c.dir} (${c.commit})`)
 console.log(`  databases: ${databaseKinds().join(", ")}; svc logs in ${logDir}`)
 
-const results: Array<(ScenarioResult | { scenario: string; database: string; error: string }) & { seconds?: number }> = []
+const results: Array<(ScenarioResult | { scenario: string; database: string; error: string }) & { seconds?: number }> =
+  []
 for (const name of selected) {
   const scenario = (await import(`./scenarios/${name}.ts`)).default as Scenario
   for (const database of databaseKinds()) {
@@ -71,7 +94,9 @@ for (const name of selected) {
       const result = await scenario(context)
       results.push({ ...result, seconds: Math.round((Date.now() - t0) / 1000) })
       console.table(result.rows)
-      for (const aim of result.aims) console.log(`  ${aim.met ? "meets" : "MISSES"}  ${aim.what}: ${aim.value} (aim ${aim.aim})`)
+      for (const aim of result.aims) {
+        console.log(`  ${aim.met ? "meets" : "MISSES"}  ${aim.what}: ${aim.value} (aim ${aim.aim})`)
+      }
       for (const note of result.notes) console.log(`  ${note}`)
     } catch (error) {
       const message = error instanceof Error ? (error.stack ?? error.message) : String(error)
@@ -86,13 +111,24 @@ const finished = new Date()
 const out = path.join(REPO, "bench-results")
 mkdirSync(out, { recursive: true })
 const file = path.join(out, `${started.toISOString().replace(/[:.]/g, "-")}${quick ? "-quick" : ""}.json`)
-writeFileSync(file, JSON.stringify({
-  started: started.toISOString(),
-  seconds: Math.round((finished.getTime() - started.getTime()) / 1000),
-  quick,
-  machine: { ...machine, loadavgAtEnd: loadavg().map((n) => n.toFixed(2)).join(" ") },
-  checkouts: checkoutInfo,
-  results
-}, null, 2))
-console.log(`\nwritten ${path.relative(process.cwd(), file)}; ${Math.round((finished.getTime() - started.getTime()) / 1000)} s in all; load average at the end ${loadavg().map((n) => n.toFixed(2)).join(" ")}`)
+writeFileSync(
+  file,
+  JSON.stringify(
+    {
+      started: started.toISOString(),
+      seconds: Math.round((finished.getTime() - started.getTime()) / 1000),
+      quick,
+      machine: { ...machine, loadavgAtEnd: loadavg().map((n) => n.toFixed(2)).join(" ") },
+      checkouts: checkoutInfo,
+      results
+    },
+    null,
+    2
+  )
+)
+console.log(
+  `\nwritten ${path.relative(process.cwd(), file)}; ${
+    Math.round((finished.getTime() - started.getTime()) / 1000)
+  } s in all; load average at the end ${loadavg().map((n) => n.toFixed(2)).join(" ")}`
+)
 process.exit(0)

@@ -30,8 +30,8 @@
  * The key needs `agents.write` and `agents.read`. `SVC_SESSION_ID` continues
  * a session; without it the agent starts one. It prints one line per change.
  */
-import { Effect, Option, Schedule, type Schema, Stream } from "effect"
 import { SvcClient } from "@svc/client"
+import { Effect, Option, Schedule, type Schema, Stream } from "effect"
 
 const [actionClass, stepId, argumentsJson = "{}"] = process.argv.slice(2)
 if (actionClass === undefined || stepId === undefined) {
@@ -47,11 +47,16 @@ const tool = "example.echo"
  * ...): when the agent crashed after the tool ran and before its outcome was
  * recorded, the run repeated on restart acts once.
  */
-const runTool = (idempotencyKey: string, args: Schema.Json) => Effect.succeed({ echoed: args, idempotency_key: idempotencyKey })
+const runTool = (idempotencyKey: string, args: Schema.Json) =>
+  Effect.succeed({ echoed: args, idempotency_key: idempotencyKey })
 
 /** A transport failure (svc restarting, a dropped connection) is worth another try; an API answer is not. */
 const retryTransport = <A, E extends { readonly _tag: string }, R>(self: Effect.Effect<A, E, R>) =>
-  Effect.retry(self, { schedule: Schedule.spaced("1 second"), times: 60, while: (error) => error._tag === "HttpClientError" })
+  Effect.retry(self, {
+    schedule: Schedule.spaced("1 second"),
+    times: 60,
+    while: (error) => error._tag === "HttpClientError"
+  })
 
 const agent = Effect.gen(function*() {
   const svc = yield* SvcClient
@@ -65,7 +70,9 @@ const agent = Effect.gen(function*() {
     params,
     payload: { step_id: stepId, tool, action_class: actionClass, arguments: stepArguments }
   }).pipe(retryTransport)
-  console.log(`step ${stepId}: ${answer.decision}${answer.approval_id === undefined ? "" : ` approval ${answer.approval_id}`}`)
+  console.log(
+    `step ${stepId}: ${answer.decision}${answer.approval_id === undefined ? "" : ` approval ${answer.approval_id}`}`
+  )
 
   let run = answer.decision === "allow"
   // The arguments the tool runs with: the step's, unless a person approved edited ones.
@@ -89,9 +96,15 @@ const agent = Effect.gen(function*() {
               Stream.tap((event) => Effect.sync(() => (after = event.id))),
               // With a quorum, each approving vote that leaves it pending arrives as `approval:voted`.
               Stream.tap((event) => {
-                const vote = event.data as { readonly approval_id?: string; readonly decided_by?: string; readonly approvals_remaining?: number }
+                const vote = event.data as {
+                  readonly approval_id?: string
+                  readonly decided_by?: string
+                  readonly approvals_remaining?: number
+                }
                 return event.event === "approval:voted" && vote.approval_id === approvalId
-                  ? Effect.sync(() => console.log(`vote approve by ${vote.decided_by}: ${vote.approvals_remaining} more needed`))
+                  ? Effect.sync(() =>
+                    console.log(`vote approve by ${vote.decided_by}: ${vote.approvals_remaining} more needed`)
+                  )
                   : Effect.void
               }),
               Stream.filter((event) =>
@@ -108,7 +121,11 @@ const agent = Effect.gen(function*() {
       // The approval read is the answer; the stream event only woke the agent.
       approval = yield* svc.approvals.get({ params: { approval_id: approvalId } }).pipe(retryTransport)
     }
-    console.log(`approval ${approvalId}: ${approval.status}${approval.status === "expired" ? ` (timeout action ${approval.timeout_action})` : ""}`)
+    console.log(
+      `approval ${approvalId}: ${approval.status}${
+        approval.status === "expired" ? ` (timeout action ${approval.timeout_action})` : ""
+      }`
+    )
     run = approval.status === "approved" || (approval.status === "expired" && approval.timeout_action === "allow")
     if (approval.approved_arguments !== undefined) {
       toolArguments = approval.approved_arguments
@@ -125,7 +142,9 @@ const agent = Effect.gen(function*() {
   // 4. A step whose outcome is recorded has run: the session's steps, a page at a time, say so.
   let cursor: string | undefined
   do {
-    const page = yield* svc.agentSessions.get({ params, query: cursor === undefined ? {} : { cursor } }).pipe(retryTransport)
+    const page = yield* svc.agentSessions.get({ params, query: cursor === undefined ? {} : { cursor } }).pipe(
+      retryTransport
+    )
     const recorded = page.steps.find((step) => step.step_id === stepId)?.outcome
     if (recorded !== undefined) {
       console.log(`outcome ${recorded.status} already recorded: tool ${tool} not run again`)
@@ -141,14 +160,18 @@ const agent = Effect.gen(function*() {
   console.log(`tool ${tool}: ${outcome.status}`)
   // An outcome of edited arguments carries their digest: svc refuses it for any other arguments.
   const payload = argumentsDigest === undefined ? outcome : { ...outcome, arguments_digest: argumentsDigest }
-  const step = yield* svc.agentSessions.reportOutcome({ params: { ...params, step_id: stepId }, payload }).pipe(retryTransport)
+  const step = yield* svc.agentSessions.reportOutcome({ params: { ...params, step_id: stepId }, payload }).pipe(
+    retryTransport
+  )
   console.log(`outcome ${step.outcome?.status} recorded`)
 })
 
 const baseUrl = process.env.SVC_URL ?? "http://127.0.0.1:8080"
-Effect.runPromiseExit(agent.pipe(Effect.provide(SvcClient.layer({ baseUrl, apiKey: process.env.SVC_API_KEY })))).then((exit) => {
-  if (exit._tag === "Failure") {
-    console.error(String(exit.cause))
-    process.exitCode = 1
+Effect.runPromiseExit(agent.pipe(Effect.provide(SvcClient.layer({ baseUrl, apiKey: process.env.SVC_API_KEY })))).then(
+  (exit) => {
+    if (exit._tag === "Failure") {
+      console.error(String(exit.cause))
+      process.exitCode = 1
+    }
   }
-})
+)

@@ -20,7 +20,13 @@ const consoleDir = path.join(root, "console")
 const dist = path.join(consoleDir, "dist")
 const stamp = path.join(dist, "build.json")
 /** Everything the bundle is made of: the console and the API contract it imports. */
-const sources = [path.join(consoleDir, "src"), path.join(consoleDir, "index.html"), path.join(root, "src/api"), path.join(root, "package-lock.json"), fileURLToPath(import.meta.url)]
+const sources = [
+  path.join(consoleDir, "src"),
+  path.join(consoleDir, "index.html"),
+  path.join(root, "src/api"),
+  path.join(root, "package-lock.json"),
+  fileURLToPath(import.meta.url)
+]
 
 const args = new Set(process.argv.slice(2))
 
@@ -83,6 +89,10 @@ if (process.argv[1] !== undefined && path.resolve(process.argv[1]) === fileURLTo
   }
   const report = await buildConsole()
   if (!args.has("--quiet")) {
-    console.log(`console built into console/dist: ${(report.bytes / 1024).toFixed(1)} KiB, ${(report.gzipBytes / 1024).toFixed(1)} KiB gzip`)
+    console.log(
+      `console built into console/dist: ${(report.bytes / 1024).toFixed(1)} KiB, ${
+        (report.gzipBytes / 1024).toFixed(1)
+      } KiB gzip`
+    )
   }
 }

@@ -43,7 +43,10 @@ export const packageDirs = {
 
 const compile = (project: string, outDir: string): Promise<void> =>
   new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [tsc, "-p", project, "--outDir", outDir], { cwd: root, stdio: ["ignore", "pipe", "pipe"] })
+    const child = spawn(process.execPath, [tsc, "-p", project, "--outDir", outDir], {
+      cwd: root,
+      stdio: ["ignore", "pipe", "pipe"]
+    })
     let output = ""
     child.stdout.on("data", (chunk) => (output += chunk))
     child.stderr.on("data", (chunk) => (output += chunk))
@@ -104,17 +107,26 @@ export const checkClientClosure = (dist: string): Array<string> => {
 
 /** The newest modification time under `entries` (files and folders, recursively). */
 const newest = (entries: ReadonlyArray<string>): number =>
-  Math.max(0, ...entries.flatMap((entry) => {
-    const stat = fs.statSync(entry, { throwIfNoEntry: false })
-    if (stat === undefined) return []
-    return stat.isDirectory() ? [newest(fs.readdirSync(entry).map((name) => path.join(entry, name)))] : [stat.mtimeMs]
-  }))
+  Math.max(
+    0,
+    ...entries.flatMap((entry) => {
+      const stat = fs.statSync(entry, { throwIfNoEntry: false })
+      if (stat === undefined) return []
+      return stat.isDirectory() ? [newest(fs.readdirSync(entry).map((name) => path.join(entry, name)))] : [stat.mtimeMs]
+    })
+  )
 
 /** What each build is made of, and the file whose time says when it was built. */
 const inputs = {
   server: { sources: ["src", "tsconfig.json", "tsconfig.build.json", "package-lock.json"], stamp: "dist/main.js" },
-  client: { sources: ["src/client.ts", "src/api", "packages/client/tsconfig.json", "package-lock.json"], stamp: "packages/client/dist/client.js" },
-  receiver: { sources: ["packages/receiver/src", "packages/receiver/tsconfig.json", "packages/receiver/tsconfig.cjs.json"], stamp: "packages/receiver/dist/cjs/package.json" }
+  client: {
+    sources: ["src/client.ts", "src/api", "packages/client/tsconfig.json", "package-lock.json"],
+    stamp: "packages/client/dist/client.js"
+  },
+  receiver: {
+    sources: ["packages/receiver/src", "packages/receiver/tsconfig.json", "packages/receiver/tsconfig.cjs.json"],
+    stamp: "packages/receiver/dist/cjs/package.json"
+  }
 } as const
 
 /** Whether the build whose file is `stamp` is missing or older than a file under `sources` (absolute paths). */
@@ -150,13 +162,20 @@ const builds = {
   // The compiled modules, and the bundle the installed `svc` command runs (scripts/bundle-cli.ts).
   server: () =>
     replaceDist(path.join(root, "dist"), async (next) => {
-      await Promise.all([compile(path.join(root, "tsconfig.build.json"), next), bundleCli(path.join(next, "cli-bundle"))])
+      await Promise.all([
+        compile(path.join(root, "tsconfig.build.json"), next),
+        bundleCli(path.join(next, "cli-bundle"))
+      ])
     }),
   client: () =>
     replaceDist(path.join(packageDirs.client, "dist"), async (next) => {
       await compile(path.join(packageDirs.client, "tsconfig.json"), next)
       const problems = checkClientClosure(next)
-      if (problems.length > 0) throw new Error(`@svc/client must hold only src/client.ts and src/api/**, importing only effect:\n${problems.join("\n")}`)
+      if (problems.length > 0) {
+        throw new Error(
+          `@svc/client must hold only src/client.ts and src/api/**, importing only effect:\n${problems.join("\n")}`
+        )
+      }
     }),
   receiver: () =>
     replaceDist(path.join(packageDirs.receiver, "dist"), async (next) => {
@@ -175,7 +194,14 @@ export const build = async (targets: ReadonlyArray<Target> = Object.keys(builds)
 }
 
 /** The repository's own fields of the root manifest: how svc is developed here, nothing a user of the `svc` package runs. */
-const DEVELOPMENT_FIELDS = ["scripts", "devDependencies", "devEngines", "workspaces", "overrides", "allowScripts"] as const
+const DEVELOPMENT_FIELDS = [
+  "scripts",
+  "devDependencies",
+  "devEngines",
+  "workspaces",
+  "overrides",
+  "allowScripts"
+] as const
 
 /**
  * The published package's bin. Not in the root manifest: there `npx svc`
@@ -205,10 +231,13 @@ export const unlinkMissing = (text: string, exists: (target: string) => boolean)
       if (new RegExp(`^ {0,3}${fence[0]}{${fence.length},}\\s*$`).test(line)) fence = undefined
       return line
     }
-    return line.replace(/(!?)\[([^\]]*)\]\(\s*<?([^)\s>]+)>?(?:\s+"[^"]*")?\s*\)/g, (link, _image: string, label: string, target: string) => {
-      if (/^[a-z][a-z0-9+.-]*:/i.test(target) || target.startsWith("#")) return link
-      return exists(decodeURI(target.split("#", 1)[0]!)) ? link : label
-    })
+    return line.replace(
+      /(!?)\[([^\]]*)\]\(\s*<?([^)\s>]+)>?(?:\s+"[^"]*")?\s*\)/g,
+      (link, _image: string, label: string, target: string) => {
+        if (/^[a-z][a-z0-9+.-]*:/i.test(target) || target.startsWith("#")) return link
+        return exists(decodeURI(target.split("#", 1)[0]!)) ? link : label
+      }
+    )
   }).join("\n")
 }
 
@@ -222,13 +251,19 @@ export const unlinkMissing = (text: string, exists: (target: string) => boolean)
 const stageServer = (dir: string) => {
   fs.rmSync(dir, { recursive: true, force: true })
   fs.mkdirSync(dir, { recursive: true })
-  const manifest = JSON.parse(fs.readFileSync(path.join(root, "package.json"), "utf8")) as Record<string, unknown> & { files: Array<string> }
+  const manifest = JSON.parse(fs.readFileSync(path.join(root, "package.json"), "utf8")) as Record<string, unknown> & {
+    files: Array<string>
+  }
   for (const field of DEVELOPMENT_FIELDS) delete manifest[field]
   manifest.bin = SERVER_BIN
   manifest.files = [...manifest.files, ...SHIPPED_PAGES]
   for (const entry of manifest.files) fs.cpSync(path.join(root, entry), path.join(dir, entry), { recursive: true })
   fs.writeFileSync(path.join(dir, "package.json"), `${JSON.stringify(manifest, null, 2)}\n`)
-  for (const page of filesUnder(dir).filter((file) => file.endsWith(".md") && !file.includes(`${path.sep}node_modules${path.sep}`))) {
+  for (
+    const page of filesUnder(dir).filter((file) =>
+      file.endsWith(".md") && !file.includes(`${path.sep}node_modules${path.sep}`)
+    )
+  ) {
     const text = fs.readFileSync(page, "utf8")
     const fixed = unlinkMissing(text, (target) => {
       const resolved = path.resolve(path.dirname(page), target)

@@ -44,12 +44,16 @@ export const BUNDLE_ENTRIES = {
 } as const
 
 /** Bundled: Effect's packages; every other bare specifier stays external. */
-const bundled = (specifier: string) => specifier === "effect" || specifier.startsWith("effect/") || specifier.startsWith("@effect/")
+const bundled = (specifier: string) =>
+  specifier === "effect" || specifier.startsWith("effect/") || specifier.startsWith("@effect/")
 
 const externals: esbuild.Plugin = {
   name: "svc-externals",
   setup(build) {
-    build.onResolve({ filter: /^[^./]/ }, (args) => (bundled(args.path) ? undefined : { path: args.path, external: true }))
+    build.onResolve(
+      { filter: /^[^./]/ },
+      (args) => (bundled(args.path) ? undefined : { path: args.path, external: true })
+    )
   }
 }
 
@@ -83,6 +87,8 @@ export const bundleCli = async (outDir: string): Promise<void> => {
   }
   // A dynamically imported module is an entry point of esbuild's too: start from ours.
   const entries = new Set<string>(Object.values(BUNDLE_ENTRIES))
-  for (const [output, { entryPoint }] of Object.entries(metafile.outputs)) if (entryPoint !== undefined && entries.has(entryPoint)) visit(output)
+  for (const [output, { entryPoint }] of Object.entries(metafile.outputs)) {
+    if (entryPoint !== undefined && entries.has(entryPoint)) visit(output)
+  }
   for (const output of Object.keys(metafile.outputs)) if (!reached.has(output)) fs.rmSync(path.join(root, output))
 }

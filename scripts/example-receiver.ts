@@ -43,7 +43,14 @@ import * as fs from "node:fs"
 import { createServer } from "node:https"
 import * as path from "node:path"
 import { generate } from "selfsigned"
-import { constructEvent, type DedupStore, deduplicate, isApprovalEvent, type WebhookEvent, WebhookVerificationError } from "../packages/receiver/src/index.ts"
+import {
+  constructEvent,
+  deduplicate,
+  type DedupStore,
+  isApprovalEvent,
+  type WebhookEvent,
+  WebhookVerificationError
+} from "../packages/receiver/src/index.ts"
 
 const env = process.env
 const secrets = (env.SVC_WEBHOOK_SECRET ?? "").split(",").map((s) => s.trim()).filter((s) => s.length > 0)
@@ -109,7 +116,11 @@ const done = new Set(doneLines.map((line) => line.id))
  * decided, and each reads the same current status: the step is resumed
  * once, not once per event.
  */
-const actedOn = new Map(doneLines.flatMap((line) => line.approval_id !== undefined && line.acted_on !== undefined ? [[line.approval_id, line.acted_on] as const] : []))
+const actedOn = new Map(
+  doneLines.flatMap((line) =>
+    line.approval_id !== undefined && line.acted_on !== undefined ? [[line.approval_id, line.acted_on] as const] : []
+  )
+)
 for (const event of readLines(inboxFile) as Array<WebhookEvent>) {
   seen.add(event.id)
   if (!done.has(event.id)) pending.set(event.id, event)
@@ -181,7 +192,11 @@ const work = async (event: WebhookEvent): Promise<Done | undefined> => {
   }
   const final = current.status === "approved" || current.status === "rejected" || current.status === "expired"
   if (final && actedOn.has(approvalId)) {
-    log("approval already acted on; nothing more to do", { event_id: event.id, approval_id: approvalId, status: current.status })
+    log("approval already acted on; nothing more to do", {
+      event_id: event.id,
+      approval_id: approvalId,
+      status: current.status
+    })
     return { id: event.id }
   }
   switch (current.status) {
@@ -266,14 +281,18 @@ const tlsMaterial = async () => {
 const tls = await tlsMaterial()
 if (secrets.length === 0) {
   const made = "made" in tls && tls.made
-  ;(made ? console.log : console.error)([
-    made
-      ? `Made this receiver's certificate: ${tls.certFile} (give it to svc as SVC_EXTRA_CA_FILE).`
-      : "SVC_WEBHOOK_SECRET is required (the secret svc returned when the endpoint was created).",
-    made
-      ? "Start the receiver again with SVC_WEBHOOK_SECRET, the secret svc returns when the endpoint is created."
-      : "certFile" in tls ? `This receiver's certificate (give it to svc as SVC_EXTRA_CA_FILE): ${tls.certFile}` : ""
-  ].filter((line) => line !== "").join("\n"))
+  ;(made ? console.log : console.error)(
+    [
+      made
+        ? `Made this receiver's certificate: ${tls.certFile} (give it to svc as SVC_EXTRA_CA_FILE).`
+        : "SVC_WEBHOOK_SECRET is required (the secret svc returned when the endpoint was created).",
+      made
+        ? "Start the receiver again with SVC_WEBHOOK_SECRET, the secret svc returns when the endpoint is created."
+        : "certFile" in tls
+        ? `This receiver's certificate (give it to svc as SVC_EXTRA_CA_FILE): ${tls.certFile}`
+        : ""
+    ].filter((line) => line !== "").join("\n")
+  )
   // The first run, which only makes the certificate, succeeds; a later one without a secret is a mistake.
   process.exit(made ? 0 : 2)
 }

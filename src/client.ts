@@ -19,12 +19,13 @@ import { Context, Effect, Layer, Redacted } from "effect"
 import { FetchHttpClient, HttpClient, HttpClientRequest } from "effect/http"
 import { HttpApiClient, HttpApiMiddleware } from "effect/http-api"
 import { Api } from "./api/Api.ts"
-import { IDEMPOTENCY_HEADER, Idempotency } from "./api/Idempotency.ts"
+import { Idempotency, IDEMPOTENCY_HEADER } from "./api/Idempotency.ts"
 import { Authentication } from "./api/Security.ts"
 
 export { Api } from "./api/Api.ts"
 export * from "./api/Errors.ts"
 // The problems of one capability, beside the shared ones above: every error class the API answers is exported.
+export { ArgumentsShapeMismatch, ArgumentsTooComplex } from "./api/ApprovalEdits.ts"
 export {
   ApprovalLinkInvalid,
   ConfirmationLinkExpired,
@@ -32,16 +33,21 @@ export {
   ConfirmationLinkUsed,
   ReviewerAddressReplaced
 } from "./api/ApprovalLinks.ts"
-export { ArgumentsShapeMismatch, ArgumentsTooComplex } from "./api/ApprovalEdits.ts"
 export { LinkExpired, LinkInvalid, LinkUsed } from "./api/Console.ts"
-export { AlreadyVoted, PersonRequired } from "./api/Votes.ts"
-export { GroupInUse, NotAssigned } from "./api/Reviewers.ts"
 export { InvalidUrl, NotReplayable, QueueFull } from "./api/Deliveries.ts"
-export { CorrectionContainsSecret, CorrectionShapeMismatch, DatasetBaseChanged, FeedbackChanged, NothingStaged } from "./api/Feedback.ts"
-export { DeliveryFailed, InvalidWebhookEvents } from "./api/Notifications.ts"
-export { DestinationExists, ExportFailed } from "./api/Telemetry.ts"
+export {
+  CorrectionContainsSecret,
+  CorrectionShapeMismatch,
+  DatasetBaseChanged,
+  FeedbackChanged,
+  NothingStaged
+} from "./api/Feedback.ts"
 export { IdempotencyAnswerUnavailable, IdempotencyKeyInUse, IdempotencyKeyReused } from "./api/Idempotency.ts"
-export { Scopes, type ScopeName } from "./api/Security.ts"
+export { DeliveryFailed, InvalidWebhookEvents } from "./api/Notifications.ts"
+export { GroupInUse, NotAssigned } from "./api/Reviewers.ts"
+export { type ScopeName, Scopes } from "./api/Security.ts"
+export { DestinationExists, ExportFailed } from "./api/Telemetry.ts"
+export { AlreadyVoted, PersonRequired } from "./api/Votes.ts"
 
 export type SvcApiClient = HttpApiClient.ForApi<typeof Api>
 

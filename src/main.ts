@@ -15,6 +15,9 @@ module.enableCompileCache?.()
 if (embeddedDatabase()) (await import("./database/embedded/EarlyWorker.ts")).startEarlyWorker()
 // A setting svc cannot use ends the start before the server's modules load.
 if (await (await import("./server/Refusal.ts")).settingsUsable()) {
-  const [{ runServer }, { AdminChannelLive }] = await Promise.all([import("./server/Serve.ts"), import("./cli/AdminChannel.ts")])
+  const [{ runServer }, { AdminChannelLive }] = await Promise.all([
+    import("./server/Serve.ts"),
+    import("./cli/AdminChannel.ts")
+  ])
   runServer({ channel: AdminChannelLive })
 }

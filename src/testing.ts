@@ -26,16 +26,16 @@ import { createServer } from "node:http"
 import type { ScopeName } from "./api/Security.ts"
 import { Scopes } from "./api/Security.ts"
 import { make as makeClient, type SvcApiClient } from "./client.ts"
+import { Database, DatabaseInfo, defaultServerSessionSettings } from "./database/Database.ts"
+import { Migrations } from "./database/Migrations.ts"
 import { Identity } from "./identity/Identity.ts"
 import { SvcConfig, type SvcConfigShape } from "./platform/Config.ts"
 import { SecretBox } from "./platform/Crypto.ts"
-import { Database, DatabaseInfo, defaultServerSessionSettings } from "./database/Database.ts"
 import { makeJsonLogger } from "./platform/Logging.ts"
-import { Migrations } from "./database/Migrations.ts"
 import { AppLive } from "./server/App.ts"
 import { ListenLater } from "./server/Listener.ts"
 
-export { Scopes, type ScopeName } from "./api/Security.ts"
+export { type ScopeName, Scopes } from "./api/Security.ts"
 export type { SvcApiClient } from "./client.ts"
 
 /** A provisioned API key and a typed client that sends it. */
@@ -110,13 +110,17 @@ export class SvcTest extends Context.Service<SvcTest, {
       yield* admin.unsafe(`CREATE DATABASE ${name}`)
       const url = new URL(adminUrl)
       url.pathname = `/${name}`
-      yield* Layer.build(Migrations.layer.pipe(Layer.provideMerge(Database.server(Redacted.make(url.toString()), 1)))).pipe(Effect.scoped)
+      yield* Layer.build(Migrations.layer.pipe(Layer.provideMerge(Database.server(Redacted.make(url.toString()), 1))))
+        .pipe(Effect.scoped)
     }).pipe(Effect.provide(Reactivity.layer), Effect.scoped)
 
   /** The whole service, in-process, with its typed client. */
-  static readonly layer = (options: SvcTestOptions = {}): Layer.Layer<SvcTest | SqlClient.SqlClient | PgClient.PgClient | DatabaseInfo | SvcConfig | SecretBox, unknown> => {
+  static readonly layer = (
+    options: SvcTestOptions = {}
+  ): Layer.Layer<SvcTest | SqlClient.SqlClient | PgClient.PgClient | DatabaseInfo | SvcConfig | SecretBox, unknown> => {
     const serverUrl = process.env.TEST_DATABASE_URL
-    const wantServer = options.database === "server" || (options.database === undefined && serverUrl !== undefined && serverUrl !== "")
+    const wantServer = options.database === "server" ||
+      (options.database === undefined && serverUrl !== undefined && serverUrl !== "")
     // A statement timeout in the configuration bounds the test database's statements too.
     const statementTimeout = options.config?.dbStatementTimeout
     // `TEST_DATABASE_SNAPSHOT`: a migrated database's snapshot
@@ -124,7 +128,9 @@ export class SvcTest extends Context.Service<SvcTest, {
     // `TEST_DATABASE_TEMPLATE`: a migrated database on the server each
     // scratch database is a copy of (`SvcTest.makeTemplate`).
     const snapshot = process.env.TEST_DATABASE_SNAPSHOT
-    const memorySettings = statementTimeout === undefined ? undefined : { statementTimeout, transactionTimeout: Duration.seconds(60) }
+    const memorySettings = statementTimeout === undefined
+      ? undefined
+      : { statementTimeout, transactionTimeout: Duration.seconds(60) }
     const DatabaseLive = wantServer
       ? Database.scratch(Redacted.make(serverUrl ?? "postgres://postgres@127.0.0.1:5432/test"), {
         settings: statementTimeout === undefined ? undefined : { ...defaultServerSessionSettings, statementTimeout },
@@ -149,8 +155,7 @@ export class SvcTest extends Context.Service<SvcTest, {
         const baseUrl = address._tag === "UnixPathAddress"
           ? address.path
           : `http://127.0.0.1:${address.port}`
-        const client = (apiKey?: string) =>
-          makeClient({ baseUrl, apiKey }).pipe(Effect.provide(FetchHttpClient.layer))
+        const client = (apiKey?: string) => makeClient({ baseUrl, apiKey }).pipe(Effect.provide(FetchHttpClient.layer))
         const newKey = (orgId: string) => (scopes: ReadonlyArray<ScopeName>) =>
           Effect.gen(function*() {
             const created = yield* identity.createKey({ orgId, scopes }).pipe(Effect.orDie)
@@ -193,4 +198,3 @@ export class SvcTest extends Context.Service<SvcTest, {
     )
   }
 }
-

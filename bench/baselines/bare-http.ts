@@ -33,7 +33,9 @@ let query: Query
 let close: () => Promise<void>
 if (options.kind === "pglite") {
   const { Worker } = await import("node:worker_threads")
-  const worker = new Worker(new URL("./pglite-worker.ts", import.meta.url), { workerData: { dataDir: path.join(options.dataDir!, "pgdata") } })
+  const worker = new Worker(new URL("./pglite-worker.ts", import.meta.url), {
+    workerData: { dataDir: path.join(options.dataDir!, "pgdata") }
+  })
   const waiting = new Map<number, { resolve: (rows: any) => void; reject: (e: Error) => void }>()
   let nextId = 0
   await new Promise<void>((resolve, reject) => {
@@ -90,7 +92,9 @@ const routes: Record<string, (body: any, taskId?: string) => Promise<[number, un
        RETURNING created_at`,
       [id, body.score, JSON.stringify(body.correction ?? null), body.inference_log_id, orgId]
     )
-    return row === undefined ? [404, { code: "NOT_FOUND" }] : [201, { id, ...body, status: "pending", created_at: row.created_at }]
+    return row === undefined
+      ? [404, { code: "NOT_FOUND" }]
+      : [201, { id, ...body, status: "pending", created_at: row.created_at }]
   },
   "/v1/agent-sessions": async (body: { task_id?: string }) => {
     const id = v7()
@@ -110,7 +114,15 @@ const routes: Record<string, (body: any, taskId?: string) => Promise<[number, un
        RETURNING task_id, created_at`,
       [traceId, orgId, JSON.stringify(body.input), JSON.stringify(body.answer), taskId]
     )
-    return row === undefined ? [404, { code: "NOT_FOUND" }] : [201, { trace_id: traceId, task_id: row.task_id, input: body.input, answer: body.answer, created_at: row.created_at }]
+    return row === undefined
+      ? [404, { code: "NOT_FOUND" }]
+      : [201, {
+        trace_id: traceId,
+        task_id: row.task_id,
+        input: body.input,
+        answer: body.answer,
+        created_at: row.created_at
+      }]
   }
 }
 
@@ -124,14 +136,19 @@ const handle = (req: IncomingMessage, res: ServerResponse) => {
     const route = runsOf === null ? routes[req.url ?? ""] : routes["/v1/tasks/:id/runs"]
     if (req.method !== "POST" || route === undefined) return answer(res, 404, { code: "NOT_FOUND" })
     const auth = req.headers.authorization ?? ""
-    if (!auth.startsWith("Bearer ") || sha256(auth.slice(7)) !== keyHash) return answer(res, 401, { code: "UNAUTHENTICATED" })
+    if (!auth.startsWith("Bearer ") || sha256(auth.slice(7)) !== keyHash) {
+      return answer(res, 401, { code: "UNAUTHENTICATED" })
+    }
     let body: unknown
     try {
       body = JSON.parse(Buffer.concat(chunks).toString("utf8"))
     } catch {
       return answer(res, 400, { code: "INVALID_JSON" })
     }
-    route(body, runsOf?.[1]).then(([status, out]) => answer(res, status, out), () => answer(res, 500, { code: "INTERNAL" }))
+    route(body, runsOf?.[1]).then(
+      ([status, out]) => answer(res, status, out),
+      () => answer(res, 500, { code: "INTERNAL" })
+    )
   })
 }
 

@@ -27,7 +27,6 @@ import { NodeHttpServer } from "@effect/platform-node"
 import { PgClient } from "@effect/sql-pg"
 import { Context, Effect, Exit, Layer, Option, Redacted, Schema, Scope, Stream } from "effect"
 import { HttpRouter, HttpServer, type HttpServerResponse } from "effect/http"
-import type { unhandled } from "effect/Types"
 import {
   HttpApi,
   HttpApiBuilder,
@@ -41,6 +40,7 @@ import {
 import { Reactivity } from "effect/reactivity"
 import { SqlClient, SqlError } from "effect/sql"
 import type { Connection } from "effect/sql/SqlConnection"
+import type { unhandled } from "effect/Types"
 import { hash, randomBytes } from "node:crypto"
 import { createServer } from "node:http"
 import * as path from "node:path"
@@ -66,7 +66,13 @@ class Bearer extends HttpApiMiddleware.Service<Bearer, { provides: CurrentOrg; r
 
 const Session = Schema.Struct({ id: Schema.String, task_id: Schema.NullOr(Schema.String), created_at: Schema.Date })
 
-const Run = Schema.Struct({ trace_id: Schema.String, task_id: Schema.String, input: Schema.Json, answer: Schema.Json, created_at: Schema.Date })
+const Run = Schema.Struct({
+  trace_id: Schema.String,
+  task_id: Schema.String,
+  input: Schema.Json,
+  answer: Schema.Json,
+  created_at: Schema.Date
+})
 
 const FeedbackItem = Schema.Struct({
   id: Schema.String,
@@ -103,7 +109,12 @@ class FloorApi extends HttpApi.make("floor").add(
       }),
       HttpApiEndpoint.post("governStep", "/v1/agent-sessions/:session_id/steps", {
         params: { session_id: Schema.String },
-        payload: Schema.Struct({ step_id: Schema.String, tool: Schema.String, action_class: Schema.String, arguments: Schema.Json }),
+        payload: Schema.Struct({
+          step_id: Schema.String,
+          tool: Schema.String,
+          action_class: Schema.String,
+          arguments: Schema.Json
+        }),
         success: Schema.Struct({ decision: Schema.Literal("pending"), approval_id: Schema.String }),
         error: HttpApiError.NotFound
       })
@@ -197,7 +208,10 @@ const BearerLive = Layer.effect(
       const startedAt = performance.now()
       // svc's statement (src/identity/Identity.ts).
       return Effect.map(
-        sql.unsafe<{ org_id: string }>("SELECT id, org_id, scopes FROM api_keys WHERE key_hash = $1 AND revoked_at IS NULL", [keyHash]),
+        sql.unsafe<{ org_id: string }>(
+          "SELECT id, org_id, scopes FROM api_keys WHERE key_hash = $1 AND revoked_at IS NULL",
+          [keyHash]
+        ),
         (rows) => {
           const row = rows[0]
           if (row === undefined) return Option.none<string>()
@@ -210,9 +224,16 @@ const BearerLive = Layer.effect(
       bearer: (httpEffect, { credential }) => {
         const keyHash = hash("sha256", Redacted.value(credential), "hex")
         const entry = known.get(keyHash)
-        const orgId = entry !== undefined && performance.now() < entry.until ? Effect.succeed(Option.some(entry.orgId)) : lookup(keyHash)
-        return Effect.flatMap(Effect.orDie(orgId), (found): Effect.Effect<HttpServerResponse.HttpServerResponse, Unauthorized | unhandled> =>
-          Option.isNone(found) ? Effect.fail(new Unauthorized()) : Effect.provideService(httpEffect, CurrentOrg, found.value))
+        const orgId = entry !== undefined && performance.now() < entry.until
+          ? Effect.succeed(Option.some(entry.orgId))
+          : lookup(keyHash)
+        return Effect.flatMap(
+          Effect.orDie(orgId),
+          (found): Effect.Effect<HttpServerResponse.HttpServerResponse, Unauthorized | unhandled> =>
+            Option.isNone(found)
+              ? Effect.fail(new Unauthorized())
+              : Effect.provideService(httpEffect, CurrentOrg, found.value)
+        )
       }
     })
   })
@@ -229,7 +250,9 @@ const WritesLive = HttpApiBuilder.group(
           const taskId = payload.task_id ?? null
           return sql.unsafe<typeof Session.Type>(SESSION_INSERT, [v7(), orgId, taskId, taskId, taskId, orgId]).pipe(
             Effect.orDie,
-            Effect.flatMap((rows) => rows[0] === undefined ? Effect.fail(new HttpApiError.NotFound()) : Effect.succeed(rows[0]))
+            Effect.flatMap((rows) =>
+              rows[0] === undefined ? Effect.fail(new HttpApiError.NotFound()) : Effect.succeed(rows[0])
+            )
           )
         }))
       .handle("logRun", ({ params, payload }) =>
@@ -239,15 +262,30 @@ const WritesLive = HttpApiBuilder.group(
           const answer = JSON.stringify(payload.answer)
           const runBytes = RECORD_BYTES + Buffer.byteLength(input) + Buffer.byteLength(answer)
           return sql.unsafe<{ task_id: string; created_at: Date }>(RUN_INSERT, [
-            traceId, orgId, input, answer, params.task_id, orgId,
-            orgId, runBytes, MAX_RUN_BYTES,
-            orgId, Math.floor(Math.random() * 16), runBytes
+            traceId,
+            orgId,
+            input,
+            answer,
+            params.task_id,
+            orgId,
+            orgId,
+            runBytes,
+            MAX_RUN_BYTES,
+            orgId,
+            Math.floor(Math.random() * 16),
+            runBytes
           ]).pipe(
             Effect.orDie,
             Effect.flatMap((rows) =>
               rows[0] === undefined
                 ? Effect.fail(new HttpApiError.NotFound())
-                : Effect.succeed({ trace_id: traceId, task_id: rows[0].task_id, input: payload.input, answer: payload.answer, created_at: rows[0].created_at })
+                : Effect.succeed({
+                  trace_id: traceId,
+                  task_id: rows[0].task_id,
+                  input: payload.input,
+                  answer: payload.answer,
+                  created_at: rows[0].created_at
+                })
             )
           )
         }))
@@ -257,14 +295,26 @@ const WritesLive = HttpApiBuilder.group(
           const text = correction === null ? null : JSON.stringify(correction)
           const bytes = RECORD_BYTES + (text === null ? 0 : Buffer.byteLength(text, "utf8"))
           return sql.unsafe<Omit<typeof FeedbackItem.Type, "correction">>(FEEDBACK_INSERT, [
-            v7(), orgId, payload.score, text, null, correction === null ? "recorded" : "pending",
-            payload.inference_log_id, orgId,
-            orgId, bytes, MAX_FEEDBACK_BYTES,
-            orgId, Math.floor(Math.random() * 16), bytes
+            v7(),
+            orgId,
+            payload.score,
+            text,
+            null,
+            correction === null ? "recorded" : "pending",
+            payload.inference_log_id,
+            orgId,
+            orgId,
+            bytes,
+            MAX_FEEDBACK_BYTES,
+            orgId,
+            Math.floor(Math.random() * 16),
+            bytes
           ]).pipe(
             Effect.orDie,
             Effect.flatMap((rows) =>
-              rows[0] === undefined ? Effect.fail(new HttpApiError.NotFound()) : Effect.succeed({ ...rows[0], correction })
+              rows[0] === undefined
+                ? Effect.fail(new HttpApiError.NotFound())
+                : Effect.succeed({ ...rows[0], correction })
             )
           )
         }))
@@ -272,7 +322,13 @@ const WritesLive = HttpApiBuilder.group(
         CurrentOrg.use((orgId) => {
           const approvalId = v7()
           return sql.unsafe<{ found: boolean; approval_id: string | null }>(STEP_INSERT, [
-            params.session_id, orgId, payload.step_id, payload.tool, payload.action_class, JSON.stringify(payload.arguments), approvalId
+            params.session_id,
+            orgId,
+            payload.step_id,
+            payload.tool,
+            payload.action_class,
+            JSON.stringify(payload.arguments),
+            approvalId
           ]).pipe(
             Effect.orDie,
             Effect.flatMap((rows) =>
@@ -298,7 +354,9 @@ const pgliteLayer = (dataDir: string): Layer.Layer<SqlClient.SqlClient> =>
     SqlClient.SqlClient,
     Effect.gen(function*() {
       const { Worker } = yield* Effect.promise(() => import("node:worker_threads"))
-      const worker = new Worker(new URL("./pglite-worker.ts", import.meta.url), { workerData: { dataDir: path.join(dataDir, "pgdata") } })
+      const worker = new Worker(new URL("./pglite-worker.ts", import.meta.url), {
+        workerData: { dataDir: path.join(dataDir, "pgdata") }
+      })
       yield* Effect.callback<void>((resume) => {
         worker.once("error", (error) => resume(Effect.die(error)))
         worker.once("message", () => resume(Effect.void))
@@ -317,25 +375,36 @@ const pgliteLayer = (dataDir: string): Layer.Layer<SqlClient.SqlClient> =>
             resume(
               answer.error === undefined
                 ? Effect.succeed(answer.rows!)
-                : Effect.fail(new SqlError.SqlError({ reason: new SqlError.UnknownError({ cause: answer.error, message: answer.error }) }))
+                : Effect.fail(
+                  new SqlError.SqlError({
+                    reason: new SqlError.UnknownError({ cause: answer.error, message: answer.error })
+                  })
+                )
             ))
           worker.postMessage({ id, ...message })
         })
-      yield* Effect.addFinalizer(() => Effect.promise(async () => {
-        await Effect.runPromise(ask({ close: true }).pipe(Effect.ignore))
-        await worker.terminate()
-      }))
+      yield* Effect.addFinalizer(() =>
+        Effect.promise(async () => {
+          await Effect.runPromise(ask({ close: true }).pipe(Effect.ignore))
+          await worker.terminate()
+        })
+      )
       const query = (text: string, params: ReadonlyArray<unknown>) => ask({ text, params })
-      const rows = <A extends object>(text: string, params: ReadonlyArray<unknown>, transformRows?: (rows: ReadonlyArray<A>) => ReadonlyArray<A>) =>
-        transformRows === undefined ? query(text, params) : Effect.map(query(text, params), transformRows)
-      const values = (text: string, params: ReadonlyArray<unknown>) => Effect.map(query(text, params), (r) => r.map((row) => Object.values(row)))
+      const rows = <A extends object>(
+        text: string,
+        params: ReadonlyArray<unknown>,
+        transformRows?: (rows: ReadonlyArray<A>) => ReadonlyArray<A>
+      ) => transformRows === undefined ? query(text, params) : Effect.map(query(text, params), transformRows)
+      const values = (text: string, params: ReadonlyArray<unknown>) =>
+        Effect.map(query(text, params), (r) => r.map((row) => Object.values(row)))
       const connection: Connection = {
         execute: rows,
         executeUnprepared: rows,
         executeRaw: query,
         executeValues: values,
         executeValuesUnprepared: values,
-        executeStream: (text, params, transformRows) => Stream.flatMap(Stream.fromEffect(rows(text, params, transformRows)), Stream.fromIterable)
+        executeStream: (text, params, transformRows) =>
+          Stream.flatMap(Stream.fromEffect(rows(text, params, transformRows)), Stream.fromIterable)
       }
       return yield* SqlClient.make({
         acquirer: Effect.succeed(connection),

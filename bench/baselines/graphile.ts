@@ -18,7 +18,9 @@ const logger = new Logger(() => (level, message) => {
 })
 
 serve({
-  start: async (args: { connectionString: string; origin: string; ca: string; concurrency: number; path: string; secret: string }) => {
+  start: async (
+    args: { connectionString: string; origin: string; ca: string; concurrency: number; path: string; secret: string }
+  ) => {
     sender = signedSender(args.origin, args.ca, args.concurrency)
     await runMigrations({ connectionString: args.connectionString, logger })
     runner = await run({

@@ -73,9 +73,11 @@ for (let round = 0; round < ROUNDS; round++) {
   }
 }
 const median = (xs: Array<number>) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!
-console.table(Object.entries(totals).map(([arm, t]) => ({
-  arm,
-  "INSERT CPU µs": Math.round(median(t.insert)),
-  "SELECT CPU µs": Math.round(median(t.select))
-})))
+console.table(
+  Object.entries(totals).map(([arm, t]) => ({
+    arm,
+    "INSERT CPU µs": Math.round(median(t.insert)),
+    "SELECT CPU µs": Math.round(median(t.select))
+  }))
+)
 await db.close()

@@ -25,10 +25,10 @@
  */
 import { readdirSync, readFileSync } from "node:fs"
 import { Worker } from "node:worker_threads"
-import { correction, answerSchema } from "../scenarios/writes.ts"
 import type { CorrectionReply, CorrectionRequest } from "../../src/feedback/CorrectionWork.ts"
 import { type Json, scrub } from "../../src/feedback/Scrubber.ts"
 import { makeSchemaCompiler } from "../../src/tasks/SchemaCompiler.ts"
+import { answerSchema, correction } from "../scenarios/writes.ts"
 
 // Made on first use: `writes.ts` imports this module, and its `correction` is not defined yet while this one loads.
 let textsMade: ReadonlyArray<string> | undefined
@@ -76,7 +76,9 @@ const alone = async (requests: number) => {
 
 /** The same work through a correction worker, `inFlight` at once: this thread's and the worker's CPU per correction. */
 const startWorker = async () => {
-  const worker = new Worker(new URL("../../src/feedback/correction-worker.ts", import.meta.url), { workerData: { cacheEntries: 10 } })
+  const worker = new Worker(new URL("../../src/feedback/correction-worker.ts", import.meta.url), {
+    workerData: { cacheEntries: 10 }
+  })
   await new Promise<void>((resolve, reject) => {
     worker.once("error", reject)
     worker.once("message", () => resolve())
@@ -155,7 +157,10 @@ export const measureFeedbackWork = async (requests = 4_000, rounds = 3): Promise
 }
 
 if (import.meta.url === `file://${process.argv[1]}`) {
-  const work = await measureFeedbackWork(Number(process.env.BENCH_WORK_REQUESTS ?? 4_000), Number(process.env.BENCH_ROUNDS ?? 3))
+  const work = await measureFeedbackWork(
+    Number(process.env.BENCH_WORK_REQUESTS ?? 4_000),
+    Number(process.env.BENCH_ROUNDS ?? 3)
+  )
   console.log(
     `feedback's own work per correction: alone ${work.alone.toFixed(1)} µs; in a worker ${
       (work.inWorker.main + work.inWorker.worker).toFixed(1)

@@ -79,8 +79,10 @@ const seed = (sql: SqlClient.SqlClient, orgId: string) =>
 const plans = (sql: SqlClient.SqlClient) =>
   Effect.gen(function*() {
     const explain = (text: string) =>
-      Effect.map(sql.unsafe<{ "QUERY PLAN": string }>(`EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, SUMMARY ON) ${text}`), (rows) =>
-        rows.map((row) => row["QUERY PLAN"]))
+      Effect.map(
+        sql.unsafe<{ "QUERY PLAN": string }>(`EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, SUMMARY ON) ${text}`),
+        (rows) => rows.map((row) => row["QUERY PLAN"])
+      )
     const queues = yield* explain(`
       WITH targets AS (
         SELECT kind, sum(undelivered)::int AS depth, (count(*) FILTER (WHERE cooldown_until > now()))::int AS cooling
@@ -133,8 +135,13 @@ const program = Effect.gen(function*() {
   const warm: Array<Awaited<ReturnType<typeof timedScrape>>> = []
   for (let i = 0; i < WARM_SCRAPES; i++) warm.push(yield* Effect.promise(() => timedScrape(metricsUrl)))
   const plan = yield* plans(on.sql)
-  const body = yield* Effect.promise(() => fetch(metricsUrl, { headers: { authorization: `Bearer ${TOKEN}` } }).then((r) => r.text()))
-  const svcBytes = body.split("\n").filter((line) => line.startsWith("svc_") || line.startsWith("http_") || line.startsWith("# HELP svc_") || line.startsWith("# TYPE svc_") || line.startsWith("# HELP http_") || line.startsWith("# TYPE http_")).join("\n").length
+  const body = yield* Effect.promise(() =>
+    fetch(metricsUrl, { headers: { authorization: `Bearer ${TOKEN}` } }).then((r) => r.text())
+  )
+  const svcBytes = body.split("\n").filter((line) =>
+    line.startsWith("svc_") || line.startsWith("http_") || line.startsWith("# HELP svc_") ||
+    line.startsWith("# TYPE svc_") || line.startsWith("# HELP http_") || line.startsWith("# TYPE http_")
+  ).join("\n").length
 
   // 2. Request latency, metrics on versus off, with a scrape every second on the "on" server.
   const offOrg = yield* off.provisionOrg()
@@ -155,7 +162,9 @@ const program = Effect.gen(function*() {
   const scraper = Effect.promise(async () => {
     while (scraping) {
       await timedScrape(metricsUrl)
-      await new Promise((resolve) => setTimeout(resolve, 1000))
+      await new Promise((resolve) =>
+        setTimeout(resolve, 1000)
+      )
     }
   })
   const scraperFiber = yield* Effect.forkChild(scraper)
@@ -177,7 +186,14 @@ const program = Effect.gen(function*() {
   const routes = ["/v1/tasks", "/v1/tasks/:task_id", "/v1/feedback", "/v1/agent-sessions/:session_id/steps", undefined]
   const calls = 200_000
   const recordCpu = process.cpuUsage()
-  for (let i = 0; i < calls; i++) registry.httpRequest(i % 7 === 0 ? "POST" : "GET", routes[i % routes.length], i % 11 === 0 ? 404 : 200, (i % 100) / 1000)
+  for (let i = 0; i < calls; i++) {
+    registry.httpRequest(
+      i % 7 === 0 ? "POST" : "GET",
+      routes[i % routes.length],
+      i % 11 === 0 ? 404 : 200,
+      (i % 100) / 1000
+    )
+  }
   const recordUs = (cpuMs(recordCpu) * 1000) / calls
   return {
     name: "metrics",
@@ -215,9 +231,13 @@ const program = Effect.gen(function*() {
       { variant: "recording one request's duration alone", "CPU per request (µs)": round(recordUs), requests: calls }
     ],
     notes: [
-      `${ENDPOINTS} endpoints (${ENDPOINTS / 10} deactivated, ${ENDPOINTS / 10} cooling down), ${ENDPOINTS * QUEUED_PER_ENDPOINT} queued and ${ENDPOINTS * DELIVERED_PER_ENDPOINT} delivered deliveries; database: ${on.database}.`,
+      `${ENDPOINTS} endpoints (${ENDPOINTS / 10} deactivated, ${ENDPOINTS / 10} cooling down), ${
+        ENDPOINTS * QUEUED_PER_ENDPOINT
+      } queued and ${ENDPOINTS * DELIVERED_PER_ENDPOINT} delivered deliveries; database: ${on.database}.`,
       `Body: ${body.length} bytes, of which svc_* and http_* families ${svcBytes} bytes (the rest: prom-client's process_* and nodejs_* metrics).`,
-      `Latency on/off: p50 ${((percentile(latencies.on, 50) / percentile(latencies.off, 50) - 1) * 100).toFixed(1)} %, p99 ${
+      `Latency on/off: p50 ${
+        ((percentile(latencies.on, 50) / percentile(latencies.off, 50) - 1) * 100).toFixed(1)
+      } %, p99 ${
         ((percentile(latencies.on, 99) / percentile(latencies.off, 99) - 1) * 100).toFixed(1)
       } % (${LATENCY_BLOCKS.length} blocks of ${LATENCY_REQUESTS_PER_BLOCK} sequential requests, ABBA order, after 300 warm-up requests each).`,
       "CPU per request: this process's CPU time over each block (client, server, and on the \"on\" side its share of the 1 s scrapes), divided by its requests.",

@@ -23,10 +23,10 @@
  */
 import { PgClient } from "@effect/sql-pg"
 import { Context, Effect, Layer, Redacted } from "effect"
+import { Database, type DatabaseLayer } from "../../src/database/Database.ts"
 import { checkoutModule } from "../support/checkoutModule.ts"
 import { cpuMicros } from "../support/cpu.ts"
 import { alternate, ownThreads } from "./threads.ts"
-import { Database, type DatabaseLayer } from "../../src/database/Database.ts"
 
 const BLOCK = Number(process.env.BENCH_BLOCK ?? 4_000)
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 4)
@@ -74,7 +74,9 @@ await Effect.runPromise(Effect.scoped(Effect.gen(function*() {
     const other = yield* Effect.promise(() => import(checkoutModule(before, "database/Database.ts")))
     databases.push(yield* prepare("pglite before", other.Database.memory))
   }
-  if (serverUrl !== undefined && serverUrl !== "") databases.push(yield* prepare("server", Database.scratch(Redacted.make(serverUrl))))
+  if (serverUrl !== undefined && serverUrl !== "") {
+    databases.push(yield* prepare("server", Database.scratch(Redacted.make(serverUrl))))
+  }
   const modes: ReadonlyArray<Mode> = ["sequential", "16 in flight"]
   yield* alternate(databases, modes, ROUNDS, (process.env.BENCH_PER_ROUND ?? "main") as "main")
 })))

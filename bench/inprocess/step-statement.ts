@@ -55,17 +55,17 @@ import type { SqlClient } from "effect/sql"
 import { mkdtempSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
 import * as path from "node:path"
+import { sessionInsert } from "../../src/agents/SessionInsert.ts"
+import { stepSql } from "../../src/agents/StepStatement.ts"
+import type { CachedRule } from "../../src/approvals/PolicyCache.ts"
+import { Database, type DatabaseLayer } from "../../src/database/Database.ts"
+import { Migrations } from "../../src/database/Migrations.ts"
+import { feedbackInsert } from "../../src/feedback/InsertStatement.ts"
+import { newId } from "../../src/platform/Ids.ts"
+import { BENCH_RULES } from "../scenarios/steps.ts"
 import { checkoutModule } from "../support/checkoutModule.ts"
 import { cpuMicros } from "../support/cpu.ts"
 import { alternate, ownThreads } from "./threads.ts"
-import { BENCH_RULES } from "../scenarios/steps.ts"
-import { sessionInsert } from "../../src/agents/SessionInsert.ts"
-import { stepSql } from "../../src/agents/StepStatement.ts"
-import { feedbackInsert } from "../../src/feedback/InsertStatement.ts"
-import type { CachedRule } from "../../src/approvals/PolicyCache.ts"
-import { Database, type DatabaseLayer } from "../../src/database/Database.ts"
-import { newId } from "../../src/platform/Ids.ts"
-import { Migrations } from "../../src/database/Migrations.ts"
 
 const BLOCK = Number(process.env.BENCH_BLOCK ?? 500)
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 4)
@@ -91,15 +91,18 @@ const POLICIES = [
  * had a version, its cached rule said whether it was stored and carried its
  * rules' JSON, which the statement compared with the stored ones.
  */
-const unversioned = (before: (sql: SqlClient.SqlClient, input: object) => ReturnType<typeof stepSql>): typeof stepSql => (sql, input) => {
-  const { ruling, ...rest } = input
-  return before(sql, {
-    ...rest,
-    decision: ruling.decision,
-    cached: { stored: ruling.policy.version !== null, conditionsJson: "[]", ...ruling.policy },
-    ...(ruling.rule === null ? {} : { verdict: { rule: ruling.rule, reason: ruling.reason, settings: ruling.settings } })
-  })
-}
+const unversioned =
+  (before: (sql: SqlClient.SqlClient, input: object) => ReturnType<typeof stepSql>): typeof stepSql => (sql, input) => {
+    const { ruling, ...rest } = input
+    return before(sql, {
+      ...rest,
+      decision: ruling.decision,
+      cached: { stored: ruling.policy.version !== null, conditionsJson: "[]", ...ruling.policy },
+      ...(ruling.rule === null
+        ? {}
+        : { verdict: { rule: ruling.rule, reason: ruling.reason, settings: ruling.settings } })
+    })
+  }
 
 type Kind = "session" | "feedback" | "allow" | "pending" | "rules" | "rows" | "empty"
 
@@ -133,7 +136,12 @@ const prepare = (
     yield* sql`INSERT INTO tasks (id, org_id, name, answer_schema) VALUES (${taskId}, ${orgId}, 'bench', '{}'::jsonb)`
     const traceId = "4bf92f3577b34da6a3ce929d0e0e4736"
     yield* sql`INSERT INTO runs (trace_id, org_id, task_id, input, answer) VALUES (${traceId}, ${orgId}, ${taskId}, '{}'::jsonb, '{}'::jsonb)`
-    const correction = JSON.stringify({ customer: { id: "C-100001", email: "buyer@example.com" }, items: [{ sku: "SKU-1", quantity: 2, price: 9.99 }], total: 19.98, currency: "EUR" })
+    const correction = JSON.stringify({
+      customer: { id: "C-100001", email: "buyer@example.com" },
+      items: [{ sku: "SKU-1", quantity: 2, price: 9.99 }],
+      total: 19.98,
+      currency: "EUR"
+    })
     const sessions: Array<string> = []
     for (let i = 0; i < 16; i++) {
       const id = newId()
@@ -152,12 +160,17 @@ const prepare = (
       const sessionId = sessions[n % sessions.length]!
       const stepId = `r-${n++}`
       const approvalId = newId()
-      const body = JSON.stringify({ type: "approval.requested", approval: { approval_id: approvalId, session_id: sessionId, step_id: stepId } })
+      const body = JSON.stringify({
+        type: "approval.requested",
+        approval: { approval_id: approvalId, session_id: sessionId, step_id: stepId }
+      })
       return sql`
         WITH t AS MATERIALIZED (SELECT date_trunc('milliseconds', now()) AS t0),
         step AS (
           INSERT INTO agent_steps (session_id, step_id, org_id, tool, action_class, arguments, decision, approval_id, resolution, created_at)
-          SELECT ${sessionId}, ${stepId}, ${orgId}, 'shell', 'bench.ask', ${JSON.stringify({ command: "ls -la /srv/app", cwd: "/srv" })}::jsonb,
+          SELECT ${sessionId}, ${stepId}, ${orgId}, 'shell', 'bench.ask', ${
+        JSON.stringify({ command: "ls -la /srv/app", cwd: "/srv" })
+      }::jsonb,
             'pending', ${approvalId}::uuid, 'pending', t.t0 FROM t
         ),
         bump AS (UPDATE agent_sessions SET event_seq = event_seq + 1 WHERE id = ${sessionId} RETURNING event_seq),
@@ -198,24 +211,24 @@ const prepare = (
           shard: n++ % 8
         })
         : step(sql, {
-        orgId,
-        sessionId: sessions[n % sessions.length]!,
-        step: {
-          step_id: `s-${n++}`,
-          tool: "shell",
-          action_class: POLICIES.find(([k]) => k === kind)![1],
-          arguments: { command: "ls -la /srv/app", cwd: "/srv" }
-        },
-        ruling: {
-          decision: kind === "pending" ? "pending" : "allow",
-          rule: kind === "rules" ? "shell-srv" : null,
-          reason: null,
-          settings: cached[kind]!.rule,
-          policy: cached[kind]!
-        },
-        approval: kind === "pending" ? { id: newId(), eventId: newId() } : null,
-        notify: undefined
-      })
+          orgId,
+          sessionId: sessions[n % sessions.length]!,
+          step: {
+            step_id: `s-${n++}`,
+            tool: "shell",
+            action_class: POLICIES.find(([k]) => k === kind)![1],
+            arguments: { command: "ls -la /srv/app", cwd: "/srv" }
+          },
+          ruling: {
+            decision: kind === "pending" ? "pending" : "allow",
+            rule: kind === "rules" ? "shell-srv" : null,
+            reason: null,
+            settings: cached[kind]!.rule,
+            policy: cached[kind]!
+          },
+          approval: kind === "pending" ? { id: newId(), eventId: newId() } : null,
+          notify: undefined
+        })
     const block = (kind: Kind) =>
       Effect.gen(function*() {
         const before = ownThreads()
@@ -287,26 +300,62 @@ await Effect.runPromise(Effect.scoped(Effect.gen(function*() {
   const beforeDir = process.env.BENCH_BEFORE
   const before = beforeDir === undefined || beforeDir === "" ? undefined : {
     Database: (yield* Effect.promise(() => import(checkoutModule(beforeDir, "database/Database.ts")))).Database,
-    migrations: (yield* Effect.promise(() => import(checkoutModule(beforeDir, "database/Migrations.ts")))).Migrations.layer,
-    step: unversioned((yield* Effect.promise(() => import(path.resolve(beforeDir, "src/agents/StepStatement.ts")))).stepSql)
+    migrations: (yield* Effect.promise(() =>
+      import(checkoutModule(beforeDir, "database/Migrations.ts"))
+    )).Migrations.layer,
+    step: unversioned(
+      (yield* Effect.promise(() => import(path.resolve(beforeDir, "src/agents/StepStatement.ts")))).stepSql
+    )
   }
   if (before !== undefined) {
-    databases.push(yield* prepare("pglite before", before.Database.embedded(path.join(folder, "c")), [], before.migrations, 0, before.step))
+    databases.push(
+      yield* prepare(
+        "pglite before",
+        before.Database.embedded(path.join(folder, "c")),
+        [],
+        before.migrations,
+        0,
+        before.step
+      )
+    )
   }
   const history = Number(process.env.BENCH_HISTORY ?? 0)
-  if (history > 0) databases.push(yield* prepare(`pglite, ${history} earlier steps`, Database.embedded(path.join(folder, "d")), [], Migrations.layer, history))
-  if (variant.length > 0) databases.push(yield* prepare("pglite variant", Database.embedded(path.join(folder, "b")), variant))
+  if (history > 0) {
+    databases.push(
+      yield* prepare(
+        `pglite, ${history} earlier steps`,
+        Database.embedded(path.join(folder, "d")),
+        [],
+        Migrations.layer,
+        history
+      )
+    )
+  }
+  if (variant.length > 0) {
+    databases.push(yield* prepare("pglite variant", Database.embedded(path.join(folder, "b")), variant))
+  }
   if (serverUrl !== undefined && serverUrl !== "") {
     databases.push(yield* prepare("server", Database.scratch(Redacted.make(serverUrl))))
     if (before !== undefined) {
-      databases.push(yield* prepare("server before", before.Database.scratch(Redacted.make(serverUrl)), [], before.migrations, 0, before.step))
+      databases.push(
+        yield* prepare(
+          "server before",
+          before.Database.scratch(Redacted.make(serverUrl)),
+          [],
+          before.migrations,
+          0,
+          before.step
+        )
+      )
     }
   }
   const kinds = (process.env.BENCH_KINDS ?? "allow,pending").split(",") as ReadonlyArray<Kind>
   yield* alternate(databases, kinds, ROUNDS, "database")
   for (const db of databases) console.log(db.name, "plans of the step statements:", JSON.stringify(yield* db.plans))
   if (process.env.BENCH_EXPLAIN === "1") {
-    for (const db of databases) for (const kind of kinds) console.log(`--- ${db.name} ${kind}\n${yield* db.explain(kind)}`)
+    for (const db of databases) {
+      for (const kind of kinds) console.log(`--- ${db.name} ${kind}\n${yield* db.explain(kind)}`)
+    }
   }
 })))
 rmSync(folder, { recursive: true, force: true })

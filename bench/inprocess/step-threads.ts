@@ -25,13 +25,13 @@
  * every isolate of the process: the worker's too), and the server's
  * backends (`postgres`).
  */
-import * as path from "node:path"
 import { mkdtempSync } from "node:fs"
 import { tmpdir } from "node:os"
+import * as path from "node:path"
 import { makeTestTls } from "../../test/support/tls.ts"
 import { spawnChild } from "../support/child.ts"
 import { cpuMicros, threadsCpuMicros } from "../support/cpu.ts"
-import { type DatabaseKind, freshDatabase, type BenchDatabase } from "../support/db.ts"
+import { type BenchDatabase, type DatabaseKind, freshDatabase } from "../support/db.ts"
 import type { LoadResult, LoadSpec } from "../support/load.ts"
 import type { Receipts } from "../support/receiver.ts"
 import { REPO, startSvc, type SvcProcess } from "../support/svc.ts"
@@ -44,7 +44,9 @@ const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3)
 const KINDS = (process.env.BENCH_KINDS ?? "session,allow,pending,delivered").split(",") as ReadonlyArray<Kind>
 const serverUrl = process.env.BENCH_DATABASE_URL
 
-const armSpecs = (process.env.BENCH_ARMS ?? (serverUrl ? "pglite=pglite,postgres=postgres" : "pglite=pglite")).split(",").map((entry) => {
+const armSpecs = (process.env.BENCH_ARMS ?? (serverUrl ? "pglite=pglite,postgres=postgres" : "pglite=pglite")).split(
+  ","
+).map((entry) => {
   const [label, rest] = entry.split("=", 2) as [string, string]
   const [kind, dir] = rest.split("@", 2) as [DatabaseKind, string | undefined]
   return { label, kind, dir: path.resolve(dir ?? REPO) }
@@ -65,20 +67,38 @@ interface Arm {
 const logDir = mkdtempSync(path.join(tmpdir(), "step-threads-"))
 const load = await spawnChild("load", new URL("../support/load.ts", import.meta.url))
 const tls = await makeTestTls()
-const receiver = await spawnChild("receiver", new URL("../support/receiver.ts", import.meta.url), { BENCH_TLS_CERT: tls.cert, BENCH_TLS_KEY: tls.key })
+const receiver = await spawnChild("receiver", new URL("../support/receiver.ts", import.meta.url), {
+  BENCH_TLS_CERT: tls.cert,
+  BENCH_TLS_KEY: tls.key
+})
 const receiverUrl = await receiver.call<string>("url")
 const arms: Array<Arm> = []
 
 const spec = (arm: Arm, kind: Kind, count: number): LoadSpec => {
   const headers = { authorization: `Bearer ${arm.key}`, "content-type": "application/json" }
   return kind === "session"
-    ? { url: `${arm.svc.baseUrl}/v1/agent-sessions`, method: "POST", headers, bodies: ["{}"], count, concurrency: 16, expectStatus: 201 }
+    ? {
+      url: `${arm.svc.baseUrl}/v1/agent-sessions`,
+      method: "POST",
+      headers,
+      bodies: ["{}"],
+      count,
+      concurrency: 16,
+      expectStatus: 201
+    }
     : {
       url: "",
       urls: arm.sessions.map((id) => `${arm.svc.baseUrl}/v1/agent-sessions/${id}/steps`),
       method: "POST",
       headers,
-      bodies: [JSON.stringify({ step_id: "@STEP@", tool: "shell", action_class: kind === "allow" ? "bench.allow" : "bench.ask", arguments: { command: "ls -la /srv/app", cwd: "/srv" } })],
+      bodies: [
+        JSON.stringify({
+          step_id: "@STEP@",
+          tool: "shell",
+          action_class: kind === "allow" ? "bench.allow" : "bench.ask",
+          arguments: { command: "ls -la /srv/app", cwd: "/srv" }
+        })
+      ],
       unique: "@STEP@",
       count,
       concurrency: 16,
@@ -89,7 +109,9 @@ const spec = (arm: Arm, kind: Kind, count: number): LoadSpec => {
 const snapshot = async (arm: Arm) => {
   const pid = arm.svc.pid
   const sum = (m: Map<number, number>) => [...m.values()].reduce((a, b) => a + b, 0)
-  const backends = arm.database.meter === undefined ? 0 : (await arm.database.meter.pids()).reduce((s, p) => s + cpuMicros(p), 0)
+  const backends = arm.database.meter === undefined
+    ? 0
+    : (await arm.database.meter.pids()).reduce((s, p) => s + cpuMicros(p), 0)
   return {
     all: cpuMicros(pid),
     main: sum(threadsCpuMicros(pid, (comm) => comm === "MainThread" || comm === "node")),
@@ -107,11 +129,18 @@ try {
       SVC_EXTRA_CA_FILE: tls.caFile
     }, path.join(logDir, `${a.label}.log`))
     const { key } = await svc.provision()
-    const policy = (mode: string) => ({ mode, review_seconds: 3600, expiring_notice_seconds: 60, timeout_action: "reject" })
+    const policy = (mode: string) => ({
+      mode,
+      review_seconds: 3600,
+      expiring_notice_seconds: 60,
+      timeout_action: "reject"
+    })
     await svc.api(key, "PUT", "/v1/approval-policies/bench.allow", policy("allow"))
     await svc.api(key, "PUT", "/v1/approval-policies/bench.ask", policy("require_approval"))
     const sessions: Array<string> = []
-    for (let i = 0; i < 16; i++) sessions.push((await svc.api<{ id: string }>(key, "POST", "/v1/agent-sessions", {})).id)
+    for (let i = 0; i < 16; i++) {
+      sessions.push((await svc.api<{ id: string }>(key, "POST", "/v1/agent-sessions", {})).id)
+    }
     const route = `/threads-${a.label}`
     // Subscribed to an event no step makes, until `delivered` runs.
     const endpoint = (await svc.api<{ endpoint: { id: string } }>(key, "POST", "/v1/notification-endpoints", {
@@ -120,11 +149,22 @@ try {
     })).endpoint.id
     arms.push({ label: a.label, svc, database, key, sessions, route, endpoint })
   }
-  console.log(`arms ${arms.map((a) => a.label).join(", ")}; warm-up ${WARMUP} per kind, blocks of ${BLOCK}, ${ROUNDS} rounds; logs in ${logDir}`)
+  console.log(
+    `arms ${
+      arms.map((a) => a.label).join(", ")
+    }; warm-up ${WARMUP} per kind, blocks of ${BLOCK}, ${ROUNDS} rounds; logs in ${logDir}`
+  )
   /** Runs `count` requests of `kind`; for `delivered`, until every webhook arrived. */
-  const run = async (arm: Arm, kind: Kind, count: number, body: (run: () => Promise<LoadResult>) => Promise<LoadResult> = (f) => f()) => {
+  const run = async (
+    arm: Arm,
+    kind: Kind,
+    count: number,
+    body: (run: () => Promise<LoadResult>) => Promise<LoadResult> = (f) => f()
+  ) => {
     if (kind !== "delivered") return body(() => load.call<LoadResult>("run", spec(arm, kind, count)))
-    await arm.svc.api(arm.key, "PATCH", `/v1/notification-endpoints/${arm.endpoint}`, { events: ["approval.requested"] })
+    await arm.svc.api(arm.key, "PATCH", `/v1/notification-endpoints/${arm.endpoint}`, {
+      events: ["approval.requested"]
+    })
     await receiver.call("reset", { path: arm.route })
     try {
       return await body(async () => {
@@ -133,7 +173,9 @@ try {
         return ran
       })
     } finally {
-      await arm.svc.api(arm.key, "PATCH", `/v1/notification-endpoints/${arm.endpoint}`, { events: ["approval.expired"] })
+      await arm.svc.api(arm.key, "PATCH", `/v1/notification-endpoints/${arm.endpoint}`, {
+        events: ["approval.expired"]
+      })
     }
   }
   for (const arm of arms) for (const kind of KINDS) await run(arm, kind, WARMUP)

@@ -83,7 +83,8 @@ const timed = <A, E, R>(effect: Effect.Effect<A, E, R>) =>
     return { value, ms: performance.now() - started, workerMs: (ownThreads().worker - cpu) / 1000 }
   })
 
-const flush = (sql: PgClient.PgClient) => Effect.andThen(sql`SELECT pg_stat_force_next_flush()`.unprepared, sql`SELECT 1`.unprepared)
+const flush = (sql: PgClient.PgClient) =>
+  Effect.andThen(sql`SELECT pg_stat_force_next_flush()`.unprepared, sql`SELECT 1`.unprepared)
 
 console.log(`load average ${loadavg().map((x) => x.toFixed(1)).join(" ")}`)
 
@@ -93,7 +94,11 @@ await Effect.runPromise(Effect.scoped(Effect.gen(function*() {
     const sql = yield* open("check")
     yield* flush(sql)
     const first = yield* timed(vacuumDue(sql))
-    console.log(`first round of a fresh data folder: ${first.value} tables, ${first.ms.toFixed(0)} ms (PGlite's thread ${first.workerMs.toFixed(0)} ms)`)
+    console.log(
+      `first round of a fresh data folder: ${first.value} tables, ${first.ms.toFixed(0)} ms (PGlite's thread ${
+        first.workerMs.toFixed(0)
+      } ms)`
+    )
     yield* flush(sql)
     for (let i = 0; i < 20; i++) yield* dueTables(sql) // prepared, warm
     const n = 200
@@ -102,21 +107,32 @@ await Effect.runPromise(Effect.scoped(Effect.gen(function*() {
       for (let i = 0; i < n; i++) due += (yield* dueTables(sql)).length
       return due
     }))
-    console.log(`a check with ${checks.value / n} tables due: ${(checks.ms / n).toFixed(2)} ms each, PGlite's thread ${(checks.workerMs / n).toFixed(2)} ms`)
+    console.log(
+      `a check with ${checks.value / n} tables due: ${(checks.ms / n).toFixed(2)} ms each, PGlite's thread ${
+        (checks.workerMs / n).toFixed(2)
+      } ms`
+    )
   }))
 
   // 2. A VACUUM after a tenth of the rows changed.
   for (const rows of [100_000, 1_000_000]) {
     yield* Effect.scoped(Effect.gen(function*() {
       const sql = yield* open(`table-${rows}`)
-      yield* sql.unsafe(`CREATE TABLE study (id int PRIMARY KEY, at timestamptz NOT NULL DEFAULT now(), v text)`).unprepared
+      yield* sql.unsafe(`CREATE TABLE study (id int PRIMARY KEY, at timestamptz NOT NULL DEFAULT now(), v text)`)
+        .unprepared
       yield* sql`CREATE INDEX ON study (at)`.unprepared
-      yield* sql.unsafe(`INSERT INTO study (id, v) SELECT g, repeat('x', 50) FROM generate_series(1, ${rows}) g`).unprepared
+      yield* sql.unsafe(`INSERT INTO study (id, v) SELECT g, repeat('x', 50) FROM generate_series(1, ${rows}) g`)
+        .unprepared
       yield* sql`VACUUM study`.unprepared
       yield* sql`UPDATE study SET at = at + interval '1 second' WHERE id % 10 = 0`.unprepared
-      const [size] = yield* sql<{ readonly bytes: string }>`SELECT pg_total_relation_size('study')::text AS bytes`.unprepared
+      const [size] = yield* sql<{ readonly bytes: string }>`SELECT pg_total_relation_size('study')::text AS bytes`
+        .unprepared
       const vacuum = yield* timed(sql`VACUUM study`.unprepared)
-      console.log(`VACUUM of ${rows} rows (${mb(Number(size!.bytes))}), a tenth updated: ${vacuum.ms.toFixed(0)} ms (PGlite's thread ${vacuum.workerMs.toFixed(0)} ms)`)
+      console.log(
+        `VACUUM of ${rows} rows (${mb(Number(size!.bytes))}), a tenth updated: ${
+          vacuum.ms.toFixed(0)
+        } ms (PGlite's thread ${vacuum.workerMs.toFixed(0)} ms)`
+      )
     }))
   }
 
@@ -124,7 +140,8 @@ await Effect.runPromise(Effect.scoped(Effect.gen(function*() {
   for (const arm of ["without", "with"] as const) {
     yield* Effect.scoped(Effect.gen(function*() {
       const sql = yield* open(`churn-${arm}`)
-      yield* sql`CREATE TABLE churn (id int PRIMARY KEY, at timestamptz NOT NULL DEFAULT now(), attempts int NOT NULL DEFAULT 0, v text)`.unprepared
+      yield* sql`CREATE TABLE churn (id int PRIMARY KEY, at timestamptz NOT NULL DEFAULT now(), attempts int NOT NULL DEFAULT 0, v text)`
+        .unprepared
       yield* sql`CREATE INDEX ON churn (at)`.unprepared
       yield* sql`INSERT INTO churn (id, v) SELECT g, repeat('x', 100) FROM generate_series(1, 1000) g`.unprepared
       // Both arms start from the first round (every table once), as svc's first minute does.
@@ -135,7 +152,9 @@ await Effect.runPromise(Effect.scoped(Effect.gen(function*() {
       const sizes: Array<string> = []
       const loop = yield* timed(Effect.gen(function*() {
         for (let i = 1; i <= UPDATES; i++) {
-          yield* sql`UPDATE churn SET at = now() + ${i % 997} * interval '1 millisecond', attempts = attempts + 1 WHERE id = ${(i * 7919) % 1000 + 1}`
+          yield* sql`UPDATE churn SET at = now() + ${
+            i % 997
+          } * interval '1 millisecond', attempts = attempts + 1 WHERE id = ${(i * 7919) % 1000 + 1}`
           if (arm === "with" && i % ROUND_EVERY === 0) {
             yield* flush(sql)
             const round = yield* timed(vacuumDue(sql))
@@ -154,7 +173,9 @@ await Effect.runPromise(Effect.scoped(Effect.gen(function*() {
       `.unprepared
       const pgdata = path.join(folder, `churn-${arm}`, "pgdata")
       console.log(
-        `${UPDATES} updates of 1 000 rows ${arm} VACUUM: table ${mb(Number(size!.heap))}, with indexes ${mb(Number(size!.total))}; ` +
+        `${UPDATES} updates of 1 000 rows ${arm} VACUUM: table ${mb(Number(size!.heap))}, with indexes ${
+          mb(Number(size!.total))
+        }; ` +
           `base/ ${mb(du(path.join(pgdata, "base")))}, data folder ${mb(du(pgdata))}; ` +
           `${(loop.ms / 1000).toFixed(1)} s, ${rounds} VACUUMs taking ${roundMs.toFixed(0)} ms`
       )

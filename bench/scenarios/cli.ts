@@ -19,9 +19,9 @@ import { readFileSync } from "node:fs"
 import * as path from "node:path"
 import { promisify } from "node:util"
 import { freshDatabase } from "../support/db.ts"
-import { startSvc } from "../support/svc.ts"
 import { type Aim, atMost, type BenchContext, type ScenarioResult } from "../support/scenario.ts"
 import { median, round, sorted } from "../support/stats.ts"
+import { startSvc } from "../support/svc.ts"
 
 const run = promisify(execFile)
 
@@ -38,11 +38,15 @@ export default async (context: BenchContext): Promise<ScenarioResult> => {
   const rows: Array<Record<string, string | number>> = []
   const aims: Array<Aim> = []
   for (const checkout of context.checkouts) {
-    await run(process.execPath, [path.join(checkout.dir, "scripts/build-packages.ts"), "server", "--if-stale"], { cwd: checkout.dir })
+    await run(process.execPath, [path.join(checkout.dir, "scripts/build-packages.ts"), "server", "--if-stale"], {
+      cwd: checkout.dir
+    })
     const database = await freshDatabase(context.database, `cli_${checkout.label}`)
     try {
       // Nothing of the caller's own svc settings reaches the measured CLI.
-      const inherited = Object.fromEntries(Object.entries(process.env).filter(([name]) => !/^(DATABASE_URL|PORT|HOST|SVC_.*|OTEL_.*)$/.test(name)))
+      const inherited = Object.fromEntries(
+        Object.entries(process.env).filter(([name]) => !/^(DATABASE_URL|PORT|HOST|SVC_.*|OTEL_.*)$/.test(name))
+      )
       const env = {
         ...inherited,
         ...(database.kind === "pglite"
@@ -57,7 +61,10 @@ export default async (context: BenchContext): Promise<ScenarioResult> => {
       const cli = async (args: ReadonlyArray<string>) => {
         const started = performance.now()
         const cpuBefore = childrenMicros()
-        const { stdout } = await run(process.execPath, [path.join(checkout.dir, "bin/svc.js"), ...args], { cwd: checkout.dir, env })
+        const { stdout } = await run(process.execPath, [path.join(checkout.dir, "bin/svc.js"), ...args], {
+          cwd: checkout.dir,
+          env
+        })
         return { ms: performance.now() - started, cpuMs: (childrenMicros() - cpuBefore) / 1000, stdout }
       }
       // Not measured: the first command creates the database (initdb, migrations).

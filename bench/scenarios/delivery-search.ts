@@ -22,9 +22,9 @@
  * endpoint, window, approval, event); the two slowest combinations'
  * statements are printed with `EXPLAIN (ANALYZE, BUFFERS)`.
  */
-import * as path from "node:path"
 import { PgClient } from "@effect/sql-pg"
 import { Effect, Redacted } from "effect"
+import * as path from "node:path"
 import type { SearchInput } from "../../src/deliveries/records/Search.ts"
 import { statements } from "../../src/deliveries/records/Search.ts"
 import { freshDatabase } from "../support/db.ts"
@@ -35,7 +35,16 @@ import { startSvc } from "../support/svc.ts"
 const ORGS = 20
 const ENDPOINTS = 20
 const DAYS = 30
-const CLASSES = ["payments.refund", "payments.card.capture", "payments.payout", "deploy.prod", "deploy.staging", "email.send", "crm.update", "files.delete"]
+const CLASSES = [
+  "payments.refund",
+  "payments.card.capture",
+  "payments.payout",
+  "deploy.prod",
+  "deploy.staging",
+  "email.send",
+  "crm.update",
+  "files.delete"
+]
 
 interface Combination {
   readonly name: string
@@ -67,7 +76,9 @@ export default async (context: BenchContext): Promise<ScenarioResult> => {
     const { orgId, key } = await svc.provision()
     const endpoints: Array<string> = []
     for (let e = 0; e < ENDPOINTS; e++) {
-      const created = await svc.api(key, "POST", "/v1/notification-endpoints", { url: `https://127.0.0.1:9/search-${e}` })
+      const created = await svc.api(key, "POST", "/v1/notification-endpoints", {
+        url: `https://127.0.0.1:9/search-${e}`
+      })
       endpoints.push(created.endpoint.id)
     }
     const t0 = Date.now()
@@ -84,8 +95,13 @@ export default async (context: BenchContext): Promise<ScenarioResult> => {
     const plus = (iso: string, ms: number) => new Date(Date.parse(iso) + ms).toISOString()
     const sample = async (sqlText: string, i: number) =>
       (await client.query<{ v: string }>(sqlText, [orgId, i])).rows[0]?.v ?? "00000000-0000-4000-8000-000000000000"
-    const approvalOf = (i: number) => sample(`SELECT split_part(label, ' ', 2) AS v FROM deliveries WHERE org_id = $1 AND label LIKE 'approval.%' AND seq > $2 * 9973 ORDER BY seq LIMIT 1`, i)
-    const eventOf = (i: number) => sample(`SELECT event_id::text AS v FROM deliveries WHERE org_id = $1 AND seq > $2 * 7919 ORDER BY seq LIMIT 1`, i)
+    const approvalOf = (i: number) =>
+      sample(
+        `SELECT split_part(label, ' ', 2) AS v FROM deliveries WHERE org_id = $1 AND label LIKE 'approval.%' AND seq > $2 * 9973 ORDER BY seq LIMIT 1`,
+        i
+      )
+    const eventOf = (i: number) =>
+      sample(`SELECT event_id::text AS v FROM deliveries WHERE org_id = $1 AND seq > $2 * 7919 ORDER BY seq LIMIT 1`, i)
     const approvals: Array<string> = []
     const events: Array<string> = []
     for (let i = 0; i < requests + 3; i++) {
@@ -98,19 +114,44 @@ export default async (context: BenchContext): Promise<ScenarioResult> => {
       { name: "organization, a day in the past", query: (i) => ({ params: { created_until: hourAt(i) } }) },
       { name: "endpoint, no filter", query: (i) => ({ endpoint: i % ENDPOINTS, params: {} }) },
       { name: "endpoint, status=failed", query: (i) => ({ endpoint: i % ENDPOINTS, params: { status: "failed" } }) },
-      { name: "organization, status=failed, one hour", query: (i) => ({ params: { status: "failed", created_from: hourAt(i), created_until: plus(hourAt(i), 3_600_000) } }) },
+      {
+        name: "organization, status=failed, one hour",
+        query: (i) => ({
+          params: { status: "failed", created_from: hourAt(i), created_until: plus(hourAt(i), 3_600_000) }
+        })
+      },
       {
         name: "endpoint, 5xx, one hour, action_class=payments.*",
-        query: (i) => ({ endpoint: i % ENDPOINTS, params: { status_code: "5xx", created_from: hourAt(i), created_until: plus(hourAt(i), 3_600_000), action_class: "payments.*" } })
+        query: (i) => ({
+          endpoint: i % ENDPOINTS,
+          params: {
+            status_code: "5xx",
+            created_from: hourAt(i),
+            created_until: plus(hourAt(i), 3_600_000),
+            action_class: "payments.*"
+          }
+        })
       },
       { name: "organization, status_code=404", query: () => ({ params: { status_code: "404" } }) },
-      { name: "organization, event_type=approval.expired", query: () => ({ params: { event_type: "approval.expired" } }) },
+      {
+        name: "organization, event_type=approval.expired",
+        query: () => ({ params: { event_type: "approval.expired" } })
+      },
       { name: "organization, action_class=deploy.prod", query: () => ({ params: { action_class: "deploy.prod" } }) },
       { name: "organization, approval_id", query: (i) => ({ params: { approval_id: approvals[i]! } }) },
       { name: "organization, event_id", query: (i) => ({ params: { event_id: events[i]! } }) },
       { name: "endpoint, status=queued (the backlog)", query: () => ({ endpoint: 1, params: { status: "queued" } }) },
-      { name: "endpoint, status=delivered, finished in a day", query: (i) => ({ endpoint: i % ENDPOINTS, params: { status: "delivered", finished_from: hourAt(i), finished_until: plus(hourAt(i), day) } }) },
-      { name: "small endpoint, status=failed", query: () => ({ endpoint: ENDPOINTS - 1, params: { status: "failed" } }) },
+      {
+        name: "endpoint, status=delivered, finished in a day",
+        query: (i) => ({
+          endpoint: i % ENDPOINTS,
+          params: { status: "delivered", finished_from: hourAt(i), finished_until: plus(hourAt(i), day) }
+        })
+      },
+      {
+        name: "small endpoint, status=failed",
+        query: () => ({ endpoint: ENDPOINTS - 1, params: { status: "failed" } })
+      },
       { name: "organization, label=test* (rare, no index)", query: () => ({ params: { label: "test*" } }) }
     ]
     const rows: Array<Record<string, string | number>> = []
@@ -120,7 +161,9 @@ export default async (context: BenchContext): Promise<ScenarioResult> => {
       let matched = 0
       for (let i = 0; i < requests + 3; i++) {
         const { endpoint, params } = combination.query(i)
-        const route = endpoint === undefined ? "/v1/deliveries" : `/v1/notification-endpoints/${endpoints[endpoint]}/deliveries`
+        const route = endpoint === undefined
+          ? "/v1/deliveries"
+          : `/v1/notification-endpoints/${endpoints[endpoint]}/deliveries`
         const url = `${svc.baseUrl}${route}?${new URLSearchParams(params).toString()}`
         const t = performance.now()
         const response = await fetch(url, { headers: { authorization: `Bearer ${key}` } })
@@ -144,7 +187,10 @@ export default async (context: BenchContext): Promise<ScenarioResult> => {
       measured.push({ name: combination.name, p95, combination })
     }
     for (const slow of measured.sort((a, b) => b.p95 - a.p95).slice(0, 2)) {
-      notes.push(`Plans of "${slow.name}" (p95 ${round(slow.p95, 1)} ms):`, ...await explain(database.url!, orgId, endpoints, slow.combination))
+      notes.push(
+        `Plans of "${slow.name}" (p95 ${round(slow.p95, 1)} ms):`,
+        ...await explain(database.url!, orgId, endpoints, slow.combination)
+      )
     }
     const p95s = rows.map((row) => Number(row["p95 ms"]))
     return {
@@ -166,7 +212,12 @@ export default async (context: BenchContext): Promise<ScenarioResult> => {
 }
 
 /** The history, by SQL. */
-const load = async (client: Awaited<ReturnType<Awaited<ReturnType<typeof freshDatabase>>["connect"]>>, orgId: string, endpoints: ReadonlyArray<string>, total: number) => {
+const load = async (
+  client: Awaited<ReturnType<Awaited<ReturnType<typeof freshDatabase>>["connect"]>>,
+  orgId: string,
+  endpoints: ReadonlyArray<string>,
+  total: number
+) => {
   const q = (text: string, params?: ReadonlyArray<unknown>) => client.query(text, params)
   await q(`SET maintenance_work_mem = '512MB'`)
   // The bulk load skips the count triggers and foreign keys (the counts are set below).
@@ -178,21 +229,39 @@ const load = async (client: Awaited<ReturnType<Awaited<ReturnType<typeof freshDa
   const indexes = (await q(
     `SELECT indexname AS name, indexdef AS def FROM pg_indexes WHERE tablename = 'deliveries' AND indexname NOT IN ('deliveries_pkey')`
   )).rows as Array<{ name: string; def: string }>
-  for (const index of indexes) await q(`ALTER TABLE deliveries DROP CONSTRAINT IF EXISTS ${index.name}`).then(() => q(`DROP INDEX IF EXISTS ${index.name}`))
-  await q(`INSERT INTO orgs (id, name) SELECT bench_uuid('org' || g), 'bench ' || g FROM generate_series(1, ${ORGS - 1}) g`)
+  for (const index of indexes) {
+    await q(`ALTER TABLE deliveries DROP CONSTRAINT IF EXISTS ${index.name}`).then(() =>
+      q(`DROP INDEX IF EXISTS ${index.name}`)
+    )
+  }
+  await q(
+    `INSERT INTO orgs (id, name) SELECT bench_uuid('org' || g), 'bench ' || g FROM generate_series(1, ${ORGS - 1}) g`
+  )
   // The measured organization's approvals: one per five of its deliveries, a step each with one of the action classes.
   const perOrg = Math.ceil(total * 0.4)
-  await q(`INSERT INTO agent_sessions (id, org_id) SELECT bench_uuid('s' || g), $1 FROM generate_series(0, ${Math.ceil(perOrg / 5 / 1000)}) g`, [orgId])
-  await q(`
+  await q(
+    `INSERT INTO agent_sessions (id, org_id) SELECT bench_uuid('s' || g), $1 FROM generate_series(0, ${
+      Math.ceil(perOrg / 5 / 1000)
+    }) g`,
+    [orgId]
+  )
+  await q(
+    `
     INSERT INTO agent_steps (session_id, step_id, org_id, tool, action_class, arguments, decision, approval_id, resolution)
     SELECT bench_uuid('s' || (k / 1000)), 'step-' || k, $1, 'tool', ($2::text[])[1 + k % 8], '{}'::jsonb, 'pending', bench_uuid('a' || k), 'pending'
-    FROM generate_series(0, ${Math.ceil(perOrg / 5)}) k`, [orgId, CLASSES])
-  await q(`
+    FROM generate_series(0, ${Math.ceil(perOrg / 5)}) k`,
+    [orgId, CLASSES]
+  )
+  await q(
+    `
     INSERT INTO approvals (id, org_id, session_id, step_id, status, deadline_at, expires_at, timeout_action, created_at)
     SELECT bench_uuid('a' || k), $1, bench_uuid('s' || (k / 1000)), 'step-' || k, 'approved', now(), now(), 'reject', now()
-    FROM generate_series(0, ${Math.ceil(perOrg / 5)}) k`, [orgId])
+    FROM generate_series(0, ${Math.ceil(perOrg / 5)}) k`,
+    [orgId]
+  )
   // Row i: the measured organization when i % 5 < 2 (its n-th row n = 2 * (i / 5) + i % 5), else one of the others.
-  await q(`
+  await q(
+    `
     INSERT INTO deliveries (id, org_id, kind, target_id, status, label, event_id, meta, attempts, replays, last_error,
                             next_attempt_at, created_at, finished_at, status_code)
     SELECT gen_random_uuid(), x.org, 'webhook', x.target, x.status,
@@ -223,21 +292,29 @@ const load = async (client: Awaited<ReturnType<Awaited<ReturnType<typeof freshDa
                     ELSE ($2::uuid[])[1 + (g / 5) % ${ENDPOINTS - 1}] END AS target
         FROM generate_series(1::bigint, ${total}) g
       ) y
-    ) x`, [orgId, endpoints])
+    ) x`,
+    [orgId, endpoints]
+  )
   // The log's delivered rows: outcome rows of up to 100 seqs each, the cursor past them.
-  await q(`
+  await q(
+    `
     INSERT INTO delivery_outcomes (target_id, to_seq, from_seq, org_id, at, seqs, status_codes, durations_ms)
     SELECT target_id, max(seq), min(seq), $1, max(created_at) + interval '1 second', array_agg(seq ORDER BY seq),
            array_agg(204 ORDER BY seq), array_agg(30 ORDER BY seq)
     FROM (SELECT target_id, seq, created_at, row_number() OVER (PARTITION BY target_id ORDER BY seq) / 100 AS batch
           FROM deliveries WHERE status = 'logged') l
-    GROUP BY target_id, batch`, [orgId])
+    GROUP BY target_id, batch`,
+    [orgId]
+  )
   // A backlog on the second endpoint: 2 000 logged rows past its cursor, the first half under a live lease.
-  await q(`
+  await q(
+    `
     INSERT INTO deliveries (id, org_id, kind, target_id, status, label, event_id, created_at, next_attempt_at)
     SELECT gen_random_uuid(), $1, 'webhook', $2, 'logged', 'approval.requested ' || bench_uuid('a' || g), gen_random_uuid(),
            now() - interval '1 minute' + g * interval '10 milliseconds', now() + interval '365 days'
-    FROM generate_series(1, 2000) g`, [orgId, endpoints[1]])
+    FROM generate_series(1, 2000) g`,
+    [orgId, endpoints[1]]
+  )
   await q(`
     INSERT INTO delivery_targets AS t (id, org_id, kind, cursor, leased_to, log_pending, undelivered)
     SELECT d.target_id, (array_agg(d.org_id))[1], 'webhook',
@@ -248,10 +325,13 @@ const load = async (client: Awaited<ReturnType<Awaited<ReturnType<typeof freshDa
     GROUP BY d.target_id
     ON CONFLICT (id) DO UPDATE SET cursor = EXCLUDED.cursor, leased_to = EXCLUDED.leased_to,
       log_pending = EXCLUDED.log_pending, undelivered = EXCLUDED.undelivered`)
-  await q(`
+  await q(
+    `
     UPDATE delivery_targets SET lease_owner = gen_random_uuid(), lease_id = gen_random_uuid(), lease_until = now() + interval '365 days',
            leased_to = cursor + 1000
-    WHERE id = $1`, [endpoints[1]])
+    WHERE id = $1`,
+    [endpoints[1]]
+  )
   await q(`RESET session_replication_role`)
   for (const index of indexes) await q(index.def)
   for (const index of indexes) {
@@ -299,7 +379,10 @@ const explain = (url: string, orgId: string, endpoints: ReadonlyArray<string>, c
     for (const statement of statements(sql, input)) {
       for (const part of [statement.page, statement.lastRead]) {
         const [text, values] = part.compile()
-        const plan = yield* sql.unsafe<{ "QUERY PLAN": string }>(`EXPLAIN (ANALYZE, BUFFERS) ${text}`, values as Array<unknown>)
+        const plan = yield* sql.unsafe<{ "QUERY PLAN": string }>(
+          `EXPLAIN (ANALYZE, BUFFERS) ${text}`,
+          values as Array<unknown>
+        )
         out.push(text.replace(/\s+/g, " ").trim(), ...plan.map((row) => `  ${row["QUERY PLAN"]}`))
       }
     }

@@ -41,8 +41,19 @@ const knobs = (quick: boolean) => ({
 
 /** The counters read before and after a drain. */
 const COUNTERS = [
-  "xact_commit", "tup_inserted", "tup_updated", "tup_deleted", "tup_fetched", "tup_returned", "blks_hit", "blks_read",
-  "seq_scan", "seq_tup_read", "idx_scan", "n_tup_upd", "n_tup_hot_upd"
+  "xact_commit",
+  "tup_inserted",
+  "tup_updated",
+  "tup_deleted",
+  "tup_fetched",
+  "tup_returned",
+  "blks_hit",
+  "blks_read",
+  "seq_scan",
+  "seq_tup_read",
+  "idx_scan",
+  "n_tup_upd",
+  "n_tup_hot_upd"
 ] as const
 type Counts = Record<(typeof COUNTERS)[number], number> & { readonly dead: number; readonly byTable: string }
 
@@ -63,7 +74,9 @@ const counts = async (client: BenchClient): Promise<Counts> => {
     [[...QUEUE_TABLES]]
   )
   const out: Record<string, number | string> = { dead: Number(tables.dead), byTable: String(tables.by_table) }
-  for (const name of COUNTERS) out[name] = Number((db as Record<string, unknown>)[name] ?? (tables as Record<string, unknown>)[name])
+  for (const name of COUNTERS) {
+    out[name] = Number((db as Record<string, unknown>)[name] ?? (tables as Record<string, unknown>)[name])
+  }
   return out as Counts
 }
 
@@ -75,16 +88,28 @@ const counts = async (client: BenchClient): Promise<Counts> => {
 const explainEverything = async (database: { readonly url?: string }) => {
   const name = new URL(database.url!).pathname.slice(1)
   await withClient(database.url, async (admin) => {
-    for (const [setting, value] of [
-      ["session_preload_libraries", "auto_explain"], ["auto_explain.log_min_duration", "0"], ["auto_explain.log_analyze", "on"],
-      ["auto_explain.log_buffers", "on"], ["auto_explain.log_timing", "off"], ["auto_explain.log_format", "json"]
-    ]) await admin.query(`ALTER DATABASE ${name} SET ${setting} = '${value}'`)
+    for (
+      const [setting, value] of [
+        ["session_preload_libraries", "auto_explain"],
+        ["auto_explain.log_min_duration", "0"],
+        ["auto_explain.log_analyze", "on"],
+        ["auto_explain.log_buffers", "on"],
+        ["auto_explain.log_timing", "off"],
+        ["auto_explain.log_format", "json"]
+      ]
+    ) await admin.query(`ALTER DATABASE ${name} SET ${setting} = '${value}'`)
   })
 }
 
 export default async (context: BenchContext): Promise<ScenarioResult> => {
   if (context.database !== "postgres") {
-    return { scenario: "drain-history", database: context.database, rows: [], aims: [], notes: ["Server only: set BENCH_DATABASE_URL."] }
+    return {
+      scenario: "drain-history",
+      database: context.database,
+      rows: [],
+      aims: [],
+      notes: ["Server only: set BENCH_DATABASE_URL."]
+    }
   }
   const k = knobs(context.quick)
   return withReceiver(context, async (receiver, receiverUrl) => {
@@ -103,7 +128,10 @@ export default async (context: BenchContext): Promise<ScenarioResult> => {
       const route = `/drain-history-${checkout.label}`
       try {
         const { orgId, key } = await svc.provision()
-        await svc.api(key, "POST", "/v1/notification-endpoints", { url: `${receiverUrl}${route}`, events: ["approval.requested"] })
+        await svc.api(key, "POST", "/v1/notification-endpoints", {
+          url: `${receiverUrl}${route}`,
+          events: ["approval.requested"]
+        })
         const event = () => ({ orgId, type: "approval.requested" })
         const burst = async (count: number) => {
           await receiver.call("reset", { path: route })
@@ -134,7 +162,9 @@ export default async (context: BenchContext): Promise<ScenarioResult> => {
           notes.push(`${checkout.label} ${arm}: drained from ${from} to ${new Date().toISOString()}.`)
           const after = await counts(client)
           const per = (name: (typeof COUNTERS)[number]) => (after[name] - before[name]) / k.backlog
-          notes.push(`${checkout.label} ${arm}: the queue's tables, sequential scans / dead rows after: ${after.byTable}.`)
+          notes.push(
+            `${checkout.label} ${arm}: the queue's tables, sequential scans / dead rows after: ${after.byTable}.`
+          )
           return { per, dead: after.dead }
         }
         await burst(k.warmup)
@@ -146,7 +176,9 @@ export default async (context: BenchContext): Promise<ScenarioResult> => {
             arm: `${checkout.label} ${arm}`,
             "history events": k.warmup + (arm === "history" ? k.backlog + k.history : 0),
             "xact / delivery": round(r.per("xact_commit"), 3),
-            "ins · upd · del": `${round(r.per("tup_inserted"), 2)} · ${round(r.per("tup_updated"), 2)} · ${round(r.per("tup_deleted"), 2)}`,
+            "ins · upd · del": `${round(r.per("tup_inserted"), 2)} · ${round(r.per("tup_updated"), 2)} · ${
+              round(r.per("tup_deleted"), 2)
+            }`,
             "rows fetched": round(r.per("tup_fetched"), 1),
             "rows returned": round(r.per("tup_returned"), 1),
             "buffers hit": round(r.per("blks_hit"), 1),
@@ -156,7 +188,13 @@ export default async (context: BenchContext): Promise<ScenarioResult> => {
           })
         }
         for (const name of ["blks_hit", "tup_fetched", "tup_returned"] as const) {
-          aims.push(atMost(`${checkout.label}: ${name} per delivery after ${k.history} trickled events / fresh`, history.per(name) / fresh.per(name), 1.2))
+          aims.push(
+            atMost(
+              `${checkout.label}: ${name} per delivery after ${k.history} trickled events / fresh`,
+              history.per(name) / fresh.per(name),
+              1.2
+            )
+          )
         }
         if (process.env.BENCH_KEEP_DATABASE === "1") notes.push(`${checkout.label}: database kept: ${database.url}`)
       } finally {

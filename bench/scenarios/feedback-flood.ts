@@ -12,16 +12,16 @@
  * measured alone (`inprocess/feedback-work.ts`).
  */
 import * as path from "node:path"
+import { measureFeedbackWork } from "../inprocess/feedback-work.ts"
 import { armTitle, BASELINE_NAMES, cpuRatio, startBaseline } from "../support/baselines.ts"
 import { spawnChild } from "../support/child.ts"
-import { formatPerOp, measureCpu, meterOf, perOp, type Meter } from "../support/cpu.ts"
-import { formatWorkPerOp, type Work, WORK_NOTE } from "../support/work.ts"
+import { formatPerOp, measureCpu, type Meter, meterOf, perOp } from "../support/cpu.ts"
 import { type BenchDatabase, freshDatabase } from "../support/db.ts"
 import type { LoadResult, LoadSpec } from "../support/load.ts"
 import type { BenchContext, ScenarioResult } from "../support/scenario.ts"
 import { round } from "../support/stats.ts"
 import { startSvc } from "../support/svc.ts"
-import { measureFeedbackWork } from "../inprocess/feedback-work.ts"
+import { formatWorkPerOp, type Work, WORK_NOTE } from "../support/work.ts"
 import { answerSchema, correction } from "./writes.ts"
 
 const CONNECTIONS = 50
@@ -35,14 +35,25 @@ interface Flooded {
   readonly work: Record<string, Work | undefined>
 }
 
-const flood = async (server: Meter, database: BenchDatabase, baseUrl: string, key: string, traceId: string, warmup: number, requests: number): Promise<Flooded> => {
+const flood = async (
+  server: Meter,
+  database: BenchDatabase,
+  baseUrl: string,
+  key: string,
+  traceId: string,
+  warmup: number,
+  requests: number
+): Promise<Flooded> => {
   const load = await spawnChild("load", new URL("../support/load.ts", import.meta.url))
   try {
     const spec = (count: number): LoadSpec => ({
       url: `${baseUrl}/v1/feedback`,
       method: "POST",
       headers: { authorization: `Bearer ${key}`, "content-type": "application/json" },
-      bodies: Array.from({ length: 64 }, (_, i) => JSON.stringify({ inference_log_id: traceId, score: -1, correction: correction(i) })),
+      bodies: Array.from(
+        { length: 64 },
+        (_, i) => JSON.stringify({ inference_log_id: traceId, score: -1, correction: correction(i) })
+      ),
       count,
       concurrency: CONNECTIONS,
       expectStatus: 201
@@ -66,11 +77,22 @@ export default async (context: BenchContext): Promise<ScenarioResult> => {
     for (const checkout of context.checkouts) {
       const database = await freshDatabase(context.database, `flood_${checkout.label}`)
       databases.push(database)
-      const svc = await startSvc(checkout, database, {}, path.join(context.logDir, `flood-${checkout.label}-${context.database}.log`))
+      const svc = await startSvc(
+        checkout,
+        database,
+        {},
+        path.join(context.logDir, `flood-${checkout.label}-${context.database}.log`)
+      )
       try {
         const { key } = await svc.provision()
-        const task = await svc.api<{ id: string }>(key, "POST", "/v1/tasks", { name: "orders", answer_schema: answerSchema })
-        const run = await svc.api<{ trace_id: string }>(key, "POST", `/v1/tasks/${task.id}/runs`, { input: { ticket: "where is my refund" }, answer: correction(0) })
+        const task = await svc.api<{ id: string }>(key, "POST", "/v1/tasks", {
+          name: "orders",
+          answer_schema: answerSchema
+        })
+        const run = await svc.api<{ trace_id: string }>(key, "POST", `/v1/tasks/${task.id}/runs`, {
+          input: { ticket: "where is my refund" },
+          answer: correction(0)
+        })
         flooded.set(checkout.label, await flood(svc.meter, database, svc.baseUrl, key, run.trace_id, warmup, requests))
         last = { database, key, traceId: run.trace_id }
       } finally {
@@ -94,7 +116,9 @@ export default async (context: BenchContext): Promise<ScenarioResult> => {
   /** The server process's CPU per accepted request. */
   const perAccepted = (arm: string) => {
     const result = flooded.get(arm)
-    return result === undefined ? undefined : (result.cpu[arm] ?? Number.NaN) / Math.max(1, result.requests - result.refused)
+    return result === undefined
+      ? undefined
+      : (result.cpu[arm] ?? Number.NaN) / Math.max(1, result.requests - result.refused)
   }
   // The feedback POST's own work (the correction's check in a worker and the secret scan), measured alone.
   const work = await measureFeedbackWork()
@@ -102,7 +126,9 @@ export default async (context: BenchContext): Promise<ScenarioResult> => {
   const floorAndWork = perAccepted("floor") === undefined ? undefined : perAccepted("floor")! + workMicros
   const rows = [...flooded].map(([arm, result]) => ({
     ...row(armTitle(arm), result),
-    ...Object.fromEntries(BASELINE_NAMES.map((name) => [`CPU / ${name}`, cpuRatio(perAccepted(arm), perAccepted(name))])),
+    ...Object.fromEntries(
+      BASELINE_NAMES.map((name) => [`CPU / ${name}`, cpuRatio(perAccepted(arm), perAccepted(name))])
+    ),
     "CPU / (floor + work)": cpuRatio(perAccepted(arm), floorAndWork)
   }))
   return {
@@ -113,7 +139,9 @@ export default async (context: BenchContext): Promise<ScenarioResult> => {
     notes: [
       `${requests} requests after ${warmup} warm-up, over ${CONNECTIONS} connections of one organization in a closed loop (a refused request is followed at once by the next).`,
       "CPU / bare, CPU / floor: the server process's CPU per accepted request over that baseline's (the postgres backends not in it).",
-      `CPU / (floor + work): over the floor's plus the feedback POST's own work measured alone (bench/inprocess/feedback-work.ts: the correction's check through svc's correction worker and the secret scan, ${round(workMicros, 1)} µs per correction), which the floor does not do.`,
+      `CPU / (floor + work): over the floor's plus the feedback POST's own work measured alone (bench/inprocess/feedback-work.ts: the correction's check through svc's correction worker and the secret scan, ${
+        round(workMicros, 1)
+      } µs per correction), which the floor does not do.`,
       WORK_NOTE,
       "accepted/s counts 201 answers; refused/s every other answer (429 VALIDATION_BUSY unless `first refusal` says otherwise); svc CPU per accepted request includes the CPU its refusals cost."
     ]

@@ -72,7 +72,10 @@ export default async (context: BenchContext): Promise<ScenarioResult> => {
       let traceId: string
       try {
         key = (await setup.provision()).key
-        const task = await setup.api<{ id: string }>(key, "POST", "/v1/tasks", { name: "orders", answer_schema: answerSchema })
+        const task = await setup.api<{ id: string }>(key, "POST", "/v1/tasks", {
+          name: "orders",
+          answer_schema: answerSchema
+        })
         traceId = (await setup.api<{ trace_id: string }>(key, "POST", `/v1/tasks/${task.id}/runs`, {
           input: { ticket: "where is my refund" },
           answer: correction(0)
@@ -85,7 +88,13 @@ export default async (context: BenchContext): Promise<ScenarioResult> => {
         try {
           const row = await timeAfterStart(svc.baseUrl, key, traceId)
           rows.push({ svc: checkout.label, start: round_ + 1, ...row })
-          aims.push(atMost(`${checkout.label}: first correction after start ${round_ + 1} / warm median`, row["first / warm"], 2))
+          aims.push(
+            atMost(
+              `${checkout.label}: first correction after start ${round_ + 1} / warm median`,
+              row["first / warm"],
+              2
+            )
+          )
         } finally {
           await svc.stop()
         }
@@ -97,7 +106,11 @@ export default async (context: BenchContext): Promise<ScenarioResult> => {
       for (let round_ = 0; checkout === context.checkouts[0] && round_ < rounds; round_++) {
         const bare = await startBaseline("bare", database, key)
         try {
-          rows.push({ svc: armTitle("bare"), start: round_ + 1, ...(await timeAfterStart(await bare.call<string>("url"), key, traceId)) })
+          rows.push({
+            svc: armTitle("bare"),
+            start: round_ + 1,
+            ...(await timeAfterStart(await bare.call<string>("url"), key, traceId))
+          })
           await bare.call("close")
         } finally {
           await bare.stop()

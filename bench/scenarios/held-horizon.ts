@@ -31,11 +31,18 @@ import { freshDatabase } from "../support/db.ts"
 import type { Receipts } from "../support/receiver.ts"
 import { atLeast, type BenchContext, type ScenarioResult } from "../support/scenario.ts"
 import { round } from "../support/stats.ts"
-import { type SvcCheckout, startSvc } from "../support/svc.ts"
+import { startSvc, type SvcCheckout } from "../support/svc.ts"
 import { insertEvents, now, rates, withReceiver } from "../support/webhooks.ts"
 
 /** The tables the queue writes: the outbox, the dispatch cursor, deliveries, their targets (leases, cursors, counts) and outcomes. */
-export const QUEUE_TABLES = ["events", "event_dispatch", "deliveries", "delivery_targets", "delivery_outcomes", "delivery_attempts"] as const
+export const QUEUE_TABLES = [
+  "events",
+  "event_dispatch",
+  "deliveries",
+  "delivery_targets",
+  "delivery_outcomes",
+  "delivery_attempts"
+] as const
 
 type Arm = "fresh" | "held" | "history"
 
@@ -77,7 +84,9 @@ export default async (context: BenchContext): Promise<ScenarioResult> => {
       database: context.database,
       rows: [],
       aims: [],
-      notes: ["Server only: the embedded database has one connection (svc's), so no other transaction can hold its horizon; set BENCH_DATABASE_URL."]
+      notes: [
+        "Server only: the embedded database has one connection (svc's), so no other transaction can hold its horizon; set BENCH_DATABASE_URL."
+      ]
     }
   }
   const k = knobs(context.quick)
@@ -87,7 +96,9 @@ export default async (context: BenchContext): Promise<ScenarioResult> => {
     const aims = []
     for (const checkout of context.checkouts) {
       const results = new Map<Arm, Awaited<ReturnType<typeof drain>>>()
-      for (const arm of ["fresh", "held", "history"] as const) results.set(arm, await drain(context, checkout, arm, k, receiver, receiverUrl))
+      for (const arm of ["fresh", "held", "history"] as const) {
+        results.set(arm, await drain(context, checkout, arm, k, receiver, receiverUrl))
+      }
       const fresh = rates(results.get("fresh")!.arm).steady
       for (const [arm, r] of results) {
         const rate = rates(r.arm)
@@ -103,10 +114,20 @@ export default async (context: BenchContext): Promise<ScenarioResult> => {
           "dead rows, all tables": `${r.before.all} → ${r.after.all}`
         })
       }
-      for (const [arm, r] of results) notes.push(`${checkout.label} ${arm}: dead rows of the queue's tables after the drain: ${r.after.byTable}.`)
+      for (const [arm, r] of results) {
+        notes.push(`${checkout.label} ${arm}: dead rows of the queue's tables after the drain: ${r.after.byTable}.`)
+      }
       aims.push(
-        atLeast(`${checkout.label}: steady rate with a REPEATABLE READ transaction held / without`, rates(results.get("held")!.arm).steady / fresh, 0.8),
-        atLeast(`${checkout.label}: steady rate after ${k.history} events of history / fresh`, rates(results.get("history")!.arm).steady / fresh, 0.8)
+        atLeast(
+          `${checkout.label}: steady rate with a REPEATABLE READ transaction held / without`,
+          rates(results.get("held")!.arm).steady / fresh,
+          0.8
+        ),
+        atLeast(
+          `${checkout.label}: steady rate after ${k.history} events of history / fresh`,
+          rates(results.get("history")!.arm).steady / fresh,
+          0.8
+        )
       )
     }
     return {
@@ -143,7 +164,10 @@ const drain = async (
   const holder = new pg.Client({ connectionString: url })
   try {
     const { orgId, key } = await svc.provision()
-    await svc.api(key, "POST", "/v1/notification-endpoints", { url: `${receiverUrl}${route}`, events: ["approval.requested"] })
+    await svc.api(key, "POST", "/v1/notification-endpoints", {
+      url: `${receiverUrl}${route}`,
+      events: ["approval.requested"]
+    })
     const event = () => ({ orgId, type: "approval.requested" })
     const commitEvents = async (count: number) => {
       await client.query("BEGIN")

@@ -26,15 +26,15 @@
 import * as path from "node:path"
 import { type Child, spawnChild } from "../support/child.ts"
 import { formatPerOp, measureCpu, type Meter, perOp } from "../support/cpu.ts"
-import { formatWorkPerOp, type Work, WORK_NOTE } from "../support/work.ts"
 import { freshDatabase } from "../support/db.ts"
 import { cell, match, parseRates, summarize } from "../support/latency.ts"
 import type { LoadResult } from "../support/load.ts"
 import type { OpenLoopResult, Sent } from "../support/open-loop.ts"
 import type { Progress } from "../support/recording-receiver.ts"
-import { atMost, type Aim, type BenchContext, type ScenarioResult } from "../support/scenario.ts"
+import { type Aim, atMost, type BenchContext, type ScenarioResult } from "../support/scenario.ts"
 import { round } from "../support/stats.ts"
-import { type SvcCheckout, startSvc } from "../support/svc.ts"
+import { startSvc, type SvcCheckout } from "../support/svc.ts"
+import { formatWorkPerOp, type Work, WORK_NOTE } from "../support/work.ts"
 
 const SESSIONS = 32
 const ACTION_CLASS = "bench.ask"
@@ -69,7 +69,9 @@ const knobs = (quick: boolean) => ({
   rates: parseRates(process.env.BENCH_LATENCY_RATES ?? "50,200,max"),
   seconds: Number(process.env.BENCH_LATENCY_SECONDS ?? (quick ? 5 : 30)),
   warmupSeconds: Number(process.env.BENCH_LATENCY_WARMUP_SECONDS ?? (quick ? 3 : 10)),
-  kinds: (process.env.BENCH_LATENCY_KINDS ?? "steps,events").split(",").map((k) => k.trim()).filter((k): k is Kind => k === "steps" || k === "events")
+  kinds: (process.env.BENCH_LATENCY_KINDS ?? "steps,events").split(",").map((k) => k.trim()).filter((k): k is Kind =>
+    k === "steps" || k === "events"
+  )
 })
 
 export default async (context: BenchContext): Promise<ScenarioResult> => {
@@ -108,7 +110,11 @@ export default async (context: BenchContext): Promise<ScenarioResult> => {
       `Open loop: requests started at their due time (start + i / rate) whatever the answers, ${k.seconds} s per rate after ${k.warmupSeconds} s at 50/s, one svc process on one database through all rates (history grows from rate to rate: the \`history\` column); ${SESSIONS} agent sessions in turn; one endpoint, at an HTTPS receiver of its own that answers 204 at once.`,
       "webhook ms: due time → first receipt at the receiver; answer ms: due time → the step's (event's) answer; p50 / p95 / p99 / max. late ms: how late the generator started a request past its due time at worst (above a few ms the machine did not offer the rate). missing: offered and answered 2xx, never received within 60 s of the last due time; dup: receipts beyond the first. CPU µs each: svc's process (on PGlite its database thread included) and, on the server, the run database's backends (the events' writer included), from the first due time to the last receipt, per offered step or event.",
       "where the time goes (p50 / p95 ms, from svc's own timestamps in the database): write = due → the event's writing transaction's start (the request path before the step's statement); fan-out = → the dispatcher's statement that made its delivery (the step's commit, the dispatcher's wakeup or back-off, its statement); to receipt = fan-out → receipt (the worker's wakeup and claim, the send up to the receiver); send = svc's own timing of the POST (request to answer); settle = receipt → the outcome row's statement.",
-      ...(context.database === "pglite" ? ["events (written straight to the outbox) run on the server only: the embedded data folder has one owner, svc."] : []),
+      ...(context.database === "pglite"
+        ? [
+          "events (written straight to the outbox) run on the server only: the embedded data folder has one owner, svc."
+        ]
+        : []),
       ...notes
     ]
   }
@@ -125,14 +131,25 @@ const runKind = async (
 ) => {
   const database = await freshDatabase(context.database, `latency_${kind}_${checkout.label}`)
   const logFile = path.join(context.logDir, `latency-${kind}-${checkout.label}-${context.database}.log`)
-  const svc = await startSvc(checkout, database, { SVC_ALLOWED_TARGET_CIDRS: "127.0.0.0/8", SVC_EXTRA_CA_FILE: context.tls.caFile }, logFile)
+  const svc = await startSvc(checkout, database, {
+    SVC_ALLOWED_TARGET_CIDRS: "127.0.0.0/8",
+    SVC_EXTRA_CA_FILE: context.tls.caFile
+  }, logFile)
   const route = `/latency-${kind}-${checkout.label}-${context.database}`
   const phases: Array<Phase> = []
   const notes: Array<string> = []
   try {
     const { orgId, key } = await svc.provision()
-    await svc.api(key, "POST", "/v1/notification-endpoints", { url: `${receiverUrl}${route}`, events: ["approval.requested"] })
-    const sessions = await Promise.all(Array.from({ length: SESSIONS }, () => svc.api<{ id: string }>(key, "POST", "/v1/agent-sessions", {}).then((s) => s.id)))
+    await svc.api(key, "POST", "/v1/notification-endpoints", {
+      url: `${receiverUrl}${route}`,
+      events: ["approval.requested"]
+    })
+    const sessions = await Promise.all(
+      Array.from(
+        { length: SESSIONS },
+        () => svc.api<{ id: string }>(key, "POST", "/v1/agent-sessions", {}).then((s) => s.id)
+      )
+    )
     let expected = 0
     let history = 0
     const settle = async () => {
@@ -147,7 +164,15 @@ const runKind = async (
     const offer = async (rate: number, seconds: number, label: string) => {
       const { result, cpu, work } = await measureCpu(meters, async () => {
         const result = kind === "steps"
-          ? await generator.call<OpenLoopResult>("steps", { baseUrl: svc.baseUrl, key, sessions, rate, seconds, prefix: `${label}-${rate}`, actionClass: ACTION_CLASS })
+          ? await generator.call<OpenLoopResult>("steps", {
+            baseUrl: svc.baseUrl,
+            key,
+            sessions,
+            rate,
+            seconds,
+            prefix: `${label}-${rate}`,
+            actionClass: ACTION_CLASS
+          })
           : await generator.call<OpenLoopResult>("events", { connectionString: database.url, orgId, rate, seconds })
         expected += result.items.filter((s) => s.status >= 200 && s.status < 300).length
         await settle()
@@ -160,11 +185,19 @@ const runKind = async (
     for (const wanted of k.rates) {
       let rate: number
       if (wanted === "max") {
-        const probe = kind === "steps" ? await closedLoopRate(svc.baseUrl, key, sessions, context.quick) : await eventsRate(generator, database.url!, orgId)
+        const probe = kind === "steps"
+          ? await closedLoopRate(svc.baseUrl, key, sessions, context.quick)
+          : await eventsRate(generator, database.url!, orgId)
         rate = probe.rate
         expected += probe.sent
         await settle()
-        notes.push(`${checkout.label} ${kind}: the highest rate the machine offers measured at ${rate}/s (${kind === "steps" ? "pending steps answered per second, closed loop of 16 connections" : "events written per second by the generator's 16 connections"}).`)
+        notes.push(
+          `${checkout.label} ${kind}: the highest rate the machine offers measured at ${rate}/s (${
+            kind === "steps"
+              ? "pending steps answered per second, closed loop of 16 connections"
+              : "events written per second by the generator's 16 connections"
+          }).`
+        )
       } else rate = wanted
       const before = history
       const { result, cpu, work } = await offer(rate, k.seconds, `r${phases.length}`)
@@ -190,7 +223,13 @@ const runKind = async (
           SELECT x.at, x.seqs, x.durations_ms FROM delivery_outcomes x
           WHERE x.target_id = d.target_id AND x.to_seq >= d.seq AND x.from_seq <= d.seq AND d.seq = ANY (x.seqs) LIMIT 1
         ) o ON true
-        WHERE e.type = 'approval.requested'`)).rows.map((s) => ({ ...s, written: Number(s.written), fanned: s.fanned === null ? null : Number(s.fanned), settled: s.settled === null ? null : Number(s.settled), sendMs: s.sendMs === null ? null : Number(s.sendMs) }))
+        WHERE e.type = 'approval.requested'`)).rows.map((s) => ({
+        ...s,
+        written: Number(s.written),
+        fanned: s.fanned === null ? null : Number(s.fanned),
+        settled: s.settled === null ? null : Number(s.settled),
+        sendMs: s.sendMs === null ? null : Number(s.sendMs)
+      }))
     } finally {
       await client.end()
     }
@@ -204,7 +243,11 @@ const runKind = async (
       if (phase.rate !== 200) return base
       const s = summarize(latenciesOf(phase, byKey, arrivals).latencies)
       return context.database === "postgres"
-        ? [...base, atMost(`${checkout.label}: webhook p95 at 200 pending steps/s`, s.p95, 50, " ms"), atMost(`${checkout.label}: webhook p99 at 200 pending steps/s`, s.p99, 100, " ms")]
+        ? [
+          ...base,
+          atMost(`${checkout.label}: webhook p95 at 200 pending steps/s`, s.p95, 50, " ms"),
+          atMost(`${checkout.label}: webhook p99 at 200 pending steps/s`, s.p99, 100, " ms")
+        ]
         : [...base, atMost(`${checkout.label}: webhook p95 at 200 pending steps/s`, s.p95, 100, " ms")]
     })
     return { rows, notes, aims }
@@ -223,10 +266,18 @@ const offeredOf = (phase: Phase, byKey: ReadonlyMap<string, Stamp>, kind: Kind) 
     item: s
   }))
 
-const latenciesOf = (phase: Phase, byKey: ReadonlyMap<string, Stamp>, arrivals: ReadonlyMap<string, ReadonlyArray<number>>) =>
-  match(offeredOf(phase, byKey, phase.kind), arrivals)
+const latenciesOf = (
+  phase: Phase,
+  byKey: ReadonlyMap<string, Stamp>,
+  arrivals: ReadonlyMap<string, ReadonlyArray<number>>
+) => match(offeredOf(phase, byKey, phase.kind), arrivals)
 
-const row = (arm: string, phase: Phase, byKey: ReadonlyMap<string, Stamp>, arrivals: ReadonlyMap<string, ReadonlyArray<number>>) => {
+const row = (
+  arm: string,
+  phase: Phase,
+  byKey: ReadonlyMap<string, Stamp>,
+  arrivals: ReadonlyMap<string, ReadonlyArray<number>>
+) => {
   const items = phase.result.items
   const matched = latenciesOf(phase, byKey, arrivals)
   return {
@@ -246,8 +297,19 @@ const row = (arm: string, phase: Phase, byKey: ReadonlyMap<string, Stamp>, arriv
   }
 }
 
-const breakdown = (arm: string, phase: Phase, byKey: ReadonlyMap<string, Stamp>, arrivals: ReadonlyMap<string, ReadonlyArray<number>>) => {
-  const parts = { write: [] as Array<number>, "fan-out": [] as Array<number>, "to receipt": [] as Array<number>, send: [] as Array<number>, settle: [] as Array<number> }
+const breakdown = (
+  arm: string,
+  phase: Phase,
+  byKey: ReadonlyMap<string, Stamp>,
+  arrivals: ReadonlyMap<string, ReadonlyArray<number>>
+) => {
+  const parts = {
+    write: [] as Array<number>,
+    "fan-out": [] as Array<number>,
+    "to receipt": [] as Array<number>,
+    send: [] as Array<number>,
+    settle: [] as Array<number>
+  }
   for (const o of offeredOf(phase, byKey, phase.kind)) {
     const stamp = phase.kind === "steps" ? byKey.get(o.item.key) : byKey.get(o.key)
     const received = arrivals.get(o.key)
@@ -275,13 +337,23 @@ const closedLoopRate = async (baseUrl: string, key: string, sessions: ReadonlyAr
       urls: sessions.map((s) => `${baseUrl}/v1/agent-sessions/${s}/steps`),
       method: "POST",
       headers: { authorization: `Bearer ${key}`, "content-type": "application/json" },
-      bodies: [JSON.stringify({ step_id: "@", tool: "shell", action_class: ACTION_CLASS, arguments: { command: "ls -la /srv/app", cwd: "/srv" } })],
+      bodies: [
+        JSON.stringify({
+          step_id: "@",
+          tool: "shell",
+          action_class: ACTION_CLASS,
+          arguments: { command: "ls -la /srv/app", cwd: "/srv" }
+        })
+      ],
       unique: "@",
       count: quick ? 600 : 2_000,
       concurrency: 16,
       expectStatus: 200
     })
-    return { rate: Math.max(10, Math.floor(result.latencies.length / result.seconds / 10) * 10), sent: result.latencies.length - result.errors }
+    return {
+      rate: Math.max(10, Math.floor(result.latencies.length / result.seconds / 10) * 10),
+      sent: result.latencies.length - result.errors
+    }
   } finally {
     await load.stop()
   }
@@ -289,8 +361,16 @@ const closedLoopRate = async (baseUrl: string, key: string, sessions: ReadonlyAr
 
 /** Events the generator writes per second at most (offered 5 000/s for 2 s; svc delivers them before the next rate). */
 const eventsRate = async (generator: Child, url: string, orgId: string) => {
-  const result = await generator.call<OpenLoopResult>("events", { connectionString: url, orgId, rate: 5_000, seconds: 2 })
+  const result = await generator.call<OpenLoopResult>("events", {
+    connectionString: url,
+    orgId,
+    rate: 5_000,
+    seconds: 2
+  })
   const first = Math.min(...result.items.map((s) => s.due))
   const last = Math.max(...result.items.map((s) => s.answered))
-  return { rate: Math.max(10, Math.floor(result.items.length / ((last - first) / 1000) / 10) * 10), sent: result.items.length - result.errors }
+  return {
+    rate: Math.max(10, Math.floor(result.items.length / ((last - first) / 1000) / 10) * 10),
+    sent: result.items.length - result.errors
+  }
 }

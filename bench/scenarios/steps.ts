@@ -43,13 +43,13 @@ import * as path from "node:path"
 import { cpuRatio, startBaseline } from "../support/baselines.ts"
 import { spawnChild } from "../support/child.ts"
 import { formatPerOp, measureCpu, meterOf, perOp, threadsMeterOf, v8HelpersOf } from "../support/cpu.ts"
-import { formatWorkPerOp, type Work, WORK_NOTE } from "../support/work.ts"
 import { type BenchClient, type BenchDatabase, freshDatabase } from "../support/db.ts"
 import type { LoadResult, LoadSpec } from "../support/load.ts"
 import type { Receipts } from "../support/receiver.ts"
-import { atMost, type Aim, type BenchContext, type ScenarioResult } from "../support/scenario.ts"
+import { type Aim, atMost, type BenchContext, type ScenarioResult } from "../support/scenario.ts"
 import { percentile, round, sorted } from "../support/stats.ts"
 import { apiOn, startSvc, type SvcProcess } from "../support/svc.ts"
+import { formatWorkPerOp, type Work, WORK_NOTE } from "../support/work.ts"
 
 const KINDS = ["session write", "allow", "allow by the 10th rule", "reject", "pending", "pending + endpoint"] as const
 type Kind = (typeof KINDS)[number]
@@ -71,15 +71,46 @@ const CLASS: Record<Exclude<Kind, "session write">, string> = {
  * evaluated for it, so the kind weighs the rules against `allow` (no rules).
  */
 export const BENCH_RULES = [
-  ["refund-huge", `tool == "stripe.refund" && arguments.amount > 5000.0`, { decision: "reject", reason: "Refunds above 5 000 go through finance." }],
+  ["refund-huge", `tool == "stripe.refund" && arguments.amount > 5000.0`, {
+    decision: "reject",
+    reason: "Refunds above 5 000 go through finance."
+  }],
   ["refund-small", `tool == "stripe.refund" && arguments.amount <= 100.0`, { decision: "allow" }],
-  ["shell-rm", `tool == "shell" && arguments.command.startsWith("rm ")`, { decision: "reject", reason: "No deletions from the shell." }],
-  ["shell-sudo", `tool == "shell" && arguments.command.contains("sudo")`, { decision: "require_approval", review_seconds: 600, expiring_notice_seconds: 60, timeout_action: "reject" }],
-  ["shell-etc", `tool == "shell" && arguments.cwd.startsWith("/etc")`, { decision: "require_approval", review_seconds: 600, expiring_notice_seconds: 60, timeout_action: "reject", quorum: 2 }],
-  ["shell-pipe", `tool == "shell" && arguments.command.contains("| sh")`, { decision: "reject", reason: "No piping into a shell." }],
-  ["mail-many", `tool in ["email.send", "slack.post"] && size(arguments.to) > 10`, { decision: "require_approval", review_seconds: 600, expiring_notice_seconds: 60, timeout_action: "reject" }],
-  ["db-drop", `tool == "db.query" && arguments.sql.contains("DROP")`, { decision: "reject", reason: "No schema changes." }],
-  ["blocked-session", `session.id == "00000000-0000-4000-8000-000000000001"`, { decision: "reject", reason: "This session is blocked." }],
+  ["shell-rm", `tool == "shell" && arguments.command.startsWith("rm ")`, {
+    decision: "reject",
+    reason: "No deletions from the shell."
+  }],
+  ["shell-sudo", `tool == "shell" && arguments.command.contains("sudo")`, {
+    decision: "require_approval",
+    review_seconds: 600,
+    expiring_notice_seconds: 60,
+    timeout_action: "reject"
+  }],
+  ["shell-etc", `tool == "shell" && arguments.cwd.startsWith("/etc")`, {
+    decision: "require_approval",
+    review_seconds: 600,
+    expiring_notice_seconds: 60,
+    timeout_action: "reject",
+    quorum: 2
+  }],
+  ["shell-pipe", `tool == "shell" && arguments.command.contains("| sh")`, {
+    decision: "reject",
+    reason: "No piping into a shell."
+  }],
+  ["mail-many", `tool in ["email.send", "slack.post"] && size(arguments.to) > 10`, {
+    decision: "require_approval",
+    review_seconds: 600,
+    expiring_notice_seconds: 60,
+    timeout_action: "reject"
+  }],
+  ["db-drop", `tool == "db.query" && arguments.sql.contains("DROP")`, {
+    decision: "reject",
+    reason: "No schema changes."
+  }],
+  ["blocked-session", `session.id == "00000000-0000-4000-8000-000000000001"`, {
+    decision: "reject",
+    reason: "This session is blocked."
+  }],
   ["shell-srv", `tool == "shell" && arguments.cwd.startsWith("/srv")`, { decision: "allow" }]
 ].map(([name, condition, result]) => ({ name: name as string, condition: condition as string, result }))
 
@@ -93,14 +124,23 @@ const TIMEOUT_MS = 300_000
  */
 const levelsOf = (own: ReadonlyArray<number>) => {
   const given = (process.env.BENCH_STEPS_LEVELS ?? "").split(",").filter((s) => s.trim() !== "").map(Number)
-  if (given.some((n) => !Number.isInteger(n) || n < 0)) throw new Error("BENCH_STEPS_LEVELS: earlier steps, whole numbers, comma-separated")
+  if (given.some((n) => !Number.isInteger(n) || n < 0)) {
+    throw new Error("BENCH_STEPS_LEVELS: earlier steps, whole numbers, comma-separated")
+  }
   return given.length === 0 ? own : [...given].sort((a, b) => a - b)
 }
 
 const sizesOf = (quick: boolean) =>
   quick
     ? { warmPass: 200, warmup: 100, requests: 500, concurrency: 16, levels: levelsOf([0, 2_000]), lone: 10 }
-    : { warmPass: 1_500, warmup: 500, requests: 2_000, concurrency: 16, levels: levelsOf([0, 10_000, 100_000]), lone: 40 }
+    : {
+      warmPass: 1_500,
+      warmup: 500,
+      requests: 2_000,
+      concurrency: 16,
+      levels: levelsOf([0, 10_000, 100_000]),
+      lone: 40
+    }
 
 /** What a measurement needs of the server it drives: svc, or the Effect floor. */
 type Served = Pick<SvcProcess, "pid" | "baseUrl" | "meter" | "api" | "stop">
@@ -151,13 +191,16 @@ const growWith = async (arm: Arm, c: BenchClient, count: number) => {
   await c.query("CREATE TEMP TABLE IF NOT EXISTS bench_grow (id uuid, i int) ON COMMIT DROP")
   await c.query("INSERT INTO bench_grow SELECT gen_random_uuid(), g FROM generate_series(1, $1::int) g", [sessions])
   await c.query("INSERT INTO agent_sessions (id, org_id, event_seq) SELECT id, $1, 10 FROM bench_grow", [arm.orgId])
-  await c.query(`
+  await c.query(
+    `
     INSERT INTO agent_steps (session_id, step_id, org_id, tool, action_class, arguments, decision, approval_id, resolution)
     SELECT g.id, 'h' || k, $1, 'bench', CASE WHEN k % 2 = 1 THEN 'bench.ask' ELSE 'bench.allow' END, '{"n":1}'::jsonb,
       CASE WHEN k % 2 = 1 THEN 'pending' ELSE 'allow' END,
       CASE WHEN k % 2 = 1 THEN md5(g.id::text || k)::uuid END, 'allow'
     FROM bench_grow g, generate_series(1, 10) k
-  `, [arm.orgId])
+  `,
+    [arm.orgId]
+  )
   await c.query(`
     INSERT INTO approvals (id, org_id, session_id, step_id, status, deadline_at, expires_at, timeout_action, decided_at, decided_by)
     SELECT approval_id, org_id, session_id, step_id, 'approved', now(), now(), 'reject', now(), 'bench'
@@ -169,29 +212,49 @@ const growWith = async (arm: Arm, c: BenchClient, count: number) => {
     FROM agent_steps WHERE approval_id IS NOT NULL AND session_id IN (SELECT id FROM bench_grow)
   `)
   // Dispatched: where the schema has the dispatch cursor (migration 0720), moved past them.
-  if ((await c.query<{ exists: boolean }>("SELECT to_regclass('event_dispatch') IS NOT NULL AS exists")).rows[0]!.exists) {
-    await c.query("UPDATE event_dispatch SET (writer, seq) = (SELECT writer, seq FROM events WHERE writer IS NOT NULL ORDER BY writer DESC, seq DESC LIMIT 1)")
+  if (
+    (await c.query<{ exists: boolean }>("SELECT to_regclass('event_dispatch') IS NOT NULL AS exists")).rows[0]!.exists
+  ) {
+    await c.query(
+      "UPDATE event_dispatch SET (writer, seq) = (SELECT writer, seq FROM events WHERE writer IS NOT NULL ORDER BY writer DESC, seq DESC LIMIT 1)"
+    )
   }
-  await c.query(`
+  await c.query(
+    `
     INSERT INTO session_events (session_id, seq, org_id, name, data)
     SELECT g.id, k, $1, 'step:governed', '{}' FROM bench_grow g, generate_series(1, 10) k
-  `, [arm.orgId])
+  `,
+    [arm.orgId]
+  )
   // The stream rows: numbered after the counter where the schema keeps one, else below every transaction-numbered id.
-  const counter = (await c.query<{ exists: boolean }>("SELECT to_regclass('approval_stream_counters') IS NOT NULL AS exists")).rows[0]!.exists
+  const counter =
+    (await c.query<{ exists: boolean }>("SELECT to_regclass('approval_stream_counters') IS NOT NULL AS exists"))
+      .rows[0]!.exists
   const base = counter
-    ? Number((await c.query<{ seq: string | null }>("SELECT max(seq)::text AS seq FROM approval_stream_counters WHERE org_id = $1", [arm.orgId])).rows[0]?.seq ?? 0)
+    ? Number(
+      (await c.query<{ seq: string | null }>(
+        "SELECT max(seq)::text AS seq FROM approval_stream_counters WHERE org_id = $1",
+        [arm.orgId]
+      )).rows[0]?.seq ?? 0
+    )
     : arm.bulk
-  await c.query(`
+  await c.query(
+    `
     INSERT INTO approval_stream_events (org_id, seq, name, data)
     SELECT $1, $2::bigint + row_number() OVER (), 'approval.approved', '{}'
     FROM agent_steps WHERE approval_id IS NOT NULL AND session_id IN (SELECT id FROM bench_grow)
-  `, [arm.orgId, base])
+  `,
+    [arm.orgId, base]
+  )
   const added = sessions * 5
   if (counter) {
-    await c.query(`
+    await c.query(
+      `
       INSERT INTO approval_stream_counters (org_id, seq) VALUES ($1, $2)
       ON CONFLICT (org_id) DO UPDATE SET seq = EXCLUDED.seq
-    `, [arm.orgId, base + added])
+    `,
+      [arm.orgId, base + added]
+    )
   }
   arm.bulk += added
   await c.query("COMMIT")
@@ -240,10 +303,18 @@ export default async (context: BenchContext): Promise<ScenarioResult> => {
         }, path.join(context.logDir, `steps-${checkout.label}-${context.database}.log`))
       const svc = await start()
       const { orgId, key } = await svc.provision()
-      const policy = (mode: string) => ({ mode, review_seconds: 3600, expiring_notice_seconds: 60, timeout_action: "reject" })
+      const policy = (mode: string) => ({
+        mode,
+        review_seconds: 3600,
+        expiring_notice_seconds: 60,
+        timeout_action: "reject"
+      })
       await svc.api(key, "PUT", "/v1/approval-policies/bench.allow", policy("allow"))
       // The class's own settings would ask a person: only the last rule allows the measured step.
-      await svc.api(key, "PUT", "/v1/approval-policies/bench.rules", { ...policy("require_approval"), rules: BENCH_RULES })
+      await svc.api(key, "PUT", "/v1/approval-policies/bench.rules", {
+        ...policy("require_approval"),
+        rules: BENCH_RULES
+      })
       await svc.api(key, "PUT", "/v1/approval-policies/bench.reject", policy("reject"))
       await svc.api(key, "PUT", "/v1/approval-policies/bench.ask", policy("require_approval"))
       arms.push({ label: checkout.label, svc, start, database, key, orgId, bulk: 0, steps: 0 })
@@ -258,7 +329,9 @@ export default async (context: BenchContext): Promise<ScenarioResult> => {
 
     const newSessions = async (arm: Arm) => {
       const sessions: Array<string> = []
-      for (let i = 0; i < SESSIONS; i++) sessions.push((await arm.svc.api<{ id: string }>(arm.key, "POST", "/v1/agent-sessions", {})).id)
+      for (let i = 0; i < SESSIONS; i++) {
+        sessions.push((await arm.svc.api<{ id: string }>(arm.key, "POST", "/v1/agent-sessions", {})).id)
+      }
       return sessions
     }
 
@@ -271,13 +344,28 @@ export default async (context: BenchContext): Promise<ScenarioResult> => {
     const specOf = (arm: Arm, kind: Kind, sessions: ReadonlyArray<string>, count: number): LoadSpec => {
       const headers = { authorization: `Bearer ${arm.key}`, "content-type": "application/json" }
       return kind === "session write"
-        ? { url: `${arm.svc.baseUrl}/v1/agent-sessions`, method: "POST", headers, bodies: ["{}"], count, concurrency: size.concurrency, expectStatus: 201 }
+        ? {
+          url: `${arm.svc.baseUrl}/v1/agent-sessions`,
+          method: "POST",
+          headers,
+          bodies: ["{}"],
+          count,
+          concurrency: size.concurrency,
+          expectStatus: 201
+        }
         : {
           url: "",
           urls: sessions.map((id) => `${arm.svc.baseUrl}/v1/agent-sessions/${id}/steps`),
           method: "POST",
           headers,
-          bodies: [JSON.stringify({ step_id: UNIQUE, tool: "shell", action_class: CLASS[kind], arguments: { command: "ls -la /srv/app", cwd: "/srv" } })],
+          bodies: [
+            JSON.stringify({
+              step_id: UNIQUE,
+              tool: "shell",
+              action_class: CLASS[kind],
+              arguments: { command: "ls -la /srv/app", cwd: "/srv" }
+            })
+          ],
           unique: UNIQUE,
           count,
           concurrency: size.concurrency,
@@ -298,13 +386,17 @@ export default async (context: BenchContext): Promise<ScenarioResult> => {
       try {
         await receiver.call("reset", { path: route })
         await run(arm, kind, sessions, size.warmup)
-        if (endpoint !== undefined) await receiver.call<Receipts>("wait", { path: route, count: size.warmup, timeoutMs: TIMEOUT_MS })
+        if (endpoint !== undefined) {
+          await receiver.call<Receipts>("wait", { path: route, count: size.warmup, timeoutMs: TIMEOUT_MS })
+        }
         await receiver.call("reset", { path: route })
         // On the embedded database, svc's worker threads (PGlite; steps use no validation worker) are shown apart as well,
         // and on both V8's helper threads (garbage collection mostly), so the main thread's share can be read.
         const meters = [
           arm.svc.meter,
-          ...(arm.database.kind === "pglite" ? [threadsMeterOf("of which db thread", arm.svc.pid, "WorkerThread")] : []),
+          ...(arm.database.kind === "pglite"
+            ? [threadsMeterOf("of which db thread", arm.svc.pid, "WorkerThread")]
+            : []),
           v8HelpersOf("of which v8 helpers", arm.svc.pid),
           meterOf("load", load.pid),
           ...(arm.database.meter ? [arm.database.meter] : [])
@@ -312,7 +404,9 @@ export default async (context: BenchContext): Promise<ScenarioResult> => {
         const { result, cpu, work } = await measureCpu(meters, async () => {
           const ran = await run(arm, kind, sessions, size.requests)
           // The webhook deliveries of the measured steps belong to their cost.
-          if (endpoint !== undefined) await receiver.call<Receipts>("wait", { path: route, count: size.requests, timeoutMs: TIMEOUT_MS })
+          if (endpoint !== undefined) {
+            await receiver.call<Receipts>("wait", { path: route, count: size.requests, timeoutMs: TIMEOUT_MS })
+          }
           return ran
         })
         results.push({
@@ -365,7 +459,13 @@ export default async (context: BenchContext): Promise<ScenarioResult> => {
         const baseUrl = await child.call<string>("url")
         const floor: Arm = {
           label: "floor",
-          svc: { pid: child.pid, baseUrl, meter: meterOf("floor", child.pid), api: apiOn(baseUrl), stop: () => child.call("close") },
+          svc: {
+            pid: child.pid,
+            baseUrl,
+            meter: meterOf("floor", child.pid),
+            api: apiOn(baseUrl),
+            stop: () => child.call("close")
+          },
           start: () => Promise.reject(new Error("the floor is started by measureFloor")),
           database: arm.database,
           key: arm.key,
@@ -449,48 +549,74 @@ export default async (context: BenchContext): Promise<ScenarioResult> => {
   /** The server process's CPU per request (all its threads, or without its database thread), the mean of the two rounds. */
   const serverCpu = (arm: string, kind: Kind, level: number, withoutDb = false) => {
     const rounds = results.filter((m) => m.arm === arm && m.kind === kind && m.level === level)
-    const per = (r: Measured) => ((r.cpu[arm] ?? Number.NaN) - (withoutDb ? (r.cpu["of which db thread"] ?? 0) : 0)) / r.requests
+    const per = (r: Measured) =>
+      ((r.cpu[arm] ?? Number.NaN) - (withoutDb ? (r.cpu["of which db thread"] ?? 0) : 0)) / r.requests
     return rounds.length === 0 ? Number.NaN : rounds.reduce((sum, r) => sum + per(r), 0) / rounds.length
   }
   const overFloor = (arm: string, kind: Kind, floorKind: Kind, level: number) => {
     const all = cpuRatio(serverCpu(arm, kind, level), serverCpu("floor", floorKind, level))
     return context.database === "pglite"
-      ? `${all} (${cpuRatio(serverCpu(arm, kind, level, true), serverCpu("floor", floorKind, level, true))} without the db thread)`
+      ? `${all} (${
+        cpuRatio(serverCpu(arm, kind, level, true), serverCpu("floor", floorKind, level, true))
+      } without the db thread)`
       : all
   }
   const floorRatios = context.checkouts.flatMap((c) =>
     size.levels.map((level) =>
       `${c.label} (${level} earlier): CPU per request over the Effect floor's, the server process with its threads: cheapest write ${
         overFloor(c.label, "session write", "session write", level)
-      }, pending step ${overFloor(c.label, "pending", "pending", level)}, allowed step over the floor's pending one ${overFloor(c.label, "allow", "pending", level)}.`
+      }, pending step ${overFloor(c.label, "pending", "pending", level)}, allowed step over the floor's pending one ${
+        overFloor(c.label, "allow", "pending", level)
+      }.`
     )
   )
   const aims: Array<Aim> = context.checkouts.flatMap((c) =>
     size.levels.flatMap((level) => [
-      atMost(`${c.label} (${level} earlier): allow step / cheapest authenticated write, svc CPU`, round(svcCpu(c.label, "allow", level) / svcCpu(c.label, "session write", level), 2), 1.5),
+      atMost(
+        `${c.label} (${level} earlier): allow step / cheapest authenticated write, svc CPU`,
+        round(svcCpu(c.label, "allow", level) / svcCpu(c.label, "session write", level), 2),
+        1.5
+      ),
       atMost(
         `${c.label} (${level} earlier): step allowed by the 10th of 10 rules / allowed without rules, svc CPU`,
         round(svcCpu(c.label, "allow by the 10th rule", level) / svcCpu(c.label, "allow", level), 2),
         1.2
       ),
-      atMost(`${c.label} (${level} earlier): pending step, svc CPU`, round(svcCpu(c.label, "pending", level)), 1000, "µs"),
+      atMost(
+        `${c.label} (${level} earlier): pending step, svc CPU`,
+        round(svcCpu(c.label, "pending", level)),
+        1000,
+        "µs"
+      ),
       // On PGlite the database is svc's own thread: the step's whole cost is svc's process.
       ...(context.database === "pglite"
-        ? [atMost(`${c.label} (${level} earlier): pending step, svc CPU with the db thread`, round(serverCpu(c.label, "pending", level)), 1000, "µs")]
+        ? [
+          atMost(
+            `${c.label} (${level} earlier): pending step, svc CPU with the db thread`,
+            round(serverCpu(c.label, "pending", level)),
+            1000,
+            "µs"
+          )
+        ]
         : []),
       // Flat: a step after the level's earlier steps costs what one with none did (the whole process, the mean of both rounds).
       ...(level === size.levels[0]
         ? []
         : (["allow", "pending"] as const).map((kind) =>
           atMost(
-            `${c.label} (${level} earlier): ${kind} step's CPU over the same at ${size.levels[0]} earlier, svc's process with its threads`,
+            `${c.label} (${level} earlier): ${kind} step's CPU over the same at ${
+              size.levels[0]
+            } earlier, svc's process with its threads`,
             round(serverCpu(c.label, kind, level) / serverCpu(c.label, kind, size.levels[0]!), 2),
             1.2
           )
         )),
       atMost(
         `${c.label} (${level} earlier): a lone pending step's webhook received, p50`,
-        round(percentile(sorted(lones.filter((l) => l.arm === c.label && l.level === level).flatMap((l) => l.ms)), 0.5), 1),
+        round(
+          percentile(sorted(lones.filter((l) => l.arm === c.label && l.level === level).flatMap((l) => l.ms)), 0.5),
+          1
+        ),
         50,
         " ms"
       )

@@ -11,7 +11,7 @@
 import { spawnChild } from "../support/child.ts"
 import { atLeast, atMost, type BenchContext, type ScenarioResult, sizes } from "../support/scenario.ts"
 import { round } from "../support/stats.ts"
-import { formatWorkPerOp, type Work, workDelta, WORK_NOTE } from "../support/work.ts"
+import { formatWorkPerOp, type Work, WORK_NOTE, workDelta } from "../support/work.ts"
 
 interface Run {
   readonly arm: string
@@ -32,7 +32,10 @@ export default async (context: BenchContext): Promise<ScenarioResult> => {
   const runs: Array<Run> = []
   try {
     const sinkUrl = await sink.call<string>("url")
-    const arms = [{ arm: "OpenTelemetry JS SDK", role: "sdk", dir: "" }, ...context.checkouts.map((c) => ({ arm: c.label, role: "svc", dir: c.dir }))]
+    const arms = [
+      { arm: "OpenTelemetry JS SDK", role: "sdk", dir: "" },
+      ...context.checkouts.map((c) => ({ arm: c.label, role: "svc", dir: c.dir }))
+    ]
     for (let r = 0; r < size.runs; r++) {
       for (const { arm, role, dir } of arms) {
         await sink.call("reset")
@@ -53,8 +56,14 @@ export default async (context: BenchContext): Promise<ScenarioResult> => {
           await sink.call("reset")
           const work0 = await child.call<Work | undefined>("work")
           const cpu0 = child.cpu()
-          const { started, generated } = await child.call<{ started: number; generated: number }>("go", { spans: size.spans, measure: true })
-          const { spans, lastAt } = await sink.call<{ spans: number; lastAt: number }>("wait", { count: size.spans, timeoutMs: 120_000 })
+          const { started, generated } = await child.call<{ started: number; generated: number }>("go", {
+            spans: size.spans,
+            measure: true
+          })
+          const { spans, lastAt } = await sink.call<{ spans: number; lastAt: number }>("wait", {
+            count: size.spans,
+            timeoutMs: 120_000
+          })
           const cpu = child.cpu() - cpu0
           const work = workDelta(work0, await child.call<Work | undefined>("work"))
           const memory = await child.call<Run["memory"]>("memory")
@@ -76,7 +85,8 @@ export default async (context: BenchContext): Promise<ScenarioResult> => {
   } finally {
     await sink.stop()
   }
-  const best = (arm: string) => runs.filter((r) => r.arm === arm).reduce((a, b) => (b.spansPerSecond > a.spansPerSecond ? b : a))
+  const best = (arm: string) =>
+    runs.filter((r) => r.arm === arm).reduce((a, b) => (b.spansPerSecond > a.spansPerSecond ? b : a))
   const arms = ["OpenTelemetry JS SDK", ...context.checkouts.map((c) => c.label)]
   const sdk = best("OpenTelemetry JS SDK")
   const rows = arms.map((arm) => {
@@ -96,7 +106,11 @@ export default async (context: BenchContext): Promise<ScenarioResult> => {
   })
   const aims = context.checkouts.flatMap((c) => [
     atLeast(`${c.label}: spans/s / SDK`, best(c.label).spansPerSecond / sdk.spansPerSecond, 1),
-    atMost(`${c.label}: peak RSS Δ / SDK`, best(c.label).memory.peakRssDeltaMb / Math.max(0.1, sdk.memory.peakRssDeltaMb), 1)
+    atMost(
+      `${c.label}: peak RSS Δ / SDK`,
+      best(c.label).memory.peakRssDeltaMb / Math.max(0.1, sdk.memory.peakRssDeltaMb),
+      1
+    )
   ])
   return {
     scenario: "telemetry-export",
@@ -107,7 +121,9 @@ export default async (context: BenchContext): Promise<ScenarioResult> => {
       `${size.spans} spans per run (traces of a server span and one child), batches of 512, gzip, one HTTPS sink on loopback; ${size.runs} run(s) per arm, best reported.`,
       "svc's figures include its durable path (batches sealed into the delivery queue before they are sent) and its process's database work; CPU µs/span is the exporting process's.",
       `${WORK_NOTE} Here svc's counts are read in the exporting process, without waiting.`,
-      ...(context.database === "postgres" ? ["svc runs on a scratch database of the server; the server's CPU is not counted here."] : [])
+      ...(context.database === "postgres"
+        ? ["svc runs on a scratch database of the server; the server's CPU is not counted here."]
+        : [])
     ]
   }
 }

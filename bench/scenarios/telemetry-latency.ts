@@ -9,12 +9,12 @@
 import * as path from "node:path"
 import { spawnChild } from "../support/child.ts"
 import { formatPerOp, measureCpu, meterOf, perOp } from "../support/cpu.ts"
-import { formatWorkPerOp, sumWork, type Work, WORK_NOTE } from "../support/work.ts"
 import { freshDatabase } from "../support/db.ts"
 import type { LoadResult, LoadSpec } from "../support/load.ts"
 import { atMost, type BenchContext, type ScenarioResult, sizes } from "../support/scenario.ts"
 import { percentile, round, sorted, spread } from "../support/stats.ts"
 import { startSvc } from "../support/svc.ts"
+import { formatWorkPerOp, sumWork, type Work, WORK_NOTE } from "../support/work.ts"
 
 type Arm = "off" | "on"
 
@@ -38,10 +38,17 @@ export default async (context: BenchContext): Promise<ScenarioResult> => {
       try {
         await sink.call("reset")
         const { key } = await svc.provision()
-        for (let i = 0; i < 3; i++) await svc.api(key, "POST", "/v1/tasks", { name: `task-${i}`, answer_schema: { type: "object" } })
+        for (let i = 0; i < 3; i++) {
+          await svc.api(key, "POST", "/v1/tasks", { name: `task-${i}`, answer_schema: { type: "object" } })
+        }
         let destination: string | undefined
         const exportTo = async (on: boolean) => {
-          if (on && destination === undefined) destination = (await svc.api<{ id: string }>(key, "POST", "/v1/telemetry-destinations", { url: sinkUrl, compression: "gzip" })).id
+          if (on && destination === undefined) {
+            destination = (await svc.api<{ id: string }>(key, "POST", "/v1/telemetry-destinations", {
+              url: sinkUrl,
+              compression: "gzip"
+            })).id
+          }
           if (!on && destination !== undefined) {
             await svc.api(key, "DELETE", `/v1/telemetry-destinations/${destination}`)
             destination = undefined
@@ -59,15 +66,36 @@ export default async (context: BenchContext): Promise<ScenarioResult> => {
           await exportTo(on)
           await load.call("run", spec(size.warmup))
         }
-        const blocks: Record<Arm, Array<{ latencies: ReadonlyArray<number>; errors: number; cpu: Record<string, number>; work: Record<string, Work | undefined> }>> = {
+        const blocks: Record<
+          Arm,
+          Array<
+            {
+              latencies: ReadonlyArray<number>
+              errors: number
+              cpu: Record<string, number>
+              work: Record<string, Work | undefined>
+            }
+          >
+        > = {
           off: [],
           on: []
         }
-        const order: Array<Arm> = Array.from({ length: size.blocks * 2 }, (_, i) => (["off", "on", "on", "off"] as const)[i % 4]!)
-        const meters = [svc.meter, meterOf("load", load.pid), meterOf("sink", sink.pid), ...(database.meter ? [database.meter] : [])]
+        const order: Array<Arm> = Array.from(
+          { length: size.blocks * 2 },
+          (_, i) => (["off", "on", "on", "off"] as const)[i % 4]!
+        )
+        const meters = [
+          svc.meter,
+          meterOf("load", load.pid),
+          meterOf("sink", sink.pid),
+          ...(database.meter ? [database.meter] : [])
+        ]
         for (const arm of order) {
           await exportTo(arm === "on")
-          const { result, cpu, work } = await measureCpu(meters, () => load.call<LoadResult>("run", spec(size.perBlock)))
+          const { result, cpu, work } = await measureCpu(
+            meters,
+            () => load.call<LoadResult>("run", spec(size.perBlock))
+          )
           blocks[arm].push({ latencies: result.latencies, errors: result.errors, cpu, work })
         }
         await exportTo(false)
@@ -75,7 +103,9 @@ export default async (context: BenchContext): Promise<ScenarioResult> => {
         const p = (arm: Arm, q: number) => percentile(sorted(blocks[arm].flatMap((b) => b.latencies)), q)
         for (const arm of ["off", "on"] as const) {
           const cpu: Record<string, number> = {}
-          for (const b of blocks[arm]) for (const [name, micros] of Object.entries(b.cpu)) cpu[name] = (cpu[name] ?? 0) + micros
+          for (const b of blocks[arm]) {
+            for (const [name, micros] of Object.entries(b.cpu)) cpu[name] = (cpu[name] ?? 0) + micros
+          }
           const requests = blocks[arm].reduce((sum, b) => sum + b.latencies.length, 0)
           rows.push({
             arm: `${checkout.label}, export ${arm}`,

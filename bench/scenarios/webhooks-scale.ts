@@ -39,8 +39,14 @@
  */
 import { makeTestTls } from "../../test/support/tls.ts"
 import { formatPerOp, perOp } from "../support/cpu.ts"
-import { formatWorkPerOp, WORK_NOTE } from "../support/work.ts"
-import { type Aim, atMost, type BenchContext, type ScenarioResult, SEND_CONCURRENCY, sizes } from "../support/scenario.ts"
+import {
+  type Aim,
+  atMost,
+  type BenchContext,
+  type ScenarioResult,
+  SEND_CONCURRENCY,
+  sizes
+} from "../support/scenario.ts"
 import { round } from "../support/stats.ts"
 import type { SvcCheckout } from "../support/svc.ts"
 import {
@@ -56,11 +62,13 @@ import {
   type Topology,
   withReceiver
 } from "../support/webhooks.ts"
+import { formatWorkPerOp, WORK_NOTE } from "../support/work.ts"
 
 const thousands = (n: number) => n >= 1_000 ? `${round(n / 1_000, n % 1_000 === 0 ? 0 : 1)}k` : String(n)
 
 /** The checkouts in turn, reversed at every other point of a curve. */
-const inTurn = (checkouts: ReadonlyArray<SvcCheckout>, point: number) => point % 2 === 0 ? checkouts : [...checkouts].reverse()
+const inTurn = (checkouts: ReadonlyArray<SvcCheckout>, point: number) =>
+  point % 2 === 0 ? checkouts : [...checkouts].reverse()
 
 export default async (given: BenchContext): Promise<ScenarioResult> => {
   // The receiver's certificate names every loopback address it listens on.
@@ -69,7 +77,12 @@ export default async (given: BenchContext): Promise<ScenarioResult> => {
   const size = sizes(context.quick).scale
   const [small, large] = size.backlogs as unknown as [number, number]
   const sixteen: Topology = { orgs: 1, endpointsPerOrg: 16, fanOut: "all" }
-  const many: Topology = { orgs: size.manyOrgs, endpointsPerOrg: size.endpointsPerOrg, fanOut: "one", hosts: size.endpointsPerOrg }
+  const many: Topology = {
+    orgs: size.manyOrgs,
+    endpointsPerOrg: size.endpointsPerOrg,
+    fanOut: "one",
+    hosts: size.endpointsPerOrg
+  }
   const manyLabel = `${size.manyOrgs * size.endpointsPerOrg} endpoints / ${size.manyOrgs} orgs`
   // `BENCH_SCALE_CURVES=endpoints` (or `backlog`): one curve only, e.g. for an A/B of the endpoint costs.
   const curves = new Set((process.env.BENCH_SCALE_CURVES ?? "backlog,endpoints").split(","))
@@ -83,42 +96,63 @@ export default async (given: BenchContext): Promise<ScenarioResult> => {
     for (const [point, deliveries] of backlogPoints.entries()) {
       for (const checkout of inTurn(context.checkouts, point)) {
         const arm = `${checkout.label} · backlog ${thousands(deliveries)} · 16 endpoints`
-        backlog.set(key(checkout.label, String(deliveries)), await svcArm(context, checkout, receiver, receiverUrl, {
-          name: `scale_backlog_${deliveries}`,
-          arm,
-          topology: sixteen,
-          warmup: size.warmup,
-          deliveries
-        }))
+        backlog.set(
+          key(checkout.label, String(deliveries)),
+          await svcArm(context, checkout, receiver, receiverUrl, {
+            name: `scale_backlog_${deliveries}`,
+            arm,
+            topology: sixteen,
+            warmup: size.warmup,
+            deliveries
+          })
+        )
       }
     }
     for (const deliveries of backlogPoints) {
       const options = { warmup: size.warmup, count: deliveries }
-      backlog.set(key("bare", String(deliveries)), await bareArm(context, receiver, receiverUrl, { ...options, arm: `bare undici sender · ${thousands(deliveries)}` }))
+      backlog.set(
+        key("bare", String(deliveries)),
+        await bareArm(context, receiver, receiverUrl, {
+          ...options,
+          arm: `bare undici sender · ${thousands(deliveries)}`
+        })
+      )
       if (context.database === "postgres") {
-        backlog.set(key("graphile", String(deliveries)), await graphileArm(context, receiver, receiverUrl, { ...options, arm: `graphile-worker · ${thousands(deliveries)}` }))
+        backlog.set(
+          key("graphile", String(deliveries)),
+          await graphileArm(context, receiver, receiverUrl, {
+            ...options,
+            arm: `graphile-worker · ${thousands(deliveries)}`
+          })
+        )
       }
     }
     for (const [point, [name, topology]] of endpointPoints.entries()) {
       for (const checkout of inTurn(context.checkouts, point)) {
         const arm = `${checkout.label} · ${thousands(size.deliveries)} · ${name === "one" ? "1 endpoint" : manyLabel}`
-        endpoints.set(key(checkout.label, name), await svcArm(context, checkout, receiver, receiverUrl, {
-          name: `scale_endpoints_${name}`,
-          arm,
-          topology,
-          warmup: size.warmup,
-          deliveries: size.deliveries
-        }))
+        endpoints.set(
+          key(checkout.label, name),
+          await svcArm(context, checkout, receiver, receiverUrl, {
+            name: `scale_endpoints_${name}`,
+            arm,
+            topology,
+            warmup: size.warmup,
+            deliveries: size.deliveries
+          })
+        )
       }
     }
 
     for (const [name, topology] of endpointPoints) {
-      endpoints.set(key("bare", name), await bareArm(context, receiver, receiverUrl, {
-        arm: `bare undici sender · ${thousands(size.deliveries)} · ${name === "one" ? "1 endpoint" : manyLabel}`,
-        warmup: size.warmup,
-        count: size.deliveries,
-        topology
-      }))
+      endpoints.set(
+        key("bare", name),
+        await bareArm(context, receiver, receiverUrl, {
+          arm: `bare undici sender · ${thousands(size.deliveries)} · ${name === "one" ? "1 endpoint" : manyLabel}`,
+          warmup: size.warmup,
+          count: size.deliveries,
+          topology
+        })
+      )
     }
 
     const row = (r: ArmResult) => {
@@ -149,24 +183,52 @@ export default async (given: BenchContext): Promise<ScenarioResult> => {
       const wide = endpoints.get(key(c.label, "many"))
       for (const process of processes(c.label)) {
         const who = process === "postgres" ? "PostgreSQL" : "svc's process"
-        if (lo && hi) aims.push(atMost(`${c.label}: ${who} CPU per delivery, backlog ${thousands(large)} / ${thousands(small)}`, ratio(hi, lo, process), 1.2))
-        if (one && wide) aims.push(atMost(`${c.label}: ${who} CPU per delivery, ${manyLabel} / 1 endpoint`, ratio(wide, one, process), 2))
+        if (lo && hi) {
+          aims.push(
+            atMost(
+              `${c.label}: ${who} CPU per delivery, backlog ${thousands(large)} / ${thousands(small)}`,
+              ratio(hi, lo, process),
+              1.2
+            )
+          )
+        }
+        if (one && wide) {
+          aims.push(
+            atMost(`${c.label}: ${who} CPU per delivery, ${manyLabel} / 1 endpoint`, ratio(wide, one, process), 2)
+          )
+        }
       }
-      if (lo && hi) notes.push(`${c.label}: steady rate backlog ${thousands(large)} / ${thousands(small)} = ${steadyRatio(hi, lo)}x.`)
+      if (lo && hi) {
+        notes.push(
+          `${c.label}: steady rate backlog ${thousands(large)} / ${thousands(small)} = ${steadyRatio(hi, lo)}x.`
+        )
+      }
       if (one && wide) notes.push(`${c.label}: steady rate ${manyLabel} / 1 endpoint = ${steadyRatio(wide, one)}x.`)
     }
-    for (const baseline of backlogPoints.length > 0 ? ["bare", ...(context.database === "postgres" ? ["graphile"] : [])] : []) {
+    for (
+      const baseline of backlogPoints.length > 0
+        ? ["bare", ...(context.database === "postgres" ? ["graphile"] : [])]
+        : []
+    ) {
       const lo = backlog.get(key(baseline, String(small)))!
       const hi = backlog.get(key(baseline, String(large)))!
-      notes.push(`${lo.arm.split(" · ")[0]}: steady rate ${thousands(large)} / ${thousands(small)} = ${steadyRatio(hi, lo)}x.`)
+      notes.push(
+        `${lo.arm.split(" · ")[0]}: steady rate ${thousands(large)} / ${thousands(small)} = ${steadyRatio(hi, lo)}x.`
+      )
     }
     const bareOne = endpoints.get(key("bare", "one"))
     const bareMany = endpoints.get(key("bare", "many"))
-    if (bareOne && bareMany) notes.push(
-      `bare undici sender: CPU per delivery ${manyLabel} / 1 endpoint = ${round(ratio(bareMany, bareOne, "bare sender"), 2)}x, `
-        + `the receiver's ${round(ratio(bareMany, bareOne, "receiver"), 2)}x; steady rate ${steadyRatio(bareMany, bareOne)}x `
-        + "(a pool per endpoint, each at its endpoint's host: the connections and handshakes svc pays)."
-    )
+    if (bareOne && bareMany) {
+      notes.push(
+        `bare undici sender: CPU per delivery ${manyLabel} / 1 endpoint = ${
+          round(ratio(bareMany, bareOne, "bare sender"), 2)
+        }x, `
+          + `the receiver's ${round(ratio(bareMany, bareOne, "receiver"), 2)}x; steady rate ${
+            steadyRatio(bareMany, bareOne)
+          }x `
+          + "(a pool per endpoint, each at its endpoint's host: the connections and handshakes svc pays)."
+      )
+    }
     return {
       scenario: "webhooks-scale",
       database: context.database,
@@ -181,7 +243,11 @@ export default async (given: BenchContext): Promise<ScenarioResult> => {
         ...(context.database === "pglite"
           ? [
             "Embedded: each backlog is committed while svc is stopped; svc's CPU is its process's whole CPU to the last receipt minus the mean of two idle starts' just before; "
-            + `their spread is the figure's uncertainty (${[...backlog.values(), ...endpoints.values()].filter((r) => r.idleStarts !== undefined).map((r) => `${r.arm}: ${idleStartNote(r)}`).join("; ")}).`
+            + `their spread is the figure's uncertainty (${
+              [...backlog.values(), ...endpoints.values()].filter((r) => r.idleStarts !== undefined).map((r) =>
+                `${r.arm}: ${idleStartNote(r)}`
+              ).join("; ")
+            }).`
           ]
           : [])
       ]

@@ -19,28 +19,55 @@
  * CPU on both databases (`support/webhooks.ts` says how).
  */
 import { formatPerOp, perOp } from "../support/cpu.ts"
-import { formatWorkPerOp, WORK_NOTE } from "../support/work.ts"
-import { atLeast, atMost, type BenchContext, type ScenarioResult, SEND_CONCURRENCY, sizes } from "../support/scenario.ts"
+import {
+  atLeast,
+  atMost,
+  type BenchContext,
+  type ScenarioResult,
+  SEND_CONCURRENCY,
+  sizes
+} from "../support/scenario.ts"
 import { round } from "../support/stats.ts"
-import { type ArmResult, bareArm, cpuPer, graphileArm, idleStartNote, ONE_ENDPOINT, rates, svcArm, withReceiver } from "../support/webhooks.ts"
+import {
+  type ArmResult,
+  bareArm,
+  cpuPer,
+  graphileArm,
+  idleStartNote,
+  ONE_ENDPOINT,
+  rates,
+  svcArm,
+  withReceiver
+} from "../support/webhooks.ts"
+import { formatWorkPerOp, WORK_NOTE } from "../support/work.ts"
 
 export default async (context: BenchContext): Promise<ScenarioResult> => {
   const size = sizes(context.quick).burst
   return withReceiver(context, async (receiver, receiverUrl) => {
     const arms: Array<ArmResult> = []
     for (const checkout of context.checkouts) {
-      arms.push(await svcArm(context, checkout, receiver, receiverUrl, {
-        name: "webhooks",
-        arm: checkout.label,
-        topology: ONE_ENDPOINT,
-        warmup: size.warmup,
-        deliveries: size.events
-      }))
+      arms.push(
+        await svcArm(context, checkout, receiver, receiverUrl, {
+          name: "webhooks",
+          arm: checkout.label,
+          topology: ONE_ENDPOINT,
+          warmup: size.warmup,
+          deliveries: size.events
+        })
+      )
     }
-    const bare = await bareArm(context, receiver, receiverUrl, { arm: "bare undici sender", warmup: size.warmup, count: size.events })
+    const bare = await bareArm(context, receiver, receiverUrl, {
+      arm: "bare undici sender",
+      warmup: size.warmup,
+      count: size.events
+    })
     arms.push(bare)
     const graphile = context.database === "postgres"
-      ? await graphileArm(context, receiver, receiverUrl, { arm: "graphile-worker", warmup: size.warmup, count: size.events })
+      ? await graphileArm(context, receiver, receiverUrl, {
+        arm: "graphile-worker",
+        warmup: size.warmup,
+        count: size.events
+      })
       : undefined
     if (graphile) arms.push(graphile)
 
@@ -68,7 +95,9 @@ export default async (context: BenchContext): Promise<ScenarioResult> => {
           atMost(`${c.label}: PostgreSQL CPU per delivery, enqueue included`, cpuPer(svc, "postgres"), 100, " µs"),
           atMost(`${c.label}: svc's CPU per delivery`, cpuPer(svc, c.label), 100, " µs"),
           atLeast(`${c.label}: steady state / bare sender`, s.steady / b.steady, 0.5),
-          ...(graphile ? [atLeast(`${c.label}: steady state / graphile-worker`, s.steady / rates(graphile).steady, 2.5)] : []),
+          ...(graphile
+            ? [atLeast(`${c.label}: steady state / graphile-worker`, s.steady / rates(graphile).steady, 2.5)]
+            : []),
           atMost(`${c.label}: first receipt of the burst`, s.firstMs, 50, " ms")
         ]
         : [
@@ -88,10 +117,16 @@ export default async (context: BenchContext): Promise<ScenarioResult> => {
         "steady = receipts between the 20th and 80th percentile over their time span; average = all receipts over first commit → last receipt; first/last ¼ = the first and last quarter of the receipts over their span (a rate that grows as the backlog shrinks shows a per-delivery cost that depends on the backlog).",
         ...(context.database === "pglite"
           ? [
-            `Embedded: each burst is committed while svc is stopped (the data folder has one owner), then svc starts and its dispatcher starts on the burst before /ready; the clock starts at /ready (a first receipt below 0 ms arrived before it); svc's CPU is its process's whole CPU minus the mean of two idle starts' (${context.checkouts.map((c) => `${c.label}: ${idleStartNote(arms.find((a) => a.arm === c.label)!)}`).join("; ")}).`,
+            `Embedded: each burst is committed while svc is stopped (the data folder has one owner), then svc starts and its dispatcher starts on the burst before /ready; the clock starts at /ready (a first receipt below 0 ms arrived before it); svc's CPU is its process's whole CPU minus the mean of two idle starts' (${
+              context.checkouts.map((c) => `${c.label}: ${idleStartNote(arms.find((a) => a.arm === c.label)!)}`).join(
+                "; "
+              )
+            }).`,
             "graphile-worker needs a PostgreSQL server: set BENCH_DATABASE_URL for that baseline."
           ]
-          : ["Server: the clock starts when the events (svc) or jobs (graphile-worker) commit; the CPU window opens just before that commit; the bare sender's clock starts when it starts sending."])
+          : [
+            "Server: the clock starts when the events (svc) or jobs (graphile-worker) commit; the CPU window opens just before that commit; the bare sender's clock starts when it starts sending."
+          ])
       ]
     }
   })

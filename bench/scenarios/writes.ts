@@ -17,16 +17,16 @@
  * secret scan, which the floor does not do).
  */
 import * as path from "node:path"
+import { measureFeedbackWork } from "../inprocess/feedback-work.ts"
 import { armTitle, BASELINE_NAMES, cpuRatio, startBaseline } from "../support/baselines.ts"
 import { spawnChild } from "../support/child.ts"
-import { formatPerOp, measureCpu, meterOf, perOp, type Meter, v8HelpersOf } from "../support/cpu.ts"
-import { formatWorkPerOp, sumWork, type Work, WORK_NOTE } from "../support/work.ts"
+import { formatPerOp, measureCpu, type Meter, meterOf, perOp, v8HelpersOf } from "../support/cpu.ts"
 import { type BenchDatabase, freshDatabase } from "../support/db.ts"
 import type { LoadResult, LoadSpec } from "../support/load.ts"
 import { atLeast, atMost, type BenchContext, type ScenarioResult, sizes } from "../support/scenario.ts"
 import { median, percentile, round, sorted, spread } from "../support/stats.ts"
 import { startSvc } from "../support/svc.ts"
-import { measureFeedbackWork } from "../inprocess/feedback-work.ts"
+import { formatWorkPerOp, sumWork, type Work, WORK_NOTE } from "../support/work.ts"
 
 export const answerSchema = {
   type: "object",
@@ -67,17 +67,26 @@ export const answerSchema = {
 
 export const correction = (i: number) => ({
   customer: { id: `C-${String(100000 + (i % 900000))}`, email: `buyer${i}@example.com`, name: "Ada Lovelace" },
-  items: Array.from({ length: 5 }, (_, k) => ({ sku: `SKU-${k}-${i % 97}`, quantity: 1 + k, price: 9.99 * (k + 1), note: "gift wrap please" })),
+  items: Array.from(
+    { length: 5 },
+    (_, k) => ({ sku: `SKU-${k}-${i % 97}`, quantity: 1 + k, price: 9.99 * (k + 1), note: "gift wrap please" })
+  ),
   total: 149.85,
   currency: "EUR",
   status: "refunded",
-  notes: "Customer called twice about the late delivery; refund approved by the shift lead after checking the courier log.",
+  notes:
+    "Customer called twice about the late delivery; refund approved by the shift lead after checking the courier log.",
   token: "session-7"
 })
 
 /** A logged run of about 1 KB: a ticket and an order-shaped answer. */
 export const runBody = (i: number) => ({
-  input: { ticket: `Order ${1000 + i}: where is my refund? The parcel came back to the depot two weeks ago and nobody has called.`, channel: "email" },
+  input: {
+    ticket: `Order ${
+      1000 + i
+    }: where is my refund? The parcel came back to the depot two weeks ago and nobody has called.`,
+    channel: "email"
+  },
   answer: correction(i)
 })
 
@@ -118,7 +127,10 @@ const drive = async (
         method: "POST",
         headers: { authorization: `Bearer ${key}`, "content-type": "application/json" },
         bodies: endpoint === "feedback"
-          ? Array.from({ length: 64 }, (_, i) => JSON.stringify({ inference_log_id: traceId, score: -1, correction: correction(i) }))
+          ? Array.from(
+            { length: 64 },
+            (_, i) => JSON.stringify({ inference_log_id: traceId, score: -1, correction: correction(i) })
+          )
           : endpoint === "runs"
           ? Array.from({ length: 64 }, (_, i) => JSON.stringify(runBody(i)))
           : ["{}"],
@@ -127,9 +139,22 @@ const drive = async (
         expectStatus: 201
       })
       await load.call<LoadResult>("run", spec(size.warmup))
-      const meters = [server, v8HelpersOf("v8 helpers", serverPid), meterOf("load", load.pid), ...(database.meter ? [database.meter] : [])]
+      const meters = [
+        server,
+        v8HelpersOf("v8 helpers", serverPid),
+        meterOf("load", load.pid),
+        ...(database.meter ? [database.meter] : [])
+      ]
       const { result, cpu, work } = await measureCpu(meters, () => load.call<LoadResult>("run", spec(size.requests)))
-      out[endpoint] = { requests: size.requests, errors: result.errors, firstError: result.firstError, seconds: result.seconds, latencies: result.latencies, cpu, work }
+      out[endpoint] = {
+        requests: size.requests,
+        errors: result.errors,
+        firstError: result.firstError,
+        seconds: result.seconds,
+        latencies: result.latencies,
+        cpu,
+        work
+      }
     }
     return out
   } finally {
@@ -164,11 +189,22 @@ export default async (context: BenchContext): Promise<ScenarioResult> => {
       for (const checkout of context.checkouts) {
         const database = await freshDatabase(context.database, `writes_${checkout.label}`)
         databases.push(database)
-        const svc = await startSvc(checkout, database, {}, path.join(context.logDir, `writes-${checkout.label}-${context.database}.log`))
+        const svc = await startSvc(
+          checkout,
+          database,
+          {},
+          path.join(context.logDir, `writes-${checkout.label}-${context.database}.log`)
+        )
         try {
           const { key } = await svc.provision()
-          const task = await svc.api<{ id: string }>(key, "POST", "/v1/tasks", { name: "orders", answer_schema: answerSchema })
-          const run = await svc.api<{ trace_id: string }>(key, "POST", `/v1/tasks/${task.id}/runs`, { input: { ticket: "where is my refund" }, answer: correction(0) })
+          const task = await svc.api<{ id: string }>(key, "POST", "/v1/tasks", {
+            name: "orders",
+            answer_schema: answerSchema
+          })
+          const run = await svc.api<{ trace_id: string }>(key, "POST", `/v1/tasks/${task.id}/runs`, {
+            input: { ticket: "where is my refund" },
+            answer: correction(0)
+          })
           const ids = { taskId: task.id, traceId: run.trace_id }
           results.get(checkout.label)!.push(await drive(svc.meter, svc.pid, database, svc.baseUrl, key, ids, size))
           last = { database, key, run: ids }
@@ -194,7 +230,8 @@ export default async (context: BenchContext): Promise<ScenarioResult> => {
   }
 
   const rows: Array<Record<string, string | number>> = []
-  const rate = (arm: string, endpoint: Endpoint) => median(results.get(arm)!.map((r) => r[endpoint].requests / r[endpoint].seconds))
+  const rate = (arm: string, endpoint: Endpoint) =>
+    median(results.get(arm)!.map((r) => r[endpoint].requests / r[endpoint].seconds))
   /** The server process's CPU per request (all its threads), over every round. */
   const serverCpu = (arm: string, endpoint: Endpoint) => {
     const runs = results.get(arm)!.map((r) => r[endpoint])
@@ -217,25 +254,44 @@ export default async (context: BenchContext): Promise<ScenarioResult> => {
         "p99 ms": round(percentile(latencies, 0.99), 2),
         "CPU µs/req": formatPerOp(perOp(cpu, requests)),
         "work/req": formatWorkPerOp(sumWork(runs.map((r) => r.work)), requests),
-        ...Object.fromEntries(BASELINE_NAMES.map((name) => [`CPU / ${name}`, cpuRatio(serverCpu(arm, endpoint), serverCpu(name, endpoint))])),
+        ...Object.fromEntries(
+          BASELINE_NAMES.map((name) => [`CPU / ${name}`, cpuRatio(serverCpu(arm, endpoint), serverCpu(name, endpoint))])
+        ),
         errors: errors === 0 ? 0 : `${errors} (${runs.find((r) => r.firstError)?.firstError})`
       })
     }
   }
   const helpers = (arm: string, endpoint: Endpoint) => {
     const runs = results.get(arm)!.map((r) => r[endpoint])
-    return runs.reduce((sum, r) => sum + (r.cpu["v8 helpers"] ?? 0), 0) / Math.max(1, runs.reduce((sum, r) => sum + r.requests, 0))
+    return runs.reduce((sum, r) => sum + (r.cpu["v8 helpers"] ?? 0), 0) /
+      Math.max(1, runs.reduce((sum, r) => sum + r.requests, 0))
   }
   // The feedback POST's own work (the correction's check in a worker and the secret scan), measured alone.
   const work = await measureFeedbackWork()
   const workMicros = work.inWorker.main + work.inWorker.worker
   const overFloorAndWork = (arm: string) => serverCpu(arm, "feedback") / (serverCpu("floor", "feedback") + workMicros)
   const aims = context.checkouts.flatMap((c) => [
-    atMost(`${c.label}: CPU per logged run (POST /v1/tasks/:id/runs) / the floor's`, serverCpu(c.label, "runs") / serverCpu("floor", "runs"), 1.2),
-    atMost(`${c.label}: CPU per feedback POST / (the floor's + its own work's ${round(workMicros)} µs)`, overFloorAndWork(c.label), 1),
-    atMost(`${c.label}: V8 helper (GC) CPU per cheapest write / bare's`, helpers(c.label, "agent-sessions") / Math.max(1, helpers("bare", "agent-sessions")), 1.5),
+    atMost(
+      `${c.label}: CPU per logged run (POST /v1/tasks/:id/runs) / the floor's`,
+      serverCpu(c.label, "runs") / serverCpu("floor", "runs"),
+      1.2
+    ),
+    atMost(
+      `${c.label}: CPU per feedback POST / (the floor's + its own work's ${round(workMicros)} µs)`,
+      overFloorAndWork(c.label),
+      1
+    ),
+    atMost(
+      `${c.label}: V8 helper (GC) CPU per cheapest write / bare's`,
+      helpers(c.label, "agent-sessions") / Math.max(1, helpers("bare", "agent-sessions")),
+      1.5
+    ),
     atLeast(`${c.label}: feedback POST / bare`, rate(c.label, "feedback") / rate("bare", "feedback"), 0.7),
-    atLeast(`${c.label}: cheapest authenticated write / bare`, rate(c.label, "agent-sessions") / rate("bare", "agent-sessions"), 0.8)
+    atLeast(
+      `${c.label}: cheapest authenticated write / bare`,
+      rate(c.label, "agent-sessions") / rate("bare", "agent-sessions"),
+      0.8
+    )
   ])
   return {
     scenario: "writes",
@@ -246,15 +302,19 @@ export default async (context: BenchContext): Promise<ScenarioResult> => {
       ...context.checkouts.map((c) =>
         `${c.label}'s CPU per request over the baselines' (bare, floor): ${
           ENDPOINTS.map((endpoint) =>
-            `${WRITE_TITLES[endpoint]} ${BASELINE_NAMES.map((name) => cpuRatio(serverCpu(c.label, endpoint), serverCpu(name, endpoint))).join(", ")}`
+            `${WRITE_TITLES[endpoint]} ${
+              BASELINE_NAMES.map((name) => cpuRatio(serverCpu(c.label, endpoint), serverCpu(name, endpoint))).join(", ")
+            }`
           ).join("; ")
         }; feedback POST over the floor plus its own work ${cpuRatio(overFloorAndWork(c.label), 1)}.`
       ),
       `The feedback POST's own work, measured alone (bench/inprocess/feedback-work.ts, in this process): the correction's check against the answer schema and the secret scan, ${
         round(work.alone, 1)
-      } µs per correction in a loop; through svc's correction worker one at a time (each request wakes it, as under this load) ${round(workMicros, 1)} µs (sending thread ${
-        round(work.inWorker.main, 1)
-      }, worker ${round(work.inWorker.worker, 1)}); 16 in flight ${round(work.inWorkerBusy.main + work.inWorkerBusy.worker, 1)} µs.`,
+      } µs per correction in a loop; through svc's correction worker one at a time (each request wakes it, as under this load) ${
+        round(workMicros, 1)
+      } µs (sending thread ${round(work.inWorker.main, 1)}, worker ${round(work.inWorker.worker, 1)}); 16 in flight ${
+        round(work.inWorkerBusy.main + work.inWorkerBusy.worker, 1)
+      } µs.`,
       `${size.requests} requests per arm and round at concurrency ${size.concurrency}, after ${size.warmup} warm-up requests; ${size.rounds} round(s), each arm started fresh; req/s is the median over rounds (spread ${
         spread(results.get(arms[0]!)!.map((r) => r.feedback.requests / r.feedback.seconds), 0)
       } for ${arms[0]} feedback).`,

@@ -24,23 +24,23 @@
  * does. CPU per delivery of the one server backend (its `schedstat`,
  * nanoseconds, read around each statement) or, on PGlite, of this process.
  */
-import { PgClient, PgMigrator } from "@effect/sql-pg"
 import { NodeServices } from "@effect/platform-node"
+import { PgClient, PgMigrator } from "@effect/sql-pg"
 import { Effect, Layer, Redacted } from "effect"
 import { Migrator, SqlClient } from "effect/sql"
 import { readFileSync } from "node:fs"
 import { loadavg } from "node:os"
 import pg from "pg"
+import { Database } from "../../src/database/Database.ts"
+import { migrationRecord } from "../../src/database/migrations/index.ts"
 import * as Leases from "../../src/deliveries/Leases.ts"
+import { makeLogLeases } from "../../src/deliveries/log/HeldLeases.ts"
 import { leaseAndTake, take } from "../../src/deliveries/log/Log.ts"
 import { claimStatement } from "../../src/deliveries/rows/Statements.ts"
-import { makeLogLeases } from "../../src/deliveries/log/HeldLeases.ts"
 import { type Claimed, type ClaimOptions, Outcome } from "../../src/deliveries/Types.ts"
-import { Database } from "../../src/database/Database.ts"
 import { newId } from "../../src/platform/Ids.ts"
-import { migrationRecord } from "../../src/database/migrations/index.ts"
-import { seededShuffle } from "../support/shuffle.ts"
 import { withClient } from "../support/db.ts"
+import { seededShuffle } from "../support/shuffle.ts"
 
 const args = process.argv.slice(2)
 const arg = (name: string, fallback: string) => {
@@ -94,29 +94,30 @@ const freshDatabase = async (db: "postgres" | "pglite") => {
 
 // --- seeding and fan-out -----------------------------------------------------------
 
-const setUp = (mark: boolean) => Effect.gen(function*() {
-  yield* PgMigrator.run({ loader: Migrator.fromRecord(migrationRecord), table: "svc_migrations" }).pipe(
-    Effect.provide(NodeServices.layer)
-  )
-  const sql = yield* SqlClient.SqlClient
-  const org = newId()
-  yield* sql`INSERT INTO orgs (id, name) VALUES (${org}, 'study')`
-  const ids = Array.from({ length: endpoints }, () => newId())
-  yield* sql`
+const setUp = (mark: boolean) =>
+  Effect.gen(function*() {
+    yield* PgMigrator.run({ loader: Migrator.fromRecord(migrationRecord), table: "svc_migrations" }).pipe(
+      Effect.provide(NodeServices.layer)
+    )
+    const sql = yield* SqlClient.SqlClient
+    const org = newId()
+    yield* sql`INSERT INTO orgs (id, name) VALUES (${org}, 'study')`
+    const ids = Array.from({ length: endpoints }, () => newId())
+    yield* sql`
     INSERT INTO notification_endpoints (id, org_id, url, url_hint, events, created_by)
     SELECT id, ${org}, 'https://receiver.test/hook', 'receiver.test', '["approval.requested"]'::jsonb, 'study'
     FROM unnest(${ids}::uuid[]) AS id
   `
-  const events = Math.ceil(deliveries / endpoints)
-  const body = JSON.stringify({ type: "approval.requested", approval: { approval_id: newId(), status: "pending" } })
-  yield* sql`
+    const events = Math.ceil(deliveries / endpoints)
+    const body = JSON.stringify({ type: "approval.requested", approval: { approval_id: newId(), status: "pending" } })
+    yield* sql`
     INSERT INTO events (id, org_id, type, occurred_at, body, label, dispatched_at)
     SELECT gen_random_uuid(), ${org}, 'approval.requested', now(), ${body}, 'approval.requested x',
            CASE WHEN ${mark} THEN NULL ELSE now() END
     FROM generate_series(1, ${events})
   `
-  return events * endpoints
-})
+    return events * endpoints
+  })
 
 /**
  * The dispatcher's statement, 200 events at a time, until none is left:
@@ -269,23 +270,38 @@ const explained = (what: string, sql: PgClient.PgClient, text: string, params: R
     const plan = yield* sql.withTransaction(Effect.gen(function*() {
       const rows = yield* sql.unsafe<{ "QUERY PLAN": string }>(`EXPLAIN (ANALYZE, BUFFERS) ${text}`, [...params])
       return yield* Effect.fail({ plan: rows.map((r) => r["QUERY PLAN"]).join("\n") })
-    })).pipe(Effect.catch((e: unknown) => typeof e === "object" && e !== null && "plan" in e ? Effect.succeed((e as { plan: string }).plan) : Effect.fail(e)))
+    })).pipe(
+      Effect.catch((e: unknown) =>
+        typeof e === "object" && e !== null && "plan" in e
+          ? Effect.succeed((e as { plan: string }).plan)
+          : Effect.fail(e)
+      )
+    )
     console.log(`-- ${what}:\n${plan}`)
   }).pipe(Effect.orDie)
 
 /** The next take (the lease and its rows, in one statement), explained. */
 const explainMidDrain = (sql: PgClient.PgClient, ctx: Leases.LogContext, claim: number) => {
-  const [text, params] = leaseAndTake(sql, "webhook", { limit: claim, leaseFor: "60 seconds", perTarget, perFailingTarget: 1 }, ctx.leases.owner())
+  const [text, params] = leaseAndTake(sql, "webhook", {
+    limit: claim,
+    leaseFor: "60 seconds",
+    perTarget,
+    perFailingTarget: 1
+  }, ctx.leases.owner())
     .compile()
   return explained("take, mid-drain", sql, text, params)
 }
 
 const main = Effect.gen(function*() {
   console.log(
-    `drain study: ${deliveries} deliveries to ${endpoints} endpoint(s), takes of ${claims.join("/")} (${perTarget} per endpoint), ` +
+    `drain study: ${deliveries} deliveries to ${endpoints} endpoint(s), takes of ${
+      claims.join("/")
+    } (${perTarget} per endpoint), ` +
       `settles of ${settles.join("/")}, ${keep} kept in flight; load ${loadavg().map((l) => l.toFixed(2)).join(" ")}`
   )
-  console.log("db       dispatch take  settle | dispatch µs/d | take µs/d (µs each) | row claim µs/d (µs each) | settle µs/d (µs each, rows each) | drain µs/d | check")
+  console.log(
+    "db       dispatch take  settle | dispatch µs/d | take µs/d (µs each) | row claim µs/d (µs each) | settle µs/d (µs each, rows each) | drain µs/d | check"
+  )
   for (const db of dbs) {
     for (let round = 0; round < rounds; round++) {
       const pairs = claims.flatMap((c) => settles.flatMap((s) => dispatches.map((d) => [c, s, d] as const)))
@@ -293,11 +309,17 @@ const main = Effect.gen(function*() {
         const { check, spent, total } = yield* run(db, claim, settle, dispatch)
         const per = (micros: number) => (micros / total).toFixed(1).padStart(6)
         console.log(
-          `${db.padEnd(9)}${dispatch.padEnd(7)} ${String(claim).padStart(4)} ${String(settle).padStart(7)} | ${per(spent.dispatch).padStart(13)} | ` +
+          `${db.padEnd(9)}${dispatch.padEnd(7)} ${String(claim).padStart(4)} ${String(settle).padStart(7)} | ${
+            per(spent.dispatch).padStart(13)
+          } | ` +
             `${per(spent.claim)} (${Math.round(spent.claim / spent.claims)}) | ` +
             `${per(spent.rowClaim)} (${Math.round(spent.rowClaim / spent.claims)}) | ` +
-            `${per(spent.settle)} (${Math.round(spent.settle / spent.settles)}, ${(total / spent.settles).toFixed(1)}) | ` +
-            `${per(spent.claim + spent.rowClaim + spent.settle)} | ${JSON.stringify(check)} load ${loadavg()[0]!.toFixed(2)}`
+            `${per(spent.settle)} (${Math.round(spent.settle / spent.settles)}, ${
+              (total / spent.settles).toFixed(1)
+            }) | ` +
+            `${per(spent.claim + spent.rowClaim + spent.settle)} | ${JSON.stringify(check)} load ${
+              loadavg()[0]!.toFixed(2)
+            }`
         )
       }
     }

@@ -43,24 +43,24 @@
  * cluster's: other work on it adds to the figure). Statements are prepared
  * per connection, as `@effect/sql-pg` does.
  */
-import { PgClient, PgMigrator } from "@effect/sql-pg"
 import { NodeServices } from "@effect/platform-node"
+import { PgClient, PgMigrator } from "@effect/sql-pg"
 import { Effect, Layer, Redacted, Schema } from "effect"
 import { Migrator, SqlClient } from "effect/sql"
 import { loadavg } from "node:os"
 import pg from "pg"
+import { Database } from "../../src/database/Database.ts"
+import { migrationRecord } from "../../src/database/migrations/index.ts"
 import * as Enqueue from "../../src/deliveries/Enqueue.ts"
 import * as Leases from "../../src/deliveries/Leases.ts"
 import { makeLogLeases } from "../../src/deliveries/log/HeldLeases.ts"
 import { claimStatement } from "../../src/deliveries/rows/Statements.ts"
 import { Outcome } from "../../src/deliveries/Types.ts"
-import { Database } from "../../src/database/Database.ts"
 import { newId } from "../../src/platform/Ids.ts"
-import { migrationRecord } from "../../src/database/migrations/index.ts"
-import { cpuMicros } from "../support/cpu.ts"
 import { ownThreads } from "../inprocess/threads.ts"
-import { seededShuffle } from "../support/shuffle.ts"
+import { cpuMicros } from "../support/cpu.ts"
 import { withClient } from "../support/db.ts"
+import { seededShuffle } from "../support/shuffle.ts"
 
 type Variant = "main" | "enqueue" | "lease" | "log"
 type Db = "postgres" | "pglite"
@@ -70,7 +70,8 @@ const arg = (name: string, fallback: string) => {
   const i = args.indexOf(`--${name}`)
   return i >= 0 && args[i + 1] !== undefined ? args[i + 1]! : fallback
 }
-const list = (name: string, fallback: string) => arg(name, fallback).split(",").map((s) => s.trim()).filter((s) => s !== "")
+const list = (name: string, fallback: string) =>
+  arg(name, fallback).split(",").map((s) => s.trim()).filter((s) => s !== "")
 const dbs = list("db", process.env.STUDY_DATABASE_URL ? "postgres,pglite" : "pglite") as Array<Db>
 const backlogs = list("backlogs", "1000,20000,100000").map(Number)
 const variants = list("variants", "main,enqueue,lease,log") as Array<Variant>
@@ -137,7 +138,7 @@ const migrate = (variant: Variant) =>
     if (variant === "lease" || variant === "log") {
       for (const statement of LEASE_SCHEMA) yield* (yield* SqlClient.SqlClient).unsafe(statement)
     }
-    if (variant === "log") for (const statement of LOG_SCHEMA) yield* (yield* SqlClient.SqlClient).unsafe(statement)
+    if (variant === "log") { for (const statement of LOG_SCHEMA) yield* (yield* SqlClient.SqlClient).unsafe(statement) }
   }).pipe(Effect.provide(NodeServices.layer))
 
 // --- seeding -------------------------------------------------------------------
@@ -508,7 +509,9 @@ const wal = Effect.gen(function*() {
 const walSince = (from: string) =>
   Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
-    const [row] = yield* sql<{ bytes: string }>`SELECT pg_wal_lsn_diff(pg_current_wal_insert_lsn(), ${from}::pg_lsn)::text AS bytes`
+    const [row] = yield* sql<
+      { bytes: string }
+    >`SELECT pg_wal_lsn_diff(pg_current_wal_insert_lsn(), ${from}::pg_lsn)::text AS bytes`
     return Number(row!.bytes)
   })
 
@@ -530,14 +533,21 @@ const dispatchAll = (variant: Variant) =>
     for (;;) {
       let events: number
       if (variant === "enqueue") {
-        const [row] = yield* Enqueue.enqueueFrom(sql as PgClient.PgClient, {
-          with: sql.literal(DISPATCH_WITH),
-          input: sql.literal(DISPATCH_INPUT),
-          select: sql.literal(DISPATCH_SELECT)
-        }, "events", Schema.Struct({ n: Schema.Number, events: Schema.Number }))
+        const [row] = yield* Enqueue.enqueueFrom(
+          sql as PgClient.PgClient,
+          {
+            with: sql.literal(DISPATCH_WITH),
+            input: sql.literal(DISPATCH_INPUT),
+            select: sql.literal(DISPATCH_SELECT)
+          },
+          "events",
+          Schema.Struct({ n: Schema.Number, events: Schema.Number })
+        )
         events = row?.events ?? 0
       } else {
-        const [row] = yield* sql.unsafe<{ n: number; events: number }>(variant === "main" ? MAIN_DISPATCH : LEASE_DISPATCH)
+        const [row] = yield* sql.unsafe<{ n: number; events: number }>(
+          variant === "main" ? MAIN_DISPATCH : LEASE_DISPATCH
+        )
         events = row?.events ?? 0
       }
       statements++
@@ -553,7 +563,11 @@ const drainRows = Effect.gen(function*() {
   const ctx: Leases.LogContext = { sql, leases: makeLogLeases() }
   let statements = 0
   for (;;) {
-    const claimed = yield* Leases.claim(ctx, "webhook", { limit: CLAIM, leaseFor: "60 seconds", perTarget: PER_ENDPOINT })
+    const claimed = yield* Leases.claim(ctx, "webhook", {
+      limit: CLAIM,
+      leaseFor: "60 seconds",
+      perTarget: PER_ENDPOINT
+    })
     statements++
     if (claimed.length === 0) return statements
     yield* Leases.settleMany(ctx, claimed.map((c) => ({ claimed: c, outcome: delivered, attempt })))
@@ -607,7 +621,10 @@ const drainProcessLog = Effect.gen(function*() {
   let claims = 0
   for (;;) {
     const t0 = performance.now()
-    const leases = yield* sql.unsafe<{ target_id: string; lease_id: string }>(LOG_LEASE, [Math.ceil(CLAIM / PER_ENDPOINT), owner])
+    const leases = yield* sql.unsafe<{ target_id: string; lease_id: string }>(LOG_LEASE, [
+      Math.ceil(CLAIM / PER_ENDPOINT),
+      owner
+    ])
     logTimes.lease += performance.now() - t0
     statements++
     if (leases.length === 0) return statements
@@ -635,14 +652,24 @@ const drainProcessLog = Effect.gen(function*() {
     const half = Math.ceil(items.length / 2)
     if (explain && ++claims === 5) {
       const pgSql = sql as PgClient.PgClient
-      for (const [name, text, params] of [
-        ["take", LOG_TAKE, [JSON.stringify(leases), PER_ENDPOINT]],
-        ["settle", LOG_SETTLE, [JSON.stringify(items.slice(0, half))]]
-      ] as const) {
+      for (
+        const [name, text, params] of [
+          ["take", LOG_TAKE, [JSON.stringify(leases), PER_ENDPOINT]],
+          ["settle", LOG_SETTLE, [JSON.stringify(items.slice(0, half))]]
+        ] as const
+      ) {
         const plan = yield* pgSql.withTransaction(Effect.gen(function*() {
-          const lines = yield* sql.unsafe<{ "QUERY PLAN": string }>(`EXPLAIN (ANALYZE, BUFFERS, COSTS OFF) ${text}`, [...params])
+          const lines = yield* sql.unsafe<{ "QUERY PLAN": string }>(`EXPLAIN (ANALYZE, BUFFERS, COSTS OFF) ${text}`, [
+            ...params
+          ])
           return yield* Effect.fail({ plan: lines.map((r) => r["QUERY PLAN"]).join("\n") })
-        })).pipe(Effect.catch((e: unknown) => typeof e === "object" && e !== null && "plan" in e ? Effect.succeed((e as { plan: string }).plan) : Effect.fail(e)))
+        })).pipe(
+          Effect.catch((e: unknown) =>
+            typeof e === "object" && e !== null && "plan" in e
+              ? Effect.succeed((e as { plan: string }).plan)
+              : Effect.fail(e)
+          )
+        )
         console.log(`-- log ${name} plan, mid-drain:\n${plan}`)
       }
     }
@@ -665,18 +692,31 @@ const explainClaim = (variant: Variant) =>
       : variant === "log"
       ? [LOG_LEASE, [Math.ceil(CLAIM / PER_ENDPOINT), newId()]] as const
       // The statement as Leases.claim sends it.
-      : claimStatement(sql, "webhook", { limit: CLAIM, leaseFor: "60 seconds", perTarget: PER_ENDPOINT }, newId()).compile()
+      : claimStatement(sql, "webhook", { limit: CLAIM, leaseFor: "60 seconds", perTarget: PER_ENDPOINT }, newId())
+        .compile()
     const plan = yield* sql.withTransaction(Effect.gen(function*() {
       const rows = yield* sql.unsafe<{ "QUERY PLAN": string }>(`EXPLAIN (ANALYZE, BUFFERS, COSTS OFF) ${text}`, params)
       return yield* Effect.fail({ plan: rows.map((r) => r["QUERY PLAN"]).join("\n") })
-    })).pipe(Effect.catch((e: unknown) => typeof e === "object" && e !== null && "plan" in e ? Effect.succeed((e as { plan: string }).plan) : Effect.fail(e)))
+    })).pipe(Effect.catch((e: unknown) =>
+      typeof e === "object" && e !== null && "plan" in e ? Effect.succeed((e as { plan: string }).plan) : Effect.fail(e)
+    ))
     return plan
   })
 
 /** `log`: after the drain every row is delivered, once: in one outcome row (and behind its cursor), or written delivered. */
 const checkLog = Effect.gen(function*() {
   const sql = yield* SqlClient.SqlClient
-  const [row] = yield* sql.unsafe<{ rows: number; passed: number; outcomes: number; distinct_outcomes: number; written: number; left: number; behind: number }>(`
+  const [row] = yield* sql.unsafe<
+    {
+      rows: number
+      passed: number
+      outcomes: number
+      distinct_outcomes: number
+      written: number
+      left: number
+      behind: number
+    }
+  >(`
     SELECT (SELECT count(*)::int FROM study_log) AS rows,
            (SELECT count(*)::int FROM study_log d JOIN study_targets t ON t.id = d.target_id
             WHERE d.status = 'logged' AND d.seq <= t.cursor) AS passed,
@@ -696,7 +736,10 @@ const runOne = (db: Db, variant: Variant, backlog: number) =>
       const deliveries = yield* seed(backlog)
       const enqueue = yield* measure(fresh.cpu, dispatchAll(variant))
       const plan = explain ? yield* explainClaim(variant) : undefined
-      const drain = yield* measure(fresh.cpu, variant === "lease" ? drainLog : variant === "log" ? drainProcessLog : drainRows)
+      const drain = yield* measure(
+        fresh.cpu,
+        variant === "lease" ? drainLog : variant === "log" ? drainProcessLog : drainRows
+      )
       const check = variant === "log" ? yield* checkLog : undefined
       return { db, variant, backlog, deliveries, enqueue, drain, plan, check }
     }).pipe(
@@ -739,7 +782,11 @@ const main = Effect.gen(function*() {
             } ${String(total.wal).padStart(8)} | ${loadavg()[0]!.toFixed(2)}`
           )
           if (r.check !== undefined) {
-            console.log(`   log check: ${JSON.stringify(r.check)}; wall ms ${JSON.stringify(logTimes, (_, v) => typeof v === "number" ? Math.round(v) : v)}`)
+            console.log(
+              `   log check: ${JSON.stringify(r.check)}; wall ms ${
+                JSON.stringify(logTimes, (_, v) => typeof v === "number" ? Math.round(v) : v)
+              }`
+            )
             logTimes.lease = logTimes.take = logTimes.settle = 0
           }
           if (r.plan !== undefined) console.log(`-- claim plan (${db}, ${variant}, ${backlog}):\n${r.plan}`)

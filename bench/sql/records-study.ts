@@ -25,18 +25,18 @@
  * connection) after one run to warm; a statement running past `--timeout`
  * (30 s) is reported as `Infinity`.
  */
-import { PgClient, PgMigrator } from "@effect/sql-pg"
 import { NodeServices } from "@effect/platform-node"
+import { PgClient, PgMigrator } from "@effect/sql-pg"
 import { Effect, Redacted } from "effect"
 import { Migrator, SqlClient } from "effect/sql"
 import { loadavg } from "node:os"
 import { performance } from "node:perf_hooks"
 import pg from "pg"
+import { Database } from "../../src/database/Database.ts"
+import { migrationRecord } from "../../src/database/migrations/index.ts"
 import { listStatement } from "../../src/deliveries/records/Listing.ts"
 import { COLUMNS } from "../../src/deliveries/Types.ts"
-import { Database } from "../../src/database/Database.ts"
 import { newId } from "../../src/platform/Ids.ts"
-import { migrationRecord } from "../../src/database/migrations/index.ts"
 import { withClient } from "../support/db.ts"
 
 type Db = "postgres" | "pglite"
@@ -196,7 +196,9 @@ const seed = (outcomes: number) =>
       FROM (SELECT max(seq) AS seq FROM deliveries WHERE target_id = ${target}) m WHERE id = ${target}
     `
     const [picked] = yield* sql<{ middle: string; newest: string }>`
-      SELECT (SELECT id FROM deliveries WHERE target_id = ${target} ORDER BY seq OFFSET ${Math.floor(rows / 2)} LIMIT 1) AS middle,
+      SELECT (SELECT id FROM deliveries WHERE target_id = ${target} ORDER BY seq OFFSET ${
+      Math.floor(rows / 2)
+    } LIMIT 1) AS middle,
              (SELECT id FROM deliveries WHERE target_id = ${target} ORDER BY seq DESC LIMIT 1) AS newest
     `
     return { org, target, middle: picked!.middle, newest: picked!.newest } satisfies Seeded
@@ -260,7 +262,10 @@ const timed = (label: string, statement: { readonly compile: () => readonly [str
     }
     times.sort((a, b) => a - b)
     if (explain) {
-      const plan = yield* sql.unsafe<{ "QUERY PLAN": string }>(`EXPLAIN (ANALYZE, BUFFERS) ${text}`, params as Array<unknown>)
+      const plan = yield* sql.unsafe<{ "QUERY PLAN": string }>(
+        `EXPLAIN (ANALYZE, BUFFERS) ${text}`,
+        params as Array<unknown>
+      )
       console.log(`--- ${label}\n${plan.map((row) => row["QUERY PLAN"]).join("\n")}`)
     }
     return { ms: times[Math.floor(times.length / 2)]!, rows: answer.value.length, answer: answer.value }
@@ -277,10 +282,22 @@ const measure = (variant: Variant, seeded: Seeded, queued: string | undefined, l
     )
     const middle = yield* timed(`${label}: attempts, a delivery halfway`, attemptsStatement(sql, seeded.middle))
     const newest = yield* timed(`${label}: attempts, the newest delivered`, attemptsStatement(sql, seeded.newest))
-    const pending = queued === undefined ? undefined : yield* timed(`${label}: attempts, a queued delivery`, attemptsStatement(sql, queued))
+    const pending = queued === undefined
+      ? undefined
+      : yield* timed(`${label}: attempts, a queued delivery`, attemptsStatement(sql, queued))
     const statuses: Record<string, number> = {}
     for (const row of list.answer) statuses[String(row.status)] = (statuses[String(row.status)] ?? 0) + 1
-    return { list, middle, newest, pending, statuses, check: JSON.stringify([list.answer, middle.answer, newest.answer, pending?.answer], (_, v) => typeof v === "bigint" ? v.toString() : v) }
+    return {
+      list,
+      middle,
+      newest,
+      pending,
+      statuses,
+      check: JSON.stringify(
+        [list.answer, middle.answer, newest.answer, pending?.answer],
+        (_, v) => typeof v === "bigint" ? v.toString() : v
+      )
+    }
   })
 
 const run = (db: Db, outcomes: number) =>
@@ -296,7 +313,9 @@ const run = (db: Db, outcomes: number) =>
       const [count] = yield* sql<{ outcomes: number; rows: number }>`
         SELECT (SELECT count(*)::int FROM delivery_outcomes) AS outcomes, (SELECT count(*)::int FROM deliveries) AS rows
       `.pipe(Effect.orDie)
-      console.log(`${db}: ${count!.outcomes} outcome rows, ${count!.rows} deliveries (seeded in ${(seedMs / 1000).toFixed(1)} s)`)
+      console.log(
+        `${db}: ${count!.outcomes} outcome rows, ${count!.rows} deliveries (seeded in ${(seedMs / 1000).toFixed(1)} s)`
+      )
       yield* sql.unsafe(`SET statement_timeout = '${TIMEOUT_S}s'`).pipe(Effect.orDie)
       let queued: string | undefined
       for (const state of ["idle", "idle+analyze", "backlog"] as const) {
@@ -310,9 +329,15 @@ const run = (db: Db, outcomes: number) =>
           // A statement cut short answers nothing to compare.
           if (m.list.ms !== Number.POSITIVE_INFINITY) checks.add(m.check)
           console.log(
-            `${db.padEnd(8)} ${String(outcomes).padStart(7)} ${state.padEnd(12)} ${variant.padEnd(8)} | list ${m.list.ms.toFixed(2).padStart(8)} ms ` +
-              `(${m.list.rows} rows ${JSON.stringify(m.statuses)}) | attempts: halfway ${m.middle.ms.toFixed(2).padStart(7)} ms, ` +
-              `newest ${m.newest.ms.toFixed(2).padStart(7)} ms${m.pending === undefined ? "" : `, queued ${m.pending.ms.toFixed(2).padStart(7)} ms`}`
+            `${db.padEnd(8)} ${String(outcomes).padStart(7)} ${state.padEnd(12)} ${variant.padEnd(8)} | list ${
+              m.list.ms.toFixed(2).padStart(8)
+            } ms ` +
+              `(${m.list.rows} rows ${JSON.stringify(m.statuses)}) | attempts: halfway ${
+                m.middle.ms.toFixed(2).padStart(7)
+              } ms, ` +
+              `newest ${m.newest.ms.toFixed(2).padStart(7)} ms${
+                m.pending === undefined ? "" : `, queued ${m.pending.ms.toFixed(2).padStart(7)} ms`
+              }`
           )
         }
         if (checks.size !== 1) console.log(`  ! the variants answer differently (${state})`)
@@ -322,7 +347,11 @@ const run = (db: Db, outcomes: number) =>
   })
 
 const main = Effect.gen(function*() {
-  console.log(`records study: outcome rows of ${SEQS} seqs, ${RUNS} runs each; load ${loadavg().map((l) => l.toFixed(2)).join(" ")}`)
+  console.log(
+    `records study: outcome rows of ${SEQS} seqs, ${RUNS} runs each; load ${
+      loadavg().map((l) => l.toFixed(2)).join(" ")
+    }`
+  )
   console.log("db       outcomes state   variant")
   for (const db of dbs) {
     for (const outcomes of sizes) yield* run(db, outcomes)

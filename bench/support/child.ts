@@ -20,7 +20,11 @@ export interface Child {
   readonly stop: () => Promise<void>
 }
 
-export const spawnChild = async (name: string, script: string | URL, env: Record<string, string> = {}): Promise<Child> => {
+export const spawnChild = async (
+  name: string,
+  script: string | URL,
+  env: Record<string, string> = {}
+): Promise<Child> => {
   const proc = spawn(process.execPath, [script instanceof URL ? script.pathname : script], {
     env: { ...process.env, ...env },
     stdio: ["pipe", "pipe", "inherit"]

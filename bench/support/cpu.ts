@@ -79,7 +79,11 @@ export const threadsCpuMicros = (pid: number, comm: string | ((comm: string) => 
 }
 
 /** The threads named `comm` of `pid`, as a meter of their own. */
-export const threadsMeterOf = (name: string, pid: number, comm: string): Meter => ({ name, pids: () => [], threads: () => threadsCpuMicros(pid, comm) })
+export const threadsMeterOf = (name: string, pid: number, comm: string): Meter => ({
+  name,
+  pids: () => [],
+  threads: () => threadsCpuMicros(pid, comm)
+})
 
 const snapshot = async (meter: Meter) => {
   if (meter.threads !== undefined) return meter.threads()

@@ -4,10 +4,10 @@
  * (`BENCH_DATABASE_URL`), on which each run creates its own database and
  * drops it afterwards.
  */
+import { PGlite } from "@electric-sql/pglite"
 import { mkdtempSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
 import * as path from "node:path"
-import { PGlite } from "@electric-sql/pglite"
 import pg from "pg"
 import type { Meter } from "./cpu.ts"
 import { postgresWork } from "./work.ts"
@@ -50,7 +50,9 @@ const adminUrl = () => {
   const url = process.env.BENCH_DATABASE_URL
   if (url === undefined || url === "") throw new Error("BENCH_DATABASE_URL is not set")
   const parsed = new URL(url)
-  if (!["127.0.0.1", "localhost", "::1", "[::1]"].includes(parsed.hostname)) throw new Error("BENCH_DATABASE_URL must be on loopback")
+  if (!["127.0.0.1", "localhost", "::1", "[::1]"].includes(parsed.hostname)) {
+    throw new Error("BENCH_DATABASE_URL must be on loopback")
+  }
   return parsed
 }
 
@@ -87,7 +89,9 @@ export const freshDatabase = async (kind: DatabaseKind, label: string): Promise<
       connect: async () => {
         const db = await PGlite.create({ dataDir: path.join(dataDir, "pgdata") })
         return {
-          query: async <R,>(sql: string, params?: ReadonlyArray<unknown>) => ({ rows: (await db.query<R>(sql, params as Array<unknown>)).rows }),
+          query: async <R>(sql: string, params?: ReadonlyArray<unknown>) => ({
+            rows: (await db.query<R>(sql, params as Array<unknown>)).rows
+          }),
           end: () => db.close()
         }
       },
@@ -109,7 +113,9 @@ export const freshDatabase = async (kind: DatabaseKind, label: string): Promise<
       const client = new pg.Client({ connectionString: url.toString() })
       await client.connect()
       return {
-        query: async <R,>(sql: string, params?: ReadonlyArray<unknown>) => ({ rows: (await client.query(sql, params as Array<unknown>)).rows as Array<R> }),
+        query: async <R>(sql: string, params?: ReadonlyArray<unknown>) => ({
+          rows: (await client.query(sql, params as Array<unknown>)).rows as Array<R>
+        }),
         end: () => client.end()
       }
     },
@@ -117,7 +123,9 @@ export const freshDatabase = async (kind: DatabaseKind, label: string): Promise<
       name: "postgres",
       pids: () =>
         withAdmin(async (admin) =>
-          (await admin.query<{ pid: number }>("SELECT pid FROM pg_stat_activity WHERE datname = $1", [name])).rows.map((row) => row.pid)
+          (await admin.query<{ pid: number }>("SELECT pid FROM pg_stat_activity WHERE datname = $1", [name])).rows.map((
+            row
+          ) => row.pid)
         ),
       ...(postgresWork(name, withAdmin) === undefined ? {} : { work: postgresWork(name, withAdmin)! })
     },

@@ -42,7 +42,7 @@ export const signedSender = (origin: string, caPem: string, connections: number)
   const keys = new Map<string, KeyObject>()
   const send = async (path: string, secret: string, event: OutboxEvent) => {
     let key = keys.get(secret)
-    if (key === undefined) keys.set(secret, (key = createSecretKey(Buffer.from(secret, "utf8"))))
+    if (key === undefined) keys.set(secret, key = createSecretKey(Buffer.from(secret, "utf8")))
     const t = Math.floor(Date.now() / 1000)
     const signature = createHmac("sha256", key).update(`${t}.`).update(event.body).digest("hex")
     const response = await pool.request({

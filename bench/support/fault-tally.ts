@@ -42,7 +42,9 @@ export interface FaultTally {
 export interface Tally {
   readonly faults: ReadonlyArray<FaultTally>
   /** Repeats with no fault between them and the receipt before. */
-  readonly outside: ReadonlyArray<{ readonly endpoint: string; readonly id: string; readonly previous: number; readonly repeat: number }>
+  readonly outside: ReadonlyArray<
+    { readonly endpoint: string; readonly id: string; readonly previous: number; readonly repeat: number }
+  >
   /** All repeats (receipts beyond each event's first at each endpoint). */
   readonly total: number
 }
@@ -106,7 +108,12 @@ export interface KindSummary {
 export const boundPerEndpoint = (kind: FaultKind, perEndpoint: number) =>
   kind === "kill" ? UNSETTLED_PER_TARGET * perEndpoint : 0
 
-export const summarize = (kind: FaultKind, faults: ReadonlyArray<FaultWindow>, t: Tally, perEndpoint: number): KindSummary => {
+export const summarize = (
+  kind: FaultKind,
+  faults: ReadonlyArray<FaultWindow>,
+  t: Tally,
+  perEndpoint: number
+): KindSummary => {
   const mine = t.faults.filter((_, i) => faults[i]!.kind === kind)
   const bound = boundPerEndpoint(kind, perEndpoint)
   const duplicates = mine.reduce((sum, f) => sum + f.duplicates, 0)

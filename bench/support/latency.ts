@@ -63,7 +63,10 @@ export interface Matched {
 }
 
 /** Matches the offered items with their receipts (`arrivals`: key → receipt times, epoch ms). */
-export const match = (offered: ReadonlyArray<Offered>, arrivals: ReadonlyMap<string, ReadonlyArray<number>>): Matched => {
+export const match = (
+  offered: ReadonlyArray<Offered>,
+  arrivals: ReadonlyMap<string, ReadonlyArray<number>>
+): Matched => {
   const latencies: Array<number> = []
   let missing = 0
   let duplicates = 0

@@ -41,7 +41,9 @@ const run = async (spec: LoadSpec): Promise<LoadResult> => {
   let next = 0
   const one = (url: URL, body: string | undefined) =>
     new Promise<{ status: number; text: string }>((resolve, reject) => {
-      const headers = body === undefined ? spec.headers : { ...spec.headers, "content-length": String(Buffer.byteLength(body)) }
+      const headers = body === undefined
+        ? spec.headers
+        : { ...spec.headers, "content-length": String(Buffer.byteLength(body)) }
       const req = request(url, { method: spec.method, agent, headers }, (res) => {
         const chunks: Array<Buffer> = []
         res.on("data", (chunk: Buffer) => chunks.push(chunk))
@@ -56,7 +58,9 @@ const run = async (spec: LoadSpec): Promise<LoadResult> => {
       const i = next++
       const t = performance.now()
       const template = spec.bodies?.[i % spec.bodies.length]
-      const body = template === undefined || spec.unique === undefined ? template : template.replaceAll(spec.unique, `${runId}-${i}`)
+      const body = template === undefined || spec.unique === undefined
+        ? template
+        : template.replaceAll(spec.unique, `${runId}-${i}`)
       const answer = await one(urls[i % urls.length]!, body).catch((e: Error) => ({ status: 0, text: e.message }))
       latencies.push(performance.now() - t)
       if (answer.status !== spec.expectStatus) {

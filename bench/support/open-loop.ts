@@ -40,7 +40,11 @@ export interface OpenLoopResult {
 }
 
 /** Runs `send(i)` at each due time; answers once every one has answered. */
-const openLoop = async (rate: number, seconds: number, send: (i: number, due: number) => Promise<Sent>): Promise<OpenLoopResult> => {
+const openLoop = async (
+  rate: number,
+  seconds: number,
+  send: (i: number, due: number) => Promise<Sent>
+): Promise<OpenLoopResult> => {
   const offsets = schedule(rate, seconds)
   const start = now() + 20
   const answers: Array<Promise<Sent>> = []
@@ -59,14 +63,23 @@ const openLoop = async (rate: number, seconds: number, send: (i: number, due: nu
   }
   const items = await Promise.all(answers)
   const failed = items.filter((s) => s.status < 200 || s.status >= 300)
-  return { items, errors: failed.length, firstError: failed[0] === undefined ? undefined : `${failed[0].status}`, worstLateMs }
+  return {
+    items,
+    errors: failed.length,
+    firstError: failed[0] === undefined ? undefined : `${failed[0].status}`,
+    worstLateMs
+  }
 }
 
 const agent = new Agent({ keepAlive: true, maxSockets: Infinity })
 
 const post = (url: URL, headers: Record<string, string>, body: string) =>
   new Promise<number>((resolve) => {
-    const req = request(url, { method: "POST", agent, headers: { ...headers, "content-length": String(Buffer.byteLength(body)) } }, (res) => {
+    const req = request(url, {
+      method: "POST",
+      agent,
+      headers: { ...headers, "content-length": String(Buffer.byteLength(body)) }
+    }, (res) => {
       res.on("data", () => {})
       res.on("end", () => resolve(res.statusCode ?? 0))
     })
@@ -91,13 +104,25 @@ serve({
     const headers = { authorization: `Bearer ${key}`, "content-type": "application/json" }
     return openLoop(rate, seconds, async (i, due) => {
       const stepId = `${prefix}-${i}`
-      const body = JSON.stringify({ step_id: stepId, tool: "shell", action_class: actionClass, arguments: { command: "ls -la /srv/app", cwd: "/srv" } })
+      const body = JSON.stringify({
+        step_id: stepId,
+        tool: "shell",
+        action_class: actionClass,
+        arguments: { command: "ls -la /srv/app", cwd: "/srv" }
+      })
       const sent = now()
       const status = await post(urls[i % urls.length]!, headers, body)
       return { key: stepId, due, sent, answered: now(), status }
     })
   },
-  events: ({ connectionString, orgId, rate, seconds }: { connectionString: string; orgId: string; rate: number; seconds: number }) => {
+  events: (
+    { connectionString, orgId, rate, seconds }: {
+      connectionString: string
+      orgId: string
+      rate: number
+      seconds: number
+    }
+  ) => {
     if (pool === undefined) {
       pool = new pg.Pool({ connectionString, max: 16 })
       // An idle connection ended by the database's drop is not the load's error.

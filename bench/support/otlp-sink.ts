@@ -18,7 +18,9 @@ const server = createServer({ cert: process.env.BENCH_TLS_CERT!, key: process.en
     try {
       let body = Buffer.concat(chunks)
       if (req.headers["content-encoding"] === "gzip") body = gunzipSync(body)
-      const json = JSON.parse(body.toString("utf8")) as { resourceSpans?: Array<{ scopeSpans: Array<{ spans: Array<unknown> }> }> }
+      const json = JSON.parse(body.toString("utf8")) as {
+        resourceSpans?: Array<{ scopeSpans: Array<{ spans: Array<unknown> }> }>
+      }
       for (const rs of json.resourceSpans ?? []) for (const ss of rs.scopeSpans) spans += ss.spans.length
     } catch {
       // counted as a request all the same

@@ -82,45 +82,51 @@ export const replyDropper = async (target: { readonly host: string; readonly por
       sockets.delete(client)
       sockets.delete(upstream)
     }
-    client.on("data", framer(true, (type, message) => {
-      if (type === "P") {
-        const body = message.subarray(5)
-        const name = cString(body, 0)
-        statements.set(name.value, cString(body, name.next).value)
-      } else if (type === "Q" && armed !== undefined && dropAt === undefined) {
-        const text = cString(message.subarray(5), 0).value
-        if (text.includes(armed.pattern)) {
-          dropAt = { ready: syncsSent + 1, armed, statement: text }
-          armed = undefined
+    client.on(
+      "data",
+      framer(true, (type, message) => {
+        if (type === "P") {
+          const body = message.subarray(5)
+          const name = cString(body, 0)
+          statements.set(name.value, cString(body, name.next).value)
+        } else if (type === "Q" && armed !== undefined && dropAt === undefined) {
+          const text = cString(message.subarray(5), 0).value
+          if (text.includes(armed.pattern)) {
+            dropAt = { ready: syncsSent + 1, armed, statement: text }
+            armed = undefined
+          }
+        } else if (type === "B" && armed !== undefined && dropAt === undefined) {
+          const body = message.subarray(5)
+          const portal = cString(body, 0)
+          const text = statements.get(cString(body, portal.next).value) ?? ""
+          if (text.includes(armed.pattern)) {
+            // Answered by the ReadyForQuery of the next Sync.
+            dropAt = { ready: syncsSent + 1, armed, statement: text }
+            armed = undefined
+          }
         }
-      } else if (type === "B" && armed !== undefined && dropAt === undefined) {
-        const body = message.subarray(5)
-        const portal = cString(body, 0)
-        const text = statements.get(cString(body, portal.next).value) ?? ""
-        if (text.includes(armed.pattern)) {
-          // Answered by the ReadyForQuery of the next Sync.
-          dropAt = { ready: syncsSent + 1, armed, statement: text }
-          armed = undefined
+        // The startup and a simple query are answered by a ReadyForQuery of their own, as a Sync is.
+        if (type === "S" || type === "Q" || type === "") syncsSent++
+        if (!closed) upstream.write(message)
+      })
+    )
+    upstream.on(
+      "data",
+      framer(false, (type, message) => {
+        if (closed) return
+        if (type === "Z") readyReceived++
+        if (dropAt !== undefined && readyReceived >= dropAt.ready - (type === "Z" ? 0 : 1)) {
+          // Withheld: the answers to the armed statement, up to its ReadyForQuery.
+          if (type === "Z" && readyReceived === dropAt.ready) {
+            const { armed: done, statement } = dropAt
+            close()
+            done.resolve({ at: performance.timeOrigin + performance.now(), statement: statement.trim().slice(0, 120) })
+          }
+          return
         }
-      }
-      // The startup and a simple query are answered by a ReadyForQuery of their own, as a Sync is.
-      if (type === "S" || type === "Q" || type === "") syncsSent++
-      if (!closed) upstream.write(message)
-    }))
-    upstream.on("data", framer(false, (type, message) => {
-      if (closed) return
-      if (type === "Z") readyReceived++
-      if (dropAt !== undefined && readyReceived >= dropAt.ready - (type === "Z" ? 0 : 1)) {
-        // Withheld: the answers to the armed statement, up to its ReadyForQuery.
-        if (type === "Z" && readyReceived === dropAt.ready) {
-          const { armed: done, statement } = dropAt
-          close()
-          done.resolve({ at: performance.timeOrigin + performance.now(), statement: statement.trim().slice(0, 120) })
-        }
-        return
-      }
-      client.write(message)
-    }))
+        client.write(message)
+      })
+    )
     client.on("error", close)
     upstream.on("error", close)
     client.on("close", close)
@@ -132,9 +138,10 @@ export const replyDropper = async (target: { readonly host: string; readonly por
   return {
     port,
     /** Drops the answer of the next execution of a statement holding `pattern`; resolves when it has. */
-    drop: (pattern: string) => new Promise<DroppedReply>((resolve) => {
-      armed = { pattern, resolve }
-    }),
+    drop: (pattern: string) =>
+      new Promise<DroppedReply>((resolve) => {
+        armed = { pattern, resolve }
+      }),
     /** Forgets an arm that did not fire. */
     disarm: () => {
       armed = undefined

@@ -22,7 +22,7 @@ const handle = (req: IncomingMessage, res: ServerResponse) => {
     const query = url.indexOf("?")
     const path = query < 0 ? url : url.slice(0, query)
     let list = receipts.get(path)
-    if (list === undefined) receipts.set(path, (list = []))
+    if (list === undefined) receipts.set(path, list = [])
     list.push(now())
     res.writeHead(204)
     res.end()
@@ -31,7 +31,10 @@ const handle = (req: IncomingMessage, res: ServerResponse) => {
 const tls = { cert: process.env.BENCH_TLS_CERT!, key: process.env.BENCH_TLS_KEY! }
 const listen = (port: number, host: string) =>
   new Promise<number>((resolve, reject) => {
-    const server = createServer({ ...tls, keepAliveTimeout: Number(process.env.BENCH_RECEIVER_KEEPALIVE_MS ?? 5_000) }, handle)
+    const server = createServer(
+      { ...tls, keepAliveTimeout: Number(process.env.BENCH_RECEIVER_KEEPALIVE_MS ?? 5_000) },
+      handle
+    )
     server.on("secureConnection", () => void connections++)
     server.once("error", reject)
     server.listen(port, host, () => resolve((server.address() as { port: number }).port))
@@ -56,7 +59,16 @@ export interface Receipts {
 const summary = (path: string): Receipts => {
   const list = receipts.get(path) ?? []
   const at = (p: number) => list[Math.min(list.length - 1, Math.max(0, Math.floor(list.length * p)))] ?? NaN
-  return { count: list.length, first: at(0), p20: at(0.2), p25: at(0.25), p75: at(0.75), p80: at(0.8), last: list[list.length - 1] ?? NaN, connections }
+  return {
+    count: list.length,
+    first: at(0),
+    p20: at(0.2),
+    p25: at(0.25),
+    p75: at(0.75),
+    p80: at(0.8),
+    last: list[list.length - 1] ?? NaN,
+    connections
+  }
 }
 
 serve({
@@ -67,7 +79,9 @@ serve({
   url: () => `https://127.0.0.1:${port}`,
   wait: async ({ path, count, timeoutMs }: { path: string; count: number; timeoutMs: number }) => {
     const deadline = Date.now() + timeoutMs
-    while ((receipts.get(path)?.length ?? 0) < count && Date.now() < deadline) await new Promise((r) => setTimeout(r, 5))
+    while ((receipts.get(path)?.length ?? 0) < count && Date.now() < deadline) {
+      await new Promise((r) => setTimeout(r, 5))
+    }
     return summary(path)
   }
 })

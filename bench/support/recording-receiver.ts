@@ -42,14 +42,18 @@ const answering = new Map<number, Map<string, number>>()
 
 const adjust = (port: number, path: string, by: number) => {
   let byPath = answering.get(port)
-  if (byPath === undefined) answering.set(port, (byPath = new Map()))
+  if (byPath === undefined) answering.set(port, byPath = new Map())
   const n = (byPath.get(path) ?? 0) + by
   if (n === 0) byPath.delete(path)
   else byPath.set(path, n)
   if (byPath.size === 0) answering.delete(port)
 }
 
-const server = createServer({ cert: process.env.BENCH_TLS_CERT!, key: process.env.BENCH_TLS_KEY!, keepAliveTimeout: 60_000 }, (req, res) => {
+const server = createServer({
+  cert: process.env.BENCH_TLS_CERT!,
+  key: process.env.BENCH_TLS_KEY!,
+  keepAliveTimeout: 60_000
+}, (req, res) => {
   req.on("data", () => {})
   req.on("end", () => {
     const at = now()
@@ -59,7 +63,7 @@ const server = createServer({ cert: process.env.BENCH_TLS_CERT!, key: process.en
     const id = String(req.headers["x-svc-event-id"] ?? "")
     const port = req.socket.remotePort ?? 0
     let log = paths.get(path)
-    if (log === undefined) paths.set(path, (log = { byId: new Map(), receipts: 0 }))
+    if (log === undefined) paths.set(path, log = { byId: new Map(), receipts: 0 })
     log.receipts++
     const list = log.byId.get(id)
     if (list === undefined) log.byId.set(id, [at])
@@ -115,13 +119,17 @@ export interface Report {
 
 serve({
   url: () => `https://127.0.0.1:${port}`,
-  arrivals: ({ path }: { path: string }): Array<readonly [string, ReadonlyArray<number>]> => [...(paths.get(path)?.byId ?? [])],
+  arrivals: (
+    { path }: { path: string }
+  ): Array<readonly [string, ReadonlyArray<number>]> => [...(paths.get(path)?.byId ?? [])],
   progress: (): Progress =>
     Object.fromEntries([...paths].map(([path, log]) => [path, { receipts: log.receipts, distinct: log.byId.size }])),
   senders: ({ ports }: { ports: ReadonlyArray<number> }): Senders => {
     const wanted = new Set(ports)
     const answeringNow: Record<string, number> = {}
-    for (const p of wanted) for (const [path, n] of answering.get(p) ?? []) answeringNow[path] = (answeringNow[path] ?? 0) + n
+    for (const p of wanted) {
+      for (const [path, n] of answering.get(p) ?? []) answeringNow[path] = (answeringNow[path] ?? 0) + n
+    }
     const lastSecond: Record<string, number> = {}
     const since = now() - 1_000
     for (let i = times.length - 1; i >= 0 && times[i]! >= since; i--) {
@@ -144,7 +152,7 @@ serve({
       const before = last.get(path)
       if (before !== undefined && times[i]! - before >= 1_000) {
         let list = pauses.get(path)
-        if (list === undefined) pauses.set(path, (list = []))
+        if (list === undefined) pauses.set(path, list = [])
         list.push([before, times[i]!])
       }
       last.set(path, times[i]!)

@@ -57,5 +57,17 @@ export const SEND_CONCURRENCY = Number(process.env.BENCH_SEND_CONCURRENCY ?? 16)
 /** Sizes: `BENCH_QUICK=1` for smoke runs, else full. */
 export const sizes = (quick: boolean) =>
   quick
-    ? { writes: { warmup: 200, requests: 600, concurrency: 16, rounds: 1 }, burst: { warmup: 300, events: 2_000 }, scale: { warmup: 160, backlogs: [160, 1_600], manyOrgs: 20, endpointsPerOrg: 5, deliveries: 1_000 }, latency: { warmup: 300, blocks: 2, perBlock: 500, concurrency: 8 }, spans: { spans: 10_000, runs: 1 } }
-    : { writes: { warmup: 1_000, requests: 4_000, concurrency: 16, rounds: 2 }, burst: { warmup: 1_000, events: 20_000 }, scale: { warmup: 1_024, backlogs: [1_024, 100_000], manyOrgs: 200, endpointsPerOrg: 5, deliveries: 20_000 }, latency: { warmup: 1_000, blocks: 5, perBlock: 2_000, concurrency: 8 }, spans: { spans: 40_000, runs: 2 } }
+    ? {
+      writes: { warmup: 200, requests: 600, concurrency: 16, rounds: 1 },
+      burst: { warmup: 300, events: 2_000 },
+      scale: { warmup: 160, backlogs: [160, 1_600], manyOrgs: 20, endpointsPerOrg: 5, deliveries: 1_000 },
+      latency: { warmup: 300, blocks: 2, perBlock: 500, concurrency: 8 },
+      spans: { spans: 10_000, runs: 1 }
+    }
+    : {
+      writes: { warmup: 1_000, requests: 4_000, concurrency: 16, rounds: 2 },
+      burst: { warmup: 1_000, events: 20_000 },
+      scale: { warmup: 1_024, backlogs: [1_024, 100_000], manyOrgs: 200, endpointsPerOrg: 5, deliveries: 20_000 },
+      latency: { warmup: 1_000, blocks: 5, perBlock: 2_000, concurrency: 8 },
+      spans: { spans: 40_000, runs: 2 }
+    }

@@ -32,8 +32,15 @@ export const svcCheckouts = (): ReadonlyArray<SvcCheckout> => {
     return { label: label ?? `svc@${path.basename(path.resolve(dir)) || i}`, dir: path.resolve(dir) }
   })
   const labels = checkouts.map((c) => c.label)
-  if (new Set(labels).size !== labels.length || labels.some((label) => (BASELINE_NAMES as ReadonlyArray<string>).includes(label))) {
-    throw new Error(`BENCH_SVC_DIR: give each checkout its own label (label=path), other than ${BASELINE_NAMES.map((n) => `"${n}"`).join(" and ")}: ${labels.join(", ")}`)
+  if (
+    new Set(labels).size !== labels.length ||
+    labels.some((label) => (BASELINE_NAMES as ReadonlyArray<string>).includes(label))
+  ) {
+    throw new Error(
+      `BENCH_SVC_DIR: give each checkout its own label (label=path), other than ${
+        BASELINE_NAMES.map((n) => `"${n}"`).join(" and ")
+      }: ${labels.join(", ")}`
+    )
   }
   for (const c of checkouts) {
     if (!existsSync(path.join(c.dir, "src/main.ts")) || !existsSync(path.join(c.dir, "node_modules"))) {
@@ -79,8 +86,17 @@ export interface SvcProcess {
 }
 
 const ALL_SCOPES = [
-  "feedback.write", "feedback.read", "datasets.write", "datasets.read", "org_config.read", "org_config.write",
-  "tasks.read", "tasks.write", "agents.read", "agents.write", "approvals.decide"
+  "feedback.write",
+  "feedback.read",
+  "datasets.write",
+  "datasets.read",
+  "org_config.read",
+  "org_config.write",
+  "tasks.read",
+  "tasks.write",
+  "agents.read",
+  "agents.write",
+  "approvals.decide"
 ]
 
 /** `SvcProcess.api` for the server at `baseUrl` (svc or a baseline that serves svc's routes). */
@@ -115,7 +131,14 @@ export const startSvc = async (
   const inherited = Object.fromEntries(
     Object.entries(process.env).filter(([name]) => !/^(DATABASE_URL|PORT|HOST|SVC_.*|OTEL_.*)$/.test(name))
   )
-  const fullEnv: Record<string, string | undefined> = { ...inherited, HOST: "127.0.0.1", PORT: String(port), ...metricsEnv, ...databaseEnv, ...env }
+  const fullEnv: Record<string, string | undefined> = {
+    ...inherited,
+    HOST: "127.0.0.1",
+    PORT: String(port),
+    ...metricsEnv,
+    ...databaseEnv,
+    ...env
+  }
   const log = openSync(logFile, "a")
   // `BENCH_SVC_NODE_ARGS` (e.g. `--cpu-prof --cpu-prof-dir=/tmp/prof`): flags for svc's node only, to profile it.
   const nodeArgs = (process.env.BENCH_SVC_NODE_ARGS ?? "").split(" ").filter((arg) => arg !== "")
@@ -127,11 +150,13 @@ export const startSvc = async (
   closeSync(log)
   let exited = false
   running.add(proc)
-  const exit = new Promise<void>((resolve) => proc.once("exit", () => {
-    exited = true
-    running.delete(proc)
-    resolve()
-  }))
+  const exit = new Promise<void>((resolve) =>
+    proc.once("exit", () => {
+      exited = true
+      running.delete(proc)
+      resolve()
+    })
+  )
   const baseUrl = `http://127.0.0.1:${port}`
   const deadline = Date.now() + 120_000
   for (;;) {
@@ -145,7 +170,11 @@ export const startSvc = async (
     await new Promise((resolve) => setTimeout(resolve, 100))
   }
   const cli = async <A>(...args: ReadonlyArray<string>): Promise<A> => {
-    const { stdout } = await promisify(execFile)(process.execPath, [path.join(checkout.dir, "src/cli/main.ts"), ...args, "--json"], {
+    const { stdout } = await promisify(execFile)(process.execPath, [
+      path.join(checkout.dir, "src/cli/main.ts"),
+      ...args,
+      "--json"
+    ], {
       cwd: checkout.dir,
       env: fullEnv
     })

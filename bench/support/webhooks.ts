@@ -29,12 +29,12 @@ import * as path from "node:path"
 import { v7 } from "uuid"
 import { type Child, spawnChild } from "./child.ts"
 import { cpuMicros, measureCpu, type Meter, meterOf } from "./cpu.ts"
-import { type Work, workDelta } from "./work.ts"
 import { type BenchClient, freshDatabase } from "./db.ts"
 import { approvalEvent, type OutboxEvent } from "./events.ts"
 import type { Receipts } from "./receiver.ts"
 import { type BenchContext, SEND_CONCURRENCY } from "./scenario.ts"
-import { type SvcCheckout, startSvc, type SvcProcess } from "./svc.ts"
+import { startSvc, type SvcCheckout, type SvcProcess } from "./svc.ts"
+import { type Work, workDelta } from "./work.ts"
 
 export const now = () => performance.timeOrigin + performance.now()
 /** The longest one drain may take (100 000 deliveries on a busy embedded database). */
@@ -107,8 +107,10 @@ export const originAt = (receiverUrl: string, k: number) => receiverUrl.replace(
 
 /** Each endpoint's origin, endpoint j of organization i at index j * orgs + i (the order the `one` fan-out's events take them in). */
 export const endpointOrigins = (topology: Topology, receiverUrl: string) =>
-  Array.from({ length: topology.orgs * topology.endpointsPerOrg }, (_, n) =>
-    originAt(receiverUrl, Math.floor(n / topology.orgs) % (topology.hosts ?? 1)))
+  Array.from(
+    { length: topology.orgs * topology.endpointsPerOrg },
+    (_, n) => originAt(receiverUrl, Math.floor(n / topology.orgs) % (topology.hosts ?? 1))
+  )
 
 export const ONE_ENDPOINT: Topology = { orgs: 1, endpointsPerOrg: 1, fanOut: "one" }
 
@@ -121,7 +123,9 @@ const eventPlan = (topology: Topology, orgIds: ReadonlyArray<string>, deliveries
       event: (k: number) => ({ orgId: orgIds[k % orgIds.length]!, type: APPROVAL_TYPES[0] })
     }
   }
-  if (topology.endpointsPerOrg > APPROVAL_TYPES.length) throw new Error(`at most ${APPROVAL_TYPES.length} endpoints per organization with fanOut "one"`)
+  if (topology.endpointsPerOrg > APPROVAL_TYPES.length) {
+    throw new Error(`at most ${APPROVAL_TYPES.length} endpoints per organization with fanOut "one"`)
+  }
   return {
     deliveries,
     event: (k: number) => ({
@@ -135,7 +139,11 @@ const eventPlan = (topology: Topology, orgIds: ReadonlyArray<string>, deliveries
 const wakeupDeliveries = (topology: Topology) => topology.fanOut === "all" ? topology.endpointsPerOrg : 1
 
 /** Inserts `count` events (`event(k)` says whose and which type) through `client`, 2 000 a statement; the caller commits. */
-export const insertEvents = async (client: BenchClient, count: number, event: (k: number) => { orgId: string; type: string }) => {
+export const insertEvents = async (
+  client: BenchClient,
+  count: number,
+  event: (k: number) => { orgId: string; type: string }
+) => {
   for (let i = 0; i < count; i += 2_000) {
     const batch: Array<OutboxEvent & { orgId: string; type: string }> = []
     for (let k = i; k < Math.min(count, i + 2_000); k++) {
@@ -208,15 +216,23 @@ export const svcArm = async (
     const first = await svc.provision()
     const orgs = [first]
     if (topology.orgs > 1) {
-      const more = Array.from({ length: topology.orgs - 1 }, () => ({ orgId: v7(), key: `svc_${randomBytes(32).toString("base64url")}` }))
+      const more = Array.from(
+        { length: topology.orgs - 1 },
+        () => ({ orgId: v7(), key: `svc_${randomBytes(32).toString("base64url")}` })
+      )
       const hashes = more.map((o) => sha256Hex(o.key))
       await withClient(async (client) => {
-        await client.query("INSERT INTO orgs (id, name) SELECT id, 'bench' FROM unnest($1::uuid[]) AS id", [more.map((o) => o.orgId)])
+        await client.query("INSERT INTO orgs (id, name) SELECT id, 'bench' FROM unnest($1::uuid[]) AS id", [
+          more.map((o) => o.orgId)
+        ])
         await client.query(
           `INSERT INTO api_keys (id, org_id, name, key_hash, key_prefix, scopes)
            SELECT gen_random_uuid(), org_id, 'bench', key_hash, key_prefix, $4::text[]
            FROM unnest($1::uuid[], $2::text[], $3::text[]) AS k (org_id, key_hash, key_prefix)`,
-          [more.map((o) => o.orgId), hashes, more.map((o) => o.key.slice(0, 12)), ["org_config.read", "org_config.write"]]
+          [more.map((o) => o.orgId), hashes, more.map((o) => o.key.slice(0, 12)), [
+            "org_config.read",
+            "org_config.write"
+          ]]
         )
       })
       orgs.push(...more)
@@ -229,13 +245,22 @@ export const svcArm = async (
         events: [topology.fanOut === "all" ? APPROVAL_TYPES[0] : APPROVAL_TYPES[j]!]
       }))
     )
-    await eachLimited(endpoints, 8, (e) => svc!.api(e.key, "POST", "/v1/notification-endpoints", { url: e.url, events: e.events }))
+    await eachLimited(
+      endpoints,
+      8,
+      (e) => svc!.api(e.key, "POST", "/v1/notification-endpoints", { url: e.url, events: e.events })
+    )
     const orgIds = orgs.map((o) => o.orgId)
     const session = await svc.api<{ id: string }>(first.key, "POST", "/v1/agent-sessions", {})
     let step = 0
     // A governed step without a policy opens an approval: one more event, and svc's own wakeup of its dispatcher.
     const wakeup = () =>
-      svc!.api(first.key, "POST", `/v1/agent-sessions/${session.id}/steps`, { step_id: `burst-${step++}`, tool: "bench", action_class: "bench.burst", arguments: {} })
+      svc!.api(first.key, "POST", `/v1/agent-sessions/${session.id}/steps`, {
+        step_id: `burst-${step++}`,
+        tool: "bench",
+        action_class: "bench.burst",
+        arguments: {}
+      })
 
     const drain = async (size: number, metered: boolean) => {
       const plan = eventPlan(topology, orgIds, size)
@@ -269,12 +294,25 @@ export const svcArm = async (
         const result = await receipts()
         const cpu = { [checkout.label]: svc.cpu() - startupMicros, receiver: cpuMicros(receiver.pid) - receiverBefore }
         const work = { [checkout.label]: workDelta(workBefore, await svc.meter.work?.read()) }
-        return { arm: options.arm, deliveries: expected, t0, receipts: result, cpu, work, idleStarts } satisfies ArmResult
+        return {
+          arm: options.arm,
+          deliveries: expected,
+          t0,
+          receipts: result,
+          cpu,
+          work,
+          idleStarts
+        } satisfies ArmResult
       }
       const client = await database.connect()
       try {
-        const [{ pid: producer }] = (await client.query<{ pid: number }>("SELECT pg_backend_pid() AS pid")).rows as [{ pid: number }]
-        const postgres: Meter = { ...database.meter!, pids: async () => (await database.meter!.pids()).filter((pid) => pid !== producer) }
+        const [{ pid: producer }] = (await client.query<{ pid: number }>("SELECT pg_backend_pid() AS pid")).rows as [
+          { pid: number }
+        ]
+        const postgres: Meter = {
+          ...database.meter!,
+          pids: async () => (await database.meter!.pids()).filter((pid) => pid !== producer)
+        }
         await client.query("BEGIN")
         await insertEvents(client, events, plan.event)
         const meters = metered ? [svc!.meter, meterOf("receiver", receiver.pid), postgres] : []
@@ -318,11 +356,17 @@ export const bareArm = async (
       await sender.call("prepare", { orgId, count })
       return measureCpu(meters, async () => {
         const { started } = await sender.call<{ started: number }>("burst", { path: route, secret: "whsec_bench" })
-        return { t0: started, receipts: await receiver.call<Receipts>("wait", { path: route, count, timeoutMs: TIMEOUT_MS }) }
+        return {
+          t0: started,
+          receipts: await receiver.call<Receipts>("wait", { path: route, count, timeoutMs: TIMEOUT_MS })
+        }
       })
     }
     await burst(options.warmup, [])
-    const { result, cpu } = await burst(options.count, [meterOf("bare sender", sender.pid), meterOf("receiver", receiver.pid)])
+    const { result, cpu } = await burst(options.count, [
+      meterOf("bare sender", sender.pid),
+      meterOf("receiver", receiver.pid)
+    ])
     await sender.call("close")
     return { arm: options.arm, deliveries: options.count, ...result, cpu }
   } finally {
@@ -335,21 +379,41 @@ export const bareArm = async (
  * `count` jobs added by `add_jobs` in one transaction (5 000 a statement),
  * the CPU window opened before it commits, the producer's backend left out.
  */
-export const graphileArm = async (context: BenchContext, receiver: Child, receiverUrl: string, options: { arm: string; warmup: number; count: number }): Promise<ArmResult> => {
+export const graphileArm = async (
+  context: BenchContext,
+  receiver: Child,
+  receiverUrl: string,
+  options: { arm: string; warmup: number; count: number }
+): Promise<ArmResult> => {
   const database = await freshDatabase("postgres", "graphile")
   const route = "/graphile"
   const worker = await spawnChild("graphile", new URL("../baselines/graphile.ts", import.meta.url))
   const client = await database.connect()
   try {
-    await worker.call("start", { connectionString: database.url, origin: receiverUrl, ca: context.tls.caCert, concurrency: SEND_CONCURRENCY, path: route, secret: "whsec_bench" })
+    await worker.call("start", {
+      connectionString: database.url,
+      origin: receiverUrl,
+      ca: context.tls.caCert,
+      concurrency: SEND_CONCURRENCY,
+      path: route,
+      secret: "whsec_bench"
+    })
     const orgId = "01900000-0000-7000-8000-000000000001"
-    const [{ pid: producer }] = (await client.query<{ pid: number }>("SELECT pg_backend_pid() AS pid")).rows as [{ pid: number }]
-    const postgres: Meter = { ...database.meter!, pids: async () => (await database.meter!.pids()).filter((pid) => pid !== producer) }
+    const [{ pid: producer }] = (await client.query<{ pid: number }>("SELECT pg_backend_pid() AS pid")).rows as [
+      { pid: number }
+    ]
+    const postgres: Meter = {
+      ...database.meter!,
+      pids: async () => (await database.meter!.pids()).filter((pid) => pid !== producer)
+    }
     const burst = async (count: number, meters: ReadonlyArray<Meter>) => {
       await receiver.call("reset", { path: route })
       await client.query("BEGIN")
       for (let i = 0; i < count; i += 5_000) {
-        const specs = Array.from({ length: Math.min(5_000, count - i) }, () => ({ identifier: "send", payload: approvalEvent(orgId) }))
+        const specs = Array.from(
+          { length: Math.min(5_000, count - i) },
+          () => ({ identifier: "send", payload: approvalEvent(orgId) })
+        )
         await client.query(
           "SELECT count(*) FROM graphile_worker.add_jobs(array(SELECT json_populate_recordset(null::graphile_worker.job_spec, $1::json)), false)",
           [JSON.stringify(specs)]
@@ -362,7 +426,11 @@ export const graphileArm = async (context: BenchContext, receiver: Child, receiv
       })
     }
     await burst(options.warmup, [])
-    const { result, cpu, work } = await burst(options.count, [meterOf("graphile-worker", worker.pid), meterOf("receiver", receiver.pid), postgres])
+    const { result, cpu, work } = await burst(options.count, [
+      meterOf("graphile-worker", worker.pid),
+      meterOf("receiver", receiver.pid),
+      postgres
+    ])
     await worker.call("close")
     return { arm: options.arm, deliveries: options.count, ...result, cpu, work }
   } finally {
@@ -373,7 +441,10 @@ export const graphileArm = async (context: BenchContext, receiver: Child, receiv
 }
 
 /** The receiver, a process of its own, for the duration of `f`. */
-export const withReceiver = async <A>(context: BenchContext, f: (receiver: Child, receiverUrl: string) => Promise<A>) => {
+export const withReceiver = async <A>(
+  context: BenchContext,
+  f: (receiver: Child, receiverUrl: string) => Promise<A>
+) => {
   const receiver = await spawnChild("receiver", new URL("./receiver.ts", import.meta.url), {
     BENCH_TLS_CERT: context.tls.cert,
     BENCH_TLS_KEY: context.tls.key,

@@ -55,24 +55,29 @@ export const svcWork = (metricsUrl: string): WorkSource => ({
 const PG_STATS_SETTLE_MS = 10_500
 
 /** PostgreSQL's statistics of database `name`, read through a client `withAdmin` lends (on another database). */
-export const postgresWork = (name: string, withAdmin: <A>(f: (client: pg.Client) => Promise<A>) => Promise<A>): WorkSource | undefined =>
+export const postgresWork = (
+  name: string,
+  withAdmin: <A>(f: (client: pg.Client) => Promise<A>) => Promise<A>
+): WorkSource | undefined =>
   process.env.BENCH_PG_WORK === "0" ? undefined : {
-  settleMs: PG_STATS_SETTLE_MS,
-  read: () =>
-    withAdmin(async (admin) => {
-      const { rows } = await admin.query<{ xact: string; written: string }>(
-        "SELECT xact_commit AS xact, tup_inserted + tup_updated + tup_deleted AS written FROM pg_stat_database WHERE datname = $1",
-        [name]
-      )
-      const row = rows[0]
-      return row === undefined ? undefined : { transactions: Number(row.xact), rowsWritten: Number(row.written) }
-    })
-}
+    settleMs: PG_STATS_SETTLE_MS,
+    read: () =>
+      withAdmin(async (admin) => {
+        const { rows } = await admin.query<{ xact: string; written: string }>(
+          "SELECT xact_commit AS xact, tup_inserted + tup_updated + tup_deleted AS written FROM pg_stat_database WHERE datname = $1",
+          [name]
+        )
+        const row = rows[0]
+        return row === undefined ? undefined : { transactions: Number(row.xact), rowsWritten: Number(row.written) }
+      })
+  }
 
 export const workDelta = (before: Work | undefined, after: Work | undefined): Work | undefined =>
   before === undefined || after === undefined ? undefined : {
     transactions: after.transactions - before.transactions,
-    statements: before.statements === undefined || after.statements === undefined ? undefined : after.statements - before.statements,
+    statements: before.statements === undefined || after.statements === undefined
+      ? undefined
+      : after.statements - before.statements,
     rowsWritten: after.rowsWritten - before.rowsWritten
   }
 
@@ -89,18 +94,24 @@ export const formatWorkPerOp = (work: Readonly<Record<string, Work | undefined>>
   Object.entries(work).map(([name, w]) =>
     w === undefined
       ? `${name} -`
-      : `${name} ${perItem(w.transactions, items)} tx${w.statements === undefined ? "" : ` ${perItem(w.statements, items)} st`} ${perItem(w.rowsWritten, items)} rows`
+      : `${name} ${perItem(w.transactions, items)} tx${
+        w.statements === undefined ? "" : ` ${perItem(w.statements, items)} st`
+      } ${perItem(w.rowsWritten, items)} rows`
   ).join(" · ")
 
 /** The work of several measurements added up, by source (undefined if any measurement lacks it). */
-export const sumWork = (measured: ReadonlyArray<Readonly<Record<string, Work | undefined>>>): Record<string, Work | undefined> => {
+export const sumWork = (
+  measured: ReadonlyArray<Readonly<Record<string, Work | undefined>>>
+): Record<string, Work | undefined> => {
   const total: Record<string, Work | undefined> = {}
   for (const work of measured) {
     for (const [name, w] of Object.entries(work)) {
       const sum = name in total ? total[name] : { transactions: 0, statements: 0, rowsWritten: 0 }
       total[name] = sum === undefined || w === undefined ? undefined : {
         transactions: sum.transactions + w.transactions,
-        statements: sum.statements === undefined || w.statements === undefined ? undefined : sum.statements + w.statements,
+        statements: sum.statements === undefined || w.statements === undefined
+          ? undefined
+          : sum.statements + w.statements,
         rowsWritten: sum.rowsWritten + w.rowsWritten
       }
     }

@@ -49,7 +49,14 @@ export const problemOf = (cause: Cause.Cause<unknown>): Problem => {
   }
   const defect = Cause.squash(cause)
   const message = defect instanceof Error ? defect.message : String(defect)
-  return { tag: "Defect", code: "NETWORK", status: undefined, title: `The request failed: ${message}`, detail: undefined, error: undefined }
+  return {
+    tag: "Defect",
+    code: "NETWORK",
+    status: undefined,
+    title: `The request failed: ${message}`,
+    detail: undefined,
+    error: undefined
+  }
 }
 
 export const exitProblem = <A>(exit: Exit.Exit<A, unknown>): Problem | undefined =>

@@ -33,7 +33,9 @@ export const jsonDiff = (before: unknown, after: unknown, path = "$"): ReadonlyA
     const changes: Array<Change> = []
     const shared = Math.min(before.length, after.length)
     for (let i = 0; i < shared; i++) changes.push(...jsonDiff(before[i], after[i], `${path}[${i}]`))
-    for (let i = shared; i < before.length; i++) changes.push({ path: `${path}[${i}]`, kind: "removed", before: before[i] })
+    for (let i = shared; i < before.length; i++) {
+      changes.push({ path: `${path}[${i}]`, kind: "removed", before: before[i] })
+    }
     for (let i = shared; i < after.length; i++) changes.push({ path: `${path}[${i}]`, kind: "added", after: after[i] })
     return changes
   }

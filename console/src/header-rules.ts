@@ -22,7 +22,10 @@ export interface HeaderSchemas {
 }
 
 /** Each header the rules refuse, by its name in lower case, with the rule it breaks (its name's, else its value's). */
-export const refusedHeaders = (schemas: HeaderSchemas, headers: Readonly<Record<string, string>>): Map<string, string> => {
+export const refusedHeaders = (
+  schemas: HeaderSchemas,
+  headers: Readonly<Record<string, string>>
+): Map<string, string> => {
   const refused = new Map<string, string>()
   for (const [name, value] of Object.entries(headers)) {
     const message = refusal(schemas.key, name) ?? refusal(schemas.value, value)

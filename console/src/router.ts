@@ -47,7 +47,9 @@ export const useLocation = (): Location => {
 
 /** Same-document navigation for ordinary links (keeps Ctrl+click and the like). */
 export const onLinkClick = (event: MouseEvent) => {
-  if (event.defaultPrevented || event.button !== 0 || event.metaKey || event.ctrlKey || event.shiftKey || event.altKey) return
+  if (
+    event.defaultPrevented || event.button !== 0 || event.metaKey || event.ctrlKey || event.shiftKey || event.altKey
+  ) return
   const anchor = (event.target as Element | null)?.closest?.("a")
   if (!anchor || anchor.origin !== location.origin || !anchor.pathname.startsWith(BASE) || anchor.target) return
   event.preventDefault()

@@ -20,6 +20,8 @@ export const taskLabels = (tasks: ReadonlyArray<TaskLike>): Map<string, string> 
   for (const task of tasks) count.set(task.name, (count.get(task.name) ?? 0) + 1)
   return new Map(tasks.map((task) => [
     task.id,
-    (count.get(task.name) ?? 0) > 1 ? `${task.name} (created ${formatTime(task.created_at)}, id ${shortId(task.id)})` : task.name
+    (count.get(task.name) ?? 0) > 1
+      ? `${task.name} (created ${formatTime(task.created_at)}, id ${shortId(task.id)})`
+      : task.name
   ]))
 }

@@ -9,11 +9,10 @@
  */
 import { PgClient } from "@effect/sql-pg"
 import { Effect, Layer, Schema } from "effect"
-import type { SqlClient } from "effect/sql"
+import type { SqlClient, Statement } from "effect/sql"
 import { StepRecords } from "../approvals/StepRecords.ts"
 import { BigIntText, rowsOf } from "../platform/Rows.ts"
 import type { SessionEventName } from "../streams/SessionEvents.ts"
-import type { Statement } from "effect/sql"
 
 const SeqRows = rowsOf("agent_sessions", Schema.Struct({ event_seq: BigIntText }))
 

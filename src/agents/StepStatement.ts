@@ -44,18 +44,21 @@ import { JsonColumn, rowsOf } from "../platform/Rows.ts"
 
 const J = JSON.stringify
 
-export const StepResultRows = rowsOf("agent_steps", Schema.Struct({
-  found: Schema.Boolean,
-  fresh: Schema.Boolean,
-  inserted: Schema.Boolean,
-  tool: Schema.NullOr(Schema.String),
-  action_class: Schema.NullOr(Schema.String),
-  arguments: Schema.NullOr(JsonColumn(Schema.Json)),
-  decision: Schema.NullOr(Schema.Literals(["allow", "reject", "pending"])),
-  approval_id: Schema.NullOr(Schema.String),
-  rule: Schema.NullOr(Schema.String),
-  reason: Schema.NullOr(Schema.String)
-}))
+export const StepResultRows = rowsOf(
+  "agent_steps",
+  Schema.Struct({
+    found: Schema.Boolean,
+    fresh: Schema.Boolean,
+    inserted: Schema.Boolean,
+    tool: Schema.NullOr(Schema.String),
+    action_class: Schema.NullOr(Schema.String),
+    arguments: Schema.NullOr(JsonColumn(Schema.Json)),
+    decision: Schema.NullOr(Schema.Literals(["allow", "reject", "pending"])),
+    approval_id: Schema.NullOr(Schema.String),
+    rule: Schema.NullOr(Schema.String),
+    reason: Schema.NullOr(Schema.String)
+  })
+)
 
 export interface StepStatementInput {
   readonly orgId: string
@@ -70,7 +73,8 @@ export interface StepStatementInput {
 }
 
 /** The one statement of a governed step (see the top of this file), its rows decoded. */
-export const stepStatement = (sql: SqlClient.SqlClient, input: StepStatementInput) => StepResultRows.one(stepSql(sql, input))
+export const stepStatement = (sql: SqlClient.SqlClient, input: StepStatementInput) =>
+  StepResultRows.one(stepSql(sql, input))
 
 /** The statement of `stepStatement`, not yet run (`bench/inprocess/step-statement.ts` runs it alone). */
 export const stepSql = (sql: SqlClient.SqlClient, input: StepStatementInput) => {
@@ -88,7 +92,9 @@ export const stepSql = (sql: SqlClient.SqlClient, input: StepStatementInput) => 
     ...(ruling.reason === null ? {} : { reason: ruling.reason })
   })
   const fresh = policyFresh(sql, orgId, step.action_class, ruling)
-  const pending = input.approval === null ? sql`` : requestedWrites(sql, { orgId, sessionId, step, ruling, approval: input.approval })
+  const pending = input.approval === null
+    ? sql``
+    : requestedWrites(sql, { orgId, sessionId, step, ruling, approval: input.approval })
 
   const notify = input.notify === undefined
     ? { cte: sql``, column: sql`` }
@@ -112,7 +118,9 @@ export const stepSql = (sql: SqlClient.SqlClient, input: StepStatementInput) => 
     ruling.rule === null ? sql`` : sql`, rule, reason`
   })
       SELECT sess.id, ${step.step_id}, ${orgId}, ${step.tool}, ${step.action_class}, ${J(step.arguments)}::jsonb,
-        ${decision}, ${approvalId}::uuid, ${decision}, t.t0${ruling.rule === null ? sql`` : sql`, ${ruling.rule}, ${ruling.reason}`}
+        ${decision}, ${approvalId}::uuid, ${decision}, t.t0${
+    ruling.rule === null ? sql`` : sql`, ${ruling.rule}, ${ruling.reason}`
+  }
       FROM sess, t, policy
       WHERE policy.fresh AND NOT EXISTS (SELECT 1 FROM prior)
       ON CONFLICT (session_id, step_id) DO NOTHING

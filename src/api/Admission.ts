@@ -17,7 +17,9 @@ export class ValidationAdmission extends HttpApiMiddleware.Service<ValidationAdm
 }) {}
 
 /** The organization's stored feedback bytes, read before the request's body. */
-export class FeedbackUsage extends Context.Service<FeedbackUsage, { readonly bytes: number }>()("svc/api/FeedbackUsage") {}
+export class FeedbackUsage
+  extends Context.Service<FeedbackUsage, { readonly bytes: number }>()("svc/api/FeedbackUsage")
+{}
 
 /**
  * The organization's feedback quota (`SVC_MAX_FEEDBACK_BYTES_PER_ORG`),

@@ -5,12 +5,12 @@
 import { Schema } from "effect"
 import { HttpApiEndpoint, HttpApiGroup, HttpApiSchema, OpenApi } from "effect/http-api"
 import { ArgumentsDigest, EditStepFields } from "./ApprovalEdits.ts"
-import { ActionClass } from "./Policies.ts"
-import { Cursor, IntegerFromDigits, JsonValue, NextCursor, Text, Timestamp, ResumeQuery, Uuid } from "./Common.ts"
-import { InvalidRequest, InvalidTransition, NotFound, TooManyStreams, ValidationBusy } from "./Errors.ts"
-import { Authentication, requireScope } from "./Security.ts"
+import { Cursor, IntegerFromDigits, JsonValue, NextCursor, ResumeQuery, Text, Timestamp, Uuid } from "./Common.ts"
 import { documented, notFound } from "./Documentation.ts"
+import { InvalidRequest, InvalidTransition, NotFound, TooManyStreams, ValidationBusy } from "./Errors.ts"
 import * as Examples from "./Examples.ts"
+import { ActionClass } from "./Policies.ts"
+import { Authentication, requireScope } from "./Security.ts"
 
 export const StepId = Text.check(Schema.isMinLength(1), Schema.isMaxLength(200))
 
@@ -43,7 +43,9 @@ export const StepAnswer = Schema.Struct({
   rule: Schema.optionalKey(Schema.String.annotate({
     description: "The name of the policy's rule on arguments that decided; absent when the action class's settings did"
   })),
-  reason: Schema.optionalKey(Schema.String.annotate({ description: "Why a rule rejected the step, in the rule's words" }))
+  reason: Schema.optionalKey(
+    Schema.String.annotate({ description: "Why a rule rejected the step, in the rule's words" })
+  )
 })
 export type StepAnswer = typeof StepAnswer.Type
 
@@ -68,10 +70,12 @@ export const Step = Schema.Struct({
   decision: StepDecision,
   approval_id: Schema.optionalKey(Uuid),
   resolution: StepDecision.annotate({
-    description: "Where the step stands now: `allow` or `reject` once decided (by policy, a person or the timeout action), else `pending`"
+    description:
+      "Where the step stands now: `allow` or `reject` once decided (by policy, a person or the timeout action), else `pending`"
   }),
   rule: Schema.optionalKey(Schema.String.annotate({
-    description: "The policy's rule on arguments that decided the step (its name); absent when the action class's settings did"
+    description:
+      "The policy's rule on arguments that decided the step (its name); absent when the action class's settings did"
   })),
   reason: Schema.optionalKey(Schema.String.annotate({ description: "A rejecting rule's reason" })),
   ...EditStepFields,
@@ -89,7 +93,9 @@ export const StepsLimit = Schema.optionalKey(
 
 export const SessionDetail = Schema.Struct({
   ...Session.fields,
-  steps: Schema.Array(Step).annotate({ description: "A page of the session's steps, oldest first: the first page without `cursor`" }),
+  steps: Schema.Array(Step).annotate({
+    description: "A page of the session's steps, oldest first: the first page without `cursor`"
+  }),
   next_cursor: NextCursor.annotate({
     description: "Pass as `cursor` for the next page of steps; `null` on the last page"
   })
@@ -101,7 +107,14 @@ export const EventId = Text.check(
   Schema.isPattern(/^[0-9]{1,18}$/u, { message: "Expected an event id (a non-negative integer)" })
 )
 
-export const SessionEventNames = ["step:governed", "tool:succeeded", "tool:failed", "approval:decided", "approval:voted", "approval:expired"] as const
+export const SessionEventNames = [
+  "step:governed",
+  "tool:succeeded",
+  "tool:failed",
+  "approval:decided",
+  "approval:voted",
+  "approval:expired"
+] as const
 
 /** One event of the session stream, as the typed client yields it. */
 export const SessionStreamEvent = Schema.Struct({
@@ -158,7 +171,10 @@ export class AgentSessionsApi extends HttpApiGroup.make("agentSessions")
         summary: "Ask to run a governed step",
         request: Examples.governedStep,
         response: Examples.stepAnswer,
-        errors: { 429: "The rule workers' queue holds this organization's share (`VALIDATION_BUSY`, `limit`: `SVC_APPROVAL_RULES_QUEUE`, with `Retry-After`)." }
+        errors: {
+          429:
+            "The rule workers' queue holds this organization's share (`VALIDATION_BUSY`, `limit`: `SVC_APPROVAL_RULES_QUEUE`, with `Retry-After`)."
+        }
       })
     ),
     HttpApiEndpoint.post("reportOutcome", "/v1/agent-sessions/:session_id/steps/:step_id/outcome", {
@@ -175,7 +191,10 @@ export class AgentSessionsApi extends HttpApiGroup.make("agentSessions")
         summary: "Report a step's outcome",
         request: Examples.toolOutcome,
         response: Examples.step,
-        errors: { 400: "`arguments_digest` is missing for a step approved with edited arguments, or is not the step's (`INVALID_REQUEST`, `field`: `arguments_digest`)." }
+        errors: {
+          400:
+            "`arguments_digest` is missing for a step approved with edited arguments, or is not the step's (`INVALID_REQUEST`, `field`: `arguments_digest`)."
+        }
       })
     ),
     HttpApiEndpoint.get("stream", "/v1/agent-sessions/:session_id/events/stream", {
@@ -191,7 +210,10 @@ export class AgentSessionsApi extends HttpApiGroup.make("agentSessions")
       documented({
         summary: "Follow a session's events",
         response: Examples.sessionEvent,
-        errors: { 404: notFound("session"), 429: "Too many open streams (`TOO_MANY_STREAMS`; `limit` names the setting)." }
+        errors: {
+          404: notFound("session"),
+          429: "Too many open streams (`TOO_MANY_STREAMS`; `limit` names the setting)."
+        }
       })
     )
   )

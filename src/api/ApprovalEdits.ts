@@ -61,9 +61,12 @@ const jsonWithin = (max: number) =>
     { description: `at most ${max} characters as compact JSON` }
   )
 
-const notNull = Schema.makeFilter<unknown>((value) => value === null ? "Expected a JSON value other than null" : undefined, {
-  description: "not null"
-})
+const notNull = Schema.makeFilter<unknown>(
+  (value) => value === null ? "Expected a JSON value other than null" : undefined,
+  {
+    description: "not null"
+  }
+)
 
 const EditedArguments = JsonValue.check(notNull, jsonWithin(MAX_EDITED_ARGUMENTS_CHARACTERS)).annotate({
   description:
@@ -95,7 +98,8 @@ export const decisionOf = <F extends Schema.Struct.Fields>(fields: F) =>
   ])
 
 const ApprovedArguments = JsonValue.annotate({
-  description: "The arguments a person approved the tool to run with when they edited the step's: the tool runs with these, not the step's"
+  description:
+    "The arguments a person approved the tool to run with when they edited the step's: the tool runs with these, not the step's"
 })
 const ArgumentsChanged = Schema.Array(Schema.String).annotate({
   description:
@@ -105,7 +109,9 @@ const DigestMember = Schema.String.annotate({
   description:
     "With `approved_arguments`: their SHA-256 (JSON with members sorted by name, no whitespace), lowercase hex. The step's outcome must carry it (`arguments_digest`)"
 })
-const Response = JsonValue.annotate({ description: "A person's answer to the agent instead of running the tool (with a rejection)" })
+const Response = JsonValue.annotate({
+  description: "A person's answer to the agent instead of running the tool (with a rejection)"
+})
 
 /** The approval snapshot's members of an edit or an answer. */
 export const EditSnapshotFields = {
@@ -146,12 +152,22 @@ export class ArgumentsTooComplex extends HttpApiError.Problem<ArgumentsTooComple
 
 /** The examples of these problems, and of a second vote's (`Votes.ts`), in the OpenAPI document (`Documentation.ts`). */
 export const decisionProblemExamples = {
-  ALREADY_VOTED: () => ({ detail: "This person has already voted on this approval; a person votes once.", decided_by: "console:ana@example.com" }),
-  PERSON_REQUIRED: () => ({
-    detail: "This approval needs several distinct people to approve it, and a decision through the organization's shared reviewer address names no person."
+  ALREADY_VOTED: () => ({
+    detail: "This person has already voted on this approval; a person votes once.",
+    decided_by: "console:ana@example.com"
   }),
-  NOT_ASSIGNED: () => ({ detail: "The approval is assigned to the reviewer group \"payments-leads\": only its members and their active delegates decide it.", assigned_group: "payments-leads" }),
-  GROUP_IN_USE: () => ({ detail: "A policy names this group, or a pending approval is assigned to it: change those first." }),
+  PERSON_REQUIRED: () => ({
+    detail:
+      "This approval needs several distinct people to approve it, and a decision through the organization's shared reviewer address names no person."
+  }),
+  NOT_ASSIGNED: () => ({
+    detail:
+      "The approval is assigned to the reviewer group \"payments-leads\": only its members and their active delegates decide it.",
+    assigned_group: "payments-leads"
+  }),
+  GROUP_IN_USE: () => ({
+    detail: "A policy names this group, or a pending approval is assigned to it: change those first."
+  }),
   ARGUMENTS_SHAPE_MISMATCH: () => ({
     detail: "arguments.amount must be <= 5000",
     field: "arguments.amount",
@@ -162,5 +178,5 @@ export const decisionProblemExamples = {
     field: "arguments",
     limit: "SVC_ANSWER_VALIDATION_TIMEOUT",
     limit_value: 1000
-  }),
+  })
 }

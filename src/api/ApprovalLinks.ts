@@ -11,14 +11,14 @@
  */
 import { Schema } from "effect"
 import { HttpApiEndpoint, HttpApiError, HttpApiGroup, OpenApi } from "effect/http-api"
+import { ArgumentsShapeMismatch, ArgumentsTooComplex, decisionOf } from "./ApprovalEdits.ts"
 import { ApprovalContext, DecisionReason } from "./Approvals.ts"
 import { Text, Timestamp } from "./Common.ts"
-import { CrossSiteRequest, InvalidTransition, problemType, ValidationBusy } from "./Errors.ts"
-import { ArgumentsShapeMismatch, ArgumentsTooComplex, decisionOf } from "./ApprovalEdits.ts"
 import { documented } from "./Documentation.ts"
+import { CrossSiteRequest, InvalidTransition, problemType, ValidationBusy } from "./Errors.ts"
 import * as Examples from "./Examples.ts"
-import { AlreadyVoted, PersonRequired } from "./Votes.ts"
 import { NotAssigned } from "./Reviewers.ts"
+import { AlreadyVoted, PersonRequired } from "./Votes.ts"
 
 export const ApprovalLinkToken = Text.check(Schema.isMinLength(1), Schema.isMaxLength(200)).annotate({
   description: "The secret of the mail's link: the part after `#` in `/console/decide#<token>`"
@@ -46,13 +46,15 @@ export class ApprovalLinkInvalid extends HttpApiError.Problem<ApprovalLinkInvali
   code: Schema.tag("APPROVAL_LINK_INVALID")
 }) {}
 
-export class ReviewerAddressReplaced extends HttpApiError.Problem<ReviewerAddressReplaced>()("ReviewerAddressReplaced", {
-  type: problemType("REVIEWER_ADDRESS_REPLACED"),
-  status: 410,
-  title: "The address this link was mailed to is no longer the organization's reviewer address"
-}, {
-  code: Schema.tag("REVIEWER_ADDRESS_REPLACED")
-}) {}
+export class ReviewerAddressReplaced
+  extends HttpApiError.Problem<ReviewerAddressReplaced>()("ReviewerAddressReplaced", {
+    type: problemType("REVIEWER_ADDRESS_REPLACED"),
+    status: 410,
+    title: "The address this link was mailed to is no longer the organization's reviewer address"
+  }, {
+    code: Schema.tag("REVIEWER_ADDRESS_REPLACED")
+  })
+{}
 
 export const ConfirmationToken = Text.check(Schema.isMinLength(1), Schema.isMaxLength(200)).annotate({
   description: "The secret of the confirmation mail's link: the part after `#` in `/console/confirm-address#<token>`"
@@ -62,18 +64,26 @@ export const ConfirmReviewerAddress = Schema.Struct({ token: ConfirmationToken }
 
 /** The reviewer address a confirmation link confirmed. */
 export const ReviewerAddressConfirmed = Schema.Struct({
-  reviewer_email: Schema.String.annotate({ description: "The address confirmed: it now receives approval requests and deadline notices" }),
-  reviewer_email_status: Schema.Literal("confirmed").annotate({ description: "Always `confirmed`, as in `GET /v1/notification-settings`" }),
-  confirmed_at: Timestamp.annotate({ description: "When the address was confirmed (the first use of any of its links)" })
+  reviewer_email: Schema.String.annotate({
+    description: "The address confirmed: it now receives approval requests and deadline notices"
+  }),
+  reviewer_email_status: Schema.Literal("confirmed").annotate({
+    description: "Always `confirmed`, as in `GET /v1/notification-settings`"
+  }),
+  confirmed_at: Timestamp.annotate({
+    description: "When the address was confirmed (the first use of any of its links)"
+  })
 })
 
-export class ConfirmationLinkInvalid extends HttpApiError.Problem<ConfirmationLinkInvalid>()("ConfirmationLinkInvalid", {
-  type: problemType("CONFIRMATION_LINK_INVALID"),
-  status: 404,
-  title: "This is not the confirmation link of a reviewer address of this service"
-}, {
-  code: Schema.tag("CONFIRMATION_LINK_INVALID")
-}) {}
+export class ConfirmationLinkInvalid
+  extends HttpApiError.Problem<ConfirmationLinkInvalid>()("ConfirmationLinkInvalid", {
+    type: problemType("CONFIRMATION_LINK_INVALID"),
+    status: 404,
+    title: "This is not the confirmation link of a reviewer address of this service"
+  }, {
+    code: Schema.tag("CONFIRMATION_LINK_INVALID")
+  })
+{}
 
 export class ConfirmationLinkUsed extends HttpApiError.Problem<ConfirmationLinkUsed>()("ConfirmationLinkUsed", {
   type: problemType("CONFIRMATION_LINK_USED"),
@@ -84,14 +94,16 @@ export class ConfirmationLinkUsed extends HttpApiError.Problem<ConfirmationLinkU
   used_at: Timestamp
 }) {}
 
-export class ConfirmationLinkExpired extends HttpApiError.Problem<ConfirmationLinkExpired>()("ConfirmationLinkExpired", {
-  type: problemType("CONFIRMATION_LINK_EXPIRED"),
-  status: 410,
-  title: "The confirmation link has expired"
-}, {
-  code: Schema.tag("CONFIRMATION_LINK_EXPIRED"),
-  expired_at: Timestamp
-}) {}
+export class ConfirmationLinkExpired
+  extends HttpApiError.Problem<ConfirmationLinkExpired>()("ConfirmationLinkExpired", {
+    type: problemType("CONFIRMATION_LINK_EXPIRED"),
+    status: 410,
+    title: "The confirmation link has expired"
+  }, {
+    code: Schema.tag("CONFIRMATION_LINK_EXPIRED"),
+    expired_at: Timestamp
+  })
+{}
 
 export class ApprovalLinksApi extends HttpApiGroup.make("approvalLinks")
   .add(
@@ -108,7 +120,8 @@ export class ApprovalLinksApi extends HttpApiGroup.make("approvalLinks")
         response: Examples.approvalLinkView,
         errors: {
           404: "The token is not the link of an approval of this service (`APPROVAL_LINK_INVALID`).",
-          410: "The address the mail went to was replaced or removed since, or is not confirmed (`REVIEWER_ADDRESS_REPLACED`): the link opens nothing."
+          410:
+            "The address the mail went to was replaced or removed since, or is not confirmed (`REVIEWER_ADDRESS_REPLACED`): the link opens nothing."
         }
       })
     ),
@@ -136,11 +149,15 @@ export class ApprovalLinksApi extends HttpApiGroup.make("approvalLinks")
         response: Examples.approvalLinkDecided,
         errors: {
           400: "`reason` is longer than 1 000 characters or holds a string that cannot be stored (`INVALID_REQUEST`).",
-          403: "No `X-Svc-Console` header, or a request from another site (`CROSS_SITE_REQUEST`); the approval is assigned to a reviewer group the link's decider is not in, nor delegated to by a member: an organization address's link, or a member's who was removed from the group (`NOT_ASSIGNED`); the approval needs several distinct people and this is a link of the organization's shared reviewer address, which names none (`PERSON_REQUIRED`).",
+          403:
+            "No `X-Svc-Console` header, or a request from another site (`CROSS_SITE_REQUEST`); the approval is assigned to a reviewer group the link's decider is not in, nor delegated to by a member: an organization address's link, or a member's who was removed from the group (`NOT_ASSIGNED`); the approval needs several distinct people and this is a link of the organization's shared reviewer address, which names none (`PERSON_REQUIRED`).",
           404: "The token is not the link of an approval of this service (`APPROVAL_LINK_INVALID`).",
-          409: "The approval is no longer pending (`INVALID_TRANSITION`), or it needs several approvals and this member has already voted, or the member a delegate of theirs stood in for (`ALREADY_VOTED`).",
-          410: "The address the mail went to was replaced or removed since, the organization's or the member's (`REVIEWER_ADDRESS_REPLACED`): nothing is decided.",
-          422: "Edited `arguments` do not fit the action class's `arguments_schema`, or it declares none (`ARGUMENTS_SHAPE_MISMATCH`, `field` naming the first at fault), or checking them went over its budget (`ARGUMENTS_TOO_COMPLEX`).",
+          409:
+            "The approval is no longer pending (`INVALID_TRANSITION`), or it needs several approvals and this member has already voted, or the member a delegate of theirs stood in for (`ALREADY_VOTED`).",
+          410:
+            "The address the mail went to was replaced or removed since, the organization's or the member's (`REVIEWER_ADDRESS_REPLACED`): nothing is decided.",
+          422:
+            "Edited `arguments` do not fit the action class's `arguments_schema`, or it declares none (`ARGUMENTS_SHAPE_MISMATCH`, `field` naming the first at fault), or checking them went over its budget (`ARGUMENTS_TOO_COMPLEX`).",
           429: "Too many schema checks of this organization are waiting (`VALIDATION_BUSY`, with `Retry-After`)."
         }
       })
@@ -159,7 +176,13 @@ export class ReviewerConfirmationApi extends HttpApiGroup.make("reviewerConfirma
     HttpApiEndpoint.post("confirmAddress", "/v1/approval-links/address-confirmation", {
       payload: ConfirmReviewerAddress,
       success: ReviewerAddressConfirmed,
-      error: [ConfirmationLinkInvalid, ConfirmationLinkUsed, ConfirmationLinkExpired, ReviewerAddressReplaced, CrossSiteRequest]
+      error: [
+        ConfirmationLinkInvalid,
+        ConfirmationLinkUsed,
+        ConfirmationLinkExpired,
+        ReviewerAddressReplaced,
+        CrossSiteRequest
+      ]
     }).pipe(
       documented({
         summary: "Confirm a reviewer address",
@@ -170,7 +193,8 @@ export class ReviewerConfirmationApi extends HttpApiGroup.make("reviewerConfirma
         errors: {
           403: "No `X-Svc-Console` header, or a request from another site (`CROSS_SITE_REQUEST`).",
           404: "The token is not a confirmation link of this service (`CONFIRMATION_LINK_INVALID`).",
-          410: "The link was used already (`CONFIRMATION_LINK_USED`), its time ran out (`CONFIRMATION_LINK_EXPIRED`), or the address it was mailed to was replaced or removed since (`REVIEWER_ADDRESS_REPLACED`)."
+          410:
+            "The link was used already (`CONFIRMATION_LINK_USED`), its time ran out (`CONFIRMATION_LINK_EXPIRED`), or the address it was mailed to was replaced or removed since (`REVIEWER_ADDRESS_REPLACED`)."
         }
       })
     )

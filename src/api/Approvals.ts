@@ -5,18 +5,16 @@
  */
 import { Schema } from "effect"
 import { HttpApiEndpoint, HttpApiGroup, HttpApiSchema, OpenApi } from "effect/http-api"
-import { Cursor, JsonValue, Limit, NextCursor, Text, Timestamp, ResumeQuery, Uuid } from "./Common.ts"
-import { InvalidRequest, InvalidTransition, NotFound, TooManyStreams, ValidationBusy } from "./Errors.ts"
 import { ArgumentsShapeMismatch, ArgumentsTooComplex, decisionOf, EditSnapshotFields } from "./ApprovalEdits.ts"
-import { Authentication, requireScope } from "./Security.ts"
+import { KeyNames, RequestedChain } from "./ApprovalRecord.ts"
+import { Cursor, JsonValue, Limit, NextCursor, ResumeQuery, Text, Timestamp, Uuid } from "./Common.ts"
 import { documented, notFound } from "./Documentation.ts"
+import { InvalidRequest, InvalidTransition, NotFound, TooManyStreams, ValidationBusy } from "./Errors.ts"
 import * as Examples from "./Examples.ts"
-import { AlreadyVoted, DeciderFields, QuorumFields } from "./Votes.ts"
 import { MAX_DECISION_REASON_LENGTH, TimeoutAction } from "./Policies.ts"
 import { AssignedToQuery, AssignmentSnapshotFields, NotAssigned } from "./Reviewers.ts"
-import { KeyNames, RequestedChain } from "./ApprovalRecord.ts"
-
-
+import { Authentication, requireScope } from "./Security.ts"
+import { AlreadyVoted, DeciderFields, QuorumFields } from "./Votes.ts"
 
 export const ApprovalStatus = Schema.Literals(["pending", "approved", "rejected", "expired"])
 export type ApprovalStatus = typeof ApprovalStatus.Type
@@ -32,7 +30,8 @@ export const ApprovalSnapshot = Schema.Struct({
   expires_at: Timestamp.annotate({ description: "When the approval expires if nobody decides" }),
   timeout_action: TimeoutAction,
   rule: Schema.optionalKey(Schema.String.annotate({
-    description: "The policy's rule on arguments that required this approval (its name); absent when the action class's settings did"
+    description:
+      "The policy's rule on arguments that required this approval (its name); absent when the action class's settings did"
   })),
   decided_at: Schema.optionalKey(Timestamp),
   decided_by: Schema.optionalKey(Schema.String.annotate({
@@ -97,14 +96,18 @@ export const EarlierStep = Schema.Struct({
   tool: Schema.String,
   action_class: Schema.String,
   resolution: Schema.Literals(["allow", "reject", "pending"]).annotate({
-    description: "Where the step stands: `allow` or `reject` once decided (by policy, a person or a timeout action), else `pending`"
+    description:
+      "Where the step stands: `allow` or `reject` once decided (by policy, a person or a timeout action), else `pending`"
   }),
   rule: Schema.optionalKey(Schema.String.annotate({
-    description: "The policy's rule on arguments that decided the step (its name); absent when the action class's settings did"
+    description:
+      "The policy's rule on arguments that decided the step (its name); absent when the action class's settings did"
   })),
-  outcome: Schema.optionalKey(Schema.Literals(["succeeded", "failed"]).annotate({
-    description: "How its tool run ended, when the agent reported it"
-  })),
+  outcome: Schema.optionalKey(
+    Schema.Literals(["succeeded", "failed"]).annotate({
+      description: "How its tool run ended, when the agent reported it"
+    })
+  ),
   created_at: Timestamp
 })
 export type EarlierStep = typeof EarlierStep.Type
@@ -115,11 +118,15 @@ export const MAX_EARLIER_STEPS = 20
 /** What a person needs to decide an approval: the approval, its task's name and the session's earlier steps. */
 export const ApprovalContext = Schema.Struct({
   approval: ApprovalListItem,
-  task_name: Schema.NullOr(Schema.String).annotate({ description: "The name of the session's task; null when the session has none" }),
+  task_name: Schema.NullOr(Schema.String).annotate({
+    description: "The name of the session's task; null when the session has none"
+  }),
   earlier_steps: Schema.Array(EarlierStep).annotate({
     description: `The session's steps before this one, oldest first: the latest ${MAX_EARLIER_STEPS} of them`
   }),
-  earlier_steps_total: Schema.Int.annotate({ description: "How many steps the session had before this one (all of them, listed or not)" })
+  earlier_steps_total: Schema.Int.annotate({
+    description: "How many steps the session had before this one (all of them, listed or not)"
+  })
 })
 export type ApprovalContext = typeof ApprovalContext.Type
 
@@ -199,7 +206,11 @@ export class ApprovalsApi extends HttpApiGroup.make("approvals")
         "agents.read",
         `What a person needs to decide an approval: the approval (as in the list), the name of the session's task, and the session's steps before this one (the latest ${MAX_EARLIER_STEPS}, oldest first, with their resolution and reported outcome).`
       ),
-      documented({ summary: "Context of an approval", response: Examples.approvalContext, errors: { 404: notFound("approval") } })
+      documented({
+        summary: "Context of an approval",
+        response: Examples.approvalContext,
+        errors: { 404: notFound("approval") }
+      })
     ),
     HttpApiEndpoint.get("get", "/v1/agent-approvals/:approval_id", {
       params: { approval_id: Uuid },
@@ -217,7 +228,15 @@ export class ApprovalsApi extends HttpApiGroup.make("approvals")
       params: { approval_id: Uuid },
       payload: Decision,
       success: ApprovalSnapshot,
-      error: [NotFound, InvalidTransition, AlreadyVoted, NotAssigned, ArgumentsShapeMismatch, ArgumentsTooComplex, ValidationBusy]
+      error: [
+        NotFound,
+        InvalidTransition,
+        AlreadyVoted,
+        NotAssigned,
+        ArgumentsShapeMismatch,
+        ArgumentsTooComplex,
+        ValidationBusy
+      ]
     }).pipe(
       requireScope(
         "approvals.decide",
@@ -228,12 +247,15 @@ export class ApprovalsApi extends HttpApiGroup.make("approvals")
         request: Examples.decision,
         response: Examples.decidedApproval,
         errors: {
-          400: "`reason` is longer than 1 000 characters or holds a string that cannot be stored (`INVALID_REQUEST`, `field`: `reason`).",
-          403: "The approval is assigned to a reviewer group the caller is not in, nor delegated to by a member (`NOT_ASSIGNED`, naming `assigned_group`).",
-          409: "The approval is no longer pending (`INVALID_TRANSITION`), or, when it needs several approvals (`quorum`), this person, or the member this delegate stands in for, has already voted on it (`ALREADY_VOTED`).",
-          422: "Edited `arguments` do not fit the action class's `arguments_schema`, or it declares none (`ARGUMENTS_SHAPE_MISMATCH`, `field` naming the first at fault, `errors` each), or checking them went over its budget (`ARGUMENTS_TOO_COMPLEX`).",
+          400:
+            "`reason` is longer than 1 000 characters or holds a string that cannot be stored (`INVALID_REQUEST`, `field`: `reason`).",
+          403:
+            "The approval is assigned to a reviewer group the caller is not in, nor delegated to by a member (`NOT_ASSIGNED`, naming `assigned_group`).",
+          409:
+            "The approval is no longer pending (`INVALID_TRANSITION`), or, when it needs several approvals (`quorum`), this person, or the member this delegate stands in for, has already voted on it (`ALREADY_VOTED`).",
+          422:
+            "Edited `arguments` do not fit the action class's `arguments_schema`, or it declares none (`ARGUMENTS_SHAPE_MISMATCH`, `field` naming the first at fault, `errors` each), or checking them went over its budget (`ARGUMENTS_TOO_COMPLEX`).",
           429: "Too many schema checks of this organization are waiting (`VALIDATION_BUSY`, with `Retry-After`)."
-
         }
       })
     )

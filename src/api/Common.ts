@@ -22,7 +22,9 @@ export const UNSTORABLE_STRING_MESSAGE = "must not contain the NUL character (\\
  * first among its checks so that its message is the one reported; a test
  * walks every endpoint's path, query and body schemas for it.
  */
-export const isStorable = Schema.makeFilter<string>((value) => isUnstorableString(value) ? UNSTORABLE_STRING_MESSAGE : undefined)
+export const isStorable = Schema.makeFilter<string>((value) =>
+  isUnstorableString(value) ? UNSTORABLE_STRING_MESSAGE : undefined
+)
 
 /** A request string: any string PostgreSQL can store. Further checks follow it (`Text.check(...)`). */
 export const Text = Schema.String.check(isStorable)
@@ -36,7 +38,8 @@ export const Text = Schema.String.check(isStorable)
  * script's digits). Ranges and `\uXXXX` read alike in ECMAScript (with and
  * without the `u` flag) and Python.
  */
-export const SPACE_CHARACTERS = "\\t\\n\\v\\f\\r \\u00a0\\u1680\\u2000-\\u200a\\u2028\\u2029\\u202f\\u205f\\u3000\\ufeff"
+export const SPACE_CHARACTERS =
+  "\\t\\n\\v\\f\\r \\u00a0\\u1680\\u2000-\\u200a\\u2028\\u2029\\u202f\\u205f\\u3000\\ufeff"
 
 const emailPart = `[^${SPACE_CHARACTERS}@<>",;:()\\\\[\\]]+`
 
@@ -111,7 +114,9 @@ export const IntegerFromDigits = (options: {
   return Schema.String.check(
     Schema.makeFilter<string>(
       (value) =>
-        digits.test(value) ? undefined : `Expected a whole number from ${bounds.minimum} to ${bounds.maximum} in decimal digits`,
+        digits.test(value)
+          ? undefined
+          : `Expected a whole number from ${bounds.minimum} to ${bounds.maximum} in decimal digits`,
       { toJsonSchema: () => ({ type: "integer", ...bounds, description }) }
     )
   ).pipe(
@@ -267,7 +272,10 @@ export const isStorableJson = Schema.makeFilter<unknown>((value) =>
 )
 
 const withinDepth = Schema.makeFilter<unknown>(
-  (value) => nestsDeeperThan(value, MAX_JSON_DEPTH) ? `nests arrays and objects deeper than ${MAX_JSON_DEPTH} levels` : undefined,
+  (value) =>
+    nestsDeeperThan(value, MAX_JSON_DEPTH)
+      ? `nests arrays and objects deeper than ${MAX_JSON_DEPTH} levels`
+      : undefined,
   { description: `arrays and objects nest at most ${MAX_JSON_DEPTH} levels deep` }
 )
 
@@ -341,7 +349,10 @@ export const MAX_HEADER_VALUE_BYTES = 4096
  * checked by the service. Answered `INVALID_HEADERS` naming the header.
  */
 export const HeaderValue = Text.check(
-  Schema.isMaxLength(MAX_HEADER_VALUE_BYTES, { message: `Expected at most ${MAX_HEADER_VALUE_BYTES} bytes`, ...answeredAs("INVALID_HEADERS") }),
+  Schema.isMaxLength(MAX_HEADER_VALUE_BYTES, {
+    message: `Expected at most ${MAX_HEADER_VALUE_BYTES} bytes`,
+    ...answeredAs("INVALID_HEADERS")
+  }),
   Schema.isPattern(/^[\t\x20-\x7E\xA0-\xFF]*$/u, {
     message: "Expected a header value without line breaks or other control characters",
     ...answeredAs("INVALID_HEADERS")
@@ -355,12 +366,21 @@ export const HeaderValue = Text.check(
  * or, with `answered` `INVALID_REQUEST`, the schema's rules as any other
  * member's (a URL other than the endpoint's `url`).
  */
-export const UrlOf = (schemes: ReadonlyArray<string>, message: string, answered: "INVALID_URL" | "INVALID_REQUEST" = "INVALID_URL") => {
-  const anyCase = schemes.map((scheme) => [...scheme].map((c) => /[a-z]/.test(c) ? `[${c}${c.toUpperCase()}]` : c).join(""))
+export const UrlOf = (
+  schemes: ReadonlyArray<string>,
+  message: string,
+  answered: "INVALID_URL" | "INVALID_REQUEST" = "INVALID_URL"
+) => {
+  const anyCase = schemes.map((scheme) =>
+    [...scheme].map((c) => /[a-z]/.test(c) ? `[${c}${c.toUpperCase()}]` : c).join("")
+  )
   const code = answered === "INVALID_URL" ? answeredAs("INVALID_URL") : {}
   return Text.check(
     Schema.isMaxLength(2048, { ...code }),
     Schema.isPattern(new RegExp(`^(?:${anyCase.join("|")})://[^${SPACE_CHARACTERS}]+$`, "u"), { message, ...code }),
-    Schema.makeFilter((value: string) => URL.canParse(value) || message, { toJsonSchema: () => ({ format: "uri" }), ...code })
+    Schema.makeFilter((value: string) => URL.canParse(value) || message, {
+      toJsonSchema: () => ({ format: "uri" }),
+      ...code
+    })
   )
 }

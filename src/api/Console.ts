@@ -8,10 +8,18 @@
 import { Schema } from "effect"
 import { HttpApiEndpoint, HttpApiError, HttpApiGroup, HttpApiSchema, OpenApi } from "effect/http-api"
 import { Text, Timestamp, Uuid } from "./Common.ts"
-import { CrossSiteRequest, InsufficientScope, InvalidRequest, LimitReached, NotFound, problemType, Unauthenticated } from "./Errors.ts"
-import { Authentication, ConsolePreset, requireScope, ScopeName } from "./Security.ts"
 import { documented, notFound } from "./Documentation.ts"
+import {
+  CrossSiteRequest,
+  InsufficientScope,
+  InvalidRequest,
+  LimitReached,
+  NotFound,
+  problemType,
+  Unauthenticated
+} from "./Errors.ts"
 import * as Examples from "./Examples.ts"
+import { Authentication, ConsolePreset, requireScope, ScopeName } from "./Security.ts"
 
 // ---------------------------------------------------------------------------
 // Sign-in
@@ -34,9 +42,12 @@ export const ConsoleSession = Schema.Struct({
   }),
   created_at: Timestamp,
   expires_at: Timestamp.annotate({
-    description: "When the session ends unless used before: 8 hours after its last request, at most `absolute_expires_at`"
+    description:
+      "When the session ends unless used before: 8 hours after its last request, at most `absolute_expires_at`"
   }),
-  absolute_expires_at: Timestamp.annotate({ description: "7 days after sign-in: the session ends then however it is used" })
+  absolute_expires_at: Timestamp.annotate({
+    description: "7 days after sign-in: the session ends then however it is used"
+  })
 })
 export type ConsoleSession = typeof ConsoleSession.Type
 
@@ -162,12 +173,15 @@ export class ConsoleApi extends HttpApiGroup.make("console")
 export const ApiKey = Schema.Struct({
   id: Uuid,
   name: Schema.NullOr(Schema.String),
-  key_prefix: Schema.String.annotate({ description: "The key's first 12 characters (`svc_` and 8 more), to recognize it; never the key" }),
+  key_prefix: Schema.String.annotate({
+    description: "The key's first 12 characters (`svc_` and 8 more), to recognize it; never the key"
+  }),
   scopes: Schema.Array(ScopeName),
   created_at: Timestamp,
   revoked_at: Schema.NullOr(Timestamp),
   created_by: Schema.NullOr(Schema.String).annotate({
-    description: "Who made the key: `console:<name>` for a person signed in to the console (the key outlives that session), the id of the API key that made it, or null when made with the CLI"
+    description:
+      "Who made the key: `console:<name>` for a person signed in to the console (the key outlives that session), the id of the API key that made it, or null when made with the CLI"
   })
 })
 export type ApiKey = typeof ApiKey.Type
@@ -184,7 +198,10 @@ export class ApiKeysApi extends HttpApiGroup.make("apiKeys")
     HttpApiEndpoint.get("list", "/v1/api-keys", {
       success: Schema.Struct({ keys: Schema.Array(ApiKey) })
     }).pipe(
-      requireScope("keys.manage", "The organization's API keys that are not revoked, newest first. Never the key itself."),
+      requireScope(
+        "keys.manage",
+        "The organization's API keys that are not revoked, newest first. Never the key itself."
+      ),
       documented({ summary: "List API keys", response: Examples.apiKeyList })
     ),
     HttpApiEndpoint.post("create", "/v1/api-keys", {
@@ -218,7 +235,11 @@ export class ApiKeysApi extends HttpApiGroup.make("apiKeys")
         "keys.manage",
         "Revokes an API key at once, in every process; its open event streams end within `SVC_STREAM_AUTH_RECHECK`. Revoking a revoked key returns it unchanged."
       ),
-      documented({ summary: "Revoke an API key", response: Examples.revokedApiKey, errors: { 404: notFound("API key") } })
+      documented({
+        summary: "Revoke an API key",
+        response: Examples.revokedApiKey,
+        errors: { 404: notFound("API key") }
+      })
     )
   )
   .middleware(Authentication)

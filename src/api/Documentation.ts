@@ -20,7 +20,10 @@ export const ApiLicense: OpenApi.OpenAPISpecLicense = { name: "MIT", identifier:
 /** `/` is the svc serving the document (what `/docs` sends requests to). */
 export const ApiServers: ReadonlyArray<OpenApi.OpenAPISpecServer> = [
   { url: "/", description: "The svc that serves this document" },
-  { url: "http://127.0.0.1:8080", description: "A local svc started with `npm start` (`HOST` and `PORT` change the address)" }
+  {
+    url: "http://127.0.0.1:8080",
+    description: "A local svc started with `npm start` (`HOST` and `PORT` change the address)"
+  }
 ]
 
 /** One description per tag (a group's `OpenApi.Title`). */
@@ -36,7 +39,8 @@ export const TagDescriptions: Readonly<Record<string, string>> = {
     "Per action class: allow, reject, or require a person's approval within review windows, with an expiring notice, an optional escalation and a timeout action.",
   "Approvals":
     "Approvals that governed steps wait for: read the snapshot and what a person needs to decide (the task's name, the session's earlier steps), approve or reject with an optional reason, and read the history of closed ones. Every lifecycle change is also sent to the organization's notification endpoints.",
-  "Reviewer groups": "Named groups of people who decide the approvals assigned to them (by a policy's or a rule's `group`), and delegations of a member's reviewing to another person for a time window. Each of an approval's deadlines may hand it to the next group of its chain (`escalation_chain`, up to 5 groups).",
+  "Reviewer groups":
+    "Named groups of people who decide the approvals assigned to them (by a policy's or a rule's `group`), and delegations of a member's reviewing to another person for a time window. Each of an approval's deadlines may hand it to the next group of its chain (`escalation_chain`, up to 5 groups).",
   "Approval links":
     "The link in a reviewer mail about a pending approval (`/console/decide#<token>` under `SVC_PUBLIC_URL`): it opens that approval only, signs nobody in, and lets the person who opened it approve or reject it, recorded as `email:<reviewer address>`, while that address is still the organization's reviewer address. No authentication: the token is the credential.",
   "Reviewer address confirmation":
@@ -54,7 +58,6 @@ export const TagDescriptions: Readonly<Record<string, string>> = {
   "Notification endpoints":
     "Signed HTTPS webhooks for approval events and operational events about the endpoints (`X-Svc-Signature` in Stripe's form and the Standard Webhooks headers `webhook-id`, `webhook-timestamp`, `webhook-signature`, HMAC-SHA256), delivered at least once with retries, delivery records, replay (one or a time window), test events, filters by action class and delivery statistics, plus the reviewer email address."
 }
-
 
 /** The documentation of one operation. Examples are JSON as sent on the wire. */
 export interface OperationDocs {
@@ -88,7 +91,11 @@ type Operation = Record<string, any>
 /** The scopes an endpoint needs: one, or any one of several. */
 const requiredScopes = (endpoint: HttpApiEndpoint.Top): ReadonlyArray<string> => {
   const required: unknown = Option.getOrUndefined(Context.getOption(endpoint.annotations, RequiredScope))
-  return required === undefined ? [] : typeof required === "string" ? [required] : [...(required as ReadonlyArray<string>)]
+  return required === undefined
+    ? []
+    : typeof required === "string"
+    ? [required]
+    : [...(required as ReadonlyArray<string>)]
 }
 
 /**
@@ -117,22 +124,31 @@ export const documented = (docs: OperationDocs) => <E extends HttpApiEndpoint.Co
     if (docs.request !== undefined) {
       const media = op.requestBody?.content?.["application/json"]
       if (media === undefined) throw new Error(`${op.operationId}: a request example, but no JSON request body`)
-      out.requestBody = { ...op.requestBody, content: { ...op.requestBody.content, "application/json": { ...media, example: docs.request } } }
+      out.requestBody = {
+        ...op.requestBody,
+        content: { ...op.requestBody.content, "application/json": { ...media, example: docs.request } }
+      }
     }
     out.responses = { ...op.responses }
     if (docs.response !== undefined) {
-      const status = Object.keys(op.responses).find((code) => code.startsWith("2") && op.responses[code].content !== undefined)
+      const status = Object.keys(op.responses).find((code) =>
+        code.startsWith("2") && op.responses[code].content !== undefined
+      )
       if (status === undefined) throw new Error(`${op.operationId}: a response example, but no success body`)
       const response = op.responses[status]
       out.responses[status] = {
         ...response,
         content: Object.fromEntries(
-          Object.entries(response.content as Record<string, object>).map(([type, media]) => [type, { ...media, example: docs.response }])
+          Object.entries(response.content as Record<string, object>).map((
+            [type, media]
+          ) => [type, { ...media, example: docs.response }])
         )
       }
     }
     for (const [status, description] of Object.entries(docs.errors ?? {})) {
-      if (op.responses[status] === undefined) throw new Error(`${op.operationId}: a note for ${status}, which it does not answer`)
+      if (op.responses[status] === undefined) {
+        throw new Error(`${op.operationId}: a note for ${status}, which it does not answer`)
+      }
       out.responses[status] = { ...op.responses[status], description }
     }
     return out

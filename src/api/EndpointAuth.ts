@@ -65,7 +65,10 @@ export const ClientCertificateInput = Schema.NullOr(Schema.Struct({
     MAX_PEM_CHARACTERS,
     "The client certificate (PEM), optionally followed by its intermediate certificates; valid now, with the key below"
   ),
-  private_key: bounded(MAX_PEM_CHARACTERS, "Its private key (unencrypted PEM, PKCS#8, PKCS#1 or SEC1): encrypted at rest, never returned")
+  private_key: bounded(
+    MAX_PEM_CHARACTERS,
+    "Its private key (unencrypted PEM, PKCS#8, PKCS#1 or SEC1): encrypted at rest, never returned"
+  )
 })).annotate({
   description:
     "A client certificate and its key, presented for mutual TLS on every connection to the receiver, or null for none. Checked when set (it parses, the key matches, it has not expired: else 400 naming the field). On PATCH given whole again; null removes it; absent: unchanged. Not for broker destinations."
@@ -89,7 +92,8 @@ export const ClientCertificateView = Schema.NullOr(Schema.Struct({
   fingerprint_sha256: Schema.String.annotate({ description: "SHA-256 of the certificate (DER), colon-separated hex" }),
   not_before: Timestamp,
   not_after: Timestamp.annotate({
-    description: "When it expires: `endpoint.certificate_expiring` is sent `SVC_WEBHOOK_CERTIFICATE_NOTICE` before (14 days by default)"
+    description:
+      "When it expires: `endpoint.certificate_expiring` is sent `SVC_WEBHOOK_CERTIFICATE_NOTICE` before (14 days by default)"
   })
 })).annotate({ description: "The client certificate presented for mutual TLS, without its key; null: none" })
 export type ClientCertificateView = typeof ClientCertificateView.Type

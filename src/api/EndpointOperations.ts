@@ -31,7 +31,9 @@ export class DeliveryFailed extends HttpApiError.Problem<DeliveryFailed>()("Deli
   title: "The receiver did not accept the test delivery"
 }, {
   code: Schema.tag("DELIVERY_FAILED"),
-  receiver_status: Schema.optionalKey(Schema.Int.annotate({ description: "The receiver's HTTP status, when it answered" })),
+  receiver_status: Schema.optionalKey(
+    Schema.Int.annotate({ description: "The receiver's HTTP status, when it answered" })
+  ),
   error: Schema.String.annotate({ description: "What went wrong: the status, or the network or TLS error" }),
   duration_ms: Schema.Int
 }) {}
@@ -46,7 +48,8 @@ export const BulkReplayed = Schema.Struct({
   matched: Schema.Int.annotate({ description: "Failed deliveries of the endpoint created in [since, until)" }),
   queued: Schema.Int.annotate({ description: "Queued again (0 on a dry run)" }),
   not_queued: Schema.Int.annotate({
-    description: "Matched but not queued: over the queue's capacity (`SVC_WEBHOOK_QUEUE_CAPACITY`) or over the most one call takes (`SVC_WEBHOOK_REPLAY_MAX`); on a dry run, those that would not fit"
+    description:
+      "Matched but not queued: over the queue's capacity (`SVC_WEBHOOK_QUEUE_CAPACITY`) or over the most one call takes (`SVC_WEBHOOK_REPLAY_MAX`); on a dry run, those that would not fit"
   }),
   next_since: Schema.optionalKey(Timestamp.annotate({
     description: "Present when the window matched more than one call takes: call again with this `since` for the rest"
@@ -61,7 +64,9 @@ export const EndpointStats = Schema.Struct({
   success_rate: Schema.NullOr(Schema.Number).annotate({
     description: "delivered / (delivered + failed), 0 to 1; null when none finished"
   }),
-  duration_ms_p50: Schema.NullOr(Schema.Number).annotate({ description: "Median duration of the window's attempts; null without attempts" }),
+  duration_ms_p50: Schema.NullOr(Schema.Number).annotate({
+    description: "Median duration of the window's attempts; null without attempts"
+  }),
   duration_ms_p95: Schema.NullOr(Schema.Number)
 })
 

@@ -12,7 +12,10 @@ import { ActionClassFilter, EventTypeName, EventTypes } from "./WebhookDeliverie
 
 /** An event selection: 1 to 20 event types (duplicates collapse), else `400 INVALID_WEBHOOK_EVENTS`. */
 const EventSelection = Schema.Array(EventTypeName).check(
-  Schema.isMinLength(1, { message: "events must name at least one event type", ...answeredAs("INVALID_WEBHOOK_EVENTS") }),
+  Schema.isMinLength(1, {
+    message: "events must name at least one event type",
+    ...answeredAs("INVALID_WEBHOOK_EVENTS")
+  }),
   Schema.isMaxLength(20, { message: "events may list at most 20 entries", ...answeredAs("INVALID_WEBHOOK_EVENTS") })
 ).annotate({ description: `Event types to subscribe to (1 to 20 entries): ${EventTypes.join(", ")}` })
 
@@ -68,7 +71,8 @@ export const NotificationEndpoint = Schema.Struct({
   created_by: Schema.String.annotate({ description: "Id of the API key that created the endpoint" }),
   deactivated_at: Schema.optionalKey(Timestamp),
   deactivated_reason: Schema.optionalKey(Schema.String.annotate({
-    description: "Why the endpoint is inactive (the receiver answered 410 Gone, or it failed for SVC_WEBHOOK_DISABLE_AFTER without a success). PATCH reactivates it."
+    description:
+      "Why the endpoint is inactive (the receiver answered 410 Gone, or it failed for SVC_WEBHOOK_DISABLE_AFTER without a success). PATCH reactivates it."
   })),
   cooldown_until: Schema.optionalKey(Timestamp.annotate({
     description:
@@ -105,13 +109,18 @@ export const CreateEndpoint = Schema.Struct({
 })
 
 export const UpdateEndpoint = Schema.Struct({
-  events: Schema.optionalKey(EventSelection.annotate({ description: "Replaces the event selection; absent: unchanged" })),
+  events: Schema.optionalKey(
+    EventSelection.annotate({ description: "Replaces the event selection; absent: unchanged" })
+  ),
   action_classes: Schema.optionalKey(ActionClassFilters),
   ordering: Schema.optionalKey(EndpointOrdering),
   headers: Schema.optionalKey(EndpointHeaders.annotate({
-    description: "Replaces the whole set of custom headers (values write-only: give every header again); `{}` removes them all; absent: unchanged. Same rules as on create."
+    description:
+      "Replaces the whole set of custom headers (values write-only: give every header again); `{}` removes them all; absent: unchanged. Same rules as on create."
   })),
-  rate_limit: Schema.optionalKey(RateLimit.annotate({ description: "Replaces the rate limit; null: unlimited; absent: unchanged" })),
+  rate_limit: Schema.optionalKey(
+    RateLimit.annotate({ description: "Replaces the rate limit; null: unlimited; absent: unchanged" })
+  ),
   auth: Schema.optionalKey(EndpointAuthInput),
   tls_client_certificate: Schema.optionalKey(ClientCertificateInput)
 })

@@ -16,7 +16,9 @@ export const problemType = <const Code extends string>(code: Code) =>
  * Problems the server makes itself (body over the limit, wrong content type,
  * a defect) also carry the request id, as in the `x-request-id` header.
  */
-const RequestIdMember = Schema.optionalKey(Schema.String.annotate({ description: "The request's id, also in the `x-request-id` header" }))
+const RequestIdMember = Schema.optionalKey(
+  Schema.String.annotate({ description: "The request's id, also in the `x-request-id` header" })
+)
 
 /** One decode issue: the JSON path of the value at fault and what was expected. */
 export const FieldIssue = Schema.Struct({
@@ -46,7 +48,9 @@ export class InvalidHeaders extends HttpApiError.Problem<InvalidHeaders>()("Inva
 }, {
   code: Schema.tag("INVALID_HEADERS"),
   field: Schema.optionalKey(Schema.String.annotate({ description: "The first refused header, e.g. `headers.Host`" })),
-  errors: Schema.optionalKey(Schema.Array(FieldIssue).annotate({ description: "Every refused header, each with its reason" }))
+  errors: Schema.optionalKey(
+    Schema.Array(FieldIssue).annotate({ description: "Every refused header, each with its reason" })
+  )
 }) {}
 
 /** The problem of refused headers: the one at fault, or each of them. */
@@ -60,7 +64,9 @@ export const headersRefused = (verdict: {
     errors: verdict.problems,
     detail: verdict.problems.length === 1
       ? `${verdict.field}: ${verdict.message}.`
-      : `${verdict.problems.length} headers are refused: ${verdict.problems.map((p) => `${p.field} (${p.message})`).join("; ")}.`
+      : `${verdict.problems.length} headers are refused: ${
+        verdict.problems.map((p) => `${p.field} (${p.message})`).join("; ")
+      }.`
   })
 
 export class Unauthenticated extends HttpApiError.Problem<Unauthenticated>()("Unauthenticated", {

@@ -15,12 +15,18 @@ import { ApprovalEventTypes, ApprovalSnapshot } from "./Approvals.ts"
 import { Timestamp, Uuid } from "./Common.ts"
 import { EndpointEventTypes, type EventType, EventTypes } from "./Notifications.ts"
 
-const TestFlag = Schema.optionalKey(Schema.Literal(true).annotate({
-  description: "Present on a test delivery (`POST /v1/notification-endpoints/:id/test`) only: the content is an example; acknowledge it and act on nothing"
-}))
+const TestFlag = Schema.optionalKey(
+  Schema.Literal(true).annotate({
+    description:
+      "Present on a test delivery (`POST /v1/notification-endpoints/:id/test`) only: the content is an example; acknowledge it and act on nothing"
+  })
+)
 
 const envelope = {
-  id: Uuid.annotate({ description: "The event id: the deduplication key, the same in every retry and replay (also `X-Svc-Event-Id` and `webhook-id`)" }),
+  id: Uuid.annotate({
+    description:
+      "The event id: the deduplication key, the same in every retry and replay (also `X-Svc-Event-Id` and `webhook-id`)"
+  }),
   org_id: Uuid.annotate({ description: "The organization the event belongs to" }),
   occurred_at: Timestamp.annotate({ description: "When svc recorded the event (RFC 3339, UTC, milliseconds)" }),
   test: TestFlag
@@ -40,13 +46,21 @@ export type ApprovalEvent = typeof ApprovalEvent.Type
 /** The endpoint an operational event is about. */
 export const EndpointSnapshot = Schema.Struct({
   id: Uuid.annotate({ description: "The endpoint's id" }),
-  url_hint: Schema.String.annotate({ description: "The endpoint's masked address (scheme, host, port; `/…` for any path or query)" }),
+  url_hint: Schema.String.annotate({
+    description: "The endpoint's masked address (scheme, host, port; `/…` for any path or query)"
+  }),
   reason: Schema.String.annotate({ description: "Why, in svc's words" }),
   active: Schema.Boolean.annotate({ description: "Whether svc still sends to the endpoint" }),
-  failing_since: Schema.optionalKey(Timestamp.annotate({ description: "`endpoint.failing`: when the failing streak began" })),
-  deactivated_at: Schema.optionalKey(Timestamp.annotate({ description: "`endpoint.disabled`: when svc deactivated the endpoint" })),
+  failing_since: Schema.optionalKey(
+    Timestamp.annotate({ description: "`endpoint.failing`: when the failing streak began" })
+  ),
+  deactivated_at: Schema.optionalKey(
+    Timestamp.annotate({ description: "`endpoint.disabled`: when svc deactivated the endpoint" })
+  ),
   certificate_expires_at: Schema.optionalKey(
-    Timestamp.annotate({ description: "`endpoint.certificate_expiring`: when the endpoint's client certificate expires (its `not_after`)" })
+    Timestamp.annotate({
+      description: "`endpoint.certificate_expiring`: when the endpoint's client certificate expires (its `not_after`)"
+    })
   )
 })
 export type EndpointSnapshot = typeof EndpointSnapshot.Type
@@ -62,10 +76,18 @@ export const EndpointEvent = Schema.Struct({
 })
 export type EndpointEvent = typeof EndpointEvent.Type
 
-const { decided_at: _da, decided_by: _db, decided_by_person: _dp, decided_for: _df, decision_reason: _dr, ...undecided } = ApprovalSnapshot.fields
+const {
+  decided_at: _da,
+  decided_by: _db,
+  decided_by_person: _dp,
+  decided_for: _df,
+  decision_reason: _dr,
+  ...undecided
+} = ApprovalSnapshot.fields
 
 /** A snapshot with `status` fixed and nobody's decision in it. */
-const undecidedSnapshot = (status: "pending" | "expired") => Schema.Struct({ ...undecided, status: Schema.Literal(status) })
+const undecidedSnapshot = (status: "pending" | "expired") =>
+  Schema.Struct({ ...undecided, status: Schema.Literal(status) })
 
 /** A snapshot of a person's decision: `decided_at` and `decided_by` always, `decision_reason` when given. */
 const decidedSnapshot = (status: "approved" | "rejected") =>
@@ -151,13 +173,21 @@ export const EventSchemas = {
     "endpoint.disabled",
     "EndpointDisabledEvent",
     "svc deactivated another endpoint of the organization: it answered 410 Gone, or it failed for `SVC_WEBHOOK_DISABLE_AFTER` without one successful delivery.",
-    Schema.Struct({ ...endpointBase, active: Schema.Literal(false), deactivated_at: EndpointSnapshot.fields.deactivated_at.schema })
+    Schema.Struct({
+      ...endpointBase,
+      active: Schema.Literal(false),
+      deactivated_at: EndpointSnapshot.fields.deactivated_at.schema
+    })
   ),
   "endpoint.failing": endpointEvent(
     "endpoint.failing",
     "EndpointFailingEvent",
     "Another endpoint of the organization entered a cooldown after having been healthy (`SVC_WEBHOOK_COOLDOWN_AFTER` consecutive failed attempts); once per failing streak.",
-    Schema.Struct({ ...endpointBase, active: Schema.Literal(true), failing_since: EndpointSnapshot.fields.failing_since.schema })
+    Schema.Struct({
+      ...endpointBase,
+      active: Schema.Literal(true),
+      failing_since: EndpointSnapshot.fields.failing_since.schema
+    })
   ),
   "endpoint.certificate_expiring": endpointEvent(
     "endpoint.certificate_expiring",
@@ -197,7 +227,9 @@ export const eventJsonSchema = (type: EventType): Record<string, unknown> => {
 export const WEBHOOKS_TAG = "Webhook events"
 
 /** The headers svc sends with every event, as OpenAPI header parameters. */
-export const DeliveryHeaders: ReadonlyArray<{ readonly name: string; readonly description: string; readonly pattern?: string }> = [
+export const DeliveryHeaders: ReadonlyArray<
+  { readonly name: string; readonly description: string; readonly pattern?: string }
+> = [
   { name: "X-Svc-Event-Id", description: "The event id (the body's `id`)." },
   { name: "X-Svc-Event-Type", description: "The event type (the body's `type`)." },
   {
@@ -207,7 +239,11 @@ export const DeliveryHeaders: ReadonlyArray<{ readonly name: string; readonly de
     pattern: "^t=[0-9]+(,v1=[0-9a-f]{64})+$"
   },
   { name: "webhook-id", description: "Standard Webhooks: the event id." },
-  { name: "webhook-timestamp", description: "Standard Webhooks: the same unix seconds as `t` in `X-Svc-Signature`.", pattern: "^[0-9]+$" },
+  {
+    name: "webhook-timestamp",
+    description: "Standard Webhooks: the same unix seconds as `t` in `X-Svc-Signature`.",
+    pattern: "^[0-9]+$"
+  },
   {
     name: "webhook-signature",
     description:
@@ -233,10 +269,13 @@ export const addWebhooks = (spec: Record<string, any>): Record<string, any> => {
       post: {
         operationId: `webhook.${type}`,
         summary: type,
-        description:
-          `${String(schema.ast.annotations?.description)}\n\nSent to each active endpoint of the organization that lists \`${type}\` in its \`events\`${
-            type.startsWith("endpoint.") ? " (never to the endpoint it is about)" : " and whose `action_classes` filter, if any, matches the step's action class"
-          }. Verify the signature on the raw body before parsing it; deduplicate by \`id\`.`,
+        description: `${
+          String(schema.ast.annotations?.description)
+        }\n\nSent to each active endpoint of the organization that lists \`${type}\` in its \`events\`${
+          type.startsWith("endpoint.")
+            ? " (never to the endpoint it is about)"
+            : " and whose `action_classes` filter, if any, matches the step's action class"
+        }. Verify the signature on the raw body before parsing it; deduplicate by \`id\`.`,
         tags: [WEBHOOKS_TAG],
         security: [],
         parameters: DeliveryHeaders.map((header) => ({
@@ -251,8 +290,13 @@ export const addWebhooks = (spec: Record<string, any>): Record<string, any> => {
           content: { "application/json": { schema: { $ref: `#/components/schemas/${identifier}` } } }
         },
         responses: {
-          "2XX": { description: "Received. Answer within 5 seconds, after saving the verified event; do the work later." },
-          "410": { description: "Gone: svc deactivates the endpoint and sends it nothing more (`endpoint.disabled` tells the organization's other endpoints)." },
+          "2XX": {
+            description: "Received. Answer within 5 seconds, after saving the verified event; do the work later."
+          },
+          "410": {
+            description:
+              "Gone: svc deactivates the endpoint and sends it nothing more (`endpoint.disabled` tells the organization's other endpoints)."
+          },
           "default": {
             description:
               "Anything else, a redirect included (never followed), or no answer within 5 seconds: the delivery is retried (`SVC_WEBHOOK_RETRY_SCHEDULE`; `Retry-After` of a 429 or 503 is honoured)."

@@ -56,7 +56,11 @@ export const dataset = {
 }
 
 /** One line of a version's JSON Lines export. */
-export const exportLine = { input: { ticket: "printer on fire" }, answer: { label: "facilities" }, feedback_id: ids.feedback }
+export const exportLine = {
+  input: { ticket: "printer on fire" },
+  answer: { label: "facilities" },
+  feedback_id: ids.feedback
+}
 
 // Agent sessions and approvals
 
@@ -103,7 +107,12 @@ export const policyInput = {
 }
 export const policy = { action_class: "payments.refund", ...policyInput, updated_at: at }
 export const dryRunInput = { tool: "stripe.refund", arguments: { amount: 6200, currency: "EUR" } }
-export const dryRunAnswer = { decision: "reject", rule: "huge-refunds", reason: "Refunds above 5 000 go through finance.", policy: "stored" }
+export const dryRunAnswer = {
+  decision: "reject",
+  rule: "huge-refunds",
+  reason: "Refunds above 5 000 go through finance.",
+  policy: "stored"
+}
 export const policyList = { policies: [policy] }
 export const approval = {
   approval_id: ids.approval,
@@ -139,7 +148,14 @@ export const approvalContext = {
   approval: approvalListItem,
   task_name: "Support refunds",
   earlier_steps: [
-    { step_id: "lookup-1", tool: "stripe.charges.retrieve", action_class: "payments.read", resolution: "allow", outcome: "succeeded", created_at: "2026-11-22T11:59:00.000Z" }
+    {
+      step_id: "lookup-1",
+      tool: "stripe.charges.retrieve",
+      action_class: "payments.read",
+      resolution: "allow",
+      outcome: "succeeded",
+      created_at: "2026-11-22T11:59:00.000Z"
+    }
   ],
   earlier_steps_total: 1
 }
@@ -244,7 +260,11 @@ export const notificationEndpoint = {
 const secret = "whsec_JdGwaHfZnRRQKgXhf8YyUeo++QLve9wkg3u27aco3jA="
 export const createdEndpoint = { endpoint: notificationEndpoint, secret }
 export const endpointList = { endpoints: [notificationEndpoint], email_notifier: true }
-export const updateEndpoint = { events: ["approval.requested", "approval.expired"], ordering: "strict" as const, rate_limit: 5 }
+export const updateEndpoint = {
+  events: ["approval.requested", "approval.expired"],
+  ordering: "strict" as const,
+  rate_limit: 5
+}
 export const updatedEndpoint = {
   ...notificationEndpoint,
   events: updateEndpoint.events,

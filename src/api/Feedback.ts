@@ -4,18 +4,30 @@
  */
 import { Schema } from "effect"
 import { HttpApiEndpoint, HttpApiError, HttpApiGroup, HttpApiSchema, OpenApi } from "effect/http-api"
-import { Cursor, JsonObject, Limit, NextCursor, Text, Timestamp, TraceId, Uuid } from "./Common.ts"
 import { FeedbackQuota, ValidationAdmission } from "./Admission.ts"
-import { CorrectionTooComplex, FieldIssue, InvalidRequest, InvalidTransition, LimitReached, NotFound, problemType, RateLimited, ValidationBusy } from "./Errors.ts"
-import { Authentication, requireScope } from "./Security.ts"
+import { Cursor, JsonObject, Limit, NextCursor, Text, Timestamp, TraceId, Uuid } from "./Common.ts"
 import { documented, notFound } from "./Documentation.ts"
+import {
+  CorrectionTooComplex,
+  FieldIssue,
+  InvalidRequest,
+  InvalidTransition,
+  LimitReached,
+  NotFound,
+  problemType,
+  RateLimited,
+  ValidationBusy
+} from "./Errors.ts"
 import * as Examples from "./Examples.ts"
+import { Authentication, requireScope } from "./Security.ts"
 
 export const FeedbackStatus = Schema.Literals(["recorded", "pending", "staged", "rejected", "promoted"])
 export type FeedbackStatus = typeof FeedbackStatus.Type
 
 export const RedactionWarning = Schema.Struct({
-  fields: Schema.Array(Schema.String).annotate({ description: "JSON paths of the changed strings, e.g. `correction.notes`" }),
+  fields: Schema.Array(Schema.String).annotate({
+    description: "JSON paths of the changed strings, e.g. `correction.notes`"
+  }),
   message: Schema.String
 })
 
@@ -37,17 +49,23 @@ export type FeedbackItem = typeof FeedbackItem.Type
 export const SubmitFeedback = Schema.Struct({
   inference_log_id: TraceId.annotate({ description: "The run's `trace_id` (also its `x-svc-trace-id` header)" }),
   score: Score,
-  correction: Schema.optionalKey(JsonObject.annotate({ description: "The answer that should have been returned, in the task's answer shape" }))
+  correction: Schema.optionalKey(
+    JsonObject.annotate({ description: "The answer that should have been returned, in the task's answer shape" })
+  )
 })
 
 export const PromotePreview = Schema.Struct({
   base_dataset_id: Uuid,
-  expected_feedback_revision: Schema.String.annotate({ description: "Revision of the whole staged set (every page), to pass to promote" }),
+  expected_feedback_revision: Schema.String.annotate({
+    description: "Revision of the whole staged set (every page), to pass to promote"
+  }),
   staged: Schema.Array(FeedbackItem).annotate({
     description: "One page of the staged corrections, oldest first (`limit`, default 50, at most 100)"
   }),
   staged_count: Schema.Int.annotate({ description: "How many corrections are staged in all" }),
-  next_cursor: NextCursor.annotate({ description: "Pass as `cursor` for the next page of staged corrections; null on the last page" })
+  next_cursor: NextCursor.annotate({
+    description: "Pass as `cursor` for the next page of staged corrections; null on the last page"
+  })
 })
 
 export const Promote = Schema.Struct({
@@ -61,25 +79,29 @@ export const Promoted = Schema.Struct({
   promoted_count: Schema.Int
 })
 
-export class CorrectionShapeMismatch extends HttpApiError.Problem<CorrectionShapeMismatch>()("CorrectionShapeMismatch", {
-  type: problemType("CORRECTION_SHAPE_MISMATCH"),
-  status: 422,
-  title: "The correction does not fit the task's answer shape"
-}, {
-  code: Schema.tag("CORRECTION_SHAPE_MISMATCH"),
-  field: Schema.String,
-  errors: Schema.Array(FieldIssue)
-}) {}
+export class CorrectionShapeMismatch
+  extends HttpApiError.Problem<CorrectionShapeMismatch>()("CorrectionShapeMismatch", {
+    type: problemType("CORRECTION_SHAPE_MISMATCH"),
+    status: 422,
+    title: "The correction does not fit the task's answer shape"
+  }, {
+    code: Schema.tag("CORRECTION_SHAPE_MISMATCH"),
+    field: Schema.String,
+    errors: Schema.Array(FieldIssue)
+  })
+{}
 
-export class CorrectionContainsSecret extends HttpApiError.Problem<CorrectionContainsSecret>()("CorrectionContainsSecret", {
-  type: problemType("CORRECTION_CONTAINS_SECRET"),
-  status: 422,
-  title: "Removing protected values left the correction unfit for the answer shape"
-}, {
-  code: Schema.tag("CORRECTION_CONTAINS_SECRET"),
-  field: Schema.String,
-  errors: Schema.Array(FieldIssue)
-}) {}
+export class CorrectionContainsSecret
+  extends HttpApiError.Problem<CorrectionContainsSecret>()("CorrectionContainsSecret", {
+    type: problemType("CORRECTION_CONTAINS_SECRET"),
+    status: 422,
+    title: "Removing protected values left the correction unfit for the answer shape"
+  }, {
+    code: Schema.tag("CORRECTION_CONTAINS_SECRET"),
+    field: Schema.String,
+    errors: Schema.Array(FieldIssue)
+  })
+{}
 
 export class DatasetBaseChanged extends HttpApiError.Problem<DatasetBaseChanged>()("DatasetBaseChanged", {
   type: problemType("DATASET_BASE_CHANGED"),
@@ -116,7 +138,14 @@ export class FeedbackApi extends HttpApiGroup.make("feedback")
     HttpApiEndpoint.post("submit", "/v1/feedback", {
       payload: SubmitFeedback,
       success: FeedbackItem.pipe(HttpApiSchema.status(201)),
-      error: [NotFound, CorrectionShapeMismatch, CorrectionContainsSecret, CorrectionTooComplex, ValidationBusy, LimitReached]
+      error: [
+        NotFound,
+        CorrectionShapeMismatch,
+        CorrectionContainsSecret,
+        CorrectionTooComplex,
+        ValidationBusy,
+        LimitReached
+      ]
     }).middleware(ValidationAdmission).middleware(FeedbackQuota).pipe(
       requireScope(
         "feedback.write",
@@ -128,8 +157,10 @@ export class FeedbackApi extends HttpApiGroup.make("feedback")
         response: Examples.feedbackItem,
         errors: {
           404: "`inference_log_id` names no run in your organization.",
-          409: "Your organization's feedback would pass `SVC_MAX_FEEDBACK_BYTES_PER_ORG` bytes with this one (`LIMIT_REACHED`); decided before the correction is checked.",
-          429: "The validation queue is full and your organization holds at least its share of it (`VALIDATION_BUSY`, `limit` names the setting); retry after `Retry-After` seconds."
+          409:
+            "Your organization's feedback would pass `SVC_MAX_FEEDBACK_BYTES_PER_ORG` bytes with this one (`LIMIT_REACHED`); decided before the correction is checked.",
+          429:
+            "The validation queue is full and your organization holds at least its share of it (`VALIDATION_BUSY`, `limit` names the setting); retry after `Retry-After` seconds."
         }
       })
     ),
@@ -201,8 +232,10 @@ export class FeedbackApi extends HttpApiGroup.make("feedback")
         request: Examples.promote,
         response: Examples.promoted,
         errors: {
-          409: "The preview is stale (`DATASET_BASE_CHANGED`, `FEEDBACK_CHANGED`), nothing is staged (`NOTHING_STAGED`), or the new version would pass `SVC_MAX_EXAMPLES_PER_DATASET` (`LIMIT_REACHED`).",
-          429: "The organization promoted `SVC_MAX_PROMOTES_PER_MINUTE` times within the last minute (`RATE_LIMITED`, with `Retry-After`)."
+          409:
+            "The preview is stale (`DATASET_BASE_CHANGED`, `FEEDBACK_CHANGED`), nothing is staged (`NOTHING_STAGED`), or the new version would pass `SVC_MAX_EXAMPLES_PER_DATASET` (`LIMIT_REACHED`).",
+          429:
+            "The organization promoted `SVC_MAX_PROMOTES_PER_MINUTE` times within the last minute (`RATE_LIMITED`, with `Retry-After`)."
         }
       })
     )

@@ -70,7 +70,9 @@ const refusedPattern = (refused: ReadonlyArray<RefusedHeaders>) => {
 export const CustomHeaders = (refused: ReadonlyArray<RefusedHeaders>, description: string) => {
   const pattern = new RegExp(refusedPattern(refused), "u")
   const message = "Expected a header svc may send: not a transport, hop-by-hop, trace-context or cookie header" +
-    (refused.includes(WEBHOOK_OWN_HEADERS) ? ", nor one svc sets itself (Content-Type, User-Agent, Accept-Encoding, X-Svc-*, webhook-*)" : "")
+    (refused.includes(WEBHOOK_OWN_HEADERS)
+      ? ", nor one svc sets itself (Content-Type, User-Agent, Accept-Encoding, X-Svc-*, webhook-*)"
+      : "")
   const name = HeaderName.check(
     Schema.makeFilter((value: string) => !pattern.test(value) || message, {
       toJsonSchema: () => ({ not: { pattern: pattern.source } }),
@@ -78,6 +80,11 @@ export const CustomHeaders = (refused: ReadonlyArray<RefusedHeaders>, descriptio
     })
   )
   return Schema.Record(name, HeaderValue)
-    .check(Schema.isMaxProperties(MAX_HEADERS, { message: `Expected at most ${MAX_HEADERS} headers`, ...answeredAs("INVALID_HEADERS") }))
+    .check(
+      Schema.isMaxProperties(MAX_HEADERS, {
+        message: `Expected at most ${MAX_HEADERS} headers`,
+        ...answeredAs("INVALID_HEADERS")
+      })
+    )
     .annotate({ description })
 }

@@ -9,8 +9,8 @@
  */
 import { Context, Option, Schema } from "effect"
 import { HttpApi, type HttpApiEndpoint, HttpApiError, HttpApiMiddleware, OpenApi } from "effect/http-api"
-import { CurrentPrincipal, Authentication } from "./Security.ts"
 import { problemType, RateLimited } from "./Errors.ts"
+import { Authentication, CurrentPrincipal } from "./Security.ts"
 
 /** The request header, as HTTP names it (lower case on the wire in Node). */
 export const IDEMPOTENCY_HEADER = "Idempotency-Key"
@@ -29,7 +29,8 @@ export const IdempotencyKey = Schema.String.check(
   Schema.isMaxLength(MAX_KEY_LENGTH),
   Schema.isPattern(new RegExp(KEY_PATTERN))
 ).annotate({
-  description: `A key of 1 to ${MAX_KEY_LENGTH} printable ASCII characters without spaces, chosen by the client (a UUID, say), new for each change it means to make and the same on each retry of it`
+  description:
+    `A key of 1 to ${MAX_KEY_LENGTH} printable ASCII characters without spaces, chosen by the client (a UUID, say), new for each change it means to make and the same on each retry of it`
 })
 
 const field = Schema.Literal(IDEMPOTENCY_HEADER).annotate({ description: "The header at fault" })

@@ -6,12 +6,12 @@
  */
 import { Schema } from "effect"
 import { HttpApiEndpoint, HttpApiError, HttpApiGroup, HttpApiSchema, OpenApi } from "effect/http-api"
-import { ActionClass } from "./Policies.ts"
 import { Text, Timestamp, UrlOf, Uuid } from "./Common.ts"
 import { InvalidUrl } from "./Deliveries.ts"
 import { documented, notFound } from "./Documentation.ts"
 import { InvalidHeaders, InvalidRequest, LimitReached, NotFound, problemType } from "./Errors.ts"
 import { CustomHeaders, type RefusedHeaders, TRANSPORT_HEADERS } from "./HeaderNames.ts"
+import { ActionClass } from "./Policies.ts"
 import { Authentication, requireScope } from "./Security.ts"
 
 /** The headers the gateway's MCP client sets itself: an upstream's headers may not replace them. */
@@ -37,7 +37,9 @@ export const McpServerName = Text.check(
 
 /** An upstream tool's name as MCP allows it (1 to 128 of letters, digits, `_`, `-`, `.`). */
 export const UpstreamToolName = Text.check(
-  Schema.isPattern(/^[A-Za-z0-9_.-]{1,128}$/u, { message: "Expected a tool name: 1 to 128 letters, digits, '_', '-' or '.'" })
+  Schema.isPattern(/^[A-Za-z0-9_.-]{1,128}$/u, {
+    message: "Expected a tool name: 1 to 128 letters, digits, '_', '-' or '.'"
+  })
 )
 
 const McpHeaders = CustomHeaders(
@@ -56,7 +58,9 @@ export const McpServer = Schema.Struct({
   id: Uuid,
   name: Schema.String,
   url_hint: Schema.String.annotate({ description: "Masked server address; the full URL is never returned" }),
-  headers: Schema.Array(Schema.String).annotate({ description: "Names of the server's headers, as given; their values are never returned" }),
+  headers: Schema.Array(Schema.String).annotate({
+    description: "Names of the server's headers, as given; their values are never returned"
+  }),
   default_action_class: Schema.String,
   tool_action_classes: Schema.Record(Schema.String, Schema.String),
   created_at: Timestamp,
@@ -99,7 +103,9 @@ export class UpstreamFailed extends HttpApiError.Problem<UpstreamFailed>()("Upst
   title: "The MCP server did not answer"
 }, {
   code: Schema.tag("UPSTREAM_FAILED"),
-  error: Schema.String.annotate({ description: "What went wrong: the status, or the network, TLS or protocol error; never a header value" }),
+  error: Schema.String.annotate({
+    description: "What went wrong: the status, or the network, TLS or protocol error; never a header value"
+  }),
   duration_ms: Schema.Int
 }) {}
 
@@ -175,7 +181,12 @@ export class McpServersApi extends HttpApiGroup.make("mcpServers")
       documented({
         summary: "Test an MCP server",
         response: {
-          tools: [{ name: "create_issue", exposed_as: "github__create_issue", action_class: "code.write", description: "Open an issue" }],
+          tools: [{
+            name: "create_issue",
+            exposed_as: "github__create_issue",
+            action_class: "code.write",
+            description: "Open an issue"
+          }],
           duration_ms: 84
         },
         errors: { 502: "The server could not be reached or did not answer as an MCP server (`UPSTREAM_FAILED`)." }

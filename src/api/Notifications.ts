@@ -4,16 +4,11 @@
  * (docs/webhooks.md, "Endpoints" and "Delivery").
  */
 import { Schema } from "effect"
-import { HttpApiEndpoint, HttpApiGroup, HttpApiSchema, OpenApi } from "effect/http-api"
+import { HttpApiEndpoint, HttpApiError, HttpApiGroup, HttpApiSchema, OpenApi } from "effect/http-api"
 import { type ApprovalEventType, ApprovalEventTypes } from "./Approvals.ts"
-import { DeliveryPage, DeliverySearch, type EventType } from "./WebhookDeliveries.ts"
 import { Timestamp, Uuid } from "./Common.ts"
 import { InvalidUrl, NotReplayable, QueueFull, Replayed } from "./Deliveries.ts"
-import { InvalidHeaders, InvalidRequest, LimitReached, NotFound, problemType, RateLimited } from "./Errors.ts"
-import { HttpApiError } from "effect/http-api"
-import { Authentication, requireScope } from "./Security.ts"
 import { documented, notFound } from "./Documentation.ts"
-import * as Examples from "./Examples.ts"
 import {
   BulkReplay,
   BulkReplayed,
@@ -26,15 +21,11 @@ import {
   UpdateNotificationSettings
 } from "./EndpointOperations.ts"
 import { CreateEndpoint, NotificationEndpoint, UpdateEndpoint } from "./EndpointSettings.ts"
+import { InvalidHeaders, InvalidRequest, LimitReached, NotFound, problemType, RateLimited } from "./Errors.ts"
+import * as Examples from "./Examples.ts"
+import { Authentication, requireScope } from "./Security.ts"
+import { DeliveryPage, DeliverySearch, type EventType } from "./WebhookDeliveries.ts"
 
-export {
-  CreateEndpoint,
-  EndpointOrdering,
-  MAX_ACTION_CLASS_FILTERS,
-  MAX_RATE_LIMIT,
-  NotificationEndpoint,
-  UpdateEndpoint
-} from "./EndpointSettings.ts"
 export {
   BulkReplay,
   BulkReplayed,
@@ -46,6 +37,14 @@ export {
   TestDelivery,
   UpdateNotificationSettings
 } from "./EndpointOperations.ts"
+export {
+  CreateEndpoint,
+  EndpointOrdering,
+  MAX_ACTION_CLASS_FILTERS,
+  MAX_RATE_LIMIT,
+  NotificationEndpoint,
+  UpdateEndpoint
+} from "./EndpointSettings.ts"
 export {
   ActionClassFilter,
   type EndpointEventType,
@@ -60,7 +59,11 @@ export {
 export const DefaultEventTypes: ReadonlyArray<ApprovalEventType> = ApprovalEventTypes
 
 /** Event types that are also mailed to the reviewer address (approved and rejected are for webhook receivers only). */
-export const EmailedEventTypes: ReadonlyArray<EventType> = ["approval.requested", "approval.expiring", "approval.escalated"]
+export const EmailedEventTypes: ReadonlyArray<EventType> = [
+  "approval.requested",
+  "approval.expiring",
+  "approval.escalated"
+]
 
 export class InvalidWebhookEvents extends HttpApiError.Problem<InvalidWebhookEvents>()("InvalidWebhookEvents", {
   type: problemType("INVALID_WEBHOOK_EVENTS"),
@@ -98,7 +101,9 @@ export class NotificationsApi extends HttpApiGroup.make("notifications")
         summary: "Create a notification endpoint",
         request: Examples.createEndpoint,
         response: Examples.createdEndpoint,
-        errors: { 409: "The organization already has `SVC_MAX_ENDPOINTS_PER_ORG` endpoints (default 50; `LIMIT_REACHED`)." }
+        errors: {
+          409: "The organization already has `SVC_MAX_ENDPOINTS_PER_ORG` endpoints (default 50; `LIMIT_REACHED`)."
+        }
       })
     ),
     HttpApiEndpoint.patch("update", "/v1/notification-endpoints/:id", {
@@ -149,9 +154,13 @@ export class NotificationsApi extends HttpApiGroup.make("notifications")
         summary: "Rotate an endpoint's signing secret",
         request: Examples.rotateSecret,
         response: Examples.rotatedSecret,
-        errors: { 404: notFound("endpoint"), 409: "With `expire_previous: \"latest\"`, the new secret would make more than `SVC_WEBHOOK_MAX_SIGNING_SECRETS` secrets " +
+        errors: {
+          404: notFound("endpoint"),
+          409:
+            "With `expire_previous: \"latest\"`, the new secret would make more than `SVC_WEBHOOK_MAX_SIGNING_SECRETS` secrets " +
             "(default 3) sign at once: wait until the oldest ends (the detail says when), rotate with `overlap_seconds: 0`, " +
-            "or pass `expire_previous: \"all\"` (`LIMIT_REACHED`)." }
+            "or pass `expire_previous: \"all\"` (`LIMIT_REACHED`)."
+        }
       })
     ),
     HttpApiEndpoint.get("deliveries", "/v1/notification-endpoints/:id/deliveries", {
@@ -209,8 +218,10 @@ export class NotificationsApi extends HttpApiGroup.make("notifications")
         errors: {
           404: notFound("endpoint"),
           400: "`event_type` is not one of the endpoint's events (`INVALID_WEBHOOK_EVENTS`).",
-          502: "The receiver answered other than 2xx, or could not be reached within 5 s (`DELIVERY_FAILED`, with `receiver_status` or `error`; never the receiver's body).",
-          429: "The endpoint was tested `SVC_WEBHOOK_TESTS_PER_MINUTE` times this minute (`RATE_LIMITED`, with `retry_after_seconds`)."
+          502:
+            "The receiver answered other than 2xx, or could not be reached within 5 s (`DELIVERY_FAILED`, with `receiver_status` or `error`; never the receiver's body).",
+          429:
+            "The endpoint was tested `SVC_WEBHOOK_TESTS_PER_MINUTE` times this minute (`RATE_LIMITED`, with `retry_after_seconds`)."
         }
       })
     ),
@@ -243,7 +254,11 @@ export class NotificationsApi extends HttpApiGroup.make("notifications")
         "org_config.read",
         "Delivery health over the last 24 hours: deliveries created in the window by status, the success rate of the finished ones and the p50/p95 duration of their attempts. Test deliveries are not counted."
       ),
-      documented({ summary: "An endpoint's delivery statistics", response: Examples.endpointStats, errors: { 404: notFound("endpoint") } })
+      documented({
+        summary: "An endpoint's delivery statistics",
+        response: Examples.endpointStats,
+        errors: { 404: notFound("endpoint") }
+      })
     ),
     HttpApiEndpoint.get("getSettings", "/v1/notification-settings", {
       success: NotificationSettings
@@ -263,7 +278,8 @@ export class NotificationsApi extends HttpApiGroup.make("notifications")
       documented({
         summary: "Set the reviewer email address",
         errors: {
-          429: "Confirmation mails of the organization over `SVC_REVIEWER_CONFIRMATIONS_PER_HOUR` (`RATE_LIMITED`, with `retry_after_seconds`); the address is not changed."
+          429:
+            "Confirmation mails of the organization over `SVC_REVIEWER_CONFIRMATIONS_PER_HOUR` (`RATE_LIMITED`, with `retry_after_seconds`); the address is not changed."
         },
         request: Examples.updateNotificationSettings,
         response: Examples.notificationSettings

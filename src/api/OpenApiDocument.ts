@@ -140,7 +140,9 @@ export const completeDocument = (spec: Record<string, any>): Record<string, any>
         if (Object.keys(examples).length > 0) media.examples = examples
         if (response.description === titles.join(" | ")) {
           response.description = problems
-            .map((schema) => `\`${String(enumValue(schema.properties?.code))}\`: ${String(enumValue(schema.properties?.title))}`)
+            .map((schema) =>
+              `\`${String(enumValue(schema.properties?.code))}\`: ${String(enumValue(schema.properties?.title))}`
+            )
             .join("; ")
         }
       }

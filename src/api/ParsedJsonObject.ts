@@ -26,10 +26,13 @@ import { Schema } from "effect"
 /** The JSON object type (the record's). */
 export type JsonObjectType = { readonly [key: string]: Schema.Json }
 
-const isObject = (value: unknown): value is JsonObjectType => typeof value === "object" && value !== null && !Array.isArray(value)
+const isObject = (value: unknown): value is JsonObjectType =>
+  typeof value === "object" && value !== null && !Array.isArray(value)
 
 /** Documents the declaration as a JSON object (`{"type": "object"}`); never fails. */
-const documentedAsObject = Schema.makeFilter<JsonObjectType>(() => undefined, { toJsonSchema: () => ({ type: "object" }) })
+const documentedAsObject = Schema.makeFilter<JsonObjectType>(() => undefined, {
+  toJsonSchema: () => ({ type: "object" })
+})
 
 /** A JSON object from `JSON.parse` (see above): checked to be an object, passed through as it is. */
 export const ParsedJsonObject = Schema.declare(isObject, {

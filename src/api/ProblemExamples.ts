@@ -26,11 +26,15 @@ export interface ProblemContext {
 export const ProblemExamples: Readonly<Record<string, (context: ProblemContext) => Record<string, unknown>>> = {
   INVALID_REQUEST: ({ expected, field }) =>
     field === undefined
-      ? { detail: "The request body: Expected a valid JSON body", errors: [{ field: "", message: "Expected a valid JSON body" }] }
+      ? {
+        detail: "The request body: Expected a valid JSON body",
+        errors: [{ field: "", message: "Expected a valid JSON body" }]
+      }
       : { detail: `${field}: ${expected}`, field, errors: [{ field, message: expected }] },
   UNAUTHENTICATED: () => ({ detail: "Send the API key as `Authorization: Bearer <key>`." }),
   CROSS_SITE_REQUEST: () => ({
-    detail: "A console request that changes state must send the `X-Svc-Console: 1` header and come from the console's own origin."
+    detail:
+      "A console request that changes state must send the `X-Svc-Console: 1` header and come from the console's own origin."
   }),
   TOO_MANY_STREAMS: () => ({
     detail: "This API key has 100 open event streams, the most allowed (SVC_MAX_STREAMS_PER_KEY); close one first.",
@@ -38,15 +42,32 @@ export const ProblemExamples: Readonly<Record<string, (context: ProblemContext) 
     limit_value: 100
   }),
   LINK_INVALID: () => ({ detail: "Ask for a new link: `npm run cli -- console login`." }),
-  APPROVAL_LINK_INVALID: () => ({ detail: "This link opens no approval of this service. Use the whole link of the mail, or decide in the console." }),
-  REVIEWER_ADDRESS_REPLACED: () => ({ detail: "The address this mail went to is no longer the organization's reviewer address: its links open nothing." }),
-  CONFIRMATION_LINK_INVALID: () => ({
-    detail: "This is not the confirmation link of a reviewer address of this service. Use the whole link of the latest mail."
+  APPROVAL_LINK_INVALID: () => ({
+    detail: "This link opens no approval of this service. Use the whole link of the mail, or decide in the console."
   }),
-  CONFIRMATION_LINK_USED: () => ({ detail: "This confirmation link was used already; a link works once.", used_at: "2026-11-22T12:01:00.000Z" }),
-  CONFIRMATION_LINK_EXPIRED: () => ({ detail: "This confirmation link expired before it was used. Set the address again to be sent a new one.", expired_at: "2026-11-23T12:00:00.000Z" }),
-  LINK_USED: () => ({ detail: "This sign-in link was used already; ask for a new one.", used_at: "2026-11-22T12:01:00.000Z" }),
-  LINK_EXPIRED: () => ({ detail: "This sign-in link expired; ask for a new one.", expired_at: "2026-11-22T12:15:00.000Z" }),
+  REVIEWER_ADDRESS_REPLACED: () => ({
+    detail: "The address this mail went to is no longer the organization's reviewer address: its links open nothing."
+  }),
+  CONFIRMATION_LINK_INVALID: () => ({
+    detail:
+      "This is not the confirmation link of a reviewer address of this service. Use the whole link of the latest mail."
+  }),
+  CONFIRMATION_LINK_USED: () => ({
+    detail: "This confirmation link was used already; a link works once.",
+    used_at: "2026-11-22T12:01:00.000Z"
+  }),
+  CONFIRMATION_LINK_EXPIRED: () => ({
+    detail: "This confirmation link expired before it was used. Set the address again to be sent a new one.",
+    expired_at: "2026-11-23T12:00:00.000Z"
+  }),
+  LINK_USED: () => ({
+    detail: "This sign-in link was used already; ask for a new one.",
+    used_at: "2026-11-22T12:01:00.000Z"
+  }),
+  LINK_EXPIRED: () => ({
+    detail: "This sign-in link expired; ask for a new one.",
+    expired_at: "2026-11-22T12:15:00.000Z"
+  }),
   INSUFFICIENT_SCOPE: ({ scope }) => ({
     detail: `This operation needs the \`${scope ?? "tasks.write"}\` scope.`,
     required_scope: scope ?? "tasks.write"
@@ -63,7 +84,8 @@ export const ProblemExamples: Readonly<Record<string, (context: ProblemContext) 
   UNSUPPORTED_MEDIA_TYPE: () => ({ request_id: "0193a0a0-0000-7000-8000-0000000000ff" }),
   INTERNAL: () => ({ request_id: "0193a0a0-0000-7000-8000-0000000000ff" }),
   SERVICE_UNAVAILABLE: () => ({
-    detail: "The service cannot reach its database at the moment (the database cannot be reached (ECONNREFUSED)). Nothing was done; retry after 5 seconds."
+    detail:
+      "The service cannot reach its database at the moment (the database cannot be reached (ECONNREFUSED)). Nothing was done; retry after 5 seconds."
   }),
   INVALID_URL: () => ({ detail: "The URL must use https.", field: "url" }),
   INVALID_WEBHOOK_EVENTS: () => ({
@@ -93,7 +115,8 @@ export const ProblemExamples: Readonly<Record<string, (context: ProblemContext) 
     duration_ms: 84
   }),
   RATE_LIMITED: () => ({
-    detail: "This endpoint was tested 6 times in the last minute, the most allowed (SVC_WEBHOOK_TESTS_PER_MINUTE); retry in 42 s.",
+    detail:
+      "This endpoint was tested 6 times in the last minute, the most allowed (SVC_WEBHOOK_TESTS_PER_MINUTE); retry in 42 s.",
     limit: "SVC_WEBHOOK_TESTS_PER_MINUTE",
     limit_value: 6,
     retry_after_seconds: 42
@@ -119,12 +142,14 @@ export const ProblemExamples: Readonly<Record<string, (context: ProblemContext) 
   FEEDBACK_CHANGED: () => ({ detail: "Corrections were staged or rejected since the preview." }),
   NOTHING_STAGED: () => ({ detail: "Stage corrections before promoting." }),
   LIMIT_REACHED: () => ({
-    detail: "The organization already has 50 notification endpoints, the most allowed (SVC_MAX_ENDPOINTS_PER_ORG); delete one first.",
+    detail:
+      "The organization already has 50 notification endpoints, the most allowed (SVC_MAX_ENDPOINTS_PER_ORG); delete one first.",
     limit: "SVC_MAX_ENDPOINTS_PER_ORG",
     limit_value: 50
   }),
   ANSWER_SCHEMA_TOO_COMPLEX: () => ({
-    detail: "answer_schema.properties.code.pattern is a pattern longer than 512 characters (SVC_ANSWER_SCHEMA_MAX_PATTERN_LENGTH).",
+    detail:
+      "answer_schema.properties.code.pattern is a pattern longer than 512 characters (SVC_ANSWER_SCHEMA_MAX_PATTERN_LENGTH).",
     field: "answer_schema.properties.code.pattern",
     limit: "SVC_ANSWER_SCHEMA_MAX_PATTERN_LENGTH",
     limit_value: 512
@@ -136,7 +161,8 @@ export const ProblemExamples: Readonly<Record<string, (context: ProblemContext) 
     limit_value: 12
   }),
   CORRECTION_TOO_COMPLEX: () => ({
-    detail: "checking the correction against the answer schema took longer than 1000 ms (SVC_ANSWER_VALIDATION_TIMEOUT); send a smaller correction or simplify the answer schema.",
+    detail:
+      "checking the correction against the answer schema took longer than 1000 ms (SVC_ANSWER_VALIDATION_TIMEOUT); send a smaller correction or simplify the answer schema.",
     field: "correction",
     limit: "SVC_ANSWER_VALIDATION_TIMEOUT",
     limit_value: 1000
@@ -145,7 +171,8 @@ export const ProblemExamples: Readonly<Record<string, (context: ProblemContext) 
   ...decisionProblemExamples,
   ...mcpProblemExamples,
   VALIDATION_BUSY: () => ({
-    detail: "The validation queue holds 128 checks (SVC_ANSWER_VALIDATION_QUEUE) and this organization holds at least its share of them; retry after 1 second.",
+    detail:
+      "The validation queue holds 128 checks (SVC_ANSWER_VALIDATION_QUEUE) and this organization holds at least its share of them; retry after 1 second.",
     limit: "SVC_ANSWER_VALIDATION_QUEUE",
     limit_value: 128
   })

@@ -5,9 +5,9 @@
 import { Schema } from "effect"
 import { HttpApiEndpoint, HttpApiError, HttpApiGroup, HttpApiSchema, OpenApi } from "effect/http-api"
 import { EmailAddress, Instant, Text, Timestamp, Uuid } from "./Common.ts"
+import { documented, notFound } from "./Documentation.ts"
 import { InvalidRequest, LimitReached, NotFound, problemType, RateLimited } from "./Errors.ts"
 import { Authentication, requireScope } from "./Security.ts"
-import { documented, notFound } from "./Documentation.ts"
 
 /** The most members a reviewer group can have. */
 export const MAX_GROUP_MEMBERS = 50
@@ -29,7 +29,14 @@ export const MAX_ESCALATION_CHAIN = 5
 const repeatedGroup = Schema.makeFilter(
   (chain: ReadonlyArray<string>) => {
     const i = chain.findIndex((name, j) => chain.indexOf(name) !== j)
-    return i < 0 ? undefined : { path: [i], issue: `Expected each group once: ${JSON.stringify(chain[i])} is also entry ${chain.indexOf(chain[i]!)} of the chain` }
+    return i < 0
+      ? undefined
+      : {
+        path: [i],
+        issue: `Expected each group once: ${JSON.stringify(chain[i])} is also entry ${
+          chain.indexOf(chain[i]!)
+        } of the chain`
+      }
   },
   { toJsonSchema: () => ({ uniqueItems: true }) }
 )
@@ -47,7 +54,8 @@ export const EscalationChain = Schema.Array(GroupName).check(
 /** Who reviews an approval: its reviewer group, and the groups its escalations hand it to. */
 export const AssignmentFields = {
   group: Schema.optionalKey(GroupName.annotate({
-    description: "The reviewer group the approval is assigned to: only its members (or their active delegates) may decide it"
+    description:
+      "The reviewer group the approval is assigned to: only its members (or their active delegates) may decide it"
   })),
   escalation_chain: Schema.optionalKey(EscalationChain)
 }
@@ -57,7 +65,10 @@ export const AssignmentFields = {
  * with it, one per group of the chain, or one that keeps the group without a chain.
  */
 export const escalationCount = (
-  input: { readonly escalation_seconds?: number | null | undefined; readonly escalation_chain?: ReadonlyArray<string> | null | undefined }
+  input: {
+    readonly escalation_seconds?: number | null | undefined
+    readonly escalation_chain?: ReadonlyArray<string> | null | undefined
+  }
 ) => input.escalation_seconds == null ? 0 : Math.max(1, input.escalation_chain?.length ?? 0)
 
 /** An `escalation_chain` needs escalations to happen; documented as JSON Schema's `dependentRequired`. */
@@ -65,24 +76,34 @@ export const escalationChainFits = Schema.makeFilter(
   (input: { readonly escalation_chain?: ReadonlyArray<string>; readonly escalation_seconds?: number }) =>
     input.escalation_chain === undefined || input.escalation_seconds !== undefined
       ? undefined
-      : { path: ["escalation_chain"], issue: "escalation_chain needs escalation_seconds: each deadline is what escalates." },
+      : {
+        path: ["escalation_chain"],
+        issue: "escalation_chain needs escalation_seconds: each deadline is what escalates."
+      },
   { toJsonSchema: () => ({ dependentRequired: { escalation_chain: ["escalation_seconds"] } }) }
 )
 
 /** The snapshot's members naming who reviews the approval now. */
 export const AssignmentSnapshotFields = {
   assigned_group: Schema.optionalKey(Schema.String.annotate({
-    description: "The reviewer group the approval is assigned to now: only its members (or their active delegates) may decide it; absent when anyone with `approvals.decide` may"
+    description:
+      "The reviewer group the approval is assigned to now: only its members (or their active delegates) may decide it; absent when anyone with `approvals.decide` may"
   })),
-  escalation_level: Schema.optionalKey(Schema.Int.check(Schema.isBetween({ minimum: 0, maximum: MAX_ESCALATION_CHAIN })).annotate({
-    description: `With \`assigned_group\`: how many groups of its \`escalation_chain\` it has been handed along, 0 to ${MAX_ESCALATION_CHAIN}: 0 while with its first group, n once the n-th deadline handed it to the chain's n-th group (an escalation without a chain keeps the group and the level)`
-  }))
+  escalation_level: Schema.optionalKey(
+    Schema.Int.check(Schema.isBetween({ minimum: 0, maximum: MAX_ESCALATION_CHAIN })).annotate({
+      description:
+        `With \`assigned_group\`: how many groups of its \`escalation_chain\` it has been handed along, 0 to ${MAX_ESCALATION_CHAIN}: 0 while with its first group, n once the n-th deadline handed it to the chain's n-th group (an escalation without a chain keeps the group and the level)`
+    })
+  )
 }
 
 /** The approvals list's filter for the caller's inbox. */
-export const AssignedToQuery = Schema.optionalKey(Schema.Literal("me").annotate({
-  description: "`me`: only approvals assigned to a reviewer group the caller is in, or a member of which delegated to the caller for now"
-}))
+export const AssignedToQuery = Schema.optionalKey(
+  Schema.Literal("me").annotate({
+    description:
+      "`me`: only approvals assigned to a reviewer group the caller is in, or a member of which delegated to the caller for now"
+  })
+)
 
 /**
  * A console person's name, as `console login --name` gives it: no control
@@ -90,14 +111,21 @@ export const AssignedToQuery = Schema.optionalKey(Schema.Literal("me").annotate(
  * (`\s` written out, see `SPACE_CHARACTERS`).
  */
 const PersonName = Text.check(
-  Schema.isPattern(/^[^\x00-\x20\x7f-\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000\ufeff][^\x00-\x1f\x7f-\x9f]{0,127}$/u, {
-    message: "Expected 1 to 128 characters, no control characters, not starting with a space"
-  })
+  Schema.isPattern(
+    /^[^\x00-\x20\x7f-\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000\ufeff][^\x00-\x1f\x7f-\x9f]{0,127}$/u,
+    {
+      message: "Expected 1 to 128 characters, no control characters, not starting with a space"
+    }
+  )
 )
 
 const ReviewerFields = {
-  key_id: Schema.optionalKey(Uuid.annotate({ description: "An API key of the organization holding `approvals.decide`" })),
-  console_user: Schema.optionalKey(PersonName.annotate({ description: "A console person, as `decided_by` names them after `console:`" }))
+  key_id: Schema.optionalKey(
+    Uuid.annotate({ description: "An API key of the organization holding `approvals.decide`" })
+  ),
+  console_user: Schema.optionalKey(
+    PersonName.annotate({ description: "A console person, as `decided_by` names them after `console:`" })
+  )
 }
 
 /**
@@ -106,9 +134,10 @@ const ReviewerFields = {
  * one property, rather than a union of two, so that a refused `key_id` is
  * named as `key_id` (a union's refusal names its last variant's member).
  */
-export const Reviewer = Schema.Struct(ReviewerFields).check(Schema.isMinProperties(1), Schema.isMaxProperties(1)).annotate({
-  description: "An API key (`key_id`) or a console person (`console_user`): exactly one of them"
-})
+export const Reviewer = Schema.Struct(ReviewerFields).check(Schema.isMinProperties(1), Schema.isMaxProperties(1))
+  .annotate({
+    description: "An API key (`key_id`) or a console person (`console_user`): exactly one of them"
+  })
 export type Reviewer = typeof Reviewer.Type
 
 /** The decider a record names for a reviewer: the key's id, or `console:<person>`. */
@@ -122,7 +151,8 @@ export const reviewerOf = (decider: string): Reviewer =>
 /** Exactly one of `key_id` and `console_user` (beside which `email` may stand); documented as the `oneOf` of the two. */
 const isOneReviewer = Schema.makeFilter(
   (member: { readonly key_id?: string; readonly console_user?: string }) =>
-    (member.key_id === undefined) !== (member.console_user === undefined) || "Expected exactly one of key_id and console_user",
+    (member.key_id === undefined) !== (member.console_user === undefined) ||
+    "Expected exactly one of key_id and console_user",
   { toJsonSchema: () => ({ oneOf: [{ required: ["key_id"] }, { required: ["console_user"] }] }) }
 )
 
@@ -138,19 +168,24 @@ const AddressStatus = Schema.Literals(["invited", "pending", "confirmed"]).annot
  */
 export const GroupMemberInput = Schema.Struct({
   ...ReviewerFields,
-  email: Schema.optionalKey(Schema.NullOr(EmailAddress).annotate({
-    description:
-      "An invitation to the person's own reviewer address (at most 254 characters): it is `invited` until the person accepts it themselves (`PUT /v1/reviewer-address`, signed in as themselves or with their own key), then `pending` until its confirmation mail's link is used; only then does mail about approvals assigned to a group they are in go to it. One address per person in the organization, whichever group sets it. `null` clears it; absent leaves it as it is."
-  }))
+  email: Schema.optionalKey(
+    Schema.NullOr(EmailAddress).annotate({
+      description:
+        "An invitation to the person's own reviewer address (at most 254 characters): it is `invited` until the person accepts it themselves (`PUT /v1/reviewer-address`, signed in as themselves or with their own key), then `pending` until its confirmation mail's link is used; only then does mail about approvals assigned to a group they are in go to it. One address per person in the organization, whichever group sets it. `null` clears it; absent leaves it as it is."
+    })
+  )
 }).annotate({
-  description: "A member: an API key (`key_id`) or a console person (`console_user`), exactly one of them, and optionally their `email`"
+  description:
+    "A member: an API key (`key_id`) or a console person (`console_user`), exactly one of them, and optionally their `email`"
 }).check(Schema.isMinProperties(1), Schema.isMaxProperties(2), isOneReviewer)
 export type GroupMemberInput = typeof GroupMemberInput.Type
 
 /** A member as group reads show it: the person, their reviewer address and its state. */
 export const GroupMember = Schema.Struct({
   ...ReviewerFields,
-  email: Schema.NullOr(Schema.String).annotate({ description: "The person's own reviewer address; null: none (mail for the group goes to its other members)" }),
+  email: Schema.NullOr(Schema.String).annotate({
+    description: "The person's own reviewer address; null: none (mail for the group goes to its other members)"
+  }),
   email_status: Schema.NullOr(AddressStatus)
 })
 export type GroupMember = typeof GroupMember.Type
@@ -165,7 +200,8 @@ export type OwnReviewerAddress = typeof OwnReviewerAddress.Type
 
 export const OwnAddressInput = Schema.Struct({
   email: Schema.NullOr(EmailAddress).annotate({
-    description: "The caller's own reviewer address (at most 254 characters): the address they were invited to, to accept it, or another; `null` clears it"
+    description:
+      "The caller's own reviewer address (at most 254 characters): the address they were invited to, to accept it, or another; `null` clears it"
   })
 })
 
@@ -173,8 +209,11 @@ export const GroupInput = Schema.Struct({
   members: Schema.Array(GroupMemberInput).check(
     Schema.isMaxLength(MAX_GROUP_MEMBERS),
     // JSON Schema says the part it can (no two identical entries); the description says the rest (one entry per person).
-    Schema.makeFilter((members: ReadonlyArray<GroupMemberInput>) =>
-      new Set(members.map(deciderOf)).size === members.length || "Expected each member once", { toJsonSchema: () => ({ uniqueItems: true }) })
+    Schema.makeFilter(
+      (members: ReadonlyArray<GroupMemberInput>) =>
+        new Set(members.map(deciderOf)).size === members.length || "Expected each member once",
+      { toJsonSchema: () => ({ uniqueItems: true }) }
+    )
   ).annotate({ description: `The group's members, at most ${MAX_GROUP_MEMBERS}, each once` })
 })
 export type GroupInput = typeof GroupInput.Type
@@ -188,9 +227,13 @@ export const ReviewerGroup = Schema.Struct({
 export type ReviewerGroup = typeof ReviewerGroup.Type
 
 export const DelegationInput = Schema.Struct({
-  delegate: Reviewer.annotate({ description: "Who decides in the caller's place: the approvals assigned to the caller's groups" }),
+  delegate: Reviewer.annotate({
+    description: "Who decides in the caller's place: the approvals assigned to the caller's groups"
+  }),
   starts_at: Schema.optionalKey(Instant.annotate({ description: "When the delegation starts (default: now)" })),
-  ends_at: Instant.annotate({ description: `When it ends: after \`starts_at\`, at most ${MAX_DELEGATION_DAYS} days after it` })
+  ends_at: Instant.annotate({
+    description: `When it ends: after \`starts_at\`, at most ${MAX_DELEGATION_DAYS} days after it`
+  })
 }).check(
   Schema.makeFilter((input) => {
     const ends = Date.parse(input.ends_at)
@@ -266,10 +309,15 @@ export class ReviewersApi extends HttpApiGroup.make("reviewers")
       ),
       documented({
         summary: "Set a reviewer group",
-        request: { members: [{ console_user: "ana", email: "ana@example.com" }, { key_id: "0193b7a2-6f1e-7c3a-9a55-2f4e8c1d0b17" }] },
+        request: {
+          members: [{ console_user: "ana", email: "ana@example.com" }, {
+            key_id: "0193b7a2-6f1e-7c3a-9a55-2f4e8c1d0b17"
+          }]
+        },
         response: groupExample,
         errors: {
-          404: "A member key is not an active key of the organization holding `approvals.decide` (`NOT_FOUND`, the detail naming `members[i].key_id`).",
+          404:
+            "A member key is not an active key of the organization holding `approvals.decide` (`NOT_FOUND`, the detail naming `members[i].key_id`).",
           409: "One more group than `SVC_MAX_REVIEWER_GROUPS_PER_ORG` allows (`LIMIT_REACHED`)."
         }
       })
@@ -286,7 +334,11 @@ export class ReviewersApi extends HttpApiGroup.make("reviewers")
       error: NotFound
     }).pipe(
       requireScope("org_config.read", "One reviewer group and its members."),
-      documented({ summary: "Get a reviewer group", response: groupExample, errors: { 404: notFound("reviewer group") } })
+      documented({
+        summary: "Get a reviewer group",
+        response: groupExample,
+        errors: { 404: notFound("reviewer group") }
+      })
     ),
     HttpApiEndpoint.delete("deleteGroup", "/v1/reviewer-groups/:name", {
       params: { name: GroupName },
@@ -299,7 +351,10 @@ export class ReviewersApi extends HttpApiGroup.make("reviewers")
       ),
       documented({
         summary: "Delete a reviewer group",
-        errors: { 404: notFound("reviewer group"), 409: "A policy names the group, or a pending approval is assigned to it (`GROUP_IN_USE`)." }
+        errors: {
+          404: notFound("reviewer group"),
+          409: "A policy names the group, or a pending approval is assigned to it (`GROUP_IN_USE`)."
+        }
       })
     ),
     HttpApiEndpoint.post("delegate", "/v1/reviewer-delegations", {
@@ -313,11 +368,17 @@ export class ReviewersApi extends HttpApiGroup.make("reviewers")
       ),
       documented({
         summary: "Delegate reviewing",
-        request: { delegate: { console_user: "ben" }, starts_at: "2026-11-23T00:00:00Z", ends_at: "2026-11-30T00:00:00Z" },
+        request: {
+          delegate: { console_user: "ben" },
+          starts_at: "2026-11-23T00:00:00Z",
+          ends_at: "2026-11-30T00:00:00Z"
+        },
         response: delegationExample,
         errors: {
-          400: "The delegate is the caller (`INVALID_REQUEST`, `field`: `delegate`); the window is empty or too long (`field`: `ends_at`).",
-          404: "The delegate is a key that is not an active key of the organization holding `approvals.decide` (`NOT_FOUND`).",
+          400:
+            "The delegate is the caller (`INVALID_REQUEST`, `field`: `delegate`); the window is empty or too long (`field`: `ends_at`).",
+          404:
+            "The delegate is a key that is not an active key of the organization holding `approvals.decide` (`NOT_FOUND`).",
           409: "One more delegation than `SVC_MAX_DELEGATIONS_PER_ORG` allows (`LIMIT_REACHED`)."
         }
       })
@@ -325,13 +386,19 @@ export class ReviewersApi extends HttpApiGroup.make("reviewers")
     HttpApiEndpoint.get("listDelegations", "/v1/reviewer-delegations", {
       success: Schema.Struct({ delegations: Schema.Array(Delegation) })
     }).pipe(
-      requireScope("approvals.decide", "The organization's delegations not yet over (not ended, `ends_at` to come), by start."),
+      requireScope(
+        "approvals.decide",
+        "The organization's delegations not yet over (not ended, `ends_at` to come), by start."
+      ),
       documented({ summary: "List delegations", response: { delegations: [delegationExample] } })
     ),
     HttpApiEndpoint.get("ownAddress", "/v1/reviewer-address", {
       success: OwnReviewerAddress
     }).pipe(
-      requireScope("approvals.decide", "The caller's own reviewer address (the key's, or the console person's) and its state."),
+      requireScope(
+        "approvals.decide",
+        "The caller's own reviewer address (the key's, or the console person's) and its state."
+      ),
       documented({ summary: "Read my reviewer address", response: ownAddressExample })
     ),
     HttpApiEndpoint.put("setOwnAddress", "/v1/reviewer-address", {
@@ -349,7 +416,8 @@ export class ReviewersApi extends HttpApiGroup.make("reviewers")
         response: { ...ownAddressExample, email_status: "pending" },
         errors: {
           400: "Not an address of the documented form and length (`INVALID_REQUEST`, `field`: `email`).",
-          429: "The confirmation mail would take the organization over `SVC_REVIEWER_CONFIRMATIONS_PER_HOUR` (`RATE_LIMITED`, with `retry_after_seconds`); nothing is changed."
+          429:
+            "The confirmation mail would take the organization over `SVC_REVIEWER_CONFIRMATIONS_PER_HOUR` (`RATE_LIMITED`, with `retry_after_seconds`); nothing is changed."
         }
       })
     ),
@@ -358,8 +426,15 @@ export class ReviewersApi extends HttpApiGroup.make("reviewers")
       success: Delegation,
       error: NotFound
     }).pipe(
-      requireScope("approvals.decide", "Ends one of the caller's own delegations now. Ending one already over answers it unchanged."),
-      documented({ summary: "End a delegation", response: { ...delegationExample, ended_at: "2026-11-25T09:00:00.000Z" }, errors: { 404: notFound("delegation of the caller") } })
+      requireScope(
+        "approvals.decide",
+        "Ends one of the caller's own delegations now. Ending one already over answers it unchanged."
+      ),
+      documented({
+        summary: "End a delegation",
+        response: { ...delegationExample, ended_at: "2026-11-25T09:00:00.000Z" },
+        errors: { 404: notFound("delegation of the caller") }
+      })
     )
   )
   .middleware(Authentication)

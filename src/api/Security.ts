@@ -79,16 +79,19 @@ export const scopeAlternatives = (required: ScopeName | ReadonlyArray<ScopeName>
  * authentication middleware reads the annotation, and the OpenAPI document
  * says so in the description.
  */
-export const requireScope = (scope: ScopeName | ReadonlyArray<ScopeName>, description?: string) =>
-<E extends { annotate: (key: typeof RequiredScope, value: ScopeName | ReadonlyArray<ScopeName>) => E }>(endpoint: E): E => {
-  const annotated = endpoint.annotate(RequiredScope, scope) as E & {
-    annotate: (key: typeof OpenApi.Description, value: string) => E
+export const requireScope =
+  (scope: ScopeName | ReadonlyArray<ScopeName>, description?: string) =>
+  <E extends { annotate: (key: typeof RequiredScope, value: ScopeName | ReadonlyArray<ScopeName>) => E }>(
+    endpoint: E
+  ): E => {
+    const annotated = endpoint.annotate(RequiredScope, scope) as E & {
+      annotate: (key: typeof OpenApi.Description, value: string) => E
+    }
+    const names = scopeAlternatives(scope).map((name) => `\`${name}\``)
+    const sentence = names.length === 1 ? `Requires scope ${names[0]}.` : `Requires scope ${names.join(" or ")}.`
+    const text = `${description ? `${description}\n\n` : ""}${sentence}`
+    return annotated.annotate(OpenApi.Description, text)
   }
-  const names = scopeAlternatives(scope).map((name) => `\`${name}\``)
-  const sentence = names.length === 1 ? `Requires scope ${names[0]}.` : `Requires scope ${names.join(" or ")}.`
-  const text = `${description ? `${description}\n\n` : ""}${sentence}`
-  return annotated.annotate(OpenApi.Description, text)
-}
 
 /**
  * The console session cookie, as a security scheme. The browser sends it by

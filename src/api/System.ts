@@ -1,7 +1,7 @@
 import { Schema } from "effect"
 import { HttpApiEndpoint, HttpApiGroup, OpenApi } from "effect/http-api"
-import { ServiceUnavailable } from "./Errors.ts"
 import { documented } from "./Documentation.ts"
+import { ServiceUnavailable } from "./Errors.ts"
 import * as Examples from "./Examples.ts"
 
 export const HealthStatus = Schema.Struct({ status: Schema.Literal("ok") })
@@ -20,7 +20,10 @@ export class SystemApi extends HttpApiGroup.make("system", { topLevel: true })
       .pipe(documented({
         summary: "Check readiness",
         response: Examples.healthy,
-        errors: { 503: "Not ready: `detail` says why (the database cannot be reached, or did not answer within 2 s); retry later." }
+        errors: {
+          503:
+            "Not ready: `detail` says why (the database cannot be reached, or did not answer within 2 s); retry later."
+        }
       }))
   )
   .annotate(OpenApi.Title, "System")

@@ -4,11 +4,29 @@
  */
 import { Schema } from "effect"
 import { HttpApiEndpoint, HttpApiGroup, HttpApiSchema, OpenApi } from "effect/http-api"
-import { Cursor, IntegerFromDigits, JsonObject, JsonValue, Limit, NextCursor, Text, Timestamp, TraceId, Uuid } from "./Common.ts"
-import { AnswerSchemaTooComplex, InvalidRequest, LimitReached, NotFound, TooManyStreams, ValidationBusy } from "./Errors.ts"
-import { Authentication, requireScope } from "./Security.ts"
+import {
+  Cursor,
+  IntegerFromDigits,
+  JsonObject,
+  JsonValue,
+  Limit,
+  NextCursor,
+  Text,
+  Timestamp,
+  TraceId,
+  Uuid
+} from "./Common.ts"
 import { documented, notFound } from "./Documentation.ts"
+import {
+  AnswerSchemaTooComplex,
+  InvalidRequest,
+  LimitReached,
+  NotFound,
+  TooManyStreams,
+  ValidationBusy
+} from "./Errors.ts"
 import * as Examples from "./Examples.ts"
+import { Authentication, requireScope } from "./Security.ts"
 
 export const Task = Schema.Struct({
   id: Uuid,
@@ -60,7 +78,9 @@ export const Dataset = Schema.Struct({
   examples: Schema.Array(Example).annotate({
     description: "One page of the version's examples, in their order (`limit`, default 50, at most 100)"
   }),
-  next_cursor: NextCursor.annotate({ description: "Pass as `cursor` for the next page of examples; null on the last page" })
+  next_cursor: NextCursor.annotate({
+    description: "Pass as `cursor` for the next page of examples; null on the last page"
+  })
 })
 export type Dataset = typeof Dataset.Type
 
@@ -83,7 +103,8 @@ export const DatasetExport = HttpApiSchema.WithHeaders(
   HttpApiSchema.StreamNdjson({ schema: ExportLine, contentType: EXPORT_MEDIA_TYPE, maxElementBytes: "64 MiB" }),
   {
     "repr-digest": Schema.String.annotate({
-      description: "`sha-256=:<base64>:` (RFC 9530): SHA-256 of the whole export (every line, from the first), also on a resumed export"
+      description:
+        "`sha-256=:<base64>:` (RFC 9530): SHA-256 of the whole export (every line, from the first), also on a resumed export"
     }),
     "x-svc-example-count": Schema.NumberFromString.check(Schema.isInt()).annotate({
       description: "Examples in the version: the whole export's line count (a decimal integer)"
@@ -107,7 +128,8 @@ export class TasksApi extends HttpApiGroup.make("tasks")
         response: Examples.task,
         errors: {
           409: "The organization already has `SVC_MAX_TASKS_PER_ORG` tasks (`LIMIT_REACHED`).",
-          429: "The validation queue is full and your organization holds at least its share of it (`VALIDATION_BUSY`); retry after `Retry-After` seconds."
+          429:
+            "The validation queue is full and your organization holds at least its share of it (`VALIDATION_BUSY`); retry after `Retry-After` seconds."
         }
       })
     ),
@@ -147,7 +169,8 @@ export class TasksApi extends HttpApiGroup.make("tasks")
         response: Examples.run,
         errors: {
           404: notFound("task"),
-          409: "The organization's logged runs would pass `SVC_MAX_RUN_BYTES_PER_ORG` bytes (`LIMIT_REACHED`); nothing is stored."
+          409:
+            "The organization's logged runs would pass `SVC_MAX_RUN_BYTES_PER_ORG` bytes (`LIMIT_REACHED`); nothing is stored."
         }
       })
     ),
@@ -190,7 +213,10 @@ export class DatasetsApi extends HttpApiGroup.make("datasets")
       success: Schema.Struct({ datasets: Schema.Array(DatasetSummary), next_cursor: NextCursor }),
       error: [NotFound, InvalidRequest]
     }).pipe(
-      requireScope("datasets.read", "Lists the task's dataset versions, oldest first, in pages (`limit`, default 50, at most 100; `next_cursor`)."),
+      requireScope(
+        "datasets.read",
+        "Lists the task's dataset versions, oldest first, in pages (`limit`, default 50, at most 100; `next_cursor`)."
+      ),
       documented({
         summary: "List a task's dataset versions",
         response: Examples.datasetList,
@@ -220,7 +246,8 @@ export class DatasetsApi extends HttpApiGroup.make("datasets")
           IntegerFromDigits({
             minimum: 0,
             maximum: 2 ** 31 - 1,
-            description: "Lines already received: the export resumes with the next one (0, the default, starts at the first)"
+            description:
+              "Lines already received: the export resumes with the next one (0, the default, starts at the first)"
           })
         )
       },

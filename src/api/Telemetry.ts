@@ -6,12 +6,12 @@
 import { Schema } from "effect"
 import { HttpApiEndpoint, HttpApiError, HttpApiGroup, HttpApiSchema, OpenApi } from "effect/http-api"
 import { Cursor, Limit, NextCursor, Timestamp, UrlOf, Uuid } from "./Common.ts"
-import { CustomHeaders, TRANSPORT_HEADERS } from "./HeaderNames.ts"
 import { InvalidUrl, NotReplayable, QueueFull, Replayed } from "./Deliveries.ts"
-import { InvalidHeaders, InvalidRequest, NotFound, problemType } from "./Errors.ts"
-import { Authentication, requireScope } from "./Security.ts"
 import { documented, notFound } from "./Documentation.ts"
+import { InvalidHeaders, InvalidRequest, NotFound, problemType } from "./Errors.ts"
 import * as Examples from "./Examples.ts"
+import { CustomHeaders, TRANSPORT_HEADERS } from "./HeaderNames.ts"
+import { Authentication, requireScope } from "./Security.ts"
 import { DeliverySearch } from "./WebhookDeliveries.ts"
 
 export class DestinationExists extends HttpApiError.Problem<DestinationExists>()("DestinationExists", {
@@ -34,7 +34,8 @@ export class ExportFailed extends HttpApiError.Problem<ExportFailed>()("ExportFa
 
 /** How batches are written: OTLP/HTTP JSON or OTLP/HTTP protobuf. */
 export const TelemetryProtocol = Schema.Literals(["http/json", "http/protobuf"]).annotate({
-  description: "The OTLP/HTTP encoding: `http/json` (`application/json`, the default) or `http/protobuf` (`application/x-protobuf`)"
+  description:
+    "The OTLP/HTTP encoding: `http/json` (`application/json`, the default) or `http/protobuf` (`application/x-protobuf`)"
 })
 export type TelemetryProtocol = typeof TelemetryProtocol.Type
 
@@ -58,7 +59,10 @@ export const TelemetryDestination = Schema.Struct({
 export type TelemetryDestination = typeof TelemetryDestination.Type
 
 export const CreateTelemetryDestination = Schema.Struct({
-  url: UrlOf(["https"], "Expected an https URL").annotate({ description: "Public HTTPS URL of the collector's OTLP/HTTP traces endpoint (e.g. `https://collector.example.com/v1/traces`), at most 2048 characters" }),
+  url: UrlOf(["https"], "Expected an https URL").annotate({
+    description:
+      "Public HTTPS URL of the collector's OTLP/HTTP traces endpoint (e.g. `https://collector.example.com/v1/traces`), at most 2048 characters"
+  }),
   headers: Schema.optionalKey(
     CustomHeaders(
       [TRANSPORT_HEADERS],

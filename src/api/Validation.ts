@@ -14,4 +14,3 @@ import { InternalError, InvalidRequest, PayloadTooLarge, UnsupportedMediaType } 
 export class RequestValidation extends HttpApiMiddleware.Service<RequestValidation>()("svc/api/RequestValidation", {
   error: [InvalidRequest, PayloadTooLarge, UnsupportedMediaType, InternalError]
 }) {}
-

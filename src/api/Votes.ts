@@ -34,26 +34,37 @@ export const DeciderFields = {
 /** One person's vote on an approval. */
 export const Vote = Schema.Struct({
   decided_by: Schema.String.annotate({
-    description: "Who voted, as `decided_by` names deciders: an API key's id, `console:<person>` or `email:<reviewer address>`"
+    description:
+      "Who voted, as `decided_by` names deciders: an API key's id, `console:<person>` or `email:<reviewer address>`"
   }),
   ...DeciderFields,
   decision: Schema.Literals(["approve", "reject"]),
   decided_at: Timestamp,
-  reason: Schema.optionalKey(Schema.String.annotate({ description: "Why, when the voter said (recognizable secrets replaced by `[REDACTED]`)" }))
+  reason: Schema.optionalKey(
+    Schema.String.annotate({ description: "Why, when the voter said (recognizable secrets replaced by `[REDACTED]`)" })
+  )
 })
 export type Vote = typeof Vote.Type
 
 /** The members an approval's snapshot carries when it needs more than one approval. */
 export const QuorumFields = {
-  quorum: Schema.optionalKey(Schema.Int.check(Schema.isBetween({ minimum: 2, maximum: MAX_QUORUM })).annotate({
-    description: "How many distinct people must approve; present when more than one must (absent: one decision decides)"
-  })),
-  votes: Schema.optionalKey(Schema.Array(Vote).annotate({
-    description: "The votes cast so far, oldest first (with `quorum`); the last one is the decision that closed the approval"
-  })),
-  approvals_remaining: Schema.optionalKey(Schema.Int.check(Schema.isBetween({ minimum: 0, maximum: MAX_QUORUM })).annotate({
-    description: "While pending (with `quorum`): how many more distinct people must approve"
-  }))
+  quorum: Schema.optionalKey(
+    Schema.Int.check(Schema.isBetween({ minimum: 2, maximum: MAX_QUORUM })).annotate({
+      description:
+        "How many distinct people must approve; present when more than one must (absent: one decision decides)"
+    })
+  ),
+  votes: Schema.optionalKey(
+    Schema.Array(Vote).annotate({
+      description:
+        "The votes cast so far, oldest first (with `quorum`); the last one is the decision that closed the approval"
+    })
+  ),
+  approvals_remaining: Schema.optionalKey(
+    Schema.Int.check(Schema.isBetween({ minimum: 0, maximum: MAX_QUORUM })).annotate({
+      description: "While pending (with `quorum`): how many more distinct people must approve"
+    })
+  )
 }
 
 export class AlreadyVoted extends HttpApiError.Problem<AlreadyVoted>()("AlreadyVoted", {
@@ -62,7 +73,10 @@ export class AlreadyVoted extends HttpApiError.Problem<AlreadyVoted>()("AlreadyV
   title: "This person has already voted on this approval"
 }, {
   code: Schema.tag("ALREADY_VOTED"),
-  decided_by: Schema.String.annotate({ description: "The decider whose vote was refused: they, the person behind them, or the person they would vote for has voted already" })
+  decided_by: Schema.String.annotate({
+    description:
+      "The decider whose vote was refused: they, the person behind them, or the person they would vote for has voted already"
+  })
 }) {}
 
 /** A decision through the organization's shared reviewer address on an approval that needs several people. */

@@ -65,19 +65,26 @@ const instant = (description: string) => Schema.optionalKey(Instant.annotate({ d
 export const DeliverySearch = {
   status: Schema.optionalKey(DeliveryStatus.annotate({ description: "Only deliveries with this status" })),
   status_code: Schema.optionalKey(StatusCodeQuery.annotate({
-    description: "Only deliveries whose last attempt got this HTTP status: a class (`2xx`, `3xx`, `4xx`, `5xx`) or a code (`503`)"
+    description:
+      "Only deliveries whose last attempt got this HTTP status: a class (`2xx`, `3xx`, `4xx`, `5xx`) or a code (`503`)"
   })),
-  event_type: Schema.optionalKey(Schema.Literals(EventTypes).annotate({
-    description: "Only deliveries of this event type (test deliveries of that type included)"
-  })),
+  event_type: Schema.optionalKey(
+    Schema.Literals(EventTypes).annotate({
+      description: "Only deliveries of this event type (test deliveries of that type included)"
+    })
+  ),
   event_id: Schema.optionalKey(Uuid.annotate({ description: "Only deliveries of this event" })),
   approval_id: Schema.optionalKey(Uuid.annotate({ description: "Only deliveries of this approval's events" })),
   action_class: Schema.optionalKey(ActionClassFilter.annotate({
-    description: "Only deliveries of approval events whose step has this action class: exact, or a prefix ending in `.*` (`payments.*`)"
+    description:
+      "Only deliveries of approval events whose step has this action class: exact, or a prefix ending in `.*` (`payments.*`)"
   })),
-  label: Schema.optionalKey(Text.check(Schema.isMinLength(1), Schema.isMaxLength(300)).annotate({
-    description: "Only deliveries with this label (1 to 300 characters); ending in `*`: labels starting with what precedes it (`test*`)"
-  })),
+  label: Schema.optionalKey(
+    Text.check(Schema.isMinLength(1), Schema.isMaxLength(300)).annotate({
+      description:
+        "Only deliveries with this label (1 to 300 characters); ending in `*`: labels starting with what precedes it (`test*`)"
+    })
+  ),
   created_from: instant("Only deliveries created at or after this instant (RFC 3339)"),
   created_until: instant("Only deliveries created before this instant"),
   finished_from: instant("Only deliveries finished at or after this instant"),

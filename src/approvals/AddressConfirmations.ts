@@ -20,7 +20,10 @@ const CONFIRM_LABEL = "reviewer.confirmation"
 
 const WINDOW_SECONDS = 3600
 
-const WindowRows = rowsOf("notification_settings", Schema.Struct({ claimed: Schema.Boolean, retry_after: Schema.Number }))
+const WindowRows = rowsOf(
+  "notification_settings",
+  Schema.Struct({ claimed: Schema.Boolean, retry_after: Schema.Number })
+)
 
 /**
  * Takes one confirmation mail of the organization's hourly window
@@ -30,10 +33,12 @@ const WindowRows = rowsOf("notification_settings", Schema.Struct({ claimed: Sche
  */
 export const claimConfirmationWindow = (sql: SqlClient.SqlClient, orgId: string, limit: number) =>
   Effect.gen(function*() {
-    yield* sql`INSERT INTO notification_settings (org_id, updated_at) VALUES (${orgId}, now()) ON CONFLICT (org_id) DO NOTHING`.pipe(
-      Effect.orDie
-    )
-    const fresh = sql`(confirm_window_at IS NULL OR confirm_window_at <= now() - make_interval(secs => ${WINDOW_SECONDS}))`
+    yield* sql`INSERT INTO notification_settings (org_id, updated_at) VALUES (${orgId}, now()) ON CONFLICT (org_id) DO NOTHING`
+      .pipe(
+        Effect.orDie
+      )
+    const fresh =
+      sql`(confirm_window_at IS NULL OR confirm_window_at <= now() - make_interval(secs => ${WINDOW_SECONDS}))`
     const row = yield* WindowRows.one(sql`
       WITH claimed AS (
         UPDATE notification_settings
@@ -63,10 +68,23 @@ export const queueConfirmation = (
   orgId: string,
   addressId: string,
   capacity: number
-) => queue.enqueue({ orgId, kind: "email", targetId: orgId, label: CONFIRM_LABEL, meta: { [CONFIRM_META_KEY]: addressId }, capacity })
+) =>
+  queue.enqueue({
+    orgId,
+    kind: "email",
+    targetId: orgId,
+    label: CONFIRM_LABEL,
+    meta: { [CONFIRM_META_KEY]: addressId },
+    capacity
+  })
 
 /** Sets (null: clears) the organization's reviewer address as setting `addressId`, pending its confirmation. */
-export const setOrgAddress = (sql: SqlClient.SqlClient, orgId: string, email: string | null, addressId: string | null) =>
+export const setOrgAddress = (
+  sql: SqlClient.SqlClient,
+  orgId: string,
+  email: string | null,
+  addressId: string | null
+) =>
   sql`
     INSERT INTO notification_settings (org_id, reviewer_email, reviewer_address_id, reviewer_confirmed_at, updated_at)
     VALUES (${orgId}, ${email}, ${addressId}, NULL, now())
@@ -75,7 +93,12 @@ export const setOrgAddress = (sql: SqlClient.SqlClient, orgId: string, email: st
   `
 
 /** Sets (null: clears) the organization's reviewer address confirmed (the operator's); a new setting is `addressId`. Answers the organization's row, none when it does not exist. */
-export const setConfirmedOrgAddress = (sql: SqlClient.SqlClient, orgId: string, email: string | null, addressId: string | null) =>
+export const setConfirmedOrgAddress = (
+  sql: SqlClient.SqlClient,
+  orgId: string,
+  email: string | null,
+  addressId: string | null
+) =>
   sql`
     INSERT INTO notification_settings (org_id, reviewer_email, reviewer_address_id, reviewer_confirmed_at, updated_at)
     SELECT id, ${email}, ${addressId}, ${email === null ? null : sql`now()`}, now() FROM orgs WHERE id = ${orgId}

@@ -8,9 +8,8 @@
 import { PgClient } from "@effect/sql-pg"
 import { Context, Effect, Layer, Option, Schema } from "effect"
 import type { GovernedStep } from "../api/Agents.ts"
-import type { ApprovalSnapshot } from "../api/Approvals.ts"
-import type { DryRunAnswer, DryRunInput, Policy, PolicyInput } from "../api/Policies.ts"
 import type { ArgumentsTooComplex } from "../api/ApprovalEdits.ts"
+import type { ApprovalSnapshot } from "../api/Approvals.ts"
 import {
   type AnswerSchemaTooComplex,
   type InvalidRequest,
@@ -20,19 +19,26 @@ import {
   type RateLimited,
   type ValidationBusy
 } from "../api/Errors.ts"
-import { AnswerSchemas } from "../tasks/AnswerSchema.ts"
-import { hubSignal } from "../streams/SessionEvents.ts"
-import { SvcConfig } from "../platform/Config.ts"
-import { Metrics } from "../observability/Metrics.ts"
-import { Instant, InstantOrNull, rowsOf } from "../platform/Rows.ts"
+import type { DryRunAnswer, DryRunInput, Policy, PolicyInput } from "../api/Policies.ts"
 import { type Topic, Topics, Wakeups } from "../database/Wakeups.ts"
-import { decisionOf, type DecisionInput, type DecisionRefused, makeDecide, writes } from "./Decide.ts"
+import { Metrics } from "../observability/Metrics.ts"
+import { SvcConfig } from "../platform/Config.ts"
+import { Instant, InstantOrNull, rowsOf } from "../platform/Rows.ts"
+import { hubSignal } from "../streams/SessionEvents.ts"
+import { AnswerSchemas } from "../tasks/AnswerSchema.ts"
+import { type DecisionInput, decisionOf, type DecisionRefused, makeDecide, writes } from "./Decide.ts"
 import { makeEdits, NOTHING_SETTLED } from "./Edits.ts"
 import { snapshotOf } from "./Events.ts"
-import { APPROVAL_COLUMNS, ApprovalRows, fireDeadline as fireDue, fireMostOverdue, type FullApprovalRow } from "./Firing.ts"
-import { scrubReason } from "./Reasons.ts"
+import {
+  APPROVAL_COLUMNS,
+  ApprovalRows,
+  fireDeadline as fireDue,
+  fireMostOverdue,
+  type FullApprovalRow
+} from "./Firing.ts"
 import { approvalsTopic, type StreamEntry } from "./OrgStream.ts"
 import { makePolicies } from "./Policies.ts"
+import { scrubReason } from "./Reasons.ts"
 import { RuleWorkers } from "./RuleWorkers.ts"
 import { StepRecords } from "./StepRecords.ts"
 import { answerStep, type StepAnswerOf } from "./StepRulings.ts"
@@ -45,14 +51,20 @@ export class Approvals extends Context.Service<Approvals, {
     orgId: string,
     actionClass: string,
     input: PolicyInput
-  ) => Effect.Effect<Policy, InvalidRequest | NotFound | LimitReached | PolicyRulesTooComplex | AnswerSchemaTooComplex | ValidationBusy>
+  ) => Effect.Effect<
+    Policy,
+    InvalidRequest | NotFound | LimitReached | PolicyRulesTooComplex | AnswerSchemaTooComplex | ValidationBusy
+  >
   readonly listPolicies: (orgId: string) => Effect.Effect<ReadonlyArray<Policy>>
   /** Evaluates the stored (or a given) policy against a sample step; creates nothing. */
   readonly dryRun: (
     orgId: string,
     actionClass: string,
     input: DryRunInput
-  ) => Effect.Effect<DryRunAnswer, InvalidRequest | PolicyRulesTooComplex | AnswerSchemaTooComplex | ValidationBusy | RateLimited>
+  ) => Effect.Effect<
+    DryRunAnswer,
+    InvalidRequest | PolicyRulesTooComplex | AnswerSchemaTooComplex | ValidationBusy | RateLimited
+  >
   /**
    * The policy's answer to a governed step (`StepRulings.ts`), from the
    * organization's rule for its class or the default rule, as the process
@@ -71,7 +83,12 @@ export class Approvals extends Context.Service<Approvals, {
   readonly forgetRules: (orgId: string) => Effect.Effect<void>
   readonly get: (orgId: string, approvalId: string) => Effect.Effect<ApprovalSnapshot, NotFound>
   /** Decides the approval: who decides, as records name them (an API key's id, `console:<person>` or `email:<reviewer address>`), and what (`Decide.ts`). */
-  readonly decide: <E = never>(orgId: string, actor: string, approvalId: string, input: DecisionInput<E>) => Effect.Effect<
+  readonly decide: <E = never>(
+    orgId: string,
+    actor: string,
+    approvalId: string,
+    input: DecisionInput<E>
+  ) => Effect.Effect<
     ApprovalSnapshot,
     DecisionRefused | ArgumentsTooComplex | ValidationBusy | E
   >
@@ -93,16 +110,20 @@ export class Approvals extends Context.Service<Approvals, {
       const edits = makeEdits(sql, yield* AnswerSchemas, ruleWorkers, config.answerValidationQueue)
       const policies = yield* makePolicies(sql, config, wakeups, edits.checkArgumentsSchema, ruleWorkers)
       /** Applies the due deadline of a claimed row (`Firing.ts`), inside the claiming transaction. */
-      const fireDeadline = Effect.fn("Approvals.fireDeadline")((row: FullApprovalRow, now: number, log: Array<StreamEntry>) =>
-        fireDue(sql, steps, row, now, log)
-      )
+      const fireDeadline = Effect.fn("Approvals.fireDeadline")((
+        row: FullApprovalRow,
+        now: number,
+        log: Array<StreamEntry>
+      ) => fireDue(sql, steps, row, now, log))
 
       /**
        * After a transition has committed: wake the workers of `topics` (the
        * outbox dispatcher, the deadline scheduler), and the streams that
        * show it (the session's, and the organization's approval stream).
        */
-      const announce = (change: { readonly orgId: string; readonly sessionId: string | null; readonly topics: ReadonlyArray<Topic> }) =>
+      const announce = (
+        change: { readonly orgId: string; readonly sessionId: string | null; readonly topics: ReadonlyArray<Topic> }
+      ) =>
         wakeups.signal(
           ...change.topics,
           hubSignal(approvalsTopic(change.orgId)),
@@ -119,29 +140,42 @@ export class Approvals extends Context.Service<Approvals, {
 
       const decider = makeDecide(sql, steps, { fireDeadline })
 
-      const decide = Effect.fn("Approvals.decide")(function*<E = never>(orgId: string, actor: string, approvalId: string, input: DecisionInput<E>) {
-        yield* Effect.annotateCurrentSpan({ "svc.approval_id": approvalId })
-        const decision = decisionOf(input)
-        // Before any work on edited arguments, what refuses the decider anyway (the transaction decides again, under the lock).
-        if (decision.editsArguments) {
-          const early = yield* Effect.orDie(Effect.gen(function*() {
-            const { current, now, row } = yield* decider.read(orgId, actor, approvalId, input, false)
-            const outcome = transition(current, actor, decision, now)
-            return writes(outcome) ? undefined : yield* decider.apply(orgId, actor, input, row, outcome, NOTHING_SETTLED, null, now)
-          }))
-          if (early !== undefined) return yield* early.answer
+      const decide = Effect.fn("Approvals.decide")(
+        function*<E = never>(orgId: string, actor: string, approvalId: string, input: DecisionInput<E>) {
+          yield* Effect.annotateCurrentSpan({ "svc.approval_id": approvalId })
+          const decision = decisionOf(input)
+          // Before any work on edited arguments, what refuses the decider anyway (the transaction decides again, under the lock).
+          if (decision.editsArguments) {
+            const early = yield* Effect.orDie(Effect.gen(function*() {
+              const { current, now, row } = yield* decider.read(orgId, actor, approvalId, input, false)
+              const outcome = transition(current, actor, decision, now)
+              return writes(outcome)
+                ? undefined
+                : yield* decider.apply(orgId, actor, input, row, outcome, NOTHING_SETTLED, null, now)
+            }))
+            if (early !== undefined) return yield* early.answer
+          }
+          // Edited arguments are checked against the class's schema before the row is locked.
+          const settled = yield* edits.settle(orgId, approvalId, input.edit)
+          if (settled === undefined) return yield* decider.refusal.missing()
+          const reason = input.reason === undefined ? null : yield* scrubReason(input.reason)
+          const after = yield* sql.withTransaction(Effect.gen(function*() {
+            const { current, now, row } = yield* decider.read(orgId, actor, approvalId, input, true)
+            return yield* decider.apply(
+              orgId,
+              actor,
+              input,
+              row,
+              transition(current, actor, decision, now),
+              settled,
+              reason,
+              now
+            )
+          })).pipe(Effect.orDie)
+          if (after.wake !== undefined) yield* announce({ orgId, ...after.wake })
+          return yield* after.answer
         }
-        // Edited arguments are checked against the class's schema before the row is locked.
-        const settled = yield* edits.settle(orgId, approvalId, input.edit)
-        if (settled === undefined) return yield* decider.refusal.missing()
-        const reason = input.reason === undefined ? null : yield* scrubReason(input.reason)
-        const after = yield* sql.withTransaction(Effect.gen(function*() {
-          const { current, now, row } = yield* decider.read(orgId, actor, approvalId, input, true)
-          return yield* decider.apply(orgId, actor, input, row, transition(current, actor, decision, now), settled, reason, now)
-        })).pipe(Effect.orDie)
-        if (after.wake !== undefined) yield* announce({ orgId, ...after.wake })
-        return yield* after.answer
-      })
+      )
 
       const fireNextDue = Effect.gen(function*() {
         const fired = yield* fireMostOverdue(sql, fireDeadline)
@@ -162,7 +196,10 @@ export class Approvals extends Context.Service<Approvals, {
         listPolicies: Effect.fn("Approvals.listPolicies")(policies.listPolicies),
         dryRun: Effect.fn("Approvals.dryRun")(policies.dryRun),
         answerStep: (orgId, sessionId, step, sentBefore) =>
-          Effect.flatMap(policies.ruleFor(orgId, step.action_class), (policy) => answerStep(ruleWorkers, orgId, sessionId, step, policy, sentBefore)),
+          Effect.flatMap(
+            policies.ruleFor(orgId, step.action_class),
+            (policy) => answerStep(ruleWorkers, orgId, sessionId, step, policy, sentBefore)
+          ),
         forgetRules: policies.forgetRules,
         get,
         decide,

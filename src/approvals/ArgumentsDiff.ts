@@ -23,15 +23,19 @@ export const canonicalJson = (value: Json): string => {
   if (value === null || typeof value !== "object") return JSON.stringify(value)
   if (Array.isArray(value)) return `[${value.map(canonicalJson).join(",")}]`
   const object = value as { readonly [key: string]: Json }
-  return `{${Object.keys(object).sort().map((key) => `${JSON.stringify(key)}:${canonicalJson(object[key]!)}`).join(",")}}`
+  return `{${
+    Object.keys(object).sort().map((key) => `${JSON.stringify(key)}:${canonicalJson(object[key]!)}`).join(",")
+  }}`
 }
 
 /** The digest the step's outcome must carry: SHA-256 of `canonicalJson`, lowercase hex. */
 export const argumentsDigest = (value: Json) => sha256Hex(canonicalJson(value))
 
-const pointer = (base: string, segment: string | number) => `${base}/${String(segment).replaceAll("~", "~0").replaceAll("/", "~1")}`
+const pointer = (base: string, segment: string | number) =>
+  `${base}/${String(segment).replaceAll("~", "~0").replaceAll("/", "~1")}`
 
-const isObject = (v: Json): v is { readonly [key: string]: Json } => typeof v === "object" && v !== null && !Array.isArray(v)
+const isObject = (v: Json): v is { readonly [key: string]: Json } =>
+  typeof v === "object" && v !== null && !Array.isArray(v)
 
 type Visit = (segment: string | number, before: Json | undefined, after: Json | undefined) => boolean
 
@@ -49,7 +53,13 @@ const eachChild = (before: Json, after: Json, visit: Visit): boolean | undefined
   }
   if (isObject(before) && isObject(after)) {
     for (const key of [...new Set([...Object.keys(before), ...Object.keys(after)])].sort()) {
-      if (!visit(key, Object.hasOwn(before, key) ? before[key] : undefined, Object.hasOwn(after, key) ? after[key] : undefined)) return false
+      if (
+        !visit(
+          key,
+          Object.hasOwn(before, key) ? before[key] : undefined,
+          Object.hasOwn(after, key) ? after[key] : undefined
+        )
+      ) return false
     }
     return true
   }
@@ -67,8 +77,14 @@ const walk = (before: Json, after: Json, at: string, out: Array<string>, used: {
     used.characters += pointerText.length
     return out.length <= MAX_CHANGED_POINTERS && used.characters <= MAX_CHANGED_CHARACTERS
   }
-  const walked = eachChild(before, after, (segment, b, a) =>
-    b === undefined || a === undefined ? add(pointer(at, segment)) : b === a || walk(b, a, pointer(at, segment), out, used))
+  const walked = eachChild(
+    before,
+    after,
+    (segment, b, a) =>
+      b === undefined || a === undefined
+        ? add(pointer(at, segment))
+        : b === a || walk(b, a, pointer(at, segment), out, used)
+  )
   return walked ?? (before === after || add(at))
 }
 

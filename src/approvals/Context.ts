@@ -18,16 +18,19 @@ import { LIST_COLUMNS, LIST_FROM, ListColumns, listItemOf } from "./OrgStream.ts
 /** An approval with its step (the list's columns) and its task's name. */
 const ItemRows = rowsOf("approvals", Schema.Struct({ ...ListColumns.fields, task_name: Schema.NullOr(Schema.String) }))
 
-const StepRows = rowsOf("agent_steps", Schema.Struct({
-  step_id: Schema.String,
-  tool: Schema.String,
-  action_class: Schema.String,
-  resolution: Schema.Literals(["allow", "reject", "pending"]),
-  rule: Schema.NullOr(Schema.String),
-  outcome: Schema.NullOr(Schema.Literals(["succeeded", "failed"])),
-  created_at: Timestamp,
-  total: Schema.Number
-}))
+const StepRows = rowsOf(
+  "agent_steps",
+  Schema.Struct({
+    step_id: Schema.String,
+    tool: Schema.String,
+    action_class: Schema.String,
+    resolution: Schema.Literals(["allow", "reject", "pending"]),
+    rule: Schema.NullOr(Schema.String),
+    outcome: Schema.NullOr(Schema.Literals(["succeeded", "failed"])),
+    created_at: Timestamp,
+    total: Schema.Number
+  })
+)
 
 /** The list's columns and the task's name (the task of the same organization only). */
 const ITEM_COLUMNS = `${LIST_COLUMNS}, t.name AS task_name`
@@ -52,7 +55,9 @@ export class ApprovalContexts extends Context.Service<ApprovalContexts, {
       const context = Effect.fn("ApprovalContexts.context")(function*(orgId: string, approvalId: string) {
         yield* Effect.annotateCurrentSpan({ "svc.approval_id": approvalId })
         const row = yield* ItemRows.one(sql`
-          SELECT ${sql.literal(ITEM_COLUMNS)} FROM ${sql.literal(ITEM_FROM)} WHERE a.id = ${approvalId} AND a.org_id = ${orgId}
+          SELECT ${sql.literal(ITEM_COLUMNS)} FROM ${
+          sql.literal(ITEM_FROM)
+        } WHERE a.id = ${approvalId} AND a.org_id = ${orgId}
         `)
         if (row === undefined) return yield* new NotFound({ detail: "No such approval." })
         // The latest steps before this one (a session's steps are numbered
@@ -86,13 +91,18 @@ export class ApprovalContexts extends Context.Service<ApprovalContexts, {
       })
 
       const history = Effect.fn("ApprovalContexts.history")(function*(orgId: string, options: PageRequest) {
-        const { items, next_cursor } = yield* keysetPage(mac, { orgId, list: "approval-history" }, options, (bound, rows) =>
-          ItemRows.all(sql`
+        const { items, next_cursor } = yield* keysetPage(
+          mac,
+          { orgId, list: "approval-history" },
+          options,
+          (bound, rows) =>
+            ItemRows.all(sql`
             SELECT ${sql.literal(ITEM_COLUMNS)} FROM ${sql.literal(ITEM_FROM)}
             WHERE a.org_id = ${orgId} AND a.status IN ('approved', 'rejected', 'expired')
               ${Option.match(bound, { onNone: () => sql``, onSome: (seq) => sql`AND a.seq < ${seq}` })}
             ORDER BY a.seq DESC LIMIT ${rows}
-          `))
+          `)
+        )
         return {
           approvals: items.map((row) => ({ ...listItemOf(row), task_name: row.task_name })),
           next_cursor

@@ -70,7 +70,8 @@ export const plan = (rule: PolicyRule, now: number): DeadlineState => {
 }
 
 /** Whether an escalation is still to come (at `deadlineAt`). */
-export const escalationPending = (state: Pick<DeadlineState, "escalations" | "escalationsDone">) => state.escalationsDone < state.escalations
+export const escalationPending = (state: Pick<DeadlineState, "escalations" | "escalationsDone">) =>
+  state.escalationsDone < state.escalations
 
 const order: Record<DueKind, number> = { expiring: 0, escalate: 1, expire: 2 }
 
@@ -82,7 +83,9 @@ const order: Record<DueKind, number> = { expiring: 0, escalate: 1, expire: 2 }
 export const nextDue = (state: DeadlineState): { readonly at: number; readonly kind: DueKind } => {
   const candidates: Array<{ at: number; kind: DueKind }> = []
   if (state.expiringAt !== null && !state.expiringSent) candidates.push({ at: state.expiringAt, kind: "expiring" })
-  if (state.escalationSeconds !== null && escalationPending(state)) candidates.push({ at: state.deadlineAt, kind: "escalate" })
+  if (state.escalationSeconds !== null && escalationPending(state)) {
+    candidates.push({ at: state.deadlineAt, kind: "escalate" })
+  }
   candidates.push({ at: state.expiresAt, kind: "expire" })
   candidates.sort((a, b) => a.at - b.at || order[a.kind] - order[b.kind])
   return candidates[0]!
@@ -92,7 +95,11 @@ export const nextDue = (state: DeadlineState): { readonly at: number; readonly k
 export const fire = (state: DeadlineState, kind: Exclude<DueKind, "expire">): DeadlineState =>
   kind === "expiring"
     ? { ...state, expiringSent: true }
-    : { ...state, escalationsDone: state.escalationsDone + 1, deadlineAt: state.deadlineAt + (state.escalationSeconds ?? 0) * 1000 }
+    : {
+      ...state,
+      escalationsDone: state.escalationsDone + 1,
+      deadlineAt: state.deadlineAt + (state.escalationSeconds ?? 0) * 1000
+    }
 
 /**
  * How long the scheduler may sleep: until the earliest deadline, but never

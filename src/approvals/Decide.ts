@@ -8,13 +8,13 @@
  */
 import { Effect } from "effect"
 import type { SqlClient, SqlError } from "effect/sql"
-import type { ApprovalSnapshot } from "../api/Approvals.ts"
 import { ArgumentsShapeMismatch } from "../api/ApprovalEdits.ts"
+import type { ApprovalSnapshot } from "../api/Approvals.ts"
 import { InvalidTransition, NotFound, Unauthenticated } from "../api/Errors.ts"
 import { NotAssigned } from "../api/Reviewers.ts"
 import { AlreadyVoted, PersonRequired } from "../api/Votes.ts"
-import { databaseNow, iso } from "../platform/Time.ts"
 import { type Topic, Topics } from "../database/Wakeups.ts"
+import { databaseNow, iso } from "../platform/Time.ts"
 import { type DecisionEdit, editSnapshot, type Settled, settledValues } from "./Edits.ts"
 import { snapshotOf } from "./Events.ts"
 import { APPROVAL_COLUMNS, ApprovalRows, emit, type FullApprovalRow, isoMs, stateOf } from "./Firing.ts"
@@ -47,7 +47,14 @@ export interface DecisionInput<E> {
 }
 
 /** What a decision fails with, beside its guard's refusal. */
-export type DecisionRefused = NotFound | InvalidTransition | AlreadyVoted | NotAssigned | PersonRequired | Unauthenticated | ArgumentsShapeMismatch
+export type DecisionRefused =
+  | NotFound
+  | InvalidTransition
+  | AlreadyVoted
+  | NotAssigned
+  | PersonRequired
+  | Unauthenticated
+  | ArgumentsShapeMismatch
 
 /** What the decision's transaction hands on to the commit: whom to wake, then the answer (the snapshot, or the refusal). */
 export interface AfterCommit<E> {
@@ -55,21 +62,31 @@ export interface AfterCommit<E> {
   readonly answer: Effect.Effect<ApprovalSnapshot, DecisionRefused | E>
 }
 
-const EDIT_WITH_QUORUM = "cannot be edited when the approval needs several approvals: every approver approves the same arguments"
+const EDIT_WITH_QUORUM =
+  "cannot be edited when the approval needs several approvals: every approver approves the same arguments"
 
 /** The refusal of each outcome that decides nothing. */
 const refusal = {
   missing: () => new NotFound({ detail: "No such approval." }),
   closed: (status: string) =>
-    new InvalidTransition({ status_now: status as "approved", detail: `The approval is ${status}; only a pending approval can be decided.` }),
+    new InvalidTransition({
+      status_now: status as "approved",
+      detail: `The approval is ${status}; only a pending approval can be decided.`
+    }),
   revoked: () => new Unauthenticated({ detail: "The API key is unknown or revoked." }),
   notAssigned: (group: string) =>
     new NotAssigned({
       assigned_group: group,
-      detail: `The approval is assigned to the reviewer group ${JSON.stringify(group)}: only its members and their active delegates decide it.`
+      detail: `The approval is assigned to the reviewer group ${
+        JSON.stringify(group)
+      }: only its members and their active delegates decide it.`
     }),
   editWithQuorum: () =>
-    new ArgumentsShapeMismatch({ field: "arguments", errors: [{ field: "arguments", message: EDIT_WITH_QUORUM }], detail: `arguments ${EDIT_WITH_QUORUM}.` }),
+    new ArgumentsShapeMismatch({
+      field: "arguments",
+      errors: [{ field: "arguments", message: EDIT_WITH_QUORUM }],
+      detail: `arguments ${EDIT_WITH_QUORUM}.`
+    }),
   unattributed: () =>
     new PersonRequired({
       detail:
@@ -90,11 +107,17 @@ const refusal = {
 
 export const makeDecide = (sql: SqlClient.SqlClient, steps: StepRecords["Service"], deps: {
   /** Fires the due deadline of a locked row (`Firing.ts`, in the service's span). */
-  readonly fireDeadline: (row: FullApprovalRow, now: number, log: Array<StreamEntry>) => Effect.Effect<{ readonly sessionId: string | null }, SqlError.SqlError>
+  readonly fireDeadline: (
+    row: FullApprovalRow,
+    now: number,
+    log: Array<StreamEntry>
+  ) => Effect.Effect<{ readonly sessionId: string | null }, SqlError.SqlError>
 }) => {
   const select = (orgId: string, approvalId: string, lock: boolean) =>
     ApprovalRows.one(sql`
-      SELECT ${sql.literal(APPROVAL_COLUMNS)} FROM approvals WHERE id = ${approvalId} AND org_id = ${orgId}${sql.literal(lock ? " FOR UPDATE" : "")}
+      SELECT ${sql.literal(APPROVAL_COLUMNS)} FROM approvals WHERE id = ${approvalId} AND org_id = ${orgId}${
+      sql.literal(lock ? " FOR UPDATE" : "")
+    }
     `)
 
   /**
@@ -102,23 +125,40 @@ export const makeDecide = (sql: SqlClient.SqlClient, steps: StepRecords["Service
    * transaction), and for a pending one the decider's precondition, their
    * standing and the database's time.
    */
-  const read = Effect.fnUntraced(function*<E>(orgId: string, actor: string, approvalId: string, input: DecisionInput<E>, lock: boolean) {
-    const locked = yield* select(orgId, approvalId, lock)
-    // A lock that waited for a concurrent decision holds the row as that one left it, but the locking statement's
-    // sub-select of the votes saw its snapshot from before the wait: a quorum's votes are read again once the row is held.
-    const row = lock && locked?.status === "pending" && locked.quorum > 1 ? yield* select(orgId, approvalId, false) : locked
-    if (row === undefined || row.status !== "pending") {
-      const current: Current = { approval: row && factsOf(row), guard: true, standing: { person: null, decidedFor: null } }
-      return { row, current, now: 0 }
+  const read = Effect.fnUntraced(
+    function*<E>(orgId: string, actor: string, approvalId: string, input: DecisionInput<E>, lock: boolean) {
+      const locked = yield* select(orgId, approvalId, lock)
+      // A lock that waited for a concurrent decision holds the row as that one left it, but the locking statement's
+      // sub-select of the votes saw its snapshot from before the wait: a quorum's votes are read again once the row is held.
+      const row = lock && locked?.status === "pending" && locked.quorum > 1
+        ? yield* select(orgId, approvalId, false)
+        : locked
+      if (row === undefined || row.status !== "pending") {
+        const current: Current = {
+          approval: row && factsOf(row),
+          guard: true,
+          standing: { person: null, decidedFor: null }
+        }
+        return { row, current, now: 0 }
+      }
+      const guard = input.guard === undefined ? true : yield* input.guard.holds
+      const who = yield* standing(sql, orgId, actor, approvalId, row.assigned_group)
+      const current: Current = { approval: factsOf(row), guard, standing: who }
+      return { row, current, now: yield* databaseNow(sql) }
     }
-    const guard = input.guard === undefined ? true : yield* input.guard.holds
-    const who = yield* standing(sql, orgId, actor, approvalId, row.assigned_group)
-    const current: Current = { approval: factsOf(row), guard, standing: who }
-    return { row, current, now: yield* databaseNow(sql) }
-  })
+  )
 
   /** Writes `outcome` in the decision's transaction; answers what follows the commit. */
-  const apply = <E>(orgId: string, actor: string, input: DecisionInput<E>, row: FullApprovalRow | undefined, outcome: Outcome, settled: Settled, reason: string | null, now: number) => {
+  const apply = <E>(
+    orgId: string,
+    actor: string,
+    input: DecisionInput<E>,
+    row: FullApprovalRow | undefined,
+    outcome: Outcome,
+    settled: Settled,
+    reason: string | null,
+    now: number
+  ) => {
     const refuse = (error: DecisionRefused | E) => Effect.succeed<AfterCommit<E>>({ answer: Effect.fail(error) })
     const log: Array<StreamEntry> = []
     return Outcome.$match(outcome, {
@@ -142,7 +182,10 @@ export const makeDecide = (sql: SqlClient.SqlClient, steps: StepRecords["Service
             current = (yield* select(orgId, current.id, false))!
           }
           yield* appendApprovalStream(sql, orgId, log)
-          return { wake: { sessionId, topics: [Topics.events] }, answer: Effect.fail(refusal.lapsed()) } satisfies AfterCommit<E>
+          return {
+            wake: { sessionId, topics: [Topics.events] },
+            answer: Effect.fail(refusal.lapsed())
+          } satisfies AfterCommit<E>
         }),
       // A vote that leaves the approval pending (a quorum): recorded, on the session's stream, nothing else.
       Voted: ({ remaining, voter }) =>
@@ -150,7 +193,10 @@ export const makeDecide = (sql: SqlClient.SqlClient, steps: StepRecords["Service
           yield* recordVote(sql, row!, { voter, decision: input.decision, reason, now })
           yield* announceVote(steps, row!, { voter, reason, now, remaining })
           const pending = (yield* select(orgId, row!.id, false))!
-          return { wake: { sessionId: pending.session_id, topics: [] }, answer: Effect.succeed(snapshotOf(pending)) } satisfies AfterCommit<E>
+          return {
+            wake: { sessionId: pending.session_id, topics: [] },
+            answer: Effect.succeed(snapshotOf(pending))
+          } satisfies AfterCommit<E>
         }),
       Decided: ({ resolution, status, voter }) =>
         Effect.gen(function*() {
@@ -209,4 +255,5 @@ export const decisionOf = (input: DecisionInput<unknown>): Decision => ({
 })
 
 /** Whether an outcome writes (the rest are refusals, answered before edited arguments are checked). */
-export const writes = (outcome: Outcome) => Outcome.$is("Lapsed")(outcome) || Outcome.$is("Voted")(outcome) || Outcome.$is("Decided")(outcome)
+export const writes = (outcome: Outcome) =>
+  Outcome.$is("Lapsed")(outcome) || Outcome.$is("Voted")(outcome) || Outcome.$is("Decided")(outcome)

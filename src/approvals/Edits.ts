@@ -20,9 +20,9 @@ import { JsonColumn, rowsOf } from "../platform/Rows.ts"
 import type { AnswerSchemas } from "../tasks/AnswerSchema.ts"
 import { checkSchema } from "../tasks/SchemaCheck.ts"
 import { validationBusy } from "../tasks/ValidationBusy.ts"
-import { scrubResponse } from "./Reasons.ts"
 import { argumentsDigest } from "./ArgumentsDiff.ts"
-import { type RuleWorkers, rulesBusy } from "./RuleWorkers.ts"
+import { scrubResponse } from "./Reasons.ts"
+import { rulesBusy, type RuleWorkers } from "./RuleWorkers.ts"
 
 type Json = Schema.Json
 
@@ -40,7 +40,12 @@ export interface Settled {
   readonly response: Json | null
 }
 
-export const NOTHING_SETTLED: Settled = { approved_arguments: null, arguments_changed: null, arguments_digest: null, response: null }
+export const NOTHING_SETTLED: Settled = {
+  approved_arguments: null,
+  arguments_changed: null,
+  arguments_digest: null,
+  response: null
+}
 
 /** The `approvals` columns of an edit or an answer. */
 export const EditColumns = Schema.Struct({
@@ -71,28 +76,42 @@ export const editStepMembers = (row: {
   readonly arguments_digest: string | null
   readonly response: Json | null
 }) => ({
-  ...(row.approved_arguments === null ? {} : { approved_arguments: row.approved_arguments, arguments_digest: row.arguments_digest ?? "" }),
+  ...(row.approved_arguments === null
+    ? {}
+    : { approved_arguments: row.approved_arguments, arguments_digest: row.arguments_digest ?? "" }),
   ...(row.response === null ? {} : { response: row.response })
 })
 
 export { argumentsDigest, canonicalJson, changedPointers } from "./ArgumentsDiff.ts"
 
 /** A violation's path inside the request body: `arguments.amount`. */
-const argumentsPath = (path: string) => path === "" ? "arguments" : path.startsWith("[") ? `arguments${path}` : `arguments.${path}`
+const argumentsPath = (path: string) =>
+  path === "" ? "arguments" : path.startsWith("[") ? `arguments${path}` : `arguments.${path}`
 
-const StepRows = rowsOf("agent_steps", Schema.Struct({
-  arguments: JsonColumn(Schema.Json),
-  action_class: Schema.String,
-  arguments_schema: Schema.NullOr(JsonColumn(Schema.Json))
-}))
+const StepRows = rowsOf(
+  "agent_steps",
+  Schema.Struct({
+    arguments: JsonColumn(Schema.Json),
+    action_class: Schema.String,
+    arguments_schema: Schema.NullOr(JsonColumn(Schema.Json))
+  })
+)
 
 /** The validators' key of a class's arguments schema: a changed schema is another validator. */
-const schemaKey = (orgId: string, actionClass: string, schema: Json) => `arguments:${orgId}:${actionClass}:${argumentsDigest(schema)}`
+const schemaKey = (orgId: string, actionClass: string, schema: Json) =>
+  `arguments:${orgId}:${actionClass}:${argumentsDigest(schema)}`
 
-export const makeEdits = (sql: SqlClient.SqlClient, schemas: AnswerSchemas["Service"], workers: RuleWorkers["Service"], queueCapacity: number) => {
+export const makeEdits = (
+  sql: SqlClient.SqlClient,
+  schemas: AnswerSchemas["Service"],
+  workers: RuleWorkers["Service"],
+  queueCapacity: number
+) => {
   /** A policy's `arguments_schema`, checked and bounded as a task's answer schema. */
   const checkArgumentsSchema = (orgId: string, actionClass: string, schema: Json | undefined) =>
-    schema === undefined ? Effect.void : checkSchema(schemas, orgId, schemaKey(orgId, actionClass, schema), schema, "arguments_schema")
+    schema === undefined
+      ? Effect.void
+      : checkSchema(schemas, orgId, schemaKey(orgId, actionClass, schema), schema, "arguments_schema")
 
   /**
    * What a decision with `edit` settles: edited arguments checked against
@@ -115,30 +134,64 @@ export const makeEdits = (sql: SqlClient.SqlClient, schemas: AnswerSchemas["Serv
     `)
     if (step === undefined) return undefined
     if (step.arguments_schema === null) {
-      const message = `the action class ${step.action_class} declares no arguments_schema: edited arguments cannot be checked, so they are refused`
-      return yield* new ArgumentsShapeMismatch({ field: "arguments", errors: [{ field: "arguments", message }], detail: `arguments: ${message}.` })
+      const message =
+        `the action class ${step.action_class} declares no arguments_schema: edited arguments cannot be checked, so they are refused`
+      return yield* new ArgumentsShapeMismatch({
+        field: "arguments",
+        errors: [{ field: "arguments", message }],
+        detail: `arguments: ${message}.`
+      })
     }
     const schema = step.arguments_schema
-    const violations = yield* schemas.validate(orgId, schemaKey(orgId, step.action_class, schema), Effect.succeed(schema), edited, "arguments").pipe(
+    const violations = yield* schemas.validate(
+      orgId,
+      schemaKey(orgId, step.action_class, schema),
+      Effect.succeed(schema),
+      edited,
+      "arguments"
+    ).pipe(
       Effect.catchTags({
         OverLimit: (over) =>
-          Effect.fail(new ArgumentsTooComplex({ field: "arguments", limit: over.limit, limit_value: over.value, detail: `${over.message} (${over.limit}).` })),
+          Effect.fail(
+            new ArgumentsTooComplex({
+              field: "arguments",
+              limit: over.limit,
+              limit_value: over.value,
+              detail: `${over.message} (${over.limit}).`
+            })
+          ),
         ValidationQueueFull: () => Effect.fail(validationBusy(queueCapacity, "schema checks"))
       })
     )
     if (violations.length > 0) {
       const errors = violations.map((v) => ({ field: argumentsPath(v.path), message: v.message }))
-      return yield* new ArgumentsShapeMismatch({ field: errors[0]!.field, errors, detail: `${errors[0]!.field} ${errors[0]!.message}` })
+      return yield* new ArgumentsShapeMismatch({
+        field: errors[0]!.field,
+        errors,
+        detail: `${errors[0]!.field} ${errors[0]!.message}`
+      })
     }
     // What changed and the digest: in a rule worker, under the deadline of the schema check.
     const { changed, digest } = yield* workers.edit(orgId, step.arguments, edited).pipe(
       Effect.catchTags({
         OverBudget: (over) =>
-          Effect.fail(new ArgumentsTooComplex({ field: "arguments", limit: over.limit, limit_value: over.value, detail: `${over.message} (${over.limit}).` })),
+          Effect.fail(
+            new ArgumentsTooComplex({
+              field: "arguments",
+              limit: over.limit,
+              limit_value: over.value,
+              detail: `${over.message} (${over.limit}).`
+            })
+          ),
         RuleWorkersBusy: (busy) => Effect.fail(rulesBusy(busy))
       })
     )
-    return { ...NOTHING_SETTLED, approved_arguments: edited, arguments_changed: changed, arguments_digest: digest } satisfies Settled
+    return {
+      ...NOTHING_SETTLED,
+      approved_arguments: edited,
+      arguments_changed: changed,
+      arguments_digest: digest
+    } satisfies Settled
   })
 
   return { checkArgumentsSchema, settle }
@@ -151,4 +204,3 @@ export const settledValues = (settled: Settled) => ({
   digest: settled.arguments_digest,
   response: settled.response === null ? null : JSON.stringify(settled.response)
 })
-

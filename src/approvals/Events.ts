@@ -4,13 +4,13 @@
  */
 import { Schema } from "effect"
 import { type ApprovalEventType, type ApprovalSnapshot, ApprovalStatus } from "../api/Approvals.ts"
-import { TimeoutAction } from "../api/Policies.ts"
 import type { ApprovalEvent } from "../api/Events.ts"
+import { TimeoutAction } from "../api/Policies.ts"
 import { newId } from "../platform/Ids.ts"
 import { Instant, InstantOrNull } from "../platform/Rows.ts"
 import { iso } from "../platform/Time.ts"
-import { deciderMembers, quorumMembers } from "./Votes.ts"
 import { EditColumns, editSnapshot } from "./Edits.ts"
+import { deciderMembers, quorumMembers } from "./Votes.ts"
 
 /** An `approvals` row as the snapshot needs it. */
 export const ApprovalColumns = Schema.Struct({

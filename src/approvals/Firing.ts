@@ -8,26 +8,29 @@
 import { Effect, Option, Schema } from "effect"
 import type { SqlClient, SqlError } from "effect/sql"
 import type { ApprovalEventType } from "../api/Approvals.ts"
+import { escalationCount } from "../api/Reviewers.ts"
+import { writeApprovalEvent } from "../outbox/Outbox.ts"
 import { InstantOrNull, rowsOf } from "../platform/Rows.ts"
 import { databaseNow } from "../platform/Time.ts"
-import { escalationCount } from "../api/Reviewers.ts"
 import { type DeadlineState, type DueKind, escalationPending, fire, nextDue } from "./Deadlines.ts"
-import { writeApprovalEvent } from "../outbox/Outbox.ts"
 import { ApprovalColumns, type ApprovalRow, makeApprovalEvent, snapshotOf } from "./Events.ts"
 import { appendApprovalStream, type StreamEntry } from "./OrgStream.ts"
 import type { StepRecords } from "./StepRecords.ts"
 import { votesColumns } from "./Votes.ts"
 
 /** An `approvals` row with its deadline state. */
-export const ApprovalRows = rowsOf("approvals", Schema.Struct({
-  ...ApprovalColumns.fields,
-  expiring_at: InstantOrNull,
-  escalation_seconds: Schema.NullOr(Schema.Number),
-  expiring_sent: Schema.Boolean,
-  escalated: Schema.Boolean,
-  next_due_kind: Schema.NullOr(Schema.Literals(["expiring", "escalate", "expire"])),
-  escalation_chain: Schema.NullOr(Schema.Array(Schema.String))
-}))
+export const ApprovalRows = rowsOf(
+  "approvals",
+  Schema.Struct({
+    ...ApprovalColumns.fields,
+    expiring_at: InstantOrNull,
+    escalation_seconds: Schema.NullOr(Schema.Number),
+    expiring_sent: Schema.Boolean,
+    escalated: Schema.Boolean,
+    next_due_kind: Schema.NullOr(Schema.Literals(["expiring", "escalate", "expire"])),
+    escalation_chain: Schema.NullOr(Schema.Array(Schema.String))
+  })
+)
 export type FullApprovalRow = NonNullable<Effect.Success<ReturnType<typeof ApprovalRows.one>>>
 
 export const APPROVAL_COLUMNS =
@@ -56,7 +59,13 @@ export const stateOf = (row: FullApprovalRow): DeadlineState => {
 export const isoMs = (ms: number) => new Date(ms).toISOString()
 
 /** Writes the webhook event; `log` collects it for the organization's approval stream (appended last). */
-export const emit = (sql: SqlClient.SqlClient, type: ApprovalEventType, row: ApprovalRow, at: number, log?: Array<StreamEntry>) =>
+export const emit = (
+  sql: SqlClient.SqlClient,
+  type: ApprovalEventType,
+  row: ApprovalRow,
+  at: number,
+  log?: Array<StreamEntry>
+) =>
   Effect.andThen(
     Effect.sync(() => log?.push({ type, approvalId: row.id })),
     writeApprovalEvent(sql, makeApprovalEvent(type, row.org_id, snapshotOf(row), new Date(at)))
@@ -99,7 +108,9 @@ export const fireDeadline = Effect.fnUntraced(function*(
   const next = nextDue(after)
   // An escalation along a chain hands the approval to the chain's next
   // group: the n-th escalation to its n-th group, at level n.
-  const nextGroup = due.kind === "escalate" && row.escalation_chain !== null ? row.escalation_chain[state.escalationsDone] : undefined
+  const nextGroup = due.kind === "escalate" && row.escalation_chain !== null
+    ? row.escalation_chain[state.escalationsDone]
+    : undefined
   const escalated = row.escalated || (due.kind === "escalate" && !escalationPending(after))
   const updated = yield* ApprovalRows.returned(sql`
     UPDATE approvals SET expiring_sent = ${after.expiringSent}, escalated = ${escalated},
@@ -120,7 +131,11 @@ export const fireDeadline = Effect.fnUntraced(function*(
  */
 export const fireMostOverdue = (
   sql: SqlClient.SqlClient,
-  fire: (row: FullApprovalRow, now: number, log: Array<StreamEntry>) => Effect.Effect<{ readonly sessionId: string | null }, SqlError.SqlError>
+  fire: (
+    row: FullApprovalRow,
+    now: number,
+    log: Array<StreamEntry>
+  ) => Effect.Effect<{ readonly sessionId: string | null }, SqlError.SqlError>
 ) =>
   sql.withTransaction(Effect.gen(function*() {
     const row = yield* ApprovalRows.one(sql`

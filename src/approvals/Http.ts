@@ -2,9 +2,9 @@ import { Effect } from "effect"
 import { HttpApiBuilder } from "effect/http-api"
 import { Api } from "../api/Api.ts"
 import { CurrentPrincipal } from "../api/Security.ts"
-import { resumeAfter, sseResponse } from "../streams/Sse.ts"
 import { StreamGuard } from "../identity/StreamGuard.ts"
 import { responseHeader } from "../platform/ResponseHeader.ts"
+import { resumeAfter, sseResponse } from "../streams/Sse.ts"
 import { busyRetryAfter } from "../tasks/ValidationBusy.ts"
 import { Approvals } from "./Approvals.ts"
 import { ApprovalContexts } from "./Context.ts"
@@ -43,7 +43,9 @@ export const ApprovalsHandlers = HttpApiBuilder.group(
       history: ({ query }) => CurrentPrincipal.use((p) => contexts.history(p.orgId, query)),
       context: ({ params }) => CurrentPrincipal.use((p) => contexts.context(p.orgId, params.approval_id)),
       list: ({ query }) =>
-        CurrentPrincipal.use((p) => feed.list(p.orgId, { ...query, assignedTo: query.assigned_to === "me" ? p.actor : undefined })),
+        CurrentPrincipal.use((p) =>
+          feed.list(p.orgId, { ...query, assignedTo: query.assigned_to === "me" ? p.actor : undefined })
+        ),
       stream: ({ query }) =>
         Effect.gen(function*() {
           const principal = yield* CurrentPrincipal
@@ -53,7 +55,11 @@ export const ApprovalsHandlers = HttpApiBuilder.group(
       get: ({ params }) => CurrentPrincipal.use((p) => approvals.get(p.orgId, params.approval_id)),
       decide: ({ params, payload }) =>
         CurrentPrincipal.use((p) =>
-          approvals.decide(p.orgId, p.actor, params.approval_id, { decision: payload.decision, reason: payload.reason, edit: payload })
+          approvals.decide(p.orgId, p.actor, params.approval_id, {
+            decision: payload.decision,
+            reason: payload.reason,
+            edit: payload
+          })
         ).pipe(
           Effect.tapErrorTag("ValidationBusy", () => busyRetryAfter),
           // Only the shared reviewer address's mail link lacks a person; a caller of the API never does.

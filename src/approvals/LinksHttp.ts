@@ -18,7 +18,10 @@ export const ApprovalLinksHandlers = HttpApiBuilder.group(
       // A decision changes state: the console's request rules apply (its
       // header, its own origin), so no other site can post one.
       decide: ({ payload }) =>
-        Effect.andThen(requireConsoleOrigin(publicHost), links.decide(payload.token, payload.decision, payload.reason, payload)).pipe(
+        Effect.andThen(
+          requireConsoleOrigin(publicHost),
+          links.decide(payload.token, payload.decision, payload.reason, payload)
+        ).pipe(
           Effect.tapErrorTag("ValidationBusy", () => busyRetryAfter)
         )
     })

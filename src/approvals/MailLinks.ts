@@ -24,11 +24,11 @@
 import { PgClient } from "@effect/sql-pg"
 import { Context, Effect, Layer, Option, Schema } from "effect"
 import type { SqlClient } from "effect/sql"
-import { ApprovalLinkInvalid, type ApprovalLinkView, ReviewerAddressReplaced } from "../api/ApprovalLinks.ts"
 import type { ArgumentsShapeMismatch, ArgumentsTooComplex } from "../api/ApprovalEdits.ts"
+import { ApprovalLinkInvalid, type ApprovalLinkView, ReviewerAddressReplaced } from "../api/ApprovalLinks.ts"
 import type { InvalidTransition, ValidationBusy } from "../api/Errors.ts"
-import type { AlreadyVoted, PersonRequired } from "../api/Votes.ts"
 import type { NotAssigned } from "../api/Reviewers.ts"
+import type { AlreadyVoted, PersonRequired } from "../api/Votes.ts"
 import type { SvcConfigShape } from "../platform/Config.ts"
 import { randomToken } from "../platform/Crypto.ts"
 import { sha256Hex } from "../platform/Digest.ts"
@@ -59,7 +59,11 @@ export const publicBaseUrl = (
   Option.getOrElse(config.publicUrl, () => {
     const hostname = Option.match(listening, { onNone: () => config.host, onSome: (address) => address.hostname })
     const port = Option.match(listening, { onNone: () => config.port, onSome: (address) => address.port })
-    const host = hostname === "0.0.0.0" || hostname === "::" ? "127.0.0.1" : hostname.includes(":") ? `[${hostname}]` : hostname
+    const host = hostname === "0.0.0.0" || hostname === "::"
+      ? "127.0.0.1"
+      : hostname.includes(":")
+      ? `[${hostname}]`
+      : hostname
     return `http://${host}:${port}`
   })
 
@@ -81,7 +85,9 @@ export const issueMailLink = (
     const token = randomToken(MAIL_LINK_PREFIX)
     const rows = yield* sql`
       INSERT INTO approval_mail_links (token_hash, approval_id, org_id, reviewer_email, reviewer_address_id, member)
-      SELECT ${sha256Hex(token)}, id, org_id, ${address}, ${addressId}, ${member} FROM approvals WHERE id = ${approvalId} AND org_id = ${orgId}
+      SELECT ${
+      sha256Hex(token)
+    }, id, org_id, ${address}, ${addressId}, ${member} FROM approvals WHERE id = ${approvalId} AND org_id = ${orgId}
       RETURNING approval_id
     `
     return rows.length === 0 ? Option.none<string>() : Option.some(token)
@@ -155,7 +161,9 @@ export class ApprovalMailLinks extends Context.Service<ApprovalMailLinks, {
 
       const find = (token: string) =>
         Effect.gen(function*() {
-          if (!token.startsWith(MAIL_LINK_PREFIX) || token.length > 200) return yield* new ApprovalLinkInvalid({ detail: INVALID })
+          if (!token.startsWith(MAIL_LINK_PREFIX) || token.length > 200) {
+            return yield* new ApprovalLinkInvalid({ detail: INVALID })
+          }
           // Checked at each use against the settings as they are now: the
           // link works while the address setting it was mailed under is the
           // organization's (or, for a member's link, that member's),

@@ -40,12 +40,15 @@ export const MEMBER_META_KEY = "member_address"
 export const memberAddressStands = (alias: string) =>
   `${alias}.accepted_at IS NOT NULL AND ${alias}.confirmed_at IS NOT NULL AND svc_person(${alias}.org_id, ${alias}.member) IS NOT NULL`
 
-const AddressRows = rowsOf("reviewer_member_addresses", Schema.Struct({
-  email: Schema.String,
-  address_id: Schema.String,
-  confirmed_at: InstantOrNull,
-  accepted_at: InstantOrNull
-}))
+const AddressRows = rowsOf(
+  "reviewer_member_addresses",
+  Schema.Struct({
+    email: Schema.String,
+    address_id: Schema.String,
+    confirmed_at: InstantOrNull,
+    accepted_at: InstantOrNull
+  })
+)
 
 const lockAddress = (sql: SqlClient.SqlClient, orgId: string, member: string) =>
   AddressRows.one(sql`
@@ -54,7 +57,10 @@ const lockAddress = (sql: SqlClient.SqlClient, orgId: string, member: string) =>
   `).pipe(Effect.orDie)
 
 const clearAddress = (sql: SqlClient.SqlClient, orgId: string, member: string) =>
-  sql`DELETE FROM reviewer_member_addresses WHERE org_id = ${orgId} AND member = ${member}`.pipe(Effect.asVoid, Effect.orDie)
+  sql`DELETE FROM reviewer_member_addresses WHERE org_id = ${orgId} AND member = ${member}`.pipe(
+    Effect.asVoid,
+    Effect.orDie
+  )
 
 /** Stores `email` as `member`'s address under a new setting id: accepted now (the member's own act) or only invited. */
 const storeAddress = (sql: SqlClient.SqlClient, orgId: string, member: string, email: string, accepted: boolean) =>
@@ -75,7 +81,11 @@ const storeAddress = (sql: SqlClient.SqlClient, orgId: string, member: string, e
  * setting id, and mails nothing; the address a member already has changes
  * nothing; `null` clears it.
  */
-export const inviteMemberAddresses = (sql: SqlClient.SqlClient, orgId: string, members: ReadonlyArray<GroupMemberInput>) =>
+export const inviteMemberAddresses = (
+  sql: SqlClient.SqlClient,
+  orgId: string,
+  members: ReadonlyArray<GroupMemberInput>
+) =>
   Effect.forEach(members, (input) =>
     Effect.gen(function*() {
       if (input.email === undefined) return

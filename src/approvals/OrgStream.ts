@@ -16,19 +16,18 @@
  */
 import { PgClient } from "@effect/sql-pg"
 import { Context, Effect, Layer, Option, Schema, Stream } from "effect"
-import type { SqlClient } from "effect/sql"
+import type { SqlClient, Statement } from "effect/sql"
 import type { ApprovalEventType, ApprovalListItem, ApprovalStatus } from "../api/Approvals.ts"
 import { InvalidRequest } from "../api/Errors.ts"
-import { hubFrames, SessionHub, STREAM_BATCH } from "../streams/SessionEvents.ts"
 import { Metrics } from "../observability/Metrics.ts"
 import { SvcConfig } from "../platform/Config.ts"
 import { SecretBox } from "../platform/Crypto.ts"
 import { type CursorMac, type CursorScope, keysetPage, type PageRequest } from "../platform/Cursor.ts"
 import { BigIntText, JsonColumn, rowsOf, Timestamp } from "../platform/Rows.ts"
+import { hubFrames, SessionHub, STREAM_BATCH } from "../streams/SessionEvents.ts"
 import { ApprovalColumns, snapshotOf } from "./Events.ts"
 import { reviews } from "./Reviewers.ts"
 import { votesColumns } from "./Votes.ts"
-import type { Statement } from "effect/sql"
 
 /** The `SessionHub` key that the organization's approval streams watch. */
 export const approvalsTopic = (orgId: string) => `approvals:${orgId}`
@@ -55,12 +54,15 @@ export const ListColumns = Schema.Struct({
 })
 export type ListRow = typeof ListColumns.Type
 const ListRows = rowsOf("approvals", ListColumns)
-const EventRows = rowsOf("approval_stream_events", Schema.Struct({
-  seq: Schema.String,
-  name: Schema.String,
-  data: Schema.String,
-  final: Schema.Boolean
-}))
+const EventRows = rowsOf(
+  "approval_stream_events",
+  Schema.Struct({
+    seq: Schema.String,
+    name: Schema.String,
+    data: Schema.String,
+    final: Schema.Boolean
+  })
+)
 
 /** Events one transaction may append to an organization's approval stream (a decision that finds every deadline past appends 4). */
 export const STREAM_IDS_PER_TRANSACTION = 1024
@@ -103,7 +105,9 @@ export const listItemOf = (row: ListRow): ApprovalListItem => ({
   action_class: row.action_class ?? "",
   arguments: row.arguments,
   escalation: row.escalation_seconds === null ? "none" : row.escalated ? "escalated" : "pending",
-  ...(row.escalation_chain === null || row.escalation_chain.length === 0 ? {} : { escalation_chain: row.escalation_chain }),
+  ...(row.escalation_chain === null || row.escalation_chain.length === 0
+    ? {}
+    : { escalation_chain: row.escalation_chain }),
   requested_at: row.created_at,
   ...(row.key_names === null ? {} : { key_names: JSON.parse(row.key_names) as Record<string, string> })
 })
@@ -134,7 +138,13 @@ interface ListOptions extends PageRequest {
 
 export class ApprovalFeed extends Context.Service<ApprovalFeed, {
   /** The organization's approvals, oldest request first, optionally of one status. */
-  readonly list: (orgId: string, options: ListOptions) => Effect.Effect<{ readonly approvals: ReadonlyArray<ApprovalListItem>; readonly next_cursor: string | null }, InvalidRequest>
+  readonly list: (
+    orgId: string,
+    options: ListOptions
+  ) => Effect.Effect<
+    { readonly approvals: ReadonlyArray<ApprovalListItem>; readonly next_cursor: string | null },
+    InvalidRequest
+  >
   /** SSE frames of the organization's approval changes after event id `after`, live until the client leaves. */
   readonly stream: (orgId: string, after: string) => Stream.Stream<string>
 }>()("svc/approvals/ApprovalFeed") {
@@ -155,7 +165,13 @@ export class ApprovalFeed extends Context.Service<ApprovalFeed, {
             SELECT ${sql.literal(LIST_COLUMNS)} FROM ${sql.literal(LIST_FROM)}
             WHERE a.org_id = ${orgId} AND a.seq > ${Option.getOrElse(bound, () => "0")}
               ${options.status === undefined ? sql`` : sql`AND a.status = ${options.status}`}
-              ${options.assignedTo === undefined ? sql`` : sql`AND a.assigned_group IS NOT NULL AND ${reviews(sql, orgId, options.assignedTo, sql`a.assigned_group`)}`}
+              ${
+            options.assignedTo === undefined
+              ? sql``
+              : sql`AND a.assigned_group IS NOT NULL AND ${
+                reviews(sql, orgId, options.assignedTo, sql`a.assigned_group`)
+              }`
+          }
             ORDER BY a.seq LIMIT ${rows}
           `))
         return { approvals: items.map(listItemOf), next_cursor }
@@ -163,7 +179,9 @@ export class ApprovalFeed extends Context.Service<ApprovalFeed, {
 
       const readOnce = (orgId: string, from: string) =>
         EventRows.all(sql`
-          SELECT e.seq::text AS seq, e.name, e.data, e.seq < ${sql.literal(STREAM_HORIZON)} AS final FROM approval_stream_events e
+          SELECT e.seq::text AS seq, e.name, e.data, e.seq < ${
+          sql.literal(STREAM_HORIZON)
+        } AS final FROM approval_stream_events e
           WHERE e.org_id = ${orgId} AND e.seq > ${from} ORDER BY e.seq LIMIT ${STREAM_BATCH}
         `)
 

@@ -6,18 +6,30 @@
  */
 import { Effect, Schema } from "effect"
 import type { SqlClient } from "effect/sql"
-import { type DryRunAnswer, type DryRunInput, Policy, type PolicyInput, PolicyRule, TimeoutAction } from "../api/Policies.ts"
 import { ArgumentsSchema } from "../api/ApprovalEdits.ts"
-import { type AnswerSchemaTooComplex, InvalidRequest, PolicyRulesTooComplex, type ValidationBusy } from "../api/Errors.ts"
+import {
+  type AnswerSchemaTooComplex,
+  InvalidRequest,
+  PolicyRulesTooComplex,
+  type ValidationBusy
+} from "../api/Errors.ts"
+import {
+  type DryRunAnswer,
+  type DryRunInput,
+  Policy,
+  type PolicyInput,
+  PolicyRule,
+  TimeoutAction
+} from "../api/Policies.ts"
+import type { Broadcast, Wakeups } from "../database/Wakeups.ts"
 import type { SvcConfigShape } from "../platform/Config.ts"
 import { claimRate, refuseAtCap } from "../platform/OrgLimits.ts"
 import { BigIntText, JsonColumn, rowsOf, Timestamp } from "../platform/Rows.ts"
-import type { Broadcast, Wakeups } from "../database/Wakeups.ts"
 import { DEFAULT_POLICY } from "./Deadlines.ts"
 import { type CachedRule, makePolicyCache } from "./PolicyCache.ts"
 import { checkGroups } from "./Reviewers.ts"
 import { type CompiledRule, compileRules, resolve, type RuleLimits } from "./Rules.ts"
-import { type RuleWorkers, rulesBusy } from "./RuleWorkers.ts"
+import { rulesBusy, type RuleWorkers } from "./RuleWorkers.ts"
 
 /** The `Wakeups` signal that an organization's approval policies changed. */
 export const policiesSignal = (orgId: string): Broadcast => `policies:${orgId}`
@@ -42,7 +54,8 @@ type PolicyRow = NonNullable<Effect.Success<ReturnType<typeof PolicyRows.one>>>
 /** A policy as the cache reads it: with its `version`, which the step's statement checks is still stored. */
 const VersionedPolicyRows = rowsOf("approval_policies", Schema.Struct({ ...policyColumns, version: BigIntText }))
 
-const POLICY_COLUMNS = "action_class, mode, review_seconds, expiring_notice_seconds, escalation_seconds, timeout_action, rules, quorum, reviewer_group, escalation_chain, arguments_schema, updated_at"
+const POLICY_COLUMNS =
+  "action_class, mode, review_seconds, expiring_notice_seconds, escalation_seconds, timeout_action, rules, quorum, reviewer_group, escalation_chain, arguments_schema, updated_at"
 
 /** A policy row's `group` and `escalation_chain`, when set. */
 const assignmentOf = (row: Pick<PolicyRow, "reviewer_group" | "escalation_chain">) => ({
@@ -69,7 +82,11 @@ export const makePolicies = Effect.fnUntraced(function*(
   config: SvcConfigShape,
   wakeups: Wakeups["Service"],
   /** Checks a policy's `arguments_schema` (`Edits.ts`). */
-  checkArgumentsSchema: (orgId: string, actionClass: string, schema: ArgumentsSchema | undefined) => Effect.Effect<void, InvalidRequest | AnswerSchemaTooComplex | ValidationBusy>,
+  checkArgumentsSchema: (
+    orgId: string,
+    actionClass: string,
+    schema: ArgumentsSchema | undefined
+  ) => Effect.Effect<void, InvalidRequest | AnswerSchemaTooComplex | ValidationBusy>,
   ruleWorkers: RuleWorkers["Service"]
 ) {
   const limits: RuleLimits = config.approvalRules
@@ -88,7 +105,12 @@ export const makePolicies = Effect.fnUntraced(function*(
     return Effect.fail(
       problem.limit === undefined
         ? new InvalidRequest({ field: problem.field, detail: problem.detail })
-        : new PolicyRulesTooComplex({ field: problem.field, limit: problem.limit.name, limit_value: problem.limit.value, detail: problem.detail })
+        : new PolicyRulesTooComplex({
+          field: problem.field,
+          limit: problem.limit.name,
+          limit_value: problem.limit.value,
+          detail: problem.detail
+        })
     )
   }
   const putPolicy = Effect.fnUntraced(function*(orgId: string, actionClass: string, input: PolicyInput) {
@@ -109,14 +131,17 @@ export const makePolicies = Effect.fnUntraced(function*(
         yield* refuseAtCap(sql, orgId, "approval_policies", {
           value: maxPolicies,
           limit: "SVC_MAX_APPROVAL_POLICIES_PER_ORG",
-          detail: `The organization already has policies for ${maxPolicies} action classes, the most allowed (SVC_MAX_APPROVAL_POLICIES_PER_ORG).`
+          detail:
+            `The organization already has policies for ${maxPolicies} action classes, the most allowed (SVC_MAX_APPROVAL_POLICIES_PER_ORG).`
         })
       }
       return yield* PolicyRows.returned(sql`
         INSERT INTO approval_policies (org_id, action_class, mode, review_seconds, expiring_notice_seconds, escalation_seconds, timeout_action, rules,
           quorum, reviewer_group, escalation_chain, arguments_schema)
         VALUES (${orgId}, ${actionClass}, ${input.mode}, ${input.review_seconds}, ${input.expiring_notice_seconds}, ${escalation}, ${input.timeout_action},
-          ${JSON.stringify(input.rules ?? [])}::jsonb, ${input.quorum ?? 1}, ${input.group ?? null}, ${input.escalation_chain === undefined ? null : [...input.escalation_chain]}::text[],
+          ${JSON.stringify(input.rules ?? [])}::jsonb, ${input.quorum ?? 1}, ${input.group ?? null}, ${
+        input.escalation_chain === undefined ? null : [...input.escalation_chain]
+      }::text[],
           ${input.arguments_schema === undefined ? null : JSON.stringify(input.arguments_schema)}::jsonb)
         ON CONFLICT (org_id, action_class) DO UPDATE SET
           mode = EXCLUDED.mode, review_seconds = EXCLUDED.review_seconds,
@@ -141,7 +166,9 @@ export const makePolicies = Effect.fnUntraced(function*(
   const loadRule = (orgId: string, actionClass: string) =>
     Effect.map(
       VersionedPolicyRows.one(sql`
-        SELECT ${sql.literal(POLICY_COLUMNS)}, version FROM approval_policies WHERE org_id = ${orgId} AND action_class = ${actionClass}
+        SELECT ${
+        sql.literal(POLICY_COLUMNS)
+      }, version FROM approval_policies WHERE org_id = ${orgId} AND action_class = ${actionClass}
       `),
       (row): CachedRule =>
         row === undefined ? { rule: DEFAULT_POLICY, version: null, conditions: [] } : {
@@ -194,12 +221,16 @@ export const makePolicies = Effect.fnUntraced(function*(
       Effect.catchTags({
         OverBudget: (over) => {
           const index = over.rule ?? 0
-          return Effect.fail(new PolicyRulesTooComplex({
-            field: `rules[${index}].condition`,
-            limit: over.limit,
-            limit_value: over.value,
-            detail: `Rule ${JSON.stringify(rules[index]?.name ?? "")}: ${over.message} (${over.limit}); a governed step would be decided by the class's settings.`
-          }))
+          return Effect.fail(
+            new PolicyRulesTooComplex({
+              field: `rules[${index}].condition`,
+              limit: over.limit,
+              limit_value: over.value,
+              detail: `Rule ${
+                JSON.stringify(rules[index]?.name ?? "")
+              }: ${over.message} (${over.limit}); a governed step would be decided by the class's settings.`
+            })
+          )
         },
         RuleWorkersBusy: (busy) => Effect.fail(rulesBusy(busy))
       })
@@ -217,7 +248,9 @@ export const makePolicies = Effect.fnUntraced(function*(
           timeout_action: resolution.settings.timeout_action,
           ...((resolution.settings.quorum ?? 1) > 1 ? { quorum: resolution.settings.quorum! } : {}),
           ...(resolution.settings.group === undefined ? {} : { group: resolution.settings.group }),
-          ...(resolution.settings.escalation_chain === undefined ? {} : { escalation_chain: resolution.settings.escalation_chain })
+          ...(resolution.settings.escalation_chain === undefined
+            ? {}
+            : { escalation_chain: resolution.settings.escalation_chain })
         }
       }),
       ...(resolution.error === undefined ? {} : { error: resolution.error }),

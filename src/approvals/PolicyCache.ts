@@ -50,7 +50,9 @@ export interface PolicyCache {
   readonly invalidate: (orgId: string) => Effect.Effect<void>
 }
 
-export const makePolicyCache = (load: (orgId: string, actionClass: string) => Effect.Effect<CachedRule>): PolicyCache => {
+export const makePolicyCache = (
+  load: (orgId: string, actionClass: string) => Effect.Effect<CachedRule>
+): PolicyCache => {
   const orgs = new Map<string, OrgEntry>()
 
   const entryOf = (orgId: string): OrgEntry => {

@@ -34,19 +34,25 @@ export const requestedPieces = (input: {
   /** The rule on arguments that required the approval, if one did. */
   readonly ruleName?: string | undefined
 }): readonly [string, string, string, string, string] => {
-  const snapshotHead = `{"approval_id":${J(input.approvalId)},"session_id":${J(input.sessionId)},"step_id":${J(input.step.step_id)},"task_id":`
+  const snapshotHead = `{"approval_id":${J(input.approvalId)},"session_id":${J(input.sessionId)},"step_id":${
+    J(input.step.step_id)
+  },"task_id":`
   const quorum = input.rule.quorum ?? 1
-  const timeoutAction = `","timeout_action":${J(input.rule.timeout_action)}${input.ruleName === undefined ? "" : `,"rule":${J(input.ruleName)}`}${
-    quorum > 1 ? `,"quorum":${quorum},"votes":[],"approvals_remaining":${quorum}` : ""
-  }${input.rule.group === undefined ? "" : `,"assigned_group":${J(input.rule.group)},"escalation_level":0`}`
+  const timeoutAction = `","timeout_action":${J(input.rule.timeout_action)}${
+    input.ruleName === undefined ? "" : `,"rule":${J(input.ruleName)}`
+  }${quorum > 1 ? `,"quorum":${quorum},"votes":[],"approvals_remaining":${quorum}` : ""}${
+    input.rule.group === undefined ? "" : `,"assigned_group":${J(input.rule.group)},"escalation_level":0`
+  }`
   return [
     snapshotHead,
     `,"status":"pending","deadline_at":"`,
     `","expires_at":"`,
-    `${timeoutAction},"tool":${J(input.step.tool)},"action_class":${J(input.step.action_class)},"arguments":${J(input.step.arguments)},"escalation":${
-      J(input.rule.escalation_seconds === null ? "none" : "pending")
-    }${
-      input.rule.escalation_chain === undefined || input.rule.escalation_chain.length === 0 ? "" : `,"escalation_chain":${J(input.rule.escalation_chain)}`
+    `${timeoutAction},"tool":${J(input.step.tool)},"action_class":${J(input.step.action_class)},"arguments":${
+      J(input.step.arguments)
+    },"escalation":${J(input.rule.escalation_seconds === null ? "none" : "pending")}${
+      input.rule.escalation_chain === undefined || input.rule.escalation_chain.length === 0
+        ? ""
+        : `,"escalation_chain":${J(input.rule.escalation_chain)}`
     },"requested_at":"`,
     `"}`
   ]
@@ -62,7 +68,13 @@ export const deadlineOffsets = (rule: PolicyRule): {
 } => {
   const state = plan(rule, 0)
   const due = nextDue(state)
-  return { deadline: state.deadlineAt, expires: state.expiresAt, expiring: state.expiringAt, due: due.at, dueKind: due.kind }
+  return {
+    deadline: state.deadlineAt,
+    expires: state.expiresAt,
+    expiring: state.expiringAt,
+    due: due.at,
+    dueKind: due.kind
+  }
 }
 
 /**
@@ -103,7 +115,9 @@ export const requestedWrites = (sql: SqlClient.SqlClient, input: {
         assigned_group, escalation_chain)
       SELECT ${approval.id}, ${orgId}, sess.id, ${step.step_id}, sess.task_id, 'pending',
         ${at(sql, offsets.deadline)}, ${at(sql, offsets.expires)}, ${rule.timeout_action},
-        ${offsets.expiring === null ? sql`NULL::timestamptz` : at(sql, offsets.expiring)}, ${rule.escalation_seconds}::int,
+        ${
+    offsets.expiring === null ? sql`NULL::timestamptz` : at(sql, offsets.expiring)
+  }, ${rule.escalation_seconds}::int,
         ${at(sql, offsets.due)}, ${offsets.dueKind}, t.t0, ${ruling.rule}, ${rule.quorum ?? 1},
         ${rule.group ?? null}::text, ${rule.escalation_chain === undefined ? null : [...rule.escalation_chain]}::text[]
       FROM step, sess, t
@@ -131,7 +145,9 @@ export const requestedWrites = (sql: SqlClient.SqlClient, input: {
     org_event AS (
       INSERT INTO approval_stream_events (org_id, seq, name, data)
       SELECT ${orgId}, ${sql.literal(streamId(0))}, 'approval.requested',
-        ${i0} || ${task} || ${i1} || svc_iso(${at(sql, offsets.deadline)}) || ${i2} || svc_iso(${at(sql, offsets.expires)})
+        ${i0} || ${task} || ${i1} || svc_iso(${at(sql, offsets.deadline)}) || ${i2} || svc_iso(${
+    at(sql, offsets.expires)
+  })
           || ${i3} || svc_iso(t.t0) || ${i4}
       FROM approval, sess, t
     )`

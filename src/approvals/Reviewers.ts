@@ -11,14 +11,14 @@
 import { PgClient } from "@effect/sql-pg"
 import { Context, Effect, Layer, Schema } from "effect"
 import type { SqlClient } from "effect/sql"
-import type { PolicyInput } from "../api/Policies.ts"
 import { InvalidRequest, type LimitReached, NotFound, type RateLimited } from "../api/Errors.ts"
+import type { PolicyInput } from "../api/Policies.ts"
 import {
+  deciderOf,
   type Delegation,
   type DelegationInput,
-  deciderOf,
-  GroupInUse,
   type GroupInput,
+  GroupInUse,
   MAX_DELEGATION_DAYS,
   type OwnReviewerAddress,
   type Reviewer,
@@ -45,10 +45,13 @@ export const reviews = (sql: SqlClient.SqlClient, orgId: string, actor: string, 
       SELECT d.delegator FROM reviewer_delegations d
       WHERE d.org_id = ${orgId} AND d.delegate = ${actor} AND d.ended_at IS NULL AND d.starts_at <= now() AND d.ends_at > now())))`
 
-const StandingRows = rowsOf("reviewer_groups", Schema.Struct({
-  person: Schema.NullOr(Schema.String),
-  decided_for: Schema.NullOr(Schema.String)
-}))
+const StandingRows = rowsOf(
+  "reviewer_groups",
+  Schema.Struct({
+    person: Schema.NullOr(Schema.String),
+    decided_for: Schema.NullOr(Schema.String)
+  })
+)
 
 /**
  * Who `actor` is on approval `approvalId` (run it in the decision's
@@ -62,7 +65,13 @@ const StandingRows = rowsOf("reviewer_groups", Schema.Struct({
  * order whose person has not voted yet, so two members' delegate may cast
  * one vote, which counts for one of them); null when they may not decide it.
  */
-export const standing = (sql: SqlClient.SqlClient, orgId: string, actor: string, approvalId: string, group: string | null) =>
+export const standing = (
+  sql: SqlClient.SqlClient,
+  orgId: string,
+  actor: string,
+  approvalId: string,
+  group: string | null
+) =>
   Effect.map(
     StandingRows.returned(sql`
       SELECT p.person, CASE
@@ -116,12 +125,16 @@ export const checkGroups = Effect.fnUntraced(function*(sql: SqlClient.SqlClient,
   const named = groupsNamed(input)
   if (named.length === 0) return
   const found = yield* NameRows.all(sql`
-    SELECT name FROM reviewer_groups WHERE org_id = ${orgId} AND name IN ${sql.in(named.map((group) => group.name))} FOR SHARE
+    SELECT name FROM reviewer_groups WHERE org_id = ${orgId} AND name IN ${
+    sql.in(named.map((group) => group.name))
+  } FOR SHARE
   `)
   const known = new Set(found.map((row) => row.name))
   const missing = named.find((group) => !known.has(group.name))
   if (missing !== undefined) {
-    return yield* new NotFound({ detail: `No reviewer group is named ${JSON.stringify(missing.name)} (${missing.field}).` })
+    return yield* new NotFound({
+      detail: `No reviewer group is named ${JSON.stringify(missing.name)} (${missing.field}).`
+    })
   }
 })
 
@@ -178,17 +191,29 @@ const KeyRows = rowsOf("api_keys", Schema.Struct({ id: Schema.String }))
 const IdRows = rowsOf("reviewer_groups", Schema.Struct({ id: Schema.String }))
 
 export class Reviewers extends Context.Service<Reviewers, {
-  readonly putGroup: (orgId: string, name: string, input: GroupInput) => Effect.Effect<ReviewerGroup, NotFound | LimitReached>
+  readonly putGroup: (
+    orgId: string,
+    name: string,
+    input: GroupInput
+  ) => Effect.Effect<ReviewerGroup, NotFound | LimitReached>
   readonly listGroups: (orgId: string) => Effect.Effect<ReadonlyArray<ReviewerGroup>>
   readonly getGroup: (orgId: string, name: string) => Effect.Effect<ReviewerGroup, NotFound>
   readonly deleteGroup: (orgId: string, name: string) => Effect.Effect<void, NotFound | GroupInUse>
-  readonly delegate: (orgId: string, actor: string, input: DelegationInput) => Effect.Effect<Delegation, InvalidRequest | NotFound | LimitReached>
+  readonly delegate: (
+    orgId: string,
+    actor: string,
+    input: DelegationInput
+  ) => Effect.Effect<Delegation, InvalidRequest | NotFound | LimitReached>
   readonly listDelegations: (orgId: string) => Effect.Effect<ReadonlyArray<Delegation>>
   readonly endDelegation: (orgId: string, actor: string, delegationId: string) => Effect.Effect<Delegation, NotFound>
   /** The caller's own reviewer address (`MemberAddresses.ts`). */
   readonly ownAddress: (orgId: string, actor: string) => Effect.Effect<OwnReviewerAddress>
   /** The caller sets their own reviewer address, or accepts the one they were invited to (the same address). */
-  readonly setOwnAddress: (orgId: string, actor: string, email: string | null) => Effect.Effect<OwnReviewerAddress, RateLimited>
+  readonly setOwnAddress: (
+    orgId: string,
+    actor: string,
+    email: string | null
+  ) => Effect.Effect<OwnReviewerAddress, RateLimited>
 }>()("svc/approvals/Reviewers") {
   static readonly layer = Layer.effect(
     Reviewers,
@@ -199,7 +224,9 @@ export class Reviewers extends Context.Service<Reviewers, {
 
       /** The first of `reviewers` that is a key but not an active key of the organization holding `approvals.decide`. */
       const firstUnfitKey = Effect.fnUntraced(function*(orgId: string, reviewers: ReadonlyArray<Reviewer>) {
-        const keys = reviewers.flatMap((reviewer, i) => reviewer.key_id !== undefined ? [{ i, id: reviewer.key_id }] : [])
+        const keys = reviewers.flatMap((reviewer, i) =>
+          reviewer.key_id !== undefined ? [{ i, id: reviewer.key_id }] : []
+        )
         if (keys.length === 0) return undefined
         const fit = yield* KeyRows.all(sql`
           SELECT id FROM api_keys WHERE org_id = ${orgId} AND id IN ${sql.in(keys.map((key) => key.id))}
@@ -213,13 +240,18 @@ export class Reviewers extends Context.Service<Reviewers, {
         IdRows.one(sql`SELECT id FROM reviewer_groups WHERE org_id = ${orgId} AND name = ${name} FOR UPDATE`)
 
       const readGroup = (orgId: string, name: string) =>
-        GroupRows.one(sql`SELECT ${sql.literal(GROUP_COLUMNS)} FROM reviewer_groups g WHERE g.org_id = ${orgId} AND g.name = ${name}`)
+        GroupRows.one(
+          sql`SELECT ${
+            sql.literal(GROUP_COLUMNS)
+          } FROM reviewer_groups g WHERE g.org_id = ${orgId} AND g.name = ${name}`
+        )
 
       const putGroup = Effect.fn("Reviewers.putGroup")(function*(orgId: string, name: string, input: GroupInput) {
         const unfit = yield* firstUnfitKey(orgId, input.members)
         if (unfit !== undefined) {
           return yield* new NotFound({
-            detail: `No active API key of the organization holding approvals.decide has the id members[${unfit.i}].key_id names.`
+            detail:
+              `No active API key of the organization holding approvals.decide has the id members[${unfit.i}].key_id names.`
           })
         }
         yield* sql.withTransaction(Effect.gen(function*() {
@@ -230,7 +262,8 @@ export class Reviewers extends Context.Service<Reviewers, {
             yield* refuseAtCap(sql, orgId, "reviewer_groups", {
               value: max,
               limit: "SVC_MAX_REVIEWER_GROUPS_PER_ORG",
-              detail: `The organization already has ${max} reviewer groups, the most allowed (SVC_MAX_REVIEWER_GROUPS_PER_ORG).`
+              detail:
+                `The organization already has ${max} reviewer groups, the most allowed (SVC_MAX_REVIEWER_GROUPS_PER_ORG).`
             })
             groupId = newId()
             yield* sql`INSERT INTO reviewer_groups (id, org_id, name) VALUES (${groupId}, ${orgId}, ${name})`
@@ -239,8 +272,11 @@ export class Reviewers extends Context.Service<Reviewers, {
             yield* sql`DELETE FROM reviewer_group_members WHERE group_id = ${groupId}`
           }
           const id = groupId
-          yield* Effect.forEach(input.members, (member) =>
-            sql`INSERT INTO reviewer_group_members (group_id, member) VALUES (${id}, ${deciderOf(member)})`, { discard: true })
+          yield* Effect.forEach(
+            input.members,
+            (member) => sql`INSERT INTO reviewer_group_members (group_id, member) VALUES (${id}, ${deciderOf(member)})`,
+            { discard: true }
+          )
           // Addresses an administrator gives are invitations: the member accepts (`setOwnAddress`).
           yield* inviteMemberAddresses(sql, orgId, input.members)
         })).pipe(Effect.catchTag("SqlError", Effect.die))
@@ -279,15 +315,21 @@ export class Reviewers extends Context.Service<Reviewers, {
         })).pipe(Effect.orDie)
         if (outcome === "missing") return yield* new NotFound({ detail: "No such reviewer group." })
         if (outcome === "used") {
-          return yield* new GroupInUse({ detail: "A policy names this group, or a pending approval is assigned to it: change those first." })
+          return yield* new GroupInUse({
+            detail: "A policy names this group, or a pending approval is assigned to it: change those first."
+          })
         }
       })
 
       const delegate = Effect.fn("Reviewers.delegate")(function*(orgId: string, actor: string, input: DelegationInput) {
         const delegate = deciderOf(input.delegate)
-        if (delegate === actor) return yield* new InvalidRequest({ field: "delegate", detail: "A person cannot delegate to themselves." })
+        if (delegate === actor) {
+          return yield* new InvalidRequest({ field: "delegate", detail: "A person cannot delegate to themselves." })
+        }
         if ((yield* firstUnfitKey(orgId, [input.delegate])) !== undefined) {
-          return yield* new NotFound({ detail: "No active API key of the organization holding approvals.decide has the id delegate.key_id names." })
+          return yield* new NotFound({
+            detail: "No active API key of the organization holding approvals.decide has the id delegate.key_id names."
+          })
         }
         const now = yield* Effect.orDie(databaseNow(sql))
         const startsAt = input.starts_at === undefined ? now : Date.parse(input.starts_at)
@@ -303,7 +345,8 @@ export class Reviewers extends Context.Service<Reviewers, {
           yield* refuseAtCap(sql, orgId, "reviewer_delegations", {
             value: max,
             limit: "SVC_MAX_DELEGATIONS_PER_ORG",
-            detail: `The organization already has ${max} delegations not yet over, the most allowed (SVC_MAX_DELEGATIONS_PER_ORG).`
+            detail:
+              `The organization already has ${max} delegations not yet over, the most allowed (SVC_MAX_DELEGATIONS_PER_ORG).`
           })
           return yield* DelegationRows.returned(sql`
             INSERT INTO reviewer_delegations (id, org_id, delegator, delegate, starts_at, ends_at)
@@ -323,32 +366,36 @@ export class Reviewers extends Context.Service<Reviewers, {
         return rows.map(toDelegation)
       })
 
-      const endDelegation = Effect.fn("Reviewers.endDelegation")(function*(orgId: string, actor: string, delegationId: string) {
-        const [ended] = yield* DelegationRows.all(sql`
+      const endDelegation = Effect.fn("Reviewers.endDelegation")(
+        function*(orgId: string, actor: string, delegationId: string) {
+          const [ended] = yield* DelegationRows.all(sql`
           UPDATE reviewer_delegations SET ended_at = now()
           WHERE id = ${delegationId} AND org_id = ${orgId} AND delegator = ${actor} AND ended_at IS NULL AND ends_at > now()
           RETURNING ${sql.literal(DELEGATION_COLUMNS)}
         `)
-        if (ended !== undefined) return toDelegation(ended)
-        const row = yield* DelegationRows.one(sql`
+          if (ended !== undefined) return toDelegation(ended)
+          const row = yield* DelegationRows.one(sql`
           SELECT ${sql.literal(DELEGATION_COLUMNS)} FROM reviewer_delegations
           WHERE id = ${delegationId} AND org_id = ${orgId} AND delegator = ${actor}
         `)
-        if (row === undefined) return yield* new NotFound({ detail: "No such delegation of the caller." })
-        return toDelegation(row)
-      })
+          if (row === undefined) return yield* new NotFound({ detail: "No such delegation of the caller." })
+          return toDelegation(row)
+        }
+      )
 
       const ownAddress = Effect.fn("Reviewers.ownAddress")(function*(orgId: string, actor: string) {
         return { ...reviewerOf(actor), ...(yield* readOwnAddress(sql, orgId, actor)) }
       })
 
-      const setOwn = Effect.fn("Reviewers.setOwnAddress")(function*(orgId: string, actor: string, email: string | null) {
-        const mailed = yield* sql.withTransaction(setOwnAddress(sql, queue, config, orgId, actor, email)).pipe(
-          Effect.catchTag("SqlError", Effect.die)
-        )
-        if (mailed) yield* queue.wake("email")
-        return yield* ownAddress(orgId, actor)
-      })
+      const setOwn = Effect.fn("Reviewers.setOwnAddress")(
+        function*(orgId: string, actor: string, email: string | null) {
+          const mailed = yield* sql.withTransaction(setOwnAddress(sql, queue, config, orgId, actor, email)).pipe(
+            Effect.catchTag("SqlError", Effect.die)
+          )
+          if (mailed) yield* queue.wake("email")
+          return yield* ownAddress(orgId, actor)
+        }
+      )
 
       return Reviewers.of({
         putGroup,

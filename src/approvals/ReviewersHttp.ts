@@ -12,16 +12,21 @@ export const ReviewersHandlers = HttpApiBuilder.group(
     const reviewers = yield* Reviewers
     return handlers.handleAll({
       putGroup: ({ params, payload }) => CurrentPrincipal.use((p) => reviewers.putGroup(p.orgId, params.name, payload)),
-      listGroups: () => CurrentPrincipal.use((p) => reviewers.listGroups(p.orgId)).pipe(Effect.map((groups) => ({ groups }))),
+      listGroups: () =>
+        CurrentPrincipal.use((p) => reviewers.listGroups(p.orgId)).pipe(Effect.map((groups) => ({ groups }))),
       getGroup: ({ params }) => CurrentPrincipal.use((p) => reviewers.getGroup(p.orgId, params.name)),
       deleteGroup: ({ params }) => CurrentPrincipal.use((p) => reviewers.deleteGroup(p.orgId, params.name)),
       delegate: ({ payload }) => CurrentPrincipal.use((p) => reviewers.delegate(p.orgId, p.actor, payload)),
       listDelegations: () =>
-        CurrentPrincipal.use((p) => reviewers.listDelegations(p.orgId)).pipe(Effect.map((delegations) => ({ delegations }))),
-      endDelegation: ({ params }) => CurrentPrincipal.use((p) => reviewers.endDelegation(p.orgId, p.actor, params.delegation_id)),
+        CurrentPrincipal.use((p) => reviewers.listDelegations(p.orgId)).pipe(
+          Effect.map((delegations) => ({ delegations }))
+        ),
+      endDelegation: ({ params }) =>
+        CurrentPrincipal.use((p) => reviewers.endDelegation(p.orgId, p.actor, params.delegation_id)),
       // The caller's own: the principal's actor (the key, or the console person), never a name from the request.
       ownAddress: () => CurrentPrincipal.use((p) => reviewers.ownAddress(p.orgId, p.actor)),
-      setOwnAddress: ({ payload }) => CurrentPrincipal.use((p) => reviewers.setOwnAddress(p.orgId, p.actor, payload.email))
+      setOwnAddress: ({ payload }) =>
+        CurrentPrincipal.use((p) => reviewers.setOwnAddress(p.orgId, p.actor, payload.email))
     })
   })
 )

@@ -29,10 +29,10 @@ import { ValidationBusy } from "../api/Errors.ts"
 import { SvcConfig } from "../platform/Config.ts"
 import { siblingModule } from "../platform/ModuleUrl.ts"
 import { admitted } from "../platform/PoolFairness.ts"
-import { makeWorkerPool, type Outcome, runInPool } from "../platform/WorkerPool.ts"
 import { startProcessWorker } from "../platform/ProcessWorker.ts"
-import type { RuleWorkerReply, RuleWorkerRequest } from "./rule-worker.ts"
+import { makeWorkerPool, type Outcome, runInPool } from "../platform/WorkerPool.ts"
 import { runsInProcess } from "./InProcessRules.ts"
+import type { RuleWorkerReply, RuleWorkerRequest } from "./rule-worker.ts"
 import { type CompiledRule, evaluate as evaluateHere, type RuleVerdict, type StepFacts, verdictOf } from "./Rules.ts"
 
 type Request = RuleWorkerRequest extends infer R ? R extends { readonly id: number } ? Omit<R, "id"> : never : never
@@ -140,39 +140,51 @@ export class RuleWorkers extends Context.Service<RuleWorkers, {
         rules.length > 0 && !runsInProcess(rules, args)
 
       // Untraced (no span, no stack capture): it runs on every step with rules.
-      const runRules = Effect.fnUntraced(function*(orgId: string, rules: ReadonlyArray<CompiledRule>, facts: StepFacts) {
-        if (rules.length === 0) return { rule: null } satisfies RuleVerdict
-        if (!needsWorker(rules, facts.arguments)) {
-          return verdictOf(rules, evaluateHere(rules.map((rule) => rule.program), facts))
+      const runRules = Effect.fnUntraced(
+        function*(orgId: string, rules: ReadonlyArray<CompiledRule>, facts: StepFacts) {
+          if (rules.length === 0) return { rule: null } satisfies RuleVerdict
+          if (!needsWorker(rules, facts.arguments)) {
+            return verdictOf(rules, evaluateHere(rules.map((rule) => rule.program), facts))
+          }
+          // Written by the pool from the child's reports (`ProcessWorker.ts`).
+          const progress = new Int32Array(1)
+          const conditions = rules.map((rule) => rule.condition)
+          const { maxNodes, maxDepth } = settings
+          const request: Request = { op: "rules", conditions, maxNodes, maxDepth, facts, progress }
+          return yield* run(
+            orgId,
+            request,
+            RULES,
+            (outcome) =>
+              outcome._tag === "Reply" && outcome.reply._tag === "Evaluated"
+                ? Effect.succeed(verdictOf(rules, outcome.reply.evaluation))
+                : outcome._tag === "Reply"
+                ? Effect.die(new Error(`a rule worker answered ${outcome.reply._tag} to rules`))
+                : Effect.fail(overBudget(
+                  outcome,
+                  "evaluating the policy's rules",
+                  { limit: "SVC_APPROVAL_RULES_TIMEOUT", value: settings.timeoutMs },
+                  Atomics.load(progress, 0)
+                ))
+          )
         }
-        // Written by the pool from the child's reports (`ProcessWorker.ts`).
-        const progress = new Int32Array(1)
-        const conditions = rules.map((rule) => rule.condition)
-        const { maxNodes, maxDepth } = settings
-        const request: Request = { op: "rules", conditions, maxNodes, maxDepth, facts, progress }
-        return yield* run(orgId, request, RULES, (outcome) =>
-          outcome._tag === "Reply" && outcome.reply._tag === "Evaluated"
-            ? Effect.succeed(verdictOf(rules, outcome.reply.evaluation))
-            : outcome._tag === "Reply"
-            ? Effect.die(new Error(`a rule worker answered ${outcome.reply._tag} to rules`))
-            : Effect.fail(overBudget(
-              outcome,
-              "evaluating the policy's rules",
-              { limit: "SVC_APPROVAL_RULES_TIMEOUT", value: settings.timeoutMs },
-              Atomics.load(progress, 0)
-            )))
-      })
+      )
 
       const edit = Effect.fn("RuleWorkers.edit")(function*(orgId: string, before: Json, after: Json) {
-        return yield* run(orgId, { op: "edit", before, after }, EDIT, (outcome) =>
-          outcome._tag === "Reply" && outcome.reply._tag === "Edited"
-            ? Effect.succeed({ changed: outcome.reply.changed, digest: outcome.reply.digest })
-            : outcome._tag === "Reply"
-            ? Effect.die(new Error(`a rule worker answered ${outcome.reply._tag} to an edit`))
-            : Effect.fail(overBudget(outcome, "comparing the edited arguments with the step's", {
-              limit: "SVC_ANSWER_VALIDATION_TIMEOUT",
-              value: config.answerValidationTimeoutMs
-            })))
+        return yield* run(
+          orgId,
+          { op: "edit", before, after },
+          EDIT,
+          (outcome) =>
+            outcome._tag === "Reply" && outcome.reply._tag === "Edited"
+              ? Effect.succeed({ changed: outcome.reply.changed, digest: outcome.reply.digest })
+              : outcome._tag === "Reply"
+              ? Effect.die(new Error(`a rule worker answered ${outcome.reply._tag} to an edit`))
+              : Effect.fail(overBudget(outcome, "comparing the edited arguments with the step's", {
+                limit: "SVC_ANSWER_VALIDATION_TIMEOUT",
+                value: config.answerValidationTimeoutMs
+              }))
+        )
       })
 
       return RuleWorkers.of({ run: runRules, needsWorker, edit, replacedWorkers: pool.replacedWorkers })

@@ -24,10 +24,10 @@
  * - only rules whose cost is proved small for the step run on the event
  *   loop instead (`InProcessRules.ts`).
  */
+import { Environment } from "@marcbachmann/cel-js"
 import type { PolicyRule, RuleResult } from "../api/Policies.ts"
 import type { PolicyRule as DeadlineSettings } from "./Deadlines.ts"
-import { costBound, type CostBound, isNode } from "./InProcessRules.ts"
-import { Environment } from "@marcbachmann/cel-js"
+import { type CostBound, costBound, isNode } from "./InProcessRules.ts"
 
 export interface RuleLimits {
   readonly maxRules: number
@@ -88,7 +88,9 @@ const matchesAt = (ast: unknown): number | undefined => {
       continue
     }
     if (!isNode(value)) continue
-    if ((value.op === "rcall" || value.op === "call") && Array.isArray(value.args) && value.args[0] === "matches") return value.pos ?? 0
+    if ((value.op === "rcall" || value.op === "call") && Array.isArray(value.args) && value.args[0] === "matches") {
+      return value.pos ?? 0
+    }
     stack.push(value.args)
   }
   return undefined
@@ -113,7 +115,10 @@ const located = (condition: string, error: unknown): string => {
 export const compileRules = (
   rules: ReadonlyArray<PolicyRule>,
   limits: RuleLimits
-): { readonly ok: true; readonly rules: ReadonlyArray<CompiledRule> } | { readonly ok: false; readonly problem: RuleProblem } => {
+): { readonly ok: true; readonly rules: ReadonlyArray<CompiledRule> } | {
+  readonly ok: false
+  readonly problem: RuleProblem
+} => {
   if (rules.length > limits.maxRules) {
     return {
       ok: false,
@@ -130,7 +135,11 @@ export const compileRules = (
     const field = `rules[${index}].condition`
     const refuse = (detail: string, limit?: RuleProblem["limit"]) => ({
       ok: false as const,
-      problem: { field, detail: `Rule ${JSON.stringify(rule.name)}: ${detail}`, ...(limit === undefined ? {} : { limit }) }
+      problem: {
+        field,
+        detail: `Rule ${JSON.stringify(rule.name)}: ${detail}`,
+        ...(limit === undefined ? {} : { limit })
+      }
     })
     if (rule.condition.length > limits.maxLength) {
       return refuse(`the condition is longer than ${limits.maxLength} characters (SVC_APPROVAL_RULE_MAX_LENGTH).`, {
@@ -161,13 +170,27 @@ export const compileRules = (
     if (!checked.valid) return refuse(`does not type-check: ${located(rule.condition, checked.error)}.`)
     if (checked.type !== "bool" && checked.type !== "dyn") {
       const at = (program.ast as { pos?: number } | null)?.pos ?? 0
-      return refuse(`does not type-check: the condition is of type ${checked.type}, not bool, at ${lineAndColumn(rule.condition, at)}.`)
+      return refuse(
+        `does not type-check: the condition is of type ${checked.type}, not bool, at ${
+          lineAndColumn(rule.condition, at)
+        }.`
+      )
     }
     const regex = matchesAt(program.ast)
     if (regex !== undefined) {
-      return refuse(`matches() is not allowed (regular expressions can backtrack without bound) at ${lineAndColumn(rule.condition, regex)}.`)
+      return refuse(
+        `matches() is not allowed (regular expressions can backtrack without bound) at ${
+          lineAndColumn(rule.condition, regex)
+        }.`
+      )
     }
-    compiled.push({ name: rule.name, result: rule.result, condition: rule.condition, program, bound: costBound(program.ast) })
+    compiled.push({
+      name: rule.name,
+      result: rule.result,
+      condition: rule.condition,
+      program,
+      bound: costBound(program.ast)
+    })
   }
   return { ok: true, rules: compiled }
 }
@@ -209,7 +232,10 @@ export const evaluate = (
 }
 
 /** The verdict of an evaluation of `rules`. */
-export const verdictOf = (rules: ReadonlyArray<Pick<CompiledRule, "name" | "result">>, evaluation: Evaluation): RuleVerdict =>
+export const verdictOf = (
+  rules: ReadonlyArray<Pick<CompiledRule, "name" | "result">>,
+  evaluation: Evaluation
+): RuleVerdict =>
   "failed" in evaluation
     ? { rule: null, error: { rule: rules[evaluation.failed]!.name, message: evaluation.message } }
     : evaluation.held < 0
@@ -224,7 +250,10 @@ const PARSED_KEPT = 2_000
  * The programs of stored conditions (already checked when stored), parsed
  * once per thread: the rule workers receive conditions as text.
  */
-export const programsOf = (conditions: ReadonlyArray<string>, limits: Pick<RuleLimits, "maxNodes" | "maxDepth">): ReadonlyArray<Program> => {
+export const programsOf = (
+  conditions: ReadonlyArray<string>,
+  limits: Pick<RuleLimits, "maxNodes" | "maxDepth">
+): ReadonlyArray<Program> => {
   const env = environment(limits)
   return conditions.map((condition) => {
     const key = `${limits.maxNodes}:${limits.maxDepth}:${condition}`

@@ -10,8 +10,8 @@
  * wake-up (a new or decided approval), or the poll cap, whichever is first.
  */
 import { Effect, Layer, Schedule } from "effect"
-import { forkSupervised } from "../platform/Supervised.ts"
 import { Topics, Wakeups } from "../database/Wakeups.ts"
+import { forkSupervised } from "../platform/Supervised.ts"
 import { Approvals } from "./Approvals.ts"
 import { sleepMillis } from "./Deadlines.ts"
 

@@ -19,6 +19,11 @@ export class StepRecords extends Context.Service<StepRecords, {
   ) => Effect.Effect<void, SqlError.SqlError>
   /** Records an event on the session's stream (then `SessionHub.notify` after commit). */
   readonly append: (
-    event: { readonly sessionId: string; readonly orgId: string; readonly name: SessionEventName; readonly data: unknown }
+    event: {
+      readonly sessionId: string
+      readonly orgId: string
+      readonly name: SessionEventName
+      readonly data: unknown
+    }
   ) => Effect.Effect<void, SqlError.SqlError>
 }>()("svc/approvals/StepRecords") {}

@@ -10,7 +10,7 @@ import type { GovernedStep, StepDecision } from "../api/Agents.ts"
 import type { PolicyRule } from "./Deadlines.ts"
 import type { CachedRule } from "./PolicyCache.ts"
 import { resolve } from "./Rules.ts"
-import { failedRule, type RuleWorkers, rulesBusy } from "./RuleWorkers.ts"
+import { failedRule, rulesBusy, type RuleWorkers } from "./RuleWorkers.ts"
 
 export interface StepRuling {
   readonly decision: StepDecision
@@ -61,7 +61,10 @@ export const answerStep = <A, E>(
       // A rule that could not be evaluated (or ran out of its budget) is named on the step's span.
       Effect.tap((verdict) =>
         verdict.rule === null && verdict.error !== undefined
-          ? Effect.annotateCurrentSpan({ "svc.rule_failed": verdict.error.rule, "svc.rule_error": verdict.error.message })
+          ? Effect.annotateCurrentSpan({
+            "svc.rule_failed": verdict.error.rule,
+            "svc.rule_error": verdict.error.message
+          })
           : Effect.void
       )
     )

@@ -91,7 +91,9 @@ const lapsedDeadlines = (state: DeadlineState): ReadonlyArray<DueKind> => {
 
 /** Whether `voter` or anyone they stand for has voted: a decider, a person and a person counted for each vote once. */
 const hasVoted = (votes: ReadonlyArray<CastVote>, voter: Voter) =>
-  votes.some((vote) => vote.decided_by === voter.actor || vote.person === voter.person || vote.decided_for === voter.decidedFor)
+  votes.some((vote) =>
+    vote.decided_by === voter.actor || vote.person === voter.person || vote.decided_for === voter.decidedFor
+  )
 
 /** The outcome of `actor`'s `decision` on the approval as `current` holds it, at `now` (epoch ms). */
 export const transition = (current: Current, actor: string, decision: Decision, now: number): Outcome => {

@@ -51,7 +51,11 @@ export const votesColumns = (table: string) =>
     FROM approval_votes v WHERE v.approval_id = ${table}.id AND v.decided_by = ${table}.decided_by) END AS decider`
 
 /** Who a vote stands for: the person who cast it and the person it counts for, each named only where it differs from the one before. */
-export const standsFor = (decidedBy: string, person: string | null | undefined, decidedFor: string | null | undefined) => ({
+export const standsFor = (
+  decidedBy: string,
+  person: string | null | undefined,
+  decidedFor: string | null | undefined
+) => ({
   ...(person == null || person === decidedBy ? {} : { decided_by_person: person }),
   ...(decidedFor == null || decidedFor === (person ?? decidedBy) ? {} : { decided_for: decidedFor })
 })
@@ -109,7 +113,12 @@ export interface Voter {
 export const recordVote = (
   sql: SqlClient.SqlClient,
   row: Pick<ApprovalRow, "id">,
-  vote: { readonly voter: Voter; readonly decision: "approve" | "reject"; readonly reason: string | null; readonly now: number }
+  vote: {
+    readonly voter: Voter
+    readonly decision: "approve" | "reject"
+    readonly reason: string | null
+    readonly now: number
+  }
 ) =>
   sql`
     INSERT INTO approval_votes (approval_id, decided_by, person, decided_for, decision, reason, decided_at)

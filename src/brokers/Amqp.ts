@@ -113,7 +113,9 @@ export const openAmqp = async (
       } catch (error) {
         // The broker's reason (its channel close) may be reported just after the nack.
         await new Promise((resolve) => setImmediate(resolve))
-        throw new Error(`RabbitMQ did not confirm the publish: ${state.error ?? connectionError ?? reasonOf(error)}`)
+        throw new Error(`RabbitMQ did not confirm the publish: ${state.error ?? connectionError ?? reasonOf(error)}`, {
+          cause: error
+        })
       }
       if (returned.delete(message.eventId)) {
         throw new Error(

@@ -108,7 +108,9 @@ export const parseBrokerUrl = (raw: string): Parsed => {
   const params = url.searchParams
   for (const name of params.keys()) {
     if (!allowed[scheme.kind].includes(name)) {
-      return refuse(`unknown query parameter ${JSON.stringify(name.slice(0, 40))} (allowed: ${allowed[scheme.kind].join(", ")})`)
+      return refuse(
+        `unknown query parameter ${JSON.stringify(name.slice(0, 40))} (allowed: ${allowed[scheme.kind].join(", ")})`
+      )
     }
     if (params.getAll(name).length > 1) return refuse(`the query parameter ${name} is given more than once`)
   }
@@ -128,10 +130,14 @@ export const parseBrokerUrl = (raw: string): Parsed => {
     if (routingKey !== undefined && Buffer.byteLength(routingKey) > MAX_SHORT_STRING) {
       return refuse(`the query parameter routing_key is longer than ${MAX_SHORT_STRING} bytes`)
     }
-    if (Buffer.byteLength(path) > MAX_SHORT_STRING) return refuse(`the virtual host is longer than ${MAX_SHORT_STRING} bytes`)
+    if (Buffer.byteLength(path) > MAX_SHORT_STRING) {
+      return refuse(`the virtual host is longer than ${MAX_SHORT_STRING} bytes`)
+    }
   } else {
     if (!SUBJECT.test(subject) || subject.length > MAX_SHORT_STRING) {
-      return refuse("the query parameter subject is required: dot-separated tokens without spaces or the wildcards * and >")
+      return refuse(
+        "the query parameter subject is required: dot-separated tokens without spaces or the wildcards * and >"
+      )
     }
     if (path !== "") return refuse("a nats URL has no path")
   }

@@ -126,7 +126,10 @@ export const makeConnections = (now: () => number, limits: ConnectionLimits) => 
     let oldest: [string, Entry] | undefined
     for (const pair of entries) {
       const entry = pair[1]
-      if (entry.inFlight === 0 && (orgId === undefined || entry.orgId === orgId) && (oldest === undefined || entry.lastUsed < oldest[1].lastUsed)) {
+      if (
+        entry.inFlight === 0 && (orgId === undefined || entry.orgId === orgId) &&
+        (oldest === undefined || entry.lastUsed < oldest[1].lastUsed)
+      ) {
         oldest = pair
       }
     }
@@ -254,7 +257,11 @@ export class Brokers extends Context.Service<Brokers, {
    * Publishes `message` to the broker destination `url` and waits for its
    * acknowledgement; `ConnectionsBusy` when no connection could be had in time.
    */
-  readonly publish: (url: string, orgId: string, message: BrokerMessage) => Effect.Effect<Published, OutboundFailure | ConnectionsBusy>
+  readonly publish: (
+    url: string,
+    orgId: string,
+    message: BrokerMessage
+  ) => Effect.Effect<Published, OutboundFailure | ConnectionsBusy>
 }>()("svc/brokers/Brokers") {
   static readonly layer = Layer.effect(
     Brokers,
@@ -264,7 +271,10 @@ export class Brokers extends Context.Service<Brokers, {
       const clock = yield* Clock.Clock
       const ca = yield* trustedCas(config.extraCaFile._tag === "Some" ? config.extraCaFile.value : undefined)
       const now = () => clock.currentTimeMillisUnsafe()
-      const connections = makeConnections(now, { total: config.brokerConnections, perOrg: config.brokerConnectionsPerOrg })
+      const connections = makeConnections(now, {
+        total: config.brokerConnections,
+        perOrg: config.brokerConnectionsPerOrg
+      })
       const sweeper = setInterval(connections.sweep, IDLE_MS / 4)
       sweeper.unref()
       yield* Effect.addFinalizer(() =>
@@ -313,7 +323,9 @@ export class Brokers extends Context.Service<Brokers, {
       const publish = (url: string, orgId: string, message: BrokerMessage) =>
         Effect.gen(function*() {
           const target = targetOf(url)
-          if (typeof target === "string") return yield* new OutboundFailure({ reason: "unsafe_target", message: target })
+          if (typeof target === "string") {
+            return yield* new OutboundFailure({ reason: "unsafe_target", message: target })
+          }
           const started = now()
           // Credentials never reach a message: a broker's error may echo the
           // user name, or the URL with its credentials (masked whatever their length).
@@ -322,7 +334,9 @@ export class Brokers extends Context.Service<Brokers, {
           const detail = clean(
             yield* attempt(url, target, orgId, message, started + message.timeoutMs).pipe(
               Effect.mapError((failure) =>
-                failure instanceof OutboundFailure ? new OutboundFailure({ reason: failure.reason, message: clean(failure.message) }) : failure
+                failure instanceof OutboundFailure
+                  ? new OutboundFailure({ reason: failure.reason, message: clean(failure.message) })
+                  : failure
               )
             )
           )

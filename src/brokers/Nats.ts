@@ -34,7 +34,10 @@ export const openNats = async (
     ? { token: target.username }
     : { user: target.username, pass: target.password }
   // Loaded on first use: a service without NATS destinations never pays for it.
-  const [{ jetstream }, { headers }] = await Promise.all([import("@nats-io/jetstream"), import("@nats-io/transport-node")])
+  const [{ jetstream }, { headers }] = await Promise.all([
+    import("@nats-io/jetstream"),
+    import("@nats-io/transport-node")
+  ])
   const connection = await connectBounded({
     servers: `${address.includes(":") ? `[${address}]` : address}:${target.port}`,
     ...credentials,
@@ -77,7 +80,9 @@ export const openNats = async (
           timeout: message.timeoutMs,
           retries: 1
         })
-        return `acknowledged by JetStream stream ${cutOutside(ack.stream).text} (seq ${ack.seq}${ack.duplicate ? ", duplicate" : ""})`
+        return `acknowledged by JetStream stream ${cutOutside(ack.stream).text} (seq ${ack.seq}${
+          ack.duplicate ? ", duplicate" : ""
+        })`
       } catch (error) {
         // Cut before it is read: the text is the server's.
         const reason = cutOutside(reasonOf(error)).text
@@ -86,7 +91,8 @@ export const openNats = async (
         throw new Error(
           /no responders|not enabled/i.test(reason)
             ? `no JetStream stream acknowledged the publish: no stream takes subject ${target.subject}`
-            : `JetStream did not acknowledge the publish: ${reason}`
+            : `JetStream did not acknowledge the publish: ${reason}`,
+          { cause: error }
         )
       }
     }

@@ -32,7 +32,11 @@ export const answers = (socket: string): Promise<boolean> =>
  * here: importing it makes Node load its fetch implementation too (about
  * 15 ms), which a command the CLI runs itself never needs.
  */
-export const sendCommand = async (socket: string, argv: ReadonlyArray<string>, timeoutMs = 60_000): Promise<CliAnswer> => {
+export const sendCommand = async (
+  socket: string,
+  argv: ReadonlyArray<string>,
+  timeoutMs = 60_000
+): Promise<CliAnswer> => {
   const http = await import("node:http")
   return new Promise((resolve, reject) => {
     const body = JSON.stringify({ argv })
@@ -47,7 +51,9 @@ export const sendCommand = async (socket: string, argv: ReadonlyArray<string>, t
       response.on("data", (chunk: Buffer) => chunks.push(chunk))
       response.on("end", () => {
         const text = Buffer.concat(chunks).toString("utf8")
-        if (response.statusCode !== 200) return reject(new Error(`the server's admin channel answered ${response.statusCode}: ${text}`))
+        if (response.statusCode !== 200) {
+          return reject(new Error(`the server's admin channel answered ${response.statusCode}: ${text}`))
+        }
         try {
           resolve(JSON.parse(text) as CliAnswer)
         } catch (error) {

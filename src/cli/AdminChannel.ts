@@ -17,21 +17,21 @@
  */
 import * as NodeServices from "@effect/platform-node/NodeServices"
 import { Cause, Console, Context, Effect, Exit, Layer, Option } from "effect"
-import { HttpServer } from "effect/http"
 import { Command } from "effect/cli"
+import { HttpServer } from "effect/http"
 import * as fs from "node:fs"
 import * as http from "node:http"
 import * as path from "node:path"
 import { inspect } from "node:util"
-import { adminSocketPath, type CliAnswer } from "./Admin.ts"
 import { VERSION } from "../api/Version.ts"
+import { adminSocketPath, type CliAnswer } from "./Admin.ts"
 import { commands } from "./Commands.ts"
 
 export { adminSocketPath, type CliAnswer }
 import { ConsoleSessions } from "../console/ConsoleSessions.ts"
+import { DatabaseInfo } from "../database/Database.ts"
 import { Identity } from "../identity/Identity.ts"
 import { SvcConfig } from "../platform/Config.ts"
-import { DatabaseInfo } from "../database/Database.ts"
 
 // sun_path holds 108 bytes on Linux, 104 on macOS and the BSDs, the NUL included.
 const MAX_SOCKET_PATH = process.platform === "linux" ? 107 : 103
@@ -47,7 +47,8 @@ export const runCommand = (argv: ReadonlyArray<string>) =>
     if (argv.some((arg) => INTERACTIVE.has(arg.split("=")[0]!))) {
       return { code: 2, stdout: "", stderr: "interactive flags (--wizard, --completions) run only without a server\n" }
     }
-    const format = (args: ReadonlyArray<unknown>) => args.map((a) => typeof a === "string" ? a : inspect(a)).join(" ") + "\n"
+    const format = (args: ReadonlyArray<unknown>) =>
+      args.map((a) => typeof a === "string" ? a : inspect(a)).join(" ") + "\n"
     const capture = {
       ...globalThis.console,
       log: (...args: ReadonlyArray<unknown>) => void stdout.push(format(args)),
@@ -108,7 +109,12 @@ export const serveAdmin = (
         const declared = Number(request.headers["content-length"] ?? Number.NaN)
         if (declared > limits.maxBodyBytes) {
           response.setHeader("connection", "close")
-          problem(response, 413, "BODY_TOO_LARGE", `the body may be at most SVC_ADMIN_MAX_BODY (${limits.maxBodyBytes}) bytes`)
+          problem(
+            response,
+            413,
+            "BODY_TOO_LARGE",
+            `the body may be at most SVC_ADMIN_MAX_BODY (${limits.maxBodyBytes}) bytes`
+          )
           request.destroy()
           return
         }
@@ -121,7 +127,12 @@ export const serveAdmin = (
           if (size > limits.maxBodyBytes) {
             refused = true
             response.setHeader("connection", "close")
-            problem(response, 413, "BODY_TOO_LARGE", `the body may be at most SVC_ADMIN_MAX_BODY (${limits.maxBodyBytes}) bytes`)
+            problem(
+              response,
+              413,
+              "BODY_TOO_LARGE",
+              `the body may be at most SVC_ADMIN_MAX_BODY (${limits.maxBodyBytes}) bytes`
+            )
             request.destroy()
             return
           }
@@ -149,7 +160,9 @@ export const serveAdmin = (
       server.on("clientError", (_error, connection) => {
         // Malformed requests, oversized headers, timeouts: answered if the
         // connection can still take it, closed either way.
-        if (connection.writable) connection.end("HTTP/1.1 400 Bad Request\r\nconnection: close\r\ncontent-length: 0\r\n\r\n")
+        if (connection.writable) {
+          connection.end("HTTP/1.1 400 Bad Request\r\nconnection: close\r\ncontent-length: 0\r\n\r\n")
+        }
         connection.destroy()
       })
       fs.rmSync(socket, { force: true })
@@ -179,7 +192,10 @@ export const AdminChannelLive = Layer.effectDiscard(Effect.gen(function*() {
   // Links the commands print (console sign-in) name the port the server
   // actually listens on, which differs from PORT when PORT is 0.
   const server = yield* Effect.serviceOption(HttpServer.HttpServer)
-  const port = Option.flatMap(server, (s) => s.address._tag === "UnixPathAddress" ? Option.none() : Option.some(s.address.port))
+  const port = Option.flatMap(
+    server,
+    (s) => s.address._tag === "UnixPathAddress" ? Option.none() : Option.some(s.address.port)
+  )
   const context: Context.Context<CliServices | SvcConfig | DatabaseInfo> = Context.add(
     yield* Effect.context<CliServices | SvcConfig | DatabaseInfo>(),
     SvcConfig,
@@ -188,15 +204,26 @@ export const AdminChannelLive = Layer.effectDiscard(Effect.gen(function*() {
   const socket = adminSocketPath(config.dataDir)
   if (Buffer.byteLength(socket) > MAX_SOCKET_PATH) {
     return yield* Effect.fail(
-      new Error(`SVC_DATA_DIR ${path.dirname(socket)} is too long for the admin socket (${socket} must be at most ${MAX_SOCKET_PATH} bytes); choose a shorter path`)
+      new Error(
+        `SVC_DATA_DIR ${
+          path.dirname(socket)
+        } is too long for the admin socket (${socket} must be at most ${MAX_SOCKET_PATH} bytes); choose a shorter path`
+      )
     )
   }
-  yield* serveAdmin(socket, {
-    maxConnections: config.adminMaxConnections,
-    maxBodyBytes: config.adminMaxBody,
-    headersTimeoutMs: 5_000,
-    requestTimeoutMs: 30_000,
-    keepAliveTimeoutMs: 5_000
-  }, (argv) => Effect.runPromiseWith(context)(runCommand(argv) as Effect.Effect<CliAnswer, never, CliServices | SvcConfig | DatabaseInfo>))
+  yield* serveAdmin(
+    socket,
+    {
+      maxConnections: config.adminMaxConnections,
+      maxBodyBytes: config.adminMaxBody,
+      headersTimeoutMs: 5_000,
+      requestTimeoutMs: 30_000,
+      keepAliveTimeoutMs: 5_000
+    },
+    (argv) =>
+      Effect.runPromiseWith(context)(
+        runCommand(argv) as Effect.Effect<CliAnswer, never, CliServices | SvcConfig | DatabaseInfo>
+      )
+  )
   yield* Effect.logInfo("admin channel listening").pipe(Effect.annotateLogs({ socket }))
 })).pipe(Layer.provide(CliServicesLive))

@@ -31,13 +31,19 @@ import { keys, notifications, orgs } from "./OrgCommands.ts"
  * any of this loads. It is listed here so `svc --help` shows it; reached
  * only with arguments it does not take.
  */
-const start = Command.make("start", {}, () =>
-  fail("start takes no arguments: its settings come from the environment (PORT, HOST, DATABASE_URL, SVC_*; see the README)")
+const start = Command.make(
+  "start",
+  {},
+  () =>
+    fail(
+      "start takes no arguments: its settings come from the environment (PORT, HOST, DATABASE_URL, SVC_*; see the README)"
+    )
 ).pipe(Command.withDescription("Serve the HTTP API on HOST:PORT, as `npm start` does (settings from the environment)"))
 
 /** The root command, without its services: the caller provides them. */
 export const commands = Command.make("svc").pipe(
-  Command.withDescription("Administer svc: organizations, API keys, console sign-in and the database (`svc start` serves the HTTP API)"),
+  Command.withDescription(
+    "Administer svc: organizations, API keys, console sign-in and the database (`svc start` serves the HTTP API)"
+  ),
   Command.withSubcommands([start, orgs, keys, notifications, consoleCommand, db])
 )
-

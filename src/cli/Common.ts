@@ -3,11 +3,11 @@
  * `--org`), how they answer (`print`) and refuse (`fail`), and the services
  * they use, loaded only when a command runs.
  */
+import * as CliError from "effect/cli/CliError"
+import * as Flag from "effect/cli/Flag"
 import * as Console from "effect/Console"
 import * as Effect from "effect/Effect"
 import * as Schema from "effect/Schema"
-import * as Flag from "effect/cli/Flag"
-import * as CliError from "effect/cli/CliError"
 
 // The services' modules (and the database's) load when a command runs:
 // `svc --help` and a mistyped flag load the CLI alone.
@@ -29,8 +29,10 @@ export const json = Flag.Boolean("json").pipe(Flag.withDescription("Print one JS
 
 export const Uuid = Schema.String.check(Schema.isUUID(undefined, { message: "Expected an id (UUID)" }))
 
-export const fail = (message: string) => Effect.fail(new CliError.UserError({ cause: new Error(message), userMessage: message }))
+export const fail = (message: string) =>
+  Effect.fail(new CliError.UserError({ cause: new Error(message), userMessage: message }))
 
-export const print = (asJson: boolean, value: unknown, text: string) => Console.log(asJson ? JSON.stringify(value) : text)
+export const print = (asJson: boolean, value: unknown, text: string) =>
+  Console.log(asJson ? JSON.stringify(value) : text)
 
 export const orgFlag = Flag.String("org").pipe(Flag.withDescription("Organization id"), Flag.withSchema(Uuid))

@@ -2,11 +2,11 @@
  * `svc console`: one-time sign-in links for the web console, and the
  * sessions they open (listed, and ended at once in every process).
  */
+import * as Command from "effect/cli/Command"
+import * as Flag from "effect/cli/Flag"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
-import * as Command from "effect/cli/Command"
-import * as Flag from "effect/cli/Flag"
 import { ConsolePresetNames } from "../api/ScopeNames.ts"
 import { parseDurations, SvcConfig } from "../platform/Config.ts"
 import { consoleModule, fail, json, loadSessions, orgFlag, print, Uuid } from "./Common.ts"
@@ -15,7 +15,9 @@ import { consoleModule, fail, json, loadSessions, orgFlag, print, Uuid } from ".
 const parseTtl = (raw: string) =>
   Effect.gen(function*() {
     const { MAX_LINK_TTL_SECONDS } = yield* consoleModule
-    const parsed = yield* parseDurations("--ttl", raw).pipe(Effect.catch(() => fail(`--ttl: "${raw}" is not a duration such as 15m or 1h`)))
+    const parsed = yield* parseDurations("--ttl", raw).pipe(
+      Effect.catch(() => fail(`--ttl: "${raw}" is not a duration such as 15m or 1h`))
+    )
     const seconds = parsed.length === 1 ? Math.round(Duration.toMillis(parsed[0]!) / 1000) : Number.NaN
     if (!(seconds >= 60 && seconds <= MAX_LINK_TTL_SECONDS)) {
       return yield* fail(`--ttl must be one duration between 1m and ${MAX_LINK_TTL_SECONDS / 3600}h`)
@@ -27,9 +29,16 @@ const consoleLogin = Command.make(
   "login",
   {
     org: orgFlag,
-    preset: Flag.Literals("preset", ConsolePresetNames).pipe(Flag.withDescription("What the person may do: reviewer, approver or admin")),
-    name: Flag.String("name").pipe(Flag.withDescription("The person's name, as records will name them (console:<name>)")),
-    ttl: Flag.String("ttl").pipe(Flag.withDescription("How long the link works (default 15m, at most 24h)"), Flag.optional),
+    preset: Flag.Literals("preset", ConsolePresetNames).pipe(
+      Flag.withDescription("What the person may do: reviewer, approver or admin")
+    ),
+    name: Flag.String("name").pipe(
+      Flag.withDescription("The person's name, as records will name them (console:<name>)")
+    ),
+    ttl: Flag.String("ttl").pipe(
+      Flag.withDescription("How long the link works (default 15m, at most 24h)"),
+      Flag.optional
+    ),
     json
   },
   Effect.fn(function*({ org, preset, name, ttl, json }) {
@@ -41,7 +50,11 @@ const consoleLogin = Command.make(
     const link = yield* sessions.createLink({ orgId: org, preset, person: name.trim(), ttlSeconds }).pipe(
       Effect.catchTag("OrgNotFound", () => fail(`no organization ${org}`))
     )
-    const host = config.host === "0.0.0.0" || config.host === "::" ? "127.0.0.1" : config.host.includes(":") ? `[${config.host}]` : config.host
+    const host = config.host === "0.0.0.0" || config.host === "::"
+      ? "127.0.0.1"
+      : config.host.includes(":")
+      ? `[${config.host}]`
+      : config.host
     const base = Option.getOrElse(config.publicUrl, () => `http://${host}:${config.port}`)
     // The secret is in the fragment: browsers never send it, so it never reaches a server log.
     const url = `${base}/console/sign-in#${link.token}`
@@ -62,7 +75,9 @@ const consoleSessions = Command.make(
     yield* print(
       json,
       { sessions: list },
-      list.map((s) => `${s.id}  ${s.preset}  ${s.person}  last seen ${s.last_seen_at}  ends by ${s.expires_at}`).join("\n") ||
+      list.map((s) => `${s.id}  ${s.preset}  ${s.person}  last seen ${s.last_seen_at}  ends by ${s.expires_at}`).join(
+        "\n"
+      ) ||
         "no console sessions"
     )
   })
@@ -71,13 +86,23 @@ const consoleSessions = Command.make(
 const consoleRevoke = Command.make(
   "revoke",
   {
-    session: Flag.String("session").pipe(Flag.withDescription("Console session id"), Flag.withSchema(Uuid), Flag.optional),
-    all: Flag.Boolean("all").pipe(Flag.withDescription("Every session of --org"), Flag.withDefault(false)),
-    person: Flag.String("person").pipe(
-      Flag.withDescription("One person's access to --org: their sessions, their API keys, delegations and reviewer address"),
+    session: Flag.String("session").pipe(
+      Flag.withDescription("Console session id"),
+      Flag.withSchema(Uuid),
       Flag.optional
     ),
-    org: Flag.String("org").pipe(Flag.withDescription("Organization id (with --all or --person)"), Flag.withSchema(Uuid), Flag.optional),
+    all: Flag.Boolean("all").pipe(Flag.withDescription("Every session of --org"), Flag.withDefault(false)),
+    person: Flag.String("person").pipe(
+      Flag.withDescription(
+        "One person's access to --org: their sessions, their API keys, delegations and reviewer address"
+      ),
+      Flag.optional
+    ),
+    org: Flag.String("org").pipe(
+      Flag.withDescription("Organization id (with --all or --person)"),
+      Flag.withSchema(Uuid),
+      Flag.optional
+    ),
     json
   },
   Effect.fn(function*({ session, all, person, org, json }) {
@@ -95,7 +120,9 @@ const consoleRevoke = Command.make(
       )
     }
     if (Option.isSome(session)) {
-      yield* sessions.revoke(session.value).pipe(Effect.catchTag("SessionNotFound", () => fail(`no console session ${session.value}`)))
+      yield* sessions.revoke(session.value).pipe(
+        Effect.catchTag("SessionNotFound", () => fail(`no console session ${session.value}`))
+      )
       return yield* print(json, { revoked: 1, session_id: session.value }, `revoked console session ${session.value}`)
     }
     if (Option.isNone(org)) return yield* fail("--all needs --org ORG_ID")

@@ -7,10 +7,10 @@
  */
 import { Effect, Layer, Option } from "effect"
 import { ConsoleSessions } from "../console/ConsoleSessions.ts"
-import { Identity } from "../identity/Identity.ts"
-import { SvcConfig } from "../platform/Config.ts"
 import { Database, embeddedSettings, serverSessionSettings } from "../database/Database.ts"
 import { Migrations } from "../database/Migrations.ts"
+import { Identity } from "../identity/Identity.ts"
+import { SvcConfig } from "../platform/Config.ts"
 
 export const CliDatabaseLive = Layer.unwrap(Effect.gen(function*() {
   const config = yield* SvcConfig

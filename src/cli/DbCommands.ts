@@ -2,17 +2,21 @@
  * `svc db`: one read-only statement, run so that nothing it does outlives
  * it (`readOnlyQuery`), and the embedded database's data as SQL (`dump`).
  */
+import * as Argument from "effect/cli/Argument"
+import * as Command from "effect/cli/Command"
 import * as Console from "effect/Console"
 import * as Data from "effect/Data"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
-import * as Argument from "effect/cli/Argument"
-import * as Command from "effect/cli/Command"
 import type { SqlClient } from "effect/sql"
 import { fail, json, loadDatabaseInfo, loadSql } from "./Common.ts"
 
 /** JSON with bigints as strings and dates as ISO text. */
-const toJson = (value: unknown) => JSON.stringify(value, (_, v) => typeof v === "bigint" ? v.toString() : v instanceof Uint8Array ? Buffer.from(v).toString("hex") : v)
+const toJson = (value: unknown) =>
+  JSON.stringify(
+    value,
+    (_, v) => typeof v === "bigint" ? v.toString() : v instanceof Uint8Array ? Buffer.from(v).toString("hex") : v
+  )
 
 /** How long `db query`'s statement may run, on either database. */
 export const QUERY_TIMEOUT = Duration.seconds(5)
@@ -90,7 +94,14 @@ export const databaseMessage = (error: unknown): string => {
 
 const dbQuery = Command.make(
   "query",
-  { statement: Argument.String("statement").pipe(Argument.withDescription(`One SQL statement, run read-only and rolled back, for at most ${Duration.format(QUERY_TIMEOUT)}`)), json },
+  {
+    statement: Argument.String("statement").pipe(
+      Argument.withDescription(
+        `One SQL statement, run read-only and rolled back, for at most ${Duration.format(QUERY_TIMEOUT)}`
+      )
+    ),
+    json
+  },
   Effect.fn(function*({ statement, json }) {
     const rows = yield* readOnlyQuery(statement).pipe(
       Effect.catchTag("SqlError", (error) => fail(`the query failed: ${databaseMessage(error)}`))
@@ -98,7 +109,9 @@ const dbQuery = Command.make(
     yield* Console.log(json ? toJson({ rows }) : rows.map(toJson).join("\n") || "(no rows)")
   })
 ).pipe(Command.withDescription(
-  `Run one read-only SQL statement (at most ${Duration.format(QUERY_TIMEOUT)}; on the embedded database, on a copy of its data), roll it back, and print its rows`
+  `Run one read-only SQL statement (at most ${
+    Duration.format(QUERY_TIMEOUT)
+  }; on the embedded database, on a copy of its data), roll it back, and print its rows`
 ))
 
 const dbDump = Command.make(

@@ -2,12 +2,12 @@
  * The commands on organizations and what belongs to them: `orgs`, `keys`
  * (API keys) and `notifications reviewer-email`.
  */
+import * as Command from "effect/cli/Command"
+import * as Flag from "effect/cli/Flag"
 import * as Console from "effect/Console"
 import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
 import * as Schema from "effect/Schema"
-import * as Command from "effect/cli/Command"
-import * as Flag from "effect/cli/Flag"
 import { Scopes } from "../api/ScopeNames.ts"
 import type { ScopeName } from "../api/Security.ts"
 import { fail, json, loadIdentity, print, Uuid } from "./Common.ts"
@@ -25,7 +25,9 @@ const orgsCreate = Command.make(
     // Names need not be unique; a second one of a name is told on stderr, so --json's output stays one object.
     if (namesakes.length > 0) {
       const ids = namesakes.map((other) => other.id).join(", ")
-      yield* Console.error(`svc: note: ${JSON.stringify(name)} is also the name of ${ids}; this organization is ${org.id}`)
+      yield* Console.error(
+        `svc: note: ${JSON.stringify(name)} is also the name of ${ids}; this organization is ${org.id}`
+      )
     }
     yield* print(json, org, `created organization ${org.id} (${org.name})`)
   })
@@ -46,10 +48,20 @@ const orgsDelete = Command.make(
   { id: Flag.String("id").pipe(Flag.withDescription("Organization id"), Flag.withSchema(Uuid)), json },
   Effect.fn(function*({ id, json }) {
     const identity = yield* loadIdentity
-    const { keys } = yield* identity.deleteOrg(id).pipe(Effect.catchTag("OrgNotFound", () => fail(`no organization ${id}`)))
-    yield* print(json, { id, deleted: true, keys }, `deleted organization ${id} and all its data (${keys} API key(s) refused from now on)`)
+    const { keys } = yield* identity.deleteOrg(id).pipe(
+      Effect.catchTag("OrgNotFound", () => fail(`no organization ${id}`))
+    )
+    yield* print(
+      json,
+      { id, deleted: true, keys },
+      `deleted organization ${id} and all its data (${keys} API key(s) refused from now on)`
+    )
   })
-).pipe(Command.withDescription("Delete an organization and every row of its data, in one transaction; its keys are refused at once"))
+).pipe(
+  Command.withDescription(
+    "Delete an organization and every row of its data, in one transaction; its keys are refused at once"
+  )
+)
 
 export const orgs = Command.make("orgs").pipe(
   Command.withDescription("Manage organizations"),
@@ -93,7 +105,9 @@ const keysList = Command.make(
   { org: Flag.String("org").pipe(Flag.withDescription("Organization id"), Flag.withSchema(Uuid)), json },
   Effect.fn(function*({ org, json }) {
     const identity = yield* loadIdentity
-    const keys = yield* identity.listKeys(org).pipe(Effect.catchTag("OrgNotFound", () => fail(`no organization ${org}`)))
+    const keys = yield* identity.listKeys(org).pipe(
+      Effect.catchTag("OrgNotFound", () => fail(`no organization ${org}`))
+    )
     yield* print(
       json,
       { keys },
@@ -125,7 +139,10 @@ const reviewerEmail = Command.make(
   "reviewer-email",
   {
     org: Flag.String("org").pipe(Flag.withDescription("Organization id"), Flag.withSchema(Uuid)),
-    email: Flag.String("email").pipe(Flag.withDescription("Reviewer address for approval requests and deadline notices"), Flag.optional),
+    email: Flag.String("email").pipe(
+      Flag.withDescription("Reviewer address for approval requests and deadline notices"),
+      Flag.optional
+    ),
     clear: Flag.Boolean("clear").pipe(Flag.withDescription("Remove the reviewer address"), Flag.withDefault(false)),
     json
   },
@@ -146,7 +163,11 @@ const reviewerEmail = Command.make(
       address === null ? `cleared the reviewer address of ${org}` : `reviewer address of ${org}: ${address}`
     )
   })
-).pipe(Command.withDescription("Set or clear the organization's reviewer email address (mailed when SVC_SMTP_URL is set); an address the operator sets needs no confirmation"))
+).pipe(
+  Command.withDescription(
+    "Set or clear the organization's reviewer email address (mailed when SVC_SMTP_URL is set); an address the operator sets needs no confirmation"
+  )
+)
 
 export const notifications = Command.make("notifications").pipe(
   Command.withDescription("Notification settings"),

@@ -10,20 +10,19 @@
  */
 import * as NodeRuntime from "@effect/platform-node/NodeRuntime"
 import * as NodeServices from "@effect/platform-node/NodeServices"
+import * as Command from "effect/cli/Command"
 import * as Clock from "effect/Clock"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Logger from "effect/Logger"
-import * as Command from "effect/cli/Command"
+import { VERSION } from "../api/Version.ts"
 import { SvcConfig } from "../platform/Config.ts"
 import { isHeld } from "../platform/DataDir.ts"
 import { startFailure } from "../platform/StartFailure.ts"
 import { adminSocketPath, answers, sendCommand } from "./Admin.ts"
-import { VERSION } from "../api/Version.ts"
 import { argv, local } from "./Argv.ts"
 import { commands } from "./Commands.ts"
-
 
 /** The running server's admin socket, if a server holds the data directory; `undefined`: run here. */
 const runningServer = Effect.gen(function*() {
@@ -42,7 +41,9 @@ const runningServer = Effect.gen(function*() {
 
 // Commands open the database only when they run, and load its modules
 // then: `--help` loads the CLI alone.
-const ServicesLive = Layer.unwrap(Effect.map(Effect.promise(() => import("./Database.ts")), (module) => module.CliServicesLive))
+const ServicesLive = Layer.unwrap(
+  Effect.map(Effect.promise(() => import("./Database.ts")), (module) => module.CliServicesLive)
+)
 
 /**
  * A failure's line for the CLI, after `svc: ` as every CLI error is. A

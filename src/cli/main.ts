@@ -44,7 +44,10 @@ if (argv.length === 1 && argv[0] === "--version") {
   // CPU without the worker (`orgs create` 0.88 to 0.46 CPU-s and 597 to
   // 386 ms, `npm run bench -- cli`).
   if (!local && embeddedDatabase() && !(await serverAnswers())) {
-    const [{ baselineWasmOnly }, { startEarlyWorker }] = await Promise.all([import("./BaselineWasm.ts"), import("../database/embedded/EarlyWorker.ts")])
+    const [{ baselineWasmOnly }, { startEarlyWorker }] = await Promise.all([
+      import("./BaselineWasm.ts"),
+      import("../database/embedded/EarlyWorker.ts")
+    ])
     baselineWasmOnly()
     startEarlyWorker()
   }

@@ -11,6 +11,7 @@
  */
 import { PgClient } from "@effect/sql-pg"
 import { Context, Data, Effect, Layer, Option, Schema } from "effect"
+import type { SqlClient, Statement } from "effect/sql"
 import type { ConsoleSession, ConsoleSessionSummary } from "../api/Console.ts"
 import { LinkExpired, LinkInvalid, LinkUsed } from "../api/Console.ts"
 import { consoleActor, ConsolePreset, ConsolePresets, type Principal, type ScopeName } from "../api/Security.ts"
@@ -19,7 +20,6 @@ import { sha256Hex } from "../platform/Digest.ts"
 import { newId } from "../platform/Ids.ts"
 import { Instant, InstantOrNull, rowsOf } from "../platform/Rows.ts"
 import { iso } from "../platform/Time.ts"
-import type { SqlClient, Statement } from "effect/sql"
 
 /** Sign-in link secrets start with this; session cookies with `SESSION_PREFIX`. */
 export const LINK_PREFIX = "svl_"
@@ -61,9 +61,15 @@ const LiveSessionFields = {
 const LiveSessionRow = Schema.Struct(LiveSessionFields).pipe(Schema.encodeKeys(SESSION_KEYS))
 export type LiveSession = typeof LiveSessionRow.Type
 const SessionRows = rowsOf("console_sessions", LiveSessionRow)
-const StaleRows = rowsOf("console_sessions", Schema.Struct({ ...LiveSessionFields, stale: Schema.Boolean }).pipe(Schema.encodeKeys(SESSION_KEYS)))
+const StaleRows = rowsOf(
+  "console_sessions",
+  Schema.Struct({ ...LiveSessionFields, stale: Schema.Boolean }).pipe(Schema.encodeKeys(SESSION_KEYS))
+)
 const LinkRows = rowsOf("console_links", Schema.Struct({ expires_at: Instant }))
-const UsedLinkRows = rowsOf("console_links", Schema.Struct({ org_id: Schema.String, preset: ConsolePreset, person: Schema.String }))
+const UsedLinkRows = rowsOf(
+  "console_links",
+  Schema.Struct({ org_id: Schema.String, preset: ConsolePreset, person: Schema.String })
+)
 const RevokedRows = rowsOf("console_sessions", Schema.Struct({ sessions: Schema.Number, keys: Schema.Number }))
 const KnownLinkRows = rowsOf("console_links", Schema.Struct({ used_at: InstantOrNull, expires_at: Instant }))
 
@@ -107,7 +113,8 @@ const summarize = (session: LiveSession, currentId: string | undefined): Console
 const SESSION_COLUMNS = "id, org_id, preset, person, created_at, last_seen_at, absolute_expires_at"
 
 /** The SQL condition of a live session (not revoked, not idle too long, not too old). */
-const LIVE = `revoked_at IS NULL AND last_seen_at > now() - make_interval(secs => ${IDLE_TIMEOUT_SECONDS}) AND absolute_expires_at > now()`
+const LIVE =
+  `revoked_at IS NULL AND last_seen_at > now() - make_interval(secs => ${IDLE_TIMEOUT_SECONDS}) AND absolute_expires_at > now()`
 
 export interface NewLink {
   readonly orgId: string
@@ -118,7 +125,9 @@ export interface NewLink {
 
 export class ConsoleSessions extends Context.Service<ConsoleSessions, {
   /** A one-time sign-in link's secret and expiry (the CLI builds the URL). */
-  readonly createLink: (input: NewLink) => Effect.Effect<{ readonly token: string; readonly expiresAt: string }, OrgNotFound>
+  readonly createLink: (
+    input: NewLink
+  ) => Effect.Effect<{ readonly token: string; readonly expiresAt: string }, OrgNotFound>
   /** Uses a link: a new session and its cookie token. */
   readonly signIn: (token: string) => Effect.Effect<
     { readonly session: LiveSession; readonly cookie: string },
@@ -142,7 +151,10 @@ export class ConsoleSessions extends Context.Service<ConsoleSessions, {
    * delegations given and received, and their reviewer address (so its
    * links and mail). How many sessions and keys ended.
    */
-  readonly revokePerson: (orgId: string, person: string) => Effect.Effect<{ readonly sessions: number; readonly keys: number }>
+  readonly revokePerson: (
+    orgId: string,
+    person: string
+  ) => Effect.Effect<{ readonly sessions: number; readonly keys: number }>
 }>()("svc/console/ConsoleSessions") {
   static readonly layer = Layer.effect(
     ConsoleSessions,
@@ -210,7 +222,9 @@ export class ConsoleSessions extends Context.Service<ConsoleSessions, {
       const authenticate = Effect.fn("ConsoleSessions.authenticate")(function*(cookie: string) {
         if (!cookie.startsWith(SESSION_PREFIX) || cookie.length > 200) return Option.none<LiveSession>()
         const row = yield* StaleRows.one(sql`
-          SELECT ${sql.literal(SESSION_COLUMNS)}, last_seen_at < now() - make_interval(secs => ${TOUCH_EVERY_SECONDS}) AS stale
+          SELECT ${
+          sql.literal(SESSION_COLUMNS)
+        }, last_seen_at < now() - make_interval(secs => ${TOUCH_EVERY_SECONDS}) AS stale
           FROM console_sessions WHERE token_hash = ${sha256Hex(cookie)} AND ${sql.literal(LIVE)}
         `)
         if (row === undefined) return Option.none<LiveSession>()
@@ -263,10 +277,22 @@ export class ConsoleSessions extends Context.Service<ConsoleSessions, {
       })
 
       const revokePerson = Effect.fn("ConsoleSessions.revokePerson")(function*(orgId: string, person: string) {
-        return yield* RevokedRows.returned(sql`SELECT sessions, keys FROM svc_revoke_console_person(${orgId}, ${person})`)
+        return yield* RevokedRows.returned(
+          sql`SELECT sessions, keys FROM svc_revoke_console_person(${orgId}, ${person})`
+        )
       })
 
-      return ConsoleSessions.of({ createLink, signIn, authenticate, isLive, signOut, list, revoke, revokeAll, revokePerson })
+      return ConsoleSessions.of({
+        createLink,
+        signIn,
+        authenticate,
+        isLive,
+        signOut,
+        list,
+        revoke,
+        revokeAll,
+        revokePerson
+      })
     })
   )
 }

@@ -22,7 +22,10 @@ const SAFE_METHODS = new Set(["GET", "HEAD", "OPTIONS"])
  * browser's `Origin` names the public host. (A page of another site can set
  * neither header without a CORS preflight, which is never answered.)
  */
-export const crossSiteReason = (request: HttpServerRequest.HttpServerRequest, publicHost?: string): string | undefined => {
+export const crossSiteReason = (
+  request: HttpServerRequest.HttpServerRequest,
+  publicHost?: string
+): string | undefined => {
   if (SAFE_METHODS.has(request.method.toUpperCase())) return undefined
   const header = request.headers[CONSOLE_HEADER]
   if (header === undefined || header.trim() === "") {
@@ -49,11 +52,12 @@ export const crossSiteReason = (request: HttpServerRequest.HttpServerRequest, pu
 }
 
 /** Fails with `CROSS_SITE_REQUEST` when the current request may not change state with the console cookie. */
-export const requireConsoleOrigin = (publicHost?: string) => Effect.gen(function*() {
-  const request = yield* HttpServerRequest.HttpServerRequest
-  const reason = crossSiteReason(request, publicHost)
-  if (reason !== undefined) return yield* new CrossSiteRequest({ detail: reason })
-})
+export const requireConsoleOrigin = (publicHost?: string) =>
+  Effect.gen(function*() {
+    const request = yield* HttpServerRequest.HttpServerRequest
+    const reason = crossSiteReason(request, publicHost)
+    if (reason !== undefined) return yield* new CrossSiteRequest({ detail: reason })
+  })
 
 /** Whether `SVC_PUBLIC_URL` is an HTTPS URL. */
 export const httpsPublicUrl = (publicUrl: Option.Option<string>): boolean =>

@@ -27,7 +27,10 @@ const setSessionCookie = (value: string | undefined, httpsPublic: boolean) =>
       Effect.succeed(
         value === undefined
           ? HttpServerResponse.expireCookieUnsafe(response, name, options)
-          : HttpServerResponse.setCookieUnsafe(response, name, value, { ...options, maxAge: `${MAX_SESSION_SECONDS} seconds` })
+          : HttpServerResponse.setCookieUnsafe(response, name, value, {
+            ...options,
+            maxAge: `${MAX_SESSION_SECONDS} seconds`
+          })
       )
     )
   })
@@ -77,7 +80,9 @@ export const ConsoleHandlers = HttpApiBuilder.group(
     const sessions = yield* ConsoleSessions
     return handlers.handleAll({
       listSessions: () =>
-        CurrentPrincipal.use((p) => sessions.list(p.orgId, p.consoleSessionId)).pipe(Effect.map((list) => ({ sessions: list }))),
+        CurrentPrincipal.use((p) => sessions.list(p.orgId, p.consoleSessionId)).pipe(
+          Effect.map((list) => ({ sessions: list }))
+        ),
       revokeSession: ({ params }) =>
         CurrentPrincipal.use((p) =>
           sessions.revoke(params.session_id, p.orgId).pipe(

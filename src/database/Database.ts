@@ -12,17 +12,17 @@
  */
 import { PgClient } from "@effect/sql-pg"
 import { Context, Data, Duration, Effect, Layer, Option, Redacted, type Scope } from "effect"
-import * as fs from "node:fs"
-import * as path from "node:path"
-import { randomBytes } from "node:crypto"
 import { Reactivity } from "effect/reactivity"
 import { SqlClient, type SqlError } from "effect/sql"
+import { randomBytes } from "node:crypto"
+import * as fs from "node:fs"
+import * as path from "node:path"
 import { SvcConfig, type SvcConfigShape } from "../platform/Config.ts"
 import { ensurePrivateDir, holdDataDir } from "../platform/DataDir.ts"
+import { compiledPglite } from "./embedded/CompiledOnce.ts"
+import { keepCheckpoints } from "./embedded/EmbeddedCheckpoints.ts"
 import { makeEmbeddedClient } from "./embedded/EmbeddedClient.ts"
 import { type EmbeddedSession, type EmbeddedSessionOptions, startSession } from "./embedded/EmbeddedSession.ts"
-import { keepCheckpoints } from "./embedded/EmbeddedCheckpoints.ts"
-import { compiledPglite } from "./embedded/CompiledOnce.ts"
 import { keepStatistics } from "./embedded/EmbeddedStatistics.ts"
 import { keepVacuumed } from "./embedded/EmbeddedVacuum.ts"
 import { serverClientLayer } from "./ServerClient.ts"
@@ -56,7 +56,10 @@ export class DatabaseInfo extends Context.Service<DatabaseInfo, {
 export type EmbeddedSettings = Pick<EmbeddedSessionOptions, "statementTimeout" | "transactionTimeout">
 
 /** What every database layer provides. */
-export type DatabaseLayer = Layer.Layer<DatabaseInfo | PgClient.PgClient | SqlClient.SqlClient, DatabaseUnavailable | SqlError.SqlError>
+export type DatabaseLayer = Layer.Layer<
+  DatabaseInfo | PgClient.PgClient | SqlClient.SqlClient,
+  DatabaseUnavailable | SqlError.SqlError
+>
 
 const embeddedClient = (
   dataDir: string | undefined,
@@ -79,7 +82,13 @@ const embeddedClient = (
         catch: (cause) => new DatabaseUnavailable({ message: `cannot compile the embedded database: ${String(cause)}` })
       })
       : undefined
-    const session = yield* startSession({ dataDir, from: options.from, wasmModule, smallBufferPool: options.smallBufferPool, ...settings }).pipe(
+    const session = yield* startSession({
+      dataDir,
+      from: options.from,
+      wasmModule,
+      smallBufferPool: options.smallBufferPool,
+      ...settings
+    }).pipe(
       Effect.mapError((error) => new DatabaseUnavailable({ message: error.message }))
     )
     const client = yield* makeEmbeddedClient(session)
@@ -94,7 +103,13 @@ const embeddedClient = (
     }
     return Context.make(PgClient.PgClient, client).pipe(
       Context.add(SqlClient.SqlClient, client),
-      Context.add(DatabaseInfo, { kind, address: dataDir ?? "memory", supportsNotify: false, lost: session.lost, embedded: session })
+      Context.add(DatabaseInfo, {
+        kind,
+        address: dataDir ?? "memory",
+        supportsNotify: false,
+        lost: session.lost,
+        embedded: session
+      })
     )
   })).pipe(Layer.provide(Reactivity.layer))
 
@@ -126,7 +141,8 @@ const holdEmbedded = (absolute: string, options: { readonly waitMs?: number }) =
     fs.rmSync(path.join(absolute, ".s.PGSQL.5432"), { force: true })
   }).pipe(
     Effect.catchTags({
-      DataDirError: (error) => Effect.fail(new DatabaseUnavailable({ message: error.message, setting: "SVC_DATA_DIR" })),
+      DataDirError: (error) =>
+        Effect.fail(new DatabaseUnavailable({ message: error.message, setting: "SVC_DATA_DIR" })),
       DataDirHeld: (error) => Effect.fail(new DatabaseUnavailable({ message: error.message, held: true }))
     })
   )
@@ -200,7 +216,13 @@ const serverLayer = (
         idle_in_transaction_session_timeout: pgMillis(settings.idleInTransactionTimeout)
       }
     }),
-    Layer.succeed(DatabaseInfo, { kind: "server", address, supportsNotify: true, lost: Effect.never, embedded: undefined })
+    Layer.succeed(DatabaseInfo, {
+      kind: "server",
+      address,
+      supportsNotify: true,
+      lost: Effect.never,
+      embedded: undefined
+    })
   )
 }
 
@@ -220,7 +242,11 @@ const scratchServerLayer = (
     const name = `svc_test_${randomBytes(6).toString("hex")}`
     const admin = yield* PgClient.makeClient({ url: adminUrl }).pipe(Effect.provide(Reactivity.layer))
     yield* Effect.acquireRelease(
-      admin.unsafe(template === undefined || template === "" ? `CREATE DATABASE ${name}` : `CREATE DATABASE ${name} TEMPLATE "${template.replace(/"/g, "\"\"")}"`),
+      admin.unsafe(
+        template === undefined || template === ""
+          ? `CREATE DATABASE ${name}`
+          : `CREATE DATABASE ${name} TEMPLATE "${template.replace(/"/g, "\"\"")}"`
+      ),
       () =>
         admin.unsafe(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`).pipe(
           Effect.catch((error) => Effect.logWarning(`could not drop scratch database ${name}`, error))

@@ -3,9 +3,9 @@ import { PgMigrator } from "@effect/sql-pg"
 import { Data, Effect, Layer, Option, Runtime, Schema } from "effect"
 import { SqlClient } from "effect/sql"
 import { VERSION } from "../api/Version.ts"
-import { migrations, releaseOf } from "./migrations/index.ts"
 import { rowsOf } from "../platform/Rows.ts"
 import { cannotConnect, MigrationFailed } from "../platform/StartFailure.ts"
+import { migrations, releaseOf } from "./migrations/index.ts"
 
 /**
  * Orders two release versions (`major.minor.patch`) by their numbers:
@@ -52,13 +52,19 @@ export const refusal = (version: string, applied: ReadonlyArray<AppliedMigration
   const advice = "upgrade svc or use a database of this version"
   if (newest !== undefined) {
     return Option.some(
-      `svc ${version} cannot start: the database schema belongs to svc ${newest.svc_version} (migration ${keyOf(newest)}); ${advice}`
+      `svc ${version} cannot start: the database schema belongs to svc ${newest.svc_version} (migration ${
+        keyOf(newest)
+      }); ${advice}`
     )
   }
   const unknown = applied.findLast((migration) => !releaseOf.has(keyOf(migration)))
   if (unknown === undefined) return Option.none()
   const recorded = unknown.svc_version === null ? "" : ` (svc ${unknown.svc_version})`
-  return Option.some(`svc ${version} cannot start: the database has migration ${keyOf(unknown)}${recorded}, which this build does not know; ${advice}`)
+  return Option.some(
+    `svc ${version} cannot start: the database has migration ${
+      keyOf(unknown)
+    }${recorded}, which this build does not know; ${advice}`
+  )
 }
 
 /** The advisory lock migration runs take turns on (the webhook dispatcher's is 7_300_001). */
@@ -110,7 +116,9 @@ const runAs = (version: string) =>
         for (const [release, ids] of unrecorded) {
           yield* sql`
             INSERT INTO svc_schema_versions (migration_id, name, svc_version, applied_at)
-            SELECT migration_id, name, ${release}::text, created_at FROM svc_migrations WHERE migration_id IN ${sql.in(ids)}
+            SELECT migration_id, name, ${release}::text, created_at FROM svc_migrations WHERE migration_id IN ${
+            sql.in(ids)
+          }
           `
         }
         return applied
@@ -122,10 +130,14 @@ const runAs = (version: string) =>
 export const Migrations = {
   // The entry points report a failure as their one line (`StartFailure.ts`):
   // a database that cannot be reached as such, a refused migration as one.
-  layer: Layer.effectDiscard(runAs(VERSION).pipe(
-    Effect.catchTag("SqlError", (error) =>
-      Effect.fail(cannotConnect(error) ? error : new MigrationFailed({ message: error.message })))
-  )),
+  layer: Layer.effectDiscard(
+    runAs(VERSION).pipe(
+      Effect.catchTag(
+        "SqlError",
+        (error) => Effect.fail(cannotConnect(error) ? error : new MigrationFailed({ message: error.message }))
+      )
+    )
+  ),
   run: runAs(VERSION),
   /** As a build of another version would (tests simulate an older one). */
   runAs

@@ -11,8 +11,8 @@
  */
 import { PgClient, PgPool } from "@effect/sql-pg"
 import type * as PgConnection from "@effect/sql-pg/PgConnection"
-import type * as Arr from "effect/Array"
 import { Effect, type Scope, Stream } from "effect"
+import type * as Arr from "effect/Array"
 import { Reactivity } from "effect/reactivity"
 import { SqlClient } from "effect/sql"
 import type { Connection } from "effect/sql/SqlConnection"

@@ -16,10 +16,10 @@
  * the sender already woke its own workers without a round trip.
  */
 import { PgClient } from "@effect/sql-pg"
-import * as crypto from "node:crypto"
 import { Context, Deferred, Duration, Effect, Latch, Layer, Queue, type Scope } from "effect"
-import { DatabaseInfo } from "./Database.ts"
+import * as crypto from "node:crypto"
 import { doubling } from "../platform/Backoff.ts"
+import { DatabaseInfo } from "./Database.ts"
 
 const CHANNEL = "svc_wakeup"
 
@@ -85,7 +85,12 @@ export const keepListening = (options: {
       Effect.catch((error) =>
         Effect.gen(function*() {
           // One line per outage, not one per attempt.
-          if (failures === 0) yield* Effect.logWarning(`${options.what} stopped listening; polling until the database answers again`, error)
+          if (failures === 0) {
+            yield* Effect.logWarning(
+              `${options.what} stopped listening; polling until the database answers again`,
+              error
+            )
+          }
           failures++
         })
       ),
@@ -120,7 +125,11 @@ export class Wakeups extends Context.Service<Wakeups, {
    * (without the prefix), from this process and others; `resync` runs when
    * notifications may have been lost (the listener connected again).
    */
-  readonly subscribe: (prefix: string, handle: (rest: string) => Effect.Effect<void>, resync: Effect.Effect<void>) => Effect.Effect<void>
+  readonly subscribe: (
+    prefix: string,
+    handle: (rest: string) => Effect.Effect<void>,
+    resync: Effect.Effect<void>
+  ) => Effect.Effect<void>
 }>()("svc/platform/Wakeups") {
   static readonly layer = Layer.effect(
     Wakeups,
@@ -130,7 +139,13 @@ export class Wakeups extends Context.Service<Wakeups, {
       // Our own notifications come back to us; this tag tells them apart.
       const origin = crypto.randomUUID()
       const latches = new Map<string, Latch.Latch>()
-      const subscribers: Array<{ readonly prefix: string; readonly handle: (rest: string) => Effect.Effect<void>; readonly resync: Effect.Effect<void> }> = []
+      const subscribers: Array<
+        {
+          readonly prefix: string
+          readonly handle: (rest: string) => Effect.Effect<void>
+          readonly resync: Effect.Effect<void>
+        }
+      > = []
       const latch = (topic: string) => {
         let found = latches.get(topic)
         if (found === undefined) {

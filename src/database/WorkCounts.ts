@@ -47,7 +47,11 @@ export interface TransactionState {
  * Counts one statement the database answered with `command` (the command
  * tag's first word; `undefined` when the driver gives none) and `rowCount`.
  */
-export const countStatement = (state: TransactionState, command: string | undefined, rowCount: number | undefined): void => {
+export const countStatement = (
+  state: TransactionState,
+  command: string | undefined,
+  rowCount: number | undefined
+): void => {
   workCounts.statements++
   if (command === undefined) {
     if (!state.inTransaction) workCounts.transactions++

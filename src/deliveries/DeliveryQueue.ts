@@ -18,13 +18,13 @@ import { DatabaseInfo } from "../database/Database.ts"
 import { Topics, Wakeups } from "../database/Wakeups.ts"
 import * as Enqueue from "./Enqueue.ts"
 import * as Leases from "./Leases.ts"
-import * as Listing from "./records/Listing.ts"
 import { makeLogLeases } from "./log/HeldLeases.ts"
-import { makeRowClaimPacing } from "./rows/ClaimPacing.ts"
-import * as Replay from "./rows/Replay.ts"
+import * as Listing from "./records/Listing.ts"
 import * as Retention from "./records/Retention.ts"
 import * as Search from "./records/Search.ts"
 import * as Rows from "./Rows.ts"
+import { makeRowClaimPacing } from "./rows/ClaimPacing.ts"
+import * as Replay from "./rows/Replay.ts"
 import { nextDueStatement } from "./rows/Statements.ts"
 import * as Targets from "./Targets.ts"
 
@@ -37,10 +37,11 @@ import type { AttemptRecord, Claimed, CooldownPolicy, DeliveryKind, Outcome, Rep
  * is, and one per settle batch was 0.7 % of svc's busy CPU in the webhook
  * drain (`bench/notes/webhook-sender.md`).
  */
-const bind = <C>(client: C) =>
-<Args extends ReadonlyArray<unknown>, A, E>(name: string, f: (client: C, ...args: Args) => Effect.Effect<A, E>) =>
-(...args: Args): Effect.Effect<A, E> =>
-  Effect.withSpan(f(client, ...args), `DeliveryQueue.${name}`, { captureStackTrace: false })
+const bind =
+  <C>(client: C) =>
+  <Args extends ReadonlyArray<unknown>, A, E>(name: string, f: (client: C, ...args: Args) => Effect.Effect<A, E>) =>
+  (...args: Args): Effect.Effect<A, E> =>
+    Effect.withSpan(f(client, ...args), `DeliveryQueue.${name}`, { captureStackTrace: false })
 
 /** The queue's operations over one SQL client (the service is this, as a layer). */
 export const make = (sql: PgClient.PgClient, wakeups: Wakeups["Service"], info: DatabaseInfo["Service"]) => {
@@ -69,8 +70,11 @@ export const make = (sql: PgClient.PgClient, wakeups: Wakeups["Service"], info: 
      * Most callers want `enqueueAll`; this one saves a transaction's round
      * trips on the embedded database's only session.
      */
-    enqueueFrom: <S extends Schema.Constraint & { readonly DecodingServices: never }>(source: Enqueue.EnqueueSource, table: string, row: S) =>
-      Enqueue.enqueueFrom(sql, source, table, row).pipe(Effect.withSpan("DeliveryQueue.enqueueFrom")),
+    enqueueFrom: <S extends Schema.Constraint & { readonly DecodingServices: never }>(
+      source: Enqueue.EnqueueSource,
+      table: string,
+      row: S
+    ) => Enqueue.enqueueFrom(sql, source, table, row).pipe(Effect.withSpan("DeliveryQueue.enqueueFrom")),
     /** Takes leases on due deliveries of `kind`; any process may call it. */
     claim: withLog("claim", Leases.claim),
     /**
@@ -91,8 +95,11 @@ export const make = (sql: PgClient.PgClient, wakeups: Wakeups["Service"], info: 
      */
     release: withLog("release", Leases.release),
     /** Queues a `failed` delivery again, keeping its row and event id; respects the target's cooldown. Wakes the kind's workers. */
-    replay: op("replay", (sql, input: ReplayInput) =>
-      Effect.tap(Replay.replay(sql, input), () => wakeups.signal(Topics.deliveries(input.kind)))),
+    replay: op(
+      "replay",
+      (sql, input: ReplayInput) =>
+        Effect.tap(Replay.replay(sql, input), () => wakeups.signal(Topics.deliveries(input.kind)))
+    ),
     /** The target's latest deliveries, newest first. */
     list: op("list", Listing.list),
     /**
@@ -120,8 +127,14 @@ export const make = (sql: PgClient.PgClient, wakeups: Wakeups["Service"], info: 
     /** How many deliveries of the target are still to be delivered. */
     undelivered: op("undelivered", Listing.undelivered),
     /** When the next delivery of `kind` becomes claimable (due, out of cooldown, or lease expired), if any is waiting. */
-    nextDue: op("nextDue", (sql, kind: DeliveryKind) =>
-      Effect.map(Effect.orDie(Rows.nextDue(nextDueStatement(sql, kind, log.leases.owner()))), ([row]) => Option.fromNullishOr(row?.at ?? null))),
+    nextDue: op(
+      "nextDue",
+      (sql, kind: DeliveryKind) =>
+        Effect.map(
+          Effect.orDie(Rows.nextDue(nextDueStatement(sql, kind, log.leases.owner()))),
+          ([row]) => Option.fromNullishOr(row?.at ?? null)
+        )
+    ),
     /**
      * Strict ordering of a target (`true`): its deliveries go one at a time, in
      * the order they were enqueued; one that keeps failing holds the ones behind
@@ -154,7 +167,9 @@ export const make = (sql: PgClient.PgClient, wakeups: Wakeups["Service"], info: 
   }
 }
 
-export class DeliveryQueue extends Context.Service<DeliveryQueue, ReturnType<typeof make>>()("svc/deliveries/DeliveryQueue") {
+export class DeliveryQueue
+  extends Context.Service<DeliveryQueue, ReturnType<typeof make>>()("svc/deliveries/DeliveryQueue")
+{
   static readonly layer = Layer.effect(
     DeliveryQueue,
     Effect.gen(function*() {

@@ -24,7 +24,9 @@ const underCapacity = (sql: PgClient.PgClient, id: "id" | "gen_random_uuid()", r
   sql`
     waiting AS (
       SELECT t.target_id, t.org_id, t.kind, coalesce(c.undelivered, 0) AS n,
-             t.kind IN (${sql.literal(LOGGED_KINDS.map((kind) => `'${kind}'`).join(", "))}) AND NOT coalesce(c.strict, false) AS logged
+             t.kind IN (${
+    sql.literal(LOGGED_KINDS.map((kind) => `'${kind}'`).join(", "))
+  }) AND NOT coalesce(c.strict, false) AS logged
       FROM (
         SELECT target_id, (array_agg(org_id))[1] AS org_id, (array_agg(kind))[1] AS kind
         FROM input GROUP BY target_id
@@ -35,8 +37,13 @@ const underCapacity = (sql: PgClient.PgClient, id: "id" | "gen_random_uuid()", r
       SELECT i.*, w.logged, w.n + row_number() OVER (PARTITION BY i.target_id ORDER BY i.ord) AS position
       FROM input i JOIN waiting w ON w.target_id = i.target_id
     ),
-    ${countedTargets(sql, sql`SELECT target_id, org_id, kind, (position <= capacity) AS undelivered,
-      (position <= capacity AND logged) AS logged FROM ranked`)},
+    ${
+    countedTargets(
+      sql,
+      sql`SELECT target_id, org_id, kind, (position <= capacity) AS undelivered,
+      (position <= capacity AND logged) AS logged FROM ranked`
+    )
+  },
     inserted AS (
       INSERT INTO deliveries (id, org_id, kind, target_id, status, label, event_id, payload, meta, last_error, finished_at)
       SELECT ${sql.literal(id)}, org_id, kind, target_id,
@@ -101,9 +108,11 @@ const insertMany = (sql: PgClient.PgClient, inputs: ReadonlyArray<EnqueueInput>,
         payload text, meta jsonb, capacity int)
     ),
     ${underCapacity(sql, "id", readBack ? COLUMNS : "id")}
-    ${readBack
+    ${
+    readBack
       ? sql`SELECT inserted.*, input.ord FROM inserted JOIN input ON input.id = inserted.id ORDER BY input.ord`
-      : sql`SELECT count(*)::int AS n FROM inserted`}
+      : sql`SELECT count(*)::int AS n FROM inserted`
+  }
   `
 }
 export const enqueueMany = Effect.fnUntraced(function*(sql: PgClient.PgClient, inputs: ReadonlyArray<EnqueueInput>) {
@@ -144,27 +153,34 @@ export const enqueueFrom = <S extends Schema.Constraint & { readonly DecodingSer
  * `retrying`. No capacity rule: what was sent is recorded whatever the queue
  * holds (a `retrying` one counts as undelivered from then on).
  */
-export const recordAttempted = Effect.fnUntraced(function*(sql: PgClient.PgClient, inputs: ReadonlyArray<AttemptedInput>) {
-  if (inputs.length === 0) return
-  const rows = inputs.map((input, ord) => ({
-    ...newRow(input, ord),
-    status: input.status,
-    payload: input.payload,
-    meta: input.meta,
-    error: input.error,
-    retry_after_ms: input.retryAfter === undefined ? 0 : Duration.toMillis(input.retryAfter)
-  }))
-  yield* sql`
+export const recordAttempted = Effect.fnUntraced(
+  function*(sql: PgClient.PgClient, inputs: ReadonlyArray<AttemptedInput>) {
+    if (inputs.length === 0) return
+    const rows = inputs.map((input, ord) => ({
+      ...newRow(input, ord),
+      status: input.status,
+      payload: input.payload,
+      meta: input.meta,
+      error: input.error,
+      retry_after_ms: input.retryAfter === undefined ? 0 : Duration.toMillis(input.retryAfter)
+    }))
+    yield* sql`
     WITH input AS (
       SELECT * FROM jsonb_to_recordset(${sql.json(rows)}::jsonb) AS x(
         ord int, id uuid, org_id uuid, kind text, target_id uuid, status text, payload text, meta jsonb, error text,
         retry_after_ms float8)
     ),
-    ${countedTargets(sql, sql`SELECT target_id, org_id, kind, (status = 'retrying') AS undelivered, false AS logged FROM input`)}
+    ${
+      countedTargets(
+        sql,
+        sql`SELECT target_id, org_id, kind, (status = 'retrying') AS undelivered, false AS logged FROM input`
+      )
+    }
     INSERT INTO deliveries (id, org_id, kind, target_id, status, payload, meta, attempts, last_error, next_attempt_at, finished_at)
     SELECT x.id, x.org_id, x.kind, x.target_id, x.status, x.payload, x.meta, 1, x.error,
            now() + make_interval(secs => x.retry_after_ms / 1000), CASE WHEN x.status <> 'retrying' THEN now() END
     FROM input x WHERE (SELECT count(*) FROM counted) >= 0
     ORDER BY x.ord
   `.pipe(Effect.orDie)
-})
+  }
+)

@@ -6,12 +6,12 @@
 import type { PgClient } from "@effect/sql-pg"
 import { Clock, Duration, Effect } from "effect"
 import { newId } from "../platform/Ids.ts"
+import type { LogLeases } from "./log/HeldLeases.ts"
 import * as Log from "./log/Log.ts"
 import { logSuccesses, settledOf, settleLogSuccesses } from "./log/SettleSuccesses.ts"
-import { type RowClaimPacing, rowClaimDue, rowClaimRan } from "./rows/ClaimPacing.ts"
-import type { LogLeases } from "./log/HeldLeases.ts"
-import { settleRowsJson } from "./rows/SettleInput.ts"
 import * as Rows from "./Rows.ts"
+import { rowClaimDue, type RowClaimPacing, rowClaimRan } from "./rows/ClaimPacing.ts"
+import { settleRowsJson } from "./rows/SettleInput.ts"
 import { claimStatement, settleStatement } from "./rows/Statements.ts"
 import {
   type Claimed,
@@ -36,7 +36,9 @@ export const claim = Effect.fnUntraced(function*(ctx: LogContext, kind: Delivery
   const pacing = ctx.rowClaims
   const now = pacing === undefined ? 0 : yield* Clock.currentTimeMillis
   const due = limit > 0 && (pacing === undefined || rowClaimDue(pacing, now, logged.length))
-  const rows = due ? yield* Rows.claimed(claimStatement(sql, kind, { ...options, limit }, newId())).pipe(Effect.orDie) : []
+  const rows = due
+    ? yield* Rows.claimed(claimStatement(sql, kind, { ...options, limit }, newId())).pipe(Effect.orDie)
+    : []
   if (due && pacing !== undefined) rowClaimRan(pacing, now, rows.length)
   return rows
     .map((row): Claimed => ({
@@ -74,8 +76,9 @@ export const settleMany = Effect.fnUntraced(function*(
     if (claimed.claimedFrom !== "logged") continue
     const key = `${claimed.targetId}:${claimed.leaseOwner}`
     const entry = logged.get(key)
-    if (entry === undefined) logged.set(key, { targetId: claimed.targetId, leaseId: claimed.leaseOwner, seqs: [BigInt(claimed.seq)] })
-    else entry.seqs.push(BigInt(claimed.seq))
+    if (entry === undefined) {
+      logged.set(key, { targetId: claimed.targetId, leaseId: claimed.leaseOwner, seqs: [BigInt(claimed.seq)] })
+    } else entry.seqs.push(BigInt(claimed.seq))
   }
   // Only the lease this process holds moves the cursor (an item of a lost
   // lease changes nothing here).
@@ -93,7 +96,14 @@ export const settleMany = Effect.fnUntraced(function*(
   const successes = logSuccesses(items, log)
   if (successes !== undefined) {
     const rows = yield* settleLogSuccesses(sql, successes).pipe(holdCursor)
-    for (const row of rows) if (row.log_ended) leases.forget(row.id, successes.find((p) => p.targetId === row.id)!.leaseId)
+    for (const row of rows) {
+      if (row.log_ended) {
+        leases.forget(
+          row.id,
+          successes.find((p) => p.targetId === row.id)!.leaseId
+        )
+      }
+    }
     return settledOf(items, rows)
   }
   const settled = yield* settleStatement(sql, settleRowsJson(items, log), targetIds).pipe(holdCursor, Effect.orDie)

@@ -10,7 +10,10 @@ import { Effect, Schema } from "effect"
 import { BigIntText, Instant, InstantOrNull, RowDecodeError } from "../platform/Rows.ts"
 
 /** `rows` decoded by `row`; one that does not decode is a defect naming `table`. */
-export const decodeRows = <S extends Schema.Constraint & { readonly DecodingServices: never }>(table: string, row: S) => {
+export const decodeRows = <S extends Schema.Constraint & { readonly DecodingServices: never }>(
+  table: string,
+  row: S
+) => {
   const decode = Schema.decodeUnknownEffect(Schema.Array(row))
   return <E, R>(rows: Effect.Effect<ReadonlyArray<unknown>, E, R>): Effect.Effect<ReadonlyArray<S["Type"]>, E, R> =>
     Effect.flatMap(rows, (found) =>
@@ -51,22 +54,28 @@ export const DeliveryRow = Schema.Struct({
 
 export const deliveries = decodeRows("deliveries", DeliveryRow)
 /** A row the per-row claim handed out: the delivery, its lease and its target's failures. */
-export const claimed = decodeRows("deliveries", Schema.Struct({
-  ...DeliveryRow.fields,
-  lease_owner: Schema.String,
-  target_failures: Count,
-  target_group: Schema.NullOr(Schema.String),
-  claimed_from: StoredStatus
-}))
+export const claimed = decodeRows(
+  "deliveries",
+  Schema.Struct({
+    ...DeliveryRow.fields,
+    lease_owner: Schema.String,
+    target_failures: Count,
+    target_group: Schema.NullOr(Schema.String),
+    claimed_from: StoredStatus
+  })
+)
 /** One attempt as `delivery_attempt_records` reads it. */
-export const attempts = decodeRows("delivery_attempt_records", Schema.Struct({
-  attempt: Count,
-  at: Instant,
-  status_code: Schema.NullOr(Count),
-  error: Schema.NullOr(Schema.String),
-  response_snippet: Schema.NullOr(Schema.String),
-  duration_ms: Count
-}))
+export const attempts = decodeRows(
+  "delivery_attempt_records",
+  Schema.Struct({
+    attempt: Count,
+    at: Instant,
+    status_code: Schema.NullOr(Count),
+    error: Schema.NullOr(Schema.String),
+    response_snippet: Schema.NullOr(Schema.String),
+    duration_ms: Count
+  })
+)
 /** A statement answering one count, `n`. */
 export const count = decodeRows("deliveries", Schema.Struct({ n: Count }))
 export const status = decodeRows("delivery_records", Schema.Struct({ status: Status }))

@@ -5,8 +5,8 @@
  */
 import type { PgClient } from "@effect/sql-pg"
 import { Effect, Option } from "effect"
-import type { DatabaseInfo } from "../database/Database.ts"
 import type { Statement } from "effect/sql"
+import type { DatabaseInfo } from "../database/Database.ts"
 import * as Rows from "./Rows.ts"
 import { type DeliveryKind, UNDELIVERED } from "./Types.ts"
 
@@ -38,12 +38,15 @@ export interface ServerOrEmbedded {
 // gone (a request in flight may still arrive: deliveries are at least
 // once, docs/webhooks.md "Delivery"). The attempt that deactivated a
 // target is recorded before this runs (`EndpointHealth.ts`).
-const failTargetUndelivered = (sql: PgClient.PgClient, kind: DeliveryKind, targetId: string, reason: string) => sql`
+const failTargetUndelivered = (sql: PgClient.PgClient, kind: DeliveryKind, targetId: string, reason: string) =>
+  sql`
   failed AS (
     UPDATE deliveries d
     SET status = 'failed', last_error = ${reason}, finished_at = now(), lease_owner = NULL, lease_until = NULL
     WHERE d.kind = ${kind} AND d.target_id = ${targetId}
-      AND (d.status IN ${sql.in(UNDELIVERED as Array<string>)} OR (d.status = 'logged' AND ${loggedUndelivered(sql, targetId)}))
+      AND (d.status IN ${sql.in(UNDELIVERED as Array<string>)} OR (d.status = 'logged' AND ${
+    loggedUndelivered(sql, targetId)
+  }))
     RETURNING d.id
   )
 `
@@ -76,10 +79,14 @@ const failThen = (
   reason: string,
   then: Statement.Fragment
 ) =>
-  targetsFirst({ info, sql }, targetId, Rows.count(sql`
+  targetsFirst(
+    { info, sql },
+    targetId,
+    Rows.count(sql`
     WITH ${failTargetUndelivered(sql, kind, targetId, reason)}, after AS (${then})
     SELECT (SELECT count(*)::int FROM failed) AS n, (SELECT count(*) FROM after) AS after
-  `).pipe(Effect.orDie)).pipe(Effect.map((rows) => rows[0]!.n))
+  `).pipe(Effect.orDie)
+  ).pipe(Effect.map((rows) => rows[0]!.n))
 
 export const failUndelivered = (ctx: ServerOrEmbedded, kind: DeliveryKind, targetId: string, reason: string) =>
   failThen(ctx, kind, targetId, reason, endLease(ctx.sql, targetId))
@@ -94,9 +101,15 @@ export const removeTarget = Effect.fnUntraced(function*(
   options?: { readonly dropPayloads?: boolean | undefined }
 ) {
   const { sql } = ctx
-  const n = yield* failThen(ctx, kind, targetId, reason, sql`
+  const n = yield* failThen(
+    ctx,
+    kind,
+    targetId,
+    reason,
+    sql`
     DELETE FROM delivery_targets WHERE id = ${targetId} AND kind = ${kind} RETURNING id
-  `)
+  `
+  )
   // Nothing of the target can be sent any more: its payloads go too.
   if (options?.dropPayloads === true) {
     yield* sql`

@@ -85,7 +85,12 @@ export type Outcome =
   | { readonly _tag: "Delivered"; readonly meta?: DeliveryMeta | undefined }
   | { readonly _tag: "Partial"; readonly error: string; readonly meta?: DeliveryMeta | undefined }
   /** Tried again `after` this long, counted from the database's `now()` when the outcome is recorded. */
-  | { readonly _tag: "Retry"; readonly after: Duration.Duration; readonly error: string; readonly meta?: DeliveryMeta | undefined }
+  | {
+    readonly _tag: "Retry"
+    readonly after: Duration.Duration
+    readonly error: string
+    readonly meta?: DeliveryMeta | undefined
+  }
   | { readonly _tag: "Failed"; readonly error: string; readonly meta?: DeliveryMeta | undefined }
 
 export const Outcome = {
@@ -228,4 +233,3 @@ export const toDelivery = (row: typeof DeliveryRow.Type): Delivery => ({
 
 export const COLUMNS = `id, seq, org_id, kind, target_id, status, label, event_id, payload, meta, attempts, replays,
   last_error, next_attempt_at, created_at, finished_at`
-

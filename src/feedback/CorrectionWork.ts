@@ -46,7 +46,13 @@ export type CorrectionRequest =
     readonly known: KnownRef
     readonly root: string
   }
-  | { readonly id: number; readonly op: "scrub"; readonly document: Json; readonly known: KnownRef; readonly root: string }
+  | {
+    readonly id: number
+    readonly op: "scrub"
+    readonly document: Json
+    readonly known: KnownRef
+    readonly root: string
+  }
   | { readonly id: number; readonly op: "stats" }
 
 export type CorrectionReply =
@@ -69,4 +75,3 @@ export type CorrectionReply =
   | ({ readonly id: number; readonly _tag: "Scrubbed" } & ScrubResult)
   | { readonly id: number; readonly _tag: "Failed"; readonly message: string }
   | { readonly id: number; readonly _tag: "Stats"; readonly cached: number }
-

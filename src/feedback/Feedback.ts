@@ -7,46 +7,70 @@
 import { PgClient } from "@effect/sql-pg"
 import { Cache, Clock, Context, Duration, Effect, Exit, Layer, Schema } from "effect"
 import {
+  CorrectionTooComplex,
+  InvalidRequest,
+  InvalidTransition,
+  LimitReached,
+  NotFound,
+  RateLimited
+} from "../api/Errors.ts"
+import {
   CorrectionContainsSecret,
   CorrectionShapeMismatch,
   DatasetBaseChanged,
-  type FeedbackItem,
   FeedbackChanged,
+  type FeedbackItem,
   NothingStaged,
   type Promote,
   type Promoted,
   type PromotePreview,
   type SubmitFeedback
 } from "../api/Feedback.ts"
-import { CorrectionTooComplex, InvalidRequest, InvalidTransition, LimitReached, NotFound, RateLimited } from "../api/Errors.ts"
 import { Identity } from "../identity/Identity.ts"
+import { SvcConfig } from "../platform/Config.ts"
 import { SecretBox } from "../platform/Crypto.ts"
 import type { PageRequest } from "../platform/Cursor.ts"
 import { newId } from "../platform/Ids.ts"
-import { rowsOf } from "../platform/Rows.ts"
-import { SecretStore } from "../secrets/SecretStore.ts"
-import { SvcConfig } from "../platform/Config.ts"
 import { siblingModule } from "../platform/ModuleUrl.ts"
-import { makeWorkerPool } from "../platform/WorkerPool.ts"
-import { CACHE_LIMIT, type CorrectionPool, type CredentialEntry, type JsonObject, makeCorrections, phaseTimeoutsOf } from "./Corrections.ts"
 import { Stale, whileStale } from "../platform/Optimistic.ts"
+import { usageShard } from "../platform/OrgLimits.ts"
+import { rowsOf } from "../platform/Rows.ts"
+import { makeWorkerPool } from "../platform/WorkerPool.ts"
+import { SecretStore } from "../secrets/SecretStore.ts"
+import {
+  CACHE_LIMIT,
+  type CorrectionPool,
+  type CredentialEntry,
+  type JsonObject,
+  makeCorrections,
+  phaseTimeoutsOf
+} from "./Corrections.ts"
 import { feedbackInsert } from "./InsertStatement.ts"
 import { FeedbackRow, type ListRequest, makeReview, toItem } from "./Promotion.ts"
 import { feedbackBytes, makeQuota } from "./Quota.ts"
-import { usageShard } from "../platform/OrgLimits.ts"
 import { rehearseSubmit, warmStart } from "./WarmStart.ts"
 
 // A new row's columns but the correction and the redacted fields: the
 // INSERT already holds them (sending them back would parse and decode the
 // correction once more per submission).
-const InsertedRows = rowsOf("feedback", FeedbackRow.mapFields(({ correction: _c, redacted_fields: _r, ...rest }) => rest))
+const InsertedRows = rowsOf(
+  "feedback",
+  FeedbackRow.mapFields(({ correction: _c, redacted_fields: _r, ...rest }) => rest)
+)
 const RunRows = rowsOf("runs", Schema.Struct({ task_id: Schema.String }))
 /** Attempts of one submission that may find the cached credentials out of date (they changed meanwhile each time). */
 const MAX_ATTEMPTS = 6
 const runNotFound = () => new NotFound({ detail: "No logged run of this organization has this inference_log_id." })
 
 export class Feedback extends Context.Service<Feedback, {
-  readonly submit: (orgId: string, input: typeof SubmitFeedback.Type, usedBytes?: number) => Effect.Effect<FeedbackItem, NotFound | CorrectionShapeMismatch | CorrectionContainsSecret | CorrectionTooComplex | LimitReached>
+  readonly submit: (
+    orgId: string,
+    input: typeof SubmitFeedback.Type,
+    usedBytes?: number
+  ) => Effect.Effect<
+    FeedbackItem,
+    NotFound | CorrectionShapeMismatch | CorrectionContainsSecret | CorrectionTooComplex | LimitReached
+  >
   /**
    * The organization's stored feedback bytes; fails with the quota's
    * problem when even a bare score would pass `SVC_MAX_FEEDBACK_BYTES_PER_ORG`.
@@ -64,7 +88,11 @@ export class Feedback extends Context.Service<Feedback, {
   >
   readonly stage: (orgId: string, feedbackId: string) => Effect.Effect<FeedbackItem, NotFound | InvalidTransition>
   readonly reject: (orgId: string, feedbackId: string) => Effect.Effect<FeedbackItem, NotFound | InvalidTransition>
-  readonly preview: (orgId: string, taskId: string, request: PageRequest) => Effect.Effect<typeof PromotePreview.Type, NotFound | InvalidRequest>
+  readonly preview: (
+    orgId: string,
+    taskId: string,
+    request: PageRequest
+  ) => Effect.Effect<typeof PromotePreview.Type, NotFound | InvalidRequest>
   readonly promote: (orgId: string, taskId: string, input: typeof Promote.Type) => Effect.Effect<
     typeof Promoted.Type,
     NotFound | DatasetBaseChanged | FeedbackChanged | NothingStaged | LimitReached | RateLimited
@@ -94,7 +122,13 @@ export class Feedback extends Context.Service<Feedback, {
         ),
         (pool) => Effect.sync(pool.close)
       )
-      const corrections = yield* makeCorrections({ sql, pool, config, identity: yield* Identity, secrets: yield* SecretStore })
+      const corrections = yield* makeCorrections({
+        sql,
+        pool,
+        config,
+        identity: yield* Identity,
+        secrets: yield* SecretStore
+      })
       const quota = makeQuota(sql, config)
       const review = makeReview(sql, box, config)
 
@@ -104,7 +138,9 @@ export class Feedback extends Context.Service<Feedback, {
       // schema only when they do not hold its task's.
       const runs = yield* Cache.makeWith((key: string) => {
         const at = key.indexOf(" ")
-        return RunRows.one(sql`SELECT task_id FROM runs WHERE trace_id = ${key.slice(at + 1)} AND org_id = ${key.slice(0, at)}`).pipe(
+        return RunRows.one(
+          sql`SELECT task_id FROM runs WHERE trace_id = ${key.slice(at + 1)} AND org_id = ${key.slice(0, at)}`
+        ).pipe(
           Effect.flatMap((row) => row === undefined ? Effect.fail(runNotFound()) : Effect.succeed(row.task_id))
         )
       }, { capacity: CACHE_LIMIT, timeToLive: (exit) => Exit.isSuccess(exit) ? Duration.infinity : Duration.zero })
@@ -118,7 +154,9 @@ export class Feedback extends Context.Service<Feedback, {
       const insert = Effect.fnUntraced(function*(
         orgId: string,
         input: typeof SubmitFeedback.Type,
-        corrected: { readonly value: JsonObject; readonly text: string; readonly fields: ReadonlyArray<string> } | undefined,
+        corrected:
+          | { readonly value: JsonObject; readonly text: string; readonly fields: ReadonlyArray<string> }
+          | undefined,
         known: CredentialEntry | undefined
       ) {
         const text = corrected?.text ?? null
@@ -139,10 +177,16 @@ export class Feedback extends Context.Service<Feedback, {
         }))
         if (row !== undefined) {
           quota.stored(orgId, bytes)
-          return toItem({ ...row, correction: corrected?.value ?? null, redacted_fields: redacted.length === 0 ? null : redacted })
+          return toItem({
+            ...row,
+            correction: corrected?.value ?? null,
+            redacted_fields: redacted.length === 0 ? null : redacted
+          })
         }
         yield* quota.check(orgId, bytes)
-        if (known !== undefined && (yield* corrections.moved(known))) return yield* new Stale({ what: "the organization's credentials" })
+        if (known !== undefined && (yield* corrections.moved(known))) {
+          return yield* new Stale({ what: "the organization's credentials" })
+        }
         yield* Cache.invalidate(runs, `${orgId} ${input.inference_log_id}`)
         return yield* runNotFound()
       })
@@ -164,7 +208,9 @@ export class Feedback extends Context.Service<Feedback, {
         return yield* whileStale(
           MAX_ATTEMPTS,
           Effect.gen(function*() {
-            if (input.correction === undefined || sent === null) return yield* insert(orgId, input, undefined, undefined)
+            if (input.correction === undefined || sent === null) {
+              return yield* insert(orgId, input, undefined, undefined)
+            }
             const known = yield* corrections.credentials(orgId)
             const corrected = yield* corrections.correct(orgId, taskId, input.correction, sent, known)
             return yield* insert(orgId, input, corrected, known)
@@ -177,7 +223,13 @@ export class Feedback extends Context.Service<Feedback, {
       // workers need to load nor the first run of the submit's code.
       if (config.warmStart) {
         yield* Effect.promise(pool.warm)
-        const sample = yield* warmStart({ sql, pool, corrections, quota, cacheEntries: config.answerValidationCacheEntries })
+        const sample = yield* warmStart({
+          sql,
+          pool,
+          corrections,
+          quota,
+          cacheEntries: config.answerValidationCacheEntries
+        })
         if (sample !== undefined) yield* rehearseSubmit(sql, sample, submit)
       }
 

@@ -1,7 +1,7 @@
 import { Effect } from "effect"
 import { HttpApiBuilder } from "effect/http-api"
-import { Api } from "../api/Api.ts"
 import { FeedbackUsage } from "../api/Admission.ts"
+import { Api } from "../api/Api.ts"
 import { CurrentPrincipal } from "../api/Security.ts"
 import { responseHeader } from "../platform/ResponseHeader.ts"
 import { Feedback } from "./Feedback.ts"
@@ -17,7 +17,8 @@ export const FeedbackHandlers = HttpApiBuilder.group(
       list: ({ query }) => CurrentPrincipal.use((p) => feedback.list(p.orgId, query)),
       stage: ({ params }) => CurrentPrincipal.use((p) => feedback.stage(p.orgId, params.feedback_id)),
       reject: ({ params }) => CurrentPrincipal.use((p) => feedback.reject(p.orgId, params.feedback_id)),
-      promotePreview: ({ params, query }) => CurrentPrincipal.use((p) => feedback.preview(p.orgId, params.task_id, query)),
+      promotePreview: ({ params, query }) =>
+        CurrentPrincipal.use((p) => feedback.preview(p.orgId, params.task_id, query)),
       promote: ({ params, payload }) =>
         CurrentPrincipal.use((p) => feedback.promote(p.orgId, params.task_id, payload)).pipe(
           Effect.tapErrorTag("RateLimited", (error) => responseHeader("retry-after", String(error.retry_after_seconds)))

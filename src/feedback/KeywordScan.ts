@@ -86,7 +86,7 @@ export const keywordScan = (keywords: Iterable<string>) => {
         const code = lower.charCodeAt(i)
         state = table[state * width + (code < 128 ? symbolOf[code]! : 0)]!
         const here = found[state]
-        if (here !== undefined) for (const keyword of here) out.add(keyword)
+        if (here !== undefined) { for (const keyword of here) out.add(keyword) }
       }
       return out
     }

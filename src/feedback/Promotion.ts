@@ -12,17 +12,25 @@
  * digest can never come back to an earlier value meaning something else.
  */
 import { Effect, Option, Schema } from "effect"
-import { insertDatasetVersion } from "../tasks/DatasetVersions.ts"
-import { SqlError, type SqlClient } from "effect/sql"
-import { DatasetBaseChanged, type FeedbackItem, FeedbackChanged, FeedbackStatus, NothingStaged, type Promote, Score } from "../api/Feedback.ts"
+import { type SqlClient, SqlError } from "effect/sql"
 import { InvalidTransition, LimitReached, NotFound } from "../api/Errors.ts"
+import {
+  DatasetBaseChanged,
+  FeedbackChanged,
+  type FeedbackItem,
+  FeedbackStatus,
+  NothingStaged,
+  type Promote,
+  Score
+} from "../api/Feedback.ts"
 import type { SvcConfigShape } from "../platform/Config.ts"
 import type { SecretBox } from "../platform/Crypto.ts"
+import { type CursorScope, encodeCursor, keysetPage, page, type PageRequest, seqBound } from "../platform/Cursor.ts"
 import { sha256Hex } from "../platform/Digest.ts"
-import { type CursorScope, encodeCursor, keysetPage, type PageRequest, page, seqBound } from "../platform/Cursor.ts"
 import { newId } from "../platform/Ids.ts"
-import { BigIntText, JsonColumn, rowsOf, Timestamp } from "../platform/Rows.ts"
 import { claimRate } from "../platform/OrgLimits.ts"
+import { BigIntText, JsonColumn, rowsOf, Timestamp } from "../platform/Rows.ts"
+import { insertDatasetVersion } from "../tasks/DatasetVersions.ts"
 
 export const FeedbackRow = Schema.Struct({
   id: Schema.String,
@@ -64,12 +72,15 @@ export interface ListRequest extends PageRequest {
 const revisionOf = (ids: ReadonlyArray<string>) => sha256Hex([...ids].sort().join(",")).slice(0, 32)
 
 const TaskRows = rowsOf("tasks", Schema.Struct({ id: Schema.String }))
-const DatasetRows = rowsOf("datasets", Schema.Struct({
-  id: Schema.String,
-  version: Schema.Number,
-  example_count: Schema.Number,
-  lineage_id: Schema.String
-}))
+const DatasetRows = rowsOf(
+  "datasets",
+  Schema.Struct({
+    id: Schema.String,
+    version: Schema.Number,
+    example_count: Schema.Number,
+    lineage_id: Schema.String
+  })
+)
 const IdRows = rowsOf("feedback", Schema.Struct({ id: Schema.String }))
 const StatusRows = rowsOf("feedback", Schema.Struct({ status: FeedbackStatus }))
 
@@ -113,9 +124,11 @@ export const makeReview = (sql: SqlClient.SqlClient, box: SecretBox["Service"], 
   const currentDataset = (orgId: string, taskId: string, lock: boolean) =>
     Effect.gen(function*() {
       // Locking the task row serializes promotions of one task.
-      const task = yield* TaskRows.one(lock
-        ? sql`SELECT id FROM tasks WHERE id = ${taskId} AND org_id = ${orgId} FOR UPDATE`
-        : sql`SELECT id FROM tasks WHERE id = ${taskId} AND org_id = ${orgId}`)
+      const task = yield* TaskRows.one(
+        lock
+          ? sql`SELECT id FROM tasks WHERE id = ${taskId} AND org_id = ${orgId} FOR UPDATE`
+          : sql`SELECT id FROM tasks WHERE id = ${taskId} AND org_id = ${orgId}`
+      )
       if (task === undefined) return Option.none()
       const dataset = yield* DatasetRows.one(sql`
         SELECT id, version, example_count, lineage_id FROM datasets WHERE task_id = ${taskId} ORDER BY version DESC LIMIT 1
@@ -163,7 +176,12 @@ export const makeReview = (sql: SqlClient.SqlClient, box: SecretBox["Service"], 
 
   // The promote rate, shared by every process (`claimRate`).
   const claimPromote = (orgId: string) =>
-    claimRate(sql, orgId, { name: "promote", perMinute: config.maxPromotesPerMinute, limit: "SVC_MAX_PROMOTES_PER_MINUTE", what: "promotes" })
+    claimRate(sql, orgId, {
+      name: "promote",
+      perMinute: config.maxPromotesPerMinute,
+      limit: "SVC_MAX_PROMOTES_PER_MINUTE",
+      what: "promotes"
+    })
 
   const promote = Effect.fnUntraced(function*(orgId: string, taskId: string, input: typeof Promote.Type) {
     yield* Effect.annotateCurrentSpan({ "svc.task_id": taskId })
@@ -191,7 +209,8 @@ export const makeReview = (sql: SqlClient.SqlClient, box: SecretBox["Service"], 
         return yield* new LimitReached({
           limit: "SVC_MAX_EXAMPLES_PER_DATASET",
           limit_value: config.maxExamplesPerDataset,
-          detail: `The new version would have ${count} examples, more than the ${config.maxExamplesPerDataset} allowed (SVC_MAX_EXAMPLES_PER_DATASET); nothing was promoted.`
+          detail:
+            `The new version would have ${count} examples, more than the ${config.maxExamplesPerDataset} allowed (SVC_MAX_EXAMPLES_PER_DATASET); nothing was promoted.`
         })
       }
       yield* claimPromote(orgId)
@@ -199,7 +218,14 @@ export const makeReview = (sql: SqlClient.SqlClient, box: SecretBox["Service"], 
       const version = base.version + 1
       // By reference (migration 0630): the new version is its base's line
       // plus the staged rows appended to it. Nothing earlier is copied.
-      yield* insertDatasetVersion(sql, { id: datasetId, orgId, taskId, version, exampleCount: count, lineageId: base.lineage_id })
+      yield* insertDatasetVersion(sql, {
+        id: datasetId,
+        orgId,
+        taskId,
+        version,
+        exampleCount: count,
+        lineageId: base.lineage_id
+      })
       const inserted = yield* sql`
         WITH promoted AS (
           UPDATE feedback SET status = 'promoted', promoted_dataset_id = ${datasetId}, updated_at = now()
@@ -212,11 +238,16 @@ export const makeReview = (sql: SqlClient.SqlClient, box: SecretBox["Service"], 
         RETURNING 1
       `
       if (inserted.length !== ids.length) {
-        return yield* Effect.die(new Error(`promote appended ${inserted.length} examples for ${ids.length} locked staged corrections`))
+        return yield* Effect.die(
+          new Error(`promote appended ${inserted.length} examples for ${ids.length} locked staged corrections`)
+        )
       }
       return { dataset_id: datasetId, version, promoted_count: ids.length }
     })).pipe(Effect.catch((error) => SqlError.isSqlError(error) ? Effect.die(error) : Effect.fail(error)))
-    yield* Effect.annotateCurrentSpan({ "svc.dataset_id": result.dataset_id, "svc.promoted_count": result.promoted_count })
+    yield* Effect.annotateCurrentSpan({
+      "svc.dataset_id": result.dataset_id,
+      "svc.promoted_count": result.promoted_count
+    })
     return result
   })
 

@@ -15,7 +15,8 @@ import { UsageHints } from "./UsageHint.ts"
 export const FEEDBACK_RECORD_BYTES = 256
 /** How long this process weighs the feedback quota on the usage it last read (`UsageHint.ts`). */
 const USAGE_HINT_MS = 2_000
-export const feedbackBytes = (text: string | null) => FEEDBACK_RECORD_BYTES + (text === null ? 0 : Buffer.byteLength(text, "utf8"))
+export const feedbackBytes = (text: string | null) =>
+  FEEDBACK_RECORD_BYTES + (text === null ? 0 : Buffer.byteLength(text, "utf8"))
 
 export const makeQuota = (sql: SqlClient.SqlClient, config: SvcConfigShape) => {
   /** The feedback quota (`org_usage` of kind `feedback`). */
@@ -28,10 +29,13 @@ export const makeQuota = (sql: SqlClient.SqlClient, config: SvcConfigShape) => {
   const hints = new UsageHints(USAGE_HINT_MS)
   /** The organization's usage as read now (and remembered as a hint). */
   const readUsage = (orgId: string) =>
-    Effect.tap(readOrgUsage(sql, orgId, quota), (bytes) =>
-      Effect.map(Clock.currentTimeMillis, (now) => hints.read(orgId, bytes, now)))
+    Effect.tap(
+      readOrgUsage(sql, orgId, quota),
+      (bytes) => Effect.map(Clock.currentTimeMillis, (now) => hints.read(orgId, bytes, now))
+    )
   /** Fails with the quota's problem when, read now, `bytes` more would pass it. */
-  const check = (orgId: string, bytes: number) => Effect.flatMap(readUsage(orgId), (fresh) => overQuota(quota, fresh, bytes))
+  const check = (orgId: string, bytes: number) =>
+    Effect.flatMap(readUsage(orgId), (fresh) => overQuota(quota, fresh, bytes))
   /**
    * Refused only on a fresh read: a hint that says `bytes` more would
    * pass the quota is read again first.

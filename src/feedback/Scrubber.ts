@@ -16,9 +16,9 @@
  * string value together (`{"aws_secret_access_key": "<key>"}`).
  * The result lists the JSON paths of the changed strings, never the values.
  */
+import { KEY_PATTERN, KEY_PREFIX } from "../identity/KeyFormat.ts"
 import { sha256Hex } from "../platform/Digest.ts"
 import { urlCredentials, urlNeedles, valueNeedles } from "../secrets/Masking.ts"
-import { KEY_PATTERN, KEY_PREFIX } from "../identity/KeyFormat.ts"
 import { appendPath } from "../tasks/SchemaCompiler.ts"
 import { type Range, scanPatterns, scanSecretlint } from "./SecretRules.ts"
 
@@ -61,7 +61,9 @@ export const knownNeedles = (values: ReadonlyArray<string>): ReadonlyArray<strin
     if (/^(https|amqps?|nats|tls):\/\//i.test(value)) {
       for (const needle of urlNeedles(value, MIN_URL_PART_LENGTH)) needles.add(needle)
       // A broker's password or token is a known value like any other: from 8 characters.
-      for (const credential of urlCredentials(value)) if (credential.length >= MIN_KNOWN_VALUE_LENGTH) needles.add(credential)
+      for (const credential of urlCredentials(value)) {
+        if (credential.length >= MIN_KNOWN_VALUE_LENGTH) needles.add(credential)
+      }
     }
   }
   // Longest first, so a value that contains another is removed whole.
@@ -220,7 +222,12 @@ export const scrub = async (document: Json, known: KnownCredentials, root = ""):
         if (changed) fields.push(itemPath)
         if (Object.hasOwn(out, name)) collisions.push(path)
         // defineProperty: a `__proto__` member stays a plain member.
-        Object.defineProperty(out, name, { value: rebuild(item, itemPath), enumerable: true, writable: true, configurable: true })
+        Object.defineProperty(out, name, {
+          value: rebuild(item, itemPath),
+          enumerable: true,
+          writable: true,
+          configurable: true
+        })
       }
       return out
     }

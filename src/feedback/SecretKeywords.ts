@@ -112,7 +112,7 @@ const alternatives = (alts: ReadonlyArray<AST.Alternative>): Facts => {
     } else {
       exact = undefined
     }
-    if (required !== undefined && facts.required !== undefined) for (const s of facts.required) required.add(s)
+    if (required !== undefined && facts.required !== undefined) { for (const s of facts.required) required.add(s) }
     else required = undefined
   }
   if (exact !== undefined) return exactly(exact)

@@ -301,11 +301,15 @@ export const deriveKeywords = async () => {
   const core = await applied({ rules: [] })
   const out: Array<{ readonly id: string; readonly keywords: ReadonlyArray<string> | undefined }> = []
   for (const entry of secretlintConfig.rules) {
-    const seen = [...(await applied({ rules: [entry] })).entries()].filter(([key]) => !core.has(key)).map(([, regex]) => regex)
+    const seen = [...(await applied({ rules: [entry] })).entries()].filter(([key]) => !core.has(key)).map(([, regex]) =>
+      regex
+    )
     const found = seen.map(regexKeywords)
     out.push({
       id: entry.id,
-      keywords: seen.length === 0 || found.some((k) => k === undefined) ? undefined : minimal(found.flatMap((k) => [...k!]))
+      keywords: seen.length === 0 || found.some((k) => k === undefined)
+        ? undefined
+        : minimal(found.flatMap((k) => [...k!]))
     })
   }
   return out

@@ -35,7 +35,10 @@ const WARM_CONNECTIONS = 4
 const WARM_TIMEOUT_MS = 2_000
 
 /** The newest task's latest run: its answer (when small) is the rehearsed correction. */
-const SampleRows = rowsOf("runs", Schema.Struct({ org_id: Schema.String, trace_id: Schema.String, answer: Schema.NullOr(Schema.Unknown) }))
+const SampleRows = rowsOf(
+  "runs",
+  Schema.Struct({ org_id: Schema.String, trace_id: Schema.String, answer: Schema.NullOr(Schema.Unknown) })
+)
 /** The largest answer sent back as the rehearsed correction (JSON bytes); a larger one is rehearsed as a bare score. */
 const REHEARSED_ANSWER_BYTES = 16 * 1024
 /** Rehearsals of the submit (the first compiles, the next ones let the JIT see the path). */
@@ -55,10 +58,15 @@ export interface WarmSample {
 const bounded = <A, E, R>(effect: Effect.Effect<A, E, R>) =>
   effect.pipe(
     Effect.timeout(Duration.millis(WARM_TIMEOUT_MS)),
-    Effect.catchCause((cause) => Effect.as(Effect.logWarning("feedback warm-up at start did not finish", cause), undefined))
+    Effect.catchCause((cause) =>
+      Effect.as(Effect.logWarning("feedback warm-up at start did not finish", cause), undefined)
+    )
   )
 
-const TaskRows = rowsOf("tasks", Schema.Struct({ id: Schema.String, org_id: Schema.String, answer_schema: Schema.Unknown, fingerprint: Schema.String }))
+const TaskRows = rowsOf(
+  "tasks",
+  Schema.Struct({ id: Schema.String, org_id: Schema.String, answer_schema: Schema.Unknown, fingerprint: Schema.String })
+)
 
 /** A valid body and answer, decoded and encoded once so their parsers are built. */
 const SAMPLE_TRACE = "4bf92f3577b34da6a3ce929d0e0e4736"
@@ -73,7 +81,11 @@ export const warmStart = (deps: {
 }) =>
   Effect.gen(function*() {
     const { corrections, pool, quota, sql } = deps
-    yield* Schema.decodeUnknownEffect(SubmitFeedback)({ inference_log_id: SAMPLE_TRACE, score: -1, correction: { a: [1, "b"] } })
+    yield* Schema.decodeUnknownEffect(SubmitFeedback)({
+      inference_log_id: SAMPLE_TRACE,
+      score: -1,
+      correction: { a: [1, "b"] }
+    })
     yield* Schema.encodeUnknownEffect(FeedbackItem)({
       id: SAMPLE_ID,
       inference_log_id: SAMPLE_TRACE,
@@ -117,7 +129,11 @@ export const warmStart = (deps: {
           key: task.id,
           schema: task.answer_schema,
           text: "{}",
-          known: { org: entry.orgId, fingerprint: entry.fingerprint, known: { keyHashes: [...entry.known.keyHashes], values: entry.known.values } },
+          known: {
+            org: entry.orgId,
+            fingerprint: entry.fingerprint,
+            known: { keyHashes: [...entry.known.keyHashes], values: entry.known.values }
+          },
           root: "correction"
         })
       )
@@ -130,7 +146,9 @@ export const warmStart = (deps: {
     `)
     if (run === undefined) return undefined
     const answer = run.answer
-    const correction = typeof answer === "object" && answer !== null && !Array.isArray(answer) ? answer as JsonObject : undefined
+    const correction = typeof answer === "object" && answer !== null && !Array.isArray(answer)
+      ? answer as JsonObject
+      : undefined
     return { orgId: run.org_id, traceId: run.trace_id, correction } satisfies WarmSample
   }).pipe(bounded)
 
@@ -156,7 +174,9 @@ export const rehearseSubmit = (
       ? { inference_log_id: sample.traceId, score: -1 }
       : { inference_log_id: sample.traceId, score: -1, correction: sample.correction }
     for (let pass = 0; pass < REHEARSALS; pass++) {
-      yield* sql.withTransaction(Effect.andThen(Effect.exit(submit(sample.orgId, input, 0)), Effect.fail(new RolledBack()))).pipe(
+      yield* sql.withTransaction(
+        Effect.andThen(Effect.exit(submit(sample.orgId, input, 0)), Effect.fail(new RolledBack()))
+      ).pipe(
         Effect.catchTag("RolledBack", () => Effect.void)
       )
     }

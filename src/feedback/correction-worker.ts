@@ -15,7 +15,13 @@
 import { parentPort, workerData } from "node:worker_threads"
 import { enterPhase, type PhaseCell } from "../platform/WorkerPhase.ts"
 import { makeSchemaCompiler, type SchemaViolation } from "../tasks/SchemaCompiler.ts"
-import { type CorrectionReply, type CorrectionRequest, KNOWN_KEPT_PER_WORKER, type KnownRef, phaseIndex } from "./CorrectionWork.ts"
+import {
+  type CorrectionReply,
+  type CorrectionRequest,
+  KNOWN_KEPT_PER_WORKER,
+  type KnownRef,
+  phaseIndex
+} from "./CorrectionWork.ts"
 import { type Json, type KnownCredentials, scrub } from "./Scrubber.ts"
 
 const port = parentPort!
@@ -56,7 +62,9 @@ const handle = async (request: CorrectionRequest, receivedAt: number): Promise<C
     case "correct": {
       const known = knownOf(request.known)
       const noSchema = request.schema === undefined && !compiler.has(request.key)
-      if (noSchema || known === undefined) return { id: request.id, _tag: "Missing", schema: noSchema, known: known === undefined }
+      if (noSchema || known === undefined) {
+        return { id: request.id, _tag: "Missing", schema: noSchema, known: known === undefined }
+      }
       const document = JSON.parse(request.text) as Json
       const checked = compiler.validate(request.key, request.schema, document)
       // A stored schema was checked on the way in; failing now is a bug.
@@ -80,14 +88,21 @@ const handle = async (request: CorrectionRequest, receivedAt: number): Promise<C
 port.on("message", (request: CorrectionRequest) => {
   handle(request, performance.now()).then(
     (reply) => port.postMessage(reply),
-    (error: unknown) => port.postMessage(failed(request.id, error instanceof Error ? error.name : "correction check failed"))
+    (error: unknown) =>
+      port.postMessage(failed(request.id, error instanceof Error ? error.name : "correction check failed"))
   )
 })
 
 // Ajv compiles each draft's meta-schema on first use, and loading the
 // secret rules and running them once costs about a second: both before
 // taking requests, so no request's deadline pays for them.
-for (const $schema of [undefined, "https://json-schema.org/draft/2019-09/schema", "http://json-schema.org/draft-07/schema#"]) {
+for (
+  const $schema of [
+    undefined,
+    "https://json-schema.org/draft/2019-09/schema",
+    "http://json-schema.org/draft-07/schema#"
+  ]
+) {
   compiler.compile($schema === undefined ? { type: "object" } : { $schema, type: "object" })
 }
 await scrub({ warm: "up" }, { keyHashes: new Set(), values: [] })

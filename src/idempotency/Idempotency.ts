@@ -145,8 +145,9 @@ export const IdempotencyLive = Layer.effect(
         if (!row.kept || row.status === null) {
           return yield* new IdempotencyAnswerUnavailable({
             field: IDEMPOTENCY_HEADER,
-            detail:
-              `The first request with this key answered ${row.status ?? "?"}, with a body larger than SVC_IDEMPOTENCY_MAX_ANSWER_BYTES (${settings.maxAnswerBytes} bytes), which was not kept. It is not run again under this key.`
+            detail: `The first request with this key answered ${
+              row.status ?? "?"
+            }, with a body larger than SVC_IDEMPOTENCY_MAX_ANSWER_BYTES (${settings.maxAnswerBytes} bytes), which was not kept. It is not run again under this key.`
           })
         }
         const body = row.answer === null
@@ -178,7 +179,11 @@ export const IdempotencyLive = Layer.effect(
         const bodyDigest = sha256Hex(Buffer.from(body).toString("latin1"))
         const fingerprint = sha256Hex(`${request.method} ${request.url}\n${bodyDigest}`)
         const r: Keys.Reservation = { orgId: principal.orgId, key: raw, fingerprint }
-        const reserved = Keys.reserve(sql, r, { ttlSeconds, leaseSeconds: LEASE_SECONDS, maxKeys: settings.maxKeysPerOrg })
+        const reserved = Keys.reserve(sql, r, {
+          ttlSeconds,
+          leaseSeconds: LEASE_SECONDS,
+          maxKeys: settings.maxKeysPerOrg
+        })
         // Uninterruptible: a client that gives up (a timeout) must not leave
         // a change made and its key released; the retry it sends gets the answer.
         if (yield* Effect.orDie(reserved)) return yield* Effect.uninterruptible(runFirst(r, httpEffect))

@@ -101,21 +101,32 @@ export const AuthenticationLive = Layer.effect(
         const key = Redacted.value(credential)
         // No bearer credential: the cookie scheme (tried next) decides.
         if (key.length === 0) return Effect.fail(new Unauthenticated({ detail: NO_CREDENTIAL }))
-        return Effect.flatMap(identity.authenticate(key), (principal) =>
-          Effect.withFiber((fiber): Effect.Effect<HttpServerResponse.HttpServerResponse, Types.unhandled | Unauthenticated | InsufficientScope, HttpServerRequest.HttpServerRequest> => {
-            const request = Context.getUnsafe(fiber.context, HttpServerRequest.HttpServerRequest)
-            if (Option.isNone(principal)) {
-              const error = new Unauthenticated({ detail: "The API key is unknown or revoked." })
-              bearerVerdicts.set(request, error)
-              return Effect.andThen(challenge("invalid_token"), Effect.fail(error))
-            }
-            const refused = scopeRefusal(endpoint, principal.value)
-            if (refused !== undefined) {
-              bearerVerdicts.set(request, refused)
-              return Effect.andThen(challenge("insufficient_scope"), Effect.fail(refused))
-            }
-            return admitted(fiber, httpEffect, principal.value)
-          }))
+        return Effect.flatMap(
+          identity.authenticate(key),
+          (principal) =>
+            Effect.withFiber(
+              (
+                fiber
+              ): Effect.Effect<
+                HttpServerResponse.HttpServerResponse,
+                Types.unhandled | Unauthenticated | InsufficientScope,
+                HttpServerRequest.HttpServerRequest
+              > => {
+                const request = Context.getUnsafe(fiber.context, HttpServerRequest.HttpServerRequest)
+                if (Option.isNone(principal)) {
+                  const error = new Unauthenticated({ detail: "The API key is unknown or revoked." })
+                  bearerVerdicts.set(request, error)
+                  return Effect.andThen(challenge("invalid_token"), Effect.fail(error))
+                }
+                const refused = scopeRefusal(endpoint, principal.value)
+                if (refused !== undefined) {
+                  bearerVerdicts.set(request, refused)
+                  return Effect.andThen(challenge("insufficient_scope"), Effect.fail(refused))
+                }
+                return admitted(fiber, httpEffect, principal.value)
+              }
+            )
+        )
       },
       console: Effect.fnUntraced(function*(httpEffect, { endpoint }) {
         const request = yield* HttpServerRequest.HttpServerRequest

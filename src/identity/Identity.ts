@@ -14,19 +14,19 @@
  * a listener reconnects) a revoked key is refused at the latest
  * `KEY_CACHE_TTL` after the revocation committed.
  */
-import { Context, Data, Duration, Effect, Layer, Option, Schema, type Scope } from "effect"
 import { PgClient } from "@effect/sql-pg"
+import { Context, Data, Duration, Effect, Layer, Option, Schema, type Scope } from "effect"
+import type { SqlClient, Statement } from "effect/sql"
 import { type Principal, ScopeName } from "../api/Security.ts"
+import { DatabaseInfo } from "../database/Database.ts"
+import { keepListening } from "../database/Wakeups.ts"
 import { randomToken } from "../platform/Crypto.ts"
 import { sha256Hex } from "../platform/Digest.ts"
-import { DatabaseInfo } from "../database/Database.ts"
-import { makeKeyCache } from "./KeyCache.ts"
-import { keepListening } from "../database/Wakeups.ts"
 import { newId } from "../platform/Ids.ts"
 import { countForCap } from "../platform/OrgLimits.ts"
 import { rowsOf, Timestamp, TimestampOrNull } from "../platform/Rows.ts"
+import { makeKeyCache } from "./KeyCache.ts"
 import { KEY_PREFIX } from "./KeyFormat.ts"
-import type { SqlClient, Statement } from "effect/sql"
 
 /** Longest a process keeps authenticating a key from memory: the cross-process revocation bound without NOTIFY. */
 export const KEY_CACHE_TTL = Duration.seconds(2)
@@ -79,14 +79,19 @@ const KeyColumns = Schema.Struct({
 })
 const KeyRows = rowsOf("api_keys", KeyColumns)
 const RevokedRows = rowsOf("api_keys", Schema.Struct({ ...KeyColumns.fields, key_hash: Schema.String }))
-const PrincipalRows = rowsOf("api_keys", Schema.Struct({ id: Schema.String, org_id: Schema.String, scopes: Schema.Array(ScopeName) }))
+const PrincipalRows = rowsOf(
+  "api_keys",
+  Schema.Struct({ id: Schema.String, org_id: Schema.String, scopes: Schema.Array(ScopeName) })
+)
 const HashRows = rowsOf("api_keys", Schema.Struct({ key_hash: Schema.String }))
 const OrgRows = rowsOf("orgs", Schema.Struct({ id: Schema.String, name: Schema.String, created_at: Timestamp }))
 const CreatedRows = rowsOf("orgs", Schema.Struct({ created_at: Timestamp }))
 /** The advisory lock that makes an organization name's check and insert one step (any value no other lock uses). */
 const CreatedKeyRows = rowsOf("api_keys", Schema.Struct({ created_at: Timestamp }))
 
-const keyInfo = ({ id, org_id, name, key_prefix, scopes, created_at, revoked_at, created_by }: typeof KeyColumns.Type): KeyInfo => ({
+const keyInfo = (
+  { id, org_id, name, key_prefix, scopes, created_at, revoked_at, created_by }: typeof KeyColumns.Type
+): KeyInfo => ({
   id,
   org_id,
   name,
@@ -152,7 +157,12 @@ export class Identity extends Context.Service<Identity, {
             Effect.map((row) =>
               row === undefined
                 ? Option.none<Principal>()
-                : Option.some<Principal>({ orgId: row.org_id, keyId: row.id, actor: row.id, scopes: new Set(row.scopes) })
+                : Option.some<Principal>({
+                  orgId: row.org_id,
+                  keyId: row.id,
+                  actor: row.id,
+                  scopes: new Set(row.scopes)
+                })
             )
           ),
         ttlMs: Duration.toMillis(KEY_CACHE_TTL),
@@ -184,7 +194,9 @@ export class Identity extends Context.Service<Identity, {
       })
 
       const namesakes = (name: string) =>
-        OrgRows.all(sql`SELECT id, name, created_at FROM orgs WHERE lower(name) = lower(${name}) ORDER BY created_at, id LIMIT 10`).pipe(
+        OrgRows.all(
+          sql`SELECT id, name, created_at FROM orgs WHERE lower(name) = lower(${name}) ORDER BY created_at, id LIMIT 10`
+        ).pipe(
           Effect.withSpan("Identity.namesakes")
         )
 
@@ -200,12 +212,18 @@ export class Identity extends Context.Service<Identity, {
         const createdBy = input.createdBy ?? null
         // The person the key belongs to, for good: its maker's (a console
         // person, or the person of the key that made it), else itself.
-        const personOf = createdBy === null ? sql`${id}` : createdBy.startsWith("console:") ? sql`${createdBy}` : sql`coalesce((
+        const personOf = createdBy === null ?
+          sql`${id}` :
+          createdBy.startsWith("console:") ?
+          sql`${createdBy}` :
+          sql`coalesce((
           SELECT coalesce(maker.person, maker.id::text) FROM api_keys maker WHERE maker.id::text = ${createdBy} AND maker.org_id = ${input.orgId}
         ), ${createdBy})`
         const insert = CreatedKeyRows.returned(sql`
           INSERT INTO api_keys (id, org_id, name, key_hash, key_prefix, scopes, created_by, person)
-          VALUES (${id}, ${input.orgId}, ${input.name ?? null}, ${sha256Hex(key)}, ${key.slice(0, 12)}, ${scopes}, ${createdBy}, ${personOf})
+          VALUES (${id}, ${input.orgId}, ${input.name ?? null}, ${sha256Hex(key)}, ${
+          key.slice(0, 12)
+        }, ${scopes}, ${createdBy}, ${personOf})
           RETURNING created_at
         `)
         const maxActive = input.maxActive
@@ -244,12 +262,14 @@ export class Identity extends Context.Service<Identity, {
         // On a server the NOTIFY is part of the statement: it is sent when
         // (and only if) the revocation commits, by whichever process revokes
         // (the CLI included).
-        const row = yield* RevokedRows.one(info.supportsNotify
-          ? sql`
+        const row = yield* RevokedRows.one(
+          info.supportsNotify
+            ? sql`
               WITH revoked AS (${update})
               SELECT revoked.*, pg_notify(${KEY_REVOKED_CHANNEL}, revoked.key_hash) FROM revoked
             `
-          : sql`${update}`)
+            : sql`${update}`
+        )
         if (row === undefined) return yield* new KeyNotFound({ keyId })
         principals.invalidate(row.key_hash)
         return keyInfo(row)
@@ -297,7 +317,19 @@ export class Identity extends Context.Service<Identity, {
           (key) => Effect.sync(() => principals.invalidate(sha256Hex(key)))
         )
 
-      return Identity.of({ createOrg, namesakes, listOrgs, getOrg, createKey, listKeys, revokeKey, deleteOrg, authenticate, keyHashes, rehearsalKey })
+      return Identity.of({
+        createOrg,
+        namesakes,
+        listOrgs,
+        getOrg,
+        createKey,
+        listKeys,
+        revokeKey,
+        deleteOrg,
+        authenticate,
+        keyHashes,
+        rehearsalKey
+      })
     })
   )
 }

@@ -46,14 +46,21 @@ export const ApiKeysHandlers = HttpApiBuilder.group(
             // Counted under the organization's row lock, in the inserting
             // transaction: concurrent creates cannot pass the cap.
             const limit = config.maxApiKeysPerOrg
-            const created = yield* identity.createKey({ orgId: p.orgId, scopes: payload.scopes, name: payload.name, maxActive: limit, createdBy: p.actor }).pipe(
+            const created = yield* identity.createKey({
+              orgId: p.orgId,
+              scopes: payload.scopes,
+              name: payload.name,
+              maxActive: limit,
+              createdBy: p.actor
+            }).pipe(
               Effect.catchTags({
                 KeyCapReached: () =>
                   Effect.fail(
                     new LimitReached({
                       limit: "SVC_MAX_API_KEYS_PER_ORG",
                       limit_value: limit,
-                      detail: `The organization already has ${limit} API keys, the most allowed (SVC_MAX_API_KEYS_PER_ORG); revoke one first.`
+                      detail:
+                        `The organization already has ${limit} API keys, the most allowed (SVC_MAX_API_KEYS_PER_ORG); revoke one first.`
                     })
                   ),
                 OrgNotFound: Effect.die

@@ -128,7 +128,8 @@ export class StreamGuard extends Context.Service<StreamGuard, {
           )
         })
 
-      const watch = <A>(principal: Principal, stream: Stream.Stream<A>) => Stream.interruptWhen(stream, revoked(principal))
+      const watch = <A>(principal: Principal, stream: Stream.Stream<A>) =>
+        Stream.interruptWhen(stream, revoked(principal))
 
       return StreamGuard.of({ guard, admit, watch, open: Effect.sync(() => total) })
     })

@@ -33,7 +33,8 @@ const CallColumns = Schema.Struct({
 export type CallRow = typeof CallColumns.Type
 const CallRows = rowsOf("mcp_calls", CallColumns)
 
-const COLUMNS = "id, org_id, session_id, step_id, server_id, tool, arguments, approval_id, state, status_message, result, created_at, updated_at"
+const COLUMNS =
+  "id, org_id, session_id, step_id, server_id, tool, arguments, approval_id, state, status_message, result, created_at, updated_at"
 
 export const isFinished = (state: CallState) => state === "completed" || state === "failed" || state === "cancelled"
 
@@ -117,7 +118,11 @@ export const makeCallRows = (sql: SqlClient.SqlClient, leaseMs: number) => {
     CallRows.all(sql`
       SELECT ${sql.literal(COLUMNS)} FROM mcp_calls
       WHERE org_id = ${orgId} AND session_id = ${sessionId} AND approval_id IS NOT NULL
-        ${cursor === undefined ? sql`` : sql`AND (created_at, id) > (SELECT created_at, id FROM mcp_calls WHERE id = ${cursor})`}
+        ${
+      cursor === undefined
+        ? sql``
+        : sql`AND (created_at, id) > (SELECT created_at, id FROM mcp_calls WHERE id = ${cursor})`
+    }
       ORDER BY created_at, id LIMIT ${limit}
     `)
 

@@ -19,9 +19,9 @@
 import type { CallToolResult, Task } from "@modelcontextprotocol/sdk/types.js"
 import { Context, Data, Duration, Effect, FiberSet, Layer } from "effect"
 import { SqlClient } from "effect/sql"
+import { AgentSessions } from "../agents/Sessions.ts"
 import type { ApprovalSnapshot } from "../api/Approvals.ts"
 import { Approvals } from "../approvals/Approvals.ts"
-import { AgentSessions } from "../agents/Sessions.ts"
 import { SvcConfig } from "../platform/Config.ts"
 import { type CallRow, isFinished, makeCallRows, toTask } from "./CallRows.ts"
 import { actionClassOf, McpServers, splitExposedName } from "./Servers.ts"
@@ -60,14 +60,18 @@ export interface CallRequest {
 
 const pendingMessage = (snapshot: ApprovalSnapshot) =>
   `Waiting for approval ${snapshot.approval_id}: a person decides by ${snapshot.deadline_at}; ` +
-  `if nobody does, it expires at ${snapshot.expires_at} and the call is ${snapshot.timeout_action === "allow" ? "run" : "refused"}.`
+  `if nobody does, it expires at ${snapshot.expires_at} and the call is ${
+    snapshot.timeout_action === "allow" ? "run" : "refused"
+  }.`
 
 const rejectedText = (snapshot: ApprovalSnapshot) => {
   const who = snapshot.decided_by === undefined ? "" : ` by ${snapshot.decided_by}`
   const why = snapshot.decision_reason === undefined ? "" : `: ${snapshot.decision_reason}`
   const answer = snapshot.response === undefined
     ? ""
-    : `\nThe reviewer's answer: ${typeof snapshot.response === "string" ? snapshot.response : JSON.stringify(snapshot.response)}`
+    : `\nThe reviewer's answer: ${
+      typeof snapshot.response === "string" ? snapshot.response : JSON.stringify(snapshot.response)
+    }`
   return `A person rejected this call${who}${why}.${answer}`
 }
 
@@ -104,30 +108,44 @@ export class McpCalls extends Context.Service<McpCalls, {
       }
 
       /** Runs a claimed call's tool, records its result on the call and its outcome on the step. */
-      const execute = Effect.fn("McpCalls.execute")(function*(row: CallRow, args: Record<string, unknown>, digest: string | undefined) {
-        const connection = yield* servers.connection(row.org_id, row.server_id)
-        const result = connection === undefined
-          ? toolError("The MCP server of this tool was removed from the organization; the call did not run.")
-          : yield* upstream.callTool(row.org_id, connection, row.tool, args).pipe(
-            Effect.catchTag("UpstreamError", (error) => Effect.succeed(toolError(`The upstream MCP server failed: ${error.message}`)))
+      const execute = Effect.fn("McpCalls.execute")(
+        function*(row: CallRow, args: Record<string, unknown>, digest: string | undefined) {
+          const connection = yield* servers.connection(row.org_id, row.server_id)
+          const result = connection === undefined
+            ? toolError("The MCP server of this tool was removed from the organization; the call did not run.")
+            : yield* upstream.callTool(row.org_id, connection, row.tool, args).pipe(
+              Effect.catchTag(
+                "UpstreamError",
+                (error) => Effect.succeed(toolError(`The upstream MCP server failed: ${error.message}`))
+              )
+            )
+          const failed = result.isError === true
+          const finished = yield* rows.finish(
+            row.id,
+            failed ? "failed" : "completed",
+            result,
+            failed ? "The tool failed." : "The tool ran."
           )
-        const failed = result.isError === true
-        const finished = yield* rows.finish(row.id, failed ? "failed" : "completed", result, failed ? "The tool failed." : "The tool ran.")
-        if (finished === undefined) return result
-        yield* sessions.reportOutcome(row.org_id, row.session_id, row.step_id, {
-          status: failed ? "failed" : "succeeded",
-          result: outcomeResult(result),
-          ...(failed ? { error: "the tool answered with isError" } : {}),
-          ...(digest === undefined ? {} : { arguments_digest: digest })
-        }).pipe(
-          Effect.catchTags({
-            NotFound: () => Effect.void,
-            InvalidTransition: (error) => Effect.logWarning("mcp: the step's outcome was already reported", { detail: error.detail }),
-            InvalidRequest: (error) => Effect.logWarning("mcp: the step's outcome was refused", { detail: error.detail })
-          })
-        )
-        return result
-      })
+          if (finished === undefined) {
+            return result
+          }
+          yield* sessions.reportOutcome(row.org_id, row.session_id, row.step_id, {
+            status: failed ? "failed" : "succeeded",
+            result: outcomeResult(result),
+            ...(failed ? { error: "the tool answered with isError" } : {}),
+            ...(digest === undefined ? {} : { arguments_digest: digest })
+          }).pipe(
+            Effect.catchTags({
+              NotFound: () => Effect.void,
+              InvalidTransition: (error) =>
+                Effect.logWarning("mcp: the step's outcome was already reported", { detail: error.detail }),
+              InvalidRequest: (error) =>
+                Effect.logWarning("mcp: the step's outcome was refused", { detail: error.detail })
+            })
+          )
+          return result
+        }
+      )
 
       /**
        * Moves a call waiting for a person on, from its approval: still
@@ -138,17 +156,28 @@ export class McpCalls extends Context.Service<McpCalls, {
         if (isFinished(row.state) || row.approval_id === null) return { row, message: undefined }
         const snapshot = yield* approvals.get(row.org_id, row.approval_id).pipe(Effect.option)
         if (snapshot._tag === "None") {
-          const gone = yield* rows.finish(row.id, "failed", toolError("The approval of this call no longer exists."), "The approval is gone.")
+          const gone = yield* rows.finish(
+            row.id,
+            "failed",
+            toolError("The approval of this call no longer exists."),
+            "The approval is gone."
+          )
           return { row: gone ?? row, message: undefined }
         }
         const approval = snapshot.value
-        const runs_ = approval.status === "approved" || (approval.status === "expired" && approval.timeout_action === "allow")
+        const runs_ = approval.status === "approved" ||
+          (approval.status === "expired" && approval.timeout_action === "allow")
         if (approval.status === "pending") return { row, message: pendingMessage(approval) }
         if (!runs_) {
           const text = approval.status === "rejected"
             ? rejectedText(approval)
             : `The approval expired at ${approval.expires_at} without a decision; the call was refused.`
-          const done = yield* rows.finish(row.id, "failed", toolError(text, { "svc/approval_id": approval.approval_id }), text)
+          const done = yield* rows.finish(
+            row.id,
+            "failed",
+            toolError(text, { "svc/approval_id": approval.approval_id }),
+            text
+          )
           return { row: done ?? (yield* rows.find(row.org_id, row.id)) ?? row, message: undefined }
         }
         const claimed = yield* rows.claim(row.id)
@@ -175,7 +204,8 @@ export class McpCalls extends Context.Service<McpCalls, {
         return (row.result ?? toolError("The call was cancelled before it ran.")) as CallToolResult
       })
 
-      const cancel = (orgId: string, taskId: string) => Effect.map(rows.cancel(orgId, taskId), (row) => row !== undefined)
+      const cancel = (orgId: string, taskId: string) =>
+        Effect.map(rows.cancel(orgId, taskId), (row) => row !== undefined)
 
       const list = Effect.fn("McpCalls.list")(function*(orgId: string, sessionId: string, cursor: string | undefined) {
         const page = yield* rows.listPending(orgId, sessionId, cursor, 51)
@@ -199,11 +229,14 @@ export class McpCalls extends Context.Service<McpCalls, {
           const elapsed = performance.now() - started
           if (elapsed >= waitMs) {
             const waiting = settled.message ?? "The call is waiting to run."
-            return toolError(`${waiting} No decision within ${waitMs} ms (SVC_MCP_APPROVAL_WAIT). ${resume(row.step_id, row.id)}`, {
-              "svc/step_id": row.step_id,
-              "svc/task_id": row.id,
-              ...(row.approval_id === null ? {} : { "svc/approval_id": row.approval_id })
-            })
+            return toolError(
+              `${waiting} No decision within ${waitMs} ms (SVC_MCP_APPROVAL_WAIT). ${resume(row.step_id, row.id)}`,
+              {
+                "svc/step_id": row.step_id,
+                "svc/task_id": row.id,
+                ...(row.approval_id === null ? {} : { "svc/approval_id": row.approval_id })
+              }
+            )
           }
           yield* request.progress(settled.message ?? "The tool is running.", elapsed)
           yield* Effect.sleep(Duration.millis(Math.min(1000, waitMs - elapsed)))
@@ -226,14 +259,24 @@ export class McpCalls extends Context.Service<McpCalls, {
           Effect.map((answer) => ({ _tag: "Answer" as const, answer })),
           Effect.catchTags({
             NotFound: () => Effect.fail(new SessionGone()),
-            InvalidRequest: (error) => Effect.succeed({ _tag: "Refused" as const, text: error.detail ?? "The step was refused." }),
+            InvalidRequest: (error) =>
+              Effect.succeed({ _tag: "Refused" as const, text: error.detail ?? "The step was refused." }),
             ValidationBusy: () =>
-              Effect.succeed({ _tag: "Refused" as const, text: "svc is busy evaluating this organization's rules; call again shortly." })
+              Effect.succeed({
+                _tag: "Refused" as const,
+                text: "svc is busy evaluating this organization's rules; call again shortly."
+              })
           })
         )
-        if (answer._tag === "Refused") return { _tag: "Result" as const, result: toolError(answer.text, { "svc/step_id": request.stepId }) }
+        if (answer._tag === "Refused") {
+          return { _tag: "Result" as const, result: toolError(answer.text, { "svc/step_id": request.stepId }) }
+        }
         const decision = answer.answer
-        const meta = { "svc/step_id": request.stepId, "svc/decision": decision.decision, "svc/action_class": actionClass }
+        const meta = {
+          "svc/step_id": request.stepId,
+          "svc/decision": decision.decision,
+          "svc/action_class": actionClass
+        }
         if (decision.decision === "reject") {
           const why = decision.reason ?? `the organization's policy for action class ${actionClass} refuses it`
           return { _tag: "Result" as const, result: toolError(`svc refused this call: ${why}.`, meta) }
@@ -248,12 +291,19 @@ export class McpCalls extends Context.Service<McpCalls, {
           approvalId: decision.approval_id ?? null
         }, decision.decision === "allow" ? "running" : "pending")
         if (decision.decision === "allow") {
-          if (opened.created) return { _tag: "Result" as const, result: yield* execute(opened.row, request.arguments, undefined) }
+          if (opened.created) {
+            return { _tag: "Result" as const, result: yield* execute(opened.row, request.arguments, undefined) }
+          }
           // The same step sent again: its recorded result, or the run still under way.
           if (!isFinished(opened.row.state)) {
             const claimed = yield* rows.claim(opened.row.id)
-            if (claimed !== undefined) return { _tag: "Result" as const, result: yield* execute(claimed, request.arguments, undefined) }
-            return { _tag: "Result" as const, result: toolError(`This call is still running. ${resume(request.stepId, opened.row.id)}`, meta) }
+            if (claimed !== undefined) {
+              return { _tag: "Result" as const, result: yield* execute(claimed, request.arguments, undefined) }
+            }
+            return {
+              _tag: "Result" as const,
+              result: toolError(`This call is still running. ${resume(request.stepId, opened.row.id)}`, meta)
+            }
           }
           return { _tag: "Result" as const, result: opened.row.result as CallToolResult }
         }

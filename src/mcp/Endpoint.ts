@@ -22,7 +22,13 @@ import { McpSessions } from "./Sessions.ts"
 export const MCP_PATH = "/mcp"
 const SESSION_HEADER = "mcp-session-id"
 
-const problem = (status: 401 | 403 | 413, code: string, title: string, detail: string, headers: Record<string, string> = {}) =>
+const problem = (
+  status: 401 | 403 | 413,
+  code: string,
+  title: string,
+  detail: string,
+  headers: Record<string, string> = {}
+) =>
   HttpServerResponse.jsonUnsafe(
     { type: problemType(code), status, title, code, detail },
     { status, contentType: "application/problem+json", headers }
@@ -52,7 +58,9 @@ const challenge = (error: string) => ({ "www-authenticate": `Bearer realm="svc",
 /** The messages of a body: one, or a batch. */
 const messagesOf = (body: unknown): ReadonlyArray<unknown> => Array.isArray(body) ? body : [body]
 
-const initializeOf = (body: unknown): { readonly protocolVersion: string; readonly clientName: string | undefined } | undefined => {
+const initializeOf = (
+  body: unknown
+): { readonly protocolVersion: string; readonly clientName: string | undefined } | undefined => {
   for (const message of messagesOf(body)) {
     if (typeof message === "object" && message !== null && (message as { method?: unknown }).method === "initialize") {
       const params = (message as { params?: { protocolVersion?: unknown; clientInfo?: { name?: unknown } } }).params
@@ -77,11 +85,21 @@ export const McpRoute = Layer.effectDiscard(Effect.gen(function*() {
     const match = /^Bearer[ \t]+(\S+)[ \t]*$/i.exec(request.headers["authorization"] ?? "")
     if (match === null) {
       const detail = "Send the API key as `Authorization: Bearer <key>`."
-      return yield* Effect.fail(problem(401, "UNAUTHENTICATED", "Missing API key", detail, challenge("invalid_request")))
+      return yield* Effect.fail(
+        problem(401, "UNAUTHENTICATED", "Missing API key", detail, challenge("invalid_request"))
+      )
     }
     const principal = yield* identity.authenticate(match[1]!)
     if (Option.isNone(principal)) {
-      return yield* Effect.fail(problem(401, "UNAUTHENTICATED", "Unknown API key", "The API key is unknown or revoked.", challenge("invalid_token")))
+      return yield* Effect.fail(
+        problem(
+          401,
+          "UNAUTHENTICATED",
+          "Unknown API key",
+          "The API key is unknown or revoked.",
+          challenge("invalid_token")
+        )
+      )
     }
     if (!principal.value.scopes.has("mcp.use")) {
       return yield* Effect.fail(
@@ -105,7 +123,12 @@ export const McpRoute = Layer.effectDiscard(Effect.gen(function*() {
   const post = Effect.fnUntraced(function*(request: HttpServerRequest.HttpServerRequest, principal: Principal) {
     const text = yield* request.text.pipe(Effect.option)
     if (Option.isNone(text)) {
-      return problem(413, "PAYLOAD_TOO_LARGE", "Request body too large", `The body is over SVC_MAX_BODY_BYTES (${config.maxBodyBytes} bytes).`)
+      return problem(
+        413,
+        "PAYLOAD_TOO_LARGE",
+        "Request body too large",
+        `The body is over SVC_MAX_BODY_BYTES (${config.maxBodyBytes} bytes).`
+      )
     }
     let body: unknown
     try {
@@ -116,19 +139,34 @@ export const McpRoute = Layer.effectDiscard(Effect.gen(function*() {
     const initialize = initializeOf(body)
     const sessionId = request.headers[SESSION_HEADER]
     if (initialize === undefined) {
-      if (sessionId === undefined) return rpcError(400, -32000, "Bad Request: the Mcp-Session-Id header is required; initialize first.")
-      if (!(yield* sessions.isOpen(principal.orgId, sessionId))) return rpcError(404, -32001, "Session not found: initialize again.")
+      if (sessionId === undefined) {
+        return rpcError(400, -32000, "Bad Request: the Mcp-Session-Id header is required; initialize first.")
+      }
+      if (!(yield* sessions.isOpen(principal.orgId, sessionId))) {
+        return rpcError(404, -32001, "Session not found: initialize again.")
+      }
     }
-    const server = yield* protocol.server({ orgId: principal.orgId, sessionId: initialize === undefined ? sessionId : undefined })
+    const server = yield* protocol.server({
+      orgId: principal.orgId,
+      sessionId: initialize === undefined ? sessionId : undefined
+    })
     const transport = new WebStandardStreamableHTTPServerTransport()
     // The body is read already (`parsedBody`): the transport needs the headers.
-    const web = new Request(new URL(request.url, "http://svc.invalid"), { method: "POST", headers: request.headers as Record<string, string> })
+    const web = new Request(new URL(request.url, "http://svc.invalid"), {
+      method: "POST",
+      headers: request.headers as Record<string, string>
+    })
     const answer = yield* Effect.promise(async () => {
       await server.connect(transport)
       return transport.handleRequest(web, { parsedBody: body })
     })
     if (initialize === undefined || answer.status !== 200) return HttpServerResponse.fromWeb(answer)
-    const opened = yield* sessions.open(principal.orgId, principal.keyId, initialize.protocolVersion, initialize.clientName)
+    const opened = yield* sessions.open(
+      principal.orgId,
+      principal.keyId,
+      initialize.protocolVersion,
+      initialize.clientName
+    )
     const headers = new Headers(answer.headers)
     headers.set(SESSION_HEADER, opened)
     return HttpServerResponse.fromWeb(new Response(answer.body, { status: answer.status, headers }))
@@ -149,7 +187,9 @@ export const McpRoute = Layer.effectDiscard(Effect.gen(function*() {
           : rpcError(404, -32001, "Session not found.")
       }
       default:
-        return rpcError(405, -32000, "Method not allowed: svc answers POST (and DELETE to end a session).", { allow: "POST, DELETE" })
+        return rpcError(405, -32000, "Method not allowed: svc answers POST (and DELETE to end a session).", {
+          allow: "POST, DELETE"
+        })
     }
   }).pipe(Effect.withSpan("Endpoint.request"))
 

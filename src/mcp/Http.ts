@@ -2,9 +2,9 @@
 import { Effect } from "effect"
 import { HttpApiBuilder } from "effect/http-api"
 import { Api } from "../api/Api.ts"
+import { NotFound } from "../api/Errors.ts"
 import { UpstreamFailed } from "../api/Mcp.ts"
 import { CurrentPrincipal } from "../api/Security.ts"
-import { NotFound } from "../api/Errors.ts"
 import { actionClassOf, exposedName, McpServers, toServer } from "./Servers.ts"
 import { Upstream } from "./Upstream.ts"
 
@@ -16,7 +16,8 @@ export const McpServersHandlers = HttpApiBuilder.group(
     const upstream = yield* Upstream
     return handlers.handleAll({
       create: ({ payload }) => CurrentPrincipal.use((p) => servers.create(p.orgId, p.keyId, payload)),
-      list: () => CurrentPrincipal.use((p) => Effect.map(servers.list(p.orgId), (rows) => ({ mcp_servers: rows.map(toServer) }))),
+      list: () =>
+        CurrentPrincipal.use((p) => Effect.map(servers.list(p.orgId), (rows) => ({ mcp_servers: rows.map(toServer) }))),
       get: ({ params }) => CurrentPrincipal.use((p) => Effect.map(servers.find(p.orgId, params.id), toServer)),
       remove: ({ params }) => CurrentPrincipal.use((p) => servers.remove(p.orgId, params.id)),
       test: ({ params }) =>
@@ -27,7 +28,11 @@ export const McpServersHandlers = HttpApiBuilder.group(
             const started = performance.now()
             const tools = yield* upstream.listTools(p.orgId, connection).pipe(
               Effect.mapError((error) =>
-                new UpstreamFailed({ error: error.message, duration_ms: Math.round(performance.now() - started), detail: error.message })
+                new UpstreamFailed({
+                  error: error.message,
+                  duration_ms: Math.round(performance.now() - started),
+                  detail: error.message
+                })
               )
             )
             return {

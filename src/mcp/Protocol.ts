@@ -58,7 +58,10 @@ export class McpProtocol extends Context.Service<McpProtocol, {
             const tools = yield* upstream.listTools(orgId, connection).pipe(
               Effect.catchTag("UpstreamError", (error) =>
                 Effect.as(
-                  Effect.logWarning("mcp: an upstream server's tools could not be listed", { mcp_server_id: row.id, error: error.message }),
+                  Effect.logWarning("mcp: an upstream server's tools could not be listed", {
+                    mcp_server_id: row.id,
+                    error: error.message
+                  }),
                   []
                 ))
             )
@@ -67,7 +70,9 @@ export class McpProtocol extends Context.Service<McpProtocol, {
               return {
                 ...tool,
                 name: exposedName(row, tool.name),
-                description: `${tool.description ?? tool.name}\n\n(Through svc: governed as action class ${actionClass}.)`,
+                description: `${
+                  tool.description ?? tool.name
+                }\n\n(Through svc: governed as action class ${actionClass}.)`,
                 execution: { taskSupport: "optional" },
                 _meta: { ...tool._meta, "svc/action_class": actionClass, "svc/server": row.name }
               }
@@ -86,9 +91,11 @@ export class McpProtocol extends Context.Service<McpProtocol, {
               Effect.andThen(
                 Effect.logError("mcp: a request failed", { defect: String(defect) }),
                 Effect.fail(new McpError(ErrorCode.InternalError, "svc could not answer this request; try again."))
-              ))
+              )
+            )
           ))
-        const notUsed = () => Promise.reject(new McpError(ErrorCode.InvalidRequest, "Tasks are created by tools/call only."))
+        const notUsed = () =>
+          Promise.reject(new McpError(ErrorCode.InvalidRequest, "Tasks are created by tools/call only."))
         const taskStore: TaskStore = {
           createTask: notUsed,
           storeTaskResult: notUsed,
@@ -106,7 +113,9 @@ export class McpProtocol extends Context.Service<McpProtocol, {
           listTasks: async (cursor) => {
             if (caller.sessionId === undefined) return { tasks: [] }
             const page = await run(calls.list(caller.orgId, caller.sessionId, cursor))
-            return page.nextCursor === undefined ? { tasks: [...page.tasks] } : { tasks: [...page.tasks], nextCursor: page.nextCursor }
+            return page.nextCursor === undefined
+              ? { tasks: [...page.tasks] }
+              : { tasks: [...page.tasks], nextCursor: page.nextCursor }
           }
         }
         const mcp = new Server({ name: "svc", version: VERSION }, {
@@ -120,36 +129,52 @@ export class McpProtocol extends Context.Service<McpProtocol, {
             "Call with a task to poll a waiting call; without one, a call waits a bounded time and then says how to resume."
         })
 
-        mcp.setRequestHandler(ListToolsRequestSchema, async () => ({ tools: [...(await run(listTools(caller.orgId)))] }))
+        mcp.setRequestHandler(
+          ListToolsRequestSchema,
+          async () => ({ tools: [...(await run(listTools(caller.orgId)))] })
+        )
 
         mcp.setRequestHandler(CallToolRequestSchema, async (request, extra) => {
-          if (caller.sessionId === undefined) throw new McpError(ErrorCode.InvalidRequest, "Initialize a session first.")
+          if (caller.sessionId === undefined) {
+            throw new McpError(ErrorCode.InvalidRequest, "Initialize a session first.")
+          }
           const chosen = request.params._meta?.[STEP_ID_META]
           if (chosen !== undefined && !isStepId(chosen)) {
-            throw new McpError(ErrorCode.InvalidParams, `_meta.${STEP_ID_META} must be a string of 1 to 200 characters.`)
+            throw new McpError(
+              ErrorCode.InvalidParams,
+              `_meta.${STEP_ID_META} must be a string of 1 to 200 characters.`
+            )
           }
           const progressToken = request.params._meta?.progressToken
-          const answer = await run(calls.call({
-            orgId: caller.orgId,
-            sessionId: caller.sessionId,
-            name: request.params.name,
-            arguments: request.params.arguments ?? {},
-            stepId: chosen ?? `rpc-${String(extra.requestId)}`,
-            task: request.params.task !== undefined,
-            progress: (message, elapsedMs) =>
-              progressToken === undefined ? Effect.void : Effect.promise(() =>
-                extra.sendNotification({
-                  method: "notifications/progress",
-                  params: { progressToken, progress: Math.floor(elapsedMs), message }
-                }).catch(() => undefined)
-              )
-          }).pipe(
-            Effect.catchTags({
-              UnknownTool: (error) => Effect.fail(new McpError(ErrorCode.InvalidParams, `Unknown tool: ${error.name}`)),
-              SessionGone: () =>
-                Effect.fail(new McpError(ErrorCode.InvalidRequest, "The session's agent session no longer exists; initialize again."))
-            })
-          ))
+          const answer = await run(
+            calls.call({
+              orgId: caller.orgId,
+              sessionId: caller.sessionId,
+              name: request.params.name,
+              arguments: request.params.arguments ?? {},
+              stepId: chosen ?? `rpc-${String(extra.requestId)}`,
+              task: request.params.task !== undefined,
+              progress: (message, elapsedMs) =>
+                progressToken === undefined ? Effect.void : Effect.promise(() =>
+                  extra.sendNotification({
+                    method: "notifications/progress",
+                    params: { progressToken, progress: Math.floor(elapsedMs), message }
+                  }).catch(() => undefined)
+                )
+            }).pipe(
+              Effect.catchTags({
+                UnknownTool: (error) =>
+                  Effect.fail(new McpError(ErrorCode.InvalidParams, `Unknown tool: ${error.name}`)),
+                SessionGone: () =>
+                  Effect.fail(
+                    new McpError(
+                      ErrorCode.InvalidRequest,
+                      "The session's agent session no longer exists; initialize again."
+                    )
+                  )
+              })
+            )
+          )
           return answer._tag === "Task" ? { task: answer.task } : answer.result
         })
         return mcp

@@ -38,7 +38,8 @@ const ServerColumns = Schema.Struct({
 export type ServerRow = typeof ServerColumns.Type
 const ServerRows = rowsOf("mcp_servers", ServerColumns)
 
-const COLUMNS = "id, org_id, name, url_hint, header_names, default_action_class, tool_action_classes, created_by, created_at"
+const COLUMNS =
+  "id, org_id, name, url_hint, header_names, default_action_class, tool_action_classes, created_by, created_at"
 
 export const toServer = (row: ServerRow): McpServer => ({
   id: row.id,
@@ -56,7 +57,8 @@ export const actionClassOf = (server: ServerRow, tool: string): string =>
   Object.hasOwn(server.tool_action_classes, tool) ? server.tool_action_classes[tool]! : server.default_action_class
 
 /** The name the gateway lists a server's tool under. */
-export const exposedName = (server: Pick<ServerRow, "name">, tool: string) => `${server.name}${TOOL_NAME_SEPARATOR}${tool}`
+export const exposedName = (server: Pick<ServerRow, "name">, tool: string) =>
+  `${server.name}${TOOL_NAME_SEPARATOR}${tool}`
 
 /** A gateway name split into its server's name and the upstream tool's, or `undefined` when it is not one. */
 export const splitExposedName = (name: string): { readonly server: string; readonly tool: string } | undefined => {
@@ -105,21 +107,31 @@ export class McpServers extends Context.Service<McpServers, {
             return yield* new LimitReached({
               limit: "SVC_MAX_MCP_SERVERS_PER_ORG",
               limit_value: limit,
-              detail: `The organization already has ${limit} MCP servers, the most allowed (SVC_MAX_MCP_SERVERS_PER_ORG); remove one first.`
+              detail:
+                `The organization already has ${limit} MCP servers, the most allowed (SVC_MAX_MCP_SERVERS_PER_ORG); remove one first.`
             })
           }
           const row = yield* ServerRows.one(sql`
             INSERT INTO mcp_servers (id, org_id, name, url_hint, header_names, default_action_class, tool_action_classes, created_by)
-            VALUES (${id}, ${orgId}, ${input.name}, ${checked.urlHint}, ${JSON.stringify(verdict.headers.map(([name]) => name))}::jsonb,
-                    ${input.default_action_class ?? `mcp.${input.name}`}, ${JSON.stringify(input.tool_action_classes ?? {})}::jsonb, ${keyId})
+            VALUES (${id}, ${orgId}, ${input.name}, ${checked.urlHint}, ${
+            JSON.stringify(verdict.headers.map(([name]) => name))
+          }::jsonb,
+                    ${input.default_action_class ?? `mcp.${input.name}`}, ${
+            JSON.stringify(input.tool_action_classes ?? {})
+          }::jsonb, ${keyId})
             ON CONFLICT (org_id, name) DO NOTHING
             RETURNING ${sql.literal(COLUMNS)}
           `)
           if (row === undefined) {
-            return yield* new InvalidRequest({ field: "name", detail: "The organization already has an MCP server of this name." })
+            return yield* new InvalidRequest({
+              field: "name",
+              detail: "The organization already has an MCP server of this name."
+            })
           }
           yield* secrets.put(urlOwner(orgId, id), "url", Redacted.make(checked.url))
-          for (const [name, value] of verdict.headers) yield* secrets.put(headerOwner(orgId, id), name, Redacted.make(value))
+          for (const [name, value] of verdict.headers) {
+            yield* secrets.put(headerOwner(orgId, id), name, Redacted.make(value))
+          }
           return row
         })).pipe(Effect.catchTag("SqlError", Effect.die))
         return toServer(row)
@@ -134,7 +146,8 @@ export class McpServers extends Context.Service<McpServers, {
       const find = (orgId: string, id: string) =>
         Effect.flatMap(
           ServerRows.one(sql`SELECT ${sql.literal(COLUMNS)} FROM mcp_servers WHERE org_id = ${orgId} AND id = ${id}`),
-          (row) => row === undefined ? Effect.fail(new NotFound({ detail: "No such MCP server." })) : Effect.succeed(row)
+          (row) =>
+            row === undefined ? Effect.fail(new NotFound({ detail: "No such MCP server." })) : Effect.succeed(row)
         )
 
       const remove = Effect.fn("McpServers.remove")(function*(orgId: string, id: string) {
@@ -149,7 +162,9 @@ export class McpServers extends Context.Service<McpServers, {
       })
 
       const connection = Effect.fn("McpServers.connection")(function*(orgId: string, id: string) {
-        const row = yield* ServerRows.one(sql`SELECT ${sql.literal(COLUMNS)} FROM mcp_servers WHERE org_id = ${orgId} AND id = ${id}`)
+        const row = yield* ServerRows.one(
+          sql`SELECT ${sql.literal(COLUMNS)} FROM mcp_servers WHERE org_id = ${orgId} AND id = ${id}`
+        )
         if (row === undefined) return undefined
         const [url] = yield* secrets.list(urlOwner(orgId, id))
         if (url === undefined) return undefined

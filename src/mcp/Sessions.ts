@@ -17,7 +17,12 @@ const SESSION_ID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12
 
 export class McpSessions extends Context.Service<McpSessions, {
   /** A new session of the organization's key; answers its id. */
-  readonly open: (orgId: string, keyId: string, protocolVersion: string, clientName: string | undefined) => Effect.Effect<string>
+  readonly open: (
+    orgId: string,
+    keyId: string,
+    protocolVersion: string,
+    clientName: string | undefined
+  ) => Effect.Effect<string>
   /** Whether `id` is an open session of the organization. */
   readonly isOpen: (orgId: string, id: string) => Effect.Effect<boolean>
   /** Ends the session; false when it is not an open session of the organization. */
@@ -29,19 +34,25 @@ export class McpSessions extends Context.Service<McpSessions, {
       const sql = yield* SqlClient.SqlClient
       const agents = yield* AgentSessions
 
-      const open = Effect.fn("McpSessions.open")(function*(orgId: string, keyId: string, protocolVersion: string, clientName: string | undefined) {
-        const session = yield* agents.create(orgId, {}).pipe(Effect.orDie)
-        yield* sql`
+      const open = Effect.fn("McpSessions.open")(
+        function*(orgId: string, keyId: string, protocolVersion: string, clientName: string | undefined) {
+          const session = yield* agents.create(orgId, {}).pipe(Effect.orDie)
+          yield* sql`
           INSERT INTO mcp_sessions (id, org_id, key_id, protocol_version, client_name)
-          VALUES (${session.id}, ${orgId}, ${keyId}, ${protocolVersion.slice(0, 32)}, ${clientName?.slice(0, 200) ?? null})
+          VALUES (${session.id}, ${orgId}, ${keyId}, ${protocolVersion.slice(0, 32)}, ${
+            clientName?.slice(0, 200) ?? null
+          })
         `.pipe(Effect.orDie)
-        return session.id
-      })
+          return session.id
+        }
+      )
 
       const isOpen = (orgId: string, id: string) =>
         SESSION_ID.test(id)
           ? Effect.map(
-            SessionRows.one(sql`SELECT id, closed_at IS NOT NULL AS closed FROM mcp_sessions WHERE id = ${id} AND org_id = ${orgId}`),
+            SessionRows.one(
+              sql`SELECT id, closed_at IS NOT NULL AS closed FROM mcp_sessions WHERE id = ${id} AND org_id = ${orgId}`
+            ),
             (row) => row !== undefined && !row.closed
           )
           : Effect.succeed(false)

@@ -62,7 +62,8 @@ export class Upstream extends Context.Service<Upstream, {
       const run = Effect.runPromiseWith(yield* Effect.context<never>())
 
       /** The SDK's `fetch`: POSTs through the guarded client; no standing GET stream, no DELETE. */
-      const guardedFetch = (orgId: string, connection: Connection, deadline: number) =>
+      const guardedFetch =
+        (orgId: string, connection: Connection, deadline: number) =>
         async (url: string | URL, init?: RequestInit): Promise<Response> => {
           const method = (init?.method ?? "GET").toUpperCase()
           // The gateway asks one question at a time: it opens no stream for
@@ -94,7 +95,11 @@ export class Upstream extends Context.Service<Upstream, {
                 : `the upstream server could not be reached: ${answer.message}`
             )
           }
-          if (answer.truncated) throw new Refused(`the upstream server's answer is longer than SVC_MCP_UPSTREAM_MAX_BYTES (${maxBytes} bytes)`)
+          if (answer.truncated) {
+            throw new Refused(
+              `the upstream server's answer is longer than SVC_MCP_UPSTREAM_MAX_BYTES (${maxBytes} bytes)`
+            )
+          }
           if (answer.status >= 400) throw new Refused(`the upstream server answered HTTP ${answer.status}`)
           const body = answer.status === 202 || answer.status === 204 ? null : answer.body.slice()
           return new Response(body, { status: answer.status, headers: answer.headers })
@@ -106,9 +111,12 @@ export class Upstream extends Context.Service<Upstream, {
           Effect.suspend(() => {
             const held = inFlight.get(orgId) ?? 0
             if (held >= config.mcp.upstreamsPerOrg) {
-              return Effect.fail(new UpstreamError({
-                message: `the organization already has ${held} upstream calls in flight (SVC_MCP_UPSTREAM_CALLS_PER_ORG); try again shortly`
-              }))
+              return Effect.fail(
+                new UpstreamError({
+                  message:
+                    `the organization already has ${held} upstream calls in flight (SVC_MCP_UPSTREAM_CALLS_PER_ORG); try again shortly`
+                })
+              )
             }
             inFlight.set(orgId, held + 1)
             return Effect.void
@@ -134,7 +142,10 @@ export class Upstream extends Context.Service<Upstream, {
             }).pipe(
               Effect.timeoutOrElse({
                 duration: timeoutMs + 1_000,
-                orElse: () => Effect.fail(new UpstreamError({ message: `no answer within SVC_MCP_UPSTREAM_TIMEOUT (${timeoutMs} ms)` }))
+                orElse: () =>
+                  Effect.fail(
+                    new UpstreamError({ message: `no answer within SVC_MCP_UPSTREAM_TIMEOUT (${timeoutMs} ms)` })
+                  )
               })
             ),
           () =>
@@ -154,7 +165,9 @@ export class Upstream extends Context.Service<Upstream, {
             const page = await client.listTools(cursor === undefined ? {} : { cursor }, { timeout: timeoutMs })
             tools.push(...page.tools)
             cursor = page.nextCursor
-            if (tools.length > MAX_UPSTREAM_TOOLS) throw new Refused(`the upstream server lists more than ${MAX_UPSTREAM_TOOLS} tools`)
+            if (tools.length > MAX_UPSTREAM_TOOLS) {
+              throw new Refused(`the upstream server lists more than ${MAX_UPSTREAM_TOOLS} tools`)
+            }
           } while (cursor !== undefined)
           return tools
         })
@@ -167,8 +180,14 @@ export class Upstream extends Context.Service<Upstream, {
         args: Record<string, unknown>
       ) {
         yield* Effect.annotateCurrentSpan({ "svc.mcp_server_id": connection.server.id, "gen_ai.tool.name": tool })
-        return yield* session(orgId, connection, async (client) =>
-          (await client.callTool({ name: tool, arguments: args }, undefined, { timeout: timeoutMs })) as CallToolResult)
+        return yield* session(
+          orgId,
+          connection,
+          async (client) =>
+            (await client.callTool({ name: tool, arguments: args }, undefined, {
+              timeout: timeoutMs
+            })) as CallToolResult
+        )
       })
 
       return Upstream.of({ listTools, callTool })

@@ -73,6 +73,8 @@ export const searchDeliveries = Effect.fnUntraced(function*(
     finishedFrom: query.finished_from,
     finishedUntil: query.finished_until,
     scan
-  }, { limit: query.limit, cursor: query.cursor }).pipe(Effect.catchTag("UnknownCursor", () => Effect.fail(cursorRefused())))
+  }, { limit: query.limit, cursor: query.cursor }).pipe(
+    Effect.catchTag("UnknownCursor", () => Effect.fail(cursorRefused()))
+  )
   return { deliveries: page.items.map(toRecord), next_cursor: page.next_cursor }
 })

@@ -5,8 +5,8 @@
  * are stored (event selection, filter, header names).
  */
 import type { PgClient } from "@effect/sql-pg"
-import type { Statement } from "effect/sql"
 import { Schema } from "effect"
+import type { Statement } from "effect/sql"
 import { ClientCertificateView, EndpointAuthView } from "../api/EndpointAuth.ts"
 import { DefaultEventTypes, EndpointOrdering, type EventType, type NotificationEndpoint } from "../api/Notifications.ts"
 import { JsonColumn, rowsOf, Timestamp, TimestampOrNull } from "../platform/Rows.ts"
@@ -17,7 +17,8 @@ export const eventSelection = (events: ReadonlyArray<string> | undefined): Reado
 
 export const jsonOrNull = (value: object | undefined) => value === undefined ? null : JSON.stringify(value)
 
-export const headerNames = (headers: ReadonlyArray<readonly [string, string]> | undefined) => JSON.stringify((headers ?? []).map(([name]) => name))
+export const headerNames = (headers: ReadonlyArray<readonly [string, string]> | undefined) =>
+  JSON.stringify((headers ?? []).map(([name]) => name))
 
 /** A `notification_endpoints` row (with, where a query joins it, its health: `withHealth`). */
 const EndpointColumns = Schema.Struct({

@@ -14,10 +14,11 @@
  */
 import { PgClient } from "@effect/sql-pg"
 import { Context, Effect, Layer, Redacted } from "effect"
-import { parseEndpointUrl } from "../brokers/BrokerUrl.ts"
-import { headersRefused, type InvalidHeaders, type InvalidRequest, LimitReached, NotFound } from "../api/Errors.ts"
 import { InvalidUrl } from "../api/Deliveries.ts"
+import { headersRefused, type InvalidHeaders, type InvalidRequest, LimitReached, NotFound } from "../api/Errors.ts"
 import type { EndpointOrdering, InvalidWebhookEvents, NotificationEndpoint } from "../api/Notifications.ts"
+import { parseEndpointUrl } from "../brokers/BrokerUrl.ts"
+import { Topics, Wakeups } from "../database/Wakeups.ts"
 import { DeliveryQueue } from "../deliveries/DeliveryQueue.ts"
 import { failingStreak } from "../deliveries/Targets.ts"
 import { checkHeaders } from "../outbound/HeaderRules.ts"
@@ -28,9 +29,7 @@ import { countForCap } from "../platform/OrgLimits.ts"
 import { iso } from "../platform/Time.ts"
 import { endpointUrlOwner, SEALED_URL_COLUMN, URL_SECRET } from "../secrets/ReceiverUrls.ts"
 import { SecretStore } from "../secrets/SecretStore.ts"
-import { activeEndpoint } from "./send/EndpointHealth.ts"
 import { writeCertificateNotices } from "./auth/CertificateNotices.ts"
-import { Topics, Wakeups } from "../database/Wakeups.ts"
 import {
   type AuthInput,
   authOwner,
@@ -42,9 +41,6 @@ import {
   refuseForBroker,
   writeSecrets
 } from "./auth/StoredAuth.ts"
-import { endpointHeaderOwner, endpointOwner, hostGroup, SendTargets } from "./send/SendTargets.ts"
-import { newSigningSecret, OWN_HEADERS } from "./send/Signing.ts"
-import { rotateSigningSecret } from "./SecretRotation.ts"
 import {
   columns,
   type EndpointRow,
@@ -57,6 +53,10 @@ import {
   toEndpoint,
   withHealth
 } from "./EndpointRows.ts"
+import { rotateSigningSecret } from "./SecretRotation.ts"
+import { activeEndpoint } from "./send/EndpointHealth.ts"
+import { endpointHeaderOwner, endpointOwner, hostGroup, SendTargets } from "./send/SendTargets.ts"
+import { newSigningSecret, OWN_HEADERS } from "./send/Signing.ts"
 
 export interface EndpointChange {
   readonly events?: ReadonlyArray<string> | undefined
@@ -176,7 +176,8 @@ export class NotificationEndpoints extends Context.Service<NotificationEndpoints
             return yield* new LimitReached({
               limit: "SVC_MAX_ENDPOINTS_PER_ORG",
               limit_value: limit,
-              detail: `The organization already has ${limit} notification endpoints, the most allowed (SVC_MAX_ENDPOINTS_PER_ORG); delete one first.`
+              detail:
+                `The organization already has ${limit} notification endpoints, the most allowed (SVC_MAX_ENDPOINTS_PER_ORG); delete one first.`
             })
           }
           const id = newId()
@@ -184,14 +185,18 @@ export class NotificationEndpoints extends Context.Service<NotificationEndpoints
             INSERT INTO notification_endpoints (id, org_id, url, url_hint, events, created_by, action_classes, ordering,
                                                 header_names, rate_limit, auth, client_certificate, certificate_expires_at)
             VALUES (${id}, ${orgId}, ${SEALED_URL_COLUMN}, ${checked.urlHint}, ${sql.json(events)}, ${keyId},
-                    ${filterColumn(input.action_classes)}::jsonb, ${input.ordering ?? "concurrent"}, ${headerNames(headers)}::jsonb,
+                    ${filterColumn(input.action_classes)}::jsonb, ${input.ordering ?? "concurrent"}, ${
+            headerNames(headers)
+          }::jsonb,
                     ${input.rate_limit ?? null}, ${jsonOrNull(auth?.column)}::jsonb,
                     ${jsonOrNull(certificate?.column)}::jsonb, ${certificate?.expiresAt ?? null})
             RETURNING ${sql.literal(columns)}
           `)
           yield* queue.setGroup("webhook", orgId, id, hostGroup(orgId, checked.url))
           if (input.ordering === "strict") yield* queue.setStrict("webhook", orgId, id, true)
-          if (input.rate_limit !== undefined && input.rate_limit !== null) yield* queue.setRateLimit("webhook", orgId, id, input.rate_limit)
+          if (input.rate_limit !== undefined && input.rate_limit !== null) {
+            yield* queue.setRateLimit("webhook", orgId, id, input.rate_limit)
+          }
           if (headers !== undefined) yield* writeHeaders(secrets, orgId, id, headers)
           yield* writeSecrets(secrets, authOwner(orgId, id), auth)
           yield* writeSecrets(secrets, certificateOwner(orgId, id), certificate)
@@ -222,59 +227,71 @@ export class NotificationEndpoints extends Context.Service<NotificationEndpoints
         return row
       })
 
-      const update = Effect.fn("NotificationEndpoints.update")(function*(orgId: string, id: string, change: EndpointChange) {
-        const selection = change.events === undefined ? undefined : eventSelection(change.events)
-        const headers = yield* checkCustomHeaders(change.headers)
-        const before = yield* find(orgId, id)
-        yield* refuseForBroker(before.url_hint.slice(0, before.url_hint.indexOf(":")), change.auth, change.tls_client_certificate)
-        yield* refuseAuthorizationHeader(
-          change.auth === undefined ? before.auth !== null : change.auth !== null,
-          headers === undefined ? before.header_names : headers.map(([name]) => name)
-        )
-        const auth = yield* prepareAuth(change.auth, (url) => outbound.check(url, orgId))
-        const certificate = yield* prepareCertificate(change.tls_client_certificate)
-        let noticed = 0
-        // Reactivating starts a new streak: a failing notice is due again when it fails again.
-        const row = yield* sql.withTransaction(Effect.gen(function*() {
-          yield* failingStreak.end(sql, id, activeEndpoint(sql, orgId, false))
-          const row = yield* EndpointRows.one(withHealth(
-            sql,
-            sql`
+      const update = Effect.fn("NotificationEndpoints.update")(
+        function*(orgId: string, id: string, change: EndpointChange) {
+          const selection = change.events === undefined ? undefined : eventSelection(change.events)
+          const headers = yield* checkCustomHeaders(change.headers)
+          const before = yield* find(orgId, id)
+          yield* refuseForBroker(
+            before.url_hint.slice(0, before.url_hint.indexOf(":")),
+            change.auth,
+            change.tls_client_certificate
+          )
+          yield* refuseAuthorizationHeader(
+            change.auth === undefined ? before.auth !== null : change.auth !== null,
+            headers === undefined ? before.header_names : headers.map(([name]) => name)
+          )
+          const auth = yield* prepareAuth(change.auth, (url) => outbound.check(url, orgId))
+          const certificate = yield* prepareCertificate(change.tls_client_certificate)
+          let noticed = 0
+          // Reactivating starts a new streak: a failing notice is due again when it fails again.
+          const row = yield* sql.withTransaction(Effect.gen(function*() {
+            yield* failingStreak.end(sql, id, activeEndpoint(sql, orgId, false))
+            const row = yield* EndpointRows.one(withHealth(
+              sql,
+              sql`
             UPDATE notification_endpoints
             SET events = ${selection === undefined ? sql`events` : sql`${sql.json(selection)}`},
-                action_classes = ${change.action_classes === undefined ? sql`action_classes` : sql`${filterColumn(change.action_classes)}::jsonb`},
+                action_classes = ${
+                change.action_classes === undefined
+                  ? sql`action_classes`
+                  : sql`${filterColumn(change.action_classes)}::jsonb`
+              },
                 ordering = ${change.ordering ?? sql`ordering`},
                 header_names = ${headers === undefined ? sql`header_names` : sql`${headerNames(headers)}::jsonb`},
                 rate_limit = ${change.rate_limit === undefined ? sql`rate_limit` : sql`${change.rate_limit}::int`},
                 auth = ${auth === undefined ? sql`auth` : sql`${jsonOrNull(auth?.column)}::jsonb`},
                 client_certificate = ${
-              certificate === undefined ? sql`client_certificate` : sql`${jsonOrNull(certificate?.column)}::jsonb`
-            },
+                certificate === undefined ? sql`client_certificate` : sql`${jsonOrNull(certificate?.column)}::jsonb`
+              },
                 certificate_expires_at = ${
-              certificate === undefined ? sql`certificate_expires_at` : sql`${certificate?.expiresAt ?? null}`
-            },
+                certificate === undefined ? sql`certificate_expires_at` : sql`${certificate?.expiresAt ?? null}`
+              },
                 certificate_notice_at = ${certificate === undefined ? sql`certificate_notice_at` : sql`NULL`},
                 active = true, deactivated_at = NULL, deactivated_reason = NULL
             WHERE id = ${id} AND org_id = ${orgId}
             RETURNING ${sql.literal(columns)}
           `
-          ))
-          // The queue's side of the ordering, in the same transaction.
-          if (row !== undefined && change.ordering !== undefined) {
-            yield* queue.setStrict("webhook", orgId, id, change.ordering === "strict")
-          }
-          if (row !== undefined && change.rate_limit !== undefined) yield* queue.setRateLimit("webhook", orgId, id, change.rate_limit)
-          if (row !== undefined && headers !== undefined) yield* writeHeaders(secrets, orgId, id, headers)
-          if (row !== undefined) yield* writeSecrets(secrets, authOwner(orgId, id), auth)
-          if (row !== undefined) yield* writeSecrets(secrets, certificateOwner(orgId, id), certificate)
-          if (row !== undefined) noticed = yield* noticeIfDue(id, certificate)
-          return row
-        })).pipe(Effect.catchTag("SqlError", Effect.die))
-        yield* forget(orgId, id)
-        yield* woken(noticed)
-        if (row === undefined) return yield* new NotFound({ detail: "No such notification endpoint." })
-        return toEndpoint(row)
-      })
+            ))
+            // The queue's side of the ordering, in the same transaction.
+            if (row !== undefined && change.ordering !== undefined) {
+              yield* queue.setStrict("webhook", orgId, id, change.ordering === "strict")
+            }
+            if (row !== undefined && change.rate_limit !== undefined) {
+              yield* queue.setRateLimit("webhook", orgId, id, change.rate_limit)
+            }
+            if (row !== undefined && headers !== undefined) yield* writeHeaders(secrets, orgId, id, headers)
+            if (row !== undefined) yield* writeSecrets(secrets, authOwner(orgId, id), auth)
+            if (row !== undefined) yield* writeSecrets(secrets, certificateOwner(orgId, id), certificate)
+            if (row !== undefined) noticed = yield* noticeIfDue(id, certificate)
+            return row
+          })).pipe(Effect.catchTag("SqlError", Effect.die))
+          yield* forget(orgId, id)
+          yield* woken(noticed)
+          if (row === undefined) return yield* new NotFound({ detail: "No such notification endpoint." })
+          return toEndpoint(row)
+        }
+      )
 
       const remove = Effect.fn("NotificationEndpoints.remove")(function*(orgId: string, id: string) {
         const row = yield* sql.withTransaction(Effect.gen(function*() {

@@ -2,30 +2,30 @@ import { Effect, Option } from "effect"
 import { HttpApiBuilder } from "effect/http-api"
 import { Api } from "../api/Api.ts"
 import { NotReplayable } from "../api/Deliveries.ts"
-import { replayProblem } from "../api/ReplayProblem.ts"
 import { NotFound } from "../api/Errors.ts"
+import { replayProblem } from "../api/ReplayProblem.ts"
 import { CurrentPrincipal } from "../api/Security.ts"
+import { publicHostOf, requireConsoleOrigin } from "../console/Csrf.ts"
 import { DeliveryQueue } from "../deliveries/DeliveryQueue.ts"
+import { DeliveryOperations } from "../deliveries/records/Operations.ts"
+import { SvcConfig } from "../platform/Config.ts"
 import { SecretBox } from "../platform/Crypto.ts"
 import type { CursorMac } from "../platform/Cursor.ts"
-import { searchDeliveries } from "./DeliverySearch.ts"
-import { SvcConfig } from "../platform/Config.ts"
 import { iso } from "../platform/Time.ts"
-import { DeliveryOperations } from "../deliveries/records/Operations.ts"
+import { searchDeliveries } from "./DeliverySearch.ts"
 import { NotificationEndpoints } from "./Endpoints.ts"
 import { ReviewerAddresses } from "./ReviewerAddress.ts"
-import { publicHostOf, requireConsoleOrigin } from "../console/Csrf.ts"
 import { TEST_META_KEY, TestDeliveries } from "./TestDelivery.ts"
 
 /** The window of `GET /v1/notification-endpoints/:id/stats`. */
 const STATS_HOURS = 24
 
-
 /** A replay refused because the endpoint is inactive. */
 const inactive = (endpoint: { readonly deactivated_reason: string | null }) =>
   new NotReplayable({
     delivery_status: "failed",
-    detail: "The endpoint is inactive (" + (endpoint.deactivated_reason ?? "deactivated") + "); PATCH it to reactivate, then replay."
+    detail: "The endpoint is inactive (" + (endpoint.deactivated_reason ?? "deactivated") +
+      "); PATCH it to reactivate, then replay."
   })
 
 export const NotificationsHandlers = HttpApiBuilder.group(
@@ -43,13 +43,18 @@ export const NotificationsHandlers = HttpApiBuilder.group(
     return handlers.handleAll({
       list: () =>
         CurrentPrincipal.use((p) =>
-          Effect.all({ endpoints: endpoints.list(p.orgId), email_notifier: Effect.map(addresses.settings(p.orgId), (s) => s.email_notifier) })
+          Effect.all({
+            endpoints: endpoints.list(p.orgId),
+            email_notifier: Effect.map(addresses.settings(p.orgId), (s) => s.email_notifier)
+          })
         ),
       create: ({ payload }) => CurrentPrincipal.use((p) => endpoints.create(p.orgId, p.actor, payload)),
       update: ({ params, payload }) => CurrentPrincipal.use((p) => endpoints.update(p.orgId, params.id, payload)),
       remove: ({ params }) => CurrentPrincipal.use((p) => Effect.asVoid(endpoints.remove(p.orgId, params.id))),
       rotateSecret: ({ params, payload }) =>
-        CurrentPrincipal.use((p) => endpoints.rotateSecret(p.orgId, params.id, payload.overlap_seconds, payload.expire_previous)),
+        CurrentPrincipal.use((p) =>
+          endpoints.rotateSecret(p.orgId, params.id, payload.overlap_seconds, payload.expire_previous)
+        ),
       deliveries: ({ params, query }) =>
         Effect.gen(function*() {
           const p = yield* CurrentPrincipal
@@ -151,7 +156,8 @@ export const ReviewerConfirmationHandlers = HttpApiBuilder.group(
     return handlers.handleAll({
       // Confirming changes state: the console's request rules apply (its
       // header, its own origin), so no other site can post one.
-      confirmAddress: ({ payload }) => Effect.andThen(requireConsoleOrigin(publicHost), addresses.confirm(payload.token))
+      confirmAddress: ({ payload }) =>
+        Effect.andThen(requireConsoleOrigin(publicHost), addresses.confirm(payload.token))
     })
   })
 )

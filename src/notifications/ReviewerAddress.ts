@@ -28,6 +28,7 @@
 import { PgClient } from "@effect/sql-pg"
 import { Context, Effect, Layer, Option, Schema } from "effect"
 import { SqlClient } from "effect/sql"
+import type { Statement } from "effect/sql"
 import {
   ConfirmationLinkExpired,
   ConfirmationLinkInvalid,
@@ -36,7 +37,13 @@ import {
 } from "../api/ApprovalLinks.ts"
 import { RateLimited } from "../api/Errors.ts"
 import type { NotificationSettings } from "../api/Notifications.ts"
-import { addressConfirmed, claimConfirmationWindow, queueConfirmation, setConfirmedOrgAddress, setOrgAddress } from "../approvals/AddressConfirmations.ts"
+import {
+  addressConfirmed,
+  claimConfirmationWindow,
+  queueConfirmation,
+  setConfirmedOrgAddress,
+  setOrgAddress
+} from "../approvals/AddressConfirmations.ts"
 import { DeliveryQueue } from "../deliveries/DeliveryQueue.ts"
 import { SvcConfig } from "../platform/Config.ts"
 import { sha256Hex } from "../platform/Digest.ts"
@@ -44,7 +51,6 @@ import { newId } from "../platform/Ids.ts"
 import { Instant, InstantOrNull, rowsOf } from "../platform/Rows.ts"
 import { iso } from "../platform/Time.ts"
 import { CONFIRMATION_PREFIX } from "./send/ConfirmationLinks.ts"
-import type { Statement } from "effect/sql"
 
 const SettingsRow = Schema.Struct({
   reviewer_email: Schema.NullOr(Schema.String),
@@ -52,11 +58,14 @@ const SettingsRow = Schema.Struct({
   reviewer_confirmed_at: InstantOrNull
 })
 const SettingsRows = rowsOf("notification_settings", SettingsRow)
-const ConfirmedRows = rowsOf("reviewer_confirmations", Schema.Struct({
-  used: Schema.Boolean,
-  reviewer_email: Schema.NullOr(Schema.String),
-  reviewer_confirmed_at: InstantOrNull
-}))
+const ConfirmedRows = rowsOf(
+  "reviewer_confirmations",
+  Schema.Struct({
+    used: Schema.Boolean,
+    reviewer_email: Schema.NullOr(Schema.String),
+    reviewer_confirmed_at: InstantOrNull
+  })
+)
 const KnownRows = rowsOf("reviewer_confirmations", Schema.Struct({ used_at: InstantOrNull, expires_at: Instant }))
 
 type Settings = typeof NotificationSettings.Type
@@ -71,7 +80,8 @@ export const writeReviewerEmail = Effect.fnUntraced(function*(orgId: string, ema
   return rows.length > 0
 }, Effect.orDie)
 
-const INVALID = "This is not the confirmation link of a reviewer address of this service. Use the whole link of the latest mail."
+const INVALID =
+  "This is not the confirmation link of a reviewer address of this service. Use the whole link of the latest mail."
 
 export class ReviewerAddresses extends Context.Service<ReviewerAddresses, {
   readonly settings: (orgId: string) => Effect.Effect<Settings>
@@ -146,14 +156,21 @@ export class ReviewerAddresses extends Context.Service<ReviewerAddresses, {
           FROM (SELECT 1) one LEFT JOIN (SELECT * FROM confirmed UNION ALL SELECT * FROM member_confirmed) c ON true
         `).pipe(Effect.orDie)
         if (row !== undefined && row.reviewer_email !== null && row.reviewer_confirmed_at !== null) {
-          return { reviewer_email: row.reviewer_email, reviewer_email_status: "confirmed" as const, confirmed_at: iso(row.reviewer_confirmed_at) }
+          return {
+            reviewer_email: row.reviewer_email,
+            reviewer_email_status: "confirmed" as const,
+            confirmed_at: iso(row.reviewer_confirmed_at)
+          }
         }
         if (row?.used === true) {
           return yield* new ReviewerAddressReplaced({
-            detail: "The address this link was mailed to is no longer the reviewer address it was set as (the organization's, or a group member's); nothing was confirmed."
+            detail:
+              "The address this link was mailed to is no longer the reviewer address it was set as (the organization's, or a group member's); nothing was confirmed."
           })
         }
-        const known = yield* KnownRows.one(sql`SELECT used_at, expires_at FROM reviewer_confirmations WHERE token_hash = ${hash}`).pipe(
+        const known = yield* KnownRows.one(
+          sql`SELECT used_at, expires_at FROM reviewer_confirmations WHERE token_hash = ${hash}`
+        ).pipe(
           Effect.orDie
         )
         if (known === undefined) return yield* new ConfirmationLinkInvalid({ detail: INVALID })

@@ -60,9 +60,10 @@ export const rotateSigningSecret = Effect.fnUntraced(function*(
       return yield* new LimitReached({
         limit: "SVC_WEBHOOK_MAX_SIGNING_SECRETS",
         limit_value: maxSecrets,
-        detail: `${current.length} secrets sign this endpoint's deliveries until the oldest ends at ${
-          iso(oldest.expires_at ?? now)
-        }; rotate after that, with overlap_seconds: 0 (the secret signing until now ends at once), ` +
+        detail:
+          `${current.length} secrets sign this endpoint's deliveries until the oldest ends at ${
+            iso(oldest.expires_at ?? now)
+          }; rotate after that, with overlap_seconds: 0 (the secret signing until now ends at once), ` +
           `or pass expire_previous: "all" to end the earlier secrets within this overlap.`
       })
     }

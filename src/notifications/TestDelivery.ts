@@ -17,21 +17,24 @@ import { Clock, Context, Duration, Effect, Layer, Schema } from "effect"
 import { NotFound, RateLimited } from "../api/Errors.ts"
 import type { WebhookEvent } from "../api/Events.ts"
 import { DeliveryFailed, type EventType, EventTypes, InvalidWebhookEvents } from "../api/Notifications.ts"
-import { DeliveryOperations } from "../deliveries/records/Operations.ts"
 import { Brokers, ConnectionsBusy } from "../brokers/Brokers.ts"
+import { DeliveryOperations } from "../deliveries/records/Operations.ts"
 import { OutboundHttp } from "../outbound/OutboundHttp.ts"
 import { SvcConfig } from "../platform/Config.ts"
-import { rowsOf } from "../platform/Rows.ts"
 import { newId } from "../platform/Ids.ts"
-import { NotificationEndpoints } from "./Endpoints.ts"
-import { SendTargets } from "./send/SendTargets.ts"
-import { httpError } from "./send/Verdict.ts"
-import { deliveryHeaders } from "./send/Signing.ts"
+import { rowsOf } from "../platform/Rows.ts"
 import { makeAuthorizedSend } from "./auth/AuthorizedSend.ts"
 import { EndpointTokens } from "./auth/Tokens.ts"
+import { NotificationEndpoints } from "./Endpoints.ts"
+import { SendTargets } from "./send/SendTargets.ts"
+import { deliveryHeaders } from "./send/Signing.ts"
+import { httpError } from "./send/Verdict.ts"
 
 /** Whether a test of the endpoint's window was taken, and how long until the next window. */
-const WindowRows = rowsOf("notification_endpoints", Schema.Struct({ claimed: Schema.Boolean, retry_after: Schema.Number }))
+const WindowRows = rowsOf(
+  "notification_endpoints",
+  Schema.Struct({ claimed: Schema.Boolean, retry_after: Schema.Number })
+)
 
 /** The ids of the example approval a test event carries: plainly not a real one. */
 export const EXAMPLE_ID = "00000000-0000-0000-0000-000000000000"
@@ -129,96 +132,118 @@ export class TestDeliveries extends Context.Service<TestDeliveries, {
           limit: "SVC_WEBHOOK_TESTS_PER_MINUTE",
           limit_value: limit,
           retry_after_seconds: Math.max(1, row?.retry_after ?? 1),
-          detail: `This endpoint was sent ${limit} test events in the last minute, the most allowed (SVC_WEBHOOK_TESTS_PER_MINUTE); retry in ${Math.max(1, row?.retry_after ?? 1)} s.`
+          detail:
+            `This endpoint was sent ${limit} test events in the last minute, the most allowed (SVC_WEBHOOK_TESTS_PER_MINUTE); retry in ${
+              Math.max(1, row?.retry_after ?? 1)
+            } s.`
         })
       })
 
-      const send = Effect.fn("TestDeliveries.send")(function*(orgId: string, endpointId: string, eventType: string | undefined) {
-        const endpoint = yield* endpoints.find(orgId, endpointId)
-        const type = eventType ?? endpoint.events[0]!
-        if (!endpoint.events.includes(type) || !isEventType(type)) {
-          return yield* new InvalidWebhookEvents({
-            field: "event_type",
-            detail: `event_type ${JSON.stringify(type.slice(0, 100))} is not one of the endpoint's events`,
-            supported: [...endpoint.events]
-          })
-        }
-        yield* claim(orgId, endpointId)
-        const target = yield* targets.get(orgId, endpointId)
-        if (target === undefined) return yield* new NotFound({ detail: "No such notification endpoint." })
-        const id = newId()
-        const now = new Date(yield* Clock.currentTimeMillis)
-        const body = Buffer.from(testEventBody({ id, type, orgId, occurredAt: now, endpoint }), "utf8")
-        const started = performance.now()
-        const headers = deliveryHeaders(target.secrets, { id, type }, Math.floor(now.getTime() / 1000), body, target.headers)
-        const record = (status: "delivered" | "failed", attempt: { statusCode?: number; error?: string; durationMs: number }) =>
-          operations.recordFinished({
-            orgId,
-            kind: "webhook",
-            targetId: endpointId,
-            label: `test ${type}`,
-            eventId: id,
-            status,
-            meta: { [TEST_META_KEY]: true },
-            attempt
-          })
-        const failed = Effect.fnUntraced(function*(error: string) {
-          const durationMs = Math.round(performance.now() - started)
-          yield* record("failed", { error, durationMs })
-          return yield* new DeliveryFailed({ error, duration_ms: durationMs, detail: `The test delivery failed: ${error}.` })
-        })
-        if (!target.url.startsWith("https:")) {
-          // A broker destination: acknowledged, or failed; no HTTP status either way.
-          const published = yield* brokers.publish(target.url, orgId, {
-            eventId: id,
-            type,
-            headers,
-            body,
-            timeoutMs: Duration.toMillis(config.webhookSendTimeout)
-          }).pipe(Effect.result)
-          if (published._tag === "Failure" && published.failure instanceof ConnectionsBusy) {
-            // A limit of this process, not the broker's answer: not recorded.
-            const busy = published.failure
-            return yield* new RateLimited({
-              limit: busy.limit,
-              limit_value: busy.limitValue,
-              retry_after_seconds: 1,
-              detail: `The test event was not sent: ${busy.message}; retry in 1 s.`
+      const send = Effect.fn("TestDeliveries.send")(
+        function*(orgId: string, endpointId: string, eventType: string | undefined) {
+          const endpoint = yield* endpoints.find(orgId, endpointId)
+          const type = eventType ?? endpoint.events[0]!
+          if (!endpoint.events.includes(type) || !isEventType(type)) {
+            return yield* new InvalidWebhookEvents({
+              field: "event_type",
+              detail: `event_type ${JSON.stringify(type.slice(0, 100))} is not one of the endpoint's events`,
+              supported: [...endpoint.events]
             })
           }
-          if (published._tag === "Failure") return yield* failed(published.failure.message)
-          const durationMs = Math.round(published.success.elapsedMs)
-          yield* record("delivered", { durationMs })
-          return { delivered: true as const, duration_ms: durationMs }
+          yield* claim(orgId, endpointId)
+          const target = yield* targets.get(orgId, endpointId)
+          if (target === undefined) return yield* new NotFound({ detail: "No such notification endpoint." })
+          const id = newId()
+          const now = new Date(yield* Clock.currentTimeMillis)
+          const body = Buffer.from(testEventBody({ id, type, orgId, occurredAt: now, endpoint }), "utf8")
+          const started = performance.now()
+          const headers = deliveryHeaders(
+            target.secrets,
+            { id, type },
+            Math.floor(now.getTime() / 1000),
+            body,
+            target.headers
+          )
+          const record = (
+            status: "delivered" | "failed",
+            attempt: { statusCode?: number; error?: string; durationMs: number }
+          ) =>
+            operations.recordFinished({
+              orgId,
+              kind: "webhook",
+              targetId: endpointId,
+              label: `test ${type}`,
+              eventId: id,
+              status,
+              meta: { [TEST_META_KEY]: true },
+              attempt
+            })
+          const failed = Effect.fnUntraced(function*(error: string) {
+            const durationMs = Math.round(performance.now() - started)
+            yield* record("failed", { error, durationMs })
+            return yield* new DeliveryFailed({
+              error,
+              duration_ms: durationMs,
+              detail: `The test delivery failed: ${error}.`
+            })
+          })
+          if (!target.url.startsWith("https:")) {
+            // A broker destination: acknowledged, or failed; no HTTP status either way.
+            const published = yield* brokers.publish(target.url, orgId, {
+              eventId: id,
+              type,
+              headers,
+              body,
+              timeoutMs: Duration.toMillis(config.webhookSendTimeout)
+            }).pipe(Effect.result)
+            if (published._tag === "Failure" && published.failure instanceof ConnectionsBusy) {
+              // A limit of this process, not the broker's answer: not recorded.
+              const busy = published.failure
+              return yield* new RateLimited({
+                limit: busy.limit,
+                limit_value: busy.limitValue,
+                retry_after_seconds: 1,
+                detail: `The test event was not sent: ${busy.message}; retry in 1 s.`
+              })
+            }
+            if (published._tag === "Failure") return yield* failed(published.failure.message)
+            const durationMs = Math.round(published.success.elapsedMs)
+            yield* record("delivered", { durationMs })
+            return { delivered: true as const, duration_ms: durationMs }
+          }
+          const sent = yield* authorizedSend(
+            {
+              url: target.url,
+              method: "POST",
+              headers,
+              body,
+              timeout: config.webhookSendTimeout,
+              maxResponseBytes: 1,
+              partition: orgId,
+              connections: config.webhookPerHost + config.maxEndpointsPerOrg,
+              orgId,
+              clientCertificate: target.clientCertificate
+            },
+            target.oauth,
+            orgId
+          ).pipe(Effect.result)
+          if (sent._tag === "Failure") return yield* failed(sent.failure.message)
+          const response = sent.success
+          const durationMs = Math.round(response.elapsedMs)
+          if (response.status >= 200 && response.status < 300) {
+            yield* record("delivered", { statusCode: response.status, durationMs })
+            return { delivered: true as const, status: response.status, duration_ms: durationMs }
+          }
+          const error = httpError(response.status)
+          yield* record("failed", { statusCode: response.status, error, durationMs })
+          return yield* new DeliveryFailed({
+            receiver_status: response.status,
+            error,
+            duration_ms: durationMs,
+            detail: `The receiver answered ${response.status}.`
+          })
         }
-        const sent = yield* authorizedSend({
-          url: target.url,
-          method: "POST",
-          headers,
-          body,
-          timeout: config.webhookSendTimeout,
-          maxResponseBytes: 1,
-          partition: orgId,
-          connections: config.webhookPerHost + config.maxEndpointsPerOrg,
-          orgId,
-          clientCertificate: target.clientCertificate
-        }, target.oauth, orgId).pipe(Effect.result)
-        if (sent._tag === "Failure") return yield* failed(sent.failure.message)
-        const response = sent.success
-        const durationMs = Math.round(response.elapsedMs)
-        if (response.status >= 200 && response.status < 300) {
-          yield* record("delivered", { statusCode: response.status, durationMs })
-          return { delivered: true as const, status: response.status, duration_ms: durationMs }
-        }
-        const error = httpError(response.status)
-        yield* record("failed", { statusCode: response.status, error, durationMs })
-        return yield* new DeliveryFailed({
-          receiver_status: response.status,
-          error,
-          duration_ms: durationMs,
-          detail: `The receiver answered ${response.status}.`
-        })
-      })
+      )
 
       return TestDeliveries.of({ send })
     })

@@ -23,7 +23,13 @@ import { MetricsScrape } from "./Scrape.ts"
 
 const PROBLEM_JSON = "application/problem+json"
 
-const problem = (status: 401 | 403 | 404, code: string, title: string, detail: string, headers: Record<string, string> = {}) =>
+const problem = (
+  status: 401 | 403 | 404,
+  code: string,
+  title: string,
+  detail: string,
+  headers: Record<string, string> = {}
+) =>
   HttpServerResponse.jsonUnsafe(
     { type: problemType(code), status, title, code, detail },
     { status, contentType: PROBLEM_JSON, headers }
@@ -39,8 +45,10 @@ export const bearerMatches = (header: string | undefined, expected: Buffer): "mi
 }
 
 const answer = (metrics: MetricsScrape["Service"]) =>
-  Effect.map(metrics.scrape, ({ body, contentType }) =>
-    HttpServerResponse.text(body, { contentType, headers: { "cache-control": "no-store" } }))
+  Effect.map(
+    metrics.scrape,
+    ({ body, contentType }) => HttpServerResponse.text(body, { contentType, headers: { "cache-control": "no-store" } })
+  )
 
 /** `GET /metrics` on the API port, behind `SVC_METRICS_TOKEN`; absent when the token is unset. */
 export const MetricsRoute = Layer.effectDiscard(Effect.gen(function*() {
@@ -56,11 +64,22 @@ export const MetricsRoute = Layer.effectDiscard(Effect.gen(function*() {
       const request = yield* HttpServerRequest.HttpServerRequest
       switch (bearerMatches(request.headers["authorization"], expected)) {
         case "missing":
-          return problem(401, "UNAUTHENTICATED", "Missing bearer token", "GET /metrics needs Authorization: Bearer <SVC_METRICS_TOKEN>.", {
-            "www-authenticate": "Bearer realm=\"metrics\""
-          })
+          return problem(
+            401,
+            "UNAUTHENTICATED",
+            "Missing bearer token",
+            "GET /metrics needs Authorization: Bearer <SVC_METRICS_TOKEN>.",
+            {
+              "www-authenticate": "Bearer realm=\"metrics\""
+            }
+          )
         case "wrong":
-          return problem(403, "FORBIDDEN", "This token cannot read metrics", "The bearer token is not SVC_METRICS_TOKEN.")
+          return problem(
+            403,
+            "FORBIDDEN",
+            "This token cannot read metrics",
+            "The bearer token is not SVC_METRICS_TOKEN."
+          )
         case "ok":
           return yield* answer(scrape)
       }
@@ -77,7 +96,14 @@ export const MetricsListener = Layer.effectDiscard(Effect.gen(function*() {
     port: config.metricsPort.value,
     host: config.metricsHost,
     gracefulShutdownTimeout: "2 seconds"
-  }).pipe(Effect.mapError(listenFailed({ port: "SVC_METRICS_PORT", host: "SVC_METRICS_HOST" }, { port: config.metricsPort.value, host: config.metricsHost })))
+  }).pipe(
+    Effect.mapError(
+      listenFailed({ port: "SVC_METRICS_PORT", host: "SVC_METRICS_HOST" }, {
+        port: config.metricsPort.value,
+        host: config.metricsHost
+      })
+    )
+  )
   const app = Effect.gen(function*() {
     const request = yield* HttpServerRequest.HttpServerRequest
     const path = request.url.split("?")[0]

@@ -12,8 +12,13 @@
  */
 import type * as Prometheus from "prom-client"
 
-export const makeHttpDurationChildren = (histogram: Prometheus.Histogram<"http_request_method" | "http_route" | "http_response_status_code">) => {
-  const children = new Map<string, Prometheus.Histogram.Internal<"http_request_method" | "http_route" | "http_response_status_code">>()
+export const makeHttpDurationChildren = (
+  histogram: Prometheus.Histogram<"http_request_method" | "http_route" | "http_response_status_code">
+) => {
+  const children = new Map<
+    string,
+    Prometheus.Histogram.Internal<"http_request_method" | "http_route" | "http_response_status_code">
+  >()
   return (method: string, route: string, status: number, seconds: number) => {
     const key = `${method} ${status} ${route}`
     let child = children.get(key)

@@ -26,9 +26,9 @@
  */
 import { Context, Effect, Layer, Option, type Scope } from "effect"
 import * as Prometheus from "prom-client"
+import { type WorkCounts, workCounts } from "../database/WorkCounts.ts"
 import { SvcConfig } from "../platform/Config.ts"
 import { makeHttpDurationChildren } from "./HttpDurationChildren.ts"
-import { type WorkCounts, workCounts } from "../database/WorkCounts.ts"
 
 /** Delivery kinds of the shared queue (`src/deliveries`). */
 export const DELIVERY_KINDS = ["webhook", "telemetry", "email"] as const
@@ -58,7 +58,17 @@ export const HTTP_DURATION_BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.25
 /** The label value of a request no route matched, and of an unknown method (OpenTelemetry's `_OTHER`). */
 export const OTHER = "_OTHER"
 
-const KNOWN_METHODS: ReadonlySet<string> = new Set(["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS", "TRACE", "CONNECT"])
+const KNOWN_METHODS: ReadonlySet<string> = new Set([
+  "GET",
+  "HEAD",
+  "POST",
+  "PUT",
+  "PATCH",
+  "DELETE",
+  "OPTIONS",
+  "TRACE",
+  "CONNECT"
+])
 
 const outcomeLabel: Record<AttemptOutcome, string> = {
   Delivered: "delivered",
@@ -99,10 +109,18 @@ export const makeMetrics = (options: { readonly processMetrics?: boolean } = {})
   if (options.processMetrics !== false) Prometheus.collectDefaultMetrics({ register: registry })
   const counter = <L extends string>(name: string, labelNames: ReadonlyArray<L>, help: string) =>
     new Prometheus.Counter<L>({ name, help, labelNames, registers })
-  const gauge = <L extends string>(name: string, labelNames: ReadonlyArray<L>, help: string, collect?: (this: Prometheus.Gauge<L>) => void) =>
-    new Prometheus.Gauge<L>({ name, help, labelNames, registers, ...(collect === undefined ? {} : { collect }) })
-  const histogram = <L extends string>(name: string, labelNames: ReadonlyArray<L>, buckets: Array<number>, help: string) =>
-    new Prometheus.Histogram<L>({ name, help, labelNames, buckets, registers })
+  const gauge = <L extends string>(
+    name: string,
+    labelNames: ReadonlyArray<L>,
+    help: string,
+    collect?: (this: Prometheus.Gauge<L>) => void
+  ) => new Prometheus.Gauge<L>({ name, help, labelNames, registers, ...(collect === undefined ? {} : { collect }) })
+  const histogram = <L extends string>(
+    name: string,
+    labelNames: ReadonlyArray<L>,
+    buckets: Array<number>,
+    help: string
+  ) => new Prometheus.Histogram<L>({ name, help, labelNames, buckets, registers })
 
   const observeHttp = makeHttpDurationChildren(histogram(
     "http_server_request_duration_seconds",
@@ -110,7 +128,11 @@ export const makeMetrics = (options: { readonly processMetrics?: boolean } = {})
     HTTP_DURATION_BUCKETS,
     "Duration of HTTP server requests until the response is ready (OpenTelemetry http.server.request.duration)."
   ))
-  const deliveries = counter("svc_deliveries_total", ["kind", "outcome"], "Deliveries that reached a final outcome in the delivery worker, by kind and outcome.")
+  const deliveries = counter(
+    "svc_deliveries_total",
+    ["kind", "outcome"],
+    "Deliveries that reached a final outcome in the delivery worker, by kind and outcome."
+  )
   const attempts = counter(
     "svc_delivery_attempts_total",
     ["kind", "outcome"],
@@ -127,7 +149,11 @@ export const makeMetrics = (options: { readonly processMetrics?: boolean } = {})
     ["pipeline"],
     "Spans a collector accepted, by pipeline (organizations: their destinations; operator: the service's own traces)."
   )
-  const dropped = counter("svc_telemetry_spans_dropped_total", ["pipeline", "reason"], "Spans dropped before a collector accepted them, by pipeline and reason.")
+  const dropped = counter(
+    "svc_telemetry_spans_dropped_total",
+    ["pipeline", "reason"],
+    "Spans dropped before a collector accepted them, by pipeline and reason."
+  )
   const pendingReaders = new Map<SpanPipeline, () => number>()
   gauge(
     "svc_telemetry_spans_pending",
@@ -151,9 +177,17 @@ export const makeMetrics = (options: { readonly processMetrics?: boolean } = {})
     [0.01, 0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60, 300],
     "How late the scheduler fired each approval deadline after it was due."
   )
-  const streams = gauge("svc_session_streams_open", ["stream"], "Open Server-Sent Events streams in this process, by stream.")
+  const streams = gauge(
+    "svc_session_streams_open",
+    ["stream"],
+    "Open Server-Sent Events streams in this process, by stream."
+  )
   const gauges = {
-    queueDepth: gauge("svc_delivery_queue_depth", ["kind"], "Undelivered deliveries (queued, sending, retrying) in the database, by kind."),
+    queueDepth: gauge(
+      "svc_delivery_queue_depth",
+      ["kind"],
+      "Undelivered deliveries (queued, sending, retrying) in the database, by kind."
+    ),
     queueOldestAge: gauge(
       "svc_delivery_queue_oldest_age_seconds",
       ["kind"],
@@ -164,8 +198,16 @@ export const makeMetrics = (options: { readonly processMetrics?: boolean } = {})
       ["kind"],
       "Delivery targets (webhook endpoints, telemetry destinations) in cooldown now, by kind."
     ),
-    endpointsDeactivated: gauge("svc_webhook_endpoints_deactivated", [], "Webhook endpoints deactivated by a 410 Gone answer and not reactivated since."),
-    poolMax: gauge("svc_db_pool_connections_max", [], "Most database connections this process opens (1 on the embedded database)."),
+    endpointsDeactivated: gauge(
+      "svc_webhook_endpoints_deactivated",
+      [],
+      "Webhook endpoints deactivated by a 410 Gone answer and not reactivated since."
+    ),
+    poolMax: gauge(
+      "svc_db_pool_connections_max",
+      [],
+      "Most database connections this process opens (1 on the embedded database)."
+    ),
     connections: gauge(
       "svc_db_connections",
       ["state"],
@@ -268,7 +310,10 @@ export class Metrics extends Context.Reference<MetricsShape>("svc/observability/
   /** One registry for the running service, with the standard process metrics; nothing recorded when `/metrics` is off. */
   static readonly layer = Layer.effect(
     Metrics,
-    Effect.map(SvcConfig, (config) =>
-      Option.isSome(config.metricsPort) || Option.isSome(config.metricsToken) ? makeMetrics() : disabledMetrics())
+    Effect.map(
+      SvcConfig,
+      (config) =>
+        Option.isSome(config.metricsPort) || Option.isSome(config.metricsToken) ? makeMetrics() : disabledMetrics()
+    )
   )
 }

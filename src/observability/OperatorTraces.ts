@@ -37,6 +37,8 @@ import { VERSION } from "../api/Version.ts"
 import { encodeRequestParts, type KeyValue } from "../otlp/Encoding.ts"
 import { sampledByRatio } from "../otlp/Sampling.ts"
 import { encodeSpan, isExportedAttribute } from "../otlp/Spans.ts"
+import { parseRetryAfter } from "../outbound/RetryAfter.ts"
+import { forkSupervised } from "../platform/Supervised.ts"
 import { Metrics, type MetricsShape } from "./Metrics.ts"
 import { type OperatorSink, OperatorSpans } from "./OperatorSink.ts"
 import {
@@ -46,8 +48,6 @@ import {
   OtelEnvError,
   parseOtelEnv
 } from "./OtelEnv.ts"
-import { parseRetryAfter } from "../outbound/RetryAfter.ts"
-import { forkSupervised } from "../platform/Supervised.ts"
 
 /** Attributes the operator's collector gets beside the organizations' allowlist. */
 const OPERATOR_ATTRIBUTES: ReadonlySet<string> = new Set([
@@ -80,7 +80,11 @@ export const makeSampler = (
   now: () => number = () => performance.now()
 ): Pick<OperatorSink, "sampleRoot" | "sampleRemote"> => {
   const root = (traceId: string) =>
-    sampler.name.endsWith("always_on") ? true : sampler.name.endsWith("always_off") ? false : sampledByRatio(traceId, sampler.ratio)
+    sampler.name.endsWith("always_on")
+      ? true
+      : sampler.name.endsWith("always_off")
+      ? false
+      : sampledByRatio(traceId, sampler.ratio)
   const burst = Math.max(1, callerSampledPerSecond)
   let tokens = burst
   let filledAt = now()
@@ -111,7 +115,8 @@ type Sent = { readonly _tag: "ok" } | { readonly _tag: "retry"; readonly error: 
   readonly error: string
 }
 
-const retryAfterMs = (value: string | Array<string> | undefined, now: number): number => parseRetryAfter(value, now) ?? 0
+const retryAfterMs = (value: string | Array<string> | undefined, now: number): number =>
+  parseRetryAfter(value, now) ?? 0
 
 /** The pipeline: the sink the tracer offers spans to, and the fiber that exports them. */
 export const makeOperatorPipeline = (settings: OperatorTraceSettings, metrics: MetricsShape) =>
@@ -176,7 +181,11 @@ export const makeOperatorPipeline = (settings: OperatorTraceSettings, metrics: M
           const status = response.statusCode
           if (status >= 200 && status < 300) return { _tag: "ok" }
           if (RETRYABLE.has(status)) {
-            return { _tag: "retry", error: `collector answered ${status}`, afterMs: retryAfterMs(response.headers["retry-after"], clock.currentTimeMillisUnsafe()) }
+            return {
+              _tag: "retry",
+              error: `collector answered ${status}`,
+              afterMs: retryAfterMs(response.headers["retry-after"], clock.currentTimeMillisUnsafe())
+            }
           }
           return { _tag: "failed", error: `collector answered ${status}` }
         },

@@ -175,8 +175,14 @@ export const tracesUrl = (env: Env): { readonly name: string; readonly url: stri
     return fail(`${name}: "${maskSettingText(raw)}" is not a URL`)
   }
   if (url.protocol !== "http:" && url.protocol !== "https:") fail(`${name} must be an http:// or https:// URL`)
-  if (url.username !== "" || url.password !== "") fail(`${name} must not carry credentials; use OTEL_EXPORTER_OTLP_HEADERS`)
-  if (specific === undefined) url.pathname = url.pathname.endsWith("/") ? `${url.pathname}v1/traces` : `${url.pathname}/v1/traces`
+  if (url.username !== "" || url.password !== "") {
+    fail(`${name} must not carry credentials; use OTEL_EXPORTER_OTLP_HEADERS`)
+  }
+  if (specific === undefined) {
+    url.pathname = url.pathname.endsWith("/")
+      ? `${url.pathname}v1/traces`
+      : `${url.pathname}/v1/traces`
+  }
   return { name, url: url.toString() }
 }
 
@@ -201,7 +207,9 @@ export const parseOtelEnv = (
 
   const protocol = either(env, "PROTOCOL")
   if (protocol !== undefined && protocol.value !== "http/json") {
-    fail(`${protocol.name}: "${protocol.value}" is not supported; svc exports OTLP/HTTP JSON: set it to http/json (or leave it unset)`)
+    fail(
+      `${protocol.name}: "${protocol.value}" is not supported; svc exports OTLP/HTTP JSON: set it to http/json (or leave it unset)`
+    )
   }
   for (const unsupported of ["CLIENT_CERTIFICATE", "CLIENT_KEY"]) {
     const set = either(env, unsupported)
@@ -209,15 +217,21 @@ export const parseOtelEnv = (
   }
 
   const headersVar = either(env, "HEADERS")
-  const headers = headersVar === undefined ? [] : parseKeyValues(headersVar.name, headersVar.value).map(([key, value]) => {
-    if (!TOKEN.test(key)) fail(`${headersVar.name}: "${key}" is not a header name`)
-    // The value is a secret: the message never shows it.
-    if (/[\u0000-\u0008\u000a-\u001f\u007f]/.test(value)) fail(`${headersVar.name}: the value of "${key}" holds control characters`)
-    return [key.toLowerCase(), value] as const
-  })
+  const headers = headersVar === undefined ?
+    [] :
+    parseKeyValues(headersVar.name, headersVar.value).map(([key, value]) => {
+      if (!TOKEN.test(key)) fail(`${headersVar.name}: "${key}" is not a header name`)
+      // The value is a secret: the message never shows it.
+      if (/[\u0000-\u0008\u000a-\u001f\u007f]/.test(value)) {
+        fail(`${headersVar.name}: the value of "${key}" holds control characters`)
+      }
+      return [key.toLowerCase(), value] as const
+    })
 
   const timeoutVar = either(env, "TIMEOUT")
-  const timeoutMs = timeoutVar === undefined ? 10_000 : integer({ [timeoutVar.name]: timeoutVar.value }, timeoutVar.name, 10_000, 1)
+  const timeoutMs = timeoutVar === undefined
+    ? 10_000
+    : integer({ [timeoutVar.name]: timeoutVar.value }, timeoutVar.name, 10_000, 1)
 
   const compression = either(env, "COMPRESSION")
   if (compression !== undefined && compression.value !== "gzip" && compression.value !== "none") {
@@ -232,7 +246,9 @@ export const parseOtelEnv = (
     } catch {
       fail(`${certificate.name}: cannot read ${certificate.value}`)
     }
-    if (!ca!.includes("-----BEGIN CERTIFICATE-----")) fail(`${certificate.name}: ${certificate.value} holds no PEM certificate`)
+    if (!ca!.includes("-----BEGIN CERTIFICATE-----")) {
+      fail(`${certificate.name}: ${certificate.value} holds no PEM certificate`)
+    }
   }
 
   const attributes = new Map<string, string>()

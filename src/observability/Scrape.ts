@@ -41,12 +41,15 @@ const POOL_MAX = { server: 10, embedded: 1, memory: 1 } as const
 
 const CONNECTION_STATES = ["active", "waiting", "idle_in_transaction", "idle"] as const
 
-const QueueRows = rowsOf("delivery_targets", Schema.Struct({
-  kind: Schema.String,
-  depth: Schema.Number,
-  cooling: Schema.Number,
-  oldest_age: Schema.NullOr(Schema.Number)
-}))
+const QueueRows = rowsOf(
+  "delivery_targets",
+  Schema.Struct({
+    kind: Schema.String,
+    depth: Schema.Number,
+    cooling: Schema.Number,
+    oldest_age: Schema.NullOr(Schema.Number)
+  })
+)
 const DeactivatedRows = rowsOf("notification_endpoints", Schema.Struct({ n: Schema.Number }))
 const ConnectionRows = rowsOf("pg_stat_activity", Schema.Struct({ state: Schema.String, n: Schema.Number }))
 
@@ -124,7 +127,9 @@ export class MetricsScrape extends Context.Service<MetricsScrape, {
 
       const read = Effect.andThen(readQueues, info.kind === "server" ? readConnections : Effect.void).pipe(
         Effect.timeout(DATABASE_READ_TIMEOUT),
-        Effect.catchCause((cause) => Effect.logWarning("metrics: reading the database gauges failed; keeping the previous values", cause)),
+        Effect.catchCause((cause) =>
+          Effect.logWarning("metrics: reading the database gauges failed; keeping the previous values", cause)
+        ),
         // Scrapes are not work worth tracing.
         Effect.withTracerEnabled(false)
       )
@@ -135,10 +140,13 @@ export class MetricsScrape extends Context.Service<MetricsScrape, {
       let readAt = Number.NEGATIVE_INFINITY
       const refresh = permit.withPermit(Effect.flatMap(Clock.currentTimeMillis, (now) => {
         if (now - readAt < DATABASE_READ_EVERY_MS) return Effect.void
-        return Effect.andThen(read, Effect.flatMap(Clock.currentTimeMillis, (readNow) =>
-          Effect.sync(() => {
-            readAt = readNow
-          })))
+        return Effect.andThen(
+          read,
+          Effect.flatMap(Clock.currentTimeMillis, (readNow) =>
+            Effect.sync(() => {
+              readAt = readNow
+            }))
+        )
       }))
 
       const scrape = Effect.gen(function*() {

@@ -150,7 +150,9 @@ export const readExportAnswer = (body: Uint8Array, contentType?: string | undefi
   return answerOf(partial as { rejectedSpans?: unknown; errorMessage?: unknown })
 }
 
-const answerOf = (partial: { readonly rejectedSpans?: unknown; readonly errorMessage?: unknown } | undefined): ExportAnswer => {
+const answerOf = (
+  partial: { readonly rejectedSpans?: unknown; readonly errorMessage?: unknown } | undefined
+): ExportAnswer => {
   const { rejectedSpans, errorMessage } = partial ?? {}
   const rejected = typeof rejectedSpans === "string" || typeof rejectedSpans === "number" ? Number(rejectedSpans) : 0
   return {

@@ -28,7 +28,19 @@ const root = protobuf.Root.fromJSON({
                 v1: {
                   nested: {
                     AnyValue: {
-                      oneofs: { value: { oneof: ["stringValue", "boolValue", "intValue", "doubleValue", "arrayValue", "kvlistValue", "bytesValue"] } },
+                      oneofs: {
+                        value: {
+                          oneof: [
+                            "stringValue",
+                            "boolValue",
+                            "intValue",
+                            "doubleValue",
+                            "arrayValue",
+                            "kvlistValue",
+                            "bytesValue"
+                          ]
+                        }
+                      },
                       fields: {
                         stringValue: { type: "string", id: 1 },
                         boolValue: { type: "bool", id: 2 },
@@ -126,7 +138,13 @@ const root = protobuf.Root.fromJSON({
                     v1: {
                       nested: {
                         ExportTraceServiceRequest: {
-                          fields: { resourceSpans: { rule: "repeated", type: "opentelemetry.proto.trace.v1.ResourceSpans", id: 1 } }
+                          fields: {
+                            resourceSpans: {
+                              rule: "repeated",
+                              type: "opentelemetry.proto.trace.v1.ResourceSpans",
+                              id: 1
+                            }
+                          }
                         },
                         ExportTraceServiceResponse: {
                           fields: { partialSuccess: { type: "ExportTracePartialSuccess", id: 1 } }
@@ -164,7 +182,8 @@ const withByteIds = (value: unknown): unknown => {
 }
 
 /** An `ExportTraceServiceRequest` in its OTLP/JSON form (as `Encoding.ts` writes it), as protobuf. */
-export const encodeProtobufRequest = (json: unknown): Uint8Array => Request.encode(withByteIds(json) as Record<string, unknown>).finish()
+export const encodeProtobufRequest = (json: unknown): Uint8Array =>
+  Request.encode(withByteIds(json) as Record<string, unknown>).finish()
 
 /** OTLP/JSON request text (UTF-8 bytes), as protobuf. */
 export const protobufFromJsonBody = (body: Uint8Array): Uint8Array =>

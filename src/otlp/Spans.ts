@@ -25,7 +25,8 @@ export const allowedAttributes: ReadonlySet<string> = new Set([
   "gen_ai.conversation.id"
 ])
 
-const SENSITIVE = /authorization|secret|password|passwd|api[-_]?key|token|cookie|credential|signature|header|payload|body/i
+const SENSITIVE =
+  /authorization|secret|password|passwd|api[-_]?key|token|cookie|credential|signature|header|payload|body/i
 
 export const isExportedAttribute = (key: string): boolean =>
   allowedAttributes.has(key) || (key.startsWith("svc.") && !SENSITIVE.test(key))
@@ -133,12 +134,13 @@ export const toOtlpSpan = (span: Tracer.Span, isExported: (key: string) => boole
   }
 }
 
-
 /** `JSON.stringify(attributeValue(value))`, without the object; `undefined` for values we never export. */
 const attributeValueJson = (value: unknown): string | undefined => {
   switch (typeof value) {
     case "string":
-      return `{"stringValue":${JSON.stringify((value.length > MAX_STRING ? value.slice(0, MAX_STRING) : value).toWellFormed())}}`
+      return `{"stringValue":${
+        JSON.stringify((value.length > MAX_STRING ? value.slice(0, MAX_STRING) : value).toWellFormed())
+      }}`
     case "boolean":
       return value ? `{"boolValue":true}` : `{"boolValue":false}`
     case "number":
@@ -158,23 +160,36 @@ const attributeValueJson = (value: unknown): string | undefined => {
  */
 export const encodeSpan = (span: Tracer.Span, isExported: (key: string) => boolean = isExportedAttribute): string => {
   let attributes = ""
-  const { dropped, failure, owedErrorType, status } = scanAttributes(span, isExported, attributeValueJson, (key, value) => {
-    attributes += `${attributes === "" ? "" : ","}{"key":${JSON.stringify(key)},"value":${value}}`
-  })
+  const { dropped, failure, owedErrorType, status } = scanAttributes(
+    span,
+    isExported,
+    attributeValueJson,
+    (key, value) => {
+      attributes += `${attributes === "" ? "" : ","}{"key":${JSON.stringify(key)},"value":${value}}`
+    }
+  )
   if (owedErrorType !== undefined) {
-    attributes += `${attributes === "" ? "" : ","}{"key":"error.type","value":{"stringValue":${JSON.stringify(owedErrorType)}}}`
+    attributes += `${attributes === "" ? "" : ","}{"key":"error.type","value":{"stringValue":${
+      JSON.stringify(owedErrorType)
+    }}}`
   }
   const parent = Option.getOrUndefined(span.parent)
   let text = `{"traceId":${JSON.stringify(span.traceId)},"spanId":${JSON.stringify(span.spanId)}`
   if (parent !== undefined) text += `,"parentSpanId":${JSON.stringify(parent.spanId)}`
-  text += `,"name":${JSON.stringify(span.name)},"kind":${SpanKind[span.kind]},"startTimeUnixNano":"${status.startTime}","endTimeUnixNano":"${status.endTime}","attributes":[${attributes}]`
+  text += `,"name":${JSON.stringify(span.name)},"kind":${
+    SpanKind[span.kind]
+  },"startTimeUnixNano":"${status.startTime}","endTimeUnixNano":"${status.endTime}","attributes":[${attributes}]`
   if (dropped > 0) text += `,"droppedAttributesCount":${dropped}`
   if (span.links.length > 0) {
     text += `,"links":[${
-      span.links.map((link) => `{"traceId":${JSON.stringify(link.span.traceId)},"spanId":${JSON.stringify(link.span.spanId)},"attributes":[]}`).join(",")
+      span.links.map((link) =>
+        `{"traceId":${JSON.stringify(link.span.traceId)},"spanId":${JSON.stringify(link.span.spanId)},"attributes":[]}`
+      ).join(",")
     }]`
   }
   return `${text},"status":${
-    failure === undefined ? `{"code":${StatusCode.Unset}}` : `{"code":${StatusCode.Error},"message":${JSON.stringify(failure)}}`
+    failure === undefined
+      ? `{"code":${StatusCode.Unset}}`
+      : `{"code":${StatusCode.Error},"message":${JSON.stringify(failure)}}`
   }}`
 }

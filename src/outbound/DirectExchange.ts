@@ -25,7 +25,11 @@ export interface ExchangeSteps {
   /** An IP literal host's checked address, or its refusal; `undefined` for a host name. */
   readonly literal: (prepared: Prepared) => ReadonlyArray<Address> | OutboundFailure | undefined
   /** A host name's resolution, every address checked, within `timeoutMs`. */
-  readonly addresses: (target: Target, orgId: string | undefined, timeoutMs: number) => Effect.Effect<ReadonlyArray<Address>, OutboundFailure>
+  readonly addresses: (
+    target: Target,
+    orgId: string | undefined,
+    timeoutMs: number
+  ) => Effect.Effect<ReadonlyArray<Address>, OutboundFailure>
   /** The exchange with the checked addresses; `done` called once. */
   readonly exchange: (
     request: OutboundRequest,
@@ -41,49 +45,49 @@ export interface ExchangeSteps {
  * The direct exchange: `request`'s attributes put on `span`, `done` called
  * once with the answer or the failure, never before it returns.
  */
-export const directExchange = (steps: ExchangeSteps) =>
-(request: OutboundRequest, span: Tracer.Span, done: (sent: Sent) => void): void => {
-  // Whatever ends before this returns (a refusal, undici reporting
-  // invalid arguments at once, a name resolved from the hosts file)
-  // is reported after it returns, as its contract says.
-  let returned = false
-  const report = (sent: Sent) => {
-    if (!(sent instanceof OutboundFailure)) span.attribute("http.response.status_code", sent.status)
-    if (returned) done(sent)
-    else queueMicrotask(() => done(sent))
-  }
-  const prepared = steps.prepare(request)
-  if (prepared instanceof OutboundFailure) {
-    report(prepared)
-  } else {
-    const attributes = steps.requestAttributes(request, prepared.target)
-    for (const key in attributes) span.attribute(key, attributes[key])
-    const literal = steps.literal(prepared)
-    if (literal === undefined) {
-      Effect.runCallback(steps.addresses(prepared.target, request.orgId, prepared.timeoutMs), {
-        onExit: (exit) => {
-          if (Exit.isSuccess(exit)) {
-            steps.exchange(request, prepared, exit.value, report)
-            return
-          }
-          const failure = Cause.findErrorOption(exit.cause)
-          if (Option.isSome(failure)) {
-            report(failure.value)
-            return
-          }
-          // A defect is a bug, not the receiver's failure: shown as the
-          // effect path would show it, while the send answers a failure.
-          Effect.runForkWith(steps.context)(
-            Effect.logError("resolving the host name failed; answered as a network failure", exit.cause)
-          )
-          report(new OutboundFailure({ reason: "network", message: "the host name could not be resolved" }))
-        }
-      })
-    } else if (literal instanceof OutboundFailure) {
-      report(literal)
-    } else {
-      steps.exchange(request, prepared, literal, report)
+export const directExchange =
+  (steps: ExchangeSteps) => (request: OutboundRequest, span: Tracer.Span, done: (sent: Sent) => void): void => {
+    // Whatever ends before this returns (a refusal, undici reporting
+    // invalid arguments at once, a name resolved from the hosts file)
+    // is reported after it returns, as its contract says.
+    let returned = false
+    const report = (sent: Sent) => {
+      if (!(sent instanceof OutboundFailure)) span.attribute("http.response.status_code", sent.status)
+      if (returned) done(sent)
+      else queueMicrotask(() => done(sent))
     }
+    const prepared = steps.prepare(request)
+    if (prepared instanceof OutboundFailure) {
+      report(prepared)
+    } else {
+      const attributes = steps.requestAttributes(request, prepared.target)
+      for (const key in attributes) span.attribute(key, attributes[key])
+      const literal = steps.literal(prepared)
+      if (literal === undefined) {
+        Effect.runCallback(steps.addresses(prepared.target, request.orgId, prepared.timeoutMs), {
+          onExit: (exit) => {
+            if (Exit.isSuccess(exit)) {
+              steps.exchange(request, prepared, exit.value, report)
+              return
+            }
+            const failure = Cause.findErrorOption(exit.cause)
+            if (Option.isSome(failure)) {
+              report(failure.value)
+              return
+            }
+            // A defect is a bug, not the receiver's failure: shown as the
+            // effect path would show it, while the send answers a failure.
+            Effect.runForkWith(steps.context)(
+              Effect.logError("resolving the host name failed; answered as a network failure", exit.cause)
+            )
+            report(new OutboundFailure({ reason: "network", message: "the host name could not be resolved" }))
+          }
+        })
+      } else if (literal instanceof OutboundFailure) {
+        report(literal)
+      } else {
+        steps.exchange(request, prepared, literal, report)
+      }
+    }
+    returned = true
   }
-  returned = true
-}

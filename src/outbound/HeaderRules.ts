@@ -77,7 +77,9 @@ const refusal = (name: string, value: unknown, seen: Set<string>, own: OwnHeader
   if (own.names.has(lower) || own.prefixes.some((prefix) => lower.startsWith(prefix))) {
     return "svc sets this header itself and it cannot be replaced"
   }
-  if (refusedNames.has(lower) || refusedPrefixes.some((prefix) => lower.startsWith(prefix))) return "transport, hop-by-hop, trace-context and cookie headers are not accepted"
+  if (refusedNames.has(lower) || refusedPrefixes.some((prefix) => lower.startsWith(prefix))) {
+    return "transport, hop-by-hop, trace-context and cookie headers are not accepted"
+  }
   if (typeof value !== "string" || !isAcceptedValue(value)) {
     return `the header value must be at most ${MAX_VALUE_BYTES} bytes without line breaks or other control characters`
   }

@@ -25,7 +25,14 @@ import { SvcConfig } from "../platform/Config.ts"
 import { type Address, type Cidr, judge, parseAddress, parseCidrs, unmap } from "./AddressPolicy.ts"
 import { directExchange } from "./DirectExchange.ts"
 import { makePools, trustedCas } from "./Pools.ts"
-import { type CheckedUrl, makePrepare, OutboundFailure, type OutboundRequest, type OutboundResponse, UnsafeUrl } from "./Request.ts"
+import {
+  type CheckedUrl,
+  makePrepare,
+  OutboundFailure,
+  type OutboundRequest,
+  type OutboundResponse,
+  UnsafeUrl
+} from "./Request.ts"
 import { networkResolver, Resolver } from "./Resolver.ts"
 import { type Parsed, parseTarget, type Target } from "./TargetUrl.ts"
 
@@ -69,7 +76,11 @@ export class OutboundHttp extends Context.Service<OutboundHttp, {
    * The addresses a connection of another protocol (a broker's) may go to:
    * the target's host resolved once, every address checked, within `timeoutMs`.
    */
-  readonly addresses: (target: Target, orgId: string, timeoutMs: number) => Effect.Effect<ReadonlyArray<Address>, OutboundFailure>
+  readonly addresses: (
+    target: Target,
+    orgId: string,
+    timeoutMs: number
+  ) => Effect.Effect<ReadonlyArray<Address>, OutboundFailure>
   readonly send: (request: OutboundRequest) => Effect.Effect<OutboundResponse, OutboundFailure>
   /**
    * `send` without a fiber of its own (`DirectExchange.ts`): the same checks
@@ -96,7 +107,8 @@ export class OutboundHttp extends Context.Service<OutboundHttp, {
       if (config.dnsServers.length > 0) {
         yield* Effect.try({
           try: () => new DnsResolver().setServers([...config.dnsServers]),
-          catch: () => new Error(`SVC_DNS_SERVERS: not a list of IP addresses with optional ports: ${config.dnsServers.join(",")}`)
+          catch: () =>
+            new Error(`SVC_DNS_SERVERS: not a list of IP addresses with optional ports: ${config.dnsServers.join(",")}`)
         }).pipe(Effect.orDie)
       }
       const resolver = (yield* Resolver) ?? networkResolver({
@@ -138,7 +150,8 @@ export class OutboundHttp extends Context.Service<OutboundHttp, {
           const checked = checkLiteral(host.address, allowed)
           return checked instanceof OutboundFailure ? Effect.fail(checked) : Effect.succeed(checked)
         }
-        const unresolved = (code: string) => new OutboundFailure({ reason: "network", message: unresolvedMessage(code) })
+        const unresolved = (code: string) =>
+          new OutboundFailure({ reason: "network", message: unresolvedMessage(code) })
         return resolver.resolve(host.name, orgId).pipe(
           Effect.mapError((failure) => unresolved(failure.code)),
           Effect.flatMap((answers) => {
@@ -156,7 +169,8 @@ export class OutboundHttp extends Context.Service<OutboundHttp, {
           }),
           Effect.timeoutOrElse({
             duration: timeoutMs,
-            orElse: () => Effect.fail(new OutboundFailure({ reason: "timeout", message: unresolvedMessage("ETIMEOUT") }))
+            orElse: () =>
+              Effect.fail(new OutboundFailure({ reason: "timeout", message: unresolvedMessage("ETIMEOUT") }))
           })
         )
       }

@@ -41,7 +41,9 @@ const requestHeaders = (headers: Readonly<Record<string, string>>): Array<string
   // ours, nothing needs folding or replacing.
   const out: Array<string> = ["user-agent", USER_AGENT]
   for (const name in headers) {
-    if (name !== name.toLowerCase() || name === "user-agent" || name === "accept-encoding") return mergedHeaders(headers)
+    if (name !== name.toLowerCase() || name === "user-agent" || name === "accept-encoding") {
+      return mergedHeaders(headers)
+    }
     out.push(name, headers[name]!)
   }
   // We never decompress, so a compressed answer can never expand beyond what
@@ -160,7 +162,9 @@ export const makePools = Effect.fnUntraced(function*(ca: ReadonlyArray<string>) 
   // resource per send: looking a pool up costs a string key and a get.
   const pools = new Map<string, PoolEntry>()
   const poolFor = (key: PoolKey) => {
-    const id = `${key.origin} ${key.addresses.join(",")} ${key.partition} ${key.connections} ${key.clientCertificate?.id ?? ""}`
+    const id = `${key.origin} ${key.addresses.join(",")} ${key.partition} ${key.connections} ${
+      key.clientCertificate?.id ?? ""
+    }`
     let entry = pools.get(id)
     if (entry === undefined) {
       entry = { pool: makePool(key, trust, ca), active: 0, idleSince: performance.now() }
@@ -203,10 +207,11 @@ export const makePools = Effect.fnUntraced(function*(ca: ReadonlyArray<string>) 
     prepared: Prepared,
     addresses: ReadonlyArray<Address>,
     done: (result: OutboundResponse | OutboundFailure) => void
-  ): (() => void) => {
+  ): () => void => {
     const { maxBytes, started, target, timeoutMs } = prepared
     const remainingMs = timeoutMs - (performance.now() - started)
-    const timedOut = () => new OutboundFailure({ reason: "timeout", message: `no complete answer within ${timeoutMs} ms` })
+    const timedOut = () =>
+      new OutboundFailure({ reason: "timeout", message: `no complete answer within ${timeoutMs} ms` })
     if (!(remainingMs > 0)) {
       done(timedOut())
       return () => {}

@@ -114,7 +114,12 @@ export const makePrepare = () => {
     }
     const parsed = parseCached(request.url)
     if (parsed._tag === "Refused") return new OutboundFailure({ reason: "unsafe_target", message: parsed.message })
-    return { started, timeoutMs, target: parsed.target, maxBytes: request.maxResponseBytes ?? DEFAULT_MAX_RESPONSE_BYTES }
+    return {
+      started,
+      timeoutMs,
+      target: parsed.target,
+      maxBytes: request.maxResponseBytes ?? DEFAULT_MAX_RESPONSE_BYTES
+    }
   }
 }
 
@@ -126,13 +131,14 @@ const errorCodes = (error: unknown): ReadonlyArray<string> => {
     seen.add(value)
     if ("code" in value && typeof value.code === "string") codes.push(value.code)
     if ("cause" in value) visit(value.cause, depth + 1)
-    if (value instanceof AggregateError) for (const inner of value.errors) visit(inner, depth + 1)
+    if (value instanceof AggregateError) { for (const inner of value.errors) visit(inner, depth + 1) }
   }
   visit(error, 0)
   return codes
 }
 
-const tlsCode = /^(ERR_TLS_|ERR_SSL_|ERR_OSSL_|CERT_|UNABLE_TO_|DEPTH_ZERO_SELF_SIGNED_CERT|SELF_SIGNED_CERT_IN_CHAIN|HOSTNAME_MISMATCH|INVALID_CA|INVALID_PURPOSE|PATH_LENGTH_EXCEEDED|ERR_TLS)/
+const tlsCode =
+  /^(ERR_TLS_|ERR_SSL_|ERR_OSSL_|CERT_|UNABLE_TO_|DEPTH_ZERO_SELF_SIGNED_CERT|SELF_SIGNED_CERT_IN_CHAIN|HOSTNAME_MISMATCH|INVALID_CA|INVALID_PURPOSE|PATH_LENGTH_EXCEEDED|ERR_TLS)/
 const timeoutCode = /^(UND_ERR_CONNECT_TIMEOUT|ETIMEDOUT)$/
 
 /**
@@ -146,15 +152,21 @@ export const toFailure = (error: unknown, deadline: () => OutboundFailure): Outb
   const codes = errorCodes(error)
   if (codes.includes("UND_ERR_HEADERS_TIMEOUT") || codes.includes("UND_ERR_BODY_TIMEOUT")) return deadline()
   const tlsFailure = codes.find((code) => tlsCode.test(code))
-  if (tlsFailure !== undefined) return new OutboundFailure({ reason: "tls", message: `TLS verification or handshake failed (${tlsFailure})` })
+  if (tlsFailure !== undefined) {
+    return new OutboundFailure({ reason: "tls", message: `TLS verification or handshake failed (${tlsFailure})` })
+  }
   const timeout = codes.find((code) => timeoutCode.test(code))
-  if (timeout !== undefined) return new OutboundFailure({ reason: "timeout", message: `the exchange timed out (${timeout})` })
+  if (timeout !== undefined) {
+    return new OutboundFailure({ reason: "timeout", message: `the exchange timed out (${timeout})` })
+  }
   if (codes.includes("UND_ERR_INVALID_ARG")) {
-    return new OutboundFailure({ reason: "network", message: "the request was refused before sending (invalid method, header or body)" })
+    return new OutboundFailure({
+      reason: "network",
+      message: "the request was refused before sending (invalid method, header or body)"
+    })
   }
   return new OutboundFailure({
     reason: "network",
     message: `the connection failed (${codes[0] ?? "unknown error"})`
   })
 }
-

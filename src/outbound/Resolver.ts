@@ -113,7 +113,9 @@ const hostsTable = (path: string, clock: Clock.Clock) => {
 }
 
 const codeOf = (cause: unknown): string =>
-  typeof cause === "object" && cause !== null && "code" in cause && typeof cause.code === "string" ? cause.code : "EFAIL"
+  typeof cause === "object" && cause !== null && "code" in cause && typeof cause.code === "string"
+    ? cause.code
+    : "EFAIL"
 
 /** How long a lookup waits for its organization's free slot before failing with `EBUSY`. */
 const SLOT_WAIT_MS = 250
@@ -159,7 +161,11 @@ export const networkResolver = (options: NetworkResolverOptions): ResolverShape 
   }
 
   const query = async (name: string): Promise<ReadonlyArray<string>> => {
-    const resolver = new DnsResolver({ timeout: options.timeoutMs, tries: options.tries, maxTimeout: options.timeoutMs })
+    const resolver = new DnsResolver({
+      timeout: options.timeoutMs,
+      tries: options.tries,
+      maxTimeout: options.timeoutMs
+    })
     if (options.servers.length > 0) resolver.setServers([...options.servers])
     // c-ares ends each query after its tries; this is a backstop that
     // cancels whatever is still outstanding.

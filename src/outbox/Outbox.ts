@@ -178,7 +178,9 @@ export const endpointEventInsert = (
              'id', ${eventId}::uuid, 'type', ${type}, 'org_id', c.org_id,
              'occurred_at', to_char(now() AT TIME ZONE 'UTC', ${sql.literal(ISO)}),
              'endpoint', json_build_object(
-               'id', c.id, 'url_hint', c.url_hint, 'reason', ${event.reason}::text, 'active', ${sql.literal(String(event.active))},
+               'id', c.id, 'url_hint', c.url_hint, 'reason', ${event.reason}::text, 'active', ${
+    sql.literal(String(event.active))
+  },
                ${stampKey}, to_char(c.${stamp} AT TIME ZONE 'UTC', ${sql.literal(ISO)})
              )
            )::text,
@@ -292,7 +294,8 @@ export const heldBackStatement = (sql: PgClient.PgClient) =>
   `
 
 /** `heldBackStatement`'s answer. */
-export const heldBack = (sql: PgClient.PgClient) => heldBackStatement(sql).pipe(Effect.map((rows) => rows[0]?.held === true))
+export const heldBack = (sql: PgClient.PgClient) =>
+  heldBackStatement(sql).pipe(Effect.map((rows) => rows[0]?.held === true))
 
 /**
  * Deletes up to `batch` events dispatched before `before` (SQL) that no delivery

@@ -13,8 +13,8 @@ import * as Layer from "effect/Layer"
 import type * as LogLevel from "effect/LogLevel"
 import * as Option from "effect/Option"
 import * as Redacted from "effect/Redacted"
-import { DEFAULT_DATA_DIR, namesEmbedded } from "./EntrySettings.ts"
 import type { SvcConfigShape } from "./ConfigShape.ts"
+import { DEFAULT_DATA_DIR, namesEmbedded } from "./EntrySettings.ts"
 import { isSmtpUrl } from "./SmtpUrl.ts"
 
 export type { SvcConfigShape } from "./ConfigShape.ts"
@@ -32,7 +32,13 @@ const durationList = (name: string, fallback: string) =>
 
 const invalid = (message: string) => new Config.ConfigError(new ConfigProvider.SourceError({ message }))
 
-const durationIn = { ms: Duration.millis, s: Duration.seconds, m: Duration.minutes, h: Duration.hours, d: Duration.days }
+const durationIn = {
+  ms: Duration.millis,
+  s: Duration.seconds,
+  m: Duration.minutes,
+  h: Duration.hours,
+  d: Duration.days
+}
 
 /** `5s,5m,30m,2h` → durations; anything else is a configuration error naming the variable. */
 export const parseDurations = (
@@ -63,7 +69,9 @@ const duration = (name: string, fallback: string, min: Duration.Duration) =>
 const positiveMillis = (name: string, fallback: number) =>
   Config.Int(name).pipe(
     Config.withDefault(fallback),
-    Config.mapEffect((ms) => ms >= 10 ? Effect.succeed(ms) : Effect.fail(invalid(`${name} must be at least 10 (milliseconds)`)))
+    Config.mapEffect((ms) =>
+      ms >= 10 ? Effect.succeed(ms) : Effect.fail(invalid(`${name} must be at least 10 (milliseconds)`))
+    )
   )
 
 const intAtLeast = (name: string, fallback: number, minimum: number, maximum = Number.MAX_SAFE_INTEGER) =>
@@ -93,10 +101,20 @@ const millisBetween = (name: string, fallback: string, minimum: number, maximum:
 /** A variable that was replaced: set, it stops the start, saying by what. */
 const removed = (name: string, replacement: string) =>
   Config.option(Config.String(name)).pipe(
-    Config.mapEffect((value) => Option.isNone(value) ? Effect.void : Effect.fail(invalid(`${name} was replaced by ${replacement}; unset it`)))
+    Config.mapEffect((value) =>
+      Option.isNone(value) ? Effect.void : Effect.fail(invalid(`${name} was replaced by ${replacement}; unset it`))
+    )
   )
 
-const LOG_LEVELS: Record<string, LogLevel.LogLevel> = { trace: "Trace", debug: "Debug", info: "Info", warn: "Warn", error: "Error", fatal: "Fatal", none: "None" }
+const LOG_LEVELS: Record<string, LogLevel.LogLevel> = {
+  trace: "Trace",
+  debug: "Debug",
+  info: "Info",
+  warn: "Warn",
+  error: "Error",
+  fatal: "Fatal",
+  none: "None"
+}
 
 /**
  * `SVC_LOG_LEVEL`: `trace`, `debug`, `info` (the default), `warn`, `error`,
@@ -177,7 +195,9 @@ export const svcConfig: Config.Config<SvcConfigShape> = Config.all({
     Config.mapEffect((url) =>
       Option.isNone(url) || isSmtpUrl(Redacted.value(url.value))
         ? Effect.succeed(url)
-        : Effect.fail(invalid("SVC_SMTP_URL must be an smtp:// or smtps:// URL with a host, and a from= address when it has one"))
+        : Effect.fail(
+          invalid("SVC_SMTP_URL must be an smtp:// or smtps:// URL with a host, and a from= address when it has one")
+        )
     )
   ),
   reviewerConfirmationTtl: duration("SVC_REVIEWER_CONFIRMATION_TTL", "24h", Duration.minutes(1)),
@@ -218,7 +238,10 @@ export const svcConfig: Config.Config<SvcConfigShape> = Config.all({
   dnsLookupsPerOrg: intAtLeast("SVC_DNS_LOOKUPS_PER_ORG", 8, 1),
   maxEndpointsPerOrg: intAtLeast("SVC_MAX_ENDPOINTS_PER_ORG", 50, 1),
   maxApprovalPoliciesPerOrg: intAtLeast("SVC_MAX_APPROVAL_POLICIES_PER_ORG", 1000, 1),
-  reviewerLimits: Config.all({ groups: intAtLeast("SVC_MAX_REVIEWER_GROUPS_PER_ORG", 100, 1), delegations: intAtLeast("SVC_MAX_DELEGATIONS_PER_ORG", 1000, 1) }),
+  reviewerLimits: Config.all({
+    groups: intAtLeast("SVC_MAX_REVIEWER_GROUPS_PER_ORG", 100, 1),
+    delegations: intAtLeast("SVC_MAX_DELEGATIONS_PER_ORG", 1000, 1)
+  }),
   approvalRules: Config.all({
     maxRules: intAtLeast("SVC_APPROVAL_RULES_MAX", 50, 0, 200),
     maxLength: intAtLeast("SVC_APPROVAL_RULE_MAX_LENGTH", 2000, 1, 8000),
@@ -233,7 +256,10 @@ export const svcConfig: Config.Config<SvcConfigShape> = Config.all({
   }),
   // Replaced by a deadline enforced while rules run: a deployment that set
   // the old estimate's budget learns at start instead of relying on it.
-  approvalRuleMaxCostGone: removed("SVC_APPROVAL_RULE_MAX_COST", "SVC_APPROVAL_RULES_TIMEOUT (a deadline enforced while a policy's rules run)"),
+  approvalRuleMaxCostGone: removed(
+    "SVC_APPROVAL_RULE_MAX_COST",
+    "SVC_APPROVAL_RULES_TIMEOUT (a deadline enforced while a policy's rules run)"
+  ),
   mcp: Config.all({
     upstreamTimeout: duration("SVC_MCP_UPSTREAM_TIMEOUT", "30s", Duration.millis(100)),
     upstreamMaxBytes: intAtLeast("SVC_MCP_UPSTREAM_MAX_BYTES", 1024 * 1024, 1024, 64 * 1024 * 1024),
@@ -296,7 +322,9 @@ export const svcConfig: Config.Config<SvcConfigShape> = Config.all({
     )
   )
 }).pipe(
-  Config.map(({ metricsHost, answerValidationQueuePerOrgGone: _gone, approvalRuleMaxCostGone: _costGone, ...config }) => ({
+  Config.map((
+    { metricsHost, answerValidationQueuePerOrgGone: _gone, approvalRuleMaxCostGone: _costGone, ...config }
+  ) => ({
     ...config,
     metricsHost: Option.getOrElse(metricsHost, () => config.host)
   })),

@@ -151,7 +151,11 @@ export interface SvcConfigShape {
    * answer last, the keys one organization may hold, and the largest answer
    * kept (a larger one is recorded without its body).
    */
-  readonly idempotency: { readonly ttl: Duration.Duration; readonly maxKeysPerOrg: number; readonly maxAnswerBytes: number }
+  readonly idempotency: {
+    readonly ttl: Duration.Duration
+    readonly maxKeysPerOrg: number
+    readonly maxAnswerBytes: number
+  }
   /** How often a process prunes what is past retention, and how many rows one statement deletes. */
   readonly retentionInterval: Duration.Duration
   readonly retentionBatch: number

@@ -70,7 +70,8 @@ export class SecretBox extends Context.Service<SecretBox, {
       return derived
     }
     return SecretBox.of({
-      mac: (purpose, message) => crypto.createHmac("sha256", macKey(purpose)).update(message, "utf8").digest("base64url"),
+      mac: (purpose, message) =>
+        crypto.createHmac("sha256", macKey(purpose)).update(message, "utf8").digest("base64url"),
       seal: (plaintext, context) => {
         const iv = crypto.randomBytes(12)
         const cipher = crypto.createCipheriv("aes-256-gcm", key, iv)

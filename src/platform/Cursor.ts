@@ -10,8 +10,8 @@
  * list, an edited one, or one whose `seq` is not a PostgreSQL `bigint`, is
  * refused (400 naming `cursor`), never used in a query.
  */
-import crypto from "node:crypto"
 import { Effect, Option } from "effect"
+import crypto from "node:crypto"
 import { InvalidRequest } from "../api/Errors.ts"
 
 /** Computes the MAC of a cursor (`SecretBox.mac` with purpose `cursor`). */
@@ -93,7 +93,8 @@ export const page = <Row extends { readonly seq: string | number | bigint }>(
 }
 
 /** The answer to a cursor a list did not issue. */
-export const cursorRefused = () => new InvalidRequest({ field: "cursor", detail: "cursor is not one this list issued with these filters" })
+export const cursorRefused = () =>
+  new InvalidRequest({ field: "cursor", detail: "cursor is not one this list issued with these filters" })
 
 /** A page request of a keyset list. */
 export interface PageRequest {
@@ -114,8 +115,14 @@ export const keysetPage = <Row extends { readonly seq: string | number | bigint 
   scope: CursorScope,
   request: PageRequest,
   fetch: (bound: Option.Option<string>, rows: number) => Effect.Effect<ReadonlyArray<Row>, E, R>
-): Effect.Effect<{ readonly items: ReadonlyArray<Row>; readonly next_cursor: string | null }, E | InvalidRequest, R> => {
+): Effect.Effect<
+  { readonly items: ReadonlyArray<Row>; readonly next_cursor: string | null },
+  E | InvalidRequest,
+  R
+> => {
   const limit = request.limit ?? DEFAULT_PAGE_LIMIT
-  return Effect.flatMap(seqBound(mac, scope, request.cursor), (bound) =>
-    Effect.map(fetch(bound, limit + 1), (rows) => page(rows, limit, (seq) => encodeCursor(mac, scope, seq))))
+  return Effect.flatMap(
+    seqBound(mac, scope, request.cursor),
+    (bound) => Effect.map(fetch(bound, limit + 1), (rows) => page(rows, limit, (seq) => encodeCursor(mac, scope, seq)))
+  )
 }

@@ -60,8 +60,11 @@ export const ensurePrivateDir = (dir: string): Effect.Effect<void, DataDirError>
         fs.chmodSync(dir, 0o700)
       } catch (cause) {
         throw new Error(
-          `other users can enter it (mode ${octal(stat.mode)}) and it cannot be made private (${(cause as NodeJS.ErrnoException).code ?? String(cause)}); ` +
-            `run chmod 700 on it as its owner, or choose another SVC_DATA_DIR`
+          `other users can enter it (mode ${octal(stat.mode)}) and it cannot be made private (${
+            (cause as NodeJS.ErrnoException).code ?? String(cause)
+          }); ` +
+            `run chmod 700 on it as its owner, or choose another SVC_DATA_DIR`,
+          { cause: cause }
         )
       }
       return octal(stat.mode)
@@ -127,7 +130,9 @@ export const holdDataDir = (
             // Written after the lock is ours, replaced atomically: a reader
             // sees the previous holder's pid or ours, never half a file.
             const temp = `${holderFile(dir)}.${process.pid}`
-            fs.writeFileSync(temp, JSON.stringify({ pid: process.pid, started_at: new Date().toISOString() }), { mode: 0o600 })
+            fs.writeFileSync(temp, JSON.stringify({ pid: process.pid, started_at: new Date().toISOString() }), {
+              mode: 0o600
+            })
             fs.renameSync(temp, holderFile(dir))
             // What an earlier version kept there (a pid it trusted).
             fs.rmSync(path.join(dir, "svc.lock"), { force: true })
@@ -147,7 +152,9 @@ export const holdDataDir = (
           return yield* new DataDirHeld({
             dir,
             pid,
-            message: `the embedded database in ${dir} is held by ${pid === undefined ? "another process" : `process ${pid}`}; stop it or set DATABASE_URL`
+            message: `the embedded database in ${dir} is held by ${
+              pid === undefined ? "another process" : `process ${pid}`
+            }; stop it or set DATABASE_URL`
           })
         }
         yield* Effect.sleep("100 millis")

@@ -48,25 +48,25 @@ export class RequestFacts extends Context.Reference<{ orgId?: string } | undefin
 /** A JSON-lines logger writing each line to `write`. */
 export const makeJsonLogger = (write: (line: string) => void) =>
   Logger.make<unknown, void>(({ cause, date, fiber, logLevel, message }) => {
-  const entry: Record<string, unknown> = {
-    time: date.toISOString(),
-    level: logLevel.toUpperCase(),
-    message: !Array.isArray(message) ? plain(message) : message.length === 1 ? plain(message[0]) : message.map(plain)
-  }
-  // Every request writes a line: the annotations are read in place (no
-  // array of entries per line).
-  const annotations = fiber.getRef(References.CurrentLogAnnotations)
-  for (const key in annotations) {
-    entry[key] = isSensitive(key) ? "[redacted]" : plain(annotations[key])
-  }
-  const span = fiber.cache.span
-  if (span !== undefined && entry.trace_id === undefined) {
-    entry.trace_id = span.traceId
-    entry.span_id = span.spanId
-  }
-  if (cause.reasons.length > 0) entry.cause = Cause.pretty(cause)
-  write(JSON.stringify(entry))
-})
+    const entry: Record<string, unknown> = {
+      time: date.toISOString(),
+      level: logLevel.toUpperCase(),
+      message: !Array.isArray(message) ? plain(message) : message.length === 1 ? plain(message[0]) : message.map(plain)
+    }
+    // Every request writes a line: the annotations are read in place (no
+    // array of entries per line).
+    const annotations = fiber.getRef(References.CurrentLogAnnotations)
+    for (const key in annotations) {
+      entry[key] = isSensitive(key) ? "[redacted]" : plain(annotations[key])
+    }
+    const span = fiber.cache.span
+    if (span !== undefined && entry.trace_id === undefined) {
+      entry.trace_id = span.traceId
+      entry.span_id = span.spanId
+    }
+    if (cause.reasons.length > 0) entry.cause = Cause.pretty(cause)
+    write(JSON.stringify(entry))
+  })
 
 // One write per line, synchronous (stdout to a file or a pipe): a line is
 // out before the response it describes (batching lines per event-loop turn

@@ -17,7 +17,10 @@ const isStale = (error: unknown): error is Stale => error instanceof Stale
  * first run costs one catch: the retry's policy is made only when it is
  * stale (some 3 µs a request otherwise).
  */
-export const whileStale = <A, E, R>(attempts: number, attempt: Effect.Effect<A, E | Stale, R>): Effect.Effect<A, Exclude<E, Stale>, R> =>
+export const whileStale = <A, E, R>(
+  attempts: number,
+  attempt: Effect.Effect<A, E | Stale, R>
+): Effect.Effect<A, Exclude<E, Stale>, R> =>
   attempt.pipe(
     Effect.catchIf(isStale, () => Effect.retry(attempt, { times: attempts - 2, while: isStale })),
     Effect.catchIf(isStale, (stale) => Effect.die(new Error(`${stale.what} kept changing during ${attempts} attempts`)))

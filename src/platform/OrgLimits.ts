@@ -20,7 +20,14 @@ import { BigIntText, rowsOf } from "./Rows.ts"
 
 const CountRow = Schema.Struct({ count: BigIntText })
 
-export type CappedTable = "notification_endpoints" | "approval_policies" | "tasks" | "api_keys" | "reviewer_groups" | "reviewer_delegations" | "mcp_servers"
+export type CappedTable =
+  | "notification_endpoints"
+  | "approval_policies"
+  | "tasks"
+  | "api_keys"
+  | "reviewer_groups"
+  | "reviewer_delegations"
+  | "mcp_servers"
 
 /** Rows of a table that count against its cap: a revoked API key no longer does. */
 const COUNTED: Record<CappedTable, string> = {
@@ -48,7 +55,9 @@ export const countForCap = (
   Effect.gen(function*() {
     yield* sql`SELECT 1 FROM orgs WHERE id = ${orgId} FOR NO KEY UPDATE`
     const [row] = yield* rowsOf(table, CountRow).decoded(sql`
-      SELECT count(*) AS count FROM (SELECT 1 FROM ${sql.literal(table)} WHERE org_id = ${orgId}${sql.literal(COUNTED[table])} LIMIT ${cap}) AS capped
+      SELECT count(*) AS count FROM (SELECT 1 FROM ${sql.literal(table)} WHERE org_id = ${orgId}${
+      sql.literal(COUNTED[table])
+    } LIMIT ${cap}) AS capped
     `)
     return Number(row?.count ?? 0)
   })
@@ -90,7 +99,10 @@ export const usageShard = () => Math.floor(Math.random() * 16)
  * `kind`: `bytes` in the organization's `shard`, once for each row of
  * `from` (each argument the text of a parameter or a CTE).
  */
-export const usageCountText = (kind: ByteQuota["kind"], p: { readonly orgId: string; readonly shard: string; readonly bytes: string; readonly from: string }) =>
+export const usageCountText = (
+  kind: ByteQuota["kind"],
+  p: { readonly orgId: string; readonly shard: string; readonly bytes: string; readonly from: string }
+) =>
   `INSERT INTO org_usage (org_id, kind, shard, bytes)
     SELECT ${p.orgId}, '${kind}', ${p.shard}, ${p.bytes} FROM ${p.from}
     ON CONFLICT (org_id, kind, shard) DO UPDATE SET bytes = org_usage.bytes + excluded.bytes`
@@ -100,22 +112,32 @@ const UsageRows = rowsOf("org_usage", Schema.Struct({ bytes: BigIntText }))
 /** The bytes the organization stores of the quota's kind, read now. */
 export const readUsage = (sql: SqlClient.SqlClient, orgId: string, quota: ByteQuota): Effect.Effect<number> =>
   Effect.map(
-    UsageRows.one(sql`SELECT (SELECT coalesce(sum(bytes), 0) FROM org_usage WHERE org_id = ${orgId} AND kind = ${quota.kind}) AS bytes`),
+    UsageRows.one(
+      sql`SELECT (SELECT coalesce(sum(bytes), 0) FROM org_usage WHERE org_id = ${orgId} AND kind = ${quota.kind}) AS bytes`
+    ),
     (row) => Number(row?.bytes ?? 0)
   )
 
 /** The quota's problem when `bytes` more than `used` would pass it. */
 export const overQuota = (quota: ByteQuota, used: number, bytes: number): Effect.Effect<void, LimitReached> =>
   used + bytes > quota.value
-    ? Effect.fail(new LimitReached({
-      limit: quota.limit,
-      limit_value: quota.value,
-      detail: `The organization stores ${used} bytes of ${quota.what}; this one (${bytes} bytes) would pass the ${quota.value} allowed (${quota.limit}).`
-    }))
+    ? Effect.fail(
+      new LimitReached({
+        limit: quota.limit,
+        limit_value: quota.value,
+        detail:
+          `The organization stores ${used} bytes of ${quota.what}; this one (${bytes} bytes) would pass the ${quota.value} allowed (${quota.limit}).`
+      })
+    )
     : Effect.void
 
 /** Fails with the quota's problem when, read now, `bytes` more would pass it. */
-export const refuseOverQuota = (sql: SqlClient.SqlClient, orgId: string, quota: ByteQuota, bytes: number): Effect.Effect<void, LimitReached> =>
+export const refuseOverQuota = (
+  sql: SqlClient.SqlClient,
+  orgId: string,
+  quota: ByteQuota,
+  bytes: number
+): Effect.Effect<void, LimitReached> =>
   Effect.flatMap(readUsage(sql, orgId, quota), (used) => overQuota(quota, used, bytes))
 
 /** A per-organization rate: at most `perMinute` of the operation `name` a minute, the setting `limit`; `what` names it in the problem. */
@@ -137,7 +159,11 @@ const WaitRows = rowsOf("org_rate_limits", Schema.Struct({ seconds: BigIntText }
  * that stays within a minute of now: bursts up to the rate, then one per
  * interval. The database's clock decides.
  */
-export const claimRate = (sql: SqlClient.SqlClient, orgId: string, rate: OrgRate): Effect.Effect<void, RateLimited | SqlError.SqlError> =>
+export const claimRate = (
+  sql: SqlClient.SqlClient,
+  orgId: string,
+  rate: OrgRate
+): Effect.Effect<void, RateLimited | SqlError.SqlError> =>
   Effect.gen(function*() {
     const interval = `${60_000 / rate.perMinute} milliseconds`
     const claimed = yield* sql`
@@ -158,6 +184,7 @@ export const claimRate = (sql: SqlClient.SqlClient, orgId: string, rate: OrgRate
       limit: rate.limit,
       limit_value: rate.perMinute,
       retry_after_seconds: seconds,
-      detail: `The organization made ${rate.perMinute} ${rate.what} within a minute, the most allowed (${rate.limit}); retry in ${seconds} s.`
+      detail:
+        `The organization made ${rate.perMinute} ${rate.what} within a minute, the most allowed (${rate.limit}); retry in ${seconds} s.`
     })
   })

@@ -52,12 +52,16 @@ export const startProcessWorker = (script: URL, options: { readonly heapMb: numb
   const events = new EventEmitter()
   const progress = new Map<number, Int32Array>()
   let killed = false
-  const child: ChildProcess = fork(fileURLToPath(siblingModule("./compile-cached.ts", import.meta.url)), [script.href], {
-    execArgv: [`--max-old-space-size=${options.heapMb}`],
-    serialization: "json",
-    // What V8 prints when the heap is full is the child's end, reported as an outcome; nothing to log.
-    stdio: ["ignore", "ignore", "ignore", "ipc"]
-  })
+  const child: ChildProcess = fork(
+    fileURLToPath(siblingModule("./compile-cached.ts", import.meta.url)),
+    [script.href],
+    {
+      execArgv: [`--max-old-space-size=${options.heapMb}`],
+      serialization: "json",
+      // What V8 prints when the heap is full is the child's end, reported as an outcome; nothing to log.
+      stdio: ["ignore", "ignore", "ignore", "ipc"]
+    }
+  )
   alive.add(child)
   if (!killOnExit) {
     killOnExit = true

@@ -3,4 +3,6 @@ import { Effect } from "effect"
 import { HttpEffect, HttpServerResponse } from "effect/http"
 
 export const responseHeader = (name: string, value: string) =>
-  HttpEffect.appendPreResponseHandler((_request, response) => Effect.succeed(HttpServerResponse.setHeader(response, name, value)))
+  HttpEffect.appendPreResponseHandler((_request, response) =>
+    Effect.succeed(HttpServerResponse.setHeader(response, name, value))
+  )

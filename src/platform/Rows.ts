@@ -25,7 +25,10 @@ export class RowDecodeError extends Data.TaggedError("RowDecodeError")<{
 export const BigIntText = Schema.Union([Schema.String, Schema.Number, Schema.BigInt]).pipe(
   Schema.decodeTo(
     Schema.String,
-    SchemaTransformation.transform<string, string | number | bigint>({ decode: (value) => String(value), encode: (text: string) => text })
+    SchemaTransformation.transform<string, string | number | bigint>({
+      decode: (value) => String(value),
+      encode: (text: string) => text
+    })
   )
 )
 
@@ -51,7 +54,10 @@ export const Instant = Schema.declare(
 export const Timestamp = Instant.pipe(
   Schema.decodeTo(
     Schema.String,
-    SchemaTransformation.transform<string, Date>({ decode: (date) => date.toISOString(), encode: (text: string) => new Date(text) })
+    SchemaTransformation.transform<string, Date>({
+      decode: (date) => date.toISOString(),
+      encode: (text: string) => new Date(text)
+    })
   )
 )
 
@@ -84,16 +90,30 @@ export const rowsOf = <S extends Schema.Constraint & { readonly DecodingServices
    * The statement's rows, its own errors kept (for callers that act on
    * them, e.g. a retry or a transaction's rollback); only an undecodable row dies.
    */
-  const decoded = <E, R>(rows: Effect.Effect<ReadonlyArray<unknown>, E, R>): Effect.Effect<ReadonlyArray<S["Type"]>, E, R> =>
-    Effect.flatMap(rows, (found) =>
-      Effect.catchTag(decodeAll(found), "SchemaError", (error) => Effect.die(new RowDecodeError({ table, detail: error.message }))))
-  const all = <R>(rows: Effect.Effect<ReadonlyArray<unknown>, SqlError, R>): Effect.Effect<ReadonlyArray<S["Type"]>, never, R> =>
-    Effect.orDie(decoded(rows))
-  const one = <R>(rows: Effect.Effect<ReadonlyArray<unknown>, SqlError, R>): Effect.Effect<S["Type"] | undefined, never, R> =>
+  const decoded = <E, R>(
+    rows: Effect.Effect<ReadonlyArray<unknown>, E, R>
+  ): Effect.Effect<ReadonlyArray<S["Type"]>, E, R> =>
+    Effect.flatMap(
+      rows,
+      (found) =>
+        Effect.catchTag(decodeAll(found), "SchemaError", (error) =>
+          Effect.die(new RowDecodeError({ table, detail: error.message })))
+    )
+  const all = <R>(
+    rows: Effect.Effect<ReadonlyArray<unknown>, SqlError, R>
+  ): Effect.Effect<ReadonlyArray<S["Type"]>, never, R> => Effect.orDie(decoded(rows))
+  const one = <R>(
+    rows: Effect.Effect<ReadonlyArray<unknown>, SqlError, R>
+  ): Effect.Effect<S["Type"] | undefined, never, R> =>
     Effect.map(all(Effect.map(rows, (found) => found.slice(0, 1))), (decoded) => decoded[0])
   /** The row a statement must return (an INSERT or UPDATE … RETURNING of a row known to exist); none is a defect. */
   const returned = <R>(rows: Effect.Effect<ReadonlyArray<unknown>, SqlError, R>): Effect.Effect<S["Type"], never, R> =>
-    Effect.flatMap(one(rows), (row) =>
-      row === undefined ? Effect.die(new RowDecodeError({ table, detail: "the statement returned no row" })) : Effect.succeed(row))
+    Effect.flatMap(
+      one(rows),
+      (row) =>
+        row === undefined
+          ? Effect.die(new RowDecodeError({ table, detail: "the statement returned no row" }))
+          : Effect.succeed(row)
+    )
   return { all, one, returned, decoded }
 }

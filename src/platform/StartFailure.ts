@@ -51,7 +51,9 @@ export const listenFailed = (
 (error: { readonly cause?: unknown }): ListenFailed => {
   const code = (error.cause as { code?: unknown } | undefined)?.code
   const host = options.host ?? "0.0.0.0"
-  const setting = typeof code === "string" && (HOST_CODES.has(code) || HOST_NAME_CODES.has(code)) ? settings.host : settings.port
+  const setting = typeof code === "string" && (HOST_CODES.has(code) || HOST_NAME_CODES.has(code))
+    ? settings.host
+    : settings.port
   return new ListenFailed({
     setting,
     address: `${host.includes(":") ? `[${host}]` : host}:${options.port ?? 0}`,
@@ -99,7 +101,8 @@ const tagOf = (value: unknown): string | undefined =>
     : undefined
 
 const messageOf = (value: unknown): string =>
-  value instanceof Error || (typeof value === "object" && value !== null && typeof (value as { message?: unknown }).message === "string")
+  value instanceof Error ||
+    (typeof value === "object" && value !== null && typeof (value as { message?: unknown }).message === "string")
     ? (value as { message: string }).message
     : String(value)
 
@@ -132,7 +135,9 @@ const failure = (reason: StartFailureReason, message: string, setting?: string):
  * names it in its path (`at ["PORT"]`).
  */
 const settingError = (error: { readonly message: string }): StartFailure => {
-  const text = error.message.startsWith("SchemaError(") ? error.message.slice(12, -1) : error.message.replace(/^SourceError: /, "")
+  const text = error.message.startsWith("SchemaError(")
+    ? error.message.slice(12, -1)
+    : error.message.replace(/^SourceError: /, "")
   const path = /\n\s*at \["([A-Za-z0-9_]+)"\]/.exec(text)
   if (path !== null) return failure("setting", `${path[1]}: ${text.slice(0, path.index).trim()}`, path[1]!)
   const first = /^[A-Za-z0-9_]+/.exec(text)?.[0]
@@ -166,7 +171,11 @@ export const startFailure = (cause: Cause.Cause<unknown>): StartFailure => {
         return failure("migration", `a migration failed: ${messageOf(value)}`)
     }
     if (SqlError.isSqlError(value) && cannotConnect(value)) {
-      return failure("database", `the database at DATABASE_URL cannot be reached: ${rootMessage(value)}`, "DATABASE_URL")
+      return failure(
+        "database",
+        `the database at DATABASE_URL cannot be reached: ${rootMessage(value)}`,
+        "DATABASE_URL"
+      )
     }
   }
   const first = values[0]

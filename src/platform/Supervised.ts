@@ -44,5 +44,6 @@ export const supervisedLoop = <E, R>(options: {
   })
 
 /** `supervisedLoop` forked into the current scope. */
-export const forkSupervised = <E, R>(options: Parameters<typeof supervisedLoop<E, R>>[0]): Effect.Effect<void, never, R | Scope.Scope> =>
-  Effect.asVoid(Effect.forkScoped(supervisedLoop(options)))
+export const forkSupervised = <E, R>(
+  options: Parameters<typeof supervisedLoop<E, R>>[0]
+): Effect.Effect<void, never, R | Scope.Scope> => Effect.asVoid(Effect.forkScoped(supervisedLoop(options)))

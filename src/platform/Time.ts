@@ -19,7 +19,8 @@ const NowRows = rowsOf("now()", Schema.Struct({ now: Instant }))
 export const databaseNow = (sql: SqlClient.SqlClient) =>
   NowRows.decoded(sql`SELECT now() AS now`).pipe(Effect.map(([row]) => row!.now.getTime()))
 
-const RFC_3339 = /^([0-9]{4})-([0-9]{2})-([0-9]{2})T([0-9]{2}):([0-9]{2}):([0-9]{2})(\.[0-9]+)?(?:Z|([+-])([0-9]{2}):([0-9]{2}))$/u
+const RFC_3339 =
+  /^([0-9]{4})-([0-9]{2})-([0-9]{2})T([0-9]{2}):([0-9]{2}):([0-9]{2})(\.[0-9]+)?(?:Z|([+-])([0-9]{2}):([0-9]{2}))$/u
 
 const twoDigits = (n: number) => String(n).padStart(2, "0")
 
@@ -39,7 +40,7 @@ export const inUtc = (instant: string): string => {
   at.setUTCHours(Number(hour), Number(minute) - offset, Number(second), 0)
   const utcYear = at.getUTCFullYear()
   const shownYear = String(utcYear > 0 ? utcYear : 1 - utcYear).padStart(4, "0")
-  return `${shownYear}-${twoDigits(at.getUTCMonth() + 1)}-${twoDigits(at.getUTCDate())} ${twoDigits(at.getUTCHours())}:${
-    twoDigits(at.getUTCMinutes())
-  }:${twoDigits(at.getUTCSeconds())}${fraction ?? ""}+00${utcYear > 0 ? "" : " BC"}`
+  return `${shownYear}-${twoDigits(at.getUTCMonth() + 1)}-${twoDigits(at.getUTCDate())} ${
+    twoDigits(at.getUTCHours())
+  }:${twoDigits(at.getUTCMinutes())}:${twoDigits(at.getUTCSeconds())}${fraction ?? ""}+00${utcYear > 0 ? "" : " BC"}`
 }

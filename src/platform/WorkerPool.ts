@@ -157,7 +157,7 @@ export const makeWorkerPool = <Request extends object, Reply extends PoolReply>(
     worker.on("message", (message: Reply | "ready") => {
       if (message === "ready") {
         slot.ready = true
-        if (slots.every((each) => each.ready)) for (const resolve of warming.splice(0)) resolve()
+        if (slots.every((each) => each.ready)) { for (const resolve of warming.splice(0)) resolve() }
         pump()
         return
       }
@@ -310,4 +310,5 @@ export const runInPool = <Request extends object, Reply extends PoolReply>(
   phase?: number
 ): Effect.Effect<Outcome<Reply>> =>
   Effect.callback<Outcome<Reply>>((resume) =>
-    Effect.sync(pool.submit(orgId, request, (outcome) => resume(Effect.succeed(outcome)), phase)))
+    Effect.sync(pool.submit(orgId, request, (outcome) => resume(Effect.succeed(outcome)), phase))
+  )

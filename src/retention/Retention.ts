@@ -44,13 +44,13 @@ import type { SqlClient, SqlError, Statement } from "effect/sql"
 import { pruneSessionEvents } from "../agents/StepRecords.ts"
 import { pruneApprovalStream } from "../approvals/OrgStream.ts"
 import { pruneLinks, pruneSessions } from "../console/ConsoleSessions.ts"
+import * as Deliveries from "../deliveries/records/Retention.ts"
+import { pruneExpired as pruneIdempotencyKeys } from "../idempotency/Keys.ts"
 import { pruneRevokedKeys } from "../identity/Identity.ts"
 import { pruneConfirmations } from "../notifications/ReviewerAddress.ts"
-import * as Deliveries from "../deliveries/records/Retention.ts"
+import { pruneEvents } from "../outbox/Outbox.ts"
 import { SvcConfig } from "../platform/Config.ts"
 import { forkSupervised } from "../platform/Supervised.ts"
-import { pruneExpired as pruneIdempotencyKeys } from "../idempotency/Keys.ts"
-import { pruneEvents } from "../outbox/Outbox.ts"
 import { KEEP_FAILED_HOURS, KEEP_RECORDS_DAYS } from "../telemetry/Destinations.ts"
 
 /** Batches one rule deletes per round before the next rule's turn (then the round ends). */
@@ -71,14 +71,19 @@ export const retentionRules = Effect.gen(function*() {
   const ago = (d: Duration.Duration) => sql`now() - make_interval(secs => ${seconds(d)})`
   /** A statement of the table's owner that deletes at most a batch of rows written before `before`: how many it deleted. */
   const pruneBefore = (
-    prune: (sql: SqlClient.SqlClient, before: Statement.Fragment, batch: number) => Effect.Effect<ReadonlyArray<unknown>, SqlError.SqlError>,
+    prune: (
+      sql: SqlClient.SqlClient,
+      before: Statement.Fragment,
+      batch: number
+    ) => Effect.Effect<ReadonlyArray<unknown>, SqlError.SqlError>,
     before: Statement.Fragment
   ) =>
   (batch: number) => prune(sql, before, batch).pipe(count, Effect.orDie)
   const rules: ReadonlyArray<RetentionRule> = [
     {
       name: "deliveries",
-      prune: (batch) => Deliveries.pruneRecords(sql, ["webhook", "email"], seconds(config.webhookDeliveryRetention), batch)
+      prune: (batch) =>
+        Deliveries.pruneRecords(sql, ["webhook", "email"], seconds(config.webhookDeliveryRetention), batch)
     },
     {
       name: "delivery attempts",
@@ -104,7 +109,10 @@ export const retentionRules = Effect.gen(function*() {
     },
     { name: "revoked API keys", prune: pruneBefore(pruneRevokedKeys, ago(config.revokedKeyRetention)) },
     { name: "console sign-in links", prune: pruneBefore(pruneLinks, ago(config.sessionEventRetention)) },
-    { name: "reviewer address confirmation links", prune: pruneBefore(pruneConfirmations, ago(config.sessionEventRetention)) },
+    {
+      name: "reviewer address confirmation links",
+      prune: pruneBefore(pruneConfirmations, ago(config.sessionEventRetention))
+    },
     { name: "console sessions", prune: pruneBefore(pruneSessions, ago(config.sessionEventRetention)) }
   ]
   return rules
@@ -139,7 +147,9 @@ export const RetentionLive = Layer.effectDiscard(Effect.gen(function*() {
   const round = pruneOnce.pipe(
     Effect.provideService(PgClient.PgClient, sql),
     Effect.provideService(SvcConfig, config),
-    Effect.tap((deleted) => Object.values(deleted).some((n) => n > 0) ? Effect.logInfo("retention: pruned", { deleted }) : Effect.void),
+    Effect.tap((deleted) =>
+      Object.values(deleted).some((n) => n > 0) ? Effect.logInfo("retention: pruned", { deleted }) : Effect.void
+    ),
     Effect.andThen(Effect.sleep(config.retentionInterval)),
     Effect.withTracerEnabled(false)
   )

@@ -71,7 +71,8 @@ export const urlCredentials = (raw: string): Array<string> => {
 const MAX_SCHEME = 32
 
 const isSchemeChar = (code: number) =>
-  (code >= 97 && code <= 122) || (code >= 65 && code <= 90) || (code >= 48 && code <= 57) || code === 43 || code === 45 ||
+  (code >= 97 && code <= 122) || (code >= 65 && code <= 90) || (code >= 48 && code <= 57) || code === 43 ||
+  code === 45 ||
   code === 46
 const isLetter = (code: number) => (code >= 97 && code <= 122) || (code >= 65 && code <= 90)
 /** White space as a regular expression's `\s` knows it. */
@@ -130,7 +131,11 @@ export const maskUserinfo = (text: string, cut = false): string => {
  * of something longer: a needle's beginning at its very end is masked too,
  * so a cut never leaves more than two characters of a secret behind.
  */
-export const maskNeedles = (text: string, needles: ReadonlyArray<string>, options: { readonly cut?: boolean } = {}): string => {
+export const maskNeedles = (
+  text: string,
+  needles: ReadonlyArray<string>,
+  options: { readonly cut?: boolean } = {}
+): string => {
   const ranges: Array<[number, number]> = []
   for (const needle of needles) {
     if (needle === "") continue

@@ -12,14 +12,22 @@
  * breaks in between.
  */
 import { PgClient } from "@effect/sql-pg"
-import type { SqlClient, SqlError } from "effect/sql"
 import { Effect, Layer, Redacted, Schema } from "effect"
+import type { SqlClient, SqlError } from "effect/sql"
 import { urlHint } from "../outbound/TargetUrl.ts"
 import { rowsOf } from "../platform/Rows.ts"
 import { type OwnerKind, type SecretOwner, SecretStore } from "./SecretStore.ts"
 
-export const endpointUrlOwner = (orgId: string, id: string): SecretOwner => ({ orgId, kind: "notification_endpoint_url", id })
-export const destinationUrlOwner = (orgId: string, id: string): SecretOwner => ({ orgId, kind: "telemetry_destination_url", id })
+export const endpointUrlOwner = (orgId: string, id: string): SecretOwner => ({
+  orgId,
+  kind: "notification_endpoint_url",
+  id
+})
+export const destinationUrlOwner = (orgId: string, id: string): SecretOwner => ({
+  orgId,
+  kind: "telemetry_destination_url",
+  id
+})
 
 /** The name of the URL's secret under its owner. */
 export const URL_SECRET = "url"
@@ -62,7 +70,11 @@ export interface ClearUrls {
   readonly kind: OwnerKind
   readonly table: string
   readonly clear: (sql: SqlClient.SqlClient) => Effect.Effect<ReadonlyArray<unknown>, SqlError.SqlError>
-  readonly claim: (sql: SqlClient.SqlClient, row: typeof ClearUrlRow.Type, hint: string) => Effect.Effect<ReadonlyArray<unknown>, SqlError.SqlError>
+  readonly claim: (
+    sql: SqlClient.SqlClient,
+    row: typeof ClearUrlRow.Type,
+    hint: string
+  ) => Effect.Effect<ReadonlyArray<unknown>, SqlError.SqlError>
 }
 
 /**
@@ -94,6 +106,8 @@ export const sealStoredUrls = (owners: ReadonlyArray<ClearUrls>) =>
   }).pipe(Effect.orDie)
 
 /** At start, before the server listens: no clear receiver URL stays at rest. */
-export const sealReceiverUrls = (owners: ReadonlyArray<ClearUrls>) => Layer.effectDiscard(
-  Effect.tap(sealStoredUrls(owners), (moved) => moved > 0 ? Effect.logInfo(`moved ${moved} receiver URLs into the secret store`) : Effect.void)
-)
+export const sealReceiverUrls = (owners: ReadonlyArray<ClearUrls>) =>
+  Layer.effectDiscard(
+    Effect.tap(sealStoredUrls(owners), (moved) =>
+      moved > 0 ? Effect.logInfo(`moved ${moved} receiver URLs into the secret store`) : Effect.void)
+  )

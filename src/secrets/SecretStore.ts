@@ -59,7 +59,12 @@ const context = (id: string) => `org_secret:${id}`
 
 export class SecretStore extends Context.Service<SecretStore, {
   /** Stores `value` under `owner` and `name`; returns the secret's id. Runs in the caller's transaction if any. */
-  readonly put: (owner: SecretOwner, name: string, value: Redacted.Redacted<string>, expiresAt?: Date) => Effect.Effect<string>
+  readonly put: (
+    owner: SecretOwner,
+    name: string,
+    value: Redacted.Redacted<string>,
+    expiresAt?: Date
+  ) => Effect.Effect<string>
   /** The owner's secrets that have not expired, newest first. */
   readonly list: (owner: SecretOwner) => Effect.Effect<ReadonlyArray<StoredSecret>>
   /** Sets (or clears) when a secret stops being used. */

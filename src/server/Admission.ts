@@ -22,11 +22,19 @@ export const ValidationAdmissionLive = Layer.effect(
     const capacity = (yield* SvcConfig).answerValidationQueue
     const refused = Effect.andThen(busyRetryAfter, Effect.fail(validationBusy(capacity, "correction checks")))
     return ValidationAdmission.of((httpEffect) =>
-      CurrentPrincipal.use((principal): Effect.Effect<HttpServerResponse.HttpServerResponse, ValidationBusy | Types.unhandled, HttpServerRequest.HttpServerRequest> => {
-        const release = feedback.admit(principal.orgId)
-        if (release === undefined) return refused
-        return Effect.ensuring(httpEffect, Effect.sync(release))
-      })
+      CurrentPrincipal.use(
+        (
+          principal
+        ): Effect.Effect<
+          HttpServerResponse.HttpServerResponse,
+          ValidationBusy | Types.unhandled,
+          HttpServerRequest.HttpServerRequest
+        > => {
+          const release = feedback.admit(principal.orgId)
+          if (release === undefined) return refused
+          return Effect.ensuring(httpEffect, Effect.sync(release))
+        }
+      )
     )
   })
 )
@@ -45,7 +53,10 @@ export const FeedbackQuotaLive = Layer.effect(
     const feedback = yield* Feedback
     return FeedbackQuota.of((httpEffect) =>
       CurrentPrincipal.use((principal) =>
-        Effect.flatMap(feedback.usage(principal.orgId), (bytes) => Effect.provideService(httpEffect, FeedbackUsage, { bytes }))
+        Effect.flatMap(
+          feedback.usage(principal.orgId),
+          (bytes) => Effect.provideService(httpEffect, FeedbackUsage, { bytes })
+        )
       )
     )
   })

@@ -6,26 +6,34 @@
 import { ByteSize, Effect, Layer } from "effect"
 import { HttpRouter, HttpServerRequest } from "effect/http"
 import { HttpApiBuilder } from "effect/http-api"
-import { Api } from "../api/Api.ts"
-import { DeliveryQueue } from "../deliveries/DeliveryQueue.ts"
 import { AgentSessionsHandlers } from "../agents/Http.ts"
-import { SessionHub } from "../streams/SessionEvents.ts"
 import { AgentSessions } from "../agents/Sessions.ts"
+import { StepRecordsLive } from "../agents/StepRecords.ts"
+import { Api } from "../api/Api.ts"
 import { Approvals } from "../approvals/Approvals.ts"
-import { ApprovalPoliciesHandlers, ApprovalsHandlers } from "../approvals/Http.ts"
-import { ApprovalScheduler } from "../approvals/Scheduler.ts"
-import { ApprovalFeed } from "../approvals/OrgStream.ts"
 import { ApprovalContexts } from "../approvals/Context.ts"
+import { ApprovalPoliciesHandlers, ApprovalsHandlers } from "../approvals/Http.ts"
 import { ApprovalLinksHandlers } from "../approvals/LinksHttp.ts"
 import { ApprovalMailLinks } from "../approvals/MailLinks.ts"
+import { ApprovalFeed } from "../approvals/OrgStream.ts"
 import { Reviewers } from "../approvals/Reviewers.ts"
-import { RuleWorkers } from "../approvals/RuleWorkers.ts"
 import { ReviewersHandlers } from "../approvals/ReviewersHttp.ts"
-import { StreamGuard } from "../identity/StreamGuard.ts"
+import { RuleWorkers } from "../approvals/RuleWorkers.ts"
+import { ApprovalScheduler } from "../approvals/Scheduler.ts"
+import { Brokers } from "../brokers/Brokers.ts"
 import { ConsoleSessions } from "../console/ConsoleSessions.ts"
 import { ConsoleHandlers, ConsoleSignInHandlers } from "../console/Http.ts"
+import { Migrations } from "../database/Migrations.ts"
+import { Wakeups } from "../database/Wakeups.ts"
+import { DeliveryQueue } from "../deliveries/DeliveryQueue.ts"
+import { DeliveryOperations } from "../deliveries/records/Operations.ts"
 import { Feedback } from "../feedback/Feedback.ts"
 import { FeedbackHandlers } from "../feedback/Http.ts"
+import { IdempotencyLive } from "../idempotency/Idempotency.ts"
+import { AuthenticationLive } from "../identity/Http.ts"
+import { Identity } from "../identity/Identity.ts"
+import { ApiKeysHandlers } from "../identity/KeysHttp.ts"
+import { StreamGuard } from "../identity/StreamGuard.ts"
 import { McpCalls } from "../mcp/Calls.ts"
 import { McpRoute } from "../mcp/Endpoint.ts"
 import { McpServersHandlers } from "../mcp/Http.ts"
@@ -33,48 +41,39 @@ import { McpProtocol } from "../mcp/Protocol.ts"
 import { McpServers } from "../mcp/Servers.ts"
 import { McpSessions } from "../mcp/Sessions.ts"
 import { Upstream } from "../mcp/Upstream.ts"
-import { AuthenticationLive } from "../identity/Http.ts"
-import { IdempotencyLive } from "../idempotency/Idempotency.ts"
-import { Identity } from "../identity/Identity.ts"
-import { ApiKeysHandlers } from "../identity/KeysHttp.ts"
+import { CertificateNoticesLive } from "../notifications/auth/CertificateNotices.ts"
+import { EndpointTokens } from "../notifications/auth/Tokens.ts"
 import { Dispatcher } from "../notifications/dispatch/Dispatcher.ts"
-import { ReviewerEmail } from "../notifications/send/Email.ts"
-import { ReviewerAddresses } from "../notifications/ReviewerAddress.ts"
-import { NotificationEndpoints } from "../notifications/Endpoints.ts"
 import { EventBodies } from "../notifications/dispatch/EventBodies.ts"
+import { NotificationEndpoints } from "../notifications/Endpoints.ts"
+import { endpointClearUrls } from "../notifications/EndpointUrls.ts"
 import { NotificationsHandlers, ReviewerConfirmationHandlers } from "../notifications/Http.ts"
+import { ReviewerAddresses } from "../notifications/ReviewerAddress.ts"
+import { ReviewerEmail } from "../notifications/send/Email.ts"
+import { WebhookSender } from "../notifications/send/Sender.ts"
+import { SendTargets } from "../notifications/send/SendTargets.ts"
+import { TestDeliveries } from "../notifications/TestDelivery.ts"
 import { MetricsListener, MetricsRoute } from "../observability/Http.ts"
 import { Metrics } from "../observability/Metrics.ts"
 import { OperatorTracesLive } from "../observability/OperatorTraces.ts"
 import { MetricsScrape } from "../observability/Scrape.ts"
-import { WebhookSender } from "../notifications/send/Sender.ts"
-import { SendTargets } from "../notifications/send/SendTargets.ts"
+import { OutboundHttp } from "../outbound/OutboundHttp.ts"
 import { SvcConfig } from "../platform/Config.ts"
 import { SecretBox } from "../platform/Crypto.ts"
-import { Migrations } from "../database/Migrations.ts"
 import { RetentionLive } from "../retention/Retention.ts"
-import { Wakeups } from "../database/Wakeups.ts"
-import { DeliveryOperations } from "../deliveries/records/Operations.ts"
-import { TestDeliveries } from "../notifications/TestDelivery.ts"
-import { OutboundHttp } from "../outbound/OutboundHttp.ts"
-import { Brokers } from "../brokers/Brokers.ts"
 import { sealReceiverUrls } from "../secrets/ReceiverUrls.ts"
-import { endpointClearUrls } from "../notifications/EndpointUrls.ts"
-import { destinationClearUrls } from "../telemetry/Repository.ts"
 import { SecretStore } from "../secrets/SecretStore.ts"
+import { SessionHub } from "../streams/SessionEvents.ts"
 import { AnswerSchemas } from "../tasks/AnswerSchema.ts"
 import { DatasetExport } from "../tasks/DatasetExport.ts"
 import { DatasetsHandlers, TasksHandlers } from "../tasks/Http.ts"
 import { Tasks } from "../tasks/Tasks.ts"
 import { SpanBuffers } from "../telemetry/Buffers.ts"
-import { StepRecordsLive } from "../agents/StepRecords.ts"
 import { TracerLive } from "../telemetry/Capture.ts"
 import { TelemetryDestinations } from "../telemetry/Destinations.ts"
-import { EndpointTokens } from "../notifications/auth/Tokens.ts"
-import { CertificateNoticesLive } from "../notifications/auth/CertificateNotices.ts"
 import { TelemetryExportLive } from "../telemetry/Export.ts"
 import { TelemetryHandlers } from "../telemetry/Http.ts"
-import { DestinationsRepo } from "../telemetry/Repository.ts"
+import { destinationClearUrls, DestinationsRepo } from "../telemetry/Repository.ts"
 import { FeedbackQuotaLive, ValidationAdmissionLive } from "./Admission.ts"
 import { AvailabilityLive } from "./Availability.ts"
 import { ConsoleRoutes } from "./Console.ts"
@@ -95,14 +94,24 @@ export const ServicesLive = Layer.mergeAll(
   McpProtocol.layer.pipe(
     Layer.provideMerge(Layer.mergeAll(McpCalls.layer, McpSessions.layer)),
     Layer.provideMerge(Layer.mergeAll(McpServers.layer, Upstream.layer)),
-    Layer.provideMerge(Layer.mergeAll(AgentSessions.layer, ApprovalFeed.layer, ApprovalMailLinks.layer, Reviewers.layer).pipe(
-      Layer.provideMerge(Layer.mergeAll(Approvals.layer.pipe(Layer.provide(StepRecordsLive)), ApprovalContexts.layer)),
-      Layer.provideMerge(SessionHub.layer)
-    ))
+    Layer.provideMerge(
+      Layer.mergeAll(AgentSessions.layer, ApprovalFeed.layer, ApprovalMailLinks.layer, Reviewers.layer).pipe(
+        Layer.provideMerge(
+          Layer.mergeAll(Approvals.layer.pipe(Layer.provide(StepRecordsLive)), ApprovalContexts.layer)
+        ),
+        Layer.provideMerge(SessionHub.layer)
+      )
+    )
   ),
   Feedback.layer.pipe(Layer.provide(Identity.layer)),
   TelemetryDestinations.layer,
-  Layer.mergeAll(Dispatcher.layer, WebhookSender.layer, ReviewerEmail.layer, TestDeliveries.layer, ReviewerAddresses.layer).pipe(
+  Layer.mergeAll(
+    Dispatcher.layer,
+    WebhookSender.layer,
+    ReviewerEmail.layer,
+    TestDeliveries.layer,
+    ReviewerAddresses.layer
+  ).pipe(
     Layer.provideMerge(
       Layer.mergeAll(NotificationEndpoints.layer, EventBodies.layer, Brokers.layer, EndpointTokens.layer)
     ),
@@ -117,7 +126,9 @@ export const ServicesLive = Layer.mergeAll(
   // The service's own traces (OTEL_* variables): the tracer also hands spans to it.
   Layer.provideMerge(OperatorTracesLive),
   Layer.provideMerge(SpanBuffers.layer),
-  Layer.provideMerge(Layer.mergeAll(AnswerSchemas.layer, RuleWorkers.layer, SecretStore.layer, Wakeups.layer, OutboundHttp.layer)),
+  Layer.provideMerge(
+    Layer.mergeAll(AnswerSchemas.layer, RuleWorkers.layer, SecretStore.layer, Wakeups.layer, OutboundHttp.layer)
+  ),
   // Operators' metrics: one registry for everything above, and its scrape.
   Layer.provideMerge(MetricsScrape.layer),
   Layer.provideMerge(Metrics.layer)

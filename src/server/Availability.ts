@@ -18,7 +18,8 @@ export const RETRY_AFTER_SECONDS = 5
 /** The problem for an outage, for the client: why, and when to retry (never the driver's text). */
 export const unavailableProblem = (because: string) =>
   new ServiceUnavailable({
-    detail: `The service cannot reach its database at the moment (${because}). Nothing was done; retry after ${RETRY_AFTER_SECONDS} seconds.`
+    detail:
+      `The service cannot reach its database at the moment (${because}). Nothing was done; retry after ${RETRY_AFTER_SECONDS} seconds.`
   })
 
 /**

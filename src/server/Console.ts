@@ -18,7 +18,8 @@ export const consoleDist = path.resolve(path.dirname(fileURLToPath(import.meta.u
  * Nothing from elsewhere, nothing inline, never framed. `form-action` and
  * `base-uri` are not covered by `default-src`, so they are named too.
  */
-export const CONSOLE_CSP = "default-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'self'; object-src 'none'"
+export const CONSOLE_CSP =
+  "default-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'self'; object-src 'none'"
 
 const securityHeaders = {
   "content-security-policy": CONSOLE_CSP,
@@ -39,15 +40,17 @@ const contentTypes: Record<string, string> = {
 /** One file name of `console/dist/assets` (never a dot file, so never `..`). */
 const ASSET = /^\/console\/assets\/([A-Za-z0-9_-][A-Za-z0-9._-]*)$/
 
-const readFile = (file: string) =>
-  Effect.tryPromise(() => fs.readFile(file)).pipe(Effect.option)
+const readFile = (file: string) => Effect.tryPromise(() => fs.readFile(file)).pipe(Effect.option)
 
 const notBuilt = HttpServerResponse.text(
   "The console is not built: run `npm install` (or `node scripts/build-console.ts`), then reload.\n",
   { status: 503, headers: { ...securityHeaders, "cache-control": "no-store", "retry-after": "5" } }
 )
 
-const toConsole: HttpServerResponse.HttpServerResponse = HttpServerResponse.empty({ status: 302, headers: { location: "/console/", "cache-control": "no-store" } })
+const toConsole: HttpServerResponse.HttpServerResponse = HttpServerResponse.empty({
+  status: 302,
+  headers: { location: "/console/", "cache-control": "no-store" }
+})
 
 const page = Effect.gen(function*() {
   const request = yield* HttpServerRequest.HttpServerRequest
@@ -57,7 +60,10 @@ const page = Effect.gen(function*() {
     const asset = ASSET.exec(pathname)
     const body = asset === null ? Option.none() : yield* readFile(path.join(consoleDist, "assets", asset[1]!))
     if (asset === null || body._tag === "None") {
-      return HttpServerResponse.text("Not found\n", { status: 404, headers: { ...securityHeaders, "cache-control": "no-store" } })
+      return HttpServerResponse.text("Not found\n", {
+        status: 404,
+        headers: { ...securityHeaders, "cache-control": "no-store" }
+      })
     }
     return HttpServerResponse.uint8Array(body.value, {
       contentType: contentTypes[path.extname(asset[1]!)] ?? "application/octet-stream",
@@ -71,7 +77,6 @@ const page = Effect.gen(function*() {
     headers: { ...securityHeaders, "cache-control": "no-cache" }
   })
 })
-
 
 /** `GET /` and `GET /console` redirect to `/console/`; every other `GET /console/...` answers the console. */
 export const ConsoleRoutes = Layer.effectDiscard(Effect.gen(function*() {

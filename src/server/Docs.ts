@@ -20,17 +20,19 @@
  * browser refuses web storage, which Scalar reads as it starts: a small
  * script before the bundle gives it storage that lasts as long as the page.
  */
-import crypto from "node:crypto"
 import { Effect, Layer } from "effect"
 import { HttpRouter, HttpServerResponse } from "effect/http"
 import { HttpApiScalar } from "effect/http-api"
+import crypto from "node:crypto"
 import { Api } from "../api/Api.ts"
 
 /** The policy for a page whose inline scripts have these texts. */
 export const docsCsp = (scripts: ReadonlyArray<string>) =>
   [
     "default-src 'none'",
-    `script-src ${scripts.map((text) => `'sha256-${crypto.createHash("sha256").update(text, "utf8").digest("base64")}'`).join(" ")}`,
+    `script-src ${
+      scripts.map((text) => `'sha256-${crypto.createHash("sha256").update(text, "utf8").digest("base64")}'`).join(" ")
+    }`,
     "style-src 'unsafe-inline'",
     "img-src data:",
     "font-src data:",
@@ -71,7 +73,9 @@ const CONTAINER = `<div id="api-reference-container"></div>`
 
 /** The page with the storage shim before Scalar's bundle, and its policy. */
 export const securePage = (html: string) => {
-  const page = html.includes(CONTAINER) ? html.replace(CONTAINER, `${CONTAINER}\n    <script>${STORAGE_SHIM}</script>`) : html
+  const page = html.includes(CONTAINER)
+    ? html.replace(CONTAINER, `${CONTAINER}\n    <script>${STORAGE_SHIM}</script>`)
+    : html
   return { page, csp: docsCsp(inlineScripts(page)) }
 }
 
@@ -90,7 +94,10 @@ const docsHeaders = (csp: string) => ({
  * Scalar) when opened on localhost. Scalar reads the last two, which
  * Effect's type omits.
  */
-const SCALAR: HttpApiScalar.ScalarConfig & { readonly hideClientButton: boolean; readonly showDeveloperTools: "never" } = {
+const SCALAR: HttpApiScalar.ScalarConfig & {
+  readonly hideClientButton: boolean
+  readonly showDeveloperTools: "never"
+} = {
   withDefaultFonts: false,
   hideTestRequestButton: true,
   hideClientButton: true,

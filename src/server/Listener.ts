@@ -16,8 +16,8 @@ import { Context, Effect, Layer, References, Scope } from "effect"
 import { HttpServer, type HttpServerError } from "effect/http"
 import type { SocketAddress } from "effect/net/NetAddress"
 import * as Http from "node:http"
-import { requestContext } from "./RequestContext.ts"
 import { type ListenFailed, listenFailed } from "../platform/StartFailure.ts"
+import { requestContext } from "./RequestContext.ts"
 
 interface Attached {
   readonly app: Effect.Effect<any, any, any>
@@ -69,11 +69,18 @@ const layer = (evaluate: () => Http.Server, options: NodeHttpServer.Options) =>
     const rehearse = <A, E>(use: (port: number) => Effect.Effect<A, E>) =>
       Effect.scoped(Effect.gen(function*() {
         const app = attached
-        if (app === undefined) return yield* Effect.die(new Error("HttpListener.rehearse: no application attached"))
+        if (app === undefined) {
+          return yield* Effect.die(new Error("HttpListener.rehearse: no application attached"))
+        }
         const scope = yield* Effect.scope
-        const forRequests = Context.merge(requestContext(Context.merge(yield* Effect.context<never>(), app.context)), Context.make(References.MinimumLogLevel, "None"))
+        const forRequests = Context.merge(
+          requestContext(Context.merge(yield* Effect.context<never>(), app.context)),
+          Context.make(References.MinimumLogLevel, "None")
+        )
         const handler = yield* NodeHttpServer.makeHandler(app.app, { scope, middleware: app.middleware }).pipe(
-          Effect.updateContext((_: Context.Context<never>) => Context.add(forRequests, Scope.Scope, scope))
+          Effect.updateContext((_: Context.Context<never>) =>
+            Context.add(forRequests, Scope.Scope, scope)
+          )
         )
         const node = Http.createServer(handler)
         yield* Effect.acquireRelease(
@@ -81,10 +88,11 @@ const layer = (evaluate: () => Http.Server, options: NodeHttpServer.Options) =>
             node.once("error", (error) => resume(Effect.fail(error)))
             node.listen(0, "127.0.0.1", () => resume(Effect.void))
           }),
-          () => Effect.callback<void>((resume) => {
-            node.close(() => resume(Effect.void))
-            node.closeAllConnections()
-          })
+          () =>
+            Effect.callback<void>((resume) => {
+              node.close(() => resume(Effect.void))
+              node.closeAllConnections()
+            })
         )
         return yield* use((node.address() as { port: number }).port)
       }))
@@ -94,9 +102,12 @@ const layer = (evaluate: () => Http.Server, options: NodeHttpServer.Options) =>
       if (app === undefined) return yield* Effect.die(new Error("HttpListener.listen: no application attached"))
       const node = evaluate()
       const early: Array<readonly [Http.IncomingMessage, Http.ServerResponse]> = []
-      const hold = (request: Http.IncomingMessage, response: Http.ServerResponse) => void early.push([request, response])
+      const hold = (request: Http.IncomingMessage, response: Http.ServerResponse) =>
+        void early.push([request, response])
       node.on("request", hold)
-      const listening = yield* NodeHttpServer.make(() => node, options).pipe(Effect.mapError(listenFailed({ port: "PORT", host: "HOST" }, options)))
+      const listening = yield* NodeHttpServer.make(() => node, options).pipe(
+        Effect.mapError(listenFailed({ port: "PORT", host: "HOST" }, options))
+      )
       const scope = yield* Effect.scope
       // Requests start with the application's services less those only its
       // handlers use (`RequestContext.ts`): replaced, not merged into this
@@ -110,7 +121,9 @@ const layer = (evaluate: () => Http.Server, options: NodeHttpServer.Options) =>
       address = listening.address
     })
 
-    return Context.make(HttpServer.HttpServer, server).pipe(Context.add(HttpListener, HttpListener.of({ listen, rehearse })))
+    return Context.make(HttpServer.HttpServer, server).pipe(
+      Context.add(HttpListener, HttpListener.of({ listen, rehearse }))
+    )
   })).pipe(Layer.merge(NodeHttpServer.layerHttpServices))
 
 export const ListenLater = {

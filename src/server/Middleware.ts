@@ -8,9 +8,9 @@ import { HttpRouter, HttpServerError, HttpServerRequest, HttpServerRespondable, 
 import { problemType } from "../api/Errors.ts"
 import { Metrics } from "../observability/Metrics.ts"
 import { databaseUnavailable } from "../platform/DatabaseUnavailable.ts"
-import { RETRY_AFTER_SECONDS, unavailableProblem } from "./Availability.ts"
 import { newId } from "../platform/Ids.ts"
 import { RequestFacts, withLogAnnotation } from "../platform/Logging.ts"
+import { RETRY_AFTER_SECONDS, unavailableProblem } from "./Availability.ts"
 import { decodeFailureResponse } from "./Validation.ts"
 
 const PROBLEM_JSON = "application/problem+json"
@@ -36,16 +36,26 @@ const WITH_REQUEST_ID: ReadonlySet<number> = new Set([404, 413, 415, 500])
  * status and headers. A body over the limit names it, as every limit does
  * (`limit_bytes`, the same number, is deprecated).
  */
-const asProblem = (response: HttpServerResponse.HttpServerResponse, requestId: string, maxBodySize: ByteSize.ByteSize | undefined) => {
+const asProblem = (
+  response: HttpServerResponse.HttpServerResponse,
+  requestId: string,
+  maxBodySize: ByteSize.ByteSize | undefined
+) => {
   if (response.status < 400) return response
-  const contentType = response.headers["content-type"] ?? (response.body._tag === "Uint8Array" || response.body._tag === "Raw" ? response.body.contentType : undefined)
+  const contentType = response.headers["content-type"] ??
+    (response.body._tag === "Uint8Array" || response.body._tag === "Raw" ? response.body.contentType : undefined)
   if (contentType?.startsWith(PROBLEM_JSON)) return response
   const status = response.status === 405 ? 404 : response.status
   const known = problems[status] ?? { code: status >= 500 ? "INTERNAL" : "INVALID_REQUEST", title: "Error" }
   const { ["content-type"]: _ct, ["content-length"]: _cl, ...headers } = response.headers
   const bytes = maxBodySize === undefined ? undefined : Number(maxBodySize)
   const limit = status === 413 && bytes !== undefined
-    ? { detail: `The request body is larger than SVC_MAX_BODY_BYTES (${bytes} bytes).`, limit: "SVC_MAX_BODY_BYTES", limit_value: bytes, limit_bytes: bytes }
+    ? {
+      detail: `The request body is larger than SVC_MAX_BODY_BYTES (${bytes} bytes).`,
+      limit: "SVC_MAX_BODY_BYTES",
+      limit_value: bytes,
+      limit_bytes: bytes
+    }
     : {}
   return HttpServerResponse.jsonUnsafe(
     {
@@ -81,7 +91,10 @@ const failureResponse = (cause: Cause.Cause<unknown>, requestId: string) =>
     return Effect.flatMap(HttpServerError.causeResponse(cause), ([failed]) =>
       // 503s were logged with their cause where they were answered.
       failed.status >= 500 && failed.status !== 503
-        ? Effect.as(Effect.logError("request failed", cause).pipe(Effect.annotateLogs({ request_id: requestId })), failed)
+        ? Effect.as(
+          Effect.logError("request failed", cause).pipe(Effect.annotateLogs({ request_id: requestId })),
+          failed
+        )
         : Effect.succeed(failed))
   })
 
@@ -91,53 +104,60 @@ const failureResponse = (cause: Cause.Cause<unknown>, requestId: string) =>
  * step of plain code (no generator, no extra fiber-context frames on the
  * success path: every request pays for this layer).
  */
-export const RequestMiddleware = HttpRouter.middleware<{ handles: unknown }>()(Effect.map(Metrics, (metrics) => (httpEffect) =>
-  Effect.withFiber((fiber) => {
-    const request = Context.getUnsafe(fiber.context, HttpServerRequest.HttpServerRequest)
-    const incoming = request.headers["x-request-id"]
-    const requestId = incoming !== undefined && REQUEST_ID.test(incoming) ? incoming : newId()
-    const facts: { orgId?: string } = {}
-    const started = performance.now()
-    let route: string | undefined
-    const finish = (answer: HttpServerResponse.HttpServerResponse) => {
-      const response = HttpServerResponse.setHeader(asProblem(answer, requestId, fiber.getRef(HttpServerRequest.MaxBodySize)), "x-request-id", requestId)
-      const seconds = (performance.now() - started) / 1000
-      metrics.httpRequest(request.method, route, response.status, seconds)
-      const query = request.url.indexOf("?")
-      const annotations: Record<string, unknown> = { request_id: requestId }
-      if (facts.orgId !== undefined) annotations.org_id = facts.orgId
-      annotations["http.request.method"] = request.method
-      annotations["url.path"] = query < 0 ? request.url : request.url.slice(0, query)
-      annotations["http.response.status_code"] = response.status
-      annotations.duration_ms = Math.round(seconds * 10_000) / 10
-      return Effect.as(Effect.annotateLogs(Effect.logInfo("request"), annotations), response)
-    }
-    return httpEffect.pipe(
-      // The router leaves the matched route in the request fiber's context
-      // until the request ends: its template labels the duration metric.
-      Effect.onExit(() =>
-        Effect.withFiber((inner) => {
-          route = Context.getOrUndefined(inner.context, HttpRouter.RouteContext)?.route.path
-          return Effect.void
-        })
-      ),
-      // The request's facts and its log annotation in one context step
-      // (`provideService` and `annotateLogs` would take one each).
-      Effect.updateContext((context: Context.Context<HttpServerRequest.HttpServerRequest>) =>
-        withLogAnnotation(
-          Context.add(context, RequestFacts, facts),
-          fiber.getRef(References.CurrentLogAnnotations),
-          "request_id",
+export const RequestMiddleware = HttpRouter.middleware<{ handles: unknown }>()(
+  Effect.map(Metrics, (metrics) => (httpEffect) =>
+    Effect.withFiber((fiber) => {
+      const request = Context.getUnsafe(fiber.context, HttpServerRequest.HttpServerRequest)
+      const incoming = request.headers["x-request-id"]
+      const requestId = incoming !== undefined && REQUEST_ID.test(incoming) ? incoming : newId()
+      const facts: { orgId?: string } = {}
+      const started = performance.now()
+      let route: string | undefined
+      const finish = (answer: HttpServerResponse.HttpServerResponse) => {
+        const response = HttpServerResponse.setHeader(
+          asProblem(answer, requestId, fiber.getRef(HttpServerRequest.MaxBodySize)),
+          "x-request-id",
           requestId
         )
-      ),
-      // Every failure is answered here; the cast keeps the router's
-      // "unhandled" marker, which only a partial handler would need.
-      Effect.matchCauseEffect({
-        onSuccess: finish,
-        onFailure: (cause) => Effect.flatMap(failureResponse(cause, requestId), finish)
-      })
-    ) as Effect.Effect<HttpServerResponse.HttpServerResponse, Types.unhandled, HttpServerRequest.HttpServerRequest>
-  })), {
-  global: true
-})
+        const seconds = (performance.now() - started) / 1000
+        metrics.httpRequest(request.method, route, response.status, seconds)
+        const query = request.url.indexOf("?")
+        const annotations: Record<string, unknown> = { request_id: requestId }
+        if (facts.orgId !== undefined) annotations.org_id = facts.orgId
+        annotations["http.request.method"] = request.method
+        annotations["url.path"] = query < 0 ? request.url : request.url.slice(0, query)
+        annotations["http.response.status_code"] = response.status
+        annotations.duration_ms = Math.round(seconds * 10_000) / 10
+        return Effect.as(Effect.annotateLogs(Effect.logInfo("request"), annotations), response)
+      }
+      return httpEffect.pipe(
+        // The router leaves the matched route in the request fiber's context
+        // until the request ends: its template labels the duration metric.
+        Effect.onExit(() =>
+          Effect.withFiber((inner) => {
+            route = Context.getOrUndefined(inner.context, HttpRouter.RouteContext)?.route.path
+            return Effect.void
+          })
+        ),
+        // The request's facts and its log annotation in one context step
+        // (`provideService` and `annotateLogs` would take one each).
+        Effect.updateContext((context: Context.Context<HttpServerRequest.HttpServerRequest>) =>
+          withLogAnnotation(
+            Context.add(context, RequestFacts, facts),
+            fiber.getRef(References.CurrentLogAnnotations),
+            "request_id",
+            requestId
+          )
+        ),
+        // Every failure is answered here; the cast keeps the router's
+        // "unhandled" marker, which only a partial handler would need.
+        Effect.matchCauseEffect({
+          onSuccess: finish,
+          onFailure: (cause) => Effect.flatMap(failureResponse(cause, requestId), finish)
+        })
+      ) as Effect.Effect<HttpServerResponse.HttpServerResponse, Types.unhandled, HttpServerRequest.HttpServerRequest>
+    })),
+  {
+    global: true
+  }
+)

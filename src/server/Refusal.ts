@@ -31,26 +31,30 @@ export const reportStartFailure = (cause: Cause.Cause<unknown>): Effect.Effect<v
     const refused = startFailure(cause)
     const time = DateTime.formatIso(yield* DateTime.now)
     process.exitCode = refused.exitCode
-    process.stdout.write(`${JSON.stringify({
-      time,
-      level: "ERROR",
-      message: refused.message,
-      reason: refused.reason,
-      ...(refused.setting === undefined ? {} : { setting: refused.setting }),
-      exit_code: refused.exitCode
-    })}\n`)
+    process.stdout.write(`${
+      JSON.stringify({
+        time,
+        level: "ERROR",
+        message: refused.message,
+        reason: refused.reason,
+        ...(refused.setting === undefined ? {} : { setting: refused.setting }),
+        exit_code: refused.exitCode
+      })
+    }\n`)
   })
 
 /** Whether every setting can be used; otherwise the first it cannot is reported and the exit code set. */
 export const settingsUsable = (): Promise<boolean> =>
-  Effect.runPromise(Effect.gen(function*() {
-    yield* logLevelConfig
-    yield* svcConfig
-    yield* Effect.try({
-      try: () => parseOtelEnv(process.env),
-      catch: (error) => error instanceof OtelEnvError ? error : new OtelEnvError(String(error))
-    })
-    return true
-  }).pipe(
-    Effect.catchCause((cause) => Effect.as(reportStartFailure(cause), false))
-  ))
+  Effect.runPromise(
+    Effect.gen(function*() {
+      yield* logLevelConfig
+      yield* svcConfig
+      yield* Effect.try({
+        try: () => parseOtelEnv(process.env),
+        catch: (error) => error instanceof OtelEnvError ? error : new OtelEnvError(String(error))
+      })
+      return true
+    }).pipe(
+      Effect.catchCause((cause) => Effect.as(reportStartFailure(cause), false))
+    )
+  )

@@ -61,10 +61,16 @@ const exitCodeOf = (exit: Exit.Exit<unknown, unknown>) =>
 const announceStop = (exit: Exit.Exit<unknown, unknown>) => {
   if (announced === undefined) return Effect.void
   const code = exitCodeOf(exit)
-  const reason = signalled ?? (code === 0 ? "interrupted" : startFailure(Exit.isFailure(exit) ? exit.cause : Cause.empty).message)
+  const reason = signalled ??
+    (code === 0 ? "interrupted" : startFailure(Exit.isFailure(exit) ? exit.cause : Cause.empty).message)
   // Info either way: a failure that stopped it was logged as an error when it happened.
   return Effect.logInfo("svc stopped").pipe(
-    Effect.annotateLogs({ address: announced, reason, ...(signalled === undefined ? {} : { signal: signalled }), exit_code: code })
+    Effect.annotateLogs({
+      address: announced,
+      reason,
+      ...(signalled === undefined ? {} : { signal: signalled }),
+      exit_code: code
+    })
   )
 }
 
@@ -75,14 +81,15 @@ export type Beside = Layer.Layer<
   Layer.Success<typeof AppLive> | Layer.Success<typeof Database.layer> | SvcConfig | HttpServer.HttpServer
 >
 
-const mainLive = (channel: Beside) => Announce.pipe(
-  Layer.provideMerge(channel),
-  Layer.provideMerge(AppLive),
-  Layer.provide(NodeServerLive),
-  Layer.provideMerge(Database.layer),
-  Layer.provide(PlatformLive),
-  Layer.provide(LoggingLive)
-)
+const mainLive = (channel: Beside) =>
+  Announce.pipe(
+    Layer.provideMerge(channel),
+    Layer.provideMerge(AppLive),
+    Layer.provide(NodeServerLive),
+    Layer.provideMerge(Database.layer),
+    Layer.provide(PlatformLive),
+    Layer.provide(LoggingLive)
+  )
 
 /**
  * Runs until a signal, or until the database session is lost for good (the
@@ -90,14 +97,16 @@ const mainLive = (channel: Beside) => Announce.pipe(
  * which stops the HTTP server (requests in flight get their answers) and
  * exits 1, so that a supervisor restarts it on the same data.
  */
-const Serve = Layer.effectDiscard(Effect.gen(function*() {
-  const database = yield* DatabaseInfo
-  const why = yield* database.lost
-  yield* Effect.logError("the database session is lost; stopping so that a supervisor restarts svc").pipe(
-    Effect.annotateLogs({ reason: why })
-  )
-  return yield* Effect.fail(new Error(`database session lost: ${why}`))
-}).pipe(Effect.forkScoped, Effect.flatMap(Fiber.join)))
+const Serve = Layer.effectDiscard(
+  Effect.gen(function*() {
+    const database = yield* DatabaseInfo
+    const why = yield* database.lost
+    yield* Effect.logError("the database session is lost; stopping so that a supervisor restarts svc").pipe(
+      Effect.annotateLogs({ reason: why })
+    )
+    return yield* Effect.fail(new Error(`database session lost: ${why}`))
+  }).pipe(Effect.forkScoped, Effect.flatMap(Fiber.join))
+)
 
 // `channel`: the CLI's admin channel (the entry points give it: the server
 // imports nothing of the CLI). `beside`: more work on the server's
@@ -108,7 +117,9 @@ export const runServer = (options: {
   readonly beside?: Layer.Layer<never, never, SqlClient.SqlClient>
 } = {}): void => {
   recordSignals()
-  Layer.launch(Layer.merge(Serve, options.beside ?? Layer.empty).pipe(Layer.provideMerge(mainLive(options.channel ?? Layer.empty)))).pipe(
+  Layer.launch(
+    Layer.merge(Serve, options.beside ?? Layer.empty).pipe(Layer.provideMerge(mainLive(options.channel ?? Layer.empty)))
+  ).pipe(
     Effect.onExit(announceStop),
     Effect.provide(LoggingLive),
     Effect.tapCause(reportStartFailure),

@@ -2,10 +2,10 @@
 import { Cause, Effect, ErrorReporter, Layer, Result, Schema, SchemaAST, SchemaIssue, SchemaParser } from "effect"
 import { HttpServerRespondable, type HttpServerResponse } from "effect/http"
 import { HttpApiError } from "effect/http-api"
+import { ANSWERED_AS, type AnsweredAs } from "../api/Common.ts"
 import { InvalidUrl } from "../api/Deliveries.ts"
 import { InternalError, InvalidHeaders, InvalidRequest } from "../api/Errors.ts"
 import { EventTypes, InvalidWebhookEvents } from "../api/Notifications.ts"
-import { ANSWERED_AS, type AnsweredAs } from "../api/Common.ts"
 import { RequestValidation } from "../api/Validation.ts"
 import { headerField } from "../outbound/HeaderRules.ts"
 
@@ -22,9 +22,13 @@ const keyIssues = (issue: SchemaIssue.Issue, out: KeyIssues = new WeakMap()): Ke
     case "Pointer": {
       const inner = issue.issue
       const key = issue.path.at(-1)
-      const index = inner._tag === "UnexpectedKey" && SchemaAST.isObjects(inner.ast) ? inner.ast.indexSignatures[0] : undefined
+      const index = inner._tag === "UnexpectedKey" && SchemaAST.isObjects(inner.ast)
+        ? inner.ast.indexSignatures[0]
+        : undefined
       if (index !== undefined && typeof key === "string") {
-        const decoded = SchemaParser.decodeUnknownResult(Schema.make<Schema.Codec<unknown, unknown>>(index.parameter))(key)
+        const decoded = SchemaParser.decodeUnknownResult(Schema.make<Schema.Codec<unknown, unknown>>(index.parameter))(
+          key
+        )
         if (Result.isFailure(decoded)) out.set(inner, decoded.failure)
       } else {
         keyIssues(inner, out)
@@ -53,7 +57,10 @@ const keyIssues = (issue: SchemaIssue.Issue, out: KeyIssues = new WeakMap()): Ke
 const formatIssues = (issue: SchemaIssue.Issue) => {
   const keys = keyIssues(issue)
   const leafHook: SchemaIssue.LeafHook = (leaf) => {
-    if (leaf._tag === "UnexpectedKey" && typeof leaf.ast.annotations?.messageUnexpectedKey !== "string" && SchemaAST.isObjects(leaf.ast)) {
+    if (
+      leaf._tag === "UnexpectedKey" && typeof leaf.ast.annotations?.messageUnexpectedKey !== "string" &&
+      SchemaAST.isObjects(leaf.ast)
+    ) {
       const explained = keys.get(leaf)
       if (explained !== undefined) return formatter(explained).issues[0]?.message ?? "Not an allowed key"
       const members = leaf.ast.propertySignatures.map((property) => String(property.name))
@@ -61,7 +68,9 @@ const formatIssues = (issue: SchemaIssue.Issue) => {
         ? "Not a member: this object has no members"
         : `Not a member: this object's members are ${members.join(", ")}`
     }
-    if (leaf._tag === "MissingKey" && typeof leaf.annotations?.messageMissingKey !== "string") return "Missing: a required member"
+    if (leaf._tag === "MissingKey" && typeof leaf.annotations?.messageMissingKey !== "string") {
+      return "Missing: a required member"
+    }
     return SchemaIssue.defaultLeafHook(leaf)
   }
   const formatter = SchemaIssue.makeFormatterStandardSchemaV1({ leafHook })
@@ -107,7 +116,10 @@ const answeredFields = (
   const leaf = (answered: AnsweredAs | undefined) => {
     const field = toJsonPath(path)
     const before = out.get(field)
-    out.set(field, answered === undefined || before === null || (before !== undefined && before !== answered) ? null : answered)
+    out.set(
+      field,
+      answered === undefined || before === null || (before !== undefined && before !== answered) ? null : answered
+    )
   }
   switch (issue._tag) {
     case "Filter":
@@ -141,7 +153,12 @@ const asHeaderField = (field: string) => {
 }
 
 /** The problem of a rule the schema states and the documentation answers with a code of its own. */
-const answeredProblem = (code: AnsweredAs, field: string, detail: string, issues: ReadonlyArray<{ readonly field: string; readonly message: string }>) => {
+const answeredProblem = (
+  code: AnsweredAs,
+  field: string,
+  detail: string,
+  issues: ReadonlyArray<{ readonly field: string; readonly message: string }>
+) => {
   switch (code) {
     case "INVALID_WEBHOOK_EVENTS":
       return new InvalidWebhookEvents({ field, detail, supported: [...EventTypes] })
@@ -158,7 +175,10 @@ const answeredProblem = (code: AnsweredAs, field: string, detail: string, issues
 
 const schemaErrorProblem = (
   error: HttpApiError.HttpApiSchemaError
-): Effect.Effect<HttpServerResponse.HttpServerResponse, InvalidRequest | InvalidWebhookEvents | InvalidUrl | InvalidHeaders> => {
+): Effect.Effect<
+  HttpServerResponse.HttpServerResponse,
+  InvalidRequest | InvalidWebhookEvents | InvalidUrl | InvalidHeaders
+> => {
   // "Body" and "ResponseHeaders" are our own answers failing to encode: a bug.
   if (error.kind === "Body" || error.kind === "ResponseHeaders") {
     return Effect.andThen(
@@ -180,7 +200,13 @@ const schemaErrorProblem = (
       return Effect.fail(answeredProblem(code, first.field, `${first.field}: ${first.message}`, same))
     }
   }
-  const where = error.kind === "Params" ? "path" : error.kind === "Query" ? "query" : error.kind === "Headers" ? "headers" : "body"
+  const where = error.kind === "Params"
+    ? "path"
+    : error.kind === "Query"
+    ? "query"
+    : error.kind === "Headers"
+    ? "headers"
+    : "body"
   return Effect.fail(
     new InvalidRequest({
       detail: first === undefined

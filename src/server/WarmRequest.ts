@@ -60,7 +60,14 @@ const samples = (keys: { readonly unknown: string; readonly rehearsal: string })
 /** One request on `agent`'s kept-alive connection; answers the status once the body is read. */
 const send = (port: number, agent: Http.Agent, sample: Sample) =>
   Effect.callback<number, Error>((resume) => {
-    const request = Http.request({ host: "127.0.0.1", port, agent, method: sample.method, path: sample.path, headers: sample.headers }, (response) => {
+    const request = Http.request({
+      host: "127.0.0.1",
+      port,
+      agent,
+      method: sample.method,
+      path: sample.path,
+      headers: sample.headers
+    }, (response) => {
       response.resume()
       response.on("end", () => resume(Effect.succeed(response.statusCode ?? 0)))
       response.on("error", (error) => resume(Effect.fail(error)))

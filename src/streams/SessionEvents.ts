@@ -11,8 +11,8 @@
  */
 import { Clock, Context, Deferred, Duration, Effect, Layer, Option, Schema, type Scope, Stream } from "effect"
 import type { SessionEventNames } from "../api/Agents.ts"
-import { rowsOf } from "../platform/Rows.ts"
 import { type Broadcast, Wakeups } from "../database/Wakeups.ts"
+import { rowsOf } from "../platform/Rows.ts"
 
 export type SessionEventName = typeof SessionEventNames[number]
 
@@ -71,7 +71,11 @@ export class SessionHub extends Context.Service<SessionHub, {
 
       // Signals of this process and (NOTIFY, on a server) of others; after a
       // lost connection, events of other processes may have come: open streams re-read.
-      yield* wakeups.subscribe("hub:", bump, Effect.suspend(() => Effect.forEach([...entries.keys()], bump, { discard: true })))
+      yield* wakeups.subscribe(
+        "hub:",
+        bump,
+        Effect.suspend(() => Effect.forEach([...entries.keys()], bump, { discard: true }))
+      )
 
       const notify = (sessionId: string) => wakeups.signal(hubSignal(sessionId))
 
@@ -161,7 +165,10 @@ export const sessionFrames = (options: {
               // A short batch was everything up to `seen`; anything newer moved
               // the version, so the wait below returns at once.
               const more = rows.length >= options.batch
-              return [rows.map(sseFrame), Option.some({ after: rows[rows.length - 1]!.seq, lastWrite: now, read: more })] as const
+              return [
+                rows.map(sseFrame),
+                Option.some({ after: rows[rows.length - 1]!.seq, lastWrite: now, read: more })
+              ] as const
             }
           }
           const now = yield* Clock.currentTimeMillis

@@ -4,9 +4,9 @@
  * approval changes).
  */
 import { Effect, Schema, Stream } from "effect"
+import { HttpServerRequest, HttpServerResponse } from "effect/http"
 import { LastEventId } from "../api/Common.ts"
 import { InvalidRequest } from "../api/Errors.ts"
-import { HttpServerRequest, HttpServerResponse } from "effect/http"
 
 /** An SSE answer carrying `frames`. */
 export const sseResponse = (frames: Stream.Stream<string>) =>
@@ -30,7 +30,10 @@ export const resumeAfter = (query: { readonly after?: string | undefined }) =>
     const header = request.headers["last-event-id"]?.trim()
     if (header !== undefined && header !== "") {
       if (!isLastEventId(header)) {
-        return yield* new InvalidRequest({ field: "Last-Event-ID", detail: "Last-Event-ID must be an event id from this stream." })
+        return yield* new InvalidRequest({
+          field: "Last-Event-ID",
+          detail: "Last-Event-ID must be an event id from this stream."
+        })
       }
       return BigInt(header).toString()
     }

@@ -64,7 +64,13 @@ export class ValidationQueueFull extends Data.TaggedError("ValidationQueueFull")
 }> {}
 
 const scalarBytes = (value: unknown) =>
-  typeof value === "string" ? value.length + 2 : typeof value === "number" ? String(value).length : typeof value === "boolean" ? 5 : 4
+  typeof value === "string"
+    ? value.length + 2
+    : typeof value === "number"
+    ? String(value).length
+    : typeof value === "boolean"
+    ? 5
+    : 4
 
 /**
  * The first limit `schema` exceeds, or `undefined`. One iterative walk that
@@ -77,8 +83,13 @@ const scalarBytes = (value: unknown) =>
 export const measureSchema = (schema: unknown, limits: SchemaLimits, root = "answer_schema"): OverLimit | undefined => {
   let bytes = 0
   let objects = 0
-  const stack: Array<{ readonly value: unknown; readonly depth: number; readonly path: string }> = [{ value: schema, depth: 1, path: root }]
-  const over = (limit: string, value: number, field: string, message: string) => new OverLimit({ limit, value, field, message })
+  const stack: Array<{ readonly value: unknown; readonly depth: number; readonly path: string }> = [{
+    value: schema,
+    depth: 1,
+    path: root
+  }]
+  const over = (limit: string, value: number, field: string, message: string) =>
+    new OverLimit({ limit, value, field, message })
   while (stack.length > 0) {
     const { value, depth, path } = stack.pop()!
     if (typeof value !== "object" || value === null) {
@@ -89,11 +100,18 @@ export const measureSchema = (schema: unknown, limits: SchemaLimits, root = "ans
       }
       if (Array.isArray(value)) {
         bytes += 2 + value.length
-        for (let i = value.length - 1; i >= 0; i--) stack.push({ value: value[i], depth: depth + 1, path: `${path}[${i}]` })
+        for (let i = value.length - 1; i >= 0; i--) {
+          stack.push({ value: value[i], depth: depth + 1, path: `${path}[${i}]` })
+        }
       } else {
         objects += 1
         if (objects > limits.maxSubschemas) {
-          return over("SVC_ANSWER_SCHEMA_MAX_SUBSCHEMAS", limits.maxSubschemas, path, `has more than ${limits.maxSubschemas} subschemas (objects)`)
+          return over(
+            "SVC_ANSWER_SCHEMA_MAX_SUBSCHEMAS",
+            limits.maxSubschemas,
+            path,
+            `has more than ${limits.maxSubschemas} subschemas (objects)`
+          )
         }
         bytes += 2
         const entries = Object.entries(value)
@@ -103,12 +121,22 @@ export const measureSchema = (schema: unknown, limits: SchemaLimits, root = "ans
           if (bytes > limits.maxBytes) break
           const childPath = appendPath(path, key)
           if (key === "pattern" && typeof child === "string" && child.length > limits.maxPatternLength) {
-            return over("SVC_ANSWER_SCHEMA_MAX_PATTERN_LENGTH", limits.maxPatternLength, childPath, `is a pattern longer than ${limits.maxPatternLength} characters`)
+            return over(
+              "SVC_ANSWER_SCHEMA_MAX_PATTERN_LENGTH",
+              limits.maxPatternLength,
+              childPath,
+              `is a pattern longer than ${limits.maxPatternLength} characters`
+            )
           }
           if (key === "patternProperties" && typeof child === "object" && child !== null && !Array.isArray(child)) {
             const long = Object.keys(child).find((pattern) => pattern.length > limits.maxPatternLength)
             if (long !== undefined) {
-              return over("SVC_ANSWER_SCHEMA_MAX_PATTERN_LENGTH", limits.maxPatternLength, childPath, `holds a pattern longer than ${limits.maxPatternLength} characters`)
+              return over(
+                "SVC_ANSWER_SCHEMA_MAX_PATTERN_LENGTH",
+                limits.maxPatternLength,
+                childPath,
+                `holds a pattern longer than ${limits.maxPatternLength} characters`
+              )
             }
           }
           stack.push({ value: child, depth: depth + 1, path: childPath })
@@ -116,7 +144,12 @@ export const measureSchema = (schema: unknown, limits: SchemaLimits, root = "ans
       }
     }
     if (bytes > limits.maxBytes) {
-      return over("SVC_ANSWER_SCHEMA_MAX_BYTES", limits.maxBytes, root, `is larger than ${limits.maxBytes} bytes as JSON`)
+      return over(
+        "SVC_ANSWER_SCHEMA_MAX_BYTES",
+        limits.maxBytes,
+        root,
+        `is larger than ${limits.maxBytes} bytes as JSON`
+      )
     }
   }
   return undefined
@@ -135,7 +168,9 @@ export const makeValidationPool = (settings: PoolSettings & { readonly cacheEntr
   /** What each worker holds: compiled validators kept, schemas in Ajv's registries. */
   const stats = () =>
     pool.broadcast({ op: "stats" }).then((replies) =>
-      replies.map((reply) => reply?._tag === "Stats" ? { cached: reply.cached, registered: reply.registered } : { cached: 0, registered: 0 })
+      replies.map((reply) =>
+        reply?._tag === "Stats" ? { cached: reply.cached, registered: reply.registered } : { cached: 0, registered: 0 }
+      )
     )
   return { ...pool, stats }
 }
@@ -222,16 +257,20 @@ export class AnswerSchemas extends Context.Service<AnswerSchemas, {
       const admit = <A, E, R>(orgId: string, effect: Effect.Effect<A, E, R>) =>
         admitted(pool, orgId, effect).pipe(
           Effect.catchTag("PoolQueueFull", () =>
-            Effect.fail(new ValidationQueueFull({ limit: "SVC_ANSWER_VALIDATION_QUEUE", value: config.answerValidationQueue })))
+            Effect.fail(
+              new ValidationQueueFull({ limit: "SVC_ANSWER_VALIDATION_QUEUE", value: config.answerValidationQueue })
+            ))
         )
 
-      const check = Effect.fn("AnswerSchemas.check")(function*(orgId: string, key: string, schema: unknown, field = "answer_schema") {
-        const exceeded = measureSchema(schema, limits, field)
-        if (exceeded !== undefined) return yield* exceeded
-        const outcome = yield* admit(orgId, run(orgId, { op: "check", key, schema }))
-        if (outcome._tag !== "Reply") return yield* overBudget(outcome, field, "compiling the schema")
-        if (outcome.reply._tag === "Unusable") return yield* new SchemaUnusable({ message: outcome.reply.message })
-      })
+      const check = Effect.fn("AnswerSchemas.check")(
+        function*(orgId: string, key: string, schema: unknown, field = "answer_schema") {
+          const exceeded = measureSchema(schema, limits, field)
+          if (exceeded !== undefined) return yield* exceeded
+          const outcome = yield* admit(orgId, run(orgId, { op: "check", key, schema }))
+          if (outcome._tag !== "Reply") return yield* overBudget(outcome, field, "compiling the schema")
+          if (outcome.reply._tag === "Unusable") return yield* new SchemaUnusable({ message: outcome.reply.message })
+        }
+      )
 
       // Untraced (no span, no stack capture): it runs on every correction.
       const validate = Effect.fnUntraced(function*(
@@ -243,20 +282,29 @@ export class AnswerSchemas extends Context.Service<AnswerSchemas, {
       ) {
         const outcome = yield* admit(
           orgId,
-          Effect.flatMap(run(orgId, { op: "validate", key, value }), (first) =>
-            first._tag === "Reply" && first.reply._tag === "Missing"
-              ? Effect.flatMap(schema, (schema) => run(orgId, { op: "validate", key, schema, value }))
-              : Effect.succeed(first))
+          Effect.flatMap(
+            run(orgId, { op: "validate", key, value }),
+            (first) =>
+              first._tag === "Reply" && first.reply._tag === "Missing"
+                ? Effect.flatMap(schema, (schema) => run(orgId, { op: "validate", key, schema, value }))
+                : Effect.succeed(first)
+          )
         )
-        if (outcome._tag !== "Reply") return yield* overBudget(
-          outcome,
-          field,
-          field === "correction" ? "checking the correction against the answer schema" : `checking ${field} against its schema`
-        )
+        if (outcome._tag !== "Reply") {
+          return yield* overBudget(
+            outcome,
+            field,
+            field === "correction"
+              ? "checking the correction against the answer schema"
+              : `checking ${field} against its schema`
+          )
+        }
         const reply = outcome.reply
         if (reply._tag === "Checked") return reply.violations
         // A stored schema was checked on the way in; failing now is a bug.
-        return yield* Effect.die(new Error(`stored answer schema is unusable: ${reply._tag === "Unusable" ? reply.message : reply._tag}`))
+        return yield* Effect.die(
+          new Error(`stored answer schema is unusable: ${reply._tag === "Unusable" ? reply.message : reply._tag}`)
+        )
       })
 
       return AnswerSchemas.of({

@@ -28,9 +28,9 @@
  * in any process, compute them once: one claims the version in the
  * database and measures it, the others wait for what it stores.
  */
-import crypto from "node:crypto"
 import { PgClient } from "@effect/sql-pg"
 import { Clock, Context, Duration, Effect, Exit, Layer, Option, Schema, Stream } from "effect"
+import crypto from "node:crypto"
 import { InvalidRequest, NotFound } from "../api/Errors.ts"
 import { SvcConfig } from "../platform/Config.ts"
 import { makeOrgPermits } from "../platform/OrgPermits.ts"
@@ -43,14 +43,20 @@ export const EXPORT_PAGE_BYTES = 1024 * 1024
 /** Pages one organization's exports read at once in a process: on the embedded database, and on a server. */
 export const EXPORT_PAGES_AT_ONCE = { embedded: 1, server: 2 } as const
 
-const VersionRows = rowsOf("datasets", Schema.Struct({
-  version: Schema.Number,
-  lineage_id: Schema.String,
-  example_count: Schema.Number,
-  export_sha256: Schema.NullOr(Schema.String),
-  export_bytes: Schema.NullOr(BigIntText)
-}))
-const DigestRows = rowsOf("datasets", Schema.Struct({ export_sha256: Schema.NullOr(Schema.String), export_bytes: Schema.NullOr(BigIntText) }))
+const VersionRows = rowsOf(
+  "datasets",
+  Schema.Struct({
+    version: Schema.Number,
+    lineage_id: Schema.String,
+    example_count: Schema.Number,
+    export_sha256: Schema.NullOr(Schema.String),
+    export_bytes: Schema.NullOr(BigIntText)
+  })
+)
+const DigestRows = rowsOf(
+  "datasets",
+  Schema.Struct({ export_sha256: Schema.NullOr(Schema.String), export_bytes: Schema.NullOr(BigIntText) })
+)
 /** How often a first export that another is measuring looks for the stored values. */
 const CLAIM_POLL = Duration.millis(100)
 const LineRows = rowsOf("dataset_examples", Schema.Struct({ position: Schema.Number, line: Schema.String }))
@@ -70,14 +76,20 @@ export interface ExportAnswer {
 }
 
 export class DatasetExport extends Context.Service<DatasetExport, {
-  readonly open: (orgId: string, datasetId: string, after: number) => Effect.Effect<ExportAnswer, NotFound | InvalidRequest>
+  readonly open: (
+    orgId: string,
+    datasetId: string,
+    after: number
+  ) => Effect.Effect<ExportAnswer, NotFound | InvalidRequest>
 }>()("svc/tasks/DatasetExport") {
   static readonly layer = Layer.effect(
     DatasetExport,
     Effect.gen(function*() {
       const sql = yield* PgClient.PgClient
       const config = yield* SvcConfig
-      const pagesAtOnce = Option.isNone(config.databaseUrl) ? EXPORT_PAGES_AT_ONCE.embedded : EXPORT_PAGES_AT_ONCE.server
+      const pagesAtOnce = Option.isNone(config.databaseUrl)
+        ? EXPORT_PAGES_AT_ONCE.embedded
+        : EXPORT_PAGES_AT_ONCE.server
       const pagePermits = makeOrgPermits(pagesAtOnce)
 
       // One page: up to EXPORT_PAGE_ROWS rows from `from`, cut after the
@@ -85,7 +97,9 @@ export class DatasetExport extends Context.Service<DatasetExport, {
       // once) reads stored lengths only; the text is built for the rows up
       // to it, both reads ranges of the primary key.
       const page = (orgId: string, lineageId: string, from: number, to: number) =>
-        pagePermits.withPermit(orgId, LineRows.all(sql`
+        pagePermits.withPermit(
+          orgId,
+          LineRows.all(sql`
           SELECT position, jsonb_build_object('input', input, 'answer', answer, 'feedback_id', feedback_id)::text AS line
           FROM dataset_examples
           WHERE lineage_id = ${lineageId} AND position >= ${from} AND position <= (
@@ -100,7 +114,8 @@ export class DatasetExport extends Context.Service<DatasetExport, {
             WHERE bytes_before < ${EXPORT_PAGE_BYTES}
           )
           ORDER BY position
-        `))
+        `)
+        )
 
       /** Lines `from` to `to` (exclusive), one chunk per page. A missing row ends the body with a defect: the connection is cut, never a short body that looks complete. */
       const lines = (orgId: string, lineageId: string, from: number, to: number): Stream.Stream<Uint8Array> =>
@@ -114,7 +129,9 @@ export class DatasetExport extends Context.Service<DatasetExport, {
               }
               const chunk = Buffer.from(rows.map((row) => row.line).join("\n") + "\n", "utf8")
               const after = last.position + 1
-              return Effect.succeed([[chunk as Uint8Array], after < to ? Option.some(after) : Option.none<number>()] as const)
+              return Effect.succeed(
+                [[chunk as Uint8Array], after < to ? Option.some(after) : Option.none<number>()] as const
+              )
             }))
 
       // A claim lasts two statements' time past its last renewal: a page
@@ -131,29 +148,36 @@ export class DatasetExport extends Context.Service<DatasetExport, {
         )
       const renew = (datasetId: string) =>
         sql`UPDATE datasets SET export_claim_until = now() + ${leaseMs}::integer * interval '1 millisecond' WHERE id = ${datasetId} AND export_sha256 IS NULL`
-      const unclaim = (datasetId: string) => sql`UPDATE datasets SET export_claim_until = NULL WHERE id = ${datasetId} AND export_sha256 IS NULL`
+      const unclaim = (datasetId: string) =>
+        sql`UPDATE datasets SET export_claim_until = NULL WHERE id = ${datasetId} AND export_sha256 IS NULL`
 
       /** The checksum and size of the whole export: one paged pass over the version, under this export's claim. */
-      const measure = Effect.fn("DatasetExport.measure")(function*(orgId: string, datasetId: string, lineageId: string, count: number) {
-        const hash = crypto.createHash("sha256")
-        let renewedAt = yield* Clock.currentTimeMillis
-        const bytes = yield* Stream.runFoldEffect(lines(orgId, lineageId, 0, count), () => 0, (total, chunk) =>
-          Effect.gen(function*() {
-            hash.update(chunk)
-            const now = yield* Clock.currentTimeMillis
-            if (now - renewedAt >= leaseMs / 4) {
-              renewedAt = now
-              yield* renew(datasetId)
-            }
-            return total + chunk.byteLength
-          }))
-        const sha256 = hash.digest("base64")
-        yield* sql`
+      const measure = Effect.fn("DatasetExport.measure")(
+        function*(orgId: string, datasetId: string, lineageId: string, count: number) {
+          const hash = crypto.createHash("sha256")
+          let renewedAt = yield* Clock.currentTimeMillis
+          const bytes = yield* Stream.runFoldEffect(
+            lines(orgId, lineageId, 0, count),
+            () => 0,
+            (total, chunk) =>
+              Effect.gen(function*() {
+                hash.update(chunk)
+                const now = yield* Clock.currentTimeMillis
+                if (now - renewedAt >= leaseMs / 4) {
+                  renewedAt = now
+                  yield* renew(datasetId)
+                }
+                return total + chunk.byteLength
+              })
+          )
+          const sha256 = hash.digest("base64")
+          yield* sql`
           UPDATE datasets SET export_sha256 = ${sha256}, export_bytes = ${bytes}, export_claim_until = NULL
           WHERE id = ${datasetId} AND export_sha256 IS NULL
         `
-        return { sha256, bytes }
-      })
+          return { sha256, bytes }
+        }
+      )
 
       /**
        * The stored checksum and size, measured by this export when no other
@@ -168,8 +192,12 @@ export class DatasetExport extends Context.Service<DatasetExport, {
                 Effect.onExit((exit) => Exit.isSuccess(exit) ? Effect.void : Effect.ignore(unclaim(datasetId)))
               )
             }
-            const stored = yield* DigestRows.one(sql`SELECT export_sha256, export_bytes FROM datasets WHERE id = ${datasetId}`)
-            if (stored?.export_sha256 != null && stored.export_bytes !== null) return { sha256: stored.export_sha256, bytes: Number(stored.export_bytes) }
+            const stored = yield* DigestRows.one(
+              sql`SELECT export_sha256, export_bytes FROM datasets WHERE id = ${datasetId}`
+            )
+            if (stored?.export_sha256 != null && stored.export_bytes !== null) {
+              return { sha256: stored.export_sha256, bytes: Number(stored.export_bytes) }
+            }
             yield* Effect.sleep(CLAIM_POLL)
           }
         }).pipe(Effect.orDie)

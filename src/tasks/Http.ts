@@ -7,8 +7,8 @@ import { EXPORT_MEDIA_TYPE } from "../api/Tasks.ts"
 import { StreamGuard } from "../identity/StreamGuard.ts"
 import { responseHeader } from "../platform/ResponseHeader.ts"
 import { DatasetExport } from "./DatasetExport.ts"
-import { busyRetryAfter } from "./ValidationBusy.ts"
 import { Tasks } from "./Tasks.ts"
+import { busyRetryAfter } from "./ValidationBusy.ts"
 
 export const TasksHandlers = HttpApiBuilder.group(
   Api,
@@ -17,16 +17,20 @@ export const TasksHandlers = HttpApiBuilder.group(
     const tasks = yield* Tasks
     return handlers.handleAll({
       create: ({ payload }) =>
-        CurrentPrincipal.use((p) => tasks.create(p.orgId, payload)).pipe(Effect.tapErrorTag("ValidationBusy", () => busyRetryAfter)),
+        CurrentPrincipal.use((p) => tasks.create(p.orgId, payload)).pipe(
+          Effect.tapErrorTag("ValidationBusy", () => busyRetryAfter)
+        ),
       list: ({ query }) => CurrentPrincipal.use((p) => tasks.list(p.orgId, query)),
       get: ({ params }) => CurrentPrincipal.use((p) => tasks.get(p.orgId, params.task_id)),
       // Plain steps, no generator: every logged run passes here.
       logRun: ({ params, payload }) =>
         CurrentPrincipal.use((p) =>
-          Effect.flatMap(tasks.logRun(p.orgId, params.task_id, payload), (run) => Effect.as(responseHeader("x-svc-trace-id", run.trace_id), run))
+          Effect.flatMap(
+            tasks.logRun(p.orgId, params.task_id, payload),
+            (run) => Effect.as(responseHeader("x-svc-trace-id", run.trace_id), run)
+          )
         ),
-      listRuns: ({ params, query }) =>
-        CurrentPrincipal.use((p) => tasks.listRuns(p.orgId, params.task_id, query)),
+      listRuns: ({ params, query }) => CurrentPrincipal.use((p) => tasks.listRuns(p.orgId, params.task_id, query)),
       getRun: ({ params }) => CurrentPrincipal.use((p) => tasks.getRun(p.orgId, params.trace_id))
     })
   })
@@ -40,7 +44,8 @@ export const DatasetsHandlers = HttpApiBuilder.group(
     const exports = yield* DatasetExport
     const guard = yield* StreamGuard
     return handlers.handleAll({
-      listForTask: ({ params, query }) => CurrentPrincipal.use((p) => tasks.listDatasets(p.orgId, params.task_id, query)),
+      listForTask: ({ params, query }) =>
+        CurrentPrincipal.use((p) => tasks.listDatasets(p.orgId, params.task_id, query)),
       get: ({ params, query }) => CurrentPrincipal.use((p) => tasks.getDataset(p.orgId, params.dataset_id, query)),
       // The bytes are written here rather than encoded by the endpoint's
       // schema: the checksum sent first is of exactly these bytes.
@@ -56,8 +61,14 @@ export const DatasetsHandlers = HttpApiBuilder.group(
           // export that ends before its last line must instead cut the
           // connection, or a resumed one (no Content-Length) would look complete.
           let finished = false
-          const guarded = guard.watch(principal, Stream.concat(answer.body, Stream.fromEffectDrain(Effect.sync(() => (finished = true)))))
-          const body = Stream.concat(guarded, Stream.fromEffectDrain(Effect.suspend(() => finished ? Effect.void : Effect.interrupt)))
+          const guarded = guard.watch(
+            principal,
+            Stream.concat(answer.body, Stream.fromEffectDrain(Effect.sync(() => (finished = true))))
+          )
+          const body = Stream.concat(
+            guarded,
+            Stream.fromEffectDrain(Effect.suspend(() => finished ? Effect.void : Effect.interrupt))
+          )
           return HttpServerResponse.stream(body, {
             contentType: EXPORT_MEDIA_TYPE,
             // Known for the whole export only; a resumed one ends with its last chunk.

@@ -62,7 +62,9 @@ const created = (rows: ReadonlyArray<unknown>): Effect.Effect<RunCreated | undef
     const date = at instanceof Date ? at : new Date(at)
     if (!Number.isNaN(date.getTime())) return Effect.succeed({ task_id: row.task_id, created_at: date.toISOString() })
   }
-  return Effect.die(new RowDecodeError({ table: "runs", detail: "expected task_id (text) and created_at (timestamptz)" }))
+  return Effect.die(
+    new RowDecodeError({ table: "runs", detail: "expected task_id (text) and created_at (timestamptz)" })
+  )
 }
 
 /**
@@ -83,7 +85,16 @@ export const runInsert = (
   }
 ) =>
   sql.unsafe(RUN_INSERT, [
-    run.traceId, run.orgId, run.input, run.answer, run.taskId, run.orgId,
-    run.orgId, run.bytes, run.maxBytes,
-    run.orgId, usageShard(), run.bytes
+    run.traceId,
+    run.orgId,
+    run.input,
+    run.answer,
+    run.taskId,
+    run.orgId,
+    run.orgId,
+    run.bytes,
+    run.maxBytes,
+    run.orgId,
+    usageShard(),
+    run.bytes
   ]).pipe(Effect.orDie, Effect.flatMap(created))

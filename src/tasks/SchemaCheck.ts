@@ -14,18 +14,26 @@ import { validationBusy } from "./ValidationBusy.ts"
  * `ANSWER_SCHEMA_TOO_COMPLEX` naming the limit it exceeds, 429
  * `VALIDATION_BUSY` when the organization holds its share of the queue.
  */
-export const checkSchema = (schemas: AnswerSchemas["Service"], orgId: string, key: string, schema: unknown, field = "answer_schema") =>
+export const checkSchema = (
+  schemas: AnswerSchemas["Service"],
+  orgId: string,
+  key: string,
+  schema: unknown,
+  field = "answer_schema"
+) =>
   schemas.check(orgId, key, schema, field).pipe(
     Effect.catchTags({
       SchemaUnusable: (unusable) =>
         Effect.fail(new InvalidRequest({ field, detail: `${field} is not a valid JSON Schema: ${unusable.message}` })),
       OverLimit: (over) =>
-        Effect.fail(new AnswerSchemaTooComplex({
-          field: over.field,
-          limit: over.limit,
-          limit_value: over.value,
-          detail: `${over.field} ${over.message} (${over.limit}).`
-        })),
+        Effect.fail(
+          new AnswerSchemaTooComplex({
+            field: over.field,
+            limit: over.limit,
+            limit_value: over.value,
+            detail: `${over.field} ${over.message} (${over.limit}).`
+          })
+        ),
       ValidationQueueFull: (full) => Effect.fail(validationBusy(full.value, "schema checks"))
     })
   )

@@ -12,9 +12,9 @@
  * compiled schema forever otherwise), so an evicted validator is collected.
  */
 import { Ajv as AjvDraft07, type ErrorObject, type ValidateFunction } from "ajv"
+import addFormatsModule from "ajv-formats"
 import { Ajv2019 } from "ajv/dist/2019.js"
 import { Ajv2020 } from "ajv/dist/2020.js"
-import addFormatsModule from "ajv-formats"
 
 // ajv-formats is CommonJS; its default export arrives wrapped under Node ESM.
 const addFormats = ((addFormatsModule as unknown as { default?: typeof addFormatsModule }).default ??
@@ -137,7 +137,10 @@ export const makeSchemaCompiler = (cacheEntries: number): SchemaCompiler => {
     if (!ajv.validateSchema(withoutId)) {
       const first = ajv.errors?.[0]
       const where = first ? pointerToPath(first.instancePath) : ""
-      return { ok: false, message: `${where === "" ? "schema" : where} ${first?.message ?? "is not valid JSON Schema"}` }
+      return {
+        ok: false,
+        message: `${where === "" ? "schema" : where} ${first?.message ?? "is not valid JSON Schema"}`
+      }
     }
     const registry = ajv as unknown as { refs: Record<string, unknown> }
     const before = { ...registry.refs }

@@ -3,32 +3,69 @@
  * creates its first, empty dataset version in the same transaction.
  */
 import { PgClient } from "@effect/sql-pg"
-import { insertDatasetVersion } from "./DatasetVersions.ts"
 import { Clock, Context, Effect, Exit, Layer, Option, Schema } from "effect"
-import { type AnswerSchemaTooComplex, type InvalidRequest, LimitReached, NotFound, type ValidationBusy } from "../api/Errors.ts"
+import {
+  type AnswerSchemaTooComplex,
+  type InvalidRequest,
+  LimitReached,
+  NotFound,
+  type ValidationBusy
+} from "../api/Errors.ts"
 import { type CreateTask, type Dataset, DatasetSummary, Example, type LogRun, Run, Task } from "../api/Tasks.ts"
-import { randomTraceId, SecretBox } from "../platform/Crypto.ts"
-import { type CursorMac, type CursorScope, DEFAULT_PAGE_LIMIT, encodeCursor, keysetPage, page, type PageRequest, seqBound } from "../platform/Cursor.ts"
 import { SvcConfig } from "../platform/Config.ts"
+import { randomTraceId, SecretBox } from "../platform/Crypto.ts"
+import {
+  type CursorMac,
+  type CursorScope,
+  DEFAULT_PAGE_LIMIT,
+  encodeCursor,
+  keysetPage,
+  page,
+  type PageRequest,
+  seqBound
+} from "../platform/Cursor.ts"
 import { newId } from "../platform/Ids.ts"
 import { type ByteQuota, refuseAtCap, refuseOverQuota } from "../platform/OrgLimits.ts"
 import { BigIntText, JsonColumn, rowsOf, Timestamp } from "../platform/Rows.ts"
 import { AnswerSchemas } from "./AnswerSchema.ts"
-import { checkSchema } from "./SchemaCheck.ts"
+import { insertDatasetVersion } from "./DatasetVersions.ts"
 import { runBytes, runInsert } from "./RunInsert.ts"
-
+import { checkSchema } from "./SchemaCheck.ts"
 
 // Rows carry `seq` for paging; the domain shapes do not.
-const TaskRows = rowsOf("tasks", Schema.Struct({ ...Task.fields, answer_schema: JsonColumn(Task.fields.answer_schema), created_at: Timestamp, seq: BigIntText }))
-const RunRows = rowsOf("runs", Schema.Struct({ ...Run.fields, input: JsonColumn(Run.fields.input), answer: JsonColumn(Run.fields.answer), created_at: Timestamp, seq: BigIntText }))
+const TaskRows = rowsOf(
+  "tasks",
+  Schema.Struct({
+    ...Task.fields,
+    answer_schema: JsonColumn(Task.fields.answer_schema),
+    created_at: Timestamp,
+    seq: BigIntText
+  })
+)
+const RunRows = rowsOf(
+  "runs",
+  Schema.Struct({
+    ...Run.fields,
+    input: JsonColumn(Run.fields.input),
+    answer: JsonColumn(Run.fields.answer),
+    created_at: Timestamp,
+    seq: BigIntText
+  })
+)
 const DatasetRows = rowsOf("datasets", Schema.Struct({ ...DatasetSummary.fields, created_at: Timestamp }))
-const VersionRows = rowsOf("datasets", Schema.Struct({ ...DatasetSummary.fields, created_at: Timestamp, lineage_id: Schema.String }))
-const ExampleRows = rowsOf("dataset_examples", Schema.Struct({
-  seq: Schema.Number,
-  input: JsonColumn(Example.fields.input),
-  answer: JsonColumn(Example.fields.answer),
-  feedback_id: Schema.NullOr(Schema.String)
-}))
+const VersionRows = rowsOf(
+  "datasets",
+  Schema.Struct({ ...DatasetSummary.fields, created_at: Timestamp, lineage_id: Schema.String })
+)
+const ExampleRows = rowsOf(
+  "dataset_examples",
+  Schema.Struct({
+    seq: Schema.Number,
+    input: JsonColumn(Example.fields.input),
+    answer: JsonColumn(Example.fields.answer),
+    feedback_id: Schema.NullOr(Schema.String)
+  })
+)
 
 const withoutSeq = <A extends { readonly seq: string }>({ seq: _, ...rest }: A): Omit<A, "seq"> => rest
 
@@ -45,13 +82,38 @@ export class Tasks extends Context.Service<Tasks, {
     Task,
     InvalidRequest | AnswerSchemaTooComplex | ValidationBusy | LimitReached
   >
-  readonly list: (orgId: string, request: PageRequest) => Effect.Effect<{ readonly tasks: ReadonlyArray<Task>; readonly next_cursor: string | null }, InvalidRequest>
+  readonly list: (
+    orgId: string,
+    request: PageRequest
+  ) => Effect.Effect<{ readonly tasks: ReadonlyArray<Task>; readonly next_cursor: string | null }, InvalidRequest>
   readonly get: (orgId: string, taskId: string) => Effect.Effect<Task, NotFound>
-  readonly logRun: (orgId: string, taskId: string, input: typeof LogRun.Type) => Effect.Effect<Run, NotFound | LimitReached>
-  readonly listRuns: (orgId: string, taskId: string, request: PageRequest) => Effect.Effect<{ readonly runs: ReadonlyArray<Run>; readonly next_cursor: string | null }, NotFound | InvalidRequest>
+  readonly logRun: (
+    orgId: string,
+    taskId: string,
+    input: typeof LogRun.Type
+  ) => Effect.Effect<Run, NotFound | LimitReached>
+  readonly listRuns: (
+    orgId: string,
+    taskId: string,
+    request: PageRequest
+  ) => Effect.Effect<
+    { readonly runs: ReadonlyArray<Run>; readonly next_cursor: string | null },
+    NotFound | InvalidRequest
+  >
   readonly getRun: (orgId: string, traceId: string) => Effect.Effect<Run, NotFound>
-  readonly listDatasets: (orgId: string, taskId: string, request: PageRequest) => Effect.Effect<{ readonly datasets: ReadonlyArray<DatasetSummary>; readonly next_cursor: string | null }, NotFound | InvalidRequest>
-  readonly getDataset: (orgId: string, datasetId: string, request: PageRequest) => Effect.Effect<Dataset, NotFound | InvalidRequest>
+  readonly listDatasets: (
+    orgId: string,
+    taskId: string,
+    request: PageRequest
+  ) => Effect.Effect<
+    { readonly datasets: ReadonlyArray<DatasetSummary>; readonly next_cursor: string | null },
+    NotFound | InvalidRequest
+  >
+  readonly getDataset: (
+    orgId: string,
+    datasetId: string,
+    request: PageRequest
+  ) => Effect.Effect<Dataset, NotFound | InvalidRequest>
 }>()("svc/tasks/Tasks") {
   static readonly layer = Layer.effect(
     Tasks,
@@ -72,7 +134,8 @@ export class Tasks extends Context.Service<Tasks, {
           yield* refuseAtCap(sql, orgId, "tasks", {
             value: config.maxTasksPerOrg,
             limit: "SVC_MAX_TASKS_PER_ORG",
-            detail: `The organization already has ${config.maxTasksPerOrg} tasks, the most allowed (SVC_MAX_TASKS_PER_ORG).`
+            detail:
+              `The organization already has ${config.maxTasksPerOrg} tasks, the most allowed (SVC_MAX_TASKS_PER_ORG).`
           })
           const task = yield* TaskRows.returned(sql`
             INSERT INTO tasks (id, org_id, name, answer_schema)
@@ -80,19 +143,31 @@ export class Tasks extends Context.Service<Tasks, {
             RETURNING id, seq, name, answer_schema, created_at
           `)
           const datasetId = newId()
-          yield* insertDatasetVersion(sql, { id: datasetId, orgId, taskId: id, version: 1, exampleCount: 0, lineageId: datasetId })
+          yield* insertDatasetVersion(sql, {
+            id: datasetId,
+            orgId,
+            taskId: id,
+            version: 1,
+            exampleCount: 0,
+            lineageId: datasetId
+          })
           return task
         })).pipe(Effect.catchTag("SqlError", Effect.die))
         return withoutSeq(row)
       })
 
       const list = Effect.fn("Tasks.list")(function*(orgId: string, request: PageRequest) {
-        const { items, next_cursor } = yield* keysetPage(mac, { orgId, list: "tasks" }, request, (below, rows) =>
-          TaskRows.all(sql`
+        const { items, next_cursor } = yield* keysetPage(
+          mac,
+          { orgId, list: "tasks" },
+          request,
+          (below, rows) =>
+            TaskRows.all(sql`
             SELECT id, seq, name, answer_schema, created_at FROM tasks
             WHERE org_id = ${orgId} ${Option.isSome(below) ? sql`AND seq < ${below.value}` : sql``}
             ORDER BY seq DESC LIMIT ${rows}
-          `))
+          `)
+        )
         return { tasks: items.map(withoutSeq), next_cursor }
       })
 
@@ -128,11 +203,22 @@ export class Tasks extends Context.Service<Tasks, {
             const answerText = JSON.stringify(input.answer)
             const bytes = runBytes(inputText, answerText)
             return Effect.flatMap(
-              runInsert(sql, { traceId, orgId, taskId, input: inputText, answer: answerText, bytes, maxBytes: config.maxRunBytesPerOrg }),
+              runInsert(sql, {
+                traceId,
+                orgId,
+                taskId,
+                input: inputText,
+                answer: answerText,
+                bytes,
+                maxBytes: config.maxRunBytesPerOrg
+              }),
               (row): Effect.Effect<Run, NotFound | LimitReached> => {
                 // Kept out by the quota, or the organization has no such task.
                 if (row === undefined) {
-                  return Effect.andThen(refuseOverQuota(sql, orgId, runQuota(config), bytes), Effect.fail(new NotFound({ detail: "No such task." })))
+                  return Effect.andThen(
+                    refuseOverQuota(sql, orgId, runQuota(config), bytes),
+                    Effect.fail(new NotFound({ detail: "No such task." }))
+                  )
                 }
                 span.end(fiber.getRef(Clock.Clock).currentTimeNanosUnsafe(), Exit.void)
                 if (request !== undefined && request.status._tag !== "Ended") {
@@ -140,7 +226,13 @@ export class Tasks extends Context.Service<Tasks, {
                   request.attribute("svc.trace_id", traceId)
                 }
                 // The stored input and answer are the request's, as the JSON they were stored from.
-                return Effect.succeed({ trace_id: traceId, task_id: row.task_id, input: input.input, answer: input.answer, created_at: row.created_at })
+                return Effect.succeed({
+                  trace_id: traceId,
+                  task_id: row.task_id,
+                  input: input.input,
+                  answer: input.answer,
+                  created_at: row.created_at
+                })
               }
             )
           })
@@ -148,13 +240,18 @@ export class Tasks extends Context.Service<Tasks, {
 
       const listRuns = Effect.fn("Tasks.listRuns")(function*(orgId: string, taskId: string, request: PageRequest) {
         yield* get(orgId, taskId)
-        const { items, next_cursor } = yield* keysetPage(mac, { orgId, list: "runs", filters: [taskId] }, request, (below, rows) =>
-          RunRows.all(sql`
+        const { items, next_cursor } = yield* keysetPage(
+          mac,
+          { orgId, list: "runs", filters: [taskId] },
+          request,
+          (below, rows) =>
+            RunRows.all(sql`
             SELECT trace_id, seq, task_id, input, answer, created_at FROM runs
             WHERE task_id = ${taskId} AND org_id = ${orgId}
             ${Option.isSome(below) ? sql`AND seq < ${below.value}` : sql``}
             ORDER BY seq DESC LIMIT ${rows}
-          `))
+          `)
+        )
         return { runs: items.map(withoutSeq), next_cursor }
       })
 
@@ -169,45 +266,56 @@ export class Tasks extends Context.Service<Tasks, {
 
       // Oldest first: a cursor holds the last version of its page, and the
       // next page starts above it (versions only ever get added above).
-      const listDatasets = Effect.fn("Tasks.listDatasets")(function*(orgId: string, taskId: string, request: PageRequest) {
-        const { items, next_cursor } = yield* keysetPage(mac, { orgId, list: "datasets", filters: [taskId] }, request, (after, rows) =>
-          Effect.andThen(
-            get(orgId, taskId),
-            DatasetRows.all(sql`
+      const listDatasets = Effect.fn("Tasks.listDatasets")(
+        function*(orgId: string, taskId: string, request: PageRequest) {
+          const { items, next_cursor } = yield* keysetPage(
+            mac,
+            { orgId, list: "datasets", filters: [taskId] },
+            request,
+            (after, rows) =>
+              Effect.andThen(
+                get(orgId, taskId),
+                DatasetRows.all(sql`
               SELECT id, task_id, version, example_count, created_at FROM datasets
               WHERE task_id = ${taskId} AND org_id = ${orgId}
               ${Option.isSome(after) ? sql`AND version > ${Number(after.value)}` : sql``}
               ORDER BY version LIMIT ${rows}
             `).pipe(Effect.map((found) => found.map((row) => ({ ...row, seq: row.version }))))
-          ))
-        return { datasets: items.map(({ seq: _, ...summary }) => summary), next_cursor }
-      })
+              )
+          )
+          return { datasets: items.map(({ seq: _, ...summary }) => summary), next_cursor }
+        }
+      )
 
       // A version's examples are its line's rows below its count (migration
       // 0630): one index range per page, whatever the version's size.
-      const getDataset = Effect.fn("Tasks.getDataset")(function*(orgId: string, datasetId: string, request: PageRequest) {
-        const limit = request.limit ?? DEFAULT_PAGE_LIMIT
-        const scope: CursorScope = { orgId, list: "dataset_examples", filters: [datasetId] }
-        const after = yield* seqBound(mac, scope, request.cursor)
-        const row = yield* VersionRows.one(sql`
+      const getDataset = Effect.fn("Tasks.getDataset")(
+        function*(orgId: string, datasetId: string, request: PageRequest) {
+          const limit = request.limit ?? DEFAULT_PAGE_LIMIT
+          const scope: CursorScope = { orgId, list: "dataset_examples", filters: [datasetId] }
+          const after = yield* seqBound(mac, scope, request.cursor)
+          const row = yield* VersionRows.one(sql`
           SELECT id, task_id, version, example_count, created_at, lineage_id FROM datasets
           WHERE id = ${datasetId} AND org_id = ${orgId}
         `)
-        if (row === undefined) return yield* new NotFound({ detail: "No such dataset." })
-        const examples = yield* ExampleRows.all(sql`
+          if (row === undefined) return yield* new NotFound({ detail: "No such dataset." })
+          const examples = yield* ExampleRows.all(sql`
           SELECT position AS seq, input, answer, feedback_id FROM dataset_examples
           WHERE lineage_id = ${row.lineage_id} AND position < ${row.example_count}
           ${Option.isSome(after) ? sql`AND position > ${Number(after.value)}` : sql``}
           ORDER BY position LIMIT ${limit + 1}
         `)
-        const { items, next_cursor } = page(examples, limit, (seq) => encodeCursor(mac, scope, seq))
-        const { lineage_id: _, ...summary } = row
-        return {
-          ...summary,
-          examples: items.map(({ seq: _, feedback_id, ...example }) => feedback_id === null ? example : { ...example, feedback_id }),
-          next_cursor
+          const { items, next_cursor } = page(examples, limit, (seq) => encodeCursor(mac, scope, seq))
+          const { lineage_id: _, ...summary } = row
+          return {
+            ...summary,
+            examples: items.map(({ seq: _, feedback_id, ...example }) =>
+              feedback_id === null ? example : { ...example, feedback_id }
+            ),
+            next_cursor
+          }
         }
-      })
+      )
 
       return Tasks.of({ create, list, get, logRun, listRuns, getRun, listDatasets, getDataset })
     })

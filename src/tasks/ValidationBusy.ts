@@ -13,6 +13,6 @@ export const validationBusy = (capacity: number, what: string) =>
   new ValidationBusy({
     limit: "SVC_ANSWER_VALIDATION_QUEUE",
     limit_value: capacity,
-    detail: `The validation queue holds ${capacity} ${what} (SVC_ANSWER_VALIDATION_QUEUE) and this organization holds at least its share of them; retry after ${VALIDATION_RETRY_AFTER_SECONDS} second.`
+    detail:
+      `The validation queue holds ${capacity} ${what} (SVC_ANSWER_VALIDATION_QUEUE) and this organization holds at least its share of them; retry after ${VALIDATION_RETRY_AFTER_SECONDS} second.`
   })
-

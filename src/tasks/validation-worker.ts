@@ -11,14 +11,24 @@ import { makeSchemaCompiler } from "./SchemaCompiler.ts"
 
 export type WorkerRequest =
   | { readonly id: number; readonly op: "check"; readonly key: string; readonly schema: unknown }
-  | { readonly id: number; readonly op: "validate"; readonly key: string; readonly schema?: unknown; readonly value: unknown }
+  | {
+    readonly id: number
+    readonly op: "validate"
+    readonly key: string
+    readonly schema?: unknown
+    readonly value: unknown
+  }
   | { readonly id: number; readonly op: "stats" }
 
 export type WorkerReply =
   | { readonly id: number; readonly _tag: "Ok" }
   | { readonly id: number; readonly _tag: "Unusable"; readonly message: string }
   | { readonly id: number; readonly _tag: "Missing" }
-  | { readonly id: number; readonly _tag: "Checked"; readonly violations: ReadonlyArray<{ path: string; message: string; keyword: string }> }
+  | {
+    readonly id: number
+    readonly _tag: "Checked"
+    readonly violations: ReadonlyArray<{ path: string; message: string; keyword: string }>
+  }
   | { readonly id: number; readonly _tag: "Stats"; readonly cached: number; readonly registered: number }
 
 const port = parentPort!
@@ -29,7 +39,9 @@ port.on("message", (request: WorkerRequest) => {
   switch (request.op) {
     case "check": {
       const compiled = compiler.prepare(request.key, request.schema)
-      reply = compiled.ok ? { id: request.id, _tag: "Ok" } : { id: request.id, _tag: "Unusable", message: compiled.message }
+      reply = compiled.ok
+        ? { id: request.id, _tag: "Ok" }
+        : { id: request.id, _tag: "Unusable", message: compiled.message }
       break
     }
     case "validate": {
@@ -52,7 +64,13 @@ port.on("message", (request: WorkerRequest) => {
 
 // Ajv compiles each draft's meta-schema on first use (a good part of a
 // second): do it before taking requests, so no request's deadline pays it.
-for (const $schema of [undefined, "https://json-schema.org/draft/2019-09/schema", "http://json-schema.org/draft-07/schema#"]) {
+for (
+  const $schema of [
+    undefined,
+    "https://json-schema.org/draft/2019-09/schema",
+    "http://json-schema.org/draft-07/schema#"
+  ]
+) {
   compiler.compile($schema === undefined ? { type: "object" } : { $schema, type: "object" })
 }
 port.postMessage("ready")

@@ -195,7 +195,12 @@ export const makeTracer = (
       // parent carries each pipeline's decision; `sampled` is their union.
       const parent = options.parent.value
       if (parent instanceof CapturedSpan) {
-        return new CapturedSpan(created, options.sampled && parent.orgSampled, options.sampled && parent.operatorSampled, onEnd)
+        return new CapturedSpan(
+          created,
+          options.sampled && parent.orgSampled,
+          options.sampled && parent.operatorSampled,
+          onEnd
+        )
       }
       return new CapturedSpan(
         created,

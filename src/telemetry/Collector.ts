@@ -12,11 +12,11 @@
  */
 import { Clock, Duration, Effect, Redacted } from "effect"
 import { constants as zlibConstants, gunzip, gzip, gzipSync } from "node:zlib"
+import { readExportAnswer } from "../otlp/Encoding.ts"
+import { protobufFromJsonBody } from "../otlp/Protobuf.ts"
 import { type OutboundFailure, OutboundHttp, type OutboundResponse } from "../outbound/OutboundHttp.ts"
 import { parseRetryAfter as parseHttpRetryAfter } from "../outbound/RetryAfter.ts"
 import { fromOutside, urlNeedles, valueNeedles } from "../secrets/Masking.ts"
-import { readExportAnswer } from "../otlp/Encoding.ts"
-import { protobufFromJsonBody } from "../otlp/Protobuf.ts"
 import type { SpanBatch } from "./Buffers.ts"
 
 /** Longest `Retry-After` we honour; a longer one waits this long. */
@@ -134,7 +134,12 @@ export const classify = (
 
 export const classifyFailure = (failure: OutboundFailure): ExportResult =>
   failure.reason === "network" || failure.reason === "timeout"
-    ? { _tag: "Retryable", status: undefined, retryAfter: undefined, error: `collector unreachable: ${failure.message}` }
+    ? {
+      _tag: "Retryable",
+      status: undefined,
+      retryAfter: undefined,
+      error: `collector unreachable: ${failure.message}`
+    }
     : { _tag: "Rejected", status: undefined, error: `collector refused: ${failure.message}` }
 
 const gunzipAsync = (bytes: Uint8Array): Effect.Effect<Uint8Array> =>
@@ -197,9 +202,15 @@ export const exportBody = Effect.fn("Collector.exportBody")(function*(
     orgId: target.orgId
   }).pipe(
     Effect.flatMap((response) =>
-      Effect.map(Clock.currentTimeMillis, (now) => ({ result: classify(response, spanCount, now, (text) => scrub(text, target)), response }))
+      Effect.map(
+        Clock.currentTimeMillis,
+        (now) => ({ result: classify(response, spanCount, now, (text) => scrub(text, target)), response })
+      )
     ),
-    Effect.catchTag("OutboundFailure", (failure) => Effect.succeed({ result: classifyFailure(failure), response: undefined }))
+    Effect.catchTag(
+      "OutboundFailure",
+      (failure) => Effect.succeed({ result: classifyFailure(failure), response: undefined })
+    )
   )
   return { ...result, durationMs: performance.now() - started }
 })

@@ -7,8 +7,8 @@
 import { PgClient } from "@effect/sql-pg"
 import { Array as Arr, Clock, Context, Effect, Layer, Option, Redacted } from "effect"
 import { InvalidUrl, type NotReplayable, type QueueFull } from "../api/Deliveries.ts"
-import { replayProblem } from "../api/ReplayProblem.ts"
 import { headersRefused, type InvalidHeaders, type InvalidRequest, NotFound } from "../api/Errors.ts"
+import { replayProblem } from "../api/ReplayProblem.ts"
 import {
   type CreatedTelemetryDestination,
   DestinationExists,
@@ -19,18 +19,18 @@ import {
   type TelemetryProtocol
 } from "../api/Telemetry.ts"
 import { type Delivery, DeliveryQueue } from "../deliveries/DeliveryQueue.ts"
+import { encodeRequest, type OtlpSpan, serviceResource, SpanKind, StatusCode } from "../otlp/Encoding.ts"
+import { checkHeaders } from "../outbound/HeaderRules.ts"
+import { OutboundHttp } from "../outbound/OutboundHttp.ts"
 import { SvcConfig } from "../platform/Config.ts"
 import { SecretBox } from "../platform/Crypto.ts"
 import { type CursorMac, cursorRefused } from "../platform/Cursor.ts"
 import { newId } from "../platform/Ids.ts"
 import { iso, isoOrNull } from "../platform/Time.ts"
-import { OutboundHttp } from "../outbound/OutboundHttp.ts"
 import { destinationUrlOwner, readReceiverUrl, SEALED_URL_COLUMN, URL_SECRET } from "../secrets/ReceiverUrls.ts"
 import { SecretStore } from "../secrets/SecretStore.ts"
 import { SpanBuffers } from "./Buffers.ts"
 import { type CollectorTarget, compress, exportBody, scrub } from "./Collector.ts"
-import { checkHeaders } from "../outbound/HeaderRules.ts"
-import { encodeRequest, type OtlpSpan, serviceResource, SpanKind, StatusCode } from "../otlp/Encoding.ts"
 import { type DestinationRow, DestinationsRepo } from "./Repository.ts"
 
 /** A search of a destination's records: a status, time ranges, a page. */
@@ -71,7 +71,10 @@ const num = (value: unknown) => (typeof value === "number" ? value : typeof valu
  * protects in the collector's words once more on the way out (records kept
  * from before a value was masked at write time).
  */
-export const toDeliveryRecord = (delivery: Delivery, clean: (text: string) => string = (text) => text): TelemetryDelivery => {
+export const toDeliveryRecord = (
+  delivery: Delivery,
+  clean: (text: string) => string = (text) => text
+): TelemetryDelivery => {
   const warning = delivery.meta.warning
   return {
     id: delivery.id,
@@ -140,15 +143,20 @@ export class TelemetryDestinations extends Context.Service<TelemetryDestinations
       const notFound = () => new NotFound({ detail: "No such telemetry destination." })
 
       const find = (orgId: string, id: string) =>
-        Effect.flatMap(repo.get(orgId, id), Option.match({
-          onNone: () => Effect.fail(notFound()),
-          onSome: Effect.succeed
-        }))
+        Effect.flatMap(
+          repo.get(orgId, id),
+          Option.match({
+            onNone: () => Effect.fail(notFound()),
+            onSome: Effect.succeed
+          })
+        )
 
       /** The collector of `row`; none when the destination was deleted since `row` was read (its URL is gone). */
       const targetOf = (row: DestinationRow) =>
         Effect.gen(function*() {
-          const url = yield* readReceiverUrl(destinationUrlOwner(row.org_id, row.id), row.url).pipe(Effect.provideService(SecretStore, secrets))
+          const url = yield* readReceiverUrl(destinationUrlOwner(row.org_id, row.id), row.url).pipe(
+            Effect.provideService(SecretStore, secrets)
+          )
           if (url === undefined) return Option.none()
           const stored = yield* secrets.list(owner(row.org_id, row.id))
           return Option.some({
@@ -175,7 +183,14 @@ export class TelemetryDestinations extends Context.Service<TelemetryDestinations
         const protocol = input.protocol ?? "http/json"
         const compression = input.compression ?? "none"
         const inserted = yield* sql.withTransaction(Effect.gen(function*() {
-          const row = yield* repo.insert({ id, orgId, url: SEALED_URL_COLUMN, urlHint: checked.urlHint, protocol, compression })
+          const row = yield* repo.insert({
+            id,
+            orgId,
+            url: SEALED_URL_COLUMN,
+            urlHint: checked.urlHint,
+            protocol,
+            compression
+          })
           if (Option.isNone(row)) return false
           yield* secrets.put(destinationUrlOwner(orgId, id), URL_SECRET, Redacted.make(checked.url))
           for (const [name, value] of verdict.headers) {
@@ -199,17 +214,18 @@ export class TelemetryDestinations extends Context.Service<TelemetryDestinations
         const listed = yield* Effect.forEach(rows, (row) =>
           Effect.map(
             Effect.all([queue.undeliveredMetaSum("telemetry", row.id, "span_count"), targetOf(row)]),
-            ([queued, kept]) => Option.map(kept, (target): TelemetryDestination => ({
-              id: row.id,
-              url_hint: row.url_hint,
-              protocol: row.protocol,
-              compression: row.compression,
-              created_at: row.created_at,
-              last_delivered_at: row.last_delivered_at,
-              last_error: row.last_error === null ? null : scrub(row.last_error, target),
-              pending_spans: queued + buffers.size(row.id) + buffers.sending(row.id),
-              dropped_spans: Number(row.dropped_spans) + buffers.unsavedDropped(row.id)
-            }))
+            ([queued, kept]) =>
+              Option.map(kept, (target): TelemetryDestination => ({
+                id: row.id,
+                url_hint: row.url_hint,
+                protocol: row.protocol,
+                compression: row.compression,
+                created_at: row.created_at,
+                last_delivered_at: row.last_delivered_at,
+                last_error: row.last_error === null ? null : scrub(row.last_error, target),
+                pending_spans: queued + buffers.size(row.id) + buffers.sending(row.id),
+                dropped_spans: Number(row.dropped_spans) + buffers.unsavedDropped(row.id)
+              }))
           ))
         return Arr.getSomes(listed)
       })
@@ -219,7 +235,9 @@ export class TelemetryDestinations extends Context.Service<TelemetryDestinations
         const target = yield* foundTarget(row)
         const span = testSpan(orgId, id, BigInt(yield* Clock.currentTimeMillis) * 1_000_000n)
         const body = compress(encodeRequest([span], serviceResource()))
-        const { result } = yield* exportBody(target, body, 1, config.telemetryExportTimeout).pipe(Effect.provideService(OutboundHttp, outbound))
+        const { result } = yield* exportBody(target, body, 1, config.telemetryExportTimeout).pipe(
+          Effect.provideService(OutboundHttp, outbound)
+        )
         switch (result._tag) {
           case "Accepted":
             yield* repo.recordSuccess(id, null)
@@ -257,38 +275,50 @@ export class TelemetryDestinations extends Context.Service<TelemetryDestinations
         yield* queue.prunePayloads("telemetry", KEEP_FAILED_HOURS)
       })
 
-      const deliveries = Effect.fn("TelemetryDestinations.deliveries")(function*(orgId: string, id: string, query: DeliveryQuery) {
-        const target = yield* foundTarget(yield* find(orgId, id))
-        const { status, limit, cursor, ...times } = query
-        const page = yield* queue.searchPage(mac, { orgId, list: "telemetry-deliveries", filters: [id, status, ...Object.values(times)] }, {
-          orgId,
-          kind: "telemetry",
-          targetId: id,
-          statuses: status === undefined ? undefined : status === "pending" ? ["queued", "sending", "retrying"] : [status],
-          createdFrom: times.created_from,
-          createdUntil: times.created_until,
-          finishedFrom: times.finished_from,
-          finishedUntil: times.finished_until,
-          scan: config.deliverySearchScan
-        }, { limit, cursor }).pipe(Effect.catchTag("UnknownCursor", () => Effect.fail(cursorRefused())))
-        return {
-          deliveries: page.items.map(({ delivery }) => toDeliveryRecord(delivery, (text) => scrub(text, target))),
-          next_cursor: page.next_cursor
+      const deliveries = Effect.fn("TelemetryDestinations.deliveries")(
+        function*(orgId: string, id: string, query: DeliveryQuery) {
+          const target = yield* foundTarget(yield* find(orgId, id))
+          const { status, limit, cursor, ...times } = query
+          const page = yield* queue.searchPage(mac, {
+            orgId,
+            list: "telemetry-deliveries",
+            filters: [id, status, ...Object.values(times)]
+          }, {
+            orgId,
+            kind: "telemetry",
+            targetId: id,
+            statuses: status === undefined
+              ? undefined
+              : status === "pending"
+              ? ["queued", "sending", "retrying"]
+              : [status],
+            createdFrom: times.created_from,
+            createdUntil: times.created_until,
+            finishedFrom: times.finished_from,
+            finishedUntil: times.finished_until,
+            scan: config.deliverySearchScan
+          }, { limit, cursor }).pipe(Effect.catchTag("UnknownCursor", () => Effect.fail(cursorRefused())))
+          return {
+            deliveries: page.items.map(({ delivery }) => toDeliveryRecord(delivery, (text) => scrub(text, target))),
+            next_cursor: page.next_cursor
+          }
         }
-      })
+      )
 
-      const replay = Effect.fn("TelemetryDestinations.replay")(function*(orgId: string, id: string, deliveryId: string) {
-        yield* find(orgId, id)
-        return yield* queue.replay({
-          orgId,
-          kind: "telemetry",
-          targetId: id,
-          deliveryId,
-          capacity: config.telemetryQueueBatches,
-          // The batch is kept (sealed) for a bounded time only.
-          replayable: (delivery) => delivery.payload !== null
-        }).pipe(Effect.mapError(replayProblem))
-      })
+      const replay = Effect.fn("TelemetryDestinations.replay")(
+        function*(orgId: string, id: string, deliveryId: string) {
+          yield* find(orgId, id)
+          return yield* queue.replay({
+            orgId,
+            kind: "telemetry",
+            targetId: id,
+            deliveryId,
+            capacity: config.telemetryQueueBatches,
+            // The batch is kept (sealed) for a bounded time only.
+            replayable: (delivery) => delivery.payload !== null
+          }).pipe(Effect.mapError(replayProblem))
+        }
+      )
 
       const target = Effect.fn("TelemetryDestinations.target")(function*(id: string) {
         const row = yield* repo.byId(id)

@@ -41,41 +41,43 @@ import { makeTargets } from "./export/Targets.ts"
 /** How long shutdown waits for buffered spans to be stored and sends under way to end. */
 const SHUTDOWN_FLUSH = Duration.seconds(3)
 
-export const TelemetryExportLive = Layer.effectDiscard(Effect.gen(function*() {
-  const targets = yield* makeTargets
-  const queueView = yield* makeQueueView
-  const records = yield* makeRecords
-  const lastOutcome = yield* makeLastOutcome(records)
-  const ready = yield* makeReadyBatches(queueView)
-  const sender = yield* makeMemorySender({ ready, records, lastOutcome, queueView })
-  const flush = yield* makeFlush({ targets, queueView, ready, sender })
-  // The per-destination caches keep only destinations this process buffers for.
-  const refresh = yield* makeRefresh(() => {
-    targets.forgetGone()
-    queueView.forgetAll()
-    ready.forgetGone()
-    lastOutcome.forgetAll()
-  })
+export const TelemetryExportLive = Layer.effectDiscard(
+  Effect.gen(function*() {
+    const targets = yield* makeTargets
+    const queueView = yield* makeQueueView
+    const records = yield* makeRecords
+    const lastOutcome = yield* makeLastOutcome(records)
+    const ready = yield* makeReadyBatches(queueView)
+    const sender = yield* makeMemorySender({ ready, records, lastOutcome, queueView })
+    const flush = yield* makeFlush({ targets, queueView, ready, sender })
+    // The per-destination caches keep only destinations this process buffers for.
+    const refresh = yield* makeRefresh(() => {
+      targets.forgetGone()
+      queueView.forgetAll()
+      ready.forgetGone()
+      lastOutcome.forgetAll()
+    })
 
-  yield* refresh.once.pipe(Effect.catchCause((cause) => Effect.logWarning("telemetry refresh failed", cause)))
-  yield* Effect.forkScoped(refresh.loop)
-  // At shutdown (the loops below are stopped first), what is buffered
-  // becomes batches in the queue (any process sends them later), and
-  // batches being sent from memory finish, within a bounded time.
-  yield* Effect.addFinalizer(() =>
-    Effect.sync(sender.close).pipe(
-      Effect.andThen(flush.all(false, "period")),
-      Effect.andThen(sender.idle),
-      Effect.andThen(records.writeAll),
-      Effect.timeout(SHUTDOWN_FLUSH),
-      Effect.catchCause((cause) => Effect.logWarning("telemetry flush at shutdown did not finish", cause))
+    yield* refresh.once.pipe(Effect.catchCause((cause) => Effect.logWarning("telemetry refresh failed", cause)))
+    yield* Effect.forkScoped(refresh.loop)
+    // At shutdown (the loops below are stopped first), what is buffered
+    // becomes batches in the queue (any process sends them later), and
+    // batches being sent from memory finish, within a bounded time.
+    yield* Effect.addFinalizer(() =>
+      Effect.sync(sender.close).pipe(
+        Effect.andThen(flush.all(false, "period")),
+        Effect.andThen(sender.idle),
+        Effect.andThen(records.writeAll),
+        Effect.timeout(SHUTDOWN_FLUSH),
+        Effect.catchCause((cause) => Effect.logWarning("telemetry flush at shutdown did not finish", cause))
+      )
     )
+    yield* Effect.forkScoped(flush.loop)
+    yield* Effect.forkScoped(records.loop)
+    yield* runDrain({ targets, lastOutcome })
+  }).pipe(
+    // Export work belongs to no organization: keep its spans (SQL, HTTP) out
+    // of the tracer altogether.
+    Effect.withTracerEnabled(false)
   )
-  yield* Effect.forkScoped(flush.loop)
-  yield* Effect.forkScoped(records.loop)
-  yield* runDrain({ targets, lastOutcome })
-}).pipe(
-  // Export work belongs to no organization: keep its spans (SQL, HTTP) out
-  // of the tracer altogether.
-  Effect.withTracerEnabled(false)
-))
+)

@@ -15,7 +15,8 @@ export const TelemetryHandlers = HttpApiBuilder.group(
       create: ({ payload }) => CurrentPrincipal.use((p) => destinations.create(p.orgId, payload)),
       test: ({ params }) => CurrentPrincipal.use((p) => destinations.test(p.orgId, params.id)),
       remove: ({ params }) => CurrentPrincipal.use((p) => destinations.remove(p.orgId, params.id)),
-      deliveries: ({ params, query }) => CurrentPrincipal.use((p) => destinations.deliveries(p.orgId, params.id, query)),
+      deliveries: ({ params, query }) =>
+        CurrentPrincipal.use((p) => destinations.deliveries(p.orgId, params.id, query)),
       replay: ({ params }) => CurrentPrincipal.use((p) => destinations.replay(p.orgId, params.id, params.delivery))
     })
   })

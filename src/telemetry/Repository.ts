@@ -27,7 +27,8 @@ const DestinationRows = rowsOf("telemetry_destinations", DestinationColumns)
 const ActiveRows = rowsOf("telemetry_destinations", Schema.Struct({ id: Schema.String, org_id: Schema.String }))
 const IdRows = rowsOf("telemetry_destinations", Schema.Struct({ id: Schema.String }))
 
-const COLUMNS = "id, org_id, url, url_hint, protocol, compression, created_at, last_delivered_at, last_error, dropped_spans"
+const COLUMNS =
+  "id, org_id, url, url_hint, protocol, compression, created_at, last_delivered_at, last_error, dropped_spans"
 
 export class DestinationsRepo extends Context.Service<DestinationsRepo, {
   /** Inserts the organization's destination; `None` when it already has one. */
@@ -117,7 +118,10 @@ export class DestinationsRepo extends Context.Service<DestinationsRepo, {
             UPDATE telemetry_destinations SET last_delivered_at = now(), last_error = ${error} WHERE id = ${id}
           `.pipe(Effect.asVoid, Effect.orDie),
         recordError: (id, error) =>
-          sql`UPDATE telemetry_destinations SET last_error = ${error} WHERE id = ${id}`.pipe(Effect.asVoid, Effect.orDie)
+          sql`UPDATE telemetry_destinations SET last_error = ${error} WHERE id = ${id}`.pipe(
+            Effect.asVoid,
+            Effect.orDie
+          )
       })
     })
   )

@@ -7,7 +7,17 @@ import { Effect } from "effect"
 import { afterAll, assert, beforeAll, it } from "vitest"
 import { Reply } from "../support/HttpsReceiver.ts"
 import { decodeOtlp } from "../support/Otlp.ts"
-import { checkAccessibility, describeBrowser, type Guarded, screenshot, screenshots, signIn, startWorld, until, type World } from "./support.ts"
+import {
+  checkAccessibility,
+  describeBrowser,
+  type Guarded,
+  screenshot,
+  screenshots,
+  signIn,
+  startWorld,
+  until,
+  type World
+} from "./support.ts"
 
 let world: World
 
@@ -33,7 +43,12 @@ const admin = async (options?: { colorScheme?: "light" | "dark"; width?: number 
 
 const requestApproval = async (tool: string) => {
   const session = await world.api("POST", "/v1/agent-sessions", {})
-  const step = await world.api("POST", `/v1/agent-sessions/${session.body.id}/steps`, { step_id: tool, tool, action_class: "deploy", arguments: {} })
+  const step = await world.api("POST", `/v1/agent-sessions/${session.body.id}/steps`, {
+    step_id: tool,
+    tool,
+    action_class: "deploy",
+    arguments: {}
+  })
   assert.strictEqual(step.body.decision, "pending", JSON.stringify(step.body))
   return step.body.approval_id as string
 }
@@ -83,15 +98,22 @@ describeBrowser("Webhooks", () => {
 
   it("a failed delivery is replayed from the log and delivered; NOT_REPLAYABLE is explained; delete asks first", async () => {
     const receiver = await world.receiver({ respond: () => Reply.status(500) })
-    const created = await world.api("POST", "/v1/notification-endpoints", { url: receiver.url("/hooks/failing"), events: ["approval.requested"] })
+    const created = await world.api("POST", "/v1/notification-endpoints", {
+      url: receiver.url("/hooks/failing"),
+      events: ["approval.requested"]
+    })
     assert.strictEqual(created.status, 201)
     const approvalId = await requestApproval("failing-deploy")
     // The first attempt and its one retry (SVC_WEBHOOK_RETRY_SCHEDULE=1s) fail.
     await Effect.runPromise(receiver.waitForRequests(2, "20 seconds"))
-    await until(async () => {
-      const log = await world.api("GET", `/v1/notification-endpoints/${created.body.endpoint.id}/deliveries`)
-      return log.body.deliveries[0]?.status === "failed"
-    }, "the delivery to fail for good", 20_000)
+    await until(
+      async () => {
+        const log = await world.api("GET", `/v1/notification-endpoints/${created.body.endpoint.id}/deliveries`)
+        return log.body.deliveries[0]?.status === "failed"
+      },
+      "the delivery to fail for good",
+      20_000
+    )
 
     const { page, done } = await admin()
     await page.goto(`${world.baseUrl}/console/webhooks`)
@@ -118,10 +140,14 @@ describeBrowser("Webhooks", () => {
     // Replaying what is no longer failed: the problem in words, not an error page.
     receiver.respond(() => Reply.status(500))
     const second = await requestApproval("second-failing-deploy")
-    await until(async () => {
-      const log = await world.api("GET", `/v1/notification-endpoints/${created.body.endpoint.id}/deliveries`)
-      return log.body.deliveries.find((d: any) => d.label?.endsWith(second))?.status === "failed"
-    }, "the second delivery to fail", 20_000)
+    await until(
+      async () => {
+        const log = await world.api("GET", `/v1/notification-endpoints/${created.body.endpoint.id}/deliveries`)
+        return log.body.deliveries.find((d: any) => d.label?.endsWith(second))?.status === "failed"
+      },
+      "the second delivery to fail",
+      20_000
+    )
     await card.getByRole("combobox", { name: "Status" }).selectOption("failed")
     const secondRow = card.getByRole("row", { name: new RegExp(second) })
     await secondRow.waitFor({ timeout: 15_000 })
@@ -129,7 +155,10 @@ describeBrowser("Webhooks", () => {
     receiver.respond(() => Reply.hang())
     const log = await world.api("GET", `/v1/notification-endpoints/${created.body.endpoint.id}/deliveries`)
     const id = log.body.deliveries.find((d: any) => d.label?.endsWith(second)).id
-    const elsewhere = await world.api("POST", `/v1/notification-endpoints/${created.body.endpoint.id}/deliveries/${id}/replay`)
+    const elsewhere = await world.api(
+      "POST",
+      `/v1/notification-endpoints/${created.body.endpoint.id}/deliveries/${id}/replay`
+    )
     assert.strictEqual(elsewhere.status, 200, JSON.stringify(elsewhere.body))
     const answered = page.waitForResponse((response) => response.url().endsWith(`/deliveries/${id}/replay`))
     await secondRow.getByRole("button", { name: /^Replay/ }).click()
@@ -153,15 +182,22 @@ describeBrowser("Webhooks", () => {
 
   it("the delivery log searches by HTTP status and approval and keeps the search in the URL; a refused value is explained", async () => {
     const receiver = await world.receiver({ respond: () => Reply.status(500) })
-    const created = await world.api("POST", "/v1/notification-endpoints", { url: receiver.url("/hooks/searched"), events: ["approval.requested"] })
+    const created = await world.api("POST", "/v1/notification-endpoints", {
+      url: receiver.url("/hooks/searched"),
+      events: ["approval.requested"]
+    })
     assert.strictEqual(created.status, 201)
     const endpointId = created.body.endpoint.id
     const approvals = [await requestApproval("searched-one"), await requestApproval("searched-two")]
     // Retrying or failed: either way their last attempt got a 500.
-    await until(async () => {
-      const log = await world.api("GET", `/v1/notification-endpoints/${endpointId}/deliveries?status_code=500`)
-      return log.body.deliveries.length === 2
-    }, "both deliveries' first attempt to get a 500", 30_000)
+    await until(
+      async () => {
+        const log = await world.api("GET", `/v1/notification-endpoints/${endpointId}/deliveries?status_code=500`)
+        return log.body.deliveries.length === 2
+      },
+      "both deliveries' first attempt to get a 500",
+      30_000
+    )
 
     const { page, done } = await admin()
     await page.goto(`${world.baseUrl}/console/webhooks`)
@@ -178,7 +214,10 @@ describeBrowser("Webhooks", () => {
     const row = card.getByRole("row", { name: new RegExp(`approval.requested ${approvals[1]}`) })
     await row.waitFor()
     assert.include(await row.textContent(), "500")
-    await until(async () => (await card.getByRole("row").count()) === 2, "only the searched delivery (and the header row)")
+    await until(
+      async () => (await card.getByRole("row").count()) === 2,
+      "only the searched delivery (and the header row)"
+    )
     await checkAccessibility(page, "the searched delivery log")
     await screenshot(page, "webhooks-delivery-search")
 
@@ -209,7 +248,9 @@ describeBrowser("Webhooks", () => {
     await page.getByText(/Reviewer email set to reviewers@example.com/).waitFor()
     const settings = await world.api("GET", "/v1/notification-settings")
     assert.strictEqual(settings.body.reviewer_email, "reviewers@example.com")
-    const overflow = await page.evaluate(() => document.documentElement.scrollWidth - document.documentElement.clientWidth)
+    const overflow = await page.evaluate(() =>
+      document.documentElement.scrollWidth - document.documentElement.clientWidth
+    )
     assert.isAtMost(overflow, 0)
     await checkAccessibility(page, "webhooks at 390 px, dark")
     await screenshot(page, "webhooks-390-dark")
@@ -223,7 +264,12 @@ describeBrowser("Telemetry", () => {
     const { page, done } = await admin()
     await page.goto(`${world.baseUrl}/console/telemetry`)
     await page.getByRole("textbox", { name: "Collector traces URL (HTTPS)" }).fill(collector.url("/v1/traces"))
-    for (const [name, value] of [["Host", "collector.example.com"], ["Authorization", "Bearer token-1"], ["traceparent", "x"]]) {
+    for (
+      const [name, value] of [["Host", "collector.example.com"], ["Authorization", "Bearer token-1"], [
+        "traceparent",
+        "x"
+      ]]
+    ) {
       await page.getByRole("button", { name: "Add header" }).click()
       const n = await page.getByRole("textbox", { name: /^Header \d+ name$/ }).count()
       await page.getByRole("textbox", { name: `Header ${n} name` }).fill(name!)
@@ -236,8 +282,12 @@ describeBrowser("Telemetry", () => {
     assert.match((await refusal.textContent())!, /^Creating the destination https:\/\/\S+ refused\./)
     assert.isTrue(await refusal.evaluate((node) => node === document.activeElement), "the focus moves to the refusal")
     assert.strictEqual(await page.locator(".notice-slot .notice").count(), 0)
-    await page.getByText("Host: Expected a header svc may send: not a transport, hop-by-hop, trace-context or cookie header").waitFor()
-    await page.getByText("traceparent: Expected a header svc may send: not a transport, hop-by-hop, trace-context or cookie header").waitFor()
+    await page.getByText(
+      "Host: Expected a header svc may send: not a transport, hop-by-hop, trace-context or cookie header"
+    ).waitFor()
+    await page.getByText(
+      "traceparent: Expected a header svc may send: not a transport, hop-by-hop, trace-context or cookie header"
+    ).waitFor()
     assert.strictEqual(await page.getByText(/^Authorization:/).count(), 0, "Authorization is not refused")
     await checkAccessibility(page, "refused headers")
     await screenshots(page, "telemetry-refused-headers")
@@ -258,10 +308,14 @@ describeBrowser("Telemetry", () => {
       while (moving) await world.api("GET", "/v1/tasks")
     })()
     try {
-      await until(async () => {
-        seenPending.add((await card.locator("[data-counter=pending]").textContent())!)
-        return (await lastDelivery.textContent()) !== "—" && seenPending.size >= 2
-      }, "the counters and the last delivery to move", 30_000)
+      await until(
+        async () => {
+          seenPending.add((await card.locator("[data-counter=pending]").textContent())!)
+          return (await lastDelivery.textContent()) !== "—" && seenPending.size >= 2
+        },
+        "the counters and the last delivery to move",
+        30_000
+      )
     } finally {
       moving = false
       await traffic
@@ -285,10 +339,14 @@ describeBrowser("Telemetry", () => {
     const before = collector.requests().length
     await failed.getByRole("button", { name: "Replay" }).click()
     await page.getByText("Batch queued again: it is sent shortly.").waitFor()
-    await Effect.runPromise(collector.waitFor((request) => request.index >= before && request.path === "/v1/traces", "20 seconds"))
+    await Effect.runPromise(
+      collector.waitFor((request) => request.index >= before && request.path === "/v1/traces", "20 seconds")
+    )
 
     await card.getByRole("button", { name: "Delete" }).click()
-    await page.getByRole("dialog", { name: "Delete this destination?" }).getByRole("button", { name: "Delete destination" }).click()
+    await page.getByRole("dialog", { name: "Delete this destination?" }).getByRole("button", {
+      name: "Delete destination"
+    }).click()
     await page.getByRole("button", { name: "Create destination" }).waitFor()
     const listed = await world.api("GET", "/v1/telemetry-destinations")
     assert.deepStrictEqual(listed.body.destinations, [])
@@ -336,7 +394,9 @@ describeBrowser("Telemetry protocol and compression", () => {
     await page.screenshot({ path: "/work/screens/otlp-destination.png", fullPage: true })
 
     await card.getByRole("button", { name: "Delete" }).click()
-    await page.getByRole("dialog", { name: "Delete this destination?" }).getByRole("button", { name: "Delete destination" }).click()
+    await page.getByRole("dialog", { name: "Delete this destination?" }).getByRole("button", {
+      name: "Delete destination"
+    }).click()
     await page.getByRole("button", { name: "Create destination" }).waitFor()
     await done()
   })
@@ -369,7 +429,9 @@ describeBrowser("API keys and console sessions", () => {
 
     const session = page.getByRole("row", { name: /Rita Revoked/ }).first()
     await session.getByRole("button", { name: "Revoke session of Rita Revoked" }).click()
-    await page.getByRole("dialog", { name: "Revoke this console session?" }).getByRole("button", { name: "Revoke session" }).click()
+    await page.getByRole("dialog", { name: "Revoke this console session?" }).getByRole("button", {
+      name: "Revoke session"
+    }).click()
     await page.getByText("Session of Rita Revoked revoked: it ends at once.").waitFor()
     await reviewer.page.reload()
     await reviewer.page.getByText("You are not signed in").waitFor()
@@ -380,24 +442,33 @@ describeBrowser("API keys and console sessions", () => {
   it("a key made in the console records who made it, the screen says it outlives the session, and it keeps working after sign-out", async () => {
     const { page, done } = await admin()
     await page.goto(`${world.baseUrl}/console/keys`)
-    await page.getByText("it keeps working after you sign out or your session ends, until someone revokes it below").waitFor()
+    await page.getByText("it keeps working after you sign out or your session ends, until someone revokes it below")
+      .waitFor()
     await page.getByRole("textbox", { name: "Name" }).fill("outlives-session")
     await page.getByRole("checkbox", { name: "tasks.read" }).check()
     await page.getByRole("button", { name: "Create key" }).click()
     const shown = page.getByRole("region", { name: "The new API key" })
     await shown.waitFor()
     const key = (await shown.locator("[data-secret]").textContent())!
-    await page.getByText("Key created, recorded as made by Ada Admin. It keeps working after this console session ends, until it is revoked here.").waitFor()
+    await page.getByText(
+      "Key created, recorded as made by Ada Admin. It keeps working after this console session ends, until it is revoked here."
+    ).waitFor()
     await page.getByRole("button", { name: "I have saved it" }).click()
     const row = page.getByRole("row", { name: /outlives-session/ })
     await row.getByRole("cell", { name: "Ada Admin (console)" }).waitFor()
     await checkAccessibility(page, "API keys with who made each")
     await screenshot(page, "keys-created-by")
-    const listed = (await world.api("GET", "/v1/api-keys")).body.keys.find((k: { name: string }) => k.name === "outlives-session")
+    const listed = (await world.api("GET", "/v1/api-keys")).body.keys.find((k: { name: string }) =>
+      k.name === "outlives-session"
+    )
     assert.strictEqual(listed.created_by, "console:Ada Admin")
     await page.getByRole("button", { name: "Sign out" }).click()
     await page.getByText("You are not signed in").waitFor()
-    assert.strictEqual((await world.api("GET", "/v1/tasks", undefined, key)).status, 200, "the key outlives the session that made it")
+    assert.strictEqual(
+      (await world.api("GET", "/v1/tasks", undefined, key)).status,
+      200,
+      "the key outlives the session that made it"
+    )
     await done()
   })
 })

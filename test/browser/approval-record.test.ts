@@ -22,15 +22,25 @@ beforeAll(async () => {
   assert.strictEqual(made.status, 201, JSON.stringify(made.body))
   bob = { id: made.body.api_key.id, key: made.body.key }
   for (const group of ["leads", "finance", "cfo"]) {
-    const put = await world.api("PUT", `/v1/reviewer-groups/${group}`, { members: [{ console_user: "Alex Approver" }, { key_id: bob.id }] })
+    const put = await world.api("PUT", `/v1/reviewer-groups/${group}`, {
+      members: [{ console_user: "Alex Approver" }, { key_id: bob.id }]
+    })
     assert.strictEqual(put.status, 200, JSON.stringify(put.body))
   }
   const policy = await world.api("PUT", "/v1/approval-policies/payments.payout", {
     mode: "require_approval",
     ...settings,
     ...chain,
-    arguments_schema: { type: "object", required: ["amount"], properties: { amount: { type: "number", maximum: 1000 }, to: { type: "string" } } },
-    rules: [{ name: "large", condition: "arguments.amount > 1000.0", result: { decision: "require_approval", ...settings, ...chain, quorum: 2 } }]
+    arguments_schema: {
+      type: "object",
+      required: ["amount"],
+      properties: { amount: { type: "number", maximum: 1000 }, to: { type: "string" } }
+    },
+    rules: [{
+      name: "large",
+      condition: "arguments.amount > 1000.0",
+      result: { decision: "require_approval", ...settings, ...chain, quorum: 2 }
+    }]
   })
   assert.strictEqual(policy.status, 200, JSON.stringify(policy.body))
 })
@@ -57,12 +67,18 @@ describeBrowser("An approval's record", () => {
     const quorum = await payout("large", 4800)
     const edited = await payout("edited", 300)
     await payout("answered", 200)
-    const voted = await world.api("POST", `/v1/agent-approvals/${quorum}/decision`, { decision: "approve", reason: "Invoice 2291 checked." }, bob.key)
+    const voted = await world.api("POST", `/v1/agent-approvals/${quorum}/decision`, {
+      decision: "approve",
+      reason: "Invoice 2291 checked."
+    }, bob.key)
     assert.strictEqual(voted.status, 200, JSON.stringify(voted.body))
 
     const { page, done } = await world.open()
     await signIn(page, await world.link("approver", "Alex Approver"))
-    const card = (amount: number) => page.getByRole("listitem").filter({ has: page.getByRole("heading", { name: /bank\.payout/ }) }).filter({ hasText: `"amount": ${amount}` })
+    const card = (amount: number) =>
+      page.getByRole("listitem").filter({ has: page.getByRole("heading", { name: /bank\.payout/ }) }).filter({
+        hasText: `"amount": ${amount}`
+      })
     const large = card(4800)
     await large.waitFor()
     const facts = flat(await large.locator("dl.facts").textContent())
@@ -73,7 +89,10 @@ describeBrowser("An approval's record", () => {
     assert.include(votes, "approved bob (API key)")
     assert.include(votes, "Invoice 2291 checked.")
     assert.notInclude(votes, bob.id, "a named key is not shown by its id")
-    assert.include(flat(await card(300).locator("dl.facts").textContent()), "Required bythe action class's policy settings")
+    assert.include(
+      flat(await card(300).locator("dl.facts").textContent()),
+      "Required bythe action class's policy settings"
+    )
     await checkAccessibility(page, "approval cards with rule, chain and named votes")
     await screenshots(page, "approvals-record-pending")
 
@@ -86,7 +105,10 @@ describeBrowser("An approval's record", () => {
     const refusal = editing.getByRole("alert")
     await refusal.getByText(`Approve of bank.payout (payments.payout, approval ${edited}) refused.`).waitFor()
     assert.match(flat(await refusal.textContent()), /arguments schema.*amount.*1000/)
-    assert.isTrue(await refusal.locator(".refusal").evaluate((node) => node === document.activeElement), "the focus moves to the refusal")
+    assert.isTrue(
+      await refusal.locator(".refusal").evaluate((node) => node === document.activeElement),
+      "the focus moves to the refusal"
+    )
     assert.strictEqual(await page.locator(".notice-slot .notice").count(), 0, "nothing at the top of the page")
     assert.strictEqual((await world.api("GET", `/v1/agent-approvals/${edited}`)).body.status, "pending")
     await checkAccessibility(page, "a refused edit at its card")
@@ -110,14 +132,23 @@ describeBrowser("An approval's record", () => {
     const quorumRow = table.getByRole("row").filter({ has: page.getByRole("list", { name: "Votes on bank.payout" }) })
     await quorumRow.waitFor()
     const who = flat(await quorumRow.getByRole("list", { name: "Votes on bank.payout" }).textContent())
-    assert.match(who, /approved bob \(API key\) · belongs to unnamed API key [0-9a-f-]{36} at .*: “Invoice 2291 checked\.”/)
+    assert.match(
+      who,
+      /approved bob \(API key\) · belongs to unnamed API key [0-9a-f-]{36} at .*: “Invoice 2291 checked\.”/
+    )
     assert.include(who, "approved Alex Approver (console) at")
     const record = flat(await quorumRow.locator("td.record").textContent())
     assert.include(record, "Required by rule large")
     assert.include(record, "2 approvals needed")
     assert.include(record, "Escalation chain finance → cfo (not reached)")
-    assert.include(flat(await row("edited arguments").textContent()), "Approved with edited arguments (changed: /amount)")
-    assert.include(flat(await row("Answered the agent").textContent()), "Answered the agent instead of running the tool: “Paid by card already; no payout.”")
+    assert.include(
+      flat(await row("edited arguments").textContent()),
+      "Approved with edited arguments (changed: /amount)"
+    )
+    assert.include(
+      flat(await row("Answered the agent").textContent()),
+      "Answered the agent instead of running the tool: “Paid by card already; no payout.”"
+    )
     await checkAccessibility(page, "the history with votes, edits and answers")
     await screenshots(page, "approvals-record-history")
     await done()

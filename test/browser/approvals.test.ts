@@ -26,7 +26,12 @@ afterAll(async () => {
 })
 
 /** An agent asks to run a governed step; the policy makes it wait for a person. */
-const requestApproval = async (tool: string, args: unknown, actionClass = "deploy", sessionBody: Record<string, unknown> = {}) => {
+const requestApproval = async (
+  tool: string,
+  args: unknown,
+  actionClass = "deploy",
+  sessionBody: Record<string, unknown> = {}
+) => {
   const session = await world.api("POST", "/v1/agent-sessions", sessionBody)
   assert.strictEqual(session.status, 201, JSON.stringify(session.body))
   const step = await world.api("POST", `/v1/agent-sessions/${session.body.id}/steps`, {
@@ -45,7 +50,10 @@ describeBrowser("Approvals", () => {
     await signIn(page, await world.link("approver", "Alex Approver"))
     // The console routes to the preset's first screen once the session is known.
     await page.waitForURL((url) => url.pathname === "/console/approvals")
-    assert.deepStrictEqual(await page.getByRole("navigation", { name: "Screens" }).getByRole("link").allTextContents(), ["Approvals"])
+    assert.deepStrictEqual(
+      await page.getByRole("navigation", { name: "Screens" }).getByRole("link").allTextContents(),
+      ["Approvals"]
+    )
     await page.getByText("No approval is waiting for a decision.").waitFor()
     await page.getByText("Live: new and decided approvals appear here by themselves.").waitFor()
     // A marker that a reload would lose.
@@ -91,7 +99,9 @@ describeBrowser("Approvals", () => {
     // Approvals closed before the page opened (the stream replays them first) are not news.
     await page.getByText("Live: new and decided approvals appear here by themselves.").waitFor()
     assert.strictEqual(await page.getByText(/elsewhere|by its timeout action/).count(), 0)
-    const overflow = await page.evaluate(() => document.documentElement.scrollWidth - document.documentElement.clientWidth)
+    const overflow = await page.evaluate(() =>
+      document.documentElement.scrollWidth - document.documentElement.clientWidth
+    )
     assert.isAtMost(overflow, 0)
     await checkAccessibility(page, "approvals at 390 px, dark")
     await screenshot(page, "approvals-390-dark")
@@ -138,7 +148,11 @@ describeBrowser("Approvals", () => {
       review_seconds: 600,
       expiring_notice_seconds: 0,
       timeout_action: "reject",
-      arguments_schema: { type: "object", required: ["order", "amount"], properties: { order: { type: "integer" }, amount: { type: "number", maximum: 500 } } }
+      arguments_schema: {
+        type: "object",
+        required: ["order", "amount"],
+        properties: { order: { type: "integer" }, amount: { type: "number", maximum: 500 } }
+      }
     })
     assert.strictEqual(policy.status, 200, JSON.stringify(policy.body))
     const edited = await requestApproval("refund-edit", { order: 31, amount: 1200 }, "refunds")
@@ -151,7 +165,8 @@ describeBrowser("Approvals", () => {
     const args = card.getByRole("textbox", { name: /Arguments to run with/ })
     await args.fill(JSON.stringify({ order: 31, amount: 900 }))
     await card.getByRole("button", { name: "Approve" }).click()
-    await card.getByRole("alert").getByText(/Approve of refund-edit \(refunds, approval [0-9a-f-]{36}\) refused\./).waitFor()
+    await card.getByRole("alert").getByText(/Approve of refund-edit \(refunds, approval [0-9a-f-]{36}\) refused\./)
+      .waitFor()
     assert.include(await card.getByRole("alert").textContent(), "arguments.amount must be <= 500")
     assert.strictEqual((await world.api("GET", `/v1/agent-approvals/${edited}`)).body.status, "pending")
     await args.fill(JSON.stringify({ order: 31, amount: 500 }, null, 2))
@@ -160,7 +175,11 @@ describeBrowser("Approvals", () => {
     await card.getByRole("button", { name: "Approve" }).click()
     await card.waitFor({ state: "detached" })
     const snapshot = await world.api("GET", `/v1/agent-approvals/${edited}`)
-    assert.deepStrictEqual([snapshot.body.status, snapshot.body.approved_arguments, snapshot.body.arguments_changed], ["approved", { order: 31, amount: 500 }, ["/amount"]])
+    assert.deepStrictEqual([snapshot.body.status, snapshot.body.approved_arguments, snapshot.body.arguments_changed], [
+      "approved",
+      { order: 31, amount: 500 },
+      ["/amount"]
+    ])
 
     const other = page.getByRole("listitem", { name: /refund-answer/ })
     await other.getByText("Edit the arguments, or answer instead").click()
@@ -168,7 +187,10 @@ describeBrowser("Approvals", () => {
     await other.getByRole("button", { name: "Reject" }).click()
     await other.waitFor({ state: "detached" })
     const rejected = await world.api("GET", `/v1/agent-approvals/${answered}`)
-    assert.deepStrictEqual([rejected.body.status, rejected.body.response], ["rejected", "Order 32 ships tomorrow; no refund needed."])
+    assert.deepStrictEqual([rejected.body.status, rejected.body.response], [
+      "rejected",
+      "Order 32 ships tomorrow; no refund needed."
+    ])
     await done()
   })
 
@@ -185,7 +207,12 @@ describeBrowser("Approvals", () => {
     const session = await world.api("POST", "/v1/agent-sessions", { task_id: task.body.id })
     const steps = `/v1/agent-sessions/${session.body.id}/steps`
     for (const [stepId, tool] of [["look-1", "crm.find-customer"], ["look-2", "crm.list-orders"]]) {
-      const step = await world.api("POST", steps, { step_id: stepId, tool, action_class: "crm.read", arguments: { customer: 7 } })
+      const step = await world.api("POST", steps, {
+        step_id: stepId,
+        tool,
+        action_class: "crm.read",
+        arguments: { customer: 7 }
+      })
       assert.strictEqual(step.body.decision, "allow")
     }
     const pending = await world.api("POST", steps, {
@@ -234,7 +261,10 @@ describeBrowser("Approvals", () => {
     await screenshot(page, "approvals-history")
     // Decided elsewhere with a reason: the history shows it without a reload, and the API key as the decider.
     const other = await requestApproval("restart-workers", { pool: "b" })
-    const decided = await world.api("POST", `/v1/agent-approvals/${other}/decision`, { decision: "approve", reason: "Planned restart." })
+    const decided = await world.api("POST", `/v1/agent-approvals/${other}/decision`, {
+      decision: "approve",
+      reason: "Planned restart."
+    })
     assert.strictEqual(decided.status, 200)
     const otherRow = table.getByRole("row", { name: /restart-workers/ })
     await otherRow.waitFor()

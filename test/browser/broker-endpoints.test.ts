@@ -27,7 +27,9 @@ beforeAll(async () => {
   const channel = await rabbit.createChannel()
   const { queue } = await channel.assertQueue("", { exclusive: true, autoDelete: true })
   await channel.bindQueue(queue, "amq.topic", routingKey)
-  await channel.consume(queue, (message) => message !== null && received.push(message.content.toString("utf8")), { noAck: true })
+  await channel.consume(queue, (message) => message !== null && received.push(message.content.toString("utf8")), {
+    noAck: true
+  })
   const nats = await natsConnect({ servers: "127.0.0.1:4222" })
   const manager = await jetstreamManager(nats)
   await manager.streams.add({ name: stream, subjects: [subject] })
@@ -47,7 +49,9 @@ describeBrowser("Broker destinations", () => {
     const receiver = await world.receiver()
     const https = await world.api("POST", "/v1/notification-endpoints", { url: receiver.url("/hooks/https") })
     assert.strictEqual(https.status, 201, JSON.stringify(https.body))
-    const nats = await world.api("POST", "/v1/notification-endpoints", { url: `nats://127.0.0.1:4222?subject=${subject}` })
+    const nats = await world.api("POST", "/v1/notification-endpoints", {
+      url: `nats://127.0.0.1:4222?subject=${subject}`
+    })
     assert.strictEqual(nats.status, 201, JSON.stringify(nats.body))
 
     const { page, done } = await world.open()
@@ -74,7 +78,9 @@ describeBrowser("Broker destinations", () => {
     await checkAccessibility(page, "webhooks with broker endpoints")
 
     await card(rabbitHint).getByRole("button", { name: "Send test event" }).click()
-    await page.getByText(/Test event delivered to amqp:\/\/127\.0\.0\.1:5672\/…: the broker acknowledged it in \d+ ms\./).waitFor()
+    await page.getByText(
+      /Test event delivered to amqp:\/\/127\.0\.0\.1:5672\/…: the broker acknowledged it in \d+ ms\./
+    ).waitFor()
     await until(async () => received.length === 1, "the test message in the queue")
     assert.strictEqual(JSON.parse(received[0]!).test, true)
     await screenshot(page, "webhooks-brokers")

@@ -3,9 +3,9 @@
  * console's origin) renders under a Content-Security-Policy of its own: its
  * own scripts only, in a sandbox of its own, never framed.
  */
+import * as path from "node:path"
 import { afterAll, assert, beforeAll, it } from "vitest"
 import { CONSOLE_CSP } from "../../src/server/Console.ts"
-import * as path from "node:path"
 import { describeBrowser, screenshot, screenshotDir, startWorld, type World } from "./support.ts"
 
 let world: World

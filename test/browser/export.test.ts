@@ -5,8 +5,8 @@
  */
 import crypto from "node:crypto"
 import * as fs from "node:fs"
-import { afterAll, assert, beforeAll, it } from "vitest"
 import type { Page } from "playwright-core"
+import { afterAll, assert, beforeAll, it } from "vitest"
 import { checkAccessibility, describeBrowser, screenshot, signIn, startWorld, type World } from "./support.ts"
 
 let world: World
@@ -34,8 +34,15 @@ describeBrowser("Promote: download a version as JSON Lines", () => {
     const taskId = task.body.id as string
     const feedbackIds: Array<string> = []
     for (const n of [1, 2, 3]) {
-      const run = await world.api("POST", `/v1/tasks/${taskId}/runs`, { input: { ticket: `ticket ${n}` }, answer: { category: "old" } })
-      const item = await world.api("POST", "/v1/feedback", { inference_log_id: run.body.trace_id, score: -1, correction: { category: `new-${n}` } })
+      const run = await world.api("POST", `/v1/tasks/${taskId}/runs`, {
+        input: { ticket: `ticket ${n}` },
+        answer: { category: "old" }
+      })
+      const item = await world.api("POST", "/v1/feedback", {
+        inference_log_id: run.body.trace_id,
+        score: -1,
+        correction: { category: `new-${n}` }
+      })
       assert.strictEqual(item.status, 201, JSON.stringify(item.body))
       assert.strictEqual((await world.api("POST", `/v1/feedback/${item.body.id}/stage`)).status, 200)
       feedbackIds.push(item.body.id)
@@ -60,18 +67,26 @@ describeBrowser("Promote: download a version as JSON Lines", () => {
     const lines = first.bytes.toString("utf8").split("\n")
     assert.strictEqual(lines.pop(), "", "the file ends with a newline")
     const examples = lines.map((line) => JSON.parse(line))
-    assert.deepStrictEqual(examples, [1, 2, 3].map((n, i) => ({
-      input: { ticket: `ticket ${n}` },
-      answer: { category: `new-${n}` },
-      feedback_id: feedbackIds[i]
-    })))
+    assert.deepStrictEqual(
+      examples,
+      [1, 2, 3].map((n, i) => ({
+        input: { ticket: `ticket ${n}` },
+        answer: { category: `new-${n}` },
+        feedback_id: feedbackIds[i]
+      }))
+    )
 
     // The same bytes from the list, and the digest the API sends for them.
     const second = await downloadVia(page, fromList)
     assert.isTrue(second.bytes.equals(first.bytes))
     const { datasets } = (await world.api("GET", `/v1/tasks/${taskId}/datasets`)).body
-    const exported = await fetch(`${world.baseUrl}/v1/datasets/${datasets[1].id}/export`, { headers: { authorization: `Bearer ${world.adminKey}` } })
-    assert.strictEqual(exported.headers.get("repr-digest"), `sha-256=:${crypto.createHash("sha256").update(first.bytes).digest("base64")}:`)
+    const exported = await fetch(`${world.baseUrl}/v1/datasets/${datasets[1].id}/export`, {
+      headers: { authorization: `Bearer ${world.adminKey}` }
+    })
+    assert.strictEqual(
+      exported.headers.get("repr-digest"),
+      `sha-256=:${crypto.createHash("sha256").update(first.bytes).digest("base64")}:`
+    )
 
     // The first version is empty: its file is too.
     const empty = await downloadVia(page, versions.getByRole("link", { name: "Download version 1 as JSON Lines" }))

@@ -32,13 +32,20 @@ beforeAll(async () => {
       const chunks: Array<Buffer> = []
       stream.on("data", (chunk: Buffer) => chunks.push(chunk))
       stream.on("end", () => {
-        mails.push({ to: session.envelope.rcptTo.map((r) => r.address), text: decodeQuotedPrintable(Buffer.concat(chunks).toString("utf8")) })
+        mails.push({
+          to: session.envelope.rcptTo.map((r) => r.address),
+          text: decodeQuotedPrintable(Buffer.concat(chunks).toString("utf8"))
+        })
         callback()
       })
     }
   })
-  const port = await new Promise<number>((resolve) => smtp.listen(0, "127.0.0.1", () => resolve((smtp.server.address() as AddressInfo).port)))
-  world = await startWorld("mail-decision", { env: { SVC_SMTP_URL: `smtp://127.0.0.1:${port}/?from=approvals%40svc.test` } })
+  const port = await new Promise<number>((resolve) =>
+    smtp.listen(0, "127.0.0.1", () => resolve((smtp.server.address() as AddressInfo).port))
+  )
+  world = await startWorld("mail-decision", {
+    env: { SVC_SMTP_URL: `smtp://127.0.0.1:${port}/?from=approvals%40svc.test` }
+  })
   const settings = await world.api("PUT", "/v1/notification-settings", { reviewer_email: "alex@example.com" })
   assert.strictEqual(settings.status, 200, JSON.stringify(settings.body))
   assert.strictEqual(settings.body.reviewer_email_status, "pending")
@@ -60,8 +67,18 @@ const pendingWithLink = async (tool: string, address = "alex@example.com") => {
   const task = await world.api("POST", "/v1/tasks", { name: "Customer refunds", answer_schema: { type: "object" } })
   const session = await world.api("POST", "/v1/agent-sessions", { task_id: task.body.id })
   const steps = `/v1/agent-sessions/${session.body.id}/steps`
-  await world.api("POST", steps, { step_id: "find", tool: "crm.find-customer", action_class: "crm.read", arguments: { email: "c@example.org" } })
-  const step = await world.api("POST", steps, { step_id: "refund", tool, action_class: "payments.refund", arguments: { order: 31, amount: 1200 } })
+  await world.api("POST", steps, {
+    step_id: "find",
+    tool: "crm.find-customer",
+    action_class: "crm.read",
+    arguments: { email: "c@example.org" }
+  })
+  const step = await world.api("POST", steps, {
+    step_id: "refund",
+    tool,
+    action_class: "payments.refund",
+    arguments: { order: 31, amount: 1200 }
+  })
   assert.strictEqual(step.body.decision, "pending", JSON.stringify(step.body))
   const approvalId = step.body.approval_id as string
   const mail = await until(async () => mails.find((m) => m.text.includes(approvalId)), "the request mail", 30_000)
@@ -81,10 +98,13 @@ const sectionGaps = (page: Page) =>
     const gaps: Record<string, number> = {}
     for (const heading of document.querySelectorAll("main h2")) {
       // A heading that opens a <section> is measured from the section's edge.
-      const start = heading.parentElement?.tagName === "SECTION" && heading.previousElementSibling === null ? heading.parentElement : heading
+      const start = heading.parentElement?.tagName === "SECTION" && heading.previousElementSibling === null
+        ? heading.parentElement
+        : heading
       const before = start.previousElementSibling
       if (before === null) continue
-      gaps[heading.textContent ?? ""] = Math.round((heading.getBoundingClientRect().top - before.getBoundingClientRect().bottom) / rem * 10) / 10
+      gaps[heading.textContent ?? ""] =
+        Math.round((heading.getBoundingClientRect().top - before.getBoundingClientRect().bottom) / rem * 10) / 10
     }
     return gaps
   })
@@ -93,19 +113,28 @@ const CONFIRM_LINK = /(http:\/\/\S+\/console\/confirm-address#svr_[A-Za-z0-9_-]{
 
 /** Who-cell text of the history row, and whether it carries the reviewer mail badge. */
 const historyRow = async (page: Page, tool: string) => {
-  const row = page.getByRole("table", { name: "Decided and expired approvals" }).getByRole("row", { name: new RegExp(tool.replace(".", "\\.")) })
+  const row = page.getByRole("table", { name: "Decided and expired approvals" }).getByRole("row", {
+    name: new RegExp(tool.replace(".", "\\."))
+  })
   await row.waitFor()
   return row
 }
 
 describeBrowser("Deciding from the reviewer mail", () => {
   it("a new reviewer address gets a confirmation mail and no approval mail; Confirm on its page confirms it once; the Webhooks screen shows pending, then confirmed", async () => {
-    const mail = await until(async () => mails.find((m) => m.to.includes("alex@example.com") && CONFIRM_LINK.test(m.text)), "the confirmation mail", 30_000)
+    const mail = await until(
+      async () => mails.find((m) => m.to.includes("alex@example.com") && CONFIRM_LINK.test(m.text)),
+      "the confirmation mail",
+      30_000
+    )
     const link = CONFIRM_LINK.exec(mail.text)![1]!
     assert.isTrue(link.startsWith(`${world.baseUrl}/console/confirm-address#`), link)
 
     // While pending, an approval request is not mailed.
-    const task = await world.api("POST", "/v1/tasks", { name: "Before confirmation", answer_schema: { type: "object" } })
+    const task = await world.api("POST", "/v1/tasks", {
+      name: "Before confirmation",
+      answer_schema: { type: "object" }
+    })
     const session = await world.api("POST", "/v1/agent-sessions", { task_id: task.body.id })
     const early = await world.api("POST", `/v1/agent-sessions/${session.body.id}/steps`, {
       step_id: "early",
@@ -119,7 +148,9 @@ describeBrowser("Deciding from the reviewer mail", () => {
     await signIn(admin.page, await world.link("admin", "Ada Admin"))
     await admin.page.goto(`${world.baseUrl}/console/webhooks`)
     await admin.page.getByText("pending confirmation").waitFor()
-    await admin.page.getByText(/alex@example\.com gets no approval request until the link of its confirmation mail is opened/).waitFor()
+    await admin.page.getByText(
+      /alex@example\.com gets no approval request until the link of its confirmation mail is opened/
+    ).waitFor()
     await screenshot(admin.page, "mail-reviewer-pending")
 
     // A link scanner fetches the page: nothing changes.
@@ -139,7 +170,11 @@ describeBrowser("Deciding from the reviewer mail", () => {
     await screenshot(page, "mail-confirm-done")
     assert.deepStrictEqual(await context.cookies(), [])
     const settings = await world.api("GET", "/v1/notification-settings")
-    assert.deepStrictEqual(settings.body, { reviewer_email: "alex@example.com", reviewer_email_status: "confirmed", email_notifier: true })
+    assert.deepStrictEqual(settings.body, {
+      reviewer_email: "alex@example.com",
+      reviewer_email_status: "confirmed",
+      email_notifier: true
+    })
 
     // The same link again (a new load of the page): used.
     await page.goto("about:blank")
@@ -181,7 +216,11 @@ describeBrowser("Deciding from the reviewer mail", () => {
     assert.deepStrictEqual(await context.cookies(), [])
     await checkAccessibility(page, "the approval page of a mail link")
     // Every section of the page stands as far below the one before it, "Your decision" included.
-    assert.deepStrictEqual(await sectionGaps(page), { Arguments: 1.5, "Earlier steps in this session (1)": 1.5, "Your decision": 1.5 })
+    assert.deepStrictEqual(await sectionGaps(page), {
+      Arguments: 1.5,
+      "Earlier steps in this session (1)": 1.5,
+      "Your decision": 1.5
+    })
     await page.getByRole("textbox", { name: /Reason \(optional\)/ }).fill("Customer called; refund agreed.")
     await screenshot(page, "mail-decision-open")
 
@@ -202,7 +241,11 @@ describeBrowser("Deciding from the reviewer mail", () => {
     assert.strictEqual((await final.textContent())?.replace(/\s+/g, " ").trim(), "reviewer mail alex@example.com")
     await page.getByText("Customer called; refund agreed.").waitFor()
     assert.strictEqual(await page.getByRole("button", { name: "Reject" }).count(), 0)
-    assert.deepStrictEqual(await sectionGaps(page), { Arguments: 1.5, "Earlier steps in this session (1)": 1.5, "Final state": 1.5 })
+    assert.deepStrictEqual(await sectionGaps(page), {
+      Arguments: 1.5,
+      "Earlier steps in this session (1)": 1.5,
+      "Final state": 1.5
+    })
     // Still nobody signed in: the console itself asks for a sign-in link.
     await page.goto(`${world.baseUrl}/console/approvals`)
     await page.getByText("You are not signed in, or your session has ended.").waitFor()
@@ -215,13 +258,18 @@ describeBrowser("Deciding from the reviewer mail", () => {
     const { page, done } = await world.open()
     await page.goto(link)
     await page.getByText("Edit the arguments, or answer instead").click()
-    await page.getByRole("textbox", { name: /Answer to the agent/ }).fill("Refunds above 100 go through the billing desk.")
+    await page.getByRole("textbox", { name: /Answer to the agent/ }).fill(
+      "Refunds above 100 go through the billing desk."
+    )
     await page.getByRole("button", { name: "Reject" }).click()
     await page.getByRole("heading", { name: "Approval rejected: payments.refund-answer" }).waitFor()
     await page.getByText("Answered the agent instead of running the tool:").waitFor()
     await page.getByText("Refunds above 100 go through the billing desk.").waitFor()
     const record = await world.api("GET", `/v1/agent-approvals/${approvalId}`)
-    assert.deepStrictEqual([record.body.status, record.body.response], ["rejected", "Refunds above 100 go through the billing desk."])
+    assert.deepStrictEqual([record.body.status, record.body.response], [
+      "rejected",
+      "Refunds above 100 go through the billing desk."
+    ])
     await checkAccessibility(page, "a mail link's approval answered")
     await screenshot(page, "mail-decision-answered")
     await done()
@@ -232,13 +280,18 @@ describeBrowser("Deciding from the reviewer mail", () => {
     const { page, done } = await world.open({ colorScheme: "dark", width: 390 })
     await page.goto(link)
     await page.getByRole("button", { name: "Reject" }).waitFor()
-    const elsewhere = await world.api("POST", `/v1/agent-approvals/${approvalId}/decision`, { decision: "reject", reason: "Duplicate order." })
+    const elsewhere = await world.api("POST", `/v1/agent-approvals/${approvalId}/decision`, {
+      decision: "reject",
+      reason: "Duplicate order."
+    })
     assert.strictEqual(elsewhere.status, 200)
     await page.getByRole("button", { name: "Approve" }).click()
     await page.getByText("This approval was closed meanwhile; your decision was not recorded.").waitFor()
     await page.getByRole("heading", { name: "Approval rejected: payments.refund-twice" }).waitFor()
     await page.getByText("Duplicate order.").waitFor()
-    const overflow = await page.evaluate(() => document.documentElement.scrollWidth - document.documentElement.clientWidth)
+    const overflow = await page.evaluate(() =>
+      document.documentElement.scrollWidth - document.documentElement.clientWidth
+    )
     assert.isAtMost(overflow, 0)
     await checkAccessibility(page, "a closed approval's mail link, 390 px dark")
     await screenshot(page, "mail-decision-closed-390-dark")
@@ -254,7 +307,10 @@ describeBrowser("Deciding from the reviewer mail", () => {
     await reviewer.page.getByRole("button", { name: "Reject" }).click()
     await reviewer.page.getByRole("heading", { name: "Approval rejected: payments.refund-history" }).waitFor()
     await reviewer.done()
-    assert.strictEqual((await world.api("GET", `/v1/agent-approvals/${approvalId}`)).body.decided_by, "email:alex@example.com")
+    assert.strictEqual(
+      (await world.api("GET", `/v1/agent-approvals/${approvalId}`)).body.decided_by,
+      "email:alex@example.com"
+    )
 
     const { page, done } = await world.open()
     await signIn(page, await world.link("approver", "Alex Approver"))
@@ -282,7 +338,11 @@ describeBrowser("Deciding from the reviewer mail", () => {
 
   it("the shared address's link shows an approval several people must approve without Approve and Reject: it names no person", async () => {
     const settings = { review_seconds: 600, expiring_notice_seconds: 0, timeout_action: "reject" }
-    await world.api("PUT", "/v1/approval-policies/payments.refund", { mode: "require_approval", ...settings, quorum: 2 })
+    await world.api("PUT", "/v1/approval-policies/payments.refund", {
+      mode: "require_approval",
+      ...settings,
+      quorum: 2
+    })
     const { approvalId, link } = await pendingWithLink("payments.refund-two-people")
     await world.api("PUT", "/v1/approval-policies/payments.refund", { mode: "require_approval", ...settings })
     const { page, done } = await world.open()
@@ -297,25 +357,40 @@ describeBrowser("Deciding from the reviewer mail", () => {
   })
 
   it("an approval assigned to a reviewer group is mailed to its member's own address, accepted by her and confirmed, not the organization's; the link's page names the member and Approve records them", async () => {
-    const group = await world.api("PUT", "/v1/reviewer-groups/payments-leads", { members: [{ console_user: "Lena Lead", email: "lena@example.com" }] })
+    const group = await world.api("PUT", "/v1/reviewer-groups/payments-leads", {
+      members: [{ console_user: "Lena Lead", email: "lena@example.com" }]
+    })
     assert.strictEqual(group.status, 200, JSON.stringify(group.body))
     assert.strictEqual(group.body.members[0].email_status, "invited")
     // The administrator only invited her: Lena accepts the address herself, signed in as herself.
     const lena = await world.open()
     await signIn(lena.page, await world.link("approver", "Lena Lead"))
     await lena.page.getByRole("navigation", { name: "Screens" }).getByRole("link", { name: "Approvals" }).click()
-    await lena.page.getByRole("region", { name: "Your reviewer address" }).getByRole("button", { name: "Accept this address" }).click()
+    await lena.page.getByRole("region", { name: "Your reviewer address" }).getByRole("button", {
+      name: "Accept this address"
+    }).click()
     await lena.page.getByRole("status").filter({ hasText: "You accepted lena@example.com" }).waitFor()
     await lena.done()
-    const confirmation = await until(async () => mails.find((m) => m.to.includes("lena@example.com") && CONFIRM_LINK.test(m.text)), "the member's confirmation mail", 30_000)
+    const confirmation = await until(
+      async () => mails.find((m) => m.to.includes("lena@example.com") && CONFIRM_LINK.test(m.text)),
+      "the member's confirmation mail",
+      30_000
+    )
     const confirm = await world.open()
     await confirm.page.goto(CONFIRM_LINK.exec(confirmation.text)![1]!)
     await confirm.page.getByRole("button", { name: "Confirm" }).click()
     await confirm.page.getByRole("heading", { name: "Address confirmed" }).waitFor()
     await confirm.done()
-    assert.strictEqual((await world.api("GET", "/v1/reviewer-groups/payments-leads")).body.members[0].email_status, "confirmed")
+    assert.strictEqual(
+      (await world.api("GET", "/v1/reviewer-groups/payments-leads")).body.members[0].email_status,
+      "confirmed"
+    )
     const settings = { review_seconds: 600, expiring_notice_seconds: 0, timeout_action: "reject" }
-    const policy = await world.api("PUT", "/v1/approval-policies/payments.refund", { mode: "require_approval", ...settings, group: "payments-leads" })
+    const policy = await world.api("PUT", "/v1/approval-policies/payments.refund", {
+      mode: "require_approval",
+      ...settings,
+      group: "payments-leads"
+    })
     assert.strictEqual(policy.status, 200, JSON.stringify(policy.body))
     const { approvalId, link } = await pendingWithLink("payments.refund-assigned", "lena@example.com")
     // Back to the default for the tests after this one.
@@ -330,8 +405,15 @@ describeBrowser("Deciding from the reviewer mail", () => {
     await page.getByRole("button", { name: "Approve" }).click()
     await page.getByRole("heading", { name: "Approval approved: payments.refund-assigned" }).waitFor()
     const record = await world.api("GET", `/v1/agent-approvals/${approvalId}`)
-    assert.deepStrictEqual([record.body.status, record.body.decided_by, record.body.assigned_group], ["approved", "console:Lena Lead", "payments-leads"])
-    assert.isFalse(mails.some((m) => m.to.includes("alex@example.com") && m.text.includes(approvalId)), "the organization's address got none of its mail")
+    assert.deepStrictEqual([record.body.status, record.body.decided_by, record.body.assigned_group], [
+      "approved",
+      "console:Lena Lead",
+      "payments-leads"
+    ])
+    assert.isFalse(
+      mails.some((m) => m.to.includes("alex@example.com") && m.text.includes(approvalId)),
+      "the organization's address got none of its mail"
+    )
     await done()
   })
 

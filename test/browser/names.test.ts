@@ -27,7 +27,11 @@ const newTask = async (name: string) => {
 const correction = async (taskId: string, n: number) => {
   const run = await world.api("POST", `/v1/tasks/${taskId}/runs`, { input: { n }, answer: { category: "old" } })
   assert.strictEqual(run.status, 201, JSON.stringify(run.body))
-  const feedback = await world.api("POST", "/v1/feedback", { inference_log_id: run.body.trace_id, score: -1, correction: { category: "new" } })
+  const feedback = await world.api("POST", "/v1/feedback", {
+    inference_log_id: run.body.trace_id,
+    score: -1,
+    correction: { category: "new" }
+  })
   assert.strictEqual(feedback.status, 201, JSON.stringify(feedback.body))
   return feedback.body.id as string
 }
@@ -42,30 +46,44 @@ describeBrowser("Names told apart", () => {
     const { page, done } = await world.open()
     await signIn(page, await world.link("admin", "Ada Admin"))
     await page.goto(`${world.baseUrl}/console/review?status=all`)
-    await page.getByRole("combobox", { name: "Task" }).getByRole("option", { name: new RegExp(second.slice(-8)) }).waitFor({ state: "attached" })
-    const options = (await page.getByRole("combobox", { name: "Task" }).getByRole("option").allTextContents()).filter((text) => text !== "All tasks")
+    await page.getByRole("combobox", { name: "Task" }).getByRole("option", { name: new RegExp(second.slice(-8)) })
+      .waitFor({ state: "attached" })
+    const options = (await page.getByRole("combobox", { name: "Task" }).getByRole("option").allTextContents()).filter((
+      text
+    ) => text !== "All tasks")
     assert.lengthOf(options, 2)
     assert.notStrictEqual(options[0], options[1])
-    for (const [option, id] of [[options.find((o) => o.includes(first.slice(-8)))!, first], [options.find((o) => o.includes(second.slice(-8)))!, second]]) {
+    for (
+      const [option, id] of [[options.find((o) => o.includes(first.slice(-8)))!, first], [
+        options.find((o) => o.includes(second.slice(-8)))!,
+        second
+      ]]
+    ) {
       assert.match(option!, new RegExp(`^support-triage \\(created .*, id …${id!.slice(-8)}\\)$`))
     }
     const rows = page.getByRole("list", { name: "Corrections" }).getByRole("button")
     await rows.nth(2).waitFor()
     const texts = (await rows.allTextContents()).map(flat)
     assert.strictEqual(new Set(texts).size, 3, `every row differs: ${texts.join(" | ")}`)
-    for (const id of ids) assert.isTrue(texts.some((text) => text.includes(id.slice(-8))), `a row shows the end of ${id}`)
+    for (const id of ids) {
+      assert.isTrue(texts.some((text) => text.includes(id.slice(-8))), `a row shows the end of ${id}`)
+    }
     await checkAccessibility(page, "the review queue with tasks of one name")
     await screenshots(page, "review-same-names")
 
     await page.goto(`${world.baseUrl}/console/promote`)
-    await page.getByRole("combobox", { name: "Task" }).getByRole("option", { name: new RegExp(second.slice(-8)) }).waitFor({ state: "attached" })
+    await page.getByRole("combobox", { name: "Task" }).getByRole("option", { name: new RegExp(second.slice(-8)) })
+      .waitFor({ state: "attached" })
     const promoteOptions = await page.getByRole("combobox", { name: "Task" }).getByRole("option").allTextContents()
     assert.deepStrictEqual(new Set(promoteOptions), new Set(options))
     await done()
   })
 
   it("the API keys screen shows each key's id and names the key that made another", async () => {
-    const maker = await world.api("POST", "/v1/api-keys", { name: "deploy-bot", scopes: ["keys.manage", "agents.read"] })
+    const maker = await world.api("POST", "/v1/api-keys", {
+      name: "deploy-bot",
+      scopes: ["keys.manage", "agents.read"]
+    })
     assert.strictEqual(maker.status, 201, JSON.stringify(maker.body))
     const made = await world.api("POST", "/v1/api-keys", { name: "reader", scopes: ["agents.read"] }, maker.body.key)
     assert.strictEqual(made.status, 201, JSON.stringify(made.body))
@@ -78,7 +96,11 @@ describeBrowser("Names told apart", () => {
     })
     const cells = (await row.getByRole("cell").allTextContents()).map(flat)
     assert.strictEqual(cells[0], `reader${made.body.api_key.id}`, "the key's name and id")
-    assert.strictEqual(cells[4], `deploy-bot (API key)${maker.body.api_key.id}`, "made by the key named deploy-bot, with its id")
+    assert.strictEqual(
+      cells[4],
+      `deploy-bot (API key)${maker.body.api_key.id}`,
+      "made by the key named deploy-bot, with its id"
+    )
     const makerRow = page.getByRole("row", { name: /deploy-bot/ }).first()
     assert.include(flat(await makerRow.textContent()), maker.body.api_key.id)
     await checkAccessibility(page, "API keys with ids")

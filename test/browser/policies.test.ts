@@ -5,8 +5,8 @@
  * that does not compile is shown next to its rule with the position the
  * service names. In light and dark, and at 390 px wide.
  */
-import { afterAll, assert, beforeAll, it } from "vitest"
 import type { Page } from "playwright-core"
+import { afterAll, assert, beforeAll, it } from "vitest"
 import { checkAccessibility, describeBrowser, screenshot, signIn, startWorld, until, type World } from "./support.ts"
 
 let world: World
@@ -27,7 +27,11 @@ const stored = {
   timeout_action: "reject",
   rules: [
     { name: "small", condition: "arguments.amount <= 100.0", result: { decision: "allow" } },
-    { name: "huge", condition: "arguments.amount > 5000.0", result: { decision: "reject", reason: "Refunds above 5 000 go through finance." } }
+    {
+      name: "huge",
+      condition: "arguments.amount > 5000.0",
+      result: { decision: "reject", reason: "Refunds above 5 000 go through finance." }
+    }
   ]
 }
 
@@ -43,7 +47,9 @@ const dryRun = async (page: Page, args: string) => {
 describeBrowser("Policies: the rules editor and the dry run", () => {
   it("edits a rule, dry-runs the unsaved policy, saves it, and shows a bad condition's position next to its rule", async () => {
     assert.strictEqual((await world.api("PUT", `/v1/approval-policies/${ACTION_CLASS}`, stored)).status, 200)
-    for (const group of ["finance", "cfo"]) assert.strictEqual((await world.api("PUT", `/v1/reviewer-groups/${group}`, { members: [] })).status, 200)
+    for (const group of ["finance", "cfo"]) {
+      assert.strictEqual((await world.api("PUT", `/v1/reviewer-groups/${group}`, { members: [] })).status, 200)
+    }
     const { page, done } = await world.open()
     await signIn(page, await world.link("admin", "Ada Admin"))
     await page.getByRole("navigation", { name: "Screens" }).getByRole("link", { name: "Policies" }).click()
@@ -60,21 +66,36 @@ describeBrowser("Policies: the rules editor and the dry run", () => {
     await page.getByRole("button", { name: "Add rule" }).click()
     const added = page.getByRole("group", { name: "Position 3: rule-3" })
     await added.getByLabel("Name").fill("large")
-    await page.getByRole("group", { name: "Position 3: large" }).getByLabel("Condition (CEL)").fill("arguments.amount > 1000.0")
+    await page.getByRole("group", { name: "Position 3: large" }).getByLabel("Condition (CEL)").fill(
+      "arguments.amount > 1000.0"
+    )
     await page.getByRole("group", { name: "Position 3: large" }).getByLabel("Quorum (approvers)").fill("2")
     // Its escalation chain: the groups in order, comma-separated.
     await page.getByRole("group", { name: "Position 3: large" }).getByLabel("Escalation seconds").fill("600")
     await page.getByRole("group", { name: "Position 3: large" }).getByLabel("Escalation chain").fill("finance, cfo")
     await page.getByRole("button", { name: "Move large up" }).click()
     await page.getByRole("button", { name: "Move large up" }).click()
-    assert.deepStrictEqual(await rules.locator("legend").allTextContents(), ["Position 1: large", "Position 2: small", "Position 3: huge"])
+    assert.deepStrictEqual(await rules.locator("legend").allTextContents(), [
+      "Position 1: large",
+      "Position 2: small",
+      "Position 3: huge"
+    ])
 
     // The dry run tries the edited policy, not the stored one.
-    assert.strictEqual(await dryRun(page, `{"amount": 80}`), "Decided by the action class's settings: require approval (review 900 s, then reject).")
-    assert.strictEqual(await dryRun(page, `{"amount": 40}`), "Decided by rule small: allow.")
-    assert.strictEqual(await dryRun(page, `{"amount": 6200}`), "Decided by rule large: require approval by 2 people (review 900 s, then reject).")
     assert.strictEqual(
-      (await world.api("POST", `/v1/approval-policies/${ACTION_CLASS}/dry-run`, { tool: "refund", arguments: { amount: 6200 } })).body.rule,
+      await dryRun(page, `{"amount": 80}`),
+      "Decided by the action class's settings: require approval (review 900 s, then reject)."
+    )
+    assert.strictEqual(await dryRun(page, `{"amount": 40}`), "Decided by rule small: allow.")
+    assert.strictEqual(
+      await dryRun(page, `{"amount": 6200}`),
+      "Decided by rule large: require approval by 2 people (review 900 s, then reject)."
+    )
+    assert.strictEqual(
+      (await world.api("POST", `/v1/approval-policies/${ACTION_CLASS}/dry-run`, {
+        tool: "refund",
+        arguments: { amount: 6200 }
+      })).body.rule,
       "huge",
       "nothing stored before saving"
     )
@@ -105,7 +126,10 @@ describeBrowser("Policies: the rules editor and the dry run", () => {
     const text = (await error.textContent())!
     assert.match(text, /^Rule "huge": .*line 1, column \d+/)
     assert.strictEqual(await huge.getByLabel("Condition (CEL)").getAttribute("aria-invalid"), "true")
-    assert.strictEqual((await world.api("GET", "/v1/approval-policies")).body.policies[0].rules[2].condition, "arguments.amount > 5000.0")
+    assert.strictEqual(
+      (await world.api("GET", "/v1/approval-policies")).body.policies[0].rules[2].condition,
+      "arguments.amount > 5000.0"
+    )
     // The dry run of the broken policy says the same, next to the same rule.
     await page.getByRole("form", { name: "Dry run" }).getByRole("button", { name: "Dry run" }).click()
     await page.getByRole("status", { name: "Dry run result" }).filter({ hasText: "The policy was refused" }).waitFor()
@@ -122,12 +146,19 @@ describeBrowser("Policies: the rules editor and the dry run", () => {
     await page.getByLabel("Mode").selectOption("allow")
     await page.getByRole("button", { name: "Save policy" }).click()
     await page.getByRole("status").filter({ hasText: "Policy for payments.payout saved" }).waitFor()
-    const payout = (await world.api("GET", "/v1/approval-policies")).body.policies.find((p: { action_class: string }) => p.action_class === "payments.payout")
+    const payout = (await world.api("GET", "/v1/approval-policies")).body.policies.find((p: { action_class: string }) =>
+      p.action_class === "payments.payout"
+    )
     assert.deepStrictEqual([payout.mode, payout.review_seconds, payout.rules], ["allow", 900, []])
     await done()
 
     // Dark, and a phone's width: the list and the editor.
-    for (const [options, name] of [[{ colorScheme: "dark" as const }, "policies-dark"], [{ width: 390 }, "policies-390"]] as const) {
+    for (
+      const [options, name] of [[{ colorScheme: "dark" as const }, "policies-dark"], [
+        { width: 390 },
+        "policies-390"
+      ]] as const
+    ) {
       const view = await world.open(options)
       await signIn(view.page, await world.link("admin", "Ada Admin"))
       await view.page.goto(`${world.baseUrl}/console/policies`)
@@ -135,8 +166,13 @@ describeBrowser("Policies: the rules editor and the dry run", () => {
       await screenshot(view.page, `${name}-list`)
       await view.page.goto(`${world.baseUrl}/console/policies?class=${ACTION_CLASS}`)
       await view.page.getByRole("group", { name: "Position 1: large" }).waitFor()
-      assert.strictEqual(await dryRun(view.page, `{"amount": 6200}`), "Decided by rule large: require approval by 2 people (review 900 s, then reject).")
-      const overflow = await view.page.evaluate(() => document.documentElement.scrollWidth - document.documentElement.clientWidth)
+      assert.strictEqual(
+        await dryRun(view.page, `{"amount": 6200}`),
+        "Decided by rule large: require approval by 2 people (review 900 s, then reject)."
+      )
+      const overflow = await view.page.evaluate(() =>
+        document.documentElement.scrollWidth - document.documentElement.clientWidth
+      )
       assert.isAtMost(overflow, 0, "nothing wider than the window")
       await checkAccessibility(view.page, `the policy editor (${name})`)
       await screenshot(view.page, name)

@@ -5,7 +5,15 @@
  * vote that completes the quorum closes it.
  */
 import { afterAll, assert, beforeAll, it } from "vitest"
-import { checkAccessibility, describeBrowser, pendingPayout, screenshot, signIn, startWorld, type World } from "./support.ts"
+import {
+  checkAccessibility,
+  describeBrowser,
+  pendingPayout,
+  screenshot,
+  signIn,
+  startWorld,
+  type World
+} from "./support.ts"
 
 let world: World
 
@@ -18,7 +26,11 @@ beforeAll(async () => {
     ...settings,
     rules: [
       { name: "small", condition: "arguments.amount <= 20.0", result: { decision: "allow" } },
-      { name: "large", condition: "arguments.amount > 1000.0", result: { decision: "require_approval", ...settings, quorum: 2 } }
+      {
+        name: "large",
+        condition: "arguments.amount > 1000.0",
+        result: { decision: "require_approval", ...settings, quorum: 2 }
+      }
     ]
   })
   assert.strictEqual(policy.status, 200, JSON.stringify(policy.body))
@@ -44,7 +56,10 @@ describeBrowser("Quorum", () => {
   it("the card shows the votes so far and how many remain; the approval that completes the quorum closes it", async () => {
     const approvalId = await requestPayout("payout-1", 4800)
     // Someone else approved already, with a reason.
-    const first = await world.api("POST", `/v1/agent-approvals/${approvalId}/decision`, { decision: "approve", reason: "Invoice 2291 checked." })
+    const first = await world.api("POST", `/v1/agent-approvals/${approvalId}/decision`, {
+      decision: "approve",
+      reason: "Invoice 2291 checked."
+    })
     assert.strictEqual(first.status, 200, JSON.stringify(first.body))
     assert.strictEqual(first.body.status, "pending")
 
@@ -57,7 +72,10 @@ describeBrowser("Quorum", () => {
     assert.include(await votes.textContent(), "Needs 1 more approval from different people")
     assert.include(await votes.textContent(), "Invoice 2291 checked.")
     // The earlier step names the rule that allowed it.
-    assert.include(await card.getByRole("list", { name: "Earlier steps in this session" }).textContent(), "allowed · rule small")
+    assert.include(
+      await card.getByRole("list", { name: "Earlier steps in this session" }).textContent(),
+      "allowed · rule small"
+    )
     await checkAccessibility(page, "an approval with a quorum")
     await screenshot(page, "approvals-quorum")
 
@@ -66,7 +84,10 @@ describeBrowser("Quorum", () => {
     const closed = await world.api("GET", `/v1/agent-approvals/${approvalId}`)
     assert.strictEqual(closed.body.status, "approved")
     assert.strictEqual(closed.body.decided_by, "console:Alex Approver")
-    assert.deepStrictEqual(closed.body.votes.map((v: { decided_by: string }) => v.decided_by).at(-1), "console:Alex Approver")
+    assert.deepStrictEqual(
+      closed.body.votes.map((v: { decided_by: string }) => v.decided_by).at(-1),
+      "console:Alex Approver"
+    )
     await done()
   })
 
@@ -83,7 +104,8 @@ describeBrowser("Quorum", () => {
     await card.getByText("2 people approve the same arguments, so they cannot be edited here.").waitFor()
     await card.getByRole("textbox", { name: /Reason/ }).fill("Matches the signed contract.")
     await card.getByRole("button", { name: "Approve" }).click()
-    await page.getByText(/Your approval is recorded: bank.payout \(payments.payout\) needs 1 more from someone else./).waitFor()
+    await page.getByText(/Your approval is recorded: bank.payout \(payments.payout\) needs 1 more from someone else./)
+      .waitFor()
     const votes = card.getByRole("region", { name: "Votes" })
     await votes.getByText("Votes: 1 of 2 approvals").waitFor()
     assert.include(await votes.textContent(), "Bea Approver (console)")
@@ -103,7 +125,12 @@ describeBrowser("Quorum", () => {
     const approvalId = await requestPayout("payout-3", 3500)
     const made = await world.api("POST", "/v1/api-keys", { name: "payout-bot", scopes: ["approvals.decide"] })
     assert.strictEqual(made.status, 201, JSON.stringify(made.body))
-    const voted = await world.api("POST", `/v1/agent-approvals/${approvalId}/decision`, { decision: "approve" }, made.body.key)
+    const voted = await world.api(
+      "POST",
+      `/v1/agent-approvals/${approvalId}/decision`,
+      { decision: "approve" },
+      made.body.key
+    )
     assert.strictEqual(voted.status, 200, JSON.stringify(voted.body))
     const maker = voted.body.votes[0].decided_by_person as string
     assert.strictEqual(voted.body.votes[0].decided_by, made.body.api_key.id)

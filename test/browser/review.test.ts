@@ -5,7 +5,16 @@
 import * as fs from "node:fs"
 import * as path from "node:path"
 import { afterAll, assert, beforeAll, it } from "vitest"
-import { checkAccessibility, describeBrowser, screenshot, screenshotDir, signIn, startWorld, until, type World } from "./support.ts"
+import {
+  checkAccessibility,
+  describeBrowser,
+  screenshot,
+  screenshotDir,
+  signIn,
+  startWorld,
+  until,
+  type World
+} from "./support.ts"
 
 let world: World
 
@@ -37,7 +46,11 @@ const newTask = async (name: string) => {
 const correction = async (taskId: string, input: unknown, answer: unknown, corrected: unknown) => {
   const run = await world.api("POST", `/v1/tasks/${taskId}/runs`, { input, answer })
   assert.strictEqual(run.status, 201, JSON.stringify(run.body))
-  const feedback = await world.api("POST", "/v1/feedback", { inference_log_id: run.body.trace_id, score: -1, correction: corrected })
+  const feedback = await world.api("POST", "/v1/feedback", {
+    inference_log_id: run.body.trace_id,
+    score: -1,
+    correction: corrected
+  })
   assert.strictEqual(feedback.status, 201, JSON.stringify(feedback.body))
   return feedback.body as { id: string; redaction_warning?: { fields: Array<string> } }
 }
@@ -50,7 +63,11 @@ const statusOf = async (id: string, taskId: string) => {
 describeBrowser("Review", () => {
   it("the queue, the structural diff, the redaction warning, keys s/r/j/k/? and the cheatsheet; link to usable queue measured", async () => {
     const taskId = await newTask("support-triage")
-    const first = await correction(taskId, { ticket: "Refund please" }, { category: "sales", priority: 2 }, { category: "billing", priority: 2, tags: ["refund"] })
+    const first = await correction(taskId, { ticket: "Refund please" }, { category: "sales", priority: 2 }, {
+      category: "billing",
+      priority: 2,
+      tags: ["refund"]
+    })
     const second = await correction(taskId, { ticket: "Login broken" }, { category: "auth", priority: 1 }, {
       category: "auth",
       priority: 1,
@@ -154,13 +171,24 @@ describeBrowser("Review", () => {
 
   it("reads well at 390 px and in dark mode", async () => {
     const taskId = await newTask("narrow")
-    await correction(taskId, { ticket: "A long ticket text that wraps on a phone screen" }, { category: "x", priority: 3 }, { category: "y", priority: 1, tags: ["a", "b"] })
-    for (const [colorScheme, width, name] of [["dark", 1280, "review-dark"], ["light", 390, "review-390"], ["dark", 390, "review-390-dark"]] as const) {
+    await correction(taskId, { ticket: "A long ticket text that wraps on a phone screen" }, {
+      category: "x",
+      priority: 3
+    }, { category: "y", priority: 1, tags: ["a", "b"] })
+    for (
+      const [colorScheme, width, name] of [["dark", 1280, "review-dark"], ["light", 390, "review-390"], [
+        "dark",
+        390,
+        "review-390-dark"
+      ]] as const
+    ) {
       const { page, done } = await world.open({ colorScheme, width })
       await signIn(page, await world.link("reviewer", "Rita Reviewer"))
       await page.goto(`${world.baseUrl}/console/review?task=${taskId}`)
       await page.getByRole("button", { name: "Stage" }).waitFor()
-      const overflow = await page.evaluate(() => document.documentElement.scrollWidth - document.documentElement.clientWidth)
+      const overflow = await page.evaluate(() =>
+        document.documentElement.scrollWidth - document.documentElement.clientWidth
+      )
       assert.isAtMost(overflow, 0, `no horizontal scrolling at ${width} px`)
       const background = await page.evaluate(() => getComputedStyle(document.body).backgroundColor)
       assert.strictEqual(background, colorScheme === "dark" ? "rgb(15, 18, 22)" : "rgb(255, 255, 255)")
@@ -192,7 +220,9 @@ describeBrowser("Promote", () => {
 
     // Someone stages another correction after the preview loaded.
     await stageNew(taskId, 2)
-    let answered = page.waitForResponse((response) => response.url().endsWith("/feedback/promote") && response.request().method() === "POST")
+    let answered = page.waitForResponse((response) =>
+      response.url().endsWith("/feedback/promote") && response.request().method() === "POST"
+    )
     await promote.click()
     let response = await answered
     assert.strictEqual(response.status(), 409)
@@ -221,7 +251,9 @@ describeBrowser("Promote", () => {
     })
     assert.strictEqual(elsewhere.status, 201)
     await stageNew(taskId, 4)
-    answered = page.waitForResponse((response) => response.url().endsWith("/feedback/promote") && response.request().method() === "POST")
+    answered = page.waitForResponse((response) =>
+      response.url().endsWith("/feedback/promote") && response.request().method() === "POST"
+    )
     await promote.click()
     response = await answered
     assert.strictEqual(response.status(), 409)

@@ -63,7 +63,9 @@ describeBrowser("Reviewers: groups, member addresses and delegations", () => {
     await second.getByLabel("Kind").selectOption("key_id")
     await second.getByLabel("API key id").fill(keyId)
     await form.getByRole("button", { name: "Create group" }).click()
-    await page.getByRole("status").filter({ hasText: "Group payments-leads saved with 2 members; 1 address is an invitation: each person accepts theirs." }).waitFor()
+    await page.getByRole("status").filter({
+      hasText: "Group payments-leads saved with 2 members; 1 address is an invitation: each person accepts theirs."
+    }).waitFor()
     assert.strictEqual(await problems.count(), 0)
 
     const card = groupCard(page, "payments-leads")
@@ -87,7 +89,10 @@ describeBrowser("Reviewers: groups, member addresses and delegations", () => {
     await add.getByRole("button", { name: "Add member" }).click()
     const refused = add.getByRole("alert").filter({ hasText: "The member was not added" })
     await refused.waitFor()
-    assert.match((await refused.textContent())!, /Member 3, API key \(members\[2\]\.key_id\): No active API key of the organization/)
+    assert.match(
+      (await refused.textContent())!,
+      /Member 3, API key \(members\[2\]\.key_id\): No active API key of the organization/
+    )
     assert.strictEqual(await add.getByLabel("API key id").getAttribute("aria-invalid"), "true")
     await screenshot(page, "reviewers-unknown-key")
 
@@ -102,7 +107,10 @@ describeBrowser("Reviewers: groups, member addresses and delegations", () => {
     // Give the remaining member a new address: an invitation again, until she accepts and confirms it.
     await card.getByRole("button", { name: "Change address of Ana Lima" }).click()
     const editor = card.getByRole("form", { name: "New address of Ana Lima" })
-    assert.strictEqual(await editor.getByLabel("New address of Ana Lima").evaluate((input) => input === document.activeElement), true)
+    assert.strictEqual(
+      await editor.getByLabel("New address of Ana Lima").evaluate((input) => input === document.activeElement),
+      true
+    )
     await editor.getByLabel("New address of Ana Lima").fill("ana.lima@")
     await editor.getByRole("button", { name: "Save address" }).click()
     const wrong = card.getByRole("alert").filter({ hasText: "payments-leads was not changed" })
@@ -113,7 +121,10 @@ describeBrowser("Reviewers: groups, member addresses and delegations", () => {
     await screenshot(page, "reviewers-change-address")
     await editor.getByLabel("New address of Ana Lima").fill("ana.lima@example.com")
     await editor.getByRole("button", { name: "Save address" }).click()
-    await page.getByRole("status").filter({ hasText: "Ana Lima is invited to use this address: it gets approval mail once they accept it themselves and confirm it." }).waitFor()
+    await page.getByRole("status").filter({
+      hasText:
+        "Ana Lima is invited to use this address: it gets approval mail once they accept it themselves and confirm it."
+    }).waitFor()
     await ana.getByText("ana.lima@example.com").waitFor()
     await ana.getByText("invited: waiting for the person to accept").waitFor()
 
@@ -123,20 +134,30 @@ describeBrowser("Reviewers: groups, member addresses and delegations", () => {
     await ana.getByText("no address").waitFor()
 
     // A policy names the group: the API refuses the deletion and the card says why.
-    const policy = await world.api("PUT", "/v1/approval-policies/payments.payout", { ...settings, group: "payments-leads" })
+    const policy = await world.api("PUT", "/v1/approval-policies/payments.payout", {
+      ...settings,
+      group: "payments-leads"
+    })
     assert.strictEqual(policy.status, 200, JSON.stringify(policy.body))
     await card.getByRole("button", { name: "Delete group payments-leads" }).click()
-    await page.getByRole("dialog", { name: "Delete the group payments-leads?" }).getByRole("button", { name: "Delete group" }).click()
+    await page.getByRole("dialog", { name: "Delete the group payments-leads?" }).getByRole("button", {
+      name: "Delete group"
+    }).click()
     const inUse = card.getByRole("alert").filter({ hasText: "payments-leads was not changed" })
     await inUse.waitFor()
-    assert.include(await inUse.textContent(), "A policy names this group, or a pending approval is assigned to it: change those first.")
+    assert.include(
+      await inUse.textContent(),
+      "A policy names this group, or a pending approval is assigned to it: change those first."
+    )
     await checkAccessibility(page, "a group in use")
     await screenshot(page, "reviewers-group-in-use")
 
     // Once no policy names it, it goes.
     assert.strictEqual((await world.api("PUT", "/v1/approval-policies/payments.payout", settings)).status, 200)
     await card.getByRole("button", { name: "Delete group payments-leads" }).click()
-    await page.getByRole("dialog", { name: "Delete the group payments-leads?" }).getByRole("button", { name: "Delete group" }).click()
+    await page.getByRole("dialog", { name: "Delete the group payments-leads?" }).getByRole("button", {
+      name: "Delete group"
+    }).click()
     await page.getByRole("status").filter({ hasText: "Group payments-leads deleted." }).waitFor()
     await page.getByText("No reviewer groups yet.").waitFor()
     assert.strictEqual((await world.api("GET", "/v1/reviewer-groups/payments-leads")).status, 404)
@@ -167,7 +188,9 @@ describeBrowser("Reviewers: groups, member addresses and delegations", () => {
     const ends = await page.evaluate(() => {
       const date = new Date(Date.now() + 3 * 86_400_000)
       const pad = (n: number) => String(n).padStart(2, "0")
-      return `${date.getFullYear()}-${pad(date.getMonth() + 1)}-${pad(date.getDate())}T${pad(date.getHours())}:${pad(date.getMinutes())}`
+      return `${date.getFullYear()}-${pad(date.getMonth() + 1)}-${pad(date.getDate())}T${pad(date.getHours())}:${
+        pad(date.getMinutes())
+      }`
     })
     await form.getByLabel("Ends").fill(ends)
     await form.getByRole("button", { name: "Delegate" }).click()
@@ -175,13 +198,19 @@ describeBrowser("Reviewers: groups, member addresses and delegations", () => {
     const row = page.getByRole("table", { name: "Delegations" }).getByRole("row").filter({ hasText: "Ben Backup" })
     await row.getByText("Ada Admin").waitFor()
     const listed = (await world.api("GET", "/v1/reviewer-delegations")).body.delegations
-    assert.deepStrictEqual(listed.map((d: { delegator: unknown; delegate: unknown }) => [d.delegator, d.delegate]), [[{ console_user: "Ada Admin" }, { console_user: "Ben Backup" }]])
-    assert.strictEqual(Math.abs(Date.parse(listed[0].ends_at) - (Date.parse(listed[0].starts_at) + 3 * 86_400_000)) < 120_000, true)
+    assert.deepStrictEqual(listed.map((d: { delegator: unknown; delegate: unknown }) => [d.delegator, d.delegate]), [[{
+      console_user: "Ada Admin"
+    }, { console_user: "Ben Backup" }]])
+    assert.strictEqual(
+      Math.abs(Date.parse(listed[0].ends_at) - (Date.parse(listed[0].starts_at) + 3 * 86_400_000)) < 120_000,
+      true
+    )
     await checkAccessibility(page, "a delegation")
     await screenshot(page, "reviewers-delegation")
 
     await row.getByRole("button", { name: "End delegation to Ben Backup" }).click()
-    await page.getByRole("dialog", { name: "End this delegation now?" }).getByRole("button", { name: "End delegation" }).click()
+    await page.getByRole("dialog", { name: "End this delegation now?" }).getByRole("button", { name: "End delegation" })
+      .click()
     await page.getByRole("status").filter({ hasText: "Delegation to Ben Backup ended" }).waitFor()
     await page.getByText("No delegations under way or to come.").waitFor()
     assert.deepStrictEqual((await world.api("GET", "/v1/reviewer-delegations")).body.delegations, [])
@@ -189,7 +218,9 @@ describeBrowser("Reviewers: groups, member addresses and delegations", () => {
   })
 
   it("an invited person accepts their own address on the Approvals screen; only then is it pending confirmation", async () => {
-    const invited = await world.api("PUT", "/v1/reviewer-groups/night", { members: [{ console_user: "Nia Night", email: "nia@example.com" }] })
+    const invited = await world.api("PUT", "/v1/reviewer-groups/night", {
+      members: [{ console_user: "Nia Night", email: "nia@example.com" }]
+    })
     assert.strictEqual(invited.body.members[0].email_status, "invited")
     const { page, done } = await world.open()
     await signIn(page, await world.link("approver", "Nia Night"))
@@ -202,26 +233,48 @@ describeBrowser("Reviewers: groups, member addresses and delegations", () => {
     await page.getByRole("status").filter({ hasText: "You accepted nia@example.com" }).waitFor()
     await own.getByText("waiting for you to confirm it from the mail sent there").waitFor()
     const group = (await world.api("GET", "/v1/reviewer-groups/night")).body
-    assert.deepStrictEqual(group.members, [{ console_user: "Nia Night", email: "nia@example.com", email_status: "pending" }])
+    assert.deepStrictEqual(group.members, [{
+      console_user: "Nia Night",
+      email: "nia@example.com",
+      email_status: "pending"
+    }])
     await done()
   })
 
   it("is offered only with org_config.write; reads well in dark and at 390 px", async () => {
-    assert.strictEqual((await world.api("PUT", "/v1/reviewer-groups/finance", { members: [{ console_user: "Fay Finance", email: "fay@example.com" }] })).status, 200)
+    assert.strictEqual(
+      (await world.api("PUT", "/v1/reviewer-groups/finance", {
+        members: [{ console_user: "Fay Finance", email: "fay@example.com" }]
+      })).status,
+      200
+    )
     const approver = await world.open()
     await signIn(approver.page, await world.link("approver", "Omar Approver"))
-    assert.strictEqual(await approver.page.getByRole("navigation", { name: "Screens" }).getByRole("link", { name: "Reviewers" }).count(), 0)
+    assert.strictEqual(
+      await approver.page.getByRole("navigation", { name: "Screens" }).getByRole("link", { name: "Reviewers" }).count(),
+      0
+    )
     await approver.page.goto(`${world.baseUrl}/console/reviewers`)
     await approver.page.getByText("This screen needs the org_config.write scope.").waitFor()
     await approver.done()
 
-    for (const [options, name] of [[{ colorScheme: "dark" as const }, "reviewers-dark"], [{ width: 390 }, "reviewers-390"]] as const) {
+    for (
+      const [options, name] of [[{ colorScheme: "dark" as const }, "reviewers-dark"], [
+        { width: 390 },
+        "reviewers-390"
+      ]] as const
+    ) {
       const view = await world.open(options)
       await signIn(view.page, await world.link("admin", "Ada Admin"))
       await openReviewers(view.page)
       await groupCard(view.page, "finance").getByText("invited: waiting for the person to accept").waitFor()
-      await until(async () => (await view.page.getByText("No delegations under way or to come.").count()) === 1, "the delegations")
-      const overflow = await view.page.evaluate(() => document.documentElement.scrollWidth - document.documentElement.clientWidth)
+      await until(
+        async () => (await view.page.getByText("No delegations under way or to come.").count()) === 1,
+        "the delegations"
+      )
+      const overflow = await view.page.evaluate(() =>
+        document.documentElement.scrollWidth - document.documentElement.clientWidth
+      )
       assert.isAtMost(overflow, 0, "nothing wider than the window")
       await checkAccessibility(view.page, `the Reviewers screen (${name})`)
       await screenshot(view.page, name)

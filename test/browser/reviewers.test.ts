@@ -5,7 +5,15 @@
  * Approve or Reject, a member decides.
  */
 import { afterAll, assert, beforeAll, it } from "vitest"
-import { checkAccessibility, describeBrowser, pendingPayout, screenshot, signIn, startWorld, type World } from "./support.ts"
+import {
+  checkAccessibility,
+  describeBrowser,
+  pendingPayout,
+  screenshot,
+  signIn,
+  startWorld,
+  type World
+} from "./support.ts"
 
 let world: World
 
@@ -13,12 +21,18 @@ const settings = { review_seconds: 600, expiring_notice_seconds: 0, timeout_acti
 
 beforeAll(async () => {
   world = await startWorld("reviewers")
-  const group = await world.api("PUT", "/v1/reviewer-groups/payments-leads", { members: [{ console_user: "Lena Lead" }] })
+  const group = await world.api("PUT", "/v1/reviewer-groups/payments-leads", {
+    members: [{ console_user: "Lena Lead" }]
+  })
   assert.strictEqual(group.status, 200, JSON.stringify(group.body))
   const policy = await world.api("PUT", "/v1/approval-policies/payments.payout", {
     mode: "require_approval",
     ...settings,
-    rules: [{ name: "large", condition: "arguments.amount > 1000.0", result: { decision: "require_approval", ...settings, group: "payments-leads" } }]
+    rules: [{
+      name: "large",
+      condition: "arguments.amount > 1000.0",
+      result: { decision: "require_approval", ...settings, group: "payments-leads" }
+    }]
   })
   assert.strictEqual(policy.status, 200, JSON.stringify(policy.body))
 })

@@ -4,8 +4,8 @@
  * "End every earlier secret now" rotates anyway, and the next delivery is
  * signed with the new secret alone.
  */
-import { afterAll, assert, beforeAll, it } from "vitest"
 import { createHmac } from "node:crypto"
+import { afterAll, assert, beforeAll, it } from "vitest"
 import { Reply } from "../support/HttpsReceiver.ts"
 import { checkAccessibility, describeBrowser, screenshot, signIn, startWorld, until, type World } from "./support.ts"
 
@@ -19,11 +19,17 @@ afterAll(async () => {
 })
 
 /** The `v1=` digests of a delivery's `X-Svc-Signature`, and whether `secret` made one of them. */
-const signatures = (request: { readonly headers: Record<string, string | undefined>; readonly body: Uint8Array }, secret: string) => {
+const signatures = (
+  request: { readonly headers: Record<string, string | undefined>; readonly body: Uint8Array },
+  secret: string
+) => {
   const header = request.headers["x-svc-signature"]!
   const t = /t=(\d+)/.exec(header)![1]!
   const digests = [...header.matchAll(/v1=([0-9a-f]+)/g)].map((m) => m[1]!)
-  return { count: digests.length, byNew: digests.includes(createHmac("sha256", secret).update(`${t}.`).update(request.body).digest("hex")) }
+  return {
+    count: digests.length,
+    byNew: digests.includes(createHmac("sha256", secret).update(`${t}.`).update(request.body).digest("hex"))
+  }
 }
 
 describeBrowser("Webhooks secret rotation", () => {
@@ -34,10 +40,14 @@ describeBrowser("Webhooks secret rotation", () => {
     const id = created.body.endpoint.id as string
     // Three secrets sign: the first and two rotations that each keep the one before for a day.
     for (let i = 0; i < 2; i++) {
-      const rotated = await world.api("POST", `/v1/notification-endpoints/${id}/rotate-secret`, { overlap_seconds: 86400 })
+      const rotated = await world.api("POST", `/v1/notification-endpoints/${id}/rotate-secret`, {
+        overlap_seconds: 86400
+      })
       assert.strictEqual(rotated.status, 200, JSON.stringify(rotated.body))
     }
-    const refused = await world.api("POST", `/v1/notification-endpoints/${id}/rotate-secret`, { overlap_seconds: 86400 })
+    const refused = await world.api("POST", `/v1/notification-endpoints/${id}/rotate-secret`, {
+      overlap_seconds: 86400
+    })
     assert.strictEqual(refused.status, 409)
 
     const { done, page } = await world.open()
@@ -50,7 +60,9 @@ describeBrowser("Webhooks secret rotation", () => {
     await checkAccessibility(page, "webhooks with the end-every-earlier-secret choice")
     await screenshot(page, "webhooks-rotate-end-every-earlier-secret")
 
-    const answer = page.waitForResponse((response) => response.url().endsWith(`/v1/notification-endpoints/${id}/rotate-secret`))
+    const answer = page.waitForResponse((response) =>
+      response.url().endsWith(`/v1/notification-endpoints/${id}/rotate-secret`)
+    )
     await card.getByRole("button", { name: "Rotate secret" }).click()
     const rotated = await (await answer).json()
     assert.deepInclude(JSON.parse((await answer).request().postData()!), { overlap_seconds: 0, expire_previous: "all" })

@@ -99,7 +99,9 @@ describeBrowser("sign-in links", () => {
     assert.strictEqual(cookie!.sameSite, "Strict")
     await page.getByRole("button", { name: "Sign out" }).click()
     await page.getByText("You are not signed in").waitFor()
-    const after = await fetch(`${world.baseUrl}/v1/console/session`, { headers: { cookie: `${cookie!.name}=${cookie!.value}` } })
+    const after = await fetch(`${world.baseUrl}/v1/console/session`, {
+      headers: { cookie: `${cookie!.name}=${cookie!.value}` }
+    })
     assert.strictEqual(after.status, 401)
     await done()
   })
@@ -113,14 +115,16 @@ describeBrowser("presets and scopes", () => {
     await signIn(page, await world.link("reviewer", "Rita Reviewer"))
     const nav = page.getByRole("navigation", { name: "Screens" })
     assert.deepStrictEqual(await nav.getByRole("link").allTextContents(), ["Review"])
-    for (const [path, label, scope] of [
-      ["/console/promote", "Promote", "datasets.write"],
-      ["/console/webhooks", "Webhooks", "org_config.write"],
-      ["/console/telemetry", "Telemetry", "org_config.write"],
-      ["/console/policies", "Policies", "org_config.write"],
-      ["/console/keys", "API keys", "keys.manage"],
-      ["/console/approvals", "Approvals", "approvals.decide"]
-    ] as const) {
+    for (
+      const [path, label, scope] of [
+        ["/console/promote", "Promote", "datasets.write"],
+        ["/console/webhooks", "Webhooks", "org_config.write"],
+        ["/console/telemetry", "Telemetry", "org_config.write"],
+        ["/console/policies", "Policies", "org_config.write"],
+        ["/console/keys", "API keys", "keys.manage"],
+        ["/console/approvals", "Approvals", "approvals.decide"]
+      ] as const
+    ) {
       await page.goto(`${world.baseUrl}${path}`)
       await page.getByRole("heading", { name: label }).waitFor()
       const alert = page.getByRole("alert")
@@ -133,7 +137,10 @@ describeBrowser("presets and scopes", () => {
       const response = await fetch(`/v1/tasks/${taskId}/feedback/promote`, {
         method: "POST",
         headers: { "content-type": "application/json", "x-svc-console": "1" },
-        body: JSON.stringify({ base_dataset_id: "00000000-0000-4000-8000-000000000000", expected_feedback_revision: "0" })
+        body: JSON.stringify({
+          base_dataset_id: "00000000-0000-4000-8000-000000000000",
+          expected_feedback_revision: "0"
+        })
       })
       return { status: response.status, body: await response.json() }
     }, task.body.id as string)
@@ -146,7 +153,11 @@ describeBrowser("presets and scopes", () => {
   it("a cross-site state-changing request with the session cookie is refused; one without the console header too", async () => {
     const task = await world.api("POST", "/v1/tasks", { name: "csrf", answer_schema: { type: "object" } })
     const run = await world.api("POST", `/v1/tasks/${task.body.id}/runs`, { input: { q: 1 }, answer: { a: 1 } })
-    const feedback = await world.api("POST", "/v1/feedback", { inference_log_id: run.body.trace_id, score: -1, correction: { a: 2 } })
+    const feedback = await world.api("POST", "/v1/feedback", {
+      inference_log_id: run.body.trace_id,
+      score: -1,
+      correction: { a: 2 }
+    })
     assert.strictEqual(feedback.status, 201)
     const { context, page, done } = await world.open()
     await signIn(page, await world.link("reviewer", "Rita Reviewer"))
@@ -156,7 +167,12 @@ describeBrowser("presets and scopes", () => {
     // What a page on another site could make a browser send: the cookie, its own Origin.
     const crossSite = await fetch(stage, {
       method: "POST",
-      headers: { cookie: cookieHeader, origin: "https://evil.example", "sec-fetch-site": "cross-site", "x-svc-console": "1" }
+      headers: {
+        cookie: cookieHeader,
+        origin: "https://evil.example",
+        "sec-fetch-site": "cross-site",
+        "x-svc-console": "1"
+      }
     })
     assert.strictEqual(crossSite.status, 403)
     assert.strictEqual((await crossSite.json()).code, "CROSS_SITE_REQUEST")

@@ -19,7 +19,7 @@ import { Scopes } from "../../src/api/Security.ts"
 import { adminSocketPath, sendCommand } from "../../src/cli/Admin.ts"
 import { Database } from "../../src/database/Database.ts"
 import { HttpsReceiver, type HttpsReceiverOptions } from "../support/HttpsReceiver.ts"
-import { cli, type RunningServer, root, seededDataDir, startServer } from "../support/process.ts"
+import { cli, root, type RunningServer, seededDataDir, startServer } from "../support/process.ts"
 import { TestTls } from "../support/tls.ts"
 
 export const chromiumPath = process.env.SVC_CHROMIUM ?? "/usr/bin/chromium"
@@ -33,12 +33,13 @@ const inCi = process.env.CI !== undefined && process.env.CI !== "" && process.en
 export const describeBrowser = (name: string, body: () => void) => {
   // In CI a missing browser fails: `startWorld` throws in each file's beforeAll.
   if (browserAvailable || inCi) return describe(name, body)
-  console.warn(`\n*** SKIPPED browser tests "${name}": no chromium at ${chromiumPath} (apt-get install -y chromium, or set SVC_CHROMIUM) ***\n`)
+  console.warn(
+    `\n*** SKIPPED browser tests "${name}": no chromium at ${chromiumPath} (apt-get install -y chromium, or set SVC_CHROMIUM) ***\n`
+  )
   return describe.skip(name, body)
 }
 
 export const screenshotDir = path.join(root, "browser-screenshots")
-
 
 const json = (text: string) => JSON.parse(text.trim().split("\n").at(-1)!)
 
@@ -51,9 +52,18 @@ export interface World {
   readonly adminKey: string
   readonly browser: Browser
   /** Calls the API with the admin key; answers status and parsed body. */
-  readonly api: (method: string, path: string, body?: unknown, key?: string) => Promise<{ status: number; body: any; headers: Headers }>
+  readonly api: (
+    method: string,
+    path: string,
+    body?: unknown,
+    key?: string
+  ) => Promise<{ status: number; body: any; headers: Headers }>
   /** A one-time sign-in link from `npm run cli -- console login`, pointed at this server. */
-  readonly signInLink: (preset: "reviewer" | "approver" | "admin", name: string, extra?: ReadonlyArray<string>) => Promise<string>
+  readonly signInLink: (
+    preset: "reviewer" | "approver" | "admin",
+    name: string,
+    extra?: ReadonlyArray<string>
+  ) => Promise<string>
   /**
    * The same link, asked of the server's admin channel from this process
    * as the CLI asks it (a CLI run costs a Node start): for flows about what
@@ -110,7 +120,10 @@ const launchedBrowser = (): Promise<Browser> => {
 }
 
 /** Starts svc, provisions an organization and an admin key; chromium is the worker's (`launchedBrowser`). */
-export const startWorld = async (name: string, options: { readonly env?: Record<string, string> } = {}): Promise<World> => {
+export const startWorld = async (
+  name: string,
+  options: { readonly env?: Record<string, string> } = {}
+): Promise<World> => {
   if (!browserAvailable) {
     throw new Error(`no chromium at ${chromiumPath}: the browser tests need it (apt-get install -y chromium)`)
   }
@@ -143,7 +156,10 @@ export const startWorld = async (name: string, options: { readonly env?: Record<
   const api: World["api"] = async (method, route, body, bearer = adminKey) => {
     const response = await fetch(`${baseUrl}${route}`, {
       method,
-      headers: { authorization: `Bearer ${bearer}`, ...(body === undefined ? {} : { "content-type": "application/json" }) },
+      headers: {
+        authorization: `Bearer ${bearer}`,
+        ...(body === undefined ? {} : { "content-type": "application/json" })
+      },
       ...(body === undefined ? {} : { body: JSON.stringify(body) })
     })
     const text = await response.text()
@@ -151,7 +167,18 @@ export const startWorld = async (name: string, options: { readonly env?: Record<
   }
 
   const signInLink: World["signInLink"] = async (preset, person, extra = []) => {
-    const made = await cli(["console", "login", "--org", orgId, "--preset", preset, "--name", person, "--json", ...extra], {
+    const made = await cli([
+      "console",
+      "login",
+      "--org",
+      orgId,
+      "--preset",
+      preset,
+      "--name",
+      person,
+      "--json",
+      ...extra
+    ], {
       ...env,
       SVC_PUBLIC_URL: baseUrl
     })
@@ -179,7 +206,10 @@ export const startWorld = async (name: string, options: { readonly env?: Record<
       // the console handles and each flow checks on screen; anything else
       // (a 500, a script error, a CSP violation, a failed load) counts.
       const location = message.location().url
-      if (/^Failed to load resource: the server responded with a status of (4\d\d|502)\b/.test(message.text()) && location.startsWith(`${origin}/v1/`)) return
+      if (
+        /^Failed to load resource: the server responded with a status of (4\d\d|502)\b/.test(message.text()) &&
+        location.startsWith(`${origin}/v1/`)
+      ) return
       problems.push(`console error: ${message.text()} (${location})`)
     })
     page.on("request", (request) => {
@@ -193,13 +223,22 @@ export const startWorld = async (name: string, options: { readonly env?: Record<
       done: async () => {
         await context.close()
         // The server's own account of a failed answer, beside the page's.
-        const logged = problems.length === 0 ? [] : server.output().split("\n").filter((line) => /"level":"(ERROR|FATAL)"/.test(line)).slice(-5)
-        assert.deepStrictEqual(problems, [], `the page had errors or reached another origin${logged.length === 0 ? "" : `; the server logged:\n${logged.join("\n")}`}`)
+        const logged = problems.length === 0
+          ? []
+          : server.output().split("\n").filter((line) => /"level":"(ERROR|FATAL)"/.test(line)).slice(-5)
+        assert.deepStrictEqual(
+          problems,
+          [],
+          `the page had errors or reached another origin${
+            logged.length === 0 ? "" : `; the server logged:\n${logged.join("\n")}`
+          }`
+        )
       }
     }
   }
 
-  const receiver: World["receiver"] = (options) => Effect.runPromise(HttpsReceiver.make(options).pipe(Scope.provide(scope)))
+  const receiver: World["receiver"] = (options) =>
+    Effect.runPromise(HttpsReceiver.make(options).pipe(Scope.provide(scope)))
 
   /**
    * Nothing outside the server reaches its database: the statement runs
@@ -278,9 +317,13 @@ export const checkAccessibility = async (page: Page, what: string) => {
   const result = await page.evaluate(() =>
     (globalThis as any).axe.run(document, { resultTypes: ["violations"] }) as Promise<{ violations: Array<any> }>
   )
-  const serious = result.violations.filter((violation) => violation.impact === "serious" || violation.impact === "critical")
+  const serious = result.violations.filter((violation) =>
+    violation.impact === "serious" || violation.impact === "critical"
+  )
   assert.deepStrictEqual(
-    serious.map((violation) => `${violation.id}: ${violation.help} (${violation.nodes.map((node: any) => node.target.join(" ")).join(", ")})`),
+    serious.map((violation) =>
+      `${violation.id}: ${violation.help} (${violation.nodes.map((node: any) => node.target.join(" ")).join(", ")})`
+    ),
     [],
     `accessibility violations on ${what}`
   )
@@ -290,7 +333,11 @@ export const screenshot = (page: Page, name: string) =>
   page.screenshot({ path: path.join(screenshotDir, `${name}.png`), fullPage: true })
 
 /** Polls `check` until it is truthy (real clock, generous deadline). */
-export const until = async <A>(check: () => Promise<A | undefined | false>, what: string, timeoutMs = 15_000): Promise<A> => {
+export const until = async <A>(
+  check: () => Promise<A | undefined | false>,
+  what: string,
+  timeoutMs = 15_000
+): Promise<A> => {
   const deadline = Date.now() + timeoutMs
   for (;;) {
     const value = await check()
@@ -318,9 +365,13 @@ export const screenshots = async (page: Page, name: string) => {
       const culprits = wide <= width ? [] : await page.evaluate((limit) =>
         [...document.querySelectorAll("body *")]
           .filter((node) => node.getBoundingClientRect().right > limit && !node.parentElement?.closest(".table-wrap"))
-          .concat([...document.querySelectorAll(".table-wrap")].filter((node) => node.scrollWidth > node.clientWidth && getComputedStyle(node).overflowX !== "auto"))
+          .concat([...document.querySelectorAll(".table-wrap")].filter((node) =>
+            node.scrollWidth > node.clientWidth && getComputedStyle(node).overflowX !== "auto"
+          ))
           .slice(-3)
-          .map((node) => `${node.tagName.toLowerCase()}.${node.className}: ${node.textContent?.slice(0, 60)}`), width)
+          .map((node) =>
+            `${node.tagName.toLowerCase()}.${node.className}: ${node.textContent?.slice(0, 60)}`
+          ), width)
       assert.isAtMost(wide, width, `${name} is ${wide} px wide at ${width} px: ${culprits.join("; ")}`)
       await page.screenshot({ path: path.join(dir, `${name}-${width}-${colorScheme}.png`), fullPage: true })
     }

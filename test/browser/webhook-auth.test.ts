@@ -29,7 +29,9 @@ describeBrowser("Webhooks endpoint authentication", () => {
   it("create with OAuth client credentials and a client certificate, hints shown and secrets never, test event over mTLS, remove", async () => {
     const tls = await Effect.runPromise(TestTls.shared)
     const client = await tls.issueClient("svc-browser-client")
-    const tokens = await world.receiver({ respond: () => Reply.json({ access_token: TOKEN, token_type: "Bearer", expires_in: 3600 }) })
+    const tokens = await world.receiver({
+      respond: () => Reply.json({ access_token: TOKEN, token_type: "Bearer", expires_in: 3600 })
+    })
     const receiver = await world.receiver({
       clientCa: tls.caCert,
       respond: (request) =>
@@ -61,7 +63,9 @@ describeBrowser("Webhooks endpoint authentication", () => {
     assert.include(text, `OAuth 2.0 client credentials (client svc-browser, token endpoint ${tokens.url("/…")})`)
     assert.include(text, "client certificate CN=svc-browser-client, expires")
     const content = await page.content()
-    for (const hidden of [CLIENT_SECRET, TOKEN, client.key.split("\n")[1]!, "/oauth/token"]) assert.notInclude(content, hidden)
+    for (const hidden of [CLIENT_SECRET, TOKEN, client.key.split("\n")[1]!, "/oauth/token"]) {
+      assert.notInclude(content, hidden)
+    }
     await checkAccessibility(page, "webhooks with endpoint authentication")
     await screenshot(page, "webhooks-auth-card")
 

@@ -79,4 +79,7 @@ describeBrowser("Webhooks custom headers and rate limit", () => {
 
 /** The receiver's first `count` requests (polled: the receiver records them as they arrive). */
 const requestsAt = async (receiver: Awaited<ReturnType<World["receiver"]>>, count: number) =>
-  until(async () => receiver.requests().length >= count ? receiver.requests() : undefined, `${count} request(s) at the receiver`)
+  until(
+    async () => receiver.requests().length >= count ? receiver.requests() : undefined,
+    `${count} request(s) at the receiver`
+  )

@@ -7,14 +7,15 @@
 import { Effect } from "effect"
 import { afterAll, assert, beforeAll, it } from "vitest"
 import { Reply } from "../support/HttpsReceiver.ts"
-import { checkAccessibility, describeBrowser, screenshot, signIn, until, type World } from "./support.ts"
-import { startWorld } from "./support.ts"
+import { checkAccessibility, describeBrowser, screenshot, signIn, startWorld, until, type World } from "./support.ts"
 
 let world: World
 
 beforeAll(async () => {
   // Short cooldowns, so replayed deliveries of a failing endpoint go out within the test.
-  world = await startWorld("webhook-health", { env: { SVC_WEBHOOK_COOLDOWN_BASE: "1s", SVC_WEBHOOK_COOLDOWN_MAX: "2s" } })
+  world = await startWorld("webhook-health", {
+    env: { SVC_WEBHOOK_COOLDOWN_BASE: "1s", SVC_WEBHOOK_COOLDOWN_MAX: "2s" }
+  })
   const policy = await world.api("PUT", "/v1/approval-policies/deploy", {
     mode: "require_approval",
     review_seconds: 600,
@@ -29,7 +30,12 @@ afterAll(async () => {
 
 const requestApproval = async (tool: string) => {
   const session = await world.api("POST", "/v1/agent-sessions", {})
-  const step = await world.api("POST", `/v1/agent-sessions/${session.body.id}/steps`, { step_id: tool, tool, action_class: "deploy", arguments: {} })
+  const step = await world.api("POST", `/v1/agent-sessions/${session.body.id}/steps`, {
+    step_id: tool,
+    tool,
+    action_class: "deploy",
+    arguments: {}
+  })
   assert.strictEqual(step.body.decision, "pending", JSON.stringify(step.body))
 }
 
@@ -52,13 +58,29 @@ describeBrowser("Webhooks health", () => {
     // Two events: four failed attempts at the failing endpoint (it is failing from the third on).
     await requestApproval("deploy-1")
     await requestApproval("deploy-2")
-    await until(async () => (await endpointNamed(failingEndpoint.id))?.failing_since !== undefined, "the endpoint to be failing", 30_000)
-    await until(async () => (await endpointNamed(goneEndpoint.id))?.active === false, "the 410 to disable the endpoint", 30_000)
-    await until(async () => {
-      const log = await world.api("GET", `/v1/notification-endpoints/${failingEndpoint.id}/deliveries`)
-      return log.body.deliveries.length === 2 && log.body.deliveries.every((d: any) => d.status === "failed")
-    }, "both deliveries to fail for good", 30_000)
-    await until(async () => (await world.api("GET", `/v1/notification-endpoints/${healthyEndpoint.id}/stats`)).body.delivered === 2, "two delivered")
+    await until(
+      async () => (await endpointNamed(failingEndpoint.id))?.failing_since !== undefined,
+      "the endpoint to be failing",
+      30_000
+    )
+    await until(
+      async () => (await endpointNamed(goneEndpoint.id))?.active === false,
+      "the 410 to disable the endpoint",
+      30_000
+    )
+    await until(
+      async () => {
+        const log = await world.api("GET", `/v1/notification-endpoints/${failingEndpoint.id}/deliveries`)
+        return log.body.deliveries.length === 2 && log.body.deliveries.every((d: any) => d.status === "failed")
+      },
+      "both deliveries to fail for good",
+      30_000
+    )
+    await until(
+      async () =>
+        (await world.api("GET", `/v1/notification-endpoints/${healthyEndpoint.id}/stats`)).body.delivered === 2,
+      "two delivered"
+    )
 
     const { page, done } = await world.open()
     await signIn(page, await world.link("admin", "Ada Admin"))
@@ -112,10 +134,16 @@ describeBrowser("Webhooks health", () => {
     await failingCard.getByRole("button", { name: "Replay these 2" }).click()
     await page.getByText("2 failed deliveries queued again.").waitFor()
     await Effect.runPromise(failing.waitForRequests(sent + 2, "30 seconds"))
-    await until(async () => {
-      const log = await world.api("GET", `/v1/notification-endpoints/${failingEndpoint.id}/deliveries`)
-      return log.body.deliveries.filter((d: any) => !d.label.startsWith("test ")).every((d: any) => d.status === "delivered" && d.replays === 1)
-    }, "the replayed deliveries to be delivered", 30_000)
+    await until(
+      async () => {
+        const log = await world.api("GET", `/v1/notification-endpoints/${failingEndpoint.id}/deliveries`)
+        return log.body.deliveries.filter((d: any) => !d.label.startsWith("test ")).every((d: any) =>
+          d.status === "delivered" && d.replays === 1
+        )
+      },
+      "the replayed deliveries to be delivered",
+      30_000
+    )
     // Recovered: after a reload the banner is gone.
     await page.reload()
     await failingCard.getByRole("heading", { name: "Last 24 hours" }).waitFor()

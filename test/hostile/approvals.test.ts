@@ -24,7 +24,8 @@ const GIVE_UP_MS = 15_000
  */
 const refusedOrServed = (answers: ReadonlyArray<Answer>) => {
   const bad = answers.filter((answer) =>
-    answer.status === 0 || answer.status >= 500 || (answer.status === 400 && answer.json?.limit === undefined))
+    answer.status === 0 || answer.status >= 500 || (answer.status === 400 && answer.json?.limit === undefined)
+  )
   assert.deepStrictEqual(bad.map((answer) => `${answer.status} ${answer.text.slice(0, 300)}`), [])
 }
 
@@ -37,7 +38,9 @@ const literal = (room: number, parts: number) => "x".repeat(Math.floor((MAX_COND
 
 /** `terms` joined by `op` as a balanced tree: many nodes, little depth (`SVC_APPROVAL_RULE_MAX_DEPTH`). */
 const balanced = (terms: ReadonlyArray<string>, op: string): string =>
-  terms.length === 1 ? terms[0]! : `(${balanced(terms.slice(0, terms.length >> 1), op)} ${op} ${balanced(terms.slice(terms.length >> 1), op)})`
+  terms.length === 1
+    ? terms[0]!
+    : `(${balanced(terms.slice(0, terms.length >> 1), op)} ${op} ${balanced(terms.slice(terms.length >> 1), op)})`
 
 /** Checks that a condition is within the length limit. */
 const fits = (condition: string) => {
@@ -79,7 +82,11 @@ describe("approval rules and decisions at the limits", () => {
         // About 200 nodes in a balanced tree, padded with a string literal to the length limit.
         const terms = Array.from({ length: 96 }, (_, n) => (n === 0 ? `arguments.a${i}` : `${n}.0`))
         const condition = `${balanced(terms, "+")} > 0.0 && "" != "`
-        return { name: `r${i}`, condition: `${condition}${"p".repeat(MAX_CONDITION - condition.length - 1)}"`, result: { decision: "allow" } }
+        return {
+          name: `r${i}`,
+          condition: `${condition}${"p".repeat(MAX_CONDITION - condition.length - 1)}"`,
+          result: { decision: "allow" }
+        }
       }
       const policy = { ...settings, rules: Array.from({ length: MAX_RULES }, (_, i) => rule(i)) }
       const first = await put("write.c", policy)
@@ -122,8 +129,14 @@ describe("approval rules and decisions at the limits", () => {
       })
       assert.strictEqual(put1.status, 200, put1.text)
       const half = Math.floor((MAX_BODY - 200) / 2)
-      const list = (prefix: string) => Array.from({ length: Math.floor(half / 8) }, (_, i) => `${prefix}${i}`).join(",").slice(0, half)
-      const raw = JSON.stringify({ step_id: "split-1", tool: "t", action_class: "mail.send", arguments: { recipients: list("r"), blocked: list("b") } })
+      const list = (prefix: string) =>
+        Array.from({ length: Math.floor(half / 8) }, (_, i) => `${prefix}${i}`).join(",").slice(0, half)
+      const raw = JSON.stringify({
+        step_id: "split-1",
+        tool: "t",
+        action_class: "mail.send",
+        arguments: { recipients: list("r"), blocked: list("b") }
+      })
       assert.isAtMost(raw.length, MAX_BODY)
       let answer: Answer | undefined
       const figures = await hostile.measure("stored rule over split lists, 1 MiB step", async () => {
@@ -136,7 +149,11 @@ describe("approval rules and decisions at the limits", () => {
     it("a stored rule doing string work in a comprehension: l.exists(x, size(s.split(\"\")) == 0) with a 1 MiB step", async () => {
       const put1 = await put("text.scan", {
         ...settings,
-        rules: [{ name: "scan", condition: "arguments.l.exists(x, size(arguments.s.split(\"\")) == 0)", result: { decision: "allow" } }]
+        rules: [{
+          name: "scan",
+          condition: "arguments.l.exists(x, size(arguments.s.split(\"\")) == 0)",
+          result: { decision: "allow" }
+        }]
       })
       assert.strictEqual(put1.status, 200, put1.text)
       // A list as long as the cost estimate lets through (about 11 nodes times 401); each item
@@ -153,7 +170,8 @@ describe("approval rules and decisions at the limits", () => {
 
     it("a dry run of three nested exists over split literals", async () => {
       const s = literal(120, 3)
-      const condition = `"${s}".split("").exists(a, "${s}".split("").exists(b, "${s}".split("").exists(c, a + b + c == "zzz")))`
+      const condition =
+        `"${s}".split("").exists(a, "${s}".split("").exists(b, "${s}".split("").exists(c, a + b + c == "zzz")))`
       let answer: Answer | undefined
       const figures = await hostile.measure("dry run, nested exists over split", async () => {
         answer = await dryRun(condition)
@@ -201,7 +219,10 @@ describe("approval rules and decisions at the limits", () => {
       return ids
     }
     const decide = (id: string, raw: string) =>
-      hostile.call(hostile.attacker, "POST", `/v1/agent-approvals/${id}/decision`, undefined, { raw, timeoutMs: GIVE_UP_MS })
+      hostile.call(hostile.attacker, "POST", `/v1/agent-approvals/${id}/decision`, undefined, {
+        raw,
+        timeoutMs: GIVE_UP_MS
+      })
 
     // Not yet within the bound, so not run: four edits of 256 KiB at once
     // held another organization's read 1.7 s on the embedded database
@@ -218,7 +239,7 @@ describe("approval rules and decisions at the limits", () => {
       const ids = await pending("edit.deep", 4, JSON.parse(wrap("{}")))
       const members: Array<string> = []
       let size = wrap("{}").length
-      for (let i = 0; ; i++) {
+      for (let i = 0;; i++) {
         const member = `"${i}":1`
         if (size + member.length + 1 > MAX_EDIT) break
         members.push(member)
@@ -235,8 +256,12 @@ describe("approval rules and decisions at the limits", () => {
 
     it("answer instead: the largest response allowed, of secret-shaped text, 8 approvals", async () => {
       const ids = await pending("answer.big", 8, {})
-      const text = Array.from({ length: 30_000 }, (_, i) =>
-        i % 2 === 0 ? `AWS_SECRET_ACCESS_KEY=${"wJalrXUtnFEMI/K7MDENG".padEnd(40, `${i % 10}`)}` : `password=${"s3cr3t".repeat(4)}${i}`
+      const text = Array.from(
+        { length: 30_000 },
+        (_, i) =>
+          i % 2 === 0
+            ? `AWS_SECRET_ACCESS_KEY=${"wJalrXUtnFEMI/K7MDENG".padEnd(40, `${i % 10}`)}`
+            : `password=${"s3cr3t".repeat(4)}${i}`
       ).join(" ")
       const raw = `{"decision":"reject","response":${JSON.stringify(text.slice(0, MAX_RESPONSE - 2))}}`
       let answers: Array<Answer> = []

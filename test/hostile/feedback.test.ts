@@ -35,7 +35,8 @@ const passes = (figures: { readonly failures: ReadonlyArray<string> }) => assert
  */
 const catastrophicPattern = () => {
   const core = "^(a|a?)+(b|b?)+(c|c?)+"
-  return `${core}${"(?:x|y)?".repeat(Math.floor((MAX_PATTERN - core.length - 1) / 8))}`.padEnd(MAX_PATTERN - 1, "z") + "$"
+  return `${core}${"(?:x|y)?".repeat(Math.floor((MAX_PATTERN - core.length - 1) / 8))}`.padEnd(MAX_PATTERN - 1, "z") +
+    "$"
 }
 
 /**
@@ -67,11 +68,18 @@ describe("answer schemas, corrections and exports at the limits", () => {
   afterAll(() => hostile?.stop())
 
   it("task creation: 56 KB schemas of about 870 subschemas, most with 512-character patterns, 48, 2 at a time", async () => {
-    const schemas = Array.from({ length: 48 }, (_, i) => JSON.stringify({ name: `big-${i}`, answer_schema: largestSchema(`s${i}x`) }))
+    const schemas = Array.from(
+      { length: 48 },
+      (_, i) => JSON.stringify({ name: `big-${i}`, answer_schema: largestSchema(`s${i}x`) })
+    )
     assert.isAbove(schemas[0]!.length, MAX_SCHEMA_BYTES - 9000)
     let answers: Array<Answer> = []
     const figures = await hostile.measure("task creation, largest schemas x48", async () => {
-      answers = await inParallel(schemas.length, PARALLEL, (i) => hostile.call(hostile.attacker, "POST", "/v1/tasks", undefined, { raw: schemas[i]! }))
+      answers = await inParallel(
+        schemas.length,
+        PARALLEL,
+        (i) => hostile.call(hostile.attacker, "POST", "/v1/tasks", undefined, { raw: schemas[i]! })
+      )
     })
     refusedOrServed(answers)
     assert.isAbove(answers.filter((answer) => answer.status === 201).length, 0, answers[0]?.text)
@@ -80,7 +88,10 @@ describe("answer schemas, corrections and exports at the limits", () => {
 
   describe("corrections against expensive schemas", () => {
     const taskWithRun = async (answerSchema: unknown, answer: unknown) => {
-      const task = await hostile.call(hostile.attacker, "POST", "/v1/tasks", { name: "expensive", answer_schema: answerSchema })
+      const task = await hostile.call(hostile.attacker, "POST", "/v1/tasks", {
+        name: "expensive",
+        answer_schema: answerSchema
+      })
       assert.strictEqual(task.status, 201, task.text)
       const run = await hostile.call(hostile.attacker, "POST", `/v1/tasks/${task.json.id}/runs`, { input: {}, answer })
       assert.strictEqual(run.status, 201, run.text)
@@ -95,8 +106,14 @@ describe("answer schemas, corrections and exports at the limits", () => {
         }))
 
     it("catastrophic patterns: 1 MiB corrections of strings that backtrack exponentially, 8 of them, 2 at a time", async () => {
-      const properties = Object.fromEntries(Array.from({ length: 8 }, (_, i) => [`p${i}`, { type: "string", pattern: catastrophicPattern() }]))
-      const traceId = await taskWithRun({ type: "object", properties, additionalProperties: { type: "string", pattern: catastrophicPattern() } }, {})
+      const properties = Object.fromEntries(
+        Array.from({ length: 8 }, (_, i) => [`p${i}`, { type: "string", pattern: catastrophicPattern() }])
+      )
+      const traceId = await taskWithRun({
+        type: "object",
+        properties,
+        additionalProperties: { type: "string", pattern: catastrophicPattern() }
+      }, {})
       const value = `${"a".repeat(40)}!`
       const members: Array<string> = []
       let size = 0
@@ -115,7 +132,10 @@ describe("answer schemas, corrections and exports at the limits", () => {
     })
 
     it("uniqueItems over a 1 MiB array of equal-looking objects, 8 of them, 2 at a time", async () => {
-      const traceId = await taskWithRun({ type: "object", properties: { items: { type: "array", uniqueItems: true } } }, {})
+      const traceId = await taskWithRun(
+        { type: "object", properties: { items: { type: "array", uniqueItems: true } } },
+        {}
+      )
       const items: Array<string> = []
       let size = 0
       for (let i = 0; size < MAX_BODY - 200; i++) {
@@ -166,7 +186,10 @@ describe("answer schemas, corrections and exports at the limits", () => {
   // session on a loaded machine) and its copy on the event loop. Lines cut
   // into bounded chunks by the database would remove it.
   it.skip("dataset exports: a version of 16 examples of about 1.8 MB each, read by 8 at once while 92 more are opened and left unread", async () => {
-    const task = await hostile.call(hostile.attacker, "POST", "/v1/tasks", { name: "exported", answer_schema: { type: "object" } })
+    const task = await hostile.call(hostile.attacker, "POST", "/v1/tasks", {
+      name: "exported",
+      answer_schema: { type: "object" }
+    })
     assert.strictEqual(task.status, 201, task.text)
     const big = (prefix: string) => {
       const members: Array<string> = []
@@ -191,7 +214,11 @@ describe("answer schemas, corrections and exports at the limits", () => {
       const staged = await hostile.call(hostile.attacker, "POST", `/v1/feedback/${feedback.json.id}/stage`, {})
       assert.strictEqual(staged.status, 200, staged.text.slice(0, 300))
     }
-    const preview = await hostile.call(hostile.attacker, "GET", `/v1/tasks/${task.json.id}/feedback/promote/preview?limit=1`)
+    const preview = await hostile.call(
+      hostile.attacker,
+      "GET",
+      `/v1/tasks/${task.json.id}/feedback/promote/preview?limit=1`
+    )
     const promoted = await hostile.call(hostile.attacker, "POST", `/v1/tasks/${task.json.id}/feedback/promote`, {
       base_dataset_id: preview.json.base_dataset_id,
       expected_feedback_revision: preview.json.expected_feedback_revision

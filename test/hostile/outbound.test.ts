@@ -6,8 +6,7 @@
  * organization's requests are timed (test/support/hostile.ts).
  */
 import { createServer as createHttpsServer, type Server } from "node:https"
-import { createServer as createTcpServer, type Server as TcpServer, type Socket } from "node:net"
-import type { AddressInfo } from "node:net"
+import { type AddressInfo, createServer as createTcpServer, type Server as TcpServer, type Socket } from "node:net"
 import { afterAll, assert, beforeAll, describe, it } from "vitest"
 import { type Answer, type Hostile, inParallel, startHostile } from "../support/hostile.ts"
 
@@ -92,7 +91,9 @@ const flood = (socket: Socket, bytes: () => Buffer) => {
 
 /** Ten custom headers of the longest value allowed. */
 const headers = (salt: string) =>
-  Object.fromEntries(Array.from({ length: MAX_HEADERS }, (_, i) => [`X-Tenant-${i}`, `${salt}${i}`.padEnd(MAX_HEADER_VALUE, "v")]))
+  Object.fromEntries(
+    Array.from({ length: MAX_HEADERS }, (_, i) => [`X-Tenant-${i}`, `${salt}${i}`.padEnd(MAX_HEADER_VALUE, "v")])
+  )
 
 describe("webhooks, receivers, collectors and brokers at the limits", () => {
   let hostile: Hostile
@@ -107,7 +108,11 @@ describe("webhooks, receivers, collectors and brokers at the limits", () => {
   })
 
   const endpoint = (url: string, extra: Record<string, unknown> = {}) =>
-    hostile.call(hostile.attacker, "POST", "/v1/notification-endpoints", { url, headers: headers(url.slice(-8)), ...extra })
+    hostile.call(hostile.attacker, "POST", "/v1/notification-endpoints", {
+      url,
+      headers: headers(url.slice(-8)),
+      ...extra
+    })
 
   it("50 endpoints of 2 048-character URLs, 10 headers of 4 KiB and 50 filters on receivers that answer without end; 20 approvals and 50 test events", async () => {
     const filters = Array.from({ length: MAX_FILTERS }, (_, i) => `${`f${i}`.padEnd(125, "a")}.*`)
@@ -139,11 +144,16 @@ describe("webhooks, receivers, collectors and brokers at the limits", () => {
           arguments: {}
         })
       }
-      answers = await inParallel(ids.length, 8, (i) =>
-        hostile.call(hostile.attacker, "POST", `/v1/notification-endpoints/${ids[i]}/test`, {}))
+      answers = await inParallel(
+        ids.length,
+        8,
+        (i) => hostile.call(hostile.attacker, "POST", `/v1/notification-endpoints/${ids[i]}/test`, {})
+      )
       // Until the receivers have had a few hundred requests, or 20 s.
       const until = performance.now() + 20_000
-      while (receiver.requests() - before < 400 && performance.now() < until) await new Promise((r) => setTimeout(r, 200))
+      while (receiver.requests() - before < 400 && performance.now() < until) {
+        await new Promise((r) => setTimeout(r, 200))
+      }
     })
     refusedOrServed(answers)
     passes(figures)
@@ -158,9 +168,18 @@ describe("webhooks, receivers, collectors and brokers at the limits", () => {
     const id = created.json.id ?? created.json.destination?.id
     let answers: Array<Answer> = []
     const figures = await hostile.measure("telemetry to an endless collector", async () => {
-      answers = await inParallel(32, 8, () => hostile.call(hostile.attacker, "POST", `/v1/telemetry-destinations/${id}/test`, {}))
+      answers = await inParallel(
+        32,
+        8,
+        () => hostile.call(hostile.attacker, "POST", `/v1/telemetry-destinations/${id}/test`, {})
+      )
       // The organization's own work makes spans for the same collector.
-      await inParallel(64, 8, (i) => hostile.call(hostile.attacker, "POST", "/v1/tasks", { name: `span-${i}`, answer_schema: { type: "object" } }))
+      await inParallel(
+        64,
+        8,
+        (i) =>
+          hostile.call(hostile.attacker, "POST", "/v1/tasks", { name: `span-${i}`, answer_schema: { type: "object" } })
+      )
     })
     refusedOrServed(answers)
     passes(figures)
@@ -194,8 +213,11 @@ describe("webhooks, receivers, collectors and brokers at the limits", () => {
         let answers: Array<Answer> = []
         const figures = await hostile.measure("broker addresses answering garbage", async () => {
           // A test event per endpoint is allowed 6 times a minute: the rest are 429s, cheap.
-          answers = await inParallel(16, 8, (i) =>
-            hostile.call(hostile.attacker, "POST", `/v1/notification-endpoints/${made[i % 2]}/test`, {}))
+          answers = await inParallel(
+            16,
+            8,
+            (i) => hostile.call(hostile.attacker, "POST", `/v1/notification-endpoints/${made[i % 2]}/test`, {})
+          )
         })
         refusedOrServed(answers)
         passes(figures)

@@ -46,11 +46,13 @@ describe("rules that build past the rule runners' memory in one step", () => {
     let answers: Array<Answer> = []
     const figures = await hostile.measure("dry run, split then map over 64 million items x3", async () => {
       for (let i = 0; i < 3; i++) {
-        answers.push(await hostile.call(hostile.attacker, "POST", "/v1/approval-policies/build.dry/dry-run", {
-          tool: "t",
-          arguments: ARGS,
-          policy: { ...settings, rules }
-        }, { timeoutMs: GIVE_UP_MS }))
+        answers.push(
+          await hostile.call(hostile.attacker, "POST", "/v1/approval-policies/build.dry/dry-run", {
+            tool: "t",
+            arguments: ARGS,
+            policy: { ...settings, rules }
+          }, { timeoutMs: GIVE_UP_MS })
+        )
       }
     })
     answers.forEach(refusedNamingTheLimit)
@@ -58,19 +60,24 @@ describe("rules that build past the rule runners' memory in one step", () => {
   })
 
   it("a stored rule: each step is decided by the class's settings, a dry run names the rule", async () => {
-    const put = await hostile.call(hostile.attacker, "PUT", "/v1/approval-policies/build.stored", { ...settings, rules })
+    const put = await hostile.call(hostile.attacker, "PUT", "/v1/approval-policies/build.stored", {
+      ...settings,
+      rules
+    })
     assert.strictEqual(put.status, 200, put.text)
     const created = await hostile.call(hostile.attacker, "POST", "/v1/agent-sessions", {})
     assert.strictEqual(created.status, 201, created.text)
     const steps: Array<Answer> = []
     const figures = await hostile.measure("stored rule, split then map over 64 million items x3 steps", async () => {
       for (let i = 0; i < 3; i++) {
-        steps.push(await hostile.call(hostile.attacker, "POST", `/v1/agent-sessions/${created.json.id}/steps`, {
-          step_id: `build-${i}`,
-          tool: "t",
-          action_class: "build.stored",
-          arguments: ARGS
-        }, { timeoutMs: GIVE_UP_MS }))
+        steps.push(
+          await hostile.call(hostile.attacker, "POST", `/v1/agent-sessions/${created.json.id}/steps`, {
+            step_id: `build-${i}`,
+            tool: "t",
+            action_class: "build.stored",
+            arguments: ARGS
+          }, { timeoutMs: GIVE_UP_MS })
+        )
       }
     })
     for (const step of steps) {

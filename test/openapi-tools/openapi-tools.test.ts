@@ -38,7 +38,9 @@ const installed = (() => {
   }
 })()
 if (!installed && !ci) {
-  console.warn("openapi-tools.test.ts skips Redocly and openapi-typescript: not installed (npm run test:openapi-tools installs them and runs it).")
+  console.warn(
+    "openapi-tools.test.ts skips Redocly and openapi-typescript: not installed (npm run test:openapi-tools installs them and runs it)."
+  )
 }
 
 const run = (args: ReadonlyArray<string>, cwd: string) => {
@@ -67,7 +69,9 @@ describe.skipIf(!installed && !ci)("outside tools accept the OpenAPI document", 
     const cli = join(packageDir(toolsRequire, "@redocly/cli"), "bin/cli.js")
     const result = run([cli, "lint", document, "--config", join(root, "redocly.yaml"), "--format", "json"], dir)
     const report = JSON.parse(result.stdout)
-    const problems = (report.problems as Array<{ ruleId: string; severity: string; message: string; location: Array<{ pointer: string }> }>)
+    const problems = (report.problems as Array<
+      { ruleId: string; severity: string; message: string; location: Array<{ pointer: string }> }
+    >)
       .map((problem) => `${problem.severity} ${problem.ruleId}: ${problem.message} at ${problem.location[0]?.pointer}`)
     assert.deepStrictEqual(problems, [])
     assert.deepStrictEqual(report.totals, { errors: 0, warnings: 0, ignored: 0 })

@@ -221,4 +221,3 @@ export const GENERATOR_CONFIG_MJS = `export default {
   output: { path: "svc-api", importFileExtension: ".ts" }
 }
 `
-

@@ -33,7 +33,7 @@
  *
  * `npm run test:packages` (two to three minutes; not part of `npm test`).
  */
-import { assert, afterAll, beforeAll, describe, it } from "@effect/vitest"
+import { afterAll, assert, beforeAll, describe, it } from "@effect/vitest"
 import * as esbuild from "esbuild"
 import { type ChildProcess, spawn, spawnSync } from "node:child_process"
 import * as fs from "node:fs"
@@ -46,7 +46,16 @@ import { VERSION } from "../../src/api/Version.ts"
 import { deadLink, linksOf } from "../support/markdown.ts"
 import { type CodeBlock, consumerBlocks } from "../support/run-blocks.ts"
 import { makeTestTls } from "../support/tls.ts"
-import { BROKEN_TS, CLIENT_MJS, CONSUMER_TS, GENERATED_FLOW_TS, GENERATOR_CONFIG_MJS, RECEIVER_MJS, VERIFY_CJS, VERIFY_EFFECT_MJS } from "./fixtures.ts"
+import {
+  BROKEN_TS,
+  CLIENT_MJS,
+  CONSUMER_TS,
+  GENERATED_FLOW_TS,
+  GENERATOR_CONFIG_MJS,
+  RECEIVER_MJS,
+  VERIFY_CJS,
+  VERIFY_EFFECT_MJS
+} from "./fixtures.ts"
 
 const root = fileURLToPath(new URL("../../", import.meta.url))
 const work = fs.mkdtempSync(path.join(tmpdir(), "svc-packaging-"))
@@ -68,7 +77,9 @@ const userEnv = (extra: Record<string, string> = {}): NodeJS.ProcessEnv => {
   for (const [name, value] of Object.entries(process.env)) {
     if (!name.toLowerCase().startsWith("npm_") && name !== "INIT_CWD" && name !== "NODE") env[name] = value
   }
-  const PATH = (process.env.PATH ?? "").split(path.delimiter).filter((entry) => !entry.includes("node_modules")).join(path.delimiter)
+  const PATH = (process.env.PATH ?? "").split(path.delimiter).filter((entry) => !entry.includes("node_modules")).join(
+    path.delimiter
+  )
   return {
     ...env,
     PATH: `${node24}${path.delimiter}${PATH}`,
@@ -83,7 +94,10 @@ const userEnv = (extra: Record<string, string> = {}): NodeJS.ProcessEnv => {
 /** The machine's own Node (20 here) and npm first: the shell of a user whose Node is older than the repository's. */
 const machineEnv = (extra: Record<string, string> = {}): NodeJS.ProcessEnv => {
   const env = userEnv(extra)
-  return { ...env, PATH: (env.PATH ?? "").split(path.delimiter).filter((entry) => entry !== node24).join(path.delimiter) }
+  return {
+    ...env,
+    PATH: (env.PATH ?? "").split(path.delimiter).filter((entry) => entry !== node24).join(path.delimiter)
+  }
 }
 
 const run = (command: string, args: ReadonlyArray<string>, cwd: string, env = userEnv()) => {
@@ -157,13 +171,19 @@ const bytesUnder = (dir: string): number => {
 const closureOf = (project: string, name: string): Map<string, string> => {
   const found = new Map<string, string>()
   const visit = (from: string, dependency: string) => {
-    for (let dir = from; ; dir = path.dirname(dir)) {
+    for (let dir = from;; dir = path.dirname(dir)) {
       const candidate = path.join(dir, "node_modules", dependency)
       if (fs.existsSync(path.join(candidate, "package.json"))) {
         if (found.has(candidate)) return
         found.set(candidate, dependency)
         const manifest = JSON.parse(fs.readFileSync(path.join(candidate, "package.json"), "utf8"))
-        for (const next of Object.keys({ ...manifest.dependencies, ...manifest.peerDependencies, ...manifest.optionalDependencies })) {
+        for (
+          const next of Object.keys({
+            ...manifest.dependencies,
+            ...manifest.peerDependencies,
+            ...manifest.optionalDependencies
+          })
+        ) {
           visit(candidate, next)
         }
         return
@@ -181,7 +201,9 @@ const installedBytes = (project: string, name: string): number =>
     let total = 0
     for (const entry of fs.readdirSync(dir, { withFileTypes: true, recursive: true })) {
       const full = path.join(entry.parentPath, entry.name)
-      if (entry.isFile() && !path.relative(dir, full).split(path.sep).includes("node_modules")) total += fs.statSync(full).size
+      if (entry.isFile() && !path.relative(dir, full).split(path.sep).includes("node_modules")) {
+        total += fs.statSync(full).size
+      }
     }
     return sum + total
   }, 0)
@@ -198,9 +220,15 @@ let receiverLog = ""
 let receiverPort = 0
 let versionShown = ""
 const dataDir = path.join(work, "data")
-const files = { secret: path.join(work, "secret.txt"), delivery: path.join(work, "delivery.json"), cert: path.join(work, "cert.pem"), key: path.join(work, "key.pem") }
+const files = {
+  secret: path.join(work, "secret.txt"),
+  delivery: path.join(work, "delivery.json"),
+  cert: path.join(work, "cert.pem"),
+  key: path.join(work, "key.pem")
+}
 const started = performance.now()
-const phase = (what: string) => console.log(`packaging test: ${what} after ${Math.round((performance.now() - started) / 1000)} s`)
+const phase = (what: string) =>
+  console.log(`packaging test: ${what} after ${Math.round((performance.now() - started) / 1000)} s`)
 
 /** The manual's `consumer=` blocks, and the names this test ran (every one must be). */
 const blocks = consumerBlocks()
@@ -232,7 +260,9 @@ const runBlock = async (name: string, dir: string, env = userEnv()): Promise<Arr
   for (const command of commandsOf(b.code)) {
     const result = await runAsync("bash", ["-c", `set -eo pipefail\n${command}`], dir, env)
     outputs.push(ok(result, `${where(b)} (${name}) in ${path.basename(dir)}: ${command}`))
-    for (const line of result.stderr.split("\n")) if (/^npm warn/i.test(line)) npmWarnings.push(`${name} in ${path.basename(dir)}: ${line}`)
+    for (const line of result.stderr.split("\n")) {
+      if (/^npm warn/i.test(line)) npmWarnings.push(`${name} in ${path.basename(dir)}: ${line}`)
+    }
   }
   return outputs
 }
@@ -246,7 +276,10 @@ let deadRegistry = ""
 /** A project outside the repository: a manifest, the four tarballs beside it (the manual names them `./svc-*.tgz`), its files. */
 const writeProject = (dir: string, manifest: object, projectFiles: Record<string, string> = {}) => {
   fs.mkdirSync(dir, { recursive: true })
-  fs.writeFileSync(path.join(dir, "package.json"), JSON.stringify({ name: path.basename(dir), private: true, type: "module", ...manifest }, null, 2))
+  fs.writeFileSync(
+    path.join(dir, "package.json"),
+    JSON.stringify({ name: path.basename(dir), private: true, type: "module", ...manifest }, null, 2)
+  )
   writeProjectFiles(dir, projectFiles)
 }
 
@@ -254,8 +287,24 @@ const writeProject = (dir: string, manifest: object, projectFiles: Record<string
 const initProject = (dir: string, devDependencies: Record<string, string>, projectFiles: Record<string, string>) => {
   fs.mkdirSync(dir, { recursive: true })
   ok(run("npm", ["init", "-y"], dir, userEnv()), `npm init -y in ${path.basename(dir)}`)
-  assert.strictEqual(JSON.parse(fs.readFileSync(path.join(dir, "package.json"), "utf8")).type, "commonjs", "npm init -y writes commonjs")
-  ok(run("npm", ["pkg", "set", ...Object.entries(devDependencies).map(([name, version]) => `devDependencies.${name}=${version}`)], dir, userEnv()), "devDependencies")
+  assert.strictEqual(
+    JSON.parse(fs.readFileSync(path.join(dir, "package.json"), "utf8")).type,
+    "commonjs",
+    "npm init -y writes commonjs"
+  )
+  ok(
+    run(
+      "npm",
+      [
+        "pkg",
+        "set",
+        ...Object.entries(devDependencies).map(([name, version]) => `devDependencies.${name}=${version}`)
+      ],
+      dir,
+      userEnv()
+    ),
+    "devDependencies"
+  )
   writeProjectFiles(dir, projectFiles)
 }
 
@@ -270,18 +319,28 @@ const writeProjectFiles = (dir: string, projectFiles: Record<string, string>) =>
 
 /** What a project's lockfile resolved for svc's own names (`svc`, `@svc/*`), by install path. */
 const svcNamesResolved = (dir: string): Record<string, string> => {
-  const lock = JSON.parse(fs.readFileSync(path.join(dir, "package-lock.json"), "utf8")) as { packages: Record<string, { resolved?: string; link?: boolean }> }
+  const lock = JSON.parse(fs.readFileSync(path.join(dir, "package-lock.json"), "utf8")) as {
+    packages: Record<string, { resolved?: string; link?: boolean }>
+  }
   const found: Record<string, string> = {}
   for (const [where, entry] of Object.entries(lock.packages)) {
-    if (/(^|\/)node_modules\/(svc|@svc\/[^/]+)$/.test(where)) found[where] = entry.resolved ?? (entry.link === true ? "link" : "?")
+    if (/(^|\/)node_modules\/(svc|@svc\/[^/]+)$/.test(where)) {
+      found[where] = entry.resolved ?? (entry.link === true ? "link" : "?")
+    }
   }
   return found
 }
 
 beforeAll(async () => {
   // The four tarballs, built as `npm run pack` builds them.
-  ok(run(process.execPath, [path.join(root, "scripts/build-console.ts"), "--if-stale", "--quiet"], root, process.env), "console build")
-  const packed = ok(run(process.execPath, [path.join(root, "scripts/build-packages.ts"), "--pack", tarballs], root, process.env), "build and pack")
+  ok(
+    run(process.execPath, [path.join(root, "scripts/build-console.ts"), "--if-stale", "--quiet"], root, process.env),
+    "console build"
+  )
+  const packed = ok(
+    run(process.execPath, [path.join(root, "scripts/build-packages.ts"), "--pack", tarballs], root, process.env),
+    "build and pack"
+  )
   const names = packed.trim().split("\n").map((line) => path.basename(line.trim()))
   const find = (prefix: string) => {
     const name = names.find((file) => file.startsWith(prefix))
@@ -289,10 +348,16 @@ beforeAll(async () => {
     return name!
   }
   phase("built and packed")
-  tarballs_ = { svc: find("svc-0"), client: find("svc-client-"), receiver: find("svc-receiver-"), testing: find("svc-testing-") }
+  tarballs_ = {
+    svc: find("svc-0"),
+    client: find("svc-client-"),
+    receiver: find("svc-receiver-"),
+    testing: find("svc-testing-")
+  }
   deadRegistry = `http://127.0.0.1:${await freePort()}/`
 
-  const typesNode = JSON.parse(fs.readFileSync(path.join(root, "node_modules/@types/node/package.json"), "utf8")).version as string
+  const typesNode = JSON.parse(fs.readFileSync(path.join(root, "node_modules/@types/node/package.json"), "utf8"))
+    .version as string
   // The consumer: the manual's samples as its files, its packages installed by the manual's commands below
   // (@types/node is the one thing a TypeScript project brings of its own).
   // As `npm init -y` leaves it: the manual's install blocks make it a project of ES modules.
@@ -311,8 +376,25 @@ beforeAll(async () => {
     "webhooks-receive.ts": block("webhooks-receive").code,
     "webhooks-handle.ts": block("webhooks-handle").code,
     "tsconfig.json": JSON.stringify({
-      compilerOptions: { strict: true, noEmit: true, target: "ES2022", module: "NodeNext", moduleResolution: "NodeNext", lib: ["ES2022", "DOM"], types: ["node"], skipLibCheck: true },
-      files: ["consumer.ts", "broken.ts", "client-example.ts", "api-client.ts", "test/svc.test.ts", "test/api.test.ts", ...MODULE_SAMPLES]
+      compilerOptions: {
+        strict: true,
+        noEmit: true,
+        target: "ES2022",
+        module: "NodeNext",
+        moduleResolution: "NodeNext",
+        lib: ["ES2022", "DOM"],
+        types: ["node"],
+        skipLibCheck: true
+      },
+      files: [
+        "consumer.ts",
+        "broken.ts",
+        "client-example.ts",
+        "api-client.ts",
+        "test/svc.test.ts",
+        "test/api.test.ts",
+        ...MODULE_SAMPLES
+      ]
     })
   })
   writeProject(dirs.clientOnly, {}, { "client.mjs": CLIENT_MJS })
@@ -320,11 +402,23 @@ beforeAll(async () => {
   writeProject(dirs.production, {})
   writeProject(dirs.kitAlone, {})
   // The generator needs TypeScript's JavaScript API, which TypeScript 7 (the repository's compiler) does not have.
-  writeProject(dirs.generated, { devDependencies: { "@hey-api/openapi-ts": "~0.95.0", typescript: "~5.9.3", "@types/node": `^${typesNode}` } }, {
+  writeProject(dirs.generated, {
+    devDependencies: { "@hey-api/openapi-ts": "~0.95.0", typescript: "~5.9.3", "@types/node": `^${typesNode}` }
+  }, {
     "flow.ts": GENERATED_FLOW_TS,
     "openapi-ts.config.mjs": GENERATOR_CONFIG_MJS,
     "tsconfig.json": JSON.stringify({
-      compilerOptions: { strict: true, noEmit: true, allowImportingTsExtensions: true, target: "ES2022", module: "NodeNext", moduleResolution: "NodeNext", lib: ["ES2022", "DOM"], types: ["node"], skipLibCheck: true },
+      compilerOptions: {
+        strict: true,
+        noEmit: true,
+        allowImportingTsExtensions: true,
+        target: "ES2022",
+        module: "NodeNext",
+        moduleResolution: "NodeNext",
+        lib: ["ES2022", "DOM"],
+        types: ["node"],
+        skipLibCheck: true
+      },
       files: ["flow.ts"]
     })
   })
@@ -334,27 +428,51 @@ beforeAll(async () => {
 
   const port = await freePort()
   serverUrl = `http://127.0.0.1:${port}`
-  const serverEnv = userEnv({ PORT: String(port), HOST: "127.0.0.1", SVC_DATA_DIR: dataDir, SVC_ALLOWED_TARGET_CIDRS: "127.0.0.0/8", SVC_EXTRA_CA_FILE: tls.caFile })
+  const serverEnv = userEnv({
+    PORT: String(port),
+    HOST: "127.0.0.1",
+    SVC_DATA_DIR: dataDir,
+    SVC_ALLOWED_TARGET_CIDRS: "127.0.0.0/8",
+    SVC_EXTRA_CA_FILE: tls.caFile
+  })
   await Promise.all([
     (async () => {
-      for (const name of ["receiver-install", "client-install", "testing-install", "api-client-install", "api-testing-install"]) await runBlock(name, dirs.consumer)
+      for (
+        const name of [
+          "receiver-install",
+          "client-install",
+          "testing-install",
+          "api-client-install",
+          "api-testing-install"
+        ]
+      ) await runBlock(name, dirs.consumer)
       phase("consumer installed by the manual's commands")
     })(),
     // docs/operations.md, "Installing in production": every command but `svc start` runs here; that one is the server.
     (async () => {
       const production = block("production-install")
       const commands = commandsOf(production.code)
-      assert.deepStrictEqual(commands.filter((command) => command.startsWith("npx svc start")), ["npx svc start"], where(production))
+      assert.deepStrictEqual(
+        commands.filter((command) => command.startsWith("npx svc start")),
+        ["npx svc start"],
+        where(production)
+      )
       for (const command of commands.filter((c) => c !== "npx svc start")) {
         const result = await runAsync("bash", ["-c", command], dirs.production, serverEnv)
         const out = ok(result, `${where(production)}: ${command}`)
-        for (const line of result.stderr.split("\n")) if (/^npm warn/i.test(line)) npmWarnings.push(`production-install: ${line}`)
+        for (const line of result.stderr.split("\n")) {
+          if (/^npm warn/i.test(line)) npmWarnings.push(`production-install: ${line}`)
+        }
         if (command.includes("--version")) versionShown = out.trim()
       }
       server = spawn("bash", ["-c", "npx svc start"], { cwd: dirs.production, env: serverEnv, detached: true })
       server.stdout!.on("data", (chunk) => (serverLog += chunk))
       server.stderr!.on("data", (chunk) => (serverLog += chunk))
-      await waitFor(`svc start (${serverLog})`, 60_000, async () => ((await statusOf(`${serverUrl}/health`)) === 200 ? true : undefined))
+      await waitFor(
+        `svc start (${serverLog})`,
+        60_000,
+        async () => ((await statusOf(`${serverUrl}/health`)) === 200 ? true : undefined)
+      )
       phase("the server installed and started as docs/operations.md says")
     })(),
     // The client on the machine's Node and npm (20 here): the client says Node >= 20.
@@ -363,13 +481,28 @@ beforeAll(async () => {
     runAsync("npm", ["install"], dirs.generated).then((result) => ok(result, "the generator's project"))
   ])
 
-  const cli = (...args: Array<string>) => JSON.parse(ok(run("npx", ["--no-install", "svc", ...args, "--json"], dirs.production, serverEnv), `svc ${args.join(" ")}`))
+  const cli = (...args: Array<string>) =>
+    JSON.parse(
+      ok(run("npx", ["--no-install", "svc", ...args, "--json"], dirs.production, serverEnv), `svc ${args.join(" ")}`)
+    )
   const org = cli("orgs", "create", "--name", "packaging")
-  apiKey = cli("keys", "create", "--org", org.id, "--scopes", "tasks.write,tasks.read,feedback.write,feedback.read,org_config.write,org_config.read").key
+  apiKey = cli(
+    "keys",
+    "create",
+    "--org",
+    org.id,
+    "--scopes",
+    "tasks.write,tasks.read,feedback.write,feedback.read,org_config.write,org_config.read"
+  ).key
 
   receiver = spawn(path.join(node24, "node"), ["receiver.mjs"], {
     cwd: dirs.consumer,
-    env: userEnv({ CERT_FILE: files.cert, KEY_FILE: files.key, SECRET_FILE: files.secret, DELIVERY_FILE: files.delivery }),
+    env: userEnv({
+      CERT_FILE: files.cert,
+      KEY_FILE: files.key,
+      SECRET_FILE: files.secret,
+      DELIVERY_FILE: files.delivery
+    }),
     detached: true
   })
   receiver.stdout!.on("data", (chunk) => (receiverLog += chunk))
@@ -398,22 +531,36 @@ describe("svc's packages, installed from their tarballs outside the repository",
     for (const dir of [dirs.consumer, dirs.clientOnly, dirs.receiverOnly, dirs.production]) {
       const resolved = svcNamesResolved(dir)
       assert.isNotEmpty(Object.keys(resolved), dir)
-      for (const [where, from] of Object.entries(resolved)) assert.match(from, /^file:svc-[a-z-]*0\.2\.0\.tgz$/, `${path.basename(dir)}: ${where} from ${from}`)
+      for (const [where, from] of Object.entries(resolved)) {
+        assert.match(from, /^file:svc-[a-z-]*0\.2\.0\.tgz$/, `${path.basename(dir)}: ${where} from ${from}`)
+      }
     }
-    assert.sameMembers(Object.keys(svcNamesResolved(dirs.consumer)), ["node_modules/svc", "node_modules/@svc/client", "node_modules/@svc/receiver", "node_modules/@svc/testing"])
+    assert.sameMembers(Object.keys(svcNamesResolved(dirs.consumer)), [
+      "node_modules/svc",
+      "node_modules/@svc/client",
+      "node_modules/@svc/receiver",
+      "node_modules/@svc/testing"
+    ])
     // Alone and offline: npm would fail (ENOTCACHED) or reach a registry if the kit named svc as something to fetch.
-    ok(await runAsync("npm", ["install", "--offline", `./${tarballs_.testing}`], dirs.kitAlone), "the test kit alone, offline")
+    ok(
+      await runAsync("npm", ["install", "--offline", `./${tarballs_.testing}`], dirs.kitAlone),
+      "the test kit alone, offline"
+    )
     assert.isFalse(fs.existsSync(path.join(dirs.kitAlone, "node_modules/svc")), "no svc was installed")
     assert.deepStrictEqual(Object.keys(svcNamesResolved(dirs.kitAlone)), ["node_modules/@svc/testing"])
   })
 
   it("tsc --strict compiles a consumer of every package's public API (typed errors included) and the manual's samples, and refuses a broken one", () => {
-    const result = run(process.execPath, [path.join(root, "node_modules/typescript/bin/tsc"), "-p", "tsconfig.json"], dirs.consumer)
+    const result = run(
+      process.execPath,
+      [path.join(root, "node_modules/typescript/bin/tsc"), "-p", "tsconfig.json"],
+      dirs.consumer
+    )
     const errors = `${result.stdout}${result.stderr}`.split("\n").filter((line) => /error TS\d+/.test(line))
     assert.deepStrictEqual(errors.filter((line) => !line.startsWith("broken.ts")), [], errors.join("\n"))
     // Each wrong line of broken.ts is caught: the packages' types were read, not taken as `any`.
     const lines = new Set(errors.map((line) => Number(/^broken\.ts\((\d+),/.exec(line)?.[1])))
-    const wrong = BROKEN_TS.split("\n").flatMap((line, i) => (/^export const wrong/.test(line) ? [i + 1] : []))
+    const wrong = BROKEN_TS.split("\n").flatMap((line, i) => (line.startsWith("export const wrong") ? [i + 1] : []))
     assert.lengthOf(wrong, 6)
     for (const line of wrong) assert.isTrue(lines.has(line), `broken.ts line ${line} compiled:\n${errors.join("\n")}`)
   })
@@ -421,7 +568,11 @@ describe("svc's packages, installed from their tarballs outside the repository",
   it("the server installed as docs/operations.md says answers /health, says its version, and brought no dev dependency", async () => {
     assert.strictEqual(await statusOf(`${serverUrl}/health`), 200)
     assert.strictEqual(versionShown, `svc v${VERSION}`)
-    assert.strictEqual(fs.existsSync(path.join(dirs.production, "node_modules/vitest")), false, "dev dependencies were omitted")
+    assert.strictEqual(
+      fs.existsSync(path.join(dirs.production, "node_modules/vitest")),
+      false,
+      "dev dependencies were omitted"
+    )
   })
 
   it("the installed server evaluates a rule that needs a rule worker: a child process started from the bundle's files", async () => {
@@ -447,20 +598,35 @@ describe("svc's packages, installed from their tarballs outside the repository",
   })
 
   it("the installed svc command, with no server on its data folder, opens the embedded database itself: the bundle finds its database worker", () => {
-    const help = ok(run("npx", ["--no-install", "svc", "orgs", "create", "--help"], dirs.production, userEnv()), "svc orgs create --help")
+    const help = ok(
+      run("npx", ["--no-install", "svc", "orgs", "create", "--help"], dirs.production, userEnv()),
+      "svc orgs create --help"
+    )
     assert.include(help, "USAGE")
     const env = userEnv({ SVC_DATA_DIR: path.join(work, "cli-data") })
-    const made = JSON.parse(ok(run("npx", ["--no-install", "svc", "orgs", "create", "--name", "alone", "--json"], dirs.production, env), "svc orgs create"))
-    const listed = JSON.parse(ok(run("npx", ["--no-install", "svc", "orgs", "list", "--json"], dirs.production, env), "svc orgs list"))
+    const made = JSON.parse(
+      ok(
+        run("npx", ["--no-install", "svc", "orgs", "create", "--name", "alone", "--json"], dirs.production, env),
+        "svc orgs create"
+      )
+    )
+    const listed = JSON.parse(
+      ok(run("npx", ["--no-install", "svc", "orgs", "list", "--json"], dirs.production, env), "svc orgs list")
+    )
     assert.deepStrictEqual(listed.orgs.map((org: { id: string }) => org.id), [made.id])
   })
 
   it("the svc package has no development scripts or fields, and every link of its pages resolves inside the package", () => {
     const installed = path.join(dirs.production, "node_modules/svc")
     const manifest = JSON.parse(fs.readFileSync(path.join(installed, "package.json"), "utf8"))
-    for (const field of ["scripts", "devDependencies", "workspaces", "overrides", "allowScripts", "devEngines"]) assert.notProperty(manifest, field)
+    for (const field of ["scripts", "devDependencies", "workspaces", "overrides", "allowScripts", "devEngines"]) {
+      assert.notProperty(manifest, field)
+    }
     const pages = fs.readdirSync(installed, { recursive: true, withFileTypes: true })
-      .filter((entry) => entry.isFile() && entry.name.endsWith(".md") && !path.relative(installed, entry.parentPath).split(path.sep).includes("node_modules"))
+      .filter((entry) =>
+        entry.isFile() && entry.name.endsWith(".md") &&
+        !path.relative(installed, entry.parentPath).split(path.sep).includes("node_modules")
+      )
       .map((entry) => path.relative(installed, path.join(entry.parentPath, entry.name)).split(path.sep).join("/"))
     assert.includeMembers(pages, ["README.md", "CHANGELOG.md", "docs/api.md", "docs/operations.md"])
     const readPage = (page: string) => {
@@ -468,20 +634,30 @@ describe("svc's packages, installed from their tarballs outside the repository",
       if (!fs.existsSync(file)) return undefined
       return fs.statSync(file).isDirectory() ? "" : fs.readFileSync(file, "utf8")
     }
-    const dead = pages.flatMap((page) => linksOf(page, readPage(page)!).flatMap((link) => {
-      const why = deadLink(link, readPage)
-      return why === undefined ? [] : [`${page}:${link.line} ${why}`]
-    }))
+    const dead = pages.flatMap((page) =>
+      linksOf(page, readPage(page)!).flatMap((link) => {
+        const why = deadLink(link, readPage)
+        return why === undefined ? [] : [`${page}:${link.line} ${why}`]
+      })
+    )
     assert.deepStrictEqual(dead, [])
   })
 
   it("the client, on plain Node without TypeScript or a bundler, creates a task, logs a run and sends feedback; the receiver kit verifies the server's signed delivery", async () => {
-    const out = ok(run(path.join(node24, "node"), ["client.mjs"], dirs.consumer, userEnv({
-      SVC_URL: serverUrl,
-      SVC_API_KEY: apiKey,
-      RECEIVER_URL: `https://127.0.0.1:${receiverPort}/hooks/svc`,
-      SECRET_FILE: files.secret
-    })), "client.mjs")
+    const out = ok(
+      run(
+        path.join(node24, "node"),
+        ["client.mjs"],
+        dirs.consumer,
+        userEnv({
+          SVC_URL: serverUrl,
+          SVC_API_KEY: apiKey,
+          RECEIVER_URL: `https://127.0.0.1:${receiverPort}/hooks/svc`,
+          SECRET_FILE: files.secret
+        })
+      ),
+      "client.mjs"
+    )
     const result = JSON.parse(out.trim().split("\n").at(-1)!)
     assert.match(result.task, /^[0-9a-f-]{36}$/)
     assert.match(result.run, /^[0-9a-f]{32}$/)
@@ -497,20 +673,36 @@ describe("svc's packages, installed from their tarballs outside the repository",
 
   it("the manual's client samples run as written against the server (Node 24 runs them as TypeScript)", () => {
     const env = userEnv({ SVC_URL: serverUrl, SVC_API_KEY: apiKey })
-    const example = ok(run(path.join(node24, "node"), ["client-example.ts"], dirs.consumer, env), "packages/client/README.md's example").trim()
+    const example = ok(
+      run(path.join(node24, "node"), ["client-example.ts"], dirs.consumer, env),
+      "packages/client/README.md's example"
+    ).trim()
     assert.match(example, /^[0-9a-f]{32}: 1 run\(s\) on the first page$/)
-    const api = JSON.parse(ok(run(path.join(node24, "node"), ["api-client.ts"], dirs.consumer, env), "docs/api.md's client sample").trim())
+    const api = JSON.parse(
+      ok(run(path.join(node24, "node"), ["api-client.ts"], dirs.consumer, env), "docs/api.md's client sample").trim()
+    )
     assert.match(api.trace_id, /^[0-9a-f]{32}$/)
     assert.isAtLeast(api.tasks, 1)
   })
 
   it("the manual's module samples load on Node 24 as they are written (TypeScript, type annotations stripped)", () => {
     const load = MODULE_SAMPLES.map((file) => `await import("./${file}")`).join("; ")
-    ok(run(path.join(node24, "node"), ["--input-type=module", "-e", `${load}; console.log("loaded")`], dirs.consumer), "the module samples")
+    ok(
+      run(path.join(node24, "node"), ["--input-type=module", "-e", `${load}; console.log("loaded")`], dirs.consumer),
+      "the module samples"
+    )
   })
 
   it("require(\"@svc/receiver\") from CommonJS verifies the same delivery and refuses it altered", () => {
-    const out = ok(run(path.join(node24, "node"), ["verify.cjs"], dirs.receiverOnly, userEnv({ SECRET_FILE: files.secret, DELIVERY_FILE: files.delivery })), "verify.cjs")
+    const out = ok(
+      run(
+        path.join(node24, "node"),
+        ["verify.cjs"],
+        dirs.receiverOnly,
+        userEnv({ SECRET_FILE: files.secret, DELIVERY_FILE: files.delivery })
+      ),
+      "verify.cjs"
+    )
     const result = JSON.parse(out.trim())
     assert.match(result.type, /^approval\./)
     assert.strictEqual(result.test, true)
@@ -518,36 +710,63 @@ describe("svc's packages, installed from their tarballs outside the repository",
   })
 
   it("@svc/receiver/effect verifies it in an Effect program and fails with a typed WebhookRejected", () => {
-    const out = ok(run(path.join(node24, "node"), ["verify-effect.mjs"], dirs.consumer, userEnv({ SECRET_FILE: files.secret, DELIVERY_FILE: files.delivery })), "verify-effect.mjs")
+    const out = ok(
+      run(
+        path.join(node24, "node"),
+        ["verify-effect.mjs"],
+        dirs.consumer,
+        userEnv({ SECRET_FILE: files.secret, DELIVERY_FILE: files.delivery })
+      ),
+      "verify-effect.mjs"
+    )
     const result = JSON.parse(out.trim())
     assert.match(result.type, /^approval\./)
     assert.strictEqual(result.refused, "bad_signature")
   })
 
-  it.runIf((spawnSync("/usr/bin/node", ["--version"], { encoding: "utf8" }).stdout ?? "").startsWith("v20."))("the client, installed by Node 20's npm as its README says, runs on Node 20 (the machine's)", () => {
-    const out = ok(run("/usr/bin/node", ["client.mjs"], dirs.clientOnly, machineEnv({ SVC_URL: serverUrl, SVC_API_KEY: apiKey })), "client.mjs on Node 20")
-    const result = JSON.parse(out.trim().split("\n").at(-1)!)
-    assert.match(result.node, /^20\./)
-    assert.strictEqual(result.feedback, "recorded")
-  })
+  it.runIf((spawnSync("/usr/bin/node", ["--version"], { encoding: "utf8" }).stdout ?? "").startsWith("v20."))(
+    "the client, installed by Node 20's npm as its README says, runs on Node 20 (the machine's)",
+    () => {
+      const out = ok(
+        run("/usr/bin/node", ["client.mjs"], dirs.clientOnly, machineEnv({ SVC_URL: serverUrl, SVC_API_KEY: apiKey })),
+        "client.mjs on Node 20"
+      )
+      const result = JSON.parse(out.trim().split("\n").at(-1)!)
+      assert.match(result.node, /^20\./)
+      assert.strictEqual(result.feedback, "recorded")
+    }
+  )
 
   it("the manual's install commands print no npm warning (no install script to approve, no engine the Node in use lacks)", () => {
     assert.deepStrictEqual(npmWarnings, [])
   })
 
-  it.runIf((spawnSync("/usr/bin/node", ["--version"], { encoding: "utf8" }).stdout ?? "").startsWith("v20."))("on Node 20 (the machine's), the test kit and the server's bin say in one line that they need Node >= 22.19; the receiver kit loads", () => {
-    const node20 = (args: ReadonlyArray<string>, dir: string) => run("/usr/bin/node", args, dir, machineEnv())
-    const needs = (what: string) => `${what} needs Node >= 22.19 (this is ${spawnSync("/usr/bin/node", ["--version"], { encoding: "utf8" }).stdout.trim()}).`
-    for (const specifier of ["@svc/testing", "svc/testing"]) {
-      const kit = node20(["--input-type=module", "-e", `import ${JSON.stringify(specifier)}`], dirs.consumer)
-      assert.strictEqual(kit.status, 1, `${specifier}: ${kit.stdout}${kit.stderr}`)
-      assert.strictEqual(`${kit.stdout}${kit.stderr}`, `${needs("svc/testing")}\n`, specifier)
+  it.runIf((spawnSync("/usr/bin/node", ["--version"], { encoding: "utf8" }).stdout ?? "").startsWith("v20."))(
+    "on Node 20 (the machine's), the test kit and the server's bin say in one line that they need Node >= 22.19; the receiver kit loads",
+    () => {
+      const node20 = (args: ReadonlyArray<string>, dir: string) => run("/usr/bin/node", args, dir, machineEnv())
+      const needs = (what: string) =>
+        `${what} needs Node >= 22.19 (this is ${
+          spawnSync("/usr/bin/node", ["--version"], { encoding: "utf8" }).stdout.trim()
+        }).`
+      for (const specifier of ["@svc/testing", "svc/testing"]) {
+        const kit = node20(["--input-type=module", "-e", `import ${JSON.stringify(specifier)}`], dirs.consumer)
+        assert.strictEqual(kit.status, 1, `${specifier}: ${kit.stdout}${kit.stderr}`)
+        assert.strictEqual(`${kit.stdout}${kit.stderr}`, `${needs("svc/testing")}\n`, specifier)
+      }
+      const bin = node20([path.join(dirs.production, "node_modules/svc/bin/svc.js"), "--version"], dirs.production)
+      assert.strictEqual(bin.status, 1)
+      assert.strictEqual(`${bin.stdout}${bin.stderr}`, `${needs("svc")}\n`)
+      ok(
+        node20([
+          "--input-type=module",
+          "-e",
+          "const m = await import(\"@svc/receiver\"); if (typeof m.constructEvent !== \"function\") process.exit(3)"
+        ], dirs.consumer),
+        "@svc/receiver on Node 20"
+      )
     }
-    const bin = node20([path.join(dirs.production, "node_modules/svc/bin/svc.js"), "--version"], dirs.production)
-    assert.strictEqual(bin.status, 1)
-    assert.strictEqual(`${bin.stdout}${bin.stderr}`, `${needs("svc")}\n`)
-    ok(node20(["--input-type=module", "-e", 'const m = await import("@svc/receiver"); if (typeof m.constructEvent !== "function") process.exit(3)'], dirs.consumer), "@svc/receiver on Node 20")
-  })
+  )
 
   it("the manual's test-kit files pass with `npx vitest run` and vitest's default settings (no configuration file)", async () => {
     assert.deepStrictEqual(fs.readdirSync(dirs.consumer).filter((name) => /^vite(st)?\.config\./.test(name)), [])
@@ -558,12 +777,21 @@ describe("svc's packages, installed from their tarballs outside the repository",
   it("the client installs nothing but itself and effect, and bundles for the browser without node: modules", async () => {
     const modules = path.join(dirs.clientOnly, "node_modules")
     const installed = fs.readdirSync(modules).filter((name) => !name.startsWith("."))
-      .flatMap((name) => (name.startsWith("@") ? fs.readdirSync(path.join(modules, name)).map((inner) => `${name}/${inner}`) : [name]))
+      .flatMap((
+        name
+      ) => (name.startsWith("@")
+        ? fs.readdirSync(path.join(modules, name)).map((inner) => `${name}/${inner}`)
+        : [name])
+      )
     assert.sameMembers(installed, ["@svc/client", "effect"])
     assert.deepStrictEqual([...closureOf(dirs.clientOnly, "@svc/client").values()].sort(), ["@svc/client", "effect"])
     const bundle = await esbuild.build({
       absWorkingDir: dirs.clientOnly,
-      stdin: { contents: 'export { SvcClient, Api, NotFound } from "@svc/client"', resolveDir: dirs.clientOnly, loader: "js" },
+      stdin: {
+        contents: "export { SvcClient, Api, NotFound } from \"@svc/client\"",
+        resolveDir: dirs.clientOnly,
+        loader: "js"
+      },
       bundle: true,
       platform: "browser",
       format: "esm",
@@ -572,7 +800,12 @@ describe("svc's packages, installed from their tarballs outside the repository",
       logLevel: "silent"
     })
     const inputs = Object.keys(bundle.metafile.inputs)
-    assert.deepStrictEqual(inputs.filter((input) => input.startsWith("node:") || !/node_modules\/(effect|@svc\/client)\//.test(input) && input !== "<stdin>"), [])
+    assert.deepStrictEqual(
+      inputs.filter((input) =>
+        input.startsWith("node:") || !/node_modules\/(effect|@svc\/client)\//.test(input) && input !== "<stdin>"
+      ),
+      []
+    )
   })
 
   it("prints each package's tarball and installed size (with its dependencies)", () => {
@@ -582,9 +815,13 @@ describe("svc's packages, installed from their tarballs outside the repository",
       const project = key === "client" ? dirs.clientOnly : key === "receiver" ? dirs.receiverOnly : dirs.consumer
       const installed = installedBytes(project, name)
       const packages = closureOf(project, name).size
-      return `${name.padEnd(14)} tarball ${megabytes(tarball).padStart(8)}   installed ${megabytes(installed).padStart(8)} (${packages} packages)`
+      return `${name.padEnd(14)} tarball ${megabytes(tarball).padStart(8)}   installed ${
+        megabytes(installed).padStart(8)
+      } (${packages} packages)`
     })
-    rows.push(`production server (npm install --omit=dev): ${megabytes(bytesUnder(path.join(dirs.production, "node_modules")))}`)
+    rows.push(
+      `production server (npm install --omit=dev): ${megabytes(bytesUnder(path.join(dirs.production, "node_modules")))}`
+    )
     console.log(rows.join("\n"))
     assert.strictEqual(closureOf(dirs.receiverOnly, "@svc/receiver").size, 1, "the receiver kit has no dependencies")
   })
@@ -592,9 +829,19 @@ describe("svc's packages, installed from their tarballs outside the repository",
   it("a client generated by @hey-api/openapi-ts from the server's /openapi.json compiles under tsc --strict with a flow, and runs it: a page with limit, feedback with a correction read back, typed problems", () => {
     const env = userEnv({ OPENAPI_URL: `${serverUrl}/openapi.json`, SVC_URL: serverUrl, SVC_API_KEY: apiKey })
     ok(run("npx", ["--no-install", "openapi-ts", "--silent"], dirs.generated, env), "openapi-ts")
-    const compiled = run(process.execPath, [path.join(root, "node_modules/typescript/bin/tsc"), "-p", "tsconfig.json"], dirs.generated)
-    assert.strictEqual(compiled.status, 0, `tsc --strict over the generated client and flow.ts:\n${compiled.stdout}${compiled.stderr}`)
-    const result = JSON.parse(ok(run(path.join(node24, "node"), ["flow.ts"], dirs.generated, env), "flow.ts").trim().split("\n").at(-1)!)
+    const compiled = run(
+      process.execPath,
+      [path.join(root, "node_modules/typescript/bin/tsc"), "-p", "tsconfig.json"],
+      dirs.generated
+    )
+    assert.strictEqual(
+      compiled.status,
+      0,
+      `tsc --strict over the generated client and flow.ts:\n${compiled.stdout}${compiled.stderr}`
+    )
+    const result = JSON.parse(
+      ok(run(path.join(node24, "node"), ["flow.ts"], dirs.generated, env), "flow.ts").trim().split("\n").at(-1)!
+    )
     assert.match(result.run, /^[0-9a-f]{32}$/)
     assert.strictEqual(result.page, 1)
     assert.deepStrictEqual(result.correction, { label: "ham" })

@@ -5,7 +5,7 @@
  * answers as svc does (a health check, and a typed NotFound problem).
  * Missing runtimes are skipped as in receiver.test.ts (failed under CI).
  */
-import { assert, afterAll, beforeAll, describe, it } from "@effect/vitest"
+import { afterAll, assert, beforeAll, describe, it } from "@effect/vitest"
 import { spawn, spawnSync } from "node:child_process"
 import { mkdirSync, mkdtempSync, realpathSync, rmSync, symlinkSync, writeFileSync } from "node:fs"
 import { createServer, type Server } from "node:http"
@@ -21,7 +21,8 @@ const consumer = join(dir, "consumer")
 let server: Server
 let baseUrl = ""
 
-const ENTRY = (url: string) => `import { Effect } from "effect"
+const ENTRY = (url: string) =>
+  `import { Effect } from "effect"
 import { SvcClient } from "@svc/client"
 
 const program = Effect.gen(function*() {
@@ -49,9 +50,15 @@ const run = (command: string, args: ReadonlyArray<string>, env: Record<string, s
   })
 
 beforeAll(async () => {
-  const built = spawnSync(process.execPath, [join(root, "scripts/build-packages.ts"), "client", "--if-stale"], { cwd: root, encoding: "utf8" })
+  const built = spawnSync(process.execPath, [join(root, "scripts/build-packages.ts"), "client", "--if-stale"], {
+    cwd: root,
+    encoding: "utf8"
+  })
   assert.strictEqual(built.status, 0, built.stderr)
-  const packed = spawnSync("npm", ["pack", "--ignore-scripts", "--json", "--pack-destination", dir], { cwd: join(root, "packages/client"), encoding: "utf8" })
+  const packed = spawnSync("npm", ["pack", "--ignore-scripts", "--json", "--pack-destination", dir], {
+    cwd: join(root, "packages/client"),
+    encoding: "utf8"
+  })
   assert.strictEqual(packed.status, 0, packed.stderr)
   const [tarball] = JSON.parse(packed.stdout) as Array<{ filename: string }>
   const scope = join(consumer, "node_modules/@svc")
@@ -60,9 +67,21 @@ beforeAll(async () => {
   assert.strictEqual(unpacked.status, 0)
   spawnSync("mv", [join(scope, "package"), join(scope, "client")])
   symlinkSync(realpathSync(join(root, "node_modules/effect")), join(consumer, "node_modules/effect"), "dir")
-  writeFileSync(join(consumer, "package.json"), JSON.stringify({ name: "client-consumer", private: true, type: "module", dependencies: { "@svc/client": "0.2.0", effect: "^4.1.0" } }))
+  writeFileSync(
+    join(consumer, "package.json"),
+    JSON.stringify({
+      name: "client-consumer",
+      private: true,
+      type: "module",
+      dependencies: { "@svc/client": "0.2.0", effect: "^4.1.0" }
+    })
+  )
   server = createServer((request, response) => {
-    if (request.url === "/health") return response.writeHead(200, { "content-type": "application/json" }).end(JSON.stringify({ status: "ok", version: VERSION }))
+    if (request.url === "/health") {
+      return response.writeHead(200, { "content-type": "application/json" }).end(
+        JSON.stringify({ status: "ok", version: VERSION })
+      )
+    }
     response.writeHead(404, { "content-type": "application/problem+json" })
       .end(JSON.stringify({ type: "urn:svc:problem:not-found", title: "Not found", status: 404, code: "NOT_FOUND" }))
   })
@@ -78,11 +97,21 @@ afterAll(async () => {
 })
 
 const missing = missingRuntimes("The client's cross-runtime test", ["Deno", "Bun"])
-const runtimes: ReadonlyArray<{ readonly name: string; readonly command: () => [string, Array<string>, Record<string, string>?] }> = [
+const runtimes: ReadonlyArray<
+  { readonly name: string; readonly command: () => [string, Array<string>, Record<string, string>?] }
+> = [
   { name: "Node", command: () => [process.execPath, ["entry.js"]] },
   {
     name: "Deno",
-    command: () => [binOf("deno"), ["run", "--no-prompt", "--node-modules-dir=manual", "--allow-net=127.0.0.1", "--allow-read", "--allow-env", "entry.js"], {
+    command: () => [binOf("deno"), [
+      "run",
+      "--no-prompt",
+      "--node-modules-dir=manual",
+      "--allow-net=127.0.0.1",
+      "--allow-read",
+      "--allow-env",
+      "entry.js"
+    ], {
       DENO_DIR: join(dir, ".deno"),
       DENO_NO_UPDATE_CHECK: "1"
     }]

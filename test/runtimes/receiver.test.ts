@@ -104,7 +104,13 @@ beforeAll(() => {
   assert.strictEqual(unpacked.status, 0, unpacked.stderr)
   renameSync(join(scope, "package"), join(scope, "receiver"))
   // The suite, compiled to plain JavaScript next to the consumer's entry points.
-  const compiled = run(process.execPath, [binOf("typescript", "tsc", require), "-p", join(kitDir, "tsconfig.test.json"), "--outDir", join(dir, "build")], root)
+  const compiled = run(process.execPath, [
+    binOf("typescript", "tsc", require),
+    "-p",
+    join(kitDir, "tsconfig.test.json"),
+    "--outDir",
+    join(dir, "build")
+  ], root)
   assert.strictEqual(compiled.status, 0, compiled.stdout + compiled.stderr)
   for (const file of ["suite.js", "harness.js"]) {
     writeFileSync(join(consumer, file), readFileSync(join(dir, "build/test", file)))
@@ -112,20 +118,40 @@ beforeAll(() => {
   const signed = vectors()
   expectedCases = suite(kit, signed).map((testCase) => testCase.name)
   writeFileSync(join(consumer, "vectors.js"), `export default ${JSON.stringify(signed)}\n`)
-  writeFileSync(join(consumer, "package.json"), JSON.stringify({ name: "receiver-consumer", private: true, type: "module", dependencies: { "@svc/receiver": "0.2.0" } }))
+  writeFileSync(
+    join(consumer, "package.json"),
+    JSON.stringify({
+      name: "receiver-consumer",
+      private: true,
+      type: "module",
+      dependencies: { "@svc/receiver": "0.2.0" }
+    })
+  )
   writeFileSync(join(consumer, "entry.js"), ENTRY)
   writeFileSync(join(consumer, "worker.js"), WORKER)
   writeFileSync(join(consumer, "workerd.capnp"), WORKERD_CONFIG)
   // workerd takes named modules, not a node_modules tree: the kit as one
   // module, bundled as a Workers deploy tool (wrangler: esbuild) does.
-  esbuild.buildSync({ entryPoints: [join(consumer, "node_modules/@svc/receiver/dist/esm/index.js")], bundle: true, format: "esm", platform: "neutral", outfile: join(consumer, "receiver.js"), logLevel: "warning" })
+  esbuild.buildSync({
+    entryPoints: [join(consumer, "node_modules/@svc/receiver/dist/esm/index.js")],
+    bundle: true,
+    format: "esm",
+    platform: "neutral",
+    outfile: join(consumer, "receiver.js"),
+    logLevel: "warning"
+  })
 })
 
-const allRuntimes: ReadonlyArray<{ readonly name: string; readonly command: () => [string, Array<string>, Record<string, string>?] }> = [
+const allRuntimes: ReadonlyArray<
+  { readonly name: string; readonly command: () => [string, Array<string>, Record<string, string>?] }
+> = [
   { name: "Node", command: () => [process.execPath, ["entry.js"]] },
   {
     name: "Deno",
-    command: () => [binOf("deno"), ["run", "--no-prompt", "entry.js"], { DENO_DIR: join(consumer, ".deno"), DENO_NO_UPDATE_CHECK: "1" }]
+    command: () => [binOf("deno"), ["run", "--no-prompt", "entry.js"], {
+      DENO_DIR: join(consumer, ".deno"),
+      DENO_NO_UPDATE_CHECK: "1"
+    }]
   },
   { name: "Bun", command: () => [binOf("bun"), ["--no-install", "entry.js"], { DO_NOT_TRACK: "1" }] },
   { name: "workerd", command: () => [binOf("workerd"), ["test", "workerd.capnp"]] }
@@ -152,7 +178,9 @@ describe("the receiver kit's suite passes on every runtime it claims", () => {
       assert.deepStrictEqual(report.failed, [], runtime.name)
       assert.deepStrictEqual(report.passed, expectedCases, `${runtime.name} ran every case`)
       assert.strictEqual(result.status, 0, `${runtime.name} exit status`)
-      console.log(`${runtime.name} (${report.runtime}): ${report.total} cases in ${report.milliseconds} ms, ${result.milliseconds} ms with start-up`)
+      console.log(
+        `${runtime.name} (${report.runtime}): ${report.total} cases in ${report.milliseconds} ms, ${result.milliseconds} ms with start-up`
+      )
     })
   }
 

@@ -28,13 +28,16 @@ const installed = (name: string): boolean => {
   }
 }
 
-export const ci = process.env.CI !== undefined && process.env.CI !== "" && process.env.CI !== "0" && process.env.CI !== "false"
+export const ci = process.env.CI !== undefined && process.env.CI !== "" && process.env.CI !== "0" &&
+  process.env.CI !== "false"
 
 /** The runtimes of `names` that are not installed, said once per test file when they are skipped. */
 export const missingRuntimes = (what: string, names: ReadonlyArray<"Deno" | "Bun" | "workerd">): Array<string> => {
   const missing = names.filter((name) => !installed(name.toLowerCase()))
   if (missing.length > 0 && !ci) {
-    console.warn(`${what} skips ${missing.join(", ")}: not installed (npm run test:runtimes installs them and runs it).`)
+    console.warn(
+      `${what} skips ${missing.join(", ")}: not installed (npm run test:runtimes installs them and runs it).`
+    )
   }
   return missing
 }

@@ -132,7 +132,9 @@ export class HttpsReceiver extends Context.Service<HttpsReceiver, {
   readonly peakOpenConnections: () => number
 }>()("svc/test/HttpsReceiver") {
   /** A receiver that lives as long as the enclosing scope. */
-  static readonly make = (options: HttpsReceiverOptions = {}): Effect.Effect<HttpsReceiver["Service"], never, Scope.Scope> =>
+  static readonly make = (
+    options: HttpsReceiverOptions = {}
+  ): Effect.Effect<HttpsReceiver["Service"], never, Scope.Scope> =>
     Effect.gen(function*() {
       const certificate = options.certificate ?? (yield* TestTls.shared)
       const hosts = options.hosts ?? ["127.0.0.1"]
@@ -162,7 +164,9 @@ export class HttpsReceiver extends Context.Service<HttpsReceiver, {
         if (reply.hang === true) return
         const send = () => {
           if (res.destroyed) return
-          const body = typeof reply.body === "string" ? Buffer.from(reply.body) : Buffer.from(reply.body ?? new Uint8Array())
+          const body = typeof reply.body === "string"
+            ? Buffer.from(reply.body)
+            : Buffer.from(reply.body ?? new Uint8Array())
           const headers: Record<string, string> = { ...reply.headers }
           if (reply.trickle === undefined) {
             headers["content-length"] ??= String(body.length)
@@ -250,7 +254,9 @@ export class HttpsReceiver extends Context.Service<HttpsReceiver, {
         const server = createServer({
           cert: certificate.cert,
           key: certificate.key,
-          ...(options.clientCa === undefined ? {} : { ca: options.clientCa, requestCert: true, rejectUnauthorized: true })
+          ...(options.clientCa === undefined
+            ? {}
+            : { ca: options.clientCa, requestCert: true, rejectUnauthorized: true })
         }, onRequest)
         server.on("secureConnection", (socket) => {
           connectionCount += 1
@@ -283,7 +289,10 @@ export class HttpsReceiver extends Context.Service<HttpsReceiver, {
           })
         )
 
-      const waitFor = (predicate: (request: ReceivedRequest) => boolean, timeout: Duration.Input = Duration.seconds(10)) =>
+      const waitFor = (
+        predicate: (request: ReceivedRequest) => boolean,
+        timeout: Duration.Input = Duration.seconds(10)
+      ) =>
         Effect.gen(function*() {
           while (true) {
             const found = received.find(predicate)
@@ -320,5 +329,6 @@ export class HttpsReceiver extends Context.Service<HttpsReceiver, {
     })
 
   /** The receiver as a layer (closed when the layer is released). */
-  static readonly layer = (options: HttpsReceiverOptions = {}) => Layer.effect(HttpsReceiver, HttpsReceiver.make(options))
+  static readonly layer = (options: HttpsReceiverOptions = {}) =>
+    Layer.effect(HttpsReceiver, HttpsReceiver.make(options))
 }

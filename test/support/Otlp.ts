@@ -46,7 +46,10 @@ const stripDefaults = (value: unknown): unknown => {
     const stripped = stripDefaults(inner)
     if (stripped === 0 || stripped === "" || stripped === "0" || stripped === false || stripped === undefined) continue
     if (Array.isArray(stripped) && stripped.length === 0) continue
-    if (typeof stripped === "object" && stripped !== null && !Array.isArray(stripped) && Object.keys(stripped).length === 0) {
+    if (
+      typeof stripped === "object" && stripped !== null && !Array.isArray(stripped) &&
+      Object.keys(stripped).length === 0
+    ) {
       continue
     }
     out[key] = stripped
@@ -143,7 +146,9 @@ export const decodeOtlp = (request: ReceivedRequest): Decoded => {
   const back = mapIds(roundTrip, base64ToHex)
   const sent = JSON.stringify(sortKeys(stripDefaults(json)))
   const decoded = JSON.stringify(sortKeys(stripDefaults(back)))
-  if (sent !== decoded) problems.push(`not what the official definitions read back:\nsent    ${sent}\ndecoded ${decoded}`)
+  if (sent !== decoded) {
+    problems.push(`not what the official definitions read back:\nsent    ${sent}\ndecoded ${decoded}`)
+  }
   const resourceSpans = json.resourceSpans ?? []
   const spans: Array<DecodedSpan> = []
   for (const rs of resourceSpans) {

@@ -24,4 +24,6 @@ export const outboxOf = (sql: SqlClient.SqlClient, approvalId: string) =>
 
 /** Every outbox event of an organization, in the order written. */
 export const outboxOfOrg = (sql: SqlClient.SqlClient, orgId: string) =>
-  sql<{ type: string; body: string }>`SELECT type, body FROM events WHERE org_id = ${orgId} ORDER BY seq`.pipe(Effect.orDie)
+  sql<{ type: string; body: string }>`SELECT type, body FROM events WHERE org_id = ${orgId} ORDER BY seq`.pipe(
+    Effect.orDie
+  )

@@ -1,8 +1,8 @@
 /** Helpers for console tests: sign-in links and sessions over real HTTP, as a browser would use them. */
 import { Effect, Layer } from "effect"
-import { SvcTest, type SvcTestOptions } from "../../src/testing.ts"
 import type { ConsolePreset } from "../../src/api/Security.ts"
 import { ConsoleSessions } from "../../src/console/ConsoleSessions.ts"
+import { SvcTest, type SvcTestOptions } from "../../src/testing.ts"
 import { raw, type RawResponse } from "./http.ts"
 
 /** The headers the console sends with every state-changing request. */
@@ -17,7 +17,8 @@ export const newLink = (orgId: string, preset: ConsolePreset, person = "Ada Love
   })
 
 /** The whole service plus `ConsoleSessions` (to issue links as the CLI does). */
-export const consoleTestLayer = (options?: SvcTestOptions) => ConsoleSessions.layer.pipe(Layer.provideMerge(SvcTest.layer(options)))
+export const consoleTestLayer = (options?: SvcTestOptions) =>
+  ConsoleSessions.layer.pipe(Layer.provideMerge(SvcTest.layer(options)))
 
 export const signIn = (baseUrl: string, token: string, headers: Record<string, string> = CONSOLE_HEADERS) =>
   raw(`${baseUrl}/v1/console/sign-in`, { method: "POST", headers, body: JSON.stringify({ token }) })

@@ -9,8 +9,8 @@
  * `completeDocument` included), compiled once per test process with ajv
  * (JSON Schema 2020-12, OpenAPI 3.1's dialect) and ajv-formats.
  */
-import { Ajv2020 } from "ajv/dist/2020.js"
 import addFormatsModule from "ajv-formats"
+import { Ajv2020 } from "ajv/dist/2020.js"
 import { OpenApi } from "effect/http-api"
 import { Api } from "../../src/api/Api.ts"
 
@@ -73,7 +73,9 @@ const rebase = (value: unknown): any => {
   if (typeof value !== "object" || value === null) return value
   return Object.fromEntries(
     Object.entries(value).map(([key, inner]) =>
-      key === "$ref" && typeof inner === "string" && inner.startsWith("#/") ? [key, `${DOCUMENT_ID}${inner}`] : [key, rebase(inner)]
+      key === "$ref" && typeof inner === "string" && inner.startsWith("#/")
+        ? [key, `${DOCUMENT_ID}${inner}`]
+        : [key, rebase(inner)]
     )
   )
 }
@@ -103,7 +105,11 @@ export const contractViolation = (
     // No such operation: the router's 404 must still be the document's not-found problem.
     if (status !== 404) return undefined
     const validate = validatorOf({ $ref: "#/components/schemas/NotFoundEncoded" }, "no route 404")
-    return validate(body) ? undefined : `${method} ${path} (no such operation) answered a 404 the document's NotFound refuses: ${ajv.errorsText(validate.errors)}`
+    return validate(body)
+      ? undefined
+      : `${method} ${path} (no such operation) answered a 404 the document's NotFound refuses: ${
+        ajv.errorsText(validate.errors)
+      }`
   }
   const where = `${method} ${route.template} answered ${status}`
   const response: Json | undefined = route.operation.responses[String(status)]
@@ -114,9 +120,13 @@ export const contractViolation = (
   if (media !== "application/json" && media !== "application/problem+json") return undefined
   const content: Json | undefined = response.content?.[media]
   if (content === undefined) {
-    return `${where} with ${media}, which the document does not give for that status (${Object.keys(response.content ?? {}).join(", ") || "no body"})`
+    return `${where} with ${media}, which the document does not give for that status (${
+      Object.keys(response.content ?? {}).join(", ") || "no body"
+    })`
   }
   const validate = validatorOf(content.schema, pointer(route.template, route.method, String(status), media))
   if (validate(body)) return undefined
-  return `${where} with a body the document's schema refuses: ${ajv.errorsText(validate.errors)}\n${JSON.stringify(body).slice(0, 2000)}`
+  return `${where} with a body the document's schema refuses: ${ajv.errorsText(validate.errors)}\n${
+    JSON.stringify(body).slice(0, 2000)
+  }`
 }

@@ -31,10 +31,15 @@ export const writeEmptySnapshot = (file: string) =>
 
 /** A database in memory opened as a copy of `snapshot` (with `settings`: its timeouts), or initdb's without one. */
 const memoryCopy = (snapshot: string | undefined, settings?: EmbeddedSettings) =>
-  snapshot ? Database.memoryFrom(snapshot, settings) : settings === undefined ? Database.memory : Database.memoryWith(settings)
+  snapshot
+    ? Database.memoryFrom(snapshot, settings)
+    : settings === undefined
+    ? Database.memory
+    : Database.memoryWith(settings)
 
 /** An empty embedded database in memory: a copy of the run's empty snapshot. */
-export const emptyDatabase = (settings?: EmbeddedSettings) => memoryCopy(process.env.TEST_DATABASE_EMPTY_SNAPSHOT, settings)
+export const emptyDatabase = (settings?: EmbeddedSettings) =>
+  memoryCopy(process.env.TEST_DATABASE_EMPTY_SNAPSHOT, settings)
 
 /** A bare PGlite on an empty database, as `emptyDatabase` opens one. */
 export const emptyPGlite = () => {
@@ -60,7 +65,11 @@ export const memoryDatabase = () => memoryCopy(process.env.TEST_DATABASE_SNAPSHO
  */
 export const migratedDatabases = new Map(
   onServerRun
-    ? [["PostgreSQL server", () =>
-      Database.scratch(Redacted.make(process.env.TEST_DATABASE_URL!), { template: process.env.TEST_DATABASE_TEMPLATE })] as const]
+    ? [
+      ["PostgreSQL server", () =>
+        Database.scratch(Redacted.make(process.env.TEST_DATABASE_URL!), {
+          template: process.env.TEST_DATABASE_TEMPLATE
+        })] as const
+    ]
     : [["embedded PGlite", memoryDatabase] as const]
 )

@@ -51,7 +51,13 @@ export const makeDnsServer: Effect.Effect<TestDnsServer, never, Scope.Scope> = E
       type: "response",
       flags: packet.RECURSION_DESIRED | packet.RECURSION_AVAILABLE | (addresses === undefined ? 3 : 0),
       questions: [question],
-      answers: wanted.map((data) => ({ type: question.type as "A" | "AAAA", class: "IN" as const, name: question.name, ttl: 0, data }))
+      answers: wanted.map((data) => ({
+        type: question.type as "A" | "AAAA",
+        class: "IN" as const,
+        name: question.name,
+        ttl: 0,
+        data
+      }))
     })
     socket.send(reply, remote.port, remote.address)
   })

@@ -4,8 +4,8 @@
  * delivery headers it lists; plus a validator of bodies against the schemas
  * of src/api/Events.ts.
  */
-import { Ajv2020 } from "ajv/dist/2020.js"
 import addFormatsModule from "ajv-formats"
+import { Ajv2020 } from "ajv/dist/2020.js"
 import { eventJsonSchema } from "../../src/api/Events.ts"
 import { type EventType, EventTypes } from "../../src/api/Notifications.ts"
 import { codeBlocks, read } from "./markdown.ts"
@@ -39,10 +39,16 @@ const sections = (text: string): Map<string, string> => {
 }
 
 const jsonBlocks = (section: string) =>
-  codeBlocks(CATALOGUE, section).filter((block) => block.lang === "json").map((block) => JSON.parse(block.code) as Record<string, any>)
+  codeBlocks(CATALOGUE, section).filter((block) => block.lang === "json").map((block) =>
+    JSON.parse(block.code) as Record<string, any>
+  )
 
 /** Every event type's section: its first JSON block is the example, its second the schema. */
-export const catalogue = (): { readonly entries: Map<string, CatalogueEntry>; readonly testExample: Record<string, any>; readonly headers: Array<string> } => {
+export const catalogue = (): {
+  readonly entries: Map<string, CatalogueEntry>
+  readonly testExample: Record<string, any>
+  readonly headers: Array<string>
+} => {
   const page = sections(read(CATALOGUE))
   const entries = new Map<string, CatalogueEntry>()
   for (const [heading, section] of page) {
@@ -56,7 +62,9 @@ export const catalogue = (): { readonly entries: Map<string, CatalogueEntry>; re
   const [testExample] = jsonBlocks(page.get("Test events") ?? "")
   if (testExample === undefined) throw new Error(`${CATALOGUE}: no example under "Test events"`)
   // The headers table: rows whose first cell is a header name in a code span.
-  const headers = [...(page.get("Headers") ?? "").matchAll(/^\| `([A-Za-z-]+)` \|/gm)].map((match) => match[1]!.toLowerCase())
+  const headers = [...(page.get("Headers") ?? "").matchAll(/^\| `([A-Za-z-]+)` \|/gm)].map((match) =>
+    match[1]!.toLowerCase()
+  )
   return { entries, testExample, headers }
 }
 
@@ -64,7 +72,8 @@ export const catalogue = (): { readonly entries: Map<string, CatalogueEntry>; re
 export const keyPaths = (value: unknown, prefix = ""): Array<string> =>
   typeof value !== "object" || value === null || Array.isArray(value)
     ? []
-    : Object.entries(value).flatMap(([key, inner]) => [`${prefix}${key}`, ...keyPaths(inner, `${prefix}${key}.`)]).sort()
+    : Object.entries(value).flatMap(([key, inner]) => [`${prefix}${key}`, ...keyPaths(inner, `${prefix}${key}.`)])
+      .sort()
 
 const addFormats = addFormatsModule as unknown as (ajv: Ajv2020) => Ajv2020
 
@@ -72,7 +81,9 @@ const addFormats = addFormatsModule as unknown as (ajv: Ajv2020) => Ajv2020
 const closed = (schema: unknown): unknown => {
   if (Array.isArray(schema)) return schema.map(closed)
   if (typeof schema !== "object" || schema === null) return schema
-  const out: Record<string, unknown> = Object.fromEntries(Object.entries(schema).map(([key, inner]) => [key, closed(inner)]))
+  const out: Record<string, unknown> = Object.fromEntries(
+    Object.entries(schema).map(([key, inner]) => [key, closed(inner)])
+  )
   if (out.type === "object") out.additionalProperties = false
   return out
 }
@@ -94,7 +105,13 @@ export const eventValidators = () => {
     if (validators === undefined) return [`unknown event type ${type}`]
     const problems: Array<string> = []
     for (const [name, validate] of Object.entries(validators)) {
-      if (!validate(body)) problems.push(...(validate.errors ?? []).map((e) => `${name}: ${e.instancePath} ${e.message ?? ""} ${JSON.stringify(e.params)}`))
+      if (!validate(body)) {
+        problems.push(
+          ...(validate.errors ?? []).map((e) =>
+            `${name}: ${e.instancePath} ${e.message ?? ""} ${JSON.stringify(e.params)}`
+          )
+        )
+      }
     }
     return problems
   }

@@ -8,13 +8,13 @@
  * instead of 3 to 4. The suite starts about a hundred such services.
  */
 import { Effect } from "effect"
-import { bundleCli } from "../../scripts/bundle-cli.ts"
-import { buildConsole, isStale } from "../../scripts/build-console.ts"
-import { isOutdated } from "../../scripts/build-packages.ts"
 import { randomBytes } from "node:crypto"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
+import { buildConsole, isStale } from "../../scripts/build-console.ts"
+import { isOutdated } from "../../scripts/build-packages.ts"
+import { bundleCli } from "../../scripts/bundle-cli.ts"
 import { SvcTest } from "../../src/testing.ts"
 import { writeEmptySnapshot } from "./databases.ts"
 import { dropDatabase, root } from "./process.ts"

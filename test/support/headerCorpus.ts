@@ -29,7 +29,17 @@ export const refusedNameCorpus: ReadonlyArray<readonly [string, ReadonlyArray<st
   ["cookie: Set-Cookie", ["Set-Cookie"]]
 ]
 
-export const invalidNameCorpus: ReadonlyArray<string> = ["", "X Token", "X-Token:", "X\r\nInjected", "Ключ", "x(y)", "a/b", "x\u0000", "@home"]
+export const invalidNameCorpus: ReadonlyArray<string> = [
+  "",
+  "X Token",
+  "X-Token:",
+  "X\r\nInjected",
+  "Ключ",
+  "x(y)",
+  "a/b",
+  "x\u0000",
+  "@home"
+]
 
 export const invalidValueCorpus: ReadonlyArray<readonly [string, string]> = [
   ["CR", "abc\rdef"],
@@ -44,4 +54,3 @@ export const invalidValueCorpus: ReadonlyArray<readonly [string, string]> = [
   ["over 4 KiB", "a".repeat(MAX_VALUE_BYTES + 1)],
   ["a character a header cannot carry", "p\u2028q"]
 ]
-

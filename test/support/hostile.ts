@@ -45,8 +45,19 @@ const QUIET_MS = 2_000
 const PROBE_TIMEOUT_MS = 15_000
 
 export const ALL_SCOPES = [
-  "feedback.write", "feedback.review", "feedback.read", "datasets.write", "datasets.read", "org_config.read",
-  "org_config.write", "tasks.read", "tasks.write", "agents.read", "agents.write", "approvals.decide", "keys.manage"
+  "feedback.write",
+  "feedback.review",
+  "feedback.read",
+  "datasets.write",
+  "datasets.read",
+  "org_config.read",
+  "org_config.write",
+  "tasks.read",
+  "tasks.write",
+  "agents.read",
+  "agents.write",
+  "approvals.decide",
+  "keys.manage"
 ]
 
 export interface Tenant {
@@ -159,7 +170,10 @@ const serverEnv = (tls: TestTlsMaterial, database: Record<string, string>) => ({
 const makeDatabase = async (): Promise<{ env: Record<string, string>; drop: () => Promise<void> }> => {
   if (!onServerRun) {
     const dir = seededDataDir("svc-hostile-")
-    return { env: { SVC_DATA_DIR: dir, DATABASE_URL: "" }, drop: async () => fs.rmSync(dir, { recursive: true, force: true }) }
+    return {
+      env: { SVC_DATA_DIR: dir, DATABASE_URL: "" },
+      drop: async () => fs.rmSync(dir, { recursive: true, force: true })
+    }
   }
   const name = `svc_hostile_${randomBytes(6).toString("hex")}`
   const admin = async (statement: string) => {
@@ -229,7 +243,12 @@ export const startHostile = async (): Promise<Hostile> => {
   /** The victim's requests every 100 ms (`hostile-probe.ts`) until `until` settles (at least `minMs`): their latencies. */
   const probe = async (until: () => Promise<unknown>, minMs: number) => {
     const child = spawn(process.execPath, [path.join(root, "test/support/hostile-probe.ts")], {
-      env: { ...process.env, PROBE_URL: server.baseUrl, PROBE_KEY: victim.key, PROBE_TIMEOUT_MS: String(PROBE_TIMEOUT_MS) },
+      env: {
+        ...process.env,
+        PROBE_URL: server.baseUrl,
+        PROBE_KEY: victim.key,
+        PROBE_TIMEOUT_MS: String(PROBE_TIMEOUT_MS)
+      },
       stdio: ["pipe", "pipe", "inherit"]
     })
     let output = ""
@@ -251,7 +270,9 @@ export const startHostile = async (): Promise<Hostile> => {
 
   const healthy = async () => {
     if (server.child.exitCode !== null || server.child.signalCode !== null) return false
-    const answer = await fetch(`${server.baseUrl}/health`, { signal: AbortSignal.timeout(5_000) }).catch(() => undefined)
+    const answer = await fetch(`${server.baseUrl}/health`, { signal: AbortSignal.timeout(5_000) }).catch(() =>
+      undefined
+    )
     return answer?.status === 200
   }
 
@@ -288,14 +309,19 @@ export const startHostile = async (): Promise<Hostile> => {
     const failures: Array<string> = []
     if (attackError !== undefined) failures.push(`the attack itself failed: ${String(attackError)}`)
     if (attackP95 > 3 * quietP95 + 250) {
-      failures.push(`the other organization's p95 was ${attackP95.toFixed(0)} ms, over 3 x ${quietP95.toFixed(0)} + 250 ms`)
+      failures.push(
+        `the other organization's p95 was ${attackP95.toFixed(0)} ms, over 3 x ${quietP95.toFixed(0)} + 250 ms`
+      )
     }
     if (rssPeak - rssBefore >= RSS_BOUND_MB) {
       failures.push(`the process grew by ${(rssPeak - rssBefore).toFixed(0)} MB, over ${RSS_BOUND_MB} MB`)
     }
     if (!(await healthy())) {
-      const said = server.output().split("\n").filter((line) => !line.includes("\"message\":\"request\"")).slice(-8).join("\n")
-      failures.push(`the process ${server.child.exitCode === null ? "stopped answering" : "died"}:\n${said.slice(-1500)}`)
+      const said = server.output().split("\n").filter((line) => !line.includes("\"message\":\"request\"")).slice(-8)
+        .join("\n")
+      failures.push(
+        `the process ${server.child.exitCode === null ? "stopped answering" : "died"}:\n${said.slice(-1500)}`
+      )
     }
     // A failed case may leave work running or memory held: the next case gets a fresh process.
     if (failures.length > 0) await restart()
@@ -323,9 +349,14 @@ export const startHostile = async (): Promise<Hostile> => {
     clearTimeout(killer)
     await database.drop()
     if (figures.length > 0) {
-      console.log(["case | quiet p95 | attack p95 | max | RSS before/peak MB | children peak MB | attack ms", ...figures.map((f) =>
-        `${f.name} | ${f.quietP95} | ${f.attackP95} | ${f.attackMax} | ${f.rssBeforeMb}/${f.rssPeakMb} | ${f.childrenPeakMb} | ${f.attackMs}`
-      )].join("\n"))
+      console.log(
+        [
+          "case | quiet p95 | attack p95 | max | RSS before/peak MB | children peak MB | attack ms",
+          ...figures.map((f) =>
+            `${f.name} | ${f.quietP95} | ${f.attackP95} | ${f.attackMax} | ${f.rssBeforeMb}/${f.rssPeakMb} | ${f.childrenPeakMb} | ${f.attackMs}`
+          )
+        ].join("\n")
+      )
     }
   }
 

@@ -27,7 +27,9 @@ export const hostileRules = (): ReadonlyArray<HostileRule> => {
       name: "split-exists",
       rule: {
         name: "split-exists",
-        condition: `"${s}".split("").exists(a, "${s}".split("").exists(b, "${s.slice(0, 580)}".split("").exists(c, a + b + c == "0")))`,
+        condition: `"${s}".split("").exists(a, "${s}".split("").exists(b, "${
+          s.slice(0, 580)
+        }".split("").exists(c, a + b + c == "0")))`,
         result: allow
       },
       arguments: {}
@@ -37,7 +39,9 @@ export const hostileRules = (): ReadonlyArray<HostileRule> => {
       name: "split-map",
       rule: {
         name: "split-map",
-        condition: `"${s}".split("").map(a, "${s}".split("").map(b, "${s.slice(0, 580)}".split("").map(c, a + b + c))).size() == 0`,
+        condition: `"${s}".split("").map(a, "${s}".split("").map(b, "${
+          s.slice(0, 580)
+        }".split("").map(c, a + b + c))).size() == 0`,
         result: allow
       },
       arguments: {}
@@ -47,7 +51,8 @@ export const hostileRules = (): ReadonlyArray<HostileRule> => {
       name: "bind-loop",
       rule: {
         name: "bind-loop",
-        condition: `cel.bind(x, arguments.s.split(""), x.exists(a, x.exists(b, x.exists(c, x.exists(d, a + b + c + d == "0")))))`,
+        condition:
+          `cel.bind(x, arguments.s.split(""), x.exists(a, x.exists(b, x.exists(c, x.exists(d, a + b + c + d == "0")))))`,
         result: allow
       },
       arguments: { s: letters(2000) }
@@ -60,12 +65,19 @@ export const hostileRules = (): ReadonlyArray<HostileRule> => {
         condition: `arguments.recipients.split(",").exists(r, arguments.blocked.split(",").exists(b, r == b))`,
         result: allow
       },
-      arguments: { recipients: Array.from({ length: 125_000 }, () => "a").join(","), blocked: Array.from({ length: 125_000 }, () => "b").join(",") }
+      arguments: {
+        recipients: Array.from({ length: 125_000 }, () => "a").join(","),
+        blocked: Array.from({ length: 125_000 }, () => "b").join(",")
+      }
     },
     {
       // String work inside a comprehension: a 400 KB search for each of 100 000 items.
       name: "contains-loop",
-      rule: { name: "contains-loop", condition: `arguments.l.exists(x, arguments.s.contains(arguments.t))`, result: allow },
+      rule: {
+        name: "contains-loop",
+        condition: `arguments.l.exists(x, arguments.s.contains(arguments.t))`,
+        result: allow
+      },
       arguments: { l: Array.from({ length: 100_000 }, () => 0), s: "ab".repeat(200_000), t: `${"ab".repeat(500)}c` }
     }
   ]

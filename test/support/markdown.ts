@@ -41,7 +41,13 @@ export const codeBlocks = (page: string, text: string): Array<CodeBlock> => {
       if (new RegExp(`^ {0,3}${fence[0]}{${fence.length},}\\s*$`).test(lines[j]!)) break
       body.push(lines[j]!)
     }
-    blocks.push({ page, line: i + 1, lang: open[2]!, flags: open[3]!.split(/\s+/).filter((w) => w.length > 0), code: body.join("\n") })
+    blocks.push({
+      page,
+      line: i + 1,
+      lang: open[2]!,
+      flags: open[3]!.split(/\s+/).filter((w) => w.length > 0),
+      code: body.join("\n")
+    })
     i = j
   }
   return blocks
@@ -101,7 +107,11 @@ export interface Link {
 /** Inline links and images `[text](target)` outside code, with their line. */
 export const linksOf = (page: string, text: string): Array<Link> =>
   prose(text).split("\n").flatMap((line, i) =>
-    [...line.matchAll(/\]\(\s*<?([^)\s>]+)>?(?:\s+"[^"]*")?\s*\)/g)].map((match) => ({ page, line: i + 1, target: match[1]! }))
+    [...line.matchAll(/\]\(\s*<?([^)\s>]+)>?(?:\s+"[^"]*")?\s*\)/g)].map((match) => ({
+      page,
+      line: i + 1,
+      target: match[1]!
+    }))
   )
 
 /**
@@ -112,7 +122,9 @@ export const linksOf = (page: string, text: string): Array<Link> =>
 export const deadLink = (link: Link, readPage: (page: string) => string | undefined): string | undefined => {
   if (/^[a-z][a-z0-9+.-]*:/i.test(link.target)) return undefined // http:, https:, mailto: — not ours to resolve offline
   const [pathPart, anchor] = link.target.split("#", 2) as [string, string | undefined]
-  const targetPage = pathPart === "" ? link.page : path.posix.normalize(path.posix.join(path.posix.dirname(link.page), decodeURI(pathPart)))
+  const targetPage = pathPart === ""
+    ? link.page
+    : path.posix.normalize(path.posix.join(path.posix.dirname(link.page), decodeURI(pathPart)))
   if (targetPage.startsWith("..")) return `${link.target} leaves the repository`
   const text = readPage(targetPage.replace(/\/$/, ""))
   if (text === undefined) return `${targetPage} does not exist`

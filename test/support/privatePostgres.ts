@@ -91,4 +91,12 @@ export const privatePostgres = Effect.acquireRelease(
         fs.rmSync(pg.dir, { recursive: true, force: true })
       }
     })
-).pipe(Effect.map((pg): PrivatePostgres => ({ url: pg.url, crashAndRestart: pg.crashAndRestart, crash: pg.crash, stop: pg.stop, start: pg.start })))
+).pipe(
+  Effect.map((pg): PrivatePostgres => ({
+    url: pg.url,
+    crashAndRestart: pg.crashAndRestart,
+    crash: pg.crash,
+    stop: pg.stop,
+    start: pg.start
+  }))
+)

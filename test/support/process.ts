@@ -2,7 +2,7 @@
 import { PgClient } from "@effect/sql-pg"
 import { Effect, Redacted } from "effect"
 import { SqlClient } from "effect/sql"
-import { execFileSync, spawn, type ChildProcess } from "node:child_process"
+import { type ChildProcess, execFileSync, spawn } from "node:child_process"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
@@ -51,7 +51,8 @@ export const svcScripts = () => ({
 })
 
 /** Runs `svc <args>` as installed (`svcScripts`). */
-export const cli = (args: ReadonlyArray<string>, env: Record<string, string | undefined>) => runNode(svcScripts().cli, args, env)
+export const cli = (args: ReadonlyArray<string>, env: Record<string, string | undefined>) =>
+  runNode(svcScripts().cli, args, env)
 
 /**
  * A new data directory whose database is already migrated: the run's
@@ -72,7 +73,9 @@ export const emptyDataDir = (prefix: string) => dataDirFrom(prefix, process.env.
 const dataDirFrom = (prefix: string, snapshot: string | undefined) => {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), prefix))
   fs.mkdirSync(path.join(dir, "pgdata"), { mode: 0o700 })
-  if (snapshot !== undefined && snapshot !== "") execFileSync("tar", ["-xf", snapshot, "-C", path.join(dir, "pgdata")], { stdio: "ignore" })
+  if (snapshot !== undefined && snapshot !== "") {
+    execFileSync("tar", ["-xf", snapshot, "-C", path.join(dir, "pgdata")], { stdio: "ignore" })
+  }
   return dir
 }
 

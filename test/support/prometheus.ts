@@ -58,27 +58,36 @@ export const fromText = (text: string): Scrape => ({
 
 /** GET the URL and parse the answer (when it is 200). */
 export const scrape = (url: string, token?: string) =>
-  Effect.map(raw(url, token === undefined ? {} : { headers: { authorization: `Bearer ${token}` } }), (response): Scrape => ({
-    status: response.status,
-    contentType: response.headers.get("content-type"),
-    text: response.text,
-    families: response.status === 200 ? parseExposition(response.text) : [],
-    samples: response.status === 200 ? parseExposition(untypedHistograms(response.text)) : []
-  }))
+  Effect.map(
+    raw(url, token === undefined ? {} : { headers: { authorization: `Bearer ${token}` } }),
+    (response): Scrape => ({
+      status: response.status,
+      contentType: response.headers.get("content-type"),
+      text: response.text,
+      families: response.status === 200 ? parseExposition(response.text) : [],
+      samples: response.status === 200 ? parseExposition(untypedHistograms(response.text)) : []
+    })
+  )
 
-export const family = (scraped: Scrape, name: string): Family | undefined => scraped.families.find((f) => f.name === name)
+export const family = (scraped: Scrape, name: string): Family | undefined =>
+  scraped.families.find((f) => f.name === name)
 
 const matches = (sample: Sample, labels: Readonly<Record<string, string>>) =>
   Object.entries(labels).every(([key, value]) => sample.labels?.[key] === value)
 
 /** The value of the counter or gauge series with these labels (all of them), or `undefined`. */
-export const value = (scraped: Scrape, name: string, labels: Readonly<Record<string, string>> = {}): number | undefined => {
+export const value = (
+  scraped: Scrape,
+  name: string,
+  labels: Readonly<Record<string, string>> = {}
+): number | undefined => {
   const sample = family(scraped, name)?.metrics.find((s) => matches(s, labels))
   return sample?.value === undefined ? undefined : Number(sample.value)
 }
 
 // Untyped, a histogram's lines come series by series, so `x_bucket` appears as several families.
-const samplesOf = (scraped: Scrape, name: string) => scraped.samples.filter((f) => f.name === name).flatMap((f) => f.metrics)
+const samplesOf = (scraped: Scrape, name: string) =>
+  scraped.samples.filter((f) => f.name === name).flatMap((f) => f.metrics)
 
 const sameLabels = (sample: Sample, labels: Readonly<Record<string, string>>, ignore?: string) => {
   const own = Object.entries(sample.labels ?? {}).filter(([key]) => key !== ignore)
@@ -102,7 +111,11 @@ export const histogram = (scraped: Scrape, name: string, labels: Readonly<Record
 }
 
 /** Every (sample family, label name, label value) of the scrape, histogram lines included. */
-export const labelValues = (scraped: Scrape): ReadonlyArray<{ readonly family: string; readonly label: string; readonly value: string }> =>
+export const labelValues = (
+  scraped: Scrape
+): ReadonlyArray<{ readonly family: string; readonly label: string; readonly value: string }> =>
   scraped.samples.flatMap((f) =>
-    f.metrics.flatMap((sample) => Object.entries(sample.labels ?? {}).map(([label, value]) => ({ family: f.name, label, value })))
+    f.metrics.flatMap((sample) =>
+      Object.entries(sample.labels ?? {}).map(([label, value]) => ({ family: f.name, label, value }))
+    )
   )

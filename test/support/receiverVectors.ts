@@ -1,7 +1,7 @@
 /** Deliveries signed by the service's own signer, for the receiver kit's portable suite. */
 import { randomBytes } from "node:crypto"
-import { newSigningSecret, signatureHeader, standardSignatureHeader } from "../../src/notifications/send/Signing.ts"
 import type { Vectors } from "../../packages/receiver/test/suite.ts"
+import { newSigningSecret, signatureHeader, standardSignatureHeader } from "../../src/notifications/send/Signing.ts"
 
 export const receiverOrgId = "0193a0a0-0000-7000-8000-00000000000a"
 

@@ -63,7 +63,11 @@ export const decodeQuotedPrintable = (data: string) =>
   data.replace(/=\r?\n/g, "").replace(/=([0-9A-F]{2})/g, (_, hex: string) => String.fromCharCode(parseInt(hex, 16)))
 
 /** Posts a confirmation link's token as the console's page does. */
-export const confirmAddress = (baseUrl: string, token: string, headers: Record<string, string> = { "x-svc-console": "1" }) =>
+export const confirmAddress = (
+  baseUrl: string,
+  token: string,
+  headers: Record<string, string> = { "x-svc-console": "1" }
+) =>
   raw(`${baseUrl}/v1/approval-links/address-confirmation`, {
     method: "POST",
     headers: { "content-type": "application/json", ...headers },
@@ -104,5 +108,7 @@ export const confirmedReviewer = (
     if (set.reviewer_email_status === "confirmed") return
     const token = yield* nextConfirmation(mailsTo, address, seen)
     const confirmed = yield* confirmAddress(baseUrl, token)
-    if (confirmed.status !== 200) return yield* Effect.die(new Error(`confirming ${address}: ${confirmed.status} ${confirmed.text}`))
+    if (confirmed.status !== 200) {
+      return yield* Effect.die(new Error(`confirming ${address}: ${confirmed.status} ${confirmed.text}`))
+    }
   }).pipe(Effect.orDie)

@@ -29,7 +29,11 @@ export const RUN_SECTIONS: ReadonlyArray<RunSection> = [
   { page: "docs/approvals.md", section: "Governed steps", runner: "test/integration/agents/agent-examples.test.ts" },
   { page: "docs/approvals.md", section: "The agent loop", runner: "test/integration/agents/agent-examples.test.ts" },
   { page: "docs/approvals.md", section: "Policies", runner: "test/integration/agents/agent-examples.test.ts" },
-  { page: "docs/approvals.md", section: "Rules on arguments", runner: "test/integration/agents/agent-examples.test.ts" },
+  {
+    page: "docs/approvals.md",
+    section: "Rules on arguments",
+    runner: "test/integration/agents/agent-examples.test.ts"
+  },
   { page: "docs/approvals.md", section: "Deciding", runner: "test/integration/agents/agent-examples.test.ts" }
 ]
 
@@ -39,7 +43,8 @@ export const COMMAND_LANGS: ReadonlySet<string> = new Set(["sh", "bash", "shell"
 /** Whether a block is a command or a request: by its language, or by its first line. */
 export const isCommand = (block: CodeBlock): boolean =>
   COMMAND_LANGS.has(block.lang) ||
-  ((block.lang === "" || block.lang === "text") && /^\s*(?:\$\s*)?(?:curl|npm|npx|svc)\s/.test(block.code.split("\n")[0] ?? ""))
+  ((block.lang === "" || block.lang === "text") &&
+    /^\s*(?:\$\s*)?(?:curl|npm|npx|svc)\s/.test(block.code.split("\n")[0] ?? ""))
 
 export const isIllustrative = (block: CodeBlock): boolean => block.flags.includes("illustrative")
 
@@ -73,7 +78,11 @@ export const consumerBlocks = (): Map<string, CodeBlock> => {
     for (const block of codeBlocks(page, read(page))) {
       const name = consumerName(block)
       if (name === undefined) continue
-      if (found.has(name)) throw new Error(`${page}:${block.line}: consumer=${name} is also ${found.get(name)!.page}:${found.get(name)!.line}`)
+      if (found.has(name)) {
+        throw new Error(
+          `${page}:${block.line}: consumer=${name} is also ${found.get(name)!.page}:${found.get(name)!.line}`
+        )
+      }
       found.set(name, block)
     }
   }
@@ -83,6 +92,8 @@ export const consumerBlocks = (): Map<string, CodeBlock> => {
 /** Every block a runner runs, as `page:line`: the sections above, and the blocks the packaging test runs. */
 export const allBlocksRun = (): Set<string> =>
   new Set([
-    ...RUN_SECTIONS.flatMap(({ page, section }) => blocksRun(page, section).map((block) => `${block.page}:${block.line}`)),
+    ...RUN_SECTIONS.flatMap(({ page, section }) =>
+      blocksRun(page, section).map((block) => `${block.page}:${block.line}`)
+    ),
     ...[...consumerBlocks().values()].map((block) => `${block.page}:${block.line}`)
   ])

@@ -23,7 +23,8 @@ export const chars = (alphabet: string, length: number, seed = 7): string => {
 
 const b64url = (value: string) => Buffer.from(value, "utf8").toString("base64url")
 
-const pem = generateKeyPairSync("rsa", { modulusLength: 1024 }).privateKey.export({ type: "pkcs1", format: "pem" }).toString()
+const pem = generateKeyPairSync("rsa", { modulusLength: 1024 }).privateKey.export({ type: "pkcs1", format: "pem" })
+  .toString()
 
 export interface SecretSample {
   /** The rule that should find it (secretlint rule id or our pattern rule id). */
@@ -36,7 +37,12 @@ export interface SecretSample {
   readonly lookalike: string
 }
 
-const sample = (rule: string, secret: string, lookalike: string, around = (s: string) => `value: ${s} end`): SecretSample => ({
+const sample = (
+  rule: string,
+  secret: string,
+  lookalike: string,
+  around = (s: string) => `value: ${s} end`
+): SecretSample => ({
   rule,
   text: around(secret),
   secret,
@@ -63,7 +69,11 @@ export const secretSamples = (seed = 7): ReadonlyArray<SecretSample> => {
     },
     sample("@secretlint/secretlint-rule-github", `ghp_${c(ALNUM, 36)}`, "ghp_short_token"),
     sample("@secretlint/secretlint-rule-gitlab", `glpat-${c(ALNUM, 20)}`, "glpat-tiny"),
-    sample("@secretlint/secretlint-rule-slack", `xoxb-${c("0123456789", 12)}-${c("0123456789", 13)}-${c(ALNUM, 24)}`, "xoxb is the bot token prefix"),
+    sample(
+      "@secretlint/secretlint-rule-slack",
+      `xoxb-${c("0123456789", 12)}-${c("0123456789", 13)}-${c(ALNUM, 24)}`,
+      "xoxb is the bot token prefix"
+    ),
     sample("@secretlint/secretlint-rule-stripe", `sk_live_${c(ALNUM, 32)}`, "sk_live_mode_flag"),
     sample("@secretlint/secretlint-rule-sendgrid", `SG.${c(ALNUM, 22)}.${c(ALNUM, 43)}`, "SG.short.value"),
     sample("@secretlint/secretlint-rule-npm", `npm_${c(ALNUM, 36)}`, "npm_package_name"),
@@ -71,11 +81,30 @@ export const secretSamples = (seed = 7): ReadonlyArray<SecretSample> => {
     sample("@secretlint/secretlint-rule-openai", `sk-${c(ALNUM, 20)}T3BlbkFJ${c(ALNUM, 20)}`, "sk-learn is a library"),
     sample("@secretlint/secretlint-rule-anthropic", `sk-ant-api03-${c(ALNUM, 93)}AA`, "sk-ant-api03-short"),
     sample("@secretlint/secretlint-rule-docker", `dckr_pat_${c(ALNUM, 27)}`, "dckr_pat_x"),
-    sample("@secretlint/secretlint-rule-basicauth", `https://admin:${c(ALNUM, 12)}@example.com`, "https://example.com/admin:page"),
-    sample("@secretlint/secretlint-rule-database-connection-string", `postgres://app:${c(ALNUM, 14)}@db.example.com:5432/app`, "the postgres database is slow"),
+    sample(
+      "@secretlint/secretlint-rule-basicauth",
+      `https://admin:${c(ALNUM, 12)}@example.com`,
+      "https://example.com/admin:page"
+    ),
+    sample(
+      "@secretlint/secretlint-rule-database-connection-string",
+      `postgres://app:${c(ALNUM, 14)}@db.example.com:5432/app`,
+      "the postgres database is slow"
+    ),
     sample("@secretlint/secretlint-rule-privatekey", pem, "-----BEGIN PUBLIC KEY----- is public", (s) => s),
-    sample("jwt", `${b64url('{"alg":"HS256","typ":"JWT"}')}.${b64url(`{"sub":"${c(ALNUM, 10)}","iat":1516239022}`)}.${c(ALNUM + "_-", 43)}`, "eyes.eyebrows.eyelids"),
-    sample("private-key", `-----BEGIN ENCRYPTED PRIVATE KEY-----\n${c(ALNUM, 64)}\n${c(ALNUM, 64)}\n-----END ENCRYPTED PRIVATE KEY-----`, "a PRIVATE KEY block starts with -----BEGIN", (s) => s),
+    sample(
+      "jwt",
+      `${b64url("{\"alg\":\"HS256\",\"typ\":\"JWT\"}")}.${b64url(`{"sub":"${c(ALNUM, 10)}","iat":1516239022}`)}.${
+        c(ALNUM + "_-", 43)
+      }`,
+      "eyes.eyebrows.eyelids"
+    ),
+    sample(
+      "private-key",
+      `-----BEGIN ENCRYPTED PRIVATE KEY-----\n${c(ALNUM, 64)}\n${c(ALNUM, 64)}\n-----END ENCRYPTED PRIVATE KEY-----`,
+      "a PRIVATE KEY block starts with -----BEGIN",
+      (s) => s
+    ),
     {
       rule: "bearer-credential",
       text: `Authorization: Bearer ${c(ALNUM, 40)}`,
@@ -94,8 +123,16 @@ export const secretSamples = (seed = 7): ReadonlyArray<SecretSample> => {
     sample("svc-signing-secret", `whsec_${c(ALNUM + "+/", 43)}=`, "whsec_ secrets are base64 now"),
     sample("svc-console-token", `svcs_${c(ALNUM + "_-", 43)}`, "svl_ and svcs_ start console tokens"),
     sample("svc-console-token", `sva_${c(ALNUM + "_-", 43)}`, "sva_ starts the link of a reviewer mail"),
-    sample("svc-console-token", `svr_${c(ALNUM + "_-", 43)}`, "svr_ starts the confirmation link of a reviewer address"),
-    sample("slack-webhook-url", `https://hooks.slack.com/services/T${c(UPPER_NUM, 8)}/B${c(UPPER_NUM, 8)}/${c(ALNUM, 24)}`, "https://hooks.slack.com/ is where webhooks live")
+    sample(
+      "svc-console-token",
+      `svr_${c(ALNUM + "_-", 43)}`,
+      "svr_ starts the confirmation link of a reviewer address"
+    ),
+    sample(
+      "slack-webhook-url",
+      `https://hooks.slack.com/services/T${c(UPPER_NUM, 8)}/B${c(UPPER_NUM, 8)}/${c(ALNUM, 24)}`,
+      "https://hooks.slack.com/ is where webhooks live"
+    )
   ]
 }
 
@@ -148,14 +185,25 @@ const awsForms = (key: string) => [
 
 export const plantings = (seed = 7): ReadonlyArray<Planting> =>
   secretSamples(seed).map((sample) => {
-    if (sample.rule === "aws-secret-access-key" || (sample.rule === "@secretlint/secretlint-rule-aws" && sample.text !== `value: ${sample.secret} end`)) {
+    if (
+      sample.rule === "aws-secret-access-key" ||
+      (sample.rule === "@secretlint/secretlint-rule-aws" && sample.text !== `value: ${sample.secret} end`)
+    ) {
       return { rule: sample.rule, secret: sample.secret, forms: awsForms(sample.secret) }
     }
     if (sample.rule === "bearer-credential") {
-      return { rule: sample.rule, secret: sample.secret, forms: [`Bearer ${sample.secret}`, `Authorization: Bearer ${sample.secret}`] }
+      return {
+        rule: sample.rule,
+        secret: sample.secret,
+        forms: [`Bearer ${sample.secret}`, `Authorization: Bearer ${sample.secret}`]
+      }
     }
     if (sample.rule === "basic-credential") {
-      return { rule: sample.rule, secret: sample.secret, forms: [`Basic ${sample.secret}`, `Authorization: Basic ${sample.secret}`] }
+      return {
+        rule: sample.rule,
+        secret: sample.secret,
+        forms: [`Basic ${sample.secret}`, `Authorization: Basic ${sample.secret}`]
+      }
     }
     // A URL with credentials: the password is the secret (the rest is an address).
     const password = /^[a-z]+:\/\/[^:/@]+:([^@]+)@/.exec(sample.secret)?.[1]

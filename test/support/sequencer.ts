@@ -38,7 +38,10 @@ const GUESS = [20, 5, 1] as const
 export const recorded = (): Record<string, number> => JSON.parse(fs.readFileSync(recordFile, "utf8"))
 
 /** Absolute paths of test files in the order a run without earlier durations starts them. */
-export const firstRunOrder = (files: ReadonlyArray<string>, record: Record<string, number> = recorded()): Array<string> =>
+export const firstRunOrder = (
+  files: ReadonlyArray<string>,
+  record: Record<string, number> = recorded()
+): Array<string> =>
   files
     .map((file) => ({ file, seconds: record[path.relative(root, file)] ?? GUESS[weightOf(file)]! }))
     .sort((a, b) => b.seconds - a.seconds)
@@ -61,7 +64,9 @@ if (import.meta.main) {
     if (!fs.existsSync(resultsFile)) continue
     const results = JSON.parse(fs.readFileSync(resultsFile, "utf8"))
     for (const [file, result] of Object.entries<{ duration?: number }>(results.projects[""].files)) {
-      if (result.duration !== undefined && file.startsWith("test/")) record[file] = Math.round(result.duration / 100) / 10
+      if (result.duration !== undefined && file.startsWith("test/")) {
+        record[file] = Math.round(result.duration / 100) / 10
+      }
     }
   }
   const sorted = Object.fromEntries(Object.entries(record).sort(([a], [b]) => a.localeCompare(b)))

@@ -6,7 +6,10 @@ export interface SseEvent {
   readonly data: string
 }
 
-export type SseFrame = { readonly _tag: "event"; readonly event: SseEvent } | { readonly _tag: "comment"; readonly text: string }
+export type SseFrame = { readonly _tag: "event"; readonly event: SseEvent } | {
+  readonly _tag: "comment"
+  readonly text: string
+}
 
 export interface SseConnection {
   readonly status: number

@@ -14,7 +14,9 @@ export const waitForDeliveries = (
     for (;;) {
       const result = yield* org.client.telemetry.deliveries({ params: { id }, query: {} })
       if (done(result.deliveries)) return result
-      if (Date.now() > deadline) return yield* Effect.die(new Error(`deliveries never matched: ${JSON.stringify(result)}`))
+      if (Date.now() > deadline) {
+        return yield* Effect.die(new Error(`deliveries never matched: ${JSON.stringify(result)}`))
+      }
       yield* Effect.sleep(50)
     }
   })

@@ -38,7 +38,10 @@ export interface TestTlsMaterial extends TestCertificate {
   /** Signs another server certificate with the same CA. */
   readonly issue: (names: SanOptions) => Promise<TestCertificate>
   /** Signs a client certificate (TLS client authentication) for `commonName`, valid over `validity` (default: now, for 30 days). */
-  readonly issueClient: (commonName: string, validity?: { readonly notBeforeDate: Date; readonly notAfterDate: Date }) => Promise<TestCertificate>
+  readonly issueClient: (
+    commonName: string,
+    validity?: { readonly notBeforeDate: Date; readonly notAfterDate: Date }
+  ) => Promise<TestCertificate>
 }
 
 export interface SanOptions {

@@ -43,7 +43,15 @@ export interface PolicyDraft {
 let nextKey = 0
 
 /** The settings an action class without a policy has (docs/approvals.md, "Policies"). */
-export const DEFAULT_DEADLINES: DeadlineDraft = { review: "900", notice: "300", escalation: "", timeout: "reject", quorum: "", group: "", escalationChain: "" }
+export const DEFAULT_DEADLINES: DeadlineDraft = {
+  review: "900",
+  notice: "300",
+  escalation: "",
+  timeout: "reject",
+  quorum: "",
+  group: "",
+  escalationChain: ""
+}
 
 export const newRule = (index: number): RuleDraft => ({
   key: nextKey++,
@@ -54,7 +62,12 @@ export const newRule = (index: number): RuleDraft => ({
   deadlines: DEFAULT_DEADLINES
 })
 
-export const emptyDraft = (): PolicyDraft => ({ mode: "require_approval", deadlines: DEFAULT_DEADLINES, schema: "", rules: [] })
+export const emptyDraft = (): PolicyDraft => ({
+  mode: "require_approval",
+  deadlines: DEFAULT_DEADLINES,
+  schema: "",
+  rules: []
+})
 
 const text = (value: number | null | undefined) => (value === undefined || value === null ? "" : String(value))
 
@@ -140,7 +153,11 @@ export const payloadOf = (draft: PolicyDraft): PolicyInput => {
   return {
     mode: draft.mode,
     ...deadlinesPayload(draft.deadlines),
-    rules: draft.rules.map((rule) => ({ name: rule.name.trim(), condition: rule.condition, result: resultPayload(rule) })),
+    rules: draft.rules.map((rule) => ({
+      name: rule.name.trim(),
+      condition: rule.condition,
+      result: resultPayload(rule)
+    })),
     ...(schema === undefined ? {} : { arguments_schema: schema })
   }
 }
@@ -150,7 +167,9 @@ export const payloadOf = (draft: PolicyDraft): PolicyInput => {
  * the third rule, `arguments_schema` to the schema, anything else to the
  * policy as a whole.
  */
-export const placeOf = (field: string | undefined): { readonly rule: number } | { readonly schema: true } | undefined => {
+export const placeOf = (
+  field: string | undefined
+): { readonly rule: number } | { readonly schema: true } | undefined => {
   if (field === undefined) return undefined
   const rule = /^rules\[(\d+)\]/.exec(field)
   if (rule) return { rule: Number(rule[1]) }

@@ -26,7 +26,10 @@ export interface MemberDraft {
 
 export const emptyMember = (): MemberDraft => ({ kind: "console_user", who: "", email: "" })
 
-const personOf = (kind: MemberKind, who: string): Reviewer => (kind === "key_id" ? { key_id: who.trim() } : { console_user: who })
+const personOf = (
+  kind: MemberKind,
+  who: string
+): Reviewer => (kind === "key_id" ? { key_id: who.trim() } : { console_user: who })
 
 /** A new member: the address only when one is typed in. */
 export const memberInput = (draft: MemberDraft): GroupMemberInput => {
@@ -42,7 +45,9 @@ export const delegateOf = (kind: MemberKind, who: string): Reviewer => personOf(
  * one a new confirmation mail.
  */
 const unchanged = (members: ReadonlyArray<GroupMember>): Array<GroupMemberInput> =>
-  members.map((member) => member.key_id !== undefined ? { key_id: member.key_id } : { console_user: member.console_user ?? "" })
+  members.map((member) =>
+    member.key_id !== undefined ? { key_id: member.key_id } : { console_user: member.console_user ?? "" }
+  )
 
 export const createPayload = (drafts: ReadonlyArray<MemberDraft>): GroupInput => ({ members: drafts.map(memberInput) })
 
@@ -55,7 +60,11 @@ export const removePayload = (members: ReadonlyArray<GroupMember>, index: number
 })
 
 /** Sets (a new address: pending, sent a confirmation mail) or clears (`null`) one member's address. */
-export const addressPayload = (members: ReadonlyArray<GroupMember>, index: number, email: string | null): GroupInput => ({
+export const addressPayload = (
+  members: ReadonlyArray<GroupMember>,
+  index: number,
+  email: string | null
+): GroupInput => ({
   members: unchanged(members).map((member, i) => (i === index ? { ...member, email } : member))
 })
 
@@ -72,7 +81,8 @@ export interface FieldIssue {
 /** `["members", 1, "email"]` → `members[1].email`, the API's naming of fields. */
 export const fieldPath = (segments: ReadonlyArray<PropertyKey>): string =>
   segments.reduce<string>(
-    (out, segment) => typeof segment === "number" ? `${out}[${segment}]` : out === "" ? String(segment) : `${out}.${String(segment)}`,
+    (out, segment) =>
+      typeof segment === "number" ? `${out}[${segment}]` : out === "" ? String(segment) : `${out}.${String(segment)}`,
     ""
   )
 
@@ -80,11 +90,18 @@ const formatIssues = SchemaIssue.makeFormatterStandardSchemaV1()
 
 const issuesOf = (issue: SchemaIssue.Issue, under: ReadonlyArray<PropertyKey> = []): ReadonlyArray<FieldIssue> =>
   formatIssues(issue).issues.map((one) => ({
-    field: fieldPath([...under, ...(one.path ?? []).map((segment) => (typeof segment === "object" ? segment.key : segment))]),
+    field: fieldPath([
+      ...under,
+      ...(one.path ?? []).map((segment) => (typeof segment === "object" ? segment.key : segment))
+    ]),
     message: one.message
   }))
 
-const check = <S extends Schema.Top & { readonly DecodingServices: never }>(schema: S, value: unknown, under: ReadonlyArray<PropertyKey> = []) =>
+const check = <S extends Schema.Top & { readonly DecodingServices: never }>(
+  schema: S,
+  value: unknown,
+  under: ReadonlyArray<PropertyKey> = []
+) =>
   Result.match(Schema.decodeUnknownResult(schema, { errors: "all" })(value), {
     onSuccess: (): ReadonlyArray<FieldIssue> => [],
     onFailure: (error) => issuesOf(error.issue, under)
@@ -106,7 +123,13 @@ export const checkDelegation = (payload: DelegationInput): ReadonlyArray<FieldIs
 const NAMED_FIELD = /\b((?:members\[\d+\]|delegate)\.key_id)\b/
 
 /** Problems of the session or the service, which the shared words say best. */
-const GENERAL = new Set(["INSUFFICIENT_SCOPE", "UNAUTHENTICATED", "CROSS_SITE_REQUEST", "SERVICE_UNAVAILABLE", "NETWORK"])
+const GENERAL = new Set([
+  "INSUFFICIENT_SCOPE",
+  "UNAUTHENTICATED",
+  "CROSS_SITE_REQUEST",
+  "SERVICE_UNAVAILABLE",
+  "NETWORK"
+])
 
 /**
  * An API problem as the fields it names: each of its `errors`, its
@@ -127,7 +150,13 @@ export const problemIssues = (problem: Problem, describe: (problem: Problem) => 
 export const fieldLabel = (field: string): string => {
   const member = /^members\[(\d+)\](?:\.(\w+))?/.exec(field)
   if (member) {
-    const part = member[2] === "email" ? ", address" : member[2] === "key_id" ? ", API key" : member[2] === "console_user" ? ", console person" : ""
+    const part = member[2] === "email"
+      ? ", address"
+      : member[2] === "key_id"
+      ? ", API key"
+      : member[2] === "console_user"
+      ? ", console person"
+      : ""
     return `Member ${Number(member[1]) + 1}${part}`
   }
   const labels: Record<string, string> = {
@@ -153,5 +182,7 @@ export const instantOf = (local: string): string => {
 export const localIn = (now: number, days: number): string => {
   const date = new Date(now + days * 86_400_000)
   const pad = (n: number) => String(n).padStart(2, "0")
-  return `${date.getFullYear()}-${pad(date.getMonth() + 1)}-${pad(date.getDate())}T${pad(date.getHours())}:${pad(date.getMinutes())}`
+  return `${date.getFullYear()}-${pad(date.getMonth() + 1)}-${pad(date.getDate())}T${pad(date.getHours())}:${
+    pad(date.getMinutes())
+  }`
 }

@@ -16,14 +16,14 @@ import { HttpServerRequest } from "effect/http"
 import {
   constructEvent as constructEventPromise,
   constructEventFromHeaders as constructEventFromHeadersPromise,
-  type HeaderSource,
-  DEFAULT_MAX_BODY_BYTES,
   type DedupStore,
+  DEFAULT_MAX_BODY_BYTES,
+  type HeaderSource,
   type RawBody,
   type Secrets,
+  type VerifyOptions,
   verifySignature as verifySignaturePromise,
   verifyStandardWebhook as verifyStandardWebhookPromise,
-  type VerifyOptions,
   type WebhookEvent,
   WebhookVerificationError,
   type WebhookVerificationReason
@@ -87,7 +87,11 @@ export const SvcWebhooks = {
     }),
 
   /** Runs `handle` once per event id (see `deduplicate`); a duplicate answers `{ duplicate: true }`. */
-  deduplicate: <A, E, R>(store: DedupStore, event: WebhookEvent, handle: (event: WebhookEvent) => Effect.Effect<A, E, R>) =>
+  deduplicate: <A, E, R>(
+    store: DedupStore,
+    event: WebhookEvent,
+    handle: (event: WebhookEvent) => Effect.Effect<A, E, R>
+  ) =>
     Effect.gen(function*() {
       const fresh = yield* Effect.promise(() => store.add(event.id, event))
       if (!fresh) return { duplicate: true as const }

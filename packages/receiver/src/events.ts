@@ -232,7 +232,10 @@ export const decodeEvent = (rawBody: RawBody, options: Pick<VerifyOptions, "expe
     throw new WebhookVerificationError("invalid_body", "the body is not an svc event (id, type, org_id, occurred_at)")
   }
   if (!(EVENT_TYPES as ReadonlyArray<string>).includes(value.type)) {
-    throw new WebhookVerificationError("unknown_event_type", `unknown event type ${JSON.stringify(value.type.slice(0, 64))}`)
+    throw new WebhookVerificationError(
+      "unknown_event_type",
+      `unknown event type ${JSON.stringify(value.type.slice(0, 64))}`
+    )
   }
   if ((ENDPOINT_EVENT_TYPES as ReadonlyArray<string>).includes(value.type)) {
     if (!isObject(value.endpoint) || typeof value.endpoint.id !== "string") {

@@ -128,13 +128,18 @@ export const parseSignatureHeader = (header: string | null | undefined): ParsedS
       timestamp = Number(value)
     } else if (key === "v1") {
       if (signatures.length === MAX_SIGNATURES) {
-        throw new WebhookVerificationError("malformed_header", `more than ${MAX_SIGNATURES} v1= signatures in X-Svc-Signature`)
+        throw new WebhookVerificationError(
+          "malformed_header",
+          `more than ${MAX_SIGNATURES} v1= signatures in X-Svc-Signature`
+        )
       }
       signatures.push(value)
     }
   }
   if (timestamp === undefined) throw new WebhookVerificationError("malformed_header", "no t= value in X-Svc-Signature")
-  if (signatures.length === 0) throw new WebhookVerificationError("malformed_header", "no v1= signature in X-Svc-Signature")
+  if (signatures.length === 0) {
+    throw new WebhookVerificationError("malformed_header", "no v1= signature in X-Svc-Signature")
+  }
   return { timestamp, signatures }
 }
 
@@ -262,19 +267,30 @@ export const verifyStandardWebhook = async (
     throw new WebhookVerificationError("malformed_header", "missing or malformed webhook-id header")
   }
   if (typeof stamp !== "string" || !/^\d{1,12}$/.test(stamp)) {
-    throw new WebhookVerificationError("malformed_header", "missing webhook-timestamp header, or not a unix time in seconds")
+    throw new WebhookVerificationError(
+      "malformed_header",
+      "missing webhook-timestamp header, or not a unix time in seconds"
+    )
   }
   if (typeof signature !== "string" || signature.length === 0) {
     throw new WebhookVerificationError("malformed_header", "missing webhook-signature header")
   }
   if (signature.length > MAX_SIGNATURE_HEADER_LENGTH) {
-    throw new WebhookVerificationError("malformed_header", `the webhook-signature header is over ${MAX_SIGNATURE_HEADER_LENGTH} characters`)
+    throw new WebhookVerificationError(
+      "malformed_header",
+      `the webhook-signature header is over ${MAX_SIGNATURE_HEADER_LENGTH} characters`
+    )
   }
   const entries = signature.split(" ").filter((entry) => entry.length > 0)
   const values = entries.filter((entry) => entry.startsWith("v1,")).map((entry) => entry.slice(3))
-  if (values.length === 0) throw new WebhookVerificationError("malformed_header", "no v1, signature in webhook-signature")
+  if (values.length === 0) {
+    throw new WebhookVerificationError("malformed_header", "no v1, signature in webhook-signature")
+  }
   if (values.length > MAX_SIGNATURES) {
-    throw new WebhookVerificationError("malformed_header", `more than ${MAX_SIGNATURES} v1, signatures in webhook-signature`)
+    throw new WebhookVerificationError(
+      "malformed_header",
+      `more than ${MAX_SIGNATURES} v1, signatures in webhook-signature`
+    )
   }
   const secrets = typeof secret === "string" ? [secret] : [...secret]
   if (secrets.length === 0 || secrets.some((s) => typeof s !== "string" || s.length === 0)) {
@@ -289,13 +305,20 @@ export const verifyStandardWebhook = async (
   const candidates = values.map(base64ToBytes)
   let matched = false
   for (const value of new Set(secrets)) {
-    const key = await subtle.importKey("raw", standardKeyBytes(value), { name: "HMAC", hash: "SHA-256" }, false, ["sign"])
+    const key = await subtle.importKey("raw", standardKeyBytes(value), { name: "HMAC", hash: "SHA-256" }, false, [
+      "sign"
+    ])
     const digest = new Uint8Array(await subtle.sign("HMAC", key, signed))
     for (const candidate of candidates) {
       if (candidate !== undefined && digestsEqual(digest, candidate)) matched = true
     }
   }
-  if (!matched) throw new WebhookVerificationError("bad_signature", "no v1, signature in webhook-signature matches the signing secret")
+  if (!matched) {
+    throw new WebhookVerificationError(
+      "bad_signature",
+      "no v1, signature in webhook-signature matches the signing secret"
+    )
+  }
   const timestamp = Number(stamp)
   checkTolerance(timestamp, options)
   return { id, timestamp }
@@ -340,14 +363,22 @@ export const checkHeadersBeforeBody = (headers: HeaderSource) => {
     return
   }
   const signature = headerOf(headers, "webhook-signature")
-  if (signature === undefined || headerOf(headers, "webhook-id") === undefined || headerOf(headers, "webhook-timestamp") === undefined) {
-    throw new WebhookVerificationError("malformed_header", "missing X-Svc-Signature header (or the webhook-id, webhook-timestamp and webhook-signature headers)")
+  if (
+    signature === undefined || headerOf(headers, "webhook-id") === undefined ||
+    headerOf(headers, "webhook-timestamp") === undefined
+  ) {
+    throw new WebhookVerificationError(
+      "malformed_header",
+      "missing X-Svc-Signature header (or the webhook-id, webhook-timestamp and webhook-signature headers)"
+    )
   }
   if (signature.length > MAX_SIGNATURE_HEADER_LENGTH) {
-    throw new WebhookVerificationError("malformed_header", `the webhook-signature header is over ${MAX_SIGNATURE_HEADER_LENGTH} characters`)
+    throw new WebhookVerificationError(
+      "malformed_header",
+      `the webhook-signature header is over ${MAX_SIGNATURE_HEADER_LENGTH} characters`
+    )
   }
 }
-
 
 /**
  * Verifies the signature on the raw body, then decodes and validates the

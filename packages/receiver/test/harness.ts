@@ -55,7 +55,9 @@ export const assert: Assert = {
     }
   },
   atMost(actual: number, limit: number, message = ""): void {
-    if (!(actual <= limit)) throw new AssertionError(`${message ? `${message}: ` : ""}expected at most ${limit}, got ${actual}`)
+    if (!(actual <= limit)) {
+      throw new AssertionError(`${message ? `${message}: ` : ""}expected at most ${limit}, got ${actual}`)
+    }
   }
 }
 
@@ -82,7 +84,10 @@ export const runCases = async (
       ])
       passed.push(testCase.name)
     } catch (error) {
-      failed.push({ name: testCase.name, message: error instanceof Error ? `${error.name}: ${error.message}` : show(error) })
+      failed.push({
+        name: testCase.name,
+        message: error instanceof Error ? `${error.name}: ${error.message}` : show(error)
+      })
     } finally {
       if (timer !== undefined) clearTimeout(timer)
     }

@@ -23,7 +23,9 @@ let compiled: Promise<WebAssembly.Module> | undefined
 
 /** PGlite's compiled module, shared by the databases in memory of this process. */
 export const compiledPglite = (): Promise<WebAssembly.Module> => {
-  compiled ??= readFile(path.join(path.dirname(createRequire(import.meta.url).resolve("@electric-sql/pglite")), "pglite.wasm")).then(
+  compiled ??= readFile(
+    path.join(path.dirname(createRequire(import.meta.url).resolve("@electric-sql/pglite")), "pglite.wasm")
+  ).then(
     (bytes) => WebAssembly.compile(bytes),
     (error: unknown) => {
       compiled = undefined

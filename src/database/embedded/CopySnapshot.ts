@@ -40,7 +40,9 @@ const removeTree = (fs: Files, path: string): void => {
 export const trimForCopies = async (db: PGlite): Promise<void> => {
   await db.exec("CHECKPOINT")
   const fs = db.Module.FS as unknown as Files
-  const [{ data_directory: dataDir }] = (await db.query<{ data_directory: string }>("SHOW data_directory")).rows as [{ data_directory: string }]
+  const [{ data_directory: dataDir }] = (await db.query<{ data_directory: string }>("SHOW data_directory")).rows as [
+    { data_directory: string }
+  ]
   const others = await db.query<{ oid: number }>("SELECT oid FROM pg_database WHERE datname <> current_database()")
   for (const { oid } of others.rows) removeTree(fs, `${dataDir}/base/${oid}`)
   for (const name of fs.readdir(`${dataDir}/pg_wal`)) {

@@ -59,8 +59,9 @@ const ERROR_FIELDS: Record<string, string> = {
 
 /** As `Object.fromEntries` sets it: a column named `__proto__` is a column, not the prototype. */
 const setColumn = (row: Record<string, unknown>, name: string, value: unknown) => {
-  if (name === "__proto__") Object.defineProperty(row, name, { value, enumerable: true, writable: true, configurable: true })
-  else row[name] = value
+  if (name === "__proto__") {
+    Object.defineProperty(row, name, { value, enumerable: true, writable: true, configurable: true })
+  } else row[name] = value
 }
 
 const cstringEnd = (bytes: Buffer, at: number) => {
@@ -148,7 +149,10 @@ export const readAnswer = (
       const parts = tag.split(" ")
       command = parts[0]
       const count = parseInt(parts[parts.length - 1]!, 10)
-      if (command === "INSERT" || command === "UPDATE" || command === "DELETE" || command === "COPY" || command === "MERGE") {
+      if (
+        command === "INSERT" || command === "UPDATE" || command === "DELETE" || command === "COPY" ||
+        command === "MERGE"
+      ) {
         affectedRows = count
       }
     } else if (kind === 0x45 /* E: ErrorResponse */ && error === undefined) {

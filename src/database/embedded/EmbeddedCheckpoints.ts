@@ -40,7 +40,10 @@ const defaults: CheckpointBounds = { walBytes: CHECKPOINT_WAL_BYTES, timeout: CH
 const DueRows = rowsOf("pg_control_checkpoint()", Schema.Struct({ due: Schema.Boolean }))
 
 /** Runs `CHECKPOINT` when one of the bounds is passed; answers whether it did. */
-export const checkpointIfDue = (sql: SqlClient.SqlClient, bounds: CheckpointBounds = defaults): Effect.Effect<boolean, SqlError> =>
+export const checkpointIfDue = (
+  sql: SqlClient.SqlClient,
+  bounds: CheckpointBounds = defaults
+): Effect.Effect<boolean, SqlError> =>
   Effect.gen(function*() {
     const timeoutMs = Duration.toMillis(Duration.fromInputUnsafe(bounds.timeout))
     const [row] = yield* DueRows.decoded(sql`

@@ -40,8 +40,15 @@ class EmbeddedConnection implements Connection, TransactionState {
       }
     )
   }
-  execute(sql: string, params: ReadonlyArray<unknown>, transformRows: (<A extends object>(row: ReadonlyArray<A>) => ReadonlyArray<A>) | undefined) {
-    return Effect.map(this.run(sql, params), (result) => transformRows ? transformRows(result.rows as Array<object>) : result.rows)
+  execute(
+    sql: string,
+    params: ReadonlyArray<unknown>,
+    transformRows: (<A extends object>(row: ReadonlyArray<A>) => ReadonlyArray<A>) | undefined
+  ) {
+    return Effect.map(
+      this.run(sql, params),
+      (result) => transformRows ? transformRows(result.rows as Array<object>) : result.rows
+    )
   }
   executeRaw(sql: string, params: ReadonlyArray<unknown>) {
     return this.run(sql, params)
@@ -51,12 +58,26 @@ class EmbeddedConnection implements Connection, TransactionState {
   }
   // Unprepared, as on a server: the unnamed statement, parsed each time.
   executeValuesUnprepared(sql: string, params: ReadonlyArray<unknown>) {
-    return Effect.map(this.run(sql, params, true, false), (result) => result.rows as ReadonlyArray<ReadonlyArray<unknown>>)
+    return Effect.map(
+      this.run(sql, params, true, false),
+      (result) => result.rows as ReadonlyArray<ReadonlyArray<unknown>>
+    )
   }
-  executeUnprepared(sql: string, params: ReadonlyArray<unknown>, transformRows: (<A extends object>(row: ReadonlyArray<A>) => ReadonlyArray<A>) | undefined) {
-    return Effect.map(this.run(sql, params, false, false), (result) => transformRows ? transformRows(result.rows as Array<object>) : result.rows)
+  executeUnprepared(
+    sql: string,
+    params: ReadonlyArray<unknown>,
+    transformRows: (<A extends object>(row: ReadonlyArray<A>) => ReadonlyArray<A>) | undefined
+  ) {
+    return Effect.map(
+      this.run(sql, params, false, false),
+      (result) => transformRows ? transformRows(result.rows as Array<object>) : result.rows
+    )
   }
-  executeStream(sql: string, params: ReadonlyArray<unknown>, transformRows: (<A extends object>(row: ReadonlyArray<A>) => ReadonlyArray<A>) | undefined) {
+  executeStream(
+    sql: string,
+    params: ReadonlyArray<unknown>,
+    transformRows: (<A extends object>(row: ReadonlyArray<A>) => ReadonlyArray<A>) | undefined
+  ) {
     return Stream.fromArrayEffect(this.execute(sql, params, transformRows))
   }
 }
@@ -76,7 +97,9 @@ const commit = (conn: Connection): Effect.Effect<void, SqlError> =>
  * one else to hear it: `Wakeups` wakes in-process); NOTIFY is accepted and
  * goes nowhere.
  */
-export const makeEmbeddedClient = (session: EmbeddedSession): Effect.Effect<PgClient.PgClient, never, Scope.Scope | Reactivity.Reactivity> =>
+export const makeEmbeddedClient = (
+  session: EmbeddedSession
+): Effect.Effect<PgClient.PgClient, never, Scope.Scope | Reactivity.Reactivity> =>
   Effect.gen(function*() {
     const connection = new EmbeddedConnection(session)
     const semaphore = Semaphore.makeUnsafe(1)
@@ -91,7 +114,9 @@ export const makeEmbeddedClient = (session: EmbeddedSession): Effect.Effect<PgCl
         const watchdog = yield* Effect.forkDetach(
           Effect.sleep(holdBound).pipe(
             Effect.andThen(Effect.logWarning(
-              `a transaction held the embedded database longer than ${millis(holdBound)}; it is interrupted and rolled back`
+              `a transaction held the embedded database longer than ${
+                millis(holdBound)
+              }; it is interrupted and rolled back`
             )),
             Effect.andThen(Fiber.interrupt(holder))
           )

@@ -49,11 +49,14 @@ export const dumpData = async (db: PGlite): Promise<string> => {
   const order = ordered(tables, edges)
   if (order.length > 0) parts.push(`TRUNCATE ${order.map((t) => `public.${ident(t)}`).join(", ")};`)
   for (const table of order) {
-    const columns = (await db.query<{ name: string }>(`
+    const columns = (await db.query<{ name: string }>(
+      `
       SELECT a.attname AS name FROM pg_attribute a JOIN pg_class c ON c.oid = a.attrelid
       JOIN pg_namespace n ON n.oid = c.relnamespace
       WHERE n.nspname = 'public' AND c.relname = $1 AND a.attnum > 0 AND NOT a.attisdropped AND a.attgenerated = ''
-      ORDER BY a.attnum`, [table])).rows.map((row) => ident(row.name))
+      ORDER BY a.attnum`,
+      [table]
+    )).rows.map((row) => ident(row.name))
     const list = columns.join(", ")
     const copied = await db.query(`COPY (SELECT ${list} FROM public.${ident(table)}) TO '/dev/blob'`)
     const data = copied.blob === undefined ? "" : await copied.blob.text()
@@ -65,7 +68,9 @@ export const dumpData = async (db: PGlite): Promise<string> => {
     JOIN pg_sequences q ON q.schemaname = n.nspname AND q.sequencename = s.relname
     WHERE s.relkind = 'S' AND n.nspname = 'public' ORDER BY s.relname`)).rows
   for (const sequence of sequences) {
-    if (sequence.last !== null) parts.push(`SELECT pg_catalog.setval(${literal(`public.${ident(sequence.name)}`)}, ${sequence.last}, true);`)
+    if (sequence.last !== null) {
+      parts.push(`SELECT pg_catalog.setval(${literal(`public.${ident(sequence.name)}`)}, ${sequence.last}, true);`)
+    }
   }
   parts.push("COMMIT;", "")
   return parts.join("\n")

@@ -54,7 +54,9 @@ const arrayOid = (values: ReadonlyArray<unknown>): number => {
 }
 
 /** Parameters as PGlite takes them, with the types to bind them as. */
-export const toPglite = (params: ReadonlyArray<unknown>): { readonly params: ReadonlyArray<unknown>; readonly types: ReadonlyArray<number> } => {
+export const toPglite = (
+  params: ReadonlyArray<unknown>
+): { readonly params: ReadonlyArray<unknown>; readonly types: ReadonlyArray<number> } => {
   const out: Array<unknown> = new Array(params.length)
   const types: Array<number> = new Array(params.length)
   for (let i = 0; i < params.length; i++) {

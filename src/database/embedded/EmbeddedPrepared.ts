@@ -72,7 +72,12 @@ export class PreparedStatements implements PreparedCache {
    * The messages of one run of `prepared`: owed Closes, then Parse and
    * Describe the first time, else only Bind, Execute and Sync.
    */
-  encode(prepared: Prepared, sql: string, values: ReadonlyArray<string | null>, types: ReadonlyArray<number>): Uint8Array {
+  encode(
+    prepared: Prepared,
+    sql: string,
+    values: ReadonlyArray<string | null>,
+    types: ReadonlyArray<number>
+  ): Uint8Array {
     const first = prepared.description === undefined
     const statement = encodeStatement(sql, values, types, { name: prepared.name, parse: first, describe: first })
     if (this.closes.length === 0) return statement

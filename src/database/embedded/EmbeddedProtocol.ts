@@ -38,7 +38,11 @@ export const serializeParam = (value: unknown, oid: number, serializers: Seriali
   // An array without a serializer of its type (or of nulls only, bound
   // untyped): an array literal of its elements' texts, the type decides.
   if (Array.isArray(value) && (oid === 0 || serializers[oid] === undefined)) {
-    return pgTypes.arraySerializer(value, (element: unknown) => serializeParam(element, 0, serializers) ?? "", TEXT_ARRAY)
+    return pgTypes.arraySerializer(
+      value,
+      (element: unknown) => serializeParam(element, 0, serializers) ?? "",
+      TEXT_ARRAY
+    )
   }
   const serializer = oid === 0 ? undefined : serializers[oid]
   if (serializer !== undefined) return serializer(value)
@@ -84,7 +88,8 @@ export const encodeStatement = (
   const executeLength = 4 + 1 + 4
   const syncLength = 4
   const buffer = Buffer.allocUnsafe(
-    (naming.parse ? 1 + parseLength : 0) + 1 + bindLength + (naming.describe ? 1 + describeLength : 0) + 1 + executeLength + 1 + syncLength
+    (naming.parse ? 1 + parseLength : 0) + 1 + bindLength + (naming.describe ? 1 + describeLength : 0) + 1 +
+      executeLength + 1 + syncLength
   )
   let at = 0
   if (naming.parse) {
@@ -169,7 +174,12 @@ export interface Prepared {
 export interface PreparedCache {
   get(sql: string, types: ReadonlyArray<number>): Prepared
   failed(prepared: Prepared): void
-  encode(prepared: Prepared, sql: string, values: ReadonlyArray<string | null>, types: ReadonlyArray<number>): Uint8Array
+  encode(
+    prepared: Prepared,
+    sql: string,
+    values: ReadonlyArray<string | null>,
+    types: ReadonlyArray<number>
+  ): Uint8Array
 }
 
 export interface StatementResult {
@@ -192,7 +202,12 @@ const collectors = new WeakMap<ProtocolHost, AnswerBytes>()
  * its error thrown. (PGlite keeps the last `onRawData` as its sink, but its
  * own `query`, `exec` and `transaction` set theirs on every call.)
  */
-const exchange = async (db: ProtocolHost, message: Uint8Array, arrays: boolean, described: ReadonlyArray<Column> | undefined) => {
+const exchange = async (
+  db: ProtocolHost,
+  message: Uint8Array,
+  arrays: boolean,
+  described: ReadonlyArray<Column> | undefined
+) => {
   let bytes = collectors.get(db)
   if (bytes === undefined) {
     bytes = new AnswerBytes()
@@ -228,7 +243,12 @@ export const runStatement = async (
   } else {
     const first = statement.description === undefined
     try {
-      answer = await exchange(db, prepared!.encode(statement, sql, text, types), values, statement.description ?? undefined)
+      answer = await exchange(
+        db,
+        prepared!.encode(statement, sql, text, types),
+        values,
+        statement.description ?? undefined
+      )
     } catch (error) {
       prepared!.failed(statement)
       // As `@effect/sql-pg` does: a statement whose plan went stale (a table

@@ -41,9 +41,9 @@ import {
   UnknownError
 } from "effect/sql/SqlError"
 import type { ResourceLimits, Worker } from "node:worker_threads"
-import type { Answer, Op, OpenOptions, Request } from "./embedded-worker.ts"
 import { siblingModule, startWorker } from "../../platform/ModuleUrl.ts"
 import { takeEarlyWorker } from "./EarlyWorker.ts"
+import type { Answer, Op, OpenOptions, Request } from "./embedded-worker.ts"
 
 export interface EmbeddedSessionOptions extends OpenOptions {
   /** The watchdog: how long one statement may run. */
@@ -63,9 +63,12 @@ export interface EmbeddedSessionOptions extends OpenOptions {
  * bound made for requests' statements would otherwise turn into a lost
  * session. Zero unless provided.
  */
-export const StatementAllowance = Context.Reference<Duration.Duration>("svc/platform/EmbeddedSession/StatementAllowance", {
-  defaultValue: () => Duration.zero
-})
+export const StatementAllowance = Context.Reference<Duration.Duration>(
+  "svc/platform/EmbeddedSession/StatementAllowance",
+  {
+    defaultValue: () => Duration.zero
+  }
+)
 
 /** The worker and what it owes: requests in flight, each with its watchdog. */
 export interface EmbeddedSession {
@@ -82,7 +85,9 @@ export interface EmbeddedSession {
 }
 
 const lostError = (why: string, operation: string) =>
-  new SqlError({ reason: new ConnectionError({ cause: new Error(why), message: `embedded database: ${why}`, operation }) })
+  new SqlError({
+    reason: new ConnectionError({ cause: new Error(why), message: `embedded database: ${why}`, operation })
+  })
 
 export const unknownError = (message: string, operation: string, cause = message) =>
   new SqlError({ reason: new UnknownError({ cause: new Error(cause), message, operation }) })
@@ -99,7 +104,10 @@ const classify = (error: Record<string, unknown>, operation: string): SqlError =
     : code.startsWith("42")
     ? new SqlSyntaxError(props)
     : code === "23505"
-    ? new UniqueViolation({ ...props, constraint: typeof error.constraint === "string" && error.constraint.trim() !== "" ? error.constraint : "unknown" })
+    ? new UniqueViolation({
+      ...props,
+      constraint: typeof error.constraint === "string" && error.constraint.trim() !== "" ? error.constraint : "unknown"
+    })
     : code.startsWith("23")
     ? new ConstraintError(props)
     : code === "40P01"
@@ -157,7 +165,10 @@ export const startSession = (options: EmbeddedSessionOptions): Effect.Effect<Emb
     let lostBecause: string | undefined
     let stopping = false
     let nextId = 1
-    const pending = new Map<number, { readonly resume: (answer: Answer | SqlError) => void; readonly timer: NodeJS.Timeout }>()
+    const pending = new Map<
+      number,
+      { readonly resume: (answer: Answer | SqlError) => void; readonly timer: NodeJS.Timeout }
+    >()
 
     const lose = (why: string) => {
       if (lostBecause !== undefined) return
@@ -178,7 +189,11 @@ export const startSession = (options: EmbeddedSessionOptions): Effect.Effect<Emb
       clearTimeout(entry.timer)
       entry.resume(answer)
     })
-    worker.on("error", (error: Error & { code?: string }) => lose(`the database worker failed: ${error.code ?? ""} ${error.message}`.trim()))
+    worker.on(
+      "error",
+      (error: Error & { code?: string }) =>
+        lose(`the database worker failed: ${error.code ?? ""} ${error.message}`.trim())
+    )
     worker.on("exit", (code) => {
       if (!stopping) lose(`the database worker exited (${code})`)
     })

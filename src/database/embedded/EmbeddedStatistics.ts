@@ -94,7 +94,10 @@ export const analyzeStale = (sql: SqlClient.SqlClient): Effect.Effect<number, Sq
   })
 
 /** The loop: waits `every`, analyzes what passed the threshold, for the life of the scope. */
-export const keepStatistics = (sql: SqlClient.SqlClient, every: Duration.Input = ANALYZE_EVERY): Effect.Effect<void, never, Scope.Scope> =>
+export const keepStatistics = (
+  sql: SqlClient.SqlClient,
+  every: Duration.Input = ANALYZE_EVERY
+): Effect.Effect<void, never, Scope.Scope> =>
   forkSupervised({
     name: "the embedded database's statistics",
     round: Effect.andThen(Effect.sleep(every), analyzeStale(sql))

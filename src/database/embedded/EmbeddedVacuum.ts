@@ -57,9 +57,9 @@
 import { Duration, Effect, Schema, type Scope } from "effect"
 import type { SqlClient } from "effect/sql"
 import type { SqlError } from "effect/sql/SqlError"
-import { StatementAllowance } from "./EmbeddedSession.ts"
 import { BigIntText, rowsOf } from "../../platform/Rows.ts"
 import { forkSupervised } from "../../platform/Supervised.ts"
+import { StatementAllowance } from "./EmbeddedSession.ts"
 
 /** How often the tables are compared with the thresholds: autovacuum's naptime. */
 export const VACUUM_EVERY = Duration.seconds(60)
@@ -133,7 +133,10 @@ export const dueTables = (
   )
 
 /** Vacuums every table past a threshold, one statement each, each with its allowance; answers how many. */
-export const vacuumDue = (sql: SqlClient.SqlClient, thresholds: VacuumThresholds = AUTOVACUUM): Effect.Effect<number, SqlError> =>
+export const vacuumDue = (
+  sql: SqlClient.SqlClient,
+  thresholds: VacuumThresholds = AUTOVACUUM
+): Effect.Effect<number, SqlError> =>
   Effect.gen(function*() {
     const tables = yield* dueTables(sql, thresholds)
     for (const table of tables) {
@@ -144,7 +147,10 @@ export const vacuumDue = (sql: SqlClient.SqlClient, thresholds: VacuumThresholds
   })
 
 /** The loop: waits `every`, vacuums what passed a threshold, for the life of the scope. */
-export const keepVacuumed = (sql: SqlClient.SqlClient, every: Duration.Input = VACUUM_EVERY): Effect.Effect<void, never, Scope.Scope> =>
+export const keepVacuumed = (
+  sql: SqlClient.SqlClient,
+  every: Duration.Input = VACUUM_EVERY
+): Effect.Effect<void, never, Scope.Scope> =>
   forkSupervised({
     name: "the embedded database's vacuum",
     round: Effect.andThen(Effect.sleep(every), vacuumDue(sql))

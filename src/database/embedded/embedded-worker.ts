@@ -64,7 +64,11 @@ export type Request = Op & { readonly id: number }
 
 export interface Answer {
   readonly id: number
-  readonly result?: { readonly rows: ReadonlyArray<unknown>; readonly command: string | undefined; readonly affectedRows: number | undefined }
+  readonly result?: {
+    readonly rows: ReadonlyArray<unknown>
+    readonly command: string | undefined
+    readonly affectedRows: number | undefined
+  }
   readonly dump?: string
   readonly snapshot?: ArrayBuffer
   readonly error?: Record<string, unknown>
@@ -104,7 +108,20 @@ const describe = (cause: unknown): Record<string, unknown> => {
   if (typeof cause !== "object" || cause === null) return { message: String(cause) }
   const error = cause as Record<string, unknown>
   const out: Record<string, unknown> = { message: error.message ?? String(cause) }
-  for (const field of ["code", "constraint", "detail", "hint", "severity", "schema", "table", "column", "position", "routine"]) {
+  for (
+    const field of [
+      "code",
+      "constraint",
+      "detail",
+      "hint",
+      "severity",
+      "schema",
+      "table",
+      "column",
+      "position",
+      "routine"
+    ]
+  ) {
     if (typeof error[field] === "string") out[field] = error[field]
   }
   return out
@@ -114,7 +131,9 @@ try {
   const db = await PGlite.create({
     ...(options.dataDir === undefined ? {} : { dataDir: options.dataDir }),
     ...(options.wasmModule === undefined ? {} : { pgliteWasmModule: options.wasmModule }),
-    ...(options.dataDir === undefined || options.smallBufferPool === true ? { startParams: [...smallPoolStartParams] } : {}),
+    ...(options.dataDir === undefined || options.smallBufferPool === true
+      ? { startParams: [...smallPoolStartParams] }
+      : {}),
     ...(options.snapshot !== undefined
       ? { loadDataDir: new Blob([options.snapshot]) }
       : options.from !== undefined
@@ -130,12 +149,26 @@ try {
     switch (request.op) {
       case "query":
         // One call into PGlite per statement (`EmbeddedProtocol.ts`).
-        return { id: request.id, result: await runStatement(db, request.sql, request.params, request.types, request.values, request.prepare ? prepared : undefined) }
+        return {
+          id: request.id,
+          result: await runStatement(
+            db,
+            request.sql,
+            request.params,
+            request.types,
+            request.values,
+            request.prepare ? prepared : undefined
+          )
+        }
       case "exec": {
         const last = (await db.exec(request.sql)).at(-1)
         return {
           id: request.id,
-          result: { rows: last?.rows ?? [], command: (last as { command?: string } | undefined)?.command, affectedRows: last?.affectedRows }
+          result: {
+            rows: last?.rows ?? [],
+            command: (last as { command?: string } | undefined)?.command,
+            affectedRows: last?.affectedRows
+          }
         }
       }
       case "dump":

@@ -107,7 +107,9 @@ export default Effect.gen(function*() {
     LIMIT 1
   `
   if (differing.length > 0) {
-    return yield* Effect.die(new Error(`dataset version ${differing[0]!.id} would not read as before; migration stopped, nothing changed`))
+    return yield* Effect.die(
+      new Error(`dataset version ${differing[0]!.id} would not read as before; migration stopped, nothing changed`)
+    )
   }
   yield* sql`DROP TABLE dataset_examples_copies`
   yield* sql`CREATE INDEX dataset_examples_dataset_idx ON dataset_examples (dataset_id)`

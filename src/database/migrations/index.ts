@@ -137,7 +137,9 @@ export const migrationRecord: Record<string, Effect.Effect<void, unknown, SqlCli
 
 /** The release each migration belongs to, by its `id_name`. */
 export const releaseOf: ReadonlyMap<string, string> = new Map(
-  Object.entries(migrationsByRelease).flatMap(([release, record]) => Object.keys(record).map((key) => [key, release] as const))
+  Object.entries(migrationsByRelease).flatMap(([release, record]) =>
+    Object.keys(record).map((key) => [key, release] as const)
+  )
 )
 
 export const migrations = Migrator.fromRecord(migrationRecord)

@@ -15,12 +15,12 @@
 import type { PgClient } from "@effect/sql-pg"
 import { Duration, Effect, Schema } from "effect"
 import { BigIntText } from "../../platform/Rows.ts"
-import { DeliveryRow, decodeRows } from "../Rows.ts"
-import type { LogLeases } from "./HeldLeases.ts"
-import { reconcile } from "./Reconcile.ts"
+import { decodeRows, DeliveryRow } from "../Rows.ts"
 import { RATE_TOKENS, rateCharged } from "../Targets.ts"
 import type { Claimed, ClaimOptions, DeliveryKind } from "../Types.ts"
 import { toDelivery } from "../Types.ts"
+import type { LogLeases } from "./HeldLeases.ts"
+import { reconcile } from "./Reconcile.ts"
 
 /** Above every seq: the upper end of a target's rows in `deliveries_target_seq_idx`. */
 export const MAX_SEQ = "9223372036854775807"
@@ -71,9 +71,11 @@ const picked = (sql: PgClient.PgClient, kind: DeliveryKind, options: ClaimOption
       FROM delivery_targets t
       WHERE t.kind = ${kind} AND t.log_pending > 0 AND NOT t.strict
         AND (t.cooldown_until IS NULL OR t.cooldown_until <= now())
-        AND ${mode === "fresh"
-          ? sql`(t.lease_id IS NULL OR ${mine})`
-          : sql`t.lease_id IS NOT NULL AND t.lease_until <= now()`}
+        AND ${
+    mode === "fresh"
+      ? sql`(t.lease_id IS NULL OR ${mine})`
+      : sql`t.lease_id IS NOT NULL AND t.lease_until <= now()`
+  }
         ${skip.length > 0 ? sql`AND t.id NOT IN ${sql.in([...skip])}` : sql``}
       ORDER BY t.lease_until NULLS FIRST, t.id
       LIMIT ${LEASE_TARGETS}
@@ -244,7 +246,9 @@ export const take = Effect.fnUntraced(function*(
     const room = options.limit - handed.length
     if (fresh[0]?.takeover === true && room > 0) {
       const leased = yield* leasedRows(leaseTargets(sql, kind, { ...options, limit: room }, owner)).pipe(Effect.orDie)
-      if (leased.length > 0) handed.push(...(yield* takenRows(takeRows(sql, leased, { ...options, limit: room })).pipe(Effect.orDie)))
+      if (leased.length > 0) {
+        handed.push(...(yield* takenRows(takeRows(sql, leased, { ...options, limit: room })).pipe(Effect.orDie)))
+      }
     }
     return handed
   }).pipe(
@@ -270,7 +274,9 @@ export const take = Effect.fnUntraced(function*(
       claimedFrom: "logged"
     }
   })
-  for (const [targetId, taken] of byTarget) leases.taken(targetId, taken.leaseId, taken.mark, taken.seqs, seconds(options))
+  for (const [targetId, taken] of byTarget) {
+    leases.taken(targetId, taken.leaseId, taken.mark, taken.seqs, seconds(options))
+  }
   // A target leased with nothing handed out keeps its lease until it runs
   // out or a later take uses it; nothing is in flight under it here.
   return claimed
@@ -313,7 +319,9 @@ export const releaseLogged = Effect.fnUntraced(function*(
       SELECT id, lease_id FROM delivery_targets WHERE id IN ${sql.in(targetIds)} ORDER BY id FOR UPDATE
     ),
     input AS (
-      SELECT x.* FROM jsonb_to_recordset(${JSON.stringify(rows)}::jsonb) AS x(id uuid, target_id uuid, lease_id uuid, cursor bigint)
+      SELECT x.* FROM jsonb_to_recordset(${
+    JSON.stringify(rows)
+  }::jsonb) AS x(id uuid, target_id uuid, lease_id uuid, cursor bigint)
       JOIN locked l ON l.id = x.target_id AND l.lease_id = x.lease_id
     ),
     written AS (

@@ -38,7 +38,9 @@ export const reconcile = (sql: PgClient.PgClient, leases: LogLeases) =>
     if (doubtful.length === 0) return Effect.void
     return sql`
       WITH known AS (
-        SELECT * FROM jsonb_to_recordset(${JSON.stringify(leases.known())}::jsonb) AS k(id uuid, lease_id uuid, mark bigint)
+        SELECT * FROM jsonb_to_recordset(${
+      JSON.stringify(leases.known())
+    }::jsonb) AS k(id uuid, lease_id uuid, mark bigint)
       ),
       locked AS (
         SELECT t.id, t.lease_id, t.leased_to FROM delivery_targets t

@@ -44,7 +44,9 @@ const recordFinished = Effect.fnUntraced(function*(sql: PgClient.PgClient, input
       RETURNING id
     )
     INSERT INTO delivery_attempts (delivery_id, attempt, status_code, error, response_snippet, duration_ms)
-    SELECT id, 1, ${input.attempt.statusCode ?? null}, ${input.attempt.error ?? null}, ${input.attempt.responseSnippet ?? null},
+    SELECT id, 1, ${input.attempt.statusCode ?? null}, ${input.attempt.error ?? null}, ${
+    input.attempt.responseSnippet ?? null
+  },
            ${Math.round(input.attempt.durationMs)}
     FROM delivery
   `.pipe(Effect.orDie)

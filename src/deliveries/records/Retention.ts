@@ -41,9 +41,18 @@ export const pruneRecords = Effect.fnUntraced(function*(
   olderThanSeconds: number,
   batch: number
 ) {
-  const rows = yield* deleteOldest(sql, "deliveries", "id", "finished_at", batch, sql`
-    status IN ('delivered', 'failed') AND kind IN ${sql.in(kinds)} AND finished_at < now() - make_interval(secs => ${olderThanSeconds})
-  `)
+  const rows = yield* deleteOldest(
+    sql,
+    "deliveries",
+    "id",
+    "finished_at",
+    batch,
+    sql`
+    status IN ('delivered', 'failed') AND kind IN ${
+      sql.in(kinds)
+    } AND finished_at < now() - make_interval(secs => ${olderThanSeconds})
+  `
+  )
   const logged = yield* sql`
     DELETE FROM deliveries d USING (
       SELECT target_id, seqs FROM delivery_outcomes
@@ -70,10 +79,24 @@ export const pruneRecords = Effect.fnUntraced(function*(
 
 /** Deletes at most `batch` attempts older than `olderThanSeconds` (their delivery keeps its count), the same way. */
 export const pruneAttempts = (sql: PgClient.PgClient, olderThanSeconds: number, batch: number) =>
-  deleteOldest(sql, "delivery_attempts", "ctid", "at", batch, sql`at < now() - make_interval(secs => ${olderThanSeconds})`)
+  deleteOldest(
+    sql,
+    "delivery_attempts",
+    "ctid",
+    "at",
+    batch,
+    sql`at < now() - make_interval(secs => ${olderThanSeconds})`
+  )
 
 /** Deletes at most `batch` rows of `table` that `where` selects, oldest (`at`) first, skipping rows another statement holds; answers how many. */
-const deleteOldest = (sql: PgClient.PgClient, table: string, key: string, at: string, batch: number, where: Statement.Fragment) =>
+const deleteOldest = (
+  sql: PgClient.PgClient,
+  table: string,
+  key: string,
+  at: string,
+  batch: number,
+  where: Statement.Fragment
+) =>
   sql`
     DELETE FROM ${sql(table)} WHERE ${sql(key)} IN (
       SELECT ${sql(key)} FROM ${sql(table)} WHERE ${where} ORDER BY ${sql(at)} LIMIT ${batch} FOR UPDATE SKIP LOCKED

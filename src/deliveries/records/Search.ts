@@ -47,7 +47,10 @@ export interface Position {
 }
 
 /** The HTTP status of a delivery's last attempt: a class (`5` for 5xx) or one code. */
-export type StatusCodeFilter = { readonly _tag: "Class"; readonly digit: number } | { readonly _tag: "Code"; readonly code: number }
+export type StatusCodeFilter = { readonly _tag: "Class"; readonly digit: number } | {
+  readonly _tag: "Code"
+  readonly code: number
+}
 
 export interface SearchInput {
   readonly orgId: string
@@ -127,10 +130,16 @@ const common = (sql: PgClient.PgClient, input: SearchInput): Conditions => {
     walk.push(sql`r.label LIKE 'approval.%'`, sql`split_part(r.label, ' ', 2) = ${input.approvalId}`)
   }
   if (input.eventType !== undefined) {
-    filter.push(sql`(starts_with(r.label, ${input.eventType + " "}) OR r.label IN (${input.eventType}, ${"test " + input.eventType}))`)
+    filter.push(
+      sql`(starts_with(r.label, ${input.eventType + " "}) OR r.label IN (${input.eventType}, ${
+        "test " + input.eventType
+      }))`
+    )
   }
   if (input.label !== undefined) {
-    filter.push(input.label.endsWith("*") ? sql`starts_with(r.label, ${input.label.slice(0, -1)})` : sql`r.label = ${input.label}`)
+    filter.push(
+      input.label.endsWith("*") ? sql`starts_with(r.label, ${input.label.slice(0, -1)})` : sql`r.label = ${input.label}`
+    )
   }
   if (input.actionClass !== undefined) {
     const cls = input.actionClass.endsWith(".*")
@@ -245,11 +254,19 @@ export const search = Effect.fnUntraced(function*(sql: PgClient.PgClient, input:
   let scannedTo: Position | undefined
   for (const statement of statements(sql, input)) {
     const rows = yield* decode(statement.page).pipe(Effect.orDie)
-    found.push(...rows.map((row): Found => ({ delivery: toDelivery(row), statusCode: row.status_code, position: positionOf(row) })))
+    found.push(
+      ...rows.map((row): Found => ({
+        delivery: toDelivery(row),
+        statusCode: row.status_code,
+        position: positionOf(row)
+      }))
+    )
     if (rows.length >= input.limit) continue
     // The page did not fill from this scan: did it stop at its budget? Where?
     const [last] = yield* positions(statement.lastRead).pipe(Effect.orDie)
-    if (last !== undefined && (scannedTo === undefined || atOrAbove(positionOf(last), scannedTo))) scannedTo = positionOf(last)
+    if (last !== undefined && (scannedTo === undefined || atOrAbove(positionOf(last), scannedTo))) {
+      scannedTo = positionOf(last)
+    }
   }
   const bound = scannedTo
   const rows = found.filter((row) => bound === undefined || atOrAbove(row.position, bound)).sort(newestFirst)
@@ -296,5 +313,8 @@ export const searchPage = Effect.fnUntraced(function*(
   ).pipe(Effect.orDie)
   const items = rows.slice(0, limit)
   const next = rows.length > limit ? items.at(-1)?.position : scannedTo
-  return { items, next_cursor: next === undefined ? null : encodeCursor(mac, scope, `${next.createdMicros}.${next.seq}`) }
+  return {
+    items,
+    next_cursor: next === undefined ? null : encodeCursor(mac, scope, `${next.createdMicros}.${next.seq}`)
+  }
 })

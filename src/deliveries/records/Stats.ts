@@ -20,20 +20,26 @@ export interface TargetStats {
 }
 
 /** Percentiles come back as \`double precision\`, a number or NULL. */
-const StatsRows = decodeRows("deliveries", Schema.Struct({
-  since: Instant,
-  delivered: Schema.Number,
-  failed: Schema.Number,
-  pending: Schema.Number,
-  p50: Schema.NullOr(Schema.Union([Schema.Number, Schema.String])),
-  p95: Schema.NullOr(Schema.Union([Schema.Number, Schema.String]))
-}))
+const StatsRows = decodeRows(
+  "deliveries",
+  Schema.Struct({
+    since: Instant,
+    delivered: Schema.Number,
+    failed: Schema.Number,
+    pending: Schema.Number,
+    p50: Schema.NullOr(Schema.Union([Schema.Number, Schema.String])),
+    p95: Schema.NullOr(Schema.Union([Schema.Number, Schema.String]))
+  })
+)
 
-export const targetStats = Effect.fnUntraced(function*(sql: PgClient.PgClient, input: TargetRef & {
-  readonly hours: number
-  /** Deliveries whose `meta` has this key are not counted (e.g. test deliveries). */
-  readonly excludeMetaKey?: string | undefined
-}) {
+export const targetStats = Effect.fnUntraced(function*(
+  sql: PgClient.PgClient,
+  input: TargetRef & {
+    readonly hours: number
+    /** Deliveries whose `meta` has this key are not counted (e.g. test deliveries). */
+    readonly excludeMetaKey?: string | undefined
+  }
+) {
   const excluded = input.excludeMetaKey === undefined ? sql`` : sql`AND NOT (d.meta ? ${input.excludeMetaKey})`
   const [row] = yield* StatsRows(sql`
     WITH window_start AS (SELECT now() - make_interval(hours => ${input.hours}) AS at),

@@ -37,12 +37,15 @@ export interface BulkReplayResult {
   readonly nextSince: Date | null
 }
 
-const ReplayedRows = decodeRows("deliveries", Schema.Struct({
-  matched: Schema.Number,
-  queued: Schema.Number,
-  taken: Schema.Number,
-  next_since: InstantOrNull
-}))
+const ReplayedRows = decodeRows(
+  "deliveries",
+  Schema.Struct({
+    matched: Schema.Number,
+    queued: Schema.Number,
+    taken: Schema.Number,
+    next_since: InstantOrNull
+  })
+)
 
 export const replayWindow = Effect.fnUntraced(function*(sql: PgClient.PgClient, input: BulkReplayInput) {
   const until = input.until === undefined ? sql`now()` : sql`${inUtc(input.until)}::timestamptz`

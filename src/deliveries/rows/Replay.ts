@@ -22,7 +22,10 @@ export class DeliveryNotReplayable extends Data.TaggedError("DeliveryNotReplayab
 /** The target already holds its capacity of undelivered deliveries. */
 export class DeliveryQueueFull extends Data.TaggedError("DeliveryQueueFull")<{ readonly targetId: string }> {}
 
-const withCooldown = Rows.decodeRows("deliveries", Schema.Struct({ ...Rows.DeliveryRow.fields, cooldown_until: InstantOrNull }))
+const withCooldown = Rows.decodeRows(
+  "deliveries",
+  Schema.Struct({ ...Rows.DeliveryRow.fields, cooldown_until: InstantOrNull })
+)
 
 // Refused inside the transaction, which then only read: rolling it back changes nothing.
 export const replay = (sql: PgClient.PgClient, input: ReplayInput) =>

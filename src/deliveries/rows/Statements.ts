@@ -15,10 +15,10 @@
  * never O(queue length), whatever the planner's statistics say; the settle
  * reaches its rows by primary key.
  */
-import type { SqlClient } from "effect/sql"
 import { Duration } from "effect"
-import type { ClaimOptions, DeliveryKind } from "../Types.ts"
+import type { SqlClient } from "effect/sql"
 import { RATE_READY, RATE_TOKENS, rateCharged } from "../Targets.ts"
+import type { ClaimOptions, DeliveryKind } from "../Types.ts"
 
 /**
  * `waiting(target_id)`: every target with queued or retrying rows (of any
@@ -81,7 +81,9 @@ export const claimStatement = (
             ) - CASE WHEN t.lease_until > now() THEN t.log_in_flight ELSE 0 END, coalesce(l.tokens, 2147483647)) AS free
             FROM targets g LEFT JOIN delivery_targets t ON t.id = g.target_id LEFT JOIN limited l ON l.id = g.target_id
             WHERE (t.cooldown_until IS NULL OR t.cooldown_until <= now()) AND (t.rate_limit IS NULL OR l.id IS NOT NULL)
-            ${(options.skipTargets?.length ?? 0) > 0 ? sql`AND g.target_id NOT IN ${sql.in([...options.skipTargets!])}` : sql``}
+            ${
+    (options.skipTargets?.length ?? 0) > 0 ? sql`AND g.target_id NOT IN ${sql.in([...options.skipTargets!])}` : sql``
+  }
           ),
           candidates AS (
             SELECT u.id, u.next_attempt_at, u.seq FROM (

@@ -25,15 +25,15 @@
  * target's next token included), or the poll interval.
  */
 import { Cause, Clock, Duration, Effect, FiberSet, Option, Queue } from "effect"
-import { Metrics } from "../../observability/Metrics.ts"
 import { Topics, Wakeups } from "../../database/Wakeups.ts"
-import { Admission } from "./Admission.ts"
+import { Metrics } from "../../observability/Metrics.ts"
 import { type Claimed, type DeliveryKind, DeliveryQueue } from "../DeliveryQueue.ts"
+import { Admission } from "./Admission.ts"
 import { makeClaim } from "./Claim.ts"
 import { FAILING_TARGET_SENDS, type LimitOptions, limitsOf, SETTLE_MARGIN_MS } from "./Limits.ts"
 import { makeOutcomes } from "./Outcomes.ts"
-import { makeSettler } from "./Settle.ts"
 import type { SignalledTarget } from "./Outcomes.ts"
+import { makeSettler } from "./Settle.ts"
 import { makePump, type StartOptions } from "./Start.ts"
 import { makeState, somethingChanged } from "./State.ts"
 
@@ -128,7 +128,9 @@ export const runWorker = <R>(options: WorkerOptions<R>) =>
     const idle = Effect.gen(function*() {
       if (admission.inFlight > 0 || admission.waiting > 0 || settler.pending() > 0) {
         // Something is under way: its end (or new work, or a short recheck) is the next event.
-        const result = yield* next.pipe(Effect.timeoutOption(Duration.millis(Math.min(limits.pollMs, BLOCKED_RECHECK_MS))))
+        const result = yield* next.pipe(
+          Effect.timeoutOption(Duration.millis(Math.min(limits.pollMs, BLOCKED_RECHECK_MS)))
+        )
         if (Option.isNone(result)) state.woken = true
         return
       }

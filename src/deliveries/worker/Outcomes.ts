@@ -64,7 +64,9 @@ export const makeOutcomes = (
     }
     const cooling = result.coolingFor.size === 0 ? Effect.void : Effect.map(Clock.currentTimeMillis, (now) => {
       const until = new Map<string, number>()
-      for (const [target, left] of result.coolingFor) until.set(target, now + Duration.toMillis(left))
+      for (const [target, left] of result.coolingFor) {
+        until.set(target, now + Duration.toMillis(left))
+      }
       admission.coolDown(until, now)
     })
     const lost: Array<string> = []
@@ -78,10 +80,12 @@ export const makeOutcomes = (
       admission.recorded(target)
     })
     somethingChanged(state)
-    const warnings = lost.length === 0 ? Effect.void : Effect.forEach(lost, (id) =>
-      Effect.logWarning("delivery lease lost before settling; the outcome was not recorded").pipe(
-        Effect.annotateLogs({ delivery_id: id })
-      ), { discard: true })
+    const warnings = lost.length === 0 ?
+      Effect.void :
+      Effect.forEach(lost, (id) =>
+        Effect.logWarning("delivery lease lost before settling; the outcome was not recorded").pipe(
+          Effect.annotateLogs({ delivery_id: id })
+        ), { discard: true })
     const recorded = signalsOf(batch, result)
     const offered = recorded.length === 0 ? Effect.void : Queue.offer(signals, recorded)
     return Effect.andThen(cooling, Effect.andThen(warnings, Effect.andThen(pump, offered)))

@@ -15,7 +15,7 @@
  */
 import { Cause, Duration, Effect, Latch, Schedule } from "effect"
 import type { DeliveryQueue } from "../DeliveryQueue.ts"
-import type { DeliveryKind, SettleItem, Settled } from "../Types.ts"
+import type { DeliveryKind, Settled, SettleItem } from "../Types.ts"
 
 /** Most settlements written in one statement. */
 export const SETTLE_BATCH = 256

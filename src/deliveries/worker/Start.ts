@@ -8,9 +8,9 @@
  */
 import { Cause, type Clock, Duration, Effect, Exit, type Fiber, Option } from "effect"
 import { databaseUnavailable } from "../../platform/DatabaseUnavailable.ts"
+import { type Claimed, type CooldownPolicy, Outcome, type Settlement } from "../Types.ts"
 import type { Entry } from "./Admission.ts"
 import type { DirectHandle } from "./DirectStart.ts"
-import { type Claimed, type CooldownPolicy, Outcome, type Settlement } from "../Types.ts"
 import type { Settler } from "./Settle.ts"
 import type { WorkerState } from "./State.ts"
 
@@ -43,17 +43,21 @@ export const defectSettlement = (delivery: Claimed, cause: Cause.Cause<unknown>)
   const outage = databaseUnavailable(cause)
   return (Option.isSome(outage)
     ? Effect.logWarning(`the database is unavailable (${outage.value}); the delivery is given back`).pipe(
-      Effect.as({
-        outcome: Outcome.retry(Duration.zero, outage.value),
-        attempt: { error: outage.value, durationMs: 0 },
-        giveBack: true
-      } satisfies Settlement)
+      Effect.as(
+        {
+          outcome: Outcome.retry(Duration.zero, outage.value),
+          attempt: { error: outage.value, durationMs: 0 },
+          giveBack: true
+        } satisfies Settlement
+      )
     )
     : Effect.logError("delivery handler failed; retrying later", Cause.squash(cause)).pipe(
-      Effect.as({
-        outcome: Outcome.retry(DEFECT_RETRY, "internal error"),
-        attempt: { error: "internal error", durationMs: 0 }
-      } satisfies Settlement)
+      Effect.as(
+        {
+          outcome: Outcome.retry(DEFECT_RETRY, "internal error"),
+          attempt: { error: "internal error", durationMs: 0 }
+        } satisfies Settlement
+      )
     )).pipe(Effect.annotateLogs({ delivery_id: delivery.id, org_id: delivery.orgId }))
 }
 
@@ -76,7 +80,10 @@ export const makePump = <R>(state: WorkerState, settler: Settler, options: Start
     } else if (settlement !== undefined) {
       const { attempt, outcome, signal } = settlement
       admission.sendEnded(entry, outcome._tag === "Retry" || outcome._tag === "Failed")
-      settler.push({ item: { claimed: entry.item, outcome, attempt, cooldown: options.cooldown, signal }, target: entry.target })
+      settler.push({
+        item: { claimed: entry.item, outcome, attempt, cooldown: options.cooldown, signal },
+        target: entry.target
+      })
     } else {
       admission.sendEnded(entry, undefined)
     }
@@ -100,7 +107,10 @@ export const makePump = <R>(state: WorkerState, settler: Settler, options: Start
     // Forked after the decision: a fiber that runs (and ends) at once
     // asks the model again, which is already consistent.
     for (const entry of decision.start) {
-      if (options.handleDirect !== undefined && options.handleDirect(entry.item, (settlement) => afterSend(entry, settlement))) {
+      if (
+        options.handleDirect !== undefined &&
+        options.handleDirect(entry.item, (settlement) => afterSend(entry, settlement))
+      ) {
         continue
       }
       options.fork(send(entry)).addObserver((exit) => afterSend(entry, Exit.isSuccess(exit) ? exit.value : undefined))

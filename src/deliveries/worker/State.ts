@@ -5,8 +5,8 @@
  * file reads and changes the same state by name.
  */
 import { Latch } from "effect"
-import { Admission } from "./Admission.ts"
 import type { Claimed } from "../Types.ts"
+import { Admission } from "./Admission.ts"
 
 export const makeState = (admission: Admission<Claimed>) => ({
   admission,

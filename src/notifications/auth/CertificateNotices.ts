@@ -33,7 +33,14 @@ export const writeCertificateNotices = (sql: PgClient.PgClient, notice: Duration
         ${id === undefined ? sql`` : sql`AND id = ${id}`}
       RETURNING id, org_id, url_hint, certificate_expires_at
     )
-    ${endpointEventInsert(sql, { type: "endpoint.certificate_expiring", stamp: "certificate_expires_at", active: true, reason })}
+    ${
+    endpointEventInsert(sql, {
+      type: "endpoint.certificate_expiring",
+      stamp: "certificate_expires_at",
+      active: true,
+      reason
+    })
+  }
   `.pipe(Effect.map((rows) => rows.length), Effect.orDie)
 }
 

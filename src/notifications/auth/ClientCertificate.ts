@@ -44,7 +44,9 @@ export const checkClientCertificate = (
   nowMs: number
 ): CheckedCertificate | CertificateRefused => {
   const pems = certificate.match(PEM_CERTIFICATE) ?? []
-  if (pems.length === 0) return { field: certificateField, message: "Expected a PEM certificate (-----BEGIN CERTIFICATE-----)" }
+  if (pems.length === 0) {
+    return { field: certificateField, message: "Expected a PEM certificate (-----BEGIN CERTIFICATE-----)" }
+  }
   let leaf: X509Certificate
   try {
     leaf = new X509Certificate(pems[0]!)
@@ -69,7 +71,10 @@ export const checkClientCertificate = (
   }
   const usages = leaf.keyUsage
   if (usages !== undefined && !usages.includes(CLIENT_AUTH) && !usages.includes(ANY_USAGE)) {
-    return { field: certificateField, message: "The certificate's extended key usage does not allow TLS client authentication" }
+    return {
+      field: certificateField,
+      message: "The certificate's extended key usage does not allow TLS client authentication"
+    }
   }
   return {
     certificate: pems.join("\n"),

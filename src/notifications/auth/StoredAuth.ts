@@ -9,10 +9,10 @@
  * replaced alone.
  */
 import { Clock, Effect, Redacted } from "effect"
-import type { UnsafeUrl } from "../../outbound/OutboundHttp.ts"
 import { InvalidUrl } from "../../api/Deliveries.ts"
 import type { ClientCertificateView, EndpointAuthView } from "../../api/EndpointAuth.ts"
 import { InvalidHeaders, InvalidRequest } from "../../api/Errors.ts"
+import type { UnsafeUrl } from "../../outbound/OutboundHttp.ts"
 import type { CheckedUrl } from "../../outbound/Request.ts"
 import type { SecretOwner, SecretStore } from "../../secrets/SecretStore.ts"
 import { checkClientCertificate } from "./ClientCertificate.ts"
@@ -34,7 +34,11 @@ export interface CertificateInput {
 }
 
 export const authOwner = (orgId: string, id: string): SecretOwner => ({ orgId, kind: "notification_endpoint_auth", id })
-export const certificateOwner = (orgId: string, id: string): SecretOwner => ({ orgId, kind: "notification_endpoint_certificate", id })
+export const certificateOwner = (orgId: string, id: string): SecretOwner => ({
+  orgId,
+  kind: "notification_endpoint_certificate",
+  id
+})
 
 /** Names of the secrets under those owners. */
 export const TOKEN_URL = "token_url"
@@ -52,13 +56,19 @@ export type Prepared<View> = undefined | null | {
 /** Refuses authentication for a broker destination (`scheme` without its colon). */
 export const refuseForBroker = (scheme: string, auth: unknown, certificate: unknown) => {
   if (scheme === "https") return Effect.void
-  const field = auth !== undefined && auth !== null ? "auth" : certificate !== undefined && certificate !== null ? "tls_client_certificate" : undefined
+  const field = auth !== undefined && auth !== null
+    ? "auth"
+    : certificate !== undefined && certificate !== null
+    ? "tls_client_certificate"
+    : undefined
   if (field === undefined) return Effect.void
-  return Effect.fail(new InvalidRequest({
-    field,
-    detail: `${field} is for HTTPS endpoints only; ` +
-      `a broker destination (${scheme}) authenticates with the credentials in its URL.`
-  }))
+  return Effect.fail(
+    new InvalidRequest({
+      field,
+      detail: `${field} is for HTTPS endpoints only; ` +
+        `a broker destination (${scheme}) authenticates with the credentials in its URL.`
+    })
+  )
 }
 
 /**
@@ -82,7 +92,9 @@ export const prepareAuth = (
   Effect.gen(function*() {
     if (input === undefined || input === null) return input
     const checked = yield* check(input.token_url).pipe(
-      Effect.mapError((unsafe) => new InvalidUrl({ field: "auth.token_url", detail: `auth.token_url: ${unsafe.message}` }))
+      Effect.mapError((unsafe) =>
+        new InvalidUrl({ field: "auth.token_url", detail: `auth.token_url: ${unsafe.message}` })
+      )
     )
     return {
       column: {
@@ -104,7 +116,9 @@ export const prepareCertificate = (
   Effect.gen(function*() {
     if (input === undefined || input === null) return input
     const checked = checkClientCertificate(input.certificate, input.private_key, yield* Clock.currentTimeMillis)
-    if ("field" in checked) return yield* new InvalidRequest({ field: checked.field, detail: `${checked.field}: ${checked.message}.` })
+    if ("field" in checked) {
+      return yield* new InvalidRequest({ field: checked.field, detail: `${checked.field}: ${checked.message}.` })
+    }
     return {
       column: checked.view,
       secrets: [[CERTIFICATE, checked.certificate], [PRIVATE_KEY, checked.privateKey]],

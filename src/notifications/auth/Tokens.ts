@@ -54,7 +54,8 @@ const REGISTERED_ERRORS = new Set([
 /** A token svc can put in a header as it is (RFC 6750's b64token, and a bit more): visible ASCII, bounded. */
 const USABLE_TOKEN = /^[\x21-\x7E]{1,8192}$/
 
-const failure = (message: string) => new OutboundFailure({ reason: "network", message: `OAuth token request failed: ${message}` })
+const failure = (message: string) =>
+  new OutboundFailure({ reason: "network", message: `OAuth token request failed: ${message}` })
 
 /** The form of the token request and its headers (RFC 6749, sections 2.3.1 and 4.4.2). */
 export const tokenRequest = (target: OAuthTarget) => {
@@ -71,7 +72,9 @@ export const tokenRequest = (target: OAuthTarget) => {
   } else {
     // Each part form-encoded first, as section 2.3.1 says.
     const encode = (value: string) => new URLSearchParams({ v: value }).toString().slice(2)
-    headers["authorization"] = `Basic ${Buffer.from(`${encode(target.clientId)}:${encode(target.clientSecret)}`).toString("base64")}`
+    headers["authorization"] = `Basic ${
+      Buffer.from(`${encode(target.clientId)}:${encode(target.clientSecret)}`).toString("base64")
+    }`
   }
   return { headers, body: form.toString() }
 }
@@ -86,13 +89,21 @@ export const parseTokenAnswer = (status: number, body: Uint8Array, truncated: bo
   }
   const fields = typeof parsed === "object" && parsed !== null ? parsed as Record<string, unknown> : {}
   if (status < 200 || status >= 300) {
-    const code = typeof fields["error"] === "string" && REGISTERED_ERRORS.has(fields["error"]) ? ` (${fields["error"]})` : ""
-    return failure(`the token endpoint answered HTTP ${status}${status >= 300 && status < 400 ? ", redirects are not followed" : ""}${code}`)
+    const code = typeof fields["error"] === "string" && REGISTERED_ERRORS.has(fields["error"])
+      ? ` (${fields["error"]})`
+      : ""
+    return failure(
+      `the token endpoint answered HTTP ${status}${
+        status >= 300 && status < 400 ? ", redirects are not followed" : ""
+      }${code}`
+    )
   }
   if (truncated) return failure("the token endpoint's answer is over SVC_WEBHOOK_TOKEN_MAX_BYTES")
   const token = fields["access_token"]
   if (typeof token !== "string" || !USABLE_TOKEN.test(token)) {
-    return failure("the token endpoint's answer has no usable access_token (JSON, visible ASCII, at most 8192 characters)")
+    return failure(
+      "the token endpoint's answer has no usable access_token (JSON, visible ASCII, at most 8192 characters)"
+    )
   }
   const type = fields["token_type"]
   if (type !== undefined && (typeof type !== "string" || type.toLowerCase() !== "bearer")) {

@@ -15,11 +15,11 @@ import { PgClient } from "@effect/sql-pg"
 import { Cause, Context, Duration, Effect, Layer, Option, Schema } from "effect"
 import { EmailedEventTypes } from "../../api/Notifications.ts"
 import { MEMBER_META_KEY, memberAddressStands } from "../../approvals/MemberAddresses.ts"
+import { Topics, Wakeups } from "../../database/Wakeups.ts"
 import { DeliveryQueue } from "../../deliveries/DeliveryQueue.ts"
+import { heldBack as heldBackEvents, takeEvents } from "../../outbox/Outbox.ts"
 import { SvcConfig } from "../../platform/Config.ts"
 import { BigIntText } from "../../platform/Rows.ts"
-import { Topics, Wakeups } from "../../database/Wakeups.ts"
-import { heldBack as heldBackEvents, takeEvents } from "../../outbox/Outbox.ts"
 import { FIRST_BATCH, nextBatch, pauseAfter } from "./DispatchBatches.ts"
 import { EventBodies } from "./EventBodies.ts"
 
@@ -63,9 +63,11 @@ export class Dispatcher extends Context.Service<Dispatcher, {
       // finds it held takes nothing), move the cursor past them (or mark
       // those held back too long), and enqueue their deliveries. All of it
       // commits together or not at all.
-      const dispatchOnce = (batch: number) => Effect.gen(function*() {
-        const rows = yield* queue.enqueueFrom({
-          with: sql`
+      const dispatchOnce = (batch: number) =>
+        Effect.gen(function*() {
+          const rows = yield* queue.enqueueFrom(
+            {
+              with: sql`
             ${takeEvents(sql, batch, DISPATCH_LOCK)},
             fan AS (
               -- Per event in order: its organization's subscribed active
@@ -103,27 +105,32 @@ export class Dispatcher extends Context.Service<Dispatcher, {
                      jsonb_build_object(${MEMBER_META_KEY}::text, a.address_id)
               FROM ev JOIN reviewer_groups g ON g.org_id = ev.org_id AND g.name = ${assignedGroup}
               JOIN reviewer_group_members m ON m.group_id = g.id
-              JOIN reviewer_member_addresses a ON a.org_id = ev.org_id AND a.member = m.member AND ${sql.literal(memberAddressStands("a"))}
+              JOIN reviewer_member_addresses a ON a.org_id = ev.org_id AND a.member = m.member AND ${
+                sql.literal(memberAddressStands("a"))
+              }
               WHERE ${smtp} AND ev.type IN ${sql.in(emailedTypes)}
             )`,
-          // The label was written with the event (its type and approval id);
-          // an event written without one is labelled by its type.
-          input: sql`
+              // The label was written with the event (its type and approval id);
+              // an event written without one is labelled by its type.
+              input: sql`
             SELECT row_number() OVER (ORDER BY event_writer, event_seq, k, ep_seq) AS ord, org_id, kind, target_id,
                    coalesce(label, type) AS label,
                    event_id, NULL::text AS payload, meta, ${config.webhookQueueCapacity}::int AS capacity
             FROM fan`,
-          select: sql`
+              select: sql`
             SELECT ev.seq, ev.id, ev.org_id, ev.type, ev.body,
                    (SELECT count(*) FROM inserted WHERE kind = 'webhook')::int AS webhooks,
                    (SELECT count(*) FROM inserted WHERE kind = 'email')::int AS emails
             FROM ev ORDER BY ev.writer, ev.seq`
-        }, "events", DispatchedRow)
-        for (const event of rows) bodies.remember(event.id, { type: event.type, body: event.body })
-        if ((rows[0]?.webhooks ?? 0) > 0) yield* queue.wake("webhook")
-        if ((rows[0]?.emails ?? 0) > 0) yield* queue.wake("email")
-        return rows.length
-      }).pipe(Effect.withSpan("Dispatcher.dispatchOnce"))
+            },
+            "events",
+            DispatchedRow
+          )
+          for (const event of rows) bodies.remember(event.id, { type: event.type, body: event.body })
+          if ((rows[0]?.webhooks ?? 0) > 0) yield* queue.wake("webhook")
+          if ((rows[0]?.emails ?? 0) > 0) yield* queue.wake("email")
+          return rows.length
+        }).pipe(Effect.withSpan("Dispatcher.dispatchOnce"))
 
       return Dispatcher.of({ dispatchOnce, heldBack: heldBackEvents(sql).pipe(Effect.orDie) })
     })

@@ -15,7 +15,10 @@ export const CONFIRMATION_PREFIX = "svr_"
 /** The console page a confirmation mail links to; the token goes in the fragment, which browsers never send. */
 export const confirmationUrl = (baseUrl: string, token: string) => `${baseUrl}/console/confirm-address#${token}`
 
-const IssuedRows = rowsOf("reviewer_confirmations", Schema.Struct({ reviewer_email: Schema.String, expires_at: Instant }))
+const IssuedRows = rowsOf(
+  "reviewer_confirmations",
+  Schema.Struct({ reviewer_email: Schema.String, expires_at: Instant })
+)
 
 /**
  * Makes the link of one confirmation mail for the address setting
@@ -40,5 +43,7 @@ export const issueConfirmation = (sql: SqlClient.SqlClient, orgId: string, addre
       ) pending
       RETURNING reviewer_email, expires_at
     `)
-    return row === undefined ? Option.none() : Option.some({ token, address: row.reviewer_email, expiresAt: row.expires_at })
+    return row === undefined
+      ? Option.none()
+      : Option.some({ token, address: row.reviewer_email, expiresAt: row.expires_at })
   }).pipe(Effect.orDie)

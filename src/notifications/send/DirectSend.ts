@@ -13,13 +13,13 @@
  * drain went 213 → 197 µs (`bench/notes/delivery-log.md`, "What was cut").
  */
 import { Cause, type Clock, type Fiber, type Tracer } from "effect"
-import type { DirectHandle, SpanStarter } from "../../deliveries/worker/DirectStart.ts"
 import type { Claimed, Settlement } from "../../deliveries/Types.ts"
+import type { DirectHandle, SpanStarter } from "../../deliveries/worker/DirectStart.ts"
 import { defectSettlement } from "../../deliveries/worker/Start.ts"
 import type { Sent } from "../../outbound/DirectExchange.ts"
 import type { OutboundRequest } from "../../outbound/OutboundHttp.ts"
-import type { SendTarget } from "./SendTargets.ts"
 import type { EventBody } from "../dispatch/EventBodies.ts"
+import type { SendTarget } from "./SendTargets.ts"
 
 /** What a direct send uses of the sender and the services it was built from. */
 export interface DirectDeliveryParts {
@@ -36,7 +36,13 @@ export interface DirectDeliveryParts {
   readonly sendDirect: (request: OutboundRequest, span: Tracer.Span, done: (sent: Sent) => void) => void
   /** The sender's own steps, the same `deliver` takes. */
   readonly spanAttributes: (delivery: Claimed) => Readonly<Record<string, unknown>>
-  readonly requestOf: (delivery: Claimed, target: SendTarget, type: string, body: Buffer, started: number) => OutboundRequest
+  readonly requestOf: (
+    delivery: Claimed,
+    target: SendTarget,
+    type: string,
+    body: Buffer,
+    started: number
+  ) => OutboundRequest
   readonly verdictOf: (delivery: Claimed, url: string, sent: Sent, started: number, now: number) => Settlement
 }
 

@@ -18,14 +18,14 @@ import { HttpServer } from "effect/http"
 import * as NetAddress from "effect/net/NetAddress"
 import nodemailer from "nodemailer"
 import { ApprovalEvent } from "../../api/Events.ts"
+import { CONFIRM_META_KEY } from "../../approvals/AddressConfirmations.ts"
 import { issueMailLink, mailLinkUrl, publicBaseUrl } from "../../approvals/MailLinks.ts"
+import { MEMBER_META_KEY, memberAddressStands } from "../../approvals/MemberAddresses.ts"
 import type { Claimed } from "../../deliveries/DeliveryQueue.ts"
 import { Outcome } from "../../deliveries/DeliveryQueue.ts"
 import { runWorker, type Settlement } from "../../deliveries/worker/DeliveryWorker.ts"
 import { SvcConfig } from "../../platform/Config.ts"
 import { rowsOf } from "../../platform/Rows.ts"
-import { CONFIRM_META_KEY } from "../../approvals/AddressConfirmations.ts"
-import { MEMBER_META_KEY, memberAddressStands } from "../../approvals/MemberAddresses.ts"
 import { confirmationUrl, issueConfirmation } from "./ConfirmationLinks.ts"
 import { failedAttempt, notSent, WebhookSender } from "./Sender.ts"
 
@@ -38,13 +38,16 @@ const subjects: Record<string, string> = {
 }
 
 /** The event to mail and where to: the confirmed reviewer address, if any, its setting's id and the member it is of (null: the organization's). */
-const MailRows = rowsOf("events", Schema.Struct({
-  reviewer_email: Schema.NullOr(Schema.String),
-  reviewer_address_id: Schema.NullOr(Schema.String),
-  member: Schema.NullOr(Schema.String),
-  type: Schema.String,
-  body: Schema.String
-}))
+const MailRows = rowsOf(
+  "events",
+  Schema.Struct({
+    reviewer_email: Schema.NullOr(Schema.String),
+    reviewer_address_id: Schema.NullOr(Schema.String),
+    member: Schema.NullOr(Schema.String),
+    type: Schema.String,
+    body: Schema.String
+  })
+)
 
 /**
  * What may appear in a reviewer email. The recipient is an address the
@@ -80,7 +83,9 @@ export const renderEmail = (type: string, body: string, link?: string) => {
   // name is the tenant's text, its level a number svc counted.
   const level = approval?.escalation_level ?? 0
   const handedOn = type === "approval.escalated" && level > 0
-  const subject = handedOn ? "Approval escalated: handed to the next reviewer group" : subjects[type] ?? "Approval notice"
+  const subject = handedOn
+    ? "Approval escalated: handed to the next reviewer group"
+    : subjects[type] ?? "Approval notice"
   const approvalId = safe(approval?.approval_id, UUID)
   const sessionId = safe(approval?.session_id, UUID)
   const taskId = safe(approval?.task_id, UUID)
@@ -101,9 +106,15 @@ export const renderEmail = (type: string, body: string, link?: string) => {
     ...(timeoutAction ? [`If nobody decides: ${timeoutAction}`] : []),
     ...(handedOn ? [`Escalation level: ${level} (the group of the escalation chain it is now with)`] : []),
     "",
-    ...(link === undefined ? [] : ["Read the step and approve or reject it in the console (this link opens this approval only):", link, ""]),
+    ...(link === undefined
+      ? []
+      : ["Read the step and approve or reject it in the console (this link opens this approval only):", link, ""]),
     ...(approvalId
-      ? [`Read the step and decide through the API: GET /v1/agent-approvals/${approvalId}, GET /v1/agent-sessions/${sessionId ?? "?"}`]
+      ? [
+        `Read the step and decide through the API: GET /v1/agent-approvals/${approvalId}, GET /v1/agent-sessions/${
+          sessionId ?? "?"
+        }`
+      ]
       : []),
     `Event: ${eventId ?? "?"}`
   ]
@@ -165,8 +176,16 @@ export class ReviewerEmail extends Context.Service<ReviewerEmail, {
       const confirmation = Effect.fn("ReviewerEmail.confirmation")(function*(delivery: Claimed, addressId: string) {
         const issued = yield* issueConfirmation(sql, delivery.orgId, addressId, config.reviewerConfirmationTtl)
         if (Option.isNone(issued)) return Option.none()
-        const { subject, text } = renderConfirmation(confirmationUrl(baseUrl(), issued.value.token), issued.value.expiresAt)
-        return Option.some({ to: issued.value.address, subject, text, headers: { "X-Svc-Mail-Type": "reviewer.confirmation" } })
+        const { subject, text } = renderConfirmation(
+          confirmationUrl(baseUrl(), issued.value.token),
+          issued.value.expiresAt
+        )
+        return Option.some({
+          to: issued.value.address,
+          subject,
+          text,
+          headers: { "X-Svc-Mail-Type": "reviewer.confirmation" }
+        })
       })
 
       /**
@@ -203,7 +222,14 @@ export class ReviewerEmail extends Context.Service<ReviewerEmail, {
         const approvalId = safe(Option.getOrUndefined(decodeEvent(row.body))?.approval.approval_id, UUID)
         const token = approvalId === undefined
           ? Option.none<string>()
-          : yield* issueMailLink(sql, delivery.orgId, approvalId, row.reviewer_email, row.reviewer_address_id, row.member)
+          : yield* issueMailLink(
+            sql,
+            delivery.orgId,
+            approvalId,
+            row.reviewer_email,
+            row.reviewer_address_id,
+            row.member
+          )
         const link = Option.map(token, (t) => mailLinkUrl(baseUrl(), t))
         const { subject, text } = renderEmail(row.type, row.body, Option.getOrUndefined(link))
         return {
@@ -223,7 +249,10 @@ export class ReviewerEmail extends Context.Service<ReviewerEmail, {
         const confirms = delivery.meta[CONFIRM_META_KEY]
         // A string: why nothing is sent.
         const message = typeof confirms === "string"
-          ? Option.getOrElse(yield* confirmation(delivery, confirms), () => "the address to confirm was replaced, removed or confirmed since")
+          ? Option.getOrElse(
+            yield* confirmation(delivery, confirms),
+            () => "the address to confirm was replaced, removed or confirmed since"
+          )
           : yield* approvalMail(delivery)
         if (typeof message === "string") return notSent(message)
         const started = yield* Clock.currentTimeMillis

@@ -36,10 +36,10 @@
  */
 import type { PgClient } from "@effect/sql-pg"
 import { Duration, Effect } from "effect"
+import { Topics, type Wakeups } from "../../database/Wakeups.ts"
 import type { DeliveryQueue } from "../../deliveries/DeliveryQueue.ts"
 import { failingStreak } from "../../deliveries/Targets.ts"
 import type { SignalledTarget } from "../../deliveries/worker/DeliveryWorker.ts"
-import { Topics, type Wakeups } from "../../database/Wakeups.ts"
 import { endpointEventInsert } from "../../outbox/Outbox.ts"
 import { GONE } from "./Verdict.ts"
 
@@ -71,7 +71,9 @@ export const makeEndpointHealth = ({ disableAfter, failingAfter, forget, queue, 
     const failingLongEnough = failingFor === undefined
       ? sql``
       : sql`AND id IN (SELECT id FROM delivery_targets
-               WHERE id = ${id} AND failing_since <= now() - make_interval(secs => ${Duration.toMillis(failingFor) / 1000}))`
+               WHERE id = ${id} AND failing_since <= now() - make_interval(secs => ${
+        Duration.toMillis(failingFor) / 1000
+      }))`
     return sql.withTransaction(Effect.gen(function*() {
       const written = (yield* sql`
         WITH changed AS (
@@ -83,7 +85,9 @@ export const makeEndpointHealth = ({ disableAfter, failingAfter, forget, queue, 
         ${endpointEventInsert(sql, { type: "endpoint.disabled", stamp: "deactivated_at", active: false, reason })}
       `).length > 0
       // A second 410 still fails what was enqueued since.
-      if (written || failingFor === undefined) yield* queue.failUndelivered("webhook", id, `endpoint deactivated: ${reason}`)
+      if (written || failingFor === undefined) {
+        yield* queue.failUndelivered("webhook", id, `endpoint deactivated: ${reason}`)
+      }
       return written
     })).pipe(
       Effect.orDie,
@@ -114,7 +118,9 @@ export const makeEndpointHealth = ({ disableAfter, failingAfter, forget, queue, 
             : Effect.asVoid(deactivate(
               orgId,
               targetId,
-              `no successful delivery for ${Duration.format(disableAfter)} (SVC_WEBHOOK_DISABLE_AFTER); last: ${reason}`,
+              `no successful delivery for ${
+                Duration.format(disableAfter)
+              } (SVC_WEBHOOK_DISABLE_AFTER); last: ${reason}`,
               disableAfter
             )))
       }

@@ -7,11 +7,11 @@
  */
 import { PgClient } from "@effect/sql-pg"
 import { Cause, Clock, Context, Deferred, Effect, Layer, Redacted, Schema } from "effect"
+import type { EndpointAuthView } from "../../api/EndpointAuth.ts"
+import type { ClientCertificate } from "../../outbound/Request.ts"
 import { JsonColumn, rowsOf } from "../../platform/Rows.ts"
 import { endpointUrlOwner, readReceiverUrl } from "../../secrets/ReceiverUrls.ts"
 import { type SecretOwner, SecretStore } from "../../secrets/SecretStore.ts"
-import type { ClientCertificate } from "../../outbound/Request.ts"
-import type { EndpointAuthView } from "../../api/EndpointAuth.ts"
 import { authOwner, CERTIFICATE, certificateOwner, CLIENT_SECRET, PRIVATE_KEY, TOKEN_URL } from "../auth/StoredAuth.ts"
 import type { OAuthTarget } from "../auth/Tokens.ts"
 import { type Lookup, makeSendTargetMirror, SEND_TARGET_TTL_MS, STAMP, sweepOnce } from "./TargetMirror.ts"
@@ -42,17 +42,24 @@ export const hostGroup = (orgId: string, url: string): string | null => {
 
 export const endpointOwner = (orgId: string, id: string): SecretOwner => ({ orgId, kind: "notification_endpoint", id })
 /** The owner of an endpoint's custom header values, one secret per header, named as given. */
-export const endpointHeaderOwner = (orgId: string, id: string): SecretOwner => ({ orgId, kind: "notification_endpoint_header", id })
+export const endpointHeaderOwner = (orgId: string, id: string): SecretOwner => ({
+  orgId,
+  kind: "notification_endpoint_header",
+  id
+})
 
-const TargetRows = rowsOf("notification_endpoints", Schema.Struct({
-  url: Schema.String,
-  active: Schema.Boolean,
-  deactivated_reason: Schema.NullOr(Schema.String),
-  header_names: JsonColumn(Schema.Array(Schema.String)),
-  auth: JsonColumn(Schema.NullOr(Schema.Any)),
-  has_certificate: Schema.Boolean,
-  stamp: Schema.String
-}))
+const TargetRows = rowsOf(
+  "notification_endpoints",
+  Schema.Struct({
+    url: Schema.String,
+    active: Schema.Boolean,
+    deactivated_reason: Schema.NullOr(Schema.String),
+    header_names: JsonColumn(Schema.Array(Schema.String)),
+    auth: JsonColumn(Schema.NullOr(Schema.Any)),
+    has_certificate: Schema.Boolean,
+    stamp: Schema.String
+  })
+)
 
 type Stored = ReadonlyArray<{ readonly id: string; readonly name: string; readonly value: Redacted.Redacted<string> }>
 
@@ -114,7 +121,9 @@ const make = Effect.gen(function*() {
       // Read only when it has some: most endpoints pay no lookup for them.
       headers: row.header_names.length === 0
         ? []
-        : (yield* secrets.list(endpointHeaderOwner(orgId, id))).map((h) => [h.name.toLowerCase(), Redacted.value(h.value)] as const),
+        : (yield* secrets.list(endpointHeaderOwner(orgId, id))).map((h) =>
+          [h.name.toLowerCase(), Redacted.value(h.value)] as const
+        ),
       // Likewise credentials and certificates.
       oauth: row.auth === null ? undefined : oauthTarget(key, row.auth, yield* secrets.list(authOwner(orgId, id))),
       clientCertificate: row.has_certificate

@@ -19,22 +19,22 @@
 import { PgClient } from "@effect/sql-pg"
 import { Cause, Clock, Context, Duration, Effect, FiberSet, Layer, Queue, Schema } from "effect"
 import { Brokers, ConnectionsBusy } from "../../brokers/Brokers.ts"
+import { Wakeups } from "../../database/Wakeups.ts"
 import type { Claimed, CooldownPolicy } from "../../deliveries/DeliveryQueue.ts"
 import { DeliveryQueue, Outcome } from "../../deliveries/DeliveryQueue.ts"
-import { type DirectHandle, spanStarter } from "../../deliveries/worker/DirectStart.ts"
 import { runWorker, type Settlement } from "../../deliveries/worker/DeliveryWorker.ts"
+import { type DirectHandle, spanStarter } from "../../deliveries/worker/DirectStart.ts"
 import { OutboundFailure, OutboundHttp } from "../../outbound/OutboundHttp.ts"
+import { eventBody } from "../../outbox/Outbox.ts"
 import { SvcConfig } from "../../platform/Config.ts"
 import { rowsOf } from "../../platform/Rows.ts"
-import { Wakeups } from "../../database/Wakeups.ts"
-import { directDeliveries } from "./DirectSend.ts"
-import { type SendTarget, SendTargets } from "./SendTargets.ts"
-import { EventBodies } from "../dispatch/EventBodies.ts"
-import { deliveryHeaders } from "./Signing.ts"
-import { eventBody } from "../../outbox/Outbox.ts"
-import { makeEndpointHealth } from "./EndpointHealth.ts"
 import { makeAuthorizedSend } from "../auth/AuthorizedSend.ts"
 import { EndpointTokens } from "../auth/Tokens.ts"
+import { EventBodies } from "../dispatch/EventBodies.ts"
+import { directDeliveries } from "./DirectSend.ts"
+import { makeEndpointHealth } from "./EndpointHealth.ts"
+import { type SendTarget, SendTargets } from "./SendTargets.ts"
+import { deliveryHeaders } from "./Signing.ts"
 import { delivered, notSent, SNIPPET_BYTES, verdictOf } from "./Verdict.ts"
 
 export { failedAttempt, notSent, retryDelay } from "./Verdict.ts"
@@ -88,7 +88,13 @@ export class WebhookSender extends Context.Service<WebhookSender, {
       const requestOf = (delivery: Claimed, target: SendTarget, type: string, body: Buffer, started: number) => ({
         url: target.url,
         method: "POST" as const,
-        headers: deliveryHeaders(target.secrets, { id: delivery.eventId ?? "", type }, Math.floor(started / 1000), body, target.headers),
+        headers: deliveryHeaders(
+          target.secrets,
+          { id: delivery.eventId ?? "", type },
+          Math.floor(started / 1000),
+          body,
+          target.headers
+        ),
         body,
         timeout: config.webhookSendTimeout,
         maxResponseBytes: SNIPPET_BYTES + 1,
@@ -104,17 +110,31 @@ export class WebhookSender extends Context.Service<WebhookSender, {
       })
 
       /** An attempt at a broker destination: acknowledged (delivered), or failed as a network failure is. */
-      const publish = Effect.fnUntraced(function*(delivery: Claimed, target: SendTarget, type: string, body: Buffer, started: number) {
-        const { headers } = requestOf(delivery, target, type, body, started)
-        const message = { eventId: delivery.eventId ?? "", type, headers, body, timeoutMs: Duration.toMillis(config.webhookSendTimeout) }
-        const sent = yield* brokers.publish(target.url, delivery.orgId, message).pipe(Effect.catch((failure) => Effect.succeed(failure)))
-        // This process had no connection for it: given back, not an attempt against the endpoint.
-        if (sent instanceof ConnectionsBusy) {
-          return { outcome: Outcome.retry(Duration.zero, sent.message), attempt: { error: sent.message, durationMs: 0 }, giveBack: true } satisfies Settlement
+      const publish = Effect.fnUntraced(
+        function*(delivery: Claimed, target: SendTarget, type: string, body: Buffer, started: number) {
+          const { headers } = requestOf(delivery, target, type, body, started)
+          const message = {
+            eventId: delivery.eventId ?? "",
+            type,
+            headers,
+            body,
+            timeoutMs: Duration.toMillis(config.webhookSendTimeout)
+          }
+          const sent = yield* brokers.publish(target.url, delivery.orgId, message).pipe(
+            Effect.catch((failure) => Effect.succeed(failure))
+          )
+          // This process had no connection for it: given back, not an attempt against the endpoint.
+          if (sent instanceof ConnectionsBusy) {
+            return {
+              outcome: Outcome.retry(Duration.zero, sent.message),
+              attempt: { error: sent.message, durationMs: 0 },
+              giveBack: true
+            } satisfies Settlement
+          }
+          if (!(sent instanceof OutboundFailure)) return delivered(delivery, { durationMs: sent.elapsedMs })
+          return verdictOf(schedule, delivery, target.url, sent, started, yield* Clock.currentTimeMillis)
         }
-        if (!(sent instanceof OutboundFailure)) return delivered(delivery, { durationMs: sent.elapsedMs })
-        return verdictOf(schedule, delivery, target.url, sent, started, yield* Clock.currentTimeMillis)
-      })
+      )
 
       const send = Effect.fnUntraced(function*(delivery: Claimed) {
         const target = yield* targets.get(delivery.orgId, delivery.targetId)

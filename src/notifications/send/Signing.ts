@@ -20,9 +20,9 @@
  * an endpoint verifies `webhook-signature` with the kit, or after a
  * rotation, which issues a secret of the new form.
  */
-import { createHmac, createSecretKey, randomBytes, type KeyObject } from "node:crypto"
-import type { OwnHeaders } from "../../outbound/HeaderRules.ts"
+import { createHmac, createSecretKey, type KeyObject, randomBytes } from "node:crypto"
 import { WEBHOOK_OWN_HEADERS } from "../../api/HeaderNames.ts"
+import type { OwnHeaders } from "../../outbound/HeaderRules.ts"
 
 /** A new signing secret: `whsec_` + standard base64 (with padding) of 32 random bytes. */
 export const newSigningSecret = (): string => "whsec_" + randomBytes(32).toString("base64")

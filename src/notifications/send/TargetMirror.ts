@@ -171,7 +171,8 @@ const KINDS =
  * secrets: a secret changed in between makes the sweep's stamp differ, and
  * the entry is looked up again.
  */
-export const STAMP = `md5(concat_ws('|', e.url, e.active::text, coalesce(e.deactivated_reason, '-'), e.header_names::text,
+export const STAMP =
+  `md5(concat_ws('|', e.url, e.active::text, coalesce(e.deactivated_reason, '-'), e.header_names::text,
   (SELECT string_agg(s.id::text, ',' ORDER BY s.id) FROM org_secrets s
    WHERE s.owner_kind IN (${KINDS}) AND s.owner_id = e.id AND s.org_id = e.org_id
      AND (s.expires_at IS NULL OR s.expires_at > now()))))`

@@ -60,7 +60,10 @@ export const failedAttempt = (
 }
 
 /** A delivery that could not be sent at all, and why. */
-export const notSent = (error: string): Settlement => ({ outcome: Outcome.failed(error), attempt: { error, durationMs: 0 } })
+export const notSent = (error: string): Settlement => ({
+  outcome: Outcome.failed(error),
+  attempt: { error, durationMs: 0 }
+})
 
 /** An acknowledged attempt: delivered, and the end of a failing streak if there was one. */
 export const delivered = (delivery: Claimed, attempt: Settlement["attempt"]): Settlement =>
@@ -106,7 +109,11 @@ export const verdictOf = (
   }
   if (sent.status >= 200 && sent.status < 300) return delivered(delivery, attempt)
   if (sent.status === 410) {
-    return { outcome: Outcome.failed(`410 Gone: endpoint deactivated`), attempt: { ...attempt, error: GONE }, signal: "gone" }
+    return {
+      outcome: Outcome.failed(`410 Gone: endpoint deactivated`),
+      attempt: { ...attempt, error: GONE },
+      signal: "gone"
+    }
   }
   const error = httpError(sent.status)
   const retryAfter = sent.status === 429 || sent.status === 503

@@ -110,12 +110,12 @@ export const makeFlush = (deps: {
         Effect.andThen(Effect.suspend(() => all(true, startedBy))),
         Effect.catchCause((cause) => Effect.logWarning("telemetry flush failed; trying again", cause)),
         Effect.andThen(Effect.flatMap(Clock.currentTimeMillis, (now) =>
-          buffers.batchReady.await.pipe(Effect.timeoutOption(Duration.millis(Math.max(0, periodAt - now))))
-        )),
+          buffers.batchReady.await.pipe(Effect.timeoutOption(Duration.millis(Math.max(0, periodAt - now)))))),
         Effect.flatMap((opened) =>
           Effect.map(Clock.currentTimeMillis, (now) => {
-            if (Option.isSome(opened)) startedBy = "full"
-            else {
+            if (Option.isSome(opened)) {
+              startedBy = "full"
+            } else {
               startedBy = "period"
               periodAt = now + Duration.toMillis(telemetryFlushInterval)
             }

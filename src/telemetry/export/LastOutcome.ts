@@ -37,7 +37,8 @@ export const makeLastOutcome = (records: Records) =>
       },
       forgetAll: () => lastSuccess.clear(),
       recordSuccess: (id, error) =>
-        Effect.flatMap(Clock.currentTimeMillis, (now) => touchOnSuccess(id, error, now) ? repo.recordSuccess(id, error) : Effect.void),
+        Effect.flatMap(Clock.currentTimeMillis, (now) =>
+          touchOnSuccess(id, error, now) ? repo.recordSuccess(id, error) : Effect.void),
       recordError: (id, error) =>
         Effect.suspend(() => {
           lastSuccess.delete(id)

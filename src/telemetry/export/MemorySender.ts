@@ -17,8 +17,8 @@
 import { Clock, Duration, Effect, FiberSet } from "effect"
 import { DeliveryQueue } from "../../deliveries/DeliveryQueue.ts"
 import { Metrics } from "../../observability/Metrics.ts"
-import { SvcConfig } from "../../platform/Config.ts"
 import type { OutboundHttp } from "../../outbound/OutboundHttp.ts"
+import { SvcConfig } from "../../platform/Config.ts"
 import { SpanBuffers } from "../Buffers.ts"
 import { type CollectorTarget, exportBody, type StoredBody } from "../Collector.ts"
 import { DestinationsRepo } from "../Repository.ts"
@@ -77,7 +77,13 @@ export const makeMemorySender = (deps: {
           }) =>
             repo.whileExists(
               destinationId,
-              queue.recordAttempted([{ orgId, kind: "telemetry", targetId: destinationId, ...input, meta: input.meta ?? meta }])
+              queue.recordAttempted([{
+                orgId,
+                kind: "telemetry",
+                targetId: destinationId,
+                ...input,
+                meta: input.meta ?? meta
+              }])
             )
           /** A batch the collector took: recorded with the destination's next ones (its spans count as sending until then). */
           const later = (entry: Omit<Taken, "orgId" | "spans">) => {
@@ -89,7 +95,12 @@ export const makeMemorySender = (deps: {
             Effect.gen(function*() {
               lastOutcome.forgetSuccess(destinationId)
               yield* records.writeOf(destinationId)
-              yield* record({ status: "failed", payload: ready.seal(destinationId, body), error, meta: { ...meta, round_start: 1 } })
+              yield* record({
+                status: "failed",
+                payload: ready.seal(destinationId, body),
+                error,
+                meta: { ...meta, round_start: 1 }
+              })
               yield* repo.recordError(destinationId, error)
               metrics.deliveryAttempt("telemetry", "Failed", durationMs)
               metrics.spansDropped("organizations", "export_failed", spanCount)
@@ -108,7 +119,12 @@ export const makeMemorySender = (deps: {
               return true
             case "Partial": {
               lastOutcome.touchOnSuccess(destinationId, result.error, yield* Clock.currentTimeMillis)
-              later({ status: "partial", error: result.error, touch: true, meta: { ...meta, rejected_spans: result.rejected } })
+              later({
+                status: "partial",
+                error: result.error,
+                touch: true,
+                meta: { ...meta, rejected_spans: result.rejected }
+              })
               const rejected = Math.min(spanCount, result.rejected)
               metrics.deliveryAttempt("telemetry", "Partial", durationMs)
               metrics.spansExported("organizations", spanCount - rejected)

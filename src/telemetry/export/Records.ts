@@ -56,9 +56,17 @@ export const makeRecords = Effect.gen(function*() {
         meta: record.meta,
         error: record.error
       })))
-      return repo.whileExists(destinationId, stored, touching.length === 0 ? undefined : { error: touching.at(-1)!.error }).pipe(
-        Effect.catchCause((cause) => Effect.logWarning("telemetry batches sent from memory could not be recorded", cause)),
-        Effect.ensuring(Effect.sync(() => buffers.addSending(destinationId, -records.reduce((sum, record) => sum + record.spans, 0))))
+      return repo.whileExists(
+        destinationId,
+        stored,
+        touching.length === 0 ? undefined : { error: touching.at(-1)!.error }
+      ).pipe(
+        Effect.catchCause((cause) =>
+          Effect.logWarning("telemetry batches sent from memory could not be recorded", cause)
+        ),
+        Effect.ensuring(
+          Effect.sync(() => buffers.addSending(destinationId, -records.reduce((sum, record) => sum + record.spans, 0)))
+        )
       )
     })
   const writeAll = Effect.suspend(() => Effect.forEach([...taken.keys()], writeOf, { discard: true }))

@@ -26,7 +26,11 @@ export const attemptInRound = (delivery: Pick<Claimed, "attempts" | "replays" | 
 }
 
 /** Delay before retry `n` (1 = after the first attempt): the schedule's `n`th (its last past its end), ±20 % jitter. */
-export const backoff = (schedule: ReadonlyArray<Duration.Duration>, n: number, random: number = Math.random()): Duration.Duration => {
+export const backoff = (
+  schedule: ReadonlyArray<Duration.Duration>,
+  n: number,
+  random: number = Math.random()
+): Duration.Duration => {
   const delay = schedule[Math.min(n, schedule.length) - 1]
   return Duration.millis(delay === undefined ? 0 : jittered(Duration.toMillis(delay), 0.2, random))
 }

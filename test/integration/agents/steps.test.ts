@@ -8,12 +8,12 @@ import { PgClient } from "@effect/sql-pg"
 import { assert, describe, layer } from "@effect/vitest"
 import { Context, Effect, Fiber, Layer, Option, Queue } from "effect"
 import type { ApprovalEvent } from "../../../src/api/Events.ts"
+import { Wakeups } from "../../../src/database/Wakeups.ts"
 import { approvalEventBody } from "../../../src/outbox/Outbox.ts"
 import { iso } from "../../../src/platform/Time.ts"
-import { Wakeups } from "../../../src/database/Wakeups.ts"
+import { SvcTest } from "../../../src/testing.ts"
 import { onServerRun } from "../../support/databases.ts"
 import { eventually } from "../../support/http.ts"
-import { SvcTest } from "../../../src/testing.ts"
 import { openSse } from "../../support/sse.ts"
 
 const step = (step_id: string, action_class: string, args: unknown = { path: "/srv/app", n: 1 }) => ({
@@ -29,7 +29,9 @@ const heardUntilMarker = <E>(notes: Queue.Dequeue<{ readonly payload: string }, 
     const heard: Array<string> = []
     for (;;) {
       const next = yield* Queue.take(notes).pipe(Effect.orDie, Effect.timeoutOption("10 seconds"))
-      if (Option.isNone(next)) return yield* Effect.die(new Error(`no ${marker} within 10 s; heard ${heard.join(" | ")}`))
+      if (Option.isNone(next)) {
+        return yield* Effect.die(new Error(`no ${marker} within 10 s; heard ${heard.join(" | ")}`))
+      }
       if (next.value.payload === marker) return heard
       heard.push(next.value.payload)
     }
@@ -48,18 +50,35 @@ layer(SvcTest.layer(), { excludeTestServices: true })("governed steps in one sta
         const args = { q: "a\"b", list: [1, 2.5, null, true], nested: { "ü": "\n" } }
         yield* org.client.approvalPolicies.put({
           params: { action_class: "ops.escalating" },
-          payload: { mode: "require_approval", review_seconds: 600, expiring_notice_seconds: 120, escalation_seconds: 300, timeout_action: "allow" }
+          payload: {
+            mode: "require_approval",
+            review_seconds: 600,
+            expiring_notice_seconds: 120,
+            escalation_seconds: 300,
+            timeout_action: "allow"
+          }
         })
-        const answer = yield* org.client.agentSessions.governStep({ params: { session_id: session.id }, payload: step(stepId, "ops.escalating", args) })
+        const answer = yield* org.client.agentSessions.governStep({
+          params: { session_id: session.id },
+          payload: step(stepId, "ops.escalating", args)
+        })
         assert.strictEqual(answer.decision, "pending")
         const approval = yield* org.client.approvals.get({ params: { approval_id: answer.approval_id! } })
         assert.strictEqual(approval.task_id, task.id)
         assert.strictEqual(approval.step_id, stepId)
-        const [row] = yield* svc.sql<{ id: string; type: string; org_id: string; occurred_at: Date; body: string; label: string; created_at: Date }>`
+        const [row] = yield* svc.sql<
+          { id: string; type: string; org_id: string; occurred_at: Date; body: string; label: string; created_at: Date }
+        >`
           SELECT e.id, e.type, e.org_id, e.occurred_at, e.body, e.label, a.created_at
           FROM events e JOIN approvals a ON a.id = ${answer.approval_id!} WHERE e.org_id = ${org.orgId}
         `
-        const event: ApprovalEvent = { id: row!.id, type: "approval.requested", org_id: org.orgId, occurred_at: iso(row!.occurred_at), approval }
+        const event: ApprovalEvent = {
+          id: row!.id,
+          type: "approval.requested",
+          org_id: org.orgId,
+          occurred_at: iso(row!.occurred_at),
+          approval
+        }
         assert.strictEqual(row!.body, approvalEventBody(event))
         assert.strictEqual(row!.label, `approval.requested ${answer.approval_id}`)
         // Deadlines from the database's instant of the request.
@@ -69,7 +88,9 @@ layer(SvcTest.layer(), { excludeTestServices: true })("governed steps in one sta
         assert.strictEqual(Date.parse(approval.expires_at), requested + 900_000)
 
         const listed = yield* org.client.approvals.list({ query: {} })
-        const [streamed] = yield* svc.sql<{ data: string }>`SELECT data FROM approval_stream_events WHERE org_id = ${org.orgId}`
+        const [streamed] = yield* svc.sql<
+          { data: string }
+        >`SELECT data FROM approval_stream_events WHERE org_id = ${org.orgId}`
         assert.deepStrictEqual(JSON.parse(streamed!.data), JSON.parse(JSON.stringify(listed.approvals[0])))
         assert.strictEqual(JSON.parse(streamed!.data).escalation, "pending")
 
@@ -93,7 +114,10 @@ layer(SvcTest.layer(), { excludeTestServices: true })("governed steps in one sta
         const org = yield* SvcTest.org()
         const stranger = yield* SvcTest.org()
         const session = yield* org.client.agentSessions.create({ payload: {} })
-        const error = yield* stranger.client.agentSessions.governStep({ params: { session_id: session.id }, payload: step("x", "any") }).pipe(Effect.flip)
+        const error = yield* stranger.client.agentSessions.governStep({
+          params: { session_id: session.id },
+          payload: step("x", "any")
+        }).pipe(Effect.flip)
         assert.strictEqual(error._tag, "NotFound")
         const [counts] = yield* svc.sql<{ steps: number; approvals: number }>`
           SELECT (SELECT count(*)::int FROM agent_steps WHERE session_id = ${session.id}) AS steps,
@@ -113,8 +137,15 @@ layer(SvcTest.layer(), { excludeTestServices: true })("governed steps in one sta
           params: { action_class: "read" },
           payload: { mode: "allow", review_seconds: 60, expiring_notice_seconds: 0, timeout_action: "reject" }
         })
-        for (let i = 1; i <= 12; i++) yield* org.client.agentSessions.governStep({ params: { session_id: session.id }, payload: step(`s${i}`, "read") })
-        const sse = yield* Effect.promise(() => openSse(`${svc.baseUrl}/v1/agent-sessions/${session.id}/events/stream?after=7`, { key: org.key }))
+        for (let i = 1; i <= 12; i++) {
+          yield* org.client.agentSessions.governStep({
+            params: { session_id: session.id },
+            payload: step(`s${i}`, "read")
+          })
+        }
+        const sse = yield* Effect.promise(() =>
+          openSse(`${svc.baseUrl}/v1/agent-sessions/${session.id}/events/stream?after=7`, { key: org.key })
+        )
         try {
           const events = yield* Effect.promise(() => sse.events(5))
           assert.deepStrictEqual(events.map((e) => e.id), ["8", "9", "10", "11", "12"])
@@ -130,7 +161,10 @@ layer(SvcTest.layer(), { excludeTestServices: true })("governed steps in one sta
         const org = yield* SvcTest.org()
         const session = yield* org.client.agentSessions.create({ payload: {} })
         const params = { session_id: session.id }
-        assert.strictEqual((yield* org.client.agentSessions.governStep({ params, payload: step("1", "deploy") })).decision, "pending")
+        assert.strictEqual(
+          (yield* org.client.agentSessions.governStep({ params, payload: step("1", "deploy") })).decision,
+          "pending"
+        )
         for (const [i, mode] of (["allow", "reject", "require_approval", "allow"] as const).entries()) {
           yield* org.client.approvalPolicies.put({
             params: { action_class: "deploy" },
@@ -151,10 +185,17 @@ layer(SvcTest.layer(), { excludeTestServices: true })("governed steps in one sta
           params: { action_class: "files.read" },
           payload: { mode: "allow", review_seconds: 60, expiring_notice_seconds: 0, timeout_action: "reject" }
         })
-        assert.strictEqual((yield* org.client.agentSessions.governStep({ params, payload: step("cached", "files.read") })).decision, "allow")
+        assert.strictEqual(
+          (yield* org.client.agentSessions.governStep({ params, payload: step("cached", "files.read") })).decision,
+          "allow"
+        )
         // As another process's change whose notification has not arrived yet.
-        yield* svc.sql`UPDATE approval_policies SET mode = 'reject' WHERE org_id = ${org.orgId} AND action_class = 'files.read'`
-        assert.strictEqual((yield* org.client.agentSessions.governStep({ params, payload: step("changed", "files.read") })).decision, "reject")
+        yield* svc
+          .sql`UPDATE approval_policies SET mode = 'reject' WHERE org_id = ${org.orgId} AND action_class = 'files.read'`
+        assert.strictEqual(
+          (yield* org.client.agentSessions.governStep({ params, payload: step("changed", "files.read") })).decision,
+          "reject"
+        )
         yield* svc.sql`DELETE FROM approval_policies WHERE org_id = ${org.orgId} AND action_class = 'files.read'`
         const answer = yield* org.client.agentSessions.governStep({ params, payload: step("removed", "files.read") })
         assert.strictEqual(answer.decision, "pending", "without a policy, the default rule")
@@ -163,7 +204,10 @@ layer(SvcTest.layer(), { excludeTestServices: true })("governed steps in one sta
           INSERT INTO approval_policies (org_id, action_class, mode, review_seconds, expiring_notice_seconds, timeout_action)
           VALUES (${org.orgId}, 'files.read', 'allow', 60, 0, 'reject')
         `
-        assert.strictEqual((yield* org.client.agentSessions.governStep({ params, payload: step("created", "files.read") })).decision, "allow")
+        assert.strictEqual(
+          (yield* org.client.agentSessions.governStep({ params, payload: step("created", "files.read") })).decision,
+          "allow"
+        )
       }))
   })
 
@@ -181,8 +225,14 @@ layer(SvcTest.layer(), { excludeTestServices: true })("governed steps in one sta
         const kept = yield* SvcTest.org()
         for (const who of [org, kept]) {
           const session = yield* who.client.agentSessions.create({ payload: {} })
-          const pending = yield* who.client.agentSessions.governStep({ params: { session_id: session.id }, payload: step("p", "ask") })
-          yield* who.client.approvals.decide({ params: { approval_id: pending.approval_id! }, payload: { decision: "approve" } })
+          const pending = yield* who.client.agentSessions.governStep({
+            params: { session_id: session.id },
+            payload: step("p", "ask")
+          })
+          yield* who.client.approvals.decide({
+            params: { approval_id: pending.approval_id! },
+            payload: { decision: "approve" }
+          })
           yield* who.client.agentSessions.governStep({ params: { session_id: session.id }, payload: step("q", "ask") })
         }
         const count = (orgId: string) =>
@@ -213,7 +263,10 @@ layer(SvcTest.layer(), { excludeTestServices: true })("governed steps in one sta
         })
         const ids = Array.from({ length: 105 }, (_, i) => `s${i}`)
         for (const id of ids) yield* org.client.agentSessions.governStep({ params, payload: step(id, "read") })
-        yield* org.client.agentSessions.governStep({ params: { session_id: other.id }, payload: step("elsewhere", "read") })
+        yield* org.client.agentSessions.governStep({
+          params: { session_id: other.id },
+          payload: step("elsewhere", "read")
+        })
 
         const all = yield* org.client.agentSessions.get({ params, query: {} })
         assert.deepStrictEqual(all.steps.map((s) => s.step_id), ids.slice(0, 100))
@@ -225,7 +278,10 @@ layer(SvcTest.layer(), { excludeTestServices: true })("governed steps in one sta
         const seen: Array<string> = []
         let cursor: string | undefined
         for (;;) {
-          const page = yield* org.client.agentSessions.get({ params, query: { limit: 40, ...(cursor === undefined ? {} : { cursor }) } })
+          const page = yield* org.client.agentSessions.get({
+            params,
+            query: { limit: 40, ...(cursor === undefined ? {} : { cursor }) }
+          })
           assert.isAtMost(page.steps.length, 40)
           seen.push(...page.steps.map((s) => s.step_id))
           if (page.next_cursor === null) break
@@ -234,15 +290,22 @@ layer(SvcTest.layer(), { excludeTestServices: true })("governed steps in one sta
         assert.deepStrictEqual(seen, ids)
 
         // A cursor is bound to its session and organization; limit is 1 to 100.
-        const foreign = yield* org.client.agentSessions.get({ params: { session_id: other.id }, query: { cursor: all.next_cursor! } }).pipe(Effect.flip)
+        const foreign = yield* org.client.agentSessions.get({
+          params: { session_id: other.id },
+          query: { cursor: all.next_cursor! }
+        }).pipe(Effect.flip)
         assert.strictEqual(foreign._tag, "InvalidRequest")
         if (foreign._tag === "InvalidRequest") assert.strictEqual(foreign.field, "cursor")
-        const theirs = yield* stranger.client.agentSessions.get({ params, query: { cursor: all.next_cursor! } }).pipe(Effect.flip)
+        const theirs = yield* stranger.client.agentSessions.get({ params, query: { cursor: all.next_cursor! } }).pipe(
+          Effect.flip
+        )
         assert.include(["InvalidRequest", "NotFound"], theirs._tag)
         const svc = yield* SvcTest
         for (const limit of ["0", "101", "x"]) {
           const response = yield* Effect.promise(() =>
-            fetch(`${svc.baseUrl}/v1/agent-sessions/${session.id}?limit=${limit}`, { headers: { authorization: `Bearer ${org.key}` } })
+            fetch(`${svc.baseUrl}/v1/agent-sessions/${session.id}?limit=${limit}`, {
+              headers: { authorization: `Bearer ${org.key}` }
+            })
           )
           assert.strictEqual(response.status, 400, limit)
           const problem = yield* Effect.promise(() => response.json())
@@ -259,7 +322,12 @@ layer(SvcTest.layer(), { excludeTestServices: true })("governed steps in one sta
           params: { action_class: "read" },
           payload: { mode: "allow", review_seconds: 60, expiring_notice_seconds: 0, timeout_action: "reject" }
         })
-        for (let i = 0; i < 30; i++) yield* org.client.agentSessions.governStep({ params: { session_id: session.id }, payload: step(`p${i}`, "read") })
+        for (let i = 0; i < 30; i++) {
+          yield* org.client.agentSessions.governStep({
+            params: { session_id: session.id },
+            payload: step(`p${i}`, "read")
+          })
+        }
         // A fresh database's state (the embedded one has none until its first statistics round), and the
         // plan a prepared statement keeps (generic). Rolled back with the transaction (it ends by failing).
         const plans = yield* svc.sql.withTransaction(Effect.gen(function*() {
@@ -272,7 +340,12 @@ layer(SvcTest.layer(), { excludeTestServices: true })("governed steps in one sta
               yield* svc.sql.unsafe(`DEALLOCATE ${name}`)
               return rows.map((row) => row["QUERY PLAN"]).join("\n")
             })
-          const lookup = yield* plan("plan_step_lookup", "uuid, text", "SELECT tool FROM agent_steps WHERE session_id = $1 AND step_id = $2", `'${session.id}', 'p3'`)
+          const lookup = yield* plan(
+            "plan_step_lookup",
+            "uuid, text",
+            "SELECT tool FROM agent_steps WHERE session_id = $1 AND step_id = $2",
+            `'${session.id}', 'p3'`
+          )
           const page = yield* plan(
             "plan_step_page",
             "uuid, bigint",
@@ -320,7 +393,10 @@ layer(SvcTest.layer(), { excludeTestServices: true })("governed steps in one sta
         yield* pg.notify("svc_wakeup", "after-soon")
         const soon = (yield* heardUntilMarker(notes, "after-soon")).filter((p) => !p.includes("policies:"))
         assert.strictEqual(soon.length, 1, soon.join(" | "))
-        assert.deepStrictEqual(soon[0]!.split(" ").slice(1).sort(), ["approvals", "events", `hub:${session.id}`, `hub:approvals:${org.orgId}`].sort())
+        assert.deepStrictEqual(
+          soon[0]!.split(" ").slice(1).sort(),
+          ["approvals", "events", `hub:${session.id}`, `hub:approvals:${org.orgId}`].sort()
+        )
 
         yield* org.client.agentSessions.governStep({ params, payload: step("allowed", "read") })
         yield* pg.notify("svc_wakeup", "after-allow")
@@ -342,14 +418,20 @@ layer(SvcTest.layer(), { excludeTestServices: true })("governed steps in one sta
         // Listening once a notification from another session comes through.
         let ready = 0
         yield* eventually(
-          Effect.suspend(() => Effect.as(pg.notify("svc_wakeup", `policies:ready-${++ready}`), heard.length > 0 ? true : undefined)),
+          Effect.suspend(() =>
+            Effect.as(pg.notify("svc_wakeup", `policies:ready-${++ready}`), heard.length > 0 ? true : undefined)
+          ),
           { timeoutMs: 10_000, intervalMs: 50, what: "the listener" }
         )
         heard.length = 0
         yield* wakeups.signal("policies:mine")
         // Sent after ours, from another session (a bare topic, as SQL or an older process sends it): it comes after any echo of ours.
         yield* pg.notify("svc_wakeup", "policies:theirs")
-        yield* eventually(Effect.sync(() => heard.includes("theirs") ? true : undefined), { timeoutMs: 10_000, intervalMs: 20, what: "their signal" })
+        yield* eventually(Effect.sync(() => heard.includes("theirs") ? true : undefined), {
+          timeoutMs: 10_000,
+          intervalMs: 20,
+          what: "their signal"
+        })
         assert.deepStrictEqual(heard.filter((h) => !h.startsWith("ready-")), ["mine", "theirs"])
       }).pipe(Effect.scoped))
 
@@ -359,7 +441,9 @@ layer(SvcTest.layer(), { excludeTestServices: true })("governed steps in one sta
         const pg = yield* PgClient.PgClient
         const org = yield* SvcTest.org()
         const session = yield* org.client.agentSessions.create({ payload: {} })
-        const sse = yield* Effect.promise(() => openSse(`${svc.baseUrl}/v1/agent-approvals/events/stream`, { key: org.key }))
+        const sse = yield* Effect.promise(() =>
+          openSse(`${svc.baseUrl}/v1/agent-approvals/events/stream`, { key: org.key })
+        )
         try {
           // An older transaction appends its event and stays open while a step commits a newer one.
           const older = yield* Effect.forkChild(

@@ -24,13 +24,21 @@ layer(SvcTest.layer(), { excludeTestServices: true })("approval context and hist
           params: { action_class: "crm.read" },
           payload: { mode: "allow", review_seconds: 60, expiring_notice_seconds: 0, timeout_action: "reject" }
         })
-        const task = yield* org.client.tasks.create({ payload: { name: "Support refunds", answer_schema: { type: "object" } } })
+        const task = yield* org.client.tasks.create({
+          payload: { name: "Support refunds", answer_schema: { type: "object" } }
+        })
         const session = yield* org.client.agentSessions.create({ payload: { task_id: task.id } })
         const params = { session_id: session.id }
         yield* org.client.agentSessions.governStep({ params, payload: governed("lookup", "crm.lookup", "crm.read") })
-        yield* org.client.agentSessions.reportOutcome({ params: { ...params, step_id: "lookup" }, payload: { status: "succeeded" } })
+        yield* org.client.agentSessions.reportOutcome({
+          params: { ...params, step_id: "lookup" },
+          payload: { status: "succeeded" }
+        })
         const first = yield* org.client.agentSessions.governStep({ params, payload: governed("refund-1") })
-        yield* org.client.approvals.decide({ params: { approval_id: first.approval_id! }, payload: { decision: "reject" } })
+        yield* org.client.approvals.decide({
+          params: { approval_id: first.approval_id! },
+          payload: { decision: "reject" }
+        })
         const second = yield* org.client.agentSessions.governStep({ params, payload: governed("refund-2") })
         // A later step is not "earlier".
         yield* org.client.agentSessions.governStep({ params, payload: governed("later", "crm.lookup", "crm.read") })
@@ -65,8 +73,13 @@ layer(SvcTest.layer(), { excludeTestServices: true })("approval context and hist
         const context = yield* org.client.approvals.context({ params: { approval_id: pending.approval_id! } })
         assert.isNull(context.task_name)
         assert.strictEqual(context.earlier_steps_total, 23)
-        assert.deepStrictEqual(context.earlier_steps.map((s) => s.step_id), Array.from({ length: 20 }, (_, i) => `s${i + 3}`))
-        const error = yield* other.client.approvals.context({ params: { approval_id: pending.approval_id! } }).pipe(Effect.flip)
+        assert.deepStrictEqual(
+          context.earlier_steps.map((s) => s.step_id),
+          Array.from({ length: 20 }, (_, i) => `s${i + 3}`)
+        )
+        const error = yield* other.client.approvals.context({ params: { approval_id: pending.approval_id! } }).pipe(
+          Effect.flip
+        )
         assert.strictEqual(error._tag, "NotFound")
       }))
   })
@@ -83,15 +96,24 @@ layer(SvcTest.layer(), { excludeTestServices: true })("approval context and hist
         for (let i = 0; i < 3; i++) {
           ids.push((yield* org.client.agentSessions.governStep({ params, payload: governed(`p${i}`) })).approval_id!)
         }
-        const stillPending = (yield* org.client.agentSessions.governStep({ params, payload: governed("open") })).approval_id!
-        yield* reviewer.client.approvals.decide({ params: { approval_id: ids[0]! }, payload: { decision: "approve", reason: "Known payee." } })
+        const stillPending = (yield* org.client.agentSessions.governStep({ params, payload: governed("open") }))
+          .approval_id!
+        yield* reviewer.client.approvals.decide({
+          params: { approval_id: ids[0]! },
+          payload: { decision: "approve", reason: "Known payee." }
+        })
         yield* reviewer.client.approvals.decide({ params: { approval_id: ids[1]! }, payload: { decision: "reject" } })
-        yield* reviewer.client.approvals.decide({ params: { approval_id: ids[2]! }, payload: { decision: "reject", reason: "Duplicate." } })
+        yield* reviewer.client.approvals.decide({
+          params: { approval_id: ids[2]! },
+          payload: { decision: "reject", reason: "Duplicate." }
+        })
 
         const firstPage = yield* reviewer.client.approvals.history({ query: { limit: 2 } })
         assert.deepStrictEqual(firstPage.approvals.map((a) => a.approval_id), [ids[2], ids[1]])
         assert.isString(firstPage.next_cursor)
-        const secondPage = yield* reviewer.client.approvals.history({ query: { limit: 2, cursor: firstPage.next_cursor! } })
+        const secondPage = yield* reviewer.client.approvals.history({
+          query: { limit: 2, cursor: firstPage.next_cursor! }
+        })
         assert.deepStrictEqual(secondPage.approvals.map((a) => a.approval_id), [ids[0]])
         assert.isNull(secondPage.next_cursor)
         const all = [...firstPage.approvals, ...secondPage.approvals]
@@ -106,7 +128,9 @@ layer(SvcTest.layer(), { excludeTestServices: true })("approval context and hist
         assert.strictEqual(firstPage.approvals[0]!.decision_reason, "Duplicate.")
         assert.notProperty(firstPage.approvals[1]!, "decision_reason")
         // A cursor of another list is refused.
-        const error = yield* reviewer.client.approvals.history({ query: { cursor: "MQ.AAAAAAAAAAAAAAAAAAAAAA" } }).pipe(Effect.flip)
+        const error = yield* reviewer.client.approvals.history({ query: { cursor: "MQ.AAAAAAAAAAAAAAAAAAAAAA" } }).pipe(
+          Effect.flip
+        )
         assert.strictEqual(error._tag, "InvalidRequest")
       }))
 
@@ -119,11 +143,19 @@ layer(SvcTest.layer(), { excludeTestServices: true })("approval context and hist
           payload: { mode: "require_approval", review_seconds: 1, expiring_notice_seconds: 0, timeout_action: "allow" }
         })
         const session = yield* org.client.agentSessions.create({ payload: {} })
-        const answer = yield* org.client.agentSessions.governStep({ params: { session_id: session.id }, payload: governed("q", "x", "quick") })
+        const answer = yield* org.client.agentSessions.governStep({
+          params: { session_id: session.id },
+          payload: governed("q", "x", "quick")
+        })
         // Move its deadline into the past; the scheduler closes it.
-        yield* svc.sql`UPDATE approvals SET deadline_at = now() - interval '1 second', expires_at = now() - interval '1 second', next_due_at = now() - interval '1 second' WHERE id = ${answer.approval_id!}`
+        yield* svc
+          .sql`UPDATE approvals SET deadline_at = now() - interval '1 second', expires_at = now() - interval '1 second', next_due_at = now() - interval '1 second' WHERE id = ${answer
+          .approval_id!}`
         const found = yield* eventually(
-          Effect.map(org.client.approvals.history({ query: {} }), ({ approvals }) => approvals.find((a) => a.approval_id === answer.approval_id)),
+          Effect.map(
+            org.client.approvals.history({ query: {} }),
+            ({ approvals }) => approvals.find((a) => a.approval_id === answer.approval_id)
+          ),
           { what: "the approval to expire" }
         )
         assert.strictEqual(found.status, "expired")

@@ -37,9 +37,14 @@ const setup = (policy: PolicyInput | null = refunds) =>
   Effect.gen(function*() {
     const svc = yield* SvcTest
     const org = yield* SvcTest.org()
-    if (policy !== null) yield* org.client.approvalPolicies.put({ params: { action_class: "payments.refund" }, payload: policy })
+    if (policy !== null) {
+      yield* org.client.approvalPolicies.put({ params: { action_class: "payments.refund" }, payload: policy })
+    }
     const session = yield* org.client.agentSessions.create({ payload: {} })
-    const pending = (stepId: string, args: Record<string, unknown> = { amount: 120, currency: "EUR", note: "ticket 4411" }) =>
+    const pending = (
+      stepId: string,
+      args: Record<string, unknown> = { amount: 120, currency: "EUR", note: "ticket 4411" }
+    ) =>
       org.client.agentSessions.governStep({
         params: { session_id: session.id },
         payload: { step_id: stepId, tool: "stripe.refund", action_class: "payments.refund", arguments: args as any }
@@ -101,7 +106,11 @@ layer(SvcTest.layer(), { excludeTestServices: true })("approve with edits, or an
         const { org } = yield* setup(null)
         const error = yield* org.client.approvalPolicies.dryRun({
           params: { action_class: "payments.refund" },
-          payload: { tool: "stripe.refund", arguments: { amount: 1 }, policy: { ...refunds, arguments_schema: { type: "no-such-type" } } }
+          payload: {
+            tool: "stripe.refund",
+            arguments: { amount: 1 },
+            policy: { ...refunds, arguments_schema: { type: "no-such-type" } }
+          }
         }).pipe(Effect.flip)
         assert.strictEqual(error._tag, "InvalidRequest")
         if (error._tag === "InvalidRequest") assert.strictEqual(error.field, "arguments_schema")
@@ -190,7 +199,10 @@ layer(SvcTest.layer(), { excludeTestServices: true })("approve with edits, or an
         assert.strictEqual(response.json.code, "ARGUMENTS_SHAPE_MISMATCH")
         assert.strictEqual(response.json.field, "arguments")
         assert.include(response.json.detail, "declares no arguments_schema")
-        const decided = yield* org.client.approvals.decide({ params: { approval_id: approvalId }, payload: { decision: "approve" } })
+        const decided = yield* org.client.approvals.decide({
+          params: { approval_id: approvalId },
+          payload: { decision: "approve" }
+        })
         assert.notProperty(decided, "approved_arguments")
       }))
 
@@ -237,7 +249,10 @@ layer(SvcTest.layer(), { excludeTestServices: true })("approve with edits, or an
         assert.deepStrictEqual(step.response, answer)
         // The tool did not run: no outcome can be reported.
         const outcome = yield* org.client.agentSessions.reportOutcome({
-          params: { session_id: (yield* org.client.approvals.get({ params: { approval_id: approvalId } })).session_id, step_id: "respond-1" },
+          params: {
+            session_id: (yield* org.client.approvals.get({ params: { approval_id: approvalId } })).session_id,
+            step_id: "respond-1"
+          },
           payload: { status: "succeeded" }
         }).pipe(Effect.flip)
         assert.strictEqual(outcome._tag, "InvalidTransition")
@@ -261,13 +276,19 @@ layer(SvcTest.layer(), { excludeTestServices: true })("approve with edits, or an
         const { org, session, pending, stepOf } = yield* setup()
         const approvalId = yield* pending("bound")
         const edited = { amount: 80, currency: "EUR" }
-        yield* org.client.approvals.decide({ params: { approval_id: approvalId }, payload: { decision: "approve", arguments: edited } })
+        yield* org.client.approvals.decide({
+          params: { approval_id: approvalId },
+          payload: { decision: "approve", arguments: edited }
+        })
         const report = (payload: { readonly status: "succeeded"; readonly arguments_digest?: string }) =>
           org.client.agentSessions.reportOutcome({ params: { session_id: session.id, step_id: "bound" }, payload })
         const without = yield* report({ status: "succeeded" }).pipe(Effect.flip)
         assert.strictEqual(without._tag, "InvalidRequest")
         if (without._tag === "InvalidRequest") assert.strictEqual(without.field, "arguments_digest")
-        const other = yield* report({ status: "succeeded", arguments_digest: argumentsDigest({ amount: 120, currency: "EUR" }) }).pipe(Effect.flip)
+        const other = yield* report({
+          status: "succeeded",
+          arguments_digest: argumentsDigest({ amount: 120, currency: "EUR" })
+        }).pipe(Effect.flip)
         assert.strictEqual(other._tag, "InvalidRequest")
         const digest = (yield* stepOf("bound")).arguments_digest!
         const step = yield* report({ status: "succeeded", arguments_digest: digest })

@@ -8,7 +8,16 @@ import { SvcTest } from "../../../src/testing.ts"
 import { outboxOf, outboxOfOrg } from "../../support/approvals.ts"
 import { eventually, raw } from "../../support/http.ts"
 
-const SNAPSHOT_KEYS = ["approval_id", "session_id", "step_id", "task_id", "status", "deadline_at", "expires_at", "timeout_action"]
+const SNAPSHOT_KEYS = [
+  "approval_id",
+  "session_id",
+  "step_id",
+  "task_id",
+  "status",
+  "deadline_at",
+  "expires_at",
+  "timeout_action"
+]
 const DECIDED_KEYS = [...SNAPSHOT_KEYS, "decided_at", "decided_by"]
 
 const step = (step_id: string, action_class = "payments.refund", args: unknown = { amount: 42, currency: "EUR" }) => ({
@@ -26,7 +35,13 @@ layer(SvcTest.layer(), { excludeTestServices: true })("approvals lifecycle", (it
         const other = yield* SvcTest.org()
         const put = yield* org.client.approvalPolicies.put({
           params: { action_class: "payments.refund" },
-          payload: { mode: "require_approval", review_seconds: 600, expiring_notice_seconds: 60, escalation_seconds: 300, timeout_action: "allow" }
+          payload: {
+            mode: "require_approval",
+            review_seconds: 600,
+            expiring_notice_seconds: 60,
+            escalation_seconds: 300,
+            timeout_action: "allow"
+          }
         })
         assert.strictEqual(put.action_class, "payments.refund")
         assert.strictEqual(put.escalation_seconds, 300)
@@ -60,8 +75,15 @@ layer(SvcTest.layer(), { excludeTestServices: true })("approvals lifecycle", (it
       Effect.gen(function*() {
         const svc = yield* SvcTest
         const org = yield* SvcTest.org()
-        const payload = { mode: "require_approval", review_seconds: 60, expiring_notice_seconds: 60, timeout_action: "reject" } as const
-        const error = yield* org.client.approvalPolicies.put({ params: { action_class: "x" }, payload }).pipe(Effect.flip)
+        const payload = {
+          mode: "require_approval",
+          review_seconds: 60,
+          expiring_notice_seconds: 60,
+          timeout_action: "reject"
+        } as const
+        const error = yield* org.client.approvalPolicies.put({ params: { action_class: "x" }, payload }).pipe(
+          Effect.flip
+        )
         assert.strictEqual(error._tag, "SchemaError")
         assert.include(String(error), "expiring_notice_seconds")
         const response = yield* raw(`${svc.baseUrl}/v1/approval-policies/x`, {
@@ -78,7 +100,10 @@ layer(SvcTest.layer(), { excludeTestServices: true })("approvals lifecycle", (it
       Effect.gen(function*() {
         const org = yield* SvcTest.org()
         const session = yield* org.client.agentSessions.create({ payload: {} })
-        const answer = yield* org.client.agentSessions.governStep({ params: { session_id: session.id }, payload: step("s1", "unknown.class") })
+        const answer = yield* org.client.agentSessions.governStep({
+          params: { session_id: session.id },
+          payload: step("s1", "unknown.class")
+        })
         assert.strictEqual(answer.decision, "pending")
         const snapshot = yield* org.client.approvals.get({ params: { approval_id: answer.approval_id! } })
         assert.strictEqual(snapshot.status, "pending")
@@ -106,15 +131,24 @@ layer(SvcTest.layer(), { excludeTestServices: true })("approvals lifecycle", (it
         const session = yield* org.client.agentSessions.create({ payload: { task_id: task.id } })
         assert.strictEqual(session.task_id, task.id)
         const args = { path: "/etc/hosts", nested: { list: [1, "two", null, true] } }
-        const allowed = yield* org.client.agentSessions.governStep({ params: { session_id: session.id }, payload: step("a", "files.read", args) })
-        const rejected = yield* org.client.agentSessions.governStep({ params: { session_id: session.id }, payload: step("b", "files.delete", args) })
+        const allowed = yield* org.client.agentSessions.governStep({
+          params: { session_id: session.id },
+          payload: step("a", "files.read", args)
+        })
+        const rejected = yield* org.client.agentSessions.governStep({
+          params: { session_id: session.id },
+          payload: step("b", "files.delete", args)
+        })
         assert.deepStrictEqual(allowed, { decision: "allow" })
         assert.deepStrictEqual(rejected, { decision: "reject" })
         const detail = yield* org.client.agentSessions.get({ params: { session_id: session.id }, query: {} })
-        assert.deepStrictEqual(detail.steps.map((s) => [s.step_id, s.tool, s.action_class, s.arguments, s.decision, s.resolution]), [
-          ["a", "stripe.refund", "files.read", args, "allow", "allow"],
-          ["b", "stripe.refund", "files.delete", args, "reject", "reject"]
-        ])
+        assert.deepStrictEqual(
+          detail.steps.map((s) => [s.step_id, s.tool, s.action_class, s.arguments, s.decision, s.resolution]),
+          [
+            ["a", "stripe.refund", "files.read", args, "allow", "allow"],
+            ["b", "stripe.refund", "files.delete", args, "reject", "reject"]
+          ]
+        )
         assert.deepStrictEqual(yield* outboxOfOrg(svc.sql, org.orgId), [])
       }))
 
@@ -134,19 +168,30 @@ layer(SvcTest.layer(), { excludeTestServices: true })("approvals lifecycle", (it
         assert.deepStrictEqual(again, first)
         assert.strictEqual(new Set(concurrent.map((a) => a.approval_id)).size, 1)
         // Decided in the meantime: the re-send still answers what it first answered.
-        yield* org.client.approvals.decide({ params: { approval_id: first.approval_id! }, payload: { decision: "approve" } })
+        yield* org.client.approvals.decide({
+          params: { approval_id: first.approval_id! },
+          payload: { decision: "approve" }
+        })
         assert.deepStrictEqual(yield* org.client.agentSessions.governStep({ params, payload: step("once") }), first)
-        const approvals = yield* svc.sql<{ n: number }>`SELECT count(*)::int AS n FROM approvals WHERE session_id = ${session.id}`
+        const approvals = yield* svc.sql<
+          { n: number }
+        >`SELECT count(*)::int AS n FROM approvals WHERE session_id = ${session.id}`
         assert.strictEqual(approvals[0]!.n, 2)
         const requested = (yield* outboxOfOrg(svc.sql, org.orgId)).filter((e) => e.type === "approval.requested")
         assert.strictEqual(requested.length, 2)
         // The same step_id with other arguments is not a re-send: 400 naming step_id.
-        const error = yield* org.client.agentSessions.governStep({ params, payload: step("once", "payments.refund", { amount: 43 }) }).pipe(Effect.flip)
+        const error = yield* org.client.agentSessions.governStep({
+          params,
+          payload: step("once", "payments.refund", { amount: 43 })
+        }).pipe(Effect.flip)
         assert.strictEqual(error._tag, "InvalidRequest")
         if (error._tag === "InvalidRequest") assert.strictEqual(error.field, "step_id")
         // The same step_id in another session is another step.
         const other = yield* org.client.agentSessions.create({ payload: {} })
-        const elsewhere = yield* org.client.agentSessions.governStep({ params: { session_id: other.id }, payload: step("once") })
+        const elsewhere = yield* org.client.agentSessions.governStep({
+          params: { session_id: other.id },
+          payload: step("once")
+        })
         assert.notStrictEqual(elsewhere.approval_id, first.approval_id)
       }))
 
@@ -155,16 +200,27 @@ layer(SvcTest.layer(), { excludeTestServices: true })("approvals lifecycle", (it
         const org = yield* SvcTest.org()
         const stranger = yield* SvcTest.org()
         const session = yield* org.client.agentSessions.create({ payload: {} })
-        const answer = yield* org.client.agentSessions.governStep({ params: { session_id: session.id }, payload: step("x") })
+        const answer = yield* org.client.agentSessions.governStep({
+          params: { session_id: session.id },
+          payload: step("x")
+        })
         const errors = yield* Effect.all([
           stranger.client.agentSessions.get({ params: { session_id: session.id }, query: {} }).pipe(Effect.flip),
-          stranger.client.agentSessions.governStep({ params: { session_id: session.id }, payload: step("y") }).pipe(Effect.flip),
+          stranger.client.agentSessions.governStep({ params: { session_id: session.id }, payload: step("y") }).pipe(
+            Effect.flip
+          ),
           stranger.client.approvals.get({ params: { approval_id: answer.approval_id! } }).pipe(Effect.flip),
-          stranger.client.approvals.decide({ params: { approval_id: answer.approval_id! }, payload: { decision: "approve" } }).pipe(Effect.flip),
+          stranger.client.approvals.decide({
+            params: { approval_id: answer.approval_id! },
+            payload: { decision: "approve" }
+          }).pipe(Effect.flip),
           stranger.client.agentSessions.create({ payload: { task_id: session.id } }).pipe(Effect.flip)
         ])
         assert.deepStrictEqual(errors.map((e) => e._tag), ["NotFound", "NotFound", "NotFound", "NotFound", "NotFound"])
-        assert.strictEqual((yield* org.client.approvals.get({ params: { approval_id: answer.approval_id! } })).status, "pending")
+        assert.strictEqual(
+          (yield* org.client.approvals.get({ params: { approval_id: answer.approval_id! } })).status,
+          "pending"
+        )
       }))
   })
 
@@ -176,7 +232,10 @@ layer(SvcTest.layer(), { excludeTestServices: true })("approvals lifecycle", (it
         const reviewer = yield* org.newKey(["approvals.decide", "agents.read"])
         const task = yield* org.client.tasks.create({ payload: { name: "t", answer_schema: { type: "object" } } })
         const session = yield* org.client.agentSessions.create({ payload: { task_id: task.id } })
-        const answer = yield* org.client.agentSessions.governStep({ params: { session_id: session.id }, payload: step("pay") })
+        const answer = yield* org.client.agentSessions.governStep({
+          params: { session_id: session.id },
+          payload: step("pay")
+        })
         const approvalId = answer.approval_id!
         const pending = yield* reviewer.client.approvals.get({ params: { approval_id: approvalId } })
         assert.deepStrictEqual(Object.keys(pending), SNAPSHOT_KEYS)
@@ -184,7 +243,10 @@ layer(SvcTest.layer(), { excludeTestServices: true })("approvals lifecycle", (it
           [pending.approval_id, pending.session_id, pending.step_id, pending.task_id, pending.status],
           [approvalId, session.id, "pay", task.id, "pending"]
         )
-        const decided = yield* reviewer.client.approvals.decide({ params: { approval_id: approvalId }, payload: { decision: "approve" } })
+        const decided = yield* reviewer.client.approvals.decide({
+          params: { approval_id: approvalId },
+          payload: { decision: "approve" }
+        })
         assert.strictEqual(decided.status, "approved")
         assert.strictEqual(decided.decided_by, reviewer.keyId)
         assert.isString(decided.decided_at)
@@ -214,7 +276,10 @@ layer(SvcTest.layer(), { excludeTestServices: true })("approvals lifecycle", (it
         const svc = yield* SvcTest
         const org = yield* SvcTest.org()
         const session = yield* org.client.agentSessions.create({ payload: {} })
-        const answer = yield* org.client.agentSessions.governStep({ params: { session_id: session.id }, payload: step("pay") })
+        const answer = yield* org.client.agentSessions.governStep({
+          params: { session_id: session.id },
+          payload: step("pay")
+        })
         const params = { approval_id: answer.approval_id! }
         const decided = yield* org.client.approvals.decide({ params, payload: { decision: "reject" } })
         assert.strictEqual(decided.status, "rejected")
@@ -239,7 +304,10 @@ layer(SvcTest.layer(), { excludeTestServices: true })("approvals lifecycle", (it
         const bob = yield* org.newKey(["approvals.decide"])
         const session = yield* org.client.agentSessions.create({ payload: {} })
         for (let round = 0; round < 5; round++) {
-          const answer = yield* org.client.agentSessions.governStep({ params: { session_id: session.id }, payload: step(`race-${round}`) })
+          const answer = yield* org.client.agentSessions.governStep({
+            params: { session_id: session.id },
+            payload: step(`race-${round}`)
+          })
           const params = { approval_id: answer.approval_id! }
           const results = yield* Effect.all([
             alice.client.approvals.decide({ params, payload: { decision: "approve" } }).pipe(Effect.result),
@@ -264,15 +332,26 @@ layer(SvcTest.layer(), { excludeTestServices: true })("approvals lifecycle", (it
         const org = yield* SvcTest.org()
         const agent = yield* org.newKey(["agents.write", "agents.read"])
         const session = yield* agent.client.agentSessions.create({ payload: {} })
-        const answer = yield* agent.client.agentSessions.governStep({ params: { session_id: session.id }, payload: step("p") })
-        const error = yield* agent.client.approvals.decide({ params: { approval_id: answer.approval_id! }, payload: { decision: "approve" } }).pipe(Effect.flip)
+        const answer = yield* agent.client.agentSessions.governStep({
+          params: { session_id: session.id },
+          payload: step("p")
+        })
+        const error = yield* agent.client.approvals.decide({
+          params: { approval_id: answer.approval_id! },
+          payload: { decision: "approve" }
+        }).pipe(Effect.flip)
         assert.strictEqual(error._tag, "InsufficientScope")
         if (error._tag === "InsufficientScope") assert.strictEqual(error.required_scope, "approvals.decide")
         const reviewer = yield* org.newKey(["approvals.decide"])
-        const readError = yield* reviewer.client.approvals.get({ params: { approval_id: answer.approval_id! } }).pipe(Effect.flip)
+        const readError = yield* reviewer.client.approvals.get({ params: { approval_id: answer.approval_id! } }).pipe(
+          Effect.flip
+        )
         if (readError._tag === "InsufficientScope") assert.strictEqual(readError.required_scope, "agents.read")
         else assert.fail(`expected InsufficientScope, got ${readError._tag}`)
-        const stepError = yield* reviewer.client.agentSessions.governStep({ params: { session_id: session.id }, payload: step("q") }).pipe(Effect.flip)
+        const stepError = yield* reviewer.client.agentSessions.governStep({
+          params: { session_id: session.id },
+          payload: step("q")
+        }).pipe(Effect.flip)
         if (stepError._tag === "InsufficientScope") assert.strictEqual(stepError.required_scope, "agents.write")
         else assert.fail(`expected InsufficientScope, got ${stepError._tag}`)
       }))
@@ -285,10 +364,19 @@ layer(SvcTest.layer(), { excludeTestServices: true })("approvals lifecycle", (it
         const org = yield* SvcTest.org()
         yield* org.client.approvalPolicies.put({
           params: { action_class: "deploy.prod" },
-          payload: { mode: "require_approval", review_seconds: 2, expiring_notice_seconds: 1, escalation_seconds: 2, timeout_action: "allow" }
+          payload: {
+            mode: "require_approval",
+            review_seconds: 2,
+            expiring_notice_seconds: 1,
+            escalation_seconds: 2,
+            timeout_action: "allow"
+          }
         })
         const session = yield* org.client.agentSessions.create({ payload: {} })
-        const answer = yield* org.client.agentSessions.governStep({ params: { session_id: session.id }, payload: step("ship", "deploy.prod") })
+        const answer = yield* org.client.agentSessions.governStep({
+          params: { session_id: session.id },
+          payload: step("ship", "deploy.prod")
+        })
         const approvalId = answer.approval_id!
         const requested = yield* org.client.approvals.get({ params: { approval_id: approvalId } })
         const created = new Date(session.created_at).getTime()
@@ -300,7 +388,12 @@ layer(SvcTest.layer(), { excludeTestServices: true })("approvals lifecycle", (it
           Effect.map(outboxOf(svc.sql, approvalId), (rows) => rows.length >= 4 ? rows : undefined),
           { what: "four lifecycle events", timeoutMs: 20_000 }
         )
-        assert.deepStrictEqual(events.map((e) => e.type), ["approval.requested", "approval.escalated", "approval.expiring", "approval.expired"])
+        assert.deepStrictEqual(events.map((e) => e.type), [
+          "approval.requested",
+          "approval.escalated",
+          "approval.expiring",
+          "approval.expired"
+        ])
         const [, escalated, expiring, expired] = events.map((e) => e.json)
         // Never early: each fires at or after its instant.
         assert.isAtLeast(new Date(escalated.occurred_at).getTime(), firstDeadline)
@@ -315,7 +408,10 @@ layer(SvcTest.layer(), { excludeTestServices: true })("approvals lifecycle", (it
         assert.deepStrictEqual(Object.keys(expired.approval), SNAPSHOT_KEYS)
         assert.strictEqual(expired.approval.status, "expired")
         assert.strictEqual(expired.approval.timeout_action, "allow")
-        assert.deepStrictEqual(yield* org.client.approvals.get({ params: { approval_id: approvalId } }), expired.approval)
+        assert.deepStrictEqual(
+          yield* org.client.approvals.get({ params: { approval_id: approvalId } }),
+          expired.approval
+        )
 
         // The timeout action applies to the step and is a session event.
         const detail = yield* org.client.agentSessions.get({ params: { session_id: session.id }, query: {} })
@@ -326,7 +422,10 @@ layer(SvcTest.layer(), { excludeTestServices: true })("approvals lifecycle", (it
         assert.deepStrictEqual(sessionEvents.map((e) => e.name), ["step:governed", "approval:expired"])
         assert.deepStrictEqual(JSON.parse(sessionEvents[1]!.data).timeout_action, "allow")
 
-        const error = yield* org.client.approvals.decide({ params: { approval_id: approvalId }, payload: { decision: "approve" } }).pipe(Effect.flip)
+        const error = yield* org.client.approvals.decide({
+          params: { approval_id: approvalId },
+          payload: { decision: "approve" }
+        }).pipe(Effect.flip)
         assert.strictEqual(error._tag, "InvalidTransition")
         // Nothing fires twice.
         assert.strictEqual((yield* outboxOf(svc.sql, approvalId)).length, 4)
@@ -341,9 +440,15 @@ layer(SvcTest.layer(), { excludeTestServices: true })("approvals lifecycle", (it
           payload: { mode: "require_approval", review_seconds: 1, expiring_notice_seconds: 0, timeout_action: "reject" }
         })
         const session = yield* org.client.agentSessions.create({ payload: {} })
-        const answer = yield* org.client.agentSessions.governStep({ params: { session_id: session.id }, payload: step("drop", "db.drop") })
+        const answer = yield* org.client.agentSessions.governStep({
+          params: { session_id: session.id },
+          payload: step("drop", "db.drop")
+        })
         const snapshot = yield* eventually(
-          Effect.map(org.client.approvals.get({ params: { approval_id: answer.approval_id! } }), (s) => s.status === "expired" ? s : undefined),
+          Effect.map(
+            org.client.approvals.get({ params: { approval_id: answer.approval_id! } }),
+            (s) => s.status === "expired" ? s : undefined
+          ),
           { what: "expiry" }
         )
         assert.strictEqual(snapshot.deadline_at, snapshot.expires_at)
@@ -359,10 +464,19 @@ layer(SvcTest.layer(), { excludeTestServices: true })("approvals lifecycle", (it
         const org = yield* SvcTest.org()
         yield* org.client.approvalPolicies.put({
           params: { action_class: "late" },
-          payload: { mode: "require_approval", review_seconds: 600, expiring_notice_seconds: 60, escalation_seconds: 60, timeout_action: "allow" }
+          payload: {
+            mode: "require_approval",
+            review_seconds: 600,
+            expiring_notice_seconds: 60,
+            escalation_seconds: 60,
+            timeout_action: "allow"
+          }
         })
         const session = yield* org.client.agentSessions.create({ payload: {} })
-        const answer = yield* org.client.agentSessions.governStep({ params: { session_id: session.id }, payload: step("late", "late") })
+        const answer = yield* org.client.agentSessions.governStep({
+          params: { session_id: session.id },
+          payload: step("late", "late")
+        })
         const approvalId = answer.approval_id!
         // Every deadline lapsed, but the scheduler has not fired them yet
         // (a process that was down, or busy): its next due instant is still ahead.
@@ -370,18 +484,28 @@ layer(SvcTest.layer(), { excludeTestServices: true })("approvals lifecycle", (it
           UPDATE approvals SET deadline_at = now() - interval '2 minutes', expires_at = now() - interval '1 minute',
             expiring_at = now() - interval '2 minutes', next_due_at = now() + interval '1 hour'
           WHERE id = ${approvalId}`
-        const error = yield* org.client.approvals.decide({ params: { approval_id: approvalId }, payload: { decision: "reject" } }).pipe(Effect.flip)
+        const error = yield* org.client.approvals.decide({
+          params: { approval_id: approvalId },
+          payload: { decision: "reject" }
+        }).pipe(Effect.flip)
         assert.strictEqual(error._tag, "InvalidTransition")
         if (error._tag === "InvalidTransition") assert.strictEqual(error.status_now, "expired")
         const snapshot = yield* org.client.approvals.get({ params: { approval_id: approvalId } })
         assert.strictEqual(snapshot.status, "expired")
         assert.isUndefined(snapshot.decided_by)
         const events = yield* outboxOf(svc.sql, approvalId)
-        assert.deepStrictEqual(events.map((e) => e.type), ["approval.requested", "approval.expiring", "approval.escalated", "approval.expired"])
+        assert.deepStrictEqual(events.map((e) => e.type), [
+          "approval.requested",
+          "approval.expiring",
+          "approval.escalated",
+          "approval.expired"
+        ])
         assert.deepStrictEqual(events[3]!.json.approval, snapshot)
         const detail = yield* org.client.agentSessions.get({ params: { session_id: session.id }, query: {} })
         assert.strictEqual(detail.steps[0]!.resolution, "allow")
-        const sessionEvents = yield* svc.sql<{ name: string }>`SELECT name FROM session_events WHERE session_id = ${session.id} ORDER BY seq`
+        const sessionEvents = yield* svc.sql<
+          { name: string }
+        >`SELECT name FROM session_events WHERE session_id = ${session.id} ORDER BY seq`
         assert.deepStrictEqual(sessionEvents.map((e) => e.name), ["step:governed", "approval:expired"])
       }))
 
@@ -394,15 +518,30 @@ layer(SvcTest.layer(), { excludeTestServices: true })("approvals lifecycle", (it
           payload: { mode: "require_approval", review_seconds: 1, expiring_notice_seconds: 0, timeout_action: "allow" }
         })
         const session = yield* org.client.agentSessions.create({ payload: {} })
-        const early = yield* org.client.agentSessions.governStep({ params: { session_id: session.id }, payload: step("early", "quick") })
-        yield* org.client.approvals.decide({ params: { approval_id: early.approval_id! }, payload: { decision: "reject" } })
+        const early = yield* org.client.agentSessions.governStep({
+          params: { session_id: session.id },
+          payload: step("early", "quick")
+        })
+        yield* org.client.approvals.decide({
+          params: { approval_id: early.approval_id! },
+          payload: { decision: "reject" }
+        })
         // A later approval of the same window expiring shows the scheduler ran past the first one's deadline.
-        const later = yield* org.client.agentSessions.governStep({ params: { session_id: session.id }, payload: step("later", "quick") })
+        const later = yield* org.client.agentSessions.governStep({
+          params: { session_id: session.id },
+          payload: step("later", "quick")
+        })
         yield* eventually(
-          Effect.map(org.client.approvals.get({ params: { approval_id: later.approval_id! } }), (s) => s.status === "expired" ? s : undefined),
+          Effect.map(org.client.approvals.get({ params: { approval_id: later.approval_id! } }), (s) =>
+            s.status === "expired" ? s : undefined),
           { what: "the later approval's expiry" }
         )
-        assert.deepStrictEqual((yield* outboxOf(svc.sql, early.approval_id!)).map((e) => e.type), ["approval.requested", "approval.rejected"])
+        assert.deepStrictEqual(
+          (yield* outboxOf(svc.sql, early.approval_id!)).map((e) =>
+            e.type
+          ),
+          ["approval.requested", "approval.rejected"]
+        )
       }))
   })
 
@@ -423,13 +562,25 @@ layer(SvcTest.layer(), { excludeTestServices: true })("approvals lifecycle", (it
           payload: { status: "succeeded", result: { bytes: 12 } }
         })
         assert.deepStrictEqual(done.outcome && [done.outcome.status, done.outcome.result], ["succeeded", { bytes: 12 }])
-        const again = yield* org.client.agentSessions.reportOutcome({ params: { ...params, step_id: "read" }, payload: { status: "succeeded" } })
+        const again = yield* org.client.agentSessions.reportOutcome({
+          params: { ...params, step_id: "read" },
+          payload: { status: "succeeded" }
+        })
         assert.deepStrictEqual(again, done)
-        const changed = yield* org.client.agentSessions.reportOutcome({ params: { ...params, step_id: "read" }, payload: { status: "failed" } }).pipe(Effect.flip)
+        const changed = yield* org.client.agentSessions.reportOutcome({
+          params: { ...params, step_id: "read" },
+          payload: { status: "failed" }
+        }).pipe(Effect.flip)
         assert.strictEqual(changed._tag, "InvalidTransition")
-        const pending = yield* org.client.agentSessions.reportOutcome({ params: { ...params, step_id: "wait" }, payload: { status: "failed" } }).pipe(Effect.flip)
+        const pending = yield* org.client.agentSessions.reportOutcome({
+          params: { ...params, step_id: "wait" },
+          payload: { status: "failed" }
+        }).pipe(Effect.flip)
         assert.strictEqual(pending._tag, "InvalidTransition")
-        const missing = yield* org.client.agentSessions.reportOutcome({ params: { ...params, step_id: "nope" }, payload: { status: "failed" } }).pipe(Effect.flip)
+        const missing = yield* org.client.agentSessions.reportOutcome({
+          params: { ...params, step_id: "nope" },
+          payload: { status: "failed" }
+        }).pipe(Effect.flip)
         assert.strictEqual(missing._tag, "NotFound")
       }))
   })

@@ -31,7 +31,9 @@ const WithSmtp = Layer.unwrap(Effect.gen(function*() {
   const port = yield* smtpSink((mail) => mails.push({ to: mail.to, text: decodeQuotedPrintable(mail.data) }))
   // Console sessions too: a person signs in as themselves (`consoleSession`).
   return ConsoleSessions.layer.pipe(
-    Layer.provideMerge(webhookService({ smtpUrl: Option.some(Redacted.make(`smtp://127.0.0.1:${port}/?from=approvals%40svc.test`)) }))
+    Layer.provideMerge(
+      webhookService({ smtpUrl: Option.some(Redacted.make(`smtp://127.0.0.1:${port}/?from=approvals%40svc.test`)) })
+    )
   )
 }))
 
@@ -48,10 +50,18 @@ const pendingWithMail = (address: string, stepId = "refund-1", quorum?: number) 
     if (quorum !== undefined) {
       yield* org.client.approvalPolicies.put({
         params: { action_class: "payments.refund" },
-        payload: { mode: "require_approval", review_seconds: 900, expiring_notice_seconds: 300, timeout_action: "reject", quorum }
+        payload: {
+          mode: "require_approval",
+          review_seconds: 900,
+          expiring_notice_seconds: 300,
+          timeout_action: "reject",
+          quorum
+        }
       })
     }
-    const task = yield* org.client.tasks.create({ payload: { name: "Support refunds", answer_schema: { type: "object" } } })
+    const task = yield* org.client.tasks.create({
+      payload: { name: "Support refunds", answer_schema: { type: "object" } }
+    })
     const session = yield* org.client.agentSessions.create({ payload: { task_id: task.id } })
     yield* org.client.agentSessions.governStep({
       params: { session_id: session.id },
@@ -74,7 +84,11 @@ const pendingWithMail = (address: string, stepId = "refund-1", quorum?: number) 
         headers: { "content-type": "application/json" },
         body: JSON.stringify({ token })
       })
-    const decide = (token: string, body: Record<string, unknown>, headers: Record<string, string> = { "x-svc-console": "1" }) =>
+    const decide = (
+      token: string,
+      body: Record<string, unknown>,
+      headers: Record<string, string> = { "x-svc-console": "1" }
+    ) =>
       raw(`${svc.baseUrl}/v1/approval-links/decision`, {
         method: "POST",
         headers: { "content-type": "application/json", ...headers },
@@ -99,7 +113,10 @@ layer(WithSmtp, { excludeTestServices: true })("deciding from the reviewer mail"
           const decided = yield* decide(token, { decision: "approve" })
           assert.strictEqual(decided.status, 410, decided.text)
           assert.strictEqual(decided.json.code, "REVIEWER_ADDRESS_REPLACED")
-          assert.strictEqual((yield* org.client.approvals.get({ params: { approval_id: approvalId } })).status, "pending")
+          assert.strictEqual(
+            (yield* org.client.approvals.get({ params: { approval_id: approvalId } })).status,
+            "pending"
+          )
         }))
     }
 
@@ -134,15 +151,22 @@ layer(WithSmtp, { excludeTestServices: true })("deciding from the reviewer mail"
     it.effect("expiring and escalated mails carry a link too, a new one each", () =>
       Effect.gen(function*() {
         const { org, approvalId, svc } = yield* pendingWithMail("notices@example.com")
-        const events = (["approval.expiring", "approval.escalated"] as const).map((type) => eventBody(org.orgId, type, approvalId))
+        const events = (["approval.expiring", "approval.escalated"] as const).map((type) =>
+          eventBody(org.orgId, type, approvalId)
+        )
         yield* insertEvents(events)
-        const noticeMails = yield* eventually(Effect.sync(() => {
-          const found = events.map((event) => mails.find((m) => m.text.includes(event.id)))
-          return found.every((m) => m !== undefined) ? found as Array<Mail> : undefined
-        }), { what: "the expiring and escalated mails" })
+        const noticeMails = yield* eventually(
+          Effect.sync(() => {
+            const found = events.map((event) => mails.find((m) => m.text.includes(event.id)))
+            return found.every((m) => m !== undefined) ? found as Array<Mail> : undefined
+          }),
+          { what: "the expiring and escalated mails" }
+        )
         const tokens = noticeMails.map((m) => LINK.exec(m.text)?.[2])
         assert.isTrue(tokens.every((t) => t !== undefined))
-        const [{ n }] = yield* svc.sql<{ n: number }>`SELECT count(*)::int AS n FROM approval_mail_links WHERE approval_id = ${approvalId}`
+        const [{ n }] = yield* svc.sql<
+          { n: number }
+        >`SELECT count(*)::int AS n FROM approval_mail_links WHERE approval_id = ${approvalId}`
         assert.strictEqual(n, 3)
         assert.strictEqual(new Set(tokens).size, 2)
       }))
@@ -194,9 +218,15 @@ layer(WithSmtp, { excludeTestServices: true })("deciding from the reviewer mail"
         const noHeader = yield* decide(token, { decision: "approve" }, {})
         assert.strictEqual(noHeader.status, 403, noHeader.text)
         assert.strictEqual(noHeader.json.code, "CROSS_SITE_REQUEST")
-        const otherSite = yield* decide(token, { decision: "approve" }, { "x-svc-console": "1", origin: "https://evil.example" })
+        const otherSite = yield* decide(token, { decision: "approve" }, {
+          "x-svc-console": "1",
+          origin: "https://evil.example"
+        })
         assert.strictEqual(otherSite.status, 403)
-        const fetchSite = yield* decide(token, { decision: "approve" }, { "x-svc-console": "1", "sec-fetch-site": "cross-site" })
+        const fetchSite = yield* decide(token, { decision: "approve" }, {
+          "x-svc-console": "1",
+          "sec-fetch-site": "cross-site"
+        })
         assert.strictEqual(fetchSite.status, 403)
         assert.strictEqual((yield* org.client.approvals.get({ params: { approval_id: approvalId } })).status, "pending")
       }))
@@ -231,7 +261,9 @@ layer(WithSmtp, { excludeTestServices: true })("deciding from the reviewer mail"
         const rejecting = yield* decide(token, { decision: "reject" })
         assert.strictEqual(rejecting.status, 403, rejecting.text)
         const ana = yield* consoleSession(svc.baseUrl, org.orgId, "approver", "ana")
-        const byAna = yield* asConsole(svc.baseUrl, ana.cookie, "POST", `/v1/agent-approvals/${approvalId}/decision`, { decision: "approve" })
+        const byAna = yield* asConsole(svc.baseUrl, ana.cookie, "POST", `/v1/agent-approvals/${approvalId}/decision`, {
+          decision: "approve"
+        })
         assert.strictEqual(byAna.status, 200, byAna.text)
         const after = yield* org.client.approvals.get({ params: { approval_id: approvalId } })
         assert.deepStrictEqual([after.status, after.approvals_remaining], ["pending", 1])
@@ -245,12 +277,20 @@ layer(WithSmtp, { excludeTestServices: true })("deciding from the reviewer mail"
         const first = yield* pendingWithMail("one@example.com", "first")
         const answer = yield* first.org.client.agentSessions.governStep({
           params: { session_id: first.session.id },
-          payload: { step_id: "second", tool: "stripe.refund", action_class: "payments.refund", arguments: { amount: 1 } }
+          payload: {
+            step_id: "second",
+            tool: "stripe.refund",
+            action_class: "payments.refund",
+            arguments: { amount: 1 }
+          }
         })
         const rejected = yield* first.decide(first.token, { decision: "reject" })
         assert.strictEqual(rejected.status, 200)
         assert.strictEqual(rejected.json.approval.approval_id, first.approvalId)
-        assert.strictEqual((yield* first.org.client.approvals.get({ params: { approval_id: answer.approval_id! } })).status, "pending")
+        assert.strictEqual(
+          (yield* first.org.client.approvals.get({ params: { approval_id: answer.approval_id! } })).status,
+          "pending"
+        )
       }))
 
     it.effect("a link for approval A cannot decide approval B: naming B beside A's token is refused and B stays pending", () =>
@@ -266,7 +306,10 @@ layer(WithSmtp, { excludeTestServices: true })("deciding from the reviewer mail"
         assert.strictEqual(opened.json.approval.approval_id, a.approvalId)
         const decided = yield* a.decide(a.token, { decision: "approve" })
         assert.strictEqual(decided.json.approval.approval_id, a.approvalId)
-        assert.strictEqual((yield* a.org.client.approvals.get({ params: { approval_id: b.approval_id! } })).status, "pending")
+        assert.strictEqual(
+          (yield* a.org.client.approvals.get({ params: { approval_id: b.approval_id! } })).status,
+          "pending"
+        )
       }))
 
     it.effect("edited arguments through a link: checked against the class's schema as it is when the person decides (refused without one)", () =>
@@ -306,7 +349,10 @@ layer(WithSmtp, { excludeTestServices: true })("deciding from the reviewer mail"
         const decided = yield* decide(token, { decision: "reject", response: "Refunds go through the billing desk." })
         assert.strictEqual(decided.status, 200, decided.text)
         const snapshot = yield* org.client.approvals.get({ params: { approval_id: approvalId } })
-        assert.deepStrictEqual([snapshot.status, snapshot.response], ["rejected", "Refunds go through the billing desk."])
+        assert.deepStrictEqual([snapshot.status, snapshot.response], [
+          "rejected",
+          "Refunds go through the billing desk."
+        ])
       }))
 
     it.effect("a reason over 1 000 characters is 400 naming reason", () =>

@@ -14,22 +14,37 @@ import { ConsoleSessions } from "../../../src/console/ConsoleSessions.ts"
 import { SvcTest } from "../../../src/testing.ts"
 import { asConsole, consoleSession } from "../../support/console.ts"
 import { eventually, raw } from "../../support/http.ts"
-import { confirmAddress, confirmationsTo, decodeQuotedPrintable, nextConfirmation, smtpSink } from "../../support/reviewerMail.ts"
+import {
+  confirmAddress,
+  confirmationsTo,
+  decodeQuotedPrintable,
+  nextConfirmation,
+  smtpSink
+} from "../../support/reviewerMail.ts"
 import { webhookService } from "../webhooks/support.ts"
 
 const mails: Array<{ readonly to: ReadonlyArray<string>; readonly text: string }> = []
 const mailsTo = (address: string) => mails.filter((m) => m.to.includes(address)).map((m) => m.text)
-const approvalMails = (address: string, approvalId: string) => mailsTo(address).filter((text) => text.includes(`Approval: ${approvalId}`))
+const approvalMails = (address: string, approvalId: string) =>
+  mailsTo(address).filter((text) => text.includes(`Approval: ${approvalId}`))
 const LINK = /\/console\/decide#(sva_[A-Za-z0-9_-]{43})/
 
 const WithSmtp = Layer.unwrap(Effect.gen(function*() {
   const port = yield* smtpSink((mail) => mails.push({ to: mail.to, text: decodeQuotedPrintable(mail.data) }))
   return ConsoleSessions.layer.pipe(Layer.provideMerge(
-    webhookService({ smtpUrl: Option.some(Redacted.make(`smtp://127.0.0.1:${port}/?from=approvals%40svc.test`)), reviewerConfirmationsPerHour: 50 })
+    webhookService({
+      smtpUrl: Option.some(Redacted.make(`smtp://127.0.0.1:${port}/?from=approvals%40svc.test`)),
+      reviewerConfirmationsPerHour: 50
+    })
   ))
 }))
 
-const settings = { mode: "require_approval", review_seconds: 900, expiring_notice_seconds: 0, timeout_action: "reject" } as const
+const settings = {
+  mode: "require_approval",
+  review_seconds: 900,
+  expiring_notice_seconds: 0,
+  timeout_action: "reject"
+} as const
 
 let serial = 0
 const addressOf = (name: string) => `${name}.${++serial}@people.example.com`
@@ -40,17 +55,30 @@ const world = (policy: Partial<PolicyInput>) =>
     const org = yield* SvcTest.org()
     const session = yield* org.client.agentSessions.create({ payload: {} })
     // The group exists before the policy names it; each test sets its members.
-    yield* org.client.reviewers.putGroup({ params: { name: "leads" }, payload: { members: [{ console_user: "nobody" }] } })
-    yield* org.client.approvalPolicies.put({ params: { action_class: "payments.refund" }, payload: { ...settings, ...policy } })
+    yield* org.client.reviewers.putGroup({
+      params: { name: "leads" },
+      payload: { members: [{ console_user: "nobody" }] }
+    })
+    yield* org.client.approvalPolicies.put({
+      params: { action_class: "payments.refund" },
+      payload: { ...settings, ...policy }
+    })
     let steps = 0
     const pending = () =>
       org.client.agentSessions.governStep({
         params: { session_id: session.id },
-        payload: { step_id: `step-${++steps}`, tool: "stripe.refund", action_class: "payments.refund", arguments: { amount: 4200 } }
+        payload: {
+          step_id: `step-${++steps}`,
+          tool: "stripe.refund",
+          action_class: "payments.refund",
+          arguments: { amount: 4200 }
+        }
       }).pipe(Effect.map((answer) => answer.approval_id!))
     /** A person signed in to the console (approver preset unless told). */
-    const person = (name: string, preset: "approver" | "admin" = "approver") => consoleSession(svc.baseUrl, org.orgId, preset, name)
-    const asPerson = (cookie: string, method: string, path: string, body?: unknown) => asConsole(svc.baseUrl, cookie, method, path, body)
+    const person = (name: string, preset: "approver" | "admin" = "approver") =>
+      consoleSession(svc.baseUrl, org.orgId, preset, name)
+    const asPerson = (cookie: string, method: string, path: string, body?: unknown) =>
+      asConsole(svc.baseUrl, cookie, method, path, body)
     const asKey = (key: string, method: string, path: string, body?: unknown) =>
       raw(`${svc.baseUrl}${path}`, {
         method,
@@ -80,7 +108,10 @@ const world = (policy: Partial<PolicyInput>) =>
         body: JSON.stringify({ token, decision: "approve" })
       })
     /** The member's own act: set (or accept) their address, then confirm it from the mailbox. */
-    const ownConfirmedAddress = (setAddress: (body: unknown) => Effect.Effect<{ status: number; text: string }>, address: string) =>
+    const ownConfirmedAddress = (
+      setAddress: (body: unknown) => Effect.Effect<{ status: number; text: string }>,
+      address: string
+    ) =>
       Effect.gen(function*() {
         const seen = confirmationsTo(mailsTo, address)
         const set = yield* setAddress({ email: address })
@@ -88,11 +119,27 @@ const world = (policy: Partial<PolicyInput>) =>
         const confirmed = yield* confirmAddress(svc.baseUrl, yield* nextConfirmation(mailsTo, address, seen))
         assert.strictEqual(confirmed.status, 200, confirmed.text)
       })
-    return { svc, org, pending, person, asPerson, asKey, decision, approve, read, delegateFrom, linkOf, decideByLink, ownConfirmedAddress }
+    return {
+      svc,
+      org,
+      pending,
+      person,
+      asPerson,
+      asKey,
+      decision,
+      approve,
+      read,
+      delegateFrom,
+      linkOf,
+      decideByLink,
+      ownConfirmedAddress
+    }
   })
 
 /** A 2-of-n approval that one person's two credentials tried to close: still pending, one vote counted. */
-const stillOneVote = (approval: { status: string; approvals_remaining?: number | undefined; votes?: ReadonlyArray<unknown> | undefined }) => {
+const stillOneVote = (
+  approval: { status: string; approvals_remaining?: number | undefined; votes?: ReadonlyArray<unknown> | undefined }
+) => {
   assert.strictEqual(approval.status, "pending")
   assert.strictEqual(approval.approvals_remaining, 1)
   assert.lengthOf(approval.votes ?? [], 1)
@@ -138,7 +185,10 @@ layer(WithSmtp, { excludeTestServices: true })("who counts as whom", (it) => {
     it.effect("two delegates of one member count once", () =>
       Effect.gen(function*() {
         const w = yield* world({ quorum: 2, group: "leads" })
-        yield* w.org.client.reviewers.putGroup({ params: { name: "leads" }, payload: { members: [{ console_user: "ana" }, { console_user: "dan" }] } })
+        yield* w.org.client.reviewers.putGroup({
+          params: { name: "leads" },
+          payload: { members: [{ console_user: "ana" }, { console_user: "dan" }] }
+        })
         const ana = yield* w.person("ana")
         const [ben, cleo] = [yield* w.person("ben"), yield* w.person("cleo")]
         assert.strictEqual((yield* w.delegateFrom(ana.cookie, "ben")).status, 200)
@@ -155,7 +205,10 @@ layer(WithSmtp, { excludeTestServices: true })("who counts as whom", (it) => {
       Effect.gen(function*() {
         const w = yield* world({ quorum: 2 })
         const ana = yield* w.person("ana", "admin")
-        const created = yield* w.asPerson(ana.cookie, "POST", "/v1/api-keys", { name: "ana-bot", scopes: ["approvals.decide"] })
+        const created = yield* w.asPerson(ana.cookie, "POST", "/v1/api-keys", {
+          name: "ana-bot",
+          scopes: ["approvals.decide"]
+        })
         assert.strictEqual(created.status, 201, created.text)
         const approvalId = yield* w.pending()
         const byKey = yield* w.asKey(created.json.key, "POST", w.decision(approvalId), w.approve)
@@ -193,7 +246,10 @@ layer(WithSmtp, { excludeTestServices: true })("who counts as whom", (it) => {
         const w = yield* world({ quorum: 2, group: "leads" })
         const admin = yield* w.org.newKey(["org_config.write", "org_config.read", "approvals.decide"])
         const [anaOwn, attacker] = [addressOf("ana"), addressOf("attacker")]
-        yield* w.org.client.reviewers.putGroup({ params: { name: "leads" }, payload: { members: [{ console_user: "ana" }, { console_user: "dan" }] } })
+        yield* w.org.client.reviewers.putGroup({
+          params: { name: "leads" },
+          payload: { members: [{ console_user: "ana" }, { console_user: "dan" }] }
+        })
         // Ana's own confirmed address first: her links decide as her.
         const ana = yield* w.person("ana")
         yield* w.ownConfirmedAddress((body) => w.asPerson(ana.cookie, "PUT", "/v1/reviewer-address", body), anaOwn)
@@ -202,7 +258,9 @@ layer(WithSmtp, { excludeTestServices: true })("who counts as whom", (it) => {
         // The administrator points ana's address at a mailbox they read.
         const redirected = yield* admin.client.reviewers.putGroup({
           params: { name: "leads" },
-          payload: { members: [{ console_user: "ana", email: attacker }, { console_user: "dan", email: addressOf("dan") }] }
+          payload: {
+            members: [{ console_user: "ana", email: attacker }, { console_user: "dan", email: addressOf("dan") }]
+          }
         })
         assert.deepStrictEqual(redirected.members.map((m) => m.email_status), ["invited", "invited"])
         // Nothing to confirm from there: no confirmation mail goes to an invitation.
@@ -221,10 +279,15 @@ layer(WithSmtp, { excludeTestServices: true })("who counts as whom", (it) => {
         const stillPending = yield* w.read(after)
         assert.deepStrictEqual([stillPending.status, stillPending.votes], ["pending", []])
         // An invited address's stored state decides nothing even when someone confirms it by hand.
-        yield* w.svc.sql`UPDATE reviewer_member_addresses SET confirmed_at = now() WHERE org_id = ${w.org.orgId} AND member = 'console:ana'`
+        yield* w.svc
+          .sql`UPDATE reviewer_member_addresses SET confirmed_at = now() WHERE org_id = ${w.org.orgId} AND member = 'console:ana'`
         const third = yield* w.pending()
         yield* Effect.sleep("1500 millis")
-        assert.deepStrictEqual(approvalMails(attacker, third), [], "an address its member never accepted gets no approval mail")
+        assert.deepStrictEqual(
+          approvalMails(attacker, third),
+          [],
+          "an address its member never accepted gets no approval mail"
+        )
       }))
 
     it.effect("revoking a key ends its reviewing at once: its delegate, its links and new mail to its address decide nothing", () =>
@@ -232,7 +295,10 @@ layer(WithSmtp, { excludeTestServices: true })("who counts as whom", (it) => {
         const w = yield* world({ group: "leads" })
         const lead = yield* w.org.newKey(["approvals.decide"])
         const leadAddress = addressOf("lead")
-        yield* w.org.client.reviewers.putGroup({ params: { name: "leads" }, payload: { members: [{ key_id: lead.keyId }] } })
+        yield* w.org.client.reviewers.putGroup({
+          params: { name: "leads" },
+          payload: { members: [{ key_id: lead.keyId }] }
+        })
         yield* w.ownConfirmedAddress((body) => w.asKey(lead.key, "PUT", "/v1/reviewer-address", body), leadAddress)
         const ben = yield* w.person("ben")
         const delegated = yield* w.asKey(lead.key, "POST", "/v1/reviewer-delegations", {
@@ -263,7 +329,10 @@ layer(WithSmtp, { excludeTestServices: true })("who counts as whom", (it) => {
       Effect.gen(function*() {
         const w = yield* world({ group: "leads" })
         const sessions = yield* ConsoleSessions
-        yield* w.org.client.reviewers.putGroup({ params: { name: "leads" }, payload: { members: [{ console_user: "ana" }, { console_user: "dan" }] } })
+        yield* w.org.client.reviewers.putGroup({
+          params: { name: "leads" },
+          payload: { members: [{ console_user: "ana" }, { console_user: "dan" }] }
+        })
         const ana = yield* w.person("ana", "admin")
         const dan = yield* w.person("dan")
         const ben = yield* w.person("ben")

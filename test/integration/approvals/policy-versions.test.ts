@@ -27,13 +27,24 @@ const shell: PolicyInput = {
 }
 
 /** The same settings with other rules: the step below is rejected by them. */
-const otherRules = [{ name: "no-srv", condition: `arguments.cwd.startsWith("/srv")`, result: { decision: "reject", reason: "Not in /srv." } }]
+const otherRules = [{
+  name: "no-srv",
+  condition: `arguments.cwd.startsWith("/srv")`,
+  result: { decision: "reject", reason: "Not in /srv." }
+}]
 
-const step = (step_id: string) => ({ step_id, tool: "shell", action_class: "shell", arguments: { command: "ls", cwd: "/srv" } as any })
+const step = (step_id: string) => ({
+  step_id,
+  tool: "shell",
+  action_class: "shell",
+  arguments: { command: "ls", cwd: "/srv" } as any
+})
 
 const versionOf = (sql: SqlClient.SqlClient, orgId: string) =>
   Effect.map(
-    sql<{ version: string }>`SELECT version::text AS version FROM approval_policies WHERE org_id = ${orgId} AND action_class = 'shell'`,
+    sql<
+      { version: string }
+    >`SELECT version::text AS version FROM approval_policies WHERE org_id = ${orgId} AND action_class = 'shell'`,
     (rows) => BigInt(rows[0]!.version)
   ).pipe(Effect.orDie)
 
@@ -47,10 +58,13 @@ layer(SvcTest.layer(), { excludeTestServices: true })("the version of a stored p
         const org = yield* SvcTest.org()
         yield* org.client.approvalPolicies.put({ params: { action_class: "shell" }, payload: shell })
         const session = yield* org.client.agentSessions.create({ payload: {} })
-        const govern = (stepId: string) => org.client.agentSessions.governStep({ params: { session_id: session.id }, payload: step(stepId) })
+        const govern = (stepId: string) =>
+          org.client.agentSessions.governStep({ params: { session_id: session.id }, payload: step(stepId) })
         assert.deepStrictEqual(yield* govern("cached"), { decision: "allow", rule: "srv" })
         yield* svc.sql`
-          UPDATE approval_policies SET rules = ${JSON.stringify(otherRules)}::jsonb WHERE org_id = ${org.orgId} AND action_class = 'shell'
+          UPDATE approval_policies SET rules = ${
+          JSON.stringify(otherRules)
+        }::jsonb WHERE org_id = ${org.orgId} AND action_class = 'shell'
         `
         assert.deepStrictEqual(yield* govern("changed"), { decision: "reject", rule: "no-srv", reason: "Not in /srv." })
       }))
@@ -61,7 +75,8 @@ layer(SvcTest.layer(), { excludeTestServices: true })("the version of a stored p
         const org = yield* SvcTest.org()
         yield* org.client.approvalPolicies.put({ params: { action_class: "shell" }, payload: shell })
         const session = yield* org.client.agentSessions.create({ payload: {} })
-        const govern = (stepId: string) => org.client.agentSessions.governStep({ params: { session_id: session.id }, payload: step(stepId) })
+        const govern = (stepId: string) =>
+          org.client.agentSessions.governStep({ params: { session_id: session.id }, payload: step(stepId) })
         assert.deepStrictEqual(yield* govern("cached"), { decision: "allow", rule: "srv" })
         yield* svc.sql.withTransaction(Effect.gen(function*() {
           yield* svc.sql`DELETE FROM approval_policies WHERE org_id = ${org.orgId} AND action_class = 'shell'`
@@ -70,7 +85,11 @@ layer(SvcTest.layer(), { excludeTestServices: true })("the version of a stored p
             VALUES (${org.orgId}, 'shell', 'require_approval', 900, 60, 'reject', ${JSON.stringify(otherRules)}::jsonb)
           `
         }))
-        assert.deepStrictEqual(yield* govern("recreated"), { decision: "reject", rule: "no-srv", reason: "Not in /srv." })
+        assert.deepStrictEqual(yield* govern("recreated"), {
+          decision: "reject",
+          rule: "no-srv",
+          reason: "Not in /srv."
+        })
       }))
   })
 
@@ -88,11 +107,14 @@ layer(SvcTest.layer(), { excludeTestServices: true })("the version of a stored p
             seen.push(version)
           })
         // As a process of the release before the column would write it.
-        yield* svc.sql`UPDATE approval_policies SET mode = 'allow', updated_at = now() WHERE org_id = ${org.orgId} AND action_class = 'shell'`
+        yield* svc
+          .sql`UPDATE approval_policies SET mode = 'allow', updated_at = now() WHERE org_id = ${org.orgId} AND action_class = 'shell'`
         yield* moved("an UPDATE of a setting")
         yield* svc.sql`UPDATE approval_policies SET mode = mode WHERE org_id = ${org.orgId} AND action_class = 'shell'`
         yield* moved("an UPDATE that changes nothing")
-        yield* svc.sql`UPDATE approval_policies SET version = ${seen[0]!.toString()}::bigint WHERE org_id = ${org.orgId} AND action_class = 'shell'`
+        yield* svc.sql`UPDATE approval_policies SET version = ${
+          seen[0]!.toString()
+        }::bigint WHERE org_id = ${org.orgId} AND action_class = 'shell'`
         yield* moved("an UPDATE setting an earlier version")
         yield* org.client.approvalPolicies.put({ params: { action_class: "shell" }, payload: shell })
         yield* moved("a PUT (INSERT ... ON CONFLICT DO UPDATE)")
@@ -109,24 +131,32 @@ layer(SvcTest.layer(), { excludeTestServices: true })("the version of a stored p
 describe("policies stored before the version existed", () => {
   const before = Object.fromEntries(Object.entries(migrationRecord).filter(([key]) => key < "0840"))
   for (const [name, database] of databases) {
-    it.live(`each take a version of their own from the sequence, below the next one (${name})`, () =>
-      Effect.gen(function*() {
-        yield* PgMigrator.run({ loader: Migrator.fromRecord(before), table: "svc_migrations" }).pipe(Effect.provide(NodeServices.layer))
-        const sql = yield* SqlClient.SqlClient
-        const orgId = "00000000-0000-4000-8000-000000000840"
-        yield* sql`INSERT INTO orgs (id, name) VALUES (${orgId}, 'versions')`
-        for (const cls of ["a", "b", "c"]) {
-          yield* sql`
+    it.live(
+      `each take a version of their own from the sequence, below the next one (${name})`,
+      () =>
+        Effect.gen(function*() {
+          yield* PgMigrator.run({ loader: Migrator.fromRecord(before), table: "svc_migrations" }).pipe(
+            Effect.provide(NodeServices.layer)
+          )
+          const sql = yield* SqlClient.SqlClient
+          const orgId = "00000000-0000-4000-8000-000000000840"
+          yield* sql`INSERT INTO orgs (id, name) VALUES (${orgId}, 'versions')`
+          for (const cls of ["a", "b", "c"]) {
+            yield* sql`
             INSERT INTO approval_policies (org_id, action_class, mode, review_seconds, expiring_notice_seconds, timeout_action)
             VALUES (${orgId}, ${cls}, 'allow', 60, 0, 'reject')
           `
-        }
-        yield* Migrations.run
-        const versions = (yield* sql<{ version: string }>`SELECT version::text AS version FROM approval_policies ORDER BY action_class`)
-          .map((row) => BigInt(row.version))
-        assert.strictEqual(new Set(versions).size, 3)
-        const [next] = yield* sql<{ version: string }>`SELECT nextval('approval_policy_versions')::text AS version`
-        assert.isTrue(versions.every((version) => version < BigInt(next!.version)))
-      }).pipe(Effect.provide(Layer.fresh(database()))), 60_000)
+          }
+          yield* Migrations.run
+          const versions = (yield* sql<
+            { version: string }
+          >`SELECT version::text AS version FROM approval_policies ORDER BY action_class`)
+            .map((row) => BigInt(row.version))
+          assert.strictEqual(new Set(versions).size, 3)
+          const [next] = yield* sql<{ version: string }>`SELECT nextval('approval_policy_versions')::text AS version`
+          assert.isTrue(versions.every((version) => version < BigInt(next!.version)))
+        }).pipe(Effect.provide(Layer.fresh(database()))),
+      60_000
+    )
   }
 })

@@ -76,7 +76,10 @@ layer(SvcTest.layer(), { excludeTestServices: true })("quorum", (it) => {
           assert.strictEqual((yield* put(refunds(quorum))).status, 200)
         }
         const [stored] = (yield* org.client.approvalPolicies.list()).policies
-        assert.strictEqual(stored!.rules[0]!.result.decision === "require_approval" && stored!.rules[0]!.result.quorum, 10)
+        assert.strictEqual(
+          stored!.rules[0]!.result.decision === "require_approval" && stored!.rules[0]!.result.quorum,
+          10
+        )
       }))
 
     it.effect("without a quorum an approval reads, decides and notifies exactly as before: no quorum members anywhere", () =>
@@ -85,7 +88,10 @@ layer(SvcTest.layer(), { excludeTestServices: true })("quorum", (it) => {
         const approvalId = yield* pending("single")
         const read = yield* alice!.client.approvals.get({ params: { approval_id: approvalId } })
         for (const member of ["quorum", "votes", "approvals_remaining"]) assert.notProperty(read, member)
-        const decided = yield* alice!.client.approvals.decide({ params: { approval_id: approvalId }, payload: { decision: "approve" } })
+        const decided = yield* alice!.client.approvals.decide({
+          params: { approval_id: approvalId },
+          payload: { decision: "approve" }
+        })
         assert.strictEqual(decided.status, "approved")
         assert.strictEqual(decided.decided_by, alice!.keyId)
         const events = yield* outboxOf(svc.sql, approvalId)
@@ -93,7 +99,9 @@ layer(SvcTest.layer(), { excludeTestServices: true })("quorum", (it) => {
         for (const event of events) assert.notProperty(event.json.approval, "quorum")
         assert.deepStrictEqual((yield* sessionEvents).map((e) => e.name), ["step:governed", "approval:decided"])
         // The one vote is recorded all the same.
-        const votes = yield* svc.sql<{ decided_by: string }>`SELECT decided_by FROM approval_votes WHERE approval_id = ${approvalId}`
+        const votes = yield* svc.sql<
+          { decided_by: string }
+        >`SELECT decided_by FROM approval_votes WHERE approval_id = ${approvalId}`
         assert.deepStrictEqual(votes.map((v) => v.decided_by), [alice!.keyId])
       }))
   })
@@ -109,7 +117,10 @@ layer(SvcTest.layer(), { excludeTestServices: true })("quorum", (it) => {
         assert.deepStrictEqual(requested.votes, [])
         assert.strictEqual(requested.approvals_remaining, 2)
 
-        const first = yield* alice!.client.approvals.decide({ params, payload: { decision: "approve", reason: "Ticket matches." } })
+        const first = yield* alice!.client.approvals.decide({
+          params,
+          payload: { decision: "approve", reason: "Ticket matches." }
+        })
         assert.strictEqual(first.status, "pending")
         assert.strictEqual(first.approvals_remaining, 1)
         assert.notProperty(first, "decided_by")
@@ -124,7 +135,9 @@ layer(SvcTest.layer(), { excludeTestServices: true })("quorum", (it) => {
         assert.strictEqual(first.expires_at, requested.expires_at)
         assert.deepStrictEqual((yield* outboxOf(svc.sql, approvalId)).map((e) => e.type), ["approval.requested"])
         assert.deepStrictEqual(yield* org.client.approvals.get({ params }), first)
-        const listed = (yield* org.client.approvals.list({ query: { status: "pending" } })).approvals.find((a) => a.approval_id === approvalId)
+        const listed = (yield* org.client.approvals.list({ query: { status: "pending" } })).approvals.find((a) =>
+          a.approval_id === approvalId
+        )
         assert.deepStrictEqual(listed!.votes, first.votes)
         assert.strictEqual(listed!.quorum, 2)
 
@@ -132,7 +145,10 @@ layer(SvcTest.layer(), { excludeTestServices: true })("quorum", (it) => {
         assert.strictEqual(closing.status, "approved")
         assert.strictEqual(closing.decided_by, bob!.keyId)
         assert.notProperty(closing, "approvals_remaining")
-        assert.deepStrictEqual(closing.votes!.map((v) => [v.decided_by, v.decision]), [[alice!.keyId, "approve"], [bob!.keyId, "approve"]])
+        assert.deepStrictEqual(closing.votes!.map((v) => [v.decided_by, v.decision]), [[alice!.keyId, "approve"], [
+          bob!.keyId,
+          "approve"
+        ]])
         assert.notProperty(closing.votes![1], "reason")
 
         const events = yield* outboxOf(svc.sql, approvalId)
@@ -183,7 +199,10 @@ layer(SvcTest.layer(), { excludeTestServices: true })("quorum", (it) => {
         const { deciders: [alice, bob], pending } = yield* setup({ ...refunds(2), arguments_schema: schema })
         const params = { approval_id: yield* pending("edited") }
         for (const decider of [alice!, bob!]) {
-          const error = yield* decider.client.approvals.decide({ params, payload: { decision: "approve", arguments: { amount: 900 } } }).pipe(
+          const error = yield* decider.client.approvals.decide({
+            params,
+            payload: { decision: "approve", arguments: { amount: 900 } }
+          }).pipe(
             Effect.flip
           )
           assert.strictEqual(error._tag, "ArgumentsShapeMismatch")
@@ -192,7 +211,10 @@ layer(SvcTest.layer(), { excludeTestServices: true })("quorum", (it) => {
         assert.deepStrictEqual((yield* alice!.client.approvals.get({ params })).votes, [])
         const answered = { approval_id: yield* pending("answered") }
         yield* alice!.client.approvals.decide({ params: answered, payload: { decision: "approve" } })
-        const rejected = yield* bob!.client.approvals.decide({ params: answered, payload: { decision: "reject", response: "Refund 900 instead." } })
+        const rejected = yield* bob!.client.approvals.decide({
+          params: answered,
+          payload: { decision: "reject", response: "Refund 900 instead." }
+        })
         assert.strictEqual(rejected.status, "rejected")
         assert.strictEqual(rejected.response, "Refund 900 instead.")
       }))
@@ -203,12 +225,18 @@ layer(SvcTest.layer(), { excludeTestServices: true })("quorum", (it) => {
         const approvalId = yield* pending("veto")
         const params = { approval_id: approvalId }
         yield* alice!.client.approvals.decide({ params, payload: { decision: "approve" } })
-        const rejected = yield* bob!.client.approvals.decide({ params, payload: { decision: "reject", reason: "Wrong account." } })
+        const rejected = yield* bob!.client.approvals.decide({
+          params,
+          payload: { decision: "reject", reason: "Wrong account." }
+        })
         assert.strictEqual(rejected.status, "rejected")
         assert.strictEqual(rejected.decided_by, bob!.keyId)
         assert.strictEqual(rejected.decision_reason, "Wrong account.")
         assert.deepStrictEqual(rejected.votes!.map((v) => v.decision), ["approve", "reject"])
-        assert.deepStrictEqual((yield* outboxOf(svc.sql, approvalId)).map((e) => e.type), ["approval.requested", "approval.rejected"])
+        assert.deepStrictEqual((yield* outboxOf(svc.sql, approvalId)).map((e) => e.type), [
+          "approval.requested",
+          "approval.rejected"
+        ])
         const detail = yield* org.client.agentSessions.get({ params: { session_id: rejected.session_id }, query: {} })
         assert.strictEqual(detail.steps[0]!.resolution, "reject")
       }))
@@ -219,7 +247,10 @@ layer(SvcTest.layer(), { excludeTestServices: true })("quorum", (it) => {
         const [policy] = (yield* org.client.approvalPolicies.list()).policies
         assert.strictEqual(policy!.quorum, 3)
         const approvalId = yield* pending("class", 10)
-        const voted = yield* alice!.client.approvals.decide({ params: { approval_id: approvalId }, payload: { decision: "approve" } })
+        const voted = yield* alice!.client.approvals.decide({
+          params: { approval_id: approvalId },
+          payload: { decision: "approve" }
+        })
         assert.strictEqual(voted.quorum, 3)
         assert.strictEqual(voted.approvals_remaining, 2)
         const dry = yield* org.client.approvalPolicies.dryRun({
@@ -240,7 +271,11 @@ layer(SvcTest.layer(), { excludeTestServices: true })("quorum", (it) => {
         const { deciders: [alice], pending, svc } = yield* setup({
           mode: "require_approval",
           ...short,
-          rules: [{ name: "large", condition: "arguments.amount > 1000.0", result: { decision: "require_approval", ...short, quorum: 2 } }]
+          rules: [{
+            name: "large",
+            condition: "arguments.amount > 1000.0",
+            result: { decision: "require_approval", ...short, quorum: 2 }
+          }]
         })
         const approvalId = yield* pending("lapse")
         yield* alice!.client.approvals.decide({ params: { approval_id: approvalId }, payload: { decision: "approve" } })
@@ -250,7 +285,9 @@ layer(SvcTest.layer(), { excludeTestServices: true })("quorum", (it) => {
         )
         assert.deepStrictEqual(events.map((e) => e.type), ["approval.requested", "approval.expired"])
         assert.strictEqual(events[1]!.json.approval.status, "expired")
-        assert.deepStrictEqual(events[1]!.json.approval.votes.map((v: { decided_by: string }) => v.decided_by), [alice!.keyId])
+        assert.deepStrictEqual(events[1]!.json.approval.votes.map((v: { decided_by: string }) => v.decided_by), [
+          alice!.keyId
+        ])
         assert.notProperty(events[1]!.json.approval, "approvals_remaining")
       }))
   })
@@ -263,7 +300,9 @@ layer(SvcTest.layer(), { excludeTestServices: true })("quorum", (it) => {
           const approvalId = yield* pending(`race-${round}`)
           const params = { approval_id: approvalId }
           const results = yield* Effect.all(
-            deciders.map((d) => d.client.approvals.decide({ params, payload: { decision: "approve" } }).pipe(Effect.result)),
+            deciders.map((d) =>
+              d.client.approvals.decide({ params, payload: { decision: "approve" } }).pipe(Effect.result)
+            ),
             { concurrency: "unbounded" }
           )
           const statuses = results.map((r) => r._tag === "Success" ? r.success.status : r.failure._tag).sort()

@@ -46,7 +46,10 @@ layer(SvcTest.layer(), { excludeTestServices: true })("decision reasons", (it) =
         const { svc, org, pending, decidedEvents } = yield* setup
         const approvalId = yield* pending("with-reason")
         const reason = "Refund matches ticket #4411; customer called twice. Ünïcödé and emoji 🙂 stay."
-        const decided = yield* org.client.approvals.decide({ params: { approval_id: approvalId }, payload: { decision: "approve", reason } })
+        const decided = yield* org.client.approvals.decide({
+          params: { approval_id: approvalId },
+          payload: { decision: "approve", reason }
+        })
         assert.strictEqual(decided.decision_reason, reason)
         assert.deepStrictEqual(Object.keys(decided).slice(-3), ["decided_at", "decided_by", "decision_reason"])
         assert.deepStrictEqual(yield* org.client.approvals.get({ params: { approval_id: approvalId } }), decided)
@@ -79,7 +82,10 @@ layer(SvcTest.layer(), { excludeTestServices: true })("decision reasons", (it) =
       Effect.gen(function*() {
         const { svc, org, pending, decidedEvents } = yield* setup
         const approvalId = yield* pending("no-reason")
-        const decided = yield* org.client.approvals.decide({ params: { approval_id: approvalId }, payload: { decision: "approve" } })
+        const decided = yield* org.client.approvals.decide({
+          params: { approval_id: approvalId },
+          payload: { decision: "approve" }
+        })
         assert.notProperty(decided, "decision_reason")
         assert.notProperty((yield* outboxOf(svc.sql, approvalId))[1]!.json.approval, "decision_reason")
         assert.notProperty((yield* decidedEvents)[0], "decision_reason")
@@ -124,10 +130,18 @@ layer(SvcTest.layer(), { excludeTestServices: true })("decision reasons", (it) =
         assert.strictEqual(samples.length, 3)
         const reason = `Rejected: the agent pasted ${samples.map((s) => s.secret).join(" and ")} into the arguments.`
         const approvalId = yield* pending("secret")
-        const decided = yield* org.client.approvals.decide({ params: { approval_id: approvalId }, payload: { decision: "reject", reason } })
-        assert.strictEqual(decided.decision_reason, "Rejected: the agent pasted [REDACTED] and [REDACTED] and [REDACTED] into the arguments.")
+        const decided = yield* org.client.approvals.decide({
+          params: { approval_id: approvalId },
+          payload: { decision: "reject", reason }
+        })
+        assert.strictEqual(
+          decided.decision_reason,
+          "Rejected: the agent pasted [REDACTED] and [REDACTED] and [REDACTED] into the arguments."
+        )
         const events = yield* outboxOf(svc.sql, approvalId)
-        const [stored] = yield* svc.sql<{ decision_reason: string }>`SELECT decision_reason FROM approvals WHERE id = ${approvalId}`
+        const [stored] = yield* svc.sql<
+          { decision_reason: string }
+        >`SELECT decision_reason FROM approvals WHERE id = ${approvalId}`
         const streamed = JSON.stringify(yield* decidedEvents)
         for (const sample of samples) {
           assert.notInclude(events[1]!.body, sample.secret)
@@ -139,14 +153,32 @@ layer(SvcTest.layer(), { excludeTestServices: true })("decision reasons", (it) =
     it.effect("an AWS secret access key in its assignment forms leaves no 12 characters of itself in the reason, the event or the stream", () =>
       Effect.gen(function*() {
         const { svc, org, pending, decidedEvents } = yield* setup
-        for (const [i, planting] of [...plantings(), ...awsSecretEndings()].filter((p) => p.rule.includes("aws") && p.forms.length > 1).entries()) {
+        for (
+          const [i, planting] of [...plantings(), ...awsSecretEndings()].filter((p) =>
+            p.rule.includes("aws") && p.forms.length > 1
+          ).entries()
+        ) {
           const forms = planting.forms.slice(0, 6)
           const approvalId = yield* pending(`aws-${i}`)
           const reason = `Pasted by mistake: ${forms.join(" | ")}`
-          const decided = yield* org.client.approvals.decide({ params: { approval_id: approvalId }, payload: { decision: "reject", reason } })
-          assert.strictEqual(decided.decision_reason, `Pasted by mistake: ${forms.map((f) => f.replace(planting.secret, "[REDACTED]")).join(" | ")}`)
-          const [stored] = yield* svc.sql<{ decision_reason: string }>`SELECT decision_reason FROM approvals WHERE id = ${approvalId}`
-          for (const text of [stored!.decision_reason, (yield* outboxOf(svc.sql, approvalId))[1]!.body, JSON.stringify(yield* decidedEvents)]) {
+          const decided = yield* org.client.approvals.decide({
+            params: { approval_id: approvalId },
+            payload: { decision: "reject", reason }
+          })
+          assert.strictEqual(
+            decided.decision_reason,
+            `Pasted by mistake: ${forms.map((f) => f.replace(planting.secret, "[REDACTED]")).join(" | ")}`
+          )
+          const [stored] = yield* svc.sql<
+            { decision_reason: string }
+          >`SELECT decision_reason FROM approvals WHERE id = ${approvalId}`
+          for (
+            const text of [
+              stored!.decision_reason,
+              (yield* outboxOf(svc.sql, approvalId))[1]!.body,
+              JSON.stringify(yield* decidedEvents)
+            ]
+          ) {
             assert.deepStrictEqual(survivingWindows(text, planting.secret), [])
           }
         }
@@ -164,8 +196,15 @@ layer(SvcTest.layer(), { excludeTestServices: true })("decision reasons", (it) =
         const [step] = yield* svc.sql<{ response: string }>`
           SELECT response::text AS response FROM agent_steps WHERE session_id = ${session.id} AND step_id = 'response-secret'
         `
-        const texts = [decided.text, step!.response, (yield* outboxOf(svc.sql, approvalId))[1]!.body, JSON.stringify(yield* decidedEvents)]
-        for (const [, secret] of planted) for (const text of texts) assert.deepStrictEqual(survivingWindows(text, secret), [], text)
+        const texts = [
+          decided.text,
+          step!.response,
+          (yield* outboxOf(svc.sql, approvalId))[1]!.body,
+          JSON.stringify(yield* decidedEvents)
+        ]
+        for (const [, secret] of planted) {
+          for (const text of texts) assert.deepStrictEqual(survivingWindows(text, secret), [], text)
+        }
       }))
   })
 })

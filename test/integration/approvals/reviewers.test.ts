@@ -24,7 +24,9 @@ const step = (step_id: string, amount: number) => ({
 })
 
 /** Refunds above 1 000 go to `leads` (escalating to `finance` when `chain`); smaller ones to anyone. */
-const refunds = (options: { readonly chain?: boolean; readonly quorum?: number; readonly reviewSeconds?: number } = {}): PolicyInput => ({
+const refunds = (
+  options: { readonly chain?: boolean; readonly quorum?: number; readonly reviewSeconds?: number } = {}
+): PolicyInput => ({
   mode: "require_approval",
   ...settings,
   rules: [{
@@ -45,25 +47,46 @@ const refunds = (options: { readonly chain?: boolean; readonly quorum?: number; 
 const setup = Effect.gen(function*() {
   const svc = yield* SvcTest
   const org = yield* SvcTest.org()
-  const [lead, lead2, financier, outsider] = yield* Effect.all([1, 2, 3, 4].map(() => org.newKey(["approvals.decide", "agents.read"])))
-  yield* org.client.reviewers.putGroup({ params: { name: "leads" }, payload: { members: [{ key_id: lead!.keyId }, { key_id: lead2!.keyId }] } })
-  yield* org.client.reviewers.putGroup({ params: { name: "finance" }, payload: { members: [{ key_id: financier!.keyId }] } })
+  const [lead, lead2, financier, outsider] = yield* Effect.all(
+    [1, 2, 3, 4].map(() => org.newKey(["approvals.decide", "agents.read"]))
+  )
+  yield* org.client.reviewers.putGroup({
+    params: { name: "leads" },
+    payload: { members: [{ key_id: lead!.keyId }, { key_id: lead2!.keyId }] }
+  })
+  yield* org.client.reviewers.putGroup({
+    params: { name: "finance" },
+    payload: { members: [{ key_id: financier!.keyId }] }
+  })
   const session = yield* org.client.agentSessions.create({ payload: {} })
   const pending = (stepId: string, amount = 5000) =>
     org.client.agentSessions.governStep({ params: { session_id: session.id }, payload: step(stepId, amount) }).pipe(
       Effect.map((answer) => answer.approval_id!)
     )
-  const usePolicy = (policy: PolicyInput) => org.client.approvalPolicies.put({ params: { action_class: "payments.refund" }, payload: policy })
+  const usePolicy = (policy: PolicyInput) =>
+    org.client.approvalPolicies.put({ params: { action_class: "payments.refund" }, payload: policy })
   const decideRaw = (key: string, approvalId: string, body: unknown = { decision: "approve" }) =>
     raw(`${svc.baseUrl}/v1/agent-approvals/${approvalId}/decision`, {
       method: "POST",
       headers: { authorization: `Bearer ${key}`, "content-type": "application/json" },
       body: JSON.stringify(body)
     })
-  return { svc, org, lead: lead!, lead2: lead2!, financier: financier!, outsider: outsider!, pending, usePolicy, decideRaw }
+  return {
+    svc,
+    org,
+    lead: lead!,
+    lead2: lead2!,
+    financier: financier!,
+    outsider: outsider!,
+    pending,
+    usePolicy,
+    decideRaw
+  }
 })
 
-layer(SvcTest.layer({ config: { reviewerLimits: { groups: MAX_GROUPS, delegations: 1000 } } }), { excludeTestServices: true })("reviewer groups", (it) => {
+layer(SvcTest.layer({ config: { reviewerLimits: { groups: MAX_GROUPS, delegations: 1000 } } }), {
+  excludeTestServices: true
+})("reviewer groups", (it) => {
   describe("groups", () => {
     it.effect("a group is set by name with keys and console persons, read back, listed, and deleted", () =>
       Effect.gen(function*() {
@@ -76,9 +99,16 @@ layer(SvcTest.layer({ config: { reviewerLimits: { groups: MAX_GROUPS, delegation
         const none = { email: null, email_status: null }
         assert.sameDeepMembers([...put.members], [{ console_user: "ana", ...none }, { key_id: lead.keyId, ...none }])
         assert.deepStrictEqual(yield* org.client.reviewers.getGroup({ params: { name: "oncall" } }), put)
-        const replaced = yield* org.client.reviewers.putGroup({ params: { name: "oncall" }, payload: { members: [{ console_user: "ben" }] } })
+        const replaced = yield* org.client.reviewers.putGroup({
+          params: { name: "oncall" },
+          payload: { members: [{ console_user: "ben" }] }
+        })
         assert.deepStrictEqual(replaced.members, [{ console_user: "ben", ...none }])
-        assert.deepStrictEqual((yield* org.client.reviewers.listGroups()).groups.map((g) => g.name), ["finance", "leads", "oncall"])
+        assert.deepStrictEqual((yield* org.client.reviewers.listGroups()).groups.map((g) => g.name), [
+          "finance",
+          "leads",
+          "oncall"
+        ])
         yield* org.client.reviewers.deleteGroup({ params: { name: "oncall" } })
         const gone = yield* Effect.flip(org.client.reviewers.getGroup({ params: { name: "oncall" } }))
         assert.strictEqual(gone._tag, "NotFound")
@@ -110,9 +140,16 @@ layer(SvcTest.layer({ config: { reviewerLimits: { groups: MAX_GROUPS, delegation
         assert.strictEqual(badKey.json.field, "members[0].key_id", badKey.text)
         const twice = yield* put("x", { members: [{ console_user: "ana" }, { console_user: "ana" }] })
         assert.strictEqual(twice.status, 400, twice.text)
-        const tooMany = yield* put("x", { members: Array.from({ length: MAX_GROUP_MEMBERS + 1 }, (_, i) => ({ console_user: `p${i}` })) })
+        const tooMany = yield* put("x", {
+          members: Array.from({ length: MAX_GROUP_MEMBERS + 1 }, (_, i) => ({ console_user: `p${i}` }))
+        })
         assert.strictEqual(tooMany.status, 400, tooMany.text)
-        assert.strictEqual((yield* put("x", { members: Array.from({ length: MAX_GROUP_MEMBERS }, (_, i) => ({ console_user: `p${i}` })) })).status, 200)
+        assert.strictEqual(
+          (yield* put("x", {
+            members: Array.from({ length: MAX_GROUP_MEMBERS }, (_, i) => ({ console_user: `p${i}` }))
+          })).status,
+          200
+        )
         const badName = yield* put("-bad", { members: [] })
         assert.strictEqual(badName.status, 400, badName.text)
       }))
@@ -121,38 +158,46 @@ layer(SvcTest.layer({ config: { reviewerLimits: { groups: MAX_GROUPS, delegation
       Effect.gen(function*() {
         const { org } = yield* setup
         yield* org.client.reviewers.putGroup({ params: { name: "third" }, payload: { members: [] } })
-        const refused = yield* Effect.flip(org.client.reviewers.putGroup({ params: { name: "fourth" }, payload: { members: [] } }))
+        const refused = yield* Effect.flip(
+          org.client.reviewers.putGroup({ params: { name: "fourth" }, payload: { members: [] } })
+        )
         assert.strictEqual(refused._tag, "LimitReached")
         assert.strictEqual(refused._tag === "LimitReached" && refused.limit, "SVC_MAX_REVIEWER_GROUPS_PER_ORG")
-        yield* org.client.reviewers.putGroup({ params: { name: "third" }, payload: { members: [{ console_user: "ana" }] } })
+        yield* org.client.reviewers.putGroup({
+          params: { name: "third" },
+          payload: { members: [{ console_user: "ana" }] }
+        })
       }))
 
     // Two connections at once: on the embedded database (one session) the held transaction would hold every request.
-    it.effect.runIf(process.env.TEST_DATABASE_URL)("a policy stored while the group it names is being deleted waits for the delete, then is 404: no policy names a deleted group", () =>
-      Effect.gen(function*() {
-        const { org, svc } = yield* setup
-        yield* org.client.reviewers.putGroup({ params: { name: "leaving" }, payload: { members: [] } })
-        const deleted = yield* Deferred.make<void>()
-        // What a group's delete does first: lock its row; then, in the same transaction, remove it.
-        const deleting = yield* svc.sql.withTransaction(Effect.gen(function*() {
-          yield* svc.sql`SELECT id FROM reviewer_groups WHERE org_id = ${org.orgId} AND name = 'leaving' FOR UPDATE`
-          yield* Deferred.await(deleted)
-          yield* svc.sql`DELETE FROM reviewer_groups WHERE org_id = ${org.orgId} AND name = 'leaving'`
-        })).pipe(Effect.forkChild)
-        yield* Effect.sleep("200 millis")
-        const storing = yield* raw(`${svc.baseUrl}/v1/approval-policies/payments.refund`, {
-          method: "PUT",
-          headers: { authorization: `Bearer ${org.key}`, "content-type": "application/json" },
-          body: JSON.stringify({ mode: "require_approval", ...settings, group: "leaving" })
-        }).pipe(Effect.forkChild)
-        yield* Effect.sleep("300 millis")
-        yield* Deferred.succeed(deleted, undefined)
-        yield* Fiber.join(deleting)
-        const answer = yield* Fiber.join(storing)
-        assert.strictEqual(answer.status, 404, answer.text)
-        const policies = yield* org.client.approvalPolicies.list()
-        assert.notInclude(policies.policies.map((p) => p.group), "leaving")
-      }))
+    it.effect.runIf(process.env.TEST_DATABASE_URL)(
+      "a policy stored while the group it names is being deleted waits for the delete, then is 404: no policy names a deleted group",
+      () =>
+        Effect.gen(function*() {
+          const { org, svc } = yield* setup
+          yield* org.client.reviewers.putGroup({ params: { name: "leaving" }, payload: { members: [] } })
+          const deleted = yield* Deferred.make<void>()
+          // What a group's delete does first: lock its row; then, in the same transaction, remove it.
+          const deleting = yield* svc.sql.withTransaction(Effect.gen(function*() {
+            yield* svc.sql`SELECT id FROM reviewer_groups WHERE org_id = ${org.orgId} AND name = 'leaving' FOR UPDATE`
+            yield* Deferred.await(deleted)
+            yield* svc.sql`DELETE FROM reviewer_groups WHERE org_id = ${org.orgId} AND name = 'leaving'`
+          })).pipe(Effect.forkChild)
+          yield* Effect.sleep("200 millis")
+          const storing = yield* raw(`${svc.baseUrl}/v1/approval-policies/payments.refund`, {
+            method: "PUT",
+            headers: { authorization: `Bearer ${org.key}`, "content-type": "application/json" },
+            body: JSON.stringify({ mode: "require_approval", ...settings, group: "leaving" })
+          }).pipe(Effect.forkChild)
+          yield* Effect.sleep("300 millis")
+          yield* Deferred.succeed(deleted, undefined)
+          yield* Fiber.join(deleting)
+          const answer = yield* Fiber.join(storing)
+          assert.strictEqual(answer.status, 404, answer.text)
+          const policies = yield* org.client.approvalPolicies.list()
+          assert.notInclude(policies.policies.map((p) => p.group), "leaving")
+        })
+    )
 
     it.effect("a policy naming a group that does not exist is 404 naming the field; a group in use is not deleted (409 GROUP_IN_USE)", () =>
       Effect.gen(function*() {
@@ -163,7 +208,12 @@ layer(SvcTest.layer({ config: { reviewerLimits: { groups: MAX_GROUPS, delegation
         }))
         assert.strictEqual(unknown._tag, "NotFound")
         assert.include(unknown._tag === "NotFound" ? unknown.detail : "", "(group)")
-        const inRule = yield* Effect.flip(usePolicy({ ...refunds(), rules: [{ ...refunds().rules![0]!, result: { ...refunds().rules![0]!.result, group: "nobody" } as any }] }))
+        const inRule = yield* Effect.flip(
+          usePolicy({
+            ...refunds(),
+            rules: [{ ...refunds().rules![0]!, result: { ...refunds().rules![0]!.result, group: "nobody" } as any }]
+          })
+        )
         assert.include(inRule._tag === "NotFound" ? inRule.detail : "", "(rules[0].result.group)")
         // The schema says it (the typed client checks it before sending): the server answers 400 too.
         const noEscalation = yield* raw(`${svc.baseUrl}/v1/approval-policies/payments.refund`, {
@@ -176,7 +226,10 @@ layer(SvcTest.layer({ config: { reviewerLimits: { groups: MAX_GROUPS, delegation
 
         const stored = yield* usePolicy(refunds({ chain: true }))
         const result = stored.rules[0]!.result
-        assert.deepStrictEqual(result.decision === "require_approval" && [result.group, result.escalation_chain], ["leads", ["finance"]])
+        assert.deepStrictEqual(result.decision === "require_approval" && [result.group, result.escalation_chain], [
+          "leads",
+          ["finance"]
+        ])
         const tried = yield* org.client.approvalPolicies.dryRun({
           params: { action_class: "payments.refund" },
           payload: { tool: "stripe.refund", arguments: { amount: 5000 } }
@@ -202,7 +255,12 @@ layer(SvcTest.layer({ config: { reviewerLimits: { groups: MAX_GROUPS, delegation
         assert.strictEqual(unknown._tag, "NotFound")
         assert.include(unknown._tag === "NotFound" ? unknown.detail : "", "(escalation_chain[1])")
         const rule = refunds({ chain: true }).rules![0]!
-        const inRule = yield* Effect.flip(usePolicy({ ...refunds(), rules: [{ ...rule, result: { ...rule.result, escalation_chain: ["nobody"] } as any }] }))
+        const inRule = yield* Effect.flip(
+          usePolicy({
+            ...refunds(),
+            rules: [{ ...rule, result: { ...rule.result, escalation_chain: ["nobody"] } as any }]
+          })
+        )
         assert.include(inRule._tag === "NotFound" ? inRule.detail : "", "(rules[0].result.escalation_chain[0])")
         const stored = yield* usePolicy({ ...chained, escalation_chain: ["finance"] })
         assert.deepStrictEqual(stored.escalation_chain, ["finance"])
@@ -218,7 +276,12 @@ layer(SvcTest.layer({ config: { reviewerLimits: { groups: MAX_GROUPS, delegation
             headers: { authorization: `Bearer ${org.key}`, "content-type": "application/json" },
             body: JSON.stringify(body)
           })
-        const chained = (chain: ReadonlyArray<string>) => ({ mode: "require_approval", ...settings, escalation_seconds: 600, escalation_chain: chain })
+        const chained = (chain: ReadonlyArray<string>) => ({
+          mode: "require_approval",
+          ...settings,
+          escalation_seconds: 600,
+          escalation_chain: chain
+        })
         const twice = yield* put(chained(["finance", "leads", "finance"]))
         assert.strictEqual(twice.status, 400, twice.text)
         assert.strictEqual(twice.json.field, "escalation_chain[2]")
@@ -228,7 +291,13 @@ layer(SvcTest.layer({ config: { reviewerLimits: { groups: MAX_GROUPS, delegation
         const none = yield* put(chained([]))
         assert.strictEqual(none.status, 400, none.text)
         assert.strictEqual(none.json.field, "escalation_chain")
-        const inRule = yield* put({ ...refunds(), rules: [{ ...refunds().rules![0]!, result: { ...refunds({ chain: true }).rules![0]!.result, escalation_chain: ["finance", "finance"] } }] })
+        const inRule = yield* put({
+          ...refunds(),
+          rules: [{
+            ...refunds().rules![0]!,
+            result: { ...refunds({ chain: true }).rules![0]!.result, escalation_chain: ["finance", "finance"] }
+          }]
+        })
         assert.strictEqual(inRule.status, 400, inRule.text)
         assert.strictEqual(inRule.json.field, "rules[0].result.escalation_chain[1]")
       }))
@@ -245,7 +314,9 @@ layer(SvcTest.layer({ config: { reviewerLimits: { groups: MAX_GROUPS, delegation
         assert.strictEqual(read.escalation_level, 0)
         const [requested] = yield* outboxOf(svc.sql, approvalId)
         assert.deepStrictEqual(requested!.json.approval, read)
-        const listed = (yield* org.client.approvals.list({ query: {} })).approvals.find((a) => a.approval_id === approvalId)
+        const listed = (yield* org.client.approvals.list({ query: {} })).approvals.find((a) =>
+          a.approval_id === approvalId
+        )
         assert.strictEqual(listed!.assigned_group, "leads")
         // The organization's stream carries the same item as the list, written by the step's own statement.
         const [streamed] = yield* svc.sql<{ data: string }>`
@@ -259,7 +330,10 @@ layer(SvcTest.layer({ config: { reviewerLimits: { groups: MAX_GROUPS, delegation
         assert.strictEqual(refused.json.assigned_group, "leads")
         assert.strictEqual((yield* org.client.approvals.get({ params: { approval_id: approvalId } })).status, "pending")
 
-        const decided = yield* lead.client.approvals.decide({ params: { approval_id: approvalId }, payload: { decision: "approve" } })
+        const decided = yield* lead.client.approvals.decide({
+          params: { approval_id: approvalId },
+          payload: { decision: "approve" }
+        })
         assert.strictEqual(decided.status, "approved")
         assert.strictEqual(decided.decided_by, lead.keyId)
       }))
@@ -269,7 +343,10 @@ layer(SvcTest.layer({ config: { reviewerLimits: { groups: MAX_GROUPS, delegation
         const { outsider, pending, usePolicy } = yield* setup
         yield* usePolicy(refunds())
         const approvalId = yield* pending("small", 500)
-        const decided = yield* outsider.client.approvals.decide({ params: { approval_id: approvalId }, payload: { decision: "approve" } })
+        const decided = yield* outsider.client.approvals.decide({
+          params: { approval_id: approvalId },
+          payload: { decision: "approve" }
+        })
         assert.strictEqual(decided.status, "approved")
         assert.notProperty(decided, "assigned_group")
         assert.notProperty(decided, "escalation_level")
@@ -281,10 +358,16 @@ layer(SvcTest.layer({ config: { reviewerLimits: { groups: MAX_GROUPS, delegation
         yield* usePolicy(refunds({ quorum: 2 }))
         const approvalId = yield* pending("quorum")
         assert.strictEqual((yield* decideRaw(outsider.key, approvalId)).status, 403)
-        const first = yield* lead.client.approvals.decide({ params: { approval_id: approvalId }, payload: { decision: "approve" } })
+        const first = yield* lead.client.approvals.decide({
+          params: { approval_id: approvalId },
+          payload: { decision: "approve" }
+        })
         assert.strictEqual(first.approvals_remaining, 1)
         assert.strictEqual((yield* decideRaw(outsider.key, approvalId)).status, 403)
-        const closing = yield* lead2.client.approvals.decide({ params: { approval_id: approvalId }, payload: { decision: "approve" } })
+        const closing = yield* lead2.client.approvals.decide({
+          params: { approval_id: approvalId },
+          payload: { decision: "approve" }
+        })
         assert.strictEqual(closing.status, "approved")
       }))
   })
@@ -296,7 +379,11 @@ layer(SvcTest.layer({ config: { reviewerLimits: { groups: MAX_GROUPS, delegation
         yield* usePolicy(refunds())
         const first = yield* pending("d1")
         const later = yield* lead.client.reviewers.delegate({
-          payload: { delegate: { key_id: outsider.keyId }, starts_at: new Date(Date.now() + 3_600_000).toISOString(), ends_at: new Date(Date.now() + 7_200_000).toISOString() }
+          payload: {
+            delegate: { key_id: outsider.keyId },
+            starts_at: new Date(Date.now() + 3_600_000).toISOString(),
+            ends_at: new Date(Date.now() + 7_200_000).toISOString()
+          }
         })
         assert.deepStrictEqual(later.delegator, { key_id: lead.keyId })
         assert.strictEqual((yield* decideRaw(outsider.key, first)).status, 403, "not before the window starts")
@@ -305,14 +392,17 @@ layer(SvcTest.layer({ config: { reviewerLimits: { groups: MAX_GROUPS, delegation
         })
         const listed = (yield* outsider.client.reviewers.listDelegations()).delegations.map((d) => d.delegation_id)
         assert.includeMembers(listed, [later.delegation_id, now.delegation_id])
-        const mine = (yield* outsider.client.approvals.list({ query: { assigned_to: "me", status: "pending" } })).approvals
+        const mine =
+          (yield* outsider.client.approvals.list({ query: { assigned_to: "me", status: "pending" } })).approvals
         assert.deepStrictEqual(mine.map((a) => a.approval_id), [first])
         const decided = yield* decideRaw(outsider.key, first)
         assert.strictEqual(decided.status, 200, decided.text)
         assert.strictEqual(decided.json.decided_by, outsider.keyId)
 
         // Only the delegator ends it; then the delegate no longer decides.
-        const notTheirs = yield* Effect.flip(outsider.client.reviewers.endDelegation({ params: { delegation_id: now.delegation_id } }))
+        const notTheirs = yield* Effect.flip(
+          outsider.client.reviewers.endDelegation({ params: { delegation_id: now.delegation_id } })
+        )
         assert.strictEqual(notTheirs._tag, "NotFound")
         const ended = yield* lead.client.reviewers.endDelegation({ params: { delegation_id: now.delegation_id } })
         assert.isNotNull(ended.ended_at)
@@ -338,7 +428,10 @@ layer(SvcTest.layer({ config: { reviewerLimits: { groups: MAX_GROUPS, delegation
         assert.strictEqual(self.json.field, "delegate", self.text)
         const noScope = yield* post({ delegate: { key_id: reader.keyId }, ends_at: hour })
         assert.strictEqual(noScope.status, 404, noScope.text)
-        const past = yield* post({ delegate: { console_user: "ben" }, ends_at: new Date(Date.now() - 1000).toISOString() })
+        const past = yield* post({
+          delegate: { console_user: "ben" },
+          ends_at: new Date(Date.now() - 1000).toISOString()
+        })
         assert.strictEqual(past.json.field, "ends_at", past.text)
         const tooLong = yield* post({
           delegate: { console_user: "ben" },
@@ -364,13 +457,23 @@ layer(SvcTest.layer({ config: { reviewerLimits: { groups: MAX_GROUPS, delegation
         )
         assert.deepStrictEqual(events.map((e) => e.type), ["approval.requested", "approval.escalated"])
         // The requested body, written by the step statement, names the first group as every later one names its group.
-        assert.deepStrictEqual([events[0]!.json.approval.assigned_group, events[0]!.json.approval.escalation_level], ["leads", 0])
+        assert.deepStrictEqual([events[0]!.json.approval.assigned_group, events[0]!.json.approval.escalation_level], [
+          "leads",
+          0
+        ])
         assert.strictEqual(events[1]!.json.approval.assigned_group, "finance")
         assert.strictEqual(events[1]!.json.approval.escalation_level, 1)
         assert.strictEqual((yield* decideRaw(lead.key, approvalId)).status, 403)
         const mine = (yield* financier.client.approvals.list({ query: { assigned_to: "me" } })).approvals
-        assert.deepStrictEqual(mine.map((a) => [a.approval_id, a.assigned_group, a.escalation]), [[approvalId, "finance", "escalated"]])
-        const decided = yield* financier.client.approvals.decide({ params: { approval_id: approvalId }, payload: { decision: "reject" } })
+        assert.deepStrictEqual(mine.map((a) => [a.approval_id, a.assigned_group, a.escalation]), [[
+          approvalId,
+          "finance",
+          "escalated"
+        ]])
+        const decided = yield* financier.client.approvals.decide({
+          params: { approval_id: approvalId },
+          payload: { decision: "reject" }
+        })
         assert.strictEqual(decided.status, "rejected")
       }))
 
@@ -379,7 +482,14 @@ layer(SvcTest.layer({ config: { reviewerLimits: { groups: MAX_GROUPS, delegation
         const { lead, org, pending, svc } = yield* setup
         yield* org.client.approvalPolicies.put({
           params: { action_class: "payments.refund" },
-          payload: { mode: "require_approval", review_seconds: 1, expiring_notice_seconds: 0, escalation_seconds: 600, timeout_action: "reject", group: "leads" }
+          payload: {
+            mode: "require_approval",
+            review_seconds: 1,
+            expiring_notice_seconds: 0,
+            escalation_seconds: 600,
+            timeout_action: "reject",
+            group: "leads"
+          }
         })
         const approvalId = yield* pending("nochain")
         const events = yield* eventually(
@@ -388,7 +498,10 @@ layer(SvcTest.layer({ config: { reviewerLimits: { groups: MAX_GROUPS, delegation
         )
         assert.strictEqual(events[1]!.json.approval.assigned_group, "leads")
         assert.strictEqual(events[1]!.json.approval.escalation_level, 0)
-        const decided = yield* lead.client.approvals.decide({ params: { approval_id: approvalId }, payload: { decision: "approve" } })
+        const decided = yield* lead.client.approvals.decide({
+          params: { approval_id: approvalId },
+          payload: { decision: "approve" }
+        })
         assert.strictEqual(decided.status, "approved")
       }))
   })

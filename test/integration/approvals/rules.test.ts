@@ -18,11 +18,21 @@ const refunds: PolicyInput = {
   timeout_action: "reject",
   rules: [
     { name: "small", condition: "arguments.amount <= 100.0", result: { decision: "allow" } },
-    { name: "huge", condition: "arguments.amount > 5000.0", result: { decision: "reject", reason: "Above 5 000: finance decides." } },
+    {
+      name: "huge",
+      condition: "arguments.amount > 5000.0",
+      result: { decision: "reject", reason: "Above 5 000: finance decides." }
+    },
     {
       name: "eur",
       condition: "tool == 'stripe.refund' && arguments.currency == 'EUR'",
-      result: { decision: "require_approval", review_seconds: 60, expiring_notice_seconds: 10, escalation_seconds: 120, timeout_action: "allow" }
+      result: {
+        decision: "require_approval",
+        review_seconds: 60,
+        expiring_notice_seconds: 10,
+        escalation_seconds: 120,
+        timeout_action: "allow"
+      }
     }
   ]
 }
@@ -39,7 +49,10 @@ layer(SvcTest.layer(), { excludeTestServices: true })("rules on arguments", (it)
     it.effect("the policy keeps its rules in order", () =>
       Effect.gen(function*() {
         const org = yield* SvcTest.org()
-        const stored = yield* org.client.approvalPolicies.put({ params: { action_class: "payments.refund" }, payload: refunds })
+        const stored = yield* org.client.approvalPolicies.put({
+          params: { action_class: "payments.refund" },
+          payload: refunds
+        })
         assert.deepStrictEqual(stored.rules.map((rule) => rule.name), ["small", "huge", "eur"])
         const [listed] = (yield* org.client.approvalPolicies.list()).policies
         assert.deepStrictEqual(listed!.rules, refunds.rules)
@@ -51,9 +64,17 @@ layer(SvcTest.layer(), { excludeTestServices: true })("rules on arguments", (it)
         const put = (condition: string) =>
           org.client.approvalPolicies.put({
             params: { action_class: "payments.refund" },
-            payload: { ...refunds, rules: [...refunds.rules!, { name: "broken", condition, result: { decision: "allow" } }] }
+            payload: {
+              ...refunds,
+              rules: [...refunds.rules!, { name: "broken", condition, result: { decision: "allow" } }]
+            }
           }).pipe(Effect.flip)
-        for (const [condition, position] of [["arguments.amount >", "column 19"], ["true && tool > 1", "column 9"]] as const) {
+        for (
+          const [condition, position] of [["arguments.amount >", "column 19"], [
+            "true && tool > 1",
+            "column 9"
+          ]] as const
+        ) {
           const error = yield* put(condition)
           assert.strictEqual(error._tag, "InvalidRequest")
           if (error._tag !== "InvalidRequest") continue
@@ -90,7 +111,10 @@ layer(SvcTest.layer(), { excludeTestServices: true })("rules on arguments", (it)
           org.client.agentSessions.governStep({ params: { session_id: session.id }, payload: refund(stepId, args) })
 
         // 20 EUR matches "small" and "eur": the first decides.
-        assert.deepStrictEqual(yield* govern("s1", { amount: 20, currency: "EUR" }), { decision: "allow", rule: "small" })
+        assert.deepStrictEqual(yield* govern("s1", { amount: 20, currency: "EUR" }), {
+          decision: "allow",
+          rule: "small"
+        })
         assert.deepStrictEqual(yield* govern("s2", { amount: 9000, currency: "EUR" }), {
           decision: "reject",
           rule: "huge",
@@ -117,13 +141,17 @@ layer(SvcTest.layer(), { excludeTestServices: true })("rules on arguments", (it)
         yield* org.client.approvalPolicies.put({ params: { action_class: "payments.refund" }, payload: refunds })
         const session = yield* org.client.agentSessions.create({ payload: {} })
         const args = { amount: 300, currency: "EUR" }
-        const answer = yield* org.client.agentSessions.governStep({ params: { session_id: session.id }, payload: refund("s1", args) })
+        const answer = yield* org.client.agentSessions.governStep({
+          params: { session_id: session.id },
+          payload: refund("s1", args)
+        })
         assert.strictEqual(answer.decision, "pending")
         assert.strictEqual(answer.rule, "eur")
         const approval = yield* org.client.approvals.get({ params: { approval_id: answer.approval_id! } })
         assert.strictEqual(approval.rule, "eur")
         assert.strictEqual(approval.timeout_action, "allow")
-        const [created] = yield* svc.sql<{ created_at: Date }>`SELECT created_at FROM approvals WHERE id = ${answer.approval_id!}`
+        const [created] = yield* svc.sql<{ created_at: Date }>`SELECT created_at FROM approvals WHERE id = ${answer
+          .approval_id!}`
         assert.strictEqual(Date.parse(approval.deadline_at) - created!.created_at.getTime(), 60_000)
         assert.strictEqual(Date.parse(approval.expires_at) - Date.parse(approval.deadline_at), 120_000)
 
@@ -131,7 +159,9 @@ layer(SvcTest.layer(), { excludeTestServices: true })("rules on arguments", (it)
         assert.strictEqual(requested!.json.approval.rule, "eur")
         const listed = yield* org.client.approvals.list({ query: {} })
         assert.strictEqual(listed.approvals[0]!.rule, "eur")
-        const [governed] = yield* svc.sql<{ data: string }>`SELECT data FROM session_events WHERE session_id = ${session.id} ORDER BY seq`
+        const [governed] = yield* svc.sql<
+          { data: string }
+        >`SELECT data FROM session_events WHERE session_id = ${session.id} ORDER BY seq`
         assert.deepStrictEqual(JSON.parse(governed!.data), {
           step_id: "s1",
           tool: "stripe.refund",
@@ -142,7 +172,10 @@ layer(SvcTest.layer(), { excludeTestServices: true })("rules on arguments", (it)
           rule: "eur"
         })
         // The decision's webhook body still names it.
-        yield* org.client.approvals.decide({ params: { approval_id: answer.approval_id! }, payload: { decision: "approve" } })
+        yield* org.client.approvals.decide({
+          params: { approval_id: answer.approval_id! },
+          payload: { decision: "approve" }
+        })
         const events = yield* outboxOf(svc.sql, answer.approval_id!)
         assert.strictEqual(events.at(-1)!.json.type, "approval.approved")
         assert.strictEqual(events.at(-1)!.json.approval.rule, "eur")
@@ -167,7 +200,11 @@ layer(SvcTest.layer(), { excludeTestServices: true })("rules on arguments", (it)
           ["s4", "eur", undefined]
         ])
         const context = yield* org.client.approvals.context({ params: { approval_id: last.approval_id! } })
-        assert.deepStrictEqual(context.earlier_steps.map((s) => [s.step_id, s.rule]), [["s1", "small"], ["s2", "huge"], ["s3", undefined]])
+        assert.deepStrictEqual(context.earlier_steps.map((s) => [s.step_id, s.rule]), [
+          ["s1", "small"],
+          ["s2", "huge"],
+          ["s3", undefined]
+        ])
         assert.notProperty(context.earlier_steps[2], "rule")
       }))
 
@@ -177,9 +214,15 @@ layer(SvcTest.layer(), { excludeTestServices: true })("rules on arguments", (it)
         yield* org.client.approvalPolicies.put({ params: { action_class: "payments.refund" }, payload: refunds })
         const session = yield* org.client.agentSessions.create({ payload: {} })
         const govern = (stepId: string) =>
-          org.client.agentSessions.governStep({ params: { session_id: session.id }, payload: refund(stepId, { amount: 20, currency: "EUR" }) })
+          org.client.agentSessions.governStep({
+            params: { session_id: session.id },
+            payload: refund(stepId, { amount: 20, currency: "EUR" })
+          })
         assert.strictEqual((yield* govern("s1")).rule, "small")
-        yield* org.client.approvalPolicies.put({ params: { action_class: "payments.refund" }, payload: { ...refunds, rules: [] } })
+        yield* org.client.approvalPolicies.put({
+          params: { action_class: "payments.refund" },
+          payload: { ...refunds, rules: [] }
+        })
         const after = yield* govern("s2")
         assert.deepStrictEqual([after.decision, after.rule], ["pending", undefined])
       }))
@@ -195,7 +238,12 @@ layer(SvcTest.layer(), { excludeTestServices: true })("rules on arguments", (it)
         assert.deepStrictEqual(yield* dry({ tool: "stripe.refund", arguments: { amount: 20 } }), {
           decision: "pending",
           rule: null,
-          approval: { review_seconds: 900, expiring_notice_seconds: 300, escalation_seconds: null, timeout_action: "reject" },
+          approval: {
+            review_seconds: 900,
+            expiring_notice_seconds: 300,
+            escalation_seconds: null,
+            timeout_action: "reject"
+          },
           policy: "default"
         })
         assert.deepStrictEqual(yield* dry({ tool: "stripe.refund", arguments: { amount: 9000 }, policy: refunds }), {
@@ -208,7 +256,12 @@ layer(SvcTest.layer(), { excludeTestServices: true })("rules on arguments", (it)
         assert.deepStrictEqual(yield* dry({ tool: "stripe.refund", arguments: { amount: 300, currency: "EUR" } }), {
           decision: "pending",
           rule: "eur",
-          approval: { review_seconds: 60, expiring_notice_seconds: 10, escalation_seconds: 120, timeout_action: "allow" },
+          approval: {
+            review_seconds: 60,
+            expiring_notice_seconds: 10,
+            escalation_seconds: 120,
+            timeout_action: "allow"
+          },
           policy: "stored"
         })
         const missing = yield* dry({ tool: "stripe.refund", arguments: { currency: "EUR" } })

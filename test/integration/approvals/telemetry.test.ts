@@ -17,33 +17,43 @@ const recorder = Tracer.make({
   }
 })
 
-layer(SvcTest.layer().pipe(Layer.provide(Layer.succeed(Tracer.Tracer, recorder))), { excludeTestServices: true })("approval spans", (it) => {
-  describe("scheduler spans", () => {
-    it.effect("each fired deadline is a span Approvals.fireDeadline annotated with svc.org_id, without payloads", () =>
-      Effect.gen(function*() {
-        const org = yield* SvcTest.org()
-        yield* org.client.approvalPolicies.put({
-          params: { action_class: "quick" },
-          payload: { mode: "require_approval", review_seconds: 1, expiring_notice_seconds: 0, timeout_action: "reject" }
-        })
-        const session = yield* org.client.agentSessions.create({ payload: {} })
-        const answer = yield* org.client.agentSessions.governStep({
-          params: { session_id: session.id },
-          payload: { step_id: "s", tool: "t", action_class: "quick", arguments: { secret_arg: "do-not-export" } }
-        })
-        const fired = yield* eventually(
-          Effect.sync(() =>
-            spans.find((s) => s.name === "Approvals.fireDeadline" && s.attributes.get("svc.approval_id") === answer.approval_id)
-          ),
-          { what: "the expiry span" }
-        )
-        assert.strictEqual(fired.attributes.get("svc.org_id"), org.orgId)
-        assert.strictEqual(fired.attributes.get("svc.deadline"), "expire")
-        for (const span of spans) {
-          for (const value of span.attributes.values()) assert.notInclude(String(value), "do-not-export")
-        }
-        const decided = spans.find((s) => s.name === "AgentSessions.governStep")
-        assert.isDefined(decided)
-      }))
-  })
-})
+layer(SvcTest.layer().pipe(Layer.provide(Layer.succeed(Tracer.Tracer, recorder))), { excludeTestServices: true })(
+  "approval spans",
+  (it) => {
+    describe("scheduler spans", () => {
+      it.effect("each fired deadline is a span Approvals.fireDeadline annotated with svc.org_id, without payloads", () =>
+        Effect.gen(function*() {
+          const org = yield* SvcTest.org()
+          yield* org.client.approvalPolicies.put({
+            params: { action_class: "quick" },
+            payload: {
+              mode: "require_approval",
+              review_seconds: 1,
+              expiring_notice_seconds: 0,
+              timeout_action: "reject"
+            }
+          })
+          const session = yield* org.client.agentSessions.create({ payload: {} })
+          const answer = yield* org.client.agentSessions.governStep({
+            params: { session_id: session.id },
+            payload: { step_id: "s", tool: "t", action_class: "quick", arguments: { secret_arg: "do-not-export" } }
+          })
+          const fired = yield* eventually(
+            Effect.sync(() =>
+              spans.find((s) =>
+                s.name === "Approvals.fireDeadline" && s.attributes.get("svc.approval_id") === answer.approval_id
+              )
+            ),
+            { what: "the expiry span" }
+          )
+          assert.strictEqual(fired.attributes.get("svc.org_id"), org.orgId)
+          assert.strictEqual(fired.attributes.get("svc.deadline"), "expire")
+          for (const span of spans) {
+            for (const value of span.attributes.values()) assert.notInclude(String(value), "do-not-export")
+          }
+          const decided = spans.find((s) => s.name === "AgentSessions.governStep")
+          assert.isDefined(decided)
+        }))
+    })
+  }
+)

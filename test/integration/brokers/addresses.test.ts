@@ -11,8 +11,8 @@ import { Effect, Layer } from "effect"
 import { fixedResolver, Resolver } from "../../../src/outbound/Resolver.ts"
 import { SvcTest } from "../../../src/testing.ts"
 import { eventually } from "../../support/http.ts"
-import { eventBody, insertEvents, waitForDeliveries, webhookService } from "../webhooks/support.ts"
 import { TestTls } from "../../support/tls.ts"
+import { eventBody, insertEvents, waitForDeliveries, webhookService } from "../webhooks/support.ts"
 import { attemptsOf, jet, makeTlsRelay, rabbit, RABBITMQ, uniqueName } from "./support.ts"
 
 const names = fixedResolver({
@@ -38,8 +38,12 @@ layer(withNames, { excludeTestServices: true })("broker addresses (loopback allo
         const subject = uniqueName("svc.names")
         const stream = yield* nats.stream(subject)
         const org = yield* SvcTest.org()
-        const amqp = yield* org.client.notifications.create({ payload: { url: `amqp://guest:guest@rabbit.broker.test/?exchange=${exchange}` } })
-        const jetstream = yield* org.client.notifications.create({ payload: { url: `nats://nats.broker.test?subject=${subject}` } })
+        const amqp = yield* org.client.notifications.create({
+          payload: { url: `amqp://guest:guest@rabbit.broker.test/?exchange=${exchange}` }
+        })
+        const jetstream = yield* org.client.notifications.create({
+          payload: { url: `nats://nats.broker.test?subject=${subject}` }
+        })
         assert.strictEqual(amqp.endpoint.url_hint, "amqp://rabbit.broker.test/…")
         yield* insertEvents([eventBody(org.orgId, "approval.requested")])
         yield* waitForDeliveries(amqp.endpoint.id, (rows) => rows[0]?.status === "delivered")
@@ -93,14 +97,23 @@ layer(withNames, { excludeTestServices: true })("broker addresses (loopback allo
   })
 })
 
-layer(webhookService({ allowedTargetCidrs: [] }), { excludeTestServices: true })("broker addresses (production guard)", (it) => {
-  it.effect("loopback brokers are refused at create when SVC_ALLOWED_TARGET_CIDRS does not allow them", () =>
-    Effect.gen(function*() {
-      const org = yield* SvcTest.org()
-      for (const url of ["amqp://guest:guest@127.0.0.1:5672/?exchange=x", "nats://127.0.0.1:4222?subject=a", "tls://[::1]?subject=a"]) {
-        const error = yield* Effect.flip(org.client.notifications.create({ payload: { url } }))
-        assert.strictEqual(error._tag, "InvalidUrl", url)
-        assert.include((error as { detail: string }).detail, "non-public address (loopback)", url)
-      }
-    }))
-})
+layer(webhookService({ allowedTargetCidrs: [] }), { excludeTestServices: true })(
+  "broker addresses (production guard)",
+  (it) => {
+    it.effect("loopback brokers are refused at create when SVC_ALLOWED_TARGET_CIDRS does not allow them", () =>
+      Effect.gen(function*() {
+        const org = yield* SvcTest.org()
+        for (
+          const url of [
+            "amqp://guest:guest@127.0.0.1:5672/?exchange=x",
+            "nats://127.0.0.1:4222?subject=a",
+            "tls://[::1]?subject=a"
+          ]
+        ) {
+          const error = yield* Effect.flip(org.client.notifications.create({ payload: { url } }))
+          assert.strictEqual(error._tag, "InvalidUrl", url)
+          assert.include((error as { detail: string }).detail, "non-public address (loopback)", url)
+        }
+      }))
+  }
+)

@@ -12,7 +12,7 @@ import { constructEvent, verifyStandardWebhook } from "../../../packages/receive
 import { SvcTest, type TestOrg } from "../../../src/testing.ts"
 import { eventually, raw } from "../../support/http.ts"
 import { eventBody, insertEvents, waitForDeliveries, webhookService } from "../webhooks/support.ts"
-import { attemptsOf, makeRelay, RABBITMQ, rabbit, uniqueName } from "./support.ts"
+import { attemptsOf, makeRelay, rabbit, RABBITMQ, uniqueName } from "./support.ts"
 
 const create = (org: TestOrg, url: string) => org.client.notifications.create({ payload: { url } })
 
@@ -37,7 +37,10 @@ layer(service, { excludeTestServices: true })("RabbitMQ destinations", (it) => {
         yield* broker.exchange(exchange)
         const queue = yield* broker.queue(exchange, "approvals")
         const org = yield* SvcTest.org()
-        const { endpoint, secret } = yield* create(org, `amqp://guest:guest@${RABBITMQ}/?exchange=${exchange}&routing_key=approvals`)
+        const { endpoint, secret } = yield* create(
+          org,
+          `amqp://guest:guest@${RABBITMQ}/?exchange=${exchange}&routing_key=approvals`
+        )
         // The hint shows scheme, host and port, never the credentials or the query.
         assert.strictEqual(endpoint.url_hint, `amqp://${RABBITMQ}/…`)
         assert.notInclude(JSON.stringify(yield* org.client.notifications.list()), "guest")
@@ -64,11 +67,16 @@ layer(service, { excludeTestServices: true })("RabbitMQ destinations", (it) => {
         assert.strictEqual(headers["x-svc-event-id"], event.id)
         assert.strictEqual(headers["webhook-id"], event.id)
         // A consumer verifies as an https receiver does.
-        const verified = yield* Effect.promise(() => constructEvent(message.content, headers["x-svc-signature"], secret))
+        const verified = yield* Effect.promise(() =>
+          constructEvent(message.content, headers["x-svc-signature"], secret)
+        )
         assert.strictEqual(verified.id, event.id)
         yield* Effect.promise(() => verifyStandardWebhook(message.content, headers, secret))
         const refused = yield* Effect.promise(() =>
-          constructEvent(message.content, headers["x-svc-signature"], `${secret}x`).then(() => "accepted", () => "refused")
+          constructEvent(message.content, headers["x-svc-signature"], `${secret}x`).then(
+            () => "accepted",
+            () => "refused"
+          )
         )
         assert.strictEqual(refused, "refused")
         assert.strictEqual(row!.attempts, 1)
@@ -105,12 +113,18 @@ layer(service, { excludeTestServices: true })("RabbitMQ destinations", (it) => {
         assert.isUndefined(answer.status)
         const message = yield* eventually(Effect.sync(() => queue.messages[0]), { what: "the test message" })
         const event = yield* Effect.promise(() =>
-          constructEvent(message.content, (message.properties.headers as Record<string, string>)["x-svc-signature"], secret)
+          constructEvent(
+            message.content,
+            (message.properties.headers as Record<string, string>)["x-svc-signature"],
+            secret
+          )
         )
         assert.strictEqual((event as { test?: boolean }).test, true)
 
         const missing = yield* create(org, `amqp://guest:guest@${RABBITMQ}/?exchange=${uniqueName("svc.missing")}`)
-        const failed = yield* Effect.flip(org.client.notifications.test({ params: { id: missing.endpoint.id }, payload: {} }))
+        const failed = yield* Effect.flip(
+          org.client.notifications.test({ params: { id: missing.endpoint.id }, payload: {} })
+        )
         assert.strictEqual(failed._tag, "DeliveryFailed")
         assert.include((failed as { error: string }).error, "NOT_FOUND")
       }).pipe(Effect.scoped))
@@ -122,7 +136,10 @@ layer(service, { excludeTestServices: true })("RabbitMQ destinations", (it) => {
         const broker = yield* rabbit
         const exchange = uniqueName("svc.later")
         const org = yield* SvcTest.org()
-        const { endpoint } = yield* create(org, `amqp://guest:guest@${RABBITMQ}/?exchange=${exchange}&routing_key=approvals`)
+        const { endpoint } = yield* create(
+          org,
+          `amqp://guest:guest@${RABBITMQ}/?exchange=${exchange}&routing_key=approvals`
+        )
         const event = eventBody(org.orgId, "approval.requested")
         yield* insertEvents([event])
         const missing = yield* failedWith(endpoint.id, "NOT_FOUND")
@@ -180,7 +197,10 @@ layer(service, { excludeTestServices: true })("RabbitMQ destinations", (it) => {
         yield* insertEvents([eventBody(org.orgId, "approval.expiring")])
         const stalled = yield* failedWith(endpoint.id, "no acknowledgement from the broker within 1000 ms")
         assert.isNull(stalled.status_code)
-        const rows = yield* waitForDeliveries(endpoint.id, (rows) => rows.length === 2 && rows[1]!.status === "delivered")
+        const rows = yield* waitForDeliveries(
+          endpoint.id,
+          (rows) => rows.length === 2 && rows[1]!.status === "delivered"
+        )
         assert.strictEqual(rows[1]!.attempts, 2)
         yield* eventually(Effect.sync(() => queue.messages.length === 2 || undefined), { what: "both messages" })
       }).pipe(Effect.scoped))

@@ -27,7 +27,9 @@ layer(service, { excludeTestServices: true })("broker bounds", (it) => {
     it.effect("a 5 MB publish error is kept cut to MAX_OUTSIDE_TEXT characters in the test answer, every attempt and the delivery", () =>
       Effect.gen(function*() {
         const huge = `stream sealed ${"e".repeat(5 * 1024 * 1024)}`
-        const broker = yield* fakeNats({ answer: () => JSON.stringify({ error: { code: 503, err_code: 10077, description: huge } }) })
+        const broker = yield* fakeNats({
+          answer: () => JSON.stringify({ error: { code: 503, err_code: 10077, description: huge } })
+        })
         const org = yield* SvcTest.org()
         const { endpoint } = yield* create(org, `nats://127.0.0.1:${broker.port}?subject=${uniqueName("svc.huge")}`)
         const failed = yield* Effect.flip(org.client.notifications.test({ params: { id: endpoint.id }, payload: {} }))
@@ -38,7 +40,10 @@ layer(service, { excludeTestServices: true })("broker bounds", (it) => {
         assert.isAtMost((failed as { detail: string }).detail.length, MAX_OUTSIDE_TEXT + 100)
         yield* insertEvents([eventBody(org.orgId, "approval.requested")])
         // The test delivery and the event's, each failed.
-        const rows = yield* waitForDeliveries(endpoint.id, (rows) => rows.filter((row) => row.status === "failed").length === 2)
+        const rows = yield* waitForDeliveries(
+          endpoint.id,
+          (rows) => rows.filter((row) => row.status === "failed").length === 2
+        )
         const attempts = yield* attemptsOf(endpoint.id)
         assert.strictEqual(attempts.length, 4)
         for (const attempt of attempts) {
@@ -62,28 +67,34 @@ layer(service, { excludeTestServices: true })("broker bounds", (it) => {
   })
 
   describe("connections", () => {
-    it.effect("an organization's endpoints at a broker that never answers hold its own share of connections; another organization's broker test goes through", () =>
-      Effect.gen(function*() {
-        const nats = yield* jet
-        const subject = uniqueName("svc.victim")
-        yield* nats.stream(subject)
-        const hole = yield* fakeNats({ hang: true })
-        // More endpoints than the process keeps connections.
-        const hog = yield* SvcTest.org()
-        yield* Effect.forEach(
-          Array.from({ length: 260 }, (_, i) => i),
-          (i) => create(hog, `nats://127.0.0.1:${hole.port}?subject=svc.hole.${i}`),
-          { concurrency: 8, discard: true }
-        )
-        yield* insertEvents([eventBody(hog.orgId, "approval.requested")])
-        yield* eventually(Effect.sync(() => (hole.accepted() >= 32 ? true : undefined)), { what: "connections to the black hole" })
-        const victim = yield* SvcTest.org()
-        const { endpoint } = yield* create(victim, `nats://${NATS}?subject=${subject}`)
-        const answer = yield* victim.client.notifications.test({ params: { id: endpoint.id }, payload: {} })
-        assert.strictEqual(answer.delivered, true)
-        // The share holds: no more connections to the black hole than the organization's share.
-        assert.isAtMost(hole.accepted(), 32 * 2)
-      }).pipe(Effect.scoped), 120_000)
+    it.effect(
+      "an organization's endpoints at a broker that never answers hold its own share of connections; another organization's broker test goes through",
+      () =>
+        Effect.gen(function*() {
+          const nats = yield* jet
+          const subject = uniqueName("svc.victim")
+          yield* nats.stream(subject)
+          const hole = yield* fakeNats({ hang: true })
+          // More endpoints than the process keeps connections.
+          const hog = yield* SvcTest.org()
+          yield* Effect.forEach(
+            Array.from({ length: 260 }, (_, i) => i),
+            (i) => create(hog, `nats://127.0.0.1:${hole.port}?subject=svc.hole.${i}`),
+            { concurrency: 8, discard: true }
+          )
+          yield* insertEvents([eventBody(hog.orgId, "approval.requested")])
+          yield* eventually(Effect.sync(() => (hole.accepted() >= 32 ? true : undefined)), {
+            what: "connections to the black hole"
+          })
+          const victim = yield* SvcTest.org()
+          const { endpoint } = yield* create(victim, `nats://${NATS}?subject=${subject}`)
+          const answer = yield* victim.client.notifications.test({ params: { id: endpoint.id }, payload: {} })
+          assert.strictEqual(answer.delivered, true)
+          // The share holds: no more connections to the black hole than the organization's share.
+          assert.isAtMost(hole.accepted(), 32 * 2)
+        }).pipe(Effect.scoped),
+      120_000
+    )
   })
 })
 
@@ -98,25 +109,36 @@ layer(
   }),
   { excludeTestServices: true }
 )("broker connections at an organization's share", (it) => {
-  it.effect("a publish that got no connection within its deadline is given back, never recorded as an attempt against the endpoint", () =>
-    Effect.gen(function*() {
-      const hole = yield* fakeNats({ hang: true })
-      const org = yield* SvcTest.org()
-      // Three endpoints, one connection: two of them wait while the third holds it for its whole deadline.
-      const endpoints = yield* Effect.forEach([1, 2, 3], (i) => create(org, `nats://127.0.0.1:${hole.port}?subject=svc.share.${i}`))
-      yield* insertEvents([eventBody(org.orgId, "approval.requested")])
-      for (const { endpoint } of endpoints) {
-        const [delivery] = yield* waitForDeliveries(endpoint.id, (rows) => rows[0]?.status === "failed", "failed", 90_000)
-        // Three attempts, each a connection the broker never completed (it
-        // never greets the client); the waits in between are not among them.
-        assert.strictEqual(delivery!.attempts, 3)
-        const attempts = yield* attemptsOf(endpoint.id)
-        assert.lengthOf(attempts, 3)
-        for (const attempt of attempts) {
-          // Said the same whichever ran out first: the client's connect timeout or the deadline.
-          assert.strictEqual(attempt.error, "no connection to the broker within 2000 ms")
-          assert.notInclude(attempt.error!, "SVC_BROKER_CONNECTIONS")
+  it.effect(
+    "a publish that got no connection within its deadline is given back, never recorded as an attempt against the endpoint",
+    () =>
+      Effect.gen(function*() {
+        const hole = yield* fakeNats({ hang: true })
+        const org = yield* SvcTest.org()
+        // Three endpoints, one connection: two of them wait while the third holds it for its whole deadline.
+        const endpoints = yield* Effect.forEach([1, 2, 3], (i) =>
+          create(org, `nats://127.0.0.1:${hole.port}?subject=svc.share.${i}`))
+        yield* insertEvents([eventBody(org.orgId, "approval.requested")])
+        for (const { endpoint } of endpoints) {
+          const [delivery] = yield* waitForDeliveries(
+            endpoint.id,
+            (rows) =>
+              rows[0]?.status === "failed",
+            "failed",
+            90_000
+          )
+          // Three attempts, each a connection the broker never completed (it
+          // never greets the client); the waits in between are not among them.
+          assert.strictEqual(delivery!.attempts, 3)
+          const attempts = yield* attemptsOf(endpoint.id)
+          assert.lengthOf(attempts, 3)
+          for (const attempt of attempts) {
+            // Said the same whichever ran out first: the client's connect timeout or the deadline.
+            assert.strictEqual(attempt.error, "no connection to the broker within 2000 ms")
+            assert.notInclude(attempt.error!, "SVC_BROKER_CONNECTIONS")
+          }
         }
-      }
-    }).pipe(Effect.scoped), 120_000)
+      }).pipe(Effect.scoped),
+    120_000
+  )
 })

@@ -65,7 +65,9 @@ layer(service, { excludeTestServices: true })("NATS JetStream destinations", (it
         assert.isUndefined(answer.status)
         assert.lengthOf(yield* nats.messages(stream), 1)
         const nowhere = yield* create(org, `nats://${NATS}?subject=${uniqueName("svc.nowhere")}`)
-        const failed = yield* Effect.flip(org.client.notifications.test({ params: { id: nowhere.endpoint.id }, payload: {} }))
+        const failed = yield* Effect.flip(
+          org.client.notifications.test({ params: { id: nowhere.endpoint.id }, payload: {} })
+        )
         assert.strictEqual(failed._tag, "DeliveryFailed")
         assert.include((failed as { error: string }).error, "no stream takes subject")
       }).pipe(Effect.scoped))
@@ -82,7 +84,10 @@ layer(service, { excludeTestServices: true })("NATS JetStream destinations", (it
         yield* insertEvents([event])
         const [failed] = yield* waitForDeliveries(endpoint.id, (rows) => rows[0]?.status === "failed")
         assert.strictEqual(failed!.attempts, 3)
-        assert.include(failed!.last_error!, `no JetStream stream acknowledged the publish: no stream takes subject ${subject}`)
+        assert.include(
+          failed!.last_error!,
+          `no JetStream stream acknowledged the publish: no stream takes subject ${subject}`
+        )
         const stream = yield* nats.stream(subject)
         yield* org.client.notifications.replay({ params: { id: endpoint.id, delivery: failed!.id } })
         const [done] = yield* waitForDeliveries(endpoint.id, (rows) => rows[0]?.status === "delivered")
@@ -104,9 +109,12 @@ layer(service, { excludeTestServices: true })("NATS JetStream destinations", (it
         const [failed] = yield* waitForDeliveries(endpoint.id, (rows) => rows[0]?.status === "failed", "failed", 30_000)
         assert.include(failed!.last_error!, "within 1000 ms")
         relay.mode("forward")
-        const replayed = yield* org.client.notifications.replayFailed({ params: { id: endpoint.id }, payload: {
-          since: new Date(Date.now() - 3_600_000).toISOString()
-        } })
+        const replayed = yield* org.client.notifications.replayFailed({
+          params: { id: endpoint.id },
+          payload: {
+            since: new Date(Date.now() - 3_600_000).toISOString()
+          }
+        })
         assert.strictEqual(replayed.queued, 1)
         yield* waitForDeliveries(endpoint.id, (rows) => rows[0]?.status === "delivered")
         assert.lengthOf(yield* nats.messages(stream), 1)
@@ -123,9 +131,13 @@ layer(service, { excludeTestServices: true })("NATS JetStream destinations", (it
           Effect.callback<net.Server>((resume) => {
             const server = net.createServer((socket) => {
               socket.on("error", () => undefined)
-              socket.write(`INFO {"server_id":"refusing","version":"2.10.0","proto":1,"max_payload":1048576,"headers":true,"auth_required":true}\r\n`)
+              socket.write(
+                `INFO {"server_id":"refusing","version":"2.10.0","proto":1,"max_payload":1048576,"headers":true,"auth_required":true}\r\n`
+              )
               socket.on("data", (data) => {
-                if (data.toString().startsWith("CONNECT")) socket.write(`-ERR 'Authorization Violation for nats://ab:cd@127.0.0.1'\r\n`)
+                if (data.toString().startsWith("CONNECT")) {
+                  socket.write(`-ERR 'Authorization Violation for nats://ab:cd@127.0.0.1'\r\n`)
+                }
               })
             })
             server.listen(0, "127.0.0.1", () => resume(Effect.succeed(server)))

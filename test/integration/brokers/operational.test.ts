@@ -37,8 +37,10 @@ layer(service, { excludeTestServices: true })("operational events of broker dest
       yield* insertEvents([eventBody(org.orgId, "approval.requested")])
       // Failing since its cooldown began (a cooldown of at most 400 ms may be over when looked at).
       yield* eventually(
-        Effect.map(org.client.notifications.list(), ({ endpoints }) =>
-          endpoints.find((e) => e.id === failing.endpoint.id && e.failing_since !== undefined)),
+        Effect.map(
+          org.client.notifications.list(),
+          ({ endpoints }) => endpoints.find((e) => e.id === failing.endpoint.id && e.failing_since !== undefined)
+        ),
         { what: "the endpoint to be failing", timeoutMs: 15_000 }
       )
       const [notice] = yield* eventually(
@@ -57,8 +59,11 @@ layer(service, { excludeTestServices: true })("operational events of broker dest
       yield* waitForDeliveries(failing.endpoint.id, (rows) => rows[0]?.status === "delivered")
       // The streak ends once the delivery is recorded (applied after the settle).
       yield* eventually(
-        Effect.map(org.client.notifications.list(), ({ endpoints }) =>
-          endpoints.find((e) => e.id === failing.endpoint.id)!.failing_since === undefined ? true : undefined),
+        Effect.map(
+          org.client.notifications.list(),
+          ({ endpoints }) =>
+            endpoints.find((e) => e.id === failing.endpoint.id)!.failing_since === undefined ? true : undefined
+        ),
         { what: "the failing streak to end", timeoutMs: 5_000 }
       )
       // Once per streak.

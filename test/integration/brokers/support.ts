@@ -8,10 +8,10 @@ import { jetstreamManager } from "@nats-io/jetstream"
 import { connect as natsConnect, type NatsConnection } from "@nats-io/transport-node"
 import { type Channel, type ChannelModel, connect as amqpConnect, type ConsumeMessage } from "amqplib"
 import { Effect, type Scope } from "effect"
+import { SqlClient } from "effect/sql"
 import { randomUUID } from "node:crypto"
 import * as net from "node:net"
 import * as tls from "node:tls"
-import { SqlClient } from "effect/sql"
 
 export const RABBITMQ = "127.0.0.1:5672"
 export const NATS = "127.0.0.1:4222"
@@ -142,7 +142,9 @@ export interface Jet {
   /** Creates a stream taking `subject` (deleted with the scope). */
   readonly stream: (subject: string) => Effect.Effect<string>
   /** Every message the stream holds, in order. */
-  readonly messages: (stream: string) => Effect.Effect<ReadonlyArray<{ readonly data: Uint8Array; readonly headers: Record<string, string> }>>
+  readonly messages: (
+    stream: string
+  ) => Effect.Effect<ReadonlyArray<{ readonly data: Uint8Array; readonly headers: Record<string, string> }>>
 }
 
 /** A connection of the test's own to NATS, closed with the scope. */
@@ -217,7 +219,14 @@ export const fakeNats = (
       socket.on("close", () => sockets.delete(socket))
       socket.on("error", () => undefined)
       if (options.hang === true) return
-      const info = { server_id: "fake", version: "2.10.0", proto: 1, headers: true, max_payload: 1_048_576, ...options.info }
+      const info = {
+        server_id: "fake",
+        version: "2.10.0",
+        proto: 1,
+        headers: true,
+        max_payload: 1_048_576,
+        ...options.info
+      }
       socket.write(`INFO ${JSON.stringify(info)}\r\n`)
       const subscriptions: Array<{ readonly prefix: string; readonly sid: string }> = []
       let buffered = Buffer.alloc(0)
@@ -236,10 +245,18 @@ export const fakeNats = (
             const subscription = subscriptions.find((s) => reply?.startsWith(s.prefix))
             if (reply !== undefined && subscription !== undefined) {
               const payload = Buffer.from(options.answer?.() ?? "{}")
-              socket.write(Buffer.concat([Buffer.from(`MSG ${reply} ${subscription.sid} ${payload.length}\r\n`), payload, Buffer.from("\r\n")]))
+              socket.write(
+                Buffer.concat([
+                  Buffer.from(`MSG ${reply} ${subscription.sid} ${payload.length}\r\n`),
+                  payload,
+                  Buffer.from("\r\n")
+                ])
+              )
             }
           } else if (verb === "PING") socket.write("PONG\r\n")
-          else if (verb === "SUB") subscriptions.push({ prefix: args[0]!.replace(/\*$/, ""), sid: args[args.length - 1]! })
+          else if (verb === "SUB") {
+            subscriptions.push({ prefix: args[0]!.replace(/\*$/, ""), sid: args[args.length - 1]! })
+          }
           buffered = buffered.subarray(consumed)
         }
       })

@@ -49,15 +49,25 @@ layer(SvcTest.layer(), { excludeTestServices: true })("the approval record a per
         })
         yield* org.client.approvalPolicies.put({
           params: { action_class: "plain" },
-          payload: { mode: "require_approval", review_seconds: 600, expiring_notice_seconds: 0, timeout_action: "reject" }
+          payload: {
+            mode: "require_approval",
+            review_seconds: 600,
+            expiring_notice_seconds: 0,
+            timeout_action: "reject"
+          }
         })
         const session = yield* org.client.agentSessions.create({ payload: {} })
-        const sse = yield* Effect.promise(() => openSse(`${svc.baseUrl}/v1/agent-approvals/events/stream`, { key: org.key }))
+        const sse = yield* Effect.promise(() =>
+          openSse(`${svc.baseUrl}/v1/agent-approvals/events/stream`, { key: org.key })
+        )
         try {
           const chained = yield* governed(org, session.id, "chained", "payments.refund")
           const [requested] = yield* Effect.promise(() => sse.events(1))
           const streamed = JSON.parse(requested!.data)
-          assert.deepStrictEqual([streamed.approval_id, streamed.escalation_chain], [chained.approval_id, ["finance", "cfo"]])
+          assert.deepStrictEqual([streamed.approval_id, streamed.escalation_chain], [chained.approval_id, [
+            "finance",
+            "cfo"
+          ]])
           const plain = yield* governed(org, session.id, "plain", "plain")
 
           const listed = (yield* org.client.approvals.list({ query: { status: "pending" } })).approvals
@@ -69,7 +79,10 @@ layer(SvcTest.layer(), { excludeTestServices: true })("the approval record a per
           const context = yield* org.client.approvals.context({ params: { approval_id: chained.approval_id! } })
           assert.deepStrictEqual(context.approval.escalation_chain, ["finance", "cfo"])
 
-          yield* org.client.approvals.decide({ params: { approval_id: chained.approval_id! }, payload: { decision: "reject" } })
+          yield* org.client.approvals.decide({
+            params: { approval_id: chained.approval_id! },
+            payload: { decision: "reject" }
+          })
           const history = (yield* org.client.approvals.history({ query: {} })).approvals
           assert.deepStrictEqual(history.map((a) => [a.approval_id, a.escalation_chain, a.escalation_level]), [
             [chained.approval_id, ["finance", "cfo"], 0]
@@ -87,14 +100,27 @@ layer(SvcTest.layer(), { excludeTestServices: true })("the approval record a per
         const org = yield* SvcTest.org()
         yield* org.client.approvalPolicies.put({
           params: { action_class: "two" },
-          payload: { mode: "require_approval", review_seconds: 600, expiring_notice_seconds: 0, timeout_action: "reject", quorum: 2 }
+          payload: {
+            mode: "require_approval",
+            review_seconds: 600,
+            expiring_notice_seconds: 0,
+            timeout_action: "reject",
+            quorum: 2
+          }
         })
         yield* org.client.approvalPolicies.put({
           params: { action_class: "one" },
-          payload: { mode: "require_approval", review_seconds: 600, expiring_notice_seconds: 0, timeout_action: "reject" }
+          payload: {
+            mode: "require_approval",
+            review_seconds: 600,
+            expiring_notice_seconds: 0,
+            timeout_action: "reject"
+          }
         })
         // Keys made by different keys are different people (a key is its maker's): each votes once.
-        const makers = yield* Effect.all([0, 1].map(() => org.newKey(["keys.manage", "approvals.decide", "agents.read"])))
+        const makers = yield* Effect.all(
+          [0, 1].map(() => org.newKey(["keys.manage", "approvals.decide", "agents.read"]))
+        )
         const bob = yield* keyNamed(makers[0]!.client, "bob")
         const carol = yield* keyNamed(makers[1]!.client, "carol")
         const unnamed = yield* keyNamed(org.client, undefined)
@@ -104,18 +130,34 @@ layer(SvcTest.layer(), { excludeTestServices: true })("the approval record a per
         const untouched = yield* governed(org, session.id, "untouched", "one")
         const anonymous = yield* governed(org, session.id, "anonymous", "one")
 
-        const sse = yield* Effect.promise(() => openSse(`${svc.baseUrl}/v1/agent-approvals/events/stream`, { key: org.key }))
+        const sse = yield* Effect.promise(() =>
+          openSse(`${svc.baseUrl}/v1/agent-approvals/events/stream`, { key: org.key })
+        )
         try {
-          yield* bob.client.approvals.decide({ params: { approval_id: single.approval_id! }, payload: { decision: "approve" } })
-          yield* carol.client.approvals.decide({ params: { approval_id: quorum.approval_id! }, payload: { decision: "approve" } })
+          yield* bob.client.approvals.decide({
+            params: { approval_id: single.approval_id! },
+            payload: { decision: "approve" }
+          })
+          yield* carol.client.approvals.decide({
+            params: { approval_id: quorum.approval_id! },
+            payload: { decision: "approve" }
+          })
           const voted = (yield* org.client.approvals.list({ query: { status: "pending" } })).approvals.find((a) =>
             a.approval_id === quorum.approval_id
           )!
           assert.deepStrictEqual(voted.key_names, { [carol.id]: "carol" })
-          yield* bob.client.approvals.decide({ params: { approval_id: quorum.approval_id! }, payload: { decision: "approve" } })
-          yield* unnamed.client.approvals.decide({ params: { approval_id: anonymous.approval_id! }, payload: { decision: "reject" } })
+          yield* bob.client.approvals.decide({
+            params: { approval_id: quorum.approval_id! },
+            payload: { decision: "approve" }
+          })
+          yield* unnamed.client.approvals.decide({
+            params: { approval_id: anonymous.approval_id! },
+            payload: { decision: "reject" }
+          })
 
-          const history = new Map((yield* org.client.approvals.history({ query: {} })).approvals.map((a) => [a.approval_id, a]))
+          const history = new Map(
+            (yield* org.client.approvals.history({ query: {} })).approvals.map((a) => [a.approval_id, a])
+          )
           assert.deepStrictEqual(history.get(single.approval_id!)!.key_names, { [bob.id]: "bob" })
           assert.deepStrictEqual(history.get(quorum.approval_id!)!.key_names, { [bob.id]: "bob", [carol.id]: "carol" })
           assert.strictEqual(history.get(anonymous.approval_id!)!.key_names, undefined)

@@ -9,10 +9,11 @@
 import { assert, describe, layer } from "@effect/vitest"
 import { Effect, Option } from "effect"
 import { SvcTest } from "../../../src/testing.ts"
-import { asConsole, CONSOLE_HEADERS, cookieOf, newLink, signIn } from "../../support/console.ts"
-import { consoleTestLayer } from "../../support/console.ts"
+import { asConsole, CONSOLE_HEADERS, consoleTestLayer, cookieOf, newLink, signIn } from "../../support/console.ts"
 
-layer(consoleTestLayer({ config: { publicUrl: Option.some("https://svc.example.com") } }), { excludeTestServices: true })(
+layer(consoleTestLayer({ config: { publicUrl: Option.some("https://svc.example.com") } }), {
+  excludeTestServices: true
+})(
   "console cookie with an HTTPS public URL",
   (it) => {
     describe("SVC_PUBLIC_URL is https://…", () => {
@@ -46,12 +47,25 @@ layer(consoleTestLayer({ config: { publicUrl: Option.some("https://svc.example.c
           const value = cookieOf(response).split("=").slice(1).join("=")
           const plain = yield* asConsole(svc.baseUrl, `svc_console_session=${value}`, "GET", "/v1/feedback")
           assert.strictEqual(plain.status, 401)
-          assert.strictEqual((yield* asConsole(svc.baseUrl, `svc_console_session=${value}`, "GET", "/v1/console/session")).status, 401)
-          const out = yield* asConsole(svc.baseUrl, cookieOf(response), "POST", "/v1/console/sign-out", undefined, CONSOLE_HEADERS)
+          assert.strictEqual(
+            (yield* asConsole(svc.baseUrl, `svc_console_session=${value}`, "GET", "/v1/console/session")).status,
+            401
+          )
+          const out = yield* asConsole(
+            svc.baseUrl,
+            cookieOf(response),
+            "POST",
+            "/v1/console/sign-out",
+            undefined,
+            CONSOLE_HEADERS
+          )
           assert.strictEqual(out.status, 204)
           assert.match(out.headers.getSetCookie().join("\n"), /^__Host-svc_console_session=;[^\n]*Secure/i)
           assert.match(out.headers.getSetCookie().join("\n"), /(Expires=Thu, 01 Jan 1970|Max-Age=0)/i)
-          assert.strictEqual((yield* asConsole(svc.baseUrl, cookieOf(response), "GET", "/v1/console/session")).status, 401)
+          assert.strictEqual(
+            (yield* asConsole(svc.baseUrl, cookieOf(response), "GET", "/v1/console/session")).status,
+            401
+          )
         }))
     })
   }
@@ -68,10 +82,16 @@ layer(consoleTestLayer({ config: { publicUrl: Option.some("http://127.0.0.1:8080
         const line = response.headers.getSetCookie()[0]!
         assert.match(line, /^svc_console_session=[^;]+;/)
         assert.notMatch(line, /Secure/i)
-        assert.strictEqual((yield* asConsole(svc.baseUrl, cookieOf(response), "GET", "/v1/console/session")).status, 200)
+        assert.strictEqual(
+          (yield* asConsole(svc.baseUrl, cookieOf(response), "GET", "/v1/console/session")).status,
+          200
+        )
         const value = cookieOf(response).split("=").slice(1).join("=")
         // A __Host- cookie over plain HTTP is not this deployment's cookie.
-        assert.strictEqual((yield* asConsole(svc.baseUrl, `__Host-svc_console_session=${value}`, "GET", "/v1/console/session")).status, 401)
+        assert.strictEqual(
+          (yield* asConsole(svc.baseUrl, `__Host-svc_console_session=${value}`, "GET", "/v1/console/session")).status,
+          401
+        )
       }))
   }
 )

@@ -6,8 +6,16 @@
 import { assert, describe, layer } from "@effect/vitest"
 import { Effect } from "effect"
 import { SvcTest } from "../../../src/testing.ts"
+import {
+  asConsole,
+  CONSOLE_HEADERS,
+  consoleSession,
+  consoleTestLayer,
+  cookieOf,
+  newLink,
+  signIn
+} from "../../support/console.ts"
 import { raw } from "../../support/http.ts"
-import { asConsole, CONSOLE_HEADERS, consoleSession, consoleTestLayer, cookieOf, newLink, signIn } from "../../support/console.ts"
 
 layer(consoleTestLayer(), { excludeTestServices: true })("console sessions", (it) => {
   describe("a sign-in link works once, within its time", () => {
@@ -23,13 +31,20 @@ layer(consoleTestLayer(), { excludeTestServices: true })("console sessions", (it
         assert.match(setCookie, /SameSite=Strict/i)
         assert.match(setCookie, /Path=\//)
         assert.notMatch(setCookie, /Secure/i, "plain HTTP: no Secure flag")
-        assert.include(response.json, { org_id: org.orgId, person: "Grace Hopper", preset: "reviewer", actor: "console:Grace Hopper" })
+        assert.include(response.json, {
+          org_id: org.orgId,
+          person: "Grace Hopper",
+          preset: "reviewer",
+          actor: "console:Grace Hopper"
+        })
         assert.sameMembers(response.json.scopes, ["feedback.read", "feedback.review", "tasks.read", "datasets.read"])
         const who = yield* asConsole(svc.baseUrl, cookieOf(response), "GET", "/v1/console/session")
         assert.strictEqual(who.status, 200)
         assert.strictEqual(who.json.session_id, response.json.session_id)
         // The cookie never holds the link's secret, and the database holds neither.
-        const stored = yield* svc.sql<{ token_hash: string }>`SELECT token_hash FROM console_sessions WHERE id = ${response.json.session_id}`
+        const stored = yield* svc.sql<
+          { token_hash: string }
+        >`SELECT token_hash FROM console_sessions WHERE id = ${response.json.session_id}`
         assert.notInclude(stored[0]!.token_hash, cookieOf(response).split("=")[1]!)
       }))
 
@@ -55,7 +70,8 @@ layer(consoleTestLayer(), { excludeTestServices: true })("console sessions", (it
         assert.isString(again.json.used_at)
 
         const expiring = yield* newLink(org.orgId, "admin")
-        yield* svc.sql`UPDATE console_links SET expires_at = now() - interval '1 second' WHERE org_id = ${org.orgId} AND used_at IS NULL`
+        yield* svc
+          .sql`UPDATE console_links SET expires_at = now() - interval '1 second' WHERE org_id = ${org.orgId} AND used_at IS NULL`
         const late = yield* signIn(svc.baseUrl, expiring)
         assert.strictEqual(late.status, 410)
         assert.strictEqual(late.json.code, "LINK_EXPIRED")
@@ -70,7 +86,9 @@ layer(consoleTestLayer(), { excludeTestServices: true })("console sessions", (it
         const svc = yield* SvcTest
         const org = yield* SvcTest.org()
         const token = yield* newLink(org.orgId, "reviewer")
-        const answers = yield* Effect.all(Array.from({ length: 6 }, () => signIn(svc.baseUrl, token)), { concurrency: "unbounded" })
+        const answers = yield* Effect.all(Array.from({ length: 6 }, () => signIn(svc.baseUrl, token)), {
+          concurrency: "unbounded"
+        })
         assert.deepStrictEqual(answers.map((a) => a.status).sort(), [200, 410, 410, 410, 410, 410])
       }))
 
@@ -114,9 +132,15 @@ layer(consoleTestLayer(), { excludeTestServices: true })("console sessions", (it
           params: { session_id: session.id },
           payload: { step_id: "s1", tool: "t", action_class: "payments.refund", arguments: {} }
         })
-        const decided = yield* asConsole(svc.baseUrl, cookie, "POST", `/v1/agent-approvals/${step.approval_id}/decision`, {
-          decision: "approve"
-        })
+        const decided = yield* asConsole(
+          svc.baseUrl,
+          cookie,
+          "POST",
+          `/v1/agent-approvals/${step.approval_id}/decision`,
+          {
+            decision: "approve"
+          }
+        )
         assert.strictEqual(decided.status, 200, decided.text)
         assert.strictEqual(decided.json.decided_by, "console:Katherine Johnson")
         const read = yield* org.client.approvals.get({ params: { approval_id: step.approval_id! } })
@@ -130,7 +154,10 @@ layer(consoleTestLayer(), { excludeTestServices: true })("console sessions", (it
         const signedOut = yield* consoleSession(svc.baseUrl, org.orgId, "reviewer")
         const out = yield* asConsole(svc.baseUrl, signedOut.cookie, "POST", "/v1/console/sign-out")
         assert.strictEqual(out.status, 204)
-        assert.match(out.headers.getSetCookie().join("\n"), /svc_console_session=;.*(Expires=Thu, 01 Jan 1970|Max-Age=0)/i)
+        assert.match(
+          out.headers.getSetCookie().join("\n"),
+          /svc_console_session=;.*(Expires=Thu, 01 Jan 1970|Max-Age=0)/i
+        )
         const after = yield* asConsole(svc.baseUrl, signedOut.cookie, "GET", "/v1/feedback")
         assert.strictEqual(after.status, 401)
         assert.strictEqual((yield* asConsole(svc.baseUrl, signedOut.cookie, "GET", "/v1/console/session")).status, 401)
@@ -139,16 +166,23 @@ layer(consoleTestLayer(), { excludeTestServices: true })("console sessions", (it
         const revoked = yield* consoleSession(svc.baseUrl, org.orgId, "reviewer", "Revoked")
         const listed = yield* org.client.console.listSessions()
         assert.includeMembers(listed.sessions.map((s) => s.id), [admin.session.session_id, revoked.session.session_id])
-        const del = yield* asConsole(svc.baseUrl, admin.cookie, "DELETE", `/v1/console/sessions/${revoked.session.session_id}`)
+        const del = yield* asConsole(
+          svc.baseUrl,
+          admin.cookie,
+          "DELETE",
+          `/v1/console/sessions/${revoked.session.session_id}`
+        )
         assert.strictEqual(del.status, 204)
         assert.strictEqual((yield* asConsole(svc.baseUrl, revoked.cookie, "GET", "/v1/feedback")).status, 401)
 
         const idle = yield* consoleSession(svc.baseUrl, org.orgId, "reviewer", "Idle")
-        yield* svc.sql`UPDATE console_sessions SET last_seen_at = now() - interval '8 hours 1 second' WHERE id = ${idle.session.session_id}`
+        yield* svc
+          .sql`UPDATE console_sessions SET last_seen_at = now() - interval '8 hours 1 second' WHERE id = ${idle.session.session_id}`
         assert.strictEqual((yield* asConsole(svc.baseUrl, idle.cookie, "GET", "/v1/feedback")).status, 401)
 
         const old = yield* consoleSession(svc.baseUrl, org.orgId, "reviewer", "Old")
-        yield* svc.sql`UPDATE console_sessions SET absolute_expires_at = now() - interval '1 second' WHERE id = ${old.session.session_id}`
+        yield* svc
+          .sql`UPDATE console_sessions SET absolute_expires_at = now() - interval '1 second' WHERE id = ${old.session.session_id}`
         assert.strictEqual((yield* asConsole(svc.baseUrl, old.cookie, "GET", "/v1/feedback")).status, 401)
       }))
 
@@ -188,7 +222,9 @@ layer(consoleTestLayer(), { excludeTestServices: true })("console sessions", (it
         const tasks = yield* org.client.tasks.list({ query: {} })
         assert.notInclude(tasks.tasks.map((t) => t.name), "csrf")
         // Sign-out and sign-in follow the same rule.
-        const out = yield* asConsole(svc.baseUrl, cookie, "POST", "/v1/console/sign-out", undefined, { origin: "https://evil.example" })
+        const out = yield* asConsole(svc.baseUrl, cookie, "POST", "/v1/console/sign-out", undefined, {
+          origin: "https://evil.example"
+        })
         assert.strictEqual(out.status, 403)
         assert.strictEqual((yield* asConsole(svc.baseUrl, cookie, "GET", "/v1/console/session")).status, 200)
         // From the console itself (same origin, with the header) it works; reads need no header.
@@ -216,7 +252,11 @@ layer(consoleTestLayer(), { excludeTestServices: true })("console sessions", (it
         const org = yield* SvcTest.org()
         const response = yield* raw(`${svc.baseUrl}/v1/tasks`, {
           method: "POST",
-          headers: { authorization: `Bearer ${org.key}`, "content-type": "application/json", origin: "https://elsewhere.example" },
+          headers: {
+            authorization: `Bearer ${org.key}`,
+            "content-type": "application/json",
+            origin: "https://elsewhere.example"
+          },
           body: JSON.stringify({ name: "from-ci", answer_schema: { type: "object" } })
         })
         assert.strictEqual(response.status, 201)

@@ -102,7 +102,8 @@ layer(
             open.push(sse)
             return sse
           })
-        const body = (sse: SseConnection) => Effect.promise(() => sse.next().then(() => undefined).catch(() => undefined))
+        const body = (sse: SseConnection) =>
+          Effect.promise(() => sse.next().then(() => undefined).catch(() => undefined))
         try {
           const a = yield* org.newKey(["agents.read"])
           const b = yield* org.newKey(["agents.read"])

@@ -49,7 +49,14 @@ layer(QueueLive, { excludeTestServices: true })("concurrent writers of one targe
             settleBatch(batches[1]!, true),
             settleBatch(batches[2]!, false),
             settleBatch(batches[3]!, true),
-            queue.enqueueMany([...targets].reverse().map((targetId) => ({ orgId: org, kind: "webhook" as const, targetId, capacity: 10_000 }))),
+            queue.enqueueMany(
+              [...targets].reverse().map((targetId) => ({
+                orgId: org,
+                kind: "webhook" as const,
+                targetId,
+                capacity: 10_000
+              }))
+            ),
             // A target's endpoint is deleted meanwhile.
             queue.failUndelivered("webhook", targets[round % targets.length]!, "endpoint deleted")
           ], { concurrency: "unbounded" })

@@ -6,32 +6,37 @@
  * test here fails if the log's rule it names is broken.
  */
 import { NodeServices } from "@effect/platform-node"
-import { assert, describe, layer } from "@effect/vitest"
 import { PgClient, PgMigrator } from "@effect/sql-pg"
+import { assert, describe, layer } from "@effect/vitest"
 import { Duration, Effect, Layer, Redacted } from "effect"
 import { Migrator, SqlClient } from "effect/sql"
-import { type Claimed, DeliveryQueue, make, Outcome } from "../../../src/deliveries/DeliveryQueue.ts"
-import * as Leases from "../../../src/deliveries/Leases.ts"
-import * as Log from "../../../src/deliveries/log/Log.ts"
-import { makeLogLeases } from "../../../src/deliveries/log/HeldLeases.ts"
-import { reconcile } from "../../../src/deliveries/log/Reconcile.ts"
 import { Database, DatabaseInfo } from "../../../src/database/Database.ts"
-import { newId } from "../../../src/platform/Ids.ts"
 import { Migrations } from "../../../src/database/Migrations.ts"
 import { migrationRecord } from "../../../src/database/migrations/index.ts"
 import { Wakeups } from "../../../src/database/Wakeups.ts"
+import { type Claimed, DeliveryQueue, make, Outcome } from "../../../src/deliveries/DeliveryQueue.ts"
+import * as Leases from "../../../src/deliveries/Leases.ts"
+import { makeLogLeases } from "../../../src/deliveries/log/HeldLeases.ts"
+import * as Log from "../../../src/deliveries/log/Log.ts"
+import { reconcile } from "../../../src/deliveries/log/Reconcile.ts"
+import { newId } from "../../../src/platform/Ids.ts"
+import { emptyDatabase } from "../../support/databases.ts"
 import { eventually } from "../../support/http.ts"
 import { boom, newOrg, ok, QueueLive, serverUrl } from "./support.ts"
-import { emptyDatabase } from "../../support/databases.ts"
 
 const webhook = (orgId: string, targetId: string) => ({ orgId, kind: "webhook" as const, targetId, capacity: 1_000 })
-const claimOf = (queue: DeliveryQueue["Service"], target: string, options?: { limit?: number; perTarget?: number; leaseFor?: Duration.Input }) =>
+const claimOf = (
+  queue: DeliveryQueue["Service"],
+  target: string,
+  options?: { limit?: number; perTarget?: number; leaseFor?: Duration.Input }
+) =>
   queue.claim("webhook", {
     limit: options?.limit ?? 100,
     leaseFor: options?.leaseFor ?? "1 minute",
     perTarget: options?.perTarget ?? 100
   }).pipe(Effect.map((rows) => rows.filter((d) => d.targetId === target)))
-const deliver = (claimed: ReadonlyArray<Claimed>) => claimed.map((c) => ({ claimed: c, outcome: Outcome.delivered(), attempt: ok }))
+const deliver = (claimed: ReadonlyArray<Claimed>) =>
+  claimed.map((c) => ({ claimed: c, outcome: Outcome.delivered(), attempt: ok }))
 
 /** `count` webhook deliveries to `target`, enqueued by the queue of this test's process. */
 const webhookRows = (org: string, target: string, count: number) =>
@@ -93,7 +98,9 @@ layer(QueueLive, { excludeTestServices: true })("the delivery log", (it) => {
       assert.isTrue(held.every(Boolean))
       // Never written again: still logged, no attempt rows, one outcome row.
       assert.deepStrictEqual(yield* stored(target), [{ status: "logged", n: 20 }])
-      const [counts] = yield* sql<{ attempts: number; outcomes: number; undelivered: number; pending: number; leased: boolean }>`
+      const [counts] = yield* sql<
+        { attempts: number; outcomes: number; undelivered: number; pending: number; leased: boolean }
+      >`
         SELECT (SELECT count(*)::int FROM delivery_attempts a JOIN deliveries d ON d.id = a.delivery_id WHERE d.target_id = ${target}) AS attempts,
                (SELECT count(*)::int FROM delivery_outcomes WHERE target_id = ${target}) AS outcomes,
                undelivered, log_pending AS pending, lease_id IS NOT NULL AS leased
@@ -121,8 +128,17 @@ layer(QueueLive, { excludeTestServices: true })("the delivery log", (it) => {
       yield* queue.settleMany(deliver(claimed.slice(3)))
       const [mid] = yield* sql<{ cursor: string }>`SELECT cursor::text FROM delivery_targets WHERE id = ${target}`
       assert.isTrue(BigInt(mid!.cursor) < BigInt(claimed[0]!.seq), "the cursor waits below the first unsettled row")
-      const statuses = new Map((yield* queue.list({ orgId: org, kind: "webhook", targetId: target })).map((d) => [d.id, d.status]))
-      assert.deepStrictEqual(claimed.map((c) => statuses.get(c.id)), ["sending", "sending", "sending", "delivered", "delivered", "delivered"])
+      const statuses = new Map(
+        (yield* queue.list({ orgId: org, kind: "webhook", targetId: target })).map((d) => [d.id, d.status])
+      )
+      assert.deepStrictEqual(claimed.map((c) => statuses.get(c.id)), [
+        "sending",
+        "sending",
+        "sending",
+        "delivered",
+        "delivered",
+        "delivered"
+      ])
       yield* queue.settleMany(deliver(claimed.slice(0, 3)))
       const [end] = yield* sql<{ cursor: string }>`SELECT cursor::text FROM delivery_targets WHERE id = ${target}`
       assert.strictEqual(end!.cursor, claimed[5]!.seq)
@@ -147,9 +163,14 @@ layer(QueueLive, { excludeTestServices: true })("the delivery log", (it) => {
       const again = yield* eventually(Effect.map(claimOf(queue, target), (rows) => rows.length > 0 ? rows : undefined))
       assert.deepStrictEqual(again.map((c) => [c.id, c.claimedFrom, c.attempts]), [[claimed[0]!.id, "retrying", 2]])
       yield* queue.settleMany(deliver(again))
-      const record = (yield* queue.list({ orgId: org, kind: "webhook", targetId: target })).find((d) => d.id === claimed[0]!.id)!
+      const record = (yield* queue.list({ orgId: org, kind: "webhook", targetId: target })).find((d) =>
+        d.id === claimed[0]!.id
+      )!
       assert.strictEqual(record.status, "delivered")
-      assert.deepStrictEqual((yield* queue.attempts(record.id)).map((a) => [a.attempt, a.statusCode]), [[1, 500], [2, 204]])
+      assert.deepStrictEqual((yield* queue.attempts(record.id)).map((a) => [a.attempt, a.statusCode]), [[1, 500], [
+        2,
+        204
+      ]])
     }))
 
   it.effect("a released row waits again, claimed per row, its attempt not counted", () =>
@@ -178,7 +199,11 @@ layer(QueueLive, { excludeTestServices: true })("the delivery log", (it) => {
       assert.strictEqual(first.length, 2)
       assert.lengthOf(yield* claimOf(queue, target, { perTarget: 2 }), 0, "at the bound")
       // One goes back per row: it and a log row share the bound.
-      yield* queue.settleMany([{ claimed: first[0]!, outcome: Outcome.retry(Duration.zero, "HTTP 500"), attempt: boom }])
+      yield* queue.settleMany([{
+        claimed: first[0]!,
+        outcome: Outcome.retry(Duration.zero, "HTTP 500"),
+        attempt: boom
+      }])
       const second = yield* claimOf(queue, target, { perTarget: 2 })
       assert.strictEqual(second.length, 1)
       assert.lengthOf(yield* claimOf(queue, target, { perTarget: 2 }), 0, "at the bound again")
@@ -254,7 +279,9 @@ layer(QueueLive, { excludeTestServices: true })("the delivery log", (it) => {
       const losing = { ...ctx, sql: losingAnswers(pg, "leased AS (") }
       const lost = yield* Effect.exit(Leases.claim(losing, "webhook", { ...options, limit: 6 }))
       assert.isTrue(lost._tag === "Failure")
-      const [moved] = yield* sql<{ leased_to: string }>`SELECT leased_to::text FROM delivery_targets WHERE id = ${known}`
+      const [moved] = yield* sql<
+        { leased_to: string }
+      >`SELECT leased_to::text FROM delivery_targets WHERE id = ${known}`
       assert.strictEqual(moved!.leased_to, (BigInt(first[3]!.seq) + 3n).toString(), "the lost take committed")
       // The next take hands out what the lost one did, and the rest.
       const next = yield* Leases.claim(ctx, "webhook", { ...options, limit: 100 })
@@ -292,7 +319,9 @@ layer(QueueLive, { excludeTestServices: true })("the delivery log", (it) => {
       const claimed = (yield* Leases.claim(ctx, "webhook", { limit: 4, leaseFor: Duration.minutes(1), perTarget: 100 }))
         .filter((c) => c.targetId === target)
       assert.strictEqual(claimed.length, 4)
-      const refused = yield* Effect.exit(Leases.release({ ...ctx, sql: refusing(pg, "SET status = 'queued', next_attempt_at") }, claimed.slice(0, 2)))
+      const refused = yield* Effect.exit(
+        Leases.release({ ...ctx, sql: refusing(pg, "SET status = 'queued', next_attempt_at") }, claimed.slice(0, 2))
+      )
       assert.isTrue(refused._tag === "Failure")
       yield* Leases.settleMany(ctx, deliver(claimed.slice(2)))
       const [row] = yield* sql<{ cursor: string }>`SELECT cursor::text FROM delivery_targets WHERE id = ${target}`
@@ -320,7 +349,9 @@ layer(QueueLive, { excludeTestServices: true })("the delivery log", (it) => {
       const late = yield* Log.leaseAndTake(pg, "webhook", options, lostOwner)
       assert.strictEqual(late.filter((row) => row.target_id === target).length, 3)
       // The process's next take does not continue that lease past its mark.
-      const next = (yield* Leases.claim(ctx, "webhook", { ...options, limit: 100 })).filter((c) => c.targetId === target)
+      const next = (yield* Leases.claim(ctx, "webhook", { ...options, limit: 100 })).filter((c) =>
+        c.targetId === target
+      )
       assert.lengthOf(next, 0)
       // Once it runs out, the takeover starts at the cursor: all six.
       const taken = yield* eventually(
@@ -347,11 +378,16 @@ layer(QueueLive, { excludeTestServices: true })("the delivery log", (it) => {
       assert.strictEqual(claimed.length, 3)
       yield* queue.settleMany(deliver(claimed.slice(0, 1)))
       const decided = claimed[1]!
-      const { held } = yield* queue.settleMany([{ claimed: decided, outcome: Outcome.failed("HTTP 410"), attempt: boom }])
+      const { held } = yield* queue.settleMany([{
+        claimed: decided,
+        outcome: Outcome.failed("HTTP 410"),
+        attempt: boom
+      }])
       assert.deepStrictEqual(held, [true])
       assert.strictEqual(yield* queue.failUndelivered("webhook", target, "endpoint deactivated"), 3)
       assert.deepStrictEqual((yield* queue.settleMany(deliver(claimed.slice(2)))).held, [false])
-      const statuses = (yield* queue.list({ orgId: org, kind: "webhook", targetId: target })).map((d) => d.status).reverse()
+      const statuses = (yield* queue.list({ orgId: org, kind: "webhook", targetId: target })).map((d) => d.status)
+        .reverse()
       assert.deepStrictEqual(statuses, ["delivered", "failed", "failed", "failed", "failed"])
       const [row] = yield* sql<{ kept: number; counted: number }>`
         SELECT (SELECT undelivered FROM delivery_targets WHERE id = ${target}) AS kept,
@@ -386,7 +422,9 @@ layer(QueueLive, { excludeTestServices: true })("the delivery log", (it) => {
       const counted = new Proxy(pg, {
         apply: (target, self, args: Array<unknown>) => {
           const strings = args[0] as ReadonlyArray<string> | undefined
-          if (Array.isArray(strings) && strings.join("").includes("AS x(target_id, lease_id, org_id, log_cursor")) shortSettles++
+          if (Array.isArray(strings) && strings.join("").includes("AS x(target_id, lease_id, org_id, log_cursor")) {
+            shortSettles++
+          }
           return Reflect.apply(target, self, args)
         }
       })
@@ -398,8 +436,12 @@ layer(QueueLive, { excludeTestServices: true })("the delivery log", (it) => {
       // row leased on its own (a telemetry batch), which the general
       // settle takes.
       const [short, general, other] = [newId(), newId(), newId()]
-      for (const target of [short, general]) yield* queue.enqueueMany(Array.from({ length: 7 }, () => webhook(org, target)))
-      yield* queue.enqueueMany(Array.from({ length: 3 }, () => ({ ...webhook(org, other), kind: "telemetry" as const })))
+      for (const target of [short, general]) {
+        yield* queue.enqueueMany(Array.from({ length: 7 }, () => webhook(org, target)))
+      }
+      yield* queue.enqueueMany(
+        Array.from({ length: 3 }, () => ({ ...webhook(org, other), kind: "telemetry" as const }))
+      )
       const both = yield* queue.claim("webhook", { limit: 100, leaseFor: "1 minute", perTarget: 100 })
       const byShort = both.filter((c) => c.targetId === short)
       const byGeneral = both.filter((c) => c.targetId === general)
@@ -415,12 +457,29 @@ layer(QueueLive, { excludeTestServices: true })("the delivery log", (it) => {
       for (const [k, order] of batches.entries()) {
         const a = yield* queue.settleMany(delivered(byShort, order))
         const b = yield* queue.settleMany([...delivered(byGeneral, order), {
-          claimed: onTheirOwn[k]!, outcome: Outcome.delivered(), attempt: ok
+          claimed: onTheirOwn[k]!,
+          outcome: Outcome.delivered(),
+          attempt: ok
         }])
         assert.deepStrictEqual(a.held, order.map(() => true))
         assert.deepStrictEqual(b.held, [...order.map(() => true), true])
-        assert.strictEqual(shortSettles, k + 1, "the batch of successes alone took the short statement, the other did not")
-        const targets = yield* sql<{ id: string; undelivered: number; log_pending: number; log_in_flight: number; cursor: string; leased: boolean; failures: number; cooling: boolean }>`
+        assert.strictEqual(
+          shortSettles,
+          k + 1,
+          "the batch of successes alone took the short statement, the other did not"
+        )
+        const targets = yield* sql<
+          {
+            id: string
+            undelivered: number
+            log_pending: number
+            log_in_flight: number
+            cursor: string
+            leased: boolean
+            failures: number
+            cooling: boolean
+          }
+        >`
           SELECT id, undelivered, log_pending, log_in_flight, cursor::text, lease_id IS NOT NULL AS leased,
                  consecutive_failures AS failures, cooldown_until IS NOT NULL AS cooling
           FROM delivery_targets WHERE id IN (${short}, ${general})
@@ -433,14 +492,25 @@ layer(QueueLive, { excludeTestServices: true })("the delivery log", (it) => {
         assert.deepStrictEqual(of(short, byShort), of(general, byGeneral), `after batch ${k + 1}`)
       }
       const outcomes = (target: string, claimed: ReadonlyArray<Claimed>) =>
-        sql<{ seqs: ReadonlyArray<string>; status_codes: ReadonlyArray<number>; durations_ms: ReadonlyArray<number>; from_seq: string; to_seq: string }>`
+        sql<
+          {
+            seqs: ReadonlyArray<string>
+            status_codes: ReadonlyArray<number>
+            durations_ms: ReadonlyArray<number>
+            from_seq: string
+            to_seq: string
+          }
+        >`
           SELECT seqs::text[] AS seqs, status_codes, durations_ms, from_seq::text, to_seq::text
           FROM delivery_outcomes WHERE target_id = ${target} ORDER BY to_seq
         `.pipe(Effect.map((rows) => {
           const place = (seq: string) => claimed.findIndex((c) => c.seq === seq)
           return rows.map((row) => ({
-            places: row.seqs.map(place), codes: row.status_codes, durations: row.durations_ms,
-            from: place(row.from_seq), to: place(row.to_seq)
+            places: row.seqs.map(place),
+            codes: row.status_codes,
+            durations: row.durations_ms,
+            from: place(row.from_seq),
+            to: place(row.to_seq)
           }))
         }))
       const shortOutcomes = yield* outcomes(short, byShort)
@@ -464,19 +534,23 @@ layer(QueueLive, { excludeTestServices: true })("the delivery log", (it) => {
 // one whose process died while sending.
 const previous = Object.fromEntries(Object.entries(migrationRecord).filter(([id]) => id < "0670"))
 const seeded = { org: newId(), target: newId(), ids: [newId(), newId(), newId()] }
-const PreviousRelease = Layer.effectDiscard(Effect.gen(function*() {
-  const sql = yield* SqlClient.SqlClient
-  yield* PgMigrator.run({ loader: Migrator.fromRecord(previous), table: "svc_migrations" }).pipe(Effect.provide(NodeServices.layer))
-  yield* sql`INSERT INTO orgs (id, name) VALUES (${seeded.org}, 'upgrade')`
-  yield* sql`INSERT INTO delivery_targets (id, org_id, kind, undelivered) VALUES (${seeded.target}, ${seeded.org}, 'webhook', 3)`
-  const [queued, retrying, sending] = seeded.ids
-  yield* sql`
+const PreviousRelease = Layer.effectDiscard(
+  Effect.gen(function*() {
+    const sql = yield* SqlClient.SqlClient
+    yield* PgMigrator.run({ loader: Migrator.fromRecord(previous), table: "svc_migrations" }).pipe(
+      Effect.provide(NodeServices.layer)
+    )
+    yield* sql`INSERT INTO orgs (id, name) VALUES (${seeded.org}, 'upgrade')`
+    yield* sql`INSERT INTO delivery_targets (id, org_id, kind, undelivered) VALUES (${seeded.target}, ${seeded.org}, 'webhook', 3)`
+    const [queued, retrying, sending] = seeded.ids
+    yield* sql`
     INSERT INTO deliveries (id, org_id, kind, target_id, status, attempts, lease_owner, lease_until, next_attempt_at)
     VALUES (${queued!}, ${seeded.org}, 'webhook', ${seeded.target}, 'queued', 0, NULL, NULL, now()),
            (${retrying!}, ${seeded.org}, 'webhook', ${seeded.target}, 'retrying', 1, NULL, NULL, now()),
            (${sending!}, ${seeded.org}, 'webhook', ${seeded.target}, 'sending', 1, gen_random_uuid(), now() - interval '1 second', now())
   `
-}).pipe(Effect.orDie))
+  }).pipe(Effect.orDie)
+)
 
 const Upgraded = DeliveryQueue.layer.pipe(
   Layer.provideMerge(Wakeups.layer),

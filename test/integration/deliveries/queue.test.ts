@@ -3,8 +3,8 @@ import { Deferred, Duration, Effect, Exit, Logger, Option, Scope } from "effect"
 import { SqlClient } from "effect/sql"
 import { DeliveryQueue, Outcome } from "../../../src/deliveries/DeliveryQueue.ts"
 import { runWorker } from "../../../src/deliveries/worker/DeliveryWorker.ts"
-import { makeJsonLogger } from "../../../src/platform/Logging.ts"
 import { newId } from "../../../src/platform/Ids.ts"
+import { makeJsonLogger } from "../../../src/platform/Logging.ts"
 import { eventually } from "../../support/http.ts"
 import { newOrg, QueueLive } from "./support.ts"
 
@@ -152,7 +152,10 @@ layer(QueueLive, { excludeTestServices: true })("the shared delivery queue", (it
         assert.strictEqual(queued._tag, "DeliveryNotReplayable")
         const claimed = (yield* queue.claim("webhook", { limit: 50, leaseFor: "1 minute", perTarget: 10 }))
           .find((d) => d.targetId === target)
-        yield* queue.settle(claimed!, Outcome.failed("HTTP 500 after the last retry"), { statusCode: 500, durationMs: 2 })
+        yield* queue.settle(claimed!, Outcome.failed("HTTP 500 after the last retry"), {
+          statusCode: 500,
+          durationMs: 2
+        })
         const replayed = yield* queue.replay({ ...base(org, target), deliveryId: created.id })
         assert.deepStrictEqual(replayed, { queued: true, id: created.id })
         const row = Option.getOrThrow(yield* queue.get({ orgId: org, kind: "webhook", deliveryId: created.id }))
@@ -171,12 +174,21 @@ layer(QueueLive, { excludeTestServices: true })("the shared delivery queue", (it
         const b = yield* queue.enqueue({ ...base(org, target), kind: "telemetry" })
         const claimed = (yield* queue.claim("telemetry", { limit: 50, leaseFor: "1 minute", perTarget: 10 }))
           .filter((d) => d.targetId === target)
-        yield* queue.settle(claimed.find((d) => d.id === a.id)!, Outcome.partial("2 spans rejected", { rejected_spans: 2 }), ok)
+        yield* queue.settle(
+          claimed.find((d) => d.id === a.id)!,
+          Outcome.partial("2 spans rejected", { rejected_spans: 2 }),
+          ok
+        )
         yield* queue.settle(claimed.find((d) => d.id === b.id)!, Outcome.failed("HTTP 400"), ok)
         const partial = yield* Effect.flip(queue.replay({ ...base(org, target), kind: "telemetry", deliveryId: a.id }))
         assert.strictEqual(partial._tag, "DeliveryNotReplayable")
         const expired = yield* Effect.flip(
-          queue.replay({ ...base(org, target), kind: "telemetry", deliveryId: b.id, replayable: (d) => d.payload !== null })
+          queue.replay({
+            ...base(org, target),
+            kind: "telemetry",
+            deliveryId: b.id,
+            replayable: (d) => d.payload !== null
+          })
         )
         assert.strictEqual(expired._tag, "DeliveryNotReplayable")
         const row = Option.getOrThrow(yield* queue.get({ orgId: org, kind: "telemetry", deliveryId: a.id }))
@@ -265,7 +277,11 @@ layer(QueueLive, { excludeTestServices: true })("the shared delivery queue", (it
       Effect.gen(function*() {
         const { inFlight, org, queue, target } = yield* targetWithOneInFlight
         const sql = yield* SqlClient.SqlClient
-        yield* queue.settle(inFlight, Outcome.retry(Duration.zero, "HTTP 500"), ok, { after: 5, base: "1 minute", cap: "1 minute" })
+        yield* queue.settle(inFlight, Outcome.retry(Duration.zero, "HTTP 500"), ok, {
+          after: 5,
+          base: "1 minute",
+          cap: "1 minute"
+        })
         assert.lengthOf(yield* sql`SELECT 1 FROM delivery_targets WHERE id = ${target}`, 1)
         assert.strictEqual(yield* queue.removeTarget("webhook", target, "endpoint deleted"), 2)
         assert.lengthOf(yield* sql`SELECT 1 FROM delivery_targets WHERE id = ${target}`, 0)

@@ -6,19 +6,20 @@
  * unlimited target beside it is handed out at once; `nextDue` says when the
  * bucket has a token again. The bucket lives in the database only.
  */
-import { assert, layer } from "@effect/vitest"
 import { PgClient } from "@effect/sql-pg"
+import { assert, layer } from "@effect/vitest"
 import { Clock, Effect } from "effect"
-import { type Claimed, DeliveryQueue, make, Outcome } from "../../../src/deliveries/DeliveryQueue.ts"
 import { DatabaseInfo } from "../../../src/database/Database.ts"
-import { newId } from "../../../src/platform/Ids.ts"
 import { Wakeups } from "../../../src/database/Wakeups.ts"
+import { type Claimed, DeliveryQueue, make, Outcome } from "../../../src/deliveries/DeliveryQueue.ts"
+import { newId } from "../../../src/platform/Ids.ts"
 import { boom, newOrg, ok, QueueLive } from "./support.ts"
 
 const RATE = 10
 const webhook = (orgId: string, targetId: string) => ({ orgId, kind: "webhook" as const, targetId, capacity: 1_000 })
 const options = { limit: 25, leaseFor: "1 minute", perTarget: 100 } as const
-const deliver = (claimed: ReadonlyArray<Claimed>) => claimed.map((c) => ({ claimed: c, outcome: Outcome.delivered(), attempt: ok }))
+const deliver = (claimed: ReadonlyArray<Claimed>) =>
+  claimed.map((c) => ({ claimed: c, outcome: Outcome.delivered(), attempt: ok }))
 
 const anotherProcess = Effect.gen(function*() {
   return make(yield* PgClient.PgClient, yield* Wakeups, yield* DatabaseInfo)
@@ -98,7 +99,9 @@ layer(QueueLive, { excludeTestServices: true })("a target's rate limit", (it) =>
       const due = yield* queue.nextDue("webhook")
       assert.strictEqual(due._tag, "Some")
       const sql = yield* PgClient.PgClient
-      const [row] = yield* sql<{ ahead: number }>`SELECT extract(epoch FROM ${due._tag === "Some" ? due.value : null}::timestamptz - now()) * 1000 AS ahead`
+      const [row] = yield* sql<{ ahead: number }>`SELECT extract(epoch FROM ${
+        due._tag === "Some" ? due.value : null
+      }::timestamptz - now()) * 1000 AS ahead`
       assert.isAbove(Number(row!.ahead), -150)
       assert.isAtMost(Number(row!.ahead), 1000 / RATE + 5)
 

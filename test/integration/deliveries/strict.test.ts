@@ -35,7 +35,9 @@ layer(QueueLive, { excludeTestServices: true })("strict ordering", (it) => {
         // One claim takes from both targets.
         const claimed = yield* queue.claim("webhook", { limit: 50, leaseFor: "1 minute", perTarget: 16 })
         const fromStrict = claimed.filter((d) => d.targetId === strict)
-        if (i === 0) assert.strictEqual(claimed.filter((d) => d.targetId === concurrent).length, 3, "concurrent: all at once")
+        if (i === 0) {
+          assert.strictEqual(claimed.filter((d) => d.targetId === concurrent).length, 3, "concurrent: all at once")
+        }
         assert.strictEqual(fromStrict.length, 1, "one at a time")
         assert.deepStrictEqual(yield* claimOf(strict), [], "nothing more while it is being sent")
         order.push(fromStrict[0]!.label!)
@@ -52,7 +54,9 @@ layer(QueueLive, { excludeTestServices: true })("strict ordering", (it) => {
       const org = yield* newOrg
       const target = newId()
       yield* queue.setStrict("webhook", org, target, true)
-      yield* queue.enqueueMany(["e1", "e2"].map((label) => ({ orgId: org, kind: "webhook" as const, targetId: target, capacity: 100, label })))
+      yield* queue.enqueueMany(
+        ["e1", "e2"].map((label) => ({ orgId: org, kind: "webhook" as const, targetId: target, capacity: 100, label }))
+      )
       const [head] = yield* claimOf(target)
       assert.strictEqual(head!.label, "e1")
       // Its retry is an hour away: e2 is due, and still waits.
@@ -60,7 +64,10 @@ layer(QueueLive, { excludeTestServices: true })("strict ordering", (it) => {
       yield* queue.settle(head!, Outcome.retry("1 hour", "HTTP 500"), boom)
       assert.deepStrictEqual(yield* claimOf(target), [], "nothing behind a head waiting for its retry")
       const due = yield* queue.nextDue("webhook")
-      assert.isTrue(Option.isSome(due) && due.value.getTime() > clock!.now.getTime() + 3_000_000, "the next due instant is the head's retry")
+      assert.isTrue(
+        Option.isSome(due) && due.value.getTime() > clock!.now.getTime() + 3_000_000,
+        "the next due instant is the head's retry"
+      )
       // Its retry comes due (later than e2's own due time): the head goes first.
       yield* sql`UPDATE deliveries SET next_attempt_at = now() WHERE id = ${head!.id}`
       const [again] = yield* claimOf(target)
@@ -76,7 +83,15 @@ layer(QueueLive, { excludeTestServices: true })("strict ordering", (it) => {
       const org = yield* newOrg
       const target = newId()
       yield* queue.setStrict("webhook", org, target, true)
-      yield* queue.enqueueMany(["e1", "e2", "e3"].map((label) => ({ orgId: org, kind: "webhook" as const, targetId: target, capacity: 100, label })))
+      yield* queue.enqueueMany(
+        ["e1", "e2", "e3"].map((label) => ({
+          orgId: org,
+          kind: "webhook" as const,
+          targetId: target,
+          capacity: 100,
+          label
+        }))
+      )
       const [head] = yield* claimOf(target)
       yield* queue.settle(head!, Outcome.failed("HTTP 400"), boom)
       // e2's process dies holding it: once the lease runs out, e2 again, not e3.
@@ -95,7 +110,9 @@ layer(QueueLive, { excludeTestServices: true })("strict ordering", (it) => {
       const org = yield* newOrg
       const target = newId()
       yield* queue.setStrict("webhook", org, target, true)
-      yield* queue.enqueueMany(["e1", "e2"].map((label) => ({ orgId: org, kind: "webhook" as const, targetId: target, capacity: 100, label })))
+      yield* queue.enqueueMany(
+        ["e1", "e2"].map((label) => ({ orgId: org, kind: "webhook" as const, targetId: target, capacity: 100, label }))
+      )
       yield* queue.setStrict("webhook", org, target, false)
       assert.strictEqual((yield* claimOf(target)).length, 2)
     }))

@@ -1,11 +1,11 @@
 /** What the delivery queue's tests share: the queue on its own database, an organization, attempt records. */
 import { Effect, Layer, Redacted } from "effect"
 import { SqlClient } from "effect/sql"
-import { DeliveryQueue } from "../../../src/deliveries/DeliveryQueue.ts"
 import { Database } from "../../../src/database/Database.ts"
-import { newId } from "../../../src/platform/Ids.ts"
 import { Migrations } from "../../../src/database/Migrations.ts"
 import { Wakeups } from "../../../src/database/Wakeups.ts"
+import { DeliveryQueue } from "../../../src/deliveries/DeliveryQueue.ts"
+import { newId } from "../../../src/platform/Ids.ts"
 import { memoryDatabase } from "../../support/databases.ts"
 
 /** A PostgreSQL server when set (a scratch database on it), else in-memory PGlite. */

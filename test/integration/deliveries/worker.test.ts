@@ -10,7 +10,7 @@
  * next claims, its refused settles).
  */
 import { assert, layer } from "@effect/vitest"
-import { Clock, Duration, Deferred, Effect, Exit, Latch, Option, Scope } from "effect"
+import { Clock, Deferred, Duration, Effect, Exit, Latch, Option, Scope } from "effect"
 import { SqlClient, SqlError } from "effect/sql"
 import { type Claimed, DeliveryQueue, Outcome } from "../../../src/deliveries/DeliveryQueue.ts"
 import { UNSETTLED_PER_TARGET } from "../../../src/deliveries/worker/Admission.ts"
@@ -48,7 +48,9 @@ const heldSends = () => {
       (done) => Effect.andThen(Effect.sync(() => held.push(done)), Deferred.await(done))
     ),
     count: () => held.length,
-    releaseAll: Effect.suspend(() => Effect.forEach(held.splice(0), (done) => Deferred.succeed(done, undefined), { discard: true }))
+    releaseAll: Effect.suspend(() =>
+      Effect.forEach(held.splice(0), (done) => Deferred.succeed(done, undefined), { discard: true })
+    )
   }
 }
 
@@ -56,31 +58,37 @@ const heldSends = () => {
  * The live clock, moved forward when the test says: the worker's own timing
  * (how long a delivery waited here) without waiting for it.
  */
-const shiftedClock = Clock.clockWith((live) => Effect.sync(() => {
-  let aheadMs = 0
-  const nanos = () => BigInt(aheadMs) * 1_000_000n
-  const clock: Clock.Clock = {
-    currentTimeMillisUnsafe: () => live.currentTimeMillisUnsafe() + aheadMs,
-    currentTimeMillis: Effect.sync(() => live.currentTimeMillisUnsafe() + aheadMs),
-    currentTimeNanosUnsafe: () => live.currentTimeNanosUnsafe() + nanos(),
-    currentTimeNanos: Effect.sync(() => live.currentTimeNanosUnsafe() + nanos()),
-    monotonicTimeNanosUnsafe: () => live.monotonicTimeNanosUnsafe() + nanos(),
-    monotonicTimeNanos: Effect.sync(() => live.monotonicTimeNanosUnsafe() + nanos()),
-    sleep: (duration) => live.sleep(duration)
-  }
-  return {
-    clock,
-    advance: (ms: number) => {
-      aheadMs += ms
+const shiftedClock = Clock.clockWith((live) =>
+  Effect.sync(() => {
+    let aheadMs = 0
+    const nanos = () => BigInt(aheadMs) * 1_000_000n
+    const clock: Clock.Clock = {
+      currentTimeMillisUnsafe: () => live.currentTimeMillisUnsafe() + aheadMs,
+      currentTimeMillis: Effect.sync(() => live.currentTimeMillisUnsafe() + aheadMs),
+      currentTimeNanosUnsafe: () => live.currentTimeNanosUnsafe() + nanos(),
+      currentTimeNanos: Effect.sync(() => live.currentTimeNanosUnsafe() + nanos()),
+      monotonicTimeNanosUnsafe: () => live.monotonicTimeNanosUnsafe() + nanos(),
+      monotonicTimeNanos: Effect.sync(() => live.monotonicTimeNanosUnsafe() + nanos()),
+      sleep: (duration) => live.sleep(duration)
     }
-  }
-}))
+    return {
+      clock,
+      advance: (ms: number) => {
+        aheadMs += ms
+      }
+    }
+  })
+)
 
 /** The queue with its completed claims counted: the worker's claim loop has run when the count moves. */
 const countingClaims = (queue: DeliveryQueue["Service"]) => {
   let claims = 0
   return {
-    queue: { ...queue, claim: (...args: Parameters<typeof queue.claim>) => Effect.tap(queue.claim(...args), () => Effect.sync(() => claims++)) },
+    queue: {
+      ...queue,
+      claim: (...args: Parameters<typeof queue.claim>) =>
+        Effect.tap(queue.claim(...args), () => Effect.sync(() => claims++))
+    },
     claims: () => claims
   }
 }
@@ -91,7 +99,9 @@ const targetWith = (n: number) =>
     const queue = yield* DeliveryQueue
     const org = yield* newOrg
     const target = newId()
-    yield* queue.enqueueMany(Array.from({ length: n }, () => ({ orgId: org, kind: "email" as const, targetId: target, capacity: 50 })))
+    yield* queue.enqueueMany(
+      Array.from({ length: n }, () => ({ orgId: org, kind: "email" as const, targetId: target, capacity: 50 }))
+    )
     return { org, queue, target }
   })
 
@@ -141,7 +151,10 @@ layer(QueueLive, { excludeTestServices: true })("the delivery worker", (it) => {
       assert.strictEqual(sent.length, 2, "only the first round (perTarget) was sent")
       const untouched = rows.filter((d) => !sent.includes(d.id))
       assert.strictEqual(untouched.length, 8)
-      assert.isTrue(untouched.every((d) => d.status === "queued" && d.attempts === 0), "given back, attempt not counted")
+      assert.isTrue(
+        untouched.every((d) => d.status === "queued" && d.attempts === 0),
+        "given back, attempt not counted"
+      )
       yield* queue.failUndelivered("email", target, "test over")
     }))
 
@@ -150,7 +163,9 @@ layer(QueueLive, { excludeTestServices: true })("the delivery worker", (it) => {
       const queue = yield* DeliveryQueue
       const org = yield* newOrg
       const target = newId()
-      yield* queue.enqueueMany(Array.from({ length: 3 }, () => ({ orgId: org, kind: "webhook" as const, targetId: target, capacity: 50 })))
+      yield* queue.enqueueMany(
+        Array.from({ length: 3 }, () => ({ orgId: org, kind: "webhook" as const, targetId: target, capacity: 50 }))
+      )
       const tries = new Map<string, number>()
       const unreachable = new SqlError.SqlError({
         reason: new SqlError.ConnectionError({ cause: Object.assign(new Error("connect"), { code: "ECONNREFUSED" }) })
@@ -196,7 +211,9 @@ layer(QueueLive, { excludeTestServices: true })("the delivery worker", (it) => {
       const failing = newId()
       const healthy = newId()
       for (const target of [failing, healthy]) {
-        yield* queue.enqueueMany(Array.from({ length: 6 }, () => ({ orgId: org, kind: "email" as const, targetId: target, capacity: 50 })))
+        yield* queue.enqueueMany(
+          Array.from({ length: 6 }, () => ({ orgId: org, kind: "email" as const, targetId: target, capacity: 50 }))
+        )
       }
       // Its latest attempts failed (no cooldown policy here, so it is still claimable).
       yield* sql`UPDATE delivery_targets SET consecutive_failures = 2 WHERE id = ${failing}`
@@ -248,7 +265,9 @@ layer(QueueLive, { excludeTestServices: true })("the delivery worker", (it) => {
       const sql = yield* SqlClient.SqlClient
       const org = yield* newOrg
       const dead = newId()
-      yield* queue.enqueueMany(Array.from({ length: 8 }, () => ({ orgId: org, kind: "email" as const, targetId: dead, capacity: 50 })))
+      yield* queue.enqueueMany(
+        Array.from({ length: 8 }, () => ({ orgId: org, kind: "email" as const, targetId: dead, capacity: 50 }))
+      )
       yield* sql`UPDATE delivery_targets SET consecutive_failures = 5 WHERE id = ${dead}`
       const meter = concurrencyMeter()
       const sends = heldSends()
@@ -343,7 +362,8 @@ layer(QueueLive, { excludeTestServices: true })("the delivery worker", (it) => {
         // The database goes away after the first claim.
         Effect.provideService(DeliveryQueue, {
           ...queue,
-          claim: (kind, options) => claims++ === 0 ? queue.claim(kind, options) : Effect.die(new Error("database unreachable")),
+          claim: (kind, options) =>
+            claims++ === 0 ? queue.claim(kind, options) : Effect.die(new Error("database unreachable")),
           nextDue: () => Effect.die(new Error("database unreachable")),
           settleMany: () =>
             Effect.suspend(() => {
@@ -396,7 +416,8 @@ layer(QueueLive, { excludeTestServices: true })("the delivery worker", (it) => {
         leaseFor: "1 minute",
         handleTimeout: "1 second",
         pollEvery: "100 millis",
-        handle: (delivery) => Effect.sync(() => sent.push(delivery.id)).pipe(Effect.as({ outcome: Outcome.delivered(), attempt: ok }))
+        handle: (delivery) =>
+          Effect.sync(() => sent.push(delivery.id)).pipe(Effect.as({ outcome: Outcome.delivered(), attempt: ok }))
       }).pipe(
         // Claims work; then the database stops answering until `down` is cleared.
         Effect.provideService(DeliveryQueue, {
@@ -406,12 +427,20 @@ layer(QueueLive, { excludeTestServices: true })("the delivery worker", (it) => {
         }),
         Scope.provide(scope)
       )
-      yield* eventually(Effect.sync(() => refused >= 3 ? true : undefined), { what: "settles to be refused a few times" })
+      yield* eventually(Effect.sync(() => refused >= 3 ? true : undefined), {
+        what: "settles to be refused a few times"
+      })
       const sentWhileDown = sent.length
-      assert.isAtMost(sentWhileDown, UNSETTLED_PER_TARGET * 2, "nothing more went out while outcomes could not be recorded")
+      assert.isAtMost(
+        sentWhileDown,
+        UNSETTLED_PER_TARGET * 2,
+        "nothing more went out while outcomes could not be recorded"
+      )
       // Three more refusals later, still nothing more.
       const refusedThen = refused
-      yield* eventually(Effect.sync(() => refused >= refusedThen + 3 ? true : undefined), { what: "three more refusals" })
+      yield* eventually(Effect.sync(() => refused >= refusedThen + 3 ? true : undefined), {
+        what: "three more refusals"
+      })
       assert.strictEqual(sent.length, sentWhileDown, "nothing went out between the refusals")
       down = false
       // Well within the one-minute lease.
@@ -483,7 +512,8 @@ layer(QueueLive, { excludeTestServices: true })("the delivery worker", (it) => {
           setTimeout(() => done({ outcome: Outcome.delivered(), attempt: ok }), 1)
           return true
         },
-        handle: (delivery) => Effect.sync(() => inFibers.push(delivery.id)).pipe(Effect.as({ outcome: Outcome.delivered(), attempt: ok }))
+        handle: (delivery) =>
+          Effect.sync(() => inFibers.push(delivery.id)).pipe(Effect.as({ outcome: Outcome.delivered(), attempt: ok }))
       }).pipe(Scope.provide(scope))
       const rows = yield* eventually(
         queue.list({ orgId: org, kind: "email", targetId: target }).pipe(

@@ -30,7 +30,9 @@ const post = (baseUrl: string, key: string, body: string) =>
     body
   })
 
-layer(SvcTest.layer({ config: { answerValidationQueue: 1, answerValidationTimeoutMs: 1000 } }), { excludeTestServices: true })(
+layer(SvcTest.layer({ config: { answerValidationQueue: 1, answerValidationTimeoutMs: 1000 } }), {
+  excludeTestServices: true
+})(
   "fair admission of feedback to the validation workers",
   (it) => {
     describe("a full queue refuses only the organization holding it, before reading the body", () => {
@@ -42,11 +44,18 @@ layer(SvcTest.layer({ config: { answerValidationQueue: 1, answerValidationTimeou
           const floodRun = yield* setup(flood)
           const otherRun = yield* setup(other)
           // One slow check holds the only place in the queue until its deadline.
-          const slow = yield* post(svc.baseUrl, flood.key, JSON.stringify({ inference_log_id: floodRun, score: 0, correction: slowValue })).pipe(
+          const slow = yield* post(
+            svc.baseUrl,
+            flood.key,
+            JSON.stringify({ inference_log_id: floodRun, score: 0, correction: slowValue })
+          ).pipe(
             Effect.forkChild
           )
           const refused = yield* eventually(
-            Effect.map(post(svc.baseUrl, flood.key, "{ this is not JSON"), (response) => response.status === 429 ? response : undefined),
+            Effect.map(
+              post(svc.baseUrl, flood.key, "{ this is not JSON"),
+              (response) => response.status === 429 ? response : undefined
+            ),
             { what: "the flooding organization to be refused" }
           )
           assert.strictEqual(refused.status, 429)

@@ -5,15 +5,15 @@
  * bytes, examples per dataset, promotes per minute) are answered with a
  * problem naming their setting.
  */
+import { NodeServices } from "@effect/platform-node"
+import { PgMigrator } from "@effect/sql-pg"
 import { assert, describe, it, layer } from "@effect/vitest"
 import { Effect, Layer } from "effect"
 import { SqlClient } from "effect/sql"
-import { PgMigrator } from "@effect/sql-pg"
-import { NodeServices } from "@effect/platform-node"
-import { FEEDBACK_RECORD_BYTES } from "../../../src/feedback/Quota.ts"
-import { RUN_RECORD_BYTES } from "../../../src/tasks/RunInsert.ts"
-import { newId } from "../../../src/platform/Ids.ts"
 import { migrations } from "../../../src/database/migrations/index.ts"
+import { FEEDBACK_RECORD_BYTES } from "../../../src/feedback/Quota.ts"
+import { newId } from "../../../src/platform/Ids.ts"
+import { RUN_RECORD_BYTES } from "../../../src/tasks/RunInsert.ts"
 import { SvcTest, type TestOrg } from "../../../src/testing.ts"
 import { databases } from "../../support/databases.ts"
 import { raw } from "../../support/http.ts"
@@ -31,8 +31,13 @@ const stagedTask = (org: TestOrg, count: number, taskId?: string) =>
     const id = taskId ?? (yield* org.client.tasks.create({ payload: { name: "tickets", answer_schema: schema } })).id
     const ids: Array<string> = []
     for (let i = 0; i < count; i++) {
-      const run = yield* org.client.tasks.logRun({ params: { task_id: id }, payload: { input: { n: i }, answer: { label: "wrong" } } })
-      const item = yield* org.client.feedback.submit({ payload: { inference_log_id: run.trace_id, score: -1, correction: { label: `right-${i}` } } })
+      const run = yield* org.client.tasks.logRun({
+        params: { task_id: id },
+        payload: { input: { n: i }, answer: { label: "wrong" } }
+      })
+      const item = yield* org.client.feedback.submit({
+        payload: { inference_log_id: run.trace_id, score: -1, correction: { label: `right-${i}` } }
+      })
       yield* org.client.feedback.stage({ params: { feedback_id: item.id } })
       ids.push(item.id)
     }
@@ -44,7 +49,10 @@ const promoteAll = (org: TestOrg, taskId: string) =>
     const preview = yield* org.client.feedback.promotePreview({ params: { task_id: taskId }, query: {} })
     return yield* org.client.feedback.promote({
       params: { task_id: taskId },
-      payload: { base_dataset_id: preview.base_dataset_id, expected_feedback_revision: preview.expected_feedback_revision }
+      payload: {
+        base_dataset_id: preview.base_dataset_id,
+        expected_feedback_revision: preview.expected_feedback_revision
+      }
     })
   })
 
@@ -52,7 +60,10 @@ const send = (org: TestOrg, method: string, path: string, body?: unknown) =>
   Effect.flatMap(SvcTest, (svc) =>
     raw(`${svc.baseUrl}${path}`, {
       method,
-      headers: { authorization: `Bearer ${org.key}`, ...(body === undefined ? {} : { "content-type": "application/json" }) },
+      headers: {
+        authorization: `Bearer ${org.key}`,
+        ...(body === undefined ? {} : { "content-type": "application/json" })
+      },
       ...(body === undefined ? {} : { body: JSON.stringify(body) })
     }))
 
@@ -81,7 +92,9 @@ layer(
         const first = yield* promoteAll(org, taskId)
         const v2 = yield* org.client.datasets.get({ params: { dataset_id: first.dataset_id }, query: {} })
         const count = (table: "dataset_examples" | "datasets") =>
-          svc.sql<{ n: number }>`SELECT count(*)::int AS n FROM ${svc.sql(table)}`.pipe(Effect.map((rows) => rows[0]!.n))
+          svc.sql<{ n: number }>`SELECT count(*)::int AS n FROM ${svc.sql(table)}`.pipe(
+            Effect.map((rows) => rows[0]!.n)
+          )
         const examplesBefore = yield* count("dataset_examples")
         const versionsBefore = yield* count("datasets")
 
@@ -99,7 +112,10 @@ layer(
         assert.strictEqual(v3.example_count, 7)
         assert.deepStrictEqual(v3.examples.slice(0, 5), v2.examples)
         assert.deepStrictEqual(v3.examples.slice(5).map((e) => e.answer), [{ label: "right-0" }, { label: "right-1" }])
-        assert.deepStrictEqual(yield* org.client.datasets.get({ params: { dataset_id: first.dataset_id }, query: {} }), v2)
+        assert.deepStrictEqual(
+          yield* org.client.datasets.get({ params: { dataset_id: first.dataset_id }, query: {} }),
+          v2
+        )
       }))
   })
 
@@ -116,7 +132,10 @@ layer(
         let cursor: string | undefined
         let pages = 0
         do {
-          const page = yield* org.client.datasets.get({ params: { dataset_id }, query: { limit: 2, ...(cursor === undefined ? {} : { cursor }) } })
+          const page = yield* org.client.datasets.get({
+            params: { dataset_id },
+            query: { limit: 2, ...(cursor === undefined ? {} : { cursor }) }
+          })
           assert.isAtMost(page.examples.length, 2)
           assert.strictEqual(page.example_count, 5)
           seen.push(...page.examples)
@@ -155,7 +174,10 @@ layer(
         const org = yield* SvcTest.org()
         // More versions than SVC_MAX_PROMOTES_PER_MINUTE allows in a minute: its allowance is freed before each.
         const promote = (taskId: string) =>
-          Effect.andThen(svc.sql`UPDATE org_rate_limits SET tat = now() WHERE org_id = ${org.orgId}`, promoteAll(org, taskId))
+          Effect.andThen(
+            svc.sql`UPDATE org_rate_limits SET tat = now() WHERE org_id = ${org.orgId}`,
+            promoteAll(org, taskId)
+          )
         const { taskId } = yield* stagedTask(org, 1)
         yield* promote(taskId)
         for (let i = 0; i < 3; i++) {
@@ -169,7 +191,10 @@ layer(
         let cursor: string | undefined
         let pages = 0
         do {
-          const page = yield* org.client.datasets.listForTask({ params: { task_id: taskId }, query: { limit: 2, ...(cursor === undefined ? {} : { cursor }) } })
+          const page = yield* org.client.datasets.listForTask({
+            params: { task_id: taskId },
+            query: { limit: 2, ...(cursor === undefined ? {} : { cursor }) }
+          })
           assert.isAtMost(page.datasets.length, 2)
           seen.push(...page.datasets.map((d) => d.version))
           cursor = page.next_cursor ?? undefined
@@ -207,7 +232,10 @@ layer(
         const otherOrg = yield* SvcTest.org()
         const theirs = yield* stagedTask(otherOrg, 1)
         yield* promoteAll(otherOrg, theirs.taskId)
-        const theirPage = yield* otherOrg.client.datasets.listForTask({ params: { task_id: theirs.taskId }, query: { limit: 1 } })
+        const theirPage = yield* otherOrg.client.datasets.listForTask({
+          params: { task_id: theirs.taskId },
+          query: { limit: 1 }
+        })
         for (
           const [path, cursor] of [
             [`/v1/tasks/${other.taskId}/datasets`, page.next_cursor!],
@@ -222,7 +250,11 @@ layer(
           assert.strictEqual(bad.json.field, "cursor")
         }
         // A cursor of another list (the tasks) is not one of this list.
-        const sole = yield* send(org, "GET", `/v1/tasks/${taskId}/datasets?cursor=${encodeURIComponent(tasks.next_cursor!)}`)
+        const sole = yield* send(
+          org,
+          "GET",
+          `/v1/tasks/${taskId}/datasets?cursor=${encodeURIComponent(tasks.next_cursor!)}`
+        )
         assert.strictEqual(sole.status, 400)
         assert.strictEqual(sole.json.field, "cursor")
       }))
@@ -239,7 +271,10 @@ layer(
         const seen = [...first.staged.map((f) => f.id)]
         let cursor = first.next_cursor
         while (cursor !== null) {
-          const page = yield* org.client.feedback.promotePreview({ params: { task_id: taskId }, query: { limit: 2, cursor } })
+          const page = yield* org.client.feedback.promotePreview({
+            params: { task_id: taskId },
+            query: { limit: 2, cursor }
+          })
           assert.strictEqual(page.expected_feedback_revision, first.expected_feedback_revision)
           assert.strictEqual(page.staged_count, 5)
           seen.push(...page.staged.map((f) => f.id))
@@ -248,7 +283,10 @@ layer(
         assert.deepStrictEqual(seen, ids)
         const done = yield* org.client.feedback.promote({
           params: { task_id: taskId },
-          payload: { base_dataset_id: first.base_dataset_id, expected_feedback_revision: first.expected_feedback_revision }
+          payload: {
+            base_dataset_id: first.base_dataset_id,
+            expected_feedback_revision: first.expected_feedback_revision
+          }
         })
         assert.strictEqual(done.promoted_count, 5)
       }))
@@ -300,7 +338,10 @@ layer(
         assert.strictEqual(over.json.retry_after_seconds, retryAfter)
         const typed = yield* org.client.feedback.promote({
           params: { task_id: taskId },
-          payload: { base_dataset_id: preview.base_dataset_id, expected_feedback_revision: preview.expected_feedback_revision }
+          payload: {
+            base_dataset_id: preview.base_dataset_id,
+            expected_feedback_revision: preview.expected_feedback_revision
+          }
         }).pipe(Effect.flip)
         assert.strictEqual(typed._tag, "RateLimited")
         // Another organization has its own rate.
@@ -325,17 +366,28 @@ layer(
         // 422 CORRECTION_TOO_COMPLEX after a second, not 409 at once.
         const slowSchema = { type: "object", properties: { s: { type: "string", pattern: "^(a+)+$" } } }
         const task = yield* org.client.tasks.create({ payload: { name: "slow", answer_schema: slowSchema as never } })
-        const run = yield* org.client.tasks.logRun({ params: { task_id: task.id }, payload: { input: {}, answer: { s: "aaa" } } })
+        const run = yield* org.client.tasks.logRun({
+          params: { task_id: task.id },
+          payload: { input: {}, answer: { s: "aaa" } }
+        })
         const slow = { s: "a".repeat(40) + "!", pad: "p".repeat(MAX_FEEDBACK_BYTES) }
         const started = Date.now()
-        const over = yield* send(org, "POST", "/v1/feedback", { inference_log_id: run.trace_id, score: -1, correction: slow })
+        const over = yield* send(org, "POST", "/v1/feedback", {
+          inference_log_id: run.trace_id,
+          score: -1,
+          correction: slow
+        })
         assert.strictEqual(over.status, 409)
         assert.strictEqual(over.json.code, "LIMIT_REACHED")
         assert.strictEqual(over.json.limit, "SVC_MAX_FEEDBACK_BYTES_PER_ORG")
         assert.strictEqual(over.json.limit_value, MAX_FEEDBACK_BYTES)
         assert.isBelow(Date.now() - started, 900)
         // A correction that fits is checked (and here times out): the refusal above was the quota's.
-        const fits = yield* send(org, "POST", "/v1/feedback", { inference_log_id: run.trace_id, score: -1, correction: { s: slow.s } })
+        const fits = yield* send(org, "POST", "/v1/feedback", {
+          inference_log_id: run.trace_id,
+          score: -1,
+          correction: { s: slow.s }
+        })
         assert.strictEqual(fits.status, 422)
         // Bare scores fill the quota; then even a body that is not JSON is
         // refused by the quota: it is decided before the body is parsed.
@@ -358,21 +410,34 @@ layer(
         const svc = yield* SvcTest
         const org = yield* SvcTest.org()
         const task = yield* org.client.tasks.create({ payload: { name: "big", answer_schema: schema } })
-        const run = yield* org.client.tasks.logRun({ params: { task_id: task.id }, payload: { input: {}, answer: { label: "x" } } })
+        const run = yield* org.client.tasks.logRun({
+          params: { task_id: task.id },
+          payload: { input: {}, answer: { label: "x" } }
+        })
         const label = "y".repeat(1000)
         const each = FEEDBACK_RECORD_BYTES + JSON.stringify({ label }).length
         const fits = Math.floor(MAX_FEEDBACK_BYTES / each)
         for (let i = 0; i < fits; i++) {
-          yield* org.client.feedback.submit({ payload: { inference_log_id: run.trace_id, score: -1, correction: { label } } })
+          yield* org.client.feedback.submit({
+            payload: { inference_log_id: run.trace_id, score: -1, correction: { label } }
+          })
         }
-        const over = yield* send(org, "POST", "/v1/feedback", { inference_log_id: run.trace_id, score: -1, correction: { label } })
+        const over = yield* send(org, "POST", "/v1/feedback", {
+          inference_log_id: run.trace_id,
+          score: -1,
+          correction: { label }
+        })
         assert.strictEqual(over.status, 409)
         assert.strictEqual(over.json.code, "LIMIT_REACHED")
         assert.strictEqual(over.json.limit, "SVC_MAX_FEEDBACK_BYTES_PER_ORG")
         assert.strictEqual(over.json.limit_value, MAX_FEEDBACK_BYTES)
-        const [stored] = yield* svc.sql<{ n: number }>`SELECT count(*)::int AS n FROM feedback WHERE org_id = ${org.orgId}`
+        const [stored] = yield* svc.sql<
+          { n: number }
+        >`SELECT count(*)::int AS n FROM feedback WHERE org_id = ${org.orgId}`
         assert.strictEqual(stored!.n, fits)
-        const [usage] = yield* svc.sql<{ bytes: string }>`SELECT sum(bytes)::text AS bytes FROM org_usage WHERE org_id = ${org.orgId} AND kind = 'feedback'`
+        const [usage] = yield* svc.sql<
+          { bytes: string }
+        >`SELECT sum(bytes)::text AS bytes FROM org_usage WHERE org_id = ${org.orgId} AND kind = 'feedback'`
         assert.strictEqual(Number(usage!.bytes), fits * each)
         // What is left still takes a smaller record: a bare score counts its record only.
         if (MAX_FEEDBACK_BYTES - fits * each >= FEEDBACK_RECORD_BYTES) {
@@ -380,8 +445,13 @@ layer(
         }
         const other = yield* SvcTest.org()
         const theirs = yield* other.client.tasks.create({ payload: { name: "t", answer_schema: schema } })
-        const theirRun = yield* other.client.tasks.logRun({ params: { task_id: theirs.id }, payload: { input: {}, answer: { label: "x" } } })
-        yield* other.client.feedback.submit({ payload: { inference_log_id: theirRun.trace_id, score: -1, correction: { label } } })
+        const theirRun = yield* other.client.tasks.logRun({
+          params: { task_id: theirs.id },
+          payload: { input: {}, answer: { label: "x" } }
+        })
+        yield* other.client.feedback.submit({
+          payload: { inference_log_id: theirRun.trace_id, score: -1, correction: { label } }
+        })
       }))
 
     it.effect("logged-run bytes: a run past SVC_MAX_RUN_BYTES_PER_ORG is 409 LIMIT_REACHED naming it, nothing stored; other organizations are unaffected", () =>
@@ -393,7 +463,9 @@ layer(
         const answer = { label: "x" }
         const each = RUN_RECORD_BYTES + JSON.stringify(input).length + JSON.stringify(answer).length
         const fits = Math.floor(MAX_RUN_BYTES / each)
-        for (let i = 0; i < fits; i++) yield* org.client.tasks.logRun({ params: { task_id: task.id }, payload: { input, answer } })
+        for (let i = 0; i < fits; i++) {
+          yield* org.client.tasks.logRun({ params: { task_id: task.id }, payload: { input, answer } })
+        }
         const over = yield* send(org, "POST", `/v1/tasks/${task.id}/runs`, { input, answer })
         assert.strictEqual(over.status, 409)
         assert.strictEqual(over.json.code, "LIMIT_REACHED")
@@ -401,7 +473,9 @@ layer(
         assert.strictEqual(over.json.limit_value, MAX_RUN_BYTES)
         const [stored] = yield* svc.sql<{ n: number }>`SELECT count(*)::int AS n FROM runs WHERE org_id = ${org.orgId}`
         assert.strictEqual(stored!.n, fits)
-        const [usage] = yield* svc.sql<{ bytes: string }>`SELECT sum(bytes)::text AS bytes FROM org_usage WHERE org_id = ${org.orgId} AND kind = 'runs'`
+        const [usage] = yield* svc.sql<
+          { bytes: string }
+        >`SELECT sum(bytes)::text AS bytes FROM org_usage WHERE org_id = ${org.orgId} AND kind = 'runs'`
         assert.strictEqual(Number(usage!.bytes), fits * each)
         // A smaller run still fits in what is left; an unknown task is still a 404.
         if (MAX_RUN_BYTES - fits * each >= RUN_RECORD_BYTES + 20) {
@@ -429,64 +503,70 @@ describe("existing datasets migrate by reference", () => {
       FROM datasets d ORDER BY d.id`
 
   for (const [name, database] of databases) {
-    it.live(`every version reads the same examples in the same order, each example stored once per line; versions that did not extend their predecessor keep theirs (${name})`, () =>
-      Effect.gen(function*() {
-        const sql = yield* SqlClient.SqlClient
-        yield* PgMigrator.run({ loader: before, table: "svc_migrations" })
-        const org = newId()
-        yield* sql`INSERT INTO orgs (id, name) VALUES (${org}, 'old')`
-        const version = (task: string, n: number, count: number, rows: ReadonlyArray<readonly [number, unknown]>) =>
-          Effect.gen(function*() {
-            const id = newId()
-            yield* sql`INSERT INTO datasets (id, org_id, task_id, version, example_count) VALUES (${id}, ${org}, ${task}, ${n}, ${count})`
-            for (const [position, answer] of rows) {
-              yield* sql`INSERT INTO dataset_examples (dataset_id, position, input, answer, feedback_id)
-                         VALUES (${id}, ${position}, ${JSON.stringify({ p: position })}::jsonb, ${JSON.stringify(answer)}::jsonb, ${position % 2 === 0 ? newIdFor(answer) : null})`
-            }
-            return id
-          })
-        const feedbackIds = new Map<string, string>()
-        const newIdFor = (answer: unknown) => {
-          const key = JSON.stringify(answer)
-          if (!feedbackIds.has(key)) feedbackIds.set(key, newId())
-          return feedbackIds.get(key)!
-        }
-        const task = () =>
-          Effect.gen(function*() {
-            const id = newId()
-            yield* sql`INSERT INTO tasks (id, org_id, name, answer_schema) VALUES (${id}, ${org}, 't', '{}'::jsonb)`
-            return id
-          })
-        // As svc made them: each version a full copy of its base plus what it added.
-        const t1 = yield* task()
-        yield* version(t1, 1, 0, [])
-        yield* version(t1, 2, 2, [[0, "a"], [1, "b"]])
-        yield* version(t1, 3, 3, [[0, "a"], [1, "b"], [2, "c"]])
-        // A version whose first rows differ from its predecessor's, and one extending it.
-        const t2 = yield* task()
-        yield* version(t2, 1, 1, [[0, "x"]])
-        yield* version(t2, 2, 2, [[0, "y"], [1, "z"]])
-        yield* version(t2, 3, 3, [[0, "y"], [1, "z"], [2, "w"]])
-        // Positions with a gap and a count that does not match the rows.
-        const t3 = yield* task()
-        const gapped = yield* version(t3, 1, 3, [[0, "g"], [5, "h"]])
-        const old = yield* readOld(sql)
-        const [oldRows] = yield* sql<{ n: number }>`SELECT count(*)::int AS n FROM dataset_examples`
-        assert.strictEqual(oldRows!.n, 13)
+    it.live(
+      `every version reads the same examples in the same order, each example stored once per line; versions that did not extend their predecessor keep theirs (${name})`,
+      () =>
+        Effect.gen(function*() {
+          const sql = yield* SqlClient.SqlClient
+          yield* PgMigrator.run({ loader: before, table: "svc_migrations" })
+          const org = newId()
+          yield* sql`INSERT INTO orgs (id, name) VALUES (${org}, 'old')`
+          const version = (task: string, n: number, count: number, rows: ReadonlyArray<readonly [number, unknown]>) =>
+            Effect.gen(function*() {
+              const id = newId()
+              yield* sql`INSERT INTO datasets (id, org_id, task_id, version, example_count) VALUES (${id}, ${org}, ${task}, ${n}, ${count})`
+              for (const [position, answer] of rows) {
+                yield* sql`INSERT INTO dataset_examples (dataset_id, position, input, answer, feedback_id)
+                         VALUES (${id}, ${position}, ${JSON.stringify({ p: position })}::jsonb, ${
+                  JSON.stringify(answer)
+                }::jsonb, ${position % 2 === 0 ? newIdFor(answer) : null})`
+              }
+              return id
+            })
+          const feedbackIds = new Map<string, string>()
+          const newIdFor = (answer: unknown) => {
+            const key = JSON.stringify(answer)
+            if (!feedbackIds.has(key)) feedbackIds.set(key, newId())
+            return feedbackIds.get(key)!
+          }
+          const task = () =>
+            Effect.gen(function*() {
+              const id = newId()
+              yield* sql`INSERT INTO tasks (id, org_id, name, answer_schema) VALUES (${id}, ${org}, 't', '{}'::jsonb)`
+              return id
+            })
+          // As svc made them: each version a full copy of its base plus what it added.
+          const t1 = yield* task()
+          yield* version(t1, 1, 0, [])
+          yield* version(t1, 2, 2, [[0, "a"], [1, "b"]])
+          yield* version(t1, 3, 3, [[0, "a"], [1, "b"], [2, "c"]])
+          // A version whose first rows differ from its predecessor's, and one extending it.
+          const t2 = yield* task()
+          yield* version(t2, 1, 1, [[0, "x"]])
+          yield* version(t2, 2, 2, [[0, "y"], [1, "z"]])
+          yield* version(t2, 3, 3, [[0, "y"], [1, "z"], [2, "w"]])
+          // Positions with a gap and a count that does not match the rows.
+          const t3 = yield* task()
+          const gapped = yield* version(t3, 1, 3, [[0, "g"], [5, "h"]])
+          const old = yield* readOld(sql)
+          const [oldRows] = yield* sql<{ n: number }>`SELECT count(*)::int AS n FROM dataset_examples`
+          assert.strictEqual(oldRows!.n, 13)
 
-        const applied = yield* PgMigrator.run({ loader: migrations, table: "svc_migrations" })
-        assert.include(applied.map(([, name]) => name), "datasets_by_reference")
-        assert.deepStrictEqual(yield* readNew(sql), old)
-        const [newRows] = yield* sql<{ n: number }>`SELECT count(*)::int AS n FROM dataset_examples`
-        // t1: a, b, c; t2: x, then y, z, w; t3: g, h.
-        assert.strictEqual(newRows!.n, 9)
-        const lines = yield* sql<{ task_id: string; lines: number }>`
+          const applied = yield* PgMigrator.run({ loader: migrations, table: "svc_migrations" })
+          assert.include(applied.map(([, name]) => name), "datasets_by_reference")
+          assert.deepStrictEqual(yield* readNew(sql), old)
+          const [newRows] = yield* sql<{ n: number }>`SELECT count(*)::int AS n FROM dataset_examples`
+          // t1: a, b, c; t2: x, then y, z, w; t3: g, h.
+          assert.strictEqual(newRows!.n, 9)
+          const lines = yield* sql<{ task_id: string; lines: number }>`
           SELECT task_id::text, count(DISTINCT lineage_id)::int AS lines FROM datasets GROUP BY task_id`
-        const byTask = new Map(lines.map((row) => [row.task_id, row.lines]))
-        assert.strictEqual(byTask.get(t1), 1)
-        assert.strictEqual(byTask.get(t2), 2)
-        const [fixed] = yield* sql<{ example_count: number }>`SELECT example_count FROM datasets WHERE id = ${gapped}`
-        assert.strictEqual(fixed!.example_count, 2)
-      }).pipe(Effect.provide(Layer.fresh(database())), Effect.provide(NodeServices.layer)), 120_000)
+          const byTask = new Map(lines.map((row) => [row.task_id, row.lines]))
+          assert.strictEqual(byTask.get(t1), 1)
+          assert.strictEqual(byTask.get(t2), 2)
+          const [fixed] = yield* sql<{ example_count: number }>`SELECT example_count FROM datasets WHERE id = ${gapped}`
+          assert.strictEqual(fixed!.example_count, 2)
+        }).pipe(Effect.provide(Layer.fresh(database())), Effect.provide(NodeServices.layer)),
+      120_000
+    )
   }
 })

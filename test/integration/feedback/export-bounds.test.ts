@@ -6,9 +6,9 @@
  * process (a claim in the database) and counts as an open stream from the
  * request's first moment.
  */
-import crypto from "node:crypto"
 import { assert, describe, layer } from "@effect/vitest"
 import { Duration, Effect, Exit, Fiber } from "effect"
+import crypto from "node:crypto"
 import { newId } from "../../../src/platform/Ids.ts"
 import { SvcTest, type TestOrg } from "../../../src/testing.ts"
 import { onServerRun } from "../../support/databases.ts"
@@ -61,8 +61,12 @@ const largeVersion = (org: TestOrg, count: number, elements: number, batch: numb
 
 /** The task of a dataset version. */
 const taskOf = (datasetId: string) =>
-  Effect.flatMap(SvcTest, (svc) =>
-    Effect.map(svc.sql<{ task_id: string }>`SELECT task_id FROM datasets WHERE id = ${datasetId}`, (rows) => rows[0]!.task_id))
+  Effect.flatMap(
+    SvcTest,
+    (svc) =>
+      Effect.map(svc.sql<{ task_id: string }>`SELECT task_id FROM datasets WHERE id = ${datasetId}`, (rows) =>
+        rows[0]!.task_id)
+  )
 
 const exportUrl = (baseUrl: string, datasetId: string) => `${baseUrl}/v1/datasets/${datasetId}/export`
 
@@ -70,7 +74,9 @@ const exportUrl = (baseUrl: string, datasetId: string) => `${baseUrl}/v1/dataset
 const download = (org: TestOrg, datasetId: string) =>
   Effect.flatMap(SvcTest, (svc) =>
     Effect.promise(async () => {
-      const response = await fetch(exportUrl(svc.baseUrl, datasetId), { headers: { authorization: `Bearer ${org.key}` } })
+      const response = await fetch(exportUrl(svc.baseUrl, datasetId), {
+        headers: { authorization: `Bearer ${org.key}` }
+      })
       return { status: response.status, headers: response.headers, bytes: new Uint8Array(await response.arrayBuffer()) }
     }))
 
@@ -82,7 +88,9 @@ const download = (org: TestOrg, datasetId: string) =>
 // (its first export, every page read twice, took 45 s).
 const STATEMENT_TIMEOUT = onServerRun ? Duration.seconds(1) : Duration.seconds(4)
 
-layer(SvcTest.layer({ config: { dbStatementTimeout: STATEMENT_TIMEOUT, maxStreamsPerOrg: 1 } }), { excludeTestServices: true })(
+layer(SvcTest.layer({ config: { dbStatementTimeout: STATEMENT_TIMEOUT, maxStreamsPerOrg: 1 } }), {
+  excludeTestServices: true
+})(
   "dataset export bounds",
   (it) => {
     describe("a page builds the text of the rows it sends, no others", () => {
@@ -101,7 +109,9 @@ layer(SvcTest.layer({ config: { dbStatementTimeout: STATEMENT_TIMEOUT, maxStream
             const got = yield* download(org, datasetId)
             console.log(
               `500 large examples on ${svc.database}: written in ${written.toFixed(0)} ms, ` +
-                `first export of ${(got.bytes.byteLength / 2 ** 20).toFixed(1)} MiB in ${(performance.now() - started).toFixed(0)} ms`
+                `first export of ${(got.bytes.byteLength / 2 ** 20).toFixed(1)} MiB in ${
+                  (performance.now() - started).toFixed(0)
+                } ms`
             )
             assert.strictEqual(got.status, 200)
             assert.strictEqual(got.headers.get("repr-digest"), `sha-256=:${sha256(got.bytes)}:`)
@@ -109,7 +119,10 @@ layer(SvcTest.layer({ config: { dbStatementTimeout: STATEMENT_TIMEOUT, maxStream
             assert.strictEqual(new TextDecoder().decode(got.bytes).split("\n").length - 1, 500)
             const health = yield* raw(`${svc.baseUrl}/health`)
             assert.strictEqual(health.status, 200)
-            const { datasets } = yield* org.client.datasets.listForTask({ params: { task_id: yield* taskOf(datasetId) }, query: {} })
+            const { datasets } = yield* org.client.datasets.listForTask({
+              params: { task_id: yield* taskOf(datasetId) },
+              query: {}
+            })
             assert.deepStrictEqual(datasets.map((d) => d.example_count), [0, 500])
           }),
         { timeout: 180_000 }
@@ -153,11 +166,16 @@ layer(SvcTest.layer({ config: { dbStatementTimeout: STATEMENT_TIMEOUT, maxStream
               Effect.gen(function*() {
                 const early = waiting.pollUnsafe()
                 if (early !== undefined) {
-                  assert.isTrue(Exit.isSuccess(early) && early.value.status === 429, "only a refused export ends before the claim does")
+                  assert.isTrue(
+                    Exit.isSuccess(early) && early.value.status === 429,
+                    "only a refused export ends before the claim does"
+                  )
                   waiting = yield* Effect.forkChild(download(org, datasetId))
                   return undefined
                 }
-                const answer = yield* raw(exportUrl(svc.baseUrl, newId()), { headers: { authorization: `Bearer ${org.key}` } })
+                const answer = yield* raw(exportUrl(svc.baseUrl, newId()), {
+                  headers: { authorization: `Bearer ${org.key}` }
+                })
                 return answer.status === 429 ? answer : undefined
               }),
               { what: "a second export refused while the first waits" }
@@ -173,25 +191,33 @@ layer(SvcTest.layer({ config: { dbStatementTimeout: STATEMENT_TIMEOUT, maxStream
             assert.strictEqual(got.status, 200)
             assert.strictEqual(got.headers.get("repr-digest"), `sha-256=:${theirs}:`)
             // Its stream ended with its response: the next export is admitted.
-            assert.strictEqual((yield* raw(exportUrl(svc.baseUrl, datasetId), { headers: { authorization: `Bearer ${org.key}` } })).status, 200)
+            assert.strictEqual(
+              (yield* raw(exportUrl(svc.baseUrl, datasetId), { headers: { authorization: `Bearer ${org.key}` } }))
+                .status,
+              200
+            )
           }),
         { timeout: 60_000 }
       )
 
-      it.effect("a claim that lapses (its process stopped) is taken over: the waiting export measures the version itself", () =>
-        Effect.gen(function*() {
-          const svc = yield* SvcTest
-          const org = yield* SvcTest.org()
-          const datasetId = yield* largeVersion(org, 3, 3, 3)
-          yield* svc.sql`UPDATE datasets SET export_claim_until = now() + interval '1 second' WHERE id = ${datasetId}`
-          const got = yield* download(org, datasetId)
-          assert.strictEqual(got.status, 200)
-          assert.strictEqual(got.headers.get("repr-digest"), `sha-256=:${sha256(got.bytes)}:`)
-          const [stored] = yield* svc.sql<{ export_sha256: string; claimed: boolean }>`
+      it.effect(
+        "a claim that lapses (its process stopped) is taken over: the waiting export measures the version itself",
+        () =>
+          Effect.gen(function*() {
+            const svc = yield* SvcTest
+            const org = yield* SvcTest.org()
+            const datasetId = yield* largeVersion(org, 3, 3, 3)
+            yield* svc.sql`UPDATE datasets SET export_claim_until = now() + interval '1 second' WHERE id = ${datasetId}`
+            const got = yield* download(org, datasetId)
+            assert.strictEqual(got.status, 200)
+            assert.strictEqual(got.headers.get("repr-digest"), `sha-256=:${sha256(got.bytes)}:`)
+            const [stored] = yield* svc.sql<{ export_sha256: string; claimed: boolean }>`
             SELECT export_sha256, export_claim_until IS NOT NULL AS claimed FROM datasets WHERE id = ${datasetId}`
-          assert.strictEqual(stored!.export_sha256, sha256(got.bytes))
-          assert.isFalse(stored!.claimed)
-        }), { timeout: 60_000 })
+            assert.strictEqual(stored!.export_sha256, sha256(got.bytes))
+            assert.isFalse(stored!.claimed)
+          }),
+        { timeout: 60_000 }
+      )
     })
   }
 )

@@ -43,8 +43,11 @@ const setup = (org: TestOrg, schema: Record<string, unknown> = orderSchema) =>
   })
 
 const storedCorrections = (orgId: string) =>
-  Effect.flatMap(SvcTest, (svc) =>
-    svc.sql<{ correction: unknown }>`SELECT correction FROM feedback WHERE org_id = ${orgId}`.pipe(Effect.orDie))
+  Effect.flatMap(
+    SvcTest,
+    (svc) =>
+      svc.sql<{ correction: unknown }>`SELECT correction FROM feedback WHERE org_id = ${orgId}`.pipe(Effect.orDie)
+  )
 
 layer(SvcTest.layer(), { excludeTestServices: true })("feedback on task answers", (it) => {
   describe("POST /v1/feedback records a score on a logged run", () => {
@@ -82,7 +85,9 @@ layer(SvcTest.layer(), { excludeTestServices: true })("feedback on task answers"
         const other = yield* SvcTest.org()
         const { run } = yield* setup(other)
         for (const id of [run.trace_id, "4bf92f3577b34da6a3ce929d0e0e4736"]) {
-          const error = yield* org.client.feedback.submit({ payload: { inference_log_id: id, score: 1 } }).pipe(Effect.flip)
+          const error = yield* org.client.feedback.submit({ payload: { inference_log_id: id, score: 1 } }).pipe(
+            Effect.flip
+          )
           assert.strictEqual(error._tag, "NotFound")
         }
       }))
@@ -109,7 +114,9 @@ layer(SvcTest.layer(), { excludeTestServices: true })("feedback on task answers"
         const org = yield* SvcTest.org()
         const { task, run } = yield* setup(org)
         const before = yield* org.client.datasets.listForTask({ params: { task_id: task.id }, query: {} })
-        yield* org.client.feedback.submit({ payload: { inference_log_id: run.trace_id, score: -1, correction: goodCorrection } })
+        yield* org.client.feedback.submit({
+          payload: { inference_log_id: run.trace_id, score: -1, correction: goodCorrection }
+        })
         const stillRun = yield* org.client.tasks.getRun({ params: { trace_id: run.trace_id } })
         assert.deepStrictEqual(stillRun, run)
         const after = yield* org.client.datasets.listForTask({ params: { task_id: task.id }, query: {} })
@@ -121,7 +128,8 @@ layer(SvcTest.layer(), { excludeTestServices: true })("feedback on task answers"
         const org = yield* SvcTest.org()
         const { run } = yield* setup(org)
         const reader = yield* org.newKey(["feedback.read"])
-        const error = yield* reader.client.feedback.submit({ payload: { inference_log_id: run.trace_id, score: 1 } }).pipe(Effect.flip)
+        const error = yield* reader.client.feedback.submit({ payload: { inference_log_id: run.trace_id, score: 1 } })
+          .pipe(Effect.flip)
         assert.strictEqual(error._tag, "InsufficientScope")
       }))
   })
@@ -132,7 +140,10 @@ layer(SvcTest.layer(), { excludeTestServices: true })("feedback on task answers"
         const svc = yield* SvcTest
         const org = yield* SvcTest.org()
         const { run } = yield* setup(org)
-        const correction = { label: "x", items: [{ sku: "a", price: 1 }, { sku: "b", price: 2 }, { sku: "c", price: "3" }] }
+        const correction = {
+          label: "x",
+          items: [{ sku: "a", price: 1 }, { sku: "b", price: 2 }, { sku: "c", price: "3" }]
+        }
         const response = yield* raw(`${svc.baseUrl}/v1/feedback`, {
           method: "POST",
           headers: { authorization: `Bearer ${org.key}`, "content-type": "application/json" },
@@ -143,7 +154,9 @@ layer(SvcTest.layer(), { excludeTestServices: true })("feedback on task answers"
         assert.strictEqual(response.json.code, "CORRECTION_SHAPE_MISMATCH")
         assert.strictEqual(response.json.field, "correction.items[2].price")
         assert.match(response.json.detail, /number/)
-        const error = yield* org.client.feedback.submit({ payload: { inference_log_id: run.trace_id, score: -1, correction } }).pipe(Effect.flip)
+        const error = yield* org.client.feedback.submit({
+          payload: { inference_log_id: run.trace_id, score: -1, correction }
+        }).pipe(Effect.flip)
         assert.strictEqual(error._tag, "CorrectionShapeMismatch")
       }))
 
@@ -164,10 +177,16 @@ layer(SvcTest.layer(), { excludeTestServices: true })("feedback on task answers"
     it.effect("a secret used as an unexpected member name is not repeated in the 422", () =>
       Effect.gen(function*() {
         const org = yield* SvcTest.org()
-        const { run } = yield* setup(org, { type: "object", additionalProperties: false, properties: { a: { type: "string" } } })
+        const { run } = yield* setup(org, {
+          type: "object",
+          additionalProperties: false,
+          properties: { a: { type: "string" } }
+        })
         const github = secretSamples().find((s) => s.rule === "@secretlint/secretlint-rule-github")!.secret
         for (const name of [github, org.key]) {
-          const error = yield* org.client.feedback.submit({ payload: { inference_log_id: run.trace_id, score: -1, correction: { [name]: "x" } } }).pipe(Effect.flip)
+          const error = yield* org.client.feedback.submit({
+            payload: { inference_log_id: run.trace_id, score: -1, correction: { [name]: "x" } }
+          }).pipe(Effect.flip)
           assert.strictEqual(error._tag, "CorrectionShapeMismatch")
           if (error._tag === "CorrectionShapeMismatch") assert.include(error.field, REDACTION_MARKER)
           assert.notInclude(JSON.stringify(error), name)
@@ -177,14 +196,26 @@ layer(SvcTest.layer(), { excludeTestServices: true })("feedback on task answers"
     it.effect("a secret stored after earlier feedback, used as an unexpected member name, is not repeated in the 422", () =>
       Effect.gen(function*() {
         const org = yield* SvcTest.org()
-        const { run } = yield* setup(org, { type: "object", additionalProperties: false, properties: { a: { type: "string" } } })
-        yield* org.client.feedback.submit({ payload: { inference_log_id: run.trace_id, score: -1, correction: { a: "warm any credential cache" } } })
+        const { run } = yield* setup(org, {
+          type: "object",
+          additionalProperties: false,
+          properties: { a: { type: "string" } }
+        })
+        yield* org.client.feedback.submit({
+          payload: { inference_log_id: run.trace_id, score: -1, correction: { a: "warm any credential cache" } }
+        })
         const store = yield* Effect.gen(function*() {
           return yield* SecretStore
         }).pipe(Effect.provide(SecretStore.layer))
         const secret = chars("abcdefghijklmnopqrstuvwxyz", 24, 14)
-        yield* store.put({ orgId: org.orgId, kind: "notification_endpoint", id: newId() }, "signing_secret", Redacted.make(secret))
-        const error = yield* org.client.feedback.submit({ payload: { inference_log_id: run.trace_id, score: -1, correction: { [secret]: "x" } } }).pipe(Effect.flip)
+        yield* store.put(
+          { orgId: org.orgId, kind: "notification_endpoint", id: newId() },
+          "signing_secret",
+          Redacted.make(secret)
+        )
+        const error = yield* org.client.feedback.submit({
+          payload: { inference_log_id: run.trace_id, score: -1, correction: { [secret]: "x" } }
+        }).pipe(Effect.flip)
         assert.strictEqual(error._tag, "CorrectionShapeMismatch")
         assert.notInclude(JSON.stringify(error), secret)
       }))
@@ -199,9 +230,13 @@ layer(SvcTest.layer(), { excludeTestServices: true })("feedback on task answers"
           properties: { code: { $ref: "#/definitions/code" } },
           required: ["code"]
         })
-        const ok = yield* org.client.feedback.submit({ payload: { inference_log_id: run.trace_id, score: 1, correction: { code: "ABC" } } })
+        const ok = yield* org.client.feedback.submit({
+          payload: { inference_log_id: run.trace_id, score: 1, correction: { code: "ABC" } }
+        })
         assert.strictEqual(ok.status, "pending")
-        const error = yield* org.client.feedback.submit({ payload: { inference_log_id: run.trace_id, score: 1, correction: { code: "abc" } } }).pipe(Effect.flip)
+        const error = yield* org.client.feedback.submit({
+          payload: { inference_log_id: run.trace_id, score: 1, correction: { code: "abc" } }
+        }).pipe(Effect.flip)
         assert.strictEqual(error._tag, "CorrectionShapeMismatch")
         if (error._tag === "CorrectionShapeMismatch") assert.strictEqual(error.field, "correction.code")
       }))
@@ -210,8 +245,10 @@ layer(SvcTest.layer(), { excludeTestServices: true })("feedback on task answers"
       Effect.gen(function*() {
         const org = yield* SvcTest.org()
         const { run } = yield* setup(org, { type: "object", properties: { "unit price": { type: "number" } } })
-        const error = yield* org.client.feedback.submit({ payload: { inference_log_id: run.trace_id, score: 1, correction: { "unit price": "x" } } }).pipe(Effect.flip)
-        if (error._tag === "CorrectionShapeMismatch") assert.strictEqual(error.field, 'correction["unit price"]')
+        const error = yield* org.client.feedback.submit({
+          payload: { inference_log_id: run.trace_id, score: 1, correction: { "unit price": "x" } }
+        }).pipe(Effect.flip)
+        if (error._tag === "CorrectionShapeMismatch") assert.strictEqual(error.field, "correction[\"unit price\"]")
         else assert.fail(error._tag)
       }))
   })
@@ -229,15 +266,29 @@ layer(SvcTest.layer(), { excludeTestServices: true })("feedback on task answers"
         }).pipe(Effect.provide(SecretStore.layer))
         const signing = `whsec_${chars("abcdefghijklmnopqrstuvwxyz0123456789", 43, 3)}`
         const collector = chars("ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789", 30, 5)
-        yield* store.put({ orgId: org.orgId, kind: "notification_endpoint", id: newId() }, "signing_secret", Redacted.make(signing))
-        yield* store.put({ orgId: org.orgId, kind: "telemetry_destination", id: newId() }, "authorization", Redacted.make(`Bearer ${collector}`))
+        yield* store.put(
+          { orgId: org.orgId, kind: "notification_endpoint", id: newId() },
+          "signing_secret",
+          Redacted.make(signing)
+        )
+        yield* store.put(
+          { orgId: org.orgId, kind: "telemetry_destination", id: newId() },
+          "authorization",
+          Redacted.make(`Bearer ${collector}`)
+        )
         const correction = {
           label: org.key,
           notes: `use ${revoked.key} or sign with ${signing}; collector token ${collector}`,
           items: [{ sku: `Bearer ${collector}`, price: 1 }]
         }
-        const item = yield* org.client.feedback.submit({ payload: { inference_log_id: run.trace_id, score: -1, correction } })
-        assert.deepStrictEqual(item.redaction_warning?.fields, ["correction.label", "correction.notes", "correction.items[0].sku"])
+        const item = yield* org.client.feedback.submit({
+          payload: { inference_log_id: run.trace_id, score: -1, correction }
+        })
+        assert.deepStrictEqual(item.redaction_warning?.fields, [
+          "correction.label",
+          "correction.notes",
+          "correction.items[0].sku"
+        ])
         assert.isString(item.redaction_warning?.message)
         const body = JSON.stringify(item)
         const stored = JSON.stringify(yield* storedCorrections(org.orgId))
@@ -259,7 +310,9 @@ layer(SvcTest.layer(), { excludeTestServices: true })("feedback on task answers"
         const org = yield* SvcTest.org()
         const { run } = yield* setup(org)
         const submit = (notes: string) =>
-          org.client.feedback.submit({ payload: { inference_log_id: run.trace_id, score: -1, correction: { ...goodCorrection, notes } } })
+          org.client.feedback.submit({
+            payload: { inference_log_id: run.trace_id, score: -1, correction: { ...goodCorrection, notes } }
+          })
         yield* submit("first, to warm any cache")
         const fresh = yield* org.newKey(["feedback.read"])
         const afterKey = yield* submit(`new key ${fresh.key}`)
@@ -268,7 +321,11 @@ layer(SvcTest.layer(), { excludeTestServices: true })("feedback on task answers"
           return yield* SecretStore
         }).pipe(Effect.provide(SecretStore.layer))
         const secret = chars("abcdefghijklmnopqrstuvwxyz", 24, 9)
-        yield* store.put({ orgId: org.orgId, kind: "notification_endpoint", id: newId() }, "signing_secret", Redacted.make(secret))
+        yield* store.put(
+          { orgId: org.orgId, kind: "notification_endpoint", id: newId() },
+          "signing_secret",
+          Redacted.make(secret)
+        )
         const afterSecret = yield* submit(`secret ${secret}`)
         assert.deepStrictEqual(afterSecret.redaction_warning?.fields, ["correction.notes"])
         assert.notInclude(JSON.stringify(afterSecret), secret)
@@ -293,7 +350,11 @@ layer(SvcTest.layer(), { excludeTestServices: true })("feedback on task answers"
         yield* key.revoke
         assert.strictEqual(yield* version, v1, "revocation keeps it")
         const owner = { orgId: org.orgId, kind: "notification_endpoint" as const, id: newId() }
-        const secretId = yield* store.put(owner, "signing_secret", Redacted.make(chars("abcdefghijklmnopqrstuvwxyz", 24, 13)))
+        const secretId = yield* store.put(
+          owner,
+          "signing_secret",
+          Redacted.make(chars("abcdefghijklmnopqrstuvwxyz", 24, 13))
+        )
         const v2 = yield* version
         assert.isAbove(v2, v1, "a new secret")
         yield* svc.sql`UPDATE org_secrets SET sealed = sealed WHERE id = ${secretId}`
@@ -312,9 +373,15 @@ layer(SvcTest.layer(), { excludeTestServices: true })("feedback on task answers"
           return yield* SecretStore
         }).pipe(Effect.provide(SecretStore.layer))
         const submit = (notes: string) =>
-          org.client.feedback.submit({ payload: { inference_log_id: run.trace_id, score: -1, correction: { ...goodCorrection, notes } } })
+          org.client.feedback.submit({
+            payload: { inference_log_id: run.trace_id, score: -1, correction: { ...goodCorrection, notes } }
+          })
         const oldOwner = { orgId: org.orgId, kind: "notification_endpoint" as const, id: newId() }
-        const oldSecretId = yield* store.put(oldOwner, "signing_secret", Redacted.make(chars("abcdefghijklmnopqrstuvwxyz", 24, 11)))
+        const oldSecretId = yield* store.put(
+          oldOwner,
+          "signing_secret",
+          Redacted.make(chars("abcdefghijklmnopqrstuvwxyz", 24, 11))
+        )
         yield* submit("warm any credential cache")
         // The endpoint is deleted and another created in a transaction that
         // started before the old secret was written (its created_at, now(),
@@ -322,7 +389,11 @@ layer(SvcTest.layer(), { excludeTestServices: true })("feedback on task answers"
         const [old] = yield* svc.sql<{ created_at: Date }>`SELECT created_at FROM org_secrets WHERE id = ${oldSecretId}`
         yield* store.removeOwner(oldOwner)
         const secret = chars("abcdefghijklmnopqrstuvwxyz", 24, 12)
-        const newSecretId = yield* store.put({ orgId: org.orgId, kind: "notification_endpoint", id: newId() }, "signing_secret", Redacted.make(secret))
+        const newSecretId = yield* store.put(
+          { orgId: org.orgId, kind: "notification_endpoint", id: newId() },
+          "signing_secret",
+          Redacted.make(secret)
+        )
         yield* svc.sql`UPDATE org_secrets SET created_at = ${old!.created_at} WHERE id = ${newSecretId}`
         const item = yield* submit(`sign with ${secret}`)
         assert.notInclude(JSON.stringify(item), secret)
@@ -339,7 +410,9 @@ layer(SvcTest.layer(), { excludeTestServices: true })("feedback on task answers"
           notes: samples.map((s) => s.text).join(" | "),
           items: [{ sku: "A-1", price: 1 }]
         }
-        const item = yield* org.client.feedback.submit({ payload: { inference_log_id: run.trace_id, score: -1, correction } })
+        const item = yield* org.client.feedback.submit({
+          payload: { inference_log_id: run.trace_id, score: -1, correction }
+        })
         const notes = (item.correction as { notes: string }).notes
         for (const sample of samples) assert.notInclude(notes, sample.secret)
         assert.isTrue(notes.startsWith("value: [REDACTED] end"))
@@ -350,8 +423,16 @@ layer(SvcTest.layer(), { excludeTestServices: true })("feedback on task answers"
       Effect.gen(function*() {
         const org = yield* SvcTest.org()
         const { run } = yield* setup(org)
-        const correction = { ...goodCorrection, token: "abc-123", session: "sess_42", secret_word: "banana", password_hint: "first pet" }
-        const item = yield* org.client.feedback.submit({ payload: { inference_log_id: run.trace_id, score: 1, correction } })
+        const correction = {
+          ...goodCorrection,
+          token: "abc-123",
+          session: "sess_42",
+          secret_word: "banana",
+          password_hint: "first pet"
+        }
+        const item = yield* org.client.feedback.submit({
+          payload: { inference_log_id: run.trace_id, score: 1, correction }
+        })
         assert.deepStrictEqual(item.correction, correction)
         assert.isUndefined(item.redaction_warning)
       }))
@@ -361,7 +442,9 @@ layer(SvcTest.layer(), { excludeTestServices: true })("feedback on task answers"
         const org = yield* SvcTest.org()
         const { run } = yield* setup(org)
         const jwt = secretSamples().find((s) => s.rule === "jwt")!
-        const item = yield* org.client.feedback.submit({ payload: { inference_log_id: run.trace_id, score: 1, correction: { ...goodCorrection, token: jwt.secret } } })
+        const item = yield* org.client.feedback.submit({
+          payload: { inference_log_id: run.trace_id, score: 1, correction: { ...goodCorrection, token: jwt.secret } }
+        })
         assert.strictEqual((item.correction as { token: string }).token, REDACTION_MARKER)
         assert.deepStrictEqual(item.redaction_warning?.fields, ["correction.token"])
       }))
@@ -370,9 +453,19 @@ layer(SvcTest.layer(), { excludeTestServices: true })("feedback on task answers"
       Effect.gen(function*() {
         const org = yield* SvcTest.org()
         const { run } = yield* setup(org, { type: "object" })
-        for (const planting of [...plantings(), ...awsSecretEndings()].filter((p) => p.rule.includes("aws") && p.forms.length > 1)) {
-          const correction = { ...goodCorrection, pasted: planting.forms, credentials: { aws_secret_access_key: planting.secret } }
-          const item = yield* org.client.feedback.submit({ payload: { inference_log_id: run.trace_id, score: 1, correction } })
+        for (
+          const planting of [...plantings(), ...awsSecretEndings()].filter((p) =>
+            p.rule.includes("aws") && p.forms.length > 1
+          )
+        ) {
+          const correction = {
+            ...goodCorrection,
+            pasted: planting.forms,
+            credentials: { aws_secret_access_key: planting.secret }
+          }
+          const item = yield* org.client.feedback.submit({
+            payload: { inference_log_id: run.trace_id, score: 1, correction }
+          })
           assert.deepStrictEqual(survivingWindows(JSON.stringify(item.correction), planting.secret), [])
           const stored = (yield* org.client.feedback.list({ query: {} })).feedback
           assert.deepStrictEqual(survivingWindows(JSON.stringify(stored), planting.secret), [])
@@ -385,23 +478,40 @@ layer(SvcTest.layer(), { excludeTestServices: true })("feedback on task answers"
         const org = yield* SvcTest.org()
         const { run } = yield* setup(org, { type: "object" })
         const samples = secretSamples(31)
-        const planted: ReadonlyArray<readonly [string, string]> = [...samples.map((s) => [s.text, s.secret] as const), [org.key, org.key]]
+        const planted: ReadonlyArray<readonly [string, string]> = [...samples.map((s) => [s.text, s.secret] as const), [
+          org.key,
+          org.key
+        ]]
         const word = fc.stringMatching(/^[a-z]{1,8}$/)
         const doc = fc.letrec<{ v: unknown }>((tie) => ({
-          v: fc.oneof({ depthSize: "small" }, word, fc.integer(), fc.array(tie("v"), { maxLength: 3 }), fc.dictionary(word, tie("v"), { maxKeys: 3 }))
+          v: fc.oneof(
+            { depthSize: "small" },
+            word,
+            fc.integer(),
+            fc.array(tie("v"), { maxLength: 3 }),
+            fc.dictionary(word, tie("v"), { maxKeys: 3 })
+          )
         })).v
         const cases = fc.sample(
-          fc.tuple(fc.dictionary(word, doc, { maxKeys: 3 }), fc.constantFrom(...planted), fc.array(word, { minLength: 1, maxLength: 4 })),
+          fc.tuple(
+            fc.dictionary(word, doc, { maxKeys: 3 }),
+            fc.constantFrom(...planted),
+            fc.array(word, { minLength: 1, maxLength: 4 })
+          ),
           { numRuns: 12, seed: 42 }
         )
         for (const [base, [text, secret], path] of cases) {
           // Plant at a random depth: nest the text under the generated path.
           const nested = path.reduceRight<unknown>((inner, key) => ({ [key]: inner }), `see ${text} now`)
           const correction = { ...base, planted: nested } as unknown as Record<string, never>
-          const item = yield* org.client.feedback.submit({ payload: { inference_log_id: run.trace_id, score: 0, correction } })
+          const item = yield* org.client.feedback.submit({
+            payload: { inference_log_id: run.trace_id, score: 0, correction }
+          })
           assert.notInclude(JSON.stringify(item), secret)
           assert.isAbove(item.redaction_warning?.fields.length ?? 0, 0)
-          const clean = yield* org.client.feedback.submit({ payload: { inference_log_id: run.trace_id, score: 0, correction: base as never } })
+          const clean = yield* org.client.feedback.submit({
+            payload: { inference_log_id: run.trace_id, score: 0, correction: base as never }
+          })
           assert.deepStrictEqual(clean.correction, base)
           assert.isUndefined(clean.redaction_warning)
         }
@@ -435,11 +545,15 @@ layer(SvcTest.layer(), { excludeTestServices: true })("feedback on task answers"
         }
         const basicAuth = secretSamples().find((s) => s.rule === "@secretlint/secretlint-rule-basicauth")!.secret
         const jwt = secretSamples().find((s) => s.rule === "jwt")!.secret
-        for (const [correction, field] of [
-          [{ site: basicAuth }, "correction.site"],
-          [{ long: jwt }, "correction.long"]
-        ] as const) {
-          const refused = yield* org.client.feedback.submit({ payload: { inference_log_id: run.trace_id, score: -1, correction } }).pipe(Effect.flip)
+        for (
+          const [correction, field] of [
+            [{ site: basicAuth }, "correction.site"],
+            [{ long: jwt }, "correction.long"]
+          ] as const
+        ) {
+          const refused = yield* org.client.feedback.submit({
+            payload: { inference_log_id: run.trace_id, score: -1, correction }
+          }).pipe(Effect.flip)
           assert.strictEqual(refused._tag, "CorrectionContainsSecret")
           if (refused._tag === "CorrectionContainsSecret") assert.strictEqual(refused.field, field)
         }
@@ -457,7 +571,10 @@ layer(SvcTest.layer(), { excludeTestServices: true })("feedback on task answers"
       Effect.gen(function*() {
         const org = yield* SvcTest.org()
         const { run } = yield* setup(org)
-        const submit = () => org.client.feedback.submit({ payload: { inference_log_id: run.trace_id, score: -1, correction: goodCorrection } })
+        const submit = () =>
+          org.client.feedback.submit({
+            payload: { inference_log_id: run.trace_id, score: -1, correction: goodCorrection }
+          })
         const a = yield* submit()
         const b = yield* submit()
         const bare = yield* org.client.feedback.submit({ payload: { inference_log_id: run.trace_id, score: 1 } })
@@ -483,7 +600,9 @@ layer(SvcTest.layer(), { excludeTestServices: true })("feedback on task answers"
         const org = yield* SvcTest.org()
         const other = yield* SvcTest.org()
         const { run } = yield* setup(org)
-        const item = yield* org.client.feedback.submit({ payload: { inference_log_id: run.trace_id, score: -1, correction: goodCorrection } })
+        const item = yield* org.client.feedback.submit({
+          payload: { inference_log_id: run.trace_id, score: -1, correction: goodCorrection }
+        })
         const error = yield* other.client.feedback.stage({ params: { feedback_id: item.id } }).pipe(Effect.flip)
         assert.strictEqual(error._tag, "NotFound")
         const reader = yield* org.newKey(["feedback.read"])
@@ -500,7 +619,11 @@ layer(SvcTest.layer(), { excludeTestServices: true })("feedback on task answers"
         const second = yield* setup(org)
         const ids: Array<string> = []
         for (let i = 0; i < 7; i++) {
-          ids.push((yield* org.client.feedback.submit({ payload: { inference_log_id: run.trace_id, score: 1, correction: goodCorrection } })).id)
+          ids.push(
+            (yield* org.client.feedback.submit({
+              payload: { inference_log_id: run.trace_id, score: 1, correction: goodCorrection }
+            })).id
+          )
         }
         yield* org.client.feedback.submit({ payload: { inference_log_id: second.run.trace_id, score: 1 } })
         yield* org.client.feedback.stage({ params: { feedback_id: ids[2]! } })
@@ -508,10 +631,14 @@ layer(SvcTest.layer(), { excludeTestServices: true })("feedback on task answers"
         let cursor: string | undefined
         let pages = 0
         do {
-          const page = yield* org.client.feedback.list({ query: { task_id: task.id, limit: 3, ...(cursor ? { cursor } : {}) } })
+          const page = yield* org.client.feedback.list({
+            query: { task_id: task.id, limit: 3, ...(cursor ? { cursor } : {}) }
+          })
           seen.push(...page.feedback.map((f) => f.id))
           cursor = page.next_cursor ?? undefined
-          if (pages++ === 0) yield* org.client.feedback.submit({ payload: { inference_log_id: run.trace_id, score: 0 } })
+          if (pages++ === 0) {
+            yield* org.client.feedback.submit({ payload: { inference_log_id: run.trace_id, score: 0 } })
+          }
         } while (cursor !== undefined)
         assert.deepStrictEqual(seen, [...ids].reverse())
         const staged = yield* org.client.feedback.list({ query: { status: "staged" } })
@@ -528,7 +655,9 @@ layer(SvcTest.layer(), { excludeTestServices: true })("feedback on task answers"
         const org = yield* SvcTest.org()
         const error = yield* org.client.feedback.list({ query: { cursor: "nope" } }).pipe(Effect.flip)
         assert.strictEqual(error._tag, "InvalidRequest")
-        const bad = yield* raw(`${svc.baseUrl}/v1/feedback?status=done`, { headers: { authorization: `Bearer ${org.key}` } })
+        const bad = yield* raw(`${svc.baseUrl}/v1/feedback?status=done`, {
+          headers: { authorization: `Bearer ${org.key}` }
+        })
         assert.strictEqual(bad.status, 400)
         assert.strictEqual(bad.json.field, "status")
         const writer = yield* org.newKey(["feedback.write"])
@@ -544,7 +673,11 @@ layer(SvcTest.layer(), { excludeTestServices: true })("feedback on task answers"
         const ids: Array<string> = []
         for (let i = 0; i < count; i++) {
           const item = yield* org.client.feedback.submit({
-            payload: { inference_log_id: run.trace_id, score: -1, correction: { label: `fixed-${i}`, items: [{ sku: `S-${i}`, price: i }] } }
+            payload: {
+              inference_log_id: run.trace_id,
+              score: -1,
+              correction: { label: `fixed-${i}`, items: [{ sku: `S-${i}`, price: i }] }
+            }
           })
           yield* org.client.feedback.stage({ params: { feedback_id: item.id } })
           ids.push(item.id)
@@ -558,29 +691,61 @@ layer(SvcTest.layer(), { excludeTestServices: true })("feedback on task answers"
         const { task, ids } = yield* staged(org, 2)
         const preview = yield* org.client.feedback.promotePreview({ params: { task_id: task.id }, query: {} })
         assert.deepStrictEqual(preview.staged.map((f) => f.id), ids)
-        const first = yield* org.client.feedback.promote({ params: { task_id: task.id }, payload: { base_dataset_id: preview.base_dataset_id, expected_feedback_revision: preview.expected_feedback_revision } })
+        const first = yield* org.client.feedback.promote({
+          params: { task_id: task.id },
+          payload: {
+            base_dataset_id: preview.base_dataset_id,
+            expected_feedback_revision: preview.expected_feedback_revision
+          }
+        })
         assert.strictEqual(first.version, 2)
         assert.strictEqual(first.promoted_count, 2)
         const v2 = yield* org.client.datasets.get({ params: { dataset_id: first.dataset_id }, query: {} })
         assert.deepStrictEqual(v2.examples, [
-          { input: { ticket: "refund my order" }, answer: { label: "fixed-0", items: [{ sku: "S-0", price: 0 }] }, feedback_id: ids[0]! },
-          { input: { ticket: "refund my order" }, answer: { label: "fixed-1", items: [{ sku: "S-1", price: 1 }] }, feedback_id: ids[1]! }
+          {
+            input: { ticket: "refund my order" },
+            answer: { label: "fixed-0", items: [{ sku: "S-0", price: 0 }] },
+            feedback_id: ids[0]!
+          },
+          {
+            input: { ticket: "refund my order" },
+            answer: { label: "fixed-1", items: [{ sku: "S-1", price: 1 }] },
+            feedback_id: ids[1]!
+          }
         ])
         const promoted = yield* org.client.feedback.list({ query: { task_id: task.id, status: "promoted" } })
         assert.sameMembers(promoted.feedback.map((f) => f.id), ids)
 
         // A second round builds on version 2; version 1 and 2 stay as they were.
-        const run2 = yield* org.client.tasks.logRun({ params: { task_id: task.id }, payload: { input: { ticket: "second" }, answer: { label: "x", items: [] } } })
-        const next = yield* org.client.feedback.submit({ payload: { inference_log_id: run2.trace_id, score: -1, correction: goodCorrection } })
+        const run2 = yield* org.client.tasks.logRun({
+          params: { task_id: task.id },
+          payload: { input: { ticket: "second" }, answer: { label: "x", items: [] } }
+        })
+        const next = yield* org.client.feedback.submit({
+          payload: { inference_log_id: run2.trace_id, score: -1, correction: goodCorrection }
+        })
         yield* org.client.feedback.stage({ params: { feedback_id: next.id } })
         const preview2 = yield* org.client.feedback.promotePreview({ params: { task_id: task.id }, query: {} })
         assert.strictEqual(preview2.base_dataset_id, first.dataset_id)
-        const second = yield* org.client.feedback.promote({ params: { task_id: task.id }, payload: { base_dataset_id: preview2.base_dataset_id, expected_feedback_revision: preview2.expected_feedback_revision } })
+        const second = yield* org.client.feedback.promote({
+          params: { task_id: task.id },
+          payload: {
+            base_dataset_id: preview2.base_dataset_id,
+            expected_feedback_revision: preview2.expected_feedback_revision
+          }
+        })
         assert.strictEqual(second.version, 3)
         const v3 = yield* org.client.datasets.get({ params: { dataset_id: second.dataset_id }, query: {} })
         assert.deepStrictEqual(v3.examples.slice(0, 2), v2.examples)
-        assert.deepStrictEqual(v3.examples[2], { input: { ticket: "second" }, answer: goodCorrection, feedback_id: next.id })
-        assert.deepStrictEqual(yield* org.client.datasets.get({ params: { dataset_id: first.dataset_id }, query: {} }), v2)
+        assert.deepStrictEqual(v3.examples[2], {
+          input: { ticket: "second" },
+          answer: goodCorrection,
+          feedback_id: next.id
+        })
+        assert.deepStrictEqual(
+          yield* org.client.datasets.get({ params: { dataset_id: first.dataset_id }, query: {} }),
+          v2
+        )
         const { datasets } = yield* org.client.datasets.listForTask({ params: { task_id: task.id }, query: {} })
         assert.deepStrictEqual(datasets.map((d) => [d.version, d.example_count]), [[1, 0], [2, 2], [3, 3]])
         const v1 = yield* org.client.datasets.get({ params: { dataset_id: datasets[0]!.id }, query: {} })
@@ -592,13 +757,21 @@ layer(SvcTest.layer(), { excludeTestServices: true })("feedback on task answers"
         const org = yield* SvcTest.org()
         const { task, run } = yield* staged(org, 1)
         const preview = yield* org.client.feedback.promotePreview({ params: { task_id: task.id }, query: {} })
-        const more = yield* org.client.feedback.submit({ payload: { inference_log_id: run.trace_id, score: -1, correction: goodCorrection } })
+        const more = yield* org.client.feedback.submit({
+          payload: { inference_log_id: run.trace_id, score: -1, correction: goodCorrection }
+        })
         const unchanged = yield* org.client.feedback.promotePreview({ params: { task_id: task.id }, query: {} })
         assert.strictEqual(unchanged.expected_feedback_revision, preview.expected_feedback_revision)
         yield* org.client.feedback.stage({ params: { feedback_id: more.id } })
         const changed = yield* org.client.feedback.promotePreview({ params: { task_id: task.id }, query: {} })
         assert.notStrictEqual(changed.expected_feedback_revision, preview.expected_feedback_revision)
-        const error = yield* org.client.feedback.promote({ params: { task_id: task.id }, payload: { base_dataset_id: preview.base_dataset_id, expected_feedback_revision: preview.expected_feedback_revision } }).pipe(Effect.flip)
+        const error = yield* org.client.feedback.promote({
+          params: { task_id: task.id },
+          payload: {
+            base_dataset_id: preview.base_dataset_id,
+            expected_feedback_revision: preview.expected_feedback_revision
+          }
+        }).pipe(Effect.flip)
         assert.strictEqual(error._tag, "FeedbackChanged")
         const { datasets } = yield* org.client.datasets.listForTask({ params: { task_id: task.id }, query: {} })
         assert.strictEqual(datasets.length, 1)
@@ -612,15 +785,30 @@ layer(SvcTest.layer(), { excludeTestServices: true })("feedback on task answers"
         const org = yield* SvcTest.org()
         const { task } = yield* staged(org, 1)
         const preview = yield* org.client.feedback.promotePreview({ params: { task_id: task.id }, query: {} })
-        yield* org.client.feedback.promote({ params: { task_id: task.id }, payload: { base_dataset_id: preview.base_dataset_id, expected_feedback_revision: preview.expected_feedback_revision } })
-        const stale = yield* org.client.feedback.promote({ params: { task_id: task.id }, payload: { base_dataset_id: preview.base_dataset_id, expected_feedback_revision: preview.expected_feedback_revision } }).pipe(Effect.flip)
+        yield* org.client.feedback.promote({
+          params: { task_id: task.id },
+          payload: {
+            base_dataset_id: preview.base_dataset_id,
+            expected_feedback_revision: preview.expected_feedback_revision
+          }
+        })
+        const stale = yield* org.client.feedback.promote({
+          params: { task_id: task.id },
+          payload: {
+            base_dataset_id: preview.base_dataset_id,
+            expected_feedback_revision: preview.expected_feedback_revision
+          }
+        }).pipe(Effect.flip)
         assert.strictEqual(stale._tag, "DatasetBaseChanged")
         const empty = yield* org.client.feedback.promotePreview({ params: { task_id: task.id }, query: {} })
         assert.deepStrictEqual(empty.staged, [])
         const response = yield* raw(`${svc.baseUrl}/v1/tasks/${task.id}/feedback/promote`, {
           method: "POST",
           headers: { authorization: `Bearer ${org.key}`, "content-type": "application/json" },
-          body: JSON.stringify({ base_dataset_id: empty.base_dataset_id, expected_feedback_revision: empty.expected_feedback_revision })
+          body: JSON.stringify({
+            base_dataset_id: empty.base_dataset_id,
+            expected_feedback_revision: empty.expected_feedback_revision
+          })
         })
         assert.strictEqual(response.status, 409)
         assert.strictEqual(response.json.code, "NOTHING_STAGED")
@@ -631,14 +819,22 @@ layer(SvcTest.layer(), { excludeTestServices: true })("feedback on task answers"
         const org = yield* SvcTest.org()
         const { task } = yield* staged(org, 1)
         const preview = yield* org.client.feedback.promotePreview({ params: { task_id: task.id }, query: {} })
-        const payload = { base_dataset_id: preview.base_dataset_id, expected_feedback_revision: preview.expected_feedback_revision }
+        const payload = {
+          base_dataset_id: preview.base_dataset_id,
+          expected_feedback_revision: preview.expected_feedback_revision
+        }
         const reviewer = yield* org.newKey(["feedback.read", "feedback.write"])
-        const denied = yield* reviewer.client.feedback.promote({ params: { task_id: task.id }, payload }).pipe(Effect.flip)
+        const denied = yield* reviewer.client.feedback.promote({ params: { task_id: task.id }, payload }).pipe(
+          Effect.flip
+        )
         assert.strictEqual(denied._tag, "InsufficientScope")
         const other = yield* SvcTest.org()
-        const missing = yield* other.client.feedback.promote({ params: { task_id: task.id }, payload }).pipe(Effect.flip)
+        const missing = yield* other.client.feedback.promote({ params: { task_id: task.id }, payload }).pipe(
+          Effect.flip
+        )
         assert.strictEqual(missing._tag, "NotFound")
-        const missingPreview = yield* other.client.feedback.promotePreview({ params: { task_id: task.id }, query: {} }).pipe(Effect.flip)
+        const missingPreview = yield* other.client.feedback.promotePreview({ params: { task_id: task.id }, query: {} })
+          .pipe(Effect.flip)
         assert.strictEqual(missingPreview._tag, "NotFound")
       }))
 
@@ -649,7 +845,10 @@ layer(SvcTest.layer(), { excludeTestServices: true })("feedback on task answers"
         for (let round = 0; round < 3; round++) {
           const { task, ids } = yield* staged(org, 3)
           const preview = yield* org.client.feedback.promotePreview({ params: { task_id: task.id }, query: {} })
-          const payload = { base_dataset_id: preview.base_dataset_id, expected_feedback_revision: preview.expected_feedback_revision }
+          const payload = {
+            base_dataset_id: preview.base_dataset_id,
+            expected_feedback_revision: preview.expected_feedback_revision
+          }
           const results = yield* Effect.all(
             [0, 1, 2].map(() => Effect.result(org.client.feedback.promote({ params: { task_id: task.id }, payload }))),
             { concurrency: "unbounded" }
@@ -659,7 +858,9 @@ layer(SvcTest.layer(), { excludeTestServices: true })("feedback on task answers"
           assert.strictEqual(wins.length, 1)
           assert.strictEqual(losses.length, 2)
           for (const loss of losses) {
-            if (loss._tag === "Failure") assert.include(["DatasetBaseChanged", "FeedbackChanged", "NothingStaged"], loss.failure._tag)
+            if (loss._tag === "Failure") {
+              assert.include(["DatasetBaseChanged", "FeedbackChanged", "NothingStaged"], loss.failure._tag)
+            }
           }
           const rows = yield* svc.sql<{ feedback_id: string }>`
             SELECT e.feedback_id FROM dataset_examples e JOIN datasets d ON d.id = e.dataset_id

@@ -35,15 +35,36 @@ layer(SvcTest.layer().pipe(Layer.provide(Layer.succeed(Tracer.Tracer, recording)
         Effect.gen(function*() {
           const org = yield* SvcTest.org()
           const task = yield* org.client.tasks.create({ payload: { name: "t", answer_schema: { type: "object" } } })
-          const run = yield* org.client.tasks.logRun({ params: { task_id: task.id }, payload: { input: 1, answer: {} } })
+          const run = yield* org.client.tasks.logRun({
+            params: { task_id: task.id },
+            payload: { input: 1, answer: {} }
+          })
           const secret = secretSamples().find((s) => s.rule === "jwt")!.secret
-          const a = yield* org.client.feedback.submit({ payload: { inference_log_id: run.trace_id, score: -1, correction: { token: secret } } })
-          const b = yield* org.client.feedback.submit({ payload: { inference_log_id: run.trace_id, score: -1, correction: { x: "y" } } })
+          const a = yield* org.client.feedback.submit({
+            payload: { inference_log_id: run.trace_id, score: -1, correction: { token: secret } }
+          })
+          const b = yield* org.client.feedback.submit({
+            payload: { inference_log_id: run.trace_id, score: -1, correction: { x: "y" } }
+          })
           yield* org.client.feedback.stage({ params: { feedback_id: a.id } })
           yield* org.client.feedback.reject({ params: { feedback_id: b.id } })
           const preview = yield* org.client.feedback.promotePreview({ params: { task_id: task.id }, query: {} })
-          yield* org.client.feedback.promote({ params: { task_id: task.id }, payload: { base_dataset_id: preview.base_dataset_id, expected_feedback_revision: preview.expected_feedback_revision } })
-          for (const name of ["Feedback.submit", "Feedback.stage", "Feedback.reject", "Feedback.preview", "Feedback.promote"]) {
+          yield* org.client.feedback.promote({
+            params: { task_id: task.id },
+            payload: {
+              base_dataset_id: preview.base_dataset_id,
+              expected_feedback_revision: preview.expected_feedback_revision
+            }
+          })
+          for (
+            const name of [
+              "Feedback.submit",
+              "Feedback.stage",
+              "Feedback.reject",
+              "Feedback.preview",
+              "Feedback.promote"
+            ]
+          ) {
             const mine = spans.filter((s) => s.name === name && orgOf(s) === org.orgId)
             assert.isAbove(mine.length, 0, `${name} span with svc.org_id`)
           }

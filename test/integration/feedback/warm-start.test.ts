@@ -8,8 +8,8 @@
  * client's feedback is then the only one.
  */
 import { assert, describe, it } from "@effect/vitest"
-import { cli, type RunningServer, seededDataDir, startServer } from "../../support/process.ts"
 import { onServerRun } from "../../support/databases.ts"
+import { cli, type RunningServer, seededDataDir, startServer } from "../../support/process.ts"
 
 const START_MS = 150_000
 const TEST_MS = 300_000
@@ -39,8 +39,21 @@ describe.skipIf(onServerRun)("warm start", () => {
     }
     try {
       const org = json((await cli(["orgs", "create", "--name", "warm", "--json"], env)).stdout)
-      key = json((await cli(["keys", "create", "--org", org.id, "--scopes", "tasks.write,tasks.read,feedback.write,feedback.read", "--json"], env)).stdout).key
-      const task = await api(first, "POST", "/v1/tasks", { name: "warm", answer_schema: { type: "object", properties: { a: { type: "string" } } } })
+      key = json(
+        (await cli([
+          "keys",
+          "create",
+          "--org",
+          org.id,
+          "--scopes",
+          "tasks.write,tasks.read,feedback.write,feedback.read",
+          "--json"
+        ], env)).stdout
+      ).key
+      const task = await api(first, "POST", "/v1/tasks", {
+        name: "warm",
+        answer_schema: { type: "object", properties: { a: { type: "string" } } }
+      })
       assert.strictEqual(task.status, 201)
       const run = await api(first, "POST", `/v1/tasks/${task.json.id}/runs`, { input: { q: 1 }, answer: { a: "x" } })
       assert.strictEqual(run.status, 201)
@@ -56,7 +69,11 @@ describe.skipIf(onServerRun)("warm start", () => {
       const before = await api(second, "GET", "/v1/feedback")
       assert.strictEqual(before.status, 200)
       assert.deepStrictEqual(before.json.feedback, [])
-      const submitted = await api(second, "POST", "/v1/feedback", { inference_log_id: traceId, score: -1, correction: { a: "y" } })
+      const submitted = await api(second, "POST", "/v1/feedback", {
+        inference_log_id: traceId,
+        score: -1,
+        correction: { a: "y" }
+      })
       assert.strictEqual(submitted.status, 201)
       const after = await api(second, "GET", "/v1/feedback")
       assert.deepStrictEqual(after.json.feedback.map((item: { id: string }) => item.id), [submitted.json.id])

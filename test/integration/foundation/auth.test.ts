@@ -54,7 +54,11 @@ layer(SvcTest.layer(), { excludeTestServices: true })("authentication and author
           const exit = yield* Effect.exit(org.client.tasks.list({ query: {} }))
           if (exit._tag === "Failure") break
           // The bound, plus room for a loaded machine.
-          assert.isBelow(Date.now() - revokedAt, Duration.toMillis(KEY_CACHE_TTL) + 3_000, "still accepted after the bound")
+          assert.isBelow(
+            Date.now() - revokedAt,
+            Duration.toMillis(KEY_CACHE_TTL) + 3_000,
+            "still accepted after the bound"
+          )
           yield* Effect.sleep("50 millis")
         }
         const error = yield* org.client.tasks.list({ query: {} }).pipe(Effect.flip)
@@ -91,7 +95,9 @@ layer(SvcTest.layer(), { excludeTestServices: true })("authentication and author
     it.effect("a key without the needed scope: 403 INSUFFICIENT_SCOPE naming required_scope", () =>
       Effect.gen(function*() {
         const org = yield* SvcTest.org({ scopes: ["tasks.read"] })
-        const error = yield* org.client.tasks.create({ payload: { name: "t", answer_schema: schema } }).pipe(Effect.flip)
+        const error = yield* org.client.tasks.create({ payload: { name: "t", answer_schema: schema } }).pipe(
+          Effect.flip
+        )
         assert.strictEqual(error._tag, "InsufficientScope")
         if (error._tag === "InsufficientScope") {
           assert.strictEqual(error.required_scope, "tasks.write")
@@ -106,11 +112,19 @@ layer(SvcTest.layer(), { excludeTestServices: true })("authentication and author
         const task = yield* writer.client.tasks.create({ payload: { name: "t", answer_schema: schema } })
         const reader = yield* writer.newKey(["tasks.read"])
         assert.strictEqual((yield* reader.client.tasks.get({ params: { task_id: task.id } })).id, task.id)
-        const noDatasets = yield* reader.client.datasets.listForTask({ params: { task_id: task.id }, query: {} }).pipe(Effect.flip)
+        const noDatasets = yield* reader.client.datasets.listForTask({ params: { task_id: task.id }, query: {} }).pipe(
+          Effect.flip
+        )
         assert.strictEqual(noDatasets._tag, "InsufficientScope")
         const datasets = yield* writer.newKey(["datasets.read"])
-        assert.strictEqual((yield* datasets.client.datasets.listForTask({ params: { task_id: task.id }, query: {} })).datasets.length, 1)
-        const cannotLog = yield* reader.client.tasks.logRun({ params: { task_id: task.id }, payload: { input: 1, answer: 2 } }).pipe(Effect.flip)
+        assert.strictEqual(
+          (yield* datasets.client.datasets.listForTask({ params: { task_id: task.id }, query: {} })).datasets.length,
+          1
+        )
+        const cannotLog = yield* reader.client.tasks.logRun({
+          params: { task_id: task.id },
+          payload: { input: 1, answer: 2 }
+        }).pipe(Effect.flip)
         assert.strictEqual(cannotLog._tag, "InsufficientScope")
       }))
   })
@@ -139,7 +153,10 @@ layer(SvcTest.layer(), { excludeTestServices: true })("authentication and author
           assert.strictEqual(x.status, 404, foreign)
           assert.deepStrictEqual(x.json, y.json, foreign)
         }
-        const logForeign = yield* b.client.tasks.logRun({ params: { task_id: task.id }, payload: { input: 1, answer: 1 } }).pipe(Effect.flip)
+        const logForeign = yield* b.client.tasks.logRun({
+          params: { task_id: task.id },
+          payload: { input: 1, answer: 1 }
+        }).pipe(Effect.flip)
         assert.strictEqual(logForeign._tag, "NotFound")
         assert.strictEqual((yield* b.client.tasks.list({ query: {} })).tasks.length, 0)
       }))

@@ -12,7 +12,8 @@ layer(SvcTest.layer(), { excludeTestServices: true })("pagination cursors", (it)
         const svc = yield* SvcTest
         const a = yield* SvcTest.org()
         const b = yield* SvcTest.org()
-        const get = (key: string, path: string) => raw(`${svc.baseUrl}${path}`, { headers: { authorization: `Bearer ${key}` } })
+        const get = (key: string, path: string) =>
+          raw(`${svc.baseUrl}${path}`, { headers: { authorization: `Bearer ${key}` } })
         const task = yield* a.client.tasks.create({ payload: { name: "t0", answer_schema: schema } })
         yield* a.client.tasks.create({ payload: { name: "t1", answer_schema: schema } })
         for (let i = 0; i < 2; i++) {
@@ -44,7 +45,12 @@ layer(SvcTest.layer(), { excludeTestServices: true })("pagination cursors", (it)
           refused(yield* get(a.key, `/v1/tasks?cursor=${Buffer.from(seq).toString("base64url")}.${tag}`))
         }
         // the old, unsigned format (a JSON object in base64url) with an out-of-range sequence
-        refused(yield* get(a.key, `/v1/tasks?cursor=${Buffer.from(JSON.stringify({ s: "9999999999999999999" })).toString("base64url")}`))
+        refused(
+          yield* get(
+            a.key,
+            `/v1/tasks?cursor=${Buffer.from(JSON.stringify({ s: "9999999999999999999" })).toString("base64url")}`
+          )
+        )
       }))
 
     it.effect("feedback cursors are bound to the filters they were issued with", () =>
@@ -53,11 +59,17 @@ layer(SvcTest.layer(), { excludeTestServices: true })("pagination cursors", (it)
         const org = yield* SvcTest.org()
         const task = yield* org.client.tasks.create({ payload: { name: "t", answer_schema: schema } })
         for (let i = 0; i < 3; i++) {
-          const run = yield* org.client.tasks.logRun({ params: { task_id: task.id }, payload: { input: i, answer: {} } })
-          yield* org.client.feedback.submit({ payload: { inference_log_id: run.trace_id, score: 1, correction: { i } } })
+          const run = yield* org.client.tasks.logRun({
+            params: { task_id: task.id },
+            payload: { input: i, answer: {} }
+          })
+          yield* org.client.feedback.submit({
+            payload: { inference_log_id: run.trace_id, score: 1, correction: { i } }
+          })
         }
         const first = yield* org.client.feedback.list({ query: { task_id: task.id, limit: 1 } })
-        const get = (query: string) => raw(`${svc.baseUrl}/v1/feedback?${query}`, { headers: { authorization: `Bearer ${org.key}` } })
+        const get = (query: string) =>
+          raw(`${svc.baseUrl}/v1/feedback?${query}`, { headers: { authorization: `Bearer ${org.key}` } })
         const same = yield* get(`task_id=${task.id}&limit=1&cursor=${first.next_cursor}`)
         assert.strictEqual(same.status, 200)
         assert.strictEqual(same.json.feedback.length, 1)

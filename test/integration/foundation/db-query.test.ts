@@ -42,33 +42,39 @@ layer(SvcTest.layer(), { excludeTestServices: true })("db query", (it) => {
         assert.strictEqual(yield* searchPath, before)
       }))
 
-    it.effect("a statement longer than QUERY_TIMEOUT is stopped, and meanwhile another organization's requests answer promptly", () =>
-      Effect.gen(function*() {
-        const info = yield* DatabaseInfo
-        const org = yield* SvcTest.org()
-        const started = performance.now()
-        const slow = yield* Effect.forkChild(Effect.flip(readOnlyQuery("SELECT pg_sleep(30)")))
-        // Requests of another organization for as long as the statement runs.
-        const latencies: Array<number> = []
-        while (slow.pollUnsafe() === undefined) {
-          const sent = performance.now()
+    it.effect(
+      "a statement longer than QUERY_TIMEOUT is stopped, and meanwhile another organization's requests answer promptly",
+      () =>
+        Effect.gen(function*() {
+          const info = yield* DatabaseInfo
+          const org = yield* SvcTest.org()
+          const started = performance.now()
+          const slow = yield* Effect.forkChild(Effect.flip(readOnlyQuery("SELECT pg_sleep(30)")))
+          // Requests of another organization for as long as the statement runs.
+          const latencies: Array<number> = []
+          while (slow.pollUnsafe() === undefined) {
+            const sent = performance.now()
+            yield* org.client.notifications.list()
+            latencies.push(performance.now() - sent)
+            // Paced: the check is each answer's latency, not how many fit.
+            yield* Effect.sleep("20 millis")
+          }
+          const error = yield* Fiber.join(slow)
+          const elapsed = performance.now() - started
+          assert.include(
+            databaseMessage(error),
+            info.kind === "server"
+              ? "statement timeout"
+              : `db query's time limit (${Duration.toMillis(QUERY_TIMEOUT)} ms)`
+          )
+          // The limit plus a margin for opening the copy on a busy machine; the statement alone would take 30 s.
+          assert.isBelow(elapsed, Duration.toMillis(QUERY_TIMEOUT) + 15_000)
+          assert.isAbove(latencies.length, 0)
+          assert.isBelow(Math.max(...latencies), 3_000, `latencies: ${latencies.map(Math.round).join(", ")}`)
+          // The shared session still answers.
           yield* org.client.notifications.list()
-          latencies.push(performance.now() - sent)
-          // Paced: the check is each answer's latency, not how many fit.
-          yield* Effect.sleep("20 millis")
-        }
-        const error = yield* Fiber.join(slow)
-        const elapsed = performance.now() - started
-        assert.include(
-          databaseMessage(error),
-          info.kind === "server" ? "statement timeout" : `db query's time limit (${Duration.toMillis(QUERY_TIMEOUT)} ms)`
-        )
-        // The limit plus a margin for opening the copy on a busy machine; the statement alone would take 30 s.
-        assert.isBelow(elapsed, Duration.toMillis(QUERY_TIMEOUT) + 15_000)
-        assert.isAbove(latencies.length, 0)
-        assert.isBelow(Math.max(...latencies), 3_000, `latencies: ${latencies.map(Math.round).join(", ")}`)
-        // The shared session still answers.
-        yield* org.client.notifications.list()
-      }), 60_000)
+        }),
+      60_000
+    )
   })
 })

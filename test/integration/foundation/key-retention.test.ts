@@ -11,7 +11,9 @@ import { SvcTest } from "../../../src/testing.ts"
 import { eventually } from "../../support/http.ts"
 
 layer(
-  SvcTest.layer({ config: { revokedKeyRetention: Duration.minutes(1), retentionInterval: Duration.millis(200), retentionBatch: 1 } }),
+  SvcTest.layer({
+    config: { revokedKeyRetention: Duration.minutes(1), retentionInterval: Duration.millis(200), retentionBatch: 1 }
+  }),
   { excludeTestServices: true }
 )("revoked key retention", (it) => {
   describe("revoked keys past retention are pruned", () => {
@@ -23,8 +25,12 @@ layer(
         const old2 = yield* org.newKey(["tasks.read"])
         const recent = yield* org.newKey(["tasks.read"])
         for (const key of [old1, old2, recent]) yield* key.revoke
-        yield* sql`UPDATE api_keys SET revoked_at = now() - interval '2 minutes' WHERE id IN ${sql.in([old1.keyId, old2.keyId])}`
-        const [before] = yield* sql<{ v: string }>`SELECT credentials_version::text AS v FROM orgs WHERE id = ${org.orgId}`
+        yield* sql`UPDATE api_keys SET revoked_at = now() - interval '2 minutes' WHERE id IN ${
+          sql.in([old1.keyId, old2.keyId])
+        }`
+        const [before] = yield* sql<
+          { v: string }
+        >`SELECT credentials_version::text AS v FROM orgs WHERE id = ${org.orgId}`
         const left = yield* eventually(
           Effect.map(
             sql<{ id: string }>`SELECT id FROM api_keys WHERE org_id = ${org.orgId} ORDER BY id`,
@@ -33,7 +39,9 @@ layer(
           { what: "the old revoked keys to be pruned" }
         )
         assert.deepStrictEqual(left, [org.keyId, recent.keyId].sort())
-        const [after] = yield* sql<{ v: string }>`SELECT credentials_version::text AS v FROM orgs WHERE id = ${org.orgId}`
+        const [after] = yield* sql<
+          { v: string }
+        >`SELECT credentials_version::text AS v FROM orgs WHERE id = ${org.orgId}`
         assert.notStrictEqual(after!.v, before!.v)
       }))
   })

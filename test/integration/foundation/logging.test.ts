@@ -9,7 +9,9 @@ layer(SvcTest.layer(), { excludeTestServices: true })("structured logs", (it) =>
       Effect.gen(function*() {
         const svc = yield* SvcTest
         const org = yield* SvcTest.org()
-        yield* raw(`${svc.baseUrl}/v1/tasks`, { headers: { authorization: `Bearer ${org.key}`, "x-request-id": "log-check-1" } })
+        yield* raw(`${svc.baseUrl}/v1/tasks`, {
+          headers: { authorization: `Bearer ${org.key}`, "x-request-id": "log-check-1" }
+        })
         const lines = svc.logLines().map((line) => JSON.parse(line))
         const line = lines.find((entry) => entry.request_id === "log-check-1")
         assert.isDefined(line)

@@ -13,10 +13,15 @@ import { ConsoleSessions } from "../../../src/console/ConsoleSessions.ts"
 import { Identity } from "../../../src/identity/Identity.ts"
 import { SvcTest } from "../../../src/testing.ts"
 
-const Services = Layer.mergeAll(Identity.layer, ConsoleSessions.layer, NodeServices.layer).pipe(Layer.provideMerge(SvcTest.layer()))
+const Services = Layer.mergeAll(Identity.layer, ConsoleSessions.layer, NodeServices.layer).pipe(
+  Layer.provideMerge(SvcTest.layer())
+)
 
 const named = (name: string) =>
-  Effect.flatMap(SqlClient.SqlClient, (sql) => sql<{ id: string }>`SELECT id FROM orgs WHERE lower(name) = lower(${name})`)
+  Effect.flatMap(
+    SqlClient.SqlClient,
+    (sql) => sql<{ id: string }>`SELECT id FROM orgs WHERE lower(name) = lower(${name})`
+  )
 
 layer(Services, { excludeTestServices: true })("creating an organization", (it) => {
   describe("orgs create --name NAME", () => {
@@ -34,7 +39,10 @@ layer(Services, { excludeTestServices: true })("creating an organization", (it) 
         assert.strictEqual(again.code, 0, again.stderr)
         const second = JSON.parse(again.stdout)
         assert.notStrictEqual(second.id, first.id)
-        assert.strictEqual(again.stderr.trim(), `svc: note: "GLOBEX" is also the name of ${first.id}; this organization is ${second.id}`)
+        assert.strictEqual(
+          again.stderr.trim(),
+          `svc: note: "GLOBEX" is also the name of ${first.id}; this organization is ${second.id}`
+        )
         assert.strictEqual((yield* named("globex")).length, 2)
       }))
 

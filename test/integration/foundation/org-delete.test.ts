@@ -8,9 +8,9 @@ import { NodeServices } from "@effect/platform-node"
 import { assert, describe, layer } from "@effect/vitest"
 import { Duration, Effect, Layer } from "effect"
 import { SqlClient } from "effect/sql"
+import { runCommand } from "../../../src/cli/AdminChannel.ts"
 import { ConsoleSessions } from "../../../src/console/ConsoleSessions.ts"
 import { Identity } from "../../../src/identity/Identity.ts"
-import { runCommand } from "../../../src/cli/AdminChannel.ts"
 import { SvcTest, type TestOrg } from "../../../src/testing.ts"
 import { raw } from "../../support/http.ts"
 
@@ -48,14 +48,24 @@ const populated = Effect.gen(function*() {
     params: { session_id: session.id },
     payload: { step_id: "s1", tool: "t", action_class: "payments.refund", arguments: {} }
   })
-  const login = yield* runCommand(["console", "login", "--org", org.orgId, "--preset", "admin", "--name", "Ada", "--json"])
+  const login = yield* runCommand([
+    "console",
+    "login",
+    "--org",
+    org.orgId,
+    "--preset",
+    "admin",
+    "--name",
+    "Ada",
+    "--json"
+  ])
   assert.strictEqual(login.code, 0, login.stderr)
   // The approval's event reaches the endpoint's queue in the background and
   // its first attempt (refused: nothing listens on port 9) is settled: after
   // this only the test changes the organization's rows (the next attempt is
   // an hour away, `webhookRetrySchedule` below).
   const sql = yield* SqlClient.SqlClient
-  for (let polls = 0; ; polls++) {
+  for (let polls = 0;; polls++) {
     const [row] = yield* sql<{ n: number }>`
       SELECT count(*)::int AS n FROM deliveries WHERE org_id = ${org.orgId} AND attempts >= 1 AND lease_owner IS NULL
     `
@@ -67,7 +77,9 @@ const populated = Effect.gen(function*() {
 })
 
 const Services = Layer.mergeAll(Identity.layer, ConsoleSessions.layer, NodeServices.layer).pipe(
-  Layer.provideMerge(SvcTest.layer({ config: { allowedTargetCidrs: ["127.0.0.0/8"], webhookRetrySchedule: [Duration.hours(1)] } }))
+  Layer.provideMerge(
+    SvcTest.layer({ config: { allowedTargetCidrs: ["127.0.0.0/8"], webhookRetrySchedule: [Duration.hours(1)] } })
+  )
 )
 
 layer(Services, { excludeTestServices: true })("deleting an organization", (it) => {
@@ -82,21 +94,31 @@ layer(Services, { excludeTestServices: true })("deleting an organization", (it) 
         // The data is there to delete: most tables hold some of it.
         assert.isAtLeast(Object.values(before).filter((n) => n > 0).length, 10, JSON.stringify(before))
         // The key works, and is now known to the service's key cache.
-        assert.strictEqual((yield* raw(`${svc.baseUrl}/v1/tasks`, { headers: { authorization: `Bearer ${doomed.key}` } })).status, 200)
+        assert.strictEqual(
+          (yield* raw(`${svc.baseUrl}/v1/tasks`, { headers: { authorization: `Bearer ${doomed.key}` } })).status,
+          200
+        )
 
         const answer = yield* runCommand(["orgs", "delete", "--id", doomed.orgId, "--json"])
         assert.strictEqual(answer.code, 0, answer.stderr)
         assert.deepStrictEqual(JSON.parse(answer.stdout), { id: doomed.orgId, deleted: true, keys: 1 })
 
         const after = yield* rowsOf(doomed.orgId)
-        assert.deepStrictEqual(Object.entries(after).filter(([, n]) => n > 0), [], "no table keeps a row of the deleted organization")
+        assert.deepStrictEqual(
+          Object.entries(after).filter(([, n]) => n > 0),
+          [],
+          "no table keeps a row of the deleted organization"
+        )
         // Refused at once by the process that deleted it.
         const refused = yield* raw(`${svc.baseUrl}/v1/tasks`, { headers: { authorization: `Bearer ${doomed.key}` } })
         assert.strictEqual(refused.status, 401)
         assert.strictEqual(refused.json.code, "UNAUTHENTICATED")
 
         assert.deepStrictEqual(yield* rowsOf(kept.orgId), keptBefore, "the other organization keeps every row")
-        assert.strictEqual((yield* raw(`${svc.baseUrl}/v1/tasks`, { headers: { authorization: `Bearer ${kept.key}` } })).status, 200)
+        assert.strictEqual(
+          (yield* raw(`${svc.baseUrl}/v1/tasks`, { headers: { authorization: `Bearer ${kept.key}` } })).status,
+          200
+        )
       }))
 
     it.effect("an unknown organization is an error, exit status 1, naming it", () =>

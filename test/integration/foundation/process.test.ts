@@ -15,12 +15,12 @@ import * as path from "node:path"
 import { pathToFileURL } from "node:url"
 import { afterAll, beforeAll } from "vitest"
 import { VERSION } from "../../../src/api/Version.ts"
-import { KEY_CACHE_TTL } from "../../../src/identity/Identity.ts"
-import { Database } from "../../../src/database/Database.ts"
 import { adminSocketPath } from "../../../src/cli/AdminChannel.ts"
+import { Database } from "../../../src/database/Database.ts"
+import { KEY_CACHE_TTL } from "../../../src/identity/Identity.ts"
 import { holdDataDir, isHeld } from "../../../src/platform/DataDir.ts"
-import { cli, root, type RunningServer, seededDataDir, startServer } from "../../support/process.ts"
 import { onServerRun } from "../../support/databases.ts"
+import { cli, root, type RunningServer, seededDataDir, startServer } from "../../support/process.ts"
 
 const sha256 = (value: string) => createHash("sha256").update(value).digest("hex")
 
@@ -35,7 +35,11 @@ const slowPost = (url: string, key: string, body: string, chunks: number, gapMs:
   new Promise<{ status: number; body: string }>((resolve, reject) => {
     const request = http.request(url, {
       method: "POST",
-      headers: { authorization: `Bearer ${key}`, "content-type": "application/json", "content-length": Buffer.byteLength(body) }
+      headers: {
+        authorization: `Bearer ${key}`,
+        "content-type": "application/json",
+        "content-length": Buffer.byteLength(body)
+      }
     }, (response) => {
       let text = ""
       response.on("data", (chunk) => (text += chunk))
@@ -60,7 +64,19 @@ describe.skipIf(onServerRun)("the CLI and the server on the embedded database", 
   // Each is a whole process start (about a second of CPU on its own):
   // several at once, each checked, with room for a loaded machine.
   it("prints --help for every command, and --version the version of svc", async () => {
-    const commands = [[], ["start"], ["orgs"], ["orgs", "create"], ["orgs", "list"], ["keys"], ["keys", "create"], ["keys", "list"], ["keys", "revoke"], ["notifications"], ["notifications", "reviewer-email"]]
+    const commands = [
+      [],
+      ["start"],
+      ["orgs"],
+      ["orgs", "create"],
+      ["orgs", "list"],
+      ["keys"],
+      ["keys", "create"],
+      ["keys", "list"],
+      ["keys", "revoke"],
+      ["notifications"],
+      ["notifications", "reviewer-email"]
+    ]
     const pending = [...commands]
     const checked: Array<string> = []
     await Promise.all(Array.from({ length: 3 }, async () => {
@@ -98,68 +114,96 @@ describe.skipIf(onServerRun)("the CLI and the server on the embedded database", 
     assert.include(bad.stdout + bad.stderr, "unknown scope root")
 
     // What is stored: the hash, never the key.
-    await Effect.runPromise(Effect.gen(function*() {
-      const sql = yield* SqlClient.SqlClient
-      const rows = yield* sql<{ key_hash: string; dump: string }>`SELECT key_hash, row_to_json(api_keys)::text AS dump FROM api_keys`
-      assert.strictEqual(rows.length, 1)
-      assert.strictEqual(rows[0]!.key_hash, sha256(key.key))
-      assert.notInclude(rows[0]!.dump, key.key.slice(4))
-    }).pipe(Effect.provide(Database.embedded(dataDir)), Effect.scoped))
+    await Effect.runPromise(
+      Effect.gen(function*() {
+        const sql = yield* SqlClient.SqlClient
+        const rows = yield* sql<
+          { key_hash: string; dump: string }
+        >`SELECT key_hash, row_to_json(api_keys)::text AS dump FROM api_keys`
+        assert.strictEqual(rows.length, 1)
+        assert.strictEqual(rows[0]!.key_hash, sha256(key.key))
+        assert.notInclude(rows[0]!.dump, key.key.slice(4))
+      }).pipe(Effect.provide(Database.embedded(dataDir)), Effect.scoped)
+    )
   }, 300_000)
 
-  it("serves on the data dir; the CLI goes through the running server's admin channel; SIGTERM drains and exits 0; data survives a restart", async () => {
-    const server = await startServer(env, 150_000)
-    try {
-      const orgs = json((await cli(["orgs", "list", "--json"], env)).stdout).orgs
-      assert.strictEqual(orgs.length, 1)
-      const key = json((await cli(["keys", "create", "--org", orgs[0].id, "--scopes", "tasks.write,tasks.read", "--json"], env)).stdout)
-      const created = await fetch(`${server.baseUrl}/v1/tasks`, {
-        method: "POST",
-        headers: { authorization: `Bearer ${key.key}`, "content-type": "application/json" },
-        body: JSON.stringify({ name: "kept", answer_schema: { type: "object" } })
-      })
-      assert.strictEqual(created.status, 201)
-
-      const revoked = await cli(["keys", "revoke", "--id", key.id, "--json"], env)
-      assert.isString(json(revoked.stdout).revoked_at)
-      // Another process revoked it: the server refuses it within its key cache's lifetime.
-      const revokedAt = Date.now()
-      while ((await fetch(`${server.baseUrl}/v1/tasks`, { headers: { authorization: `Bearer ${key.key}` } })).status !== 401) {
-        assert.isBelow(Date.now() - revokedAt, Duration.toMillis(KEY_CACHE_TTL) + 3_000, "revoked key still accepted")
-        await new Promise((resolve) => setTimeout(resolve, 50))
-      }
-
-      const live = json((await cli(["keys", "create", "--org", orgs[0].id, "--scopes", "tasks.write,tasks.read", "--json"], env)).stdout)
-      const body = JSON.stringify({ name: "in flight", answer_schema: { type: "object", description: "x".repeat(20_000) } })
-      const inFlight = slowPost(`${server.baseUrl}/v1/tasks`, live.key, body, 10, 150)
-      await new Promise((resolve) => setTimeout(resolve, 400))
-      server.child.kill("SIGTERM")
-      const answer = await inFlight
-      assert.strictEqual(answer.status, 201, answer.body)
-      assert.strictEqual(await server.exited, 0)
-      // One line says it stopped, and why, like the start's: after the request in flight got its answer.
-      const lines = server.output().split("\n").filter((line) => line.startsWith("{")).map((line) => JSON.parse(line) as Record<string, unknown>)
-      const stopped = lines.filter((line) => line.message === "svc stopped")
-      assert.strictEqual(stopped.length, 1, server.output())
-      assert.deepInclude(stopped[0], { level: "INFO", address: server.baseUrl, reason: "SIGTERM", signal: "SIGTERM", exit_code: 0 })
-      assert.strictEqual(lines.at(-1)?.message, "svc stopped", "the last line")
-      // Stopped: the data dir is free and the admin socket gone.
-      assert.isFalse(isHeld(dataDir))
-      assert.isFalse(fs.existsSync(adminSocketPath(dataDir)))
-
-      const again = await startServer(env, 150_000)
+  it(
+    "serves on the data dir; the CLI goes through the running server's admin channel; SIGTERM drains and exits 0; data survives a restart",
+    async () => {
+      const server = await startServer(env, 150_000)
       try {
-        const list = await fetch(`${again.baseUrl}/v1/tasks`, { headers: { authorization: `Bearer ${live.key}` } })
-        const names = ((await list.json()) as { tasks: Array<{ name: string }> }).tasks.map((t) => t.name).sort()
-        assert.deepStrictEqual(names, ["in flight", "kept"])
+        const orgs = json((await cli(["orgs", "list", "--json"], env)).stdout).orgs
+        assert.strictEqual(orgs.length, 1)
+        const key = json(
+          (await cli(["keys", "create", "--org", orgs[0].id, "--scopes", "tasks.write,tasks.read", "--json"], env))
+            .stdout
+        )
+        const created = await fetch(`${server.baseUrl}/v1/tasks`, {
+          method: "POST",
+          headers: { authorization: `Bearer ${key.key}`, "content-type": "application/json" },
+          body: JSON.stringify({ name: "kept", answer_schema: { type: "object" } })
+        })
+        assert.strictEqual(created.status, 201)
+
+        const revoked = await cli(["keys", "revoke", "--id", key.id, "--json"], env)
+        assert.isString(json(revoked.stdout).revoked_at)
+        // Another process revoked it: the server refuses it within its key cache's lifetime.
+        const revokedAt = Date.now()
+        while (
+          (await fetch(`${server.baseUrl}/v1/tasks`, { headers: { authorization: `Bearer ${key.key}` } })).status !==
+            401
+        ) {
+          assert.isBelow(Date.now() - revokedAt, Duration.toMillis(KEY_CACHE_TTL) + 3_000, "revoked key still accepted")
+          await new Promise((resolve) => setTimeout(resolve, 50))
+        }
+
+        const live = json(
+          (await cli(["keys", "create", "--org", orgs[0].id, "--scopes", "tasks.write,tasks.read", "--json"], env))
+            .stdout
+        )
+        const body = JSON.stringify({
+          name: "in flight",
+          answer_schema: { type: "object", description: "x".repeat(20_000) }
+        })
+        const inFlight = slowPost(`${server.baseUrl}/v1/tasks`, live.key, body, 10, 150)
+        await new Promise((resolve) => setTimeout(resolve, 400))
+        server.child.kill("SIGTERM")
+        const answer = await inFlight
+        assert.strictEqual(answer.status, 201, answer.body)
+        assert.strictEqual(await server.exited, 0)
+        // One line says it stopped, and why, like the start's: after the request in flight got its answer.
+        const lines = server.output().split("\n").filter((line) => line.startsWith("{")).map((line) =>
+          JSON.parse(line) as Record<string, unknown>
+        )
+        const stopped = lines.filter((line) => line.message === "svc stopped")
+        assert.strictEqual(stopped.length, 1, server.output())
+        assert.deepInclude(stopped[0], {
+          level: "INFO",
+          address: server.baseUrl,
+          reason: "SIGTERM",
+          signal: "SIGTERM",
+          exit_code: 0
+        })
+        assert.strictEqual(lines.at(-1)?.message, "svc stopped", "the last line")
+        // Stopped: the data dir is free and the admin socket gone.
+        assert.isFalse(isHeld(dataDir))
+        assert.isFalse(fs.existsSync(adminSocketPath(dataDir)))
+
+        const again = await startServer(env, 150_000)
+        try {
+          const list = await fetch(`${again.baseUrl}/v1/tasks`, { headers: { authorization: `Bearer ${live.key}` } })
+          const names = ((await list.json()) as { tasks: Array<{ name: string }> }).tasks.map((t) => t.name).sort()
+          assert.deepStrictEqual(names, ["in flight", "kept"])
+        } finally {
+          again.child.kill("SIGTERM")
+          assert.strictEqual(await again.exited, 0)
+        }
       } finally {
-        again.child.kill("SIGTERM")
-        assert.strictEqual(await again.exited, 0)
+        server.child.kill("SIGKILL")
       }
-    } finally {
-      server.child.kill("SIGKILL")
-    }
-  }, 300_000)
+    },
+    300_000
+  )
 
   // The threads a command started, seen by a module preloaded into it.
   const threads = async (args: ReadonlyArray<string>, databaseUrl?: string) => {
@@ -229,51 +273,72 @@ describe.skipIf(onServerRun)("the CLI and the server on the embedded database", 
       assert.include(json(link.stdout).url, "/console/sign-in#")
       // The server held the data folder throughout, and serves what they made.
       assert.isTrue(isHeld(dataDir))
-      const tasks = await fetch(`${server.baseUrl}/v1/tasks`, { headers: { authorization: `Bearer ${json(key.stdout).key}` } })
+      const tasks = await fetch(`${server.baseUrl}/v1/tasks`, {
+        headers: { authorization: `Bearer ${json(key.stdout).key}` }
+      })
       assert.strictEqual(tasks.status, 200)
-      const names = json((await cli(["orgs", "list", "--json"], env)).stdout).orgs.map((org: { name: string }) => org.name)
+      const names = json((await cli(["orgs", "list", "--json"], env)).stdout).orgs.map((org: { name: string }) =>
+        org.name
+      )
       assert.includeMembers(names, ["twin-a", "twin-b"])
     }, 300_000)
   })
 
-  it("two CLIs at once with no server: the second waits for the first's hold on the data folder (or, losing the race to take it, is refused naming the holder); neither hangs, nothing made is lost", async () => {
-    assert.isFalse(isHeld(dataDir))
-    const results = await Promise.all([
-      cli(["orgs", "create", "--name", "solo-a", "--json"], env),
-      cli(["orgs", "create", "--name", "solo-b", "--json"], env)
-    ])
-    const made: Array<string> = []
-    for (const result of results) {
-      if (result.code === 0) made.push(json(result.stdout).name)
-      else {
-        assert.strictEqual(result.stdout, "")
-        assert.match(result.stderr, /^svc: the embedded database in \S+ is held by process \d+; [^\n]*\n$/)
+  it(
+    "two CLIs at once with no server: the second waits for the first's hold on the data folder (or, losing the race to take it, is refused naming the holder); neither hangs, nothing made is lost",
+    async () => {
+      assert.isFalse(isHeld(dataDir))
+      const results = await Promise.all([
+        cli(["orgs", "create", "--name", "solo-a", "--json"], env),
+        cli(["orgs", "create", "--name", "solo-b", "--json"], env)
+      ])
+      const made: Array<string> = []
+      for (const result of results) {
+        if (result.code === 0) made.push(json(result.stdout).name)
+        else {
+          assert.strictEqual(result.stdout, "")
+          assert.match(result.stderr, /^svc: the embedded database in \S+ is held by process \d+; [^\n]*\n$/)
+        }
       }
-    }
-    assert.isAtLeast(made.length, 1)
-    assert.isFalse(isHeld(dataDir))
-    const names = json((await cli(["orgs", "list", "--json"], env)).stdout).orgs.map((org: { name: string }) => org.name)
-    assert.includeMembers(names, made)
-  }, 300_000)
+      assert.isAtLeast(made.length, 1)
+      assert.isFalse(isHeld(dataDir))
+      const names = json((await cli(["orgs", "list", "--json"], env)).stdout).orgs.map((org: { name: string }) =>
+        org.name
+      )
+      assert.includeMembers(names, made)
+    },
+    300_000
+  )
 
-  it("a CLI waits for another process's hold on the data folder, and is refused naming that process once the wait is over: it never hangs", async () => {
-    const started = Date.now()
-    const refused = await Effect.runPromise(Effect.scoped(Effect.gen(function*() {
-      yield* holdDataDir(dataDir)
-      // The wait is `SVC_CLI_HOLD_WAIT` (30 s by default): 3 s here.
-      return yield* Effect.promise(() => cli(["orgs", "create", "--name", "never", "--json"], { ...env, SVC_CLI_HOLD_WAIT: "3s" }))
-    })))
-    const waited = Date.now() - started
-    assert.notStrictEqual(refused.code, 0)
-    // One line on stderr saying who holds it; nothing on stdout.
-    assert.strictEqual(refused.stdout, "")
-    assert.match(refused.stderr, new RegExp(`^svc: the embedded database in \\S+ is held by process ${process.pid}; [^\\n]*\\n$`))
-    assert.isAtLeast(waited, 3_000)
-    assert.isBelow(waited, 120_000)
-    assert.isFalse(isHeld(dataDir))
-    const names = json((await cli(["orgs", "list", "--json"], env)).stdout).orgs.map((org: { name: string }) => org.name)
-    assert.notInclude(names, "never")
-  }, 300_000)
+  it(
+    "a CLI waits for another process's hold on the data folder, and is refused naming that process once the wait is over: it never hangs",
+    async () => {
+      const started = Date.now()
+      const refused = await Effect.runPromise(Effect.scoped(Effect.gen(function*() {
+        yield* holdDataDir(dataDir)
+        // The wait is `SVC_CLI_HOLD_WAIT` (30 s by default): 3 s here.
+        return yield* Effect.promise(() =>
+          cli(["orgs", "create", "--name", "never", "--json"], { ...env, SVC_CLI_HOLD_WAIT: "3s" })
+        )
+      })))
+      const waited = Date.now() - started
+      assert.notStrictEqual(refused.code, 0)
+      // One line on stderr saying who holds it; nothing on stdout.
+      assert.strictEqual(refused.stdout, "")
+      assert.match(
+        refused.stderr,
+        new RegExp(`^svc: the embedded database in \\S+ is held by process ${process.pid}; [^\\n]*\\n$`)
+      )
+      assert.isAtLeast(waited, 3_000)
+      assert.isBelow(waited, 120_000)
+      assert.isFalse(isHeld(dataDir))
+      const names = json((await cli(["orgs", "list", "--json"], env)).stdout).orgs.map((org: { name: string }) =>
+        org.name
+      )
+      assert.notInclude(names, "never")
+    },
+    300_000
+  )
 })
 
 describe.runIf(process.env.TEST_DATABASE_URL)("the CLI and the server on a PostgreSQL server", () => {

@@ -14,12 +14,20 @@ import * as http from "node:http"
 import * as os from "node:os"
 import * as path from "node:path"
 import { VERSION } from "../../../src/api/Version.ts"
-import { isHeld } from "../../../src/platform/DataDir.ts"
-import { Database, DatabaseInfo } from "../../../src/database/Database.ts"
 import { adminSocketPath } from "../../../src/cli/AdminChannel.ts"
+import { Database, DatabaseInfo } from "../../../src/database/Database.ts"
+import { isHeld } from "../../../src/platform/DataDir.ts"
 import { memoryDatabase, onServerRun } from "../../support/databases.ts"
-import { cli, runNode, type RunningServer, scratchDatabaseUrl, seededDataDir, startServer, svcScripts } from "../../support/process.ts"
 import { freePort } from "../../support/privatePostgres.ts"
+import {
+  cli,
+  type RunningServer,
+  runNode,
+  scratchDatabaseUrl,
+  seededDataDir,
+  startServer,
+  svcScripts
+} from "../../support/process.ts"
 
 const newDataDir = () => path.join(fs.mkdtempSync(path.join(os.tmpdir(), "svc-start-")), "data")
 /** A data directory whose database is already migrated, for tests of what follows a first start. */
@@ -86,7 +94,10 @@ const probe = (port: number, route: string, timeoutMs: number) =>
       response.on("error", reject)
     })
     request.setTimeout(timeoutMs, () => request.destroy(new Error(`no answer within ${timeoutMs} ms`)))
-    request.on("error", (error: NodeJS.ErrnoException) => error.code === "ECONNREFUSED" ? resolve("refused") : reject(error))
+    request.on(
+      "error",
+      (error: NodeJS.ErrnoException) => error.code === "ECONNREFUSED" ? resolve("refused") : reject(error)
+    )
   })
 
 // A first start (PGlite's initdb and every migration) costs several
@@ -99,7 +110,9 @@ describe.skipIf(onServerRun)("a first start on an empty data directory, raced by
   let refused: Array<unknown> = []
   beforeAll(async () => {
     const outcomes = await Promise.allSettled([startServer(env, START_MS), startServer(env, START_MS)])
-    started = outcomes.filter((r): r is PromiseFulfilledResult<RunningServer> => r.status === "fulfilled").map((r) => r.value)
+    started = outcomes.filter((r): r is PromiseFulfilledResult<RunningServer> => r.status === "fulfilled").map((r) =>
+      r.value
+    )
     refused = outcomes.filter((r): r is PromiseRejectedResult => r.status === "rejected").map((r) => r.reason)
   }, TEST_MS)
   afterAll(async () => {
@@ -118,22 +131,26 @@ describe.skipIf(onServerRun)("a first start on an empty data directory, raced by
     assert.strictEqual((await fetch(`${server.baseUrl}/ready`)).status, 200)
   }, TEST_MS)
 
-  it.runIf(linux)("the data directory is created 0700, pgdata is not world-readable, the database listens on no socket and no TCP port; only the admin channel's socket (0600) is there", async () => {
-    const server = winner()
-    assert.strictEqual(mode(dataDir), 0o700)
-    assert.strictEqual(mode(path.join(dataDir, "pgdata")), 0o700)
-    assert.strictEqual(mode(path.join(dataDir, "master.key")), 0o600)
-    // The one socket in the data directory is the admin channel's, the owner's alone.
-    const sockets = fs.readdirSync(dataDir).filter((name) => fs.statSync(path.join(dataDir, name)).isSocket())
-    assert.deepStrictEqual(sockets, [path.basename(adminSocketPath(dataDir))])
-    assert.strictEqual(mode(adminSocketPath(dataDir)), 0o600)
-    // The only TCP port the server listens on is its HTTP port.
-    const httpPort = Number(new URL(server.baseUrl).port)
-    assert.deepStrictEqual(tcpListeners(server.child.pid!), [httpPort])
-    // The CLI reaches the running server through that socket.
-    const created = await cli(["orgs", "create", "--name", "private", "--json"], env)
-    assert.strictEqual(created.code, 0, created.stderr)
-  }, TEST_MS)
+  it.runIf(linux)(
+    "the data directory is created 0700, pgdata is not world-readable, the database listens on no socket and no TCP port; only the admin channel's socket (0600) is there",
+    async () => {
+      const server = winner()
+      assert.strictEqual(mode(dataDir), 0o700)
+      assert.strictEqual(mode(path.join(dataDir, "pgdata")), 0o700)
+      assert.strictEqual(mode(path.join(dataDir, "master.key")), 0o600)
+      // The one socket in the data directory is the admin channel's, the owner's alone.
+      const sockets = fs.readdirSync(dataDir).filter((name) => fs.statSync(path.join(dataDir, name)).isSocket())
+      assert.deepStrictEqual(sockets, [path.basename(adminSocketPath(dataDir))])
+      assert.strictEqual(mode(adminSocketPath(dataDir)), 0o600)
+      // The only TCP port the server listens on is its HTTP port.
+      const httpPort = Number(new URL(server.baseUrl).port)
+      assert.deepStrictEqual(tcpListeners(server.child.pid!), [httpPort])
+      // The CLI reaches the running server through that socket.
+      const created = await cli(["orgs", "create", "--name", "private", "--json"], env)
+      assert.strictEqual(created.code, 0, created.stderr)
+    },
+    TEST_MS
+  )
 })
 
 describe.skipIf(onServerRun)("one process holds a data directory", () => {
@@ -144,7 +161,9 @@ describe.skipIf(onServerRun)("one process holds a data directory", () => {
     let second: RunningServer | undefined
     try {
       const org = json((await cli(["orgs", "create", "--name", "crash", "--json"], env)).stdout)
-      const key = json((await cli(["keys", "create", "--org", org.id, "--scopes", "tasks.write,tasks.read", "--json"], env)).stdout).key
+      const key = json(
+        (await cli(["keys", "create", "--org", org.id, "--scopes", "tasks.write,tasks.read", "--json"], env)).stdout
+      ).key
       const names = Array.from({ length: 20 }, (_, i) => `accepted-${i}`)
       for (const name of names) {
         const created = await fetch(`${first.baseUrl}/v1/tasks`, {
@@ -157,7 +176,9 @@ describe.skipIf(onServerRun)("one process holds a data directory", () => {
       // No wait for the exit: the new server starts while the old one dies.
       first.child.kill("SIGKILL")
       second = await startServer(env, START_MS)
-      const listed = await fetch(`${second.baseUrl}/v1/tasks?limit=100`, { headers: { authorization: `Bearer ${key}` } })
+      const listed = await fetch(`${second.baseUrl}/v1/tasks?limit=100`, {
+        headers: { authorization: `Bearer ${key}` }
+      })
       assert.strictEqual(listed.status, 200)
       const stored = ((await listed.json()) as { tasks: Array<{ name: string }> }).tasks.map((task) => task.name)
       assert.sameMembers(stored, names)
@@ -206,23 +227,27 @@ describe.skipIf(onServerRun)("the embedded database is private", () => {
     }
   }, TEST_MS)
 
-  it.live.skipIf(!linux)("the in-memory database (svc/testing) is reached in-process: no socket, no TCP port, a small buffer pool", () =>
-    Effect.gen(function*() {
-      const before = tcpListeners(process.pid)
-      const info = yield* DatabaseInfo.use((info) =>
-        Effect.gen(function*() {
-          const rows = yield* SqlClient.SqlClient.use((sql) => sql<{ one: number }>`SELECT 1 AS one`)
-          assert.strictEqual(rows[0]!.one, 1)
-          assert.sameMembers(tcpListeners(process.pid), before)
-          // Its pages live in memory already: the small buffer pool (`BufferPool.ts`).
-          const pool = yield* SqlClient.SqlClient.use((sql) => sql<{ shared_buffers: string }>`SHOW shared_buffers`)
-          assert.strictEqual(pool[0]!.shared_buffers, "16MB")
-          return info
-        })
-      ).pipe(Effect.provide(memoryDatabase()), Effect.orDie)
-      assert.strictEqual(info.kind, "memory")
-      assert.strictEqual(info.address, "memory")
-    }), TEST_MS)
+  it.live.skipIf(!linux)(
+    "the in-memory database (svc/testing) is reached in-process: no socket, no TCP port, a small buffer pool",
+    () =>
+      Effect.gen(function*() {
+        const before = tcpListeners(process.pid)
+        const info = yield* DatabaseInfo.use((info) =>
+          Effect.gen(function*() {
+            const rows = yield* SqlClient.SqlClient.use((sql) => sql<{ one: number }>`SELECT 1 AS one`)
+            assert.strictEqual(rows[0]!.one, 1)
+            assert.sameMembers(tcpListeners(process.pid), before)
+            // Its pages live in memory already: the small buffer pool (`BufferPool.ts`).
+            const pool = yield* SqlClient.SqlClient.use((sql) => sql<{ shared_buffers: string }>`SHOW shared_buffers`)
+            assert.strictEqual(pool[0]!.shared_buffers, "16MB")
+            return info
+          })
+        ).pipe(Effect.provide(memoryDatabase()), Effect.orDie)
+        assert.strictEqual(info.kind, "memory")
+        assert.strictEqual(info.address, "memory")
+      }),
+    TEST_MS
+  )
 })
 
 describe.skipIf(onServerRun)("the HTTP port opens when the application is ready", () => {
@@ -252,22 +277,26 @@ describe.skipIf(onServerRun)("the HTTP port opens when the application is ready"
     return { refused, answers }
   }
 
-  it("a client connecting in a loop while the server starts is refused or fully answered, never left hanging", async () => {
-    // Loading the modules and opening the database take most of a second
-    // before the port opens. The port is chosen free before the server binds it; on a busy
-    // machine another process may take it first: then another port.
-    let watched: Awaited<ReturnType<typeof watchStart>> = "taken"
-    for (let attempt = 0; attempt < 3 && watched === "taken"; attempt++) watched = await watchStart(await freePort())
-    assert.notStrictEqual(watched, "taken")
-    if (watched === "taken") return
-    assert.isAbove(watched.refused, 0, "the loop began before the server listened")
-    for (const { route, status } of watched.answers) {
-      // Routes were attached at the first answer (no key: 401); readiness
-      // answers either way (a loaded machine may miss its 2 s deadline).
-      if (route === "/v1/tasks") assert.strictEqual(status, 401)
-      else assert.oneOf(status, [200, 503])
-    }
-  }, TEST_MS)
+  it(
+    "a client connecting in a loop while the server starts is refused or fully answered, never left hanging",
+    async () => {
+      // Loading the modules and opening the database take most of a second
+      // before the port opens. The port is chosen free before the server binds it; on a busy
+      // machine another process may take it first: then another port.
+      let watched: Awaited<ReturnType<typeof watchStart>> = "taken"
+      for (let attempt = 0; attempt < 3 && watched === "taken"; attempt++) watched = await watchStart(await freePort())
+      assert.notStrictEqual(watched, "taken")
+      if (watched === "taken") return
+      assert.isAbove(watched.refused, 0, "the loop began before the server listened")
+      for (const { route, status } of watched.answers) {
+        // Routes were attached at the first answer (no key: 401); readiness
+        // answers either way (a loaded machine may miss its 2 s deadline).
+        if (route === "/v1/tasks") assert.strictEqual(status, 401)
+        else assert.oneOf(status, [200, 503])
+      }
+    },
+    TEST_MS
+  )
 })
 
 describe("a database of a later svc", () => {
@@ -277,34 +306,55 @@ describe("a database of a later svc", () => {
     yield* sql`INSERT INTO svc_migrations (migration_id, name) VALUES (9990, 'later_release')`
     yield* sql`INSERT INTO svc_schema_versions (migration_id, name, svc_version) VALUES (9990, 'later_release', '9.0.0')`
   })
-  const line = `svc ${VERSION} cannot start: the database schema belongs to svc 9.0.0 (migration 9990_later_release); upgrade svc or use a database of this version`
+  const line =
+    `svc ${VERSION} cannot start: the database schema belongs to svc 9.0.0 (migration 9990_later_release); upgrade svc or use a database of this version`
 
   const refusedBoth = async (env: Record<string, string>) => {
     const server = await runNode(svcScripts().server, [], { ...env, PORT: "0" })
     assert.strictEqual(server.code, 7, server.stdout + server.stderr)
-    const errors = (server.stdout + server.stderr).split("\n").filter((text) => text.includes("ERROR") || text.includes("cannot start"))
+    const errors = (server.stdout + server.stderr).split("\n").filter((text) =>
+      text.includes("ERROR") || text.includes("cannot start")
+    )
     assert.deepStrictEqual(errors.map((text) => JSON.parse(text).message), [line])
     assert.notInclude(server.stdout, "svc listening")
     const command = await cli(["orgs", "list", "--json"], env)
     assert.strictEqual(command.code, 7)
     assert.strictEqual(command.stdout, "")
     // The CLI's line starts with `svc: `, as every CLI error does, and says what it could not do.
-    assert.strictEqual(command.stderr, `svc: ${line.replace(`svc ${VERSION} cannot start: `, `this svc (${VERSION}) cannot open the database: `)}\n`)
+    assert.strictEqual(
+      command.stderr,
+      `svc: ${line.replace(`svc ${VERSION} cannot start: `, `this svc (${VERSION}) cannot open the database: `)}\n`
+    )
   }
 
-  it.skipIf(onServerRun)("embedded: the server and the CLI refuse to start, with one line naming both versions, and exit 7", async () => {
-    const env = envFor(migratedDataDir())
-    assert.strictEqual((await cli(["orgs", "list", "--json"], env)).code, 0)
-    await Effect.runPromise(fromLaterRelease.pipe(Effect.provide(Database.embedded(env.SVC_DATA_DIR)), Effect.scoped))
-    await refusedBoth(env)
-  }, TEST_MS)
+  it.skipIf(onServerRun)(
+    "embedded: the server and the CLI refuse to start, with one line naming both versions, and exit 7",
+    async () => {
+      const env = envFor(migratedDataDir())
+      assert.strictEqual((await cli(["orgs", "list", "--json"], env)).code, 0)
+      await Effect.runPromise(fromLaterRelease.pipe(Effect.provide(Database.embedded(env.SVC_DATA_DIR)), Effect.scoped))
+      await refusedBoth(env)
+    },
+    TEST_MS
+  )
 
-  it.skipIf(!process.env.TEST_DATABASE_URL)("on PostgreSQL: the server and the CLI refuse to start, with one line naming both versions, and exit 7", () =>
-    Effect.gen(function*() {
-      const url = yield* scratchDatabaseUrl("svc_later")
-      const env = { DATABASE_URL: url, SVC_DATA_DIR: newDataDir(), SVC_MASTER_KEY: Buffer.alloc(32, 7).toString("base64") }
-      assert.strictEqual((yield* Effect.promise(() => cli(["orgs", "list", "--json"], env))).code, 0)
-      yield* fromLaterRelease.pipe(Effect.provide(PgClient.layer({ url: Redacted.make(url), maxConnections: 1 })), Effect.orDie)
-      yield* Effect.promise(() => refusedBoth(env))
-    }).pipe(Effect.scoped, Effect.runPromise), TEST_MS)
+  it.skipIf(!process.env.TEST_DATABASE_URL)(
+    "on PostgreSQL: the server and the CLI refuse to start, with one line naming both versions, and exit 7",
+    () =>
+      Effect.gen(function*() {
+        const url = yield* scratchDatabaseUrl("svc_later")
+        const env = {
+          DATABASE_URL: url,
+          SVC_DATA_DIR: newDataDir(),
+          SVC_MASTER_KEY: Buffer.alloc(32, 7).toString("base64")
+        }
+        assert.strictEqual((yield* Effect.promise(() => cli(["orgs", "list", "--json"], env))).code, 0)
+        yield* fromLaterRelease.pipe(
+          Effect.provide(PgClient.layer({ url: Redacted.make(url), maxConnections: 1 })),
+          Effect.orDie
+        )
+        yield* Effect.promise(() => refusedBoth(env))
+      }).pipe(Effect.scoped, Effect.runPromise),
+    TEST_MS
+  )
 })

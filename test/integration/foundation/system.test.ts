@@ -1,12 +1,12 @@
-import { Validator } from "@seriousme/openapi-schema-validator"
 import { assert, describe, layer } from "@effect/vitest"
-import { Ajv2020 } from "ajv/dist/2020.js"
+import { Validator } from "@seriousme/openapi-schema-validator"
 import addFormats from "ajv-formats"
+import { Ajv2020 } from "ajv/dist/2020.js"
 import { Effect } from "effect"
 import { OpenApi } from "effect/http-api"
+import { createHash } from "node:crypto"
 import { Api } from "../../../src/api/Api.ts"
 import { VERSION } from "../../../src/api/Version.ts"
-import { createHash } from "node:crypto"
 import { CONSOLE_CSP } from "../../../src/server/Console.ts"
 import { inlineScripts } from "../../../src/server/Docs.ts"
 import { SvcTest } from "../../../src/testing.ts"
@@ -32,7 +32,18 @@ layer(SvcTest.layer(), { excludeTestServices: true })("system routes", (it) => {
         const validator = new Validator()
         const result = yield* Effect.promise(() => validator.validate(doc))
         assert.isTrue(result.valid, JSON.stringify(result.errors ?? null).slice(0, 2000))
-        for (const path of ["/v1/tasks", "/v1/tasks/{task_id}", "/v1/tasks/{task_id}/runs", "/v1/runs/{trace_id}", "/v1/tasks/{task_id}/datasets", "/v1/datasets/{dataset_id}", "/health", "/ready"]) {
+        for (
+          const path of [
+            "/v1/tasks",
+            "/v1/tasks/{task_id}",
+            "/v1/tasks/{task_id}/runs",
+            "/v1/runs/{trace_id}",
+            "/v1/tasks/{task_id}/datasets",
+            "/v1/datasets/{dataset_id}",
+            "/health",
+            "/ready"
+          ]
+        ) {
           assert.property(doc.paths, path)
         }
         const create = doc.paths["/v1/tasks"].post
@@ -61,20 +72,33 @@ layer(SvcTest.layer(), { excludeTestServices: true })("system routes", (it) => {
           ["/v1/tasks", "post", "400 a member missing", { method: "POST", headers: json(org.key), body: "{}" }],
           ["/v1/tasks", "post", "401", { method: "POST", headers: { "content-type": "application/json" }, body: "{}" }],
           ["/v1/tasks", "post", "403", { method: "POST", headers: json(reader.key), body: "{}" }],
-          ["/v1/tasks", "post", "413", { method: "POST", headers: json(org.key), body: JSON.stringify({ name: "x".repeat(1_100_000) }) }],
-          ["/v1/tasks", "post", "415", { method: "POST", headers: { ...json(org.key), "content-type": "text/plain" }, body: "hi" }],
+          ["/v1/tasks", "post", "413", {
+            method: "POST",
+            headers: json(org.key),
+            body: JSON.stringify({ name: "x".repeat(1_100_000) })
+          }],
+          ["/v1/tasks", "post", "415", {
+            method: "POST",
+            headers: { ...json(org.key), "content-type": "text/plain" },
+            body: "hi"
+          }],
           ["/v1/tasks/{task_id}", "get", "404", { headers: json(org.key) }],
           ["/v1/tasks/{task_id}", "get", "400 a bad path id", { headers: json(org.key) }]
         ]
         for (const [path, method, label, init] of cases) {
-          const url = `${svc.baseUrl}${path.replace("{task_id}", label.includes("bad path") ? "nope" : "0193a0a0-0000-7000-8000-00000000000a")}`
+          const url = `${svc.baseUrl}${
+            path.replace("{task_id}", label.includes("bad path") ? "nope" : "0193a0a0-0000-7000-8000-00000000000a")
+          }`
           const response = yield* raw(url, init)
           const status = label.slice(0, 3)
           assert.strictEqual(String(response.status), status, `${label}: ${response.text}`)
           assert.strictEqual(response.headers.get("content-type"), "application/problem+json", label)
           const documented = doc.paths[path][method].responses[status]
           assert.isDefined(documented, `${method} ${path} documents ${status}`)
-          const validate = ajv.compile({ $ref: "openapi#/paths/" + path.replaceAll("~", "~0").replaceAll("/", "~1") + `/${method}/responses/${status}/content/application~1problem+json/schema` })
+          const validate = ajv.compile({
+            $ref: "openapi#/paths/" + path.replaceAll("~", "~0").replaceAll("/", "~1") +
+              `/${method}/responses/${status}/content/application~1problem+json/schema`
+          })
           assert.isTrue(validate(response.json), `${label}: ${JSON.stringify(validate.errors)} for ${response.text}`)
         }
       }))
@@ -98,12 +122,21 @@ layer(SvcTest.layer(), { excludeTestServices: true })("system routes", (it) => {
           for (const op of Object.values(item)) {
             operations++
             assert.isString(op.summary)
-            const success = Object.entries(op.responses as Record<string, any>).find(([status]) => status.startsWith("2"))![1]
-            for (const media of Object.values(success.content ?? {}) as Array<any>) assert.property(media, "example", op.operationId)
-            if (op.requestBody !== undefined) assert.property(op.requestBody.content["application/json"], "example", op.operationId)
+            const success = Object.entries(op.responses as Record<string, any>).find(([status]) =>
+              status.startsWith("2")
+            )![1]
+            for (const media of Object.values(success.content ?? {}) as Array<any>) {
+              assert.property(media, "example", op.operationId)
+            }
+            if (op.requestBody !== undefined) {
+              assert.property(op.requestBody.content["application/json"], "example", op.operationId)
+            }
           }
         }
-        assert.strictEqual(operations, Object.values(OpenApi.fromApi(Api).paths).flatMap((item) => Object.keys(item)).length)
+        assert.strictEqual(
+          operations,
+          Object.values(OpenApi.fromApi(Api).paths).flatMap((item) => Object.keys(item)).length
+        )
       }))
 
     it.effect("GET /docs has a CSP of its own: every inline script allowed by its hash and nothing else, sandboxed, never framed", () =>
@@ -112,7 +145,9 @@ layer(SvcTest.layer(), { excludeTestServices: true })("system routes", (it) => {
         const docs = yield* raw(`${svc.baseUrl}/docs`)
         const csp = docs.headers.get("content-security-policy") ?? ""
         assert.notStrictEqual(csp, CONSOLE_CSP)
-        const directives = new Map(csp.split(";").map((part) => part.trim().split(/\s+/)).map(([name, ...values]) => [name!, values]))
+        const directives = new Map(
+          csp.split(";").map((part) => part.trim().split(/\s+/)).map(([name, ...values]) => [name!, values])
+        )
         assert.deepStrictEqual(directives.get("frame-ancestors"), ["'none'"])
         assert.deepStrictEqual(directives.get("default-src"), ["'none'"])
         assert.deepStrictEqual(directives.get("connect-src"), ["'none'"])

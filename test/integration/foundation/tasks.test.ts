@@ -40,8 +40,12 @@ layer(SvcTest.layer(), { excludeTestServices: true })("tasks, runs and dataset v
     it.effect("a schema that is not valid JSON Schema: 400 naming answer_schema and the problem", () =>
       Effect.gen(function*() {
         const org = yield* SvcTest.org()
-        for (const bad of [{ type: 12 }, { properties: { a: { minimum: "x" } } }, { $ref: "https://example.com/x.json" }]) {
-          const error = yield* org.client.tasks.create({ payload: { name: "bad", answer_schema: bad } }).pipe(Effect.flip)
+        for (
+          const bad of [{ type: 12 }, { properties: { a: { minimum: "x" } } }, { $ref: "https://example.com/x.json" }]
+        ) {
+          const error = yield* org.client.tasks.create({ payload: { name: "bad", answer_schema: bad } }).pipe(
+            Effect.flip
+          )
           assert.strictEqual(error._tag, "InvalidRequest")
           if (error._tag === "InvalidRequest") {
             assert.strictEqual(error.field, "answer_schema")
@@ -99,7 +103,8 @@ layer(SvcTest.layer(), { excludeTestServices: true })("tasks, runs and dataset v
         // JSON the database stores in its own form: numbers written several
         // ways, a repeated member name (the last one counts), member order,
         // escapes and non-ASCII text, nesting, and an upper-case task id in the path.
-        const body = `{"input": {"zeta": 1.50, "a": [1e3, -0, 0.1, 12345678901234567890], "a": {"kept": true}, "t\\u00e9xt": "caf\\u00e9 \\ud83d\\ude00"},
+        const body =
+          `{"input": {"zeta": 1.50, "a": [1e3, -0, 0.1, 12345678901234567890], "a": {"kept": true}, "t\\u00e9xt": "caf\\u00e9 \\ud83d\\ude00"},
           "answer": [null, false, {"b": {"c": [[]]}, "": "empty name"}, -1.5e-7]}`
         const response = yield* raw(`${svc.baseUrl}/v1/tasks/${task.id.toUpperCase()}/runs`, {
           method: "POST",
@@ -121,12 +126,20 @@ layer(SvcTest.layer(), { excludeTestServices: true })("tasks, runs and dataset v
         const task = yield* org.client.tasks.create({ payload: { name: "t", answer_schema: schema } })
         const ids: Array<string> = []
         for (let i = 0; i < 5; i++) {
-          ids.push((yield* org.client.tasks.logRun({ params: { task_id: task.id }, payload: { input: i, answer: { label: `${i}` } } })).trace_id)
+          ids.push(
+            (yield* org.client.tasks.logRun({
+              params: { task_id: task.id },
+              payload: { input: i, answer: { label: `${i}` } }
+            })).trace_id
+          )
         }
         assert.strictEqual(new Set(ids).size, 5)
         const first = yield* org.client.tasks.listRuns({ params: { task_id: task.id }, query: { limit: 2 } })
         assert.deepStrictEqual(first.runs.map((r) => r.trace_id), [ids[4], ids[3]])
-        const second = yield* org.client.tasks.listRuns({ params: { task_id: task.id }, query: { limit: 10, cursor: first.next_cursor! } })
+        const second = yield* org.client.tasks.listRuns({
+          params: { task_id: task.id },
+          query: { limit: 10, cursor: first.next_cursor! }
+        })
         assert.deepStrictEqual(second.runs.map((r) => r.trace_id), [ids[2], ids[1], ids[0]])
         assert.isNull(second.next_cursor)
       }))

@@ -20,7 +20,11 @@ const rehearsed = Effect.gen(function*() {
   const svc = yield* SvcTest
   const scraped = yield* scrape(`${svc.baseUrl}/metrics`, TOKEN)
   const count = (method: string, route: string, status: string) =>
-    histogram(scraped, "http_server_request_duration_seconds", { http_request_method: method, http_route: route, http_response_status_code: status })?.count ?? 0
+    histogram(scraped, "http_server_request_duration_seconds", {
+      http_request_method: method,
+      http_route: route,
+      http_response_status_code: status
+    })?.count ?? 0
   return {
     feedback: count("POST", "/v1/feedback", "401"),
     authenticated: count("POST", "/v1/feedback", "404"),
@@ -29,27 +33,37 @@ const rehearsed = Effect.gen(function*() {
 })
 
 describe("warming up before answering", () => {
-  layer(SvcTest.layer({ config: { metricsToken, warmStart: true } }), { excludeTestServices: true })("with warmStart", (it) => {
-    it.effect("the service rehearses its first requests before it answers", () =>
-      Effect.gen(function*() {
-        const { authenticated, feedback, ready } = yield* rehearsed
-        assert.isAbove(feedback, 0)
-        assert.isAbove(authenticated, 0)
-        assert.isAbove(ready, 0)
-      }))
+  layer(SvcTest.layer({ config: { metricsToken, warmStart: true } }), { excludeTestServices: true })(
+    "with warmStart",
+    (it) => {
+      it.effect("the service rehearses its first requests before it answers", () =>
+        Effect.gen(function*() {
+          const { authenticated, feedback, ready } = yield* rehearsed
+          assert.isAbove(feedback, 0)
+          assert.isAbove(authenticated, 0)
+          assert.isAbove(ready, 0)
+        }))
 
-    it.effect("the rehearsal's key belongs to no organization and is never stored", () =>
-      Effect.gen(function*() {
-        const svc = yield* SvcTest
-        // Nothing was provisioned in this database: the warm-up wrote no organization and no key.
-        assert.deepStrictEqual(yield* svc.sql`SELECT (SELECT count(*) FROM orgs)::int AS orgs, (SELECT count(*) FROM api_keys)::int AS keys`, [{ orgs: 0, keys: 0 }])
-      }))
-  })
+      it.effect("the rehearsal's key belongs to no organization and is never stored", () =>
+        Effect.gen(function*() {
+          const svc = yield* SvcTest
+          // Nothing was provisioned in this database: the warm-up wrote no organization and no key.
+          assert.deepStrictEqual(
+            yield* svc
+              .sql`SELECT (SELECT count(*) FROM orgs)::int AS orgs, (SELECT count(*) FROM api_keys)::int AS keys`,
+            [{ orgs: 0, keys: 0 }]
+          )
+        }))
+    }
+  )
 
-  layer(SvcTest.layer({ config: { metricsToken } }), { excludeTestServices: true })("the test kit, by default", (it) => {
-    it.effect("answers without a warm-up: no request went through it before the test's", () =>
-      Effect.gen(function*() {
-        assert.deepStrictEqual(yield* rehearsed, { feedback: 0, authenticated: 0, ready: 0 })
-      }))
-  })
+  layer(SvcTest.layer({ config: { metricsToken } }), { excludeTestServices: true })(
+    "the test kit, by default",
+    (it) => {
+      it.effect("answers without a warm-up: no request went through it before the test's", () =>
+        Effect.gen(function*() {
+          assert.deepStrictEqual(yield* rehearsed, { feedback: 0, authenticated: 0, ready: 0 })
+        }))
+    }
+  )
 })

@@ -9,8 +9,8 @@
  * statement that records the answer (`pg_sleep`), so the process is still
  * waiting on it when it is killed.
  */
-import { assert, describe, it } from "@effect/vitest"
 import { PgClient } from "@effect/sql-pg"
+import { assert, describe, it } from "@effect/vitest"
 import { Effect, Redacted } from "effect"
 import { SqlClient } from "effect/sql"
 import { Database } from "../../../src/database/Database.ts"
@@ -32,14 +32,16 @@ const RELEASE_RECORD = [
 ]
 
 const run = (statements: ReadonlyArray<string>) =>
-  SqlClient.SqlClient.use((sql) => Effect.forEach(statements, (statement) => sql.unsafe(statement), { discard: true })).pipe(Effect.orDie)
+  SqlClient.SqlClient.use((sql) => Effect.forEach(statements, (statement) => sql.unsafe(statement), { discard: true }))
+    .pipe(Effect.orDie)
 
 const keyRow = (orgId: string) =>
   SqlClient.SqlClient.use((sql) =>
     sql<{ state: string; n: number }>`
       SELECT (SELECT state FROM idempotency_keys WHERE org_id = ${orgId} AND key = 'crash-1') AS state,
              (SELECT count(*)::int FROM notification_endpoints WHERE org_id = ${orgId}) AS n
-    `).pipe(Effect.map((rows) => rows[0]!), Effect.orDie)
+    `
+  ).pipe(Effect.map((rows) => rows[0]!), Effect.orDie)
 
 const createEndpoint = (server: RunningServer, key: string) =>
   fetch(`${server.baseUrl}/v1/notification-endpoints`, {
@@ -68,41 +70,54 @@ const retryUntilSettled = (server: RunningServer, key: string) =>
 const provision = (env: Record<string, string>) =>
   Effect.promise(async () => {
     const org = json((await cli(["orgs", "create", "--name", "crash", "--json"], env)).stdout)
-    const key = json((await cli(["keys", "create", "--org", org.id, "--scopes", "org_config.read,org_config.write", "--json"], env)).stdout).key
+    const key = json(
+      (await cli(["keys", "create", "--org", org.id, "--scopes", "org_config.read,org_config.write", "--json"], env))
+        .stdout
+    ).key
     return { orgId: org.id as string, key: key as string }
   })
 
 const env = { SVC_ALLOWED_TARGET_CIDRS: "127.0.0.0/8" }
 
-describe.skipIf(onServerRun)("a keyed write killed between its commit and its answer, on an embedded data directory", () => {
-  it.live("the retry on the restarted process does not create a second endpoint", () =>
-    Effect.gen(function*() {
-      const dataDir = seededDataDir("svc-idempotency-")
-      const processEnv = { ...env, SVC_DATA_DIR: dataDir, DATABASE_URL: "" }
-      const { orgId, key } = yield* provision(processEnv)
-      const offline = <A, E>(effect: Effect.Effect<A, E, SqlClient.SqlClient>) =>
-        effect.pipe(Effect.provide(Database.embedded(dataDir)), Effect.scoped)
-      yield* offline(run(HOLD_RECORD))
-      let server = yield* Effect.promise(() => startServer(processEnv))
-      // The embedded database is the process's own: nothing outside sees the
-      // request's progress, so the kill comes once the answer is overdue (the
-      // trigger holds the record 25 s; a create takes well under a second).
-      const pending = createEndpoint(server, key).catch(() => undefined)
-      yield* Effect.sleep("4 seconds")
-      yield* kill(server)
-      assert.isUndefined(yield* Effect.promise(() => pending), "no answer reached the client")
-      yield* offline(run(RELEASE_RECORD))
-      assert.deepStrictEqual(yield* offline(keyRow(orgId)), { state: "running", n: 1 }, "killed after the commit, before the record")
-
-      server = yield* Effect.promise(() => startServer(processEnv))
-      try {
-        assert.deepStrictEqual(yield* retryUntilSettled(server, key), { status: 409, code: "IDEMPOTENCY_ANSWER_UNAVAILABLE" })
-      } finally {
+describe.skipIf(onServerRun)(
+  "a keyed write killed between its commit and its answer, on an embedded data directory",
+  () => {
+    it.live("the retry on the restarted process does not create a second endpoint", () =>
+      Effect.gen(function*() {
+        const dataDir = seededDataDir("svc-idempotency-")
+        const processEnv = { ...env, SVC_DATA_DIR: dataDir, DATABASE_URL: "" }
+        const { orgId, key } = yield* provision(processEnv)
+        const offline = <A, E>(effect: Effect.Effect<A, E, SqlClient.SqlClient>) =>
+          effect.pipe(Effect.provide(Database.embedded(dataDir)), Effect.scoped)
+        yield* offline(run(HOLD_RECORD))
+        let server = yield* Effect.promise(() => startServer(processEnv))
+        // The embedded database is the process's own: nothing outside sees the
+        // request's progress, so the kill comes once the answer is overdue (the
+        // trigger holds the record 25 s; a create takes well under a second).
+        const pending = createEndpoint(server, key).catch(() => undefined)
+        yield* Effect.sleep("4 seconds")
         yield* kill(server)
-      }
-      assert.strictEqual((yield* offline(keyRow(orgId))).n, 1, "one endpoint: the retry did not act")
-    }), 180_000)
-})
+        assert.isUndefined(yield* Effect.promise(() => pending), "no answer reached the client")
+        yield* offline(run(RELEASE_RECORD))
+        assert.deepStrictEqual(
+          yield* offline(keyRow(orgId)),
+          { state: "running", n: 1 },
+          "killed after the commit, before the record"
+        )
+
+        server = yield* Effect.promise(() => startServer(processEnv))
+        try {
+          assert.deepStrictEqual(yield* retryUntilSettled(server, key), {
+            status: 409,
+            code: "IDEMPOTENCY_ANSWER_UNAVAILABLE"
+          })
+        } finally {
+          yield* kill(server)
+        }
+        assert.strictEqual((yield* offline(keyRow(orgId))).n, 1, "one endpoint: the retry did not act")
+      }), 180_000)
+  }
+)
 
 describe.runIf(onServerRun)("a keyed write killed between its commit and its answer, on a PostgreSQL server", () => {
   it.live("the retry on another process does not create a second endpoint", () =>
@@ -134,7 +149,10 @@ describe.runIf(onServerRun)("a keyed write killed between its commit and its ans
 
       const second = yield* Effect.promise(() => startServer(processEnv))
       try {
-        assert.deepStrictEqual(yield* retryUntilSettled(second, key), { status: 409, code: "IDEMPOTENCY_ANSWER_UNAVAILABLE" })
+        assert.deepStrictEqual(yield* retryUntilSettled(second, key), {
+          status: 409,
+          code: "IDEMPOTENCY_ANSWER_UNAVAILABLE"
+        })
       } finally {
         yield* kill(second)
       }

@@ -9,8 +9,8 @@ import { assert, describe, layer } from "@effect/vitest"
 import { Duration, Effect, Fiber } from "effect"
 import { SvcTest, type TestOrg } from "../../../src/testing.ts"
 import { outboxOf } from "../../support/approvals.ts"
-import { HttpsReceiver } from "../../support/HttpsReceiver.ts"
 import { eventually, raw } from "../../support/http.ts"
+import { HttpsReceiver } from "../../support/HttpsReceiver.ts"
 import { webhookService } from "../webhooks/support.ts"
 
 const hookUrl = "https://127.0.0.1:9/hooks/idempotent"
@@ -30,7 +30,9 @@ const send = (org: TestOrg, method: string, path: string, body: unknown, key?: s
 const endpointCount = (orgId: string) =>
   Effect.flatMap(SvcTest, (svc) =>
     Effect.map(
-      svc.sql<{ n: number }>`SELECT count(*)::int AS n FROM notification_endpoints WHERE org_id = ${orgId}`.pipe(Effect.orDie),
+      svc.sql<{ n: number }>`SELECT count(*)::int AS n FROM notification_endpoints WHERE org_id = ${orgId}`.pipe(
+        Effect.orDie
+      ),
       (rows) => rows[0]!.n
     ))
 
@@ -53,7 +55,9 @@ layer(
         assert.deepStrictEqual(again.json, first.json)
         assert.strictEqual(yield* endpointCount(org.orgId), 1)
         // The kept answer holds the signing secret: sealed at rest, never in the logs.
-        const rows = yield* svc.sql<{ dump: string }>`SELECT row_to_json(k)::text AS dump FROM idempotency_keys k WHERE org_id = ${org.orgId}`
+        const rows = yield* svc.sql<
+          { dump: string }
+        >`SELECT row_to_json(k)::text AS dump FROM idempotency_keys k WHERE org_id = ${org.orgId}`
         assert.strictEqual(rows.length, 1)
         assert.notInclude(rows[0]!.dump, first.json.secret.slice(6))
         assert.isFalse(svc.logLines().some((line) => line.includes(first.json.secret.slice(6))))
@@ -98,7 +102,12 @@ layer(
         const session = yield* org.client.agentSessions.create({ payload: {} })
         const step = yield* org.client.agentSessions.governStep({
           params: { session_id: session.id },
-          payload: { step_id: "refund-1", tool: "stripe.refund", action_class: "payments.refund", arguments: { amount: 42 } as never }
+          payload: {
+            step_id: "refund-1",
+            tool: "stripe.refund",
+            action_class: "payments.refund",
+            arguments: { amount: 42 } as never
+          }
         })
         const path = `/v1/agent-approvals/${step.approval_id!}/decision`
         const first = yield* send(org, "POST", path, { decision: "approve", reason: "checked" }, "decide-1")
@@ -108,7 +117,9 @@ layer(
         assert.strictEqual(again.headers.get("idempotent-replayed"), "true")
         assert.deepStrictEqual(again.json, first.json)
         const events = yield* outboxOf(svc.sql, step.approval_id!)
-        assert.deepStrictEqual(events.map((event) => event.type).filter((type) => type === "approval.approved"), ["approval.approved"])
+        assert.deepStrictEqual(events.map((event) => event.type).filter((type) => type === "approval.approved"), [
+          "approval.approved"
+        ])
         // Without the key, the second decision is refused by the approval itself.
         const unkeyed = yield* send(org, "POST", path, { decision: "approve", reason: "checked" })
         assert.strictEqual(unkeyed.status, 409)
@@ -120,11 +131,19 @@ layer(
         const org = yield* SvcTest.org()
         const schema = { type: "object", required: ["label"], properties: { label: { type: "string" } } }
         const task = yield* org.client.tasks.create({ payload: { name: "tickets", answer_schema: schema } })
-        const run = yield* org.client.tasks.logRun({ params: { task_id: task.id }, payload: { input: {}, answer: { label: "wrong" } } })
-        const item = yield* org.client.feedback.submit({ payload: { inference_log_id: run.trace_id, score: -1, correction: { label: "right" } } })
+        const run = yield* org.client.tasks.logRun({
+          params: { task_id: task.id },
+          payload: { input: {}, answer: { label: "wrong" } }
+        })
+        const item = yield* org.client.feedback.submit({
+          payload: { inference_log_id: run.trace_id, score: -1, correction: { label: "right" } }
+        })
         yield* org.client.feedback.stage({ params: { feedback_id: item.id } })
         const preview = yield* org.client.feedback.promotePreview({ params: { task_id: task.id }, query: {} })
-        const body = { base_dataset_id: preview.base_dataset_id, expected_feedback_revision: preview.expected_feedback_revision }
+        const body = {
+          base_dataset_id: preview.base_dataset_id,
+          expected_feedback_revision: preview.expected_feedback_revision
+        }
         const versions = Effect.map(
           svc.sql<{ n: number }>`SELECT count(*)::int AS n FROM datasets WHERE task_id = ${task.id}`.pipe(Effect.orDie),
           (rows) => rows[0]!.n
@@ -181,7 +200,9 @@ layer(
         const org = yield* SvcTest.org()
         for (const key of ["x".repeat(256), "with space", "é"]) {
           const response = yield* send(org, "POST", "/v1/notification-endpoints", { url: hookUrl }, key).pipe(
-            Effect.catchDefect(() => Effect.succeed({ status: 400, json: { code: "INVALID_REQUEST", field: "Idempotency-Key" } }))
+            Effect.catchDefect(() =>
+              Effect.succeed({ status: 400, json: { code: "INVALID_REQUEST", field: "Idempotency-Key" } })
+            )
           )
           assert.strictEqual(response.status, 400)
           assert.strictEqual(response.json.field, "Idempotency-Key")
@@ -211,7 +232,11 @@ layer(
         const receiver = yield* HttpsReceiver.make()
         const created = yield* send(org, "POST", "/v1/notification-endpoints", { url: receiver.url("/held") })
         let release = () => {}
-        receiver.enqueue({ status: 200, body: "ok", after: new Promise((resolve) => (release = () => resolve(undefined))) })
+        receiver.enqueue({
+          status: 200,
+          body: "ok",
+          after: new Promise((resolve) => (release = () => resolve(undefined)))
+        })
         const path = `/v1/notification-endpoints/${created.json.endpoint.id}/test`
         const first = yield* Effect.forkChild(send(org, "POST", path, {}, "test-1"))
         yield* receiver.waitForRequests(1)
@@ -235,12 +260,20 @@ layer(
         const receiver = yield* HttpsReceiver.make()
         const created = yield* send(org, "POST", "/v1/notification-endpoints", { url: receiver.url("/abandoned") })
         let release = () => {}
-        receiver.enqueue({ status: 200, body: "ok", after: new Promise((resolve) => (release = () => resolve(undefined))) })
+        receiver.enqueue({
+          status: 200,
+          body: "ok",
+          after: new Promise((resolve) => (release = () => resolve(undefined)))
+        })
         const path = `/v1/notification-endpoints/${created.json.endpoint.id}/test`
         const abort = new AbortController()
         const abandoned = fetch(`${svc.baseUrl}${path}`, {
           method: "POST",
-          headers: { authorization: `Bearer ${org.key}`, "content-type": "application/json", "idempotency-key": "abandoned-1" },
+          headers: {
+            authorization: `Bearer ${org.key}`,
+            "content-type": "application/json",
+            "idempotency-key": "abandoned-1"
+          },
           body: "{}",
           signal: abort.signal
         }).catch(() => undefined)
@@ -249,7 +282,10 @@ layer(
         yield* Effect.promise(() => abandoned)
         release()
         const retried = yield* eventually(
-          Effect.map(send(org, "POST", path, {}, "abandoned-1"), (answer) => answer.status === 409 ? undefined : answer),
+          Effect.map(
+            send(org, "POST", path, {}, "abandoned-1"),
+            (answer) => answer.status === 409 ? undefined : answer
+          ),
           { what: "the first request to answer" }
         )
         assert.strictEqual(retried.status, 200, retried.text)
@@ -263,12 +299,14 @@ layer(
         const org = yield* SvcTest.org()
         // A first request in flight, as its reservation stands in the database.
         const first = yield* send(org, "POST", "/v1/notification-endpoints", { url: hookUrl }, "running-1")
-        yield* svc.sql`UPDATE idempotency_keys SET state = 'running', lease_until = now() + interval '1 minute' WHERE org_id = ${org.orgId}`
+        yield* svc
+          .sql`UPDATE idempotency_keys SET state = 'running', lease_until = now() + interval '1 minute' WHERE org_id = ${org.orgId}`
         const busy = yield* send(org, "POST", "/v1/notification-endpoints", { url: hookUrl }, "running-1")
         assert.strictEqual(busy.status, 409)
         assert.strictEqual(busy.json.code, "IDEMPOTENCY_KEY_IN_USE")
         assert.strictEqual(busy.json.field, "Idempotency-Key")
-        yield* svc.sql`UPDATE idempotency_keys SET lease_until = now() - interval '1 second' WHERE org_id = ${org.orgId}`
+        yield* svc
+          .sql`UPDATE idempotency_keys SET lease_until = now() - interval '1 second' WHERE org_id = ${org.orgId}`
         const lost = yield* send(org, "POST", "/v1/notification-endpoints", { url: hookUrl }, "running-1")
         assert.strictEqual(lost.status, 409)
         assert.strictEqual(lost.json.code, "IDEMPOTENCY_ANSWER_UNAVAILABLE")
@@ -284,7 +322,8 @@ layer(
         const org = yield* SvcTest.org()
         yield* send(org, "POST", "/v1/notification-endpoints", { url: hookUrl }, "expiring-1")
         yield* send(org, "POST", "/v1/notification-endpoints", { url: hookUrl }, "fresh-1")
-        yield* svc.sql`UPDATE idempotency_keys SET expires_at = now() - interval '1 second' WHERE org_id = ${org.orgId} AND key = 'expiring-1'`
+        yield* svc
+          .sql`UPDATE idempotency_keys SET expires_at = now() - interval '1 second' WHERE org_id = ${org.orgId} AND key = 'expiring-1'`
         const left = yield* eventually(
           Effect.map(
             svc.sql<{ key: string }>`SELECT key FROM idempotency_keys WHERE org_id = ${org.orgId}`.pipe(Effect.orDie),
@@ -309,7 +348,8 @@ layer(
     Effect.gen(function*() {
       const org = yield* SvcTest.org()
       const other = yield* SvcTest.org()
-      const task = (key: string, who = org) => send(who, "POST", "/v1/tasks", { name: key, answer_schema: { type: "object" } }, key)
+      const task = (key: string, who = org) =>
+        send(who, "POST", "/v1/tasks", { name: key, answer_schema: { type: "object" } }, key)
       assert.strictEqual((yield* task("k1")).status, 201)
       assert.strictEqual((yield* task("k2")).status, 201)
       const refused = yield* task("k3")

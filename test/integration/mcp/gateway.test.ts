@@ -5,10 +5,10 @@
  * refused ones do not, reviewed ones wait (as a task, or for a bounded
  * time) until a person decides through the REST API.
  */
+import { assert, describe, layer } from "@effect/vitest"
 import { Client } from "@modelcontextprotocol/sdk/client/index.js"
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js"
 import { CallToolResultSchema, CreateTaskResultSchema } from "@modelcontextprotocol/sdk/types.js"
-import { assert, describe, layer } from "@effect/vitest"
 import { Duration, Effect, Layer } from "effect"
 import { SvcTest, type TestOrg } from "../../../src/testing.ts"
 import { mcpUpstream } from "../../support/mcpUpstream.ts"
@@ -87,7 +87,10 @@ layer(service, { excludeTestServices: true })("the MCP gateway", (it) => {
         const echo = tools.find((tool) => tool.name === "tools__echo")
         assert.isDefined(echo)
         assert.strictEqual(echo!._meta?.["svc/action_class"], "mcp.read")
-        assert.strictEqual(tools.find((tool) => tool.name === "tools__deploy")!._meta?.["svc/action_class"], "mcp.review")
+        assert.strictEqual(
+          tools.find((tool) => tool.name === "tools__deploy")!._meta?.["svc/action_class"],
+          "mcp.review"
+        )
         assert.strictEqual(echo!.execution?.taskSupport, "optional")
 
         const result = yield* Effect.promise(() => client.callTool({ name: "tools__echo", arguments: { text: "hi" } }))
@@ -161,7 +164,10 @@ layer(service, { excludeTestServices: true })("the MCP gateway", (it) => {
         const org = yield* organization(upstream.url)
         const { client } = yield* connect(svc.baseUrl, org.key)
         const created = yield* Effect.promise(() =>
-          client.request({ method: "tools/call", params: { name: "tools__deploy", arguments: { text: "v2" }, task: {} } }, CreateTaskResultSchema)
+          client.request({
+            method: "tools/call",
+            params: { name: "tools__deploy", arguments: { text: "v2" }, task: {} }
+          }, CreateTaskResultSchema)
         )
         assert.strictEqual(created.task.status, "working")
         const approvalId = approvalOf(created.task.statusMessage ?? "")
@@ -170,7 +176,9 @@ layer(service, { excludeTestServices: true })("the MCP gateway", (it) => {
         yield* decide(org, approvalId!, "approve")
         // Another client (another connection, as after a restart) reads the task from the database.
         const { client: other } = yield* connect(svc.baseUrl, org.key)
-        const result = yield* Effect.promise(() => other.experimental.tasks.getTaskResult(created.task.taskId, CallToolResultSchema))
+        const result = yield* Effect.promise(() =>
+          other.experimental.tasks.getTaskResult(created.task.taskId, CallToolResultSchema)
+        )
         assert.strictEqual(textOf(result as any), "done deploy {\"text\":\"v2\"}")
         const task = yield* Effect.promise(() => client.experimental.tasks.getTask(created.task.taskId))
         assert.strictEqual(task.status, "completed")
@@ -184,11 +192,19 @@ layer(service, { excludeTestServices: true })("the MCP gateway", (it) => {
         const org = yield* organization(upstream.url)
         const { client } = yield* connect(svc.baseUrl, org.key)
         const created = yield* Effect.promise(() =>
-          client.request({ method: "tools/call", params: { name: "tools__deploy", arguments: {}, task: {} } }, CreateTaskResultSchema)
+          client.request(
+            { method: "tools/call", params: { name: "tools__deploy", arguments: {}, task: {} } },
+            CreateTaskResultSchema
+          )
         )
         const approvalId = approvalOf(created.task.statusMessage ?? "")!
-        yield* org.client.approvals.decide({ params: { approval_id: approvalId }, payload: { decision: "reject", reason: "not on a Friday" } })
-        const result = yield* Effect.promise(() => client.experimental.tasks.getTaskResult(created.task.taskId, CallToolResultSchema))
+        yield* org.client.approvals.decide({
+          params: { approval_id: approvalId },
+          payload: { decision: "reject", reason: "not on a Friday" }
+        })
+        const result = yield* Effect.promise(() =>
+          client.experimental.tasks.getTaskResult(created.task.taskId, CallToolResultSchema)
+        )
         assert.isTrue(result.isError)
         assert.include(textOf(result as any), "not on a Friday")
         const task = yield* Effect.promise(() => client.experimental.tasks.getTask(created.task.taskId))
@@ -226,14 +242,21 @@ layer(service, { excludeTestServices: true })("the MCP gateway", (it) => {
         const stranger = yield* SvcTest.org()
         const { client } = yield* connect(svc.baseUrl, org.key)
         const created = yield* Effect.promise(() =>
-          client.request({ method: "tools/call", params: { name: "tools__deploy", arguments: {}, task: {} } }, CreateTaskResultSchema)
+          client.request(
+            { method: "tools/call", params: { name: "tools__deploy", arguments: {}, task: {} } },
+            CreateTaskResultSchema
+          )
         )
         const { client: theirs } = yield* connect(svc.baseUrl, stranger.key)
         const { tools } = yield* Effect.promise(() => theirs.listTools())
         assert.deepStrictEqual(tools, [])
-        const call = yield* Effect.promise(() => theirs.callTool({ name: "tools__echo", arguments: {} }).then(() => "answered", (e) => String(e)))
+        const call = yield* Effect.promise(() =>
+          theirs.callTool({ name: "tools__echo", arguments: {} }).then(() => "answered", (e) => String(e))
+        )
         assert.include(call, "Unknown tool")
-        const read = yield* Effect.promise(() => theirs.experimental.tasks.getTask(created.task.taskId).then(() => "answered", (e) => String(e)))
+        const read = yield* Effect.promise(() =>
+          theirs.experimental.tasks.getTask(created.task.taskId).then(() => "answered", (e) => String(e))
+        )
         assert.notStrictEqual(read, "answered")
         assert.strictEqual(upstream.calls.length, 0)
 
@@ -241,7 +264,11 @@ layer(service, { excludeTestServices: true })("the MCP gateway", (it) => {
         const refused = yield* Effect.promise(() =>
           fetch(`${svc.baseUrl}/mcp`, {
             method: "POST",
-            headers: { authorization: `Bearer ${limited.key}`, "content-type": "application/json", accept: "application/json, text/event-stream" },
+            headers: {
+              authorization: `Bearer ${limited.key}`,
+              "content-type": "application/json",
+              accept: "application/json, text/event-stream"
+            },
             body: JSON.stringify({ jsonrpc: "2.0", id: 1, method: "tools/list" })
           })
         )

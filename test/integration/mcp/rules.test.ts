@@ -6,10 +6,10 @@
  * expires, and an upstream that hangs holding only its organization's
  * upstream calls.
  */
+import { assert, describe, layer } from "@effect/vitest"
 import { Client } from "@modelcontextprotocol/sdk/client/index.js"
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js"
 import { CallToolResultSchema, CreateTaskResultSchema } from "@modelcontextprotocol/sdk/types.js"
-import { assert, describe, layer } from "@effect/vitest"
 import { Duration, Effect, Layer } from "effect"
 import { SvcTest, type TestOrg } from "../../../src/testing.ts"
 import { mcpUpstream } from "../../support/mcpUpstream.ts"
@@ -35,12 +35,22 @@ const post = (baseUrl: string, key: string, body: unknown, headers: Record<strin
   Effect.promise(() =>
     fetch(`${baseUrl}/mcp`, {
       method: "POST",
-      headers: { authorization: `Bearer ${key}`, "content-type": "application/json", accept: "application/json, text/event-stream", ...headers },
+      headers: {
+        authorization: `Bearer ${key}`,
+        "content-type": "application/json",
+        accept: "application/json, text/event-stream",
+        ...headers
+      },
       body: JSON.stringify(body)
     })
   )
 
-const initialize = { jsonrpc: "2.0", id: 1, method: "initialize", params: { protocolVersion: "2025-11-25", capabilities: {}, clientInfo: { name: "raw", version: "1" } } }
+const initialize = {
+  jsonrpc: "2.0",
+  id: 1,
+  method: "initialize",
+  params: { protocolVersion: "2025-11-25", capabilities: {}, clientInfo: { name: "raw", version: "1" } }
+}
 const listTools = { jsonrpc: "2.0", id: 2, method: "tools/list" }
 
 const textOf = (result: { content?: ReadonlyArray<unknown> }) =>
@@ -59,22 +69,39 @@ layer(service, { excludeTestServices: true })("the MCP gateway's rules", (it) =>
         yield* Effect.promise(() => opened.text())
         const headers = { "mcp-protocol-version": "2025-11-25" }
         assert.strictEqual((yield* post(svc.baseUrl, org.key, listTools, headers)).status, 400)
-        assert.strictEqual((yield* post(svc.baseUrl, org.key, listTools, { ...headers, "mcp-session-id": "0192f4a0-7c1e-7a2b-9c3d-4e5f60718293" })).status, 404)
+        assert.strictEqual(
+          (yield* post(svc.baseUrl, org.key, listTools, {
+            ...headers,
+            "mcp-session-id": "0192f4a0-7c1e-7a2b-9c3d-4e5f60718293"
+          })).status,
+          404
+        )
         const listed = yield* post(svc.baseUrl, org.key, listTools, { ...headers, "mcp-session-id": sessionId! })
         assert.strictEqual(listed.status, 200)
         yield* Effect.promise(() => listed.text())
         // Another organization's key does not reach this session.
         const stranger = yield* SvcTest.org()
-        assert.strictEqual((yield* post(svc.baseUrl, stranger.key, listTools, { ...headers, "mcp-session-id": sessionId! })).status, 404)
+        assert.strictEqual(
+          (yield* post(svc.baseUrl, stranger.key, listTools, { ...headers, "mcp-session-id": sessionId! })).status,
+          404
+        )
         // The MCP session is an agent session of the organization.
         const session = yield* org.client.agentSessions.get({ params: { session_id: sessionId! }, query: {} })
         assert.strictEqual(session.id, sessionId)
         const ended = yield* Effect.promise(() =>
-          fetch(`${svc.baseUrl}/mcp`, { method: "DELETE", headers: { authorization: `Bearer ${org.key}`, "mcp-session-id": sessionId! } })
+          fetch(`${svc.baseUrl}/mcp`, {
+            method: "DELETE",
+            headers: { authorization: `Bearer ${org.key}`, "mcp-session-id": sessionId! }
+          })
         )
         assert.strictEqual(ended.status, 200)
-        assert.strictEqual((yield* post(svc.baseUrl, org.key, listTools, { ...headers, "mcp-session-id": sessionId! })).status, 404)
-        const get = yield* Effect.promise(() => fetch(`${svc.baseUrl}/mcp`, { headers: { authorization: `Bearer ${org.key}` } }))
+        assert.strictEqual(
+          (yield* post(svc.baseUrl, org.key, listTools, { ...headers, "mcp-session-id": sessionId! })).status,
+          404
+        )
+        const get = yield* Effect.promise(() =>
+          fetch(`${svc.baseUrl}/mcp`, { headers: { authorization: `Bearer ${org.key}` } })
+        )
         assert.strictEqual(get.status, 405)
         const anonymous = yield* Effect.promise(() => fetch(`${svc.baseUrl}/mcp`, { method: "POST", body: "{}" }))
         assert.strictEqual(anonymous.status, 401)
@@ -88,7 +115,8 @@ layer(service, { excludeTestServices: true })("the MCP gateway's rules", (it) =>
         const svc = yield* SvcTest
         const upstream = yield* mcpUpstream()
         const org = yield* SvcTest.org()
-        const privateUrl = yield* org.client.mcpServers.create({ payload: { name: "a", url: "https://10.0.0.1/mcp" } }).pipe(Effect.flip)
+        const privateUrl = yield* org.client.mcpServers.create({ payload: { name: "a", url: "https://10.0.0.1/mcp" } })
+          .pipe(Effect.flip)
         assert.strictEqual(privateUrl._tag, "InvalidUrl")
         // The schema refuses the MCP client's own headers (the typed client checks it before sending).
         const own = yield* Effect.promise(() =>
@@ -100,10 +128,14 @@ layer(service, { excludeTestServices: true })("the MCP gateway's rules", (it) =>
         )
         assert.strictEqual(own.code, "INVALID_HEADERS")
         yield* org.client.mcpServers.create({ payload: { name: "a", url: upstream.url } })
-        const twice = yield* org.client.mcpServers.create({ payload: { name: "a", url: upstream.url } }).pipe(Effect.flip)
+        const twice = yield* org.client.mcpServers.create({ payload: { name: "a", url: upstream.url } }).pipe(
+          Effect.flip
+        )
         assert.strictEqual(twice._tag, "InvalidRequest")
         yield* org.client.mcpServers.create({ payload: { name: "b", url: upstream.url } })
-        const third = yield* org.client.mcpServers.create({ payload: { name: "c", url: upstream.url } }).pipe(Effect.flip)
+        const third = yield* org.client.mcpServers.create({ payload: { name: "c", url: upstream.url } }).pipe(
+          Effect.flip
+        )
         assert.strictEqual(third._tag, "LimitReached")
         const invalidName = yield* Effect.promise(() =>
           fetch(`${svc.baseUrl}/v1/mcp-servers`, {
@@ -128,12 +160,18 @@ layer(service, { excludeTestServices: true })("the MCP gateway's rules", (it) =>
         const connected = (org: TestOrg) =>
           Effect.promise(async () => {
             const client = new Client({ name: "bound", version: "1" })
-            await client.connect(new StreamableHTTPClientTransport(new URL(`${svc.baseUrl}/mcp`), { requestInit: { headers: { authorization: `Bearer ${org.key}` } } }))
+            await client.connect(
+              new StreamableHTTPClientTransport(new URL(`${svc.baseUrl}/mcp`), {
+                requestInit: { headers: { authorization: `Bearer ${org.key}` } }
+              })
+            )
             return client
           })
         const register = (org: TestOrg) =>
           Effect.gen(function*() {
-            yield* org.client.mcpServers.create({ payload: { name: "ops", url: upstream.url, default_action_class: "ops.read" } })
+            yield* org.client.mcpServers.create({
+              payload: { name: "ops", url: upstream.url, default_action_class: "ops.read" }
+            })
             yield* org.client.approvalPolicies.put({
               params: { action_class: "ops.read" },
               payload: { mode: "allow", review_seconds: 60, expiring_notice_seconds: 0, timeout_action: "reject" }
@@ -148,7 +186,9 @@ layer(service, { excludeTestServices: true })("the MCP gateway's rules", (it) =>
         yield* Effect.promise(async () => {
           while (!upstream.calls.some((c) => c.tool === "hang")) await new Promise((resolve) => setTimeout(resolve, 20))
         })
-        const refused = yield* Effect.promise(() => busyClient.callTool({ name: "ops__echo", arguments: { text: "a" } }))
+        const refused = yield* Effect.promise(() =>
+          busyClient.callTool({ name: "ops__echo", arguments: { text: "a" } })
+        )
         assert.isTrue(refused.isError)
         assert.include(textOf(refused as any), "SVC_MCP_UPSTREAM_CALLS_PER_ORG")
         const otherClient = yield* connected(other)
@@ -166,7 +206,13 @@ layer(service, { excludeTestServices: true })("the MCP gateway's rules", (it) =>
         const svc = yield* SvcTest
         const upstream = yield* mcpUpstream()
         const org = yield* SvcTest.org()
-        yield* org.client.mcpServers.create({ payload: { name: "ops", url: upstream.url, tool_action_classes: { deploy: "ops.deploy", delete_all: "ops.purge" } } })
+        yield* org.client.mcpServers.create({
+          payload: {
+            name: "ops",
+            url: upstream.url,
+            tool_action_classes: { deploy: "ops.deploy", delete_all: "ops.purge" }
+          }
+        })
         yield* org.client.approvalPolicies.put({
           params: { action_class: "ops.deploy" },
           payload: {
@@ -183,23 +229,40 @@ layer(service, { excludeTestServices: true })("the MCP gateway's rules", (it) =>
         })
         const client = new Client({ name: "rules", version: "1" })
         yield* Effect.promise(() =>
-          client.connect(new StreamableHTTPClientTransport(new URL(`${svc.baseUrl}/mcp`), { requestInit: { headers: { authorization: `Bearer ${org.key}` } } }))
+          client.connect(
+            new StreamableHTTPClientTransport(new URL(`${svc.baseUrl}/mcp`), {
+              requestInit: { headers: { authorization: `Bearer ${org.key}` } }
+            })
+          )
         )
         const deploy = yield* Effect.promise(() =>
-          client.request({ method: "tools/call", params: { name: "ops__deploy", arguments: { text: "prod" }, task: {} } }, CreateTaskResultSchema)
+          client.request({
+            method: "tools/call",
+            params: { name: "ops__deploy", arguments: { text: "prod" }, task: {} }
+          }, CreateTaskResultSchema)
         )
         const approvalId = /approval ([0-9a-f-]{36})/.exec(deploy.task.statusMessage ?? "")![1]!
-        yield* org.client.approvals.decide({ params: { approval_id: approvalId }, payload: { decision: "approve", arguments: { text: "staging" } } })
-        const ran = yield* Effect.promise(() => client.experimental.tasks.getTaskResult(deploy.task.taskId, CallToolResultSchema))
+        yield* org.client.approvals.decide({
+          params: { approval_id: approvalId },
+          payload: { decision: "approve", arguments: { text: "staging" } }
+        })
+        const ran = yield* Effect.promise(() =>
+          client.experimental.tasks.getTaskResult(deploy.task.taskId, CallToolResultSchema)
+        )
         assert.strictEqual(textOf(ran as any), "done deploy {\"text\":\"staging\"}")
         const approval = yield* org.client.approvals.get({ params: { approval_id: approvalId } })
         const session = yield* org.client.agentSessions.get({ params: { session_id: approval.session_id }, query: {} })
         assert.strictEqual(session.steps[0]!.outcome?.status, "succeeded")
 
         const purge = yield* Effect.promise(() =>
-          client.request({ method: "tools/call", params: { name: "ops__delete_all", arguments: {}, task: {} } }, CreateTaskResultSchema)
+          client.request(
+            { method: "tools/call", params: { name: "ops__delete_all", arguments: {}, task: {} } },
+            CreateTaskResultSchema
+          )
         )
-        const expired = yield* Effect.promise(() => client.experimental.tasks.getTaskResult(purge.task.taskId, CallToolResultSchema))
+        const expired = yield* Effect.promise(() =>
+          client.experimental.tasks.getTaskResult(purge.task.taskId, CallToolResultSchema)
+        )
         assert.isTrue(expired.isError)
         assert.include(textOf(expired as any), "expired")
         assert.deepStrictEqual(upstream.calls.map((call) => call.tool), ["deploy"])

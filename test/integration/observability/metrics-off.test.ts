@@ -10,7 +10,11 @@ layer(SvcTest.layer(), { excludeTestServices: true })("metrics off", (it) => {
       Effect.gen(function*() {
         const svc = yield* SvcTest
         const org = yield* SvcTest.org()
-        for (const headers of [{}, { authorization: `Bearer ${org.key}` }, { authorization: "Bearer anything-at-all-0123456789" }]) {
+        for (
+          const headers of [{}, { authorization: `Bearer ${org.key}` }, {
+            authorization: "Bearer anything-at-all-0123456789"
+          }]
+        ) {
           const answer = yield* raw(`${svc.baseUrl}/metrics`, { headers })
           assert.strictEqual(answer.status, 404)
           assert.strictEqual(answer.json.code, "NOT_FOUND")

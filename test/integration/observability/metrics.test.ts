@@ -41,7 +41,11 @@ const viaListener = Effect.flatMap(listenerUrl, (url) => scrape(url))
 
 /** Scrapes the listener until `check` holds (counters move after the event's work is recorded). */
 const until = (check: (scraped: Scrape) => boolean, what: string, timeoutMs = 20_000) =>
-  eventually(Effect.map(viaListener, (scraped) => check(scraped) ? scraped : undefined), { timeoutMs, intervalMs: 200, what })
+  eventually(Effect.map(viaListener, (scraped) => check(scraped) ? scraped : undefined), {
+    timeoutMs,
+    intervalMs: 200,
+    what
+  })
 
 const httpCount = (scraped: Scrape, method: string, route: string, status: string) =>
   histogram(scraped, "http_server_request_duration_seconds", {
@@ -52,7 +56,11 @@ const httpCount = (scraped: Scrape, method: string, route: string, status: strin
 
 /** Name, type and exact label names of every metric of the contract. */
 const CONTRACT: ReadonlyArray<readonly [name: string, type: string, labels: ReadonlyArray<string>]> = [
-  ["http_server_request_duration_seconds", "HISTOGRAM", ["http_request_method", "http_response_status_code", "http_route"]],
+  ["http_server_request_duration_seconds", "HISTOGRAM", [
+    "http_request_method",
+    "http_response_status_code",
+    "http_route"
+  ]],
   ["svc_deliveries_total", "COUNTER", ["kind", "outcome"]],
   ["svc_delivery_attempts_total", "COUNTER", ["kind", "outcome"]],
   ["svc_delivery_attempt_duration_seconds", "HISTOGRAM", ["kind"]],
@@ -73,7 +81,11 @@ const CONTRACT: ReadonlyArray<readonly [name: string, type: string, labels: Read
 ]
 
 const labelNamesOf = (scraped: Scrape, name: string): ReadonlySet<string> =>
-  new Set(labelValues(scraped).filter((l) => l.family === name || l.family.startsWith(`${name}_`)).map((l) => l.label).filter((l) => l !== "le"))
+  new Set(
+    labelValues(scraped).filter((l) => l.family === name || l.family.startsWith(`${name}_`)).map((l) => l.label).filter(
+      (l) => l !== "le"
+    )
+  )
 
 layer(Svc, { excludeTestServices: true })("operators' metrics", (it) => {
   describe("the token rule on the API port", () => {
@@ -87,11 +99,17 @@ layer(Svc, { excludeTestServices: true })("operators' metrics", (it) => {
         assert.match(none.headers.get("content-type") ?? "", /^application\/problem\+json/)
         assert.strictEqual(none.json.code, "UNAUTHENTICATED")
         assert.match(none.headers.get("www-authenticate") ?? "", /^Bearer/)
-        const basic = yield* raw(url, { headers: { authorization: `Basic ${Buffer.from(`x:${TOKEN}`).toString("base64")}` } })
+        const basic = yield* raw(url, {
+          headers: { authorization: `Basic ${Buffer.from(`x:${TOKEN}`).toString("base64")}` }
+        })
         assert.strictEqual(basic.status, 401)
         for (const other of [org.key, TOKEN.slice(0, -1), `${TOKEN}x`, TOKEN.toUpperCase()]) {
           const wrong = yield* raw(url, { headers: { authorization: `Bearer ${other}` } })
-          assert.strictEqual(wrong.status, 403, other === org.key ? "an API key does not open the metrics" : "a near miss")
+          assert.strictEqual(
+            wrong.status,
+            403,
+            other === org.key ? "an API key does not open the metrics" : "a near miss"
+          )
           assert.strictEqual(wrong.json.code, "FORBIDDEN")
           assert.notInclude(wrong.text, TOKEN)
         }
@@ -139,11 +157,21 @@ layer(Svc, { excludeTestServices: true })("operators' metrics", (it) => {
         yield* raw(`${svc.baseUrl}/v1/tasks/${missing}`, { headers: { authorization: `Bearer ${org.key}` } })
         yield* raw(`${svc.baseUrl}/v1/tasks/${missing}`, { headers: { authorization: `Bearer ${org.key}` } })
         yield* raw(`${svc.baseUrl}/no/such/${missing}`)
-        yield* raw(`${svc.baseUrl}/v1/tasks`, { method: "POST", headers: { authorization: `Bearer ${org.key}`, "content-type": "application/json" }, body: "{}" })
+        yield* raw(`${svc.baseUrl}/v1/tasks`, {
+          method: "POST",
+          headers: { authorization: `Bearer ${org.key}`, "content-type": "application/json" },
+          body: "{}"
+        })
         const after = yield* viaListener
-        assert.strictEqual(httpCount(after, "GET", "/v1/tasks/:task_id", "404") - httpCount(before, "GET", "/v1/tasks/:task_id", "404"), 2)
+        assert.strictEqual(
+          httpCount(after, "GET", "/v1/tasks/:task_id", "404") - httpCount(before, "GET", "/v1/tasks/:task_id", "404"),
+          2
+        )
         assert.strictEqual(httpCount(after, "GET", "_OTHER", "404") - httpCount(before, "GET", "_OTHER", "404"), 1)
-        assert.strictEqual(httpCount(after, "POST", "/v1/tasks", "400") - httpCount(before, "POST", "/v1/tasks", "400"), 1)
+        assert.strictEqual(
+          httpCount(after, "POST", "/v1/tasks", "400") - httpCount(before, "POST", "/v1/tasks", "400"),
+          1
+        )
         const series = histogram(after, "http_server_request_duration_seconds", {
           http_request_method: "GET",
           http_route: "/v1/tasks/:task_id",
@@ -152,7 +180,23 @@ layer(Svc, { excludeTestServices: true })("operators' metrics", (it) => {
         assert.isAbove(series.sum, 0)
         assert.deepStrictEqual(
           Object.keys(series.buckets).sort(),
-          ["0.005", "0.01", "0.025", "0.05", "0.075", "0.1", "0.25", "0.5", "0.75", "1", "2.5", "5", "7.5", "10", "+Inf"].sort()
+          [
+            "0.005",
+            "0.01",
+            "0.025",
+            "0.05",
+            "0.075",
+            "0.1",
+            "0.25",
+            "0.5",
+            "0.75",
+            "1",
+            "2.5",
+            "5",
+            "7.5",
+            "10",
+            "+Inf"
+          ].sort()
         )
       }))
 
@@ -162,7 +206,9 @@ layer(Svc, { excludeTestServices: true })("operators' metrics", (it) => {
         const before = yield* viaListener
         const receiver = yield* HttpsReceiver.make({ respond: () => Reply.status(204) })
         const gone = yield* HttpsReceiver.make({ respond: () => Reply.status(410) })
-        yield* org.client.notifications.create({ payload: { url: receiver.url("/ok"), events: ["approval.requested"] } })
+        yield* org.client.notifications.create({
+          payload: { url: receiver.url("/ok"), events: ["approval.requested"] }
+        })
         yield* org.client.notifications.create({ payload: { url: gone.url("/gone"), events: ["approval.requested"] } })
         const session = yield* org.client.agentSessions.create({ payload: {} })
         yield* org.client.agentSessions.governStep({
@@ -170,7 +216,8 @@ layer(Svc, { excludeTestServices: true })("operators' metrics", (it) => {
           payload: { step_id: "s1", tool: "t", action_class: "needs.review", arguments: {} }
         })
         yield* receiver.waitForRequests(1, "20 seconds")
-        const delta = (s: Scrape, name: string, labels: Record<string, string>) => (value(s, name, labels) ?? 0) - (value(before, name, labels) ?? 0)
+        const delta = (s: Scrape, name: string, labels: Record<string, string>) =>
+          (value(s, name, labels) ?? 0) - (value(before, name, labels) ?? 0)
         const after = yield* until(
           (s) =>
             delta(s, "svc_deliveries_total", { kind: "webhook", outcome: "delivered" }) >= 1 &&
@@ -221,7 +268,8 @@ layer(Svc, { excludeTestServices: true })("operators' metrics", (it) => {
         const target = newId()
         const first = yield* viaListener
         const readAt = Date.now()
-        yield* svc.sql`INSERT INTO delivery_targets (id, org_id, kind, undelivered) VALUES (${target}, ${org.orgId}, 'email', 1)`
+        yield* svc
+          .sql`INSERT INTO delivery_targets (id, org_id, kind, undelivered) VALUES (${target}, ${org.orgId}, 'email', 1)`
         yield* svc.sql`
           INSERT INTO deliveries (id, org_id, kind, target_id, status, next_attempt_at)
           VALUES (${newId()}, ${org.orgId}, 'email', ${target}, 'queued', now() + interval '1 hour')
@@ -230,10 +278,18 @@ layer(Svc, { excludeTestServices: true })("operators' metrics", (it) => {
         // Within the 5 s interval every scrape answers from the same read.
         if (Date.now() - readAt < 4_000) {
           for (const s of scrapes) {
-            assert.strictEqual(value(s, "svc_delivery_queue_depth", { kind: "email" }), value(first, "svc_delivery_queue_depth", { kind: "email" }))
+            assert.strictEqual(
+              value(s, "svc_delivery_queue_depth", { kind: "email" }),
+              value(first, "svc_delivery_queue_depth", { kind: "email" })
+            )
           }
         }
-        yield* until((s) => value(s, "svc_delivery_queue_depth", { kind: "email" }) === (value(first, "svc_delivery_queue_depth", { kind: "email" }) ?? 0) + 1, "the next read")
+        yield* until(
+          (s) =>
+            value(s, "svc_delivery_queue_depth", { kind: "email" }) ===
+              (value(first, "svc_delivery_queue_depth", { kind: "email" }) ?? 0) + 1,
+          "the next read"
+        )
         yield* svc.sql`DELETE FROM deliveries WHERE target_id = ${target}`
         yield* svc.sql`DELETE FROM delivery_targets WHERE id = ${target}`
       }))
@@ -247,11 +303,16 @@ layer(Svc, { excludeTestServices: true })("operators' metrics", (it) => {
         yield* org.client.tasks.list({ query: {} })
         yield* collector.waitForRequests(1, "20 seconds")
         const after = yield* until(
-          (s) => (value(s, "svc_telemetry_spans_exported_total", { pipeline: "organizations" }) ?? 0) > (value(before, "svc_telemetry_spans_exported_total", { pipeline: "organizations" }) ?? 0),
+          (s) =>
+            (value(s, "svc_telemetry_spans_exported_total", { pipeline: "organizations" }) ?? 0) >
+              (value(before, "svc_telemetry_spans_exported_total", { pipeline: "organizations" }) ?? 0),
           "exported spans counted"
         )
         assert.isDefined(value(after, "svc_telemetry_spans_pending", { pipeline: "organizations" }))
-        assert.strictEqual(value(after, "svc_telemetry_spans_dropped_total", { pipeline: "organizations", reason: "buffer_full" }), 0)
+        assert.strictEqual(
+          value(after, "svc_telemetry_spans_dropped_total", { pipeline: "organizations", reason: "buffer_full" }),
+          0
+        )
       }))
 
     it.effect("approval deadlines fired by kind, with the scheduler's lag", () =>
@@ -269,7 +330,10 @@ layer(Svc, { excludeTestServices: true })("operators' metrics", (it) => {
         })
         const expired = (s: Scrape) => value(s, "svc_approval_deadlines_fired_total", { deadline: "expire" }) ?? 0
         const after = yield* until((s) => expired(s) > expired(before), "the expiry fired")
-        assert.isAbove(histogram(after, "svc_approval_scheduler_lag_seconds")!.count, histogram(before, "svc_approval_scheduler_lag_seconds")!.count)
+        assert.isAbove(
+          histogram(after, "svc_approval_scheduler_lag_seconds")!.count,
+          histogram(before, "svc_approval_scheduler_lag_seconds")!.count
+        )
       }))
 
     it.effect("open session streams", () =>
@@ -278,9 +342,14 @@ layer(Svc, { excludeTestServices: true })("operators' metrics", (it) => {
         const org = yield* SvcTest.org()
         const session = yield* org.client.agentSessions.create({ payload: {} })
         const base = value(yield* viaListener, "svc_session_streams_open", { stream: "session" }) ?? 0
-        const stream = yield* Effect.promise(() => openSse(`${svc.baseUrl}/v1/agent-sessions/${session.id}/events/stream`, { key: org.key }))
+        const stream = yield* Effect.promise(() =>
+          openSse(`${svc.baseUrl}/v1/agent-sessions/${session.id}/events/stream`, { key: org.key })
+        )
         yield* Effect.promise(() => stream.next(5_000))
-        yield* until((s) => value(s, "svc_session_streams_open", { stream: "session" }) === base + 1, "the stream counted")
+        yield* until(
+          (s) => value(s, "svc_session_streams_open", { stream: "session" }) === base + 1,
+          "the stream counted"
+        )
         stream.close()
         yield* until((s) => value(s, "svc_session_streams_open", { stream: "session" }) === base, "the stream gone")
       }))
@@ -329,7 +398,9 @@ layer(Svc, { excludeTestServices: true })("operators' metrics", (it) => {
         const receiver = yield* HttpsReceiver.make({ respond: () => Reply.status(204) })
         yield* org.client.notifications.create({ payload: { url: receiver.url(`/hooks/${org.orgId}`) } })
         yield* raw(`${svc.baseUrl}/v1/tasks/${org.orgId}`, { headers: { authorization: `Bearer ${org.key}` } })
-        yield* raw(`${svc.baseUrl}/v1/runs/4bf92f3577b34da6a3ce929d0e0e4736?x=${org.orgId}`, { headers: { authorization: `Bearer ${org.key}` } })
+        yield* raw(`${svc.baseUrl}/v1/runs/4bf92f3577b34da6a3ce929d0e0e4736?x=${org.orgId}`, {
+          headers: { authorization: `Bearer ${org.key}` }
+        })
         const orgIds = (yield* svc.sql<{ id: string }>`SELECT id FROM orgs`).map((row) => row.id)
         assert.isNotEmpty(orgIds)
         for (const scraped of [yield* viaListener, yield* viaToken]) {

@@ -7,20 +7,24 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Logger, Tracer } from "effect"
 import { TestClock } from "effect/testing"
+import * as fs from "node:fs"
 import { makeMetrics } from "../../../src/observability/Metrics.ts"
 import { makeOperatorPipeline } from "../../../src/observability/OperatorTraces.ts"
-import { makeJsonLogger } from "../../../src/platform/Logging.ts"
 import type { OperatorTraceSettings } from "../../../src/observability/OtelEnv.ts"
+import { makeJsonLogger } from "../../../src/platform/Logging.ts"
 import { SpanBuffers } from "../../../src/telemetry/Buffers.ts"
 import { makeTracer } from "../../../src/telemetry/Capture.ts"
-import { HttpsReceiver, Reply } from "../../support/HttpsReceiver.ts"
 import { eventually } from "../../support/http.ts"
+import { HttpsReceiver, Reply } from "../../support/HttpsReceiver.ts"
 import { decodeOtlp } from "../../support/Otlp.ts"
 import { fromText, value } from "../../support/prometheus.ts"
 import { TestTls } from "../../support/tls.ts"
-import * as fs from "node:fs"
 
-const settingsFor = (url: string, ca: string, overrides: Partial<OperatorTraceSettings> = {}): OperatorTraceSettings => ({
+const settingsFor = (
+  url: string,
+  ca: string,
+  overrides: Partial<OperatorTraceSettings> = {}
+): OperatorTraceSettings => ({
   url,
   headers: [],
   timeoutMs: 2_000,
@@ -49,7 +53,9 @@ const setup = (reply: Array<Reply>, overrides: Partial<OperatorTraceSettings> = 
     )
     const tracer = makeTracer(SpanBuffers.make(10), 1, Tracer.nativeTracer, sink)
     const spans = (n: number) =>
-      Effect.forEach(Array.from({ length: n }, (_, i) => i), (i) => Effect.void.pipe(Effect.withSpan(`span-${i}`)), { discard: true })
+      Effect.forEach(Array.from({ length: n }, (_, i) => i), (i) => Effect.void.pipe(Effect.withSpan(`span-${i}`)), {
+        discard: true
+      })
         .pipe(Effect.withTracer(tracer))
     const read = Effect.promise(() => metrics.registry.metrics()).pipe(Effect.map(fromText))
     return { collector, sink, spans, read }
@@ -58,13 +64,20 @@ const setup = (reply: Array<Reply>, overrides: Partial<OperatorTraceSettings> = 
 describe("the operator's trace pipeline", () => {
   it.live("a full queue drops the span and counts it; offering never waits", () =>
     Effect.scoped(Effect.gen(function*() {
-      const { collector, spans, read } = yield* setup([], { maxQueueSize: 3, maxExportBatchSize: 3, scheduleDelayMs: 60_000 })
+      const { collector, spans, read } = yield* setup([], {
+        maxQueueSize: 3,
+        maxExportBatchSize: 3,
+        scheduleDelayMs: 60_000
+      })
       collector.respond(() => ({ hang: true }))
       const started = performance.now()
       yield* spans(10)
       assert.isBelow(performance.now() - started, 1_000)
       const metrics = yield* read
-      assert.strictEqual(value(metrics, "svc_telemetry_spans_dropped_total", { pipeline: "operator", reason: "buffer_full" }), 7)
+      assert.strictEqual(
+        value(metrics, "svc_telemetry_spans_dropped_total", { pipeline: "operator", reason: "buffer_full" }),
+        7
+      )
     })))
 
   it.live("503 is retried; the spans count as exported once the collector takes them", () =>
@@ -74,10 +87,16 @@ describe("the operator's trace pipeline", () => {
       const [, second] = yield* collector.waitForRequests(2, "15 seconds")
       assert.strictEqual(decodeOtlp(second!).spans.length, 5)
       const metrics = yield* eventually(
-        Effect.map(read, (m) => value(m, "svc_telemetry_spans_exported_total", { pipeline: "operator" }) === 5 ? m : undefined),
+        Effect.map(
+          read,
+          (m) => value(m, "svc_telemetry_spans_exported_total", { pipeline: "operator" }) === 5 ? m : undefined
+        ),
         { what: "5 exported" }
       )
-      assert.strictEqual(value(metrics, "svc_telemetry_spans_dropped_total", { pipeline: "operator", reason: "export_failed" }), 0)
+      assert.strictEqual(
+        value(metrics, "svc_telemetry_spans_dropped_total", { pipeline: "operator", reason: "export_failed" }),
+        0
+      )
       assert.strictEqual(value(metrics, "svc_telemetry_spans_pending", { pipeline: "operator" }), 0)
     })))
 
@@ -87,7 +106,10 @@ describe("the operator's trace pipeline", () => {
       yield* spans(4)
       yield* collector.waitForRequests(1, "15 seconds")
       yield* eventually(
-        Effect.map(read, (m) => value(m, "svc_telemetry_spans_dropped_total", { pipeline: "operator", reason: "export_failed" }) === 4 ? m : undefined),
+        Effect.map(read, (m) =>
+          value(m, "svc_telemetry_spans_dropped_total", { pipeline: "operator", reason: "export_failed" }) === 4
+            ? m
+            : undefined),
         { what: "4 dropped" }
       )
       assert.strictEqual(collector.requests().length, 1)

@@ -12,16 +12,18 @@ import { assert, describe, layer } from "@effect/vitest"
 import { Context, Effect, Layer, Option, Redacted } from "effect"
 import { VERSION } from "../../../src/api/Version.ts"
 import { SvcTest } from "../../../src/testing.ts"
-import { HttpsReceiver, type ReceivedRequest } from "../../support/HttpsReceiver.ts"
 import { eventually } from "../../support/http.ts"
-import { decodeOtlp, type DecodedSpan } from "../../support/Otlp.ts"
+import { HttpsReceiver, type ReceivedRequest } from "../../support/HttpsReceiver.ts"
+import { type DecodedSpan, decodeOtlp } from "../../support/Otlp.ts"
 import { scrape, value } from "../../support/prometheus.ts"
 import { loopbackTargets, TestTls } from "../../support/tls.ts"
 
 const TOKEN = "operator-metrics-token-0123456789"
 
 /** The operator's collector, started before the service that reads its address from the environment. */
-class OperatorCollector extends Context.Service<OperatorCollector, HttpsReceiver["Service"]>()("test/OperatorCollector") {}
+class OperatorCollector
+  extends Context.Service<OperatorCollector, HttpsReceiver["Service"]>()("test/OperatorCollector")
+{}
 
 const Svc = Layer.unwrap(Effect.gen(function*() {
   const tls = yield* TestTls.shared
@@ -63,7 +65,10 @@ layer(Svc, { excludeTestServices: true })("the service's own traces", (it) => {
           decodeOtlp(request).spans.some((s) => s.kind === 2 && s.attributes["svc.org_id"] === orgId)
         yield* operator.waitFor(serverSpanOf(a.orgId), "20 seconds")
         yield* operator.waitFor(serverSpanOf(b.orgId), "20 seconds")
-        yield* destination.waitFor((r) => decodeOtlp(r).spans.some((s) => s.attributes["url.path"] === `/v1/tasks/${task.id}/runs`), "20 seconds")
+        yield* destination.waitFor(
+          (r) => decodeOtlp(r).spans.some((s) => s.attributes["url.path"] === `/v1/tasks/${task.id}/runs`),
+          "20 seconds"
+        )
 
         // What the operator's collector received: valid OTLP/HTTP JSON at the
         // signal path, with the configured headers and resource.
@@ -82,8 +87,15 @@ layer(Svc, { excludeTestServices: true })("the service's own traces", (it) => {
           assert.match(String(decoded.resource["service.instance.id"]), /^[0-9a-f-]{36}$/)
         }
         const operatorSpans = spansOf(received)
-        assert.isTrue(operatorSpans.some((s) => s.attributes["db.system.name"] === "postgresql" && typeof s.attributes["db.query.text"] === "string"), "database client spans")
-        const created = operatorSpans.find((s) => s.kind === 2 && s.attributes["http.route"] === "/v1/tasks" && s.attributes["http.request.method"] === "POST")
+        assert.isTrue(
+          operatorSpans.some((s) =>
+            s.attributes["db.system.name"] === "postgresql" && typeof s.attributes["db.query.text"] === "string"
+          ),
+          "database client spans"
+        )
+        const created = operatorSpans.find((s) =>
+          s.kind === 2 && s.attributes["http.route"] === "/v1/tasks" && s.attributes["http.request.method"] === "POST"
+        )
         assert.isDefined(created)
         assert.strictEqual(created!.attributes["svc.org_id"], a.orgId)
         // No credentials in what the operator gets either.
@@ -111,17 +123,26 @@ layer(Svc, { excludeTestServices: true })("the service's own traces", (it) => {
         for (const span of ownSpans) assert.isFalse(ofB.has(span.traceId), "a span of another organization's trace")
         // The same work, seen by both: every span A's destination got, the operator got too.
         const operatorIds = new Set(operatorSpans.map((s) => s.spanId))
-        yield* eventually(Effect.sync(() => {
-          const all = new Set(spansOf(operator.requests()).map((s) => s.spanId))
-          return ownSpans.every((s) => all.has(s.spanId)) ? true : undefined
-        }), { timeoutMs: 10_000, what: "the operator to have every span of the organization's export" })
+        yield* eventually(
+          Effect.sync(() => {
+            const all = new Set(spansOf(operator.requests()).map((s) => s.spanId))
+            return ownSpans.every((s) => all.has(s.spanId)) ? true : undefined
+          }),
+          { timeoutMs: 10_000, what: "the operator to have every span of the organization's export" }
+        )
         assert.isAbove(operatorIds.size, 0)
 
         // Counted as exported by each pipeline.
         const metrics = yield* scrape(`${svc.baseUrl}/metrics`, TOKEN)
         assert.isAbove(value(metrics, "svc_telemetry_spans_exported_total", { pipeline: "operator" })!, 0)
-        assert.strictEqual(value(metrics, "svc_telemetry_spans_dropped_total", { pipeline: "operator", reason: "buffer_full" }), 0)
-        assert.isFalse(svc.logLines().some((line) => line.includes("operator secret") || line.includes("operator%20secret")), "collector headers are never logged")
+        assert.strictEqual(
+          value(metrics, "svc_telemetry_spans_dropped_total", { pipeline: "operator", reason: "buffer_full" }),
+          0
+        )
+        assert.isFalse(
+          svc.logLines().some((line) => line.includes("operator secret") || line.includes("operator%20secret")),
+          "collector headers are never logged"
+        )
       }))
   })
 })

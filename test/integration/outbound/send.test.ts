@@ -1,7 +1,7 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Layer, Option } from "effect"
-import { OutboundHttp } from "../../../src/outbound/OutboundHttp.ts"
 import { VERSION } from "../../../src/api/Version.ts"
+import { OutboundHttp } from "../../../src/outbound/OutboundHttp.ts"
 import { fixedResolver, Resolver, type ResolverShape } from "../../../src/outbound/Resolver.ts"
 import { SvcConfig } from "../../../src/platform/Config.ts"
 import { HttpsReceiver, Reply } from "../../support/HttpsReceiver.ts"
@@ -33,7 +33,14 @@ const outbound = (setup: Setup = {}) =>
 const text = (bytes: Uint8Array) => new TextDecoder().decode(bytes)
 const post = (url: string, extra: Partial<Parameters<OutboundHttp["Service"]["send"]>[0]> = {}) =>
   OutboundHttp.use((http) =>
-    http.send({ url, method: "POST", headers: { "content-type": "application/json" }, body: "{}", timeout: "5 seconds", ...extra })
+    http.send({
+      url,
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: "{}",
+      timeout: "5 seconds",
+      ...extra
+    })
   )
 
 describe("send: real HTTPS to a receiver verified against the extra CA", () => {
@@ -63,7 +70,9 @@ describe("send: real HTTPS to a receiver verified against the extra CA", () => {
     Effect.gen(function*() {
       const receiver = yield* HttpsReceiver.make()
       receiver.enqueue(Reply.ok(""), Reply.ok(""))
-      yield* post(receiver.url("/a"), { headers: { "Accept-Encoding": "gzip", "X-Twice": "first", "x-twice": "second" } })
+      yield* post(receiver.url("/a"), {
+        headers: { "Accept-Encoding": "gzip", "X-Twice": "first", "x-twice": "second" }
+      })
       yield* post(receiver.url("/b"), { headers: { "User-Agent": "theirs/2" } })
       const [a, b] = yield* receiver.waitForRequests(2)
       assert.strictEqual(a!.headers["user-agent"], `svc/${VERSION}`)
@@ -101,7 +110,9 @@ describe("send: real HTTPS to a receiver verified against the extra CA", () => {
   it.live("a header the HTTP client refuses fails as network without echoing it", () =>
     Effect.gen(function*() {
       const receiver = yield* HttpsReceiver.make()
-      const failure = yield* Effect.flip(post(receiver.url("/bad"), { headers: { "x-token": "s3cr3t\r\nx-injected: 1" } }))
+      const failure = yield* Effect.flip(
+        post(receiver.url("/bad"), { headers: { "x-token": "s3cr3t\r\nx-injected: 1" } })
+      )
       assert.strictEqual(failure.reason, "network")
       assert.notInclude(failure.message, "s3cr3t")
       assert.lengthOf(receiver.requests(), 0)
@@ -199,11 +210,16 @@ describe("send: redirects are never followed", () => {
       )
       const response = yield* post(receiver.url("/hook"))
       assert.strictEqual(response.status, 302)
-      assert.strictEqual(response.headers.location, "https://169.254.169.254/latest/meta-data/iam/security-credentials/")
+      assert.strictEqual(
+        response.headers.location,
+        "https://169.254.169.254/latest/meta-data/iam/security-credentials/"
+      )
       const again = yield* post(receiver.url("/hook"), { method: "GET", body: undefined })
       assert.strictEqual(again.status, 302)
       // Also a redirect to a receiver path that would succeed is not followed.
-      receiver.respond((request) => request.path === "/hook" ? Reply.redirect(receiver.url("/elsewhere"), 307) : Reply.ok())
+      receiver.respond((request) =>
+        request.path === "/hook" ? Reply.redirect(receiver.url("/elsewhere"), 307) : Reply.ok()
+      )
       assert.strictEqual((yield* post(receiver.url("/hook"))).status, 307)
       assert.deepStrictEqual(receiver.requests().map((request) => request.path), ["/hook", "/hook", "/hook"])
     }).pipe(Effect.scoped, Effect.provide(outbound())))
@@ -361,7 +377,9 @@ describe("send: network failures", () => {
 describe("send: the target is checked again at every send", () => {
   it.live("refuses an unsafe target as unsafe_target without connecting", () =>
     Effect.gen(function*() {
-      for (const url of [...encodedLoopbackUrls, "https://localhost/", "http://example.com/", "https://u:p@example.com/"]) {
+      for (
+        const url of [...encodedLoopbackUrls, "https://localhost/", "http://example.com/", "https://u:p@example.com/"]
+      ) {
         const failure = yield* Effect.flip(post(url))
         assert.strictEqual(failure.reason, "unsafe_target", url)
         assert.notInclude(failure.message, "u:p")

@@ -1,15 +1,21 @@
 import { assert, describe, layer } from "@effect/vitest"
 import { Duration, Effect, Layer } from "effect"
-import { SvcTest, type TestOrg } from "../../../src/testing.ts"
-import { HttpsReceiver, type ReceivedRequest, Reply } from "../../support/HttpsReceiver.ts"
-import { eventually, raw } from "../../support/http.ts"
-import { gzipSync, constants as zlib } from "node:zlib"
+import { constants as zlib, gzipSync } from "node:zlib"
 import type { TelemetryCompression, TelemetryProtocol } from "../../../src/api/Telemetry.ts"
 import { protobufFromJsonBody } from "../../../src/otlp/Protobuf.ts"
 import { MEMORY_SENDS } from "../../../src/telemetry/export/MemorySender.ts"
-import { canonical, decodeOtlp, type DecodedSpan, ExportTraceServiceResponse, protobufToJson } from "../../support/Otlp.ts"
-import { loopbackTargets, TestTls } from "../../support/tls.ts"
+import { SvcTest, type TestOrg } from "../../../src/testing.ts"
+import { eventually, raw } from "../../support/http.ts"
+import { HttpsReceiver, type ReceivedRequest, Reply } from "../../support/HttpsReceiver.ts"
+import {
+  canonical,
+  type DecodedSpan,
+  decodeOtlp,
+  ExportTraceServiceResponse,
+  protobufToJson
+} from "../../support/Otlp.ts"
 import { waitForDeliveries } from "../../support/telemetry.ts"
+import { loopbackTargets, TestTls } from "../../support/tls.ts"
 
 /**
  * Flush rounds every 200 ms instead of 2 s, three retries after 100 to
@@ -26,8 +32,7 @@ const Svc = Layer.unwrap(Effect.map(TestTls.shared, (tls) =>
       telemetryRetrySchedule: RETRY_SCHEDULE,
       telemetryExportTimeout: Duration.seconds(1)
     }
-  })
-))
+  })))
 /**
  * A period of 10 s (the default is 2 s) for the bursts: a burst fills
  * batches of 512 before a period round cuts it, however slowly its requests
@@ -41,9 +46,12 @@ const Svc = Layer.unwrap(Effect.map(TestTls.shared, (tls) =>
  */
 const SvcLongFlush = Layer.unwrap(Effect.map(TestTls.shared, (tls) =>
   SvcTest.layer({
-    config: { ...loopbackTargets(tls), telemetryFlushInterval: Duration.seconds(10), telemetryExportTimeout: Duration.seconds(60) }
-  })
-))
+    config: {
+      ...loopbackTargets(tls),
+      telemetryFlushInterval: Duration.seconds(10),
+      telemetryExportTimeout: Duration.seconds(60)
+    }
+  })))
 
 const schema = { type: "object" }
 
@@ -57,7 +65,9 @@ const withCollector = (
     const org = yield* SvcTest.org()
     const collector = yield* HttpsReceiver.make(respond === undefined ? {} : { respond })
     const url = collector.url("/v1/traces")
-    const { id } = yield* org.client.telemetry.create({ payload: { url, ...(headers === undefined ? {} : { headers }), ...settings } })
+    const { id } = yield* org.client.telemetry.create({
+      payload: { url, ...(headers === undefined ? {} : { headers }), ...settings }
+    })
     return { org, collector, id }
   })
 
@@ -97,14 +107,17 @@ layer(Svc, { excludeTestServices: true })("telemetry export", (it) => {
           payload: { input: { q: "payload-input-text" }, answer: { a: "payload-answer-text" } }
         })
         yield* org.client.tasks.get({ params: { task_id: "01900000-0000-7000-8000-00000000dead" } }).pipe(Effect.flip)
-        yield* collector.waitFor((r) =>
-          decodeOtlp(r).spans.some((s) => s.kind === 2 && s.attributes["http.response.status_code"] === 404)
-        , "20 seconds")
+        yield* collector.waitFor(
+          (r) => decodeOtlp(r).spans.some((s) => s.kind === 2 && s.attributes["http.response.status_code"] === 404),
+          "20 seconds"
+        )
         const requests = collector.requests()
         for (const request of requests) assert.deepStrictEqual(decodeOtlp(request).problems, [])
         const spans = spansOf(requests)
         const server = spans.filter((s) => s.kind === 2)
-        const created = server.find((s) => s.attributes["url.path"] === "/v1/tasks" && s.attributes["http.request.method"] === "POST")!
+        const created = server.find((s) =>
+          s.attributes["url.path"] === "/v1/tasks" && s.attributes["http.request.method"] === "POST"
+        )!
         assert.isDefined(created)
         assert.strictEqual(created.attributes["http.response.status_code"], 201)
         assert.strictEqual(created.attributes["server.address"], "127.0.0.1")
@@ -116,7 +129,8 @@ layer(Svc, { excludeTestServices: true })("telemetry export", (it) => {
         // Inner spans of the same requests come along, in the same trace.
         const inner = spans.find((s) => s.name === "Tasks.create")!
         assert.strictEqual(inner.traceId, created.traceId)
-        const allowed = /^(http\.request\.method|http\.response\.status_code|http\.route|url\.path|url\.scheme|server\.address|server\.port|error\.type|gen_ai\.(operation\.name|tool\.name|tool\.call\.id|conversation\.id)|svc\..+)$/
+        const allowed =
+          /^(http\.request\.method|http\.response\.status_code|http\.route|url\.path|url\.scheme|server\.address|server\.port|error\.type|gen_ai\.(operation\.name|tool\.name|tool\.call\.id|conversation\.id)|svc\..+)$/
         for (const span of spans) {
           for (const key of Object.keys(span.attributes)) assert.match(key, allowed)
         }
@@ -132,7 +146,10 @@ layer(Svc, { excludeTestServices: true })("telemetry export", (it) => {
         const { org, collector } = yield* withCollector()
         const task = yield* org.client.tasks.create({ payload: { name: "t", answer_schema: schema } })
         const run = yield* org.client.tasks.logRun({ params: { task_id: task.id }, payload: { input: 1, answer: {} } })
-        const request = yield* collector.waitFor((r) => decodeOtlp(r).spans.some((s) => s.traceId === run.trace_id), "20 seconds")
+        const request = yield* collector.waitFor(
+          (r) => decodeOtlp(r).spans.some((s) => s.traceId === run.trace_id),
+          "20 seconds"
+        )
         const span = decodeOtlp(request).spans.find((s) => s.traceId === run.trace_id)!
         assert.strictEqual(span.name, "Tasks.run")
         assert.strictEqual(span.attributes["svc.org_id"], org.orgId)
@@ -144,10 +161,15 @@ layer(Svc, { excludeTestServices: true })("telemetry export", (it) => {
         assert.strictEqual(span.links?.[0]?.traceId, logRun.traceId)
         // A log refused (unknown task) is no run: no Tasks.run span for it.
         const missing = "01900000-0000-7000-8000-0000000000aa"
-        yield* org.client.tasks.logRun({ params: { task_id: missing }, payload: { input: 1, answer: {} } }).pipe(Effect.flip)
+        yield* org.client.tasks.logRun({ params: { task_id: missing }, payload: { input: 1, answer: {} } }).pipe(
+          Effect.flip
+        )
         const marker = "01900000-0000-7000-8000-0000000000ab"
         yield* org.client.tasks.get({ params: { task_id: marker } }).pipe(Effect.flip)
-        yield* collector.waitFor((r) => decodeOtlp(r).spans.some((s) => s.attributes["url.path"] === `/v1/tasks/${marker}`), "20 seconds")
+        yield* collector.waitFor(
+          (r) => decodeOtlp(r).spans.some((s) => s.attributes["url.path"] === `/v1/tasks/${marker}`),
+          "20 seconds"
+        )
         const runs = spansOf(collector.requests()).filter((s) => s.name === "Tasks.run")
         assert.deepStrictEqual(runs.map((s) => s.attributes["svc.task_id"]), [task.id])
       }).pipe(Effect.scoped))
@@ -162,7 +184,12 @@ layer(Svc, { excludeTestServices: true })("telemetry export", (it) => {
         const session = yield* org.client.agentSessions.create({ payload: {} })
         const step = yield* org.client.agentSessions.governStep({
           params: { session_id: session.id },
-          payload: { step_id: "s1", tool: "t", action_class: "quick", arguments: { secret_arg: "argument-never-exported" } }
+          payload: {
+            step_id: "s1",
+            tool: "t",
+            action_class: "quick",
+            arguments: { secret_arg: "argument-never-exported" }
+          }
         })
         const task = yield* org.client.tasks.create({ payload: { name: "t", answer_schema: schema } })
         const run = yield* org.client.tasks.logRun({ params: { task_id: task.id }, payload: { input: 1, answer: {} } })
@@ -175,9 +202,13 @@ layer(Svc, { excludeTestServices: true })("telemetry export", (it) => {
           yield* collector.waitFor(names(name), "20 seconds")
         }
         // The expiry fires in a background scheduler, outside any request.
-        const expired = yield* collector.waitFor((r) =>
-          decodeOtlp(r).spans.some((s) => s.name === "Approvals.fireDeadline" && s.attributes["svc.approval_id"] === step.approval_id)
-        , "30 seconds")
+        const expired = yield* collector.waitFor(
+          (r) =>
+            decodeOtlp(r).spans.some((s) =>
+              s.name === "Approvals.fireDeadline" && s.attributes["svc.approval_id"] === step.approval_id
+            ),
+          "30 seconds"
+        )
         const deadline = decodeOtlp(expired).spans.find((s) => s.name === "Approvals.fireDeadline")!
         assert.strictEqual(deadline.attributes["svc.org_id"], org.orgId)
         const everything = collector.requests().map((r) => JSON.stringify(decodeOtlp(r).json)).join("\n")
@@ -188,7 +219,10 @@ layer(Svc, { excludeTestServices: true })("telemetry export", (it) => {
 
     it.effect("task runs and governed steps carry the GenAI semantic conventions beside svc's own attributes", () =>
       Effect.gen(function*() {
-        const { org, collector } = yield* withCollector(undefined, undefined, { protocol: "http/protobuf", compression: "gzip" })
+        const { org, collector } = yield* withCollector(undefined, undefined, {
+          protocol: "http/protobuf",
+          compression: "gzip"
+        })
         const task = yield* org.client.tasks.create({ payload: { name: "t", answer_schema: schema } })
         const run = yield* org.client.tasks.logRun({ params: { task_id: task.id }, payload: { input: 1, answer: {} } })
         const session = yield* org.client.agentSessions.create({ payload: {} })
@@ -230,8 +264,14 @@ layer(Svc, { excludeTestServices: true })("telemetry export", (it) => {
         }
         yield* waitForDeliveries(a.org, a.id, (list) => list.some((d) => d.status === "delivered"))
         yield* waitForDeliveries(b.org, b.id, (list) => list.some((d) => d.status === "delivered"))
-        yield* a.collector.waitFor((r) => decodeOtlp(r).spans.some((s) => s.attributes["url.path"] === "/v1/tasks"), "20 seconds")
-        yield* b.collector.waitFor((r) => decodeOtlp(r).spans.some((s) => s.attributes["url.path"] === "/v1/tasks"), "20 seconds")
+        yield* a.collector.waitFor(
+          (r) => decodeOtlp(r).spans.some((s) => s.attributes["url.path"] === "/v1/tasks"),
+          "20 seconds"
+        )
+        yield* b.collector.waitFor(
+          (r) => decodeOtlp(r).spans.some((s) => s.attributes["url.path"] === "/v1/tasks"),
+          "20 seconds"
+        )
         const orgsOf = (requests: ReadonlyArray<ReceivedRequest>) =>
           new Set(spansOf(requests).map((s) => s.attributes["svc.org_id"]).filter((o) => o !== undefined))
         assert.deepStrictEqual([...orgsOf(a.collector.requests())], [a.org.orgId])
@@ -247,10 +287,17 @@ layer(Svc, { excludeTestServices: true })("telemetry export", (it) => {
         // buffered before this marker, and buffers are first in, first out.
         const marker = "01900000-0000-7000-8000-0000000100b0"
         yield* org.client.tasks.get({ params: { task_id: marker } }).pipe(Effect.flip)
-        yield* collector.waitFor((r) => decodeOtlp(r).spans.some((s) => s.attributes["url.path"] === `/v1/tasks/${marker}`), "20 seconds")
+        yield* collector.waitFor(
+          (r) => decodeOtlp(r).spans.some((s) => s.attributes["url.path"] === `/v1/tasks/${marker}`),
+          "20 seconds"
+        )
         const names = new Set(spansOf(collector.requests()).map((s) => s.name))
         for (const name of names) {
-          assert.notMatch(name, /^(TelemetryCollector\.|OutboundHttp\.send|DeliveryQueue\.(claim|settle|enqueue))/, name)
+          assert.notMatch(
+            name,
+            /^(TelemetryCollector\.|OutboundHttp\.send|DeliveryQueue\.(claim|settle|enqueue))/,
+            name
+          )
         }
       }).pipe(Effect.scoped))
   })
@@ -259,8 +306,14 @@ layer(Svc, { excludeTestServices: true })("telemetry export", (it) => {
     it.effect("json or protobuf, plain or gzipped: the official definitions read the same spans from each (ids and times aside)", () =>
       Effect.gen(function*() {
         const marker = "01900000-0000-7000-8000-0000000f0e4d"
-        const collectors = yield* Effect.forEach(FORMS, (form) =>
-          Effect.map(withCollector(undefined, undefined, { protocol: form.protocol, compression: form.compression }), (c) => ({ ...c, form })))
+        const collectors = yield* Effect.forEach(
+          FORMS,
+          (form) =>
+            Effect.map(
+              withCollector(undefined, undefined, { protocol: form.protocol, compression: form.compression }),
+              (c) => ({ ...c, form })
+            )
+        )
         for (const { org } of collectors) {
           for (let i = 0; i < 5; i++) yield* traffic(org)
           yield* org.client.tasks.get({ params: { task_id: marker } }).pipe(Effect.flip)
@@ -269,11 +322,18 @@ layer(Svc, { excludeTestServices: true })("telemetry export", (it) => {
           name: span.name,
           kind: span.kind,
           status: span.status.code ?? 0,
-          attributes: Object.fromEntries(Object.entries(span.attributes).filter(([key]) => !["svc.org_id", "svc.key_id", "server.port"].includes(key)))
+          attributes: Object.fromEntries(
+            Object.entries(span.attributes).filter(([key]) =>
+              !["svc.org_id", "svc.key_id", "server.port"].includes(key)
+            )
+          )
         })
         const views = []
         for (const { collector, form, org } of collectors) {
-          const request = yield* collector.waitFor((r) => decodeOtlp(r).spans.some((s) => s.attributes["url.path"] === `/v1/tasks/${marker}`), "20 seconds")
+          const request = yield* collector.waitFor(
+            (r) => decodeOtlp(r).spans.some((s) => s.attributes["url.path"] === `/v1/tasks/${marker}`),
+            "20 seconds"
+          )
           assert.strictEqual(request.method, "POST")
           assert.strictEqual(request.path, "/v1/traces")
           assert.strictEqual(request.headers["content-type"], form.contentType)
@@ -339,13 +399,23 @@ layer(Svc, { excludeTestServices: true })("telemetry export", (it) => {
         const { org, collector, id } = yield* withCollector()
         collector.enqueue(Reply.status(503, { headers: { "retry-after": "3" } }))
         yield* traffic(org)
-        const { deliveries } = yield* waitForDeliveries(org, id, (list) => list.some((d) => d.status === "pending" && d.attempts === 1))
+        const { deliveries } = yield* waitForDeliveries(
+          org,
+          id,
+          (list) => list.some((d) => d.status === "pending" && d.attempts === 1)
+        )
         const pending = deliveries.find((d) => d.status === "pending")!
         assert.include(pending.last_error ?? "", "503")
-        const [row] = yield* svc.sql<{ payload: string | null }>`SELECT payload FROM deliveries WHERE id = ${pending.id}`
+        const [row] = yield* svc.sql<
+          { payload: string | null }
+        >`SELECT payload FROM deliveries WHERE id = ${pending.id}`
         assert.isNotNull(row!.payload)
         assert.notInclude(row!.payload!, "resourceSpans", "sealed, not plain")
-        yield* waitForDeliveries(org, id, (list) => list.some((d) => d.id === pending.id && d.status === "delivered" && d.attempts === 2))
+        yield* waitForDeliveries(
+          org,
+          id,
+          (list) => list.some((d) => d.id === pending.id && d.status === "delivered" && d.attempts === 2)
+        )
       }).pipe(Effect.scoped))
   })
 
@@ -363,9 +433,10 @@ layer(Svc, { excludeTestServices: true })("telemetry export", (it) => {
           collector.enqueue(first)
           yield* traffic(org)
           const { deliveries } = yield* waitForDeliveries(org, id, (list) =>
-            list.some((d) => d.status === "delivered" && d.attempts === 2)
-          )
-          const retried = deliveries.find((d) => d.attempts === 2)!
+            list.some((d) => d.status === "delivered" && d.attempts === 2))
+          const retried = deliveries.find((d) =>
+            d.attempts === 2
+          )!
           assert.isNotNull(retried.finished_at)
           const requests = collector.requests()
           const again = requests.slice(1).filter((r) => spanIds(r) === spanIds(requests[0]!))
@@ -407,12 +478,17 @@ layer(Svc, { excludeTestServices: true })("telemetry export", (it) => {
         const list = () => raw(`${svc.baseUrl}/v1/tasks`, { headers: { authorization: `Bearer ${org.key}` } })
         // Two full batches, sent at once.
         yield* Effect.forEach(Array.from({ length: 600 }), list, { concurrency: 16, discard: true })
-        const { deliveries } = yield* waitForDeliveries(org, id, (list) =>
-          list.some((d) => d.status === "delivered") && list.some((d) => d.status === "failed")
+        const { deliveries } = yield* waitForDeliveries(
+          org,
+          id,
+          (list) => list.some((d) => d.status === "delivered") && list.some((d) => d.status === "failed")
         )
         // The batches race to the collector, so the one it took may have been
         // made second: its answer came first, and so did its record.
-        const finished = deliveries.filter((d) => d.status !== "pending").map((d) => ({ status: d.status, at: Date.parse(d.finished_at!) }))
+        const finished = deliveries.filter((d) => d.status !== "pending").map((d) => ({
+          status: d.status,
+          at: Date.parse(d.finished_at!)
+        }))
         const delivered = finished.filter((d) => d.status === "delivered")
         assert.strictEqual(delivered.length, 1, JSON.stringify(finished))
         for (const d of finished) assert.isAtLeast(d.at, delivered[0]!.at, JSON.stringify(finished))
@@ -433,16 +509,20 @@ layer(Svc, { excludeTestServices: true })("telemetry export", (it) => {
         assert.isAtLeast(second!.receivedAt - first!.completedAt, 1900)
       }).pipe(Effect.scoped))
 
-    it.effect("retries are bounded: a collector that keeps answering 503 fails the batch after one attempt more than SVC_TELEMETRY_RETRY_SCHEDULE has delays", () =>
-      Effect.gen(function*() {
-        const { org, collector, id } = yield* withCollector(() => Reply.status(503))
-        yield* traffic(org)
-        const { deliveries } = yield* waitForDeliveries(org, id, (list) => list.some((d) => d.status === "failed"))
-        const failed = deliveries.find((d) => d.status === "failed")!
-        assert.strictEqual(failed.attempts, RETRY_SCHEDULE.length + 1)
-        assert.include(failed.last_error ?? "", "503")
-        assert.isAtLeast(collector.requests().length, RETRY_SCHEDULE.length + 1)
-      }).pipe(Effect.scoped), { timeout: 60_000 })
+    it.effect(
+      "retries are bounded: a collector that keeps answering 503 fails the batch after one attempt more than SVC_TELEMETRY_RETRY_SCHEDULE has delays",
+      () =>
+        Effect.gen(function*() {
+          const { org, collector, id } = yield* withCollector(() => Reply.status(503))
+          yield* traffic(org)
+          const { deliveries } = yield* waitForDeliveries(org, id, (list) => list.some((d) => d.status === "failed"))
+          const failed = deliveries.find((d) => d.status === "failed")!
+          assert.strictEqual(failed.attempts, RETRY_SCHEDULE.length + 1)
+          assert.include(failed.last_error ?? "", "503")
+          assert.isAtLeast(collector.requests().length, RETRY_SCHEDULE.length + 1)
+        }).pipe(Effect.scoped),
+      { timeout: 60_000 }
+    )
   })
 
   describe("delivery records", () => {
@@ -496,7 +576,10 @@ layer(Svc, { excludeTestServices: true })("telemetry export", (it) => {
     it.effect("200 with partialSuccess.rejectedSpans > 0 is partial, counted, never retried, not replayable", () =>
       Effect.gen(function*() {
         const { org, collector, id } = yield* withCollector(
-          () => Reply.json({ partialSuccess: { rejectedSpans: "2", errorMessage: "spans too old for key echo-secret-123" } }),
+          () =>
+            Reply.json({
+              partialSuccess: { rejectedSpans: "2", errorMessage: "spans too old for key echo-secret-123" }
+            }),
           { "X-Api-Key": "echo-secret-123" }
         )
         yield* traffic(org)
@@ -539,11 +622,17 @@ layer(Svc, { excludeTestServices: true })("telemetry export", (it) => {
         const collector = yield* HttpsReceiver.make({
           respond: () =>
             Reply.json({
-              partialSuccess: { rejectedSpans: 0, errorMessage: `token ${token} is old; ingest/${pathToken}?k=q-s3cr3t-value-42 noted` }
+              partialSuccess: {
+                rejectedSpans: 0,
+                errorMessage: `token ${token} is old; ingest/${pathToken}?k=q-s3cr3t-value-42 noted`
+              }
             })
         })
         const { id } = yield* org.client.telemetry.create({
-          payload: { url: collector.url(`/ingest/${pathToken}?k=q-s3cr3t-value-42`), headers: { Authorization: `Bearer ${token}` } }
+          payload: {
+            url: collector.url(`/ingest/${pathToken}?k=q-s3cr3t-value-42`),
+            headers: { Authorization: `Bearer ${token}` }
+          }
         })
         yield* traffic(org)
         const { deliveries } = yield* waitForDeliveries(org, id, (list) => list.some((d) => d.status === "delivered"))
@@ -559,7 +648,10 @@ layer(Svc, { excludeTestServices: true })("telemetry export", (it) => {
         const sql = (yield* SvcTest).sql
         yield* sql`UPDATE deliveries SET meta = jsonb_set(meta, '{warning}', to_jsonb(${`old ${token}`}::text)), last_error = ${`was ${token}`} WHERE target_id = ${id}`
         yield* sql`UPDATE telemetry_destinations SET last_error = ${`bad ${token}`} WHERE id = ${id}`
-        const again = JSON.stringify([yield* org.client.telemetry.deliveries({ params: { id }, query: {} }), yield* org.client.telemetry.list()])
+        const again = JSON.stringify([
+          yield* org.client.telemetry.deliveries({ params: { id }, query: {} }),
+          yield* org.client.telemetry.list()
+        ])
         assert.include(again, "old [redacted]")
         assert.notInclude(again, token)
       }).pipe(Effect.scoped))
@@ -568,7 +660,10 @@ layer(Svc, { excludeTestServices: true })("telemetry export", (it) => {
   describe("header names are the tenant's: none is special", () => {
     it.effect("a collector header named __proto__ is stored and sent like any other, never silently lost", () =>
       Effect.gen(function*() {
-        const { org, collector } = yield* withCollector(undefined, JSON.parse('{"__proto__":"proto-value-1","X-Other":"other-value-1"}'))
+        const { org, collector } = yield* withCollector(
+          undefined,
+          JSON.parse("{\"__proto__\":\"proto-value-1\",\"X-Other\":\"other-value-1\"}")
+        )
         yield* traffic(org)
         const request = yield* collector.waitFor(() => true, "20 seconds")
         const raw = request.rawHeaders
@@ -583,10 +678,14 @@ layer(Svc, { excludeTestServices: true })("telemetry export", (it) => {
     it.effect("a replayed batch is sent in the destination's protocol and compression, the same spans as its first send", () =>
       Effect.gen(function*() {
         let accept = false
-        const { org, collector, id } = yield* withCollector(() => accept ? Reply.ok("") : Reply.status(400), undefined, {
-          protocol: "http/protobuf",
-          compression: "gzip"
-        })
+        const { org, collector, id } = yield* withCollector(
+          () => accept ? Reply.ok("") : Reply.status(400),
+          undefined,
+          {
+            protocol: "http/protobuf",
+            compression: "gzip"
+          }
+        )
         yield* traffic(org)
         const { deliveries } = yield* waitForDeliveries(org, id, (list) => list.some((d) => d.status === "failed"))
         const failed = deliveries.find((d) => d.status === "failed")!
@@ -613,13 +712,17 @@ layer(Svc, { excludeTestServices: true })("telemetry export", (it) => {
         accept = true
         const replayed = yield* org.client.telemetry.replay({ params: { id, delivery: failed.id } })
         assert.deepStrictEqual(replayed, { queued: true, id: failed.id })
-        const after = yield* waitForDeliveries(org, id, (list) =>
-          list.some((d) => d.id === failed.id && d.status === "delivered")
+        const after = yield* waitForDeliveries(
+          org,
+          id,
+          (list) => list.some((d) => d.id === failed.id && d.status === "delivered")
         )
         assert.strictEqual(after.deliveries.find((d) => d.id === failed.id)!.attempts, 2)
         // Exactly one batch went out twice: the replayed one (other failed batches stay failed).
         const counts = new Map<string, number>()
-        for (const request of collector.requests()) counts.set(spanIds(request), (counts.get(spanIds(request)) ?? 0) + 1)
+        for (const request of collector.requests()) {
+          counts.set(spanIds(request), (counts.get(spanIds(request)) ?? 0) + 1)
+        }
         assert.deepStrictEqual([...counts.values()].filter((n) => n > 1), [2], "the replay carried the failed batch")
         const again = yield* Effect.flip(org.client.telemetry.replay({ params: { id, delivery: failed.id } }))
         assert.strictEqual(again._tag, "NotReplayable")
@@ -643,7 +746,9 @@ layer(Svc, { excludeTestServices: true })("telemetry export", (it) => {
           )
         const youngFailed = yield* failedOf(young.org, young.id)
         const oldFailed = yield* failedOf(old.org, old.id)
-        const [kept] = yield* svc.sql<{ payload: string | null }>`SELECT payload FROM deliveries WHERE id = ${oldFailed.id}`
+        const [kept] = yield* svc.sql<
+          { payload: string | null }
+        >`SELECT payload FROM deliveries WHERE id = ${oldFailed.id}`
         assert.isNotNull(kept!.payload, "a failed batch is kept")
         assert.notInclude(kept!.payload!, "resourceSpans", "sealed")
         yield* svc.sql`UPDATE deliveries SET finished_at = now() - interval '23 hours' WHERE id = ${youngFailed.id}`
@@ -652,9 +757,13 @@ layer(Svc, { excludeTestServices: true })("telemetry export", (it) => {
         const other = yield* SvcTest.org()
         const scratch = yield* other.client.telemetry.create({ payload: { url: young.collector.url("/other") } })
         yield* other.client.telemetry.remove({ params: { id: scratch.id } })
-        const replay = yield* Effect.flip(old.org.client.telemetry.replay({ params: { id: old.id, delivery: oldFailed.id } }))
+        const replay = yield* Effect.flip(
+          old.org.client.telemetry.replay({ params: { id: old.id, delivery: oldFailed.id } })
+        )
         assert.strictEqual(replay._tag, "NotReplayable")
-        const replayed = yield* young.org.client.telemetry.replay({ params: { id: young.id, delivery: youngFailed.id } })
+        const replayed = yield* young.org.client.telemetry.replay({
+          params: { id: young.id, delivery: youngFailed.id }
+        })
         assert.deepStrictEqual(replayed, { queued: true, id: youngFailed.id })
       }).pipe(Effect.scoped))
   })
@@ -671,7 +780,10 @@ layer(Svc, { excludeTestServices: true })("telemetry export", (it) => {
         const rows = yield* svc.sql<{ status: string; payload: string | null }>`
           SELECT status, payload FROM deliveries WHERE target_id = ${id}
         `
-        assert.isTrue(rows.every((row) => row.status === "failed" && row.payload === null), JSON.stringify(rows.map((r) => [r.status, r.payload === null])))
+        assert.isTrue(
+          rows.every((row) => row.status === "failed" && row.payload === null),
+          JSON.stringify(rows.map((r) => [r.status, r.payload === null]))
+        )
         // Traffic after the delete goes nowhere; a new destination gets only new spans.
         yield* traffic(org)
         // Buffered spans are dropped, not flushed into batches for the deleted
@@ -679,18 +791,28 @@ layer(Svc, { excludeTestServices: true })("telemetry export", (it) => {
         // Another organization's span, captured now, marks a flush round: once
         // it reaches its collector, every buffer of that round was flushed.
         const clock = yield* withCollector()
-        yield* clock.org.client.tasks.get({ params: { task_id: "01900000-0000-7000-8000-00000000c10c" } }).pipe(Effect.flip)
-        yield* clock.collector.waitFor((r) =>
-          decodeOtlp(r).spans.some((s) => s.attributes["url.path"] === "/v1/tasks/01900000-0000-7000-8000-00000000c10c")
-        , "20 seconds")
+        yield* clock.org.client.tasks.get({ params: { task_id: "01900000-0000-7000-8000-00000000c10c" } }).pipe(
+          Effect.flip
+        )
+        yield* clock.collector.waitFor(
+          (r) =>
+            decodeOtlp(r).spans.some((s) =>
+              s.attributes["url.path"] === "/v1/tasks/01900000-0000-7000-8000-00000000c10c"
+            ),
+          "20 seconds"
+        )
         const [after] = yield* svc.sql<{ n: number }>`SELECT count(*)::int AS n FROM deliveries WHERE target_id = ${id}`
         assert.strictEqual(after!.n, rows.length, "no batch was made of the deleted destination's buffered spans")
         const next = yield* HttpsReceiver.make()
         const created = yield* org.client.telemetry.create({ payload: { url: next.url("/v1/traces") } })
         yield* org.client.tasks.get({ params: { task_id: "01900000-0000-7000-8000-0000000f1a65" } }).pipe(Effect.flip)
-        yield* next.waitFor((r) =>
-          decodeOtlp(r).spans.some((s) => s.attributes["url.path"] === "/v1/tasks/01900000-0000-7000-8000-0000000f1a65")
-        , "20 seconds")
+        yield* next.waitFor(
+          (r) =>
+            decodeOtlp(r).spans.some((s) =>
+              s.attributes["url.path"] === "/v1/tasks/01900000-0000-7000-8000-0000000f1a65"
+            ),
+          "20 seconds"
+        )
         // A request already in flight may still arrive; nothing begun after the delete does.
         const late = spansOf(collector.requests()).filter((s) => BigInt(s.startTimeUnixNano) > deletedAt)
         assert.deepStrictEqual(late, [])
@@ -702,9 +824,12 @@ layer(Svc, { excludeTestServices: true })("telemetry export", (it) => {
 })
 
 /** No retries: an empty schedule. */
-const SvcNoRetry = Layer.unwrap(Effect.map(TestTls.shared, (tls) =>
-  SvcTest.layer({ config: { ...loopbackTargets(tls), telemetryFlushInterval: Duration.millis(200), telemetryRetrySchedule: [] } })
-))
+const SvcNoRetry = Layer.unwrap(
+  Effect.map(TestTls.shared, (tls) =>
+    SvcTest.layer({
+      config: { ...loopbackTargets(tls), telemetryFlushInterval: Duration.millis(200), telemetryRetrySchedule: [] }
+    }))
+)
 
 layer(SvcNoRetry, { excludeTestServices: true })("telemetry export without retries", (it) => {
   it.effect("an empty SVC_TELEMETRY_RETRY_SCHEDULE: a retryable answer fails the batch after its one attempt", () =>
@@ -719,108 +844,129 @@ layer(SvcNoRetry, { excludeTestServices: true })("telemetry export without retri
     }).pipe(Effect.scoped))
 })
 
-layer(SvcLongFlush, { excludeTestServices: true })("telemetry export under bursts (a flush period longer than a burst)", (it) => {
-  describe("batches of at most 512 spans, sent from memory", () => {
-    it.effect("a typical batch, as svc writes it in protobuf, is its JSON field for field; bytes per span in each form", () =>
-      Effect.gen(function*() {
-        const { org, collector } = yield* withCollector()
-        const task = yield* org.client.tasks.create({ payload: { name: "t", answer_schema: schema } })
-        const session = yield* org.client.agentSessions.create({ payload: {} })
-        for (let i = 0; i < 40; i++) {
-          yield* traffic(org)
-          yield* org.client.tasks.logRun({ params: { task_id: task.id }, payload: { input: i, answer: {} } })
-          yield* org.client.agentSessions.governStep({
-            params: { session_id: session.id },
-            payload: { step_id: `s${i}`, tool: "search", action_class: "read", arguments: {} }
-          })
-        }
-        const count = (r: ReceivedRequest) => decodeOtlp(r).spans.length
-        const largest = () => collector.requests().reduce((a, r) => (count(r) > count(a) ? r : a))
-        yield* collector.waitFor(() => count(largest()) >= 100, "20 seconds")
-        const request = largest()
-        const spans = count(request)
-        const text = Buffer.from(request.body)
-        const proto = Buffer.from(protobufFromJsonBody(text))
-        // The official definitions read svc's protobuf as the JSON it was written from.
-        assert.strictEqual(canonical(protobufToJson(proto)), canonical(JSON.parse(text.toString("utf8"))))
-        const sizes = {
-          json: text.length,
-          "json+gzip": gzipSync(text, { level: zlib.Z_BEST_SPEED }).length,
-          protobuf: proto.length,
-          "protobuf+gzip": gzipSync(proto, { level: zlib.Z_BEST_SPEED }).length
-        }
-        const perSpan = Object.fromEntries(Object.entries(sizes).map(([form, bytes]) => [form, Math.round(bytes / spans)]))
-        console.info(`OTLP bytes per span (batch of ${spans} spans):`, JSON.stringify(perSpan))
-        assert.isBelow(sizes.protobuf, sizes.json)
-        assert.isBelow(sizes["protobuf+gzip"], sizes.protobuf)
-        assert.isBelow(sizes["json+gzip"], sizes.json)
-      }).pipe(Effect.scoped))
+layer(SvcLongFlush, { excludeTestServices: true })(
+  "telemetry export under bursts (a flush period longer than a burst)",
+  (it) => {
+    describe("batches of at most 512 spans, sent from memory", () => {
+      it.effect("a typical batch, as svc writes it in protobuf, is its JSON field for field; bytes per span in each form", () =>
+        Effect.gen(function*() {
+          const { org, collector } = yield* withCollector()
+          const task = yield* org.client.tasks.create({ payload: { name: "t", answer_schema: schema } })
+          const session = yield* org.client.agentSessions.create({ payload: {} })
+          for (let i = 0; i < 40; i++) {
+            yield* traffic(org)
+            yield* org.client.tasks.logRun({ params: { task_id: task.id }, payload: { input: i, answer: {} } })
+            yield* org.client.agentSessions.governStep({
+              params: { session_id: session.id },
+              payload: { step_id: `s${i}`, tool: "search", action_class: "read", arguments: {} }
+            })
+          }
+          const count = (r: ReceivedRequest) => decodeOtlp(r).spans.length
+          const largest = () => collector.requests().reduce((a, r) => (count(r) > count(a) ? r : a))
+          yield* collector.waitFor(() => count(largest()) >= 100, "20 seconds")
+          const request = largest()
+          const spans = count(request)
+          const text = Buffer.from(request.body)
+          const proto = Buffer.from(protobufFromJsonBody(text))
+          // The official definitions read svc's protobuf as the JSON it was written from.
+          assert.strictEqual(canonical(protobufToJson(proto)), canonical(JSON.parse(text.toString("utf8"))))
+          const sizes = {
+            json: text.length,
+            "json+gzip": gzipSync(text, { level: zlib.Z_BEST_SPEED }).length,
+            protobuf: proto.length,
+            "protobuf+gzip": gzipSync(proto, { level: zlib.Z_BEST_SPEED }).length
+          }
+          const perSpan = Object.fromEntries(
+            Object.entries(sizes).map(([form, bytes]) => [form, Math.round(bytes / spans)])
+          )
+          console.info(`OTLP bytes per span (batch of ${spans} spans):`, JSON.stringify(perSpan))
+          assert.isBelow(sizes.protobuf, sizes.json)
+          assert.isBelow(sizes["protobuf+gzip"], sizes.protobuf)
+          assert.isBelow(sizes["json+gzip"], sizes.json)
+        }).pipe(Effect.scoped))
 
-    it.effect("a burst of spans goes out in batches of 512 (a full batch is sent without waiting for the period)", () =>
-      Effect.gen(function*() {
-        const svc = yield* SvcTest
-        const { org, collector, id } = yield* withCollector()
-        const list = () => raw(`${svc.baseUrl}/v1/tasks`, { headers: { authorization: `Bearer ${org.key}` } })
-        // Each request is two spans (the request's and Tasks.list): well over 512 in all.
-        yield* Effect.forEach(Array.from({ length: 700 }), list, { concurrency: 16, discard: true })
-        const { deliveries } = yield* waitForDeliveries(org, id, (list) => list.some((d) => d.status === "delivered" && d.span_count === 512))
-        assert.isTrue(deliveries.every((d) => d.span_count <= 512))
-        for (const request of collector.requests()) assert.isAtMost(decodeOtlp(request).spans.length, 512)
-        // A healthy collector and a buffer far from full: nothing is dropped.
-        yield* Effect.forEach(Array.from({ length: 700 }), list, { concurrency: 16, discard: true })
-        yield* waitForDeliveries(org, id, (list) => list.filter((d) => d.span_count === 512).length >= 2)
-        const after = yield* destination(org)
-        assert.strictEqual(after.dropped_spans, 0)
-      }).pipe(Effect.scoped))
+      it.effect("a burst of spans goes out in batches of 512 (a full batch is sent without waiting for the period)", () =>
+        Effect.gen(function*() {
+          const svc = yield* SvcTest
+          const { org, collector, id } = yield* withCollector()
+          const list = () => raw(`${svc.baseUrl}/v1/tasks`, { headers: { authorization: `Bearer ${org.key}` } })
+          // Each request is two spans (the request's and Tasks.list): well over 512 in all.
+          yield* Effect.forEach(Array.from({ length: 700 }), list, { concurrency: 16, discard: true })
+          const { deliveries } = yield* waitForDeliveries(
+            org,
+            id,
+            (list) => list.some((d) => d.status === "delivered" && d.span_count === 512)
+          )
+          assert.isTrue(deliveries.every((d) => d.span_count <= 512))
+          for (const request of collector.requests()) assert.isAtMost(decodeOtlp(request).spans.length, 512)
+          // A healthy collector and a buffer far from full: nothing is dropped.
+          yield* Effect.forEach(Array.from({ length: 700 }), list, { concurrency: 16, discard: true })
+          yield* waitForDeliveries(org, id, (list) => list.filter((d) => d.span_count === 512).length >= 2)
+          const after = yield* destination(org)
+          assert.strictEqual(after.dropped_spans, 0)
+        }).pipe(Effect.scoped))
 
-    it.effect("batches beyond the sends under way wait in memory, not sealed in the queue: a slow collector gets them all from memory", () =>
-      Effect.gen(function*() {
-        const svc = yield* SvcTest
-        // Slow enough that every send slot is taken while more batches are cut.
-        const { org, id } = yield* withCollector(() => Reply.delayed(4000, { status: 200, body: "{}" }))
-        const list = () => raw(`${svc.baseUrl}/v1/tasks`, { headers: { authorization: `Bearer ${org.key}` } })
-        // Two spans a request: more than 4 batches of 512.
-        const requests = 1300
-        yield* Effect.forEach(Array.from({ length: requests }), list, { concurrency: 16, discard: true })
-        // The last, partial batch waits for the period (10 s), then 4 s at the collector.
-        const { deliveries } = yield* waitForDeliveries(org, id, (list) =>
-          list.filter((d) => d.status === "delivered").reduce((sum, d) => sum + d.span_count, 0) >= requests * 2, 40_000)
-        assert.isAbove(deliveries.length, 4)
-        for (const d of deliveries) assert.strictEqual(d.attempts, 1)
-        // None was stored, so the queue's worker never sent one (it records every attempt it settles).
-        const [row] = yield* svc.sql<{ stored: number; attempts: number }>`
+      it.effect(
+        "batches beyond the sends under way wait in memory, not sealed in the queue: a slow collector gets them all from memory",
+        () =>
+          Effect.gen(function*() {
+            const svc = yield* SvcTest
+            // Slow enough that every send slot is taken while more batches are cut.
+            const { org, id } = yield* withCollector(() => Reply.delayed(4000, { status: 200, body: "{}" }))
+            const list = () => raw(`${svc.baseUrl}/v1/tasks`, { headers: { authorization: `Bearer ${org.key}` } })
+            // Two spans a request: more than 4 batches of 512.
+            const requests = 1300
+            yield* Effect.forEach(Array.from({ length: requests }), list, { concurrency: 16, discard: true })
+            // The last, partial batch waits for the period (10 s), then 4 s at the collector.
+            const { deliveries } = yield* waitForDeliveries(org, id, (list) =>
+              list.filter((d) =>
+                d.status === "delivered"
+              ).reduce((sum, d) => sum + d.span_count, 0) >= requests * 2, 40_000)
+            assert.isAbove(deliveries.length, 4)
+            for (const d of deliveries) {
+              assert.strictEqual(d.attempts, 1)
+            }
+            // None was stored, so the queue's worker never sent one (it records every attempt it settles).
+            const [row] = yield* svc.sql<{ stored: number; attempts: number }>`
           SELECT count(*) FILTER (WHERE d.payload IS NOT NULL)::int AS stored,
                  (SELECT count(*)::int FROM delivery_attempts a JOIN deliveries x ON x.id = a.delivery_id WHERE x.target_id = ${id}) AS attempts
           FROM deliveries d WHERE d.target_id = ${id}
         `
-        assert.deepStrictEqual(row, { stored: 0, attempts: 0 })
-        assert.strictEqual((yield* destination(org)).dropped_spans, 0)
-      }).pipe(Effect.scoped), { timeout: 90_000 })
+            assert.deepStrictEqual(row, { stored: 0, attempts: 0 })
+            assert.strictEqual((yield* destination(org)).dropped_spans, 0)
+          }).pipe(Effect.scoped),
+        { timeout: 90_000 }
+      )
 
-    it.effect("the records of batches the collector takes together are written together: one statement, not one a batch", () =>
-      Effect.gen(function*() {
-        const svc = yield* SvcTest
-        // The collector holds its answers until every send slot holds a
-        // batch, then gives the four at once, however slowly the batches came.
-        let release!: () => void
-        const allSlotsTaken = new Promise<void>((resolve) => (release = resolve))
-        const { org, id } = yield* withCollector((request) => {
-          if (request.index >= MEMORY_SENDS - 1) release()
-          return { status: 200, body: "{}", after: allSlotsTaken }
-        })
-        const list = () => raw(`${svc.baseUrl}/v1/tasks`, { headers: { authorization: `Bearer ${org.key}` } })
-        // Two spans a request: more than 4 full batches.
-        yield* Effect.forEach(Array.from({ length: 1100 }), list, { concurrency: 16, discard: true })
-        yield* waitForDeliveries(org, id, (list) => list.filter((d) => d.status === "delivered").length >= 4)
-        // Rows inserted by one statement share its transaction's now().
-        const rows = yield* svc.sql<{ created_at: Date; n: number; spans: number }>`
+      it.effect(
+        "the records of batches the collector takes together are written together: one statement, not one a batch",
+        () =>
+          Effect.gen(function*() {
+            const svc = yield* SvcTest
+            // The collector holds its answers until every send slot holds a
+            // batch, then gives the four at once, however slowly the batches came.
+            let release!: () => void
+            const allSlotsTaken = new Promise<void>((resolve) => (release = resolve))
+            const { org, id } = yield* withCollector((request) => {
+              if (request.index >= MEMORY_SENDS - 1) release()
+              return { status: 200, body: "{}", after: allSlotsTaken }
+            })
+            const list = () => raw(`${svc.baseUrl}/v1/tasks`, { headers: { authorization: `Bearer ${org.key}` } })
+            // Two spans a request: more than 4 full batches.
+            yield* Effect.forEach(Array.from({ length: 1100 }), list, { concurrency: 16, discard: true })
+            yield* waitForDeliveries(org, id, (list) => list.filter((d) => d.status === "delivered").length >= 4)
+            // Rows inserted by one statement share its transaction's now().
+            const rows = yield* svc.sql<{ created_at: Date; n: number; spans: number }>`
           SELECT created_at, count(*)::int AS n, sum((meta->>'span_count')::int)::int AS spans FROM deliveries
           WHERE target_id = ${id} AND status = 'delivered' GROUP BY created_at ORDER BY created_at
         `
-        assert.isAbove(Math.max(...rows.map((row) => row.n)), 1, JSON.stringify(rows))
-        // Until then its spans counted as pending; none is lost or counted twice.
-        const after = yield* destination(org)
-        assert.strictEqual(after.dropped_spans, 0)
-      }).pipe(Effect.scoped), { timeout: 60_000 })
-  })
-})
+            assert.isAbove(Math.max(...rows.map((row) => row.n)), 1, JSON.stringify(rows))
+            // Until then its spans counted as pending; none is lost or counted twice.
+            const after = yield* destination(org)
+            assert.strictEqual(after.dropped_spans, 0)
+          }).pipe(Effect.scoped),
+        { timeout: 60_000 }
+      )
+    })
+  }
+)

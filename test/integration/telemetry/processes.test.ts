@@ -7,8 +7,8 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Effect } from "effect"
 import { HttpsReceiver } from "../../support/HttpsReceiver.ts"
-import { cli, type RunningServer, scratchDatabaseUrl, startServers } from "../../support/process.ts"
 import { decodeOtlp } from "../../support/Otlp.ts"
+import { cli, type RunningServer, scratchDatabaseUrl, startServers } from "../../support/process.ts"
 import { TestTls } from "../../support/tls.ts"
 
 const call = async (server: RunningServer, key: string, method: string, route: string, body?: unknown) => {
@@ -35,7 +35,15 @@ describe.runIf(process.env.TEST_DATABASE_URL)("telemetry with two service proces
       }
       const key = yield* Effect.promise(async () => {
         const org = JSON.parse((await cli(["orgs", "create", "--name", "telemetry", "--json"], env)).stdout.trim())
-        const created = await cli(["keys", "create", "--org", org.id, "--scopes", "org_config.write,org_config.read,tasks.read", "--json"], env)
+        const created = await cli([
+          "keys",
+          "create",
+          "--org",
+          org.id,
+          "--scopes",
+          "org_config.write,org_config.read,tasks.read",
+          "--json"
+        ], env)
         return JSON.parse(created.stdout.trim()).key as string
       })
       const [a, b] = (yield* startServers(env, 2)) as [RunningServer, RunningServer]
@@ -61,7 +69,9 @@ describe.runIf(process.env.TEST_DATABASE_URL)("telemetry with two service proces
       for (const request of requests) assert.deepStrictEqual(decodeOtlp(request).problems, [])
       const ids = requests.flatMap((r) => decodeOtlp(r).spans.map((s) => s.spanId))
       assert.strictEqual(new Set(ids).size, ids.length, "no batch was sent twice")
-      const listed = yield* Effect.promise(() => call(b, key, "GET", `/v1/telemetry-destinations/${destination.id}/deliveries`))
+      const listed = yield* Effect.promise(() =>
+        call(b, key, "GET", `/v1/telemetry-destinations/${destination.id}/deliveries`)
+      )
       assert.isAbove(listed.deliveries.length, 0)
     }).pipe(Effect.scoped), 120_000)
 })

@@ -12,8 +12,16 @@ import { HttpsReceiver, Reply } from "../../support/HttpsReceiver.ts"
 import { waitForDeliveries } from "../../support/telemetry.ts"
 import { loopbackTargets, TestTls } from "../../support/tls.ts"
 
-const Svc = Layer.unwrap(Effect.map(TestTls.shared, (tls) =>
-  SvcTest.layer({ config: { ...loopbackTargets(tls), retentionInterval: Duration.millis(200), telemetryFlushInterval: Duration.millis(200) } })))
+const Svc = Layer.unwrap(
+  Effect.map(TestTls.shared, (tls) =>
+    SvcTest.layer({
+      config: {
+        ...loopbackTargets(tls),
+        retentionInterval: Duration.millis(200),
+        telemetryFlushInterval: Duration.millis(200)
+      }
+    }))
+)
 
 layer(Svc, { excludeTestServices: true })("telemetry retention", (it) => {
   describe("the retention fiber prunes telemetry batches by their own ages", () => {
@@ -35,12 +43,16 @@ layer(Svc, { excludeTestServices: true })("telemetry retention", (it) => {
         yield* Effect.sleep("1 second")
         assert.isNotNull((yield* payloadOf)!.payload)
         yield* svc.sql`UPDATE deliveries SET finished_at = now() - interval '25 hours' WHERE id = ${failed.id}`
-        yield* eventually(Effect.map(payloadOf, (row) => row!.payload === null ? true : undefined), { what: "the payload forgotten" })
+        yield* eventually(Effect.map(payloadOf, (row) => row!.payload === null ? true : undefined), {
+          what: "the payload forgotten"
+        })
         yield* svc.sql`UPDATE deliveries SET finished_at = now() - interval '6 days' WHERE id = ${failed.id}`
         yield* Effect.sleep("1 second")
         assert.isDefined(yield* payloadOf, "the record stays for 7 days")
         yield* svc.sql`UPDATE deliveries SET finished_at = now() - interval '8 days' WHERE id = ${failed.id}`
-        yield* eventually(Effect.map(payloadOf, (row) => row === undefined ? true : undefined), { what: "the record deleted" })
+        yield* eventually(Effect.map(payloadOf, (row) => row === undefined ? true : undefined), {
+          what: "the record deleted"
+        })
       }).pipe(Effect.scoped))
   })
 })

@@ -1,14 +1,18 @@
 import { assert, describe, layer } from "@effect/vitest"
 import { Duration, Effect, Layer } from "effect"
 import { SvcTest } from "../../../src/testing.ts"
-import { HttpsReceiver } from "../../support/HttpsReceiver.ts"
 import { raw } from "../../support/http.ts"
+import { HttpsReceiver } from "../../support/HttpsReceiver.ts"
 import { decodeOtlp } from "../../support/Otlp.ts"
 import { loopbackTargets, TestTls } from "../../support/tls.ts"
 
 /** SVC_TELEMETRY_SAMPLE_RATIO=0: no new trace is kept; a caller's sampled traceparent still is (parent-based). */
-const Svc = Layer.unwrap(Effect.map(TestTls.shared, (tls) =>
-  SvcTest.layer({ config: { ...loopbackTargets(tls), telemetrySampleRatio: 0, telemetryFlushInterval: Duration.millis(200) } })))
+const Svc = Layer.unwrap(
+  Effect.map(TestTls.shared, (tls) =>
+    SvcTest.layer({
+      config: { ...loopbackTargets(tls), telemetrySampleRatio: 0, telemetryFlushInterval: Duration.millis(200) }
+    }))
+)
 
 layer(Svc, { excludeTestServices: true })("telemetry sampling", (it) => {
   describe("parent-based trace-id-ratio sampling", () => {

@@ -20,7 +20,10 @@ const send = (org: TestOrg, method: string, path: string, body?: unknown) =>
   Effect.flatMap(SvcTest, (svc) =>
     raw(`${svc.baseUrl}${path}`, {
       method,
-      headers: { authorization: `Bearer ${org.key}`, ...(body === undefined ? {} : { "content-type": "application/json" }) },
+      headers: {
+        authorization: `Bearer ${org.key}`,
+        ...(body === undefined ? {} : { "content-type": "application/json" })
+      },
       ...(body === undefined ? {} : { body: JSON.stringify(body) })
     }))
 
@@ -49,7 +52,9 @@ layer(webhookService(), { excludeTestServices: true })("custom headers", (it) =>
         yield* insertEvents([eventBody(org.orgId, "approval.approved")])
         const rows = yield* waitForDeliveries(endpoint.id, (rows) => rows[1]?.status === "failed")
         receiver.respond(() => Reply.ok())
-        answers.push((yield* send(org, "POST", `/v1/notification-endpoints/${endpoint.id}/deliveries/${rows[1]!.id}/replay`)).text)
+        answers.push(
+          (yield* send(org, "POST", `/v1/notification-endpoints/${endpoint.id}/deliveries/${rows[1]!.id}/replay`)).text
+        )
         yield* waitForDeliveries(endpoint.id, (rows) => rows[1]?.status === "delivered")
         const test = yield* send(org, "POST", `/v1/notification-endpoints/${endpoint.id}/test`, {})
         assert.strictEqual(test.status, 200)
@@ -70,7 +75,10 @@ layer(webhookService(), { excludeTestServices: true })("custom headers", (it) =>
         for (const path of ["", `/${endpoint.id}/deliveries`, `/${endpoint.id}/stats`]) {
           answers.push((yield* send(org, "GET", `/v1/notification-endpoints${path}`)).text)
         }
-        answers.push((yield* send(org, "PATCH", `/v1/notification-endpoints/${endpoint.id}`, { events: ["approval.requested"] })).text)
+        answers.push(
+          (yield* send(org, "PATCH", `/v1/notification-endpoints/${endpoint.id}`, { events: ["approval.requested"] }))
+            .text
+        )
         for (const text of [...answers, ...svc.logLines()]) {
           assert.notInclude(text, ROUTING)
           assert.notInclude(text, TOKEN)
@@ -95,9 +103,15 @@ layer(webhookService(), { excludeTestServices: true })("custom headers", (it) =>
         const { endpoint } = yield* org.client.notifications.create({
           payload: { url: receiver.url("/patch"), headers: { "X-A": "one", "X-B": "two" } }
         })
-        const replaced = yield* org.client.notifications.update({ params: { id: endpoint.id }, payload: { headers: { "X-C": "three" } } })
+        const replaced = yield* org.client.notifications.update({
+          params: { id: endpoint.id },
+          payload: { headers: { "X-C": "three" } }
+        })
         assert.deepStrictEqual(replaced.headers, ["X-C"])
-        const kept = yield* org.client.notifications.update({ params: { id: endpoint.id }, payload: { events: ["approval.requested"] } })
+        const kept = yield* org.client.notifications.update({
+          params: { id: endpoint.id },
+          payload: { events: ["approval.requested"] }
+        })
         assert.deepStrictEqual(kept.headers, ["X-C"])
         yield* insertEvents([eventBody(org.orgId, "approval.requested")])
         const [first] = yield* receiver.waitForRequests(1)
@@ -105,12 +119,16 @@ layer(webhookService(), { excludeTestServices: true })("custom headers", (it) =>
         assert.isUndefined(first!.headers["x-a"])
         assert.isUndefined(first!.headers["x-b"])
 
-        const cleared = yield* org.client.notifications.update({ params: { id: endpoint.id }, payload: { headers: {} } })
+        const cleared = yield* org.client.notifications.update({
+          params: { id: endpoint.id },
+          payload: { headers: {} }
+        })
         assert.deepStrictEqual(cleared.headers, [])
         yield* insertEvents([eventBody(org.orgId, "approval.requested")])
         const [, second] = yield* receiver.waitForRequests(2)
         assert.isUndefined(second!.headers["x-c"])
-        const left = yield* svc.sql`SELECT 1 FROM org_secrets WHERE owner_id = ${endpoint.id} AND owner_kind = 'notification_endpoint_header'`
+        const left = yield* svc
+          .sql`SELECT 1 FROM org_secrets WHERE owner_id = ${endpoint.id} AND owner_kind = 'notification_endpoint_header'`
         assert.strictEqual(left.length, 0)
 
         yield* org.client.notifications.update({ params: { id: endpoint.id }, payload: { headers: { "X-D": "four" } } })
@@ -126,7 +144,7 @@ layer(webhookService(), { excludeTestServices: true })("custom headers", (it) =>
       const org = yield* SvcTest.org()
       const created = yield* send(org, "POST", "/v1/notification-endpoints", {
         url: receiver.url("/proto"),
-        headers: JSON.parse('{"__proto__":"proto-value-1","X-Other":"other-value-1"}')
+        headers: JSON.parse("{\"__proto__\":\"proto-value-1\",\"X-Other\":\"other-value-1\"}")
       })
       assert.strictEqual(created.status, 201, created.text)
       assert.deepStrictEqual([...created.json.endpoint.headers].sort(), ["X-Other", "__proto__"])
@@ -167,12 +185,18 @@ layer(webhookService(), { excludeTestServices: true })("custom headers", (it) =>
         }
         // A name that is not an HTTP field name: refused by the schema, as the document's `propertyNames` says.
         for (const [name, field] of [["Bad Name", `headers["Bad Name"]`], ["X:Y", `headers["X:Y"]`]] as const) {
-          const response = yield* send(org, "POST", "/v1/notification-endpoints", { url, headers: JSON.parse(`{${JSON.stringify(name)}:"v-q8"}`) })
+          const response = yield* send(org, "POST", "/v1/notification-endpoints", {
+            url,
+            headers: JSON.parse(`{${JSON.stringify(name)}:"v-q8"}`)
+          })
           assert.strictEqual(response.status, 400, name)
           assert.strictEqual(response.json.code, "INVALID_REQUEST")
           assert.strictEqual(response.json.field, field)
           // The detail says what a header name must be, not only that the key is unexpected.
-          assert.strictEqual(response.json.detail, `${field}: Expected a header name that is an RFC 9110 token: letters, digits and !#$%&'*+-.^_\`|~`)
+          assert.strictEqual(
+            response.json.detail,
+            `${field}: Expected a header name that is an RFC 9110 token: letters, digits and !#$%&'*+-.^_\`|~`
+          )
           assert.notInclude(response.text, "v-q8")
         }
         const eleven = Object.fromEntries(Array.from({ length: 11 }, (_, i) => [`X-H${i}`, "v"]))
@@ -182,13 +206,22 @@ layer(webhookService(), { excludeTestServices: true })("custom headers", (it) =>
         assert.deepStrictEqual((yield* org.client.notifications.list()).endpoints, [])
 
         const { endpoint } = yield* org.client.notifications.create({ payload: { url, headers: { "X-Ok": "kept" } } })
-        const patch = yield* send(org, "PATCH", `/v1/notification-endpoints/${endpoint.id}`, { headers: { "X-Svc-Event-Type": "x" } })
+        const patch = yield* send(org, "PATCH", `/v1/notification-endpoints/${endpoint.id}`, {
+          headers: { "X-Svc-Event-Type": "x" }
+        })
         assert.strictEqual(patch.status, 400)
         assert.strictEqual(patch.json.field, "headers.X-Svc-Event-Type")
         // The typed client knows the schema's rules (more than 10 is refused before sending); the service's own is answered typed.
-        const local = yield* Effect.flip(org.client.notifications.update({ params: { id: endpoint.id }, payload: { headers: eleven } }))
+        const local = yield* Effect.flip(
+          org.client.notifications.update({ params: { id: endpoint.id }, payload: { headers: eleven } })
+        )
         assert.strictEqual(local._tag, "SchemaError")
-        const typed = yield* Effect.flip(org.client.notifications.update({ params: { id: endpoint.id }, payload: { headers: { "X-A": "1", "x-a": "2" } } }))
+        const typed = yield* Effect.flip(
+          org.client.notifications.update({
+            params: { id: endpoint.id },
+            payload: { headers: { "X-A": "1", "x-a": "2" } }
+          })
+        )
         assert.strictEqual(typed._tag, "InvalidHeaders")
         // A refused PATCH changes nothing.
         assert.deepStrictEqual((yield* org.client.notifications.list()).endpoints[0]!.headers, ["X-Ok"])

@@ -7,8 +7,8 @@ import { assert, describe, layer } from "@effect/vitest"
 import { Duration, Effect } from "effect"
 import { SqlClient } from "effect/sql"
 import Stripe from "stripe"
-import { VERSION } from "../../../src/api/Version.ts"
 import { constructEvent, verifySignature } from "../../../packages/receiver/src/index.ts"
+import { VERSION } from "../../../src/api/Version.ts"
 import { SvcTest, type TestOrg } from "../../../src/testing.ts"
 import { eventually } from "../../support/http.ts"
 import { HttpsReceiver, type ReceivedRequest, Reply } from "../../support/HttpsReceiver.ts"
@@ -23,7 +23,9 @@ const endpointFor = (org: TestOrg, url: string, events?: ReadonlyArray<EventType
 const attempts = (deliveryId: string) =>
   Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
-    return yield* sql<{ attempt: number; status_code: number | null; error: string | null; response_snippet: string | null }>`
+    return yield* sql<
+      { attempt: number; status_code: number | null; error: string | null; response_snippet: string | null }
+    >`
       SELECT attempt, status_code, error, response_snippet FROM delivery_attempt_records WHERE delivery_id = ${deliveryId} ORDER BY attempt
     `
   }).pipe(Effect.orDie)
@@ -51,18 +53,24 @@ layer(webhookService({ webhookQueueCapacity: 5 }), { excludeTestServices: true }
         const t = Number(/^t=(\d+)/.exec(signature)![1])
         assert.isAtMost(Math.abs(t - Date.now() / 1000), 60)
 
-        const verified = yield* Effect.promise(() => constructEvent(request!.body, signature, secret, { expectedOrgId: org.orgId }))
+        const verified = yield* Effect.promise(() =>
+          constructEvent(request!.body, signature, secret, { expectedOrgId: org.orgId })
+        )
         assert.deepStrictEqual(verified, JSON.parse(body!))
         const viaStripe = stripe.webhooks.constructEvent(Buffer.from(request!.body), signature, secret)
         assert.strictEqual((viaStripe as unknown as { id: string }).id, event.id)
         // A wrong secret is refused by both.
-        const wrong = yield* Effect.promise(() => verifySignature(request!.body, signature, `${secret}x`).then(() => "accepted", (e) => e.reason))
+        const wrong = yield* Effect.promise(() =>
+          verifySignature(request!.body, signature, `${secret}x`).then(() => "accepted", (e) => e.reason)
+        )
         assert.strictEqual(wrong, "bad_signature")
         assert.throws(() => stripe.webhooks.constructEvent(Buffer.from(request!.body), signature, `${secret}x`))
 
         const { deliveries } = yield* eventually(
-          Effect.map(org.client.notifications.deliveries({ params: { id: endpoint.id }, query: {} }), (list) =>
-            list.deliveries[0]?.status === "delivered" ? list : undefined)
+          Effect.map(
+            org.client.notifications.deliveries({ params: { id: endpoint.id }, query: {} }),
+            (list) => list.deliveries[0]?.status === "delivered" ? list : undefined
+          )
         )
         assert.strictEqual(deliveries.length, 1)
         const delivery = deliveries[0]!
@@ -75,7 +83,19 @@ layer(webhookService({ webhookQueueCapacity: 5 }), { excludeTestServices: true }
         assert.strictEqual(delivery.status_code, 200)
         assert.deepStrictEqual(
           Object.keys(delivery).sort(),
-          ["attempts", "created_at", "endpoint_id", "event_id", "finished_at", "id", "label", "last_error", "replays", "status", "status_code"]
+          [
+            "attempts",
+            "created_at",
+            "endpoint_id",
+            "event_id",
+            "finished_at",
+            "id",
+            "label",
+            "last_error",
+            "replays",
+            "status",
+            "status_code"
+          ]
         )
         // The record keeps the status and duration of a success (a failed
         // attempt also a snippet of the answer), never the payload.
@@ -92,7 +112,10 @@ layer(webhookService({ webhookQueueCapacity: 5 }), { excludeTestServices: true }
         const org = yield* SvcTest.org()
         const other = yield* SvcTest.org()
         const all = yield* endpointFor(org, receiver.url("/all"))
-        const decisions = yield* endpointFor(org, receiver.url("/decisions"), ["approval.approved", "approval.rejected"])
+        const decisions = yield* endpointFor(org, receiver.url("/decisions"), [
+          "approval.approved",
+          "approval.rejected"
+        ])
         yield* endpointFor(other, receiver.url("/other-org"))
         const types: ReadonlyArray<EventType> = [
           "approval.requested",
@@ -106,10 +129,16 @@ layer(webhookService({ webhookQueueCapacity: 5 }), { excludeTestServices: true }
         const events = types.map((type) => eventBody(org.orgId, type, approval))
         // Two batches: the test service's queue capacity is 5 per endpoint.
         yield* insertEvents(events.slice(0, 3))
-        yield* waitForDeliveries(all.endpoint.id, (rows) => rows.length === 3 && rows.every((r) => r.status === "delivered"))
+        yield* waitForDeliveries(
+          all.endpoint.id,
+          (rows) => rows.length === 3 && rows.every((r) => r.status === "delivered")
+        )
         yield* insertEvents(events.slice(3))
         yield* receiver.waitForRequests(8)
-        yield* waitForDeliveries(all.endpoint.id, (rows) => rows.length === 6 && rows.every((r) => r.status === "delivered"))
+        yield* waitForDeliveries(
+          all.endpoint.id,
+          (rows) => rows.length === 6 && rows.every((r) => r.status === "delivered")
+        )
         assert.deepStrictEqual((yield* deliveryRows(all.endpoint.id)).map((r) => r.event_id), events.map((e) => e.id))
         assert.sameMembers(byPath(receiver, "/all").map((r) => r.headers["x-svc-event-type"]!), [...types])
         assert.sameMembers(byPath(receiver, "/decisions").map((r) => r.headers["x-svc-event-type"]!), [
@@ -159,7 +188,9 @@ layer(webhookService({ webhookQueueCapacity: 5 }), { excludeTestServices: true }
         // Another organization cannot see or replay it, even through its own endpoint.
         const other = yield* SvcTest.org()
         const theirs = yield* endpointFor(other, receiver.url("/other"))
-        const foreign = yield* Effect.flip(other.client.notifications.replay({ params: { id: theirs.endpoint.id, delivery: failed!.id } }))
+        const foreign = yield* Effect.flip(
+          other.client.notifications.replay({ params: { id: theirs.endpoint.id, delivery: failed!.id } })
+        )
         assert.strictEqual(foreign._tag, "NotFound")
         // Replay of a non-failed delivery: 409 NOT_REPLAYABLE.
         receiver.respond(() => Reply.ok())
@@ -169,11 +200,15 @@ layer(webhookService({ webhookQueueCapacity: 5 }), { excludeTestServices: true }
         assert.strictEqual(done!.replays, 1)
         assert.strictEqual(done!.event_id, event.id)
         assert.strictEqual(receiver.requests().at(-1)!.headers["x-svc-event-id"], event.id)
-        const again = yield* Effect.flip(org.client.notifications.replay({ params: { id: endpoint.id, delivery: failed!.id } }))
+        const again = yield* Effect.flip(
+          org.client.notifications.replay({ params: { id: endpoint.id, delivery: failed!.id } })
+        )
         assert.strictEqual(again._tag, "NotReplayable")
         assert.strictEqual((again as { code: string }).code, "NOT_REPLAYABLE")
         const missing = yield* Effect.flip(
-          org.client.notifications.replay({ params: { id: endpoint.id, delivery: "0193a0a0-0000-7000-8000-000000000001" } })
+          org.client.notifications.replay({
+            params: { id: endpoint.id, delivery: "0193a0a0-0000-7000-8000-000000000001" }
+          })
         )
         assert.strictEqual(missing._tag, "NotFound")
       }).pipe(Effect.scoped))
@@ -181,7 +216,10 @@ layer(webhookService({ webhookQueueCapacity: 5 }), { excludeTestServices: true }
     it.effect("429 and 503 Retry-After are honoured: the next attempt waits that long instead of the schedule's delay", () =>
       Effect.gen(function*() {
         const receiver = yield* HttpsReceiver.make()
-        receiver.enqueue(Reply.status(429, { headers: { "retry-after": "2" } }), Reply.status(503, { headers: { "retry-after": "1" } }))
+        receiver.enqueue(
+          Reply.status(429, { headers: { "retry-after": "2" } }),
+          Reply.status(503, { headers: { "retry-after": "1" } })
+        )
         const org = yield* SvcTest.org()
         const { endpoint } = yield* endpointFor(org, receiver.url("/retry-after"))
         yield* insertEvents([eventBody(org.orgId, "approval.requested")])
@@ -195,7 +233,10 @@ layer(webhookService({ webhookQueueCapacity: 5 }), { excludeTestServices: true }
     it.effect("a redirect (even to a metadata address) is a failed attempt and is never followed", () =>
       Effect.gen(function*() {
         const receiver = yield* HttpsReceiver.make()
-        receiver.enqueue(Reply.redirect("http://169.254.169.254/latest/meta-data/"), Reply.redirect(receiver.url("/elsewhere"), 307))
+        receiver.enqueue(
+          Reply.redirect("http://169.254.169.254/latest/meta-data/"),
+          Reply.redirect(receiver.url("/elsewhere"), 307)
+        )
         const org = yield* SvcTest.org()
         const { endpoint } = yield* endpointFor(org, receiver.url("/redirect"))
         yield* insertEvents([eventBody(org.orgId, "approval.requested")])
@@ -208,39 +249,43 @@ layer(webhookService({ webhookQueueCapacity: 5 }), { excludeTestServices: true }
   })
 
   describe("the five second limit", () => {
-    it.effect("a 2xx after 4.5 s succeeds; 6 s slow headers and a body still arriving at 6 s fail", () =>
-      Effect.gen(function*() {
-        const receiver = yield* HttpsReceiver.make({
-          respond: (request: ReceivedRequest) =>
-            request.path === "/in-time" && request.index < 3
-              ? Reply.delayed(4_500)
-              : request.path === "/slow-headers" && byPathCount(request) === 0
-              ? Reply.delayed(6_000)
-              : request.path === "/slow-body" && byPathCount(request) === 0
-              ? Reply.trickle("x".repeat(600), 6, 1_000)
-              : Reply.ok()
-        })
-        const seen = new Map<string, number>()
-        const byPathCount = (request: ReceivedRequest) => {
-          const n = seen.get(request.path) ?? 0
-          seen.set(request.path, n + 1)
-          return n
-        }
-        const org = yield* SvcTest.org()
-        const inTime = yield* endpointFor(org, receiver.url("/in-time"))
-        const slowHeaders = yield* endpointFor(org, receiver.url("/slow-headers"))
-        const slowBody = yield* endpointFor(org, receiver.url("/slow-body"))
-        yield* insertEvents([eventBody(org.orgId, "approval.requested")])
-        const [ok] = yield* waitForDeliveries(inTime.endpoint.id, (rows) => rows[0]?.status === "delivered")
-        assert.strictEqual(ok!.attempts, 1)
-        for (const endpoint of [slowHeaders.endpoint, slowBody.endpoint]) {
-          const [row] = yield* waitForDeliveries(endpoint.id, (rows) => rows[0]?.status === "delivered")
-          assert.strictEqual(row!.attempts, 2)
-          const [first] = yield* attempts(row!.id)
-          // Whichever of undici's own timeouts and the deadline's timer fires first, the record names the deadline.
-          assert.include(first!.error!, "no complete answer within 5000 ms")
-        }
-      }).pipe(Effect.scoped), 30_000)
+    it.effect(
+      "a 2xx after 4.5 s succeeds; 6 s slow headers and a body still arriving at 6 s fail",
+      () =>
+        Effect.gen(function*() {
+          const receiver = yield* HttpsReceiver.make({
+            respond: (request: ReceivedRequest) =>
+              request.path === "/in-time" && request.index < 3
+                ? Reply.delayed(4_500)
+                : request.path === "/slow-headers" && byPathCount(request) === 0
+                ? Reply.delayed(6_000)
+                : request.path === "/slow-body" && byPathCount(request) === 0
+                ? Reply.trickle("x".repeat(600), 6, 1_000)
+                : Reply.ok()
+          })
+          const seen = new Map<string, number>()
+          const byPathCount = (request: ReceivedRequest) => {
+            const n = seen.get(request.path) ?? 0
+            seen.set(request.path, n + 1)
+            return n
+          }
+          const org = yield* SvcTest.org()
+          const inTime = yield* endpointFor(org, receiver.url("/in-time"))
+          const slowHeaders = yield* endpointFor(org, receiver.url("/slow-headers"))
+          const slowBody = yield* endpointFor(org, receiver.url("/slow-body"))
+          yield* insertEvents([eventBody(org.orgId, "approval.requested")])
+          const [ok] = yield* waitForDeliveries(inTime.endpoint.id, (rows) => rows[0]?.status === "delivered")
+          assert.strictEqual(ok!.attempts, 1)
+          for (const endpoint of [slowHeaders.endpoint, slowBody.endpoint]) {
+            const [row] = yield* waitForDeliveries(endpoint.id, (rows) => rows[0]?.status === "delivered")
+            assert.strictEqual(row!.attempts, 2)
+            const [first] = yield* attempts(row!.id)
+            // Whichever of undici's own timeouts and the deadline's timer fires first, the record names the deadline.
+            assert.include(first!.error!, "no complete answer within 5000 ms")
+          }
+        }).pipe(Effect.scoped),
+      30_000
+    )
   })
 
   describe("410 Gone", () => {
@@ -250,10 +295,15 @@ layer(webhookService({ webhookQueueCapacity: 5 }), { excludeTestServices: true }
         const org = yield* SvcTest.org()
         const { endpoint } = yield* endpointFor(org, receiver.url("/gone"))
         yield* insertEvents([eventBody(org.orgId, "approval.requested"), eventBody(org.orgId, "approval.expiring")])
-        const rows = yield* waitForDeliveries(endpoint.id, (rows) => rows.length === 2 && rows.every((r) => r.status === "failed"))
+        const rows = yield* waitForDeliveries(
+          endpoint.id,
+          (rows) => rows.length === 2 && rows.every((r) => r.status === "failed")
+        )
         assert.isTrue(rows.some((r) => r.last_error!.includes("410")))
         // Deactivated once the 410's attempt is recorded (the endpoint's health follows the settle).
-        const listed = yield* eventually(Effect.map(org.client.notifications.list(), ({ endpoints: [e] }) => e?.active === false ? e : undefined))
+        const listed = yield* eventually(
+          Effect.map(org.client.notifications.list(), ({ endpoints: [e] }) => e?.active === false ? e : undefined)
+        )
         assert.include(listed.deactivated_reason!, "410 Gone")
         // Inactive: new events make no deliveries.
         const sent = receiver.requests().length
@@ -265,16 +315,23 @@ layer(webhookService({ webhookQueueCapacity: 5 }), { excludeTestServices: true }
         ))
         assert.strictEqual((yield* deliveryRows(endpoint.id)).length, 2)
         // Replay waits for reactivation: 409 NOT_REPLAYABLE saying so.
-        const early = yield* Effect.flip(org.client.notifications.replay({ params: { id: endpoint.id, delivery: rows[0]!.id } }))
+        const early = yield* Effect.flip(
+          org.client.notifications.replay({ params: { id: endpoint.id, delivery: rows[0]!.id } })
+        )
         assert.strictEqual(early._tag, "NotReplayable")
         // ...but an absent delivery is still 404, not 409.
         const absent = yield* Effect.flip(
-          org.client.notifications.replay({ params: { id: endpoint.id, delivery: "0193a0a0-0000-7000-8000-000000000002" } })
+          org.client.notifications.replay({
+            params: { id: endpoint.id, delivery: "0193a0a0-0000-7000-8000-000000000002" }
+          })
         )
         assert.strictEqual(absent._tag, "NotFound")
         // PATCH reactivates; new events flow again, and the failed ones can be replayed.
         receiver.respond(() => Reply.ok())
-        const patched = yield* org.client.notifications.update({ params: { id: endpoint.id }, payload: { events: ["approval.rejected"] } })
+        const patched = yield* org.client.notifications.update({
+          params: { id: endpoint.id },
+          payload: { events: ["approval.rejected"] }
+        })
         assert.strictEqual(patched.active, true)
         assert.isUndefined(patched.deactivated_reason)
         yield* insertEvents([eventBody(org.orgId, "approval.rejected")])
@@ -286,29 +343,36 @@ layer(webhookService({ webhookQueueCapacity: 5 }), { excludeTestServices: true }
   })
 
   describe("queue capacity", () => {
-    it.effect("an event that finds the endpoint's queue full is a failed delivery saying so; its replay is 409 QUEUE_FULL until the queue drains", () =>
-      Effect.gen(function*() {
-        const receiver = yield* HttpsReceiver.make({ respond: () => Reply.hang() })
-        const org = yield* SvcTest.org()
-        const { endpoint } = yield* endpointFor(org, receiver.url("/full"))
-        yield* insertEvents(Array.from({ length: 6 }, () => eventBody(org.orgId, "approval.requested")))
-        const rows = yield* waitForDeliveries(endpoint.id, (rows) => rows.length === 6)
-        const full = rows.filter((r) => r.status === "failed")
-        assert.strictEqual(full.length, 1)
-        assert.include(full[0]!.last_error!, "queue full")
-        const error = yield* Effect.flip(org.client.notifications.replay({ params: { id: endpoint.id, delivery: full[0]!.id } }))
-        assert.strictEqual(error._tag, "QueueFull")
-        assert.strictEqual((error as { code: string }).code, "QUEUE_FULL")
-        // The hanging answers time out (5 s); the retries succeed and the queue drains.
-        receiver.respond(() => Reply.ok())
-        yield* waitForDeliveries(endpoint.id, (rows) => rows.filter((r) => r.status === "delivered").length === 5)
-        const replayed = yield* org.client.notifications.replay({ params: { id: endpoint.id, delivery: full[0]!.id } })
-        assert.isTrue(replayed.queued)
-        const done = yield* waitForDeliveries(endpoint.id, (rows) => rows.every((r) => r.status === "delivered"))
-        assert.strictEqual(done.find((r) => r.id === full[0]!.id)!.replays, 1)
-      }).pipe(Effect.scoped), 30_000)
+    it.effect(
+      "an event that finds the endpoint's queue full is a failed delivery saying so; its replay is 409 QUEUE_FULL until the queue drains",
+      () =>
+        Effect.gen(function*() {
+          const receiver = yield* HttpsReceiver.make({ respond: () => Reply.hang() })
+          const org = yield* SvcTest.org()
+          const { endpoint } = yield* endpointFor(org, receiver.url("/full"))
+          yield* insertEvents(Array.from({ length: 6 }, () => eventBody(org.orgId, "approval.requested")))
+          const rows = yield* waitForDeliveries(endpoint.id, (rows) => rows.length === 6)
+          const full = rows.filter((r) => r.status === "failed")
+          assert.strictEqual(full.length, 1)
+          assert.include(full[0]!.last_error!, "queue full")
+          const error = yield* Effect.flip(
+            org.client.notifications.replay({ params: { id: endpoint.id, delivery: full[0]!.id } })
+          )
+          assert.strictEqual(error._tag, "QueueFull")
+          assert.strictEqual((error as { code: string }).code, "QUEUE_FULL")
+          // The hanging answers time out (5 s); the retries succeed and the queue drains.
+          receiver.respond(() => Reply.ok())
+          yield* waitForDeliveries(endpoint.id, (rows) => rows.filter((r) => r.status === "delivered").length === 5)
+          const replayed = yield* org.client.notifications.replay({
+            params: { id: endpoint.id, delivery: full[0]!.id }
+          })
+          assert.isTrue(replayed.queued)
+          const done = yield* waitForDeliveries(endpoint.id, (rows) => rows.every((r) => r.status === "delivered"))
+          assert.strictEqual(done.find((r) => r.id === full[0]!.id)!.replays, 1)
+        }).pipe(Effect.scoped),
+      30_000
+    )
   })
-
 
   describe("deletion", () => {
     it.effect("deleting an endpoint fails its pending deliveries with the reason and nothing more is sent", () =>
@@ -322,8 +386,13 @@ layer(webhookService({ webhookQueueCapacity: 5 }), { excludeTestServices: true }
         yield* waitForDeliveries(endpoint.id, (rows) => rows.length === 2 && rows.every((r) => r.status === "retrying"))
         yield* org.client.notifications.remove({ params: { id: endpoint.id } })
         const rows = yield* deliveryRows(endpoint.id)
-        assert.deepStrictEqual(rows.map((r) => [r.status, r.last_error]), [["failed", "endpoint deleted"], ["failed", "endpoint deleted"]])
-        const missing = yield* Effect.flip(org.client.notifications.deliveries({ params: { id: endpoint.id }, query: {} }))
+        assert.deepStrictEqual(rows.map((r) => [r.status, r.last_error]), [["failed", "endpoint deleted"], [
+          "failed",
+          "endpoint deleted"
+        ]])
+        const missing = yield* Effect.flip(
+          org.client.notifications.deliveries({ params: { id: endpoint.id }, query: {} })
+        )
         assert.strictEqual(missing._tag, "NotFound")
       }).pipe(Effect.scoped))
   })
@@ -374,77 +443,93 @@ layer(
   }),
   { excludeTestServices: true }
 )("cooldown", (it) => {
-  it.effect("consecutive failures cool the endpoint down; nothing is sent to it until the cooldown ends, replays included", () =>
-    Effect.gen(function*() {
-      const receiver = yield* HttpsReceiver.make({ respond: () => Reply.status(500) })
-      const org = yield* SvcTest.org()
-      const { endpoint } = yield* endpointFor(org, receiver.url("/cool"))
-      yield* insertEvents([eventBody(org.orgId, "approval.requested")])
-      const sql = yield* SqlClient.SqlClient
-      const [failed] = yield* waitForDeliveries(endpoint.id, (rows) => rows[0]?.status === "failed")
-      assert.strictEqual(failed!.attempts, 3)
-      const requests = receiver.requests()
-      // Attempt 2 is the second consecutive failure: attempt 3 waited out a 2 s cooldown, not the 100 ms retry delay.
-      assert.isAtLeast(requests[2]!.receivedAt - requests[1]!.completedAt, 1_900)
-      const [target] = yield* sql<{ cooldown_until: Date; consecutive_failures: number }>`
+  it.effect(
+    "consecutive failures cool the endpoint down; nothing is sent to it until the cooldown ends, replays included",
+    () =>
+      Effect.gen(function*() {
+        const receiver = yield* HttpsReceiver.make({ respond: () => Reply.status(500) })
+        const org = yield* SvcTest.org()
+        const { endpoint } = yield* endpointFor(org, receiver.url("/cool"))
+        yield* insertEvents([eventBody(org.orgId, "approval.requested")])
+        const sql = yield* SqlClient.SqlClient
+        const [failed] = yield* waitForDeliveries(endpoint.id, (rows) => rows[0]?.status === "failed")
+        assert.strictEqual(failed!.attempts, 3)
+        const requests = receiver.requests()
+        // Attempt 2 is the second consecutive failure: attempt 3 waited out a 2 s cooldown, not the 100 ms retry delay.
+        assert.isAtLeast(requests[2]!.receivedAt - requests[1]!.completedAt, 1_900)
+        const [target] = yield* sql<{ cooldown_until: Date; consecutive_failures: number }>`
         SELECT cooldown_until, consecutive_failures FROM delivery_targets WHERE id = ${endpoint.id}
       `
-      assert.strictEqual(target!.consecutive_failures, 3)
-      const cooldownEnd = target!.cooldown_until.getTime()
-      assert.isAbove(cooldownEnd, Date.now())
-      // The list says when the cooldown ends.
-      const listed = (yield* org.client.notifications.list()).endpoints.find((e) => e.id === endpoint.id)!
-      assert.strictEqual(listed.cooldown_until, target!.cooldown_until.toISOString())
+        assert.strictEqual(target!.consecutive_failures, 3)
+        const cooldownEnd = target!.cooldown_until.getTime()
+        assert.isAbove(cooldownEnd, Date.now())
+        // The list says when the cooldown ends.
+        const listed = (yield* org.client.notifications.list()).endpoints.find((e) => e.id === endpoint.id)!
+        assert.strictEqual(listed.cooldown_until, target!.cooldown_until.toISOString())
 
-      receiver.respond(() => Reply.ok())
-      const replayed = yield* org.client.notifications.replay({ params: { id: endpoint.id, delivery: failed!.id } })
-      assert.isTrue(replayed.queued)
-      const [queued] = yield* deliveryRows(endpoint.id)
-      assert.isAtLeast(queued!.next_attempt_at.getTime(), cooldownEnd - 5)
-      const [done] = yield* waitForDeliveries(endpoint.id, (rows) => rows[0]?.status === "delivered")
-      assert.strictEqual(done!.replays, 1)
-      assert.isAtLeast(receiver.requests().at(-1)!.receivedAt, cooldownEnd - 50)
-      // Success resets the endpoint's health.
-      const [healthy] = yield* sql<{ consecutive_failures: number }>`SELECT consecutive_failures FROM delivery_targets WHERE id = ${endpoint.id}`
-      assert.strictEqual(healthy!.consecutive_failures, 0)
-    }).pipe(Effect.scoped), 30_000)
+        receiver.respond(() => Reply.ok())
+        const replayed = yield* org.client.notifications.replay({ params: { id: endpoint.id, delivery: failed!.id } })
+        assert.isTrue(replayed.queued)
+        const [queued] = yield* deliveryRows(endpoint.id)
+        assert.isAtLeast(queued!.next_attempt_at.getTime(), cooldownEnd - 5)
+        const [done] = yield* waitForDeliveries(endpoint.id, (rows) => rows[0]?.status === "delivered")
+        assert.strictEqual(done!.replays, 1)
+        assert.isAtLeast(receiver.requests().at(-1)!.receivedAt, cooldownEnd - 50)
+        // Success resets the endpoint's health.
+        const [healthy] = yield* sql<
+          { consecutive_failures: number }
+        >`SELECT consecutive_failures FROM delivery_targets WHERE id = ${endpoint.id}`
+        assert.strictEqual(healthy!.consecutive_failures, 0)
+      }).pipe(Effect.scoped),
+    30_000
+  )
 })
 
 // Its own service: the stuck sends get a long deadline, so "not one has
 // timed out yet" keeps a wide margin on a busy machine (with the default 5 s
 // the healthy deliveries had to land within 5 s of the stuck ones starting).
-layer(webhookService({ webhookSendTimeout: Duration.seconds(30) }), { excludeTestServices: true })("isolation", (it) => {
-  it.effect("hanging endpoints on the same host do not hold back another endpoint's deliveries", () =>
-    Effect.gen(function*() {
-      const receiver = yield* HttpsReceiver.make({
-        respond: (request) => request.path.startsWith("/stuck") ? Reply.hang() : Reply.ok()
-      })
-      const org = yield* SvcTest.org()
-      // 7 endpoints × 12 events: more requests than the organization may
-      // have in flight to one host (SVC_WEBHOOK_PER_HOST, 32), so they fill
-      // that bound, and every stuck endpoint has at least one hanging.
-      const stuck = yield* Effect.forEach(
-        [1, 2, 3, 4, 5, 6, 7],
-        (n) => endpointFor(org, receiver.url(`/stuck-${n}`), ["approval.requested"])
-      )
-      yield* insertEvents(Array.from({ length: 12 }, () => eventBody(org.orgId, "approval.requested")))
-      // Every stuck request is hanging at the receiver before the healthy endpoint exists...
-      const hanging = () => receiver.requests().filter((r) => r.path.startsWith("/stuck"))
-      yield* eventually(Effect.sync(() =>
-        hanging().length >= 32 && [1, 2, 3, 4, 5, 6, 7].every((n) => hanging().some((r) => r.path === `/stuck-${n}`))
-          ? true
-          : undefined
-      ), { what: "the host's bound filled with hanging requests, each stuck endpoint among them" })
-      const healthy = yield* endpointFor(org, receiver.url("/healthy"), ["approval.approved"])
-      yield* insertEvents(Array.from({ length: 5 }, () => eventBody(org.orgId, "approval.approved")))
-      yield* waitForDeliveries(healthy.endpoint.id, (rows) => rows.length === 5 && rows.every((r) => r.status === "delivered"))
-      // ...and it is served while not one of them has ended.
-      const sql = yield* SqlClient.SqlClient
-      const [finished] = yield* sql<{ n: number }>`
+layer(webhookService({ webhookSendTimeout: Duration.seconds(30) }), { excludeTestServices: true })(
+  "isolation",
+  (it) => {
+    it.effect("hanging endpoints on the same host do not hold back another endpoint's deliveries", () =>
+      Effect.gen(function*() {
+        const receiver = yield* HttpsReceiver.make({
+          respond: (request) => request.path.startsWith("/stuck") ? Reply.hang() : Reply.ok()
+        })
+        const org = yield* SvcTest.org()
+        // 7 endpoints × 12 events: more requests than the organization may
+        // have in flight to one host (SVC_WEBHOOK_PER_HOST, 32), so they fill
+        // that bound, and every stuck endpoint has at least one hanging.
+        const stuck = yield* Effect.forEach(
+          [1, 2, 3, 4, 5, 6, 7],
+          (n) => endpointFor(org, receiver.url(`/stuck-${n}`), ["approval.requested"])
+        )
+        yield* insertEvents(Array.from({ length: 12 }, () => eventBody(org.orgId, "approval.requested")))
+        // Every stuck request is hanging at the receiver before the healthy endpoint exists...
+        const hanging = () => receiver.requests().filter((r) => r.path.startsWith("/stuck"))
+        yield* eventually(
+          Effect.sync(() =>
+            hanging().length >= 32 &&
+              [1, 2, 3, 4, 5, 6, 7].every((n) => hanging().some((r) => r.path === `/stuck-${n}`))
+              ? true
+              : undefined
+          ),
+          { what: "the host's bound filled with hanging requests, each stuck endpoint among them" }
+        )
+        const healthy = yield* endpointFor(org, receiver.url("/healthy"), ["approval.approved"])
+        yield* insertEvents(Array.from({ length: 5 }, () => eventBody(org.orgId, "approval.approved")))
+        yield* waitForDeliveries(
+          healthy.endpoint.id,
+          (rows) => rows.length === 5 && rows.every((r) => r.status === "delivered")
+        )
+        // ...and it is served while not one of them has ended.
+        const sql = yield* SqlClient.SqlClient
+        const [finished] = yield* sql<{ n: number }>`
         SELECT count(*)::int AS n FROM delivery_attempts a JOIN deliveries d ON d.id = a.delivery_id
         WHERE d.target_id IN ${sql.in(stuck.map((s) => s.endpoint.id))}
       `
-      assert.strictEqual(finished!.n, 0)
-      assert.isAtMost(hanging().length, 32 + 6, "the bound, plus one for each further endpoint")
-    }).pipe(Effect.scoped))
-})
+        assert.strictEqual(finished!.n, 0)
+        assert.isAtMost(hanging().length, 32 + 6, "the bound, plus one for each further endpoint")
+      }).pipe(Effect.scoped))
+  }
+)

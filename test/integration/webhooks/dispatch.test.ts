@@ -7,25 +7,27 @@
  * the new ones.
  */
 import { NodeServices } from "@effect/platform-node"
-import { assert, describe, layer } from "@effect/vitest"
 import { PgMigrator } from "@effect/sql-pg"
+import { assert, describe, layer } from "@effect/vitest"
 import { Deferred, Effect, Fiber, Layer, Redacted } from "effect"
 import { Migrator, SqlClient } from "effect/sql"
 import { Database } from "../../../src/database/Database.ts"
-import { newId } from "../../../src/platform/Ids.ts"
 import { Migrations } from "../../../src/database/Migrations.ts"
 import { migrationRecord } from "../../../src/database/migrations/index.ts"
+import { newId } from "../../../src/platform/Ids.ts"
 import { SvcTest } from "../../../src/testing.ts"
-import { HttpsReceiver } from "../../support/HttpsReceiver.ts"
-import { eventBody, type EventBody, insertEvents, webhookService } from "./support.ts"
 import { emptyDatabase } from "../../support/databases.ts"
+import { HttpsReceiver } from "../../support/HttpsReceiver.ts"
+import { type EventBody, eventBody, insertEvents, webhookService } from "./support.ts"
 
 const insertOne = (event: EventBody) =>
   Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
     const [row] = yield* sql<{ seq: string }>`
       INSERT INTO events (id, org_id, type, occurred_at, body, label)
-      VALUES (${event.id}, ${event.org_id}, ${event.type}, ${event.occurred_at}, ${JSON.stringify(event)}, ${event.type})
+      VALUES (${event.id}, ${event.org_id}, ${event.type}, ${event.occurred_at}, ${
+      JSON.stringify(event)
+    }, ${event.type})
       RETURNING seq::text
     `
     return BigInt(row!.seq)
@@ -55,8 +57,14 @@ describe.runIf(process.env.TEST_DATABASE_URL)("the dispatch cursor", () => {
         const lateSeq = yield* svc.sql.withTransaction(insertOne(late))
         assert.isTrue(earlySeq < lateSeq, "the straggler took the lower seq")
         const [first] = yield* receiver.waitForRequests(1, "10 seconds")
-        assert.strictEqual(first!.headers["x-svc-event-id"], late.id, "the later event, while the straggler is still open")
-        const before = yield* svc.sql<{ n: number }>`SELECT count(*)::int AS n FROM deliveries WHERE event_id = ${early.id}`
+        assert.strictEqual(
+          first!.headers["x-svc-event-id"],
+          late.id,
+          "the later event, while the straggler is still open"
+        )
+        const before = yield* svc.sql<
+          { n: number }
+        >`SELECT count(*)::int AS n FROM deliveries WHERE event_id = ${early.id}`
         assert.strictEqual(before[0]!.n, 0, "nothing of the open transaction is visible yet")
         yield* Deferred.succeed(commit, undefined)
         yield* Fiber.join(straggler)
@@ -68,7 +76,9 @@ describe.runIf(process.env.TEST_DATABASE_URL)("the dispatch cursor", () => {
         const ids = receiver.requests().map((r) => r.headers["x-svc-event-id"])
         assert.sameMembers(ids as Array<string>, [early.id, late.id, ...more.map((e) => e.id)], "each event once")
         assert.strictEqual(requests.length, 4)
-        const undispatched = yield* svc.sql<{ n: number }>`SELECT count(*)::int AS n FROM undispatched_events WHERE org_id = ${org.orgId}`
+        const undispatched = yield* svc.sql<
+          { n: number }
+        >`SELECT count(*)::int AS n FROM undispatched_events WHERE org_id = ${org.orgId}`
         assert.strictEqual(undispatched[0]!.n, 0)
       }))
   })
@@ -83,33 +93,51 @@ const previousDispatcherTakes = (sql: SqlClient.SqlClient) =>
 
 const previous = Object.fromEntries(Object.entries(migrationRecord).filter(([id]) => id < "0720"))
 const seeded = { org: newId(), dispatched: newId(), waiting: newId() }
-const PreviousRelease = Layer.effectDiscard(Effect.gen(function*() {
-  const sql = yield* SqlClient.SqlClient
-  yield* PgMigrator.run({ loader: Migrator.fromRecord(previous), table: "svc_migrations" }).pipe(Effect.provide(NodeServices.layer))
-  yield* sql`INSERT INTO orgs (id, name) VALUES (${seeded.org}, 'upgrade')`
-  yield* sql`
+const PreviousRelease = Layer.effectDiscard(
+  Effect.gen(function*() {
+    const sql = yield* SqlClient.SqlClient
+    yield* PgMigrator.run({ loader: Migrator.fromRecord(previous), table: "svc_migrations" }).pipe(
+      Effect.provide(NodeServices.layer)
+    )
+    yield* sql`INSERT INTO orgs (id, name) VALUES (${seeded.org}, 'upgrade')`
+    yield* sql`
     INSERT INTO events (id, org_id, type, occurred_at, body, dispatched_at)
     VALUES (${seeded.dispatched}, ${seeded.org}, 'approval.requested', now(), '{}', now()),
            (${seeded.waiting}, ${seeded.org}, 'approval.requested', now(), '{}', NULL)
   `
-}).pipe(Effect.orDie))
+  }).pipe(Effect.orDie)
+)
 
 const Upgraded = Migrations.layer.pipe(
   Layer.provideMerge(PreviousRelease),
-  Layer.provideMerge(process.env.TEST_DATABASE_URL ? Database.scratch(Redacted.make(process.env.TEST_DATABASE_URL)) : emptyDatabase())
+  Layer.provideMerge(
+    process.env.TEST_DATABASE_URL ? Database.scratch(Redacted.make(process.env.TEST_DATABASE_URL)) : emptyDatabase()
+  )
 )
 
 layer(Upgraded, { excludeTestServices: true })("upgrading to the dispatch cursor", (it) => {
   it.effect("the previous release's undispatched event goes to the cursor; its dispatcher leaves the new ones alone", () =>
     Effect.gen(function*() {
       const sql = yield* SqlClient.SqlClient
-      const waiting = () => Effect.map(sql<{ id: string }>`SELECT id FROM undispatched_events ORDER BY writer, seq`, (rows) => rows.map((r) => r.id))
+      const waiting = () =>
+        Effect.map(
+          sql<{ id: string }>`SELECT id FROM undispatched_events ORDER BY writer, seq`,
+          (rows) => rows.map((r) => r.id)
+        )
       assert.deepStrictEqual(yield* waiting(), [seeded.waiting], "the undispatched one, not the dispatched one")
-      assert.deepStrictEqual(yield* previousDispatcherTakes(sql), [], "handed over: the previous dispatcher no longer takes it")
+      assert.deepStrictEqual(
+        yield* previousDispatcherTakes(sql),
+        [],
+        "handed over: the previous dispatcher no longer takes it"
+      )
       // An event written as the previous release writes it (no writer named).
       const fresh = newId()
       yield* sql`INSERT INTO events (id, org_id, type, occurred_at, body) VALUES (${fresh}, ${seeded.org}, 'approval.requested', now(), '{}')`
       assert.deepStrictEqual(yield* waiting(), [seeded.waiting, fresh], "behind the handed-over one")
-      assert.deepStrictEqual(yield* previousDispatcherTakes(sql), [], "never taken by the previous release's dispatcher")
+      assert.deepStrictEqual(
+        yield* previousDispatcherTakes(sql),
+        [],
+        "never taken by the previous release's dispatcher"
+      )
     }).pipe(Effect.orDie))
 })

@@ -27,7 +27,9 @@ layer(WithSmtp, { excludeTestServices: true })("reviewer email", (it) => {
       Effect.gen(function*() {
         const org = yield* SvcTest.org()
         assert.strictEqual((yield* org.client.notifications.list()).email_notifier, false)
-        const set = yield* org.client.notifications.updateSettings({ payload: { reviewer_email: "reviewers@example.com" } })
+        const set = yield* org.client.notifications.updateSettings({
+          payload: { reviewer_email: "reviewers@example.com" }
+        })
         // Pending until its confirmation mail's link is opened.
         assert.isFalse(set.email_notifier)
         yield* confirmedReviewer(org, (yield* SvcTest).baseUrl, "reviewers@example.com", mailsTo)
@@ -59,11 +61,19 @@ layer(WithSmtp, { excludeTestServices: true })("reviewer email", (it) => {
         ]
         const events = types.map((type) => eventBody(org.orgId, type))
         yield* insertEvents(events)
-        yield* waitForDeliveries(endpoint.id, (rows) => rows.length === 6 && rows.every((r) => r.status === "delivered"))
-        const mine = yield* eventually(Effect.sync(() => {
-          const found = mails.filter((mail) => mail.to.includes("team-reviewers@example.com") && /X-Svc-Event-Id/i.test(mail.data))
-          return found.length >= 3 ? found : undefined
-        }), { what: "three mails" })
+        yield* waitForDeliveries(
+          endpoint.id,
+          (rows) => rows.length === 6 && rows.every((r) => r.status === "delivered")
+        )
+        const mine = yield* eventually(
+          Effect.sync(() => {
+            const found = mails.filter((mail) =>
+              mail.to.includes("team-reviewers@example.com") && /X-Svc-Event-Id/i.test(mail.data)
+            )
+            return found.length >= 3 ? found : undefined
+          }),
+          { what: "three mails" }
+        )
         const ids = mine.map((mail) => /X-Svc-Event-Id: (\S+)/i.exec(mail.data)?.[1])
         assert.sameMembers(ids, events.slice(0, 3).map((e) => e.id))
         assert.strictEqual(mine[0]!.from, "approvals@svc.test")
@@ -72,10 +82,15 @@ layer(WithSmtp, { excludeTestServices: true })("reviewer email", (it) => {
         assert.include(requested.data, events[0]!.approval.approval_id)
         const sql = (yield* SvcTest).sql
         // The mail server has the mails before the sender records them: poll for the records.
-        const emailRows = yield* eventually(Effect.map(
-          sql<{ status: string }>`SELECT status FROM deliveries WHERE kind = 'email' AND org_id = ${org.orgId} AND event_id IS NOT NULL`,
-          (rows) => rows.every((r) => r.status === "delivered") ? rows : undefined
-        ), { what: "the email deliveries recorded" })
+        const emailRows = yield* eventually(
+          Effect.map(
+            sql<
+              { status: string }
+            >`SELECT status FROM deliveries WHERE kind = 'email' AND org_id = ${org.orgId} AND event_id IS NOT NULL`,
+            (rows) => rows.every((r) => r.status === "delivered") ? rows : undefined
+          ),
+          { what: "the email deliveries recorded" }
+        )
         assert.deepStrictEqual(emailRows.map((r) => r.status), ["delivered", "delivered", "delivered"])
       }).pipe(Effect.scoped))
 
@@ -87,7 +102,9 @@ layer(WithSmtp, { excludeTestServices: true })("reviewer email", (it) => {
         const base = eventBody(org.orgId, "approval.requested")
         const event = { ...base, approval: { ...base.approval, step_id: spam } }
         yield* insertEvents([event])
-        const mail = yield* eventually(Effect.sync(() => mails.find((m) => m.data.includes(event.id))), { what: "the mail" })
+        const mail = yield* eventually(Effect.sync(() => mails.find((m) => m.data.includes(event.id))), {
+          what: "the mail"
+        })
         assert.deepStrictEqual(mail.to, ["anyone@example.org"])
         assert.include(mail.data, event.approval.approval_id)
         assert.include(mail.data, `GET /v1/agent-approvals/${event.approval.approval_id}`)

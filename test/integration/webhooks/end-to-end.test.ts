@@ -24,20 +24,32 @@ layer(webhookService(), { excludeTestServices: true })("approval events end to e
       const session = yield* org.client.agentSessions.create({ payload: {} })
       const answer = yield* org.client.agentSessions.governStep({
         params: { session_id: session.id },
-        payload: { step_id: "refund-1", tool: "stripe.refund", action_class: "payments.refund", arguments: { amount: 5 } }
+        payload: {
+          step_id: "refund-1",
+          tool: "stripe.refund",
+          action_class: "payments.refund",
+          arguments: { amount: 5 }
+        }
       })
       assert.strictEqual(answer.decision, "pending")
       const [requested] = yield* receiver.waitForRequests(1)
       const first = yield* Effect.promise(() =>
-        constructEvent(requested!.body, requested!.headers["x-svc-signature"], secret, { expectedOrgId: org.orgId }) as Promise<ApprovalEvent>
+        constructEvent(requested!.body, requested!.headers["x-svc-signature"], secret, {
+          expectedOrgId: org.orgId
+        }) as Promise<ApprovalEvent>
       )
       assert.strictEqual(first.type, "approval.requested")
       assert.strictEqual(first.approval.approval_id, answer.approval_id)
       assert.strictEqual(first.approval.status, "pending")
 
-      yield* org.client.approvals.decide({ params: { approval_id: answer.approval_id! }, payload: { decision: "approve" } })
+      yield* org.client.approvals.decide({
+        params: { approval_id: answer.approval_id! },
+        payload: { decision: "approve" }
+      })
       const [, decided] = yield* receiver.waitForRequests(2)
-      const second = yield* Effect.promise(() => constructEvent(decided!.body, decided!.headers["x-svc-signature"], secret) as Promise<ApprovalEvent>)
+      const second = yield* Effect.promise(() =>
+        constructEvent(decided!.body, decided!.headers["x-svc-signature"], secret) as Promise<ApprovalEvent>
+      )
       assert.strictEqual(second.type, "approval.approved")
       assert.isString(second.approval.decided_at)
       // What a receiver does next: read the current status.

@@ -9,8 +9,8 @@
  * `last_error` on the retry schedule; neither secret nor the token appears
  * in an answer, a log line, a span or a stored row.
  */
-import { assert, describe, layer } from "@effect/vitest"
 import { PgClient } from "@effect/sql-pg"
+import { assert, describe, layer } from "@effect/vitest"
 import { Duration, Effect, Layer, Tracer } from "effect"
 import { createHmac } from "node:crypto"
 import { writeCertificateNotices } from "../../../src/notifications/auth/CertificateNotices.ts"
@@ -39,17 +39,22 @@ const DnsLive = Layer.effectDiscard(Effect.gen(function*() {
   dns = yield* makeDnsServer
 }))
 
-const service = Layer.unwrap(Effect.sync(() =>
-  webhookService({ dnsServers: [dns.address], webhookSendTimeout: Duration.seconds(3) }).pipe(
-    Layer.provide(Layer.succeed(Tracer.Tracer, Tracer.make({ span: (options) => new Recording(options) })))
+const service = Layer.unwrap(
+  Effect.sync(() =>
+    webhookService({ dnsServers: [dns.address], webhookSendTimeout: Duration.seconds(3) }).pipe(
+      Layer.provide(Layer.succeed(Tracer.Tracer, Tracer.make({ span: (options) => new Recording(options) })))
+    )
   )
-)).pipe(Layer.provideMerge(DnsLive))
+).pipe(Layer.provideMerge(DnsLive))
 
 const send = (org: TestOrg, method: string, path: string, body?: unknown) =>
   Effect.flatMap(SvcTest, (svc) =>
     raw(`${svc.baseUrl}${path}`, {
       method,
-      headers: { authorization: `Bearer ${org.key}`, ...(body === undefined ? {} : { "content-type": "application/json" }) },
+      headers: {
+        authorization: `Bearer ${org.key}`,
+        ...(body === undefined ? {} : { "content-type": "application/json" })
+      },
       ...(body === undefined ? {} : { body: JSON.stringify(body) })
     }))
 
@@ -153,13 +158,20 @@ layer(service, { excludeTestServices: true })("endpoint authentication", (it) =>
           audience: "https://api.acme.test"
         })
 
-        for (const path of ["", `/${endpoint.id}/deliveries`]) answers.push((yield* send(org, "GET", `/v1/notification-endpoints${path}`)).text)
-        answers.push((yield* send(org, "PATCH", `/v1/notification-endpoints/${endpoint.id}`, { events: ["approval.requested"] })).text)
+        for (const path of ["", `/${endpoint.id}/deliveries`]) {
+          answers.push((yield* send(org, "GET", `/v1/notification-endpoints${path}`)).text)
+        }
+        answers.push(
+          (yield* send(org, "PATCH", `/v1/notification-endpoints/${endpoint.id}`, { events: ["approval.requested"] }))
+            .text
+        )
         const spans = ended.flatMap((span) => [span.name, ...[...span.attributes.values()].map(String)])
         assert.include(spans, "EndpointTokens.fetch")
         const keyBody = client.key.split("\n").slice(1, -2).join("")
         for (const text of [...answers, ...svc.logLines(), ...spans]) {
-          for (const hidden of [CLIENT_SECRET, TOKEN, keyBody.slice(0, 40), "/oauth/token"]) assert.notInclude(text, hidden)
+          for (const hidden of [CLIENT_SECRET, TOKEN, keyBody.slice(0, 40), "/oauth/token"]) {
+            assert.notInclude(text, hidden)
+          }
         }
         // Sealed at rest: the secrets' rows hold none of it in clear.
         const stored = yield* svc.sql<{ dump: string }>`
@@ -167,7 +179,9 @@ layer(service, { excludeTestServices: true })("endpoint authentication", (it) =>
           UNION ALL SELECT row_to_json(e)::text FROM notification_endpoints e WHERE id = ${endpoint.id}
         `
         for (const row of stored) {
-          for (const hidden of [CLIENT_SECRET, keyBody.slice(0, 40), "/oauth/token"]) assert.notInclude(row.dump, hidden)
+          for (const hidden of [CLIENT_SECRET, keyBody.slice(0, 40), "/oauth/token"]) {
+            assert.notInclude(row.dump, hidden)
+          }
         }
       }).pipe(Effect.scoped))
 
@@ -181,11 +195,17 @@ layer(service, { excludeTestServices: true })("endpoint authentication", (it) =>
         })
         const org = yield* SvcTest.org()
         const { endpoint } = yield* org.client.notifications.create({
-          payload: { url: receiver.url("/mtls-only"), tls_client_certificate: { certificate: client.cert, private_key: client.key } }
+          payload: {
+            url: receiver.url("/mtls-only"),
+            tls_client_certificate: { certificate: client.cert, private_key: client.key }
+          }
         })
         assert.isNull(endpoint.auth)
         yield* insertEvents(Array.from({ length: 5 }, () => eventBody(org.orgId, "approval.requested")))
-        const rows = yield* waitForDeliveries(endpoint.id, (rows) => rows.length === 5 && rows.every((row) => row.status === "delivered"))
+        const rows = yield* waitForDeliveries(
+          endpoint.id,
+          (rows) => rows.length === 5 && rows.every((row) => row.status === "delivered")
+        )
         assert.isTrue(rows.every((row) => row.attempts === 1))
         for (const request of receiver.requests()) {
           assert.strictEqual(request.clientCertificate, "svc-client")
@@ -227,7 +247,10 @@ layer(service, { excludeTestServices: true })("endpoint authentication", (it) =>
         const receiver = yield* HttpsReceiver.make()
         const org = yield* SvcTest.org()
         const { endpoint } = yield* org.client.notifications.create({
-          payload: { url: receiver.url("/short"), auth: { ...oauth(tokens.url("/token")), type: "oauth2_client_credentials" } }
+          payload: {
+            url: receiver.url("/short"),
+            auth: { ...oauth(tokens.url("/token")), type: "oauth2_client_credentials" }
+          }
         })
         yield* insertEvents([eventBody(org.orgId, "approval.requested")])
         yield* waitForDeliveries(endpoint.id, (rows) => rows[0]?.status === "delivered")
@@ -246,10 +269,22 @@ layer(service, { excludeTestServices: true })("endpoint authentication", (it) =>
         const receiver = yield* HttpsReceiver.make()
         const org = yield* SvcTest.org()
         const cases: ReadonlyArray<readonly [Reply, string]> = [
-          [Reply.json({ error: "invalid_client", error_description: CLIENT_SECRET }, 401), "the token endpoint answered HTTP 401 (invalid_client)"],
-          [Reply.redirect("https://127.0.0.1:1/token"), "the token endpoint answered HTTP 302, redirects are not followed"],
-          [Reply.json({ access_token: "x".repeat(20_000) }), "the token endpoint's answer is over SVC_WEBHOOK_TOKEN_MAX_BYTES"],
-          [Reply.json({ token: TOKEN }), "the token endpoint's answer has no usable access_token (JSON, visible ASCII, at most 8192 characters)"]
+          [
+            Reply.json({ error: "invalid_client", error_description: CLIENT_SECRET }, 401),
+            "the token endpoint answered HTTP 401 (invalid_client)"
+          ],
+          [
+            Reply.redirect("https://127.0.0.1:1/token"),
+            "the token endpoint answered HTTP 302, redirects are not followed"
+          ],
+          [
+            Reply.json({ access_token: "x".repeat(20_000) }),
+            "the token endpoint's answer is over SVC_WEBHOOK_TOKEN_MAX_BYTES"
+          ],
+          [
+            Reply.json({ token: TOKEN }),
+            "the token endpoint's answer has no usable access_token (JSON, visible ASCII, at most 8192 characters)"
+          ]
         ]
         for (const [reply, reason] of cases) {
           tokens.respond(() => reply)
@@ -287,7 +322,10 @@ layer(service, { excludeTestServices: true })("endpoint authentication", (it) =>
         dns.answer("token.svc.test", ["10.20.30.40"])
         yield* insertEvents([eventBody(org.orgId, "approval.requested")])
         const [row] = yield* waitForDeliveries(created.json.endpoint.id, (rows) => rows[0]?.status === "failed")
-        assert.strictEqual(row!.last_error, "OAuth token request failed: the host resolves to a non-public address; no retries left")
+        assert.strictEqual(
+          row!.last_error,
+          "OAuth token request failed: the host resolves to a non-public address; no retries left"
+        )
         assert.lengthOf(tokens.requests(), 0)
         assert.lengthOf(receiver.requests(), 0)
       }).pipe(Effect.scoped))
@@ -300,18 +338,41 @@ layer(service, { excludeTestServices: true })("endpoint authentication", (it) =>
         const client = yield* Effect.promise(() => tls.issueClient("svc-client"))
         const other = yield* Effect.promise(() => tls.issueClient("other"))
         const expired = yield* Effect.promise(() =>
-          tls.issueClient("old", { notBeforeDate: new Date(Date.now() - 10 * 86_400_000), notAfterDate: new Date(Date.now() - 86_400_000) })
+          tls.issueClient("old", {
+            notBeforeDate: new Date(Date.now() - 10 * 86_400_000),
+            notAfterDate: new Date(Date.now() - 86_400_000)
+          })
         )
         const server = yield* Effect.promise(() => tls.issue({ dnsNames: ["server.svc.test"] }))
         const receiver = yield* HttpsReceiver.make()
         const org = yield* SvcTest.org()
         const url = receiver.url("/checked")
         const certificateCases: ReadonlyArray<readonly [unknown, string, string]> = [
-          [{ certificate: "not a certificate", private_key: client.key }, "tls_client_certificate.certificate", "INVALID_REQUEST"],
-          [{ certificate: client.cert, private_key: "not a key" }, "tls_client_certificate.private_key", "INVALID_REQUEST"],
-          [{ certificate: client.cert, private_key: other.key }, "tls_client_certificate.private_key", "INVALID_REQUEST"],
-          [{ certificate: expired.cert, private_key: expired.key }, "tls_client_certificate.certificate", "INVALID_REQUEST"],
-          [{ certificate: server.cert, private_key: server.key }, "tls_client_certificate.certificate", "INVALID_REQUEST"],
+          [
+            { certificate: "not a certificate", private_key: client.key },
+            "tls_client_certificate.certificate",
+            "INVALID_REQUEST"
+          ],
+          [
+            { certificate: client.cert, private_key: "not a key" },
+            "tls_client_certificate.private_key",
+            "INVALID_REQUEST"
+          ],
+          [
+            { certificate: client.cert, private_key: other.key },
+            "tls_client_certificate.private_key",
+            "INVALID_REQUEST"
+          ],
+          [
+            { certificate: expired.cert, private_key: expired.key },
+            "tls_client_certificate.certificate",
+            "INVALID_REQUEST"
+          ],
+          [
+            { certificate: server.cert, private_key: server.key },
+            "tls_client_certificate.certificate",
+            "INVALID_REQUEST"
+          ],
           [{ certificate: client.cert }, "tls_client_certificate.private_key", "INVALID_REQUEST"]
         ]
         const authCases: ReadonlyArray<readonly [unknown, string, string]> = [
@@ -322,7 +383,10 @@ layer(service, { excludeTestServices: true })("endpoint authentication", (it) =>
           [{ ...oauth(receiver.url("/t")), type: "basic" }, "auth.type", "INVALID_REQUEST"]
         ]
         for (const [value, field, code] of certificateCases) {
-          const response = yield* send(org, "POST", "/v1/notification-endpoints", { url, tls_client_certificate: value })
+          const response = yield* send(org, "POST", "/v1/notification-endpoints", {
+            url,
+            tls_client_certificate: value
+          })
           assert.strictEqual(response.status, 400, field)
           assert.strictEqual(response.json.code, code)
           assert.strictEqual(response.json.field, field)
@@ -341,11 +405,19 @@ layer(service, { excludeTestServices: true })("endpoint authentication", (it) =>
         })
         assert.strictEqual(clash.status, 400)
         assert.strictEqual(clash.json.field, "headers.Authorization")
-        for (const [body, field] of [
-          [{ auth: oauth(receiver.url("/t")) }, "auth"],
-          [{ tls_client_certificate: { certificate: client.cert, private_key: client.key } }, "tls_client_certificate"]
-        ] as const) {
-          const broker = yield* send(org, "POST", "/v1/notification-endpoints", { url: "nats://127.0.0.1:4222?subject=svc.events", ...body })
+        for (
+          const [body, field] of [
+            [{ auth: oauth(receiver.url("/t")) }, "auth"],
+            [
+              { tls_client_certificate: { certificate: client.cert, private_key: client.key } },
+              "tls_client_certificate"
+            ]
+          ] as const
+        ) {
+          const broker = yield* send(org, "POST", "/v1/notification-endpoints", {
+            url: "nats://127.0.0.1:4222?subject=svc.events",
+            ...body
+          })
           assert.strictEqual(broker.status, 400)
           assert.strictEqual(broker.json.field, field)
         }
@@ -356,7 +428,9 @@ layer(service, { excludeTestServices: true })("endpoint authentication", (it) =>
         assert.isNull(endpoint.auth)
         assert.isNull(endpoint.tls_client_certificate)
         for (const [value, field] of certificateCases) {
-          const response = yield* send(org, "PATCH", `/v1/notification-endpoints/${endpoint.id}`, { tls_client_certificate: value })
+          const response = yield* send(org, "PATCH", `/v1/notification-endpoints/${endpoint.id}`, {
+            tls_client_certificate: value
+          })
           assert.strictEqual(response.status, 400, field)
           assert.strictEqual(response.json.field, field)
         }
@@ -367,7 +441,9 @@ layer(service, { excludeTestServices: true })("endpoint authentication", (it) =>
         assert.strictEqual(set.status, 200, set.text)
         assert.strictEqual(set.json.auth.auth_method, "client_secret_post")
         assert.strictEqual(set.json.tls_client_certificate.subject, "CN=svc-client")
-        const headerClash = yield* send(org, "PATCH", `/v1/notification-endpoints/${endpoint.id}`, { headers: { authorization: "x" } })
+        const headerClash = yield* send(org, "PATCH", `/v1/notification-endpoints/${endpoint.id}`, {
+          headers: { authorization: "x" }
+        })
         assert.strictEqual(headerClash.status, 400)
         assert.strictEqual(headerClash.json.field, "headers.authorization")
         const cleared = yield* org.client.notifications.update({ params: { id: endpoint.id }, payload: { auth: null } })
@@ -393,8 +469,12 @@ layer(service, { excludeTestServices: true })("endpoint authentication", (it) =>
         const sql = yield* PgClient.PgClient
         const tls = yield* TestTls.shared
         const days = (n: number) => new Date(Date.now() + n * 86_400_000)
-        const soon = yield* Effect.promise(() => tls.issueClient("soon", { notBeforeDate: days(-1), notAfterDate: days(10) }))
-        const later = yield* Effect.promise(() => tls.issueClient("later", { notBeforeDate: days(-1), notAfterDate: days(30) }))
+        const soon = yield* Effect.promise(() =>
+          tls.issueClient("soon", { notBeforeDate: days(-1), notAfterDate: days(10) })
+        )
+        const later = yield* Effect.promise(() =>
+          tls.issueClient("later", { notBeforeDate: days(-1), notAfterDate: days(30) })
+        )
         const receiver = yield* HttpsReceiver.make()
         const org = yield* SvcTest.org()
         const admin = yield* org.client.notifications.create({
@@ -418,9 +498,15 @@ layer(service, { excludeTestServices: true })("endpoint authentication", (it) =>
         assert.strictEqual(yield* writeCertificateNotices(sql, Duration.days(14)), 0)
         assert.lengthOf(yield* notices(), 1)
         // A certificate with more time left is not told; a new one near its end is, again.
-        yield* org.client.notifications.update({ params: { id: endpoint.id }, payload: { tls_client_certificate: pair(later) } })
+        yield* org.client.notifications.update({
+          params: { id: endpoint.id },
+          payload: { tls_client_certificate: pair(later) }
+        })
         assert.lengthOf(yield* notices(), 1)
-        yield* org.client.notifications.update({ params: { id: endpoint.id }, payload: { tls_client_certificate: pair(soon) } })
+        yield* org.client.notifications.update({
+          params: { id: endpoint.id },
+          payload: { tls_client_certificate: pair(soon) }
+        })
         assert.lengthOf(yield* notices(), 2)
         // Never to the endpoint it is about.
         assert.lengthOf(receiver.requests().filter((r) => r.path === "/mtls"), 0)

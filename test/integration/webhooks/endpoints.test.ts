@@ -33,8 +33,18 @@ layer(webhookService(), { excludeTestServices: true })("notification endpoints",
         assert.strictEqual(endpoint.created_by, org.keyId)
         assert.isString(endpoint.created_at)
         assert.deepStrictEqual(Object.keys(endpoint).sort(), [
-          "action_classes", "active", "auth", "created_at", "created_by", "events", "headers", "id", "ordering", "rate_limit",
-          "tls_client_certificate", "url_hint"
+          "action_classes",
+          "active",
+          "auth",
+          "created_at",
+          "created_by",
+          "events",
+          "headers",
+          "id",
+          "ordering",
+          "rate_limit",
+          "tls_client_certificate",
+          "url_hint"
         ])
         assert.isNull(endpoint.auth)
         assert.isNull(endpoint.tls_client_certificate)
@@ -42,7 +52,9 @@ layer(webhookService(), { excludeTestServices: true })("notification endpoints",
         assert.notInclude(endpoint.url_hint, "sig=abc")
 
         // Nothing returns the full URL or the secret afterwards.
-        const list = yield* raw(`${svc.baseUrl}/v1/notification-endpoints`, { headers: { authorization: `Bearer ${org.key}` } })
+        const list = yield* raw(`${svc.baseUrl}/v1/notification-endpoints`, {
+          headers: { authorization: `Bearer ${org.key}` }
+        })
         assert.strictEqual(list.status, 200)
         assert.strictEqual(list.json.email_notifier, false)
         assert.deepStrictEqual(list.json.endpoints, [endpoint])
@@ -50,7 +62,9 @@ layer(webhookService(), { excludeTestServices: true })("notification endpoints",
         assert.notInclude(list.text, "secret-path-token")
 
         // The secret and the URL are sealed at rest.
-        const rows = yield* svc.sql<{ dump: string }>`SELECT row_to_json(org_secrets)::text AS dump FROM org_secrets WHERE owner_id = ${endpoint.id}`
+        const rows = yield* svc.sql<
+          { dump: string }
+        >`SELECT row_to_json(org_secrets)::text AS dump FROM org_secrets WHERE owner_id = ${endpoint.id}`
         assert.strictEqual(rows.length, 2)
         for (const row of rows) {
           assert.notInclude(row.dump, secret.slice(6))
@@ -73,18 +87,25 @@ layer(webhookService(), { excludeTestServices: true })("notification endpoints",
         assert.strictEqual(empty.status, 400)
         assert.strictEqual(empty.json.code, "INVALID_WEBHOOK_EVENTS")
         assert.strictEqual(empty.json.field, "events")
-        const unknown = yield* send("POST", "/v1/notification-endpoints", { url: hookUrl, events: ["approval.requested", "approval.deleted"] })
+        const unknown = yield* send("POST", "/v1/notification-endpoints", {
+          url: hookUrl,
+          events: ["approval.requested", "approval.deleted"]
+        })
         assert.strictEqual(unknown.status, 400)
         assert.strictEqual(unknown.json.code, "INVALID_WEBHOOK_EVENTS")
         assert.strictEqual(unknown.json.field, "events[1]")
         assert.include(unknown.json.supported, "approval.requested")
-        const { endpoint } = yield* org.client.notifications.create({ payload: { url: hookUrl, events: ["approval.approved"] } })
+        const { endpoint } = yield* org.client.notifications.create({
+          payload: { url: hookUrl, events: ["approval.approved"] }
+        })
         for (const events of [[], ["approval.requested", "task.created"]]) {
           const error = yield* send("PATCH", `/v1/notification-endpoints/${endpoint.id}`, { events })
           assert.strictEqual(error.json.code, "INVALID_WEBHOOK_EVENTS")
         }
         // The typed client knows the rule too: it refuses an unknown type before sending.
-        const refused = yield* Effect.flip(org.client.notifications.create({ payload: { url: hookUrl, events: ["task.created" as never] } }))
+        const refused = yield* Effect.flip(
+          org.client.notifications.create({ payload: { url: hookUrl, events: ["task.created" as never] } })
+        )
         assert.notStrictEqual((refused as { code?: string }).code, "INVALID_WEBHOOK_EVENTS")
         assert.strictEqual((yield* org.client.notifications.list()).endpoints.length, 1)
       }))
@@ -93,7 +114,12 @@ layer(webhookService(), { excludeTestServices: true })("notification endpoints",
       Effect.gen(function*() {
         const svc = yield* SvcTest
         const org = yield* SvcTest.org()
-        for (const events of [["approval." + "x".repeat(200)], Array.from({ length: 21 }, () => "approval.requested")]) {
+        for (
+          const events of [
+            ["approval." + "x".repeat(200)],
+            Array.from({ length: 21 }, () => "approval.requested")
+          ]
+        ) {
           const response = yield* raw(`${svc.baseUrl}/v1/notification-endpoints`, {
             method: "POST",
             headers: { authorization: `Bearer ${org.key}`, "content-type": "application/json" },
@@ -126,7 +152,10 @@ layer(webhookService(), { excludeTestServices: true })("notification endpoints",
         const secretsAfter = yield* svc.sql<{ id: string }>`SELECT id FROM org_secrets WHERE owner_id = ${endpoint.id}`
         assert.deepStrictEqual(secretsAfter, secretsBefore)
         const missing = yield* Effect.flip(
-          org.client.notifications.update({ params: { id: "0193a0a0-0000-7000-8000-000000000000" }, payload: { events: ["approval.approved"] } })
+          org.client.notifications.update({
+            params: { id: "0193a0a0-0000-7000-8000-000000000000" },
+            payload: { events: ["approval.approved"] }
+          })
         )
         assert.strictEqual(missing._tag, "NotFound")
       }))
@@ -157,7 +186,10 @@ layer(webhookService(), { excludeTestServices: true })("notification endpoints",
         const org = yield* SvcTest.org()
         const { endpoint, secret } = yield* org.client.notifications.create({ payload: { url: hookUrl } })
         const before = Date.now()
-        const rotated = yield* org.client.notifications.rotateSecret({ params: { id: endpoint.id }, payload: { overlap_seconds: 3600 } })
+        const rotated = yield* org.client.notifications.rotateSecret({
+          params: { id: endpoint.id },
+          payload: { overlap_seconds: 3600 }
+        })
         assert.match(rotated.secret, /^whsec_/)
         assert.notStrictEqual(rotated.secret, secret)
         const expires = new Date(rotated.previous_secret_expires_at).getTime()
@@ -167,7 +199,9 @@ layer(webhookService(), { excludeTestServices: true })("notification endpoints",
           WHERE owner_id = ${endpoint.id} AND owner_kind = 'notification_endpoint' AND (expires_at IS NULL OR expires_at > now())
         `
         assert.strictEqual(live[0]!.n, 2)
-        const list = yield* raw(`${svc.baseUrl}/v1/notification-endpoints`, { headers: { authorization: `Bearer ${org.key}` } })
+        const list = yield* raw(`${svc.baseUrl}/v1/notification-endpoints`, {
+          headers: { authorization: `Bearer ${org.key}` }
+        })
         assert.notInclude(list.text, rotated.secret)
       }))
   })
@@ -179,10 +213,18 @@ layer(webhookService(), { excludeTestServices: true })("notification endpoints",
         const { endpoint } = yield* org.client.notifications.create({ payload: { url: hookUrl } })
         const reader = yield* org.newKey(["org_config.read"])
         assert.strictEqual((yield* reader.client.notifications.list()).endpoints.length, 1)
-        assert.strictEqual((yield* reader.client.notifications.deliveries({ params: { id: endpoint.id }, query: {} })).deliveries.length, 0)
+        assert.strictEqual(
+          (yield* reader.client.notifications.deliveries({ params: { id: endpoint.id }, query: {} })).deliveries.length,
+          0
+        )
         const denied = yield* Effect.flip(reader.client.notifications.create({ payload: { url: hookUrl } }))
         assert.strictEqual(denied._tag, "InsufficientScope")
-        const patch = yield* Effect.flip(reader.client.notifications.update({ params: { id: endpoint.id }, payload: { events: ["approval.approved"] } }))
+        const patch = yield* Effect.flip(
+          reader.client.notifications.update({
+            params: { id: endpoint.id },
+            payload: { events: ["approval.approved"] }
+          })
+        )
         assert.strictEqual(patch._tag, "InsufficientScope")
         const none = yield* org.newKey(["tasks.read"])
         assert.strictEqual((yield* Effect.flip(none.client.notifications.list()))._tag, "InsufficientScope")
@@ -211,8 +253,14 @@ layer(webhookService(), { excludeTestServices: true })("notification endpoints",
     it.effect("is set and cleared through the API; email_notifier stays false without SVC_SMTP_URL", () =>
       Effect.gen(function*() {
         const org = yield* SvcTest.org()
-        const set = yield* org.client.notifications.updateSettings({ payload: { reviewer_email: "reviewers@example.com" } })
-        assert.deepStrictEqual(set, { reviewer_email: "reviewers@example.com", reviewer_email_status: "pending", email_notifier: false })
+        const set = yield* org.client.notifications.updateSettings({
+          payload: { reviewer_email: "reviewers@example.com" }
+        })
+        assert.deepStrictEqual(set, {
+          reviewer_email: "reviewers@example.com",
+          reviewer_email_status: "pending",
+          email_notifier: false
+        })
         assert.strictEqual((yield* org.client.notifications.list()).email_notifier, false)
         const svc = yield* SvcTest
         const bad = yield* raw(`${svc.baseUrl}/v1/notification-settings`, {
@@ -231,13 +279,16 @@ layer(webhookService(), { excludeTestServices: true })("notification endpoints",
 // The guard as it stands in production: no allowed private ranges, and a
 // name that resolves to loopback.
 const guarded = webhookService({ allowedTargetCidrs: [] }).pipe(
-  Layer.provide(Layer.succeed(Resolver, fixedResolver({
-    "loopback.example.com": ["127.0.0.1"],
-    "mixed.example.com": ["93.184.215.14", "10.0.0.1"],
-    "rebind.example.com": ["169.254.169.254"],
-    // Public when the endpoint is created, metadata at send time (DNS rebinding).
-    "rebinding.example.com": (call) => (call === 1 ? ["93.184.215.14"] : ["169.254.169.254"])
-  })))
+  Layer.provide(Layer.succeed(
+    Resolver,
+    fixedResolver({
+      "loopback.example.com": ["127.0.0.1"],
+      "mixed.example.com": ["93.184.215.14", "10.0.0.1"],
+      "rebind.example.com": ["169.254.169.254"],
+      // Public when the endpoint is created, metadata at send time (DNS rebinding).
+      "rebinding.example.com": (call) => (call === 1 ? ["93.184.215.14"] : ["169.254.169.254"])
+    })
+  ))
 )
 
 layer(guarded, { excludeTestServices: true })("public HTTPS address checks on create", (it) => {
@@ -288,12 +339,19 @@ layer(guarded, { excludeTestServices: true })("public HTTPS address checks on cr
   it.effect("the address is checked again at every send: a name that now resolves to a metadata address is a failed attempt", () =>
     Effect.gen(function*() {
       const org = yield* SvcTest.org()
-      const { endpoint } = yield* org.client.notifications.create({ payload: { url: "https://rebinding.example.com/hook" } })
+      const { endpoint } = yield* org.client.notifications.create({
+        payload: { url: "https://rebinding.example.com/hook" }
+      })
       yield* insertEvents([eventBody(org.orgId, "approval.requested")])
-      const [row] = yield* waitForDeliveries(endpoint.id, (rows) => (rows[0]?.attempts ?? 0) >= 1 && rows[0]!.status !== "sending")
+      const [row] = yield* waitForDeliveries(
+        endpoint.id,
+        (rows) => (rows[0]?.attempts ?? 0) >= 1 && rows[0]!.status !== "sending"
+      )
       assert.include(row!.last_error!, "non-public")
       const sql = yield* SqlClient.SqlClient
-      const attempts = yield* sql<{ status_code: number | null; error: string }>`SELECT status_code, error FROM delivery_attempts WHERE delivery_id = ${row!.id}`
+      const attempts = yield* sql<
+        { status_code: number | null; error: string }
+      >`SELECT status_code, error FROM delivery_attempts WHERE delivery_id = ${row!.id}`
       assert.isNull(attempts[0]!.status_code)
     }))
 
@@ -304,7 +362,9 @@ layer(guarded, { excludeTestServices: true })("public HTTPS address checks on cr
       assert.strictEqual(created.endpoint.active, true)
       const sql = yield* SqlClient.SqlClient
       // The URL is a secret: sealed in the secret store, its column empty.
-      const [row] = yield* sql<{ url: string }>`SELECT url FROM notification_endpoints WHERE id = ${created.endpoint.id}`
+      const [row] = yield* sql<
+        { url: string }
+      >`SELECT url FROM notification_endpoints WHERE id = ${created.endpoint.id}`
       assert.strictEqual(row!.url, "")
       const stored = yield* sql<{ sealed: string }>`
         SELECT sealed FROM org_secrets WHERE owner_id = ${created.endpoint.id} AND owner_kind = 'notification_endpoint_url'

@@ -20,13 +20,18 @@ const MAX_TASKS = 3
 const MAX_SIGNING_SECRETS = 3
 
 /** Which of `secrets` signed a delivery's `X-Svc-Signature` (HMAC-SHA256 of `t.body`, keyed with the secret string). */
-const signedBy = (request: { readonly headers: Record<string, string | undefined>; readonly body: Uint8Array }, secrets: ReadonlyArray<string>) => {
+const signedBy = (
+  request: { readonly headers: Record<string, string | undefined>; readonly body: Uint8Array },
+  secrets: ReadonlyArray<string>
+) => {
   const header = request.headers["x-svc-signature"]!
   const t = /t=(\d+)/.exec(header)![1]!
   const signatures = [...header.matchAll(/v1=([0-9a-f]+)/g)].map((m) => m[1]!)
   return {
     count: signatures.length,
-    by: secrets.map((secret) => signatures.includes(createHmac("sha256", secret).update(`${t}.`).update(request.body).digest("hex")))
+    by: secrets.map((secret) =>
+      signatures.includes(createHmac("sha256", secret).update(`${t}.`).update(request.body).digest("hex"))
+    )
   }
 }
 
@@ -41,7 +46,11 @@ const send = (org: TestOrg, method: string, path: string, body: unknown) =>
 const policy = { mode: "allow", review_seconds: 60, expiring_notice_seconds: 0, timeout_action: "reject" }
 
 layer(
-  webhookService({ maxEndpointsPerOrg: MAX_ENDPOINTS, maxApprovalPoliciesPerOrg: MAX_POLICIES, maxTasksPerOrg: MAX_TASKS }),
+  webhookService({
+    maxEndpointsPerOrg: MAX_ENDPOINTS,
+    maxApprovalPoliciesPerOrg: MAX_POLICIES,
+    maxTasksPerOrg: MAX_TASKS
+  }),
   { excludeTestServices: true }
 )("per-organization caps", (it) => {
   describe("notification endpoints per organization (SVC_MAX_ENDPOINTS_PER_ORG)", () => {
@@ -59,7 +68,9 @@ layer(
         assert.strictEqual(over.json.limit, "SVC_MAX_ENDPOINTS_PER_ORG")
         assert.strictEqual(over.json.limit_value, MAX_ENDPOINTS)
         assert.notInclude(over.text, "whsec_")
-        const typed = yield* org.client.notifications.create({ payload: { url: receiver.url("/typed") } }).pipe(Effect.flip)
+        const typed = yield* org.client.notifications.create({ payload: { url: receiver.url("/typed") } }).pipe(
+          Effect.flip
+        )
         assert.strictEqual(typed._tag, "LimitReached")
 
         const other = yield* SvcTest.org()
@@ -84,7 +95,9 @@ layer(
         const statuses = answers.map((a) => a.status)
         assert.strictEqual(statuses.filter((s) => s === 201).length, MAX_ENDPOINTS, JSON.stringify(statuses))
         assert.strictEqual(statuses.filter((s) => s === 409).length, 3 * MAX_ENDPOINTS)
-        const [row] = yield* svc.sql<{ n: string | number }>`SELECT count(*) AS n FROM notification_endpoints WHERE org_id = ${org.orgId}`.pipe(Effect.orDie)
+        const [row] = yield* svc.sql<
+          { n: string | number }
+        >`SELECT count(*) AS n FROM notification_endpoints WHERE org_id = ${org.orgId}`.pipe(Effect.orDie)
         assert.strictEqual(Number(row!.n), MAX_ENDPOINTS)
       }))
   })
@@ -129,9 +142,12 @@ layer(
       Effect.gen(function*() {
         const receiver = yield* HttpsReceiver.make()
         const org = yield* SvcTest.org()
-        const { endpoint, secret: first } = yield* org.client.notifications.create({ payload: { url: receiver.url("/kept") } })
+        const { endpoint, secret: first } = yield* org.client.notifications.create({
+          payload: { url: receiver.url("/kept") }
+        })
         const params = { id: endpoint.id }
-        const second = (yield* org.client.notifications.rotateSecret({ params, payload: { overlap_seconds: 86400 } })).secret
+        const second =
+          (yield* org.client.notifications.rotateSecret({ params, payload: { overlap_seconds: 86400 } })).secret
         const third = (yield* org.client.notifications.rotateSecret({ params, payload: { overlap_seconds: 0 } })).secret
         yield* insertEvents([eventBody(org.orgId, "approval.requested")])
         const [request] = yield* receiver.waitForRequests(1)
@@ -143,13 +159,19 @@ layer(
       Effect.gen(function*() {
         const receiver = yield* HttpsReceiver.make()
         const org = yield* SvcTest.org()
-        const { endpoint, secret: first } = yield* org.client.notifications.create({ payload: { url: receiver.url("/capped") } })
+        const { endpoint, secret: first } = yield* org.client.notifications.create({
+          payload: { url: receiver.url("/capped") }
+        })
         const params = { id: endpoint.id }
         const secrets = [first]
         for (let i = 1; i < MAX_SIGNING_SECRETS; i++) {
-          secrets.unshift((yield* org.client.notifications.rotateSecret({ params, payload: { overlap_seconds: 86400 } })).secret)
+          secrets.unshift(
+            (yield* org.client.notifications.rotateSecret({ params, payload: { overlap_seconds: 86400 } })).secret
+          )
         }
-        const over = yield* send(org, "POST", `/v1/notification-endpoints/${endpoint.id}/rotate-secret`, { overlap_seconds: 86400 })
+        const over = yield* send(org, "POST", `/v1/notification-endpoints/${endpoint.id}/rotate-secret`, {
+          overlap_seconds: 86400
+        })
         assert.strictEqual(over.status, 409)
         assert.strictEqual(over.json.code, "LIMIT_REACHED")
         assert.strictEqual(over.json.limit, "SVC_WEBHOOK_MAX_SIGNING_SECRETS")
@@ -157,21 +179,33 @@ layer(
         assert.include(over.json.detail, "expire_previous")
         assert.notInclude(over.text, "whsec_")
 
-        const newest = (yield* org.client.notifications.rotateSecret({ params, payload: { overlap_seconds: 86400, expire_previous: "all" } })).secret
+        const newest = (yield* org.client.notifications.rotateSecret({
+          params,
+          payload: { overlap_seconds: 86400, expire_previous: "all" }
+        })).secret
         yield* insertEvents([eventBody(org.orgId, "approval.requested")])
         const [request] = yield* receiver.waitForRequests(1)
         // The newest and the two before it; the first ended at once.
-        assert.deepStrictEqual(signedBy(request!, [newest, ...secrets]), { count: MAX_SIGNING_SECRETS, by: [true, true, true, false] })
+        assert.deepStrictEqual(signedBy(request!, [newest, ...secrets]), {
+          count: MAX_SIGNING_SECRETS,
+          by: [true, true, true, false]
+        })
       }))
 
     it.effect("expire_previous: \"all\" with overlap 0 ends every earlier secret at once", () =>
       Effect.gen(function*() {
         const receiver = yield* HttpsReceiver.make()
         const org = yield* SvcTest.org()
-        const { endpoint, secret: first } = yield* org.client.notifications.create({ payload: { url: receiver.url("/all") } })
+        const { endpoint, secret: first } = yield* org.client.notifications.create({
+          payload: { url: receiver.url("/all") }
+        })
         const params = { id: endpoint.id }
-        const second = (yield* org.client.notifications.rotateSecret({ params, payload: { overlap_seconds: 86400 } })).secret
-        const third = (yield* org.client.notifications.rotateSecret({ params, payload: { overlap_seconds: 0, expire_previous: "all" } })).secret
+        const second =
+          (yield* org.client.notifications.rotateSecret({ params, payload: { overlap_seconds: 86400 } })).secret
+        const third = (yield* org.client.notifications.rotateSecret({
+          params,
+          payload: { overlap_seconds: 0, expire_previous: "all" }
+        })).secret
         yield* insertEvents([eventBody(org.orgId, "approval.requested")])
         const [request] = yield* receiver.waitForRequests(1)
         assert.deepStrictEqual(signedBy(request!, [third, second, first]), { count: 1, by: [true, false, false] })
@@ -181,33 +215,52 @@ layer(
       Effect.gen(function*() {
         const receiver = yield* HttpsReceiver.make()
         const org = yield* SvcTest.org()
-        const { endpoint, secret: first } = yield* org.client.notifications.create({ payload: { url: receiver.url("/emergency") } })
+        const { endpoint, secret: first } = yield* org.client.notifications.create({
+          payload: { url: receiver.url("/emergency") }
+        })
         const params = { id: endpoint.id }
-        const second = (yield* org.client.notifications.rotateSecret({ params, payload: { overlap_seconds: 86400 } })).secret
-        const third = (yield* org.client.notifications.rotateSecret({ params, payload: { overlap_seconds: 86400 } })).secret
-        const emergency = yield* send(org, "POST", `/v1/notification-endpoints/${endpoint.id}/rotate-secret`, { overlap_seconds: 0 })
+        const second =
+          (yield* org.client.notifications.rotateSecret({ params, payload: { overlap_seconds: 86400 } })).secret
+        const third =
+          (yield* org.client.notifications.rotateSecret({ params, payload: { overlap_seconds: 86400 } })).secret
+        const emergency = yield* send(org, "POST", `/v1/notification-endpoints/${endpoint.id}/rotate-secret`, {
+          overlap_seconds: 0
+        })
         assert.strictEqual(emergency.status, 200, emergency.text)
         const fourth = emergency.json.secret as string
         yield* insertEvents([eventBody(org.orgId, "approval.requested")])
         const [request] = yield* receiver.waitForRequests(1)
         // The third (signing until now) ended at once; the first two keep the end they were announced.
-        assert.deepStrictEqual(signedBy(request!, [fourth, third, second, first]), { count: 3, by: [true, false, true, true] })
+        assert.deepStrictEqual(signedBy(request!, [fourth, third, second, first]), {
+          count: 3,
+          by: [true, false, true, true]
+        })
       }))
 
     it.effect("at the cap, overlap 0 with expire_previous: \"all\" ends every earlier secret at once", () =>
       Effect.gen(function*() {
         const receiver = yield* HttpsReceiver.make()
         const org = yield* SvcTest.org()
-        const { endpoint, secret: first } = yield* org.client.notifications.create({ payload: { url: receiver.url("/leaked") } })
+        const { endpoint, secret: first } = yield* org.client.notifications.create({
+          payload: { url: receiver.url("/leaked") }
+        })
         const params = { id: endpoint.id }
         const earlier = [first]
         for (let i = 1; i < MAX_SIGNING_SECRETS; i++) {
-          earlier.unshift((yield* org.client.notifications.rotateSecret({ params, payload: { overlap_seconds: 86400 } })).secret)
+          earlier.unshift(
+            (yield* org.client.notifications.rotateSecret({ params, payload: { overlap_seconds: 86400 } })).secret
+          )
         }
-        const only = yield* org.client.notifications.rotateSecret({ params, payload: { overlap_seconds: 0, expire_previous: "all" } })
+        const only = yield* org.client.notifications.rotateSecret({
+          params,
+          payload: { overlap_seconds: 0, expire_previous: "all" }
+        })
         yield* insertEvents([eventBody(org.orgId, "approval.requested")])
         const [request] = yield* receiver.waitForRequests(1)
-        assert.deepStrictEqual(signedBy(request!, [only.secret, ...earlier]), { count: 1, by: [true, false, false, false] })
+        assert.deepStrictEqual(signedBy(request!, [only.secret, ...earlier]), {
+          count: 1,
+          by: [true, false, false, false]
+        })
       }))
 
     it.effect(`20 concurrent rotations never leave more than ${MAX_SIGNING_SECRETS} secrets signing, whichever earlier secrets they end`, () =>
@@ -217,7 +270,9 @@ layer(
         const modes = ["latest", "all"] as const
         const rotated: Array<ReadonlyArray<string>> = []
         for (const expire_previous of modes) {
-          const { endpoint } = yield* org.client.notifications.create({ payload: { url: receiver.url(`/concurrent-${expire_previous}`) } })
+          const { endpoint } = yield* org.client.notifications.create({
+            payload: { url: receiver.url(`/concurrent-${expire_previous}`) }
+          })
           const path = `/v1/notification-endpoints/${endpoint.id}/rotate-secret`
           const answers = yield* Effect.all(
             Array.from({ length: 20 }, () => send(org, "POST", path, { overlap_seconds: 86400, expire_previous })),
@@ -226,7 +281,10 @@ layer(
           const statuses = answers.map((answer) => answer.status)
           // `latest` refuses what would pass the cap; `all` ends the oldest instead.
           const allowed = expire_previous === "all" ? [200] : [200, 409]
-          assert.isTrue(statuses.every((status) => allowed.includes(status)), `${expire_previous}: ${statuses.join(" ")}`)
+          assert.isTrue(
+            statuses.every((status) => allowed.includes(status)),
+            `${expire_previous}: ${statuses.join(" ")}`
+          )
           rotated.push(answers.filter((answer) => answer.status === 200).map((answer) => answer.json.secret as string))
         }
         yield* insertEvents([eventBody(org.orgId, "approval.requested")])

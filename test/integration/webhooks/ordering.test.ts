@@ -21,10 +21,24 @@ layer(webhookService(), { excludeTestServices: true })("endpoint ordering", (it)
       const strict = (yield* org.client.notifications.create({ payload: { url, ordering: "strict" } })).endpoint
       assert.strictEqual(strict.ordering, "strict")
 
-      const patched = yield* org.client.notifications.update({ params: { id: plain.id }, payload: { ordering: "strict" } })
-      assert.deepStrictEqual([patched.ordering, patched.events], ["strict", plain.events], "the events stay as they were")
-      const back = yield* org.client.notifications.update({ params: { id: strict.id }, payload: { events: ["approval.approved"] } })
-      assert.deepStrictEqual([back.ordering, back.events], ["strict", ["approval.approved"]], "the ordering stays as it was")
+      const patched = yield* org.client.notifications.update({
+        params: { id: plain.id },
+        payload: { ordering: "strict" }
+      })
+      assert.deepStrictEqual(
+        [patched.ordering, patched.events],
+        ["strict", plain.events],
+        "the events stay as they were"
+      )
+      const back = yield* org.client.notifications.update({
+        params: { id: strict.id },
+        payload: { events: ["approval.approved"] }
+      })
+      assert.deepStrictEqual(
+        [back.ordering, back.events],
+        ["strict", ["approval.approved"]],
+        "the ordering stays as it was"
+      )
       const listed = (yield* org.client.notifications.list()).endpoints
       assert.deepStrictEqual(listed.map((e) => e.ordering), ["strict", "strict"])
 
@@ -58,10 +72,18 @@ layer(webhookService(), { excludeTestServices: true })("endpoint ordering", (it)
       const requests = yield* receiver.waitForRequests(events.length + 2, "30 seconds")
       const ids = requests.map((r) => r.headers["x-svc-event-id"])
       const [first, ...rest] = bodies.map((b) => b.id)
-      assert.deepStrictEqual(ids, [first, first, first, ...rest], "in order; the failing one retried before anything behind it")
+      assert.deepStrictEqual(
+        ids,
+        [first, first, first, ...rest],
+        "in order; the failing one retried before anything behind it"
+      )
       // One at a time: no request began before the previous one was answered.
       for (let i = 1; i < requests.length; i++) {
-        assert.isAtLeast(requests[i]!.receivedAt - requests[i - 1]!.receivedAt, 140, `request ${i} overlapped the one before`)
+        assert.isAtLeast(
+          requests[i]!.receivedAt - requests[i - 1]!.receivedAt,
+          140,
+          `request ${i} overlapped the one before`
+        )
       }
     }))
 })

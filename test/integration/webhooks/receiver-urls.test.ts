@@ -6,8 +6,8 @@ import { assert, describe, layer } from "@effect/vitest"
 import { Effect } from "effect"
 import { endpointClearUrls } from "../../../src/notifications/EndpointUrls.ts"
 import { sealStoredUrls } from "../../../src/secrets/ReceiverUrls.ts"
-import { destinationClearUrls } from "../../../src/telemetry/Repository.ts"
 import { SecretStore } from "../../../src/secrets/SecretStore.ts"
+import { destinationClearUrls } from "../../../src/telemetry/Repository.ts"
 import { SvcTest } from "../../../src/testing.ts"
 import { eventually } from "../../support/http.ts"
 import { HttpsReceiver, Reply } from "../../support/HttpsReceiver.ts"
@@ -39,7 +39,9 @@ layer(webhookService(), { excludeTestServices: true })("receiver URLs are secret
         const { endpoint } = yield* org.client.notifications.create({ payload: { url } })
         assert.match(endpoint.url_hint, /^https:\/\/127\.0\.0\.1:\d+\/…$/)
         const collector = yield* HttpsReceiver.make()
-        const destination = yield* org.client.telemetry.create({ payload: { url: collector.url(`/otlp/${TOKEN}/v1/traces?key=${QUERY}`) } })
+        const destination = yield* org.client.telemetry.create({
+          payload: { url: collector.url(`/otlp/${TOKEN}/v1/traces?key=${QUERY}`) }
+        })
         assert.match(destination.url_hint, /^https:\/\/127\.0\.0\.1:\d+\/…$/)
         const events = [eventBody(org.orgId, "approval.requested")]
         yield* insertEvents(events)
@@ -64,12 +66,22 @@ layer(webhookService(), { excludeTestServices: true })("receiver URLs are secret
         const { endpoint } = yield* org.client.notifications.create({ payload: { url: receiver.url("/placeholder") } })
         // As an older version stored it: the URL in clear in its row, with an old-style hint.
         const url = receiver.url(`/legacy/${TOKEN}`)
-        yield* svc.sql`DELETE FROM org_secrets WHERE owner_id = ${endpoint.id} AND owner_kind = 'notification_endpoint_url'`
-        yield* svc.sql`UPDATE notification_endpoints SET url = ${url}, url_hint = ${"https://127.0.0.1/…/3a"} WHERE id = ${endpoint.id}`
-        const moved = yield* sealStoredUrls([endpointClearUrls, destinationClearUrls]).pipe(Effect.provide(SecretStore.layer))
+        yield* svc
+          .sql`DELETE FROM org_secrets WHERE owner_id = ${endpoint.id} AND owner_kind = 'notification_endpoint_url'`
+        yield* svc
+          .sql`UPDATE notification_endpoints SET url = ${url}, url_hint = ${"https://127.0.0.1/…/3a"} WHERE id = ${endpoint.id}`
+        const moved = yield* sealStoredUrls([endpointClearUrls, destinationClearUrls]).pipe(
+          Effect.provide(SecretStore.layer)
+        )
         assert.isAtLeast(moved, 1)
-        assert.strictEqual(yield* sealStoredUrls([endpointClearUrls, destinationClearUrls]).pipe(Effect.provide(SecretStore.layer)), 0, "each URL moves once")
-        const [row] = yield* svc.sql<{ url: string; url_hint: string }>`SELECT url, url_hint FROM notification_endpoints WHERE id = ${endpoint.id}`
+        assert.strictEqual(
+          yield* sealStoredUrls([endpointClearUrls, destinationClearUrls]).pipe(Effect.provide(SecretStore.layer)),
+          0,
+          "each URL moves once"
+        )
+        const [row] = yield* svc.sql<
+          { url: string; url_hint: string }
+        >`SELECT url, url_hint FROM notification_endpoints WHERE id = ${endpoint.id}`
         assert.strictEqual(row!.url, "")
         assert.match(row!.url_hint, /^https:\/\/127\.0\.0\.1:\d+\/…$/)
         assert.notInclude(yield* everything, TOKEN)
@@ -83,17 +95,25 @@ layer(webhookService(), { excludeTestServices: true })("receiver URLs are secret
     it.effect("a receiver echoing its URL's token in an error page: masked in the attempt record", () =>
       Effect.gen(function*() {
         const receiver = yield* HttpsReceiver.make({
-          respond: (request) => Reply.status(404, { body: `Cannot POST ${request.path} (token ${TOKEN}, sig ${QUERY})` })
+          respond: (request) =>
+            Reply.status(404, { body: `Cannot POST ${request.path} (token ${TOKEN}, sig ${QUERY})` })
         })
         const org = yield* SvcTest.org()
-        const { endpoint } = yield* org.client.notifications.create({ payload: { url: receiver.url(`/hooks/${TOKEN}?sig=${QUERY}`) } })
+        const { endpoint } = yield* org.client.notifications.create({
+          payload: { url: receiver.url(`/hooks/${TOKEN}?sig=${QUERY}`) }
+        })
         yield* insertEvents([eventBody(org.orgId, "approval.requested")])
         const [delivery] = yield* waitForDeliveries(endpoint.id, (rows) => rows.length === 1 && rows[0]!.attempts >= 1)
         const svc = yield* SvcTest
-        const attempts = yield* eventually(Effect.map(
-          svc.sql<{ response_snippet: string | null }>`SELECT response_snippet FROM delivery_attempts WHERE delivery_id = ${delivery!.id}`,
-          (rows) => rows.length > 0 ? rows : undefined
-        ), { what: "an attempt recorded" })
+        const attempts = yield* eventually(
+          Effect.map(
+            svc.sql<
+              { response_snippet: string | null }
+            >`SELECT response_snippet FROM delivery_attempts WHERE delivery_id = ${delivery!.id}`,
+            (rows) => rows.length > 0 ? rows : undefined
+          ),
+          { what: "an attempt recorded" }
+        )
         assert.include(attempts[0]!.response_snippet ?? "", "Cannot POST")
         assert.notInclude(yield* everything, TOKEN)
         assert.notInclude(yield* everything, QUERY)
@@ -108,7 +128,11 @@ layer(webhookService(), { excludeTestServices: true })("receiver URLs are secret
         const task = yield* org.client.tasks.create({ payload: { name: "t", answer_schema: { type: "object" } } })
         const run = yield* org.client.tasks.logRun({ params: { task_id: task.id }, payload: { input: 1, answer: {} } })
         const feedback = yield* org.client.feedback.submit({
-          payload: { inference_log_id: run.trace_id, score: -1, correction: { whole: `post to ${url} please`, part: `the token is ${TOKEN}` } }
+          payload: {
+            inference_log_id: run.trace_id,
+            score: -1,
+            correction: { whole: `post to ${url} please`, part: `the token is ${TOKEN}` }
+          }
         })
         const text = JSON.stringify(feedback.correction)
         assert.notInclude(text, TOKEN)

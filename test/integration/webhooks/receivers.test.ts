@@ -51,16 +51,27 @@ layer(webhookService(), { excludeTestServices: true })("receivers", (it) => {
         const url = "https://127.0.0.1:9/filters"
         const plain = yield* org.client.notifications.create({ payload: { url } })
         assert.isNull(plain.endpoint.action_classes)
-        const { endpoint } = yield* org.client.notifications.create({ payload: { url, action_classes: ["payments.*", "email.send"] } })
+        const { endpoint } = yield* org.client.notifications.create({
+          payload: { url, action_classes: ["payments.*", "email.send"] }
+        })
         assert.deepStrictEqual(endpoint.action_classes, ["payments.*", "email.send"])
         const listed = (yield* org.client.notifications.list()).endpoints.find((e) => e.id === endpoint.id)!
         assert.deepStrictEqual(listed.action_classes, ["payments.*", "email.send"])
         // PATCH of the events alone leaves the filter; null clears it.
-        const events = yield* org.client.notifications.update({ params: { id: endpoint.id }, payload: { events: ["approval.requested"] } })
+        const events = yield* org.client.notifications.update({
+          params: { id: endpoint.id },
+          payload: { events: ["approval.requested"] }
+        })
         assert.deepStrictEqual(events.action_classes, ["payments.*", "email.send"])
-        const narrowed = yield* org.client.notifications.update({ params: { id: endpoint.id }, payload: { action_classes: ["files.delete"] } })
+        const narrowed = yield* org.client.notifications.update({
+          params: { id: endpoint.id },
+          payload: { action_classes: ["files.delete"] }
+        })
         assert.deepStrictEqual([narrowed.events, narrowed.action_classes], [["approval.requested"], ["files.delete"]])
-        const cleared = yield* org.client.notifications.update({ params: { id: endpoint.id }, payload: { action_classes: null } })
+        const cleared = yield* org.client.notifications.update({
+          params: { id: endpoint.id },
+          payload: { action_classes: null }
+        })
         assert.isNull(cleared.action_classes)
       }))
 
@@ -68,18 +79,23 @@ layer(webhookService(), { excludeTestServices: true })("receivers", (it) => {
       Effect.gen(function*() {
         const org = yield* SvcTest.org()
         const url = "https://127.0.0.1:9/filters"
-        for (const [filter, field] of [
-          [["payments.*", "pay*"], "action_classes[1]"],
-          [[".starts-with-dot"], "action_classes[0]"],
-          [["payments.*.refund"], "action_classes[0]"],
-          [Array.from({ length: 51 }, (_, i) => `class${i}`), "action_classes"]
-        ] as const) {
+        for (
+          const [filter, field] of [
+            [["payments.*", "pay*"], "action_classes[1]"],
+            [[".starts-with-dot"], "action_classes[0]"],
+            [["payments.*.refund"], "action_classes[0]"],
+            [Array.from({ length: 51 }, (_, i) => `class${i}`), "action_classes"]
+          ] as const
+        ) {
           const response = yield* post("/v1/notification-endpoints", org.key, { url, action_classes: filter })
           assert.strictEqual(response.status, 400, JSON.stringify(filter))
           assert.strictEqual(response.json.code, "INVALID_REQUEST")
           assert.strictEqual(response.json.field, field, JSON.stringify(response.json))
         }
-        const fifty = yield* post("/v1/notification-endpoints", org.key, { url, action_classes: Array.from({ length: 50 }, (_, i) => `class${i}`) })
+        const fifty = yield* post("/v1/notification-endpoints", org.key, {
+          url,
+          action_classes: Array.from({ length: 50 }, (_, i) => `class${i}`)
+        })
         assert.strictEqual(fifty.status, 201)
       }))
 
@@ -87,8 +103,12 @@ layer(webhookService(), { excludeTestServices: true })("receivers", (it) => {
       Effect.gen(function*() {
         const receiver = yield* HttpsReceiver.make()
         const org = yield* SvcTest.org()
-        const payments = yield* org.client.notifications.create({ payload: { url: receiver.url("/payments"), action_classes: ["payments.*"] } })
-        const email = yield* org.client.notifications.create({ payload: { url: receiver.url("/email"), action_classes: ["email.send"] } })
+        const payments = yield* org.client.notifications.create({
+          payload: { url: receiver.url("/payments"), action_classes: ["payments.*"] }
+        })
+        const email = yield* org.client.notifications.create({
+          payload: { url: receiver.url("/email"), action_classes: ["email.send"] }
+        })
         yield* org.client.notifications.create({ payload: { url: receiver.url("/all") } })
         const classes = ["payments.refund", "email.send", "email.sendall", "files.delete", "payments"]
         for (const actionClass of classes) yield* requireApproval(org, actionClass)
@@ -103,13 +123,24 @@ layer(webhookService(), { excludeTestServices: true })("receivers", (it) => {
         }
         // Each event is fanned out to every endpoint in one statement: once /all has them all, every delivery exists.
         yield* eventually(
-          Effect.sync(() => receiver.requests().filter((r) => r.path === "/all").length >= classes.length ? true : undefined),
+          Effect.sync(() =>
+            receiver.requests().filter((r) => r.path === "/all").length >= classes.length ? true : undefined
+          ),
           { what: "every event at /all", timeoutMs: 20_000, intervalMs: 50 }
         )
-        yield* waitForDeliveries(payments.endpoint.id, (rows) => rows.every((r) => r.status === "delivered"), "/payments delivered")
-        yield* waitForDeliveries(email.endpoint.id, (rows) => rows.every((r) => r.status === "delivered"), "/email delivered")
+        yield* waitForDeliveries(
+          payments.endpoint.id,
+          (rows) => rows.every((r) => r.status === "delivered"),
+          "/payments delivered"
+        )
+        yield* waitForDeliveries(
+          email.endpoint.id,
+          (rows) => rows.every((r) => r.status === "delivered"),
+          "/email delivered"
+        )
         const classesAt = (path: string) =>
-          receiver.requests().filter((r) => r.path === path).map((r) => approvals.get(bodyOf(r).approval.approval_id)).sort()
+          receiver.requests().filter((r) => r.path === path).map((r) => approvals.get(bodyOf(r).approval.approval_id))
+            .sort()
         assert.deepStrictEqual(classesAt("/all"), [...classes].sort())
         assert.deepStrictEqual(classesAt("/payments"), ["payments.refund"])
         assert.deepStrictEqual(classesAt("/email"), ["email.send"])
@@ -152,7 +183,10 @@ layer(
         })
         const event = yield* Effect.promise(() => constructEventFromHeaders(request!.body, request!.headers, secret))
         assert.strictEqual(event.test, true)
-        const chosen = yield* org.client.notifications.test({ params: { id: endpoint.id }, payload: { event_type: "approval.requested" } })
+        const chosen = yield* org.client.notifications.test({
+          params: { id: endpoint.id },
+          payload: { event_type: "approval.requested" }
+        })
         assert.strictEqual(chosen.status, 204)
         assert.strictEqual(bodyOf(receiver.requests()[1]!).type, "approval.requested")
         const { deliveries } = yield* org.client.notifications.deliveries({ params: { id: endpoint.id }, query: {} })
@@ -180,7 +214,9 @@ layer(
         assert.deepStrictEqual(rows.map((r) => [r.status, r.attempts]), [["failed", 1], ["failed", 1]])
         assert.deepStrictEqual(yield* targetHealth(endpoint.id), { consecutive_failures: 0, cooldown_until: null })
         // Not replayable, alone or in bulk.
-        const replay = yield* Effect.flip(org.client.notifications.replay({ params: { id: endpoint.id, delivery: rows[0]!.id } }))
+        const replay = yield* Effect.flip(
+          org.client.notifications.replay({ params: { id: endpoint.id, delivery: rows[0]!.id } })
+        )
         assert.strictEqual(replay._tag, "NotReplayable")
         const bulk = yield* org.client.notifications.replayFailed({
           params: { id: endpoint.id },
@@ -199,13 +235,17 @@ layer(
     it.effect("an unreachable receiver answers 502 naming the network error; an event type the endpoint lacks is a 400 naming event_type", () =>
       Effect.gen(function*() {
         const org = yield* SvcTest.org()
-        const { endpoint } = yield* org.client.notifications.create({ payload: { url: "https://127.0.0.1:9/closed", events: ["approval.requested"] } })
+        const { endpoint } = yield* org.client.notifications.create({
+          payload: { url: "https://127.0.0.1:9/closed", events: ["approval.requested"] }
+        })
         const response = yield* post(`/v1/notification-endpoints/${endpoint.id}/test`, org.key, {})
         assert.strictEqual(response.status, 502)
         assert.strictEqual(response.json.code, "DELIVERY_FAILED")
         assert.isUndefined(response.json.receiver_status)
         assert.match(response.json.error, /ECONNREFUSED|connect|refused/i)
-        const wrong = yield* post(`/v1/notification-endpoints/${endpoint.id}/test`, org.key, { event_type: "approval.expired" })
+        const wrong = yield* post(`/v1/notification-endpoints/${endpoint.id}/test`, org.key, {
+          event_type: "approval.expired"
+        })
         assert.strictEqual(wrong.status, 400)
         assert.strictEqual(wrong.json.code, "INVALID_WEBHOOK_EVENTS")
         assert.strictEqual(wrong.json.field, "event_type")
@@ -243,21 +283,42 @@ layer(
         receiver.respond(() => Reply.status(500))
         const org = yield* SvcTest.org()
         const { endpoint } = yield* org.client.notifications.create({ payload: { url: receiver.url("/outage") } })
-        const events = [eventBody(org.orgId, "approval.requested"), eventBody(org.orgId, "approval.expiring"), eventBody(org.orgId, "approval.expired")]
+        const events = [
+          eventBody(org.orgId, "approval.requested"),
+          eventBody(org.orgId, "approval.expiring"),
+          eventBody(org.orgId, "approval.expired")
+        ]
         yield* insertEvents(events)
-        const failed = yield* waitForDeliveries(endpoint.id, (rows) => rows.length === 3 && rows.every((r) => r.status === "failed"), "three failed deliveries")
+        const failed = yield* waitForDeliveries(
+          endpoint.id,
+          (rows) => rows.length === 3 && rows.every((r) => r.status === "failed"),
+          "three failed deliveries"
+        )
         const since = new Date(Date.now() - 60_000).toISOString()
-        const dry = yield* org.client.notifications.replayFailed({ params: { id: endpoint.id }, payload: { since, dry_run: true } })
+        const dry = yield* org.client.notifications.replayFailed({
+          params: { id: endpoint.id },
+          payload: { since, dry_run: true }
+        })
         assert.deepStrictEqual(dry, { matched: 3, queued: 3, not_queued: 0 })
-        assert.deepStrictEqual((yield* deliveryRows(endpoint.id)).map((r) => [r.status, r.replays]), failed.map(() => ["failed", 0]))
+        assert.deepStrictEqual(
+          (yield* deliveryRows(endpoint.id)).map((r) => [r.status, r.replays]),
+          failed.map(() => ["failed", 0])
+        )
         // A window that ends before them matches none.
-        const before = yield* org.client.notifications.replayFailed({ params: { id: endpoint.id }, payload: { since, until: since } })
+        const before = yield* org.client.notifications.replayFailed({
+          params: { id: endpoint.id },
+          payload: { since, until: since }
+        })
         assert.deepStrictEqual(before, { matched: 0, queued: 0, not_queued: 0 })
         const sent = receiver.requests().length
         receiver.respond(() => Reply.status(204))
         const done = yield* org.client.notifications.replayFailed({ params: { id: endpoint.id }, payload: { since } })
         assert.deepStrictEqual(done, { matched: 3, queued: 3, not_queued: 0 })
-        const rows = yield* waitForDeliveries(endpoint.id, (rows) => rows.every((r) => r.status === "delivered"), "replayed deliveries delivered")
+        const rows = yield* waitForDeliveries(
+          endpoint.id,
+          (rows) => rows.every((r) => r.status === "delivered"),
+          "replayed deliveries delivered"
+        )
         assert.deepStrictEqual(rows.map((r) => r.replays), [1, 1, 1])
         assert.deepStrictEqual(rows.map((r) => r.event_id), failed.map((r) => r.event_id))
         const replayed = receiver.requests().slice(sent)
@@ -272,7 +333,11 @@ layer(
         const { endpoint } = yield* org.client.notifications.create({ payload: { url: receiver.url("/full") } })
         // Capacity 4: of seven events at once, three are recorded failed at once (queue full), four fail after retries.
         yield* insertEvents(Array.from({ length: 7 }, () => eventBody(org.orgId, "approval.requested")))
-        yield* waitForDeliveries(endpoint.id, (rows) => rows.length === 7 && rows.every((r) => r.status === "failed"), "seven failed deliveries")
+        yield* waitForDeliveries(
+          endpoint.id,
+          (rows) => rows.length === 7 && rows.every((r) => r.status === "failed"),
+          "seven failed deliveries"
+        )
         // Hold the receiver so replayed deliveries stay undelivered while we look.
         receiver.respond(() => Reply.hang())
         const since = new Date(Date.now() - 60_000).toISOString()
@@ -299,12 +364,16 @@ layer(
         yield* insertEvents([eventBody(org.orgId, "approval.requested")])
         yield* waitForDeliveries(endpoint.id, (rows) => rows[0]?.status === "failed", "a failed delivery")
         // Deactivated once the 410's attempt is recorded.
-        yield* eventually(Effect.map(org.client.notifications.list(), ({ endpoints: [e] }) => e?.active === false ? true : undefined))
+        yield* eventually(
+          Effect.map(org.client.notifications.list(), ({ endpoints: [e] }) => e?.active === false ? true : undefined)
+        )
         const since = new Date(Date.now() - 60_000).toISOString()
         const refused = yield* post(`/v1/notification-endpoints/${endpoint.id}/deliveries/replay`, org.key, { since })
         assert.strictEqual(refused.status, 409)
         assert.strictEqual(refused.json.code, "NOT_REPLAYABLE")
-        const bad = yield* post(`/v1/notification-endpoints/${endpoint.id}/deliveries/replay`, org.key, { since: "yesterday" })
+        const bad = yield* post(`/v1/notification-endpoints/${endpoint.id}/deliveries/replay`, org.key, {
+          since: "yesterday"
+        })
         assert.strictEqual(bad.status, 400)
         assert.strictEqual(bad.json.field, "since")
       }).pipe(Effect.scoped))
@@ -318,7 +387,14 @@ layer(
         const { endpoint } = yield* org.client.notifications.create({ payload: { url: receiver.url("/stats") } })
         const empty = yield* org.client.notifications.stats({ params: { id: endpoint.id } })
         assert.deepStrictEqual(
-          [empty.delivered, empty.failed, empty.pending, empty.success_rate, empty.duration_ms_p50, empty.duration_ms_p95],
+          [
+            empty.delivered,
+            empty.failed,
+            empty.pending,
+            empty.success_rate,
+            empty.duration_ms_p50,
+            empty.duration_ms_p95
+          ],
           [0, 0, 0, null, null, null]
         )
         receiver.enqueue(Reply.ok(), Reply.ok(), Reply.ok(), Reply.status(410))
@@ -327,7 +403,11 @@ layer(
           eventBody(org.orgId, "approval.expiring"),
           eventBody(org.orgId, "approval.escalated")
         ])
-        yield* waitForDeliveries(endpoint.id, (rows) => rows.length === 3 && rows.every((r) => r.status === "delivered"), "three delivered")
+        yield* waitForDeliveries(
+          endpoint.id,
+          (rows) => rows.length === 3 && rows.every((r) => r.status === "delivered"),
+          "three delivered"
+        )
         yield* insertEvents([eventBody(org.orgId, "approval.expired")])
         yield* waitForDeliveries(endpoint.id, (rows) => rows.length === 4 && rows[3]!.status === "failed", "one failed")
         receiver.respond(() => Reply.status(204))

@@ -35,9 +35,15 @@ layer(
         // Three delivered first, two after them.
         const events = Array.from({ length: 5 }, () => eventBody(org.orgId, "approval.requested"))
         yield* insertEvents(events.slice(0, 3))
-        yield* waitForDeliveries(endpoint.id, (rows) => rows.length === 3 && rows.every((r) => r.status === "delivered"))
+        yield* waitForDeliveries(
+          endpoint.id,
+          (rows) => rows.length === 3 && rows.every((r) => r.status === "delivered")
+        )
         yield* insertEvents(events.slice(3))
-        const delivered = yield* waitForDeliveries(endpoint.id, (rows) => rows.length === 5 && rows.every((r) => r.status === "delivered"))
+        const delivered = yield* waitForDeliveries(
+          endpoint.id,
+          (rows) => rows.length === 5 && rows.every((r) => r.status === "delivered")
+        )
         const [old1, , old3, recent, waiting] = delivered
         // The first three were delivered two minutes ago (past retention): a
         // delivery of the log is as old as the outcome row holding it.
@@ -62,10 +68,13 @@ layer(
         // An event dispatched with no delivery at all (an organization without endpoints).
         const lonely = yield* SvcTest.org()
         yield* insertEvents([eventBody(lonely.orgId, "approval.requested")])
-        yield* eventually(Effect.map(
-          sql<{ n: number }>`SELECT count(*)::int AS n FROM undispatched_events WHERE org_id = ${lonely.orgId}`,
-          (rows) => rows[0]!.n === 0 ? true : undefined
-        ), { what: "the lonely events dispatched" })
+        yield* eventually(
+          Effect.map(
+            sql<{ n: number }>`SELECT count(*)::int AS n FROM undispatched_events WHERE org_id = ${lonely.orgId}`,
+            (rows) => rows[0]!.n === 0 ? true : undefined
+          ),
+          { what: "the lonely events dispatched" }
+        )
         yield* sql`UPDATE events SET dispatched_at = now() - interval '2 minutes' WHERE org_id = ${lonely.orgId}`
         // Session events: one backdated past the resume window, one recent.
         // (Another organization: its steps' approval events must not reach the endpoint above.)
@@ -81,20 +90,29 @@ layer(
 
         const ids = (rows: ReadonlyArray<{ id: string }>) => rows.map((r) => r.id).sort()
         // The fiber works in batches of 2 until nothing past retention is left.
-        yield* eventually(Effect.gen(function*() {
-          const left = yield* sql<{ id: string }>`SELECT id FROM deliveries WHERE target_id = ${endpoint.id}`
-          const events = yield* sql<{ id: string }>`SELECT id FROM events WHERE org_id IN ${sql.in([org.orgId, lonely.orgId])}`
-          const sessionEvents = yield* sql<{ seq: string }>`SELECT seq FROM session_events WHERE session_id = ${session.id}`
-          const attempts = yield* sql<{ n: number }>`SELECT count(*)::int AS n FROM delivery_attempts WHERE delivery_id = ${recent!.id}`
-          // The outcome rows of the deliveries gone go after them.
-          const outcomes = yield* sql<{ n: number }>`
+        yield* eventually(
+          Effect.gen(function*() {
+            const left = yield* sql<{ id: string }>`SELECT id FROM deliveries WHERE target_id = ${endpoint.id}`
+            const events = yield* sql<{ id: string }>`SELECT id FROM events WHERE org_id IN ${
+              sql.in([org.orgId, lonely.orgId])
+            }`
+            const sessionEvents = yield* sql<
+              { seq: string }
+            >`SELECT seq FROM session_events WHERE session_id = ${session.id}`
+            const attempts = yield* sql<
+              { n: number }
+            >`SELECT count(*)::int AS n FROM delivery_attempts WHERE delivery_id = ${recent!.id}`
+            // The outcome rows of the deliveries gone go after them.
+            const outcomes = yield* sql<{ n: number }>`
             SELECT count(*)::int AS n FROM delivery_outcomes WHERE target_id = ${endpoint.id} AND at < now() - interval '1 minute'
           `
-          return left.length === 2 && events.length === 2 && sessionEvents.length === 1 && attempts[0]!.n === 0 &&
-              outcomes[0]!.n === 0
-            ? { left, events, sessionEvents }
-            : undefined
-        }), { what: "pruning", timeoutMs: 20_000 }).pipe(Effect.tap(({ left, events: kept, sessionEvents }) =>
+            return left.length === 2 && events.length === 2 && sessionEvents.length === 1 && attempts[0]!.n === 0 &&
+                outcomes[0]!.n === 0
+              ? { left, events, sessionEvents }
+              : undefined
+          }),
+          { what: "pruning", timeoutMs: 20_000 }
+        ).pipe(Effect.tap(({ left, events: kept, sessionEvents }) =>
           Effect.sync(() => {
             assert.deepStrictEqual(ids(left), [recent!.id, waiting!.id].sort())
             // The events of the two deliveries left stay (a delivery reads its body from its event).
@@ -123,10 +141,13 @@ layer(
         yield* link("used long ago", "10 minutes", "-2 minutes")
         yield* link("unused", "10 minutes", null)
         yield* link("used just now", "10 minutes", "0 seconds")
-        const left = yield* eventually(Effect.map(
-          sql<{ token_hash: string }>`SELECT token_hash FROM reviewer_confirmations WHERE org_id = ${org.orgId}`,
-          (rows) => rows.length === 2 ? rows : undefined
-        ), { what: "pruning", timeoutMs: 20_000 })
+        const left = yield* eventually(
+          Effect.map(
+            sql<{ token_hash: string }>`SELECT token_hash FROM reviewer_confirmations WHERE org_id = ${org.orgId}`,
+            (rows) => rows.length === 2 ? rows : undefined
+          ),
+          { what: "pruning", timeoutMs: 20_000 }
+        )
         assert.deepStrictEqual(left.map((r) => r.token_hash).sort(), ["unused", "used just now"])
       }))
 
@@ -159,12 +180,21 @@ layer(
           (${org.orgId}, 1, 'approval.requested', '{}', now() - interval '2 minutes'),
           (${org.orgId}, 2, 'approval.requested', '{}', now())`
         const names = (rows: ReadonlyArray<{ person: string }>) => rows.map((r) => r.person).sort()
-        yield* eventually(Effect.gen(function*() {
-          const links = yield* sql<{ person: string }>`SELECT person FROM console_links WHERE org_id = ${org.orgId}`
-          const sessions = yield* sql<{ person: string }>`SELECT person FROM console_sessions WHERE org_id = ${org.orgId}`
-          const events = yield* sql<{ seq: string }>`SELECT seq FROM approval_stream_events WHERE org_id = ${org.orgId}`
-          return links.length === 2 && sessions.length === 2 && events.length === 1 ? { links, sessions, events } : undefined
-        }), { what: "pruning", timeoutMs: 20_000 }).pipe(Effect.tap(({ events, links, sessions }) =>
+        yield* eventually(
+          Effect.gen(function*() {
+            const links = yield* sql<{ person: string }>`SELECT person FROM console_links WHERE org_id = ${org.orgId}`
+            const sessions = yield* sql<
+              { person: string }
+            >`SELECT person FROM console_sessions WHERE org_id = ${org.orgId}`
+            const events = yield* sql<
+              { seq: string }
+            >`SELECT seq FROM approval_stream_events WHERE org_id = ${org.orgId}`
+            return links.length === 2 && sessions.length === 2 && events.length === 1
+              ? { links, sessions, events }
+              : undefined
+          }),
+          { what: "pruning", timeoutMs: 20_000 }
+        ).pipe(Effect.tap(({ events, links, sessions }) =>
           Effect.sync(() => {
             assert.deepStrictEqual(names(links), ["unused", "used just now"])
             assert.deepStrictEqual(names(sessions), ["live", "revoked just now"])

@@ -46,10 +46,13 @@ const sha256 = (value: string) => createHash("sha256").update(value).digest("hex
 const dispatched = (eventId: string) =>
   Effect.gen(function*() {
     const sql = (yield* SvcTest).sql
-    yield* eventually(Effect.map(
-      sql<{ n: number }>`SELECT count(*)::int AS n FROM undispatched_events WHERE id = ${eventId}`,
-      (rows) => rows[0]!.n === 0 ? true : undefined
-    ), { what: "the event dispatched" })
+    yield* eventually(
+      Effect.map(
+        sql<{ n: number }>`SELECT count(*)::int AS n FROM undispatched_events WHERE id = ${eventId}`,
+        (rows) => rows[0]!.n === 0 ? true : undefined
+      ),
+      { what: "the event dispatched" }
+    )
   })
 
 layer(WithSmtp, { excludeTestServices: true })("confirming a reviewer address", (it) => {
@@ -60,7 +63,11 @@ layer(WithSmtp, { excludeTestServices: true })("confirming a reviewer address", 
         const org = yield* SvcTest.org()
         const address = "new-reviewer@example.com"
         const set = yield* org.client.notifications.updateSettings({ payload: { reviewer_email: address } })
-        assert.deepStrictEqual(set, { reviewer_email: address, reviewer_email_status: "pending", email_notifier: false })
+        assert.deepStrictEqual(set, {
+          reviewer_email: address,
+          reviewer_email_status: "pending",
+          email_notifier: false
+        })
         assert.deepStrictEqual(yield* org.client.notifications.getSettings(), set)
         assert.isFalse((yield* org.client.notifications.list()).email_notifier)
         const token = yield* nextConfirmation(mailsTo, address, 0)
@@ -68,7 +75,9 @@ layer(WithSmtp, { excludeTestServices: true })("confirming a reviewer address", 
         assert.include(mail, `${svc.baseUrl}/console/confirm-address#${token}`)
         assert.match(mail, /Subject: Confirm this address for approval requests/)
         // Only the token's hash is stored.
-        const stored = yield* svc.sql<{ token_hash: string }>`SELECT token_hash FROM reviewer_confirmations WHERE org_id = ${org.orgId}`
+        const stored = yield* svc.sql<
+          { token_hash: string }
+        >`SELECT token_hash FROM reviewer_confirmations WHERE org_id = ${org.orgId}`
         assert.deepStrictEqual(stored.map((r) => r.token_hash), [sha256(token)])
         assert.isFalse(svc.logLines().some((line) => line.includes(token.slice(4))), "no log line holds the token")
 
@@ -95,11 +104,16 @@ layer(WithSmtp, { excludeTestServices: true })("confirming a reviewer address", 
         const after = eventBody(org.orgId, "approval.requested")
         yield* insertEvents([after])
         const decision = yield* eventually(
-          Effect.sync(() => mailsTo(address).map(decodeQuotedPrintable).find((text) => text.includes(after.approval.approval_id))),
+          Effect.sync(() =>
+            mailsTo(address).map(decodeQuotedPrintable).find((text) => text.includes(after.approval.approval_id))
+          ),
           { what: "the approval mail after confirmation" }
         )
         assert.include(decision, "Approval requested.")
-        assert.isFalse(mails.some((m) => m.data.includes(before.approval.approval_id)), "the earlier request stays unmailed")
+        assert.isFalse(
+          mails.some((m) => m.data.includes(before.approval.approval_id)),
+          "the earlier request stays unmailed"
+        )
       }))
 
     it.effect("the confirmation link works once: a second use is 410 CONFIRMATION_LINK_USED", () =>
@@ -123,10 +137,14 @@ layer(WithSmtp, { excludeTestServices: true })("confirming a reviewer address", 
         const token = yield* nextConfirmation(mailsTo, "late@example.com", 0)
         // Its time to live (SVC_REVIEWER_CONFIRMATION_TTL) has passed, by the database's clock.
         const [{ ttl }] = yield* svc.sql<{ ttl: number }>`
-          SELECT extract(epoch FROM expires_at - created_at)::int AS ttl FROM reviewer_confirmations WHERE token_hash = ${sha256(token)}
+          SELECT extract(epoch FROM expires_at - created_at)::int AS ttl FROM reviewer_confirmations WHERE token_hash = ${
+          sha256(token)
+        }
         `
         assert.strictEqual(ttl, 24 * 3600)
-        yield* svc.sql`UPDATE reviewer_confirmations SET expires_at = now() - interval '1 second' WHERE token_hash = ${sha256(token)}`
+        yield* svc.sql`UPDATE reviewer_confirmations SET expires_at = now() - interval '1 second' WHERE token_hash = ${
+          sha256(token)
+        }`
         const late = yield* confirmAddress(svc.baseUrl, token)
         assert.strictEqual(late.status, 410, late.text)
         assert.strictEqual(late.json.code, "CONFIRMATION_LINK_EXPIRED")
@@ -164,7 +182,10 @@ layer(WithSmtp, { excludeTestServices: true })("confirming a reviewer address", 
         const bare = yield* confirmAddress(svc.baseUrl, token, {})
         assert.strictEqual(bare.status, 403)
         assert.strictEqual(bare.json.code, "CROSS_SITE_REQUEST")
-        const otherSite = yield* confirmAddress(svc.baseUrl, token, { "x-svc-console": "1", origin: "https://evil.example" })
+        const otherSite = yield* confirmAddress(svc.baseUrl, token, {
+          "x-svc-console": "1",
+          origin: "https://evil.example"
+        })
         assert.strictEqual(otherSite.status, 403)
         assert.strictEqual((yield* org.client.notifications.getSettings()).reviewer_email_status, "pending")
       }))
@@ -190,18 +211,24 @@ layer(WithSmtp, { excludeTestServices: true })("confirming a reviewer address", 
         const event = eventBody(org.orgId, "approval.requested")
         yield* insertEvents([event])
         // Its first attempt was refused and recorded; it waits for a retry.
-        yield* eventually(Effect.map(
-          svc.sql<{ status: string }>`SELECT status FROM deliveries WHERE kind = 'email' AND event_id = ${event.id}`,
-          (rows) => rows[0]?.status === "retrying" ? true : undefined
-        ), { what: "a refused first attempt" })
+        yield* eventually(
+          Effect.map(
+            svc.sql<{ status: string }>`SELECT status FROM deliveries WHERE kind = 'email' AND event_id = ${event.id}`,
+            (rows) => rows[0]?.status === "retrying" ? true : undefined
+          ),
+          { what: "a refused first attempt" }
+        )
         yield* org.client.notifications.updateSettings({ payload: { reviewer_email: "incoming@example.com" } })
         refusing.delete("outgoing@example.com")
-        const [row] = yield* eventually(Effect.map(
-          svc.sql<{ status: string; last_error: string | null }>`
+        const [row] = yield* eventually(
+          Effect.map(
+            svc.sql<{ status: string; last_error: string | null }>`
             SELECT status, last_error FROM deliveries WHERE kind = 'email' AND event_id = ${event.id}
           `,
-          (rows) => rows[0]?.status === "failed" ? rows : undefined
-        ), { what: "the delivery given up" })
+            (rows) => rows[0]?.status === "failed" ? rows : undefined
+          ),
+          { what: "the delivery given up" }
+        )
         assert.strictEqual(row!.last_error, "no confirmed reviewer address any more")
         assert.isFalse(mails.some((m) => m.data.includes(event.id)), "mailed to nobody")
       }))
@@ -248,14 +275,18 @@ layer(WithSmtp, { excludeTestServices: true })("confirming a reviewer address", 
         assert.strictEqual(refused.json.limit, "SVC_REVIEWER_CONFIRMATIONS_PER_HOUR")
         assert.strictEqual(refused.json.limit_value, PER_HOUR)
         assert.isAbove(refused.json.retry_after_seconds, 0)
-        assert.strictEqual((yield* org.client.notifications.getSettings()).reviewer_email, `r${PER_HOUR - 1}@example.com`)
+        assert.strictEqual(
+          (yield* org.client.notifications.getSettings()).reviewer_email,
+          `r${PER_HOUR - 1}@example.com`
+        )
         // Clearing the address sends nothing and is never refused.
         const cleared = yield* org.client.notifications.updateSettings({ payload: { reviewer_email: null } })
         assert.isNull(cleared.reviewer_email)
         // Another organization has its own window.
         const other = yield* SvcTest.org()
         assert.strictEqual(
-          (yield* other.client.notifications.updateSettings({ payload: { reviewer_email: "other@example.com" } })).reviewer_email_status,
+          (yield* other.client.notifications.updateSettings({ payload: { reviewer_email: "other@example.com" } }))
+            .reviewer_email_status,
           "pending"
         )
       }))

@@ -37,7 +37,10 @@ layer(webhookService(), { excludeTestServices: true })("delivery log search", (i
       assert.strictEqual(all.deliveries.length, 6)
       assert.strictEqual(all.next_cursor, null)
       assert.isTrue(all.deliveries.every((d) => d.endpoint_id === endpoint.id || d.endpoint_id === second.id))
-      assert.deepStrictEqual(all.deliveries.map((d) => d.created_at), all.deliveries.map((d) => d.created_at).sort().reverse())
+      assert.deepStrictEqual(
+        all.deliveries.map((d) => d.created_at),
+        all.deliveries.map((d) => d.created_at).sort().reverse()
+      )
 
       const ofApproval = yield* owner.client.notifications.allDeliveries({ query: { approval_id: approval } })
       assert.strictEqual(ofApproval.deliveries.length, 4)
@@ -54,7 +57,9 @@ layer(webhookService(), { excludeTestServices: true })("delivery log search", (i
       const paged: Array<string> = []
       let cursor: string | undefined
       do {
-        const page = yield* owner.client.notifications.allDeliveries({ query: { limit: 2, ...(cursor ? { cursor } : {}) } })
+        const page = yield* owner.client.notifications.allDeliveries({
+          query: { limit: 2, ...(cursor ? { cursor } : {}) }
+        })
         paged.push(...page.deliveries.map((d) => d.id))
         cursor = page.next_cursor ?? undefined
       } while (cursor !== undefined)
@@ -63,14 +68,20 @@ layer(webhookService(), { excludeTestServices: true })("delivery log search", (i
       // The other organization sees its one delivery, never the owner's, even for the same approval.
       const theirs = yield* other.client.notifications.allDeliveries({ query: { approval_id: approval } })
       assert.deepStrictEqual(theirs.deliveries.map((d) => d.endpoint_id), [foreign.id])
-      const notTheirs = yield* Effect.flip(other.client.notifications.deliveries({ params: { id: endpoint.id }, query: {} }))
+      const notTheirs = yield* Effect.flip(
+        other.client.notifications.deliveries({ params: { id: endpoint.id }, query: {} })
+      )
       assert.strictEqual(notTheirs._tag, "NotFound")
       // A cursor of the owner's list is refused on the other's, and on the owner's with other filters.
       const first = yield* owner.client.notifications.allDeliveries({ query: { limit: 1 } })
-      const foreignCursor = yield* Effect.flip(other.client.notifications.allDeliveries({ query: { cursor: first.next_cursor! } }))
+      const foreignCursor = yield* Effect.flip(
+        other.client.notifications.allDeliveries({ query: { cursor: first.next_cursor! } })
+      )
       assert.strictEqual(foreignCursor._tag, "InvalidRequest")
       const otherFilters = yield* Effect.flip(
-        owner.client.notifications.allDeliveries({ query: { cursor: first.next_cursor!, event_type: "approval.requested" } })
+        owner.client.notifications.allDeliveries({
+          query: { cursor: first.next_cursor!, event_type: "approval.requested" }
+        })
       )
       assert.strictEqual(otherFilters._tag, "InvalidRequest")
     }))

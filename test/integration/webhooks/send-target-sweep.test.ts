@@ -10,11 +10,22 @@ import { PgClient } from "@effect/sql-pg"
 import { assert, describe, layer } from "@effect/vitest"
 import { Clock, Effect } from "effect"
 import type { SendTarget } from "../../../src/notifications/send/SendTargets.ts"
-import { makeSendTargetMirror, SEND_TARGET_TTL_MS, STAMP, sweepOnce } from "../../../src/notifications/send/TargetMirror.ts"
+import {
+  makeSendTargetMirror,
+  SEND_TARGET_TTL_MS,
+  STAMP,
+  sweepOnce
+} from "../../../src/notifications/send/TargetMirror.ts"
 import { SvcTest, type TestOrg } from "../../../src/testing.ts"
 import { webhookService } from "./support.ts"
 
-const target: SendTarget = { url: "https://127.0.0.1:9/hook", active: true, deactivatedReason: null, secrets: [], headers: [] }
+const target: SendTarget = {
+  url: "https://127.0.0.1:9/hook",
+  active: true,
+  deactivatedReason: null,
+  secrets: [],
+  headers: []
+}
 
 /** A mirror of this test's own (another process's view) holding `endpointId` as looked up now. */
 const mirrorHolding = (org: TestOrg, endpointId: string) =>
@@ -22,7 +33,9 @@ const mirrorHolding = (org: TestOrg, endpointId: string) =>
     const sql = yield* PgClient.PgClient
     const mirror = makeSendTargetMirror<SendTarget>(yield* Clock.Clock, SEND_TARGET_TTL_MS)
     const key = `${org.orgId}:${endpointId}`
-    const [row] = yield* sql<{ stamp: string }>`SELECT ${sql.literal(STAMP)} AS stamp FROM notification_endpoints e WHERE id = ${endpointId}`
+    const [row] = yield* sql<{ stamp: string }>`SELECT ${
+      sql.literal(STAMP)
+    } AS stamp FROM notification_endpoints e WHERE id = ${endpointId}`
     const lookup = mirror.began(key)
     mirror.found(key, lookup, target, row!.stamp)
     mirror.ended(key, lookup)
@@ -37,7 +50,9 @@ const mirrorHolding = (org: TestOrg, endpointId: string) =>
   }).pipe(Effect.orDie)
 
 const newEndpoint = (org: TestOrg) =>
-  org.client.notifications.create({ payload: { url: "https://127.0.0.1:9/hook" } }).pipe(Effect.map(({ endpoint }) => endpoint.id))
+  org.client.notifications.create({ payload: { url: "https://127.0.0.1:9/hook" } }).pipe(
+    Effect.map(({ endpoint }) => endpoint.id)
+  )
 
 layer(webhookService(), { excludeTestServices: true })("send-target sweep", (it) => {
   describe("keeps", () => {
@@ -49,7 +64,8 @@ layer(webhookService(), { excludeTestServices: true })("send-target sweep", (it)
         const { dropped, sweep } = yield* mirrorHolding(org, id)
         assert.isTrue(yield* sweep)
         assert.isTrue(yield* sweep)
-        yield* svc.sql`INSERT INTO delivery_targets (id, org_id, kind, failing_since) VALUES (${id}, ${org.orgId}, 'webhook', now())
+        yield* svc
+          .sql`INSERT INTO delivery_targets (id, org_id, kind, failing_since) VALUES (${id}, ${org.orgId}, 'webhook', now())
           ON CONFLICT (id) DO UPDATE SET failing_since = now()`
         assert.isTrue(yield* sweep)
         assert.deepStrictEqual(dropped, [])
@@ -63,7 +79,8 @@ layer(webhookService(), { excludeTestServices: true })("send-target sweep", (it)
         const org = yield* SvcTest.org()
         const deactivated = yield* newEndpoint(org)
         const first = yield* mirrorHolding(org, deactivated)
-        yield* svc.sql`UPDATE notification_endpoints SET active = false, deactivated_reason = 'by hand' WHERE id = ${deactivated}`
+        yield* svc
+          .sql`UPDATE notification_endpoints SET active = false, deactivated_reason = 'by hand' WHERE id = ${deactivated}`
         assert.isFalse(yield* first.sweep)
         assert.deepStrictEqual(first.dropped, [first.key])
       }))
@@ -78,7 +95,10 @@ layer(webhookService(), { excludeTestServices: true })("send-target sweep", (it)
 
         const headed = yield* newEndpoint(org)
         const second = yield* mirrorHolding(org, headed)
-        yield* org.client.notifications.update({ params: { id: headed }, payload: { headers: { "X-Team": "payments" } } })
+        yield* org.client.notifications.update({
+          params: { id: headed },
+          payload: { headers: { "X-Team": "payments" } }
+        })
         assert.isFalse(yield* second.sweep)
       }))
 
@@ -87,7 +107,8 @@ layer(webhookService(), { excludeTestServices: true })("send-target sweep", (it)
         const svc = yield* SvcTest
         const org = yield* SvcTest.org()
         const id = yield* newEndpoint(org)
-        yield* svc.sql`UPDATE org_secrets SET expires_at = now() + interval '2 seconds' WHERE owner_id = ${id} AND owner_kind = 'notification_endpoint'`
+        yield* svc
+          .sql`UPDATE org_secrets SET expires_at = now() + interval '2 seconds' WHERE owner_id = ${id} AND owner_kind = 'notification_endpoint'`
         const { sweep } = yield* mirrorHolding(org, id)
         assert.isTrue(yield* sweep)
         yield* Effect.sleep("2200 millis")

@@ -31,9 +31,12 @@ layer(Traced, { excludeTestServices: true })("delivery spans", (it) => {
       const event = eventBody(org.orgId, "approval.requested")
       const [body] = yield* insertEvents([event])
       yield* receiver.waitForRequests(1)
-      const span = yield* eventually(Effect.sync(() =>
-        ended.find((s) => s.name === "WebhookSender.deliver" && s.attributes.get("svc.endpoint_id") === endpoint.id)
-      ), { what: "the delivery span" })
+      const span = yield* eventually(
+        Effect.sync(() =>
+          ended.find((s) => s.name === "WebhookSender.deliver" && s.attributes.get("svc.endpoint_id") === endpoint.id)
+        ),
+        { what: "the delivery span" }
+      )
       assert.strictEqual(span.attributes.get("svc.org_id"), org.orgId)
       assert.strictEqual(span.attributes.get("svc.event_id"), event.id)
       // The exchange's attributes, on the delivery's own span (a send without a fiber of its own puts them there too).
@@ -42,6 +45,10 @@ layer(Traced, { excludeTestServices: true })("delivery spans", (it) => {
       assert.isNumber(span.attributes.get("http.response.status_code"))
       assert.strictEqual(span.status._tag, "Ended")
       const values = ended.flatMap((s) => [...s.attributes.values()].map(String))
-      assert.isFalse(values.some((value) => value.includes(secret.slice(6)) || value === body || value.includes(event.approval.session_id)))
+      assert.isFalse(
+        values.some((value) =>
+          value.includes(secret.slice(6)) || value === body || value.includes(event.approval.session_id)
+        )
+      )
     }).pipe(Effect.scoped))
 })

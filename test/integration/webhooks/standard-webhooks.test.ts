@@ -46,7 +46,9 @@ const verifiers = (request: ReceivedRequest, secret: string) => {
         "svix-signature": headers["webhook-signature"]
       })
     ),
-    stripe: outcome(() => stripe.webhooks.constructEvent(Buffer.from(request.body), request.headers["x-svc-signature"]!, secret))
+    stripe: outcome(() =>
+      stripe.webhooks.constructEvent(Buffer.from(request.body), request.headers["x-svc-signature"]!, secret)
+    )
   }
 }
 
@@ -69,7 +71,11 @@ layer(webhookService(), { excludeTestServices: true })("Standard Webhooks", (it)
         assert.isNotNull(t)
         assert.strictEqual(headers["webhook-timestamp"], t![1])
         assert.match(headers["webhook-signature"]!, /^v1,[A-Za-z0-9+/]{43}=$/)
-        assert.deepStrictEqual(verifiers(request!, secret), { standardwebhooks: "accepted", svix: "accepted", stripe: "accepted" })
+        assert.deepStrictEqual(verifiers(request!, secret), {
+          standardwebhooks: "accepted",
+          svix: "accepted",
+          stripe: "accepted"
+        })
         // Another secret of the same form is refused by all three.
         const other = (yield* org.client.notifications.create({ payload: { url: receiver.url("/other") } })).secret
         const refused = verifiers(request!, other)
@@ -77,11 +83,17 @@ layer(webhookService(), { excludeTestServices: true })("Standard Webhooks", (it)
         assert.match(refused.svix, /^refused/)
         assert.match(refused.stripe, /^refused/)
         // The kit verifies either scheme: the Standard Webhooks headers alone are enough.
-        const verified = yield* Effect.promise(() => constructEventFromHeaders(request!.body, standardHeaders(request!), secret))
+        const verified = yield* Effect.promise(() =>
+          constructEventFromHeaders(request!.body, standardHeaders(request!), secret)
+        )
         assert.strictEqual(verified.id, event.id)
         const response = yield* Effect.promise(() =>
           handleRequest(
-            new Request("https://receiver.test/hook", { method: "POST", headers: standardHeaders(request!), body: text(request!.body) }),
+            new Request("https://receiver.test/hook", {
+              method: "POST",
+              headers: standardHeaders(request!),
+              body: text(request!.body)
+            }),
             { secret, onEvent: async () => undefined }
           )
         )
@@ -93,14 +105,24 @@ layer(webhookService(), { excludeTestServices: true })("Standard Webhooks", (it)
         const receiver = yield* HttpsReceiver.make()
         receiver.enqueue(Reply.status(500), Reply.status(500), Reply.status(500), Reply.status(500))
         const org = yield* SvcTest.org()
-        const { endpoint, secret } = yield* org.client.notifications.create({ payload: { url: receiver.url("/again") } })
+        const { endpoint, secret } = yield* org.client.notifications.create({
+          payload: { url: receiver.url("/again") }
+        })
         const event = eventBody(org.orgId, "approval.expiring")
         yield* insertEvents([event])
-        const [failed] = yield* waitForDeliveries(endpoint.id, (rows) => rows[0]?.status === "failed", "a failed delivery")
+        const [failed] = yield* waitForDeliveries(
+          endpoint.id,
+          (rows) => rows[0]?.status === "failed",
+          "a failed delivery"
+        )
         yield* org.client.notifications.replay({ params: { id: endpoint.id, delivery: failed!.id } })
         const requests = yield* receiver.waitForRequests(5)
         assert.deepStrictEqual(new Set(requests.map((r) => r.headers["webhook-id"])), new Set([event.id]))
-        assert.deepStrictEqual(verifiers(requests[4]!, secret), { standardwebhooks: "accepted", svix: "accepted", stripe: "accepted" })
+        assert.deepStrictEqual(verifiers(requests[4]!, secret), {
+          standardwebhooks: "accepted",
+          svix: "accepted",
+          stripe: "accepted"
+        })
       }).pipe(Effect.scoped))
   })
 
@@ -109,7 +131,9 @@ layer(webhookService(), { excludeTestServices: true })("Standard Webhooks", (it)
       Effect.gen(function*() {
         const receiver = yield* HttpsReceiver.make()
         const org = yield* SvcTest.org()
-        const { endpoint, secret: oldSecret } = yield* org.client.notifications.create({ payload: { url: receiver.url("/rotate") } })
+        const { endpoint, secret: oldSecret } = yield* org.client.notifications.create({
+          payload: { url: receiver.url("/rotate") }
+        })
         const { secret: newSecret } = yield* org.client.notifications.rotateSecret({
           params: { id: endpoint.id },
           payload: { overlap_seconds: 600 }
@@ -119,7 +143,11 @@ layer(webhookService(), { excludeTestServices: true })("Standard Webhooks", (it)
         const [request] = yield* receiver.waitForRequests(1)
         assert.match(request!.headers["webhook-signature"]!, /^v1,[A-Za-z0-9+/]{43}= v1,[A-Za-z0-9+/]{43}=$/)
         for (const secret of [oldSecret, newSecret]) {
-          assert.deepStrictEqual(verifiers(request!, secret), { standardwebhooks: "accepted", svix: "accepted", stripe: "accepted" })
+          assert.deepStrictEqual(verifiers(request!, secret), {
+            standardwebhooks: "accepted",
+            svix: "accepted",
+            stripe: "accepted"
+          })
         }
       }).pipe(Effect.scoped))
   })

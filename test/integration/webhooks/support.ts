@@ -45,7 +45,11 @@ export const eventBody = (orgId: string, type: EventType, approvalId: string = n
       session_id: newId(),
       step_id: "step-1",
       task_id: null,
-      status: decided ? (type === "approval.approved" ? "approved" : "rejected") : type === "approval.expired" ? "expired" : "pending",
+      status: decided
+        ? (type === "approval.approved" ? "approved" : "rejected")
+        : type === "approval.expired"
+        ? "expired"
+        : "pending",
       deadline_at: new Date(now.getTime() + 600_000).toISOString(),
       expires_at: new Date(now.getTime() + 1_200_000).toISOString(),
       timeout_action: "reject",

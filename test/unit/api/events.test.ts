@@ -8,19 +8,19 @@
  */
 import { assert, describe, expectTypeOf, it } from "@effect/vitest"
 import { OpenApi } from "effect/http-api"
+import type * as Kit from "../../../packages/receiver/src/index.ts"
 import { Api } from "../../../src/api/Api.ts"
+import type { ApprovalSnapshot } from "../../../src/api/Approvals.ts"
 import {
   type ApprovalEvent,
   DeliveryHeaders,
   type EndpointEvent,
   type EndpointSnapshot,
-  EventSchemas,
   eventJsonSchema,
+  EventSchemas,
   type WebhookEvent
 } from "../../../src/api/Events.ts"
-import type { ApprovalSnapshot } from "../../../src/api/Approvals.ts"
 import { EventTypes } from "../../../src/api/Notifications.ts"
-import type * as Kit from "../../../packages/receiver/src/index.ts"
 import { catalogue, eventValidators } from "../../support/eventCatalogue.ts"
 import { read } from "../../support/markdown.ts"
 
@@ -35,7 +35,11 @@ describe("the OpenAPI document's webhooks", () => {
     for (const type of EventTypes) {
       const post = spec.webhooks[type].post
       const ref: string = post.requestBody.content["application/json"].schema.$ref
-      assert.deepStrictEqual(spec.components.schemas[ref.replace("#/components/schemas/", "")], eventJsonSchema(type), type)
+      assert.deepStrictEqual(
+        spec.components.schemas[ref.replace("#/components/schemas/", "")],
+        eventJsonSchema(type),
+        type
+      )
       assert.deepStrictEqual(
         post.parameters.map((p: { name: string; in: string; required: boolean }) => [p.name, p.in, p.required]),
         DeliveryHeaders.map((header) => [header.name, "header", true]),
@@ -53,7 +57,11 @@ describe("docs/events.md", () => {
   it("has a section per event type whose JSON Schema is the generated one", () => {
     assert.sameMembers([...entries.keys()], [...EventTypes])
     for (const type of EventTypes) {
-      assert.deepStrictEqual(entries.get(type)!.schema, eventJsonSchema(type), `${type}: regenerate the schema block from src/api/Events.ts`)
+      assert.deepStrictEqual(
+        entries.get(type)!.schema,
+        eventJsonSchema(type),
+        `${type}: regenerate the schema block from src/api/Events.ts`
+      )
     }
   })
 
@@ -70,7 +78,9 @@ describe("docs/events.md", () => {
 
   it("the check sees a body that does not fit: a wrong status, a missing field, an unnamed field", () => {
     const { example } = entries.get("approval.approved")!
-    assert.isNotEmpty(problemsOf("approval.approved", { ...example, approval: { ...example.approval, status: "pending" } }))
+    assert.isNotEmpty(
+      problemsOf("approval.approved", { ...example, approval: { ...example.approval, status: "pending" } })
+    )
     const { decided_by: _, ...undecided } = example.approval
     assert.isNotEmpty(problemsOf("approval.approved", { ...example, approval: undecided }))
     assert.isNotEmpty(problemsOf("approval.approved", { ...example, extra: 1 }))

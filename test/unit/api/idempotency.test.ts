@@ -19,10 +19,13 @@ import { make, withIdempotencyKey } from "../../../src/client.ts"
 const doc = OpenApi.fromApi(Api) as unknown as Record<string, any>
 
 const operations = Object.entries(doc.paths as Record<string, Record<string, any>>).flatMap(([path, item]) =>
-  Object.entries(item).map(([method, op]) => ({ name: `${method.toUpperCase()} ${path}`, method, op })))
+  Object.entries(item).map(([method, op]) => ({ name: `${method.toUpperCase()} ${path}`, method, op }))
+)
 
 const headerOf = (op: Record<string, any>) =>
-  (op.parameters as Array<Record<string, any>> | undefined)?.find((p) => p.in === "header" && p.name === "Idempotency-Key")
+  (op.parameters as Array<Record<string, any>> | undefined)?.find((p) =>
+    p.in === "header" && p.name === "Idempotency-Key"
+  )
 
 const WITHOUT_ORGANIZATION = [
   "POST /v1/approval-links/open",
@@ -61,9 +64,21 @@ describe("the OpenAPI document", () => {
   it("the documented rule is the schema the server checks", () => {
     const header = headerOf(operations.find(({ name }) => name === "POST /v1/feedback")!.op)!
     const pattern = new RegExp(header.schema.pattern)
-    const samples = ["a", "0f6c8a52-4c1e-4d2a-9a63-2b1f0c7e5d11", "~!@#$%^&*()", "x".repeat(255), "", "x".repeat(256), "with space", "tab\t", "é", "line\n"]
+    const samples = [
+      "a",
+      "0f6c8a52-4c1e-4d2a-9a63-2b1f0c7e5d11",
+      "~!@#$%^&*()",
+      "x".repeat(255),
+      "",
+      "x".repeat(256),
+      "with space",
+      "tab\t",
+      "é",
+      "line\n"
+    ]
     for (const sample of samples) {
-      const documented = sample.length >= header.schema.minLength && sample.length <= header.schema.maxLength && pattern.test(sample)
+      const documented = sample.length >= header.schema.minLength && sample.length <= header.schema.maxLength &&
+        pattern.test(sample)
       assert.strictEqual(Schema.is(IdempotencyKey)(sample), documented, JSON.stringify(sample))
     }
   })
@@ -73,17 +88,31 @@ describe("the OpenAPI document", () => {
 const recorder = (status: (n: number) => number) =>
   Effect.acquireRelease(
     Effect.promise(() =>
-      new Promise<{ url: string; seen: Array<{ method: string; headers: IncomingHttpHeaders }>; close: () => void }>((resolve) => {
-        const seen: Array<{ method: string; headers: IncomingHttpHeaders }> = []
-        const server = createServer((request, response) => {
-          seen.push({ method: request.method!, headers: request.headers })
-          request.resume()
-          response.writeHead(status(seen.length), { "content-type": "application/problem+json" })
-          response.end(JSON.stringify({ type: "urn:svc:problem:service-unavailable", status: 503, title: "x", code: "SERVICE_UNAVAILABLE" }))
-        })
-        server.listen(0, "127.0.0.1", () =>
-          resolve({ url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, seen, close: () => server.close() }))
-      })),
+      new Promise<{ url: string; seen: Array<{ method: string; headers: IncomingHttpHeaders }>; close: () => void }>(
+        (resolve) => {
+          const seen: Array<{ method: string; headers: IncomingHttpHeaders }> = []
+          const server = createServer((request, response) => {
+            seen.push({ method: request.method!, headers: request.headers })
+            request.resume()
+            response.writeHead(status(seen.length), { "content-type": "application/problem+json" })
+            response.end(
+              JSON.stringify({
+                type: "urn:svc:problem:service-unavailable",
+                status: 503,
+                title: "x",
+                code: "SERVICE_UNAVAILABLE"
+              })
+            )
+          })
+          server.listen(0, "127.0.0.1", () =>
+            resolve({
+              url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
+              seen,
+              close: () => server.close()
+            }))
+        }
+      )
+    ),
     (server) => Effect.sync(server.close)
   )
 

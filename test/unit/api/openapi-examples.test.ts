@@ -15,13 +15,18 @@ type Json = Record<string, any>
 const METHODS = ["get", "put", "post", "delete", "patch"]
 
 const operations = Object.entries(document.paths as Record<string, Json>).flatMap(([path, item]) =>
-  METHODS.filter((method) => item[method] !== undefined).map((method) => ({ name: `${method.toUpperCase()} ${path}`, op: item[method] as Json }))
+  METHODS.filter((method) => item[method] !== undefined).map((method) => ({
+    name: `${method.toUpperCase()} ${path}`,
+    op: item[method] as Json
+  }))
 )
 
 /** Each example of a media type: `example`, and the `value` of each of `examples`. */
 const examplesOf = (media: Json): ReadonlyArray<readonly [string, unknown]> => [
   ...(media.example === undefined ? [] : [["example", media.example] as const]),
-  ...Object.entries((media.examples ?? {}) as Record<string, Json>).map(([name, example]) => [`examples.${name}`, example.value] as const)
+  ...Object.entries((media.examples ?? {}) as Record<string, Json>).map(([name, example]) =>
+    [`examples.${name}`, example.value] as const
+  )
 ]
 
 describe("the document's examples", () => {

@@ -26,7 +26,9 @@ const patterns = (() => {
     if (typeof value !== "object" || value === null) return
     for (const [key, inner] of Object.entries(value)) {
       if (key === "pattern" && typeof inner === "string") found.add(inner)
-      if (key === "patternProperties" && typeof inner === "object" && inner !== null) Object.keys(inner).forEach((p) => found.add(p))
+      if (key === "patternProperties" && typeof inner === "object" && inner !== null) {
+        Object.keys(inner).forEach((p) => found.add(p))
+      }
       walk(inner)
     }
   }
@@ -65,7 +67,11 @@ const python = (() => {
 })()
 
 const runPython = (script: string, input: unknown): any => {
-  const result = spawnSync(python!, ["-W", "error", "-c", script], { input: JSON.stringify(input), encoding: "utf8", timeout: 60_000 })
+  const result = spawnSync(python!, ["-W", "error", "-c", script], {
+    input: JSON.stringify(input),
+    encoding: "utf8",
+    timeout: 60_000
+  })
   assert.strictEqual(result.status, 0, result.stderr)
   return JSON.parse(result.stdout)
 }
@@ -112,35 +118,42 @@ print(json.dumps(out))`,
     assert.deepStrictEqual(failed, [])
   })
 
-  it.skipIf(python === undefined)("ECMAScript (u) and Python's re.search agree on strings around each pattern's matches", () => {
-    const cases: Array<readonly [string, string]> = []
-    for (const pattern of patterns) {
-      const full = new RegExp(pattern, "u")
-      const generated = fc.sample(
-        fc.stringMatching(new RegExp(pattern.replace(/\(\?[!=][^()]*\)/g, ""), "u")).filter((value) => full.test(value)),
-        { numRuns: 6, seed: 7 }
-      )
-      for (const value of generated) {
-        cases.push([pattern, value])
-        const chars = [...value]
-        for (const tricky of TRICKY) {
-          for (const at of [0, Math.floor(chars.length / 2), chars.length - 1]) {
-            if (chars.length === 0) continue
-            cases.push([pattern, [...chars.slice(0, at), tricky, ...chars.slice(at + 1)].join("")])
+  it.skipIf(python === undefined)(
+    "ECMAScript (u) and Python's re.search agree on strings around each pattern's matches",
+    () => {
+      const cases: Array<readonly [string, string]> = []
+      for (const pattern of patterns) {
+        const full = new RegExp(pattern, "u")
+        const generated = fc.sample(
+          fc.stringMatching(new RegExp(pattern.replace(/\(\?[!=][^()]*\)/g, ""), "u")).filter((value) =>
+            full.test(value)
+          ),
+          { numRuns: 6, seed: 7 }
+        )
+        for (const value of generated) {
+          cases.push([pattern, value])
+          const chars = [...value]
+          for (const tricky of TRICKY) {
+            for (const at of [0, Math.floor(chars.length / 2), chars.length - 1]) {
+              if (chars.length === 0) continue
+              cases.push([pattern, [...chars.slice(0, at), tricky, ...chars.slice(at + 1)].join("")])
+            }
           }
         }
       }
-    }
-    const python = runPython(
-      `import json, re, sys
+      const python = runPython(
+        `import json, re, sys
 print(json.dumps([re.search(p, s) is not None for p, s in json.load(sys.stdin)]))`,
-      cases
-    ) as Array<boolean>
-    const differ = cases.flatMap(([pattern, value], i) => {
-      const ecma = new RegExp(pattern, "u").test(value)
-      return ecma === python[i] ? [] : [`${pattern} on ${JSON.stringify(value)}: ECMAScript ${ecma}, Python ${python[i]}`]
-    })
-    assert.deepStrictEqual(differ.slice(0, 20), [])
-    assert.isAbove(cases.length, 1000)
-  })
+        cases
+      ) as Array<boolean>
+      const differ = cases.flatMap(([pattern, value], i) => {
+        const ecma = new RegExp(pattern, "u").test(value)
+        return ecma === python[i]
+          ? []
+          : [`${pattern} on ${JSON.stringify(value)}: ECMAScript ${ecma}, Python ${python[i]}`]
+      })
+      assert.deepStrictEqual(differ.slice(0, 20), [])
+      assert.isAbove(cases.length, 1000)
+    }
+  )
 })

@@ -20,7 +20,9 @@ const body = (path: string, method: string) => spec.paths[path][method].requestB
 describe("the document states each input rule the server enforces", () => {
   it("limit of every list: an integer from 1 to 100 (not a string)", () => {
     const limits = Object.entries(spec.paths as Record<string, any>).flatMap(([path, item]) =>
-      Object.values(item).flatMap((op: any) => (op.parameters ?? []).filter((p: any) => p.name === "limit").map((p: any) => [path, p.schema]))
+      Object.values(item).flatMap((op: any) =>
+        (op.parameters ?? []).filter((p: any) => p.name === "limit").map((p: any) => [path, p.schema])
+      )
     )
     assert.isAbove(limits.length, 8)
     for (const [path, schema] of limits) {
@@ -30,9 +32,17 @@ describe("the document states each input rule the server enforces", () => {
   })
 
   it("after: an integer from 0 on the dataset export and both event streams", () => {
-    assert.deepInclude(parameter("/v1/datasets/{dataset_id}/export", "get", "after"), { type: "integer", minimum: 0, maximum: 2 ** 31 - 1 })
+    assert.deepInclude(parameter("/v1/datasets/{dataset_id}/export", "get", "after"), {
+      type: "integer",
+      minimum: 0,
+      maximum: 2 ** 31 - 1
+    })
     for (const path of ["/v1/agent-sessions/{session_id}/events/stream", "/v1/agent-approvals/events/stream"]) {
-      assert.deepInclude(parameter(path, "get", "after"), { type: "integer", minimum: 0, maximum: Number.MAX_SAFE_INTEGER }, path)
+      assert.deepInclude(parameter(path, "get", "after"), {
+        type: "integer",
+        minimum: 0,
+        maximum: Number.MAX_SAFE_INTEGER
+      }, path)
     }
   })
 
@@ -42,7 +52,10 @@ describe("the document states each input rule the server enforces", () => {
     assert.strictEqual(body("/v1/feedback", "post").properties.inference_log_id.pattern, traceId.pattern)
     const actionClass = parameter("/v1/approval-policies/{action_class}", "put", "action_class")
     assert.strictEqual(actionClass.pattern, "^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$")
-    assert.strictEqual(body("/v1/agent-sessions/{session_id}/steps", "post").properties.action_class.pattern, actionClass.pattern)
+    assert.strictEqual(
+      body("/v1/agent-sessions/{session_id}/steps", "post").properties.action_class.pattern,
+      actionClass.pattern
+    )
   })
 
   it("since and until of a bulk replay: RFC 3339 date-times with a zone", () => {
@@ -55,7 +68,12 @@ describe("the document states each input rule the server enforces", () => {
   })
 
   it("custom header names: propertyNames with the HTTP field-name pattern", () => {
-    for (const [path, member] of [["/v1/notification-endpoints", "headers"], ["/v1/telemetry-destinations", "headers"]] as const) {
+    for (
+      const [path, member] of [["/v1/notification-endpoints", "headers"], [
+        "/v1/telemetry-destinations",
+        "headers"
+      ]] as const
+    ) {
       const names = body(path, "post").properties[member].propertyNames
       const pattern = new RegExp(names.pattern, "u")
       for (const ok of ["X-Token", "authorization", "a.b_c~d", "__proto__"]) assert.isTrue(pattern.test(ok), ok)
@@ -70,8 +88,12 @@ describe("the document states each input rule the server enforces", () => {
       return headers.propertyNames.allOf.some((part: any) => new RegExp(part.not.pattern, "u").test(name))
     }
     for (const path of ["/v1/notification-endpoints", "/v1/telemetry-destinations"]) {
-      for (const name of ["Host", "CONTENT-LENGTH", "traceparent", "X-B3-TraceId", "Proxy-Authorization", "Cookie"]) assert.isTrue(refuses(path, name), `${path} ${name}`)
-      for (const name of ["X-Token", "Authorization", "X-Hostname", "Content-Language"]) assert.isFalse(refuses(path, name), `${path} ${name}`)
+      for (const name of ["Host", "CONTENT-LENGTH", "traceparent", "X-B3-TraceId", "Proxy-Authorization", "Cookie"]) {
+        assert.isTrue(refuses(path, name), `${path} ${name}`)
+      }
+      for (const name of ["X-Token", "Authorization", "X-Hostname", "Content-Language"]) {
+        assert.isFalse(refuses(path, name), `${path} ${name}`)
+      }
     }
     for (const name of ["X-Svc-Signature", "webhook-id", "User-Agent"]) {
       assert.isTrue(refuses("/v1/notification-endpoints", name), name)
@@ -85,9 +107,13 @@ describe("the document states each input rule the server enforces", () => {
 })
 
 describe("the escalation chain's rules are in the document", () => {
-  const schemaOf = (schema: any) => (schema.$ref === undefined ? schema : spec.components.schemas[schema.$ref.replace("#/components/schemas/", "")])
+  const schemaOf = (
+    schema: any
+  ) => (schema.$ref === undefined ? schema : spec.components.schemas[schema.$ref.replace("#/components/schemas/", "")])
   const policy = schemaOf(body("/v1/approval-policies/{action_class}", "put"))
-  const ruleResult = policy.properties.rules.items.properties.result.anyOf.find((r: any) => r.properties.decision.enum[0] === "require_approval")
+  const ruleResult = policy.properties.rules.items.properties.result.anyOf.find((r: any) =>
+    r.properties.decision.enum[0] === "require_approval"
+  )
 
   it("escalation_chain: 1 to 5 distinct group names, in a policy and in a rule's result, and only with escalation_seconds", () => {
     for (const [where, holder] of [["policy", policy], ["rule", ruleResult]] as const) {
@@ -100,7 +126,9 @@ describe("the escalation chain's rules are in the document", () => {
   })
 
   it("the snapshot's escalation_level: 0 to 5", () => {
-    const snapshot = schemaOf(spec.paths["/v1/agent-approvals/{approval_id}"].get.responses["200"].content["application/json"].schema)
+    const snapshot = schemaOf(
+      spec.paths["/v1/agent-approvals/{approval_id}"].get.responses["200"].content["application/json"].schema
+    )
     assert.deepInclude(snapshot.properties.escalation_level, { type: "integer", minimum: 0, maximum: 5 })
   })
 })
@@ -108,7 +136,9 @@ describe("the escalation chain's rules are in the document", () => {
 describe("problems are typed as sent", () => {
   it("limit_value is a finite number, never \"Infinity\" or \"NaN\"", () => {
     for (const [name, schema] of Object.entries(spec.components.schemas as Record<string, any>)) {
-      if (schema.properties?.limit_value !== undefined) assert.deepStrictEqual(schema.properties.limit_value.type, "number", name)
+      if (schema.properties?.limit_value !== undefined) {
+        assert.deepStrictEqual(schema.properties.limit_value.type, "number", name)
+      }
     }
   })
 

@@ -29,7 +29,11 @@ const refs = (schema: any): Array<string> =>
 
 /** The problem codes a response documents, checking each schema is a problem with a code. */
 const problemCodes = (name: string, status: string, response: any): Array<string> => {
-  assert.deepStrictEqual(Object.keys(response.content ?? {}), ["application/problem+json"], `${name} ${status}: content type`)
+  assert.deepStrictEqual(
+    Object.keys(response.content ?? {}),
+    ["application/problem+json"],
+    `${name} ${status}: content type`
+  )
   const members = refs(response.content["application/problem+json"].schema)
   assert.isAbove(members.length, 0, `${name} ${status}: the schema is a problem component`)
   return members.map((member) => {
@@ -74,19 +78,33 @@ describe("the OpenAPI document", () => {
   it("an authenticated operation names its scope and documents 401 and 403 (with required_scope)", () => {
     for (const { name, op } of operations) {
       if (op.security.length === 0) continue
-      const scopes: Array<string> = op.security.flatMap((requirement: Record<string, Array<string>>) => Object.values(requirement).flat())
+      const scopes: Array<string> = op.security.flatMap((requirement: Record<string, Array<string>>) =>
+        Object.values(requirement).flat()
+      )
       assert.isAbove(scopes.length, 0, `${name}: the scope it needs is in its security requirement`)
       for (const requirement of op.security) {
-        for (const named of Object.values(requirement) as Array<Array<string>>) assert.isAtMost(named.length, 1, `${name}: one scope per requirement`)
+        for (const named of Object.values(requirement) as Array<Array<string>>) {
+          assert.isAtMost(named.length, 1, `${name}: one scope per requirement`)
+        }
       }
-      for (const scope of scopes) assert.include(op.description, `\`${scope}\``, `${name}: the description names ${scope}`)
+      for (const scope of scopes) {
+        assert.include(op.description, `\`${scope}\``, `${name}: the description names ${scope}`)
+      }
       assert.match(op.description, /Requires /, name)
       assert.deepStrictEqual(codesAt(op, "401"), ["UNAUTHENTICATED"], name)
       // A console-cookie request that changes state from another site is 403 CROSS_SITE_REQUEST;
       // a decision on an approval assigned to a group the caller is not in, 403 NOT_ASSIGNED.
-      assert.deepStrictEqual(codesAt(op, "403").filter((code: string) => code !== "NOT_ASSIGNED"), ["INSUFFICIENT_SCOPE", "CROSS_SITE_REQUEST"], name)
-      const forbidden = refs(op.responses["403"].content["application/problem+json"].schema).map((ref: string) => schemas[ref])
-      assert.isTrue(forbidden.some((schema: { required: Array<string> }) => schema.required.includes("required_scope")), name)
+      assert.deepStrictEqual(codesAt(op, "403").filter((code: string) => code !== "NOT_ASSIGNED"), [
+        "INSUFFICIENT_SCOPE",
+        "CROSS_SITE_REQUEST"
+      ], name)
+      const forbidden = refs(op.responses["403"].content["application/problem+json"].schema).map((ref: string) =>
+        schemas[ref]
+      )
+      assert.isTrue(
+        forbidden.some((schema: { required: Array<string> }) => schema.required.includes("required_scope")),
+        name
+      )
       const example = op.responses["403"].content["application/problem+json"].examples.INSUFFICIENT_SCOPE.value
       assert.include(scopes, example.required_scope, `${name}: the 403 example names the operation's scope`)
     }
@@ -144,7 +162,9 @@ describe("the OpenAPI document", () => {
           Schema.decodeUnknownSync(payloads[0]! as Schema.Codec<unknown, unknown>)(examples.value.request, strict)
           checked++
         }
-        const [success] = [...endpoint.success] as Array<Schema.Top & { readonly _tag?: string; readonly events?: Schema.Top }>
+        const [success] = [...endpoint.success] as Array<
+          Schema.Top & { readonly _tag?: string; readonly events?: Schema.Top }
+        >
         if (success === undefined || HttpApiSchema.isNoContent(success.ast)) return
         assert.isDefined(examples.value.response, `${name}: response example`)
         // A stream's example is one of its elements (an event, a line), inside any response headers.

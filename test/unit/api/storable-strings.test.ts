@@ -8,10 +8,19 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Result, Schema, type SchemaAST } from "effect"
 import { Api } from "../../../src/api/Api.ts"
-import { isStorable, isStorableJson, JsonObject, JsonValue, Text, UNSTORABLE_STRING_MESSAGE } from "../../../src/api/Common.ts"
+import {
+  isStorable,
+  isStorableJson,
+  JsonObject,
+  JsonValue,
+  Text,
+  UNSTORABLE_STRING_MESSAGE
+} from "../../../src/api/Common.ts"
 
-const firstCheckIs = (ast: SchemaAST.AST, filter: { readonly run: unknown }) => ast.checks?.[0]?._tag === "Filter" && ast.checks[0].run === filter.run
-const hasCheck = (ast: SchemaAST.AST, filter: { readonly run: unknown }) => ast.checks?.some((check) => check._tag === "Filter" && check.run === filter.run) === true
+const firstCheckIs = (ast: SchemaAST.AST, filter: { readonly run: unknown }) =>
+  ast.checks?.[0]?._tag === "Filter" && ast.checks[0].run === filter.run
+const hasCheck = (ast: SchemaAST.AST, filter: { readonly run: unknown }) =>
+  ast.checks?.some((check) => check._tag === "Filter" && check.run === filter.run) === true
 
 /** Where in `ast` a string or JSON value is declared without the check. */
 const unchecked = (ast: SchemaAST.AST, at: string, seen = new Set<SchemaAST.AST>()): Array<string> => {
@@ -23,7 +32,9 @@ const unchecked = (ast: SchemaAST.AST, at: string, seen = new Set<SchemaAST.AST>
       return firstCheckIs(ast, isStorable) ? [] : [at]
     case "Objects":
       return [
-        ...ast.propertySignatures.flatMap((property) => unchecked(property.type, `${at}.${String(property.name)}`, seen)),
+        ...ast.propertySignatures.flatMap((property) =>
+          unchecked(property.type, `${at}.${String(property.name)}`, seen)
+        ),
         ...ast.indexSignatures.flatMap((index) => [
           ...unchecked(index.parameter, `${at}[key]`, seen),
           ...unchecked(index.type, `${at}[value]`, seen)
@@ -37,7 +48,9 @@ const unchecked = (ast: SchemaAST.AST, at: string, seen = new Set<SchemaAST.AST>
       return unchecked(ast.thunk(), at, seen)
     case "Declaration":
       // A JSON value (or any declared type) without `isStorableJson`.
-      return ast.typeParameters.length === 0 ? [at] : ast.typeParameters.flatMap((parameter) => unchecked(parameter, at, seen))
+      return ast.typeParameters.length === 0
+        ? [at]
+        : ast.typeParameters.flatMap((parameter) => unchecked(parameter, at, seen))
     default:
       return []
   }
@@ -67,12 +80,18 @@ describe("unstorable strings are refused by the request schemas", () => {
     assert.deepStrictEqual(unchecked(Schema.Struct({ a: Schema.String, b: Text }).ast, "x"), ["x.a"])
     assert.deepStrictEqual(unchecked(Schema.Struct({ j: Schema.Json, k: JsonValue, o: JsonObject }).ast, "x"), ["x.j"])
     assert.deepStrictEqual(unchecked(Schema.Record(Schema.String, Text).ast, "x"), ["x[key]"])
-    assert.deepStrictEqual(unchecked(Schema.Struct({ s: Schema.String.check(Schema.isMaxLength(3), isStorable) }).ast, "x"), ["x.s"])
+    assert.deepStrictEqual(
+      unchecked(Schema.Struct({ s: Schema.String.check(Schema.isMaxLength(3), isStorable) }).ast, "x"),
+      ["x.s"]
+    )
   })
 
   it("the checks name the string's path and say why", () => {
     const body = Schema.Struct({ name: Text.check(Schema.isMaxLength(5)), input: JsonValue })
-    const decoded = Schema.decodeUnknownResult(body)({ name: "a\u0000b", input: { list: ["ok", "\ud800"], ["k\u0000"]: 1 } }, { errors: "all" })
+    const decoded = Schema.decodeUnknownResult(body)({
+      name: "a\u0000b",
+      input: { list: ["ok", "\ud800"], ["k\u0000"]: 1 }
+    }, { errors: "all" })
     assert.isTrue(Result.isFailure(decoded))
     const message = Result.isFailure(decoded) ? decoded.failure.message : ""
     assert.include(message, UNSTORABLE_STRING_MESSAGE)

@@ -15,7 +15,10 @@ describe("strings PostgreSQL cannot store", () => {
   it("any string holding NUL or an unpaired surrogate is unstorable; any well-formed string without NUL is storable", () => {
     fc.assert(fc.property(withBad, (s) => assert.isTrue(isUnstorableString(s))), { numRuns: 2000 })
     fc.assert(
-      fc.property(fc.string({ unit: "binary" }).filter((s) => !s.includes("\u0000")), (s) => assert.isFalse(isUnstorableString(s))),
+      fc.property(
+        fc.string({ unit: "binary" }).filter((s) => !s.includes("\u0000")),
+        (s) => assert.isFalse(isUnstorableString(s))
+      ),
       { numRuns: 2000 }
     )
     assert.isFalse(isUnstorableString("😀\ud83d\ude00\u{10FFFF}\ufffd"))
@@ -67,6 +70,9 @@ describe("strings PostgreSQL cannot store", () => {
   })
 
   it("a document without one reports nothing", () => {
-    fc.assert(fc.property(fc.jsonValue({ maxDepth: 5 }), (value) => assert.deepStrictEqual(findUnstorableStrings(value), [])), { numRuns: 1000 })
+    fc.assert(
+      fc.property(fc.jsonValue({ maxDepth: 5 }), (value) => assert.deepStrictEqual(findUnstorableStrings(value), [])),
+      { numRuns: 1000 }
+    )
   })
 })

@@ -14,11 +14,12 @@ const manifests = () =>
   ].filter((file) => fs.existsSync(path.join(root, file)))
 
 /** The pages that name a release: install commands with tarball names, the README's package table. */
-const pages = () => [
-  "README.md",
-  ...fs.readdirSync(path.join(root, "docs")).map((name) => path.join("docs", name)),
-  ...fs.readdirSync(path.join(root, "packages")).map((name) => path.join("packages", name, "README.md"))
-].filter((file) => file.endsWith(".md") && fs.existsSync(path.join(root, file)))
+const pages = () =>
+  [
+    "README.md",
+    ...fs.readdirSync(path.join(root, "docs")).map((name) => path.join("docs", name)),
+    ...fs.readdirSync(path.join(root, "packages")).map((name) => path.join("packages", name, "README.md"))
+  ].filter((file) => file.endsWith(".md") && fs.existsSync(path.join(root, file)))
 
 const RELEASE_MENTION = /svc(?:-client|-testing|-receiver)?-(\d+\.\d+\.\d+)\.tgz|all version (\d+\.\d+\.\d+)/g
 
@@ -38,7 +39,9 @@ describe("one version for everything", () => {
 
   it("a package's dependencies on svc's own packages name VERSION exactly", () => {
     for (const file of manifests()) {
-      const manifest = JSON.parse(fs.readFileSync(path.join(root, file), "utf8")) as { dependencies?: Record<string, string> }
+      const manifest = JSON.parse(fs.readFileSync(path.join(root, file), "utf8")) as {
+        dependencies?: Record<string, string>
+      }
       for (const [name, range] of Object.entries(manifest.dependencies ?? {})) {
         if (name === "svc" || name.startsWith("@svc/")) assert.strictEqual(range, VERSION, `${file}: ${name}`)
       }

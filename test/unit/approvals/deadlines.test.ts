@@ -1,7 +1,17 @@
 import { assert, describe, it } from "@effect/vitest"
 import * as fc from "fast-check"
 import { escalationCount, MAX_ESCALATION_CHAIN } from "../../../src/api/Reviewers.ts"
-import { DEFAULT_POLICY, type DueKind, escalationPending, fire, nextDue, noticeFits, plan, type PolicyRule, sleepMillis } from "../../../src/approvals/Deadlines.ts"
+import {
+  DEFAULT_POLICY,
+  type DueKind,
+  escalationPending,
+  fire,
+  nextDue,
+  noticeFits,
+  plan,
+  type PolicyRule,
+  sleepMillis
+} from "../../../src/approvals/Deadlines.ts"
 
 const T0 = Date.UTC(2026, 10, 22, 12, 0, 0)
 
@@ -32,19 +42,33 @@ describe("approval deadlines (pure time logic)", () => {
   })
 
   it("escalation moves the review deadline to expires_at and keeps expires_at", () => {
-    const rule: PolicyRule = { mode: "require_approval", review_seconds: 60, expiring_notice_seconds: 10, escalation_seconds: 120, timeout_action: "allow" }
+    const rule: PolicyRule = {
+      mode: "require_approval",
+      review_seconds: 60,
+      expiring_notice_seconds: 10,
+      escalation_seconds: 120,
+      timeout_action: "allow"
+    }
     const planned = plan(rule, T0)
     assert.strictEqual(planned.deadlineAt, T0 + 60_000)
     assert.strictEqual(planned.expiresAt, T0 + 180_000)
     const { fired, state } = run(rule)
-    assert.deepStrictEqual(fired.map((f) => [f.kind, f.at - T0]), [["escalate", 60_000], ["expiring", 170_000], ["expire", 180_000]])
+    assert.deepStrictEqual(fired.map((f) => [f.kind, f.at - T0]), [["escalate", 60_000], ["expiring", 170_000], [
+      "expire",
+      180_000
+    ]])
     assert.strictEqual(state.deadlineAt, state.expiresAt)
   })
 
   it("a chain of three: each deadline escalates, one window of escalation_seconds each; it expires after the last group's window", () => {
     const rule: PolicyRule = {
-      mode: "require_approval", review_seconds: 60, expiring_notice_seconds: 30, escalation_seconds: 120, timeout_action: "reject",
-      group: "leads", escalation_chain: ["finance", "cfo", "board"]
+      mode: "require_approval",
+      review_seconds: 60,
+      expiring_notice_seconds: 30,
+      escalation_seconds: 120,
+      timeout_action: "reject",
+      group: "leads",
+      escalation_chain: ["finance", "cfo", "board"]
     }
     const planned = plan(rule, T0)
     assert.strictEqual(planned.expiresAt, T0 + (60 + 3 * 120) * 1000)
@@ -82,17 +106,30 @@ describe("approval deadlines (pure time logic)", () => {
       notice: fc.integer({ min: 0, max: 60_000 })
     }).map((r) => ({ ...r, groups: Array.from({ length: r.chain }, (_, i) => `g${i}`) }))
       .filter((r) =>
-        noticeFits({ review_seconds: r.review, escalation_seconds: r.escalation, expiring_notice_seconds: r.notice, escalation_chain: r.groups })
+        noticeFits({
+          review_seconds: r.review,
+          escalation_seconds: r.escalation,
+          expiring_notice_seconds: r.notice,
+          escalation_chain: r.groups
+        })
       )
     fc.assert(fc.property(rules, ({ review, escalation, groups, notice }) => {
       const rule: PolicyRule = {
-        mode: "require_approval", review_seconds: review, expiring_notice_seconds: notice, escalation_seconds: escalation, timeout_action: "reject",
+        mode: "require_approval",
+        review_seconds: review,
+        expiring_notice_seconds: notice,
+        escalation_seconds: escalation,
+        timeout_action: "reject",
         ...(groups.length === 0 ? {} : { escalation_chain: groups })
       }
       const { fired } = run(rule)
       const kinds = fired.map((f) => f.kind)
       const hops = escalation === null ? 0 : Math.max(1, groups.length)
-      const expected = [...(notice > 0 ? ["expiring"] : []), ...Array.from({ length: hops }, () => "escalate"), "expire"]
+      const expected = [
+        ...(notice > 0 ? ["expiring"] : []),
+        ...Array.from({ length: hops }, () => "escalate"),
+        "expire"
+      ]
       assert.deepStrictEqual([...kinds].sort(), [...expected].sort())
       assert.strictEqual(kinds.at(-1), "expire")
       for (let i = 1; i < fired.length; i++) assert.isAtLeast(fired[i]!.at, fired[i - 1]!.at)

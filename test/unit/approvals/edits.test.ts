@@ -4,12 +4,15 @@ import { argumentsDigest, canonicalJson, changedPointers } from "../../../src/ap
 
 describe("what an edit changed", () => {
   it("lists the deepest members and items added, removed or replaced, as JSON Pointers", () => {
-    assert.deepStrictEqual(changedPointers({ amount: 120, note: "x", to: { iban: "A" } }, { amount: 100, to: { iban: "B" }, memo: "m" }), [
-      "/amount",
-      "/memo",
-      "/note",
-      "/to/iban"
-    ])
+    assert.deepStrictEqual(
+      changedPointers({ amount: 120, note: "x", to: { iban: "A" } }, { amount: 100, to: { iban: "B" }, memo: "m" }),
+      [
+        "/amount",
+        "/memo",
+        "/note",
+        "/to/iban"
+      ]
+    )
     assert.deepStrictEqual(changedPointers({ items: [1, 2, 3] }, { items: [1, 5] }), ["/items/1", "/items/2"])
     assert.deepStrictEqual(changedPointers({ "a/b": 1, "c~d": 1 }, { "a/b": 2, "c~d": 2 }), ["/a~1b", "/c~0d"])
     assert.deepStrictEqual(changedPointers({ a: 1 }, [1]), [""])
@@ -24,7 +27,10 @@ describe("what an edit changed is bounded", () => {
     const after = { items: Array.from({ length: 500 }, (_, i) => i + 1), keep: 1, note: "b" }
     assert.deepStrictEqual(changedPointers(before, after), ["/items", "/note"])
     const exactly = { items: Array.from({ length: MAX_CHANGED_POINTERS }, (_, i) => i) }
-    assert.strictEqual(changedPointers(exactly, { items: exactly.items.map((i) => i + 1) }).length, MAX_CHANGED_POINTERS)
+    assert.strictEqual(
+      changedPointers(exactly, { items: exactly.items.map((i) => i + 1) }).length,
+      MAX_CHANGED_POINTERS
+    )
   })
 
   it(`past ${MAX_CHANGED_CHARACTERS} characters of pointers, or with too many top-level changes, it is the whole value [""]`, () => {
@@ -34,8 +40,14 @@ describe("what an edit changed is bounded", () => {
     const after = { [key]: Array.from({ length: 60 }, () => 2) }
     assert.deepStrictEqual(changedPointers(before, after), [`/${key}`])
     const wide = Object.fromEntries(Array.from({ length: 300 }, (_, i) => [`m${i}`, i]))
-    assert.deepStrictEqual(changedPointers(wide, Object.fromEntries(Object.entries(wide).map(([k, v]) => [k, v + 1]))), [""])
-    assert.deepStrictEqual(changedPointers(Array.from({ length: 300 }, () => 0), Array.from({ length: 300 }, () => 1)), [""])
+    assert.deepStrictEqual(
+      changedPointers(wide, Object.fromEntries(Object.entries(wide).map(([k, v]) => [k, v + 1]))),
+      [""]
+    )
+    assert.deepStrictEqual(
+      changedPointers(Array.from({ length: 300 }, () => 0), Array.from({ length: 300 }, () => 1)),
+      [""]
+    )
   })
 
   it("the largest edit the schema admits yields a small list, quickly", () => {
@@ -55,8 +67,14 @@ describe("what an edit changed is bounded", () => {
 
 describe("the arguments digest", () => {
   it("is the SHA-256 of the JSON with members sorted by name: member order does not change it, a value does", () => {
-    assert.strictEqual(canonicalJson({ b: [1, { d: true, c: null }], a: "é" }), '{"a":"é","b":[1,{"c":null,"d":true}]}')
-    assert.strictEqual(argumentsDigest({ amount: 100, currency: "EUR" }), argumentsDigest({ currency: "EUR", amount: 100 }))
+    assert.strictEqual(
+      canonicalJson({ b: [1, { d: true, c: null }], a: "é" }),
+      "{\"a\":\"é\",\"b\":[1,{\"c\":null,\"d\":true}]}"
+    )
+    assert.strictEqual(
+      argumentsDigest({ amount: 100, currency: "EUR" }),
+      argumentsDigest({ currency: "EUR", amount: 100 })
+    )
     assert.notStrictEqual(argumentsDigest({ amount: 100 }), argumentsDigest({ amount: 101 }))
     assert.match(argumentsDigest({}), /^[0-9a-f]{64}$/)
     assert.strictEqual(argumentsDigest({}), "44136fa355b3678a1146ad16f7e8649e94fb4fc21fe77e8310c060f61caaff8a")

@@ -33,7 +33,10 @@ const rows = fc.record({
     { nil: null }
   ),
   quorum: fc.integer({ min: 1, max: 10 }),
-  assigned: fc.option(fc.record({ group: fc.stringMatching(/^[a-z][a-z0-9-]{0,20}$/), level: fc.integer({ min: 0, max: 1 }) }), { nil: null }),
+  assigned: fc.option(
+    fc.record({ group: fc.stringMatching(/^[a-z][a-z0-9-]{0,20}$/), level: fc.integer({ min: 0, max: 1 }) }),
+    { nil: null }
+  ),
   votes: fc.array(
     fc.record({
       decided_by: uuid,
@@ -64,12 +67,18 @@ const rows = fc.record({
   decided_by: decided?.by ?? null,
   decider: decided?.person == null ? null : JSON.stringify({
     person: decided.person === "self" ? decided.by : decided.person,
-    decided_for: decided.counted === "self" ? (decided.person === "self" ? decided.by : decided.person) : decided.counted
+    decided_for: decided.counted === "self"
+      ? (decided.person === "self" ? decided.by : decided.person)
+      : decided.counted
   }),
   decision_reason: decided?.reason ?? null,
   ...NOTHING_SETTLED,
   ...(edit !== null && "edited" in edit
-    ? { approved_arguments: edit.edited, arguments_changed: ["/amount"], arguments_digest: argumentsDigest(edit.edited) }
+    ? {
+      approved_arguments: edit.edited,
+      arguments_changed: ["/amount"],
+      arguments_digest: argumentsDigest(edit.edited)
+    }
     : {}),
   ...(edit !== null && "response" in edit ? { response: edit.response } : {})
 }))
@@ -78,7 +87,10 @@ const rows = fc.record({
 const deciderKeys = (row: { readonly decided_by: string | null; readonly decider: string | null }) => {
   if (row.decider === null) return []
   const { decided_for, person } = JSON.parse(row.decider) as { person: string; decided_for: string }
-  return [...(person === row.decided_by ? [] : ["decided_by_person"]), ...(decided_for === person ? [] : ["decided_for"])]
+  return [
+    ...(person === row.decided_by ? [] : ["decided_by_person"]),
+    ...(decided_for === person ? [] : ["decided_for"])
+  ]
 }
 
 describe("the webhook event body", () => {
@@ -99,7 +111,11 @@ describe("the webhook event body", () => {
         "timeout_action",
         ...(row.rule === null ? [] : ["rule"])
       ]
-      const quorumKeys = row.quorum === 1 ? [] : row.status === "pending" ? ["quorum", "votes", "approvals_remaining"] : ["quorum", "votes"]
+      const quorumKeys = row.quorum === 1
+        ? []
+        : row.status === "pending"
+        ? ["quorum", "votes", "approvals_remaining"]
+        : ["quorum", "votes"]
       const edits = [
         ...(row.approved_arguments === null ? [] : ["approved_arguments", "arguments_changed", "arguments_digest"]),
         ...(row.response === null ? [] : ["response"])
@@ -121,9 +137,14 @@ describe("the webhook event body", () => {
       )
       if (row.quorum > 1) {
         const votes = JSON.parse(row.votes!) as Array<{ reason: string | null }>
-        assert.deepStrictEqual(parsed.approval.votes, votes.map(({ reason, ...vote }) => reason === null ? vote : { ...vote, reason }))
+        assert.deepStrictEqual(
+          parsed.approval.votes,
+          votes.map(({ reason, ...vote }) => reason === null ? vote : { ...vote, reason })
+        )
       }
-      if (row.decided_at !== null && row.decision_reason !== null) assert.strictEqual(parsed.approval.decision_reason, row.decision_reason)
+      if (row.decided_at !== null && row.decision_reason !== null) {
+        assert.strictEqual(parsed.approval.decision_reason, row.decision_reason)
+      }
       assert.deepStrictEqual(Schema.decodeUnknownSync(ApprovalEvent)(parsed), event)
       // Built again from the decoded event: the same bytes (retries and replays send identical bodies).
       assert.strictEqual(approvalEventBody(Schema.decodeUnknownSync(ApprovalEvent)(parsed)), body)

@@ -6,10 +6,10 @@
  * under a millisecond's order.
  */
 import { assert, describe, it } from "@effect/vitest"
+import { BENCH_RULES } from "../../../bench/scenarios/steps.ts"
 import type { PolicyRule } from "../../../src/api/Policies.ts"
 import { IN_PROCESS_UNITS, runsInProcess, weightOf } from "../../../src/approvals/InProcessRules.ts"
 import { compileRules, evaluate, type RuleLimits } from "../../../src/approvals/Rules.ts"
-import { BENCH_RULES } from "../../../bench/scenarios/steps.ts"
 
 const limits: RuleLimits = { maxRules: 50, maxLength: 2000, maxNodes: 200, maxDepth: 12 }
 
@@ -22,7 +22,9 @@ const one = (condition: string) => compiled([{ name: "r", condition, result: { d
 
 describe("rules that run on the event loop", () => {
   it("flat conditions have a bound; comprehensions, bindings and functions that build do not", () => {
-    for (const condition of BENCH_RULES.map((rule) => rule.condition)) assert.isDefined(one(condition)[0]!.bound, condition)
+    for (const condition of BENCH_RULES.map((rule) => rule.condition)) {
+      assert.isDefined(one(condition)[0]!.bound, condition)
+    }
     for (
       const condition of [
         `arguments.l.exists(x, x == 1)`,
@@ -53,7 +55,9 @@ describe("rules that run on the event loop", () => {
   it("the most expensive policy the bound admits evaluates within a few milliseconds", () => {
     // Rules of string searches on the arguments, as many as the node limit takes, none holding.
     const searches = Array.from({ length: 28 }, (_, i) => `arguments.s.contains("${"ab".repeat(4)}${i}")`).join(" || ")
-    const rules = compiled(Array.from({ length: 10 }, (_, i) => ({ name: `r${i}`, condition: searches, result: { decision: "allow" } })))
+    const rules = compiled(
+      Array.from({ length: 10 }, (_, i) => ({ name: `r${i}`, condition: searches, result: { decision: "allow" } }))
+    )
     // The longest string the bound still admits.
     let low = 0
     let high = 1 << 20
@@ -63,7 +67,11 @@ describe("rules that run on the event loop", () => {
       else high = mid - 1
     }
     assert.isAbove(low, 0)
-    const facts = { tool: "shell", arguments: { s: "ab".repeat(low) }, session: { id: "00000000-0000-4000-8000-000000000000" } }
+    const facts = {
+      tool: "shell",
+      arguments: { s: "ab".repeat(low) },
+      session: { id: "00000000-0000-4000-8000-000000000000" }
+    }
     const programs = rules.map((rule) => rule.program)
     for (let i = 0; i < 20; i++) evaluate(programs, facts)
     // The fastest of 20: a shared machine preempts single runs for tens of milliseconds.

@@ -1,8 +1,8 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Option } from "effect"
 import { mailLinkUrl, publicBaseUrl } from "../../../src/approvals/MailLinks.ts"
-import { renderConfirmation, renderEmail } from "../../../src/notifications/send/Email.ts"
 import { confirmationUrl } from "../../../src/notifications/send/ConfirmationLinks.ts"
+import { renderConfirmation, renderEmail } from "../../../src/notifications/send/Email.ts"
 
 const config = { publicUrl: Option.none<string>(), host: "127.0.0.1", port: 8080 }
 
@@ -28,8 +28,14 @@ const eventBody = (type: string, approval: Record<string, unknown> = {}) =>
 
 describe("where a reviewer mail's link points", () => {
   it("SVC_PUBLIC_URL when set, else the address the server listens on (an unspecified host is reached on loopback)", () => {
-    assert.strictEqual(publicBaseUrl({ ...config, publicUrl: Option.some("https://svc.example.com/base") }, Option.none()), "https://svc.example.com/base")
-    assert.strictEqual(publicBaseUrl(config, Option.some({ hostname: "127.0.0.1", port: 41234 })), "http://127.0.0.1:41234")
+    assert.strictEqual(
+      publicBaseUrl({ ...config, publicUrl: Option.some("https://svc.example.com/base") }, Option.none()),
+      "https://svc.example.com/base"
+    )
+    assert.strictEqual(
+      publicBaseUrl(config, Option.some({ hostname: "127.0.0.1", port: 41234 })),
+      "http://127.0.0.1:41234"
+    )
     assert.strictEqual(publicBaseUrl(config, Option.some({ hostname: "0.0.0.0", port: 9 })), "http://127.0.0.1:9")
     assert.strictEqual(publicBaseUrl(config, Option.some({ hostname: "::1", port: 9 })), "http://[::1]:9")
     assert.strictEqual(publicBaseUrl(config, Option.none()), "http://127.0.0.1:8080")
@@ -50,13 +56,25 @@ describe("where a reviewer mail's link points", () => {
   })
 
   it("an escalation that hands the approval to a chain's next group says so, with the level; one that keeps the group does not", () => {
-    const escalated = (approval: Record<string, unknown>) => eventBody("approval.escalated", { expires_at: "2026-11-23T10:45:00.000Z", ...approval })
+    const escalated = (approval: Record<string, unknown>) =>
+      eventBody("approval.escalated", { expires_at: "2026-11-23T10:45:00.000Z", ...approval })
     const handed = renderEmail("approval.escalated", escalated({ assigned_group: "finance", escalation_level: 2 }))
-    assert.strictEqual(handed.subject, "Approval escalated: handed to the next reviewer group: 0193a4b0-0000-7000-8000-000000000001")
+    assert.strictEqual(
+      handed.subject,
+      "Approval escalated: handed to the next reviewer group: 0193a4b0-0000-7000-8000-000000000001"
+    )
     assert.include(handed.text.split("\n"), "Escalation level: 2 (the group of the escalation chain it is now with)")
     assert.notInclude(handed.text, "finance")
-    for (const kept of [renderEmail("approval.escalated", escalated({})), renderEmail("approval.escalated", escalated({ assigned_group: "finance", escalation_level: 0 }))]) {
-      assert.strictEqual(kept.subject, "Approval escalated: another review window: 0193a4b0-0000-7000-8000-000000000001")
+    for (
+      const kept of [
+        renderEmail("approval.escalated", escalated({})),
+        renderEmail("approval.escalated", escalated({ assigned_group: "finance", escalation_level: 0 }))
+      ]
+    ) {
+      assert.strictEqual(
+        kept.subject,
+        "Approval escalated: another review window: 0193a4b0-0000-7000-8000-000000000001"
+      )
       assert.notInclude(kept.text, "Escalation level")
     }
   })

@@ -7,7 +7,13 @@ import { assert, describe, it } from "@effect/vitest"
 import { Deferred, Effect, Fiber } from "effect"
 import { TestClock } from "effect/testing"
 import { DEFAULT_POLICY } from "../../../src/approvals/Deadlines.ts"
-import { type CachedRule, makePolicyCache, POLICY_CACHE_MS, POLICY_CACHE_ORGS, POLICY_CACHE_RULES_PER_ORG } from "../../../src/approvals/PolicyCache.ts"
+import {
+  type CachedRule,
+  makePolicyCache,
+  POLICY_CACHE_MS,
+  POLICY_CACHE_ORGS,
+  POLICY_CACHE_RULES_PER_ORG
+} from "../../../src/approvals/PolicyCache.ts"
 
 const allow: CachedRule = { rule: { ...DEFAULT_POLICY, mode: "allow" }, version: "1", conditions: [] }
 const fallback: CachedRule = { rule: DEFAULT_POLICY, version: null, conditions: [] }

@@ -6,11 +6,11 @@
  */
 import { assert, describe, layer } from "@effect/vitest"
 import { Effect, Fiber, Layer } from "effect"
+import { BENCH_RULES } from "../../../bench/scenarios/steps.ts"
 import type { PolicyRule } from "../../../src/api/Policies.ts"
 import { compileRules, type RuleLimits } from "../../../src/approvals/Rules.ts"
 import { RuleWorkers } from "../../../src/approvals/RuleWorkers.ts"
 import { SvcConfig, svcConfig } from "../../../src/platform/Config.ts"
-import { BENCH_RULES } from "../../../bench/scenarios/steps.ts"
 import { hostileRules } from "../../support/hostileRules.ts"
 
 const limits: RuleLimits = { maxRules: 50, maxLength: 2000, maxNodes: 200, maxDepth: 12 }
@@ -25,7 +25,11 @@ const compiled = (rules: ReadonlyArray<PolicyRule>) => {
   return result.rules
 }
 
-const facts = (args: unknown) => ({ tool: "shell", arguments: args, session: { id: "00000000-0000-4000-8000-000000000000" } })
+const facts = (args: unknown) => ({
+  tool: "shell",
+  arguments: args,
+  session: { id: "00000000-0000-4000-8000-000000000000" }
+})
 
 /** The longest the event loop went without running a 5 ms timer while `effect` ran. */
 const loopLag = <A, E, R>(effect: Effect.Effect<A, E, R>) =>
@@ -44,7 +48,10 @@ const loopLag = <A, E, R>(effect: Effect.Effect<A, E, R>) =>
 const Workers = RuleWorkers.layer.pipe(
   Layer.provideMerge(Layer.effect(
     SvcConfig,
-    Effect.map(svcConfig, (c) => ({ ...c, warmStart: false, approvalRules: { ...c.approvalRules, timeoutMs: TIMEOUT_MS, heapMb: HEAP_MB } }))
+    Effect.map(
+      svcConfig,
+      (c) => ({ ...c, warmStart: false, approvalRules: { ...c.approvalRules, timeoutMs: TIMEOUT_MS, heapMb: HEAP_MB } })
+    )
   ))
 )
 
@@ -55,12 +62,21 @@ layer(Workers, { excludeTestServices: true })("rule workers", (it) => {
       ([, hostile]) =>
         Effect.gen(function*() {
           const workers = yield* RuleWorkers
-          const rules = compiled([{ name: "cheap", condition: "tool == 'never'", result: { decision: "allow" } }, hostile.rule])
+          const rules = compiled([
+            { name: "cheap", condition: "tool == 'never'", result: { decision: "allow" } },
+            hostile.rule
+          ])
           assert.isTrue(workers.needsWorker(rules, hostile.arguments))
           // A worker ready (one replaced by the previous case may still be starting): the time measured is the rules'.
-          yield* workers.run("org-a", compiled([{ name: "warm", condition: "[1].exists(x, x == 2)", result: { decision: "allow" } }]), facts({}))
+          yield* workers.run(
+            "org-a",
+            compiled([{ name: "warm", condition: "[1].exists(x, x == 2)", result: { decision: "allow" } }]),
+            facts({})
+          )
           const started = performance.now()
-          const { result, worstGapMs } = yield* loopLag(Effect.flip(workers.run("org-a", rules, facts(hostile.arguments))))
+          const { result, worstGapMs } = yield* loopLag(
+            Effect.flip(workers.run("org-a", rules, facts(hostile.arguments)))
+          )
           const took = performance.now() - started
           assert.strictEqual(result._tag, "OverBudget")
           if (result._tag !== "OverBudget") return
@@ -76,48 +92,63 @@ layer(Workers, { excludeTestServices: true })("rule workers", (it) => {
       30_000
     )
 
-    it.effect("a rule that builds past the heap in one native step ends its own process, and is named", () =>
-      Effect.gen(function*() {
-        const workers = yield* RuleWorkers
-        // Sixty-four million characters (a rope: cheap to join), split in one native step, then mapped.
-        const condition = "cel.bind(t, arguments.s + arguments.s, cel.bind(u, t + t + t + t, cel.bind(v, u + u + u + u, " +
-          "size((v + v).split(\"\").map(x, x + x)) > 0)))"
-        const rules = compiled([{ name: "cheap", condition: "tool == 'never'", result: { decision: "allow" } }, {
-          name: "builds",
-          condition,
-          result: { decision: "allow" }
-        }])
-        const replaced = workers.replacedWorkers()
-        const over = yield* Effect.flip(workers.run("org-a", rules, facts({ s: "a".repeat(1_000_000) })))
-        assert.strictEqual(over._tag, "OverBudget")
-        if (over._tag !== "OverBudget") return
-        assert.include(["SVC_APPROVAL_RULES_TIMEOUT", "SVC_APPROVAL_RULES_HEAP_MB"], over.limit)
-        assert.strictEqual(over.rule, 1)
-        assert.isAbove(workers.replacedWorkers(), replaced)
-        // The pool goes on with a new process.
-        const verdict = yield* workers.run("org-a", compiled([{ name: "after", condition: "[1].exists(x, x == 1)", result: { decision: "allow" } }]), facts({}))
-        assert.strictEqual(verdict.rule, "after")
-      }), 60_000)
+    it.effect(
+      "a rule that builds past the heap in one native step ends its own process, and is named",
+      () =>
+        Effect.gen(function*() {
+          const workers = yield* RuleWorkers
+          // Sixty-four million characters (a rope: cheap to join), split in one native step, then mapped.
+          const condition =
+            "cel.bind(t, arguments.s + arguments.s, cel.bind(u, t + t + t + t, cel.bind(v, u + u + u + u, " +
+            "size((v + v).split(\"\").map(x, x + x)) > 0)))"
+          const rules = compiled([{ name: "cheap", condition: "tool == 'never'", result: { decision: "allow" } }, {
+            name: "builds",
+            condition,
+            result: { decision: "allow" }
+          }])
+          const replaced = workers.replacedWorkers()
+          const over = yield* Effect.flip(workers.run("org-a", rules, facts({ s: "a".repeat(1_000_000) })))
+          assert.strictEqual(over._tag, "OverBudget")
+          if (over._tag !== "OverBudget") return
+          assert.include(["SVC_APPROVAL_RULES_TIMEOUT", "SVC_APPROVAL_RULES_HEAP_MB"], over.limit)
+          assert.strictEqual(over.rule, 1)
+          assert.isAbove(workers.replacedWorkers(), replaced)
+          // The pool goes on with a new process.
+          const verdict = yield* workers.run(
+            "org-a",
+            compiled([{ name: "after", condition: "[1].exists(x, x == 1)", result: { decision: "allow" } }]),
+            facts({})
+          )
+          assert.strictEqual(verdict.rule, "after")
+        }),
+      60_000
+    )
 
-    it.effect("another organization's rules are answered while one organization's run to their deadline", () =>
-      Effect.gen(function*() {
-        const workers = yield* RuleWorkers
-        const [hostile] = hostileRules()
-        const slow = compiled([hostile!.rule])
-        const cheap = compiled(BENCH_RULES as ReadonlyArray<PolicyRule>)
-        const heavy = { command: "ls", cwd: "/srv", note: "x".repeat(64 * 1024) }
-        // Both workers started (a server starts them with it).
-        yield* Effect.all([workers.run("org-b", cheap, facts(heavy)), workers.run("org-c", cheap, facts(heavy))], { concurrency: 2 })
-        const fiber = yield* Effect.forkChild(Effect.flip(workers.run("org-a", slow, facts(hostile!.arguments))))
-        yield* Effect.sleep("10 millis")
-        const started = performance.now()
-        const verdict = yield* workers.run("org-b", cheap, facts(heavy))
-        const took = performance.now() - started
-        assert.strictEqual(verdict.rule, "shell-srv")
-        // Its answer does not wait for the other's deadline.
-        assert.isBelow(took, TIMEOUT_MS, `org-b waited ${took} ms`)
-        yield* Fiber.await(fiber)
-      }), 30_000)
+    it.effect(
+      "another organization's rules are answered while one organization's run to their deadline",
+      () =>
+        Effect.gen(function*() {
+          const workers = yield* RuleWorkers
+          const [hostile] = hostileRules()
+          const slow = compiled([hostile!.rule])
+          const cheap = compiled(BENCH_RULES as ReadonlyArray<PolicyRule>)
+          const heavy = { command: "ls", cwd: "/srv", note: "x".repeat(64 * 1024) }
+          // Both workers started (a server starts them with it).
+          yield* Effect.all([workers.run("org-b", cheap, facts(heavy)), workers.run("org-c", cheap, facts(heavy))], {
+            concurrency: 2
+          })
+          const fiber = yield* Effect.forkChild(Effect.flip(workers.run("org-a", slow, facts(hostile!.arguments))))
+          yield* Effect.sleep("10 millis")
+          const started = performance.now()
+          const verdict = yield* workers.run("org-b", cheap, facts(heavy))
+          const took = performance.now() - started
+          assert.strictEqual(verdict.rule, "shell-srv")
+          // Its answer does not wait for the other's deadline.
+          assert.isBelow(took, TIMEOUT_MS, `org-b waited ${took} ms`)
+          yield* Fiber.await(fiber)
+        }),
+      30_000
+    )
   })
 
   describe("rules proved cheap run on the event loop", () => {
@@ -129,7 +160,10 @@ layer(Workers, { excludeTestServices: true })("rule workers", (it) => {
         assert.isFalse(workers.needsWorker(rules, small))
         const heavy = { ...small, note: "x".repeat(64 * 1024) }
         assert.isTrue(workers.needsWorker(rules, heavy))
-        assert.deepStrictEqual(yield* workers.run("org-a", rules, facts(small)), yield* workers.run("org-a", rules, facts(heavy)))
+        assert.deepStrictEqual(
+          yield* workers.run("org-a", rules, facts(small)),
+          yield* workers.run("org-a", rules, facts(heavy))
+        )
         const sudo = { command: "sudo ls", cwd: "/tmp" }
         assert.strictEqual((yield* workers.run("org-a", rules, facts(sudo))).rule, "shell-sudo")
       }))
@@ -137,9 +171,16 @@ layer(Workers, { excludeTestServices: true })("rule workers", (it) => {
     it.effect("a rule that fails in a worker ends the walk, as on the event loop", () =>
       Effect.gen(function*() {
         const workers = yield* RuleWorkers
-        const rules = compiled([{ name: "amount", condition: "arguments.l.exists(x, x > 1.0) || arguments.amount > 1.0", result: { decision: "allow" } }])
+        const rules = compiled([{
+          name: "amount",
+          condition: "arguments.l.exists(x, x > 1.0) || arguments.amount > 1.0",
+          result: { decision: "allow" }
+        }])
         const verdict = yield* workers.run("org-a", rules, facts({ l: [0] }))
-        assert.deepStrictEqual([verdict.rule, verdict.rule === null ? verdict.error?.rule : undefined], [null, "amount"])
+        assert.deepStrictEqual([verdict.rule, verdict.rule === null ? verdict.error?.rule : undefined], [
+          null,
+          "amount"
+        ])
       }))
   })
 })

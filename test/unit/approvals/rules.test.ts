@@ -6,21 +6,42 @@
 import { assert, describe, it } from "@effect/vitest"
 import type { PolicyRule } from "../../../src/api/Policies.ts"
 import { DEFAULT_POLICY } from "../../../src/approvals/Deadlines.ts"
-import { type CompiledRule, compileRules, evaluate, resolve as resolveVerdict, type RuleLimits, type StepFacts, verdictOf } from "../../../src/approvals/Rules.ts"
+import {
+  type CompiledRule,
+  compileRules,
+  evaluate,
+  resolve as resolveVerdict,
+  type RuleLimits,
+  type StepFacts,
+  verdictOf
+} from "../../../src/approvals/Rules.ts"
 
 const limits: RuleLimits = { maxRules: 50, maxLength: 2000, maxNodes: 200, maxDepth: 12 }
 
 /** The step's decision by rules evaluated here (the rule workers run the same `evaluate`). */
-const resolve = (settings: Parameters<typeof resolveVerdict>[0], rules: ReadonlyArray<CompiledRule>, facts: StepFacts) =>
-  resolveVerdict(settings, verdictOf(rules, evaluate(rules.map((rule) => rule.program), facts)))
+const resolve = (
+  settings: Parameters<typeof resolveVerdict>[0],
+  rules: ReadonlyArray<CompiledRule>,
+  facts: StepFacts
+) => resolveVerdict(settings, verdictOf(rules, evaluate(rules.map((rule) => rule.program), facts)))
 
 const refunds: ReadonlyArray<PolicyRule> = [
   { name: "small", condition: "arguments.amount <= 100.0", result: { decision: "allow" } },
-  { name: "huge", condition: "arguments.amount > 5000.0", result: { decision: "reject", reason: "Above 5 000: finance decides." } },
+  {
+    name: "huge",
+    condition: "arguments.amount > 5000.0",
+    result: { decision: "reject", reason: "Above 5 000: finance decides." }
+  },
   {
     name: "eur",
     condition: "tool == 'stripe.refund' && arguments.currency == 'EUR'",
-    result: { decision: "require_approval", review_seconds: 60, expiring_notice_seconds: 10, escalation_seconds: 120, timeout_action: "allow" }
+    result: {
+      decision: "require_approval",
+      review_seconds: 60,
+      expiring_notice_seconds: 10,
+      escalation_seconds: 120,
+      timeout_action: "allow"
+    }
   },
   { name: "also-small", condition: "arguments.amount < 50.0", result: { decision: "reject", reason: "never reached" } }
 ]
@@ -31,7 +52,11 @@ const compiled = (rules: ReadonlyArray<PolicyRule>, over: Partial<RuleLimits> = 
   return result.rules
 }
 
-const step = (args: unknown, tool = "stripe.refund") => ({ tool, arguments: args, session: { id: "00000000-0000-0000-0000-000000000001" } })
+const step = (args: unknown, tool = "stripe.refund") => ({
+  tool,
+  arguments: args,
+  session: { id: "00000000-0000-0000-0000-000000000001" }
+})
 
 describe("rules on arguments", () => {
   const rules = compiled(refunds)
@@ -74,7 +99,11 @@ describe("rules on arguments", () => {
   })
 
   it("a condition that does not parse is refused naming the rule and the position", () => {
-    const result = compileRules([refunds[0]!, { name: "broken", condition: "arguments.amount >", result: { decision: "allow" } }], limits)
+    const result = compileRules([refunds[0]!, {
+      name: "broken",
+      condition: "arguments.amount >",
+      result: { decision: "allow" }
+    }], limits)
     assert.isFalse(result.ok)
     if (result.ok) return
     assert.strictEqual(result.problem.field, "rules[1].condition")
@@ -83,7 +112,10 @@ describe("rules on arguments", () => {
   })
 
   it("a condition that does not type-check, or is not a bool, is refused naming the rule and the position", () => {
-    const typed = compileRules([{ name: "typed", condition: "true && tool > 1", result: { decision: "allow" } }], limits)
+    const typed = compileRules(
+      [{ name: "typed", condition: "true && tool > 1", result: { decision: "allow" } }],
+      limits
+    )
     assert.isFalse(typed.ok)
     if (!typed.ok) {
       assert.strictEqual(typed.problem.field, "rules[0].condition")
@@ -102,7 +134,10 @@ describe("rules on arguments", () => {
   })
 
   it("regular expressions (matches) are refused", () => {
-    const result = compileRules([{ name: "re", condition: "tool.matches('(a+)+$')", result: { decision: "allow" } }], limits)
+    const result = compileRules(
+      [{ name: "re", condition: "tool.matches('(a+)+$')", result: { decision: "allow" } }],
+      limits
+    )
     assert.isFalse(result.ok)
     if (!result.ok) assert.include(result.problem.detail, "matches()")
   })

@@ -1,9 +1,22 @@
 import { assert, describe, it } from "@effect/vitest"
 import { type DeadlineState, plan, type PolicyRule } from "../../../src/approvals/Deadlines.ts"
-import { type CastVote, type Current, type Decision, Outcome, type PendingFacts, transition } from "../../../src/approvals/Transition.ts"
+import {
+  type CastVote,
+  type Current,
+  type Decision,
+  Outcome,
+  type PendingFacts,
+  transition
+} from "../../../src/approvals/Transition.ts"
 
 const T0 = Date.UTC(2026, 10, 22, 12, 0, 0)
-const RULE: PolicyRule = { mode: "require_approval", review_seconds: 900, expiring_notice_seconds: 300, escalation_seconds: null, timeout_action: "reject" }
+const RULE: PolicyRule = {
+  mode: "require_approval",
+  review_seconds: 900,
+  expiring_notice_seconds: 300,
+  escalation_seconds: null,
+  timeout_action: "reject"
+}
 
 const approve: Decision = { decision: "approve", editsArguments: false }
 const reject: Decision = { decision: "reject", editsArguments: false }
@@ -54,15 +67,23 @@ describe("a decision's transition (no database)", () => {
     })
 
     it("not in the assigned group nor a member's delegate: NotAssigned naming the group", () => {
-      const outsider = current(pending({ assignedGroup: "finance" }), { standing: { person: "console:eve", decidedFor: null } })
-      assert.deepStrictEqual(transition(outsider, "console:eve", approve, NOW), Outcome.NotAssigned({ group: "finance" }))
+      const outsider = current(pending({ assignedGroup: "finance" }), {
+        standing: { person: "console:eve", decidedFor: null }
+      })
+      assert.deepStrictEqual(
+        transition(outsider, "console:eve", approve, NOW),
+        Outcome.NotAssigned({ group: "finance" })
+      )
     })
 
     it("the shared reviewer address on a quorum names no person: Unattributed; on a single-decider approval it decides", () => {
       const shared = { person: "email:review@example.com", decidedFor: "email:review@example.com" }
       const onQuorum = current(pending({ quorum: 2 }), { standing: shared })
       assert.strictEqual(transition(onQuorum, "email:review@example.com", approve, NOW)._tag, "Unattributed")
-      assert.strictEqual(transition(current(pending(), { standing: shared }), "email:review@example.com", approve, NOW)._tag, "Decided")
+      assert.strictEqual(
+        transition(current(pending(), { standing: shared }), "email:review@example.com", approve, NOW)._tag,
+        "Decided"
+      )
     })
   })
 
@@ -70,27 +91,51 @@ describe("a decision's transition (no database)", () => {
     it("approvals short of the quorum are votes that leave it pending, counting down; the one that completes it decides", () => {
       const first = transition(current(pending({ quorum: 3 })), "console:alice", approve, NOW)
       assert.deepStrictEqual(first, Outcome.Voted({ voter: alice, remaining: 2 }))
-      const second = transition(current(pending({ quorum: 3, votes: [vote("console:bob")] })), "console:alice", approve, NOW)
+      const second = transition(
+        current(pending({ quorum: 3, votes: [vote("console:bob")] })),
+        "console:alice",
+        approve,
+        NOW
+      )
       assert.deepStrictEqual(second, Outcome.Voted({ voter: alice, remaining: 1 }))
-      const last = transition(current(pending({ quorum: 3, votes: [vote("console:bob"), vote("console:carol")] })), "console:alice", approve, NOW)
+      const last = transition(
+        current(pending({ quorum: 3, votes: [vote("console:bob"), vote("console:carol")] })),
+        "console:alice",
+        approve,
+        NOW
+      )
       assert.deepStrictEqual(last, Outcome.Decided({ voter: alice, status: "approved", resolution: "allow" }))
     })
 
     it("one rejection closes it, whatever the approvals so far", () => {
-      const outcome = transition(current(pending({ quorum: 3, votes: [vote("console:bob")] })), "console:alice", reject, NOW)
+      const outcome = transition(
+        current(pending({ quorum: 3, votes: [vote("console:bob")] })),
+        "console:alice",
+        reject,
+        NOW
+      )
       assert.deepStrictEqual(outcome, Outcome.Decided({ voter: alice, status: "rejected", resolution: "reject" }))
     })
 
     it("a person votes once: by the same credential, by another of theirs, or for a member who has voted", () => {
       const sameCredential = pending({ quorum: 2, votes: [vote("console:alice")] })
       assert.strictEqual(transition(current(sameCredential), "console:alice", approve, NOW)._tag, "Duplicate")
-      const otherKey = pending({ quorum: 2, votes: [{ ...vote("key-alice"), person: "console:alice", decided_for: "console:alice" }] })
+      const otherKey = pending({
+        quorum: 2,
+        votes: [{ ...vote("key-alice"), person: "console:alice", decided_for: "console:alice" }]
+      })
       assert.strictEqual(transition(current(otherKey), "console:alice", reject, NOW)._tag, "Duplicate")
     })
 
     it("votes recorded before people were named (no person) do not count as anyone's", () => {
-      const legacy = pending({ quorum: 2, votes: [{ decided_by: "key-old", person: null, decided_for: null, decision: "approve" }] })
-      assert.deepStrictEqual(transition(current(legacy), "console:alice", approve, NOW), Outcome.Decided({ voter: alice, status: "approved", resolution: "allow" }))
+      const legacy = pending({
+        quorum: 2,
+        votes: [{ decided_by: "key-old", person: null, decided_for: null, decision: "approve" }]
+      })
+      assert.deepStrictEqual(
+        transition(current(legacy), "console:alice", approve, NOW),
+        Outcome.Decided({ voter: alice, status: "approved", resolution: "allow" })
+      )
     })
   })
 
@@ -98,31 +143,68 @@ describe("a decision's transition (no database)", () => {
     const delegate = { person: "console:dan", decidedFor: "console:bob" }
 
     it("a delegate's vote counts for the member they stand in for", () => {
-      const outcome = transition(current(pending({ quorum: 2, assignedGroup: "finance" }), { standing: delegate }), "console:dan", approve, NOW)
-      assert.deepStrictEqual(outcome, Outcome.Voted({ voter: { actor: "console:dan", person: "console:dan", decidedFor: "console:bob" }, remaining: 1 }))
+      const outcome = transition(
+        current(pending({ quorum: 2, assignedGroup: "finance" }), { standing: delegate }),
+        "console:dan",
+        approve,
+        NOW
+      )
+      assert.deepStrictEqual(
+        outcome,
+        Outcome.Voted({
+          voter: { actor: "console:dan", person: "console:dan", decidedFor: "console:bob" },
+          remaining: 1
+        })
+      )
     })
 
     it("a member who voted is not counted again through a delegate, nor a delegate who voted for another member", () => {
       const memberVoted = pending({ quorum: 2, assignedGroup: "finance", votes: [vote("console:bob")] })
-      assert.strictEqual(transition(current(memberVoted, { standing: delegate }), "console:dan", approve, NOW)._tag, "Duplicate")
-      const delegateVoted = pending({ quorum: 3, assignedGroup: "finance", votes: [vote("console:dan", "approve", "console:carol")] })
-      assert.strictEqual(transition(current(delegateVoted, { standing: delegate }), "console:dan", approve, NOW)._tag, "Duplicate")
+      assert.strictEqual(
+        transition(current(memberVoted, { standing: delegate }), "console:dan", approve, NOW)._tag,
+        "Duplicate"
+      )
+      const delegateVoted = pending({
+        quorum: 3,
+        assignedGroup: "finance",
+        votes: [vote("console:dan", "approve", "console:carol")]
+      })
+      assert.strictEqual(
+        transition(current(delegateVoted, { standing: delegate }), "console:dan", approve, NOW)._tag,
+        "Duplicate"
+      )
     })
 
     it("a delegation not in force leaves the delegate outside the group", () => {
-      const outcome = transition(current(pending({ assignedGroup: "finance" }), { standing: { person: "console:dan", decidedFor: null } }), "console:dan", approve, NOW)
+      const outcome = transition(
+        current(pending({ assignedGroup: "finance" }), { standing: { person: "console:dan", decidedFor: null } }),
+        "console:dan",
+        approve,
+        NOW
+      )
       assert.deepStrictEqual(outcome, Outcome.NotAssigned({ group: "finance" }))
     })
   })
 
   describe("deadlines", () => {
-    const deadlines = (rule: Partial<PolicyRule>, fired: Partial<DeadlineState> = {}) => ({ ...plan({ ...RULE, ...rule }, T0), ...fired })
+    const deadlines = (rule: Partial<PolicyRule>, fired: Partial<DeadlineState> = {}) => ({
+      ...plan({ ...RULE, ...rule }, T0),
+      ...fired
+    })
 
     it("a final deadline that passed unfired is fired first: every deadline due, in order, expiry last", () => {
       const expiresAt = T0 + 900_000
-      assert.deepStrictEqual(transition(current(pending()), "console:alice", approve, expiresAt), Outcome.Lapsed({ due: ["expiring", "expire"] }))
+      assert.deepStrictEqual(
+        transition(current(pending()), "console:alice", approve, expiresAt),
+        Outcome.Lapsed({ due: ["expiring", "expire"] })
+      )
       assert.strictEqual(transition(current(pending()), "console:alice", approve, expiresAt - 1)._tag, "Decided")
-      const chain = deadlines({ review_seconds: 60, expiring_notice_seconds: 30, escalation_seconds: 120, escalation_chain: ["a", "b"] })
+      const chain = deadlines({
+        review_seconds: 60,
+        expiring_notice_seconds: 30,
+        escalation_seconds: 120,
+        escalation_chain: ["a", "b"]
+      })
       assert.deepStrictEqual(
         transition(current(pending({ deadlines: chain })), "console:alice", reject, chain.expiresAt + 5_000),
         Outcome.Lapsed({ due: ["escalate", "escalate", "expiring", "expire"] })
@@ -131,36 +213,70 @@ describe("a decision's transition (no database)", () => {
 
     it("what already fired does not fire again", () => {
       const noticed = deadlines({}, { expiringSent: true })
-      assert.deepStrictEqual(transition(current(pending({ deadlines: noticed })), "console:alice", approve, T0 + 900_000), Outcome.Lapsed({ due: ["expire"] }))
+      assert.deepStrictEqual(
+        transition(current(pending({ deadlines: noticed })), "console:alice", approve, T0 + 900_000),
+        Outcome.Lapsed({ due: ["expire"] })
+      )
     })
 
     it("a lapsed approval expires before a vote is counted, a duplicate found, or a quorum completed", () => {
       const late = T0 + 900_000
-      assert.strictEqual(transition(current(pending({ quorum: 2, votes: [vote("console:alice")] })), "console:alice", approve, late)._tag, "Lapsed")
-      assert.strictEqual(transition(current(pending({ quorum: 2, votes: [vote("console:bob")] })), "console:alice", approve, late)._tag, "Lapsed")
+      assert.strictEqual(
+        transition(current(pending({ quorum: 2, votes: [vote("console:alice")] })), "console:alice", approve, late)
+          ._tag,
+        "Lapsed"
+      )
+      assert.strictEqual(
+        transition(current(pending({ quorum: 2, votes: [vote("console:bob")] })), "console:alice", approve, late)._tag,
+        "Lapsed"
+      )
     })
 
     it("but a refusal of the decider comes before it: they learn nothing of the approval's deadlines", () => {
       const late = T0 + 900_000
-      const outsider = current(pending({ assignedGroup: "finance" }), { standing: { person: "console:eve", decidedFor: null } })
+      const outsider = current(pending({ assignedGroup: "finance" }), {
+        standing: { person: "console:eve", decidedFor: null }
+      })
       assert.strictEqual(transition(outsider, "console:eve", approve, late)._tag, "NotAssigned")
     })
   })
 
   describe("edits", () => {
     it("edited arguments on one decider's approval decide it", () => {
-      assert.deepStrictEqual(transition(current(pending()), "console:alice", approveEdited, NOW), Outcome.Decided({ voter: alice, status: "approved", resolution: "allow" }))
+      assert.deepStrictEqual(
+        transition(current(pending()), "console:alice", approveEdited, NOW),
+        Outcome.Decided({ voter: alice, status: "approved", resolution: "allow" })
+      )
     })
 
     it("edited arguments under a quorum are refused, before a shared address, a lapsed deadline or a vote", () => {
-      assert.strictEqual(transition(current(pending({ quorum: 2 })), "console:alice", approveEdited, NOW)._tag, "EditWithQuorum")
+      assert.strictEqual(
+        transition(current(pending({ quorum: 2 })), "console:alice", approveEdited, NOW)._tag,
+        "EditWithQuorum"
+      )
       const shared = { person: "email:review@example.com", decidedFor: "email:review@example.com" }
-      assert.strictEqual(transition(current(pending({ quorum: 2 }), { standing: shared }), "email:review@example.com", approveEdited, NOW)._tag, "EditWithQuorum")
-      assert.strictEqual(transition(current(pending({ quorum: 2 })), "console:alice", approveEdited, T0 + 900_000)._tag, "EditWithQuorum")
+      assert.strictEqual(
+        transition(
+          current(pending({ quorum: 2 }), { standing: shared }),
+          "email:review@example.com",
+          approveEdited,
+          NOW
+        )._tag,
+        "EditWithQuorum"
+      )
+      assert.strictEqual(
+        transition(current(pending({ quorum: 2 })), "console:alice", approveEdited, T0 + 900_000)._tag,
+        "EditWithQuorum"
+      )
     })
 
     it("a response with a rejection is no edit: under a quorum it rejects", () => {
-      const outcome = transition(current(pending({ quorum: 2, votes: [vote("console:bob")] })), "console:alice", reject, NOW)
+      const outcome = transition(
+        current(pending({ quorum: 2, votes: [vote("console:bob")] })),
+        "console:alice",
+        reject,
+        NOW
+      )
       assert.deepStrictEqual(outcome, Outcome.Decided({ voter: alice, status: "rejected", resolution: "reject" }))
     })
 
@@ -168,9 +284,17 @@ describe("a decision's transition (no database)", () => {
       // Before the edit is checked (no lock) the approval was pending and Alice's to decide.
       assert.strictEqual(transition(current(pending()), "console:alice", approveEdited, NOW)._tag, "Decided")
       // Under the lock it was decided meanwhile, or escalated to a group she is not in.
-      assert.deepStrictEqual(transition(current(pending({ status: "approved" })), "console:alice", approveEdited, NOW), Outcome.Closed({ status: "approved" }))
-      const escalated = current(pending({ assignedGroup: "cfo" }), { standing: { person: "console:alice", decidedFor: null } })
-      assert.deepStrictEqual(transition(escalated, "console:alice", approveEdited, NOW), Outcome.NotAssigned({ group: "cfo" }))
+      assert.deepStrictEqual(
+        transition(current(pending({ status: "approved" })), "console:alice", approveEdited, NOW),
+        Outcome.Closed({ status: "approved" })
+      )
+      const escalated = current(pending({ assignedGroup: "cfo" }), {
+        standing: { person: "console:alice", decidedFor: null }
+      })
+      assert.deepStrictEqual(
+        transition(escalated, "console:alice", approveEdited, NOW),
+        Outcome.NotAssigned({ group: "cfo" })
+      )
     })
   })
 

@@ -11,7 +11,8 @@ import { afterEach, describe, expect, it } from "vitest"
 import { armTitle, BASELINE_NAMES, BASELINES, cpuRatio } from "../../../bench/support/baselines.ts"
 import { svcCheckouts } from "../../../bench/support/svc.ts"
 
-const scriptOf = (name: keyof typeof BASELINES) => fileURLToPath(new URL(BASELINES[name].script, new URL("../../../bench/support/", import.meta.url)))
+const scriptOf = (name: keyof typeof BASELINES) =>
+  fileURLToPath(new URL(BASELINES[name].script, new URL("../../../bench/support/", import.meta.url)))
 
 describe("the request baselines", () => {
   const given = process.env.BENCH_SVC_DIR

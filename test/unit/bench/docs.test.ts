@@ -23,13 +23,20 @@ const filesUnder = (dir: string): Array<string> =>
 
 /** The scenario names `bench/run.ts` accepts: its default ones and the in-process ones. */
 export const knownScenarios = (runTs: string): Set<string> => {
-  const names = (list: string) => [...(new RegExp(String.raw`const ${list} = \[([^\]]*)\]`).exec(runTs)?.[1] ?? "").matchAll(/"([\w-]+)"/g)].map((m) => m[1]!)
+  const names = (list: string) =>
+    [...(new RegExp(String.raw`const ${list} = \[([^\]]*)\]`).exec(runTs)?.[1] ?? "").matchAll(/"([\w-]+)"/g)].map((
+      m
+    ) => m[1]!)
   return new Set([...names("SCENARIOS"), ...names("INPROCESS")])
 }
 
 /** Environment variables the benchmark's code reads (`process.env.X` in TypeScript, `$X` or `${X` in shell). */
 export const readVariables = (sources: ReadonlyArray<string>): Set<string> =>
-  new Set(sources.flatMap((text) => [...text.matchAll(/process\.env\.([A-Z_][A-Z0-9_]*)|\$\{?([A-Z_][A-Z0-9_]*)/g)].map((m) => (m[1] ?? m[2])!)))
+  new Set(
+    sources.flatMap((text) =>
+      [...text.matchAll(/process\.env\.([A-Z_][A-Z0-9_]*)|\$\{?([A-Z_][A-Z0-9_]*)/g)].map((m) => (m[1] ?? m[2])!)
+    )
+  )
 
 interface Harness {
   readonly scenarios: ReadonlySet<string>
@@ -85,15 +92,23 @@ describe("the benchmark's pages", () => {
     const h = harness()
     assert.includeMembers([...h.scenarios], ["writes", "steps", "webhooks", "metrics"])
     const commands = PAGES.flatMap((page) =>
-      codeBlocks(page, read(page)).filter((block) => block.lang === "sh").flatMap((block) => commandsOf(block.code).map((command) => ({ page, line: block.line, command })))
+      codeBlocks(page, read(page)).filter((block) => block.lang === "sh").flatMap((block) =>
+        commandsOf(block.code).map((command) => ({ page, line: block.line, command }))
+      )
     )
     assert.isAbove(commands.filter((c) => c.command.includes("npm run bench")).length, 5)
-    const problems = commands.flatMap(({ page, line, command }) => commandProblems(command, h).map((problem) => `${page}:${line}: ${problem}`))
+    const problems = commands.flatMap(({ page, line, command }) =>
+      commandProblems(command, h).map((problem) => `${page}:${line}: ${problem}`)
+    )
     assert.deepStrictEqual(problems, [])
   })
 
   it("the check catches an unknown scenario, an unread variable, a missing script and an unknown flag", () => {
-    const h: Harness = { scenarios: new Set(["writes"]), variables: new Set(["BENCH_QUICK"]), file: (name) => (name === "bench/faults.ts" ? 'arg("events")' : undefined) }
+    const h: Harness = {
+      scenarios: new Set(["writes"]),
+      variables: new Set(["BENCH_QUICK"]),
+      file: (name) => (name === "bench/faults.ts" ? "arg(\"events\")" : undefined)
+    }
     assert.deepStrictEqual(commandProblems("BENCH_QUICK=1 npm run bench -- writes", h), [])
     assert.deepStrictEqual(commandProblems("npx node bench/faults.ts --events 3000", h), [])
     assert.lengthOf(commandProblems("BENCH_QUIK=1 npm run bench -- writes wirtes", h), 2)
@@ -105,14 +120,25 @@ describe("the benchmark's pages", () => {
     const text = read("docs/performance.md")
     const blocks = codeBlocks("docs/performance.md", text)
     assert.isAbove(blocks.length, 0)
-    assert.deepStrictEqual(blocks.filter((block) => !block.flags.includes("illustrative")).map((block) => `docs/performance.md:${block.line}`), [])
+    assert.deepStrictEqual(
+      blocks.filter((block) => !block.flags.includes("illustrative")).map((block) =>
+        `docs/performance.md:${block.line}`
+      ),
+      []
+    )
     assert.isAtMost(text.split("\n").length, PERFORMANCE_MAX_LINES)
   })
 
   it("every measurement note is indexed from bench/README.md and its links resolve", () => {
-    const notes = fs.readdirSync(path.join(root, "bench/notes")).filter((name) => name.endsWith(".md")).map((name) => `bench/notes/${name}`)
+    const notes = fs.readdirSync(path.join(root, "bench/notes")).filter((name) => name.endsWith(".md")).map((name) =>
+      `bench/notes/${name}`
+    )
     assert.isAbove(notes.length, 3)
-    const indexed = new Set(linksOf("bench/README.md", read("bench/README.md")).map((link) => path.posix.join("bench", link.target.split("#")[0]!)))
+    const indexed = new Set(
+      linksOf("bench/README.md", read("bench/README.md")).map((link) =>
+        path.posix.join("bench", link.target.split("#")[0]!)
+      )
+    )
     assert.deepStrictEqual(notes.filter((note) => !indexed.has(note)), [])
     const dead = notes.flatMap((note) => linksOf(note, read(note))).flatMap((link) => {
       const reason = deadLink(link, readRepositoryPath)

@@ -38,7 +38,12 @@ describe("the fault study's tally", () => {
       ]
     })
     expect(t.total).toBe(6)
-    expect(t.faults[0]).toEqual({ duplicates: 3, byEndpoint: { "/e0": 2, "/e1": 1 }, worstEndpoint: 2, lastRepeatMs: 30_000 })
+    expect(t.faults[0]).toEqual({
+      duplicates: 3,
+      byEndpoint: { "/e0": 2, "/e1": 1 },
+      worstEndpoint: 2,
+      lastRepeatMs: 30_000
+    })
     expect(t.faults[1]).toEqual({ duplicates: 1, byEndpoint: { "/e0": 1 }, worstEndpoint: 1, lastRepeatMs: 3_500 })
     expect(t.faults[2]).toEqual({ duplicates: 1, byEndpoint: { "/e0": 1 }, worstEndpoint: 1, lastRepeatMs: 5_000 })
     expect(t.outside).toEqual([{ endpoint: "/e1", id: "d", previous: 10_000, repeat: 11_000 }])
@@ -72,17 +77,26 @@ describe("the fault study's tally", () => {
 describe("the recording receiver", () => {
   it("records each request's event id by path, and reports the missing ids, the repeats and the senders", async () => {
     const tls = await makeTestTls()
-    const receiver = await spawnChild("receiver", new URL("../../../bench/support/recording-receiver.ts", import.meta.url), {
-      BENCH_TLS_CERT: tls.cert,
-      BENCH_TLS_KEY: tls.key,
-      BENCH_DELAY_MIN_MS: "0",
-      BENCH_DELAY_MAX_MS: "0"
-    })
+    const receiver = await spawnChild(
+      "receiver",
+      new URL("../../../bench/support/recording-receiver.ts", import.meta.url),
+      {
+        BENCH_TLS_CERT: tls.cert,
+        BENCH_TLS_KEY: tls.key,
+        BENCH_DELAY_MIN_MS: "0",
+        BENCH_DELAY_MAX_MS: "0"
+      }
+    )
     try {
       const url = await receiver.call<string>("url")
       const dispatcher = new Agent({ connect: { ca: [tls.caCert] }, connections: 1 })
       const post = async (path: string, id: string) => {
-        const response = await request(`${url}${path}?x=1`, { method: "POST", headers: { "x-svc-event-id": id }, body: "{}", dispatcher })
+        const response = await request(`${url}${path}?x=1`, {
+          method: "POST",
+          headers: { "x-svc-event-id": id },
+          body: "{}",
+          dispatcher
+        })
         await response.body.dump()
         return response.statusCode
       }
@@ -90,13 +104,29 @@ describe("the recording receiver", () => {
       expect(await post("/e0", "b")).toBe(204)
       expect(await post("/e0", "a")).toBe(204)
       expect(await post("/e1", "a")).toBe(204)
-      expect(await receiver.call<Progress>("progress")).toEqual({ "/e0": { receipts: 3, distinct: 2 }, "/e1": { receipts: 1, distinct: 1 } })
+      expect(await receiver.call<Progress>("progress")).toEqual({
+        "/e0": { receipts: 3, distinct: 2 },
+        "/e1": { receipts: 1, distinct: 1 }
+      })
       // Its own port is not a sender's: nothing is counted for it.
       expect(await receiver.call<Senders>("senders", { ports: [1] })).toEqual({ answering: {}, lastSecond: {} })
       const report = await receiver.call<Report>("report", { paths: ["/e0", "/e1"], ids: ["a", "b", "c"] })
-      expect(report.paths["/e0"]).toMatchObject({ receipts: 3, distinct: 2, missing: ["c"], missingCount: 1, unexpected: 0, pauses: [] })
+      expect(report.paths["/e0"]).toMatchObject({
+        receipts: 3,
+        distinct: 2,
+        missing: ["c"],
+        missingCount: 1,
+        unexpected: 0,
+        pauses: []
+      })
       expect(report.paths["/e0"]!.repeated.map(([id, times]) => [id, times.length])).toEqual([["a", 2]])
-      expect(report.paths["/e1"]).toMatchObject({ receipts: 1, distinct: 1, missing: ["b", "c"], missingCount: 2, repeated: [] })
+      expect(report.paths["/e1"]).toMatchObject({
+        receipts: 1,
+        distinct: 1,
+        missing: ["b", "c"],
+        missingCount: 2,
+        repeated: []
+      })
       expect(report.byProcess).toEqual({ "?": 4 })
       await dispatcher.close()
     } finally {
@@ -115,7 +145,9 @@ describe.skipIf(!serverUrl)("the proxy that loses an answer", () => {
     await direct.connect()
     const dropper = await replyDropper({ host: url.hostname, port: Number(url.port || 5432) })
     const proxied = () => {
-      const client = new pg.Client({ connectionString: Object.assign(new URL(url), { port: String(dropper.port) }).toString() })
+      const client = new pg.Client({
+        connectionString: Object.assign(new URL(url), { port: String(dropper.port) }).toString()
+      })
       client.on("error", () => {})
       return client
     }

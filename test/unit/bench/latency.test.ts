@@ -41,7 +41,11 @@ describe("the latency scenario's arithmetic", () => {
     const arrivals = new Map([["a", [1_012, 1_040]], ["b", [1_030]], ["x", [1_020]]])
     expect(match(offered, arrivals)).toEqual({ latencies: [12, 25], missing: 1, duplicates: 1 })
     // A later receipt recorded first still counts from the earliest one.
-    expect(match([{ key: "a", due: 0 }], new Map([["a", [9, 4]]]))).toEqual({ latencies: [4], missing: 0, duplicates: 1 })
+    expect(match([{ key: "a", due: 0 }], new Map([["a", [9, 4]]]))).toEqual({
+      latencies: [4],
+      missing: 0,
+      duplicates: 1
+    })
     expect(match([], arrivals)).toEqual({ latencies: [], missing: 0, duplicates: 0 })
   })
 })

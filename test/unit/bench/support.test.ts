@@ -49,7 +49,16 @@ describe("bench support", () => {
     try {
       expect(load.pid).toBeGreaterThan(0)
       await expect(load.call("nope")).rejects.toThrow("unknown command nope")
-      await expect(load.call("run", { url: "http://example.com/", method: "GET", headers: {}, count: 1, concurrency: 1, expectStatus: 200 }))
+      await expect(
+        load.call("run", {
+          url: "http://example.com/",
+          method: "GET",
+          headers: {},
+          count: 1,
+          concurrency: 1,
+          expectStatus: 200
+        })
+      )
         .rejects.toThrow("loopback only")
     } finally {
       await load.stop()

@@ -24,7 +24,10 @@ describe("broker URLs", () => {
     assert.include(target, { kind: "amqp", tls: false, port: 5672, username: "svc", password: "p@ss", vhost: "prod" })
     assert.include(target, { exchange: "svc.events", routingKey: "approvals" })
     assert.strictEqual(target.hint, "amqp://rabbit.example.com/…")
-    assert.strictEqual(target.url.href, "amqp://svc:p%40ss@rabbit.example.com/prod?exchange=svc.events&routing_key=approvals")
+    assert.strictEqual(
+      target.url.href,
+      "amqp://svc:p%40ss@rabbit.example.com/prod?exchange=svc.events&routing_key=approvals"
+    )
     assert.include(ok("amqps://h.example.com?exchange=x"), { tls: true, port: 5671, vhost: "/", routingKey: undefined })
     assert.strictEqual(ok("amqp://h.example.com/%2Fnested?exchange=x").vhost, "/nested")
     assert.strictEqual(ok("amqps://u:p@h.example.com:443/v?exchange=x").port, 443)
@@ -33,9 +36,19 @@ describe("broker URLs", () => {
 
   it("nats: subject, user and password or a token, default port; tls:// is TLS", () => {
     assert.include(ok("nats://u:p@nats.example.com?subject=svc.approvals"), {
-      kind: "nats", tls: false, port: 4222, username: "u", password: "p", subject: "svc.approvals"
+      kind: "nats",
+      tls: false,
+      port: 4222,
+      username: "u",
+      password: "p",
+      subject: "svc.approvals"
     })
-    assert.include(ok("tls://s3cr3ttoken@nats.example.com:4443?subject=a"), { tls: true, port: 4443, username: "s3cr3ttoken", password: "" })
+    assert.include(ok("tls://s3cr3ttoken@nats.example.com:4443?subject=a"), {
+      tls: true,
+      port: 4443,
+      username: "s3cr3ttoken",
+      password: ""
+    })
     assert.strictEqual(ok("tls://s3cr3ttoken@nats.example.com:4443?subject=a").hint, "tls://nats.example.com:4443/…")
   })
 
@@ -43,7 +56,13 @@ describe("broker URLs", () => {
     assert.strictEqual(ok("amqp://0x7f.1/?exchange=x").host._tag, "Ip")
     assert.strictEqual(String((ok("amqp://2130706433/?exchange=x").host as { address: unknown }).address), "127.0.0.1")
     assert.strictEqual(ok("nats://[::1]?subject=a").host._tag, "Ip")
-    for (const raw of ["amqp://localhost/?exchange=x", "nats://ｌｏｃａｌｈｏｓｔ?subject=a", "amqp://metadata.google.internal/?exchange=x"]) {
+    for (
+      const raw of [
+        "amqp://localhost/?exchange=x",
+        "nats://ｌｏｃａｌｈｏｓｔ?subject=a",
+        "amqp://metadata.google.internal/?exchange=x"
+      ]
+    ) {
       assert.strictEqual(refused(raw), "the host is a local or metadata name", raw)
     }
   })
@@ -53,7 +72,10 @@ describe("broker URLs", () => {
       ["amqp://u:s3cret@h.example.com/", "exchange is required"],
       ["amqp://u:s3cret@h.example.com/?exchange=", "exchange is required"],
       ["amqp://u:s3cret@h.example.com/?exchange=has space", "exchange is required"],
-      [`amqp://u:s3cret@h.example.com/?exchange=x&routing_key=${"k".repeat(256)}`, "routing_key is longer than 255 bytes"],
+      [
+        `amqp://u:s3cret@h.example.com/?exchange=x&routing_key=${"k".repeat(256)}`,
+        "routing_key is longer than 255 bytes"
+      ],
       ["amqp://u:s3cret@h.example.com/?exchange=x&frameMax=1", "unknown query parameter \"frameMax\""],
       ["amqp://u:s3cret@h.example.com/?exchange=x&exchange=y", "exchange is given more than once"],
       ["amqp://u:s3cret@h.example.com/%ZZ?exchange=x", "invalid percent-escape"],

@@ -88,7 +88,9 @@ describe("broker connections", () => {
       const held = entryOf(connections.use("busy", "hog", () => Promise.resolve(busy)))
       const publish = (connection: BrokerConnection) => connection.publish({} as never)
       // Nothing frees within 20 ms: refused, naming the process's bound (the victim has room of its own).
-      const refused = yield* Effect.exit(connections.start("victim", "victim", () => Promise.resolve(fake(closedLog, "late")), publish, 20))
+      const refused = yield* Effect.exit(
+        connections.start("victim", "victim", () => Promise.resolve(fake(closedLog, "late")), publish, 20)
+      )
       assert.isTrue(Exit.isFailure(refused))
       const failure = Exit.isFailure(refused) ? refused.cause.reasons[0] : undefined
       const error = failure !== undefined && failure._tag === "Fail" ? failure.error : undefined
@@ -97,7 +99,9 @@ describe("broker connections", () => {
       assert.strictEqual(connections.waiting(), 0)
       // Freed while it waits: the waiting publish gets the slot and is answered.
       const victim = fake(closedLog, "victim")
-      const waiting = yield* Effect.forkChild(connections.start("victim", "victim", () => Promise.resolve(victim), publish, 5_000))
+      const waiting = yield* Effect.forkChild(
+        connections.start("victim", "victim", () => Promise.resolve(victim), publish, 5_000)
+      )
       yield* Effect.promise(settle)
       assert.strictEqual(connections.waiting(), 1)
       connections.settled("busy", held)

@@ -14,7 +14,9 @@ import { VERSION } from "../../../src/api/Version.ts"
 const root = fileURLToPath(new URL("../../../", import.meta.url))
 
 /** The PATH of a shell outside npm scripts: no node_modules/.bin (whose `node` is Node 24). */
-const shellPath = (process.env.PATH ?? "").split(delimiter).filter((dir) => !dir.includes("node_modules")).join(delimiter)
+const shellPath = (process.env.PATH ?? "").split(delimiter).filter((dir) => !dir.includes("node_modules")).join(
+  delimiter
+)
 
 const which = (command: string) =>
   shellPath.split(delimiter).map((dir) => join(dir, command)).find((file) => existsSync(file))
@@ -45,12 +47,15 @@ describe("the svc bin", () => {
     assert.match(result.stdout, /^\s+start\s+Serve the HTTP API on HOST:PORT/m)
   })
 
-  it.skipIf(machineNode === undefined)("started by the machine's Node, it runs the CLI on a Node that can (>= 22.19)", () => {
-    const version = run(machineNode!, ["-p", "process.versions.node"]).stdout.trim()
-    const result = run(machineNode!, [join(root, "tools/cli/svc.js"), "--version"])
-    assert.strictEqual(result.status, 0, `on Node ${version}: ${result.stderr}`)
-    assert.include(result.stdout, VERSION)
-    const failing = run(machineNode!, [join(root, "tools/cli/svc.js"), "orgs", "create"])
-    assert.notStrictEqual(failing.status, 0, "a failing command's status comes through")
-  })
+  it.skipIf(machineNode === undefined)(
+    "started by the machine's Node, it runs the CLI on a Node that can (>= 22.19)",
+    () => {
+      const version = run(machineNode!, ["-p", "process.versions.node"]).stdout.trim()
+      const result = run(machineNode!, [join(root, "tools/cli/svc.js"), "--version"])
+      assert.strictEqual(result.status, 0, `on Node ${version}: ${result.stderr}`)
+      assert.include(result.stdout, VERSION)
+      const failing = run(machineNode!, [join(root, "tools/cli/svc.js"), "orgs", "create"])
+      assert.notStrictEqual(failing.status, 0, "a failing command's status comes through")
+    }
+  )
 })

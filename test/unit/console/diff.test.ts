@@ -20,7 +20,17 @@ describe("the Review screen's structural diff", () => {
 
   it("reports nothing for equal values, and a change of type at the path where it happens", () => {
     assert.deepStrictEqual(jsonDiff({ a: [1, { b: null }] }, { a: [1, { b: null }] }), [])
-    assert.deepStrictEqual(jsonDiff({ a: { b: 1 } }, { a: [1] }), [{ path: "$.a", kind: "changed", before: { b: 1 }, after: [1] }])
-    assert.deepStrictEqual(jsonDiff({ "x y": 1 }, { "x y": 2 }), [{ path: "$[\"x y\"]", kind: "changed", before: 1, after: 2 }])
+    assert.deepStrictEqual(jsonDiff({ a: { b: 1 } }, { a: [1] }), [{
+      path: "$.a",
+      kind: "changed",
+      before: { b: 1 },
+      after: [1]
+    }])
+    assert.deepStrictEqual(jsonDiff({ "x y": 1 }, { "x y": 2 }), [{
+      path: "$[\"x y\"]",
+      kind: "changed",
+      before: 1,
+      after: 2
+    }])
   })
 })

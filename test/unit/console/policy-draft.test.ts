@@ -12,11 +12,22 @@ const stored = {
   escalation_chain: ["finance", "cfo"],
   rules: [
     { name: "small", condition: "arguments.amount <= 100.0", result: { decision: "allow" as const } },
-    { name: "huge", condition: "arguments.amount > 5000.0", result: { decision: "reject" as const, reason: "Finance decides." } },
+    {
+      name: "huge",
+      condition: "arguments.amount > 5000.0",
+      result: { decision: "reject" as const, reason: "Finance decides." }
+    },
     {
       name: "eur",
       condition: "arguments.currency == \"EUR\"",
-      result: { decision: "require_approval" as const, review_seconds: 300, expiring_notice_seconds: 60, timeout_action: "allow" as const, quorum: 2, group: "treasury" }
+      result: {
+        decision: "require_approval" as const,
+        review_seconds: 300,
+        expiring_notice_seconds: 60,
+        timeout_action: "allow" as const,
+        quorum: 2,
+        group: "treasury"
+      }
     }
   ],
   arguments_schema: { type: "object" },
@@ -30,16 +41,39 @@ describe("the Policies screen's draft of a policy", () => {
   })
 
   it("empty escalation, quorum and groups are left out; an arguments schema that is not JSON names its field", () => {
-    const draft = { ...draftOf(stored), deadlines: { review: "60", notice: "0", escalation: " ", timeout: "allow" as const, quorum: "", group: "", escalationChain: " , " }, schema: "" }
+    const draft = {
+      ...draftOf(stored),
+      deadlines: {
+        review: "60",
+        notice: "0",
+        escalation: " ",
+        timeout: "allow" as const,
+        quorum: "",
+        group: "",
+        escalationChain: " , "
+      },
+      schema: ""
+    }
     const payload = payloadOf(draft)
-    assert.deepStrictEqual([payload.review_seconds, payload.expiring_notice_seconds, "escalation_seconds" in payload, "quorum" in payload, "group" in payload, "escalation_chain" in payload, "arguments_schema" in payload], [60, 0, false, false, false, false, false])
+    assert.deepStrictEqual([
+      payload.review_seconds,
+      payload.expiring_notice_seconds,
+      "escalation_seconds" in payload,
+      "quorum" in payload,
+      "group" in payload,
+      "escalation_chain" in payload,
+      "arguments_schema" in payload
+    ], [60, 0, false, false, false, false, false])
     assert.throws(() => payloadOf({ ...draft, schema: "{type:" }), DraftError)
   })
 
   it("the escalation chain is typed as group names separated by commas, in order; blanks around them are dropped", () => {
     const draft = draftOf(stored)
     assert.strictEqual(draft.deadlines.escalationChain, "finance, cfo")
-    const payload = payloadOf({ ...draft, deadlines: { ...draft.deadlines, escalationChain: " finance ,cfo,, board " } })
+    const payload = payloadOf({
+      ...draft,
+      deadlines: { ...draft.deadlines, escalationChain: " finance ,cfo,, board " }
+    })
     assert.deepStrictEqual(payload.escalation_chain, ["finance", "cfo", "board"])
   })
 

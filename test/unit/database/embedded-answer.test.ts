@@ -1,4 +1,4 @@
-import { PGlite, parse } from "@electric-sql/pglite"
+import { parse, PGlite } from "@electric-sql/pglite"
 import { afterAll, assert, beforeAll, describe, it } from "vitest"
 import { AnswerBytes, readAnswer } from "../../../src/database/embedded/EmbeddedAnswer.ts"
 import { encodeStatement, runStatement } from "../../../src/database/embedded/EmbeddedProtocol.ts"
@@ -50,7 +50,19 @@ describe("reading PGlite's raw answer", () => {
         const error = messages.find((m: { name: string }) => m.name === "error") as Record<string, unknown> | undefined
         if (error !== undefined) {
           assert.isDefined(ours.error, sql)
-          for (const field of ["message", "code", "constraint", "detail", "severity", "table", "schema", "position", "routine"]) {
+          for (
+            const field of [
+              "message",
+              "code",
+              "constraint",
+              "detail",
+              "severity",
+              "table",
+              "schema",
+              "position",
+              "routine"
+            ]
+          ) {
             assert.strictEqual(ours.error![field], error[field], `${sql}: ${field}`)
           }
           continue
@@ -66,11 +78,15 @@ describe("reading PGlite's raw answer", () => {
 
   it("reads a prepared statement's later rows by the columns its first run described", async () => {
     const bytes = new AnswerBytes()
-    const parseOnce = new Uint8Array(encodeStatement("SELECT id, v FROM t WHERE id = $1", ["1"], [23], { name: "s1", parse: true, describe: true }))
+    const parseOnce = new Uint8Array(
+      encodeStatement("SELECT id, v FROM t WHERE id = $1", ["1"], [23], { name: "s1", parse: true, describe: true })
+    )
     await db.execProtocolRawStream(parseOnce, { syncToFs: false, onRawData: bytes.onRawData })
     const first = readAnswer(bytes.take(), db.parsers as never, false, undefined)
     assert.deepStrictEqual(first.columns, [{ name: "id", type: 23 }, { name: "v", type: 25 }])
-    const again = new Uint8Array(encodeStatement("SELECT id, v FROM t WHERE id = $1", ["1"], [23], { name: "s1", parse: false, describe: false }))
+    const again = new Uint8Array(
+      encodeStatement("SELECT id, v FROM t WHERE id = $1", ["1"], [23], { name: "s1", parse: false, describe: false })
+    )
     await db.execProtocolRawStream(again, { syncToFs: false, onRawData: bytes.onRawData })
     const later = readAnswer(bytes.take(), db.parsers as never, false, first.columns)
     assert.isUndefined(later.columns)

@@ -52,11 +52,14 @@ describe("named prepared statements on the embedded database", () => {
     })
     afterAll(() => db.close())
     const held = async () =>
-      (await db.query<{ name: string }>("SELECT name FROM pg_prepared_statements ORDER BY prepare_time")).rows.map((row) => row.name)
+      (await db.query<{ name: string }>("SELECT name FROM pg_prepared_statements ORDER BY prepare_time")).rows.map((
+        row
+      ) => row.name)
 
     it("answers a prepared statement's rows as its first run did, and holds no more than its bound", async () => {
       const cache = new PreparedStatements(2)
-      const run = (sql: string, params: Array<unknown>, types: Array<number>) => runStatement(db as never, sql, params, types, false, cache)
+      const run = (sql: string, params: Array<unknown>, types: Array<number>) =>
+        runStatement(db as never, sql, params, types, false, cache)
       await run("INSERT INTO t VALUES ($1, $2)", [1, "a"], [23, 0])
       const once = await run("SELECT id, v FROM t WHERE id = $1", [1], [23])
       const again = await run("SELECT id, v FROM t WHERE id = $1", [1], [23])
@@ -72,11 +75,15 @@ describe("named prepared statements on the embedded database", () => {
 
     it("keeps the session usable after a prepared statement fails inside a transaction", async () => {
       const cache = new PreparedStatements()
-      const run = (sql: string, params: Array<unknown> = [], types: Array<number> = []) => runStatement(db as never, sql, params, types, false, cache)
+      const run = (sql: string, params: Array<unknown> = [], types: Array<number> = []) =>
+        runStatement(db as never, sql, params, types, false, cache)
       const insert = "INSERT INTO t VALUES ($1, $2) RETURNING id"
       await run(insert, [2, "b"], [23, 0])
       await run("BEGIN")
-      const duplicate = await run(insert, [2, "b"], [23, 0]).then(() => undefined, (error: { code?: string }) => error.code)
+      const duplicate = await run(insert, [2, "b"], [23, 0]).then(
+        () => undefined,
+        (error: { code?: string }) => error.code
+      )
       assert.strictEqual(duplicate, "23505")
       await run("ROLLBACK")
       assert.deepStrictEqual((await run(insert, [3, "c"], [23, 0])).rows, [{ id: 3 }])
@@ -84,7 +91,8 @@ describe("named prepared statements on the embedded database", () => {
 
     it("runs a statement whose plan went stale again, outside a transaction, with the new columns", async () => {
       const cache = new PreparedStatements()
-      const run = (sql: string, params: Array<unknown> = [], types: Array<number> = []) => runStatement(db as never, sql, params, types, false, cache)
+      const run = (sql: string, params: Array<unknown> = [], types: Array<number> = []) =>
+        runStatement(db as never, sql, params, types, false, cache)
       await db.exec("CREATE TABLE s (id int); INSERT INTO s VALUES (1)")
       assert.deepStrictEqual((await run("SELECT * FROM s")).rows, [{ id: 1 }])
       await db.exec("ALTER TABLE s ADD COLUMN w text")
@@ -101,7 +109,9 @@ describe("named prepared statements on the embedded database", () => {
           const [row] = yield* sql<{ n: number }>`SELECT ${i}::int + 1 AS n`
           assert.strictEqual(row!.n, i + 1)
         }
-        const held = yield* sql<{ count: bigint }>`SELECT count(*) AS count FROM pg_prepared_statements WHERE statement LIKE 'SELECT $1::int + 1%'`
+        const held = yield* sql<
+          { count: bigint }
+        >`SELECT count(*) AS count FROM pg_prepared_statements WHERE statement LIKE 'SELECT $1::int + 1%'`
         assert.strictEqual(held[0]!.count, 1n)
       }))
   })

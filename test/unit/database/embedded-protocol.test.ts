@@ -1,5 +1,5 @@
-import { assert, describe, it } from "@effect/vitest"
 import { PgClient } from "@effect/sql-pg"
+import { assert, describe, it } from "@effect/vitest"
 import { Effect } from "effect"
 import { SqlClient } from "effect/sql"
 import { SqlError } from "effect/sql/SqlError"
@@ -11,7 +11,11 @@ import { emptyDatabase } from "../../support/databases.ts"
 const text = fc.string({ unit: "grapheme", maxLength: 40 }).filter((s) => !s.includes("\u0000"))
 const int4 = fc.integer({ min: -2147483648, max: 2147483647 })
 const int8 = fc.bigInt({ min: -(2n ** 63n), max: 2n ** 63n - 1n })
-const instant = fc.date({ min: new Date("1900-01-01T00:00:00Z"), max: new Date("2200-01-01T00:00:00Z"), noInvalidDate: true })
+const instant = fc.date({
+  min: new Date("1900-01-01T00:00:00Z"),
+  max: new Date("2200-01-01T00:00:00Z"),
+  noInvalidDate: true
+})
 const json = fc.jsonValue({ maxDepth: 3 }).map((value) => JSON.parse(JSON.stringify(value)) as unknown)
 
 describe("the embedded statement protocol", () => {
@@ -35,14 +39,18 @@ describe("the embedded statement protocol", () => {
     assert.strictEqual(serializeParam("x", 16, serializers), "x")
     assert.strictEqual(serializeParam(true, 16, serializers), "t")
     // PostgreSQL reads an unquoted null, in any case, as NULL.
-    assert.strictEqual(serializeParam([null, "a b"], 0, serializers)!.toUpperCase(), '{NULL,"A B"}')
+    assert.strictEqual(serializeParam([null, "a b"], 0, serializers)!.toUpperCase(), "{NULL,\"A B\"}")
   })
 
   it.layer(emptyDatabase())((it) => {
     it.effect("values of every type come back as they went in", () =>
       Effect.gen(function*() {
         const client = yield* SqlClient.SqlClient
-        const check = <A>(arbitrary: fc.Arbitrary<A>, sql: string, expected: (value: A) => unknown = (value) => value) =>
+        const check = <A>(
+          arbitrary: fc.Arbitrary<A>,
+          sql: string,
+          expected: (value: A) => unknown = (value) => value
+        ) =>
           Effect.promise(() =>
             fc.assert(
               fc.asyncProperty(arbitrary, async (value) => {
@@ -56,7 +64,10 @@ describe("the embedded statement protocol", () => {
         yield* check(text, "SELECT $1 AS v")
         yield* check(int4, "SELECT $1 AS v")
         yield* check(int8, "SELECT $1 AS v")
-        yield* check(fc.double({ noNaN: true, noDefaultInfinity: true }).filter((n) => !Number.isInteger(n)), "SELECT $1 AS v")
+        yield* check(
+          fc.double({ noNaN: true, noDefaultInfinity: true }).filter((n) => !Number.isInteger(n)),
+          "SELECT $1 AS v"
+        )
         yield* check(fc.boolean(), "SELECT $1 AS v")
         yield* check(instant, "SELECT $1 AS v")
         yield* check(fc.uint8Array({ maxLength: 40 }), "SELECT $1 AS v", (value) => new Uint8Array(value))
@@ -92,7 +103,7 @@ describe("the embedded statement protocol", () => {
         const syntax = yield* Effect.flip(sql.unsafe("SELEC 1"))
         assert.strictEqual(syntax.reason._tag, "SqlSyntaxError")
         const badParam = yield* Effect.flip(sql.unsafe("SELECT $1::int AS v", ["not a number"]))
-        assert.strictEqual(((badParam.reason as { cause: { code?: string } }).cause).code, "22P02")
+        assert.strictEqual((badParam.reason as { cause: { code?: string } }).cause.code, "22P02")
         const [row] = yield* sql<{ n: number }>`SELECT count(*)::int AS n FROM protocol_things`
         assert.strictEqual(row!.n, 1)
       }))
@@ -101,10 +112,14 @@ describe("the embedded statement protocol", () => {
       Effect.gen(function*() {
         const sql = yield* SqlClient.SqlClient
         yield* sql`CREATE TEMP TABLE protocol_tx (id int)`
-        yield* Effect.flip(sql.withTransaction(Effect.andThen(sql`INSERT INTO protocol_tx VALUES (1)`, Effect.fail("no"))))
+        yield* Effect.flip(
+          sql.withTransaction(Effect.andThen(sql`INSERT INTO protocol_tx VALUES (1)`, Effect.fail("no")))
+        )
         yield* sql.withTransaction(Effect.gen(function*() {
           yield* sql`INSERT INTO protocol_tx VALUES (2)`
-          yield* Effect.flip(sql.withTransaction(Effect.andThen(sql`INSERT INTO protocol_tx VALUES (3)`, Effect.fail("no"))))
+          yield* Effect.flip(
+            sql.withTransaction(Effect.andThen(sql`INSERT INTO protocol_tx VALUES (3)`, Effect.fail("no")))
+          )
         }))
         const rows = yield* sql<{ id: number }>`SELECT id FROM protocol_tx ORDER BY id`
         assert.deepStrictEqual(rows.map((r) => r.id), [2])

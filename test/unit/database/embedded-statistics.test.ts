@@ -1,12 +1,12 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Effect } from "effect"
-import { rmSync } from "node:fs"
 import { SqlClient } from "effect/sql"
+import { rmSync } from "node:fs"
 import { Database } from "../../../src/database/Database.ts"
 import { analyzeStale, staleTables } from "../../../src/database/embedded/EmbeddedStatistics.ts"
+import { emptyDatabase } from "../../support/databases.ts"
 import { eventually } from "../../support/http.ts"
 import { emptyDataDir } from "../../support/process.ts"
-import { emptyDatabase } from "../../support/databases.ts"
 
 /** The counters `pg_stat_user_tables` shows are written at the backend's next idle moment; this makes it the next statement. */
 const flushCounters = (sql: SqlClient.SqlClient) =>
@@ -43,24 +43,27 @@ describe("planner statistics on the embedded database", () => {
         yield* flushCounters(sql)
         assert.include(yield* staleTables(sql), "stats_grown")
       }))
-
   })
 
-  it.live("the embedded database in a data folder analyzes what changed without being asked", () =>
-    Effect.gen(function*() {
-      const folder = emptyDataDir("svc-stats-")
-      yield* Effect.addFinalizer(() => Effect.sync(() => rmSync(folder, { recursive: true, force: true })))
-      yield* Effect.gen(function*() {
-        const sql = yield* SqlClient.SqlClient
-        yield* sql`CREATE TABLE stats_kept (id int PRIMARY KEY)`.unprepared
-        yield* sql`INSERT INTO stats_kept SELECT g FROM generate_series(1, 500) g`.unprepared
-        yield* flushCounters(sql)
-        // Within a few rounds of the loop, polled: never a fixed sleep.
-        yield* eventually(Effect.map(analyzed(sql, "stats_kept"), (done) => done ? true : undefined), {
-          what: "the table analyzed",
-          timeoutMs: 20_000,
-          intervalMs: 100
-        })
-      }).pipe(Effect.provide(Database.embedded(folder, undefined, { statisticsEvery: "200 millis" })))
-    }).pipe(Effect.scoped), { timeout: 60_000 })
+  it.live(
+    "the embedded database in a data folder analyzes what changed without being asked",
+    () =>
+      Effect.gen(function*() {
+        const folder = emptyDataDir("svc-stats-")
+        yield* Effect.addFinalizer(() => Effect.sync(() => rmSync(folder, { recursive: true, force: true })))
+        yield* Effect.gen(function*() {
+          const sql = yield* SqlClient.SqlClient
+          yield* sql`CREATE TABLE stats_kept (id int PRIMARY KEY)`.unprepared
+          yield* sql`INSERT INTO stats_kept SELECT g FROM generate_series(1, 500) g`.unprepared
+          yield* flushCounters(sql)
+          // Within a few rounds of the loop, polled: never a fixed sleep.
+          yield* eventually(Effect.map(analyzed(sql, "stats_kept"), (done) => done ? true : undefined), {
+            what: "the table analyzed",
+            timeoutMs: 20_000,
+            intervalMs: 100
+          })
+        }).pipe(Effect.provide(Database.embedded(folder, undefined, { statisticsEvery: "200 millis" })))
+      }).pipe(Effect.scoped),
+    { timeout: 60_000 }
+  )
 })

@@ -1,15 +1,15 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Duration, Effect } from "effect"
-import { rmSync } from "node:fs"
 import { Reactivity } from "effect/reactivity"
 import { SqlClient } from "effect/sql"
+import { rmSync } from "node:fs"
 import { Database } from "../../../src/database/Database.ts"
 import { makeEmbeddedClient } from "../../../src/database/embedded/EmbeddedClient.ts"
-import { StatementAllowance, startSession } from "../../../src/database/embedded/EmbeddedSession.ts"
+import { startSession, StatementAllowance } from "../../../src/database/embedded/EmbeddedSession.ts"
 import { AUTOVACUUM, dueTables, vacuumDue } from "../../../src/database/embedded/EmbeddedVacuum.ts"
+import { emptyDatabase } from "../../support/databases.ts"
 import { eventually } from "../../support/http.ts"
 import { emptyDataDir } from "../../support/process.ts"
-import { emptyDatabase } from "../../support/databases.ts"
 
 /** The counters `pg_stat_user_tables` shows are written at the backend's next idle moment; this makes it the next statement. */
 const flushCounters = (sql: SqlClient.SqlClient) =>
@@ -28,11 +28,18 @@ const vacuumed = (sql: SqlClient.SqlClient, table: string) =>
       FROM pg_stat_user_tables s JOIN pg_class c ON c.oid = s.relid
       WHERE s.relname = ${table}
     `.unprepared,
-    (rows): Vacuumed => ({ vacuums: Number(rows[0]!.vacuums), dead: Number(rows[0]!.dead), frozenAge: rows[0]!.frozen_age })
+    (rows): Vacuumed => ({
+      vacuums: Number(rows[0]!.vacuums),
+      dead: Number(rows[0]!.dead),
+      frozenAge: rows[0]!.frozen_age
+    })
   )
 
 const names = (sql: SqlClient.SqlClient, thresholds = AUTOVACUUM) =>
-  Effect.map(Effect.andThen(flushCounters(sql), dueTables(sql, thresholds)), (tables) => tables.map((table) => table.name))
+  Effect.map(
+    Effect.andThen(flushCounters(sql), dueTables(sql, thresholds)),
+    (tables) => tables.map((table) => table.name)
+  )
 
 describe("VACUUM on the embedded database", () => {
   it.layer(emptyDatabase())((it) => {
@@ -61,7 +68,11 @@ describe("VACUUM on the embedded database", () => {
         assert.deepStrictEqual(yield* names(sql), ["vac_churn"])
         assert.strictEqual(yield* vacuumDue(sql), 1)
         yield* flushCounters(sql)
-        assert.deepStrictEqual(yield* vacuumed(sql, "vac_churn"), { ...(yield* vacuumed(sql, "vac_churn")), vacuums: 2, dead: 0 })
+        assert.deepStrictEqual(yield* vacuumed(sql, "vac_churn"), {
+          ...(yield* vacuumed(sql, "vac_churn")),
+          vacuums: 2,
+          dead: 0
+        })
         assert.strictEqual((yield* vacuumed(sql, "vac_quiet")).vacuums, 1)
         assert.strictEqual((yield* vacuumed(sql, "vac_quiet")).dead, 10)
       }))

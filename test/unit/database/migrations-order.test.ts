@@ -25,7 +25,9 @@ describe("releases of migrations", () => {
     const releases = Object.keys(migrationsByRelease)
     assert.deepStrictEqual([...releases].sort(compareVersions), releases)
     assert.isAtMost(compareVersions(releases.at(-1)!, VERSION), 0)
-    const ids = Object.values(migrationsByRelease).map((record) => Object.keys(record).map((key) => Number(key.slice(0, 4))))
+    const ids = Object.values(migrationsByRelease).map((record) =>
+      Object.keys(record).map((key) => Number(key.slice(0, 4)))
+    )
     for (let i = 1; i < ids.length; i++) assert.isAbove(Math.min(...ids[i]!), Math.max(...ids[i - 1]!))
   })
 })
@@ -52,7 +54,11 @@ describe("compareVersions orders major.minor.patch by their numbers", () => {
 })
 
 describe("a build refuses a database that belongs to a later svc", () => {
-  const applied = (key: string, svc_version: string | null) => ({ migration_id: Number(key.slice(0, 4)), name: key.slice(5), svc_version })
+  const applied = (key: string, svc_version: string | null) => ({
+    migration_id: Number(key.slice(0, 4)),
+    name: key.slice(5),
+    svc_version
+  })
   const known = [...releaseOf].map(([key, release]) => applied(key, release))
 
   it("its own database, or an older one, or migrations not recorded yet: it starts", () => {
@@ -66,14 +72,27 @@ describe("a build refuses a database that belongs to a later svc", () => {
     const latest = Object.keys(migrationsByRelease[VERSION as keyof typeof migrationsByRelease]).at(-1)
     assert.deepStrictEqual(
       refusal("0.1.0", known),
-      Option.some(`svc 0.1.0 cannot start: the database schema belongs to svc ${VERSION} (migration ${latest}); upgrade svc or use a database of this version`)
+      Option.some(
+        `svc 0.1.0 cannot start: the database schema belongs to svc ${VERSION} (migration ${latest}); upgrade svc or use a database of this version`
+      )
     )
-    const later = [...known, applied("9990_next", "0.10.0"), applied("9991_next_patch", "0.10.1"), applied("9992_old_record", "0.9.9")]
+    const later = [
+      ...known,
+      applied("9990_next", "0.10.0"),
+      applied("9991_next_patch", "0.10.1"),
+      applied("9992_old_record", "0.9.9")
+    ]
     assert.include(Option.getOrThrow(refusal("0.9.0", later)), "belongs to svc 0.10.1 (migration 9991_next_patch)")
   })
 
   it("an applied migration this build does not know, recorded or not", () => {
-    assert.include(Option.getOrThrow(refusal(VERSION, [...known, applied("9990_elsewhere", VERSION)])), `the database has migration 9990_elsewhere (svc ${VERSION}), which this build does not know`)
-    assert.include(Option.getOrThrow(refusal(VERSION, [...known, applied("9990_elsewhere", null)])), "the database has migration 9990_elsewhere, which this build does not know")
+    assert.include(
+      Option.getOrThrow(refusal(VERSION, [...known, applied("9990_elsewhere", VERSION)])),
+      `the database has migration 9990_elsewhere (svc ${VERSION}), which this build does not know`
+    )
+    assert.include(
+      Option.getOrThrow(refusal(VERSION, [...known, applied("9990_elsewhere", null)])),
+      "the database has migration 9990_elsewhere, which this build does not know"
+    )
   })
 })

@@ -8,7 +8,12 @@ import { assert, describe, it } from "@effect/vitest"
 import { Clock, Effect } from "effect"
 import { TestClock } from "effect/testing"
 import fc from "fast-check"
-import { Admission, type AdmissionLimits, type Entry, UNSETTLED_PER_TARGET } from "../../../src/deliveries/worker/Admission.ts"
+import {
+  Admission,
+  type AdmissionLimits,
+  type Entry,
+  UNSETTLED_PER_TARGET
+} from "../../../src/deliveries/worker/Admission.ts"
 
 const TARGETS = ["t0", "t1", "t2", "t3", "t4"]
 /** t0..t2 share a host; t3 and t4 have none. */
@@ -22,10 +27,19 @@ type Step =
   | { readonly _tag: "Wait"; readonly ms: number }
 
 const step: fc.Arbitrary<Step> = fc.oneof(
-  fc.record({ _tag: fc.constant("Claim" as const), target: fc.nat(TARGETS.length - 1), n: fc.integer({ min: 1, max: 12 }), failing: fc.boolean() }),
+  fc.record({
+    _tag: fc.constant("Claim" as const),
+    target: fc.nat(TARGETS.length - 1),
+    n: fc.integer({ min: 1, max: 12 }),
+    failing: fc.boolean()
+  }),
   fc.record({ _tag: fc.constant("End" as const), pick: fc.nat(), failed: fc.option(fc.boolean(), { nil: undefined }) }),
   fc.record({ _tag: fc.constant("Record" as const), pick: fc.nat() }),
-  fc.record({ _tag: fc.constant("Cool" as const), target: fc.nat(TARGETS.length - 1), forMs: fc.integer({ min: 1, max: 5_000 }) }),
+  fc.record({
+    _tag: fc.constant("Cool" as const),
+    target: fc.nat(TARGETS.length - 1),
+    forMs: fc.integer({ min: 1, max: 5_000 })
+  }),
   fc.record({ _tag: fc.constant("Wait" as const), ms: fc.integer({ min: 0, max: 3_000 }) })
 )
 
@@ -90,7 +104,9 @@ const simulate = (rules: AdmissionLimits, steps: ReadonlyArray<Step>) =>
         // Beyond the bound only a target's first request may start.
         for (const entry of decision.start) {
           if (entry.group === undefined) continue
-          if (inFlight.filter((e) => e.target === entry.target).length > 1) return `host group over its bound for ${entry.target}'s second request`
+          if (
+            inFlight.filter((e) => e.target === entry.target).length > 1
+          ) return `host group over its bound for ${entry.target}'s second request`
         }
       }
       return undefined
@@ -153,7 +169,10 @@ const simulate = (rules: AdmissionLimits, steps: ReadonlyArray<Step>) =>
 describe("delivery admission (deterministic model)", () => {
   it.effect("every decision keeps the bounds: concurrency, per target, probing, unsettled, host group, cooldown, lease", () =>
     Effect.gen(function*() {
-      const samples = fc.sample(fc.tuple(limits, fc.array(step, { minLength: 1, maxLength: 120 })), { numRuns: 300, seed: 4242 })
+      const samples = fc.sample(fc.tuple(limits, fc.array(step, { minLength: 1, maxLength: 120 })), {
+        numRuns: 300,
+        seed: 4242
+      })
       for (const [rules, steps] of samples) {
         const broken = yield* simulate(rules, steps)
         assert.isUndefined(broken, `${JSON.stringify(rules)}: ${broken}`)
@@ -162,7 +181,13 @@ describe("delivery admission (deterministic model)", () => {
 
   it.effect("a failing target gets one request at a time; a healthy one its full share; targets take turns", () =>
     Effect.gen(function*() {
-      const model = new Admission<number>({ concurrency: 10, perTarget: 3, perFailingTarget: 1, perGroup: 100, maxWaitMs: 1_000 })
+      const model = new Admission<number>({
+        concurrency: 10,
+        perTarget: 3,
+        perFailingTarget: 1,
+        perGroup: 100,
+        maxWaitMs: 1_000
+      })
       const now = yield* Clock.currentTimeMillis
       const entries = (target: string, failing: boolean, ids: Array<number>) =>
         ids.map((item) => ({ item, target, group: undefined, claimedAt: now, failing }))
@@ -180,7 +205,13 @@ describe("delivery admission (deterministic model)", () => {
 
   it.effect("what waited longer than the lease allows is given back, not started; so is everything of a target cooling down", () =>
     Effect.gen(function*() {
-      const model = new Admission<number>({ concurrency: 1, perTarget: 1, perFailingTarget: 1, perGroup: 100, maxWaitMs: 1_000 })
+      const model = new Admission<number>({
+        concurrency: 1,
+        perTarget: 1,
+        perFailingTarget: 1,
+        perGroup: 100,
+        maxWaitMs: 1_000
+      })
       const t0 = yield* Clock.currentTimeMillis
       model.add([1, 2].map((item) => ({ item, target: "a", group: undefined, claimedAt: t0, failing: false })))
       model.add([3, 4].map((item) => ({ item, target: "b", group: undefined, claimedAt: t0, failing: false })))
@@ -198,10 +229,21 @@ describe("delivery admission (deterministic model)", () => {
 
   it.effect("an organization's endpoints on one host share the group bound, but each may always have one request", () =>
     Effect.gen(function*() {
-      const model = new Admission<string>({ concurrency: 100, perTarget: 5, perFailingTarget: 1, perGroup: 4, maxWaitMs: 1_000 })
+      const model = new Admission<string>({
+        concurrency: 100,
+        perTarget: 5,
+        perFailingTarget: 1,
+        perGroup: 4,
+        maxWaitMs: 1_000
+      })
       const now = yield* Clock.currentTimeMillis
       const add = (target: string, n: number) =>
-        model.add(Array.from({ length: n }, (_, i) => ({ item: `${target}${i}`, target, group: "org host", claimedAt: now, failing: false })))
+        model.add(
+          Array.from(
+            { length: n },
+            (_, i) => ({ item: `${target}${i}`, target, group: "org host", claimedAt: now, failing: false })
+          )
+        )
       add("a", 5)
       assert.strictEqual(model.admit(now, false).start.length, 4, "a fills the host's bound")
       assert.deepStrictEqual(model.saturatedTargets(), ["a"])
@@ -214,9 +256,23 @@ describe("delivery admission (deterministic model)", () => {
 
   it.effect("in flight plus unrecorded stays within four times perTarget; then a delivery waits only for recording (which should not linger)", () =>
     Effect.gen(function*() {
-      const model = new Admission<number>({ concurrency: 10, perTarget: 2, perFailingTarget: 1, perGroup: 100, maxWaitMs: 1_000 })
+      const model = new Admission<number>({
+        concurrency: 10,
+        perTarget: 2,
+        perFailingTarget: 1,
+        perGroup: 100,
+        maxWaitMs: 1_000
+      })
       const now = yield* Clock.currentTimeMillis
-      model.add([1, 2, 3, 4, 5, 6, 7, 8, 9, 10].map((item) => ({ item, target: "a", group: undefined, claimedAt: now, failing: false })))
+      model.add(
+        [1, 2, 3, 4, 5, 6, 7, 8, 9, 10].map((item) => ({
+          item,
+          target: "a",
+          group: undefined,
+          claimedAt: now,
+          failing: false
+        }))
+      )
       const first = model.admit(now, false)
       assert.deepStrictEqual(first.start.map((e) => e.item), [1, 2])
       // At its bound of sends in flight, nothing unrecorded: sends hold it back, not recording.

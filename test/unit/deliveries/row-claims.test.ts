@@ -3,7 +3,12 @@
  * something, else at most every 100 ms; always when the log gave nothing.
  */
 import { assert, describe, it } from "@effect/vitest"
-import { makeRowClaimPacing, ROW_CLAIM_EVERY_MS, rowClaimDue, rowClaimRan } from "../../../src/deliveries/rows/ClaimPacing.ts"
+import {
+  makeRowClaimPacing,
+  ROW_CLAIM_EVERY_MS,
+  rowClaimDue,
+  rowClaimRan
+} from "../../../src/deliveries/rows/ClaimPacing.ts"
 
 describe("per-row claim pacing", () => {
   it("the per-row claim runs while it finds something, else every 100 ms; always when the log gave nothing", () => {

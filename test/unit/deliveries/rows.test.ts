@@ -3,8 +3,8 @@
  * defect naming its table, never a value silently wrong further on, while a
  * database failure stays an error the worker can act on.
  */
-import { assert, describe, it } from "@effect/vitest"
 import type { PgClient } from "@effect/sql-pg"
+import { assert, describe, it } from "@effect/vitest"
 import { Cause, Effect, Exit, Option } from "effect"
 import { ConnectionError, SqlError } from "effect/sql/SqlError"
 import * as Listing from "../../../src/deliveries/records/Listing.ts"
@@ -60,7 +60,9 @@ describe("the queue's rows decoded by schemas", () => {
 
   it.effect("a database failure stays an error (the worker tells an unreachable database from a bad row)", () =>
     Effect.gen(function*() {
-      const failure = new SqlError({ reason: new ConnectionError({ cause: new Error("refused"), message: "connection refused" }) })
+      const failure = new SqlError({
+        reason: new ConnectionError({ cause: new Error("refused"), message: "connection refused" })
+      })
       const error = yield* Effect.flip(Rows.deliveries(Effect.fail(failure)))
       assert.strictEqual(error, failure)
     }))

@@ -46,14 +46,27 @@ describe("the settle rows", () => {
   it("a batch of every outcome reads as the statement's columns, in order", () => {
     const cooldown = { after: 5, base: Duration.seconds(30), cap: "1 hour" as const }
     const items: Array<SettleItem> = [
-      { claimed: claimed("d1"), outcome: Outcome.delivered(), attempt: { statusCode: 204, responseSnippet: "", durationMs: 3.6 }, cooldown },
+      {
+        claimed: claimed("d1"),
+        outcome: Outcome.delivered(),
+        attempt: { statusCode: 204, responseSnippet: "", durationMs: 3.6 },
+        cooldown
+      },
       {
         claimed: claimed("d2"),
         outcome: Outcome.retry(Duration.millis(1500), "HTTP 503"),
         attempt: { statusCode: 503, error: "HTTP 503", responseSnippet: "busy \"now\"\n\u2028é", durationMs: 12 }
       },
-      { claimed: claimed("d3"), outcome: Outcome.failed("endpoint deleted"), attempt: { error: "endpoint deleted", durationMs: -1 } },
-      { claimed: claimed("d4"), outcome: Outcome.partial("2 of 3 rejected", { rejected: 2 }), attempt: { durationMs: 0 } }
+      {
+        claimed: claimed("d3"),
+        outcome: Outcome.failed("endpoint deleted"),
+        attempt: { error: "endpoint deleted", durationMs: -1 }
+      },
+      {
+        claimed: claimed("d4"),
+        outcome: Outcome.partial("2 of 3 rejected", { rejected: 2 }),
+        attempt: { durationMs: 0 }
+      }
     ]
     assert.deepStrictEqual(read(settleRowsJson(items)), [
       {

@@ -8,8 +8,14 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Cause, Clock, Duration, Effect, Fiber } from "effect"
 import { TestClock } from "effect/testing"
-import { type Claimed, Outcome, type SettleItem, type Settled } from "../../../src/deliveries/DeliveryQueue.ts"
-import { makeSettler, type NotWritten, type Pending, SETTLE_BATCH, settleRetry } from "../../../src/deliveries/worker/Settle.ts"
+import { type Claimed, Outcome, type Settled, type SettleItem } from "../../../src/deliveries/DeliveryQueue.ts"
+import {
+  makeSettler,
+  type NotWritten,
+  type Pending,
+  SETTLE_BATCH,
+  settleRetry
+} from "../../../src/deliveries/worker/Settle.ts"
 
 const pending = (n: number): Pending => ({
   item: {
@@ -20,7 +26,11 @@ const pending = (n: number): Pending => ({
   target: "t"
 })
 
-const written = (items: ReadonlyArray<SettleItem>): Settled => ({ held: items.map(() => true), coolingFor: new Map(), failures: new Map() })
+const written = (items: ReadonlyArray<SettleItem>): Settled => ({
+  held: items.map(() => true),
+  coolingFor: new Map(),
+  failures: new Map()
+})
 
 /** A settler over a fake queue; `settled` remembers what the worker was told. */
 const harness = (queue: {
@@ -31,7 +41,8 @@ const harness = (queue: {
     const settled: Array<{ readonly size: number; readonly givenUp: boolean }> = []
     const settler = yield* makeSettler(queue, {
       kind: "email",
-      settled: (batch, result) => Effect.sync(() => settled.push({ size: batch.length, givenUp: Cause.isCause(result) })),
+      settled: (batch, result) =>
+        Effect.sync(() => settled.push({ size: batch.length, givenUp: Cause.isCause(result) })),
       mayLinger: () => false,
       changed: () => {}
     })
@@ -43,7 +54,15 @@ describe("the settle batcher", () => {
     Effect.gen(function*() {
       const why = (tag: NotWritten["_tag"]): NotWritten => ({ _tag: tag, cause: Cause.fail(tag) })
       // Twelve unanswered tries (past the backoff's cap), a refusal, two more unanswered, then refusals.
-      const script = [...Array(12).fill("Unanswered"), "Refused", "Unanswered", "Unanswered", "Refused", "Refused", "Refused"]
+      const script = [
+        ...Array(12).fill("Unanswered"),
+        "Refused",
+        "Unanswered",
+        "Unanswered",
+        "Refused",
+        "Refused",
+        "Refused"
+      ]
       const tries: Array<number> = []
       const fiber = yield* Effect.suspend(() => {
         tries.push(tries.length)
@@ -116,4 +135,3 @@ describe("the settle batcher", () => {
       assert.deepStrictEqual(settled.map((s) => s.size), [SETTLE_BATCH, 44])
     }).pipe(Effect.scoped))
 })
-

@@ -6,9 +6,9 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Duration, Effect, Exit, Fiber, Layer, Option, Scope } from "effect"
 import { TestClock } from "effect/testing"
+import { Wakeups } from "../../../src/database/Wakeups.ts"
 import { type Claimed, DeliveryQueue, Outcome, type SettleItem } from "../../../src/deliveries/DeliveryQueue.ts"
 import { runWorker } from "../../../src/deliveries/worker/DeliveryWorker.ts"
-import { Wakeups } from "../../../src/database/Wakeups.ts"
 
 const delivery = (n: number, targetId = "t1"): Claimed => ({
   id: `d${n}`,
@@ -68,7 +68,10 @@ const silent = Wakeups.of({
   subscribe: () => Effect.void
 })
 
-const start = (memory: ReturnType<typeof memoryQueue>, handle: (delivery: Claimed) => Effect.Effect<{ outcome: Outcome; attempt: { durationMs: number } }>) =>
+const start = (
+  memory: ReturnType<typeof memoryQueue>,
+  handle: (delivery: Claimed) => Effect.Effect<{ outcome: Outcome; attempt: { durationMs: number } }>
+) =>
   runWorker({
     kind: "email",
     concurrency: 4,

@@ -25,7 +25,10 @@ export const leavesOf = (command: Command.Command.Any, path: ReadonlyArray<strin
   const children = command.subcommands.flatMap((group) => group.commands)
   if (children.length > 0) return children.flatMap((child) => leavesOf(child, [...path, child.name]))
   const doc = (command as unknown as WithHelp).buildHelpDoc(["svc", ...path])
-  return [{ path: path.join(" "), flags: new Set(doc.flags.map((flag) => flag.name).filter((name) => name !== "json")) }]
+  return [{
+    path: path.join(" "),
+    flags: new Set(doc.flags.map((flag) => flag.name).filter((name) => name !== "json"))
+  }]
 }
 
 /** Each code span of the table's first column: the command's words, then the flags it shows. */
@@ -36,7 +39,12 @@ export const leavesDocumented = (page: string): Array<Leaf> => {
     return [...first.matchAll(/`([^`]+)`/g)].map((match) => {
       const words = match[1]!.split(/\s+/)
       const path = words.slice(0, words.findIndex((word) => !/^[a-z][a-z-]*$/.test(word)) >>> 0).join(" ")
-      return { path, flags: new Set([...match[1]!.matchAll(/--([a-z][a-z-]*)/g)].map((flag) => flag[1]!).filter((name) => name !== "json")) }
+      return {
+        path,
+        flags: new Set(
+          [...match[1]!.matchAll(/--([a-z][a-z-]*)/g)].map((flag) => flag[1]!).filter((name) => name !== "json")
+        )
+      }
     })
   })
 }
@@ -54,15 +62,20 @@ describe("the CLI table of docs/operations.md is the CLI", () => {
     const differences = tree.flatMap((leaf) => {
       const row = table.find((documented) => documented.path === leaf.path)
       if (row === undefined) return []
-      const missing = [...leaf.flags].filter((flag) => !row.flags.has(flag)).map((flag) => `${leaf.path}: --${flag} is not in the table`)
-      const extra = [...row.flags].filter((flag) => !leaf.flags.has(flag)).map((flag) => `${leaf.path}: the table's --${flag} is not a flag of it`)
+      const missing = [...leaf.flags].filter((flag) => !row.flags.has(flag)).map((flag) =>
+        `${leaf.path}: --${flag} is not in the table`
+      )
+      const extra = [...row.flags].filter((flag) => !leaf.flags.has(flag)).map((flag) =>
+        `${leaf.path}: the table's --${flag} is not a flag of it`
+      )
       return [...missing, ...extra]
     })
     assert.deepStrictEqual(differences, [])
   })
 
   it("the checks read what they claim: a command's words and flags, several commands in a row, a pipe in a cell", () => {
-    const page = "## The CLI\n\n| command | does |\n| --- | --- |\n| `orgs create --name NAME`, `orgs list` | a |\n| `console login --preset a\\|b [--ttl 15m]` | b |\n| `db query \"SELECT 1\"` | c |\n\n## Next\n"
+    const page =
+      "## The CLI\n\n| command | does |\n| --- | --- |\n| `orgs create --name NAME`, `orgs list` | a |\n| `console login --preset a\\|b [--ttl 15m]` | b |\n| `db query \"SELECT 1\"` | c |\n\n## Next\n"
     assert.deepStrictEqual(leavesDocumented(page).map((leaf) => [leaf.path, [...leaf.flags]]), [
       ["orgs create", ["name"]],
       ["orgs list", []],

@@ -16,7 +16,9 @@ export const problemsInCode = (sources: ReadonlyArray<string>): Set<string> => {
   const pairs = new Set<string>()
   for (const text of sources) {
     // A typed problem: `type: problemType("CODE"), status: 404`.
-    for (const match of text.matchAll(/problemType\("([A-Z_]+)"\),\s*status: (\d{3})/g)) pairs.add(`${match[1]} ${match[2]}`)
+    for (const match of text.matchAll(/problemType\("([A-Z_]+)"\),\s*status: (\d{3})/g)) {
+      pairs.add(`${match[1]} ${match[2]}`)
+    }
     // The middleware's problems for the framework's answers: `404: { code: "NOT_FOUND", ...`.
     // A wrong method (405) is answered as an unknown route, 404.
     for (const match of text.matchAll(/^\s*(\d{3}): \{ code: "([A-Z_]+)"/gm)) {
@@ -47,7 +49,9 @@ const API_SOURCES = ["src/api", "src/server/Middleware.ts", "src/observability/H
 const sourcesOf = (entry: string): Array<string> => {
   const full = path.join(root, entry)
   return fs.statSync(full).isDirectory()
-    ? fs.readdirSync(full).filter((name) => name.endsWith(".ts")).map((name) => fs.readFileSync(path.join(full, name), "utf8"))
+    ? fs.readdirSync(full).filter((name) => name.endsWith(".ts")).map((name) =>
+      fs.readFileSync(path.join(full, name), "utf8")
+    )
     : [fs.readFileSync(full, "utf8")]
 }
 
@@ -68,12 +72,13 @@ describe("the error table of docs/api.md is the API's errors", () => {
 
   it("the checks read what they claim: a typed problem, a middleware answer, a hand-made one, a row of several codes", () => {
     const code = [
-      'export class X extends HttpApiError.Problem<X>()("X", {\n  type: problemType("SOME_CODE"),\n  status: 409,',
+      "export class X extends HttpApiError.Problem<X>()(\"X\", {\n  type: problemType(\"SOME_CODE\"),\n  status: 409,",
       "const problems = {\n  406: { code: \"NOT_ACCEPTABLE\", title: \"x\" },\n}",
-      'return problem(403, "FORBIDDEN", "t", "d")'
+      "return problem(403, \"FORBIDDEN\", \"t\", \"d\")"
     ]
     assert.deepStrictEqual([...problemsInCode(code)].sort(), ["FORBIDDEN 403", "NOT_ACCEPTABLE 406", "SOME_CODE 409"])
-    const page = "## Errors\n\n| status | code | when |\n| --- | --- | --- |\n| 400, 410 | `A`, `B` | x |\n| 404 | `C` | `D` is not a code here |\n\n## Next\n| 500 | `E` | y |\n"
+    const page =
+      "## Errors\n\n| status | code | when |\n| --- | --- | --- |\n| 400, 410 | `A`, `B` | x |\n| 404 | `C` | `D` is not a code here |\n\n## Next\n| 500 | `E` | y |\n"
     assert.deepStrictEqual([...problemsDocumented(page)].sort(), ["A 400", "A 410", "B 400", "B 410", "C 404"])
   })
 })

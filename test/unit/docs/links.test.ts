@@ -6,7 +6,15 @@
 import { assert, describe, it } from "@effect/vitest"
 import * as fs from "node:fs"
 import * as path from "node:path"
-import { deadLink, documentationPages, linksOf, outsideFences, read, readRepositoryPath, slugsOf } from "../../support/markdown.ts"
+import {
+  deadLink,
+  documentationPages,
+  linksOf,
+  outsideFences,
+  read,
+  readRepositoryPath,
+  slugsOf
+} from "../../support/markdown.ts"
 import { root } from "../../support/process.ts"
 
 /** Code spans that name a file or folder of the repository: `src/feedback/KeywordScan.ts`, `Statements.ts`. */
@@ -27,7 +35,14 @@ const basenames = (dir: string, into = new Set<string>()): Set<string> => {
 describe("links in the documentation", () => {
   it("every relative link names a file of the repository and every anchor a heading of its page", () => {
     // Beside the documentation, the contributors' guide and the READMEs of the benchmark and of the packages.
-    const pages = [...documentationPages(), "CONTRIBUTING.md", "bench/README.md", "packages/receiver/README.md", "packages/client/README.md", "packages/testing/README.md"]
+    const pages = [
+      ...documentationPages(),
+      "CONTRIBUTING.md",
+      "bench/README.md",
+      "packages/receiver/README.md",
+      "packages/client/README.md",
+      "packages/testing/README.md"
+    ]
     const links = pages.flatMap((page) => linksOf(page, read(page)))
     assert.isAbove(links.length, 50, "the pages link to each other")
     const dead = links.flatMap((link) => {
@@ -38,12 +53,20 @@ describe("links in the documentation", () => {
   })
 
   it("every file the pages name in code exists: a path by its path, a bare file name somewhere in the code", () => {
-    const files = ["src", "test", "scripts", "bench", "tools", "console"].reduce((set, dir) => basenames(path.join(root, dir), set), new Set<string>())
+    const files = ["src", "test", "scripts", "bench", "tools", "console"].reduce(
+      (set, dir) => basenames(path.join(root, dir), set),
+      new Set<string>()
+    )
     const missing = documentationPages().flatMap((page) =>
-      namedPaths(read(page)).filter((name) => name.includes("/") ? !fs.existsSync(path.join(root, name)) : !files.has(name)).map((name) => `${page}: ${name}`)
+      namedPaths(read(page)).filter((name) =>
+        name.includes("/") ? !fs.existsSync(path.join(root, name)) : !files.has(name)
+      ).map((name) => `${page}: ${name}`)
     )
     assert.deepStrictEqual(missing, [])
-    assert.deepStrictEqual(namedPaths("See `src/feedback/KeywordScan.ts`, `Gone.ts`, `npm test` and `svc/client`."), ["src/feedback/KeywordScan.ts", "Gone.ts"])
+    assert.deepStrictEqual(namedPaths("See `src/feedback/KeywordScan.ts`, `Gone.ts`, `npm test` and `svc/client`."), [
+      "src/feedback/KeywordScan.ts",
+      "Gone.ts"
+    ])
   })
 
   it("the README links to every page of docs/", () => {

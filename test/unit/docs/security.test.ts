@@ -13,13 +13,18 @@ import { read } from "../../support/markdown.ts"
 
 /** `scope` -> operations (`METHOD /path`) that scope permits, and the operations that need none under `""`. */
 export const scopesInCode = (): Map<string, Set<string>> => {
-  const permits = new Map<string, Set<string>>([["", new Set()], ...Scopes.map((scope) => [scope, new Set<string>()] as const)])
+  const permits = new Map<string, Set<string>>([
+    ["", new Set()],
+    ...Scopes.map((scope) => [scope, new Set<string>()] as const)
+  ])
   HttpApi.reflect(Api, {
     onGroup() {},
     onEndpoint({ endpoint }) {
       const operation = `${endpoint.method} ${endpoint.path}`
       const required = Option.getOrUndefined(Context.getOption(endpoint.annotations, RequiredScope))
-      for (const scope of required === undefined ? [""] : scopeAlternatives(required)) permits.get(scope)!.add(operation)
+      for (const scope of required === undefined ? [""] : scopeAlternatives(required)) {
+        permits.get(scope)!.add(operation)
+      }
     }
   })
   return permits
@@ -54,8 +59,10 @@ describe("docs/security.md against the code", () => {
       const expected = [...(inCode.get(scope) ?? [])].sort()
       const listed = [...operations].sort()
       if (JSON.stringify(expected) !== JSON.stringify(listed)) {
-        wrong.push(`${scope}: missing ${expected.filter((op) => !listed.includes(op)).join(", ") || "none"}; ` +
-          `not permitted ${listed.filter((op) => !expected.includes(op)).join(", ") || "none"}`)
+        wrong.push(
+          `${scope}: missing ${expected.filter((op) => !listed.includes(op)).join(", ") || "none"}; ` +
+            `not permitted ${listed.filter((op) => !expected.includes(op)).join(", ") || "none"}`
+        )
       }
     }
     assert.deepStrictEqual(wrong, [])
@@ -63,7 +70,8 @@ describe("docs/security.md against the code", () => {
 
   it("the operations without a key are exactly those that need no scope", () => {
     const documented = [...tableUnder(page, "Operations without a key").keys()].flatMap((cell) =>
-      [...cell.matchAll(/`([^`]+)`/g)].map((match) => match[1]!))
+      [...cell.matchAll(/`([^`]+)`/g)].map((match) => match[1]!)
+    )
     assert.deepStrictEqual(documented.sort(), [...inCode.get("")!].sort())
   })
 
@@ -79,7 +87,8 @@ describe("docs/security.md against the code", () => {
   })
 
   it("the checks read what they claim: a row, its code spans, a scope of several alternatives", () => {
-    const sample = "## Scopes\n\ntext\n\n| scope | ops |\n| --- | --- |\n| `a.b` | `GET /x`, `POST /y` |\n\nafter\n\n## Next\n| `c` | `GET /z` |\n"
+    const sample =
+      "## Scopes\n\ntext\n\n| scope | ops |\n| --- | --- |\n| `a.b` | `GET /x`, `POST /y` |\n\nafter\n\n## Next\n| `c` | `GET /z` |\n"
     assert.deepStrictEqual([...tableUnder(sample, "Scopes")], [["`a.b`", ["GET /x", "POST /y"]]])
     assert.include([...inCode.get("feedback.review")!], "POST /v1/feedback/:feedback_id/stage")
     assert.include([...inCode.get("feedback.write")!], "POST /v1/feedback/:feedback_id/stage")

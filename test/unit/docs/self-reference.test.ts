@@ -17,9 +17,18 @@ const NUMBERS = String.raw`\d+(?:\s*(?:[-–,]|and)\s*\d+)*`
 export const RULES: ReadonlyArray<readonly [string, RegExp]> = [
   ["an issue number", /\bissues?\s*#?\d+/i],
   ["a numbered item, rule or stop of an issue", new RegExp(String.raw`\b(?:items?|rules?|stops?)\s+${NUMBERS}\b`, "i")],
-  ["a stop of the work", /\b(?:this|that|the first|the last|the previous|the next|an earlier|a later)\s+stop(?:'s)?\b(?!\s+(?:signal|button|the|it|them|when|if|and))/i],
-  ["the issue as an authority", /\b(?:this issue|the (?:\w+ )?issue's|aims? of the (?:\w+ )?issue|the (?:performance|console|telemetry|webhooks?|receiver|approvals?|feedback|operators?|docs|hardening|scaling) issue)\b/i],
-  ["who did the work", /\b(?:while helpers|other helpers|the helpers|a helper's|helpers? (?:shared|ran|worked|built|measured|landed))\b/i],
+  [
+    "a stop of the work",
+    /\b(?:this|that|the first|the last|the previous|the next|an earlier|a later)\s+stop(?:'s)?\b(?!\s+(?:signal|button|the|it|them|when|if|and))/i
+  ],
+  [
+    "the issue as an authority",
+    /\b(?:this issue|the (?:\w+ )?issue's|aims? of the (?:\w+ )?issue|the (?:performance|console|telemetry|webhooks?|receiver|approvals?|feedback|operators?|docs|hardening|scaling) issue)\b/i
+  ],
+  [
+    "who did the work",
+    /\b(?:while helpers|other helpers|the helpers|a helper's|helpers? (?:shared|ran|worked|built|measured|landed))\b/i
+  ],
   ["the coordinator", /\bthe coordinator\b/i]
 ]
 
@@ -36,19 +45,37 @@ const SKIPPED_FOLDERS = new Set(["node_modules", "dist", ".data", "bench-results
 const TEXT = /\.(?:ts|tsx|js|mjs|md|json|sql|sh|css|html|yaml|yml|nix)$/
 
 const filesUnder = (dir: string): Array<string> =>
-  !fs.existsSync(path.join(root, dir)) ? [] : fs.statSync(path.join(root, dir)).isFile() ? [dir] :
-  fs.readdirSync(path.join(root, dir), { withFileTypes: true }).flatMap((entry) =>
-    SKIPPED_FOLDERS.has(entry.name) ? [] :
-    entry.isDirectory() ? filesUnder(`${dir}/${entry.name}`) :
-    TEXT.test(entry.name) ? [`${dir}/${entry.name}`] : []
-  )
+  !fs.existsSync(path.join(root, dir)) ? [] : fs.statSync(path.join(root, dir)).isFile() ?
+    [dir] :
+    fs.readdirSync(path.join(root, dir), { withFileTypes: true }).flatMap((entry) =>
+      SKIPPED_FOLDERS.has(entry.name) ?
+        [] :
+        entry.isDirectory() ?
+        filesUnder(`${dir}/${entry.name}`) :
+        TEXT.test(entry.name)
+        ? [`${dir}/${entry.name}`]
+        : []
+    )
 
 /** This file names what it looks for. */
 const SELF = "test/unit/docs/self-reference.test.ts"
 
 describe("the product speaks of itself alone", () => {
   it("no page, code comment, test name or log line in the repository points at the tracker or at who did the work", () => {
-    const files = ["README.md", "CHANGELOG.md", "docs", "src", "test", "bench", "scripts", "tools/cli", "console/src", ".ci", "flake.nix", "package.json"]
+    const files = [
+      "README.md",
+      "CHANGELOG.md",
+      "docs",
+      "src",
+      "test",
+      "bench",
+      "scripts",
+      "tools/cli",
+      "console/src",
+      ".ci",
+      "flake.nix",
+      "package.json"
+    ]
       .flatMap(filesUnder)
       .filter((file) => file !== SELF)
     assert.isAbove(files.length, 200)

@@ -12,7 +12,14 @@ import { compareVersions } from "../../../src/database/Migrations.ts"
 import { codeBlocks, read } from "../../support/markdown.ts"
 
 export const README_MAX_LINES = 300
-const README_SECTIONS = ["Quick start", "Your first calls", "Install the packages", "Where to go next", "Layout", "Contributing"]
+const README_SECTIONS = [
+  "Quick start",
+  "Your first calls",
+  "Install the packages",
+  "Where to go next",
+  "Layout",
+  "Contributing"
+]
 const CHANGE_KINDS = new Set(["Added", "Changed", "Deprecated", "Removed", "Fixed", "Security"])
 
 /** Why a changelog is out of shape, or nothing. */
@@ -21,10 +28,14 @@ export const changelogProblems = (text: string): Array<string> => {
   const lines = text.split("\n")
   if (lines[0] !== "# Changelog") problems.push("the first line is not \"# Changelog\"")
   const releases = lines.filter((line) => line.startsWith("## "))
-  if (releases[0] !== `## ${VERSION} (unreleased)`) problems.push(`the first section is not "## ${VERSION} (unreleased)"`)
+  if (releases[0] !== `## ${VERSION} (unreleased)`) {
+    problems.push(`the first section is not "## ${VERSION} (unreleased)"`)
+  }
   const released = releases.slice(1)
   for (const release of released) {
-    if (!/^## \d+\.\d+\.\d+( - \d{4}-\d{2}-\d{2})?$/.test(release)) problems.push(`"${release}" is not "## x.y.z" or "## x.y.z - YYYY-MM-DD"`)
+    if (!/^## \d+\.\d+\.\d+( - \d{4}-\d{2}-\d{2})?$/.test(release)) {
+      problems.push(`"${release}" is not "## x.y.z" or "## x.y.z - YYYY-MM-DD"`)
+    }
   }
   const versions = released.map((release) => release.slice(3).split(" ")[0]!)
   if (versions.some((version, i) => compareVersions(version, i === 0 ? VERSION : versions[i - 1]!) >= 0)) {
@@ -50,7 +61,10 @@ describe("the README is the way in", () => {
     const headings = readme.split("\n").filter((line) => line.startsWith("## ")).map((line) => line.slice(3))
     assert.deepStrictEqual(headings, README_SECTIONS)
     const beforeQuickStart = readme.slice(0, readme.indexOf("## Quick start"))
-    assert.isTrue(codeBlocks("README.md", beforeQuickStart).some((block) => block.lang === "mermaid"), "a Mermaid diagram before the quick start")
+    assert.isTrue(
+      codeBlocks("README.md", beforeQuickStart).some((block) => block.lang === "mermaid"),
+      "a Mermaid diagram before the quick start"
+    )
   })
 })
 

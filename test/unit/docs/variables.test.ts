@@ -15,7 +15,9 @@ const SHELLS = new Set(["sh", "bash", "shell", "console", "zsh"])
 const GIVEN = new Set(["ORG", "KEY", "HOME", "PATH", "PWD", "USER"])
 
 const setIn = (code: string) =>
-  [...code.matchAll(/(?:^|[\s;(&|])(?:export\s+|local\s+)?([A-Za-z_][A-Za-z0-9_]*)=|\bfor\s+([A-Za-z_][A-Za-z0-9_]*)\s+in\b|\bread\s+(?:-r\s+)?([A-Za-z_][A-Za-z0-9_]*)/g)]
+  [...code.matchAll(
+    /(?:^|[\s;(&|])(?:export\s+|local\s+)?([A-Za-z_][A-Za-z0-9_]*)=|\bfor\s+([A-Za-z_][A-Za-z0-9_]*)\s+in\b|\bread\s+(?:-r\s+)?([A-Za-z_][A-Za-z0-9_]*)/g
+  )]
     .map((match) => match[1] ?? match[2] ?? match[3]!)
 
 const readIn = (code: string) =>

@@ -13,20 +13,27 @@ describe("keywordScan finds exactly the keywords a text holds, ignoring case", (
   it("overlapping keywords, keywords inside others, suffixes that restart a match", () => {
     const keywords = ["he", "she", "his", "hers", "ushe", "aaa", "aab", "-----begin"]
     const scan = keywordScan(keywords)
-    for (const text of ["ushers", "USHERS", "hishe", "aaaab", "aab", "x-----BEGIN y", "-----begi", "", "nothing here"]) {
+    for (
+      const text of ["ushers", "USHERS", "hishe", "aaaab", "aab", "x-----BEGIN y", "-----begi", "", "nothing here"]
+    ) {
       assert.deepStrictEqual(scan.present(text), naive(keywords, text), text)
     }
   })
 
   it("property: the same set as one includes per keyword, for the secret rules' keywords", async () => {
     const keywords = [
-      ...new Set([...(await deriveKeywords()).flatMap((rule) => rule.keywords ?? []), ...patternRules.flatMap((rule) => rule.keywords)])
+      ...new Set([
+        ...(await deriveKeywords()).flatMap((rule) => rule.keywords ?? []),
+        ...patternRules.flatMap((rule) => rule.keywords)
+      ])
     ]
     const scan = keywordScan(keywords)
     // Texts made of pieces of keywords (so near misses and overlaps are
     // common), in any case, with ordinary and non-ASCII text between them.
     const piece = fc.oneof(
-      fc.constantFrom(...keywords).chain((k) => fc.tuple(fc.nat(k.length), fc.nat(k.length)).map(([a, b]) => k.slice(Math.min(a, b), Math.max(a, b) + 1))),
+      fc.constantFrom(...keywords).chain((k) =>
+        fc.tuple(fc.nat(k.length), fc.nat(k.length)).map(([a, b]) => k.slice(Math.min(a, b), Math.max(a, b) + 1))
+      ),
       fc.constantFrom(...keywords),
       fc.string({ maxLength: 6 }),
       fc.constantFrom("İ", "ß", "\u212a", " ", "\n\n", "_", "-")
@@ -34,9 +41,12 @@ describe("keywordScan finds exactly the keywords a text holds, ignoring case", (
     const text = fc.array(fc.tuple(piece, fc.boolean()), { maxLength: 12 }).map((parts) =>
       parts.map(([part, upper]) => upper ? part.toUpperCase() : part).join("")
     )
-    fc.assert(fc.property(text, (t) => {
-      assert.deepStrictEqual(scan.present(t), naive(keywords, t))
-    }), { numRuns: 2000 })
+    fc.assert(
+      fc.property(text, (t) => {
+        assert.deepStrictEqual(scan.present(t), naive(keywords, t))
+      }),
+      { numRuns: 2000 }
+    )
   })
 
   it("refuses keywords it could never find", () => {

@@ -17,17 +17,31 @@ const document = { note: `use ${KEY} please` }
 
 describe("known credentials are kept in the worker by fingerprint", () => {
   it("a request without credentials is answered Missing until they are sent once; then the fingerprint alone scrubs with them, and a new fingerprint asks again", async () => {
-    const pool = makeWorkerPool<Request, CorrectionReply>(WORKER, { cacheEntries: 4 }, { workers: 1, timeoutMs: 5000, heapMb: 128, queueCapacity: 8 })
+    const pool = makeWorkerPool<Request, CorrectionReply>(WORKER, { cacheEntries: 4 }, {
+      workers: 1,
+      timeoutMs: 5000,
+      heapMb: 128,
+      queueCapacity: 8
+    })
     const send = (request: Request) =>
       new Promise<CorrectionReply>((resolve, reject) => {
-        pool.submit("org-1", request, (outcome) => outcome._tag === "Reply" ? resolve(outcome.reply) : reject(new Error(outcome._tag)))
+        pool.submit("org-1", request, (outcome) =>
+          outcome._tag === "Reply" ? resolve(outcome.reply) : reject(new Error(outcome._tag)))
       })
     try {
       const ref = { org: "org-1", fingerprint: "1" }
       const first = await send({ op: "scrub", document, known: ref, root: "" })
-      assert.deepStrictEqual(first._tag === "Missing" && { schema: first.schema, known: first.known }, { schema: false, known: true })
+      assert.deepStrictEqual(first._tag === "Missing" && { schema: first.schema, known: first.known }, {
+        schema: false,
+        known: true
+      })
 
-      const withKnown = await send({ op: "scrub", document, known: { ...ref, known: { keyHashes: [sha256Hex(KEY)], values: ["a-longer-secret-value"] } }, root: "" })
+      const withKnown = await send({
+        op: "scrub",
+        document,
+        known: { ...ref, known: { keyHashes: [sha256Hex(KEY)], values: ["a-longer-secret-value"] } },
+        root: ""
+      })
       assert.strictEqual(withKnown._tag, "Scrubbed")
 
       // The fingerprint alone: the worker scrubs with what it keeps (the

@@ -1,8 +1,8 @@
 import { assert, describe, it } from "@effect/vitest"
-import fc from "fast-check"
-import { regexKeywords } from "../../../src/feedback/SecretKeywords.ts"
 import { lintSource } from "@secretlint/core"
 import { rules as presetRules } from "@secretlint/secretlint-rule-preset-recommend"
+import fc from "fast-check"
+import { regexKeywords } from "../../../src/feedback/SecretKeywords.ts"
 import {
   deriveKeywords,
   OTHER_FILE_TYPES,
@@ -21,7 +21,13 @@ describe("secretlint's keyword prefilter is derived from the rules and sound", (
   it("every sample secret of every seed is still caught, with exactly the findings of the unfiltered preset", async () => {
     for (const seed of [7, 11, 23, 42, 99]) {
       for (const sample of secretSamples(seed)) {
-        for (const text of [sample.text, sample.text.toUpperCase() === sample.text ? sample.text : sample.text, `${sample.lookalike}\n\n${sample.text}`]) {
+        for (
+          const text of [
+            sample.text,
+            sample.text.toUpperCase() === sample.text ? sample.text : sample.text,
+            `${sample.lookalike}\n\n${sample.text}`
+          ]
+        ) {
           const unfiltered = await scanSecretlintUnfiltered(text)
           const filtered = await scanSecretlint(text)
           assert.deepStrictEqual(filtered, unfiltered, `${sample.rule} (seed ${seed})`)

@@ -1,9 +1,9 @@
 import { assert, describe, it } from "@effect/vitest"
 import * as fc from "fast-check"
+import { type Json, knownNeedles, REDACTION_MARKER, redactRanges, scrub } from "../../../src/feedback/Scrubber.ts"
 import { KEY_PREFIX } from "../../../src/identity/KeyFormat.ts"
 import { randomToken } from "../../../src/platform/Crypto.ts"
 import { sha256Hex } from "../../../src/platform/Digest.ts"
-import { type Json, knownNeedles, REDACTION_MARKER, redactRanges, scrub } from "../../../src/feedback/Scrubber.ts"
 import { appendPath } from "../../../src/tasks/SchemaCompiler.ts"
 import { secretSamples } from "../../support/secretSamples.ts"
 
@@ -20,7 +20,7 @@ const known = {
 /** Every string of a document: values and member names. */
 const strings = (value: Json, out: Array<string> = []): Array<string> => {
   if (typeof value === "string") out.push(value)
-  else if (Array.isArray(value)) for (const item of value) strings(item, out)
+  else if (Array.isArray(value)) { for (const item of value) strings(item, out) }
   else if (value !== null && typeof value === "object") {
     for (const [key, item] of Object.entries(value)) {
       out.push(key)
@@ -32,7 +32,12 @@ const strings = (value: Json, out: Array<string> = []): Array<string> => {
 
 describe("known organization credentials are removed, whole or embedded", () => {
   it("this organization's API keys (revoked ones too), another organization's, and any string of our key format", async () => {
-    const doc = { a: liveKey, b: `curl -H "Authorization: Bearer ${revokedKey}" ...`, c: strangerKey, d: `k=svc_${"A".repeat(43)}` }
+    const doc = {
+      a: liveKey,
+      b: `curl -H "Authorization: Bearer ${revokedKey}" ...`,
+      c: strangerKey,
+      d: `k=svc_${"A".repeat(43)}`
+    }
     const { value, fields } = await scrub(doc, known, "correction")
     assert.deepStrictEqual(value, {
       a: REDACTION_MARKER,
@@ -71,7 +76,10 @@ describe("known organization credentials are removed, whole or embedded", () => 
   it("known values that overlap themselves, in a long string, neither throw nor leave a piece behind", async () => {
     const value = "a".repeat(8)
     const text = "a".repeat(300_000)
-    const { value: out } = await scrub({ t: text, u: `x${"ab".repeat(100_000)}y` }, { keyHashes: new Set(), values: [value, "abababab"] })
+    const { value: out } = await scrub({ t: text, u: `x${"ab".repeat(100_000)}y` }, {
+      keyHashes: new Set(),
+      values: [value, "abababab"]
+    })
     assert.deepStrictEqual(out, { t: REDACTION_MARKER, u: `x${REDACTION_MARKER}y` })
   })
 
@@ -89,7 +97,9 @@ describe("known organization credentials are removed, whole or embedded", () => 
   it("signing secrets and collector header values, and the token of a `Bearer <token>` header", async () => {
     const doc = { list: [`secret=${signingSecret};`, { deep: { x: `token ${collectorToken} here` } }] }
     const { value, fields } = await scrub(doc, known, "correction")
-    assert.deepStrictEqual(value, { list: [`secret=${REDACTION_MARKER};`, { deep: { x: `token ${REDACTION_MARKER} here` } }] })
+    assert.deepStrictEqual(value, {
+      list: [`secret=${REDACTION_MARKER};`, { deep: { x: `token ${REDACTION_MARKER} here` } }]
+    })
     assert.deepStrictEqual(fields, ["correction.list[0]", "correction.list[1].deep.x"])
   })
 
@@ -113,7 +123,10 @@ describe("known organization credentials are removed, whole or embedded", () => 
   it("a broker's password or token is removed from 8 characters, as every known value is", async () => {
     const known = {
       keyHashes: new Set<string>(),
-      values: ["nats://tok-0123456789@nats.example.com?subject=svc.approvals", "amqp://svc:pw-12345@rabbit.example.com/?exchange=svc.events"]
+      values: [
+        "nats://tok-0123456789@nats.example.com?subject=svc.approvals",
+        "amqp://svc:pw-12345@rabbit.example.com/?exchange=svc.events"
+      ]
     }
     const { value } = await scrub({ note: "connect with tok-0123456789 or pw-12345; user svc" }, known, "correction")
     assert.deepStrictEqual(value, { note: `connect with ${REDACTION_MARKER} or ${REDACTION_MARKER}; user svc` })
@@ -133,7 +146,7 @@ describe("the key name alone never triggers removal; keys holding secrets are sc
   it("a secret used as a member name is replaced in the name; the path names the new member", async () => {
     const { value, fields, collisions } = await scrub({ m: { [liveKey]: 1, ok: 2 } }, known, "correction")
     assert.deepStrictEqual(value, { m: { [REDACTION_MARKER]: 1, ok: 2 } })
-    assert.deepStrictEqual(fields, ['correction.m["[REDACTED]"]'])
+    assert.deepStrictEqual(fields, ["correction.m[\"[REDACTED]\"]"])
     assert.deepStrictEqual(collisions, [])
   })
 
@@ -153,8 +166,8 @@ describe("paths and ranges", () => {
   it("paths: identifiers dotted, indexes bracketed, other names as JSON strings in brackets", () => {
     assert.strictEqual(appendPath("correction", "items"), "correction.items")
     assert.strictEqual(appendPath("correction.items", 2), "correction.items[2]")
-    assert.strictEqual(appendPath("correction", "two words"), 'correction["two words"]')
-    assert.strictEqual(appendPath("correction", "a.b"), 'correction["a.b"]')
+    assert.strictEqual(appendPath("correction", "two words"), "correction[\"two words\"]")
+    assert.strictEqual(appendPath("correction", "a.b"), "correction[\"a.b\"]")
     assert.strictEqual(appendPath("", "x"), "x")
   })
 
@@ -196,7 +209,9 @@ const plant = (doc: Json, secret: string, path: ReadonlyArray<number>, asKey: bo
     const keys = Object.keys(doc)
     if (keys.length > 0 && step !== undefined && step % 3 !== 0) {
       const key = keys[step % keys.length]!
-      return Object.fromEntries(Object.entries(doc).map(([k, v]) => [k, k === key ? plant(v, secret, rest, asKey, prefix) : v]))
+      return Object.fromEntries(
+        Object.entries(doc).map(([k, v]) => [k, k === key ? plant(v, secret, rest, asKey, prefix) : v])
+      )
     }
     return asKey ? { ...doc, [text]: 1 } : { ...doc, planted: text }
   }
@@ -208,7 +223,15 @@ describe("property: planted secrets never survive; documents without secrets pas
     await fc.assert(
       fc.asyncProperty(
         plainJson,
-        fc.array(fc.tuple(fc.constantFrom(...plantedSecrets), fc.array(fc.nat(), { maxLength: 5 }), fc.boolean(), fc.constantFrom("", "see:", "note", "x=")), { minLength: 1, maxLength: 4 }),
+        fc.array(
+          fc.tuple(
+            fc.constantFrom(...plantedSecrets),
+            fc.array(fc.nat(), { maxLength: 5 }),
+            fc.boolean(),
+            fc.constantFrom("", "see:", "note", "x=")
+          ),
+          { minLength: 1, maxLength: 4 }
+        ),
         async (base, plants) => {
           let doc = base
           for (const [[planted], path, asKey, prefix] of plants) doc = plant(doc, planted, path, asKey, prefix)

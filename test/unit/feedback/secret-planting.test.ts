@@ -10,14 +10,23 @@ import { Effect } from "effect"
 import * as fc from "fast-check"
 import { scrubReason, scrubResponse } from "../../../src/approvals/Reasons.ts"
 import { type Json, scrub } from "../../../src/feedback/Scrubber.ts"
-import { awsSecretEndings, type Planting, plantings, surroundings, survivingWindows } from "../../support/secretSamples.ts"
+import {
+  awsSecretEndings,
+  type Planting,
+  plantings,
+  surroundings,
+  survivingWindows
+} from "../../support/secretSamples.ts"
 
 const NOTHING_KNOWN = { keyHashes: new Set<string>(), values: [] }
 
 /** The places a text reaches the scrubber, each giving back what would be stored. */
 const places: ReadonlyArray<readonly [string, (text: string) => Promise<string>]> = [
   ["a correction that is the string", async (text) => JSON.stringify((await scrub(text, NOTHING_KNOWN)).value)],
-  ["a correction member", async (text) => JSON.stringify((await scrub({ answer: { note: text } }, NOTHING_KNOWN)).value)],
+  [
+    "a correction member",
+    async (text) => JSON.stringify((await scrub({ answer: { note: text } }, NOTHING_KNOWN)).value)
+  ],
   ["a decision reason", (text) => Effect.runPromise(scrubReason(text))],
   ["a decision's response", async (text) => JSON.stringify(await Effect.runPromise(scrubResponse({ message: text })))]
 ]
@@ -28,7 +37,9 @@ const leaks = async (planting: Planting, form: string, surround: (form: string) 
   for (const [place, store] of places) {
     const stored = await store(text)
     // A JSON string escapes `/`-free but does escape newlines and quotes: look in what is stored and in its decoding.
-    const windows = survivingWindows(stored, planting.secret).concat(survivingWindows(stored.replaceAll("\\n", "\n"), planting.secret))
+    const windows = survivingWindows(stored, planting.secret).concat(
+      survivingWindows(stored.replaceAll("\\n", "\n"), planting.secret)
+    )
     if (windows.length > 0) out.push(`${planting.rule} in ${JSON.stringify(text)} as ${place}: ${stored}`)
   }
   return out

@@ -15,10 +15,11 @@ const setup = (capacity = 10) => {
   const reads: Array<string> = []
   const known = new Set(["a", "b", "c"])
   const cache = makeKeyCache({
-    lookup: (hash) => Effect.sync(() => {
-      reads.push(hash)
-      return known.has(hash) ? Option.some(principal(hash)) : Option.none()
-    }),
+    lookup: (hash) =>
+      Effect.sync(() => {
+        reads.push(hash)
+        return known.has(hash) ? Option.some(principal(hash)) : Option.none()
+      }),
     ttlMs: 2000,
     capacity,
     now: () => clock
@@ -70,7 +71,8 @@ describe("the key cache", () => {
       const gate = yield* Deferred.make<void>()
       let slowReads = 0
       const slow = makeKeyCache({
-        lookup: () => Effect.andThen(Deferred.await(gate), Effect.sync(() => (slowReads++, Option.some(principal("c"))))),
+        lookup: () =>
+          Effect.andThen(Deferred.await(gate), Effect.sync(() => (slowReads++, Option.some(principal("c"))))),
         ttlMs: 2000,
         capacity: 10,
         now: () => 0

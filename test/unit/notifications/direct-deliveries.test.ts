@@ -6,10 +6,10 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Clock, Deferred, Duration, Effect, Exit, type Fiber, FiberSet, type Tracer } from "effect"
 import { type Claimed, Outcome } from "../../../src/deliveries/DeliveryQueue.ts"
-import type { Sent } from "../../../src/outbound/DirectExchange.ts"
 import type { Settlement } from "../../../src/deliveries/Types.ts"
 import { directDeliveries } from "../../../src/notifications/send/DirectSend.ts"
 import { verdictOf } from "../../../src/notifications/send/Verdict.ts"
+import type { Sent } from "../../../src/outbound/DirectExchange.ts"
 import { OutboundFailure, type OutboundRequest } from "../../../src/outbound/OutboundHttp.ts"
 
 const delivery = {
@@ -28,11 +28,22 @@ const handleWith = (
   fork: (effect: Effect.Effect<Settlement>) => Fiber.Fiber<Settlement>,
   clock: Clock.Clock,
   sent: () => Sent,
-  verdict: (delivery: Claimed, url: string, sent: Sent, started: number, now: number) => Settlement = (d, url, s, started, now) =>
-    verdictOf([Duration.seconds(10)], d, url, s, started, now)
+  verdict: (delivery: Claimed, url: string, sent: Sent, started: number, now: number) => Settlement = (
+    d,
+    url,
+    s,
+    started,
+    now
+  ) => verdictOf([Duration.seconds(10)], d, url, s, started, now)
 ) =>
   directDeliveries({
-    sendTargetNow: () => ({ url: "https://hooks.example.com/x", active: true, deactivatedReason: null, secrets: ["whsec"], headers: [] }),
+    sendTargetNow: () => ({
+      url: "https://hooks.example.com/x",
+      active: true,
+      deactivatedReason: null,
+      secrets: ["whsec"],
+      headers: []
+    }),
     body: () => ({ type: "approval.created", body: "{}" }),
     spans: { start: () => span, end: () => undefined },
     clock,
@@ -66,7 +77,11 @@ describe("direct webhook sends", () => {
   it.live("a 2xx from a healthy endpoint is settled delivered in the exchange's callback, once", () =>
     Effect.gen(function*() {
       const settled = yield* settle(handleWith(noFork, yield* Clock.Clock, () => ({
-        status: 204, headers: {}, body: new Uint8Array(), truncated: false, elapsedMs: 3
+        status: 204,
+        headers: {},
+        body: new Uint8Array(),
+        truncated: false,
+        elapsedMs: 3
       })))
       assert.deepStrictEqual(settled?.outcome, Outcome.delivered())
       assert.strictEqual(settled?.attempt.statusCode, 204)
@@ -75,8 +90,13 @@ describe("direct webhook sends", () => {
 
   it.live("a failure is settled in the callback too, with what it says of the endpoint, and no fiber", () =>
     Effect.gen(function*() {
-      const settled = yield* settle(handleWith(noFork, yield* Clock.Clock, () =>
-        new OutboundFailure({ reason: "network", message: "the connection failed (ECONNRESET)" })))
+      const settled = yield* settle(
+        handleWith(
+          noFork,
+          yield* Clock.Clock,
+          () => new OutboundFailure({ reason: "network", message: "the connection failed (ECONNRESET)" })
+        )
+      )
       assert.strictEqual(settled?.outcome._tag, "Retry")
       assert.strictEqual(settled?.signal, "failing")
     }))
@@ -85,7 +105,11 @@ describe("direct webhook sends", () => {
     Effect.gen(function*() {
       const fork = yield* FiberSet.makeRuntime<never, Settlement, never>()
       const settled = yield* settle(handleWith(fork, yield* Clock.Clock, () => ({
-        status: 204, headers: {}, body: new Uint8Array(), truncated: false, elapsedMs: 3
+        status: 204,
+        headers: {},
+        body: new Uint8Array(),
+        truncated: false,
+        elapsedMs: 3
       }), () => {
         throw new Error("boom")
       }))

@@ -7,7 +7,14 @@
  */
 import { assert, describe, it } from "@effect/vitest"
 import { Duration } from "effect"
-import { FIRST_BATCH, FIRST_PAUSE, MAX_BATCH, nextBatch, nextPause, pauseAfter } from "../../../src/notifications/dispatch/DispatchBatches.ts"
+import {
+  FIRST_BATCH,
+  FIRST_PAUSE,
+  MAX_BATCH,
+  nextBatch,
+  nextPause,
+  pauseAfter
+} from "../../../src/notifications/dispatch/DispatchBatches.ts"
 
 describe("dispatch batches", () => {
   it("a burst is taken 16, 32, 64, 128, then 200 at a time; a short statement starts over", () => {

@@ -38,8 +38,14 @@ describe("a client certificate is checked when set", () => {
       return "field" in refused ? refused.field : undefined
     }
     assert.strictEqual(field("no PEM here", client.key), "tls_client_certificate.certificate")
-    assert.strictEqual(field("-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----", client.key), "tls_client_certificate.certificate")
-    assert.strictEqual(field(client.cert, "-----BEGIN PRIVATE KEY-----\nAAAA\n-----END PRIVATE KEY-----"), "tls_client_certificate.private_key")
+    assert.strictEqual(
+      field("-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----", client.key),
+      "tls_client_certificate.certificate"
+    )
+    assert.strictEqual(
+      field(client.cert, "-----BEGIN PRIVATE KEY-----\nAAAA\n-----END PRIVATE KEY-----"),
+      "tls_client_certificate.private_key"
+    )
     assert.strictEqual(field(client.cert, other.key), "tls_client_certificate.private_key")
     // Expired, or not yet valid, on the caller's clock.
     assert.strictEqual(field(client.cert, client.key, now + 31 * DAY), "tls_client_certificate.certificate")
@@ -67,7 +73,10 @@ describe("the token request", () => {
     const request = tokenRequest(target)
     const decoded = Buffer.from(request.headers["authorization"]!.slice("Basic ".length), "base64").toString()
     assert.strictEqual(decoded, "svc+client%3A1:s3cr%2Bt%2F%3D%25")
-    assert.deepStrictEqual(Object.fromEntries(new URLSearchParams(request.body)), { grant_type: "client_credentials", scope: "a b" })
+    assert.deepStrictEqual(Object.fromEntries(new URLSearchParams(request.body)), {
+      grant_type: "client_credentials",
+      scope: "a b"
+    })
   })
 
   it("client_secret_post: the credentials in the form, no Authorization header", () => {
@@ -85,11 +94,17 @@ describe("the token request", () => {
 
 describe("a token endpoint's answer", () => {
   it("a Bearer access_token with its lifetime; without expires_in the default one", () => {
-    assert.deepStrictEqual(parseTokenAnswer(200, json({ access_token: "t1", token_type: "bearer", expires_in: 60 }), false), {
+    assert.deepStrictEqual(
+      parseTokenAnswer(200, json({ access_token: "t1", token_type: "bearer", expires_in: 60 }), false),
+      {
+        token: "t1",
+        lifetime: 60
+      }
+    )
+    assert.deepStrictEqual(parseTokenAnswer(200, json({ access_token: "t1" }), false), {
       token: "t1",
-      lifetime: 60
+      lifetime: DEFAULT_LIFETIME_SECONDS
     })
-    assert.deepStrictEqual(parseTokenAnswer(200, json({ access_token: "t1" }), false), { token: "t1", lifetime: DEFAULT_LIFETIME_SECONDS })
   })
 
   it("refused answers say why without quoting the body, but a registered OAuth error code", () => {
@@ -97,8 +112,14 @@ describe("a token endpoint's answer", () => {
       const answer = parseTokenAnswer(status, json(body), truncated)
       return answer instanceof OutboundFailure ? answer.message : "accepted"
     }
-    assert.strictEqual(message(401, { error: "invalid_client" }), "OAuth token request failed: the token endpoint answered HTTP 401 (invalid_client)")
-    assert.strictEqual(message(400, { error: "s3cret-echoed" }), "OAuth token request failed: the token endpoint answered HTTP 400")
+    assert.strictEqual(
+      message(401, { error: "invalid_client" }),
+      "OAuth token request failed: the token endpoint answered HTTP 401 (invalid_client)"
+    )
+    assert.strictEqual(
+      message(400, { error: "s3cret-echoed" }),
+      "OAuth token request failed: the token endpoint answered HTTP 400"
+    )
     assert.match(message(200, { access_token: "t" }, true), /over SVC_WEBHOOK_TOKEN_MAX_BYTES/)
     assert.match(message(200, { access_token: "two words" }), /no usable access_token/)
     assert.match(message(200, { access_token: "t\r\nX-Injected: 1" }), /no usable access_token/)
@@ -114,7 +135,8 @@ describe("how long a token is reused", () => {
     assert.strictEqual(refreshMarginSeconds(10), 5)
     fc.assert(fc.property(fc.double({ min: 0.001, max: 1e7, noNaN: true }), (lifetime) => {
       const margin = refreshMarginSeconds(lifetime)
-      return margin > 0 && margin <= lifetime / 2 && margin >= Math.min(30, lifetime / 2) && margin >= Math.min(lifetime / 10, lifetime / 2)
+      return margin > 0 && margin <= lifetime / 2 && margin >= Math.min(30, lifetime / 2) &&
+        margin >= Math.min(lifetime / 10, lifetime / 2)
     }))
   })
 })

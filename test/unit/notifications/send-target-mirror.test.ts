@@ -9,7 +9,13 @@ import type { Clock } from "effect"
 import type { SendTarget } from "../../../src/notifications/send/SendTargets.ts"
 import { makeSendTargetMirror, SEND_TARGET_IDLE_MS } from "../../../src/notifications/send/TargetMirror.ts"
 
-const target = (url: string): SendTarget => ({ url, active: true, deactivatedReason: null, secrets: ["whsec"], headers: [] })
+const target = (url: string): SendTarget => ({
+  url,
+  active: true,
+  deactivatedReason: null,
+  secrets: ["whsec"],
+  headers: []
+})
 
 /** A clock the test moves. */
 const testClock = () => {

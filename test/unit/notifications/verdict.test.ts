@@ -9,10 +9,15 @@ import type { Claimed } from "../../../src/deliveries/Types.ts"
 import { verdictOf } from "../../../src/notifications/send/Verdict.ts"
 import { OutboundFailure } from "../../../src/outbound/OutboundHttp.ts"
 
-const claimed = (attempts: number, targetFailures: number) => ({ id: "d", attempts, targetFailures }) as unknown as Claimed
+const claimed = (attempts: number, targetFailures: number) =>
+  ({ id: "d", attempts, targetFailures }) as unknown as Claimed
 const schedule = [Duration.seconds(10)]
 const answer = (status: number, headers: Record<string, string> = {}) => ({
-  status, headers, body: new Uint8Array(), truncated: false, elapsedMs: 2
+  status,
+  headers,
+  body: new Uint8Array(),
+  truncated: false,
+  elapsedMs: 2
 })
 const url = "https://hooks.example.com/x"
 
@@ -34,7 +39,14 @@ describe("an attempt's verdict", () => {
     const first = verdictOf(schedule, claimed(1, 0), url, answer(500), 0, 2)
     assert.strictEqual(first.outcome._tag, "Retry")
     assert.strictEqual(first.signal, "failing")
-    const last = verdictOf(schedule, claimed(2, 0), url, new OutboundFailure({ reason: "network", message: "refused" }), 0, 7)
+    const last = verdictOf(
+      schedule,
+      claimed(2, 0),
+      url,
+      new OutboundFailure({ reason: "network", message: "refused" }),
+      0,
+      7
+    )
     assert.strictEqual(last.outcome._tag, "Failed")
     assert.strictEqual(last.attempt.durationMs, 7)
     assert.strictEqual(last.signal, "failing")

@@ -7,7 +7,11 @@ import fc from "fast-check"
 import { type Env, OtelEnvError, parseKeyValues, parseOtelEnv } from "../../../src/observability/OtelEnv.ts"
 
 const PEM = "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n"
-const parse = (env: Env) => parseOtelEnv(env, (path) => path === "/ca.pem" ? PEM : (() => { throw new Error("ENOENT") })())
+const parse = (env: Env) =>
+  parseOtelEnv(env, (path) =>
+    path === "/ca.pem" ? PEM : (() => {
+      throw new Error("ENOENT")
+    })())
 const refused = (env: Env): string => {
   try {
     parse(env)
@@ -23,7 +27,9 @@ const BASE = { OTEL_EXPORTER_OTLP_ENDPOINT: "http://collector:4318" }
 describe("turning the service's own traces on and off", () => {
   it("off when no endpoint is set, when OTEL_SDK_DISABLED=true or OTEL_TRACES_EXPORTER=none; empty values count as unset", () => {
     assert.isUndefined(parse({}))
-    assert.isUndefined(parse({ OTEL_EXPORTER_OTLP_ENDPOINT: "", OTEL_SERVICE_NAME: "x", OTEL_TRACES_SAMPLER: "always_on" }))
+    assert.isUndefined(
+      parse({ OTEL_EXPORTER_OTLP_ENDPOINT: "", OTEL_SERVICE_NAME: "x", OTEL_TRACES_SAMPLER: "always_on" })
+    )
     assert.isUndefined(parse({ ...BASE, OTEL_SDK_DISABLED: "TRUE" }))
     assert.isUndefined(parse({ ...BASE, OTEL_TRACES_EXPORTER: "none" }))
     assert.isDefined(parse({ ...BASE, OTEL_SDK_DISABLED: "false" }))
@@ -32,8 +38,14 @@ describe("turning the service's own traces on and off", () => {
 
   it("the base endpoint gets v1/traces appended; the traces endpoint is used as is and wins", () => {
     assert.strictEqual(parse(BASE)!.url, "http://collector:4318/v1/traces")
-    assert.strictEqual(parse({ OTEL_EXPORTER_OTLP_ENDPOINT: "https://c.example/otlp/" })!.url, "https://c.example/otlp/v1/traces")
-    assert.strictEqual(parse({ OTEL_EXPORTER_OTLP_ENDPOINT: "https://c.example/otlp" })!.url, "https://c.example/otlp/v1/traces")
+    assert.strictEqual(
+      parse({ OTEL_EXPORTER_OTLP_ENDPOINT: "https://c.example/otlp/" })!.url,
+      "https://c.example/otlp/v1/traces"
+    )
+    assert.strictEqual(
+      parse({ OTEL_EXPORTER_OTLP_ENDPOINT: "https://c.example/otlp" })!.url,
+      "https://c.example/otlp/v1/traces"
+    )
     assert.strictEqual(
       parse({ ...BASE, OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: "https://traces.example/custom/path" })!.url,
       "https://traces.example/custom/path"
@@ -67,7 +79,10 @@ describe("values", () => {
   })
 
   it("resource attributes: percent-decoded; OTEL_SERVICE_NAME wins over service.name", () => {
-    const settings = parse({ ...BASE, OTEL_RESOURCE_ATTRIBUTES: "service.name=from-attrs,deployment.environment=prod%20eu" })!
+    const settings = parse({
+      ...BASE,
+      OTEL_RESOURCE_ATTRIBUTES: "service.name=from-attrs,deployment.environment=prod%20eu"
+    })!
     assert.deepStrictEqual(settings.resource, [["service.name", "from-attrs"], ["deployment.environment", "prod eu"]])
     const named = parse({ ...BASE, OTEL_SERVICE_NAME: "svc-eu", OTEL_RESOURCE_ATTRIBUTES: "service.name=from-attrs" })!
     assert.deepStrictEqual(named.resource, [["service.name", "svc-eu"]])
@@ -80,18 +95,24 @@ describe("values", () => {
   })
 
   it("samplers and their ratio", () => {
-    assert.deepStrictEqual(parse({ ...BASE, OTEL_TRACES_SAMPLER: "traceidratio", OTEL_TRACES_SAMPLER_ARG: "0.25" })!.sampler, {
-      name: "traceidratio",
-      ratio: 0.25
-    })
+    assert.deepStrictEqual(
+      parse({ ...BASE, OTEL_TRACES_SAMPLER: "traceidratio", OTEL_TRACES_SAMPLER_ARG: "0.25" })!.sampler,
+      {
+        name: "traceidratio",
+        ratio: 0.25
+      }
+    )
     assert.deepStrictEqual(parse({ ...BASE, OTEL_TRACES_SAMPLER: "parentbased_traceidratio" })!.sampler, {
       name: "parentbased_traceidratio",
       ratio: 1
     })
-    assert.deepStrictEqual(parse({ ...BASE, OTEL_TRACES_SAMPLER: "always_off", OTEL_TRACES_SAMPLER_ARG: "junk" })!.sampler, {
-      name: "always_off",
-      ratio: 1
-    })
+    assert.deepStrictEqual(
+      parse({ ...BASE, OTEL_TRACES_SAMPLER: "always_off", OTEL_TRACES_SAMPLER_ARG: "junk" })!.sampler,
+      {
+        name: "always_off",
+        ratio: 1
+      }
+    )
   })
 
   it("timeout, compression, certificate and the batch processor from their variables", () => {
@@ -128,7 +149,10 @@ describe("refused at start, naming the variable", () => {
       assert.include(message, "OTEL_EXPORTER_OTLP_PROTOCOL")
       assert.include(message, "http/json")
     }
-    assert.include(refused({ ...BASE, OTEL_EXPORTER_OTLP_TRACES_PROTOCOL: "grpc" }), "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL")
+    assert.include(
+      refused({ ...BASE, OTEL_EXPORTER_OTLP_TRACES_PROTOCOL: "grpc" }),
+      "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL"
+    )
     assert.include(refused({ ...BASE, OTEL_TRACES_EXPORTER: "zipkin" }), "OTEL_TRACES_EXPORTER")
     assert.include(refused({ ...BASE, OTEL_TRACES_SAMPLER: "jaeger_remote" }), "OTEL_TRACES_SAMPLER")
     assert.include(refused({ ...BASE, OTEL_EXPORTER_OTLP_CLIENT_KEY: "/k.pem" }), "OTEL_EXPORTER_OTLP_CLIENT_KEY")
@@ -138,14 +162,26 @@ describe("refused at start, naming the variable", () => {
     assert.include(refused({ OTEL_EXPORTER_OTLP_ENDPOINT: "collector:4318" }), "OTEL_EXPORTER_OTLP_ENDPOINT")
     assert.include(refused({ OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: "ftp://c/x" }), "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
     assert.include(refused({ OTEL_EXPORTER_OTLP_ENDPOINT: "https://user:pw@c" }), "must not carry credentials")
-    assert.include(refused({ ...BASE, OTEL_TRACES_SAMPLER: "traceidratio", OTEL_TRACES_SAMPLER_ARG: "1.5" }), "OTEL_TRACES_SAMPLER_ARG")
-    assert.include(refused({ ...BASE, OTEL_TRACES_SAMPLER: "traceidratio", OTEL_TRACES_SAMPLER_ARG: "half" }), "OTEL_TRACES_SAMPLER_ARG")
+    assert.include(
+      refused({ ...BASE, OTEL_TRACES_SAMPLER: "traceidratio", OTEL_TRACES_SAMPLER_ARG: "1.5" }),
+      "OTEL_TRACES_SAMPLER_ARG"
+    )
+    assert.include(
+      refused({ ...BASE, OTEL_TRACES_SAMPLER: "traceidratio", OTEL_TRACES_SAMPLER_ARG: "half" }),
+      "OTEL_TRACES_SAMPLER_ARG"
+    )
     assert.include(refused({ ...BASE, OTEL_EXPORTER_OTLP_TIMEOUT: "10s" }), "OTEL_EXPORTER_OTLP_TIMEOUT")
     assert.include(refused({ ...BASE, OTEL_EXPORTER_OTLP_COMPRESSION: "br" }), "OTEL_EXPORTER_OTLP_COMPRESSION")
-    assert.include(refused({ ...BASE, OTEL_EXPORTER_OTLP_CERTIFICATE: "/missing.pem" }), "OTEL_EXPORTER_OTLP_CERTIFICATE")
+    assert.include(
+      refused({ ...BASE, OTEL_EXPORTER_OTLP_CERTIFICATE: "/missing.pem" }),
+      "OTEL_EXPORTER_OTLP_CERTIFICATE"
+    )
     assert.include(refused({ ...BASE, OTEL_RESOURCE_ATTRIBUTES: "novalue" }), "OTEL_RESOURCE_ATTRIBUTES")
     assert.include(refused({ ...BASE, OTEL_RESOURCE_ATTRIBUTES: "a=%zz" }), "percent-encoding")
-    assert.include(refused({ ...BASE, OTEL_BSP_MAX_QUEUE_SIZE: "4", OTEL_BSP_MAX_EXPORT_BATCH_SIZE: "8" }), "OTEL_BSP_MAX_EXPORT_BATCH_SIZE")
+    assert.include(
+      refused({ ...BASE, OTEL_BSP_MAX_QUEUE_SIZE: "4", OTEL_BSP_MAX_EXPORT_BATCH_SIZE: "8" }),
+      "OTEL_BSP_MAX_EXPORT_BATCH_SIZE"
+    )
     assert.include(refused({ ...BASE, OTEL_EXPORTER_OTLP_HEADERS: "bad name=x" }), "OTEL_EXPORTER_OTLP_HEADERS")
     const secret = refused({ ...BASE, OTEL_EXPORTER_OTLP_HEADERS: "authorization=Bearer%0Asecret-value" })
     assert.include(secret, "OTEL_EXPORTER_OTLP_HEADERS")

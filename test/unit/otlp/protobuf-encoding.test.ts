@@ -11,7 +11,8 @@ import { canonical, protobufToJson } from "../../support/Otlp.ts"
 const require = createRequire(import.meta.url)
 // The official definitions as protobufjs generated them for the OpenTelemetry JS exporter: a decoder independent of svc's.
 // eslint-disable-next-line @typescript-eslint/no-explicit-any
-const official: any = require("@opentelemetry/otlp-proto-exporter-base/build/src/generated/root.js").opentelemetry.proto.collector.trace.v1
+const official: any =
+  require("@opentelemetry/otlp-proto-exporter-base/build/src/generated/root.js").opentelemetry.proto.collector.trace.v1
 
 const spanOf = (input: {
   readonly name: string
@@ -24,7 +25,15 @@ const spanOf = (input: {
   readonly duration: bigint
 }): Tracer.Span => {
   const other = () =>
-    new Tracer.NativeSpan({ name: "other", parent: Option.none(), annotations: Context.empty(), links: [], startTime: 1n, kind: "internal", sampled: true })
+    new Tracer.NativeSpan({
+      name: "other",
+      parent: Option.none(),
+      annotations: Context.empty(),
+      links: [],
+      startTime: 1n,
+      kind: "internal",
+      sampled: true
+    })
   const span = new Tracer.NativeSpan({
     name: input.name,
     parent: input.parent ? Option.some(other()) : Option.none(),
@@ -49,8 +58,20 @@ describe("OTLP/HTTP protobuf: the JSON form's request, written by protobufjs", (
             kind: fc.constantFrom<Tracer.SpanKind>("internal", "server", "client", "producer", "consumer"),
             attributes: fc.array(
               fc.tuple(
-                fc.constantFrom("svc.org_id", "http.response.status_code", "gen_ai.tool.name", "error.type", "svc.count"),
-                fc.oneof(fc.string({ unit: "grapheme", maxLength: 300 }), fc.boolean(), fc.integer(), fc.double({ noNaN: true }), fc.bigInt({ min: -(2n ** 63n), max: 2n ** 63n - 1n }))
+                fc.constantFrom(
+                  "svc.org_id",
+                  "http.response.status_code",
+                  "gen_ai.tool.name",
+                  "error.type",
+                  "svc.count"
+                ),
+                fc.oneof(
+                  fc.string({ unit: "grapheme", maxLength: 300 }),
+                  fc.boolean(),
+                  fc.integer(),
+                  fc.double({ noNaN: true }),
+                  fc.bigInt({ min: -(2n ** 63n), max: 2n ** 63n - 1n })
+                )
               ),
               { maxLength: 8 }
             ),
@@ -64,7 +85,10 @@ describe("OTLP/HTTP protobuf: the JSON form's request, written by protobufjs", (
           { minLength: 1, maxLength: 5 }
         ),
         (inputs) => {
-          const json = exportRequest(inputs.map((input) => toOtlpSpan(spanOf(input))), serviceResource({ "service.version": "0.2.0" }))
+          const json = exportRequest(
+            inputs.map((input) => toOtlpSpan(spanOf(input))),
+            serviceResource({ "service.version": "0.2.0" })
+          )
           const bytes = encodeProtobufRequest(json)
           assert.isNull(official.ExportTraceServiceRequest.verify(official.ExportTraceServiceRequest.decode(bytes)))
           assert.strictEqual(canonical(protobufToJson(bytes)), canonical(json))
@@ -83,13 +107,26 @@ describe("OTLP/HTTP protobuf: the JSON form's request, written by protobufjs", (
       elapsedMs: 1
     })
     const encode = (partialSuccess: object) =>
-      official.ExportTraceServiceResponse.encode(official.ExportTraceServiceResponse.fromObject({ partialSuccess })).finish()
-    const partial = classify(answer(encode({ rejectedSpans: 3, errorMessage: "too old" }), "application/x-protobuf"), 5, 0)
+      official.ExportTraceServiceResponse.encode(official.ExportTraceServiceResponse.fromObject({ partialSuccess }))
+        .finish()
+    const partial = classify(
+      answer(encode({ rejectedSpans: 3, errorMessage: "too old" }), "application/x-protobuf"),
+      5,
+      0
+    )
     assert.deepInclude(partial, { _tag: "Partial", rejected: 3 })
     assert.include(partial._tag === "Partial" ? partial.error : "", "too old")
-    const warned = classify(answer(encode({ rejectedSpans: 0, errorMessage: "slow down" }), "application/x-protobuf"), 5, 0)
+    const warned = classify(
+      answer(encode({ rejectedSpans: 0, errorMessage: "slow down" }), "application/x-protobuf"),
+      5,
+      0
+    )
     assert.deepStrictEqual(warned, { _tag: "Accepted", status: 200, warning: "slow down" })
-    assert.deepStrictEqual(classify(answer(new Uint8Array(), "application/x-protobuf"), 5, 0), { _tag: "Accepted", status: 200, warning: undefined })
+    assert.deepStrictEqual(classify(answer(new Uint8Array(), "application/x-protobuf"), 5, 0), {
+      _tag: "Accepted",
+      status: 200,
+      warning: undefined
+    })
     // The same bytes read as JSON would say nothing.
     assert.strictEqual(classify(answer(encode({ rejectedSpans: 3 }), "application/json"), 5, 0)._tag, "Accepted")
   })

@@ -54,9 +54,27 @@ const spanOf = (input: {
   readonly duration: bigint
 }): Tracer.Span => {
   const parent = input.parent
-    ? Option.some(new Tracer.NativeSpan({ name: "parent", parent: Option.none(), annotations: Context.empty(), links: [], startTime: 1n, kind: "internal", sampled: true }))
+    ? Option.some(
+      new Tracer.NativeSpan({
+        name: "parent",
+        parent: Option.none(),
+        annotations: Context.empty(),
+        links: [],
+        startTime: 1n,
+        kind: "internal",
+        sampled: true
+      })
+    )
     : Option.none()
-  const other = new Tracer.NativeSpan({ name: "linked", parent: Option.none(), annotations: Context.empty(), links: [], startTime: 1n, kind: "internal", sampled: true })
+  const other = new Tracer.NativeSpan({
+    name: "linked",
+    parent: Option.none(),
+    annotations: Context.empty(),
+    links: [],
+    startTime: 1n,
+    kind: "internal",
+    sampled: true
+  })
   const span = new Tracer.NativeSpan({
     name: input.name,
     parent,

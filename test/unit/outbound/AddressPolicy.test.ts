@@ -132,8 +132,22 @@ describe("SVC_ALLOWED_TARGET_CIDRS parsing", () => {
   })
 
   it("names every entry that is not a canonical CIDR", () => {
-    const { invalid } = parseCidrs(["127.0.0.0/33", "0177.0.0.1/8", "localhost", "::1/129", "10.0.0.0/8/8", "10.0.0.0/x"])
-    assert.deepStrictEqual(invalid, ["127.0.0.0/33", "0177.0.0.1/8", "localhost", "::1/129", "10.0.0.0/8/8", "10.0.0.0/x"])
+    const { invalid } = parseCidrs([
+      "127.0.0.0/33",
+      "0177.0.0.1/8",
+      "localhost",
+      "::1/129",
+      "10.0.0.0/8/8",
+      "10.0.0.0/x"
+    ])
+    assert.deepStrictEqual(invalid, [
+      "127.0.0.0/33",
+      "0177.0.0.1/8",
+      "localhost",
+      "::1/129",
+      "10.0.0.0/8/8",
+      "10.0.0.0/x"
+    ])
   })
 
   it("does not take non-canonical IPv4 spellings as addresses (the URL parser normalises them first)", () => {

@@ -44,7 +44,14 @@ const accepted = (url: string, resolver: ResolverShape = dns, allowed: ReadonlyA
   }).pipe(Effect.provide(outbound(resolver, allowed)))
 
 describe("check: https only, no credentials", () => {
-  for (const url of ["http://hooks.example.com/", "http://2130706433/", "ftp://hooks.example.com/", "wss://hooks.example.com/"]) {
+  for (
+    const url of [
+      "http://hooks.example.com/",
+      "http://2130706433/",
+      "ftp://hooks.example.com/",
+      "wss://hooks.example.com/"
+    ]
+  ) {
     it.effect(`refuses a URL that is not https: ${url}`, () =>
       Effect.gen(function*() {
         const error = yield* refusal(url)
@@ -55,7 +62,9 @@ describe("check: https only, no credentials", () => {
 
   it.effect("refuses what is not an absolute URL, without echoing it", () =>
     Effect.gen(function*() {
-      for (const url of ["", "hooks.example.com/x", "/relative", "https://", "https://exa mple.com/", "https://[::1/"]) {
+      for (
+        const url of ["", "hooks.example.com/x", "/relative", "https://", "https://exa mple.com/", "https://[::1/"]
+      ) {
         const error = yield* refusal(url)
         assert.strictEqual(error._tag, "UnsafeUrl")
         if (url !== "") assert.notInclude(error.message, url)
@@ -136,7 +145,9 @@ describe("check: a host name must resolve to public addresses only", () => {
       yield* accepted("https://v6.example.com/a")
     }))
 
-  for (const name of ["loopback.example.com", "v6-loopback.example.com", "metadata.example.com", "mapped.example.com"]) {
+  for (
+    const name of ["loopback.example.com", "v6-loopback.example.com", "metadata.example.com", "mapped.example.com"]
+  ) {
     it.effect(`refuses a name that resolves to a non-public address: ${name}`, () =>
       Effect.gen(function*() {
         const error = yield* refusal(`https://${name}/hook`)
@@ -194,7 +205,7 @@ describe("check: a host name must resolve to public addresses only", () => {
       // which is refused by name anyway); the test machines have `vm`, `runsc`.
       const name = readFileSync("/etc/hosts", "utf8").split("\n")
         .map((line) => line.replace(/#.*/, "").trim().split(/\s+/))
-        .filter(([address]) => address !== undefined && /^127\./.test(address))
+        .filter(([address]) => address !== undefined && address.startsWith("127."))
         .flatMap(([, ...names]) => names)
         .find((name) => !/localhost|^ip6-/.test(name))
       if (name === undefined) return
@@ -233,9 +244,16 @@ describe("check: SVC_ALLOWED_TARGET_CIDRS is the only way to a non-public addres
 
   it.effect("an invalid CIDR stops the service from starting, naming the entry", () =>
     Effect.gen(function*() {
-      const exit = yield* Effect.exit(Effect.provide(Effect.gen(function*() { return yield* OutboundHttp }), outbound(dns, ["127.0.0.0/8", "not-a-cidr"])))
+      const exit = yield* Effect.exit(Effect.provide(
+        Effect.gen(function*() {
+          return yield* OutboundHttp
+        }),
+        outbound(dns, ["127.0.0.0/8", "not-a-cidr"])
+      ))
       assert.isTrue(Exit.isFailure(exit))
-      if (Exit.isFailure(exit)) assert.include(Cause.pretty(exit.cause), "SVC_ALLOWED_TARGET_CIDRS: not a CIDR: not-a-cidr")
+      if (Exit.isFailure(exit)) {
+        assert.include(Cause.pretty(exit.cause), "SVC_ALLOWED_TARGET_CIDRS: not a CIDR: not-a-cidr")
+      }
     }))
 
   it.effect("an unreadable SVC_EXTRA_CA_FILE stops the service from starting", () =>
@@ -243,7 +261,12 @@ describe("check: SVC_ALLOWED_TARGET_CIDRS is the only way to a non-public addres
       const layer = OutboundHttp.layer.pipe(
         Layer.provide(SvcConfig.layerWith({ extraCaFile: Option.some("/nonexistent/ca.pem") }))
       )
-      const exit = yield* Effect.exit(Effect.provide(Effect.gen(function*() { return yield* OutboundHttp }), layer))
+      const exit = yield* Effect.exit(Effect.provide(
+        Effect.gen(function*() {
+          return yield* OutboundHttp
+        }),
+        layer
+      ))
       assert.isTrue(Exit.isFailure(exit))
       if (Exit.isFailure(exit)) assert.include(Cause.pretty(exit.cause), "SVC_EXTRA_CA_FILE")
     }))

@@ -17,9 +17,15 @@ describe("what a failed exchange is recorded as", () => {
 
   it("other failures name their code, never the library's message", () => {
     const connect = toFailure(thrown("UND_ERR_CONNECT_TIMEOUT"), deadline)
-    assert.deepStrictEqual([connect.reason, connect.message], ["timeout", "the exchange timed out (UND_ERR_CONNECT_TIMEOUT)"])
+    assert.deepStrictEqual([connect.reason, connect.message], [
+      "timeout",
+      "the exchange timed out (UND_ERR_CONNECT_TIMEOUT)"
+    ])
     const tls = toFailure(thrown("CERT_HAS_EXPIRED", true), deadline)
-    assert.deepStrictEqual([tls.reason, tls.message], ["tls", "TLS verification or handshake failed (CERT_HAS_EXPIRED)"])
+    assert.deepStrictEqual([tls.reason, tls.message], [
+      "tls",
+      "TLS verification or handshake failed (CERT_HAS_EXPIRED)"
+    ])
     const refused = toFailure(thrown("ECONNREFUSED"), deadline)
     assert.deepStrictEqual([refused.reason, refused.message], ["network", "the connection failed (ECONNREFUSED)"])
   })

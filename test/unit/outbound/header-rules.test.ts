@@ -1,7 +1,7 @@
 import { assert, describe, it } from "@effect/vitest"
 import fc from "fast-check"
-import { checkHeaders, headerField, MAX_HEADERS, MAX_VALUE_BYTES } from "../../../src/outbound/HeaderRules.ts"
 import { deliveryHeaders, OWN_HEADERS } from "../../../src/notifications/send/Signing.ts"
+import { checkHeaders, headerField, MAX_HEADERS, MAX_VALUE_BYTES } from "../../../src/outbound/HeaderRules.ts"
 import { invalidNameCorpus, invalidValueCorpus, refusedNameCorpus } from "../../support/headerCorpus.ts"
 
 const refused = (headers: Record<string, string>) => {
@@ -12,7 +12,11 @@ const refused = (headers: Record<string, string>) => {
 
 describe("header rules (collector and webhook endpoint)", () => {
   it("accepts ordinary authentication headers", () => {
-    const verdict = checkHeaders({ Authorization: "Bearer abc", "X-Honeycomb-Team": "k\tey", "DD-API-KEY": "v".repeat(MAX_VALUE_BYTES) })
+    const verdict = checkHeaders({
+      Authorization: "Bearer abc",
+      "X-Honeycomb-Team": "k\tey",
+      "DD-API-KEY": "v".repeat(MAX_VALUE_BYTES)
+    })
     assert.strictEqual(verdict._tag, "Ok")
   })
 
@@ -24,8 +28,19 @@ describe("header rules (collector and webhook endpoint)", () => {
   })
 
   it("every refused header is reported at once, each with its reason, in the order given", () => {
-    const verdict = refused({ Host: "a", Authorization: "Bearer ok", "bad name": "b", "X-Token": "secret-zz\nbreak", Cookie: "c" })
-    assert.deepStrictEqual(verdict.problems.map((p) => p.field), ["headers.Host", headerField("bad name"), "headers.X-Token", "headers.Cookie"])
+    const verdict = refused({
+      Host: "a",
+      Authorization: "Bearer ok",
+      "bad name": "b",
+      "X-Token": "secret-zz\nbreak",
+      Cookie: "c"
+    })
+    assert.deepStrictEqual(verdict.problems.map((p) => p.field), [
+      "headers.Host",
+      headerField("bad name"),
+      "headers.X-Token",
+      "headers.Cookie"
+    ])
     assert.strictEqual(verdict.field, "headers.Host")
     for (const problem of verdict.problems) assert.isAbove(problem.message.length, 10)
     assert.notInclude(JSON.stringify(verdict.problems), "secret-zz")
@@ -69,7 +84,9 @@ describe("header rules (collector and webhook endpoint)", () => {
     )
     // Every value carries a mark no name or message text has, so "the message never carries a
     // value" is checked without tripping on values that happen to be ordinary words ("name").
-    const value = fc.oneof(fc.string({ maxLength: 50 }), fc.constantFrom("a\r\nb", "\u0000", "ok")).map((v) => `${v}\u00a7`)
+    const value = fc.oneof(fc.string({ maxLength: 50 }), fc.constantFrom("a\r\nb", "\u0000", "ok")).map((v) =>
+      `${v}\u00a7`
+    )
     fc.assert(fc.property(fc.dictionary(name, value, { maxKeys: 14 }), (headers) => {
       const verdict = checkHeaders(headers)
       const entries = Object.entries(headers)
@@ -92,7 +109,17 @@ describe("header rules (collector and webhook endpoint)", () => {
 
 describe("webhook endpoint header rules (svc's own headers refused too)", () => {
   it("a header a delivery already carries, in any case, is refused; the same name is accepted for a collector", () => {
-    for (const name of ["Content-Type", "user-agent", "ACCEPT-ENCODING", "X-Svc-Signature", "x-svc-anything", "Webhook-Id", "webhook-future"]) {
+    for (
+      const name of [
+        "Content-Type",
+        "user-agent",
+        "ACCEPT-ENCODING",
+        "X-Svc-Signature",
+        "x-svc-anything",
+        "Webhook-Id",
+        "webhook-future"
+      ]
+    ) {
       const verdict = checkHeaders({ [name]: "v" }, OWN_HEADERS)
       assert.strictEqual(verdict._tag, "Refused", name)
       assert.strictEqual((verdict as Extract<typeof verdict, { _tag: "Refused" }>).field, headerField(name))

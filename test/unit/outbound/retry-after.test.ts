@@ -13,7 +13,17 @@ describe("Retry-After, one parser for receivers and collectors", () => {
       const at = new Date(Math.floor(now / 1000) * 1000 + offset * 1000)
       assert.strictEqual(parseRetryAfter(at.toUTCString(), now), Math.max(0, at.getTime() - now))
     }))
-    for (const bad of ["-5", "1.5", "soon", "", "12345678901", "2026-11-22T12:00:10+01:00", "Sun, 22 Nov 2026 12:01:30 PST"]) {
+    for (
+      const bad of [
+        "-5",
+        "1.5",
+        "soon",
+        "",
+        "12345678901",
+        "2026-11-22T12:00:10+01:00",
+        "Sun, 22 Nov 2026 12:01:30 PST"
+      ]
+    ) {
       assert.isUndefined(parseRetryAfter(bad, now), bad)
     }
     assert.isUndefined(parseRetryAfter(undefined, now))

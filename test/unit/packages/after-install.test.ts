@@ -10,7 +10,10 @@ import * as path from "node:path"
 
 const script = path.join(import.meta.dirname, "../../../scripts/after-install.ts")
 const afterInstall = (userAgent: string) => {
-  const result = spawnSync(process.execPath, [script], { encoding: "utf8", env: { ...process.env, npm_config_user_agent: userAgent } })
+  const result = spawnSync(process.execPath, [script], {
+    encoding: "utf8",
+    env: { ...process.env, npm_config_user_agent: userAgent }
+  })
   assert.strictEqual(result.status, 0, result.stderr)
   return result.stdout
 }

@@ -27,31 +27,38 @@ const withDist = (files: Record<string, string>, check: (dist: string) => void) 
 describe("the client package's contents", () => {
   it("imports are read from static, dynamic and require forms; comments and strings that only look like paths are not imports", () => {
     const code = [
-      'import { Effect } from "effect"',
-      'import * as Http from "effect/http"',
-      'export { Api } from "./api/Api.js"',
-      'import "./side-effect.js"',
-      'const later = await import("node:fs")',
-      'const old = require("undici")',
-      '// import { x } from "commented-out"',
-      '/* import "also-commented" */',
-      'export class SvcClient extends Context.Service()("svc/client/SvcClient") {}'
+      "import { Effect } from \"effect\"",
+      "import * as Http from \"effect/http\"",
+      "export { Api } from \"./api/Api.js\"",
+      "import \"./side-effect.js\"",
+      "const later = await import(\"node:fs\")",
+      "const old = require(\"undici\")",
+      "// import { x } from \"commented-out\"",
+      "/* import \"also-commented\" */",
+      "export class SvcClient extends Context.Service()(\"svc/client/SvcClient\") {}"
     ].join("\n")
-    assert.sameMembers(importsOf(code), ["effect", "effect/http", "./api/Api.js", "./side-effect.js", "node:fs", "undici"])
+    assert.sameMembers(importsOf(code), [
+      "effect",
+      "effect/http",
+      "./api/Api.js",
+      "./side-effect.js",
+      "node:fs",
+      "undici"
+    ])
   })
 
   it("the built package passes: client and api/ files importing effect and each other", () => {
     withDist({
-      "client.js": 'import { Effect } from "effect"\nexport * from "./api/Api.js"\n',
-      "client.d.ts": 'export * from "./api/Api.js"\n',
-      "api/Api.js": 'import { HttpApi } from "effect/http-api"\n'
+      "client.js": "import { Effect } from \"effect\"\nexport * from \"./api/Api.js\"\n",
+      "client.d.ts": "export * from \"./api/Api.js\"\n",
+      "api/Api.js": "import { HttpApi } from \"effect/http-api\"\n"
     }, (dist) => assert.deepStrictEqual(checkClientClosure(dist), []))
   })
 
   it("a server module in the build, or an import of anything but effect, fails it", () => {
     withDist({
-      "client.js": 'import { Effect } from "effect"\n',
-      "api/Api.js": 'import { PgClient } from "@effect/sql-pg"\nimport { readFileSync } from "node:fs"\n',
+      "client.js": "import { Effect } from \"effect\"\n",
+      "api/Api.js": "import { PgClient } from \"@effect/sql-pg\"\nimport { readFileSync } from \"node:fs\"\n",
       "platform/Config.js": "export const x = 1\n"
     }, (dist) =>
       assert.sameMembers(checkClientClosure(dist), [
@@ -79,12 +86,15 @@ describe("the svc package's pages", () => {
       "[kept in code](bench/README.md)",
       "```"
     ].join("\n")
-    assert.strictEqual(unlinkMissing(page, (target) => shipped.has(target)), [
-      "See [the API](docs/api.md#errors), [the changelog](CHANGELOG.md) and the bench.",
-      "`examples/agent.ts`, [up](#top), [Effect](https://effect.website).",
-      "```md",
-      "[kept in code](bench/README.md)",
-      "```"
-    ].join("\n"))
+    assert.strictEqual(
+      unlinkMissing(page, (target) => shipped.has(target)),
+      [
+        "See [the API](docs/api.md#errors), [the changelog](CHANGELOG.md) and the bench.",
+        "`examples/agent.ts`, [up](#top), [Effect](https://effect.website).",
+        "```md",
+        "[kept in code](bench/README.md)",
+        "```"
+      ].join("\n")
+    )
   })
 })

@@ -7,8 +7,8 @@ import { assert, describe, it } from "@effect/vitest"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
-import { BUNDLE_ENTRIES, bundleCli } from "../../../scripts/bundle-cli.ts"
 import { importsOf } from "../../../scripts/build-packages.ts"
+import { BUNDLE_ENTRIES, bundleCli } from "../../../scripts/bundle-cli.ts"
 
 const root = path.join(import.meta.dirname, "../../..")
 
@@ -21,7 +21,9 @@ describe("the CLI bundle", () => {
   it("has an entry point for every module svc starts as a worker thread", () => {
     const workers = sourcesUnder(path.join(root, "src")).flatMap((file) =>
       [...fs.readFileSync(file, "utf8").matchAll(/siblingModule\("(\.\/[^"]+\.ts)"/g)].map((match) =>
-        path.relative(root, path.resolve(path.dirname(file), match[1]!)).split(path.sep).join("/")))
+        path.relative(root, path.resolve(path.dirname(file), match[1]!)).split(path.sep).join("/")
+      )
+    )
     assert.isAbove(workers.length, 3)
     const entries: ReadonlyArray<string> = Object.values(BUNDLE_ENTRIES)
     assert.deepStrictEqual([...new Set(workers)].filter((worker) => !entries.includes(worker)), [])
@@ -37,7 +39,9 @@ describe("the CLI bundle", () => {
       for (const file of files) {
         for (const specifier of importsOf(fs.readFileSync(path.join(out, file), "utf8"))) {
           if (specifier.startsWith("./")) imported.add(specifier.slice(2))
-          else if (specifier === "effect" || specifier.startsWith("effect/") || specifier.startsWith("@effect/")) effectImports.push(`${file}: ${specifier}`)
+          else if (specifier === "effect" || specifier.startsWith("effect/") || specifier.startsWith("@effect/")) {
+            effectImports.push(`${file}: ${specifier}`)
+          }
         }
       }
       assert.deepStrictEqual(effectImports, [])

@@ -15,7 +15,9 @@ describe("the test kit's entry point", () => {
   it("exports every value the kit does, and the same ones", async () => {
     const [entry, kit] = await Promise.all([import("../../../src/testing-entry.ts"), import("../../../src/testing.ts")])
     assert.deepStrictEqual(Object.keys(entry).sort(), Object.keys(kit).sort())
-    for (const name of Object.keys(kit)) assert.strictEqual((entry as Record<string, unknown>)[name], (kit as Record<string, unknown>)[name], name)
+    for (const name of Object.keys(kit)) {
+      assert.strictEqual((entry as Record<string, unknown>)[name], (kit as Record<string, unknown>)[name], name)
+    }
   })
 
   it("imports nothing statically (an older Node links it, then hears what it needs), and is the package's entry", () => {
@@ -23,6 +25,9 @@ describe("the test kit's entry point", () => {
     assert.deepStrictEqual(code.split("\n").filter((line) => /^\s*(import|export)\b.*\bfrom\b/.test(line)), [])
     assert.deepStrictEqual(importsOf(code), ["./testing.ts"])
     const manifest = JSON.parse(fs.readFileSync(path.join(root, "package.json"), "utf8"))
-    assert.deepStrictEqual(manifest.exports["./testing"], { types: "./dist/testing.d.ts", default: "./dist/testing-entry.js" })
+    assert.deepStrictEqual(manifest.exports["./testing"], {
+      types: "./dist/testing.d.ts",
+      default: "./dist/testing-entry.js"
+    })
   })
 })

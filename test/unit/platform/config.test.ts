@@ -10,7 +10,10 @@ describe("configuration", () => {
     Effect.gen(function*() {
       assert.strictEqual((yield* read({})).answerValidationQueue, 128)
       assert.strictEqual((yield* read({ SVC_ANSWER_VALIDATION_QUEUE: "16" })).answerValidationQueue, 16)
-      assert.include(String(yield* Effect.flip(read({ SVC_ANSWER_VALIDATION_QUEUE: "0" }))), "SVC_ANSWER_VALIDATION_QUEUE")
+      assert.include(
+        String(yield* Effect.flip(read({ SVC_ANSWER_VALIDATION_QUEUE: "0" }))),
+        "SVC_ANSWER_VALIDATION_QUEUE"
+      )
       const old = String(yield* Effect.flip(read({ SVC_ANSWER_VALIDATION_QUEUE_PER_ORG: "32" })))
       assert.include(old, "SVC_ANSWER_VALIDATION_QUEUE_PER_ORG was replaced by SVC_ANSWER_VALIDATION_QUEUE")
     }))
@@ -25,8 +28,14 @@ describe("configuration", () => {
   it.effect("revoked keys are kept 90 days by default; settable down to a minute", () =>
     Effect.gen(function*() {
       assert.strictEqual(Duration.toMillis((yield* read({})).revokedKeyRetention), 90 * 24 * 3600_000)
-      assert.strictEqual(Duration.toMillis((yield* read({ SVC_REVOKED_KEY_RETENTION: "1m" })).revokedKeyRetention), 60_000)
-      assert.include(String(yield* Effect.flip(read({ SVC_REVOKED_KEY_RETENTION: "30s" }))), "SVC_REVOKED_KEY_RETENTION")
+      assert.strictEqual(
+        Duration.toMillis((yield* read({ SVC_REVOKED_KEY_RETENTION: "1m" })).revokedKeyRetention),
+        60_000
+      )
+      assert.include(
+        String(yield* Effect.flip(read({ SVC_REVOKED_KEY_RETENTION: "30s" }))),
+        "SVC_REVOKED_KEY_RETENTION"
+      )
     }))
 
   it.effect("a webhook lease must outlast the send deadline by the time needed to record the outcome", () =>
@@ -41,15 +50,33 @@ describe("configuration", () => {
 
   it.effect("the webhook deadline, lease and cooldowns are one duration each: a list, zero or a word is refused at start, naming the variable", () =>
     Effect.gen(function*() {
-      for (const name of ["SVC_WEBHOOK_TIMEOUT", "SVC_WEBHOOK_LEASE", "SVC_WEBHOOK_COOLDOWN_BASE", "SVC_WEBHOOK_COOLDOWN_MAX"]) {
+      for (
+        const name of [
+          "SVC_WEBHOOK_TIMEOUT",
+          "SVC_WEBHOOK_LEASE",
+          "SVC_WEBHOOK_COOLDOWN_BASE",
+          "SVC_WEBHOOK_COOLDOWN_MAX"
+        ]
+      ) {
         for (const value of ["5s,10s", "0s"]) {
-          assert.include(String(yield* Effect.flip(read({ [name]: value }))), `${name} must be one duration of at least`, `${name}=${value}`)
+          assert.include(
+            String(yield* Effect.flip(read({ [name]: value }))),
+            `${name} must be one duration of at least`,
+            `${name}=${value}`
+          )
         }
         assert.include(String(yield* Effect.flip(read({ [name]: "soon" }))), `${name}: "soon" is not a duration`)
       }
-      const set = yield* read({ SVC_WEBHOOK_TIMEOUT: "2s", SVC_WEBHOOK_LEASE: "10s", SVC_WEBHOOK_COOLDOWN_BASE: "1s", SVC_WEBHOOK_COOLDOWN_MAX: "2s" })
+      const set = yield* read({
+        SVC_WEBHOOK_TIMEOUT: "2s",
+        SVC_WEBHOOK_LEASE: "10s",
+        SVC_WEBHOOK_COOLDOWN_BASE: "1s",
+        SVC_WEBHOOK_COOLDOWN_MAX: "2s"
+      })
       assert.deepStrictEqual(
-        [set.webhookSendTimeout, set.webhookLease, set.webhookCooldownBase, set.webhookCooldownMax].map(Duration.toMillis),
+        [set.webhookSendTimeout, set.webhookLease, set.webhookCooldownBase, set.webhookCooldownMax].map(
+          Duration.toMillis
+        ),
         [2_000, 10_000, 1_000, 2_000]
       )
       const defaults = yield* read({})
@@ -62,11 +89,20 @@ describe("configuration", () => {
   it.effect("settings that would break a documented guarantee of tenant isolation are refused at start", () =>
     Effect.gen(function*() {
       // Validation's time budget is at most one second.
-      assert.include(String(yield* Effect.flip(read({ SVC_ANSWER_VALIDATION_TIMEOUT: "2s" }))), "SVC_ANSWER_VALIDATION_TIMEOUT")
+      assert.include(
+        String(yield* Effect.flip(read({ SVC_ANSWER_VALIDATION_TIMEOUT: "2s" }))),
+        "SVC_ANSWER_VALIDATION_TIMEOUT"
+      )
       // An organization with slow checks holds all workers but one: with fewer than two, it could hold them all.
-      assert.include(String(yield* Effect.flip(read({ SVC_ANSWER_VALIDATION_WORKERS: "1" }))), "SVC_ANSWER_VALIDATION_WORKERS")
+      assert.include(
+        String(yield* Effect.flip(read({ SVC_ANSWER_VALIDATION_WORKERS: "1" }))),
+        "SVC_ANSWER_VALIDATION_WORKERS"
+      )
       // A schema nests inside the request body, whose fields nest at most 64 levels.
-      assert.include(String(yield* Effect.flip(read({ SVC_ANSWER_SCHEMA_MAX_DEPTH: "100" }))), "SVC_ANSWER_SCHEMA_MAX_DEPTH")
+      assert.include(
+        String(yield* Effect.flip(read({ SVC_ANSWER_SCHEMA_MAX_DEPTH: "100" }))),
+        "SVC_ANSWER_SCHEMA_MAX_DEPTH"
+      )
       assert.include(String(yield* Effect.flip(read({ SVC_MAX_ENDPOINTS_PER_ORG: "0" }))), "SVC_MAX_ENDPOINTS_PER_ORG")
       // Requests per organization and destination host: at least one, and a bounded pool.
       assert.include(String(yield* Effect.flip(read({ SVC_WEBHOOK_PER_HOST: "0" }))), "SVC_WEBHOOK_PER_HOST")
@@ -91,7 +127,11 @@ describe("PostgreSQL session settings (SVC_DB_*)", () => {
       assert.strictEqual(Duration.toMillis(config.dbStatementTimeout), 30_000)
       assert.strictEqual(Duration.toMillis(config.dbIdleInTransactionTimeout), 60_000)
       assert.strictEqual(Duration.toMillis(config.dbKeepAlive), 30_000)
-      const set = yield* read({ SVC_DB_STATEMENT_TIMEOUT: "2m", SVC_DB_IDLE_IN_TRANSACTION_TIMEOUT: "10s", SVC_DB_KEEPALIVE: "5s" })
+      const set = yield* read({
+        SVC_DB_STATEMENT_TIMEOUT: "2m",
+        SVC_DB_IDLE_IN_TRANSACTION_TIMEOUT: "10s",
+        SVC_DB_KEEPALIVE: "5s"
+      })
       assert.strictEqual(Duration.toMillis(set.dbStatementTimeout), 120_000)
     }))
 
@@ -124,8 +164,14 @@ describe("metrics settings", () => {
       assert.notInclude(String(short), "123456789012345")
       const token = yield* read({ SVC_METRICS_TOKEN: "1234567890123456" })
       assert.strictEqual(Redacted.value(Option.getOrThrow(token.metricsToken)), "1234567890123456")
-      assert.include(String(yield* Effect.flip(read({ SVC_METRICS_PORT: "70000" }))), "SVC_METRICS_PORT must be between 0 and 65535")
-      assert.include(String(yield* Effect.flip(read({ PORT: "9000", SVC_METRICS_PORT: "9000" }))), "SVC_METRICS_PORT must differ from PORT")
+      assert.include(
+        String(yield* Effect.flip(read({ SVC_METRICS_PORT: "70000" }))),
+        "SVC_METRICS_PORT must be between 0 and 65535"
+      )
+      assert.include(
+        String(yield* Effect.flip(read({ PORT: "9000", SVC_METRICS_PORT: "9000" }))),
+        "SVC_METRICS_PORT must differ from PORT"
+      )
       assert.deepStrictEqual((yield* read({ PORT: "0", SVC_METRICS_PORT: "0" })).metricsPort, Option.some(0))
     }))
 })
@@ -155,7 +201,14 @@ describe("retention settings (SVC_*_RETENTION)", () => {
 
   it.effect("less than a minute (or zero, which would delete what is still being read) is refused at start, naming the variable", () =>
     Effect.gen(function*() {
-      for (const name of ["SVC_WEBHOOK_DELIVERY_RETENTION", "SVC_DELIVERY_ATTEMPT_RETENTION", "SVC_OUTBOX_RETENTION", "SVC_SESSION_EVENT_RETENTION"]) {
+      for (
+        const name of [
+          "SVC_WEBHOOK_DELIVERY_RETENTION",
+          "SVC_DELIVERY_ATTEMPT_RETENTION",
+          "SVC_OUTBOX_RETENTION",
+          "SVC_SESSION_EVENT_RETENTION"
+        ]
+      ) {
         for (const value of ["0s", "30s", "1m,2m", "forever"]) {
           assert.include(String(yield* Effect.flip(read({ [name]: value }))), name)
         }

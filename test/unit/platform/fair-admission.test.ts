@@ -194,7 +194,13 @@ describe("a request's cost is timed by the pool's Clock", () => {
   it.effect("a request that takes 5 s by the Clock counts as slow, whatever the wall clock says: its organization then holds all workers but one", () =>
     Effect.gen(function*() {
       const clock = yield* Clock.Clock
-      const pool = makeWorkerPool<{ steps: Steps }, Reply>(WORKER, {}, { workers: 2, timeoutMs: 10_000, heapMb: 64, queueCapacity: 8, clock })
+      const pool = makeWorkerPool<{ steps: Steps }, Reply>(WORKER, {}, {
+        workers: 2,
+        timeoutMs: 10_000,
+        heapMb: 64,
+        queueCapacity: 8,
+        clock
+      })
       yield* Effect.addFinalizer(() => Effect.sync(pool.close))
       // Both workers up (each answers one request outside the queue).
       yield* Effect.promise(() => pool.broadcast({ steps: [] }))

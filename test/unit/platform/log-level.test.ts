@@ -16,9 +16,11 @@ const linesAt = (env: Record<string, string>) =>
       yield* Effect.logWarning("a warning")
       yield* Effect.logError("an error")
     }).pipe(
-      Effect.provide(loggingLayer(makeJsonLogger((line) => lines.push(line))).pipe(
-        Layer.provide(ConfigProvider.layer(ConfigProvider.fromUnknown(env)))
-      ))
+      Effect.provide(
+        loggingLayer(makeJsonLogger((line) => lines.push(line))).pipe(
+          Layer.provide(ConfigProvider.layer(ConfigProvider.fromUnknown(env)))
+        )
+      )
     )
     return lines.map((line) => JSON.parse(line).message as string)
   })
@@ -32,7 +34,12 @@ describe("SVC_LOG_LEVEL", () => {
   it.effect("warn writes warnings and errors only; debug writes everything; the case does not matter", () =>
     Effect.gen(function*() {
       assert.deepStrictEqual(yield* linesAt({ SVC_LOG_LEVEL: "warn" }), ["a warning", "an error"])
-      assert.deepStrictEqual(yield* linesAt({ SVC_LOG_LEVEL: "DEBUG" }), ["a debug line", "an info line", "a warning", "an error"])
+      assert.deepStrictEqual(yield* linesAt({ SVC_LOG_LEVEL: "DEBUG" }), [
+        "a debug line",
+        "an info line",
+        "a warning",
+        "an error"
+      ])
       assert.deepStrictEqual(yield* linesAt({ SVC_LOG_LEVEL: "none" }), [])
     }))
 

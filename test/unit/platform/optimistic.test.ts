@@ -23,7 +23,9 @@ describe("optimistic attempts", () => {
       const exit = yield* Effect.exit(whileStale(5, never.attempt))
       assert.strictEqual(never.runs(), 5)
       assert.isTrue(Exit.isFailure(exit) && Cause.hasDies(exit.cause))
-      if (Exit.isFailure(exit)) assert.include(String(Cause.squash(exit.cause)), "the policy kept changing during 5 attempts")
+      if (Exit.isFailure(exit)) {
+        assert.include(String(Cause.squash(exit.cause)), "the policy kept changing during 5 attempts")
+      }
     }))
 
   it.effect("any other failure ends the attempts at once", () =>

@@ -16,12 +16,15 @@ describe("permits per organization", () => {
       let most = 0
       const gate = yield* Deferred.make<void>()
       const held = (orgId: string) =>
-        permits.withPermit(orgId, Effect.gen(function*() {
-          running += 1
-          most = Math.max(most, running)
-          yield* Deferred.await(gate)
-          running -= 1
-        }))
+        permits.withPermit(
+          orgId,
+          Effect.gen(function*() {
+            running += 1
+            most = Math.max(most, running)
+            yield* Deferred.await(gate)
+            running -= 1
+          })
+        )
       const fibers = yield* Effect.forEach(Array.from({ length: 8 }), () => Effect.forkChild(held("org-a")))
       yield* Effect.yieldNow
       assert.strictEqual(running, 1)
@@ -41,12 +44,15 @@ describe("permits per organization", () => {
       let running = 0
       let most = 0
       const gate = yield* Deferred.make<void>()
-      const held = permits.withPermit("org-a", Effect.gen(function*() {
-        running += 1
-        most = Math.max(most, running)
-        yield* Deferred.await(gate)
-        running -= 1
-      }))
+      const held = permits.withPermit(
+        "org-a",
+        Effect.gen(function*() {
+          running += 1
+          most = Math.max(most, running)
+          yield* Deferred.await(gate)
+          running -= 1
+        })
+      )
       const fibers = yield* Effect.forEach(Array.from({ length: 5 }), () => Effect.forkChild(held))
       yield* Effect.yieldNow
       assert.strictEqual(running, 2)

@@ -2,12 +2,15 @@ import { assert, describe, it } from "@effect/vitest"
 import { Cause, Effect, Exit, Schema } from "effect"
 import { BigIntText, JsonColumn, RowDecodeError, rowsOf, Timestamp } from "../../../src/platform/Rows.ts"
 
-const Things = rowsOf("things", Schema.Struct({
-  id: Schema.String,
-  seq: BigIntText,
-  body: JsonColumn(Schema.Json),
-  created_at: Timestamp
-}))
+const Things = rowsOf(
+  "things",
+  Schema.Struct({
+    id: Schema.String,
+    seq: BigIntText,
+    body: JsonColumn(Schema.Json),
+    created_at: Timestamp
+  })
+)
 
 describe("rows decoded by schemas", () => {
   it.effect("columns decode to the domain's shapes: timestamps to RFC 3339, sequences to text", () =>
@@ -26,7 +29,9 @@ describe("rows decoded by schemas", () => {
 
   it.effect("a row that does not decode is a defect naming its table", () =>
     Effect.gen(function*() {
-      const exit = yield* Effect.exit(Things.one(Effect.succeed([{ id: 1, seq: "1", body: {}, created_at: new Date() }])))
+      const exit = yield* Effect.exit(
+        Things.one(Effect.succeed([{ id: 1, seq: "1", body: {}, created_at: new Date() }]))
+      )
       assert.isTrue(Exit.isFailure(exit))
       if (Exit.isFailure(exit)) {
         const defect = Cause.squash(exit.cause)

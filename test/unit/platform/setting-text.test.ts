@@ -16,7 +16,9 @@ describe("a message about a setting shows no URL's user name or password", () =>
   })
 
   it("text without user information is left as it is (an address, a port, a time)", () => {
-    for (const text of ["mail ana@example.com", "http://127.0.0.1:4318", "at 09:00 the port 5432"]) assert.strictEqual(maskSettingText(text), text)
+    for (const text of ["mail ana@example.com", "http://127.0.0.1:4318", "at 09:00 the port 5432"]) {
+      assert.strictEqual(maskSettingText(text), text)
+    }
   })
 
   it("property: a password planted after user: in any URL-like word never survives", () => {

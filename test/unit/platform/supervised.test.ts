@@ -12,7 +12,11 @@ describe("supervised background loops", () => {
       // Rounds 2-4 fail (a typed failure, then defects); the rest succeed.
       const round = Ref.updateAndGet(rounds, (n) => n + 1).pipe(
         Effect.flatMap((n) =>
-          n === 2 ? Effect.fail("database away") : n === 3 || n === 4 ? Effect.die(new Error("boom")) : Effect.sleep("100 millis")
+          n === 2
+            ? Effect.fail("database away")
+            : n === 3 || n === 4
+            ? Effect.die(new Error("boom"))
+            : Effect.sleep("100 millis")
         )
       )
       const fiber = yield* supervisedLoop({ name: "the test loop", round }).pipe(

@@ -10,7 +10,11 @@ import { makeWorkerPool, type Outcome } from "../../../src/platform/WorkerPool.t
 type Steps = ReadonlyArray<readonly [phase: number, ms: number]>
 const WORKER = new URL("../../support/phase-worker.ts", import.meta.url)
 
-const run = (pool: ReturnType<typeof makeWorkerPool<{ steps: Steps }, { id: number; _tag: "Done" }>>, steps: Steps, phase = 0) =>
+const run = (
+  pool: ReturnType<typeof makeWorkerPool<{ steps: Steps }, { id: number; _tag: "Done" }>>,
+  steps: Steps,
+  phase = 0
+) =>
   new Promise<{ outcome: Outcome<{ id: number; _tag: "Done" }>; ms: number }>((resolve) => {
     const started = performance.now()
     pool.submit("org", { steps }, (outcome) => resolve({ outcome, ms: performance.now() - started }), phase)

@@ -9,11 +9,13 @@ describe("retry delays", () => {
   const schedule = [Duration.seconds(5), Duration.minutes(5), Duration.minutes(30)]
 
   it("retry n waits the n-th delay of the schedule within ±10 %; none after the last", () => {
-    fc.assert(fc.property(fc.integer({ min: 1, max: 3 }), fc.double({ min: 0, max: 0.999999, noNaN: true }), (attempt, r) => {
-      const base = Duration.toMillis(schedule[attempt - 1]!)
-      const delay = retryDelay(schedule, attempt, () => r)!
-      return delay >= base * 0.9 - 1 && delay <= base * 1.1 + 1
-    }))
+    fc.assert(
+      fc.property(fc.integer({ min: 1, max: 3 }), fc.double({ min: 0, max: 0.999999, noNaN: true }), (attempt, r) => {
+        const base = Duration.toMillis(schedule[attempt - 1]!)
+        const delay = retryDelay(schedule, attempt, () => r)!
+        return delay >= base * 0.9 - 1 && delay <= base * 1.1 + 1
+      })
+    )
     assert.isUndefined(retryDelay(schedule, 4))
   })
 

@@ -5,9 +5,18 @@
  */
 import { assert, describe, it } from "@effect/vitest"
 import fc from "fast-check"
-import { fromOutside, MASK, MAX_OUTSIDE_TEXT, maskNeedles, maskUserinfo, urlNeedles } from "../../../src/secrets/Masking.ts"
+import {
+  fromOutside,
+  MASK,
+  maskNeedles,
+  maskUserinfo,
+  MAX_OUTSIDE_TEXT,
+  urlNeedles
+} from "../../../src/secrets/Masking.ts"
 
-const userinfoChar = fc.constantFrom(..."abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-._~%!$&'()*+,;=")
+const userinfoChar = fc.constantFrom(
+  ..."abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-._~%!$&'()*+,;="
+)
 
 describe("masking", () => {
   it("masks a URL's user and password however short, in any scheme, and keeps the rest of the message", () => {
@@ -17,13 +26,20 @@ describe("masking", () => {
         fc.string({ unit: userinfoChar, minLength: 1, maxLength: 12 }),
         fc.string({ unit: userinfoChar, minLength: 1, maxLength: 12 }),
         (scheme, user, password) => {
-          const message = `connect failed for ${scheme}://${user}:${password}@broker.example.com:5672/vhost (ACCESS_REFUSED)`
+          const message =
+            `connect failed for ${scheme}://${user}:${password}@broker.example.com:5672/vhost (ACCESS_REFUSED)`
           const masked = maskUserinfo(message)
-          assert.strictEqual(masked, `connect failed for ${scheme}://${MASK}@broker.example.com:5672/vhost (ACCESS_REFUSED)`)
+          assert.strictEqual(
+            masked,
+            `connect failed for ${scheme}://${MASK}@broker.example.com:5672/vhost (ACCESS_REFUSED)`
+          )
         }
       )
     )
-    assert.strictEqual(maskUserinfo("nats://t@127.0.0.1:4222 and amqp://u:p@h/"), `nats://${MASK}@127.0.0.1:4222 and amqp://${MASK}@h/`)
+    assert.strictEqual(
+      maskUserinfo("nats://t@127.0.0.1:4222 and amqp://u:p@h/"),
+      `nats://${MASK}@127.0.0.1:4222 and amqp://${MASK}@h/`
+    )
   })
 
   it("masks a megabyte of text of the shape that makes a scheme search quadratic, in one pass", () => {
@@ -38,7 +54,13 @@ describe("masking", () => {
   })
 
   it("leaves text without user information alone", () => {
-    for (const text of ["no route to amqp://broker.example.com/", "mail me at ops@example.com", "ACCESS_REFUSED - Login was refused"]) {
+    for (
+      const text of [
+        "no route to amqp://broker.example.com/",
+        "mail me at ops@example.com",
+        "ACCESS_REFUSED - Login was refused"
+      ]
+    ) {
       assert.strictEqual(maskUserinfo(text), text)
     }
   })

@@ -41,7 +41,9 @@ describe("which failures mean the database is unavailable for now (503, not 500)
 
 describe("a database outage on a route outside the API is a 503 too", () => {
   it("the router middleware answers 503 SERVICE_UNAVAILABLE with Retry-After, not 500", async () => {
-    const outage = sqlError(new SqlError.ConnectionError({ cause: Object.assign(new Error("connect"), { code: "ECONNREFUSED" }) }))
+    const outage = sqlError(
+      new SqlError.ConnectionError({ cause: Object.assign(new Error("connect"), { code: "ECONNREFUSED" }) })
+    )
     const { handler, dispose } = HttpRouter.toWebHandler(
       Layer.mergeAll(
         HttpRouter.add("GET", "/outage", Effect.die(outage)),

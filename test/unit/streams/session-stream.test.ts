@@ -38,7 +38,13 @@ describe("session stream frames (TestClock)", () => {
     Effect.gen(function*() {
       const session = fakeSession()
       const frames: Array<string> = []
-      const fiber = yield* sessionFrames({ after: "0", ...session.source, keepAliveMs: 15_000, pollMs: 10_000, batch: 100 }).pipe(
+      const fiber = yield* sessionFrames({
+        after: "0",
+        ...session.source,
+        keepAliveMs: 15_000,
+        pollMs: 10_000,
+        batch: 100
+      }).pipe(
         Stream.runForEach((frame) => Effect.sync(() => frames.push(frame))),
         Effect.forkChild
       )
@@ -56,7 +62,13 @@ describe("session stream frames (TestClock)", () => {
       yield* session.append("step:governed", { step_id: "a" })
       yield* session.append("step:governed", { step_id: "b" })
       const frames: Array<string> = []
-      const fiber = yield* sessionFrames({ after: "1", ...session.source, keepAliveMs: 15_000, pollMs: 10_000, batch: 100 }).pipe(
+      const fiber = yield* sessionFrames({
+        after: "1",
+        ...session.source,
+        keepAliveMs: 15_000,
+        pollMs: 10_000,
+        batch: 100
+      }).pipe(
         Stream.runForEach((frame) => Effect.sync(() => frames.push(frame))),
         Effect.forkChild
       )

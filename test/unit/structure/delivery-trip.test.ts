@@ -45,7 +45,11 @@ const importsOf = (file: string): ReadonlyArray<string> => {
 
 const filesOf = (dir: string): Array<string> =>
   fs.readdirSync(dir, { withFileTypes: true }).flatMap((entry) =>
-    entry.isDirectory() ? filesOf(path.join(dir, entry.name)) : entry.name.endsWith(".ts") ? [path.join(dir, entry.name)] : []
+    entry.isDirectory()
+      ? filesOf(path.join(dir, entry.name))
+      : entry.name.endsWith(".ts")
+      ? [path.join(dir, entry.name)]
+      : []
   )
 
 describe("the delivery's trip between folders", () => {
@@ -64,8 +68,14 @@ describe("the delivery's trip between folders", () => {
       assert.notStrictEqual(folderOf(caller), folderOf(callee), `${row}: crosses folders`)
       if (back) {
         // The callee gives the caller's folder the function: it imports it, and the caller imports nothing of the callee's folder.
-        assert.isTrue(importsOf(callee).some((file) => file.startsWith(path.dirname(caller) + "/")), `${row}: ${callee} hands ${caller} its function`)
-        assert.isFalse(importsOf(caller).some((file) => folderOf(file) === folderOf(callee)), `${row}: ${caller} imports nothing of ${folderOf(callee)}/`)
+        assert.isTrue(
+          importsOf(callee).some((file) => file.startsWith(path.dirname(caller) + "/")),
+          `${row}: ${callee} hands ${caller} its function`
+        )
+        assert.isFalse(
+          importsOf(caller).some((file) => folderOf(file) === folderOf(callee)),
+          `${row}: ${caller} imports nothing of ${folderOf(callee)}/`
+        )
       } else {
         assert.include(importsOf(caller), callee, `${row}: ${caller} imports ${callee}`)
       }

@@ -11,7 +11,11 @@ const src = path.join(import.meta.dirname, "../../../src")
 
 const filesOf = (dir: string): Array<string> =>
   fs.readdirSync(dir, { withFileTypes: true }).flatMap((entry) =>
-    entry.isDirectory() ? filesOf(path.join(dir, entry.name)) : entry.name.endsWith(".ts") ? [path.join(dir, entry.name)] : []
+    entry.isDirectory()
+      ? filesOf(path.join(dir, entry.name))
+      : entry.name.endsWith(".ts")
+      ? [path.join(dir, entry.name)]
+      : []
   )
 
 /**
@@ -28,7 +32,9 @@ const folderGraph = () => {
     graph.set(folder, edges)
     for (const match of fs.readFileSync(file, "utf8").matchAll(/(?:from |import\()"(\.\.?\/[^"]+)"/g)) {
       const target = path.relative(src, path.resolve(path.dirname(file), match[1]!)).split(path.sep)[0]!
-      if (target !== folder && fs.existsSync(path.join(src, target)) && fs.statSync(path.join(src, target)).isDirectory()) edges.add(target)
+      if (
+        target !== folder && fs.existsSync(path.join(src, target)) && fs.statSync(path.join(src, target)).isDirectory()
+      ) edges.add(target)
     }
   }
   return graph

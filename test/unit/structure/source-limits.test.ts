@@ -27,11 +27,16 @@ const filesOf = (dir: string): Array<string> =>
   fs.readdirSync(dir, { withFileTypes: true }).flatMap((entry) =>
     entry.isDirectory()
       ? entry.name === "dist" ? [] : filesOf(path.join(dir, entry.name))
-      : entry.name.endsWith(".ts") ? [path.join(dir, entry.name)] : []
+      : entry.name.endsWith(".ts")
+      ? [path.join(dir, entry.name)]
+      : []
   )
 
 const sources = (): ReadonlyArray<{ readonly file: string; readonly text: string }> =>
-  filesOf(src).map((file) => ({ file: path.relative(src, file).split(path.sep).join("/"), text: fs.readFileSync(file, "utf8") }))
+  filesOf(src).map((file) => ({
+    file: path.relative(src, file).split(path.sep).join("/"),
+    text: fs.readFileSync(file, "utf8")
+  }))
 
 const isMigration = (file: string) => file.startsWith("database/migrations/")
 
@@ -91,7 +96,9 @@ describe("source files stay small", () => {
 
   it("the check sees a long file", () => {
     const long = "x\n".repeat(MAX_LINES + 1)
-    assert.deepStrictEqual(overLong([{ file: "a/Long.ts", text: long }]), [`a/Long.ts: ${MAX_LINES + 1} lines (at most ${MAX_LINES})`])
+    assert.deepStrictEqual(overLong([{ file: "a/Long.ts", text: long }]), [
+      `a/Long.ts: ${MAX_LINES + 1} lines (at most ${MAX_LINES})`
+    ])
     assert.deepStrictEqual(overLong([{ file: "a/Ok.ts", text: "x\n".repeat(MAX_LINES) }]), [])
   })
 })
@@ -103,7 +110,8 @@ const importLoops = (files: ReadonlyArray<{ readonly file: string; readonly text
   const known = new Set(files.map((f) => f.file))
   const edges = new Map(files.map(({ file, text }) => [
     file,
-    [...text.matchAll(IMPORT)].map((m) => path.posix.normalize(path.posix.join(path.posix.dirname(file), m[1]!))).filter((to) => known.has(to))
+    [...text.matchAll(IMPORT)].map((m) => path.posix.normalize(path.posix.join(path.posix.dirname(file), m[1]!)))
+      .filter((to) => known.has(to))
   ]))
   const index = new Map<string, number>()
   const low = new Map<string, number>()
@@ -135,11 +143,14 @@ describe("imports", () => {
 
   it("the check sees a loop, type-only imports and re-exports included, and not a chain", () => {
     const file = (name: string, text: string) => ({ file: name, text })
-    assert.deepStrictEqual(importLoops([
-      file("a/A.ts", `import { b } from "./B.ts"\n`),
-      file("a/B.ts", `import type { C } from "../c/C.ts"\n`),
-      file("c/C.ts", `export { a } from "../a/A.ts"\n`)
-    ]), ["a/A.ts <-> a/B.ts <-> c/C.ts"])
+    assert.deepStrictEqual(
+      importLoops([
+        file("a/A.ts", `import { b } from "./B.ts"\n`),
+        file("a/B.ts", `import type { C } from "../c/C.ts"\n`),
+        file("c/C.ts", `export { a } from "../a/A.ts"\n`)
+      ]),
+      ["a/A.ts <-> a/B.ts <-> c/C.ts"]
+    )
     assert.deepStrictEqual(importLoops([file("a/A.ts", `import { b } from "./B.ts"\n`), file("a/B.ts", "")]), [])
   })
 })

@@ -12,7 +12,11 @@ const src = path.join(import.meta.dirname, "../../../src")
 
 const filesOf = (dir: string): Array<string> =>
   fs.readdirSync(dir, { withFileTypes: true }).flatMap((entry) =>
-    entry.isDirectory() ? filesOf(path.join(dir, entry.name)) : entry.name.endsWith(".ts") ? [path.join(dir, entry.name)] : []
+    entry.isDirectory()
+      ? filesOf(path.join(dir, entry.name))
+      : entry.name.endsWith(".ts")
+      ? [path.join(dir, entry.name)]
+      : []
   )
 
 const SPAN = /(?:Effect\.fn|Effect\.withSpan|Effect\.makeSpan|Effect\.useSpan)\(\s*"([^"]+)"/g

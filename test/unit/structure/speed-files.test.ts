@@ -12,7 +12,11 @@ const src = path.join(import.meta.dirname, "../../../src")
 
 const filesOf = (dir: string): Array<string> =>
   fs.readdirSync(dir, { withFileTypes: true }).flatMap((entry) =>
-    entry.isDirectory() ? filesOf(path.join(dir, entry.name)) : entry.name.endsWith(".ts") ? [path.join(dir, entry.name)] : []
+    entry.isDirectory()
+      ? filesOf(path.join(dir, entry.name))
+      : entry.name.endsWith(".ts")
+      ? [path.join(dir, entry.name)]
+      : []
   )
 
 /** The header's `Speeds up:` paragraph, if the file has one. */
@@ -41,6 +45,9 @@ describe("faster paths", () => {
 
   it("reads the header's paragraph, not a mention elsewhere", () => {
     assert.isUndefined(speedsUp("/**\n * The claim.\n */\n// Speeds up: 1 %"))
-    assert.match(speedsUp("/**\n * The claim.\n *\n * Speeds up: the claim,\n * 470 µs.\n *\n * More.\n */") ?? "", /470/)
+    assert.match(
+      speedsUp("/**\n * The claim.\n *\n * Speeds up: the claim,\n * 470 µs.\n *\n * More.\n */") ?? "",
+      /470/
+    )
   })
 })

@@ -62,17 +62,22 @@ const OWNERS: Record<string, string> = {
 
 const filesOf = (dir: string): Array<string> =>
   fs.readdirSync(dir, { withFileTypes: true }).flatMap((entry) =>
-    entry.isDirectory() ? filesOf(path.join(dir, entry.name)) : entry.name.endsWith(".ts") ? [path.join(dir, entry.name)] : []
+    entry.isDirectory()
+      ? filesOf(path.join(dir, entry.name))
+      : entry.name.endsWith(".ts")
+      ? [path.join(dir, entry.name)]
+      : []
   )
 
 /** The tables the migrations leave: created, less dropped, renamed to their new name. */
 const migratedTables = (texts: ReadonlyArray<string>) => {
   const tables = new Set<string>()
-  const change = /\bCREATE\s+(?:UNLOGGED\s+)?TABLE\s+(?:IF\s+NOT\s+EXISTS\s+)?([a-z_]+)|\bALTER\s+TABLE\s+(?:IF\s+EXISTS\s+)?([a-z_]+)\s+RENAME\s+TO\s+([a-z_]+)|\bDROP\s+TABLE\s+(?:IF\s+EXISTS\s+)?([a-z_]+)/gi
+  const change =
+    /\bCREATE\s+(?:UNLOGGED\s+)?TABLE\s+(?:IF\s+NOT\s+EXISTS\s+)?([a-z_]+)|\bALTER\s+TABLE\s+(?:IF\s+EXISTS\s+)?([a-z_]+)\s+RENAME\s+TO\s+([a-z_]+)|\bDROP\s+TABLE\s+(?:IF\s+EXISTS\s+)?([a-z_]+)/gi
   for (const text of texts) {
     for (const [, created, renamed, to, dropped] of text.matchAll(change)) {
       if (created !== undefined) tables.add(created)
-      if (renamed !== undefined) tables.delete(renamed) && tables.add(to!)
+      if (renamed !== undefined && tables.delete(renamed)) tables.add(to!)
       if (dropped !== undefined) tables.delete(dropped)
     }
   }
@@ -83,14 +88,19 @@ const WRITE = /\b(?:INSERT\s+INTO|UPDATE|DELETE\s+FROM|COPY|TRUNCATE(?:\s+TABLE)
 const DYNAMIC_WRITE = /\b(?:INSERT\s+INTO|UPDATE|DELETE\s+FROM|COPY|TRUNCATE(?:\s+TABLE)?)\s+\$\{/i
 
 /** `folder/File.ts: table` for each write of a table by a file outside its owner's folder. */
-const strayWrites = (files: ReadonlyArray<{ readonly file: string; readonly text: string }>, tables: ReadonlySet<string>) =>
+const strayWrites = (
+  files: ReadonlyArray<{ readonly file: string; readonly text: string }>,
+  tables: ReadonlySet<string>
+) =>
   files.flatMap(({ file, text }) => {
     const folder = file.split("/")[0]!
     const written = new Set([...text.matchAll(WRITE)].map((m) => m[1]!.toLowerCase()).filter((t) => tables.has(t)))
     if (DYNAMIC_WRITE.test(text)) {
       for (const m of text.matchAll(/"([a-z_]+)"/g)) if (tables.has(m[1]!)) written.add(m[1]!)
     }
-    return [...written].filter((table) => OWNERS[table] !== folder).map((table) => `${file}: ${table} (owned by ${OWNERS[table] ?? "nobody"})`)
+    return [...written].filter((table) => OWNERS[table] !== folder).map((table) =>
+      `${file}: ${table} (owned by ${OWNERS[table] ?? "nobody"})`
+    )
   })
 
 const sources = () =>
@@ -105,7 +115,9 @@ describe("one owner for every table", () => {
     assert.isAbove(tables.size, 30, "the scan finds the tables")
     assert.deepStrictEqual([...tables].filter((table) => OWNERS[table] === undefined).sort(), [])
     assert.deepStrictEqual(Object.keys(OWNERS).filter((table) => !tables.has(table)).sort(), [])
-    for (const folder of new Set(Object.values(OWNERS))) assert.isTrue(fs.statSync(path.join(src, folder)).isDirectory(), folder)
+    for (const folder of new Set(Object.values(OWNERS))) {
+      assert.isTrue(fs.statSync(path.join(src, folder)).isDirectory(), folder)
+    }
   })
 
   it("no statement outside a table's owner (and the migrations) writes it", () => {
@@ -120,9 +132,16 @@ describe("one owner for every table", () => {
     assert.deepStrictEqual(stray("delete from approvals where id = 1"), ["agents/A.ts: approvals (owned by approvals)"])
     assert.deepStrictEqual(stray("INSERT INTO session_events (id) VALUES (1)"), [])
     assert.deepStrictEqual(stray("SELECT 1 FROM events FOR UPDATE"), [])
-    assert.deepStrictEqual(stray("const t = \"approvals\"\nsql`DELETE FROM ${sql(t)} WHERE x`"), ["agents/A.ts: approvals (owned by approvals)"])
+    assert.deepStrictEqual(stray("const t = \"approvals\"\nsql`DELETE FROM ${sql(t)} WHERE x`"), [
+      "agents/A.ts: approvals (owned by approvals)"
+    ])
     assert.deepStrictEqual(
-      [...migratedTables(["CREATE TABLE a (x int)", "CREATE TABLE IF NOT EXISTS b ()", "ALTER TABLE a RENAME TO c; CREATE TABLE a ()", "DROP TABLE IF EXISTS b"])],
+      [...migratedTables([
+        "CREATE TABLE a (x int)",
+        "CREATE TABLE IF NOT EXISTS b ()",
+        "ALTER TABLE a RENAME TO c; CREATE TABLE a ()",
+        "DROP TABLE IF EXISTS b"
+      ])],
       ["c", "a"]
     )
   })

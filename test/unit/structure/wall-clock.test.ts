@@ -19,7 +19,9 @@ const filesOf = (dir: string): Array<string> =>
   fs.readdirSync(dir, { withFileTypes: true }).flatMap((entry) =>
     entry.isDirectory()
       ? entry.name === "dist" ? [] : filesOf(path.join(dir, entry.name))
-      : entry.name.endsWith(".ts") ? [path.join(dir, entry.name)] : []
+      : entry.name.endsWith(".ts")
+      ? [path.join(dir, entry.name)]
+      : []
   )
 
 const DATE_NOW = /\bDate\.now\(/g
@@ -47,7 +49,10 @@ const ALLOWED: Readonly<Record<string, { readonly reads: number; readonly why: s
 /** `file: count` for each file of src/ (and of the receiver kit) that reads `Date.now()`. */
 const reads = (): Record<string, number> => {
   const found: Record<string, number> = {}
-  const sources = [...filesOf(src).map((file) => [file, path.relative(src, file)]), ...filesOf(receiver).map((file) => [file, path.join("receiver", path.relative(receiver, file))])]
+  const sources = [
+    ...filesOf(src).map((file) => [file, path.relative(src, file)]),
+    ...filesOf(receiver).map((file) => [file, path.join("receiver", path.relative(receiver, file))])
+  ]
   for (const [file, name] of sources) {
     const count = [...fs.readFileSync(file!, "utf8").matchAll(DATE_NOW)].length
     if (count > 0) found[name!.split(path.sep).join("/")] = count
@@ -75,7 +80,9 @@ describe("the service's clock", () => {
   })
 
   it("the check sees a new read, in a new file or an allowed one", () => {
-    assert.deepStrictEqual(overAllowance({ "telemetry/Export.ts": 1 }), ["telemetry/Export.ts: 1 Date.now( (allowed 0)"])
+    assert.deepStrictEqual(overAllowance({ "telemetry/Export.ts": 1 }), [
+      "telemetry/Export.ts: 1 Date.now( (allowed 0)"
+    ])
     assert.deepStrictEqual(overAllowance({ "platform/Ids.ts": 2 }), ["platform/Ids.ts: 2 Date.now( (allowed 1)"])
     assert.deepStrictEqual(overAllowance({ "platform/Ids.ts": 1 }), [])
   })

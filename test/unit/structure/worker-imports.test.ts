@@ -13,14 +13,24 @@ import * as path from "node:path"
 const src = path.join(import.meta.dirname, "../../../src")
 
 /** Every worker thread's entry module: the files `new Worker` and `startWorker` are given. */
-const ENTRIES = ["approvals/rule-worker.ts", "feedback/correction-worker.ts", "tasks/validation-worker.ts", "database/embedded/embedded-worker.ts", "platform/compile-cached.ts"]
+const ENTRIES = [
+  "approvals/rule-worker.ts",
+  "feedback/correction-worker.ts",
+  "tasks/validation-worker.ts",
+  "database/embedded/embedded-worker.ts",
+  "platform/compile-cached.ts"
+]
 
 const reached = (entry: string): Set<string> => {
   const seen = new Set<string>()
   const visit = (file: string) => {
     if (seen.has(file)) return
     seen.add(file)
-    for (const match of fs.readFileSync(file, "utf8").matchAll(/^(?:import|export) (?!type )[^;"]*?from "(\.\.?\/[^"]+)"/gms)) {
+    for (
+      const match of fs.readFileSync(file, "utf8").matchAll(
+        /^(?:import|export) (?!type )[^;"]*?from "(\.\.?\/[^"]+)"/gms
+      )
+    ) {
       visit(path.resolve(path.dirname(file), match[1]!))
     }
   }
@@ -32,8 +42,12 @@ describe("a worker thread's modules", () => {
   it.each(ENTRIES)("%s loads no Effect", (entry) => {
     const offenders: Array<string> = []
     for (const file of reached(path.join(src, entry))) {
-      for (const match of fs.readFileSync(file, "utf8").matchAll(/^(?:import|export) (?!type )[^;"]*?from "([^"]+)"/gms)) {
-        if (match[1] === "effect" || match[1]!.startsWith("effect/") || match[1]!.startsWith("@effect/")) offenders.push(`${path.relative(src, file)}: ${match[1]}`)
+      for (
+        const match of fs.readFileSync(file, "utf8").matchAll(/^(?:import|export) (?!type )[^;"]*?from "([^"]+)"/gms)
+      ) {
+        if (match[1] === "effect" || match[1]!.startsWith("effect/") || match[1]!.startsWith("@effect/")) {
+          offenders.push(`${path.relative(src, file)}: ${match[1]}`)
+        }
       }
     }
     assert.deepStrictEqual(offenders, [])

@@ -20,9 +20,27 @@ const schemas = {
 describe("answer schemas are checked as JSON Schema", () => {
   it("accepts draft 2020-12 (default), 2019-09 and draft-07 schemas", () => {
     assert.isTrue(Result.isSuccess(schemas.check({ type: "object", properties: { a: { type: "string" } } })))
-    assert.isTrue(Result.isSuccess(schemas.check({ $schema: "https://json-schema.org/draft/2020-12/schema", type: "array", prefixItems: [{ type: "string" }] })))
-    assert.isTrue(Result.isSuccess(schemas.check({ $schema: "https://json-schema.org/draft/2019-09/schema", type: "object" })))
-    assert.isTrue(Result.isSuccess(schemas.check({ $schema: "http://json-schema.org/draft-07/schema#", type: "object", definitions: { x: { type: "integer" } } })))
+    assert.isTrue(
+      Result.isSuccess(
+        schemas.check({
+          $schema: "https://json-schema.org/draft/2020-12/schema",
+          type: "array",
+          prefixItems: [{ type: "string" }]
+        })
+      )
+    )
+    assert.isTrue(
+      Result.isSuccess(schemas.check({ $schema: "https://json-schema.org/draft/2019-09/schema", type: "object" }))
+    )
+    assert.isTrue(
+      Result.isSuccess(
+        schemas.check({
+          $schema: "http://json-schema.org/draft-07/schema#",
+          type: "object",
+          definitions: { x: { type: "integer" } }
+        })
+      )
+    )
   })
 
   it("refuses what is not valid JSON Schema, saying what is wrong", () => {
@@ -39,32 +57,56 @@ describe("answer schemas are checked as JSON Schema", () => {
       type: "object",
       required: ["items"],
       properties: {
-        items: { type: "array", items: { type: "object", properties: { price: { type: "number" } }, required: ["price"] } }
+        items: {
+          type: "array",
+          items: { type: "object", properties: { price: { type: "number" } }, required: ["price"] }
+        }
       }
     }
     const violations = schemas.validate("t1", schema, { items: [{ price: 1 }, { price: 2 }, { price: "x" }] })
     assert.deepStrictEqual(violations.map((v) => v.path), ["items[2].price"])
     const missing = schemas.validate("t1", schema, { items: [{}] })
     assert.deepStrictEqual(missing.map((v) => v.path), ["items[0].price"])
-    const odd = { type: "object", required: ["unit price"], additionalProperties: false, properties: { "unit price": { type: "number" } } }
-    assert.deepStrictEqual(schemas.validate("t3", odd, { "a.b": 1 }).map((v) => v.path).sort(), ['["a.b"]', '["unit price"]'])
+    const odd = {
+      type: "object",
+      required: ["unit price"],
+      additionalProperties: false,
+      properties: { "unit price": { type: "number" } }
+    }
+    assert.deepStrictEqual(schemas.validate("t3", odd, { "a.b": 1 }).map((v) => v.path).sort(), [
+      "[\"a.b\"]",
+      "[\"unit price\"]"
+    ])
   })
 
   it("applies formats (ajv-formats) and patterns", () => {
-    const schema = { type: "object", properties: { email: { type: "string", format: "email" }, code: { type: "string", pattern: "^[A-Z]{3}$" } } }
+    const schema = {
+      type: "object",
+      properties: { email: { type: "string", format: "email" }, code: { type: "string", pattern: "^[A-Z]{3}$" } }
+    }
     assert.strictEqual(schemas.validate("t2", schema, { email: "a@b.co", code: "ABC" }).length, 0)
-    assert.deepStrictEqual(schemas.validate("t2", schema, { email: "nope", code: "abc" }).map((v) => v.path).sort(), ["code", "email"])
+    assert.deepStrictEqual(schemas.validate("t2", schema, { email: "nope", code: "abc" }).map((v) => v.path).sort(), [
+      "code",
+      "email"
+    ])
   })
 
   it("turns JSON pointers into JSON paths", () => {
     assert.strictEqual(pointerToPath(""), "")
     assert.strictEqual(pointerToPath("/a/0/b"), "a[0].b")
-    assert.strictEqual(pointerToPath("/we ird/x~1y"), '["we ird"]["x/y"]')
-    fc.assert(fc.property(fc.array(fc.oneof(fc.nat(), fc.stringMatching(/^[a-z_][a-z0-9_]{0,8}$/)), { maxLength: 6 }), (segments) => {
-      const pointer = segments.map((s) => `/${s}`).join("")
-      const path = pointerToPath(pointer)
-      for (const s of segments) assert.include(path, String(s))
-    }))
+    assert.strictEqual(pointerToPath("/we ird/x~1y"), "[\"we ird\"][\"x/y\"]")
+    fc.assert(
+      fc.property(
+        fc.array(fc.oneof(fc.nat(), fc.stringMatching(/^[a-z_][a-z0-9_]{0,8}$/)), { maxLength: 6 }),
+        (segments) => {
+          const pointer = segments.map((s) => `/${s}`).join("")
+          const path = pointerToPath(pointer)
+          for (const s of segments) {
+            assert.include(path, String(s))
+          }
+        }
+      )
+    )
   })
 })
 
@@ -74,7 +116,10 @@ describe("compiled validators are cached within a bound and nowhere else", () =>
     bounded.validate("warm", { type: "object" }, {})
     const registeredBefore = bounded.stats().registered
     for (let i = 0; i < 200; i++) {
-      const result = bounded.validate(`task-${i}`, { type: "object", properties: { [`p${i}`]: { type: "string", pattern: "^a+$" } } }, {})
+      const result = bounded.validate(`task-${i}`, {
+        type: "object",
+        properties: { [`p${i}`]: { type: "string", pattern: "^a+$" } }
+      }, {})
       assert.strictEqual(result._tag, "Checked")
     }
     assert.strictEqual(bounded.stats().cached, 5)
@@ -85,7 +130,10 @@ describe("compiled validators are cached within a bound and nowhere else", () =>
 
   it("one task's nested $id never changes how another task's schema resolves", () => {
     const isolated = makeSchemaCompiler(10)
-    const nested = (type: string) => ({ $defs: { x: { $id: "https://example.com/x", type } }, properties: { v: { $ref: "https://example.com/x" } } })
+    const nested = (type: string) => ({
+      $defs: { x: { $id: "https://example.com/x", type } },
+      properties: { v: { $ref: "https://example.com/x" } }
+    })
     const first = isolated.validate("a", nested("string"), { v: 1 })
     const second = isolated.validate("b", nested("number"), { v: 1 })
     assert.deepStrictEqual(first._tag === "Checked" ? first.violations.map((v) => v.path) : first, ["v"])
@@ -93,7 +141,11 @@ describe("compiled validators are cached within a bound and nowhere else", () =>
   })
 
   it(`reports at most ${MAX_VIOLATIONS} violations`, () => {
-    const result = compiler.validate("many", { type: "array", items: { type: "string" } }, Array.from({ length: 5000 }, (_, i) => i))
+    const result = compiler.validate(
+      "many",
+      { type: "array", items: { type: "string" } },
+      Array.from({ length: 5000 }, (_, i) => i)
+    )
     assert.strictEqual(result._tag === "Checked" ? result.violations.length : -1, MAX_VIOLATIONS)
   })
 })
@@ -133,7 +185,9 @@ describe("answer schema limits are checked before compiling, naming the limit an
   })
 
   it("a schema within every limit passes", () => {
-    assert.isUndefined(measureSchema({ type: "object", properties: { code: { type: "string", pattern: "^[A-Z]{3}$" } } }, limits))
+    assert.isUndefined(
+      measureSchema({ type: "object", properties: { code: { type: "string", pattern: "^[A-Z]{3}$" } } }, limits)
+    )
   })
 })
 
@@ -143,7 +197,11 @@ export const catastrophicValue = { s: "a".repeat(40) + "!" }
 
 describe("the validation pool: a deadline per check, a slow organization never holding every worker, a bounded queue", () => {
   const settings = { workers: 2, timeoutMs: 300, heapMb: 64, cacheEntries: 4, queueCapacity: 4 }
-  const run = (pool: ReturnType<typeof makeValidationPool>, orgId: string, request: Parameters<ReturnType<typeof makeValidationPool>["submit"]>[1]) =>
+  const run = (
+    pool: ReturnType<typeof makeValidationPool>,
+    orgId: string,
+    request: Parameters<ReturnType<typeof makeValidationPool>["submit"]>[1]
+  ) =>
     new Promise<{ tag: string; ms: number }>((resolve, reject) => {
       const started = performance.now()
       const release = pool.admit(orgId)
@@ -157,7 +215,12 @@ describe("the validation pool: a deadline per check, a slow organization never h
   it("a check over the deadline ends with Timeout once the deadline passes and its worker is replaced", async () => {
     const pool = makeValidationPool(settings)
     try {
-      const result = await run(pool, "org-a", { op: "validate", key: "t", schema: catastrophic, value: catastrophicValue })
+      const result = await run(pool, "org-a", {
+        op: "validate",
+        key: "t",
+        schema: catastrophic,
+        value: catastrophicValue
+      })
       assert.strictEqual(result.tag, "Timeout")
       assert.strictEqual(pool.replacedWorkers(), 1)
       // The replacement works.
@@ -173,8 +236,15 @@ describe("the validation pool: a deadline per check, a slow organization never h
     try {
       // Every worker is up (its warm-up done) once it answers.
       await pool.stats()
-      const hostile = [1, 2, 3].map(() => run(pool, "hostile", { op: "validate", key: "evil", schema: catastrophic, value: catastrophicValue }))
-      const honest = await run(pool, "honest", { op: "validate", key: "fine", schema: { type: "object", properties: { a: { type: "number" } } }, value: { a: 1 } })
+      const hostile = [1, 2, 3].map(() =>
+        run(pool, "hostile", { op: "validate", key: "evil", schema: catastrophic, value: catastrophicValue })
+      )
+      const honest = await run(pool, "honest", {
+        op: "validate",
+        key: "fine",
+        schema: { type: "object", properties: { a: { type: "number" } } },
+        value: { a: 1 }
+      })
       assert.strictEqual(honest.tag, "Checked")
       // Well below one deadline: the hostile organization held at most one worker.
       assert.isBelow(honest.ms, settings.timeoutMs)
@@ -190,7 +260,9 @@ describe("the validation pool: a deadline per check, a slow organization never h
     try {
       await run(pool, "warm", { op: "validate", key: "w", schema: { type: "object" }, value: {} })
       // Four admitted: the queue is full, and the organization holds all of it.
-      const waiting = [0, 1, 2, 3].map(() => run(pool, "org", { op: "validate", key: "evil", schema: catastrophic, value: catastrophicValue }))
+      const waiting = [0, 1, 2, 3].map(() =>
+        run(pool, "org", { op: "validate", key: "evil", schema: catastrophic, value: catastrophicValue })
+      )
       let refused = false
       try {
         await run(pool, "org", { op: "validate", key: "x", schema: { type: "object" }, value: {} })
@@ -208,7 +280,11 @@ describe("the validation pool: a deadline per check, a slow organization never h
     const pool = makeValidationPool(settings)
     try {
       for (let i = 0; i < 60; i++) {
-        const result = await run(pool, `org-${i % 3}`, { op: "check", key: `task-${i}`, schema: { type: "object", properties: { [`p${i}`]: { type: "string" } } } })
+        const result = await run(pool, `org-${i % 3}`, {
+          op: "check",
+          key: `task-${i}`,
+          schema: { type: "object", properties: { [`p${i}`]: { type: "string" } } }
+        })
         assert.strictEqual(result.tag, "Ok")
       }
       const stats = await pool.stats()

@@ -1,10 +1,10 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Tracer } from "effect"
 import fc from "fast-check"
+import type { OtlpSpan } from "../../../src/otlp/Encoding.ts"
 import { sampledByRatio } from "../../../src/otlp/Sampling.ts"
 import { SpanBuffers } from "../../../src/telemetry/Buffers.ts"
 import { makeTracer } from "../../../src/telemetry/Capture.ts"
-import type { OtlpSpan } from "../../../src/otlp/Encoding.ts"
 import { takeSpans } from "../../support/spanBatches.ts"
 
 const ORG = "01900000-0000-7000-8000-000000000001"
@@ -24,8 +24,15 @@ describe("span capture", () => {
   it.effect("a span under a span annotated with svc.org_id goes to that organization's buffer; others do not", () =>
     Effect.gen(function*() {
       const { tracer, taken } = setup()
-      yield* Effect.void.pipe(Effect.withSpan("child"), Effect.withSpan("root", { attributes: { "svc.org_id": ORG } }), Effect.withTracer(tracer))
-      yield* Effect.void.pipe(Effect.withSpan("other", { attributes: { "svc.org_id": OTHER } }), Effect.withTracer(tracer))
+      yield* Effect.void.pipe(
+        Effect.withSpan("child"),
+        Effect.withSpan("root", { attributes: { "svc.org_id": ORG } }),
+        Effect.withTracer(tracer)
+      )
+      yield* Effect.void.pipe(
+        Effect.withSpan("other", { attributes: { "svc.org_id": OTHER } }),
+        Effect.withTracer(tracer)
+      )
       yield* Effect.void.pipe(Effect.withSpan("nobody's"), Effect.withTracer(tracer))
       const spans = taken()
       assert.deepStrictEqual(spans.map((s) => s.name).sort(), ["child", "root"])
@@ -70,7 +77,12 @@ describe("span capture", () => {
       )
       const [span] = taken()
       const attributes = attrs(span!)
-      assert.deepStrictEqual(Object.keys(attributes).sort(), ["error.type", "http.request.method", "svc.org_id", "svc.task_id"])
+      assert.deepStrictEqual(Object.keys(attributes).sort(), [
+        "error.type",
+        "http.request.method",
+        "svc.org_id",
+        "svc.task_id"
+      ])
       assert.strictEqual(attributes["error.type"], "Error")
       assert.strictEqual(span!.status.code, 2)
       assert.notInclude(JSON.stringify(span), "sk_live_123")
@@ -82,7 +94,10 @@ describe("span capture", () => {
     Effect.gen(function*() {
       const { tracer, taken } = setup()
       yield* Effect.void.pipe(
-        Effect.withSpan("postgres", { kind: "client", attributes: { "db.system.name": "postgresql", "db.query.text": "SELECT 1" } }),
+        Effect.withSpan("postgres", {
+          kind: "client",
+          attributes: { "db.system.name": "postgresql", "db.query.text": "SELECT 1" }
+        }),
         Effect.withSpan("Tasks.list", { attributes: { "svc.org_id": ORG } }),
         Effect.withTracer(tracer)
       )
@@ -94,7 +109,10 @@ describe("span capture", () => {
       const { tracer, taken } = setup()
       for (const status of [200, 404, 503]) {
         yield* Effect.void.pipe(
-          Effect.withSpan("GET", { kind: "server", attributes: { "svc.org_id": ORG, "http.response.status_code": status } }),
+          Effect.withSpan("GET", {
+            kind: "server",
+            attributes: { "svc.org_id": ORG, "http.response.status_code": status }
+          }),
           Effect.withTracer(tracer)
         )
       }
@@ -110,7 +128,10 @@ describe("span capture", () => {
     Effect.gen(function*() {
       const { buffers, tracer } = setup(1, 5)
       for (let i = 0; i < 8; i++) {
-        yield* Effect.void.pipe(Effect.withSpan(`s${i}`, { attributes: { "svc.org_id": ORG } }), Effect.withTracer(tracer))
+        yield* Effect.void.pipe(
+          Effect.withSpan(`s${i}`, { attributes: { "svc.org_id": ORG } }),
+          Effect.withTracer(tracer)
+        )
       }
       assert.strictEqual(buffers.size("dest-1"), 5)
       assert.strictEqual(buffers.unsavedDropped("dest-1"), 3)
@@ -162,7 +183,11 @@ describe("span capture", () => {
     it.effect("ratio 0 keeps nothing; children follow their root", () =>
       Effect.gen(function*() {
         const { tracer, taken } = setup(0)
-        yield* Effect.void.pipe(Effect.withSpan("child"), Effect.withSpan("root", { attributes: { "svc.org_id": ORG } }), Effect.withTracer(tracer))
+        yield* Effect.void.pipe(
+          Effect.withSpan("child"),
+          Effect.withSpan("root", { attributes: { "svc.org_id": ORG } }),
+          Effect.withTracer(tracer)
+        )
         assert.deepStrictEqual(taken(), [])
       }))
 
@@ -170,7 +195,11 @@ describe("span capture", () => {
       Effect.gen(function*() {
         const { tracer, taken } = setup(0.5, 10_000)
         for (let i = 0; i < 1000; i++) {
-          yield* Effect.void.pipe(Effect.withSpan("child"), Effect.withSpan("root", { attributes: { "svc.org_id": ORG } }), Effect.withTracer(tracer))
+          yield* Effect.void.pipe(
+            Effect.withSpan("child"),
+            Effect.withSpan("root", { attributes: { "svc.org_id": ORG } }),
+            Effect.withTracer(tracer)
+          )
         }
         const spans = taken()
         const roots = spans.filter((s) => s.name === "root")
@@ -183,11 +212,25 @@ describe("span capture", () => {
     it.effect("a remote parent's decision is inherited", () =>
       Effect.gen(function*() {
         const { tracer, taken } = setup(1)
-        const remote = Tracer.externalSpan({ traceId: "4bf92f3577b34da6a3ce929d0e0e4736", spanId: "00f067aa0ba902b7", sampled: false })
-        yield* Effect.void.pipe(Effect.withSpan("s", { parent: remote, attributes: { "svc.org_id": ORG } }), Effect.withTracer(tracer))
+        const remote = Tracer.externalSpan({
+          traceId: "4bf92f3577b34da6a3ce929d0e0e4736",
+          spanId: "00f067aa0ba902b7",
+          sampled: false
+        })
+        yield* Effect.void.pipe(
+          Effect.withSpan("s", { parent: remote, attributes: { "svc.org_id": ORG } }),
+          Effect.withTracer(tracer)
+        )
         assert.deepStrictEqual(taken(), [])
-        const sampled = Tracer.externalSpan({ traceId: "4bf92f3577b34da6a3ce929d0e0e4736", spanId: "00f067aa0ba902b7", sampled: true })
-        yield* Effect.void.pipe(Effect.withSpan("s", { parent: sampled, attributes: { "svc.org_id": ORG } }), Effect.withTracer(tracer))
+        const sampled = Tracer.externalSpan({
+          traceId: "4bf92f3577b34da6a3ce929d0e0e4736",
+          spanId: "00f067aa0ba902b7",
+          sampled: true
+        })
+        yield* Effect.void.pipe(
+          Effect.withSpan("s", { parent: sampled, attributes: { "svc.org_id": ORG } }),
+          Effect.withTracer(tracer)
+        )
         const [span] = taken()
         assert.strictEqual(span!.traceId, "4bf92f3577b34da6a3ce929d0e0e4736")
         assert.strictEqual(span!.parentSpanId, "00f067aa0ba902b7")
@@ -197,7 +240,11 @@ describe("span capture", () => {
       Effect.gen(function*() {
         const buffers = SpanBuffers.make(100)
         const tracer = makeTracer(buffers, 1)
-        const remote = Tracer.externalSpan({ traceId: "4bf92f3577b34da6a3ce929d0e0e4736", spanId: "00f067aa0ba902b7", sampled: true })
+        const remote = Tracer.externalSpan({
+          traceId: "4bf92f3577b34da6a3ce929d0e0e4736",
+          spanId: "00f067aa0ba902b7",
+          sampled: true
+        })
         const sampledOf = (parent?: Tracer.AnySpan) =>
           Effect.map(Effect.currentSpan, (span) => span.sampled).pipe(
             Effect.withSpan("s", parent === undefined ? {} : { parent }),

@@ -21,12 +21,24 @@ describe("what a collector's answer means", () => {
   })
 
   it("a 200 with partialSuccess.rejectedSpans > 0 is partial with the count; 0 with a message is accepted with a warning", () => {
-    const partial = classify(answer(200, JSON.stringify({ partialSuccess: { rejectedSpans: "2", errorMessage: "too old" } })), 5, 0)
+    const partial = classify(
+      answer(200, JSON.stringify({ partialSuccess: { rejectedSpans: "2", errorMessage: "too old" } })),
+      5,
+      0
+    )
     assert.deepInclude(partial, { _tag: "Partial", rejected: 2 })
-    const warned = classify(answer(200, JSON.stringify({ partialSuccess: { rejectedSpans: 0, errorMessage: "slow down" } })), 5, 0)
+    const warned = classify(
+      answer(200, JSON.stringify({ partialSuccess: { rejectedSpans: 0, errorMessage: "slow down" } })),
+      5,
+      0
+    )
     assert.deepStrictEqual(warned, { _tag: "Accepted", status: 200, warning: "slow down" })
     assert.deepStrictEqual(classify(answer(200, "{}"), 5, 0), { _tag: "Accepted", status: 200, warning: undefined })
-    assert.deepStrictEqual(classify(answer(202, "not json"), 5, 0), { _tag: "Accepted", status: 202, warning: undefined })
+    assert.deepStrictEqual(classify(answer(202, "not json"), 5, 0), {
+      _tag: "Accepted",
+      status: 202,
+      warning: undefined
+    })
   })
 
   it("a collector's message is masked of the destination's header values before it is cut short", () => {
@@ -34,10 +46,20 @@ describe("what a collector's answer means", () => {
     const clean = (text: string) => text.split(secret).join("[redacted]")
     // The value straddles the 200-character cut of last_error.
     const message = `${"m".repeat(185)}${secret} and more`
-    const partial = classify(answer(200, JSON.stringify({ partialSuccess: { rejectedSpans: 1, errorMessage: message } })), 5, 0, clean)
+    const partial = classify(
+      answer(200, JSON.stringify({ partialSuccess: { rejectedSpans: 1, errorMessage: message } })),
+      5,
+      0,
+      clean
+    )
     assert.strictEqual(partial._tag, "Partial")
     assert.notInclude(partial._tag === "Partial" ? partial.error : "", "hhhhhhhh")
-    const warned = classify(answer(200, JSON.stringify({ partialSuccess: { rejectedSpans: 0, errorMessage: `x${secret}` } })), 5, 0, clean)
+    const warned = classify(
+      answer(200, JSON.stringify({ partialSuccess: { rejectedSpans: 0, errorMessage: `x${secret}` } })),
+      5,
+      0,
+      clean
+    )
     assert.deepStrictEqual(warned, { _tag: "Accepted", status: 200, warning: "x[redacted]" })
   })
 
@@ -56,7 +78,10 @@ describe("what a collector's answer means", () => {
     assert.strictEqual(attemptInRound({ attempts: 3, replays: 0, meta: { round_start: 0 } }), 3)
     // Failed at once (a 400) on attempt 1, then replayed: the replay's first attempt is attempt 1 of its round.
     assert.strictEqual(attemptInRound({ attempts: 2, replays: 1, meta: { round_start: 1 } }), 1)
-    assert.strictEqual(attemptInRound({ attempts: 1 + MAX_ATTEMPTS, replays: 1, meta: { round_start: 1 } }), MAX_ATTEMPTS)
+    assert.strictEqual(
+      attemptInRound({ attempts: 1 + MAX_ATTEMPTS, replays: 1, meta: { round_start: 1 } }),
+      MAX_ATTEMPTS
+    )
     // Gave up after 5, replayed twice.
     assert.strictEqual(attemptInRound({ attempts: 12, replays: 2, meta: { round_start: 10 } }), 2)
     // Failed at enqueue (queue full), then replayed.
@@ -65,12 +90,19 @@ describe("what a collector's answer means", () => {
 
   it("property: retry n waits the schedule's nth delay (its last past its end), within ±20 %", () => {
     const delays = fc.array(fc.integer({ min: 0, max: 3_600_000 }), { minLength: 1, maxLength: 10 })
-    fc.assert(fc.property(delays, fc.integer({ min: 1, max: 12 }), fc.double({ min: 0, max: 1, noNaN: true }), (ms, n, random) => {
-      const waited = Duration.toMillis(backoff(ms.map(Duration.millis), n, random))
-      const base = ms[Math.min(n, ms.length) - 1]!
-      assert.isAtLeast(waited, Math.floor(base * 0.8))
-      assert.isAtMost(waited, Math.ceil(base * 1.2))
-    }))
+    fc.assert(
+      fc.property(
+        delays,
+        fc.integer({ min: 1, max: 12 }),
+        fc.double({ min: 0, max: 1, noNaN: true }),
+        (ms, n, random) => {
+          const waited = Duration.toMillis(backoff(ms.map(Duration.millis), n, random))
+          const base = ms[Math.min(n, ms.length) - 1]!
+          assert.isAtLeast(waited, Math.floor(base * 0.8))
+          assert.isAtMost(waited, Math.ceil(base * 1.2))
+        }
+      )
+    )
   })
 })
 
@@ -83,7 +115,7 @@ describe("OTLP attribute values", () => {
     assert.isTrue(cut.isWellFormed())
     assert.notMatch(JSON.stringify(cut), /\\ud[89a-f]/i)
     // A lone surrogate, as JSON.parse accepts it from a client's body.
-    const lone = attributeValue(JSON.parse('"x\\ud800y"'))!.stringValue!
+    const lone = attributeValue(JSON.parse("\"x\\ud800y\""))!.stringValue!
     assert.isTrue(lone.isWellFormed())
     assert.deepStrictEqual(attributeValue(7), { intValue: "7" })
     assert.deepStrictEqual(attributeValue(1.5), { doubleValue: 1.5 })
@@ -118,7 +150,9 @@ describe("a batch written span by span as captured, then compressed", () => {
   it.effect("gunzips to exactly encodeRequest's text, whatever the batch before it left in the reused buffer (multi-byte text included)", () =>
     Effect.gen(function*() {
       const { gunzipSync } = yield* Effect.promise(() => import("node:zlib"))
-      const { encodeRequest, encodeRequestParts, serviceResource } = yield* Effect.promise(() => import("../../../src/otlp/Encoding.ts"))
+      const { encodeRequest, encodeRequestParts, serviceResource } = yield* Effect.promise(() =>
+        import("../../../src/otlp/Encoding.ts")
+      )
       const { compressBatch } = yield* Effect.promise(() => import("../../../src/telemetry/Collector.ts"))
       const { BATCH_SPANS, SpanBuffers } = yield* Effect.promise(() => import("../../../src/telemetry/Buffers.ts"))
       const span = (i: number, text: string) => ({
@@ -139,17 +173,22 @@ describe("a batch written span by span as captured, then compressed", () => {
         assert.strictEqual(buffers.cut("dest", "period", Date.now()), 1)
         return buffers.take("dest")!
       }
-      const check = (body: { readonly gzipped: Uint8Array; readonly bytes: number }, spans: ReadonlyArray<ReturnType<typeof span>>) => {
+      const check = (
+        body: { readonly gzipped: Uint8Array; readonly bytes: number },
+        spans: ReadonlyArray<ReturnType<typeof span>>
+      ) => {
         const text = gunzipSync(body.gzipped).toString("utf8")
         assert.strictEqual(text, encodeRequest(spans, serviceResource()))
         assert.strictEqual(body.bytes, Buffer.byteLength(text, "utf8"))
       }
       // Large (grown from a small buffer), then small and multi-byte (in the large one's buffer, given back), then one span.
-      for (const batch of [
-        Array.from({ length: 300 }, (_, i) => span(i, "x".repeat(200))),
-        Array.from({ length: 3 }, (_, i) => span(i, "é – 😀 ü")),
-        [span(1, "😀".repeat(100))]
-      ]) {
+      for (
+        const batch of [
+          Array.from({ length: 300 }, (_, i) => span(i, "x".repeat(200))),
+          Array.from({ length: 3 }, (_, i) => span(i, "é – 😀 ü")),
+          [span(1, "😀".repeat(100))]
+        ]
+      ) {
         check(yield* compressBatch(batchOf(batch)), batch)
       }
       // A full batch closes by itself; the spans after it start the next.
@@ -165,7 +204,12 @@ describe("a batch written span by span as captured, then compressed", () => {
       const b = Array.from({ length: 50 }, (_, i) => span(i, "b"))
       const ba = batchOf(a)
       const bb = batchOf(b)
-      const [cf, cr, ca, cb] = yield* Effect.all([compressBatch(full), compressBatch(rest), compressBatch(ba), compressBatch(bb)], { concurrency: 4 })
+      const [cf, cr, ca, cb] = yield* Effect.all([
+        compressBatch(full),
+        compressBatch(rest),
+        compressBatch(ba),
+        compressBatch(bb)
+      ], { concurrency: 4 })
       check(cf, many.slice(0, BATCH_SPANS))
       check(cr, many.slice(BATCH_SPANS))
       check(ca, a)
