@@ -43,6 +43,7 @@ export {
   NothingStaged
 } from "./api/Feedback.ts"
 export { IdempotencyAnswerUnavailable, IdempotencyKeyInUse, IdempotencyKeyReused } from "./api/Idempotency.ts"
+export { UpstreamFailed } from "./api/Mcp.ts"
 export { DeliveryFailed, InvalidWebhookEvents } from "./api/Notifications.ts"
 export { GroupInUse, NotAssigned } from "./api/Reviewers.ts"
 export { type ScopeName, Scopes } from "./api/Security.ts"

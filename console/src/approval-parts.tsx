@@ -48,14 +48,10 @@ export const Decider = ({ decidedBy, names }: { decidedBy: string | undefined; n
  * key (a key a console person made is theirs) and the member a delegate
  * decided in place of (docs/approvals.md, "Who counts as whom").
  */
-export const StandsFor = (
-  { person, decidedFor, names }: { person: string | undefined; decidedFor: string | undefined; names?: KeyNames }
-) => (
+export const StandsFor = ({ person, decidedFor, names }: { person: string | undefined; decidedFor: string | undefined; names?: KeyNames }) => (
   <>
-    {person !== undefined && <span class="stands-for">· belongs to {deciderName(person, names)}</span>}
-    {decidedFor !== undefined && (
-      <span class="stands-for">· for {deciderName(decidedFor, names)}, as their delegate</span>
-    )}
+    {person !== undefined && <span class="stands-for"> · belongs to {deciderName(person, names)}</span>}
+    {decidedFor !== undefined && <span class="stands-for"> · for {deciderName(decidedFor, names)}, as their delegate</span>}
   </>
 )
 
@@ -64,14 +60,7 @@ const resolutionWords: Record<string, string> = { allow: "allowed", reject: "rej
 /** The session's steps before this one: what the agent did so far. */
 export const EarlierSteps = ({ context, headingLevel = 3 }: { context: Context | undefined; headingLevel?: 2 | 3 }) => {
   const Heading = headingLevel === 2 ? "h2" : "h3"
-  if (context === undefined) {
-    return (
-      <>
-        <Heading>Earlier steps in this session</Heading>
-        <p class="muted">Loading…</p>
-      </>
-    )
-  }
+  if (context === undefined) return <><Heading>Earlier steps in this session</Heading><p class="muted">Loading…</p></>
   const steps = context.earlier_steps
   return (
     <>
@@ -87,15 +76,11 @@ export const EarlierSteps = ({ context, headingLevel = 3 }: { context: Context |
               {steps.map((step) => (
                 <li key={step.step_id}>
                   <span class="step-tool">{step.tool}</span> <span class="muted">· {step.action_class}</span>{" "}
-                  <span
-                    class={`badge ${
-                      step.resolution === "allow" ? "delivered" : step.resolution === "reject" ? "rejected" : "pending"
-                    }`}
-                  >
+                  <span class={`badge ${step.resolution === "allow" ? "delivered" : step.resolution === "reject" ? "rejected" : "pending"}`}>
                     {resolutionWords[step.resolution] ?? step.resolution}
                   </span>
-                  {step.rule !== undefined && <span class="muted">· rule {step.rule}</span>}
-                  {step.outcome !== undefined && <span class="muted">· tool {step.outcome}</span>}
+                  {step.rule !== undefined && <span class="muted"> · rule {step.rule}</span>}
+                  {step.outcome !== undefined && <span class="muted"> · tool {step.outcome}</span>}
                 </li>
               ))}
             </ol>
@@ -118,27 +103,21 @@ export const Outcome = ({ item }: { item: Approval }) => {
   return (
     <>
       <p>
-        <strong>{item.status === "approved" ? "Approved" : "Rejected"}</strong> by{" "}
-        <Decider decidedBy={item.decided_by} names={keyNames(item)} />
+        <strong>{item.status === "approved" ? "Approved" : "Rejected"}</strong> by <Decider decidedBy={item.decided_by} names={keyNames(item)} />
         <StandsFor person={item.decided_by_person} decidedFor={item.decided_for} names={keyNames(item)} /> at{" "}
         <Time iso={item.decided_at} />.
       </p>
       {item.decision_reason !== undefined && <blockquote class="reason">{item.decision_reason}</blockquote>}
       {item.approved_arguments !== undefined && (
         <>
-          <p>
-            With edited arguments (changed:{" "}
-            {(item.arguments_changed ?? []).join(", ") || "nothing"}); the tool runs with these:
-          </p>
+          <p>With edited arguments (changed: {(item.arguments_changed ?? []).join(", ") || "nothing"}); the tool runs with these:</p>
           <Json value={item.approved_arguments} label="Approved arguments" />
         </>
       )}
       {item.response !== undefined && (
         <>
           <p>Answered the agent instead of running the tool:</p>
-          <blockquote class="reason">
-            {typeof item.response === "string" ? item.response : JSON.stringify(item.response)}
-          </blockquote>
+          <blockquote class="reason">{typeof item.response === "string" ? item.response : JSON.stringify(item.response)}</blockquote>
         </>
       )}
     </>
@@ -151,8 +130,7 @@ export const Outcome = ({ item }: { item: Approval }) => {
  * Nothing for an approval one decision closes.
  */
 /** Whether `decider` has voted on the approval (with a quorum: then they cannot vote again). */
-export const hasVoted = (item: Approval, decider: string) =>
-  (item.votes ?? []).some((vote) => vote.decided_by === decider)
+export const hasVoted = (item: Approval, decider: string) => (item.votes ?? []).some((vote) => vote.decided_by === decider)
 
 /** The key names an approval carries (the page of a mail's link reads a view without them). */
 export const keyNames = (item: Approval): KeyNames => item.key_names
@@ -164,9 +142,7 @@ export const Assignment = ({ item }: { item: Approval }) =>
       <dt>Assigned to</dt>
       <dd>
         <span class="badge">{item.assigned_group}</span>
-        {(item.escalation_level ?? 0) > 0 && (
-          <span class="muted">· escalated to this group (escalation {item.escalation_level})</span>
-        )}
+        {(item.escalation_level ?? 0) > 0 && <span class="muted"> · escalated to this group (escalation {item.escalation_level})</span>}
       </dd>
     </div>
   )
@@ -175,13 +151,7 @@ export const Assignment = ({ item }: { item: Approval }) =>
 export const RequiredBy = ({ item }: { item: Approval }) => (
   <div>
     <dt>Required by</dt>
-    <dd>
-      {item.rule === undefined ? "the action class's policy settings" : (
-        <>
-          rule <strong class="rule-name">{item.rule}</strong>
-        </>
-      )}
-    </dd>
+    <dd>{item.rule === undefined ? "the action class's policy settings" : <>rule <strong class="rule-name">{item.rule}</strong></>}</dd>
   </div>
 )
 
@@ -195,14 +165,7 @@ export const Chain = ({ item }: { item: Approval }) => {
     return (
       <div>
         <dt>Escalates next to</dt>
-        <dd>
-          {next.length === 0 ? "nobody: the chain's last group has it" : next.map((group, i) => (
-            <>
-              {i > 0 && " → "}
-              <span class="badge" key={group}>{group}</span>
-            </>
-          ))}
-        </dd>
+        <dd>{next.length === 0 ? "nobody: the chain's last group has it" : next.map((group, i) => <>{i > 0 && " → "}<span class="badge" key={group}>{group}</span></>)}</dd>
       </div>
     )
   }
@@ -224,9 +187,7 @@ export const Votes = ({ item, headingLevel = 3 }: { item: Approval; headingLevel
       <Heading>Votes: {approvals} of {item.quorum} approvals</Heading>
       <p class="muted">
         {item.status === "pending"
-          ? `Needs ${item.approvals_remaining ?? item.quorum - approvals} more approval${
-            (item.approvals_remaining ?? 0) === 1 ? "" : "s"
-          } from different people; one rejection rejects it. Each person votes once, whichever of their keys they use, and a delegate votes in place of the member who delegated.`
+          ? `Needs ${item.approvals_remaining ?? item.quorum - approvals} more approval${(item.approvals_remaining ?? 0) === 1 ? "" : "s"} from different people; one rejection rejects it. Each person votes once, whichever of their keys they use, and a delegate votes in place of the member who delegated.`
           : `${item.quorum} different people had to approve; one rejection rejected it.`}
       </p>
       {votes.length === 0
@@ -240,9 +201,7 @@ export const Votes = ({ item, headingLevel = 3 }: { item: Approval; headingLevel
                 </span>{" "}
                 <Decider decidedBy={vote.decided_by} names={keyNames(item)} />
                 <StandsFor person={vote.decided_by_person} decidedFor={vote.decided_for} names={keyNames(item)} />{" "}
-                <span class="muted">
-                  at <Time iso={vote.decided_at} />
-                </span>
+                <span class="muted">at <Time iso={vote.decided_at} /></span>
                 {vote.reason !== undefined && <blockquote class="reason">{vote.reason}</blockquote>}
               </li>
             ))}
@@ -300,30 +259,16 @@ export const EditFields = (
       ? (
         <label for={`${id}-args`} class="reason-field">
           Arguments to run with (JSON, sent with Approve)
-          <textarea
-            id={`${id}-args`}
-            rows={6}
-            class="mono"
-            value={args}
-            disabled={disabled}
-            spellcheck={false}
-            onInput={(event) => onArgs((event.target as HTMLTextAreaElement).value)}
-          />
-          <span class="hint">
-            Checked against the action class's arguments schema; the agent runs the tool with these.
-          </span>
+          <textarea id={`${id}-args`} rows={6} class="mono" value={args} disabled={disabled} spellcheck={false}
+            onInput={(event) => onArgs((event.target as HTMLTextAreaElement).value)} />
+          <span class="hint">Checked against the action class's arguments schema; the agent runs the tool with these.</span>
         </label>
       )
       : <p class="hint">{quorum} people approve the same arguments, so they cannot be edited here.</p>}
     <label for={`${id}-response`} class="reason-field">
       Answer to the agent (sent with Reject)
-      <textarea
-        id={`${id}-response`}
-        rows={2}
-        value={response}
-        disabled={disabled}
-        onInput={(event) => onResponse((event.target as HTMLTextAreaElement).value)}
-      />
+      <textarea id={`${id}-response`} rows={2} value={response} disabled={disabled}
+        onInput={(event) => onResponse((event.target as HTMLTextAreaElement).value)} />
       <span class="hint">The tool does not run; the agent gets this answer.</span>
     </label>
   </details>

@@ -5,6 +5,7 @@ import type { ConsoleSession } from "../../src/api/Console.ts"
 import { problemOf, SvcApi } from "./api.ts"
 import { refresh, runMutation, useAtomValue } from "./atoms.ts"
 import { navigate, onLinkClick, useLocation } from "./router.ts"
+import { has, type Screen, screens, sessionAtom } from "./session.ts"
 import { ApiKeys } from "./screens/ApiKeys.tsx"
 import { Approvals } from "./screens/Approvals.tsx"
 import { ConfirmAddress } from "./screens/ConfirmAddress.tsx"
@@ -16,7 +17,6 @@ import { Reviewers } from "./screens/Reviewers.tsx"
 import { SignIn } from "./screens/SignIn.tsx"
 import { Telemetry } from "./screens/Telemetry.tsx"
 import { Webhooks } from "./screens/Webhooks.tsx"
-import { has, type Screen, screens, sessionAtom } from "./session.ts"
 import { describeProblem } from "./ui.tsx"
 
 const views: Record<string, (props: { session: ConsoleSession }) => preact.JSX.Element> = {
@@ -38,8 +38,7 @@ const SignedOut = ({ reason }: { reason: string }) => (
     <p>{reason}</p>
     <p>
       Ask an administrator for a sign-in link, made with{" "}
-      <code>npm run cli -- console login --org ORG_ID --preset reviewer --name "Your name"</code>, and open it in this
-      browser.
+      <code>npm run cli -- console login --org ORG_ID --preset reviewer --name "Your name"</code>, and open it in this browser.
     </p>
   </main>
 )
@@ -48,8 +47,8 @@ const Missing = ({ screen, session }: { screen: Screen; session: ConsoleSession 
   <section aria-labelledby="page-title">
     <h1 id="page-title" tabIndex={-1}>{screen.label}</h1>
     <p class="notice warning" role="alert">
-      This screen needs the <code>{screen.scope}</code> scope. Your session ({session.preset}{" "}
-      preset) does not have it; ask for a sign-in link with a preset that does.
+      This screen needs the <code>{screen.scope}</code> scope. Your session ({session.preset} preset) does not have it; ask
+      for a sign-in link with a preset that does.
     </p>
   </section>
 )
@@ -105,14 +104,7 @@ const Shell = ({ session }: { session: ConsoleSession }) => {
         {current === undefined
           ? path === "/" && offered.length === 0
             ? <p>Your session's preset offers no screen.</p>
-            : path === "/"
-            ? null
-            : (
-              <>
-                <h1 tabIndex={-1}>Not found</h1>
-                <p>No console screen at this address.</p>
-              </>
-            )
+            : path === "/" ? null : <><h1 tabIndex={-1}>Not found</h1><p>No console screen at this address.</p></>
           : !has(session.scopes, current.scope)
           ? <Missing screen={current} session={session} />
           : View && <View session={session} />}
@@ -138,9 +130,7 @@ const Authenticated = () => {
     const problem = problemOf(result.cause)
     return (
       <SignedOut
-        reason={problem.code === "UNAUTHENTICATED"
-          ? "You are not signed in, or your session has ended."
-          : `The console could not start: ${describeProblem(problem)}`}
+        reason={problem.code === "UNAUTHENTICATED" ? "You are not signed in, or your session has ended." : `The console could not start: ${describeProblem(problem)}`}
       />
     )
   }

@@ -1,7 +1,7 @@
 /** Small pieces every screen uses. */
-import type { AsyncResult } from "effect/reactivity"
 import type { ComponentChildren } from "preact"
 import { useEffect, useLayoutEffect, useRef, useState } from "preact/hooks"
+import type { AsyncResult } from "effect/reactivity"
 import { type Problem, problemOf } from "./api.ts"
 import { refresh } from "./atoms.ts"
 import { sessionAtom } from "./session.ts"
@@ -27,11 +27,7 @@ export const Notice = ({ notice, onClose }: { notice: NoticeValue | undefined; o
 
 /** Renders a query's result: loading, the API's problem in words, or the value. */
 export const Loaded = <A, E>(
-  { result, children, what }: {
-    result: AsyncResult.AsyncResult<A, E>
-    what: string
-    children: (value: A, waiting: boolean) => ComponentChildren
-  }
+  { result, children, what }: { result: AsyncResult.AsyncResult<A, E>; what: string; children: (value: A, waiting: boolean) => ComponentChildren }
 ) => {
   if (result._tag === "Initial") return <p class="muted" aria-busy="true">Loading {what}…</p>
   if (result._tag === "Failure") {
@@ -154,14 +150,10 @@ export const Confirm = (
 ) => {
   const ref = useModal(open)
   return (
-    <dialog
-      ref={ref}
-      aria-labelledby={id}
-      onCancel={(event) => {
-        event.preventDefault()
-        onCancel()
-      }}
-    >
+    <dialog ref={ref} aria-labelledby={id} onCancel={(event) => {
+      event.preventDefault()
+      onCancel()
+    }}>
       <h2 id={id}>{title}</h2>
       <div>{children}</div>
       <div class="actions">
@@ -179,14 +171,13 @@ export const SecretOnce = ({ label, secret, onDone }: { label: string; secret: s
   useEffect(() => ref.current?.focus(), [])
   return (
     <div class="secret" role="region" aria-label={label} tabIndex={-1} ref={ref}>
-      <p>
-        <strong>{label}</strong>: shown only now. Copy it and keep it safe; it cannot be shown again.
-      </p>
+      <p><strong>{label}</strong>: shown only now. Copy it and keep it safe; it cannot be shown again.</p>
       <code class="secret-value" data-secret>{secret}</code>
       <div class="actions">
         <button
           type="button"
-          onClick={() => navigator.clipboard.writeText(secret).then(() => setCopied(true), () => setCopied(false))}
+          onClick={() =>
+            navigator.clipboard.writeText(secret).then(() => setCopied(true), () => setCopied(false))}
         >
           Copy
         </button>
@@ -210,9 +201,7 @@ export const problemWords = (problem: Problem): string => {
   if (problem.code === "LIMIT_REACHED") {
     const error = problem.error ?? {}
     const limit = `${problem.title.replace(/\.$/, "")} (${String(error.limit)} = ${String(error.limit_value)})`
-    return problem.detail === undefined || problem.detail === problem.title
-      ? `${limit}.`
-      : `${limit}: ${problem.detail}`
+    return problem.detail === undefined || problem.detail === problem.title ? `${limit}.` : `${limit}: ${problem.detail}`
   }
   const said = describeProblem(problem)
   return said === problem.title ? said : `${problem.title.replace(/\.$/, "")}: ${said}`
@@ -222,26 +211,18 @@ export const problemWords = (problem: Problem): string => {
 export const problemIssues = (problem: Problem): ReadonlyArray<{ field: string; message: string }> => {
   const errors = problem.error?.errors
   return Array.isArray(errors)
-    ? errors.filter((e): e is { field: string; message: string } =>
-      typeof e?.field === "string" && typeof e?.message === "string"
-    )
+    ? errors.filter((e): e is { field: string; message: string } => typeof e?.field === "string" && typeof e?.message === "string")
     : []
 }
 
-export const refusalOf = (what: string, problem: Problem): RefusalValue => ({
-  what,
-  why: problemWords(problem),
-  issues: problemIssues(problem)
-})
+export const refusalOf = (what: string, problem: Problem): RefusalValue => ({ what, why: problemWords(problem), issues: problemIssues(problem) })
 
 /**
  * A refusal at the control that caused it (not at the top of the page):
  * announced, and focused when it appears, so the browser scrolls to it and a
  * screen reader reads it.
  */
-export const Refusal = (
-  { id, refusal, onDismiss }: { id: string; refusal: RefusalValue | undefined; onDismiss?: () => void }
-) => {
+export const Refusal = ({ id, refusal, onDismiss }: { id: string; refusal: RefusalValue | undefined; onDismiss?: () => void }) => {
   const ref = useRef<HTMLDivElement>(null)
   useEffect(() => {
     if (refusal !== undefined) ref.current?.focus()
@@ -251,20 +232,11 @@ export const Refusal = (
       {refusal && (
         <div class="notice error refusal" tabIndex={-1} ref={ref}>
           <div>
-            <p>
-              <strong>{refusal.what} refused.</strong> {refusal.why}
-            </p>
+            <p><strong>{refusal.what} refused.</strong> {refusal.why}</p>
             {(refusal.issues ?? []).length > 0 && (
               <ul class="issues">
                 {refusal.issues!.map((issue, i) => (
-                  <li key={i}>
-                    {issue.field !== "" && (
-                      <>
-                        <code>{issue.field}</code>:
-                      </>
-                    )}
-                    {issue.message}
-                  </li>
+                  <li key={i}>{issue.field !== "" && <><code>{issue.field}</code>: </>}{issue.message}</li>
                 ))}
               </ul>
             )}

@@ -11,18 +11,7 @@ import { Scopes } from "../../../src/api/Security.ts"
 import { problemOf, SvcApi } from "../api.ts"
 import { refresh, useAtomValue, useMutation } from "../atoms.ts"
 import { sessionAtom } from "../session.ts"
-import {
-  Confirm,
-  describeProblem,
-  Loaded,
-  Notice,
-  type NoticeValue,
-  Refusal,
-  refusalOf,
-  type RefusalValue,
-  SecretOnce,
-  Time
-} from "../ui.tsx"
+import { Confirm, describeProblem, Loaded, Notice, type NoticeValue, Refusal, refusalOf, type RefusalValue, SecretOnce, Time } from "../ui.tsx"
 
 const keysAtom = SvcApi.query("apiKeys", "list", { reactivityKeys: ["keys"] })
 const sessionsAtom = SvcApi.query("console", "listSessions", { reactivityKeys: ["sessions"] })
@@ -43,19 +32,15 @@ export const ApiKeys = ({ session }: { session: ConsoleSession }) => {
   const confirm = async () => {
     if (pending?.kind === "key") {
       const exit = await revokeKey.run({ params: { key_id: pending.key.id }, reactivityKeys: ["keys"] })
-      setNotice(
-        Exit.isSuccess(exit)
-          ? { tone: "success", text: `Key ${pending.key.key_prefix}… revoked: it stops working at once.` }
-          : { tone: "error", text: `Could not revoke: ${describeProblem(problemOf(exit.cause))}` }
-      )
+      setNotice(Exit.isSuccess(exit)
+        ? { tone: "success", text: `Key ${pending.key.key_prefix}… revoked: it stops working at once.` }
+        : { tone: "error", text: `Could not revoke: ${describeProblem(problemOf(exit.cause))}` })
     } else if (pending?.kind === "session") {
       const exit = await revokeSession.run({ params: { session_id: pending.session.id }, reactivityKeys: ["sessions"] })
       if (Exit.isSuccess(exit) && pending.session.current) refresh(sessionAtom)
-      setNotice(
-        Exit.isSuccess(exit)
-          ? { tone: "success", text: `Session of ${pending.session.person} revoked: it ends at once.` }
-          : { tone: "error", text: `Could not revoke: ${describeProblem(problemOf(exit.cause))}` }
-      )
+      setNotice(Exit.isSuccess(exit)
+        ? { tone: "success", text: `Session of ${pending.session.person} revoked: it ends at once.` }
+        : { tone: "error", text: `Could not revoke: ${describeProblem(problemOf(exit.cause))}` })
     }
     setPending(undefined)
   }
@@ -70,8 +55,7 @@ export const ApiKeys = ({ session }: { session: ConsoleSession }) => {
           setCreated(key)
           setNotice({
             tone: "success",
-            text:
-              `Key created, recorded as made by ${session.person}. It keeps working after this console session ends, until it is revoked here.`
+            text: `Key created, recorded as made by ${session.person}. It keeps working after this console session ends, until it is revoked here.`
           })
         }}
       />
@@ -83,46 +67,19 @@ export const ApiKeys = ({ session }: { session: ConsoleSession }) => {
             : (
               <div class="table-wrap">
                 <table aria-labelledby="keys-title">
-                  <thead>
-                    <tr>
-                      <th scope="col">Name and id</th>
-                      <th scope="col">Key</th>
-                      <th scope="col">Scopes</th>
-                      <th scope="col">Created</th>
-                      <th scope="col">Created by</th>
-                      <th scope="col">
-                        <span class="sr-only">Action</span>
-                      </th>
-                    </tr>
-                  </thead>
+                  <thead><tr><th scope="col">Name and id</th><th scope="col">Key</th><th scope="col">Scopes</th><th scope="col">Created</th><th scope="col">Created by</th><th scope="col"><span class="sr-only">Action</span></th></tr></thead>
                   <tbody>
                     {value.keys.map((key) => (
                       <tr key={key.id}>
-                        <td>
-                          {key.name ?? <span class="muted">unnamed</span>}
-                          <code class="key-id">{key.id}</code>
-                        </td>
-                        <td>
-                          <code class="prefix">{key.key_prefix}…</code>
-                        </td>
+                        <td>{key.name ?? <span class="muted">unnamed</span>}<code class="key-id">{key.id}</code></td>
+                        <td><code class="prefix">{key.key_prefix}…</code></td>
                         <td>{key.scopes.join(", ")}</td>
-                        <td>
-                          <Time iso={key.created_at} />
-                        </td>
+                        <td><Time iso={key.created_at} /></td>
                         <td>{createdBy(key.created_by, value.keys)}</td>
                         <td>
                           {key.revoked_at
                             ? <span class="muted">revoked</span>
-                            : (
-                              <button
-                                type="button"
-                                class="danger"
-                                aria-label={`Revoke key ${key.name ?? key.key_prefix}`}
-                                onClick={() => setPending({ kind: "key", key })}
-                              >
-                                Revoke
-                              </button>
-                            )}
+                            : <button type="button" class="danger" aria-label={`Revoke key ${key.name ?? key.key_prefix}`} onClick={() => setPending({ kind: "key", key })}>Revoke</button>}
                         </td>
                       </tr>
                     ))}
@@ -136,41 +93,17 @@ export const ApiKeys = ({ session }: { session: ConsoleSession }) => {
         {(value) => (
           <div class="table-wrap">
             <table aria-labelledby="sessions-title">
-              <thead>
-                <tr>
-                  <th scope="col">Person</th>
-                  <th scope="col">Preset</th>
-                  <th scope="col">Signed in</th>
-                  <th scope="col">Last seen</th>
-                  <th scope="col">Ends</th>
-                  <th scope="col">
-                    <span class="sr-only">Action</span>
-                  </th>
-                </tr>
-              </thead>
+              <thead><tr><th scope="col">Person</th><th scope="col">Preset</th><th scope="col">Signed in</th><th scope="col">Last seen</th><th scope="col">Ends</th><th scope="col"><span class="sr-only">Action</span></th></tr></thead>
               <tbody>
                 {value.sessions.map((item) => (
                   <tr key={item.id}>
-                    <td>{item.person}{item.current && <span class="muted">(this session)</span>}</td>
+                    <td>{item.person}{item.current && <span class="muted"> (this session)</span>}</td>
                     <td>{item.preset}</td>
+                    <td><Time iso={item.created_at} /></td>
+                    <td><Time iso={item.last_seen_at} /></td>
+                    <td><Time iso={item.expires_at} /></td>
                     <td>
-                      <Time iso={item.created_at} />
-                    </td>
-                    <td>
-                      <Time iso={item.last_seen_at} />
-                    </td>
-                    <td>
-                      <Time iso={item.expires_at} />
-                    </td>
-                    <td>
-                      <button
-                        type="button"
-                        class="danger"
-                        aria-label={`Revoke session of ${item.person}`}
-                        onClick={() => setPending({ kind: "session", session: item })}
-                      >
-                        Revoke
-                      </button>
+                      <button type="button" class="danger" aria-label={`Revoke session of ${item.person}`} onClick={() => setPending({ kind: "session", session: item })}>Revoke</button>
                     </td>
                   </tr>
                 ))}
@@ -189,9 +122,7 @@ export const ApiKeys = ({ session }: { session: ConsoleSession }) => {
       >
         <p>
           {pending?.kind === "session"
-            ? `${pending.session.person}'s session ends at once${
-              pending.session.current ? ": that is you, in this browser" : ""
-            }.`
+            ? `${pending.session.person}'s session ends at once${pending.session.current ? ": that is you, in this browser" : ""}.`
             : pending?.kind === "key"
             ? `Every request with ${pending.key.key_prefix}… is refused from now on.`
             : ""}
@@ -216,33 +147,23 @@ const CreateKey = (
         event.preventDefault()
         setRefusal(undefined)
         const chosen = Scopes.filter((scope) => scopes.has(scope))
-        const exit = await create.run({
-          payload: { ...(name.trim() ? { name: name.trim() } : {}), scopes: chosen },
-          reactivityKeys: ["keys"]
-        })
+        const exit = await create.run({ payload: { ...(name.trim() ? { name: name.trim() } : {}), scopes: chosen }, reactivityKeys: ["keys"] })
         if (Exit.isSuccess(exit)) {
           setName("")
           setScopes(new Set())
           return onCreated(exit.value.key)
         }
-        setRefusal(
-          refusalOf(`Creating the key ${name.trim() === "" ? "(unnamed)" : name.trim()}`, problemOf(exit.cause))
-        )
+        setRefusal(refusalOf(`Creating the key ${name.trim() === "" ? "(unnamed)" : name.trim()}`, problemOf(exit.cause)))
       }}
     >
       <h2 id="create-key">New API key</h2>
       <p class="muted" id="key-outlives-session">
-        A key you create here is recorded as made by you, but it is not tied to your console session: it keeps working
-        after you sign out or your session ends, until someone revokes it below.
+        A key you create here is recorded as made by you, but it is not tied to your console session: it keeps working after you sign out or
+        your session ends, until someone revokes it below.
       </p>
       <label>
         Name
-        <input
-          value={name}
-          maxLength={200}
-          onInput={(event) => setName(event.currentTarget.value)}
-          placeholder="ci-pipeline"
-        />
+        <input value={name} maxLength={200} onInput={(event) => setName(event.currentTarget.value)} placeholder="ci-pipeline" />
       </label>
       <fieldset>
         <legend>Scopes</legend>
@@ -262,16 +183,7 @@ const CreateKey = (
           </label>
         ))}
       </fieldset>
-      <div class="actions">
-        <button
-          type="submit"
-          class="primary"
-          aria-describedby="key-outlives-session"
-          disabled={create.busy || scopes.size === 0}
-        >
-          Create key
-        </button>
-      </div>
+      <div class="actions"><button type="submit" class="primary" aria-describedby="key-outlives-session" disabled={create.busy || scopes.size === 0}>Create key</button></div>
       <Refusal id="create-key-refusal" refusal={refusal} onDismiss={() => setRefusal(undefined)} />
     </form>
   )

@@ -55,36 +55,18 @@ export const History = ({ closedCount }: { closedCount: number }) => {
           <tbody>
             {items.map((item) => (
               <tr key={item.approval_id}>
-                <td>
-                  {item.tool} <span class="muted">· {item.action_class}</span>
-                  <br />
-                  <span class="id">step {item.step_id}</span>
-                </td>
+                <td>{item.tool} <span class="muted">· {item.action_class}</span><br /><span class="id">step {item.step_id}</span></td>
                 <td>{item.task_name ?? <span class="muted">none</span>}</td>
                 <td>
-                  <span
-                    class={`badge ${
-                      item.status === "approved" ? "delivered" : item.status === "rejected" ? "rejected" : "warning"
-                    }`}
-                  >
+                  <span class={`badge ${item.status === "approved" ? "delivered" : item.status === "rejected" ? "rejected" : "warning"}`}>
                     {item.status}
                   </span>
-                  {item.status === "expired" && (
-                    <span class="muted">· {item.timeout_action === "allow" ? "allowed" : "rejected"} by timeout</span>
-                  )}
+                  {item.status === "expired" && <span class="muted"> · {item.timeout_action === "allow" ? "allowed" : "rejected"} by timeout</span>}
                 </td>
-                <td>
-                  {item.status === "expired" && (item.votes ?? []).length === 0
-                    ? <span class="muted">nobody</span>
-                    : <Who item={item} />}
-                </td>
-                <td>
-                  <Time iso={item.status === "expired" ? item.expires_at : item.decided_at} />
-                </td>
+                <td>{item.status === "expired" && (item.votes ?? []).length === 0 ? <span class="muted">nobody</span> : <Who item={item} />}</td>
+                <td><Time iso={item.status === "expired" ? item.expires_at : item.decided_at} /></td>
                 <td class="why">{item.decision_reason ?? <span class="muted">—</span>}</td>
-                <td class="record">
-                  <Record item={item} />
-                </td>
+                <td class="record"><Record item={item} /></td>
               </tr>
             ))}
           </tbody>
@@ -107,25 +89,16 @@ export const History = ({ closedCount }: { closedCount: number }) => {
 const Who = ({ item }: { item: HistoryItem }) => {
   const votes = item.votes ?? []
   if (item.quorum === undefined || votes.length === 0) {
-    return (
-      <>
-        <Decider decidedBy={item.decided_by} names={item.key_names} />
-        <StandsFor person={item.decided_by_person} decidedFor={item.decided_for} names={item.key_names} />
-      </>
-    )
+    return <><Decider decidedBy={item.decided_by} names={item.key_names} /><StandsFor person={item.decided_by_person} decidedFor={item.decided_for} names={item.key_names} /></>
   }
   return (
     <ol class="vote-list" aria-label={`Votes on ${item.tool}`}>
       {votes.map((vote) => (
         <li key={vote.decided_by}>
-          <span class={`badge ${vote.decision === "approve" ? "delivered" : "rejected"}`}>
-            {vote.decision === "approve" ? "approved" : "rejected"}
-          </span>{" "}
+          <span class={`badge ${vote.decision === "approve" ? "delivered" : "rejected"}`}>{vote.decision === "approve" ? "approved" : "rejected"}</span>{" "}
           <Decider decidedBy={vote.decided_by} names={item.key_names} />
           <StandsFor person={vote.decided_by_person} decidedFor={vote.decided_for} names={item.key_names} />{" "}
-          <span class="muted">
-            at <Time iso={vote.decided_at} />
-          </span>
+          <span class="muted">at <Time iso={vote.decided_at} /></span>
           {vote.reason !== undefined && <span class="vote-reason">: “{vote.reason}”</span>}
         </li>
       ))}
@@ -139,22 +112,10 @@ const Record = ({ item }: { item: HistoryItem }) => {
   const level = item.escalation_level ?? 0
   return (
     <ul class="record-facts">
-      <li>
-        Required by {item.rule === undefined ? "the action class's settings" : (
-          <>
-            rule <strong>{item.rule}</strong>
-          </>
-        )}
-      </li>
+      <li>Required by {item.rule === undefined ? "the action class's settings" : <>rule <strong>{item.rule}</strong></>}</li>
       {item.quorum !== undefined && <li>{item.quorum} approvals needed</li>}
-      {item.assigned_group !== undefined && (
-        <li>
-          Assigned to <span class="badge">{item.assigned_group}</span>
-        </li>
-      )}
-      {chain !== undefined && (
-        <li>Escalation chain {chain.join(" → ")}{level > 0 ? ` (reached ${chain[level - 1]})` : " (not reached)"}</li>
-      )}
+      {item.assigned_group !== undefined && <li>Assigned to <span class="badge">{item.assigned_group}</span></li>}
+      {chain !== undefined && <li>Escalation chain {chain.join(" → ")}{level > 0 ? ` (reached ${chain[level - 1]})` : " (not reached)"}</li>}
       {item.approved_arguments !== undefined && (
         <li>
           Approved with edited arguments (changed: {(item.arguments_changed ?? []).join(", ") || "nothing"})
@@ -165,11 +126,7 @@ const Record = ({ item }: { item: HistoryItem }) => {
         </li>
       )}
       {item.response !== undefined && (
-        <li>
-          Answered the agent instead of running the tool: “{typeof item.response === "string"
-            ? item.response
-            : JSON.stringify(item.response)}”
-        </li>
+        <li>Answered the agent instead of running the tool: “{typeof item.response === "string" ? item.response : JSON.stringify(item.response)}”</li>
       )}
     </ul>
   )

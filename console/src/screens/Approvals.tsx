@@ -15,35 +15,13 @@ import { useEffect, useMemo, useRef, useState } from "preact/hooks"
 import { type ApprovalContext, ApprovalListItem } from "../../../src/api/Approvals.ts"
 import type { ConsoleSession } from "../../../src/api/Console.ts"
 import { problemOf, SvcApi } from "../api.ts"
-import {
-  Assignment,
-  Chain,
-  deciderName,
-  EarlierSteps,
-  EditFields,
-  editPayload,
-  hasVoted,
-  ReasonField,
-  RequiredBy,
-  Votes
-} from "../approval-parts.tsx"
+import { OwnAddress } from "./OwnAddress.tsx"
+import { Assignment, Chain, deciderName, EarlierSteps, EditFields, editPayload, hasVoted, ReasonField, RequiredBy, Votes } from "../approval-parts.tsx"
+import { History } from "./ApprovalHistory.tsx"
 import { refresh, runMutation, useMutation } from "../atoms.ts"
 import { setQuery, useLocation } from "../router.ts"
 import { has, sessionAtom } from "../session.ts"
-import {
-  describeProblem,
-  formatDuration,
-  Json,
-  Notice,
-  type NoticeValue,
-  Refusal,
-  refusalOf,
-  type RefusalValue,
-  Time,
-  useNow
-} from "../ui.tsx"
-import { History } from "./ApprovalHistory.tsx"
-import { OwnAddress } from "./OwnAddress.tsx"
+import { describeProblem, formatDuration, Json, Notice, type NoticeValue, Refusal, refusalOf, type RefusalValue, Time, useNow } from "../ui.tsx"
 
 type Approval = typeof ApprovalListItem.Type
 type Context = typeof ApprovalContext.Type
@@ -54,14 +32,7 @@ const contextAtom = SvcApi.mutation("approvals", "context")
 const decodeItem = Schema.decodeUnknownExit(Schema.fromJsonString(ApprovalListItem))
 
 const STREAM = "/v1/agent-approvals/events/stream"
-const EVENTS = [
-  "approval.requested",
-  "approval.expiring",
-  "approval.escalated",
-  "approval.approved",
-  "approval.rejected",
-  "approval.expired"
-] as const
+const EVENTS = ["approval.requested", "approval.expiring", "approval.escalated", "approval.approved", "approval.rejected", "approval.expired"] as const
 
 type Connection = "connecting" | "live" | "reconnecting"
 
@@ -138,12 +109,10 @@ export const Approvals = ({ session }: { session: ConsoleSession }) => {
         setNotice({
           tone: "info",
           text: item.status === "expired"
-            ? `An approval for ${item.tool} expired: ${
-              item.timeout_action === "allow" ? "allowed" : "rejected"
-            } by its timeout action.`
-            : `An approval for ${item.tool} was ${item.status} elsewhere${
-              item.decided_by ? ` by ${deciderName(item.decided_by, item.key_names)}` : ""
-            }${item.decision_reason ? `: “${item.decision_reason}”` : ""}.`
+            ? `An approval for ${item.tool} expired: ${item.timeout_action === "allow" ? "allowed" : "rejected"} by its timeout action.`
+            : `An approval for ${item.tool} was ${item.status} elsewhere${item.decided_by ? ` by ${deciderName(item.decided_by, item.key_names)}` : ""}${
+              item.decision_reason ? `: “${item.decision_reason}”` : ""
+            }.`
         })
       }
     }
@@ -165,41 +134,25 @@ export const Approvals = ({ session }: { session: ConsoleSession }) => {
     <section aria-labelledby="page-title">
       <h1 id="page-title" tabIndex={-1}>Approvals</h1>
       <p class="muted" role="status">
-        {connection === "live"
-          ? "Live: new and decided approvals appear here by themselves."
-          : connection === "reconnecting"
-          ? "Reconnecting to the live stream…"
-          : "Connecting…"}
+        {connection === "live" ? "Live: new and decided approvals appear here by themselves." : connection === "reconnecting" ? "Reconnecting to the live stream…" : "Connecting…"}
       </p>
       <nav class="views" aria-label="Approvals views">
-        <a
-          href="/console/approvals"
-          aria-current={view === "pending" ? "page" : undefined}
-          onClick={(event) => {
-            event.preventDefault()
-            setQuery({ view: undefined })
-          }}
-        >
+        <a href="/console/approvals" aria-current={view === "pending" ? "page" : undefined} onClick={(event) => {
+          event.preventDefault()
+          setQuery({ view: undefined })
+        }}>
           Pending{loaded ? ` (${all.length})` : ""}
         </a>
-        <a
-          href="/console/approvals?view=mine"
-          aria-current={view === "mine" ? "page" : undefined}
-          onClick={(event) => {
-            event.preventDefault()
-            setQuery({ view: "mine" })
-          }}
-        >
+        <a href="/console/approvals?view=mine" aria-current={view === "mine" ? "page" : undefined} onClick={(event) => {
+          event.preventDefault()
+          setQuery({ view: "mine" })
+        }}>
           Assigned to me{assigned !== undefined ? ` (${mineOnly.length})` : ""}
         </a>
-        <a
-          href="/console/approvals?view=history"
-          aria-current={view === "history" ? "page" : undefined}
-          onClick={(event) => {
-            event.preventDefault()
-            setQuery({ view: "history" })
-          }}
-        >
+        <a href="/console/approvals?view=history" aria-current={view === "history" ? "page" : undefined} onClick={(event) => {
+          event.preventDefault()
+          setQuery({ view: "history" })
+        }}>
           History
         </a>
       </nav>
@@ -207,13 +160,7 @@ export const Approvals = ({ session }: { session: ConsoleSession }) => {
       {view === "history" ? <History closedCount={closedCount} /> : !loaded
         ? <p class="muted" aria-busy="true">Loading approvals…</p>
         : items.length === 0
-        ? (
-          <p class="empty">
-            {view === "mine"
-              ? "No approval assigned to your reviewer groups is waiting."
-              : "No approval is waiting for a decision."}
-          </p>
-        )
+        ? <p class="empty">{view === "mine" ? "No approval assigned to your reviewer groups is waiting." : "No approval is waiting for a decision."}</p>
         : (
           <ul class="cards" aria-label="Pending approvals">
             {items.map((item) => (
@@ -231,18 +178,13 @@ export const Approvals = ({ session }: { session: ConsoleSession }) => {
                     next.delete(item.approval_id)
                     return next
                   })
-                  setNotice({
-                    tone: "success",
-                    text: `${decision === "approve" ? "Approved" : "Rejected"}: ${item.tool} (${item.action_class}).`
-                  })
+                  setNotice({ tone: "success", text: `${decision === "approve" ? "Approved" : "Rejected"}: ${item.tool} (${item.action_class}).` })
                 }}
                 onVoted={(snapshot) => {
                   setPending((current) => new Map(current).set(item.approval_id, { ...item, ...snapshot }))
                   setNotice({
                     tone: "success",
-                    text: `Your approval is recorded: ${item.tool} (${item.action_class}) needs ${
-                      snapshot.approvals_remaining ?? 1
-                    } more from someone else.`
+                    text: `Your approval is recorded: ${item.tool} (${item.action_class}) needs ${snapshot.approvals_remaining ?? 1} more from someone else.`
                   })
                 }}
                 onGone={(text) => {
@@ -298,9 +240,7 @@ const ApprovalCard = (
   const submit = async (decision: "approve" | "reject") => {
     const given = reason.trim()
     const edit = editPayload(decision, item.arguments, args, response)
-    const what = `${
-      decision === "approve" ? "Approve" : "Reject"
-    } of ${item.tool} (${item.action_class}, approval ${item.approval_id})`
+    const what = `${decision === "approve" ? "Approve" : "Reject"} of ${item.tool} (${item.action_class}, approval ${item.approval_id})`
     setRefusal(undefined)
     if (typeof edit === "string") return setRefusal({ what, why: `Nothing was sent: ${edit}` })
     const exit = await decide.run({
@@ -314,43 +254,26 @@ const ApprovalCard = (
     }
     const problem = problemOf(exit.cause)
     if (problem.code === "ALREADY_VOTED") {
-      return setRefusal({
-        what,
-        why: "You have already voted on this approval (with this or another of your keys); it waits for someone else."
-      })
+      return setRefusal({ what, why: "You have already voted on this approval (with this or another of your keys); it waits for someone else." })
     }
     if (problem.code === "NOT_ASSIGNED") {
       const group = String(problem.error?.assigned_group ?? item.assigned_group)
-      return setRefusal({
-        what,
-        why: `It is assigned to the reviewer group ${group}: only its members and their delegates decide it.`
-      })
+      return setRefusal({ what, why: `It is assigned to the reviewer group ${group}: only its members and their delegates decide it.` })
     }
     if (problem.code === "INVALID_TRANSITION" || problem.code === "NOT_FOUND") {
-      return onGone(
-        `This approval was closed elsewhere meanwhile${
-          problem.error?.status_now ? ` (${String(problem.error.status_now)})` : ""
-        }; nothing was changed.`
-      )
+      return onGone(`This approval was closed elsewhere meanwhile${problem.error?.status_now ? ` (${String(problem.error.status_now)})` : ""}; nothing was changed.`)
     }
     setRefusal(refusalOf(what, problem))
   }
   return (
     <li class="card" aria-labelledby={titleId}>
-      <h2 id={titleId}>
-        {item.tool} <span class="muted">· {item.action_class}</span>
-      </h2>
+      <h2 id={titleId}>{item.tool} <span class="muted">· {item.action_class}</span></h2>
       <dl class="facts">
         <div>
           <dt>Task</dt>
-          <dd>
-            {item.task_id === null ? "none" : context === undefined ? "…" : context.task_name ?? "(deleted task)"}
-          </dd>
+          <dd>{item.task_id === null ? "none" : context === undefined ? "…" : context.task_name ?? "(deleted task)"}</dd>
         </div>
-        <div>
-          <dt>Tool</dt>
-          <dd>{item.tool}</dd>
-        </div>
+        <div><dt>Tool</dt><dd>{item.tool}</dd></div>
         <RequiredBy item={item} />
         <Assignment item={item} />
         <Chain item={item} />
@@ -362,41 +285,20 @@ const ApprovalCard = (
         </div>
         <div>
           <dt>Escalation</dt>
-          <dd>
-            {item.escalation === "none"
-              ? "none"
-              : item.escalation === "pending"
-              ? "at the deadline, with more review time"
-              : "escalated"}
-          </dd>
+          <dd>{item.escalation === "none" ? "none" : item.escalation === "pending" ? "at the deadline, with more review time" : "escalated"}</dd>
         </div>
-        <div>
-          <dt>If nobody decides</dt>
-          <dd>
-            {item.timeout_action} (at <Time iso={item.expires_at} />)
-          </dd>
-        </div>
-        <div>
-          <dt>Requested</dt>
-          <dd>
-            <Time iso={item.requested_at} />
-          </dd>
-        </div>
+        <div><dt>If nobody decides</dt><dd>{item.timeout_action} (at <Time iso={item.expires_at} />)</dd></div>
+        <div><dt>Requested</dt><dd><Time iso={item.requested_at} /></dd></div>
       </dl>
       <h3>Arguments</h3>
       <Json value={item.arguments} label={`Arguments of ${item.tool}`} />
       <Votes item={item} />
       <EarlierSteps context={context} />
       {canDecide && hasVoted(item, decider) && (
-        <p class="notice info voted">
-          You voted on this approval. It waits for {item.approvals_remaining ?? 1}{" "}
-          more approval{(item.approvals_remaining ?? 1) === 1 ? "" : "s"} from someone else.
-        </p>
+        <p class="notice info voted">You voted on this approval. It waits for {item.approvals_remaining ?? 1} more approval{(item.approvals_remaining ?? 1) === 1 ? "" : "s"} from someone else.</p>
       )}
       {canDecide && !hasVoted(item, decider) && item.assigned_group !== undefined && assignedToMe === false && (
-        <p class="muted not-assigned">
-          Only members of {item.assigned_group} (or their delegates) decide this approval.
-        </p>
+        <p class="muted not-assigned">Only members of {item.assigned_group} (or their delegates) decide this approval.</p>
       )}
       {canDecide && !hasVoted(item, decider) && (item.assigned_group === undefined || assignedToMe !== false) && (
         <>
@@ -411,9 +313,7 @@ const ApprovalCard = (
             quorum={item.quorum}
           />
           <div class="actions">
-            <button type="button" class="primary" disabled={decide.busy} onClick={() => submit("approve")}>
-              Approve
-            </button>
+            <button type="button" class="primary" disabled={decide.busy} onClick={() => submit("approve")}>Approve</button>
             <button type="button" class="danger" disabled={decide.busy} onClick={() => submit("reject")}>Reject</button>
           </div>
           <Refusal id={`refusal-${item.approval_id}`} refusal={refusal} onDismiss={() => setRefusal(undefined)} />

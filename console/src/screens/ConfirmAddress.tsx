@@ -41,18 +41,13 @@ export const ConfirmAddress = () => {
   useEffect(() => heading.current?.focus(), [outcome?.kind])
   const submit = async () => {
     const exit = await run({ payload: { token } })
-    if (Exit.isSuccess(exit)) {
-      return setOutcome({ kind: "confirmed", address: exit.value.reviewer_email, at: exit.value.confirmed_at })
-    }
+    if (Exit.isSuccess(exit)) return setOutcome({ kind: "confirmed", address: exit.value.reviewer_email, at: exit.value.confirmed_at })
     const problem = problemOf(exit.cause)
     switch (problem.code) {
       case "CONFIRMATION_LINK_USED":
         return setOutcome({ kind: "used", text: "This confirmation link was already used. A link works once." })
       case "CONFIRMATION_LINK_EXPIRED":
-        return setOutcome({
-          kind: "expired",
-          text: "This confirmation link has expired. Ask for the address to be set again: a new mail is sent."
-        })
+        return setOutcome({ kind: "expired", text: "This confirmation link has expired. Ask for the address to be set again: a new mail is sent." })
       case "REVIEWER_ADDRESS_REPLACED":
         return setOutcome({
           kind: "replaced",
@@ -66,14 +61,12 @@ export const ConfirmAddress = () => {
   }
   return (
     <main id="main" class="narrow">
-      <h1 ref={heading} tabIndex={-1}>
-        {outcome === undefined ? "Confirm your reviewer address" : titles[outcome.kind]}
-      </h1>
+      <h1 ref={heading} tabIndex={-1}>{outcome === undefined ? "Confirm your reviewer address" : titles[outcome.kind]}</h1>
       {outcome?.kind === "confirmed"
         ? (
           <p class="notice success" role="status">
-            <strong>{outcome.address}</strong> now receives approval requests and deadline notices (confirmed{" "}
-            <Time iso={outcome.at} />). Each mail links to the approval it is about.
+            <strong>{outcome.address}</strong> now receives approval requests and deadline notices (confirmed <Time iso={outcome.at} />).
+            Each mail links to the approval it is about.
           </p>
         )
         : outcome !== undefined
@@ -87,8 +80,8 @@ export const ConfirmAddress = () => {
         : (
           <>
             <p>
-              This address was set to receive an organization's approval requests. Each such mail carries a link that
-              opens and decides one approval, so none is sent before you confirm that this mailbox is yours.
+              This address was set to receive an organization's approval requests. Each such mail carries a link that opens and
+              decides one approval, so none is sent before you confirm that this mailbox is yours.
             </p>
             <p class="muted">The link works once. Confirming signs you in to nothing.</p>
             <button type="button" class="primary" disabled={busy} onClick={submit}>Confirm</button>

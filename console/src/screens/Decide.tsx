@@ -11,16 +11,7 @@ import { Exit } from "effect"
 import { useEffect, useRef, useState } from "preact/hooks"
 import type { ApprovalLinkView } from "../../../src/api/ApprovalLinks.ts"
 import { problemOf, SvcApi } from "../api.ts"
-import {
-  Assignment,
-  EarlierSteps,
-  EditFields,
-  editPayload,
-  hasVoted,
-  Outcome,
-  ReasonField,
-  Votes
-} from "../approval-parts.tsx"
+import { Assignment, EarlierSteps, EditFields, editPayload, hasVoted, Outcome, ReasonField, Votes } from "../approval-parts.tsx"
 import { runMutation, useMutation } from "../atoms.ts"
 import { fragmentToken } from "../fragment.ts"
 import { describeProblem, formatDuration, Json, Time, useNow } from "../ui.tsx"
@@ -74,33 +65,19 @@ export const Decide = () => {
   const submit = async (decision: "approve" | "reject") => {
     const given = reason.trim()
     const original = state.kind === "view" ? state.view.approval.arguments : null
-    const edit = args === undefined && decision === "approve"
-      ? {}
-      : editPayload(decision, original, args ?? "", response)
+    const edit = args === undefined && decision === "approve" ? {} : editPayload(decision, original, args ?? "", response)
     if (typeof edit === "string") return setNotice({ tone: "error", text: `Could not ${decision}: ${edit}` })
-    const exit = await decide.run({
-      payload: given === "" ? { token, decision, ...edit } : { token, decision, reason: given, ...edit }
-    })
+    const exit = await decide.run({ payload: given === "" ? { token, decision, ...edit } : { token, decision, reason: given, ...edit } })
     if (Exit.isSuccess(exit)) {
       setState({ kind: "view", view: exit.value })
       if (exit.value.approval.status === "pending") {
-        return setNotice({
-          tone: "success",
-          text: "Your approval is recorded. The approval needs more from other people before the agent may go ahead."
-        })
+        return setNotice({ tone: "success", text: "Your approval is recorded. The approval needs more from other people before the agent may go ahead." })
       }
-      return setNotice({
-        tone: "success",
-        text: decision === "approve"
-          ? "Approved. The agent may go ahead."
-          : "Rejected. The agent will not run this step."
-      })
+      return setNotice({ tone: "success", text: decision === "approve" ? "Approved. The agent may go ahead." : "Rejected. The agent will not run this step." })
     }
     const problem = problemOf(exit.cause)
     if (problem.code === "REVIEWER_ADDRESS_REPLACED") return setState({ kind: "invalid", text: REPLACED })
-    if (problem.code === "ALREADY_VOTED") {
-      return setNotice({ tone: "warning", text: "This address has already voted on this approval." })
-    }
+    if (problem.code === "ALREADY_VOTED") return setNotice({ tone: "warning", text: "This address has already voted on this approval." })
     if (problem.code === "NOT_ASSIGNED") {
       const decider = state.kind === "view" ? state.view.decider : "email:"
       return setNotice({
@@ -117,13 +94,7 @@ export const Decide = () => {
     setNotice({ tone: "error", text: `Could not ${decision}: ${describeProblem(problem)}` })
   }
 
-  if (state.kind === "loading") {
-    return (
-      <main id="main" class="narrow">
-        <p class="muted" aria-busy="true">Loading the approval…</p>
-      </main>
-    )
-  }
+  if (state.kind === "loading") return <main id="main" class="narrow"><p class="muted" aria-busy="true">Loading the approval…</p></main>
   if (state.kind === "invalid") {
     return (
       <main id="main" class="narrow">
@@ -142,51 +113,25 @@ export const Decide = () => {
   return (
     <main id="main" class="narrow wide-enough">
       <h1 ref={heading} tabIndex={-1}>
-        {pending
-          ? "Approval requested"
-          : item.status === "expired"
-          ? "Approval expired"
-          : item.status === "approved"
-          ? "Approval approved"
-          : "Approval rejected"}: {item.tool}
+        {pending ? "Approval requested" : item.status === "expired" ? "Approval expired" : item.status === "approved" ? "Approval approved" : "Approval rejected"}:{" "}
+        {item.tool}
       </h1>
       <div role="status" aria-live="polite">
         {notice && <p class={`notice ${notice.tone}`}>{notice.text}</p>}
       </div>
       <dl class="facts">
-        <div>
-          <dt>Task</dt>
-          <dd>{view.task_name ?? "none"}</dd>
-        </div>
-        <div>
-          <dt>Tool</dt>
-          <dd>{item.tool}</dd>
-        </div>
-        <div>
-          <dt>Action class</dt>
-          <dd>{item.action_class}</dd>
-        </div>
+        <div><dt>Task</dt><dd>{view.task_name ?? "none"}</dd></div>
+        <div><dt>Tool</dt><dd>{item.tool}</dd></div>
+        <div><dt>Action class</dt><dd>{item.action_class}</dd></div>
         <Assignment item={item} />
-        <div>
-          <dt>Requested</dt>
-          <dd>
-            <Time iso={item.requested_at} />
-          </dd>
-        </div>
+        <div><dt>Requested</dt><dd><Time iso={item.requested_at} /></dd></div>
         {pending && (
           <div>
             <dt>{item.escalation === "pending" ? "Escalates in" : "Expires in"}</dt>
-            <dd class="countdown" aria-live="off">
-              <time dateTime={item.deadline_at}>{left > 0 ? formatDuration(left) : "now"}</time>
-            </dd>
+            <dd class="countdown" aria-live="off"><time dateTime={item.deadline_at}>{left > 0 ? formatDuration(left) : "now"}</time></dd>
           </div>
         )}
-        <div>
-          <dt>If nobody decides</dt>
-          <dd>
-            {item.timeout_action} (at <Time iso={item.expires_at} />)
-          </dd>
-        </div>
+        <div><dt>If nobody decides</dt><dd>{item.timeout_action} (at <Time iso={item.expires_at} />)</dd></div>
       </dl>
       <h2>Arguments</h2>
       <Json value={item.arguments} label={`Arguments of ${item.tool}`} />
@@ -196,11 +141,7 @@ export const Decide = () => {
         ? (
           <section aria-labelledby="decide-title" class="decide">
             <h2 id="decide-title">Your decision</h2>
-            <p class="notice info voted">
-              You voted on this approval as <strong>{view.decider}</strong>. It waits for{" "}
-              {item.approvals_remaining ?? 1} more approval{(item.approvals_remaining ?? 1) === 1 ? "" : "s"}{" "}
-              from someone else.
-            </p>
+            <p class="notice info voted">You voted on this approval as <strong>{view.decider}</strong>. It waits for {item.approvals_remaining ?? 1} more approval{(item.approvals_remaining ?? 1) === 1 ? "" : "s"} from someone else.</p>
           </section>
         )
         : pending && item.assigned_group !== undefined && view.decider.startsWith("email:")
@@ -208,9 +149,8 @@ export const Decide = () => {
           <section aria-labelledby="decide-title" class="decide">
             <h2 id="decide-title">Who decides</h2>
             <p class="notice info not-assigned">
-              This approval is assigned to the reviewer group{" "}
-              <strong>{item.assigned_group}</strong>: its members (or their delegates) decide it in the console. This
-              mail's link shows it but cannot decide it.
+              This approval is assigned to the reviewer group <strong>{item.assigned_group}</strong>: its members (or their delegates) decide it
+              in the console. This mail's link shows it but cannot decide it.
             </p>
           </section>
         )
@@ -219,10 +159,9 @@ export const Decide = () => {
           <section aria-labelledby="decide-title" class="decide">
             <h2 id="decide-title">Who decides</h2>
             <p class="notice info person-required">
-              This approval needs {item.quorum}{" "}
-              different people to approve it. This mail went to the organization's shared reviewer address, which names
-              no one person, so its link shows the approval but cannot vote: decide in the console, or through a mail to
-              your own address.
+              This approval needs {item.quorum} different people to approve it. This mail went to the organization's shared reviewer address,
+              which names no one person, so its link shows the approval but cannot vote: decide in the console, or through a mail to your own
+              address.
             </p>
           </section>
         )
@@ -230,10 +169,7 @@ export const Decide = () => {
         ? (
           <section aria-labelledby="decide-title" class="decide">
             <h2 id="decide-title">Your decision</h2>
-            <p class="muted">
-              Recorded as{" "}
-              <strong>{view.decider}</strong>. This page opens this approval only; it signs you in to nothing.
-            </p>
+            <p class="muted">Recorded as <strong>{view.decider}</strong>. This page opens this approval only; it signs you in to nothing.</p>
             <ReasonField id="reason" value={reason} onInput={setReason} disabled={decide.busy} />
             <EditFields
               id="edit"
@@ -245,12 +181,8 @@ export const Decide = () => {
               quorum={item.quorum}
             />
             <div class="actions">
-              <button type="button" class="primary" disabled={decide.busy} onClick={() => submit("approve")}>
-                Approve
-              </button>
-              <button type="button" class="danger" disabled={decide.busy} onClick={() => submit("reject")}>
-                Reject
-              </button>
+              <button type="button" class="primary" disabled={decide.busy} onClick={() => submit("approve")}>Approve</button>
+              <button type="button" class="danger" disabled={decide.busy} onClick={() => submit("reject")}>Reject</button>
             </div>
           </section>
         )

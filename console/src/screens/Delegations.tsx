@@ -10,16 +10,7 @@ import { type Delegation, MAX_DELEGATION_DAYS } from "../../../src/api/Reviewers
 import { problemOf, SvcApi } from "../api.ts"
 import { useAtomValue, useMutation } from "../atoms.ts"
 import { Confirm, describeProblem, formatTime, Loaded, type NoticeValue, Time } from "../ui.tsx"
-import {
-  checkDelegation,
-  delegateOf,
-  type FieldIssue,
-  instantOf,
-  localIn,
-  type MemberKind,
-  problemIssues,
-  reviewerText
-} from "./reviewer-draft.ts"
+import { checkDelegation, delegateOf, type FieldIssue, instantOf, localIn, type MemberKind, problemIssues, reviewerText } from "./reviewer-draft.ts"
 import { FieldProblems, names, PersonFields } from "./ReviewerFields.tsx"
 
 const delegationsAtom = SvcApi.query("reviewers", "listDelegations", { reactivityKeys: ["delegations"] })
@@ -29,11 +20,7 @@ const endAtom = SvcApi.mutation("reviewers", "endDelegation")
 const isOwn = (delegation: Delegation, session: ConsoleSession) => delegation.delegator.console_user === session.person
 
 export const Delegations = (
-  { session, keyChoices, onNotice }: {
-    session: ConsoleSession
-    keyChoices: boolean
-    onNotice: (notice: NoticeValue) => void
-  }
+  { session, keyChoices, onNotice }: { session: ConsoleSession; keyChoices: boolean; onNotice: (notice: NoticeValue) => void }
 ) => {
   const delegations = useAtomValue(delegationsAtom)
   const [ending, setEnding] = useState<Delegation | undefined>(undefined)
@@ -42,24 +29,16 @@ export const Delegations = (
     if (!ending) return
     const exit = await end.run({ params: { delegation_id: ending.delegation_id }, reactivityKeys: ["delegations"] })
     setEnding(undefined)
-    onNotice(
-      Exit.isSuccess(exit)
-        ? {
-          tone: "success",
-          text: `Delegation to ${
-            reviewerText(ending.delegate)
-          } ended: from now on they decide only what they could before.`
-        }
-        : { tone: "error", text: `Could not end the delegation: ${describeProblem(problemOf(exit.cause))}` }
-    )
+    onNotice(Exit.isSuccess(exit)
+      ? { tone: "success", text: `Delegation to ${reviewerText(ending.delegate)} ended: from now on they decide only what they could before.` }
+      : { tone: "error", text: `Could not end the delegation: ${describeProblem(problemOf(exit.cause))}` })
   }
   return (
     <section class="delegations" aria-labelledby="delegations-title">
       <h2 id="delegations-title">Delegations</h2>
       <p class="muted">
-        While a delegation lasts, its delegate decides the approvals assigned to every group of the person who
-        delegated, under their own name and in that person's place: under a quorum their vote is the delegator's one
-        vote.
+        While a delegation lasts, its delegate decides the approvals assigned to every group of the person who delegated, under their own name
+        and in that person's place: under a quorum their vote is the delegator's one vote.
       </p>
       <NewDelegation session={session} keyChoices={keyChoices} onNotice={onNotice} />
       <Loaded result={delegations} what="the delegations">
@@ -75,34 +54,20 @@ export const Delegations = (
                       <th scope="col">To</th>
                       <th scope="col">Starts</th>
                       <th scope="col">Ends</th>
-                      <th scope="col">
-                        <span class="sr-only">Action</span>
-                      </th>
+                      <th scope="col"><span class="sr-only">Action</span></th>
                     </tr>
                   </thead>
                   <tbody>
                     {value.delegations.map((delegation) => (
                       <tr key={delegation.delegation_id}>
-                        <td>
-                          {reviewerText(delegation.delegator)}
-                          {isOwn(delegation, session) && <span class="muted">(you)</span>}
-                        </td>
+                        <td>{reviewerText(delegation.delegator)}{isOwn(delegation, session) && <span class="muted"> (you)</span>}</td>
                         <td>{reviewerText(delegation.delegate)}</td>
-                        <td>
-                          <Time iso={delegation.starts_at} />
-                        </td>
-                        <td>
-                          <Time iso={delegation.ends_at} />
-                        </td>
+                        <td><Time iso={delegation.starts_at} /></td>
+                        <td><Time iso={delegation.ends_at} /></td>
                         <td>
                           {isOwn(delegation, session)
                             ? (
-                              <button
-                                type="button"
-                                class="danger"
-                                aria-label={`End delegation to ${reviewerText(delegation.delegate)}`}
-                                onClick={() => setEnding(delegation)}
-                              >
+                              <button type="button" class="danger" aria-label={`End delegation to ${reviewerText(delegation.delegate)}`} onClick={() => setEnding(delegation)}>
                                 End
                               </button>
                             )
@@ -131,11 +96,7 @@ export const Delegations = (
 }
 
 const NewDelegation = (
-  { session, keyChoices, onNotice }: {
-    session: ConsoleSession
-    keyChoices: boolean
-    onNotice: (notice: NoticeValue) => void
-  }
+  { session, keyChoices, onNotice }: { session: ConsoleSession; keyChoices: boolean; onNotice: (notice: NoticeValue) => void }
 ) => {
   const [kind, setKind] = useState<MemberKind>("console_user")
   const [who, setWho] = useState("")
@@ -151,24 +112,15 @@ const NewDelegation = (
       onSubmit={async (event) => {
         event.preventDefault()
         const startsAt = instantOf(starts)
-        const payload = {
-          delegate: delegateOf(kind, who),
-          ...(startsAt === "" ? {} : { starts_at: startsAt }),
-          ends_at: instantOf(ends)
-        }
-        const refused = ends.trim() === ""
-          ? [{ field: "ends_at", message: "Choose when the delegation ends." }]
-          : checkDelegation(payload)
+        const payload = { delegate: delegateOf(kind, who), ...(startsAt === "" ? {} : { starts_at: startsAt }), ends_at: instantOf(ends) }
+        const refused = ends.trim() === "" ? [{ field: "ends_at", message: "Choose when the delegation ends." }] : checkDelegation(payload)
         setIssues(refused)
         if (refused.length > 0) return
         const exit = await create.run({ payload, reactivityKeys: ["delegations"] })
         if (Exit.isSuccess(exit)) {
           setWho("")
           setStarts("")
-          return onNotice({
-            tone: "success",
-            text: `Delegated to ${reviewerText(exit.value.delegate)} until ${formatTime(exit.value.ends_at)}.`
-          })
+          return onNotice({ tone: "success", text: `Delegated to ${reviewerText(exit.value.delegate)} until ${formatTime(exit.value.ends_at)}.` })
         }
         setIssues(problemIssues(problemOf(exit.cause), describeProblem))
       }}
@@ -196,29 +148,16 @@ const NewDelegation = (
       <div class="form">
         <label>
           Starts (empty: now)
-          <input
-            type="datetime-local"
-            value={starts}
-            aria-invalid={names(issues, "starts_at") ? "true" : undefined}
-            onInput={(event) => setStarts(event.currentTarget.value)}
-          />
+          <input type="datetime-local" value={starts} aria-invalid={names(issues, "starts_at") ? "true" : undefined} onInput={(event) => setStarts(event.currentTarget.value)} />
         </label>
         <label>
           Ends
-          <input
-            type="datetime-local"
-            required
-            value={ends}
-            aria-invalid={names(issues, "ends_at") ? "true" : undefined}
-            onInput={(event) => setEnds(event.currentTarget.value)}
-          />
+          <input type="datetime-local" required value={ends} aria-invalid={names(issues, "ends_at") ? "true" : undefined} onInput={(event) => setEnds(event.currentTarget.value)} />
         </label>
       </div>
       <p class="muted">In your browser's time zone; at most {MAX_DELEGATION_DAYS} days.</p>
       <FieldProblems id="new-delegation-problems" issues={issues} lead="Not delegated:" />
-      <div class="actions">
-        <button type="submit" class="primary" disabled={create.busy}>Delegate</button>
-      </div>
+      <div class="actions"><button type="submit" class="primary" disabled={create.busy}>Delegate</button></div>
     </form>
   )
 }

@@ -19,9 +19,7 @@ const deliveryStatuses = ["all", "failed", "delivered", "retrying", "queued", "s
 const replayProblem = (problem: Problem): string => {
   switch (problem.code) {
     case "NOT_REPLAYABLE":
-      return `This delivery cannot be replayed: only failed deliveries can be${
-        problem.error?.delivery_status ? ` (it is ${String(problem.error.delivery_status)})` : ""
-      }.`
+      return `This delivery cannot be replayed: only failed deliveries can be${problem.error?.delivery_status ? ` (it is ${String(problem.error.delivery_status)})` : ""}.`
     case "QUEUE_FULL":
       return "The endpoint's delivery queue is full: wait until queued deliveries are sent (or fail), then replay again."
     default:
@@ -30,33 +28,20 @@ const replayProblem = (problem: Problem): string => {
 }
 
 /** The delivery filters the URL holds (`?status=failed&status_code=5xx…`), as the API's query. */
-const deliveryFilterKeys = [
-  "status",
-  "status_code",
-  "event_type",
-  "approval_id",
-  "created_from",
-  "created_until"
-] as const
+const deliveryFilterKeys = ["status", "status_code", "event_type", "approval_id", "created_from", "created_until"] as const
 
 /** The query changes that drop every delivery filter (another endpoint's log starts unfiltered). */
-export const noDeliveryFilters: Readonly<Record<string, undefined>> = Object.fromEntries(
-  deliveryFilterKeys.map((key) => [key, undefined])
-)
+export const noDeliveryFilters: Readonly<Record<string, undefined>> = Object.fromEntries(deliveryFilterKeys.map((key) => [key, undefined]))
 
 /** `2026-11-23T08:00` (a `datetime-local` value, the browser's zone) → RFC 3339 in UTC; the reverse for display. */
 const toInstant = (local: string) => (local === "" ? undefined : new Date(local).toISOString())
 const toLocal = (iso: string | null) => {
   if (iso === null) return ""
   const at = new Date(iso)
-  return Number.isNaN(at.getTime())
-    ? ""
-    : new Date(at.getTime() - at.getTimezoneOffset() * 60_000).toISOString().slice(0, 16)
+  return Number.isNaN(at.getTime()) ? "" : new Date(at.getTime() - at.getTimezoneOffset() * 60_000).toISOString().slice(0, 16)
 }
 
-export const Deliveries = (
-  { endpoint, onNotice }: { endpoint: NotificationEndpoint; onNotice: (notice: NoticeValue) => void }
-) => {
+export const Deliveries = ({ endpoint, onNotice }: { endpoint: NotificationEndpoint; onNotice: (notice: NoticeValue) => void }) => {
   const { query } = useLocation()
   const status = query.get("status") ?? "all"
   const filters = Object.fromEntries(
@@ -105,11 +90,7 @@ export const Deliveries = (
       >
         <label>
           Status
-          <select
-            value={status}
-            onChange={(event) =>
-              setQuery({ status: event.currentTarget.value === "all" ? undefined : event.currentTarget.value })}
-          >
+          <select value={status} onChange={(event) => setQuery({ status: event.currentTarget.value === "all" ? undefined : event.currentTarget.value })}>
             {deliveryStatuses.map((value) => <option key={value} value={value}>{value}</option>)}
           </select>
         </label>
@@ -117,48 +98,26 @@ export const Deliveries = (
           Event type
           <select
             value={filters.event_type ?? "all"}
-            onChange={(event) =>
-              setQuery({ event_type: event.currentTarget.value === "all" ? undefined : event.currentTarget.value })}
+            onChange={(event) => setQuery({ event_type: event.currentTarget.value === "all" ? undefined : event.currentTarget.value })}
           >
             {["all", ...EventTypes].map((value) => <option key={value} value={value}>{value}</option>)}
           </select>
         </label>
         <label>
           HTTP status
-          <input
-            name="status_code"
-            key={`code-${filters.status_code ?? ""}`}
-            defaultValue={filters.status_code ?? ""}
-            placeholder="5xx or 503"
-            size={8}
-          />
+          <input name="status_code" key={`code-${filters.status_code ?? ""}`} defaultValue={filters.status_code ?? ""} placeholder="5xx or 503" size={8} />
         </label>
         <label>
           Approval id
-          <input
-            name="approval_id"
-            key={`approval-${filters.approval_id ?? ""}`}
-            defaultValue={filters.approval_id ?? ""}
-            size={20}
-          />
+          <input name="approval_id" key={`approval-${filters.approval_id ?? ""}`} defaultValue={filters.approval_id ?? ""} size={20} />
         </label>
         <label>
           Created from
-          <input
-            type="datetime-local"
-            name="created_from"
-            key={`from-${filters.created_from ?? ""}`}
-            defaultValue={toLocal(filters.created_from ?? null)}
-          />
+          <input type="datetime-local" name="created_from" key={`from-${filters.created_from ?? ""}`} defaultValue={toLocal(filters.created_from ?? null)} />
         </label>
         <label>
           Created before
-          <input
-            type="datetime-local"
-            name="created_until"
-            key={`until-${filters.created_until ?? ""}`}
-            defaultValue={toLocal(filters.created_until ?? null)}
-          />
+          <input type="datetime-local" name="created_until" key={`until-${filters.created_until ?? ""}`} defaultValue={toLocal(filters.created_until ?? null)} />
         </label>
         <div class="actions">
           <button type="submit">Search</button>
@@ -176,12 +135,7 @@ export const Deliveries = (
             <div class="actions pages">
               {cursors.length > 0 && <button type="button" onClick={() => setCursors([])}>Newest</button>}
               {value.next_cursor !== null && (
-                <button
-                  type="button"
-                  onClick={() => setCursors([...cursors, value.next_cursor!])}
-                >
-                  Older
-                </button>
+                <button type="button" onClick={() => setCursors([...cursors, value.next_cursor!])}>Older</button>
               )}
             </div>
           )
@@ -191,84 +145,58 @@ export const Deliveries = (
                 <p class="empty">
                   {value.next_cursor !== null
                     ? "None among the deliveries searched so far; older ones may match."
-                    : `No deliveries${
-                      filtered ? " match these filters" : cursors.length > 0 ? " older than these" : " yet"
-                    }.`}
+                    : `No deliveries${filtered ? " match these filters" : cursors.length > 0 ? " older than these" : " yet"}.`}
                 </p>
                 {pages}
               </>
             )
             : (
               <>
-                <div class="table-wrap">
-                  <table aria-labelledby={captionId}>
-                    <thead>
-                      <tr>
-                        <th scope="col">Event</th>
-                        <th scope="col">Status</th>
-                        <th scope="col">HTTP</th>
-                        <th scope="col">Attempts</th>
-                        <th scope="col">Replays</th>
-                        <th scope="col">Last error</th>
-                        <th scope="col">Created</th>
-                        <th scope="col">Finished</th>
-                        <th scope="col">
-                          <span class="sr-only">Action</span>
-                        </th>
-                      </tr>
-                    </thead>
-                    <tbody>
-                      {rows.map((delivery: NotificationDelivery) => (
-                        <tr key={delivery.id}>
-                          <td>{delivery.label ?? delivery.event_id}</td>
-                          <td>
-                            <span class={`badge ${delivery.status}`}>{delivery.status}</span>
-                          </td>
-                          <td>{delivery.status_code ?? "—"}</td>
-                          <td>{delivery.attempts}</td>
-                          <td>{delivery.replays}</td>
-                          <td>{delivery.last_error ?? "—"}</td>
-                          <td>
-                            <Time iso={delivery.created_at} />
-                          </td>
-                          <td>
-                            <Time iso={delivery.finished_at} />
-                          </td>
-                          <td>
-                            {delivery.status === "failed" && !(delivery.label ?? "").startsWith("test ") && (
-                              <button
-                                type="button"
-                                disabled={replay.busy}
-                                aria-label={`Replay ${delivery.label ?? delivery.event_id}`}
-                                onClick={async () => {
-                                  const exit = await replay.run({
-                                    params: { id: endpoint.id, delivery: delivery.id },
-                                    reactivityKeys: ["deliveries"]
+              <div class="table-wrap">
+                <table aria-labelledby={captionId}>
+                  <thead>
+                    <tr><th scope="col">Event</th><th scope="col">Status</th><th scope="col">HTTP</th><th scope="col">Attempts</th><th scope="col">Replays</th><th scope="col">Last error</th><th scope="col">Created</th><th scope="col">Finished</th><th scope="col"><span class="sr-only">Action</span></th></tr>
+                  </thead>
+                  <tbody>
+                    {rows.map((delivery: NotificationDelivery) => (
+                      <tr key={delivery.id}>
+                        <td>{delivery.label ?? delivery.event_id}</td>
+                        <td><span class={`badge ${delivery.status}`}>{delivery.status}</span></td>
+                        <td>{delivery.status_code ?? "—"}</td>
+                        <td>{delivery.attempts}</td>
+                        <td>{delivery.replays}</td>
+                        <td>{delivery.last_error ?? "—"}</td>
+                        <td><Time iso={delivery.created_at} /></td>
+                        <td><Time iso={delivery.finished_at} /></td>
+                        <td>
+                          {delivery.status === "failed" && !(delivery.label ?? "").startsWith("test ") && (
+                            <button
+                              type="button"
+                              disabled={replay.busy}
+                              aria-label={`Replay ${delivery.label ?? delivery.event_id}`}
+                              onClick={async () => {
+                                const exit = await replay.run({ params: { id: endpoint.id, delivery: delivery.id }, reactivityKeys: ["deliveries"] })
+                                if (Exit.isSuccess(exit)) {
+                                  const cooling = endpoint.cooldown_until !== undefined && Date.parse(endpoint.cooldown_until) > Date.now()
+                                  onNotice({
+                                    tone: "success",
+                                    text: cooling
+                                      ? `Replay queued. The endpoint is cooling down after failed attempts, so it is sent after ${new Date(endpoint.cooldown_until!).toLocaleTimeString()}.`
+                                      : "Replay queued: it is sent with the same event id shortly."
                                   })
-                                  if (Exit.isSuccess(exit)) {
-                                    const cooling = endpoint.cooldown_until !== undefined &&
-                                      Date.parse(endpoint.cooldown_until) > Date.now()
-                                    onNotice({
-                                      tone: "success",
-                                      text: cooling
-                                        ? `Replay queued. The endpoint is cooling down after failed attempts, so it is sent after ${
-                                          new Date(endpoint.cooldown_until!).toLocaleTimeString()
-                                        }.`
-                                        : "Replay queued: it is sent with the same event id shortly."
-                                    })
-                                  } else onNotice({ tone: "warning", text: replayProblem(problemOf(exit.cause)) })
-                                }}
-                              >
-                                Replay
-                              </button>
-                            )}
-                          </td>
-                        </tr>
-                      ))}
-                    </tbody>
-                  </table>
-                </div>
-                {pages}
+                                } else onNotice({ tone: "warning", text: replayProblem(problemOf(exit.cause)) })
+                              }}
+                            >
+                              Replay
+                            </button>
+                          )}
+                        </td>
+                      </tr>
+                    ))}
+                  </tbody>
+                </table>
+              </div>
+              {pages}
               </>
             )
         }}
@@ -276,3 +204,4 @@ export const Deliveries = (
     </div>
   )
 }
+

@@ -65,15 +65,11 @@ export const authPayload = (draft: AuthDraft) => {
 export const authText = (endpoint: NotificationEndpoint): string => {
   const parts: Array<string> = []
   if (endpoint.auth !== null) {
-    parts.push(
-      `OAuth 2.0 client credentials (client ${endpoint.auth.client_id}, token endpoint ${endpoint.auth.token_url_hint})`
-    )
+    parts.push(`OAuth 2.0 client credentials (client ${endpoint.auth.client_id}, token endpoint ${endpoint.auth.token_url_hint})`)
   }
   const certificate = endpoint.tls_client_certificate
   if (certificate !== null) {
-    parts.push(
-      `client certificate ${certificate.subject}, expires ${new Date(certificate.not_after).toLocaleDateString()}`
-    )
+    parts.push(`client certificate ${certificate.subject}, expires ${new Date(certificate.not_after).toLocaleDateString()}`)
   }
   return parts.length === 0 ? "none (signatures only)" : parts.join("; ")
 }
@@ -88,18 +84,12 @@ export const AuthenticationFields = (
     <fieldset>
       <legend>{legend}</legend>
       <p class="muted">
-        Deliveries are always signed. A receiver behind an API gateway may also want a bearer token or a client
-        certificate. Secrets are stored encrypted and never shown again.
+        Deliveries are always signed. A receiver behind an API gateway may also want a bearer token or a client certificate. Secrets are stored encrypted and never shown again.
       </p>
       <div class="actions" role="radiogroup" aria-label={`${legend}: kind`}>
         {kinds.map((choice) => (
           <label class="inline" key={choice.kind}>
-            <input
-              type="radio"
-              name={legend}
-              checked={draft.kind === choice.kind}
-              onChange={() => set({ kind: choice.kind })}
-            />
+            <input type="radio" name={legend} checked={draft.kind === choice.kind} onChange={() => set({ kind: choice.kind })} />
             {choice.label}
           </label>
         ))}
@@ -108,32 +98,15 @@ export const AuthenticationFields = (
         <div class="stack">
           <label class="wide">
             Token URL
-            <input
-              type="url"
-              required
-              value={draft.tokenUrl}
-              placeholder="https://login.example.com/oauth/token"
-              onInput={(event) => set({ tokenUrl: event.currentTarget.value })}
-            />
+            <input type="url" required value={draft.tokenUrl} placeholder="https://login.example.com/oauth/token" onInput={(event) => set({ tokenUrl: event.currentTarget.value })} />
           </label>
           <label>
             Client ID
-            <input
-              type="text"
-              required
-              value={draft.clientId}
-              onInput={(event) => set({ clientId: event.currentTarget.value })}
-            />
+            <input type="text" required value={draft.clientId} onInput={(event) => set({ clientId: event.currentTarget.value })} />
           </label>
           <label>
             Client secret
-            <input
-              type="password"
-              required
-              autocomplete="off"
-              value={draft.clientSecret}
-              onInput={(event) => set({ clientSecret: event.currentTarget.value })}
-            />
+            <input type="password" required autocomplete="off" value={draft.clientSecret} onInput={(event) => set({ clientSecret: event.currentTarget.value })} />
           </label>
           <label>
             Scope (optional)
@@ -141,11 +114,7 @@ export const AuthenticationFields = (
           </label>
           <label>
             Audience (optional)
-            <input
-              type="text"
-              value={draft.audience}
-              onInput={(event) => set({ audience: event.currentTarget.value })}
-            />
+            <input type="text" value={draft.audience} onInput={(event) => set({ audience: event.currentTarget.value })} />
           </label>
         </div>
       )}
@@ -153,26 +122,11 @@ export const AuthenticationFields = (
         <div class="stack">
           <label class="wide">
             Client certificate (PEM)
-            <textarea
-              class="mono"
-              required
-              rows={4}
-              value={draft.certificate}
-              placeholder="-----BEGIN CERTIFICATE-----"
-              onInput={(event) => set({ certificate: event.currentTarget.value })}
-            />
+            <textarea class="mono" required rows={4} value={draft.certificate} placeholder="-----BEGIN CERTIFICATE-----" onInput={(event) => set({ certificate: event.currentTarget.value })} />
           </label>
           <label class="wide">
             Private key (PEM, unencrypted)
-            <textarea
-              class="mono"
-              required
-              rows={4}
-              autocomplete="off"
-              value={draft.privateKey}
-              placeholder="-----BEGIN PRIVATE KEY-----"
-              onInput={(event) => set({ privateKey: event.currentTarget.value })}
-            />
+            <textarea class="mono" required rows={4} autocomplete="off" value={draft.privateKey} placeholder="-----BEGIN PRIVATE KEY-----" onInput={(event) => set({ privateKey: event.currentTarget.value })} />
           </label>
         </div>
       )}

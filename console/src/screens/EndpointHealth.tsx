@@ -11,7 +11,7 @@ import { useMemo, useState } from "preact/hooks"
 import type { NotificationEndpoint } from "../../../src/api/Notifications.ts"
 import { problemOf, SvcApi } from "../api.ts"
 import { refresh, useAtomValue, useMutation } from "../atoms.ts"
-import { Loaded, type NoticeValue, refusalOf, type RefusalValue, useInterval } from "../ui.tsx"
+import { Loaded, type NoticeValue, type RefusalValue, refusalOf, useInterval } from "../ui.tsx"
 
 const testAtom = SvcApi.mutation("notifications", "test")
 const replayFailedAtom = SvcApi.mutation("notifications", "replayFailed")
@@ -23,8 +23,7 @@ const replayWindows = [
   { hours: 72, label: "the last 3 days" }
 ]
 
-const percent = (rate: number | null) =>
-  rate === null ? "—" : `${(rate * 100).toFixed(rate === 1 || rate === 0 ? 0 : 1)} %`
+const percent = (rate: number | null) => rate === null ? "—" : `${(rate * 100).toFixed(rate === 1 || rate === 0 ? 0 : 1)} %`
 const millis = (value: number | null) => value === null ? "—" : `${value} ms`
 
 /** Delivery statistics of the last 24 hours, a test event, and a bulk replay counted before it queues. */
@@ -36,10 +35,7 @@ export const EndpointHealth = (
     onRefusal: (refusal: RefusalValue) => void
   }
 ) => {
-  const statsAtom = useMemo(
-    () => SvcApi.query("notifications", "stats", { params: { id: endpoint.id }, reactivityKeys: ["stats"] }),
-    [endpoint.id]
-  )
+  const statsAtom = useMemo(() => SvcApi.query("notifications", "stats", { params: { id: endpoint.id }, reactivityKeys: ["stats"] }), [endpoint.id])
   const stats = useAtomValue(statsAtom)
   useInterval(() => refresh(statsAtom), 5000)
   const test = useMutation(testAtom)
@@ -57,42 +53,21 @@ export const EndpointHealth = (
           return (
             <>
               <dl class="facts" aria-labelledby={statsId}>
-                <div>
-                  <dt>Delivered</dt>
-                  <dd>{value.delivered}</dd>
-                </div>
-                <div>
-                  <dt>Failed for good</dt>
-                  <dd>{value.failed}</dd>
-                </div>
+                <div><dt>Delivered</dt><dd>{value.delivered}</dd></div>
+                <div><dt>Failed for good</dt><dd>{value.failed}</dd></div>
                 <div>
                   <dt>Success rate of finished</dt>
-                  <dd>
-                    {finished === 0
-                      ? "— (none finished)"
-                      : `${percent(value.success_rate)} (${value.delivered} of ${finished})`}
-                  </dd>
+                  <dd>{finished === 0 ? "— (none finished)" : `${percent(value.success_rate)} (${value.delivered} of ${finished})`}</dd>
                 </div>
-                <div>
-                  <dt>Pending, not in the rate</dt>
-                  <dd>{value.pending}</dd>
-                </div>
-                <div>
-                  <dt>Duration p50</dt>
-                  <dd>{millis(value.duration_ms_p50)}</dd>
-                </div>
-                <div>
-                  <dt>Duration p95</dt>
-                  <dd>{millis(value.duration_ms_p95)}</dd>
-                </div>
+                <div><dt>Pending, not in the rate</dt><dd>{value.pending}</dd></div>
+                <div><dt>Duration p50</dt><dd>{millis(value.duration_ms_p50)}</dd></div>
+                <div><dt>Duration p95</dt><dd>{millis(value.duration_ms_p95)}</dd></div>
               </dl>
               {value.pending > 0 && (
                 <p class={failing ? "pending-note warning-text" : "pending-note muted"}>
                   {value.pending} {value.pending === 1 ? "delivery is" : "deliveries are"} not finished yet
-                  {failing
-                    ? ": the latest attempts failed, so they wait for a retry"
-                    : " (queued, sending or waiting for a retry)"}; the rate counts them once they are delivered or fail
-                  for good.
+                  {failing ? ": the latest attempts failed, so they wait for a retry" : " (queued, sending or waiting for a retry)"}; the rate counts
+                  them once they are delivered or fail for good.
                 </p>
               )}
             </>
@@ -119,15 +94,9 @@ export const EndpointHealth = (
             const what = `The test event to ${endpoint.url_hint}`
             onRefusal(
               problem.code === "DELIVERY_FAILED"
-                ? {
-                  what,
-                  why: `Test event not accepted by ${endpoint.url_hint}: ${String(error.error ?? problem.detail)}.`
-                }
+                ? { what, why: `Test event not accepted by ${endpoint.url_hint}: ${String(error.error ?? problem.detail)}.` }
                 : problem.code === "RATE_LIMITED"
-                ? {
-                  what,
-                  why: `Too many test events for this endpoint; try again in ${String(error.retry_after_seconds)} s.`
-                }
+                ? { what, why: `Too many test events for this endpoint; try again in ${String(error.retry_after_seconds)} s.` }
                 : refusalOf(what, problem)
             )
           }}
@@ -136,13 +105,10 @@ export const EndpointHealth = (
         </button>
         <label class="inline">
           Replay failed since
-          <select
-            value={hours}
-            onChange={(event) => {
-              setHours(Number(event.currentTarget.value))
-              setCounted(undefined)
-            }}
-          >
+          <select value={hours} onChange={(event) => {
+            setHours(Number(event.currentTarget.value))
+            setCounted(undefined)
+          }}>
             {replayWindows.map((choice) => <option key={choice.hours} value={choice.hours}>{choice.label}</option>)}
           </select>
         </label>
@@ -164,9 +130,7 @@ export const EndpointHealth = (
           <p>
             {counted.matched === 0
               ? "No failed deliveries in that window."
-              : `${counted.matched} failed ${counted.matched === 1 ? "delivery" : "deliveries"} since ${
-                new Date(counted.since).toLocaleString()
-              }; ${counted.fits} fit the queue now.`}
+              : `${counted.matched} failed ${counted.matched === 1 ? "delivery" : "deliveries"} since ${new Date(counted.since).toLocaleString()}; ${counted.fits} fit the queue now.`}
           </p>
           {counted.matched > 0 && (
             <div class="actions">
@@ -175,25 +139,15 @@ export const EndpointHealth = (
                 class="primary"
                 disabled={replayFailed.busy || counted.fits === 0}
                 onClick={async () => {
-                  const exit = await replayFailed.run({
-                    params: { id: endpoint.id },
-                    payload: { since: counted.since },
-                    reactivityKeys: ["deliveries", "stats"]
-                  })
+                  const exit = await replayFailed.run({ params: { id: endpoint.id }, payload: { since: counted.since }, reactivityKeys: ["deliveries", "stats"] })
                   setCounted(undefined)
                   if (Exit.isSuccess(exit)) {
                     const { queued, not_queued } = exit.value
                     onNotice({
                       tone: not_queued > 0 ? "warning" : "success",
-                      text: `${queued} failed ${queued === 1 ? "delivery" : "deliveries"} queued again${
-                        not_queued > 0
-                          ? `; ${not_queued} did not fit the queue and stay failed (replay again once it drains)`
-                          : ""
-                      }.`
+                      text: `${queued} failed ${queued === 1 ? "delivery" : "deliveries"} queued again${not_queued > 0 ? `; ${not_queued} did not fit the queue and stay failed (replay again once it drains)` : ""}.`
                     })
-                  } else {onRefusal(
-                      refusalOf(`Replaying the failed deliveries of ${endpoint.url_hint}`, problemOf(exit.cause))
-                    )}
+                  } else onRefusal(refusalOf(`Replaying the failed deliveries of ${endpoint.url_hint}`, problemOf(exit.cause)))
                 }}
               >
                 Replay these {counted.fits}
@@ -206,3 +160,4 @@ export const EndpointHealth = (
     </div>
   )
 }
+

@@ -45,10 +45,7 @@ export const HeaderRows = (
   return (
     <fieldset>
       <legend>{legend}</legend>
-      <p class="muted">
-        Sent with every delivery, retry, replay and test event (at most 10). Values are stored encrypted and never shown
-        again.
-      </p>
+      <p class="muted">Sent with every delivery, retry, replay and test event (at most 10). Values are stored encrypted and never shown again.</p>
       {rows.map((row, index) => {
         const error = refused.get(row.name.trim().toLowerCase())
         const errorId = `${idPrefix}-header-${index}-error`
@@ -69,28 +66,15 @@ export const HeaderRows = (
               </label>
               <label class="inline">
                 Value
-                <input
-                  type="password"
-                  autocomplete="off"
-                  value={row.value}
-                  onInput={(event) => set(index, { ...row, value: event.currentTarget.value })}
-                />
+                <input type="password" autocomplete="off" value={row.value} onInput={(event) => set(index, { ...row, value: event.currentTarget.value })} />
               </label>
-              <button
-                type="button"
-                aria-label={`Remove header ${row.name || index + 1}`}
-                onClick={() => onChange(rows.filter((_, i) => i !== index))}
-              >
-                Remove
-              </button>
+              <button type="button" aria-label={`Remove header ${row.name || index + 1}`} onClick={() => onChange(rows.filter((_, i) => i !== index))}>Remove</button>
             </div>
             {error && <p id={errorId} class="field-error">{row.name.trim()} is refused: {error}.</p>}
           </div>
         )
       })}
-      {rows.length < 10 && (
-        <button type="button" onClick={() => onChange([...rows, { name: "", value: "" }])}>Add header</button>
-      )}
+      {rows.length < 10 && <button type="button" onClick={() => onChange([...rows, { name: "", value: "" }])}>Add header</button>}
     </fieldset>
   )
 }
@@ -98,14 +82,6 @@ export const HeaderRows = (
 export const RateLimitField = ({ value, onChange }: { value: string; onChange: (text: string) => void }) => (
   <label>
     Rate limit (deliveries per second, 1 to {MAX_RATE_LIMIT}; empty for unlimited)
-    <input
-      type="number"
-      min={1}
-      max={MAX_RATE_LIMIT}
-      step={1}
-      value={value}
-      placeholder="unlimited"
-      onInput={(event) => onChange(event.currentTarget.value)}
-    />
+    <input type="number" min={1} max={MAX_RATE_LIMIT} step={1} value={value} placeholder="unlimited" onInput={(event) => onChange(event.currentTarget.value)} />
   </label>
 )

@@ -29,10 +29,7 @@ export const OwnAddress = ({ onNotice }: { onNotice: (notice: NoticeValue) => vo
       setDraft("")
       return onNotice({ tone: "success", text: done })
     }
-    onNotice({
-      tone: "error",
-      text: `Your reviewer address was not changed: ${describeProblem(problemOf(exit.cause))}`
-    })
+    onNotice({ tone: "error", text: `Your reviewer address was not changed: ${describeProblem(problemOf(exit.cause))}` })
   }
   return (
     <section class="own-address card" aria-labelledby="own-address-title">
@@ -44,8 +41,7 @@ export const OwnAddress = ({ onNotice }: { onNotice: (notice: NoticeValue) => vo
               ? <p class="muted">None: approvals for your reviewer groups wait for you here.</p>
               : (
                 <p>
-                  <strong>{value.email}</strong>{" "}
-                  <span class={`badge ${value.email_status === "confirmed" ? "active" : "pending"}`}>
+                  <strong>{value.email}</strong> <span class={`badge ${value.email_status === "confirmed" ? "active" : "pending"}`}>
                     {value.email_status === null ? "" : statusWords[value.email_status]}
                   </span>
                 </p>
@@ -62,13 +58,7 @@ export const OwnAddress = ({ onNotice }: { onNotice: (notice: NoticeValue) => vo
                 </button>
               )}
               {value.email !== null && (
-                <button
-                  type="button"
-                  disabled={set.busy}
-                  onClick={() => run(null, "Your reviewer address is cleared.")}
-                >
-                  Clear
-                </button>
+                <button type="button" disabled={set.busy} onClick={() => run(null, "Your reviewer address is cleared.")}>Clear</button>
               )}
             </div>
           </>
@@ -79,26 +69,14 @@ export const OwnAddress = ({ onNotice }: { onNotice: (notice: NoticeValue) => vo
         noValidate
         onSubmit={(event) => {
           event.preventDefault()
-          if (draft.trim() !== "") {
-            void run(
-              draft.trim(),
-              `${draft.trim()} is yours once you confirm it from the mail sent there.`
-            )
-          }
+          if (draft.trim() !== "") void run(draft.trim(), `${draft.trim()} is yours once you confirm it from the mail sent there.`)
         }}
       >
         <label>
           Set another address
-          <input
-            type="email"
-            value={draft}
-            placeholder="you@example.com"
-            onInput={(event) => setDraft(event.currentTarget.value)}
-          />
+          <input type="email" value={draft} placeholder="you@example.com" onInput={(event) => setDraft(event.currentTarget.value)} />
         </label>
-        <div class="actions">
-          <button type="submit" disabled={set.busy || draft.trim() === ""}>Use this address</button>
-        </div>
+        <div class="actions"><button type="submit" disabled={set.busy || draft.trim() === ""}>Use this address</button></div>
       </form>
     </section>
   )

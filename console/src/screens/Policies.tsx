@@ -63,9 +63,8 @@ const PolicyList = ({ policies }: { policies: ReadonlyArray<Policy> }) => {
   return (
     <>
       <p class="muted">
-        Per action class: what a governed step gets (allow, reject, or ask a person), and rules on its arguments that
-        decide first. An action class without a policy asks a person (review 900 s, notice 300 s, timeout action
-        reject).
+        Per action class: what a governed step gets (allow, reject, or ask a person), and rules on its arguments that decide first. An
+        action class without a policy asks a person (review 900 s, notice 300 s, timeout action reject).
       </p>
       {policies.length === 0
         ? <p class="empty">No policies yet.</p>
@@ -73,27 +72,14 @@ const PolicyList = ({ policies }: { policies: ReadonlyArray<Policy> }) => {
           <div class="table-wrap">
             <table aria-labelledby="policies-title">
               <caption id="policies-title" class="sr-only">Approval policies</caption>
-              <thead>
-                <tr>
-                  <th scope="col">Action class</th>
-                  <th scope="col">Mode</th>
-                  <th scope="col">Rules</th>
-                  <th scope="col">Updated</th>
-                </tr>
-              </thead>
+              <thead><tr><th scope="col">Action class</th><th scope="col">Mode</th><th scope="col">Rules</th><th scope="col">Updated</th></tr></thead>
               <tbody>
                 {policies.map((policy) => (
                   <tr key={policy.action_class}>
-                    <td>
-                      <a href={`/console/policies?class=${encodeURIComponent(policy.action_class)}`}>
-                        {policy.action_class}
-                      </a>
-                    </td>
+                    <td><a href={`/console/policies?class=${encodeURIComponent(policy.action_class)}`}>{policy.action_class}</a></td>
                     <td>{policy.mode}</td>
                     <td>{ruleCount(policy)}</td>
-                    <td>
-                      <Time iso={policy.updated_at} />
-                    </td>
+                    <td><Time iso={policy.updated_at} /></td>
                   </tr>
                 ))}
               </tbody>
@@ -119,23 +105,15 @@ const PolicyList = ({ policies }: { policies: ReadonlyArray<Policy> }) => {
             onInput={(event) => setNewClass(event.currentTarget.value)}
           />
         </label>
-        <p id="new-class-hint" class="muted">
-          1 to 128 letters, digits, '.', '_', ':' or '-', starting with a letter or digit.
-        </p>
-        <div class="actions">
-          <button type="submit" disabled={!valid}>Edit new policy</button>
-        </div>
+        <p id="new-class-hint" class="muted">1 to 128 letters, digits, '.', '_', ':' or '-', starting with a letter or digit.</p>
+        <div class="actions"><button type="submit" disabled={!valid}>Edit new policy</button></div>
       </form>
     </>
   )
 }
 
 const PolicyEditor = (
-  { actionClass, stored, onNotice }: {
-    actionClass: string
-    stored: Policy | undefined
-    onNotice: (notice: NoticeValue) => void
-  }
+  { actionClass, stored, onNotice }: { actionClass: string; stored: Policy | undefined; onNotice: (notice: NoticeValue) => void }
 ) => {
   const [draft, setDraft] = useState<PolicyDraft>(() => (stored ? draftOf(stored) : emptyDraft()))
   const [ruleErrors, setRuleErrors] = useState<ReadonlyMap<number, string>>(new Map())
@@ -151,9 +129,7 @@ const PolicyEditor = (
   }
   return (
     <>
-      <p>
-        <a href="/console/policies">All policies</a>
-      </p>
+      <p><a href="/console/policies">All policies</a></p>
       <form
         class="stack"
         aria-labelledby="policy-title"
@@ -170,32 +146,18 @@ const PolicyEditor = (
           if (Exit.isSuccess(exit)) {
             showErrors(new Map(), undefined)
             setDraft(draftOf(exit.value))
-            return onNotice({
-              tone: "success",
-              text: `Policy for ${actionClass} saved: it decides the next governed step.`
-            })
+            return onNotice({ tone: "success", text: `Policy for ${actionClass} saved: it decides the next governed step.` })
           }
           const problem = problemOf(exit.cause)
           const place = placeOf(problem.error?.field as string | undefined)
           const message = problem.detail ?? problem.title
           if (place && "rule" in place) showErrors(new Map([[place.rule, message]]), undefined)
           else if (place && "schema" in place) showErrors(new Map(), message)
-          onNotice({
-            tone: "error",
-            text: place ? `Not saved: ${message}` : `Could not save the policy: ${describeProblem(problem)}`
-          })
+          onNotice({ tone: "error", text: place ? `Not saved: ${message}` : `Could not save the policy: ${describeProblem(problem)}` })
         }}
       >
         <h2 id="policy-title">{actionClass}</h2>
-        <p class="muted">
-          {stored
-            ? (
-              <>
-                Saved <Time iso={stored.updated_at} />.
-              </>
-            )
-            : "Not saved yet: the default policy applies until you save."}
-        </p>
+        <p class="muted">{stored ? <>Saved <Time iso={stored.updated_at} />.</> : "Not saved yet: the default policy applies until you save."}</p>
         <fieldset class="stack">
           <legend>Settings (when no rule decides)</legend>
           <label>
@@ -220,9 +182,7 @@ const PolicyEditor = (
           />
         </label>
         {schemaError && <p id="schema-error" class="field-error" role="alert">{schemaError}</p>}
-        <div class="actions">
-          <button type="submit" class="primary" disabled={put.busy}>Save policy</button>
-        </div>
+        <div class="actions"><button type="submit" class="primary" disabled={put.busy}>Save policy</button></div>
       </form>
       <DryRun actionClass={actionClass} draft={draft} onRuleErrors={showErrors} />
     </>

@@ -9,17 +9,7 @@ import type { DryRunAnswer } from "../../../src/api/Policies.ts"
 import { problemOf, SvcApi } from "../api.ts"
 import { useMutation } from "../atoms.ts"
 import { describeProblem } from "../ui.tsx"
-import {
-  type DeadlineDraft,
-  DraftError,
-  move,
-  newRule,
-  payloadOf,
-  placeOf,
-  type PolicyDraft,
-  type RuleDecision,
-  type RuleDraft
-} from "./policy-draft.ts"
+import { type DeadlineDraft, DraftError, move, newRule, payloadOf, placeOf, type PolicyDraft, type RuleDecision, type RuleDraft } from "./policy-draft.ts"
 
 const dryRunAtom = SvcApi.mutation("approvalPolicies", "dryRun")
 
@@ -27,12 +17,7 @@ const dryRunAtom = SvcApi.mutation("approvalPolicies", "dryRun")
 export const DeadlineFields = (
   { id, value, onChange }: { id: string; value: DeadlineDraft; onChange: (value: DeadlineDraft) => void }
 ) => {
-  const field = (
-    key: "review" | "notice" | "escalation" | "quorum",
-    label: string,
-    min: number,
-    placeholder?: string
-  ) => (
+  const field = (key: "review" | "notice" | "escalation" | "quorum", label: string, min: number, placeholder?: string) => (
     <label>
       {label}
       <input
@@ -66,10 +51,7 @@ export const DeadlineFields = (
       {field("escalation", "Escalation seconds", 1, "none")}
       <label>
         Timeout action
-        <select
-          value={value.timeout}
-          onChange={(event) => onChange({ ...value, timeout: event.currentTarget.value as DeadlineDraft["timeout"] })}
-        >
+        <select value={value.timeout} onChange={(event) => onChange({ ...value, timeout: event.currentTarget.value as DeadlineDraft["timeout"] })}>
           <option value="reject">reject</option>
           <option value="allow">allow</option>
         </select>
@@ -108,18 +90,11 @@ const RuleEditor = (
         <div class="form">
           <label>
             Name
-            <input
-              required
-              value={rule.name}
-              onInput={(event) => onChange({ ...rule, name: event.currentTarget.value })}
-            />
+            <input required value={rule.name} onInput={(event) => onChange({ ...rule, name: event.currentTarget.value })} />
           </label>
           <label>
             Result
-            <select
-              value={rule.decision}
-              onChange={(event) => onChange({ ...rule, decision: event.currentTarget.value as RuleDecision })}
-            >
+            <select value={rule.decision} onChange={(event) => onChange({ ...rule, decision: event.currentTarget.value as RuleDecision })}>
               {DECISIONS.map(([value, label]) => <option key={value} value={value}>{label}</option>)}
             </select>
           </label>
@@ -142,32 +117,15 @@ const RuleEditor = (
         {rule.decision === "reject" && (
           <label class="wide">
             Reason given to the agent
-            <input
-              required
-              value={rule.reason}
-              onInput={(event) => onChange({ ...rule, reason: event.currentTarget.value })}
-            />
+            <input required value={rule.reason} onInput={(event) => onChange({ ...rule, reason: event.currentTarget.value })} />
           </label>
         )}
         {rule.decision === "require_approval" && (
-          <DeadlineFields
-            id={`rule-${rule.key}`}
-            value={rule.deadlines}
-            onChange={(deadlines) => onChange({ ...rule, deadlines })}
-          />
+          <DeadlineFields id={`rule-${rule.key}`} value={rule.deadlines} onChange={(deadlines) => onChange({ ...rule, deadlines })} />
         )}
         <div class="actions">
-          <button type="button" disabled={index === 0} aria-label={`Move ${name} up`} onClick={() => onMove(-1)}>
-            Up
-          </button>
-          <button
-            type="button"
-            disabled={index === count - 1}
-            aria-label={`Move ${name} down`}
-            onClick={() => onMove(1)}
-          >
-            Down
-          </button>
+          <button type="button" disabled={index === 0} aria-label={`Move ${name} up`} onClick={() => onMove(-1)}>Up</button>
+          <button type="button" disabled={index === count - 1} aria-label={`Move ${name} down`} onClick={() => onMove(1)}>Down</button>
           <button type="button" class="danger" aria-label={`Remove ${name}`} onClick={onRemove}>Remove</button>
         </div>
       </fieldset>
@@ -187,8 +145,8 @@ export const RulesEditor = (
   <section aria-labelledby="rules-title">
     <h3 id="rules-title">Rules on arguments</h3>
     <p class="muted">
-      In order, before the settings above: the first rule whose condition holds decides the step. Conditions are CEL
-      over <code>tool</code>, <code>arguments</code> and <code>session</code>.
+      In order, before the settings above: the first rule whose condition holds decides the step. Conditions are CEL over{" "}
+      <code>tool</code>, <code>arguments</code> and <code>session</code>.
     </p>
     {rules.length === 0 && <p class="empty">No rules: the settings above decide every step.</p>}
     <ol class="rules">
@@ -212,9 +170,7 @@ export const RulesEditor = (
 const describeAnswer = (answer: DryRunAnswer): string => {
   const by = answer.rule === null ? "the action class's settings" : `rule ${answer.rule}`
   const what = answer.decision === "pending"
-    ? `require approval${
-      answer.approval?.quorum ? ` by ${answer.approval.quorum} people` : ""
-    } (review ${answer.approval?.review_seconds} s, then ${answer.approval?.timeout_action})`
+    ? `require approval${answer.approval?.quorum ? ` by ${answer.approval.quorum} people` : ""} (review ${answer.approval?.review_seconds} s, then ${answer.approval?.timeout_action})`
     : answer.decision
   return `Decided by ${by}: ${what}${answer.reason ? `. Reason: ${answer.reason}` : ""}.`
 }
@@ -276,17 +232,11 @@ export const DryRun = (
         const message = problem.detail ?? problem.title
         if (place && "rule" in place) onRuleErrors(new Map([[place.rule, message]]), undefined)
         else if (place && "schema" in place) onRuleErrors(new Map(), message)
-        setOutcome({
-          problem: place
-            ? `The policy was refused: ${message}`
-            : `Could not try the policy: ${describeProblem(problem)}`
-        })
+        setOutcome({ problem: place ? `The policy was refused: ${message}` : `Could not try the policy: ${describeProblem(problem)}` })
       }}
     >
       <h3 id="dry-run-title">Dry run</h3>
-      <p class="muted">
-        Tries the policy as edited here, before saving, on a sample step. Nothing is created or stored.
-      </p>
+      <p class="muted">Tries the policy as edited here, before saving, on a sample step. Nothing is created or stored.</p>
       <label>
         Tool
         <input required value={tool} onInput={(event) => setTool(event.currentTarget.value)} />
@@ -306,32 +256,15 @@ export const DryRun = (
       {argsError && <p id="dry-run-arguments-error" class="field-error">{argsError}</p>}
       <label>
         Session id (optional)
-        <input
-          size={38}
-          value={sessionId}
-          placeholder="00000000-0000-0000-0000-000000000000"
-          onInput={(event) => setSessionId(event.currentTarget.value)}
-        />
+        <input size={38} value={sessionId} placeholder="00000000-0000-0000-0000-000000000000" onInput={(event) => setSessionId(event.currentTarget.value)} />
       </label>
-      <div class="actions">
-        <button type="submit" disabled={dryRun.busy}>Dry run</button>
-      </div>
+      <div class="actions"><button type="submit" disabled={dryRun.busy}>Dry run</button></div>
       <div role="status" aria-label="Dry run result">
         {outcome?.answer && (
-          <div
-            class={`notice ${
-              outcome.answer.decision === "allow"
-                ? "success"
-                : outcome.answer.decision === "reject"
-                ? "warning"
-                : "info"
-            }`}
-          >
+          <div class={`notice ${outcome.answer.decision === "allow" ? "success" : outcome.answer.decision === "reject" ? "warning" : "info"}`}>
             <p data-dry-run-rule={outcome.answer.rule ?? ""}>{describeAnswer(outcome.answer)}</p>
             {outcome.answer.error && (
-              <p>
-                Rule {outcome.answer.error.rule} could not be evaluated for this step: {outcome.answer.error.message}.
-              </p>
+              <p>Rule {outcome.answer.error.rule} could not be evaluated for this step: {outcome.answer.error.message}.</p>
             )}
           </div>
         )}

@@ -22,11 +22,7 @@ const datasetAtom = SvcApi.mutation("datasets", "get")
 
 /** One version's summary (its number and size), without its examples' pages. */
 const versionAtom = (datasetId: string) =>
-  SvcApi.query("datasets", "get", {
-    params: { dataset_id: datasetId },
-    query: { limit: 1 },
-    reactivityKeys: ["datasets"]
-  })
+  SvcApi.query("datasets", "get", { params: { dataset_id: datasetId }, query: { limit: 1 }, reactivityKeys: ["datasets"] })
 
 const useVersion = (datasetId: string) => {
   const atom = useMemo(() => versionAtom(datasetId), [datasetId])
@@ -53,9 +49,7 @@ export const Promote = () => {
                     <select value={taskId ?? ""} onChange={(event) => setQuery({ task: event.currentTarget.value })}>
                       {(() => {
                         const labels = taskLabels(value.tasks)
-                        return value.tasks.map((task) => (
-                          <option key={task.id} value={task.id}>{labels.get(task.id)}</option>
-                        ))
+                        return value.tasks.map((task) => <option key={task.id} value={task.id}>{labels.get(task.id)}</option>)
                       })()}
                     </select>
                   </label>
@@ -69,17 +63,10 @@ export const Promote = () => {
   )
 }
 
-const describeChange = (
-  before: PromotePreview,
-  after: PromotePreview,
-  from: number | undefined,
-  to: number | undefined
-) => {
+const describeChange = (before: PromotePreview, after: PromotePreview, from: number | undefined, to: number | undefined) => {
   const parts: Array<string> = []
   if (before.base_dataset_id !== after.base_dataset_id) {
-    parts.push(
-      `the dataset moved on${from !== undefined && to !== undefined ? ` from version ${from} to version ${to}` : ""}`
-    )
+    parts.push(`the dataset moved on${from !== undefined && to !== undefined ? ` from version ${from} to version ${to}` : ""}`)
   }
   const old = new Set(before.staged.map((item) => item.id))
   const now = new Set(after.staged.map((item) => item.id))
@@ -91,15 +78,7 @@ const describeChange = (
 }
 
 const TaskPromotion = ({ taskId }: { taskId: string }) => {
-  const previewAtom = useMemo(
-    () =>
-      SvcApi.query("feedback", "promotePreview", {
-        params: { task_id: taskId },
-        query: { limit: 100 },
-        reactivityKeys: ["feedback", "datasets"]
-      }),
-    [taskId]
-  )
+  const previewAtom = useMemo(() => SvcApi.query("feedback", "promotePreview", { params: { task_id: taskId }, query: { limit: 100 }, reactivityKeys: ["feedback", "datasets"] }), [taskId])
   const preview = useAtomValue(previewAtom)
   const promote = useMutation(promoteAtom)
   const [notice, setNotice] = useState<NoticeValue | undefined>(undefined)
@@ -109,10 +88,7 @@ const TaskPromotion = ({ taskId }: { taskId: string }) => {
   const submit = async (current: PromotePreview) => {
     const exit = await promote.run({
       params: { task_id: taskId },
-      payload: {
-        base_dataset_id: current.base_dataset_id,
-        expected_feedback_revision: current.expected_feedback_revision
-      },
+      payload: { base_dataset_id: current.base_dataset_id, expected_feedback_revision: current.expected_feedback_revision },
       reactivityKeys: ["datasets", "feedback"]
     })
     if (Exit.isSuccess(exit)) {
@@ -124,19 +100,15 @@ const TaskPromotion = ({ taskId }: { taskId: string }) => {
         tone: "success",
         text: (
           <>
-            Promoted {done.promoted_count} correction{done.promoted_count === 1 ? "" : "s"}: dataset version{" "}
-            {done.version} now has {count ?? "its"} example{count === 1 ? "" : "s"}.{" "}
-            <Download datasetId={done.dataset_id} version={done.version} />
+            Promoted {done.promoted_count} correction{done.promoted_count === 1 ? "" : "s"}: dataset version {done.version} now has{" "}
+            {count ?? "its"} example{count === 1 ? "" : "s"}. <Download datasetId={done.dataset_id} version={done.version} />
           </>
         )
       })
       return
     }
     const problem = problemOf(exit.cause)
-    if (
-      problem.code === "DATASET_BASE_CHANGED" || problem.code === "FEEDBACK_CHANGED" ||
-      problem.code === "NOTHING_STAGED"
-    ) {
+    if (problem.code === "DATASET_BASE_CHANGED" || problem.code === "FEEDBACK_CHANGED" || problem.code === "NOTHING_STAGED") {
       setSeen(current)
       refresh(previewAtom)
       setNotice({
@@ -155,23 +127,13 @@ const TaskPromotion = ({ taskId }: { taskId: string }) => {
       <Notice notice={notice} onClose={() => setNotice(undefined)} />
       <Loaded result={preview} what="the preview">
         {(value, waiting) => {
-          const changed = seen !== undefined && !waiting &&
-            (seen.expected_feedback_revision !== value.expected_feedback_revision ||
-              seen.base_dataset_id !== value.base_dataset_id)
+          const changed = seen !== undefined && !waiting && (seen.expected_feedback_revision !== value.expected_feedback_revision || seen.base_dataset_id !== value.base_dataset_id)
           return (
             <div class="promotion">
               {changed && <WhatChanged before={seen!} after={value} />}
               <dl class="facts">
-                <div>
-                  <dt>Base version</dt>
-                  <dd>
-                    <BaseVersion datasetId={value.base_dataset_id} />
-                  </dd>
-                </div>
-                <div>
-                  <dt>Staged corrections</dt>
-                  <dd>{value.staged_count}</dd>
-                </div>
+                <div><dt>Base version</dt><dd><BaseVersion datasetId={value.base_dataset_id} /></dd></div>
+                <div><dt>Staged corrections</dt><dd>{value.staged_count}</dd></div>
               </dl>
               <div class="actions">
                 <button
@@ -183,24 +145,15 @@ const TaskPromotion = ({ taskId }: { taskId: string }) => {
                 >
                   Promote
                 </button>
-                {value.staged.length === 0 && (
-                  <span id="nothing-staged" class="muted">
-                    Nothing staged for this task: stage corrections in Review first.
-                  </span>
-                )}
+                {value.staged.length === 0 && <span id="nothing-staged" class="muted">Nothing staged for this task: stage corrections in Review first.</span>}
               </div>
               {value.staged.length > 0 && (
                 <ol class="staged" aria-label="Staged corrections">
-                  {value.staged.map((item) => (
-                    <StagedItem key={item.id} traceId={item.inference_log_id} correction={item.correction} />
-                  ))}
+                  {value.staged.map((item) => <StagedItem key={item.id} traceId={item.inference_log_id} correction={item.correction} />)}
                 </ol>
               )}
               {value.next_cursor !== null && (
-                <p class="muted">
-                  Showing the first {value.staged.length} of {value.staged_count}{" "}
-                  staged corrections; Promote takes all of them.
-                </p>
+                <p class="muted">Showing the first {value.staged.length} of {value.staged_count} staged corrections; Promote takes all of them.</p>
               )}
             </div>
           )
@@ -225,12 +178,7 @@ const Download = ({ datasetId, version }: { datasetId: string; version: number }
 /** The task's dataset versions, newest first, each with its download. */
 const Versions = ({ taskId }: { taskId: string }) => {
   const atom = useMemo(
-    () =>
-      SvcApi.query("datasets", "listForTask", {
-        params: { task_id: taskId },
-        query: { limit: 100 },
-        reactivityKeys: ["datasets"]
-      }),
+    () => SvcApi.query("datasets", "listForTask", { params: { task_id: taskId }, query: { limit: 100 }, reactivityKeys: ["datasets"] }),
     [taskId]
   )
   const versions = useAtomValue(atom)
@@ -255,12 +203,8 @@ const Versions = ({ taskId }: { taskId: string }) => {
                     <tr key={dataset.id}>
                       <td>{dataset.version}</td>
                       <td>{dataset.example_count}</td>
-                      <td>
-                        <Time iso={dataset.created_at} />
-                      </td>
-                      <td>
-                        <Download datasetId={dataset.id} version={dataset.version} />
-                      </td>
+                      <td><Time iso={dataset.created_at} /></td>
+                      <td><Download datasetId={dataset.id} version={dataset.version} /></td>
                     </tr>
                   ))}
                 </tbody>

@@ -34,9 +34,7 @@ interface Shortcut {
 export const Review = ({ session }: { session: ConsoleSession }) => {
   const { query } = useLocation()
   const taskId = query.get("task") ?? undefined
-  const status = (statuses as ReadonlyArray<string>).includes(query.get("status") ?? "")
-    ? query.get("status") as StatusFilter
-    : "pending"
+  const status = (statuses as ReadonlyArray<string>).includes(query.get("status") ?? "") ? query.get("status") as StatusFilter : "pending"
   const listAtom = useMemo(() =>
     SvcApi.query("feedback", "list", {
       query: {
@@ -80,10 +78,7 @@ export const Review = ({ session }: { session: ConsoleSession }) => {
     const mutation = decision === "stage" ? stage : reject
     const exit = await mutation.run({ params: { feedback_id: item.id }, reactivityKeys: ["feedback"] })
     if (Exit.isSuccess(exit)) {
-      setNotice({
-        tone: "success",
-        text: decision === "stage" ? "Staged. It will go into the next promotion." : "Rejected."
-      })
+      setNotice({ tone: "success", text: decision === "stage" ? "Staged. It will go into the next promotion." : "Rejected." })
       if (status === "pending") setGone((current) => new Set(current).add(item.id))
       setSelectedId(following?.id)
       return
@@ -145,19 +140,11 @@ export const Review = ({ session }: { session: ConsoleSession }) => {
         </label>
         <label>
           Status
-          <select
-            value={status}
-            onChange={(event) =>
-              setQuery({ status: event.currentTarget.value === "pending" ? undefined : event.currentTarget.value })}
-          >
-            {statuses.map((value) => (
-              <option key={value} value={value}>{value === "all" ? "All (pending first)" : value}</option>
-            ))}
+          <select value={status} onChange={(event) => setQuery({ status: event.currentTarget.value === "pending" ? undefined : event.currentTarget.value })}>
+            {statuses.map((value) => <option key={value} value={value}>{value === "all" ? "All (pending first)" : value}</option>)}
           </select>
         </label>
-        <button type="button" class="link" onClick={() => setCheatsheet(true)} aria-keyshortcuts="?">
-          Keyboard shortcuts
-        </button>
+        <button type="button" class="link" onClick={() => setCheatsheet(true)} aria-keyshortcuts="?">Keyboard shortcuts</button>
       </form>
       <Notice notice={notice} onClose={() => setNotice(undefined)} />
       <Loaded result={list} what="the queue">
@@ -215,49 +202,23 @@ const Detail = (
     onDecide: (decision: "stage" | "reject") => void
   }
 ) => {
-  const runAtom = useMemo(() => SvcApi.query("tasks", "getRun", { params: { trace_id: item.inference_log_id } }), [
-    item.inference_log_id
-  ])
+  const runAtom = useMemo(() => SvcApi.query("tasks", "getRun", { params: { trace_id: item.inference_log_id } }), [item.inference_log_id])
   const run = useAtomValue(runAtom)
   return (
     <article class="detail" aria-label="Selected correction">
       <header class="detail-head">
         <h2>Correction {position}</h2>
         <dl class="facts">
-          <div>
-            <dt>Task</dt>
-            <dd>
-              {taskName ?? item.task_id}
-              <code class="key-id">{item.task_id}</code>
-            </dd>
-          </div>
-          <div>
-            <dt>Correction</dt>
-            <dd>
-              <code class="id">{item.id}</code>
-            </dd>
-          </div>
-          <div>
-            <dt>Score</dt>
-            <dd>{item.score === 1 ? "1 (right)" : item.score === -1 ? "-1 (wrong)" : "0 (neutral)"}</dd>
-          </div>
-          <div>
-            <dt>Status</dt>
-            <dd>{item.status}</dd>
-          </div>
-          <div>
-            <dt>Submitted</dt>
-            <dd>
-              <Time iso={item.created_at} />
-            </dd>
-          </div>
+          <div><dt>Task</dt><dd>{taskName ?? item.task_id}<code class="key-id">{item.task_id}</code></dd></div>
+          <div><dt>Correction</dt><dd><code class="id">{item.id}</code></dd></div>
+          <div><dt>Score</dt><dd>{item.score === 1 ? "1 (right)" : item.score === -1 ? "-1 (wrong)" : "0 (neutral)"}</dd></div>
+          <div><dt>Status</dt><dd>{item.status}</dd></div>
+          <div><dt>Submitted</dt><dd><Time iso={item.created_at} /></dd></div>
         </dl>
       </header>
       {item.redaction_warning && (
         <div class="notice warning" role="note" aria-label="Redaction warning">
-          <p>
-            <strong>Redacted:</strong> {item.redaction_warning.message}
-          </p>
+          <p><strong>Redacted:</strong> {item.redaction_warning.message}</p>
           <p>Fields changed: {item.redaction_warning.fields.map((field) => <code key={field}>{field}</code>)}</p>
         </div>
       )}
@@ -283,35 +244,20 @@ const Detail = (
                 ? <p class="muted">The correction equals the original answer.</p>
                 : (
                   <div class="table-wrap">
-                    <table class="changes">
-                      <caption class="sr-only">
-                        Changes from the original answer to the correction, by JSON path
-                      </caption>
-                      <thead>
-                        <tr>
-                          <th scope="col">Path</th>
-                          <th scope="col">Change</th>
-                          <th scope="col">Original</th>
-                          <th scope="col">Correction</th>
+                  <table class="changes">
+                    <caption class="sr-only">Changes from the original answer to the correction, by JSON path</caption>
+                    <thead><tr><th scope="col">Path</th><th scope="col">Change</th><th scope="col">Original</th><th scope="col">Correction</th></tr></thead>
+                    <tbody>
+                      {changes.map((change) => (
+                        <tr key={change.path} class={change.kind}>
+                          <td><code>{change.path}</code></td>
+                          <td>{change.kind}</td>
+                          <td><code>{"before" in change ? JSON.stringify(change.before) : ""}</code></td>
+                          <td><code>{"after" in change ? JSON.stringify(change.after) : ""}</code></td>
                         </tr>
-                      </thead>
-                      <tbody>
-                        {changes.map((change) => (
-                          <tr key={change.path} class={change.kind}>
-                            <td>
-                              <code>{change.path}</code>
-                            </td>
-                            <td>{change.kind}</td>
-                            <td>
-                              <code>{"before" in change ? JSON.stringify(change.before) : ""}</code>
-                            </td>
-                            <td>
-                              <code>{"after" in change ? JSON.stringify(change.after) : ""}</code>
-                            </td>
-                          </tr>
-                        ))}
-                      </tbody>
-                    </table>
+                      ))}
+                    </tbody>
+                  </table>
                   </div>
                 )}
             </>
@@ -320,47 +266,30 @@ const Detail = (
       </Loaded>
       {canDecide && item.status === "pending" && (
         <div class="actions sticky">
-          <button type="button" class="primary" disabled={busy} aria-keyshortcuts="s" onClick={() => onDecide("stage")}>
-            Stage
-          </button>
-          <button type="button" class="danger" disabled={busy} aria-keyshortcuts="r" onClick={() => onDecide("reject")}>
-            Reject
-          </button>
+          <button type="button" class="primary" disabled={busy} aria-keyshortcuts="s" onClick={() => onDecide("stage")}>Stage</button>
+          <button type="button" class="danger" disabled={busy} aria-keyshortcuts="r" onClick={() => onDecide("reject")}>Reject</button>
         </div>
       )}
     </article>
   )
 }
 
-const Cheatsheet = (
-  { open, shortcuts, onClose }: { open: boolean; shortcuts: ReadonlyArray<Shortcut>; onClose: () => void }
-) => {
+const Cheatsheet = ({ open, shortcuts, onClose }: { open: boolean; shortcuts: ReadonlyArray<Shortcut>; onClose: () => void }) => {
   const ref = useModal(open)
   return (
-    <dialog
-      ref={ref}
-      aria-labelledby="keys-title"
-      onCancel={(event) => {
-        event.preventDefault()
-        onClose()
-      }}
-    >
+    <dialog ref={ref} aria-labelledby="keys-title" onCancel={(event) => {
+      event.preventDefault()
+      onClose()
+    }}>
       <h2 id="keys-title">Keyboard shortcuts</h2>
       <table>
         <tbody>
           {shortcuts.map((shortcut) => (
-            <tr key={shortcut.key}>
-              <th scope="row">
-                <kbd>{shortcut.key}</kbd>
-              </th>
-              <td>{shortcut.description}</td>
-            </tr>
+            <tr key={shortcut.key}><th scope="row"><kbd>{shortcut.key}</kbd></th><td>{shortcut.description}</td></tr>
           ))}
         </tbody>
       </table>
-      <div class="actions">
-        <button type="button" onClick={onClose}>Close</button>
-      </div>
+      <div class="actions"><button type="button" onClick={onClose}>Close</button></div>
     </dialog>
   )
 }

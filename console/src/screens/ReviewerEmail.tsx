@@ -22,10 +22,7 @@ export const ReviewerEmail = ({ onNotice }: { onNotice: (notice: NoticeValue) =>
             onSubmit={async (event) => {
               event.preventDefault()
               const address = (draft ?? value.reviewer_email ?? "").trim()
-              const exit = await save.run({
-                payload: { reviewer_email: address === "" ? null : address },
-                reactivityKeys: ["settings"]
-              })
+              const exit = await save.run({ payload: { reviewer_email: address === "" ? null : address }, reactivityKeys: ["settings"] })
               if (Exit.isSuccess(exit)) {
                 setDraft(undefined)
                 onNotice({
@@ -33,27 +30,15 @@ export const ReviewerEmail = ({ onNotice }: { onNotice: (notice: NoticeValue) =>
                   text: exit.value.reviewer_email === null
                     ? "Reviewer email cleared."
                     : exit.value.reviewer_email_status === "confirmed"
-                    ? `Reviewer email set to ${exit.value.reviewer_email}.${
-                      exit.value.email_notifier
-                        ? ""
-                        : " Email is not sent until the service has an SMTP server (SVC_SMTP_URL)."
-                    }`
+                    ? `Reviewer email set to ${exit.value.reviewer_email}.${exit.value.email_notifier ? "" : " Email is not sent until the service has an SMTP server (SVC_SMTP_URL)."}`
                     : `Reviewer email set to ${exit.value.reviewer_email}, pending confirmation: a confirmation mail goes there (through the service's SMTP server, SVC_SMTP_URL). It gets no approval request until its link is opened.`
                 })
-              } else {onNotice({
-                  tone: "error",
-                  text: `Could not save the reviewer email: ${describeProblem(problemOf(exit.cause))}`
-                })}
+              } else onNotice({ tone: "error", text: `Could not save the reviewer email: ${describeProblem(problemOf(exit.cause))}` })
             }}
           >
             <label>
               Address that gets approval requests and deadline notices
-              <input
-                type="email"
-                value={draft ?? value.reviewer_email ?? ""}
-                onInput={(event) => setDraft(event.currentTarget.value)}
-                placeholder="reviewers@example.com"
-              />
+              <input type="email" value={draft ?? value.reviewer_email ?? ""} onInput={(event) => setDraft(event.currentTarget.value)} placeholder="reviewers@example.com" />
             </label>
             <button type="submit" disabled={save.busy}>Save email</button>
             {value.reviewer_email !== null && (
@@ -66,11 +51,7 @@ export const ReviewerEmail = ({ onNotice }: { onNotice: (notice: NoticeValue) =>
                   : `${value.reviewer_email} gets no approval request until the link of its confirmation mail is opened. Save the address again to send a new one.`}
               </p>
             )}
-            <p class="muted">
-              {value.email_notifier
-                ? "Email is active."
-                : "Email is off (no confirmed address, or no SMTP server configured)."}
-            </p>
+            <p class="muted">{value.email_notifier ? "Email is active." : "Email is off (no confirmed address, or no SMTP server configured)."}</p>
           </form>
         )}
       </Loaded>

@@ -39,25 +39,15 @@ export const KeyMember = ({ id, named }: { id: string; named: boolean }) => (
 const KeyName = ({ id }: { id: string }) => {
   const keys = useAtomValue(keysAtom)
   const key = keys._tag === "Success" ? keys.value.keys.find((candidate) => candidate.id === id) : undefined
-  return key
-    ? (
-      <>
-        <strong>{key.name ?? "unnamed"}</strong> ({key.key_prefix}…)<br />
-      </>
-    )
-    : null
+  return key ? <><strong>{key.name ?? "unnamed"}</strong> ({key.key_prefix}…)<br /></> : null
 }
 
 /** Whether an issue is about `field` or something inside it. */
 export const names = (issues: ReadonlyArray<FieldIssue>, field: string) =>
-  issues.some((issue) =>
-    issue.field === field || issue.field.startsWith(`${field}.`) || issue.field.startsWith(`${field}[`)
-  )
+  issues.some((issue) => issue.field === field || issue.field.startsWith(`${field}.`) || issue.field.startsWith(`${field}[`))
 
 /** The problems of one form, next to it; announced when they appear. */
-export const FieldProblems = (
-  { id, issues, lead }: { id: string; issues: ReadonlyArray<FieldIssue>; lead: string }
-) => (
+export const FieldProblems = ({ id, issues, lead }: { id: string; issues: ReadonlyArray<FieldIssue>; lead: string }) => (
   <div id={id} role="alert" class="problems-slot">
     {issues.length > 0 && (
       <div class="notice error">
@@ -66,11 +56,7 @@ export const FieldProblems = (
           <ul class="issues">
             {issues.map((issue, i) => (
               <li key={i}>
-                {issue.field !== "" && (
-                  <>
-                    <strong>{fieldLabel(issue.field)}</strong> (<code>{issue.field}</code>):
-                  </>
-                )}
+                {issue.field !== "" && <><strong>{fieldLabel(issue.field)}</strong> (<code>{issue.field}</code>): </>}
                 {issue.message}
               </li>
             ))}
@@ -94,11 +80,7 @@ export const PersonFields = (
   <>
     <label>
       Kind
-      <select
-        id={`${id}-kind`}
-        value={kind}
-        onChange={(event) => onChange(event.currentTarget.value as MemberKind, who)}
-      >
+      <select id={`${id}-kind`} value={kind} onChange={(event) => onChange(event.currentTarget.value as MemberKind, who)}>
         <option value="console_user">Console person</option>
         <option value="key_id">API key</option>
       </select>

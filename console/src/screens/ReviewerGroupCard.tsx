@@ -33,14 +33,7 @@ const slug = (name: string) => name.replace(/[^A-Za-z0-9_-]/g, "_")
 
 const AddressStatus = ({ member }: { member: GroupMember }) =>
   member.email_status === "invited"
-    ? (
-      <span
-        class="badge pending"
-        title="Only the person makes an address theirs: they accept it in the console or with their own key"
-      >
-        invited: waiting for the person to accept
-      </span>
-    )
+    ? <span class="badge pending" title="Only the person makes an address theirs: they accept it in the console or with their own key">invited: waiting for the person to accept</span>
     : member.email_status === "pending"
     ? <span class="badge pending">waiting for confirmation</span>
     : member.email_status === "confirmed"
@@ -48,11 +41,7 @@ const AddressStatus = ({ member }: { member: GroupMember }) =>
     : <span class="muted">no address</span>
 
 export const GroupCard = (
-  { group, keyChoices, onNotice }: {
-    group: ReviewerGroup
-    keyChoices: boolean
-    onNotice: (notice: NoticeValue) => void
-  }
+  { group, keyChoices, onNotice }: { group: ReviewerGroup; keyChoices: boolean; onNotice: (notice: NoticeValue) => void }
 ) => {
   const id = `group-${slug(group.name)}`
   const put = useMutation(putGroupAtom)
@@ -85,8 +74,7 @@ export const GroupCard = (
     <li class="card" aria-labelledby={`${id}-title`}>
       <h3 id={`${id}-title`}>{group.name}</h3>
       <p class="muted">
-        {group.members.length === 1 ? "1 member" : `${group.members.length} members`}; updated{" "}
-        <Time iso={group.updated_at} />.
+        {group.members.length === 1 ? "1 member" : `${group.members.length} members`}; updated <Time iso={group.updated_at} />.
       </p>
       {group.members.length === 0
         ? <p class="empty">No members: nobody can decide the approvals assigned to this group.</p>
@@ -97,9 +85,7 @@ export const GroupCard = (
                 <tr>
                   <th scope="col">Member</th>
                   <th scope="col">Address</th>
-                  <th scope="col">
-                    <span class="sr-only">Actions</span>
-                  </th>
+                  <th scope="col"><span class="sr-only">Actions</span></th>
                 </tr>
               </thead>
               <tbody>
@@ -109,11 +95,7 @@ export const GroupCard = (
                     <tr key={who}>
                       <td>
                         {member.console_user !== undefined
-                          ? (
-                            <>
-                              {member.console_user} <span class="muted">(console person)</span>
-                            </>
-                          )
+                          ? <>{member.console_user} <span class="muted">(console person)</span></>
                           : <KeyMember id={member.key_id ?? ""} named={keyChoices} />}
                       </td>
                       <td>
@@ -134,8 +116,7 @@ export const GroupCard = (
                           )
                           : (
                             <>
-                              {member.email !== null && <span class="address">{member.email}</span>}{" "}
-                              <AddressStatus member={member} />
+                              {member.email !== null && <span class="address">{member.email}</span>} <AddressStatus member={member} />
                             </>
                           )}
                       </td>
@@ -154,9 +135,7 @@ export const GroupCard = (
                               type="button"
                               aria-label={`Clear address of ${who}`}
                               disabled={put.busy}
-                              onClick={() =>
-                                save(addressPayload(group.members, index, null), () =>
-                                  `Address of ${who} cleared: no more approval mail goes to it.`)}
+                              onClick={() => save(addressPayload(group.members, index, null), () => `Address of ${who} cleared: no more approval mail goes to it.`)}
                             >
                               Clear address
                             </button>
@@ -166,9 +145,7 @@ export const GroupCard = (
                             class="danger"
                             aria-label={`Remove ${who} from ${group.name}`}
                             disabled={put.busy}
-                            onClick={() =>
-                              save(removePayload(group.members, index), () =>
-                                `${who} removed from ${group.name}.`)}
+                            onClick={() => save(removePayload(group.members, index), () => `${who} removed from ${group.name}.`)}
                           >
                             Remove
                           </button>
@@ -184,14 +161,7 @@ export const GroupCard = (
       <FieldProblems id={`${id}-problems`} issues={issues} lead={`${group.name} was not changed:`} />
       <AddMember group={group} id={id} keyChoices={keyChoices} onNotice={onNotice} />
       <div class="actions">
-        <button
-          type="button"
-          class="danger"
-          aria-label={`Delete group ${group.name}`}
-          onClick={() => setConfirming(true)}
-        >
-          Delete group
-        </button>
+        <button type="button" class="danger" aria-label={`Delete group ${group.name}`} onClick={() => setConfirming(true)}>Delete group</button>
       </div>
       <Confirm
         id={`${id}-confirm`}
@@ -203,8 +173,8 @@ export const GroupCard = (
         onConfirm={deleteGroup}
       >
         <p>
-          Its members keep their addresses for their other groups. The service refuses while a policy names the group or
-          a pending approval is assigned to it.
+          Its members keep their addresses for their other groups. The service refuses while a policy names the group or a pending
+          approval is assigned to it.
         </p>
       </Confirm>
     </li>
@@ -256,12 +226,7 @@ const AddressEditor = (
 }
 
 const AddMember = (
-  { group, id, keyChoices, onNotice }: {
-    group: ReviewerGroup
-    id: string
-    keyChoices: boolean
-    onNotice: (notice: NoticeValue) => void
-  }
+  { group, id, keyChoices, onNotice }: { group: ReviewerGroup; id: string; keyChoices: boolean; onNotice: (notice: NoticeValue) => void }
 ) => {
   const [draft, setDraft] = useState<MemberDraft>(emptyMember)
   const [issues, setIssues] = useState<ReadonlyArray<FieldIssue>>([])
@@ -286,9 +251,7 @@ const AddMember = (
           setDraft(emptyMember())
           return onNotice({
             tone: "success",
-            text: draft.email.trim() === ""
-              ? `${added} added to ${group.name}.`
-              : `${added} added to ${group.name}; their address waits for confirmation.`
+            text: draft.email.trim() === "" ? `${added} added to ${group.name}.` : `${added} added to ${group.name}; their address waits for confirmation.`
           })
         }
         setIssues(problemIssues(problemOf(exit.cause), describeProblem))

@@ -16,14 +16,7 @@ import { useAtomValue, useMutation } from "../atoms.ts"
 import { has } from "../session.ts"
 import { describeProblem, Loaded, Notice, type NoticeValue } from "../ui.tsx"
 import { Delegations } from "./Delegations.tsx"
-import {
-  checkGroup,
-  createPayload,
-  emptyMember,
-  type FieldIssue,
-  type MemberDraft,
-  problemIssues
-} from "./reviewer-draft.ts"
+import { checkGroup, createPayload, emptyMember, type FieldIssue, type MemberDraft, problemIssues } from "./reviewer-draft.ts"
 import { FieldProblems, KeyChoices, MemberFields, names } from "./ReviewerFields.tsx"
 import { GroupCard, putGroupAtom } from "./ReviewerGroupCard.tsx"
 
@@ -40,16 +33,11 @@ export const Reviewers = ({ session }: { session: ConsoleSession }) => {
       <Notice notice={notice} onClose={() => setNotice(undefined)} />
       {keyChoices && <KeyChoices />}
       <p class="muted">
-        A reviewer group names who may decide the approvals a policy assigns to it: console persons and API keys holding
-        {" "}
-        <code>approvals.decide</code>. An address given here invites its person: it gets the group's approval mail once
-        the person accepts it (signed in as themselves, on the Approvals screen) and confirms it from the mailbox.
+        A reviewer group names who may decide the approvals a policy assigns to it: console persons and API keys holding{" "}
+        <code>approvals.decide</code>. An address given here invites its person: it gets the group's approval mail once the person
+        accepts it (signed in as themselves, on the Approvals screen) and confirms it from the mailbox.
       </p>
-      <NewGroup
-        existing={groups._tag === "Success" ? groups.value.groups.map((group) => group.name) : []}
-        keyChoices={keyChoices}
-        onNotice={setNotice}
-      />
+      <NewGroup existing={groups._tag === "Success" ? groups.value.groups.map((group) => group.name) : []} keyChoices={keyChoices} onNotice={setNotice} />
       <h2 id="groups-title">Reviewer groups</h2>
       <Loaded result={groups} what="the reviewer groups">
         {(value) =>
@@ -57,25 +45,17 @@ export const Reviewers = ({ session }: { session: ConsoleSession }) => {
             ? <p class="empty">No reviewer groups yet.</p>
             : (
               <ul class="cards" aria-labelledby="groups-title">
-                {value.groups.map((group) => (
-                  <GroupCard key={group.name} group={group} keyChoices={keyChoices} onNotice={setNotice} />
-                ))}
+                {value.groups.map((group) => <GroupCard key={group.name} group={group} keyChoices={keyChoices} onNotice={setNotice} />)}
               </ul>
             )}
       </Loaded>
-      {has(session.scopes, "approvals.decide") && (
-        <Delegations session={session} keyChoices={keyChoices} onNotice={setNotice} />
-      )}
+      {has(session.scopes, "approvals.decide") && <Delegations session={session} keyChoices={keyChoices} onNotice={setNotice} />}
     </section>
   )
 }
 
 const NewGroup = (
-  { existing, keyChoices, onNotice }: {
-    existing: ReadonlyArray<string>
-    keyChoices: boolean
-    onNotice: (notice: NoticeValue) => void
-  }
+  { existing, keyChoices, onNotice }: { existing: ReadonlyArray<string>; keyChoices: boolean; onNotice: (notice: NoticeValue) => void }
 ) => {
   const [name, setName] = useState("")
   const [members, setMembers] = useState<ReadonlyArray<MemberDraft>>(() => [emptyMember()])
@@ -103,14 +83,8 @@ const NewGroup = (
           setMembers([emptyMember()])
           return onNotice({
             tone: "success",
-            text: `Group ${exit.value.name} saved with ${exit.value.members.length} member${
-              exit.value.members.length === 1 ? "" : "s"
-            }${
-              pending > 0
-                ? `; ${pending} address${
-                  pending === 1 ? " is an invitation" : "es are invitations"
-                }: each person accepts theirs`
-                : ""
+            text: `Group ${exit.value.name} saved with ${exit.value.members.length} member${exit.value.members.length === 1 ? "" : "s"}${
+              pending > 0 ? `; ${pending} address${pending === 1 ? " is an invitation" : "es are invitations"}: each person accepts theirs` : ""
             }.`
           })
         }
@@ -144,11 +118,7 @@ const NewGroup = (
           keyChoices={keyChoices}
         >
           {members.length > 1 && (
-            <button
-              type="button"
-              aria-label={`Remove member ${index + 1}`}
-              onClick={() => setMembers(members.filter((_, i) => i !== index))}
-            >
+            <button type="button" aria-label={`Remove member ${index + 1}`} onClick={() => setMembers(members.filter((_, i) => i !== index))}>
               Remove
             </button>
           )}
@@ -156,11 +126,7 @@ const NewGroup = (
       ))}
       <FieldProblems id="new-group-problems" issues={issues} lead="The group was not saved:" />
       <div class="actions">
-        <button
-          type="button"
-          disabled={members.length >= MAX_GROUP_MEMBERS}
-          onClick={() => setMembers([...members, emptyMember()])}
-        >
+        <button type="button" disabled={members.length >= MAX_GROUP_MEMBERS} onClick={() => setMembers([...members, emptyMember()])}>
           Add another member
         </button>
         <button type="submit" class="primary" disabled={put.busy}>Create group</button>

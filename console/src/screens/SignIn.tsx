@@ -3,13 +3,13 @@
  * sent to the server by the browser, so never in a log) and is posted only
  * when the person presses "Sign in", so a link preview cannot use it up.
  */
-import { Exit } from "effect"
 import { useEffect, useRef, useState } from "preact/hooks"
+import { Exit } from "effect"
 import { problemOf, SvcApi } from "../api.ts"
 import { refresh, useMutation } from "../atoms.ts"
-import { takeFragmentToken } from "../fragment.ts"
 import { navigate } from "../router.ts"
 import { sessionAtom } from "../session.ts"
+import { takeFragmentToken } from "../fragment.ts"
 import { describeProblem } from "../ui.tsx"
 
 const signIn = SvcApi.mutation("consoleSignIn", "signIn")
@@ -65,8 +65,7 @@ export const SignIn = () => {
         : token === ""
         ? (
           <p class="notice warning">
-            This page needs the whole sign-in link, including the part after <code>#</code>. Open the link printed by
-            {" "}
+            This page needs the whole sign-in link, including the part after <code>#</code>. Open the link printed by{" "}
             <code>npm run cli -- console login</code>.
           </p>
         )

@@ -6,26 +6,10 @@
  */
 import { Exit, Result, type Schema, SchemaIssue, SchemaParser } from "effect"
 import { useMemo, useState } from "preact/hooks"
-import {
-  CreateTelemetryDestination,
-  type TelemetryCompression,
-  type TelemetryDestination,
-  type TelemetryProtocol
-} from "../../../src/api/Telemetry.ts"
+import { CreateTelemetryDestination, type TelemetryCompression, type TelemetryDestination, type TelemetryProtocol } from "../../../src/api/Telemetry.ts"
 import { type Problem, problemOf, SvcApi } from "../api.ts"
 import { refresh, useAtomValue, useMutation } from "../atoms.ts"
-import {
-  Confirm,
-  describeProblem,
-  Loaded,
-  Notice,
-  type NoticeValue,
-  Refusal,
-  refusalOf,
-  type RefusalValue,
-  Time,
-  useInterval
-} from "../ui.tsx"
+import { Confirm, describeProblem, Loaded, Notice, type NoticeValue, Time, useInterval, Refusal, refusalOf, type RefusalValue } from "../ui.tsx"
 
 const destinationsAtom = SvcApi.query("telemetry", "list", { reactivityKeys: ["telemetry"] })
 const createAtom = SvcApi.mutation("telemetry", "create")
@@ -36,9 +20,7 @@ const replayAtom = SvcApi.mutation("telemetry", "replay")
 const replayProblem = (problem: Problem): string => {
   switch (problem.code) {
     case "NOT_REPLAYABLE":
-      return `This batch cannot be replayed: only failed batches can be${
-        problem.error?.delivery_status ? ` (it is ${String(problem.error.delivery_status)})` : ""
-      }.`
+      return `This batch cannot be replayed: only failed batches can be${problem.error?.delivery_status ? ` (it is ${String(problem.error.delivery_status)})` : ""}.`
     case "QUEUE_FULL":
       return "The destination's queue is full: wait until queued batches are sent (or fail), then replay again."
     default:
@@ -60,9 +42,7 @@ export const Telemetry = () => {
             ? <CreateDestination onNotice={setNotice} />
             : (
               <ul class="cards" aria-label="Destinations">
-                {value.destinations.map((destination) => (
-                  <Destination key={destination.id} destination={destination} onNotice={setNotice} />
-                ))}
+                {value.destinations.map((destination) => <Destination key={destination.id} destination={destination} onNotice={setNotice} />)}
               </ul>
             )}
       </Loaded>
@@ -106,8 +86,7 @@ const refusedHeaders = (headers: Readonly<Record<string, string>>): Map<string, 
   return refused
 }
 
-const headersRefused = (count: number) =>
-  `The collector headers were refused: ${count} header${count === 1 ? "" : "s"} to fix below.`
+const headersRefused = (count: number) => `The collector headers were refused: ${count} header${count === 1 ? "" : "s"} to fix below.`
 
 interface HeaderRow {
   readonly key: number
@@ -149,31 +128,19 @@ const CreateDestination = ({ onNotice }: { onNotice: (notice: NoticeValue) => vo
         setHeaderErrors(new Map())
         setRefusal(undefined)
         const what = `Creating the destination ${url.trim() || "(no URL)"}`
-        const headers = Object.fromEntries(
-          rows.filter((row) => row.name.trim() !== "").map((row) => [row.name.trim(), row.value])
-        )
+        const headers = Object.fromEntries(rows.filter((row) => row.name.trim() !== "").map((row) => [row.name.trim(), row.value]))
         const refused = refusedHeaders(headers)
         if (refused.size > 0) {
           setHeaderErrors(refused)
           return setRefusal({ what, why: headersRefused(refused.size) })
         }
-        const exit = await create.run({
-          payload: { url, protocol, compression, ...(rows.length > 0 ? { headers } : {}) },
-          reactivityKeys: ["telemetry"]
-        })
-        if (Exit.isSuccess(exit)) {
-          return onNotice({
-            tone: "success",
-            text: `Destination ${exit.value.url_hint} created.`
-          })
-        }
+        const exit = await create.run({ payload: { url, protocol, compression, ...(rows.length > 0 ? { headers } : {}) }, reactivityKeys: ["telemetry"] })
+        if (Exit.isSuccess(exit)) return onNotice({ tone: "success", text: `Destination ${exit.value.url_hint} created.` })
         const problem = problemOf(exit.cause)
         if (problem.code === "INVALID_URL") setUrlError(problem.detail ?? problem.title)
         if (problem.code === "INVALID_HEADERS") {
           const issues = (problem.error?.errors as ReadonlyArray<{ field: string; message: string }> | undefined) ??
-            (problem.error?.field
-              ? [{ field: String(problem.error.field), message: problem.detail ?? problem.title }]
-              : [])
+            (problem.error?.field ? [{ field: String(problem.error.field), message: problem.detail ?? problem.title }] : [])
           const byName = new Map<string, string>()
           for (const issue of issues) byName.set(headerName(issue.field).toLowerCase(), issue.message)
           setHeaderErrors(byName)
@@ -205,10 +172,7 @@ const CreateDestination = ({ onNotice }: { onNotice: (notice: NoticeValue) => vo
       </label>
       <label>
         Compression
-        <select
-          value={compression}
-          onChange={(event) => setCompression(event.currentTarget.value as TelemetryCompression)}
-        >
+        <select value={compression} onChange={(event) => setCompression(event.currentTarget.value as TelemetryCompression)}>
           {COMPRESSIONS.map(([value, label]) => <option key={value} value={value}>{label}</option>)}
         </select>
       </label>
@@ -222,104 +186,47 @@ const CreateDestination = ({ onNotice }: { onNotice: (notice: NoticeValue) => vo
             <div class="form" key={row.key}>
               <label>
                 Header {index + 1} name
-                <input
-                  value={row.name}
-                  aria-invalid={error ? "true" : undefined}
-                  aria-describedby={error ? errorId : undefined}
-                  onInput={(event) => setRow(row.key, { name: event.currentTarget.value })}
-                />
+                <input value={row.name} aria-invalid={error ? "true" : undefined} aria-describedby={error ? errorId : undefined} onInput={(event) => setRow(row.key, { name: event.currentTarget.value })} />
               </label>
               <label>
                 Header {index + 1} value
-                <input
-                  type="password"
-                  autocomplete="off"
-                  value={row.value}
-                  onInput={(event) => setRow(row.key, { value: event.currentTarget.value })}
-                />
+                <input type="password" autocomplete="off" value={row.value} onInput={(event) => setRow(row.key, { value: event.currentTarget.value })} />
               </label>
-              <button
-                type="button"
-                onClick={() => setRows((current) => current.filter((other) => other.key !== row.key))}
-              >
-                Remove header {index + 1}
-              </button>
+              <button type="button" onClick={() => setRows((current) => current.filter((other) => other.key !== row.key))}>Remove header {index + 1}</button>
               {error && <p id={errorId} class="field-error">{row.name}: {error}</p>}
             </div>
           )
         })}
-        <button
-          type="button"
-          onClick={() => setRows((current) => [...current, { key: nextRow++, name: "", value: "" }])}
-        >
-          Add header
-        </button>
+        <button type="button" onClick={() => setRows((current) => [...current, { key: nextRow++, name: "", value: "" }])}>Add header</button>
       </fieldset>
-      <div class="actions">
-        <button type="submit" class="primary" disabled={create.busy}>Create destination</button>
-      </div>
+      <div class="actions"><button type="submit" class="primary" disabled={create.busy}>Create destination</button></div>
       <Refusal id="create-destination-refusal" refusal={refusal} onDismiss={() => setRefusal(undefined)} />
     </form>
   )
 }
 
-const Destination = (
-  { destination, onNotice }: { destination: TelemetryDestination; onNotice: (notice: NoticeValue) => void }
-) => {
+const Destination = ({ destination, onNotice }: { destination: TelemetryDestination; onNotice: (notice: NoticeValue) => void }) => {
   const test = useMutation(testAtom)
   const remove = useMutation(removeAtom)
   const replay = useMutation(replayAtom)
   const [confirming, setConfirming] = useState(false)
   const [testOutcome, setTestOutcome] = useState<string | undefined>(undefined)
-  const deliveriesAtom = useMemo(
-    () =>
-      SvcApi.query("telemetry", "deliveries", {
-        params: { id: destination.id },
-        query: {},
-        reactivityKeys: ["telemetry-deliveries"]
-      }),
-    [destination.id]
-  )
+  const deliveriesAtom = useMemo(() => SvcApi.query("telemetry", "deliveries", { params: { id: destination.id }, query: {}, reactivityKeys: ["telemetry-deliveries"] }), [destination.id])
   const deliveries = useAtomValue(deliveriesAtom)
   useInterval(() => refresh(deliveriesAtom), 2000)
   return (
     <li class="card" aria-labelledby="destination-title">
       <h2 id="destination-title">{destination.url_hint}</h2>
       <div class="counters" aria-label="Counters">
-        <div class="counter">
-          <span>Pending spans</span>
-          <strong data-counter="pending">{destination.pending_spans}</strong>
-        </div>
-        <div class="counter">
-          <span>Dropped spans</span>
-          <strong data-counter="dropped">{destination.dropped_spans}</strong>
-        </div>
+        <div class="counter"><span>Pending spans</span><strong data-counter="pending">{destination.pending_spans}</strong></div>
+        <div class="counter"><span>Dropped spans</span><strong data-counter="dropped">{destination.dropped_spans}</strong></div>
       </div>
       <dl class="facts">
-        <div>
-          <dt>Protocol</dt>
-          <dd data-setting="protocol">{protocolLabel(destination.protocol)}</dd>
-        </div>
-        <div>
-          <dt>Compression</dt>
-          <dd data-setting="compression">{destination.compression === "none" ? "None" : destination.compression}</dd>
-        </div>
-        <div>
-          <dt>Last delivery</dt>
-          <dd>
-            <Time iso={destination.last_delivered_at} />
-          </dd>
-        </div>
-        <div>
-          <dt>Last error</dt>
-          <dd>{destination.last_error ?? "none"}</dd>
-        </div>
-        <div>
-          <dt>Created</dt>
-          <dd>
-            <Time iso={destination.created_at} />
-          </dd>
-        </div>
+        <div><dt>Protocol</dt><dd data-setting="protocol">{protocolLabel(destination.protocol)}</dd></div>
+        <div><dt>Compression</dt><dd data-setting="compression">{destination.compression === "none" ? "None" : destination.compression}</dd></div>
+        <div><dt>Last delivery</dt><dd><Time iso={destination.last_delivered_at} /></dd></div>
+        <div><dt>Last error</dt><dd>{destination.last_error ?? "none"}</dd></div>
+        <div><dt>Created</dt><dd><Time iso={destination.created_at} /></dd></div>
       </dl>
       <div class="actions">
         <button
@@ -332,11 +239,7 @@ const Destination = (
             const problem = problemOf(exit.cause)
             setTestOutcome(
               problem.code === "EXPORT_FAILED"
-                ? `The collector did not accept the test span${
-                  problem.error?.collector_status
-                    ? `: it answered HTTP ${String(problem.error.collector_status)}`
-                    : ` (${problem.detail ?? "no answer"})`
-                }.`
+                ? `The collector did not accept the test span${problem.error?.collector_status ? `: it answered HTTP ${String(problem.error.collector_status)}` : ` (${problem.detail ?? "no answer"})`}.`
                 : `The test failed: ${describeProblem(problem)}`
             )
           }}
@@ -355,14 +258,11 @@ const Destination = (
         onConfirm={async () => {
           const exit = await remove.run({ params: { id: destination.id }, reactivityKeys: ["telemetry"] })
           setConfirming(false)
-          if (Exit.isSuccess(exit)) {
-            onNotice({ tone: "success", text: "Destination deleted: nothing more is exported." })
-          } else onNotice({ tone: "error", text: `Could not delete: ${describeProblem(problemOf(exit.cause))}` })
+          if (Exit.isSuccess(exit)) onNotice({ tone: "success", text: "Destination deleted: nothing more is exported." })
+          else onNotice({ tone: "error", text: `Could not delete: ${describeProblem(problemOf(exit.cause))}` })
         }}
       >
-        <p>
-          Export to <strong>{destination.url_hint}</strong> stops at once; queued batches are dropped.
-        </p>
+        <p>Export to <strong>{destination.url_hint}</strong> stops at once; queued batches are dropped.</p>
       </Confirm>
       <h3 id="batches">Batch deliveries (latest 50)</h3>
       <Loaded result={deliveries} what="batch deliveries">
@@ -372,51 +272,27 @@ const Destination = (
             : (
               <div class="table-wrap">
                 <table aria-labelledby="batches">
-                  <thead>
-                    <tr>
-                      <th scope="col">Status</th>
-                      <th scope="col">Spans</th>
-                      <th scope="col">Rejected</th>
-                      <th scope="col">Attempts</th>
-                      <th scope="col">Last error</th>
-                      <th scope="col">Created</th>
-                      <th scope="col">Finished</th>
-                      <th scope="col">
-                        <span class="sr-only">Action</span>
-                      </th>
-                    </tr>
-                  </thead>
+                  <thead><tr><th scope="col">Status</th><th scope="col">Spans</th><th scope="col">Rejected</th><th scope="col">Attempts</th><th scope="col">Last error</th><th scope="col">Created</th><th scope="col">Finished</th><th scope="col"><span class="sr-only">Action</span></th></tr></thead>
                   <tbody>
                     {value.deliveries.map((delivery) => (
                       <tr key={delivery.id}>
-                        <td>
-                          <span class={`badge ${delivery.status}`}>{delivery.status}</span>
-                        </td>
+                        <td><span class={`badge ${delivery.status}`}>{delivery.status}</span></td>
                         <td>{delivery.span_count}</td>
                         <td>{delivery.rejected_spans}</td>
                         <td>{delivery.attempts}</td>
                         <td>{delivery.last_error ?? delivery.warning ?? "—"}</td>
-                        <td>
-                          <Time iso={delivery.created_at} />
-                        </td>
-                        <td>
-                          <Time iso={delivery.finished_at} />
-                        </td>
+                        <td><Time iso={delivery.created_at} /></td>
+                        <td><Time iso={delivery.finished_at} /></td>
                         <td>
                           {delivery.status === "failed" && (
                             <button
                               type="button"
                               disabled={replay.busy}
                               onClick={async () => {
-                                const exit = await replay.run({
-                                  params: { id: destination.id, delivery: delivery.id },
-                                  reactivityKeys: ["telemetry-deliveries"]
-                                })
-                                onNotice(
-                                  Exit.isSuccess(exit)
-                                    ? { tone: "success", text: "Batch queued again: it is sent shortly." }
-                                    : { tone: "warning", text: replayProblem(problemOf(exit.cause)) }
-                                )
+                                const exit = await replay.run({ params: { id: destination.id, delivery: delivery.id }, reactivityKeys: ["telemetry-deliveries"] })
+                                onNotice(Exit.isSuccess(exit)
+                                  ? { tone: "success", text: "Batch queued again: it is sent shortly." }
+                                  : { tone: "warning", text: replayProblem(problemOf(exit.cause)) })
                               }}
                             >
                               Replay

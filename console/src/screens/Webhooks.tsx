@@ -9,33 +9,18 @@
 import { Exit } from "effect"
 import { useState } from "preact/hooks"
 import { ApprovalEventTypes } from "../../../src/api/Approvals.ts"
-import {
-  CreateEndpoint as CreateEndpointPayload,
-  EndpointEventTypes,
-  type NotificationEndpoint,
-  UpdateEndpoint
-} from "../../../src/api/Notifications.ts"
+import { CreateEndpoint as CreateEndpointPayload, EndpointEventTypes, type NotificationEndpoint, UpdateEndpoint } from "../../../src/api/Notifications.ts"
 import { problemOf, SvcApi } from "../api.ts"
 import { useAtomValue, useMutation } from "../atoms.ts"
+import { setQuery, useLocation } from "../router.ts"
 import { refusedHeaders } from "../header-rules.ts"
 import { actorName, useKeyNames } from "../key-names.ts"
-import { setQuery, useLocation } from "../router.ts"
-import {
-  Confirm,
-  Loaded,
-  Notice,
-  type NoticeValue,
-  Refusal,
-  refusalOf,
-  type RefusalValue,
-  SecretOnce,
-  Time
-} from "../ui.tsx"
-import { Deliveries, noDeliveryFilters } from "./Deliveries.tsx"
-import { type AuthDraft, AuthenticationFields, authPayload, authText, emptyAuth } from "./EndpointAuthentication.tsx"
+import { Confirm, Loaded, Notice, type NoticeValue, Refusal, refusalOf, type RefusalValue, SecretOnce, Time } from "../ui.tsx"
 import { EndpointHealth } from "./EndpointHealth.tsx"
-import { type HeaderRow, HeaderRows, headersPayload, RateLimitField, ratePayload, rateText } from "./EndpointLimits.tsx"
 import { ReviewerEmail } from "./ReviewerEmail.tsx"
+import { Deliveries, noDeliveryFilters } from "./Deliveries.tsx"
+import { type HeaderRow, HeaderRows, headersPayload, RateLimitField, ratePayload, rateText } from "./EndpointLimits.tsx"
+import { type AuthDraft, AuthenticationFields, authPayload, authText, emptyAuth } from "./EndpointAuthentication.tsx"
 
 const endpointsAtom = SvcApi.query("notifications", "list", { reactivityKeys: ["endpoints"] })
 const createAtom = SvcApi.mutation("notifications", "create")
@@ -194,40 +179,20 @@ const CreateEndpoint = ({ onCreated }: { onCreated: (secret: string) => void }) 
         />
       </label>
       <p id="create-endpoint-kinds" class="muted">
-        An HTTPS receiver, or a broker: <code>amqp://</code> or <code>amqps://</code>{" "}
-        for RabbitMQ (<code>?exchange=</code>), <code>nats://</code> or <code>tls://</code>{" "}
-        for NATS JetStream (<code>?subject=</code>).
+        An HTTPS receiver, or a broker: <code>amqp://</code> or <code>amqps://</code> for RabbitMQ (<code>?exchange=</code>), <code>nats://</code> or <code>tls://</code> for NATS JetStream (<code>?subject=</code>).
         {url.trim() !== "" && <>This one: {destinationKind(url)}.</>}
       </p>
       {error && <p id="create-endpoint-error" class="field-error">{error}</p>}
       <EventChoices legend="Events to send" selected={events} onChange={setEvents} />
-      <EventChoices
-        legend="Operational events (about the organization's other endpoints)"
-        selected={events}
-        onChange={setEvents}
-        types={EndpointEventTypes}
-      />
+      <EventChoices legend="Operational events (about the organization's other endpoints)" selected={events} onChange={setEvents} types={EndpointEventTypes} />
       <label>
         Only these action classes (comma-separated, e.g. payments.*, email.send; empty for all)
-        <input
-          type="text"
-          value={classes}
-          placeholder="payments.*, email.send"
-          onInput={(event) => setClasses(event.currentTarget.value)}
-        />
+        <input type="text" value={classes} placeholder="payments.*, email.send" onInput={(event) => setClasses(event.currentTarget.value)} />
       </label>
-      <HeaderRows
-        legend="Custom headers"
-        rows={headers}
-        onChange={setHeaders}
-        refused={refused}
-        idPrefix="create-endpoint"
-      />
+      <HeaderRows legend="Custom headers" rows={headers} onChange={setHeaders} refused={refused} idPrefix="create-endpoint" />
       <RateLimitField value={rate} onChange={setRate} />
       <AuthenticationFields legend="Authentication" draft={auth} onChange={setAuth} />
-      <div class="actions">
-        <button type="submit" class="primary" disabled={create.busy || events.size === 0}>Create endpoint</button>
-      </div>
+      <div class="actions"><button type="submit" class="primary" disabled={create.busy || events.size === 0}>Create endpoint</button></div>
       <Refusal id="create-endpoint-refusal" refusal={refusal} onDismiss={() => setRefusal(undefined)} />
     </form>
   )
@@ -266,8 +231,7 @@ const EndpointCard = (
   const [refused, setRefused] = useState<ReadonlyMap<string, string>>(new Map())
   /** The latest refusal of this card's controls, said in the card. */
   const [refusal, setRefusal] = useState<RefusalValue | undefined>(undefined)
-  const refuse = (what: string) => (problem: Parameters<typeof refusalOf>[1]) =>
-    setRefusal(refusalOf(`${what} of ${endpoint.url_hint}`, problem))
+  const refuse = (what: string) => (problem: Parameters<typeof refusalOf>[1]) => setRefusal(refusalOf(`${what} of ${endpoint.url_hint}`, problem))
   const keyNames = useKeyNames()
   const update = useMutation(updateAtom)
   const remove = useMutation(removeAtom)
@@ -282,52 +246,18 @@ const EndpointCard = (
         <div>
           <dt>State</dt>
           <dd>
-            <span class={`badge ${endpoint.active ? "active" : "inactive"}`}>
-              {endpoint.active ? "active" : "inactive"}
-            </span>
-            {!endpoint.active && endpoint.deactivated_reason && (
-              <>— {endpoint.deactivated_reason} (saving its events reactivates it)</>
-            )}
+            <span class={`badge ${endpoint.active ? "active" : "inactive"}`}>{endpoint.active ? "active" : "inactive"}</span>
+            {!endpoint.active && endpoint.deactivated_reason && <> — {endpoint.deactivated_reason} (saving its events reactivates it)</>}
           </dd>
         </div>
-        {cooling && (
-          <div>
-            <dt>Cooling down until</dt>
-            <dd>
-              <Time iso={endpoint.cooldown_until} /> — nothing is sent before then, replays included
-            </dd>
-          </div>
-        )}
-        <div>
-          <dt>Kind</dt>
-          <dd>{destinationKind(endpoint.url_hint)}</dd>
-        </div>
-        <div>
-          <dt>Events</dt>
-          <dd>{endpoint.events.join(", ")}</dd>
-        </div>
-        <div>
-          <dt>Action classes</dt>
-          <dd>{endpoint.action_classes === null ? "all" : endpoint.action_classes.join(", ")}</dd>
-        </div>
-        <div>
-          <dt>Custom headers</dt>
-          <dd>{endpoint.headers.length === 0 ? "none" : `${endpoint.headers.join(", ")} (values hidden)`}</dd>
-        </div>
-        <div>
-          <dt>Rate limit</dt>
-          <dd>{rateText(endpoint.rate_limit)}</dd>
-        </div>
-        <div>
-          <dt>Authentication</dt>
-          <dd>{authText(endpoint)}</dd>
-        </div>
-        <div>
-          <dt>Created</dt>
-          <dd>
-            <Time iso={endpoint.created_at} /> by {actorName(endpoint.created_by, keyNames)}
-          </dd>
-        </div>
+        {cooling && <div><dt>Cooling down until</dt><dd><Time iso={endpoint.cooldown_until} /> — nothing is sent before then, replays included</dd></div>}
+        <div><dt>Kind</dt><dd>{destinationKind(endpoint.url_hint)}</dd></div>
+        <div><dt>Events</dt><dd>{endpoint.events.join(", ")}</dd></div>
+        <div><dt>Action classes</dt><dd>{endpoint.action_classes === null ? "all" : endpoint.action_classes.join(", ")}</dd></div>
+        <div><dt>Custom headers</dt><dd>{endpoint.headers.length === 0 ? "none" : `${endpoint.headers.join(", ")} (values hidden)`}</dd></div>
+        <div><dt>Rate limit</dt><dd>{rateText(endpoint.rate_limit)}</dd></div>
+        <div><dt>Authentication</dt><dd>{authText(endpoint)}</dd></div>
+        <div><dt>Created</dt><dd><Time iso={endpoint.created_at} /> by {actorName(endpoint.created_by, keyNames)}</dd></div>
       </dl>
       {editing
         ? (
@@ -335,9 +265,7 @@ const EndpointCard = (
             onSubmit={async (event) => {
               event.preventDefault()
               setRefusal(undefined)
-              const refusedNow = headers === undefined
-                ? new Map<string, string>()
-                : refusedHeaders(updateHeaderRules, headersPayload(headers))
+              const refusedNow = headers === undefined ? new Map<string, string>() : refusedHeaders(updateHeaderRules, headersPayload(headers))
               setRefused(refusedNow)
               if (refusedNow.size > 0) return
               const exit = await update.run({
@@ -360,12 +288,7 @@ const EndpointCard = (
             }}
           >
             <EventChoices legend={`Events for ${endpoint.url_hint}`} selected={events} onChange={setEvents} />
-            <EventChoices
-              legend={`Operational events for ${endpoint.url_hint}`}
-              selected={events}
-              onChange={setEvents}
-              types={EndpointEventTypes}
-            />
+            <EventChoices legend={`Operational events for ${endpoint.url_hint}`} selected={events} onChange={setEvents} types={EndpointEventTypes} />
             <label>
               Only these action classes (comma-separated; empty for all)
               <input type="text" value={classes} onInput={(event) => setClasses(event.currentTarget.value)} />
@@ -374,12 +297,7 @@ const EndpointCard = (
               ? (
                 <p>
                   Custom headers: {endpoint.headers.length === 0 ? "none" : endpoint.headers.join(", ")}{" "}
-                  <button
-                    type="button"
-                    onClick={() => setHeaders(endpoint.headers.map((name) => ({ name, value: "" })))}
-                  >
-                    Replace headers
-                  </button>
+                  <button type="button" onClick={() => setHeaders(endpoint.headers.map((name) => ({ name, value: "" })))}>Replace headers</button>
                 </p>
               )
               : (
@@ -399,25 +317,14 @@ const EndpointCard = (
                   <button type="button" onClick={() => setAuth(emptyAuth)}>Replace authentication</button>
                 </p>
               )
-              : (
-                <AuthenticationFields
-                  legend={`Authentication for ${endpoint.url_hint} (give it whole again; None removes it)`}
-                  draft={auth}
-                  onChange={setAuth}
-                />
-              )}
+              : <AuthenticationFields legend={`Authentication for ${endpoint.url_hint} (give it whole again; None removes it)`} draft={auth} onChange={setAuth} />}
             <div class="actions">
               <button type="submit" class="primary" disabled={update.busy || events.size === 0}>Save events</button>
-              <button
-                type="button"
-                onClick={() => {
-                  setEditing(false)
-                  setHeaders(undefined)
-                  setAuth(undefined)
-                }}
-              >
-                Cancel
-              </button>
+              <button type="button" onClick={() => {
+                setEditing(false)
+                setHeaders(undefined)
+                setAuth(undefined)
+              }}>Cancel</button>
             </div>
           </form>
         )
@@ -426,11 +333,7 @@ const EndpointCard = (
             <button type="button" onClick={() => setEditing(true)}>Edit events</button>
             <label class="inline">
               Old secret keeps working
-              <select
-                value={overlap}
-                disabled={endAll}
-                onChange={(event) => setOverlap(Number(event.currentTarget.value))}
-              >
+              <select value={overlap} disabled={endAll} onChange={(event) => setOverlap(Number(event.currentTarget.value))}>
                 {overlaps.map((choice) => <option key={choice.seconds} value={choice.seconds}>{choice.label}</option>)}
               </select>
             </label>
@@ -443,9 +346,7 @@ const EndpointCard = (
               disabled={rotate.busy}
               onClick={async () => {
                 setRefusal(undefined)
-                const payload = endAll
-                  ? { overlap_seconds: 0, expire_previous: "all" as const }
-                  : { overlap_seconds: overlap }
+                const payload = endAll ? { overlap_seconds: 0, expire_previous: "all" as const } : { overlap_seconds: overlap }
                 const exit = await rotate.run({ params: { id: endpoint.id }, payload, reactivityKeys: ["endpoints"] })
                 if (Exit.isSuccess(exit)) {
                   onSecret(exit.value.secret)
@@ -461,23 +362,16 @@ const EndpointCard = (
                 } else {
                   const problem = problemOf(exit.cause)
                   const refused = refusalOf(`Rotating the signing secret of ${endpoint.url_hint}`, problem)
-                  setRefusal(
-                    problem.code !== "LIMIT_REACHED" || endAll ? refused : {
-                      ...refused,
-                      why:
-                        `${refused.why} Keeping the latest secret beside a new one would sign with one secret too many: choose a shorter overlap, or End every earlier secret now.`
-                    }
-                  )
+                  setRefusal(problem.code !== "LIMIT_REACHED" || endAll ? refused : {
+                    ...refused,
+                    why: `${refused.why} Keeping the latest secret beside a new one would sign with one secret too many: choose a shorter overlap, or End every earlier secret now.`
+                  })
                 }
               }}
             >
               Rotate secret
             </button>
-            <button
-              type="button"
-              onClick={() => setQuery({ endpoint: showDeliveries ? undefined : endpoint.id, ...noDeliveryFilters })}
-              aria-expanded={showDeliveries}
-            >
+            <button type="button" onClick={() => setQuery({ endpoint: showDeliveries ? undefined : endpoint.id, ...noDeliveryFilters })} aria-expanded={showDeliveries}>
               {showDeliveries ? "Hide deliveries" : "Deliveries"}
             </button>
             <button type="button" class="danger" onClick={() => setConfirming(true)}>Delete</button>
@@ -496,9 +390,7 @@ const EndpointCard = (
           else refuse("Deleting")(problemOf(exit.cause))
         }}
       >
-        <p>
-          <strong>{endpoint.url_hint}</strong> stops receiving events at once. This cannot be undone.
-        </p>
+        <p><strong>{endpoint.url_hint}</strong> stops receiving events at once. This cannot be undone.</p>
       </Confirm>
       <Refusal id={`refusal-${endpoint.id}`} refusal={refusal} onDismiss={() => setRefusal(undefined)} />
       <EndpointHealth endpoint={endpoint} onNotice={onNotice} onRefusal={setRefusal} />
@@ -514,13 +406,8 @@ const HealthBanner = ({ endpoint, cooling }: { endpoint: NotificationEndpoint; c
       <div class="notice error" role="alert">
         <p>
           <strong>Disabled</strong>
-          {endpoint.deactivated_at && (
-            <>
-              since <Time iso={endpoint.deactivated_at} />
-            </>
-          )}:{" "}
-          {endpoint.deactivated_reason ?? "deactivated"}. Nothing is sent to it. Fix the receiver, then save its events
-          to reactivate it and replay what failed.
+          {endpoint.deactivated_at && <> since <Time iso={endpoint.deactivated_at} /></>}: {endpoint.deactivated_reason ?? "deactivated"}.
+          Nothing is sent to it. Fix the receiver, then save its events to reactivate it and replay what failed.
         </p>
       </div>
     )
@@ -530,16 +417,8 @@ const HealthBanner = ({ endpoint, cooling }: { endpoint: NotificationEndpoint; c
       <div class="notice warning" role="alert">
         <p>
           <strong>Failing</strong>
-          {endpoint.failing_since !== undefined && (
-            <>
-              since <Time iso={endpoint.failing_since} />
-            </>
-          )}: its latest attempts failed
-          {cooling && (
-            <>
-              ; nothing is sent before <Time iso={endpoint.cooldown_until} />
-            </>
-          )}. It recovers with its next successful delivery.
+          {endpoint.failing_since !== undefined && <> since <Time iso={endpoint.failing_since} /></>}: its latest attempts failed
+          {cooling && <>; nothing is sent before <Time iso={endpoint.cooldown_until} /></>}. It recovers with its next successful delivery.
         </p>
       </div>
     )
