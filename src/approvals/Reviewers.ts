@@ -11,20 +11,12 @@
 import { PgClient } from "@effect/sql-pg"
 import { Context, Effect, Layer, Schema } from "effect"
 import type { SqlClient } from "effect/sql"
+import { deciderOf, type Reviewer, reviewerOf } from "../api/Deciders.ts"
+import { type Delegation, type DelegationInput, MAX_DELEGATION_DAYS } from "../api/Delegations.ts"
 import { InvalidRequest, type LimitReached, NotFound, type RateLimited } from "../api/Errors.ts"
 import type { PolicyInput } from "../api/Policies.ts"
-import {
-  deciderOf,
-  type Delegation,
-  type DelegationInput,
-  type GroupInput,
-  GroupInUse,
-  MAX_DELEGATION_DAYS,
-  type OwnReviewerAddress,
-  type Reviewer,
-  type ReviewerGroup,
-  reviewerOf
-} from "../api/Reviewers.ts"
+import type { OwnReviewerAddress } from "../api/ReviewerAddresses.ts"
+import { type GroupInput, GroupInUse, type ReviewerGroup } from "../api/Reviewers.ts"
 import { DeliveryQueue } from "../deliveries/DeliveryQueue.ts"
 import { SvcConfig } from "../platform/Config.ts"
 import { newId } from "../platform/Ids.ts"
